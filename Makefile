@@ -1,0 +1,34 @@
+# Tilewright: the two commands a user needs are `make demo` and `make test`.
+# Everything is installed into .venv on first use; builds are incremental (build/py).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+DEPS   := numpy ml_dtypes nanobind scikit-build-core pytest threadpoolctl ninja
+PIP_BUILD := $(PY) -m pip install --quiet --no-build-isolation --no-deps \
+             -Cbuild-dir=build/py -Ccmake.define.TW_BUILD_TESTS=ON --editable .
+
+.PHONY: demo test build bench clean
+
+$(VENV)/.stamp:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(DEPS)
+	touch $@
+
+build: $(VENV)/.stamp
+	$(PIP_BUILD)
+
+# The seed's matmul on the CPU, checked against numpy, with timings.
+demo: build
+	$(PY) examples/seed_matmul.py
+
+# C++ unit tests, then the Python tests (numerics vs numpy, errors, examples).
+test: build
+	build/py/tw_tests --gtest_brief=1
+	$(PY) -m pytest -q tests/python
+
+bench: build
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,50 @@
+"""GEMM in the explicit style: C = A @ B with fp32 accumulation, fp16 and fp32 inputs.
+
+Usage: python examples/gemm.py [M N K]
+"""
+import sys
+
+import numpy as np
+
+import tilewright as tw
+import tilewright.language as T
+
+from _check import close, finish, randn
+
+
+@tw.jit(out_idx=[-1])
+def matmul(M, N, K, block_M=128, block_N=128, block_K=64, dtype="float16", accum_dtype="float32", num_stages=2):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def check(M, N, K, dtype, **blocks):
+    rng = np.random.default_rng(0)
+    a = randn(rng, (M, K), dtype)
+    b = randn(rng, (K, N), dtype)
+    c = matmul(M, N, K, dtype=dtype, **blocks)(a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    # the reference is exact; ours rounds once to the output dtype and accumulates in fp32
+    return close(f"gemm {M}x{N}x{K} {dtype}", c, ref, dtype, atol=1e-5 * K, rtol=2e-3 if dtype != "float32" else 1e-5)
+
+
+def main(argv):
+    M, N, K = (int(x) for x in argv[:3]) if len(argv) >= 3 else (1000, 777, 513)
+    ok = all([check(M, N, K, "float32"), check(M, N, K, "float16")])
+    finish(ok)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

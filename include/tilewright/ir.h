@@ -1,0 +1,345 @@
+// Tile IR: the one intermediate representation every front end builds and every target lowers.
+//
+// Nodes are immutable after construction (passes build new nodes) and shared by pointer.
+// Every node carries a Span: the user's source position, used by every error message.
+// The text form is produced by print() and read back by parse() (ir/printer.h, ir/parser.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tw::ir {
+
+// ---------------------------------------------------------------------------------------------
+// Source positions and errors
+
+struct Span {
+  std::string file;  // absolute path of the user's source file ("" when unknown)
+  int line = 0;      // 1-based; 0 = unknown
+  int col = 0;       // 1-based column of the construct; 0 = unknown
+  bool known() const { return line > 0; }
+};
+
+// The single user-facing error type of the compiler. what() is the fully formatted message:
+//   <file>:<line>:<col>: error: <message>
+//       <source line>
+//       ^
+//   hint: <how to fix it>
+class Error : public std::runtime_error {
+ public:
+  Error(std::string message, Span span = {}, std::string hint = {});
+  const std::string& message() const { return message_; }
+  const std::string& hint() const { return hint_; }
+  const Span& span() const { return span_; }
+
+ private:
+  std::string message_;
+  Span span_;
+  std::string hint_;
+};
+
+// Formats "file:line:col: error: msg" plus the source line and a caret (the file is read if present).
+std::string format_error(const std::string& message, const Span& span, const std::string& hint);
+
+// ---------------------------------------------------------------------------------------------
+// Data types
+
+enum class DTypeCode : uint8_t { f16, bf16, f32, f64, i8, i32, i64, u8, boolean };
+
+struct DType {
+  DTypeCode code = DTypeCode::f32;
+  constexpr DType() = default;
+  constexpr DType(DTypeCode c) : code(c) {}
+  int bits() const;
+  int bytes() const { return bits() == 1 ? 1 : bits() / 8; }
+  bool is_float() const;  // f16 bf16 f32 f64
+  bool is_int() const;    // i8 i32 i64 u8 (not bool)
+  bool is_bool() const { return code == DTypeCode::boolean; }
+  std::string_view name() const;  // canonical: float16 bfloat16 float32 float64 int8 int32 int64 uint8 bool
+  friend bool operator==(DType a, DType b) { return a.code == b.code; }
+  friend bool operator!=(DType a, DType b) { return a.code != b.code; }
+};
+// Accepts canonical names and the usual aliases (fp16, half, bf16, fp32, float, double, ...).
+std::optional<DType> parse_dtype(std::string_view name);
+// Result type of an arithmetic op on a and b: float beats int, wider beats narrower,
+// f16 with bf16 gives f32, bool behaves as the narrowest int.
+DType promote(DType a, DType b);
+
+inline constexpr DType kIndexType{DTypeCode::i32};  // loop, block and shape variables
+
+// ---------------------------------------------------------------------------------------------
+// Memory scopes
+
+enum class Scope : uint8_t { global, shared, fragment, L1, L0A, L0B, L0C, UB };
+std::string_view scope_name(Scope s);  // "global" "shared" "fragment" "L1" "L0A" "L0B" "L0C" "UB"
+std::optional<Scope> parse_scope(std::string_view name);
+
+// ---------------------------------------------------------------------------------------------
+// Expressions
+
+enum class ExprKind : uint8_t { IntImm, FloatImm, Var, Binary, Unary, Call, Cast, Select, Load };
+
+struct ExprNode {
+  ExprKind kind;
+  DType dtype;
+  Span span;
+  ExprNode(ExprKind k, DType t, Span s) : kind(k), dtype(t), span(std::move(s)) {}
+  virtual ~ExprNode() = default;
+};
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct IntImmNode : ExprNode {
+  int64_t value;
+  IntImmNode(int64_t v, DType t, Span s) : ExprNode(ExprKind::IntImm, t, std::move(s)), value(v) {}
+};
+struct FloatImmNode : ExprNode {
+  double value;
+  FloatImmNode(double v, DType t, Span s) : ExprNode(ExprKind::FloatImm, t, std::move(s)), value(v) {}
+};
+// Variables are compared by identity (pointer), printed by name. Names are unique per kernel
+// after the front end (it renames shadowed Python names).
+struct VarNode : ExprNode {
+  std::string name;
+  VarNode(std::string n, DType t, Span s) : ExprNode(ExprKind::Var, t, std::move(s)), name(std::move(n)) {}
+};
+using Var = std::shared_ptr<const VarNode>;
+
+// Div is true division (float operands; the front end casts ints), FloorDiv/Mod follow Python
+// (floor) semantics on ints, CeilDiv is ceil(a / b) on ints. Comparisons and And/Or give bool.
+enum class BinOp : uint8_t {
+  Add, Sub, Mul, Div, FloorDiv, CeilDiv, Mod, Min, Max, EQ, NE, LT, LE, GT, GE, And, Or
+};
+std::string_view binop_name(BinOp op);  // "add" "sub" ... as used by the text form
+struct BinaryNode : ExprNode {
+  BinOp op;
+  Expr a, b;
+  BinaryNode(BinOp o, Expr x, Expr y, DType t, Span s)
+      : ExprNode(ExprKind::Binary, t, std::move(s)), op(o), a(std::move(x)), b(std::move(y)) {}
+};
+
+enum class UnOp : uint8_t { Neg, Not };
+struct UnaryNode : ExprNode {
+  UnOp op;
+  Expr a;
+  UnaryNode(UnOp o, Expr x, DType t, Span s)
+      : ExprNode(ExprKind::Unary, t, std::move(s)), op(o), a(std::move(x)) {}
+};
+
+// Elementwise math. All take and return the same float dtype except where noted;
+// gelu is not a primitive: the DSL expands it (erf form) so every target shares one formula.
+enum class MathFn : uint8_t { exp, exp2, log, log2, sqrt, rsqrt, abs, tanh, erf, sigmoid, floor, ceil, pow };
+std::string_view mathfn_name(MathFn f);
+std::optional<MathFn> parse_mathfn(std::string_view name);
+struct CallNode : ExprNode {
+  MathFn fn;
+  std::vector<Expr> args;
+  CallNode(MathFn f, std::vector<Expr> a, DType t, Span s)
+      : ExprNode(ExprKind::Call, t, std::move(s)), fn(f), args(std::move(a)) {}
+};
+
+struct CastNode : ExprNode {  // value converted to dtype (round to nearest even for floats)
+  Expr value;
+  CastNode(Expr v, DType t, Span s) : ExprNode(ExprKind::Cast, t, std::move(s)), value(std::move(v)) {}
+};
+
+struct SelectNode : ExprNode {  // cond ? t : f   (T.where)
+  Expr cond, t, f;
+  SelectNode(Expr c, Expr x, Expr y, DType ty, Span s)
+      : ExprNode(ExprKind::Select, ty, std::move(s)), cond(std::move(c)), t(std::move(x)), f(std::move(y)) {}
+};
+
+struct BufferNode;
+using Buffer = std::shared_ptr<const BufferNode>;
+
+struct LoadNode : ExprNode {  // buffer[indices...]
+  Buffer buffer;
+  std::vector<Expr> indices;
+  LoadNode(Buffer b, std::vector<Expr> i, DType t, Span s);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Buffers
+
+// A tensor parameter (scope global) or a tile buffer allocated inside the kernel.
+// Shapes of tile buffers are compile-time constants; global shapes may use shape variables.
+// Layout is dense row-major.
+struct BufferNode {
+  std::string name;
+  DType dtype;
+  std::vector<Expr> shape;
+  Scope scope;
+  Span span;
+  BufferNode(std::string n, DType t, std::vector<Expr> sh, Scope sc, Span s)
+      : name(std::move(n)), dtype(t), shape(std::move(sh)), scope(sc), span(std::move(s)) {}
+  int ndim() const { return static_cast<int>(shape.size()); }
+  // Constant shape, or nullopt if any dim is symbolic.
+  std::optional<std::vector<int64_t>> const_shape() const;
+};
+
+// A rectangular part of a buffer: starts[i] .. starts[i] + extents[i]. Extents are constants for
+// tile ops. A Region whose rank is lower than its buffer's? Not allowed: rank always matches.
+struct Region {
+  Buffer buffer;
+  std::vector<Expr> starts;
+  std::vector<Expr> extents;
+};
+Region full_region(const Buffer& b);
+
+// ---------------------------------------------------------------------------------------------
+// Statements
+
+enum class StmtKind : uint8_t { Seq, For, If, Let, Store, Alloc, Copy, Gemm, Fill, Reduce };
+
+struct StmtNode {
+  StmtKind kind;
+  Span span;
+  StmtNode(StmtKind k, Span s) : kind(k), span(std::move(s)) {}
+  virtual ~StmtNode() = default;
+};
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct SeqNode : StmtNode {
+  std::vector<Stmt> body;
+  SeqNode(std::vector<Stmt> b, Span s) : StmtNode(StmtKind::Seq, std::move(s)), body(std::move(b)) {}
+};
+
+// serial: ordinary loop. parallel: iterations independent, an elementwise map over a tile
+// (T.Parallel; nested parallel loops form one multi-dimensional map). pipelined: serial loop whose
+// copies may be overlapped with compute using num_stages buffers. unroll: fully unrolled.
+enum class ForKind : uint8_t { serial, parallel, pipelined, unroll };
+std::string_view forkind_name(ForKind k);
+struct ForNode : StmtNode {
+  Var var;
+  Expr min, extent;
+  ForKind for_kind;
+  int num_stages;  // pipelined only (>= 1); 0 otherwise
+  Stmt body;
+  ForNode(Var v, Expr mn, Expr ext, ForKind fk, int stages, Stmt b, Span s)
+      : StmtNode(StmtKind::For, std::move(s)), var(std::move(v)), min(std::move(mn)),
+        extent(std::move(ext)), for_kind(fk), num_stages(stages), body(std::move(b)) {}
+};
+
+struct IfNode : StmtNode {
+  Expr cond;
+  Stmt then_body;
+  Stmt else_body;  // may be null
+  IfNode(Expr c, Stmt t, Stmt e, Span s)
+      : StmtNode(StmtKind::If, std::move(s)), cond(std::move(c)), then_body(std::move(t)), else_body(std::move(e)) {}
+};
+
+// Binds var (immutable) for the rest of the enclosing Seq.
+struct LetNode : StmtNode {
+  Var var;
+  Expr value;
+  LetNode(Var v, Expr x, Span s) : StmtNode(StmtKind::Let, std::move(s)), var(std::move(v)), value(std::move(x)) {}
+};
+
+struct StoreNode : StmtNode {  // buffer[indices] = value  (value converted to the buffer's dtype)
+  Buffer buffer;
+  std::vector<Expr> indices;
+  Expr value;
+  StoreNode(Buffer b, std::vector<Expr> i, Expr v, Span s)
+      : StmtNode(StmtKind::Store, std::move(s)), buffer(std::move(b)), indices(std::move(i)), value(std::move(v)) {}
+};
+
+// Declares a tile buffer, live for the rest of the enclosing Seq. Contents start undefined.
+struct AllocNode : StmtNode {
+  Buffer buffer;
+  AllocNode(Buffer b, Span s) : StmtNode(StmtKind::Alloc, std::move(s)), buffer(std::move(b)) {}
+};
+
+// Tile ops ------------------------------------------------------------------------------------
+
+// dst = convert(src). The two regions must have the same shape once dims of extent 1 are
+// dropped. Elements of src outside its buffer read as 0; elements of dst outside its buffer are
+// not written: this is how tails are handled.
+struct CopyNode : StmtNode {
+  Region src, dst;
+  CopyNode(Region a, Region b, Span s) : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)) {}
+};
+
+// C = (clear ? 0 : C) + op(A) * op(B); A, B, C are 2-D regions; op transposes when trans_*.
+// Accumulation in C's dtype (float32 for float inputs, int32 for int8 inputs).
+struct GemmNode : StmtNode {
+  Region a, b, c;
+  bool trans_a, trans_b, clear;
+  GemmNode(Region x, Region y, Region z, bool ta, bool tb, bool cl, Span s)
+      : StmtNode(StmtKind::Gemm, std::move(s)), a(std::move(x)), b(std::move(y)), c(std::move(z)),
+        trans_a(ta), trans_b(tb), clear(cl) {}
+};
+
+struct FillNode : StmtNode {  // every element of dst = value
+  Region dst;
+  Expr value;
+  FillNode(Region d, Expr v, Span s) : StmtNode(StmtKind::Fill, std::move(s)), dst(std::move(d)), value(std::move(v)) {}
+};
+
+// dst = reduce(src, axis) (clear) or dst = combine(dst, reduce(src, axis)) (merge).
+// dst's shape is src's shape with `axis` removed.
+enum class ReduceKind : uint8_t { sum, max, min };
+std::string_view reducekind_name(ReduceKind k);
+struct ReduceNode : StmtNode {
+  Buffer src, dst;
+  ReduceKind reduce_kind;
+  int axis;
+  bool clear;
+  ReduceNode(Buffer a, Buffer b, ReduceKind rk, int ax, bool cl, Span s)
+      : StmtNode(StmtKind::Reduce, std::move(s)), src(std::move(a)), dst(std::move(b)), reduce_kind(rk),
+        axis(ax), clear(cl) {}
+};
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+// A kernel parameter: a global tensor, or a scalar. Outputs are tensors the runtime allocates
+// and returns. Shape variables are the Vars found in tensor shapes; they are bound from the
+// actual arguments at call time.
+struct Param {
+  Buffer buffer;  // set for tensors
+  Var scalar;     // set for scalars
+  bool is_output = false;
+  const std::string& name() const { return buffer ? buffer->name : scalar->name; }
+};
+
+struct KernelNode {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<Var> block_vars;  // 0-3 block indices (bx, by, bz); empty = not yet known (tile loops)
+  std::vector<Expr> grid;       // extents, same length as block_vars
+  Stmt body;
+  Span span;  // the kernel's def line
+  KernelNode(std::string n, std::vector<Param> p, std::vector<Var> bv, std::vector<Expr> g, Stmt b, Span s)
+      : name(std::move(n)), params(std::move(p)), block_vars(std::move(bv)), grid(std::move(g)),
+        body(std::move(b)), span(std::move(s)) {}
+  // Shape variables in order of first appearance in the tensor parameters' shapes.
+  std::vector<Var> shape_vars() const;
+};
+using Kernel = std::shared_ptr<const KernelNode>;
+
+// The same kernel with the tensor parameters at `indices` marked as outputs (tw.jit's out_idx).
+Kernel with_outputs(const Kernel& k, const std::vector<int>& indices);
+
+// ---------------------------------------------------------------------------------------------
+// Builders: the only way front ends create expressions. They check operand types and apply the
+// promotion rules (a literal adopts the other operand's type), throwing Error at `span`.
+
+Expr int_imm(int64_t v, DType t = kIndexType, Span s = {});
+Expr float_imm(double v, DType t = DTypeCode::f32, Span s = {});
+Var var(std::string name, DType t = kIndexType, Span s = {});
+Expr binary(BinOp op, Expr a, Expr b, Span s = {});
+Expr unary(UnOp op, Expr a, Span s = {});
+Expr call(MathFn fn, std::vector<Expr> args, Span s = {});
+Expr cast(Expr v, DType t, Span s = {});
+Expr select(Expr cond, Expr t, Expr f, Span s = {});
+Expr load(Buffer b, std::vector<Expr> indices, Span s = {});
+Buffer buffer(std::string name, DType t, std::vector<Expr> shape, Scope scope, Span s = {});
+
+// Constant value of an integer expression after folding, or nullopt.
+std::optional<int64_t> as_const_int(const Expr& e);
+
+}  // namespace tw::ir

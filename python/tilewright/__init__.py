@@ -1,0 +1,22 @@
+"""Tilewright: a tile-level kernel language and compiler.
+
+``import tilewright as tw`` for compiling and running (``tw.jit``, ``tw.compile``) and the
+tile-loop vocabulary (``tw.output``, ``tw.load``, ``tw.matmul``, ``tw.store``, ...);
+``import tilewright.language as T`` for the explicit style (``T.Kernel``, ``T.copy``, ``T.gemm``, ...).
+"""
+from . import _C
+from .errors import TilewrightError
+from .jit import Kernel, compile, jit
+from .tile import SymbolicDim, Tensor, accumulator, ceildiv, load, matmul, output, store, symbolic
+
+__version__ = _C.__version__
+
+__all__ = [
+    "TilewrightError", "Kernel", "compile", "jit", "targets",
+    "Tensor", "SymbolicDim", "symbolic", "output", "accumulator", "load", "matmul", "store", "ceildiv",
+]
+
+
+def targets():
+    """[(name, description)] of every compilation target."""
+    return list(_C.targets())

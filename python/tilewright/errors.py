@@ -1,0 +1,56 @@
+"""The user-facing error of Tilewright.
+
+Every error the front end (and, through the binding's exception translator, the C++ core) reports
+about a user's kernel is a :class:`TilewrightError` carrying where it happened::
+
+    /path/kernel.py:12:9: error: unsupported statement 'while' in a kernel
+        while i < n:
+        ^
+      hint: use a for loop over T.serial(n) / range(n)
+"""
+from __future__ import annotations
+
+import linecache
+
+__all__ = ["TilewrightError"]
+
+
+class TilewrightError(Exception):
+    """An error in a user's kernel, located at ``file:line:col`` (1-based; 0 = unknown)."""
+
+    def __init__(self, message: str, file: str = "", line: int = 0, col: int = 0, hint: str = ""):
+        self.message = message
+        self.file = file or ""
+        self.line = int(line or 0)
+        self.col = int(col or 0)
+        self.hint = hint or ""
+        super().__init__(self._format())
+
+    @property
+    def source_line(self) -> str:
+        """The user's source line the error points at ("" when unavailable)."""
+        if not self.file or self.line <= 0:
+            return ""
+        return linecache.getline(self.file, self.line).rstrip("\n")
+
+    def _format(self) -> str:
+        out = ""
+        if self.line > 0:
+            out += f"{self.file or '<kernel>'}:{self.line}"
+            if self.col > 0:
+                out += f":{self.col}"
+            out += ": "
+        out += f"error: {self.message}"
+        src = self.source_line
+        if src:
+            pad = "".join("\t" if ch == "\t" else " " for ch in src[: max(self.col - 1, 0)])
+            out += f"\n    {src}\n    {pad}^"
+        if self.hint:
+            out += f"\n  hint: {self.hint}"
+        return out
+
+    def __str__(self) -> str:
+        return self._format()
+
+    def __reduce__(self):  # picklable (multiprocessing, pytest-xdist)
+        return (type(self), (self.message, self.file, self.line, self.col, self.hint))

@@ -1,0 +1,76 @@
+"""A kernel function's source: its AST with real file/line/column positions, and its Python scope."""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import os
+
+from ..errors import TilewrightError
+
+
+class Source:
+    """The parsed source of ``fn``. ``span(node)`` maps an AST node to ``(file, line, col)`` in the
+    user's file (1-based), so every IR node and error points at the real location."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        try:
+            file = inspect.getsourcefile(fn) or inspect.getfile(fn)
+            lines, start = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise TilewrightError(
+                f"cannot read the source of {getattr(fn, '__qualname__', fn)!r}: {e}",
+                hint="kernels must be defined in a .py file (not typed into an interactive prompt or exec'd)") from None
+        self.file = os.path.abspath(file) if file and not file.startswith("<") else (file or "")
+        self.first_line = start
+        first = lines[0]
+        self.indent = len(first) - len(first.lstrip(" \t"))
+        prefix = first[: self.indent]
+        body = [ln[self.indent:] if ln.startswith(prefix) else ln for ln in lines]
+        self.lines = body
+        try:
+            tree = ast.parse("".join(body))
+        except SyntaxError as e:
+            raise TilewrightError(f"cannot parse the kernel source: {e.msg}", self.file,
+                                  (e.lineno or 1) + start - 1, (e.offset or 0) + self.indent) from None
+        fdef = tree.body[0] if tree.body else None
+        if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            raise TilewrightError("a kernel must be a plain 'def' function", self.file, start, self.indent + 1)
+        self.funcdef = fdef
+        if isinstance(fdef, ast.AsyncFunctionDef):
+            self.error(fdef, "a kernel cannot be 'async def'", "remove 'async'")
+
+        # The Python scope the kernel body sees: closure cells, then globals, then builtins.
+        self.closure = {}
+        code = getattr(fn, "__code__", None)
+        if code is not None and fn.__closure__:
+            for name, cell in zip(code.co_freevars, fn.__closure__):
+                try:
+                    self.closure[name] = cell.cell_contents
+                except ValueError:  # empty cell: defined later in the enclosing function
+                    pass
+        self.globals = getattr(fn, "__globals__", {})
+
+    def lookup_python(self, name):
+        """(found, value) for a name of the enclosing Python scope."""
+        if name in self.closure:
+            return True, self.closure[name]
+        if name in self.globals:
+            return True, self.globals[name]
+        if hasattr(builtins, name):
+            return True, getattr(builtins, name)
+        return False, None
+
+    def span(self, node):
+        line = getattr(node, "lineno", None)
+        if line is None:
+            return (self.file, self.first_line, self.indent + 1)
+        col = getattr(node, "col_offset", 0) or 0
+        if 1 <= line <= len(self.lines):  # col_offset counts UTF-8 bytes
+            col = len(self.lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+        return (self.file, line + self.first_line - 1, col + self.indent + 1)
+
+    def error(self, node, message, hint=""):
+        file, line, col = self.span(node)
+        raise TilewrightError(message, file, line, col, hint)

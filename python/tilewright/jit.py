@@ -1,0 +1,138 @@
+"""Compiling and calling kernels: ``tw.jit``, ``tw.compile`` and the compiled :class:`Kernel`."""
+from __future__ import annotations
+
+import functools
+import inspect
+
+from . import _C
+from .errors import TilewrightError
+from .language import PrimFunc
+
+__all__ = ["jit", "compile", "Kernel"]
+
+try:  # numpy has no bfloat16; ml_dtypes provides it
+    import ml_dtypes as _ml_dtypes
+    _BF16 = _ml_dtypes.bfloat16
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    _BF16 = None
+
+
+class Kernel:
+    """A kernel compiled for one target. Call it with numpy arrays (or any object implementing
+    ``__dlpack__``) for the inputs, in parameter order; the outputs are allocated and returned
+    (one array, a tuple of arrays, or None when the kernel has no output)."""
+
+    def __init__(self, executable):
+        self._exe = executable
+        self._bf16_outputs = [i for i, d in enumerate(executable.output_dtypes) if d == "bfloat16"]
+
+    def __call__(self, *args):
+        outs = self._exe(*args)
+        for i in self._bf16_outputs:
+            outs[i] = outs[i].view(_BF16)
+        if len(outs) == 1:
+            return outs[0]
+        return tuple(outs) if outs else None
+
+    @property
+    def name(self) -> str:
+        return self._exe.kernel.name
+
+    @property
+    def target(self) -> str:
+        return self._exe.target
+
+    def get_source(self, lang: str = "c++") -> str:
+        """The generated code (``"c++"`` for the cpu target)."""
+        return self._exe.source(lang)
+
+    def get_ir(self, stage: str = "final") -> str:
+        """The Tile IR text after a pipeline stage; ``stages`` lists them."""
+        return self._exe.ir(stage)
+
+    @property
+    def stages(self) -> list:
+        return list(self._exe.stage_names())
+
+    @property
+    def from_disk_cache(self) -> bool:
+        """True when the compiled code was loaded from the disk cache (no compiler run)."""
+        return self._exe.from_disk_cache
+
+    def __repr__(self):
+        return f"<tilewright.Kernel {self.name} target={self.target}>"
+
+
+def _out_indices(ir_kernel, out_idx):
+    if out_idx is None:
+        return []
+    if isinstance(out_idx, int):
+        out_idx = [out_idx]
+    n = len(ir_kernel.params)
+    result = []
+    for i in out_idx:
+        if not isinstance(i, int) or not -n <= i < n:
+            raise TilewrightError(f"out_idx {i!r} is not a parameter index of '{ir_kernel.name}' ({n} parameters)",
+                                  hint=f"use an int in [-{n}, {n})")
+        result.append(i % n)
+    return result
+
+
+def _build(prim_or_fn, target: str, out_idx) -> Kernel:
+    if isinstance(prim_or_fn, PrimFunc):
+        ir_kernel = prim_or_fn.ir
+    elif inspect.isfunction(prim_or_fn):
+        from .frontend import parse_tile_loops
+        ir_kernel = parse_tile_loops(prim_or_fn)
+    else:
+        raise TilewrightError(f"cannot compile {prim_or_fn!r}",
+                              hint="pass a @T.prim_func or a function written with tile loops")
+    outs = _out_indices(ir_kernel, out_idx)
+    if outs:
+        ir_kernel = _C.mark_outputs(ir_kernel, outs)
+    return Kernel(_C.compile(ir_kernel, target))
+
+
+def compile(fn=None, *, target: str = "cpu", out_idx=None):  # noqa: A001 - the tile-language verb
+    """Compile a kernel now.
+
+    * ``tw.compile(prim_func, out_idx=[-1], target="cpu")`` compiles an explicit-style kernel.
+    * ``@tw.compile(target="cpu")`` on a function written with tile loops (``tw.output``,
+      ``tw.load``, ``tw.matmul``, ``tw.store`` inside ``for`` loops) replaces it by the compiled
+      kernel. Errors are reported at the definition, not at the first call.
+    """
+    if fn is None:
+        return lambda f: _build(f, target, out_idx)
+    return _build(fn, target, out_idx)
+
+
+def _freeze(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def jit(fn=None, *, out_idx=None, target: str = "cpu"):
+    """``@tw.jit(out_idx=[-1])`` on a function whose parameters (sizes, block sizes, dtypes) build a
+    ``@T.prim_func``: calling it returns the compiled :class:`Kernel`, cached per distinct
+    arguments for the life of the process (repeated calls do not recompile)."""
+    if fn is None:
+        return lambda f: jit(f, out_idx=out_idx, target=target)
+
+    cache: dict = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        key = (_freeze(args), _freeze(kwargs))
+        kernel = cache.get(key)
+        if kernel is None:
+            prim = fn(*args, **kwargs)
+            if not isinstance(prim, PrimFunc):
+                raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func, got {prim!r}")
+            kernel = cache[key] = _build(prim, target, out_idx)
+        return kernel
+
+    wrapper.cache = cache
+    return wrapper

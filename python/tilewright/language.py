@@ -1,0 +1,260 @@
+"""The Tilewright DSL vocabulary: ``import tilewright.language as T``.
+
+Nothing here computes anything on data. The names are *markers*: the front end
+(:mod:`tilewright.frontend`) reads the kernel's Python source, recognises calls to these objects
+and builds the Tile IR. Calling a marker outside a kernel raises :class:`TilewrightError`.
+
+A few names are ordinary values that kernels use at definition time:
+
+* :class:`Tensor` (alias :data:`Buffer`): a parameter annotation ``T.Tensor((M, K), "float16")``.
+* :func:`symbolic`: a symbolic dimension, ``M = T.symbolic("M")``; shapes may also name a
+  dimension with a string, ``T.Tensor(("M", 64), dtype)``.
+* dtype names: ``T.float16`` ... ``T.bool``. They are strings (``T.float16 == "float16"``); inside a
+  kernel, calling one is a cast: ``T.float32(x)``.
+* :func:`ceildiv`, :func:`min`, :func:`max` also work on plain Python ints (so grid sizes can be
+  computed in Python); on anything else they are markers like the rest.
+
+Vocabulary (inside ``@T.prim_func``)::
+
+    with T.Kernel(gx, gy, threads=128) as (bx, by):     # launch grid, 1-3 dims
+    A_s = T.alloc_shared((bm, bk), dtype)                # block staging tile
+    C_f = T.alloc_fragment((bm, bn), accum_dtype)        # block working tile
+    T.copy(A[by * bm, k * bk], A_s)                      # tile-origin slice: extent from the other side
+    T.copy(A[0:bm, 0:bk], A_s)                           # explicit slices
+    T.gemm(A_s, B_s, C_f, transpose_A=False, transpose_B=False, clear_accum=False)
+    T.fill(C_f, 0) ; T.clear(C_f)
+    T.reduce_sum(src, dst, dim=-1, clear=True)           # also reduce_max / reduce_min
+    for k in T.Pipelined(n, num_stages=3):               # also T.Pipelined(start, stop, num_stages=)
+    for i, j in T.Parallel(bm, bn):                      # elementwise map over a tile
+    for i in T.serial(n) / T.unroll(n) / range(n):
+    T.exp / exp2 / log / log2 / sqrt / rsqrt / abs / tanh / erf / sigmoid / floor / ceil / pow
+    T.gelu(x)  T.where(c, a, b)  T.if_then_else(c, a, b)  T.cast(x, dtype)  T.infinity(dtype)
+"""
+from __future__ import annotations
+
+import builtins as _builtins
+import sys as _sys
+
+from .errors import TilewrightError
+
+__all__ = [
+    "prim_func", "PrimFunc", "Tensor", "Buffer", "symbolic", "SymbolicDim", "DType", "Kernel",
+    "alloc_shared", "alloc_fragment", "alloc_local", "alloc_L1", "alloc_L0A", "alloc_L0B", "alloc_L0C",
+    "alloc_UB", "copy", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
+    "Pipelined", "Parallel", "serial", "unroll", "ceildiv", "min", "max",
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf", "sigmoid", "floor", "ceil", "pow",
+    "gelu", "where", "if_then_else", "cast", "infinity",
+    "float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Values usable at definition time
+
+class DType(str):
+    """A dtype name (a ``str``). Inside a kernel, ``T.float32(x)`` casts ``x``."""
+
+    def __call__(self, value=None):
+        _outside_kernel(f"T.{self}")
+
+
+float16 = DType("float16")
+bfloat16 = DType("bfloat16")
+float32 = DType("float32")
+float64 = DType("float64")
+int8 = DType("int8")
+int32 = DType("int32")
+int64 = DType("int64")
+uint8 = DType("uint8")
+bool = DType("bool")  # noqa: A001 - the DSL name, as in tilelang
+_DTYPES = (float16, bfloat16, float32, float64, int8, int32, int64, uint8, bool)
+
+
+class SymbolicDim:
+    """A symbolic tensor dimension (``T.symbolic("M")``): bound from the actual argument at call
+    time; the kernel is not specialised on it. Dimensions with the same name are the same."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TilewrightError(f"T.symbolic needs an identifier name, got {name!r}")
+        self.name = name
+
+    def __repr__(self):
+        return f"T.symbolic({self.name!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, SymbolicDim) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("SymbolicDim", self.name))
+
+
+def symbolic(name: str) -> SymbolicDim:
+    """A symbolic dimension for tensor shapes: ``M = T.symbolic("M")``."""
+    return SymbolicDim(name)
+
+
+class Tensor:
+    """A tensor parameter annotation: ``A: T.Tensor((M, K), "float16")``.
+
+    Each dimension is a Python int, a :class:`SymbolicDim` or a string naming a symbolic dim.
+    """
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype="float32"):
+        if isinstance(shape, (int, str, SymbolicDim)):
+            shape = (shape,)
+        shape = tuple(shape)
+        for d in shape:
+            if isinstance(d, _builtins.bool) or not isinstance(d, (int, str, SymbolicDim)):
+                raise TilewrightError(
+                    f"tensor dimension must be an int, a T.symbolic dim or a name string, got {d!r}")
+        if not isinstance(dtype, str):
+            raise TilewrightError(f"tensor dtype must be a name like 'float16', got {dtype!r}")
+        self.shape = shape
+        self.dtype = str(dtype)
+
+    def __repr__(self):
+        return f"Tensor({self.shape!r}, {self.dtype!r})"
+
+
+Buffer = Tensor  # tilelang spelling
+
+
+class PrimFunc:
+    """A parsed ``@T.prim_func``: ``.fn`` (the Python function), ``.ir`` (the Tile IR kernel),
+    ``.name``. It is compiled by the runtime (``tw.jit`` / ``tw.compile``), not called."""
+
+    def __init__(self, fn, ir_kernel):
+        self.fn = fn
+        self.ir = ir_kernel
+        self.name = fn.__name__
+
+    def script(self) -> str:
+        """The kernel's IR in text form."""
+        from ._C import ir as _ir
+        return _ir.print_kernel(self.ir)
+
+    def __call__(self, *args, **kwargs):
+        raise TilewrightError(
+            f"prim_func '{self.name}' cannot be called directly",
+            hint="compile it first: return it from a @tw.jit function, or pass it to tw.compile")
+
+    def __repr__(self):
+        return f"<T.prim_func {self.name}>"
+
+
+def prim_func(fn):
+    """Decorator: parse ``fn`` (explicit style) into the Tile IR now, so errors point at the
+    definition. Returns a :class:`PrimFunc`."""
+    from .frontend import parse_prim_func
+    return PrimFunc(fn, parse_prim_func(fn))
+
+
+# ---------------------------------------------------------------------------------------------
+# Markers
+
+def _outside_kernel(what: str):
+    frame = _sys._getframe(2)
+    raise TilewrightError(
+        f"{what} can only be used inside a kernel",
+        frame.f_code.co_filename, frame.f_lineno, 0,
+        "write it in the body of a @T.prim_func function (inside `with T.Kernel(...)`); "
+        "the DSL functions describe the kernel to the compiler and are not executed by Python")
+
+
+def _marker(name: str, doc: str, prefix: str = "T."):
+    def fn(*args, **kwargs):
+        _outside_kernel(f"{prefix}{name}")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    fn.__module__ = __name__
+    fn.__tw_marker__ = prefix + name
+    return fn
+
+
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, _builtins.bool)
+
+
+Kernel = _marker("Kernel", """``with T.Kernel(*grid, threads=None) as (bx, by, ...)``: the launch grid (1-3 dims).
+
+``threads`` is accepted for tilelang compatibility and ignored: on Tilewright's targets a block
+runs on one core (a CPU thread or an Ascend AI core); parallelism inside a block comes from tile
+ops and ``T.Parallel`` maps, which the backends vectorise, so a thread count has no meaning.
+``is_npu=`` is reserved for Ascend expert mode and not supported yet.""")
+
+alloc_shared = _marker("alloc_shared", "A block staging tile (scope shared): ``T.alloc_shared(shape, dtype)``.")
+alloc_fragment = _marker("alloc_fragment", "A block working tile (scope fragment): ``T.alloc_fragment(shape, dtype)``.")
+alloc_local = _marker("alloc_local", "A small per-block scratch tile; same as alloc_fragment (scope fragment).")
+alloc_L1 = _marker("alloc_L1", "Ascend expert mode: a tile in L1.")
+alloc_L0A = _marker("alloc_L0A", "Ascend expert mode: a tile in L0A.")
+alloc_L0B = _marker("alloc_L0B", "Ascend expert mode: a tile in L0B.")
+alloc_L0C = _marker("alloc_L0C", "Ascend expert mode: a tile in L0C.")
+alloc_UB = _marker("alloc_UB", "Ascend expert mode: a tile in the Unified Buffer.")
+
+copy = _marker("copy", """``T.copy(src, dst)``: copy a region with conversion to dst's dtype.
+
+src/dst are buffers (whole), explicit slices ``A[a:b, c:d]`` or tile origins ``A[i, j]`` whose
+extent is taken from the other side. Out-of-range source elements read as 0, out-of-range
+destination elements are not written.""")
+gemm = _marker("gemm", "``T.gemm(A, B, C, transpose_A=False, transpose_B=False, clear_accum=False)``: C (+)= op(A) @ op(B).")
+fill = _marker("fill", "``T.fill(buf, value)``: set every element.")
+clear = _marker("clear", "``T.clear(buf)``: fill with 0.")
+reduce_sum = _marker("reduce_sum", "``T.reduce_sum(src, dst, dim=-1, clear=True)``.")
+reduce_max = _marker("reduce_max", "``T.reduce_max(src, dst, dim=-1, clear=True)``.")
+reduce_min = _marker("reduce_min", "``T.reduce_min(src, dst, dim=-1, clear=True)``.")
+
+Pipelined = _marker("Pipelined", "``for k in T.Pipelined(n, num_stages=2)`` or ``T.Pipelined(start, stop, num_stages=)``.")
+Parallel = _marker("Parallel", "``for i, j in T.Parallel(m, n)``: an elementwise map over a tile.")
+serial = _marker("serial", "``for i in T.serial(n)`` / ``T.serial(start, stop)``: a sequential loop.")
+unroll = _marker("unroll", "``for i in T.unroll(n)``: a fully unrolled loop (constant trip count).")
+
+exp = _marker("exp", "e**x")
+exp2 = _marker("exp2", "2**x")
+log = _marker("log", "natural logarithm")
+log2 = _marker("log2", "base-2 logarithm")
+sqrt = _marker("sqrt", "square root")
+rsqrt = _marker("rsqrt", "1 / sqrt(x)")
+abs = _marker("abs", "absolute value")  # noqa: A001
+tanh = _marker("tanh", "hyperbolic tangent")
+erf = _marker("erf", "error function")
+sigmoid = _marker("sigmoid", "1 / (1 + exp(-x))")
+floor = _marker("floor", "round down")
+ceil = _marker("ceil", "round up")
+pow = _marker("pow", "x ** y")  # noqa: A001
+gelu = _marker("gelu", """``T.gelu(x)``: the exact (erf) GELU, expanded by the front end to
+``0.5 * x * (1 + erf(x / sqrt(2)))`` so every target computes the same formula.""")
+where = _marker("where", "``T.where(cond, a, b)``: a if cond else b, elementwise.")
+if_then_else = _marker("if_then_else", "Same as T.where.")
+cast = _marker("cast", "``T.cast(x, dtype)``: convert (round to nearest even for floats).")
+infinity = _marker("infinity", "``T.infinity(dtype)``: +inf of a float dtype (use -T.infinity(dtype) for -inf).")
+
+
+def ceildiv(a, b):
+    """ceil(a / b) on integers. Works on Python ints anywhere; a marker inside kernels."""
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    _outside_kernel("T.ceildiv on non-constant values")
+
+
+def min(a, b):  # noqa: A001
+    """Minimum. Works on Python numbers anywhere; a marker inside kernels."""
+    if _number(a) and _number(b):
+        return a if a <= b else b
+    _outside_kernel("T.min on non-constant values")
+
+
+def max(a, b):  # noqa: A001
+    """Maximum. Works on Python numbers anywhere; a marker inside kernels."""
+    if _number(a) and _number(b):
+        return a if a >= b else b
+    _outside_kernel("T.max on non-constant values")
+
+
+ceildiv.__tw_marker__ = "T.ceildiv"
+min.__tw_marker__ = "T.min"
+max.__tw_marker__ = "T.max"

@@ -1,0 +1,280 @@
+#include "ir/functor.h"
+
+namespace tw::ir {
+
+namespace {
+template <class T>
+const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
+template <class T>
+const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Visitor
+
+void Visitor::visit(const Expr& e) {
+  if (!e) return;
+  switch (e->kind) {
+    case ExprKind::IntImm:
+    case ExprKind::FloatImm:
+    case ExprKind::Var: return;
+    case ExprKind::Binary: visit(as<BinaryNode>(e)->a); visit(as<BinaryNode>(e)->b); return;
+    case ExprKind::Unary: visit(as<UnaryNode>(e)->a); return;
+    case ExprKind::Call: for (const auto& a : as<CallNode>(e)->args) visit(a); return;
+    case ExprKind::Cast: visit(as<CastNode>(e)->value); return;
+    case ExprKind::Select: {
+      auto* n = as<SelectNode>(e);
+      visit(n->cond); visit(n->t); visit(n->f);
+      return;
+    }
+    case ExprKind::Load: {
+      auto* n = as<LoadNode>(e);
+      visit_buffer(n->buffer);
+      for (const auto& i : n->indices) visit(i);
+      return;
+    }
+  }
+}
+
+void Visitor::visit_region(const Region& r) {
+  visit_buffer(r.buffer);
+  for (const auto& e : r.starts) visit(e);
+  for (const auto& e : r.extents) visit(e);
+}
+
+void Visitor::visit(const Stmt& s) {
+  if (!s) return;
+  switch (s->kind) {
+    case StmtKind::Seq: for (const auto& c : as<SeqNode>(s)->body) visit(c); return;
+    case StmtKind::For: {
+      auto* n = as<ForNode>(s);
+      visit(n->min); visit(n->extent); visit(n->body);
+      return;
+    }
+    case StmtKind::If: {
+      auto* n = as<IfNode>(s);
+      visit(n->cond); visit(n->then_body); visit(n->else_body);
+      return;
+    }
+    case StmtKind::Let: visit(as<LetNode>(s)->value); return;
+    case StmtKind::Store: {
+      auto* n = as<StoreNode>(s);
+      visit_buffer(n->buffer);
+      for (const auto& i : n->indices) visit(i);
+      visit(n->value);
+      return;
+    }
+    case StmtKind::Alloc: visit_buffer(as<AllocNode>(s)->buffer); return;
+    case StmtKind::Copy: visit_region(as<CopyNode>(s)->src); visit_region(as<CopyNode>(s)->dst); return;
+    case StmtKind::Gemm: {
+      auto* n = as<GemmNode>(s);
+      visit_region(n->a); visit_region(n->b); visit_region(n->c);
+      return;
+    }
+    case StmtKind::Fill: visit_region(as<FillNode>(s)->dst); visit(as<FillNode>(s)->value); return;
+    case StmtKind::Reduce: visit_buffer(as<ReduceNode>(s)->src); visit_buffer(as<ReduceNode>(s)->dst); return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mutator
+
+std::vector<Expr> Mutator::mutate_all(const std::vector<Expr>& v, bool& changed) {
+  std::vector<Expr> out;
+  out.reserve(v.size());
+  for (const auto& e : v) {
+    out.push_back(mutate(e));
+    changed |= out.back() != e;
+  }
+  return out;
+}
+
+Expr Mutator::mutate(const Expr& e) {
+  if (!e) return e;
+  switch (e->kind) {
+    case ExprKind::IntImm:
+    case ExprKind::FloatImm:
+    case ExprKind::Var: return e;
+    case ExprKind::Binary: {
+      auto* n = as<BinaryNode>(e);
+      auto a = mutate(n->a), b = mutate(n->b);
+      if (a == n->a && b == n->b) return e;
+      return std::make_shared<BinaryNode>(n->op, a, b, n->dtype, n->span);
+    }
+    case ExprKind::Unary: {
+      auto* n = as<UnaryNode>(e);
+      auto a = mutate(n->a);
+      if (a == n->a) return e;
+      return std::make_shared<UnaryNode>(n->op, a, n->dtype, n->span);
+    }
+    case ExprKind::Call: {
+      auto* n = as<CallNode>(e);
+      bool changed = false;
+      auto args = mutate_all(n->args, changed);
+      if (!changed) return e;
+      return std::make_shared<CallNode>(n->fn, args, n->dtype, n->span);
+    }
+    case ExprKind::Cast: {
+      auto* n = as<CastNode>(e);
+      auto v = mutate(n->value);
+      if (v == n->value) return e;
+      return std::make_shared<CastNode>(v, n->dtype, n->span);
+    }
+    case ExprKind::Select: {
+      auto* n = as<SelectNode>(e);
+      auto c = mutate(n->cond), t = mutate(n->t), f = mutate(n->f);
+      if (c == n->cond && t == n->t && f == n->f) return e;
+      return std::make_shared<SelectNode>(c, t, f, n->dtype, n->span);
+    }
+    case ExprKind::Load: {
+      auto* n = as<LoadNode>(e);
+      bool changed = false;
+      auto idx = mutate_all(n->indices, changed);
+      auto b = mutate_buffer(n->buffer);
+      if (!changed && b == n->buffer) return e;
+      return std::make_shared<LoadNode>(b, idx, b->dtype, n->span);
+    }
+  }
+  return e;
+}
+
+Region Mutator::mutate_region(const Region& r) {
+  bool changed = false;
+  Region out{mutate_buffer(r.buffer), mutate_all(r.starts, changed), mutate_all(r.extents, changed)};
+  return out;
+}
+
+namespace {
+bool same(const Region& a, const Region& b) {
+  return a.buffer == b.buffer && a.starts == b.starts && a.extents == b.extents;
+}
+}  // namespace
+
+Stmt Mutator::mutate(const Stmt& s) {
+  if (!s) return s;
+  switch (s->kind) {
+    case StmtKind::Seq: {
+      auto* n = as<SeqNode>(s);
+      std::vector<Stmt> body;
+      bool changed = false;
+      for (const auto& c : n->body) {
+        auto m = mutate(c);
+        changed |= m != c;
+        if (!m) continue;
+        if (m->kind == StmtKind::Seq) {  // flatten nested sequences produced by passes
+          for (const auto& x : as<SeqNode>(m)->body) body.push_back(x);
+          changed = true;
+        } else {
+          body.push_back(m);
+        }
+      }
+      if (!changed) return s;
+      return std::make_shared<SeqNode>(body, n->span);
+    }
+    case StmtKind::For: {
+      auto* n = as<ForNode>(s);
+      auto mn = mutate(n->min), ext = mutate(n->extent);
+      auto body = mutate(n->body);
+      if (mn == n->min && ext == n->extent && body == n->body) return s;
+      return std::make_shared<ForNode>(n->var, mn, ext, n->for_kind, n->num_stages, body, n->span);
+    }
+    case StmtKind::If: {
+      auto* n = as<IfNode>(s);
+      auto c = mutate(n->cond);
+      auto t = mutate(n->then_body);
+      auto e = mutate(n->else_body);
+      if (c == n->cond && t == n->then_body && e == n->else_body) return s;
+      return std::make_shared<IfNode>(c, t, e, n->span);
+    }
+    case StmtKind::Let: {
+      auto* n = as<LetNode>(s);
+      auto v = mutate(n->value);
+      if (v == n->value) return s;
+      return std::make_shared<LetNode>(n->var, v, n->span);
+    }
+    case StmtKind::Store: {
+      auto* n = as<StoreNode>(s);
+      bool changed = false;
+      auto idx = mutate_all(n->indices, changed);
+      auto v = mutate(n->value);
+      auto b = mutate_buffer(n->buffer);
+      if (!changed && v == n->value && b == n->buffer) return s;
+      return std::make_shared<StoreNode>(b, idx, v, n->span);
+    }
+    case StmtKind::Alloc: {
+      auto* n = as<AllocNode>(s);
+      auto b = mutate_buffer(n->buffer);
+      if (b == n->buffer) return s;
+      return std::make_shared<AllocNode>(b, n->span);
+    }
+    case StmtKind::Copy: {
+      auto* n = as<CopyNode>(s);
+      auto a = mutate_region(n->src), b = mutate_region(n->dst);
+      if (same(a, n->src) && same(b, n->dst)) return s;
+      return std::make_shared<CopyNode>(a, b, n->span);
+    }
+    case StmtKind::Gemm: {
+      auto* n = as<GemmNode>(s);
+      auto a = mutate_region(n->a), b = mutate_region(n->b), c = mutate_region(n->c);
+      if (same(a, n->a) && same(b, n->b) && same(c, n->c)) return s;
+      return std::make_shared<GemmNode>(a, b, c, n->trans_a, n->trans_b, n->clear, n->span);
+    }
+    case StmtKind::Fill: {
+      auto* n = as<FillNode>(s);
+      auto d = mutate_region(n->dst);
+      auto v = mutate(n->value);
+      if (same(d, n->dst) && v == n->value) return s;
+      return std::make_shared<FillNode>(d, v, n->span);
+    }
+    case StmtKind::Reduce: {
+      auto* n = as<ReduceNode>(s);
+      auto a = mutate_buffer(n->src), b = mutate_buffer(n->dst);
+      if (a == n->src && b == n->dst) return s;
+      return std::make_shared<ReduceNode>(a, b, n->reduce_kind, n->axis, n->clear, n->span);
+    }
+  }
+  return s;
+}
+
+Kernel Mutator::mutate_kernel(const Kernel& k) {
+  auto body = mutate(k->body);
+  bool changed = body != k->body;
+  auto grid = mutate_all(k->grid, changed);
+  std::vector<Param> params = k->params;
+  for (auto& p : params) {
+    if (p.buffer) {
+      auto b = mutate_buffer(p.buffer);
+      changed |= b != p.buffer;
+      p.buffer = b;
+    }
+  }
+  if (!changed) return k;
+  return std::make_shared<KernelNode>(k->name, params, k->block_vars, grid, body, k->span);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Substitution
+
+namespace {
+class Substituter : public Mutator {
+ public:
+  explicit Substituter(const std::vector<std::pair<Var, Expr>>& m) : map_(m) {}
+  using Mutator::mutate;
+  Expr mutate(const Expr& e) override {
+    if (e && e->kind == ExprKind::Var) {
+      for (const auto& [v, x] : map_)
+        if (v.get() == e.get()) return x;
+      return e;
+    }
+    return Mutator::mutate(e);
+  }
+
+ private:
+  const std::vector<std::pair<Var, Expr>>& map_;
+};
+}  // namespace
+
+Expr substitute(const Expr& e, const std::vector<std::pair<Var, Expr>>& map) { return Substituter(map).mutate(e); }
+Stmt substitute(const Stmt& s, const std::vector<std::pair<Var, Expr>>& map) { return Substituter(map).mutate(s); }
+
+}  // namespace tw::ir

@@ -1,0 +1,371 @@
+// Tile IR: data types, errors, and the expression builders with their typing rules.
+#include "tilewright/ir.h"
+
+#include <array>
+#include <fstream>
+#include <sstream>
+
+namespace tw::ir {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+static std::string read_source_line(const std::string& file, int line) {
+  if (file.empty() || line <= 0) return {};
+  std::ifstream in(file);
+  std::string text;
+  for (int i = 1; i <= line && std::getline(in, text); ++i) {
+    if (i == line) return text;
+  }
+  return {};
+}
+
+std::string format_error(const std::string& message, const Span& span, const std::string& hint) {
+  std::ostringstream os;
+  if (span.known()) {
+    os << (span.file.empty() ? "<kernel>" : span.file) << ":" << span.line;
+    if (span.col > 0) os << ":" << span.col;
+    os << ": ";
+  }
+  os << "error: " << message;
+  std::string src = read_source_line(span.file, span.line);
+  if (!src.empty()) {
+    os << "\n    " << src << "\n    ";
+    for (int i = 1; i < span.col && i <= static_cast<int>(src.size()); ++i) os << (src[i - 1] == '\t' ? '\t' : ' ');
+    os << "^";
+  }
+  if (!hint.empty()) os << "\n  hint: " << hint;
+  return os.str();
+}
+
+Error::Error(std::string message, Span span, std::string hint)
+    : std::runtime_error(format_error(message, span, hint)),
+      message_(std::move(message)),
+      span_(std::move(span)),
+      hint_(std::move(hint)) {}
+
+// ---------------------------------------------------------------------------------------------
+// Data types
+
+namespace {
+struct DTypeInfo {
+  DTypeCode code;
+  std::string_view name;
+  int bits;
+  bool is_float, is_int;
+};
+constexpr std::array<DTypeInfo, 9> kDTypes{{
+    {DTypeCode::f16, "float16", 16, true, false},
+    {DTypeCode::bf16, "bfloat16", 16, true, false},
+    {DTypeCode::f32, "float32", 32, true, false},
+    {DTypeCode::f64, "float64", 64, true, false},
+    {DTypeCode::i8, "int8", 8, false, true},
+    {DTypeCode::i32, "int32", 32, false, true},
+    {DTypeCode::i64, "int64", 64, false, true},
+    {DTypeCode::u8, "uint8", 8, false, true},
+    {DTypeCode::boolean, "bool", 1, false, false},
+}};
+const DTypeInfo& info(DTypeCode c) { return kDTypes[static_cast<size_t>(c)]; }
+}  // namespace
+
+int DType::bits() const { return info(code).bits; }
+bool DType::is_float() const { return info(code).is_float; }
+bool DType::is_int() const { return info(code).is_int; }
+std::string_view DType::name() const { return info(code).name; }
+
+std::optional<DType> parse_dtype(std::string_view n) {
+  for (const auto& d : kDTypes)
+    if (d.name == n) return DType(d.code);
+  struct Alias { std::string_view a; DTypeCode c; };
+  static constexpr Alias aliases[] = {
+      {"fp16", DTypeCode::f16}, {"half", DTypeCode::f16}, {"float16_t", DTypeCode::f16},
+      {"bf16", DTypeCode::bf16}, {"fp32", DTypeCode::f32}, {"float", DTypeCode::f32},
+      {"fp64", DTypeCode::f64}, {"double", DTypeCode::f64}, {"int", DTypeCode::i32},
+      {"bool_", DTypeCode::boolean}, {"boolean", DTypeCode::boolean}};
+  for (const auto& a : aliases)
+    if (a.a == n) return DType(a.c);
+  return std::nullopt;
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (a.is_bool()) return b;
+  if (b.is_bool()) return a;
+  if (a.is_float() != b.is_float()) return a.is_float() ? a : b;
+  if (a.is_float()) {  // both float
+    if (a.bits() == b.bits()) return DTypeCode::f32;  // f16 with bf16
+    return a.bits() > b.bits() ? a : b;
+  }
+  // both int: wider wins; u8 with i8 -> i32
+  if (a.bits() == b.bits()) return DTypeCode::i32;
+  return a.bits() > b.bits() ? a : b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names of enums (one table each; the text form uses them)
+
+namespace {
+template <class E, size_t N>
+std::string_view enum_name(const std::array<std::string_view, N>& names, E e) {
+  return names[static_cast<size_t>(e)];
+}
+template <class E, size_t N>
+std::optional<E> enum_parse(const std::array<std::string_view, N>& names, std::string_view s) {
+  for (size_t i = 0; i < N; ++i)
+    if (names[i] == s) return static_cast<E>(i);
+  return std::nullopt;
+}
+constexpr std::array<std::string_view, 8> kScopeNames{"global", "shared", "fragment", "L1", "L0A", "L0B", "L0C", "UB"};
+constexpr std::array<std::string_view, 17> kBinOpNames{"add", "sub", "mul", "div", "floordiv", "ceildiv",
+                                                        "mod", "min", "max", "eq", "ne", "lt", "le", "gt",
+                                                        "ge", "and", "or"};
+constexpr std::array<std::string_view, 13> kMathNames{"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs",
+                                                       "tanh", "erf", "sigmoid", "floor", "ceil", "pow"};
+constexpr std::array<std::string_view, 4> kForKindNames{"serial", "parallel", "pipelined", "unroll"};
+constexpr std::array<std::string_view, 3> kReduceNames{"sum", "max", "min"};
+}  // namespace
+
+std::string_view scope_name(Scope s) { return enum_name(kScopeNames, s); }
+std::optional<Scope> parse_scope(std::string_view n) { return enum_parse<Scope>(kScopeNames, n); }
+std::string_view binop_name(BinOp op) { return enum_name(kBinOpNames, op); }
+std::string_view mathfn_name(MathFn f) { return enum_name(kMathNames, f); }
+std::optional<MathFn> parse_mathfn(std::string_view n) { return enum_parse<MathFn>(kMathNames, n); }
+std::string_view forkind_name(ForKind k) { return enum_name(kForKindNames, k); }
+std::string_view reducekind_name(ReduceKind k) { return enum_name(kReduceNames, k); }
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+
+LoadNode::LoadNode(Buffer b, std::vector<Expr> i, DType t, Span s)
+    : ExprNode(ExprKind::Load, t, std::move(s)), buffer(std::move(b)), indices(std::move(i)) {}
+
+std::optional<std::vector<int64_t>> BufferNode::const_shape() const {
+  std::vector<int64_t> out;
+  for (const auto& d : shape) {
+    auto v = as_const_int(d);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+Region full_region(const Buffer& b) {
+  Region r{b, {}, {}};
+  for (const auto& d : b->shape) {
+    r.starts.push_back(int_imm(0));
+    r.extents.push_back(d);
+  }
+  return r;
+}
+
+std::vector<Var> KernelNode::shape_vars() const {
+  std::vector<Var> out;
+  auto add = [&](const Expr& e, auto&& self) -> void {
+    if (!e) return;
+    switch (e->kind) {
+      case ExprKind::Var: {
+        auto v = std::static_pointer_cast<const VarNode>(e);
+        for (const auto& o : out)
+          if (o == v) return;
+        out.push_back(v);
+        return;
+      }
+      case ExprKind::Binary: {
+        auto* b = static_cast<const BinaryNode*>(e.get());
+        self(b->a, self);
+        self(b->b, self);
+        return;
+      }
+      case ExprKind::Unary: self(static_cast<const UnaryNode*>(e.get())->a, self); return;
+      case ExprKind::Cast: self(static_cast<const CastNode*>(e.get())->value, self); return;
+      default: return;
+    }
+  };
+  for (const auto& p : params)
+    if (p.buffer)
+      for (const auto& d : p.buffer->shape) add(d, add);
+  return out;
+}
+
+Kernel with_outputs(const Kernel& k, const std::vector<int>& indices) {
+  std::vector<Param> params = k->params;
+  for (int i : indices) {
+    if (i < 0 || i >= static_cast<int>(params.size()))
+      throw Error("output index " + std::to_string(i) + " is out of range for kernel '" + k->name + "' with " +
+                      std::to_string(params.size()) + " parameters",
+                  k->span);
+    if (!params[i].buffer)
+      throw Error("parameter '" + params[i].name() + "' of kernel '" + k->name + "' is a scalar and cannot be an output",
+                  k->span, "out_idx must name tensor parameters");
+    params[i].is_output = true;
+  }
+  return std::make_shared<KernelNode>(k->name, params, k->block_vars, k->grid, k->body, k->span);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builders
+
+Expr int_imm(int64_t v, DType t, Span s) {
+  if (!t.is_int() && !t.is_bool()) throw Error("int_imm needs an integer dtype, got " + std::string(t.name()), s);
+  return std::make_shared<IntImmNode>(v, t, std::move(s));
+}
+Expr float_imm(double v, DType t, Span s) {
+  if (!t.is_float()) throw Error("float_imm needs a float dtype, got " + std::string(t.name()), s);
+  return std::make_shared<FloatImmNode>(v, t, std::move(s));
+}
+Var var(std::string name, DType t, Span s) { return std::make_shared<VarNode>(std::move(name), t, std::move(s)); }
+
+namespace {
+bool is_literal(const Expr& e) { return e->kind == ExprKind::IntImm || e->kind == ExprKind::FloatImm; }
+
+// A literal adopts the type of the other operand when that loses nothing essential
+// (an int literal next to any number, a float literal next to a float).
+Expr retype_literal(const Expr& lit, DType t) {
+  if (lit->dtype == t) return lit;
+  if (lit->kind == ExprKind::IntImm) {
+    int64_t v = static_cast<const IntImmNode*>(lit.get())->value;
+    if (t.is_float()) return float_imm(static_cast<double>(v), t, lit->span);
+    return int_imm(v, t, lit->span);
+  }
+  double v = static_cast<const FloatImmNode*>(lit.get())->value;
+  return float_imm(v, t, lit->span);
+}
+
+void unify(Expr& a, Expr& b) {
+  if (a->dtype == b->dtype) return;
+  bool la = is_literal(a), lb = is_literal(b);
+  if (la && !lb && !(a->kind == ExprKind::FloatImm && !b->dtype.is_float())) { a = retype_literal(a, b->dtype); return; }
+  if (lb && !la && !(b->kind == ExprKind::FloatImm && !a->dtype.is_float())) { b = retype_literal(b, a->dtype); return; }
+  DType t = promote(a->dtype, b->dtype);
+  if (a->dtype != t) a = is_literal(a) ? retype_literal(a, t) : cast(a, t, a->span);
+  if (b->dtype != t) b = is_literal(b) ? retype_literal(b, t) : cast(b, t, b->span);
+}
+
+bool is_compare(BinOp op) { return op >= BinOp::EQ && op <= BinOp::GE; }
+}  // namespace
+
+Expr binary(BinOp op, Expr a, Expr b, Span s) {
+  if (!a || !b) throw Error("binary operation on a missing operand", s);
+  if (op == BinOp::And || op == BinOp::Or) {
+    if (!a->dtype.is_bool() || !b->dtype.is_bool())
+      throw Error(std::string("'") + std::string(binop_name(op)) + "' needs bool operands, got " +
+                      std::string(a->dtype.name()) + " and " + std::string(b->dtype.name()),
+                  s, "compare values first, e.g. (i < n) and (j < m)");
+    return std::make_shared<BinaryNode>(op, std::move(a), std::move(b), DTypeCode::boolean, std::move(s));
+  }
+  unify(a, b);
+  DType t = a->dtype;
+  if (op == BinOp::Div && !t.is_float()) {
+    // True division of ints yields float32, as in Python.
+    a = cast(a, DTypeCode::f32, a->span);
+    b = cast(b, DTypeCode::f32, b->span);
+    t = DTypeCode::f32;
+  }
+  if ((op == BinOp::FloorDiv || op == BinOp::CeilDiv || op == BinOp::Mod) && !t.is_int())
+    if (op != BinOp::Mod || !t.is_float())
+      throw Error(std::string(binop_name(op)) + " needs integer operands, got " + std::string(t.name()), s);
+  if (is_compare(op)) t = DTypeCode::boolean;
+  return std::make_shared<BinaryNode>(op, std::move(a), std::move(b), t, std::move(s));
+}
+
+Expr unary(UnOp op, Expr a, Span s) {
+  if (op == UnOp::Not && !a->dtype.is_bool())
+    throw Error("'not' needs a bool operand, got " + std::string(a->dtype.name()), s);
+  DType t = a->dtype;
+  return std::make_shared<UnaryNode>(op, std::move(a), t, std::move(s));
+}
+
+Expr call(MathFn fn, std::vector<Expr> args, Span s) {
+  size_t want = fn == MathFn::pow ? 2 : 1;
+  if (args.size() != want)
+    throw Error(std::string(mathfn_name(fn)) + " takes " + std::to_string(want) + " argument(s), got " +
+                    std::to_string(args.size()),
+                s);
+  if (fn == MathFn::abs && args[0]->dtype.is_int())
+    return std::make_shared<CallNode>(fn, std::move(args), args[0]->dtype, std::move(s));
+  if (fn == MathFn::pow) unify(args[0], args[1]);
+  for (auto& a : args)
+    if (!a->dtype.is_float()) a = is_literal(a) ? retype_literal(a, DTypeCode::f32) : cast(a, DTypeCode::f32, a->span);
+  DType t = args[0]->dtype;
+  return std::make_shared<CallNode>(fn, std::move(args), t, std::move(s));
+}
+
+Expr cast(Expr v, DType t, Span s) {
+  if (v->dtype == t) return v;
+  return std::make_shared<CastNode>(std::move(v), t, std::move(s));
+}
+
+Expr select(Expr c, Expr t, Expr f, Span s) {
+  if (!c->dtype.is_bool())
+    throw Error("the condition of where() must be bool, got " + std::string(c->dtype.name()), s,
+                "use a comparison, e.g. T.where(x > 0, x, 0)");
+  unify(t, f);
+  DType ty = t->dtype;
+  return std::make_shared<SelectNode>(std::move(c), std::move(t), std::move(f), ty, std::move(s));
+}
+
+Expr load(Buffer b, std::vector<Expr> indices, Span s) {
+  if (static_cast<int>(indices.size()) != b->ndim())
+    throw Error("buffer '" + b->name + "' has " + std::to_string(b->ndim()) + " dimension(s) but is indexed with " +
+                    std::to_string(indices.size()),
+                s);
+  for (const auto& i : indices)
+    if (!i->dtype.is_int())
+      throw Error("index into '" + b->name + "' must be an integer, got " + std::string(i->dtype.name()), s);
+  DType t = b->dtype;
+  return std::make_shared<LoadNode>(std::move(b), std::move(indices), t, std::move(s));
+}
+
+Buffer buffer(std::string name, DType t, std::vector<Expr> shape, Scope scope, Span s) {
+  for (const auto& d : shape) {
+    if (!d->dtype.is_int())
+      throw Error("dimension of '" + name + "' must be an integer, got " + std::string(d->dtype.name()), s);
+    auto c = as_const_int(d);
+    if (c && *c <= 0)
+      throw Error("dimension of '" + name + "' must be positive, got " + std::to_string(*c), s);
+    if (!c && scope != Scope::global)
+      throw Error("tile buffer '" + name + "' must have a constant shape", s,
+                  "tile sizes are compile-time constants; pass them as Python ints to the @tw.jit function");
+  }
+  return std::make_shared<BufferNode>(std::move(name), t, std::move(shape), scope, std::move(s));
+}
+
+std::optional<int64_t> as_const_int(const Expr& e) {
+  if (!e) return std::nullopt;
+  switch (e->kind) {
+    case ExprKind::IntImm: return static_cast<const IntImmNode*>(e.get())->value;
+    case ExprKind::Cast: {
+      auto* c = static_cast<const CastNode*>(e.get());
+      if (!c->dtype.is_int()) return std::nullopt;
+      return as_const_int(c->value);
+    }
+    case ExprKind::Unary: {
+      auto* u = static_cast<const UnaryNode*>(e.get());
+      auto v = as_const_int(u->a);
+      if (!v || u->op != UnOp::Neg) return std::nullopt;
+      return -*v;
+    }
+    case ExprKind::Binary: {
+      auto* b = static_cast<const BinaryNode*>(e.get());
+      if (!b->dtype.is_int()) return std::nullopt;
+      auto x = as_const_int(b->a), y = as_const_int(b->b);
+      if (!x || !y) return std::nullopt;
+      int64_t p = *x, q = *y;
+      auto floordiv = [](int64_t a, int64_t d) { int64_t r = a / d; return (a % d != 0 && ((a < 0) != (d < 0))) ? r - 1 : r; };
+      switch (b->op) {
+        case BinOp::Add: return p + q;
+        case BinOp::Sub: return p - q;
+        case BinOp::Mul: return p * q;
+        case BinOp::FloorDiv: if (q == 0) return std::nullopt; return floordiv(p, q);
+        case BinOp::CeilDiv: if (q == 0) return std::nullopt; return -floordiv(-p, q);
+        case BinOp::Mod: if (q == 0) return std::nullopt; return p - floordiv(p, q) * q;
+        case BinOp::Min: return p < q ? p : q;
+        case BinOp::Max: return p > q ? p : q;
+        default: return std::nullopt;
+      }
+    }
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace tw::ir

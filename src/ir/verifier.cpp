@@ -1,0 +1,440 @@
+// Tile IR verifier. The list of checks is in ir/verifier.h.
+#include "ir/verifier.h"
+
+#include <unordered_set>
+
+#include "ir/printer.h"
+
+namespace tw::ir {
+
+namespace {
+
+template <class T>
+const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
+template <class T>
+const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
+
+std::string q(const std::string& name) { return "'" + name + "'"; }
+std::string dt(DType t) { return std::string(t.name()); }
+
+bool convertible(DType from, DType to) {
+  if (from == to) return true;
+  if (to.is_bool()) return from.is_bool();
+  return true;  // any number (or bool) converts to any number
+}
+
+std::string dims_text(const std::vector<int64_t>& d) {
+  if (d.empty()) return "a scalar";
+  std::string s;
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "x" : "") + std::to_string(d[i]);
+  return s;
+}
+
+std::string_view stmt_name(StmtKind k) {
+  switch (k) {
+    case StmtKind::Seq: return "sequence";
+    case StmtKind::For: return "loop";
+    case StmtKind::If: return "if";
+    case StmtKind::Let: return "let";
+    case StmtKind::Store: return "store";
+    case StmtKind::Alloc: return "alloc";
+    case StmtKind::Copy: return "copy";
+    case StmtKind::Gemm: return "gemm";
+    case StmtKind::Fill: return "fill";
+    case StmtKind::Reduce: return "reduce";
+  }
+  return "statement";
+}
+
+class Verifier {
+ public:
+  void run(const Kernel& k) {
+    if (!k) throw Error("verify: null kernel");
+    ctx_ = k->span;
+    push();
+    for (const auto& p : k->params) {
+      if (p.buffer) {
+        if (p.buffer->scope != Scope::global)
+          fail(p.buffer->span, "tensor parameter " + q(p.buffer->name) + " must be in global memory, got " +
+                                   std::string(scope_name(p.buffer->scope)),
+               "declare tile buffers with alloc inside the kernel body");
+        define(p.buffer.get());
+      } else if (p.scalar) {
+        define(p.scalar.get());
+        scalar_params_.insert(p.scalar.get());
+      } else {
+        fail(k->span, "parameter of kernel " + q(k->name) + " is neither a tensor nor a scalar");
+      }
+    }
+    for (const auto& v : k->shape_vars()) define(v.get());
+    for (const auto& p : k->params)
+      if (p.buffer)
+        for (const auto& d : p.buffer->shape) int_expr(d, p.buffer->span, "dimension of " + q(p.buffer->name));
+    if (k->block_vars.size() != k->grid.size())
+      fail(k->span, "kernel " + q(k->name) + " has " + std::to_string(k->block_vars.size()) + " block variable(s) but " +
+                        std::to_string(k->grid.size()) + " grid extent(s)",
+           "give one grid extent per block variable");
+    if (k->grid.size() > 3)
+      fail(k->span, "kernel " + q(k->name) + " has a " + std::to_string(k->grid.size()) + "-D grid; at most 3 dims",
+           "fold extra grid dims into one and split the block index with // and %");
+    for (const auto& g : k->grid) int_expr(g, k->span, "grid extent");
+    for (const auto& v : k->block_vars) {
+      if (!v->dtype.is_int())
+        fail(v->span, "block variable " + q(v->name) + " must be an integer, got " + dt(v->dtype));
+      define(v.get());
+    }
+    stmt(k->body);
+    pop();
+  }
+
+ private:
+  // ---- errors and scopes ----
+  [[noreturn]] void fail(const Span& s, const std::string& msg, const std::string& hint = {}) {
+    throw Error(msg, s.known() ? s : ctx_, hint);
+  }
+  void push() { scopes_.emplace_back(); }
+  void pop() { scopes_.pop_back(); }
+  void define(const void* p) { scopes_.back().insert(p); }
+  bool in_scope(const void* p) const {
+    for (const auto& s : scopes_)
+      if (s.count(p)) return true;
+    return false;
+  }
+  void check_buffer(const Buffer& b, const Span& where) {
+    if (!b) fail(where, "missing buffer");
+    if (!in_scope(b.get()))
+      fail(where, "buffer " + q(b->name) + " is used outside its scope",
+           "an alloc is visible only until the end of the block that contains it; allocate " + q(b->name) +
+               " before this use, in an enclosing block");
+  }
+  void define_var(const Var& v, const Span& where, const char* what) {
+    if (in_scope(v.get())) {
+      if (scalar_params_.count(v.get()))
+        fail(where, "scalar parameter " + q(v->name) + " cannot be assigned",
+             "scalar parameters are read-only; bind a new variable with let instead");
+      fail(where, std::string(what) + " variable " + q(v->name) + " is already defined",
+           "every variable is defined once; use a fresh variable");
+    }
+    define(v.get());
+  }
+
+  // ---- expressions ----
+  void expr(const Expr& e, const Span& ctx) {
+    if (!e) fail(ctx, "missing expression");
+    Span here = e->span.known() && e->kind != ExprKind::Var ? e->span : ctx;
+    switch (e->kind) {
+      case ExprKind::IntImm:
+      case ExprKind::FloatImm: return;
+      case ExprKind::Var: {
+        auto* v = as<VarNode>(e);
+        if (!in_scope(v))
+          fail(ctx, "variable " + q(v->name) + " is used outside its scope",
+               "define it (kernel parameter, grid, for, let) before this use; loop and let variables are visible "
+               "only inside their block");
+        return;
+      }
+      case ExprKind::Binary: expr(as<BinaryNode>(e)->a, here); expr(as<BinaryNode>(e)->b, here); return;
+      case ExprKind::Unary: expr(as<UnaryNode>(e)->a, here); return;
+      case ExprKind::Call: for (const auto& a : as<CallNode>(e)->args) expr(a, here); return;
+      case ExprKind::Cast: expr(as<CastNode>(e)->value, here); return;
+      case ExprKind::Select: {
+        auto* n = as<SelectNode>(e);
+        expr(n->cond, here);
+        expr(n->t, here);
+        expr(n->f, here);
+        return;
+      }
+      case ExprKind::Load: {
+        auto* n = as<LoadNode>(e);
+        check_buffer(n->buffer, here);
+        indices(n->buffer, n->indices, here);
+        return;
+      }
+    }
+  }
+
+  void int_expr(const Expr& e, const Span& ctx, const std::string& what) {
+    expr(e, ctx);
+    if (!e->dtype.is_int())
+      fail(e->span.known() ? e->span : ctx, what + " must be an integer, got " + dt(e->dtype) + " (" + print(e) + ")",
+           "cast it, e.g. cast<int32>(...), or use // instead of /");
+  }
+
+  void indices(const Buffer& b, const std::vector<Expr>& idx, const Span& ctx) {
+    if (static_cast<int>(idx.size()) != b->ndim())
+      fail(ctx, "buffer " + q(b->name) + " has " + std::to_string(b->ndim()) + " dimension(s) (shape " +
+                    print_shape(b->shape) + ") but is indexed with " + std::to_string(idx.size()),
+           "give one index per dimension");
+    for (const auto& i : idx) int_expr(i, ctx, "index into " + q(b->name));
+  }
+
+  // ---- regions ----
+  // Checks scope, rank and types; returns the constant extents when `need_const`.
+  std::vector<int64_t> region(const Region& r, const Span& ctx, const std::string& op, bool need_const) {
+    check_buffer(r.buffer, ctx);
+    const Buffer& b = r.buffer;
+    if (static_cast<int>(r.starts.size()) != b->ndim() || r.extents.size() != r.starts.size())
+      fail(ctx, op + ": region of " + q(b->name) + " has " + std::to_string(r.starts.size()) + " dim(s) but the buffer has " +
+                    std::to_string(b->ndim()) + " (shape " + print_shape(b->shape) + ")",
+           "give start:+extent for every dimension");
+    for (const auto& s : r.starts) int_expr(s, ctx, op + ": region start of " + q(b->name));
+    for (const auto& x : r.extents) int_expr(x, ctx, op + ": region extent of " + q(b->name));
+    std::vector<int64_t> ext;
+    for (const auto& x : r.extents) {
+      auto c = as_const_int(x);
+      if (!c) {
+        if (need_const)
+          fail(ctx, op + ": extents must be constants, but " + print(r) + " has extent " + print(x),
+               "tile shapes are compile-time constants; guard tails with the global buffer's bounds instead");
+        ext.push_back(-1);
+        continue;
+      }
+      if (*c <= 0) fail(ctx, op + ": extent of " + print(r) + " must be positive, got " + std::to_string(*c));
+      ext.push_back(*c);
+    }
+    // Tile buffers cannot be accessed out of range (global buffers may: that is how tails work).
+    if (b->scope != Scope::global) {
+      auto shape = b->const_shape();
+      for (size_t i = 0; shape && i < r.starts.size(); ++i) {
+        auto s = as_const_int(r.starts[i]);
+        if (!s || ext[i] < 0) continue;
+        if (*s < 0 || *s + ext[i] > (*shape)[i])
+          fail(ctx, op + ": region " + print(r) + " is out of bounds of " + std::string(scope_name(b->scope)) +
+                        " buffer " + q(b->name) + " (" + dims_text(*shape) + "): dim " + std::to_string(i) + " covers " +
+                        std::to_string(*s) + ".." + std::to_string(*s + ext[i]) + " but the size is " +
+                        std::to_string((*shape)[i]),
+               "only global buffers may be accessed partially out of range; fix the start/extent or enlarge the "
+               "tile buffer");
+      }
+    }
+    return ext;
+  }
+
+  static std::vector<int64_t> drop_units(const std::vector<int64_t>& v) {
+    std::vector<int64_t> r;
+    for (auto x : v)
+      if (x != 1) r.push_back(x);
+    return r;
+  }
+
+  // ---- statements ----
+  void no_tile_op_in_parallel(const Stmt& s) {
+    if (parallel_depth_ == 0) return;
+    fail(s->span, std::string(stmt_name(s->kind)) + " is not allowed inside a parallel loop",
+         "a parallel loop is an elementwise map: its body may only contain stores, lets, ifs and nested parallel "
+         "loops; move the " + std::string(stmt_name(s->kind)) + " out of the loop");
+  }
+
+  void body(const Stmt& s) {
+    push();
+    stmt(s);
+    pop();
+  }
+
+  void stmt(const Stmt& s) {
+    if (!s) return;
+    Span saved = ctx_;
+    if (s->span.known()) ctx_ = s->span;
+    const Span& sp = ctx_;
+    switch (s->kind) {
+      case StmtKind::Seq:
+        push();
+        for (const auto& c : as<SeqNode>(s)->body) stmt(c);
+        pop();
+        break;
+      case StmtKind::For: for_stmt(as<ForNode>(s), s); break;
+      case StmtKind::If: {
+        auto* n = as<IfNode>(s);
+        expr(n->cond, sp);
+        if (!n->cond->dtype.is_bool())
+          fail(sp, "if condition must be bool, got " + dt(n->cond->dtype) + " (" + print(n->cond) + ")",
+               "compare explicitly, e.g. x != 0");
+        body(n->then_body);
+        body(n->else_body);
+        break;
+      }
+      case StmtKind::Let: {
+        auto* n = as<LetNode>(s);
+        expr(n->value, sp);
+        if (!convertible(n->value->dtype, n->var->dtype))
+          fail(sp, "let " + q(n->var->name) + ": cannot convert " + dt(n->value->dtype) + " to " + dt(n->var->dtype),
+               "compare explicitly, e.g. x != 0");
+        define_var(n->var, sp, "let");
+        break;
+      }
+      case StmtKind::Store: {
+        auto* n = as<StoreNode>(s);
+        check_buffer(n->buffer, sp);
+        indices(n->buffer, n->indices, sp);
+        expr(n->value, sp);
+        if (!convertible(n->value->dtype, n->buffer->dtype))
+          fail(sp, "cannot store a " + dt(n->value->dtype) + " value into " + dt(n->buffer->dtype) + " buffer " +
+                       q(n->buffer->name),
+               "compare explicitly, e.g. x != 0");
+        break;
+      }
+      case StmtKind::Alloc: {
+        no_tile_op_in_parallel(s);
+        const Buffer& b = as<AllocNode>(s)->buffer;
+        if (b->scope == Scope::global)
+          fail(sp, "cannot alloc global buffer " + q(b->name),
+               "global tensors are kernel parameters; allocate tiles in shared or fragment (or an Ascend scope)");
+        if (!b->const_shape())
+          fail(sp, "tile buffer " + q(b->name) + " must have a constant shape, got " + print_shape(b->shape),
+               "tile sizes are compile-time constants");
+        if (in_scope(b.get())) fail(sp, "buffer " + q(b->name) + " is allocated twice", "allocate it once");
+        define(b.get());
+        break;
+      }
+      case StmtKind::Copy: {
+        no_tile_op_in_parallel(s);
+        auto* n = as<CopyNode>(s);
+        auto a = region(n->src, sp, "copy", true);
+        auto b = region(n->dst, sp, "copy", true);
+        if (drop_units(a) != drop_units(b))
+          fail(sp, "copy shape mismatch: " + print(n->src) + " is " + dims_text(a) + " but " + print(n->dst) + " is " +
+                       dims_text(b),
+               "source and destination must have the same shape (dims of extent 1 are ignored)");
+        break;
+      }
+      case StmtKind::Gemm: gemm(as<GemmNode>(s), s); break;
+      case StmtKind::Fill: {
+        no_tile_op_in_parallel(s);
+        auto* n = as<FillNode>(s);
+        region(n->dst, sp, "fill", false);
+        expr(n->value, sp);
+        if (!convertible(n->value->dtype, n->dst.buffer->dtype))
+          fail(sp, "fill: cannot convert " + dt(n->value->dtype) + " to " + dt(n->dst.buffer->dtype) + " buffer " +
+                       q(n->dst.buffer->name));
+        break;
+      }
+      case StmtKind::Reduce: reduce(as<ReduceNode>(s), s); break;
+    }
+    ctx_ = saved;
+  }
+
+  void for_stmt(const ForNode* n, const Stmt& s) {
+    const Span& sp = ctx_;
+    std::string loop = forkind_name(n->for_kind) == "serial" ? "loop" : std::string(forkind_name(n->for_kind)) + " loop";
+    if (parallel_depth_ > 0 && n->for_kind != ForKind::parallel)
+      fail(sp, std::string(forkind_name(n->for_kind)) + " loop over " + q(n->var->name) +
+                   " is not allowed inside a parallel loop",
+           "a parallel loop is an elementwise map; nest only parallel loops in it, or move this loop outside");
+    int_expr(n->min, sp, "lower bound of " + loop + " " + q(n->var->name));
+    int_expr(n->extent, sp, "extent of " + loop + " " + q(n->var->name));
+    if (!n->var->dtype.is_int())
+      fail(sp, "loop variable " + q(n->var->name) + " must be an integer, got " + dt(n->var->dtype));
+    if (n->for_kind == ForKind::pipelined && n->num_stages < 1)
+      fail(sp, "pipelined loop over " + q(n->var->name) + " needs num_stages >= 1, got " + std::to_string(n->num_stages),
+           "e.g. stages=2 for double buffering");
+    if (n->for_kind != ForKind::pipelined && n->num_stages != 0)
+      fail(sp, "num_stages=" + std::to_string(n->num_stages) + " is only valid for pipelined loops, but " +
+                   q(n->var->name) + " is a " + std::string(forkind_name(n->for_kind)) + " loop",
+           "make the loop pipelined or drop num_stages");
+    if ((n->for_kind == ForKind::unroll || n->for_kind == ForKind::parallel) && !as_const_int(n->extent))
+      fail(sp, std::string(forkind_name(n->for_kind)) + " loop over " + q(n->var->name) +
+                   " needs a constant extent, got " + print(n->extent),
+           "use a serial loop, or a constant tile size");
+    push();
+    define_var(n->var, sp, "loop");
+    if (n->for_kind == ForKind::parallel) ++parallel_depth_;
+    body(n->body);
+    if (n->for_kind == ForKind::parallel) --parallel_depth_;
+    pop();
+    (void)s;
+  }
+
+  void gemm(const GemmNode* n, const Stmt& s) {
+    no_tile_op_in_parallel(s);
+    const Span& sp = ctx_;
+    auto two_d = [&](const Region& r, const char* role) {
+      auto e = region(r, sp, "gemm", true);
+      if (e.size() < 2)
+        fail(sp, std::string("gemm: operand ") + role + " " + print(r) + " must be a 2-D region, got " + dims_text(e));
+      for (size_t i = 0; i + 2 < e.size(); ++i)
+        if (e[i] != 1)
+          fail(sp, std::string("gemm: operand ") + role + " " + print(r) + " must be a 2-D region, got " + dims_text(e),
+               "slice leading dims to extent 1");
+      return std::make_pair(e[e.size() - 2], e[e.size() - 1]);
+    };
+    auto [a0, a1] = two_d(n->a, "A");
+    auto [b0, b1] = two_d(n->b, "B");
+    auto [c0, c1] = two_d(n->c, "C");
+    DType ta = n->a.buffer->dtype, tb = n->b.buffer->dtype, tc = n->c.buffer->dtype;
+    if (ta != tb)
+      fail(sp, "gemm: A and B must have the same dtype, but " + q(n->a.buffer->name) + " is " + dt(ta) + " and " +
+                   q(n->b.buffer->name) + " is " + dt(tb),
+           "copy one operand into a tile of the other's dtype first (copy converts)");
+    Scope cs = n->c.buffer->scope;
+    if (cs != Scope::fragment && cs != Scope::L0C)
+      fail(sp, "gemm: accumulator C " + q(n->c.buffer->name) + " must be a fragment (or L0C) buffer, got " +
+                   std::string(scope_name(cs)),
+           "allocate the accumulator with alloc ...: fragment");
+    DType want;
+    if (ta.is_float()) want = DTypeCode::f32;
+    else if (ta == DType(DTypeCode::i8)) want = DTypeCode::i32;
+    else
+      fail(sp, "gemm: inputs must be float or int8, got " + dt(ta), "cast the operands when copying them into tiles");
+    if (tc != want)
+      fail(sp, "gemm: accumulator " + q(n->c.buffer->name) + " is " + dt(tc) + " but " + dt(ta) + " inputs accumulate in " +
+                   dt(want),
+           "allocate C as " + dt(want) + " and copy it to the output dtype afterwards");
+    int64_t m = n->trans_a ? a1 : a0, k = n->trans_a ? a0 : a1;
+    int64_t k2 = n->trans_b ? b1 : b0, nn = n->trans_b ? b0 : b1;
+    std::string shapes = "op(A) " + print(n->a) + (n->trans_a ? "^T" : "") + " is " + std::to_string(m) + "x" +
+                         std::to_string(k) + " (MxK), op(B) " + print(n->b) + (n->trans_b ? "^T" : "") + " is " +
+                         std::to_string(k2) + "x" + std::to_string(nn) + " (KxN), C " + print(n->c) + " is " +
+                         std::to_string(c0) + "x" + std::to_string(c1) + " (MxN)";
+    std::string hint = "check the tile sizes and trans_a/trans_b";
+    if (k != k2)
+      fail(sp, "gemm shape mismatch: K differs (" + std::to_string(k) + " vs " + std::to_string(k2) + "): " + shapes, hint);
+    if (m != c0)
+      fail(sp, "gemm shape mismatch: M differs (" + std::to_string(m) + " vs " + std::to_string(c0) + "): " + shapes, hint);
+    if (nn != c1)
+      fail(sp, "gemm shape mismatch: N differs (" + std::to_string(nn) + " vs " + std::to_string(c1) + "): " + shapes, hint);
+  }
+
+  void reduce(const ReduceNode* n, const Stmt& s) {
+    no_tile_op_in_parallel(s);
+    const Span& sp = ctx_;
+    check_buffer(n->src, sp);
+    check_buffer(n->dst, sp);
+    const std::string op = "reduce " + std::string(reducekind_name(n->reduce_kind));
+    if (n->axis < 0 || n->axis >= n->src->ndim())
+      fail(sp, op + ": axis " + std::to_string(n->axis) + " is out of range for " + q(n->src->name) + " of shape " +
+                   print_shape(n->src->shape) + " (" + std::to_string(n->src->ndim()) + " dims)",
+           "axis counts from 0 and must be less than the source's rank");
+    if (n->src->dtype != n->dst->dtype)
+      fail(sp, op + ": " + q(n->src->name) + " is " + dt(n->src->dtype) + " but " + q(n->dst->name) + " is " +
+                   dt(n->dst->dtype),
+           "reduce into a buffer of the same dtype, then copy to convert");
+    std::vector<Expr> want;
+    for (int i = 0; i < n->src->ndim(); ++i)
+      if (i != n->axis) want.push_back(n->src->shape[i]);
+    bool ok = want.size() == n->dst->shape.size();
+    for (size_t i = 0; ok && i < want.size(); ++i) {
+      auto x = as_const_int(want[i]), y = as_const_int(n->dst->shape[i]);
+      ok = (x && y) ? *x == *y : print(want[i]) == print(n->dst->shape[i]);
+    }
+    if (!ok && want.empty()) {
+      auto d = n->dst->const_shape();
+      ok = d && d->size() == 1 && (*d)[0] == 1;
+    }
+    if (!ok)
+      fail(sp, op + ": " + q(n->dst->name) + " has shape " + print_shape(n->dst->shape) + " but reducing " +
+                   q(n->src->name) + " (" + print_shape(n->src->shape) + ") over axis " + std::to_string(n->axis) +
+                   " gives " + (want.empty() ? std::string("a scalar") : print_shape(want)),
+           "the destination's shape is the source's shape without the reduced axis");
+  }
+
+  std::vector<std::unordered_set<const void*>> scopes_;
+  std::unordered_set<const void*> scalar_params_;
+  int parallel_depth_ = 0;
+  Span ctx_;
+};
+
+}  // namespace
+
+void verify(const Kernel& k) { Verifier().run(k); }
+
+}  // namespace tw::ir

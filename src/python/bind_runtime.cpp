@@ -1,0 +1,181 @@
+// Python bindings of the runtime: compile a kernel for a target, and call it with numpy arrays
+// or any object implementing __dlpack__. Argument checking lives in Executable::bind (C++), so
+// C++ users get the same errors.
+#include "python/bind_runtime.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/cpu_executable.h"
+#include "runtime/env.h"
+#include "runtime/thread_pool.h"
+#include "runtime/toolchain.h"
+#include "target/registry.h"
+#include "tilewright/runtime.h"
+#include "tilewright/version.h"
+
+namespace nb = nanobind;
+using namespace tw;
+
+namespace {
+
+std::optional<ir::DType> from_dlpack(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  auto code = static_cast<C>(t.code);
+  if (t.lanes != 1) return std::nullopt;
+  if (code == C::Float && t.bits == 16) return ir::DTypeCode::f16;
+  if (code == C::Float && t.bits == 32) return ir::DTypeCode::f32;
+  if (code == C::Float && t.bits == 64) return ir::DTypeCode::f64;
+  if (code == C::Bfloat && t.bits == 16) return ir::DTypeCode::bf16;
+  if (code == C::Int && t.bits == 8) return ir::DTypeCode::i8;
+  if (code == C::Int && t.bits == 32) return ir::DTypeCode::i32;
+  if (code == C::Int && t.bits == 64) return ir::DTypeCode::i64;
+  if (code == C::UInt && t.bits == 8) return ir::DTypeCode::u8;
+  if (code == C::Bool && t.bits == 8) return ir::DTypeCode::boolean;
+  return std::nullopt;
+}
+
+nb::dlpack::dtype to_dlpack(ir::DType t) {
+  using C = nb::dlpack::dtype_code;
+  nb::dlpack::dtype d{};
+  d.lanes = 1;
+  d.bits = static_cast<uint8_t>(t.is_bool() ? 8 : t.bits());
+  switch (t.code) {
+    case ir::DTypeCode::f16:
+    case ir::DTypeCode::f32:
+    case ir::DTypeCode::f64: d.code = static_cast<uint8_t>(C::Float); break;
+    case ir::DTypeCode::bf16: d.code = static_cast<uint8_t>(C::UInt); break;  // numpy has no bf16: uint16, viewed in Python
+    case ir::DTypeCode::i8:
+    case ir::DTypeCode::i32:
+    case ir::DTypeCode::i64: d.code = static_cast<uint8_t>(C::Int); break;
+    case ir::DTypeCode::u8: d.code = static_cast<uint8_t>(C::UInt); break;
+    case ir::DTypeCode::boolean: d.code = static_cast<uint8_t>(C::Bool); break;
+  }
+  return d;
+}
+
+// Converts one Python argument. Arrays are viewed, never copied.
+Arg to_arg(nb::handle h, std::vector<nb::object>& keep_alive) {
+  if (nb::isinstance<nb::bool_>(h)) return static_cast<int64_t>(nb::cast<bool>(h));
+  if (nb::isinstance<nb::int_>(h)) return nb::cast<int64_t>(h);
+  if (nb::isinstance<nb::float_>(h)) return nb::cast<double>(h);
+  nb::handle src = h;
+  bool bf16 = false;
+  // ml_dtypes.bfloat16 numpy arrays: numpy cannot export them, so view the bits as uint16.
+  if (nb::hasattr(h, "__array_interface__")) {
+    nb::object dt = h.attr("dtype");
+    if (nb::cast<std::string>(nb::str(dt.attr("name"))) == "bfloat16") {
+      keep_alive.push_back(h.attr("view")("uint16"));
+      src = keep_alive.back();
+      bf16 = true;
+    }
+  }
+  nb::ndarray<> a;
+  if (!nb::try_cast(src, a, false))
+    throw ir::Error("cannot use an object of type '" + nb::cast<std::string>(nb::str(nb::type_name(h.type()))) +
+                        "' as a kernel argument",
+                    {}, "pass a numpy array, an object with __dlpack__, or a Python number");
+  TensorArg t;
+  t.data = a.data();
+  auto dt = bf16 ? std::optional<ir::DType>(ir::DTypeCode::bf16) : from_dlpack(a.dtype());
+  if (!dt)
+    throw ir::Error("unsupported array dtype (DLPack code " + std::to_string(a.dtype().code) + ", " +
+                        std::to_string(a.dtype().bits) + " bits)",
+                    {}, "supported: float16, bfloat16, float32, float64, int8, int32, int64, uint8, bool");
+  t.dtype = *dt;
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    t.shape.push_back(a.shape(i));
+    t.strides.push_back(a.stride(i));
+  }
+  t.device_type = a.device_type();
+  t.device_id = a.device_id();
+  return t;
+}
+
+nb::object alloc_output(const OutputSpec& spec) {
+  size_t n = 1;
+  for (auto s : spec.shape) n *= static_cast<size_t>(s);
+  size_t bytes = (n * spec.dtype.bytes() + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+  if (!p) throw std::bad_alloc();
+  nb::capsule owner(p, [](void* q) noexcept { std::free(q); });
+  std::vector<size_t> shape(spec.shape.begin(), spec.shape.end());
+  return nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, to_dlpack(spec.dtype)));
+}
+
+// Runs `exe` on Python arguments; returns the outputs (a list, in output-parameter order).
+nb::list call(const Executable& exe, nb::args args) {
+  std::vector<nb::object> keep_alive;
+  std::vector<Arg> inputs;
+  inputs.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    try {
+      inputs.push_back(to_arg(args[i], keep_alive));
+    } catch (const ir::Error& e) {
+      const auto& k = *exe.kernel();
+      std::string name;
+      size_t j = 0;
+      for (const auto& p : k.params)
+        if (!p.is_output && j++ == i) name = p.name();
+      throw ir::Error("argument " + std::to_string(i) + (name.empty() ? "" : " ('" + name + "')") + " of kernel '" +
+                          k.name + "': " + e.message(),
+                      k.span, e.hint());
+    }
+  }
+  Binding binding = exe.bind(inputs);
+  nb::list outs;
+  std::vector<void*> out_ptrs;
+  for (const auto& spec : binding.outputs) {
+    nb::object o = alloc_output(spec);
+    out_ptrs.push_back(nb::cast<nb::ndarray<>>(o).data());
+    outs.append(o);
+  }
+  {
+    nb::gil_scoped_release release;
+    exe.launch(inputs, out_ptrs, binding);
+  }
+  return outs;
+}
+
+}  // namespace
+
+void bind_runtime(nb::module_& m) {
+  m.attr("__version__") = TILEWRIGHT_VERSION;
+
+  nb::class_<Executable>(m, "Executable")
+      .def("__call__", &call)
+      .def_prop_ro("kernel", &Executable::kernel)
+      .def_prop_ro("target", &Executable::target)
+      .def("source", &Executable::source, nb::arg("lang") = "c++")
+      .def("ir", &Executable::ir, nb::arg("stage") = "final")
+      .def("stage_names", &Executable::stage_names)
+      .def_prop_ro("from_disk_cache", &Executable::from_disk_cache)
+      .def_prop_ro("output_dtypes", [](const Executable& e) {
+        std::vector<std::string> out;
+        for (const auto& p : e.kernel()->params)
+          if (p.is_output) out.emplace_back(p.buffer->dtype.name());
+        return out;
+      });
+
+  m.def("compile", &tw::compile, nb::arg("kernel"), nb::arg("target") = "cpu",
+        "Compile a Tile IR kernel for a target; identical requests share one executable.");
+
+  m.def("mark_outputs", &ir::with_outputs, nb::arg("kernel"), nb::arg("indices"));
+  m.def("targets", [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& t : target::all_targets()) out.emplace_back(t.name, t.description);
+    return out;
+  });
+  m.def("find_target", [](std::string_view name) { return target::find_target(name).name; });
+  m.def("num_threads", [] { return runtime::default_pool().size(); });
+  m.def("cpu_features", &runtime::cpu_features);
+  m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
+  m.def("cache_dir", [] { return runtime::env().cache_dir; });
+}

@@ -1,0 +1,28 @@
+// The extension module tilewright._C: the IR builder (._C.ir) and the runtime.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "python/bind_ir.h"
+#include "python/bind_runtime.h"
+#include "tilewright/ir.h"
+
+namespace nb = nanobind;
+
+NB_MODULE(_C, m) {
+  // Compiled kernels and IR live in process-wide caches until exit, by design (no recompiles).
+  nb::set_leak_warnings(false);
+  // Every tw::ir::Error surfaces as tilewright.TilewrightError with its location and hint.
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const tw::ir::Error& e) {
+      nb::object cls = nb::module_::import_("tilewright.errors").attr("TilewrightError");
+      const auto& s = e.span();
+      nb::object err = cls(e.message(), s.file, s.line, s.col, e.hint());
+      PyErr_SetObject(cls.ptr(), err.ptr());
+    }
+  });
+  nb::module_ ir = m.def_submodule("ir", "Tile IR builder");
+  bind_ir(ir);
+  bind_runtime(m);
+}

@@ -1,0 +1,532 @@
+#include "runtime/disk_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace tw::runtime {
+
+// ---------------------------------------------------------------- SHA-256
+
+namespace {
+
+constexpr uint32_t kK[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2};
+
+inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+}  // namespace
+
+Sha256::Sha256()
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+         0x5be0cd19} {}
+
+void Sha256::block(const unsigned char* p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; ++i)
+        w[i] = (uint32_t(p[4 * i]) << 24) | (uint32_t(p[4 * i + 1]) << 16) |
+               (uint32_t(p[4 * i + 2]) << 8) | uint32_t(p[4 * i + 3]);
+    for (int i = 16; i < 64; ++i) {
+        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6],
+             h = h_[7];
+    for (int i = 0; i < 64; ++i) {
+        uint32_t S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+        uint32_t ch = (e & f) ^ (~e & g);
+        uint32_t t1 = h + S1 + ch + kK[i] + w[i];
+        uint32_t S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+        uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+        uint32_t t2 = S0 + maj;
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
+    }
+    h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d;
+    h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+}
+
+void Sha256::update(const void* data, size_t len) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    total_ += len;
+    if (buf_len_ > 0) {
+        size_t take = std::min(len, 64 - buf_len_);
+        std::memcpy(buf_ + buf_len_, p, take);
+        buf_len_ += take;
+        p += take;
+        len -= take;
+        if (buf_len_ == 64) {
+            block(buf_);
+            buf_len_ = 0;
+        }
+    }
+    while (len >= 64) {
+        block(p);
+        p += 64;
+        len -= 64;
+    }
+    if (len > 0) {
+        std::memcpy(buf_, p, len);
+        buf_len_ = len;
+    }
+}
+
+std::string Sha256::hex_digest() {
+    uint64_t bits = total_ * 8;
+    unsigned char pad[72] = {0x80};
+    size_t pad_len = (buf_len_ < 56) ? 56 - buf_len_ : 120 - buf_len_;
+    for (int i = 0; i < 8; ++i) pad[pad_len + i] = static_cast<unsigned char>(bits >> (56 - 8 * i));
+    update(pad, pad_len + 8);
+    static const char* hex = "0123456789abcdef";
+    std::string out(64, '0');
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) out[i * 8 + j] = hex[(h_[i] >> (28 - 4 * j)) & 0xf];
+    return out;
+}
+
+std::string sha256_hex(std::string_view data) {
+    Sha256 s;
+    s.update(data);
+    return s.hex_digest();
+}
+
+std::string sha256_file_hex(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("cannot read '" + path + "': " + std::strerror(errno));
+    Sha256 s;
+    std::vector<char> buf(1 << 16);
+    for (;;) {
+        ssize_t k = read(fd, buf.data(), buf.size());
+        if (k > 0) {
+            s.update(buf.data(), static_cast<size_t>(k));
+        } else if (k == 0) {
+            break;
+        } else if (errno != EINTR) {
+            int e = errno;
+            close(fd);
+            throw std::runtime_error("cannot read '" + path + "': " + std::strerror(e));
+        }
+    }
+    close(fd);
+    return s.hex_digest();
+}
+
+// ---------------------------------------------------------------- DiskCache
+
+namespace {
+
+struct Manifest {
+    std::string name;
+    uint64_t size = 0;
+    std::string sha256;
+};
+
+constexpr const char* kManifestHeader = "tilewright-cache-manifest 1";
+
+std::string format_manifest(const Manifest& m) {
+    return std::string(kManifestHeader) + "\nname " + m.name + "\nsize " +
+           std::to_string(m.size) + "\nsha256 " + m.sha256 + "\n";
+}
+
+std::optional<Manifest> parse_manifest(const std::string& text) {
+    std::istringstream in(text);
+    std::string line;
+    if (!std::getline(in, line) || line != kManifestHeader) return std::nullopt;
+    Manifest m;
+    bool has_name = false, has_size = false, has_sha = false;
+    while (std::getline(in, line)) {
+        size_t sp = line.find(' ');
+        if (sp == std::string::npos) return std::nullopt;
+        std::string k = line.substr(0, sp), v = line.substr(sp + 1);
+        if (k == "name") {
+            m.name = v;
+            has_name = true;
+        } else if (k == "size") {
+            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+                return std::nullopt;
+            m.size = std::stoull(v);
+            has_size = true;
+        } else if (k == "sha256") {
+            if (v.size() != 64 || v.find_first_not_of("0123456789abcdef") != std::string::npos)
+                return std::nullopt;
+            m.sha256 = v;
+            has_sha = true;
+        }
+    }
+    if (!has_name || !has_size || !has_sha) return std::nullopt;
+    return m;
+}
+
+bool read_small_file(const std::string& path, std::string& out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    out = ss.str();
+    return !in.bad();
+}
+
+void write_file_or_throw(const std::string& path, const std::string& data) {
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::runtime_error("cannot create '" + path + "': " + std::strerror(errno));
+    size_t off = 0;
+    while (off < data.size()) {
+        ssize_t k = write(fd, data.data() + off, data.size() - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int e = errno;
+            close(fd);
+            throw std::runtime_error("cannot write '" + path + "': " + std::strerror(e));
+        }
+        off += static_cast<size_t>(k);
+    }
+    if (close(fd) != 0)
+        throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+}
+
+void copy_file_or_throw(const std::string& from, const std::string& to) {
+    std::error_code ec;
+    fs::copy_file(from, to, ec);
+    if (ec) throw std::runtime_error("cannot copy '" + from + "' to '" + to + "': " + ec.message());
+}
+
+// mkdir -p; components we create get mode 0700.
+void make_private_dirs(const std::string& dir) {
+    std::string cur;
+    size_t pos = 0;
+    while (pos <= dir.size()) {
+        size_t next = dir.find('/', pos);
+        if (next == std::string::npos) next = dir.size();
+        cur = dir.substr(0, next);
+        pos = next + 1;
+        if (cur.empty()) continue;
+        if (mkdir(cur.c_str(), 0700) == 0) {
+            chmod(cur.c_str(), 0700);  // in case the umask removed user bits
+        } else if (errno != EEXIST) {
+            throw std::runtime_error("cannot create cache directory '" + cur +
+                                     "': " + std::strerror(errno) +
+                                     "; set TW_CACHE_DIR to a writable directory or "
+                                     "TW_CACHE_DISABLE=1");
+        }
+    }
+}
+
+bool valid_key(const std::string& k) {
+    if (k.size() < 2 || k.size() > 128) return false;
+    for (char c : k)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+    return true;
+}
+
+bool valid_name(const std::string& n) {
+    if (n.empty() || n.size() > 200 || n == "." || n == ".." || n == DiskCache::kManifestName)
+        return false;
+    if (n[0] == '.') return false;
+    for (char c : n)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+            return false;
+    return true;
+}
+
+void check_args(const std::string& key, const std::string& name) {
+    if (!valid_key(key))
+        throw std::invalid_argument("DiskCache: invalid key '" + key +
+                                    "': expected 2-128 characters of [0-9A-Za-z_-] "
+                                    "(e.g. a sha256 hex digest)");
+    if (!valid_name(name))
+        throw std::invalid_argument("DiskCache: invalid artefact name '" + name +
+                                    "': expected a plain file name of [0-9A-Za-z._-], not "
+                                    "starting with '.', and not 'manifest'");
+}
+
+std::string unique_suffix() {
+    static std::atomic<uint64_t> counter{0};
+    return std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1)) + "-" +
+           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+struct EntryInfo {
+    std::string path;
+    uint64_t bytes;
+    struct timespec mtime;
+};
+
+}  // namespace
+
+DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
+    : dir_(std::move(dir)), max_bytes_(max_bytes) {
+    while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+    if (dir_.empty()) throw std::invalid_argument("DiskCache: empty cache directory");
+    make_private_dirs(dir_);
+    struct stat st;
+    if (stat(dir_.c_str(), &st) != 0)
+        throw std::runtime_error("cannot access cache directory '" + dir_ +
+                                 "': " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        throw std::runtime_error("cache path '" + dir_ + "' is not a directory; set TW_CACHE_DIR");
+    if (st.st_uid != geteuid())
+        throw std::runtime_error("refusing to use cache directory '" + dir_ +
+                                 "': it is owned by uid " + std::to_string(st.st_uid) +
+                                 ", not by this user (uid " + std::to_string(geteuid()) +
+                                 "); set TW_CACHE_DIR to a directory you own");
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        throw std::runtime_error("refusing to use cache directory '" + dir_ +
+                                 "': it is writable by other users (mode " + mode +
+                                 "), so they could plant code that Tilewright would load; "
+                                 "run `chmod 700 " + dir_ + "` or set TW_CACHE_DIR");
+    }
+}
+
+std::string DiskCache::entry_dir(const std::string& key) const {
+    return dir_ + "/" + key.substr(0, 2) + "/" + key;
+}
+
+void DiskCache::remove_entry(const std::string& entry) {
+    // Rename first so other processes never see a half-deleted entry.
+    std::string trash = dir_ + "/.trash-" + unique_suffix();
+    std::error_code ec;
+    if (rename(entry.c_str(), trash.c_str()) == 0) {
+        fs::remove_all(trash, ec);
+    } else if (errno != ENOENT) {
+        fs::remove_all(entry, ec);
+    }
+}
+
+std::optional<std::string> DiskCache::lookup(const std::string& key, const std::string& name) {
+    check_args(key, name);
+    std::string entry = entry_dir(key);
+    auto corrupt = [&]() -> std::optional<std::string> {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            verified_.erase(key);
+        }
+        remove_entry(entry);
+        return std::nullopt;
+    };
+
+    std::string text;
+    if (!read_small_file(entry + "/" + kManifestName, text)) {
+        struct stat st;
+        if (stat(entry.c_str(), &st) == 0) return corrupt();  // entry without manifest
+        return std::nullopt;
+    }
+    std::optional<Manifest> m = parse_manifest(text);
+    if (!m || !valid_name(m->name)) return corrupt();
+    if (m->name != name) return std::nullopt;  // a valid entry holding another artefact
+
+    std::string file = entry + "/" + name;
+    struct stat st;
+    if (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<uint64_t>(st.st_size) != m->size)
+        return corrupt();
+    std::pair<uint64_t, uint64_t> id{static_cast<uint64_t>(st.st_dev),
+                                     static_cast<uint64_t>(st.st_ino)};
+    bool known;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = verified_.find(key);
+        known = it != verified_.end() && it->second == id;
+    }
+    if (!known) {
+        std::string digest;
+        try {
+            digest = sha256_file_hex(file);
+        } catch (const std::runtime_error&) {
+            return corrupt();
+        }
+        if (digest != m->sha256) return corrupt();
+        std::lock_guard<std::mutex> lock(mu_);
+        verified_[key] = id;
+    }
+    utimensat(AT_FDCWD, entry.c_str(), nullptr, 0);  // LRU: mark as recently used
+    return file;
+}
+
+std::string DiskCache::publish(const std::string& key, const std::string& name,
+                               const std::string& staged_file) {
+    check_args(key, name);
+    struct stat st;
+    if (stat(staged_file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+        throw std::runtime_error("DiskCache::publish: staged file '" + staged_file +
+                                 "' is not a readable regular file");
+
+    std::string tmpl = dir_ + "/.tmp-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!mkdtemp(buf.data()))
+        throw std::runtime_error("cannot create a temporary directory in cache '" + dir_ +
+                                 "': " + std::strerror(errno));
+    std::string tmp(buf.data());
+    struct TmpGuard {
+        std::string path;
+        ~TmpGuard() {
+            if (!path.empty()) {
+                std::error_code ec;
+                fs::remove_all(path, ec);
+            }
+        }
+    } guard{tmp};
+
+    std::string tmp_file = tmp + "/" + name;
+    if (rename(staged_file.c_str(), tmp_file.c_str()) != 0) {
+        if (errno != EXDEV)
+            throw std::runtime_error("cannot move '" + staged_file + "' into the cache: " +
+                                     std::strerror(errno));
+        copy_file_or_throw(staged_file, tmp_file);
+        unlink(staged_file.c_str());
+    }
+    Manifest m;
+    m.name = name;
+    if (stat(tmp_file.c_str(), &st) != 0)
+        throw std::runtime_error("cannot stat '" + tmp_file + "': " + std::strerror(errno));
+    m.size = static_cast<uint64_t>(st.st_size);
+    m.sha256 = sha256_file_hex(tmp_file);
+    write_file_or_throw(tmp + "/" + kManifestName, format_manifest(m));
+
+    std::string prefix = dir_ + "/" + key.substr(0, 2);
+    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
+        throw std::runtime_error("cannot create '" + prefix + "': " + std::strerror(errno));
+    std::string entry = entry_dir(key);
+    std::string final_file = entry + "/" + name;
+
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        if (rename(tmp.c_str(), entry.c_str()) == 0) {
+            guard.path.clear();
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                verified_[key] = {static_cast<uint64_t>(st.st_dev),
+                                  static_cast<uint64_t>(st.st_ino)};
+            }
+            utimensat(AT_FDCWD, entry.c_str(), nullptr, 0);
+            evict(entry);
+            return final_file;
+        }
+        if (errno != EEXIST && errno != ENOTEMPTY) {
+            if (errno == ENOENT) {  // prefix dir removed under us; recreate and retry
+                mkdir(prefix.c_str(), 0700);
+                continue;
+            }
+            throw std::runtime_error("cannot publish cache entry '" + entry +
+                                     "': " + std::strerror(errno));
+        }
+        // Someone else published this key first: keep theirs if it is valid.
+        if (auto hit = lookup(key, name)) return *hit;
+        std::string text;
+        if (read_small_file(entry + "/" + kManifestName, text)) {
+            auto other = parse_manifest(text);
+            if (other && other->name != name)
+                throw std::invalid_argument("DiskCache::publish: key '" + key +
+                                            "' already holds artefact '" + other->name +
+                                            "', cannot add '" + name +
+                                            "' (one artefact per key)");
+        }
+        // The existing entry was corrupt and has been removed: retry.
+    }
+    throw std::runtime_error("cannot publish cache entry '" + entry +
+                             "': it keeps being replaced concurrently");
+}
+
+namespace {
+
+// Lists entries <dir>/<xx>/<key> with their size and mtime; removes stale temp/trash dirs.
+std::vector<EntryInfo> scan_entries(const std::string& dir, bool clean_stale) {
+    std::vector<EntryInfo> out;
+    std::error_code ec;
+    time_t now = time(nullptr);
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::string base = it->path().filename().string();
+        std::string p = it->path().string();
+        struct stat st;
+        if (lstat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        if (base.rfind(".tmp-", 0) == 0 || base.rfind(".trash-", 0) == 0) {
+            if (clean_stale && now - st.st_mtime > 3600) {
+                std::error_code ec2;
+                fs::remove_all(p, ec2);
+            }
+            continue;
+        }
+        if (base.size() != 2) continue;
+        std::error_code ec2;
+        for (fs::directory_iterator e(p, ec2), e_end; !ec2 && e != e_end; e.increment(ec2)) {
+            std::string ep = e->path().string();
+            struct stat est;
+            if (lstat(ep.c_str(), &est) != 0 || !S_ISDIR(est.st_mode)) continue;
+            uint64_t bytes = 0;
+            std::error_code ec3;
+            for (fs::directory_iterator f(ep, ec3), f_end; !ec3 && f != f_end; f.increment(ec3)) {
+                struct stat fst;
+                if (lstat(f->path().c_str(), &fst) == 0 && S_ISREG(fst.st_mode))
+                    bytes += static_cast<uint64_t>(fst.st_size);
+            }
+            out.push_back({ep, bytes, est.st_mtim});
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+uint64_t DiskCache::total_bytes() const {
+    uint64_t total = 0;
+    for (const auto& e : scan_entries(dir_, false)) total += e.bytes;
+    return total;
+}
+
+void DiskCache::evict_to_limit() { evict(""); }
+
+void DiskCache::evict(const std::string& keep_entry) {
+    std::vector<EntryInfo> entries = scan_entries(dir_, true);
+    uint64_t total = 0;
+    for (const auto& e : entries) total += e.bytes;
+    if (total <= max_bytes_) return;
+    std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
+        if (a.mtime.tv_sec != b.mtime.tv_sec) return a.mtime.tv_sec < b.mtime.tv_sec;
+        if (a.mtime.tv_nsec != b.mtime.tv_nsec) return a.mtime.tv_nsec < b.mtime.tv_nsec;
+        return a.path < b.path;
+    });
+    for (const auto& e : entries) {
+        if (total <= max_bytes_) break;
+        if (e.path == keep_entry) continue;
+        remove_entry(e.path);
+        total -= e.bytes;
+        std::string key = e.path.substr(e.path.rfind('/') + 1);
+        std::lock_guard<std::mutex> lock(mu_);
+        verified_.erase(key);
+    }
+}
+
+}  // namespace tw::runtime

@@ -1,0 +1,83 @@
+// The on-disk kernel cache, and SHA-256 (cache keys and artefact checksums).
+//
+// Layout: <dir>/<key[0:2]>/<key>/{<name>, manifest}. One artefact per key; the manifest
+// records its name, size and sha256. Entries are private to the user (directories 0700;
+// a cache dir writable by others is refused), published atomically (built in a temp dir
+// inside <dir>, then rename()d into place; a lost race keeps the winner's entry), verified
+// on lookup (size always, sha256 on first load in this process; a bad entry is a miss and
+// is removed), and bounded in size by LRU eviction (a hit touches the entry's mtime).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace tw::runtime {
+
+// Incremental SHA-256 (FIPS 180-4).
+class Sha256 {
+public:
+    Sha256();
+    void update(const void* data, size_t len);
+    void update(std::string_view s) { update(s.data(), s.size()); }
+    std::string hex_digest();  // finalises; call once
+
+private:
+    void block(const unsigned char* p);
+    uint32_t h_[8];
+    unsigned char buf_[64];
+    size_t buf_len_ = 0;
+    uint64_t total_ = 0;
+};
+
+std::string sha256_hex(std::string_view data);
+// sha256 of a file's contents; throws std::runtime_error if it cannot be read.
+std::string sha256_file_hex(const std::string& path);
+
+class DiskCache {
+public:
+    // Creates `dir` (and missing parents) with mode 0700. Throws std::runtime_error if `dir`
+    // exists but is not a directory owned by this user or is writable by group/others.
+    DiskCache(std::string dir, uint64_t max_bytes);
+
+    // Path of the verified artefact `name` of entry `key`, or nullopt (miss). A corrupt or
+    // partial entry is removed and reported as a miss. A hit refreshes the entry's LRU time.
+    // key: 2..128 chars of [0-9A-Za-z_-]; name: a plain file name (not "manifest").
+    std::optional<std::string> lookup(const std::string& key, const std::string& name);
+
+    // Moves `staged_file` into the cache as entry `key`/`name` (the staged file is consumed)
+    // and returns the final path. If a valid entry already exists (another process won the
+    // race) that entry is kept, ours is discarded, and its path is returned. Then evicts to
+    // the size limit (never the entry just returned). Throws std::runtime_error on I/O errors
+    // and std::invalid_argument if `key` already holds an artefact with another name.
+    std::string publish(const std::string& key, const std::string& name,
+                        const std::string& staged_file);
+
+    // Removes least-recently-used entries until the total size is <= max_bytes; also removes
+    // temp/trash directories left behind by crashed processes (older than one hour).
+    void evict_to_limit();
+
+    // Total bytes of all entries (artefacts + manifests).
+    uint64_t total_bytes() const;
+
+    const std::string& dir() const { return dir_; }
+    uint64_t max_bytes() const { return max_bytes_; }
+    std::string entry_dir(const std::string& key) const;
+
+    static constexpr const char* kManifestName = "manifest";
+
+private:
+    void evict(const std::string& keep_entry);
+    void remove_entry(const std::string& entry);
+
+    std::string dir_;
+    uint64_t max_bytes_;
+    std::mutex mu_;
+    // key -> (device, inode) of the artefact whose sha256 was verified in this process.
+    std::unordered_map<std::string, std::pair<uint64_t, uint64_t>> verified_;
+};
+
+}  // namespace tw::runtime

@@ -1,0 +1,107 @@
+#include "runtime/env.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+namespace tw::runtime {
+namespace {
+
+const char* get(const char* name) {
+    const char* v = std::getenv(name);
+    return (v && *v) ? v : nullptr;
+}
+
+[[noreturn]] void bad(const char* name, const char* value, const char* accepted) {
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + value +
+                                "' is invalid: expected " + accepted);
+}
+
+bool read_bool(const char* name) {
+    const char* v = get(name);
+    if (!v) return false;
+    std::string s(v);
+    if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+    if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+    bad(name, v, "1 or 0 (also true/false, yes/no, on/off)");
+}
+
+// Parses a non-negative integer with an optional binary suffix K, M, G, T (KiB, MiB, ...).
+uint64_t read_bytes(const char* name, uint64_t dflt) {
+    const char* v = get(name);
+    if (!v) return dflt;
+    const char* accepted = "a positive byte count, optionally with a suffix K, M, G or T "
+                           "(powers of 1024), e.g. 2G or 500M";
+    if (*v < '0' || *v > '9') bad(name, v, accepted);
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno == ERANGE) bad(name, v, accepted);
+    uint64_t mult = 1;
+    std::string suffix(end);
+    if (suffix == "" || suffix == "B") mult = 1;
+    else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
+    else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
+    else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
+    else if (suffix == "T" || suffix == "t" || suffix == "TiB") mult = 1ull << 40;
+    else bad(name, v, accepted);
+    if (n == 0) bad(name, v, accepted);
+    if (n > UINT64_MAX / mult) bad(name, v, accepted);
+    return n * mult;
+}
+
+}  // namespace
+
+int available_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    unsigned hc = std::thread::hardware_concurrency();
+    return hc ? static_cast<int>(hc) : 1;
+}
+
+Env read_env() {
+    Env e;
+    if (const char* d = get("TW_CACHE_DIR")) {
+        e.cache_dir = d;
+    } else if (const char* x = get("XDG_CACHE_HOME")) {
+        e.cache_dir = std::string(x) + "/tilewright";
+    } else if (const char* h = get("HOME")) {
+        e.cache_dir = std::string(h) + "/.cache/tilewright";
+    } else {
+        e.cache_dir = "/tmp/tilewright-cache-" + std::to_string(static_cast<long>(getuid()));
+    }
+    e.cache_disabled = read_bool("TW_CACHE_DISABLE");
+    e.cache_max_bytes = read_bytes("TW_CACHE_MAX_BYTES", 2ull << 30);
+    if (const char* d = get("TW_DUMP_IR")) e.dump_ir_dir = d;
+    if (const char* c = get("TW_CXX")) e.cxx = c;
+    else if (const char* c2 = get("CXX")) e.cxx = c2;
+    else e.cxx = "g++";
+
+    e.num_threads = available_cpus();
+    if (const char* t = get("TW_NUM_THREADS")) {
+        const char* accepted = "an integer from 1 to 4096 (number of worker threads "
+                               "including the caller)";
+        char* end = nullptr;
+        errno = 0;
+        long n = std::strtol(t, &end, 10);
+        if (errno || *end != '\0' || n < 1 || n > 4096) bad("TW_NUM_THREADS", t, accepted);
+        e.num_threads = static_cast<int>(n);
+    }
+    e.verbose = read_bool("TW_VERBOSE");
+    return e;
+}
+
+const Env& env() {
+    static const Env e = read_env();  // magic static: initialised once, thread-safe
+    return e;
+}
+
+}  // namespace tw::runtime

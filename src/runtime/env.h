@@ -1,0 +1,30 @@
+// Environment knobs: the one place Tilewright reads its process environment.
+// Every knob is documented in docs/environment.md; add new ones here and there.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tw::runtime {
+
+struct Env {
+    std::string cache_dir;      // TW_CACHE_DIR
+    bool cache_disabled;        // TW_CACHE_DISABLE
+    uint64_t cache_max_bytes;   // TW_CACHE_MAX_BYTES
+    std::string dump_ir_dir;    // TW_DUMP_IR (empty = off)
+    std::string cxx;            // TW_CXX, else CXX, else "g++"
+    int num_threads;            // TW_NUM_THREADS
+    bool verbose;               // TW_VERBOSE
+};
+
+// Reads and validates the environment now. Throws std::invalid_argument naming the
+// variable and the accepted form when a value is malformed. Used by tests.
+Env read_env();
+
+// The process-wide environment, read once on first use (thread-safe).
+const Env& env();
+
+// Number of CPUs this process may run on (sched_getaffinity), at least 1.
+int available_cpus();
+
+}  // namespace tw::runtime

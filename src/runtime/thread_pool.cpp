@@ -1,0 +1,233 @@
+#include "runtime/thread_pool.h"
+
+#include "runtime/env.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tw::runtime {
+namespace {
+
+thread_local bool t_in_parallel = false;
+std::atomic<bool> g_forked{false};
+
+void futex_wait(std::atomic<uint32_t>* addr, uint32_t expected) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, nullptr,
+            nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>* addr) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+            nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// How long an idle thread spins before sleeping on the futex.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Spins until pred() or the spin budget runs out; returns pred().
+template <class Pred>
+bool spin_until(Pred pred) {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        for (int i = 0; i < 64; ++i) {
+            if (pred()) return true;
+            cpu_relax();
+        }
+        if (std::chrono::steady_clock::now() - start > kSpin) return pred();
+    }
+}
+
+struct ForkGuard {
+    ForkGuard() {
+        pthread_atfork(nullptr, nullptr, [] { g_forked.store(true, std::memory_order_relaxed); });
+    }
+};
+
+}  // namespace
+
+bool in_parallel_region() { return t_in_parallel; }
+
+// Job protocol. `state` = (generation << 1) | open. The caller fills the job fields, then
+// publishes an open state; a worker that sees a new open state registers in `active`, re-reads
+// `state` and only runs the job if it is still the same open state. The caller closes the job
+// (even state) and waits for `active` to drain, so no worker touches job fields afterwards.
+struct ThreadPool::Impl {
+    int size = 1;
+    std::vector<pthread_t> threads;
+
+    std::mutex call_mutex;  // serialises concurrent external callers
+
+    alignas(64) std::atomic<uint32_t> state{0};
+    alignas(64) std::atomic<uint32_t> active{0};
+    std::atomic<uint32_t> sleepers{0};        // workers asleep (or about to be) on `state`
+    std::atomic<uint32_t> caller_waiting{0};  // caller asleep (or about to be) on `active`
+    std::atomic<bool> stop{false};
+
+    // Current job (valid while state is open).
+    alignas(64) std::atomic<int64_t> next{0};
+    int64_t n = 0;
+    const std::function<void(int64_t)>* fn = nullptr;
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::exception_ptr error;
+
+    void run_indices() {
+        for (;;) {
+            int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+            if (i >= n) return;
+            try {
+                (*fn)(i);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(error_mutex);
+                if (!error) error = std::current_exception();
+                failed.store(true, std::memory_order_relaxed);
+                next.store(n, std::memory_order_relaxed);  // hand out no more indices
+                return;
+            }
+        }
+    }
+
+    void leave() {
+        if (active.fetch_sub(1) == 1 && caller_waiting.load()) futex_wake_all(&active);
+    }
+
+    void worker_loop() {
+        t_in_parallel = true;
+        uint32_t seen = state.load(std::memory_order_acquire);
+        for (;;) {
+            uint32_t s = seen;
+            // stop is set before state changes, so checking it here covers a worker that
+            // started after the pool was already told to stop.
+            auto changed = [&] {
+                return (s = state.load(std::memory_order_acquire)) != seen ||
+                       stop.load(std::memory_order_acquire);
+            };
+            if (!spin_until(changed)) {
+                sleepers.fetch_add(1);
+                while (!changed()) futex_wait(&state, seen);
+                sleepers.fetch_sub(1);
+            }
+            seen = s;
+            if (stop.load(std::memory_order_acquire)) return;
+            if (!(s & 1u)) continue;  // a closed job
+            active.fetch_add(1);
+            if (state.load() != s) {  // closed (or replaced) before we registered
+                leave();
+                continue;
+            }
+            run_indices();
+            leave();
+        }
+    }
+
+    void stop_workers() {
+        if (g_forked.load(std::memory_order_relaxed)) return;  // the workers are not ours
+        stop.store(true, std::memory_order_release);
+        state.fetch_add(2);  // a change every worker observes
+        futex_wake_all(&state);
+        for (pthread_t t : threads) pthread_join(t, nullptr);
+        threads.clear();
+    }
+
+    static void* thread_main(void* arg) {
+        static_cast<Impl*>(arg)->worker_loop();
+        return nullptr;
+    }
+
+    void run(int64_t count, const std::function<void(int64_t)>& f) {
+        std::lock_guard<std::mutex> call_lock(call_mutex);
+        fn = &f;
+        n = count;
+        next.store(0, std::memory_order_relaxed);
+        failed.store(false, std::memory_order_relaxed);
+        error = nullptr;
+        uint32_t gen = state.load(std::memory_order_relaxed) >> 1;
+        state.store(((gen + 1) << 1) | 1u);  // open (seq_cst: ordered before reading sleepers)
+        if (sleepers.load() != 0) futex_wake_all(&state);
+
+        t_in_parallel = true;
+        run_indices();
+        t_in_parallel = false;
+
+        state.store((gen + 1) << 1);  // close: no new worker may join
+        if (!spin_until([&] { return active.load() == 0; })) {
+            caller_waiting.store(1);
+            for (uint32_t a; (a = active.load()) != 0;) futex_wait(&active, a);
+            caller_waiting.store(0);
+        }
+        fn = nullptr;
+        if (failed.load(std::memory_order_relaxed)) {
+            std::exception_ptr e = error;
+            error = nullptr;
+            std::rethrow_exception(e);
+        }
+    }
+};
+
+ThreadPool::ThreadPool(int n) : impl_(std::make_unique<Impl>()) {
+    static ForkGuard fork_guard;
+    if (n < 1)
+        throw std::invalid_argument("ThreadPool size must be >= 1, got " + std::to_string(n));
+    impl_->size = n;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, kWorkerStackBytes);
+    for (int i = 1; i < n; ++i) {
+        pthread_t t;
+        int rc = pthread_create(&t, &attr, &Impl::thread_main, impl_.get());
+        if (rc != 0) {
+            pthread_attr_destroy(&attr);
+            impl_->stop_workers();
+            throw std::runtime_error("ThreadPool: cannot start worker thread " + std::to_string(i) +
+                                     " with a " + std::to_string(kWorkerStackBytes >> 20) +
+                                     " MiB stack: " + std::strerror(rc) +
+                                     "; lower TW_NUM_THREADS");
+        }
+        impl_->threads.push_back(t);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+ThreadPool::~ThreadPool() {
+    if (!impl_) return;
+    impl_->stop_workers();
+}
+
+int ThreadPool::size() const { return impl_->size; }
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
+    if (n <= 0) return;
+    if (n == 1 || impl_->size == 1 || t_in_parallel ||
+        g_forked.load(std::memory_order_relaxed)) {
+        for (int64_t i = 0; i < n; ++i) fn(i);
+        return;
+    }
+    impl_->run(n, fn);
+}
+
+ThreadPool& default_pool() {
+    static ThreadPool* pool = new ThreadPool(env().num_threads);  // never destroyed
+    return *pool;
+}
+
+}  // namespace tw::runtime

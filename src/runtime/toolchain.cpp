@@ -1,0 +1,295 @@
+#include "runtime/toolchain.h"
+
+#include "runtime/env.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+extern char** environ;
+
+namespace tw::runtime {
+namespace {
+
+bool is_executable_file(const std::string& p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
+}
+
+// Resolves a program name like execvp would; returns "" if not found.
+std::string find_program(const std::string& name) {
+    if (name.empty()) return "";
+    if (name.find('/') != std::string::npos) {
+        if (!is_executable_file(name)) return "";
+        if (name[0] == '/') return name;
+        char* real = realpath(name.c_str(), nullptr);
+        std::string r = real ? real : name;
+        std::free(real);
+        return r;
+    }
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    size_t start = 0;
+    for (;;) {
+        size_t end = dirs.find(':', start);
+        std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos
+                                                                      : end - start);
+        if (dir.empty()) dir = ".";
+        std::string cand = dir + "/" + name;
+        if (is_executable_file(cand)) return cand;
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return "";
+}
+
+std::string describe_status(int status) {
+    if (WIFSIGNALED(status))
+        return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+               strsignal(WTERMSIG(status)) + ")";
+    return "exit status " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv) {
+    ProcessResult r;
+    if (argv.empty()) {
+        r.error = "run_process: empty argv";
+        return r;
+    }
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        r.error = std::string("pipe2: ") + std::strerror(errno);
+        return r;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);  // dup2 clears FD_CLOEXEC
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    pid_t pid = -1;
+    int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (rc != 0) {
+        close(fds[0]);
+        r.error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
+        return r;
+    }
+    // Drain the pipe until EOF before waiting, so a chatty child never blocks on a full pipe.
+    char buf[65536];
+    for (;;) {
+        ssize_t k = read(fds[0], buf, sizeof buf);
+        if (k > 0) {
+            r.output.append(buf, static_cast<size_t>(k));
+        } else if (k == 0) {
+            break;
+        } else if (errno != EINTR) {
+            break;
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            r.error = std::string("waitpid: ") + std::strerror(errno);
+            return r;
+        }
+    }
+    if (WIFEXITED(status)) {
+        r.exit_code = WEXITSTATUS(status);
+    } else {
+        r.error = "'" + argv[0] + "' " + describe_status(status);
+    }
+    return r;
+}
+
+CompilerInfo probe_compiler(const std::string& cxx) {
+    std::string path = find_program(cxx);
+    if (path.empty())
+        throw std::runtime_error(
+            "C++ compiler '" + cxx +
+            "' was not found (taken from TW_CXX, else CXX, else the default g++). Install g++ "
+            "(e.g. `apt-get install g++`) or set TW_CXX to the path of a C++20 compiler.");
+    ProcessResult pr = run_process({path, "--version"});
+    if (pr.exit_code != 0)
+        throw std::runtime_error("C++ compiler '" + path + "' failed to run `--version` (" +
+                                 (pr.error.empty() ? "exit status " + std::to_string(pr.exit_code)
+                                                   : pr.error) +
+                                 "): " + pr.output +
+                                 "\nInstall g++ or set TW_CXX to a working C++20 compiler.");
+    std::string first = pr.output.substr(0, pr.output.find('\n'));
+    while (!first.empty() && (first.back() == '\r' || first.back() == ' ')) first.pop_back();
+    return CompilerInfo{path, first};
+}
+
+const CompilerInfo& host_compiler() {
+    // Not a magic static: a failed probe must be retried (and rethrown) on the next call.
+    static std::mutex mu;
+    static std::unique_ptr<CompilerInfo> info;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!info) info = std::make_unique<CompilerInfo>(probe_compiler(env().cxx));
+    return *info;
+}
+
+std::string cpu_features() {
+    static const std::string cached = [] {
+        // Map from the kernel's /proc/cpuinfo flag names to ours. /proc/cpuinfo only lists
+        // features the OS has enabled (e.g. AVX-512 state saved by XSAVE), which is what we need.
+        static const std::pair<const char*, const char*> kMap[] = {
+#if defined(__x86_64__) || defined(__i386__)
+            {"sse4_2", "sse4.2"},       {"avx", "avx"},
+            {"avx2", "avx2"},           {"fma", "fma"},
+            {"f16c", "f16c"},           {"bmi2", "bmi2"},
+            {"avx_vnni", "avxvnni"},    {"avx512f", "avx512f"},
+            {"avx512bw", "avx512bw"},   {"avx512vl", "avx512vl"},
+            {"avx512dq", "avx512dq"},   {"avx512cd", "avx512cd"},
+            {"avx512_vnni", "avx512vnni"}, {"avx512_bf16", "avx512bf16"},
+            {"avx512_fp16", "avx512fp16"}, {"avx512_vbmi", "avx512vbmi"},
+            {"amx_tile", "amx-tile"},   {"amx_bf16", "amx-bf16"},
+            {"amx_int8", "amx-int8"},
+#elif defined(__aarch64__)
+            {"asimd", "neon"},          {"asimdhp", "fp16"},
+            {"asimddp", "dotprod"},     {"i8mm", "i8mm"},
+            {"bf16", "bf16"},           {"sve", "sve"},
+            {"sve2", "sve2"},           {"sme", "sme"},
+#endif
+        };
+        std::set<std::string> flags;
+        std::ifstream in("/proc/cpuinfo");
+        std::string line;
+        while (std::getline(in, line)) {
+            // x86: "flags\t\t: fpu vme ..."; aarch64: "Features\t: fp asimd ..."
+            if (line.rfind("flags", 0) != 0 && line.rfind("Features", 0) != 0) continue;
+            size_t colon = line.find(':');
+            if (colon == std::string::npos) continue;
+            std::istringstream words(line.substr(colon + 1));
+            for (std::string w; words >> w;) flags.insert(w);
+            break;  // the first CPU is representative
+        }
+        std::set<std::string> out;
+        if (!flags.empty()) {
+            for (const auto& [proc, ours] : kMap)
+                if (flags.count(proc)) out.insert(ours);
+        } else {
+#if defined(__x86_64__) || defined(__i386__)
+            // No /proc (unusual sandbox): ask the CPU directly.
+            __builtin_cpu_init();
+            if (__builtin_cpu_supports("avx")) out.insert("avx");
+            if (__builtin_cpu_supports("avx2")) out.insert("avx2");
+            if (__builtin_cpu_supports("fma")) out.insert("fma");
+            if (__builtin_cpu_supports("avx512f")) out.insert("avx512f");
+            if (__builtin_cpu_supports("avx512bw")) out.insert("avx512bw");
+            if (__builtin_cpu_supports("avx512vl")) out.insert("avx512vl");
+            if (__builtin_cpu_supports("avx512dq")) out.insert("avx512dq");
+            if (__builtin_cpu_supports("avx512cd")) out.insert("avx512cd");
+            if (__builtin_cpu_supports("avx512vnni")) out.insert("avx512vnni");
+            if (__builtin_cpu_supports("sse4.2")) out.insert("sse4.2");
+            if (__builtin_cpu_supports("bmi2")) out.insert("bmi2");
+#endif
+        }
+        std::string s;
+        for (const auto& f : out) {
+            if (!s.empty()) s += ' ';
+            s += f;
+        }
+        return s;
+    }();
+    return cached;
+}
+
+std::vector<std::string> default_compile_flags() {
+    return {"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+}
+
+CompileResult compile_shared_object(const std::string& source_path,
+                                    const std::string& output_path,
+                                    const std::vector<std::string>& extra_flags,
+                                    const std::vector<std::string>& include_dirs) {
+    CompileResult r;
+    r.argv.push_back(host_compiler().path);
+    for (auto& f : default_compile_flags()) r.argv.push_back(std::move(f));
+    r.argv.insert(r.argv.end(), extra_flags.begin(), extra_flags.end());
+    for (const auto& d : include_dirs) r.argv.push_back("-I" + d);
+    r.argv.push_back("-o");
+    r.argv.push_back(output_path);
+    r.argv.push_back(source_path);
+    ProcessResult pr = run_process(r.argv);
+    r.log = std::move(pr.output);
+    if (!pr.error.empty()) r.log += (r.log.empty() ? "" : "\n") + pr.error;
+    r.exit_code = pr.exit_code;
+    r.ok = pr.error.empty() && pr.exit_code == 0;
+    return r;
+}
+
+// ---- SharedLibrary ----
+
+SharedLibrary::SharedLibrary(const std::string& path) : path_(path) {
+    std::string p = path.find('/') == std::string::npos ? "./" + path : path;
+    dlerror();
+    handle_ = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) {
+        const char* e = dlerror();
+        throw std::runtime_error("cannot load shared library '" + path +
+                                 "': " + (e ? e : "unknown dlopen error"));
+    }
+}
+
+SharedLibrary::~SharedLibrary() { close(); }
+
+SharedLibrary::SharedLibrary(SharedLibrary&& o) noexcept
+    : handle_(std::exchange(o.handle_, nullptr)), path_(std::move(o.path_)) {}
+
+SharedLibrary& SharedLibrary::operator=(SharedLibrary&& o) noexcept {
+    if (this != &o) {
+        close();
+        handle_ = std::exchange(o.handle_, nullptr);
+        path_ = std::move(o.path_);
+    }
+    return *this;
+}
+
+void SharedLibrary::close() {
+    if (handle_) {
+        dlclose(handle_);
+        handle_ = nullptr;
+    }
+}
+
+void* SharedLibrary::try_symbol(const std::string& name) const {
+    if (!handle_) return nullptr;
+    return dlsym(handle_, name.c_str());
+}
+
+void* SharedLibrary::symbol(const std::string& name) const {
+    if (!handle_)
+        throw std::runtime_error("symbol '" + name + "' requested from an unloaded SharedLibrary");
+    dlerror();
+    void* p = dlsym(handle_, name.c_str());
+    if (const char* e = dlerror())
+        throw std::runtime_error("symbol '" + name + "' not found in '" + path_ + "': " + e +
+                                 " (is it declared extern \"C\"?)");
+    return p;
+}
+
+}  // namespace tw::runtime

@@ -1,0 +1,88 @@
+// The host toolchain: find the C++ compiler, describe the CPU, compile a generated
+// translation unit into a shared object (argv via posix_spawnp, never a shell), dlopen it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tw::runtime {
+
+struct CompilerInfo {
+    std::string path;      // absolute path of the compiler executable
+    std::string identity;  // first line of `<cxx> --version`, e.g. "g++ (Debian 12.2.0-14) 12.2.0"
+};
+
+// The compiler named by env().cxx (TW_CXX, else CXX, else g++), resolved on PATH once.
+// Throws std::runtime_error if it cannot be found or run (the message says to install g++
+// or set TW_CXX).
+const CompilerInfo& host_compiler();
+
+// Resolves `cxx` (a name looked up on PATH, or a path containing '/') and asks it for its
+// version. Uncached; host_compiler() calls this once with env().cxx.
+CompilerInfo probe_compiler(const std::string& cxx);
+
+// Sorted, space-separated ISA features of this host that matter to code generation, e.g.
+// "avx avx2 avx512bw avx512f avx512vl f16c fma". Stable across runs; part of cache keys.
+std::string cpu_features();
+
+// Flags every kernel is compiled with (before caller extras): -O3 -march=native -std=c++20
+// -fPIC -shared -fno-plt.
+std::vector<std::string> default_compile_flags();
+
+struct CompileResult {
+    bool ok = false;                // compiler ran and exited with status 0
+    std::string log;                // compiler stdout + stderr, interleaved
+    std::vector<std::string> argv;  // the exact command that ran
+    int exit_code = -1;             // exit status; -1 if it could not run or died by a signal
+};
+
+// Runs: <host_compiler().path> <default flags> <extra_flags> -I<dir>... -o <output> <source>.
+// Never throws for compile errors (ok=false, log has the diagnostics); throws
+// std::runtime_error only when no compiler is found.
+CompileResult compile_shared_object(const std::string& source_path,
+                                    const std::string& output_path,
+                                    const std::vector<std::string>& extra_flags,
+                                    const std::vector<std::string>& include_dirs);
+
+struct ProcessResult {
+    int exit_code = -1;      // -1 if the program could not be started or died by a signal
+    std::string output;      // stdout + stderr
+    std::string error;       // why it could not be started / how it died, else empty
+};
+
+// Runs argv[0] (searched on PATH) with argv, stdin from /dev/null, stdout+stderr captured.
+ProcessResult run_process(const std::vector<std::string>& argv);
+
+// RAII handle over dlopen(RTLD_NOW | RTLD_LOCAL). Movable, not copyable.
+class SharedLibrary {
+public:
+    SharedLibrary() = default;
+    // Throws std::runtime_error with dlerror() text. A path without '/' is taken relative
+    // to the working directory (not searched on the library path).
+    explicit SharedLibrary(const std::string& path);
+    ~SharedLibrary();
+    SharedLibrary(SharedLibrary&& other) noexcept;
+    SharedLibrary& operator=(SharedLibrary&& other) noexcept;
+    SharedLibrary(const SharedLibrary&) = delete;
+    SharedLibrary& operator=(const SharedLibrary&) = delete;
+
+    // Address of `name`; throws std::runtime_error with dlerror() text if it is missing.
+    void* symbol(const std::string& name) const;
+    // Address of `name` or nullptr.
+    void* try_symbol(const std::string& name) const;
+    template <class F>
+    F function(const std::string& name) const {
+        return reinterpret_cast<F>(symbol(name));
+    }
+
+    bool loaded() const { return handle_ != nullptr; }
+    const std::string& path() const { return path_; }
+    void close();
+
+private:
+    void* handle_ = nullptr;
+    std::string path_;
+};
+
+}  // namespace tw::runtime

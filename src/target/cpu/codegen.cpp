@@ -1,0 +1,1127 @@
+// The CPU code generator: Tile IR kernel -> one C++ translation unit (see codegen.h).
+//
+// Structure: CodeGen walks the kernel once. Statements dispatch on StmtKind to one emit_*
+// method each, expressions on ExprKind to one expr_* method each. Index arithmetic of tile ops
+// (region starts, strides, clipped ranges) is built with the small `Idx` algebra below, which
+// folds constants so that tile-to-tile copies come out with literal bounds and no checks.
+#include "target/cpu/codegen.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/functor.h"
+
+namespace tw::cpu {
+
+using namespace tw::ir;
+
+namespace {
+
+template <class T>
+const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
+template <class T>
+const T& as(const Stmt& s) { return *static_cast<const T*>(s.get()); }
+
+// ---------------------------------------------------------------------------------------------
+// Types
+
+// How a dtype is stored in memory (buffers, scalar parameters).
+std::string storage_type(DType t) {
+  switch (t.code) {
+    case DTypeCode::f16: return "tw_cpu::f16";
+    case DTypeCode::bf16: return "tw_cpu::bf16";
+    case DTypeCode::f32: return "float";
+    case DTypeCode::f64: return "double";
+    case DTypeCode::i8: return "int8_t";
+    case DTypeCode::i32: return "int32_t";
+    case DTypeCode::i64: return "int64_t";
+    case DTypeCode::u8: return "uint8_t";
+    case DTypeCode::boolean: return "bool";
+  }
+  return "float";
+}
+
+// How a value of a dtype is held while computing: half types in float, every integer in int64_t
+// (index arithmetic never overflows; stores narrow with modular wrap-around, as int32 would).
+std::string compute_type(DType t) {
+  if (t.code == DTypeCode::f64) return "double";
+  if (t.is_float()) return "float";
+  if (t.is_bool()) return "bool";
+  return "int64_t";
+}
+
+// Storage value (C++ expression `s` of storage_type(t)) -> compute value.
+std::string widen(DType t, const std::string& s) {
+  if (storage_type(t) == compute_type(t)) return s;
+  if (t.is_int()) return "(int64_t)" + s;
+  return "tw_cpu::convert<" + compute_type(t) + ">(" + s + ")";
+}
+
+// Compute value of dtype `from` -> storage value of dtype `to` (round to nearest even for floats).
+std::string narrow(DType to, DType from, const std::string& s) {
+  if (storage_type(to) == compute_type(from)) return s;
+  return "tw_cpu::convert<" + storage_type(to) + ">(" + s + ")";
+}
+
+std::string int_lit(int64_t v) {
+  std::string s = std::to_string(v);
+  if (v > INT32_MAX || v < INT32_MIN) s += "LL";
+  return v < 0 ? "(" + s + ")" : s;
+}
+
+std::string float_lit(double v, DType t) {
+  bool dbl = t.code == DTypeCode::f64;
+  if (std::isnan(v)) return dbl ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
+  if (std::isinf(v)) {
+    std::string s = dbl ? "__builtin_inf()" : "__builtin_inff()";
+    return v < 0 ? "(-" + s + ")" : s;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, dbl ? "%.17g" : "%.9g", dbl ? v : static_cast<double>(static_cast<float>(v)));
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  if (!dbl) s += "f";
+  return v < 0 ? "(" + s + ")" : s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idx: an int64 value of generated code, folded when constant. `nonneg` is a proven sign.
+
+struct Idx {
+  std::optional<int64_t> c;
+  std::string s;
+  bool nonneg = false;
+};
+Idx ic(int64_t v) { return {v, int_lit(v), v >= 0}; }
+Idx iv(std::string s, bool nonneg) { return {std::nullopt, std::move(s), nonneg}; }
+Idx add(const Idx& a, const Idx& b) {
+  if (a.c && b.c) return ic(*a.c + *b.c);
+  if (a.c == 0) return b;
+  if (b.c == 0) return a;
+  return iv("(" + a.s + " + " + b.s + ")", a.nonneg && b.nonneg);
+}
+Idx sub(const Idx& a, const Idx& b) {
+  if (a.c && b.c) return ic(*a.c - *b.c);
+  if (b.c == 0) return a;
+  return iv("(" + a.s + " - " + b.s + ")", false);
+}
+Idx mul(const Idx& a, const Idx& b) {
+  if (a.c && b.c) return ic(*a.c * *b.c);
+  if (a.c == 0 || b.c == 0) return ic(0);
+  if (a.c == 1) return b;
+  if (b.c == 1) return a;
+  return iv("(" + a.s + " * " + b.s + ")", a.nonneg && b.nonneg);
+}
+Idx neg(const Idx& a) { return a.c ? ic(-*a.c) : iv("(-" + a.s + ")", false); }
+Idx imin(const Idx& a, const Idx& b) {
+  if (a.c && b.c) return ic(std::min(*a.c, *b.c));
+  return iv("tw_min(" + a.s + ", " + b.s + ")", a.nonneg && b.nonneg);
+}
+Idx imax(const Idx& a, const Idx& b) {
+  if (a.c && b.c) return ic(std::max(*a.c, *b.c));
+  if (a.c == 0 && b.nonneg) return b;
+  if (b.c == 0 && a.nonneg) return a;
+  return iv("tw_max(" + a.s + ", " + b.s + ")", a.nonneg || b.nonneg);
+}
+bool same(const Idx& a, const Idx& b) { return a.c ? (b.c && *a.c == *b.c) : (!b.c && a.s == b.s); }
+
+// ---------------------------------------------------------------------------------------------
+// Names
+
+bool is_reserved_word(const std::string& s) {
+  static const std::unordered_set<std::string> kWords{
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
+      "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval",
+      "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype",
+      "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern",
+      "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new",
+      "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
+      "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
+      "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+      "wchar_t", "while", "xor", "xor_eq", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t",
+      "uint32_t", "uint64_t", "intptr_t", "uintptr_t", "size_t", "TwArgs", "NULL", "main", "assert", "errno"};
+  return kWords.count(s) > 0;
+}
+
+// A C identifier for a user name; never one of the generator's own (tw_*), a keyword or a macro
+// of <stdint.h>.
+std::string sanitize(const std::string& name) {
+  std::string s;
+  for (char ch : name) s += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') ? ch : '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
+  bool upper = std::none_of(s.begin(), s.end(), [](char ch) { return std::islower(static_cast<unsigned char>(ch)); });
+  bool macro_like = upper && s.find('_') != std::string::npos;
+  if (s.rfind("tw_", 0) == 0 || s.rfind("TW_", 0) == 0 || s.rfind("__", 0) == 0 ||
+      (s[0] == '_' && s.size() > 1 && std::isupper(static_cast<unsigned char>(s[1]))) || is_reserved_word(s) ||
+      macro_like)
+    s += "_";
+  return s;
+}
+
+bool contains_loop(const Stmt& s) {
+  bool found = false;
+  for_each_stmt(s, [&](const Stmt& x) { found |= x && x->kind == StmtKind::For; });
+  return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regions of tile ops, viewed as int64 arithmetic in the generated code.
+
+struct RegionView {
+  std::string buf;  // C name of the buffer
+  DType dtype;
+  std::vector<Idx> start, ext, shape, stride;
+  std::vector<int> dims;  // the dims with extent != 1, outermost first
+  int rank() const { return static_cast<int>(start.size()); }
+  // start + ext <= shape, when provable at generation time
+  bool fits_above(int d) const {
+    Idx end = add(start[d], ext[d]);
+    return end.c && shape[d].c && *end.c <= *shape[d].c;
+  }
+  bool overflows_above(int d) const {
+    Idx end = add(start[d], ext[d]);
+    return end.c && shape[d].c && *end.c > *shape[d].c;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The generator
+
+class CodeGen {
+ public:
+  explicit CodeGen(const Kernel& k) : k_(k) {}
+  std::string run();
+
+ private:
+  // --- output
+  void line(const std::string& s) { out_ += std::string(2 * indent_, ' ') + s + "\n"; }
+  void open(const std::string& head) { line(head.empty() ? "{" : head + " {"); ++indent_; }
+  void close() { --indent_; line("}"); }
+  std::string line_comment(const Span& s) const { return s.known() ? "// line " + std::to_string(s.line) + ": " : "// "; }
+
+  // --- names
+  std::string name_for(const void* key, const std::string& hint) {
+    auto it = names_.find(key);
+    if (it != names_.end()) return it->second;
+    std::string base = sanitize(hint), s = base;
+    for (int i = 1; used_.count(s); ++i) s = base + "_" + std::to_string(i);
+    used_.insert(s);
+    names_[key] = s;
+    return s;
+  }
+  std::string bind(const Var& v, bool nonneg) {
+    bound_.insert(v.get());
+    if (nonneg) nonneg_.insert(v.get());
+    else nonneg_.erase(v.get());
+    return name_for(v.get(), v->name);
+  }
+  std::string buf_name(const Buffer& b) {
+    if (!declared_.count(b.get()))
+      throw Error("buffer '" + b->name + "' is used but neither a kernel parameter nor allocated before this use",
+                  b->span, "allocate it with T.alloc_shared / T.alloc_fragment before the op that uses it");
+    return name_for(b.get(), b->name);
+  }
+
+  // --- prologue shared by tw_grid and tw_block
+  void emit_params(bool tensors);
+
+  // --- statements: one method per StmtKind
+  void emit(const Stmt& s);
+  void emit_seq(const SeqNode& n);
+  void emit_for(const ForNode& n);
+  void emit_if(const IfNode& n);
+  void emit_let(const LetNode& n);
+  void emit_store(const StoreNode& n);
+  void emit_alloc(const AllocNode& n);
+  void emit_copy(const CopyNode& n);
+  void emit_gemm(const GemmNode& n);
+  void emit_fill(const FillNode& n);
+  void emit_reduce(const ReduceNode& n);
+
+  // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
+  std::string expr(const Expr& e);
+  std::string expr_int_imm(const IntImmNode& n);
+  std::string expr_float_imm(const FloatImmNode& n);
+  std::string expr_var(const VarNode& n);
+  std::string expr_binary(const BinaryNode& n);
+  std::string expr_unary(const UnaryNode& n);
+  std::string expr_call(const CallNode& n);
+  std::string expr_cast(const CastNode& n);
+  std::string expr_select(const SelectNode& n);
+  std::string expr_load(const LoadNode& n);
+
+  bool nonneg(const Expr& e) const;
+  Idx idx(const Expr& e) {
+    if (auto c = as_const_int(e)) return ic(*c);
+    return iv(expr(e), nonneg(e));
+  }
+  Idx linear_index(const Buffer& b, const std::vector<Expr>& indices);
+  std::vector<Idx> shape_of(const Buffer& b);
+  RegionView view(const Region& r);
+  // Hoists non-constant region starts into named locals (prefix p) and returns the base offset.
+  Idx hoist_starts(RegionView& v, const std::string& p);
+  Idx offset(const RegionView& v, const Idx& base, int upto_loop) const;
+  // Valid loop range [lo, hi) of loop dim k of v (elements inside the buffer).
+  Idx range_lo(const RegionView& v, int d) const { return v.start[d].nonneg ? ic(0) : imax(ic(0), neg(v.start[d])); }
+  Idx range_hi(const RegionView& v, int d) const {
+    return v.fits_above(d) ? v.ext[d] : imin(v.ext[d], sub(v.shape[d], v.start[d]));
+  }
+  // Conditions (C++ strings) that the unit dims of v are inside the buffer; sets never if one fails statically.
+  std::vector<std::string> unit_dims_inside(const RegionView& v, bool& never) const;
+  std::string hoist(const Idx& v, const std::string& name) {
+    if (v.c) return v.s;
+    line("const int64_t " + name + " = " + v.s + ";");
+    return name;
+  }
+
+  const Kernel& k_;
+  std::string out_;
+  int indent_ = 0;
+  std::unordered_map<const void*, std::string> names_;
+  std::set<std::string> used_;
+  std::unordered_set<const void*> bound_, nonneg_, declared_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Kernel
+
+constexpr const char* kPreamble = R"(#include <tw_cpu/abi.h>
+#include <tw_cpu/tw_cpu.h>
+
+namespace {
+// Index helpers: Python floor semantics for // and % (fast paths are emitted inline when both
+// operands are known non-negative), min/max as selects so loops vectorise.
+inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
+inline int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }
+inline float tw_min(float a, float b) { return b < a ? b : a; }
+inline float tw_max(float a, float b) { return a < b ? b : a; }
+inline double tw_min(double a, double b) { return b < a ? b : a; }
+inline double tw_max(double a, double b) { return a < b ? b : a; }
+template <class T>
+inline T tw_select(bool c, T a, T b) { return c ? a : b; }  // both arms already evaluated
+inline int64_t tw_abs(int64_t a) { return a < 0 ? -a : a; }
+inline int64_t tw_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t tw_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
+inline float tw_fmod(float a, float b) {
+  float r = __builtin_fmodf(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+inline double tw_fmod(double a, double b) {
+  double r = __builtin_fmod(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+}  // namespace
+)";
+
+std::string CodeGen::run() {
+  const auto& k = *k_;
+  if (k.block_vars.empty() && !k.grid.empty())
+    throw Error("kernel '" + k.name + "' has grid extents but no block variables", k.span);
+  if (k.block_vars.size() > 3)
+    throw Error("kernel '" + k.name + "' has a " + std::to_string(k.block_vars.size()) +
+                    "-D grid; the CPU target supports at most 3 block dimensions",
+                k.span, "fold the extra dimensions into one block index");
+  if (k.block_vars.size() != k.grid.size())
+    throw Error("kernel '" + k.name + "' has " + std::to_string(k.block_vars.size()) + " block variables but " +
+                    std::to_string(k.grid.size()) + " grid extents",
+                k.span);
+  // Reserve the names of the interface so no user name takes them.
+  for (const char* r : {"tw_args", "tw_ext", "tw_bx", "tw_by", "tw_bz"}) used_.insert(r);
+
+  out_ += "// Generated by Tilewright (target cpu) for kernel '" + k.name + "'. Do not edit.\n";
+  out_ += kPreamble;
+  out_ += "\nextern \"C\" int tw_abi_version(void) { return TW_CPU_ABI_VERSION; }\n\n";
+
+  out_ += "extern \"C\" void tw_grid(const TwArgs* tw_args, int64_t tw_ext[3]) {\n";
+  indent_ = 1;
+  emit_params(/*tensors=*/false);
+  for (size_t i = 0; i < 3; ++i)
+    line("tw_ext[" + std::to_string(i) + "] = " + (i < k.grid.size() ? expr(k.grid[i]) : std::string("1")) + ";");
+  indent_ = 0;
+  out_ += "}\n\n";
+
+  out_ += "extern \"C\" void tw_block(const TwArgs* tw_args, int64_t tw_bx, int64_t tw_by, int64_t tw_bz) {\n";
+  indent_ = 1;
+  emit_params(/*tensors=*/true);
+  static const char* kBlockArgs[3] = {"tw_bx", "tw_by", "tw_bz"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (i < k.block_vars.size())
+      line("const int64_t " + bind(k.block_vars[i], true) + " = " + kBlockArgs[i] + ";");
+    else
+      line(std::string("(void)") + kBlockArgs[i] + ";");
+  }
+  emit(k.body);
+  indent_ = 0;
+  out_ += "}\n";
+  return out_;
+}
+
+void CodeGen::emit_params(bool tensors) {
+  const auto& k = *k_;
+  auto svars = k.shape_vars();
+  for (size_t i = 0; i < svars.size(); ++i)
+    line("[[maybe_unused]] const int64_t " + bind(svars[i], true) + " = tw_args->shape_vars[" + std::to_string(i) +
+         "];");
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const Param& p = k.params[i];
+    std::string slot = "tw_args->params[" + std::to_string(i) + "]";
+    if (p.buffer) {
+      if (p.buffer->scope != Scope::global)
+        throw Error("parameter '" + p.buffer->name + "' must be a global tensor, not " +
+                        std::string(scope_name(p.buffer->scope)),
+                    p.buffer->span);
+      declared_.insert(p.buffer.get());
+      std::string n = name_for(p.buffer.get(), p.buffer->name);
+      if (tensors) line(storage_type(p.buffer->dtype) + "* __restrict " + n + " = (" + storage_type(p.buffer->dtype) + "*)" + slot + ";");
+    } else if (p.scalar) {
+      bool is_shape_var = false;
+      for (const auto& sv : svars) is_shape_var |= sv == p.scalar;
+      if (is_shape_var) continue;  // bound above
+      DType t = p.scalar->dtype;
+      line("[[maybe_unused]] const " + compute_type(t) + " " + bind(p.scalar, false) + " = " +
+           widen(t, "*(const " + storage_type(t) + "*)" + slot) + ";");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statements
+
+void CodeGen::emit(const Stmt& s) {
+  if (!s) return;
+  switch (s->kind) {
+    case StmtKind::Seq: return emit_seq(as<SeqNode>(s));
+    case StmtKind::For: return emit_for(as<ForNode>(s));
+    case StmtKind::If: return emit_if(as<IfNode>(s));
+    case StmtKind::Let: return emit_let(as<LetNode>(s));
+    case StmtKind::Store: return emit_store(as<StoreNode>(s));
+    case StmtKind::Alloc: return emit_alloc(as<AllocNode>(s));
+    case StmtKind::Copy: return emit_copy(as<CopyNode>(s));
+    case StmtKind::Gemm: return emit_gemm(as<GemmNode>(s));
+    case StmtKind::Fill: return emit_fill(as<FillNode>(s));
+    case StmtKind::Reduce: return emit_reduce(as<ReduceNode>(s));
+  }
+}
+
+void CodeGen::emit_seq(const SeqNode& n) {
+  for (const auto& c : n.body) emit(c);
+}
+
+// serial / pipelined: plain loop; unroll: #pragma GCC unroll; parallel: plain nested loops, the
+// innermost marked ivdep (a T.Parallel body is an elementwise map: iterations are independent).
+void CodeGen::emit_for(const ForNode& n) {
+  Idx mn = idx(n.min), ext = idx(n.extent);
+  switch (n.for_kind) {
+    case ForKind::serial: break;
+    case ForKind::pipelined:
+      line("// pipelined(num_stages=" + std::to_string(n.num_stages) +
+           "): no asynchronous copies on a CPU, runs as a serial loop");
+      break;
+    case ForKind::unroll:
+      line(ext.c ? "#pragma GCC unroll " + std::to_string(std::clamp<int64_t>(*ext.c, 1, 65534))
+                 : std::string("#pragma GCC unroll 8  // extent not constant: partial unroll"));
+      break;
+    case ForKind::parallel:
+      if (!contains_loop(n.body)) line("#pragma GCC ivdep");
+      break;
+  }
+  std::string v = bind(n.var, mn.nonneg);
+  Idx end = add(mn, ext);
+  if (end.c) {
+    open("for (int64_t " + v + " = " + mn.s + "; " + v + " < " + end.s + "; ++" + v + ")");
+  } else {  // evaluate the bound once
+    std::string e = name_for(&n, v + "_end");
+    open("for (int64_t " + v + " = " + mn.s + ", " + e + " = " + end.s + "; " + v + " < " + e + "; ++" + v + ")");
+  }
+  emit(n.body);
+  close();
+}
+
+void CodeGen::emit_if(const IfNode& n) {
+  open("if (" + expr(n.cond) + ")");
+  emit(n.then_body);
+  if (n.else_body) {
+    --indent_;
+    line("} else {");
+    ++indent_;
+    emit(n.else_body);
+  }
+  close();
+}
+
+void CodeGen::emit_let(const LetNode& n) {
+  std::string value = expr(n.value);
+  bool nn = n.value->dtype.is_int() && nonneg(n.value);
+  line("const " + compute_type(n.var->dtype) + " " + bind(n.var, nn) + " = " + value + ";");
+}
+
+void CodeGen::emit_store(const StoreNode& n) {
+  if (static_cast<int>(n.indices.size()) != n.buffer->ndim())
+    throw Error("store into '" + n.buffer->name + "' uses " + std::to_string(n.indices.size()) +
+                    " indices, the buffer has " + std::to_string(n.buffer->ndim()) + " dimension(s)",
+                n.span);
+  std::string b = buf_name(n.buffer);
+  std::string at = linear_index(n.buffer, n.indices).s;
+  line(b + "[" + at + "] = " + narrow(n.buffer->dtype, n.value->dtype, expr(n.value)) + ";");
+}
+
+void CodeGen::emit_alloc(const AllocNode& n) {
+  const Buffer& b = n.buffer;
+  if (b->scope == Scope::global)
+    throw Error("cannot allocate the global buffer '" + b->name + "' inside a kernel", n.span,
+                "declare it as a kernel parameter (an output) instead");
+  auto shape = b->const_shape();
+  if (!shape) throw Error("tile buffer '" + b->name + "' must have a constant shape", n.span);
+  int64_t numel = 1;
+  std::string dims;
+  for (int64_t d : *shape) {
+    numel *= d;
+    dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  }
+  declared_.insert(b.get());
+  std::string name = name_for(b.get(), b->name);
+  line("alignas(64) " + storage_type(b->dtype) + " " + name + "[" + std::to_string(numel) + "];  " +
+       line_comment(n.span) + std::string(scope_name(b->scope)) + " [" + dims + "]");
+}
+
+// copy(src -> dst): both regions are viewed with their unit dims dropped; the remaining dims
+// are paired in order. Fast path: both regions inside their buffers (checked at run time on the
+// region corners unless provable here): unchecked loops, memcpy rows when the dtypes match and
+// rows are contiguous. Masked path: the loops run over the destination's valid range only;
+// elements whose source lies outside the source buffer are written as 0.
+void CodeGen::emit_copy(const CopyNode& n) {
+  RegionView s = view(n.src), d = view(n.dst);
+  if (s.dims.size() != d.dims.size())
+    throw Error("copy from a region with " + std::to_string(s.dims.size()) + " non-unit dimension(s) of '" +
+                    n.src.buffer->name + "' into one with " + std::to_string(d.dims.size()) + " of '" +
+                    n.dst.buffer->name + "'",
+                n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
+  const int nl = static_cast<int>(s.dims.size());
+  for (int k = 0; k < nl; ++k)
+    if (!same(s.ext[s.dims[k]], d.ext[d.dims[k]]))
+      throw Error("copy between regions of different shapes: extent " + s.ext[s.dims[k]].s + " of '" +
+                      n.src.buffer->name + "' vs " + d.ext[d.dims[k]].s + " of '" + n.dst.buffer->name + "'",
+                  n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
+
+  line(line_comment(n.span) + "copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
+  open("");
+  Idx sb = hoist_starts(s, "tw_s"), db = hoist_starts(d, "tw_d");
+  std::string sbase = hoist(sb, "tw_sb"), dbase = hoist(db, "tw_db");
+  sb = sb.c ? sb : iv(sbase, sb.nonneg);
+  db = db.c ? db : iv(dbase, db.nonneg);
+  std::vector<Idx> ext;
+  for (int k = 0; k < nl; ++k) ext.push_back(s.ext[s.dims[k]]);
+  auto loopv = [](int k) { return "tw_i" + std::to_string(k); };
+  bool same_type = s.dtype == d.dtype;
+  auto assign = [&](const Idx& doff, const Idx& soff) {
+    std::string val = s.buf + "[" + soff.s + "]";
+    if (!same_type) val = "tw_cpu::convert<" + storage_type(d.dtype) + ">(" + val + ")";
+    return d.buf + "[" + doff.s + "] = " + val + ";";
+  };
+
+  // Fast-path condition: every dim of both regions inside its buffer.
+  std::vector<std::string> conds;
+  bool never_fast = false;
+  for (const RegionView* v : {&s, &d})
+    for (int dd = 0; dd < v->rank(); ++dd) {
+      const Idx& st = v->start[dd];
+      if (st.c && *st.c < 0) never_fast = true;
+      if (!st.nonneg) conds.push_back(st.s + " >= 0");
+      if (v->overflows_above(dd)) never_fast = true;
+      else if (!v->fits_above(dd)) conds.push_back(add(st, v->ext[dd]).s + " <= " + v->shape[dd].s);
+    }
+
+  auto emit_fast = [&] {
+    // rows are contiguous in both buffers when the innermost looped dim is the last dim of each
+    bool rows = nl > 0 && same_type && s.dims.back() == s.rank() - 1 && d.dims.back() == d.rank() - 1;
+    int loops = rows ? nl - 1 : nl;
+    for (int k = 0; k < loops; ++k) {
+      if (k == nl - 1) line("#pragma GCC ivdep");
+      open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
+    }
+    auto ptr = [](const std::string& b, const Idx& off) { return off.c == 0 ? b : b + " + " + off.s; };
+    if (rows)
+      line("__builtin_memcpy(" + ptr(d.buf, offset(d, db, nl - 1)) + ", " + ptr(s.buf, offset(s, sb, nl - 1)) + ", " +
+           ext[nl - 1].s + " * sizeof(" + storage_type(d.dtype) + "));");
+    else
+      line(assign(offset(d, db, nl), offset(s, sb, nl)));
+    for (int k = 0; k < loops; ++k) close();
+  };
+
+  auto emit_masked = [&] {
+    bool dst_never = false, src_never = false;
+    auto dcond = unit_dims_inside(d, dst_never);
+    auto scond = unit_dims_inside(s, src_never);
+    if (dst_never) {
+      line("// the destination region lies outside its buffer: nothing to write");
+      return;
+    }
+    std::string zero = storage_type(d.dtype) + "{}";
+    std::vector<Idx> dlo, dhi, slo, shi;
+    for (int k = 0; k < nl; ++k) {
+      auto h = [&](const Idx& v, const std::string& nm) { return v.c ? v : iv(hoist(v, nm + std::to_string(k)), v.nonneg); };
+      dlo.push_back(h(range_lo(d, d.dims[k]), "tw_dlo"));
+      dhi.push_back(h(range_hi(d, d.dims[k]), "tw_dhi"));
+      slo.push_back(h(range_lo(s, s.dims[k]), "tw_slo"));
+      shi.push_back(h(range_hi(s, s.dims[k]), "tw_shi"));
+    }
+    int opened = 0;
+    if (!dcond.empty()) {
+      std::string c;
+      for (auto& x : dcond) c += (c.empty() ? "" : " && ") + x;
+      open("if (" + c + ")");
+      ++opened;
+    }
+    // ok: "source row inside its buffer" so far (a C++ bool expression, "" = statically true)
+    std::string ok;
+    if (src_never) ok = "false";
+    for (auto& x : scond) ok += (ok.empty() ? "" : " && ") + x;
+    if (!ok.empty() && ok != "false") {
+      line("const bool tw_ok = " + ok + ";");
+      ok = "tw_ok";
+    }
+    for (int k = 0; k + 1 < nl; ++k) {
+      open("for (int64_t " + loopv(k) + " = " + dlo[k].s + "; " + loopv(k) + " < " + dhi[k].s + "; ++" + loopv(k) + ")");
+      ++opened;
+      std::string c = ok;
+      if (!slo[k].c || *slo[k].c > 0) c += (c.empty() ? "" : " && ") + loopv(k) + " >= " + slo[k].s;
+      if (!same(shi[k], ext[k])) c += (c.empty() ? "" : " && ") + loopv(k) + " < " + shi[k].s;
+      if (c != ok) {
+        line("const bool tw_ok" + std::to_string(k) + " = " + c + ";");
+        ok = "tw_ok" + std::to_string(k);
+      }
+    }
+    if (nl == 0) {
+      std::string val = s.buf + "[" + sb.s + "]";
+      if (!same_type) val = "tw_cpu::convert<" + storage_type(d.dtype) + ">(" + val + ")";
+      line(d.buf + "[" + db.s + "] = " + (ok.empty() ? val : ok + " ? " + val + " : " + zero) + ";");
+    } else {
+      int k = nl - 1;
+      std::string i = loopv(k);
+      Idx doff = offset(d, db, nl), soff = offset(s, sb, nl);
+      auto loop = [&](const std::string& lo, const std::string& hi, const std::string& body) {
+        line("#pragma GCC ivdep");
+        line("for (int64_t " + i + " = " + lo + "; " + i + " < " + hi + "; ++" + i + ") " + body);
+      };
+      bool src_full = (slo[k].c && *slo[k].c == 0) && same(shi[k], ext[k]);
+      if (src_full && ok.empty()) {
+        loop(dlo[k].s, dhi[k].s, assign(doff, soff));
+      } else {
+        // [dlo, c0) zeros, [c0, c1) copied, [c1, dhi) zeros
+        Idx c0i = imax(dlo[k], imin(slo[k], dhi[k]));
+        std::string c0 = c0i.s;
+        std::string c1 = imax(c0i.c ? c0i : iv("tw_c0", true), imin(shi[k], dhi[k])).s;
+        if (ok == "false") {
+          loop(dlo[k].s, dhi[k].s, d.buf + "[" + doff.s + "] = " + zero + ";");
+        } else {
+          line("const int64_t tw_c0 = " + (ok.empty() ? c0 : ok + " ? " + c0 + " : " + dhi[k].s) + ";");
+          line("const int64_t tw_c1 = " + (ok.empty() ? c1 : ok + " ? " + c1 + " : " + dhi[k].s) + ";");
+          loop(dlo[k].s, "tw_c0", d.buf + "[" + doff.s + "] = " + zero + ";");
+          loop("tw_c0", "tw_c1", assign(doff, soff));
+          loop("tw_c1", dhi[k].s, d.buf + "[" + doff.s + "] = " + zero + ";");
+        }
+      }
+    }
+    for (int j = 0; j < opened; ++j) close();
+  };
+
+  if (never_fast) {
+    line("// masked path: a region crosses its buffer's edge (tails)");
+    emit_masked();
+  } else if (conds.empty()) {
+    line("// fast path: both regions are inside their buffers");
+    emit_fast();
+  } else {
+    std::string c;
+    for (auto& x : conds) c += (c.empty() ? "" : " && ") + x;
+    open("if (" + c + ")");
+    line("// fast path: both regions are inside their buffers");
+    emit_fast();
+    --indent_;
+    line("} else {");
+    ++indent_;
+    line("// masked path (tails): source elements outside the source read 0, destination elements outside are skipped");
+    emit_masked();
+    close();
+  }
+  close();
+}
+
+// gemm: the last two dims of each region are the matrix (rows, cols); leading dims must have
+// extent 1. The pointer is the region's first element, the leading dimension the buffer's row
+// length, so gemm works in place on tiles and on global tensors alike.
+void CodeGen::emit_gemm(const GemmNode& n) {
+  struct Mat { std::string ptr; Idx rows, cols, ld; };
+  auto mat = [&](const Region& r, const char* what) {
+    if (r.buffer->ndim() < 2)
+      throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name + "') must be a 2-D region", n.span);
+    RegionView v = view(r);
+    int rk = v.rank();
+    for (int d = 0; d + 2 < rk; ++d)
+      if (v.ext[d].c != 1)
+        throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name +
+                        "') must have extent 1 in all but its last two dimensions",
+                    n.span, "select one matrix of a batch with a region of extent 1");
+    Idx off = ic(0);
+    for (int d = 0; d < rk; ++d) off = add(off, mul(v.start[d], v.stride[d]));
+    return Mat{off.c == 0 ? v.buf : "(" + v.buf + " + " + off.s + ")", v.ext[rk - 2], v.ext[rk - 1], v.shape[rk - 1]};
+  };
+  DType ta = n.a.buffer->dtype, tb = n.b.buffer->dtype, tc = n.c.buffer->dtype;
+  bool float_ok = ta == tb && (ta.code == DTypeCode::f32 || ta.code == DTypeCode::f16 || ta.code == DTypeCode::bf16) &&
+                  tc.code == DTypeCode::f32;
+  bool int_ok = ta == tb && ta.code == DTypeCode::i8 && tc.code == DTypeCode::i32;
+  if (!float_ok && !int_ok)
+    throw Error("gemm on the CPU supports A, B in float32/float16/bfloat16 with C float32, or A, B int8 with C "
+                "int32; got A " + std::string(ta.name()) + ", B " + std::string(tb.name()) + ", C " +
+                    std::string(tc.name()),
+                n.span, "accumulate into a float32 (or int32) fragment and cast when copying out");
+  Mat a = mat(n.a, "A"), b = mat(n.b, "B"), c = mat(n.c, "C");
+  Idx M = n.trans_a ? a.cols : a.rows, Ka = n.trans_a ? a.rows : a.cols;
+  Idx Kb = n.trans_b ? b.cols : b.rows, N = n.trans_b ? b.rows : b.cols;
+  auto check = [&](const Idx& x, const Idx& y, const char* what) {
+    if (x.c && y.c && *x.c != *y.c)
+      throw Error(std::string("gemm shapes do not match: ") + what + " is " + x.s + " in one operand and " + y.s +
+                      " in another",
+                  n.span);
+  };
+  check(Ka, Kb, "K");
+  check(M, c.rows, "M");
+  check(N, c.cols, "N");
+  line(line_comment(n.span) + "gemm " + n.c.buffer->name + (n.clear ? " = " : " += ") + n.a.buffer->name +
+       (n.trans_a ? "^T" : "") + " * " + n.b.buffer->name + (n.trans_b ? "^T" : ""));
+  line("tw_cpu::gemm(" + M.s + ", " + N.s + ", " + Ka.s + ", " + a.ptr + ", " + a.ld.s + ", " +
+       (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + b.ld.s + ", " + (n.trans_b ? "true" : "false") + ", " +
+       c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (n.clear ? "false" : "true") + ");");
+}
+
+// fill: the value is converted once; loops over the part of the region inside the buffer.
+void CodeGen::emit_fill(const FillNode& n) {
+  RegionView d = view(n.dst);
+  line(line_comment(n.span) + "fill " + n.dst.buffer->name);
+  open("");
+  line("const " + storage_type(d.dtype) + " tw_v = " + narrow(d.dtype, n.value->dtype, expr(n.value)) + ";");
+  Idx db = hoist_starts(d, "tw_d");
+  db = db.c ? db : iv(hoist(db, "tw_db"), db.nonneg);
+  bool never = false;
+  auto cond = unit_dims_inside(d, never);
+  if (never) {
+    line("// the region lies outside its buffer: nothing to write");
+    close();
+    return;
+  }
+  int opened = 0;
+  if (!cond.empty()) {
+    std::string c;
+    for (auto& x : cond) c += (c.empty() ? "" : " && ") + x;
+    open("if (" + c + ")");
+    ++opened;
+  }
+  const int nl = static_cast<int>(d.dims.size());
+  for (int k = 0; k < nl; ++k) {
+    std::string i = "tw_i" + std::to_string(k);
+    if (k == nl - 1) line("#pragma GCC ivdep");
+    open("for (int64_t " + i + " = " + range_lo(d, d.dims[k]).s + "; " + i + " < " + range_hi(d, d.dims[k]).s +
+         "; ++" + i + ")");
+    ++opened;
+  }
+  line(d.buf + "[" + offset(d, db, nl).s + "] = tw_v;");
+  for (int j = 0; j < opened; ++j) close();
+  close();
+}
+
+// reduce over `axis` of a tile: src viewed as [outer, R, inner]. inner == 1 (the last axis):
+// 16 partial accumulators per row so the loop vectorises, then a tree; otherwise a row of
+// accumulators updated elementwise. Accumulators are float (double for f64) or int64_t.
+void CodeGen::emit_reduce(const ReduceNode& n) {
+  auto ss = n.src->const_shape(), ds = n.dst->const_shape();
+  if (!ss || !ds)
+    throw Error("reduce needs tile buffers with constant shapes ('" + (ss ? n.dst->name : n.src->name) + "' is not one)",
+                n.span, "copy the data into a fragment first");
+  if (n.axis < 0 || n.axis >= n.src->ndim())
+    throw Error("reduce axis " + std::to_string(n.axis) + " is out of range for '" + n.src->name + "' with " +
+                    std::to_string(n.src->ndim()) + " dimension(s)",
+                n.span);
+  int64_t outer = 1, R = (*ss)[n.axis], inner = 1;
+  for (int d = 0; d < n.axis; ++d) outer *= (*ss)[d];
+  for (int d = n.axis + 1; d < n.src->ndim(); ++d) inner *= (*ss)[d];
+  std::vector<int64_t> want = *ss, keep = *ss;
+  want.erase(want.begin() + n.axis);
+  keep[n.axis] = 1;
+  if (*ds != want && *ds != keep)
+    throw Error("reduce over axis " + std::to_string(n.axis) + " of '" + n.src->name +
+                    "' needs a destination of its shape without that axis; '" + n.dst->name + "' has another shape",
+                n.span);
+  DType st = n.src->dtype, dt = n.dst->dtype;
+  DType acc_t = st.code == DTypeCode::f64 ? DType(DTypeCode::f64) : st.is_float() ? DType(DTypeCode::f32) : DType(DTypeCode::i64);
+  std::string A = compute_type(acc_t);
+  std::string neutral;
+  auto combine = [&](const std::string& x, const std::string& y) {
+    switch (n.reduce_kind) {
+      case ReduceKind::sum: return x + " + " + y;
+      case ReduceKind::max: return "tw_max(" + x + ", " + y + ")";
+      case ReduceKind::min: return "tw_min(" + x + ", " + y + ")";
+    }
+    return x;
+  };
+  switch (n.reduce_kind) {
+    case ReduceKind::sum: neutral = acc_t.is_float() ? float_lit(0.0, acc_t) : "0"; break;
+    case ReduceKind::max: neutral = acc_t.is_float() ? float_lit(-INFINITY, acc_t) : "(-9223372036854775807LL - 1)"; break;
+    case ReduceKind::min: neutral = acc_t.is_float() ? float_lit(INFINITY, acc_t) : "9223372036854775807LL"; break;
+  }
+  std::string src = buf_name(n.src), dst = buf_name(n.dst);
+  auto load = [&](const std::string& b, DType t, const std::string& at) {
+    std::string v = widen(t, b + "[" + at + "]");
+    return compute_type(t) == A ? v : "(" + A + ")" + v;
+  };
+  auto store = [&](const std::string& at, const std::string& acc) {
+    std::string v = n.clear ? acc : combine(load(dst, dt, at), acc);
+    line(dst + "[" + at + "] = " + (storage_type(dt) == A ? v : "tw_cpu::convert<" + storage_type(dt) + ">(" + v + ")") + ";");
+  };
+  line(line_comment(n.span) + "reduce_" + std::string(reducekind_name(n.reduce_kind)) + " " + n.src->name +
+       " -> " + n.dst->name + " over axis " + std::to_string(n.axis) + (n.clear ? "" : " (merge)"));
+  open("");
+  open("for (int64_t tw_o = 0; tw_o < " + std::to_string(outer) + "; ++tw_o)");
+  if (inner == 1) {
+    constexpr int kParts = 16;
+    std::string row = "tw_o * " + std::to_string(R);
+    if (st.code == DTypeCode::f32 && n.reduce_kind != ReduceKind::sum && R >= kParts) {
+      // float max/min: g++ does not vectorise the select form of these reductions without
+      // -ffast-math, so use the tw_cpu::simd vector type (native width) explicitly.
+      const char* cmp = n.reduce_kind == ReduceKind::max ? ">" : "<";
+      std::string R_s = std::to_string(R);
+      line("tw_cpu::simd::vf tw_vacc = tw_cpu::simd::splat(" + neutral + ");");
+      line("int64_t tw_r = 0;");
+      open("for (; tw_r + tw_cpu::simd::kVF <= " + R_s + "; tw_r += tw_cpu::simd::kVF)");
+      line("const tw_cpu::simd::vf tw_x = tw_cpu::simd::loadu(" + src + " + " + row + " + tw_r);");
+      line(std::string("tw_vacc = tw_x ") + cmp + " tw_vacc ? tw_x : tw_vacc;");
+      close();
+      line(A + " tw_acc = " + neutral + ";");
+      line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_vacc[tw_j]") + ";");
+      line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", load(src, st, row + " + tw_r")) + ";");
+      store("tw_o", "tw_acc");
+    } else if (R >= 2 * kParts) {
+      line(A + " tw_p[" + std::to_string(kParts) + "];");
+      line("for (int tw_j = 0; tw_j < " + std::to_string(kParts) + "; ++tw_j) tw_p[tw_j] = " + neutral + ";");
+      line("int64_t tw_r = 0;");
+      open("for (; tw_r + " + std::to_string(kParts) + " <= " + std::to_string(R) + "; tw_r += " + std::to_string(kParts) + ")");
+      line("#pragma GCC unroll " + std::to_string(kParts));
+      line("for (int tw_j = 0; tw_j < " + std::to_string(kParts) + "; ++tw_j) tw_p[tw_j] = " +
+           combine("tw_p[tw_j]", load(src, st, row + " + tw_r + tw_j")) + ";");
+      close();
+      line("for (; tw_r < " + std::to_string(R) + "; ++tw_r) tw_p[0] = " + combine("tw_p[0]", load(src, st, row + " + tw_r")) + ";");
+      for (int w = kParts / 2; w >= 1; w /= 2)
+        line("for (int tw_j = 0; tw_j < " + std::to_string(w) + "; ++tw_j) tw_p[tw_j] = " +
+             combine("tw_p[tw_j]", "tw_p[tw_j + " + std::to_string(w) + "]") + ";");
+      store("tw_o", "tw_p[0]");
+    } else {
+      line(A + " tw_acc = " + neutral + ";");
+      line("for (int64_t tw_r = 0; tw_r < " + std::to_string(R) + "; ++tw_r) tw_acc = " +
+           combine("tw_acc", load(src, st, row + " + tw_r")) + ";");
+      store("tw_o", "tw_acc");
+    }
+  } else {
+    std::string I = std::to_string(inner);
+    line("alignas(64) " + A + " tw_acc[" + I + "];");
+    line("#pragma GCC ivdep");
+    line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + neutral + ";");
+    open("for (int64_t tw_r = 0; tw_r < " + std::to_string(R) + "; ++tw_r)");
+    line("#pragma GCC ivdep");
+    line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " +
+         combine("tw_acc[tw_j]", load(src, st, "(tw_o * " + std::to_string(R) + " + tw_r) * " + I + " + tw_j")) + ";");
+    close();
+    line("#pragma GCC ivdep");
+    open("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j)");
+    store("tw_o * " + I + " + tw_j", "tw_acc[tw_j]");
+    close();
+  }
+  close();
+  close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regions and indices
+
+std::vector<Idx> CodeGen::shape_of(const Buffer& b) {
+  std::vector<Idx> out;
+  for (const auto& d : b->shape) {
+    Idx x = idx(d);
+    x.nonneg = true;  // sizes
+    out.push_back(x);
+  }
+  return out;
+}
+
+Idx CodeGen::linear_index(const Buffer& b, const std::vector<Expr>& indices) {
+  auto shape = shape_of(b);
+  if (indices.empty()) return ic(0);
+  Idx acc = idx(indices[0]);
+  for (size_t d = 1; d < indices.size(); ++d) acc = add(mul(acc, shape[d]), idx(indices[d]));
+  return acc;
+}
+
+RegionView CodeGen::view(const Region& r) {
+  const Buffer& b = r.buffer;
+  if (static_cast<int>(r.starts.size()) != b->ndim() || r.extents.size() != r.starts.size())
+    throw Error("region of '" + b->name + "' has " + std::to_string(r.starts.size()) + " start(s) and " +
+                    std::to_string(r.extents.size()) + " extent(s) for a " + std::to_string(b->ndim()) + "-D buffer",
+                b->span);
+  RegionView v;
+  v.buf = buf_name(b);
+  v.dtype = b->dtype;
+  v.shape = shape_of(b);
+  for (int d = 0; d < b->ndim(); ++d) {
+    v.start.push_back(idx(r.starts[d]));
+    Idx e = idx(r.extents[d]);
+    if (e.c && *e.c <= 0)
+      throw Error("region of '" + b->name + "' has extent " + e.s + " in dimension " + std::to_string(d), b->span);
+    e.nonneg = true;
+    v.ext.push_back(e);
+    if (e.c != 1) v.dims.push_back(d);
+  }
+  v.stride.assign(b->ndim(), ic(1));
+  for (int d = b->ndim() - 2; d >= 0; --d) v.stride[d] = mul(v.stride[d + 1], v.shape[d + 1]);
+  return v;
+}
+
+Idx CodeGen::hoist_starts(RegionView& v, const std::string& p) {
+  Idx base = ic(0);
+  for (int d = 0; d < v.rank(); ++d) {
+    if (!v.start[d].c) v.start[d] = iv(hoist(v.start[d], p + std::to_string(d)), v.start[d].nonneg);
+    base = add(base, mul(v.start[d], v.stride[d]));
+  }
+  return base;
+}
+
+Idx CodeGen::offset(const RegionView& v, const Idx& base, int upto_loop) const {
+  Idx off = base;
+  for (int k = 0; k < upto_loop; ++k) off = add(off, mul(iv("tw_i" + std::to_string(k), true), v.stride[v.dims[k]]));
+  return off;
+}
+
+std::vector<std::string> CodeGen::unit_dims_inside(const RegionView& v, bool& never) const {
+  std::vector<std::string> out;
+  for (int d = 0; d < v.rank(); ++d) {
+    if (v.ext[d].c != 1) continue;
+    const Idx& st = v.start[d];
+    if (st.c && *st.c < 0) never = true;
+    if (!st.nonneg) out.push_back(st.s + " >= 0");
+    if (v.overflows_above(d)) never = true;
+    else if (!v.fits_above(d)) out.push_back(st.s + " < " + v.shape[d].s);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expressions
+
+std::string CodeGen::expr(const Expr& e) {
+  if (e->kind == ExprKind::Binary && e->dtype.is_int())  // fold constant index arithmetic
+    if (auto c = as_const_int(e)) return int_lit(*c);
+  switch (e->kind) {
+    case ExprKind::IntImm: return expr_int_imm(*as<IntImmNode>(e));
+    case ExprKind::FloatImm: return expr_float_imm(*as<FloatImmNode>(e));
+    case ExprKind::Var: return expr_var(*as<VarNode>(e));
+    case ExprKind::Binary: return expr_binary(*as<BinaryNode>(e));
+    case ExprKind::Unary: return expr_unary(*as<UnaryNode>(e));
+    case ExprKind::Call: return expr_call(*as<CallNode>(e));
+    case ExprKind::Cast: return expr_cast(*as<CastNode>(e));
+    case ExprKind::Select: return expr_select(*as<SelectNode>(e));
+    case ExprKind::Load: return expr_load(*as<LoadNode>(e));
+  }
+  return "0";
+}
+
+std::string CodeGen::expr_int_imm(const IntImmNode& n) {
+  if (n.dtype.is_bool()) return n.value ? "true" : "false";
+  return int_lit(n.value);
+}
+
+std::string CodeGen::expr_float_imm(const FloatImmNode& n) { return float_lit(n.value, n.dtype); }
+
+std::string CodeGen::expr_var(const VarNode& n) {
+  if (!bound_.count(&n))
+    throw Error("variable '" + n.name + "' is used outside the scope that defines it", n.span);
+  return names_.at(&n);
+}
+
+std::string CodeGen::expr_binary(const BinaryNode& n) {
+  std::string a = expr(n.a), b = expr(n.b);
+  auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
+  bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
+  bool fast = ints && nonneg(n.a) && nonneg(n.b);
+  switch (n.op) {
+    case BinOp::Add: return infix("+");
+    case BinOp::Sub: return infix("-");
+    case BinOp::Mul: return infix("*");
+    case BinOp::Div: return infix("/");
+    case BinOp::FloorDiv: return fast ? infix("/") : "tw_floordiv(" + a + ", " + b + ")";
+    case BinOp::CeilDiv: return fast ? "((" + a + " + " + b + " - 1) / " + b + ")" : "tw_ceildiv(" + a + ", " + b + ")";
+    case BinOp::Mod:
+      if (!ints) return "tw_fmod(" + a + ", " + b + ")";
+      return fast ? infix("%") : "tw_floormod(" + a + ", " + b + ")";
+    case BinOp::Min: return "tw_min(" + a + ", " + b + ")";
+    case BinOp::Max: return "tw_max(" + a + ", " + b + ")";
+    case BinOp::EQ: return infix("==");
+    case BinOp::NE: return infix("!=");
+    case BinOp::LT: return infix("<");
+    case BinOp::LE: return infix("<=");
+    case BinOp::GT: return infix(">");
+    case BinOp::GE: return infix(">=");
+    case BinOp::And: return infix("&&");
+    case BinOp::Or: return infix("||");
+  }
+  return a;
+}
+
+std::string CodeGen::expr_unary(const UnaryNode& n) {
+  switch (n.op) {
+    case UnOp::Neg: return "(-" + expr(n.a) + ")";
+    case UnOp::Not: return "(!" + expr(n.a) + ")";
+  }
+  return expr(n.a);
+}
+
+// Math functions: the float forms call the vectorisable tw_cpu:: functions; float64 uses the
+// compiler's builtins. $0 / $1 are the arguments. Indexed by MathFn.
+struct MathImpl {
+  const char* f32;
+  const char* f64;
+};
+constexpr std::array<MathImpl, 13> kMath{{
+    /* exp     */ {"tw_cpu::exp($0)", "__builtin_exp($0)"},
+    /* exp2    */ {"tw_cpu::exp(($0) * 0.693147180559945309f)", "__builtin_exp2($0)"},
+    /* log     */ {"tw_cpu::log($0)", "__builtin_log($0)"},
+    /* log2    */ {"(tw_cpu::log($0) * 1.44269504088896341f)", "__builtin_log2($0)"},
+    /* sqrt    */ {"tw_cpu::sqrt($0)", "__builtin_sqrt($0)"},
+    /* rsqrt   */ {"tw_cpu::rsqrt($0)", "(1.0 / __builtin_sqrt($0))"},
+    /* abs     */ {"__builtin_fabsf($0)", "__builtin_fabs($0)"},
+    /* tanh    */ {"tw_cpu::tanh($0)", "__builtin_tanh($0)"},
+    /* erf     */ {"tw_cpu::erf($0)", "__builtin_erf($0)"},
+    /* sigmoid */ {"tw_cpu::sigmoid($0)", "(1.0 / (1.0 + __builtin_exp(-($0))))"},
+    /* floor   */ {"__builtin_floorf($0)", "__builtin_floor($0)"},
+    /* ceil    */ {"__builtin_ceilf($0)", "__builtin_ceil($0)"},
+    /* pow     */ {"__builtin_powf($0, $1)", "__builtin_pow($0, $1)"},
+}};
+
+std::string CodeGen::expr_call(const CallNode& n) {
+  std::vector<std::string> args;
+  for (const auto& a : n.args) args.push_back(expr(a));
+  std::string pattern;
+  if (n.fn == MathFn::abs && n.dtype.is_int()) pattern = "tw_abs($0)";
+  else if (!n.dtype.is_float())
+    throw Error(std::string(mathfn_name(n.fn)) + " needs a float argument, got " + std::string(n.dtype.name()), n.span);
+  else pattern = n.dtype.code == DTypeCode::f64 ? kMath[static_cast<size_t>(n.fn)].f64 : kMath[static_cast<size_t>(n.fn)].f32;
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '$' && i + 1 < pattern.size()) {
+      size_t k = static_cast<size_t>(pattern[++i] - '0');
+      if (k >= args.size()) throw Error("internal: math pattern argument out of range", n.span);
+      out += args[k];
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
+
+// A cast rounds through the target's storage type, then holds the value in its compute type.
+std::string CodeGen::expr_cast(const CastNode& n) {
+  std::string v = expr(n.value);
+  DType to = n.dtype, from = n.value->dtype;
+  std::string st = storage_type(to), ct = compute_type(to);
+  if (to.is_int() && (from.is_int() || from.is_bool())) {
+    // int -> int: a no-op when the target holds every value of the source, else wrap around
+    bool widening = from.is_bool() || to.code == DTypeCode::i64 ||
+                    (to.code == DTypeCode::i32 && (from.code == DTypeCode::i8 || from.code == DTypeCode::u8));
+    return widening ? v : "(int64_t)(" + st + ")" + v;
+  }
+  if (st == ct) return ct == compute_type(from) ? v : "tw_cpu::convert<" + ct + ">(" + v + ")";
+  return "tw_cpu::convert<" + ct + ">(tw_cpu::convert<" + st + ">(" + v + "))";
+}
+
+// Both arms are evaluated (tw_select is a function) when that cannot fault: no load from a
+// global tensor (a where() often guards an out-of-range index) and no integer division. Then
+// g++ if-converts and vectorises loops around it; otherwise a plain (lazy) ?: is emitted.
+std::string CodeGen::expr_select(const SelectNode& n) {
+  struct Safe : Visitor {
+    bool ok = true;
+    using Visitor::visit;
+    void visit(const Expr& e) override {
+      if (!e) return;
+      if (e->kind == ExprKind::Load && as<LoadNode>(e)->buffer->scope == Scope::global) ok = false;
+      if (e->kind == ExprKind::Binary && !e->dtype.is_float()) {
+        BinOp op = as<BinaryNode>(e)->op;
+        if (op == BinOp::FloorDiv || op == BinOp::CeilDiv || op == BinOp::Mod || op == BinOp::Div) ok = false;
+      }
+      Visitor::visit(e);
+    }
+  } safe;
+  safe.visit(n.t);
+  safe.visit(n.f);
+  std::string c = expr(n.cond), t = expr(n.t), f = expr(n.f);
+  if (safe.ok) return "tw_select<" + compute_type(n.dtype) + ">(" + c + ", " + t + ", " + f + ")";
+  return "(" + c + " ? " + t + " : " + f + ")";
+}
+
+std::string CodeGen::expr_load(const LoadNode& n) {
+  if (static_cast<int>(n.indices.size()) != n.buffer->ndim())
+    throw Error("load from '" + n.buffer->name + "' uses " + std::to_string(n.indices.size()) +
+                    " indices, the buffer has " + std::to_string(n.buffer->ndim()) + " dimension(s)",
+                n.span);
+  std::string b = buf_name(n.buffer);
+  return widen(n.buffer->dtype, b + "[" + linear_index(n.buffer, n.indices).s + "]");
+}
+
+// Sign analysis for the fast forms of floordiv / ceildiv / mod: block, shape and loop variables
+// (with a non-negative start) are non-negative, and so are sums, products and quotients of
+// non-negative values.
+bool CodeGen::nonneg(const Expr& e) const {
+  if (auto c = as_const_int(e)) return *c >= 0;
+  switch (e->kind) {
+    case ExprKind::Var: return nonneg_.count(e.get()) > 0;
+    case ExprKind::Cast: {
+      auto* c = as<CastNode>(e);
+      return c->dtype.is_int() && c->value->dtype.is_int() && c->dtype.bits() >= c->value->dtype.bits() && nonneg(c->value);
+    }
+    case ExprKind::Binary: {
+      auto* b = as<BinaryNode>(e);
+      if (!b->dtype.is_int()) return false;
+      switch (b->op) {
+        case BinOp::Add:
+        case BinOp::Mul:
+        case BinOp::FloorDiv:
+        case BinOp::CeilDiv:
+        case BinOp::Min: return nonneg(b->a) && nonneg(b->b);
+        case BinOp::Max: return nonneg(b->a) || nonneg(b->b);
+        case BinOp::Mod: return nonneg(b->b);
+        default: return false;
+      }
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::string codegen_cpu(const ir::Kernel& k) {
+  if (!k) throw Error("codegen_cpu: no kernel");
+  return CodeGen(k).run();
+}
+
+}  // namespace tw::cpu

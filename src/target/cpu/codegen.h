@@ -1,0 +1,29 @@
+// The CPU code generator: one Tile IR kernel -> one C++20 translation unit.
+//
+// The unit includes only tw_cpu/abi.h and tw_cpu/tw_cpu.h and exports the symbols of the
+// binary interface (tw_cpu/abi.h): tw_abi_version, tw_grid (grid extents from the shape
+// variables and scalar parameters) and tw_block (runs one block). It is meant to be compiled
+// with `-O3 -march=native -std=c++20 -fPIC -shared -I<repo>/src/target/cpu/include`.
+//
+// Lowering, in short (details at each emitter in codegen.cpp):
+//   - values are computed in float (f16/bf16/f32), double (f64), int64_t (all integers: index
+//     arithmetic cannot overflow) or bool; loads widen, stores narrow with tw_cpu::convert (RNE);
+//   - global tensors are dense row-major `T* __restrict` pointers; tile buffers (shared,
+//     fragment and the Ascend scopes) are alignas(64) local arrays of their storage type;
+//   - copy: a fast path when both regions are fully in bounds (rows copied with memcpy when the
+//     dtypes match) and a masked path for tails (source outside its buffer reads 0, destination
+//     outside its buffer is skipped); gemm: tw_cpu::gemm on the regions; fill/reduce: loops;
+//   - serial/pipelined loops are plain loops, unroll loops get `#pragma GCC unroll`, the
+//     innermost parallel loop gets `#pragma GCC ivdep`.
+// Throws ir::Error (with the op's source line) for IR the CPU target cannot lower.
+#pragma once
+
+#include <string>
+
+#include "tilewright/ir.h"
+
+namespace tw::cpu {
+
+std::string codegen_cpu(const ir::Kernel& k);
+
+}  // namespace tw::cpu

@@ -1,0 +1,603 @@
+// tw_cpu/gemm.h -- tile matmul for generated CPU kernels.
+//
+//   C[M x N] = (accumulate ? C : 0) + op(A)[M x K] * op(B)[K x N]
+//   op(A) = transA ? A^T (A stored K x M, row-major, lda >= M)
+//                  : A   (A stored M x K, row-major, lda >= K); same for B.
+//
+// Supported (TA, TB, TC):
+//   (float, float, float), (f16, f16, float), (bf16, bf16, float):
+//       fp32 FMA accumulation, f16/bf16 widened to fp32 while packing.
+//   (int8_t, int8_t, int32_t): exact int32 accumulation (wrap-around on overflow,
+//       which needs K > ~130000 with extreme values).
+//       * AVX512-VNNI: vpdpbusd (u8 x s8).  A is packed as u8 = a + 128 and the
+//         result corrected by -128 * colsum(B) per column.
+//       * AVX2: int16 pairs + vpmaddwd.   * otherwise: int32 multiply-add.
+//
+// Algorithm (Goto/BLIS style, written from scratch):
+//   jc (NC cols) -> pc (KC deep, pack B panel kc x nc, NR-wide micro-panels)
+//   -> ic (MC rows, pack A block mc x kc, MR-tall micro-panels) -> jr -> ir
+//   -> register-blocked micro-kernel MR x NR with broadcast-FMA.
+//   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
+//   use smaller-MR kernels (8/4/2/1 rows), column tails go through a small stack tile.
+//   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
+//   straight from memory.  Scratch is thread_local, 64 B aligned, grown on demand.
+#pragma once
+
+#include "simd.h"
+#include "types.h"
+
+namespace tw_cpu {
+namespace detail {
+
+// ------------------------------------------------------------------ scratch
+struct Scratch {
+  char* raw = nullptr;
+  char* ptr = nullptr;
+  size_t cap = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    if (raw) __builtin_free(raw);
+  }
+  void* get(size_t bytes) {
+    if (bytes > cap) {
+      if (raw) __builtin_free(raw);
+      size_t c = bytes + bytes / 4 + 4096;
+      raw = (char*)__builtin_malloc(c + 64);
+      if (!raw) __builtin_trap();
+      ptr = (char*)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+      cap = c;
+    }
+    return ptr;
+  }
+};
+// slot 0: packed A, slot 1: packed B, slot 2: int8 column corrections
+inline Scratch& gemm_scratch(int slot) {
+  static thread_local Scratch s[3];
+  return s[slot];
+}
+
+// ------------------------------------------------------------ block sizes
+#if defined(__AVX512F__)
+inline constexpr int kMR = 14, kNV = 2;  // 14 x 32 fp32 tile, 28 zmm accumulators
+inline constexpr int kKC = 256, kMC = 14 * 10, kNC = 1024;
+#elif defined(__AVX__)
+inline constexpr int kMR = 6, kNV = 2;   // 6 x 16 fp32 tile, 12 ymm accumulators
+inline constexpr int kKC = 256, kMC = 6 * 24, kNC = 1024;
+#else
+inline constexpr int kMR = 4, kNV = 2;   // 4 x 8 fp32 tile (SSE2 / generic)
+inline constexpr int kKC = 256, kMC = 4 * 32, kNC = 512;
+#endif
+inline constexpr int kVF = simd::kVF;
+inline constexpr int kNR = kNV * kVF;
+inline constexpr int kFirstSub = kMR > 8 ? 8 : kMR > 4 ? 4 : kMR > 2 ? 2 : 1;
+
+template <class T>
+TW_CPU_INLINE float ld32(const T* p) {
+  return to_f32(*p);
+}
+
+// ------------------------------------------------ 8-wide helpers for packing
+// (always 8 x f32 = 32 bytes; the compiler splits them on SSE-only targets).
+// Passed by reference only, to stay clear of vector-ABI differences.
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint16_t v8h_u __attribute__((vector_size(16), aligned(2), may_alias));
+
+TW_CPU_INLINE void load8(const float* p, v8f& o) { o = *reinterpret_cast<const v8f_u*>(p); }
+TW_CPU_INLINE void load8(const bf16* p, v8f& o) {
+  v8u x = __builtin_convertvector(*reinterpret_cast<const v8h_u*>(p), v8u);
+  o = (v8f)(x << 16);
+}
+TW_CPU_INLINE void load8(const f16* p, v8f& o) {  // vector form of to_f32(f16)
+  v8u x = __builtin_convertvector(*reinterpret_cast<const v8h_u*>(p), v8u);
+  v8u em = x & 0x7fffu;
+  v8u sign = (x & 0x8000u) << 16;
+  v8u norm = (em << 13) + (112u << 23);
+  v8f subf = __builtin_convertvector((v8i)em, v8f) * 0x1p-24f;
+  v8u infnan = (em << 13) | 0x7f800000u;
+  v8u r = em < 0x400u ? (v8u)subf : (em >= 0x7c00u ? infnan : norm);
+  o = (v8f)(r | sign);
+}
+TW_CPU_INLINE void store8(float* p, const v8f& v) { *reinterpret_cast<v8f_u*>(p) = v; }
+
+// in-place 8x8 transpose: x[t][c] -> x[c][t]
+TW_CPU_INLINE void transpose8(v8f (&x)[8]) {
+  v8f t[8], u[8];
+  for (int q = 0; q < 4; ++q) {
+    t[2 * q] = __builtin_shufflevector(x[2 * q], x[2 * q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[2 * q + 1] = __builtin_shufflevector(x[2 * q], x[2 * q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int h = 0; h < 2; ++h) {
+    v8f* tt = t + 4 * h;
+    v8f* uu = u + 4 * h;
+    uu[0] = __builtin_shufflevector(tt[0], tt[2], 0, 1, 8, 9, 4, 5, 12, 13);
+    uu[1] = __builtin_shufflevector(tt[0], tt[2], 2, 3, 10, 11, 6, 7, 14, 15);
+    uu[2] = __builtin_shufflevector(tt[1], tt[3], 0, 1, 8, 9, 4, 5, 12, 13);
+    uu[3] = __builtin_shufflevector(tt[1], tt[3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int c = 0; c < 4; ++c) {
+    x[c] = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    x[c + 4] = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// dst[k*P + i] = src[i*ld + k] for i < r (r <= P), zeros for r <= i < P, k < kc.
+// Works in 8x8 blocks; when P is not a multiple of 8 the last row group's stores spill
+// up to 7 floats into the next k row (or past the panel end: buffers carry slack),
+// which is why groups are processed from the highest one down.
+template <int P, class T>
+inline void pack_transpose(const T* src, long ld, int r, int kc, float* dst) {
+  constexpr int G = (P + 7) / 8;
+  const int k8 = kc / 8 * 8;
+  for (int g = G - 1; g >= 0; --g) {
+    const int i0 = g * 8;
+    for (int k0 = 0; k0 < k8; k0 += 8) {
+      v8f x[8];
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        if (i0 + t < r) load8(src + (long)(i0 + t) * ld + k0, x[t]);
+        else x[t] = v8f{};
+      }
+      transpose8(x);
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) store8(dst + (long)(k0 + t) * P + i0, x[t]);
+    }
+  }
+  for (int k = k8; k < kc; ++k)
+    for (int i = 0; i < P; ++i) dst[(long)k * P + i] = i < r ? to_f32(src[(long)i * ld + k]) : 0.0f;
+}
+inline constexpr int kPackSlack = 16;  // floats of slack after packed buffers
+
+// ------------------------------------------------------------ fp32 packing
+// A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of kMR rows,
+// layout Ap[panel][k][kMR], rows beyond mc zero-filled.
+template <class T>
+inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float* Ap) {
+  for (int i0 = 0; i0 < mc; i0 += kMR) {
+    int mr = mc - i0 < kMR ? mc - i0 : kMR;
+    float* dst = Ap + (long)i0 * kc;
+    if (transA) {
+      // op(A)(i,k) = A[k*lda + i]: rows of A are contiguous along i
+      for (int k = 0; k < kc; ++k) {
+        const T* src = A + (long)k * lda + i0;
+        float* d = dst + (long)k * kMR;
+        if (kMR >= 8 && mr == kMR) {  // two overlapping 8-wide copies
+          v8f x, y;
+          load8(src, x);
+          load8(src + kMR - 8, y);
+          store8(d, x);
+          store8(d + kMR - 8, y);
+        } else {
+          for (int i = 0; i < mr; ++i) d[i] = ld32(src + i);
+          for (int i = mr; i < kMR; ++i) d[i] = 0.0f;
+        }
+      }
+    } else {
+      // op(A)(i,k) = A[i*lda + k]: transpose while packing
+      pack_transpose<kMR>(A + (long)i0 * lda, lda, mr, kc, dst);
+    }
+  }
+}
+
+// B panel: k [0,kc), cols [0,nc) of op(B) -> micro-panels of kNR cols,
+// layout Bp[panel][k][kNR], cols beyond nc zero-filled.
+template <class T>
+inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float* Bp) {
+  for (int j0 = 0; j0 < nc; j0 += kNR) {
+    int nr = nc - j0 < kNR ? nc - j0 : kNR;
+    float* dst = Bp + (long)j0 * kc;
+    if (!transB) {
+      for (int k = 0; k < kc; ++k) {
+        const T* src = B + (long)k * ldb + j0;
+        float* d = dst + (long)k * kNR;
+        if (nr == kNR) {
+          for (int j = 0; j < kNR; j += 8) {
+            v8f x;
+            load8(src + j, x);
+            store8(d + j, x);
+          }
+        } else {
+          for (int j = 0; j < nr; ++j) d[j] = ld32(src + j);
+          for (int j = nr; j < kNR; ++j) d[j] = 0.0f;
+        }
+      }
+    } else {
+      // op(B)(k,j) = B[j*ldb + k]
+      pack_transpose<kNR>(B + (long)j0 * ldb, ldb, nr, kc, dst);
+    }
+  }
+}
+
+// ------------------------------------------------------- fp32 micro-kernel
+// acc[R][kNR] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
+template <int R>
+__attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
+                                       const float* __restrict B, long bs,
+                                       float* __restrict C, long ldc, bool acc, int nr) {
+  using simd::vf;
+  // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
+  // ahead on the same row (one full micro-kernel call of lead time).
+  const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;
+  vf c[R][kNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] = vf{};
+
+  for (long k = 0; k < kc; ++k) {
+    vf b[kNV];
+    // software prefetch of B a few k ahead (matters when B is streamed unpacked)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      vf a = simd::splat(A[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(a, b[v], c[i][v]);
+    }
+    A += as;
+    B += bs;
+  }
+
+  if (nr == kNR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      float* ci = C + (long)i * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) {
+        vf x = c[i][v];
+        if (acc) x += simd::loadu(ci + v * kVF);
+        simd::storeu(ci + v * kVF, x);
+      }
+    }
+  } else {
+    alignas(64) float tmp[R][kNR];
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < kNV; ++v) simd::store(&tmp[i][v * kVF], c[i][v]);
+    for (int i = 0; i < R; ++i) {
+      float* ci = C + (long)i * ldc;
+      if (acc)
+        for (int j = 0; j < nr; ++j) ci[j] += tmp[i][j];
+      else
+        for (int j = 0; j < nr; ++j) ci[j] = tmp[i][j];
+    }
+  }
+}
+
+// rows [0, mr) with mr < kMR: decompose into 8/4/2/1-row kernels.
+template <int R>
+TW_CPU_INLINE void ukr_f32_tail(int mr, long kc, const float* A, long as, const float* B,
+                                long bs, float* C, long ldc, bool acc, int nr) {
+  if (mr >= R) {
+    ukr_f32<R>(kc, A, as, B, bs, C, ldc, acc, nr);
+    A += R;
+    C += (long)R * ldc;
+    mr -= R;
+  }
+  if constexpr (R > 1) {
+    if (mr > 0) ukr_f32_tail<R / 2>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
+  }
+}
+
+TW_CPU_INLINE void ukr_f32_any(int mr, long kc, const float* A, long as, const float* B,
+                               long bs, float* C, long ldc, bool acc, int nr) {
+  if (mr == kMR)
+    ukr_f32<kMR>(kc, A, as, B, bs, C, ldc, acc, nr);
+  else
+    ukr_f32_tail<kFirstSub>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
+}
+
+template <class TC>
+inline void scale_zero(int M, int N, TC* C, long ldc) {
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) C[(long)i * ldc + j] = TC(0);
+}
+
+template <class T>
+void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
+              bool transB, float* C, long ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) scale_zero(M, N, C, ldc);
+    return;
+  }
+  auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
+  auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+
+  const int kcmax = K < kKC ? K : kKC;
+  const int mcmax = M < kMC ? M : kMC;
+  const int ncmax = N < kNC ? N : kNC;
+  const int mcpad = (mcmax + kMR - 1) / kMR * kMR;
+  const int ncpad = (ncmax + kNR - 1) / kNR * kNR;
+  float* Ap = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)mcpad * kcmax + kPackSlack));
+
+  // Skinny fast path: one row panel, fp32 B not transposed -> stream B directly
+  // (packing it would cost as much memory traffic as the whole product).
+  if constexpr (same<T, float>) {
+    if (M <= kMR && !transB) {
+      float* Bt = nullptr;  // packed copy of the ragged last column panel only
+      int nfull = N / kNR * kNR;
+      if (nfull < N) Bt = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)kcmax * kNR + kPackSlack));
+      // short K blocks: each B row is then streamed sequentially across the j loop
+      constexpr int kKCs = kKC;
+      for (int pc = 0; pc < K; pc += kKCs) {
+        int kc = K - pc < kKCs ? K - pc : kKCs;
+        bool acc = accumulate || pc > 0;
+        pack_a_f32(M, kc, a_at(0, pc), lda, transA, Ap);
+        for (int j = 0; j < nfull; j += kNR)
+          ukr_f32_any(M, kc, Ap, kMR, b_at(pc, j), ldb, C + j, ldc, acc, kNR);
+        if (Bt) {
+          pack_b_f32(kc, N - nfull, b_at(pc, nfull), ldb, false, Bt);
+          ukr_f32_any(M, kc, Ap, kMR, Bt, kNR, C + nfull, ldc, acc, N - nfull);
+        }
+      }
+      return;
+    }
+  }
+
+  float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kcmax + kPackSlack));
+  for (int jc = 0; jc < N; jc += kNC) {
+    int nc = N - jc < kNC ? N - jc : kNC;
+    for (int pc = 0; pc < K; pc += kKC) {
+      int kc = K - pc < kKC ? K - pc : kKC;
+      bool acc = accumulate || pc > 0;
+      pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
+      for (int ic = 0; ic < M; ic += kMC) {
+        int mc = M - ic < kMC ? M - ic : kMC;
+        pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        for (int jr = 0; jr < nc; jr += kNR) {
+          int nr = nc - jr < kNR ? nc - jr : kNR;
+          const float* bp = Bp + (long)jr * kc;
+          for (int ir = 0; ir < mc; ir += kMR) {
+            int mr = mc - ir < kMR ? mc - ir : kMR;
+            ukr_f32_any(mr, kc, Ap + (long)ir * kc, kMR, bp, kNR,
+                        C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ================================================================ int8 path
+// Packed element = one int32 holding kKG consecutive-k values of one row (A) or
+// one column (B):  VNNI: 4 bytes (A as u8 = a+128, B as s8),  AVX2: 2 x int16,
+// generic: 1 x int32.
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define TW_CPU_I8_VNNI 1
+inline constexpr int kKG = 4;
+#elif defined(__AVX2__) && !defined(__AVX512F__)
+#define TW_CPU_I8_MADDWD 1
+inline constexpr int kKG = 2;
+#else
+inline constexpr int kKG = 1;
+#endif
+inline constexpr int kKCG = kKC;  // k-groups per K block
+
+TW_CPU_INLINE simd::vi dot_i8(simd::vi c, simd::vi a, simd::vi b) {
+#if defined(TW_CPU_I8_VNNI)
+#if defined(__clang__)
+  return __builtin_ia32_vpdpbusd512(c, a, b);
+#else
+  return __builtin_ia32_vpdpbusd_v16si(c, a, b);
+#endif
+#elif defined(TW_CPU_I8_MADDWD)
+  typedef short v16hi __attribute__((vector_size(32)));
+  return c + (simd::vi)__builtin_ia32_pmaddwd256((v16hi)a, (v16hi)b);
+#else
+  return c + a * b;
+#endif
+}
+
+// pack kKG values (k, k+1, ...) into one int32; missing k (>= kend) are 0.
+TW_CPU_INLINE int32_t group_i8(const int8_t* p, long stride, int nvalid, bool is_a) {
+#if defined(TW_CPU_I8_VNNI)
+  uint32_t r = 0;
+  for (int t = 0; t < 4; ++t) {
+    uint32_t v = t < nvalid ? (uint32_t)(uint8_t)p[t * stride] : 0u;
+    if (is_a) v ^= 0x80u;  // u8 = a + 128 (padding: 0x80 -> value 0 ... times B=0)
+    r |= v << (8 * t);
+  }
+  return (int32_t)r;
+#elif defined(TW_CPU_I8_MADDWD)
+  (void)is_a;
+  uint32_t lo = (uint16_t)(int16_t)p[0];
+  uint32_t hi = nvalid > 1 ? (uint32_t)(uint16_t)(int16_t)p[stride] : 0u;
+  return (int32_t)(lo | (hi << 16));
+#else
+  (void)is_a; (void)stride; (void)nvalid;
+  return (int32_t)p[0];
+#endif
+}
+
+// A block mc x kc (kc in k values) -> Ap[panel][g][kMR]
+inline void pack_a_i8(int mc, int kc, const int8_t* A, long lda, bool transA, int32_t* Ap) {
+  const int ng = (kc + kKG - 1) / kKG;
+  const long sk = transA ? lda : 1, si = transA ? 1 : lda;  // element strides
+  for (int i0 = 0; i0 < mc; i0 += kMR) {
+    int mr = mc - i0 < kMR ? mc - i0 : kMR;
+    int32_t* dst = Ap + (long)i0 * ng;
+    for (int g = 0; g < ng; ++g) {
+      int nvalid = kc - g * kKG < kKG ? kc - g * kKG : kKG;
+      int32_t* d = dst + (long)g * kMR;
+      for (int i = 0; i < mr; ++i)
+        d[i] = group_i8(A + (long)(i0 + i) * si + (long)g * kKG * sk, sk, nvalid, true);
+      for (int i = mr; i < kMR; ++i) d[i] = 0;
+    }
+  }
+}
+
+// B panel kc x nc -> Bp[panel][g][kNR]; corr[j] = 128 * sum_k B(k,j) (VNNI only)
+inline void pack_b_i8(int kc, int nc, const int8_t* B, long ldb, bool transB, int32_t* Bp,
+                      int32_t* corr) {
+  const int ng = (kc + kKG - 1) / kKG;
+  const long sk = transB ? 1 : ldb, sj = transB ? ldb : 1;
+  for (int j0 = 0; j0 < nc; j0 += kNR) {
+    int nr = nc - j0 < kNR ? nc - j0 : kNR;
+    int32_t* dst = Bp + (long)j0 * ng;
+    for (int g = 0; g < ng; ++g) {
+      int nvalid = kc - g * kKG < kKG ? kc - g * kKG : kKG;
+      int32_t* d = dst + (long)g * kNR;
+      const int8_t* src = B + (long)g * kKG * sk + (long)j0 * sj;
+      if (!transB && kKG == 1 && nr == kNR) {
+        for (int j = 0; j < kNR; ++j) d[j] = src[j];
+      } else {
+        for (int j = 0; j < nr; ++j) d[j] = group_i8(src + (long)j * sj, sk, nvalid, false);
+        for (int j = nr; j < kNR; ++j) d[j] = 0;
+      }
+    }
+#if defined(TW_CPU_I8_VNNI)
+    for (int j = 0; j < kNR; ++j) corr[j0 + j] = 0;
+    for (int k = 0; k < kc; ++k) {
+      const int8_t* src = B + (long)k * sk + (long)j0 * sj;
+      for (int j = 0; j < nr; ++j) corr[j0 + j] += 128 * (int32_t)src[(long)j * sj];
+    }
+#else
+    (void)corr;
+#endif
+  }
+}
+
+template <int R>
+__attribute__((noinline)) void ukr_i8(long ng, const int32_t* __restrict A,
+                                      const int32_t* __restrict B, int32_t* __restrict C,
+                                      long ldc, bool acc, int nr, const int32_t* corr) {
+  using simd::vi;
+  vi c[R][kNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] = vi{};
+  for (long g = 0; g < ng; ++g) {
+    vi b[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) b[v] = simd::loadi(B + v * kVF);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      vi a = simd::splati(A[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) c[i][v] = dot_i8(c[i][v], a, b[v]);
+    }
+    A += kMR;
+    B += kNR;
+  }
+#if defined(TW_CPU_I8_VNNI)
+  vi cv[kNV];
+  for (int v = 0; v < kNV; ++v) cv[v] = simd::loadi(corr + v * kVF);
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] -= cv[v];
+#else
+  (void)corr;
+#endif
+  if (nr == kNR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      int32_t* ci = C + (long)i * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) {
+        vi x = c[i][v];
+        if (acc) x += simd::loadui(ci + v * kVF);
+        simd::storeui(ci + v * kVF, x);
+      }
+    }
+  } else {
+    alignas(64) int32_t tmp[R][kNR];
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < kNV; ++v) simd::storeui(&tmp[i][v * kVF], c[i][v]);
+    for (int i = 0; i < R; ++i) {
+      int32_t* ci = C + (long)i * ldc;
+      if (acc)
+        for (int j = 0; j < nr; ++j) ci[j] += tmp[i][j];
+      else
+        for (int j = 0; j < nr; ++j) ci[j] = tmp[i][j];
+    }
+  }
+}
+
+template <int R>
+TW_CPU_INLINE void ukr_i8_tail(int mr, long ng, const int32_t* A, const int32_t* B, int32_t* C,
+                               long ldc, bool acc, int nr, const int32_t* corr) {
+  if (mr >= R) {
+    ukr_i8<R>(ng, A, B, C, ldc, acc, nr, corr);
+    A += R;
+    C += (long)R * ldc;
+    mr -= R;
+  }
+  if constexpr (R > 1) {
+    if (mr > 0) ukr_i8_tail<R / 2>(mr, ng, A, B, C, ldc, acc, nr, corr);
+  }
+}
+
+inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
+                    long ldb, bool transB, int32_t* C, long ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) scale_zero(M, N, C, ldc);
+    return;
+  }
+  constexpr int KCk = kKCG * kKG;  // K block in k values
+  const int kcmax = K < KCk ? K : KCk;
+  const int ngmax = (kcmax + kKG - 1) / kKG;
+  const int mcmax = M < kMC ? M : kMC;
+  const int ncmax = N < kNC ? N : kNC;
+  const int mcpad = (mcmax + kMR - 1) / kMR * kMR;
+  const int ncpad = (ncmax + kNR - 1) / kNR * kNR;
+  int32_t* Ap = (int32_t*)gemm_scratch(0).get(sizeof(int32_t) * (size_t)mcpad * ngmax);
+  int32_t* Bp = (int32_t*)gemm_scratch(1).get(sizeof(int32_t) * (size_t)ncpad * ngmax);
+  int32_t* corr = (int32_t*)gemm_scratch(2).get(sizeof(int32_t) * (size_t)ncpad);
+  auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
+  auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+  for (int jc = 0; jc < N; jc += kNC) {
+    int nc = N - jc < kNC ? N - jc : kNC;
+    for (int pc = 0; pc < K; pc += KCk) {
+      int kc = K - pc < KCk ? K - pc : KCk;
+      int ng = (kc + kKG - 1) / kKG;
+      bool acc = accumulate || pc > 0;
+      pack_b_i8(kc, nc, b_at(pc, jc), ldb, transB, Bp, corr);
+      for (int ic = 0; ic < M; ic += kMC) {
+        int mc = M - ic < kMC ? M - ic : kMC;
+        pack_a_i8(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        for (int jr = 0; jr < nc; jr += kNR) {
+          int nr = nc - jr < kNR ? nc - jr : kNR;
+          const int32_t* bp = Bp + (long)jr * ng;
+          for (int ir = 0; ir < mc; ir += kMR) {
+            int mr = mc - ir < kMR ? mc - ir : kMR;
+            int32_t* cp = C + (long)(ic + ir) * ldc + jc + jr;
+            const int32_t* ap = Ap + (long)ir * ng;
+            if (mr == kMR)
+              ukr_i8<kMR>(ng, ap, bp, cp, ldc, acc, nr, corr + jr);
+            else
+              ukr_i8_tail<kFirstSub>(mr, ng, ap, bp, cp, ldc, acc, nr, corr + jr);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class TA, class TB, class TC>
+void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const TB* B, long ldb,
+          bool transB, TC* C, long ldc, bool accumulate) {
+  static_assert(detail::same<TA, TB>, "tw_cpu::gemm: TA and TB must be the same type");
+  if constexpr (detail::same<TA, float> || detail::same<TA, f16> || detail::same<TA, bf16>) {
+    static_assert(detail::same<TC, float>, "tw_cpu::gemm: float/f16/bf16 inputs need TC=float");
+    detail::gemm_f32<TA>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
+  } else if constexpr (detail::same<TA, int8_t>) {
+    static_assert(detail::same<TC, int32_t>, "tw_cpu::gemm: int8 inputs need TC=int32_t");
+    detail::gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
+  } else {
+    static_assert(detail::same<TA, float>, "tw_cpu::gemm: unsupported dtype combination");
+  }
+}
+
+}  // namespace tw_cpu

@@ -1,0 +1,190 @@
+// tw_cpu/math.h -- scalar float math for generated CPU kernels.
+//
+// Every function is branch-free straight-line code (selects only, no libm calls,
+// no errno), force-inlined, so that `for (i) y[i] = tw_cpu::exp(x[i]);` is
+// auto-vectorised by g++/clang++ -O3.  Polynomial coefficients were fitted for this
+// file (Chebyshev interpolation, see tests/cpp/test_cpu_runtime.cpp for the sweeps).
+//
+// Error bounds (asserted by the tests on dense sweeps against double libm; "ulp" bounds
+// are relative errors, 1 ulp ~ 1.19e-7 relative).  Valid with the default
+// round-to-nearest mode; with or without FMA (-march=x86-64 gets slightly larger
+// rounding error, still within the bound):
+//   exp(x)     rel <= 2.5e-7 for finite results (normal range); subnormal results
+//              (x < -87.34) abs <= 2^-149.  exp(x > 88.7228) = +Inf, exp(-Inf) = 0,
+//              exp(x < -103.98) = 0, NaN -> NaN.
+//   log(x)     rel <= 2.5e-7 for x > 0 except near x = 1 where abs <= 1.5e-8 (hence
+//              rel of log(x) itself is still <= 2.5e-7 there);
+//              log(0) = -Inf, log(x<0) = NaN, log(+Inf) = +Inf, subnormals handled.
+//   sqrt(x)    rel <= 1.2e-7 (<= 1 ulp, nearly always correctly rounded with FMA);
+//              sqrt(+-0) = +-0, sqrt(+Inf) = +Inf, sqrt(x<0) = NaN, subnormals handled.
+//   rsqrt(x)   rel <= 2.4e-7; rsqrt(0) = +Inf, rsqrt(+Inf) = 0, rsqrt(x<0) = NaN.
+//   tanh(x)    abs <= 1.2e-7 everywhere and rel <= 2.5e-7 for |x| < 0.55 (odd, exact
+//              sign, tanh(+-Inf) = +-1, tiny x -> x).
+//   erf(x)     abs <= 2.0e-7 everywhere (odd, erf(+-Inf) = +-1); rel <= 2.5e-7 for
+//              |x| < 1.
+//   sigmoid(x) rel <= 3.6e-7 for x > -87 (result normal), abs <= 2^-149 below;
+//              sigmoid(+Inf) = 1, sigmoid(-Inf) = 0.
+// All functions propagate NaN.
+#pragma once
+
+#include <stdint.h>
+
+#include "simd.h"
+#include "types.h"
+
+namespace tw_cpu {
+namespace detail {
+
+TW_CPU_INLINE float fmadd(float a, float b, float c) {
+#if defined(__FMA__) || defined(__AVX512F__)
+  return __builtin_fmaf(a, b, c);  // single instruction, vectorisable
+#else
+  return a * b + c;  // no FMA hardware: never call libm fmaf
+#endif
+}
+TW_CPU_INLINE float fabs_(float x) { return bitsf(fbits(x) & 0x7fffffffu); }
+TW_CPU_INLINE float copysign_(float mag, float sgn) {
+  return bitsf((fbits(mag) & 0x7fffffffu) | (fbits(sgn) & 0x80000000u));
+}
+inline constexpr float kInf = __builtin_inff();
+inline constexpr float kNaN = __builtin_nanf("");
+
+}  // namespace detail
+
+// e^x: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial,
+// result scaled by 2^n split in two factors (correct subnormal results, no int overflow).
+TW_CPU_INLINE float exp(float x) {
+  using namespace detail;
+  float xc = x > 89.0f ? 89.0f : x;
+  xc = xc < -104.0f ? -104.0f : xc;  // NaN stays NaN
+  const float kShift = 12582912.0f;  // 1.5 * 2^23: float add rounds to integer
+  float t = fmadd(xc, 1.44269504088896341f, kShift);
+  float n = t - kShift;
+  int32_t ni = (int32_t)(fbits(t) - fbits(kShift));
+  float r = fmadd(n, -0.693145751953125f, xc);  // ln2 hi (16 bits): n*hi exact
+  r = fmadd(n, -1.428606765330187e-06f, r);     // ln2 lo
+  float p = 1.394110844e-03f;
+  p = fmadd(p, r, 8.375126398e-03f);
+  p = fmadd(p, r, 4.166635290e-02f);
+  p = fmadd(p, r, 1.666641551e-01f);
+  p = fmadd(p, r, 5.000000047e-01f);
+  p = fmadd(p, r, 1.000000038e+00f);
+  p = fmadd(p, r, 1.0f);
+  int32_t n1 = ni >> 1, n2 = ni - n1;  // both in [-75, 64] for n in [-150, 128]
+  float s1 = bitsf((uint32_t)(n1 + 127) << 23);
+  float s2 = bitsf((uint32_t)(n2 + 127) << 23);
+  return (p * s1) * s2;
+}
+
+// natural log: x = 2^e * m, m in [sqrt(1/2), sqrt(2)); log(m) = 2 atanh(s), s = f/(2+f).
+TW_CPU_INLINE float log(float x) {
+  using namespace detail;
+  uint32_t u0 = fbits(x);
+  bool sub = u0 < 0x00800000u;  // +0 or positive subnormal
+  float xs = fsel(sub, x * 0x1p23f, x);
+  uint32_t u = fbits(xs);
+  int32_t e = (int32_t)(u - 0x3f3504f3u) >> 23;  // so that m in [0.7071, 1.4142)
+  float m = bitsf(u - ((uint32_t)e << 23));
+  float ef = (float)(e - (sub ? 23 : 0));
+  float f = m - 1.0f;  // exact (Sterbenz)
+  float s = f / (2.0f + f);
+  float z = s * s;
+  float w = fmadd(z, 0.1111111111f, 0.1428571429f);
+  w = fmadd(w, z, 0.2f);
+  w = fmadd(w, z, 0.3333333333f);
+  w = w * z;
+  // log1p(f) = 2 atanh(s) = 2s (1 + s^2/3 + s^4/5 + ...); truncation error < 2e-9
+  float l1 = fmadd(2.0f * s, w, 2.0f * s);
+  float res = fmadd(ef, 0.693145751953125f, fmadd(ef, 1.428606765330187e-06f, l1));
+  // specials via integer tests on the bits (if-converted, keeps the loop vectorisable)
+  uint32_t ax = u0 & 0x7fffffffu;
+  res = fsel(u0 == 0x7f800000u, kInf, res);
+  res = fsel((u0 >> 31) != 0, kNaN, res);
+  res = fsel(ax == 0u, -kInf, res);
+  res = fsel(ax > 0x7f800000u, x, res);
+  return res;
+}
+
+// sqrt without libm (a libm call with errno would block vectorisation):
+// reciprocal-sqrt seed + 3 Newton steps, then one FMA residual correction.
+TW_CPU_INLINE float sqrt(float x) {
+  using namespace detail;
+  bool sub = x < 0x1p-126f;
+  float xs = sub ? x * 0x1p24f : x;
+  float y = bitsf(0x5f375a86u - (fbits(xs) >> 1));
+  float hx = 0.5f * xs;
+  y = y * fmadd(-hx * y, y, 1.5f);
+  y = y * fmadd(-hx * y, y, 1.5f);
+  y = y * fmadd(-hx * y, y, 1.5f);
+  float s = xs * y;
+  float d = fmadd(-s, s, xs);  // residual (exact with FMA)
+  s = fmadd(0.5f * y, d, s);
+  s = sub ? s * 0x1p-12f : s;
+  s = x == kInf ? kInf : s;
+  s = x == 0.0f ? x : s;  // keeps -0
+  s = x < 0.0f ? kNaN : s;
+  s = x != x ? x : s;
+  return s;
+}
+
+TW_CPU_INLINE float rsqrt(float x) { return 1.0f / tw_cpu::sqrt(x); }
+
+TW_CPU_INLINE float sigmoid(float x) {
+  using namespace detail;
+  float e = tw_cpu::exp(-fabs_(x));  // in (0, 1], no overflow
+  float s = 1.0f / (1.0f + e);
+  return x >= 0.0f ? s : (x != x ? x : e * s);
+}
+
+TW_CPU_INLINE float tanh(float x) {
+  using namespace detail;
+  float ax = fabs_(x);
+  // |x| < 0.55: x + x^3 P(x^2), P fitted (rel 4e-9)
+  float z = ax * ax;
+  float p = -6.610227840e-03f;
+  p = fmadd(p, z, 2.130938867e-02f);
+  p = fmadd(p, z, -5.390942883e-02f);
+  p = fmadd(p, z, 1.333311373e-01f);
+  p = fmadd(p, z, -3.333333201e-01f);
+  float small = fmadd(ax * z, p, ax);
+  // otherwise 1 - 2/(e^{2|x|} + 1)   (e -> Inf gives exactly 1)
+  float e = tw_cpu::exp(2.0f * ax);
+  float big = 1.0f - 2.0f / (e + 1.0f);
+  float r = ax < 0.55f ? small : big;
+  return copysign_(r, x);  // NaN: big is NaN, sign copied, still NaN
+}
+
+TW_CPU_INLINE float erf(float x) {
+  using namespace detail;
+  float ax = fabs_(x);
+  // |x| < 1: x P(x^2) (abs 1.3e-9)
+  float z = ax * ax;
+  float p = 7.875875049e-05f;
+  p = fmadd(p, z, -8.016864283e-04f);
+  p = fmadd(p, z, 5.189087423e-03f);
+  p = fmadd(p, z, -2.685421201e-02f);
+  p = fmadd(p, z, 1.128359472e-01f);
+  p = fmadd(p, z, -3.761262667e-01f);
+  p = fmadd(p, z, 1.128379166e+00f);
+  float small = ax * p;
+  // 1 <= |x| <= 4: 1 - exp(-x^2) Q(1/x - 0.625)  (Q = erfc(x) e^{x^2}, rel 5e-9);
+  // beyond 4 erf rounds to 1.
+  float ac = ax < 4.0f ? ax : 4.0f;
+  float uq = 1.0f / ac - 0.625f;
+  float q = 2.503254323e-02f;
+  q = fmadd(q, uq, -7.090389203e-03f);
+  q = fmadd(q, uq, -2.661022418e-02f);
+  q = fmadd(q, uq, 4.466035464e-02f);
+  q = fmadd(q, uq, -4.697577546e-02f);
+  q = fmadd(q, uq, 2.325842892e-02f);
+  q = fmadd(q, uq, 4.376821965e-02f);
+  q = fmadd(q, uq, -1.723935044e-01f);
+  q = fmadd(q, uq, 3.822837582e-01f);
+  q = fmadd(q, uq, 3.059529888e-01f);
+  float big = 1.0f - tw_cpu::exp(-ac * ac) * q;
+  float r = ax < 1.0f ? small : big;
+  r = x != x ? x : r;
+  return copysign_(r, x);
+}
+
+}  // namespace tw_cpu

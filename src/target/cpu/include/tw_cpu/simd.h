@@ -1,0 +1,67 @@
+// tw_cpu/simd.h -- thin portable SIMD layer for the Tilewright CPU runtime headers.
+//
+// Uses GCC/Clang vector extensions plus a handful of __builtin_ia32_* builtins
+// (no <immintrin.h>: it costs ~100-200 ms of parse time per kernel TU).
+// The code path is chosen at compile time from the target feature macros:
+//   __AVX512F__          -> 512-bit vectors (16 x f32)
+//   __AVX__ / __AVX2__   -> 256-bit vectors (8 x f32), FMA3 if __FMA__
+//   otherwise            -> 128-bit vectors (4 x f32), mul+add (portable fallback)
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TW_CPU_INLINE inline __attribute__((always_inline))
+
+namespace tw_cpu {
+namespace simd {
+
+#if defined(__AVX512F__)
+inline constexpr int kVecBytes = 64;
+#elif defined(__AVX__)
+inline constexpr int kVecBytes = 32;
+#else
+inline constexpr int kVecBytes = 16;
+#endif
+inline constexpr int kVF = kVecBytes / 4;  // f32 / i32 lanes per vector
+
+typedef float vf __attribute__((vector_size(kVecBytes)));
+typedef int32_t vi __attribute__((vector_size(kVecBytes)));
+// unaligned, aliasing-safe variants for loads/stores from user memory
+typedef float vf_u __attribute__((vector_size(kVecBytes), aligned(4), may_alias));
+typedef int32_t vi_u __attribute__((vector_size(kVecBytes), aligned(4), may_alias));
+typedef float vf_a __attribute__((vector_size(kVecBytes), may_alias));
+typedef int32_t vi_a __attribute__((vector_size(kVecBytes), may_alias));
+
+TW_CPU_INLINE vf load(const float* p) { return *reinterpret_cast<const vf_a*>(p); }
+TW_CPU_INLINE vf loadu(const float* p) { return *reinterpret_cast<const vf_u*>(p); }
+TW_CPU_INLINE void store(float* p, vf v) { *reinterpret_cast<vf_a*>(p) = v; }
+TW_CPU_INLINE void storeu(float* p, vf v) { *reinterpret_cast<vf_u*>(p) = v; }
+TW_CPU_INLINE vi loadi(const int32_t* p) { return *reinterpret_cast<const vi_a*>(p); }
+TW_CPU_INLINE vi loadui(const int32_t* p) { return *reinterpret_cast<const vi_u*>(p); }
+TW_CPU_INLINE void storeui(int32_t* p, vi v) { *reinterpret_cast<vi_u*>(p) = v; }
+// (vf{} + x would be a real add: 0 + -0 != -0 without -ffast-math)
+#if defined(__AVX512F__)
+#define TW_CPU_SPLAT(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
+#elif defined(__AVX__)
+#define TW_CPU_SPLAT(x) {x, x, x, x, x, x, x, x}
+#else
+#define TW_CPU_SPLAT(x) {x, x, x, x}
+#endif
+TW_CPU_INLINE vf splat(float x) { return vf TW_CPU_SPLAT(x); }
+TW_CPU_INLINE vi splati(int32_t x) { return vi TW_CPU_SPLAT(x); }
+#undef TW_CPU_SPLAT
+
+// a*b + c, fused where the target has FMA.
+TW_CPU_INLINE vf fma(vf a, vf b, vf c) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4 /*CUR_DIRECTION*/);
+#elif defined(__FMA__)
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+}  // namespace simd
+}  // namespace tw_cpu

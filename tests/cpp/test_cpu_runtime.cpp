@@ -1,0 +1,427 @@
+// Tests for the header-only CPU runtime (src/target/cpu/include/tw_cpu).
+// Meant to be compiled several times with different -march flags so that every
+// compile-time code path (AVX-512 / AVX2 / portable) is exercised, e.g.
+//   g++ -O2 -std=c++20 -march=native  -I src/target/cpu/include tests/cpp/test_cpu_runtime.cpp -lgtest -lgtest_main -pthread
+//   g++ -O2 -std=c++20 -march=haswell ...      g++ -O2 -std=c++20 -march=x86-64 ...
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tw_cpu/tw_cpu.h"
+
+using tw_cpu::bf16;
+using tw_cpu::f16;
+
+namespace {
+
+uint32_t fb(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+float bf(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+// ------------------------------------------------------------------ gemm
+template <class T> T make_val(std::mt19937& g);
+template <> float make_val<float>(std::mt19937& g) {
+  return std::uniform_real_distribution<float>(-1.f, 1.f)(g);
+}
+template <> f16 make_val<f16>(std::mt19937& g) {
+  return tw_cpu::from_f32<f16>(std::uniform_real_distribution<float>(-2.f, 2.f)(g));
+}
+template <> bf16 make_val<bf16>(std::mt19937& g) {
+  return tw_cpu::from_f32<bf16>(std::uniform_real_distribution<float>(-2.f, 2.f)(g));
+}
+template <> int8_t make_val<int8_t>(std::mt19937& g) {
+  return (int8_t)std::uniform_int_distribution<int>(-128, 127)(g);
+}
+double to_d(float x) { return x; }
+double to_d(f16 x) { return tw_cpu::to_f32(x); }
+double to_d(bf16 x) { return tw_cpu::to_f32(x); }
+double to_d(int8_t x) { return x; }
+double to_d(int32_t x) { return x; }
+
+template <class T, class TC>
+void run_gemm_case(int M, int N, int K, bool tA, bool tB, bool acc, int pad, uint32_t seed) {
+  std::mt19937 g(seed);
+  long lda = (tA ? M : K) + pad, ldb = (tB ? K : N) + pad, ldc = N + pad;
+  long arows = tA ? K : M, brows = tB ? N : K;
+  std::vector<T> A((size_t)std::max<long>(1, arows * lda)), B((size_t)std::max<long>(1, brows * ldb));
+  for (auto& v : A) v = make_val<T>(g);
+  for (auto& v : B) v = make_val<T>(g);
+  std::vector<TC> C((size_t)std::max<long>(1, (long)M * ldc));
+  for (auto& v : C) {
+    if constexpr (std::is_same_v<TC, float>) v = std::uniform_real_distribution<float>(-1.f, 1.f)(g);
+    else v = (TC)std::uniform_int_distribution<int>(-1000, 1000)(g);
+  }
+  std::vector<TC> C0 = C;
+  tw_cpu::gemm<T, T, TC>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, C.data(), ldc, acc);
+
+  // double reference on materialised op(A) (M x K) and op(B)^T (N x K)
+  std::vector<double> a((size_t)M * K), bt((size_t)N * K);
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) a[(size_t)i * K + k] = to_d(tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+  for (int j = 0; j < N; ++j)
+    for (int k = 0; k < K; ++k) bt[(size_t)j * K + k] = to_d(tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+  long bad = 0;
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      const double* ai = &a[(size_t)i * K];
+      const double* bj = &bt[(size_t)j * K];
+      double s = 0, sa = 0;
+      for (int k = 0; k < K; ++k) { s += ai[k] * bj[k]; sa += std::fabs(ai[k] * bj[k]); }
+      double c0 = acc ? to_d(C0[(size_t)i * ldc + j]) : 0.0;
+      double ref = c0 + s;
+      double got = to_d(C[(size_t)i * ldc + j]);
+      if constexpr (std::is_same_v<TC, int32_t>) {
+        if (got != ref && bad++ < 5)
+          ADD_FAILURE() << "int8 gemm mismatch at (" << i << "," << j << ") got " << got << " ref " << ref;
+      } else {
+        // fp32 accumulation: |err| <= 1e-4 * (sum_k |a_ik b_kj| + |c0|) (+ tiny abs)
+        double tol = 1e-4 * (sa + std::fabs(c0)) + 1e-30;
+        if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+          ADD_FAILURE() << "gemm mismatch at (" << i << "," << j << ") got " << got << " ref " << ref
+                        << " tol " << tol;
+      }
+    }
+  }
+  // padding columns of C must be untouched
+  for (int i = 0; i < M; ++i)
+    for (long j = N; j < ldc; ++j)
+      if (!(to_d(C[(size_t)i * ldc + j]) == to_d(C0[(size_t)i * ldc + j])) && bad++ < 5)
+        ADD_FAILURE() << "gemm wrote padding at (" << i << "," << j << ")";
+  EXPECT_EQ(bad, 0) << "M=" << M << " N=" << N << " K=" << K << " tA=" << tA << " tB=" << tB
+                    << " acc=" << acc << " pad=" << pad;
+}
+
+struct Shape { int M, N, K, pad; };
+const Shape kShapes[] = {{1, 1, 1, 0},     {7, 13, 5, 3},    {127, 129, 65, 5}, {128, 128, 64, 0},
+                         {1, 300, 200, 1}, {3, 64, 77, 0},   {14, 33, 300, 2},  {16, 100, 64, 7},
+                         {29, 31, 1, 1},   {5, 0, 4, 0},     {0, 5, 4, 0},      {6, 7, 0, 1},
+                         {200, 40, 600, 4}, {15, 257, 1100, 0}};
+
+template <class T, class TC>
+void run_all_small(uint32_t seed) {
+  for (const Shape& s : kShapes)
+    for (int tA = 0; tA < 2; ++tA)
+      for (int tB = 0; tB < 2; ++tB)
+        for (int acc = 0; acc < 2; ++acc)
+          run_gemm_case<T, TC>(s.M, s.N, s.K, tA, tB, acc, s.pad, seed++);
+}
+
+TEST(Gemm, F32Shapes) { run_all_small<float, float>(1); }
+TEST(Gemm, F16Shapes) { run_all_small<f16, float>(2); }
+TEST(Gemm, BF16Shapes) { run_all_small<bf16, float>(3); }
+TEST(Gemm, I8Shapes) { run_all_small<int8_t, int32_t>(4); }
+
+TEST(Gemm, F32Large) {
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB) run_gemm_case<float, float>(1000, 777, 513, tA, tB, (tA ^ tB), 9, 100 + tA * 2 + tB);
+}
+TEST(Gemm, F16Large) { run_gemm_case<f16, float>(1000, 777, 513, false, true, true, 9, 200); }
+TEST(Gemm, BF16Large) { run_gemm_case<bf16, float>(1000, 777, 513, true, false, false, 9, 201); }
+TEST(Gemm, I8Large) {
+  run_gemm_case<int8_t, int32_t>(1000, 777, 513, false, false, true, 9, 300);
+  run_gemm_case<int8_t, int32_t>(1000, 777, 513, true, true, false, 9, 301);
+}
+
+// repeated tile calls with accumulate (the codegen pattern) + scratch reuse of various sizes
+TEST(Gemm, TileAccumulateLoop) {
+  const int M = 128, N = 128, K = 512, KB = 64;
+  std::mt19937 g(7);
+  std::vector<float> A(M * K), B(K * N), C(M * N, 0.f);
+  for (auto& v : A) v = make_val<float>(g);
+  for (auto& v : B) v = make_val<float>(g);
+  for (int k0 = 0; k0 < K; k0 += KB)
+    tw_cpu::gemm<float, float, float>(M, N, KB, A.data() + k0, K, false, B.data() + (size_t)k0 * N, N,
+                                      false, C.data(), N, k0 > 0);
+  for (int i = 0; i < M; i += 7)
+    for (int j = 0; j < N; j += 3) {
+      double s = 0, sa = 0;
+      for (int k = 0; k < K; ++k) { s += (double)A[i * K + k] * B[k * N + j]; sa += std::fabs((double)A[i * K + k] * B[k * N + j]); }
+      EXPECT_NEAR(C[i * N + j], s, 1e-4 * sa);
+    }
+}
+
+// ------------------------------------------------------------------ conversions
+double f16_value(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double s = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 0) return s * std::ldexp((double)m, -24);
+  if (e == 31) return m ? NAN : s * INFINITY;
+  return s * std::ldexp((double)(m | 0x400), e - 25);
+}
+
+TEST(Convert, F16ToF32All) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float got = tw_cpu::to_f32(f16{(uint16_t)h});
+    double ref = f16_value((uint16_t)h);
+    if (std::isnan(ref)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+      EXPECT_EQ(fb(got) >> 31, h >> 15);
+      EXPECT_EQ((fb(got) >> 13) & 0x3ff, h & 0x3ff) << "payload " << h;
+    } else {
+      ASSERT_EQ((double)got, ref) << h;
+      ASSERT_EQ(std::signbit(got), (bool)(h & 0x8000)) << h;
+    }
+  }
+}
+
+TEST(Convert, F16RoundTripAll) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    uint16_t back = tw_cpu::from_f32<f16>(tw_cpu::to_f32(f16{(uint16_t)h})).bits;
+    bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+    if (nan) EXPECT_EQ(back, h | 0x200) << h;  // quietened, payload kept
+    else ASSERT_EQ(back, h) << h;
+  }
+}
+
+TEST(Convert, BF16RoundTripAll) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = tw_cpu::to_f32(bf16{(uint16_t)h});
+    ASSERT_EQ(fb(f), h << 16);
+    uint16_t back = tw_cpu::from_f32<bf16>(f).bits;
+    bool nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+    if (nan) EXPECT_EQ(back, h | 0x40) << h;
+    else ASSERT_EQ(back, h) << h;
+  }
+}
+
+// independent reference: nearest f16 by search over the (monotone) positive values
+uint16_t ref_f16(float f) {
+  if (std::isnan(f)) return 0x7e00;
+  uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  double a = std::fabs((double)f);
+  if (a >= 65520.0) return sign | 0x7c00;
+  int lo = 0, hi = 0x7bff;  // largest code with value <= a
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (f16_value((uint16_t)mid) <= a) lo = mid; else hi = mid - 1;
+  }
+  if (lo == 0x7bff) return sign | 0x7bff;
+  double vl = f16_value((uint16_t)lo), vh = f16_value((uint16_t)(lo + 1));
+  int pick = (a - vl < vh - a) ? lo : (a - vl > vh - a) ? lo + 1 : ((lo & 1) ? lo + 1 : lo);
+  return sign | (uint16_t)pick;
+}
+uint16_t ref_bf16(float f) {
+  if (std::isnan(f)) return 0x7fc0;
+  uint32_t u = fb(f);
+  uint32_t lo = u & 0xffff0000u;
+  double dlo = bf(lo), dhi = (lo & 0x7fffffffu) == 0x7f7f0000u ? std::copysign(std::ldexp(1.0, 128), f)
+                                                               : (double)bf(lo + 0x10000u);
+  double x = f;
+  double el = std::fabs(x - dlo), eh = std::fabs(dhi - x);
+  if ((u & 0x7fffffffu) == 0x7f800000u) return (uint16_t)(u >> 16);
+  uint32_t pick = el < eh ? lo : el > eh ? lo + 0x10000u : (((lo >> 16) & 1) ? lo + 0x10000u : lo);
+  return (uint16_t)(pick >> 16);
+}
+
+TEST(Convert, F32ToHalfSweep) {
+  // every 61st float bit pattern (~70M) plus all f16 ties/midpoints
+  for (uint64_t u = 0; u < (1ull << 32); u += 61) {
+    float f = bf((uint32_t)u);
+    uint16_t h = tw_cpu::from_f32<f16>(f).bits;
+    uint16_t b = tw_cpu::from_f32<bf16>(f).bits;
+    if (std::isnan(f)) {
+      ASSERT_EQ(h & 0x7e00, 0x7e00);
+      ASSERT_EQ(b & 0x7fc0, 0x7fc0);
+      continue;
+    }
+    ASSERT_EQ(h, ref_f16(f)) << std::hex << u;
+    ASSERT_EQ(b, ref_bf16(f)) << std::hex << u;
+  }
+}
+
+TEST(Convert, HalfTiesAndSpecials) {
+  // exact midpoints between consecutive f16 values: must round to even
+  for (uint32_t h = 0; h < 0x7bff; ++h) {
+    double mid = 0.5 * (f16_value((uint16_t)h) + f16_value((uint16_t)(h + 1)));
+    float f = (float)mid;  // exact (needs 12 bits)
+    ASSERT_EQ((double)f, mid);
+    uint16_t want = (h & 1) ? h + 1 : h;
+    ASSERT_EQ(tw_cpu::from_f32<f16>(f).bits, want) << h;
+    ASSERT_EQ(tw_cpu::from_f32<f16>(-f).bits, want | 0x8000) << h;
+  }
+  EXPECT_EQ(tw_cpu::from_f32<f16>(65504.f).bits, 0x7bff);
+  EXPECT_EQ(tw_cpu::from_f32<f16>(65519.99f).bits, 0x7bff);
+  EXPECT_EQ(tw_cpu::from_f32<f16>(65520.f).bits, 0x7c00);
+  EXPECT_EQ(tw_cpu::from_f32<f16>(INFINITY).bits, 0x7c00);
+  EXPECT_EQ(tw_cpu::from_f32<f16>(-INFINITY).bits, 0xfc00);
+  EXPECT_EQ(tw_cpu::from_f32<f16>(-0.0f).bits, 0x8000);
+  EXPECT_EQ(tw_cpu::from_f32<f16>(std::ldexp(1.f, -25)).bits, 0x0000);        // tie -> even (0)
+  EXPECT_EQ(tw_cpu::from_f32<f16>(std::ldexp(1.5f, -25)).bits, 0x0001);
+  EXPECT_EQ(tw_cpu::from_f32<f16>(std::ldexp(3.f, -25)).bits, 0x0002);        // 1.5 ulp tie -> 2
+  EXPECT_EQ(tw_cpu::from_f32<f16>(1e-30f).bits, 0x0000);
+  EXPECT_EQ(tw_cpu::from_f32<bf16>(1.0f + std::ldexp(1.f, -8)).bits, 0x3f80);  // tie -> even
+  EXPECT_EQ(tw_cpu::from_f32<bf16>(1.0f + std::ldexp(3.f, -8)).bits, 0x3f82);
+  EXPECT_EQ(tw_cpu::from_f32<bf16>(3.4028235e38f).bits, 0x7f80);                // rounds to Inf
+  EXPECT_EQ(tw_cpu::from_f32<bf16>(bf(0x00000001)).bits, 0x0000);               // subnormal
+  EXPECT_EQ(tw_cpu::from_f32<bf16>(bf(0x00018000)).bits, 0x0002);               // tie -> even
+  EXPECT_TRUE(std::isnan(tw_cpu::to_f32(tw_cpu::from_f32<bf16>(NAN))));
+  EXPECT_TRUE(std::isnan(tw_cpu::to_f32(tw_cpu::from_f32<f16>(-NAN))));
+}
+
+TEST(Convert, Generic) {
+  using tw_cpu::convert;
+  EXPECT_EQ((convert<int32_t, float>(-3.9f)), -3);
+  EXPECT_EQ((convert<int8_t, float>(100.7f)), 100);
+  EXPECT_EQ((convert<uint8_t, float>(200.5f)), 200);
+  EXPECT_EQ((convert<int64_t, double>(-1e12)), -1000000000000LL);
+  EXPECT_EQ((convert<bool, float>(0.0f)), false);
+  EXPECT_EQ((convert<bool, float>(-0.0f)), false);
+  EXPECT_EQ((convert<bool, float>(NAN)), true);
+  EXPECT_EQ((convert<bool, f16>(f16{0x8000})), false);
+  EXPECT_EQ((convert<bool, bf16>(bf16{0x0001})), true);
+  EXPECT_EQ((convert<float, bool>(true)), 1.0f);
+  EXPECT_EQ((convert<f16, bool>(true)).bits, 0x3c00);
+  EXPECT_EQ((convert<int32_t, f16>(f16{0xc500})), -5);
+  EXPECT_EQ((convert<int8_t, int32_t>(300)), 44);  // modular
+  EXPECT_EQ((convert<double, f16>(f16{0x3555})), f16_value(0x3555));
+  EXPECT_EQ((convert<f16, int8_t>(-7)).bits, 0xc700);
+  EXPECT_EQ((convert<bf16, uint8_t>(255)).bits, 0x437f);
+  EXPECT_EQ((convert<bf16, int32_t>(257)).bits, 0x4380);  // tie -> even
+  // double -> f16: naive double->float->f16 would double-round to 1.0
+  EXPECT_EQ((convert<f16, double>(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40))).bits, 0x3c01);
+  EXPECT_EQ((convert<f16, double>(1.0 + std::ldexp(1.0, -11))).bits, 0x3c00);
+  EXPECT_EQ((convert<bf16, double>(1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30))).bits, 0x3f81);
+  EXPECT_EQ((convert<f16, double>(1e300)).bits, 0x7c00);
+  EXPECT_EQ((convert<f16, double>(-1e-300)).bits, 0x8000);
+  EXPECT_TRUE(std::isnan(tw_cpu::to_f32(convert<bf16, double>(NAN))));
+  // int32 -> bf16: (float) rounding first would double-round to 2^24
+  EXPECT_EQ((convert<bf16, int32_t>((1 << 24) + (1 << 16) + 1)).bits, 0x4b81);
+  EXPECT_EQ((convert<bf16, int64_t>(-3)).bits, 0xc040);
+  EXPECT_EQ((convert<f16, bf16>(bf16{0x3f80})).bits, 0x3c00);
+  EXPECT_EQ((convert<bf16, f16>(f16{0x7c00})).bits, 0x7f80);
+  EXPECT_EQ((convert<float, int64_t>(1LL << 40)), std::ldexp(1.f, 40));
+  EXPECT_EQ((convert<uint8_t, bool>(true)), 1);
+  EXPECT_EQ((tw_cpu::to_f32((int8_t)-128)), -128.0f);
+  EXPECT_EQ((tw_cpu::from_f32<int32_t>(7.9f)), 7);
+}
+
+// ------------------------------------------------------------------ math
+// Sweep: every `step`-th float bit pattern in [lo, hi] (both signs handled by caller).
+template <class F, class R>
+void sweep(const char* name, F f, R ref, float lo, float hi, uint32_t step, double rel_bound,
+           double abs_bound) {
+  double worst_rel = 0, worst_abs = 0;
+  float worst_x = 0;
+  long n = 0, bad = 0;
+  auto check = [&](float x) {
+    ++n;
+    float got = f(x);
+    double want = ref((double)x);
+    double err = std::fabs((double)got - want);
+    double rel = want != 0 ? err / std::fabs(want) : err;
+    bool ok = err <= abs_bound || rel <= rel_bound;
+    if (std::isinf(want)) ok = (double)got == want;
+    if (!ok && bad++ < 5)
+      ADD_FAILURE() << name << "(" << x << ") = " << got << " want " << want << " rel " << rel << " abs " << err;
+    if (std::isfinite(want) && err > abs_bound && rel > worst_rel) { worst_rel = rel; worst_x = x; }
+    if (std::isfinite(want) && err > worst_abs) worst_abs = err;
+  };
+  // positive and negative ranges by walking bit patterns (dense in ulps)
+  auto walk = [&](float a, float b) {  // a <= b, same sign, a,b >= 0
+    for (uint64_t u = fb(a); u <= fb(b); u += step) check(bf((uint32_t)u));
+  };
+  if (lo >= 0) walk(lo, hi);
+  else if (hi <= 0) { for (uint64_t u = fb(-hi); u <= fb(-lo); u += step) check(-bf((uint32_t)u)); }
+  else { walk(0.f, hi); for (uint64_t u = fb(0.f); u <= fb(-lo); u += step) check(-bf((uint32_t)u)); }
+  // also a uniform linear sweep
+  for (int i = 0; i <= 200000; ++i) check(lo + (hi - lo) * (float)i / 200000.f);
+  EXPECT_EQ(bad, 0);
+  printf("  %-8s n=%ld worst rel %.3g at %g (worst abs %.3g)\n", name, n, worst_rel, worst_x, worst_abs);
+}
+
+TEST(Math, Exp) {
+  // normal results: rel 2.5e-7; subnormal results: abs 2^-149
+  sweep("exp", [](float x) { return tw_cpu::exp(x); }, [](double x) { return std::exp(x); }, -110.f,
+        88.72f, 97, 2.5e-7, std::ldexp(1.0, -149));
+  EXPECT_EQ(tw_cpu::exp(-INFINITY), 0.0f);
+  EXPECT_EQ(tw_cpu::exp(INFINITY), INFINITY);
+  EXPECT_EQ(tw_cpu::exp(88.8f), INFINITY);
+  EXPECT_EQ(tw_cpu::exp(1000.f), INFINITY);
+  EXPECT_EQ(tw_cpu::exp(-200.f), 0.0f);
+  EXPECT_EQ(tw_cpu::exp(0.f), 1.0f);
+  EXPECT_TRUE(std::isnan(tw_cpu::exp(NAN)));
+  EXPECT_GT(tw_cpu::exp(-100.f), 0.0f);  // subnormal, not flushed
+}
+
+TEST(Math, Log) {
+  sweep("log", [](float x) { return tw_cpu::log(x); }, [](double x) { return std::log(x); },
+        bf(1), 3.4e38f, 97, 2.5e-7, 0.0);
+  EXPECT_EQ(tw_cpu::log(0.f), -INFINITY);
+  EXPECT_EQ(tw_cpu::log(-0.f), -INFINITY);
+  EXPECT_EQ(tw_cpu::log(INFINITY), INFINITY);
+  EXPECT_EQ(tw_cpu::log(1.f), 0.0f);
+  EXPECT_TRUE(std::isnan(tw_cpu::log(-1.f)));
+  EXPECT_TRUE(std::isnan(tw_cpu::log(-INFINITY)));
+  EXPECT_TRUE(std::isnan(tw_cpu::log(NAN)));
+}
+
+TEST(Math, Sqrt) {
+  sweep("sqrt", [](float x) { return tw_cpu::sqrt(x); }, [](double x) { return std::sqrt(x); }, 0.f,
+        3.4e38f, 31, 1.2e-7, 0.0);
+  EXPECT_EQ(fb(tw_cpu::sqrt(-0.f)), fb(-0.f));
+  EXPECT_EQ(tw_cpu::sqrt(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(tw_cpu::sqrt(-1.f)));
+  EXPECT_TRUE(std::isnan(tw_cpu::sqrt(NAN)));
+  EXPECT_EQ(tw_cpu::sqrt(4.f), 2.f);
+}
+
+TEST(Math, Rsqrt) {
+  sweep("rsqrt", [](float x) { return tw_cpu::rsqrt(x); }, [](double x) { return 1.0 / std::sqrt(x); },
+        bf(1), 3.4e38f, 97, 2.4e-7, 0.0);
+  EXPECT_EQ(tw_cpu::rsqrt(0.f), INFINITY);
+  EXPECT_EQ(tw_cpu::rsqrt(INFINITY), 0.f);
+  EXPECT_TRUE(std::isnan(tw_cpu::rsqrt(-2.f)));
+  EXPECT_TRUE(std::isnan(tw_cpu::rsqrt(NAN)));
+}
+
+TEST(Math, Tanh) {
+  sweep("tanh", [](float x) { return tw_cpu::tanh(x); }, [](double x) { return std::tanh(x); }, -30.f,
+        30.f, 97, 1e9, 1.2e-7);  // absolute bound everywhere
+  sweep("tanh-s", [](float x) { return tw_cpu::tanh(x); }, [](double x) { return std::tanh(x); },
+        -0.5499f, 0.5499f, 97, 2.5e-7, 0.0);  // relative bound near 0
+  EXPECT_EQ(tw_cpu::tanh(INFINITY), 1.f);
+  EXPECT_EQ(tw_cpu::tanh(-INFINITY), -1.f);
+  EXPECT_EQ(tw_cpu::tanh(1e-30f), 1e-30f);
+  EXPECT_EQ(fb(tw_cpu::tanh(-0.f)), fb(-0.f));
+  EXPECT_TRUE(std::isnan(tw_cpu::tanh(NAN)));
+}
+
+TEST(Math, Erf) {
+  sweep("erf", [](float x) { return tw_cpu::erf(x); }, [](double x) { return std::erf(x); }, -10.f,
+        10.f, 97, 1e9, 2.0e-7);
+  sweep("erf-s", [](float x) { return tw_cpu::erf(x); }, [](double x) { return std::erf(x); },
+        -0.9999f, 0.9999f, 97, 2.5e-7, std::ldexp(1.0, -149));  // subnormal results: abs
+  EXPECT_EQ(tw_cpu::erf(INFINITY), 1.f);
+  EXPECT_EQ(tw_cpu::erf(-INFINITY), -1.f);
+  EXPECT_EQ(tw_cpu::erf(0.f), 0.f);
+  EXPECT_TRUE(std::isnan(tw_cpu::erf(NAN)));
+}
+
+TEST(Math, Sigmoid) {
+  auto ref = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  sweep("sigmoid", [](float x) { return tw_cpu::sigmoid(x); }, ref, -87.f, 100.f, 97, 3.6e-7, 0.0);
+  sweep("sigm-sub", [](float x) { return tw_cpu::sigmoid(x); }, ref, -110.f, -87.f, 97, 3.6e-7,
+        std::ldexp(1.0, -149));
+  EXPECT_EQ(tw_cpu::sigmoid(INFINITY), 1.f);
+  EXPECT_EQ(tw_cpu::sigmoid(-INFINITY), 0.f);
+  EXPECT_EQ(tw_cpu::sigmoid(0.f), 0.5f);
+  EXPECT_TRUE(std::isnan(tw_cpu::sigmoid(NAN)));
+}
+
+// The functions must be usable in vectorisable loops (compile-only smoke + values).
+TEST(Math, LoopUse) {
+  std::vector<float> x(1000), y(1000);
+  for (int i = 0; i < 1000; ++i) x[i] = -5.f + 0.01f * i;
+  for (int i = 0; i < 1000; ++i) y[i] = tw_cpu::exp(x[i]) + tw_cpu::tanh(x[i]) + tw_cpu::erf(x[i]) +
+                                       tw_cpu::sigmoid(x[i]) + tw_cpu::sqrt(x[i] + 5.f) + tw_cpu::log(x[i] + 6.f);
+  for (int i = 0; i < 1000; i += 37) {
+    double d = x[i];
+    double want = std::exp(d) + std::tanh(d) + std::erf(d) + 1 / (1 + std::exp(-d)) + std::sqrt(d + 5) + std::log(d + 6);
+    EXPECT_NEAR(y[i], want, 2e-6 * (1 + std::fabs(want)));
+  }
+}
+
+}  // namespace

@@ -1,0 +1,762 @@
+// Tests for the runtime infrastructure: env knobs, thread pool, toolchain, disk cache.
+#include "runtime/disk_cache.h"
+#include "runtime/env.h"
+#include "runtime/thread_pool.h"
+#include "runtime/toolchain.h"
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace rt = tw::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sets/unsets environment variables for the scope of a test, restoring them afterwards.
+class ScopedEnv {
+public:
+    void set(const char* name, const char* value) {
+        save(name);
+        if (value) setenv(name, value, 1);
+        else unsetenv(name);
+    }
+    ~ScopedEnv() {
+        for (auto& [name, old] : saved_) {
+            if (old.first) setenv(name.c_str(), old.second.c_str(), 1);
+            else unsetenv(name.c_str());
+        }
+    }
+
+private:
+    void save(const char* name) {
+        if (saved_.count(name)) return;
+        const char* v = getenv(name);
+        saved_[name] = {v != nullptr, v ? v : ""};
+    }
+    std::map<std::string, std::pair<bool, std::string>> saved_;
+};
+
+class TempDir {
+public:
+    TempDir() {
+        std::string t = (fs::temp_directory_path() / "tw-test-XXXXXX").string();
+        std::vector<char> b(t.begin(), t.end());
+        b.push_back('\0');
+        if (!mkdtemp(b.data())) std::abort();
+        path_ = b.data();
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
+        fs::remove_all(path_, ec);
+    }
+    const std::string& path() const { return path_; }
+    std::string operator/(const std::string& s) const { return path_ + "/" + s; }
+
+private:
+    std::string path_;
+};
+
+void write_file(const std::string& path, const std::string& data) {
+    std::ofstream out(path, std::ios::binary);
+    out << data;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+unsigned mode_of(const std::string& p) {
+    struct stat st;
+    if (stat(p.c_str(), &st) != 0) return 0xffff;
+    return st.st_mode & 07777;
+}
+
+void clear_tw_env(ScopedEnv& e) {
+    for (const char* n : {"TW_CACHE_DIR", "TW_CACHE_DISABLE", "TW_CACHE_MAX_BYTES", "TW_DUMP_IR",
+                          "TW_CXX", "CXX", "TW_NUM_THREADS", "TW_VERBOSE", "XDG_CACHE_HOME"})
+        e.set(n, nullptr);
+}
+
+template <class F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "<no exception>";
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ env
+
+TEST(Env, Defaults) {
+    ScopedEnv e;
+    clear_tw_env(e);
+    e.set("HOME", "/home/someone");
+    rt::Env v = rt::read_env();
+    EXPECT_EQ(v.cache_dir, "/home/someone/.cache/tilewright");
+    EXPECT_FALSE(v.cache_disabled);
+    EXPECT_EQ(v.cache_max_bytes, 2ull << 30);
+    EXPECT_EQ(v.dump_ir_dir, "");
+    EXPECT_EQ(v.cxx, "g++");
+    EXPECT_EQ(v.num_threads, rt::available_cpus());
+    EXPECT_GE(v.num_threads, 1);
+    EXPECT_FALSE(v.verbose);
+}
+
+TEST(Env, Overrides) {
+    ScopedEnv e;
+    clear_tw_env(e);
+    e.set("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(rt::read_env().cache_dir, "/xdg/tilewright");
+    e.set("TW_CACHE_DIR", "/tmp/twc");
+    e.set("TW_CACHE_DISABLE", "1");
+    e.set("TW_CACHE_MAX_BYTES", "500M");
+    e.set("TW_DUMP_IR", "/tmp/dump");
+    e.set("CXX", "clang++");
+    e.set("TW_NUM_THREADS", "3");
+    e.set("TW_VERBOSE", "1");
+    rt::Env v = rt::read_env();
+    EXPECT_EQ(v.cache_dir, "/tmp/twc");
+    EXPECT_TRUE(v.cache_disabled);
+    EXPECT_EQ(v.cache_max_bytes, 500ull << 20);
+    EXPECT_EQ(v.dump_ir_dir, "/tmp/dump");
+    EXPECT_EQ(v.cxx, "clang++");
+    EXPECT_EQ(v.num_threads, 3);
+    EXPECT_TRUE(v.verbose);
+    e.set("TW_CXX", "/opt/bin/g++-13");
+    EXPECT_EQ(rt::read_env().cxx, "/opt/bin/g++-13");  // TW_CXX beats CXX
+    e.set("TW_CACHE_MAX_BYTES", "12345");
+    EXPECT_EQ(rt::read_env().cache_max_bytes, 12345u);
+    e.set("TW_CACHE_DISABLE", "0");
+    EXPECT_FALSE(rt::read_env().cache_disabled);
+}
+
+TEST(Env, InvalidValuesNameTheVariable) {
+    struct Case {
+        const char* var;
+        const char* value;
+    };
+    for (Case c : {Case{"TW_NUM_THREADS", "0"}, Case{"TW_NUM_THREADS", "four"},
+                   Case{"TW_NUM_THREADS", "4x"}, Case{"TW_NUM_THREADS", "-2"},
+                   Case{"TW_CACHE_MAX_BYTES", "lots"}, Case{"TW_CACHE_MAX_BYTES", "10Q"},
+                   Case{"TW_CACHE_MAX_BYTES", "0"}, Case{"TW_CACHE_MAX_BYTES", "-5"},
+                   Case{"TW_CACHE_MAX_BYTES", "99999999999999999999999"},
+                   Case{"TW_CACHE_DISABLE", "maybe"}, Case{"TW_VERBOSE", "2"}}) {
+        ScopedEnv e;
+        clear_tw_env(e);
+        e.set(c.var, c.value);
+        try {
+            rt::read_env();
+            ADD_FAILURE() << c.var << "=" << c.value << " was accepted";
+        } catch (const std::invalid_argument& ex) {
+            std::string msg = ex.what();
+            EXPECT_NE(msg.find(c.var), std::string::npos) << msg;
+            EXPECT_NE(msg.find(c.value), std::string::npos) << msg;
+            EXPECT_NE(msg.find("expected"), std::string::npos) << msg;
+        }
+    }
+}
+
+TEST(Env, ReadOnceAndStable) {
+    const rt::Env& a = rt::env();
+    const rt::Env& b = rt::env();
+    EXPECT_EQ(&a, &b);
+    EXPECT_GE(a.num_threads, 1);
+}
+
+// ------------------------------------------------------------------ thread pool
+
+TEST(ThreadPool, EveryIndexExactlyOnce) {
+    for (int size : {1, 2, 3, 4}) {
+        rt::ThreadPool pool(size);
+        EXPECT_EQ(pool.size(), size);
+        for (int64_t n : {0, 1, 2, 3, 7, 100, 10007}) {
+            std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+            pool.parallel_for(n, [&](int64_t i) { hits[static_cast<size_t>(i)].fetch_add(1); });
+            for (int64_t i = 0; i < n; ++i)
+                ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "size " << size << " n " << n;
+        }
+    }
+}
+
+TEST(ThreadPool, RejectsBadSize) {
+    EXPECT_THROW(rt::ThreadPool(0), std::invalid_argument);
+}
+
+TEST(ThreadPool, ManyBackToBackCalls) {
+    rt::ThreadPool pool(3);
+    std::atomic<int64_t> sum{0};
+    for (int r = 0; r < 20000; ++r) pool.parallel_for(3, [&](int64_t i) { sum += i + 1; });
+    EXPECT_EQ(sum.load(), 20000 * 6);
+}
+
+TEST(ThreadPool, UsesSeveralThreads) {
+    rt::ThreadPool pool(3);
+    std::mutex mu;
+    std::set<std::thread::id> ids;
+    pool.parallel_for(12, [&](int64_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+    });
+    EXPECT_GE(ids.size(), 2u);
+    EXPECT_TRUE(ids.count(std::this_thread::get_id())) << "the caller participates";
+}
+
+TEST(ThreadPool, ExceptionIsRethrownAndPoolStaysUsable) {
+    rt::ThreadPool pool(3);
+    std::atomic<int> ran{0};
+    try {
+        pool.parallel_for(1000, [&](int64_t i) {
+            ++ran;
+            if (i == 5) throw std::runtime_error("block 5 failed");
+        });
+        ADD_FAILURE() << "no exception";
+    } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "block 5 failed");
+    }
+    EXPECT_LT(ran.load(), 1000) << "no new indices after the failure";
+    // Several failing indices: exactly one exception reaches the caller.
+    EXPECT_THROW(pool.parallel_for(64, [](int64_t i) { throw std::out_of_range(std::to_string(i)); }),
+                 std::out_of_range);
+    std::atomic<int> count{0};
+    pool.parallel_for(100, [&](int64_t) { ++count; });
+    EXPECT_EQ(count.load(), 100);
+}
+
+TEST(ThreadPool, NestedCallsRunInline) {
+    rt::ThreadPool pool(3);
+    std::vector<std::atomic<int>> hits(16 * 16);
+    pool.parallel_for(16, [&](int64_t i) {
+        EXPECT_TRUE(rt::in_parallel_region());
+        auto outer = std::this_thread::get_id();
+        pool.parallel_for(16, [&](int64_t j) {
+            EXPECT_EQ(std::this_thread::get_id(), outer);  // serial, same thread
+            hits[static_cast<size_t>(i * 16 + j)]++;
+        });
+    });
+    EXPECT_FALSE(rt::in_parallel_region());
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, WorkersHaveLargeStacks) {
+    rt::ThreadPool pool(3);
+    auto main_id = std::this_thread::get_id();
+    std::atomic<int> worker_calls{0};
+    std::atomic<bool> small_stack{false};
+    pool.parallel_for(24, [&](int64_t i) {
+        if (std::this_thread::get_id() == main_id) return;
+        pthread_attr_t attr;
+        size_t stack = 0;
+        pthread_getattr_np(pthread_self(), &attr);
+        pthread_attr_getstacksize(&attr, &stack);
+        pthread_attr_destroy(&attr);
+        if (stack < rt::ThreadPool::kWorkerStackBytes) small_stack = true;
+        // Use 32 MiB of stack: would overflow a default 8 MiB thread stack.
+        volatile char big[32 << 20];
+        big[0] = static_cast<char>(i);
+        big[sizeof(big) - 1] = big[0];
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        ++worker_calls;
+    });
+    EXPECT_GT(worker_calls.load(), 0);
+    EXPECT_FALSE(small_stack.load());
+}
+
+TEST(ThreadPool, ConcurrentCallersAreSerialised) {
+    rt::ThreadPool pool(3);
+    std::atomic<int64_t> total{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; ++t)
+        callers.emplace_back([&] {
+            for (int r = 0; r < 500; ++r) pool.parallel_for(10, [&](int64_t) { ++total; });
+        });
+    for (auto& t : callers) t.join();
+    EXPECT_EQ(total.load(), 4 * 500 * 10);
+}
+
+TEST(ThreadPool, ChildAfterForkRunsSerially) {
+    rt::ThreadPool pool(3);
+    pool.parallel_for(8, [](int64_t) {});
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        int count = 0;
+        pool.parallel_for(50, [&](int64_t) { ++count; });  // plain int: must be serial
+        _exit(count == 50 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(ThreadPool, DefaultPoolSizeFollowsEnv) {
+    EXPECT_EQ(rt::default_pool().size(), rt::env().num_threads);
+    std::atomic<int> n{0};
+    rt::default_pool().parallel_for(5, [&](int64_t) { ++n; });
+    EXPECT_EQ(n.load(), 5);
+}
+
+// Measures (does not assert) the cost of a minimal parallel launch.
+TEST(ThreadPool, ReportOverhead) {
+    for (int size : {2, rt::available_cpus()}) {
+        rt::ThreadPool pool(size);
+        std::atomic<int64_t> sink{0};
+        auto fn = [&](int64_t i) { sink.fetch_add(i, std::memory_order_relaxed); };
+        for (int r = 0; r < 1000; ++r) pool.parallel_for(2, fn);  // warm up
+        const int reps = 100000;
+        auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) pool.parallel_for(2, fn);
+        auto t1 = std::chrono::steady_clock::now();
+        double hot = std::chrono::duration<double, std::micro>(t1 - t0).count() / reps;
+        // Cold: workers have gone to sleep on the futex between calls.
+        double cold = 0;
+        const int cold_reps = 200;
+        for (int r = 0; r < cold_reps; ++r) {
+            std::this_thread::sleep_for(std::chrono::microseconds(500));
+            auto c0 = std::chrono::steady_clock::now();
+            pool.parallel_for(2, fn);
+            cold += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - c0)
+                        .count();
+        }
+        std::printf("[ overhead ] pool size %d: parallel_for(2, trivial) back-to-back %.2f us, "
+                    "after idle (workers asleep) %.2f us\n",
+                    size, hot, cold / cold_reps);
+    }
+}
+
+// ------------------------------------------------------------------ toolchain
+
+TEST(Toolchain, HostCompilerIsFound) {
+    const rt::CompilerInfo& c = rt::host_compiler();
+    EXPECT_FALSE(c.path.empty());
+    EXPECT_EQ(c.path[0], '/');
+    EXPECT_FALSE(c.identity.empty());
+    EXPECT_EQ(c.identity.find('\n'), std::string::npos);
+    EXPECT_EQ(&c, &rt::host_compiler());
+}
+
+TEST(Toolchain, MissingCompilerSaysHowToFix) {
+    std::string msg = error_of([] { rt::probe_compiler("tw-no-such-compiler-xyz"); });
+    EXPECT_NE(msg.find("tw-no-such-compiler-xyz"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("TW_CXX"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("g++"), std::string::npos) << msg;
+}
+
+TEST(Toolchain, CpuFeaturesSortedAndConsistent) {
+    std::string f = rt::cpu_features();
+    EXPECT_EQ(f, rt::cpu_features());
+    std::istringstream in(f);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    EXPECT_TRUE(std::is_sorted(words.begin(), words.end())) << f;
+    EXPECT_EQ(std::set<std::string>(words.begin(), words.end()).size(), words.size()) << f;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    bool has = std::find(words.begin(), words.end(), "avx2") != words.end();
+    EXPECT_EQ(has, static_cast<bool>(__builtin_cpu_supports("avx2"))) << f;
+    has = std::find(words.begin(), words.end(), "avx512f") != words.end();
+    EXPECT_EQ(has, static_cast<bool>(__builtin_cpu_supports("avx512f"))) << f;
+#endif
+    std::printf("[ features ] %s\n", f.c_str());
+}
+
+TEST(Toolchain, DefaultFlags) {
+    auto f = rt::default_compile_flags();
+    for (const char* want : {"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"})
+        EXPECT_NE(std::find(f.begin(), f.end(), want), f.end()) << want;
+}
+
+TEST(Toolchain, CompileLoadAndCall) {
+    TempDir d;
+    fs::create_directories(d / "inc");
+    write_file(d / "inc/tw_test_helper.h", "inline int tw_helper(int x) { return x * 3; }\n");
+    write_file(d / "k.cpp",
+               "#include \"tw_test_helper.h\"\n"
+               "#include <cstdint>\n"
+               "extern \"C\" int tw_test_fn(int a, int b) { return tw_helper(a) + b + TW_OFFSET; }\n"
+               "extern \"C\" void tw_test_fill(float* p, int64_t n) {\n"
+               "  for (int64_t i = 0; i < n; ++i) p[i] = float(i) * 0.5f; }\n");
+    auto t0 = std::chrono::steady_clock::now();
+    rt::CompileResult r =
+        rt::compile_shared_object(d / "k.cpp", d / "k.so", {"-DTW_OFFSET=5"}, {d / "inc"});
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+    ASSERT_TRUE(r.ok) << r.log;
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.argv.front(), rt::host_compiler().path);
+    EXPECT_EQ(r.argv.back(), d / "k.cpp");
+    EXPECT_NE(std::find(r.argv.begin(), r.argv.end(), "-DTW_OFFSET=5"), r.argv.end());
+    EXPECT_NE(std::find(r.argv.begin(), r.argv.end(), "-I" + (d / "inc")), r.argv.end());
+    std::printf("[ compile  ] trivial .so in %.0f ms\n", ms);
+
+    rt::SharedLibrary lib(d / "k.so");
+    EXPECT_TRUE(lib.loaded());
+    auto fn = lib.function<int (*)(int, int)>("tw_test_fn");
+    EXPECT_EQ(fn(4, 1), 4 * 3 + 1 + 5);
+    auto fill = lib.function<void (*)(float*, int64_t)>("tw_test_fill");
+    std::vector<float> v(37);
+    fill(v.data(), 37);
+    EXPECT_EQ(v[36], 18.0f);
+
+    std::string msg = error_of([&] { lib.symbol("no_such_symbol"); });
+    EXPECT_NE(msg.find("no_such_symbol"), std::string::npos) << msg;
+    EXPECT_EQ(lib.try_symbol("no_such_symbol"), nullptr);
+
+    rt::SharedLibrary moved(std::move(lib));
+    EXPECT_FALSE(lib.loaded());  // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(moved.function<int (*)(int, int)>("tw_test_fn")(0, 0), 5);
+    rt::SharedLibrary assigned;
+    assigned = std::move(moved);
+    EXPECT_TRUE(assigned.loaded());
+    EXPECT_EQ(assigned.path(), d / "k.so");
+}
+
+TEST(Toolchain, CompileErrorIsReported) {
+    TempDir d;
+    write_file(d / "bad.cpp", "int f() { return undeclared_thing_xyz; }\n");
+    rt::CompileResult r = rt::compile_shared_object(d / "bad.cpp", d / "bad.so", {}, {});
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.log.find("undeclared_thing_xyz"), std::string::npos) << r.log;
+    EXPECT_NE(r.log.find("error"), std::string::npos) << r.log;
+    EXPECT_FALSE(fs::exists(d / "bad.so"));
+}
+
+TEST(Toolchain, HugeCompilerOutputDoesNotDeadlock) {
+    TempDir d;
+    std::string src;
+    for (int i = 0; i < 3000; ++i) src += "int f" + std::to_string(i) + "() { return nope_" +
+                                          std::to_string(i) + "; }\n";
+    write_file(d / "many.cpp", src);
+    rt::CompileResult r = rt::compile_shared_object(d / "many.cpp", d / "many.so", {}, {});
+    EXPECT_FALSE(r.ok);
+    EXPECT_GT(r.log.size(), 128u * 1024) << "expected more output than a pipe buffer";
+    EXPECT_NE(r.log.find("nope_2999"), std::string::npos);
+}
+
+TEST(Toolchain, RunProcessCapturesOutputAndStatus) {
+    rt::ProcessResult p = rt::run_process({"head", "-c", "300000", "/dev/zero"});
+    EXPECT_EQ(p.exit_code, 0);
+    EXPECT_EQ(p.output.size(), 300000u);
+    // Arguments are passed verbatim, never through a shell.
+    p = rt::run_process({"echo", "a;b", "$HOME", "`x`"});
+    EXPECT_EQ(p.output, "a;b $HOME `x`\n");
+    p = rt::run_process({"false"});
+    EXPECT_EQ(p.exit_code, 1);
+    p = rt::run_process({"tw-no-such-program-xyz"});
+    EXPECT_EQ(p.exit_code, -1);
+    EXPECT_NE(p.error.find("tw-no-such-program-xyz"), std::string::npos);
+}
+
+TEST(Toolchain, LoadErrorsCarryDlerror) {
+    TempDir d;
+    std::string msg = error_of([&] { rt::SharedLibrary lib(d / "missing.so"); });
+    EXPECT_NE(msg.find("missing.so"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
+    write_file(d / "junk.so", "not an elf file");
+    msg = error_of([&] { rt::SharedLibrary lib(d / "junk.so"); });
+    EXPECT_NE(msg.find("junk.so"), std::string::npos) << msg;
+}
+
+// ------------------------------------------------------------------ sha256
+
+TEST(Sha256, Fips180Vectors) {
+    EXPECT_EQ(rt::sha256_hex(""),
+              "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(rt::sha256_hex("abc"),
+              "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    EXPECT_EQ(rt::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    EXPECT_EQ(rt::sha256_hex(std::string(1000000, 'a')),
+              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, IncrementalMatchesOneShot) {
+    std::string data;
+    for (int i = 0; i < 5000; ++i) data += static_cast<char>((i * 131) & 0xff);
+    for (size_t chunk : {1u, 3u, 55u, 56u, 63u, 64u, 65u, 127u, 1000u}) {
+        rt::Sha256 s;
+        for (size_t off = 0; off < data.size(); off += chunk)
+            s.update(std::string_view(data).substr(off, chunk));
+        EXPECT_EQ(s.hex_digest(), rt::sha256_hex(data)) << chunk;
+    }
+    // Lengths around the padding boundary.
+    for (size_t n = 50; n < 70; ++n) {
+        std::string a(n, 'x');
+        rt::Sha256 s;
+        s.update(a.substr(0, n / 2));
+        s.update(a.substr(n / 2));
+        EXPECT_EQ(s.hex_digest(), rt::sha256_hex(a));
+    }
+    TempDir d;
+    write_file(d / "f", data);
+    EXPECT_EQ(rt::sha256_file_hex(d / "f"), rt::sha256_hex(data));
+}
+
+// ------------------------------------------------------------------ disk cache
+
+namespace {
+
+std::string key_of(const std::string& s) { return rt::sha256_hex(s); }
+
+std::string stage(const TempDir& d, const std::string& name, const std::string& content) {
+    std::string p = d / name;
+    write_file(p, content);
+    return p;
+}
+
+std::vector<std::string> list_dir(const std::string& p) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(p, ec)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+TEST(DiskCache, PublishThenLookup) {
+    TempDir d;
+    rt::DiskCache cache(d / "cache", 1 << 20);
+    std::string key = key_of("kernel-a");
+    EXPECT_FALSE(cache.lookup(key, "kernel.so"));
+    std::string staged = stage(d, "staged.so", "artefact bytes");
+    std::string path = cache.publish(key, "kernel.so", staged);
+    EXPECT_EQ(path, d / "cache/" + key.substr(0, 2) + "/" + key + "/kernel.so");
+    EXPECT_FALSE(fs::exists(staged)) << "the staged file is consumed";
+    EXPECT_EQ(read_file(path), "artefact bytes");
+    std::string manifest = read_file(cache.entry_dir(key) + "/manifest");
+    EXPECT_NE(manifest.find("size 14"), std::string::npos) << manifest;
+    EXPECT_NE(manifest.find(rt::sha256_hex("artefact bytes")), std::string::npos) << manifest;
+
+    auto hit = cache.lookup(key, "kernel.so");
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(*hit, path);
+    rt::DiskCache other(d / "cache", 1 << 20);  // a fresh instance verifies the sha256
+    EXPECT_EQ(other.lookup(key, "kernel.so"), path);
+    EXPECT_FALSE(cache.lookup(key, "other.so"));
+    EXPECT_FALSE(cache.lookup(key_of("kernel-b"), "kernel.so"));
+    EXPECT_EQ(list_dir(d / "cache"), std::vector<std::string>{key.substr(0, 2)})
+        << "no temp dirs left behind";
+}
+
+TEST(DiskCache, RejectsBadKeysAndNames) {
+    TempDir d;
+    rt::DiskCache cache(d / "cache", 1 << 20);
+    std::string staged = stage(d, "s", "x");
+    EXPECT_THROW(cache.lookup("../etc", "kernel.so"), std::invalid_argument);
+    EXPECT_THROW(cache.lookup("a", "kernel.so"), std::invalid_argument);
+    EXPECT_THROW(cache.lookup("abcd", "../x"), std::invalid_argument);
+    EXPECT_THROW(cache.lookup("abcd", "manifest"), std::invalid_argument);
+    EXPECT_THROW(cache.publish("ab/cd", "kernel.so", staged), std::invalid_argument);
+    EXPECT_THROW(cache.publish("abcd", "k.so", d / "does-not-exist"), std::runtime_error);
+    cache.publish("abcd", "k.so", staged);
+    std::string msg = error_of([&] { cache.publish("abcd", "other.so", stage(d, "t", "y")); });
+    EXPECT_NE(msg.find("already holds"), std::string::npos) << msg;
+    EXPECT_EQ(cache.lookup("abcd", "k.so"), cache.entry_dir("abcd") + "/k.so");
+}
+
+TEST(DiskCache, CorruptEntriesAreMissesAndRemoved) {
+    TempDir d;
+    std::string dir = d / "cache";
+    std::string key = key_of("k");
+    {
+        rt::DiskCache cache(dir, 1 << 20);
+        std::string path = cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+        // Same size, different bytes: caught by the sha256 check of a fresh process/instance.
+        write_file(path, "0123456780");
+    }
+    {
+        rt::DiskCache cache(dir, 1 << 20);
+        EXPECT_FALSE(cache.lookup(key, "kernel.so"));
+        EXPECT_FALSE(fs::exists(cache.entry_dir(key)));
+    }
+    {
+        rt::DiskCache cache(dir, 1 << 20);
+        std::string path = cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+        EXPECT_TRUE(cache.lookup(key, "kernel.so"));
+        write_file(path, "01234");  // truncated: caught by the size check even when verified
+        EXPECT_FALSE(cache.lookup(key, "kernel.so"));
+        EXPECT_FALSE(fs::exists(cache.entry_dir(key)));
+    }
+    {
+        rt::DiskCache cache(dir, 1 << 20);
+        cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+        fs::remove(cache.entry_dir(key) + "/manifest");  // partial entry
+        EXPECT_FALSE(cache.lookup(key, "kernel.so"));
+        EXPECT_FALSE(fs::exists(cache.entry_dir(key)));
+    }
+    {
+        rt::DiskCache cache(dir, 1 << 20);
+        cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+        write_file(cache.entry_dir(key) + "/manifest", "garbage\n");
+        EXPECT_FALSE(cache.lookup(key, "kernel.so"));
+        EXPECT_FALSE(fs::exists(cache.entry_dir(key)));
+        // After removal, a new publish works.
+        std::string p = cache.publish(key, "kernel.so", stage(d, "s", "fresh"));
+        EXPECT_EQ(cache.lookup(key, "kernel.so"), p);
+        EXPECT_EQ(read_file(p), "fresh");
+    }
+}
+
+TEST(DiskCache, ConcurrentPublishersForkRace) {
+    TempDir d;
+    std::string dir = d / "cache";
+    std::string key = key_of("raced");
+    rt::DiskCache(dir, 1 << 20);  // create the directory
+    const int kProcs = 8;
+    std::string content(200000, 'z');
+    std::vector<pid_t> pids;
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    for (int p = 0; p < kProcs; ++p) {
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            close(go[1]);
+            rt::DiskCache cache(dir, 1 << 20);
+            std::string staged = stage(d, "staged-" + std::to_string(p), content);
+            char c;
+            if (read(go[0], &c, 1) != 0) _exit(3);  // wait for the start signal (EOF)
+            std::string path = cache.publish(key, "kernel.so", staged);
+            bool ok = read_file(path) == content && cache.lookup(key, "kernel.so") == path;
+            _exit(ok ? 0 : 1);
+        }
+        pids.push_back(pid);
+    }
+    close(go[0]);
+    close(go[1]);  // start everybody at once
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    }
+    rt::DiskCache cache(dir, 1 << 20);
+    auto hit = cache.lookup(key, "kernel.so");
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(read_file(*hit), content);
+    EXPECT_EQ(list_dir(dir), std::vector<std::string>{key.substr(0, 2)}) << "no temp/trash left";
+    EXPECT_EQ(list_dir(dir + "/" + key.substr(0, 2)), std::vector<std::string>{key});
+    EXPECT_EQ(list_dir(cache.entry_dir(key)), (std::vector<std::string>{"kernel.so", "manifest"}));
+}
+
+TEST(DiskCache, ConcurrentPublishersThreadRace) {
+    TempDir d;
+    rt::DiskCache cache(d / "cache", 1 << 20);
+    std::string key = key_of("raced-threads");
+    const int kThreads = 8;
+    std::vector<std::string> staged, results(kThreads);
+    for (int t = 0; t < kThreads; ++t) staged.push_back(stage(d, "s" + std::to_string(t), "same"));
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+            ++ready;
+            while (ready.load() < kThreads) {
+            }
+            results[t] = cache.publish(key, "kernel.so", staged[t]);
+        });
+    for (auto& t : threads) t.join();
+    for (auto& r : results) EXPECT_EQ(r, cache.entry_dir(key) + "/kernel.so");
+    EXPECT_EQ(read_file(results[0]), "same");
+    EXPECT_EQ(list_dir(d / "cache"), std::vector<std::string>{key.substr(0, 2)});
+}
+
+TEST(DiskCache, EvictsLeastRecentlyUsed) {
+    TempDir d;
+    std::string dir = d / "cache";
+    const std::string payload(1000, 'p');
+    auto key = [](char c) { return std::string(8, c); };
+    auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); };
+
+    uint64_t entry_bytes;
+    {
+        rt::DiskCache probe(d / "probe", 1 << 20);
+        probe.publish(key('a'), "kernel.so", stage(d, "s", payload));
+        entry_bytes = probe.total_bytes();
+    }
+    ASSERT_GT(entry_bytes, 1000u);
+    rt::DiskCache cache(dir, 3 * entry_bytes + entry_bytes / 2);  // room for 3 entries
+    cache.publish(key('a'), "kernel.so", stage(d, "s", payload));
+    pause();
+    cache.publish(key('b'), "kernel.so", stage(d, "s", payload));
+    pause();
+    cache.publish(key('c'), "kernel.so", stage(d, "s", payload));
+    pause();
+    ASSERT_TRUE(cache.lookup(key('a'), "kernel.so"));  // a becomes the most recently used
+    pause();
+    cache.publish(key('d'), "kernel.so", stage(d, "s", payload));  // evicts b (LRU)
+    EXPECT_EQ(cache.total_bytes(), 3 * entry_bytes);
+    EXPECT_TRUE(fs::exists(cache.entry_dir(key('a'))));
+    EXPECT_FALSE(fs::exists(cache.entry_dir(key('b'))));
+    EXPECT_TRUE(fs::exists(cache.entry_dir(key('c'))));
+    EXPECT_TRUE(fs::exists(cache.entry_dir(key('d'))));
+
+    rt::DiskCache small(dir, entry_bytes + entry_bytes / 2);  // room for 1 entry
+    small.evict_to_limit();  // removes c, then a; keeps d (most recent)
+    EXPECT_FALSE(fs::exists(cache.entry_dir(key('a'))));
+    EXPECT_FALSE(fs::exists(cache.entry_dir(key('c'))));
+    EXPECT_TRUE(fs::exists(cache.entry_dir(key('d'))));
+    EXPECT_EQ(small.total_bytes(), entry_bytes);
+
+    // An entry larger than the whole limit is still returned by publish (then evicted later).
+    rt::DiskCache tiny(dir, 10);
+    std::string p = tiny.publish(key('e'), "kernel.so", stage(d, "s", payload));
+    EXPECT_TRUE(fs::exists(p));
+    EXPECT_FALSE(fs::exists(cache.entry_dir(key('d'))));
+}
+
+TEST(DiskCache, DirectoriesArePrivate) {
+    TempDir d;
+    mode_t old = umask(022);
+    std::string dir = d / "nested/cache";
+    rt::DiskCache cache(dir, 1 << 20);
+    std::string key = key_of("perm");
+    cache.publish(key, "kernel.so", stage(d, "s", "x"));
+    umask(old);
+    EXPECT_EQ(mode_of(d / "nested"), 0700u);
+    EXPECT_EQ(mode_of(dir), 0700u);
+    EXPECT_EQ(mode_of(dir + "/" + key.substr(0, 2)), 0700u);
+    EXPECT_EQ(mode_of(cache.entry_dir(key)), 0700u);
+    EXPECT_EQ(mode_of(cache.entry_dir(key) + "/manifest") & 077, 0u);
+
+    std::string shared = d / "shared";
+    fs::create_directories(shared);
+    chmod(shared.c_str(), 0777);
+    std::string msg = error_of([&] { rt::DiskCache c(shared, 1 << 20); });
+    EXPECT_NE(msg.find("writable by other users"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("TW_CACHE_DIR"), std::string::npos) << msg;
+    chmod(shared.c_str(), 0770);
+    EXPECT_THROW(rt::DiskCache(shared, 1 << 20), std::runtime_error);
+    chmod(shared.c_str(), 0755);  // readable by others but not writable: accepted
+    EXPECT_NO_THROW(rt::DiskCache(shared, 1 << 20));
+
+    write_file(d / "afile", "x");
+    EXPECT_THROW(rt::DiskCache(d / "afile", 1 << 20), std::runtime_error);
+}
