@@ -41,7 +41,7 @@ std::optional<DType> dtype_from_suffix(std::string_view s) {
 bool is_reserved(std::string_view w) {
   static const std::set<std::string, std::less<>> kWords = {
       "kernel", "grid", "alloc", "for", "in", "if", "else", "let", "copy", "gemm", "fill", "reduce",
-      "and", "or", "not", "true", "false", "cast", "where", "min", "max", "ceildiv", "out"};
+      "and", "or", "not", "true", "false", "cast", "where", "min", "max", "ceildiv"};
   if (kWords.count(w)) return true;
   if (parse_mathfn(w)) return true;
   for (std::string_view special : {"inf", "nan"}) {

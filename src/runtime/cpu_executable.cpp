@@ -200,10 +200,12 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   cpu::LoweredCpu lowered = cpu::lower_cpu(kernel);
   const std::string key = cache_key(lowered);
 
+  // In memory, the signature matters too (which parameters are outputs does not change the C++).
+  const std::string memory_key = sha256_hex(key + "\n" + lowered.stages.back().second);
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const Executable>> memory;  // one entry per distinct kernel
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = memory.find(key); it != memory.end()) return it->second;
+  if (auto it = memory.find(memory_key); it != memory.end()) return it->second;
 
   const bool use_disk = !env().cache_disabled;
   std::optional<std::string> path;
@@ -220,7 +222,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   }
   auto exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, *path, from_cache);
   if (!use_disk) fs::remove(*path);  // the mapping stays valid after unlink
-  memory.emplace(key, exe);
+  memory.emplace(memory_key, exe);
   return exe;
 }
 

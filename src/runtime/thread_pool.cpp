@@ -113,7 +113,8 @@ struct ThreadPool::Impl {
 
     void worker_loop() {
         t_in_parallel = true;
-        uint32_t seen = state.load(std::memory_order_acquire);
+        // The state a fresh pool starts in: a worker scheduled late still joins the first job.
+        uint32_t seen = 0;
         for (;;) {
             uint32_t s = seen;
             // stop is set before state changes, so checking it here covers a worker that

@@ -165,7 +165,7 @@ std::string cpu_features() {
             {"avx512bw", "avx512bw"},   {"avx512vl", "avx512vl"},
             {"avx512dq", "avx512dq"},   {"avx512cd", "avx512cd"},
             {"avx512_vnni", "avx512vnni"}, {"avx512_bf16", "avx512bf16"},
-            {"avx512_fp16", "avx512fp16"}, {"avx512_vbmi", "avx512vbmi"},
+            {"avx512_fp16", "avx512fp16"}, {"avx512vbmi", "avx512vbmi"},
             {"amx_tile", "amx-tile"},   {"amx_bf16", "amx-bf16"},
             {"amx_int8", "amx-int8"},
 #elif defined(__aarch64__)

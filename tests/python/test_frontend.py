@@ -242,7 +242,7 @@ def test_tile_loops_seed_matmul():
     assert [(p.name, p.is_output) for p in k.params] == [("A", False), ("B", False), ("out", True)]
     assert list(k.block_vars) == [] and list(k.grid) == []
     same(roundtrip(k), """
-        kernel seed_matmul(A: global float32[8192, 8192], B: global float32[8192, 8192], out_1: global float32[8192, 8192] out) {
+        kernel seed_matmul(A: global float32[8192, 8192], B: global float32[8192, 8192], out: global float32[8192, 8192] out) {
           for by in serial(0, 64) {
             for bx in serial(0, 64) {
               alloc acc: fragment float32[128, 128]
@@ -254,7 +254,7 @@ def test_tile_loops_seed_matmul():
                 copy B[k * 64:+64, bx * 128:+128] -> b_tile
                 gemm a_tile, b_tile -> acc trans_a=false trans_b=false clear=false
               }
-              copy acc -> out_1[by * 128:+128, bx * 128:+128]
+              copy acc -> out[by * 128:+128, bx * 128:+128]
             }
           }
         }
@@ -281,7 +281,7 @@ bm, bn, bk = 32, 64, 16
 def test_tile_loops_symbolic_step_and_specs():
     k = parse_tile_loops(tl_symbolic)
     t = roundtrip(k)
-    assert "kernel tl_symbolic(A: global float16[M, K], B: global float16[K, N], out_1: global float32[M, N] out)" in t
+    assert "kernel tl_symbolic(A: global float16[M, K], B: global float16[K, N], out: global float32[M, N] out)" in t
     assert "for i in serial(0, ceildiv(M, 32))" in t
     assert "for k in serial(0, ceildiv(K, 16))" in t          # range with a step: k = 16 * k'
     assert "copy A[i * 32:+32, k * 16:+16] -> a" in t

@@ -486,6 +486,10 @@ void CodeGen::emit_alloc(const AllocNode& n) {
   if (b->scope == Scope::global)
     throw Error("cannot allocate the global buffer '" + b->name + "' inside a kernel", n.span,
                 "declare it as a kernel parameter (an output) instead");
+  if (b->scope != Scope::shared && b->scope != Scope::fragment)
+    throw Error("tile buffer '" + b->name + "' has the Ascend scope " + std::string(scope_name(b->scope)) +
+                    ", which the cpu target does not have",
+                n.span, "use T.alloc_shared / T.alloc_fragment, or compile for an ascend910b target");
   auto shape = b->const_shape();
   if (!shape) throw Error("tile buffer '" + b->name + "' must have a constant shape", n.span);
   int64_t numel = 1;
