@@ -166,6 +166,16 @@ class Verifier {
                     print_shape(b->shape) + ") but is indexed with " + std::to_string(idx.size()),
            "give one index per dimension");
     for (const auto& i : idx) int_expr(i, ctx, "index into " + q(b->name));
+    if (b->scope == Scope::global) return;  // tensors: sizes known at run time
+    for (size_t d = 0; d < idx.size(); ++d) {
+      auto v = as_const_int(idx[d]);
+      auto n = as_const_int(b->shape[d]);
+      if (v && n && (*v < 0 || *v >= *n))
+        fail(idx[d]->span.known() ? idx[d]->span : ctx,
+             "index " + std::to_string(*v) + " is out of bounds for dimension " + std::to_string(d) + " of tile " +
+                 q(b->name) + " (shape " + print_shape(b->shape) + ")",
+             "tile indices run from 0 to size-1");
+    }
   }
 
   // ---- regions ----

@@ -62,10 +62,29 @@ nb::dlpack::dtype to_dlpack(ir::DType t) {
 }
 
 // Converts one Python argument. Arrays are viewed, never copied.
-Arg to_arg(nb::handle h, std::vector<nb::object>& keep_alive) {
-  if (nb::isinstance<nb::bool_>(h)) return static_cast<int64_t>(nb::cast<bool>(h));
-  if (nb::isinstance<nb::int_>(h)) return nb::cast<int64_t>(h);
-  if (nb::isinstance<nb::float_>(h)) return nb::cast<double>(h);
+// A number for a scalar parameter: Python or numpy ints (anything with __index__) and floats.
+Arg to_scalar(nb::handle h) {
+  if (PyIndex_Check(h.ptr())) {
+    nb::object i = nb::steal(PyNumber_Index(h.ptr()));
+    if (!i.is_valid()) throw nb::python_error();
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+    if (overflow) throw ir::Error("integer " + nb::cast<std::string>(nb::str(h)) + " does not fit in 64 bits");
+    return static_cast<int64_t>(v);
+  }
+  if (PyFloat_Check(h.ptr()) || PyObject_HasAttrString(h.ptr(), "__float__")) {
+    double v = PyFloat_AsDouble(h.ptr());
+    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return v;
+  }
+  throw ir::Error("expected a number, got an object of type '" + nb::cast<std::string>(nb::str(nb::type_name(h.type()))) + "'",
+                  {}, "pass a Python or numpy int or float");
+}
+
+Arg to_arg(nb::handle h, bool scalar_param, std::vector<nb::object>& keep_alive) {
+  if (scalar_param && !nb::hasattr(h, "ndim")) return to_scalar(h);
+  if (scalar_param && nb::cast<int>(h.attr("ndim")) == 0) return to_scalar(h);  // numpy scalars, 0-d arrays
+  if (PyLong_Check(h.ptr()) || PyFloat_Check(h.ptr())) return to_scalar(h);  // reported by bind()
   nb::handle src = h;
   bool bf16 = false;
   // ml_dtypes.bfloat16 numpy arrays: numpy cannot export them, so view the bits as uint16.
@@ -115,9 +134,12 @@ nb::list call(const Executable& exe, nb::args args) {
   std::vector<nb::object> keep_alive;
   std::vector<Arg> inputs;
   inputs.reserve(args.size());
+  std::vector<bool> scalar_param;
+  for (const auto& p : exe.kernel()->params)
+    if (!p.is_output) scalar_param.push_back(static_cast<bool>(p.scalar));
   for (size_t i = 0; i < args.size(); ++i) {
     try {
-      inputs.push_back(to_arg(args[i], keep_alive));
+      inputs.push_back(to_arg(args[i], i < scalar_param.size() && scalar_param[i], keep_alive));
     } catch (const ir::Error& e) {
       const auto& k = *exe.kernel();
       std::string name;

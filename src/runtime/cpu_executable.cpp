@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -162,7 +163,15 @@ std::string compile_source(const cpu::LoweredCpu& lowered, const std::string& ke
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
   std::ofstream(src) << lowered.source;
+  auto t0 = std::chrono::steady_clock::now();
   CompileResult r = compile_shared_object(src, so, {}, {cpu_include_dir()});
+  if (env().verbose) {
+    std::string cmd;
+    for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "tilewright: compiled kernel '%s' in %.0f ms: %s\n", lowered.kernel->name.c_str(), ms,
+                 cmd.c_str());
+  }
   if (!r.ok) {
     std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
     throw ir::Error("internal compiler error: the C++ generated for kernel '" + lowered.kernel->name +
@@ -211,6 +220,9 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   std::optional<std::string> path;
   if (use_disk) path = disk_cache().lookup(key, "kernel.so");
   bool from_cache = path.has_value();
+  if (env().verbose)
+    std::fprintf(stderr, "tilewright: kernel '%s' key %.16s: %s\n", kernel->name.c_str(), key.c_str(),
+                 from_cache ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
   if (!path) {
     std::string so = compile_source(lowered, key);
     if (use_disk) {

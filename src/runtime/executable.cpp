@@ -1,5 +1,6 @@
 // Target-independent part of an Executable: IR stages, argument checking, and compile()
 // (the dispatch from the target table to a backend, with the in-memory cache).
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -92,12 +93,21 @@ Binding Executable::bind(const std::vector<Arg>& inputs) const {
     const ir::Param& p = *in_params[i];
     const std::string who = "argument '" + p.name() + "' of kernel '" + k.name + "'";
     if (p.scalar) {
+      ir::DType t = p.scalar->dtype;
       if (std::holds_alternative<TensorArg>(inputs[i]))
-        throw ir::Error(who + " is a scalar of type " + std::string(p.scalar->dtype.name()) + ", got an array", where,
-                        "pass a Python number");
-      if (std::holds_alternative<double>(inputs[i]) && !p.scalar->dtype.is_float())
-        throw ir::Error(who + " is an integer (" + std::string(p.scalar->dtype.name()) + "), got a float", where,
-                        "pass an int");
+        throw ir::Error(who + " is a scalar of type " + std::string(t.name()) + ", got an array", where,
+                        "pass a Python or numpy number");
+      if (std::holds_alternative<double>(inputs[i]) && !t.is_float())
+        throw ir::Error(who + " is an integer (" + std::string(t.name()) + "), got a float", where, "pass an int");
+      if (std::holds_alternative<int64_t>(inputs[i]) && (t.is_int() || t.is_bool())) {
+        int64_t v = std::get<int64_t>(inputs[i]);
+        int64_t lo = t.is_bool() ? 0 : t.code == ir::DTypeCode::u8 ? 0 : -(int64_t(1) << (t.bits() - 1));
+        int64_t hi = t.is_bool() ? 1 : t.code == ir::DTypeCode::u8 ? 255 : t.bits() == 64 ? INT64_MAX : (int64_t(1) << (t.bits() - 1)) - 1;
+        if (v < lo || v > hi)
+          throw ir::Error(who + " is " + std::string(t.name()) + ", but " + std::to_string(v) + " is out of its range [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                          where, "pass a value that fits, or declare the parameter with a wider type");
+      }
       continue;
     }
     const ir::Buffer& b = p.buffer;
@@ -137,7 +147,9 @@ Binding Executable::bind(const std::vector<Arg>& inputs) const {
                             " (dimension " + std::to_string(d) + " should be " + std::to_string(*want) + ")",
                         where);
     }
-    if (!t.strides.empty()) {
+    int64_t numel = 1;
+    for (auto n : t.shape) numel *= n;
+    if (!t.strides.empty() && numel > 0) {
       int64_t expect = 1;
       for (int d = b->ndim() - 1; d >= 0; --d) {
         if (t.shape[d] != 1 && t.strides[d] != expect)
@@ -147,11 +159,7 @@ Binding Executable::bind(const std::vector<Arg>& inputs) const {
         expect *= t.shape[d];
       }
     }
-    if (t.data == nullptr && !t.shape.empty()) {
-      int64_t n = 1;
-      for (auto s : t.shape) n *= s;
-      if (n > 0) throw ir::Error(who + " has a null data pointer", where);
-    }
+    if (t.data == nullptr && numel > 0) throw ir::Error(who + " has a null data pointer", where);
   }
 
   Binding out;
@@ -160,10 +168,6 @@ Binding Executable::bind(const std::vector<Arg>& inputs) const {
       throw ir::Error("shape variable '" + vars[v]->name + "' of kernel '" + k.name +
                           "' is not the dimension of any input, so it cannot be inferred",
                       vars[v]->span, "use it as a dimension of an input tensor, or make it a constant");
-    if (*vals[v] <= 0)
-      throw ir::Error("shape variable '" + vars[v]->name + "' is " + std::to_string(*vals[v]) +
-                          "; tensors must not be empty",
-                      where);
     out.shape_vars.push_back(*vals[v]);
   }
   for (const auto& p : k.params) {

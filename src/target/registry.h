@@ -25,6 +25,44 @@ struct AscendParams {
   int l0c_bytes = 131072;
   int ub_bytes = 196352;     // usable UB per AIV (192 KiB physical)
   int cube_fp16_macs_per_cycle = 4096;  // 16x16x16
+
+  // --- Simulator cost model (src/target/ascend/simulator/timing.*). Sources: ascend-910b.md;
+  // "assumed" = not published, chosen to be plausible; change here only.
+  // Cube: Mmad occupies M for overhead + ceil(m/16)*ceil(n/16)*ceil(k/k0) cycles (ascend-910b.md
+  // "Cube"); its result is ready mmad_latency cycles later. Fitted to the published example
+  // (fp16 m=128 n=256 k=512 in 8 Mmads: 4096 cycles of MACs, "4156 in theory" => 60 cycles of
+  // pipeline latency; measured 4209-4225 => ~8 cycles of issue overhead per Mmad: 8*(512+8)+60 = 4220).
+  int mmad_overhead_cycles = 8;
+  int mmad_latency_cycles = 60;
+  // Data moves: cycles = overhead + bytes / bytes_per_cycle (ascend-910b.md "Pipes and data paths").
+  double l1_to_l0a_bytes_per_cycle = 256;  // docs; CANN config file says 512 (uncertain)
+  double l1_to_l0b_bytes_per_cycle = 128;  // docs; CANN config file says 256 (uncertain)
+  double fixpipe_bytes_per_cycle = 128;    // docs: L0C->L1 via FixPipe, fp32->fp16 (output bytes)
+  double gm_read_bytes_per_cycle = 110;    // per core, MTE2 from GM: CANN config "L2 read 110" (units uncertain)
+  double gm_write_bytes_per_cycle = 86;    // per core, FIX to GM: CANN config "L2 write 86" (units uncertain)
+  double ub_to_gm_bytes_per_cycle = 64;    // per core, MTE3: CANN config "UB->GM 64" (units uncertain)
+  double ub_to_ub_bytes_per_cycle = 256;   // assumed: one 256 B vector repeat per cycle
+  int move_overhead_cycles = 24;           // assumed: per-instruction setup of an MTE/FIX move
+  int local_move_overhead_cycles = 8;      // assumed: L1->L0 per LoadData instruction
+  int gm_latency_cycles = 300;             // assumed: GM access latency (not occupying the pipe)
+  // GM bandwidth shared by all cores: first touch of a page costs HBM bandwidth (hbm_tbps),
+  // later touches (while resident in an LRU of l2_mib) L2 bandwidth (l2_tbps).
+  int l2_page_bytes = 65536;               // assumed granularity of the L2 residency model
+  int gm_bandwidth_bucket_cycles = 256;    // simulation granularity of bandwidth sharing
+  // Vector (per AIV, ascend-910b.md "Vector", A2/A3 throughput tables).
+  double vec_bytes_per_cycle = 256;        // Add/Sub/Mul/Max/Min/Adds/Muls/Abs/Relu/Reciprocal/Rsqrt/Duplicate: 128 fp16 / 64 fp32
+  double vec_transcendental_elems_per_cycle = 32;  // Exp, Ln, Sqrt, Div
+  double vec_cast_elems_per_cycle = 64;    // Cast (32-bit)
+  double vec_reduce_cycles_per_repeat = 7; // WholeReduce: 128 fp16 / 64 fp32 per 7 cycles
+  int vec_overhead_cycles = 6;             // assumed: per vector instruction issue/drain
+  // Scalar unit and queues.
+  int scalar_issue_cycles = 1;             // assumed: scalar cycles to issue one instruction
+  int pipe_queue_depth = 32;               // assumed: instructions a pipe queue holds before the scalar stalls
+  int flag_latency_cycles = 2;             // assumed: SetFlag -> WaitFlag release
+  int cross_flag_latency_cycles = 50;      // assumed: CrossCoreSetFlag -> waiting core
+  int flag_event_ids = 8;                  // SetFlag/WaitFlag event ids 0..7 (docs)
+  int cross_flag_ids = 16;                 // cross-core flag ids per core (docs)
+  int cross_flag_max_pending = 15;         // counter saturates: more unconsumed sets hang (docs)
   double peak_fp16_tflops() const { return aic_cores * cube_fp16_macs_per_cycle * 2.0 * clock_mhz * 1e6 / 1e12; }
 };
 

@@ -1,30 +1,40 @@
 #include "transform/pass_log.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/disk_cache.h"
 #include "runtime/env.h"
 
 namespace tw::transform {
 
 PassLog::PassLog(const ir::Kernel& input) : kernel_(input) {
   ir::verify(kernel_);  // user errors are reported against the user's own program first
+  const std::string& dir = runtime::env().dump_ir_dir;
+  if (!dir.empty()) {  // one directory per distinct kernel, so two kernels named `main` do not collide
+    std::string hash = runtime::sha256_hex(ir::print(kernel_)).substr(0, 8);
+    dump_dir_ = (std::filesystem::path(dir) / (kernel_->name + "-" + hash)).string();
+  }
   record("input");
 }
 
 void PassLog::record(const std::string& name) {
   if (!stages_.empty()) ir::verify(kernel_);  // a pass that breaks the IR is a compiler bug; catch it here
   stages_.emplace_back(name, ir::print(kernel_));
-  const std::string& dir = runtime::env().dump_ir_dir;
-  if (dir.empty()) return;
-  namespace fs = std::filesystem;
-  fs::path out = fs::path(dir) / kernel_->name;
-  fs::create_directories(out);
+  write(stages_.size() - 1, name + ".tir", stages_.back().second);
+}
+
+void PassLog::dump(const std::string& name, const std::string& text) const { write(stages_.size(), name, text); }
+
+void PassLog::write(size_t index, const std::string& file, const std::string& text) const {
+  if (dump_dir_.empty()) return;
+  std::filesystem::create_directories(dump_dir_);
   char prefix[8];
-  std::snprintf(prefix, sizeof prefix, "%02zu_", stages_.size() - 1);
-  std::ofstream(out / (prefix + name + ".tir")) << stages_.back().second;
+  std::snprintf(prefix, sizeof prefix, "%02zu_", index);
+  std::ofstream(std::filesystem::path(dump_dir_) / (prefix + file)) << text;
 }
 
 }  // namespace tw::transform

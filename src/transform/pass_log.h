@@ -21,11 +21,15 @@ class PassLog {
     return kernel_;
   }
   const ir::Kernel& kernel() const { return kernel_; }
+  // Writes a non-IR artefact of the pipeline (e.g. the generated C++) next to the IR dumps.
+  void dump(const std::string& name, const std::string& text) const;
   // (stage name, IR text) in pipeline order; the first is "input".
   const std::vector<std::pair<std::string, std::string>>& stages() const { return stages_; }
 
  private:
   void record(const std::string& name);
+  void write(size_t index, const std::string& file, const std::string& text) const;
+  std::string dump_dir_;  // TW_DUMP_IR/<kernel>-<hash of the input IR>, or empty
   ir::Kernel kernel_;
   std::vector<std::pair<std::string, std::string>> stages_;
 };

@@ -19,6 +19,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <type_traits>
 
 #include "tw_cpu/abi.h"
 #include "tw_cpu/types.h"
@@ -511,7 +512,7 @@ TEST(CpuCodegen, GemmOnSubRegionsAndGlobal) {
   });
   Kernel k = kernel("gemm_regions", {tensor(At), tensor(Bg), tensor(Cg, true)}, {}, {}, body);
   std::string src = tw::cpu::codegen_cpu(k);
-  EXPECT_NE(src.find("tw_cpu::gemm(24, 48, 32, (At + 192), 24, true, B_s, 32, true, (C_l + 8), 64, /*accumulate=*/false);"),
+  EXPECT_NE(src.find("tw_cpu::gemm(24, 48, 32, (At + 192), 24, true, B_s_p, B_s_ld, true, (C_l + 8), 64, /*accumulate=*/false);"),
             std::string::npos)
       << src;
   auto lib = build(src, "gemm_regions");
@@ -536,7 +537,9 @@ TEST(CpuCodegen, GeneratedSourceShape) {
         "extern \"C\" void tw_grid(const TwArgs* tw_args, int64_t tw_ext[3])",
         "extern \"C\" void tw_block(const TwArgs* tw_args, int64_t tw_bx, int64_t tw_by, int64_t tw_bz)",
         "alignas(64) float A_shared[2048];", "alignas(64) float C_local[4096];",
-        "tw_cpu::gemm(64, 64, 32, A_shared, 32, false, B_shared, 64, false, C_local, 64, /*accumulate=*/true);",
+        "tw_cpu::gemm(64, 64, 32, A_shared_p, A_shared_ld, false, B_shared_p, B_shared_ld, false, C_local, 64, "
+        "/*accumulate=*/true);",
+        "A_shared_p = A + tw_sb;", "A_shared_p = A_shared;",
         "// fast path", "__builtin_memcpy(", "// masked path", "A_shared[((tw_i0 * 32) + tw_i1)] = float{};", "#pragma GCC ivdep", "// line 11: copy A -> A_shared",
         "// line 13: gemm", "// pipelined(num_stages=3)", "float* __restrict A = (float*)tw_args->params[0];",
         "const int64_t M = tw_args->shape_vars[0];"})
@@ -544,6 +547,130 @@ TEST(CpuCodegen, GeneratedSourceShape) {
   for (const char* banned : {"<iostream>", "<vector>", "<cmath>", "std::"})
     EXPECT_EQ(src.find(banned), std::string::npos) << "found: " << banned;
   EXPECT_EQ(src, tw::cpu::codegen_cpu(make_matmul(DTypeCode::f32, DTypeCode::f32, 64, 64, 32))) << "not deterministic";
+}
+
+// Copy elision for gemm operands: tiles written only by one copy from a global tensor and read
+// only by gemm become (pointer, ld) views of the tensor in the copy's fast path; the masked path
+// (tails) still copies. A: [M, K] (or [K, M] when ta), B: [K, N] (or [N, K] when tb).
+Kernel make_matmul_elide(DType in, DType acc, int64_t bm, int64_t bn, int64_t bk, bool ta, bool tb, bool read_a_elsewhere) {
+  auto M = var("M"), N = var("N"), K = var("K");
+  auto A = ta ? buffer("A", in, {K, M}, Scope::global) : buffer("A", in, {M, K}, Scope::global);
+  auto B = tb ? buffer("B", in, {N, K}, Scope::global) : buffer("B", in, {K, N}, Scope::global);
+  auto C = buffer("C", acc, {M, N}, Scope::global);
+  auto bx = var("bx"), by = var("by"), k = var("k");
+  auto As = ta ? buffer("A_shared", in, {I(bk), I(bm)}, Scope::shared) : buffer("A_shared", in, {I(bm), I(bk)}, Scope::shared);
+  auto Bs = tb ? buffer("B_shared", in, {I(bn), I(bk)}, Scope::shared) : buffer("B_shared", in, {I(bk), I(bn)}, Scope::shared);
+  auto Cl = buffer("C_local", acc, {I(bm), I(bn)}, Scope::fragment);
+  Region ra = ta ? region(A, {k * I(bk), by * I(bm)}, {bk, bm}) : region(A, {by * I(bm), k * I(bk)}, {bm, bk});
+  Region rb = tb ? region(B, {bx * I(bn), k * I(bk)}, {bn, bk}) : region(B, {k * I(bk), bx * I(bn)}, {bk, bn});
+  std::vector<Stmt> kbody{copy(ra, full_region(As)), copy(rb, full_region(Bs)),
+                          gemm(full_region(As), full_region(Bs), full_region(Cl), ta, tb, false)};
+  // C_local[0, 0] += 0 * A_shared[0, 0]: A_shared is then read outside gemm -> no elision
+  Expr zero = acc.is_int() ? I(0) : F(0);
+  if (read_a_elsewhere)
+    kbody.push_back(store(Cl, {I(0), I(0)}, ld(Cl, {I(0), I(0)}) + cast(ld(As, {I(0), I(0)}), acc) * zero));
+  Stmt body = seq({
+      alloc(As), alloc(Bs), alloc(Cl),
+      fill(full_region(Cl), zero),
+      loop(k, ceildiv(K, I(bk)), ForKind::pipelined, seq(kbody), 2),
+      copy(full_region(Cl), region(C, {by * I(bm), bx * I(bn)}, {bm, bn})),
+  });
+  return kernel("matmul_elide", {tensor(A), tensor(B), tensor(C, true)}, {bx, by},
+                {ceildiv(N, I(bn)), ceildiv(M, I(bm))}, body);
+}
+
+template <class T, class TC>
+void check_elided_matmul(DType in, DType acc, int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64_t bk,
+                         bool ta, bool tb, bool read_a_elsewhere) {
+  SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K << " blocks " << bm << "/" << bn << "/" << bk
+                                  << " ta=" << ta << " tb=" << tb << " read_a_elsewhere=" << read_a_elsewhere);
+  Kernel k = make_matmul_elide(in, acc, bm, bn, bk, ta, tb, read_a_elsewhere);
+  std::string src = tw::cpu::codegen_cpu(k);
+  EXPECT_EQ(src.find("A_shared_p = A + tw_sb;") != std::string::npos, !read_a_elsewhere) << src;
+  EXPECT_NE(src.find("B_shared_p = B + tw_sb;"), std::string::npos) << src;
+  auto lib = build(src, "matmul_elide");
+  ASSERT_TRUE(lib);
+  std::mt19937 g(M * 7 + N * 3 + K);
+  std::uniform_int_distribution<int> d(-9, 9);
+  auto gen = [&](std::vector<T>& v, std::vector<double>& vd) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      int x = d(g);
+      if constexpr (std::is_same_v<T, int8_t>) v[i] = static_cast<int8_t>(x * 14);
+      else v[i] = tw_cpu::convert<T>(static_cast<float>(x) * 0.125f);
+      if constexpr (std::is_same_v<T, int8_t>) vd[i] = v[i];
+      else vd[i] = tw_cpu::convert<float>(v[i]);
+    }
+  };
+  std::vector<T> A(M * K), B(K * N);
+  std::vector<double> Ad(M * K), Bd(K * N);
+  gen(A, Ad);
+  gen(B, Bd);
+  std::vector<TC> C(M * N, TC(-77));
+  run_all(*lib, {A.data(), B.data(), C.data()}, shape_values(k, {{"M", M}, {"N", N}, {"K", K}}));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double want = 0;
+      for (int64_t q = 0; q < K; ++q)
+        want += (ta ? Ad[q * M + i] : Ad[i * K + q]) * (tb ? Bd[j * K + q] : Bd[q * N + j]);
+      const double tol = std::is_same_v<TC, float> ? 1e-3 : 0.0;
+      ASSERT_NEAR(double(C[i * N + j]), want, tol) << i << "," << j;
+    }
+}
+
+TEST(CpuCodegen, ElidedGemmCopiesFloat32) {
+  // exact multiples (fast path only) and tails in every dimension (masked path on the edges)
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 64, 96, 128, 32, 32, 64, false, false, false);
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 70, 45, 100, 32, 32, 64, false, false, false);
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 130, 131, 77, 128, 128, 64, false, false, false);
+}
+TEST(CpuCodegen, ElidedGemmCopiesTransposed) {
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 70, 45, 100, 32, 32, 64, true, false, false);
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 70, 45, 100, 32, 32, 64, false, true, false);
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 33, 65, 47, 16, 32, 16, true, true, false);
+}
+TEST(CpuCodegen, ElidedGemmCopiesHalfTypes) {
+  check_elided_matmul<tw_cpu::f16, float>(DTypeCode::f16, DTypeCode::f32, 70, 45, 100, 32, 32, 64, false, false, false);
+  check_elided_matmul<tw_cpu::bf16, float>(DTypeCode::bf16, DTypeCode::f32, 70, 45, 100, 32, 32, 64, false, true, false);
+  check_elided_matmul<tw_cpu::bf16, float>(DTypeCode::bf16, DTypeCode::f32, 64, 64, 64, 32, 32, 32, true, false, false);
+}
+TEST(CpuCodegen, ElidedGemmCopiesInt8) {
+  check_elided_matmul<int8_t, int32_t>(DTypeCode::i8, DTypeCode::i32, 70, 45, 100, 32, 32, 64, false, false, false);
+  check_elided_matmul<int8_t, int32_t>(DTypeCode::i8, DTypeCode::i32, 40, 50, 61, 16, 32, 32, true, true, false);
+}
+TEST(CpuCodegen, GemmTileReadElsewhereIsNotElided) {
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 70, 45, 100, 32, 32, 64, false, false, true);
+  check_elided_matmul<int8_t, int32_t>(DTypeCode::i8, DTypeCode::i32, 40, 50, 61, 16, 32, 32, false, false, true);
+}
+// Skinny tiles (M = 1 and M = 16 rows) through the elided path, including a column tail.
+TEST(CpuCodegen, ElidedGemmSkinny) {
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 1, 300, 257, 1, 128, 128, false, false, false);
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 16, 300, 257, 16, 256, 256, false, false, false);
+  check_elided_matmul<float, float>(DTypeCode::f32, DTypeCode::f32, 3, 100, 70, 1, 64, 64, true, false, false);
+}
+
+// A tile whose source tensor is written by the kernel is not elided (the data could change).
+TEST(CpuCodegen, GemmTileFromWrittenTensorIsNotElided) {
+  auto A = buffer("A", DTypeCode::f32, {I(16), I(16)}, Scope::global);
+  auto As = buffer("A_s", DTypeCode::f32, {I(16), I(16)}, Scope::shared);
+  auto C = buffer("C", DTypeCode::f32, {I(16), I(16)}, Scope::fragment);
+  Kernel k = kernel("w", {tensor(A, true)}, {}, {},
+                    seq({alloc(As), alloc(C), copy(full_region(A), full_region(As)),
+                         fill(full_region(A), F(0)),
+                         gemm(full_region(As), full_region(As), full_region(C), false, false, true),
+                         copy(full_region(C), full_region(A))}));
+  std::string src = tw::cpu::codegen_cpu(k);
+  EXPECT_EQ(src.find("A_s_p"), std::string::npos) << src;
+  auto lib = build(src, "written");
+  ASSERT_TRUE(lib);
+  auto a = random_floats(256, 9);
+  auto a0 = a;
+  run_all(*lib, {a.data()}, {});
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double want = 0;
+      for (int q = 0; q < 16; ++q) want += double(a0[i * 16 + q]) * a0[q * 16 + j];
+      ASSERT_NEAR(a[i * 16 + j], want, 1e-5);
+    }
 }
 
 TEST(CpuCodegen, UnsupportedGemmDtypesAreAnError) {

@@ -214,6 +214,15 @@ def test_gemm_symbolic_mnk_one_kernel_many_sizes():
         assert_close(c, ref, *gemm_tol(K, "float32"), what=f"symbolic gemm {M}x{N}x{K}")
 
 
+@pytest.mark.parametrize("M,N,K", [(0, 5, 7), (5, 6, 0)])
+def test_gemm_symbolic_empty_dims(M, N, K):
+    kern = gemm_kernel(M_SYM, N_SYM, K_SYM, 64, 64, 32, "float32", "float32")
+    a, b, ref = gemm_inputs(M, N, K, "float32")
+    c = kern(a, b)
+    assert c.shape == (M, N)
+    assert_exact(c, ref.astype(np.float32), "empty gemm (K = 0 gives zeros)")
+
+
 # =============================================================================================
 # copy: dtype conversion, tails, ranks
 
@@ -525,6 +534,21 @@ def test_reduce(kind, dim, clear, dtype):
         assert_exact(d, ref.astype(np.float32), f"reduce_{kind}")  # max/min are exact
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_reduce_max_min_other_dtypes(kind, dtype):
+    M, N = 5, 300
+    rng = np.random.default_rng(20)
+    if dtype in ("int8", "uint8"):
+        info = np.iinfo(dtype)
+        a = rng.integers(info.min, info.max, (M, N), endpoint=True).astype(dtype)
+    else:
+        a = randn(rng, (M, N), dtype)
+    fn, code = REDUCE_KINDS[kind]
+    d = reduce_kernel(code, M, N, 1, True, dtype)(a, np.zeros(M, np_dtype(dtype)))
+    assert_exact(d, fn(a, axis=1), f"reduce_{kind} {dtype} (exact: no arithmetic)")
+
+
 # =============================================================================================
 # elementwise maps: math functions
 
@@ -786,6 +810,23 @@ def test_binary_ops(name, dtype):
             assert c[:4].tolist() == head.tolist()
         else:
             assert c[16:20].tolist() == ref_fn(np.array([7.5, -7.5, 7.5, -7.5]), np.array([2.0, 2, -2, -2])).tolist()
+
+
+@tw.jit(out_idx=[-1])
+def bool_kernel(n):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "bool")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(n):
+                B[i] = (A[i] > 0) and not (A[i] >= 10)
+
+    return main
+
+
+def test_bool_output():
+    a = np.array([-1, 0, 0.5, 9.99, 10, 11], np.float32)
+    b = bool_kernel(6)(a)
+    assert_exact(b, (a > 0) & ~(a >= 10), "bool output")
 
 
 @tw.jit(out_idx=[-1])

@@ -194,6 +194,113 @@ struct RegionView {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Copy elision for gemm operands
+//
+// A 2-D tile that is written only by one copy from a global region of the same dtype and read
+// only as a gemm A/B operand need not be materialised: in the copy's fast path (region inside
+// the tensor) the tile becomes a (pointer, leading dim) view of the global tensor, and the gemm
+// packs straight from there; the masked path (tails) still copies into the tile and points the
+// view back at it. Sound because the view is taken only when nothing else reads the tile and
+// the kernel never writes the source tensor (so its data cannot change before the gemm).
+
+struct ElideInfo {
+  const CopyNode* copy = nullptr;
+  int writes = 0;
+  bool gemm_read = false;
+  bool bad = false;
+};
+
+std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
+  std::unordered_map<const void*, ElideInfo> info;
+  std::unordered_set<const void*> global_written;
+  auto bad = [&](const Buffer& b) {
+    if (b && b->scope != Scope::global) info[b.get()].bad = true;
+  };
+  auto written = [&](const Buffer& b) {
+    if (b && b->scope == Scope::global) global_written.insert(b.get());
+  };
+  auto const_ext = [](const Region& r, std::vector<int64_t>& out) {
+    for (const auto& e : r.extents) {
+      auto c = as_const_int(e);
+      if (!c) return false;
+      out.push_back(*c);
+    }
+    return true;
+  };
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::Copy: {
+        const auto& c = *static_cast<const CopyNode*>(s.get());
+        bad(c.src.buffer);  // a tile read by a copy is read elsewhere
+        written(c.dst.buffer);
+        const Buffer& d = c.dst.buffer;
+        if (d->scope == Scope::global) break;
+        ElideInfo& e = info[d.get()];
+        e.writes++;
+        e.copy = &c;
+        // structural conditions: full 2-D tile <- global region of the same dtype, whose
+        // innermost paired dim is contiguous when the tile's rows are longer than 1
+        auto shape = d->const_shape();
+        std::vector<int64_t> dext, sext;
+        bool ok = c.src.buffer->scope == Scope::global && c.src.buffer->dtype == d->dtype && shape &&
+                  shape->size() == 2 && const_ext(c.dst, dext) && const_ext(c.src, sext);
+        if (ok)
+          for (size_t i = 0; i < 2; ++i) {
+            auto st = as_const_int(c.dst.starts[i]);
+            ok = ok && st && *st == 0 && dext[i] == (*shape)[i];
+          }
+        if (ok) {
+          std::vector<int> sd;
+          for (size_t i = 0; i < sext.size(); ++i)
+            if (sext[i] != 1) sd.push_back(static_cast<int>(i));
+          int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
+          ok = static_cast<int>(sd.size()) == nd;
+          if (ok && (*shape)[1] != 1) ok = sd.back() == static_cast<int>(sext.size()) - 1;
+        }
+        if (!ok) e.bad = true;
+        break;
+      }
+      case StmtKind::Gemm: {
+        const auto& g = *static_cast<const GemmNode*>(s.get());
+        for (const Buffer* b : {&g.a.buffer, &g.b.buffer})
+          if ((*b)->scope != Scope::global) info[b->get()].gemm_read = true;
+        bad(g.c.buffer);
+        written(g.c.buffer);
+        break;
+      }
+      case StmtKind::Store: {
+        const auto& st = *static_cast<const StoreNode*>(s.get());
+        bad(st.buffer);
+        written(st.buffer);
+        break;
+      }
+      case StmtKind::Fill: {
+        const auto& f = *static_cast<const FillNode*>(s.get());
+        bad(f.dst.buffer);
+        written(f.dst.buffer);
+        break;
+      }
+      case StmtKind::Reduce: {
+        const auto& r = *static_cast<const ReduceNode*>(s.get());
+        bad(r.src);
+        bad(r.dst);
+        written(r.dst);
+        break;
+      }
+      default: break;
+    }
+  });
+  for_each_expr(k->body, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) bad(static_cast<const LoadNode*>(e.get())->buffer);
+  });
+  std::unordered_set<const void*> out;
+  for (const auto& [b, e] : info)
+    if (!e.bad && e.writes == 1 && e.gemm_read && e.copy && !global_written.count(e.copy->src.buffer.get()))
+      out.insert(b);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The generator
 
 class CodeGen {
@@ -289,6 +396,10 @@ class CodeGen {
   std::unordered_map<const void*, std::string> names_;
   std::set<std::string> used_;
   std::unordered_set<const void*> bound_, nonneg_, declared_;
+  // tiles whose copies are elided: the C names of the view's pointer and leading dim
+  struct View { std::string ptr, ld; int64_t cols; };
+  std::unordered_set<const void*> elidable_;
+  std::unordered_map<const void*, View> views_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -343,6 +454,7 @@ std::string CodeGen::run() {
                 k.span);
   // Reserve the names of the interface so no user name takes them.
   for (const char* r : {"tw_args", "tw_ext", "tw_bx", "tw_by", "tw_bz"}) used_.insert(r);
+  elidable_ = elidable_tiles(k_);
 
   out_ += "// Generated by Tilewright (target cpu) for kernel '" + k.name + "'. Do not edit.\n";
   out_ += kPreamble;
@@ -502,6 +614,14 @@ void CodeGen::emit_alloc(const AllocNode& n) {
   std::string name = name_for(b.get(), b->name);
   line("alignas(64) " + storage_type(b->dtype) + " " + name + "[" + std::to_string(numel) + "];  " +
        line_comment(n.span) + std::string(scope_name(b->scope)) + " [" + dims + "]");
+  if (elidable_.count(b.get()) && shape->size() == 2) {
+    // read only by gemm, written only by one copy from a global tensor: a view, see elidable_tiles
+    View v{name_for(&n, name + "_p"), name_for(reinterpret_cast<const char*>(&n) + 1, name + "_ld"), (*shape)[1]};
+    line("const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
+         " are elided when in bounds: gemm reads (" + v.ptr + ", " + v.ld + ")");
+    line("int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
+    views_[b.get()] = v;
+  }
 }
 
 // copy(src -> dst): both regions are viewed with their unit dims dropped; the remaining dims
@@ -551,7 +671,18 @@ void CodeGen::emit_copy(const CopyNode& n) {
       else if (!v->fits_above(dd)) conds.push_back(add(st, v->ext[dd]).s + " <= " + v->shape[dd].s);
     }
 
+  auto vit = views_.find(n.dst.buffer.get());
+  const View* view_of_dst = vit == views_.end() ? nullptr : &vit->second;
   auto emit_fast = [&] {
+    if (view_of_dst) {
+      // elided: the gemm reads the tensor in place (innermost dim contiguous, checked by elidable_tiles)
+      std::string ld = std::to_string(view_of_dst->cols);
+      if (d.ext[0].c != 1) ld = s.stride[s.dims[0]].s;
+      line("// elided: " + n.dst.buffer->name + " is read only by gemm, which reads " + n.src.buffer->name + " in place");
+      line(view_of_dst->ptr + " = " + (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + ";");
+      line(view_of_dst->ld + " = " + ld + ";");
+      return;
+    }
     // rows are contiguous in both buffers when the innermost looped dim is the last dim of each
     bool rows = nl > 0 && same_type && s.dims.back() == s.rank() - 1 && d.dims.back() == d.rank() - 1;
     int loops = rows ? nl - 1 : nl;
@@ -643,6 +774,10 @@ void CodeGen::emit_copy(const CopyNode& n) {
       }
     }
     for (int j = 0; j < opened; ++j) close();
+    if (view_of_dst) {
+      line(view_of_dst->ptr + " = " + d.buf + ";");
+      line(view_of_dst->ld + " = " + std::to_string(view_of_dst->cols) + ";");
+    }
   };
 
   if (never_fast) {
@@ -682,6 +817,11 @@ void CodeGen::emit_gemm(const GemmNode& n) {
         throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name +
                         "') must have extent 1 in all but its last two dimensions",
                     n.span, "select one matrix of a batch with a region of extent 1");
+    if (auto it = views_.find(r.buffer.get()); it != views_.end()) {
+      Idx ld = iv(it->second.ld, true);
+      Idx off = add(mul(v.start[0], ld), v.start[1]);
+      return Mat{off.c == 0 ? it->second.ptr : "(" + it->second.ptr + " + " + off.s + ")", v.ext[0], v.ext[1], ld};
+    }
     Idx off = ic(0);
     for (int d = 0; d < rk; ++d) off = add(off, mul(v.start[d], v.stride[d]));
     return Mat{off.c == 0 ? v.buf : "(" + v.buf + " + " + off.s + ")", v.ext[rk - 2], v.ext[rk - 1], v.shape[rk - 1]};

@@ -15,7 +15,9 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("simplify", transform::simplify);
   // Tile ops lower one-to-one to loops and micro-kernel calls; pipelined loops run serially
   // (no asynchronous copies on a CPU: hardware prefetch plays that role).
-  return LoweredCpu{log.kernel(), codegen_cpu(log.kernel()), log.stages()};
+  std::string source = codegen_cpu(log.kernel());
+  log.dump("codegen.cpp", source);
+  return LoweredCpu{log.kernel(), std::move(source), log.stages()};
 }
 
 }  // namespace tw::cpu

@@ -187,6 +187,33 @@ inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float*
 // layout Bp[panel][k][kNR], cols beyond nc zero-filled.
 template <class T>
 inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float* Bp) {
+  if (!transB) {
+    // row by row (each row of B is read sequentially, which the hardware prefetchers follow
+    // even for large ldb), scattered into the NR-wide micro-panels; software prefetch a few
+    // rows ahead because B rows are usually far apart (a tile of a large tensor).
+    const int nfull = nc / kNR * kNR;
+    const int lines = (int)((nc * sizeof(T) + 63) / 64);
+    for (int k = 0; k < kc; ++k) {
+      const T* src = B + (long)k * ldb;
+      if (k + 4 < kc)
+        for (int l = 0; l < lines; ++l) __builtin_prefetch((const char*)(src + 4 * ldb) + 64 * l);
+      for (int j0 = 0; j0 < nfull; j0 += kNR) {
+        float* d = Bp + (long)j0 * kc + (long)k * kNR;
+#pragma GCC unroll 4
+        for (int j = 0; j < kNR; j += 8) {
+          v8f x;
+          load8(src + j0 + j, x);
+          store8(d + j, x);
+        }
+      }
+      if (nfull < nc) {
+        float* d = Bp + (long)nfull * kc + (long)k * kNR;
+        for (int j = nfull; j < nc; ++j) d[j - nfull] = ld32(src + j);
+        for (int j = nc - nfull; j < kNR; ++j) d[j] = 0.0f;
+      }
+    }
+    return;
+  }
   for (int j0 = 0; j0 < nc; j0 += kNR) {
     int nr = nc - j0 < kNR ? nc - j0 : kNR;
     float* dst = Bp + (long)j0 * kc;
@@ -222,6 +249,12 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
   // ahead on the same row (one full micro-kernel call of lead time).
   const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;
+  // C is read only at the end: fetch its rows now (a tile accumulator often lives in L2)
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    __builtin_prefetch(C + (long)i * ldc, 1);
+    __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
+  }
   vf c[R][kNV];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
@@ -299,6 +332,72 @@ inline void scale_zero(int M, int N, TC* C, long ldc) {
     for (int j = 0; j < N; ++j) C[(long)i * ldc + j] = TC(0);
 }
 
+// Small M (1 or 2 rows), fp32, B not transposed: a GEMV-like loop, memory bound on B.
+// Columns in chunks of kGvN; for each chunk, k advances 4 rows at a time and each row's run
+// of the chunk is read sequentially (4 concurrent streams the hardware prefetchers follow,
+// plus software prefetch a few rows ahead); the R x kGvN partial sums live in an L1-resident
+// stack array. No packing: every element of B is read exactly once.
+inline constexpr int kGvN = 1024;
+template <int R>
+__attribute__((noinline)) void gemv_chunk(int n, int K, const float* __restrict A, long ak, long ai,
+                                          const float* __restrict B, long ldb, float* __restrict C,
+                                          long ldc, bool acc) {
+  using simd::vf;
+  alignas(64) float t[R][kGvN];
+  const int nv = (n + kVF - 1) / kVF * kVF;  // columns padded to whole vectors in t
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < nv; ++j) t[i][j] = 0.0f;
+  const int n16 = n / kVF * kVF;
+  const int lines = (int)(((long)n * 4 + 63) / 64);
+  int k = 0;
+  for (; k + 4 <= K; k += 4) {
+    const float* b0 = B + (long)k * ldb;
+    const float* b1 = b0 + ldb;
+    const float* b2 = b1 + ldb;
+    const float* b3 = b2 + ldb;
+    const char* pf = (const char*)(b0 + 8 * ldb);
+    for (int l = 0; l < lines; ++l)
+      for (int q = 0; q < 4; ++q) __builtin_prefetch(pf + q * ldb * 4 + 64 * l);
+    for (int i = 0; i < R; ++i) {
+      const float* a = A + (long)k * ak + (long)i * ai;
+      vf a0 = simd::splat(a[0]), a1 = simd::splat(a[ak]), a2 = simd::splat(a[2 * ak]), a3 = simd::splat(a[3 * ak]);
+      float* ti = t[i];
+      for (int j = 0; j < n16; j += kVF) {
+        vf x = simd::load(ti + j);
+        x = simd::fma(a0, simd::loadu(b0 + j), x);
+        x = simd::fma(a1, simd::loadu(b1 + j), x);
+        x = simd::fma(a2, simd::loadu(b2 + j), x);
+        x = simd::fma(a3, simd::loadu(b3 + j), x);
+        simd::store(ti + j, x);
+      }
+      const float s0 = a[0], s1 = a[ak], s2 = a[2 * ak], s3 = a[3 * ak];
+      for (int j = n16; j < n; ++j) ti[j] += s0 * b0[j] + s1 * b1[j] + s2 * b2[j] + s3 * b3[j];
+    }
+  }
+  for (; k < K; ++k) {
+    const float* b0 = B + (long)k * ldb;
+    for (int i = 0; i < R; ++i) {
+      const float s0 = A[(long)k * ak + (long)i * ai];
+      for (int j = 0; j < n; ++j) t[i][j] += s0 * b0[j];
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float* ci = C + (long)i * ldc;
+    if (acc)
+      for (int j = 0; j < n; ++j) ci[j] += t[i][j];
+    else
+      for (int j = 0; j < n; ++j) ci[j] = t[i][j];
+  }
+}
+
+template <int R>
+void gemv_f32(int N, int K, const float* A, long lda, bool transA, const float* B, long ldb, float* C,
+              long ldc, bool acc) {
+  const long ak = transA ? lda : 1, ai = transA ? 1 : lda;
+  for (int j = 0; j < N; j += kGvN)
+    gemv_chunk<R>(N - j < kGvN ? N - j : kGvN, K, A, ak, ai, B + j, ldb, C + j, ldc, acc);
+}
+
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate) {
@@ -317,6 +416,13 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   const int ncpad = (ncmax + kNR - 1) / kNR * kNR;
   float* Ap = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)mcpad * kcmax + kPackSlack));
 
+  if constexpr (same<T, float>) {
+    if (M <= 2 && !transB) {
+      if (M == 1) gemv_f32<1>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+      else gemv_f32<2>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+      return;
+    }
+  }
   // Skinny fast path: one row panel, fp32 B not transposed -> stream B directly
   // (packing it would cost as much memory traffic as the whole product).
   if constexpr (same<T, float>) {
@@ -348,6 +454,16 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       int kc = K - pc < kKC ? K - pc : kKC;
       bool acc = accumulate || pc > 0;
       pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
+      // Software prefetch of the next B block to pack (rows pc+kc .. pc+2kc of these columns),
+      // spread over the micro-kernel calls of the first row block. At the last K block this
+      // runs past the operand: harmless (prefetches never fault) and, when the caller walks K
+      // in a loop of small gemms (a tile program), exactly the B tile of its next call.
+      const int lpr = transB ? 0 : (int)((nc * sizeof(T) + 63) / 64);
+      const int ncalls = ((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
+      const int pf_rows = lpr ? (kc + ncalls - 1) / ncalls : 0;
+      int pf_row = 0;
+      const char* pf_base = (const char*)b_at(pc + kc, jc);
+      const long pf_ld = ldb * (long)sizeof(T);
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
         pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
@@ -356,6 +472,8 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
           const float* bp = Bp + (long)jr * kc;
           for (int ir = 0; ir < mc; ir += kMR) {
             int mr = mc - ir < kMR ? mc - ir : kMR;
+            for (int q = 0; q < pf_rows && pf_row < kc; ++q, ++pf_row)
+              for (int l = 0; l < lpr; ++l) __builtin_prefetch(pf_base + pf_row * pf_ld + 64 * l);
             ukr_f32_any(mr, kc, Ap + (long)ir * kc, kMR, bp, kNR,
                         C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
           }

@@ -1,0 +1,197 @@
+// Machine peaks for bench/run.py: FMA throughput and copy bandwidth, with 1..n threads.
+//
+// Compiled by bench/run.py with the host compiler (-O3 -march=native -shared -fPIC -pthread)
+// into a temporary directory (cached by a hash of this file, the compiler and the flags) and
+// called through ctypes. Not part of the library.
+//
+//   tw_peak_isa()                      "avx512", "avx2" or "scalar": the vector ISA the FMA loop uses
+//   tw_peak_fma_gflops(threads, secs)  fp32 GFLOP/s (2 flops per FMA lane) of all threads together,
+//                                      best of short trials over about `secs`
+//   tw_peak_copy_gbs(threads, bytes, nt) GB/s (1e9) of a copy loop, bytes read + bytes written,
+//                                      over two arrays of `bytes` each; nt=1 uses streaming stores
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+double now() { return std::chrono::duration<double>(clk::now().time_since_epoch()).count(); }
+
+// Runs fn(thread_index) on `threads` threads (the caller is thread 0), all released together
+// after every thread has started. Returns the wall time from the release to the last finish.
+template <class F>
+double run_threads(int threads, F fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {}
+      fn(t);
+    });
+  while (ready.load() != threads - 1) {}
+  double t0 = now();
+  go.store(true, std::memory_order_release);
+  fn(0);
+  for (auto& th : pool) th.join();
+  return now() - t0;
+}
+
+#if defined(__AVX512F__)
+constexpr const char* kIsa = "avx512";
+constexpr int kLanes = 16;
+using vec = __m512;
+inline vec vset(float x) { return _mm512_set1_ps(x); }
+inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline float vfirst(vec a) { return _mm512_cvtss_f32(a); }
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr const char* kIsa = "avx2";
+constexpr int kLanes = 8;
+using vec = __m256;
+inline vec vset(float x) { return _mm256_set1_ps(x); }
+inline vec vfma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline float vfirst(vec a) { return _mm256_cvtss_f32(a); }
+#else
+constexpr const char* kIsa = "scalar";
+constexpr int kLanes = 1;
+using vec = float;
+inline vec vset(float x) { return x; }
+inline vec vfma(vec a, vec b, vec c) { return a * b + c; }
+inline float vfirst(vec a) { return a; }
+#endif
+
+// 16 independent accumulators: more than FMA latency x FMA ports on current x86 cores, so the
+// loop is throughput-bound. acc = acc * 0.99999 + 1e-5 stays near 1 (no overflow, no denormals).
+// Without -ffast-math the compiler may not reassociate the chains, so every FMA is executed.
+constexpr int kAcc = 16;
+
+float fma_loop(long iters) {
+  vec acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = vset(0.5f + 0.01f * i);
+  const vec a = vset(0.99999f), b = vset(1e-5f);
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) acc[i] = vfma(acc[i], a, b);
+  }
+  float s = 0;
+  for (int i = 0; i < kAcc; ++i) s += vfirst(acc[i]);
+  return s;
+}
+
+volatile float g_sink;
+
+void copy_range(const float* __restrict src, float* __restrict dst, size_t n, bool nt) {
+#if defined(__AVX512F__)
+  size_t i = 0;
+  if (nt) {
+    for (; i + 64 <= n; i += 64) {
+      __m512 a = _mm512_load_ps(src + i), b = _mm512_load_ps(src + i + 16);
+      __m512 c = _mm512_load_ps(src + i + 32), d = _mm512_load_ps(src + i + 48);
+      _mm512_stream_ps(dst + i, a); _mm512_stream_ps(dst + i + 16, b);
+      _mm512_stream_ps(dst + i + 32, c); _mm512_stream_ps(dst + i + 48, d);
+    }
+    _mm_sfence();
+  } else {
+    for (; i + 64 <= n; i += 64) {
+      __m512 a = _mm512_load_ps(src + i), b = _mm512_load_ps(src + i + 16);
+      __m512 c = _mm512_load_ps(src + i + 32), d = _mm512_load_ps(src + i + 48);
+      _mm512_store_ps(dst + i, a); _mm512_store_ps(dst + i + 16, b);
+      _mm512_store_ps(dst + i + 32, c); _mm512_store_ps(dst + i + 48, d);
+    }
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+#elif defined(__AVX2__)
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 a = _mm256_load_ps(src + i), b = _mm256_load_ps(src + i + 8);
+    __m256 c = _mm256_load_ps(src + i + 16), d = _mm256_load_ps(src + i + 24);
+    if (nt) {
+      _mm256_stream_ps(dst + i, a); _mm256_stream_ps(dst + i + 8, b);
+      _mm256_stream_ps(dst + i + 16, c); _mm256_stream_ps(dst + i + 24, d);
+    } else {
+      _mm256_store_ps(dst + i, a); _mm256_store_ps(dst + i + 8, b);
+      _mm256_store_ps(dst + i + 16, c); _mm256_store_ps(dst + i + 24, d);
+    }
+  }
+  if (nt) _mm_sfence();
+  for (; i < n; ++i) dst[i] = src[i];
+#else
+  (void)nt;
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+#endif
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* tw_peak_isa() { return kIsa; }
+
+int tw_peak_lanes() { return kLanes; }
+
+// The best of many short trials (about 40 ms each, `seconds` in all, at least 5) of `threads`
+// threads each running the FMA loop: on a shared, noisy machine the least disturbed trial is the
+// closest to what the hardware does.
+double tw_peak_fma_gflops(int threads, double seconds) {
+  if (threads < 1) threads = 1;
+  const double trial = 0.04;
+  // calibrate the iteration count of one trial on one thread
+  long iters = 1 << 16;
+  for (;;) {
+    double t0 = now();
+    g_sink = fma_loop(iters);
+    double dt = now() - t0;
+    if (dt > 0.005) {
+      iters = std::max<long>(iters, (long)(iters * trial / dt));
+      break;
+    }
+    iters *= 4;
+  }
+  int trials = std::max(5, (int)(seconds / trial));
+  double best = 1e30;
+  for (int r = 0; r < trials; ++r) {
+    double dt = run_threads(threads, [&](int) { g_sink = fma_loop(iters); });
+    best = std::min(best, dt);
+  }
+  return 2.0 * kLanes * kAcc * (double)iters * threads / best * 1e-9;
+}
+
+// Copy `bytes` from one array to another (each thread its contiguous share), best of `reps`
+// after one untimed pass (which also faults the pages in). Counts bytes read + bytes written.
+double tw_peak_copy_gbs(int threads, double bytes, int nt, int reps) {
+  if (threads < 1) threads = 1;
+  if (reps < 1) reps = 1;
+  size_t n = (size_t)(bytes / sizeof(float)) / (64 * threads) * (64 * threads);
+  size_t sz = n * sizeof(float);
+  float* src = static_cast<float*>(std::aligned_alloc(64, sz));
+  float* dst = static_cast<float*>(std::aligned_alloc(64, sz));
+  if (!src || !dst) return -1.0;
+  size_t per = n / threads;
+  // first touch by the thread that will copy the range
+  run_threads(threads, [&](int t) {
+    for (size_t i = t * per; i < (t + 1) * per; ++i) src[i] = (float)(i & 1023);
+    std::memset(dst + t * per, 0, per * sizeof(float));
+  });
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {
+    double dt = run_threads(threads, [&](int t) { copy_range(src + t * per, dst + t * per, per, nt != 0); });
+    if (r > 0) best = std::min(best, dt);
+  }
+  g_sink = dst[n / 2] + dst[n - 1];
+  std::free(src);
+  std::free(dst);
+  return 2.0 * (double)sz / best * 1e-9;
+}
+
+}  // extern "C"

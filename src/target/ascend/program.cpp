@@ -1,0 +1,119 @@
+#include "target/ascend/program.h"
+
+namespace tw::ascend {
+
+std::string_view pipe_name(Pipe p) {
+  static constexpr std::string_view names[] = {"S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX", "ALL"};
+  return names[static_cast<int>(p)];
+}
+std::string_view mem_name(Mem m) {
+  static constexpr std::string_view names[] = {"GM", "L1", "L0A", "L0B", "L0C", "UB"};
+  return names[static_cast<int>(m)];
+}
+std::string_view format_name(Format f) {
+  static constexpr std::string_view names[] = {"ND", "Nz", "Zz", "Zn"};
+  return names[static_cast<int>(f)];
+}
+std::string_view kernel_type_name(KernelType t) {
+  static constexpr std::string_view names[] = {"AIC_ONLY", "AIV_ONLY", "MIX_1_2"};
+  return names[static_cast<int>(t)];
+}
+std::string_view core_type_name(CoreType c) { return c == CoreType::AIC ? "AIC" : "AIV"; }
+std::string_view vec_binop_name(VecBinOp op) {
+  static constexpr std::string_view names[] = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+  return names[static_cast<int>(op)];
+}
+std::string_view vec_unop_name(VecUnOp op) {
+  static constexpr std::string_view names[] = {"Exp", "Ln", "Sqrt", "Rsqrt", "Abs", "Relu", "Reciprocal"};
+  return names[static_cast<int>(op)];
+}
+std::string_view reduce_op_name(ReduceOp op) {
+  static constexpr std::string_view names[] = {"Sum", "Max", "Min"};
+  return names[static_cast<int>(op)];
+}
+std::string_view round_mode_name(RoundMode m) {
+  static constexpr std::string_view names[] = {"CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_TRUNC", "CAST_ROUND"};
+  return names[static_cast<int>(m)];
+}
+
+namespace {
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overload(F...) -> Overload<F...>;
+}  // namespace
+
+Pipe pipe_of(const InstrOp& op) {
+  return std::visit(
+      Overload{
+          [](const CopyGmToL1&) { return Pipe::MTE2; }, [](const CopyGmToUb&) { return Pipe::MTE2; },
+          [](const CopyUbToGm&) { return Pipe::MTE3; }, [](const CopyUbToUb&) { return Pipe::V; },
+          [](const LoadL0&) { return Pipe::MTE1; }, [](const Mmad&) { return Pipe::M; },
+          [](const Fixpipe&) { return Pipe::FIX; }, [](const VecBinary&) { return Pipe::V; },
+          [](const VecBinaryScalar&) { return Pipe::V; }, [](const VecUnary&) { return Pipe::V; },
+          [](const VecCast&) { return Pipe::V; }, [](const VecDup&) { return Pipe::V; },
+          [](const VecReduce&) { return Pipe::V; }, [](const VecRowBroadcast&) { return Pipe::V; },
+          [](const SetFlag& f) { return f.src; }, [](const WaitFlag& f) { return f.dst; },
+          [](const PipeBarrier& b) { return b.pipe; }, [](const CrossCoreSetFlag& f) { return f.pipe; },
+          [](const CrossCoreWaitFlag& f) { return f.pipe; }},
+      op);
+}
+
+std::string_view instr_name(const InstrOp& op) {
+  static constexpr std::string_view names[] = {
+      "CopyGmToL1", "CopyGmToUb", "CopyUbToGm", "CopyUbToUb", "LoadL0", "Mmad", "Fixpipe",
+      "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecReduce",
+      "VecRowBroadcast", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
+  return names[op.index()];
+}
+
+StmtPtr seq(std::vector<StmtPtr> body, ir::Span span) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = StmtKind::Seq;
+  s->body = std::move(body);
+  s->span = std::move(span);
+  return s;
+}
+StmtPtr for_(ir::Var var, ir::Expr extent, StmtPtr body, ir::Span span) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = StmtKind::For;
+  s->var = std::move(var);
+  s->value = std::move(extent);
+  s->body = {std::move(body)};
+  s->span = std::move(span);
+  return s;
+}
+StmtPtr if_(ir::Expr cond, StmtPtr then_body, StmtPtr else_body, ir::Span span) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = StmtKind::If;
+  s->value = std::move(cond);
+  s->body = {std::move(then_body)};
+  s->else_body = std::move(else_body);
+  s->span = std::move(span);
+  return s;
+}
+StmtPtr let(ir::Var var, ir::Expr value, ir::Span span) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = StmtKind::Let;
+  s->var = std::move(var);
+  s->value = std::move(value);
+  s->span = std::move(span);
+  return s;
+}
+StmtPtr instr(InstrOp op, ir::Span span) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = StmtKind::Instr;
+  s->instr = Instr{std::move(op), span};
+  s->span = std::move(span);
+  return s;
+}
+
+int Program::find_buffer(std::string_view n) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace tw::ascend

@@ -1,0 +1,371 @@
+// The Ascend program: the lowered IR of the Ascend backend.
+//
+// One Program per kernel. It is what expert-mode lowering (and later the automatic pipeline)
+// produces, and what both the AscendC printer and the simulator consume, so they cannot disagree.
+// Design rule: every Instr maps to one AscendC call (or one fixed, documented snippet of calls),
+// every Stmt to one C++ statement, every BufferDecl to one statically placed LocalTensor, so the
+// AscendC printer prints the program 1:1. Facts: shared/ascend-910b.md.
+//
+// Conventions
+// - Addresses: every operand is a byte region: GM = (param | workspace) + byte offset;
+//   on-chip = (buffer) + byte offset inside the buffer. Offsets are ir::Expr over the block
+//   index variables, loop variables, Let variables, scalar parameters and shape variables.
+// - Counts (rows, cols, m, n, k, ...) are ir::Expr too (tails depend on the block index).
+// - Matrices are described logically (rows x cols of elements) with their format; the fractal
+//   offset formulas are in ascend-910b.md and repeated next to each instruction.
+//   C0 = 32 B / element size (16 fp16/bf16, 8 fp32/int32, 32 int8).
+// - Block indices: `block_idx` is the AI Core index (0 .. block_dim-1). On AIV code of a MIX_1_2
+//   kernel, `sub_block_idx` is 0 or 1 (AscendC GetBlockIdx() on AIV = block_idx*2 + sub_block_idx).
+//   AIC_ONLY: block b runs AIC b. AIV_ONLY: block b runs one AIV (sub_block_idx = 0).
+//   MIX_1_2: block b runs AIC b and two AIVs (sub 0 and 1).
+// - Every Instr carries the ir::Span of the kernel source line it came from.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+// ---------------------------------------------------------------------------------------------
+// Enumerations
+
+// Pipes (AscendC PIPE_*). ALL is only valid for PipeBarrier (PIPE_ALL).
+enum class Pipe : uint8_t { S, V, M, MTE1, MTE2, MTE3, FIX, ALL };
+inline constexpr int kNumPipes = 7;  // S..FIX
+std::string_view pipe_name(Pipe p);  // "S" "V" "M" "MTE1" "MTE2" "MTE3" "FIX" "ALL"
+
+enum class Mem : uint8_t { GM, L1, L0A, L0B, L0C, UB };
+inline constexpr int kNumMems = 6;
+std::string_view mem_name(Mem m);  // "GM" "L1" "L0A" "L0B" "L0C" "UB"
+
+// Fractal formats (AscendC spelling; catlass/tilelang spell them reversed).
+enum class Format : uint8_t { ND, Nz, Zz, Zn };
+std::string_view format_name(Format f);
+
+enum class KernelType : uint8_t { AIC_ONLY, AIV_ONLY, MIX_1_2 };
+std::string_view kernel_type_name(KernelType t);  // "AIC_ONLY" "AIV_ONLY" "MIX_1_2"
+
+enum class CoreType : uint8_t { AIC, AIV };
+std::string_view core_type_name(CoreType c);
+
+// ---------------------------------------------------------------------------------------------
+// Kernel interface and buffers
+
+// A kernel parameter, mapped from ir::Kernel params in order. Tensors live in GM (dense
+// row-major, `shape` may use shape variables); scalars are passed by value.
+struct KernelParam {
+  std::string name;
+  bool is_tensor = true;
+  ir::DType dtype;
+  std::vector<ir::Expr> shape;  // tensors
+  ir::Var var;                  // scalars: the variable instructions refer to
+  bool is_output = false;
+};
+
+// A statically planned on-chip buffer of one core type (every core of that type has its own).
+// AscendC: one TBuf/LocalTensor at a fixed offset of its TPosition (L1=A1/B1, L0A=A2, L0B=B2,
+// L0C=CO1, UB=VECCALC).
+struct BufferDecl {
+  std::string name;
+  CoreType core = CoreType::AIC;
+  Mem mem = Mem::L1;
+  int64_t offset = 0;  // bytes from the start of the memory
+  int64_t bytes = 0;
+  ir::DType dtype;
+  std::vector<int64_t> shape;  // logical tile shape (informative; for printing)
+  Format format = Format::ND;  // informative
+  ir::Span span;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Operands
+
+// A place in GM: tensor parameter `param` (index into Program::params) or, with param == -1,
+// the kernel's GM workspace. `offset` is in bytes from the tensor's (workspace's) start.
+struct GmRef {
+  int param = -1;
+  ir::Expr offset;
+};
+
+// A place in an on-chip buffer: `buffer` indexes Program::buffers; `offset` in bytes from the
+// buffer's start (so double buffering is `offset = (i % 2) * half`).
+struct LocalRef {
+  int buffer = -1;
+  ir::Expr offset;
+};
+
+// A 2-D vector operand in UB: element (r, c) is at at + (r * row_stride + c) * dtype bytes.
+// row_stride * bytes must be a multiple of 32 when rows > 1 (it becomes a repeat stride).
+struct VecOperand {
+  LocalRef at;
+  ir::Expr row_stride;  // elements
+};
+
+// ---------------------------------------------------------------------------------------------
+// Instructions. Each struct documents its pipe, semantics and the AscendC call it prints as.
+
+// MTE2. GM (ND, row-major) -> L1 (Nz), AscendC DataCopy(dst, src, Nd2NzParams) (+ InitConstValue
+// for the padding). Reads rows x cols elements at src with src_row_stride elements between rows,
+// writes the Nz matrix of strip height dst_rows (multiple of 16) and width dst_cols (multiple of
+// C0): off(r, c) = (c / C0) * dst_rows * C0 + r * C0 + (c % C0). Every element of the
+// dst_rows x dst_cols Nz matrix outside rows x cols is written with zero (tails).
+struct CopyGmToL1 {
+  GmRef src;
+  LocalRef dst;
+  ir::DType dtype;
+  ir::Expr rows, cols, src_row_stride;
+  ir::Expr dst_rows, dst_cols;
+};
+
+// MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...}):
+// n_rows bursts of row_bytes bytes; source bursts start src_stride bytes apart, destination
+// bursts dst_stride bytes apart (multiple of 32). Bytes between bursts are not written.
+struct CopyGmToUb {
+  GmRef src;
+  LocalRef dst;
+  ir::DType dtype;
+  ir::Expr n_rows, row_bytes, src_stride, dst_stride;
+};
+
+// MTE3. UB -> GM, DataCopyPad. Same fields as CopyGmToUb (src_stride multiple of 32).
+struct CopyUbToGm {
+  LocalRef src;
+  GmRef dst;
+  ir::DType dtype;
+  ir::Expr n_rows, row_bytes, src_stride, dst_stride;
+};
+
+// V. UB -> UB, DataCopy(dst, src, DataCopyParams) (strides and lengths multiples of 32 B).
+struct CopyUbToUb {
+  LocalRef src, dst;
+  ir::DType dtype;
+  ir::Expr n_rows, row_bytes, src_stride, dst_stride;
+};
+
+// MTE1. L1 (Nz) -> L0A (Zz) or L0B (Zn), AscendC LoadData(LoadData2DParams) (one call per
+// fractal row, printed as a loop). The source is the Nz matrix at src with strip height
+// src_rows; the window starts at (src_row, src_col) (multiples of 16 and C0).
+// The destination is the logical dst_rows x dst_cols matrix (L0A: M x K in Zz; L0B: K x N in Zn;
+// dims multiples of 16 / C0):
+//   Zz: off(m, k) = (m/16)*(K1*16*C0) + (k/C0)*(16*C0) + (m%16)*C0 + (k%C0),  K1 = K / C0
+//   Zn: off(k, n) = (k/C0)*(N1*16*C0) + (n/16)*(16*C0) + (n%16)*C0 + (k%C0),  N1 = N / 16
+// Fractals are copied as they are unless `transpose` (16-bit types only):
+//   L0A: D[i][j] = S[src_row + i][src_col + j]         (transpose: S[src_row + j][src_col + i])
+//   L0B: D[i][j] = S[src_row + j][src_col + i]  (L1 holds B^T, N x K; transpose: L1 holds B, K x N:
+//        D[i][j] = S[src_row + i][src_col + j])
+struct LoadL0 {
+  LocalRef src, dst;
+  ir::DType dtype;
+  ir::Expr src_rows;
+  ir::Expr src_row, src_col;
+  ir::Expr dst_rows, dst_cols;
+  bool transpose = false;
+};
+
+// M. Mmad(c, a, b, MmadParams{m, n, k, cmatrixInitVal = init}):
+//   C[m][n] = (init ? 0 : C[m][n]) + sum_k A[m][k] * B[k][n]
+// A in L0A Zz (K1 = ceil(k / C0)), B in L0B Zn (N1 = ceil(n / 16)), C in L0C Nz with
+// Mp = ceil(m / 16) * 16: off(m, n) = (n/16)*(Mp*16) + m*16 + (n%16). Only the valid
+// m x n x k elements take part. Inputs fp16/bf16 (acc fp32), fp32 (acc fp32), int8 (acc int32).
+// m, n, k <= 4095. `init` is a boolean expression (e.g. `k_iter == 0`).
+struct Mmad {
+  LocalRef a, b, c;
+  ir::DType in_dtype, acc_dtype;
+  ir::Expr m, n, k;
+  ir::Expr init;
+};
+
+// FIX. L0C (Nz) -> GM (ND), Fixpipe(FixpipeParamsV220): the valid m x n part of the L0C matrix
+// of strip height src_rows (= Mp, multiple of 16) is converted (fp32 -> fp16/bf16/fp32 with
+// round-to-nearest-even, int32 -> int32; optional ReLU) and written row-major with
+// dst_row_stride elements between rows.
+struct Fixpipe {
+  LocalRef src;
+  GmRef dst;
+  ir::DType src_dtype, dst_dtype;
+  ir::Expr m, n, src_rows, dst_row_stride;
+  bool relu = false;
+};
+
+// Vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands. The printer
+// emits the level-2 counter-mode API (e.g. Add(dst, a, b, rows*cols)) when all operands are
+// contiguous (row_stride == cols), else the level-0 API with repeat = rows (split into chunks
+// of <= 255 repeats), mask = cols (<= 256 B per repeat, or several calls) and repeat strides
+// row_stride * bytes / 32. Arithmetic on fp16 is computed exactly and rounded once (RNE);
+// bf16 is not supported on AIV (cast to fp32 first).
+enum class VecBinOp : uint8_t { Add, Sub, Mul, Div, Max, Min };
+enum class VecUnOp : uint8_t { Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal };
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+enum class ReduceAxis : uint8_t { Row, Col };  // Row: one result per row; Col: one per column
+// AscendC RoundMode: CAST_RINT (nearest even), CAST_FLOOR, CAST_CEIL, CAST_TRUNC, CAST_ROUND
+// (half away from zero), CAST_NONE (RINT for float targets, TRUNC for int targets).
+enum class RoundMode : uint8_t { None, Rint, Floor, Ceil, Trunc, Round };
+std::string_view vec_binop_name(VecBinOp op);   // "Add" "Sub" "Mul" "Div" "Max" "Min"
+std::string_view vec_unop_name(VecUnOp op);     // "Exp" "Ln" "Sqrt" "Rsqrt" "Abs" "Relu" "Reciprocal"
+std::string_view reduce_op_name(ReduceOp op);   // "Sum" "Max" "Min"
+std::string_view round_mode_name(RoundMode m);  // "CAST_NONE" "CAST_RINT" ...
+
+// dst = a op b (elementwise).
+struct VecBinary {
+  VecBinOp op;
+  ir::DType dtype;
+  VecOperand dst, a, b;
+  ir::Expr rows, cols;
+};
+// dst = a op scalar (Adds/Muls/Maxs/Mins; Sub and Div as a - s, a / s). scalar: any Expr.
+struct VecBinaryScalar {
+  VecBinOp op;
+  ir::DType dtype;
+  VecOperand dst, a;
+  ir::Expr scalar;
+  ir::Expr rows, cols;
+};
+// dst = op(a).
+struct VecUnary {
+  VecUnOp op;
+  ir::DType dtype;
+  VecOperand dst, a;
+  ir::Expr rows, cols;
+};
+// dst (dst_dtype) = convert(src (src_dtype)) with the rounding mode.
+struct VecCast {
+  ir::DType dst_dtype, src_dtype;
+  RoundMode round = RoundMode::Rint;
+  VecOperand dst, src;
+  ir::Expr rows, cols;
+};
+// Duplicate: every element of dst = value.
+struct VecDup {
+  ir::DType dtype;
+  VecOperand dst;
+  ir::Expr value;
+  ir::Expr rows, cols;
+};
+// Row: dst[r] = reduce_c src[r][c] (dst contiguous, rows elements);
+// Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Accumulated in fp32 in
+// index order and rounded once to dtype. AscendC: WholeReduceSum/Max/Min (+ repeat folding) for
+// Row, Add/Max/Min over rows for Col.
+struct VecReduce {
+  ReduceOp op;
+  ReduceAxis axis;
+  ir::DType dtype;
+  VecOperand dst, src;
+  ir::Expr rows, cols;
+};
+// dst[r][c] = a[r][c] op vec[r] (vec: one element per row, contiguous). AscendC: BroadCast +
+// binary, or per-row scalar ops.
+struct VecRowBroadcast {
+  VecBinOp op;
+  ir::DType dtype;
+  VecOperand dst, a;
+  LocalRef vec;
+  ir::Expr rows, cols;
+};
+
+// Synchronisation ---------------------------------------------------------------------------
+
+// SetFlag<HardEvent::SRC_DST>(event) / WaitFlag<HardEvent::SRC_DST>(event). Event ids 0..7.
+// SetFlag runs on `src`, WaitFlag on `dst`.
+struct SetFlag {
+  Pipe src, dst;
+  ir::Expr event;
+};
+struct WaitFlag {
+  Pipe src, dst;
+  ir::Expr event;
+};
+// PipeBarrier<PIPE_X>(); X may be ALL.
+struct PipeBarrier {
+  Pipe pipe;
+};
+// CrossCoreSetFlag<mode, pipe>(id): once earlier instructions of `pipe` finished, increments
+// the counter `id` (0..15) of the target cores. mode 0: all cores of the same type (fires when
+// every one has set); 1: the two AIVs of one AI Core (fires when both have set); 2: AIC -> its
+// two AIVs, or AIV -> its AIC (fires when both AIVs have set).
+struct CrossCoreSetFlag {
+  int mode = 2;
+  Pipe pipe = Pipe::FIX;
+  ir::Expr id;
+};
+// CrossCoreWaitFlag(id): `pipe` blocks until the counter is > 0, then decrements it. With
+// pipe S the scalar unit blocks (every later instruction of the core waits).
+struct CrossCoreWaitFlag {
+  ir::Expr id;
+  Pipe pipe = Pipe::S;
+};
+
+using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Mmad, Fixpipe,
+                             VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecReduce,
+                             VecRowBroadcast, SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag,
+                             CrossCoreWaitFlag>;
+
+// The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).
+Pipe pipe_of(const InstrOp& op);
+std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
+
+struct Instr {
+  InstrOp op;
+  ir::Span span;
+  Pipe pipe() const { return pipe_of(op); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Statements (the scalar unit's structured control flow)
+
+enum class StmtKind : uint8_t { Seq, For, If, Let, Instr };
+
+struct Stmt;
+using StmtPtr = std::shared_ptr<const Stmt>;
+
+// One node type, the fields used depend on kind:
+//   Seq:   body
+//   For:   var in [0, value), body[0]          (for (int32_t var = 0; var < value; ++var))
+//   If:    value = condition, body[0] = then, else_body may be null
+//   Let:   var = value, visible in the rest of the enclosing Seq
+//   Instr: instr
+struct Stmt {
+  StmtKind kind = StmtKind::Seq;
+  std::vector<StmtPtr> body;
+  ir::Var var;
+  ir::Expr value;
+  StmtPtr else_body;
+  Instr instr;
+  ir::Span span;
+};
+
+StmtPtr seq(std::vector<StmtPtr> body, ir::Span span = {});
+StmtPtr for_(ir::Var var, ir::Expr extent, StmtPtr body, ir::Span span = {});
+StmtPtr if_(ir::Expr cond, StmtPtr then_body, StmtPtr else_body = nullptr, ir::Span span = {});
+StmtPtr let(ir::Var var, ir::Expr value, ir::Span span = {});
+StmtPtr instr(InstrOp op, ir::Span span = {});
+
+// ---------------------------------------------------------------------------------------------
+// Program
+
+struct Program {
+  std::string name;
+  KernelType kernel_type = KernelType::MIX_1_2;
+  std::vector<KernelParam> params;
+  std::vector<ir::Var> shape_vars;   // bound from the tensor arguments' shapes
+  ir::Expr block_dim;                // number of blocks (AI Cores; AIVs for AIV_ONLY)
+  ir::Expr workspace_bytes;          // GM workspace size (may be 0 / null)
+  std::vector<BufferDecl> buffers;   // AIC and AIV buffers, statically placed
+  ir::Var block_idx;                 // int32, both codes
+  ir::Var sub_block_idx;             // int32, AIV code only
+  StmtPtr aic;                       // null for AIV_ONLY
+  StmtPtr aiv;                       // null for AIC_ONLY
+  ir::Span span;                     // the kernel's def line
+
+  int find_buffer(std::string_view name) const;  // -1 if none
+};
+
+// Element size helpers.
+inline int c0_of(ir::DType t) { return 32 / t.bytes(); }
+
+}  // namespace tw::ascend

@@ -1,0 +1,167 @@
+#include "target/ascend/program_printer.h"
+
+#include <sstream>
+
+#include "ir/printer.h"
+
+namespace tw::ascend {
+
+namespace {
+
+std::string ex(const ir::Expr& e) { return e ? ir::print(e) : std::string("<null>"); }
+
+std::string gm(const Program& p, const GmRef& r) {
+  std::string base = r.param < 0 ? "workspace"
+                     : r.param < static_cast<int>(p.params.size()) ? p.params[r.param].name
+                                                                   : "param#" + std::to_string(r.param);
+  return base + "[" + ex(r.offset) + "]";
+}
+std::string loc(const Program& p, const LocalRef& r) {
+  std::string base = r.buffer >= 0 && r.buffer < static_cast<int>(p.buffers.size())
+                         ? p.buffers[r.buffer].name
+                         : "buffer#" + std::to_string(r.buffer);
+  return base + "[" + ex(r.offset) + "]";
+}
+std::string vop(const Program& p, const VecOperand& v) { return loc(p, v.at) + "/" + ex(v.row_stride); }
+std::string dt(ir::DType t) { return std::string(t.name()); }
+
+struct InstrPrinter {
+  const Program& p;
+  std::string operator()(const CopyGmToL1& c) const {
+    return "CopyGmToL1 " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + " rows=" + ex(c.rows) +
+           " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + " nz=" + ex(c.dst_rows) + "x" +
+           ex(c.dst_cols);
+  }
+  template <class C>
+  std::string burst(const char* name, const std::string& dst, const std::string& src, const C& c) const {
+    return std::string(name) + " " + dst + " <- " + src + " " + dt(c.dtype) + " n_rows=" + ex(c.n_rows) +
+           " row_bytes=" + ex(c.row_bytes) + " src_stride=" + ex(c.src_stride) + " dst_stride=" + ex(c.dst_stride);
+  }
+  std::string operator()(const CopyGmToUb& c) const { return burst("CopyGmToUb", loc(p, c.dst), gm(p, c.src), c); }
+  std::string operator()(const CopyUbToGm& c) const { return burst("CopyUbToGm", gm(p, c.dst), loc(p, c.src), c); }
+  std::string operator()(const CopyUbToUb& c) const { return burst("CopyUbToUb", loc(p, c.dst), loc(p, c.src), c); }
+  std::string operator()(const LoadL0& c) const {
+    return "LoadL0 " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + " src_rows=" + ex(c.src_rows) +
+           " window=(" + ex(c.src_row) + ", " + ex(c.src_col) + ") dst=" + ex(c.dst_rows) + "x" + ex(c.dst_cols) +
+           (c.transpose ? " transpose" : "");
+  }
+  std::string operator()(const Mmad& c) const {
+    return "Mmad " + loc(p, c.c) + " <- " + loc(p, c.a) + " x " + loc(p, c.b) + " " + dt(c.in_dtype) + "->" +
+           dt(c.acc_dtype) + " m=" + ex(c.m) + " n=" + ex(c.n) + " k=" + ex(c.k) + " init=" + ex(c.init);
+  }
+  std::string operator()(const Fixpipe& c) const {
+    return "Fixpipe " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.src_dtype) + "->" + dt(c.dst_dtype) +
+           " m=" + ex(c.m) + " n=" + ex(c.n) + " src_rows=" + ex(c.src_rows) + " dst_row_stride=" +
+           ex(c.dst_row_stride) + (c.relu ? " relu" : "");
+  }
+  static std::string shape(const ir::Expr& r, const ir::Expr& c) { return " " + ex(r) + "x" + ex(c); }
+  std::string operator()(const VecBinary& c) const {
+    return std::string(vec_binop_name(c.op)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " + vop(p, c.b) +
+           " " + dt(c.dtype) + shape(c.rows, c.cols);
+  }
+  std::string operator()(const VecBinaryScalar& c) const {
+    return std::string(vec_binop_name(c.op)) + "s " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " + ex(c.scalar) +
+           " " + dt(c.dtype) + shape(c.rows, c.cols);
+  }
+  std::string operator()(const VecUnary& c) const {
+    return std::string(vec_unop_name(c.op)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + " " + dt(c.dtype) +
+           shape(c.rows, c.cols);
+  }
+  std::string operator()(const VecCast& c) const {
+    return "Cast " + vop(p, c.dst) + " <- " + vop(p, c.src) + " " + dt(c.src_dtype) + "->" + dt(c.dst_dtype) + " " +
+           std::string(round_mode_name(c.round)) + shape(c.rows, c.cols);
+  }
+  std::string operator()(const VecDup& c) const {
+    return "Duplicate " + vop(p, c.dst) + " <- " + ex(c.value) + " " + dt(c.dtype) + shape(c.rows, c.cols);
+  }
+  std::string operator()(const VecReduce& c) const {
+    return std::string(c.axis == ReduceAxis::Row ? "RowReduce" : "ColReduce") + std::string(reduce_op_name(c.op)) +
+           " " + vop(p, c.dst) + " <- " + vop(p, c.src) + " " + dt(c.dtype) + shape(c.rows, c.cols);
+  }
+  std::string operator()(const VecRowBroadcast& c) const {
+    return "RowBroadcast" + std::string(vec_binop_name(c.op)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " +
+           loc(p, c.vec) + " " + dt(c.dtype) + shape(c.rows, c.cols);
+  }
+  std::string operator()(const SetFlag& c) const {
+    return "SetFlag<" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ")";
+  }
+  std::string operator()(const WaitFlag& c) const {
+    return "WaitFlag<" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ")";
+  }
+  std::string operator()(const PipeBarrier& c) const { return "PipeBarrier<" + std::string(pipe_name(c.pipe)) + ">"; }
+  std::string operator()(const CrossCoreSetFlag& c) const {
+    return "CrossCoreSetFlag<" + std::to_string(c.mode) + ", " + std::string(pipe_name(c.pipe)) + ">(" + ex(c.id) + ")";
+  }
+  std::string operator()(const CrossCoreWaitFlag& c) const {
+    return "CrossCoreWaitFlag<" + std::string(pipe_name(c.pipe)) + ">(" + ex(c.id) + ")";
+  }
+};
+
+void print_stmt(const Program& p, const StmtPtr& s, int indent, std::ostringstream& os) {
+  if (!s) return;
+  std::string pad(indent * 2, ' ');
+  switch (s->kind) {
+    case StmtKind::Seq:
+      for (const auto& b : s->body) print_stmt(p, b, indent, os);
+      break;
+    case StmtKind::For:
+      os << pad << "for " << s->var->name << " in range(" << ex(s->value) << "):\n";
+      print_stmt(p, s->body.at(0), indent + 1, os);
+      break;
+    case StmtKind::If:
+      os << pad << "if " << ex(s->value) << ":\n";
+      print_stmt(p, s->body.at(0), indent + 1, os);
+      if (s->else_body) {
+        os << pad << "else:\n";
+        print_stmt(p, s->else_body, indent + 1, os);
+      }
+      break;
+    case StmtKind::Let:
+      os << pad << s->var->name << " = " << ex(s->value) << "\n";
+      break;
+    case StmtKind::Instr:
+      os << pad << print_instr(p, s->instr) << "\n";
+      break;
+  }
+}
+
+}  // namespace
+
+std::string print_instr(const Program& p, const Instr& in, bool span) {
+  std::string s = std::string(pipe_name(in.pipe())) + " " + std::visit(InstrPrinter{p}, in.op);
+  if (span && in.span.known()) s += "  @" + std::to_string(in.span.line);
+  return s;
+}
+
+std::string print_program(const Program& p) {
+  std::ostringstream os;
+  os << "ascend_kernel " << p.name << " " << kernel_type_name(p.kernel_type) << " blocks=" << ex(p.block_dim)
+     << " workspace=" << (p.workspace_bytes ? ex(p.workspace_bytes) : "0") << "\n";
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const auto& k = p.params[i];
+    os << "  param " << i << " " << k.name << ": ";
+    if (k.is_tensor) {
+      os << "GM " << k.dtype.name() << "[";
+      for (size_t d = 0; d < k.shape.size(); ++d) os << (d ? ", " : "") << ex(k.shape[d]);
+      os << "]" << (k.is_output ? " out" : "");
+    } else {
+      os << k.dtype.name();
+    }
+    os << "\n";
+  }
+  for (const auto& b : p.buffers) {
+    os << "  buffer " << b.name << ": " << core_type_name(b.core) << " " << mem_name(b.mem) << " @" << b.offset
+       << " +" << b.bytes << " " << b.dtype.name() << " " << format_name(b.format) << "\n";
+  }
+  if (p.aic) {
+    os << "AIC:\n";
+    print_stmt(p, p.aic, 1, os);
+  }
+  if (p.aiv) {
+    os << "AIV:\n";
+    print_stmt(p, p.aiv, 1, os);
+  }
+  return os.str();
+}
+
+}  // namespace tw::ascend

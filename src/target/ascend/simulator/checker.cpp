@@ -1,0 +1,218 @@
+#include "target/ascend/simulator/checker.h"
+
+#include <algorithm>
+
+#include "target/ascend/program_printer.h"
+
+namespace tw::ascend::sim {
+
+Checker::Checker(Machine& m) : m_(m) {
+  T_ = static_cast<int>(m.cores.size()) * kNumPipes;
+  vcs_.assign(static_cast<size_t>(T_) * T_, 0);
+  clock_.assign(T_, 0);
+  s_version_.assign(m.cores.size(), 0);
+  shadow_.resize(m.num_spaces());
+  records_.push_back({nullptr, 0, 0});  // uid 0 = none
+}
+
+uint32_t Checker::record(const Core& c, const Instr* in, int64_t cycle) {
+  records_.push_back({in, c.index, cycle});
+  return static_cast<uint32_t>(records_.size() - 1);
+}
+
+ReportInstr Checker::describe(uint32_t uid) const {
+  const Record& r = records_[uid];
+  return m_.describe(m_.cores[r.core], r.in, r.cycle);
+}
+
+void Checker::begin(Core& c, Pipe p) {
+  int t = tid(c, p);
+  PipeState& ps = c.pipes[static_cast<int>(p)];
+  if (p != Pipe::S && ps.s_version != s_version_[c.index]) {
+    ps.s_version = s_version_[c.index];
+    uint32_t* d = vc(t);
+    const uint32_t* s = vc(tid(c, Pipe::S));
+    for (int i = 0; i < T_; ++i) d[i] = std::max(d[i], s[i]);
+  }
+  cur_clk_ = ++clock_[t];
+}
+
+void Checker::s_advanced(Core& c) { ++s_version_[c.index]; }
+
+int Checker::snapshot(Core& c, Pipe p) {
+  int t = tid(c, p);
+  int id;
+  if (!free_snaps_.empty()) {
+    id = free_snaps_.back();
+    free_snaps_.pop_back();
+  } else {
+    id = static_cast<int>(snaps_.size());
+    snaps_.emplace_back();
+  }
+  snaps_[id].assign(vc(t), vc(t) + T_);
+  snaps_[id][t] = clock_[t];  // everything earlier on p is complete when the flag is set
+  return id;
+}
+
+int Checker::join_snapshots(int a, int b) {
+  for (int i = 0; i < T_; ++i) snaps_[a][i] = std::max(snaps_[a][i], snaps_[b][i]);
+  free_snaps_.push_back(b);
+  return a;
+}
+
+int Checker::clone(int snap) {
+  if (snap < 0) return -1;
+  int id;
+  if (!free_snaps_.empty()) {
+    id = free_snaps_.back();
+    free_snaps_.pop_back();
+  } else {
+    id = static_cast<int>(snaps_.size());
+    snaps_.emplace_back();
+  }
+  snaps_[id] = snaps_[snap];
+  return id;
+}
+
+void Checker::acquire(Core& c, Pipe p, int snap) {
+  if (snap < 0) return;
+  uint32_t* d = vc(tid(c, p));
+  const auto& s = snaps_[snap];
+  for (int i = 0; i < T_; ++i) d[i] = std::max(d[i], s[i]);
+  free_snaps_.push_back(snap);
+  if (p == Pipe::S) s_advanced(c);
+}
+
+void Checker::barrier(Core& c, Pipe p) {
+  int t = tid(c, p);
+  vc(t)[t] = clock_[t];
+}
+
+void Checker::barrier_all(Core& c) {
+  std::vector<uint32_t> j(T_, 0);
+  for (int p = 0; p < kNumPipes; ++p) {
+    int t = tid(c, static_cast<Pipe>(p));
+    const uint32_t* v = vc(t);
+    for (int i = 0; i < T_; ++i) j[i] = std::max(j[i], v[i]);
+    j[t] = std::max(j[t], clock_[t]);
+  }
+  for (int p = 0; p < kNumPipes; ++p) std::copy(j.begin(), j.end(), vc(tid(c, static_cast<Pipe>(p))));
+  s_advanced(c);
+}
+
+bool Checker::ordered(const Epoch& prev, int t) const {
+  if (static_cast<int>(prev.tid) == t) {
+    Pipe p = static_cast<Pipe>(t % kNumPipes);
+    if (p == Pipe::M || p == Pipe::S) return true;  // in-order pipes (see checker.h)
+    return prev.clk <= vc(t)[t];
+  }
+  return prev.clk <= vc(t)[prev.tid];
+}
+
+void Checker::split(Shadow& s, int64_t pos) {
+  auto it = s.upper_bound(pos);
+  if (it == s.begin()) return;
+  --it;
+  if (it->first < pos && it->second.end > pos) {
+    Seg tail = it->second;
+    it->second.end = pos;
+    s.emplace(pos, std::move(tail));
+  }
+}
+
+void Checker::conflict(Core& c, Pipe p, uint32_t uid, const Epoch& prev, bool prev_write, bool write, int space,
+                       int64_t a, int64_t b) {
+  int t = tid(c, p);
+  bool same = static_cast<int>(prev.tid) == t;
+  const Record& pr = records_[prev.uid];
+  const Record& cr = records_[uid];
+  uint64_t key = (reinterpret_cast<uintptr_t>(pr.in) * 1000003u) ^ reinterpret_cast<uintptr_t>(cr.in) ^ (same ? 7u : 0u);
+  Pipe pp = static_cast<Pipe>(prev.tid % kNumPipes);
+  const Core& pc = m_.cores[prev.tid / kNumPipes];
+  std::string what = std::string(write ? "writes" : "reads") + " " + m_.space_name(space) + " bytes [" +
+                     std::to_string(a) + ", " + std::to_string(b) + ")";
+  std::string prevw = prev_write ? "written" : "read";
+  if (same) {
+    std::string msg = std::string(pipe_name(p)) + " instruction " + what + " " + prevw +
+                      " by an earlier instruction of the same pipe; instructions of one pipe may overlap: add "
+                      "PipeBarrier<PIPE_" + std::string(pipe_name(p)) + "> between them";
+    m_.report(ReportKind::SamePipeHazard, msg, {describe(uid), describe(prev.uid)});
+  } else {
+    std::string hint;
+    if (pc.index == c.index)
+      hint = "add SetFlag<" + std::string(pipe_name(pp)) + "_" + std::string(pipe_name(p)) + "> after the first and WaitFlag<" +
+             std::string(pipe_name(pp)) + "_" + std::string(pipe_name(p)) + "> before the second";
+    else
+      hint = "order them with CrossCoreSetFlag/CrossCoreWaitFlag";
+    std::string msg = "data race: " + std::string(pipe_name(p)) + " on " + c.name + " " + what + " " + prevw +
+                      " by " + std::string(pipe_name(pp)) + " on " + pc.name +
+                      " with nothing ordering them (no flag, barrier or cross-core flag): " + hint;
+    m_.report(ReportKind::Race, msg, {describe(uid), describe(prev.uid)});
+  }
+  (void)key;
+}
+
+void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, int64_t b, bool write) {
+  if (a >= b) return;
+  Shadow& s = shadow_[space];
+  int t = tid(c, p);
+  split(s, a);
+  split(s, b);
+  Epoch cur{static_cast<uint32_t>(t), cur_clk_, uid};
+  // check and update every segment in [a, b), filling gaps
+  auto it = s.lower_bound(a);
+  int64_t pos = a;
+  bool reported = false;
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  while (it != s.end() && it->first < b) {
+    if (it->first > pos) gaps.emplace_back(pos, it->first);
+    Seg& g = it->second;
+    if (!reported) {
+      if (g.has_w && !ordered(g.w, t)) {
+        conflict(c, p, uid, g.w, true, write, space, std::max(a, it->first), std::min(b, g.end));
+        reported = true;
+      } else if (write) {
+        for (const Epoch& r : g.r)
+          if (static_cast<int>(r.tid) != t || true) {
+            if (!ordered(r, t)) {
+              conflict(c, p, uid, r, false, write, space, std::max(a, it->first), std::min(b, g.end));
+              reported = true;
+              break;
+            }
+          }
+      }
+    }
+    pos = g.end;
+    if (!write) {
+      bool found = false;
+      for (Epoch& r : g.r)
+        if (r.tid == cur.tid) {
+          r = cur;
+          found = true;
+        }
+      if (!found) g.r.push_back(cur);
+      ++it;
+    } else {
+      it = s.erase(it);
+    }
+  }
+  if (pos < b) gaps.emplace_back(pos, b);
+  if (write) {
+    s.emplace(a, Seg{b, cur, true, {}});
+  } else {
+    for (auto [x, y] : gaps) s.emplace(x, Seg{y, Epoch{}, false, {cur}});
+  }
+}
+
+void Checker::access(Core& c, Pipe p, uint32_t uid, const Machine::Access& a) {
+  const Rect& r = a.rect;
+  if (r.rows <= 0 || r.row_bytes <= 0) return;
+  if (r.rows == 1 || r.stride == r.row_bytes) {
+    access_range(c, p, uid, a.space, r.start, r.start + (r.rows - 1) * r.stride + r.row_bytes, a.write);
+    return;
+  }
+  for (int64_t i = 0; i < r.rows; ++i)
+    access_range(c, p, uid, a.space, r.start + i * r.stride, r.start + i * r.stride + r.row_bytes, a.write);
+}
+
+}  // namespace tw::ascend::sim

@@ -1,0 +1,76 @@
+// The checker: happens-before over (core, pipe) threads with vector clocks, and shadow memory as
+// byte intervals per address space (each GM tensor, the workspace, each core's L1/L0A/L0B/L0C/UB).
+//
+// Edges: SetFlag -> matching WaitFlag; CrossCoreSetFlag -> matching CrossCoreWaitFlag;
+// PipeBarrier<X> orders everything earlier on X before everything later on X; PIPE_ALL and a
+// block's start order every pipe of the core; the scalar unit (S) orders its waits before every
+// later-issued instruction. Instructions of one pipe are NOT ordered by issue order (a later one
+// may start before an earlier one finished) except on M (Mmad accumulation chains are kept in
+// order by the Cube; documented assumption). A conflicting access (write/any or any/write on
+// overlapping bytes) whose previous access is not ordered before it is reported, whatever the
+// simulated timing was.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "target/ascend/simulator/machine.h"
+
+namespace tw::ascend::sim {
+
+class Checker {
+ public:
+  explicit Checker(Machine& m);
+  int tid(const Core& c, Pipe p) const { return c.index * kNumPipes + static_cast<int>(p); }
+  // Records an executed instruction for reports; returns its uid (>= 1).
+  uint32_t record(const Core& c, const Instr* in, int64_t cycle);
+  const Core& record_core(uint32_t uid) const { return m_.cores[records_[uid].core]; }
+  // Before an instruction of pipe p runs: joins the scalar unit's clock if it advanced, then
+  // ticks p's clock.
+  void begin(Core& c, Pipe p);
+  void access(Core& c, Pipe p, uint32_t uid, const Machine::Access& a);
+  int snapshot(Core& c, Pipe p);          // release (SetFlag): clock of p with p complete
+  int join_snapshots(int a, int b);        // a := a v b (b released); returns a
+  int clone(int snap);                     // a copy of snap
+  void acquire(Core& c, Pipe p, int snap); // WaitFlag: join and release the snapshot
+  void barrier(Core& c, Pipe p);
+  void barrier_all(Core& c);
+  void s_advanced(Core& c);                // the scalar unit acquired something
+  ReportInstr describe(uint32_t uid) const;
+
+ private:
+  struct Epoch {
+    uint32_t tid, clk, uid;
+  };
+  struct Seg {
+    int64_t end;
+    Epoch w;
+    bool has_w;
+    std::vector<Epoch> r;
+  };
+  using Shadow = std::map<int64_t, Seg>;
+  struct Record {
+    const Instr* in;
+    int core;
+    int64_t cycle;
+  };
+  bool ordered(const Epoch& prev, int t) const;
+  void split(Shadow& s, int64_t pos);
+  void conflict(Core& c, Pipe p, uint32_t uid, const Epoch& prev, bool prev_write, bool write, int space,
+                int64_t a, int64_t b);
+  void access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, int64_t b, bool write);
+  uint32_t* vc(int t) { return &vcs_[static_cast<size_t>(t) * T_]; }
+  const uint32_t* vc(int t) const { return &vcs_[static_cast<size_t>(t) * T_]; }
+
+  Machine& m_;
+  int T_;
+  std::vector<uint32_t> vcs_, clock_;
+  std::vector<uint32_t> s_version_;
+  std::vector<std::vector<uint32_t>> snaps_;
+  std::vector<int> free_snaps_;
+  std::vector<Shadow> shadow_;
+  std::vector<Record> records_;
+  uint32_t cur_clk_ = 0;
+};
+
+}  // namespace tw::ascend::sim

@@ -1,0 +1,225 @@
+// Internal state of the simulator: the machine (cores, pipes, memories, flags), the compiled
+// program interpreter and the scheduler. Implemented across machine.cpp (interpreter and
+// scheduler), functional.cpp (data semantics), timing.cpp (costs), checker.cpp (checks).
+#pragma once
+
+#include <deque>
+#include <list>
+#include <memory>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "target/ascend/simulator/simulator.h"
+
+namespace tw::ascend::sim {
+
+// ---------------------------------------------------------------------------------------------
+// Compiled scalar expressions (flat, slot-indexed)
+
+struct CNode {
+  uint8_t kind;  // ir::ExprKind
+  uint8_t op;    // BinOp / UnOp / MathFn
+  bool is_float;
+  int a = -1, b = -1, c = -1;
+  int64_t i = 0;
+  double f = 0;
+  int slot = -1;
+};
+struct Value {
+  int64_t i = 0;
+  double f = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Resolved instructions: every expression evaluated at issue time.
+
+struct RMem {       // a base address: GM tensor/workspace or on-chip buffer
+  bool gm = false;
+  int index = -1;   // param (-1 workspace) or buffer
+  int64_t off = 0;  // bytes from the base
+};
+struct RCopyGmToL1 { RMem src, dst; ir::DTypeCode dt; int64_t rows, cols, src_row_stride, dst_rows, dst_cols; };
+struct RBurst { RMem src, dst; int64_t n_rows, row_bytes, src_stride, dst_stride; };
+struct RLoadL0 { RMem src, dst; ir::DTypeCode dt; int64_t src_rows, src_row, src_col, dst_rows, dst_cols; bool transpose; };
+struct RMmad { RMem a, b, c; ir::DTypeCode in, acc; int64_t m, n, k; bool init; };
+struct RFixpipe { RMem src, dst; ir::DTypeCode from, to; int64_t m, n, src_rows, dst_row_stride; bool relu; };
+struct RVecOperand { RMem at; int64_t stride = 0; };
+struct RVec {
+  enum Kind : uint8_t { Binary, Scalar, Unary, Cast, Dup, Reduce, RowBcast } kind;
+  uint8_t op = 0;  // VecBinOp / VecUnOp / ReduceOp
+  ReduceAxis axis = ReduceAxis::Row;
+  RoundMode round = RoundMode::Rint;
+  ir::DTypeCode dt, src_dt;
+  RVecOperand dst, a, b;
+  RMem vec;
+  double scalar = 0;
+  int64_t rows = 0, cols = 0;
+};
+struct RFlag { Pipe src, dst; int64_t event; bool set; };
+struct RBarrier { Pipe pipe; };
+struct RCross { int mode; int64_t id; bool set; };
+using ROp = std::variant<RCopyGmToL1, RBurst, RLoadL0, RMmad, RFixpipe, RVec, RFlag, RBarrier, RCross>;
+
+struct RInstr {
+  const Instr* in = nullptr;
+  uint32_t uid = 0;     // executed-instruction record (checker) or 0
+  Pipe pipe = Pipe::S;
+  bool valid = true;    // false: rejected at issue (reported), executes as a no-op
+  int64_t issue = 0;    // issue time (cycles)
+  int64_t seq = 0;      // index among the instructions issued to its pipe
+  ROp op;
+};
+
+// A byte rectangle in one address space: rows of row_bytes, `stride` bytes apart.
+struct Rect {
+  int64_t start = 0, rows = 1, row_bytes = 0, stride = 0;
+  int64_t end() const { return rows <= 0 || row_bytes <= 0 ? start : start + (rows - 1) * stride + row_bytes; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Code: the structured statements compiled to a flat bytecode.
+
+struct BC {
+  enum Op : uint8_t { Instr, Let, ForBegin, ForEnd, IfFalse, Jump, End } op;
+  int slot = -1, slot2 = -1;  // Let/For var; For extent slot
+  int expr = -1;              // value / extent / condition
+  int target = -1;            // jump target
+  const ascend::Instr* instr = nullptr;
+  std::vector<int> exprs;     // instr: compiled operand expressions (see resolve())
+};
+struct Code {
+  std::vector<BC> ops;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Machine state
+
+struct FlagEntry {
+  int64_t fire = 0;
+  uint32_t uid = 0;
+  int vc = -1;  // checker snapshot id
+};
+
+// A FIFO that does not allocate while empty (there are many of them).
+struct FlagQueue {
+  std::vector<FlagEntry> v;
+  size_t head = 0;
+  bool empty() const { return head == v.size(); }
+  size_t size() const { return v.size() - head; }
+  FlagEntry& front() { return v[head]; }
+  void push(const FlagEntry& e) { v.push_back(e); }
+  FlagEntry pop() {
+    FlagEntry e = v[head++];
+    if (head == v.size()) { v.clear(); head = 0; }
+    return e;
+  }
+};
+
+struct PipeState {
+  int64_t free = 0;           // next start allowed
+  int64_t last_complete = 0;  // all issued instructions complete
+  std::deque<RInstr> pending; // issued, waiting (the head is an unsatisfied wait)
+  std::vector<int64_t> ring;  // start times of the last `depth` instructions (queue model)
+  int64_t count = 0;          // instructions issued to this pipe
+  int64_t busy = 0;
+  uint32_t s_version = 0;     // checker: S-pipe clock version last joined
+};
+
+struct Core {
+  CoreType type = CoreType::AIC;
+  int index = 0;        // global core index (AICs first, then AIVs)
+  int slot = 0;         // physical index among cores of its type
+  int block = -1, sub = 0;
+  std::vector<int> blocks;  // blocks this core runs, in order
+  size_t next_block = 0;
+  std::string name;
+  const Code* code = nullptr;
+  size_t pc = 0;
+  std::vector<Value> slots;
+  int64_t scalar_time = 0;
+  bool running = false, finished = false;
+  enum Block : uint8_t { None, QueueFull, SWait, BarrierAll } blocked = None;
+  RInstr blocked_instr;  // SWait / BarrierAll: the instruction the scalar waits on
+  PipeState pipes[kNumPipes];
+  std::vector<FlagQueue> flags;  // [(src*8+dst)*ids + id]
+  std::vector<FlagQueue> cross;  // [id]: arrivals
+  int blocked_pipe = -1;         // QueueFull: the full pipe
+  std::vector<uint8_t> mem[kNumMems];        // on-chip memories (GM unused)
+  int64_t mmad_mac_cycles = 0;
+};
+
+class Checker;
+class Timing;
+
+class Machine {
+ public:
+  Machine(const Program& p, const target::AscendParams& chip, std::vector<Arg> args,
+          const std::vector<int64_t>& shape_values, const Options& opt);
+  ~Machine();
+  Result run();
+
+  // --- shared with functional/timing/checker
+  const Program& prog;
+  const target::AscendParams& chip;
+  Options opt;
+  std::vector<Arg> args;
+  std::vector<uint8_t> workspace;
+  std::vector<Core> cores;
+  std::vector<CNode> cnodes;
+  Result result;
+  std::unique_ptr<Checker> checker;
+  std::unique_ptr<Timing> timing;
+
+  // Memory of an operand: pointer to its base and the bytes addressable from it.
+  struct Span { uint8_t* data; int64_t size; int space; Mem mem; int64_t abs_base; };
+  Span base(const Core& c, const RMem& m);
+  int space_id(const Core& c, Mem m) const;  // checker address space
+  int num_spaces() const;
+  std::string space_name(int space) const;
+
+  void report(ReportKind k, std::string msg, std::vector<ReportInstr> instrs);
+  ReportInstr describe(const Core& c, const Instr* in, int64_t cycle) const;
+
+  // functional.cpp: performs the data effect. Returns false if an operand was rejected
+  // (out of bounds) and nothing was done.
+  void functional(Core& c, const RInstr& r);
+  // Bounds/alignment validation and access list (functional.cpp); rects are per operand.
+  struct Access { int space; Rect rect; bool write; };
+  bool accesses(Core& c, const RInstr& r, std::vector<Access>& out);
+
+ private:
+  void compile();
+  int compile_expr(const ir::Expr& e);
+  void compile_stmt(const StmtPtr& s, Code& code);
+  Value eval(int node, const std::vector<Value>& slots) const;
+  RInstr resolve(Core& c, const BC& bc);
+  void start_block(Core& c);
+  void step(Core& c);  // runs the scalar until blocked or finished
+  void issue(Core& c, RInstr r);
+  bool try_execute(Core& c, PipeState& ps, RInstr& r);  // false: unsatisfied wait
+  void execute(Core& c, PipeState& ps, RInstr& r);
+  bool try_scalar_wait(Core& c);
+  void drain(Core& c, int pipe);
+  void drain_wakes();
+  void cross_set(Core& c, const RCross& x, int64_t fire, const RInstr& r);
+  void finish();
+  bool flag_pair_legal(CoreType t, Pipe src, Pipe dst) const;
+
+  Code aic_code_, aiv_code_;
+  std::unordered_map<const ir::VarNode*, int> var_slot_;
+  int nslots_ = 0;
+  std::vector<Value> base_slots_;
+  std::vector<std::pair<Core*, int>> wakes_;
+  // cross-core groups: key -> per member queue of contributions
+  struct Contribution { int64_t fire; uint32_t uid; int vc; };
+  struct Group { std::vector<int> members, targets; std::vector<std::deque<Contribution>> q; };
+  std::unordered_map<uint64_t, Group> groups_;
+  std::vector<char> reported_overflow_;
+  std::unordered_map<uint64_t, bool> report_keys_;
+  int aic_phys_ = 0, aiv_phys_ = 0;
+  int64_t workspace_bytes_ = 0;
+  friend class Checker;
+};
+
+}  // namespace tw::ascend::sim

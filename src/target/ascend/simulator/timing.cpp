@@ -1,0 +1,170 @@
+#include "target/ascend/simulator/timing.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tw::ascend::sim {
+
+namespace {
+int64_t cdiv(int64_t a, int64_t b) { return b <= 0 ? 0 : (a + b - 1) / b; }
+int bytes_of(ir::DTypeCode t) { return ir::DType(t).bytes(); }
+}  // namespace
+
+Timing::Timing(Machine& m) : m_(m), p_(m.chip) {
+  double cycles_per_s = p_.clock_mhz * 1e6;
+  l2_per_bucket_ = p_.l2_tbps * 1e12 / cycles_per_s * p_.gm_bandwidth_bucket_cycles;
+  hbm_per_bucket_ = p_.hbm_tbps * 1e12 / cycles_per_s * p_.gm_bandwidth_bucket_cycles;
+  capacity_pages_ = static_cast<size_t>(p_.l2_mib * 1048576.0 / p_.l2_page_bytes);
+}
+
+double Timing::miss_fraction(int space, const Rect& r, bool write) {
+  if (r.rows <= 0 || r.row_bytes <= 0) return 0;
+  const int64_t page = p_.l2_page_bytes;
+  int64_t touched = 0, missed = 0;
+  auto touch = [&](int64_t pg) {
+    uint64_t key = (static_cast<uint64_t>(space) << 40) | static_cast<uint64_t>(pg);
+    ++touched;
+    auto it = resident_.find(key);
+    if (it != resident_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return;
+    }
+    ++missed;
+    lru_.push_front(key);
+    resident_[key] = lru_.begin();
+    if (resident_.size() > capacity_pages_) {
+      resident_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  };
+  if (r.rows == 1 || r.stride <= page) {
+    for (int64_t pg = r.start / page, last = (r.end() - 1) / page; pg <= last; ++pg) touch(pg);
+  } else {
+    int64_t prev = -1;
+    for (int64_t i = 0; i < r.rows; ++i) {
+      int64_t a = r.start + i * r.stride;
+      for (int64_t pg = std::max(prev + 1, a / page), last = (a + r.row_bytes - 1) / page; pg <= last; ++pg) touch(pg);
+      prev = (a + r.row_bytes - 1) / page;
+    }
+  }
+  if (write) return 1.0;  // written data is eventually written back to HBM
+  return touched ? static_cast<double>(missed) / touched : 0;
+}
+
+int64_t Timing::gm_transfer(int64_t t, double bytes, double miss, double rate) {
+  const int64_t B = p_.gm_bandwidth_bucket_cycles;
+  double remaining = bytes;
+  double cur = static_cast<double>(t);
+  while (remaining > 1e-9) {
+    size_t b = static_cast<size_t>(cur / B);
+    if (b >= l2_used_.size()) {
+      l2_used_.resize(b * 2 + 64, 0.f);
+      hbm_used_.resize(b * 2 + 64, 0.f);
+    }
+    double bucket_end = static_cast<double>((b + 1) * B);
+    double cap = rate * (bucket_end - cur);
+    cap = std::min(cap, l2_per_bucket_ - l2_used_[b]);
+    if (miss > 0) cap = std::min(cap, (hbm_per_bucket_ - hbm_used_[b]) / miss);
+    if (cap <= 1e-9) {
+      cur = bucket_end;
+      continue;
+    }
+    double x = std::min(remaining, cap);
+    l2_used_[b] += static_cast<float>(x);
+    hbm_used_[b] += static_cast<float>(x * miss);
+    remaining -= x;
+    if (remaining <= 1e-9) {
+      // the share of the bucket we got determines the effective rate inside it
+      double eff = cap / (bucket_end - cur);
+      cur += x / std::max(eff, 1e-9);
+      break;
+    }
+    cur = bucket_end;
+  }
+  return static_cast<int64_t>(std::ceil(cur));
+}
+
+Cost Timing::cost(Core& c, const RInstr& r, int64_t start) {
+  Cost k;
+  auto gm_move = [&](const RMem& gm, const Rect& rect, double bytes, double rate, bool write) {
+    int space = gm.index < 0 ? static_cast<int>(m_.prog.params.size()) : gm.index;
+    double miss = miss_fraction(space, rect, write);
+    int64_t t0 = start + p_.move_overhead_cycles;
+    int64_t end = gm_transfer(t0, bytes, miss, rate);
+    k.busy = end - start;
+    k.latency = p_.gm_latency_cycles;
+  };
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, RCopyGmToL1>) {
+          int es = bytes_of(x.dt);
+          Rect rect{x.src.off, x.rows, x.cols * es, x.src_row_stride * es};
+          gm_move(x.src, rect, static_cast<double>(x.rows * x.cols * es), p_.gm_read_bytes_per_cycle, false);
+        } else if constexpr (std::is_same_v<T, RBurst>) {
+          double bytes = static_cast<double>(x.n_rows * x.row_bytes);
+          if (x.src.gm) {
+            Rect rect{x.src.off, x.n_rows, x.row_bytes, x.src_stride};
+            gm_move(x.src, rect, bytes, p_.gm_read_bytes_per_cycle, false);
+          } else if (x.dst.gm) {
+            Rect rect{x.dst.off, x.n_rows, x.row_bytes, x.dst_stride};
+            gm_move(x.dst, rect, bytes, std::min(p_.ub_to_gm_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);
+          } else {
+            k.busy = p_.vec_overhead_cycles + cdiv(static_cast<int64_t>(bytes), static_cast<int64_t>(p_.ub_to_ub_bytes_per_cycle));
+          }
+        } else if constexpr (std::is_same_v<T, RLoadL0>) {
+          double bytes = static_cast<double>(x.dst_rows * x.dst_cols * bytes_of(x.dt));
+          Mem dm = m_.prog.buffers[x.dst.index].mem;
+          double rate = dm == Mem::L0A ? p_.l1_to_l0a_bytes_per_cycle : p_.l1_to_l0b_bytes_per_cycle;
+          k.busy = p_.local_move_overhead_cycles + static_cast<int64_t>(std::ceil(bytes / rate));
+        } else if constexpr (std::is_same_v<T, RMmad>) {
+          int k0 = x.in == ir::DTypeCode::i8 ? 32 : x.in == ir::DTypeCode::f32 ? 4 : 16;
+          k.mac_cycles = cdiv(x.m, 16) * cdiv(x.n, 16) * cdiv(x.k, k0);
+          k.busy = p_.mmad_overhead_cycles + k.mac_cycles;
+          k.latency = p_.mmad_latency_cycles;
+          k.flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
+        } else if constexpr (std::is_same_v<T, RFixpipe>) {
+          int es = bytes_of(x.to);
+          Rect rect{x.dst.off, x.m, x.n * es, x.dst_row_stride * es};
+          gm_move(x.dst, rect, static_cast<double>(x.m * x.n * es),
+                  std::min(p_.fixpipe_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);
+        } else if constexpr (std::is_same_v<T, RVec>) {
+          int es = std::max(bytes_of(x.dt), bytes_of(x.src_dt));
+          int64_t per_repeat = 256 / es;  // elements of one 256 B repeat
+          int64_t repeats = x.rows * cdiv(x.cols, per_repeat);
+          double cyc = 0;
+          switch (x.kind) {
+            case RVec::Binary:
+            case RVec::Scalar:
+            case RVec::Dup:
+            case RVec::RowBcast:
+              if (x.kind != RVec::Dup && x.op == static_cast<uint8_t>(VecBinOp::Div))
+                cyc = static_cast<double>(repeats * per_repeat) / p_.vec_transcendental_elems_per_cycle;
+              else
+                cyc = static_cast<double>(repeats) * 256.0 / p_.vec_bytes_per_cycle;
+              break;
+            case RVec::Unary: {
+              auto op = static_cast<VecUnOp>(x.op);
+              bool slow = op == VecUnOp::Exp || op == VecUnOp::Ln || op == VecUnOp::Sqrt;
+              cyc = slow ? static_cast<double>(repeats * per_repeat) / p_.vec_transcendental_elems_per_cycle
+                         : static_cast<double>(repeats) * 256.0 / p_.vec_bytes_per_cycle;
+              break;
+            }
+            case RVec::Cast:
+              cyc = static_cast<double>(repeats * per_repeat) / p_.vec_cast_elems_per_cycle;
+              break;
+            case RVec::Reduce:
+              if (x.axis == ReduceAxis::Row)
+                cyc = static_cast<double>(repeats) * p_.vec_reduce_cycles_per_repeat;
+              else
+                cyc = static_cast<double>(repeats) * 256.0 / p_.vec_bytes_per_cycle;
+              break;
+          }
+          k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(cyc));
+        }
+      },
+      r.op);
+  return k;
+}
+
+}  // namespace tw::ascend::sim

@@ -1,0 +1,41 @@
+"""Smoke test of the benchmark harness (bench/run.py): a --quick run of a few cases on one thread
+exits 0 and writes JSON with the keys docs/performance.md and the lead's tooling read."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_bench_quick_smoke(tmp_path):
+    out = tmp_path / "bench.json"
+    env = dict(os.environ)
+    env["TW_CACHE_DIR"] = str(tmp_path / "cache")  # no dependence on (or pollution of) the user's cache
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--threads", "1",
+         "--cases", "gemm_fp32_256,softmax,call_overhead", "--json", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"bench/run.py failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    assert "## Goals" in r.stdout and "gemm_fp32_256" in r.stdout
+
+    data = json.loads(out.read_text())
+    for key in ("version", "timestamp", "quick", "host", "peaks", "children", "cases", "goals", "ok"):
+        assert key in data, key
+    assert data["quick"] is True and data["ok"] is True
+    assert data["peaks"]["fma_gflops"]["1"] > 0 and data["peaks"]["copy_gbs"]["1"] > 0
+    child = data["children"]["1"]
+    assert child["tilewright_threads"] == 1 and child["error"] is None
+
+    names = {c["name"] for c in data["cases"]}
+    assert {"gemm_fp32_256", "softmax_512x1024", "call_overhead"} <= names
+    for c in data["cases"]:
+        assert c["threads"] == 1
+        assert c["check"]["ok"] is True
+        assert c["tilewright"]["median_s"] > 0 and c["tilewright"]["rate"] > 0
+        assert c["ratios"]["numpy"] > 0
+        assert c["goals"], c["name"]
+    for g in data["goals"]:
+        assert {"goal", "case", "threads", "measured", "target", "met"} <= set(g)
+        assert g["met"] in (True, False, None)
