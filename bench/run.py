@@ -11,7 +11,9 @@ How it measures (docs/performance.md has a run and the goals):
 * Machine peaks first, measured here: an FMA-throughput loop (AVX-512 if the host compiler
   targets it, else AVX2) and a copy-bandwidth loop over two 256 MiB arrays (bytes read + bytes
   written), both in bench/peaks.cpp, compiled with the host compiler (-O3 -march=native) into a
-  temporary directory cached by hash, loaded with ctypes and run on 1 and 2 threads.
+  temporary directory cached by hash, loaded with ctypes and run on 1 and 2 threads; best of
+  many short trials, measured before and after the cases (the better one counts: the machine may
+  be shared). The copy peak is the better of regular and streaming (non-temporal) stores.
 * Each thread count runs in its own child process (Tilewright reads TW_NUM_THREADS once), with
   TW_NUM_THREADS = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = n and OPENBLAS_CORETYPE /
   OPENBLAS_L2_SIZE removed, so numpy runs its best kernel; threadpoolctl confirms the thread
@@ -109,8 +111,8 @@ GOAL_TEXT = {
     "gemm_peak": "fp32 gemm, best blocks, 1 thread: >= 80% of measured FMA peak",
     "seed": "seed blocks 128/128/64 at 4096^3: >= 0.8x numpy",
     "skinny": "skinny M x 4096 x 4096: >= 1.0x numpy",
-    "lowp": "fp16/bf16 inputs, fp32 accumulate, 2048^3: >= 0.8x our fp32 rate",
-    "int8": "int8 -> int32, 2048^3: >= 2x our fp32 rate (ops/s)",
+    "lowp": "fp16/bf16 inputs, fp32 accumulate, 2048^3: >= 0.8x our fp32 rate (timed side by side)",
+    "int8": "int8 -> int32, 2048^3: >= 2x our fp32 rate (ops/s, timed side by side)",
     "attn_torch": "flash attention fwd: >= 1.0x torch SDPA (when installed)",
     "attn_numpy": "flash attention fwd: >= 3x a numpy reference that materialises S x S",
     "rows": "softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth",
@@ -347,9 +349,10 @@ class Child:
             c.update(extra)
         self.cases.append(c)
         self.memo[name] = c
+        c["loadavg_1min"] = os.getloadavg()[0]  # how busy the (shared) machine was
         peers = ", ".join(f"{r:.2f}x {k}" for k, r in ratios.items())
         pk = f", {c['pct_peak']:.0f}% of peak" if c["pct_peak"] is not None else ""
-        log(f"  {name:<28} {tw_t * 1e3:9.2f} ms {impls['tilewright']['rate']:8.1f} {unit}"
+        log(f"  {name:<28} {fmt_time(tw_t):>10} {impls['tilewright']['rate']:8.1f} {unit}"
             f" ({peers}{pk}){'' if not check or check['ok'] else '  CHECK FAILED'}  [{config}]")
         return c
 
@@ -412,16 +415,13 @@ class Child:
             impls["torch"] = lambda: self.torch.matmul(ta, tb)
         return impls
 
-    def fp32_rate(self, n):
-        """Our best fp32 GFLOP/s at n^3 on this thread count (measured here if not already)."""
-        key = f"gemm_fp32_{n}"
-        if key not in self.memo:
-            a, b = self.randn((n, n)), self.randn((n, n))
-            best, k, _ = self.tune(lambda c: self.gemm_fp32_kernel(n, n, n, c), self.cfg["gemm_blocks"][:3], (a, b),
-                                   f"fp32 {n}^3 (reference rate)")
-            t = self.timed({"tilewright": lambda: k(a, b)})["tilewright"]["median_s"]
-            self.memo[key] = dict(tilewright=dict(rate=2.0 * n ** 3 / t / 1e9), config=best)
-        return self.memo[key]["tilewright"]["rate"]
+    def fp32_kernel(self, n):
+        """Our fp32 n^3 kernel with the best blocks found by gemm_fp32_<n> (if it ran), else 128/256/128.
+        The fp16/bf16/int8 cases time it interleaved with themselves: their goal is a ratio to our
+        fp32 rate, and on a shared machine only rates measured side by side compare."""
+        best = self.memo.get(f"gemm_fp32_{n}", {}).get("config") or "128/256/128"
+        c = tuple(int(v) for v in best.split("/"))
+        return self.gemm_fp32_kernel(n, n, n, c), best
 
     def gemm_square(self, n, ranking):
         np, cfg = self.np, self.cfg
@@ -440,7 +440,7 @@ class Child:
         self.goal(case, "gemm_numpy", f"{r:.2f}x numpy", ">= 1.0x", r >= 1.0)
         if self.n == 1:
             p = case["pct_peak"]
-            self.goal(case, "gemm_peak", f"{p:.0f}% of FMA peak", ">= 80%", p >= 80.0)
+            self.goal(case, "gemm_peak", f"{p:.1f}% of FMA peak", ">= 80%", p >= 80.0)
         return sorted(tuning, key=tuning.get)
 
     def gemm_seed(self, n):
@@ -481,17 +481,20 @@ class Child:
         c_tw, c_np = k(a, b), a32 @ b32
         # the products of fp16/bf16 values are exact in fp32: the same tolerance as fp32
         chk = self.check(c_tw, c_np, *self.gemm_tol(n), "numpy fp32 on the same (rounded) values")
-        impls = {"tilewright": lambda: k(a, b), "numpy": lambda: a32 @ b32}
+        k32, cfg32 = self.fp32_kernel(n)
+        impls = {"tilewright": lambda: k(a, b), "numpy": lambda: a32 @ b32, "tilewright_fp32": lambda: k32(a32, b32)}
         if self.torch:
             tdt = self.torch.float16 if dtype == "float16" else self.torch.bfloat16
             ta, tb = (self.torch.from_numpy(x).to(tdt) for x in (a32, b32))
             impls["torch"] = lambda: self.torch.matmul(ta, tb)
         stats = self.timed(impls)
+        f32 = stats.pop("tilewright_fp32")
+        ours = f32["rate"] = 2.0 * n ** 3 / f32["median_s"] / 1e9
         case = self.record(name, "gemm", "GFLOP/s", 2.0 * n ** 3, stats, config="%d/%d/%d" % best, check=chk,
                            peak=self.peaks["fma_gflops"][str(self.n)],
                            extra=dict(peer_notes={"numpy": "fp32 matmul of the same values",
-                                                  "torch": f"torch.matmul in {dtype} (output {dtype})"}))
-        ours = self.fp32_rate(n)
+                                                  "torch": f"torch.matmul in {dtype} (output {dtype})"},
+                                      tilewright_fp32=dict(f32, config=cfg32)))
         r = case["tilewright"]["rate"] / ours
         case["vs_our_fp32"] = r
         self.goal(case, "lowp", f"{r:.2f}x our fp32 ({case['tilewright']['rate']:.1f} vs {ours:.1f} GFLOP/s)",
@@ -512,14 +515,18 @@ class Child:
         # the weak peer: numpy's integer matmul (a plain loop, no BLAS) on a row slice, rate scaled
         rows = min(cfg["int8_numpy_rows"], n)
         a32, b32 = a[:rows].astype(np.int32), b.astype(np.int32)
-        impls = {"tilewright": lambda: k(a, b)}
-        stats = self.timed(impls, warm=False)
+        k32, cfg32 = self.fp32_kernel(n)
+        f32a, f32b = self.randn((n, n)), self.randn((n, n))
+        impls = {"tilewright": lambda: k(a, b), "tilewright_fp32": lambda: k32(f32a, f32b)}
+        stats = self.timed(impls)
+        f32 = stats.pop("tilewright_fp32")
+        ours = f32["rate"] = 2.0 * n ** 3 / f32["median_s"] / 1e9
         t_np = self._time(lambda: a32 @ b32)
         stats["numpy"] = dict(median_s=t_np, min_s=t_np, reps=1)
         case = self.record(name, "gemm", "GOP/s", 2.0 * n ** 3, stats, config="%d/%d/%d" % best, check=chk,
                            peer_work={"numpy": 2.0 * rows * n * n},
-                           extra=dict(peer_notes={"numpy": f"int32 matmul (no BLAS) on {rows} rows, one run, rate scaled"}))
-        ours = self.fp32_rate(n)
+                           extra=dict(peer_notes={"numpy": f"int32 matmul (no BLAS) on {rows} rows, one run, rate scaled"},
+                                      tilewright_fp32=dict(f32, config=cfg32)))
         r = case["tilewright"]["rate"] / ours
         case["vs_our_fp32"] = r
         self.goal(case, "int8", f"{r:.2f}x our fp32 ({case['tilewright']['rate']:.1f} GOP/s vs {ours:.1f} GFLOP/s)",
@@ -592,7 +599,7 @@ class Child:
             def ref():
                 np.subtract(x, x.max(axis=1, keepdims=True), out=y_np)
                 np.exp(y_np, out=y_np)
-                y_np /= y_np.sum(axis=1, keepdims=True)
+                np.divide(y_np, y_np.sum(axis=1, keepdims=True), out=y_np)
                 return y_np
             tol = (1e-6, 1e-4)
         elif op == "rms_norm":
@@ -602,7 +609,7 @@ class Child:
             def ref():
                 r = 1.0 / np.sqrt(np.einsum("ij,ij->i", x, x)[:, None] / np.float32(N) + np.float32(eps))
                 np.multiply(x, r, out=y_np)
-                y_np *= w
+                np.multiply(y_np, w, out=y_np)
                 return y_np
             tol = (2e-4, 2e-4)
         else:
@@ -612,9 +619,9 @@ class Child:
             def ref():
                 np.subtract(x, x.mean(axis=1, keepdims=True), out=y_np)
                 var = np.einsum("ij,ij->i", y_np, y_np)[:, None] / np.float32(N)
-                y_np *= 1.0 / np.sqrt(var + np.float32(eps))
-                y_np *= w
-                y_np += bias
+                np.multiply(y_np, 1.0 / np.sqrt(var + np.float32(eps)), out=y_np)
+                np.multiply(y_np, w, out=y_np)
+                np.add(y_np, bias, out=y_np)
                 return y_np
             tol = (2e-4, 2e-4)
         # the example's @tw.jit builder returns the compiled kernel (allocating its output);
@@ -871,6 +878,26 @@ def main(argv=None):
             children[str(n)] = res["env"] | dict(error=res["error"])
             cases += res["cases"]
             failed |= r.returncode != 0 or bool(res["error"]) or res["failed_check"]
+    # the machine may be shared: measure the peaks again and keep the better of the two, then
+    # restate every "% of peak" figure (and the goals made of one) against it
+    if cases:
+        log("peaks again, after the cases:")
+        again = measure_peaks(threads, cfg)
+        for key in ("fma_gflops", "copy_gbs", "copy_gbs_regular_stores", "copy_gbs_streaming_stores"):
+            peaks[key] = {n: max(v, again[key][n]) for n, v in peaks[key].items()}
+        for c in cases:
+            kind = "copy_gbs" if c["group"] == "rowwise" else "fma_gflops"
+            if c["pct_peak"] is None:
+                continue
+            peak = peaks[kind][str(c["threads"])]
+            c["pct_peak"] = 100.0 * c["tilewright"]["rate"] / peak
+            for g in c["goals"]:
+                ok = c["check"] is None or c["check"]["ok"]
+                if g["key"] == "gemm_peak":
+                    g.update(measured=f"{c['pct_peak']:.1f}% of FMA peak", met=ok and c["pct_peak"] >= 80.0)
+                elif g["key"] == "rows":
+                    g.update(measured=f"{c['pct_peak']:.0f}% of copy bandwidth ({c['tilewright']['rate']:.1f} of "
+                             f"{peak:.1f} GB/s)", met=ok and c["pct_peak"] >= 70.0)
     comp = None
     if "compile_latency" in selected:
         try:
@@ -897,7 +924,7 @@ def main(argv=None):
         log(f"compile latency, {comp['kernel']}: cold {comp['cold_s'] * 1e3:.0f} ms, new-process disk hit "
             f"{comp['disk_hit_s'] * 1e3:.1f} ms")
     log("")
-    log("peaks: " + ", ".join(f"{n}T FMA {peaks['fma_gflops'][n]:.1f} GFLOP/s, copy {peaks['copy_gbs'][n]:.1f} GB/s"
+    log("peaks (best of before and after): " + ", ".join(f"{n}T FMA {peaks['fma_gflops'][n]:.1f} GFLOP/s, copy {peaks['copy_gbs'][n]:.1f} GB/s"
                               for n in peaks["fma_gflops"]) + f" ({peaks['isa']})")
     for n, ch in children.items():
         if "blas_version" in ch:

@@ -193,7 +193,7 @@ Region full_region(const Buffer& b);
 // ---------------------------------------------------------------------------------------------
 // Statements
 
-enum class StmtKind : uint8_t { Seq, For, If, Let, Store, Alloc, Copy, Gemm, Fill, Reduce };
+enum class StmtKind : uint8_t { Seq, For, If, Let, Store, Alloc, Copy, Gemm, Fill, Reduce, CoreScope, Sync };
 
 struct StmtNode {
   StmtKind kind;
@@ -293,6 +293,46 @@ struct ReduceNode : StmtNode {
         axis(ax), clear(cl) {}
 };
 
+// Ascend expert mode ---------------------------------------------------------------------------
+// Only valid in kernels launched with T.Kernel(n, is_npu=True) (KernelNode::sub_block_var set).
+// Facts: shared/ascend-910b.md. Every other target rejects these nodes.
+
+// The part of an AI Core a block of code runs on: C = the Cube core (AIC), V = the Vector cores
+// (AIV). Code outside any CoreScope is scalar code that both run.
+enum class CoreKind : uint8_t { C, V };
+std::string_view corekind_name(CoreKind c);  // "C" "V"
+std::optional<CoreKind> parse_corekind(std::string_view name);
+
+// `with T.Scope("C"):` / `with T.Scope("V"):`. Scopes do not nest.
+struct CoreScopeNode : StmtNode {
+  CoreKind core;
+  Stmt body;
+  CoreScopeNode(CoreKind c, Stmt b, Span s) : StmtNode(StmtKind::CoreScope, std::move(s)), core(c), body(std::move(b)) {}
+};
+
+// Ascend pipes (AscendC PIPE_*). ALL is only valid for pipe_barrier.
+enum class AscendPipe : uint8_t { S, V, M, MTE1, MTE2, MTE3, FIX, ALL };
+std::string_view pipe_name(AscendPipe p);  // "S" "V" "M" "MTE1" "MTE2" "MTE3" "FIX" "ALL"
+std::optional<AscendPipe> parse_pipe(std::string_view name);
+
+// Synchronisation, emitted exactly as written (expert mode has no automatic sync):
+//   set_flag(pipe -> dst_pipe, id) / wait_flag(pipe -> dst_pipe, id)   event id 0..7
+//   pipe_barrier(pipe)                                                  id unset
+//   set_cross_flag(mode, pipe, id)                                      mode 0..2, id 0..15
+//   wait_cross_flag(id, pipe)                                           pipe S unless given
+enum class SyncKind : uint8_t { set_flag, wait_flag, pipe_barrier, set_cross_flag, wait_cross_flag };
+std::string_view synckind_name(SyncKind k);
+std::optional<SyncKind> parse_synckind(std::string_view name);
+struct SyncNode : StmtNode {
+  SyncKind sync;
+  AscendPipe pipe;      // set/wait_flag: the source pipe; barrier, cross flags: the pipe
+  AscendPipe dst_pipe;  // set/wait_flag only (S otherwise)
+  int mode;             // set_cross_flag only (0 otherwise)
+  Expr id;              // event / cross-core flag id; null for pipe_barrier
+  SyncNode(SyncKind k, AscendPipe p, AscendPipe d, int m, Expr i, Span s)
+      : StmtNode(StmtKind::Sync, std::move(s)), sync(k), pipe(p), dst_pipe(d), mode(m), id(std::move(i)) {}
+};
+
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
@@ -313,9 +353,14 @@ struct KernelNode {
   std::vector<Expr> grid;       // extents, same length as block_vars
   Stmt body;
   Span span;  // the kernel's def line
-  KernelNode(std::string n, std::vector<Param> p, std::vector<Var> bv, std::vector<Expr> g, Stmt b, Span s)
+  // Ascend expert mode (T.Kernel(n, is_npu=True) as (cid, vid)): the sub-block index (0 or 1: which
+  // of the two AIVs of an AI Core runs the code; 0 on the AIC). Null for every other kernel.
+  Var sub_block_var;
+  KernelNode(std::string n, std::vector<Param> p, std::vector<Var> bv, std::vector<Expr> g, Stmt b, Span s,
+             Var sub = nullptr)
       : name(std::move(n)), params(std::move(p)), block_vars(std::move(bv)), grid(std::move(g)),
-        body(std::move(b)), span(std::move(s)) {}
+        body(std::move(b)), span(std::move(s)), sub_block_var(std::move(sub)) {}
+  bool is_npu() const { return sub_block_var != nullptr; }
   // Shape variables in order of first appearance in the tensor parameters' shapes.
   std::vector<Var> shape_vars() const;
 };

@@ -8,7 +8,7 @@ from . import _C
 from .errors import TilewrightError
 from .language import PrimFunc
 
-__all__ = ["jit", "compile", "Kernel"]
+__all__ = ["jit", "compile", "Kernel", "Profile"]
 
 try:  # numpy has no bfloat16; ml_dtypes provides it
     import ml_dtypes as _ml_dtypes
@@ -27,7 +27,9 @@ class Kernel:
         self._bf16_outputs = [i for i, d in enumerate(executable.output_dtypes) if d == "bfloat16"]
 
     def __call__(self, *args):
-        outs = self._exe(*args)
+        return self._wrap(self._exe(*args))
+
+    def _wrap(self, outs):
         for i in self._bf16_outputs:
             outs[i] = outs[i].view(_BF16)
         if len(outs) == 1:
@@ -42,9 +44,42 @@ class Kernel:
     def target(self) -> str:
         return self._exe.target
 
-    def get_source(self, lang: str = "c++") -> str:
-        """The generated code (``"c++"`` for the cpu target)."""
+    def get_source(self, lang: str = "") -> str:
+        """The generated code: C++ for the cpu target (``"c++"``); for the Ascend targets the
+        AscendC kernel (``"ascendc"``, default), its host launcher (``"ascendc_host"``), CMake
+        project (``"ascendc_cmake"``) and README (``"ascendc_readme"``), or the lowered Ascend
+        program as text (``"ascend_program"``)."""
         return self._exe.source(lang)
+
+    def write_ascendc_project(self, directory) -> list:
+        """Writes the AscendC project (kernel, host launcher, CMakeLists.txt, README.md) for
+        building on a machine with CANN and an NPU. Returns the paths written."""
+        import pathlib
+        d = pathlib.Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        files = {f"{self.name}_kernel.cpp": "ascendc", "main.cpp": "ascendc_host",
+                 "CMakeLists.txt": "ascendc_cmake", "README.md": "ascendc_readme"}
+        paths = []
+        for name, lang in files.items():
+            (d / name).write_text(self._exe.source(lang))
+            paths.append(d / name)
+        return paths
+
+    def profile(self, *args, functional: bool = True, check: bool = True, trace=None) -> "Profile":
+        """Simulated targets (ascend910b*): runs the kernel on ``args`` in the simulator and returns
+        its :class:`Profile` (cycles, time at the chip clock, per-pipe busy %, Cube utilisation,
+        TFLOP/s, checker reports). ``functional=False`` skips the arithmetic (timing only; outputs
+        are left unset). ``trace=path`` also writes a Chrome/Perfetto trace."""
+        outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
+        if trace is not None:
+            with open(trace, "w") as f:
+                f.write(report.pop("trace_json"))
+        return Profile(report, self._wrap(outs))
+
+    def trace(self, path, *args, functional: bool = True) -> "Profile":
+        """Simulated targets: runs the kernel on ``args`` and writes a Chrome/Perfetto trace
+        (one track per core x pipe) to ``path``; returns the :class:`Profile`."""
+        return self.profile(*args, functional=functional, trace=path)
 
     def get_ir(self, stage: str = "final") -> str:
         """The Tile IR text after a pipeline stage; ``stages`` lists them."""
@@ -61,6 +96,21 @@ class Kernel:
 
     def __repr__(self):
         return f"<tilewright.Kernel {self.name} target={self.target}>"
+
+
+class Profile(dict):
+    """The simulator's report of one run (a dict): ``total_cycles``, ``time_us`` (at the chip
+    clock), ``pipe_busy_pct`` ({"AIC"|"AIV": {pipe: %}}), ``cube_utilisation`` (fraction of the
+    chip's peak Cube throughput), ``tflops``, ``reports`` (checker findings, formatted) and
+    ``summary`` (text). ``outputs`` holds the kernel's outputs of that run. Simulated figures are
+    a model's, not a measurement."""
+
+    def __init__(self, report, outputs):
+        super().__init__(report)
+        self.outputs = outputs
+
+    def __str__(self):
+        return self["summary"]
 
 
 def _out_indices(ir_kernel, out_idx):

@@ -29,6 +29,20 @@ Vocabulary (inside ``@T.prim_func``)::
     for i in T.serial(n) / T.unroll(n) / range(n):
     T.exp / exp2 / log / log2 / sqrt / rsqrt / abs / tanh / erf / sigmoid / floor / ceil / pow
     T.gelu(x)  T.where(c, a, b)  T.if_then_else(c, a, b)  T.cast(x, dtype)  T.infinity(dtype)
+
+Ascend expert mode (docs/language.md, "Ascend expert mode")::
+
+    with T.Kernel(n, is_npu=True) as (cid, vid):         # cid: AI Core index, vid: AIV 0/1
+    A_l1 = T.alloc_L1((bm, bk), dtype)                   # also alloc_L0A / L0B / L0C / UB
+    with T.Scope("C"):  /  with T.Scope("V"):            # Cube-core / Vector-core code
+    T.copy(src, dst)                                     # GM->L1, L1->L0A/L0B, L0C->GM, GM<->UB, UB->UB
+    T.mma(A_l0a, B_l0b, C_l0c, init=(k == 0))            # L0A x L0B -> L0C
+    T.gemm(A_l1, B_l1, C_l0c, clear_accum=...)           # on L1 operands: LoadL0 + Mmad
+    T.add/sub/mul/div/max/min(dst, a, b_or_scalar)       # b may be rowvec[:, None] (row broadcast)
+    T.exp/log/sqrt/rsqrt/abs/relu/reciprocal(dst, src)   # 2 arguments: a tile op; T.exp(x): a value
+    T.cast(dst, src, round="none")  T.fill(dst, v)  T.reduce_sum/max/min(src, dst, dim=1)
+    T.set_flag("MTE2", "MTE1", 0)  T.wait_flag("MTE2", "MTE1", 0)  T.pipe_barrier("V")
+    T.set_cross_flag(2, "FIX", 0)  T.wait_cross_flag(0)
 """
 from __future__ import annotations
 
@@ -45,6 +59,9 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf", "sigmoid", "floor", "ceil", "pow",
     "gelu", "where", "if_then_else", "cast", "infinity",
     "float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool",
+    # Ascend expert mode
+    "Scope", "mma", "add", "sub", "mul", "div", "relu", "reciprocal",
+    "set_flag", "wait_flag", "pipe_barrier", "set_cross_flag", "wait_cross_flag",
 ]
 
 
@@ -185,7 +202,10 @@ Kernel = _marker("Kernel", """``with T.Kernel(*grid, threads=None) as (bx, by, .
 ``threads`` is accepted for tilelang compatibility and ignored: on Tilewright's targets a block
 runs on one core (a CPU thread or an Ascend AI core); parallelism inside a block comes from tile
 ops and ``T.Parallel`` maps, which the backends vectorise, so a thread count has no meaning.
-``is_npu=`` is reserved for Ascend expert mode and not supported yet.""")
+``T.Kernel(n, is_npu=True) as (cid, vid)``: Ascend expert mode. ``n`` blocks, one per AI Core;
+``cid`` is the block index, ``vid`` the sub-block index (0 or 1: which of the AI Core's two Vector
+cores runs the code; 0 on the Cube core). Code goes inside ``with T.Scope("C")`` /
+``with T.Scope("V")``.""")
 
 alloc_shared = _marker("alloc_shared", "A block staging tile (scope shared): ``T.alloc_shared(shape, dtype)``.")
 alloc_fragment = _marker("alloc_fragment", "A block working tile (scope fragment): ``T.alloc_fragment(shape, dtype)``.")
@@ -213,6 +233,26 @@ Parallel = _marker("Parallel", "``for i, j in T.Parallel(m, n)``: an elementwise
 serial = _marker("serial", "``for i in T.serial(n)`` / ``T.serial(start, stop)``: a sequential loop.")
 unroll = _marker("unroll", "``for i in T.unroll(n)``: a fully unrolled loop (constant trip count).")
 
+# Ascend expert mode --------------------------------------------------------------------------
+Scope = _marker("Scope", """``with T.Scope("C"):`` (code of the Cube core, AIC) / ``with T.Scope("V"):`` (code of the
+Vector cores, AIV), in a ``T.Kernel(n, is_npu=True)`` kernel. Scopes do not nest.""")
+mma = _marker("mma", """``T.mma(A_l0a, B_l0b, C_l0c, init=False)``: C (+)= A @ B on L0 operands (one Mmad). ``init``
+(True, False or a condition such as ``k == 0``) clears C first.""")
+add = _marker("add", "``T.add(dst, a, b)``: dst = a + b elementwise (b: tile, scalar, or rowvec[:, None]).")
+sub = _marker("sub", "``T.sub(dst, a, b)``: dst = a - b elementwise (b: tile, scalar, or rowvec[:, None]).")
+mul = _marker("mul", "``T.mul(dst, a, b)``: dst = a * b elementwise (b: tile, scalar, or rowvec[:, None]).")
+div = _marker("div", "``T.div(dst, a, b)``: dst = a / b elementwise (b: tile, scalar, or rowvec[:, None]).")
+relu = _marker("relu", "``T.relu(dst, src)``: dst = max(src, 0) elementwise.")
+reciprocal = _marker("reciprocal", "``T.reciprocal(dst, src)``: dst = 1 / src elementwise.")
+set_flag = _marker("set_flag", """``T.set_flag(src_pipe, dst_pipe, event_id)``: when every earlier instruction of src_pipe
+has finished, set the flag (AscendC SetFlag<HardEvent::SRC_DST>). Pipes: "MTE1" "MTE2" "MTE3" "M"
+"V" "FIX" "S"; event ids 0..7.""")
+wait_flag = _marker("wait_flag", "``T.wait_flag(src_pipe, dst_pipe, event_id)``: dst_pipe waits for the flag, then clears it.")
+pipe_barrier = _marker("pipe_barrier", "``T.pipe_barrier(pipe)``: earlier instructions of pipe (or \"ALL\") finish before later ones.")
+set_cross_flag = _marker("set_cross_flag", """``T.set_cross_flag(mode, pipe, flag_id)``: cross-core flag (CrossCoreSetFlag<mode, pipe>):
+mode 0 all cores of one type, 1 the two AIVs of an AI Core, 2 AIC <-> its two AIVs; ids 0..15.""")
+wait_cross_flag = _marker("wait_cross_flag", "``T.wait_cross_flag(flag_id, pipe=\"S\")``: wait for a cross-core flag (CrossCoreWaitFlag).")
+
 exp = _marker("exp", "e**x")
 exp2 = _marker("exp2", "2**x")
 log = _marker("log", "natural logarithm")
@@ -230,7 +270,9 @@ gelu = _marker("gelu", """``T.gelu(x)``: the exact (erf) GELU, expanded by the f
 ``0.5 * x * (1 + erf(x / sqrt(2)))`` so every target computes the same formula.""")
 where = _marker("where", "``T.where(cond, a, b)``: a if cond else b, elementwise.")
 if_then_else = _marker("if_then_else", "Same as T.where.")
-cast = _marker("cast", "``T.cast(x, dtype)``: convert (round to nearest even for floats).")
+cast = _marker("cast", """``T.cast(x, dtype)``: convert a value (round to nearest even for float results, truncate
+for integer results). As a statement ``T.cast(dst, src, round="none")`` converts a tile (Ascend
+expert mode on UB): round "none" (as above), or for float -> int "trunc", "floor", "ceil".""")
 infinity = _marker("infinity", "``T.infinity(dtype)``: +inf of a float dtype (use -T.infinity(dtype) for -inf).")
 
 

@@ -73,6 +73,8 @@ void Visitor::visit(const Stmt& s) {
     }
     case StmtKind::Fill: visit_region(as<FillNode>(s)->dst); visit(as<FillNode>(s)->value); return;
     case StmtKind::Reduce: visit_buffer(as<ReduceNode>(s)->src); visit_buffer(as<ReduceNode>(s)->dst); return;
+    case StmtKind::CoreScope: visit(as<CoreScopeNode>(s)->body); return;
+    case StmtKind::Sync: visit(as<SyncNode>(s)->id); return;
   }
 }
 
@@ -232,6 +234,18 @@ Stmt Mutator::mutate(const Stmt& s) {
       if (a == n->src && b == n->dst) return s;
       return std::make_shared<ReduceNode>(a, b, n->reduce_kind, n->axis, n->clear, n->span);
     }
+    case StmtKind::CoreScope: {
+      auto* n = as<CoreScopeNode>(s);
+      auto b = mutate(n->body);
+      if (b == n->body) return s;
+      return std::make_shared<CoreScopeNode>(n->core, b, n->span);
+    }
+    case StmtKind::Sync: {
+      auto* n = as<SyncNode>(s);
+      auto i = mutate(n->id);
+      if (i == n->id) return s;
+      return std::make_shared<SyncNode>(n->sync, n->pipe, n->dst_pipe, n->mode, i, n->span);
+    }
   }
   return s;
 }
@@ -249,7 +263,48 @@ Kernel Mutator::mutate_kernel(const Kernel& k) {
     }
   }
   if (!changed) return k;
-  return std::make_shared<KernelNode>(k->name, params, k->block_vars, grid, body, k->span);
+  return std::make_shared<KernelNode>(k->name, params, k->block_vars, grid, body, k->span, k->sub_block_var);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structural equality
+
+bool structural_equal(const Expr& a, const Expr& b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype) return false;
+  switch (a->kind) {
+    case ExprKind::IntImm: return as<IntImmNode>(a)->value == as<IntImmNode>(b)->value;
+    case ExprKind::FloatImm: return as<FloatImmNode>(a)->value == as<FloatImmNode>(b)->value;
+    case ExprKind::Var: return false;  // identity, checked above
+    case ExprKind::Binary: {
+      auto *x = as<BinaryNode>(a), *y = as<BinaryNode>(b);
+      return x->op == y->op && structural_equal(x->a, y->a) && structural_equal(x->b, y->b);
+    }
+    case ExprKind::Unary: {
+      auto *x = as<UnaryNode>(a), *y = as<UnaryNode>(b);
+      return x->op == y->op && structural_equal(x->a, y->a);
+    }
+    case ExprKind::Call: {
+      auto *x = as<CallNode>(a), *y = as<CallNode>(b);
+      if (x->fn != y->fn || x->args.size() != y->args.size()) return false;
+      for (size_t i = 0; i < x->args.size(); ++i)
+        if (!structural_equal(x->args[i], y->args[i])) return false;
+      return true;
+    }
+    case ExprKind::Cast: return structural_equal(as<CastNode>(a)->value, as<CastNode>(b)->value);
+    case ExprKind::Select: {
+      auto *x = as<SelectNode>(a), *y = as<SelectNode>(b);
+      return structural_equal(x->cond, y->cond) && structural_equal(x->t, y->t) && structural_equal(x->f, y->f);
+    }
+    case ExprKind::Load: {
+      auto *x = as<LoadNode>(a), *y = as<LoadNode>(b);
+      if (x->buffer != y->buffer || x->indices.size() != y->indices.size()) return false;
+      for (size_t i = 0; i < x->indices.size(); ++i)
+        if (!structural_equal(x->indices[i], y->indices[i])) return false;
+      return true;
+    }
+  }
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -54,6 +54,9 @@ void for_each_expr(const Stmt& s, F&& fn) {
   v.visit(s);
 }
 
+// Same tree: same kinds, dtypes, operators and constants; variables and buffers by identity.
+bool structural_equal(const Expr& a, const Expr& b);
+
 // Replace variables by expressions (by identity).
 Expr substitute(const Expr& e, const std::vector<std::pair<Var, Expr>>& map);
 Stmt substitute(const Stmt& s, const std::vector<std::pair<Var, Expr>>& map);

@@ -123,6 +123,10 @@ constexpr std::array<std::string_view, 13> kMathNames{"exp", "exp2", "log", "log
                                                        "tanh", "erf", "sigmoid", "floor", "ceil", "pow"};
 constexpr std::array<std::string_view, 4> kForKindNames{"serial", "parallel", "pipelined", "unroll"};
 constexpr std::array<std::string_view, 3> kReduceNames{"sum", "max", "min"};
+constexpr std::array<std::string_view, 2> kCoreNames{"C", "V"};
+constexpr std::array<std::string_view, 8> kPipeNames{"S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX", "ALL"};
+constexpr std::array<std::string_view, 5> kSyncNames{"set_flag", "wait_flag", "pipe_barrier", "set_cross_flag",
+                                                     "wait_cross_flag"};
 }  // namespace
 
 std::string_view scope_name(Scope s) { return enum_name(kScopeNames, s); }
@@ -132,6 +136,12 @@ std::string_view mathfn_name(MathFn f) { return enum_name(kMathNames, f); }
 std::optional<MathFn> parse_mathfn(std::string_view n) { return enum_parse<MathFn>(kMathNames, n); }
 std::string_view forkind_name(ForKind k) { return enum_name(kForKindNames, k); }
 std::string_view reducekind_name(ReduceKind k) { return enum_name(kReduceNames, k); }
+std::string_view corekind_name(CoreKind c) { return enum_name(kCoreNames, c); }
+std::optional<CoreKind> parse_corekind(std::string_view n) { return enum_parse<CoreKind>(kCoreNames, n); }
+std::string_view pipe_name(AscendPipe p) { return enum_name(kPipeNames, p); }
+std::optional<AscendPipe> parse_pipe(std::string_view n) { return enum_parse<AscendPipe>(kPipeNames, n); }
+std::string_view synckind_name(SyncKind k) { return enum_name(kSyncNames, k); }
+std::optional<SyncKind> parse_synckind(std::string_view n) { return enum_parse<SyncKind>(kSyncNames, n); }
 
 // ---------------------------------------------------------------------------------------------
 // Nodes
@@ -199,7 +209,7 @@ Kernel with_outputs(const Kernel& k, const std::vector<int>& indices) {
                   k->span, "out_idx must name tensor parameters");
     params[i].is_output = true;
   }
-  return std::make_shared<KernelNode>(k->name, params, k->block_vars, k->grid, k->body, k->span);
+  return std::make_shared<KernelNode>(k->name, params, k->block_vars, k->grid, k->body, k->span, k->sub_block_var);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -162,10 +162,22 @@ class Parser {
       expect(")");
       for (const auto& v : block_vars) define(v->name, Symbol{v, nullptr, false}, peek());
     }
+    Var sub_block;
+    if (is_word(peek(), "sub_block")) {  // Ascend expert mode: T.Kernel(n, is_npu=True) as (cid, vid)
+      next();
+      expect("(");
+      const Token& nt = expect_name("sub-block variable");
+      Span vs = span_or(nt, ks);
+      DType t = kIndexType;
+      if (accept(":")) t = dtype();
+      expect(")");
+      sub_block = var(nt.text, t, vs);
+      define(nt.text, Symbol{sub_block, nullptr, false}, nt);
+    }
     Stmt body = block(ks);
     if (peek().kind != Tok::End) fail(peek(), "unexpected " + describe(peek()) + " after the kernel body");
     return std::make_shared<KernelNode>(name, std::move(params), std::move(block_vars), std::move(grid),
-                                        std::move(body), ks);
+                                        std::move(body), ks, std::move(sub_block));
   }
 
  private:
@@ -384,6 +396,16 @@ class Parser {
       return std::make_shared<FillNode>(std::move(dst), std::move(v), sp);
     }
     if (w == "reduce") return reduce_stmt(sp);
+    if (w == "scope") {
+      next();
+      const Token& ct = peek();
+      auto core = ct.kind == Tok::Ident ? parse_corekind(ct.text) : std::nullopt;
+      if (!core) fail(ct, "expected a core kind (C or V) after 'scope', got " + describe(ct));
+      next();
+      Stmt body = block(sp);
+      return std::make_shared<CoreScopeNode>(*core, std::move(body), sp);
+    }
+    if (w == "sync") return sync_stmt(sp);
     if (is_punct(peek(1), "[")) {  // store
       Buffer b = lookup_buffer(next());
       expect("[");
@@ -393,7 +415,54 @@ class Parser {
       return std::make_shared<StoreNode>(std::move(b), std::move(idx), std::move(v), sp);
     }
     fail(t, "expected a statement, got " + describe(t),
-         "statements: alloc, for, if, let, copy, gemm, fill, reduce, or a store 'buf[i, j] = value'");
+         "statements: alloc, for, if, let, copy, gemm, fill, reduce, scope, sync, or a store 'buf[i, j] = value'");
+  }
+
+  AscendPipe pipe_kw() {
+    const Token& t = peek();
+    auto p = t.kind == Tok::Ident ? parse_pipe(t.text) : std::nullopt;
+    if (!p) fail(t, "expected a pipe, got " + describe(t), "pipes: S V M MTE1 MTE2 MTE3 FIX ALL");
+    next();
+    return *p;
+  }
+
+  // 'sync' KIND '(' args ')'; see the grammar at the top of parser.h.
+  Stmt sync_stmt(const Span& sp) {
+    next();
+    const Token& kt = peek();
+    auto kind = kt.kind == Tok::Ident ? parse_synckind(kt.text) : std::nullopt;
+    if (!kind)
+      fail(kt, "expected a synchronisation (set_flag, wait_flag, pipe_barrier, set_cross_flag, wait_cross_flag), got " +
+                   describe(kt));
+    next();
+    expect("(");
+    AscendPipe pipe = AscendPipe::S, dst = AscendPipe::S;
+    int mode = 0;
+    Expr id;
+    switch (*kind) {
+      case SyncKind::set_flag:
+      case SyncKind::wait_flag:
+        pipe = pipe_kw();
+        expect(",");
+        dst = pipe_kw();
+        expect(",");
+        id = expr(sp);
+        break;
+      case SyncKind::pipe_barrier: pipe = pipe_kw(); break;
+      case SyncKind::set_cross_flag:
+        mode = static_cast<int>(int_value(next(), "cross-core flag mode"));
+        expect(",");
+        pipe = pipe_kw();
+        expect(",");
+        id = expr(sp);
+        break;
+      case SyncKind::wait_cross_flag:
+        id = expr(sp);
+        if (accept(",")) pipe = pipe_kw();
+        break;
+    }
+    expect(")");
+    return std::make_shared<SyncNode>(*kind, pipe, dst, mode, std::move(id), sp);
   }
 
   Stmt for_stmt(const Span& sp) {

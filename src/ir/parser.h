@@ -4,7 +4,8 @@
 // comment that runs to the end of the line):
 //
 //   kernel   := [span] 'kernel' NAME '(' [param {',' param}] ')'
-//               ['grid' '(' NAME [span] [':' DTYPE] '=' expr {',' ...} ')'] block
+//               ['grid' '(' NAME [span] [':' DTYPE] '=' expr {',' ...} ')']
+//               ['sub_block' '(' NAME [span] [':' DTYPE] ')'] block   # sub_block: Ascend expert mode
 //   param    := NAME [span] ':' SCOPE DTYPE '[' [expr {',' expr}] ']' ['out']   # tensor
 //             | NAME [span] ':' DTYPE ['out']                                  # scalar
 //   block    := [span] '{' {stmt} '}'                    # a Seq; lets/allocs live until '}'
@@ -17,7 +18,15 @@
 //             | 'copy' region '->' region
 //             | 'gemm' region ',' region '->' region {('trans_a'|'trans_b'|'clear') '=' BOOL}
 //             | 'fill' region '=' expr
-//             | 'reduce' ('sum'|'max'|'min') NAME '->' NAME {('axis' '=' INT | 'clear' '=' BOOL)} )
+//             | 'reduce' ('sum'|'max'|'min') NAME '->' NAME {('axis' '=' INT | 'clear' '=' BOOL)}
+//             | 'scope' ('C'|'V') block                     # Ascend expert mode: AIC / AIV code
+//             | 'sync' sync )                               # Ascend expert mode: flags, barriers
+//   sync     := 'set_flag' '(' PIPE ',' PIPE ',' expr ')'  # src pipe, dst pipe, event id
+//             | 'wait_flag' '(' PIPE ',' PIPE ',' expr ')'
+//             | 'pipe_barrier' '(' PIPE ')'
+//             | 'set_cross_flag' '(' INT ',' PIPE ',' expr ')'   # mode, pipe, flag id
+//             | 'wait_cross_flag' '(' expr [',' PIPE] ')'        # flag id [, pipe; default S]
+//   PIPE     := S | V | M | MTE1 | MTE2 | MTE3 | FIX | ALL
 //   region   := NAME                                     # the whole buffer
 //             | NAME '[' start ':' '+' extent {',' ...} ']'
 //   KIND     := serial | parallel | pipelined | unroll   # for-loops take (min, extent), not (begin, end)

@@ -41,7 +41,8 @@ std::optional<DType> dtype_from_suffix(std::string_view s) {
 bool is_reserved(std::string_view w) {
   static const std::set<std::string, std::less<>> kWords = {
       "kernel", "grid", "alloc", "for", "in", "if", "else", "let", "copy", "gemm", "fill", "reduce",
-      "and", "or", "not", "true", "false", "cast", "where", "min", "max", "ceildiv"};
+      "and", "or", "not", "true", "false", "cast", "where", "min", "max", "ceildiv", "scope", "sync",
+      "sub_block"};
   if (kWords.count(w)) return true;
   if (parse_mathfn(w)) return true;
   for (std::string_view special : {"inf", "nan"}) {
@@ -208,6 +209,7 @@ class Printer {
       }
       head = g + ")";
     }
+    if (k->sub_block_var) head += " sub_block(" + decl_var(k->sub_block_var, ks, false) + ")";
     block(head, k->body, ks);
   }
 
@@ -277,6 +279,31 @@ class Printer {
       case StmtKind::Fill: {
         auto* n = as<FillNode>(s);
         line(cat({pre, "fill ", region(n->dst, sp), " = ", expr(n->value, sp)}));
+        return;
+      }
+      case StmtKind::CoreScope: {
+        auto* n = as<CoreScopeNode>(s);
+        block(pre + "scope " + std::string(corekind_name(n->core)), n->body, sp);
+        return;
+      }
+      case StmtKind::Sync: {
+        auto* n = as<SyncNode>(s);
+        std::string args;
+        switch (n->sync) {
+          case SyncKind::set_flag:
+          case SyncKind::wait_flag:
+            args = cat({std::string(pipe_name(n->pipe)), ", ", std::string(pipe_name(n->dst_pipe)), ", ", expr(n->id, sp)});
+            break;
+          case SyncKind::pipe_barrier: args = std::string(pipe_name(n->pipe)); break;
+          case SyncKind::set_cross_flag:
+            args = cat({std::to_string(n->mode), ", ", std::string(pipe_name(n->pipe)), ", ", expr(n->id, sp)});
+            break;
+          case SyncKind::wait_cross_flag:
+            args = expr(n->id, sp);
+            if (n->pipe != AscendPipe::S) args += ", " + std::string(pipe_name(n->pipe));
+            break;
+        }
+        line(cat({pre, "sync ", std::string(synckind_name(n->sync)), "(", args, ")"}));
         return;
       }
       case StmtKind::Reduce: {

@@ -1,6 +1,7 @@
 // Tile IR verifier. The list of checks is in ir/verifier.h.
 #include "ir/verifier.h"
 
+#include <optional>
 #include <unordered_set>
 
 #include "ir/printer.h"
@@ -42,6 +43,8 @@ std::string_view stmt_name(StmtKind k) {
     case StmtKind::Gemm: return "gemm";
     case StmtKind::Fill: return "fill";
     case StmtKind::Reduce: return "reduce";
+    case StmtKind::CoreScope: return "T.Scope";
+    case StmtKind::Sync: return "synchronisation";
   }
   return "statement";
 }
@@ -83,6 +86,17 @@ class Verifier {
         fail(v->span, "block variable " + q(v->name) + " must be an integer, got " + dt(v->dtype));
       define(v.get());
     }
+    npu_ = k->is_npu();
+    if (npu_) {
+      const Var& v = k->sub_block_var;
+      if (!v->dtype.is_int())
+        fail(v->span, "sub-block variable " + q(v->name) + " must be an integer, got " + dt(v->dtype));
+      if (k->grid.size() != 1)
+        fail(k->span, "an Ascend expert-mode kernel (is_npu=True) has a 1-D grid (the AI Cores), got " +
+                          std::to_string(k->grid.size()) + " dims",
+             "T.Kernel(n, is_npu=True) as (cid, vid): fold extra dims into n and split cid with // and %");
+      define(v.get());
+    }
     stmt(k->body);
     pop();
   }
@@ -106,6 +120,25 @@ class Verifier {
       fail(where, "buffer " + q(b->name) + " is used outside its scope",
            "an alloc is visible only until the end of the block that contains it; allocate " + q(b->name) +
                " before this use, in an enclosing block");
+    check_core(b, where);
+  }
+  // Ascend: L1/L0A/L0B/L0C belong to the Cube core, UB to the Vector cores.
+  static std::optional<CoreKind> core_of(Scope s) {
+    switch (s) {
+      case Scope::L1: case Scope::L0A: case Scope::L0B: case Scope::L0C: return CoreKind::C;
+      case Scope::UB: return CoreKind::V;
+      default: return std::nullopt;
+    }
+  }
+  void check_core(const Buffer& b, const Span& where) {
+    if (!core_) return;
+    auto c = core_of(b->scope);
+    if (!c || *c == *core_) return;
+    const char* core = *core_ == CoreKind::C ? "the Cube core (T.Scope(\"C\"))" : "the Vector core (T.Scope(\"V\"))";
+    fail(where, std::string(scope_name(b->scope)) + " buffer " + q(b->name) + " is used in code that runs on " + core +
+                    ", which has no " + std::string(scope_name(b->scope)),
+         *c == CoreKind::C ? "L1, L0A, L0B and L0C are used inside with T.Scope(\"C\"):"
+                           : "UB is used inside with T.Scope(\"V\"):; the Cube and Vector cores exchange data through GM");
   }
   void define_var(const Var& v, const Span& where, const char* what) {
     if (in_scope(v.get())) {
@@ -293,6 +326,7 @@ class Verifier {
           fail(sp, "tile buffer " + q(b->name) + " must have a constant shape, got " + print_shape(b->shape),
                "tile sizes are compile-time constants");
         if (in_scope(b.get())) fail(sp, "buffer " + q(b->name) + " is allocated twice", "allocate it once");
+        check_core(b, sp);
         define(b.get());
         break;
       }
@@ -305,6 +339,7 @@ class Verifier {
           fail(sp, "copy shape mismatch: " + print(n->src) + " is " + dims_text(a) + " but " + print(n->dst) + " is " +
                        dims_text(b),
                "source and destination must have the same shape (dims of extent 1 are ignored)");
+        ascend_path(n->src.buffer->scope, n->dst.buffer->scope, sp);
         break;
       }
       case StmtKind::Gemm: gemm(as<GemmNode>(s), s); break;
@@ -319,8 +354,121 @@ class Verifier {
         break;
       }
       case StmtKind::Reduce: reduce(as<ReduceNode>(s), s); break;
+      case StmtKind::CoreScope: {
+        no_tile_op_in_parallel(s);
+        auto* n = as<CoreScopeNode>(s);
+        std::string what = "T.Scope(\"" + std::string(corekind_name(n->core)) + "\")";
+        if (!npu_)
+          fail(sp, what + " is only valid in an Ascend expert-mode kernel",
+               "launch the kernel with T.Kernel(n, is_npu=True) as (cid, vid)");
+        if (core_)
+          fail(sp, what + " inside T.Scope(\"" + std::string(corekind_name(*core_)) + "\"): core scopes do not nest",
+               "close the enclosing with T.Scope(...) block first");
+        core_ = n->core;
+        body(n->body);
+        core_.reset();
+        break;
+      }
+      case StmtKind::Sync: sync(as<SyncNode>(s), s); break;
     }
     ctx_ = saved;
+  }
+
+  // Hardware data paths of the 910B (shared/ascend-910b.md "Pipes and data paths").
+  void ascend_path(Scope from, Scope to, const Span& sp) {
+    auto ascend = [](Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C || s == Scope::UB; };
+    if (!ascend(from) && !ascend(to)) return;
+    static const std::pair<Scope, Scope> kPaths[] = {
+        {Scope::global, Scope::L1}, {Scope::global, Scope::L0A}, {Scope::global, Scope::L0B},
+        {Scope::global, Scope::UB}, {Scope::L1, Scope::L0A},     {Scope::L1, Scope::L0B},
+        {Scope::L0C, Scope::global}, {Scope::L0C, Scope::L1},    {Scope::UB, Scope::global},
+        {Scope::UB, Scope::UB}};
+    for (const auto& [a, b] : kPaths)
+      if (a == from && b == to) return;
+    fail(sp, "there is no data path " + std::string(scope_name(from)) + " -> " + std::string(scope_name(to)) +
+                 " on the Ascend 910B",
+         "paths: GM->L1, L1->L0A, L1->L0B, L0C->GM, GM<->UB, UB->UB; the Cube and Vector cores exchange data only "
+         "through GM (global) with cross-core flags");
+  }
+
+  void sync(const SyncNode* n, const Stmt& s) {
+    no_tile_op_in_parallel(s);
+    const Span& sp = ctx_;
+    std::string what = "T." + std::string(synckind_name(n->sync));
+    if (!npu_)
+      fail(sp, what + " is only valid in an Ascend expert-mode kernel",
+           "launch the kernel with T.Kernel(n, is_npu=True) as (cid, vid)");
+    if (!core_)
+      fail(sp, what + " outside T.Scope: the compiler cannot tell which core it synchronises",
+           "put it inside with T.Scope(\"C\"): (Cube core) or with T.Scope(\"V\"): (Vector core)");
+    bool aic = *core_ == CoreKind::C;
+    std::string core = aic ? "the Cube core (AIC)" : "the Vector core (AIV)";
+    auto pn = [](AscendPipe p) { return std::string(pipe_name(p)); };
+    auto on_core = [&](AscendPipe p) {
+      switch (p) {
+        case AscendPipe::S: case AscendPipe::MTE2: case AscendPipe::MTE3: case AscendPipe::ALL: return true;
+        case AscendPipe::V: return !aic;
+        default: return aic;  // M MTE1 FIX
+      }
+    };
+    auto check_pipe = [&](AscendPipe p) {
+      if (p == AscendPipe::ALL && n->sync != SyncKind::pipe_barrier)
+        fail(sp, what + ": pipe ALL is only valid for T.pipe_barrier", "name one pipe");
+      if (!on_core(p))
+        fail(sp, what + ": " + core + " has no pipe " + pn(p),
+             aic ? "AIC pipes: S MTE1 MTE2 MTE3 M FIX" : "AIV pipes: S V MTE2 MTE3");
+    };
+    auto const_id = [&](int64_t hi, const char* kind, const char* hint) {
+      int_expr(n->id, sp, what + " " + kind);
+      if (auto v = as_const_int(n->id); v && (*v < 0 || *v > hi))
+        fail(sp, what + ": " + kind + " " + std::to_string(*v) + " is out of range 0.." + std::to_string(hi), hint);
+    };
+    switch (n->sync) {
+      case SyncKind::set_flag:
+      case SyncKind::wait_flag: {
+        check_pipe(n->pipe);
+        check_pipe(n->dst_pipe);
+        using P = AscendPipe;
+        static const std::pair<P, P> kAic[] = {
+            {P::M, P::MTE1},    {P::M, P::MTE2},    {P::M, P::FIX},     {P::MTE1, P::M},    {P::MTE1, P::MTE2},
+            {P::MTE1, P::MTE3}, {P::MTE1, P::FIX},  {P::MTE2, P::M},    {P::MTE2, P::MTE1}, {P::MTE2, P::MTE3},
+            {P::MTE3, P::MTE1}, {P::MTE3, P::MTE2}, {P::FIX, P::M},     {P::FIX, P::MTE1}};
+        static const std::pair<P, P> kAiv[] = {
+            {P::S, P::V},      {P::S, P::MTE2},   {P::S, P::MTE3},   {P::V, P::S},     {P::MTE2, P::S},
+            {P::MTE3, P::S},   {P::V, P::MTE2},   {P::V, P::MTE3},   {P::MTE2, P::V},  {P::MTE2, P::MTE3},
+            {P::MTE3, P::V},   {P::MTE3, P::MTE2}};
+        bool ok = false;
+        if (aic) {
+          for (const auto& [a, b] : kAic) ok |= a == n->pipe && b == n->dst_pipe;
+        } else {
+          for (const auto& [a, b] : kAiv) ok |= a == n->pipe && b == n->dst_pipe;
+        }
+        if (!ok)
+          fail(sp, what + "(" + pn(n->pipe) + ", " + pn(n->dst_pipe) + "): " + pn(n->pipe) + " -> " + pn(n->dst_pipe) +
+                       " is not a flag pair of " + core,
+               aic ? "AIC pairs: M->{MTE1,MTE2,FIX}, MTE1->{M,MTE2,MTE3,FIX}, MTE2->{M,MTE1,MTE3}, MTE3->{MTE1,MTE2}, "
+                     "FIX->{M,MTE1}; within one pipe use T.pipe_barrier"
+                   : "AIV pairs: S<->{V,MTE2,MTE3}, V->{MTE2,MTE3}, MTE2->{V,MTE3}, MTE3->{V,MTE2}; within one pipe "
+                     "use T.pipe_barrier");
+        const_id(7, "event id", "event ids are 0..7");
+        break;
+      }
+      case SyncKind::pipe_barrier:
+        check_pipe(n->pipe);
+        if (n->id) fail(sp, what + " takes no id");
+        break;
+      case SyncKind::set_cross_flag:
+        if (n->mode < 0 || n->mode > 2)
+          fail(sp, what + ": mode " + std::to_string(n->mode) + " is not 0, 1 or 2",
+               "mode 0: all cores of one type; 1: the two AIVs of an AI Core; 2: AIC <-> its two AIVs");
+        check_pipe(n->pipe);
+        const_id(15, "flag id", "cross-core flag ids are 0..15");
+        break;
+      case SyncKind::wait_cross_flag:
+        check_pipe(n->pipe);
+        const_id(15, "flag id", "cross-core flag ids are 0..15");
+        break;
+    }
   }
 
   void for_stmt(const ForNode* n, const Stmt& s) {
@@ -441,6 +589,8 @@ class Verifier {
   std::unordered_set<const void*> scalar_params_;
   int parallel_depth_ = 0;
   Span ctx_;
+  bool npu_ = false;               // an Ascend expert-mode kernel
+  std::optional<CoreKind> core_;   // inside T.Scope("C") / T.Scope("V")
 };
 
 }  // namespace

@@ -28,6 +28,12 @@ namespace tw::ir {
 //    result would be rank 0), equal dtypes;
 //  - tile-op regions of non-global buffers with constant starts lie inside the buffer
 //    (global regions may stick out: that is how tails work).
+//  - Ascend expert mode (kernel with a sub-block variable): 1-D grid; T.Scope only in such
+//    kernels and not nested; inside T.Scope("C") no UB buffer, inside T.Scope("V") no
+//    L1/L0A/L0B/L0C buffer; copies only along the 910B data paths (GM->L1/L0A/L0B/UB,
+//    L1->L0A/L0B, L0C->GM/L1, UB->GM/UB); set/wait flags only inside a scope, with a legal pipe
+//    pair of that core (ascend-910b.md "Synchronisation"), event ids 0..7; barriers on a pipe of
+//    that core; cross-core flags: mode 0..2, ids 0..15.
 void verify(const Kernel& k);
 
 }  // namespace tw::ir

@@ -80,6 +80,18 @@ ForKind to_forkind(const std::string& s, const Span& sp) {
   if (auto k = scan<ForKind>(forkind_name, static_cast<int>(ForKind::unroll) + 1, s)) return *k;
   throw Error("unknown loop kind '" + s + "' (serial parallel pipelined unroll)", sp);
 }
+CoreKind to_corekind(const std::string& s, const Span& sp) {
+  if (auto k = parse_corekind(s)) return *k;
+  throw Error("unknown core scope '" + s + "'", sp, "T.Scope(\"C\") (Cube core) or T.Scope(\"V\") (Vector core)");
+}
+AscendPipe to_pipe(const std::string& s, const Span& sp) {
+  if (auto p = parse_pipe(s)) return *p;
+  throw Error("unknown pipe '" + s + "'", sp, "pipes: S V M MTE1 MTE2 MTE3 FIX ALL");
+}
+SyncKind to_synckind(const std::string& s, const Span& sp) {
+  if (auto k = parse_synckind(s)) return *k;
+  throw Error("unknown synchronisation '" + s + "'", sp);
+}
 ReduceKind to_reducekind(const std::string& s, const Span& sp) {
   if (auto k = scan<ReduceKind>(reducekind_name, static_cast<int>(ReduceKind::min) + 1, s)) return *k;
   throw Error("unknown reduction '" + s + "' (sum max min)", sp);
@@ -90,7 +102,8 @@ const char* expr_kind_name(ExprKind k) {
   return names[static_cast<int>(k)];
 }
 const char* stmt_kind_name(StmtKind k) {
-  static const char* names[] = {"Seq", "For", "If", "Let", "Store", "Alloc", "Copy", "Gemm", "Fill", "Reduce"};
+  static const char* names[] = {"Seq", "For", "If", "Let", "Store", "Alloc", "Copy", "Gemm", "Fill", "Reduce",
+                                "CoreScope", "Sync"};
   return names[static_cast<int>(k)];
 }
 
@@ -243,6 +256,16 @@ void bind_ir(nb::module_& m) {
       .def_ro("axis", &ReduceNode::axis)
       .def_ro("clear", &ReduceNode::clear);
 
+  nb::class_<CoreScopeNode, StmtNode>(m, "CoreScope")
+      .def_prop_ro("core", [](const CoreScopeNode& n) { return std::string(corekind_name(n.core)); })
+      .def_ro("body", &CoreScopeNode::body);
+  nb::class_<SyncNode, StmtNode>(m, "Sync")
+      .def_prop_ro("sync", [](const SyncNode& n) { return std::string(synckind_name(n.sync)); })
+      .def_prop_ro("pipe", [](const SyncNode& n) { return std::string(pipe_name(n.pipe)); })
+      .def_prop_ro("dst_pipe", [](const SyncNode& n) { return std::string(pipe_name(n.dst_pipe)); })
+      .def_ro("mode", &SyncNode::mode)
+      .def_ro("id", &SyncNode::id);
+
   // ------------------------------------------------------------------------------------------
   // Kernels
   nb::class_<Param>(m, "Param")
@@ -256,6 +279,8 @@ void bind_ir(nb::module_& m) {
       .def_ro("block_vars", &KernelNode::block_vars)
       .def_ro("grid", &KernelNode::grid)
       .def_ro("body", &KernelNode::body)
+      .def_ro("sub_block_var", &KernelNode::sub_block_var)
+      .def_prop_ro("is_npu", &KernelNode::is_npu)
       .def_prop_ro("span", [](const KernelNode& k) { return from_span(k.span); })
       .def("shape_vars", &KernelNode::shape_vars)
       .def("__repr__", [](const KernelNode& k) { return "<Kernel " + k.name + ">"; });
@@ -352,9 +377,21 @@ void bind_ir(nb::module_& m) {
     return std::make_shared<ReduceNode>(std::move(src), std::move(dst), to_reducekind(kind, sp), axis, clear, sp);
   }, "src"_a, "dst"_a, "kind"_a, "axis"_a, "clear"_a = true, "span"_a = nb::none());
 
+  m.def("core_scope", [](const std::string& core, Stmt body, const OptSpan& s) -> Stmt {
+    Span sp = to_span(s);
+    return std::make_shared<CoreScopeNode>(to_corekind(core, sp), std::move(body), sp);
+  }, "core"_a, "body"_a, "span"_a = nb::none());
+  m.def("sync", [](const std::string& kind, const std::string& pipe, const std::string& dst_pipe, int mode,
+                   std::optional<Expr> id, const OptSpan& s) -> Stmt {
+    Span sp = to_span(s);
+    return std::make_shared<SyncNode>(to_synckind(kind, sp), to_pipe(pipe, sp), to_pipe(dst_pipe, sp), mode,
+                                      id ? std::move(*id) : Expr{}, sp);
+  }, "kind"_a, "pipe"_a = "S", "dst_pipe"_a = "S", "mode"_a = 0, "id"_a = nb::none(), "span"_a = nb::none());
+
   // params: (buffer or scalar var, is_output)
   m.def("kernel", [](std::string name, const std::vector<std::pair<std::variant<Buffer, Var>, bool>>& params,
-                     std::vector<Var> block_vars, std::vector<Expr> grid, Stmt body, const OptSpan& s) -> Kernel {
+                     std::vector<Var> block_vars, std::vector<Expr> grid, Stmt body, const OptSpan& s,
+                     std::optional<Var> sub_block_var) -> Kernel {
     std::vector<Param> ps;
     for (const auto& [obj, out] : params) {
       Param p;
@@ -364,8 +401,8 @@ void bind_ir(nb::module_& m) {
       ps.push_back(std::move(p));
     }
     return std::make_shared<KernelNode>(std::move(name), std::move(ps), std::move(block_vars), std::move(grid),
-                                        std::move(body), to_span(s));
-  }, "name"_a, "params"_a, "block_vars"_a, "grid"_a, "body"_a, "span"_a = nb::none());
+                                        std::move(body), to_span(s), sub_block_var ? std::move(*sub_block_var) : Var{});
+  }, "name"_a, "params"_a, "block_vars"_a, "grid"_a, "body"_a, "span"_a = nb::none(), "sub_block_var"_a = nb::none());
 
   // ------------------------------------------------------------------------------------------
   // Text form (ir/printer.h, ir/parser.h) and verifier (ir/verifier.h)

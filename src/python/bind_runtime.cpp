@@ -5,14 +5,21 @@
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
+#include "runtime/ascend_executable.h"
 #include "runtime/cpu_executable.h"
 #include "runtime/env.h"
 #include "runtime/thread_pool.h"
@@ -118,52 +125,189 @@ Arg to_arg(nb::handle h, bool scalar_param, std::vector<nb::object>& keep_alive)
   return t;
 }
 
+// Output buffers. Small ones come from malloc. Large ones (>= 2 MiB) are mmap'ed 2 MiB-aligned
+// with MADV_HUGEPAGE (as numpy does for its own arrays), and when the array dies the mapping is
+// kept in a small process-wide free list and reused by the next output of the same size: a
+// kernel called in a loop then writes into warm, already-mapped memory instead of taking a page
+// fault (and a page clear) for every 4 KiB of a fresh output. Contents of a new output are
+// unspecified either way (as with malloc).
+constexpr size_t kBigOutput = size_t(2) << 20;
+constexpr size_t kPoolMaxBuffers = 4;
+constexpr size_t kPoolMaxBytes = size_t(1) << 30;
+
+struct BigBufferPool {
+  std::mutex mu;
+  std::vector<std::pair<size_t, void*>> free;  // (bytes, mapping)
+  size_t bytes = 0;
+  void* get(size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (size_t i = 0; i < free.size(); ++i)
+        if (free[i].first == n) {
+          void* p = free[i].second;
+          bytes -= n;
+          free.erase(free.begin() + static_cast<long>(i));
+          return p;
+        }
+    }
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+  }
+  void put(size_t n, void* p) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (free.size() < kPoolMaxBuffers && bytes + n <= kPoolMaxBytes) {
+        free.emplace_back(n, p);
+        bytes += n;
+        return;
+      }
+      // full: drop the oldest entry instead, keep the most recent size
+      if (!free.empty() && n <= kPoolMaxBytes) {
+        auto old = free.front();
+        free.erase(free.begin());
+        bytes -= old.first;
+        free.emplace_back(n, p);
+        bytes += n;
+        p = old.second;
+        n = old.first;
+      }
+    }
+    munmap(p, n);
+  }
+};
+
+BigBufferPool& big_pool() {
+  static BigBufferPool* pool = new BigBufferPool;  // never destroyed (capsules may die at exit)
+  return *pool;
+}
+
+struct BigBuffer {
+  size_t bytes;
+  void* p;
+};
+
 nb::object alloc_output(const OutputSpec& spec) {
   size_t n = 1;
   for (auto s : spec.shape) n *= static_cast<size_t>(s);
   size_t bytes = (n * spec.dtype.bytes() + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes ? bytes : 64);
-  if (!p) throw std::bad_alloc();
-  nb::capsule owner(p, [](void* q) noexcept { std::free(q); });
   std::vector<size_t> shape(spec.shape.begin(), spec.shape.end());
+  void* p;
+  nb::capsule owner;
+  if (bytes >= kBigOutput) {
+    size_t mapped = (bytes + kBigOutput - 1) / kBigOutput * kBigOutput;
+    p = big_pool().get(mapped);
+    auto* info = new BigBuffer{mapped, p};
+    owner = nb::capsule(info, [](void* q) noexcept {
+      auto* b = static_cast<BigBuffer*>(q);
+      big_pool().put(b->bytes, b->p);
+      delete b;
+    });
+  } else {
+    p = std::aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) throw std::bad_alloc();
+    owner = nb::capsule(p, [](void* q) noexcept { std::free(q); });
+  }
   return nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, to_dlpack(spec.dtype)));
 }
 
 // Runs `exe` on Python arguments; returns the outputs (a list, in output-parameter order).
-nb::list call(const Executable& exe, nb::args args) {
+// The arguments of one call: converted inputs, the checked binding and the allocated outputs.
+struct Prepared {
   std::vector<nb::object> keep_alive;
   std::vector<Arg> inputs;
-  inputs.reserve(args.size());
+  Binding binding;
+  nb::list outs;
+  std::vector<void*> out_ptrs;
+};
+
+void prepare(const Executable& exe, nb::handle args, Prepared& p) {
+  size_t n = nb::len(args);
+  p.inputs.reserve(n);
   std::vector<bool> scalar_param;
-  for (const auto& p : exe.kernel()->params)
-    if (!p.is_output) scalar_param.push_back(static_cast<bool>(p.scalar));
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (const auto& param : exe.kernel()->params)
+    if (!param.is_output) scalar_param.push_back(static_cast<bool>(param.scalar));
+  for (size_t i = 0; i < n; ++i) {
     try {
-      inputs.push_back(to_arg(args[i], i < scalar_param.size() && scalar_param[i], keep_alive));
+      p.inputs.push_back(to_arg(args[i], i < scalar_param.size() && scalar_param[i], p.keep_alive));
     } catch (const ir::Error& e) {
       const auto& k = *exe.kernel();
       std::string name;
       size_t j = 0;
-      for (const auto& p : k.params)
-        if (!p.is_output && j++ == i) name = p.name();
+      for (const auto& param : k.params)
+        if (!param.is_output && j++ == i) name = param.name();
       throw ir::Error("argument " + std::to_string(i) + (name.empty() ? "" : " ('" + name + "')") + " of kernel '" +
                           k.name + "': " + e.message(),
                       k.span, e.hint());
     }
   }
-  Binding binding = exe.bind(inputs);
-  nb::list outs;
-  std::vector<void*> out_ptrs;
-  for (const auto& spec : binding.outputs) {
+  p.binding = exe.bind(p.inputs);
+  for (const auto& spec : p.binding.outputs) {
     nb::object o = alloc_output(spec);
-    out_ptrs.push_back(nb::cast<nb::ndarray<>>(o).data());
-    outs.append(o);
+    p.out_ptrs.push_back(nb::cast<nb::ndarray<>>(o).data());
+    p.outs.append(o);
   }
+}
+
+// Runs `exe` on Python arguments; returns the outputs (a list, in output-parameter order).
+nb::list call(const Executable& exe, nb::args args) {
+  Prepared p;
+  prepare(exe, args, p);
   {
     nb::gil_scoped_release release;
-    exe.launch(inputs, out_ptrs, binding);
+    exe.launch(p.inputs, p.out_ptrs, p.binding);
   }
-  return outs;
+  return p.outs;
+}
+
+// Simulated targets: runs with options and returns (outputs, report dict). Checker reports are
+// returned, not raised.
+nb::tuple simulate(const Executable& exe, nb::list args, bool functional, bool check, bool trace) {
+  auto* ascend = dynamic_cast<const runtime::AscendExecutable*>(&exe);
+  if (!ascend)
+    throw ir::Error("kernel '" + exe.kernel()->name + "' is compiled for '" + exe.target() +
+                        "', which is not simulated: profile() and trace() are for the ascend910b targets",
+                    exe.kernel()->span, "time a cpu kernel with time.perf_counter() around calls, or use bench/run.py");
+  Prepared p;
+  prepare(exe, args, p);
+  std::shared_ptr<const ascend::sim::Result> r;
+  {
+    nb::gil_scoped_release release;
+    r = ascend->simulate(p.inputs, p.out_ptrs, p.binding, ascend::sim::Options{functional, check, trace, 64});
+  }
+  nb::dict d;
+  d["target"] = exe.target();
+  d["total_cycles"] = r->total_cycles;
+  d["time_us"] = r->time_us;
+  d["clock_mhz"] = r->clock_mhz;
+  d["blocks"] = r->blocks;
+  d["kernel_type"] = std::string(ascend::kernel_type_name(r->kernel_type));
+  d["aic_used"] = r->aic_used;
+  d["aiv_used"] = r->aiv_used;
+  d["cube_utilisation"] = r->cube_utilisation;
+  d["cube_busy"] = r->cube_busy;
+  d["flops"] = r->flops;
+  d["tflops"] = r->tflops;
+  d["instructions"] = r->instructions;
+  nb::dict busy;
+  const char* cores[2] = {"AIC", "AIV"};
+  for (int c = 0; c < 2; ++c) {
+    nb::dict per_pipe;
+    for (int q = 0; q < ascend::kNumPipes; ++q)
+      per_pipe[nb::str(std::string(ascend::pipe_name(static_cast<ascend::Pipe>(q))).c_str())] = r->busy_pct[c][q];
+    busy[cores[c]] = per_pipe;
+  }
+  d["pipe_busy_pct"] = busy;
+  nb::list reports;
+  for (const auto& rep : r->reports) reports.append(rep.format());
+  d["reports"] = reports;
+  d["dropped_reports"] = r->dropped_reports;
+  d["summary"] = r->summary();
+  if (trace) d["trace_json"] = r->trace_json();
+  return nb::make_tuple(p.outs, d);
 }
 
 }  // namespace
@@ -173,6 +317,8 @@ void bind_runtime(nb::module_& m) {
 
   nb::class_<Executable>(m, "Executable")
       .def("__call__", &call)
+      .def("simulate", &simulate, nb::arg("args"), nb::arg("functional") = true, nb::arg("check") = true,
+           nb::arg("trace") = false)
       .def_prop_ro("kernel", &Executable::kernel)
       .def_prop_ro("target", &Executable::target)
       .def("source", &Executable::source, nb::arg("lang") = "c++")

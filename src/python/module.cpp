@@ -2,6 +2,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include "python/bind_ascend.h"
 #include "python/bind_ir.h"
 #include "python/bind_runtime.h"
 #include "tilewright/ir.h"
@@ -24,5 +25,7 @@ NB_MODULE(_C, m) {
   });
   nb::module_ ir = m.def_submodule("ir", "Tile IR builder");
   bind_ir(ir);
+  nb::module_ ascend = m.def_submodule("ascend", "Ascend backend");
+  bind_ascend(ascend);
   bind_runtime(m);
 }

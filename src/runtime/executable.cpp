@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ir/printer.h"
+#include "runtime/ascend_executable.h"
 #include "runtime/cpu_executable.h"
 #include "runtime/disk_cache.h"
 #include "target/registry.h"
@@ -183,10 +184,7 @@ std::shared_ptr<const Executable> compile(const ir::Kernel& kernel, std::string_
   const target::Target& target = target::find_target(target_name);
   switch (target.kind) {
     case target::TargetKind::cpu: return runtime::compile_cpu(kernel, target);
-    case target::TargetKind::ascend:
-      throw ir::Error("target '" + target.name + "' (" + target.description +
-                          ") has no code generator yet: the Ascend backend and simulator are being built",
-                      kernel->span, "compile for target=\"cpu\" for now");
+    case target::TargetKind::ascend: return runtime::compile_ascend(kernel, target);
   }
   throw ir::Error("internal: unhandled target kind");
 }

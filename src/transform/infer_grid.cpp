@@ -24,43 +24,6 @@ using LetMap = std::unordered_map<const VarNode*, Expr>;
 // ---------------------------------------------------------------------------------------------
 // Expression helpers
 
-bool struct_equal(const Expr& a, const Expr& b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype) return false;
-  switch (a->kind) {
-    case ExprKind::IntImm: return as<IntImmNode>(a)->value == as<IntImmNode>(b)->value;
-    case ExprKind::FloatImm: return as<FloatImmNode>(a)->value == as<FloatImmNode>(b)->value;
-    case ExprKind::Var: return false;  // identity, checked above
-    case ExprKind::Binary: {
-      auto *x = as<BinaryNode>(a), *y = as<BinaryNode>(b);
-      return x->op == y->op && struct_equal(x->a, y->a) && struct_equal(x->b, y->b);
-    }
-    case ExprKind::Unary: {
-      auto *x = as<UnaryNode>(a), *y = as<UnaryNode>(b);
-      return x->op == y->op && struct_equal(x->a, y->a);
-    }
-    case ExprKind::Call: {
-      auto *x = as<CallNode>(a), *y = as<CallNode>(b);
-      if (x->fn != y->fn || x->args.size() != y->args.size()) return false;
-      for (size_t i = 0; i < x->args.size(); ++i)
-        if (!struct_equal(x->args[i], y->args[i])) return false;
-      return true;
-    }
-    case ExprKind::Cast: return struct_equal(as<CastNode>(a)->value, as<CastNode>(b)->value);
-    case ExprKind::Select: {
-      auto *x = as<SelectNode>(a), *y = as<SelectNode>(b);
-      return struct_equal(x->cond, y->cond) && struct_equal(x->t, y->t) && struct_equal(x->f, y->f);
-    }
-    case ExprKind::Load: {
-      auto *x = as<LoadNode>(a), *y = as<LoadNode>(b);
-      if (x->buffer != y->buffer || x->indices.size() != y->indices.size()) return false;
-      for (size_t i = 0; i < x->indices.size(); ++i)
-        if (!struct_equal(x->indices[i], y->indices[i])) return false;
-      return true;
-    }
-  }
-  return false;
-}
 
 // Free variables of e with Let-bound variables replaced by their values; sets has_load when the
 // value depends on memory contents.
@@ -167,7 +130,7 @@ struct Affine {
 
 void add_term(Affine& f, const Expr& atom, int64_t coef) {
   for (auto it = f.terms.begin(); it != f.terms.end(); ++it) {
-    if (struct_equal(it->atom, atom)) {
+    if (structural_equal(it->atom, atom)) {
       it->coef += coef;
       if (it->coef == 0) f.terms.erase(it);
       return;
@@ -362,7 +325,7 @@ bool same_terms(const std::vector<Term>& a, const std::vector<Term>& b) {
   if (a.size() != b.size()) return false;
   for (const auto& t : a) {
     bool found = false;
-    for (const auto& u : b) found |= u.coef == t.coef && struct_equal(u.atom, t.atom);
+    for (const auto& u : b) found |= u.coef == t.coef && structural_equal(u.atom, t.atom);
     if (!found) return false;
   }
   return true;

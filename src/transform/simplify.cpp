@@ -99,39 +99,6 @@ bool representable(double x, DType t) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Structural equality (variables by identity), for x - x, min(x, x), select(c, x, x).
-
-bool struct_equal(const Expr& a, const Expr& b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype) return false;
-  switch (a->kind) {
-    case ExprKind::IntImm: return as<IntImmNode>(a)->value == as<IntImmNode>(b)->value;
-    case ExprKind::FloatImm: return false;  // NaN != NaN; not needed for index math
-    case ExprKind::Var: return false;
-    case ExprKind::Binary: {
-      auto *x = as<BinaryNode>(a), *y = as<BinaryNode>(b);
-      return x->op == y->op && struct_equal(x->a, y->a) && struct_equal(x->b, y->b);
-    }
-    case ExprKind::Unary: {
-      auto *x = as<UnaryNode>(a), *y = as<UnaryNode>(b);
-      return x->op == y->op && struct_equal(x->a, y->a);
-    }
-    case ExprKind::Cast: return struct_equal(as<CastNode>(a)->value, as<CastNode>(b)->value);
-    case ExprKind::Select: {
-      auto *x = as<SelectNode>(a), *y = as<SelectNode>(b);
-      return struct_equal(x->cond, y->cond) && struct_equal(x->t, y->t) && struct_equal(x->f, y->f);
-    }
-    case ExprKind::Load: {
-      auto *x = as<LoadNode>(a), *y = as<LoadNode>(b);
-      if (x->buffer != y->buffer || x->indices.size() != y->indices.size()) return false;
-      for (size_t i = 0; i < x->indices.size(); ++i)
-        if (!struct_equal(x->indices[i], y->indices[i])) return false;
-      return true;
-    }
-    case ExprKind::Call: return false;  // float math: left alone
-  }
-  return false;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Rules. Each function receives already simplified operands.
@@ -207,7 +174,7 @@ Expr simplify_binary(BinOp op, Expr a, Expr b, DType t, const Span& s, const Exp
       break;
     case BinOp::Sub:
       if (cb && *cb == 0 && same_type) return a;
-      if (struct_equal(a, b)) return zero();
+      if (structural_equal(a, b)) return zero();
       if (cb && split_const_rhs(a, BinOp::Add, x, c1)) {  // (x + c1) - c2
         if (auto r = eval_int(BinOp::Sub, c1, *cb); r && fits(*r, t))
           return simplify_binary(BinOp::Add, x, constant(*r, b->span), t, s, nullptr);
@@ -234,7 +201,7 @@ Expr simplify_binary(BinOp op, Expr a, Expr b, DType t, const Span& s, const Exp
       break;
     case BinOp::Min:
     case BinOp::Max:
-      if (struct_equal(a, b) && same_type) return a;
+      if (structural_equal(a, b) && same_type) return a;
       break;
     default: break;
   }
@@ -303,7 +270,7 @@ class Simplifier : public Mutator {
           Expr pick = *v ? t : f;
           if (pick->dtype == n->dtype) return pick;
         }
-        if (struct_equal(t, f) && t->dtype == n->dtype) return t;
+        if (structural_equal(t, f) && t->dtype == n->dtype) return t;
         if (c == n->cond && t == n->t && f == n->f) return e;
         return std::make_shared<SelectNode>(c, t, f, n->dtype, n->span);
       }

@@ -110,6 +110,16 @@ void run_all_small(uint32_t seed) {
 }
 
 TEST(Gemm, F32Shapes) { run_all_small<float, float>(1); }
+// M = 1 and 2 (fp32, B not transposed) take the GEMV-like path: column chunks of 1024 with a
+// vector tail and a scalar tail, k in groups of 4 with a remainder; M = 3 the streamed-B path.
+TEST(Gemm, F32SkinnyGemv) {
+  const Shape shapes[] = {{1, 2085, 7, 3}, {2, 2085, 9, 0}, {1, 1024, 256, 0}, {2, 17, 130, 1},
+                          {1, 5, 3, 0},    {2, 2048, 1, 2}, {3, 1100, 33, 1}};
+  uint32_t seed = 500;
+  for (const Shape& s : shapes)
+    for (int tA = 0; tA < 2; ++tA)
+      for (int acc = 0; acc < 2; ++acc) run_gemm_case<float, float>(s.M, s.N, s.K, tA, false, acc, s.pad, seed++);
+}
 TEST(Gemm, F16Shapes) { run_all_small<f16, float>(2); }
 TEST(Gemm, BF16Shapes) { run_all_small<bf16, float>(3); }
 TEST(Gemm, I8Shapes) { run_all_small<int8_t, int32_t>(4); }
@@ -141,6 +151,43 @@ TEST(Gemm, TileAccumulateLoop) {
       for (int k = 0; k < K; ++k) { s += (double)A[i * K + k] * B[k * N + j]; sa += std::fabs((double)A[i * K + k] * B[k * N + j]); }
       EXPECT_NEAR(C[i * N + j], s, 1e-4 * sa);
     }
+}
+
+// a_stable: packed A blocks are reused across calls within a launch (same pointer and shape),
+// and dropped by new_launch(). The tile loop runs over several block columns (reuse), then A
+// changes in place and a new launch must see the new data.
+template <class T>
+void run_stable_a_case(bool transA, uint32_t seed) {
+  const int M = 100, N = 96, K = 256, KB = 64, NB = 32;  // M not a multiple of the micro-tile
+  std::mt19937 g(seed);
+  std::vector<T> A(M * K), B(K * N);
+  std::vector<float> C(M * N);
+  for (auto& v : B) v = make_val<T>(g);
+  for (int launch = 0; launch < 3; ++launch) {
+    for (auto& v : A) v = make_val<T>(g);  // same memory, new contents
+    tw_cpu::new_launch();
+    for (int j0 = 0; j0 < N; j0 += NB)  // "blocks" of NB columns, each walking K
+      for (int k0 = 0; k0 < K; k0 += KB) {
+        const T* a = transA ? A.data() + (size_t)k0 * M : A.data() + k0;
+        tw_cpu::gemm<T, T, float>(M, NB, KB, a, transA ? M : K, transA, B.data() + (size_t)k0 * N + j0, N, false,
+                                  C.data() + j0, N, k0 > 0, /*a_stable=*/true);
+      }
+    for (int i = 0; i < M; i += 3)
+      for (int j = 0; j < N; ++j) {
+        double s = 0, sa = 0;
+        for (int k = 0; k < K; ++k) {
+          double x = (double)tw_cpu::convert<float>(transA ? A[k * M + i] : A[i * K + k]) * tw_cpu::convert<float>(B[k * N + j]);
+          s += x;
+          sa += std::fabs(x);
+        }
+        ASSERT_NEAR(C[i * N + j], s, 1e-5 * sa + 1e-6) << "launch " << launch << " at " << i << "," << j;
+      }
+  }
+}
+TEST(Gemm, StableAPackedReuse) {
+  run_stable_a_case<float>(false, 11);
+  run_stable_a_case<float>(true, 12);
+  run_stable_a_case<bf16>(false, 13);
 }
 
 // ------------------------------------------------------------------ conversions

@@ -280,6 +280,67 @@ TEST(IrText, RoundTrip) {
   }
 }
 
+// Ascend expert mode: sub-block variable, core scopes and every kind of synchronisation.
+constexpr const char* kExpertText = R"(kernel ex(A: global float16[M, 64], C: global float16[M, 64] out)
+    grid(cid = ceildiv(M, 64)) sub_block(vid) {
+  alloc a_ub: UB float16[64, 64]
+  alloc a_l1: L1 float16[64, 64]
+  scope V {
+    copy A[cid * 64:+64, 0:+64] -> a_ub
+    sync set_flag(MTE2, V, 0)
+    sync wait_flag(MTE2, V, 0)
+    sync pipe_barrier(V)
+    sync set_cross_flag(2, MTE3, vid + 1)
+    sync wait_cross_flag(3)
+    sync wait_cross_flag(4, MTE2)
+  }
+  scope C {
+    copy A[cid * 64:+64, 0:+64] -> a_l1
+    sync pipe_barrier(ALL)
+  }
+}
+)";
+
+TEST(IrText, ExpertModeRoundTrip) {
+  Kernel k = parse_kernel(kExpertText, "ex.tw");
+  EXPECT_TRUE(k->is_npu());
+  EXPECT_EQ(k->sub_block_var->name, "vid");
+  verify(k);
+  EXPECT_EQ(print(k), kExpertText);
+  expect_round_trip(k);
+  auto* body = static_cast<const SeqNode*>(k->body.get());
+  ASSERT_EQ(body->body[2]->kind, StmtKind::CoreScope);
+  auto* v = static_cast<const CoreScopeNode*>(body->body[2].get());
+  EXPECT_EQ(v->core, CoreKind::V);
+  auto* vb = static_cast<const SeqNode*>(v->body.get());
+  auto* cross = static_cast<const SyncNode*>(vb->body[4].get());
+  EXPECT_EQ(cross->sync, SyncKind::set_cross_flag);
+  EXPECT_EQ(cross->mode, 2);
+  EXPECT_EQ(cross->pipe, AscendPipe::MTE3);
+  auto* wait = static_cast<const SyncNode*>(vb->body[6].get());
+  EXPECT_EQ(wait->pipe, AscendPipe::MTE2);
+  // With spans: every node keeps its position.
+  Kernel again = parse_kernel(print(k, PrintOptions{true}));
+  EXPECT_EQ(print(again, PrintOptions{true}), print(k, PrintOptions{true}));
+  EXPECT_EQ(again->sub_block_var->span.line, k->sub_block_var->span.line);
+}
+
+TEST(IrText, ExpertModeParseErrors) {
+  auto err = [](const std::string& text) {
+    try {
+      parse_kernel(text, "e.tw");
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  std::string head = "kernel e(A: global float16[64]) grid(c = 1) sub_block(v) {\n";
+  EXPECT_NE(err(head + "  scope X { }\n}").find("expected a core kind (C or V)"), std::string::npos);
+  EXPECT_NE(err(head + "  scope V { sync set_flag(MTE9, V, 0) }\n}").find("expected a pipe"), std::string::npos);
+  EXPECT_NE(err(head + "  scope V { sync fence(V) }\n}").find("expected a synchronisation"), std::string::npos);
+  EXPECT_NE(err(head + "  scope V { sync set_cross_flag(x, V, 0) }\n}").find("cross-core flag mode"), std::string::npos);
+}
+
 TEST(IrText, SpansSurviveRoundTrip) {
   Kernel k = parse_kernel(print(matmul_kernel(), PrintOptions{true}));
   EXPECT_EQ(k->span.file, "kern.py");

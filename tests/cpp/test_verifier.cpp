@@ -270,6 +270,81 @@ TEST(Verifier, TensorParamMustBeGlobal) {
   expect_error(bad, "tensor parameter 'S' must be in global memory, got shared", 1);
 }
 
+// Ascend expert mode -------------------------------------------------------------------------
+
+// An expert-mode kernel with `body` (text) inside; verifier errors point into the text.
+void expect_expert_error(const std::string& body, const std::string& msg, int line) {
+  std::string text = "kernel e(A: global float16[64, 64], O: global float16[64, 64] out)\n"
+                     "    grid(c = 2) sub_block(v) {\n"
+                     "  alloc u: UB float16[64, 64]\n"
+                     "  alloc l1: L1 float16[64, 64]\n" + body + "}\n";
+  Kernel k = parse_kernel(text, "e.tw");
+  try {
+    verify(k);
+    ADD_FAILURE() << "expected a verifier error containing '" << msg << "' for\n" << text;
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(msg), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, line) << e.what();
+    EXPECT_EQ(e.span().file, "e.tw") << e.what();
+    EXPECT_FALSE(e.hint().empty()) << e.what();
+  }
+}
+
+TEST(Verifier, ExpertModeAcceptsLegalFlags) {
+  const char* text = R"(kernel e(A: global float16[64, 64], O: global float16[64, 64] out)
+    grid(c = 2) sub_block(v) {
+  alloc u: UB float16[64, 64]
+  alloc l1: L1 float16[64, 64]
+  scope V {
+    copy A[0:+64, 0:+64] -> u
+    sync set_flag(MTE2, V, 0)
+    sync wait_flag(MTE2, V, 0)
+    sync set_flag(V, MTE3, v)
+    sync wait_flag(V, MTE3, v)
+    copy u -> O[0:+64, 0:+64]
+    sync pipe_barrier(ALL)
+    sync set_cross_flag(2, MTE3, 15)
+  }
+  scope C {
+    sync wait_cross_flag(15)
+    copy A[0:+64, 0:+64] -> l1
+    sync set_flag(MTE2, MTE1, 7)
+    sync wait_flag(MTE2, MTE1, 7)
+    sync pipe_barrier(MTE1)
+  }
+})";
+  EXPECT_NO_THROW(verify(parse_kernel(text, "e.tw")));
+}
+
+TEST(Verifier, ExpertModeFlagPairs) {
+  expect_expert_error("  scope V {\n    sync set_flag(MTE2, MTE1, 0)\n  }\n", "Vector core (AIV) has no pipe MTE1", 6);
+  expect_expert_error("  scope C {\n    sync set_flag(M, MTE3, 0)\n  }\n",
+                      "M -> MTE3 is not a flag pair of the Cube core (AIC)", 6);
+  expect_expert_error("  scope V {\n    sync wait_flag(V, V, 0)\n  }\n", "V -> V is not a flag pair", 6);
+  expect_expert_error("  scope V {\n    sync set_flag(MTE2, V, 8)\n  }\n", "event id 8 is out of range 0..7", 6);
+  expect_expert_error("  scope C {\n    sync pipe_barrier(V)\n  }\n", "Cube core (AIC) has no pipe V", 6);
+  expect_expert_error("  scope V {\n    sync set_flag(ALL, V, 0)\n  }\n", "pipe ALL is only valid for T.pipe_barrier", 6);
+  expect_expert_error("  scope V {\n    sync set_cross_flag(3, MTE3, 0)\n  }\n", "mode 3 is not 0, 1 or 2", 6);
+  expect_expert_error("  scope V {\n    sync wait_cross_flag(16)\n  }\n", "flag id 16 is out of range 0..15", 6);
+}
+
+TEST(Verifier, ExpertModeScopes) {
+  expect_expert_error("  sync pipe_barrier(V)\n", "outside T.Scope", 5);
+  expect_expert_error("  scope C {\n    scope V {\n    }\n  }\n", "core scopes do not nest", 6);
+  expect_expert_error("  scope C {\n    copy A[0:+64, 0:+64] -> u\n  }\n", "UB buffer 'u' is used in code that runs on the Cube core", 6);
+  expect_expert_error("  scope V {\n    copy A[0:+64, 0:+64] -> l1\n  }\n", "L1 buffer 'l1' is used in code that runs on the Vector core", 6);
+  expect_expert_error("  copy l1 -> u\n", "no data path L1 -> UB", 5);
+  // Scopes and flags need an expert-mode kernel.
+  Kernel k = parse_kernel("kernel p(A: global float16[64]) grid(b = 1) {\n  scope C {\n  }\n}\n", "p.tw");
+  try {
+    verify(k);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("only valid in an Ascend expert-mode kernel"), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, 2);
+  }
+}
+
 TEST(Verifier, ErrorsOnParsedTextPointIntoTheText) {
   const char* text = R"(kernel k(A: global float32[64, 64] out) grid(b = 1) {
   alloc T: shared float32[32, 32]

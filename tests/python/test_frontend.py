@@ -433,11 +433,11 @@ def test_error_type_error_from_builder_has_location():
 
 def test_error_is_npu_and_body_outside_kernel():
     def bad(A: T.Tensor((16,), "float32")):
-        with T.Kernel(1, is_npu=True):  # @E11
+        with T.Kernel(1, 2, is_npu=True):  # @E11
             pass
     with pytest.raises(TilewrightError) as ei:
         parse_prim_func(bad)
-    check_error(ei, "not yet supported", "@E11", "is_npu")
+    check_error(ei, "is_npu=True) takes one grid extent", "@E11", "T.Kernel")
 
     def bad2(A: T.Tensor((16,), "float32")):
         x = 1  # @E12
@@ -502,3 +502,25 @@ def test_error_undefined_name_after_block():
     with pytest.raises(TilewrightError) as ei:
         parse_prim_func(bad)
     check_error(ei, "'t' is not visible here", "@E18", "t  #")
+
+
+def test_compile_time_string_condition_picks_a_branch():
+    """`if op == "relu":` on a Python string from the enclosing scope is decided at compile time."""
+    import numpy as np
+
+    @tw.jit(out_idx=[-1])
+    def act(n, op):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.Parallel(n):
+                    if op == "relu":
+                        B[i] = T.max(A[i], 0.0)
+                    else:
+                        B[i] = A[i] * 2.0
+        return main
+
+    a = np.array([-1, 2, -3, 4], np.float32)
+    assert np.array_equal(act(4, "relu")(a), np.maximum(a, 0))
+    assert np.array_equal(act(4, "double")(a), a * 2)
+    assert "max" in act(4, "relu").get_ir("input") and "max" not in act(4, "double").get_ir("input")

@@ -53,6 +53,12 @@ def _is_const(v):
     return isinstance(v, (int, float, bool))
 
 
+def _is_py_value(v):
+    """A Python compile-time value that can be compared: numbers, strings (e.g. a dtype or a mode
+    name passed to a @tw.jit function) and None."""
+    return _is_const(v) or v is None or isinstance(v, str)
+
+
 def _marker_name(v):
     return getattr(v, "__tw_marker__", None)
 
@@ -510,7 +516,7 @@ class Parser:
                 self.error(node, f"unsupported comparison '{_op_symbol(op)}' in a kernel")
             right = self.value(comp)
             name, pyop = _CMPOPS[type(op)]
-            if _is_const(left) and _is_const(right):
+            if _is_py_value(left) and _is_py_value(right):
                 r = pyop(left, right)
             else:
                 r = ir.binary(name, self.to_ir(left, node.left), self.to_ir(right, comp), self.span(node))

@@ -11,6 +11,10 @@ _ALLOC_SCOPES = {
     "T.alloc_shared": "shared", "T.alloc_fragment": "fragment", "T.alloc_local": "fragment",
     "T.alloc_L1": "L1", "T.alloc_L0A": "L0A", "T.alloc_L0B": "L0B", "T.alloc_L0C": "L0C", "T.alloc_UB": "UB",
 }
+_PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
+_VEC_BINARY = ("add", "sub", "mul", "div", "max", "min")
+_MATH_UNARY = ("exp", "log", "sqrt", "rsqrt", "abs")
+_VEC_UNARY = _MATH_UNARY + ("relu", "reciprocal")
 _LOOPS = {"range": "serial", "T.serial": "serial", "T.Pipelined": "pipelined", "T.Parallel": "parallel",
           "T.unroll": "unroll"}
 
@@ -28,6 +32,18 @@ class PrimFuncParser(Parser):
         }
         self.value_markers = {name: (lambda s: lambda n, t: self.op_alloc(n, t, s))(scope)
                               for name, scope in _ALLOC_SCOPES.items()}
+        self.npu = False        # T.Kernel(..., is_npu=True): Ascend expert mode
+        self.core_scope = None  # "C" / "V" inside T.Scope
+        self.stmt_markers.update({
+            "T.mma": self.op_mma, "T.Scope": self.op_scope_misuse,
+            "T.set_flag": lambda n: self.op_flag(n, "set_flag"), "T.wait_flag": lambda n: self.op_flag(n, "wait_flag"),
+            "T.pipe_barrier": self.op_pipe_barrier, "T.set_cross_flag": self.op_set_cross_flag,
+            "T.wait_cross_flag": self.op_wait_cross_flag, "T.cast": self.op_cast,
+        })
+        for name in _VEC_BINARY:
+            self.stmt_markers["T." + name] = (lambda op: lambda n: self.op_vec_binary(n, op))(name)
+        for name in _VEC_UNARY:
+            self.stmt_markers["T." + name] = (lambda op: lambda n: self.op_vec_unary(n, op))(name)
 
     def loop_kinds(self):
         return _LOOPS
@@ -52,9 +68,12 @@ class PrimFuncParser(Parser):
             self.error(where, "the body of a T.prim_func must be a single 'with T.Kernel(...) as ...:' block",
                        "put every statement inside: with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):")
         with_node = stmts[0]
-        block_vars, grid = self.kernel_launch(with_node)
+        block_vars, grid, sub_block = self.kernel_launch(with_node)
         body = self.body(with_node.body, with_node)
-        return ir.kernel(fdef.name, params, block_vars, grid, body, self.span(fdef))
+        kernel = ir.kernel(fdef.name, params, block_vars, grid, body, self.span(fdef), sub_block)
+        if sub_block is not None:
+            ir.verify(kernel)  # expert-mode rules (scopes, flag pairs, data paths) reported at definition
+        return kernel
 
     def param(self, arg, ann, node):
         name = arg.arg
@@ -97,12 +116,12 @@ class PrimFuncParser(Parser):
             if kw.arg == "threads":
                 continue  # accepted for tilelang compatibility; see T.Kernel's docstring
             if kw.arg == "is_npu":
-                if self.arg(kw.value):
-                    self.error(kw, "T.Kernel(is_npu=True) (Ascend expert mode) is not yet supported",
-                               "remove is_npu; the Ascend pipeline maps portable kernels to the NPU itself")
+                self.npu = self.flag(kw.value, "is_npu")
                 continue
             self.error(kw, f"T.Kernel() got an unexpected keyword argument '{kw.arg}'",
-                       "T.Kernel(*grid, threads=None)")
+                       "T.Kernel(*grid, threads=None, is_npu=False)")
+        if self.npu:
+            return self.npu_launch(item, call)
         if not 1 <= len(call.args) <= 3:
             self.error(call, f"T.Kernel takes 1 to 3 grid extents, got {len(call.args)}")
         grid = []
@@ -131,7 +150,340 @@ class PrimFuncParser(Parser):
             if n is not None:
                 self.bind(n.id, v, "block", n)
             block_vars.append(v)
-        return block_vars, grid
+        return block_vars, grid, None
+
+    def npu_launch(self, item, call):
+        """``T.Kernel(n, is_npu=True) as (cid, vid)`` (or ``as cid``): one grid dim (the AI Cores)
+        and the sub-block index."""
+        if len(call.args) != 1:
+            self.error(call, f"T.Kernel(..., is_npu=True) takes one grid extent (the number of blocks), "
+                             f"got {len(call.args)}",
+                       "fold the grid into one dimension and split the block index with // and %")
+        a = call.args[0]
+        if isinstance(a, ast.Starred):
+            self.error(a, "'*' arguments are not supported in T.Kernel()")
+        n = self.index_expr(self.value(a), a)
+        c = ir.as_const_int(n)
+        if c is not None and c <= 0:
+            self.error(a, f"a grid extent must be positive, got {c}")
+        tgt = item.optional_vars
+        names = [] if tgt is None else (list(tgt.elts) if isinstance(tgt, (ast.Tuple, ast.List)) else [tgt])
+        if len(names) > 2:
+            self.error(tgt, f"T.Kernel(..., is_npu=True) binds (block index, sub-block index), got {len(names)} names")
+        for nm in names:
+            if not isinstance(nm, ast.Name):
+                self.error(nm, "a block index must be a plain name")
+        self.push_scope()
+        vs = []
+        for i, base in enumerate(("cid", "vid")):
+            nm = names[i] if i < len(names) else None
+            v = ir.var(self.fresh(nm.id if nm is not None else base), "int32", self.span(nm if nm is not None else call))
+            if nm is not None:
+                self.bind(nm.id, v, "block", nm)
+            vs.append(v)
+        return [vs[0]], [n], vs[1]
+
+    # Ascend expert mode: scopes and synchronisation ---------------------------------------------
+
+    def stmt_With(self, node):
+        if len(node.items) == 1 and isinstance(node.items[0].context_expr, ast.Call):
+            call = node.items[0].context_expr
+            if _marker_name(self.expr(call.func)) == "T.Scope":
+                return self.scope_with(node, call)
+        return super().stmt_With(node)
+
+    def scope_with(self, node, call):
+        if node.items[0].optional_vars is not None:
+            self.error(node.items[0].optional_vars, "T.Scope(...) binds no name", 'write: with T.Scope("C"):')
+        a = self.call_args(call, "T.Scope", ["core"])
+        core = self.arg(a["core"])
+        if core not in ("C", "V"):
+            self.error(a["core"], f"T.Scope takes \"C\" (the Cube core) or \"V\" (the Vector cores), got {core!r}")
+        if not self.npu:
+            self.error(call, f'T.Scope("{core}") is only valid in an Ascend expert-mode kernel',
+                       "launch the kernel with T.Kernel(n, is_npu=True) as (cid, vid)")
+        if self.core_scope is not None:
+            self.error(call, f'T.Scope("{core}") inside T.Scope("{self.core_scope}"): core scopes do not nest',
+                       "close the enclosing with-block first")
+        self.core_scope = core
+        body = self.body(node.body, node)
+        self.core_scope = None
+        self.emit(ir.core_scope(core, body, self.span(node)))
+
+    def op_scope_misuse(self, node):
+        self.error(node, "T.Scope(...) is used as a with-block", 'write: with T.Scope("C"):')
+
+    def expert_only(self, node, name):
+        if not self.npu:
+            self.error(node, f"{name} is only valid in an Ascend expert-mode kernel",
+                       "launch the kernel with T.Kernel(n, is_npu=True) as (cid, vid) and put it inside "
+                       "with T.Scope(\"C\"): or with T.Scope(\"V\"):")
+
+    def pipe_arg(self, x, name, what, allow_all=False):
+        v = self.arg(x)
+        pipes = _PIPES + (("ALL",) if allow_all else ())
+        if not isinstance(v, str) or v not in pipes:
+            self.error(x if isinstance(x, ast.AST) else None,
+                       f"{name}: {what} must be a pipe name, one of {', '.join(pipes)}; got {v!r}")
+        return v
+
+    def id_arg(self, x, node):
+        v = self.arg(x)
+        return self.index_expr(v, x if isinstance(x, ast.AST) else node)
+
+    def op_flag(self, node, kind):
+        name = f"T.{kind}"
+        self.expert_only(node, name)
+        a = self.call_args(node, name, ["src_pipe", "dst_pipe", "event_id"])
+        src = self.pipe_arg(a["src_pipe"], name, "the source pipe")
+        dst = self.pipe_arg(a["dst_pipe"], name, "the destination pipe")
+        self.emit(ir.sync(kind, src, dst, 0, self.id_arg(a["event_id"], node), self.span(node)))
+
+    def op_pipe_barrier(self, node):
+        self.expert_only(node, "T.pipe_barrier")
+        a = self.call_args(node, "T.pipe_barrier", ["pipe"])
+        p = self.pipe_arg(a["pipe"], "T.pipe_barrier", "the pipe", allow_all=True)
+        self.emit(ir.sync("pipe_barrier", p, "S", 0, None, self.span(node)))
+
+    def op_set_cross_flag(self, node):
+        self.expert_only(node, "T.set_cross_flag")
+        a = self.call_args(node, "T.set_cross_flag", ["mode", "pipe", "flag_id"])
+        mnode = a["mode"]
+        mode = self.const_int(self.arg(mnode), mnode, "the cross-core flag mode")
+        if mode not in (0, 1, 2):
+            self.error(mnode, f"T.set_cross_flag: mode must be 0, 1 or 2, got {mode}",
+                       "0: all cores of one type; 1: the two AIVs of an AI Core; 2: AIC <-> its two AIVs")
+        p = self.pipe_arg(a["pipe"], "T.set_cross_flag", "the pipe")
+        self.emit(ir.sync("set_cross_flag", p, "S", mode, self.id_arg(a["flag_id"], node), self.span(node)))
+
+    def op_wait_cross_flag(self, node):
+        self.expert_only(node, "T.wait_cross_flag")
+        a = self.call_args(node, "T.wait_cross_flag", ["flag_id"], {"pipe": "S"})
+        p = self.pipe_arg(a["pipe"], "T.wait_cross_flag", "the pipe")
+        self.emit(ir.sync("wait_cross_flag", p, "S", 0, self.id_arg(a["flag_id"], node), self.span(node)))
+
+    def op_mma(self, node):
+        a = self.call_args(node, "T.mma", ["A", "B", "C"], {"init": False})
+        regions = []
+        for k, scope in (("A", "L0A"), ("B", "L0B"), ("C", "L0C")):
+            v = self.operand_value(a[k])
+            if isinstance(v, Operand) and v.is_point:
+                self.error(a[k], f"T.mma operand {k} must be a whole buffer or an explicit slice")
+            r = self.region(v, a[k], None, f"T.mma operand {k}")
+            if r.buffer.scope != scope:
+                self.error(a[k], f"T.mma operand {k} must be an {scope} buffer, got '{r.buffer.name}' in "
+                                 f"{r.buffer.scope}",
+                           "T.mma multiplies L0A x L0B into L0C; on L1 operands use T.gemm")
+            regions.append(r)
+        init = self.arg(a["init"])
+        sp = self.span(node)
+        if isinstance(init, (bool, int)) and not isinstance(init, Expr):
+            self.emit(ir.gemm(regions[0], regions[1], regions[2], False, False, bool(init), sp))
+            return
+        cond = self.to_ir(init, a["init"] if isinstance(a["init"], ast.AST) else node)
+        if cond.dtype != "bool":
+            self.error(a["init"], f"T.mma: init must be True, False or a condition, got a {cond.dtype} value",
+                       "e.g. init=(k == 0)")
+        # A run-time init is an if over two Mmads; the Ascend lowering folds it back into one
+        # Mmad with cmatrixInitVal = cond.
+        self.emit(ir.if_(cond, ir.gemm(regions[0], regions[1], regions[2], False, False, True, sp),
+                         ir.gemm(regions[0], regions[1], regions[2], False, False, False, sp), sp))
+
+    # Vector tile ops (expanded to T.Parallel maps) ----------------------------------------------
+
+    def tile_view(self, node, name, what):
+        """A tile operand of a vector op: (region, dims) where dims lists, per logical dimension,
+        (extent, region dim or None for a new axis from ``x[:, None]``)."""
+        new_axes = []
+        if isinstance(node, ast.Subscript):
+            sl = node.slice
+            elts = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+            if any(isinstance(e, ast.Constant) and e.value is None for e in elts):
+                base = self.expr(node.value)
+                if not isinstance(base, Buffer):
+                    self.error(node, f"{name}: only a buffer can be indexed with None")
+                kept = [e for e in elts if not (isinstance(e, ast.Constant) and e.value is None)]
+                new_axes = [i for i, e in enumerate(elts) if isinstance(e, ast.Constant) and e.value is None]
+                fake = ast.Subscript(value=node.value, slice=ast.Tuple(elts=kept, ctx=ast.Load()) if len(kept) != 1
+                                     else kept[0], ctx=ast.Load())
+                ast.copy_location(fake, node)
+                if len(kept) != 1:
+                    ast.copy_location(fake.slice, node)
+                v = self.operand(base, fake)
+                if v.is_point:
+                    self.error(node, f"{name}: {what} must be a tile (a buffer or a slice), not one element")
+                r = self.region(v, node, None, what)
+                return r, self._dims(r, new_axes, node, name)
+        v = self.expr(node)
+        if isinstance(v, Operand) and v.is_point:
+            return None, None  # one element: a scalar operand
+        if not isinstance(v, (Buffer, Operand)):
+            return None, None
+        r = self.region(v, node, None, what)
+        return r, self._dims(r, [], node, name)
+
+    def _dims(self, r, new_axes, node, name):
+        exts = []
+        for e in r.extents:
+            c = ir.as_const_int(e)
+            if c is None:
+                self.error(node, f"{name}: tile extents must be compile-time constants")
+            exts.append(c)
+        dims = [(x, i) for i, x in enumerate(exts)]
+        for pos in new_axes:
+            dims.insert(pos, (1, None))
+        while len(dims) > 1 and dims[0][0] == 1:  # leading unit dims (e.g. a stage index)
+            dims.pop(0)
+        return dims
+
+    def vec_dst(self, node, a, name):
+        r, dims = self.tile_view(a["dst"], name, "the destination")
+        if r is None:
+            self.error(a["dst"], f"{name}: the destination must be a tile buffer or a slice of one")
+        if r.buffer.scope == "global":
+            self.error(a["dst"], f"{name}: the destination '{r.buffer.name}' is a global tensor",
+                       "vector tile ops work on on-chip tiles (UB in Ascend expert mode); T.copy to GM afterwards")
+        if any(isinstance(d, type(None)) for _, d in dims):
+            self.error(a["dst"], f"{name}: the destination cannot have a None axis")
+        return r, dims
+
+    def map_indices(self, r, dims, out_dims, loop_vars, node, name, what):
+        """Indices into r.buffer for one element of the map, broadcasting dims (numpy rules)."""
+        idx = list(r.starts)
+        if len(dims) > len(out_dims):
+            self.error(node, f"{name}: {what} has more dimensions than the destination")
+        off = len(out_dims) - len(dims)
+        for k, (ext, rd) in enumerate(dims):
+            oext = out_dims[off + k][0]
+            if ext == oext:
+                if rd is not None and ext != 1:
+                    st = ir.as_const_int(r.starts[rd])
+                    idx[rd] = self.arith("add", r.starts[rd] if st is None else st, loop_vars[off + k], node)
+            elif ext != 1:
+                shape = "x".join(str(e) for e, _ in dims)
+                oshape = "x".join(str(e) for e, _ in out_dims)
+                self.error(node, f"{name}: {what} ({shape}) does not broadcast to the destination ({oshape})",
+                           "operands have the destination's shape; a per-row vector v (one value per row) is "
+                           "written v[:, None]")
+        return [self.index_expr(i, node) for i in idx]
+
+    def vec_map(self, node, name, dst, ddims, make_value):
+        """Emit ``for i, j in T.Parallel(...): dst[i, j] = make_value(loop_vars)``."""
+        sp = self.span(node)
+        loop_vars = [ir.var(self.fresh(v), "int32", sp) for v in ("i", "j", "k", "l")[:len(ddims)]]
+        if len(ddims) > len(loop_vars):
+            self.error(node, f"{name}: tiles of more than 4 dimensions are not supported")
+        value = make_value(loop_vars)
+        didx = self.map_indices(dst, ddims, ddims, loop_vars, node, name, "the destination")
+        value = ir.cast(value, dst.buffer.dtype, sp)
+        body = ir.store(dst.buffer, didx, value, sp)
+        for v, (ext, _) in reversed(list(zip(loop_vars, ddims))):
+            body = ir.for_(v, ir.int_imm(0, "int32", sp), ir.int_imm(ext, "int32", sp), "parallel", 0, body, sp)
+        self.emit(body)
+
+    def scalar_operand(self, x, dtype, node, name):
+        v = self.arg(x)
+        sp = self.span(x if isinstance(x, ast.AST) else node)
+        if isinstance(v, bool):
+            v = int(v)
+        if isinstance(v, (int, float)):
+            if dtype.startswith(("float", "bfloat")):
+                return ir.float_imm(float(v), dtype, sp)
+            if float(v) != int(v):
+                self.error(x, f"{name}: cannot use {v!r} with a {dtype} tile")
+            return ir.int_imm(int(v), dtype, sp)
+        e = self.to_ir(v, x if isinstance(x, ast.AST) else node)
+        return ir.cast(e, dtype, sp)
+
+    def op_vec_binary(self, node, op):
+        name = f"T.{op}"
+        if len(node.args) + len(node.keywords) < 3 and op in ("max", "min"):
+            self.error(node, f"{name}(a, b) computes a value; as a statement write {name}(dst, a, b)")
+        a = self.call_args(node, name, ["dst", "a", "b"])
+        dst, ddims = self.vec_dst(node, a, name)
+        ra, adims = self.tile_view(a["a"], name, "operand a")
+        rb, bdims = self.tile_view(a["b"], name, "operand b")
+        dt = dst.buffer.dtype
+        if ra is None:
+            if rb is not None and op in ("add", "mul", "max", "min"):  # scalar op tile: commute
+                ra, adims, a["a"], a["b"] = rb, bdims, a["b"], a["a"]
+                rb = None
+            else:
+                self.error(a["a"], f"{name}: operand a must be a tile (a buffer or a slice of one)")
+        for r, x in ((ra, a["a"]), (rb, a["b"])):
+            if r is not None and r.buffer.dtype != dt:
+                self.error(x, f"{name}: '{r.buffer.name}' is {r.buffer.dtype} but the destination "
+                              f"'{dst.buffer.name}' is {dt}; vector ops do not convert",
+                           "convert first with T.cast(dst, src)")
+        irop = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "max": "max", "min": "min"}[op]
+        sp = self.span(node)
+
+        def value(lv):
+            x = ir.load(ra.buffer, self.map_indices(ra, adims, ddims, lv, a["a"], name, "operand a"), sp)
+            if rb is None:
+                y = self.scalar_operand(a["b"], dt, node, name)
+            else:
+                y = ir.load(rb.buffer, self.map_indices(rb, bdims, ddims, lv, a["b"], name, "operand b"), sp)
+            return ir.binary(irop, x, y, sp)
+        self.vec_map(node, name, dst, ddims, value)
+
+    def op_vec_unary(self, node, op):
+        name = f"T.{op}"
+        if len(node.args) + len(node.keywords) == 1 and op in _MATH_UNARY:
+            self.error(node, f"{name}(x) computes a value and has no effect as a statement",
+                       f"assign it (y = {name}(x)), or apply it to a tile: {name}(dst, src)")
+        a = self.call_args(node, name, ["dst", "src"])
+        dst, ddims = self.vec_dst(node, a, name)
+        rs, sdims = self.tile_view(a["src"], name, "the source")
+        if rs is None:
+            self.error(a["src"], f"{name}: the source must be a tile (a buffer or a slice of one)")
+        dt = dst.buffer.dtype
+        if rs.buffer.dtype != dt:
+            self.error(a["src"], f"{name}: '{rs.buffer.name}' is {rs.buffer.dtype} but the destination is {dt}; "
+                                 "vector ops do not convert", "convert first with T.cast(dst, src)")
+        if not dt.startswith(("float", "bfloat")) and op not in ("abs", "relu"):
+            self.error(node, f"{name} needs a float tile, got {dt}")
+        sp = self.span(node)
+
+        def value(lv):
+            x = ir.load(rs.buffer, self.map_indices(rs, sdims, ddims, lv, a["src"], name, "the source"), sp)
+            if op == "relu":
+                return ir.binary("max", x, self.scalar_operand(0, dt, node, name), sp)
+            if op == "reciprocal":
+                return ir.binary("div", self.scalar_operand(1, dt, node, name), x, sp)
+            return ir.call(op, [x], sp)
+        self.vec_map(node, name, dst, ddims, value)
+
+    def op_cast(self, node):
+        if len(node.args) + len(node.keywords) == 2 and "round" not in [k.arg for k in node.keywords]:
+            v = self.expr(node.args[0]) if node.args else None
+            if not isinstance(v, (Buffer, Operand)) or (isinstance(v, Operand) and v.is_point):
+                self.error(node, "T.cast(x, dtype) computes a value and has no effect as a statement",
+                           "assign it (y = T.cast(x, dtype)), or convert a tile: T.cast(dst, src)")
+        a = self.call_args(node, "T.cast", ["dst", "src"], {"round": "none"})
+        dst, ddims = self.vec_dst(node, a, "T.cast")
+        rs, sdims = self.tile_view(a["src"], "T.cast", "the source")
+        if rs is None:
+            self.error(a["src"], "T.cast: the source must be a tile (a buffer or a slice of one)")
+        rnode = a["round"] if isinstance(a["round"], ast.AST) else node
+        mode = self.arg(a["round"])
+        to, frm = dst.buffer.dtype, rs.buffer.dtype
+        to_int = not to.startswith(("float", "bfloat"))
+        from_float = frm.startswith(("float", "bfloat"))
+        allowed = ("none", "trunc", "floor", "ceil") if (to_int and from_float) else ("none", "rint")
+        if mode not in allowed:
+            self.error(rnode, f"T.cast {frm} -> {to}: round={mode!r} is not supported; use one of "
+                              f"{', '.join(repr(m) for m in allowed)}",
+                       '"none" is round-to-nearest-even for float results and truncation for integer results '
+                       '(AscendC CAST_NONE)')
+        sp = self.span(node)
+
+        def value(lv):
+            x = ir.load(rs.buffer, self.map_indices(rs, sdims, ddims, lv, a["src"], "T.cast", "the source"), sp)
+            if mode in ("floor", "ceil"):
+                x = ir.call(mode, [x], sp)
+            return ir.cast(x, to, sp)
+        self.vec_map(node, "T.cast", dst, ddims, value)
 
     # Tile ops ----------------------------------------------------------------------------------
 

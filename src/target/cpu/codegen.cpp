@@ -463,6 +463,8 @@ std::string CodeGen::run() {
   out_ += "extern \"C\" void tw_grid(const TwArgs* tw_args, int64_t tw_ext[3]) {\n";
   indent_ = 1;
   emit_params(/*tensors=*/false);
+  if (!elidable_.empty())  // gemm may cache packed views of inputs: valid for one launch only
+    line("tw_cpu::new_launch();");
   for (size_t i = 0; i < 3; ++i)
     line("tw_ext[" + std::to_string(i) + "] = " + (i < k.grid.size() ? expr(k.grid[i]) : std::string("1")) + ";");
   indent_ = 0;
@@ -528,6 +530,11 @@ void CodeGen::emit(const Stmt& s) {
     case StmtKind::Gemm: return emit_gemm(as<GemmNode>(s));
     case StmtKind::Fill: return emit_fill(as<FillNode>(s));
     case StmtKind::Reduce: return emit_reduce(as<ReduceNode>(s));
+    case StmtKind::CoreScope:
+    case StmtKind::Sync:
+      throw Error("expert-mode synchronisation is Ascend-only: T.Scope, flags and barriers have no meaning on the "
+                  "cpu target",
+                  s->span, "compile this kernel for an ascend910b target, or write it without is_npu=True");
   }
 }
 
@@ -849,9 +856,16 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   check(N, c.cols, "N");
   line(line_comment(n.span) + "gemm " + n.c.buffer->name + (n.clear ? " = " : " += ") + n.a.buffer->name +
        (n.trans_a ? "^T" : "") + " * " + n.b.buffer->name + (n.trans_b ? "^T" : ""));
+  // A viewed in place in a tensor the kernel never writes: its packed form can be reused by
+  // later calls on the same rows (the tile itself, after a masked copy, is refilled: not stable)
+  std::string sa = "false", sb = "false", stable;
+  if (auto it = views_.find(n.a.buffer.get()); it != views_.end()) sa = it->second.ptr + " != " + buf_name(n.a.buffer);
+  if (auto it = views_.find(n.b.buffer.get()); it != views_.end()) sb = it->second.ptr + " != " + buf_name(n.b.buffer);
+  if (sb != "false") stable = ", /*a_stable=*/" + sa + ", /*b_stable=*/" + sb;
+  else if (sa != "false") stable = ", /*a_stable=*/" + sa;
   line("tw_cpu::gemm(" + M.s + ", " + N.s + ", " + Ka.s + ", " + a.ptr + ", " + a.ld.s + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + b.ld.s + ", " + (n.trans_b ? "true" : "false") + ", " +
-       c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (n.clear ? "false" : "true") + ");");
+       c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (n.clear ? "false" : "true") + stable + ");");
 }
 
 // fill: the value is converted once; loops over the part of the region inside the buffer.

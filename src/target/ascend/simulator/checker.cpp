@@ -168,12 +168,12 @@ void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, 
     if (it->first > pos) gaps.emplace_back(pos, it->first);
     Seg& g = it->second;
     if (!reported) {
-      if (g.has_w && !ordered(g.w, t)) {
+      if (g.has_w && g.w.uid != uid && !ordered(g.w, t)) {
         conflict(c, p, uid, g.w, true, write, space, std::max(a, it->first), std::min(b, g.end));
         reported = true;
       } else if (write) {
         for (const Epoch& r : g.r)
-          if (static_cast<int>(r.tid) != t || true) {
+          if (r.uid != uid) {
             if (!ordered(r, t)) {
               conflict(c, p, uid, r, false, write, space, std::max(a, it->first), std::min(b, g.end));
               reported = true;

@@ -81,7 +81,7 @@ struct Rect {
 // Code: the structured statements compiled to a flat bytecode.
 
 struct BC {
-  enum Op : uint8_t { Instr, Let, ForBegin, ForEnd, IfFalse, Jump, End } op;
+  enum Op : uint8_t { Instr, Let, ForBegin, ForEnd, IfFalse, Jump, End } op = End;
   int slot = -1, slot2 = -1;  // Let/For var; For extent slot
   int expr = -1;              // value / extent / condition
   int target = -1;            // jump target
@@ -219,6 +219,7 @@ class Machine {
   std::unordered_map<uint64_t, bool> report_keys_;
   int aic_phys_ = 0, aiv_phys_ = 0;
   int64_t workspace_bytes_ = 0;
+  int64_t events_ = 0;  // executed instructions incl. flags (progress detection)
   friend class Checker;
 };
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,7 @@ struct Result {
   int64_t dropped_reports = 0;
   std::vector<std::string> core_names;
   std::vector<TraceEvent> trace;
-  const Program* program = nullptr;
+  std::shared_ptr<const Program> program;  // a (shallow) copy: keeps the instructions alive
 
   bool has(ReportKind k) const;
   std::string summary() const;                 // text summary (timing + reports)

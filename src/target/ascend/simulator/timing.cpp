@@ -84,7 +84,7 @@ int64_t Timing::gm_transfer(int64_t t, double bytes, double miss, double rate) {
   return static_cast<int64_t>(std::ceil(cur));
 }
 
-Cost Timing::cost(Core& c, const RInstr& r, int64_t start) {
+Cost Timing::cost(Core&, const RInstr& r, int64_t start) {
   Cost k;
   auto gm_move = [&](const RMem& gm, const Rect& rect, double bytes, double rate, bool write) {
     int space = gm.index < 0 ? static_cast<int>(m_.prog.params.size()) : gm.index;

@@ -58,6 +58,61 @@ inline Scratch& gemm_scratch(int slot) {
   return s[slot];
 }
 
+// ------------------------------------------- packed-operand reuse across calls
+// A tile program calls gemm once per K step on tiles of the same global A rows / B columns,
+// and blocks run by one thread close together (see the grouped block order of the CPU
+// launcher) repeat exactly those calls. When the caller says an operand is `stable` (a view of
+// a tensor the kernel never writes, see codegen's copy elision), its packed block is kept in
+// a per-thread arena keyed by (pointer, leading dim, shape, transpose, element type) and
+// reused. Every launch starts a new epoch (tw_grid calls new_launch()), which drops all
+// entries: inputs may change between launches. When the arena is full it starts over.
+inline uint64_t g_launch_epoch = 1;
+struct PackedCache {
+  static constexpr int kEntries = 256;
+  struct Entry {
+    const void* p;
+    long ld;
+    int r, c, tag;
+    size_t off;
+  };
+  size_t cap_floats;
+  uint64_t epoch = 0;
+  int n = 0;
+  size_t used = 0;
+  Entry e[kEntries];
+  Scratch arena;
+  explicit PackedCache(size_t cap) : cap_floats(cap) {}
+  // the packed block for this key, or nullptr; *fresh = true when the caller must fill it
+  float* find_or_add(const void* p, long ld, int r, int c, int tag, size_t floats, bool* fresh) {
+    uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    if (ep != epoch) {
+      epoch = ep;
+      n = 0;
+      used = 0;
+    }
+    for (int i = n - 1; i >= 0; --i)
+      if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag) {
+        *fresh = false;
+        return (float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
+      }
+    floats = (floats + 15) / 16 * 16;
+    if (floats > cap_floats / 4) return nullptr;
+    if (n == kEntries || used + floats > cap_floats) {
+      n = 0;
+      used = 0;
+    }
+    e[n++] = Entry{p, ld, r, c, tag, used};
+    float* q = (float*)arena.get(cap_floats * sizeof(float)) + used;
+    used += floats;
+    *fresh = true;
+    return q;
+  }
+};
+inline PackedCache& packed_cache(int which) {  // 0: A (8 MiB per thread), 1: B (4 MiB)
+  static thread_local PackedCache a(size_t(2) << 20), b(size_t(1) << 20);
+  return which ? b : a;
+}
+
 // ------------------------------------------------------------ block sizes
 #if defined(__AVX512F__)
 inline constexpr int kMR = 14, kNV = 2;  // 14 x 32 fp32 tile, 28 zmm accumulators
@@ -400,7 +455,7 @@ void gemv_f32(int N, int K, const float* A, long lda, bool transA, const float* 
 
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
-              bool transB, float* C, long ldc, bool accumulate) {
+              bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
@@ -447,18 +502,42 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     }
   }
 
+  // one A block (M <= kMC, K <= kKC) of a stable operand: pack once per launch and thread
+  bool a_packed = false;
+  if (a_stable && M <= kMC && K <= kKC) {
+    bool fresh = false;
+    float* c = packed_cache(0).find_or_add(A, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0),
+                                           (size_t)mcpad * K + kPackSlack, &fresh);
+    if (c) {
+      if (fresh) pack_a_f32(M, K, A, lda, transA, c);
+      Ap = c;
+      a_packed = true;
+    }
+  }
   float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kcmax + kPackSlack));
+  // the same for one B block (N <= kNC, K <= kKC)
+  bool b_packed = false;
+  if (b_stable && N <= kNC && K <= kKC) {
+    bool fresh = false;
+    float* c = packed_cache(1).find_or_add(B, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0),
+                                           (size_t)ncpad * K + kPackSlack, &fresh);
+    if (c) {
+      if (fresh) pack_b_f32(K, N, B, ldb, transB, c);
+      Bp = c;
+      b_packed = true;
+    }
+  }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += kKC) {
       int kc = K - pc < kKC ? K - pc : kKC;
       bool acc = accumulate || pc > 0;
-      pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
+      if (!b_packed) pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
       // Software prefetch of the next B block to pack (rows pc+kc .. pc+2kc of these columns),
       // spread over the micro-kernel calls of the first row block. At the last K block this
       // runs past the operand: harmless (prefetches never fault) and, when the caller walks K
       // in a loop of small gemms (a tile program), exactly the B tile of its next call.
-      const int lpr = transB ? 0 : (int)((nc * sizeof(T) + 63) / 64);
+      const int lpr = transB || b_packed ? 0 : (int)((nc * sizeof(T) + 63) / 64);
       const int ncalls = ((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
       const int pf_rows = lpr ? (kc + ncalls - 1) / ncalls : 0;
       int pf_row = 0;
@@ -466,7 +545,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       const long pf_ld = ldb * (long)sizeof(T);
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
-        pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        if (!a_packed) pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
         for (int jr = 0; jr < nc; jr += kNR) {
           int nr = nc - jr < kNR ? nc - jr : kNR;
           const float* bp = Bp + (long)jr * kc;
@@ -703,14 +782,23 @@ inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA,
 
 }  // namespace detail
 
+// Starts a new launch: drops packed operands cached by earlier launches (their data may
+// have changed). Generated code calls it from tw_grid, which runs once before the blocks.
+inline void new_launch() { __atomic_fetch_add(&detail::g_launch_epoch, 1, __ATOMIC_RELAXED); }
+
+// a_stable / b_stable: the operand's memory is not written during this launch (and it is not
+// a scratch tile refilled between calls), so its packed form may be reused by later calls on
+// this thread.
 template <class TA, class TB, class TC>
 void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const TB* B, long ldb,
-          bool transB, TC* C, long ldc, bool accumulate) {
+          bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false, bool b_stable = false) {
   static_assert(detail::same<TA, TB>, "tw_cpu::gemm: TA and TB must be the same type");
   if constexpr (detail::same<TA, float> || detail::same<TA, f16> || detail::same<TA, bf16>) {
     static_assert(detail::same<TC, float>, "tw_cpu::gemm: float/f16/bf16 inputs need TC=float");
-    detail::gemm_f32<TA>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
+    detail::gemm_f32<TA>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
   } else if constexpr (detail::same<TA, int8_t>) {
+    (void)a_stable;
+    (void)b_stable;
     static_assert(detail::same<TC, int32_t>, "tw_cpu::gemm: int8 inputs need TC=int32_t");
     detail::gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
   } else {

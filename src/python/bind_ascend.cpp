@@ -1,0 +1,21 @@
+// Python bindings of the Ascend backend (module tilewright._C.ascend). For now: lowering an
+// expert-mode kernel to the Ascend program and printing it (target/ascend/lower_expert.h).
+#include "python/bind_ascend.h"
+
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+
+#include "target/ascend/lower_expert.h"
+#include "target/ascend/program_printer.h"
+#include "target/registry.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+void bind_ascend(nb::module_& m) {
+  m.doc() = "Ascend backend: expert-mode lowering to the Ascend program";
+  m.def("lower_expert", [](const tw::ir::Kernel& k, const std::string& target) {
+    return tw::ascend::print_program(tw::ascend::lower_expert(k, tw::target::find_target(target)));
+  }, "kernel"_a, "target"_a = "ascend910b",
+     "Lower an expert-mode kernel (T.Kernel(n, is_npu=True)) and return the printed Ascend program.");
+}

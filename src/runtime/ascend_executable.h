@@ -1,0 +1,41 @@
+// The Ascend backend's Executable: lowers with the Ascend pipeline and runs the program in the
+// 910B simulator (no NPU is needed). The same program prints as an AscendC project.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "target/ascend/pipeline.h"
+#include "target/ascend/simulator/simulator.h"
+#include "target/registry.h"
+#include "tilewright/runtime.h"
+
+namespace tw::runtime {
+
+class AscendExecutable final : public Executable {
+ public:
+  AscendExecutable(ascend::LoweredAscend lowered, const target::Target& target);
+
+  // "ascendc" (kernel .cpp), "ascendc_host" (launcher), "ascendc_cmake", "ascendc_readme",
+  // "ascend_program" (the lowered program, as text).
+  std::string source(std::string_view lang) const override;
+  // Runs the simulator with arithmetic and checking; any checker report is an error.
+  void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
+              const Binding& binding) const override;
+  // Runs the simulator with the given options and returns its full result (reports included,
+  // not thrown). Keeps it as the last result.
+  std::shared_ptr<const ascend::sim::Result> simulate(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
+                                                      const Binding& binding, const ascend::sim::Options& options) const;
+  std::shared_ptr<const ascend::sim::Result> last_result() const;
+  const ascend::Program& program() const { return *program_; }
+
+ private:
+  std::shared_ptr<const ascend::Program> program_;
+  target::Target target_info_;
+  mutable std::mutex mu_;
+  mutable std::shared_ptr<const ascend::sim::Result> last_;
+};
+
+std::shared_ptr<const Executable> compile_ascend(const ir::Kernel& kernel, const target::Target& target);
+
+}  // namespace tw::runtime

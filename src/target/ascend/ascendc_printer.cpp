@@ -1,0 +1,1282 @@
+// AscendC printer. Targets the AscendC API of CANN 8.3.RC1 (dav-2201: 910B1..B4), written from
+// the documented API names and parameter tables only.
+//
+// Choices (also in the generated README):
+// - Kernel signature: one GM_ADDR per tensor parameter (program order), then `workspace` (the
+//   program's GM workspace, nullptr when it has none), then `tiling` when the kernel has shape
+//   variables or scalar parameters: a small struct in GM (`<name>_tiling_t`, printed identically in
+//   the kernel and the host file) read field by field at kernel entry. No system workspace: the
+//   printed kernels use basic APIs only (no Matmul/high-level API needs it).
+// - Buffers: one TPipe per core type; per memory one TBuf (L1 -> TPosition::A1, L0A -> A2,
+//   L0B -> B2, L0C -> CO1, UB -> VECCALC) sized to the planned end; every BufferDecl is a
+//   LocalTensor at its planned byte offset inside that TBuf (Get<uint8_t>()[offset] then
+//   ReinterpretCast<T>()). An extra UB TBuf `tw_scratch` is added (after the planned buffers) only
+//   when a row reduce wider than one repeat or a row broadcast needs it; its size is checked
+//   against the usable UB (196352 B) at print time.
+// - Scalar arithmetic: ir::Expr printed as C++ on int32_t/int64_t with Python floor semantics for
+//   // and % (tw_floordiv/tw_floormod helpers unless both sides are provably non-negative).
+// - GM -> L1 (ND -> Nz): DataCopy with Nd2NzParams; when the tile may be partial (tails), the whole
+//   Nz tile is first zeroed with InitConstValue and a PipeBarrier<PIPE_MTE2> orders the two.
+// - L1 -> L0A/L0B: one LoadData(LoadData2DParams) per fractal row, printed as a loop.
+// - Vector ops: level-2 counter-mode call (count = rows * cols) when every operand is contiguous,
+//   else level-0 calls (mask = columns per repeat, repeat = rows), split into <= 255 repeats and
+//   <= 256 B of columns per call. Scalar Sub is Adds(-s); scalar Div is Muls(1/s) (one extra
+//   rounding compared with a true division).
+// - Row reduce: WholeReduceSum/Max/Min (ORDER_ONLY_VALUE for max/min); rows wider than one repeat
+//   are reduced per column chunk into tw_scratch, then reduced again. Column reduce: Muls(x, 1)
+//   copies row 0, then Add/Max/Min accumulates the other rows (in the element type).
+//   Snippets that use tw_scratch start with PipeBarrier<PIPE_V> (an earlier V instruction may
+//   still read it).
+// - Row broadcast: Brcb spreads the per-row values to one 32 B block per row in tw_scratch, then a
+//   level-0 binary op reads that block with block stride 0.
+// - CrossCoreWaitFlag: 8.3.RC1 declares template <modeId, pipe> with no defaults; on dav-2201 the
+//   wait blocks the core's instruction issue whatever the template arguments (asc-devkit issue
+//   #1613). The mode printed is that of the CrossCoreSetFlag with the same id (default 2); a wait
+//   on pipe S is printed with PIPE_MTE2.
+#include "target/ascend/ascendc_printer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/printer.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::BinOp;
+using ir::DType;
+using ir::DTypeCode;
+using ir::Error;
+using ir::Expr;
+using ir::ExprKind;
+using ir::Span;
+
+constexpr int64_t kUbUsable = 196352;  // shared/ascend-910b.md, "Buffers"
+
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overload(F...) -> Overload<F...>;
+
+template <class T>
+const T* as(const Expr& e) {
+  return static_cast<const T*>(e.get());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Types and names
+
+std::string ctype(DType t, const Span& s = {}) {
+  switch (t.code) {
+    case DTypeCode::f16: return "half";
+    case DTypeCode::bf16: return "bfloat16_t";
+    case DTypeCode::f32: return "float";
+    case DTypeCode::i8: return "int8_t";
+    case DTypeCode::i32: return "int32_t";
+    case DTypeCode::i64: return "int64_t";
+    case DTypeCode::u8: return "uint8_t";
+    case DTypeCode::boolean: return "bool";
+    case DTypeCode::f64: break;
+  }
+  throw Error("float64 has no AscendC type on the 910B", s, "use float32");
+}
+
+// Host-side storage type of a scalar in the tiling struct (no half/bfloat16 on the host).
+std::string host_scalar_type(DType t) {
+  if (t.code == DTypeCode::f16 || t.code == DTypeCode::bf16 || t.code == DTypeCode::f32) return "float";
+  if (t.code == DTypeCode::f64) return "double";
+  return ctype(t);
+}
+
+std::string short_dtype(DType t) {
+  switch (t.code) {
+    case DTypeCode::f16: return "f16";
+    case DTypeCode::bf16: return "bf16";
+    case DTypeCode::f32: return "f32";
+    case DTypeCode::f64: return "f64";
+    case DTypeCode::i8: return "i8";
+    case DTypeCode::i32: return "i32";
+    case DTypeCode::i64: return "i64";
+    case DTypeCode::u8: return "u8";
+    case DTypeCode::boolean: return "bool";
+  }
+  return "x";
+}
+
+std::string ident(const std::string& n) {
+  static const std::unordered_set<std::string> reserved = {
+      "auto", "bool", "break", "case", "char", "class", "const", "continue", "default", "delete", "do",
+      "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "new",
+      "operator", "private", "public", "register", "return", "short", "signed", "sizeof", "static",
+      "struct", "switch", "template", "this", "throw", "try", "typedef", "union", "unsigned", "using",
+      "virtual", "void", "volatile", "while", "half", "pipe", "tiling", "workspace", "main"};
+  std::string s;
+  for (char c : n) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
+  if (reserved.count(s) || s.rfind("tw_", 0) == 0 || s.rfind("__", 0) == 0) s += "_";
+  return s;
+}
+
+// "(a < b)" -> "a < b" when the outer parentheses enclose the whole string.
+std::string strip_parens(const std::string& s) {
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')') return s;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '(') ++depth;
+    if (s[i] == ')' && --depth == 0 && i + 1 < s.size()) return s;
+  }
+  return s.substr(1, s.size() - 2);
+}
+
+std::string pipe_c(Pipe p) { return "PIPE_" + std::string(pipe_name(p)); }
+
+// ---------------------------------------------------------------------------------------------
+// Expression building (small helpers over the ir builders)
+
+Expr ci(int64_t v) { return ir::int_imm(v); }
+bool is_const(const Expr& e, int64_t v) {
+  auto c = ir::as_const_int(e);
+  return c && *c == v;
+}
+// add/mul fold 0 and 1 so printed offsets stay readable (the ir builders do not simplify).
+Expr add(Expr a, Expr b) {
+  if (is_const(a, 0)) return b;
+  if (is_const(b, 0)) return a;
+  return ir::binary(BinOp::Add, std::move(a), std::move(b));
+}
+Expr sub(Expr a, Expr b) {
+  if (is_const(b, 0)) return a;
+  return ir::binary(BinOp::Sub, std::move(a), std::move(b));
+}
+Expr mul(Expr a, Expr b) {
+  if (is_const(a, 1)) return b;
+  if (is_const(b, 1)) return a;
+  if (is_const(a, 0) || is_const(b, 0)) return ci(0);
+  return ir::binary(BinOp::Mul, std::move(a), std::move(b));
+}
+Expr fdiv(Expr a, Expr b) { return ir::binary(BinOp::FloorDiv, std::move(a), std::move(b)); }
+Expr cdiv(Expr a, Expr b) { return ir::binary(BinOp::CeilDiv, std::move(a), std::move(b)); }
+
+// e / d when it is exact by construction (constant factors), else nullopt.
+std::optional<Expr> div_exact(const Expr& e, int64_t d) {
+  if (d == 1) return e;
+  if (auto c = ir::as_const_int(e)) {
+    if (*c % d == 0) return ir::int_imm(*c / d, e->dtype);
+    return std::nullopt;
+  }
+  if (e->kind != ExprKind::Binary) return std::nullopt;
+  auto* b = as<ir::BinaryNode>(e);
+  switch (b->op) {
+    case BinOp::Add:
+    case BinOp::Sub: {
+      auto x = div_exact(b->a, d), y = div_exact(b->b, d);
+      if (!x || !y) return std::nullopt;
+      return ir::binary(b->op, *x, *y);
+    }
+    case BinOp::Mul: {
+      if (auto x = div_exact(b->b, d)) {
+        if (auto c = ir::as_const_int(*x); c && *c == 1) return b->a;
+        return mul(b->a, *x);
+      }
+      if (auto x = div_exact(b->a, d)) {
+        if (auto c = ir::as_const_int(*x); c && *c == 1) return b->b;
+        return mul(*x, b->b);
+      }
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expression printing
+
+class ExprPrinter {
+ public:
+  void bind(const ir::Var& v, bool nonneg) { bind_as(v, ident(v->name), nonneg); }
+  void bind_as(const ir::Var& v, const std::string& n, bool nonneg) {
+    names_[v.get()] = n;
+    if (nonneg) nonneg_.insert(v.get());
+  }
+  bool bound(const ir::Var& v) const { return names_.count(v.get()) > 0; }
+  const std::string& name(const ir::Var& v) const { return names_.at(v.get()); }
+
+  std::string print(const Expr& e) const {
+    if (!e) throw Error("internal: missing expression in the Ascend program");
+    if (e->kind == ExprKind::Binary && (e->dtype.is_int()))
+      if (auto c = ir::as_const_int(e)) return lit(*c);
+    switch (e->kind) {
+      case ExprKind::IntImm: {
+        auto* n = as<ir::IntImmNode>(e);
+        if (n->dtype.is_bool()) return n->value ? "true" : "false";
+        return lit(n->value);
+      }
+      case ExprKind::FloatImm: return flit(as<ir::FloatImmNode>(e)->value, e->dtype);
+      case ExprKind::Var: {
+        auto* v = as<ir::VarNode>(e);
+        auto it = names_.find(v);
+        if (it == names_.end())
+          throw Error("variable '" + v->name + "' is not bound in the Ascend program (not a block index, loop, Let, "
+                      "scalar parameter or shape variable)",
+                      e->span);
+        return it->second;
+      }
+      case ExprKind::Binary: return binary(*as<ir::BinaryNode>(e));
+      case ExprKind::Unary: {
+        auto* u = as<ir::UnaryNode>(e);
+        return std::string(u->op == ir::UnOp::Neg ? "(-" : "(!") + print(u->a) + ")";
+      }
+      case ExprKind::Cast: {
+        auto* c = as<ir::CastNode>(e);
+        return "static_cast<" + ctype(c->dtype, e->span) + ">(" + print(c->value) + ")";
+      }
+      case ExprKind::Select: {
+        auto* s = as<ir::SelectNode>(e);
+        return "(" + print(s->cond) + " ? " + print(s->t) + " : " + print(s->f) + ")";
+      }
+      case ExprKind::Call:
+        throw Error("math function '" + std::string(ir::mathfn_name(as<ir::CallNode>(e)->fn)) +
+                        "' in a scalar expression is not supported by the AscendC printer",
+                    e->span, "compute it with a vector instruction, or pass the value as a scalar parameter");
+      case ExprKind::Load:
+        throw Error("a tensor load in a scalar expression is not supported by the AscendC printer", e->span);
+    }
+    return "0";
+  }
+
+  bool nonneg(const Expr& e) const {
+    if (auto c = ir::as_const_int(e)) return *c >= 0;
+    switch (e->kind) {
+      case ExprKind::Var: return nonneg_.count(e.get()) > 0;
+      case ExprKind::Binary: {
+        auto* b = as<ir::BinaryNode>(e);
+        if (!b->dtype.is_int()) return false;
+        switch (b->op) {
+          case BinOp::Add:
+          case BinOp::Mul:
+          case BinOp::FloorDiv:
+          case BinOp::CeilDiv:
+          case BinOp::Min: return nonneg(b->a) && nonneg(b->b);
+          case BinOp::Max: return nonneg(b->a) || nonneg(b->b);
+          case BinOp::Mod: return nonneg(b->b);
+          default: return false;
+        }
+      }
+      default: return false;
+    }
+  }
+
+  static std::string lit(int64_t v) {
+    if (v >= INT32_MIN && v <= INT32_MAX) return std::to_string(v);
+    return std::to_string(v) + "LL";
+  }
+  static std::string flit(double v, DType t) {
+    bool dbl = t.code == DTypeCode::f64;
+    if (std::isnan(v)) return dbl ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
+    if (std::isinf(v)) return std::string(v < 0 ? "(-" : "(") + (dbl ? "__builtin_huge_val())" : "__builtin_huge_valf())");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, dbl ? "%.17g" : "%.9g", v);
+    std::string s = buf;
+    if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+    return dbl ? s : s + "f";
+  }
+
+ private:
+  std::string binary(const ir::BinaryNode& n) const {
+    std::string a = print(n.a), b = print(n.b);
+    auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
+    bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
+    bool fast = ints && nonneg(n.a) && nonneg(n.b);
+    switch (n.op) {
+      case BinOp::Add: return infix("+");
+      case BinOp::Sub: return infix("-");
+      case BinOp::Mul: return infix("*");
+      case BinOp::Div: return infix("/");
+      case BinOp::FloorDiv: return fast ? infix("/") : "tw_floordiv(" + a + ", " + b + ")";
+      case BinOp::CeilDiv: return fast ? "((" + a + " + " + b + " - 1) / " + b + ")" : "tw_ceildiv(" + a + ", " + b + ")";
+      case BinOp::Mod:
+        if (!ints) throw Error("float modulo in a scalar expression is not supported by the AscendC printer", n.span);
+        return fast ? infix("%") : "tw_floormod(" + a + ", " + b + ")";
+      case BinOp::Min: return "tw_min(" + a + ", " + b + ")";
+      case BinOp::Max: return "tw_max(" + a + ", " + b + ")";
+      case BinOp::EQ: return infix("==");
+      case BinOp::NE: return infix("!=");
+      case BinOp::LT: return infix("<");
+      case BinOp::LE: return infix("<=");
+      case BinOp::GT: return infix(">");
+      case BinOp::GE: return infix(">=");
+      case BinOp::And: return infix("&&");
+      case BinOp::Or: return infix("||");
+    }
+    return a;
+  }
+
+  std::unordered_map<const ir::ExprNode*, std::string> names_;
+  std::unordered_set<const ir::ExprNode*> nonneg_;
+};
+
+// Index helpers with Python floor semantics, printed into both files.
+std::string helpers(const std::string& qual) {
+  std::string q = qual + " ";
+  return q + "int64_t tw_floordiv(int64_t a, int64_t b)\n{\n  int64_t q = a / b;\n"
+             "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n" +
+         q + "int64_t tw_floormod(int64_t a, int64_t b)\n{\n  int64_t r = a % b;\n"
+             "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n" +
+         q + "int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }\n" +
+         q + "int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }\n" +
+         q + "int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output lines
+
+struct Lines {
+  std::vector<std::string> out;
+  int indent = 0;
+  std::string tag;  // " // line N" for API calls of the current instruction
+  void line(const std::string& s) { out.push_back(s.empty() ? s : std::string(indent * 2, ' ') + s); }
+  void call(const std::string& s) { line(s + tag); }
+  void open(const std::string& s) {
+    line(s.empty() ? "{" : s + " {");
+    ++indent;
+  }
+  void close(const std::string& s = "}") {
+    --indent;
+    line(s);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Program analysis
+
+void for_each_instr(const StmtPtr& s, const std::function<void(const Instr&)>& f) {
+  if (!s) return;
+  if (s->kind == StmtKind::Instr) f(s->instr);
+  for (const auto& b : s->body) for_each_instr(b, f);
+  for_each_instr(s->else_body, f);
+}
+
+struct ScratchNeed {
+  int64_t bytes = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The kernel printer
+
+class KernelPrinter {
+ public:
+  explicit KernelPrinter(const Program& p) : p_(p) {}
+
+  std::string run();
+
+  // Used by the host printer too.
+  std::string tiling_struct() const;
+  bool has_tiling() const;
+  std::string tiling_name() const { return ident(p_.name) + "_tiling_t"; }
+
+ private:
+  // operands
+  std::string gm_view(int param, DType t) const;
+  std::string gm(const GmRef& r, DType t) const;
+  std::string loc(const LocalRef& r, DType t, const std::string& extra = "") const;
+  std::string vop(const VecOperand& v, DType t, const std::string& r0, const std::string& c0) const;
+  std::string elem(const Expr& off_bytes, int64_t eb) const;
+  std::string ex(const Expr& e) const { return ep_.print(e); }
+  std::string rep_stride(const VecOperand& v, DType t) const { return ex(fdiv(mul(v.row_stride, ci(t.bytes())), ci(32))); }
+  const BufferDecl& buffer(const LocalRef& r) const;
+
+  // statements
+  void stmt(const StmtPtr& s, bool top);
+  void seq_body(const StmtPtr& s);
+  void instr(const Instr& in);
+  void core(CoreType c, const StmtPtr& body);
+  void buffers(CoreType c);
+
+  // vector helpers
+  bool contiguous(const std::vector<const VecOperand*>& ops, const Expr& rows, const Expr& cols) const;
+  void level0(const Expr& rows, const Expr& cols, int per_repeat,
+              const std::function<void(const std::string&, const std::string&, const std::string&, const std::string&)>& body);
+  int64_t scratch_bytes(const InstrOp& op) const;
+
+ public:
+  // one emitter per Instr kind
+  void emit(const CopyGmToL1& c);
+  void emit(const CopyGmToUb& c);
+  void emit(const CopyUbToGm& c);
+  void emit(const CopyUbToUb& c);
+  void emit(const LoadL0& c);
+  void emit(const Mmad& c);
+  void emit(const Fixpipe& c);
+  void emit(const VecBinary& c);
+  void emit(const VecBinaryScalar& c);
+  void emit(const VecUnary& c);
+  void emit(const VecCast& c);
+  void emit(const VecDup& c);
+  void emit(const VecReduce& c);
+  void emit(const VecRowBroadcast& c);
+  void emit(const SetFlag& c);
+  void emit(const WaitFlag& c);
+  void emit(const PipeBarrier& c);
+  void emit(const CrossCoreSetFlag& c);
+  void emit(const CrossCoreWaitFlag& c);
+
+ private:
+  const Program& p_;
+  ExprPrinter ep_;
+  Lines L_;
+  Span span_;                                  // of the instruction being printed
+  std::set<std::pair<int, DTypeCode>> views_;  // (param or -1, dtype) GM views
+  std::map<std::string, int> cross_mode_;      // CrossCoreSetFlag id text -> mode
+  int64_t scratch_ = 0;                        // bytes of tw_scratch on the current core
+};
+
+const BufferDecl& KernelPrinter::buffer(const LocalRef& r) const {
+  if (r.buffer < 0 || r.buffer >= static_cast<int>(p_.buffers.size()))
+    throw Error("internal: instruction refers to buffer #" + std::to_string(r.buffer) + ", the program has " +
+                    std::to_string(p_.buffers.size()),
+                span_);
+  return p_.buffers[r.buffer];
+}
+
+std::string KernelPrinter::elem(const Expr& off, int64_t eb) const {
+  if (!off) return "0";
+  if (auto d = div_exact(off, eb)) return ex(*d);
+  return "(" + ex(off) + ") / " + std::to_string(eb);
+}
+
+std::string KernelPrinter::gm_view(int param, DType t) const {
+  if (param < 0) return "workspace_gm_" + short_dtype(t);
+  const auto& k = p_.params.at(param);
+  return ident(k.name) + (k.dtype == t ? "_gm" : "_gm_" + short_dtype(t));
+}
+
+std::string KernelPrinter::gm(const GmRef& r, DType t) const {
+  if (r.param >= static_cast<int>(p_.params.size()) || (r.param >= 0 && !p_.params[r.param].is_tensor))
+    throw Error("internal: GM operand refers to parameter #" + std::to_string(r.param) + ", which is not a tensor", span_);
+  std::string i = elem(r.offset, t.bytes());
+  std::string v = gm_view(r.param, t);
+  return i == "0" ? v : v + "[" + i + "]";
+}
+
+std::string KernelPrinter::loc(const LocalRef& r, DType t, const std::string& extra) const {
+  const BufferDecl& b = buffer(r);
+  std::string base = ident(b.name);
+  if (b.dtype != t) base += ".ReinterpretCast<" + ctype(t, span_) + ">()";
+  std::string i = elem(r.offset, t.bytes());
+  if (!extra.empty()) i = i == "0" ? extra : i + " + " + extra;
+  return i == "0" ? base : base + "[" + i + "]";
+}
+
+std::string KernelPrinter::vop(const VecOperand& v, DType t, const std::string& r0, const std::string& c0) const {
+  std::string extra;
+  if (r0 != "0") extra = r0 + " * " + ex(v.row_stride);
+  if (c0 != "0") extra = extra.empty() ? c0 : extra + " + " + c0;
+  return loc(v.at, t, extra);
+}
+
+bool KernelPrinter::has_tiling() const {
+  if (!p_.shape_vars.empty()) return true;
+  for (const auto& k : p_.params)
+    if (!k.is_tensor) return true;
+  return false;
+}
+
+std::string KernelPrinter::tiling_struct() const {
+  std::ostringstream os;
+  os << "// Shape variables and scalar parameters, passed in GM (the `tiling` argument).\n";
+  os << "struct " << tiling_name() << " {\n";
+  for (const auto& v : p_.shape_vars) os << "  int64_t " << ident(v->name) << ";\n";
+  for (const auto& k : p_.params)
+    if (!k.is_tensor) os << "  " << host_scalar_type(k.dtype) << " " << ident(k.name) << ";\n";
+  os << "};\n";
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statements
+
+void KernelPrinter::seq_body(const StmtPtr& s) {
+  if (s && s->kind == StmtKind::Seq)
+    for (const auto& b : s->body) stmt(b, false);
+  else
+    stmt(s, false);
+}
+
+void KernelPrinter::stmt(const StmtPtr& s, bool top) {
+  if (!s) return;
+  switch (s->kind) {
+    case StmtKind::Seq: {
+      bool has_let = std::any_of(s->body.begin(), s->body.end(), [](const StmtPtr& b) { return b && b->kind == StmtKind::Let; });
+      if (has_let && !top) L_.open("");
+      for (const auto& b : s->body) stmt(b, false);
+      if (has_let && !top) L_.close();
+      break;
+    }
+    case StmtKind::For: {
+      ep_.bind(s->var, true);
+      std::string v = ep_.name(s->var), t = ctype(s->var->dtype, s->span);
+      L_.open("for (" + t + " " + v + " = 0; " + v + " < " + ex(s->value) + "; ++" + v + ")");
+      seq_body(s->body.at(0));
+      L_.close();
+      break;
+    }
+    case StmtKind::If: {
+      L_.open("if (" + strip_parens(ex(s->value)) + ")");
+      seq_body(s->body.at(0));
+      if (s->else_body) {
+        L_.close("} else {");
+        ++L_.indent;
+        seq_body(s->else_body);
+      }
+      L_.close();
+      break;
+    }
+    case StmtKind::Let: {
+      std::string v = ex(s->value);
+      ep_.bind(s->var, ep_.nonneg(s->value));
+      L_.line("const " + ctype(s->var->dtype, s->span) + " " + ep_.name(s->var) + " = " + v + ";");
+      break;
+    }
+    case StmtKind::Instr: instr(s->instr); break;
+  }
+}
+
+void KernelPrinter::instr(const Instr& in) {
+  span_ = in.span;
+  L_.tag = in.span.known() ? "  // line " + std::to_string(in.span.line) : "";
+  std::visit([this](const auto& op) { emit(op); }, in.op);
+  L_.tag.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Emitters: moves
+
+void KernelPrinter::emit(const CopyGmToL1& c) {
+  std::string T = ctype(c.dtype, span_);
+  std::string dst = loc(c.dst, c.dtype), src = gm(c.src, c.dtype);
+  auto rows = ir::as_const_int(c.rows), cols = ir::as_const_int(c.cols);
+  auto drows = ir::as_const_int(c.dst_rows), dcols = ir::as_const_int(c.dst_cols);
+  bool full = rows && cols && drows && dcols && *rows == *drows && *cols == *dcols;
+  bool always_partial = rows && cols && drows && dcols && !full;
+  if (!full) {
+    // Zero the whole Nz tile first: ND2NZ writes only the valid rows and C0 strips (tails).
+    std::string blocks = ex(fdiv(mul(mul(c.dst_rows, c.dst_cols), ci(c.dtype.bytes())), ci(32)));
+    bool guard = !always_partial;
+    if (guard) L_.open("if (" + ex(c.rows) + " < " + ex(c.dst_rows) + " || " + ex(c.cols) + " < " + ex(c.dst_cols) + ")");
+    L_.call("InitConstValue(" + dst + ", InitConstValueParams<" + T + ">{1, static_cast<uint16_t>(" + blocks +
+            "), 0, static_cast<" + T + ">(0)});");
+    L_.call("PipeBarrier<PIPE_MTE2>();");
+    if (guard) L_.close();
+  }
+  L_.open("");
+  L_.line("Nd2NzParams tw_p;");
+  L_.line("tw_p.ndNum = 1;");
+  L_.line("tw_p.nValue = " + ex(c.rows) + ";");
+  L_.line("tw_p.dValue = " + ex(c.cols) + ";");
+  L_.line("tw_p.srcNdMatrixStride = 0;");
+  L_.line("tw_p.srcDValue = " + ex(c.src_row_stride) + ";");
+  L_.line("tw_p.dstNzC0Stride = " + ex(c.dst_rows) + ";");
+  L_.line("tw_p.dstNzNStride = 1;");
+  L_.line("tw_p.dstNzMatrixStride = 0;");
+  L_.call("DataCopy(" + dst + ", " + src + ", tw_p);");
+  L_.close();
+}
+
+static Expr round32(const Expr& bytes) { return mul(cdiv(bytes, ci(32)), ci(32)); }
+
+void KernelPrinter::emit(const CopyGmToUb& c) {
+  std::string T = ctype(c.dtype, span_);
+  std::string src_gap = ex(sub(c.src_stride, c.row_bytes));                           // bytes, tail to head
+  std::string dst_gap = ex(fdiv(sub(c.dst_stride, round32(c.row_bytes)), ci(32)));   // 32 B blocks
+  L_.call("DataCopyPad(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
+          ex(c.n_rows) + "), static_cast<uint32_t>(" + ex(c.row_bytes) + "), static_cast<uint32_t>(" + src_gap +
+          "), static_cast<uint32_t>(" + dst_gap + "), 0}, DataCopyPadExtParams<" + T + ">{false, 0, 0, static_cast<" +
+          T + ">(0)});");
+}
+
+void KernelPrinter::emit(const CopyUbToGm& c) {
+  std::string src_gap = ex(fdiv(sub(c.src_stride, round32(c.row_bytes)), ci(32)));  // 32 B blocks
+  std::string dst_gap = ex(sub(c.dst_stride, c.row_bytes));                          // bytes
+  L_.call("DataCopyPad(" + gm(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
+          ex(c.n_rows) + "), static_cast<uint32_t>(" + ex(c.row_bytes) + "), static_cast<uint32_t>(" + src_gap +
+          "), static_cast<uint32_t>(" + dst_gap + "), 0});");
+}
+
+void KernelPrinter::emit(const CopyUbToUb& c) {
+  auto blk = [&](const Expr& e) { return ex(fdiv(e, ci(32))); };
+  L_.call("DataCopy(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", DataCopyParams{static_cast<uint16_t>(" +
+          ex(c.n_rows) + "), static_cast<uint16_t>(" + blk(c.row_bytes) + "), static_cast<uint16_t>(" +
+          blk(sub(c.src_stride, c.row_bytes)) + "), static_cast<uint16_t>(" + blk(sub(c.dst_stride, c.row_bytes)) +
+          ")});");
+}
+
+void KernelPrinter::emit(const LoadL0& c) {
+  const BufferDecl& db = buffer(c.dst);
+  if (db.mem != Mem::L0A && db.mem != Mem::L0B)
+    throw Error("LoadL0 writes buffer '" + db.name + "' in " + std::string(mem_name(db.mem)) + ", expected L0A or L0B", span_);
+  if (c.transpose && c.dtype.bytes() != 2)
+    throw Error("LoadL0 with transpose needs a 16-bit type, got " + std::string(c.dtype.name()), span_);
+  const int64_t c0 = c0_of(c.dtype), frac = 512 / c.dtype.bytes();
+  Expr r1 = fdiv(c.src_rows, ci(16));
+  Expr row_blk = fdiv(c.src_row, ci(16));
+  Expr outer, inner, base, step, sstride;
+  if (db.mem == Mem::L0A) {  // Zz: fractal rows over m, K1 fractals each
+    outer = fdiv(c.dst_rows, ci(16));
+    inner = fdiv(c.dst_cols, ci(c0));
+    if (!c.transpose) {
+      base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = ci(1), sstride = r1;
+    } else {
+      base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = r1, sstride = ci(1);
+    }
+  } else {  // Zn: fractal rows over k, N1 fractals each
+    inner = fdiv(c.dst_cols, ci(16));
+    if (!c.transpose) {
+      outer = fdiv(c.dst_rows, ci(c0));
+      base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = r1, sstride = ci(1);
+    } else {
+      outer = fdiv(c.dst_rows, ci(16));
+      base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = ci(1), sstride = r1;
+    }
+  }
+  if (auto n = ir::as_const_int(inner); n && *n > 255)
+    throw Error("LoadL0 needs " + std::to_string(*n) + " fractals per row, LoadData2DParams allows 255", span_);
+  // One LoadData per destination fractal row; fractal f of the source Nz matrix starts at f * 512 B.
+  auto i = ir::var("tw_i");
+  ep_.bind_as(i, "tw_i", true);
+  std::string dst_off = ex(mul(mul(i, inner), ci(frac)));
+  std::string src_off = ex(mul(add(base, mul(i, step)), ci(frac)));
+  L_.open("for (int32_t tw_i = 0; tw_i < " + ex(outer) + "; ++tw_i)");
+  L_.line("LoadData2DParams tw_p;");
+  L_.line("tw_p.startIndex = 0;");
+  L_.line("tw_p.repeatTimes = " + ex(inner) + ";");
+  L_.line("tw_p.srcStride = " + ex(sstride) + ";");
+  L_.line("tw_p.sid = 0;");
+  L_.line("tw_p.dstGap = 0;");
+  L_.line(std::string("tw_p.ifTranspose = ") + (c.transpose ? "true" : "false") + ";");
+  L_.call("LoadData(" + loc(c.dst, c.dtype, dst_off) + ", " + loc(c.src, c.dtype, src_off) + ", tw_p);");
+  L_.close();
+}
+
+void KernelPrinter::emit(const Mmad& c) {
+  L_.open("");
+  L_.line("MmadParams tw_p;");
+  L_.line("tw_p.m = " + ex(c.m) + ";");
+  L_.line("tw_p.n = " + ex(c.n) + ";");
+  L_.line("tw_p.k = " + ex(c.k) + ";");
+  L_.line("tw_p.cmatrixInitVal = " + ex(c.init) + ";");
+  L_.line("tw_p.cmatrixSource = false;");
+  L_.line("tw_p.isBias = false;");
+  L_.call("Mmad(" + loc(c.c, c.acc_dtype) + ", " + loc(c.a, c.in_dtype) + ", " + loc(c.b, c.in_dtype) + ", tw_p);");
+  L_.close();
+}
+
+void KernelPrinter::emit(const Fixpipe& c) {
+  std::string quant;
+  if (c.src_dtype.code == DTypeCode::f32 && c.dst_dtype.code == DTypeCode::f16) quant = "F322F16";
+  else if (c.src_dtype.code == DTypeCode::f32 && c.dst_dtype.code == DTypeCode::bf16) quant = "F322BF16";
+  else if (c.src_dtype == c.dst_dtype && (c.src_dtype.code == DTypeCode::f32 || c.src_dtype.code == DTypeCode::i32)) quant = "NoQuant";
+  else
+    throw Error("Fixpipe from " + std::string(c.src_dtype.name()) + " to " + std::string(c.dst_dtype.name()) +
+                    " is not supported by the AscendC printer (fp32 -> fp16/bf16/fp32, int32 -> int32)",
+                span_);
+  L_.open("");
+  L_.line("FixpipeParamsV220 tw_p;");
+  L_.line("tw_p.nSize = " + ex(c.n) + ";");
+  L_.line("tw_p.mSize = " + ex(c.m) + ";");
+  L_.line("tw_p.srcStride = " + ex(c.src_rows) + ";");
+  L_.line("tw_p.dstStride = " + ex(c.dst_row_stride) + ";");
+  L_.line("tw_p.quantPre = QuantMode_t::" + quant + ";");
+  L_.line(std::string("tw_p.reluEn = ") + (c.relu ? "true" : "false") + ";");
+  L_.line("tw_p.ndNum = 1;");
+  L_.call("Fixpipe<" + ctype(c.dst_dtype, span_) + ", " + ctype(c.src_dtype, span_) + ", CFG_ROW_MAJOR>(" +
+          gm(c.dst, c.dst_dtype) + ", " + loc(c.src, c.src_dtype) + ", tw_p);");
+  L_.close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Emitters: vector
+
+bool KernelPrinter::contiguous(const std::vector<const VecOperand*>& ops, const Expr& rows, const Expr& cols) const {
+  if (auto r = ir::as_const_int(rows); r && *r == 1) return true;
+  std::string c = ex(cols);
+  for (const auto* v : ops)
+    if (ex(v->row_stride) != c) return false;
+  return true;
+}
+
+// Level-0 iteration: calls body(r0, c0, mask, repeat) for chunks of <= 255 rows and <= per_repeat
+// columns; constant sizes that fit print no loop.
+void KernelPrinter::level0(const Expr& rows, const Expr& cols, int per_repeat,
+                           const std::function<void(const std::string&, const std::string&, const std::string&,
+                                                    const std::string&)>& body) {
+  auto r = ir::as_const_int(rows), c = ir::as_const_int(cols);
+  int opened = 0;
+  std::string r0 = "0", rep = ex(rows), c0 = "0", mask = ex(cols);
+  if (!(r && *r <= 255)) {
+    L_.open("for (int32_t tw_r = 0; tw_r < " + ex(rows) + "; tw_r += 255)");
+    L_.line("const int32_t tw_rep = tw_min(" + ex(rows) + " - tw_r, 255);");
+    r0 = "tw_r", rep = "tw_rep", ++opened;
+  }
+  if (!(c && *c <= per_repeat)) {
+    std::string P = std::to_string(per_repeat);
+    L_.open("for (int32_t tw_c = 0; tw_c < " + ex(cols) + "; tw_c += " + P + ")");
+    L_.line("const int32_t tw_mask = tw_min(" + ex(cols) + " - tw_c, " + P + ");");
+    c0 = "tw_c", mask = "tw_mask", ++opened;
+  }
+  body(r0, c0, mask, rep);
+  while (opened--) L_.close();
+}
+
+void KernelPrinter::emit(const VecBinary& c) {
+  std::string fn(vec_binop_name(c.op));
+  if (contiguous({&c.dst, &c.a, &c.b}, c.rows, c.cols)) {
+    L_.call(fn + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.a.at, c.dtype) + ", " + loc(c.b.at, c.dtype) + ", " +
+            ex(mul(c.rows, c.cols)) + ");");
+    return;
+  }
+  std::string rp = "BinaryRepeatParams(1, 1, 1, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ", " +
+                   rep_stride(c.b, c.dtype) + ")";
+  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
+    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + vop(c.b, c.dtype, r0, c0) +
+            ", " + mask + ", " + rep + ", " + rp + ");");
+  });
+}
+
+void KernelPrinter::emit(const VecBinaryScalar& c) {
+  std::string T = ctype(c.dtype, span_), fn, s = ex(c.scalar);
+  switch (c.op) {
+    case VecBinOp::Add: fn = "Adds"; break;
+    case VecBinOp::Sub: fn = "Adds", s = "-(" + s + ")"; break;
+    case VecBinOp::Mul: fn = "Muls"; break;
+    case VecBinOp::Div: fn = "Muls", s = "1.0f / (" + s + ")"; break;
+    case VecBinOp::Max: fn = "Maxs"; break;
+    case VecBinOp::Min: fn = "Mins"; break;
+  }
+  s = "static_cast<" + T + ">(" + s + ")";
+  if (contiguous({&c.dst, &c.a}, c.rows, c.cols)) {
+    L_.call(fn + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.a.at, c.dtype) + ", " + s + ", " + ex(mul(c.rows, c.cols)) + ");");
+    return;
+  }
+  std::string rp = "UnaryRepeatParams(1, 1, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ")";
+  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
+    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + s + ", " + mask + ", " + rep +
+            ", " + rp + ");");
+  });
+}
+
+void KernelPrinter::emit(const VecUnary& c) {
+  std::string fn(vec_unop_name(c.op));
+  if (contiguous({&c.dst, &c.a}, c.rows, c.cols)) {
+    L_.call(fn + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.a.at, c.dtype) + ", " + ex(mul(c.rows, c.cols)) + ");");
+    return;
+  }
+  std::string rp = "UnaryRepeatParams(1, 1, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ")";
+  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
+    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + mask + ", " + rep + ", " + rp + ");");
+  });
+}
+
+void KernelPrinter::emit(const VecCast& c) {
+  std::string rm = "RoundMode::" + std::string(round_mode_name(c.round));
+  if (contiguous({&c.dst, &c.src}, c.rows, c.cols)) {
+    L_.call("Cast(" + loc(c.dst.at, c.dst_dtype) + ", " + loc(c.src.at, c.src_dtype) + ", " + rm + ", " +
+            ex(mul(c.rows, c.cols)) + ");");
+    return;
+  }
+  std::string rp = "UnaryRepeatParams(1, 1, " + rep_stride(c.dst, c.dst_dtype) + ", " + rep_stride(c.src, c.src_dtype) + ")";
+  int per = 256 / std::max(c.dst_dtype.bytes(), c.src_dtype.bytes());
+  level0(c.rows, c.cols, per, [&](auto& r0, auto& c0, auto& mask, auto& rep) {
+    L_.call("Cast(" + vop(c.dst, c.dst_dtype, r0, c0) + ", " + vop(c.src, c.src_dtype, r0, c0) + ", " + rm + ", " + mask +
+            ", " + rep + ", " + rp + ");");
+  });
+}
+
+void KernelPrinter::emit(const VecDup& c) {
+  std::string T = ctype(c.dtype, span_), v = "static_cast<" + T + ">(" + ex(c.value) + ")";
+  if (contiguous({&c.dst}, c.rows, c.cols)) {
+    L_.call("Duplicate(" + loc(c.dst.at, c.dtype) + ", " + v + ", " + ex(mul(c.rows, c.cols)) + ");");
+    return;
+  }
+  std::string drep = rep_stride(c.dst, c.dtype);
+  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
+    L_.call("Duplicate(" + vop(c.dst, c.dtype, r0, c0) + ", " + v + ", " + mask + ", " + rep + ", 1, " + drep + ");");
+  });
+}
+
+// Row reduce in two steps when a row is wider than one repeat: scratch row stride in elements.
+static int64_t scratch_row_elems(int64_t chunks, int64_t eb) { return (chunks * eb + 31) / 32 * 32 / eb; }
+
+int64_t KernelPrinter::scratch_bytes(const InstrOp& op) const {
+  if (auto* r = std::get_if<VecReduce>(&op); r && r->axis == ReduceAxis::Row) {
+    int64_t P = 256 / r->dtype.bytes();
+    auto cols = ir::as_const_int(r->cols), rows = ir::as_const_int(r->rows);
+    if (cols && *cols <= P) return 0;
+    if (!cols || !rows) return -1;  // reported by the emitter
+    int64_t chunks = (*cols + P - 1) / P;
+    return *rows * scratch_row_elems(chunks, r->dtype.bytes()) * r->dtype.bytes();
+  }
+  if (auto* b = std::get_if<VecRowBroadcast>(&op)) {
+    auto rows = ir::as_const_int(b->rows);
+    if (!rows) return -1;
+    return (*rows + 7) / 8 * 8 * 32;
+  }
+  return 0;
+}
+
+void KernelPrinter::emit(const VecReduce& c) {
+  std::string op(reduce_op_name(c.op)), T = ctype(c.dtype, span_);
+  const int64_t eb = c.dtype.bytes(), P = 256 / eb;
+  if (c.axis == ReduceAxis::Col) {
+    // dst = row 0, then dst = dst op row r (dependent V instructions: a barrier between them).
+    std::string binop = c.op == ReduceOp::Sum ? "Add" : op;
+    L_.call("Muls(" + loc(c.dst.at, c.dtype) + ", " + loc(c.src.at, c.dtype) + ", static_cast<" + T + ">(1), " + ex(c.cols) + ");");
+    L_.open("for (int32_t tw_r = 1; tw_r < " + ex(c.rows) + "; ++tw_r)");
+    L_.call("PipeBarrier<PIPE_V>();");
+    L_.call(binop + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.dst.at, c.dtype) + ", " +
+            loc(c.src.at, c.dtype, "tw_r * " + ex(c.src.row_stride)) + ", " + ex(c.cols) + ");");
+    L_.close();
+    return;
+  }
+  std::string fn = "WholeReduce" + op;
+  std::string order = c.op == ReduceOp::Sum ? "" : ", ReduceOrder::ORDER_ONLY_VALUE";
+  std::string srep = rep_stride(c.src, c.dtype);
+  auto cols = ir::as_const_int(c.cols);
+  if (cols && *cols <= P) {
+    level0(c.rows, c.cols, static_cast<int>(P), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
+      (void)c0;
+      std::string d = loc(c.dst.at, c.dtype, r0 == "0" ? "" : r0);
+      L_.call(fn + "(" + d + ", " + vop(c.src, c.dtype, r0, "0") + ", " + mask + ", " + rep + ", 1, 1, " + srep + order + ");");
+    });
+    return;
+  }
+  int64_t need = scratch_bytes(c);
+  if (need < 0)
+    throw Error("row reduce over " + ex(c.cols) + " columns with a symbolic size is not supported by the AscendC "
+                "printer (it needs a scratch area of known size)",
+                span_, "use a constant tile shape");
+  const int64_t chunks = (*cols + P - 1) / P, S = scratch_row_elems(chunks, eb);
+  std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
+  L_.call("PipeBarrier<PIPE_V>();");  // tw_scratch may still be read by an earlier V instruction
+  // Step 1: reduce each column chunk of every row to scratch[r * S + j].
+  for (int64_t j = 0; j < chunks; ++j) {
+    int64_t mask = std::min(P, *cols - j * P);
+    level0(c.rows, ir::int_imm(mask), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+      std::string d = scratch + "[" + (r0 == "0" ? "" : r0 + " * " + std::to_string(S) + " + ") + std::to_string(j) + "]";
+      L_.call(fn + "(" + d + ", " + vop(c.src, c.dtype, r0, std::to_string(j * P)) + ", " + m + ", " + rep + ", " +
+              std::to_string(S) + ", 1, " + srep + order + ");");
+    });
+  }
+  L_.call("PipeBarrier<PIPE_V>();");
+  // Step 2: reduce the partial results of every row.
+  level0(c.rows, ir::int_imm(chunks), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+    std::string s = r0 == "0" ? scratch : scratch + "[" + r0 + " * " + std::to_string(S) + "]";
+    std::string d = loc(c.dst.at, c.dtype, r0 == "0" ? "" : r0);
+    L_.call(fn + "(" + d + ", " + s + ", " + m + ", " + rep + ", 1, 1, " + std::to_string(S * eb / 32) + order + ");");
+  });
+}
+
+void KernelPrinter::emit(const VecRowBroadcast& c) {
+  std::string T = ctype(c.dtype, span_);
+  const int64_t eb = c.dtype.bytes();
+  if (scratch_bytes(c) < 0)
+    throw Error("row broadcast over " + ex(c.rows) + " rows with a symbolic size is not supported by the AscendC printer",
+                span_, "use a constant tile shape");
+  std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
+  L_.call("PipeBarrier<PIPE_V>();");  // tw_scratch may still be read by an earlier V instruction
+  // One 32 B block per row holding vec[r], read with block stride 0 by the binary op.
+  L_.call("Brcb(" + scratch + ", " + loc(c.vec, c.dtype) + ", static_cast<uint8_t>(" + ex(cdiv(c.rows, ci(8))) +
+          "), BrcbRepeatParams(1, 8));");
+  L_.call("PipeBarrier<PIPE_V>();");
+  std::string fn(vec_binop_name(c.op));
+  std::string rp = "BinaryRepeatParams(1, 1, 0, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ", 1)";
+  level0(c.rows, c.cols, static_cast<int>(256 / eb), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
+    (void)c0;
+    std::string b = r0 == "0" ? scratch : scratch + "[" + r0 + " * " + std::to_string(32 / eb) + "]";
+    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + b + ", " + mask + ", " + rep +
+            ", " + rp + ");");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Emitters: synchronisation
+
+void KernelPrinter::emit(const SetFlag& c) {
+  L_.call("SetFlag<HardEvent::" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ");");
+}
+void KernelPrinter::emit(const WaitFlag& c) {
+  L_.call("WaitFlag<HardEvent::" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ");");
+}
+void KernelPrinter::emit(const PipeBarrier& c) { L_.call("PipeBarrier<" + pipe_c(c.pipe) + ">();"); }
+void KernelPrinter::emit(const CrossCoreSetFlag& c) {
+  if (c.pipe == Pipe::S || c.pipe == Pipe::ALL)
+    throw Error("CrossCoreSetFlag on pipe " + std::string(pipe_name(c.pipe)) + ": AscendC does not accept PIPE_S/PIPE_ALL", span_);
+  L_.call("CrossCoreSetFlag<" + std::to_string(c.mode) + ", " + pipe_c(c.pipe) + ">(" + ex(c.id) + ");");
+}
+void KernelPrinter::emit(const CrossCoreWaitFlag& c) {
+  auto it = cross_mode_.find(ex(c.id));
+  int mode = it == cross_mode_.end() ? 2 : it->second;
+  Pipe p = c.pipe == Pipe::S || c.pipe == Pipe::ALL ? Pipe::MTE2 : c.pipe;
+  L_.call("CrossCoreWaitFlag<" + std::to_string(mode) + ", " + pipe_c(p) + ">(" + ex(c.id) + ");");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cores and the whole kernel
+
+void KernelPrinter::buffers(CoreType c) {
+  struct MemInfo {
+    Mem mem;
+    const char* pos;
+    const char* var;
+  };
+  static const MemInfo mems[] = {{Mem::L1, "A1", "tw_l1"},
+                                 {Mem::L0A, "A2", "tw_l0a"},
+                                 {Mem::L0B, "B2", "tw_l0b"},
+                                 {Mem::L0C, "CO1", "tw_l0c"},
+                                 {Mem::UB, "VECCALC", "tw_ub"}};
+  L_.line("TPipe pipe;");
+  int64_t ub_end = 0;
+  for (const auto& m : mems) {
+    int64_t end = 0;
+    for (const auto& b : p_.buffers)
+      if (b.core == c && b.mem == m.mem) end = std::max(end, b.offset + b.bytes);
+    if (m.mem == Mem::UB) ub_end = end;
+    if (end == 0) continue;
+    end = (end + 31) / 32 * 32;
+    L_.line(std::string("TBuf<TPosition::") + m.pos + "> " + m.var + "_buf;");
+    L_.line(std::string("pipe.InitBuffer(") + m.var + "_buf, " + std::to_string(end) + ");");
+    L_.line(std::string("LocalTensor<uint8_t> ") + m.var + " = " + m.var + "_buf.Get<uint8_t>();");
+    for (const auto& b : p_.buffers) {
+      if (b.core != c || b.mem != m.mem) continue;
+      std::string shape;
+      for (size_t i = 0; i < b.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(b.shape[i]);
+      L_.line("LocalTensor<" + ctype(b.dtype, b.span) + "> " + ident(b.name) + " = " + m.var + "[" +
+              std::to_string(b.offset) + "].ReinterpretCast<" + ctype(b.dtype, b.span) + ">();  // " +
+              std::string(mem_name(b.mem)) + " @" + std::to_string(b.offset) + " +" + std::to_string(b.bytes) + " " +
+              std::string(b.dtype.name()) + " " + std::string(format_name(b.format)) + " [" + shape + "]" +
+              (b.span.known() ? ", line " + std::to_string(b.span.line) : ""));
+    }
+  }
+  if (scratch_ > 0) {
+    int64_t sz = (scratch_ + 31) / 32 * 32;
+    if ((ub_end + 31) / 32 * 32 + sz > kUbUsable)
+      throw Error("the AscendC printer needs " + std::to_string(sz) + " B of UB scratch (row reduce / row broadcast) after " +
+                      std::to_string(ub_end) + " B of planned buffers; the UB has " + std::to_string(kUbUsable) + " B",
+                  p_.span, "use smaller vector tiles");
+    L_.line("TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)");
+    L_.line("pipe.InitBuffer(tw_scratch_buf, " + std::to_string(sz) + ");");
+    L_.line("LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();");
+  }
+}
+
+void KernelPrinter::core(CoreType c, const StmtPtr& body) {
+  bool aic = c == CoreType::AIC;
+  L_.open(aic ? "if ASCEND_IS_AIC" : "if ASCEND_IS_AIV");
+  std::string bi = p_.block_idx ? ep_.name(p_.block_idx) : "block_idx";
+  if (aic || p_.kernel_type == KernelType::AIV_ONLY) {
+    L_.line("const int32_t " + bi + " = GetBlockIdx();");
+  } else {
+    L_.line("const int32_t " + bi + " = GetBlockIdx() / 2;");
+  }
+  if (!aic && p_.sub_block_idx) {
+    std::string sb = ep_.name(p_.sub_block_idx);
+    L_.line(p_.kernel_type == KernelType::AIV_ONLY ? "const int32_t " + sb + " = 0;"
+                                                   : "const int32_t " + sb + " = GetSubBlockIdx();");
+  }
+  scratch_ = 0;
+  for_each_instr(body, [&](const Instr& in) { scratch_ = std::max(scratch_, scratch_bytes(in.op)); });
+  buffers(c);
+  L_.line("");
+  stmt(body, true);
+  L_.close();
+}
+
+std::string KernelPrinter::run() {
+  if (p_.name.empty()) throw Error("the Ascend program has no name", p_.span);
+  bool want_aic = p_.kernel_type != KernelType::AIV_ONLY, want_aiv = p_.kernel_type != KernelType::AIC_ONLY;
+  if (want_aic && !p_.aic)
+    throw Error("kernel '" + p_.name + "' is " + std::string(kernel_type_name(p_.kernel_type)) + " but has no AIC code", p_.span);
+  if (want_aiv && !p_.aiv)
+    throw Error("kernel '" + p_.name + "' is " + std::string(kernel_type_name(p_.kernel_type)) + " but has no AIV code", p_.span);
+
+  // Bind the variables every part of the kernel sees.
+  if (p_.block_idx) ep_.bind(p_.block_idx, true);
+  if (p_.sub_block_idx) ep_.bind(p_.sub_block_idx, true);
+  for (const auto& v : p_.shape_vars) ep_.bind(v, true);
+  for (const auto& k : p_.params)
+    if (!k.is_tensor && k.var) ep_.bind(k.var, false);
+
+  // GM views (param, dtype) and cross-core flag modes.
+  for (size_t i = 0; i < p_.params.size(); ++i)
+    if (p_.params[i].is_tensor) views_.insert({static_cast<int>(i), p_.params[i].dtype.code});
+  auto scan = [&](const Instr& in) {
+    std::visit(Overload{[&](const CopyGmToL1& c) { views_.insert({c.src.param, c.dtype.code}); },
+                        [&](const CopyGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
+                        [&](const CopyUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
+                        [&](const Fixpipe& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
+                        [&](const CrossCoreSetFlag& c) { cross_mode_[ep_.print(c.id)] = c.mode; },
+                        [](const auto&) {}},
+               in.op);
+  };
+  for_each_instr(want_aic ? p_.aic : nullptr, scan);
+  for_each_instr(want_aiv ? p_.aiv : nullptr, scan);
+
+  std::ostringstream os;
+  os << "// " << p_.name << ": AscendC kernel generated by Tilewright from the Ascend program.\n"
+     << "// API: AscendC of " << kAscendCCannVersion << ", NPU arch 2201 (Ascend910B1..B4).\n"
+     << "// Kernel type " << kernel_type_name(p_.kernel_type) << "; `// line N` = the kernel source line of each call.\n"
+     << "// Do not edit: regenerate from the Tilewright kernel.\n"
+     << "#include \"kernel_operator.h\"\n\nusing namespace AscendC;\n\n";
+  os << "namespace {\n" << helpers("__aicore__ inline") << "}  // namespace\n\n";
+  if (has_tiling()) os << tiling_struct() << "\n";
+
+  std::string sig;
+  for (const auto& k : p_.params)
+    if (k.is_tensor) sig += "GM_ADDR " + ident(k.name) + ", ";
+  sig += "GM_ADDR workspace";
+  if (has_tiling()) sig += ", GM_ADDR tiling";
+  os << "extern \"C\" __global__ __aicore__ void " << ident(p_.name) << "(" << sig << ")\n{\n";
+  L_.indent = 1;
+  const char* kt = p_.kernel_type == KernelType::AIC_ONLY   ? "KERNEL_TYPE_AIC_ONLY"
+                   : p_.kernel_type == KernelType::AIV_ONLY ? "KERNEL_TYPE_AIV_ONLY"
+                                                            : "KERNEL_TYPE_MIX_AIC_1_2";
+  L_.line(std::string("KERNEL_TASK_TYPE_DEFAULT(") + kt + ");");
+  if (has_tiling()) {
+    L_.line("__gm__ const " + tiling_name() + "* tw_tiling = reinterpret_cast<__gm__ const " + tiling_name() + "*>(tiling);");
+    for (const auto& v : p_.shape_vars)
+      L_.line("const " + ctype(v->dtype) + " " + ep_.name(v) + " = static_cast<" + ctype(v->dtype) + ">(tw_tiling->" +
+              ident(v->name) + ");");
+    for (const auto& k : p_.params)
+      if (!k.is_tensor && k.var)
+        L_.line("const " + ctype(k.dtype) + " " + ep_.name(k.var) + " = static_cast<" + ctype(k.dtype) + ">(tw_tiling->" +
+                ident(k.name) + ");");
+  }
+  for (const auto& [param, code] : views_) {
+    DType t(code);
+    std::string T = ctype(t), v = gm_view(param, t);
+    std::string arg = param < 0 ? "workspace" : ident(p_.params[param].name);
+    L_.line("GlobalTensor<" + T + "> " + v + ";");
+    L_.line(v + ".SetGlobalBuffer(reinterpret_cast<__gm__ " + T + "*>(" + arg + "));");
+  }
+  if (want_aic) core(CoreType::AIC, p_.aic);
+  if (want_aiv) core(CoreType::AIV, p_.aiv);
+  for (const auto& l : L_.out) os << l << "\n";
+  os << "}\n";
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host launcher, CMake, README
+
+std::string print_host(const Program& p, const KernelPrinter& kp) {
+  ExprPrinter ep;
+  for (const auto& v : p.shape_vars) ep.bind(v, true);
+  for (const auto& k : p.params)
+    if (!k.is_tensor && k.var) ep.bind(k.var, false);
+  std::string name = ident(p.name);
+  std::ostringstream os;
+  os << "// Host launcher for the AscendC kernel " << p.name << ", generated by Tilewright (" << kAscendCCannVersion << ").\n"
+     << "// Usage: " << name << "_host [dir=DIR] [device=N]";
+  for (const auto& v : p.shape_vars) os << " " << v->name << "=INT";
+  for (const auto& k : p.params)
+    if (!k.is_tensor) os << " " << k.name << "=VALUE";
+  os << "\n// Reads every input tensor from DIR/<param>.bin (raw, row-major), writes every output to\n"
+     << "// DIR/<param>.bin. The kernel is launched with ACLRT_LAUNCH_KERNEL from the header\n"
+     << "// aclrtlaunch_" << name << ".h that ascendc_library() generates.\n"
+     << "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <fstream>\n"
+     << "#include <string>\n#include <vector>\n\n#include \"acl/acl.h\"\n#include \"aclrtlaunch_" << name << ".h\"\n\n"
+     << "#define TW_CHECK(call)                                                                  \\\n"
+     << "  do {                                                                                \\\n"
+     << "    aclError tw_err = (call);                                                         \\\n"
+     << "    if (tw_err != ACL_SUCCESS) {                                                      \\\n"
+     << "      std::fprintf(stderr, \"%s failed with %d at line %d\\n\", #call, static_cast<int>(tw_err), __LINE__); \\\n"
+     << "      std::exit(1);                                                                   \\\n"
+     << "    }                                                                                 \\\n"
+     << "  } while (0)\n\n";
+  os << helpers("static inline") << "\n";
+  if (kp.has_tiling()) os << kp.tiling_struct() << "\n";
+  os << "static const char* tw_arg(int argc, char** argv, const char* key, const char* fallback)\n{\n"
+     << "  size_t n = std::strlen(key);\n"
+     << "  for (int i = 1; i < argc; ++i)\n"
+     << "    if (std::strncmp(argv[i], key, n) == 0 && argv[i][n] == '=') return argv[i] + n + 1;\n"
+     << "  if (!fallback) {\n    std::fprintf(stderr, \"missing argument %s=...\\n\", key);\n    std::exit(2);\n  }\n"
+     << "  return fallback;\n}\n\n"
+     << "static void tw_read(const std::string& path, std::vector<uint8_t>& buf)\n{\n"
+     << "  std::ifstream f(path, std::ios::binary);\n"
+     << "  if (!f.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size()))) {\n"
+     << "    std::fprintf(stderr, \"cannot read %zu bytes from %s\\n\", buf.size(), path.c_str());\n    std::exit(3);\n  }\n}\n\n"
+     << "static void tw_write(const std::string& path, const std::vector<uint8_t>& buf)\n{\n"
+     << "  std::ofstream f(path, std::ios::binary);\n"
+     << "  if (!f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()))) {\n"
+     << "    std::fprintf(stderr, \"cannot write %s\\n\", path.c_str());\n    std::exit(3);\n  }\n}\n\n";
+  os << "int main(int argc, char** argv)\n{\n"
+     << "  const std::string dir = tw_arg(argc, argv, \"dir\", \".\");\n"
+     << "  const int32_t device = std::atoi(tw_arg(argc, argv, \"device\", \"0\"));\n";
+  for (const auto& v : p.shape_vars)
+    os << "  const int64_t " << ep.name(v) << " = std::atoll(tw_arg(argc, argv, \"" << v->name << "\", nullptr));\n";
+  for (const auto& k : p.params)
+    if (!k.is_tensor && k.var) {
+      bool fl = k.dtype.is_float();
+      os << "  const " << host_scalar_type(k.dtype) << " " << ep.name(k.var) << " = static_cast<" << host_scalar_type(k.dtype)
+         << ">(" << (fl ? "std::atof" : "std::atoll") << "(tw_arg(argc, argv, \"" << k.name << "\", nullptr)));\n";
+    }
+  os << "  const uint32_t block_dim = static_cast<uint32_t>(" << (p.block_dim ? ep.print(p.block_dim) : "1") << ");\n"
+     << "  const size_t workspace_bytes = static_cast<size_t>(" << (p.workspace_bytes ? ep.print(p.workspace_bytes) : "0")
+     << ");\n\n"
+     << "  TW_CHECK(aclInit(nullptr));\n  TW_CHECK(aclrtSetDevice(device));\n"
+     << "  aclrtStream stream = nullptr;\n  TW_CHECK(aclrtCreateStream(&stream));\n\n";
+  std::string args;
+  for (const auto& k : p.params) {
+    if (!k.is_tensor) continue;
+    std::string n = ident(k.name);
+    std::string bytes = "static_cast<size_t>(" + std::to_string(k.dtype.bytes()) + ")";
+    for (const auto& d : k.shape) bytes += " * static_cast<size_t>(" + ep.print(d) + ")";
+    os << "  // " << k.name << ": " << k.dtype.name() << (k.is_output ? ", output" : ", input") << "\n"
+       << "  std::vector<uint8_t> " << n << "_host(" << bytes << ");\n"
+       << "  void* " << n << "_dev = nullptr;\n"
+       << "  TW_CHECK(aclrtMalloc(&" << n << "_dev, " << n << "_host.size() + 32, ACL_MEM_MALLOC_HUGE_FIRST));\n";
+    if (k.is_output)
+      os << "  TW_CHECK(aclrtMemset(" << n << "_dev, " << n << "_host.size() + 32, 0, " << n << "_host.size() + 32));\n";
+    else
+      os << "  tw_read(dir + \"/" << k.name << ".bin\", " << n << "_host);\n"
+         << "  TW_CHECK(aclrtMemcpy(" << n << "_dev, " << n << "_host.size(), " << n << "_host.data(), " << n
+         << "_host.size(), ACL_MEMCPY_HOST_TO_DEVICE));\n";
+    args += n + "_dev, ";
+  }
+  os << "  void* workspace_dev = nullptr;\n"
+     << "  if (workspace_bytes > 0) TW_CHECK(aclrtMalloc(&workspace_dev, workspace_bytes, ACL_MEM_MALLOC_HUGE_FIRST));\n";
+  args += "workspace_dev";
+  if (kp.has_tiling()) {
+    os << "  " << kp.tiling_name() << " tiling_host{};\n";
+    for (const auto& v : p.shape_vars) os << "  tiling_host." << ident(v->name) << " = " << ep.name(v) << ";\n";
+    for (const auto& k : p.params)
+      if (!k.is_tensor && k.var) os << "  tiling_host." << ident(k.name) << " = " << ep.name(k.var) << ";\n";
+    os << "  void* tiling_dev = nullptr;\n"
+       << "  TW_CHECK(aclrtMalloc(&tiling_dev, sizeof(tiling_host), ACL_MEM_MALLOC_HUGE_FIRST));\n"
+       << "  TW_CHECK(aclrtMemcpy(tiling_dev, sizeof(tiling_host), &tiling_host, sizeof(tiling_host), "
+          "ACL_MEMCPY_HOST_TO_DEVICE));\n";
+    args += ", tiling_dev";
+  }
+  os << "\n  ACLRT_LAUNCH_KERNEL(" << name << ")(block_dim, stream, " << args << ");\n"
+     << "  TW_CHECK(aclrtSynchronizeStream(stream));\n\n";
+  for (const auto& k : p.params) {
+    if (!k.is_tensor || !k.is_output) continue;
+    std::string n = ident(k.name);
+    os << "  TW_CHECK(aclrtMemcpy(" << n << "_host.data(), " << n << "_host.size(), " << n << "_dev, " << n
+       << "_host.size(), ACL_MEMCPY_DEVICE_TO_HOST));\n"
+       << "  tw_write(dir + \"/" << k.name << ".bin\", " << n << "_host);\n";
+  }
+  for (const auto& k : p.params)
+    if (k.is_tensor) os << "  TW_CHECK(aclrtFree(" << ident(k.name) << "_dev));\n";
+  os << "  if (workspace_dev) TW_CHECK(aclrtFree(workspace_dev));\n";
+  if (kp.has_tiling()) os << "  TW_CHECK(aclrtFree(tiling_dev));\n";
+  os << "  TW_CHECK(aclrtDestroyStream(stream));\n  TW_CHECK(aclrtResetDevice(device));\n  TW_CHECK(aclFinalize());\n"
+     << "  return 0;\n}\n";
+  return os.str();
+}
+
+std::string print_cmake(const Program& p) {
+  std::string n = ident(p.name);
+  std::ostringstream os;
+  os << "# CMake project for the AscendC kernel " << p.name << ", generated by Tilewright for " << kAscendCCannVersion << ".\n"
+     << "# Build: cmake -B build -DSOC_VERSION=Ascend910B2 && cmake --build build\n"
+     << "cmake_minimum_required(VERSION 3.16)\n"
+     << "project(" << n << " LANGUAGES CXX)\n\n"
+     << "set(SOC_VERSION \"Ascend910B2\" CACHE STRING \"Ascend910B1 | Ascend910B2 | Ascend910B3 | Ascend910B4\")\n"
+     << "if(DEFINED ENV{ASCEND_HOME_PATH})\n"
+     << "  set(TW_CANN_DEFAULT \"$ENV{ASCEND_HOME_PATH}\")\n"
+     << "else()\n"
+     << "  set(TW_CANN_DEFAULT \"/usr/local/Ascend/ascend-toolkit/latest\")\n"
+     << "endif()\n"
+     << "set(ASCEND_CANN_PACKAGE_PATH \"${TW_CANN_DEFAULT}\" CACHE PATH \"CANN installation (" << kAscendCCannVersion << ")\")\n"
+     << "if(EXISTS ${ASCEND_CANN_PACKAGE_PATH}/compiler/tikcpp/ascendc_kernel_cmake)\n"
+     << "  set(ASCENDC_CMAKE_DIR ${ASCEND_CANN_PACKAGE_PATH}/compiler/tikcpp/ascendc_kernel_cmake)\n"
+     << "elseif(EXISTS ${ASCEND_CANN_PACKAGE_PATH}/tools/tikcpp/ascendc_kernel_cmake)\n"
+     << "  set(ASCENDC_CMAKE_DIR ${ASCEND_CANN_PACKAGE_PATH}/tools/tikcpp/ascendc_kernel_cmake)\n"
+     << "else()\n"
+     << "  message(FATAL_ERROR \"ascendc_kernel_cmake not found under ${ASCEND_CANN_PACKAGE_PATH}: install CANN and set "
+        "ASCEND_CANN_PACKAGE_PATH\")\n"
+     << "endif()\n"
+     << "include(${ASCENDC_CMAKE_DIR}/ascendc.cmake)\n\n"
+     << "# The kernel (bisheng, NPU arch dav-2201); also generates aclrtlaunch_" << n << ".h.\n"
+     << "ascendc_library(" << n << "_kernel STATIC " << n << "_kernel.cpp)\n\n"
+     << "add_executable(" << n << "_host main.cpp)\n"
+     << "target_compile_options(" << n << "_host PRIVATE -O2 -std=c++17)\n"
+     << "target_include_directories(" << n << "_host PRIVATE ${ASCEND_CANN_PACKAGE_PATH}/include)\n"
+     << "target_link_directories(" << n << "_host PRIVATE ${ASCEND_CANN_PACKAGE_PATH}/lib64)\n"
+     << "target_link_libraries(" << n << "_host PRIVATE " << n << "_kernel ascendcl)\n";
+  return os.str();
+}
+
+std::string print_readme(const Program& p, const KernelPrinter& kp) {
+  std::string n = ident(p.name);
+  std::ostringstream os;
+  os << "# " << p.name << " (AscendC, generated by Tilewright)\n\n"
+     << "Kernel type `" << kernel_type_name(p.kernel_type) << "`, AscendC API of **" << kAscendCCannVersion
+     << "**, NPU arch 2201 (Ascend 910B1–B4).\n\n"
+     << "Files: `" << n << "_kernel.cpp` (the kernel), `main.cpp` (ACL host launcher), `CMakeLists.txt`.\n\n"
+     << "## Build\n\n"
+     << "```\nsource /usr/local/Ascend/ascend-toolkit/set_env.sh\n"
+     << "cmake -B build -DSOC_VERSION=Ascend910B2 -DASCEND_CANN_PACKAGE_PATH=$ASCEND_HOME_PATH\n"
+     << "cmake --build build -j\n```\n\n"
+     << "`ascendc_library()` compiles the kernel with bisheng for the chosen SoC and generates\n"
+     << "`aclrtlaunch_" << n << ".h`, which `main.cpp` uses to launch it with\n"
+     << "`ACLRT_LAUNCH_KERNEL(" << n << ")(blockDim, stream, args...)`.\n"
+     << "To compile the kernel alone: `bisheng --npu-arch=dav-2201 -O3 -std=c++17 -xasc -c " << n
+     << "_kernel.cpp -I$ASCEND_HOME_PATH/include ...`\n"
+     << "(older toolkits: `--cce-aicore-arch=dav-c220`).\n\n"
+     << "## Run\n\n"
+     << "```\n./build/" << n << "_host dir=data";
+  for (const auto& v : p.shape_vars) os << " " << v->name << "=...";
+  for (const auto& k : p.params)
+    if (!k.is_tensor) os << " " << k.name << "=...";
+  os << "\n```\n\nInputs are read from `data/<name>.bin` (raw little-endian, row-major):\n\n";
+  for (const auto& k : p.params) {
+    if (!k.is_tensor) continue;
+    os << "- `" << k.name << "` " << k.dtype.name() << " [";
+    for (size_t i = 0; i < k.shape.size(); ++i) os << (i ? ", " : "") << ir::print(k.shape[i]);
+    os << "]" << (k.is_output ? " — output, written to `data/" + k.name + ".bin`" : " — input") << "\n";
+  }
+  os << "\n## Interface\n\n"
+     << "`" << n << "(";
+  for (const auto& k : p.params)
+    if (k.is_tensor) os << "GM_ADDR " << ident(k.name) << ", ";
+  os << "GM_ADDR workspace" << (kp.has_tiling() ? ", GM_ADDR tiling" : "") << ")`\n\n"
+     << "- `workspace`: the kernel's own GM workspace (" << (p.workspace_bytes ? ir::print(p.workspace_bytes) : "0")
+     << " bytes; no system workspace: only basic AscendC APIs are used).\n";
+  if (kp.has_tiling())
+    os << "- `tiling`: a `" << kp.tiling_name() << "` in GM with the shape variables and scalar parameters.\n";
+  os << "- Launched on `block_dim = " << (p.block_dim ? ir::print(p.block_dim) : "1") << "` blocks"
+     << (p.kernel_type == KernelType::MIX_1_2 ? " (each: 1 AIC + 2 AIV)" : "") << ".\n\n"
+     << "Every buffer is a statically placed `LocalTensor` inside one `TBuf` per memory; all\n"
+     << "synchronisation (SetFlag/WaitFlag, PipeBarrier, CrossCoreSetFlag/WaitFlag) is explicit, as in the\n"
+     << "Tilewright program the simulator ran.\n";
+  return os.str();
+}
+
+}  // namespace
+
+std::string print_ascendc_kernel(const Program& p) { return KernelPrinter(p).run(); }
+
+AscendCProject print_ascendc(const Program& p) {
+  KernelPrinter kp(p);
+  AscendCProject out;
+  out.kernel_cpp = kp.run();
+  out.host_cpp = print_host(p, kp);
+  out.cmake = print_cmake(p);
+  out.readme = print_readme(p, kp);
+  return out;
+}
+
+}  // namespace tw::ascend

@@ -1,0 +1,1164 @@
+// lower_expert: Ascend expert-mode kernel -> Ascend program. The rules are listed in lower_expert.h.
+#include "target/ascend/lower_expert.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/functor.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "transform/simplify.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::Error;
+using ir::Expr;
+using ir::Scope;
+using ir::Span;
+
+template <class T>
+const T* as(const ir::Stmt& s) { return static_cast<const T*>(s.get()); }
+template <class T>
+const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
+
+std::string q(const std::string& n) { return "'" + n + "'"; }
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Index arithmetic, folded as it is built.
+Expr C(int64_t v) { return ir::int_imm(v); }
+Expr simp(const Expr& e) { return transform::simplify_expr(e); }
+Expr add(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Add, a, b)); }
+Expr sub(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Sub, a, b)); }
+Expr mul(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Mul, a, b)); }
+Expr min_(const Expr& a, const Expr& b) {
+  auto x = ir::as_const_int(a), y = ir::as_const_int(b);
+  if (x && y) return C(std::min(*x, *y));
+  return simp(ir::binary(ir::BinOp::Min, a, b));
+}
+// The index expression as int32 (region starts may be any integer type).
+Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
+
+Pipe to_pipe(ir::AscendPipe p) {
+  switch (p) {
+    case ir::AscendPipe::S: return Pipe::S;
+    case ir::AscendPipe::V: return Pipe::V;
+    case ir::AscendPipe::M: return Pipe::M;
+    case ir::AscendPipe::MTE1: return Pipe::MTE1;
+    case ir::AscendPipe::MTE2: return Pipe::MTE2;
+    case ir::AscendPipe::MTE3: return Pipe::MTE3;
+    case ir::AscendPipe::FIX: return Pipe::FIX;
+    case ir::AscendPipe::ALL: return Pipe::ALL;
+  }
+  return Pipe::S;
+}
+
+bool is_cube_mem(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
+
+// A statically placed tile buffer. Cube buffers: `slices` matrices of rows x cols (the last two
+// dims), stored as fractal matrices of prows x pcols. UB: dense row-major, `shape` as declared.
+struct Buf {
+  int index = -1;  // into Program::buffers
+  Mem mem = Mem::UB;
+  ir::DType dtype;
+  std::vector<int64_t> shape;
+  int64_t rows = 1, cols = 1, prows = 1, pcols = 1;
+  int64_t slice_bytes = 0;
+  int64_t bytes = 0;
+};
+
+// A copy/op operand in a tile buffer, reduced to one 2-D window of one matrix (slice).
+struct Window {
+  const Buf* buf = nullptr;
+  Expr slice_off;                 // bytes to the start of the slice (Cube) / of the window (UB)
+  Expr r0, c0;                    // window start inside the slice (Cube only)
+  int64_t rows = 1, cols = 1;     // window extents
+  int64_t row_stride = 1;         // UB: elements between rows
+};
+
+// A place in a global tensor: byte offset of the region start and its 2-D extents/tails.
+struct GmWindow {
+  int param = -1;
+  Expr offset;                    // bytes
+  int64_t rows = 1, cols = 1;     // region extents (last two dims)
+  Expr valid_rows, valid_cols;    // min(extent, dim - start): tails
+  Expr row_stride;                // elements between rows (last dim of the tensor)
+};
+
+class Lowerer {
+ public:
+  Lowerer(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t), hw_(t.ascend) {}
+
+  Program run() {
+    if (t_.kind != target::TargetKind::ascend)
+      throw Error("lower_expert: target '" + t_.name + "' is not an Ascend target", k_->span);
+    if (!k_->is_npu())
+      throw Error("kernel " + q(k_->name) + " is not an Ascend expert-mode kernel", k_->span,
+                  "expert mode is T.Kernel(n, is_npu=True) as (cid, vid) with code in T.Scope(\"C\") / T.Scope(\"V\")");
+    ir::verify(k_);
+    p_.name = k_->name;
+    p_.span = k_->span;
+    p_.block_dim = k_->grid.at(0);
+    p_.block_idx = k_->block_vars.at(0);
+    p_.sub_block_idx = k_->sub_block_var;
+    p_.workspace_bytes = C(0);
+    p_.shape_vars = k_->shape_vars();
+    map_params();
+    plan_buffers();
+
+    bool has_c = false, has_v = false, uses_vid = false;
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
+      if (s->kind == ir::StmtKind::CoreScope) (as<ir::CoreScopeNode>(s)->core == ir::CoreKind::C ? has_c : has_v) = true;
+    });
+    ir::for_each_expr(k_->body, [&](const Expr& e) { uses_vid |= e.get() == k_->sub_block_var.get(); });
+    if (!has_c && !has_v)
+      throw Error("expert-mode kernel " + q(k_->name) + " has no T.Scope(\"C\") or T.Scope(\"V\") block", k_->span,
+                  "put Cube code (L1/L0 copies, mma) in with T.Scope(\"C\"): and vector code in with T.Scope(\"V\"):");
+    if (has_c) {
+      core_ = CoreKind::C;
+      p_.aic = or_empty(lower(k_->body, false));
+    }
+    if (has_v) {
+      core_ = CoreKind::V;
+      p_.aiv = or_empty(lower(k_->body, false));
+    }
+    if (has_c && has_v) {
+      p_.kernel_type = KernelType::MIX_1_2;
+    } else if (has_c) {
+      p_.kernel_type = KernelType::AIC_ONLY;
+    } else if (uses_vid) {
+      p_.kernel_type = KernelType::MIX_1_2;  // both AIVs of every block run; the AIC has nothing to do
+      p_.aic = seq({}, k_->span);
+    } else {
+      p_.kernel_type = KernelType::AIV_ONLY;
+    }
+    return std::move(p_);
+  }
+
+ private:
+  enum class CoreKind { C, V };
+
+  // ---- parameters and buffers ----
+  void map_params() {
+    for (size_t i = 0; i < k_->params.size(); ++i) {
+      const ir::Param& ip = k_->params[i];
+      KernelParam kp;
+      kp.name = ip.name();
+      kp.is_output = ip.is_output;
+      if (ip.buffer) {
+        kp.is_tensor = true;
+        kp.dtype = ip.buffer->dtype;
+        kp.shape = ip.buffer->shape;
+        params_[ip.buffer.get()] = static_cast<int>(i);
+      } else {
+        kp.is_tensor = false;
+        kp.dtype = ip.scalar->dtype;
+        kp.var = ip.scalar;
+      }
+      p_.params.push_back(std::move(kp));
+    }
+  }
+
+  static Mem mem_of(Scope s) {
+    switch (s) {
+      case Scope::L1: return Mem::L1;
+      case Scope::L0A: return Mem::L0A;
+      case Scope::L0B: return Mem::L0B;
+      case Scope::L0C: return Mem::L0C;
+      default: return Mem::UB;
+    }
+  }
+  static int64_t align_of(Mem m) {
+    switch (m) {
+      case Mem::L1: return 32;
+      case Mem::L0A: case Mem::L0B: return 512;
+      case Mem::L0C: return 1024;  // 64 B in general, 1 KiB as an Mmad destination (every L0C tile is one)
+      default: return 32;
+    }
+  }
+  int64_t capacity_of(Mem m) const {
+    switch (m) {
+      case Mem::L1: return hw_.l1_bytes;
+      case Mem::L0A: return hw_.l0a_bytes;
+      case Mem::L0B: return hw_.l0b_bytes;
+      case Mem::L0C: return hw_.l0c_bytes;
+      case Mem::UB: return hw_.ub_bytes;
+      default: return 0;
+    }
+  }
+
+  // Geometry of a buffer of `shape` in memory m (see Buf). Throws for shapes a memory cannot hold.
+  static Buf geometry(Mem m, ir::DType t, const std::vector<int64_t>& shape, const std::string& name, const Span& sp) {
+    Buf b;
+    b.mem = m;
+    b.dtype = t;
+    b.shape = shape;
+    int64_t numel = 1;
+    for (auto d : shape) numel *= d;
+    if (m == Mem::UB) {
+      b.rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+      b.cols = shape.back();
+      b.slice_bytes = b.bytes = round_up(numel * t.bytes(), 32);
+      return b;
+    }
+    if (shape.size() < 2)
+      throw Error(std::string(mem_name(m)) + " buffer " + q(name) + " must be a matrix (2-D), got shape " +
+                      std::to_string(shape[0]),
+                  sp, "Cube buffers hold matrices; a leading third dim indexes separate matrices (double buffering)");
+    b.rows = shape[shape.size() - 2];
+    b.cols = shape.back();
+    int64_t c0 = 32 / t.bytes();
+    switch (m) {
+      case Mem::L1: case Mem::L0A: b.prows = round_up(b.rows, 16); b.pcols = round_up(b.cols, c0); break;
+      case Mem::L0B: b.prows = round_up(b.rows, c0); b.pcols = round_up(b.cols, 16); break;
+      default: b.prows = round_up(b.rows, 16); b.pcols = round_up(b.cols, 16); break;  // L0C: 16x16 fractals
+    }
+    b.slice_bytes = b.prows * b.pcols * t.bytes();
+    b.bytes = b.slice_bytes * (numel / (b.rows * b.cols));
+    return b;
+  }
+
+  void plan_buffers() {
+    struct Item { ir::Buffer b; Span span; };
+    std::vector<Item> allocs;
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
+      if (s->kind != ir::StmtKind::Alloc) return;
+      const ir::Buffer& b = as<ir::AllocNode>(s)->buffer;
+      if (!is_cube_mem(b->scope) && b->scope != Scope::UB)
+        throw Error(std::string(ir::scope_name(b->scope)) + " buffer " + q(b->name) +
+                        " in an expert-mode kernel: expert mode places every tile itself",
+                    s->span, "use T.alloc_L1 / alloc_L0A / alloc_L0B / alloc_L0C / alloc_UB");
+      allocs.push_back({b, s->span});
+    });
+    // Implicit L0 operands of T.gemm on L1 operands: as large as the largest such gemm needs.
+    int64_t need_a = 0, need_b = 0;
+    ir::DType gemm_t;
+    Span gemm_span;
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
+      if (s->kind != ir::StmtKind::Gemm) return;
+      auto* g = as<ir::GemmNode>(s);
+      if (g->a.buffer->scope != Scope::L1 && g->b.buffer->scope != Scope::L1) return;
+      auto [m, k, n] = gemm_dims(*g);
+      ir::DType t = g->a.buffer->dtype;
+      int64_t c0 = 32 / t.bytes();
+      need_a = std::max(need_a, round_up(m, 16) * round_up(k, c0) * t.bytes());
+      need_b = std::max(need_b, round_up(k, c0) * round_up(n, 16) * t.bytes());
+      gemm_t = t;
+      gemm_span = s->span;
+    });
+
+    int64_t used[kNumMems] = {};
+    auto place = [&](const std::string& name, Buf b, const Span& sp, const std::vector<int64_t>& shape) {
+      int mi = static_cast<int>(b.mem);
+      int64_t off = round_up(used[mi], align_of(b.mem));
+      BufferDecl d;
+      d.name = name;
+      d.core = b.mem == Mem::UB ? CoreType::AIV : CoreType::AIC;
+      d.mem = b.mem;
+      d.offset = off;
+      d.bytes = b.bytes;
+      d.dtype = b.dtype;
+      d.shape = shape;
+      d.format = b.mem == Mem::L1 ? Format::Nz : b.mem == Mem::L0A ? Format::Zz : b.mem == Mem::L0B ? Format::Zn
+                 : b.mem == Mem::L0C ? Format::Nz : Format::ND;
+      d.span = sp;
+      b.index = static_cast<int>(p_.buffers.size());
+      p_.buffers.push_back(d);
+      used[mi] = off + b.bytes;
+      return b;
+    };
+    for (const auto& [b, sp] : allocs) {
+      auto shape = b->const_shape();
+      Buf g = place(b->name, geometry(mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
+      bufs_[b.get()] = g;
+    }
+    if (need_a > 0) {
+      int64_t c0 = 32 / gemm_t.bytes();
+      Buf a;
+      a.mem = Mem::L0A; a.dtype = gemm_t; a.slice_bytes = a.bytes = need_a; a.prows = 16; a.pcols = c0;
+      gemm_l0a_ = place("_gemm_L0A", a, gemm_span, {need_a / gemm_t.bytes()});
+      Buf bb = a;
+      bb.mem = Mem::L0B; bb.slice_bytes = bb.bytes = need_b;
+      gemm_l0b_ = place("_gemm_L0B", bb, gemm_span, {need_b / gemm_t.bytes()});
+    }
+    for (int mi = 0; mi < kNumMems; ++mi) {
+      if (used[mi] > capacity_of(static_cast<Mem>(mi))) capacity_error(static_cast<Mem>(mi), used[mi]);
+    }
+  }
+
+  [[noreturn]] void capacity_error(Mem m, int64_t total) {
+    int64_t cap = capacity_of(m);
+    std::string list;
+    const BufferDecl* biggest = nullptr;
+    std::vector<const BufferDecl*> ds;
+    for (const auto& d : p_.buffers) {
+      if (d.mem != m) continue;
+      ds.push_back(&d);
+      if (!biggest || d.bytes > biggest->bytes) biggest = &d;
+      std::string shape;
+      for (size_t i = 0; i < d.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(d.shape[i]);
+      list += (list.empty() ? "" : ", ") + d.name + " (" + shape + " " + std::string(d.dtype.name()) + ", " +
+              std::to_string(d.bytes) + " B)";
+    }
+    // Suggest: halve the leading (largest) matrix dimension of every buffer until the total fits.
+    std::string hint;
+    for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
+      int64_t tot = 0;
+      std::string shapes;
+      for (const auto* d : ds) {
+        std::vector<int64_t> sh = d->shape;
+        size_t dim = sh.size() >= 2 ? sh.size() - 2 : 0;
+        sh[dim] = std::max<int64_t>(1, sh[dim] >> halvings);
+        int64_t bytes = (m != Mem::UB && sh.size() < 2) ? std::max<int64_t>(512, d->bytes >> halvings)  // implicit gemm L0
+                                                         : geometry(m, d->dtype, sh, d->name, d->span).bytes;
+        tot = round_up(tot, align_of(m)) + bytes;
+        std::string s;
+        for (size_t i = 0; i < sh.size(); ++i) s += (i ? "x" : "") + std::to_string(sh[i]);
+        shapes += (shapes.empty() ? "" : ", ") + d->name + " " + s;
+      }
+      if (tot <= cap)
+        hint = "a smaller tile that fits: " + shapes + " (" + std::to_string(tot) + " B); or reuse one buffer for two tiles";
+    }
+    if (hint.empty()) hint = "use smaller tiles";
+    std::string core = m == Mem::UB ? "AIV" : "AIC";
+    throw Error(std::string(mem_name(m)) + " overflow: " + list + " need " + std::to_string(total) + " B but the " +
+                    core + "'s " + std::string(mem_name(m)) + " on " + t_.name + " holds " + std::to_string(cap) + " B",
+                biggest ? biggest->span : k_->span, hint);
+  }
+
+  const Buf& buf(const ir::Buffer& b, const Span& sp) {
+    auto it = bufs_.find(b.get());
+    if (it == bufs_.end()) throw Error("buffer " + q(b->name) + " is not a tile of this kernel", sp);
+    return it->second;
+  }
+
+  // ---- operands ----
+  std::vector<int64_t> const_extents(const ir::Region& r, const Span& sp) {
+    std::vector<int64_t> out;
+    for (const auto& e : r.extents) {
+      auto c = ir::as_const_int(e);
+      if (!c) throw Error("region " + ir::print(r) + " needs constant extents", sp);
+      out.push_back(*c);
+    }
+    return out;
+  }
+
+  // A region of a tile buffer as one 2-D window (leading dims must have extent 1).
+  Window window(const ir::Region& r, const Span& sp) {
+    const Buf& b = buf(r.buffer, sp);
+    auto ext = const_extents(r, sp);
+    size_t n = ext.size();
+    Window w;
+    w.buf = &b;
+    if (b.mem == Mem::UB) {
+      // dense row-major: offset of the start, 2-D view over the last two dims
+      Expr off = C(0);
+      int64_t stride = 1;
+      for (size_t d = n; d-- > 0;) {
+        off = add(off, mul(idx32(r.starts[d]), C(stride)));
+        stride *= b.shape[d];
+      }
+      for (size_t d = 0; d + 2 < n; ++d)
+        if (ext[d] != 1)
+          throw Error("UB region " + ir::print(r) + " is not a 2-D window: only the last two dims may have extent > 1",
+                      sp, "slice one row/matrix at a time");
+      w.slice_off = mul(off, C(b.dtype.bytes()));
+      w.rows = n >= 2 ? ext[n - 2] : 1;
+      w.cols = ext[n - 1];
+      w.row_stride = b.shape[n - 1];
+      return w;
+    }
+    Expr slice = C(0);
+    int64_t stride = 1;
+    for (size_t d = n - 2; d-- > 0;) {
+      if (ext[d] != 1)
+        throw Error(std::string(mem_name(b.mem)) + " region " + ir::print(r) +
+                        " spans several matrices; index the leading dim with one value",
+                    sp, "e.g. A_l1[i % 2, :, :]");
+      slice = add(slice, mul(idx32(r.starts[d]), C(stride)));
+      stride *= b.shape[d];
+    }
+    w.slice_off = mul(slice, C(b.slice_bytes));
+    w.r0 = idx32(r.starts[n - 2]);
+    w.c0 = idx32(r.starts[n - 1]);
+    w.rows = ext[n - 2];
+    w.cols = ext[n - 1];
+    return w;
+  }
+
+  GmWindow gm_window(const ir::Region& r, const Span& sp) {
+    GmWindow g;
+    g.param = params_.at(r.buffer.get());
+    const auto& shape = r.buffer->shape;
+    auto ext = const_extents(r, sp);
+    size_t n = ext.size();
+    Expr off = C(0), stride = C(1);
+    for (size_t d = n; d-- > 0;) {
+      off = add(off, mul(idx32(r.starts[d]), stride));
+      stride = mul(stride, shape[d]);
+    }
+    for (size_t d = 0; d + 2 < n; ++d)
+      if (ext[d] != 1)
+        throw Error("GM region " + ir::print(r) + " is not a 2-D window: only the last two dims may have extent > 1", sp,
+                    "copy one matrix at a time");
+    g.offset = mul(off, C(r.buffer->dtype.bytes()));
+    g.cols = ext[n - 1];
+    g.valid_cols = min_(C(g.cols), sub(shape[n - 1], idx32(r.starts[n - 1])));
+    g.row_stride = shape[n - 1];
+    if (n >= 2) {
+      g.rows = ext[n - 2];
+      g.valid_rows = min_(C(g.rows), sub(shape[n - 2], idx32(r.starts[n - 2])));
+    } else {
+      g.rows = 1;
+      g.valid_rows = C(1);
+    }
+    return g;
+  }
+
+  LocalRef local(const Window& w, const Expr& extra = nullptr) const {
+    return LocalRef{w.buf->index, extra ? add(w.slice_off, extra) : w.slice_off};
+  }
+
+  // ---- statements ----
+  static StmtPtr or_empty(StmtPtr s) { return s ? s : seq({}, {}); }
+
+  StmtPtr emit(InstrOp op, const Span& sp) { return instr(std::move(op), sp); }
+
+  // nullptr: nothing for the current core.
+  StmtPtr lower(const ir::Stmt& s, bool inside) {
+    if (!s) return nullptr;
+    const Span& sp = s->span;
+    switch (s->kind) {
+      case ir::StmtKind::Seq: {
+        std::vector<StmtPtr> out;
+        bool any = false;
+        for (const auto& c : as<ir::SeqNode>(s)->body) {
+          StmtPtr l = lower(c, inside);
+          if (!l) continue;
+          any |= l->kind != StmtKind::Let;
+          out.push_back(l);
+        }
+        if (!any) return nullptr;
+        return out.size() == 1 ? out[0] : seq(std::move(out), sp);
+      }
+      case ir::StmtKind::For: {
+        auto* f = as<ir::ForNode>(s);
+        if (f->for_kind == ir::ForKind::parallel) {
+          if (!inside) outside_scope(s, "a T.Parallel map");
+          if (core_ != CoreKind::V) return nullptr;
+          return lower_map(f, sp);
+        }
+        StmtPtr body = lower(f->body, inside);
+        if (!body) return nullptr;
+        auto mn = ir::as_const_int(f->min);
+        if (mn && *mn == 0) return for_(f->var, f->extent, body, sp);
+        // Program loops start at 0: iterate a fresh variable and bind the IR one.
+        ir::Var v = ir::var(f->var->name + "_0", f->var->dtype, f->var->span);
+        return for_(v, f->extent, seq({let(f->var, add(v, f->min), sp), body}, sp), sp);
+      }
+      case ir::StmtKind::If: {
+        auto* n = as<ir::IfNode>(s);
+        if (auto init = mma_init_pair(n)) return lower(*init, inside);
+        StmtPtr t = lower(n->then_body, inside);
+        StmtPtr e = lower(n->else_body, inside);
+        if (!t && !e) return nullptr;
+        return if_(n->cond, or_empty(t), e, sp);
+      }
+      case ir::StmtKind::Let: {
+        auto* n = as<ir::LetNode>(s);
+        check_scalar(n->value, sp, "let " + q(n->var->name));
+        return let(n->var, n->value, sp);
+      }
+      case ir::StmtKind::Alloc: return nullptr;
+      case ir::StmtKind::Store:
+        throw Error("element store into " + q(as<ir::StoreNode>(s)->buffer->name) +
+                        " is not supported in Ascend expert mode",
+                    sp, "write whole tiles: T.fill, T.copy, vector ops (T.add, T.exp, ...) or a T.Parallel map");
+      case ir::StmtKind::CoreScope: {
+        auto* n = as<ir::CoreScopeNode>(s);
+        bool mine = (n->core == ir::CoreKind::C) == (core_ == CoreKind::C);
+        if (!mine) return nullptr;
+        StmtPtr b = lower(n->body, true);
+        return b;
+      }
+      case ir::StmtKind::Sync: {
+        if (!inside) outside_scope(s, "synchronisation");
+        return lower_sync(as<ir::SyncNode>(s), sp);
+      }
+      case ir::StmtKind::Copy:
+      case ir::StmtKind::Gemm:
+      case ir::StmtKind::Fill:
+      case ir::StmtKind::Reduce: {
+        if (!inside) outside_scope(s, "a tile op");
+        return lower_tile_op(s);
+      }
+    }
+    return nullptr;
+  }
+
+  [[noreturn]] void outside_scope(const ir::Stmt& s, const std::string& what) {
+    throw Error(what + " outside T.Scope: in expert mode every tile op and flag runs on a core you name", s->span,
+                "put it inside with T.Scope(\"C\"): (Cube core: L1/L0 copies, mma) or with T.Scope(\"V\"): (Vector "
+                "core: UB copies and vector ops)");
+  }
+
+  void check_scalar(const Expr& e, const Span& sp, const std::string& what) {
+    ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, sp), [&](const Expr& x) {
+      if (x->kind == ir::ExprKind::Load)
+        throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
+                        ": scalar reads of tiles are not supported in Ascend expert mode",
+                    sp, "compute with whole-tile ops; pass scalars as kernel parameters");
+    });
+  }
+
+  // `if c { gemm(clear=true) } else { gemm(clear=false) }` on the same operands: T.mma(init=c).
+  std::optional<ir::Stmt> mma_init_pair(const ir::IfNode* n) {
+    auto single = [](const ir::Stmt& s) -> const ir::GemmNode* {
+      ir::Stmt x = s;
+      while (x && x->kind == ir::StmtKind::Seq && as<ir::SeqNode>(x)->body.size() == 1) x = as<ir::SeqNode>(x)->body[0];
+      return x && x->kind == ir::StmtKind::Gemm ? as<ir::GemmNode>(x) : nullptr;
+    };
+    const ir::GemmNode* t = single(n->then_body);
+    const ir::GemmNode* e = n->else_body ? single(n->else_body) : nullptr;
+    if (!t || !e || !t->clear || e->clear || t->trans_a != e->trans_a || t->trans_b != e->trans_b) return std::nullopt;
+    if (ir::print(t->a) != ir::print(e->a) || ir::print(t->b) != ir::print(e->b) || ir::print(t->c) != ir::print(e->c))
+      return std::nullopt;
+    if (t->a.buffer != e->a.buffer || t->b.buffer != e->b.buffer || t->c.buffer != e->c.buffer) return std::nullopt;
+    pending_init_ = n->cond;
+    return std::make_shared<ir::GemmNode>(t->a, t->b, t->c, t->trans_a, t->trans_b, true, n->span);
+  }
+
+  StmtPtr lower_sync(const ir::SyncNode* n, const Span& sp) {
+    switch (n->sync) {
+      case ir::SyncKind::set_flag:
+        check_gemm_event(n, sp);
+        return emit(SetFlag{to_pipe(n->pipe), to_pipe(n->dst_pipe), n->id}, sp);
+      case ir::SyncKind::wait_flag:
+        check_gemm_event(n, sp);
+        return emit(WaitFlag{to_pipe(n->pipe), to_pipe(n->dst_pipe), n->id}, sp);
+      case ir::SyncKind::pipe_barrier: return emit(PipeBarrier{to_pipe(n->pipe)}, sp);
+      case ir::SyncKind::set_cross_flag: return emit(CrossCoreSetFlag{n->mode, to_pipe(n->pipe), n->id}, sp);
+      case ir::SyncKind::wait_cross_flag: return emit(CrossCoreWaitFlag{n->id, to_pipe(n->pipe)}, sp);
+    }
+    return nullptr;
+  }
+
+  void check_gemm_event(const ir::SyncNode* n, const Span& sp) {
+    if (gemm_l0a_.index < 0) return;
+    bool pair = (n->pipe == ir::AscendPipe::MTE1 && n->dst_pipe == ir::AscendPipe::M) ||
+                (n->pipe == ir::AscendPipe::M && n->dst_pipe == ir::AscendPipe::MTE1);
+    auto id = ir::as_const_int(n->id);
+    if (pair && (!id || *id == kGemmEventId))
+      throw Error("event " + std::to_string(kGemmEventId) + " of " + std::string(ir::pipe_name(n->pipe)) + "->" +
+                      std::string(ir::pipe_name(n->dst_pipe)) + " is used by T.gemm on L1 operands in this kernel",
+                  sp, "use event ids 0..6 for your own MTE1/M flags (or a constant id)");
+  }
+
+  // ---- tile ops ----
+  StmtPtr lower_tile_op(const ir::Stmt& s) {
+    const Span& sp = s->span;
+    switch (s->kind) {
+      case ir::StmtKind::Copy: return lower_copy(as<ir::CopyNode>(s), sp);
+      case ir::StmtKind::Gemm: return lower_gemm(as<ir::GemmNode>(s), sp);
+      case ir::StmtKind::Fill: {
+        auto* n = as<ir::FillNode>(s);
+        if (n->dst.buffer->scope != Scope::UB)
+          throw Error("T.fill of " + std::string(ir::scope_name(n->dst.buffer->scope)) + " buffer " +
+                          q(n->dst.buffer->name) + ": only UB tiles can be filled (by the Vector core)",
+                      sp, "to start an accumulation from zero use T.mma(..., init=True) / T.gemm(..., clear_accum=True)");
+        Window w = window(n->dst, sp);
+        vec_dtype_ok(w.buf->dtype, sp, "T.fill", true);
+        check_scalar(n->value, sp, "T.fill value");
+        VecOperand d = vop(w);
+        auto [rows, cols] = collapse({&d}, w.rows, w.cols, sp);
+        return emit(VecDup{w.buf->dtype, d, ir::cast(n->value, w.buf->dtype, sp), C(rows), C(cols)}, sp);
+      }
+      case ir::StmtKind::Reduce: return lower_reduce(as<ir::ReduceNode>(s), sp);
+      default: return nullptr;
+    }
+  }
+
+  StmtPtr lower_copy(const ir::CopyNode* n, const Span& sp) {
+    Scope from = n->src.buffer->scope, to = n->dst.buffer->scope;
+    ir::DType st = n->src.buffer->dtype, dt = n->dst.buffer->dtype;
+    auto same_dtype = [&](const char* path) {
+      if (st != dt)
+        throw Error(std::string("copy ") + path + " cannot convert " + std::string(st.name()) + " to " +
+                        std::string(dt.name()),
+                    sp, "copy into a buffer of the same dtype; convert in UB with T.cast, or on the way out of L0C");
+    };
+    if (from == Scope::global && to == Scope::L1) {
+      same_dtype("GM->L1");
+      GmWindow g = gm_window(n->src, sp);
+      Window w = window(n->dst, sp);
+      int64_t c0 = c0_of(dt);
+      auto r0 = ir::as_const_int(w.r0), cc0 = ir::as_const_int(w.c0);
+      if (!r0 || *r0 != 0)
+        throw Error("copy GM->L1 into " + ir::print(n->dst) + ": the window must start at row 0 of the L1 matrix", sp,
+                    "an Nz matrix is stored column strip by column strip; copy whole-height windows (or use a "
+                    "leading dim for separate matrices)");
+      if (!cc0 || *cc0 % c0 != 0)
+        throw Error("copy GM->L1 into " + ir::print(n->dst) + ": the window's first column must be a constant "
+                        "multiple of C0 = " + std::to_string(c0) + " (" + std::string(dt.name()) + ")",
+                    sp, "Nz strips are C0 columns wide");
+      check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
+      Expr off = C(*cc0 / c0 * w.buf->prows * c0 * dt.bytes());
+      return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
+                             C(w.buf->prows), C(round_up(w.cols, c0))},
+                  sp);
+    }
+    if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
+      same_dtype("L1->L0");
+      Window s = window(n->src, sp), d = window(n->dst, sp);
+      check_window_origin(d, n->dst, sp);
+      check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
+      bool b = to == Scope::L0B;
+      if (b && dt.bytes() != 2)
+        throw Error("copy L1->L0B of a " + std::string(dt.name()) + " KxN tile needs a transposing load, which "
+                        "LoadData 2D only does for 16-bit types",
+                    sp, "use float16/bfloat16 operands");
+      return emit(load_l0(s, d, dt, b, b ? c0_of(dt) : 16, b ? 16 : c0_of(dt)), sp);
+    }
+    if (from == Scope::L0C && to == Scope::global) {
+      Window s = window(n->src, sp);
+      GmWindow g = gm_window(n->dst, sp);
+      check_same_2d(s.rows, s.cols, g.rows, g.cols, n, sp);
+      bool ok = (st == ir::DType(ir::DTypeCode::f32) && dt.is_float() && dt.bits() <= 32) ||
+                (st == ir::DType(ir::DTypeCode::i32) && dt == ir::DType(ir::DTypeCode::i32));
+      if (!ok)
+        throw Error("copy L0C->GM cannot convert " + std::string(st.name()) + " to " + std::string(dt.name()), sp,
+                    "Fixpipe converts float32 to float16/bfloat16/float32, int32 to int32");
+      auto r0 = ir::as_const_int(s.r0), c0 = ir::as_const_int(s.c0);
+      if (!r0 || !c0 || *r0 % 16 || *c0 % 16)
+        throw Error("copy L0C->GM from " + ir::print(n->src) + ": the window must start at constant multiples of 16",
+                    sp, "L0C holds 16x16 fractals");
+      Expr off = C((*c0 / 16 * s.buf->prows * 16 + *r0 * 16) * st.bytes());
+      return emit(Fixpipe{local(s, off), GmRef{g.param, g.offset}, st, dt, g.valid_rows, g.valid_cols,
+                          C(s.buf->prows), g.row_stride, false},
+                  sp);
+    }
+    if (from == Scope::global && to == Scope::UB) {
+      same_dtype("GM->UB");
+      GmWindow g = gm_window(n->src, sp);
+      Window w = window(n->dst, sp);
+      int64_t ub_stride = ub_row_stride(w, g, n, sp);
+      int64_t b = dt.bytes();
+      return emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w), dt, g.valid_rows, mul(g.valid_cols, C(b)),
+                             mul(g.row_stride, C(b)), C(ub_stride * b)},
+                  sp);
+    }
+    if (from == Scope::UB && to == Scope::global) {
+      same_dtype("UB->GM");
+      Window w = window(n->src, sp);
+      GmWindow g = gm_window(n->dst, sp);
+      int64_t ub_stride = ub_row_stride(w, g, n, sp);
+      int64_t b = dt.bytes();
+      return emit(CopyUbToGm{local(w), GmRef{g.param, g.offset}, dt, g.valid_rows, mul(g.valid_cols, C(b)),
+                             C(ub_stride * b), mul(g.row_stride, C(b))},
+                  sp);
+    }
+    if (from == Scope::UB && to == Scope::UB) {
+      Window s = window(n->src, sp), d = window(n->dst, sp);
+      VecOperand so = vop(s), dop = vop(d);
+      if (s.rows * s.cols != d.rows * d.cols || (s.rows != d.rows && !(s.row_stride == s.cols && d.row_stride == d.cols)))
+        check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
+      if (st != dt) {
+        vec_dtype_ok(st, sp, "T.cast", false);
+        auto [rows, cols] = collapse({&so, &dop}, d.rows, d.cols, sp);
+        return emit(VecCast{dt, st, dt.is_float() ? RoundMode::Rint : st.is_float() ? RoundMode::Trunc : RoundMode::None,
+                            dop, so, C(rows), C(cols)},
+                    sp);
+      }
+      auto [rows, cols] = collapse({&so, &dop}, d.rows, d.cols, sp);
+      int64_t b = dt.bytes();
+      if ((cols * b) % 32)
+        throw Error("copy UB->UB of rows of " + std::to_string(cols * b) + " B: the Vector core copies whole 32 B "
+                        "blocks",
+                    sp, "make the copied row a multiple of 32 bytes");
+      return emit(CopyUbToUb{so.at, dop.at, dt, C(rows), C(cols * b), mul(so.row_stride, C(b)),
+                             mul(dop.row_stride, C(b))},
+                  sp);
+    }
+    throw Error("copy " + std::string(ir::scope_name(from)) + " -> " + std::string(ir::scope_name(to)) +
+                    " is not supported by the Ascend program yet",
+                sp, "supported: GM->L1, L1->L0A, L1->L0B, L0C->GM, GM->UB, UB->GM, UB->UB");
+  }
+
+  void check_same_2d(int64_t r1, int64_t c1, int64_t r2, int64_t c2, const ir::CopyNode* n, const Span& sp) {
+    if (r1 == r2 && c1 == c2) return;
+    if (r1 * c1 == r2 * c2 && (r1 == 1 || r2 == 1) && (c1 == 1 || c2 == 1)) return;  // a vector either way
+    throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": the windows are " + std::to_string(r1) +
+                    "x" + std::to_string(c1) + " and " + std::to_string(r2) + "x" + std::to_string(c2),
+                sp, "Ascend copies move 2-D windows of the same rows x cols");
+  }
+
+  void check_window_origin(const Window& w, const ir::Region& r, const Span& sp) {
+    auto r0 = ir::as_const_int(w.r0), c0 = ir::as_const_int(w.c0);
+    if (!r0 || !c0 || *r0 != 0 || *c0 != 0)
+      throw Error(std::string(mem_name(w.buf->mem)) + " window " + ir::print(r) + " must start at (0, 0) of its matrix",
+                  sp, "L0 tiles are loaded and used whole; use a leading dim for separate matrices");
+  }
+
+  // The UB row stride of a GM<->UB copy (elements), checking the window shapes and alignment.
+  int64_t ub_row_stride(const Window& w, const GmWindow& g, const ir::CopyNode* n, const Span& sp) {
+    bool contiguous = w.rows == 1 || w.row_stride == w.cols;
+    if (!(w.rows == g.rows && w.cols == g.cols) && !(g.rows == 1 && contiguous && w.rows * w.cols == g.cols))
+      check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
+    int64_t stride = g.rows == 1 ? w.rows * w.cols : w.row_stride;
+    int64_t b = w.buf->dtype.bytes();
+    if (g.rows > 1 && (stride * b) % 32)
+      throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": UB rows are " + std::to_string(stride * b) +
+                      " B apart, not a multiple of 32 B",
+                  sp, "make the UB tile's last dim a multiple of " + std::to_string(32 / b) + " elements (" +
+                          std::string(w.buf->dtype.name()) + ")");
+    return stride;
+  }
+
+  LoadL0 load_l0(const Window& s, const Window& d, ir::DType t, bool transpose, int64_t rmul, int64_t cmul) {
+    return LoadL0{local(s), local(d), t, C(s.buf->prows), s.r0, s.c0, C(round_up(d.rows, rmul)),
+                  C(round_up(d.cols, cmul)), transpose};
+  }
+
+  std::tuple<int64_t, int64_t, int64_t> gemm_dims(const ir::GemmNode& g) {
+    auto ea = const_extents(g.a, g.span), eb = const_extents(g.b, g.span);
+    int64_t a0 = ea[ea.size() - 2], a1 = ea.back(), b0 = eb[eb.size() - 2], b1 = eb.back();
+    int64_t m = g.trans_a ? a1 : a0, k = g.trans_a ? a0 : a1, n = g.trans_b ? b0 : b1;
+    return {m, k, n};
+  }
+
+  StmtPtr lower_gemm(const ir::GemmNode* g, const Span& sp) {
+    Expr init = pending_init_ ? pending_init_ : ir::int_imm(g->clear ? 1 : 0, ir::DTypeCode::boolean, sp);
+    pending_init_ = nullptr;
+    Scope as_ = g->a.buffer->scope, bs = g->b.buffer->scope;
+    if (g->c.buffer->scope != Scope::L0C)
+      throw Error("gemm accumulator " + q(g->c.buffer->name) + " must be an L0C buffer in expert mode", sp,
+                  "allocate it with T.alloc_L0C((m, n), \"float32\")");
+    Window c = window(g->c, sp);
+    check_window_origin(c, g->c, sp);
+    ir::DType t = g->a.buffer->dtype;
+    auto [m, k, n] = gemm_dims(*g);
+    for (int64_t d : {m, n, k})
+      if (d > 4095) throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp);
+    if (as_ == Scope::L0A && bs == Scope::L0B) {
+      if (g->trans_a || g->trans_b)
+        throw Error("gemm on L0 operands cannot transpose: the layout is fixed when loading L0", sp,
+                    "load L0A as MxK and L0B as KxN");
+      Window a = window(g->a, sp), b = window(g->b, sp);
+      check_window_origin(a, g->a, sp);
+      check_window_origin(b, g->b, sp);
+      return emit(Mmad{local(a), local(b), local(c), t, g->c.buffer->dtype, C(m), C(n), C(k), init}, sp);
+    }
+    if (as_ == Scope::L1 && bs == Scope::L1) {
+      // T.gemm on L1 operands: a self-contained library call with its own MTE1<->M flags.
+      if ((g->trans_a || !g->trans_b) && t.bytes() != 2)
+        throw Error("T.gemm on " + std::string(t.name()) + " L1 operands needs a transposing L0 load, which LoadData 2D "
+                        "only does for 16-bit types",
+                    sp, "use float16/bfloat16, or store B transposed (NxK) and pass transpose_B=True");
+      Window a = window(g->a, sp), b = window(g->b, sp);
+      Window la{&gemm_l0a_, C(0), C(0), C(0), m, k, 1}, lb{&gemm_l0b_, C(0), C(0), C(0), k, n, 1};
+      Expr ev = C(kGemmEventId);
+      std::vector<StmtPtr> out;
+      LoadL0 lda = load_l0(a, la, t, g->trans_a, 16, c0_of(t));
+      LoadL0 ldb = load_l0(b, lb, t, !g->trans_b, c0_of(t), 16);
+      out.push_back(emit(lda, sp));
+      out.push_back(emit(ldb, sp));
+      out.push_back(emit(SetFlag{Pipe::MTE1, Pipe::M, ev}, sp));
+      out.push_back(emit(WaitFlag{Pipe::MTE1, Pipe::M, ev}, sp));
+      out.push_back(emit(Mmad{local(la), local(lb), local(c), t, g->c.buffer->dtype, C(m), C(n), C(k), init}, sp));
+      out.push_back(emit(SetFlag{Pipe::M, Pipe::MTE1, ev}, sp));
+      out.push_back(emit(WaitFlag{Pipe::M, Pipe::MTE1, ev}, sp));
+      return seq(std::move(out), sp);
+    }
+    throw Error("gemm operands " + q(g->a.buffer->name) + " (" + std::string(ir::scope_name(as_)) + ") and " +
+                    q(g->b.buffer->name) + " (" + std::string(ir::scope_name(bs)) + ") are not L0A x L0B or L1 x L1",
+                sp, "T.mma(A_l0a, B_l0b, C_l0c) after loading L0, or T.gemm(A_l1, B_l1, C_l0c)");
+  }
+
+  StmtPtr lower_reduce(const ir::ReduceNode* n, const Span& sp) {
+    if (n->src->scope != Scope::UB || n->dst->scope != Scope::UB)
+      throw Error("reduce " + q(n->src->name) + " -> " + q(n->dst->name) + ": expert-mode reductions work on UB tiles",
+                  sp);
+    if (!n->clear)
+      throw Error("reduce with clear=False is not a single vector instruction", sp,
+                  "reduce into a fresh tile, then combine with T.add / T.max / T.min");
+    const Buf& s = buf(n->src, sp);
+    const Buf& d = buf(n->dst, sp);
+    vec_dtype_ok(s.dtype, sp, "reduce", false);
+    size_t r = s.shape.size();
+    for (size_t i = 0; i + 2 < r; ++i)
+      if (s.shape[i] != 1) throw Error("reduce over a tile of more than 2 dims", sp, "reduce 2-D tiles");
+    int64_t rows = r >= 2 ? s.shape[r - 2] : 1, cols = s.shape[r - 1];
+    ReduceAxis axis;
+    if (n->axis == static_cast<int>(r) - 1) axis = ReduceAxis::Row;
+    else if (r >= 2 && n->axis == static_cast<int>(r) - 2) axis = ReduceAxis::Col;
+    else throw Error("reduce over axis " + std::to_string(n->axis) + " of a " + std::to_string(r) + "-D tile", sp,
+                     "reduce rows (dim=1) or columns (dim=0) of a 2-D tile");
+    if (rows > 1 && (cols * s.dtype.bytes()) % 32)
+      throw Error("reduce of " + q(n->src->name) + ": rows of " +
+                      std::to_string(cols * s.dtype.bytes()) + " B are not a multiple of 32 B",
+                  sp, "make the tile's last dim a multiple of " + std::to_string(32 / s.dtype.bytes()) + " elements");
+    VecOperand so{LocalRef{s.index, C(0)}, C(cols)};
+    VecOperand dop{LocalRef{d.index, C(0)}, C(axis == ReduceAxis::Row ? rows : cols)};
+    ReduceOp op = n->reduce_kind == ir::ReduceKind::sum ? ReduceOp::Sum
+                  : n->reduce_kind == ir::ReduceKind::max ? ReduceOp::Max : ReduceOp::Min;
+    return emit(VecReduce{op, axis, s.dtype, dop, so, C(rows), C(cols)}, sp);
+  }
+
+  // ---- vector helpers ----
+  void vec_dtype_ok(ir::DType t, const Span& sp, const std::string& what, bool allow_int) {
+    if (t == ir::DType(ir::DTypeCode::bf16))
+      throw Error(what + " on bfloat16: the Vector core has no bfloat16 arithmetic", sp,
+                  "T.cast to float32 first, compute, then T.cast back");
+    bool ok = t == ir::DType(ir::DTypeCode::f16) || t == ir::DType(ir::DTypeCode::f32) ||
+              (allow_int && (t == ir::DType(ir::DTypeCode::i32) || t == ir::DType(ir::DTypeCode::i8) ||
+                             t == ir::DType(ir::DTypeCode::u8)));
+    if (!ok) throw Error(what + " on " + std::string(t.name()) + " is not supported by the Vector core", sp,
+                         "use float16 or float32 tiles");
+  }
+
+  static VecOperand vop(const Window& w) { return VecOperand{LocalRef{w.buf->index, w.slice_off}, C(w.row_stride)}; }
+
+  // Operands whose rows are contiguous (row_stride == cols) are treated as one row: rows x cols
+  // becomes 1 x rows*cols. Otherwise every row stride must be a multiple of 32 B.
+  std::pair<int64_t, int64_t> collapse(std::vector<VecOperand*> ops, int64_t rows, int64_t cols, const Span& sp,
+                                       ir::DType t = ir::DType(ir::DTypeCode::f32)) {
+    bool all = true;
+    for (auto* o : ops) all &= ir::as_const_int(o->row_stride) == cols;
+    if (rows == 1 || all) {
+      for (auto* o : ops) o->row_stride = C(rows * cols);
+      return {1, rows * cols};
+    }
+    (void)t;
+    for (auto* o : ops) {
+      const BufferDecl& d = p_.buffers[o->at.buffer];
+      int64_t b = d.dtype.bytes();
+      auto st = ir::as_const_int(o->row_stride);
+      if (st && (*st * b) % 32)
+        throw Error("vector operand in " + q(d.name) + ": rows are " + std::to_string(*st * b) +
+                        " B apart, not a multiple of 32 B (a repeat stride)",
+                    sp, "make the tile's last dim a multiple of " + std::to_string(32 / b) + " elements");
+    }
+    return {rows, cols};
+  }
+
+  // ---- T.Parallel maps on UB ----
+  struct Loop { const ir::VarNode* var; int64_t extent; };
+  // One buffer access of the map: which loop variable indexes each dim (-1: none) and the base.
+  struct Access {
+    const ir::BufferNode* buffer = nullptr;
+    const Buf* buf = nullptr;
+    Expr offset;            // bytes of the element at all loop vars = 0
+    std::vector<int> var_of_dim;
+    std::vector<int64_t> stride;  // elements, per dim
+  };
+
+  StmtPtr lower_map(const ir::ForNode* f, const Span& sp) {
+    std::vector<Loop> loops;
+    ir::Stmt body;
+    const ir::ForNode* cur = f;
+    while (true) {
+      auto ext = ir::as_const_int(cur->extent);
+      auto mn = ir::as_const_int(cur->min);
+      if (!ext || !mn || *mn != 0) throw Error("T.Parallel map with a non-constant or non-zero start", sp);
+      loops.push_back({cur->var.get(), *ext});
+      ir::Stmt b = cur->body;
+      while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
+      if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
+        cur = as<ir::ForNode>(b);
+        continue;
+      }
+      body = b;
+      break;
+    }
+    if (loops.size() > 2)
+      throw Error("T.Parallel map over " + std::to_string(loops.size()) + " dims: vector instructions cover 2-D tiles",
+                  sp, "map 2-D tiles (rows x cols)");
+    std::vector<ir::Stmt> stores;
+    if (body && body->kind == ir::StmtKind::Store) stores.push_back(body);
+    else if (body && body->kind == ir::StmtKind::Seq) stores = as<ir::SeqNode>(body)->body;
+    std::vector<StmtPtr> out;
+    for (const auto& st : stores) {
+      if (st->kind != ir::StmtKind::Store)
+        throw Error("this T.Parallel body is not a vector instruction: it contains a " +
+                        std::string(st->kind == ir::StmtKind::Let ? "let" : st->kind == ir::StmtKind::If ? "if" : "statement") +
+                        " (one store per vector instruction is needed)",
+                    st->span, map_hint());
+      out.push_back(match_map(as<ir::StoreNode>(st), loops, st->span));
+    }
+    if (out.empty()) throw Error("empty T.Parallel map", sp);
+    return out.size() == 1 ? out[0] : seq(std::move(out), sp);
+  }
+
+  static std::string map_hint() {
+    return "a map on UB must be one vector instruction per store: dst = a op b, a op scalar, a op v[i] (row "
+           "broadcast), exp/log/sqrt/rsqrt/abs(a), max(a, 0), 1 / a, cast(a), or a scalar; split longer formulas "
+           "into tile ops (T.sub(t, a, b); T.exp(t, t); ...)";
+  }
+
+  std::optional<Access> access(const ir::Buffer& b, const std::vector<Expr>& idx, const std::vector<Loop>& loops,
+                               const Span& sp) {
+    if (b->scope != Scope::UB)
+      throw Error("T.Parallel map on " + std::string(ir::scope_name(b->scope)) + " buffer " + q(b->name) +
+                      ": vector maps work on UB tiles",
+                  sp, "copy the data into UB first");
+    Access a;
+    a.buffer = b.get();
+    a.buf = &buf(b, sp);
+    size_t n = idx.size();
+    a.stride.assign(n, 1);
+    for (size_t d = n - 1; d-- > 0;) a.stride[d] = a.stride[d + 1] * a.buf->shape[d + 1];
+    Expr off = C(0);
+    for (size_t d = 0; d < n; ++d) {
+      int v = -1;
+      Expr base;
+      auto loop_of = [&](const Expr& e) -> int {
+        if (e->kind != ir::ExprKind::Var) return -1;
+        for (size_t i = 0; i < loops.size(); ++i)
+          if (loops[i].var == e.get()) return static_cast<int>(i);
+        return -1;
+      };
+      const Expr& e = idx[d];
+      if ((v = loop_of(e)) >= 0) {
+        base = C(0);
+      } else if (e->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(e)->op == ir::BinOp::Add) {
+        auto* bn = as<ir::BinaryNode>(e);
+        if ((v = loop_of(bn->b)) >= 0) base = bn->a;
+        else if ((v = loop_of(bn->a)) >= 0) base = bn->b;
+        else base = e;
+      } else {
+        base = e;
+      }
+      bool uses = false;
+      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), base, sp), [&](const Expr& x) {
+        for (const auto& l : loops) uses |= x.get() == l.var;
+        if (x->kind == ir::ExprKind::Load) uses = true;
+      });
+      if (uses) return std::nullopt;
+      for (int o : a.var_of_dim)
+        if (v >= 0 && o == v) return std::nullopt;  // one loop variable in two dims
+      a.var_of_dim.push_back(v);
+      off = add(off, mul(idx32(base), C(a.stride[d])));
+    }
+    a.offset = mul(off, C(a.buf->dtype.bytes()));
+    return a;
+  }
+
+  // The row stride (elements) of a full access (every loop var used, the last one in the last
+  // dim with stride 1), or nullopt.
+  static std::optional<int64_t> full_stride(const Access& a, size_t nloops) {
+    int dim_of[2] = {-1, -1};
+    for (size_t d = 0; d < a.var_of_dim.size(); ++d)
+      if (a.var_of_dim[d] >= 0) dim_of[a.var_of_dim[d]] = static_cast<int>(d);
+    for (size_t l = 0; l < nloops; ++l)
+      if (dim_of[l] < 0) return std::nullopt;
+    int last = dim_of[nloops - 1];
+    if (a.stride[last] != 1) return std::nullopt;
+    if (nloops == 2) {
+      if (dim_of[0] >= last) return std::nullopt;
+      return a.stride[dim_of[0]];
+    }
+    return 0;
+  }
+  // A per-row vector: only the first of two loop vars, in a dim of stride 1.
+  static bool row_vector(const Access& a, size_t nloops) {
+    if (nloops != 2) return false;
+    bool has0 = false;
+    for (size_t d = 0; d < a.var_of_dim.size(); ++d) {
+      if (a.var_of_dim[d] == 1) return false;
+      if (a.var_of_dim[d] == 0) has0 = a.stride[d] == 1;
+    }
+    return has0;
+  }
+
+  StmtPtr match_map(const ir::StoreNode* st, const std::vector<Loop>& loops, const Span& sp) {
+    auto fail = [&](const std::string& why) -> StmtPtr {
+      throw Error("this T.Parallel body is not a vector instruction: " + why, sp, map_hint());
+    };
+    ir::DType t = st->buffer->dtype;
+    auto dacc = access(st->buffer, st->indices, loops, sp);
+    if (!dacc) fail("the destination index is not (start + loop variable) per dimension");
+    auto dstride = full_stride(*dacc, loops.size());
+    if (!dstride) fail("the destination " + q(st->buffer->name) + " is not indexed by every loop variable in order");
+    int64_t rows = loops.size() == 2 ? loops[0].extent : 1;
+    int64_t cols = loops.back().extent;
+    VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, C(loops.size() == 2 ? *dstride : cols)};
+
+    auto is_load = [](const Expr& e) { return e->kind == ir::ExprKind::Load; };
+    auto load_acc = [&](const Expr& e) { auto* l = as<ir::LoadNode>(e); return access(l->buffer, l->indices, loops, sp); };
+    auto full = [&](const Expr& e) -> std::optional<VecOperand> {
+      if (!is_load(e)) return std::nullopt;
+      auto a = load_acc(e);
+      if (!a) return std::nullopt;
+      auto s = full_stride(*a, loops.size());
+      if (!s) return std::nullopt;
+      if (a->buf->dtype != t) fail("operand " + q(a->buffer->name) + " is " + std::string(a->buf->dtype.name()) +
+                                   " but the destination is " + std::string(t.name()) + " (vector ops do not convert)");
+      return VecOperand{LocalRef{a->buf->index, a->offset}, C(loops.size() == 2 ? *s : cols)};
+    };
+    auto rowvec = [&](const Expr& e) -> std::optional<LocalRef> {
+      if (!is_load(e)) return std::nullopt;
+      auto a = load_acc(e);
+      if (!a || !row_vector(*a, loops.size()) || a->buf->dtype != t) return std::nullopt;
+      return LocalRef{a->buf->index, a->offset};
+    };
+    auto scalar = [&](const Expr& e) -> bool {
+      bool ok = true;
+      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, sp), [&](const Expr& x) {
+        if (x->kind == ir::ExprKind::Load) ok = false;
+        for (const auto& l : loops) ok &= x.get() != l.var;
+      });
+      return ok;
+    };
+    auto is_lit = [](const Expr& e, double v) {
+      if (e->kind == ir::ExprKind::FloatImm) return as<ir::FloatImmNode>(e)->value == v;
+      if (e->kind == ir::ExprKind::IntImm) return static_cast<double>(as<ir::IntImmNode>(e)->value) == v;
+      return false;
+    };
+    // Collapses contiguous operands first, then builds the instruction from the final operands.
+    auto emit_v = [&](std::vector<VecOperand*> ops, auto make) {
+      auto [r, c] = collapse(ops, rows, cols, sp);
+      return emit(make(C(r), C(c)), sp);
+    };
+
+    Expr v = st->value;
+    // A conversion: cast<t>(load) (and floor/ceil inside for float -> int).
+    if (v->kind == ir::ExprKind::Cast && v->dtype == t) {
+      Expr x = as<ir::CastNode>(v)->value;
+      RoundMode rm = t.is_float() ? RoundMode::Rint : RoundMode::Trunc;
+      if (x->kind == ir::ExprKind::Call && (as<ir::CallNode>(x)->fn == ir::MathFn::floor ||
+                                            as<ir::CallNode>(x)->fn == ir::MathFn::ceil) && t.is_int()) {
+        rm = as<ir::CallNode>(x)->fn == ir::MathFn::floor ? RoundMode::Floor : RoundMode::Ceil;
+        x = as<ir::CallNode>(x)->args[0];
+      }
+      if (is_load(x)) {
+        auto a = load_acc(x);
+        auto s = a ? full_stride(*a, loops.size()) : std::nullopt;
+        if (!s) fail("the cast's source is not indexed like the destination");
+        ir::DType from = a->buf->dtype;
+        if (!from.is_float() && !t.is_float()) rm = RoundMode::None;
+        VecOperand src{LocalRef{a->buf->index, a->offset}, C(loops.size() == 2 ? *s : cols)};
+        vec_dtype_ok(from, sp, "cast", true);
+        return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecCast{t, from, rm, dst, src, r, c}; });
+      }
+      if (scalar(x)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
+      fail("a conversion of a computed value; compute in the source dtype, then T.cast");
+    }
+    vec_dtype_ok(t, sp, "vector op", !v->dtype.is_float());
+    if (v->dtype != t) fail("the value is " + std::string(v->dtype.name()) + " but the destination is " +
+                            std::string(t.name()) + "; vector ops do not convert");
+    if (is_load(v)) {
+      auto a = full(v);
+      if (!a) fail("a copy whose source is not indexed like the destination");
+      VecOperand src = *a;
+      auto [r, c] = collapse({&dst, &src}, rows, cols, sp);
+      int64_t b = t.bytes();
+      if ((c * b) % 32) fail("a copy of rows of " + std::to_string(c * b) + " B (UB->UB copies move 32 B blocks)");
+      return emit(CopyUbToUb{src.at, dst.at, t, C(r), C(c * b), mul(src.row_stride, C(b)), mul(dst.row_stride, C(b))},
+                  sp);
+    }
+    if (scalar(v)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
+    if (v->kind == ir::ExprKind::Call) {
+      auto* c = as<ir::CallNode>(v);
+      std::optional<VecUnOp> op;
+      switch (c->fn) {
+        case ir::MathFn::exp: op = VecUnOp::Exp; break;
+        case ir::MathFn::log: op = VecUnOp::Ln; break;
+        case ir::MathFn::sqrt: op = VecUnOp::Sqrt; break;
+        case ir::MathFn::rsqrt: op = VecUnOp::Rsqrt; break;
+        case ir::MathFn::abs: op = VecUnOp::Abs; break;
+        default: break;
+      }
+      if (!op) fail(std::string(ir::mathfn_name(c->fn)) + " has no vector instruction");
+      auto a = full(c->args[0]);
+      if (!a) fail(std::string(ir::mathfn_name(c->fn)) + " of something other than a tile element a[i, j]");
+      VecOperand src = *a;
+      return emit_v({&dst, &src}, [&](Expr r, Expr cc) { return VecUnary{*op, t, dst, src, r, cc}; });
+    }
+    if (v->kind != ir::ExprKind::Binary) fail("unsupported expression " + ir::print(v));
+    auto* bn = as<ir::BinaryNode>(v);
+    std::optional<VecBinOp> op;
+    switch (bn->op) {
+      case ir::BinOp::Add: op = VecBinOp::Add; break;
+      case ir::BinOp::Sub: op = VecBinOp::Sub; break;
+      case ir::BinOp::Mul: op = VecBinOp::Mul; break;
+      case ir::BinOp::Div: op = VecBinOp::Div; break;
+      case ir::BinOp::Max: op = VecBinOp::Max; break;
+      case ir::BinOp::Min: op = VecBinOp::Min; break;
+      default: break;
+    }
+    if (!op) fail("operator " + std::string(ir::binop_name(bn->op)) + " has no vector instruction");
+    bool commutes = *op == VecBinOp::Add || *op == VecBinOp::Mul || *op == VecBinOp::Max || *op == VecBinOp::Min;
+    auto fa = full(bn->a), fb = full(bn->b);
+    if (fa && fb) {
+      VecOperand a = *fa, b = *fb;
+      return emit_v({&dst, &a, &b}, [&](Expr r, Expr c) { return VecBinary{*op, t, dst, a, b, r, c}; });
+    }
+    // tile op scalar (scalar op tile when it commutes); relu and reciprocal
+    Expr tile = fa ? bn->a : (fb && commutes) ? bn->b : nullptr;
+    Expr other = fa ? bn->b : bn->a;
+    if (*op == VecBinOp::Div && fb && is_lit(bn->a, 1.0) && t.is_float()) {
+      VecOperand src = *fb;
+      return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecUnary{VecUnOp::Reciprocal, t, dst, src, r, c}; });
+    }
+    if (tile && scalar(other)) {
+      VecOperand src = *full(tile);
+      if (*op == VecBinOp::Max && is_lit(other, 0.0))
+        return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecUnary{VecUnOp::Relu, t, dst, src, r, c}; });
+      return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecBinaryScalar{*op, t, dst, src, other, r, c}; });
+    }
+    // row broadcast: tile op v[i]
+    if (loops.size() == 2) {
+      if (fa) {
+        if (auto rv = rowvec(bn->b)) {
+          VecOperand src = *fa;
+          collapse_strict({&dst, &src}, sp);
+          return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), C(cols)}, sp);
+        }
+      }
+      if (fb && commutes) {
+        if (auto rv = rowvec(bn->a)) {
+          VecOperand src = *fb;
+          collapse_strict({&dst, &src}, sp);
+          return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), C(cols)}, sp);
+        }
+      }
+    }
+    if (!fa && !fb) fail("neither operand of " + std::string(ir::binop_name(bn->op)) + " is a tile element a[i, j]");
+    if (fb && !commutes && scalar(bn->a))
+      fail("scalar " + std::string(ir::binop_name(bn->op)) + " tile has no vector instruction (only tile op scalar)");
+    return fail("the second operand is neither a tile indexed like the destination, a scalar, nor a per-row vector v[i]");
+  }
+
+  // Row-broadcast operands keep their 2-D shape: check the repeat strides.
+  void collapse_strict(std::vector<VecOperand*> ops, const Span& sp) {
+    for (auto* o : ops) {
+      const BufferDecl& d = p_.buffers[o->at.buffer];
+      int64_t b = d.dtype.bytes();
+      auto st = ir::as_const_int(o->row_stride);
+      if (st && (*st * b) % 32)
+        throw Error("vector operand in " + q(d.name) + ": rows are " + std::to_string(*st * b) +
+                        " B apart, not a multiple of 32 B",
+                    sp, "make the tile's last dim a multiple of " + std::to_string(32 / b) + " elements");
+    }
+  }
+
+  const ir::Kernel& k_;
+  const target::Target& t_;
+  const target::AscendParams& hw_;
+  Program p_;
+  CoreKind core_ = CoreKind::C;
+  std::unordered_map<const ir::BufferNode*, int> params_;
+  std::unordered_map<const ir::BufferNode*, Buf> bufs_;
+  Buf gemm_l0a_, gemm_l0b_;
+  Expr pending_init_;
+};
+
+}  // namespace
+
+Program lower_expert(const ir::Kernel& kernel, const target::Target& target) { return Lowerer(kernel, target).run(); }
+
+}  // namespace tw::ascend

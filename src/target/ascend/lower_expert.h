@@ -1,0 +1,50 @@
+// lower_expert: an Ascend expert-mode kernel (T.Kernel(n, is_npu=True) with T.Scope("C"/"V"))
+// -> the Ascend program (target/ascend/program.h). Facts: shared/ascend-910b.md.
+//
+// Expert mode means the user owns placement and synchronisation; this lowering only translates:
+//  - parameters map 1:1 (tensors in GM, scalars by value); the grid's one extent is block_dim,
+//    the block variable is Program::block_idx, the sub-block variable Program::sub_block_idx;
+//  - every alloc gets a static address in its memory (L1/L0A/L0B/L0C on the AIC, UB on the AIV),
+//    bump-allocated in program order, aligned (L1 32 B, L0A/L0B 512 B, L0C 1 KiB = the Mmad
+//    destination alignment, UB 32 B) and checked against the target's capacity (an ir::Error
+//    naming the buffers, their sizes, the capacity and a smaller tile that fits). Cube buffers
+//    hold fractal matrices (L1 Nz, L0A Zz, L0B Zn, L0C Nz; rows/cols padded to 16 / C0); UB
+//    buffers are dense row-major. A leading dimension of a Cube buffer indexes separate matrices
+//    (double buffering: T.alloc_L0A((2, m, k), ...) and A_l0[i % 2, :, :]);
+//  - T.Scope("C") code goes to the AIC program, T.Scope("V") code to the AIV program; scalar code
+//    outside scopes (loops, ifs, lets) is replicated into both and pruned where it holds no
+//    instruction. Kernel type: both scopes MIX_1_2; C only AIC_ONLY; V only AIV_ONLY, or MIX_1_2
+//    with an empty AIC when the code uses the sub-block index (so both AIVs of a block run);
+//  - tile ops become instructions (one each, except T.gemm on L1 operands):
+//      copy GM->L1            CopyGmToL1 (ND->Nz, tails = min(extent, tensor dim - start))
+//      copy L1->L0A / L0B     LoadL0 (L0B from a KxN L1 tile: transpose; 16-bit types)
+//      gemm L0A x L0B -> L0C  Mmad (init = clear; an `if c: gemm(clear) else gemm()` pair, which
+//                             T.mma(init=cond) produces, becomes one Mmad with init = c)
+//      gemm on L1 operands    LoadL0 A, LoadL0 B into two implicit buffers (_gemm_L0A/_gemm_L0B),
+//                             SetFlag/WaitFlag MTE1->M (event 7), Mmad, SetFlag/WaitFlag M->MTE1
+//                             (event 7): a self-contained library call (its own flags only)
+//      copy L0C->GM           Fixpipe (conversion fp32->fp16/bf16/fp32, int32; Nz->ND; tails)
+//      copy GM->UB / UB->GM   CopyGmToUb / CopyUbToGm (tails; out-of-range elements not written)
+//      copy UB->UB            CopyUbToUb, or VecCast when the dtypes differ
+//      T.Parallel on UB       VecBinary / VecBinaryScalar / VecUnary / VecCast / VecDup /
+//                             VecRowBroadcast / CopyUbToUb by the form of the body (see
+//                             match_map in the .cpp); an error for any other body
+//      fill (UB)              VecDup;   reduce (UB)  VecReduce (axis = last: Row, 0 of 2-D: Col)
+//  - T.set_flag / wait_flag / pipe_barrier / set_cross_flag / wait_cross_flag: exactly as written
+//    (there is no automatic synchronisation in expert mode).
+// Every error is an ir::Error at the kernel source line of the offending statement.
+#pragma once
+
+#include "target/ascend/program.h"
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+Program lower_expert(const ir::Kernel& kernel, const target::Target& target);
+
+// The event id the expansion of T.gemm on L1 operands uses for its MTE1->M / M->MTE1 flags.
+// Kernels that use T.gemm on L1 operands must not use it for those pairs themselves.
+inline constexpr int kGemmEventId = 7;
+
+}  // namespace tw::ascend

@@ -1,0 +1,1038 @@
+// The program interpreter and the scheduler of the simulator.
+//
+// Each core's scalar unit walks its code (compiled to a flat bytecode) and issues instructions
+// into per-pipe in-order queues. An instruction executes (data effect, timing, checks) as soon as
+// it reaches the head of its queue and, for a WaitFlag, its flag is set; otherwise it waits in the
+// queue. The scalar runs until it blocks (a wait on S, PIPE_ALL with work pending, or a queue that
+// is full behind an unsatisfied wait); then the scheduler switches to the next core. The execution
+// order is therefore always consistent with happens-before, so data flows through flags exactly
+// as on the chip. Timing is computed per instruction: start = max(pipe free, issue time, flag
+// fire time), with costs from timing.cpp.
+#include "target/ascend/simulator/machine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ir/printer.h"
+#include "target/ascend/program_printer.h"
+#include "target/ascend/simulator/checker.h"
+#include "target/ascend/simulator/timing.h"
+
+namespace tw::ascend::sim {
+
+namespace {
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overload(F...) -> Overload<F...>;
+
+BC make_bc(BC::Op op) {
+  BC b;
+  b.op = op;
+  return b;
+}
+
+int64_t floordiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+}  // namespace
+
+std::string_view report_kind_name(ReportKind k) {
+  static constexpr std::string_view names[] = {
+      "race", "same-pipe hazard", "out of bounds", "misaligned", "capacity", "illegal flag pair",
+      "flag id out of range", "flag set twice", "unmatched set flag", "cross-core flag overflow",
+      "deadlock", "invalid instruction"};
+  return names[static_cast<int>(k)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building resolved instructions. One function serves both compilation (get() compiles the
+// expression and returns nothing useful) and resolution (get() evaluates the next compiled one),
+// so the two cannot disagree on the order of the expressions.
+
+namespace {
+template <class Get>
+ROp build(const InstrOp& op, const Program& p, Get&& get) {
+  auto gm = [&](const GmRef& r) { return RMem{true, r.param, get(r.offset).i}; };
+  auto loc = [&](const LocalRef& r) { return RMem{false, r.buffer, get(r.offset).i}; };
+  auto vo = [&](const VecOperand& v) { return RVecOperand{loc(v.at), get(v.row_stride).i}; };
+  (void)p;
+  return std::visit(
+      Overload{
+          [&](const CopyGmToL1& x) -> ROp {
+            RCopyGmToL1 r{gm(x.src), loc(x.dst), x.dtype.code, 0, 0, 0, 0, 0};
+            r.rows = get(x.rows).i;
+            r.cols = get(x.cols).i;
+            r.src_row_stride = get(x.src_row_stride).i;
+            r.dst_rows = get(x.dst_rows).i;
+            r.dst_cols = get(x.dst_cols).i;
+            return r;
+          },
+          [&](const CopyGmToUb& x) -> ROp {
+            RBurst r{gm(x.src), loc(x.dst), 0, 0, 0, 0};
+            r.n_rows = get(x.n_rows).i, r.row_bytes = get(x.row_bytes).i;
+            r.src_stride = get(x.src_stride).i, r.dst_stride = get(x.dst_stride).i;
+            return r;
+          },
+          [&](const CopyUbToGm& x) -> ROp {
+            RBurst r{loc(x.src), gm(x.dst), 0, 0, 0, 0};
+            r.n_rows = get(x.n_rows).i, r.row_bytes = get(x.row_bytes).i;
+            r.src_stride = get(x.src_stride).i, r.dst_stride = get(x.dst_stride).i;
+            return r;
+          },
+          [&](const CopyUbToUb& x) -> ROp {
+            RBurst r{loc(x.src), loc(x.dst), 0, 0, 0, 0};
+            r.n_rows = get(x.n_rows).i, r.row_bytes = get(x.row_bytes).i;
+            r.src_stride = get(x.src_stride).i, r.dst_stride = get(x.dst_stride).i;
+            return r;
+          },
+          [&](const LoadL0& x) -> ROp {
+            RLoadL0 r{loc(x.src), loc(x.dst), x.dtype.code, 0, 0, 0, 0, 0, x.transpose};
+            r.src_rows = get(x.src_rows).i, r.src_row = get(x.src_row).i, r.src_col = get(x.src_col).i;
+            r.dst_rows = get(x.dst_rows).i, r.dst_cols = get(x.dst_cols).i;
+            return r;
+          },
+          [&](const Mmad& x) -> ROp {
+            RMmad r{loc(x.a), loc(x.b), loc(x.c), x.in_dtype.code, x.acc_dtype.code, 0, 0, 0, false};
+            r.m = get(x.m).i, r.n = get(x.n).i, r.k = get(x.k).i;
+            r.init = get(x.init).i != 0;
+            return r;
+          },
+          [&](const Fixpipe& x) -> ROp {
+            RFixpipe r{loc(x.src), gm(x.dst), x.src_dtype.code, x.dst_dtype.code, 0, 0, 0, 0, x.relu};
+            r.m = get(x.m).i, r.n = get(x.n).i, r.src_rows = get(x.src_rows).i;
+            r.dst_row_stride = get(x.dst_row_stride).i;
+            return r;
+          },
+          [&](const VecBinary& x) -> ROp {
+            RVec r{};
+            r.kind = RVec::Binary, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
+            r.dst = vo(x.dst), r.a = vo(x.a), r.b = vo(x.b);
+            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            return r;
+          },
+          [&](const VecBinaryScalar& x) -> ROp {
+            RVec r{};
+            r.kind = RVec::Scalar, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
+            r.dst = vo(x.dst), r.a = vo(x.a);
+            r.scalar = get(x.scalar).f;
+            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            return r;
+          },
+          [&](const VecUnary& x) -> ROp {
+            RVec r{};
+            r.kind = RVec::Unary, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
+            r.dst = vo(x.dst), r.a = vo(x.a);
+            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            return r;
+          },
+          [&](const VecCast& x) -> ROp {
+            RVec r{};
+            r.kind = RVec::Cast, r.dt = x.dst_dtype.code, r.src_dt = x.src_dtype.code, r.round = x.round;
+            r.dst = vo(x.dst), r.a = vo(x.src);
+            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            return r;
+          },
+          [&](const VecDup& x) -> ROp {
+            RVec r{};
+            r.kind = RVec::Dup, r.dt = r.src_dt = x.dtype.code;
+            r.dst = vo(x.dst);
+            r.scalar = get(x.value).f;
+            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            return r;
+          },
+          [&](const VecReduce& x) -> ROp {
+            RVec r{};
+            r.kind = RVec::Reduce, r.op = static_cast<uint8_t>(x.op), r.axis = x.axis;
+            r.dt = r.src_dt = x.dtype.code;
+            r.dst = vo(x.dst), r.a = vo(x.src);
+            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            return r;
+          },
+          [&](const VecRowBroadcast& x) -> ROp {
+            RVec r{};
+            r.kind = RVec::RowBcast, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
+            r.dst = vo(x.dst), r.a = vo(x.a), r.vec = loc(x.vec);
+            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            return r;
+          },
+          [&](const SetFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, true}; },
+          [&](const WaitFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, false}; },
+          [&](const PipeBarrier& x) -> ROp { return RBarrier{x.pipe}; },
+          [&](const CrossCoreSetFlag& x) -> ROp { return RCross{x.mode, get(x.id).i, true}; },
+          [&](const CrossCoreWaitFlag& x) -> ROp { return RCross{0, get(x.id).i, false}; },
+      },
+      op);
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Expressions
+
+int Machine::compile_expr(const ir::Expr& e) {
+  if (!e) {  // absent expressions evaluate to 0
+    cnodes.push_back(CNode{static_cast<uint8_t>(ir::ExprKind::IntImm), 0, false});
+    return static_cast<int>(cnodes.size() - 1);
+  }
+  CNode n{static_cast<uint8_t>(e->kind), 0, e->dtype.is_float()};
+  switch (e->kind) {
+    case ir::ExprKind::IntImm:
+      n.i = static_cast<const ir::IntImmNode*>(e.get())->value;
+      n.f = static_cast<double>(n.i);
+      break;
+    case ir::ExprKind::FloatImm:
+      n.f = static_cast<const ir::FloatImmNode*>(e.get())->value;
+      break;
+    case ir::ExprKind::Var: {
+      auto it = var_slot_.find(static_cast<const ir::VarNode*>(e.get()));
+      if (it == var_slot_.end())
+        throw ir::Error("ascend simulator: variable '" + static_cast<const ir::VarNode*>(e.get())->name +
+                            "' is not bound here (not a block index, parameter, shape, loop or let variable)",
+                        e->span);
+      n.slot = it->second;
+      break;
+    }
+    case ir::ExprKind::Binary: {
+      auto* b = static_cast<const ir::BinaryNode*>(e.get());
+      n.op = static_cast<uint8_t>(b->op);
+      int a = compile_expr(b->a), c = compile_expr(b->b);
+      n.a = a, n.b = c;
+      break;
+    }
+    case ir::ExprKind::Unary: {
+      auto* u = static_cast<const ir::UnaryNode*>(e.get());
+      n.op = static_cast<uint8_t>(u->op);
+      n.a = compile_expr(u->a);
+      break;
+    }
+    case ir::ExprKind::Call: {
+      auto* c = static_cast<const ir::CallNode*>(e.get());
+      n.op = static_cast<uint8_t>(c->fn);
+      n.a = compile_expr(c->args.at(0));
+      if (c->args.size() > 1) n.b = compile_expr(c->args[1]);
+      break;
+    }
+    case ir::ExprKind::Cast:
+      n.a = compile_expr(static_cast<const ir::CastNode*>(e.get())->value);
+      break;
+    case ir::ExprKind::Select: {
+      auto* s = static_cast<const ir::SelectNode*>(e.get());
+      int a = compile_expr(s->cond), b = compile_expr(s->t), c = compile_expr(s->f);
+      n.a = a, n.b = b, n.c = c;
+      break;
+    }
+    case ir::ExprKind::Load:
+      throw ir::Error("ascend simulator: tensor loads are not allowed in scalar expressions of an Ascend program",
+                      e->span);
+  }
+  cnodes.push_back(n);
+  return static_cast<int>(cnodes.size() - 1);
+}
+
+Value Machine::eval(int id, const std::vector<Value>& s) const {
+  const CNode& n = cnodes[id];
+  Value v;
+  switch (static_cast<ir::ExprKind>(n.kind)) {
+    case ir::ExprKind::IntImm:
+      return Value{n.i, n.f};
+    case ir::ExprKind::FloatImm:
+      return Value{static_cast<int64_t>(n.f), n.f};
+    case ir::ExprKind::Var:
+      return s[n.slot];
+    case ir::ExprKind::Binary: {
+      Value a = eval(n.a, s), b = eval(n.b, s);
+      bool fl = cnodes[n.a].is_float || cnodes[n.b].is_float;
+      auto op = static_cast<ir::BinOp>(n.op);
+      auto setb = [&](bool x) { v.i = x; v.f = x; };
+      if (fl) {
+        double x = a.f, y = b.f;
+        switch (op) {
+          case ir::BinOp::Add: v.f = x + y; break;
+          case ir::BinOp::Sub: v.f = x - y; break;
+          case ir::BinOp::Mul: v.f = x * y; break;
+          case ir::BinOp::Div: v.f = x / y; break;
+          case ir::BinOp::FloorDiv: v.f = std::floor(x / y); break;
+          case ir::BinOp::CeilDiv: v.f = std::ceil(x / y); break;
+          case ir::BinOp::Mod: v.f = x - std::floor(x / y) * y; break;
+          case ir::BinOp::Min: v.f = std::min(x, y); break;
+          case ir::BinOp::Max: v.f = std::max(x, y); break;
+          case ir::BinOp::EQ: setb(x == y); return v;
+          case ir::BinOp::NE: setb(x != y); return v;
+          case ir::BinOp::LT: setb(x < y); return v;
+          case ir::BinOp::LE: setb(x <= y); return v;
+          case ir::BinOp::GT: setb(x > y); return v;
+          case ir::BinOp::GE: setb(x >= y); return v;
+          case ir::BinOp::And: setb(x != 0 && y != 0); return v;
+          case ir::BinOp::Or: setb(x != 0 || y != 0); return v;
+        }
+        v.i = static_cast<int64_t>(v.f);
+        return v;
+      }
+      int64_t x = a.i, y = b.i;
+      switch (op) {
+        case ir::BinOp::Add: v.i = x + y; break;
+        case ir::BinOp::Sub: v.i = x - y; break;
+        case ir::BinOp::Mul: v.i = x * y; break;
+        case ir::BinOp::Div: v.f = static_cast<double>(x) / static_cast<double>(y); v.i = static_cast<int64_t>(v.f); return v;
+        case ir::BinOp::FloorDiv: v.i = floordiv(x, y); break;
+        case ir::BinOp::CeilDiv: v.i = y == 0 ? 0 : -floordiv(-x, y); break;
+        case ir::BinOp::Mod: v.i = y == 0 ? 0 : x - floordiv(x, y) * y; break;
+        case ir::BinOp::Min: v.i = std::min(x, y); break;
+        case ir::BinOp::Max: v.i = std::max(x, y); break;
+        case ir::BinOp::EQ: v.i = x == y; break;
+        case ir::BinOp::NE: v.i = x != y; break;
+        case ir::BinOp::LT: v.i = x < y; break;
+        case ir::BinOp::LE: v.i = x <= y; break;
+        case ir::BinOp::GT: v.i = x > y; break;
+        case ir::BinOp::GE: v.i = x >= y; break;
+        case ir::BinOp::And: v.i = x && y; break;
+        case ir::BinOp::Or: v.i = x || y; break;
+      }
+      v.f = static_cast<double>(v.i);
+      return v;
+    }
+    case ir::ExprKind::Unary: {
+      Value a = eval(n.a, s);
+      if (static_cast<ir::UnOp>(n.op) == ir::UnOp::Neg) return Value{-a.i, -a.f};
+      int64_t x = a.i == 0 && a.f == 0;
+      return Value{x, static_cast<double>(x)};
+    }
+    case ir::ExprKind::Call: {
+      double x = eval(n.a, s).f, r = 0;
+      switch (static_cast<ir::MathFn>(n.op)) {
+        case ir::MathFn::exp: r = std::exp(x); break;
+        case ir::MathFn::exp2: r = std::exp2(x); break;
+        case ir::MathFn::log: r = std::log(x); break;
+        case ir::MathFn::log2: r = std::log2(x); break;
+        case ir::MathFn::sqrt: r = std::sqrt(x); break;
+        case ir::MathFn::rsqrt: r = 1.0 / std::sqrt(x); break;
+        case ir::MathFn::abs: r = std::fabs(x); break;
+        case ir::MathFn::tanh: r = std::tanh(x); break;
+        case ir::MathFn::erf: r = std::erf(x); break;
+        case ir::MathFn::sigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
+        case ir::MathFn::floor: r = std::floor(x); break;
+        case ir::MathFn::ceil: r = std::ceil(x); break;
+        case ir::MathFn::pow: r = std::pow(x, eval(n.b, s).f); break;
+      }
+      return Value{static_cast<int64_t>(r), r};
+    }
+    case ir::ExprKind::Cast: {
+      Value a = eval(n.a, s);
+      bool from_f = cnodes[n.a].is_float;
+      if (n.is_float) return Value{static_cast<int64_t>(from_f ? a.f : static_cast<double>(a.i)), from_f ? a.f : static_cast<double>(a.i)};
+      int64_t i = from_f ? static_cast<int64_t>(std::trunc(a.f)) : a.i;
+      return Value{i, static_cast<double>(i)};
+    }
+    case ir::ExprKind::Select:
+      return eval(n.a, s).i != 0 || eval(n.a, s).f != 0 ? eval(n.b, s) : eval(n.c, s);
+    case ir::ExprKind::Load:
+      break;
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Code
+
+void Machine::compile_stmt(const StmtPtr& s, Code& code) {
+  if (!s) return;
+  auto slot_of = [&](const ir::Var& v) {
+    auto it = var_slot_.find(v.get());
+    if (it != var_slot_.end()) return it->second;
+    int id = nslots_++;
+    var_slot_[v.get()] = id;
+    return id;
+  };
+  switch (s->kind) {
+    case StmtKind::Seq:
+      for (const auto& b : s->body) compile_stmt(b, code);
+      break;
+    case StmtKind::Let: {
+      int e = compile_expr(s->value);
+      BC bc = make_bc(BC::Let);
+      bc.slot = slot_of(s->var);
+      bc.expr = e;
+      code.ops.push_back(bc);
+      break;
+    }
+    case StmtKind::For: {
+      BC b = make_bc(BC::ForBegin);
+      b.expr = compile_expr(s->value);
+      b.slot = slot_of(s->var);
+      b.slot2 = nslots_++;
+      size_t begin = code.ops.size();
+      code.ops.push_back(b);
+      compile_stmt(s->body.at(0), code);
+      BC e = make_bc(BC::ForEnd);
+      e.slot = b.slot, e.slot2 = b.slot2, e.target = static_cast<int>(begin + 1);
+      code.ops.push_back(e);
+      code.ops[begin].target = static_cast<int>(code.ops.size());
+      break;
+    }
+    case StmtKind::If: {
+      BC b = make_bc(BC::IfFalse);
+      b.expr = compile_expr(s->value);
+      size_t at = code.ops.size();
+      code.ops.push_back(b);
+      compile_stmt(s->body.at(0), code);
+      if (s->else_body) {
+        size_t j = code.ops.size();
+        code.ops.push_back(make_bc(BC::Jump));
+        code.ops[at].target = static_cast<int>(code.ops.size());
+        compile_stmt(s->else_body, code);
+        code.ops[j].target = static_cast<int>(code.ops.size());
+      } else {
+        code.ops[at].target = static_cast<int>(code.ops.size());
+      }
+      break;
+    }
+    case StmtKind::Instr: {
+      BC bc = make_bc(BC::Instr);
+      bc.instr = &s->instr;
+      build(s->instr.op, prog, [&](const ir::Expr& e) {
+        bc.exprs.push_back(compile_expr(e));
+        return Value{};
+      });
+      code.ops.push_back(std::move(bc));
+      break;
+    }
+  }
+}
+
+void Machine::compile() {
+  var_slot_[prog.block_idx.get()] = nslots_++;
+  if (prog.sub_block_idx) var_slot_[prog.sub_block_idx.get()] = nslots_++;
+  for (const auto& v : prog.shape_vars) var_slot_[v.get()] = nslots_++;
+  for (const auto& p : prog.params)
+    if (!p.is_tensor && p.var) var_slot_[p.var.get()] = nslots_++;
+  if (prog.aic) compile_stmt(prog.aic, aic_code_);
+  aic_code_.ops.push_back(make_bc(BC::End));
+  if (prog.aiv) compile_stmt(prog.aiv, aiv_code_);
+  aiv_code_.ops.push_back(make_bc(BC::End));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setup
+
+Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Arg> a,
+                 const std::vector<int64_t>& shape_values, const Options& o)
+    : prog(p), chip(c), opt(o), args(std::move(a)) {
+  if (args.size() != prog.params.size())
+    throw ir::Error("ascend simulator: kernel '" + prog.name + "' takes " + std::to_string(prog.params.size()) +
+                        " arguments, got " + std::to_string(args.size()),
+                    prog.span);
+  if (shape_values.size() != prog.shape_vars.size())
+    throw ir::Error("ascend simulator: " + std::to_string(prog.shape_vars.size()) + " shape values expected, got " +
+                        std::to_string(shape_values.size()),
+                    prog.span);
+  if (!prog.block_idx) throw ir::Error("ascend simulator: program has no block_idx variable", prog.span);
+  compile();
+  // base slot values: shape vars and scalars
+  base_slots_.assign(nslots_, Value{});
+  for (size_t i = 0; i < prog.shape_vars.size(); ++i)
+    base_slots_[var_slot_[prog.shape_vars[i].get()]] = Value{shape_values[i], static_cast<double>(shape_values[i])};
+  for (size_t i = 0; i < prog.params.size(); ++i)
+    if (!prog.params[i].is_tensor && prog.params[i].var) {
+      double v = args[i].scalar;
+      base_slots_[var_slot_[prog.params[i].var.get()]] = Value{static_cast<int64_t>(v), v};
+    }
+  auto eval_expr = [&](const ir::Expr& e) { return e ? eval(compile_expr(e), base_slots_).i : 0; };
+  int64_t blocks = eval_expr(prog.block_dim);
+  if (blocks <= 0) throw ir::Error("ascend simulator: block_dim must be positive, got " + std::to_string(blocks), prog.span);
+  workspace_bytes_ = eval_expr(prog.workspace_bytes);
+  if (opt.functional) workspace.assign(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 0)), 0);
+  if ((prog.kernel_type == KernelType::AIC_ONLY && prog.aiv) || (prog.kernel_type == KernelType::AIV_ONLY && prog.aic))
+    throw ir::Error("ascend simulator: kernel type " + std::string(kernel_type_name(prog.kernel_type)) +
+                        " with code for the other core type",
+                    prog.span);
+
+  bool has_aic = prog.kernel_type != KernelType::AIV_ONLY, has_aiv = prog.kernel_type != KernelType::AIC_ONLY;
+  int nphys = static_cast<int>(std::min<int64_t>(blocks, prog.kernel_type == KernelType::AIV_ONLY ? chip.aiv_cores
+                                                                                                  : chip.aic_cores));
+  aic_phys_ = has_aic ? nphys : 0;
+  aiv_phys_ = !has_aiv ? 0 : prog.kernel_type == KernelType::AIV_ONLY ? nphys : 2 * nphys;
+  cores.resize(aic_phys_ + aiv_phys_);
+  for (int i = 0; i < aic_phys_ + aiv_phys_; ++i) {
+    Core& k = cores[i];
+    k.index = i;
+    k.type = i < aic_phys_ ? CoreType::AIC : CoreType::AIV;
+    k.slot = i < aic_phys_ ? i : i - aic_phys_;
+    k.name = std::string(core_type_name(k.type)) + " " + std::to_string(k.slot);
+    k.code = k.type == CoreType::AIC ? &aic_code_ : &aiv_code_;
+    int phys_block = (k.type == CoreType::AIV && prog.kernel_type == KernelType::MIX_1_2) ? k.slot / 2 : k.slot;
+    k.sub = (k.type == CoreType::AIV && prog.kernel_type == KernelType::MIX_1_2) ? k.slot % 2 : 0;
+    for (int64_t b = phys_block; b < blocks; b += nphys) k.blocks.push_back(static_cast<int>(b));
+    k.flags.resize(8 * 8 * chip.flag_event_ids);
+    k.cross.resize(chip.cross_flag_ids);
+    for (auto& ps : k.pipes) ps.ring.assign(chip.pipe_queue_depth, 0);
+    if (opt.functional) {
+      if (k.type == CoreType::AIC) {
+        k.mem[static_cast<int>(Mem::L1)].assign(524288, 0);
+        k.mem[static_cast<int>(Mem::L0A)].assign(chip.l0a_bytes, 0);
+        k.mem[static_cast<int>(Mem::L0B)].assign(chip.l0b_bytes, 0);
+        k.mem[static_cast<int>(Mem::L0C)].assign(chip.l0c_bytes, 0);
+      } else {
+        k.mem[static_cast<int>(Mem::UB)].assign(196608, 0);
+      }
+    }
+  }
+  reported_overflow_.assign(cores.size() * chip.cross_flag_ids, 0);
+  result.blocks = static_cast<int>(blocks);
+  result.kernel_type = prog.kernel_type;
+  result.aic_used = aic_phys_;
+  result.aiv_used = aiv_phys_;
+  result.chip_aic = chip.aic_cores;
+  result.clock_mhz = chip.clock_mhz;
+  result.program = std::make_shared<Program>(prog);
+  for (const auto& k : cores) result.core_names.push_back(k.name);
+  timing = std::make_unique<Timing>(*this);
+  if (opt.check) checker = std::make_unique<Checker>(*this);
+
+  // buffer capacity
+  for (const auto& b : prog.buffers) {
+    int64_t cap = b.mem == Mem::L1 ? chip.l1_bytes : b.mem == Mem::L0A ? chip.l0a_bytes
+                  : b.mem == Mem::L0B ? chip.l0b_bytes : b.mem == Mem::L0C ? chip.l0c_bytes : chip.ub_bytes;
+    if (b.offset < 0 || b.offset + b.bytes > cap) {
+      ReportInstr ri;
+      ri.text = "buffer " + b.name + ": " + std::string(mem_name(b.mem)) + " @" + std::to_string(b.offset) + " +" +
+                std::to_string(b.bytes);
+      ri.span = b.span;
+      report(ReportKind::Capacity,
+             "buffer " + b.name + " needs " + mem_name(b.mem).data() + std::string(" bytes [") +
+                 std::to_string(b.offset) + ", " + std::to_string(b.offset + b.bytes) + ") but " +
+                 std::string(mem_name(b.mem)) + " has " + std::to_string(cap) + " usable bytes per " +
+                 std::string(core_type_name(b.core)) + ": make the tile smaller or reuse memory",
+             {ri});
+    }
+  }
+}
+
+Machine::~Machine() = default;
+
+int Machine::num_spaces() const { return static_cast<int>(prog.params.size()) + 1 + static_cast<int>(cores.size()) * 5; }
+int Machine::space_id(const Core& c, Mem m) const {
+  return static_cast<int>(prog.params.size()) + 1 + c.index * 5 + static_cast<int>(m) - 1;
+}
+std::string Machine::space_name(int space) const {
+  int np = static_cast<int>(prog.params.size());
+  if (space < np) return "GM tensor " + prog.params[space].name;
+  if (space == np) return "GM workspace";
+  int k = space - np - 1;
+  return cores[k / 5].name + " " + std::string(mem_name(static_cast<Mem>(k % 5 + 1)));
+}
+
+Machine::Span Machine::base(const Core& c, const RMem& m) {
+  if (m.gm) {
+    if (m.index < 0) return Span{workspace.empty() ? nullptr : workspace.data(), workspace_bytes_, static_cast<int>(prog.params.size()), Mem::GM, 0};
+    const Arg& a = args[m.index];
+    return Span{a.data, a.bytes, m.index, Mem::GM, 0};
+  }
+  const BufferDecl& b = prog.buffers[m.index];
+  auto& mem = const_cast<Core&>(c).mem[static_cast<int>(b.mem)];
+  return Span{mem.empty() ? nullptr : mem.data() + b.offset, b.bytes, space_id(c, b.mem), b.mem, b.offset};
+}
+
+ReportInstr Machine::describe(const Core& c, const Instr* in, int64_t cycle) const {
+  ReportInstr r;
+  r.text = in ? print_instr(prog, *in, false) : "";
+  r.span = in ? in->span : ir::Span{};
+  r.core = c.name;
+  r.cycle = cycle;
+  return r;
+}
+
+void Machine::report(ReportKind k, std::string msg, std::vector<ReportInstr> instrs) {
+  uint64_t key = std::hash<std::string>{}(msg) ^ (static_cast<uint64_t>(k) << 56);
+  for (const auto& i : instrs) key = key * 31 + std::hash<std::string>{}(i.text) + static_cast<uint64_t>(i.span.line);
+  if (report_keys_.count(key)) return;
+  report_keys_[key] = true;
+  if (static_cast<int>(result.reports.size()) >= opt.max_reports) {
+    ++result.dropped_reports;
+    return;
+  }
+  result.reports.push_back(Report{k, std::move(msg), std::move(instrs)});
+}
+
+bool Machine::flag_pair_legal(CoreType t, Pipe s, Pipe d) const {
+  using P = Pipe;
+  auto in = [](P x, std::initializer_list<P> l) { return std::find(l.begin(), l.end(), x) != l.end(); };
+  if (t == CoreType::AIC) {
+    switch (s) {
+      case P::M: return in(d, {P::MTE1, P::MTE2, P::FIX});
+      case P::MTE1: return in(d, {P::M, P::MTE2, P::MTE3, P::FIX});
+      case P::MTE2: return in(d, {P::M, P::MTE1, P::MTE3});
+      case P::MTE3: return in(d, {P::MTE1, P::MTE2});
+      case P::FIX: return in(d, {P::M, P::MTE1});
+      default: return false;
+    }
+  }
+  switch (s) {
+    case P::S: return in(d, {P::V, P::MTE2, P::MTE3});
+    case P::V: return in(d, {P::S, P::MTE2, P::MTE3});
+    case P::MTE2: return in(d, {P::S, P::V, P::MTE3});
+    case P::MTE3: return in(d, {P::S, P::V, P::MTE2});
+    default: return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduler
+
+RInstr Machine::resolve(Core& c, const BC& bc) {
+  RInstr r;
+  r.in = bc.instr;
+  r.pipe = bc.instr->pipe();
+  size_t k = 0;
+  r.op = build(bc.instr->op, prog, [&](const ir::Expr&) { return eval(bc.exprs[k++], c.slots); });
+  // static validation at issue
+  auto bad = [&](ReportKind kind, std::string msg) {
+    report(kind, std::move(msg), {describe(c, r.in, c.scalar_time)});
+    r.valid = false;
+  };
+  bool aic = c.type == CoreType::AIC;
+  if (r.pipe == Pipe::ALL && !std::holds_alternative<RBarrier>(r.op))
+    bad(ReportKind::InvalidInstr, "PIPE_ALL is only valid for PipeBarrier");
+  if ((r.pipe == Pipe::V && aic) || ((r.pipe == Pipe::M || r.pipe == Pipe::MTE1 || r.pipe == Pipe::FIX) && !aic))
+    bad(ReportKind::InvalidInstr, std::string(instr_name(bc.instr->op)) + " uses pipe " +
+                                      std::string(pipe_name(r.pipe)) + ", which the " +
+                                      std::string(core_type_name(c.type)) + " does not have");
+  if (auto* f = std::get_if<RFlag>(&r.op)) {
+    if (f->event < 0 || f->event >= chip.flag_event_ids)
+      bad(ReportKind::FlagIdOutOfRange, "event id " + std::to_string(f->event) + " is out of range 0.." +
+                                            std::to_string(chip.flag_event_ids - 1));
+    else if (!flag_pair_legal(c.type, f->src, f->dst))
+      bad(ReportKind::IllegalFlagPair, std::string(pipe_name(f->src)) + " -> " + std::string(pipe_name(f->dst)) +
+                                           " is not a legal flag pair on the " + std::string(core_type_name(c.type)) +
+                                           " (ascend-910b.md, Synchronisation)");
+  }
+  if (auto* x = std::get_if<RCross>(&r.op)) {
+    if (x->id < 0 || x->id >= chip.cross_flag_ids)
+      bad(ReportKind::FlagIdOutOfRange, "cross-core flag id " + std::to_string(x->id) + " is out of range 0.." +
+                                            std::to_string(chip.cross_flag_ids - 1));
+    else if (x->set && (x->mode < 0 || x->mode > 2 || (x->mode == 1 && aic) ||
+                        (x->mode == 2 && prog.kernel_type != KernelType::MIX_1_2)))
+      bad(ReportKind::InvalidInstr, "cross-core flag mode " + std::to_string(x->mode) + " is not valid on the " +
+                                        std::string(core_type_name(c.type)) + " of a " +
+                                        std::string(kernel_type_name(prog.kernel_type)) + " kernel");
+  }
+  return r;
+}
+
+void Machine::start_block(Core& c) {
+  c.block = c.blocks[c.next_block];
+  c.slots = base_slots_;
+  c.slots[var_slot_[prog.block_idx.get()]] = Value{c.block, static_cast<double>(c.block)};
+  if (prog.sub_block_idx) c.slots[var_slot_[prog.sub_block_idx.get()]] = Value{c.sub, static_cast<double>(c.sub)};
+  c.pc = 0;
+  int64_t t = c.scalar_time;
+  for (auto& ps : c.pipes) t = std::max(t, ps.last_complete);
+  c.scalar_time = t;
+  for (auto& ps : c.pipes) ps.free = std::max(ps.free, t);
+  if (checker && c.next_block > 0) checker->barrier_all(c);
+  c.running = true;
+}
+
+void Machine::cross_set(Core& c, const RCross& x, int64_t fire, const RInstr& r) {
+  // group: members who must all set, targets whose counter increments
+  int mode = x.mode;
+  uint64_t gidx = 0;
+  std::vector<int> members, targets;
+  auto aiv_core = [&](int slot) { return aic_phys_ + slot; };
+  if (mode == 2) {
+    if (c.type == CoreType::AIC) {
+      gidx = c.slot;
+      members = {c.index};
+      targets = {aiv_core(2 * c.slot), aiv_core(2 * c.slot + 1)};
+    } else {
+      int s = c.slot / 2;
+      gidx = s;
+      members = {aiv_core(2 * s), aiv_core(2 * s + 1)};
+      targets = {s};
+    }
+  } else if (mode == 1) {
+    int s = c.slot / 2;
+    gidx = s;
+    members = {aiv_core(2 * s)};
+    if (2 * s + 1 < aiv_phys_) members.push_back(aiv_core(2 * s + 1));
+    targets = members;
+  } else {
+    gidx = 0;
+    for (const auto& k : cores)
+      if (k.type == c.type) members.push_back(k.index);
+    targets = members;
+  }
+  uint64_t key = static_cast<uint64_t>(mode) | (static_cast<uint64_t>(c.type) << 2) | (gidx << 8) |
+                 (static_cast<uint64_t>(x.id) << 40);
+  Group& g = groups_[key];
+  if (g.members.empty()) {
+    g.members = members;
+    g.targets = targets;
+    g.q.resize(members.size());
+  }
+  size_t me = std::find(g.members.begin(), g.members.end(), c.index) - g.members.begin();
+  if (me >= g.members.size()) return;
+  g.q[me].push_back({fire, r.uid, checker ? checker->snapshot(c, r.pipe) : -1});
+  for (auto& q : g.q)
+    if (q.empty()) return;
+  int64_t t = 0;
+  int snap = -1;
+  uint32_t uid = 0;
+  for (auto& q : g.q) {
+    Contribution k = q.front();
+    q.pop_front();
+    t = std::max(t, k.fire);
+    uid = k.uid;
+    snap = snap < 0 ? k.vc : checker->join_snapshots(snap, k.vc);
+  }
+  t += chip.cross_flag_latency_cycles;
+  for (size_t i = 0; i < g.targets.size(); ++i) {
+    Core& tc = cores[g.targets[i]];
+    int s = (checker && i + 1 < g.targets.size()) ? checker->clone(snap) : snap;
+    tc.cross[x.id].push({t, uid, s});
+    if (static_cast<int>(tc.cross[x.id].size()) > chip.cross_flag_max_pending &&
+        !reported_overflow_[tc.index * chip.cross_flag_ids + x.id]) {
+      reported_overflow_[tc.index * chip.cross_flag_ids + x.id] = 1;
+      report(ReportKind::CrossFlagOverflow,
+             "cross-core flag " + std::to_string(x.id) + " of " + tc.name + " has " +
+                 std::to_string(tc.cross[x.id].size()) + " pending sets (at most " +
+                 std::to_string(chip.cross_flag_max_pending) +
+                 "; the hardware hangs): the producer runs ahead of the consumer; add a reverse handshake "
+                 "(the consumer sets a flag the producer waits on before reusing the slot)",
+             {describe(c, r.in, fire)});
+    }
+    for (int p = 0; p < kNumPipes; ++p)
+      if (!tc.pipes[p].pending.empty()) wakes_.push_back({&tc, p});
+  }
+}
+
+// Executes r at the head of its pipe. Returns false (and does nothing) for an unsatisfied wait.
+bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
+  ++events_;
+  const int pipe = static_cast<int>(r.pipe);
+  int64_t start = std::max(ps.free, r.issue);
+  if (!r.valid) {
+    ps.ring[r.seq % ps.ring.size()] = start;
+    return true;
+  }
+  if (auto* f = std::get_if<RFlag>(&r.op)) {
+    FlagQueue& q = c.flags[(static_cast<int>(f->src) * 8 + static_cast<int>(f->dst)) * chip.flag_event_ids + f->event];
+    if (f->set) {
+      if (checker) r.uid = checker->record(c, r.in, start);
+      int64_t fire = std::max(r.issue, ps.last_complete) + chip.flag_latency_cycles;
+      q.push({fire, r.uid, checker ? checker->snapshot(c, r.pipe) : -1});
+      int d = static_cast<int>(f->dst);
+      if (!c.pipes[d].pending.empty() || (d == 0 && c.blocked == Core::SWait)) wakes_.push_back({&c, d});
+    } else {
+      if (q.empty()) return --events_, false;
+      FlagEntry e = q.pop();
+      if (checker) {
+        r.uid = checker->record(c, r.in, start);
+        checker->acquire(c, r.pipe, e.vc);
+        if (!q.empty())
+          report(ReportKind::FlagSetTwice,
+                 "SetFlag<" + std::string(pipe_name(f->src)) + "_" + std::string(pipe_name(f->dst)) + ">(" +
+                     std::to_string(f->event) + ") was set again before this WaitFlag consumed the earlier set "
+                     "(setting a flag twice without a wait is undefined): wait before setting again or use another event id",
+                 {checker->describe(q.front().uid), checker->describe(r.uid)});
+      }
+      if (opt.trace && e.fire > start)
+        result.trace.push_back({c.index, static_cast<uint8_t>(pipe), start, e.fire - start, nullptr});
+      ps.free = std::max(start, e.fire);
+      if (pipe == 0) c.scalar_time = std::max(c.scalar_time, e.fire);
+    }
+    ps.ring[r.seq % ps.ring.size()] = start;
+    return true;
+  }
+  if (auto* x = std::get_if<RCross>(&r.op)) {
+    if (x->set) {
+      if (checker) r.uid = checker->record(c, r.in, start);
+      int64_t fire = std::max(r.issue, ps.last_complete);
+      cross_set(c, *x, fire, r);
+    } else {
+      FlagQueue& q = c.cross[x->id];
+      if (q.empty()) return --events_, false;
+      FlagEntry e = q.pop();
+      if (checker) {
+        r.uid = checker->record(c, r.in, start);
+        checker->acquire(c, r.pipe, e.vc);
+      }
+      if (opt.trace && e.fire > start)
+        result.trace.push_back({c.index, static_cast<uint8_t>(pipe), start, e.fire - start, nullptr});
+      ps.free = std::max(start, e.fire);
+      if (pipe == 0) c.scalar_time = std::max(c.scalar_time, e.fire);
+    }
+    ps.ring[r.seq % ps.ring.size()] = start;
+    return true;
+  }
+  if (auto* b = std::get_if<RBarrier>(&r.op)) {
+    (void)b;
+    ps.free = std::max(start, ps.last_complete);
+    if (checker) checker->barrier(c, r.pipe);
+    ps.ring[r.seq % ps.ring.size()] = start;
+    return true;
+  }
+  execute(c, ps, r);
+  return true;
+}
+
+void Machine::execute(Core& c, PipeState& ps, RInstr& r) {
+  int64_t start = std::max(ps.free, r.issue);
+  bool ok = true;
+  if (checker || opt.functional) {
+    thread_local std::vector<Access> acc;
+    acc.clear();
+    ok = accesses(c, r, acc);
+    if (checker) {
+      r.uid = checker->record(c, r.in, start);
+      checker->begin(c, r.pipe);
+      if (ok)
+        for (const auto& a : acc) checker->access(c, r.pipe, r.uid, a);
+    }
+  }
+  Cost k = timing->cost(c, r, start);
+  ps.free = start + k.busy;
+  ps.last_complete = std::max(ps.last_complete, ps.free + k.latency);
+  ps.busy += k.busy;
+  ps.ring[r.seq % ps.ring.size()] = start;
+  c.mmad_mac_cycles += k.mac_cycles;
+  result.flops += k.flops;
+  ++result.instructions;
+  if (opt.trace) result.trace.push_back({c.index, static_cast<uint8_t>(r.pipe), start, k.busy, r.in});
+  if (ok && opt.functional) functional(c, r);
+}
+
+void Machine::issue(Core& c, RInstr r) {
+  int p = static_cast<int>(r.pipe);
+  if (r.pipe == Pipe::ALL) p = 0;
+  PipeState& ps = c.pipes[p];
+  int64_t depth = static_cast<int64_t>(ps.ring.size());
+  r.seq = ps.count++;
+  r.issue = ps.count > depth ? std::max(c.scalar_time, ps.ring[r.seq % depth]) : c.scalar_time;
+  c.scalar_time = r.issue + chip.scalar_issue_cycles;
+  if (p == 0) {  // the scalar unit itself: waits block it, barriers on ALL drain everything
+    if (auto* b = std::get_if<RBarrier>(&r.op); b && b->pipe == Pipe::ALL) {
+      c.blocked = Core::BarrierAll;
+      c.blocked_instr = std::move(r);
+      return;
+    }
+    if (!try_execute(c, ps, r)) {
+      c.blocked = Core::SWait;
+      c.blocked_instr = std::move(r);
+    } else if (checker) {
+      checker->s_advanced(c);
+    }
+    return;
+  }
+  if (!ps.pending.empty()) {
+    ps.pending.push_back(std::move(r));
+    if (static_cast<int64_t>(ps.pending.size()) >= depth) {
+      c.blocked = Core::QueueFull;
+      c.blocked_pipe = p;
+    }
+    return;
+  }
+  if (!try_execute(c, ps, r)) ps.pending.push_back(std::move(r));
+}
+
+bool Machine::try_scalar_wait(Core& c) {
+  switch (c.blocked) {
+    case Core::None:
+      return true;
+    case Core::QueueFull:
+      if (static_cast<int64_t>(c.pipes[c.blocked_pipe].pending.size()) >= static_cast<int64_t>(c.pipes[c.blocked_pipe].ring.size()))
+        return false;
+      c.scalar_time = std::max(c.scalar_time, c.pipes[c.blocked_pipe].free);
+      break;
+    case Core::SWait:
+      if (!try_execute(c, c.pipes[0], c.blocked_instr)) return false;
+      break;
+    case Core::BarrierAll: {
+      int64_t t = c.scalar_time;
+      for (auto& ps : c.pipes) {
+        if (!ps.pending.empty()) return false;
+        t = std::max(t, ps.last_complete);
+      }
+      c.scalar_time = t;
+      for (auto& ps : c.pipes) ps.free = std::max(ps.free, t);
+      if (checker) {
+        c.blocked_instr.uid = checker->record(c, c.blocked_instr.in, t);
+        checker->barrier_all(c);
+      }
+      break;
+    }
+  }
+  c.blocked = Core::None;
+  return true;
+}
+
+void Machine::drain(Core& c, int pipe) {
+  PipeState& ps = c.pipes[pipe];
+  while (!ps.pending.empty()) {
+    if (!try_execute(c, ps, ps.pending.front())) break;
+    ps.pending.pop_front();
+  }
+}
+
+void Machine::drain_wakes() {
+  while (!wakes_.empty()) {
+    auto [c, p] = wakes_.back();
+    wakes_.pop_back();
+    if (p != 0) drain(*c, p);
+  }
+}
+
+void Machine::step(Core& c) {
+  const auto& ops = c.code->ops;
+  while (true) {
+    if (c.blocked != Core::None && !try_scalar_wait(c)) return;
+    drain_wakes();
+    const BC& bc = ops[c.pc];
+    switch (bc.op) {
+      case BC::End: {
+        for (auto& ps : c.pipes)
+          if (!ps.pending.empty()) return;
+        if (++c.next_block < c.blocks.size()) {
+          start_block(c);
+          continue;
+        }
+        c.running = false;
+        c.finished = true;
+        return;
+      }
+      case BC::Let:
+        c.slots[bc.slot] = eval(bc.expr, c.slots);
+        ++c.pc;
+        break;
+      case BC::ForBegin: {
+        int64_t ext = eval(bc.expr, c.slots).i;
+        c.slots[bc.slot2] = Value{ext, static_cast<double>(ext)};
+        c.slots[bc.slot] = Value{0, 0};
+        c.pc = ext > 0 ? c.pc + 1 : static_cast<size_t>(bc.target);
+        c.scalar_time += chip.scalar_issue_cycles;
+        break;
+      }
+      case BC::ForEnd: {
+        Value& v = c.slots[bc.slot];
+        ++v.i;
+        v.f = static_cast<double>(v.i);
+        c.pc = v.i < c.slots[bc.slot2].i ? static_cast<size_t>(bc.target) : c.pc + 1;
+        c.scalar_time += chip.scalar_issue_cycles;
+        break;
+      }
+      case BC::IfFalse:
+      {
+        Value v = eval(bc.expr, c.slots);
+        bool truth = cnodes[bc.expr].is_float ? v.f != 0 : v.i != 0;
+        c.pc = truth ? c.pc + 1 : static_cast<size_t>(bc.target);
+        break;
+      }
+      case BC::Jump:
+        c.pc = static_cast<size_t>(bc.target);
+        break;
+      case BC::Instr:
+        ++c.pc;
+        issue(c, resolve(c, bc));
+        drain_wakes();
+        break;
+    }
+  }
+}
+
+void Machine::finish() {
+  // deadlock / unmatched waits
+  std::vector<ReportInstr> stuck;
+  for (auto& c : cores) {
+    if (c.finished) continue;
+    if (c.blocked == Core::SWait || c.blocked == Core::BarrierAll)
+      stuck.push_back(describe(c, c.blocked_instr.in, c.scalar_time));
+    for (auto& ps : c.pipes)
+      if (!ps.pending.empty()) stuck.push_back(describe(c, ps.pending.front().in, ps.free));
+  }
+  if (!stuck.empty()) {
+    std::string msg = std::to_string(stuck.size()) +
+                      " wait(s) can never be satisfied (no matching set is ever executed; every core is finished "
+                      "or blocked):";
+    for (const auto& s : stuck) msg += "\n    " + s.core + ": " + s.text + (s.span.known() ? "  (line " + std::to_string(s.span.line) + ")" : "");
+    if (stuck.size() > 8) stuck.resize(8);
+    report(ReportKind::Deadlock, msg, stuck);
+  }
+  // flags left set
+  for (auto& c : cores) {
+    for (size_t i = 0; i < c.flags.size(); ++i) {
+      if (c.flags[i].empty()) continue;
+      int ids = chip.flag_event_ids;
+      Pipe s = static_cast<Pipe>(i / ids / 8), d = static_cast<Pipe>(i / ids % 8);
+      std::vector<ReportInstr> ins;
+      if (checker && c.flags[i].front().uid) ins.push_back(checker->describe(c.flags[i].front().uid));
+      report(ReportKind::UnmatchedSetFlag,
+             "SetFlag<" + std::string(pipe_name(s)) + "_" + std::string(pipe_name(d)) + ">(" + std::to_string(i % ids) +
+                 ") on " + c.name + " is never waited for (flags must be paired exactly; add the matching WaitFlag "
+                 "before the kernel ends)",
+             ins);
+    }
+  }
+  int64_t total = 0;
+  for (auto& c : cores) {
+    total = std::max(total, c.scalar_time);
+    for (auto& ps : c.pipes) total = std::max({total, ps.last_complete, ps.free});
+  }
+  result.total_cycles = total;
+  result.time_us = static_cast<double>(total) / chip.clock_mhz;
+  int64_t macs = 0, mbusy = 0;
+  for (auto& c : cores) {
+    int t = static_cast<int>(c.type);
+    for (int p = 0; p < kNumPipes; ++p) result.busy_cycles[t][p] += c.pipes[p].busy;
+    macs += c.mmad_mac_cycles;
+    if (c.type == CoreType::AIC) mbusy += c.pipes[static_cast<int>(Pipe::M)].busy;
+  }
+  for (int t = 0; t < 2; ++t) {
+    int n = t == 0 ? aic_phys_ : aiv_phys_;
+    for (int p = 0; p < kNumPipes; ++p)
+      result.busy_pct[t][p] = n && total ? 100.0 * static_cast<double>(result.busy_cycles[t][p]) / (static_cast<double>(total) * n) : 0;
+  }
+  if (total) {
+    result.cube_utilisation = static_cast<double>(macs) / (static_cast<double>(total) * chip.aic_cores);
+    result.cube_busy = aic_phys_ ? static_cast<double>(mbusy) / (static_cast<double>(total) * aic_phys_) : 0;
+    result.tflops = result.flops / (result.time_us * 1e-6) / 1e12;
+  }
+}
+
+Result Machine::run() {
+  for (auto& c : cores) {
+    if (c.blocks.empty()) {
+      c.finished = true;
+      continue;
+    }
+    start_block(c);
+  }
+  while (true) {
+    bool all = true, progress = false;
+    for (auto& c : cores) {
+      if (c.finished) continue;
+      size_t pc = c.pc, nb = c.next_block;
+      int64_t n = events_;
+      auto blocked = c.blocked;
+      step(c);
+      drain_wakes();
+      if (c.pc != pc || c.next_block != nb || events_ != n || c.blocked != blocked || c.finished)
+        progress = true;
+      if (!c.finished) all = false;
+    }
+    if (all || !progress) break;
+  }
+  finish();
+  return std::move(result);
+}
+
+Result run(const Program& program, const target::AscendParams& chip, std::vector<Arg> args,
+           const std::vector<int64_t>& shape_values, const Options& options) {
+  Machine m(program, chip, std::move(args), shape_values, options);
+  return m.run();
+}
+
+}  // namespace tw::ascend::sim

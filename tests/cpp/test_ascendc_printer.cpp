@@ -1,0 +1,508 @@
+// Tests of the AscendC printer (src/target/ascend/ascendc_printer.cpp).
+//
+// Three hand-built Ascend programs (an fp16 GEMM on the Cube with double buffering, a softmax on
+// the Vector cores, a MIX matmul + bias + ReLU epilogue through a GM workspace with cross-core
+// flags) are printed and compared with golden files in tests/golden/ascendc/
+// (TW_UPDATE_GOLDEN=1 rewrites them). A program with every instruction kind must print; printing
+// is deterministic; errors name the kernel source line.
+//
+// No CANN is available here, so the printed kernel and host launcher are also compiled with
+// `g++ -fsyntax-only` against tests/golden/ascendc/mock_kernel_operator.h. That mock declares the
+// AscendC / ACL names we print with permissive signatures: it checks C++ syntax and that we only
+// use names we meant to use, NOT the semantics or the exact signatures of the real API.
+#include "target/ascend/ascendc_printer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace tw::ascend {
+namespace {
+
+using ir::BinOp;
+using ir::DTypeCode;
+using ir::Expr;
+using ir::Span;
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Builders
+
+Span L(int line) { return Span{"kernel.py", line, 5}; }
+Expr I(int64_t v) { return ir::int_imm(v); }
+Expr F(double v) { return ir::float_imm(v); }
+Expr operator+(const Expr& a, const Expr& b) { return ir::binary(BinOp::Add, a, b); }
+Expr operator-(const Expr& a, const Expr& b) { return ir::binary(BinOp::Sub, a, b); }
+Expr operator*(const Expr& a, const Expr& b) { return ir::binary(BinOp::Mul, a, b); }
+Expr operator%(const Expr& a, const Expr& b) { return ir::binary(BinOp::Mod, a, b); }
+Expr fdiv(const Expr& a, const Expr& b) { return ir::binary(BinOp::FloorDiv, a, b); }
+Expr cdiv(const Expr& a, const Expr& b) { return ir::binary(BinOp::CeilDiv, a, b); }
+Expr min(const Expr& a, const Expr& b) { return ir::binary(BinOp::Min, a, b); }
+Expr eq(const Expr& a, const Expr& b) { return ir::binary(BinOp::EQ, a, b); }
+Expr ge(const Expr& a, const Expr& b) { return ir::binary(BinOp::GE, a, b); }
+Expr gt(const Expr& a, const Expr& b) { return ir::binary(BinOp::GT, a, b); }
+
+KernelParam tensor(std::string name, DTypeCode t, std::vector<Expr> shape, bool out = false) {
+  KernelParam k;
+  k.name = std::move(name);
+  k.dtype = t;
+  k.shape = std::move(shape);
+  k.is_output = out;
+  return k;
+}
+KernelParam scalar(const ir::Var& v) {
+  KernelParam k;
+  k.name = v->name;
+  k.is_tensor = false;
+  k.dtype = v->dtype;
+  k.var = v;
+  return k;
+}
+int buf(Program& p, std::string name, CoreType c, Mem m, int64_t off, int64_t bytes, DTypeCode t,
+        std::vector<int64_t> shape, Format f, int line) {
+  p.buffers.push_back(BufferDecl{std::move(name), c, m, off, bytes, t, std::move(shape), f, L(line)});
+  return static_cast<int>(p.buffers.size()) - 1;
+}
+LocalRef at(int b, Expr off = I(0)) { return LocalRef{b, std::move(off)}; }
+GmRef gm(int param, Expr off) { return GmRef{param, std::move(off)}; }
+VecOperand vo(int b, Expr row_stride, Expr off = I(0)) { return VecOperand{at(b, std::move(off)), std::move(row_stride)}; }
+StmtPtr ins(InstrOp op, int line) { return instr(std::move(op), L(line)); }
+
+// C[M, N] (fp16) = A[M, K] (fp16) @ B[K, N] (fp16), fp32 accumulation in L0C, 128x128x64 tiles,
+// L1 and L0 double-buffered (slot = k % 2), AIC only.
+Program gemm_program() {
+  Program p;
+  p.name = "gemm_fp16";
+  p.kernel_type = KernelType::AIC_ONLY;
+  p.span = L(10);
+  auto M = ir::var("M"), N = ir::var("N"), K = ir::var("K");
+  p.params = {tensor("A", DTypeCode::f16, {M, K}), tensor("B", DTypeCode::f16, {K, N}),
+              tensor("C", DTypeCode::f16, {M, N}, true)};
+  p.shape_vars = {M, N, K};
+  p.block_dim = cdiv(M, I(128)) * cdiv(N, I(128));
+  p.workspace_bytes = I(0);
+  p.block_idx = ir::var("bid");
+  int a1 = buf(p, "A_l1", CoreType::AIC, Mem::L1, 0, 32768, DTypeCode::f16, {2, 128, 64}, Format::Nz, 14);
+  int b1 = buf(p, "B_l1", CoreType::AIC, Mem::L1, 32768, 32768, DTypeCode::f16, {2, 64, 128}, Format::Nz, 15);
+  int a0 = buf(p, "A_l0a", CoreType::AIC, Mem::L0A, 0, 32768, DTypeCode::f16, {2, 128, 64}, Format::Zz, 16);
+  int b0 = buf(p, "B_l0b", CoreType::AIC, Mem::L0B, 0, 32768, DTypeCode::f16, {2, 64, 128}, Format::Zn, 17);
+  int c0 = buf(p, "C_l0c", CoreType::AIC, Mem::L0C, 0, 65536, DTypeCode::f32, {128, 128}, Format::Nz, 18);
+
+  auto bid = p.block_idx;
+  auto bm = ir::var("bm"), bn = ir::var("bn"), mt = ir::var("mt"), nt = ir::var("nt");
+  auto k = ir::var("k"), kt = ir::var("kt"), s = ir::var("s"), nk = ir::var("nk");
+  Expr slot = s * I(16384);
+  StmtPtr body = seq({
+      let(bm, fdiv(bid, cdiv(N, I(128))), L(12)),
+      let(bn, bid % cdiv(N, I(128)), L(12)),
+      let(mt, min(M - bm * I(128), I(128)), L(13)),
+      let(nt, min(N - bn * I(128), I(128)), L(13)),
+      let(nk, cdiv(K, I(64)), L(19)),
+      for_(k, nk,
+           seq({
+               let(kt, min(K - k * I(64), I(64)), L(19)),
+               let(s, k % I(2), L(19)),
+               if_(ge(k, I(2)), ins(WaitFlag{Pipe::MTE1, Pipe::MTE2, s}, 20)),
+               ins(CopyGmToL1{gm(0, (bm * I(128) * K + k * I(64)) * I(2)), at(a1, slot), DTypeCode::f16, mt, kt, K,
+                              I(128), I(64)},
+                   20),
+               ins(CopyGmToL1{gm(1, (k * I(64) * N + bn * I(128)) * I(2)), at(b1, slot), DTypeCode::f16, kt, nt, N,
+                              I(64), I(128)},
+                   21),
+               ins(SetFlag{Pipe::MTE2, Pipe::MTE1, s}, 21),
+               ins(WaitFlag{Pipe::MTE2, Pipe::MTE1, s}, 22),
+               if_(ge(k, I(2)), ins(WaitFlag{Pipe::M, Pipe::MTE1, s}, 22)),
+               ins(LoadL0{at(a1, slot), at(a0, slot), DTypeCode::f16, I(128), I(0), I(0), I(128), I(64), false}, 22),
+               ins(LoadL0{at(b1, slot), at(b0, slot), DTypeCode::f16, I(64), I(0), I(0), I(64), I(128), true}, 22),
+               ins(SetFlag{Pipe::MTE1, Pipe::MTE2, s}, 22),
+               ins(SetFlag{Pipe::MTE1, Pipe::M, s}, 22),
+               ins(WaitFlag{Pipe::MTE1, Pipe::M, s}, 22),
+               ins(Mmad{at(a0, slot), at(b0, slot), at(c0), DTypeCode::f16, DTypeCode::f32, mt, nt, kt, eq(k, I(0))},
+                   22),
+               ins(SetFlag{Pipe::M, Pipe::MTE1, s}, 22),
+           }),
+           L(19)),
+      // drain the flags of the last (up to) two iterations
+      ins(WaitFlag{Pipe::M, Pipe::MTE1, (nk - I(1)) % I(2)}, 23),
+      ins(WaitFlag{Pipe::MTE1, Pipe::MTE2, (nk - I(1)) % I(2)}, 23),
+      if_(ge(nk, I(2)), seq({ins(WaitFlag{Pipe::M, Pipe::MTE1, nk % I(2)}, 23),
+                             ins(WaitFlag{Pipe::MTE1, Pipe::MTE2, nk % I(2)}, 23)})),
+      ins(SetFlag{Pipe::M, Pipe::FIX, I(0)}, 23),
+      ins(WaitFlag{Pipe::M, Pipe::FIX, I(0)}, 23),
+      ins(Fixpipe{at(c0), gm(2, (bm * I(128) * N + bn * I(128)) * I(2)), DTypeCode::f32, DTypeCode::f16, mt, nt, I(128),
+                  N, false},
+          23),
+  });
+  p.aic = body;
+  return p;
+}
+
+// Y[M, 256] (fp16) = softmax(X * scale) along rows; 16 rows per AIV, computed in fp32.
+Program softmax_program() {
+  Program p;
+  p.name = "softmax_rows";
+  p.kernel_type = KernelType::AIV_ONLY;
+  p.span = L(30);
+  auto M = ir::var("M");
+  auto scale = ir::var("scale", DTypeCode::f32);
+  p.params = {tensor("X", DTypeCode::f16, {M, I(256)}), scalar(scale), tensor("Y", DTypeCode::f16, {M, I(256)}, true)};
+  p.shape_vars = {M};
+  p.block_dim = cdiv(M, I(16));
+  p.workspace_bytes = I(0);
+  p.block_idx = ir::var("bx");
+  p.sub_block_idx = ir::var("sub");
+  int x16 = buf(p, "x16", CoreType::AIV, Mem::UB, 0, 8192, DTypeCode::f16, {16, 256}, Format::ND, 32);
+  int x = buf(p, "x", CoreType::AIV, Mem::UB, 8192, 16384, DTypeCode::f32, {16, 256}, Format::ND, 33);
+  int mx = buf(p, "row_max", CoreType::AIV, Mem::UB, 24576, 64, DTypeCode::f32, {16}, Format::ND, 34);
+  int sm = buf(p, "row_sum", CoreType::AIV, Mem::UB, 24640, 64, DTypeCode::f32, {16}, Format::ND, 35);
+  auto r0 = ir::var("r0"), rt = ir::var("rt");
+  Expr W = I(256);
+  p.aiv = seq({
+      let(r0, p.block_idx * I(16), L(36)),
+      let(rt, min(M - r0, I(16)), L(36)),
+      ins(CopyGmToUb{gm(0, r0 * W * I(2)), at(x16), DTypeCode::f16, rt, I(512), I(512), I(512)}, 37),
+      ins(SetFlag{Pipe::MTE2, Pipe::V, I(0)}, 37),
+      ins(WaitFlag{Pipe::MTE2, Pipe::V, I(0)}, 38),
+      ins(VecCast{DTypeCode::f32, DTypeCode::f16, RoundMode::None, vo(x, W), vo(x16, W), I(16), W}, 38),
+      ins(PipeBarrier{Pipe::V}, 39),
+      ins(VecBinaryScalar{VecBinOp::Mul, DTypeCode::f32, vo(x, W), vo(x, W), scale, I(16), W}, 39),
+      ins(PipeBarrier{Pipe::V}, 40),
+      ins(VecReduce{ReduceOp::Max, ReduceAxis::Row, DTypeCode::f32, vo(mx, I(1)), vo(x, W), I(16), W}, 40),
+      ins(PipeBarrier{Pipe::V}, 41),
+      ins(VecRowBroadcast{VecBinOp::Sub, DTypeCode::f32, vo(x, W), vo(x, W), at(mx), I(16), W}, 41),
+      ins(PipeBarrier{Pipe::V}, 42),
+      ins(VecUnary{VecUnOp::Exp, DTypeCode::f32, vo(x, W), vo(x, W), I(16), W}, 42),
+      ins(PipeBarrier{Pipe::V}, 43),
+      ins(VecReduce{ReduceOp::Sum, ReduceAxis::Row, DTypeCode::f32, vo(sm, I(1)), vo(x, W), I(16), W}, 43),
+      ins(PipeBarrier{Pipe::V}, 44),
+      ins(VecRowBroadcast{VecBinOp::Div, DTypeCode::f32, vo(x, W), vo(x, W), at(sm), I(16), W}, 44),
+      ins(PipeBarrier{Pipe::V}, 45),
+      ins(VecCast{DTypeCode::f16, DTypeCode::f32, RoundMode::Rint, vo(x16, W), vo(x, W), I(16), W}, 45),
+      ins(SetFlag{Pipe::V, Pipe::MTE3, I(0)}, 45),
+      ins(WaitFlag{Pipe::V, Pipe::MTE3, I(0)}, 46),
+      ins(CopyUbToGm{at(x16), gm(2, r0 * W * I(2)), DTypeCode::f16, rt, I(512), I(512), I(512)}, 46),
+  });
+  return p;
+}
+
+// C[M, N] (fp16) = relu(A @ B + bias): the AIC computes a 128x128 fp32 tile into the GM workspace
+// and raises cross-core flag 0; each AIV waits, adds the bias row to 64 rows, applies ReLU,
+// casts and stores.
+Program mixed_program() {
+  Program p;
+  p.name = "matmul_bias_relu";
+  p.kernel_type = KernelType::MIX_1_2;
+  p.span = L(50);
+  auto M = ir::var("M"), N = ir::var("N"), K = ir::var("K");
+  p.params = {tensor("A", DTypeCode::f16, {M, K}), tensor("B", DTypeCode::f16, {K, N}),
+              tensor("bias", DTypeCode::f32, {N}), tensor("C", DTypeCode::f16, {M, N}, true)};
+  p.shape_vars = {M, N, K};
+  p.block_dim = cdiv(M, I(128)) * cdiv(N, I(128));
+  p.workspace_bytes = p.block_dim * I(128 * 128 * 4);
+  p.block_idx = ir::var("bid");
+  p.sub_block_idx = ir::var("vid");
+  int a1 = buf(p, "a_l1", CoreType::AIC, Mem::L1, 0, 16384, DTypeCode::f16, {128, 64}, Format::Nz, 52);
+  int b1 = buf(p, "b_l1", CoreType::AIC, Mem::L1, 16384, 16384, DTypeCode::f16, {64, 128}, Format::Nz, 53);
+  int a0 = buf(p, "a_l0a", CoreType::AIC, Mem::L0A, 0, 16384, DTypeCode::f16, {128, 64}, Format::Zz, 54);
+  int b0 = buf(p, "b_l0b", CoreType::AIC, Mem::L0B, 0, 16384, DTypeCode::f16, {64, 128}, Format::Zn, 55);
+  int c0 = buf(p, "acc_l0c", CoreType::AIC, Mem::L0C, 0, 65536, DTypeCode::f32, {128, 128}, Format::Nz, 56);
+  int acc = buf(p, "acc_ub", CoreType::AIV, Mem::UB, 0, 32768, DTypeCode::f32, {64, 128}, Format::ND, 60);
+  int bu = buf(p, "bias_ub", CoreType::AIV, Mem::UB, 32768, 512, DTypeCode::f32, {128}, Format::ND, 61);
+  int out = buf(p, "out_ub", CoreType::AIV, Mem::UB, 33280, 16384, DTypeCode::f16, {64, 128}, Format::ND, 62);
+
+  auto bid = p.block_idx, vid = p.sub_block_idx;
+  auto bm = ir::var("bm"), bn = ir::var("bn"), mt = ir::var("mt"), nt = ir::var("nt"), k = ir::var("k"),
+       kt = ir::var("kt");
+  Expr tile_ws = bid * I(128 * 128 * 4);
+  auto common = [&](int line) {
+    return std::vector<StmtPtr>{let(bm, fdiv(bid, cdiv(N, I(128))), L(line)), let(bn, bid % cdiv(N, I(128)), L(line)),
+                                let(mt, min(M - bm * I(128), I(128)), L(line)),
+                                let(nt, min(N - bn * I(128), I(128)), L(line))};
+  };
+  std::vector<StmtPtr> aic = common(57);
+  aic.push_back(for_(k, cdiv(K, I(64)),
+                     seq({
+                         let(kt, min(K - k * I(64), I(64)), L(58)),
+                         if_(gt(k, I(0)), ins(WaitFlag{Pipe::MTE1, Pipe::MTE2, I(0)}, 58)),
+                         ins(CopyGmToL1{gm(0, (bm * I(128) * K + k * I(64)) * I(2)), at(a1), DTypeCode::f16, mt, kt, K,
+                                        I(128), I(64)},
+                             58),
+                         ins(CopyGmToL1{gm(1, (k * I(64) * N + bn * I(128)) * I(2)), at(b1), DTypeCode::f16, kt, nt, N,
+                                        I(64), I(128)},
+                             58),
+                         ins(SetFlag{Pipe::MTE2, Pipe::MTE1, I(0)}, 58),
+                         ins(WaitFlag{Pipe::MTE2, Pipe::MTE1, I(0)}, 59),
+                         if_(gt(k, I(0)), ins(WaitFlag{Pipe::M, Pipe::MTE1, I(0)}, 59)),
+                         ins(LoadL0{at(a1), at(a0), DTypeCode::f16, I(128), I(0), I(0), I(128), I(64), false}, 59),
+                         ins(LoadL0{at(b1), at(b0), DTypeCode::f16, I(64), I(0), I(0), I(64), I(128), true}, 59),
+                         ins(SetFlag{Pipe::MTE1, Pipe::MTE2, I(0)}, 59),
+                         ins(SetFlag{Pipe::MTE1, Pipe::M, I(0)}, 59),
+                         ins(WaitFlag{Pipe::MTE1, Pipe::M, I(0)}, 59),
+                         ins(Mmad{at(a0), at(b0), at(c0), DTypeCode::f16, DTypeCode::f32, mt, nt, kt, eq(k, I(0))}, 59),
+                         ins(SetFlag{Pipe::M, Pipe::MTE1, I(0)}, 59),
+                     }),
+                     L(58)));
+  aic.push_back(ins(WaitFlag{Pipe::M, Pipe::MTE1, I(0)}, 60));
+  aic.push_back(ins(WaitFlag{Pipe::MTE1, Pipe::MTE2, I(0)}, 60));
+  aic.push_back(ins(SetFlag{Pipe::M, Pipe::FIX, I(0)}, 60));
+  aic.push_back(ins(WaitFlag{Pipe::M, Pipe::FIX, I(0)}, 60));
+  aic.push_back(
+      ins(Fixpipe{at(c0), gm(-1, tile_ws), DTypeCode::f32, DTypeCode::f32, I(128), I(128), I(128), I(128), false}, 60));
+  aic.push_back(ins(CrossCoreSetFlag{2, Pipe::FIX, I(0)}, 60));
+  p.aic = seq(aic);
+
+  auto rows = ir::var("rows");
+  std::vector<StmtPtr> aiv = common(63);
+  aiv.push_back(let(rows, min(mt - vid * I(64), I(64)), L(63)));
+  aiv.push_back(ins(CrossCoreWaitFlag{I(0), Pipe::S}, 64));
+  aiv.push_back(ins(CopyGmToUb{gm(-1, tile_ws + vid * I(64 * 128 * 4)), at(acc), DTypeCode::f32, I(64), I(512), I(512),
+                               I(512)},
+                    64));
+  aiv.push_back(ins(CopyGmToUb{gm(2, bn * I(128 * 4)), at(bu), DTypeCode::f32, I(1), I(512), I(512), I(512)}, 65));
+  aiv.push_back(ins(SetFlag{Pipe::MTE2, Pipe::V, I(0)}, 65));
+  aiv.push_back(ins(WaitFlag{Pipe::MTE2, Pipe::V, I(0)}, 66));
+  aiv.push_back(ins(VecBinary{VecBinOp::Add, DTypeCode::f32, vo(acc, I(128)), vo(acc, I(128)), vo(bu, I(0)), I(64), I(128)},
+                    66));
+  aiv.push_back(ins(PipeBarrier{Pipe::V}, 67));
+  aiv.push_back(ins(VecUnary{VecUnOp::Relu, DTypeCode::f32, vo(acc, I(128)), vo(acc, I(128)), I(64), I(128)}, 67));
+  aiv.push_back(ins(PipeBarrier{Pipe::V}, 68));
+  aiv.push_back(
+      ins(VecCast{DTypeCode::f16, DTypeCode::f32, RoundMode::Rint, vo(out, I(128)), vo(acc, I(128)), I(64), I(128)}, 68));
+  aiv.push_back(ins(SetFlag{Pipe::V, Pipe::MTE3, I(0)}, 68));
+  aiv.push_back(ins(WaitFlag{Pipe::V, Pipe::MTE3, I(0)}, 69));
+  aiv.push_back(if_(gt(rows, I(0)),
+                    ins(CopyUbToGm{at(out), gm(3, ((bm * I(128) + vid * I(64)) * N + bn * I(128)) * I(2)), DTypeCode::f16,
+                                   rows, nt * I(2), I(256), N * I(2)},
+                        69)));
+  p.aiv = seq(aiv);
+  return p;
+}
+
+// One instruction of every kind (MIX: Cube kinds on the AIC, vector kinds on the AIV), with
+// strided operands and symbolic sizes so the level-0 forms and loops are printed too.
+Program all_kinds_program() {
+  Program p;
+  p.name = "all_kinds";
+  p.kernel_type = KernelType::MIX_1_2;
+  p.span = L(80);
+  auto N = ir::var("N");
+  p.params = {tensor("X", DTypeCode::f16, {I(64), N}), tensor("Y", DTypeCode::f32, {I(64), N}, true)};
+  p.shape_vars = {N};
+  p.block_dim = I(1);
+  p.workspace_bytes = I(65536);
+  p.block_idx = ir::var("b");
+  p.sub_block_idx = ir::var("v");
+  int l1 = buf(p, "l1", CoreType::AIC, Mem::L1, 0, 8192, DTypeCode::f16, {64, 64}, Format::Nz, 81);
+  int la = buf(p, "l0a", CoreType::AIC, Mem::L0A, 0, 8192, DTypeCode::f16, {64, 64}, Format::Zz, 81);
+  int lb = buf(p, "l0b", CoreType::AIC, Mem::L0B, 0, 8192, DTypeCode::f16, {64, 64}, Format::Zn, 81);
+  int lc = buf(p, "l0c", CoreType::AIC, Mem::L0C, 0, 16384, DTypeCode::f32, {64, 64}, Format::Nz, 81);
+  int u0 = buf(p, "u0", CoreType::AIV, Mem::UB, 0, 65536, DTypeCode::f32, {64, 256}, Format::ND, 82);
+  int u1 = buf(p, "u1", CoreType::AIV, Mem::UB, 65536, 65536, DTypeCode::f32, {64, 256}, Format::ND, 82);
+  int u2 = buf(p, "u2", CoreType::AIV, Mem::UB, 131072, 1024, DTypeCode::f32, {256}, Format::ND, 82);
+  auto cols = ir::var("cols"), alpha = ir::var("alpha", DTypeCode::f32);
+  p.params.push_back(scalar(alpha));
+  p.aic = seq({
+      ins(CopyGmToL1{gm(0, I(0)), at(l1), DTypeCode::f16, I(64), min(N, I(64)), N, I(64), I(64)}, 83),
+      ins(SetFlag{Pipe::MTE2, Pipe::MTE1, I(0)}, 83),
+      ins(WaitFlag{Pipe::MTE2, Pipe::MTE1, I(0)}, 84),
+      ins(LoadL0{at(l1), at(la), DTypeCode::f16, I(64), I(0), I(0), I(64), I(64), false}, 84),
+      ins(LoadL0{at(l1), at(lb), DTypeCode::f16, I(64), I(0), I(0), I(64), I(64), false}, 84),
+      ins(SetFlag{Pipe::MTE1, Pipe::M, I(0)}, 84),
+      ins(WaitFlag{Pipe::MTE1, Pipe::M, I(0)}, 85),
+      ins(Mmad{at(la), at(lb), at(lc), DTypeCode::f16, DTypeCode::f32, I(64), I(64), I(64), ir::int_imm(1, DTypeCode::boolean)},
+          85),
+      ins(SetFlag{Pipe::M, Pipe::FIX, I(0)}, 85),
+      ins(WaitFlag{Pipe::M, Pipe::FIX, I(0)}, 86),
+      ins(Fixpipe{at(lc), gm(-1, I(0)), DTypeCode::f32, DTypeCode::f32, I(64), I(64), I(64), I(64), true}, 86),
+      ins(CrossCoreSetFlag{2, Pipe::FIX, I(3)}, 86),
+      ins(PipeBarrier{Pipe::ALL}, 87),
+  });
+  Expr S = I(256);
+  p.aiv = seq({
+      let(cols, min(N, I(200)), L(88)),
+      ins(CrossCoreWaitFlag{I(3), Pipe::S}, 88),
+      ins(CopyGmToUb{gm(-1, p.sub_block_idx * I(8192)), at(u0), DTypeCode::f32, I(32), I(256), I(256), I(1024)}, 89),
+      ins(SetFlag{Pipe::MTE2, Pipe::V, I(1)}, 89),
+      ins(WaitFlag{Pipe::MTE2, Pipe::V, I(1)}, 90),
+      ins(CopyUbToUb{at(u0), at(u1), DTypeCode::f32, I(32), I(1024), I(1024), I(1024)}, 90),
+      ins(VecBinary{VecBinOp::Max, DTypeCode::f32, vo(u1, S), vo(u0, S), vo(u1, S), I(300), cols}, 91),
+      ins(VecBinaryScalar{VecBinOp::Div, DTypeCode::f32, vo(u1, S), vo(u1, S), alpha, I(32), cols}, 92),
+      ins(VecUnary{VecUnOp::Rsqrt, DTypeCode::f32, vo(u1, S), vo(u1, S), I(32), I(64)}, 93),
+      ins(VecCast{DTypeCode::f16, DTypeCode::f32, RoundMode::Floor, vo(u0, I(128)), vo(u1, S), I(32), I(128)}, 94),
+      ins(VecDup{DTypeCode::f32, vo(u1, S, I(512)), F(-1.5), I(4), I(48)}, 95),
+      ins(VecReduce{ReduceOp::Min, ReduceAxis::Row, DTypeCode::f32, vo(u2, I(1)), vo(u1, S), I(32), I(40)}, 96),
+      ins(VecReduce{ReduceOp::Sum, ReduceAxis::Col, DTypeCode::f32, vo(u2, I(1)), vo(u1, S), I(32), cols}, 97),
+      ins(VecRowBroadcast{VecBinOp::Mul, DTypeCode::f32, vo(u1, S), vo(u1, S), at(u2), I(32), I(256)}, 98),
+      ins(SetFlag{Pipe::V, Pipe::MTE3, I(2)}, 98),
+      ins(WaitFlag{Pipe::V, Pipe::MTE3, I(2)}, 99),
+      ins(CopyUbToGm{at(u1), gm(1, p.sub_block_idx * I(32) * N * I(4)), DTypeCode::f32, I(32), N * I(4), I(1024), N * I(4)},
+          99),
+      ins(CrossCoreSetFlag{2, Pipe::MTE3, I(4)}, 99),
+  });
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Golden files and the syntax check
+
+fs::path golden_dir() { return fs::path(TW_SOURCE_DIR) / "tests" / "golden" / "ascendc"; }
+
+std::string read(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+void write(const fs::path& f, const std::string& s) {
+  std::ofstream out(f, std::ios::binary);
+  out << s;
+}
+
+void check_golden(const std::string& file, const std::string& text) {
+  fs::path f = golden_dir() / file;
+  const char* upd = std::getenv("TW_UPDATE_GOLDEN");
+  if (upd && std::string(upd) == "1") {
+    write(f, text);
+    return;
+  }
+  ASSERT_TRUE(fs::exists(f)) << f << " is missing; run with TW_UPDATE_GOLDEN=1 to create it";
+  EXPECT_EQ(read(f), text) << "printed text differs from " << f << " (TW_UPDATE_GOLDEN=1 regenerates it)";
+}
+
+void check_project(const std::string& tag, const Program& p) {
+  AscendCProject pr = print_ascendc(p);
+  check_golden(tag + "_kernel.cpp", pr.kernel_cpp);
+  check_golden(tag + "_host.cpp", pr.host_cpp);
+  check_golden(tag + "_cmake.txt", pr.cmake);
+  check_golden(tag + "_readme.txt", pr.readme);
+}
+
+bool have_gxx() { return std::system("g++ --version > /dev/null 2>&1") == 0; }
+
+// Compiles the kernel and the host file with g++ -fsyntax-only against the mock header.
+// Returns the compiler output ("" on success).
+std::string syntax_check(const Program& p) {
+  AscendCProject pr = print_ascendc(p);
+  fs::path dir = fs::temp_directory_path() / ("tw_ascendc_" + std::to_string(::getpid()) + "_" + p.name);
+  fs::create_directories(dir / "acl");
+  std::string mock = (golden_dir() / "mock_kernel_operator.h").string();
+  write(dir / "kernel_operator.h", "#include \"" + mock + "\"\n");
+  write(dir / "acl" / "acl.h", "#define TW_MOCK_ACL 1\n#include \"" + mock + "\"\n");
+  write(dir / ("aclrtlaunch_" + p.name + ".h"), "#define TW_MOCK_ACL 1\n#include \"" + mock + "\"\n");
+  write(dir / "kernel.cpp", pr.kernel_cpp);
+  write(dir / "main.cpp", pr.host_cpp);
+  std::string log = (dir / "log.txt").string();
+  std::string cmd = "cd '" + dir.string() + "' && g++ -std=c++17 -fsyntax-only -Wall -Wno-unused-variable -I. kernel.cpp > '" +
+                    log + "' 2>&1 && g++ -std=c++17 -fsyntax-only -Wall -Wno-unused-variable -Wno-unused-function -I. "
+                    "main.cpp >> '" + log + "' 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::string out = read(log);
+  fs::remove_all(dir);
+  return rc == 0 ? "" : (out.empty() ? "g++ failed" : out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+TEST(AscendCPrinter, GemmGolden) { check_project("gemm_fp16", gemm_program()); }
+TEST(AscendCPrinter, SoftmaxGolden) { check_project("softmax_rows", softmax_program()); }
+TEST(AscendCPrinter, MixedGolden) { check_project("matmul_bias_relu", mixed_program()); }
+
+TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
+  Program p = all_kinds_program();
+  std::set<size_t> kinds;
+  std::function<void(const StmtPtr&)> walk = [&](const StmtPtr& s) {
+    if (!s) return;
+    if (s->kind == StmtKind::Instr) kinds.insert(s->instr.op.index());
+    for (const auto& b : s->body) walk(b);
+    walk(s->else_body);
+  };
+  walk(p.aic);
+  walk(p.aiv);
+  EXPECT_EQ(kinds.size(), std::variant_size_v<InstrOp>) << "the all-kinds program must use every instruction kind";
+  std::string k;
+  ASSERT_NO_THROW(k = print_ascendc_kernel(p));
+  for (const char* call : {"DataCopy(", "DataCopyPad(", "InitConstValue(", "LoadData(", "Mmad(", "Fixpipe<", "Max(",
+                           "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
+                           "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
+                           "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "tw_r += 255", "tw_c += 64"})
+    EXPECT_NE(k.find(call), std::string::npos) << "missing " << call << " in\n" << k;
+  check_golden("all_kinds_kernel.cpp", k);
+}
+
+TEST(AscendCPrinter, EveryCallCarriesItsSourceLine) {
+  std::string k = print_ascendc_kernel(gemm_program());
+  EXPECT_NE(k.find("Mmad(C_l0c, A_l0a[(s * 8192)], B_l0b[(s * 8192)], tw_p);  // line 22"), std::string::npos) << k;
+  EXPECT_NE(k.find("PIPE_MTE2>();  // line 20"), std::string::npos) << k;
+}
+
+TEST(AscendCPrinter, Deterministic) {
+  for (auto make : {gemm_program, softmax_program, mixed_program, all_kinds_program}) {
+    AscendCProject a = print_ascendc(make()), b = print_ascendc(make());
+    EXPECT_EQ(a.kernel_cpp, b.kernel_cpp);
+    EXPECT_EQ(a.host_cpp, b.host_cpp);
+    EXPECT_EQ(a.cmake, b.cmake);
+    EXPECT_EQ(a.readme, b.readme);
+  }
+}
+
+TEST(AscendCPrinter, NamesTheCannVersion) {
+  AscendCProject pr = print_ascendc(mixed_program());
+  for (const std::string* s : {&pr.kernel_cpp, &pr.host_cpp, &pr.cmake, &pr.readme})
+    EXPECT_NE(s->find("CANN 8.3.RC1"), std::string::npos);
+  EXPECT_NE(pr.kernel_cpp.find("KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)"), std::string::npos);
+  EXPECT_NE(pr.kernel_cpp.find("GetBlockIdx() / 2"), std::string::npos);
+  EXPECT_NE(pr.host_cpp.find("ACLRT_LAUNCH_KERNEL(matmul_bias_relu)(block_dim, stream"), std::string::npos);
+}
+
+TEST(AscendCPrinter, FloorSemanticsForSignedIndexArithmetic) {
+  Program p = softmax_program();
+  auto t = ir::var("t");
+  // (scale-free) index arithmetic on a possibly negative value must use the floor helpers
+  p.aiv = seq({let(t, fdiv(p.block_idx - I(3), I(2)) + (p.block_idx - I(5)) % I(4), L(1)), p.aiv});
+  std::string k = print_ascendc_kernel(p);
+  EXPECT_NE(k.find("tw_floordiv((bx - 3), 2) + tw_floormod((bx - 5), 4)"), std::string::npos) << k;
+}
+
+TEST(AscendCPrinter, UnsupportedFixpipeNamesTheLine) {
+  Program p = gemm_program();
+  p.params[2].dtype = DTypeCode::i8;
+  std::function<StmtPtr(const StmtPtr&)> fix = [&](const StmtPtr& s) -> StmtPtr {
+    if (!s) return s;
+    if (s->kind == StmtKind::Instr)
+      if (auto* f = std::get_if<Fixpipe>(&s->instr.op)) {
+        Fixpipe g = *f;
+        g.dst_dtype = DTypeCode::i8;
+        return instr(g, s->span);
+      }
+    auto c = std::make_shared<Stmt>(*s);
+    for (auto& b : c->body) b = fix(b);
+    return c;
+  };
+  p.aic = fix(p.aic);
+  try {
+    print_ascendc_kernel(p);
+    FAIL() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find("Fixpipe from float32 to int8"), std::string::npos) << e.message();
+    EXPECT_EQ(e.span().line, 23);
+  }
+}
+
+TEST(AscendCPrinter, KernelAndHostParseAgainstMockHeader) {
+  if (!have_gxx()) GTEST_SKIP() << "g++ not found";
+  for (auto make : {gemm_program, softmax_program, mixed_program, all_kinds_program}) {
+    Program p = make();
+    EXPECT_EQ(syntax_check(p), "") << p.name;
+  }
+}
+
+}  // namespace
+}  // namespace tw::ascend
