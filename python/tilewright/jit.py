@@ -57,11 +57,9 @@ class Kernel:
         import pathlib
         d = pathlib.Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        files = {f"{self.name}_kernel.cpp": "ascendc", "main.cpp": "ascendc_host",
-                 "CMakeLists.txt": "ascendc_cmake", "README.md": "ascendc_readme"}
         paths = []
-        for name, lang in files.items():
-            (d / name).write_text(self._exe.source(lang))
+        for name, text in self._exe.ascendc_files():
+            (d / name).write_text(text)
             paths.append(d / name)
         return paths
 

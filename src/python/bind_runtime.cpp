@@ -317,6 +317,15 @@ void bind_runtime(nb::module_& m) {
 
   nb::class_<Executable>(m, "Executable")
       .def("__call__", &call)
+      .def("ascendc_files",
+           [](const Executable& exe) {
+             auto* a = dynamic_cast<const runtime::AscendExecutable*>(&exe);
+             if (!a)
+               throw ir::Error("kernel '" + exe.kernel()->name + "' is compiled for '" + exe.target() +
+                                   "': AscendC projects come from the ascend910b targets",
+                               exe.kernel()->span, "compile it with target=\"ascend910b\"");
+             return a->ascendc_files();
+           })
       .def("simulate", &simulate, nb::arg("args"), nb::arg("functional") = true, nb::arg("check") = true,
            nb::arg("trace") = false)
       .def_prop_ro("kernel", &Executable::kernel)

@@ -23,6 +23,10 @@ std::string AscendExecutable::source(std::string_view lang) const {
                   "choose one of: ascendc, ascendc_host, ascendc_cmake, ascendc_readme, ascend_program");
 }
 
+std::vector<std::pair<std::string, std::string>> AscendExecutable::ascendc_files() const {
+  return ascend::print_ascendc(*program_).files();
+}
+
 std::shared_ptr<const ascend::sim::Result> AscendExecutable::simulate(const std::vector<Arg>& inputs,
                                                                       const std::vector<void*>& outputs,
                                                                       const Binding& binding,

@@ -19,6 +19,8 @@ class AscendExecutable final : public Executable {
   // "ascendc" (kernel .cpp), "ascendc_host" (launcher), "ascendc_cmake", "ascendc_readme",
   // "ascend_program" (the lowered program, as text).
   std::string source(std::string_view lang) const override;
+  // (file name, contents) of the AscendC project: kernel, host launcher, CMakeLists.txt, README.
+  std::vector<std::pair<std::string, std::string>> ascendc_files() const;
   // Runs the simulator with arithmetic and checking; any checker report is an error.
   void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
               const Binding& binding) const override;

@@ -132,20 +132,7 @@ class CpuExecutable final : public Executable {
     grid_(&args, ext);
     const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];
     if (total <= 0) return;
-    // Grouped block order: the grid is walked in groups of kGroup rows (dimension 1), column by
-    // column inside a group, so blocks that run close together in time (on one thread, or on
-    // the two threads at once) share their row-dependent inputs (e.g. a matmul's A panel,
-    // across the columns of the group) and their column-dependent ones (B panel, across the
-    // rows of the group); gemm reuses packed panels of such inputs per thread.
-    constexpr int64_t kGroup = 4;
-    const int64_t plane = e0 * e1;
-    auto run = [&](int64_t i) {
-      const int64_t z = i / plane, r = i - z * plane;
-      const int64_t g0 = r / (kGroup * e0) * kGroup;  // first row of this group
-      const int64_t rows = e1 - g0 < kGroup ? e1 - g0 : kGroup;
-      const int64_t local = r - g0 * e0;
-      block_(&args, local / rows, g0 + local % rows, z);
-    };
+    auto run = [&](int64_t i) { block_(&args, i % e0, (i / e0) % e1, i / (e0 * e1)); };
     if (total == 1) {
       run(0);
       return;

@@ -157,8 +157,8 @@ TEST(Gemm, TileAccumulateLoop) {
 // and dropped by new_launch(). The tile loop runs over several block columns (reuse), then A
 // changes in place and a new launch must see the new data.
 template <class T>
-void run_stable_a_case(bool transA, uint32_t seed) {
-  const int M = 100, N = 96, K = 256, KB = 64, NB = 32;  // M not a multiple of the micro-tile
+void run_stable_a_case(int M, bool transA, uint32_t seed) {
+  const int N = 96, K = 256, KB = 64, NB = 32;  // M: one or several row blocks, with a row tail
   std::mt19937 g(seed);
   std::vector<T> A(M * K), B(K * N);
   std::vector<float> C(M * N);
@@ -185,9 +185,11 @@ void run_stable_a_case(bool transA, uint32_t seed) {
   }
 }
 TEST(Gemm, StableAPackedReuse) {
-  run_stable_a_case<float>(false, 11);
-  run_stable_a_case<float>(true, 12);
-  run_stable_a_case<bf16>(false, 13);
+  run_stable_a_case<float>(100, false, 11);
+  run_stable_a_case<float>(100, true, 12);
+  run_stable_a_case<bf16>(100, false, 13);
+  run_stable_a_case<float>(300, false, 14);  // 300 > the row block: packed once, used per block
+  run_stable_a_case<f16>(300, true, 15);
 }
 
 // ------------------------------------------------------------------ conversions

@@ -925,7 +925,7 @@ void KernelPrinter::emit(const CrossCoreSetFlag& c) {
   L_.call("CrossCoreSetFlag<" + std::to_string(c.mode) + ", " + pipe_c(c.pipe) + ">(" + ex(c.id) + ");");
 }
 void KernelPrinter::emit(const CrossCoreWaitFlag& c) {
-  auto it = cross_mode_.find(ex(c.id));
+  auto it = cross_mode_.find(ir::print(c.id));
   int mode = it == cross_mode_.end() ? 2 : it->second;
   Pipe p = c.pipe == Pipe::S || c.pipe == Pipe::ALL ? Pipe::MTE2 : c.pipe;
   L_.call("CrossCoreWaitFlag<" + std::to_string(mode) + ", " + pipe_c(p) + ">(" + ex(c.id) + ");");
@@ -1025,7 +1025,7 @@ std::string KernelPrinter::run() {
                         [&](const CopyGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const CopyUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const Fixpipe& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
-                        [&](const CrossCoreSetFlag& c) { cross_mode_[ep_.print(c.id)] = c.mode; },
+                        [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode; },
                         [](const auto&) {}},
                in.op);
   };
@@ -1272,6 +1272,7 @@ std::string print_ascendc_kernel(const Program& p) { return KernelPrinter(p).run
 AscendCProject print_ascendc(const Program& p) {
   KernelPrinter kp(p);
   AscendCProject out;
+  out.kernel_file = ident(p.name) + "_kernel.cpp";
   out.kernel_cpp = kp.run();
   out.host_cpp = print_host(p, kp);
   out.cmake = print_cmake(p);

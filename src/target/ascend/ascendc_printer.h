@@ -7,6 +7,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "target/ascend/program.h"
 
@@ -16,10 +18,15 @@ namespace tw::ascend {
 inline constexpr const char* kAscendCCannVersion = "CANN 8.3.RC1";
 
 struct AscendCProject {
-  std::string kernel_cpp;  // <name>_kernel.cpp
-  std::string host_cpp;    // main.cpp
-  std::string cmake;       // CMakeLists.txt
-  std::string readme;      // README.md
+  std::string kernel_file;  // "<name>_kernel.cpp" (the name the CMake project builds)
+  std::string kernel_cpp;   // its contents
+  std::string host_cpp;     // main.cpp
+  std::string cmake;        // CMakeLists.txt
+  std::string readme;       // README.md
+  // (file name, contents) of every file of the project.
+  std::vector<std::pair<std::string, std::string>> files() const {
+    return {{kernel_file, kernel_cpp}, {"main.cpp", host_cpp}, {"CMakeLists.txt", cmake}, {"README.md", readme}};
+  }
 };
 
 // Throws ir::Error (at the instruction's span) for what the printer cannot express.

@@ -698,12 +698,26 @@ void CodeGen::emit_copy(const CopyNode& n) {
       open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
     }
     auto ptr = [](const std::string& b, const Idx& off) { return off.c == 0 ? b : b + " + " + off.s; };
-    if (rows)
-      line("__builtin_memcpy(" + ptr(d.buf, offset(d, db, nl - 1)) + ", " + ptr(s.buf, offset(s, sb, nl - 1)) + ", " +
-           ext[nl - 1].s + " * sizeof(" + storage_type(d.dtype) + "));");
-    else
+    // tile -> large global tensor (>= 8 MiB, known at run time): streaming stores, see simd.h
+    bool stream = rows && n.dst.buffer->scope == Scope::global && n.src.buffer->scope != Scope::global;
+    if (stream) {
+      for (int k = 0; k < loops; ++k) close();
+      Idx numel = ic(1);
+      for (const auto& x : d.shape) numel = mul(numel, x);
+      line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(" + storage_type(d.dtype) + ") >= (int64_t(8) << 20);");
+      for (int k = 0; k < loops; ++k)
+        open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
+    }
+    if (rows) {
+      std::string args = ptr(d.buf, offset(d, db, nl - 1)) + ", " + ptr(s.buf, offset(s, sb, nl - 1)) + ", " +
+                         ext[nl - 1].s + " * sizeof(" + storage_type(d.dtype) + ")";
+      if (stream) line("if (tw_nt) tw_cpu::simd::stream_copy(" + args + "); else __builtin_memcpy(" + args + ");");
+      else line("__builtin_memcpy(" + args + ");");
+    } else {
       line(assign(offset(d, db, nl), offset(s, sb, nl)));
+    }
     for (int k = 0; k < loops; ++k) close();
+    if (stream) line("if (tw_nt) tw_cpu::simd::stream_fence();");
   };
 
   auto emit_masked = [&] {
@@ -858,11 +872,9 @@ void CodeGen::emit_gemm(const GemmNode& n) {
        (n.trans_a ? "^T" : "") + " * " + n.b.buffer->name + (n.trans_b ? "^T" : ""));
   // A viewed in place in a tensor the kernel never writes: its packed form can be reused by
   // later calls on the same rows (the tile itself, after a masked copy, is refilled: not stable)
-  std::string sa = "false", sb = "false", stable;
-  if (auto it = views_.find(n.a.buffer.get()); it != views_.end()) sa = it->second.ptr + " != " + buf_name(n.a.buffer);
-  if (auto it = views_.find(n.b.buffer.get()); it != views_.end()) sb = it->second.ptr + " != " + buf_name(n.b.buffer);
-  if (sb != "false") stable = ", /*a_stable=*/" + sa + ", /*b_stable=*/" + sb;
-  else if (sa != "false") stable = ", /*a_stable=*/" + sa;
+  std::string stable;
+  if (auto it = views_.find(n.a.buffer.get()); it != views_.end())
+    stable = ", /*a_stable=*/" + it->second.ptr + " != " + buf_name(n.a.buffer);
   line("tw_cpu::gemm(" + M.s + ", " + N.s + ", " + Ka.s + ", " + a.ptr + ", " + a.ld.s + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + b.ld.s + ", " + (n.trans_b ? "true" : "false") + ", " +
        c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (n.clear ? "false" : "true") + stable + ");");

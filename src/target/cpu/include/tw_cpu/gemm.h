@@ -58,13 +58,13 @@ inline Scratch& gemm_scratch(int slot) {
   return s[slot];
 }
 
-// ------------------------------------------- packed-operand reuse across calls
-// A tile program calls gemm once per K step on tiles of the same global A rows / B columns,
-// and blocks run by one thread close together (see the grouped block order of the CPU
-// launcher) repeat exactly those calls. When the caller says an operand is `stable` (a view of
-// a tensor the kernel never writes, see codegen's copy elision), its packed block is kept in
-// a per-thread arena keyed by (pointer, leading dim, shape, transpose, element type) and
-// reused. Every launch starts a new epoch (tw_grid calls new_launch()), which drops all
+// ------------------------------------------------ packed-A reuse across calls
+// A tile program calls gemm once per K step on tiles of the same global A rows, and the
+// blocks a thread runs one after another (same block row, next block column: the launcher's
+// row-major block order) repeat exactly those calls. When the caller says A is `stable` (a
+// view of a tensor the kernel never writes, see codegen's copy elision), its packed block is
+// kept in a per-thread arena keyed by (pointer, leading dim, shape, transpose, element type)
+// and reused. Every launch starts a new epoch (tw_grid calls new_launch()), which drops all
 // entries: inputs may change between launches. When the arena is full it starts over.
 inline uint64_t g_launch_epoch = 1;
 struct PackedCache {
@@ -108,9 +108,9 @@ struct PackedCache {
     return q;
   }
 };
-inline PackedCache& packed_cache(int which) {  // 0: A (8 MiB per thread), 1: B (4 MiB)
-  static thread_local PackedCache a(size_t(2) << 20), b(size_t(1) << 20);
-  return which ? b : a;
+inline PackedCache& packed_a_cache() {  // 8 MiB per thread, allocated on first use
+  static thread_local PackedCache a(size_t(2) << 20);
+  return a;
 }
 
 // ------------------------------------------------------------ block sizes
@@ -449,13 +449,23 @@ template <int R>
 void gemv_f32(int N, int K, const float* A, long lda, bool transA, const float* B, long ldb, float* C,
               long ldc, bool acc) {
   const long ak = transA ? lda : 1, ai = transA ? 1 : lda;
-  for (int j = 0; j < N; j += kGvN)
+  // Align the column runs to 64 bytes when B's rows are (numpy's arrays are typically 16 bytes
+  // off): a few leading columns first, so the main loads never split a cache line (~20%).
+  int j = 0;
+  const uintptr_t addr = (uintptr_t)B;
+  if ((addr & 63) && (addr & 3) == 0 && ((ldb * 4) & 63) == 0) {
+    int p = (int)((64 - (addr & 63)) / 4);
+    if (p > N) p = N;
+    gemv_chunk<R>(p, K, A, ak, ai, B, ldb, C, ldc, acc);
+    j = p;
+  }
+  for (; j < N; j += kGvN)
     gemv_chunk<R>(N - j < kGvN ? N - j : kGvN, K, A, ak, ai, B + j, ldb, C + j, ldc, acc);
 }
 
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
-              bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable) {
+              bool transB, float* C, long ldc, bool accumulate, bool a_stable) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
@@ -502,12 +512,15 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     }
   }
 
-  // one A block (M <= kMC, K <= kKC) of a stable operand: pack once per launch and thread
+  // a stable A with K <= kKC (one K block): pack all of its rows once per launch and thread
+  // (row blocks ic are multiples of kMR, so block ic starts at panel offset ic * K)
   bool a_packed = false;
-  if (a_stable && M <= kMC && K <= kKC) {
+  if (a_stable && K <= kKC) {
+    static_assert(kMC % kMR == 0, "row blocks must be whole micro-panels");
     bool fresh = false;
-    float* c = packed_cache(0).find_or_add(A, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0),
-                                           (size_t)mcpad * K + kPackSlack, &fresh);
+    const int mpad = (M + kMR - 1) / kMR * kMR;
+    float* c = packed_a_cache().find_or_add(A, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0),
+                                           (size_t)mpad * K + kPackSlack, &fresh);
     if (c) {
       if (fresh) pack_a_f32(M, K, A, lda, transA, c);
       Ap = c;
@@ -515,29 +528,17 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     }
   }
   float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kcmax + kPackSlack));
-  // the same for one B block (N <= kNC, K <= kKC)
-  bool b_packed = false;
-  if (b_stable && N <= kNC && K <= kKC) {
-    bool fresh = false;
-    float* c = packed_cache(1).find_or_add(B, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0),
-                                           (size_t)ncpad * K + kPackSlack, &fresh);
-    if (c) {
-      if (fresh) pack_b_f32(K, N, B, ldb, transB, c);
-      Bp = c;
-      b_packed = true;
-    }
-  }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += kKC) {
       int kc = K - pc < kKC ? K - pc : kKC;
       bool acc = accumulate || pc > 0;
-      if (!b_packed) pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
+      pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
       // Software prefetch of the next B block to pack (rows pc+kc .. pc+2kc of these columns),
       // spread over the micro-kernel calls of the first row block. At the last K block this
       // runs past the operand: harmless (prefetches never fault) and, when the caller walks K
       // in a loop of small gemms (a tile program), exactly the B tile of its next call.
-      const int lpr = transB || b_packed ? 0 : (int)((nc * sizeof(T) + 63) / 64);
+      const int lpr = transB ? 0 : (int)((nc * sizeof(T) + 63) / 64);
       const int ncalls = ((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
       const int pf_rows = lpr ? (kc + ncalls - 1) / ncalls : 0;
       int pf_row = 0;
@@ -545,7 +546,9 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       const long pf_ld = ldb * (long)sizeof(T);
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
-        if (!a_packed) pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        const float* ap = Ap;
+        if (a_packed) ap = Ap + (long)ic * kc;
+        else pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
         for (int jr = 0; jr < nc; jr += kNR) {
           int nr = nc - jr < kNR ? nc - jr : kNR;
           const float* bp = Bp + (long)jr * kc;
@@ -553,7 +556,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             int mr = mc - ir < kMR ? mc - ir : kMR;
             for (int q = 0; q < pf_rows && pf_row < kc; ++q, ++pf_row)
               for (int l = 0; l < lpr; ++l) __builtin_prefetch(pf_base + pf_row * pf_ld + 64 * l);
-            ukr_f32_any(mr, kc, Ap + (long)ir * kc, kMR, bp, kNR,
+            ukr_f32_any(mr, kc, ap + (long)ir * kc, kMR, bp, kNR,
                         C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
           }
         }
@@ -786,19 +789,19 @@ inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA,
 // have changed). Generated code calls it from tw_grid, which runs once before the blocks.
 inline void new_launch() { __atomic_fetch_add(&detail::g_launch_epoch, 1, __ATOMIC_RELAXED); }
 
-// a_stable / b_stable: the operand's memory is not written during this launch (and it is not
-// a scratch tile refilled between calls), so its packed form may be reused by later calls on
-// this thread.
+// a_stable: A's memory is not written during this launch (and A is not a scratch tile that is
+// refilled between calls), so its packed form may be reused by later calls on this thread.
+// (Caching packed B as well, with a grouped block order, was measured slower: the packed
+// panels then live in L3, and re-packing B from L2/L3 with prefetch costs less.)
 template <class TA, class TB, class TC>
 void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const TB* B, long ldb,
-          bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false, bool b_stable = false) {
+          bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false) {
   static_assert(detail::same<TA, TB>, "tw_cpu::gemm: TA and TB must be the same type");
   if constexpr (detail::same<TA, float> || detail::same<TA, f16> || detail::same<TA, bf16>) {
     static_assert(detail::same<TC, float>, "tw_cpu::gemm: float/f16/bf16 inputs need TC=float");
-    detail::gemm_f32<TA>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
+    detail::gemm_f32<TA>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable);
   } else if constexpr (detail::same<TA, int8_t>) {
     (void)a_stable;
-    (void)b_stable;
     static_assert(detail::same<TC, int32_t>, "tw_cpu::gemm: int8 inputs need TC=int32_t");
     detail::gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
   } else {

@@ -63,5 +63,37 @@ TW_CPU_INLINE vf fma(vf a, vf b, vf c) {
 #endif
 }
 
+// Copies `bytes` with non-temporal (streaming) stores where the target has them: for large
+// outputs written once (the stores bypass the caches and skip the read-for-ownership, one
+// third less memory traffic than a plain copy). Call stream_fence() after the last one.
+TW_CPU_INLINE void stream_copy(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t head = (size_t)(-(uintptr_t)d) & (size_t)(kVecBytes - 1);
+  if (head > bytes) head = bytes;
+  __builtin_memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  for (; bytes >= (size_t)kVecBytes; bytes -= kVecBytes, d += kVecBytes, s += kVecBytes) {
+    vf v = loadu(reinterpret_cast<const float*>(s));
+#if defined(__AVX512F__)
+    __builtin_ia32_movntps512(reinterpret_cast<float*>(d), v);
+#else
+    __builtin_ia32_movntps256(reinterpret_cast<float*>(d), v);
+#endif
+  }
+  __builtin_memcpy(d, s, bytes);
+#else
+  __builtin_memcpy(dst, src, bytes);
+#endif
+}
+TW_CPU_INLINE void stream_fence() {
+#if defined(__x86_64__)
+  __builtin_ia32_sfence();
+#endif
+}
+
 }  // namespace simd
 }  // namespace tw_cpu
