@@ -1,5 +1,6 @@
 #include "runtime/cpu_executable.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -89,10 +90,44 @@ ScalarSlot to_slot(const Arg& a, ir::DType t) {
   return s;
 }
 
+// Blocks whose tiles need more than this run on a thread with a large stack, not the caller's.
+constexpr int64_t kCallerStackTileBytes = int64_t(1) << 20;
+
+// Runs fn on a new thread with the pool workers' stack size and waits (rethrowing its exception).
+template <class F>
+void run_on_big_stack(F& fn) {
+  struct Job {
+    F* fn;
+    std::exception_ptr error;
+  } job{&fn, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
+  pthread_t t;
+  auto body = [](void* p) -> void* {
+    auto* j = static_cast<Job*>(p);
+    try {
+      (*j->fn)();
+    } catch (...) {
+      j->error = std::current_exception();
+    }
+    return nullptr;
+  };
+  int rc = pthread_create(&t, &attr, body, &job);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("cannot start a thread for a kernel launch");
+  pthread_join(t, nullptr);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, std::string so_path, bool from_cache)
-      : source_(std::move(lowered.source)), so_path_(std::move(so_path)), from_cache_(from_cache), lib_(so_path_) {
+      : source_(std::move(lowered.source)),
+      tile_bytes_(lowered.tile_bytes),
+      so_path_(std::move(so_path)),
+      from_cache_(from_cache),
+      lib_(so_path_) {
     kernel_ = lowered.kernel;
     target_ = target;
     stages_ = std::move(lowered.stages);
@@ -133,15 +168,22 @@ class CpuExecutable final : public Executable {
     const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];
     if (total <= 0) return;
     auto run = [&](int64_t i) { block_(&args, i % e0, (i / e0) % e1, i / (e0 * e1)); };
-    if (total == 1) {
-      run(0);
-      return;
-    }
-    default_pool().parallel_for(total, run);
+    auto run_all = [&] {
+      if (total == 1)
+        run(0);
+      else
+        default_pool().parallel_for(total, run);
+    };
+    // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
+    if (tile_bytes_ > kCallerStackTileBytes && !in_parallel_region())
+      run_on_big_stack(run_all);
+    else
+      run_all();
   }
 
  private:
   std::string source_;
+  int64_t tile_bytes_;
   std::string so_path_;
   bool from_cache_;
   SharedLibrary lib_;

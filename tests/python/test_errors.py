@@ -495,3 +495,18 @@ def test_api_misuse_messages():
     with pytest.raises(TilewrightError) as ei:
         tw.compile(42)
     assert ei.value.message == "cannot compile 42" and "@T.prim_func" in ei.value.hint
+
+
+def test_tiles_too_big_for_a_block():
+    """Tiles live on the stack of the thread running a block: over 48 MiB is a compile-time error
+    naming the allocation that goes over."""
+    @T.prim_func
+    def huge(A: T.Tensor((4096, 4096), "float32"), B: T.Tensor((4096, 4096), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((4096, 4096), "float32")  # @HUGE
+            T.copy(A, t)
+            T.copy(t, B)
+    with pytest.raises(TilewrightError) as ei:
+        tw.compile(huge, out_idx=[-1])
+    check(ei, "need 64 MiB per block, more than the cpu target's 48 MiB", "@HUGE", "T.alloc_fragment",
+          hint="smaller block sizes")

@@ -451,3 +451,19 @@ def test_example_scripts_run_and_pass():
         assert rc == 0, f"{name} exited {rc}\n{out}\n{err}"
         assert "OK" in out.split(), f"{name}: no OK verdict\n{out}"
         assert "MISMATCH" not in out
+
+
+def test_big_tiles_run_on_one_thread():
+    """With TW_NUM_THREADS=1 blocks would run on the caller's (8 MiB) stack; kernels whose tiles
+    are large (here 8 MiB) run on a thread with a 64 MiB stack instead of crashing."""
+    code = textwrap.dedent("""
+        import sys; sys.path.insert(0, "examples")
+        import numpy as np, gemm
+        k = gemm.matmul(1, 512, 4096, block_M=1, block_N=512, block_K=4096, dtype="float32")
+        a = np.ones((1, 4096), np.float32); b = np.ones((4096, 512), np.float32)
+        assert np.all(k(a, b) == 4096.0)
+        print("ok")
+    """)
+    env = dict(os.environ, TW_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr

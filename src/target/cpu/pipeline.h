@@ -9,9 +9,14 @@
 
 namespace tw::cpu {
 
+// Tile buffers live on the stack of the thread running a block. Worker threads have 64 MiB
+// stacks (runtime/thread_pool.h); a kernel whose tiles need more is a compile-time error.
+inline constexpr int64_t kMaxBlockTileBytes = int64_t(48) << 20;
+
 struct LoweredCpu {
   ir::Kernel kernel;   // IR after the last pass
   std::string source;  // the C++ translation unit
+  int64_t tile_bytes;  // stack bytes the tiles of one block need (upper bound)
   std::vector<std::pair<std::string, std::string>> stages;  // IR text after each pass
 };
 
