@@ -20,7 +20,8 @@ How it measures (docs/performance.md has a run and the goals):
   count and names the OpenBLAS kernel. torch.set_num_threads(n) when PyTorch is importable.
 * A case runs Tilewright and its peers on the same inputs, in the same process: one warm-up call
   each (whose output is checked against the peer with a stated tolerance: a failed check fails
-  the run), then interleaved timed calls (ours, peer, ours, peer, ...) with a repeat count chosen
+  the run), then timed calls in alternating batches (ours, peer; three rounds, each batch after a
+  short pause so the other library's spinning threads are asleep) with a repeat count chosen
   so the case takes about 1-3 s; the median time is reported.
 * Block sizes: a few configurations per case are timed briefly and the fastest is measured.
 * Compile latency runs in fresh subprocesses: a cold compile with an empty TW_CACHE_DIR, then a
@@ -277,6 +278,8 @@ class Child:
         fn()
         return time.perf_counter() - t0
 
+    SETTLE_S = 0.15  # pause before each batch of timed calls (see timed())
+
     def timed(self, impls: dict, budget=None, warm=True):
         """impls: name -> zero-arg callable. Warm-up (unless warm=False: the caller already ran
         each once), one estimate call each, then interleaved calls; returns name -> stats."""
@@ -288,9 +291,18 @@ class Child:
         samples = {k: [self._time(fn)] for k, fn in impls.items()}
         per_round = sum(s[0] for s in samples.values())
         reps = int(max(self.cfg["min_reps"] - 1, min(200, budget / max(per_round, 1e-9))))
-        for _ in range(reps):
+        # Batches, not call-by-call interleaving: after a call, OpenBLAS's idle threads spin for
+        # up to ~2^28 cycles (OPENBLAS THREAD_TIMEOUT) and our pool's for ~50 us, so a call made
+        # right after the other library's runs with a core taken away. Each batch starts after a
+        # pause that lets the other side's threads go to sleep; rounds spread the machine's noise
+        # over both sides.
+        rounds = min(3, reps)
+        for r in range(rounds):
+            n = reps // rounds + (1 if r < reps % rounds else 0)
             for k, fn in impls.items():
-                samples[k].append(self._time(fn))
+                time.sleep(self.SETTLE_S)
+                for _ in range(n):
+                    samples[k].append(self._time(fn))
         return {k: dict(median_s=float(np.median(v)), min_s=float(np.min(v)), reps=len(v)) for k, v in samples.items()}
 
     def tune(self, make, configs, args, label):

@@ -57,6 +57,39 @@ void for_each_expr(const Stmt& s, F&& fn) {
 // Same tree: same kinds, dtypes, operators and constants; variables and buffers by identity.
 bool structural_equal(const Expr& a, const Expr& b);
 
+// Sign analysis for index arithmetic: true when integer expression e is provably >= 0, given
+// which variables are (var_nonneg). Constants, and sums, products, quotients, min of
+// non-negative values, max with one non-negative side, mod by a non-negative divisor and widening
+// integer casts of non-negative values are. Code generators use it to print plain / and % where
+// Python's floor semantics give the same result.
+template <class VarNonneg>
+bool is_nonneg(const Expr& e, const VarNonneg& var_nonneg) {
+  if (auto c = as_const_int(e)) return *c >= 0;
+  switch (e->kind) {
+    case ExprKind::Var: return var_nonneg(static_cast<const VarNode*>(e.get()));
+    case ExprKind::Cast: {
+      auto* c = static_cast<const CastNode*>(e.get());
+      return c->dtype.is_int() && c->value->dtype.is_int() && c->dtype.bits() >= c->value->dtype.bits() &&
+             is_nonneg(c->value, var_nonneg);
+    }
+    case ExprKind::Binary: {
+      auto* b = static_cast<const BinaryNode*>(e.get());
+      if (!b->dtype.is_int()) return false;
+      switch (b->op) {
+        case BinOp::Add:
+        case BinOp::Mul:
+        case BinOp::FloorDiv:
+        case BinOp::CeilDiv:
+        case BinOp::Min: return is_nonneg(b->a, var_nonneg) && is_nonneg(b->b, var_nonneg);
+        case BinOp::Max: return is_nonneg(b->a, var_nonneg) || is_nonneg(b->b, var_nonneg);
+        case BinOp::Mod: return is_nonneg(b->b, var_nonneg);
+        default: return false;
+      }
+    }
+    default: return false;
+  }
+}
+
 // Replace variables by expressions (by identity).
 Expr substitute(const Expr& e, const std::vector<std::pair<Var, Expr>>& map);
 Stmt substitute(const Stmt& s, const std::vector<std::pair<Var, Expr>>& map);

@@ -35,6 +35,8 @@
 //   on pipe S is printed with PIPE_MTE2.
 #include "target/ascend/ascendc_printer.h"
 
+#include "ir/functor.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -257,25 +259,7 @@ class ExprPrinter {
   }
 
   bool nonneg(const Expr& e) const {
-    if (auto c = ir::as_const_int(e)) return *c >= 0;
-    switch (e->kind) {
-      case ExprKind::Var: return nonneg_.count(e.get()) > 0;
-      case ExprKind::Binary: {
-        auto* b = as<ir::BinaryNode>(e);
-        if (!b->dtype.is_int()) return false;
-        switch (b->op) {
-          case BinOp::Add:
-          case BinOp::Mul:
-          case BinOp::FloorDiv:
-          case BinOp::CeilDiv:
-          case BinOp::Min: return nonneg(b->a) && nonneg(b->b);
-          case BinOp::Max: return nonneg(b->a) || nonneg(b->b);
-          case BinOp::Mod: return nonneg(b->b);
-          default: return false;
-        }
-      }
-      default: return false;
-    }
+    return ir::is_nonneg(e, [this](const ir::VarNode* v) { return nonneg_.count(v) > 0; });
   }
 
   static std::string lit(int64_t v) {

@@ -1262,29 +1262,7 @@ std::string CodeGen::expr_load(const LoadNode& n) {
 // (with a non-negative start) are non-negative, and so are sums, products and quotients of
 // non-negative values.
 bool CodeGen::nonneg(const Expr& e) const {
-  if (auto c = as_const_int(e)) return *c >= 0;
-  switch (e->kind) {
-    case ExprKind::Var: return nonneg_.count(e.get()) > 0;
-    case ExprKind::Cast: {
-      auto* c = as<CastNode>(e);
-      return c->dtype.is_int() && c->value->dtype.is_int() && c->dtype.bits() >= c->value->dtype.bits() && nonneg(c->value);
-    }
-    case ExprKind::Binary: {
-      auto* b = as<BinaryNode>(e);
-      if (!b->dtype.is_int()) return false;
-      switch (b->op) {
-        case BinOp::Add:
-        case BinOp::Mul:
-        case BinOp::FloorDiv:
-        case BinOp::CeilDiv:
-        case BinOp::Min: return nonneg(b->a) && nonneg(b->b);
-        case BinOp::Max: return nonneg(b->a) || nonneg(b->b);
-        case BinOp::Mod: return nonneg(b->b);
-        default: return false;
-      }
-    }
-    default: return false;
-  }
+  return is_nonneg(e, [this](const VarNode* v) { return nonneg_.count(v) > 0; });
 }
 
 }  // namespace
