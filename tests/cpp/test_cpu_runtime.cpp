@@ -395,6 +395,18 @@ TEST(Math, Exp) {
   EXPECT_GT(tw_cpu::exp(-100.f), 0.0f);  // subnormal, not flushed
 }
 
+TEST(Math, Exp2) {
+  // normal results: rel 2.5e-7; subnormal results: abs 2^-149
+  sweep("exp2", [](float x) { return tw_cpu::exp2(x); }, [](double x) { return std::exp2(x); }, -155.f,
+        127.99f, 97, 2.5e-7, std::ldexp(1.0, -149));
+  EXPECT_EQ(tw_cpu::exp2(3.0f), 8.0f);  // exact on integers
+  EXPECT_EQ(tw_cpu::exp2(-126.0f), std::ldexp(1.0f, -126));
+  EXPECT_EQ(tw_cpu::exp2(128.0f), INFINITY);
+  EXPECT_EQ(tw_cpu::exp2(-INFINITY), 0.0f);
+  EXPECT_EQ(tw_cpu::exp2(-151.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(tw_cpu::exp2(NAN)));
+}
+
 TEST(Math, Log) {
   sweep("log", [](float x) { return tw_cpu::log(x); }, [](double x) { return std::log(x); },
         bf(1), 3.4e38f, 97, 2.5e-7, 0.0);

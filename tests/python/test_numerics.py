@@ -631,10 +631,7 @@ def unary_input(name, n, dtype, seed=11):
     return x.astype(np.float32).astype(np_dtype(dtype))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=(
-    "BUG: T.exp2 on float32 is lowered as tw_cpu::exp(x * ln2) (src/target/cpu/codegen.cpp:1008); "
-    "rounding x*ln2 to float32 costs ~|x| ulp: 8 ulp (5.3e-7 relative) at x~17, every other "
-    "function is within 2 ulp"))) if n == "exp2" else n for n in UNARY])
+@pytest.mark.parametrize("name", list(UNARY))
 def test_unary_math_float32(name):
     code, ref_fn, _, (atol, rtol) = UNARY[name]
     x = unary_input(name, 1000, "float32")
@@ -643,14 +640,6 @@ def test_unary_math_float32(name):
     # reference on the same float32 inputs in float64; the stated bound also covers the final
     # rounding to float32 (2^-24 relative)
     assert_close(y, ref, atol, rtol + 2.0 ** -24, f"T.{name} float32")
-
-
-def test_exp2_float32_coarse():
-    # exp2 is still usable at a coarse tolerance (see the xfail above for the precise one)
-    code, ref_fn, _, _ = UNARY["exp2"]
-    x = unary_input("exp2", 1000, "float32")
-    y = unary_kernel(code, 1000, "float32")(x)
-    assert_close(y, ref_fn(x.astype(np.float64)), 0, 2e-6, "T.exp2 float32 (coarse: 2e-6 relative)")
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

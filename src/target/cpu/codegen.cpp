@@ -1175,7 +1175,7 @@ struct MathImpl {
 };
 constexpr std::array<MathImpl, 13> kMath{{
     /* exp     */ {"tw_cpu::exp($0)", "__builtin_exp($0)"},
-    /* exp2    */ {"tw_cpu::exp(($0) * 0.693147180559945309f)", "__builtin_exp2($0)"},
+    /* exp2    */ {"tw_cpu::exp2($0)", "__builtin_exp2($0)"},
     /* log     */ {"tw_cpu::log($0)", "__builtin_log($0)"},
     /* log2    */ {"(tw_cpu::log($0) * 1.44269504088896341f)", "__builtin_log2($0)"},
     /* sqrt    */ {"tw_cpu::sqrt($0)", "__builtin_sqrt($0)"},

@@ -12,6 +12,8 @@
 //   exp(x)     rel <= 2.5e-7 for finite results (normal range); subnormal results
 //              (x < -87.34) abs <= 2^-149.  exp(x > 88.7228) = +Inf, exp(-Inf) = 0,
 //              exp(x < -103.98) = 0, NaN -> NaN.
+//   exp2(x)    rel <= 2.5e-7 for finite normal results; exp2(x >= 128) = +Inf,
+//              exp2(x < -150) = 0, NaN -> NaN (2^x directly: no rounding of x * ln2).
 //   log(x)     rel <= 2.5e-7 for x > 0 except near x = 1 where abs <= 1.5e-8 (hence
 //              rel of log(x) itself is still <= 2.5e-7 there);
 //              log(0) = -Inf, log(x<0) = NaN, log(+Inf) = +Inf, subnormals handled.
@@ -71,6 +73,31 @@ TW_CPU_INLINE float exp(float x) {
   p = fmadd(p, r, 1.000000038e+00f);
   p = fmadd(p, r, 1.0f);
   int32_t n1 = ni >> 1, n2 = ni - n1;  // both in [-75, 64] for n in [-150, 128]
+  float s1 = bitsf((uint32_t)(n1 + 127) << 23);
+  float s2 = bitsf((uint32_t)(n2 + 127) << 23);
+  return (p * s1) * s2;
+}
+
+// 2^x: x = n + f with n = round(x) (exact), 2^f = e^(f ln2) with the exp polynomial on
+// |f ln2| <= ln2/2 (f ln2 computed with a two-part ln2), scaled by 2^n in two factors.
+TW_CPU_INLINE float exp2(float x) {
+  using namespace detail;
+  float xc = x > 129.0f ? 129.0f : x;
+  xc = xc < -151.0f ? -151.0f : xc;  // NaN stays NaN
+  const float kShift = 12582912.0f;  // 1.5 * 2^23: float add rounds to integer
+  float t = xc + kShift;
+  float n = t - kShift;
+  int32_t ni = (int32_t)(fbits(t) - fbits(kShift));
+  float f = xc - n;  // exact, |f| <= 0.5
+  float r = fmadd(f, 0.693145751953125f, f * 1.428606765330187e-06f);
+  float p = 1.394110844e-03f;
+  p = fmadd(p, r, 8.375126398e-03f);
+  p = fmadd(p, r, 4.166635290e-02f);
+  p = fmadd(p, r, 1.666641551e-01f);
+  p = fmadd(p, r, 5.000000047e-01f);
+  p = fmadd(p, r, 1.000000038e+00f);
+  p = fmadd(p, r, 1.0f);
+  int32_t n1 = ni >> 1, n2 = ni - n1;  // both in [-76, 65] for n in [-151, 129]
   float s1 = bitsf((uint32_t)(n1 + 127) << 23);
   float s2 = bitsf((uint32_t)(n2 + 127) << 23);
   return (p * s1) * s2;
