@@ -51,6 +51,22 @@ TW_CPU_INLINE float copysign_(float mag, float sgn) {
 inline constexpr float kInf = __builtin_inff();
 inline constexpr float kNaN = __builtin_nanf("");
 
+// e^r * 2^n for |r| <= ln2/2 and n in [-151, 129]: degree-6 polynomial, then 2^n applied in two
+// factors (each a normal float), so subnormal and overflowing results round correctly.
+TW_CPU_INLINE float exp_scaled(float r, int32_t ni) {
+  float p = 1.394110844e-03f;
+  p = fmadd(p, r, 8.375126398e-03f);
+  p = fmadd(p, r, 4.166635290e-02f);
+  p = fmadd(p, r, 1.666641551e-01f);
+  p = fmadd(p, r, 5.000000047e-01f);
+  p = fmadd(p, r, 1.000000038e+00f);
+  p = fmadd(p, r, 1.0f);
+  int32_t n1 = ni >> 1, n2 = ni - n1;
+  float s1 = bitsf((uint32_t)(n1 + 127) << 23);
+  float s2 = bitsf((uint32_t)(n2 + 127) << 23);
+  return (p * s1) * s2;
+}
+
 }  // namespace detail
 
 // e^x: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial,
@@ -65,17 +81,7 @@ TW_CPU_INLINE float exp(float x) {
   int32_t ni = (int32_t)(fbits(t) - fbits(kShift));
   float r = fmadd(n, -0.693145751953125f, xc);  // ln2 hi (16 bits): n*hi exact
   r = fmadd(n, -1.428606765330187e-06f, r);     // ln2 lo
-  float p = 1.394110844e-03f;
-  p = fmadd(p, r, 8.375126398e-03f);
-  p = fmadd(p, r, 4.166635290e-02f);
-  p = fmadd(p, r, 1.666641551e-01f);
-  p = fmadd(p, r, 5.000000047e-01f);
-  p = fmadd(p, r, 1.000000038e+00f);
-  p = fmadd(p, r, 1.0f);
-  int32_t n1 = ni >> 1, n2 = ni - n1;  // both in [-75, 64] for n in [-150, 128]
-  float s1 = bitsf((uint32_t)(n1 + 127) << 23);
-  float s2 = bitsf((uint32_t)(n2 + 127) << 23);
-  return (p * s1) * s2;
+  return exp_scaled(r, ni);
 }
 
 // 2^x: x = n + f with n = round(x) (exact), 2^f = e^(f ln2) with the exp polynomial on
@@ -90,17 +96,7 @@ TW_CPU_INLINE float exp2(float x) {
   int32_t ni = (int32_t)(fbits(t) - fbits(kShift));
   float f = xc - n;  // exact, |f| <= 0.5
   float r = fmadd(f, 0.693145751953125f, f * 1.428606765330187e-06f);
-  float p = 1.394110844e-03f;
-  p = fmadd(p, r, 8.375126398e-03f);
-  p = fmadd(p, r, 4.166635290e-02f);
-  p = fmadd(p, r, 1.666641551e-01f);
-  p = fmadd(p, r, 5.000000047e-01f);
-  p = fmadd(p, r, 1.000000038e+00f);
-  p = fmadd(p, r, 1.0f);
-  int32_t n1 = ni >> 1, n2 = ni - n1;  // both in [-76, 65] for n in [-151, 129]
-  float s1 = bitsf((uint32_t)(n1 + 127) << 23);
-  float s2 = bitsf((uint32_t)(n2 + 127) << 23);
-  return (p * s1) * s2;
+  return exp_scaled(r, ni);
 }
 
 // natural log: x = 2^e * m, m in [sqrt(1/2), sqrt(2)); log(m) = 2 atanh(s), s = f/(2+f).
