@@ -93,6 +93,11 @@ ScalarSlot to_slot(const Arg& a, ir::DType t) {
 // Blocks whose tiles need more than this run on a thread with a large stack, not the caller's.
 constexpr int64_t kCallerStackTileBytes = int64_t(1) << 20;
 
+std::mutex& launch_mutex() {
+  static std::mutex* m = new std::mutex();  // never destroyed
+  return *m;
+}
+
 // Runs fn on a new thread with the pool workers' stack size and waits (rethrowing its exception).
 template <class F>
 void run_on_big_stack(F& fn) {
@@ -163,6 +168,11 @@ class CpuExecutable final : public Executable {
       }
     }
     TwArgs args{ptrs.data(), binding.shape_vars.data()};
+    // Launches are serialised (the pool serialises their blocks anyway): tw_grid starts a new
+    // epoch of the gemm runtime's packed-operand caches, whose shared arena must not be reused
+    // while blocks of another launch still read it.
+    std::unique_lock<std::mutex> serial;
+    if (!in_parallel_region()) serial = std::unique_lock<std::mutex>(launch_mutex());
     int64_t ext[3] = {1, 1, 1};
     grid_(&args, ext);
     const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];

@@ -512,7 +512,8 @@ TEST(CpuCodegen, GemmOnSubRegionsAndGlobal) {
   });
   Kernel k = kernel("gemm_regions", {tensor(At), tensor(Bg), tensor(Cg, true)}, {}, {}, body);
   std::string src = tw::cpu::codegen_cpu(k);
-  EXPECT_NE(src.find("tw_cpu::gemm(24, 48, 32, (At + 192), 24, true, B_s_p, B_s_ld, true, (C_l + 8), 64, /*accumulate=*/false);"),
+  EXPECT_NE(src.find("tw_cpu::gemm(24, 48, 32, (At + 192), 24, true, B_s_p, B_s_ld, true, (C_l + 8), 64, /*accumulate=*/false, "
+                     "/*a_stable=*/false, /*b_stable=*/B_s_p != B_s);"),
             std::string::npos)
       << src;
   auto lib = build(src, "gemm_regions");
@@ -538,7 +539,7 @@ TEST(CpuCodegen, GeneratedSourceShape) {
         "extern \"C\" void tw_block(const TwArgs* tw_args, int64_t tw_bx, int64_t tw_by, int64_t tw_bz)",
         "alignas(64) float A_shared[2048];", "alignas(64) float C_local[4096];",
         "tw_cpu::gemm(64, 64, 32, A_shared_p, A_shared_ld, false, B_shared_p, B_shared_ld, false, C_local, 64, "
-        "/*accumulate=*/true, /*a_stable=*/A_shared_p != A_shared);",
+        "/*accumulate=*/true, /*a_stable=*/A_shared_p != A_shared, /*b_stable=*/B_shared_p != B_shared);",
         "tw_cpu::new_launch();",
         "A_shared_p = A + tw_sb;", "A_shared_p = A_shared;",
         "// fast path", "__builtin_memcpy(", "// masked path", "A_shared[((tw_i0 * 32) + tw_i1)] = float{};", "#pragma GCC ivdep", "// line 11: copy A -> A_shared",

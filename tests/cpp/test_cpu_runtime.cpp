@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <atomic>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "tw_cpu/tw_cpu.h"
@@ -190,6 +192,68 @@ TEST(Gemm, StableAPackedReuse) {
   run_stable_a_case<bf16>(100, false, 13);
   run_stable_a_case<float>(300, false, 14);  // 300 > the row block: packed once, used per block
   run_stable_a_case<f16>(300, true, 15);
+}
+
+// b_stable: packed B panels (one K block, one column block per call) are shared across calls
+// and threads within a launch, and dropped by new_launch(). A grid of (row block, column block)
+// "blocks", each walking K, runs on `threads` threads: either every thread runs the whole grid
+// into its own C (all threads race for the same panels) or the threads share the grid. B changes
+// in place between launches; tails in M, N and K; B transposed or not.
+template <class T>
+void run_stable_b_case(int M, int N, int K, int MB, int NB, int KB, bool transB, int threads, bool race,
+                       uint32_t seed) {
+  std::mt19937 g(seed);
+  const long ldb = transB ? K + 3 : N + 5;
+  std::vector<T> A((size_t)M * K), B((size_t)(transB ? N : K) * ldb);
+  for (auto& v : A) v = make_val<T>(g);
+  std::vector<std::vector<float>> C(race ? threads : 1, std::vector<float>((size_t)M * N));
+  const int nbm = (M + MB - 1) / MB, nbn = (N + NB - 1) / NB;
+  for (int launch = 0; launch < 3; ++launch) {
+    for (auto& v : B) v = make_val<T>(g);  // same memory, new contents
+    tw_cpu::new_launch();
+    std::atomic<int> next{0};
+    auto block = [&](int b, float* c) {
+      const int i0 = b / nbn * MB, j0 = b % nbn * NB;
+      const int mb = std::min(MB, M - i0), nb = std::min(NB, N - j0);
+      for (int k0 = 0; k0 < K; k0 += KB) {
+        const int kb = std::min(KB, K - k0);
+        const T* bp = transB ? B.data() + (size_t)j0 * ldb + k0 : B.data() + (size_t)k0 * ldb + j0;
+        tw_cpu::gemm<T, T, float>(mb, nb, kb, A.data() + (size_t)i0 * K + k0, K, false, bp, ldb, transB,
+                                  c + (size_t)i0 * N + j0, N, k0 > 0, /*a_stable=*/true, /*b_stable=*/true);
+      }
+    };
+    std::vector<std::thread> th;
+    for (int t = 0; t < threads; ++t)
+      th.emplace_back([&, t] {
+        if (race)
+          for (int b = 0; b < nbm * nbn; ++b) block(b, C[t].data());
+        else
+          for (int b; (b = next.fetch_add(1)) < nbm * nbn;) block(b, C[0].data());
+      });
+    for (auto& t : th) t.join();
+    for (const auto& c : C)
+      for (int i = 0; i < M; i += 3)
+        for (int j = 0; j < N; ++j) {
+          double s = 0, sa = 0;
+          for (int k = 0; k < K; ++k) {
+            double x = (double)tw_cpu::convert<float>(A[(size_t)i * K + k]) *
+                       tw_cpu::convert<float>(transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            s += x;
+            sa += std::fabs(x);
+          }
+          ASSERT_NEAR(c[(size_t)i * N + j], s, 1e-5 * sa + 1e-6) << "launch " << launch << " at " << i << "," << j;
+        }
+  }
+}
+TEST(Gemm, StableBSharedPanels) {
+  run_stable_b_case<float>(200, 160, 256, 64, 64, 64, false, 1, false, 21);
+  run_stable_b_case<float>(150, 130, 200, 48, 40, 48, false, 1, false, 22);   // tails in M, N, K
+  run_stable_b_case<float>(150, 130, 200, 48, 40, 48, true, 1, false, 23);    // B transposed
+  run_stable_b_case<bf16>(120, 100, 130, 32, 48, 64, false, 1, false, 24);
+  run_stable_b_case<f16>(120, 100, 130, 32, 48, 64, true, 1, false, 25);
+  run_stable_b_case<float>(256, 192, 512, 64, 64, 128, false, 2, false, 26);  // threads share the grid
+  run_stable_b_case<float>(130, 96, 300, 32, 32, 64, false, 2, true, 27);     // 2 threads race per panel
+  run_stable_b_case<float>(130, 96, 300, 32, 32, 64, true, 4, true, 28);
 }
 
 // ------------------------------------------------------------------ conversions

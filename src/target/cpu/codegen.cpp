@@ -872,9 +872,14 @@ void CodeGen::emit_gemm(const GemmNode& n) {
        (n.trans_a ? "^T" : "") + " * " + n.b.buffer->name + (n.trans_b ? "^T" : ""));
   // A viewed in place in a tensor the kernel never writes: its packed form can be reused by
   // later calls on the same rows (the tile itself, after a masked copy, is refilled: not stable)
-  std::string stable;
+  // (the same for B: its packed panels are then shared by the blocks of one launch)
+  std::string stable, a_st = "false", b_st = "false";
   if (auto it = views_.find(n.a.buffer.get()); it != views_.end())
-    stable = ", /*a_stable=*/" + it->second.ptr + " != " + buf_name(n.a.buffer);
+    a_st = it->second.ptr + " != " + buf_name(n.a.buffer);
+  if (auto it = views_.find(n.b.buffer.get()); it != views_.end())
+    b_st = it->second.ptr + " != " + buf_name(n.b.buffer);
+  if (a_st != "false" || b_st != "false") stable = ", /*a_stable=*/" + a_st;
+  if (b_st != "false") stable += ", /*b_stable=*/" + b_st;
   line("tw_cpu::gemm(" + M.s + ", " + N.s + ", " + Ka.s + ", " + a.ptr + ", " + a.ld.s + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + b.ld.s + ", " + (n.trans_b ? "true" : "false") + ", " +
        c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (n.clear ? "false" : "true") + stable + ");");

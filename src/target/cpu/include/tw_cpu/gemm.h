@@ -113,6 +113,104 @@ inline PackedCache& packed_a_cache() {  // 8 MiB per thread, allocated on first 
   return a;
 }
 
+// ------------------------------------------- packed-B sharing across blocks
+// A tile program's gemm on a B tile viewed in place in an input tensor (`b_stable`) packs the
+// same (k step, column block) panel in every block row. With one K block and one column block
+// per call (the tile case), the packed panel is kept for the rest of the launch in a process-wide
+// arena (per kernel library) shared by all threads, and the blocks of the other rows read it
+// directly: contiguous, in the layout the micro-kernel streams. Slots are claimed with a CAS
+// on (epoch, state); a thread that finds a panel being filled by another thread packs its own
+// private copy (no waiting). Entries of earlier launches are ignored (epoch mismatch); the
+// launcher serialises launches, so a new epoch never reuses arena space still being read.
+struct SharedPackedB {
+  static constexpr int kSlots = 1 << 14;
+  static constexpr int kProbe = 32;
+  static constexpr size_t kCapFloats = size_t(18) << 20;  // 72 MiB of packed panels
+  static constexpr uint64_t kEpochMask = uint64_t(0xffffff) << 40;
+  struct Slot {
+    uint64_t st;  // epoch << 2 | 1 (filling) / 2 (ready); accessed with atomics
+    const void* p;
+    long ld;
+    int k, n, tag;
+    size_t off;
+  };
+  Slot slot[kSlots] = {};
+  uint64_t alloc = 0;  // (epoch & 0xffffff) << 40 | floats used
+  float* arena = nullptr;
+  SharedPackedB() {
+    char* raw = (char*)__builtin_malloc(kCapFloats * sizeof(float) + 64);
+    if (raw) arena = (float*)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+  }
+  bool bump(uint64_t ep, size_t floats, size_t* off) {
+    const uint64_t e = (ep << 40) & kEpochMask;
+    uint64_t a = __atomic_load_n(&alloc, __ATOMIC_RELAXED);
+    for (;;) {
+      size_t used = (a & kEpochMask) == e ? (size_t)(a & ~kEpochMask) : 0;
+      if (used + floats > kCapFloats) return false;
+      if (__atomic_compare_exchange_n(&alloc, &a, e | (used + floats), true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+        *off = used;
+        return true;
+      }
+    }
+  }
+  // The shared panel for this key; *fill = true when the caller must pack it and then call
+  // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
+  // filling this panel right now).
+  float* acquire(const void* p, long ld, int k, int n, int tag, size_t floats, bool* fill,
+                 Slot** out) {
+    if (!arena) return nullptr;
+    const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull ^
+                 (uint64_t)ld * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(k * 131 + n * 7 + tag);
+    h ^= h >> 29;
+    for (int i = 0; i < kProbe; ++i) {
+      Slot& s = slot[(h + i) & (kSlots - 1)];
+      uint64_t st = __atomic_load_n(&s.st, __ATOMIC_ACQUIRE);
+      if ((st >> 2) == ep) {
+        if ((st & 3) == 2) {
+          if (s.p == p && s.ld == ld && s.k == k && s.n == n && s.tag == tag) {
+            *fill = false;
+            return arena + s.off;
+          }
+          continue;
+        }
+        return nullptr;  // being filled (maybe this key): pack privately
+      }
+      // stale slot (earlier launch or never used): claim it
+      if (!__atomic_compare_exchange_n(&s.st, &st, (ep << 2) | 1, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE)) {
+        --i;  // someone else claimed it: look at it again
+        continue;
+      }
+      size_t off = 0;
+      bool ok = bump(ep, (floats + 15) / 16 * 16, &off);
+      s.p = ok ? p : nullptr;  // unusable (arena full): a key nobody matches
+      s.ld = ld;
+      s.k = k;
+      s.n = n;
+      s.tag = ok ? tag : -1;
+      s.off = off;
+      if (!ok) {
+        __atomic_store_n(&s.st, (ep << 2) | 2, __ATOMIC_RELEASE);
+        return nullptr;
+      }
+      *fill = true;
+      *out = &s;
+      return arena + off;
+    }
+    return nullptr;
+  }
+  static void publish(Slot* s) {
+    uint64_t st = __atomic_load_n(&s->st, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->st, (st & ~uint64_t(3)) | 2, __ATOMIC_RELEASE);
+  }
+};
+inline SharedPackedB& shared_packed_b() {
+  static SharedPackedB* b = new SharedPackedB();  // never destroyed (threads may still run)
+  return *b;
+}
+
 // ------------------------------------------------------------ block sizes
 #if defined(__AVX512F__)
 inline constexpr int kMR = 14, kNV = 2;  // 14 x 32 fp32 tile, 28 zmm accumulators
@@ -465,7 +563,8 @@ void gemv_f32(int N, int K, const float* A, long lda, bool transA, const float* 
 
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
-              bool transB, float* C, long ldc, bool accumulate, bool a_stable) {
+              bool transB, float* C, long ldc, bool accumulate, bool a_stable,
+              bool b_stable) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
@@ -528,17 +627,33 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     }
   }
   float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kcmax + kPackSlack));
+  // a stable B with one K block and one column block: share its packed panel across blocks
+  float* Bshared = nullptr;
+  if (b_stable && K <= kKC && N <= kNC) {
+    bool fill = false;
+    SharedPackedB::Slot* slot = nullptr;
+    float* q = shared_packed_b().acquire(B, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0),
+                                         (size_t)ncpad * K + kPackSlack, &fill, &slot);
+    if (q) {
+      if (fill) {
+        pack_b_f32(K, N, B, ldb, transB, q);
+        SharedPackedB::publish(slot);
+      }
+      Bshared = q;
+    }
+  }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += kKC) {
       int kc = K - pc < kKC ? K - pc : kKC;
       bool acc = accumulate || pc > 0;
-      pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
+      if (Bshared) Bp = Bshared;
+      else pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
       // Software prefetch of the next B block to pack (rows pc+kc .. pc+2kc of these columns),
       // spread over the micro-kernel calls of the first row block. At the last K block this
       // runs past the operand: harmless (prefetches never fault) and, when the caller walks K
       // in a loop of small gemms (a tile program), exactly the B tile of its next call.
-      const int lpr = transB ? 0 : (int)((nc * sizeof(T) + 63) / 64);
+      const int lpr = transB || Bshared ? 0 : (int)((nc * sizeof(T) + 63) / 64);
       const int ncalls = ((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
       const int pf_rows = lpr ? (kc + ncalls - 1) / ncalls : 0;
       int pf_row = 0;
@@ -791,17 +906,21 @@ inline void new_launch() { __atomic_fetch_add(&detail::g_launch_epoch, 1, __ATOM
 
 // a_stable: A's memory is not written during this launch (and A is not a scratch tile that is
 // refilled between calls), so its packed form may be reused by later calls on this thread.
-// (Caching packed B as well, with a grouped block order, was measured slower: the packed
-// panels then live in L3, and re-packing B from L2/L3 with prefetch costs less.)
+// b_stable: the same for B; its packed panel (one K block, one column block) is shared by all
+// threads for the rest of the launch (SharedPackedB), with the launcher's row-major block order.
+// (A per-thread B cache with a column-grouped block order was measured slower: L2 too small.)
 template <class TA, class TB, class TC>
 void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const TB* B, long ldb,
-          bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false) {
+          bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false,
+          bool b_stable = false) {
   static_assert(detail::same<TA, TB>, "tw_cpu::gemm: TA and TB must be the same type");
   if constexpr (detail::same<TA, float> || detail::same<TA, f16> || detail::same<TA, bf16>) {
     static_assert(detail::same<TC, float>, "tw_cpu::gemm: float/f16/bf16 inputs need TC=float");
-    detail::gemm_f32<TA>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable);
+    detail::gemm_f32<TA>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable,
+                         b_stable);
   } else if constexpr (detail::same<TA, int8_t>) {
     (void)a_stable;
+    (void)b_stable;
     static_assert(detail::same<TC, int32_t>, "tw_cpu::gemm: int8 inputs need TC=int32_t");
     detail::gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
   } else {
