@@ -369,6 +369,12 @@ using Kernel = std::shared_ptr<const KernelNode>;
 // The same kernel with the tensor parameters at `indices` marked as outputs (tw.jit's out_idx).
 Kernel with_outputs(const Kernel& k, const std::vector<int>& indices);
 
+// Downcast to the node type a `kind` names: as<BinaryNode>(e), as<ForNode>(s).
+template <class T>
+const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
+template <class T>
+const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
+
 // ---------------------------------------------------------------------------------------------
 // Builders: the only way front ends create expressions. They check operand types and apply the
 // promotion rules (a literal adopts the other operand's type), throwing Error at `span`.

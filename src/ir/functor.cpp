@@ -3,10 +3,6 @@
 namespace tw::ir {
 
 namespace {
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
-template <class T>
-const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------

@@ -74,10 +74,6 @@ std::string format_float(double v) {
 
 namespace {
 
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
-template <class T>
-const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
 
 bool same_span(const Span& a, const Span& b) { return a.line == b.line && a.col == b.col && a.file == b.file; }
 

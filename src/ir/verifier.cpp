@@ -10,10 +10,6 @@ namespace tw::ir {
 
 namespace {
 
-template <class T>
-const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
 
 std::string q(const std::string& name) { return "'" + name + "'"; }
 std::string dt(DType t) { return std::string(t.name()); }

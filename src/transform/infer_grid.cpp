@@ -14,10 +14,6 @@ using namespace ir;
 
 namespace {
 
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
-template <class T>
-const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
 
 using LetMap = std::unordered_map<const VarNode*, Expr>;
 

@@ -11,10 +11,6 @@ using namespace ir;
 
 namespace {
 
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
-template <class T>
-const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
 
 // ---------------------------------------------------------------------------------------------
 // Constants

@@ -12,10 +12,6 @@ namespace {
 using namespace ir;
 using transform::infer_grid;
 
-template <class T>
-const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
 
 Expr c(int64_t v) { return int_imm(v); }
 Expr add(Expr a, Expr b) { return binary(BinOp::Add, std::move(a), std::move(b)); }

@@ -12,10 +12,6 @@ using namespace ir;
 using transform::simplify;
 using transform::simplify_expr;
 
-template <class T>
-const T* as(const Stmt& s) { return static_cast<const T*>(s.get()); }
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
 
 Expr c(int64_t v, DType t = kIndexType) { return int_imm(v, t); }
 Expr bin(BinOp op, Expr a, Expr b, Span s = {}) { return binary(op, std::move(a), std::move(b), std::move(s)); }

@@ -72,10 +72,6 @@ struct Overload : F... {
 template <class... F>
 Overload(F...) -> Overload<F...>;
 
-template <class T>
-const T* as(const Expr& e) {
-  return static_cast<const T*>(e.get());
-}
 
 // ---------------------------------------------------------------------------------------------
 // Types and names

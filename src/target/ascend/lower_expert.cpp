@@ -21,10 +21,6 @@ using ir::Expr;
 using ir::Scope;
 using ir::Span;
 
-template <class T>
-const T* as(const ir::Stmt& s) { return static_cast<const T*>(s.get()); }
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
 
 std::string q(const std::string& n) { return "'" + n + "'"; }
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

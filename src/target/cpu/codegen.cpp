@@ -25,10 +25,6 @@ using namespace tw::ir;
 
 namespace {
 
-template <class T>
-const T* as(const Expr& e) { return static_cast<const T*>(e.get()); }
-template <class T>
-const T& as(const Stmt& s) { return *static_cast<const T*>(s.get()); }
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -520,16 +516,16 @@ void CodeGen::emit_params(bool tensors) {
 void CodeGen::emit(const Stmt& s) {
   if (!s) return;
   switch (s->kind) {
-    case StmtKind::Seq: return emit_seq(as<SeqNode>(s));
-    case StmtKind::For: return emit_for(as<ForNode>(s));
-    case StmtKind::If: return emit_if(as<IfNode>(s));
-    case StmtKind::Let: return emit_let(as<LetNode>(s));
-    case StmtKind::Store: return emit_store(as<StoreNode>(s));
-    case StmtKind::Alloc: return emit_alloc(as<AllocNode>(s));
-    case StmtKind::Copy: return emit_copy(as<CopyNode>(s));
-    case StmtKind::Gemm: return emit_gemm(as<GemmNode>(s));
-    case StmtKind::Fill: return emit_fill(as<FillNode>(s));
-    case StmtKind::Reduce: return emit_reduce(as<ReduceNode>(s));
+    case StmtKind::Seq: return emit_seq(*as<SeqNode>(s));
+    case StmtKind::For: return emit_for(*as<ForNode>(s));
+    case StmtKind::If: return emit_if(*as<IfNode>(s));
+    case StmtKind::Let: return emit_let(*as<LetNode>(s));
+    case StmtKind::Store: return emit_store(*as<StoreNode>(s));
+    case StmtKind::Alloc: return emit_alloc(*as<AllocNode>(s));
+    case StmtKind::Copy: return emit_copy(*as<CopyNode>(s));
+    case StmtKind::Gemm: return emit_gemm(*as<GemmNode>(s));
+    case StmtKind::Fill: return emit_fill(*as<FillNode>(s));
+    case StmtKind::Reduce: return emit_reduce(*as<ReduceNode>(s));
     case StmtKind::CoreScope:
     case StmtKind::Sync:
       throw Error("expert-mode synchronisation is Ascend-only: T.Scope, flags and barriers have no meaning on the "
