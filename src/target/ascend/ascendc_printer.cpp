@@ -65,13 +65,6 @@ using ir::Span;
 
 constexpr int64_t kUbUsable = 196352;  // shared/ascend-910b.md, "Buffers"
 
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;
-
 
 // ---------------------------------------------------------------------------------------------
 // Types and names

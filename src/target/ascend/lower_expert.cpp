@@ -39,19 +39,6 @@ Expr min_(const Expr& a, const Expr& b) {
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
 
-Pipe to_pipe(ir::AscendPipe p) {
-  switch (p) {
-    case ir::AscendPipe::S: return Pipe::S;
-    case ir::AscendPipe::V: return Pipe::V;
-    case ir::AscendPipe::M: return Pipe::M;
-    case ir::AscendPipe::MTE1: return Pipe::MTE1;
-    case ir::AscendPipe::MTE2: return Pipe::MTE2;
-    case ir::AscendPipe::MTE3: return Pipe::MTE3;
-    case ir::AscendPipe::FIX: return Pipe::FIX;
-    case ir::AscendPipe::ALL: return Pipe::ALL;
-  }
-  return Pipe::S;
-}
 
 bool is_cube_mem(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
 
@@ -532,13 +519,13 @@ class Lowerer {
     switch (n->sync) {
       case ir::SyncKind::set_flag:
         check_gemm_event(n, sp);
-        return emit(SetFlag{to_pipe(n->pipe), to_pipe(n->dst_pipe), n->id}, sp);
+        return emit(SetFlag{n->pipe, n->dst_pipe, n->id}, sp);
       case ir::SyncKind::wait_flag:
         check_gemm_event(n, sp);
-        return emit(WaitFlag{to_pipe(n->pipe), to_pipe(n->dst_pipe), n->id}, sp);
-      case ir::SyncKind::pipe_barrier: return emit(PipeBarrier{to_pipe(n->pipe)}, sp);
-      case ir::SyncKind::set_cross_flag: return emit(CrossCoreSetFlag{n->mode, to_pipe(n->pipe), n->id}, sp);
-      case ir::SyncKind::wait_cross_flag: return emit(CrossCoreWaitFlag{n->id, to_pipe(n->pipe)}, sp);
+        return emit(WaitFlag{n->pipe, n->dst_pipe, n->id}, sp);
+      case ir::SyncKind::pipe_barrier: return emit(PipeBarrier{n->pipe}, sp);
+      case ir::SyncKind::set_cross_flag: return emit(CrossCoreSetFlag{n->mode, n->pipe, n->id}, sp);
+      case ir::SyncKind::wait_cross_flag: return emit(CrossCoreWaitFlag{n->id, n->pipe}, sp);
     }
     return nullptr;
   }

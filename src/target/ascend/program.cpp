@@ -2,10 +2,6 @@
 
 namespace tw::ascend {
 
-std::string_view pipe_name(Pipe p) {
-  static constexpr std::string_view names[] = {"S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX", "ALL"};
-  return names[static_cast<int>(p)];
-}
 std::string_view mem_name(Mem m) {
   static constexpr std::string_view names[] = {"GM", "L1", "L0A", "L0B", "L0C", "UB"};
   return names[static_cast<int>(m)];
@@ -36,14 +32,6 @@ std::string_view round_mode_name(RoundMode m) {
   return names[static_cast<int>(m)];
 }
 
-namespace {
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;
-}  // namespace
 
 Pipe pipe_of(const InstrOp& op) {
   return std::visit(

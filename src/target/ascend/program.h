@@ -35,10 +35,19 @@ namespace tw::ascend {
 // ---------------------------------------------------------------------------------------------
 // Enumerations
 
-// Pipes (AscendC PIPE_*). ALL is only valid for PipeBarrier (PIPE_ALL).
-enum class Pipe : uint8_t { S, V, M, MTE1, MTE2, MTE3, FIX, ALL };
+// Pipes (AscendC PIPE_*): the IR's enum (expert-mode flags name them), so the program and the
+// Tile IR cannot disagree. ALL is only valid for PipeBarrier (PIPE_ALL).
+using Pipe = ir::AscendPipe;
+using ir::pipe_name;  // "S" "V" "M" "MTE1" "MTE2" "MTE3" "FIX" "ALL"
 inline constexpr int kNumPipes = 7;  // S..FIX
-std::string_view pipe_name(Pipe p);  // "S" "V" "M" "MTE1" "MTE2" "MTE3" "FIX" "ALL"
+
+// std::visit over the instruction variant with one lambda per alternative.
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overload(F...) -> Overload<F...>;
 
 enum class Mem : uint8_t { GM, L1, L0A, L0B, L0C, UB };
 inline constexpr int kNumMems = 6;

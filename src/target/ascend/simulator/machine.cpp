@@ -21,12 +21,6 @@
 namespace tw::ascend::sim {
 
 namespace {
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;
 
 BC make_bc(BC::Op op) {
   BC b;
