@@ -39,16 +39,19 @@ void Checker::begin(Core& c, Pipe p) {
 
 void Checker::s_advanced(Core& c) { ++s_version_[c.index]; }
 
+int Checker::new_snapshot() {
+  if (free_snaps_.empty()) {
+    snaps_.emplace_back();
+    return static_cast<int>(snaps_.size()) - 1;
+  }
+  int id = free_snaps_.back();
+  free_snaps_.pop_back();
+  return id;
+}
+
 int Checker::snapshot(Core& c, Pipe p) {
   int t = tid(c, p);
-  int id;
-  if (!free_snaps_.empty()) {
-    id = free_snaps_.back();
-    free_snaps_.pop_back();
-  } else {
-    id = static_cast<int>(snaps_.size());
-    snaps_.emplace_back();
-  }
+  int id = new_snapshot();
   snaps_[id].assign(vc(t), vc(t) + T_);
   snaps_[id][t] = clock_[t];  // everything earlier on p is complete when the flag is set
   return id;
@@ -62,14 +65,7 @@ int Checker::join_snapshots(int a, int b) {
 
 int Checker::clone(int snap) {
   if (snap < 0) return -1;
-  int id;
-  if (!free_snaps_.empty()) {
-    id = free_snaps_.back();
-    free_snaps_.pop_back();
-  } else {
-    id = static_cast<int>(snaps_.size());
-    snaps_.emplace_back();
-  }
+  int id = new_snapshot();
   snaps_[id] = snaps_[snap];
   return id;
 }

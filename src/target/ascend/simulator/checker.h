@@ -32,6 +32,7 @@ class Checker {
   int snapshot(Core& c, Pipe p);          // release (SetFlag): clock of p with p complete
   int join_snapshots(int a, int b);        // a := a v b (b released); returns a
   int clone(int snap);                     // a copy of snap
+  int new_snapshot();                      // a free slot in snaps_ (reused after joins)
   void acquire(Core& c, Pipe p, int snap); // WaitFlag: join and release the snapshot
   void barrier(Core& c, Pipe p);
   void barrier_all(Core& c);
