@@ -1,25 +1,58 @@
 #include "target/ascend/pipeline.h"
 
+#include "target/ascend/expand_gemm.h"
+#include "target/ascend/infer_scope.h"
+#include "target/ascend/insert_sync.h"
+#include "target/ascend/legalize_vector.h"
 #include "target/ascend/lower_expert.h"
+#include "target/ascend/map_grid.h"
+#include "target/ascend/multi_buffer.h"
+#include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/split_cube_vector.h"
+#include "transform/infer_grid.h"
 #include "transform/pass_log.h"
 #include "transform/simplify.h"
 
 namespace tw::ascend {
 
+namespace {
+
+// Expert mode: the user placed every tile and wrote every flag; the pipeline only translates tile
+// ops to instructions and gives each buffer its own static address (no reuse: the user's flags
+// only protect the buffers they name).
+Program lower_expert_kernel(transform::PassLog& log, const target::Target& target) {
+  log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
+  return plan_memory(lower_expert(log.kernel(), target), target, /*reuse=*/false);
+}
+
+// Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
+// documents what it decides); the Tile IR passes turn the kernel into the expert form, which the
+// same instruction selection lowers; the program passes then place buffers and synchronise.
+Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target) {
+  auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
+    return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
+  };
+  log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
+  log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
+  log.run("infer_scope", with_target(infer_scope));              // shared/fragment -> L1/L0C/UB
+  log.run("split_cube_vector", with_target(split_cube_vector));  // C/V code, GM workspaces, cross flags
+  log.run("expand_gemm", with_target(expand_gemm));              // gemm on L1 -> L0 loads + mma
+  log.run("legalize_vector", with_target(legalize_vector));      // one vector instruction per statement
+  log.run("multi_buffer", with_target(multi_buffer));            // T.Pipelined stages -> buffer copies
+  log.run("map_grid", with_target(map_grid));                    // grid -> cores, L2-friendly order
+  log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
+  Program p = lower_expert(log.kernel(), target);  // instruction selection
+  p = plan_memory(p, target, /*reuse=*/true);     // static addresses with liveness-based reuse
+  return insert_sync(p, target);                   // flags and barriers
+}
+
+}  // namespace
+
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
   transform::PassLog log(input);  // verifies the user's kernel: errors point at the user's lines
-  if (!input->is_npu())
-    throw ir::Error("kernel '" + input->name + "' is written for any target (no T.Kernel(..., is_npu=True)); "
-                        "automatic compilation of such kernels for " + target.name + " is not built yet",
-                    input->span,
-                    "write the kernel in Ascend expert mode (T.Kernel(n, is_npu=True), T.Scope, T.alloc_L1/...; "
-                    "see docs/ascend.md), or compile it for target=\"cpu\"");
-  // Fold index arithmetic so instruction operands are constants where they can be.
-  log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  // Expert mode: the user placed every buffer and wrote every flag; this only translates
-  // tile ops to instructions and plans static addresses (see lower_expert.h).
-  auto program = std::make_shared<const Program>(lower_expert(log.kernel(), target));
+  Program p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target);
+  auto program = std::make_shared<const Program>(std::move(p));
   log.dump("ascend_program.txt", print_program(*program));
   return LoweredAscend{log.kernel(), std::move(program), log.stages()};
 }

@@ -1,0 +1,11 @@
+// infer_scope: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp).
+#pragma once
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target& target);
+
+}  // namespace tw::ascend

@@ -1,0 +1,11 @@
+// map_grid: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp).
+#pragma once
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target);
+
+}  // namespace tw::ascend

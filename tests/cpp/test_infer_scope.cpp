@@ -1,0 +1,4 @@
+// infer_scope: before/after tests.
+#include <gtest/gtest.h>
+
+#include "target/ascend/infer_scope.h"

@@ -1,0 +1,4 @@
+// map_grid: before/after tests.
+#include <gtest/gtest.h>
+
+#include "target/ascend/map_grid.h"

@@ -1,0 +1,4 @@
+// multi_buffer: before/after tests.
+#include <gtest/gtest.h>
+
+#include "target/ascend/multi_buffer.h"
