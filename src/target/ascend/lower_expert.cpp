@@ -91,6 +91,14 @@ class Lowerer {
     p_.workspace_bytes = C(0);
     p_.shape_vars = k_->shape_vars();
     map_params();
+    // L0 tiles a gemm reads transposed (L0A declared KxM, L0B declared NxK: the orientation of the
+    // L1 tile they are loaded from); the load into them picks a plain or a transposing LoadData.
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
+      if (s->kind != ir::StmtKind::Gemm) return;
+      auto* g = as<ir::GemmNode>(s);
+      if (g->trans_a && g->a.buffer->scope == Scope::L0A) l0_transposed_.insert(g->a.buffer.get());
+      if (g->trans_b && g->b.buffer->scope == Scope::L0B) l0_transposed_.insert(g->b.buffer.get());
+    });
     plan_buffers();
 
     bool has_c = false, has_v = false, uses_vid = false;
@@ -600,11 +608,18 @@ class Lowerer {
       check_window_origin(d, n->dst, sp);
       check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
       bool b = to == Scope::L0B;
-      if (b && dt.bytes() != 2)
-        throw Error("copy L1->L0B of a " + std::string(dt.name()) + " KxN tile needs a transposing load, which "
-                        "LoadData 2D only does for 16-bit types",
-                    sp, "use float16/bfloat16 operands");
-      return emit(load_l0(s, d, dt, b, b ? c0_of(dt) : 16, b ? 16 : c0_of(dt)), sp);
+      // L0A holds A (MxK), L0B holds B (KxN). A tile declared the other way round (KxM / NxK, see
+      // l0_transposed_) is loaded from an L1 tile of that orientation.
+      bool declared_t = l0_transposed_.count(n->dst.buffer.get()) > 0;
+      bool transpose = b != declared_t;
+      if (transpose && dt.bytes() != 2 && !(b && dt.bytes() == 4))
+        throw Error("copy L1->" + std::string(b ? "L0B" : "L0A") + " of a " + std::string(dt.name()) + " " +
+                        (b ? "KxN" : "KxM") + " tile needs a transposing load, which LoadData does for 16-bit types " +
+                        "(and LoadDataWithTranspose for 32-bit types into L0B)",
+                    sp, b ? "use float16/bfloat16/float32 operands" : "use float16/bfloat16 operands, or store A as MxK");
+      if (declared_t) std::swap(d.rows, d.cols);  // LoadL0's destination is the logical MxK / KxN matrix
+      int64_t rmul = b ? (transpose ? 16 : c0_of(dt)) : 16, cmul = b ? 16 : c0_of(dt);
+      return emit(load_l0(s, d, dt, transpose, rmul, cmul), sp);
     }
     if (from == Scope::L0C && to == Scope::global) {
       Window s = window(n->src, sp);
@@ -727,7 +742,9 @@ class Lowerer {
     for (int64_t d : {m, n, k})
       if (d > 4095) throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp);
     if (as_ == Scope::L0A && bs == Scope::L0B) {
-      if (g->trans_a || g->trans_b)
+      // trans_a / trans_b on L0 operands: the tile is declared KxM / NxK (see l0_transposed_) and
+      // holds A / B in the Cube's layout once loaded.
+      if ((g->trans_a && !l0_transposed_.count(g->a.buffer.get())) || (g->trans_b && !l0_transposed_.count(g->b.buffer.get())))
         throw Error("gemm on L0 operands cannot transpose: the layout is fixed when loading L0", sp,
                     "load L0A as MxK and L0B as KxN");
       Window a = window(g->a, sp), b = window(g->b, sp);
@@ -1138,6 +1155,7 @@ class Lowerer {
   std::unordered_map<const ir::BufferNode*, Buf> bufs_;
   Buf gemm_l0a_, gemm_l0b_;
   Expr pending_init_;
+  std::unordered_set<const ir::BufferNode*> l0_transposed_;  // see run()
 };
 
 }  // namespace
