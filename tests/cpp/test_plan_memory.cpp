@@ -7,7 +7,11 @@
 #include "ir/parser.h"
 #include "target/ascend/lower_expert.h"
 #include "target/ascend/plan_memory.h"
+#include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
+
+#include <cmath>
+#include <vector>
 
 namespace tw::ascend {
 namespace {
@@ -137,6 +141,35 @@ TEST(PlanMemory, CubeLoopCarriedAndAfterLoopReuse) {
   for (const auto& b : p.buffers) EXPECT_EQ(b.offset % buffer_alignment(b.mem), 0) << b.name;
 }
 
+// Mmad with a run-time init (k == 0) accumulates: acc is read before it is written in the body,
+// so it keeps its bytes for the whole loop; tmp and tmp2 (init = true every iteration) share.
+TEST(PlanMemory, MmadAccumulatorIsLoopCarried) {
+  const char* text = R"(kernel g(A: global float16[64, 64], B: global float16[64, 64], C: global float32[64, 64] out)
+    grid(cid = 1) sub_block(vid) {
+  alloc a0: L0A float16[64, 64]
+  alloc b0: L0B float16[64, 64]
+  alloc acc: L0C float32[64, 64]
+  alloc tmp: L0C float32[64, 64]
+  alloc tmp2: L0C float32[64, 64]
+  scope C {
+    for k in serial(0, 4) {
+      gemm a0, b0 -> tmp clear=true
+      copy tmp -> C
+      if k == 0 {
+        gemm a0, b0 -> acc clear=true
+      } else {
+        gemm a0, b0 -> acc clear=false
+      }
+      copy acc -> C
+      gemm a0, b0 -> tmp2 clear=true
+      copy tmp2 -> C
+    }
+  }
+}
+)";
+  EXPECT_EQ(placement(plan(text, true)), "a0@0 b0@0 acc@0 tmp@16384 tmp2@16384");
+}
+
 TEST(PlanMemory, AlignmentAndTileBytes) {
   EXPECT_EQ(buffer_alignment(Mem::L1), 32);
   EXPECT_EQ(buffer_alignment(Mem::L0A), 512);
@@ -157,6 +190,100 @@ TEST(PlanMemory, AlignmentAndTileBytes) {
                      "    copy m -> Y[0:+1, 0:+5]\n    copy n -> Y[1:+1, 0:+5]\n    copy x -> Y[0:+5, 0:+8]\n  }\n}\n";
   EXPECT_EQ(placement(plan(text, false)), "m@0 n@32 x@64");
   EXPECT_EQ(placement(plan(text, true)), "m@160 n@192 x@0");
+}
+
+// ---- what reuse saves on row-wise kernels ----
+
+// An 8 x 1024 float32 row map in UB (one vector instruction per statement, as legalize_vector
+// produces), followed by a V barrier.
+std::string rowmap(const std::string& dst, const std::string& rhs) {
+  return "      for i in parallel(0, 8) {\n        for j in parallel(0, 1024) {\n          " + dst + "[i, j] = " +
+         rhs + "\n        }\n      }\n      sync pipe_barrier(V)\n";
+}
+
+// Runs a kernel Y = f(X) over a 64 x 1024 float32 X on the simulator; returns Y.
+std::vector<float> run_rows(const Program& p, std::vector<float> x) {
+  std::vector<float> y(x.size(), 0.0f);
+  auto r = sim::run(p, chip().ascend,
+                    {sim::Arg{reinterpret_cast<uint8_t*>(x.data()), static_cast<int64_t>(x.size() * 4)},
+                     sim::Arg{reinterpret_cast<uint8_t*>(y.data()), static_cast<int64_t>(y.size() * 4)}});
+  EXPECT_TRUE(r.reports.empty()) << r.summary();
+  return y;
+}
+
+std::vector<float> test_input() {
+  std::vector<float> x(64 * 1024);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(((i * 7919) % 1000) / 250.0 - 2.0);
+  return x;
+}
+
+// Head and tail of a row-tile loop: 2 blocks x 4 tiles of 8 rows; the flags at the end order the
+// next iteration's load after this one's store (the reused bytes are written again).
+const char* kRowsHead = R"(kernel rows(X: global float32[64, 1024], Y: global float32[64, 1024] out) grid(cid = 2) sub_block(vid) {
+  alloc x: UB float32[8, 1024]
+)";
+const char* kRowsLoop = R"(  scope V {
+    for t in serial(0, 4) {
+      let r0: int32 = cid * 32 + t * 8
+      copy X[r0:+8, 0:+1024] -> x
+      sync set_flag(MTE2, V, 0)
+      sync wait_flag(MTE2, V, 0)
+)";
+std::string rows_tail(const std::string& out) {
+  return "      sync set_flag(V, MTE3, 0)\n      sync wait_flag(V, MTE3, 0)\n      copy " + out +
+         " -> Y[r0:+8, 0:+1024]\n      sync set_flag(MTE3, MTE2, 0)\n      sync wait_flag(MTE3, MTE2, 0)\n"
+         "    }\n  }\n}\n";
+}
+
+// Softmax: x, x - max, exp, / sum: four 32 KiB tiles and two row vectors. With reuse at most two
+// tiles are live at once: UB use halves (131136 B -> 65568 B), and the program, run with the
+// reuse, computes softmax with no checker report.
+TEST(PlanMemory, SoftmaxLikeReuseHalvesUB) {
+  std::string text = std::string(kRowsHead) +
+                     "  alloc m: UB float32[8]\n  alloc xm: UB float32[8, 1024]\n  alloc e: UB float32[8, 1024]\n"
+                     "  alloc s: UB float32[8]\n  alloc z: UB float32[8, 1024]\n" + kRowsLoop +
+                     "      reduce max x -> m axis=1 clear=true\n      sync pipe_barrier(V)\n" +
+                     rowmap("xm", "x[i, j] - m[i]") + rowmap("e", "exp(xm[i, j])") +
+                     "      reduce sum e -> s axis=1 clear=true\n      sync pipe_barrier(V)\n" +
+                     rowmap("z", "e[i, j] / s[i]") + rows_tail("z");
+  EXPECT_EQ(used(plan(text, false), Mem::UB), 131136);
+  Program p = plan(text, true);
+  EXPECT_EQ(used(p, Mem::UB), 65568);
+  EXPECT_EQ(placement(p), "x@0 m@65536 xm@32768 e@0 s@65536 z@32768");
+  std::vector<float> x = test_input(), y = run_rows(p, x);
+  for (int r = 0; r < 64; ++r) {
+    double mx = -1e300, sum = 0;
+    for (int c = 0; c < 1024; ++c) mx = std::max(mx, double(x[r * 1024 + c]));
+    for (int c = 0; c < 1024; ++c) sum += std::exp(double(x[r * 1024 + c]) - mx);
+    for (int c = 0; c < 1024; ++c)
+      ASSERT_NEAR(y[r * 1024 + c], std::exp(double(x[r * 1024 + c]) - mx) / sum, 1e-6) << r << "," << c;
+  }
+}
+
+// RMS norm: x, x*x, its row sums, rsqrt(mean + eps), x * that: three 32 KiB tiles, two live at
+// once (98336 B -> 65568 B with reuse); run with the reuse, it matches the float64 reference.
+TEST(PlanMemory, RmsNormLikeReuseSavesATile) {
+  std::string text = std::string(kRowsHead) +
+                     "  alloc sq: UB float32[8, 1024]\n  alloc ss: UB float32[8]\n  alloc y: UB float32[8, 1024]\n" +
+                     kRowsLoop + rowmap("sq", "x[i, j] * x[i, j]") +
+                     "      reduce sum sq -> ss axis=1 clear=true\n      sync pipe_barrier(V)\n"
+                     "      for i in parallel(0, 8) {\n        ss[i] = ss[i] * 0.0009765625\n      }\n"
+                     "      sync pipe_barrier(V)\n"
+                     "      for i in parallel(0, 8) {\n        ss[i] = ss[i] + 0.000001\n      }\n"
+                     "      sync pipe_barrier(V)\n"
+                     "      for i in parallel(0, 8) {\n        ss[i] = rsqrt(ss[i])\n      }\n"
+                     "      sync pipe_barrier(V)\n" +
+                     rowmap("y", "x[i, j] * ss[i]") + rows_tail("y");
+  EXPECT_EQ(used(plan(text, false), Mem::UB), 98336);
+  Program p = plan(text, true);
+  EXPECT_EQ(used(p, Mem::UB), 65568);
+  std::vector<float> x = test_input(), y = run_rows(p, x);
+  for (int r = 0; r < 64; ++r) {
+    double ss = 0;
+    for (int c = 0; c < 1024; ++c) ss += double(x[r * 1024 + c]) * x[r * 1024 + c];
+    double rs = 1.0 / std::sqrt(ss / 1024 + 1e-6);
+    for (int c = 0; c < 1024; ++c) ASSERT_NEAR(y[r * 1024 + c], x[r * 1024 + c] * rs, 1e-5) << r << "," << c;
+  }
 }
 
 // ---- capacity ----
