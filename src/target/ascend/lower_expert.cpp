@@ -163,25 +163,6 @@ class Lowerer {
       default: return Mem::UB;
     }
   }
-  static int64_t align_of(Mem m) {
-    switch (m) {
-      case Mem::L1: return 32;
-      case Mem::L0A: case Mem::L0B: return 512;
-      case Mem::L0C: return 1024;  // 64 B in general, 1 KiB as an Mmad destination (every L0C tile is one)
-      default: return 32;
-    }
-  }
-  int64_t capacity_of(Mem m) const {
-    switch (m) {
-      case Mem::L1: return hw_.l1_bytes;
-      case Mem::L0A: return hw_.l0a_bytes;
-      case Mem::L0B: return hw_.l0b_bytes;
-      case Mem::L0C: return hw_.l0c_bytes;
-      case Mem::UB: return hw_.ub_bytes;
-      default: return 0;
-    }
-  }
-
   // Geometry of a buffer of `shape` in memory m (see Buf). Throws for shapes a memory cannot hold.
   static Buf geometry(Mem m, ir::DType t, const std::vector<int64_t>& shape, const std::string& name, const Span& sp) {
     Buf b;
@@ -242,15 +223,12 @@ class Lowerer {
       gemm_span = s->span;
     });
 
-    int64_t used[kNumMems] = {};
-    auto place = [&](const std::string& name, Buf b, const Span& sp, const std::vector<int64_t>& shape) {
-      int mi = static_cast<int>(b.mem);
-      int64_t off = round_up(used[mi], align_of(b.mem));
+    // Geometry only: plan_memory gives every buffer its address and checks the capacity.
+    auto declare = [&](const std::string& name, Buf b, const Span& sp, const std::vector<int64_t>& shape) {
       BufferDecl d;
       d.name = name;
       d.core = b.mem == Mem::UB ? CoreType::AIV : CoreType::AIC;
       d.mem = b.mem;
-      d.offset = off;
       d.bytes = b.bytes;
       d.dtype = b.dtype;
       d.shape = shape;
@@ -259,66 +237,22 @@ class Lowerer {
       d.span = sp;
       b.index = static_cast<int>(p_.buffers.size());
       p_.buffers.push_back(d);
-      used[mi] = off + b.bytes;
       return b;
     };
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
-      Buf g = place(b->name, geometry(mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
+      Buf g = declare(b->name, geometry(mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {
       int64_t c0 = 32 / gemm_t.bytes();
       Buf a;
       a.mem = Mem::L0A; a.dtype = gemm_t; a.slice_bytes = a.bytes = need_a; a.prows = 16; a.pcols = c0;
-      gemm_l0a_ = place("_gemm_L0A", a, gemm_span, {need_a / gemm_t.bytes()});
+      gemm_l0a_ = declare("_gemm_L0A", a, gemm_span, {need_a / gemm_t.bytes()});
       Buf bb = a;
       bb.mem = Mem::L0B; bb.slice_bytes = bb.bytes = need_b;
-      gemm_l0b_ = place("_gemm_L0B", bb, gemm_span, {need_b / gemm_t.bytes()});
+      gemm_l0b_ = declare("_gemm_L0B", bb, gemm_span, {need_b / gemm_t.bytes()});
     }
-    for (int mi = 0; mi < kNumMems; ++mi) {
-      if (used[mi] > capacity_of(static_cast<Mem>(mi))) capacity_error(static_cast<Mem>(mi), used[mi]);
-    }
-  }
-
-  [[noreturn]] void capacity_error(Mem m, int64_t total) {
-    int64_t cap = capacity_of(m);
-    std::string list;
-    const BufferDecl* biggest = nullptr;
-    std::vector<const BufferDecl*> ds;
-    for (const auto& d : p_.buffers) {
-      if (d.mem != m) continue;
-      ds.push_back(&d);
-      if (!biggest || d.bytes > biggest->bytes) biggest = &d;
-      std::string shape;
-      for (size_t i = 0; i < d.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(d.shape[i]);
-      list += (list.empty() ? "" : ", ") + d.name + " (" + shape + " " + std::string(d.dtype.name()) + ", " +
-              std::to_string(d.bytes) + " B)";
-    }
-    // Suggest: halve the leading (largest) matrix dimension of every buffer until the total fits.
-    std::string hint;
-    for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
-      int64_t tot = 0;
-      std::string shapes;
-      for (const auto* d : ds) {
-        std::vector<int64_t> sh = d->shape;
-        size_t dim = sh.size() >= 2 ? sh.size() - 2 : 0;
-        sh[dim] = std::max<int64_t>(1, sh[dim] >> halvings);
-        int64_t bytes = (m != Mem::UB && sh.size() < 2) ? std::max<int64_t>(512, d->bytes >> halvings)  // implicit gemm L0
-                                                         : geometry(m, d->dtype, sh, d->name, d->span).bytes;
-        tot = round_up(tot, align_of(m)) + bytes;
-        std::string s;
-        for (size_t i = 0; i < sh.size(); ++i) s += (i ? "x" : "") + std::to_string(sh[i]);
-        shapes += (shapes.empty() ? "" : ", ") + d->name + " " + s;
-      }
-      if (tot <= cap)
-        hint = "a smaller tile that fits: " + shapes + " (" + std::to_string(tot) + " B); or reuse one buffer for two tiles";
-    }
-    if (hint.empty()) hint = "use smaller tiles";
-    std::string core = m == Mem::UB ? "AIV" : "AIC";
-    throw Error(std::string(mem_name(m)) + " overflow: " + list + " need " + std::to_string(total) + " B but the " +
-                    core + "'s " + std::string(mem_name(m)) + " on " + t_.name + " holds " + std::to_string(cap) + " B",
-                biggest ? biggest->span : k_->span, hint);
   }
 
   const Buf& buf(const ir::Buffer& b, const Span& sp) {
