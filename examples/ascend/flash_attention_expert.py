@@ -24,9 +24,11 @@ after reading PV_j). Each producer is at most two sets ahead per id (the hardwar
 AIC details. L1: Q (128 x D, once per task), K_j and V_j (two slots), P_j (two slots).
 S = Q K^T is two `T.gemm(Q_L1, K_L1[128 keys], C, transpose_B=True)` library calls (K is stored
 N x D, so K^T reaches L0B with a plain load; the library call does it and syncs its own
-MTE1 <-> M with event 7); each half goes through one of two 128 x 128 fp32 L0C buffers (ping-pong
-across all uses: S halves and P V), Fixpipe -> WS as fp16. P V: four Mmads with K_L0 = 64,
-P and V chunks in L0A / L0B ping-pong halves, into an L0C buffer, Fixpipe -> WO as fp16.
+MTE1 <-> M with event 7); half 0 goes through L0C buffer C0, half 1 through C1 (128 x 128 fp32
+each: the two fill L0C), Fixpipe -> WS as fp16, so one half is written out while the other is
+multiplied. P V: four Mmads with K_L0 = 64, P and V chunks in L0A / L0B ping-pong halves, into
+C0 (after S half 0 has left it), Fixpipe -> WO as fp16. (K has two 2-D L1 buffers and runtime
+ifs pick the slot because T.gemm takes 2-D operands only.)
 AIC flags:
   MTE1 -> MTE2, id kv (0, 1)    "K/V L1 slot kv is free (the P V loads of its V are done)"  (primed)
   MTE2 -> MTE1, id kv           "K_j and V_j have arrived in slot kv"
@@ -34,8 +36,8 @@ AIC flags:
   MTE1 -> MTE2, id 4            "Q L1 is free (the task's last Q K^T load is done)"  (primed)
   MTE2 -> MTE1, id 4            "Q has arrived"
   M -> MTE1, id s (0, 1)        "L0A/L0B half s is free"  (primed);  MTE1 -> M, s  "half s is loaded"
-  FIX -> M, id c (0, 1)         "L0C buffer c has been written out"  (primed)
-  M -> FIX, id c                "L0C buffer c holds a finished product"
+  FIX -> M, id c (0, 1)         "L0C buffer Cc has been written out"  (primed)
+  M -> FIX, id c                "L0C buffer Cc holds a finished product"
   event 7 (MTE1 <-> M)          used inside T.gemm
 
 AIV details (64 rows x 256 keys per AIV and key block; UB: two S/P tiles, O accumulator):
