@@ -279,6 +279,7 @@ struct Node {
   // instructions
   int pos = -1;
   Pipe pipe = Pipe::S;
+  bool cross = false;  // CrossCoreSetFlag / CrossCoreWaitFlag
   std::vector<Access> acc;
 };
 
@@ -418,9 +419,9 @@ class CoreSync {
         nd.pipe = in.pipe();
         nd.pos = static_cast<int>(instrs_.size());
         instrs_.push_back(n);
-        if (auto* f = std::get_if<CrossCoreSetFlag>(&in.op)) {
+        nd.cross = std::holds_alternative<CrossCoreSetFlag>(in.op) || std::holds_alternative<CrossCoreWaitFlag>(in.op);
+        if (std::holds_alternative<CrossCoreSetFlag>(in.op)) {
           for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
-          (void)f;
         } else if (auto* w = std::get_if<CrossCoreWaitFlag>(&in.op)) {
           if (w->pipe != Pipe::S)
             for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
@@ -575,8 +576,10 @@ class CoreSync {
   void reduce(Dep& d) {
     {
       Pipe pa = nodes_[d.a].pipe, pb = nodes_[d.b].pipe;
-      if (pa == pb && in_order(pa)) {
-        d.keep = false;  // in-order pipe: nothing to do (still a link for others)
+      // In-order pipe, or a cross-core flag on the same pipe (a set fires after the earlier
+      // instructions of its pipe, a wait blocks the later ones): nothing to do (still a link).
+      if (pa == pb && (in_order(pa) || nodes_[d.a].cross || nodes_[d.b].cross)) {
+        d.keep = false;
         return;
       }
       if (d.carried && nodes_[d.a].pos < nodes_[d.b].pos)

@@ -15,19 +15,20 @@
 //    GM inputs never written cause nothing; GM write-after-write is left unordered (each output
 //    element is written by one tile: two writes of one GM byte by one core are not expected in
 //    generated code and would be a lowering bug, not a sync problem).
-//    Cross-core flags: CrossCoreSetFlag<p> fires when earlier p instructions finished, so it is a
-//    consumer ("release") of every GM space shared between cores: earlier accesses to them on
-//    other pipes get a flag to p. CrossCoreWaitFlag<p> with p != S is a producer ("acquire"):
-//    later accesses of shared GM on other pipes get a flag from p. With p = S it orders everything
-//    after it and needs nothing.
+//    Cross-core flags: CrossCoreSetFlag<p> fires when earlier p instructions finished, and
+//    CrossCoreWaitFlag<p> with p != S blocks only pipe p, so both "touch" (a fence access) every GM
+//    space shared between cores (accessed by AIC and AIV code, written by one; with mode 0/1 flags
+//    every written GM space): earlier/later accesses of it on other pipes get a flag to/from p;
+//    on p itself nothing is needed. A CrossCoreWaitFlag on S orders everything after it: nothing.
 // 2. Dependences. Intra (a before b in the same iteration of their common loops, placed in the
 //    lowest common block C: set after a's ancestor in C, wait before b's) and loop-carried (a in
 //    iteration i, b in iteration i+1 of their innermost common loop L, C = L's body: set after
 //    a's ancestor, wait before b's; SetFlag once before and WaitFlag once after the outermost loop
 //    around L, so every path is set, (wait, set)*, wait: balanced for any trip counts, and the
 //    last iteration of an inner loop is ordered before the first of the next outer iteration).
-//    Slotted carried dependences use event id base + X % m (each half its own flag, like
-//    hand-written ping-pong code), pre-set and drained for every slot.
+//    A forward carried dependence (a before b in the body) is implied by the placed intra one.
+//    Slotted dependences use event id base + X % m (each half its own flag, like hand-written
+//    ping-pong code); carried ones are pre-set and drained for every slot.
 //    Pipes p != q: SetFlag<p_q>/WaitFlag<p_q>; p == q on V/MTE1/MTE2/MTE3/FIX: PipeBarrier<p>
 //    before b's ancestor in C; M and S are in order: nothing.
 // 3. Fewest pairs. A dependence a -> b is dropped when an instruction c that executes between
@@ -38,9 +39,12 @@
 //    well-founded. Then, per block, pipe pair and kind, dependences are intervals (after a's
 //    ancestor, before b's ancestor); a placed pair covers every dependence whose interval contains
 //    it (greedy by earliest wait), a barrier covers every same-pipe dependence it lies between.
-// 4. Event ids 0..5 per pipe pair (6, 7 reserved): interval colouring over program order; when
-//    more than 6 pairs of one pipe pair are live at once, the pair that does not fit becomes a
-//    PipeBarrier<PIPE_ALL> at its wait point (correct, less overlap).
+// 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
+//    id(s): an id is reused only by the same pair in later iterations, where the reverse
+//    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs
+//    sharing an id could set it twice before the first wait, which is undefined). A pair that
+//    does not fit in 6 ids becomes a PipeBarrier<PIPE_ALL> at its wait point (correct, less
+//    overlap).
 // 5. Illegal pairs (AIC MTE2 <-> FIX; S pairs on the AIC): relayed through a pipe r with legal
 //    p -> r and r -> q (MTE1 on the AIC): WaitFlag<p_r>, SetFlag<r_q>, WaitFlag<r_q> at the wait
 //    point (only r and q stall, the producer's pipe keeps running); PIPE_ALL when no relay exists.
