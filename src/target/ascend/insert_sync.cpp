@@ -574,30 +574,28 @@ class CoreSync {
         if (d.carried == (pass == 1)) reduce(d);
   }
   void reduce(Dep& d) {
-    {
-      Pipe pa = nodes_[d.a].pipe, pb = nodes_[d.b].pipe;
-      // In-order pipe, or a cross-core flag on the same pipe (a set fires after the earlier
-      // instructions of its pipe, a wait blocks the later ones): nothing to do (still a link).
-      if (pa == pb && (in_order(pa) || nodes_[d.a].cross || nodes_[d.b].cross)) {
+    Pipe pa = nodes_[d.a].pipe, pb = nodes_[d.b].pipe;
+    // In-order pipe, or a cross-core flag on the same pipe (a set fires after the earlier
+    // instructions of its pipe, a wait blocks the later ones): nothing to do (still a link).
+    if (pa == pb && (in_order(pa) || nodes_[d.a].cross || nodes_[d.b].cross)) {
+      d.keep = false;
+      return;
+    }
+    if (d.carried && nodes_[d.a].pos < nodes_[d.b].pos)
+      if (const Dep* intra = find(d.a, d.b, false); intra && intra->keep) {
         d.keep = false;
         return;
       }
-      if (d.carried && nodes_[d.a].pos < nodes_[d.b].pos)
-        if (const Dep* intra = find(d.a, d.b, false); intra && intra->keep) {
-          d.keep = false;
-          return;
-        }
-      for (int c : instrs_) {
-        bool after_a = true;
-        if (!between(d, c, after_a)) continue;
-        const Dep* l1 = find(d.a, c, d.carried && !after_a);
-        const Dep* l2 = find(c, d.b, d.carried && after_a);
-        bool ok1 = link_ok(l1, d), ok2 = link_ok(l2, d);
-        Pipe pc = nodes_[c].pipe;
-        if ((ok1 && pc == pb) || (ok2 && pc == pa) || (ok1 && ok2)) {
-          d.keep = false;
-          break;
-        }
+    for (int c : instrs_) {
+      bool after_a = true;
+      if (!between(d, c, after_a)) continue;
+      const Dep* l1 = find(d.a, c, d.carried && !after_a);
+      const Dep* l2 = find(c, d.b, d.carried && after_a);
+      bool ok1 = link_ok(l1, d), ok2 = link_ok(l2, d);
+      Pipe pc = nodes_[c].pipe;
+      if ((ok1 && pc == pb) || (ok2 && pc == pa) || (ok1 && ok2)) {
+        d.keep = false;
+        break;
       }
     }
   }
@@ -625,7 +623,6 @@ class CoreSync {
     });
     for (Dep* d : ds) {
       Pipe pa = nodes_[d->a].pipe, pb = nodes_[d->b].pipe;
-      int n = n_of(*d);
       int s = d->ia + 1, w = wslot(*d);
       if (pa == pb) {
         bool covered = false;
@@ -675,7 +672,6 @@ class CoreSync {
           sp.w = d->ib;
         }
       }
-      (void)n;
       pairs_.push_back(sp);
     }
   }
