@@ -67,9 +67,7 @@ struct Instantiate : ir::Mutator {
         ir::Var v = fresh(n->var);
         return std::make_shared<ir::ForNode>(v, mn, ext, n->for_kind, n->num_stages, mutate(n->body), s->span);
       }
-      case ir::StmtKind::Alloc:
-        if (staged.count(ir::as<ir::AllocNode>(s)->buffer.get())) return nullptr;  // hoisted, staged
-        return s;
+      case ir::StmtKind::Alloc: return nullptr;  // hoisted out of the loop (staged or shared by the copies)
       case ir::StmtKind::Store: {
         auto* n = ir::as<ir::StoreNode>(s);
         auto it = staged.find(n->buffer.get());
@@ -191,7 +189,10 @@ struct MultiBuffer : ir::Mutator {
       if (x->kind != ir::StmtKind::Alloc) return;
       const Buffer& b = ir::as<ir::AllocNode>(x)->buffer;
       bool pingpong = (b->scope == Scope::L0A || b->scope == Scope::L0B) && b->ndim() > 2;
-      if (pingpong || whole.count(b.get())) return;
+      if (pingpong || whole.count(b.get())) {
+        allocs.push_back(x);  // one tile shared by the copies
+        return;
+      }
       std::vector<Expr> shape{C(S)};
       for (const auto& d : b->shape) shape.push_back(d);
       Buffer nb = ir::buffer(b->name, b->dtype, shape, b->scope, b->span);
