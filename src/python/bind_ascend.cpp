@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 
 #include "target/ascend/lower_expert.h"
+#include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/registry.h"
 
@@ -15,7 +16,8 @@ using namespace nb::literals;
 void bind_ascend(nb::module_& m) {
   m.doc() = "Ascend backend: expert-mode lowering to the Ascend program";
   m.def("lower_expert", [](const tw::ir::Kernel& k, const std::string& target) {
-    return tw::ascend::print_program(tw::ascend::lower_expert(k, tw::target::find_target(target)));
+    const tw::target::Target& t = tw::target::find_target(target);
+    return tw::ascend::print_program(tw::ascend::plan_memory(tw::ascend::lower_expert(k, t), t, /*reuse=*/false));
   }, "kernel"_a, "target"_a = "ascend910b",
      "Lower an expert-mode kernel (T.Kernel(n, is_npu=True)) and return the printed Ascend program.");
 }

@@ -4,14 +4,17 @@
 
 #include "ir/parser.h"
 #include "target/ascend/lower_expert.h"
+#include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/registry.h"
 
 namespace tw::ascend {
 namespace {
 
+// Instruction selection, then expert-mode placement (every buffer its own bytes), as the pipeline does.
 Program lower(const std::string& text) {
-  return lower_expert(ir::parse_kernel(text, "expert.tw"), target::find_target("ascend910b2"));
+  const target::Target& t = target::find_target("ascend910b2");
+  return plan_memory(lower_expert(ir::parse_kernel(text, "expert.tw"), t), t, /*reuse=*/false);
 }
 
 void expect_error(const std::string& text, const std::string& msg, int line, const std::string& hint = "") {

@@ -1,10 +1,239 @@
 #include "target/ascend/expand_gemm.h"
 
+#include <unordered_map>
+
+#include "ir/functor.h"
+#include "ir/printer.h"
+#include "transform/simplify.h"
+
 namespace tw::ascend {
 
+namespace {
+
+using ir::BinOp;
+using ir::Buffer;
+using ir::Expr;
+using ir::Scope;
+using ir::Stmt;
+
+Expr C(int64_t v) { return ir::int_imm(v); }
+Expr simp(const Expr& e) { return transform::simplify_expr(e); }
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+Stmt seq(std::vector<Stmt> v, const ir::Span& sp) { return std::make_shared<ir::SeqNode>(std::move(v), sp); }
+
+struct Loop {
+  ir::Var var;
+  Expr min;
+};
+
+class Expander {
+ public:
+  Expander(const ir::Kernel& k, const target::Target& t) : k_(k), hw_(t.ascend) {}
+
+  ir::Kernel run() {
+    Stmt body = visit(k_->body);
+    return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, body, k_->span,
+                                            k_->sub_block_var);
+  }
+
+ private:
+  // An accumulator cleared by a fill and not yet written by a gemm: the loop depth and If depth
+  // at the fill.
+  struct Pending {
+    size_t loops;
+    int ifs;
+  };
+
+  Stmt visit(const Stmt& s) {
+    if (!s) return s;
+    switch (s->kind) {
+      case ir::StmtKind::Seq: {
+        std::vector<Stmt> out;
+        for (const auto& c : ir::as<ir::SeqNode>(s)->body)
+          if (Stmt x = visit(c)) out.push_back(x);
+        return seq(std::move(out), s->span);
+      }
+      case ir::StmtKind::For: {
+        auto* f = ir::as<ir::ForNode>(s);
+        loops_.push_back({f->var, f->min});
+        Stmt body = visit(f->body);
+        loops_.pop_back();
+        // A pending clear left inside the loop (no gemm reached it) stays pending at this depth.
+        for (auto& [b, p] : pending_) p.loops = std::min(p.loops, loops_.size());
+        return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
+      }
+      case ir::StmtKind::If: {
+        auto* n = ir::as<ir::IfNode>(s);
+        ++ifs_;
+        Stmt t = visit(n->then_body);
+        Stmt e = n->else_body ? visit(n->else_body) : nullptr;
+        --ifs_;
+        return std::make_shared<ir::IfNode>(n->cond, t, e, s->span);
+      }
+      case ir::StmtKind::CoreScope: {
+        auto* n = ir::as<ir::CoreScopeNode>(s);
+        return std::make_shared<ir::CoreScopeNode>(n->core, visit(n->body), s->span);
+      }
+      case ir::StmtKind::Fill: {
+        auto* f = ir::as<ir::FillNode>(s);
+        if (f->dst.buffer->scope != Scope::L0C) return s;
+        auto v = f->value->kind == ir::ExprKind::FloatImm ? std::optional<double>(ir::as<ir::FloatImmNode>(f->value)->value)
+                                                           : std::nullopt;
+        auto iv = ir::as_const_int(f->value);
+        if (!(v && *v == 0.0) && !(iv && *iv == 0))
+          throw ir::Error("fill of the gemm accumulator '" + f->dst.buffer->name + "' with " + ir::print(f->value) +
+                              ": on Ascend an accumulator (L0C) can only start from zero",
+                          s->span, "clear it (T.clear) and add the value in a vector epilogue");
+        pending_[f->dst.buffer.get()] = {loops_.size(), ifs_};
+        return nullptr;
+      }
+      case ir::StmtKind::Copy: {
+        auto* c = ir::as<ir::CopyNode>(s);
+        if (pending_.count(c->src.buffer.get()))
+          throw ir::Error("the accumulator '" + c->src.buffer->name + "' is read before any gemm wrote it", s->span,
+                          "on Ascend a cleared accumulator only becomes zero through its first gemm; make sure a "
+                          "gemm runs before the copy (a loop with at least one iteration)");
+        return s;
+      }
+      case ir::StmtKind::Gemm: return expand(ir::as<ir::GemmNode>(s), s->span);
+      default: return s;
+    }
+  }
+
+  Stmt expand(const ir::GemmNode* g, const ir::Span& sp) {
+    const Buffer& A = g->a.buffer;
+    const Buffer& B = g->b.buffer;
+    const Buffer& Cb = g->c.buffer;
+    if (A->scope != Scope::L1 || B->scope != Scope::L1 || Cb->scope != Scope::L0C) return keep(g, sp);
+    ir::DType t = A->dtype;
+    auto ext = [&](const ir::Region& r, int from_end) {
+      auto c = ir::as_const_int(r.extents[r.extents.size() - from_end]);
+      if (!c) throw ir::Error("gemm operand " + ir::print(r) + " needs constant extents", sp);
+      return *c;
+    };
+    int64_t M = g->trans_a ? ext(g->a, 1) : ext(g->a, 2);
+    int64_t K = g->trans_a ? ext(g->a, 2) : ext(g->a, 1);
+    int64_t N = g->trans_b ? ext(g->b, 2) : ext(g->b, 1);
+    int64_t Mp = round_up(M, 16), Np = round_up(N, 16), es = t.bytes();
+    auto fits = [&](int64_t kl0) {
+      int64_t kp = round_up(kl0, 16);
+      return 2 * Mp * kp * es <= hw_.l0a_bytes && 2 * kp * Np * es <= hw_.l0b_bytes;
+    };
+    int64_t kL0 = 0;
+    if (fits(K)) {
+      kL0 = K;
+    } else {
+      for (int64_t c = K / 16 * 16; c >= 16; c -= 16)
+        if (K % c == 0 && fits(c)) {
+          kL0 = c;
+          break;
+        }
+    }
+    if (kL0 == 0)
+      throw ir::Error("gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " (" +
+                          std::string(t.name()) + "): no K step fits two L0A tiles of " + std::to_string(Mp) +
+                          " rows and two L0B tiles of " + std::to_string(Np) + " columns (64 KiB each)",
+                      sp, "use smaller block_M / block_N (e.g. 128 x 128 for 16-bit types, 128 x 64 for float32)");
+    int64_t steps = K / kL0;
+    if (steps > kMaxSteps)
+      throw ir::Error("gemm K extent " + std::to_string(K) + " needs " + std::to_string(steps) + " L0 steps of " +
+                          std::to_string(kL0) + " (at most " + std::to_string(kMaxSteps) + " are unrolled)",
+                      sp, "use a smaller block_K; the K loop over tiles is yours");
+    int64_t kp = round_up(kL0, 16);
+    std::vector<Expr> lead = steps >= 2 ? std::vector<Expr>{C(2)} : std::vector<Expr>{};
+    auto shape = [&](int64_t r, int64_t c) {
+      std::vector<Expr> s = lead;
+      s.push_back(C(r));
+      s.push_back(C(c));
+      return s;
+    };
+    int id = counter_++;
+    std::string sfx = id ? "_" + std::to_string(id) : "";
+    Buffer a0 = ir::buffer(A->name + "_l0" + sfx, t, g->trans_a ? shape(kp, Mp) : shape(Mp, kp), Scope::L0A, sp);
+    Buffer b0 = ir::buffer(B->name + "_l0" + sfx, t, g->trans_b ? shape(Np, kp) : shape(kp, Np), Scope::L0B, sp);
+
+    // init condition of the first step
+    Expr init;
+    auto it = pending_.find(Cb.get());
+    if (g->clear) {
+      init = ir::int_imm(1, ir::DTypeCode::boolean, sp);
+      if (it != pending_.end()) pending_.erase(it);
+    } else if (it != pending_.end()) {
+      if (ifs_ > it->second.ifs)
+        throw ir::Error("the first gemm into the cleared accumulator '" + Cb->name + "' is conditional", sp,
+                        "on Ascend the clear happens in the first gemm: make it unconditional (mask the operands instead)");
+      for (size_t i = it->second.loops; i < loops_.size(); ++i) {
+        Expr c = ir::binary(BinOp::EQ, loops_[i].var, loops_[i].min, sp);
+        init = init ? ir::binary(BinOp::And, init, c, sp) : c;
+      }
+      if (!init) init = ir::int_imm(1, ir::DTypeCode::boolean, sp);
+      pending_.erase(it);
+    }
+
+    std::vector<Stmt> out;
+    out.push_back(std::make_shared<ir::AllocNode>(a0, sp));
+    out.push_back(std::make_shared<ir::AllocNode>(b0, sp));
+    for (int64_t s = 0; s < steps; ++s) {
+      // windows of the L1 tiles for this step
+      ir::Region ra = g->a, rb = g->b;
+      size_t ka = g->trans_a ? ra.starts.size() - 2 : ra.starts.size() - 1;
+      size_t kb = g->trans_b ? rb.starts.size() - 1 : rb.starts.size() - 2;
+      ra.starts[ka] = simp(ir::binary(BinOp::Add, ra.starts[ka], C(s * kL0)));
+      ra.extents[ka] = C(kL0);
+      rb.starts[kb] = simp(ir::binary(BinOp::Add, rb.starts[kb], C(s * kL0)));
+      rb.extents[kb] = C(kL0);
+      auto l0_region = [&](const Buffer& b, int64_t r, int64_t c) {
+        ir::Region x;
+        x.buffer = b;
+        if (steps >= 2) {
+          x.starts.push_back(C(s % 2));
+          x.extents.push_back(C(1));
+        }
+        x.starts.push_back(C(0));
+        x.starts.push_back(C(0));
+        x.extents.push_back(C(r));
+        x.extents.push_back(C(c));
+        return x;
+      };
+      ir::Region da = g->trans_a ? l0_region(a0, kL0, M) : l0_region(a0, M, kL0);
+      ir::Region db = g->trans_b ? l0_region(b0, N, kL0) : l0_region(b0, kL0, N);
+      out.push_back(std::make_shared<ir::CopyNode>(ra, da, sp));
+      out.push_back(std::make_shared<ir::CopyNode>(rb, db, sp));
+      Expr step_init = s == 0 ? init : nullptr;
+      auto mk = [&](bool clear) {
+        return std::make_shared<ir::GemmNode>(da, db, g->c, g->trans_a, g->trans_b, clear, sp);
+      };
+      auto ci = step_init ? ir::as_const_int(step_init) : std::nullopt;
+      if (!step_init || (ci && *ci == 0))
+        out.push_back(mk(false));
+      else if (ci)
+        out.push_back(mk(true));
+      else  // T.mma(init=cond): lower_expert turns the pair into one Mmad with a runtime init
+        out.push_back(std::make_shared<ir::IfNode>(step_init, mk(true), mk(false), sp));
+    }
+    return seq(std::move(out), sp);
+  }
+
+  Stmt keep(const ir::GemmNode* g, const ir::Span& sp) {
+    throw ir::Error("gemm " + ir::print(g->a) + " x " + ir::print(g->b) + " -> " + ir::print(g->c) +
+                        ": operands in " + std::string(ir::scope_name(g->a.buffer->scope)) + " / " +
+                        std::string(ir::scope_name(g->b.buffer->scope)) + " / " +
+                        std::string(ir::scope_name(g->c.buffer->scope)) + ", expected L1 / L1 / L0C",
+                    sp, "internal: infer_scope and split_cube_vector place gemm operands");
+  }
+
+  ir::Kernel k_;
+  const target::AscendParams& hw_;
+  std::vector<Loop> loops_;
+  int ifs_ = 0;
+  int counter_ = 0;
+  std::unordered_map<const ir::BufferNode*, Pending> pending_;
+};
+
+}  // namespace
+
 ir::Kernel expand_gemm(const ir::Kernel& kernel, const target::Target& target) {
-  (void)target;
-  return kernel;
+  return Expander(kernel, target).run();
 }
 
 }  // namespace tw::ascend

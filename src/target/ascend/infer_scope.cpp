@@ -1,10 +1,93 @@
 #include "target/ascend/infer_scope.h"
 
+#include <unordered_map>
+
+#include "ir/functor.h"
+
 namespace tw::ascend {
 
-ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target& target) {
-  (void)target;
-  return kernel;
+namespace {
+
+using ir::Buffer;
+using ir::Scope;
+
+enum Role : unsigned { kOperand = 1, kAccumulator = 2, kVector = 4 };
+
+bool portable(const Buffer& b) { return b->scope == Scope::shared || b->scope == Scope::fragment; }
+
+// Collects the roles of every portable tile.
+struct Roles : ir::Visitor {
+  std::unordered_map<const ir::BufferNode*, unsigned> role;
+  std::unordered_map<const ir::BufferNode*, ir::Span> span;  // first use with each role, for errors
+
+  void add(const Buffer& b, unsigned r, const ir::Span& sp) {
+    if (!portable(b)) return;
+    unsigned& x = role[b.get()];
+    if ((r & (kOperand | kAccumulator)) && (x & (kOperand | kAccumulator)) && !(x & r))
+      throw ir::Error("tile '" + b->name + "' is both an operand and the accumulator of T.gemm", sp,
+                      "accumulate into a separate fragment and copy it if the result feeds another gemm");
+    x |= r;
+    span.emplace(b.get(), sp);
+  }
+  void visit(const ir::Stmt& s) override {
+    if (!s) return;
+    switch (s->kind) {
+      case ir::StmtKind::Gemm: {
+        auto* g = ir::as<ir::GemmNode>(s);
+        add(g->a.buffer, kOperand, s->span);
+        add(g->b.buffer, kOperand, s->span);
+        add(g->c.buffer, kAccumulator, s->span);
+        break;
+      }
+      case ir::StmtKind::Store: add(ir::as<ir::StoreNode>(s)->buffer, kVector, s->span); break;
+      case ir::StmtKind::Reduce: {
+        auto* r = ir::as<ir::ReduceNode>(s);
+        add(r->src, kVector, s->span);
+        add(r->dst, kVector, s->span);
+        break;
+      }
+      default: break;
+    }
+    ir::Visitor::visit(s);
+  }
+  void visit(const ir::Expr& e) override {
+    if (e && e->kind == ir::ExprKind::Load) add(ir::as<ir::LoadNode>(e)->buffer, kVector, e->span);
+    ir::Visitor::visit(e);
+  }
+  using ir::Visitor::visit;
+};
+
+struct Rescope : ir::Mutator {
+  const Roles& roles;
+  std::unordered_map<const ir::BufferNode*, Buffer> done;
+  explicit Rescope(const Roles& r) : roles(r) {}
+
+  Buffer mutate_buffer(const Buffer& b) override {
+    if (!portable(b)) return b;
+    auto it = done.find(b.get());
+    if (it != done.end()) return it->second;
+    auto r = roles.role.find(b.get());
+    unsigned role = r == roles.role.end() ? 0u : r->second;
+    Scope s;
+    if (role == kOperand)
+      s = Scope::L1;
+    else if (role == kAccumulator)
+      s = Scope::L0C;
+    else if (role == 0 || role == kVector)
+      s = Scope::UB;
+    else
+      return done[b.get()] = b;  // Cube and vector: split_cube_vector's job
+    return done[b.get()] = ir::buffer(b->name, b->dtype, b->shape, s, b->span);
+  }
+};
+
+}  // namespace
+
+ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
+  Roles roles;
+  roles.visit(kernel->body);
+  Rescope m(roles);
+  return m.mutate_kernel(kernel);
 }
 
 }  // namespace tw::ascend

@@ -1,4 +1,19 @@
-// infer_scope: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp).
+// infer_scope: the Ascend memory of every portable tile (first pass of the automatic pipeline
+// that knows about Ascend; see pipeline.cpp).
+//
+// A kernel written for any target allocates `shared` and `fragment` tiles; on Ascend a tile lives
+// in the memory of the unit that uses it (ascend-910b.md "Buffers"). The role of each tile is read
+// from its uses:
+//  - Cube operand: the A or B operand of a T.gemm                      -> L1 (Nz)
+//  - Cube accumulator: the C operand of a T.gemm                      -> L0C (Nz, fp32/int32)
+//  - vector: an element load or store (T.Parallel bodies, scalar code), a reduce operand
+//                                                                     -> UB
+//  - copies and fills give no role (they follow the tile's other uses); a tile with no role at
+//    all (only copied) is a vector tile (UB): the AIV moves it.
+// A tile with both a Cube and a vector role (flash attention's score tile: gemm result, then
+// softmax) keeps its portable scope: split_cube_vector gives it one incarnation per core and
+// hands the data over through GM. A tile that is both operand and accumulator of T.gemm is an
+// error. Tiles that already have an Ascend scope and global tensors are left as they are.
 #pragma once
 
 #include "target/registry.h"

@@ -92,6 +92,14 @@ class Lowerer {
     p_.workspace_bytes = C(0);
     p_.shape_vars = k_->shape_vars();
     map_params();
+    // L0 tiles a gemm reads transposed (L0A declared KxM, L0B declared NxK: the orientation of the
+    // L1 tile they are loaded from); the load into them picks a plain or a transposing LoadData.
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
+      if (s->kind != ir::StmtKind::Gemm) return;
+      auto* g = as<ir::GemmNode>(s);
+      if (g->trans_a && g->a.buffer->scope == Scope::L0A) l0_transposed_.insert(g->a.buffer.get());
+      if (g->trans_b && g->b.buffer->scope == Scope::L0B) l0_transposed_.insert(g->b.buffer.get());
+    });
     plan_buffers();
 
     bool has_c = false, has_v = false, uses_vid = false;
@@ -156,25 +164,6 @@ class Lowerer {
       default: return Mem::UB;
     }
   }
-  static int64_t align_of(Mem m) {
-    switch (m) {
-      case Mem::L1: return 32;
-      case Mem::L0A: case Mem::L0B: return 512;
-      case Mem::L0C: return 1024;  // 64 B in general, 1 KiB as an Mmad destination (every L0C tile is one)
-      default: return 32;
-    }
-  }
-  int64_t capacity_of(Mem m) const {
-    switch (m) {
-      case Mem::L1: return hw_.l1_bytes;
-      case Mem::L0A: return hw_.l0a_bytes;
-      case Mem::L0B: return hw_.l0b_bytes;
-      case Mem::L0C: return hw_.l0c_bytes;
-      case Mem::UB: return hw_.ub_bytes;
-      default: return 0;
-    }
-  }
-
   // Geometry of a buffer of `shape` in memory m (see Buf). Throws for shapes a memory cannot hold.
   static Buf geometry(Mem m, ir::DType t, const std::vector<int64_t>& shape, const std::string& name, const Span& sp) {
     Buf b;
@@ -239,15 +228,12 @@ class Lowerer {
       gemm_span = s->span;
     });
 
-    int64_t used[kNumMems] = {};
-    auto place = [&](const std::string& name, Buf b, const Span& sp, const std::vector<int64_t>& shape) {
-      int mi = static_cast<int>(b.mem);
-      int64_t off = round_up(used[mi], align_of(b.mem));
+    // Geometry only: plan_memory gives every buffer its address and checks the capacity.
+    auto declare = [&](const std::string& name, Buf b, const Span& sp, const std::vector<int64_t>& shape) {
       BufferDecl d;
       d.name = name;
       d.core = b.mem == Mem::UB ? CoreType::AIV : CoreType::AIC;
       d.mem = b.mem;
-      d.offset = off;
       d.bytes = b.bytes;
       d.dtype = b.dtype;
       d.shape = shape;
@@ -256,66 +242,22 @@ class Lowerer {
       d.span = sp;
       b.index = static_cast<int>(p_.buffers.size());
       p_.buffers.push_back(d);
-      used[mi] = off + b.bytes;
       return b;
     };
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
-      Buf g = place(b->name, geometry(mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
+      Buf g = declare(b->name, geometry(mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {
       int64_t c0 = 32 / gemm_t.bytes();
       Buf a;
       a.mem = Mem::L0A; a.dtype = gemm_t; a.slice_bytes = a.bytes = need_a; a.prows = 16; a.pcols = c0;
-      gemm_l0a_ = place("_gemm_L0A", a, gemm_span, {need_a / gemm_t.bytes()});
+      gemm_l0a_ = declare("_gemm_L0A", a, gemm_span, {need_a / gemm_t.bytes()});
       Buf bb = a;
       bb.mem = Mem::L0B; bb.slice_bytes = bb.bytes = need_b;
-      gemm_l0b_ = place("_gemm_L0B", bb, gemm_span, {need_b / gemm_t.bytes()});
+      gemm_l0b_ = declare("_gemm_L0B", bb, gemm_span, {need_b / gemm_t.bytes()});
     }
-    for (int mi = 0; mi < kNumMems; ++mi) {
-      if (used[mi] > capacity_of(static_cast<Mem>(mi))) capacity_error(static_cast<Mem>(mi), used[mi]);
-    }
-  }
-
-  [[noreturn]] void capacity_error(Mem m, int64_t total) {
-    int64_t cap = capacity_of(m);
-    std::string list;
-    const BufferDecl* biggest = nullptr;
-    std::vector<const BufferDecl*> ds;
-    for (const auto& d : p_.buffers) {
-      if (d.mem != m) continue;
-      ds.push_back(&d);
-      if (!biggest || d.bytes > biggest->bytes) biggest = &d;
-      std::string shape;
-      for (size_t i = 0; i < d.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(d.shape[i]);
-      list += (list.empty() ? "" : ", ") + d.name + " (" + shape + " " + std::string(d.dtype.name()) + ", " +
-              std::to_string(d.bytes) + " B)";
-    }
-    // Suggest: halve the leading (largest) matrix dimension of every buffer until the total fits.
-    std::string hint;
-    for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
-      int64_t tot = 0;
-      std::string shapes;
-      for (const auto* d : ds) {
-        std::vector<int64_t> sh = d->shape;
-        size_t dim = sh.size() >= 2 ? sh.size() - 2 : 0;
-        sh[dim] = std::max<int64_t>(1, sh[dim] >> halvings);
-        int64_t bytes = (m != Mem::UB && sh.size() < 2) ? std::max<int64_t>(512, d->bytes >> halvings)  // implicit gemm L0
-                                                         : geometry(m, d->dtype, sh, d->name, d->span).bytes;
-        tot = round_up(tot, align_of(m)) + bytes;
-        std::string s;
-        for (size_t i = 0; i < sh.size(); ++i) s += (i ? "x" : "") + std::to_string(sh[i]);
-        shapes += (shapes.empty() ? "" : ", ") + d->name + " " + s;
-      }
-      if (tot <= cap)
-        hint = "a smaller tile that fits: " + shapes + " (" + std::to_string(tot) + " B); or reuse one buffer for two tiles";
-    }
-    if (hint.empty()) hint = "use smaller tiles";
-    std::string core = m == Mem::UB ? "AIV" : "AIC";
-    throw Error(std::string(mem_name(m)) + " overflow: " + list + " need " + std::to_string(total) + " B but the " +
-                    core + "'s " + std::string(mem_name(m)) + " on " + t_.name + " holds " + std::to_string(cap) + " B",
-                biggest ? biggest->span : k_->span, hint);
   }
 
   const Buf& buf(const ir::Buffer& b, const Span& sp) {
@@ -605,11 +547,18 @@ class Lowerer {
       check_window_origin(d, n->dst, sp);
       check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
       bool b = to == Scope::L0B;
-      if (b && dt.bytes() != 2)
-        throw Error("copy L1->L0B of a " + std::string(dt.name()) + " KxN tile needs a transposing load, which "
-                        "LoadData 2D only does for 16-bit types",
-                    sp, "use float16/bfloat16 operands");
-      return emit(load_l0(s, d, dt, b, b ? c0_of(dt) : 16, b ? 16 : c0_of(dt)), sp);
+      // L0A holds A (MxK), L0B holds B (KxN). A tile declared the other way round (KxM / NxK, see
+      // l0_transposed_) is loaded from an L1 tile of that orientation.
+      bool declared_t = l0_transposed_.count(n->dst.buffer.get()) > 0;
+      bool transpose = b != declared_t;
+      if (transpose && dt.bytes() != 2 && !(b && dt.bytes() == 4))
+        throw Error("copy L1->" + std::string(b ? "L0B" : "L0A") + " of a " + std::string(dt.name()) + " " +
+                        (b ? "KxN" : "KxM") + " tile needs a transposing load, which LoadData does for 16-bit types " +
+                        "(and LoadDataWithTranspose for 32-bit types into L0B)",
+                    sp, b ? "use float16/bfloat16/float32 operands" : "use float16/bfloat16 operands, or store A as MxK");
+      if (declared_t) std::swap(d.rows, d.cols);  // LoadL0's destination is the logical MxK / KxN matrix
+      int64_t rmul = b ? (transpose ? 16 : c0_of(dt)) : 16, cmul = b ? 16 : c0_of(dt);
+      return emit(load_l0(s, d, dt, transpose, rmul, cmul), sp);
     }
     if (from == Scope::L0C && to == Scope::global) {
       Window s = window(n->src, sp);
@@ -732,7 +681,9 @@ class Lowerer {
     for (int64_t d : {m, n, k})
       if (d > 4095) throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp);
     if (as_ == Scope::L0A && bs == Scope::L0B) {
-      if (g->trans_a || g->trans_b)
+      // trans_a / trans_b on L0 operands: the tile is declared KxM / NxK (see l0_transposed_) and
+      // holds A / B in the Cube's layout once loaded.
+      if ((g->trans_a && !l0_transposed_.count(g->a.buffer.get())) || (g->trans_b && !l0_transposed_.count(g->b.buffer.get())))
         throw Error("gemm on L0 operands cannot transpose: the layout is fixed when loading L0", sp,
                     "load L0A as MxK and L0B as KxN");
       Window a = window(g->a, sp), b = window(g->b, sp);
@@ -1189,6 +1140,7 @@ class Lowerer {
   std::unordered_map<const ir::BufferNode*, Buf> bufs_;
   Buf gemm_l0a_, gemm_l0b_;
   Expr pending_init_;
+  std::unordered_set<const ir::BufferNode*> l0_transposed_;  // see run()
 };
 
 }  // namespace

@@ -4,10 +4,9 @@
 // Expert mode means the user owns placement and synchronisation; this lowering only translates:
 //  - parameters map 1:1 (tensors in GM, scalars by value); the grid's one extent is block_dim,
 //    the block variable is Program::block_idx, the sub-block variable Program::sub_block_idx;
-//  - every alloc gets a static address in its memory (L1/L0A/L0B/L0C on the AIC, UB on the AIV),
-//    bump-allocated in program order, aligned (L1 32 B, L0A/L0B 512 B, L0C 1 KiB = the Mmad
-//    destination alignment, UB 32 B) and checked against the target's capacity (an ir::Error
-//    naming the buffers, their sizes, the capacity and a smaller tile that fits). Cube buffers
+//  - every alloc becomes a BufferDecl of its memory (L1/L0A/L0B/L0C on the AIC, UB on the AIV)
+//    with its geometry; plan_memory (run next) gives it its address and checks the capacity
+//    (the program this returns has every offset 0). Cube buffers
 //    hold fractal matrices (L1 Nz, L0A Zz, L0B Zn, L0C Nz; rows/cols padded to 16 / C0); UB
 //    buffers are dense row-major. A leading dimension of a Cube buffer indexes separate matrices
 //    (double buffering: T.alloc_L0A((2, m, k), ...) and A_l0[i % 2, :, :]);

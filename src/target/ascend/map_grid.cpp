@@ -1,10 +1,82 @@
 #include "target/ascend/map_grid.h"
 
+#include "ir/functor.h"
+#include "transform/simplify.h"
+
 namespace tw::ascend {
 
+namespace {
+
+using ir::BinOp;
+using ir::Expr;
+using ir::Scope;
+
+Expr C(int64_t v) { return ir::int_imm(v); }
+Expr bin(BinOp op, const Expr& a, const Expr& b) { return transform::simplify_expr(ir::binary(op, a, b)); }
+
+bool is_cube_scope(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
+
+}  // namespace
+
 ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target) {
-  (void)target;
-  return kernel;
+  if (kernel->is_npu()) return kernel;
+  const ir::Span& sp = kernel->span;
+  bool scopes = false, cube = false, vector = false;
+  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
+    if (s->kind == ir::StmtKind::CoreScope) scopes = true;
+    if (s->kind == ir::StmtKind::Alloc) {
+      Scope sc = ir::as<ir::AllocNode>(s)->buffer->scope;
+      (is_cube_scope(sc) ? cube : vector) = true;
+    }
+  });
+  if (!scopes && cube && vector)
+    throw ir::Error("kernel '" + kernel->name + "' needs both the Cube and the Vector units, but its code was not split",
+                    sp, "internal: split_cube_vector must put every Cube/Vector statement in a scope");
+  int cores = (scopes || cube) ? target.ascend.aic_cores : target.ascend.aiv_cores;
+
+  const auto& grid = kernel->grid;
+  const auto& bv = kernel->block_vars;
+  Expr nblocks = C(1);
+  for (const auto& g : grid) nblocks = bin(BinOp::Mul, nblocks, g);
+  Expr block_dim = bin(BinOp::Min, C(cores), nblocks);
+
+  ir::Var cid = ir::var("cid", ir::kIndexType, sp);
+  ir::Var vid = ir::var("vid", ir::kIndexType, sp);
+  ir::Var t = ir::var("t", ir::kIndexType, sp);
+  ir::Var blk = ir::var("blk", ir::kIndexType, sp);
+
+  std::vector<ir::Stmt> lets;
+  lets.push_back(std::make_shared<ir::LetNode>(blk, bin(BinOp::Add, cid, bin(BinOp::Mul, t, block_dim)), sp));
+  auto g0 = grid.size() >= 1 ? ir::as_const_int(grid[0]) : std::nullopt;
+  auto g1 = grid.size() >= 2 ? ir::as_const_int(grid[1]) : std::nullopt;
+  if (grid.size() == 2 && g0 && g1 && *g0 > 1 && *g1 > kPanel) {
+    // Panels of kPanel rows of by; by fastest inside a panel (the last panel may be shorter).
+    ir::Var panel = ir::var("panel", ir::kIndexType, sp);
+    ir::Var rows = ir::var("panel_rows", ir::kIndexType, sp);
+    ir::Var in = ir::var("in_panel", ir::kIndexType, sp);
+    lets.push_back(std::make_shared<ir::LetNode>(panel, bin(BinOp::FloorDiv, blk, C(kPanel * *g0)), sp));
+    lets.push_back(std::make_shared<ir::LetNode>(in, bin(BinOp::Mod, blk, C(kPanel * *g0)), sp));
+    lets.push_back(std::make_shared<ir::LetNode>(
+        rows, bin(BinOp::Min, C(kPanel), bin(BinOp::Sub, C(*g1), bin(BinOp::Mul, panel, C(kPanel)))), sp));
+    lets.push_back(std::make_shared<ir::LetNode>(bv[0], bin(BinOp::FloorDiv, in, rows), sp));
+    lets.push_back(std::make_shared<ir::LetNode>(
+        bv[1], bin(BinOp::Add, bin(BinOp::Mul, panel, C(kPanel)), bin(BinOp::Mod, in, rows)), sp));
+  } else {
+    Expr rest = blk;
+    for (size_t d = 0; d < grid.size(); ++d) {
+      bool last = d + 1 == grid.size();
+      lets.push_back(std::make_shared<ir::LetNode>(bv[d], last ? rest : bin(BinOp::Mod, rest, grid[d]), sp));
+      if (!last) rest = bin(BinOp::FloorDiv, rest, grid[d]);
+    }
+  }
+  ir::Stmt body = kernel->body;
+  if (!scopes) body = std::make_shared<ir::CoreScopeNode>(cube ? ir::CoreKind::C : ir::CoreKind::V, body, sp);
+  lets.push_back(body);
+  ir::Stmt loop_body = std::make_shared<ir::SeqNode>(std::move(lets), sp);
+  Expr trips = bin(BinOp::CeilDiv, bin(BinOp::Sub, nblocks, cid), block_dim);
+  ir::Stmt loop = std::make_shared<ir::ForNode>(t, C(0), trips, ir::ForKind::serial, 0, loop_body, sp);
+  return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, std::vector<ir::Var>{cid},
+                                          std::vector<Expr>{block_dim}, loop, sp, vid);
 }
 
 }  // namespace tw::ascend

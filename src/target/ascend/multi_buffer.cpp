@@ -1,10 +1,152 @@
 #include "target/ascend/multi_buffer.h"
 
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/functor.h"
+#include "transform/simplify.h"
+
 namespace tw::ascend {
 
-ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target& target) {
-  (void)target;
-  return kernel;
+namespace {
+
+using ir::BinOp;
+using ir::Buffer;
+using ir::Expr;
+using ir::Scope;
+using ir::Stmt;
+
+Expr C(int64_t v) { return ir::int_imm(v); }
+Expr simp(const Expr& e) { return transform::simplify_expr(e); }
+
+// One copy of a loop body: the loop var replaced, staged tiles indexed by `stage`, every variable
+// defined in the body renamed.
+struct Instantiate : ir::Mutator {
+  std::unordered_map<const ir::VarNode*, Expr> vars;
+  const std::unordered_map<const ir::BufferNode*, Buffer>& staged;
+  int64_t stage;
+  Instantiate(const std::unordered_map<const ir::BufferNode*, Buffer>& s, int64_t st) : staged(s), stage(st) {}
+
+  ir::Var fresh(const ir::Var& v) {
+    ir::Var n = ir::var(v->name + "_s" + std::to_string(stage), v->dtype, v->span);
+    vars[v.get()] = n;
+    return n;
+  }
+  Expr mutate(const Expr& e) override {
+    if (e && e->kind == ir::ExprKind::Var) {
+      auto it = vars.find(static_cast<const ir::VarNode*>(e.get()));
+      if (it != vars.end()) return it->second;
+      return e;
+    }
+    if (e && e->kind == ir::ExprKind::Load) {
+      auto* l = ir::as<ir::LoadNode>(e);
+      auto it = staged.find(l->buffer.get());
+      if (it != staged.end()) {
+        std::vector<Expr> idx{C(stage)};
+        for (const auto& i : l->indices) idx.push_back(mutate(i));
+        return ir::load(it->second, idx, e->span);
+      }
+    }
+    return ir::Mutator::mutate(e);
+  }
+  Stmt mutate(const Stmt& s) override {
+    if (!s) return s;
+    switch (s->kind) {
+      case ir::StmtKind::Let: {
+        auto* n = ir::as<ir::LetNode>(s);
+        Expr v = mutate(n->value);
+        return std::make_shared<ir::LetNode>(fresh(n->var), v, s->span);
+      }
+      case ir::StmtKind::For: {
+        auto* n = ir::as<ir::ForNode>(s);
+        Expr mn = mutate(n->min), ext = mutate(n->extent);
+        ir::Var v = fresh(n->var);
+        return std::make_shared<ir::ForNode>(v, mn, ext, n->for_kind, n->num_stages, mutate(n->body), s->span);
+      }
+      case ir::StmtKind::Alloc:
+        if (staged.count(ir::as<ir::AllocNode>(s)->buffer.get())) return nullptr;  // hoisted, staged
+        return s;
+      case ir::StmtKind::Store: {
+        auto* n = ir::as<ir::StoreNode>(s);
+        auto it = staged.find(n->buffer.get());
+        if (it == staged.end()) break;
+        std::vector<Expr> idx{C(stage)};
+        for (const auto& i : n->indices) idx.push_back(mutate(i));
+        return std::make_shared<ir::StoreNode>(it->second, idx, mutate(n->value), s->span);
+      }
+      default: break;
+    }
+    return ir::Mutator::mutate(s);
+  }
+  ir::Region mutate_region(const ir::Region& r) override {
+    ir::Region x = ir::Mutator::mutate_region(r);
+    auto it = staged.find(r.buffer.get());
+    if (it == staged.end()) return x;
+    x.buffer = it->second;
+    x.starts.insert(x.starts.begin(), C(stage));
+    x.extents.insert(x.extents.begin(), C(1));
+    return x;
+  }
+};
+
+struct MultiBuffer : ir::Mutator {
+  Stmt mutate(const Stmt& s) override {
+    if (!s || s->kind != ir::StmtKind::For) return ir::Mutator::mutate(s);
+    auto* f = ir::as<ir::ForNode>(s);
+    if (f->for_kind != ir::ForKind::pipelined) return ir::Mutator::mutate(s);
+    Stmt body = mutate(f->body);  // inner pipelined loops first
+    int64_t S = f->num_stages;
+    if (S <= 1)
+      return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, body, s->span);
+
+    // tiles to stage
+    std::unordered_set<const ir::BufferNode*> whole;  // reduce operands
+    ir::for_each_stmt(body, [&](const Stmt& x) {
+      if (x->kind == ir::StmtKind::Reduce) {
+        whole.insert(ir::as<ir::ReduceNode>(x)->src.get());
+        whole.insert(ir::as<ir::ReduceNode>(x)->dst.get());
+      }
+    });
+    std::unordered_map<const ir::BufferNode*, Buffer> staged;
+    std::vector<Stmt> allocs;
+    ir::for_each_stmt(body, [&](const Stmt& x) {
+      if (x->kind != ir::StmtKind::Alloc) return;
+      const Buffer& b = ir::as<ir::AllocNode>(x)->buffer;
+      bool pingpong = (b->scope == Scope::L0A || b->scope == Scope::L0B) && b->ndim() > 2;
+      if (pingpong || whole.count(b.get())) return;
+      std::vector<Expr> shape{C(S)};
+      for (const auto& d : b->shape) shape.push_back(d);
+      Buffer nb = ir::buffer(b->name, b->dtype, shape, b->scope, b->span);
+      staged[b.get()] = nb;
+      allocs.push_back(std::make_shared<ir::AllocNode>(nb, x->span));
+    });
+
+    ir::Var ko = ir::var(f->var->name + "_o", f->var->dtype, f->var->span);
+    auto n = ir::as_const_int(f->extent);
+    bool exact = n && *n % S == 0;
+    std::vector<Stmt> copies;
+    for (int64_t st = 0; st < S; ++st) {
+      Instantiate inst(staged, st);
+      Expr iter = simp(ir::binary(BinOp::Add, ir::binary(BinOp::Mul, ko, C(S)), C(st)));
+      inst.vars[f->var.get()] = simp(ir::binary(BinOp::Add, f->min, iter));
+      Stmt b = inst.mutate(body);
+      if (st > 0 && !exact) b = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, iter, f->extent, s->span), b, nullptr, s->span);
+      copies.push_back(b);
+    }
+    Expr trips = simp(ir::binary(BinOp::CeilDiv, f->extent, C(S)));
+    Stmt loop = std::make_shared<ir::ForNode>(ko, C(0), trips, ir::ForKind::serial, 0,
+                                              std::make_shared<ir::SeqNode>(copies, s->span), s->span);
+    allocs.push_back(loop);
+    return std::make_shared<ir::SeqNode>(allocs, s->span);
+  }
+  using ir::Mutator::mutate;
+};
+
+}  // namespace
+
+ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target&) {
+  MultiBuffer m;
+  return m.mutate_kernel(kernel);
 }
 
 }  // namespace tw::ascend

@@ -1,11 +1,465 @@
+// plan_memory: static buffer placement with liveness-based reuse. The rules are in plan_memory.h.
 #include "target/ascend/plan_memory.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "ir/functor.h"
 
 namespace tw::ascend {
 
+int64_t buffer_alignment(Mem m) {
+  switch (m) {
+    case Mem::L0A: case Mem::L0B: return 512;
+    case Mem::L0C: return 1024;  // 64 B in general, 1 KiB as an Mmad destination (every L0C tile is one)
+    default: return 32;          // L1, UB
+  }
+}
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+}  // namespace
+
+int64_t tile_bytes(Mem m, ir::DType t, const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (auto d : shape) numel *= d;
+  if (m == Mem::UB || shape.size() < 2) return round_up(numel * t.bytes(), 32);
+  int64_t rows = shape[shape.size() - 2], cols = shape.back(), c0 = 32 / t.bytes();
+  int64_t prows = 0, pcols = 0;
+  switch (m) {
+    case Mem::L0B: prows = round_up(rows, c0); pcols = round_up(cols, 16); break;
+    case Mem::L0C: prows = round_up(rows, 16); pcols = round_up(cols, 16); break;
+    default: prows = round_up(rows, 16); pcols = round_up(cols, c0); break;  // L1 (Nz), L0A (Zz)
+  }
+  return prows * pcols * t.bytes() * (numel / (rows * cols));
+}
+
+namespace {
+
+using ir::Expr;
+
+// ---- accesses of one instruction ----
+
+// One buffer operand of an instruction. Writes carry their byte offset and the upper bound of
+// the bytes they cover from it (nullopt: unknown).
+struct Touch {
+  int buffer = -1;
+  bool write = false;
+  Expr offset;
+  std::optional<int64_t> extent;
+};
+
+// Upper bound of a non-negative count expression: constants, min with a bounded side, sums,
+// products, max and divisions of bounded values.
+std::optional<int64_t> upper_bound(const Expr& e) {
+  if (!e) return std::nullopt;
+  if (auto c = ir::as_const_int(e)) return *c;
+  if (e->kind == ir::ExprKind::Cast) return upper_bound(ir::as<ir::CastNode>(e)->value);
+  if (e->kind != ir::ExprKind::Binary) return std::nullopt;
+  auto* b = ir::as<ir::BinaryNode>(e);
+  auto x = upper_bound(b->a), y = upper_bound(b->b);
+  if (b->op == ir::BinOp::Min) {
+    if (x && y) return std::min(*x, *y);
+    return x ? x : y;
+  }
+  if (!x || !y) return std::nullopt;
+  switch (b->op) {
+    case ir::BinOp::Add: return *x + *y;
+    case ir::BinOp::Mul: return *x * *y;
+    case ir::BinOp::Max: return std::max(*x, *y);
+    case ir::BinOp::FloorDiv: {
+      auto d = ir::as_const_int(b->b);
+      return d && *d > 0 ? std::optional<int64_t>(*x / *d) : std::nullopt;
+    }
+    case ir::BinOp::CeilDiv: {
+      auto d = ir::as_const_int(b->b);
+      return d && *d > 0 ? std::optional<int64_t>((*x + *d - 1) / *d) : std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+std::optional<int64_t> product(std::initializer_list<std::optional<int64_t>> xs) {
+  int64_t r = 1;
+  for (const auto& x : xs) {
+    if (!x) return std::nullopt;
+    r *= *x;
+  }
+  return r;
+}
+
+// Bytes of a 2-D operand of `rows` rows `stride` apart, each `row` long (all in bytes / counts).
+std::optional<int64_t> rows_extent(const Expr& rows, std::optional<int64_t> stride, std::optional<int64_t> row) {
+  auto n = upper_bound(rows);
+  if (!n || !stride || !row) return std::nullopt;
+  return *n <= 0 ? 0 : (*n - 1) * *stride + *row;
+}
+
+Touch rd(const LocalRef& r) { return Touch{r.buffer, false, r.offset, std::nullopt}; }
+Touch wr(const LocalRef& r, std::optional<int64_t> extent) { return Touch{r.buffer, true, r.offset, extent}; }
+
+// A vector destination of rows x cols elements of `bytes` each, row_stride elements apart.
+Touch wr_vec(const VecOperand& d, const Expr& rows, const Expr& cols, int bytes) {
+  auto stride = upper_bound(d.row_stride), c = upper_bound(cols);
+  return wr(d.at, rows_extent(rows, product({stride, int64_t{bytes}}), product({c, int64_t{bytes}})));
+}
+
+// The buffer operands of an instruction, reads before writes (an instruction reads its inputs
+// before it writes its output).
+std::vector<Touch> touches(const InstrOp& op) {
+  return std::visit(
+      Overload{
+          [](const CopyGmToL1& i) -> std::vector<Touch> {
+            return {wr(i.dst, product({upper_bound(i.dst_rows), upper_bound(i.dst_cols), int64_t{i.dtype.bytes()}}))};
+          },
+          [](const CopyGmToUb& i) -> std::vector<Touch> {
+            return {wr(i.dst, rows_extent(i.n_rows, upper_bound(i.dst_stride), upper_bound(i.row_bytes)))};
+          },
+          [](const CopyUbToGm& i) -> std::vector<Touch> { return {rd(i.src)}; },
+          [](const CopyUbToUb& i) -> std::vector<Touch> {
+            return {rd(i.src), wr(i.dst, rows_extent(i.n_rows, upper_bound(i.dst_stride), upper_bound(i.row_bytes)))};
+          },
+          [](const LoadL0& i) -> std::vector<Touch> {
+            return {rd(i.src),
+                    wr(i.dst, product({upper_bound(i.dst_rows), upper_bound(i.dst_cols), int64_t{i.dtype.bytes()}}))};
+          },
+          [](const Mmad& i) -> std::vector<Touch> {
+            std::vector<Touch> t{rd(i.a), rd(i.b)};
+            auto init = ir::as_const_int(i.init);
+            if (!init || *init == 0) t.push_back(rd(i.c));  // accumulates into C
+            auto m = upper_bound(i.m), n = upper_bound(i.n);
+            std::optional<int64_t> ext;
+            if (m && n) ext = round_up(*m, 16) * round_up(*n, 16) * i.acc_dtype.bytes();
+            t.push_back(wr(i.c, ext));
+            return t;
+          },
+          [](const Fixpipe& i) -> std::vector<Touch> { return {rd(i.src)}; },
+          [](const VecBinary& i) -> std::vector<Touch> {
+            return {rd(i.a.at), rd(i.b.at), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
+          },
+          [](const VecBinaryScalar& i) -> std::vector<Touch> {
+            return {rd(i.a.at), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
+          },
+          [](const VecUnary& i) -> std::vector<Touch> {
+            return {rd(i.a.at), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
+          },
+          [](const VecCast& i) -> std::vector<Touch> {
+            return {rd(i.src.at), wr_vec(i.dst, i.rows, i.cols, i.dst_dtype.bytes())};
+          },
+          [](const VecDup& i) -> std::vector<Touch> { return {wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())}; },
+          [](const VecReduce& i) -> std::vector<Touch> {
+            auto n = upper_bound(i.axis == ReduceAxis::Row ? i.rows : i.cols);
+            return {rd(i.src.at), wr(i.dst.at, product({n, int64_t{i.dtype.bytes()}}))};
+          },
+          [](const VecRowBroadcast& i) -> std::vector<Touch> {
+            return {rd(i.a.at), rd(i.vec), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
+          },
+          [](const auto&) -> std::vector<Touch> { return {}; },  // flags, barriers
+      },
+      op);
+}
+
+// ---- lifetimes ----
+
+// One access of a buffer at a position of its core's code.
+struct Access {
+  int pos = 0;
+  bool write = false;
+  int if_loops = 0;  // loops enclosing the innermost `if` around the access (0: none or outside all loops)
+  std::optional<int64_t> offset, extent;  // writes: constant byte offset, upper bound of bytes
+};
+
+struct Loop {
+  int first = 0, end = 0;  // positions [first, end) of its instructions
+  int depth = 0;           // loops enclosing it
+};
+
+struct Lifetime {
+  int lo = 0, hi = -1;  // inclusive positions; hi < lo: never accessed
+  bool empty() const { return hi < lo; }
+  bool intersects(const Lifetime& o) const { return !empty() && !o.empty() && lo <= o.hi && o.lo <= hi; }
+};
+
+// Numbers the instructions of one core's code and records every buffer access and loop.
+class Walker {
+ public:
+  explicit Walker(size_t n_buffers) : accesses(n_buffers) {}
+
+  std::vector<std::vector<Access>> accesses;  // per buffer, in program order
+  std::vector<Loop> loops;                    // innermost first (post-order)
+  std::vector<ir::Span> spans;                // per position
+  int positions = 0;
+
+  void walk(const StmtPtr& s) {
+    if (!s) return;
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const auto& b : s->body) walk(b);
+        break;
+      case StmtKind::For: {
+        // A loop that may run no iteration is conditional for the loops around it, like an `if`.
+        int saved = if_loops_;
+        auto extent = ir::as_const_int(s->value);
+        if (!extent || *extent <= 0) if_loops_ = depth_;
+        Loop l{positions, 0, depth_};
+        ++depth_;
+        for (const auto& b : s->body) walk(b);
+        --depth_;
+        if_loops_ = saved;
+        l.end = positions;
+        if (l.end > l.first) loops.push_back(l);
+        break;
+      }
+      case StmtKind::If: {
+        int saved = if_loops_;
+        if_loops_ = depth_;
+        for (const auto& b : s->body) walk(b);
+        walk(s->else_body);
+        if_loops_ = saved;
+        break;
+      }
+      case StmtKind::Let: break;
+      case StmtKind::Instr: {
+        int pos = positions++;
+        spans.push_back(s->instr.span.known() ? s->instr.span : s->span);
+        for (const Touch& t : touches(s->instr.op)) {
+          if (t.buffer < 0 || t.buffer >= static_cast<int>(accesses.size())) continue;
+          Access a{pos, t.write, if_loops_, std::nullopt, t.extent};
+          if (t.write) a.offset = ir::as_const_int(t.offset);
+          accesses[t.buffer].push_back(a);
+        }
+        break;
+      }
+    }
+  }
+
+ private:
+  int depth_ = 0;
+  int if_loops_ = 0;
+};
+
+// True when some read of the buffer in loop l comes before writes that run on every iteration
+// cover bytes [0, need) (the value read may come from the previous iteration).
+bool carried(const std::vector<Access>& acc, const Loop& l, int64_t need) {
+  std::vector<std::pair<int64_t, int64_t>> covered;
+  auto covers = [&] {
+    std::sort(covered.begin(), covered.end());
+    int64_t upto = 0;
+    for (auto [a, b] : covered) {
+      if (a > upto) return false;
+      upto = std::max(upto, b);
+    }
+    return upto >= need;
+  };
+  for (const Access& a : acc) {
+    if (a.pos < l.first || a.pos >= l.end) continue;
+    if (!a.write) return true;  // read before the buffer was fully redefined in this iteration
+    bool every_iteration = a.if_loops <= l.depth;
+    if (every_iteration && a.offset && a.extent) {
+      covered.push_back({*a.offset, *a.offset + *a.extent});
+      if (covers()) return false;
+    }
+  }
+  return false;
+}
+
+Lifetime lifetime(const std::vector<Access>& acc, const std::vector<Loop>& loops, int64_t need) {
+  Lifetime t;
+  if (acc.empty()) return t;
+  t.lo = acc.front().pos;
+  t.hi = acc.back().pos;
+  for (const Loop& l : loops) {  // innermost first
+    bool inside = std::any_of(acc.begin(), acc.end(), [&](const Access& a) { return a.pos >= l.first && a.pos < l.end; });
+    if (!inside) continue;
+    if (t.lo < l.first || t.hi >= l.end || carried(acc, l, need)) {
+      t.lo = std::min(t.lo, l.first);
+      t.hi = std::max(t.hi, l.end - 1);
+    }
+  }
+  return t;
+}
+
+// ---- placement ----
+
+struct Item {
+  int buffer = -1;  // index into Program::buffers
+  int64_t bytes = 0;
+  Lifetime life;
+};
+
+// First fit of items in the given order; returns the offsets (per item) and the bytes used.
+int64_t first_fit(const std::vector<Item>& items, const std::vector<size_t>& order, int64_t align,
+                  std::vector<int64_t>& offsets) {
+  offsets.assign(items.size(), 0);
+  std::vector<size_t> placed;
+  int64_t used = 0;
+  for (size_t i : order) {
+    const Item& it = items[i];
+    if (it.life.empty()) continue;  // never accessed: takes no bytes
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j : placed)
+      if (items[j].life.intersects(it.life)) busy.push_back({offsets[j], offsets[j] + items[j].bytes});
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0;
+    for (auto [a, b] : busy) {
+      if (b <= off) continue;
+      if (off + it.bytes <= a) break;
+      off = round_up(b, align);
+    }
+    offsets[i] = off;
+    used = std::max(used, off + it.bytes);
+    placed.push_back(i);
+  }
+  return used;
+}
+
+// Places the items: bump allocation in declaration order (no reuse), or first fit by size and
+// by first use (reuse), keeping the smaller.
+int64_t place(const std::vector<Item>& items, int64_t align, bool reuse, std::vector<int64_t>& offsets) {
+  offsets.assign(items.size(), 0);
+  if (!reuse) {
+    int64_t used = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      offsets[i] = round_up(used, align);
+      used = offsets[i] + items[i].bytes;
+    }
+    return used;
+  }
+  std::vector<size_t> by_size(items.size());
+  for (size_t i = 0; i < items.size(); ++i) by_size[i] = i;
+  std::vector<size_t> by_start = by_size;
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
+    return items[a].life.lo < items[b].life.lo;
+  });
+  std::stable_sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) { return items[a].life.lo < items[b].life.lo; });
+  int64_t used = first_fit(items, by_size, align, offsets);
+  std::vector<int64_t> other;
+  int64_t used2 = first_fit(items, by_start, align, other);
+  if (used2 < used) {
+    offsets = other;
+    used = used2;
+  }
+  return used;
+}
+
+int64_t capacity_of(const target::AscendParams& hw, Mem m) {
+  switch (m) {
+    case Mem::L1: return hw.l1_bytes;
+    case Mem::L0A: return hw.l0a_bytes;
+    case Mem::L0B: return hw.l0b_bytes;
+    case Mem::L0C: return hw.l0c_bytes;
+    case Mem::UB: return hw.ub_bytes;
+    default: return 0;
+  }
+}
+
+std::string shape_str(const std::vector<int64_t>& sh) {
+  std::string s;
+  for (size_t i = 0; i < sh.size(); ++i) s += (i ? "x" : "") + std::to_string(sh[i]);
+  return s;
+}
+
+// The capacity error of memory m: the buffers live together at the peak, the bytes needed, the
+// capacity, and as hint the leading matrix dimension of every buffer halved until it fits.
+[[noreturn]] void capacity_error(const Program& p, const target::Target& target, Mem m, const std::vector<Item>& items,
+                                 int64_t used, bool reuse, const std::vector<ir::Span>& spans) {
+  int64_t cap = capacity_of(target.ascend, m), align = buffer_alignment(m);
+  // The peak: the position where the live buffers' aligned bytes add up to the most (without
+  // reuse every buffer is live throughout).
+  std::vector<size_t> live;
+  int peak_pos = -1;
+  if (!reuse) {
+    for (size_t i = 0; i < items.size(); ++i) live.push_back(i);
+  } else {
+    int64_t best = -1;
+    for (int pos = 0; pos < static_cast<int>(spans.size()); ++pos) {
+      int64_t sum = 0;
+      for (const Item& it : items)
+        if (!it.life.empty() && it.life.lo <= pos && pos <= it.life.hi) sum += round_up(it.bytes, align);
+      if (sum > best) best = sum, peak_pos = pos;
+    }
+    for (size_t i = 0; i < items.size(); ++i)
+      if (!items[i].life.empty() && items[i].life.lo <= peak_pos && peak_pos <= items[i].life.hi) live.push_back(i);
+  }
+  std::string list;
+  const BufferDecl* biggest = nullptr;
+  for (size_t i : live) {
+    const BufferDecl& d = p.buffers[items[i].buffer];
+    if (!biggest || d.bytes > biggest->bytes) biggest = &d;
+    list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(d.shape) + " " + std::string(d.dtype.name()) + ", " +
+            std::to_string(d.bytes) + " B)";
+  }
+  std::string hint;
+  for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
+    std::vector<Item> smaller = items;
+    std::vector<std::vector<int64_t>> shapes;
+    for (Item& it : smaller) {
+      const BufferDecl& d = p.buffers[it.buffer];
+      std::vector<int64_t> sh = d.shape;
+      size_t dim = sh.size() >= 2 ? sh.size() - 2 : 0;
+      sh[dim] = std::max<int64_t>(1, sh[dim] >> halvings);
+      it.bytes = (m != Mem::UB && sh.size() < 2) ? std::max<int64_t>(512, d.bytes >> halvings)  // implicit gemm L0
+                                                 : tile_bytes(m, d.dtype, sh);
+      shapes.push_back(sh);
+    }
+    std::vector<int64_t> offsets;
+    int64_t tot = place(smaller, align, reuse, offsets);
+    if (tot > cap) continue;
+    std::string s;
+    for (size_t i : live) s += (s.empty() ? "" : ", ") + p.buffers[items[i].buffer].name + " " + shape_str(shapes[i]);
+    hint = "a smaller tile that fits: " + s + " (" + std::to_string(tot) + " B)" +
+           (reuse ? "" : "; or reuse one buffer for two tiles");
+  }
+  if (hint.empty()) hint = "use smaller tiles";
+  std::string where;
+  if (reuse && peak_pos >= 0 && spans[peak_pos].known())
+    where = " are live together at line " + std::to_string(spans[peak_pos].line) + " and";
+  std::string core = m == Mem::UB ? "AIV" : "AIC";
+  throw ir::Error(std::string(mem_name(m)) + " overflow: " + list + where + " need " + std::to_string(used) +
+                      " B but the " + core + "'s " + std::string(mem_name(m)) + " on " + target.name + " holds " +
+                      std::to_string(cap) + " B",
+                  biggest ? biggest->span : p.span, hint);
+}
+
+}  // namespace
+
 Program plan_memory(const Program& program, const target::Target& target, bool reuse) {
-  (void)target;
-  (void)reuse;
-  return program;
+  Program out = program;
+  Walker aic(out.buffers.size()), aiv(out.buffers.size());
+  if (reuse) {
+    aic.walk(out.aic);
+    aiv.walk(out.aiv);
+  }
+  for (int mi = 0; mi < kNumMems; ++mi) {
+    Mem m = static_cast<Mem>(mi);
+    if (m == Mem::GM) continue;
+    const Walker& w = m == Mem::UB ? aiv : aic;
+    std::vector<Item> items;
+    for (size_t b = 0; b < out.buffers.size(); ++b) {
+      const BufferDecl& d = out.buffers[b];
+      if (d.mem != m) continue;
+      Item it{static_cast<int>(b), d.bytes, {}};
+      if (reuse) {
+        int64_t numel = 1;
+        for (auto x : d.shape) numel *= x;
+        int64_t need = m == Mem::UB ? numel * d.dtype.bytes() : d.bytes;
+        it.life = lifetime(w.accesses[b], w.loops, need);
+      } else {
+        it.life = Lifetime{0, 0};  // every buffer live throughout
+      }
+      items.push_back(it);
+    }
+    if (items.empty()) continue;
+    std::vector<int64_t> offsets;
+    int64_t used = place(items, buffer_alignment(m), reuse, offsets);
+    if (used > capacity_of(target.ascend, m)) capacity_error(out, target, m, items, used, reuse, w.spans);
+    for (size_t i = 0; i < items.size(); ++i) out.buffers[items[i].buffer].offset = offsets[i];
+  }
+  return out;
 }
 
 }  // namespace tw::ascend

@@ -1,5 +1,48 @@
-// plan_memory: static placement of the on-chip buffers of an Ascend program (Program pass).
+// plan_memory: static placement of the on-chip buffers of an Ascend program (Program pass, run
+// right after instruction selection). Facts: shared/ascend-910b.md.
+//
+// Instruction selection (lower_expert) gives every BufferDecl its geometry (bytes, shape, dtype,
+// format); this pass gives it its `offset` in its memory and checks the memory's capacity.
+//
+// Alignment of every buffer start (buffer_alignment): L1 32 B, L0A/L0B 512 B, L0C 1 KiB (the Mmad
+// destination alignment; every L0C tile is one), UB 32 B.
+//
+// reuse = false (expert mode: the user's flags only protect the buffers they name): every buffer
+// gets its own bytes, bump-allocated in declaration order.
+//
+// reuse = true (automatic mode; insert_sync runs afterwards and synchronises on physical byte
+// ranges, so two buffers sharing bytes are ordered like any other dependence):
+//  1. Positions: the instructions of the AIC code (for L1/L0A/L0B/L0C buffers) and of the AIV
+//     code (for UB buffers) are numbered in program order (pre-order walk; both branches of an
+//     `if` are numbered, then before else). Buffers of different core types never share (they
+//     are in different memories).
+//  2. Lifetime of a buffer: [first access, last access] over those positions, whole-buffer
+//     granularity; within one instruction reads come before writes. A buffer never accessed has
+//     no lifetime and takes no bytes (offset 0).
+//  3. Loops, innermost first. If a buffer is accessed inside loop L and
+//       (a) its lifetime reaches outside L (a value flows into or out of the loop), or
+//       (b) its value may flow from one iteration of L to the next: some read in L's body comes
+//           before the buffer is fully redefined in that body,
+//     its lifetime is extended to the whole of L. "Fully redefined" = the bytes [0, need) are
+//     covered by writes that run on every iteration of L (not under an `if` inside L) at
+//     constant byte offsets; need = the buffer's bytes (Cube, fractal padded) or its elements
+//     (UB). A write's extent is the upper bound of its counts (a tail writes fewer elements; the
+//     ones past a tail are never meaningful). So accumulators (Mmad with an init that is not the
+//     constant true, a VecBinary reading its own destination), read-modify-write updates and
+//     stage-indexed (multi-buffered) writes keep their buffer for the whole loop.
+//  4. Placement: buffers by decreasing size (then first use, then declaration), each at the
+//     lowest aligned offset whose bytes overlap no already placed buffer with an intersecting
+//     lifetime (first fit). If that overflows, placement in order of first use is tried too.
+//
+// Capacity (both modes): when a memory's placement exceeds the target's capacity the pass throws
+// an ir::Error at the kernel source line of the biggest buffer involved, naming the buffers live
+// together at the peak (all the memory's buffers without reuse), their shapes and sizes, the bytes
+// needed, the capacity of that memory on that chip, and as hint a smaller tile that fits (the
+// leading matrix dimension of every buffer of that memory halved until the placement fits).
 #pragma once
+
+#include <cstdint>
+#include <vector>
 
 #include "target/ascend/program.h"
 #include "target/registry.h"
@@ -7,5 +50,13 @@
 namespace tw::ascend {
 
 Program plan_memory(const Program& program, const target::Target& target, bool reuse);
+
+// Alignment in bytes of a buffer start in memory m.
+int64_t buffer_alignment(Mem m);
+
+// Bytes a tile of `shape` takes in memory m: UB dense row-major (rounded up to 32 B); Cube
+// memories hold matrices of the last two dims as fractals (L1/L0A: rows to 16, cols to C0;
+// L0B: rows to C0, cols to 16; L0C: both to 16), a leading dim counts separate matrices.
+int64_t tile_bytes(Mem m, ir::DType dtype, const std::vector<int64_t>& shape);
 
 }  // namespace tw::ascend

@@ -103,7 +103,8 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           invalid(x.dst.index < 0 || x.dst.index >= (int)prog.buffers.size() ||
                       (prog.buffers[x.dst.index].mem != Mem::L0A && prog.buffers[x.dst.index].mem != Mem::L0B),
                   "LoadL0 destination must be an L0A or L0B buffer");
-          invalid(x.transpose && es != 2, "LoadData transpose is only available for 16-bit types");
+          invalid(x.transpose && es != 2 && !(es == 4 && !to_a),
+                  "LoadData transposes 16-bit types (LoadDataWithTranspose also 32-bit types into L0B)");
           // window in the source (rows x cols of the Nz matrix)
           bool same = to_a != x.transpose;  // D = window (else D = window^T)
           int64_t wr = same ? x.dst_rows : x.dst_cols, wc = same ? x.dst_cols : x.dst_rows;
@@ -282,9 +283,9 @@ void Machine::functional(Core& c, const RInstr& r) {
                   std::memcpy(D + zn(k, n) * es, S + nz(x.src_row + n, x.src_col + k) * es, 32);
             } else {  // D[k][n] = S[r0 + k][c0 + n]
               for (int64_t k = 0; k < x.dst_rows; ++k) {
-                const uint8_t* srow = S + nz(x.src_row + k, x.src_col) * 2;
+                const uint8_t* srow = S + nz(x.src_row + k, x.src_col) * es;
                 for (int64_t n = 0; n < x.dst_cols; ++n)
-                  std::memcpy(D + zn(k, n) * 2, srow + ((n / 16) * x.src_rows * 16 + n % 16) * 2, 2);
+                  std::memcpy(D + zn(k, n) * es, srow + ((n / c0) * x.src_rows * c0 + n % c0) * es, static_cast<size_t>(es));
               }
             }
           }
