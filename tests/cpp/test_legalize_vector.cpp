@@ -24,6 +24,397 @@ ir::Kernel legalize(const std::string& text) { return legalize_vector(ir::parse_
 std::string after(const std::string& text) { return ir::print(legalize(text)); }
 
 
+// softmax's exp(x - max[i]): a row broadcast, then Exp, both in place.
+TEST(LegalizeVector, CompoundMapBecomesSingleOpsInPlace) {
+  EXPECT_EQ(after(R"(kernel k(X: global float32[16, 64], Y: global float32[16, 64])
+    grid(bx = 2) {
+  alloc x: UB float32[8, 64]
+  alloc m: UB float32[8]
+  copy X[bx * 8:+8, 0:+64] -> x
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      x[i, j] = exp(x[i, j] - m[i])
+    }
+  }
+  copy x -> Y[bx * 8:+8, 0:+64]
+}
+)"), R"(kernel k(X: global float32[16, 64], Y: global float32[16, 64])
+    grid(bx = 2) {
+  alloc x: UB float32[8, 64]
+  alloc m: UB float32[8]
+  copy X[bx * 8:+8, 0:+64] -> x
+  for i_0 in parallel(0, 8) {
+    for j_0 in parallel(0, 64) {
+      x[i_0, j_0] = x[i_0, j_0] - m[i_0]
+    }
+  }
+  for i_1 in parallel(0, 8) {
+    for j_1 in parallel(0, 64) {
+      x[i_1, j_1] = exp(x[i_1, j_1])
+    }
+  }
+  copy x -> Y[bx * 8:+8, 0:+64]
+}
+)");
+}
+
+// (x - m[i])^2 computed once (into the destination); x * 2 + exp(x): exp(x) needs a temporary because x is still read.
+TEST(LegalizeVector, CommonSubexpressionsAndTemporaries) {
+  EXPECT_EQ(after(R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc t: UB float32[8, 64]
+  alloc m: UB float32[8]
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      t[i, j] = (x[i, j] - m[i]) * (x[i, j] - m[i])
+    }
+  }
+  for i_1 in parallel(0, 8) {
+    for j_1 in parallel(0, 64) {
+      x[i_1, j_1] = x[i_1, j_1] * 2.0 + exp(x[i_1, j_1])
+    }
+  }
+}
+)"), R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc t: UB float32[8, 64]
+  alloc m: UB float32[8]
+  for i_0 in parallel(0, 8) {
+    for j_0 in parallel(0, 64) {
+      t[i_0, j_0] = x[i_0, j_0] - m[i_0]
+    }
+  }
+  for i_2 in parallel(0, 8) {
+    for j_2 in parallel(0, 64) {
+      t[i_2, j_2] = t[i_2, j_2] * t[i_2, j_2]
+    }
+  }
+  alloc x_t_0: UB float32[8, 64]
+  for i_1_0 in parallel(0, 8) {
+    for j_1_0 in parallel(0, 64) {
+      x_t_0[i_1_0, j_1_0] = x[i_1_0, j_1_0] * 2.0
+    }
+  }
+  for i_1_1 in parallel(0, 8) {
+    for j_1_1 in parallel(0, 64) {
+      x[i_1_1, j_1_1] = exp(x[i_1_1, j_1_1])
+    }
+  }
+  for i_1_2 in parallel(0, 8) {
+    for j_1_2 in parallel(0, 64) {
+      x[i_1_2, j_1_2] = x_t_0[i_1_2, j_1_2] + x[i_1_2, j_1_2]
+    }
+  }
+}
+)");
+}
+
+// s - t as t * -1 + s; v[i] / t broadcasts v first; a column vector w[j] * 2 is a 1-D map, then a column broadcast add; sigmoid(-m) on a row vector (the double negation cancels).
+TEST(LegalizeVector, BroadcastsAndNonCommutingScalars) {
+  EXPECT_EQ(after(R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc m: UB float32[8]
+  alloc w: UB float32[64]
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      x[i, j] = 3.0 - x[i, j]
+    }
+  }
+  for i_1 in parallel(0, 8) {
+    for j_1 in parallel(0, 64) {
+      x[i_1, j_1] = m[i_1] / x[i_1, j_1] + w[j_1] * 2.0
+    }
+  }
+  for i_2 in parallel(0, 8) {
+    m[i_2] = sigmoid(-m[i_2])
+  }
+}
+)"), R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc m: UB float32[8]
+  alloc w: UB float32[64]
+  for i_0 in parallel(0, 8) {
+    for j_0 in parallel(0, 64) {
+      x[i_0, j_0] = x[i_0, j_0] * -1.0
+    }
+  }
+  for i_3 in parallel(0, 8) {
+    for j_2 in parallel(0, 64) {
+      x[i_3, j_2] = x[i_3, j_2] + 3.0
+    }
+  }
+  alloc x_t_0: UB float32[8, 64]
+  alloc x_t_1: UB float32[64]
+  for i_1_0 in parallel(0, 8) {
+    for j_1_0 in parallel(0, 64) {
+      x_t_0[i_1_0, j_1_0] = 0.0
+    }
+  }
+  for i_1_1 in parallel(0, 8) {
+    for j_1_1 in parallel(0, 64) {
+      x_t_0[i_1_1, j_1_1] = x_t_0[i_1_1, j_1_1] + m[i_1_1]
+    }
+  }
+  for i_1_2 in parallel(0, 8) {
+    for j_1_2 in parallel(0, 64) {
+      x[i_1_2, j_1_2] = x_t_0[i_1_2, j_1_2] / x[i_1_2, j_1_2]
+    }
+  }
+  for j_1_3 in parallel(0, 64) {
+    x_t_1[j_1_3] = w[j_1_3] * 2.0
+  }
+  for i_1_3 in parallel(0, 8) {
+    for j_1_4 in parallel(0, 64) {
+      x[i_1_3, j_1_4] = x[i_1_3, j_1_4] + x_t_1[j_1_4]
+    }
+  }
+  for i_2_0 in parallel(0, 8) {
+    m[i_2_0] = exp(m[i_2_0])
+  }
+  for i_2_1 in parallel(0, 8) {
+    m[i_2_1] = m[i_2_1] + 1.0
+  }
+  for i_2_2 in parallel(0, 8) {
+    m[i_2_2] = 1.0 / m[i_2_2]
+  }
+}
+)");
+}
+
+// W[j] (fp16) in a loop: copied to UB and converted once, before the loop.
+TEST(LegalizeVector, GlobalReadHoistedOutOfTheLoop) {
+  EXPECT_EQ(after(R"(kernel k(X: global float32[16, 64], W: global float16[64], Y: global float32[16, 64])
+    grid(bx = 2) {
+  alloc x: UB float32[8, 64]
+  for k in serial(0, 4) {
+    copy X[bx * 8:+8, 0:+64] -> x
+    for i in parallel(0, 8) {
+      for j in parallel(0, 64) {
+        x[i, j] = x[i, j] * cast<float32>(W[j])
+      }
+    }
+    copy x -> Y[bx * 8:+8, 0:+64]
+  }
+}
+)"), R"(kernel k(X: global float32[16, 64], W: global float16[64], Y: global float32[16, 64])
+    grid(bx = 2) {
+  alloc x: UB float32[8, 64]
+  alloc W_ub_0: UB float16[64]
+  copy W -> W_ub_0
+  alloc W_ub_1: UB float32[64]
+  for j_0_0 in parallel(0, 64) {
+    W_ub_1[j_0_0] = cast<float32>(W_ub_0[j_0_0])
+  }
+  for k in serial(0, 4) {
+    copy X[bx * 8:+8, 0:+64] -> x
+    for i_0 in parallel(0, 8) {
+      for j_1 in parallel(0, 64) {
+        x[i_0, j_1] = x[i_0, j_1] * W_ub_1[j_1]
+      }
+    }
+    copy x -> Y[bx * 8:+8, 0:+64]
+  }
+}
+)");
+}
+
+// bf16 GM -> fp32 UB through a bf16 tile and VecCast; reduce clear=False into a temporary + max; a bf16 reduce through fp32; fp32 UB -> fp16 GM.
+TEST(LegalizeVector, MergingReduceAndConvertingCopies) {
+  EXPECT_EQ(after(R"(kernel k(X: global bfloat16[16, 64], Y: global float16[16, 64])
+    grid(bx = 2) {
+  alloc x: UB float32[8, 64]
+  alloc m: UB float32[8]
+  alloc b: UB bfloat16[8, 64]
+  alloc bm: UB bfloat16[8]
+  copy X[bx * 8:+8, 0:+64] -> x
+  reduce max x -> m axis=1 clear=false
+  reduce sum b -> bm axis=1 clear=true
+  copy x -> Y[bx * 8:+8, 0:+64]
+}
+)"), R"(kernel k(X: global bfloat16[16, 64], Y: global float16[16, 64])
+    grid(bx = 2) {
+  alloc x: UB float32[8, 64]
+  alloc m: UB float32[8]
+  alloc b: UB bfloat16[8, 64]
+  alloc bm: UB bfloat16[8]
+  alloc x_bfloat16_0: UB bfloat16[8, 64]
+  copy X[bx * 8:+8, 0:+64] -> x_bfloat16_0
+  for i_0_0 in parallel(0, 8) {
+    for j_0_0 in parallel(0, 64) {
+      x[i_0_0, j_0_0] = cast<float32>(x_bfloat16_0[i_0_0, j_0_0])
+    }
+  }
+  alloc m_part_0: UB float32[8]
+  reduce max x -> m_part_0 axis=1 clear=true
+  for j_1_0 in parallel(0, 8) {
+    m[j_1_0] = max(m[j_1_0], m_part_0[j_1_0])
+  }
+  alloc b_f32_0: UB float32[8, 64]
+  for i_1_0 in parallel(0, 8) {
+    for j_2_0 in parallel(0, 64) {
+      b_f32_0[i_1_0, j_2_0] = cast<float32>(b[i_1_0, j_2_0])
+    }
+  }
+  alloc bm_part_0: UB float32[8]
+  reduce sum b_f32_0 -> bm_part_0 axis=1 clear=true
+  for j_3_0 in parallel(0, 8) {
+    bm[j_3_0] = cast<bfloat16>(bm_part_0[j_3_0])
+  }
+  alloc x_float16_0: UB float16[8, 64]
+  for i_2_0 in parallel(0, 8) {
+    for j_4_0 in parallel(0, 64) {
+      x_float16_0[i_2_0, j_4_0] = cast<float16>(x[i_2_0, j_4_0])
+    }
+  }
+  copy x_float16_0 -> Y[bx * 8:+8, 0:+64]
+}
+)");
+}
+
+// a diagonal and a tail bound: per-row column bounds, rows without masking skipped, the whole loop skipped when no row needs it; the kept head of the block holding the bound is saved and restored.
+TEST(LegalizeVector, CausalAndTailMaskRowByRow) {
+  EXPECT_EQ(after(R"(kernel k(S: global float32[64, 64])
+    grid(bx = 2) {
+  alloc s: UB float32[16, 64]
+  for k in serial(0, 4) {
+    for i in parallel(0, 16) {
+      for j in parallel(0, 64) {
+        s[i, j] = where(bx * 16 + i >= k * 16 + j and k * 16 + j < 50, s[i, j], -1e+30)
+      }
+    }
+  }
+}
+)"), R"(kernel k(S: global float32[64, 64])
+    grid(bx = 2) {
+  alloc s: UB float32[16, 64]
+  for k in serial(0, 4) {
+    alloc s_keep_0: UB float32[8]
+    if min(bx * 16 - k * 16 + 1, bx * 16 - k * 16 + 16) < 64 or 50 - k * 16 < 64 {
+      for r_0 in serial(0, 16) {
+        let hi_0: int32 = min(max(min(min(r_0 + (bx * 16 - k * 16) + 1, 64), 50 - k * 16), 0), 64)
+        if hi_0 < 64 {
+          let blk_0: int32 = hi_0 // 8 * 8
+          let head_0: int32 = hi_0 - blk_0
+          if head_0 > 0 {
+            for j_0 in parallel(0, 8) {
+              if j_0 < head_0 {
+                s_keep_0[j_0] = s[r_0, blk_0 + j_0]
+              }
+            }
+          }
+          for j_1 in parallel(0, 64) {
+            if j_1 < 64 - blk_0 {
+              s[r_0, blk_0 + j_1] = -1e+30
+            }
+          }
+          if head_0 > 0 {
+            for j_2 in parallel(0, 8) {
+              if j_2 < head_0 {
+                s[r_0, blk_0 + j_2] = s_keep_0[j_2]
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+)");
+}
+
+// The tail mask alone: one column bound for all rows, so 2-D instructions over every row with a
+// runtime column count (`if j < n` inside the map).
+TEST(LegalizeVector, TailMaskOverAllRows) {
+  EXPECT_EQ(after(R"(kernel k(S: global float32[64, 64])
+    grid(bx = 2) {
+  alloc s: UB float32[16, 64]
+  for k in serial(0, 4) {
+    for i in parallel(0, 16) {
+      for j in parallel(0, 64) {
+        s[i, j] = where(k * 16 + j < 50, s[i, j] * 0.5, 0.0)
+      }
+    }
+  }
+}
+)"), R"(kernel k(S: global float32[64, 64])
+    grid(bx = 2) {
+  alloc s: UB float32[16, 64]
+  for k in serial(0, 4) {
+    for i_0 in parallel(0, 16) {
+      for j_0 in parallel(0, 64) {
+        s[i_0, j_0] = s[i_0, j_0] * 0.5
+      }
+    }
+    alloc s_keep_0: UB float32[16, 8]
+    let hi_0: int32 = min(max(min(50 - k * 16, 64), 0), 64)
+    if hi_0 < 64 {
+      let blk_0: int32 = hi_0 // 8 * 8
+      let head_0: int32 = hi_0 - blk_0
+      if head_0 > 0 {
+        for i_1 in parallel(0, 16) {
+          for j_1 in parallel(0, 8) {
+            if j_1 < head_0 {
+              s_keep_0[i_1, j_1] = s[i_1, blk_0 + j_1]
+            }
+          }
+        }
+      }
+      for i_2 in parallel(0, 16) {
+        for j_2 in parallel(0, 64) {
+          if j_2 < 64 - blk_0 {
+            s[i_2, blk_0 + j_2] = 0.0
+          }
+        }
+      }
+      if head_0 > 0 {
+        for i_3 in parallel(0, 16) {
+          for j_3 in parallel(0, 8) {
+            if j_3 < head_0 {
+              s[i_3, blk_0 + j_3] = s_keep_0[i_3, j_3]
+            }
+          }
+        }
+      }
+    }
+  }
+}
+)");
+}
+
+void expect_error(const std::string& body, const std::string& msg, int line, const std::string& hint = "") {
+  std::string text = "kernel k(W: global float32[64])\n    grid(bx = 1) {\n  alloc x: UB float32[8, 64]\n"
+                     "  alloc m: UB float32[8]\n  for i in parallel(0, 8) {\n    for j in parallel(0, 64) {\n" +
+                     body + "\n    }\n  }\n}\n";
+  try {
+    legalize(text);
+    ADD_FAILURE() << "expected an error containing '" << msg << "'";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find(msg), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, line) << e.what();
+    EXPECT_EQ(e.span().file, "vec.tw") << e.what();
+    if (!hint.empty()) EXPECT_NE(e.hint().find(hint), std::string::npos) << e.what();
+  }
+}
+
+// Everything without a vector instruction is an error at the line of the store.
+TEST(LegalizeVector, ErrorsNameTheLineAndTheFix) {
+  expect_error("      x[i, j] = floor(x[i, j])", "T.floor is not supported on Ascend vector units yet", 7,
+               "exp/log/sqrt");
+  expect_error("      x[i, j] = pow(x[i, j], 1.7)", "T.pow with exponent 1.7 is not supported", 7, "supported exponents");
+  expect_error("      x[i, j] = where(x[i, j] > 0.0, x[i, j], 0.0)", "data-dependent mask", 7, "max/min");
+  expect_error("      x[i, j] = where(j < 5, x[i, j], m[i])", "masked value is not a scalar", 7, "scalar");
+  expect_error("      x[i, j] = where(2 * j < 5, x[i, j], 0.0)", "the column index has coefficient -2", 7, "+-1");
+  expect_error("      x[i, j] = where(i < 5 or j < 3, x[i, j], 0.0)", "joined with 'and'", 7);
+  expect_error("      x[i, j] = x[j // 8, i]", "transposed", 7, "transpose");
+  expect_error("      m[i] = x[i, j]", "does not use every loop index", 7, "reduction");
+  expect_error("      x[i, j] = x[i, j] * W[0]", "one element of global tensor 'W'", 7, "scalar parameter");
+  expect_error("      x[i, j] = x[i, j] * m[0]", "data-dependent scalars", 7, "row vector");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Numerics: the legalised kernel, lowered and run in the simulator. The tests do not depend on
 // the automatic pipeline's other passes: kernels are written in expert form (scope V), and a

@@ -184,6 +184,7 @@ class MapLowering {
   }
   int to_type(int x, DType t, const Span& sp);
   int bin(ir::BinOp op, int a, int b, const Span& sp);
+  int neg(int x, const Span& sp);
   int call(ir::MathFn fn, int a, const Span& sp);
   int build(const Expr& e);
   int build_uncached(const Expr& e);
@@ -240,9 +241,9 @@ class Legalizer {
 
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
   // Returns the tile and its indices.
+  // want: the dtype the map computes with (a converted copy is made next to the copy).
   std::pair<Buffer, std::vector<Expr>> stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
-                                                    const std::vector<int64_t>& ext, const Span& sp,
-                                                    std::vector<Stmt>& local);
+                                                    const std::vector<int64_t>& ext, const Span& sp, DType want);
 
   std::vector<Stmt> rewrite_map(const Stmt& s);
 
@@ -539,8 +540,7 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s) {
 
 std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
                                                              const std::vector<int64_t>& ext, const Span& sp,
-                                                             std::vector<Stmt>& local) {
-  (void)local;
+                                                             DType want) {
   const Buffer& g = l->buffer;
   std::vector<Expr> starts, extents, idx;
   std::vector<int64_t> shape;
@@ -575,12 +575,17 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
                 sp, "pass the value as a scalar parameter, or read a whole row/column of the tensor");
   ir::Region region{g, starts, extents};
   int d = written_.count(g.get()) ? static_cast<int>(frames_.size()) - 1 : needed_depth(starts);
-  std::string key = ir::print(region);
+  std::string key = ir::print(region) + " as " + std::string(want.name());
   if (auto it = frames_[d].staged.find(key); it != frames_[d].staged.end()) return {it->second.first, idx};
-  std::vector<Stmt>& at = place_at(d);
   std::vector<Stmt> tmp;
   Buffer b = ub(g->name + "_ub", g->dtype, shape, sp, tmp);
   tmp.push_back(std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp));
+  if (want != g->dtype) {
+    Buffer c = ub(g->name + "_ub", want, shape, sp, tmp);
+    cast_map(ir::full_region(c), ir::full_region(b), sp, tmp);
+    b = c;
+  }
+  std::vector<Stmt>& at = place_at(d);
   for (auto& s : tmp) at.push_back(std::move(s));
   frames_[d].staged[key] = {b, d};
   return {b, idx};
@@ -648,6 +653,9 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   if (sa == Shape::Scalar && sb == Shape::Scalar)
     return leaf_scalar(ir::binary(op, nodes_[a].scalar, nodes_[b].scalar, sp));
   bool commutes = op == ir::BinOp::Add || op == ir::BinOp::Mul || op == ir::BinOp::Max || op == ir::BinOp::Min;
+  // s - t and v[i] - t as (t * -1) + s: exact (negation is), no broadcast temporary
+  if (op == ir::BinOp::Sub && (sa == Shape::Scalar || (sa == Shape::Row && sb == Shape::Full)) && sb != Shape::Scalar)
+    return bin(ir::BinOp::Add, neg(b, sp), a, sp);
   Shape s = combine(sa, sb);
   if (s == Shape::Full) {
     // Row and column vectors meet: one of them becomes a tile.
@@ -671,6 +679,15 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   n.args = {a, b};
   n.span = sp;
   return push(std::move(n));
+}
+
+int MapLowering::neg(int x, const Span& sp) {
+  const Node& n = nodes_[x];
+  if (n.kind == OpKind::Bin && n.bop == ir::BinOp::Mul && nodes_[n.args[1]].shape == Shape::Scalar) {
+    const Expr& c = nodes_[n.args[1]].scalar;
+    if (c->kind == ir::ExprKind::FloatImm && as<ir::FloatImmNode>(c)->value == -1.0) return n.args[0];  // -(-x)
+  }
+  return bin(ir::BinOp::Mul, x, scalar_const(-1, compute_type(n.dtype)), sp);
 }
 
 int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
@@ -704,8 +721,7 @@ int MapLowering::build_uncached(const Expr& e) {
       n.kind = OpKind::Leaf;
       n.span = sp;
       if (l->buffer->scope == Scope::global) {
-        std::vector<Stmt> local;
-        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, local);
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype));
         n.buf = b;
         n.idx = idx;
       } else {
@@ -720,25 +736,40 @@ int MapLowering::build_uncached(const Expr& e) {
       fail("the loop index " + q(as<ir::VarNode>(e)->name) + " used as a value: vector instructions have no iota", sp,
            "use indices only to address tiles, and in T.where conditions");
     case ir::ExprKind::Cast: {
-      int x = build(as<ir::CastNode>(e)->value);
+      const Expr& v = as<ir::CastNode>(e)->value;
       DType t = e->dtype;
+      if (v->kind == ir::ExprKind::Load && as<ir::LoadNode>(v)->buffer->scope == Scope::global && t.is_float() &&
+          v->dtype.is_float()) {  // W[j] converted: stage it converted (hoisted with the copy)
+        auto* l = as<ir::LoadNode>(v);
+        Node n;
+        n.kind = OpKind::Leaf;
+        n.span = sp;
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t));
+        n.buf = b;
+        n.idx = idx;
+        n.dtype = b->dtype;
+        n.shape = shape_of_load(as<ir::LoadNode>(ir::load(b, idx, sp)), sp);
+        return push(std::move(n));
+      }
+      int x = build(v);
       if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
       return to_type(x, t, sp);
     }
     case ir::ExprKind::Unary: {
       auto* u = as<ir::UnaryNode>(e);
       if (u->op != ir::UnOp::Neg) fail("'not' on tile data has no vector instruction", sp);
-      int x = build(u->a);
-      return bin(ir::BinOp::Mul, x, scalar_const(-1, compute_type(nodes_[x].dtype)), sp);
+      return neg(build(u->a), sp);
     }
     case ir::ExprKind::Binary: {
       auto* b = as<ir::BinaryNode>(e);
       switch (b->op) {
         case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Max: case ir::BinOp::Min:
-          return bin(b->op, build(b->a), build(b->b), sp);
-        case ir::BinOp::Div:
-          if (!e->dtype.is_float()) break;
-          return bin(b->op, build(b->a), build(b->b), sp);
+        case ir::BinOp::Div: {
+          if (b->op == ir::BinOp::Div && !e->dtype.is_float()) break;
+          int x = build(b->a);  // operands in source order (deterministic instruction order)
+          int y = build(b->b);
+          return bin(b->op, x, y, sp);
+        }
         default: break;
       }
       fail("operator " + std::string(ir::binop_name(b->op)) + " on " + std::string(e->dtype.name()) +
@@ -799,7 +830,7 @@ int MapLowering::build_uncached(const Expr& e) {
         case ir::MathFn::exp2: return call(ir::MathFn::exp, bin(ir::BinOp::Mul, x, K(M_LN2), sp), sp);
         case ir::MathFn::log2: return bin(ir::BinOp::Mul, call(ir::MathFn::log, x, sp), K(1.0 / M_LN2), sp);
         case ir::MathFn::sigmoid: {
-          int e1 = call(ir::MathFn::exp, bin(ir::BinOp::Mul, x, K(-1), sp), sp);
+          int e1 = call(ir::MathFn::exp, neg(x, sp), sp);
           return bin(ir::BinOp::Div, K(1), bin(ir::BinOp::Add, e1, K(1), sp), sp);
         }
         case ir::MathFn::tanh: {
@@ -808,7 +839,9 @@ int MapLowering::build_uncached(const Expr& e) {
           auto F = [&](double v) { return scalar_const(v, kF32); };
           int xc = bin(ir::BinOp::Min, bin(ir::BinOp::Max, x, F(-9), sp), F(9), sp);
           int e2 = call(ir::MathFn::exp, bin(ir::BinOp::Mul, xc, F(2), sp), sp);
-          int r = bin(ir::BinOp::Div, bin(ir::BinOp::Sub, e2, F(1), sp), bin(ir::BinOp::Add, e2, F(1), sp), sp);
+          int num = bin(ir::BinOp::Sub, e2, F(1), sp);
+          int den = bin(ir::BinOp::Add, e2, F(1), sp);
+          int r = bin(ir::BinOp::Div, num, den, sp);
           return to_type(r, ot, sp);
         }
         case ir::MathFn::erf: {
@@ -923,9 +956,15 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
 
   // Liveness: last use (op index) of every node; the dst buffer is read by leaves of that buffer.
   size_t n = nodes_.size();
+  std::vector<char> live(n, 0);  // nodes the root needs (peepholes leave dead ones behind)
+  live[root] = 1;
+  for (size_t k = n; k-- > 0;)
+    if (live[k])
+      for (int a : nodes_[k].args) live[a] = 1;
   std::vector<int> last(n, -1);
   int last_dst_read = -1;
   for (size_t k = 0; k < n; ++k)
+    if (live[k])
     for (int a : nodes_[k].args) {
       last[a] = std::max(last[a], static_cast<int>(k));
       if (nodes_[a].kind == OpKind::Leaf && nodes_[a].buf.get() == st->buffer.get())
@@ -947,6 +986,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
   };
   for (size_t k = 0; k < n; ++k) {
     Node& nd = nodes_[k];
+    if (!live[k]) continue;
     if (nd.kind == OpKind::Leaf) {
       if (nd.shape != Shape::Scalar) place[k] = Place{nd.buf, nd.idx};
       continue;
