@@ -165,21 +165,28 @@ def _freeze(value):
 def jit(fn=None, *, out_idx=None, target: str = "cpu"):
     """``@tw.jit(out_idx=[-1])`` on a function whose parameters (sizes, block sizes, dtypes) build a
     ``@T.prim_func``: calling it returns the compiled :class:`Kernel`, cached per distinct
-    arguments for the life of the process (repeated calls do not recompile)."""
+    arguments for the life of the process (repeated calls do not recompile).
+
+    The kernel is compiled for ``target`` (default ``"cpu"``); a call may choose another one with
+    the keyword ``target=`` (``softmax(4096, target="ascend910b")``): the same kernel source for
+    every target."""
     if fn is None:
         return lambda f: jit(f, out_idx=out_idx, target=target)
 
     cache: dict = {}
+    default_target = target
+    takes_target = "target" in inspect.signature(fn).parameters
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        key = (_freeze(args), _freeze(kwargs))
+        tgt = default_target if takes_target else kwargs.pop("target", None) or default_target
+        key = (_freeze(args), _freeze(kwargs), tgt)
         kernel = cache.get(key)
         if kernel is None:
             prim = fn(*args, **kwargs)
             if not isinstance(prim, PrimFunc):
                 raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func, got {prim!r}")
-            kernel = cache[key] = _build(prim, target, out_idx)
+            kernel = cache[key] = _build(prim, tgt, out_idx)
         return kernel
 
     wrapper.cache = cache

@@ -1,4 +1,985 @@
-// insert_sync: before/after tests.
+// insert_sync: before/after golden tests on small programs, and the expert examples with their
+// hand-written flags stripped, re-synchronised and run in the simulator with the checker.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
+#include "ir/parser.h"
 #include "target/ascend/insert_sync.h"
+#include "target/ascend/pipeline.h"
+#include "target/ascend/program_printer.h"
+#include "target/ascend/simulator/numeric.h"
+#include "target/ascend/simulator/simulator.h"
+#include "target/registry.h"
+
+namespace tw::ascend {
+namespace {
+
+const target::Target& b2() { return target::find_target("ascend910b2"); }
+
+// --- stripping and simulating ----------------------------------------------------------------
+
+bool is_local_sync(const Instr& in) {
+  return std::holds_alternative<SetFlag>(in.op) || std::holds_alternative<WaitFlag>(in.op) ||
+         std::holds_alternative<PipeBarrier>(in.op);
+}
+
+bool empty(const StmtPtr& s) { return !s || (s->kind == StmtKind::Seq && s->body.empty()); }
+
+// s without its flags and barriers (null when nothing is left); Ifs left empty disappear.
+StmtPtr strip(const StmtPtr& s) {
+  if (!s) return s;
+  switch (s->kind) {
+    case StmtKind::Seq: {
+      std::vector<StmtPtr> body;
+      for (const auto& c : s->body)
+        if (auto x = strip(c)) body.push_back(x);
+      return seq(std::move(body), s->span);
+    }
+    case StmtKind::For: return for_(s->var, s->value, strip(s->body.at(0)), s->span);
+    case StmtKind::If: {
+      auto t = strip(s->body.at(0)), e = strip(s->else_body);
+      if (empty(t) && empty(e)) return nullptr;
+      return if_(s->value, t ? t : seq({}), empty(e) ? nullptr : e, s->span);
+    }
+    case StmtKind::Instr: return is_local_sync(s->instr) ? nullptr : s;
+    default: return s;
+  }
+}
+
+// The program without SetFlag/WaitFlag/PipeBarrier (cross-core flags kept).
+Program stripped(const Program& p) {
+  Program q = p;
+  q.aic = strip(p.aic);
+  q.aiv = strip(p.aiv);
+  return q;
+}
+
+int count(const StmtPtr& s, size_t alt) {
+  if (!s) return 0;
+  int n = s->kind == StmtKind::Instr && s->instr.op.index() == alt ? 1 : 0;
+  for (const auto& c : s->body) n += count(c, alt);
+  return n + count(s->else_body, alt);
+}
+int count(const Program& p, size_t alt) { return count(p.aic, alt) + count(p.aiv, alt); }
+constexpr size_t kSet = 14, kWait = 15, kBarrier = 16;  // InstrOp alternatives
+
+struct SimRun {
+  sim::Result result;
+  std::vector<std::vector<uint8_t>> data;
+};
+
+// Runs p with seeded random inputs (every tensor parameter, the same for the same seed).
+SimRun simulate(const Program& p, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  SimRun run;
+  std::vector<sim::Arg> args;
+  for (const auto& k : p.params) {
+    int64_t n = 1;
+    for (const auto& d : k.shape) n *= *ir::as_const_int(d);
+    std::vector<uint8_t> bytes(n * k.dtype.bytes());
+    for (int64_t i = 0; i < n; ++i) {
+      float v = u(rng);
+      if (k.dtype.bytes() == 2) {
+        uint16_t h = sim::num::f32_to_f16(v);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      } else {
+        std::memcpy(bytes.data() + 4 * i, &v, 4);
+      }
+    }
+    run.data.push_back(std::move(bytes));
+  }
+  for (auto& d : run.data) args.push_back(sim::Arg{d.data(), static_cast<int64_t>(d.size()), 0});
+  sim::Options o;
+  o.check = true;
+  run.result = sim::run(p, b2().ascend, args, {}, o);
+  return run;
+}
+
+std::string reports(const sim::Result& r) {
+  std::string s;
+  for (const auto& x : r.reports) s += x.format() + "\n";
+  return s;
+}
+
+Program expert_program(const char* text) {
+  auto lowered = lower_ascend(ir::parse_kernel(text, "expert.tw"), b2());
+  return *lowered.program;
+}
+
+// Hand-synced vs stripped + insert_sync: zero reports, identical results, simulated time.
+void check_example(const char* name, const char* text, double max_ratio = 1.5) {
+  Program hand = expert_program(text);
+  Program aut = insert_sync(stripped(hand), b2());
+  SimRun h = simulate(hand), a = simulate(aut);
+  EXPECT_TRUE(h.result.reports.empty()) << name << " (hand):\n" << reports(h.result);
+  EXPECT_TRUE(a.result.reports.empty()) << name << " (auto):\n" << reports(a.result) << print_program(aut);
+  ASSERT_EQ(h.data.size(), a.data.size());
+  for (size_t i = 0; i < h.data.size(); ++i) EXPECT_TRUE(h.data[i] == a.data[i]) << name << ": param " << i << " differs";
+  std::printf("[insert_sync] %-14s hand %8lld cycles (%d set/wait, %d barriers)  auto %8lld cycles (%d set/wait, %d barriers)  ratio %.3f\n",
+              name, static_cast<long long>(h.result.total_cycles), count(hand, kSet), count(hand, kBarrier),
+              static_cast<long long>(a.result.total_cycles), count(aut, kSet), count(aut, kBarrier),
+              static_cast<double>(a.result.total_cycles) / static_cast<double>(h.result.total_cycles));
+  EXPECT_EQ(count(aut, kSet), count(aut, kWait)) << name;
+  EXPECT_LE(a.result.total_cycles, max_ratio * h.result.total_cycles) << name << "\n" << print_program(aut);
+}
+
+// --- small programs: before/after golden texts ----------------------------------------------
+
+using ir::BinOp;
+using ir::DTypeCode;
+using ir::Expr;
+
+Expr C(int64_t v) { return ir::int_imm(v); }
+Expr F(double v) { return ir::float_imm(v); }
+Expr add(Expr a, Expr b) { return ir::binary(BinOp::Add, std::move(a), std::move(b)); }
+Expr mul(Expr a, Expr b) { return ir::binary(BinOp::Mul, std::move(a), std::move(b)); }
+Expr mod(Expr a, Expr b) { return ir::binary(BinOp::Mod, std::move(a), std::move(b)); }
+
+struct Builder {
+  Program p;
+  std::vector<std::vector<StmtPtr>> stack{{}};
+  Builder(KernelType t, int gm_floats = 8192) {
+    p.name = "k";
+    p.kernel_type = t;
+    p.block_idx = ir::var("block_idx");
+    p.sub_block_idx = ir::var("sub_block_idx");
+    p.block_dim = C(1);
+    for (const char* n : {"X", "Y", "W"}) {
+      KernelParam k;
+      k.name = n;
+      k.dtype = DTypeCode::f32;
+      k.shape = {C(gm_floats)};
+      k.is_output = n[0] != 'X';
+      p.params.push_back(k);
+    }
+  }
+  int buf(const char* name, Mem mem, int64_t offset, int64_t bytes, CoreType core = CoreType::AIV) {
+    BufferDecl b;
+    b.name = name, b.core = core, b.mem = mem, b.offset = offset, b.bytes = bytes, b.dtype = DTypeCode::f32;
+    p.buffers.push_back(b);
+    return static_cast<int>(p.buffers.size()) - 1;
+  }
+  void emit(InstrOp op) { stack.back().push_back(instr(std::move(op))); }
+  template <class F>
+  void loop(const ir::Var& v, int64_t extent, F body) {
+    stack.emplace_back();
+    body();
+    auto b = seq(std::move(stack.back()));
+    stack.pop_back();
+    stack.back().push_back(for_(v, C(extent), b));
+  }
+  template <class F>
+  void when(Expr cond, F body) {
+    stack.emplace_back();
+    body();
+    auto b = seq(std::move(stack.back()));
+    stack.pop_back();
+    stack.back().push_back(if_(std::move(cond), b));
+  }
+  // 256 floats (1 KiB) moves and vector ops
+  void load(int ub, Expr ub_off, Expr gm_off, int param = 0) {
+    emit(CopyGmToUb{GmRef{param, std::move(gm_off)}, LocalRef{ub, std::move(ub_off)}, DTypeCode::f32, C(1), C(1024), C(1024), C(1024)});
+  }
+  void store(int ub, Expr ub_off, Expr gm_off, int param = 1) {
+    emit(CopyUbToGm{LocalRef{ub, std::move(ub_off)}, GmRef{param, std::move(gm_off)}, DTypeCode::f32, C(1), C(1024), C(1024), C(1024)});
+  }
+  static VecOperand v(int b, Expr off) { return VecOperand{LocalRef{b, std::move(off)}, C(256)}; }
+  void adds(int dst, Expr doff, int src, Expr soff) {
+    emit(VecBinaryScalar{VecBinOp::Add, DTypeCode::f32, v(dst, std::move(doff)), v(src, std::move(soff)), F(1.0), C(1), C(256)});
+  }
+  void addv(int dst, int a, int b) {
+    emit(VecBinary{VecBinOp::Add, DTypeCode::f32, v(dst, C(0)), v(a, C(0)), v(b, C(0)), C(1), C(256)});
+  }
+  void dup(int dst) { emit(VecDup{DTypeCode::f32, v(dst, C(0)), F(0.0), C(1), C(256)}); }
+  Program aiv() {
+    p.aiv = seq(std::move(stack.back()));
+    return p;
+  }
+  Program aic() {
+    p.aic = seq(std::move(stack.back()));
+    return p;
+  }
+};
+
+// The code part of the printed program (after the buffer lines).
+std::string code(const Program& p) {
+  std::string s = print_program(p);
+  size_t at = s.find("\nAIC:\n");
+  if (at == std::string::npos) at = s.find("\nAIV:\n");
+  return s.substr(at + 1);
+}
+
+// insert_sync(before) printed == after, and the simulator's checker is silent on it.
+void expect_sync(const Program& before, const std::string& after) {
+  Program out = insert_sync(before, b2());
+  EXPECT_EQ(code(out), after) << code(out);
+  SimRun r = simulate(out);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+
+}
+
+TEST(InsertSync, StraightLineRawAcrossPipes) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), y = b.buf("y", Mem::UB, 1024, 1024);
+  b.load(x, C(0), C(0));
+  b.adds(y, C(0), x, C(0));
+  b.store(y, C(0), C(0));
+  Program before = b.aiv();
+  EXPECT_FALSE(simulate(before).result.reports.empty());  // the unsynchronised program races
+  expect_sync(before, R"(AIV:
+  MTE2 CopyGmToUb x[0] <- X[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE2 SetFlag<MTE2_V>(0)
+  V WaitFlag<MTE2_V>(0)
+  V Adds y[0]/256 <- x[0]/256, 1.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 CopyUbToGm Y[0] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+)");
+}
+
+TEST(InsertSync, SamePipeRawGetsOneBarrier) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), y = b.buf("y", Mem::UB, 1024, 1024), z = b.buf("z", Mem::UB, 2048, 1024),
+      w = b.buf("w", Mem::UB, 3072, 1024);
+  b.dup(x);
+  b.adds(y, C(0), x, C(0));  // reads x: barrier
+  b.adds(w, C(0), x, C(0));  // reads x too: covered by the same barrier
+  b.adds(z, C(0), y, C(0));  // reads y: barrier
+  b.store(z, C(0), C(0));
+  b.store(w, C(0), C(1024));
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V PipeBarrier<V>
+  V Adds y[0]/256 <- x[0]/256, 1.0 float32 1x256
+  V Adds w[0]/256 <- x[0]/256, 1.0 float32 1x256
+  V PipeBarrier<V>
+  V Adds z[0]/256 <- y[0]/256, 1.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 CopyUbToGm Y[0] <- z[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE3 CopyUbToGm Y[1024] <- w[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+)");
+}
+
+TEST(InsertSync, WarAcrossALoopIsPresetAndDrained) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), y = b.buf("y", Mem::UB, 1024, 1024);
+  auto i = ir::var("i");
+  b.loop(i, 4, [&] {
+    b.load(x, C(0), mul(i, C(1024)));
+    b.adds(y, C(0), x, C(0));
+    b.store(y, C(0), mul(i, C(1024)));
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  V SetFlag<V_MTE2>(0)
+  MTE3 SetFlag<MTE3_V>(0)
+  for i in range(4):
+    MTE2 WaitFlag<V_MTE2>(0)
+    MTE2 CopyGmToUb x[0] <- X[i * 1024] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE2 SetFlag<MTE2_V>(0)
+    V WaitFlag<MTE2_V>(0)
+    V WaitFlag<MTE3_V>(0)
+    V Adds y[0]/256 <- x[0]/256, 1.0 float32 1x256
+    V SetFlag<V_MTE3>(0)
+    V SetFlag<V_MTE2>(0)
+    MTE3 WaitFlag<V_MTE3>(0)
+    MTE3 CopyUbToGm Y[i * 1024] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE3 SetFlag<MTE3_V>(0)
+  MTE2 WaitFlag<V_MTE2>(0)
+  V WaitFlag<MTE3_V>(0)
+)");
+}
+
+TEST(InsertSync, DependenceOutOfAndIntoAnIf) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), y = b.buf("y", Mem::UB, 1024, 1024);
+  Expr first = ir::binary(BinOp::EQ, b.p.block_idx, C(0));
+  b.dup(x);
+  b.when(first, [&] { b.load(x, C(0), C(0)); });  // WAW after the Dup, RAW for the Adds
+  b.adds(y, C(0), x, C(0));
+  b.when(first, [&] { b.store(y, C(0), C(0)); });
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE2>(0)
+  MTE2 WaitFlag<V_MTE2>(0)
+  if block_idx == 0:
+    MTE2 CopyGmToUb x[0] <- X[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE2 SetFlag<MTE2_V>(0)
+  V PipeBarrier<V>
+  V WaitFlag<MTE2_V>(0)
+  V Adds y[0]/256 <- x[0]/256, 1.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+  if block_idx == 0:
+    MTE3 CopyUbToGm Y[0] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+)");
+}
+
+TEST(InsertSync, NestedLoopAccumulation) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), acc = b.buf("acc", Mem::UB, 1024, 1024);
+  auto i = ir::var("i"), j = ir::var("j");
+  b.loop(i, 2, [&] {
+    b.dup(acc);
+    b.loop(j, 3, [&] {
+      b.load(x, C(0), mul(add(mul(i, C(3)), j), C(1024)));
+      b.addv(acc, acc, x);
+    });
+    b.store(acc, C(0), mul(i, C(1024)));
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  V SetFlag<V_MTE2>(0)
+  MTE3 SetFlag<MTE3_V>(0)
+  for i in range(2):
+    V WaitFlag<MTE3_V>(0)
+    V Duplicate acc[0]/256 <- 0.0 float32 1x256
+    V PipeBarrier<V>
+    for j in range(3):
+      MTE2 WaitFlag<V_MTE2>(0)
+      MTE2 CopyGmToUb x[0] <- X[(i * 3 + j) * 1024] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE2 SetFlag<MTE2_V>(0)
+      V WaitFlag<MTE2_V>(0)
+      V Add acc[0]/256 <- acc[0]/256, x[0]/256 float32 1x256
+      V SetFlag<V_MTE2>(0)
+    V SetFlag<V_MTE3>(0)
+    MTE3 WaitFlag<V_MTE3>(0)
+    MTE3 CopyUbToGm Y[i * 1024] <- acc[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE3 SetFlag<MTE3_V>(0)
+  MTE2 WaitFlag<V_MTE2>(0)
+  V WaitFlag<MTE3_V>(0)
+)");
+}
+
+TEST(InsertSync, BuffersSharingBytesConflict) {
+  Builder b(KernelType::AIV_ONLY);
+  int a = b.buf("a", Mem::UB, 0, 1024), c = b.buf("c", Mem::UB, 0, 1024);  // c reuses a's bytes
+  int d = b.buf("d", Mem::UB, 1024, 1024);
+  b.dup(a);
+  b.store(a, C(0), C(0));
+  b.load(c, C(0), C(0), 0);  // overwrites a's bytes: after the store (MTE3 -> MTE2)
+  b.load(d, C(0), C(1024), 0);
+  b.addv(d, d, c);
+  b.store(d, C(0), C(1024));
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate a[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 CopyUbToGm Y[0] <- a[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE3 SetFlag<MTE3_MTE2>(0)
+  MTE2 WaitFlag<MTE3_MTE2>(0)
+  MTE2 CopyGmToUb c[0] <- X[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE2 CopyGmToUb d[0] <- X[1024] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE2 SetFlag<MTE2_V>(0)
+  V WaitFlag<MTE2_V>(0)
+  V Add d[0]/256 <- d[0]/256, c[0]/256 float32 1x256
+  V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(1)
+  MTE3 CopyUbToGm Y[1024] <- d[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+)");
+}
+
+TEST(InsertSync, IllegalPairIsRelayed) {
+  // AIC: FixPipe writes GM W, MTE2 reads it back: FIX -> MTE2 is not a legal pair on the AIC.
+  Builder b(KernelType::AIC_ONLY);
+  int c = b.buf("c", Mem::L0C, 0, 1024, CoreType::AIC), l1 = b.buf("l1", Mem::L1, 0, 512, CoreType::AIC);
+  b.emit(Fixpipe{LocalRef{c, C(0)}, GmRef{2, C(0)}, DTypeCode::f32, DTypeCode::f16, C(16), C(16), C(16), C(16)});
+  b.emit(CopyGmToL1{GmRef{2, C(0)}, LocalRef{l1, C(0)}, DTypeCode::f16, C(16), C(16), C(16), C(16), C(16)});
+  expect_sync(b.aic(), R"(AIC:
+  FIX Fixpipe W[0] <- c[0] float32->float16 m=16 n=16 src_rows=16 dst_row_stride=16
+  FIX SetFlag<FIX_MTE1>(0)
+  MTE1 WaitFlag<FIX_MTE1>(0)
+  MTE1 SetFlag<MTE1_MTE2>(0)
+  MTE2 WaitFlag<MTE1_MTE2>(0)
+  MTE2 CopyGmToL1 l1[0] <- W[0] float16 rows=16 cols=16 src_row_stride=16 nz=16x16
+)");
+}
+
+TEST(InsertSync, HandWrittenFlagsAreAnInternalError) {
+  Builder b(KernelType::AIV_ONLY);
+  b.emit(PipeBarrier{Pipe::V});
+  EXPECT_THROW(insert_sync(b.aiv(), b2()), ir::Error);
+}
+
+// Ping-pong halves `(i % 2) * half`: one flag per half, so loads of half 1 overlap with compute
+// on half 0; the same loop on one buffer serialises.
+Program ping_pong(bool halves) {
+  Builder b(KernelType::AIV_ONLY, 16 * 256 * 16);
+  int x = b.buf("x", Mem::UB, 0, 2 * 16384), y = b.buf("y", Mem::UB, 2 * 16384, 2 * 16384);
+  auto i = ir::var("i");
+  b.loop(i, 8, [&] {
+    Expr off = halves ? mul(mod(i, C(2)), C(16384)) : C(0);
+    b.emit(CopyGmToUb{GmRef{0, mul(i, C(16384))}, LocalRef{x, off}, DTypeCode::f32, C(16), C(1024), C(1024), C(1024)});
+    b.emit(VecUnary{VecUnOp::Exp, DTypeCode::f32, Builder::v(y, off), Builder::v(x, off), C(16), C(256)});
+    b.emit(CopyUbToGm{LocalRef{y, off}, GmRef{1, mul(i, C(16384))}, DTypeCode::f32, C(16), C(1024), C(1024), C(1024)});
+  });
+  return b.aiv();
+}
+
+TEST(InsertSync, PingPongHalvesGetOneFlagPerHalfAndOverlap) {
+  Program two = insert_sync(ping_pong(true), b2()), one = insert_sync(ping_pong(false), b2());
+  // The WARs V(i) -> MTE2(i+2) and MTE3(i) -> V(i+2) both follow from one MTE3 -> MTE2 flag per
+  // half (V -> MTE3 -> MTE2 and MTE3 -> MTE2 -> V).
+  EXPECT_EQ(code(two), R"(AIV:
+  MTE3 SetFlag<MTE3_MTE2>(0)
+  MTE3 SetFlag<MTE3_MTE2>(1)
+  for i in range(8):
+    MTE2 WaitFlag<MTE3_MTE2>(i % 2)
+    MTE2 CopyGmToUb x[i % 2 * 16384] <- X[i * 16384] float32 n_rows=16 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE2 SetFlag<MTE2_V>(i % 2)
+    V WaitFlag<MTE2_V>(i % 2)
+    V Exp y[i % 2 * 16384]/256 <- x[i % 2 * 16384]/256 float32 16x256
+    V SetFlag<V_MTE3>(i % 2)
+    MTE3 WaitFlag<V_MTE3>(i % 2)
+    MTE3 CopyUbToGm Y[i * 16384] <- y[i % 2 * 16384] float32 n_rows=16 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE3 SetFlag<MTE3_MTE2>(i % 2)
+  MTE2 WaitFlag<MTE3_MTE2>(0)
+  MTE2 WaitFlag<MTE3_MTE2>(1)
+)") << code(two);
+  SimRun r2 = simulate(two), r1 = simulate(one);
+  EXPECT_TRUE(r2.result.reports.empty()) << reports(r2.result);
+  EXPECT_TRUE(r1.result.reports.empty()) << reports(r1.result);
+  EXPECT_TRUE(r1.data == r2.data);
+  std::printf("[insert_sync] ping-pong: one buffer %lld cycles, two halves %lld cycles\n",
+              static_cast<long long>(r1.result.total_cycles), static_cast<long long>(r2.result.total_cycles));
+  EXPECT_LT(r2.result.total_cycles, r1.result.total_cycles);
+}
+
+// --- the expert examples' Tile IR (input stage), dumped from examples/ascend/*.py ---------
+const char* const k_gemm_tails = R"IR(kernel main(A: global float16[200, 513], B: global float16[513, 300], C: global float16[200, 300] out)
+    grid(cid = 4) sub_block(vid) {
+  alloc A_L1: L1 float16[128, 256]
+  alloc B_L1: L1 float16[256, 256]
+  alloc A_L0: L0A float16[2, 128, 64]
+  alloc B_L0: L0B float16[2, 64, 256]
+  alloc C_L0: L0C float32[128, 256]
+  scope C {
+    sync set_flag(M, MTE1, 0)
+    sync set_flag(M, MTE1, 1)
+    sync set_flag(FIX, M, 0)
+    for t in serial(0, ceildiv(4 - cid, 4)) {
+      let tile: int32 = cid + t * 4
+      let bx: int32 = tile // 2
+      let by: int32 = tile % 2
+      for k in serial(0, 3) {
+        copy A[bx * 128:+128, k * 256:+256] -> A_L1
+        copy B[k * 256:+256, by * 256:+256] -> B_L1
+        sync set_flag(MTE2, MTE1, 0)
+        sync wait_flag(MTE2, MTE1, 0)
+        for kk in serial(0, 4) {
+          let s: int32 = (k * 4 + kk) % 2
+          sync wait_flag(M, MTE1, s)
+          copy A_L1[0:+128, kk * 64:+64] -> A_L0[s:+1, 0:+128, 0:+64]
+          copy B_L1[kk * 64:+64, 0:+256] -> B_L0[s:+1, 0:+64, 0:+256]
+          sync set_flag(MTE1, M, s)
+          sync wait_flag(MTE1, M, s)
+          if k == 0 and kk == 0 {
+            sync wait_flag(FIX, M, 0)
+          }
+          if k == 0 and kk == 0 {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+256] -> C_L0 trans_a=false trans_b=false clear=true
+          } else {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+256] -> C_L0 trans_a=false trans_b=false clear=false
+          }
+          sync set_flag(M, MTE1, s)
+        }
+        sync set_flag(MTE1, MTE2, 0)
+        sync wait_flag(MTE1, MTE2, 0)
+      }
+      sync set_flag(M, FIX, 0)
+      sync wait_flag(M, FIX, 0)
+      copy C_L0 -> C[bx * 128:+128, by * 256:+256]
+      sync set_flag(FIX, M, 0)
+    }
+    sync wait_flag(M, MTE1, 0)
+    sync wait_flag(M, MTE1, 1)
+    sync wait_flag(FIX, M, 0)
+  }
+}
+)IR";
+
+const char* const k_gemm_even = R"IR(kernel main(A: global float16[256, 1024], B: global float16[1024, 512], C: global float16[256, 512] out)
+    grid(cid = 4) sub_block(vid) {
+  alloc A_L1: L1 float16[128, 256]
+  alloc B_L1: L1 float16[256, 256]
+  alloc A_L0: L0A float16[2, 128, 64]
+  alloc B_L0: L0B float16[2, 64, 256]
+  alloc C_L0: L0C float32[128, 256]
+  scope C {
+    sync set_flag(M, MTE1, 0)
+    sync set_flag(M, MTE1, 1)
+    sync set_flag(FIX, M, 0)
+    for t in serial(0, ceildiv(4 - cid, 4)) {
+      let tile: int32 = cid + t * 4
+      let bx: int32 = tile // 2
+      let by: int32 = tile % 2
+      for k in serial(0, 4) {
+        copy A[bx * 128:+128, k * 256:+256] -> A_L1
+        copy B[k * 256:+256, by * 256:+256] -> B_L1
+        sync set_flag(MTE2, MTE1, 0)
+        sync wait_flag(MTE2, MTE1, 0)
+        for kk in serial(0, 4) {
+          let s: int32 = (k * 4 + kk) % 2
+          sync wait_flag(M, MTE1, s)
+          copy A_L1[0:+128, kk * 64:+64] -> A_L0[s:+1, 0:+128, 0:+64]
+          copy B_L1[kk * 64:+64, 0:+256] -> B_L0[s:+1, 0:+64, 0:+256]
+          sync set_flag(MTE1, M, s)
+          sync wait_flag(MTE1, M, s)
+          if k == 0 and kk == 0 {
+            sync wait_flag(FIX, M, 0)
+          }
+          if k == 0 and kk == 0 {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+256] -> C_L0 trans_a=false trans_b=false clear=true
+          } else {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+256] -> C_L0 trans_a=false trans_b=false clear=false
+          }
+          sync set_flag(M, MTE1, s)
+        }
+        sync set_flag(MTE1, MTE2, 0)
+        sync wait_flag(MTE1, MTE2, 0)
+      }
+      sync set_flag(M, FIX, 0)
+      sync wait_flag(M, FIX, 0)
+      copy C_L0 -> C[bx * 128:+128, by * 256:+256]
+      sync set_flag(FIX, M, 0)
+    }
+    sync wait_flag(M, MTE1, 0)
+    sync wait_flag(M, MTE1, 1)
+    sync wait_flag(FIX, M, 0)
+  }
+}
+)IR";
+
+const char* const k_softmax_pad = R"IR(kernel main(X: global float32[100, 1027], Y: global float32[100, 1027] out)
+    grid(cid = 4) sub_block(vid) {
+  alloc x: UB float32[16, 1032]
+  alloc mx: UB float32[16]
+  alloc sm: UB float32[16]
+  scope V {
+    let g: int32 = cid * 2 + vid
+    sync set_flag(MTE3, V, 0)
+    for t in serial(0, ceildiv(7 - g, 8)) {
+      let row: int32 = (g + t * 8) * 16
+      sync wait_flag(MTE3, V, 0)
+      fill x = -inf
+      sync set_flag(V, MTE2, 0)
+      sync wait_flag(V, MTE2, 0)
+      copy X[row:+16, 0:+1032] -> x
+      sync set_flag(MTE2, V, 0)
+      sync wait_flag(MTE2, V, 0)
+      reduce max x -> mx axis=1 clear=true
+      sync pipe_barrier(V)
+      for i in parallel(0, 16) {
+        for j in parallel(0, 1032) {
+          x[i, j] = x[i, j] - mx[i]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_1 in parallel(0, 16) {
+        for j_1 in parallel(0, 1032) {
+          x[i_1, j_1] = exp(x[i_1, j_1])
+        }
+      }
+      sync pipe_barrier(V)
+      reduce sum x -> sm axis=1 clear=true
+      sync pipe_barrier(V)
+      for i_2 in parallel(0, 16) {
+        for j_2 in parallel(0, 1032) {
+          x[i_2, j_2] = x[i_2, j_2] / sm[i_2]
+        }
+      }
+      sync set_flag(V, MTE3, 0)
+      sync wait_flag(V, MTE3, 0)
+      copy x -> Y[row:+16, 0:+1032]
+      sync set_flag(MTE3, V, 0)
+    }
+    sync wait_flag(MTE3, V, 0)
+  }
+}
+)IR";
+
+const char* const k_softmax_col1 = R"IR(kernel main(X: global float32[5, 1], Y: global float32[5, 1] out)
+    grid(cid = 1) sub_block(vid) {
+  alloc x: UB float32[16, 8]
+  alloc mx: UB float32[16]
+  alloc sm: UB float32[16]
+  scope V {
+    let g: int32 = cid * 2 + vid
+    sync set_flag(MTE3, V, 0)
+    for t in serial(0, ceildiv(1 - g, 2)) {
+      let row: int32 = (g + t * 2) * 16
+      sync wait_flag(MTE3, V, 0)
+      fill x = -inf
+      sync set_flag(V, MTE2, 0)
+      sync wait_flag(V, MTE2, 0)
+      copy X[row:+16, 0:+8] -> x
+      sync set_flag(MTE2, V, 0)
+      sync wait_flag(MTE2, V, 0)
+      reduce max x -> mx axis=1 clear=true
+      sync pipe_barrier(V)
+      for i in parallel(0, 16) {
+        for j in parallel(0, 8) {
+          x[i, j] = x[i, j] - mx[i]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_1 in parallel(0, 16) {
+        for j_1 in parallel(0, 8) {
+          x[i_1, j_1] = exp(x[i_1, j_1])
+        }
+      }
+      sync pipe_barrier(V)
+      reduce sum x -> sm axis=1 clear=true
+      sync pipe_barrier(V)
+      for i_2 in parallel(0, 16) {
+        for j_2 in parallel(0, 8) {
+          x[i_2, j_2] = x[i_2, j_2] / sm[i_2]
+        }
+      }
+      sync set_flag(V, MTE3, 0)
+      sync wait_flag(V, MTE3, 0)
+      copy x -> Y[row:+16, 0:+8]
+      sync set_flag(MTE3, V, 0)
+    }
+    sync wait_flag(MTE3, V, 0)
+  }
+}
+)IR";
+
+const char* const k_mmgelu_small = R"IR(kernel main(A: global float16[50, 17], B: global float16[17, 33], Bias: global float32[33], W: global float32[256, 128], Y: global float16[50, 33] out)
+    grid(cid = 1) sub_block(vid) {
+  alloc A_L1: L1 float16[128, 256]
+  alloc B_L1: L1 float16[256, 128]
+  alloc A_L0: L0A float16[2, 128, 64]
+  alloc B_L0: L0B float16[2, 64, 128]
+  alloc C_L0: L0C float32[128, 128]
+  alloc c: UB float32[64, 128]
+  alloc u: UB float32[64, 128]
+  alloc bt: UB float32[64, 128]
+  alloc o: UB float16[64, 128]
+  let n_t: int32 = 1 - cid
+  scope C {
+    sync set_flag(M, MTE1, 0)
+    sync set_flag(M, MTE1, 1)
+    sync set_flag(FIX, M, 0)
+    for t in serial(0, n_t) {
+      let tile: int32 = cid + t
+      let bx: int32 = tile
+      let by: int32 = tile % 1
+      let slot: int32 = t % 2
+      for k in serial(0, 1) {
+        copy A[bx * 128:+128, k * 256:+256] -> A_L1
+        copy B[k * 256:+256, by * 128:+128] -> B_L1
+        sync set_flag(MTE2, MTE1, 0)
+        sync wait_flag(MTE2, MTE1, 0)
+        for kk in serial(0, 4) {
+          let s: int32 = (k * 4 + kk) % 2
+          sync wait_flag(M, MTE1, s)
+          copy A_L1[0:+128, kk * 64:+64] -> A_L0[s:+1, 0:+128, 0:+64]
+          copy B_L1[kk * 64:+64, 0:+128] -> B_L0[s:+1, 0:+64, 0:+128]
+          sync set_flag(MTE1, M, s)
+          sync wait_flag(MTE1, M, s)
+          if k == 0 and kk == 0 {
+            sync wait_flag(FIX, M, 0)
+          }
+          if k == 0 and kk == 0 {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+128] -> C_L0 trans_a=false trans_b=false clear=true
+          } else {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+128] -> C_L0 trans_a=false trans_b=false clear=false
+          }
+          sync set_flag(M, MTE1, s)
+        }
+        sync set_flag(MTE1, MTE2, 0)
+        sync wait_flag(MTE1, MTE2, 0)
+      }
+      sync set_flag(M, FIX, 0)
+      sync wait_flag(M, FIX, 0)
+      if t >= 2 {
+        sync wait_cross_flag(2 + slot, FIX)
+      }
+      copy C_L0 -> W[(cid * 2 + slot) * 128:+128, 0:+128]
+      sync set_cross_flag(2, FIX, slot)
+      sync set_flag(FIX, M, 0)
+    }
+    for j in unroll(0, 2) {
+      if n_t - 2 + j >= 0 {
+        sync wait_cross_flag(2 + (n_t - 2 + j) % 2)
+      }
+    }
+    sync wait_flag(M, MTE1, 0)
+    sync wait_flag(M, MTE1, 1)
+    sync wait_flag(FIX, M, 0)
+  }
+  scope V {
+    sync set_flag(V, MTE2, 0)
+    sync set_flag(MTE3, V, 0)
+    for t_1 in serial(0, n_t) {
+      let tile_1: int32 = cid + t_1
+      let bx_1: int32 = tile_1
+      let by_1: int32 = tile_1 % 1
+      let slot_1: int32 = t_1 % 2
+      sync wait_cross_flag(slot_1)
+      sync wait_flag(V, MTE2, 0)
+      copy W[(cid * 2 + slot_1) * 128 + vid * 64:+64, 0:+128] -> c
+      copy Bias[by_1 * 128:+128] -> bt[0:+1, 0:+128]
+      sync set_cross_flag(2, MTE2, 2 + slot_1)
+      sync set_flag(MTE2, V, 0)
+      sync wait_flag(MTE2, V, 0)
+      copy bt[0:+1, 0:+128] -> bt[1:+1, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+2, 0:+128] -> bt[2:+2, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+4, 0:+128] -> bt[4:+4, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+8, 0:+128] -> bt[8:+8, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+16, 0:+128] -> bt[16:+16, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+32, 0:+128] -> bt[32:+32, 0:+128]
+      sync pipe_barrier(V)
+      for i in parallel(0, 64) {
+        for j_1 in parallel(0, 128) {
+          c[i, j_1] = c[i, j_1] + bt[i, j_1]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_1 in parallel(0, 64) {
+        for j_2 in parallel(0, 128) {
+          u[i_1, j_2] = c[i_1, j_2] * c[i_1, j_2]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_2 in parallel(0, 64) {
+        for j_3 in parallel(0, 128) {
+          u[i_2, j_3] = u[i_2, j_3] * c[i_2, j_3]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_3 in parallel(0, 64) {
+        for j_4 in parallel(0, 128) {
+          u[i_3, j_4] = u[i_3, j_4] * 0.044715
+        }
+      }
+      sync pipe_barrier(V)
+      for i_4 in parallel(0, 64) {
+        for j_5 in parallel(0, 128) {
+          u[i_4, j_5] = u[i_4, j_5] + c[i_4, j_5]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_5 in parallel(0, 64) {
+        for j_6 in parallel(0, 128) {
+          u[i_5, j_6] = u[i_5, j_6] * -1.5957691216057308
+        }
+      }
+      sync pipe_barrier(V)
+      for i_6 in parallel(0, 64) {
+        for j_7 in parallel(0, 128) {
+          u[i_6, j_7] = exp(u[i_6, j_7])
+        }
+      }
+      sync pipe_barrier(V)
+      for i_7 in parallel(0, 64) {
+        for j_8 in parallel(0, 128) {
+          u[i_7, j_8] = u[i_7, j_8] + 1.0
+        }
+      }
+      sync pipe_barrier(V)
+      for i_8 in parallel(0, 64) {
+        for j_9 in parallel(0, 128) {
+          c[i_8, j_9] = c[i_8, j_9] / u[i_8, j_9]
+        }
+      }
+      sync pipe_barrier(V)
+      sync wait_flag(MTE3, V, 0)
+      for i_9 in parallel(0, 64) {
+        for j_10 in parallel(0, 128) {
+          o[i_9, j_10] = cast<float16>(c[i_9, j_10])
+        }
+      }
+      sync set_flag(V, MTE2, 0)
+      sync set_flag(V, MTE3, 0)
+      sync wait_flag(V, MTE3, 0)
+      copy o -> Y[bx_1 * 128 + vid * 64:+64, by_1 * 128:+128]
+      sync set_flag(MTE3, V, 0)
+    }
+    sync wait_flag(V, MTE2, 0)
+    sync wait_flag(MTE3, V, 0)
+  }
+}
+)IR";
+
+const char* const k_mmgelu_tails = R"IR(kernel main(A: global float16[300, 520], B: global float16[520, 260], Bias: global float32[260], W: global float32[2304, 128], Y: global float16[300, 260] out)
+    grid(cid = 9) sub_block(vid) {
+  alloc A_L1: L1 float16[128, 256]
+  alloc B_L1: L1 float16[256, 128]
+  alloc A_L0: L0A float16[2, 128, 64]
+  alloc B_L0: L0B float16[2, 64, 128]
+  alloc C_L0: L0C float32[128, 128]
+  alloc c: UB float32[64, 128]
+  alloc u: UB float32[64, 128]
+  alloc bt: UB float32[64, 128]
+  alloc o: UB float16[64, 128]
+  let n_t: int32 = ceildiv(9 - cid, 9)
+  scope C {
+    sync set_flag(M, MTE1, 0)
+    sync set_flag(M, MTE1, 1)
+    sync set_flag(FIX, M, 0)
+    for t in serial(0, n_t) {
+      let tile: int32 = cid + t * 9
+      let bx: int32 = tile // 3
+      let by: int32 = tile % 3
+      let slot: int32 = t % 2
+      for k in serial(0, 3) {
+        copy A[bx * 128:+128, k * 256:+256] -> A_L1
+        copy B[k * 256:+256, by * 128:+128] -> B_L1
+        sync set_flag(MTE2, MTE1, 0)
+        sync wait_flag(MTE2, MTE1, 0)
+        for kk in serial(0, 4) {
+          let s: int32 = (k * 4 + kk) % 2
+          sync wait_flag(M, MTE1, s)
+          copy A_L1[0:+128, kk * 64:+64] -> A_L0[s:+1, 0:+128, 0:+64]
+          copy B_L1[kk * 64:+64, 0:+128] -> B_L0[s:+1, 0:+64, 0:+128]
+          sync set_flag(MTE1, M, s)
+          sync wait_flag(MTE1, M, s)
+          if k == 0 and kk == 0 {
+            sync wait_flag(FIX, M, 0)
+          }
+          if k == 0 and kk == 0 {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+128] -> C_L0 trans_a=false trans_b=false clear=true
+          } else {
+            gemm A_L0[s:+1, 0:+128, 0:+64], B_L0[s:+1, 0:+64, 0:+128] -> C_L0 trans_a=false trans_b=false clear=false
+          }
+          sync set_flag(M, MTE1, s)
+        }
+        sync set_flag(MTE1, MTE2, 0)
+        sync wait_flag(MTE1, MTE2, 0)
+      }
+      sync set_flag(M, FIX, 0)
+      sync wait_flag(M, FIX, 0)
+      if t >= 2 {
+        sync wait_cross_flag(2 + slot, FIX)
+      }
+      copy C_L0 -> W[(cid * 2 + slot) * 128:+128, 0:+128]
+      sync set_cross_flag(2, FIX, slot)
+      sync set_flag(FIX, M, 0)
+    }
+    for j in unroll(0, 2) {
+      if n_t - 2 + j >= 0 {
+        sync wait_cross_flag(2 + (n_t - 2 + j) % 2)
+      }
+    }
+    sync wait_flag(M, MTE1, 0)
+    sync wait_flag(M, MTE1, 1)
+    sync wait_flag(FIX, M, 0)
+  }
+  scope V {
+    sync set_flag(V, MTE2, 0)
+    sync set_flag(MTE3, V, 0)
+    for t_1 in serial(0, n_t) {
+      let tile_1: int32 = cid + t_1 * 9
+      let bx_1: int32 = tile_1 // 3
+      let by_1: int32 = tile_1 % 3
+      let slot_1: int32 = t_1 % 2
+      sync wait_cross_flag(slot_1)
+      sync wait_flag(V, MTE2, 0)
+      copy W[(cid * 2 + slot_1) * 128 + vid * 64:+64, 0:+128] -> c
+      copy Bias[by_1 * 128:+128] -> bt[0:+1, 0:+128]
+      sync set_cross_flag(2, MTE2, 2 + slot_1)
+      sync set_flag(MTE2, V, 0)
+      sync wait_flag(MTE2, V, 0)
+      copy bt[0:+1, 0:+128] -> bt[1:+1, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+2, 0:+128] -> bt[2:+2, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+4, 0:+128] -> bt[4:+4, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+8, 0:+128] -> bt[8:+8, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+16, 0:+128] -> bt[16:+16, 0:+128]
+      sync pipe_barrier(V)
+      copy bt[0:+32, 0:+128] -> bt[32:+32, 0:+128]
+      sync pipe_barrier(V)
+      for i in parallel(0, 64) {
+        for j_1 in parallel(0, 128) {
+          c[i, j_1] = c[i, j_1] + bt[i, j_1]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_1 in parallel(0, 64) {
+        for j_2 in parallel(0, 128) {
+          u[i_1, j_2] = c[i_1, j_2] * c[i_1, j_2]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_2 in parallel(0, 64) {
+        for j_3 in parallel(0, 128) {
+          u[i_2, j_3] = u[i_2, j_3] * c[i_2, j_3]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_3 in parallel(0, 64) {
+        for j_4 in parallel(0, 128) {
+          u[i_3, j_4] = u[i_3, j_4] * 0.044715
+        }
+      }
+      sync pipe_barrier(V)
+      for i_4 in parallel(0, 64) {
+        for j_5 in parallel(0, 128) {
+          u[i_4, j_5] = u[i_4, j_5] + c[i_4, j_5]
+        }
+      }
+      sync pipe_barrier(V)
+      for i_5 in parallel(0, 64) {
+        for j_6 in parallel(0, 128) {
+          u[i_5, j_6] = u[i_5, j_6] * -1.5957691216057308
+        }
+      }
+      sync pipe_barrier(V)
+      for i_6 in parallel(0, 64) {
+        for j_7 in parallel(0, 128) {
+          u[i_6, j_7] = exp(u[i_6, j_7])
+        }
+      }
+      sync pipe_barrier(V)
+      for i_7 in parallel(0, 64) {
+        for j_8 in parallel(0, 128) {
+          u[i_7, j_8] = u[i_7, j_8] + 1.0
+        }
+      }
+      sync pipe_barrier(V)
+      for i_8 in parallel(0, 64) {
+        for j_9 in parallel(0, 128) {
+          c[i_8, j_9] = c[i_8, j_9] / u[i_8, j_9]
+        }
+      }
+      sync pipe_barrier(V)
+      sync wait_flag(MTE3, V, 0)
+      for i_9 in parallel(0, 64) {
+        for j_10 in parallel(0, 128) {
+          o[i_9, j_10] = cast<float16>(c[i_9, j_10])
+        }
+      }
+      sync set_flag(V, MTE2, 0)
+      sync set_flag(V, MTE3, 0)
+      sync wait_flag(V, MTE3, 0)
+      copy o -> Y[bx_1 * 128 + vid * 64:+64, by_1 * 128:+128]
+      sync set_flag(MTE3, V, 0)
+    }
+    sync wait_flag(V, MTE2, 0)
+    sync wait_flag(MTE3, V, 0)
+  }
+}
+)IR";
+
+TEST(InsertSyncExamples, GemmTails) { check_example("gemm_tails", k_gemm_tails); }
+TEST(InsertSyncExamples, GemmEven) { check_example("gemm_even", k_gemm_even); }
+TEST(InsertSyncExamples, SoftmaxPadded) { check_example("softmax_pad", k_softmax_pad); }
+TEST(InsertSyncExamples, SoftmaxOneColumn) { check_example("softmax_col1", k_softmax_col1); }
+TEST(InsertSyncExamples, MatmulGeluSmall) { check_example("mmgelu_small", k_mmgelu_small); }
+TEST(InsertSyncExamples, MatmulGeluTails) { check_example("mmgelu_tails", k_mmgelu_tails); }
+
+}  // namespace
+}  // namespace tw::ascend

@@ -1,10 +1,833 @@
 #include "target/ascend/insert_sync.h"
 
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "ir/functor.h"
+#include "ir/printer.h"
+#include "target/ascend/program_printer.h"
+
 namespace tw::ascend {
+
+namespace {
+
+using ir::Expr;
+constexpr int kEventIds = 6;         // 0..5 per pipe pair; 6, 7 reserved (ascend-910b.md)
+constexpr int kSpaceWorkspace = 15;  // GM spaces: 15 = workspace, 16 + i = parameter i
+constexpr int64_t kUnknown = INT64_MAX;
+
+// ---------------------------------------------------------------------------------------------
+// Accesses
+
+// Fence: a cross-core flag's stand-in for "every access of this shared GM space" (conflicts with
+// any access of the space, in both directions).
+enum class Mode : uint8_t { Read, Write, Fence };
+
+struct Access {
+  int space = 0;
+  Mode mode = Mode::Read;
+  int64_t lo = 0, hi = kUnknown;  // hull
+  bool rect = false;              // exact strided rectangle known: start=lo
+  int64_t rows = 1, row_bytes = 0, stride = 0;
+  std::string slot;               // non-empty: offset = (X % m) * H + [slo, shi), key = "X|m|H"
+  Expr slot_x;
+  int64_t m = 0, h = 0, slo = 0, shi = 0;
+};
+
+bool is_gm(int space) { return space >= kSpaceWorkspace; }
+
+std::optional<int64_t> cint(const Expr& e) { return e ? ir::as_const_int(e) : std::optional<int64_t>(); }
+
+struct SlotMatch {
+  Expr x;
+  int64_t m, h, c;
+};
+// (X % m) * H [+ c], either operand order.
+std::optional<SlotMatch> match_slot(const Expr& e) {
+  if (!e || e->kind != ir::ExprKind::Binary) return std::nullopt;
+  auto* b = ir::as<ir::BinaryNode>(e);
+  if (b->op == ir::BinOp::Add) {
+    auto c = cint(b->b);
+    auto inner = c ? match_slot(b->a) : std::nullopt;
+    if (!inner) {
+      c = cint(b->a);
+      inner = c ? match_slot(b->b) : std::nullopt;
+    }
+    if (!inner) return std::nullopt;
+    inner->c += *c;
+    return inner;
+  }
+  if (b->op != ir::BinOp::Mul) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const Expr& mod = side ? b->b : b->a;
+    auto h = cint(side ? b->a : b->b);
+    if (!h || !mod || mod->kind != ir::ExprKind::Binary) continue;
+    auto* md = ir::as<ir::BinaryNode>(mod);
+    auto m = cint(md->b);
+    if (md->op != ir::BinOp::Mod || !m || *m < 2 || *m > 4 || *h <= 0) continue;
+    return SlotMatch{md->a, *m, *h, 0};
+  }
+  return std::nullopt;
+}
+
+using Env = std::vector<std::pair<ir::Var, Expr>>;
+
+struct AccessBuilder {
+  const Program& p;
+  const Env& env;
+  std::vector<Access>& out;
+
+  Expr sub(const Expr& e) const { return e && !env.empty() ? ir::substitute(e, env) : e; }
+  std::optional<int64_t> val(const Expr& e) const { return cint(sub(e)); }
+
+  // A region of `rows` rows of `row_bytes` bytes, `stride` apart, starting `start` bytes after the
+  // operand's address (any of them may be unknown).
+  void local(const LocalRef& r, std::optional<int64_t> start, std::optional<int64_t> rows,
+             std::optional<int64_t> row_bytes, std::optional<int64_t> stride, Mode mode) const {
+    const BufferDecl& b = p.buffers.at(r.buffer);
+    Access a;
+    a.space = static_cast<int>(b.mem);
+    a.mode = mode;
+    int64_t base = b.offset, end = b.offset + b.bytes;
+    std::optional<int64_t> size;
+    if (rows && row_bytes && (*rows <= 1 || stride)) size = *rows <= 1 ? *row_bytes : (*rows - 1) * *stride + *row_bytes;
+    Expr off = sub(r.offset);
+    auto c = cint(off);
+    a.lo = base, a.hi = end;
+    if (c && start) {
+      a.lo = base + *c + *start;
+      if (size) {
+        a.hi = a.lo + *size;
+        a.rect = true;
+        a.rows = std::max<int64_t>(*rows, 1), a.row_bytes = *row_bytes, a.stride = stride.value_or(0);
+      }
+    } else if (auto s = match_slot(off); s && start && size && s->c + *start >= 0 && s->c + *start + *size <= s->h) {
+      a.slot = ir::print(s->x) + "|" + std::to_string(s->m);
+      a.h = s->h;
+      a.slot_x = s->x, a.m = s->m;
+      a.slo = s->c + *start, a.shi = a.slo + *size;
+      a.lo = base + a.slo, a.hi = std::min(end, base + (s->m - 1) * s->h + a.shi);
+    }
+    out.push_back(a);
+  }
+  void gm(const GmRef& r, std::optional<int64_t> rows, std::optional<int64_t> row_bytes,
+          std::optional<int64_t> stride, Mode mode) const {
+    Access a;
+    a.space = r.param < 0 ? kSpaceWorkspace : 16 + r.param;
+    a.mode = mode;
+    auto c = val(r.offset);
+    std::optional<int64_t> size;
+    if (rows && row_bytes && (*rows <= 1 || stride)) size = *rows <= 1 ? *row_bytes : (*rows - 1) * *stride + *row_bytes;
+    if (c) {
+      a.lo = *c;
+      if (size) {
+        a.hi = *c + *size;
+        a.rect = true;
+        a.rows = std::max<int64_t>(*rows, 1), a.row_bytes = *row_bytes, a.stride = stride.value_or(0);
+      }
+    }
+    out.push_back(a);
+  }
+  static std::optional<int64_t> mul(std::optional<int64_t> a, std::optional<int64_t> b) {
+    return a && b ? std::optional<int64_t>(*a * *b) : std::nullopt;
+  }
+  static int64_t rup(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+  static std::optional<int64_t> rupo(std::optional<int64_t> a, int64_t m) {
+    return a ? std::optional<int64_t>(rup(*a, m)) : std::nullopt;
+  }
+  std::optional<int64_t> o(const Expr& e) const { return val(e); }
+  static std::optional<int64_t> K(int64_t v) { return v; }
+
+  void vec(const VecOperand& v, const Expr& rows, const Expr& cols, ir::DType t, Mode mode) const {
+    int es = t.bytes();
+    local(v.at, K(0), o(rows), mul(o(cols), K(es)), mul(o(v.row_stride), K(es)), mode);
+  }
+
+  void operator()(const CopyGmToL1& x) const {
+    int es = x.dtype.bytes();
+    gm(x.src, o(x.rows), mul(o(x.cols), K(es)), mul(o(x.src_row_stride), K(es)), Mode::Read);
+    local(x.dst, K(0), K(1), mul(mul(o(x.dst_rows), o(x.dst_cols)), K(es)), K(0), Mode::Write);
+  }
+  void operator()(const CopyGmToUb& x) const {
+    gm(x.src, o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
+    local(x.dst, K(0), o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
+  }
+  void operator()(const CopyUbToGm& x) const {
+    local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
+    gm(x.dst, o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
+  }
+  void operator()(const CopyUbToUb& x) const {
+    local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
+    local(x.dst, K(0), o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
+  }
+  void operator()(const LoadL0& x) const {
+    int es = x.dtype.bytes(), c0 = 32 / es;
+    bool to_a = p.buffers.at(x.dst.buffer).mem == Mem::L0A;
+    bool same = to_a != x.transpose;
+    auto dr = o(x.dst_rows), dc = o(x.dst_cols), sr = o(x.src_rows), r0 = o(x.src_row), c0v = o(x.src_col);
+    auto wr = same ? dr : dc, wc = same ? dc : dr;
+    std::optional<int64_t> start;
+    if (c0v && sr && r0) start = (*c0v / c0 * *sr + *r0) * 32;
+    std::optional<int64_t> rows = wc ? std::optional<int64_t>(*wc / c0) : std::nullopt;
+    local(x.src, start, rows, mul(wr, K(32)), mul(sr, K(32)), Mode::Read);
+    local(x.dst, K(0), K(1), mul(mul(dr, dc), K(es)), K(0), Mode::Write);
+  }
+  void operator()(const Mmad& x) const {
+    int es = x.in_dtype.bytes(), c0 = 32 / es;
+    auto mp = rupo(o(x.m), 16), kp = rupo(o(x.k), c0), np = rupo(o(x.n), 16);
+    local(x.a, K(0), K(1), mul(mul(mp, kp), K(es)), K(0), Mode::Read);
+    local(x.b, K(0), K(1), mul(mul(kp, np), K(es)), K(0), Mode::Read);
+    local(x.c, K(0), K(1), mul(mul(mp, np), K(4)), K(0), Mode::Read);  // accumulate (init is dynamic)
+    local(x.c, K(0), K(1), mul(mul(mp, np), K(4)), K(0), Mode::Write);
+  }
+  void operator()(const Fixpipe& x) const {
+    int es = x.dst_dtype.bytes();
+    local(x.src, K(0), K(1), mul(mul(o(x.src_rows), rupo(o(x.n), 16)), K(4)), K(0), Mode::Read);
+    gm(x.dst, o(x.m), mul(o(x.n), K(es)), mul(o(x.dst_row_stride), K(es)), Mode::Write);
+  }
+  void operator()(const VecBinary& x) const {
+    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
+    vec(x.b, x.rows, x.cols, x.dtype, Mode::Read);
+    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
+  }
+  void operator()(const VecBinaryScalar& x) const {
+    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
+    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
+  }
+  void operator()(const VecUnary& x) const {
+    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
+    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
+  }
+  void operator()(const VecCast& x) const {
+    vec(x.src, x.rows, x.cols, x.src_dtype, Mode::Read);
+    vec(x.dst, x.rows, x.cols, x.dst_dtype, Mode::Write);
+  }
+  void operator()(const VecDup& x) const { vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write); }
+  void operator()(const VecReduce& x) const {
+    int es = x.dtype.bytes();
+    vec(x.src, x.rows, x.cols, x.dtype, Mode::Read);
+    local(x.dst.at, K(0), K(1), mul(o(x.axis == ReduceAxis::Row ? x.rows : x.cols), K(es)), K(0), Mode::Write);
+  }
+  void operator()(const VecRowBroadcast& x) const {
+    int es = x.dtype.bytes();
+    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
+    local(x.vec, K(0), K(1), mul(o(x.rows), K(es)), K(0), Mode::Read);
+    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
+  }
+  // Flags: handled by the caller (cross-core) or rejected (set/wait/barrier).
+  void operator()(const SetFlag&) const {}
+  void operator()(const WaitFlag&) const {}
+  void operator()(const PipeBarrier&) const {}
+  void operator()(const CrossCoreSetFlag&) const {}
+  void operator()(const CrossCoreWaitFlag&) const {}
+};
+
+// Exact intersection of two constant strided rectangles.
+bool rect_overlap(const Access& a, const Access& b) {
+  const Access& x = a.rows <= b.rows ? a : b;
+  const Access& y = a.rows <= b.rows ? b : a;
+  for (int64_t i = 0; i < x.rows; ++i) {
+    int64_t s = x.lo + i * x.stride, e = s + x.row_bytes;
+    if (y.rows <= 1 || y.stride <= 0) {
+      if (s < y.lo + y.row_bytes + (y.rows - 1) * y.stride && y.lo < e) return true;
+      continue;
+    }
+    // rows j of y with y.lo + j*st < e and y.lo + j*st + rb > s
+    auto fdiv = [](int64_t n, int64_t d) { return n >= 0 ? n / d : -((-n + d - 1) / d); };
+    int64_t jmin = fdiv(s - y.lo - y.row_bytes, y.stride) + 1;
+    int64_t jmax = fdiv(e - y.lo - 1, y.stride);
+    jmin = std::max<int64_t>(jmin, 0), jmax = std::min<int64_t>(jmax, y.rows - 1);
+    if (jmin <= jmax) return true;
+  }
+  return false;
+}
+
+enum class Ov : uint8_t { None, Plain, Slot };
+
+// Do x (earlier) and y (later) conflict? `carried`: y is in a later iteration of a common loop.
+Ov conflict(const Access& x, const Access& y, bool carried) {
+  if (x.space != y.space) return Ov::None;
+  if (x.mode == Mode::Fence || y.mode == Mode::Fence) return x.mode == y.mode ? Ov::None : Ov::Plain;
+  if (x.mode == Mode::Read && y.mode == Mode::Read) return Ov::None;
+  if (is_gm(x.space) && x.mode == Mode::Write && y.mode == Mode::Write) return Ov::None;  // GM WAW: see header
+  if (!x.slot.empty() && x.slot == y.slot && x.h == y.h) {
+    if (std::max(x.slo, y.slo) >= std::min(x.shi, y.shi)) return Ov::None;
+    return Ov::Slot;  // same slot in one iteration; per-slot flags across iterations
+  }
+  if (std::max(x.lo, y.lo) >= std::min(x.hi, y.hi)) return Ov::None;
+  if (x.rect && y.rect && !rect_overlap(x, y)) return Ov::None;
+  return Ov::Plain;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The statement tree of one core's code, with blocks (statement lists) and program positions.
+
+struct Block {
+  int owner = -1;  // node owning the block (For/If), -1 for the root
+  std::vector<int> kids;
+};
+
+struct Node {
+  StmtKind kind = StmtKind::Instr;
+  StmtPtr stmt;
+  int block = -1, index = 0;     // where it is
+  int body = -1, else_body = -1;  // For: body; If: then / else blocks
+  // instructions
+  int pos = -1;
+  Pipe pipe = Pipe::S;
+  bool cross = false;  // CrossCoreSetFlag / CrossCoreWaitFlag
+  std::vector<Access> acc;
+};
+
+struct Dep {
+  int a, b;  // node ids
+  bool carried;
+  int C;       // block the dependence is placed in
+  int ia, ib;  // indices of a's / b's ancestors in C
+  int loop;    // carried: the loop node
+  std::string slot;
+  Expr slot_x;
+  int64_t m = 0;
+  bool keep = true;
+};
+
+struct SyncPair {
+  enum Kind : uint8_t { Flag, Barrier, All } kind = Flag;
+  Pipe p = Pipe::S, q = Pipe::S, r = Pipe::S;  // r: relay pipe when relay
+  bool relay = false;
+  int C = -1, s = 0, w = 0;  // slots in C (carried: w is the wait slot in the next iteration)
+  bool carried = false;
+  int hoist = -1;  // carried flags: the loop node before/after which the pair is set/drained
+  std::string slot;
+  Expr slot_x;
+  int64_t m = 1;
+  int id = -1, relay_id = -1;
+  ir::Span set_span, wait_span, hoist_span;
+};
+
+bool legal_pair(CoreType t, Pipe s, Pipe d) {
+  using P = Pipe;
+  auto in = [](P x, std::initializer_list<P> l) { return std::find(l.begin(), l.end(), x) != l.end(); };
+  if (t == CoreType::AIC) {
+    switch (s) {
+      case P::M: return in(d, {P::MTE1, P::MTE2, P::FIX});
+      case P::MTE1: return in(d, {P::M, P::MTE2, P::MTE3, P::FIX});
+      case P::MTE2: return in(d, {P::M, P::MTE1, P::MTE3});
+      case P::MTE3: return in(d, {P::MTE1, P::MTE2});
+      case P::FIX: return in(d, {P::M, P::MTE1});
+      default: return false;
+    }
+  }
+  switch (s) {
+    case P::S: return in(d, {P::V, P::MTE2, P::MTE3});
+    case P::V: return in(d, {P::S, P::MTE2, P::MTE3});
+    case P::MTE2: return in(d, {P::S, P::V, P::MTE3});
+    case P::MTE3: return in(d, {P::S, P::V, P::MTE2});
+    default: return false;
+  }
+}
+
+bool in_order(Pipe p) { return p == Pipe::M || p == Pipe::S; }
+
+class CoreSync {
+ public:
+  CoreSync(const Program& p, CoreType core, const std::set<int>& shared) : p_(p), core_(core), shared_(shared) {}
+
+  StmtPtr run(const StmtPtr& code) {
+    root_ = new_block(-1);
+    Env env;
+    build(code, root_, env);
+    find_deps();
+    reduce();
+    place();
+    colour();
+    return emit(root_);
+  }
+
+ private:
+  const Program& p_;
+  CoreType core_;
+  const std::set<int>& shared_;
+  std::vector<Node> nodes_;
+  std::vector<Block> blocks_;
+  std::vector<int> instrs_;  // instruction nodes in program order
+  int root_ = -1;
+  std::vector<Dep> deps_;
+  std::map<std::tuple<int, int, bool>, int> dep_index_;
+  std::vector<SyncPair> pairs_;
+
+  int new_block(int owner) {
+    blocks_.push_back(Block{owner, {}});
+    return static_cast<int>(blocks_.size()) - 1;
+  }
+  int add_node(int block, StmtKind k, const StmtPtr& s) {
+    Node n;
+    n.kind = k, n.stmt = s, n.block = block, n.index = static_cast<int>(blocks_[block].kids.size());
+    nodes_.push_back(std::move(n));
+    int id = static_cast<int>(nodes_.size()) - 1;
+    blocks_[block].kids.push_back(id);
+    return id;
+  }
+
+  // Appends statement s to block b (nested Seqs are flattened; Let scope ends with the block).
+  void build(const StmtPtr& s, int b, Env& env) {
+    if (!s) return;
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const auto& c : s->body) build(c, b, env);
+        return;
+      case StmtKind::Let: {
+        add_node(b, StmtKind::Let, s);
+        env.emplace_back(s->var, env.empty() ? s->value : ir::substitute(s->value, env));
+        return;
+      }
+      case StmtKind::For: {
+        int n = add_node(b, StmtKind::For, s);
+        int body = new_block(n);
+        nodes_[n].body = body;
+        size_t mark = env.size();
+        build(s->body.at(0), body, env);
+        env.resize(mark);
+        return;
+      }
+      case StmtKind::If: {
+        int n = add_node(b, StmtKind::If, s);
+        int then_b = new_block(n);
+        nodes_[n].body = then_b;
+        size_t mark = env.size();
+        build(s->body.at(0), then_b, env);
+        env.resize(mark);
+        int else_b = new_block(n);
+        nodes_[n].else_body = else_b;
+        build(s->else_body, else_b, env);
+        env.resize(mark);
+        return;
+      }
+      case StmtKind::Instr: {
+        const Instr& in = s->instr;
+        if (std::holds_alternative<SetFlag>(in.op) || std::holds_alternative<WaitFlag>(in.op) ||
+            std::holds_alternative<PipeBarrier>(in.op))
+          throw ir::Error("insert_sync: internal error: the program already has " + print_instr(p_, in, false) +
+                              " (automatic programs get all their flags and barriers from insert_sync)",
+                          in.span, "do not mix hand-written flags with the automatic pipeline: use expert mode");
+        int n = add_node(b, StmtKind::Instr, s);
+        Node& nd = nodes_[n];
+        nd.pipe = in.pipe();
+        nd.pos = static_cast<int>(instrs_.size());
+        instrs_.push_back(n);
+        nd.cross = std::holds_alternative<CrossCoreSetFlag>(in.op) || std::holds_alternative<CrossCoreWaitFlag>(in.op);
+        if (std::holds_alternative<CrossCoreSetFlag>(in.op)) {
+          for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
+        } else if (auto* w = std::get_if<CrossCoreWaitFlag>(&in.op)) {
+          if (w->pipe != Pipe::S)
+            for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
+        } else {
+          std::visit(AccessBuilder{p_, env, nd.acc}, in.op);
+        }
+        return;
+      }
+    }
+  }
+
+  // Blocks from n's block up to the root, with the index of n's ancestor in each.
+  std::vector<std::pair<int, int>> chain(int n) const {
+    std::vector<std::pair<int, int>> c;
+    while (n >= 0) {
+      c.emplace_back(nodes_[n].block, nodes_[n].index);
+      n = blocks_[nodes_[n].block].owner;
+    }
+    return c;
+  }
+  bool block_contains(int outer, int b) const {  // is block b inside (or equal to) block outer?
+    while (b >= 0) {
+      if (b == outer) return true;
+      int o = blocks_[b].owner;
+      if (o < 0) return false;
+      b = nodes_[o].block;
+    }
+    return false;
+  }
+
+  void find_deps() {
+    const int n = static_cast<int>(instrs_.size());
+    std::vector<std::vector<std::pair<int, int>>> ch(n);
+    for (int i = 0; i < n; ++i) ch[i] = chain(instrs_[i]);
+    for (int i = 0; i < n; ++i) {
+      for (int j = i; j < n; ++j) {
+        // common blocks: walk b's chain, find the first block in a's chain
+        const auto& ca = ch[i];
+        const auto& cb = ch[j];
+        int lca = -1, ia = -1, ib = -1;
+        for (auto [blk, idx] : cb) {
+          for (auto [blk2, idx2] : ca)
+            if (blk2 == blk) {
+              lca = blk, ia = idx2, ib = idx;
+              break;
+            }
+          if (lca >= 0) break;
+        }
+        if (i != j && ia != ib) add_dep(instrs_[i], instrs_[j], false, lca, ia, ib, -1);
+        // innermost common loop: the lowest common block owned by a For, walking up from lca
+        for (auto [blk, idx] : cb) {
+          if (!block_contains(blk, lca)) continue;
+          int o = blocks_[blk].owner;
+          if (o >= 0 && nodes_[o].kind == StmtKind::For) {
+            int xa = -1;
+            for (auto [blk2, idx2] : ca)
+              if (blk2 == blk) xa = idx2;
+            // a = later instruction (j), b = earlier (i): j(iter) -> i(iter+1); and i -> j if i != j
+            add_dep(instrs_[j], instrs_[i], true, blk, idx, xa, o);
+            if (i != j) add_dep(instrs_[i], instrs_[j], true, blk, xa, idx, o);
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  void add_dep(int a, int b, bool carried, int C, int ia, int ib, int loop) {
+    const Node& na = nodes_[a];
+    const Node& nb = nodes_[b];
+    Ov ov = Ov::None;
+    const Access* slot_acc = nullptr;
+    for (const Access& x : na.acc) {
+      for (const Access& y : nb.acc) {
+        Ov o = conflict(x, y, carried);
+        if (o == Ov::Plain) {
+          ov = Ov::Plain;
+          break;
+        }
+        if (o == Ov::Slot) {
+          if (slot_acc && slot_acc->slot != x.slot) {
+            ov = Ov::Plain;  // two different slot keys: keep it simple
+            break;
+          }
+          slot_acc = &x;
+          ov = Ov::Slot;
+        }
+      }
+      if (ov == Ov::Plain) break;
+    }
+    if (ov == Ov::None) return;
+    Dep d{a, b, carried, C, ia, ib, loop, {}, nullptr, 0, true};
+    if (ov == Ov::Slot) d.slot = slot_acc->slot, d.slot_x = slot_acc->slot_x, d.m = slot_acc->m;
+    dep_index_[{a, b, carried}] = static_cast<int>(deps_.size());
+    deps_.push_back(std::move(d));
+  }
+
+  const Dep* find(int a, int b, bool carried) const {
+    auto it = dep_index_.find({a, b, carried});
+    return it == dep_index_.end() ? nullptr : &deps_[it->second];
+  }
+
+  // Does c execute on every path from a to b of dependence d (c strictly between them)?
+  bool between(const Dep& d, int c, bool& after_a) const {
+    const Node& nc = nodes_[c];
+    const Node& na = nodes_[d.a];
+    const Node& nb = nodes_[d.b];
+    if (c == d.a || c == d.b) return false;
+    if (!block_contains(d.C, nc.block)) return false;
+    if (!d.carried) {
+      if (!(na.pos < nc.pos && nc.pos < nb.pos)) return false;
+      after_a = true;
+    } else {
+      if (nc.pos > na.pos) after_a = true;
+      else if (nc.pos < nb.pos) after_a = false;
+      else return false;
+    }
+    // every block between c and C must be on a's or b's chain or a loop body that runs
+    auto ca = chain(d.a), cb = chain(d.b);
+    auto on = [](const std::vector<std::pair<int, int>>& ch, int blk) {
+      for (auto [b, i] : ch)
+        if (b == blk) return true;
+      return false;
+    };
+    for (int blk = nc.block; blk != d.C;) {
+      if (!on(ca, blk) && !on(cb, blk)) {
+        int o = blocks_[blk].owner;
+        if (nodes_[o].kind != StmtKind::For) return false;
+        auto ext = cint(nodes_[o].stmt->value);
+        if (!ext || *ext < 1) return false;
+      }
+      blk = nodes_[blocks_[blk].owner].block;
+    }
+    return true;
+  }
+
+  // A carried link may stand for the carried dependence d only if it is plain or has d's slot.
+  static bool link_ok(const Dep* l, const Dep& d) {
+    if (!l) return false;
+    if (!l->carried) return true;
+    return l->slot.empty() || l->slot == d.slot;
+  }
+
+  // Intra dependences first: a forward carried dependence a(i) -> b(i+1) (a before b in the body)
+  // is implied by the intra one a(i) -> b(i) when that one is placed (its wait or barrier is
+  // executed unconditionally after a in every execution of its block, on b's pipe, before b(i+1)).
+  void reduce() {
+    for (int pass = 0; pass < 2; ++pass)
+      for (Dep& d : deps_)
+        if (d.carried == (pass == 1)) reduce(d);
+  }
+  void reduce(Dep& d) {
+    Pipe pa = nodes_[d.a].pipe, pb = nodes_[d.b].pipe;
+    // In-order pipe, or a cross-core flag on the same pipe (a set fires after the earlier
+    // instructions of its pipe, a wait blocks the later ones): nothing to do (still a link).
+    if (pa == pb && (in_order(pa) || nodes_[d.a].cross || nodes_[d.b].cross)) {
+      d.keep = false;
+      return;
+    }
+    if (d.carried && nodes_[d.a].pos < nodes_[d.b].pos)
+      if (const Dep* intra = find(d.a, d.b, false); intra && intra->keep) {
+        d.keep = false;
+        return;
+      }
+    for (int c : instrs_) {
+      bool after_a = true;
+      if (!between(d, c, after_a)) continue;
+      const Dep* l1 = find(d.a, c, d.carried && !after_a);
+      const Dep* l2 = find(c, d.b, d.carried && after_a);
+      bool ok1 = link_ok(l1, d), ok2 = link_ok(l2, d);
+      Pipe pc = nodes_[c].pipe;
+      if ((ok1 && pc == pb) || (ok2 && pc == pa) || (ok1 && ok2)) {
+        d.keep = false;
+        break;
+      }
+    }
+  }
+
+  // The outermost For around (and including) loop node l.
+  int outermost_loop(int l) const {
+    int best = l;
+    for (int n = l; n >= 0; n = blocks_[nodes_[n].block].owner)
+      if (nodes_[n].kind == StmtKind::For) best = n;
+    return best;
+  }
+
+  void place() {
+    // groups: (C, carried, p, q, slot)
+    std::vector<Dep*> ds;
+    for (Dep& d : deps_)
+      if (d.keep) ds.push_back(&d);
+    auto n_of = [&](const Dep& d) { return static_cast<int>(blocks_[d.C].kids.size()); };
+    auto wslot = [&](const Dep& d) { return d.carried ? d.ib + n_of(d) : d.ib; };
+    std::stable_sort(ds.begin(), ds.end(), [&](const Dep* x, const Dep* y) {
+      if (x->carried != y->carried) return !x->carried;  // intra first (barriers may cover carried)
+      int wx = wslot(*x), wy = wslot(*y);
+      if (wx != wy) return wx < wy;
+      return x->ia > y->ia;
+    });
+    for (Dep* d : ds) {
+      Pipe pa = nodes_[d->a].pipe, pb = nodes_[d->b].pipe;
+      int s = d->ia + 1, w = wslot(*d);
+      if (pa == pb) {
+        bool covered = false;
+        for (const SyncPair& sp : pairs_)
+          if (sp.kind == SyncPair::Barrier && sp.C == d->C && sp.p == pa) {
+            int k = sp.w;
+            if (!d->carried ? (s <= k && k <= w) : (k >= s || k <= d->ib)) covered = true;
+          }
+        if (covered) continue;
+        SyncPair sp;
+        sp.kind = SyncPair::Barrier;
+        sp.p = sp.q = pa;
+        sp.C = d->C, sp.s = sp.w = d->ib;
+        sp.wait_span = nodes_[d->b].stmt->instr.span;
+        pairs_.push_back(sp);
+        continue;
+      }
+      bool covered = false;
+      for (const SyncPair& sp : pairs_)
+        if (sp.kind == SyncPair::Flag && sp.C == d->C && sp.p == pa && sp.q == pb && sp.carried == d->carried &&
+            sp.slot == d->slot &&
+            s <= sp.s && sp.w <= w)
+          covered = true;
+      if (covered) continue;
+      SyncPair sp;
+      sp.p = pa, sp.q = pb;
+      sp.C = d->C, sp.s = s, sp.w = w;
+      sp.carried = d->carried;
+      sp.slot = d->slot;
+      sp.slot_x = d->slot_x;
+      sp.m = d->slot_x ? d->m : 1;
+      sp.set_span = nodes_[d->a].stmt->instr.span;
+      sp.wait_span = nodes_[d->b].stmt->instr.span;
+      if (d->carried) {
+        sp.hoist = outermost_loop(d->loop);
+        sp.hoist_span = nodes_[sp.hoist].stmt->span;
+      }
+      if (!legal_pair(core_, pa, pb)) {
+        bool found = false;
+        for (Pipe r : {Pipe::MTE1, Pipe::M, Pipe::MTE2, Pipe::MTE3, Pipe::V, Pipe::FIX, Pipe::S})
+          if (r != pa && r != pb && legal_pair(core_, pa, r) && legal_pair(core_, r, pb)) {
+            sp.relay = true, sp.r = r, found = true;
+            break;
+          }
+        if (!found) {
+          sp.kind = SyncPair::All;
+          sp.w = d->ib;
+        }
+      }
+      pairs_.push_back(sp);
+    }
+  }
+
+  // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones).
+  // An id is only reused by the same pair in later iterations, where the reverse dependence
+  // (b(i) -> a(i+1), or a(i+m) for slotted pairs) orders the next set after the previous wait;
+  // two different pairs sharing an id could see the second set fire before the first wait.
+  // Relays are coloured last. Pairs that do not fit become PIPE_ALL at their wait point.
+  void colour() {
+    std::map<std::pair<Pipe, Pipe>, int> next;
+    auto take = [&](Pipe p, Pipe q, int64_t m) {
+      int& n = next[{p, q}];
+      if (n + m > kEventIds) return -1;
+      int b = n;
+      n += static_cast<int>(m);
+      return b;
+    };
+    for (int pass = 0; pass < 2; ++pass)
+      for (SyncPair& sp : pairs_) {
+        if (sp.kind != SyncPair::Flag || (pass == 1 && !sp.relay)) continue;
+        int b = pass == 0 ? take(sp.p, sp.relay ? sp.r : sp.q, sp.m) : take(sp.r, sp.q, 1);
+        if (b < 0) {
+          int n = static_cast<int>(blocks_[sp.C].kids.size());
+          sp.kind = SyncPair::All;
+          if (sp.carried) sp.w -= n;
+          continue;
+        }
+        (pass == 0 ? sp.id : sp.relay_id) = b;
+      }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Emission
+
+  struct SlotItems {
+    std::vector<StmtPtr> sets, drains, presets, barriers, waits;
+  };
+
+  Expr event(const SyncPair& sp) const {
+    if (!sp.slot_x) return ir::int_imm(sp.id, ir::DTypeCode::i32);
+    Expr e = ir::binary(ir::BinOp::Mod, sp.slot_x, ir::int_imm(sp.m, sp.slot_x->dtype));
+    if (sp.id) e = ir::binary(ir::BinOp::Add, ir::int_imm(sp.id, e->dtype), e);
+    return e;
+  }
+
+  StmtPtr emit(int root) {
+    std::map<std::pair<int, int>, SlotItems> at;
+    for (const SyncPair& sp : pairs_) {
+      if (sp.kind == SyncPair::Barrier) {
+        at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{sp.p}, sp.wait_span));
+        continue;
+      }
+      if (sp.kind == SyncPair::All) {
+        at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
+        continue;
+      }
+      int n = static_cast<int>(blocks_[sp.C].kids.size());
+      int w = sp.carried ? sp.w - n : sp.w;
+      Pipe dst = sp.relay ? sp.r : sp.q;
+      Expr ev = event(sp);
+      at[{sp.C, sp.s}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
+      auto& waits = at[{sp.C, w}].waits;
+      waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
+      if (sp.relay) {
+        Expr rid = ir::int_imm(sp.relay_id, ir::DTypeCode::i32);
+        waits.push_back(instr(SetFlag{sp.r, sp.q, rid}, sp.wait_span));
+        waits.push_back(instr(WaitFlag{sp.r, sp.q, rid}, sp.wait_span));
+      }
+      if (sp.carried) {
+        const Node& h = nodes_[sp.hoist];
+        for (int64_t k = 0; k < sp.m; ++k) {
+          Expr e = ir::int_imm(sp.id + k, ir::DTypeCode::i32);
+          at[{h.block, h.index}].presets.push_back(instr(SetFlag{sp.p, dst, e}, sp.hoist_span));
+          at[{h.block, h.index + 1}].drains.push_back(instr(WaitFlag{sp.p, dst, e}, sp.hoist_span));
+        }
+      }
+    }
+    return emit_block(root, at);
+  }
+
+  StmtPtr emit_block(int b, std::map<std::pair<int, int>, SlotItems>& at) {
+    const Block& bl = blocks_[b];
+    std::vector<StmtPtr> out;
+    for (size_t k = 0; k <= bl.kids.size(); ++k) {
+      auto it = at.find({b, static_cast<int>(k)});
+      if (it != at.end()) {
+        for (auto* v : {&it->second.sets, &it->second.drains, &it->second.presets, &it->second.barriers,
+                        &it->second.waits})
+          out.insert(out.end(), v->begin(), v->end());
+      }
+      if (k == bl.kids.size()) break;
+      const Node& n = nodes_[bl.kids[k]];
+      switch (n.kind) {
+        case StmtKind::For:
+          out.push_back(for_(n.stmt->var, n.stmt->value, emit_block(n.body, at), n.stmt->span));
+          break;
+        case StmtKind::If: {
+          StmtPtr els = blocks_[n.else_body].kids.empty() && !has_items(n.else_body, at) ? nullptr
+                                                                                          : emit_block(n.else_body, at);
+          out.push_back(if_(n.stmt->value, emit_block(n.body, at), els, n.stmt->span));
+          break;
+        }
+        default:
+          out.push_back(n.stmt);
+      }
+    }
+    return seq(std::move(out));
+  }
+  bool has_items(int b, const std::map<std::pair<int, int>, SlotItems>& at) const {
+    auto it = at.lower_bound({b, 0});
+    return it != at.end() && it->first.first == b;
+  }
+};
+
+// GM spaces that another core also accesses (and someone writes): what cross-core flags order.
+void gm_spaces(const Program& p, const StmtPtr& s, std::set<int>& touched, std::set<int>& written, bool& mode01) {
+  if (!s) return;
+  for (const auto& c : s->body) gm_spaces(p, c, touched, written, mode01);
+  if (s->else_body) gm_spaces(p, s->else_body, touched, written, mode01);
+  if (s->kind != StmtKind::Instr) return;
+  if (auto* f = std::get_if<CrossCoreSetFlag>(&s->instr.op)) mode01 = mode01 || f->mode != 2;
+  std::vector<Access> acc;
+  Env env;
+  std::visit(AccessBuilder{p, env, acc}, s->instr.op);
+  for (const Access& a : acc)
+    if (is_gm(a.space)) {
+      touched.insert(a.space);
+      if (a.mode == Mode::Write) written.insert(a.space);
+    }
+}
+
+}  // namespace
 
 Program insert_sync(const Program& program, const target::Target& target) {
   (void)target;
-  return program;
+  Program out = program;
+  std::set<int> t_aic, t_aiv, written;
+  bool mode01 = false;
+  gm_spaces(program, program.aic, t_aic, written, mode01);
+  gm_spaces(program, program.aiv, t_aiv, written, mode01);
+  auto shared_for = [&](const std::set<int>& mine, const std::set<int>& other) {
+    std::set<int> s;
+    for (int x : mine)
+      if (written.count(x) && (other.count(x) || mode01)) s.insert(x);
+    return s;
+  };
+  if (program.aic) {
+    auto sh = shared_for(t_aic, t_aiv);
+    out.aic = CoreSync(program, CoreType::AIC, sh).run(program.aic);
+  }
+  if (program.aiv) {
+    auto sh = shared_for(t_aiv, t_aic);
+    out.aiv = CoreSync(program, CoreType::AIV, sh).run(program.aiv);
+  }
+  return out;
 }
 
 }  // namespace tw::ascend

@@ -1,4 +1,53 @@
 // insert_sync: automatic synchronisation of an Ascend program (Program pass).
+//
+// The last pass of the automatic pipeline (after plan_memory gave every buffer its offset). The
+// input has no SetFlag/WaitFlag/PipeBarrier (an internal error otherwise); it may have cross-core
+// flags (the Cube/Vector hand-offs), which are kept and ordered against. The output has the flags
+// and barriers that make the simulator's checker silent, with few set/wait pairs and without
+// serialising what can overlap. AIC and AIV code are synchronised separately.
+//
+// 1. Accesses. Every instruction touches byte regions: (space, hull [lo, hi), and when constant an
+//    exact strided rectangle). Spaces are physical memories (L1, L0A, L0B, L0C, UB: buffer offset
+//    + operand offset, so buffers sharing bytes after plan_memory's reuse conflict) and GM (one per
+//    tensor parameter, one for the workspace). Non-constant offsets overlap conservatively within
+//    the buffer; offsets of the form `(X % m) * H + c` (ping-pong halves) are "slotted": two such
+//    accesses with the same X, m, H conflict only in the same slot. Read-read never conflicts, so
+//    GM inputs never written cause nothing; GM write-after-write is left unordered (each output
+//    element is written by one tile: two writes of one GM byte by one core are not expected in
+//    generated code and would be a lowering bug, not a sync problem).
+//    Cross-core flags: CrossCoreSetFlag<p> fires when earlier p instructions finished, and
+//    CrossCoreWaitFlag<p> with p != S blocks only pipe p, so both "touch" (a fence access) every GM
+//    space shared between cores (accessed by AIC and AIV code, written by one; with mode 0/1 flags
+//    every written GM space): earlier/later accesses of it on other pipes get a flag to/from p;
+//    on p itself nothing is needed. A CrossCoreWaitFlag on S orders everything after it: nothing.
+// 2. Dependences. Intra (a before b in the same iteration of their common loops, placed in the
+//    lowest common block C: set after a's ancestor in C, wait before b's) and loop-carried (a in
+//    iteration i, b in iteration i+1 of their innermost common loop L, C = L's body: set after
+//    a's ancestor, wait before b's; SetFlag once before and WaitFlag once after the outermost loop
+//    around L, so every path is set, (wait, set)*, wait: balanced for any trip counts, and the
+//    last iteration of an inner loop is ordered before the first of the next outer iteration).
+//    A forward carried dependence (a before b in the body) is implied by the placed intra one.
+//    Slotted dependences use event id base + X % m (each half its own flag, like hand-written
+//    ping-pong code); carried ones are pre-set and drained for every slot.
+//    Pipes p != q: SetFlag<p_q>/WaitFlag<p_q>; p == q on V/MTE1/MTE2/MTE3/FIX: PipeBarrier<p>
+//    before b's ancestor in C; M and S are in order: nothing.
+// 3. Fewest pairs. A dependence a -> b is dropped when an instruction c that executes between
+//    them on every path (no If, no loop of unknown trip count between them and C) makes it
+//    transitive: (a -> c and pipe(c) = pipe(b)): the wait/barrier before c is on b's pipe and stays
+//    in effect; (c -> b and pipe(c) = pipe(a)): the set/barrier after c covers every earlier
+//    instruction of a's pipe; (a -> c and c -> b). Links are always shorter, so this is
+//    well-founded. Then, per block, pipe pair and kind, dependences are intervals (after a's
+//    ancestor, before b's ancestor); a placed pair covers every dependence whose interval contains
+//    it (greedy by earliest wait), a barrier covers every same-pipe dependence it lies between.
+// 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
+//    id(s): an id is reused only by the same pair in later iterations, where the reverse
+//    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs
+//    sharing an id could set it twice before the first wait, which is undefined). A pair that
+//    does not fit in 6 ids becomes a PipeBarrier<PIPE_ALL> at its wait point (correct, less
+//    overlap).
+// 5. Illegal pairs (AIC MTE2 <-> FIX; S pairs on the AIC): relayed through a pipe r with legal
+//    p -> r and r -> q (MTE1 on the AIC): WaitFlag<p_r>, SetFlag<r_q>, WaitFlag<r_q> at the wait
+//    point (only r and q stall, the producer's pipe keeps running); PIPE_ALL when no relay exists.
 #pragma once
 
 #include "target/ascend/program.h"

@@ -1,9 +1,13 @@
 #include "target/ascend/multi_buffer.h"
 
+#include <array>
+#include <functional>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/functor.h"
+#include "target/ascend/plan_memory.h"
 #include "transform/simplify.h"
 
 namespace tw::ascend {
@@ -89,13 +93,87 @@ struct Instantiate : ir::Mutator {
   }
 };
 
+std::optional<Mem> mem_of(Scope s) {
+  switch (s) {
+    case Scope::L1: return Mem::L1;
+    case Scope::L0A: return Mem::L0A;
+    case Scope::L0B: return Mem::L0B;
+    case Scope::L0C: return Mem::L0C;
+    case Scope::UB: return Mem::UB;
+    default: return std::nullopt;
+  }
+}
+
+int64_t bytes_of(const Buffer& b) {
+  auto m = mem_of(b->scope);
+  auto shape = b->const_shape();
+  return m && shape ? tile_bytes(*m, b->dtype, *shape) : 0;
+}
+
+// Tiles allocated in `body` outside nested loops.
+std::vector<Buffer> loop_allocs(const Stmt& body) {
+  std::vector<Buffer> out;
+  std::function<void(const Stmt&)> walk = [&](const Stmt& s) {
+    if (!s) return;
+    switch (s->kind) {
+      case ir::StmtKind::Seq:
+        for (const auto& c : ir::as<ir::SeqNode>(s)->body) walk(c);
+        break;
+      case ir::StmtKind::If:
+        walk(ir::as<ir::IfNode>(s)->then_body);
+        walk(ir::as<ir::IfNode>(s)->else_body);
+        break;
+      case ir::StmtKind::CoreScope: walk(ir::as<ir::CoreScopeNode>(s)->body); break;
+      case ir::StmtKind::Alloc: out.push_back(ir::as<ir::AllocNode>(s)->buffer); break;
+      default: break;
+    }
+  };
+  walk(body);
+  return out;
+}
+
 struct MultiBuffer : ir::Mutator {
+  const target::AscendParams& hw;
+  std::array<int64_t, kNumMems> used{};  // bytes of every tile of the kernel, per memory
+  explicit MultiBuffer(const ir::Kernel& k, const target::AscendParams& h) : hw(h) {
+    ir::for_each_stmt(k->body, [&](const Stmt& s) {
+      if (s->kind != ir::StmtKind::Alloc) return;
+      const Buffer& b = ir::as<ir::AllocNode>(s)->buffer;
+      if (auto m = mem_of(b->scope)) used[static_cast<int>(*m)] += bytes_of(b);
+    });
+  }
+
+  // A serial loop that loads tiles from GM gets two stages when the copies fit (counting every
+  // tile of the kernel as live at once).
+  int64_t auto_stages(const Stmt& body) {
+    std::unordered_set<const ir::BufferNode*> loaded;
+    ir::for_each_stmt(body, [&](const Stmt& s) {
+      if (s->kind == ir::StmtKind::Copy && ir::as<ir::CopyNode>(s)->src.buffer->scope == Scope::global)
+        loaded.insert(ir::as<ir::CopyNode>(s)->dst.buffer.get());
+    });
+    std::array<int64_t, kNumMems> extra{};
+    bool any = false;
+    for (const auto& b : loop_allocs(body)) {
+      if (!loaded.count(b.get())) continue;
+      any = true;
+      if (auto m = mem_of(b->scope)) extra[static_cast<int>(*m)] += bytes_of(b);
+    }
+    if (!any) return 1;
+    const int64_t cap[kNumMems] = {0, hw.l1_bytes, hw.l0a_bytes, hw.l0b_bytes, hw.l0c_bytes, hw.ub_bytes};
+    for (int m = 1; m < kNumMems; ++m)
+      if (used[m] + extra[m] > cap[m]) return 1;
+    for (int m = 1; m < kNumMems; ++m) used[m] += extra[m];
+    return 2;
+  }
+
   Stmt mutate(const Stmt& s) override {
     if (!s || s->kind != ir::StmtKind::For) return ir::Mutator::mutate(s);
     auto* f = ir::as<ir::ForNode>(s);
-    if (f->for_kind != ir::ForKind::pipelined) return ir::Mutator::mutate(s);
-    Stmt body = mutate(f->body);  // inner pipelined loops first
-    int64_t S = f->num_stages;
+    if (f->for_kind != ir::ForKind::pipelined && f->for_kind != ir::ForKind::serial) return ir::Mutator::mutate(s);
+    Stmt body = mutate(f->body);  // inner loops first
+    int64_t S = f->for_kind == ir::ForKind::pipelined ? f->num_stages : auto_stages(body);
+    if (f->for_kind == ir::ForKind::serial && S <= 1)
+      return body == f->body ? s : std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, 0, body, s->span);
     if (S <= 1)
       return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, body, s->span);
 
@@ -144,8 +222,8 @@ struct MultiBuffer : ir::Mutator {
 
 }  // namespace
 
-ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target&) {
-  MultiBuffer m;
+ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target& target) {
+  MultiBuffer m(kernel, target.ascend);
   return m.mutate_kernel(kernel);
 }
 

@@ -15,8 +15,12 @@
 //
 // Every variable the body defines (lets, inner loops) is renamed in each copy. Tiles not copied:
 // L0A/L0B tiles that already have a ping-pong dim (expand_gemm alternates them within one gemm),
-// and tiles used as a whole by T.reduce (whole-buffer operands). num_stages <= 1 and serial loops
-// are left alone; the pipelined loop becomes serial in every case.
+// and tiles used as a whole by T.reduce (whole-buffer operands). num_stages <= 1 loops are left
+// alone; the pipelined loop becomes serial in every case.
+// A serial loop whose body allocates tiles it loads from GM (the seed's `for k in range(...)`
+// with tw.load) is pipelined with 2 stages when the extra copies fit: the bytes of every tile of
+// the kernel (counted as live at once, a conservative bound on plan_memory's placement) plus
+// the copies must stay within each memory's capacity.
 #pragma once
 
 #include "target/registry.h"
