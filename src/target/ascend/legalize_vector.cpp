@@ -1,10 +1,1228 @@
+// legalize_vector: portable vector code -> one Ascend vector instruction per statement. The rules
+// are listed in legalize_vector.h.
 #include "target/ascend/legalize_vector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/functor.h"
+#include "ir/printer.h"
+#include "transform/simplify.h"
 
 namespace tw::ascend {
 
+namespace {
+
+using ir::Buffer;
+using ir::DType;
+using ir::DTypeCode;
+using ir::Error;
+using ir::Expr;
+using ir::Scope;
+using ir::Span;
+using ir::Stmt;
+using ir::Var;
+
+std::string q(const std::string& n) { return "'" + n + "'"; }
+Expr C(int64_t v) { return ir::int_imm(v); }
+Expr simp(const Expr& e) { return transform::simplify_expr(e); }
+Expr add(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Add, a, b)); }
+Expr sub(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Sub, a, b)); }
+Expr mul(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Mul, a, b)); }
+Expr min_(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Min, a, b)); }
+Expr max_(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Max, a, b)); }
+Expr seq_or(const Expr& a, const Expr& b) { return a ? simp(ir::binary(ir::BinOp::Or, a, b)) : b; }
+
+const DType kF32{DTypeCode::f32};
+const DType kBF16{DTypeCode::bf16};
+const DType kF16{DTypeCode::f16};
+
+// The dtype vector arithmetic on values of dtype t is done in (bfloat16 has no AIV arithmetic).
+DType compute_type(DType t) { return t == kBF16 ? kF32 : t; }
+
+bool uses_var(const Expr& e, const ir::VarNode* v) {
+  bool found = false;
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) { found |= x.get() == v; });
+  return found;
+}
+bool has_load(const Expr& e) {
+  bool found = false;
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}),
+                    [&](const Expr& x) { found |= x->kind == ir::ExprKind::Load; });
+  return found;
+}
+
+Stmt seq(std::vector<Stmt> body, const Span& sp) {
+  if (body.size() == 1) return body[0];
+  return std::make_shared<ir::SeqNode>(std::move(body), sp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Affine conditions of T.where: c_i * i + c_j * j + rest, rest free of i and j.
+
+struct Affine {
+  int64_t ci = 0, cj = 0;
+  Expr rest;
+};
+
+std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::VarNode* vj) {
+  if (e->kind == ir::ExprKind::Var) {
+    if (e.get() == vi) return Affine{1, 0, C(0)};
+    if (e.get() == vj) return Affine{0, 1, C(0)};
+  }
+  bool free = !(vi && uses_var(e, vi)) && !(vj && uses_var(e, vj));
+  if (free) {
+    if (!e->dtype.is_int() || has_load(e)) return std::nullopt;
+    return Affine{0, 0, e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span)};
+  }
+  if (e->kind == ir::ExprKind::Cast && e->dtype.is_int()) return linearize(as<ir::CastNode>(e)->value, vi, vj);
+  if (e->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(e)->op == ir::UnOp::Neg) {
+    auto a = linearize(as<ir::UnaryNode>(e)->a, vi, vj);
+    if (!a) return std::nullopt;
+    return Affine{-a->ci, -a->cj, sub(C(0), a->rest)};
+  }
+  if (e->kind != ir::ExprKind::Binary) return std::nullopt;
+  auto* b = as<ir::BinaryNode>(e);
+  auto x = linearize(b->a, vi, vj), y = linearize(b->b, vi, vj);
+  if (!x || !y) return std::nullopt;
+  switch (b->op) {
+    case ir::BinOp::Add: return Affine{x->ci + y->ci, x->cj + y->cj, add(x->rest, y->rest)};
+    case ir::BinOp::Sub: return Affine{x->ci - y->ci, x->cj - y->cj, sub(x->rest, y->rest)};
+    case ir::BinOp::Mul: {
+      auto cx = ir::as_const_int(x->rest), cy = ir::as_const_int(y->rest);
+      if (!x->ci && !x->cj && cx) return Affine{*cx * y->ci, *cx * y->cj, mul(C(*cx), y->rest)};
+      if (!y->ci && !y->cj && cy) return Affine{*cy * x->ci, *cy * x->cj, mul(x->rest, C(*cy))};
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One T.Parallel store as a list of operations (SSA), then storage, then single-op maps.
+
+enum class Shape : uint8_t { Scalar, Full, Row, Col };
+
+enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where };
+
+struct Node {
+  OpKind kind = OpKind::Leaf;
+  Shape shape = Shape::Scalar;
+  DType dtype;
+  // Leaf: a scalar expression, or a load of a UB tile (buf, idx over the map's loop vars)
+  Expr scalar;
+  Buffer buf;
+  std::vector<Expr> idx;
+  // operations
+  ir::BinOp bop = ir::BinOp::Add;
+  ir::MathFn fn = ir::MathFn::exp;
+  std::vector<int> args;
+  Expr cond, fill;  // Where: keep where cond, else fill (scalar)
+  Span span;
+};
+
+// Where a value lives: a UB buffer accessed with idx (over the map's original loop vars).
+struct Place {
+  Buffer buf;
+  std::vector<Expr> idx;
+};
+
+class Legalizer;
+
+class MapLowering {
+ public:
+  MapLowering(Legalizer& L, std::vector<Var> vars, std::vector<int64_t> ext, Span sp)
+      : L_(L), vars_(std::move(vars)), ext_(std::move(ext)), sp_(std::move(sp)) {}
+
+  // dst[idx] = value. Appends the statements to out.
+  void store(const ir::StoreNode* st, std::vector<Stmt>& out);
+
+ private:
+  Legalizer& L_;
+  std::vector<Var> vars_;
+  std::vector<int64_t> ext_;
+  Span sp_;
+  std::vector<Node> nodes_;
+  std::map<std::string, int> memo_;
+  std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
+
+  const ir::VarNode* vi() const { return vars_.size() == 2 ? vars_[0].get() : nullptr; }
+  const ir::VarNode* vj() const { return vars_.back().get(); }
+  [[noreturn]] void fail(const std::string& what, const Span& sp, const std::string& hint = "") const {
+    throw Error(what, sp.known() ? sp : sp_,
+                hint.empty() ? "write the map as tile element arithmetic (a[i, j], row vectors v[i], column vectors "
+                               "w[j], scalars) with exp/log/sqrt/rsqrt/abs/exp2/log2/sigmoid/tanh/erf and T.where "
+                               "on index comparisons"
+                             : hint);
+  }
+
+  int push(Node n) {
+    nodes_.push_back(std::move(n));
+    return static_cast<int>(nodes_.size()) - 1;
+  }
+  Shape shape_of_load(const ir::LoadNode* l, const Span& sp);
+  int leaf_scalar(Expr e) {
+    Node n;
+    n.kind = OpKind::Leaf;
+    n.shape = Shape::Scalar;
+    n.dtype = e->dtype;
+    n.scalar = simp(e);
+    return push(std::move(n));
+  }
+  int scalar_const(double v, DType t) { return leaf_scalar(t.is_float() ? ir::float_imm(v, t) : ir::int_imm(static_cast<int64_t>(v), t)); }
+  Shape combine(Shape a, Shape b) const {
+    if (a == Shape::Scalar) return b;
+    if (b == Shape::Scalar) return a;
+    if (a == b) return a;
+    return Shape::Full;
+  }
+  int to_type(int x, DType t, const Span& sp);
+  int bin(ir::BinOp op, int a, int b, const Span& sp);
+  int neg(int x, const Span& sp);
+  int call(ir::MathFn fn, int a, const Span& sp);
+  int build(const Expr& e);
+  int build_uncached(const Expr& e);
+  int materialize(int x, Shape to, const Span& sp);
+
+  // emission
+  Expr value_of(int id, const std::vector<Place>& place, Shape in) const;
+  void emit_node(int id, std::vector<Place>& place, std::vector<Stmt>& out);
+  Stmt make_map(Shape shape, const Place& dst, const Expr& value, const Span& sp) const;
+  void emit_where(const Node& n, const Place& at, std::vector<Stmt>& out);
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class Legalizer {
+ public:
+  Legalizer(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t) {}
+
+  ir::Kernel run() {
+    (void)t_;
+    ir::for_each_stmt(k_->body, [&](const Stmt& s) {
+      if (s->kind == ir::StmtKind::Alloc) names_.insert(as<ir::AllocNode>(s)->buffer->name);
+      if (s->kind == ir::StmtKind::For) names_.insert(as<ir::ForNode>(s)->var->name);
+      if (s->kind == ir::StmtKind::Let) names_.insert(as<ir::LetNode>(s)->var->name);
+      if (s->kind == ir::StmtKind::Copy) {
+        auto* c = as<ir::CopyNode>(s);
+        if (c->dst.buffer->scope == Scope::global) written_.insert(c->dst.buffer.get());
+      }
+      if (s->kind == ir::StmtKind::Store && as<ir::StoreNode>(s)->buffer->scope == Scope::global)
+        written_.insert(as<ir::StoreNode>(s)->buffer.get());
+    });
+    for (const auto& p : k_->params) names_.insert(p.name());
+    for (const auto& v : k_->block_vars) names_.insert(v->name);
+    frames_.push_back(Frame{});
+    Stmt body = visit_body(k_->body);
+    return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, body, k_->span,
+                                            k_->sub_block_var);
+  }
+
+  std::string fresh(const std::string& base) {
+    for (int i = 0;; ++i) {
+      std::string n = base + "_" + std::to_string(i);
+      if (names_.insert(n).second) return n;
+    }
+  }
+  Var fresh_var(const std::string& base, const Span& sp) { return ir::var(fresh(base), ir::kIndexType, sp); }
+  Buffer ub(const std::string& base, DType t, std::vector<int64_t> shape, const Span& sp, std::vector<Stmt>& out) {
+    std::vector<Expr> sh;
+    for (auto d : shape) sh.push_back(C(d));
+    Buffer b = ir::buffer(fresh(base), t, sh, Scope::UB, sp);
+    out.push_back(std::make_shared<ir::AllocNode>(b, sp));
+    return b;
+  }
+
+  // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
+  // Returns the tile and its indices.
+  // want: the dtype the map computes with (a converted copy is made next to the copy).
+  std::pair<Buffer, std::vector<Expr>> stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
+                                                    const std::vector<int64_t>& ext, const Span& sp, DType want);
+
+  std::vector<Stmt> rewrite_map(const Stmt& s);
+
+ private:
+  struct Frame {
+    bool barrier = false;                        // CoreScope: nothing moves out of it
+    std::vector<Stmt> before;                    // statements for the parent, before this frame's statement
+    std::vector<Stmt> pre;                       // statements before the statement being rewritten
+    std::map<std::string, std::pair<Buffer, int>> staged;  // region text -> UB tile (frames_ index)
+  };
+  const ir::Kernel& k_;
+  const target::Target& t_;
+  std::set<std::string> names_;
+  std::unordered_set<const ir::BufferNode*> written_;
+  std::vector<Frame> frames_;
+  std::unordered_map<const ir::VarNode*, int> depth_;
+
+  Stmt visit_body(const Stmt& s) {
+    std::vector<Stmt> out;
+    append(s, out);
+    return seq(std::move(out), s ? s->span : Span{});
+  }
+  // Rewrites s (flattening Seqs) into out, with the statements it needs before it.
+  void append(const Stmt& s, std::vector<Stmt>& out) {
+    if (!s) return;
+    if (s->kind == ir::StmtKind::Seq) {
+      for (const auto& c : as<ir::SeqNode>(s)->body) append(c, out);
+      return;
+    }
+    std::vector<Stmt> saved = std::move(frames_.back().pre);
+    frames_.back().pre.clear();
+    std::vector<Stmt> r = visit(s);
+    for (auto& p : frames_.back().pre) out.push_back(std::move(p));
+    for (auto& x : r) out.push_back(std::move(x));
+    frames_.back().pre = std::move(saved);
+  }
+
+  template <class F>
+  Stmt in_frame(bool barrier, const std::vector<const ir::VarNode*>& vars, F&& body) {
+    Frame f;
+    f.barrier = barrier;
+    frames_.push_back(std::move(f));
+    int d = static_cast<int>(frames_.size()) - 1;
+    for (auto* v : vars) depth_[v] = d;
+    Stmt r = body();
+    Frame done = std::move(frames_.back());
+    frames_.pop_back();
+    for (auto& s : done.before) frames_.back().pre.push_back(std::move(s));
+    return r;
+  }
+
+  std::vector<Stmt> visit(const Stmt& s) {
+    const Span& sp = s->span;
+    switch (s->kind) {
+      case ir::StmtKind::For: {
+        auto* f = as<ir::ForNode>(s);
+        if (f->for_kind == ir::ForKind::parallel) return rewrite_map(s);
+        Stmt body = in_frame(false, {f->var.get()}, [&] { return visit_body(f->body); });
+        if (body == f->body) return {s};
+        return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp)};
+      }
+      case ir::StmtKind::If: {
+        auto* n = as<ir::IfNode>(s);
+        Stmt t = in_frame(false, {}, [&] { return visit_body(n->then_body); });
+        Stmt e = n->else_body ? in_frame(false, {}, [&] { return visit_body(n->else_body); }) : nullptr;
+        return {std::make_shared<ir::IfNode>(n->cond, t, e, sp)};
+      }
+      case ir::StmtKind::Let:
+        depth_[as<ir::LetNode>(s)->var.get()] = static_cast<int>(frames_.size()) - 1;
+        return {s};
+      case ir::StmtKind::CoreScope: {
+        auto* n = as<ir::CoreScopeNode>(s);
+        Stmt b = in_frame(true, {}, [&] { return visit_body(n->body); });
+        return {std::make_shared<ir::CoreScopeNode>(n->core, b, sp)};
+      }
+      case ir::StmtKind::Copy: return rewrite_copy(as<ir::CopyNode>(s), s);
+      case ir::StmtKind::Reduce: return rewrite_reduce(as<ir::ReduceNode>(s), s);
+      default: return {s};
+    }
+  }
+
+  // The innermost frame a statement using e's variables can be placed in.
+  int needed_depth(const std::vector<Expr>& es) {
+    int d = 0;
+    for (size_t i = 0; i < frames_.size(); ++i)
+      if (frames_[i].barrier) d = static_cast<int>(i);
+    for (const auto& e : es)
+      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) {
+        if (x->kind != ir::ExprKind::Var) return;
+        auto it = depth_.find(as<ir::VarNode>(x));
+        if (it != depth_.end()) d = std::max(d, it->second);
+      });
+    return d;
+  }
+  std::vector<Stmt>& place_at(int d) {
+    int n = static_cast<int>(frames_.size());
+    return d >= n - 1 ? frames_.back().pre : frames_[d + 1].before;
+  }
+
+  // A map over the non-unit dims of two regions of the same shape: dst = f(src element).
+  std::optional<Stmt> region_map(const ir::Region& dst, const ir::Region& src, const Span& sp,
+                                 const std::function<Expr(Expr)>& f) {
+    auto dims = [](const ir::Region& r) {
+      std::vector<std::pair<size_t, int64_t>> d;
+      for (size_t i = 0; i < r.extents.size(); ++i) {
+        auto c = ir::as_const_int(r.extents[i]);
+        if (!c) return std::optional<std::vector<std::pair<size_t, int64_t>>>{};
+        if (*c != 1) d.push_back({i, *c});
+      }
+      return std::optional<std::vector<std::pair<size_t, int64_t>>>{d};
+    };
+    auto dd = dims(dst), sd = dims(src);
+    if (!dd || !sd || dd->size() != sd->size() || dd->size() > 2) return std::nullopt;
+    for (size_t i = 0; i < dd->size(); ++i)
+      if ((*dd)[i].second != (*sd)[i].second) return std::nullopt;
+    std::vector<Var> vars;
+    std::vector<int64_t> ext;
+    for (auto& [d, e] : *dd) {
+      vars.push_back(fresh_var(d + 1 == dst.extents.size() ? "j" : "i", sp));
+      ext.push_back(e);
+    }
+    if (vars.empty()) {
+      vars.push_back(fresh_var("j", sp));
+      ext.push_back(1);
+    }
+    auto index = [&](const ir::Region& r, const std::vector<std::pair<size_t, int64_t>>& d) {
+      std::vector<Expr> idx(r.starts.begin(), r.starts.end());
+      for (size_t k = 0; k < d.size(); ++k) idx[d[k].first] = add(r.starts[d[k].first], vars[k]);
+      return idx;
+    };
+    Expr v = f(ir::load(src.buffer, index(src, *sd), sp));
+    Stmt body = std::make_shared<ir::StoreNode>(dst.buffer, index(dst, *dd), v, sp);
+    for (size_t k = vars.size(); k-- > 0;)
+      body = std::make_shared<ir::ForNode>(vars[k], C(0), C(ext[k]), ir::ForKind::parallel, 0, body, sp);
+    return body;
+  }
+
+  std::vector<int64_t> extents(const ir::Region& r) {
+    std::vector<int64_t> e;
+    for (const auto& x : r.extents) {
+      auto c = ir::as_const_int(x);
+      e.push_back(c ? *c : -1);
+    }
+    return e;
+  }
+
+  // A cast map dst = cast(src) legalised (bf16 <-> f16 goes through f32).
+  void cast_map(const ir::Region& dst, const ir::Region& src, const Span& sp, std::vector<Stmt>& out) {
+    auto m = region_map(dst, src, sp, [&](Expr x) { return ir::cast(x, dst.buffer->dtype, sp); });
+    if (!m) throw Error("copy " + ir::print(src) + " -> " + ir::print(dst) + " converts " +
+                            std::string(src.buffer->dtype.name()) + " to " + std::string(dst.buffer->dtype.name()) +
+                            " between regions of different shapes (or more than 2-D)",
+                        sp, "copy between regions of the same rows x cols");
+    for (auto& s : rewrite_map(*m)) out.push_back(std::move(s));
+  }
+
+  std::vector<Stmt> rewrite_copy(const ir::CopyNode* c, const Stmt& s) {
+    const Span& sp = s->span;
+    Scope from = c->src.buffer->scope, to = c->dst.buffer->scope;
+    DType st = c->src.buffer->dtype, dt = c->dst.buffer->dtype;
+    std::vector<Stmt> out;
+    if (from == Scope::global && to == Scope::UB && st != dt) {
+      auto e = extents(c->dst);
+      if (std::count(e.begin(), e.end(), -1)) return {s};
+      Buffer tmp = ub(c->dst.buffer->name + "_" + std::string(st.name()), st, e, sp, out);
+      out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp));
+      cast_map(c->dst, ir::full_region(tmp), sp, out);
+      return out;
+    }
+    if (from == Scope::UB && to == Scope::global && st != dt) {
+      auto e = extents(c->src);
+      if (std::count(e.begin(), e.end(), -1)) return {s};
+      Buffer tmp = ub(c->src.buffer->name + "_" + std::string(dt.name()), dt, e, sp, out);
+      cast_map(ir::full_region(tmp), c->src, sp, out);
+      out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(tmp), c->dst, sp));
+      return out;
+    }
+    if (from == Scope::UB && to == Scope::UB) {
+      if (st != dt) {
+        cast_map(c->dst, c->src, sp, out);
+        return out;
+      }
+      auto m = region_map(c->dst, c->src, sp, [](Expr x) { return x; });
+      if (!m) return {s};
+      return rewrite_map(*m);
+    }
+    return {s};
+  }
+
+  std::vector<Stmt> rewrite_reduce(const ir::ReduceNode* r, const Stmt& s) {
+    const Span& sp = s->span;
+    if (r->src->scope != Scope::UB || r->dst->scope != Scope::UB) return {s};
+    DType st = r->src->dtype, dt = r->dst->dtype;
+    DType ct = (st == kF16 || st == kF32) ? st : kF32;
+    if (r->clear && ct == st && dt == st) return {s};
+    std::vector<Stmt> out;
+    auto shape_of = [](const Buffer& b) { return *b->const_shape(); };
+    Buffer src = r->src;
+    if (ct != st) {
+      src = ub(r->src->name + "_f32", ct, shape_of(r->src), sp, out);
+      cast_map(ir::full_region(src), ir::full_region(r->src), sp, out);
+    }
+    Buffer res = ub(r->dst->name + "_part", ct, shape_of(r->dst), sp, out);
+    out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
+    // dst = combine(dst, res) or dst = res, as a map (legalised like any other).
+    auto dims = shape_of(r->dst);
+    std::vector<Var> vars;
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      vars.push_back(fresh_var(d + 1 == dims.size() ? "j" : "i", sp));
+      idx.push_back(vars.back());
+    }
+    Expr part = ir::load(res, idx, sp);
+    Expr v;
+    if (r->clear) {
+      v = ir::cast(part, dt, sp);
+    } else {
+      Expr old = ir::load(r->dst, idx, sp);
+      ir::BinOp op = r->reduce_kind == ir::ReduceKind::sum ? ir::BinOp::Add
+                     : r->reduce_kind == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
+      v = ir::cast(ir::binary(op, ir::cast(old, ct, sp), part, sp), dt, sp);
+    }
+    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(v), sp);
+    for (size_t k = vars.size(); k-- > 0;)
+      body = std::make_shared<ir::ForNode>(vars[k], C(0), C(dims[k]), ir::ForKind::parallel, 0, body, sp);
+    for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+    return out;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Maps
+
+std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s) {
+  const auto* f = as<ir::ForNode>(s);
+  const Span& sp = f->span;
+  std::vector<Var> vars;
+  std::vector<int64_t> ext;
+  Stmt body;
+  const ir::ForNode* cur = f;
+  while (true) {
+    auto e = ir::as_const_int(cur->extent);
+    auto mn = ir::as_const_int(cur->min);
+    if (!e || !mn || *mn != 0) return {s};  // lower_expert reports it
+    vars.push_back(cur->var);
+    ext.push_back(*e);
+    Stmt b = cur->body;
+    while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
+    if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
+      cur = as<ir::ForNode>(b);
+      continue;
+    }
+    body = b;
+    break;
+  }
+  std::vector<Stmt> items;
+  if (body && body->kind == ir::StmtKind::Seq) items = as<ir::SeqNode>(body)->body;
+  else if (body) items.push_back(body);
+  // Only maps over UB/global data are vector code; anything else is left for lower_expert.
+  bool vector_code = vars.size() <= 2 && !items.empty();
+  for (const auto& it : items) {
+    if (it->kind != ir::StmtKind::Store && it->kind != ir::StmtKind::Let) vector_code = false;
+    if (it->kind == ir::StmtKind::Store && as<ir::StoreNode>(it)->buffer->scope != Scope::UB) vector_code = false;
+  }
+  if (vector_code)
+    ir::for_each_expr(body, [&](const Expr& x) {
+      if (x->kind == ir::ExprKind::Load) {
+        Scope s = as<ir::LoadNode>(x)->buffer->scope;
+        if (s != Scope::UB && s != Scope::global) vector_code = false;
+      }
+    });
+  if (!vector_code) return {s};
+  std::vector<Stmt> out;
+  MapLowering ml(*this, vars, ext, sp);
+  std::vector<std::pair<Var, Expr>> lets;
+  for (const auto& it : items) {
+    if (it->kind == ir::StmtKind::Let) {
+      auto* l = as<ir::LetNode>(it);
+      lets.push_back({l->var, ir::substitute(l->value, lets)});
+      continue;
+    }
+    auto* st = as<ir::StoreNode>(it);
+    if (lets.empty()) {
+      ml.store(st, out);
+    } else {
+      std::vector<Expr> idx;
+      for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
+      ir::StoreNode s2(st->buffer, idx, ir::substitute(st->value, lets), st->span);
+      ml.store(&s2, out);
+    }
+  }
+  return out;
+}
+
+std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
+                                                             const std::vector<int64_t>& ext, const Span& sp,
+                                                             DType want) {
+  const Buffer& g = l->buffer;
+  std::vector<Expr> starts, extents, idx;
+  std::vector<int64_t> shape;
+  for (const auto& e : l->indices) {
+    int v = -1;
+    Expr base = e;
+    for (size_t k = 0; k < vars.size(); ++k) {
+      if (e.get() == vars[k].get()) { v = static_cast<int>(k); base = C(0); }
+      else if (e->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(e)->op == ir::BinOp::Add) {
+        auto* b = as<ir::BinaryNode>(e);
+        if (b->b.get() == vars[k].get()) { v = static_cast<int>(k); base = b->a; }
+        else if (b->a.get() == vars[k].get()) { v = static_cast<int>(k); base = b->b; }
+      }
+    }
+    for (const auto& x : vars)
+      if (uses_var(base, x.get()) || has_load(base))
+        throw Error("the read " + ir::print(ir::load(g, l->indices)) +
+                        " of global tensor " + q(g->name) + " is not (start + loop variable) per dimension",
+                    sp, "read global tensors with indices like W[j] or X[r0 + i, j]; copy other shapes into a tile first");
+    starts.push_back(base);
+    if (v >= 0) {
+      extents.push_back(C(ext[v]));
+      shape.push_back(ext[v]);
+      idx.push_back(vars[v]);
+    } else {
+      extents.push_back(C(1));
+    }
+  }
+  if (shape.empty())
+    throw Error("T.Parallel reads one element of global tensor " + q(g->name) +
+                    ": a scalar read of memory has no vector instruction",
+                sp, "pass the value as a scalar parameter, or read a whole row/column of the tensor");
+  ir::Region region{g, starts, extents};
+  int d = written_.count(g.get()) ? static_cast<int>(frames_.size()) - 1 : needed_depth(starts);
+  std::string key = ir::print(region) + " as " + std::string(want.name());
+  if (auto it = frames_[d].staged.find(key); it != frames_[d].staged.end()) return {it->second.first, idx};
+  std::vector<Stmt> tmp;
+  Buffer b = ub(g->name + "_ub", g->dtype, shape, sp, tmp);
+  tmp.push_back(std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp));
+  if (want != g->dtype) {
+    Buffer c = ub(g->name + "_ub", want, shape, sp, tmp);
+    cast_map(ir::full_region(c), ir::full_region(b), sp, tmp);
+    b = c;
+  }
+  std::vector<Stmt>& at = place_at(d);
+  for (auto& s : tmp) at.push_back(std::move(s));
+  frames_[d].staged[key] = {b, d};
+  return {b, idx};
+}
+
+// ---------------------------------------------------------------------------------------------
+// MapLowering: building the operations
+
+Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
+  bool has_i = false, has_j = false;
+  int last_dim_of_j = -1, dim_of_i = -1;
+  for (size_t d = 0; d < l->indices.size(); ++d) {
+    const Expr& e = l->indices[d];
+    if (vi() && uses_var(e, vi())) has_i = true, dim_of_i = static_cast<int>(d);
+    if (uses_var(e, vj())) has_j = true, last_dim_of_j = static_cast<int>(d);
+    if (has_load(e)) fail("T.Parallel reads " + q(l->buffer->name) + " at a data-dependent index (a gather)", sp,
+                          "gathers have no vector instruction on Ascend; restructure the kernel");
+  }
+  if (has_i && has_j && dim_of_i > last_dim_of_j)
+    fail("T.Parallel reads " + q(l->buffer->name) + " transposed (the row index in a later dim than the column index)",
+         sp, "transposes have no vector instruction here; transpose through a gemm or store the data transposed");
+  if (has_i && has_j) return Shape::Full;
+  if (vars_.size() == 1) {
+    if (has_j) return Shape::Full;
+  } else {
+    if (has_i) return Shape::Row;
+    if (has_j) return Shape::Col;
+  }
+  fail("T.Parallel reads one element " + q(l->buffer->name) + "[...] of a tile as a scalar: data-dependent scalars "
+       "have no vector instruction",
+       sp, "broadcast it as a row vector v[i] or column vector w[j], or pass a scalar parameter");
+}
+
+int MapLowering::to_type(int x, DType t, const Span& sp) {
+  const Node& n = nodes_[x];
+  if (n.dtype == t) return x;
+  if (n.shape == Shape::Scalar) return leaf_scalar(ir::cast(n.scalar, t, sp));
+  Node c;
+  c.kind = OpKind::Cast;
+  c.shape = n.shape;
+  c.dtype = t;
+  c.args = {x};
+  c.span = sp;
+  return push(std::move(c));
+}
+
+int MapLowering::materialize(int x, Shape to, const Span& sp) {
+  if (nodes_[x].shape == to) return x;
+  Node c;
+  c.kind = OpKind::Copy;
+  c.shape = to;
+  c.dtype = nodes_[x].dtype;
+  c.args = {x};
+  c.span = sp;
+  return push(std::move(c));
+}
+
+int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
+  DType t = compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype));
+  if (nodes_[a].shape != Shape::Scalar || nodes_[b].shape != Shape::Scalar) {
+    a = to_type(a, t, sp);
+    b = to_type(b, t, sp);
+  }
+  Shape sa = nodes_[a].shape, sb = nodes_[b].shape;
+  if (sa == Shape::Scalar && sb == Shape::Scalar)
+    return leaf_scalar(ir::binary(op, nodes_[a].scalar, nodes_[b].scalar, sp));
+  bool commutes = op == ir::BinOp::Add || op == ir::BinOp::Mul || op == ir::BinOp::Max || op == ir::BinOp::Min;
+  // s - t and v[i] - t as (t * -1) + s: exact (negation is), no broadcast temporary
+  if (op == ir::BinOp::Sub && (sa == Shape::Scalar || (sa == Shape::Row && sb == Shape::Full)) && sb != Shape::Scalar)
+    return bin(ir::BinOp::Add, neg(b, sp), a, sp);
+  Shape s = combine(sa, sb);
+  if (s == Shape::Full) {
+    // Row and column vectors meet: one of them becomes a tile.
+    if ((sa == Shape::Row && sb == Shape::Col) || (sa == Shape::Col && sb == Shape::Row)) {
+      if (sa == Shape::Col) a = materialize(a, Shape::Full, sp), sa = Shape::Full;
+      else b = materialize(b, Shape::Full, sp), sb = Shape::Full;
+    }
+    // v[i] op tile / scalar op tile: only when op commutes; otherwise broadcast v / the scalar first
+    bool recip = op == ir::BinOp::Div && sa == Shape::Scalar && nodes_[a].scalar->kind == ir::ExprKind::FloatImm &&
+                 as<ir::FloatImmNode>(nodes_[a].scalar)->value == 1.0;
+    if ((sa == Shape::Row || sa == Shape::Scalar) && sb != Shape::Scalar && !commutes && !recip)
+      a = materialize(a, Shape::Full, sp);
+  } else if (sa == Shape::Scalar && !commutes) {
+    a = materialize(a, s, sp);
+  }
+  Node n;
+  n.kind = OpKind::Bin;
+  n.shape = s;
+  n.dtype = t;
+  n.bop = op;
+  n.args = {a, b};
+  n.span = sp;
+  return push(std::move(n));
+}
+
+int MapLowering::neg(int x, const Span& sp) {
+  const Node& n = nodes_[x];
+  if (n.kind == OpKind::Bin && n.bop == ir::BinOp::Mul && nodes_[n.args[1]].shape == Shape::Scalar) {
+    const Expr& c = nodes_[n.args[1]].scalar;
+    if (c->kind == ir::ExprKind::FloatImm && as<ir::FloatImmNode>(c)->value == -1.0) return n.args[0];  // -(-x)
+  }
+  return bin(ir::BinOp::Mul, x, scalar_const(-1, compute_type(n.dtype)), sp);
+}
+
+int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
+  Node n;
+  n.kind = OpKind::Call;
+  n.shape = nodes_[a].shape;
+  n.dtype = nodes_[a].dtype;
+  n.fn = fn;
+  n.args = {a};
+  n.span = sp;
+  return push(std::move(n));
+}
+
+int MapLowering::build(const Expr& e) {
+  std::string key = ir::print(e) + ":" + std::string(e->dtype.name());
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  int id = build_uncached(e);
+  memo_[key] = id;
+  return id;
+}
+
+int MapLowering::build_uncached(const Expr& e) {
+  const Span& sp = e->span;
+  bool scalar = !has_load(e) && !uses_var(e, vj()) && !(vi() && uses_var(e, vi()));
+  if (scalar) return leaf_scalar(e);
+  switch (e->kind) {
+    case ir::ExprKind::Load: {
+      auto* l = as<ir::LoadNode>(e);
+      Node n;
+      n.kind = OpKind::Leaf;
+      n.span = sp;
+      if (l->buffer->scope == Scope::global) {
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype));
+        n.buf = b;
+        n.idx = idx;
+      } else {
+        n.buf = l->buffer;
+        n.idx = l->indices;
+      }
+      n.dtype = n.buf->dtype;
+      n.shape = shape_of_load(as<ir::LoadNode>(ir::load(n.buf, n.idx, sp)), sp);
+      return push(std::move(n));
+    }
+    case ir::ExprKind::Var:
+      fail("the loop index " + q(as<ir::VarNode>(e)->name) + " used as a value: vector instructions have no iota", sp,
+           "use indices only to address tiles, and in T.where conditions");
+    case ir::ExprKind::Cast: {
+      const Expr& v = as<ir::CastNode>(e)->value;
+      DType t = e->dtype;
+      if (v->kind == ir::ExprKind::Load && as<ir::LoadNode>(v)->buffer->scope == Scope::global && t.is_float() &&
+          v->dtype.is_float()) {  // W[j] converted: stage it converted (hoisted with the copy)
+        auto* l = as<ir::LoadNode>(v);
+        Node n;
+        n.kind = OpKind::Leaf;
+        n.span = sp;
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t));
+        n.buf = b;
+        n.idx = idx;
+        n.dtype = b->dtype;
+        n.shape = shape_of_load(as<ir::LoadNode>(ir::load(b, idx, sp)), sp);
+        return push(std::move(n));
+      }
+      int x = build(v);
+      if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
+      return to_type(x, t, sp);
+    }
+    case ir::ExprKind::Unary: {
+      auto* u = as<ir::UnaryNode>(e);
+      if (u->op != ir::UnOp::Neg) fail("'not' on tile data has no vector instruction", sp);
+      return neg(build(u->a), sp);
+    }
+    case ir::ExprKind::Binary: {
+      auto* b = as<ir::BinaryNode>(e);
+      switch (b->op) {
+        case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Max: case ir::BinOp::Min:
+        case ir::BinOp::Div: {
+          if (b->op == ir::BinOp::Div && !e->dtype.is_float()) break;
+          int x = build(b->a);  // operands in source order (deterministic instruction order)
+          int y = build(b->b);
+          return bin(b->op, x, y, sp);
+        }
+        default: break;
+      }
+      fail("operator " + std::string(ir::binop_name(b->op)) + " on " + std::string(e->dtype.name()) +
+               " tile data is not supported on Ascend vector units yet",
+           sp, "vector units add, subtract, multiply, divide, max and min; comparisons belong in T.where conditions");
+    }
+    case ir::ExprKind::Select: {
+      auto* s = as<ir::SelectNode>(e);
+      Expr cond = s->cond, keep = s->t, other = s->f;
+      auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
+      if (!is_scalar(other) && is_scalar(keep)) {
+        // where(c, s, tile) = where(not c, tile, s): negate a single comparison
+        if (cond->kind != ir::ExprKind::Binary) fail("T.where with a scalar first value and a negated condition", sp);
+        auto* c = as<ir::BinaryNode>(cond);
+        ir::BinOp neg;
+        switch (c->op) {
+          case ir::BinOp::LT: neg = ir::BinOp::GE; break;
+          case ir::BinOp::LE: neg = ir::BinOp::GT; break;
+          case ir::BinOp::GT: neg = ir::BinOp::LE; break;
+          case ir::BinOp::GE: neg = ir::BinOp::LT; break;
+          default:
+            fail("T.where(cond, scalar, tile) with a compound condition on Ascend", sp,
+                 "write T.where(cond, tile, scalar): the masked value must be the scalar");
+        }
+        cond = ir::binary(neg, c->a, c->b, sp);
+        std::swap(keep, other);
+      }
+      if (!is_scalar(other))
+        fail("T.where whose masked value is not a scalar: Ascend masks write a constant (VecDup) over the masked "
+             "columns", sp, "write T.where(cond, tile_expr, scalar)");
+      if (has_load(cond))
+        fail("T.where with a condition on tile data (a data-dependent mask) is not supported on Ascend vector units "
+             "yet", sp, "only conditions on indices (affine in the T.Parallel indices, block indices and loop variables) "
+             "become masks; compute the selection arithmetically (e.g. with max/min)");
+      int x = build(keep);
+      x = materialize(x, Shape::Full, sp);
+      DType t = nodes_[x].dtype;
+      Node n;
+      n.kind = OpKind::Where;
+      n.shape = Shape::Full;
+      n.dtype = t;
+      n.args = {x};
+      n.cond = cond;
+      n.fill = ir::cast(other, t, sp);
+      n.span = sp;
+      return push(std::move(n));
+    }
+    case ir::ExprKind::Call: {
+      auto* c = as<ir::CallNode>(e);
+      int x = build(c->args[0]);
+      DType t = compute_type(nodes_[x].dtype);
+      x = to_type(x, t, sp);
+      auto K = [&](double v) { return scalar_const(v, t); };
+      switch (c->fn) {
+        case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt: case ir::MathFn::rsqrt:
+        case ir::MathFn::abs:
+          return call(c->fn, x, sp);
+        case ir::MathFn::exp2: return call(ir::MathFn::exp, bin(ir::BinOp::Mul, x, K(M_LN2), sp), sp);
+        case ir::MathFn::log2: return bin(ir::BinOp::Mul, call(ir::MathFn::log, x, sp), K(1.0 / M_LN2), sp);
+        case ir::MathFn::sigmoid: {
+          int e1 = call(ir::MathFn::exp, neg(x, sp), sp);
+          return bin(ir::BinOp::Div, K(1), bin(ir::BinOp::Add, e1, K(1), sp), sp);
+        }
+        case ir::MathFn::tanh: {
+          DType ot = t;
+          x = to_type(x, kF32, sp);
+          auto F = [&](double v) { return scalar_const(v, kF32); };
+          int xc = bin(ir::BinOp::Min, bin(ir::BinOp::Max, x, F(-9), sp), F(9), sp);
+          int e2 = call(ir::MathFn::exp, bin(ir::BinOp::Mul, xc, F(2), sp), sp);
+          int num = bin(ir::BinOp::Sub, e2, F(1), sp);
+          int den = bin(ir::BinOp::Add, e2, F(1), sp);
+          int r = bin(ir::BinOp::Div, num, den, sp);
+          return to_type(r, ot, sp);
+        }
+        case ir::MathFn::erf: {
+          // Abramowitz & Stegun 7.1.26 on |x|, with the sign of x (clamp(x * 2^100, -1, 1)).
+          DType ot = t;
+          x = to_type(x, kF32, sp);
+          auto F = [&](double v) { return scalar_const(v, kF32); };
+          const double p = 0.3275911, a1 = 0.254829592, a2 = -0.284496736, a3 = 1.421413741, a4 = -1.453152027,
+                       a5 = 1.061405429;
+          int ax = call(ir::MathFn::abs, x, sp);
+          int tt = bin(ir::BinOp::Div, F(1), bin(ir::BinOp::Add, bin(ir::BinOp::Mul, ax, F(p), sp), F(1), sp), sp);
+          int poly = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, tt, F(a5), sp), F(a4), sp);
+          for (double a : {a3, a2, a1}) poly = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, poly, tt, sp), F(a), sp);
+          poly = bin(ir::BinOp::Mul, poly, tt, sp);
+          int ex = call(ir::MathFn::exp, bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, x, x, sp), F(-1), sp), sp);
+          int one_minus = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, poly, ex, sp), F(-1), sp), F(1), sp);
+          int sign = bin(ir::BinOp::Min, bin(ir::BinOp::Max, bin(ir::BinOp::Mul, x, F(std::ldexp(1.0, 100)), sp), F(-1), sp),
+                         F(1), sp);
+          return to_type(bin(ir::BinOp::Mul, one_minus, sign, sp), ot, sp);
+        }
+        case ir::MathFn::pow: {
+          auto ce = c->args[1]->kind == ir::ExprKind::FloatImm ? std::optional<double>(as<ir::FloatImmNode>(c->args[1])->value)
+                    : ir::as_const_int(c->args[1]) ? std::optional<double>(static_cast<double>(*ir::as_const_int(c->args[1])))
+                                                    : std::nullopt;
+          if (ce && *ce == 1) return x;
+          if (ce && *ce == 2) return bin(ir::BinOp::Mul, x, x, sp);
+          if (ce && *ce == 3) return bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, x, x, sp), x, sp);
+          if (ce && *ce == 0.5) return call(ir::MathFn::sqrt, x, sp);
+          if (ce && *ce == -0.5) return call(ir::MathFn::rsqrt, x, sp);
+          if (ce && *ce == -1) return bin(ir::BinOp::Div, K(1), x, sp);
+          fail("T.pow with exponent " + ir::print(c->args[1]) + " is not supported on Ascend vector units yet", sp,
+               "supported exponents: 1, 2, 3, 0.5, -0.5, -1; write x ** y as T.exp(y * T.log(x)) for x > 0");
+        }
+        default: break;
+      }
+      fail("T." + std::string(ir::mathfn_name(c->fn)) + " is not supported on Ascend vector units yet", sp,
+           "compute it from exp/log/sqrt/rsqrt/abs/max/min and arithmetic, or run the kernel on the cpu target");
+    }
+    default: break;
+  }
+  fail("unsupported expression " + ir::print(e) + " in a T.Parallel map on Ascend", sp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MapLowering: storage and emission
+
+Stmt MapLowering::make_map(Shape shape, const Place& dst, const Expr& value, const Span& sp) const {
+  // Fresh loop variables over the shape's dims; the original vars are substituted.
+  std::vector<std::pair<Var, Expr>> sub;
+  std::vector<std::pair<Var, int64_t>> loops;
+  auto mk = [&](size_t k) {
+    Var v = L_.fresh_var(vars_[k]->name, sp);
+    sub.push_back({vars_[k], v});
+    loops.push_back({v, ext_[k]});
+  };
+  if (shape == Shape::Full) for (size_t k = 0; k < vars_.size(); ++k) mk(k);
+  else if (shape == Shape::Row) mk(0);
+  else mk(vars_.size() - 1);
+  std::vector<Expr> idx;
+  for (const auto& i : dst.idx) idx.push_back(simp(ir::substitute(i, sub)));
+  Stmt body = std::make_shared<ir::StoreNode>(dst.buf, idx, ir::substitute(value, sub), sp);
+  for (size_t k = loops.size(); k-- > 0;)
+    body = std::make_shared<ir::ForNode>(loops[k].first, C(0), C(loops[k].second), ir::ForKind::parallel, 0, body, sp);
+  return body;
+}
+
+// The expression reading node id (a tile element, or the scalar).
+Expr MapLowering::value_of(int id, const std::vector<Place>& place, Shape in) const {
+  (void)in;
+  const Node& n = nodes_[id];
+  if (n.shape == Shape::Scalar) return n.scalar;
+  const Place& p = place[id];
+  return ir::load(p.buf, p.idx, n.span);
+}
+
+void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
+  const Span& sp = st->span;
+  nodes_.clear();
+  memo_.clear();
+  // The destination must be a tile element indexed by every loop variable.
+  {
+    ir::LoadNode probe(st->buffer, st->indices, st->buffer->dtype, sp);
+    bool ok = true;
+    for (const auto& v : vars_) {
+      bool used = false;
+      for (const auto& i : st->indices) used |= uses_var(i, v.get());
+      ok &= used;
+    }
+    if (!ok)
+      fail("T.Parallel store into " + q(st->buffer->name) + " does not use every loop index: several iterations "
+           "write one element", sp, "use a reduction (T.reduce_sum / reduce_max) to combine values along a dim");
+    (void)shape_of_load(&probe, sp);
+  }
+  DType dt = st->buffer->dtype;
+  int root = build(st->value);
+  if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
+    if (nodes_[root].shape == Shape::Scalar) {
+      root = leaf_scalar(ir::cast(nodes_[root].scalar, dt, sp));
+    }
+  }
+  root = materialize(root, Shape::Full, sp);
+  root = to_type(root, dt, sp);
+  if (nodes_[root].kind == OpKind::Leaf) {  // a plain copy
+    Node c;
+    c.kind = OpKind::Copy;
+    c.shape = Shape::Full;
+    c.dtype = nodes_[root].dtype;
+    c.args = {root};
+    c.span = sp;
+    root = push(std::move(c));
+  }
+
+  // Liveness: last use (op index) of every node; the dst buffer is read by leaves of that buffer.
+  size_t n = nodes_.size();
+  std::vector<char> live(n, 0);  // nodes the root needs (peepholes leave dead ones behind)
+  live[root] = 1;
+  for (size_t k = n; k-- > 0;)
+    if (live[k])
+      for (int a : nodes_[k].args) live[a] = 1;
+  std::vector<int> last(n, -1);
+  int last_dst_read = -1;
+  for (size_t k = 0; k < n; ++k)
+    if (live[k])
+    for (int a : nodes_[k].args) {
+      last[a] = std::max(last[a], static_cast<int>(k));
+      if (nodes_[a].kind == OpKind::Leaf && nodes_[a].buf.get() == st->buffer.get())
+        last_dst_read = std::max(last_dst_read, static_cast<int>(k));
+    }
+  // Storage: the destination when it is free, else a temporary (reused once dead).
+  Place dstp{st->buffer, st->indices};
+  std::vector<Place> place(n);
+  int dst_holder = -1;
+  struct Temp { Buffer buf; Shape shape; DType dtype; int holder; };
+  std::vector<Temp> temps;
+  std::vector<Stmt> allocs, code;
+  auto idx_for = [&](Shape s) {
+    std::vector<Expr> idx;
+    if (s == Shape::Full) for (const auto& v : vars_) idx.push_back(v);
+    else if (s == Shape::Row) idx.push_back(vars_[0]);
+    else idx.push_back(vars_.back());
+    return idx;
+  };
+  for (size_t k = 0; k < n; ++k) {
+    Node& nd = nodes_[k];
+    if (!live[k]) continue;
+    if (nd.kind == OpKind::Leaf) {
+      if (nd.shape != Shape::Scalar) place[k] = Place{nd.buf, nd.idx};
+      continue;
+    }
+    int ki = static_cast<int>(k);
+    auto dead = [&](int holder) { return holder < 0 || last[holder] <= ki; };
+    bool is_root = ki == root;
+    bool dst_ok = nd.shape == Shape::Full && nd.dtype == dt && dead(dst_holder) && last_dst_read <= ki;
+    // A value still needed after the root cannot live in dst (never the case), and the root always does.
+    if (is_root || dst_ok) {
+      place[k] = dstp;
+      dst_holder = ki;
+    } else {
+      Temp* t = nullptr;
+      for (auto& tp : temps)
+        if (tp.shape == nd.shape && tp.dtype == nd.dtype && dead(tp.holder)) { t = &tp; break; }
+      if (!t) {
+        std::vector<int64_t> shape;
+        if (nd.shape == Shape::Full) shape = ext_;
+        else if (nd.shape == Shape::Row) shape = {ext_[0]};
+        else shape = {ext_.back()};
+        Buffer b = L_.ub(st->buffer->name + "_t", nd.dtype, shape, sp, allocs);
+        temps.push_back(Temp{b, nd.shape, nd.dtype, -1});
+        t = &temps.back();
+      }
+      t->holder = ki;
+      place[k] = Place{t->buf, idx_for(nd.shape)};
+    }
+    emit_node(ki, place, code);
+  }
+  for (auto& s : allocs) out.push_back(std::move(s));
+  for (auto& s : code) out.push_back(std::move(s));
+}
+
+void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>& out) {
+  const Node& n = nodes_[id];
+  const Span& sp = n.span.known() ? n.span : sp_;
+  const Place& at = place[id];
+  auto arg = [&](int k) { return value_of(n.args[k], place, n.shape); };
+  switch (n.kind) {
+    case OpKind::Bin: {
+      Expr v = ir::binary(n.bop, arg(0), arg(1), sp);
+      out.push_back(make_map(n.shape, at, v, sp));
+      return;
+    }
+    case OpKind::Call: out.push_back(make_map(n.shape, at, ir::call(n.fn, {arg(0)}, sp), sp)); return;
+    case OpKind::Cast: out.push_back(make_map(n.shape, at, ir::cast(arg(0), n.dtype, sp), sp)); return;
+    case OpKind::Copy: {
+      const Node& a = nodes_[n.args[0]];
+      if (a.shape == Shape::Row && n.shape == Shape::Full) {
+        // v[i] over the whole tile: dup 0, then a row broadcast add
+        DType t = n.dtype;
+        out.push_back(make_map(n.shape, at, t.is_float() ? ir::float_imm(0.0, t, sp) : ir::int_imm(0, t, sp), sp));
+        out.push_back(make_map(n.shape, at, ir::binary(ir::BinOp::Add, ir::load(at.buf, at.idx, sp), arg(0), sp), sp));
+        return;
+      }
+      out.push_back(make_map(n.shape, at, arg(0), sp));
+      return;
+    }
+    case OpKind::Where: {
+      const Place& src = place[n.args[0]];
+      if (src.buf.get() != at.buf.get() || ir::print(ir::load(src.buf, src.idx)) != ir::print(ir::load(at.buf, at.idx)))
+        out.push_back(make_map(Shape::Full, at, arg(0), sp));
+      emit_where(n, at, out);
+      return;
+    }
+    case OpKind::Leaf: return;
+  }
+}
+
+// Masking: b over the columns outside [lo(i), hi(i)) of every row of `at` (see the header).
+void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& out) {
+  const Span& sp = n.span.known() ? n.span : sp_;
+  const int64_t R = vars_.size() == 2 ? ext_[0] : 1, Ccols = ext_.back();
+  const int64_t c0 = 32 / n.dtype.bytes();
+  // conjunction of comparisons -> bounds
+  std::vector<Expr> cmps;
+  std::function<void(const Expr&)> split = [&](const Expr& c) {
+    if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And) {
+      split(as<ir::BinaryNode>(c)->a);
+      split(as<ir::BinaryNode>(c)->b);
+    } else {
+      cmps.push_back(c);
+    }
+  };
+  split(n.cond);
+  Var ri = ir::var(L_.fresh("row"), ir::kIndexType, sp);  // the row index in bound expressions
+  std::vector<std::pair<int64_t, Expr>> lows, highs;  // (coefficient of i, bound(i) expression)
+  auto bad = [&](const std::string& why) {
+    fail("T.where condition " + ir::print(n.cond) + ": " + why, sp,
+         "Ascend masks need conditions like j < n, i + r0 >= j + c0 (affine in the T.Parallel indices, the column index "
+         "with coefficient +-1), joined with 'and'");
+  };
+  for (const auto& c : cmps) {
+    if (c->kind != ir::ExprKind::Binary) bad("not a comparison");
+    auto* b = as<ir::BinaryNode>(c);
+    Expr lhs, rhs;
+    int64_t adj = 0;  // E >= 0 with E = lhs - rhs - adj
+    switch (b->op) {
+      case ir::BinOp::LT: lhs = b->b, rhs = b->a, adj = 1; break;
+      case ir::BinOp::LE: lhs = b->b, rhs = b->a; break;
+      case ir::BinOp::GT: lhs = b->a, rhs = b->b, adj = 1; break;
+      case ir::BinOp::GE: lhs = b->a, rhs = b->b; break;
+      default: bad("only <, <=, >, >= comparisons (joined with 'and') become masks");
+    }
+    auto l = linearize(lhs, vi(), vj()), r = linearize(rhs, vi(), vj());
+    if (!l || !r) bad("not affine in the loop indices, or it reads tile data");
+    int64_t ci = l->ci - r->ci, cj = l->cj - r->cj;
+    Expr rest = sub(sub(l->rest, r->rest), C(adj));  // ci*i + cj*j + rest >= 0
+    Expr irow = ci ? mul(C(ci), ri) : C(0);
+    if (cj == 1) {         // j >= -(ci*i + rest)
+      lows.push_back({-ci, sub(C(0), add(irow, rest))});
+    } else if (cj == -1) {  // j <= ci*i + rest  ->  j < ci*i + rest + 1
+      highs.push_back({ci, add(add(irow, rest), C(1))});
+    } else if (cj == 0) {  // a whole-row condition: hi = C when it holds, else 0
+      Expr e = add(add(irow, rest), C(1));
+      highs.push_back({ci, mul(C(Ccols), min_(max_(e, C(0)), C(1)))});
+    } else {
+      bad("the column index has coefficient " + std::to_string(cj));
+    }
+  }
+  auto clamp = [&](Expr e) { return min_(max_(e, C(0)), C(Ccols)); };
+  Expr lo = C(0), hi = C(Ccols);
+  bool row_dependent = false;
+  for (auto& [ci, e] : lows) lo = max_(lo, e), row_dependent |= ci != 0;
+  for (auto& [ci, e] : highs) hi = min_(hi, e), row_dependent |= ci != 0;
+  if (vars_.size() == 1) row_dependent = false;
+  auto at_row = [&](const Expr& e, const Expr& r) { return simp(ir::substitute(e, {{ri, r}})); };
+
+  // Column base of the destination inside its row must be a whole number of 32 B blocks.
+  Expr cbase = ir::substitute(at.idx.back(), {{vars_.back(), C(0)}});
+  if (vars_.size() == 2) cbase = ir::substitute(cbase, {{vars_[0], C(0)}});
+  cbase = simp(cbase);
+  auto cb = ir::as_const_int(cbase);
+  if (!cb || *cb % c0)
+    fail("T.where into " + q(at.buf->name) + " at column " + ir::print(cbase) + ": masks start on 32 B blocks", sp,
+         "store the masked tile at a column offset that is a multiple of " + std::to_string(c0));
+
+  // ops on rows [row0, row0 + nrows) (nrows = R with a shared bound, or 1 at row r)
+  auto elem = [&](const Expr& row, const Expr& col) {
+    std::vector<std::pair<Var, Expr>> s{{vars_.back(), col}};
+    if (vars_.size() == 2) s.push_back({vars_[0], row});
+    std::vector<Expr> idx;
+    for (const auto& x : at.idx) idx.push_back(simp(ir::substitute(x, s)));
+    return idx;
+  };
+  std::vector<Stmt> tmp_allocs;
+  Buffer save;
+  auto range_map = [&](int64_t nrows, const Expr& row0, const Expr& col0, const Expr& cols, int64_t max_cols,
+                       const std::function<Stmt(const Expr& row, const Expr& j, const Expr& rr)>& f) -> Stmt {
+    // runtime column count: `for j in parallel(0, max) { if j < cols { ... } }`
+    (void)col0;
+    Var j = L_.fresh_var("j", sp);
+    auto guarded = [&](Stmt st) -> Stmt {
+      if (ir::as_const_int(cols) && *ir::as_const_int(cols) == max_cols) return st;
+      return std::make_shared<ir::IfNode>(ir::binary(ir::BinOp::LT, j, cols, sp), st, nullptr, sp);
+    };
+    if (nrows == 1) {
+      Stmt body = guarded(f(row0, j, C(0)));
+      return std::make_shared<ir::ForNode>(j, C(0), C(max_cols), ir::ForKind::parallel, 0, body, sp);
+    }
+    Var i = L_.fresh_var("i", sp);
+    Stmt body = guarded(f(add(row0, i), j, i));
+    body = std::make_shared<ir::ForNode>(j, C(0), C(max_cols), ir::ForKind::parallel, 0, body, sp);
+    return std::make_shared<ir::ForNode>(i, C(0), C(nrows), ir::ForKind::parallel, 0, body, sp);
+  };
+  auto mask_rows = [&](int64_t nrows, const Expr& row0, const Expr& lo_c, const Expr& hi_c) {
+    std::vector<Stmt> s;
+    // suffix [hi, C): save the kept head of hi's block, fill from the block start, restore
+    Var hv = L_.fresh_var("hi", sp), bv = L_.fresh_var("blk", sp), pv = L_.fresh_var("head", sp);
+    std::vector<Stmt> suf;
+    suf.push_back(std::make_shared<ir::LetNode>(bv, mul(simp(ir::binary(ir::BinOp::FloorDiv, hv, C(c0))), C(c0)), sp));
+    suf.push_back(std::make_shared<ir::LetNode>(pv, sub(hv, bv), sp));
+    if (!save) save = L_.ub(at.buf->name + "_keep", n.dtype, nrows == 1 ? std::vector<int64_t>{c0} : std::vector<int64_t>{nrows, c0},
+                            sp, tmp_allocs);
+    auto save_idx = [&](const Expr& rr, const Expr& j) {
+      return nrows == 1 ? std::vector<Expr>{j} : std::vector<Expr>{rr, j};
+    };
+    Expr has_head = simp(ir::binary(ir::BinOp::GT, pv, C(0)));
+    suf.push_back(std::make_shared<ir::IfNode>(
+        has_head,
+        range_map(nrows, row0, C(0), pv, c0, [&](const Expr& row, const Expr& j, const Expr& rr) -> Stmt {
+          return std::make_shared<ir::StoreNode>(save, save_idx(rr, j),
+                                                 ir::load(at.buf, elem(row, add(add(cbase, bv), j)), sp), sp);
+        }),
+        nullptr, sp));
+    suf.push_back(range_map(nrows, row0, C(0), sub(C(Ccols), bv), Ccols, [&](const Expr& row, const Expr& j, const Expr&) -> Stmt {
+      return std::make_shared<ir::StoreNode>(at.buf, elem(row, add(add(cbase, bv), j)), n.fill, sp);
+    }));
+    suf.push_back(std::make_shared<ir::IfNode>(
+        has_head,
+        range_map(nrows, row0, C(0), pv, c0, [&](const Expr& row, const Expr& j, const Expr& rr) -> Stmt {
+          return std::make_shared<ir::StoreNode>(at.buf, elem(row, add(add(cbase, bv), j)),
+                                                 ir::load(save, save_idx(rr, j), sp), sp);
+        }),
+        nullptr, sp));
+    s.push_back(std::make_shared<ir::LetNode>(hv, hi_c, sp));
+    if (!(ir::as_const_int(hi_c) && *ir::as_const_int(hi_c) >= Ccols))
+      s.push_back(std::make_shared<ir::IfNode>(simp(ir::binary(ir::BinOp::LT, hv, C(Ccols))),
+                                               seq(std::move(suf), sp), nullptr, sp));
+    // prefix [0, lo)
+    if (!(ir::as_const_int(lo_c) && *ir::as_const_int(lo_c) <= 0)) {
+      Var lv = L_.fresh_var("lo", sp);
+      s.push_back(std::make_shared<ir::LetNode>(lv, lo_c, sp));
+      s.push_back(std::make_shared<ir::IfNode>(
+          simp(ir::binary(ir::BinOp::GT, lv, C(0))),
+          range_map(nrows, row0, C(0), lv, Ccols, [&](const Expr& row, const Expr& j, const Expr&) -> Stmt {
+            return std::make_shared<ir::StoreNode>(at.buf, elem(row, add(cbase, j)), n.fill, sp);
+          }),
+          nullptr, sp));
+    }
+    return s;
+  };
+
+  std::vector<Stmt> code;
+  if (!row_dependent) {
+    for (auto& s : mask_rows(R, C(0), clamp(at_row(lo, C(0))), clamp(at_row(hi, C(0))))) code.push_back(std::move(s));
+  } else {
+    Var r = L_.fresh_var("r", sp);
+    std::vector<Stmt> body = mask_rows(1, r, clamp(at_row(lo, r)), clamp(at_row(hi, r)));
+    Stmt loop = std::make_shared<ir::ForNode>(r, C(0), C(R), ir::ForKind::serial, 0, seq(std::move(body), sp), sp);
+    // skip the whole tile when no row needs masking (bounds are monotone in the row index)
+    Expr any;
+    for (auto& [ci, e] : lows) any = seq_or(any, simp(ir::binary(ir::BinOp::GT, max_(at_row(e, C(0)), at_row(e, C(R - 1))), C(0))));
+    for (auto& [ci, e] : highs)
+      any = seq_or(any, simp(ir::binary(ir::BinOp::LT, min_(at_row(e, C(0)), at_row(e, C(R - 1))), C(Ccols))));
+    code.push_back(any ? std::make_shared<ir::IfNode>(any, loop, nullptr, sp) : loop);
+  }
+  for (auto& s : tmp_allocs) out.push_back(std::move(s));
+  for (auto& s : code) out.push_back(std::move(s));
+}
+
+}  // namespace
+
 ir::Kernel legalize_vector(const ir::Kernel& kernel, const target::Target& target) {
-  (void)target;
-  return kernel;
+  return Legalizer(kernel, target).run();
 }
 
 }  // namespace tw::ascend

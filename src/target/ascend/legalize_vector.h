@@ -1,4 +1,46 @@
 // legalize_vector: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp).
+//
+// Portable vector code -> statements lower_expert's instruction selection maps to one Ascend
+// vector instruction each (match_map in lower_expert.cpp). Runs after infer_scope (vector tiles
+// are UB) and split_cube_vector; every new tile is a UB alloc placed right before its first use.
+//
+//  - T.Parallel maps (1-D or 2-D, constant extents) with compound bodies become a sequence of
+//    single-op maps. Every store's value is turned into a list of operations (common
+//    subexpressions computed once); each result is written in place into the destination when
+//    that is safe (the destination is no longer read and holds no live value) or else into a UB
+//    temporary, reused as soon as its value is dead. Operand shapes: a tile a[i, j], a row
+//    vector v[i] (VecRowBroadcast), a column vector w[j] (a row stride of 0), a scalar (Adds,
+//    Muls, ...; scalar - tile and scalar / tile broadcast the scalar with VecDup first). Values
+//    that are only row / column vectors are computed by 1-D maps over that vector.
+//  - Reads of a global tensor inside a map (W[j]) become a copy of the region the map reads into
+//    a UB tile, hoisted out of every enclosing loop whose variables the region does not use (and
+//    shared by the maps that read the same region there), unless the kernel writes that tensor.
+//  - Math without a vector instruction, expanded (fp32 error bounds measured in the tests):
+//      exp2(x) = exp(x * ln2)          rel error <= |x| * 2^-24 + 1 ulp (from rounding x * ln2)
+//      log2(x) = ln(x) * (1 / ln2)     1 ulp more than Ln
+//      sigmoid(x) = 1 / (1 + exp(-x))
+//      tanh(x) = (e - 1) / (e + 1), e = exp(2 * clamp(x, -9, 9))      abs error <= 3e-7
+//      erf(x) = s * (1 - P(t) exp(-x^2)), t = 1 / (1 + p |x|), s = clamp(x * 2^100, -1, 1)
+//               (Abramowitz & Stegun 7.1.26: abs error <= 1.5e-7; <= 4e-7 with fp32 rounding)
+//      pow(x, c) for c in {1, 2, 3, 0.5, -0.5, -1};  -x = x * -1
+//    floor, ceil and pow with another exponent are errors.
+//  - T.where(cond, a, b) with cond a conjunction of comparisons affine in the map's indices (and
+//    any scalars: block indices, loop variables): a on the whole tile, then b (a scalar) written
+//    with VecDup over the masked columns of each row. Per row the kept columns are [lo, hi): the
+//    prefix [0, lo) is one VecDup; the suffix [hi, cols) starts at the 32 B block holding hi:
+//    the kept head of that block is saved to a small UB tile, the block and the rest of the row
+//    are filled, the head is restored. Bounds independent of the row index: one set of 2-D
+//    instructions over all rows (runtime column counts); row-dependent bounds (a causal
+//    diagonal): a scalar loop over the rows, skipping rows without masking, the whole loop
+//    skipped when no row of the tile needs masking. A condition on tile data is an error.
+//  - reduce with clear=False: reduce into a temporary, then combine (max/min/add) into dst;
+//    reduce of a bfloat16 tile or into a different dtype: through float32 temporaries.
+//  - copies that convert: GM -> UB tile of another dtype: copy into a UB tile of the GM dtype,
+//    then VecCast (and the reverse for UB -> GM); UB -> UB copies become maps (VecCast when the
+//    dtypes differ, a vector copy otherwise). bfloat16 is only converted, never computed on: its
+//    arithmetic is done in float32 (rounded once to bfloat16 at the store).
+//  - anything else that has no vector instruction (data-dependent where, reads with transposed
+//    or strided indices, integer division, ...) is an ir::Error at the kernel source line.
 #pragma once
 
 #include "target/registry.h"

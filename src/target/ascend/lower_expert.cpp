@@ -43,7 +43,8 @@ Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, 
 bool is_cube_mem(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
 
 // A statically placed tile buffer. Cube buffers: `slices` matrices of rows x cols (the last two
-// dims), stored as fractal matrices of prows x pcols. UB: dense row-major, `shape` as declared.
+// dims), stored as fractal matrices of prows x pcols. UB: row-major, `shape` as declared, rows
+// pcols elements apart (cols padded to 32 B when the tile has more than one row).
 struct Buf {
   int index = -1;  // into Program::buffers
   Mem mem = Mem::UB;
@@ -172,9 +173,13 @@ class Lowerer {
     int64_t numel = 1;
     for (auto d : shape) numel *= d;
     if (m == Mem::UB) {
+      // Row-major with each row padded to whole 32 B blocks when the tile has several rows (the
+      // row pitch pcols: vector repeats and DataCopyPad bursts start on 32 B boundaries).
       b.rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
       b.cols = shape.back();
-      b.slice_bytes = b.bytes = round_up(numel * t.bytes(), 32);
+      int64_t nrows = b.cols ? numel / b.cols : 0;
+      b.pcols = nrows > 1 ? round_up(b.cols, 32 / t.bytes()) : b.cols;
+      b.slice_bytes = b.bytes = round_up(nrows * b.pcols * t.bytes(), 32);
       return b;
     }
     if (shape.size() < 2)
@@ -285,7 +290,7 @@ class Lowerer {
       int64_t stride = 1;
       for (size_t d = n; d-- > 0;) {
         off = add(off, mul(idx32(r.starts[d]), C(stride)));
-        stride *= b.shape[d];
+        stride *= d == n - 1 ? b.pcols : b.shape[d];
       }
       for (size_t d = 0; d + 2 < n; ++d)
         if (ext[d] != 1)
@@ -294,7 +299,7 @@ class Lowerer {
       w.slice_off = mul(off, C(b.dtype.bytes()));
       w.rows = n >= 2 ? ext[n - 2] : 1;
       w.cols = ext[n - 1];
-      w.row_stride = b.shape[n - 1];
+      w.row_stride = b.pcols;
       return w;
     }
     Expr slice = C(0);
@@ -731,11 +736,7 @@ class Lowerer {
     else if (r >= 2 && n->axis == static_cast<int>(r) - 2) axis = ReduceAxis::Col;
     else throw Error("reduce over axis " + std::to_string(n->axis) + " of a " + std::to_string(r) + "-D tile", sp,
                      "reduce rows (dim=1) or columns (dim=0) of a 2-D tile");
-    if (rows > 1 && (cols * s.dtype.bytes()) % 32)
-      throw Error("reduce of " + q(n->src->name) + ": rows of " +
-                      std::to_string(cols * s.dtype.bytes()) + " B are not a multiple of 32 B",
-                  sp, "make the tile's last dim a multiple of " + std::to_string(32 / s.dtype.bytes()) + " elements");
-    VecOperand so{LocalRef{s.index, C(0)}, C(cols)};
+    VecOperand so{LocalRef{s.index, C(0)}, C(s.pcols)};  // rows are padded to 32 B (geometry)
     VecOperand dop{LocalRef{d.index, C(0)}, C(axis == ReduceAxis::Row ? rows : cols)};
     ReduceOp op = n->reduce_kind == ir::ReduceKind::sum ? ReduceOp::Sum
                   : n->reduce_kind == ir::ReduceKind::max ? ReduceOp::Max : ReduceOp::Min;
@@ -780,7 +781,9 @@ class Lowerer {
   }
 
   // ---- T.Parallel maps on UB ----
-  struct Loop { const ir::VarNode* var; int64_t extent; };
+  // A map's loops: constant extents, except the innermost one, which may be a scalar expression
+  // (legalize_vector's masks write runtime column ranges); `extent` is -1 then.
+  struct Loop { const ir::VarNode* var; int64_t extent; Expr ext; };
   // One buffer access of the map: which loop variable indexes each dim (-1: none) and the base.
   struct Access {
     const ir::BufferNode* buffer = nullptr;
@@ -797,8 +800,8 @@ class Lowerer {
     while (true) {
       auto ext = ir::as_const_int(cur->extent);
       auto mn = ir::as_const_int(cur->min);
-      if (!ext || !mn || *mn != 0) throw Error("T.Parallel map with a non-constant or non-zero start", sp);
-      loops.push_back({cur->var.get(), *ext});
+      if (!mn || *mn != 0) throw Error("T.Parallel map with a non-zero start", sp, "iterate from 0 and add the start to the indices");
+      loops.push_back({cur->var.get(), ext ? *ext : -1, cur->extent});
       ir::Stmt b = cur->body;
       while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
       if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
@@ -808,6 +811,30 @@ class Lowerer {
       body = b;
       break;
     }
+    // `if j < n { store }` around the body (j the innermost index, n a scalar): the map covers
+    // min(extent, n) columns, a runtime count (legalize_vector's masks).
+    if (body && body->kind == ir::StmtKind::If && !as<ir::IfNode>(body)->else_body) {
+      auto* n = as<ir::IfNode>(body);
+      auto* c = n->cond->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(n->cond) : nullptr;
+      bool free = c && c->op == ir::BinOp::LT && c->a.get() == loops.back().var;
+      if (free)
+        ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), c->b, sp), [&](const Expr& x) {
+          for (const auto& l : loops) free &= x.get() != l.var;
+          free &= x->kind != ir::ExprKind::Load;
+        });
+      if (!free)
+        throw Error("this T.Parallel body is not a vector instruction: an if inside a map (only `if j < n` on the "
+                    "innermost index is)", body->span, map_hint());
+      Expr w = ir::binary(ir::BinOp::Max, min_(loops.back().ext, idx32(c->b)), C(0), sp);
+      loops.back() = Loop{loops.back().var, -1, simp(w)};
+      body = n->then_body;
+      while (body && body->kind == ir::StmtKind::Seq && as<ir::SeqNode>(body)->body.size() == 1)
+        body = as<ir::SeqNode>(body)->body[0];
+    }
+    for (size_t l = 0; l + 1 < loops.size(); ++l)
+      if (loops[l].extent < 0)
+        throw Error("T.Parallel map with a non-constant extent " + ir::print(loops[l].ext) + " in an outer dim", sp,
+                    "only the innermost extent of a vector map may be a runtime value");
     if (loops.size() > 2)
       throw Error("T.Parallel map over " + std::to_string(loops.size()) + " dims: vector instructions cover 2-D tiles",
                   sp, "map 2-D tiles (rows x cols)");
@@ -829,8 +856,8 @@ class Lowerer {
 
   static std::string map_hint() {
     return "a map on UB must be one vector instruction per store: dst = a op b, a op scalar, a op v[i] (row "
-           "broadcast), exp/log/sqrt/rsqrt/abs(a), max(a, 0), 1 / a, cast(a), or a scalar; split longer formulas "
-           "into tile ops (T.sub(t, a, b); T.exp(t, t); ...)";
+           "broadcast), a op w[j] (column broadcast), exp/log/sqrt/rsqrt/abs(a), max(a, 0), 1 / a, cast(a), or a "
+           "scalar; split longer formulas into tile ops (T.sub(t, a, b); T.exp(t, t); ...)";
   }
 
   std::optional<Access> access(const ir::Buffer& b, const std::vector<Expr>& idx, const std::vector<Loop>& loops,
@@ -844,7 +871,7 @@ class Lowerer {
     a.buf = &buf(b, sp);
     size_t n = idx.size();
     a.stride.assign(n, 1);
-    for (size_t d = n - 1; d-- > 0;) a.stride[d] = a.stride[d + 1] * a.buf->shape[d + 1];
+    for (size_t d = n - 1; d-- > 0;) a.stride[d] = a.stride[d + 1] * (d + 1 == n - 1 ? a.buf->pcols : a.buf->shape[d + 1]);
     Expr off = C(0);
     for (size_t d = 0; d < n; ++d) {
       int v = -1;
@@ -882,16 +909,16 @@ class Lowerer {
   }
 
   // The row stride (elements) of a full access (every loop var used, the last one in the last
-  // dim with stride 1), or nullopt.
+  // dim with stride 1), or nullopt. A column vector of a 2-D map (only the last loop var, in a
+  // dim of stride 1: w[j]) is a full access with row stride 0: every row reads the same elements.
   static std::optional<int64_t> full_stride(const Access& a, size_t nloops) {
     int dim_of[2] = {-1, -1};
     for (size_t d = 0; d < a.var_of_dim.size(); ++d)
       if (a.var_of_dim[d] >= 0) dim_of[a.var_of_dim[d]] = static_cast<int>(d);
-    for (size_t l = 0; l < nloops; ++l)
-      if (dim_of[l] < 0) return std::nullopt;
     int last = dim_of[nloops - 1];
-    if (a.stride[last] != 1) return std::nullopt;
+    if (last < 0 || a.stride[last] != 1) return std::nullopt;
     if (nloops == 2) {
+      if (dim_of[0] < 0) return 0;  // column broadcast
       if (dim_of[0] >= last) return std::nullopt;
       return a.stride[dim_of[0]];
     }
@@ -916,22 +943,31 @@ class Lowerer {
     auto dacc = access(st->buffer, st->indices, loops, sp);
     if (!dacc) fail("the destination index is not (start + loop variable) per dimension");
     auto dstride = full_stride(*dacc, loops.size());
-    if (!dstride) fail("the destination " + q(st->buffer->name) + " is not indexed by every loop variable in order");
+    if (!dstride || (loops.size() == 2 && *dstride == 0))
+      fail("the destination " + q(st->buffer->name) + " is not indexed by every loop variable in order");
     int64_t rows = loops.size() == 2 ? loops[0].extent : 1;
-    int64_t cols = loops.back().extent;
-    VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, C(loops.size() == 2 ? *dstride : cols)};
+    const Loop& inner = loops.back();
+    int64_t cols = inner.extent;  // -1: a runtime extent (inner.ext)
+    Expr cols_e = inner.extent >= 0 ? C(inner.extent) : inner.ext;
+    VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, loops.size() == 2 ? C(*dstride) : cols_e};
 
     auto is_load = [](const Expr& e) { return e->kind == ir::ExprKind::Load; };
     auto load_acc = [&](const Expr& e) { auto* l = as<ir::LoadNode>(e); return access(l->buffer, l->indices, loops, sp); };
-    auto full = [&](const Expr& e) -> std::optional<VecOperand> {
+    auto full_any = [&](const Expr& e) -> std::optional<std::pair<VecOperand, ir::DType>> {
       if (!is_load(e)) return std::nullopt;
       auto a = load_acc(e);
       if (!a) return std::nullopt;
       auto s = full_stride(*a, loops.size());
       if (!s) return std::nullopt;
-      if (a->buf->dtype != t) fail("operand " + q(a->buffer->name) + " is " + std::string(a->buf->dtype.name()) +
-                                   " but the destination is " + std::string(t.name()) + " (vector ops do not convert)");
-      return VecOperand{LocalRef{a->buf->index, a->offset}, C(loops.size() == 2 ? *s : cols)};
+      return std::make_pair(VecOperand{LocalRef{a->buf->index, a->offset}, loops.size() == 2 ? C(*s) : cols_e},
+                            a->buf->dtype);
+    };
+    auto full = [&](const Expr& e) -> std::optional<VecOperand> {
+      auto f = full_any(e);
+      if (!f) return std::nullopt;
+      if (f->second != t) fail("operand " + q(as<ir::LoadNode>(e)->buffer->name) + " is " + std::string(f->second.name()) +
+                               " but the destination is " + std::string(t.name()) + " (vector ops do not convert)");
+      return f->first;
     };
     auto rowvec = [&](const Expr& e) -> std::optional<LocalRef> {
       if (!is_load(e)) return std::nullopt;
@@ -953,13 +989,23 @@ class Lowerer {
       return false;
     };
     // Collapses contiguous operands first, then builds the instruction from the final operands.
-    auto emit_v = [&](std::vector<VecOperand*> ops, auto make) {
+    // A runtime column count keeps the 2-D shape (strides checked by collapse_strict).
+    auto shape_of = [&](std::vector<VecOperand*> ops) -> std::pair<Expr, Expr> {
+      if (cols < 0) {
+        if (rows > 1) collapse_strict(ops, sp);
+        return {C(rows), cols_e};
+      }
       auto [r, c] = collapse(ops, rows, cols, sp);
-      return emit(make(C(r), C(c)), sp);
+      return {C(r), C(c)};
+    };
+    auto emit_v = [&](std::vector<VecOperand*> ops, auto make) {
+      auto [r, c] = shape_of(ops);
+      return emit(make(r, c), sp);
     };
 
     Expr v = st->value;
-    // A conversion: cast<t>(load) (and floor/ceil inside for float -> int).
+    // A conversion: cast<t>(load) (and floor/ceil inside for float -> int). bfloat16 <-> float32
+    // conversions are available (only bf16 arithmetic is not).
     if (v->kind == ir::ExprKind::Cast && v->dtype == t) {
       Expr x = as<ir::CastNode>(v)->value;
       RoundMode rm = t.is_float() ? RoundMode::Rint : RoundMode::Trunc;
@@ -969,13 +1015,14 @@ class Lowerer {
         x = as<ir::CallNode>(x)->args[0];
       }
       if (is_load(x)) {
-        auto a = load_acc(x);
-        auto s = a ? full_stride(*a, loops.size()) : std::nullopt;
-        if (!s) fail("the cast's source is not indexed like the destination");
-        ir::DType from = a->buf->dtype;
+        auto a = full_any(x);
+        if (!a) fail("the cast's source is not indexed like the destination");
+        ir::DType from = a->second;
         if (!from.is_float() && !t.is_float()) rm = RoundMode::None;
-        VecOperand src{LocalRef{a->buf->index, a->offset}, C(loops.size() == 2 ? *s : cols)};
-        vec_dtype_ok(from, sp, "cast", true);
+        VecOperand src = a->first;
+        bool bf16_f32 = (from == ir::DType(ir::DTypeCode::bf16) && t == ir::DType(ir::DTypeCode::f32)) ||
+                        (t == ir::DType(ir::DTypeCode::bf16) && from == ir::DType(ir::DTypeCode::f32));
+        if (!bf16_f32) vec_dtype_ok(from, sp, "cast", true);
         return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecCast{t, from, rm, dst, src, r, c}; });
       }
       if (scalar(x)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
@@ -988,11 +1035,15 @@ class Lowerer {
       auto a = full(v);
       if (!a) fail("a copy whose source is not indexed like the destination");
       VecOperand src = *a;
-      auto [r, c] = collapse({&dst, &src}, rows, cols, sp);
+      auto [r, c] = shape_of({&dst, &src});
       int64_t b = t.bytes();
-      if ((c * b) % 32) fail("a copy of rows of " + std::to_string(c * b) + " B (UB->UB copies move 32 B blocks)");
-      return emit(CopyUbToUb{src.at, dst.at, t, C(r), C(c * b), mul(src.row_stride, C(b)), mul(dst.row_stride, C(b))},
-                  sp);
+      auto rc = ir::as_const_int(r), cc = ir::as_const_int(c), ss = ir::as_const_int(src.row_stride);
+      if (cc && (*cc * b) % 32 == 0 && (*rc == 1 || (ss && *ss != 0)))
+        return emit(CopyUbToUb{src.at, dst.at, t, r, C(*cc * b), mul(src.row_stride, C(b)), mul(dst.row_stride, C(b))}, sp);
+      // Rows that are not whole 32 B blocks, a runtime width or a broadcast source: an exact
+      // vector copy (x * 1; x + 0 for integers).
+      Expr one = t.is_float() ? ir::float_imm(1.0, t, sp) : ir::int_imm(0, t, sp);
+      return emit(VecBinaryScalar{t.is_float() ? VecBinOp::Mul : VecBinOp::Add, t, dst, src, one, r, c}, sp);
     }
     if (scalar(v)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
     if (v->kind == ir::ExprKind::Call) {
@@ -1050,14 +1101,14 @@ class Lowerer {
         if (auto rv = rowvec(bn->b)) {
           VecOperand src = *fa;
           collapse_strict({&dst, &src}, sp);
-          return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), C(cols)}, sp);
+          return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), cols_e}, sp);
         }
       }
       if (fb && commutes) {
         if (auto rv = rowvec(bn->a)) {
           VecOperand src = *fb;
           collapse_strict({&dst, &src}, sp);
-          return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), C(cols)}, sp);
+          return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), cols_e}, sp);
         }
       }
     }

@@ -8,7 +8,8 @@
 //    with its geometry; plan_memory (run next) gives it its address and checks the capacity
 //    (the program this returns has every offset 0). Cube buffers
 //    hold fractal matrices (L1 Nz, L0A Zz, L0B Zn, L0C Nz; rows/cols padded to 16 / C0); UB
-//    buffers are dense row-major. A leading dimension of a Cube buffer indexes separate matrices
+//    buffers are row-major, rows padded to whole 32 B blocks when a tile has several rows (the
+//    row pitch vector repeats and DataCopyPad bursts need). A leading dimension of a Cube buffer indexes separate matrices
 //    (double buffering: T.alloc_L0A((2, m, k), ...) and A_l0[i % 2, :, :]);
 //  - T.Scope("C") code goes to the AIC program, T.Scope("V") code to the AIV program; scalar code
 //    outside scopes (loops, ifs, lets) is replicated into both and pruned where it holds no
@@ -27,7 +28,9 @@
 //      copy UB->UB            CopyUbToUb, or VecCast when the dtypes differ
 //      T.Parallel on UB       VecBinary / VecBinaryScalar / VecUnary / VecCast / VecDup /
 //                             VecRowBroadcast / CopyUbToUb by the form of the body (see
-//                             match_map in the .cpp); an error for any other body
+//                             match_map in the .cpp; a column vector w[j] is an operand with
+//                             row stride 0; `if j < n` around the body makes a runtime
+//                             column count); an error for any other body
 //      fill (UB)              VecDup;   reduce (UB)  VecReduce (axis = last: Row, 0 of 2-D: Col)
 //  - T.set_flag / wait_flag / pipe_barrier / set_cross_flag / wait_cross_flag: exactly as written
 //    (there is no automatic synchronisation in expert mode).

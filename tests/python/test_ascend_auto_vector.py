@@ -1,0 +1,182 @@
+"""The automatic Ascend pipeline on portable vector kernels: the examples' softmax, rms_norm and
+layer_norm, compiled for ascend910b by changing only the target, run in the 910B simulator
+against a float64 numpy reference with zero checker reports (fp32, fp16, bf16; a row count that
+is not a multiple of block_M and row lengths that are not whole 32 B blocks). Also the errors of
+legalize_vector (unsupported math, data-dependent masks) and the UB capacity error.
+
+Tolerances: the examples' own (examples/_check.py TOLERANCES, |got - ref| <= atol + rtol |ref|).
+Simulated results are a model's, not measurements on an NPU."""
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright import TilewrightError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import layer_norm  # noqa: E402
+import rms_norm  # noqa: E402
+import softmax  # noqa: E402
+from _check import TOLERANCES, randn  # noqa: E402
+
+TARGET = "ascend910b"
+THIS_FILE = __file__
+
+
+def where(marker):
+    with open(THIS_FILE) as f:
+        for i, line in enumerate(f, 1):
+            if re.search(r"# @%s\b" % marker, line):
+                return i
+    raise AssertionError(f"marker {marker} not found")
+
+
+def build(factory, *args, **kwargs):
+    """The example's kernel for the Ascend target: the same @tw.jit factory, only the target differs."""
+    return tw.compile(factory.__wrapped__(*args, **kwargs), out_idx=[-1], target=TARGET)
+
+
+def run_checked(kernel, *inputs):
+    """Runs in the simulator with the checker; asserts it found nothing; returns the output."""
+    prof = kernel.profile(*inputs)
+    assert prof["reports"] == [], "\n".join(prof["reports"])
+    return prof.outputs
+
+
+def assert_close(got, ref, dtype, what):
+    atol, rtol = TOLERANCES[dtype]
+    got = np.asarray(got).astype(np.float64)
+    assert got.shape == ref.shape, what
+    err = np.abs(got - ref)
+    bad = ~(err <= atol + rtol * np.abs(ref))
+    assert not bad.any(), f"{what}: {int(bad.sum())} elements off, max err {err.max():.3e} (atol {atol}, rtol {rtol})"
+
+
+CASES = [  # (M, N, dtype): M % block_M != 0 everywhere; N * 4 B not a multiple of 32 B for 300 / 301
+    (37, 301, "float32"),
+    (13, 128, "float32"),
+    (21, 300, "float16"),
+    (19, 300, "bfloat16"),
+]
+
+
+@pytest.mark.parametrize("M,N,dtype", CASES)
+def test_softmax(M, N, dtype):
+    rng = np.random.default_rng(1)
+    x = randn(rng, (M, N), dtype, scale=3.0)
+    y = run_checked(build(softmax.softmax, N, dtype=dtype), x)
+    assert_close(y, softmax.reference(x), dtype, f"softmax {M}x{N} {dtype}")
+
+
+@pytest.mark.parametrize("M,N,dtype", CASES)
+def test_rms_norm(M, N, dtype):
+    rng = np.random.default_rng(2)
+    x = randn(rng, (M, N), dtype)
+    w = randn(rng, (N,), dtype)
+    y = run_checked(build(rms_norm.rms_norm, N, dtype=dtype), x, w)
+    assert_close(y, rms_norm.reference(x, w), dtype, f"rms_norm {M}x{N} {dtype}")
+
+
+@pytest.mark.parametrize("M,N,dtype", CASES)
+def test_layer_norm(M, N, dtype):
+    rng = np.random.default_rng(3)
+    x = randn(rng, (M, N), dtype, scale=2.0)
+    w = randn(rng, (N,), dtype)
+    b = randn(rng, (N,), dtype)
+    y = run_checked(build(layer_norm.layer_norm, N, dtype=dtype), x, w, b)
+    assert_close(y, layer_norm.reference(x, w, b), dtype, f"layer_norm {M}x{N} {dtype}")
+
+
+def test_layer_norm_reads_weights_once_per_block():
+    """W[j] and B[j] inside the map become one GM->UB copy each, before the maps that read them."""
+    k = build(layer_norm.layer_norm, 256)
+    ir = k.get_ir("legalize_vector")
+    assert len(re.findall(r"copy W -> W_ub_\d+", ir)) == 1, ir
+    assert len(re.findall(r"copy B -> B_ub_\d+", ir)) == 1, ir
+    # every T.Parallel store is now a single operation
+    for line in ir.splitlines():
+        if "] = " in line:
+            rhs = re.sub(r"\[[^\]]*\]", "", line.split("] = ", 1)[1])
+            ops = sum(rhs.count(o) for o in (" + ", " - ", " * ", " / "))
+            ops += len(re.findall(r"\b(?:exp|log|sqrt|rsqrt|abs|max|min|cast<\w+>)\(", rhs))
+            assert ops <= 1, line
+
+
+def test_math_expansions_and_masks():
+    """exp2/sigmoid/tanh/erf inside a map, a tail mask and a diagonal mask (flash attention's
+    shapes) through the whole pipeline."""
+    R, C, S = 16, 40, 70
+
+    @T.prim_func
+    def k(X: T.Tensor((S, C), "float32"), Y: T.Tensor((S, C), "float32")):
+        with T.Kernel(T.ceildiv(S, R)) as bx:
+            x = T.alloc_fragment((R, C), "float32")
+            T.copy(X[bx * R, 0], x)
+            for i, j in T.Parallel(R, C):
+                x[i, j] = T.sigmoid(x[i, j]) + T.tanh(x[i, j]) * T.erf(x[i, j]) - T.exp2(x[i, j])
+            for i, j in T.Parallel(R, C):
+                x[i, j] = T.where(bx * R + i >= j, x[i, j], -7.0)
+            for i, j in T.Parallel(R, C):
+                x[i, j] = T.where(j < 29, x[i, j], 5.0)
+            T.copy(x, Y[bx * R, 0])
+
+    kern = tw.compile(k, out_idx=[-1], target=TARGET)
+    rng = np.random.default_rng(4)
+    x = randn(rng, (S, C), "float32")
+    y = run_checked(kern, x)
+    import math
+    v = x.astype(np.float64)
+    erf = np.vectorize(math.erf)(v)
+    ref = 1 / (1 + np.exp(-v)) + np.tanh(v) * erf - np.exp2(v)
+    rows = np.arange(S)[:, None]
+    cols = np.arange(C)[None, :]
+    ref = np.where(rows >= cols, ref, -7.0)
+    ref = np.where(cols < 29, ref, 5.0)
+    assert_close(y, ref, "float32", "math + masks")
+
+
+def test_unsupported_math_is_an_error_at_its_line():
+    @T.prim_func
+    def k(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((64, 64), "float32")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(64, 64):
+                x[i, j] = T.floor(x[i, j])  # @FLOOR
+            T.copy(x, Y[0, 0])
+
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(k, out_idx=[-1], target=TARGET)
+    msg = str(e.value)
+    assert "T.floor is not supported on Ascend vector units yet" in msg
+    assert f"{os.path.basename(THIS_FILE)}:{where('FLOOR')}:" in msg
+
+
+def test_data_dependent_where_is_an_error():
+    @T.prim_func
+    def k(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((64, 64), "float32")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(64, 64):
+                x[i, j] = T.where(x[i, j] > 0, x[i, j], 0.0)  # @WHERE
+            T.copy(x, Y[0, 0])
+
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(k, out_idx=[-1], target=TARGET)
+    msg = str(e.value)
+    assert "data-dependent mask" in msg
+    assert f"{os.path.basename(THIS_FILE)}:{where('WHERE')}:" in msg
+    assert "max/min" in msg
+
+
+def test_rows_too_long_for_ub_are_a_capacity_error():
+    with pytest.raises(TilewrightError) as e:
+        build(softmax.softmax, 16384)
+    assert "UB overflow" in str(e.value)
