@@ -87,7 +87,9 @@ class Verifier {
       const Var& v = k->sub_block_var;
       if (!v->dtype.is_int())
         fail(v->span, "sub-block variable " + q(v->name) + " must be an integer, got " + dt(v->dtype));
-      if (k->grid.size() != 1)
+      // The front end gives expert kernels one grid dim; split_cube_vector's output keeps the
+      // portable grid (up to 3 dims) until map_grid maps it to the AI Cores.
+      if (k->grid.empty())
         fail(k->span, "an Ascend expert-mode kernel (is_npu=True) has a 1-D grid (the AI Cores), got " +
                           std::to_string(k->grid.size()) + " dims",
              "T.Kernel(n, is_npu=True) as (cid, vid): fold extra dims into n and split cid with // and %");
@@ -315,10 +317,12 @@ class Verifier {
       case StmtKind::Alloc: {
         no_tile_op_in_parallel(s);
         const Buffer& b = as<AllocNode>(s)->buffer;
-        if (b->scope == Scope::global)
+        // Ascend kernels (is_npu) may allocate a GM workspace (split_cube_vector's hand-offs):
+        // outside any T.Scope, sizes known at run time.
+        if (b->scope == Scope::global && (!npu_ || core_))
           fail(sp, "cannot alloc global buffer " + q(b->name),
                "global tensors are kernel parameters; allocate tiles in shared or fragment (or an Ascend scope)");
-        if (!b->const_shape())
+        if (b->scope != Scope::global && !b->const_shape())
           fail(sp, "tile buffer " + q(b->name) + " must have a constant shape, got " + print_shape(b->shape),
                "tile sizes are compile-time constants");
         if (in_scope(b.get())) fail(sp, "buffer " + q(b->name) + " is allocated twice", "allocate it once");
@@ -374,6 +378,9 @@ class Verifier {
   void ascend_path(Scope from, Scope to, const Span& sp) {
     auto ascend = [](Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C || s == Scope::UB; };
     if (!ascend(from) && !ascend(to)) return;
+    // A portable tile (shared/fragment) next to an Ascend one: infer_scope left it for
+    // split_cube_vector, which gives it one incarnation per unit.
+    if (from == Scope::shared || from == Scope::fragment || to == Scope::shared || to == Scope::fragment) return;
     static const std::pair<Scope, Scope> kPaths[] = {
         {Scope::global, Scope::L1}, {Scope::global, Scope::L0A}, {Scope::global, Scope::L0B},
         {Scope::global, Scope::UB}, {Scope::L1, Scope::L0A},     {Scope::L1, Scope::L0B},

@@ -205,6 +205,10 @@ class Lowerer {
     ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
       if (s->kind != ir::StmtKind::Alloc) return;
       const ir::Buffer& b = as<ir::AllocNode>(s)->buffer;
+      if (b->scope == Scope::global) {  // a GM workspace (split_cube_vector's hand-offs)
+        workspace(b);
+        return;
+      }
       if (!is_cube_mem(b->scope) && b->scope != Scope::UB)
         throw Error(std::string(ir::scope_name(b->scope)) + " buffer " + q(b->name) +
                         " in an expert-mode kernel: expert mode places every tile itself",
@@ -320,9 +324,19 @@ class Lowerer {
     return w;
   }
 
+  // A global buffer allocated in the kernel: a region of Program::workspace (param -1) at a byte
+  // offset, each 512 B aligned; Program::workspace_bytes is the sum.
+  void workspace(const ir::Buffer& b) {
+    Expr bytes = C(b->dtype.bytes());
+    for (const auto& d : b->shape) bytes = mul(bytes, idx32(d));
+    ws_offset_[b.get()] = p_.workspace_bytes;
+    p_.workspace_bytes = add(p_.workspace_bytes, mul(simp(ir::binary(ir::BinOp::CeilDiv, bytes, C(512))), C(512)));
+  }
+
   GmWindow gm_window(const ir::Region& r, const Span& sp) {
     GmWindow g;
-    g.param = params_.at(r.buffer.get());
+    auto ws = ws_offset_.find(r.buffer.get());
+    g.param = ws != ws_offset_.end() ? -1 : params_.at(r.buffer.get());
     const auto& shape = r.buffer->shape;
     auto ext = const_extents(r, sp);
     size_t n = ext.size();
@@ -336,6 +350,7 @@ class Lowerer {
         throw Error("GM region " + ir::print(r) + " is not a 2-D window: only the last two dims may have extent > 1", sp,
                     "copy one matrix at a time");
     g.offset = mul(off, C(r.buffer->dtype.bytes()));
+    if (ws != ws_offset_.end()) g.offset = add(ws->second, g.offset);
     g.cols = ext[n - 1];
     g.valid_cols = min_(C(g.cols), sub(shape[n - 1], idx32(r.starts[n - 1])));
     g.row_stride = shape[n - 1];
@@ -1137,6 +1152,7 @@ class Lowerer {
   Program p_;
   CoreKind core_ = CoreKind::C;
   std::unordered_map<const ir::BufferNode*, int> params_;
+  std::unordered_map<const ir::BufferNode*, Expr> ws_offset_;  // GM workspace buffers: byte offset
   std::unordered_map<const ir::BufferNode*, Buf> bufs_;
   Buf gemm_l0a_, gemm_l0b_;
   Expr pending_init_;

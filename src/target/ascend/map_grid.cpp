@@ -19,8 +19,11 @@ bool is_cube_scope(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == S
 }  // namespace
 
 ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target) {
-  if (kernel->is_npu()) return kernel;
+  // Expert kernels never come here (pipeline.cpp); a kernel with a sub-block var comes from
+  // split_cube_vector: its var is the vid, and its blocks keep row-major order (its GM workspace
+  // is indexed by linear block % block_dim, which is the core index only in that order).
   const ir::Span& sp = kernel->span;
+  const bool split = kernel->is_npu();
   bool scopes = false, cube = false, vector = false;
   ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
     if (s->kind == ir::StmtKind::CoreScope) scopes = true;
@@ -41,7 +44,7 @@ ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target) {
   Expr block_dim = bin(BinOp::Min, C(cores), nblocks);
 
   ir::Var cid = ir::var("cid", ir::kIndexType, sp);
-  ir::Var vid = ir::var("vid", ir::kIndexType, sp);
+  ir::Var vid = split ? kernel->sub_block_var : ir::var("vid", ir::kIndexType, sp);
   ir::Var t = ir::var("t", ir::kIndexType, sp);
   ir::Var blk = ir::var("blk", ir::kIndexType, sp);
 
@@ -49,7 +52,7 @@ ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target) {
   lets.push_back(std::make_shared<ir::LetNode>(blk, bin(BinOp::Add, cid, bin(BinOp::Mul, t, block_dim)), sp));
   auto g0 = grid.size() >= 1 ? ir::as_const_int(grid[0]) : std::nullopt;
   auto g1 = grid.size() >= 2 ? ir::as_const_int(grid[1]) : std::nullopt;
-  if (grid.size() == 2 && g0 && g1 && *g0 > 1 && *g1 > kPanel) {
+  if (!split && grid.size() == 2 && g0 && g1 && *g0 > 1 && *g1 > kPanel) {
     // Panels of kPanel rows of by; by fastest inside a panel (the last panel may be shorter).
     ir::Var panel = ir::var("panel", ir::kIndexType, sp);
     ir::Var rows = ir::var("panel_rows", ir::kIndexType, sp);

@@ -1,10 +1,1054 @@
 #include "target/ascend/split_cube_vector.h"
 
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/functor.h"
+#include "ir/printer.h"
+#include "transform/simplify.h"
+
 namespace tw::ascend {
 
+namespace {
+
+using ir::BinOp;
+using ir::Buffer;
+using ir::Expr;
+using ir::Region;
+using ir::Scope;
+using ir::Span;
+using ir::Stmt;
+using ir::StmtKind;
+using ir::Var;
+
+using Node = const ir::BufferNode*;
+
+Expr C(int64_t v) { return ir::int_imm(v); }
+Expr simp(const Expr& e) { return transform::simplify_expr(e); }
+Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
+std::string q(const std::string& n) { return "'" + n + "'"; }
+
+bool portable(Scope s) { return s == Scope::shared || s == Scope::fragment; }
+bool cube_mem(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
+
+Stmt seq(std::vector<Stmt> b, const Span& sp) {
+  if (b.size() == 1) return b[0];
+  return std::make_shared<ir::SeqNode>(std::move(b), sp);
+}
+std::vector<int64_t> shape_of(const Buffer& b) { return *b->const_shape(); }
+bool is_full(const Region& r) {
+  auto sh = r.buffer->const_shape();
+  if (!sh) return false;
+  for (size_t d = 0; d < sh->size(); ++d) {
+    auto s = ir::as_const_int(r.starts[d]);
+    auto e = ir::as_const_int(r.extents[d]);
+    if (!s || !e || *s != 0 || *e != (*sh)[d]) return false;
+  }
+  return true;
+}
+Region with_buffer(const Region& r, const Buffer& b) { return Region{b, r.starts, r.extents}; }
+
+// Replaces buffers by identity.
+struct Rebuffer : ir::Mutator {
+  std::unordered_map<Node, Buffer> map;
+  Buffer mutate_buffer(const Buffer& b) override {
+    auto it = map.find(b.get());
+    return it == map.end() ? b : it->second;
+  }
+};
+
+// Buffers read / written by a statement (tile ops and maps).
+struct Access : ir::Visitor {
+  std::unordered_set<Node> reads, writes;
+  void visit(const Expr& e) override {
+    if (e && e->kind == ir::ExprKind::Load) reads.insert(ir::as<ir::LoadNode>(e)->buffer.get());
+    ir::Visitor::visit(e);
+  }
+  void visit(const Stmt& s) override {
+    if (!s) return;
+    switch (s->kind) {
+      case StmtKind::Store: writes.insert(ir::as<ir::StoreNode>(s)->buffer.get()); break;
+      case StmtKind::Copy:
+        reads.insert(ir::as<ir::CopyNode>(s)->src.buffer.get());
+        writes.insert(ir::as<ir::CopyNode>(s)->dst.buffer.get());
+        break;
+      case StmtKind::Gemm: {
+        auto* g = ir::as<ir::GemmNode>(s);
+        reads.insert(g->a.buffer.get());
+        reads.insert(g->b.buffer.get());
+        writes.insert(g->c.buffer.get());
+        if (!g->clear) reads.insert(g->c.buffer.get());
+        break;
+      }
+      case StmtKind::Fill: writes.insert(ir::as<ir::FillNode>(s)->dst.buffer.get()); break;
+      case StmtKind::Reduce: {
+        auto* r = ir::as<ir::ReduceNode>(s);
+        reads.insert(r->src.get());
+        writes.insert(r->dst.get());
+        if (!r->clear) reads.insert(r->dst.get());
+        break;
+      }
+      default: break;
+    }
+    ir::Visitor::visit(s);
+  }
+  using ir::Visitor::visit;
+};
+
+bool is_map(const Stmt& s) {
+  return s->kind == StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
+}
+
+// A copy that crosses between the units: L0C / L1 <-> UB.
+bool is_cross(const Stmt& s) {
+  if (s->kind != StmtKind::Copy) return false;
+  auto* c = ir::as<ir::CopyNode>(s);
+  Scope a = c->src.buffer->scope, b = c->dst.buffer->scope;
+  return (cube_mem(a) && b == Scope::UB) || (a == Scope::UB && cube_mem(b));
+}
+
+enum class Side { None, C, V, Both };
+
+class Splitter {
+ public:
+  Splitter(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t) {}
+
+  ir::Kernel run() {
+    find_mixed();
+    bool cube = false, vec = !mixed_.empty();
+    ir::for_each_stmt(k_->body, [&](const Stmt& s) {
+      if (s->kind == StmtKind::Alloc) {
+        Scope sc = ir::as<ir::AllocNode>(s)->buffer->scope;
+        if (cube_mem(sc)) cube = true;
+        if (sc == Scope::UB) vec = true;
+      }
+      if (s->kind == StmtKind::CoreScope || s->kind == StmtKind::Sync)
+        throw ir::Error("T.Scope and Ascend flags belong to expert-mode kernels", s->span,
+                        "write the kernel with T.Kernel(n, is_npu=True), or leave placement and flags to the compiler");
+    });
+    if (!cube || !vec) return k_;  // one unit: map_grid wraps it in its scope
+    if (k_->block_vars.empty())
+      throw ir::Error("kernel " + q(k_->name) + " has no launch grid", k_->span, "internal: infer_grid runs first");
+    vid_ = ir::var("vid", ir::kIndexType, k_->span);
+    collect_accesses(k_->body);
+    State st;
+    Stmt body = walk(k_->body, st);
+    body = row_split(body);
+    return project(body);
+  }
+
+ private:
+  // ---------------------------------------------------------------------------------------------
+  // 1. Mixed tiles and their incarnations
+  struct Mixed {
+    Buffer orig, cube, vec;
+  };
+  using State = std::unordered_map<Node, Side>;
+
+  void find_mixed() {
+    std::unordered_set<Node> acc, opd;
+    ir::for_each_stmt(k_->body, [&](const Stmt& s) {
+      if (s->kind != StmtKind::Gemm) return;
+      auto* g = ir::as<ir::GemmNode>(s);
+      opd.insert(g->a.buffer.get());
+      opd.insert(g->b.buffer.get());
+      acc.insert(g->c.buffer.get());
+    });
+    ir::for_each_stmt(k_->body, [&](const Stmt& s) {
+      if (s->kind != StmtKind::Alloc) return;
+      const Buffer& b = ir::as<ir::AllocNode>(s)->buffer;
+      if (!portable(b->scope)) return;
+      Scope cs = acc.count(b.get()) ? Scope::L0C : Scope::L1;
+      Mixed m;
+      m.orig = b;
+      m.cube = ir::buffer(b->name, b->dtype, b->shape, cs, b->span);
+      m.vec = ir::buffer(b->name + "_ub", b->dtype, b->shape, Scope::UB, b->span);
+      mixed_[b.get()] = m;
+    });
+  }
+  bool mixed(const Buffer& b) const { return mixed_.count(b.get()) > 0; }
+
+  // Program-order list of (statement, mixed tile, side of the access); None = either side.
+  void collect_accesses(const Stmt& root) {
+    ir::for_each_stmt(root, [&](const Stmt& s) {
+      auto add = [&](const Buffer& b, Side sd) {
+        if (mixed(b)) order_.push_back({s.get(), b.get(), sd});
+      };
+      switch (s->kind) {
+        case StmtKind::Gemm: {
+          auto* g = ir::as<ir::GemmNode>(s);
+          add(g->a.buffer, Side::C);
+          add(g->b.buffer, Side::C);
+          add(g->c.buffer, Side::C);
+          break;
+        }
+        case StmtKind::Fill: add(ir::as<ir::FillNode>(s)->dst.buffer, Side::None); break;
+        case StmtKind::Reduce:
+          add(ir::as<ir::ReduceNode>(s)->src, Side::V);
+          add(ir::as<ir::ReduceNode>(s)->dst, Side::V);
+          break;
+        case StmtKind::Copy: {
+          auto* c = ir::as<ir::CopyNode>(s);
+          auto other = [](const Buffer& o) {
+            return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None;
+          };
+          add(c->src.buffer, other(c->dst.buffer));
+          add(c->dst.buffer, other(c->src.buffer));
+          break;
+        }
+        case StmtKind::Store: add(ir::as<ir::StoreNode>(s)->buffer, Side::V); break;
+        default: break;
+      }
+      if (s->kind == StmtKind::Store || s->kind == StmtKind::Copy || s->kind == StmtKind::Fill)
+        ir::for_each_expr(s, [&](const Expr& e) {
+          if (e->kind == ir::ExprKind::Load) add(ir::as<ir::LoadNode>(e)->buffer, Side::V);
+        });
+    });
+  }
+  // The side of the next access to b after statement s (default: vector).
+  Side next_side(const ir::StmtNode* s, Node b) {
+    size_t i = 0;
+    while (i < order_.size() && !(order_[i].s == s && order_[i].b == b)) ++i;
+    for (++i; i < order_.size(); ++i)
+      if (order_[i].b == b && order_[i].side != Side::None) return order_[i].side;
+    return Side::V;
+  }
+
+  static bool covers(Side have, Side need) { return have == need || have == Side::Both; }
+
+  // Makes b's value available on side `need`, appending a hand-off copy to out when needed.
+  void ensure(const Buffer& b, Side need, State& st, std::vector<Stmt>& out, const Span& sp) {
+    Side& have = st[b.get()];
+    if (have == Side::None || covers(have, need)) {
+      if (have == Side::None) have = need;
+      return;
+    }
+    const Mixed& m = mixed_.at(b.get());
+    if (need == Side::V) {
+      out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(m.cube), ir::full_region(m.vec), sp));
+    } else {
+      if (m.cube->scope == Scope::L0C)
+        throw ir::Error("tile " + q(b->name) + " is updated by the vector code and then read by the Cube, "
+                        "but its Cube copy is a gemm accumulator (L0C), which cannot be loaded from GM",
+                        sp, "accumulate the gemm into a fresh fragment and add it to " + q(b->name) +
+                                " in a T.Parallel loop, or copy the tile into a separate operand tile");
+      out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(m.vec), ir::full_region(m.cube), sp));
+    }
+    have = Side::Both;
+  }
+  Buffer inc(const Buffer& b, Side sd) const {
+    auto it = mixed_.find(b.get());
+    if (it == mixed_.end()) return b;
+    return sd == Side::C ? it->second.cube : it->second.vec;
+  }
+
+  Stmt walk(const Stmt& s, State& st) {
+    if (!s) return s;
+    const Span& sp = s->span;
+    std::vector<Stmt> out;
+    switch (s->kind) {
+      case StmtKind::Seq: {
+        for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(walk(c, st));
+        return std::make_shared<ir::SeqNode>(std::move(out), sp);
+      }
+      case StmtKind::For: {
+        auto* f = ir::as<ir::ForNode>(s);
+        if (f->for_kind == ir::ForKind::parallel) return map_stmt(s, st);
+        State entry = st;
+        Stmt body;
+        State fin;
+        for (int round = 0;; ++round) {
+          State in = entry;
+          body = walk(f->body, in);
+          bool stable = true;
+          for (auto& [b, have] : in) {
+            Side e = entry.count(b) ? entry[b] : Side::None;
+            if (e == have) continue;
+            Side m = e == Side::None ? have : have == Side::Both ? e : e == Side::Both ? have : Side::None;
+            if (m == Side::None)
+              throw ir::Error("tile " + q(mixed_.at(b).orig->name) + " is on the " + (e == Side::C ? "Cube" : "Vector") +
+                                  " side at the start of this loop but on the other side at the end of its body",
+                              sp, "write the tile on one unit per iteration, or copy it into a separate tile");
+            if (m != e) {
+              entry[b] = m;
+              stable = false;
+            }
+          }
+          if (stable || round > 4) {
+            fin = in;
+            break;
+          }
+        }
+        for (auto& [b, need] : entry)
+          if (need == Side::C || need == Side::V) ensure(mixed_.at(b).orig, need, st, out, sp);
+        for (auto& [b, have] : fin) st[b] = have;
+        out.push_back(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp));
+        return seq(std::move(out), sp);
+      }
+      case StmtKind::If: {
+        auto* n = ir::as<ir::IfNode>(s);
+        State a = st, b = st;
+        Stmt t = walk(n->then_body, a);
+        Stmt e = n->else_body ? walk(n->else_body, b) : nullptr;
+        for (auto& [x, sd] : a)
+          if ((b.count(x) ? b[x] : Side::None) != sd)
+            throw ir::Error("tile " + q(mixed_.at(x).orig->name) + " ends on different units in the two branches of this if",
+                            sp, "write the tile on the same unit (Cube gemm or vector code) in both branches");
+        for (auto& [x, sd] : b)
+          if (!a.count(x))
+            throw ir::Error("tile " + q(mixed_.at(x).orig->name) + " ends on different units in the two branches of this if",
+                            sp, "write the tile on the same unit (Cube gemm or vector code) in both branches");
+        st = a;
+        return std::make_shared<ir::IfNode>(n->cond, t, e, sp);
+      }
+      case StmtKind::Let: {
+        bool reads = false;
+        ir::for_each_expr(s, [&](const Expr& e) { reads |= e->kind == ir::ExprKind::Load; });
+        if (reads)
+          throw ir::Error("a scalar read from a tile cannot be shared by the Cube and Vector code", sp,
+                          "compute the value inside a T.Parallel loop");
+        return s;
+      }
+      case StmtKind::Alloc: {
+        auto* a = ir::as<ir::AllocNode>(s);
+        auto it = mixed_.find(a->buffer.get());
+        if (it == mixed_.end()) return s;
+        out.push_back(std::make_shared<ir::AllocNode>(it->second.cube, sp));
+        out.push_back(std::make_shared<ir::AllocNode>(it->second.vec, sp));
+        return seq(std::move(out), sp);
+      }
+      case StmtKind::Store: return map_stmt(s, st);
+      case StmtKind::Reduce: {
+        auto* r = ir::as<ir::ReduceNode>(s);
+        if (mixed(r->src)) ensure(r->src, Side::V, st, out, sp);
+        if (mixed(r->dst)) {
+          if (!r->clear) ensure(r->dst, Side::V, st, out, sp);
+          st[r->dst.get()] = Side::V;
+        }
+        out.push_back(std::make_shared<ir::ReduceNode>(inc(r->src, Side::V), inc(r->dst, Side::V), r->reduce_kind, r->axis,
+                                                       r->clear, sp));
+        return seq(std::move(out), sp);
+      }
+      case StmtKind::Fill: {
+        auto* f = ir::as<ir::FillNode>(s);
+        if (!mixed(f->dst.buffer)) return s;
+        const Buffer& b = f->dst.buffer;
+        Side sd = next_side(s.get(), b.get());
+        if (!is_full(f->dst)) ensure(b, sd, st, out, sp);
+        st[b.get()] = sd;
+        out.push_back(std::make_shared<ir::FillNode>(with_buffer(f->dst, inc(b, sd)), f->value, sp));
+        return seq(std::move(out), sp);
+      }
+      case StmtKind::Gemm: return gemm(s, st);
+      case StmtKind::Copy: return copy(s, st);
+      default: return s;
+    }
+  }
+
+  // A T.Parallel nest or an element store: vector code.
+  Stmt map_stmt(const Stmt& s, State& st) {
+    Access acc;
+    acc.visit(s);
+    std::vector<Stmt> out;
+    Rebuffer rb;
+    for (Node b : acc.reads)
+      if (mixed_.count(b)) {
+        ensure(mixed_.at(b).orig, Side::V, st, out, s->span);
+        rb.map[b] = mixed_.at(b).vec;
+      }
+    for (Node b : acc.writes)
+      if (mixed_.count(b)) {
+        ensure(mixed_.at(b).orig, Side::V, st, out, s->span);  // element stores may be partial
+        st[b] = Side::V;
+        rb.map[b] = mixed_.at(b).vec;
+      }
+    out.push_back(rb.mutate(s));
+    return seq(std::move(out), s->span);
+  }
+
+  Stmt gemm(const Stmt& s, State& st) {
+    auto* g = ir::as<ir::GemmNode>(s);
+    const Span& sp = s->span;
+    std::vector<Stmt> out;
+    for (const Buffer* x : {&g->a.buffer, &g->b.buffer})
+      if (mixed(*x)) ensure(*x, Side::C, st, out, sp);
+    Region a = with_buffer(g->a, inc(g->a.buffer, Side::C));
+    Region b = with_buffer(g->b, inc(g->b.buffer, Side::C));
+    const Buffer& cb = g->c.buffer;
+    if (!mixed(cb)) {
+      out.push_back(std::make_shared<ir::GemmNode>(a, b, g->c, g->trans_a, g->trans_b, g->clear, sp));
+      return seq(std::move(out), sp);
+    }
+    Side have = st[cb.get()];
+    if (g->clear || have == Side::None || covers(have, Side::C)) {
+      st[cb.get()] = Side::C;
+      out.push_back(std::make_shared<ir::GemmNode>(a, b, with_buffer(g->c, inc(cb, Side::C)), g->trans_a, g->trans_b,
+                                                   g->clear, sp));
+      return seq(std::move(out), sp);
+    }
+    // Accumulating gemm into a tile the vector code updated: gemm into a fresh L0C tile, hand it
+    // over, add it on the vector side.
+    if (!is_full(g->c))
+      throw ir::Error("gemm accumulates into part of " + q(cb->name) + ", which the vector code also updates", sp,
+                      "accumulate into a whole fragment");
+    const Mixed& m = mixed_.at(cb.get());
+    auto& made = partial_[s.get()];  // loops are walked more than once: one pair per gemm
+    if (!made.first) {
+      made.first = ir::buffer(cb->name + "_pv", cb->dtype, cb->shape, Scope::L0C, sp);
+      made.second = ir::buffer(cb->name + "_pv_ub", cb->dtype, cb->shape, Scope::UB, sp);
+      new_allocs_.push_back(made.first);
+      new_allocs_.push_back(made.second);
+    }
+    Buffer pv = made.first, pv_ub = made.second;
+    out.push_back(std::make_shared<ir::GemmNode>(a, b, ir::full_region(pv), g->trans_a, g->trans_b, true, sp));
+    out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(pv), ir::full_region(pv_ub), sp));
+    // X_ub[i, j] = X_ub[i, j] + X_pv_ub[i, j]
+    auto sh = shape_of(cb);
+    std::vector<Var> vars;
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < sh.size(); ++d) {
+      vars.push_back(ir::var(cb->name + "_i" + std::to_string(d), ir::kIndexType, sp));
+      idx.push_back(vars.back());
+    }
+    Expr sum = ir::binary(BinOp::Add, ir::load(m.vec, idx, sp), ir::load(pv_ub, idx, sp), sp);
+    Stmt body = std::make_shared<ir::StoreNode>(m.vec, idx, sum, sp);
+    for (size_t d = sh.size(); d-- > 0;)
+      body = std::make_shared<ir::ForNode>(vars[d], C(0), C(sh[d]), ir::ForKind::parallel, 0, body, sp);
+    out.push_back(body);
+    st[cb.get()] = Side::V;
+    return seq(std::move(out), sp);
+  }
+
+  Stmt copy(const Stmt& s, State& st) {
+    auto* c = ir::as<ir::CopyNode>(s);
+    const Span& sp = s->span;
+    const Buffer& src = c->src.buffer;
+    const Buffer& dst = c->dst.buffer;
+    if (!mixed(src) && !mixed(dst)) return s;
+    std::vector<Stmt> out;
+    Side sd;
+    auto side_of = [](const Buffer& o) {
+      return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None;
+    };
+    if (mixed(src)) {
+      Side have = st[src.get()];
+      if (mixed(dst) || dst->scope == Scope::global) {
+        sd = have == Side::None || have == Side::Both ? Side::V : have;
+        if (sd == Side::C && (mixed_.at(src.get()).cube->scope != Scope::L0C ||
+                              (mixed(dst) && mixed_.at(dst.get()).cube->scope != Scope::L1)))
+          sd = Side::V;
+      } else if (dst->scope == Scope::L1) {
+        // L0C -> L1 stays on the Cube; a vector value goes UB -> (GM) -> L1: a hand-off.
+        sd = covers(have, Side::C) && mixed_.at(src.get()).cube->scope == Scope::L0C ? Side::C : Side::V;
+      } else {
+        sd = side_of(dst) == Side::None ? Side::V : side_of(dst);
+      }
+      ensure(src, sd, st, out, sp);
+    } else {
+      sd = side_of(src);
+      if (sd == Side::None) sd = next_side(s.get(), dst.get());
+    }
+    if (mixed(dst)) {
+      if (!is_full(c->dst)) ensure(dst, sd, st, out, sp);
+      st[dst.get()] = sd;
+    }
+    out.push_back(std::make_shared<ir::CopyNode>(with_buffer(c->src, inc(src, sd)), with_buffer(c->dst, inc(dst, sd)), sp));
+    return seq(std::move(out), sp);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // 2. Row split between the two AIVs
+  Stmt row_split(const Stmt& body) {
+    std::unordered_set<Node> rows;
+    int64_t M = -1;
+    ir::for_each_stmt(body, [&](const Stmt& s) {
+      if (!is_cross(s)) return;
+      auto* c = ir::as<ir::CopyNode>(s);
+      const Buffer& u = c->src.buffer->scope == Scope::UB ? c->src.buffer : c->dst.buffer;
+      auto sh = shape_of(u);
+      if (sh.size() != 2)
+        throw ir::Error("the Cube / Vector hand-off of " + q(u->name) + " needs a 2-D tile", s->span,
+                        "hand over matrices (rows x columns)");
+      if (M >= 0 && sh[0] != M)
+        throw ir::Error("tiles handed between the Cube and the vector code have different row counts (" +
+                            std::to_string(M) + " and " + std::to_string(sh[0]) + ")",
+                        s->span, "use the same block_M for every tile the gemms and the vector code share");
+      M = sh[0];
+      rows.insert(u.get());
+    });
+    if (M < 0) return body;
+    if (M % 2 != 0)
+      throw ir::Error("the row count " + std::to_string(M) + " of the tiles handed to the vector code is odd", k_->span,
+                      "use an even block_M: each of the two Vector cores of an AI Core takes half of the rows");
+    rows_M_ = M;
+    // Propagate: tiles indexed by the row variable of a map over row tiles, reduce partners,
+    // UB -> UB copy partners.
+    for (bool changed = true; changed;) {
+      changed = false;
+      auto add = [&](const Buffer& b) {
+        if (b->scope == Scope::UB && b->const_shape() && shape_of(b)[0] == M && rows.insert(b.get()).second) changed = true;
+      };
+      ir::for_each_stmt(body, [&](const Stmt& s) {
+        if (is_map(s)) {
+          auto* f = ir::as<ir::ForNode>(s);
+          std::vector<std::pair<Buffer, std::vector<Expr>>> acc;
+          collect_elem(s, acc);
+          bool row = false;
+          for (auto& [b, idx] : acc)
+            if (rows.count(b.get()) && !idx.empty() && idx[0].get() == f->var.get()) row = true;
+          if (row)
+            for (auto& [b, idx] : acc)
+              if (!idx.empty() && idx[0].get() == f->var.get()) add(b);
+        } else if (s->kind == StmtKind::Reduce) {
+          auto* r = ir::as<ir::ReduceNode>(s);
+          if (rows.count(r->src.get()) || rows.count(r->dst.get())) {
+            add(r->src);
+            add(r->dst);
+          }
+        } else if (s->kind == StmtKind::Copy && !is_cross(s)) {
+          auto* c = ir::as<ir::CopyNode>(s);
+          if (c->src.buffer->scope == Scope::UB && c->dst.buffer->scope == Scope::UB &&
+              (rows.count(c->src.buffer.get()) || rows.count(c->dst.buffer.get()))) {
+            add(c->src.buffer);
+            add(c->dst.buffer);
+          }
+        }
+      });
+    }
+    RowSplit rs(*this, rows, M);
+    return rs.mutate(body);
+  }
+
+  static void collect_elem(const Stmt& s, std::vector<std::pair<Buffer, std::vector<Expr>>>& acc) {
+    ir::for_each_stmt(s, [&](const Stmt& x) {
+      if (x->kind == StmtKind::Store) acc.push_back({ir::as<ir::StoreNode>(x)->buffer, ir::as<ir::StoreNode>(x)->indices});
+    });
+    ir::for_each_expr(s, [&](const Expr& e) {
+      if (e->kind == ir::ExprKind::Load) acc.push_back({ir::as<ir::LoadNode>(e)->buffer, ir::as<ir::LoadNode>(e)->indices});
+    });
+  }
+
+  struct RowSplit : ir::Mutator {
+    Splitter& sp;
+    const std::unordered_set<Node>& rows;
+    int64_t M;
+    std::unordered_map<Node, Buffer> half;
+    RowSplit(Splitter& s, const std::unordered_set<Node>& r, int64_t m) : sp(s), rows(r), M(m) {}
+
+    Buffer mutate_buffer(const Buffer& b) override {
+      if (!rows.count(b.get())) return b;
+      auto it = half.find(b.get());
+      if (it != half.end()) return it->second;
+      auto sh = b->shape;
+      sh[0] = C(M / 2);
+      return half[b.get()] = ir::buffer(b->name, b->dtype, sh, b->scope, b->span);
+    }
+    [[noreturn]] void not_local(const Span& span, const std::string& what) {
+      throw ir::Error(what + ": the vector code is not row-local, so its rows cannot be split between the two "
+                             "Vector cores of an AI Core",
+                      span, "make every vector statement work row by row on the tiles the gemm produces "
+                            "(T.Parallel with the row index first, reductions along the columns)");
+    }
+    Region row_region(const Region& r, const Span& span) {
+      if (!rows.count(r.buffer.get())) return mutate_region(r);
+      auto s0 = ir::as_const_int(r.starts[0]);
+      auto e0 = ir::as_const_int(r.extents[0]);
+      if (!s0 || !e0 || *s0 != 0 || *e0 != M) not_local(span, "a copy of part of the rows of " + q(r.buffer->name));
+      Region o = mutate_region(r);
+      o.extents[0] = C(M / 2);
+      return o;
+    }
+    // GM region matching a row tile: its dim with extent M (the first) moves to this AIV's rows.
+    Region gm_rows(const Region& r, const Span& span) {
+      for (size_t d = 0; d < r.extents.size(); ++d) {
+        auto e = ir::as_const_int(r.extents[d]);
+        if (e && *e == M) {
+          Region o = mutate_region(r);
+          o.starts[d] = bin(BinOp::Add, o.starts[d], bin(BinOp::Mul, sp.vid_, C(M / 2)));
+          o.extents[d] = C(M / 2);
+          return o;
+        }
+      }
+      not_local(span, "a copy between GM and the row tile");
+    }
+    Stmt mutate(const Stmt& s) override {
+      if (!s) return s;
+      const Span& span = s->span;
+      if (is_map(s)) return map(s);
+      switch (s->kind) {
+        case StmtKind::Store:
+          if (rows.count(ir::as<ir::StoreNode>(s)->buffer.get())) not_local(span, "an element store outside T.Parallel");
+          return ir::Mutator::mutate(s);
+        case StmtKind::Reduce: {
+          auto* r = ir::as<ir::ReduceNode>(s);
+          if (rows.count(r->src.get()) && (r->axis == 0 || r->src->ndim() < 2))
+            not_local(span, "a reduction across rows of " + q(r->src->name));
+          return ir::Mutator::mutate(s);
+        }
+        case StmtKind::Fill: {
+          auto* f = ir::as<ir::FillNode>(s);
+          if (!rows.count(f->dst.buffer.get())) return ir::Mutator::mutate(s);
+          return std::make_shared<ir::FillNode>(row_region(f->dst, span), ir::Mutator::mutate(f->value), span);
+        }
+        case StmtKind::Copy: {
+          auto* c = ir::as<ir::CopyNode>(s);
+          bool rs = rows.count(c->src.buffer.get()), rd = rows.count(c->dst.buffer.get());
+          if (!rs && !rd) return ir::Mutator::mutate(s);
+          if (is_cross(s)) return ir::Mutator::mutate(s);  // the hand-off picks this AIV's rows
+          Region a = rs ? row_region(c->src, span) : c->src.buffer->scope == Scope::global ? gm_rows(c->src, span) : c->src;
+          Region b = rd ? row_region(c->dst, span) : c->dst.buffer->scope == Scope::global ? gm_rows(c->dst, span) : c->dst;
+          if ((rs && !rd && c->dst.buffer->scope != Scope::global) || (rd && !rs && c->src.buffer->scope != Scope::global))
+            not_local(span, "a copy between a row tile and a tile without rows");
+          return std::make_shared<ir::CopyNode>(a, b, span);
+        }
+        default: return ir::Mutator::mutate(s);
+      }
+    }
+    Stmt map(const Stmt& s) {
+      auto* f = ir::as<ir::ForNode>(s);
+      std::vector<std::pair<Buffer, std::vector<Expr>>> acc;
+      collect_elem(s, acc);
+      bool touches = false;
+      for (auto& [b, idx] : acc) touches |= rows.count(b.get()) > 0;
+      if (!touches) return s;
+      const ir::VarNode* v = f->var.get();
+      auto e = ir::as_const_int(f->extent);
+      if (!e || *e != M) not_local(s->span, "a T.Parallel loop whose first extent is not the row count " + std::to_string(M));
+      auto uses_v = [&](const Expr& x) {
+        struct V : ir::Visitor {
+          const ir::VarNode* v;
+          bool u = false;
+          void visit(const Expr& y) override {
+            if (y && y.get() == v) u = true;
+            ir::Visitor::visit(y);
+          }
+          using ir::Visitor::visit;
+        } vis;
+        vis.v = v;
+        vis.visit(x);
+        return vis.u;
+      };
+      for (auto& [b, idx] : acc) {
+        bool r = rows.count(b.get()) > 0;
+        for (size_t d = 0; d < idx.size(); ++d) {
+          if (r && d == 0) {
+            if (idx[0].get() != v) not_local(s->span, "an access to " + q(b->name) + " not indexed by the row variable");
+            continue;
+          }
+          if (uses_v(idx[d]))
+            not_local(s->span, "an access to " + q(b->name) + " indexed by the row variable outside its first dim");
+        }
+      }
+      // Rows of this AIV: row tiles keep the local index, every other use is the global row.
+      Var lv = ir::var(f->var->name, f->var->dtype, f->var->span);
+      Expr global_row = bin(BinOp::Add, lv, bin(BinOp::Mul, sp.vid_, C(M / 2)));
+      struct Sub : ir::Mutator {
+        RowSplit& rs;
+        const ir::VarNode* v;
+        Var lv;
+        Expr g;
+        Sub(RowSplit& r, const ir::VarNode* vv, Var l, Expr gg) : rs(r), v(vv), lv(std::move(l)), g(std::move(gg)) {}
+        Buffer mutate_buffer(const Buffer& b) override { return rs.mutate_buffer(b); }
+        Expr mutate(const Expr& e) override {
+          if (!e) return e;
+          if (e.get() == v) return g;
+          if (e->kind == ir::ExprKind::Load) {
+            auto* l = ir::as<ir::LoadNode>(e);
+            if (rs.rows.count(l->buffer.get())) {
+              std::vector<Expr> idx{lv};
+              for (size_t d = 1; d < l->indices.size(); ++d) idx.push_back(mutate(l->indices[d]));
+              return ir::load(rs.mutate_buffer(l->buffer), idx, e->span);
+            }
+          }
+          return ir::Mutator::mutate(e);
+        }
+        Stmt mutate(const Stmt& st) override {
+          if (st && st->kind == StmtKind::Store) {
+            auto* n = ir::as<ir::StoreNode>(st);
+            if (rs.rows.count(n->buffer.get())) {
+              std::vector<Expr> idx{lv};
+              for (size_t d = 1; d < n->indices.size(); ++d) idx.push_back(mutate(n->indices[d]));
+              return std::make_shared<ir::StoreNode>(rs.mutate_buffer(n->buffer), idx, mutate(n->value), st->span);
+            }
+          }
+          return ir::Mutator::mutate(st);
+        }
+      } sub(*this, v, lv, global_row);
+      Stmt body = sub.mutate(f->body);
+      return std::make_shared<ir::ForNode>(lv, f->min, C(M / 2), f->for_kind, f->num_stages, body, s->span);
+    }
+  };
+
+  // ---------------------------------------------------------------------------------------------
+  // 3. Hand-offs, projection onto the two cores, Cube software pipelining
+  struct Handoff {
+    bool to_vector;  // Cube -> Vector
+    int f = 0, r = 0;
+    int slots = 1;
+    Buffer ws;
+    Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
+  };
+  struct Loop {
+    Var var;
+    Expr min;
+  };
+
+  Expr lin_block() const {
+    Expr lin = C(0);
+    for (size_t d = k_->grid.size(); d-- > 0;) lin = bin(BinOp::Add, bin(BinOp::Mul, lin, k_->grid[d]), k_->block_vars[d]);
+    return lin;
+  }
+  Expr block_sets() const {
+    Expr n = C(1);
+    for (const auto& g : k_->grid) n = bin(BinOp::Mul, n, g);
+    return bin(BinOp::Min, C(t_.ascend.aic_cores), n);
+  }
+
+  Handoff& handoff(const Stmt& s) {
+    auto it = handoffs_.find(s.get());
+    if (it != handoffs_.end()) return it->second;
+    auto* c = ir::as<ir::CopyNode>(s);
+    Handoff h;
+    h.to_vector = cube_mem(c->src.buffer->scope);
+    if (handoffs_.size() >= 8)
+      throw ir::Error("more than 8 hand-offs between the Cube and the vector code (16 cross-core flag ids)", s->span,
+                      "share fewer tiles between gemms and vector code");
+    h.f = static_cast<int>(2 * handoffs_.size());
+    h.r = h.f + 1;
+    h.slots = (loops_.size() == 1 && ifs_ == 0) ? 2 : 1;
+    const Buffer& cube = h.to_vector ? c->src.buffer : c->dst.buffer;
+    const Buffer& ub = h.to_vector ? c->dst.buffer : c->src.buffer;
+    auto sh = shape_of(cube);
+    ir::DType wt = h.to_vector ? ub->dtype : cube->dtype;
+    if (h.to_vector && !(wt.is_float() && wt.bits() >= 16 && wt.bits() <= 32)) wt = cube->dtype;
+    Expr rows = bin(BinOp::Mul, bin(BinOp::Mul, block_sets(), C(h.slots)), C(sh[0]));
+    h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
+    if (!h.to_vector && ub->dtype != cube->dtype)
+      h.cast = ir::buffer(ub->name + "_" + std::string(cube->dtype.name()), cube->dtype, ub->shape, Scope::UB, s->span);
+    handoff_order_.push_back(s.get());
+    return handoffs_[s.get()] = h;
+  }
+
+  Stmt sync(ir::SyncKind k, ir::AscendPipe p, int id, const Span& sp) {
+    return std::make_shared<ir::SyncNode>(k, p, ir::AscendPipe::S, k == ir::SyncKind::set_cross_flag ? 2 : 0, C(id), sp);
+  }
+
+  // One core's part of a hand-off copy.
+  Stmt handoff_part(const Stmt& s, Side side) {
+    auto* c = ir::as<ir::CopyNode>(s);
+    const Span& sp = s->span;
+    Handoff& h = handoff(s);
+    const Buffer& cube = h.to_vector ? c->src.buffer : c->dst.buffer;
+    const Buffer& ub = h.to_vector ? c->dst.buffer : c->src.buffer;
+    int64_t M = shape_of(cube)[0], N = shape_of(cube)[1];
+    Expr slot = C(0);
+    if (h.slots == 2) slot = bin(BinOp::Mod, bin(BinOp::Sub, loops_[0].var, loops_[0].min), C(2));
+    Expr row0 = bin(BinOp::Mul, bin(BinOp::Add, bin(BinOp::Mul, bin(BinOp::Mod, lin_block(), block_sets()), C(h.slots)), slot),
+                    C(M));
+    using ir::AscendPipe;
+    using ir::SyncKind;
+    std::vector<Stmt> out;
+    if (side == Side::C) {
+      Region w{h.ws, {row0, C(0)}, {C(M), C(N)}};
+      if (h.to_vector) {
+        out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::FIX, h.r, sp));
+        out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(cube), w, sp));
+        out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::FIX, h.f, sp));
+      } else {
+        out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
+        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(cube), sp));
+        out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
+      }
+    } else {
+      int64_t R = shape_of(ub)[0];
+      Expr r0 = R == M ? row0 : bin(BinOp::Add, row0, bin(BinOp::Mul, vid_, C(R)));
+      Region w{h.ws, {r0, C(0)}, {C(R), C(N)}};
+      if (h.to_vector) {
+        out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
+        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(ub), sp));
+        out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
+      } else {
+        Buffer src = ub;
+        if (h.cast) {
+          if (shape_of(h.cast)[0] != R) h.cast = ir::buffer(h.cast->name, h.cast->dtype, ub->shape, Scope::UB, h.cast->span);
+          out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(ub), ir::full_region(h.cast), sp));
+          src = h.cast;
+        }
+        out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE3, h.r, sp));
+        out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(src), w, sp));
+        out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE3, h.f, sp));
+      }
+    }
+    return seq(std::move(out), sp);
+  }
+
+  static Side side_of_leaf(const Stmt& s) {
+    if (is_map(s) || s->kind == StmtKind::Store || s->kind == StmtKind::Reduce) return Side::V;
+    if (s->kind == StmtKind::Gemm) return Side::C;
+    if (s->kind == StmtKind::Fill) return cube_mem(ir::as<ir::FillNode>(s)->dst.buffer->scope) ? Side::C : Side::V;
+    if (s->kind == StmtKind::Copy) {
+      auto* c = ir::as<ir::CopyNode>(s);
+      if (cube_mem(c->src.buffer->scope) || cube_mem(c->dst.buffer->scope)) return Side::C;
+      return Side::V;
+    }
+    return Side::None;
+  }
+
+  // The statements of one core, nullptr when there are none. V-side loop and let variables are
+  // renamed (each variable is defined once per kernel).
+  Stmt proj(const Stmt& s, Side side) {
+    if (!s) return nullptr;
+    const Span& sp = s->span;
+    auto rename = [&](const Stmt& x) { return side == Side::V ? ir::substitute(x, vsub_) : x; };
+    auto rn = [&](const Expr& x) { return side == Side::V ? ir::substitute(x, vsub_) : x; };
+    switch (s->kind) {
+      case StmtKind::Seq: {
+        std::vector<Stmt> out;
+        bool work = false;
+        for (const auto& c : ir::as<ir::SeqNode>(s)->body) {
+          Stmt p = proj(c, side);
+          if (!p) continue;
+          if (p->kind != StmtKind::Let && p->kind != StmtKind::Alloc) work = true;
+          out.push_back(p);
+        }
+        if (!work) return nullptr;
+        return std::make_shared<ir::SeqNode>(std::move(out), sp);
+      }
+      case StmtKind::For: {
+        if (is_map(s)) return side == Side::V ? rename(s) : nullptr;
+        auto* f = ir::as<ir::ForNode>(s);
+        Var v = f->var;
+        if (side == Side::V) {
+          v = ir::var(f->var->name + "_v", f->var->dtype, f->var->span);
+          vsub_.push_back({f->var, v});
+        }
+        loops_.push_back({v, rn(f->min)});
+        Stmt b = proj(f->body, side);
+        loops_.pop_back();
+        if (!b) return nullptr;
+        return std::make_shared<ir::ForNode>(v, rn(f->min), rn(f->extent), f->for_kind, f->num_stages, b, sp);
+      }
+      case StmtKind::If: {
+        auto* n = ir::as<ir::IfNode>(s);
+        ++ifs_;
+        Stmt t = proj(n->then_body, side);
+        Stmt e = proj(n->else_body, side);
+        --ifs_;
+        if (!t && !e) return nullptr;
+        if (!t) t = std::make_shared<ir::SeqNode>(std::vector<Stmt>{}, sp);
+        return std::make_shared<ir::IfNode>(rn(n->cond), t, e, sp);
+      }
+      case StmtKind::Let: {
+        auto* n = ir::as<ir::LetNode>(s);
+        if (side != Side::V) return s;
+        Var v = ir::var(n->var->name + "_v", n->var->dtype, n->var->span);
+        Expr val = rn(n->value);
+        vsub_.push_back({n->var, v});
+        return std::make_shared<ir::LetNode>(v, val, sp);
+      }
+      case StmtKind::Alloc: {
+        const Buffer& b = ir::as<ir::AllocNode>(s)->buffer;
+        if (!used_.count(b->name + "@" + std::string(ir::scope_name(b->scope)))) return nullptr;  // unused incarnation
+        return (b->scope == Scope::UB) == (side == Side::V) ? s : nullptr;
+      }
+      default: break;
+    }
+    if (is_cross(s)) return rename(handoff_part(s, side));
+    Side ls = side_of_leaf(s);
+    if (ls == Side::None) return nullptr;
+    return ls == side ? rename(s) : nullptr;
+  }
+
+  // Cube software pipelining (see the header, 5.).
+  Stmt skew(const Stmt& s) {
+    if (!s) return s;
+    if (s->kind == StmtKind::Seq) {
+      std::vector<Stmt> out;
+      for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(skew(c));
+      return std::make_shared<ir::SeqNode>(std::move(out), s->span);
+    }
+    if (s->kind != StmtKind::For || is_map(s)) return s;
+    auto* f = ir::as<ir::ForNode>(s);
+    if (f->body->kind != StmtKind::Seq) return s;
+    const auto& body = ir::as<ir::SeqNode>(f->body)->body;
+    // Flatten nested Seqs of the body one level (hand-off parts are Seqs).
+    std::vector<Stmt> flat;
+    for (const auto& c : body) {
+      if (c->kind == StmtKind::Seq)
+        for (const auto& d : ir::as<ir::SeqNode>(c)->body) flat.push_back(d);
+      else
+        flat.push_back(c);
+    }
+    size_t w = 0;
+    for (; w < flat.size(); ++w) {
+      const Stmt& x = flat[w];
+      if (x->kind != StmtKind::Sync) continue;
+      auto* y = ir::as<ir::SyncNode>(x);
+      auto id = ir::as_const_int(y->id);
+      if (y->sync == ir::SyncKind::wait_cross_flag && id && v2c_forward_.count(static_cast<int>(*id))) break;
+    }
+    if (w == 0 || w == flat.size()) return s;
+    std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
+    // Statements of A that only feed B (flash attention's V load) move to the front of B.
+    std::vector<Stmt> A, moved;
+    {
+      Access b0;
+      for (const auto& x : B) b0.visit(x);
+      std::vector<Access> acc(A0.size());
+      for (size_t i = 0; i < A0.size(); ++i) acc[i].visit(A0[i]);
+      for (size_t i = 0; i < A0.size(); ++i) {
+        bool feeds_b = false;
+        for (Node n : acc[i].writes) feeds_b |= n->scope != Scope::global && (b0.reads.count(n) || b0.writes.count(n));
+        if (!feeds_b || A0[i]->kind == StmtKind::Sync || A0[i]->kind == StmtKind::Let) {
+          A.push_back(A0[i]);
+          continue;
+        }
+        for (size_t j = i + 1; j < A0.size(); ++j)
+          for (Node n : acc[i].writes)
+            if (acc[j].reads.count(n) || acc[j].writes.count(n)) return s;
+        for (size_t j = i + 1; j < A0.size(); ++j)
+          for (Node n : acc[j].writes)
+            if (acc[i].reads.count(n)) return s;
+        moved.push_back(A0[i]);
+      }
+      B.insert(B.begin(), moved.begin(), moved.end());
+    }
+    Access a, b;
+    std::unordered_set<const ir::VarNode*> a_defs;
+    bool work = false;
+    for (const auto& x : A) {
+      a.visit(x);
+      if (x->kind == StmtKind::Let) a_defs.insert(ir::as<ir::LetNode>(x)->var.get());
+      if (x->kind == StmtKind::Alloc) return s;
+      if (x->kind != StmtKind::Let && x->kind != StmtKind::Sync) work = true;
+    }
+    for (const auto& x : B) b.visit(x);
+    if (!work) return s;
+    auto conflict = [](const std::unordered_set<Node>& x, const std::unordered_set<Node>& y) {
+      for (Node n : x)
+        if (n->scope != Scope::global && y.count(n)) return true;
+      return false;
+    };
+    if (conflict(a.writes, b.reads) || conflict(a.writes, b.writes) || conflict(b.writes, a.reads)) return s;
+    bool uses_a = false;
+    for (const auto& x : B)
+      ir::for_each_expr(x, [&](const Expr& e) { uses_a |= e->kind == ir::ExprKind::Var && a_defs.count(ir::as<ir::VarNode>(e)); });
+    if (uses_a) return s;
+    const Span& sp = s->span;
+    Expr end = bin(BinOp::Add, f->min, f->extent);
+    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
+    Stmt sb = ir::substitute(seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(1), sp)}});
+    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GT, f->var, f->min, sp), sb, nullptr, sp);
+    Stmt nb = std::make_shared<ir::SeqNode>(std::vector<Stmt>{sa, sb}, sp);
+    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages, nb, sp);
+  }
+
+  ir::Kernel project(const Stmt& body) {
+    const Span& sp = k_->span;
+    struct Used : ir::Visitor {
+      std::unordered_set<std::string>* u;
+      void visit(const Stmt& s) override {
+        if (s && s->kind == StmtKind::Alloc) return;
+        ir::Visitor::visit(s);
+      }
+      void visit_buffer(const Buffer& b) override { u->insert(b->name + "@" + std::string(ir::scope_name(b->scope))); }
+      using ir::Visitor::visit;
+    } used;
+    used.u = &used_;
+    used.visit(body);
+    Stmt c = proj(body, Side::C);
+    vsub_.clear();
+    Stmt v = proj(body, Side::V);
+    if (!c || !v) throw ir::Error("internal: split_cube_vector found no code for one unit", sp);
+    for (const auto& [s, h] : handoffs_)
+      if (!h.to_vector) v2c_forward_.insert(h.f);
+    c = skew(c);
+    using ir::AscendPipe;
+    using ir::SyncKind;
+    std::vector<Stmt> cs, vs, top;
+    for (const auto* s : handoff_order_) {  // the consumer pre-sets the reverse flag once per slot
+      const Handoff& h = handoffs_.at(s);
+      for (int i = 0; i < h.slots; ++i)
+        (h.to_vector ? vs : cs).push_back(sync(SyncKind::set_cross_flag, h.to_vector ? AscendPipe::MTE2 : AscendPipe::MTE2, h.r, sp));
+    }
+    cs.push_back(c);
+    vs.push_back(v);
+    for (const auto* s : handoff_order_) {  // the producer consumes the last sets: counters back at 0
+      const Handoff& h = handoffs_.at(s);
+      for (int i = 0; i < h.slots; ++i)
+        (h.to_vector ? cs : vs).push_back(sync(SyncKind::wait_cross_flag, h.to_vector ? AscendPipe::FIX : AscendPipe::MTE3, h.r, sp));
+    }
+    for (const auto* s : handoff_order_) {
+      const Handoff& h = handoffs_.at(s);
+      top.push_back(std::make_shared<ir::AllocNode>(h.ws, sp));
+      if (h.cast) top.push_back(std::make_shared<ir::AllocNode>(h.cast, sp));
+    }
+    for (const auto& b : new_allocs_) {
+      Buffer x = b;
+      if (x->scope == Scope::UB && rows_M_ > 0 && shape_of(x)[0] == rows_M_) {
+        auto sh = x->shape;
+        sh[0] = C(rows_M_ / 2);
+        x = ir::buffer(x->name, x->dtype, sh, x->scope, x->span);
+      }
+      top.push_back(std::make_shared<ir::AllocNode>(x, sp));
+    }
+    top.push_back(std::make_shared<ir::CoreScopeNode>(ir::CoreKind::C, std::make_shared<ir::SeqNode>(cs, sp), sp));
+    top.push_back(std::make_shared<ir::CoreScopeNode>(ir::CoreKind::V, std::make_shared<ir::SeqNode>(vs, sp), sp));
+    Stmt out = std::make_shared<ir::SeqNode>(std::move(top), sp);
+    // The row-split tiles were rebuilt: make every reference (allocs included) use one buffer.
+    return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, unify(out), sp, vid_);
+  }
+
+  // Buffers rebuilt with the same name (row split) in different places -> one buffer per name and
+  // scope, the one whose alloc is kept.
+  Stmt unify(const Stmt& s) {
+    std::unordered_map<std::string, Buffer> by_name;
+    ir::for_each_stmt(s, [&](const Stmt& x) {
+      if (x->kind != StmtKind::Alloc) return;
+      const Buffer& b = ir::as<ir::AllocNode>(x)->buffer;
+      by_name[b->name + "@" + std::string(ir::scope_name(b->scope))] = b;
+    });
+    struct U : ir::Mutator {
+      std::unordered_map<std::string, Buffer>* m;
+      Buffer mutate_buffer(const Buffer& b) override {
+        if (b->scope == Scope::global) return b;
+        auto it = m->find(b->name + "@" + std::string(ir::scope_name(b->scope)));
+        return it == m->end() ? b : it->second;
+      }
+    } u;
+    u.m = &by_name;
+    return u.mutate(s);
+  }
+
+  struct Acc {
+    const ir::StmtNode* s;
+    Node b;
+    Side side;
+  };
+
+  const ir::Kernel& k_;
+  const target::Target& t_;
+  Var vid_;
+  std::unordered_map<Node, Mixed> mixed_;
+  std::vector<Acc> order_;
+  std::vector<Buffer> new_allocs_;
+  std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
+  int64_t rows_M_ = -1;
+  std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
+  std::vector<const ir::StmtNode*> handoff_order_;
+  std::unordered_set<int> v2c_forward_;
+  std::vector<Loop> loops_;
+  int ifs_ = 0;
+  std::vector<std::pair<Var, Expr>> vsub_;
+  std::unordered_set<std::string> used_;  // name@scope of every buffer referenced outside allocs
+};
+
+}  // namespace
+
 ir::Kernel split_cube_vector(const ir::Kernel& kernel, const target::Target& target) {
-  (void)target;
-  return kernel;
+  if (kernel->is_npu()) return kernel;
+  return Splitter(kernel, target).run();
 }
 
 }  // namespace tw::ascend

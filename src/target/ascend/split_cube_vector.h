@@ -1,4 +1,57 @@
-// split_cube_vector: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp).
+// split_cube_vector: Cube / Vector split of a portable kernel that needs both units (automatic
+// pipeline, after infer_scope, before expand_gemm; see pipeline.cpp).
+//
+// After infer_scope, tiles with both a Cube and a vector role keep their portable scope (a gemm
+// result the vector code then reads: flash attention's scores, a gemm with a vector epilogue).
+// This pass produces the expert form of such a kernel:
+//
+//   grid(bx = .., by = ..) sub_block(vid)           # vid: which AIV; map_grid reuses this var
+//     alloc ws_0: global float32[W * slots * M, N]   # GM workspace, one per hand-off
+//     alloc <every tile, hoisted>
+//     T.Scope("C") { <Cube statements: GM->L1 copies, gemm, L0C->GM> }
+//     T.Scope("V") { <vector statements: GM<->UB copies, T.Parallel, reduce, fills of UB> }
+//
+// 1. Incarnations. A mixed tile X gets a Cube tile X (L0C when a gemm writes it, L1 when a gemm
+//    reads it) and a vector tile X_ub (UB). Statements are walked in program order tracking which
+//    incarnation holds X's value; a statement reading X on the other side is preceded by a
+//    hand-off copy (X -> X_ub or X_ub -> X). A fill (or a GM -> X copy) goes to the side of X's
+//    next access. Loops: the state at the back edge must match the entry (the body is re-walked
+//    from the joined state).
+// 2. Accumulating gemm on a vector-updated tile (flash attention's acc_o, rescaled by the vector
+//    code between gemms): `gemm A, B -> X` becomes `gemm A, B -> X_pv (L0C, clear)`, a hand-off
+//    X_pv -> X_pv_ub, and `X_ub = X_ub + X_pv_ub`: the same sum, on the vector side.
+// 3. Hand-offs go through GM: every copy L0C -> UB or UB -> L1 becomes
+//      Cube -> Vector:  C: [wait_cross_flag(r, FIX)] copy L0C -> ws slot; set_cross_flag(2, FIX, f)
+//                       V: wait_cross_flag(f, MTE2); copy ws slot (its rows) -> UB;
+//                          set_cross_flag(2, MTE2, r)
+//      Vector -> Cube:  V: [cast into a UB tile of the L1 dtype] wait_cross_flag(r, MTE3);
+//                          copy UB -> ws slot (its rows); set_cross_flag(2, MTE3, f)
+//                       C: wait_cross_flag(f, MTE2); copy ws slot -> L1; set_cross_flag(2, MTE2, r)
+//    f ("slot written") and r ("slot read": the reverse flag, so a producer never overwrites a
+//    slot its consumer still reads, and never has more than `slots` sets pending) are two ids per
+//    hand-off (at most 8 hand-offs: 16 ids). The consumer pre-sets r `slots` times at the start of
+//    its scope; the producer waits for those sets at the end (every block leaves the counters at 0).
+//    Slots: 2 for a hand-off directly inside one loop (slot = iteration % 2: the producer can run
+//    one step ahead), else 1.
+//    Workspace: one slot set per AI Core. map_grid runs blocks round robin in row-major order
+//    (bx fastest) for split kernels, so block lin = bx + gx * (by + gy * bz) runs on core
+//    lin % W with W = min(AIC cores, blocks): set lin % W is private to the core, and the
+//    pre-set / drain above make consecutive blocks of a core reuse it safely.
+//    Memory: W x slots x tile bytes per hand-off.
+// 4. Both AIVs (row split). Every vector statement must be row-local: the UB tiles that hold
+//    rows of a hand-off tile (dim 0 = M, indexed by the outer T.Parallel variable, reduced along
+//    another axis, copied to / from each other) are cut to M / 2 rows; AIV vid handles rows
+//    vid * M / 2 ...: T.Parallel row extents halve (other uses of the row variable become
+//    row + vid * M / 2), GM and workspace row offsets move by vid * M / 2. Tiles without rows
+//    (a bias vector indexed by the column) are loaded whole by both AIVs.
+// 5. Cube software pipelining. In a Cube loop body that waits for a Vector -> Cube hand-off after
+//    some Cube work (flash attention: S_j = Q K_j^T, then wait for P_j), the work before the wait
+//    (A) is moved one iteration ahead when A and the rest (B) share no tile:
+//    for j in [0, n + 1): if j < n: A(j); if j >= 1: B(j - 1). The Cube computes S_j+1 while the
+//    vector code runs the softmax of block j.
+// Errors (ir::Error at the statement, with a hint): a statement that is not row-local, an L0C
+// incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
+// whose side differs between loop entry and back edge, more than 8 hand-offs.
 #pragma once
 
 #include "target/registry.h"
