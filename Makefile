@@ -18,9 +18,11 @@ $(VENV)/.stamp:
 build: $(VENV)/.stamp
 	$(PIP_BUILD)
 
-# The seed's matmul on the CPU, checked against numpy, with timings.
+# The seed's matmul on the CPU, then on the Ascend 910B simulator (fp16, Ascend-tuned blocks),
+# each checked against numpy, with timings (simulated time and Cube utilisation on Ascend).
 demo: build
 	$(PY) examples/seed_matmul.py
+	$(PY) examples/seed_matmul.py 4096 --target ascend910b --dtype float16 --blocks 128,256,64
 
 # C++ unit tests, then the Python tests (numerics vs numpy, errors, examples).
 test: build
