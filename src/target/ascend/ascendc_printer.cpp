@@ -17,7 +17,9 @@
 //   // and % (tw_floordiv/tw_floormod helpers unless both sides are provably non-negative).
 // - GM -> L1 (ND -> Nz): DataCopy with Nd2NzParams; when the tile may be partial (tails), the whole
 //   Nz tile is first zeroed with InitConstValue and a PipeBarrier<PIPE_MTE2> orders the two.
-// - L1 -> L0A/L0B: one LoadData(LoadData2DParams) per fractal row, printed as a loop.
+// - L1 -> L0A/L0B: one LoadData(LoadData2DParams) per fractal row, printed as a loop; a 32-bit
+//   transposing load into L0B (B stored K x N) is one LoadData(LoadData3DParamsV2) (Load3Dv2,
+//   1x1 img2col), see emit_load3d_b.
 // - Vector ops: level-2 counter-mode call (count = rows * cols) when every operand is contiguous,
 //   else level-0 calls (mask = columns per repeat, repeat = rows), split into <= 255 repeats and
 //   <= 256 B of columns per call. Scalar Sub is Adds(-s); scalar Div is Muls(1/s) (one extra
@@ -367,6 +369,7 @@ class KernelPrinter {
   std::string vop(const VecOperand& v, DType t, const std::string& r0, const std::string& c0) const;
   std::string elem(const Expr& off_bytes, int64_t eb) const;
   std::string ex(const Expr& e) const { return ep_.print(e); }
+  std::string gap(const Expr& n_rows, const Expr& g) const;
   std::string rep_stride(const VecOperand& v, DType t) const { return ex(fdiv(mul(v.row_stride, ci(t.bytes())), ci(32))); }
   const BufferDecl& buffer(const LocalRef& r) const;
 
@@ -382,6 +385,7 @@ class KernelPrinter {
   void level0(const Expr& rows, const Expr& cols, int per_repeat,
               const std::function<void(const std::string&, const std::string&, const std::string&, const std::string&)>& body);
   int64_t scratch_bytes(const InstrOp& op) const;
+  void v_barrier();
 
  public:
   // one emitter per Instr kind
@@ -390,6 +394,7 @@ class KernelPrinter {
   void emit(const CopyUbToGm& c);
   void emit(const CopyUbToUb& c);
   void emit(const LoadL0& c);
+  void emit_load3d_b(const LoadL0& c);
   void emit(const Mmad& c);
   void emit(const Fixpipe& c);
   void emit(const VecBinary& c);
@@ -547,7 +552,12 @@ void KernelPrinter::emit(const CopyGmToL1& c) {
     // Zero the whole Nz tile first: ND2NZ writes only the valid rows and C0 strips (tails).
     std::string blocks = ex(fdiv(mul(mul(c.dst_rows, c.dst_cols), ci(c.dtype.bytes())), ci(32)));
     bool guard = !always_partial;
-    if (guard) L_.open("if (" + ex(c.rows) + " < " + ex(c.dst_rows) + " || " + ex(c.cols) + " < " + ex(c.dst_cols) + ")");
+    if (guard) {
+      std::vector<std::string> conds;
+      if (!(rows && drows && *rows == *drows)) conds.push_back(ex(c.rows) + " < " + ex(c.dst_rows));
+      if (!(cols && dcols && *cols == *dcols)) conds.push_back(ex(c.cols) + " < " + ex(c.dst_cols));
+      L_.open("if (" + (conds.size() == 1 ? conds[0] : conds[0] + " || " + conds[1]) + ")");
+    }
     L_.call("InitConstValue(" + dst + ", InitConstValueParams<" + T + ">{1, static_cast<uint16_t>(" + blocks +
             "), 0, static_cast<" + T + ">(0)});");
     L_.call("PipeBarrier<PIPE_MTE2>();");
@@ -569,10 +579,20 @@ void KernelPrinter::emit(const CopyGmToL1& c) {
 
 static Expr round32(const Expr& bytes) { return mul(cdiv(bytes, ci(32)), ci(32)); }
 
+// The gap between bursts (`stride - length` in the API's unit): 0 for a single burst (its strides
+// are never used), an error when it is provably negative.
+std::string KernelPrinter::gap(const Expr& n_rows, const Expr& g) const {
+  if (is_const(n_rows, 1)) return "0";
+  if (auto c = ir::as_const_int(g); c && *c < 0)
+    throw Error("internal: a copy of " + ex(n_rows) + " rows has a negative gap between rows (" + std::to_string(*c) + ")",
+                span_);
+  return ex(g);
+}
+
 void KernelPrinter::emit(const CopyGmToUb& c) {
   std::string T = ctype(c.dtype, span_);
-  std::string src_gap = ex(sub(c.src_stride, c.row_bytes));                           // bytes, tail to head
-  std::string dst_gap = ex(fdiv(sub(c.dst_stride, round32(c.row_bytes)), ci(32)));   // 32 B blocks
+  std::string src_gap = gap(c.n_rows, sub(c.src_stride, c.row_bytes));                          // bytes, tail to head
+  std::string dst_gap = gap(c.n_rows, fdiv(sub(c.dst_stride, round32(c.row_bytes)), ci(32)));  // 32 B blocks
   L_.call("DataCopyPad(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
           ex(c.n_rows) + "), static_cast<uint32_t>(" + ex(c.row_bytes) + "), static_cast<uint32_t>(" + src_gap +
           "), static_cast<uint32_t>(" + dst_gap + "), 0}, DataCopyPadExtParams<" + T + ">{false, 0, 0, static_cast<" +
@@ -580,8 +600,8 @@ void KernelPrinter::emit(const CopyGmToUb& c) {
 }
 
 void KernelPrinter::emit(const CopyUbToGm& c) {
-  std::string src_gap = ex(fdiv(sub(c.src_stride, round32(c.row_bytes)), ci(32)));  // 32 B blocks
-  std::string dst_gap = ex(sub(c.dst_stride, c.row_bytes));                          // bytes
+  std::string src_gap = gap(c.n_rows, fdiv(sub(c.src_stride, round32(c.row_bytes)), ci(32)));  // 32 B blocks
+  std::string dst_gap = gap(c.n_rows, sub(c.dst_stride, c.row_bytes));                          // bytes
   L_.call("DataCopyPad(" + gm(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
           ex(c.n_rows) + "), static_cast<uint32_t>(" + ex(c.row_bytes) + "), static_cast<uint32_t>(" + src_gap +
           "), static_cast<uint32_t>(" + dst_gap + "), 0});");
@@ -591,16 +611,22 @@ void KernelPrinter::emit(const CopyUbToUb& c) {
   auto blk = [&](const Expr& e) { return ex(fdiv(e, ci(32))); };
   L_.call("DataCopy(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", DataCopyParams{static_cast<uint16_t>(" +
           ex(c.n_rows) + "), static_cast<uint16_t>(" + blk(c.row_bytes) + "), static_cast<uint16_t>(" +
-          blk(sub(c.src_stride, c.row_bytes)) + "), static_cast<uint16_t>(" + blk(sub(c.dst_stride, c.row_bytes)) +
-          ")});");
+          gap(c.n_rows, fdiv(sub(c.src_stride, c.row_bytes), ci(32))) + "), static_cast<uint16_t>(" +
+          gap(c.n_rows, fdiv(sub(c.dst_stride, c.row_bytes), ci(32))) + ")});");
 }
 
 void KernelPrinter::emit(const LoadL0& c) {
   const BufferDecl& db = buffer(c.dst);
   if (db.mem != Mem::L0A && db.mem != Mem::L0B)
     throw Error("LoadL0 writes buffer '" + db.name + "' in " + std::string(mem_name(db.mem)) + ", expected L0A or L0B", span_);
+  if (c.transpose && c.dtype.bytes() == 4 && db.mem == Mem::L0B) {
+    emit_load3d_b(c);
+    return;
+  }
   if (c.transpose && c.dtype.bytes() != 2)
-    throw Error("LoadL0 with transpose needs a 16-bit type, got " + std::string(c.dtype.name()), span_);
+    throw Error("LoadL0 with transpose needs a 16-bit type (or a 32-bit type into L0B), got " +
+                    std::string(c.dtype.name()) + " into " + std::string(mem_name(db.mem)),
+                span_);
   const int64_t c0 = c0_of(c.dtype), frac = 512 / c.dtype.bytes();
   Expr r1 = fdiv(c.src_rows, ci(16));
   Expr row_blk = fdiv(c.src_row, ci(16));
@@ -639,6 +665,38 @@ void KernelPrinter::emit(const LoadL0& c) {
   L_.line("tw_p.dstGap = 0;");
   L_.line(std::string("tw_p.ifTranspose = ") + (c.transpose ? "true" : "false") + ";");
   L_.call("LoadData(" + loc(c.dst, c.dtype, dst_off) + ", " + loc(c.src, c.dtype, src_off) + ", tw_p);");
+  L_.close();
+}
+
+// 32-bit B (K x N) in L1 (Nz, strip height src_rows) -> L0B (Zn): one Load3Dv2 (img2col with a
+// 1x1 kernel) over the whole window. The L1 Nz matrix read as a feature map is C1 x H x W x C0 with
+// H = src_rows, W = 1, C = channels; the img2col matrix is (H*W) x C = K x N, written to B2 as Zn.
+// (LoadDataWithTranspose is not used: for 32-bit types it joins two *consecutive* 16x8 fractals
+// into a 16x16 square, and consecutive fractals of an Nz matrix are vertically adjacent unless the
+// strip height is 16.)
+void KernelPrinter::emit_load3d_b(const LoadL0& c) {
+  std::string T = ctype(c.dtype, span_);
+  L_.open("");
+  L_.line("LoadData3DParamsV2<" + T + "> tw_p;");
+  L_.line("tw_p.l1H = " + ex(c.src_rows) + ";");
+  L_.line("tw_p.l1W = 1;");
+  L_.line("tw_p.channelSize = " + ex(add(c.src_col, c.dst_cols)) + ";");
+  L_.line("tw_p.kExtension = " + ex(c.dst_cols) + ";");
+  L_.line("tw_p.mExtension = " + ex(c.dst_rows) + ";");
+  L_.line("tw_p.kStartPt = " + ex(c.src_col) + ";");
+  L_.line("tw_p.mStartPt = " + ex(c.src_row) + ";");
+  L_.line("tw_p.strideW = 1;");
+  L_.line("tw_p.strideH = 1;");
+  L_.line("tw_p.filterW = 1;");
+  L_.line("tw_p.filterH = 1;");
+  L_.line("tw_p.dilationFilterW = 1;");
+  L_.line("tw_p.dilationFilterH = 1;");
+  L_.line("tw_p.enTranspose = false;");
+  L_.line("tw_p.enSmallK = false;");
+  L_.line("tw_p.filterSizeW = false;");
+  L_.line("tw_p.filterSizeH = false;");
+  L_.line("tw_p.fMatrixCtrl = false;");
+  L_.call("LoadData(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", tw_p);");
   L_.close();
 }
 
@@ -788,6 +846,17 @@ void KernelPrinter::emit(const VecDup& c) {
   });
 }
 
+// PipeBarrier<PIPE_V> before a snippet that reuses tw_scratch, unless the line just printed is one.
+void KernelPrinter::v_barrier() {
+  const std::string b = "PipeBarrier<PIPE_V>();";
+  if (!L_.out.empty()) {
+    const std::string& last = L_.out.back();
+    size_t i = last.find_first_not_of(' ');
+    if (i != std::string::npos && last.compare(i, b.size(), b) == 0 && i == static_cast<size_t>(L_.indent * 2)) return;
+  }
+  L_.call(b);
+}
+
 // Row reduce in two steps when a row is wider than one repeat: scratch row stride in elements.
 static int64_t scratch_row_elems(int64_t chunks, int64_t eb) { return (chunks * eb + 31) / 32 * 32 / eb; }
 
@@ -841,7 +910,7 @@ void KernelPrinter::emit(const VecReduce& c) {
                 span_, "use a constant tile shape");
   const int64_t chunks = (*cols + P - 1) / P, S = scratch_row_elems(chunks, eb);
   std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
-  L_.call("PipeBarrier<PIPE_V>();");  // tw_scratch may still be read by an earlier V instruction
+  v_barrier();  // tw_scratch may still be read by an earlier V instruction
   // Step 1: reduce each column chunk of every row to scratch[r * S + j].
   for (int64_t j = 0; j < chunks; ++j) {
     int64_t mask = std::min(P, *cols - j * P);
@@ -867,7 +936,7 @@ void KernelPrinter::emit(const VecRowBroadcast& c) {
     throw Error("row broadcast over " + ex(c.rows) + " rows with a symbolic size is not supported by the AscendC printer",
                 span_, "use a constant tile shape");
   std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
-  L_.call("PipeBarrier<PIPE_V>();");  // tw_scratch may still be read by an earlier V instruction
+  v_barrier();  // tw_scratch may still be read by an earlier V instruction
   // One 32 B block per row holding vec[r], read with block stride 0 by the binary op.
   L_.call("Brcb(" + scratch + ", " + loc(c.vec, c.dtype) + ", static_cast<uint8_t>(" + ex(cdiv(c.rows, ci(8))) +
           "), BrcbRepeatParams(1, 8));");

@@ -60,7 +60,7 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> l0c = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 81
 
-    if (64 < 64 || tw_min(N, 64) < 64) {
+    if (tw_min(N, 64) < 64) {
       InitConstValue(l1, InitConstValueParams<half>{1, static_cast<uint16_t>(256), 0, static_cast<half>(0)});  // line 83
       PipeBarrier<PIPE_MTE2>();  // line 83
     }

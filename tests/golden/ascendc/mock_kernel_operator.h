@@ -85,6 +85,15 @@ struct LoadData2DParams {
   bool ifTranspose;
   uint8_t addrMode;
 };
+template <class T>
+struct LoadData3DParamsV2 {
+  uint8_t padList[4];
+  uint16_t l1H, l1W, channelSize, kExtension, mExtension, kStartPt, mStartPt;
+  uint8_t strideW, strideH, filterW, filterH, dilationFilterW, dilationFilterH;
+  bool enTranspose, enSmallK;
+  T padValue;
+  bool filterSizeW, filterSizeH, fMatrixCtrl;
+};
 struct MmadParams {
   uint16_t m, n, k;
   bool isBias, cmatrixInitVal, cmatrixSource;

@@ -62,14 +62,12 @@ extern "C" __global__ __aicore__ void softmax_rows(GM_ADDR X, GM_ADDR Y, GM_ADDR
     PipeBarrier<PIPE_V>();  // line 39
     Muls(x, x, static_cast<float>(scale), 4096);  // line 39
     PipeBarrier<PIPE_V>();  // line 40
-    PipeBarrier<PIPE_V>();  // line 40
     WholeReduceMax(tw_scratch.ReinterpretCast<float>()[0], x, 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
     WholeReduceMax(tw_scratch.ReinterpretCast<float>()[1], x[64], 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
     WholeReduceMax(tw_scratch.ReinterpretCast<float>()[2], x[128], 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
     WholeReduceMax(tw_scratch.ReinterpretCast<float>()[3], x[192], 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
     PipeBarrier<PIPE_V>();  // line 40
     WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 4, 16, 1, 1, 1, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
-    PipeBarrier<PIPE_V>();  // line 41
     PipeBarrier<PIPE_V>();  // line 41
     Brcb(tw_scratch.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(2), BrcbRepeatParams(1, 8));  // line 41
     PipeBarrier<PIPE_V>();  // line 41
@@ -80,14 +78,12 @@ extern "C" __global__ __aicore__ void softmax_rows(GM_ADDR X, GM_ADDR Y, GM_ADDR
     PipeBarrier<PIPE_V>();  // line 42
     Exp(x, x, 4096);  // line 42
     PipeBarrier<PIPE_V>();  // line 43
-    PipeBarrier<PIPE_V>();  // line 43
     WholeReduceSum(tw_scratch.ReinterpretCast<float>()[0], x, 64, 16, 8, 1, 32);  // line 43
     WholeReduceSum(tw_scratch.ReinterpretCast<float>()[1], x[64], 64, 16, 8, 1, 32);  // line 43
     WholeReduceSum(tw_scratch.ReinterpretCast<float>()[2], x[128], 64, 16, 8, 1, 32);  // line 43
     WholeReduceSum(tw_scratch.ReinterpretCast<float>()[3], x[192], 64, 16, 8, 1, 32);  // line 43
     PipeBarrier<PIPE_V>();  // line 43
     WholeReduceSum(row_sum, tw_scratch.ReinterpretCast<float>(), 4, 16, 1, 1, 1);  // line 43
-    PipeBarrier<PIPE_V>();  // line 44
     PipeBarrier<PIPE_V>();  // line 44
     Brcb(tw_scratch.ReinterpretCast<float>(), row_sum, static_cast<uint8_t>(2), BrcbRepeatParams(1, 8));  // line 44
     PipeBarrier<PIPE_V>();  // line 44

@@ -1,0 +1,147 @@
+"""The automatic Ascend pipeline on the Cube examples: examples/gemm.py's matmul (explicit style) and
+the seed's tile-loop matmul (examples/seed_matmul.py), each compiled from the same source for "cpu"
+and for "ascend910b" (only the target differs), run (the Ascend one in the 910B simulator, with its
+checker), and compared with a float64 numpy reference and with each other. Shapes are odd (no
+dimension a multiple of its block) so every tile loop has a tail.
+
+Tolerances: gemm.py's own (atol 1e-5 * K, rtol 2e-3 for 16-bit inputs, 1e-5 for fp32), for
+bfloat16 the examples' bfloat16 tolerance (examples/_check.py TOLERANCES: rounding the output to
+bf16 alone is 2^-9 relative); the seed's (1e-6 * K + 1e-4 absolute, fp32). The CPU and the
+simulated NPU must agree within the sum of their two allowances. Simulated results are a model's,
+not measurements on an NPU. (Vector examples: test_ascend_auto_vector.py; Cube + Vector:
+test_ascend_auto_mix.py.)"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import gemm  # noqa: E402
+from _check import TOLERANCES, randn  # noqa: E402
+
+TARGETS = ("cpu", "ascend910b")
+
+
+def run(kernel, *inputs):
+    """Runs the kernel; on the Ascend target first in the simulator with the checker, asserting it
+    reports nothing, then through the ordinary call (which raises on reports)."""
+    if kernel.target.startswith("ascend"):
+        prof = kernel.profile(*inputs)
+        assert prof["reports"] == [], "\n".join(prof["reports"])
+        assert prof["total_cycles"] > 0
+    return np.asarray(kernel(*inputs)).astype(np.float64)
+
+
+def allowance(ref, dtype, K):
+    """|got - ref| allowed per element (gemm.py's tolerances; bf16: the examples' bf16 one)."""
+    if dtype == "bfloat16":
+        atol, rtol = TOLERANCES["bfloat16"]
+        atol = max(atol, 1e-5 * K)
+    else:
+        atol, rtol = 1e-5 * K, (1e-5 if dtype == "float32" else 2e-3)
+    return atol + rtol * np.abs(ref)
+
+
+def check_both(results, ref, allow, what):
+    for tgt, got in results.items():
+        assert got.shape == ref.shape, f"{what} on {tgt}: shape {got.shape} != {ref.shape}"
+        err = np.abs(got - ref)
+        bad = ~(err <= allow)
+        assert not bad.any(), (f"{what} on {tgt}: {int(bad.sum())} of {bad.size} elements off, "
+                               f"max err {err.max():.3e}")
+    cpu, npu = results["cpu"], results["ascend910b"]
+    diff = np.abs(cpu - npu)
+    assert np.all(diff <= 2 * allow), f"{what}: cpu and ascend910b differ by up to {diff.max():.3e}"
+
+
+# ---------------------------------------------------------------------------------------------
+# examples/gemm.py: T.Kernel / T.Pipelined / T.gemm, fp32 accumulation
+
+GEMM_CASES = [  # (M, N, K, dtype, blocks)
+    (200, 130, 100, "float32", {}),
+    (200, 130, 100, "float16", {}),
+    (200, 130, 100, "bfloat16", {}),
+    (300, 260, 520, "float16", {}),
+    (300, 260, 520, "float32", {}),
+    (75, 90, 70, "float32", dict(block_M=64, block_N=64, block_K=32)),
+    (75, 90, 70, "float16", dict(block_M=32, block_N=64, block_K=32, num_stages=3)),
+]
+
+
+@pytest.mark.parametrize("M,N,K,dtype,blocks", GEMM_CASES,
+                         ids=[f"{m}x{n}x{k}-{d}{'-' + '-'.join(f'{v}' for v in b.values()) if b else ''}"
+                              for m, n, k, d, b in GEMM_CASES])
+def test_gemm_example(M, N, K, dtype, blocks):
+    rng = np.random.default_rng(M * 7 + K)
+    a = randn(rng, (M, K), dtype)
+    b = randn(rng, (K, N), dtype)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    source = gemm.matmul.__wrapped__(M, N, K, dtype=dtype, **blocks)  # one prim_func for both targets
+    results = {t: run(tw.compile(source, out_idx=[-1], target=t), a, b) for t in TARGETS}
+    check_both(results, ref, allowance(ref, dtype, K), f"gemm {M}x{N}x{K} {dtype}")
+
+
+def test_gemm_example_uses_the_cube():
+    """The Ascend program of gemm.py is Cube-only: Mmad on the AIC, no vector code, and the fp32
+    B tile reaches L0B through the transposing load (printed as Load3Dv2)."""
+    k = tw.compile(gemm.matmul.__wrapped__(200, 130, 100, dtype="float32"), out_idx=[-1], target="ascend910b")
+    prog = k.get_source("ascend_program")
+    assert "AIC_ONLY" in prog.splitlines()[0], prog.splitlines()[0]
+    assert "Mmad" in prog and "Fixpipe" in prog
+    src = k.get_source("ascendc")
+    assert "LoadData3DParamsV2<float>" in src
+    assert "if ASCEND_IS_AIV" not in src
+
+
+# ---------------------------------------------------------------------------------------------
+# The seed's tile loops: output / accumulator / load / matmul / store in plain range() loops
+
+def seed_matmul(M, N, K, dtype, target):
+    """examples/seed_matmul.py's kernel with the sizes and the input dtype as parameters."""
+    block_m, block_n, block_k = 128, 128, 64
+
+    @tw.compile(target=target)
+    def matmul_kernel(A: tw.Tensor((M, K), dtype), B: tw.Tensor((K, N), dtype)):
+        out = tw.output((M, N), dtype=dtype)
+        for by in range(tw.ceildiv(M, block_m)):
+            for bx in range(tw.ceildiv(N, block_n)):
+                acc = tw.accumulator((block_m, block_n), dtype="float32")
+                for k in range(tw.ceildiv(K, block_k)):
+                    a_tile = tw.load(A, (by * block_m, k * block_k), (block_m, block_k))
+                    b_tile = tw.load(B, (k * block_k, bx * block_n), (block_k, block_n))
+                    acc += tw.matmul(a_tile, b_tile)
+                tw.store(out, (by * block_m, bx * block_n), acc)
+        return out
+
+    return matmul_kernel
+
+
+SEED_CASES = [(200, 130, 100, "float32"), (257, 129, 200, "float32"), (200, 130, 100, "float16")]
+
+
+@pytest.mark.parametrize("M,N,K,dtype", SEED_CASES, ids=[f"{m}x{n}x{k}-{d}" for m, n, k, d in SEED_CASES])
+def test_seed_matmul(M, N, K, dtype):
+    rng = np.random.default_rng(K)
+    a = randn(rng, (M, K), dtype)
+    b = randn(rng, (K, N), dtype)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    results = {t: run(seed_matmul(M, N, K, dtype, t), a, b) for t in TARGETS}
+    if dtype == "float32":
+        allow = np.full(ref.shape, 1e-6 * K + 1e-4)  # the seed's stated bound
+    else:
+        allow = allowance(ref, dtype, K)
+    check_both(results, ref, allow, f"seed matmul {M}x{N}x{K} {dtype}")
+
+
+def test_seed_matmul_finds_the_grid_on_ascend():
+    """The tile loops become the launch grid (by, bx) and the serial K loop; on the NPU every
+    output tile goes to an AI Core (4 tiles here: 2 x 2)."""
+    k = seed_matmul(200, 130, 100, "float32", "ascend910b")
+    assert "grid(" in k.get_ir("infer_grid")
+    first = k.get_source("ascend_program").splitlines()[0]
+    assert "blocks=4" in first, first
