@@ -688,6 +688,7 @@ class Splitter {
     int slots = 1;
     Buffer ws;
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
+    Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the UB tile)
   };
   struct Loop {
     Var var;
@@ -722,6 +723,22 @@ class Splitter {
     auto sh = shape_of(cube);
     ir::DType wt = h.to_vector ? ub->dtype : cube->dtype;
     if (h.to_vector && !(wt.is_float() && wt.bits() >= 16 && wt.bits() <= 32)) wt = cube->dtype;
+    if (h.to_vector && h.slots == 2) {
+      // The landing tile (and the workspace) hold the gemm's operand dtype when it is a 16-bit
+      // float and the vector tile fp32: half the bytes through GM and UB, the values rounded
+      // once as a 16-bit source kernel rounds its inputs.
+      ir::DType ld = wt;
+      ir::for_each_stmt(k_->body, [&](const Stmt& x) {
+        if (x->kind != StmtKind::Gemm) return;
+        auto* g = ir::as<ir::GemmNode>(x);
+        ir::DType at = g->a.buffer->dtype;
+        if (g->c.buffer->name == cube->name && at.is_float() && at.bits() == 16 && wt.bits() == 32) ld = at;
+      });
+      if (stage_fits(ub, ld)) {
+        h.land = ir::buffer(ub->name + "_in", ld, ub->shape, Scope::UB, s->span);
+        wt = ld;
+      }
+    }
     Expr rows = bin(BinOp::Mul, bin(BinOp::Mul, block_sets(), C(h.slots)), C(sh[0]));
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
     if (!h.to_vector && ub->dtype != cube->dtype)
@@ -765,9 +782,14 @@ class Splitter {
       Expr r0 = R == M ? row0 : bin(BinOp::Add, row0, bin(BinOp::Mul, vid_, C(R)));
       Region w{h.ws, {r0, C(0)}, {C(R), C(N)}};
       if (h.to_vector) {
+        // Two slots in a loop: the data lands in a tile of the loop body (multi_buffer stages
+        // it), so the next iteration's hand-off is loaded while this one is computed on.
+        Buffer land = h.land;
+        if (land) out.push_back(std::make_shared<ir::AllocNode>(land, sp));
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
-        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(ub), sp));
+        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(land ? land : ub), sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
+        if (land) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(land), ir::full_region(ub), sp));
       } else {
         Buffer src = ub;
         if (h.cast) {
@@ -781,6 +803,28 @@ class Splitter {
       }
     }
     return seq(std::move(out), sp);
+  }
+
+  // Whether two more copies of UB tile `ub` fit next to every UB tile of the kernel (all counted
+  // as live at once, row-split tiles at half their rows).
+  bool stage_fits(const Buffer& ub, ir::DType land_dtype) {
+    auto bytes = [&](const Buffer& b) -> int64_t {
+      auto sh = b->const_shape();
+      if (!sh) return 0;
+      int64_t n = b->dtype.bytes();
+      for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && rows_M_ > 0 && (*sh)[0] == rows_M_) ? rows_M_ / 2 : (*sh)[i];
+      return (n + 31) / 32 * 32;
+    };
+    if (staged_ub_ > 0) return false;  // one landing tile: the first hand-off the vector loop waits for
+    int64_t used = 2 * bytes(ub) / ub->dtype.bytes() * land_dtype.bytes();
+    ir::for_each_stmt(k_->body, [&](const Stmt& x) {
+      if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB) used += bytes(ir::as<ir::AllocNode>(x)->buffer);
+    });
+    for (const auto& b : new_allocs_)
+      if (b->scope == Scope::UB) used += bytes(b);
+    if (used > t_.ascend.ub_bytes - t_.ascend.ub_bytes / 8) return false;  // margin: legalize_vector's temporaries
+    staged_ub_ += 2 * bytes(ub) / ub->dtype.bytes() * land_dtype.bytes();
+    return true;
   }
 
   static Side side_of_leaf(const Stmt& s) {
@@ -1002,7 +1046,13 @@ class Splitter {
     if (w == flat.size()) return s;
     std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
     for (const auto& x : flat)
-      if (x->kind == StmtKind::Alloc || x->kind == StmtKind::Let) return s;
+      if (x->kind == StmtKind::Let) return s;
+    std::vector<Stmt> body_allocs;  // tiles of the body (landing tiles): allocated first
+    for (auto* part : {&A0, &B}) {
+      std::vector<Stmt> rest;
+      for (const auto& x : *part) (x->kind == StmtKind::Alloc ? body_allocs : rest).push_back(x);
+      *part = rest;
+    }
     // Statements of A that update what B updates (acc_o = acc_o * scale) move to the front of B.
     Keys kb;
     for (const auto& x : B) kb.add(Keys(x));
@@ -1059,7 +1109,8 @@ class Splitter {
     Stmt sb = ir::substitute(rn.mutate(seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(1), sp)}});
     sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GT, f->var, f->min, sp), sb, nullptr, sp);
     Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
-    std::vector<Stmt> nb = copies;
+    std::vector<Stmt> nb = body_allocs;
+    nb.insert(nb.end(), copies.begin(), copies.end());
     nb.push_back(sa);
     nb.push_back(sb);
     return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages,
@@ -1166,6 +1217,7 @@ class Splitter {
   std::vector<Buffer> new_allocs_;
   std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
   int64_t rows_M_ = -1;
+  int64_t staged_ub_ = 0;  // UB bytes of the staged hand-off landing tiles
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;
   std::unordered_set<int> v2c_forward_;

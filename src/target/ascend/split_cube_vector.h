@@ -33,6 +33,12 @@
 //    its scope; the producer waits for those sets at the end (every block leaves the counters at 0).
 //    Slots: 2 for a hand-off directly inside one loop (slot = iteration % 2: the producer can run
 //    one step ahead), else 1.
+//    Landing tile: the first Cube -> Vector hand-off with 2 slots lands in X_in, a UB tile
+//    allocated in the loop body (multi_buffer stages it: the next block's data is loaded while
+//    this one is computed on), then `copy X_in -> X` (V). X_in and the workspace hold the gemm's
+//    operand dtype when that is a 16-bit float and X is fp32 (half the bytes; the values are
+//    rounded once, as in the expert kernel). Only when two X_in fit in UB next to every UB tile
+//    (counted as live at once, with 1/8 of UB kept for legalize_vector's temporaries).
 //    Workspace: one slot set per AI Core. map_grid runs blocks round robin in row-major order
 //    (bx fastest) for split kernels, so block lin = bx + gx * (by + gy * bz) runs on core
 //    lin % W with W = min(AIC cores, blocks): set lin % W is private to the core, and the
