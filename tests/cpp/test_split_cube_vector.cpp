@@ -84,7 +84,9 @@ TEST(SplitCubeVector, GemmEpilogue) {
 
 // Two gemms with softmax between (flash attention): three hand-offs (S, P, P V), the accumulating
 // gemm into the vector-rescaled acc_o becomes a fresh L0C tile added on the vector side, the Cube
-// loop runs Q K^T one iteration ahead of P V.
+// loop runs Q K^T one iteration ahead of P V, the vector loop rescales acc_o and adds P V one
+// iteration late (after the next softmax; the scale is read from its copy scores_scale_prev), the
+// scores land in a tile of the loop body (acc_s_ub_in, staged by multi_buffer).
 TEST(SplitCubeVector, AttentionTwoGemms) {
   const char* before = R"(kernel main(Q: global float32[1, 2, 128, 64], K: global float32[1, 2, 128, 64], V: global float32[1, 2, 128, 64], Output: global float32[1, 2, 128, 64] out)
     grid(bx = 2, by = 2, bz = 1) {
@@ -150,6 +152,7 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
   alloc ws_2: global float32[512, 64]
   alloc acc_o_pv: L0C float32[64, 64]
   alloc acc_o_pv_ub: UB float32[32, 64]
+  alloc scores_scale_prev: UB float32[32]
   scope C {
     sync set_cross_flag(2, MTE2, 3)
     sync set_cross_flag(2, MTE2, 3)
@@ -200,43 +203,50 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
     fill logsum = 0.0
     fill scores_max = -1e+30
     let loop_range_v: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
-    for k_v in pipelined(0, loop_range_v, stages=2) {
-      sync wait_cross_flag(0, MTE2)
-      copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub
-      sync set_cross_flag(2, MTE2, 1)
-      for i in parallel(0, 32) {
-        for j in parallel(0, 64) {
-          acc_s_ub[i, j] = where(bx * 64 + (i + vid * 32) >= k_v * 64 + j, acc_s_ub[i, j] * 0.18033688011112042, -1e+30)
+    for k_v in pipelined(0, loop_range_v + 1, stages=2) {
+      alloc acc_s_ub_in: UB float32[32, 64]
+      copy scores_scale -> scores_scale_prev
+      if k_v < loop_range_v {
+        sync wait_cross_flag(0, MTE2)
+        copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub_in
+        sync set_cross_flag(2, MTE2, 1)
+        copy acc_s_ub_in -> acc_s_ub
+        for i in parallel(0, 32) {
+          for j in parallel(0, 64) {
+            acc_s_ub[i, j] = where(bx * 64 + (i + vid * 32) >= k_v * 64 + j, acc_s_ub[i, j] * 0.18033688011112042, -1e+30)
+          }
         }
-      }
-      copy scores_max -> scores_max_prev
-      reduce max acc_s_ub -> scores_max axis=1 clear=false
-      for i_1 in parallel(0, 32) {
-        scores_scale[i_1] = exp2(scores_max_prev[i_1] - scores_max[i_1])
-      }
-      for i_2 in parallel(0, 32) {
-        for j_1 in parallel(0, 64) {
-          acc_o_ub[i_2, j_1] = acc_o_ub[i_2, j_1] * scores_scale[i_2]
+        copy scores_max -> scores_max_prev
+        reduce max acc_s_ub -> scores_max axis=1 clear=false
+        for i_1 in parallel(0, 32) {
+          scores_scale[i_1] = exp2(scores_max_prev[i_1] - scores_max[i_1])
         }
-      }
-      for i_3 in parallel(0, 32) {
-        for j_2 in parallel(0, 64) {
-          acc_s_ub[i_3, j_2] = exp2(acc_s_ub[i_3, j_2] - scores_max[i_3])
+        for i_3 in parallel(0, 32) {
+          for j_2 in parallel(0, 64) {
+            acc_s_ub[i_3, j_2] = exp2(acc_s_ub[i_3, j_2] - scores_max[i_3])
+          }
         }
+        reduce sum acc_s_ub -> scores_sum axis=1 clear=true
+        for i_4 in parallel(0, 32) {
+          logsum[i_4] = logsum[i_4] * scores_scale[i_4] + scores_sum[i_4]
+        }
+        sync wait_cross_flag(3, MTE3)
+        copy acc_s_ub -> ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64]
+        sync set_cross_flag(2, MTE3, 2)
       }
-      reduce sum acc_s_ub -> scores_sum axis=1 clear=true
-      for i_4 in parallel(0, 32) {
-        logsum[i_4] = logsum[i_4] * scores_scale[i_4] + scores_sum[i_4]
-      }
-      sync wait_cross_flag(3, MTE3)
-      copy acc_s_ub -> ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64]
-      sync set_cross_flag(2, MTE3, 2)
-      sync wait_cross_flag(4, MTE2)
-      copy ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_o_pv_ub
-      sync set_cross_flag(2, MTE2, 5)
-      for acc_o_i0 in parallel(0, 32) {
-        for acc_o_i1 in parallel(0, 64) {
-          acc_o_ub[acc_o_i0, acc_o_i1] = acc_o_ub[acc_o_i0, acc_o_i1] + acc_o_pv_ub[acc_o_i0, acc_o_i1]
+      if k_v > 0 {
+        for i_2 in parallel(0, 32) {
+          for j_1 in parallel(0, 64) {
+            acc_o_ub[i_2, j_1] = acc_o_ub[i_2, j_1] * scores_scale_prev[i_2]
+          }
+        }
+        sync wait_cross_flag(4, MTE2)
+        copy ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k_v - 1) % 2) * 64 + vid * 32:+32, 0:+64] -> acc_o_pv_ub
+        sync set_cross_flag(2, MTE2, 5)
+        for acc_o_i0 in parallel(0, 32) {
+          for acc_o_i1 in parallel(0, 64) {
+            acc_o_ub[acc_o_i0, acc_o_i1] = acc_o_ub[acc_o_i0, acc_o_i1] + acc_o_pv_ub[acc_o_i0, acc_o_i1]
+          }
         }
       }
     }

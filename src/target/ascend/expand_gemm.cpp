@@ -24,7 +24,18 @@ Stmt seq(std::vector<Stmt> v, const ir::Span& sp) { return std::make_shared<ir::
 struct Loop {
   ir::Var var;
   Expr min;
+  int64_t gemms;  // gemms on L1 operands in the loop's body (nested ones included)
 };
+
+int64_t count_gemms(const Stmt& s) {
+  int64_t n = 0;
+  ir::for_each_stmt(s, [&](const Stmt& x) {
+    if (x->kind != ir::StmtKind::Gemm) return;
+    auto* g = ir::as<ir::GemmNode>(x);
+    if (g->a.buffer->scope == Scope::L1 && g->b.buffer->scope == Scope::L1) ++n;
+  });
+  return n;
+}
 
 class Expander {
  public:
@@ -55,7 +66,7 @@ class Expander {
       }
       case ir::StmtKind::For: {
         auto* f = ir::as<ir::ForNode>(s);
-        loops_.push_back({f->var, f->min});
+        loops_.push_back({f->var, f->min, count_gemms(f->body)});
         Stmt body = visit(f->body);
         loops_.pop_back();
         // A pending clear left inside the loop (no gemm reached it) stays pending at this depth.
@@ -115,9 +126,13 @@ class Expander {
     int64_t K = g->trans_a ? ext(g->a, 2) : ext(g->a, 1);
     int64_t N = g->trans_b ? ext(g->b, 2) : ext(g->b, 1);
     int64_t Mp = round_up(M, 16), Np = round_up(N, 16), es = t.bytes();
+    // The gemms of one loop body share L0A / L0B (plan_memory keeps stage-indexed tiles for
+    // the whole loop): each gets an equal part.
+    int64_t share = loops_.empty() ? 1 : std::max<int64_t>(1, loops_.back().gemms);
+    int64_t l0a = hw_.l0a_bytes / share, l0b = hw_.l0b_bytes / share;
     auto fits = [&](int64_t kl0) {
       int64_t kp = round_up(kl0, 16);
-      return 2 * Mp * kp * es <= hw_.l0a_bytes && 2 * kp * Np * es <= hw_.l0b_bytes;
+      return 2 * Mp * kp * es <= l0a && 2 * kp * Np * es <= l0b;
     };
     int64_t kL0 = 0;
     if (fits(K)) {
@@ -132,7 +147,9 @@ class Expander {
     if (kL0 == 0)
       throw ir::Error("gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " (" +
                           std::string(t.name()) + "): no K step fits two L0A tiles of " + std::to_string(Mp) +
-                          " rows and two L0B tiles of " + std::to_string(Np) + " columns (64 KiB each)",
+                          " rows and two L0B tiles of " + std::to_string(Np) + " columns (" +
+                          std::to_string(l0a / 1024) + " KiB each" +
+                          (share > 1 ? ", L0 shared by the " + std::to_string(share) + " gemms of the loop" : "") + ")",
                       sp, "use smaller block_M / block_N (e.g. 128 x 128 for 16-bit types, 128 x 64 for float32)");
     int64_t steps = K / kL0;
     if (steps > kMaxSteps)

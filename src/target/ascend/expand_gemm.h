@@ -8,6 +8,9 @@
 //    of 16 dividing K) such that two L0A tiles of Mp x kL0 and two L0B tiles of kL0 x Np fit in
 //    L0A / L0B (Mp, Np = M, N rounded up to 16): two, so that loading step s + 1 overlaps the
 //    Mmad of step s (ping-pong; with one step the two copies come from multi_buffer instead);
+//    the gemms of one loop body (innermost enclosing loop, nested ones counted) share L0A / L0B:
+//    each is sized for capacity / their number (plan_memory keeps stage-indexed tiles for the
+//    whole loop, so flash attention's Q K^T and P V tiles are live together);
 //  - L0 tiles are allocated next to the gemm (a_l0: L0A [Mp, kL0] or [kL0, Mp] for trans_a,
 //    b_l0: L0B [kL0, Np] or [Np, kL0] for trans_b: the orientation of the L1 tile, so lower_expert
 //    picks a plain or a transposing LoadData), with a leading dim of 2 when there are >= 2 steps;

@@ -688,6 +688,7 @@ class Splitter {
     int slots = 1;
     Buffer ws;
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
+    Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the UB tile)
   };
   struct Loop {
     Var var;
@@ -722,6 +723,22 @@ class Splitter {
     auto sh = shape_of(cube);
     ir::DType wt = h.to_vector ? ub->dtype : cube->dtype;
     if (h.to_vector && !(wt.is_float() && wt.bits() >= 16 && wt.bits() <= 32)) wt = cube->dtype;
+    if (h.to_vector && h.slots == 2) {
+      // The landing tile (and the workspace) hold the gemm's operand dtype when it is a 16-bit
+      // float and the vector tile fp32: half the bytes through GM and UB, the values rounded
+      // once as a 16-bit source kernel rounds its inputs.
+      ir::DType ld = wt;
+      ir::for_each_stmt(k_->body, [&](const Stmt& x) {
+        if (x->kind != StmtKind::Gemm) return;
+        auto* g = ir::as<ir::GemmNode>(x);
+        ir::DType at = g->a.buffer->dtype;
+        if (g->c.buffer->name == cube->name && at.is_float() && at.bits() == 16 && wt.bits() == 32) ld = at;
+      });
+      if (stage_fits(ub, ld)) {
+        h.land = ir::buffer(ub->name + "_in", ld, ub->shape, Scope::UB, s->span);
+        wt = ld;
+      }
+    }
     Expr rows = bin(BinOp::Mul, bin(BinOp::Mul, block_sets(), C(h.slots)), C(sh[0]));
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
     if (!h.to_vector && ub->dtype != cube->dtype)
@@ -765,9 +782,14 @@ class Splitter {
       Expr r0 = R == M ? row0 : bin(BinOp::Add, row0, bin(BinOp::Mul, vid_, C(R)));
       Region w{h.ws, {r0, C(0)}, {C(R), C(N)}};
       if (h.to_vector) {
+        // Two slots in a loop: the data lands in a tile of the loop body (multi_buffer stages
+        // it), so the next iteration's hand-off is loaded while this one is computed on.
+        Buffer land = h.land;
+        if (land) out.push_back(std::make_shared<ir::AllocNode>(land, sp));
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
-        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(ub), sp));
+        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(land ? land : ub), sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
+        if (land) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(land), ir::full_region(ub), sp));
       } else {
         Buffer src = ub;
         if (h.cast) {
@@ -781,6 +803,28 @@ class Splitter {
       }
     }
     return seq(std::move(out), sp);
+  }
+
+  // Whether two more copies of UB tile `ub` fit next to every UB tile of the kernel (all counted
+  // as live at once, row-split tiles at half their rows).
+  bool stage_fits(const Buffer& ub, ir::DType land_dtype) {
+    auto bytes = [&](const Buffer& b) -> int64_t {
+      auto sh = b->const_shape();
+      if (!sh) return 0;
+      int64_t n = b->dtype.bytes();
+      for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && rows_M_ > 0 && (*sh)[0] == rows_M_) ? rows_M_ / 2 : (*sh)[i];
+      return (n + 31) / 32 * 32;
+    };
+    if (staged_ub_ > 0) return false;  // one landing tile: the first hand-off the vector loop waits for
+    int64_t used = 2 * bytes(ub) / ub->dtype.bytes() * land_dtype.bytes();
+    ir::for_each_stmt(k_->body, [&](const Stmt& x) {
+      if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB) used += bytes(ir::as<ir::AllocNode>(x)->buffer);
+    });
+    for (const auto& b : new_allocs_)
+      if (b->scope == Scope::UB) used += bytes(b);
+    if (used > t_.ascend.ub_bytes - t_.ascend.ub_bytes / 8) return false;  // margin: legalize_vector's temporaries
+    staged_ub_ += 2 * bytes(ub) / ub->dtype.bytes() * land_dtype.bytes();
+    return true;
   }
 
   static Side side_of_leaf(const Stmt& s) {
@@ -944,6 +988,135 @@ class Splitter {
     return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages, nb, sp);
   }
 
+  // Vector software pipelining (see the header, 6.).
+  static std::string key(Node n) { return n->name + "@" + std::string(ir::scope_name(n->scope)); }
+  struct Keys {
+    std::unordered_set<std::string> reads, writes;
+    explicit Keys(const Stmt& x) {
+      Access a;
+      a.visit(x);
+      for (Node n : a.reads)
+        if (n->scope != Scope::global) reads.insert(key(n));
+      for (Node n : a.writes)
+        if (n->scope != Scope::global) writes.insert(key(n));
+    }
+    Keys() = default;
+    void add(const Keys& o) {
+      reads.insert(o.reads.begin(), o.reads.end());
+      writes.insert(o.writes.begin(), o.writes.end());
+    }
+  };
+  static bool meet(const std::unordered_set<std::string>& x, const std::unordered_set<std::string>& y) {
+    for (const auto& n : x)
+      if (y.count(n)) return true;
+    return false;
+  }
+
+  Stmt rotate(const Stmt& s, std::vector<Stmt>& allocs) {
+    if (!s) return s;
+    if (s->kind == StmtKind::Seq) {
+      std::vector<Stmt> out;
+      for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(rotate(c, allocs));
+      return std::make_shared<ir::SeqNode>(std::move(out), s->span);
+    }
+    if (s->kind != StmtKind::For || is_map(s)) return s;
+    auto* f = ir::as<ir::ForNode>(s);
+    if (f->body->kind != StmtKind::Seq) return s;
+    std::vector<Stmt> flat;
+    for (const auto& c : ir::as<ir::SeqNode>(f->body)->body) {
+      if (c->kind == StmtKind::Seq)
+        for (const auto& d : ir::as<ir::SeqNode>(c)->body) flat.push_back(d);
+      else
+        flat.push_back(c);
+    }
+    auto cross = [&](const Stmt& x, ir::SyncKind k, const std::unordered_set<int>& ids) {
+      if (x->kind != StmtKind::Sync) return false;
+      auto* y = ir::as<ir::SyncNode>(x);
+      auto id = ir::as_const_int(y->id);
+      return y->sync == k && id && ids.count(static_cast<int>(*id));
+    };
+    std::unordered_set<int> c2v;
+    for (const auto& [st, h] : handoffs_)
+      if (h.to_vector) c2v.insert(h.f);
+    size_t sent = flat.size(), w = flat.size();
+    for (size_t i = 0; i < flat.size(); ++i) {
+      if (sent == flat.size() && cross(flat[i], ir::SyncKind::set_cross_flag, v2c_forward_)) sent = i;
+      if (sent < i && cross(flat[i], ir::SyncKind::wait_cross_flag, c2v)) w = i;
+    }
+    if (w == flat.size()) return s;
+    std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
+    for (const auto& x : flat)
+      if (x->kind == StmtKind::Let) return s;
+    std::vector<Stmt> body_allocs;  // tiles of the body (landing tiles): allocated first
+    for (auto* part : {&A0, &B}) {
+      std::vector<Stmt> rest;
+      for (const auto& x : *part) (x->kind == StmtKind::Alloc ? body_allocs : rest).push_back(x);
+      *part = rest;
+    }
+    // Statements of A that update what B updates (acc_o = acc_o * scale) move to the front of B.
+    Keys kb;
+    for (const auto& x : B) kb.add(Keys(x));
+    std::vector<Keys> ka;
+    for (const auto& x : A0) ka.emplace_back(x);
+    std::vector<Stmt> A, moved;
+    for (size_t i = 0; i < A0.size(); ++i) {
+      bool joins_b = A0[i]->kind != StmtKind::Sync && meet(ka[i].writes, kb.writes);
+      if (joins_b)
+        for (size_t j = i + 1; j < A0.size(); ++j)
+          if (meet(ka[i].writes, ka[j].reads) || meet(ka[i].writes, ka[j].writes) || meet(ka[j].writes, ka[i].reads))
+            joins_b = false;
+      (joins_b ? moved : A).push_back(A0[i]);
+    }
+    B.insert(B.begin(), moved.begin(), moved.end());
+    Keys a, b;
+    for (const auto& x : A) a.add(Keys(x));
+    for (const auto& x : B) b.add(Keys(x));
+    if (meet(b.writes, a.reads) || meet(b.writes, a.writes)) return s;
+    // Tiles A writes and B reads: B(j - 1) runs after A(j), so it reads a copy taken at the
+    // start of iteration j.
+    std::unordered_map<std::string, Buffer> prev;
+    std::vector<Stmt> copies;
+    std::unordered_map<std::string, Buffer> by_key;
+    for (const auto& x : flat) {
+      struct Bufs : ir::Visitor {
+        std::unordered_map<std::string, Buffer>* m;
+        void visit_buffer(const Buffer& bb) override { (*m)[key(bb.get())] = bb; }
+        using ir::Visitor::visit;
+      } bv;
+      bv.m = &by_key;
+      bv.visit(x);
+    }
+    for (const auto& k : a.writes) {
+      if (!b.reads.count(k)) continue;
+      auto it = by_key.find(k);
+      if (it == by_key.end() || it->second->scope != Scope::UB) return s;
+      const Buffer& x = it->second;
+      Buffer xp = ir::buffer(x->name + "_prev", x->dtype, x->shape, x->scope, x->span);
+      prev[k] = xp;
+      allocs.push_back(std::make_shared<ir::AllocNode>(xp, s->span));
+      copies.push_back(std::make_shared<ir::CopyNode>(ir::full_region(x), ir::full_region(xp), s->span));
+    }
+    struct Rename : ir::Mutator {
+      std::unordered_map<std::string, Buffer>* m;
+      Buffer mutate_buffer(const Buffer& bb) override {
+        auto it = m->find(key(bb.get()));
+        return it == m->end() ? bb : it->second;
+      }
+    } rn;
+    rn.m = &prev;
+    const Span& sp = s->span;
+    Expr end = bin(BinOp::Add, f->min, f->extent);
+    Stmt sb = ir::substitute(rn.mutate(seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(1), sp)}});
+    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GT, f->var, f->min, sp), sb, nullptr, sp);
+    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
+    std::vector<Stmt> nb = body_allocs;
+    nb.insert(nb.end(), copies.begin(), copies.end());
+    nb.push_back(sa);
+    nb.push_back(sb);
+    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages,
+                                         seq(std::move(nb), sp), sp);
+  }
+
   ir::Kernel project(const Stmt& body) {
     const Span& sp = k_->span;
     struct Used : ir::Visitor {
@@ -997,7 +1170,16 @@ class Splitter {
     top.push_back(std::make_shared<ir::CoreScopeNode>(ir::CoreKind::V, std::make_shared<ir::SeqNode>(vs, sp), sp));
     Stmt out = std::make_shared<ir::SeqNode>(std::move(top), sp);
     // The row-split tiles were rebuilt: make every reference (allocs included) use one buffer.
-    return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, unify(out), sp, vid_);
+    out = unify(out);
+    {  // then the vector code is software pipelined (its new tiles are allocated at the top)
+      std::vector<Stmt> items = ir::as<ir::SeqNode>(out)->body, extra;
+      for (auto& x : items)
+        if (x->kind == StmtKind::CoreScope && ir::as<ir::CoreScopeNode>(x)->core == ir::CoreKind::V)
+          x = std::make_shared<ir::CoreScopeNode>(ir::CoreKind::V, rotate(ir::as<ir::CoreScopeNode>(x)->body, extra), sp);
+      items.insert(items.end() - 2, extra.begin(), extra.end());
+      out = std::make_shared<ir::SeqNode>(std::move(items), sp);
+    }
+    return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, out, sp, vid_);
   }
 
   // Buffers rebuilt with the same name (row split) in different places -> one buffer per name and
@@ -1035,6 +1217,7 @@ class Splitter {
   std::vector<Buffer> new_allocs_;
   std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
   int64_t rows_M_ = -1;
+  int64_t staged_ub_ = 0;  // UB bytes of the staged hand-off landing tiles
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;
   std::unordered_set<int> v2c_forward_;

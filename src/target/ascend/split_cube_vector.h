@@ -33,6 +33,12 @@
 //    its scope; the producer waits for those sets at the end (every block leaves the counters at 0).
 //    Slots: 2 for a hand-off directly inside one loop (slot = iteration % 2: the producer can run
 //    one step ahead), else 1.
+//    Landing tile: the first Cube -> Vector hand-off with 2 slots lands in X_in, a UB tile
+//    allocated in the loop body (multi_buffer stages it: the next block's data is loaded while
+//    this one is computed on), then `copy X_in -> X` (V). X_in and the workspace hold the gemm's
+//    operand dtype when that is a 16-bit float and X is fp32 (half the bytes; the values are
+//    rounded once, as in the expert kernel). Only when two X_in fit in UB next to every UB tile
+//    (counted as live at once, with 1/8 of UB kept for legalize_vector's temporaries).
 //    Workspace: one slot set per AI Core. map_grid runs blocks round robin in row-major order
 //    (bx fastest) for split kernels, so block lin = bx + gx * (by + gy * bz) runs on core
 //    lin % W with W = min(AIC cores, blocks): set lin % W is private to the core, and the
@@ -49,6 +55,15 @@
 //    (A) is moved one iteration ahead when A and the rest (B) share no tile:
 //    for j in [0, n + 1): if j < n: A(j); if j >= 1: B(j - 1). The Cube computes S_j+1 while the
 //    vector code runs the softmax of block j.
+// 6. Vector software pipelining. In a vector loop body that hands a tile to the Cube (P_j) and
+//    then waits for the Cube's result on it (P_j V_j), that tail (B: from the wait on) runs one
+//    iteration later, after the next iteration's head (A), so the Cube multiplies P_j V_j while
+//    the vector code runs the softmax of block j + 1:
+//    for j in [0, n + 1): <copies>; if j < n: A(j); if j >= 1: B(j - 1).
+//    Statements of A that update a tile B updates (acc_o = acc_o * scale) join the front of B
+//    when nothing later in A touches what they write. Tiles A writes and B reads (scale) are read
+//    by B from a copy X_prev taken at the start of the iteration (before A(j) overwrites X).
+//    Not applied when B writes what A reads or writes, or when the body defines variables.
 // Errors (ir::Error at the statement, with a hint): a statement that is not row-local, an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
 // whose side differs between loop entry and back edge, more than 8 hand-offs.
