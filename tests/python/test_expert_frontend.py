@@ -58,8 +58,9 @@ def test_gemm_expert_example_lowers():
     assert "buffer C_L0: AIC L0C @0 +131072 float32 Nz" in prog
     # tails from the region vs the tensor bounds
     assert "rows=min(1000 - bx * 128, 128) cols=min(513 - k * 256, 256)" in prog
-    # double-buffered L0: the half is chosen by s
-    assert "LoadL0 A_L0[s * 16384] <- A_L1[0] float16 src_rows=128 window=(0, kk * 64) dst=128x64" in prog
+    # double-buffered L1 (half p) and L0 (half s)
+    assert "CopyGmToL1 A_L1[p * 65536] <- A[(k * 256 + bx * 65664) * 2]" in prog
+    assert "LoadL0 A_L0[s * 16384] <- A_L1[p * 65536] float16 src_rows=128 window=(0, kk * 64) dst=128x64" in prog
     assert "Mmad C_L0[0] <- A_L0[s * 16384] x B_L0[s * 32768] float16->float32 m=128 n=256 k=64 " \
            "init=k == 0 and kk == 0" in prog
     assert "Fixpipe C[(by * 256 + bx * 99456) * 2] <- C_L0[0] float32->float16 m=min(1000 - bx * 128, 128) " \

@@ -484,30 +484,35 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 25408);
+    pipe.InitBuffer(tw_ub_buf, 41920);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
-    LocalTensor<float> acc_o_pv_ub = tw_ub[0].ReinterpretCast<float>();  // UB @0 +8192 float32 ND [32, 64], line 4
-    LocalTensor<float> acc_s_ub = tw_ub[8192].ReinterpretCast<float>();  // UB @8192 +8192 float32 ND [32, 64], line 9
-    LocalTensor<float> acc_o_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 11
-    LocalTensor<float> scores_max = tw_ub[25216].ReinterpretCast<float>();  // UB @25216 +128 float32 ND [32], line 12
-    LocalTensor<float> scores_max_prev = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +128 float32 ND [32], line 13
-    LocalTensor<float> scores_scale = tw_ub[24704].ReinterpretCast<float>();  // UB @24704 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[24832].ReinterpretCast<float>();  // UB @24832 +128 float32 ND [32], line 15
-    LocalTensor<float> logsum = tw_ub[25088].ReinterpretCast<float>();  // UB @25088 +128 float32 ND [32], line 16
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[25344].ReinterpretCast<float>();  // UB @25344 +64 float32 ND [2, 8], line 27
-    LocalTensor<float> scores_max_part_0 = tw_ub[24960].ReinterpretCast<float>();  // UB @24960 +128 float32 ND [32], line 31
+    LocalTensor<float> acc_o_pv_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 4
+    LocalTensor<float> scores_scale_prev = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 22
+    LocalTensor<float> acc_s_ub = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 9
+    LocalTensor<float> acc_o_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 11
+    LocalTensor<float> scores_max = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 12
+    LocalTensor<float> scores_max_prev = tw_ub[41088].ReinterpretCast<float>();  // UB @41088 +128 float32 ND [32], line 13
+    LocalTensor<float> scores_scale = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 14
+    LocalTensor<float> scores_sum = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 15
+    LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
+    LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +64 float32 ND [2, 8], line 27
+    LocalTensor<float> scores_max_part_0 = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 31
     TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
     pipe.InitBuffer(tw_scratch_buf, 1024);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
 
-    SetFlag<HardEvent::MTE3_V>(0);  // line 4
+    SetFlag<HardEvent::MTE3_MTE2>(2);  // line 4
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
+    SetFlag<HardEvent::MTE3_MTE2>(3);  // line 4
+    SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(4);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
       const int32_t by = ((blk / 2) % 2);
       const int32_t bz = ((blk / 2) / 2);
+      WaitFlag<HardEvent::MTE3_MTE2>(3);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 4
@@ -519,108 +524,37 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       const int32_t loop_range_v = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
       PipeBarrier<PIPE_V>();  // line 30
       WaitFlag<HardEvent::MTE3_MTE2>(4);  // line 25
-      for (int32_t k_v_o = 0; k_v_o < ((loop_range_v + 2 - 1) / 2); ++k_v_o) {
-        CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
-        WaitFlag<HardEvent::V_MTE2>(1);  // line 25
-        DataCopyPad(acc_s_ub, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
-        SetFlag<HardEvent::MTE2_V>(0);  // line 25
-        SetFlag<HardEvent::MTE2_MTE3>(1);  // line 25
-        CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-        SetFlag<HardEvent::MTE2_MTE3>(3);  // line 25
-        WaitFlag<HardEvent::MTE2_V>(0);  // line 27
-        Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
-        PipeBarrier<PIPE_V>();  // line 27
-        if (tw_min(((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 1), ((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 32)) < 64) {
-          for (int32_t r_0_s0 = 0; r_0_s0 < 32; ++r_0_s0) {
-            const int32_t hi_0_s0 = tw_min(tw_max(tw_min(((r_0_s0 + (((bx * 64) + (vid * 32)) - (k_v_o * 128))) + 1), 64), 0), 64);
-            PipeBarrier<PIPE_V>();  // line 27
-            if (hi_0_s0 < 64) {
-              const int32_t blk_0_s0 = ((hi_0_s0 / 8) * 8);
-              const int32_t head_0_s0 = (hi_0_s0 - blk_0_s0);
-              if (head_0_s0 > 0) {
-                Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
-              }
-              PipeBarrier<PIPE_V>();  // line 27
-              Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 27
-              PipeBarrier<PIPE_V>();  // line 27
-              if (head_0_s0 > 0) {
-                Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
-              }
-            }
-          }
-        }
-        DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 30
-        PipeBarrier<PIPE_V>();  // line 31
-        WholeReduceMax(scores_max_part_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
-        PipeBarrier<PIPE_V>();  // line 31
-        Max(scores_max, scores_max, scores_max_part_0, 32);  // line 31
-        PipeBarrier<PIPE_V>();  // line 33
-        Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
-        PipeBarrier<PIPE_V>();  // line 33
-        Muls(scores_scale, scores_scale, static_cast<float>(0.693147181f), 32);  // line 33
-        PipeBarrier<PIPE_V>();  // line 33
-        Exp(scores_scale, scores_scale, 32);  // line 33
-        PipeBarrier<PIPE_V>();  // line 37
-        Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
-        PipeBarrier<PIPE_V>();  // line 37
-        Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
-        PipeBarrier<PIPE_V>();  // line 42
-        Brcb(tw_scratch.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
-        PipeBarrier<PIPE_V>();  // line 42
-        Sub(acc_s_ub, acc_s_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
-        PipeBarrier<PIPE_V>();  // line 42
-        Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
-        PipeBarrier<PIPE_V>();  // line 42
-        Exp(acc_s_ub, acc_s_ub, 2048);  // line 42
-        SetFlag<HardEvent::V_MTE3>(1);  // line 42
-        PipeBarrier<PIPE_V>();  // line 45
-        WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
-        Mul(logsum, logsum, scores_scale, 32);  // line 47
-        PipeBarrier<PIPE_V>();  // line 47
-        Add(logsum, logsum, scores_sum, 32);  // line 47
-        WaitFlag<HardEvent::MTE2_MTE3>(1);  // line 50
-        CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
-        WaitFlag<HardEvent::V_MTE3>(1);  // line 50
-        WaitFlag<HardEvent::MTE2_MTE3>(3);  // line 50
-        DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
-        SetFlag<HardEvent::MTE3_MTE2>(0);  // line 50
-        CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
-        SetFlag<HardEvent::MTE3_MTE2>(2);  // line 50
-        WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 51
-        CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
-        WaitFlag<HardEvent::MTE3_MTE2>(2);  // line 51
-        DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
-        SetFlag<HardEvent::MTE2_V>(2);  // line 51
-        CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
-        WaitFlag<HardEvent::MTE2_V>(2);  // line 51
-        Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
-        SetFlag<HardEvent::V_MTE2>(0);  // line 51
-        WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-        if (((k_v_o * 2) + 1) < loop_range_v) {
+      for (int32_t k_v_o = 0; k_v_o < (((loop_range_v + 1) + 2 - 1) / 2); ++k_v_o) {
+        PipeBarrier<PIPE_V>();  // line 22
+        DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+        WaitFlag<HardEvent::MTE3_MTE2>(2);  // line 25
+        if ((k_v_o * 2) < loop_range_v) {
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
-          DataCopyPad(acc_s_ub, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
-          SetFlag<HardEvent::MTE2_V>(1);  // line 25
-          SetFlag<HardEvent::MTE2_MTE3>(2);  // line 25
+          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+          SetFlag<HardEvent::MTE2_V>(0);  // line 25
+          SetFlag<HardEvent::MTE2_MTE3>(1);  // line 25
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-          SetFlag<HardEvent::MTE2_MTE3>(4);  // line 25
-          WaitFlag<HardEvent::MTE2_V>(1);  // line 27
+          SetFlag<HardEvent::MTE2_MTE3>(3);  // line 25
+          WaitFlag<HardEvent::MTE2_V>(0);  // line 25
+          DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
+          PipeBarrier<PIPE_V>();  // line 27
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
           PipeBarrier<PIPE_V>();  // line 27
-          if (tw_min(((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 1), ((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 32)) < 64) {
-            for (int32_t r_0_s1 = 0; r_0_s1 < 32; ++r_0_s1) {
-              const int32_t hi_0_s1 = tw_min(tw_max(tw_min(((r_0_s1 + (((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64))) + 1), 64), 0), 64);
+          if (tw_min(((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 1), ((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 32)) < 64) {
+            for (int32_t r_0_s0 = 0; r_0_s0 < 32; ++r_0_s0) {
+              const int32_t hi_0_s0 = tw_min(tw_max(tw_min(((r_0_s0 + (((bx * 64) + (vid * 32)) - (k_v_o * 128))) + 1), 64), 0), 64);
               PipeBarrier<PIPE_V>();  // line 27
-              if (hi_0_s1 < 64) {
-                const int32_t blk_0_s1 = ((hi_0_s1 / 8) * 8);
-                const int32_t head_0_s1 = (hi_0_s1 - blk_0_s1);
-                if (head_0_s1 > 0) {
-                  Muls(acc_s_ub_keep_0[8], acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+              if (hi_0_s0 < 64) {
+                const int32_t blk_0_s0 = ((hi_0_s0 / 8) * 8);
+                const int32_t head_0_s0 = (hi_0_s0 - blk_0_s0);
+                if (head_0_s0 > 0) {
+                  Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
                 }
                 PipeBarrier<PIPE_V>();  // line 27
-                Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 27
+                Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 27
                 PipeBarrier<PIPE_V>();  // line 27
-                if (head_0_s1 > 0) {
-                  Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0[8], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                if (head_0_s0 > 0) {
+                  Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
                 }
               }
             }
@@ -636,10 +570,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Muls(scores_scale, scores_scale, static_cast<float>(0.693147181f), 32);  // line 33
           PipeBarrier<PIPE_V>();  // line 33
           Exp(scores_scale, scores_scale, 32);  // line 33
-          PipeBarrier<PIPE_V>();  // line 37
-          Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
-          PipeBarrier<PIPE_V>();  // line 37
-          Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           PipeBarrier<PIPE_V>();  // line 42
           Brcb(tw_scratch.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
           PipeBarrier<PIPE_V>();  // line 42
@@ -648,32 +578,125 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
           PipeBarrier<PIPE_V>();  // line 42
           Exp(acc_s_ub, acc_s_ub, 2048);  // line 42
-          SetFlag<HardEvent::V_MTE3>(2);  // line 42
+          SetFlag<HardEvent::V_MTE3>(1);  // line 42
           PipeBarrier<PIPE_V>();  // line 45
           WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
           Mul(logsum, logsum, scores_scale, 32);  // line 47
           PipeBarrier<PIPE_V>();  // line 47
           Add(logsum, logsum, scores_sum, 32);  // line 47
-          WaitFlag<HardEvent::MTE2_MTE3>(2);  // line 50
+          WaitFlag<HardEvent::MTE2_MTE3>(1);  // line 50
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
-          WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-          WaitFlag<HardEvent::MTE2_MTE3>(4);  // line 50
-          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
-          SetFlag<HardEvent::MTE3_MTE2>(1);  // line 50
+          WaitFlag<HardEvent::V_MTE3>(1);  // line 50
+          WaitFlag<HardEvent::MTE2_MTE3>(3);  // line 50
+          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
-          SetFlag<HardEvent::MTE3_MTE2>(3);  // line 50
-          WaitFlag<HardEvent::MTE3_MTE2>(1);  // line 51
+        }
+        SetFlag<HardEvent::MTE3_MTE2>(0);  // line 50
+        PipeBarrier<PIPE_V>();  // line 37
+        WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 51
+        WaitFlag<HardEvent::V_MTE2>(1);  // line 51
+        if ((k_v_o * 2) > 0) {
+          PipeBarrier<PIPE_V>();  // line 37
+          Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
+          PipeBarrier<PIPE_V>();  // line 37
+          Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
-          WaitFlag<HardEvent::MTE3_MTE2>(3);  // line 51
-          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
-          SetFlag<HardEvent::MTE2_V>(3);  // line 51
+          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 1), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 1), 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+          SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
-          WaitFlag<HardEvent::MTE2_V>(3);  // line 51
+          PipeBarrier<PIPE_V>();  // line 51
+          WaitFlag<HardEvent::MTE2_V>(2);  // line 51
           Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
         }
-        SetFlag<HardEvent::V_MTE2>(1);  // line 45
+        SetFlag<HardEvent::V_MTE2>(0);  // line 51
+        WaitFlag<HardEvent::V_MTE2>(0);  // line 51
+        if (((k_v_o * 2) + 1) < (loop_range_v + 1)) {
+          DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+          if (((k_v_o * 2) + 1) < loop_range_v) {
+            CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
+            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+            SetFlag<HardEvent::MTE2_V>(1);  // line 25
+            SetFlag<HardEvent::MTE2_MTE3>(2);  // line 25
+            CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
+            SetFlag<HardEvent::MTE2_MTE3>(4);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(1);  // line 25
+            DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
+            PipeBarrier<PIPE_V>();  // line 27
+            Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
+            PipeBarrier<PIPE_V>();  // line 27
+            if (tw_min(((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 1), ((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 32)) < 64) {
+              for (int32_t r_0_s1 = 0; r_0_s1 < 32; ++r_0_s1) {
+                const int32_t hi_0_s1 = tw_min(tw_max(tw_min(((r_0_s1 + (((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64))) + 1), 64), 0), 64);
+                PipeBarrier<PIPE_V>();  // line 27
+                if (hi_0_s1 < 64) {
+                  const int32_t blk_0_s1 = ((hi_0_s1 / 8) * 8);
+                  const int32_t head_0_s1 = (hi_0_s1 - blk_0_s1);
+                  if (head_0_s1 > 0) {
+                    Muls(acc_s_ub_keep_0[8], acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                  }
+                  PipeBarrier<PIPE_V>();  // line 27
+                  Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 27
+                  PipeBarrier<PIPE_V>();  // line 27
+                  if (head_0_s1 > 0) {
+                    Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0[8], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                  }
+                }
+              }
+            }
+            DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 30
+            PipeBarrier<PIPE_V>();  // line 31
+            WholeReduceMax(scores_max_part_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
+            PipeBarrier<PIPE_V>();  // line 31
+            Max(scores_max, scores_max, scores_max_part_0, 32);  // line 31
+            PipeBarrier<PIPE_V>();  // line 33
+            Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
+            PipeBarrier<PIPE_V>();  // line 33
+            Muls(scores_scale, scores_scale, static_cast<float>(0.693147181f), 32);  // line 33
+            PipeBarrier<PIPE_V>();  // line 33
+            Exp(scores_scale, scores_scale, 32);  // line 33
+            PipeBarrier<PIPE_V>();  // line 42
+            Brcb(tw_scratch.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
+            PipeBarrier<PIPE_V>();  // line 42
+            Sub(acc_s_ub, acc_s_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
+            PipeBarrier<PIPE_V>();  // line 42
+            Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
+            PipeBarrier<PIPE_V>();  // line 42
+            Exp(acc_s_ub, acc_s_ub, 2048);  // line 42
+            SetFlag<HardEvent::V_MTE3>(2);  // line 42
+            PipeBarrier<PIPE_V>();  // line 45
+            WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
+            Mul(logsum, logsum, scores_scale, 32);  // line 47
+            PipeBarrier<PIPE_V>();  // line 47
+            Add(logsum, logsum, scores_sum, 32);  // line 47
+            WaitFlag<HardEvent::MTE2_MTE3>(2);  // line 50
+            CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
+            WaitFlag<HardEvent::V_MTE3>(2);  // line 50
+            WaitFlag<HardEvent::MTE2_MTE3>(4);  // line 50
+            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+            CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
+          }
+          SetFlag<HardEvent::MTE3_MTE2>(1);  // line 50
+          PipeBarrier<PIPE_V>();  // line 37
+          WaitFlag<HardEvent::MTE3_MTE2>(1);  // line 51
+          if (((k_v_o * 2) + 1) > 0) {
+            PipeBarrier<PIPE_V>();  // line 37
+            Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
+            PipeBarrier<PIPE_V>();  // line 37
+            Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
+            CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
+            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+            SetFlag<HardEvent::MTE2_V>(3);  // line 51
+            CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
+            PipeBarrier<PIPE_V>();  // line 51
+            WaitFlag<HardEvent::MTE2_V>(3);  // line 51
+            Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
+          }
+        }
+        SetFlag<HardEvent::MTE3_MTE2>(2);  // line 50
+        SetFlag<HardEvent::V_MTE2>(1);  // line 51
       }
       SetFlag<HardEvent::MTE2_MTE3>(0);  // line 51
+      SetFlag<HardEvent::MTE3_MTE2>(3);  // line 50
       PipeBarrier<PIPE_V>();  // line 55
       Brcb(tw_scratch.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
       PipeBarrier<PIPE_V>();  // line 55
@@ -687,8 +710,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
       SetFlag<HardEvent::MTE3_MTE2>(4);  // line 4
     }
-    WaitFlag<HardEvent::MTE3_V>(0);  // line 4
+    WaitFlag<HardEvent::MTE3_MTE2>(2);  // line 4
     WaitFlag<HardEvent::V_MTE2>(1);  // line 4
+    WaitFlag<HardEvent::MTE3_MTE2>(3);  // line 4
+    WaitFlag<HardEvent::MTE3_V>(0);  // line 4
     WaitFlag<HardEvent::MTE3_MTE2>(4);  // line 4
   }
 }
