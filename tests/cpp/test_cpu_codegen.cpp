@@ -107,15 +107,7 @@ Kernel make_matmul(DType in, DType out, int64_t bm, int64_t bn, int64_t bk) {
 // ---------------------------------------------------------------------------------------------
 // Build and run
 
-std::string repo_dir() {
-#ifdef TW_REPO_DIR
-  return TW_REPO_DIR;
-#else
-  std::string f = __FILE__;
-  auto p = f.rfind("/tests/cpp/");
-  return p == std::string::npos ? "." : f.substr(0, p);
-#endif
-}
+std::string repo_dir() { return TW_SOURCE_DIR; }  // absolute (CMake), whatever the working directory
 
 int run_argv(const std::vector<std::string>& args, const std::string& log) {
   std::vector<char*> argv;
