@@ -31,6 +31,7 @@ test: build
 
 bench: build
 	$(PY) bench/run.py
+	$(PY) bench/ascend.py
 
 clean:
 	rm -rf build $(VENV)

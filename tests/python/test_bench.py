@@ -39,3 +39,15 @@ def test_bench_quick_smoke(tmp_path):
     for g in data["goals"]:
         assert {"goal", "case", "threads", "measured", "target", "met"} <= set(g)
         assert g["met"] in (True, False, None)
+
+
+def test_ascend_bench_quick(tmp_path):
+    """bench/ascend.py --quick: the automatic pipeline beside the expert kernels (simulated)."""
+    out = tmp_path / "ascend.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "ascend.py"), "--quick", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"bench/ascend.py failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    rows = {row["case"]: row for row in json.loads(out.read_text())["rows"]}
+    gemm = rows["gemm 2048^3, Cube utilisation (128/256/64)"]
+    assert 0 < gemm["automatic"] <= 100 and 0 < gemm["expert"] <= 100
+    assert any(c.startswith("flash attn S=2048") for c in rows)

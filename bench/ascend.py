@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Tilewright on the simulated Ascend 910B2: the automatic pipeline beside the hand-written
+(expert) kernels, in one process, with issue 5's goals.
+
+    python bench/ascend.py            # every case (make bench runs it after bench/run.py)
+    python bench/ascend.py --quick    # small sizes
+
+Figures are the simulator's (a model of the chip, docs/ascend.md "The simulator"), not
+measurements: simulated time is deterministic, so one timing-only run per case is enough. The
+compile + simulate case is wall time on this machine (arithmetic and the checker on).
+Writes bench/results/ascend-<timestamp>.json (or --json PATH).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import tilewright as tw  # noqa: E402
+
+TARGET = "ascend910b"
+PEAK = 353.9  # TFLOP/s, fp16, 910B2 (docs/ascend.md "The chips")
+
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def seed_matmul(M, N, K, bm, bn, bk, dtype="float16"):
+    """The seed article's tile-loop matmul (examples/seed_matmul.py), compiled for Ascend."""
+    @tw.compile(target=TARGET)
+    def matmul_kernel(A: tw.Tensor((M, K), dtype), B: tw.Tensor((K, N), dtype)):
+        out = tw.output((M, N), dtype=dtype)
+        for by in range(tw.ceildiv(M, bm)):
+            for bx in range(tw.ceildiv(N, bn)):
+                acc = tw.accumulator((bm, bn), dtype="float32")
+                for k in range(tw.ceildiv(K, bk)):
+                    a_tile = tw.load(A, (by * bm, k * bk), (bm, bk))
+                    b_tile = tw.load(B, (k * bk, bx * bn), (bk, bn))
+                    acc += tw.matmul(a_tile, b_tile)
+                tw.store(out, (by * bm, bx * bn), acc)
+        return out
+    return matmul_kernel
+
+
+def timing(kernel, *args):
+    p = kernel.profile(*args, functional=False, check=False)
+    return p["time_us"], p["tflops"], p["cube_utilisation"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    opts = ap.parse_args()
+    gemm_expert = load("examples/ascend/gemm_expert.py", "tw_bench_gemm_expert")
+    fa_expert = load("examples/ascend/flash_attention_expert.py", "tw_bench_fa_expert")
+    import flash_attention as fa_auto
+
+    rows = []
+
+    def row(case, auto, expert, unit):
+        ratio = auto / expert if expert else None
+        rows.append(dict(case=case, automatic=auto, expert=expert or None, unit=unit, ratio=ratio))
+        exp = f"{expert:8.1f}" if expert else "       -"
+        rat = f"{ratio:6.2f}x" if ratio else "      -"
+        print(f"{case:44s} {auto:8.1f} {exp} {unit:12s} {rat}", flush=True)
+
+    print(f"{'case (simulated 910B2, fp16)':44s} {'auto':>8s} {'expert':>8s} {'unit':12s} ratio")
+    sizes = [1024, 2048] if opts.quick else [1024, 2048, 4096, 8192]
+    for n in sizes:
+        a = np.zeros((n, n), np.float16)
+        _, tf_auto, u_auto = timing(seed_matmul(n, n, n, 128, 256, 64), a, a)
+        _, tf_exp, u_exp = timing(gemm_expert.matmul(n, n, n), a, a)
+        row(f"gemm {n}^3, Cube utilisation (128/256/64)", u_auto * 100, u_exp * 100, "%")
+        if n == 4096:
+            _, _, u_seed = timing(seed_matmul(n, n, n, 128, 128, 64), a, a)
+            row("seed matmul 4096^3, article blocks 128/128/64", u_seed * 100, 0, "%")
+    B, H, D = 1, 16, 128
+    for S in ([2048] if opts.quick else [2048, 8192]):
+        for causal in (False, True):
+            q = np.zeros((B, H, S, D), np.float16)
+            t_auto, _, _ = timing(fa_auto.flash_attention(B, H, S, D, causal, block_M=128, block_N=128,
+                                                          dtype="float16", target=TARGET), q, q, q)
+            args = fa_expert.inputs(B, H, S, D)
+            t_exp, _, _ = timing(fa_expert.flash_attention(B, H, S, D, causal=causal), *args)
+            flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+            pct = lambda t: flops / (t * 1e-6) / 1e12 / PEAK * 100  # noqa: E731
+            row(f"flash attn S={S} D=128 {'causal' if causal else 'non-causal'}, % of peak", pct(t_auto),
+                pct(t_exp), "% peak")
+    # compile + simulate the seed matmul 1024^3 fp16 end to end (fresh kernel, arithmetic + checker)
+    n = 1024
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32).astype(np.float16)
+    t0 = time.perf_counter()
+    k = seed_matmul(n, n, n, 128, 256, 64)
+    p = k.profile(a, a)
+    wall = time.perf_counter() - t0
+    err = float(np.abs(p.outputs.astype(np.float64) - a.astype(np.float64) @ a.astype(np.float64)).max())
+    row(f"compile+simulate seed 1024^3 (err {err:.2g}), wall", wall, 0, "s")
+
+    path = opts.json or os.path.join(ROOT, "bench", "results",
+                                     f"ascend-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(dict(target=TARGET, rows=rows), f, indent=1)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
