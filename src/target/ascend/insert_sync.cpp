@@ -306,6 +306,7 @@ struct SyncPair {
   Expr slot_x;
   int64_t m = 1;
   int id = -1, relay_id = -1;
+  bool guard = false;  // intra pair whose set and wait both go first at slot s (see guard_carried)
   ir::Span set_span, wait_span, hoist_span;
 };
 
@@ -344,6 +345,7 @@ class CoreSync {
     find_deps();
     reduce();
     place();
+    guard_carried();
     colour();
     return emit(root_);
   }
@@ -676,6 +678,54 @@ class CoreSync {
     }
   }
 
+  // A carried pair p -> q (set after a's ancestor at slot s, wait before b's ancestor at slot w
+  // of the next iteration) reuses its id every iteration: the set of iteration i+1 must come after
+  // the wait of iteration i+1. The reverse dependence b -> a orders them only when it is placed
+  // unconditionally in C (a reverse intra pair q -> p whose set follows the wait slot and whose
+  // wait precedes the set slot); when b and a sit in `if`s that may both be skipped, or the
+  // reverse dependence was dropped as implied by a chain inside those `if`s, nothing does, and
+  // the setter's pipe may set again before the waiter consumed the previous set. Such pairs get a
+  // guard: q sets and p waits a reverse flag right before the carried set (slot s), which is
+  // after the carried wait (slot w <= s - 1) in the iteration.
+  // Does a chain of intra flag pairs placed in block C (they run on every iteration) order pipe
+  // q, once past the waits at slot w, before pipe p reaches the sets at slot s? A pipe past the
+  // waits of slot t runs the sets of slots > t; a set at slot t' is before the waits of slot t'.
+  bool reaches(int C, Pipe q, int w, Pipe p, int s) const {
+    std::vector<std::pair<Pipe, int>> todo{{q, w}};
+    std::set<std::pair<Pipe, int>> seen;
+    while (!todo.empty()) {
+      auto [x, t] = todo.back();
+      todo.pop_back();
+      if (!seen.insert({x, t}).second) continue;
+      if (x == p && t < s) return true;
+      for (const SyncPair& g : pairs_)
+        if (g.kind == SyncPair::Flag && !g.carried && !g.guard && g.C == C && g.p == x && g.s > t)
+          todo.push_back({g.q, g.w});
+    }
+    return false;
+  }
+
+  void guard_carried() {
+    std::vector<SyncPair> out;
+    for (const SyncPair& sp : pairs_) {
+      if (sp.kind == SyncPair::Flag && sp.carried && !sp.relay && !sp.slot_x) {
+        int n = static_cast<int>(blocks_[sp.C].kids.size());
+        int w = sp.w - n;
+        bool ordered = w >= sp.s || reaches(sp.C, sp.q, w, sp.p, sp.s);
+        if (!ordered && legal_pair(core_, sp.q, sp.p)) {
+          SyncPair g;
+          g.p = sp.q, g.q = sp.p;
+          g.C = sp.C, g.s = g.w = sp.s;
+          g.guard = true;
+          g.set_span = sp.wait_span, g.wait_span = sp.set_span;
+          out.push_back(g);
+        }
+      }
+      out.push_back(sp);
+    }
+    pairs_ = std::move(out);
+  }
+
   // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones).
   // An id is only reused by the same pair in later iterations, where the reverse dependence
   // (b(i) -> a(i+1), or a(i+m) for slotted pairs) orders the next set after the previous wait;
@@ -734,6 +784,10 @@ class CoreSync {
       Pipe dst = sp.relay ? sp.r : sp.q;
       Expr ev = event(sp);
       at[{sp.C, sp.s}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
+      if (sp.guard) {
+        at[{sp.C, sp.s}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
+        continue;
+      }
       auto& waits = at[{sp.C, w}].waits;
       waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
       if (sp.relay) {

@@ -42,7 +42,10 @@
 // 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
 //    id(s): an id is reused only by the same pair in later iterations, where the reverse
 //    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs
-//    sharing an id could set it twice before the first wait, which is undefined). A pair that
+//    sharing an id could set it twice before the first wait, which is undefined). A carried pair
+//    whose next set is not ordered after its wait by flag pairs placed unconditionally in its
+//    block (a and b under `if`s that an iteration may skip) gets a guard: a reverse pair q -> p
+//    set and waited right before the carried set. A pair that
 //    does not fit in 6 ids becomes a PipeBarrier<PIPE_ALL> at its wait point (correct, less
 //    overlap).
 // 5. Illegal pairs (AIC MTE2 <-> FIX; S pairs on the AIC): relayed through a pipe r with legal

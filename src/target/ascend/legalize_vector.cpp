@@ -433,18 +433,55 @@ class Legalizer {
     return {s};
   }
 
+  // A row reduction (sum/max/min over the last dim) of a rows x cols tile with cols wider than one
+  // 256 B repeat: WholeReduce costs one repeat per row and per 256 B of it at a fraction of the
+  // full vector rate, so the columns are first folded in halves with full-rate elementwise ops,
+  // h[i, j] = op(x[i, j], x[i, j + cols/2]), until a row fits one repeat (or cannot be halved into
+  // 32 B-aligned halves); the reduction then reads the narrow tile. For sum this changes the
+  // order of the additions (pairwise instead of sequential), not the precision.
+  Buffer halve_rows(Buffer src, ir::ReduceKind kind, int64_t per_repeat, const Span& sp, std::vector<Stmt>& out) {
+    auto shape = *src->const_shape();
+    int64_t rows = shape[0], cols = shape[1];
+    int64_t bytes = src->dtype.bytes();
+    ir::BinOp op = kind == ir::ReduceKind::sum ? ir::BinOp::Add
+                   : kind == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
+    while (cols > per_repeat && cols % 2 == 0 && (cols / 2 * bytes) % 32 == 0) {
+      int64_t half = cols / 2;
+      Buffer h = ub(src->name + "_half", src->dtype, {rows, half}, sp, out);
+      Var i = fresh_var("i", sp), j = fresh_var("j", sp);
+      Expr v = ir::binary(op, ir::load(src, {i, j}, sp), ir::load(src, {i, ir::binary(ir::BinOp::Add, j, C(half), sp)}, sp), sp);
+      Stmt body = std::make_shared<ir::StoreNode>(h, std::vector<Expr>{i, j}, v, sp);
+      body = std::make_shared<ir::ForNode>(j, C(0), C(half), ir::ForKind::parallel, 0, body, sp);
+      body = std::make_shared<ir::ForNode>(i, C(0), C(rows), ir::ForKind::parallel, 0, body, sp);
+      for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+      src = h;
+      cols = half;
+    }
+    return src;
+  }
+
   std::vector<Stmt> rewrite_reduce(const ir::ReduceNode* r, const Stmt& s) {
     const Span& sp = s->span;
     if (r->src->scope != Scope::UB || r->dst->scope != Scope::UB) return {s};
     DType st = r->src->dtype, dt = r->dst->dtype;
     DType ct = (st == kF16 || st == kF32) ? st : kF32;
-    if (r->clear && ct == st && dt == st) return {s};
-    std::vector<Stmt> out;
     auto shape_of = [](const Buffer& b) { return *b->const_shape(); };
+    std::vector<int64_t> sshape = shape_of(r->src);
+    // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
+    int64_t per_repeat = 256 / ct.bytes();
+    bool wide = sshape.size() == 2 && r->axis == 1 && sshape[1] > per_repeat && sshape[1] % 2 == 0 &&
+                (sshape[1] / 2 * ct.bytes()) % 32 == 0;
+    if (r->clear && ct == st && dt == st && !wide) return {s};
+    std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
       src = ub(r->src->name + "_f32", ct, shape_of(r->src), sp, out);
       cast_map(ir::full_region(src), ir::full_region(r->src), sp, out);
+    }
+    if (wide) src = halve_rows(src, r->reduce_kind, per_repeat, sp, out);
+    if (r->clear && dt == ct) {
+      out.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, true, sp));
+      return out;
     }
     Buffer res = ub(r->dst->name + "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));

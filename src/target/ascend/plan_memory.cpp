@@ -169,6 +169,9 @@ struct Access {
   int pos = 0;
   bool write = false;
   int if_loops = 0;  // loops enclosing the innermost `if` around the access (0: none or outside all loops)
+  // The conditional regions around the access, outermost first: (region id, loops enclosing it).
+  // A region is one branch of an `if` or the body of a loop that may run no iteration.
+  std::vector<std::pair<int, int>> guards;
   std::optional<int64_t> offset, extent;  // writes: constant byte offset, upper bound of bytes
 };
 
@@ -203,11 +206,13 @@ class Walker {
         // A loop that may run no iteration is conditional for the loops around it, like an `if`.
         int saved = if_loops_;
         auto extent = ir::as_const_int(s->value);
-        if (!extent || *extent <= 0) if_loops_ = depth_;
+        bool maybe_empty = !extent || *extent <= 0;
+        if (maybe_empty) if_loops_ = depth_, guards_.push_back({next_region_++, depth_});
         Loop l{positions, 0, depth_};
         ++depth_;
         for (const auto& b : s->body) walk(b);
         --depth_;
+        if (maybe_empty) guards_.pop_back();
         if_loops_ = saved;
         l.end = positions;
         if (l.end > l.first) loops.push_back(l);
@@ -216,8 +221,11 @@ class Walker {
       case StmtKind::If: {
         int saved = if_loops_;
         if_loops_ = depth_;
+        guards_.push_back({next_region_++, depth_});
         for (const auto& b : s->body) walk(b);
+        guards_.back().first = next_region_++;
         walk(s->else_body);
+        guards_.pop_back();
         if_loops_ = saved;
         break;
       }
@@ -227,7 +235,7 @@ class Walker {
         spans.push_back(s->instr.span.known() ? s->instr.span : s->span);
         for (const Touch& t : touches(s->instr.op)) {
           if (t.buffer < 0 || t.buffer >= static_cast<int>(accesses.size())) continue;
-          Access a{pos, t.write, if_loops_, std::nullopt, t.extent};
+          Access a{pos, t.write, if_loops_, guards_, std::nullopt, t.extent};
           if (t.write) a.offset = ir::as_const_int(t.offset);
           accesses[t.buffer].push_back(a);
         }
@@ -239,13 +247,23 @@ class Walker {
  private:
   int depth_ = 0;
   int if_loops_ = 0;
+  int next_region_ = 0;
+  std::vector<std::pair<int, int>> guards_;
 };
 
-// True when some read of the buffer in loop l comes before writes that run on every iteration
-// cover bytes [0, need) (the value read may come from the previous iteration).
+// The conditional regions of an access that lie inside a loop enclosed by `depth` loops.
+std::vector<int> regions_inside(const Access& a, int depth) {
+  std::vector<int> r;
+  for (auto [id, d] : a.guards)
+    if (d > depth) r.push_back(id);
+  return r;
+}
+
+// True when some read of the buffer in loop l may read a value of the previous iteration: the
+// writes before it in the iteration that run whenever the read runs (not under an `if` or a
+// possibly empty loop inside l that does not also enclose the read) do not cover bytes [0, need).
 bool carried(const std::vector<Access>& acc, const Loop& l, int64_t need) {
-  std::vector<std::pair<int64_t, int64_t>> covered;
-  auto covers = [&] {
+  auto covers = [&](std::vector<std::pair<int64_t, int64_t>> covered) {
     std::sort(covered.begin(), covered.end());
     int64_t upto = 0;
     for (auto [a, b] : covered) {
@@ -254,14 +272,19 @@ bool carried(const std::vector<Access>& acc, const Loop& l, int64_t need) {
     }
     return upto >= need;
   };
-  for (const Access& a : acc) {
-    if (a.pos < l.first || a.pos >= l.end) continue;
-    if (!a.write) return true;  // read before the buffer was fully redefined in this iteration
-    bool every_iteration = a.if_loops <= l.depth;
-    if (every_iteration && a.offset && a.extent) {
-      covered.push_back({*a.offset, *a.offset + *a.extent});
-      if (covers()) return false;
+  for (size_t r = 0; r < acc.size(); ++r) {
+    const Access& a = acc[r];
+    if (a.pos < l.first || a.pos >= l.end || a.write) continue;
+    std::vector<int> rg = regions_inside(a, l.depth);
+    std::vector<std::pair<int64_t, int64_t>> covered;
+    for (size_t w = 0; w < r; ++w) {
+      const Access& x = acc[w];
+      if (x.pos < l.first || !x.write || !x.offset || !x.extent) continue;
+      std::vector<int> wg = regions_inside(x, l.depth);  // must be a prefix of the read's regions
+      if (wg.size() > rg.size() || !std::equal(wg.begin(), wg.end(), rg.begin())) continue;
+      covered.push_back({*x.offset, *x.offset + *x.extent});
     }
+    if (!covers(covered)) return true;
   }
   return false;
 }

@@ -22,7 +22,9 @@
 //  3. Loops, innermost first. If a buffer is accessed inside loop L and
 //       (a) its lifetime reaches outside L (a value flows into or out of the loop), or
 //       (b) its value may flow from one iteration of L to the next: some read in L's body comes
-//           before the buffer is fully redefined in that body,
+//           before the buffer is fully redefined in that body by writes that run whenever the
+//           read runs (writes under an `if` / possibly empty loop inside L count only for reads
+//           inside that same branch / loop body),
 //     its lifetime is extended to the whole of L. "Fully redefined" = the bytes [0, need) are
 //     covered by writes that run on every iteration of L (not under an `if` inside L) at
 //     constant byte offsets; need = the buffer's bytes (Cube, fractal padded) or its elements

@@ -41,10 +41,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     TBuf<TPosition::A1> tw_l1_buf;
     pipe.InitBuffer(tw_l1_buf, 65536);
     LocalTensor<uint8_t> tw_l1 = tw_l1_buf.Get<uint8_t>();
-    LocalTensor<float> Q_shared = tw_l1[49152].ReinterpretCast<float>();  // L1 @49152 +16384 float32 Nz [64, 64], line 6
-    LocalTensor<float> K_shared = tw_l1[0].ReinterpretCast<float>();  // L1 @0 +16384 float32 Nz [64, 64], line 7
-    LocalTensor<float> V_shared = tw_l1[16384].ReinterpretCast<float>();  // L1 @16384 +16384 float32 Nz [64, 64], line 8
-    LocalTensor<float> acc_s_cast = tw_l1[32768].ReinterpretCast<float>();  // L1 @32768 +16384 float32 Nz [64, 64], line 10
+    LocalTensor<float> Q_shared = tw_l1[0].ReinterpretCast<float>();  // L1 @0 +16384 float32 Nz [64, 64], line 6
+    LocalTensor<float> K_shared = tw_l1[16384].ReinterpretCast<float>();  // L1 @16384 +16384 float32 Nz [64, 64], line 7
+    LocalTensor<float> V_shared = tw_l1[32768].ReinterpretCast<float>();  // L1 @32768 +16384 float32 Nz [64, 64], line 8
+    LocalTensor<float> acc_s_cast = tw_l1[49152].ReinterpretCast<float>();  // L1 @49152 +16384 float32 Nz [64, 64], line 10
     TBuf<TPosition::A2> tw_l0a_buf;
     pipe.InitBuffer(tw_l0a_buf, 65536);
     LocalTensor<uint8_t> tw_l0a = tw_l0a_buf.Get<uint8_t>();
@@ -58,8 +58,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     TBuf<TPosition::CO1> tw_l0c_buf;
     pipe.InitBuffer(tw_l0c_buf, 32768);
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
-    LocalTensor<float> acc_o_pv = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 4
-    LocalTensor<float> acc_s = tw_l0c[16384].ReinterpretCast<float>();  // L0C @16384 +16384 float32 Nz [64, 64], line 9
+    LocalTensor<float> acc_o_pv = tw_l0c[16384].ReinterpretCast<float>();  // L0C @16384 +16384 float32 Nz [64, 64], line 4
+    LocalTensor<float> acc_s = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
 
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::FIX_M>(1);  // line 4
@@ -169,6 +169,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
         }
         SetFlag<HardEvent::FIX_MTE1>(0);  // line 25
+        SetFlag<HardEvent::MTE1_M>(4);  // line 24
+        WaitFlag<HardEvent::MTE1_M>(4);  // line 24
         SetFlag<HardEvent::M_MTE1>(0);  // line 24
         PipeBarrier<PIPE_ALL>();  // line 50
         WaitFlag<HardEvent::FIX_MTE1>(0);  // line 50
@@ -280,6 +282,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         SetFlag<HardEvent::MTE1_MTE2>(0);  // line 51
         SetFlag<HardEvent::FIX_MTE1>(2);  // line 51
         SetFlag<HardEvent::FIX_M>(0);  // line 51
+        SetFlag<HardEvent::MTE1_M>(5);  // line 51
+        WaitFlag<HardEvent::MTE1_M>(5);  // line 51
         SetFlag<HardEvent::M_MTE1>(1);  // line 51
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
         WaitFlag<HardEvent::FIX_MTE1>(2);  // line 50
@@ -463,8 +467,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
         }
         SetFlag<HardEvent::MTE1_MTE2>(1);  // line 24
+        SetFlag<HardEvent::M_FIX>(4);  // line 24
+        WaitFlag<HardEvent::M_FIX>(4);  // line 25
         SetFlag<HardEvent::FIX_M>(1);  // line 25
         SetFlag<HardEvent::M_MTE1>(2);  // line 24
+        PipeBarrier<PIPE_ALL>();  // line 24
+        PipeBarrier<PIPE_ALL>();  // line 24
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 24
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
@@ -486,18 +494,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     TBuf<TPosition::VECCALC> tw_ub_buf;
     pipe.InitBuffer(tw_ub_buf, 41920);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
-    LocalTensor<float> acc_o_pv_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 4
-    LocalTensor<float> scores_scale_prev = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 22
+    LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
+    LocalTensor<float> scores_scale_prev = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 22
     LocalTensor<float> acc_s_ub = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 9
-    LocalTensor<float> acc_o_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 11
-    LocalTensor<float> scores_max = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 12
-    LocalTensor<float> scores_max_prev = tw_ub[41088].ReinterpretCast<float>();  // UB @41088 +128 float32 ND [32], line 13
-    LocalTensor<float> scores_scale = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 15
-    LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
+    LocalTensor<float> acc_o_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 11
+    LocalTensor<float> scores_max = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 12
+    LocalTensor<float> scores_max_prev = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 13
+    LocalTensor<float> scores_scale = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 14
+    LocalTensor<float> scores_sum = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 15
+    LocalTensor<float> logsum = tw_ub[41088].ReinterpretCast<float>();  // UB @41088 +128 float32 ND [32], line 16
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
     LocalTensor<float> acc_s_ub_keep_0 = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +64 float32 ND [2, 8], line 27
-    LocalTensor<float> scores_max_part_0 = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 31
+    LocalTensor<float> scores_max_part_0 = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 31
     TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
     pipe.InitBuffer(tw_scratch_buf, 1024);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
@@ -692,11 +700,17 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
           }
         }
+        SetFlag<HardEvent::MTE2_MTE3>(5);  // line 25
+        WaitFlag<HardEvent::MTE2_MTE3>(5);  // line 50
         SetFlag<HardEvent::MTE3_MTE2>(2);  // line 50
+        SetFlag<HardEvent::MTE2_V>(4);  // line 51
+        WaitFlag<HardEvent::MTE2_V>(4);  // line 51
         SetFlag<HardEvent::V_MTE2>(1);  // line 51
       }
       SetFlag<HardEvent::MTE2_MTE3>(0);  // line 51
       SetFlag<HardEvent::MTE3_MTE2>(3);  // line 50
+      PipeBarrier<PIPE_V>();  // line 55
+      PipeBarrier<PIPE_ALL>();  // line 50
       PipeBarrier<PIPE_V>();  // line 55
       Brcb(tw_scratch.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
       PipeBarrier<PIPE_V>();  // line 55

@@ -236,6 +236,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       }
       SetFlag<HardEvent::M_FIX>(0);  // line 14
       SetFlag<HardEvent::MTE1_MTE2>(1);  // line 14
+      SetFlag<HardEvent::MTE1_M>(2);  // line 14
+      WaitFlag<HardEvent::MTE1_M>(2);  // line 14
       SetFlag<HardEvent::M_MTE1>(1);  // line 14
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 17
       WaitFlag<HardEvent::M_FIX>(0);  // line 17
