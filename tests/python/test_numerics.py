@@ -534,6 +534,31 @@ def test_reduce(kind, dim, clear, dtype):
         assert_exact(d, ref.astype(np.float32), f"reduce_{kind}")  # max/min are exact
 
 
+@pytest.mark.parametrize("N", [16, 63, 64, 65, 200, 1031])
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+def test_reduce_rows_split_accumulators(kind, N):
+    """float32 row reductions run four vector accumulators (tails: one vector, then scalars):
+    every length around the vector and unroll widths; max/min exact, also with +-inf; NaN
+    elements of a max/min are skipped (a NaN never replaces an accumulator), a NaN in a sum
+    propagates."""
+    M = 6
+    rng = np.random.default_rng(N)
+    a = randn(rng, (M, N), scale=10.0)
+    a[1, N // 2] = np.inf
+    a[2, N - 1] = -np.inf
+    a[3, 0] = np.nan
+    a[4, N // 3] = np.nan
+    a[4, N - 1] = np.nan
+    fn, code = REDUCE_KINDS[kind]
+    d = reduce_kernel(code, M, N, 1, True, "float32")(a, np.zeros(M, np.float32))
+    if kind == "sum":
+        ref = a.astype(np.float64).sum(axis=1)
+        assert_close(d, ref, 1e-4, 1e-5, f"reduce_sum N={N}")
+    else:
+        nanfn = np.nanmax if kind == "max" else np.nanmin
+        assert_exact(d, nanfn(a, axis=1), f"reduce_{kind} N={N}")
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8"])
 @pytest.mark.parametrize("kind", ["max", "min"])
 def test_reduce_max_min_other_dtypes(kind, dtype):

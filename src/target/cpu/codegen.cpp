@@ -917,7 +917,8 @@ void CodeGen::emit_fill(const FillNode& n) {
 }
 
 // reduce over `axis` of a tile: src viewed as [outer, R, inner]. inner == 1 (the last axis):
-// 16 partial accumulators per row so the loop vectorises, then a tree; otherwise a row of
+// float32 rows use four independent vector accumulators; other types 16 partial accumulators
+// per row so the loop vectorises, then a tree; otherwise (inner > 1) a row of
 // accumulators updated elementwise. Accumulators are float (double for f64) or int64_t.
 void CodeGen::emit_reduce(const ReduceNode& n) {
   auto ss = n.src->const_shape(), ds = n.dst->const_shape();
@@ -971,20 +972,45 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
   if (inner == 1) {
     constexpr int kParts = 16;
     std::string row = "tw_o * " + std::to_string(R);
-    if (st.code == DTypeCode::f32 && n.reduce_kind != ReduceKind::sum && R >= kParts) {
-      // float max/min: g++ does not vectorise the select form of these reductions without
-      // -ffast-math, so use the tw_cpu::simd vector type (native width) explicitly.
-      const char* cmp = n.reduce_kind == ReduceKind::max ? ">" : "<";
+    if (st.code == DTypeCode::f32 && R >= kParts) {
+      // float32: the tw_cpu::simd vector type (native width), four independent accumulators so
+      // that the loop is bound by loads, not by the latency of one add / max chain; they are
+      // combined lane-wise, then the lanes, then the scalar tail. (g++ does not vectorise the
+      // select form of max/min without -ffast-math; a sum in one vector is latency-bound.)
+      // max/min: `x > acc ? x : acc` per lane in any grouping gives the same value (NaN
+      // elements never replace an accumulator); a sum is regrouped (more partial sums than a
+      // single chain: no less accurate).
       std::string R_s = std::to_string(R);
-      line("tw_cpu::simd::vf tw_vacc = tw_cpu::simd::splat(" + neutral + ");");
+      auto vcombine = [&](const std::string& a, const std::string& b) {
+        if (n.reduce_kind == ReduceKind::sum) return a + " + " + b;
+        return b + (n.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+      };
+      line("using tw_cpu::simd::vf;");
+      line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
+      line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
+      line("const float* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
-      open("for (; tw_r + tw_cpu::simd::kVF <= " + R_s + "; tw_r += tw_cpu::simd::kVF)");
-      line("const tw_cpu::simd::vf tw_x = tw_cpu::simd::loadu(" + src + " + " + row + " + tw_r);");
-      line(std::string("tw_vacc = tw_x ") + cmp + " tw_vacc ? tw_x : tw_vacc;");
+      open("for (; tw_r + 4 * tw_cpu::simd::kVF <= " + R_s + "; tw_r += 4 * tw_cpu::simd::kVF)");
+      for (int q = 0; q < 4; ++q) {
+        std::string v = "tw_v" + std::to_string(q);
+        std::string x = "tw_cpu::simd::loadu(tw_row + tw_r + " + std::to_string(q) + " * tw_cpu::simd::kVF)";
+        if (n.reduce_kind == ReduceKind::sum) {
+          line(v + " = " + v + " + " + x + ";");
+        } else {
+          line("{ const vf tw_x = " + x + "; " + v + " = " + vcombine(v, "tw_x") + "; }");
+        }
+      }
       close();
+      open("for (; tw_r + tw_cpu::simd::kVF <= " + R_s + "; tw_r += tw_cpu::simd::kVF)");
+      line("const vf tw_x = tw_cpu::simd::loadu(tw_row + tw_r);");
+      line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
+      close();
+      line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
+      line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
+      line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
       line(A + " tw_acc = " + neutral + ";");
-      line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_vacc[tw_j]") + ";");
-      line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", load(src, st, row + " + tw_r")) + ";");
+      line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_v0[tw_j]") + ";");
+      line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");
       store("tw_o", "tw_acc");
     } else if (R >= 2 * kParts) {
       line(A + " tw_p[" + std::to_string(kParts) + "];");
