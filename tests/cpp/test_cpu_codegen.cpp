@@ -699,6 +699,48 @@ TEST(CpuCodegen, StreamingStoresIntoLargeOutput) {
   }
 }
 
+// A T.Parallel map into a tile followed by the copy of the whole tile out is one pass (rows
+// computed in chunks, stored straight to the output, streaming stores when large): aligned and
+// unaligned output rows, rows a multiple of the chunk or not, a tail block (the map and copy as
+// written). With the tile read after the copy there is no fusion.
+Kernel make_map_copy_out(int64_t R, int64_t W, int64_t bm, int64_t col0, bool read_after) {
+  auto X = buffer("X", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto Y = buffer("Y", DTypeCode::f32, {I(R), I(W + col0)}, Scope::global);
+  auto Z = buffer("Z", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto t = buffer("t", DTypeCode::f32, {I(bm), I(W)}, Scope::fragment);
+  auto by = var("by"), i = var("i"), j = var("j");
+  std::vector<Stmt> body{alloc(t), copy(region(X, {by * I(bm), I(0)}, {bm, W}), full_region(t)),
+                         loop(i, I(bm), ForKind::parallel,
+                              loop(j, I(W), ForKind::parallel, store(t, {i, j}, ld(t, {i, j}) * F(2) + F(1)))),
+                         copy(full_region(t), region(Y, {by * I(bm), I(col0)}, {bm, W}))};
+  if (read_after) body.push_back(copy(full_region(t), region(Z, {by * I(bm), I(0)}, {bm, W})));
+  return kernel("map_out", {tensor(X), tensor(Y, true), tensor(Z, true)}, {by}, {ceildiv(I(R), I(bm))}, seq(body));
+}
+
+void check_map_copy_out(int64_t R, int64_t W, int64_t bm, int64_t col0, bool read_after) {
+  std::string src = tw::cpu::codegen_cpu(make_map_copy_out(R, W, bm, col0, read_after));
+  EXPECT_EQ(src.find("fused with copy") != std::string::npos, !read_after) << src;
+  auto lib = build(src, "map_out_" + std::to_string(R) + "_" + std::to_string(W) + "_" + std::to_string(col0) +
+                            (read_after ? "_r" : ""));
+  ASSERT_TRUE(lib);
+  auto x = random_floats(R * W, 41);
+  std::vector<float> y(R * (W + col0), -5.0f), z(R * W, -7.0f);
+  run_all(*lib, {x.data(), y.data(), z.data()}, {});
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < col0; ++c) ASSERT_EQ(y[r * (W + col0) + c], -5.0f) << r;
+    for (int64_t c = 0; c < W; ++c) {
+      float want = x[r * W + c] * 2.0f + 1.0f;
+      ASSERT_EQ(y[r * (W + col0) + col0 + c], want) << r << "," << c;
+      ASSERT_EQ(z[r * W + c], read_after ? want : -7.0f) << r << "," << c;
+    }
+  }
+}
+
+TEST(CpuCodegen, MapCopyOutFusedStreamingAligned) { check_map_copy_out(2048, 1024, 8, 0, false); }
+TEST(CpuCodegen, MapCopyOutFusedStreamingUnaligned) { check_map_copy_out(2048, 1000, 8, 1, false); }
+TEST(CpuCodegen, MapCopyOutFusedTailBlock) { check_map_copy_out(37, 100, 8, 0, false); }
+TEST(CpuCodegen, MapCopyOutNotFusedWhenTileReadAfter) { check_map_copy_out(37, 100, 8, 0, true); }
+
 TEST(CpuCodegen, UnsupportedGemmDtypesAreAnError) {
   auto A = buffer("A", DTypeCode::f16, {I(16), I(16)}, Scope::shared);
   auto B = buffer("B", DTypeCode::f32, {I(16), I(16)}, Scope::shared);

@@ -297,6 +297,51 @@ std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Map + copy-out fusion
+//
+// `for i, j in T.Parallel(E0, E1): t[i, j] = f(...)` immediately followed by `T.copy(t, G[...])`
+// (the whole tile t into a global tensor of the same dtype) is emitted, when the destination
+// region is inside G, as one pass: each row is computed in chunks of kOutChunk elements into a
+// small L1 buffer and stored to G from there (streaming stores for large outputs), instead of
+// writing the tile (an L2 pass) and copying it out (a second pass). Sound when t is not read
+// again: the map reads t only at [i, j] (so skipping the tile's write changes nothing it reads),
+// no statement after the copy references t and the pair is not inside a loop (which could read t
+// on its next iteration). Otherwise (and on the tail path) the two statements are emitted as
+// written.
+
+constexpr int kOutChunk = 64;
+
+// Does statement s (a leaf, or any loads inside a compound one) reference buffer b?
+bool references(const Stmt& s, const Buffer& b) {
+  bool hit = false;
+  auto reg = [&](const Region& r) { hit |= r.buffer == b; };
+  for_each_stmt(s, [&](const Stmt& x) {
+    switch (x->kind) {
+      case StmtKind::Copy: reg(static_cast<const CopyNode*>(x.get())->src); reg(static_cast<const CopyNode*>(x.get())->dst); break;
+      case StmtKind::Gemm: {
+        const auto& g = *static_cast<const GemmNode*>(x.get());
+        reg(g.a); reg(g.b); reg(g.c);
+        break;
+      }
+      case StmtKind::Fill: reg(static_cast<const FillNode*>(x.get())->dst); break;
+      case StmtKind::Reduce: {
+        const auto& r = *static_cast<const ReduceNode*>(x.get());
+        hit |= r.src == b || r.dst == b;
+        break;
+      }
+      case StmtKind::Store: hit |= static_cast<const StoreNode*>(x.get())->buffer == b; break;
+      default: break;
+    }
+  });
+  for_each_expr(s, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) hit |= static_cast<const LoadNode*>(e.get())->buffer == b;
+  });
+  return hit;
+}
+
+bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
+
+// ---------------------------------------------------------------------------------------------
 // The generator
 
 class CodeGen {
@@ -349,6 +394,8 @@ class CodeGen {
   void emit_gemm(const GemmNode& n);
   void emit_fill(const FillNode& n);
   void emit_reduce(const ReduceNode& n);
+  // map + copy-out fusion (see kOutChunk); false: nothing emitted, emit the two as written
+  bool emit_map_copy_out(const Stmt& map, const Stmt& copy);
 
   // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
   std::string expr(const Expr& e);
@@ -392,6 +439,7 @@ class CodeGen {
   std::unordered_map<const void*, std::string> names_;
   std::set<std::string> used_;
   std::unordered_set<const void*> bound_, nonneg_, declared_;
+  int loop_depth_ = 0;  // loops of the kernel body around the statement being emitted
   // tiles whose copies are elided: the C names of the view's pointer and leading dim
   struct View { std::string ptr, ld; int64_t cols; };
   std::unordered_set<const void*> elidable_;
@@ -535,7 +583,13 @@ void CodeGen::emit(const Stmt& s) {
 }
 
 void CodeGen::emit_seq(const SeqNode& n) {
-  for (const auto& c : n.body) emit(c);
+  for (size_t k = 0; k < n.body.size(); ++k) {
+    if (k + 1 < n.body.size() && emit_map_copy_out(n.body[k], n.body[k + 1])) {
+      ++k;
+      continue;
+    }
+    emit(n.body[k]);
+  }
 }
 
 // serial / pipelined: plain loop; unroll: #pragma GCC unroll; parallel: plain nested loops, the
@@ -564,7 +618,9 @@ void CodeGen::emit_for(const ForNode& n) {
     std::string e = name_for(&n, v + "_end");
     open("for (int64_t " + v + " = " + mn.s + ", " + e + " = " + end.s + "; " + v + " < " + e + "; ++" + v + ")");
   }
+  ++loop_depth_;
   emit(n.body);
+  --loop_depth_;
   close();
 }
 
@@ -817,6 +873,110 @@ void CodeGen::emit_copy(const CopyNode& n) {
     close();
   }
   close();
+}
+
+bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
+  if (loop_depth_ != 0 || map_s->kind != StmtKind::For || copy_s->kind != StmtKind::Copy) return false;
+  const auto& outer = *as<ForNode>(map_s);
+  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return false;
+  const auto& inner = *as<ForNode>(outer.body);
+  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return false;
+  const auto& st = *as<StoreNode>(inner.body);
+  const auto& cp = *as<CopyNode>(copy_s);
+  const Buffer& t = st.buffer;
+  auto shape = t->const_shape();
+  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
+  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
+  if (t->scope == Scope::global || t->dtype.code != DTypeCode::f32 || !shape || shape->size() != 2 || !mn0 ||
+      *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 || !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || *e1 < kOutChunk ||
+      st.indices.size() != 2 || !is_var(st.indices[0], outer.var) || !is_var(st.indices[1], inner.var))
+    return false;
+  // the copy: the whole tile into a global tensor of the same dtype
+  if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype ||
+      views_.count(t.get()))
+    return false;
+  for (size_t d = 0; d < 2; ++d) {
+    auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
+    if (!s0 || *s0 != 0 || !ex || *ex != (*shape)[d]) return false;
+  }
+  // the map reads t only at [i, j]
+  bool other_read = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (!e || e->kind != ExprKind::Load) return;
+    const auto& l = *static_cast<const LoadNode*>(e.get());
+    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
+      other_read = true;
+  });
+  if (other_read) return false;
+  // nothing after the copy references t
+  bool after = false, later_use = false;
+  for_each_stmt(k_->body, [&](const Stmt& x) {
+    if (after && x->kind != StmtKind::Seq && x->kind != StmtKind::For && x->kind != StmtKind::If)
+      later_use |= references(x, t);
+    if (x.get() == copy_s.get()) after = true;
+  });
+  if (later_use) return false;
+  // the destination: tile dims with extent != 1 paired in order with the region's; rows contiguous
+  RegionView d = view(cp.dst);
+  std::vector<int> td;
+  for (int k = 0; k < 2; ++k)
+    if ((*shape)[k] != 1) td.push_back(k);
+  if (td.size() != d.dims.size() || td.back() != 1 || d.dims.back() != d.rank() - 1) return false;
+  for (size_t k = 0; k < td.size(); ++k)
+    if (!same(d.ext[d.dims[k]], ic((*shape)[td[k]]))) return false;
+  std::vector<std::string> conds;
+  for (int dd = 0; dd < d.rank(); ++dd) {
+    if (d.overflows_above(dd) || (d.start[dd].c && *d.start[dd].c < 0)) return false;  // always the tail path
+  }
+
+  line(line_comment(cp.span) + "map into " + t->name + " fused with copy " + t->name + " -> " + cp.dst.buffer->name +
+       ": rows computed in chunks and stored to " + cp.dst.buffer->name + " directly");
+  open("");
+  Idx db = hoist_starts(d, "tw_d");
+  std::string dbase = hoist(db, "tw_db");
+  db = db.c ? db : iv(dbase, db.nonneg);
+  for (int dd = 0; dd < d.rank(); ++dd) {
+    const Idx& s0 = d.start[dd];
+    if (!s0.nonneg) conds.push_back(s0.s + " >= 0");
+    if (!d.fits_above(dd)) conds.push_back(add(s0, d.ext[dd]).s + " <= " + d.shape[dd].s);
+  }
+  if (!conds.empty()) {
+    std::string c;
+    for (auto& x : conds) c += (c.empty() ? "" : " && ") + x;
+    open("if (" + c + ")");
+  }
+  Idx numel = ic(1);
+  for (const auto& x : d.shape) numel = mul(numel, x);
+  line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
+  std::string C = std::to_string(kOutChunk), E1 = std::to_string(*e1);
+  std::string vi = bind(outer.var, true);
+  open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(*e0) + "; ++" + vi + ")");
+  Idx row = td.size() == 2 ? add(db, mul(iv(vi, true), d.stride[d.dims[0]])) : db;
+  line("float* const tw_out = " + (row.c == 0 ? d.buf : d.buf + " + " + row.s) + ";");
+  open("for (int64_t tw_j0 = 0; tw_j0 < " + E1 + "; tw_j0 += " + C + ")");
+  line("alignas(64) float tw_buf[" + C + "];");
+  std::string n_elems = (*e1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1 + " - tw_j0)";
+  line("const int64_t tw_jn = " + n_elems + ";");
+  std::string vj = bind(inner.var, true);
+  line("#pragma GCC ivdep");
+  open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
+  line("tw_buf[" + vj + " - tw_j0] = " + narrow(t->dtype, st.value->dtype, expr(st.value)) + ";");
+  close();
+  line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+  close();
+  close();
+  line("if (tw_nt) tw_cpu::simd::stream_fence();");
+  if (!conds.empty()) {
+    --indent_;
+    line("} else {");
+    ++indent_;
+    line("// tail: the map and the copy as written");
+    emit(map_s);
+    emit(copy_s);
+    close();
+  }
+  close();
+  return true;
 }
 
 // gemm: the last two dims of each region are the matrix (rows, cols); leading dims must have
