@@ -741,6 +741,49 @@ TEST(CpuCodegen, MapCopyOutFusedStreamingUnaligned) { check_map_copy_out(2048, 1
 TEST(CpuCodegen, MapCopyOutFusedTailBlock) { check_map_copy_out(37, 100, 8, 0, false); }
 TEST(CpuCodegen, MapCopyOutNotFusedWhenTileReadAfter) { check_map_copy_out(37, 100, 8, 0, true); }
 
+// Row kernels read their input tile in place (row_view_tiles): y = x / rowsum(x) with a row
+// reduction and a map reading the tile through the view. Not when the kernel writes the source
+// tensor (in place: X is the output), nor when the tile is reduced over its first axis.
+void check_row_view(int64_t R, int64_t W, int64_t bm, bool in_place, bool col_reduce) {
+  auto X = buffer("X", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto Y = buffer("Y", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto t = buffer("t", DTypeCode::f32, {I(bm), I(W)}, Scope::fragment);
+  auto rs = buffer("rs", DTypeCode::f32, {I(bm)}, Scope::fragment);
+  auto cs = buffer("cs", DTypeCode::f32, {I(W)}, Scope::fragment);
+  auto by = var("by"), i = var("i"), j = var("j");
+  const Buffer& out = in_place ? X : Y;
+  std::vector<Stmt> body{alloc(t), alloc(rs), alloc(cs), copy(region(X, {by * I(bm), I(0)}, {bm, W}), full_region(t)),
+                         reduce(t, rs, ReduceKind::sum, 1, true)};
+  if (col_reduce) body.push_back(reduce(t, cs, ReduceKind::max, 0, true));
+  body.push_back(loop(i, I(bm), ForKind::parallel,
+                      loop(j, I(W), ForKind::parallel, store(t, {i, j}, ld(t, {i, j}) / ld(rs, {i})))));
+  body.push_back(copy(full_region(t), region(out, {by * I(bm), I(0)}, {bm, W})));
+  std::vector<Param> params{tensor(X, in_place)};
+  if (!in_place) params.push_back(tensor(Y, true));
+  Kernel k = kernel("row_view", params, {by}, {ceildiv(I(R), I(bm))}, seq(body));
+  std::string src = tw::cpu::codegen_cpu(k);
+  EXPECT_EQ(src.find("is only read (loads, reductions)") != std::string::npos, !in_place && !col_reduce) << src;
+  auto lib = build(src, "row_view_" + std::to_string(R) + "_" + std::to_string(W) + (in_place ? "_ip" : "") +
+                            (col_reduce ? "_cr" : ""));
+  ASSERT_TRUE(lib);
+  auto x = random_floats(R * W, 43, 0.5f, 2.0f);
+  auto x0 = x;
+  std::vector<float> y(R * W, -5.0f);
+  if (in_place) run_all(*lib, {x.data()}, {});
+  else run_all(*lib, {x.data(), y.data()}, {});
+  const std::vector<float>& got = in_place ? x : y;
+  for (int64_t r = 0; r < R; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < W; ++c) sum += x0[r * W + c];
+    for (int64_t c = 0; c < W; ++c) ASSERT_NEAR(got[r * W + c], x0[r * W + c] / sum, 1e-5 / W) << r << "," << c;
+  }
+}
+
+TEST(CpuCodegen, RowViewReadsInputInPlace) { check_row_view(37, 300, 8, false, false); }   // tail block
+TEST(CpuCodegen, RowViewLongRowsStreaming) { check_row_view(2048, 1031, 4, false, false); }
+TEST(CpuCodegen, RowViewNotWhenSourceWritten) { check_row_view(37, 300, 8, true, false); }
+TEST(CpuCodegen, RowViewNotWhenReducedOverRows) { check_row_view(37, 300, 8, false, true); }
+
 TEST(CpuCodegen, UnsupportedGemmDtypesAreAnError) {
   auto A = buffer("A", DTypeCode::f16, {I(16), I(16)}, Scope::shared);
   auto B = buffer("B", DTypeCode::f32, {I(16), I(16)}, Scope::shared);

@@ -297,6 +297,141 @@ std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Read-in-place views for row kernels
+//
+// A 2-D tile filled by one copy from a global tensor (full tile, same dtype, rows contiguous in
+// the tensor; a top-level statement of the kernel) is not materialised while it is only read:
+// in the copy's fast path it becomes a (pointer, leading dim) view of the tensor, and loads and
+// row reductions read the tensor in place (the masked path still copies into the tile and points
+// the view at it, as for gemm operands). The view ends at the first top-level full-tile map
+// writing the tile (`for i, j in T.Parallel(shape): t[i, j] = f(...)`, reading t only at
+// [i, j]): that map reads through the view, later statements read the tile. Anything else that
+// writes the tile while the view is live, a copy or gemm reading it then, a reduce of it over
+// its first axis, a second fill, or a kernel that writes the source tensor: no view.
+
+// The store of a full-tile elementwise map (see above) into a tile, or null.
+const StoreNode* full_tile_map(const Stmt& s) {
+  if (!s || s->kind != StmtKind::For) return nullptr;
+  const auto& outer = *static_cast<const ForNode*>(s.get());
+  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return nullptr;
+  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
+  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return nullptr;
+  const auto* st = static_cast<const StoreNode*>(inner.body.get());
+  const Buffer& t = st->buffer;
+  auto shape = t->const_shape();
+  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
+  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
+  auto is_var = [](const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); };
+  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
+      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || st->indices.size() != 2 ||
+      !is_var(st->indices[0], outer.var) || !is_var(st->indices[1], inner.var))
+    return nullptr;
+  bool other_read = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (!e || e->kind != ExprKind::Load) return;
+    const auto& l = *static_cast<const LoadNode*>(e.get());
+    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
+      other_read = true;
+  });
+  return other_read ? nullptr : st;
+}
+
+// Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
+// innermost paired dim is contiguous when the tile's rows are longer than 1.
+bool viewable_copy(const CopyNode& c) {
+  const Buffer& d = c.dst.buffer;
+  auto shape = d->const_shape();
+  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || c.src.buffer->dtype != d->dtype || !shape ||
+      shape->size() != 2)
+    return false;
+  std::vector<int64_t> sext;
+  for (size_t i = 0; i < 2; ++i) {
+    auto st = as_const_int(c.dst.starts[i]), ex = as_const_int(c.dst.extents[i]);
+    if (!st || *st != 0 || !ex || *ex != (*shape)[i]) return false;
+  }
+  for (const auto& e : c.src.extents) {
+    auto x = as_const_int(e);
+    if (!x) return false;
+    sext.push_back(*x);
+  }
+  std::vector<int> sd;
+  for (size_t i = 0; i < sext.size(); ++i)
+    if (sext[i] != 1) sd.push_back(static_cast<int>(i));
+  int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
+  if (static_cast<int>(sd.size()) != nd) return false;
+  return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
+}
+
+std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
+  std::unordered_set<const void*> out;
+  if (!k->body || k->body->kind != StmtKind::Seq) return out;
+  const auto& top = static_cast<const SeqNode*>(k->body.get())->body;
+  std::unordered_set<const void*> global_written;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    auto w = [&](const Buffer& b) {
+      if (b && b->scope == Scope::global) global_written.insert(b.get());
+    };
+    switch (s->kind) {
+      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
+      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
+      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
+      default: break;
+    }
+  });
+  // candidates: tiles filled by a top-level viewable copy
+  std::vector<Buffer> cands;
+  for (const auto& s : top)
+    if (s->kind == StmtKind::Copy) {
+      const auto& c = *static_cast<const CopyNode*>(s.get());
+      if (viewable_copy(c) && !global_written.count(c.src.buffer.get())) cands.push_back(c.dst.buffer);
+    }
+  for (const Buffer& t : cands) {
+    enum { none, view, tile } state = none;
+    bool bad = false;
+    for (const auto& s : top) {
+      if (s->kind == StmtKind::Copy && static_cast<const CopyNode*>(s.get())->dst.buffer == t) {
+        const auto& c = *static_cast<const CopyNode*>(s.get());
+        if (state != none || !viewable_copy(c)) bad = true;
+        state = view;
+        continue;
+      }
+      if (const StoreNode* st = full_tile_map(s); st && st->buffer == t) {
+        if (state == view) state = tile;
+        continue;
+      }
+      // any other statement: reads of t are fine (loads, row reductions); writes are not, nor
+      // copies / gemms reading t while the view is live
+      for_each_stmt(s, [&](const Stmt& x) {
+        switch (x->kind) {
+          case StmtKind::Copy: {
+            const auto& c = *static_cast<const CopyNode*>(x.get());
+            bad |= c.dst.buffer == t || (c.src.buffer == t && state == view);
+            break;
+          }
+          case StmtKind::Store: bad |= static_cast<const StoreNode*>(x.get())->buffer == t; break;
+          case StmtKind::Fill: bad |= static_cast<const FillNode*>(x.get())->dst.buffer == t; break;
+          case StmtKind::Reduce: {
+            const auto& r = *static_cast<const ReduceNode*>(x.get());
+            bad |= r.dst == t || (r.src == t && r.axis != 1);
+            break;
+          }
+          case StmtKind::Gemm: {
+            const auto& g = *static_cast<const GemmNode*>(x.get());
+            bad |= g.a.buffer == t || g.b.buffer == t || g.c.buffer == t;
+            break;
+          }
+          default: break;
+        }
+      });
+    }
+    if (!bad && state != none) out.insert(t.get());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Map + copy-out fusion
 //
 // `for i, j in T.Parallel(E0, E1): t[i, j] = f(...)` immediately followed by `T.copy(t, G[...])`
@@ -443,6 +578,8 @@ class CodeGen {
   // tiles whose copies are elided: the C names of the view's pointer and leading dim
   struct View { std::string ptr, ld; int64_t cols; };
   std::unordered_set<const void*> elidable_;
+  // row views (see row_view_tiles): the tiles that have one, and those whose view is live now
+  std::unordered_set<const void*> row_views_, live_views_;
   std::unordered_map<const void*, View> views_;
 };
 
@@ -499,6 +636,7 @@ std::string CodeGen::run() {
   // Reserve the names of the interface so no user name takes them.
   for (const char* r : {"tw_args", "tw_ext", "tw_bx", "tw_by", "tw_bz"}) used_.insert(r);
   elidable_ = elidable_tiles(k_);
+  row_views_ = row_view_tiles(k_);
 
   out_ += "// Generated by Tilewright (target cpu) for kernel '" + k.name + "'. Do not edit.\n";
   out_ += kPreamble;
@@ -584,11 +722,11 @@ void CodeGen::emit(const Stmt& s) {
 
 void CodeGen::emit_seq(const SeqNode& n) {
   for (size_t k = 0; k < n.body.size(); ++k) {
-    if (k + 1 < n.body.size() && emit_map_copy_out(n.body[k], n.body[k + 1])) {
-      ++k;
-      continue;
-    }
-    emit(n.body[k]);
+    const Stmt& s = n.body[k];
+    if (k + 1 < n.body.size() && emit_map_copy_out(s, n.body[k + 1])) ++k;
+    else emit(s);
+    // a full-tile map overwrote a tile read through a view: later reads use the tile
+    if (const StoreNode* st = full_tile_map(s)) live_views_.erase(st->buffer.get());
   }
 }
 
@@ -673,12 +811,14 @@ void CodeGen::emit_alloc(const AllocNode& n) {
   std::string name = name_for(b.get(), b->name);
   line("alignas(64) " + storage_type(b->dtype) + " " + name + "[" + std::to_string(numel) + "];  " +
        line_comment(n.span) + std::string(scope_name(b->scope)) + " [" + dims + "]");
-  if (elidable_.count(b.get()) && shape->size() == 2) {
-    // read only by gemm, written only by one copy from a global tensor: a view, see elidable_tiles
+  bool row_view = row_views_.count(b.get()) > 0;
+  if ((elidable_.count(b.get()) || row_view) && shape->size() == 2) {
+    // read only by gemm (or, row_view_tiles, only read until a map overwrites it), written by one
+    // copy from a global tensor: a view
     View v{name_for(&n, name + "_p"), name_for(reinterpret_cast<const char*>(&n) + 1, name + "_ld"), (*shape)[1]};
-    line("const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
-         " are elided when in bounds: gemm reads (" + v.ptr + ", " + v.ld + ")");
-    line("int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
+    line("[[maybe_unused]] const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
+         " are elided when in bounds: " + (row_view ? "reads" : "gemm reads") + " (" + v.ptr + ", " + v.ld + ")");
+    line("[[maybe_unused]] int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
     views_[b.get()] = v;
   }
 }
@@ -737,7 +877,8 @@ void CodeGen::emit_copy(const CopyNode& n) {
       // elided: the gemm reads the tensor in place (innermost dim contiguous, checked by elidable_tiles)
       std::string ld = std::to_string(view_of_dst->cols);
       if (d.ext[0].c != 1) ld = s.stride[s.dims[0]].s;
-      line("// elided: " + n.dst.buffer->name + " is read only by gemm, which reads " + n.src.buffer->name + " in place");
+      line("// elided: " + n.dst.buffer->name + " is only read (" + (row_views_.count(n.dst.buffer.get()) ? "loads, reductions" : "by gemm") +
+           "), from " + n.src.buffer->name + " in place");
       line(view_of_dst->ptr + " = " + (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + ";");
       line(view_of_dst->ld + " = " + ld + ";");
       return;
@@ -873,6 +1014,7 @@ void CodeGen::emit_copy(const CopyNode& n) {
     close();
   }
   close();
+  if (row_views_.count(n.dst.buffer.get())) live_views_.insert(n.dst.buffer.get());
 }
 
 bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
@@ -893,7 +1035,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
     return false;
   // the copy: the whole tile into a global tensor of the same dtype
   if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype ||
-      views_.count(t.get()))
+      elidable_.count(t.get()))
     return false;
   for (size_t d = 0; d < 2; ++d) {
     auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
@@ -1132,6 +1274,11 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
   if (inner == 1) {
     constexpr int kParts = 16;
     std::string row = "tw_o * " + std::to_string(R);
+    if (live_views_.count(n.src.get())) {  // rows read in place (row_view_tiles)
+      const View& v = views_.at(n.src.get());
+      src = v.ptr;
+      row = "tw_o * " + v.ld;
+    }
     if (st.code == DTypeCode::f32 && R >= kParts) {
       // float32: the tw_cpu::simd vector type (native width), four independent accumulators so
       // that the loop is bound by loads, not by the latency of one add / max chain; they are
@@ -1442,6 +1589,11 @@ std::string CodeGen::expr_load(const LoadNode& n) {
                     " indices, the buffer has " + std::to_string(n.buffer->ndim()) + " dimension(s)",
                 n.span);
   std::string b = buf_name(n.buffer);
+  if (live_views_.count(n.buffer.get())) {  // read in place (row_view_tiles)
+    const View& v = views_.at(n.buffer.get());
+    Idx at = add(mul(idx(n.indices[0]), iv(v.ld, true)), idx(n.indices[1]));
+    return widen(n.buffer->dtype, v.ptr + "[" + at.s + "]");
+  }
   return widen(n.buffer->dtype, b + "[" + linear_index(n.buffer, n.indices).s + "]");
 }
 
