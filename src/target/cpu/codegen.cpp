@@ -1095,10 +1095,14 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(*e0) + "; ++" + vi + ")");
   Idx row = td.size() == 2 ? add(db, mul(iv(vi, true), d.stride[d.dims[0]])) : db;
   line("float* const tw_out = " + (row.c == 0 ? d.buf : d.buf + " + " + row.s) + ";");
-  open("for (int64_t tw_j0 = 0; tw_j0 < " + E1 + "; tw_j0 += " + C + ")");
+  // with streaming stores the chunks start at vector boundaries of the output: a short first
+  // chunk up to the first one (ordinary stores), then aligned chunks
+  line("const int64_t tw_h = tw_nt ? tw_min(" + E1 + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
+       "sizeof(float))) : 0;");
+  line("int64_t tw_jn = 0;");
+  open("for (int64_t tw_j0 = 0; tw_j0 < " + E1 + "; tw_j0 += tw_jn)");
   line("alignas(64) float tw_buf[" + C + "];");
-  std::string n_elems = (*e1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1 + " - tw_j0)";
-  line("const int64_t tw_jn = " + n_elems + ";");
+  line("tw_jn = tw_j0 < tw_h ? tw_h - tw_j0 : tw_min(" + C + ", " + E1 + " - tw_j0);");
   std::string vj = bind(inner.var, true);
   line("#pragma GCC ivdep");
   open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
