@@ -531,6 +531,10 @@ class CodeGen {
   void emit_reduce(const ReduceNode& n);
   // map + copy-out fusion (see kOutChunk); false: nothing emitted, emit the two as written
   bool emit_map_copy_out(const Stmt& map, const Stmt& copy);
+  // map + row reduction fusion (see emit_map_reduce)
+  bool emit_map_reduce(const Stmt& map, const Stmt& reduce);
+  // does any statement after `s` (in kernel order) reference t?
+  bool used_after(const Stmt& s, const Buffer& t) const;
 
   // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
   std::string expr(const Expr& e);
@@ -723,7 +727,7 @@ void CodeGen::emit(const Stmt& s) {
 void CodeGen::emit_seq(const SeqNode& n) {
   for (size_t k = 0; k < n.body.size(); ++k) {
     const Stmt& s = n.body[k];
-    if (k + 1 < n.body.size() && emit_map_copy_out(s, n.body[k + 1])) ++k;
+    if (k + 1 < n.body.size() && (emit_map_copy_out(s, n.body[k + 1]) || emit_map_reduce(s, n.body[k + 1]))) ++k;
     else emit(s);
     // a full-tile map overwrote a tile read through a view: later reads use the tile
     if (const StoreNode* st = full_tile_map(s)) live_views_.erase(st->buffer.get());
@@ -1051,13 +1055,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   });
   if (other_read) return false;
   // nothing after the copy references t
-  bool after = false, later_use = false;
-  for_each_stmt(k_->body, [&](const Stmt& x) {
-    if (after && x->kind != StmtKind::Seq && x->kind != StmtKind::For && x->kind != StmtKind::If)
-      later_use |= references(x, t);
-    if (x.get() == copy_s.get()) after = true;
-  });
-  if (later_use) return false;
+  if (used_after(copy_s, t)) return false;
   // the destination: tile dims with extent != 1 paired in order with the region's; rows contiguous
   RegionView d = view(cp.dst);
   std::vector<int> td;
@@ -1121,6 +1119,102 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
     emit(copy_s);
     close();
   }
+  close();
+  return true;
+}
+
+bool CodeGen::used_after(const Stmt& s, const Buffer& t) const {
+  bool after = false, later_use = false;
+  for_each_stmt(k_->body, [&](const Stmt& x) {
+    if (after && x->kind != StmtKind::Seq && x->kind != StmtKind::For && x->kind != StmtKind::If)
+      later_use |= references(x, t);
+    if (x.get() == s.get()) after = true;
+  });
+  return later_use;
+}
+
+// A full-tile float32 map into t (full_tile_map) followed by a float32 reduce of t over its rows
+// (axis 1) is one pass: each row is computed in chunks of kOutChunk elements and each chunk is
+// reduced while in L1 (four vector accumulators, as emit_reduce). The chunk is written to t when
+// t is read later, else only to a local buffer. Only outside loops (as emit_map_copy_out).
+bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
+  if (loop_depth_ != 0 || red_s->kind != StmtKind::Reduce) return false;
+  const StoreNode* st = full_tile_map(map_s);
+  const auto& rd = *as<ReduceNode>(red_s);
+  if (!st || rd.src != st->buffer || rd.axis != 1 || st->buffer->dtype.code != DTypeCode::f32 ||
+      rd.dst->dtype.code != DTypeCode::f32 || rd.dst == st->buffer || elidable_.count(st->buffer.get()))
+    return false;
+  const Buffer& t = st->buffer;
+  auto shape = *t->const_shape();
+  auto ds = rd.dst->const_shape();
+  if (!ds || !((ds->size() == 1 && (*ds)[0] == shape[0]) || (ds->size() == 2 && (*ds)[0] == shape[0] && (*ds)[1] == 1)))
+    return false;
+  // the map must not read the reduce's destination (it is written row by row here)
+  bool reads_dst = false;
+  for_each_expr(map_s, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == rd.dst;
+  });
+  if (reads_dst) return false;
+  const auto& outer = *as<ForNode>(map_s);
+  const auto& inner = *as<ForNode>(outer.body);
+  const bool keep = used_after(red_s, t);
+  const int64_t E0 = shape[0], E1 = shape[1];
+  std::string C = std::to_string(kOutChunk), E1s = std::to_string(E1);
+  std::string tn = buf_name(t), dn = buf_name(rd.dst);
+  const char* kname = rd.reduce_kind == ReduceKind::sum ? "sum" : rd.reduce_kind == ReduceKind::max ? "max" : "min";
+  std::string neutral = rd.reduce_kind == ReduceKind::sum   ? float_lit(0.0, DType(DTypeCode::f32))
+                        : rd.reduce_kind == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
+                                                            : float_lit(INFINITY, DType(DTypeCode::f32));
+  auto vcombine = [&](const std::string& a, const std::string& b) {
+    if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
+    return b + (rd.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+  };
+  auto combine = [&](const std::string& a, const std::string& b) {
+    if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
+    return std::string(rd.reduce_kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
+  };
+  line(line_comment(rd.span) + "map into " + t->name + " fused with reduce_" + kname + " " + t->name + " -> " +
+       rd.dst->name + (keep ? "" : " (" + t->name + " itself is not written: nothing reads it later)"));
+  open("");
+  line("using tw_cpu::simd::vf;");
+  line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
+  std::string vi = bind(outer.var, true);
+  open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(E0) + "; ++" + vi + ")");
+  line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
+  line("float tw_acc = " + neutral + ";");
+  if (!keep) line("alignas(64) float tw_buf[" + C + "];");
+  open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
+  line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
+  std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
+  line("float* const tw_c = " + chunk + ";");
+  std::string vj = bind(inner.var, true);
+  line("#pragma GCC ivdep");
+  open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
+  line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, st->value->dtype, expr(st->value)) + ";");
+  close();
+  line("int64_t tw_q = 0;");
+  open("for (; tw_q + 4 * tw_cpu::simd::kVF <= tw_jn; tw_q += 4 * tw_cpu::simd::kVF)");
+  for (int q = 0; q < 4; ++q) {
+    std::string v = "tw_v" + std::to_string(q);
+    line("{ const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q + " + std::to_string(q) + " * tw_cpu::simd::kVF); " + v +
+         " = " + vcombine(v, "tw_x") + "; }");
+  }
+  close();
+  open("for (; tw_q + tw_cpu::simd::kVF <= tw_jn; tw_q += tw_cpu::simd::kVF)");
+  line("const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q);");
+  line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
+  close();
+  line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
+  close();
+  line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
+  line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
+  line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
+  line("float tw_r = " + neutral + ";");
+  line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_r = " + combine("tw_r", "tw_v0[tw_j]") + ";");
+  line("tw_r = " + combine("tw_r", "tw_acc") + ";");
+  std::string at = dn + "[" + vi + "]";
+  line(at + " = " + (rd.clear ? "tw_r" : combine(at, "tw_r")) + ";");
+  close();
   close();
   return true;
 }
