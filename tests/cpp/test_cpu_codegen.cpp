@@ -742,7 +742,7 @@ TEST(CpuCodegen, MapCopyOutFusedTailBlock) { check_map_copy_out(37, 100, 8, 0, f
 TEST(CpuCodegen, MapCopyOutNotFusedWhenTileReadAfter) { check_map_copy_out(37, 100, 8, 0, true); }
 
 // Row kernels read their input tile in place (row_view_tiles): y = x / rowsum(x) with a row
-// reduction and a map reading the tile through the view. Not when the kernel writes the source
+// reduction and a map reading the tile through the view (and prefetching the next block's rows). Not when the kernel writes the source
 // tensor (in place: X is the output), nor when the tile is reduced over its first axis.
 void check_row_view(int64_t R, int64_t W, int64_t bm, bool in_place, bool col_reduce) {
   auto X = buffer("X", DTypeCode::f32, {I(R), I(W)}, Scope::global);
@@ -763,6 +763,8 @@ void check_row_view(int64_t R, int64_t W, int64_t bm, bool in_place, bool col_re
   Kernel k = kernel("row_view", params, {by}, {ceildiv(I(R), I(bm))}, seq(body));
   std::string src = tw::cpu::codegen_cpu(k);
   EXPECT_EQ(src.find("is only read (loads, reductions)") != std::string::npos, !in_place && !col_reduce) << src;
+  // the pass ending the view prefetches the next block's rows
+  EXPECT_EQ(src.find("__builtin_prefetch(t_next") != std::string::npos, !in_place && !col_reduce) << src;
   auto lib = build(src, "row_view_" + std::to_string(R) + "_" + std::to_string(W) + (in_place ? "_ip" : "") +
                             (col_reduce ? "_cr" : ""));
   ASSERT_TRUE(lib);

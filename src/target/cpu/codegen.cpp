@@ -580,10 +580,17 @@ class CodeGen {
   std::unordered_set<const void*> bound_, nonneg_, declared_;
   int loop_depth_ = 0;  // loops of the kernel body around the statement being emitted
   // tiles whose copies are elided: the C names of the view's pointer and leading dim
-  struct View { std::string ptr, ld; int64_t cols; };
+  struct View { std::string ptr, ld; int64_t cols; std::string pf; };
   std::unordered_set<const void*> elidable_;
   // row views (see row_view_tiles): the tiles that have one, and those whose view is live now
   std::unordered_set<const void*> row_views_, live_views_;
+  // 1-D grid with row views: the block this thread is expected to run next is bx + tw_step (the
+  // step between its last two blocks), and each view also holds that block's source address
+  // (pf), prefetched into L2 by the pass that ends the view
+  bool prefetch_next_ = false;
+  // prefetches of the next block's source of the tile t written by a fused pass (chunk tw_j0 of
+  // row `row`, tw_jn elements), when t's view is live and has a source address for it
+  void emit_prefetch_next(const Buffer& t, const std::string& row);
   std::unordered_map<const void*, View> views_;
 };
 
@@ -665,6 +672,13 @@ std::string CodeGen::run() {
       line("const int64_t " + bind(k.block_vars[i], true) + " = " + kBlockArgs[i] + ";");
     else
       line(std::string("(void)") + kBlockArgs[i] + ";");
+  }
+  prefetch_next_ = !row_views_.empty() && k.block_vars.size() == 1;
+  if (prefetch_next_) {
+    line("static thread_local int64_t tw_last_block = -1;  // blocks are handed out in order: predict the next");
+    line("int64_t tw_step = tw_bx - tw_last_block;");
+    line("tw_step = (tw_step >= 1 && tw_step <= 8) ? tw_step : 1;");
+    line("tw_last_block = tw_bx;");
   }
   emit(k.body);
   indent_ = 0;
@@ -823,6 +837,11 @@ void CodeGen::emit_alloc(const AllocNode& n) {
     line("[[maybe_unused]] const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
          " are elided when in bounds: " + (row_view ? "reads" : "gemm reads") + " (" + v.ptr + ", " + v.ld + ")");
     line("[[maybe_unused]] int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
+    if (row_view && prefetch_next_) {
+      v.pf = name_for(reinterpret_cast<const char*>(&n) + 2, name + "_next");
+      line("[[maybe_unused]] const char* " + v.pf + " = (const char*)" + name +
+           ";  // the next block's source (prefetched; the tile itself after a masked copy)");
+    }
     views_[b.get()] = v;
   }
 }
@@ -885,6 +904,18 @@ void CodeGen::emit_copy(const CopyNode& n) {
            "), from " + n.src.buffer->name + " in place");
       line(view_of_dst->ptr + " = " + (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + ";");
       line(view_of_dst->ld + " = " + ld + ";");
+      if (!view_of_dst->pf.empty()) {
+        // the same region for block bx + tw_step (addresses past the tensor are never loaded:
+        // prefetches do not fault)
+        const Var& bv = k_->block_vars[0];
+        std::string saved = names_.at(bv.get());
+        names_[bv.get()] = "(" + saved + " + tw_step)";
+        RegionView sn = view(n.src);
+        Idx nb = hoist_starts(sn, "tw_ns");
+        names_[bv.get()] = saved;
+        line(view_of_dst->pf + " = (const char*)((uintptr_t)" + s.buf + " + (uintptr_t)(" + nb.s + ") * sizeof(" +
+             storage_type(s.dtype) + "));");
+      }
       return;
     }
     // rows are contiguous in both buffers when the innermost looped dim is the last dim of each
@@ -1021,6 +1052,15 @@ void CodeGen::emit_copy(const CopyNode& n) {
   if (row_views_.count(n.dst.buffer.get())) live_views_.insert(n.dst.buffer.get());
 }
 
+void CodeGen::emit_prefetch_next(const Buffer& t, const std::string& row) {
+  auto it = views_.find(t.get());
+  if (!live_views_.count(t.get()) || it == views_.end() || it->second.pf.empty()) return;
+  const View& v = it->second;
+  std::string es = "sizeof(" + storage_type(t->dtype) + ")";
+  line("for (int64_t tw_b = 0; tw_b < tw_jn * (int64_t)" + es + "; tw_b += 64) __builtin_prefetch(" +
+       v.pf + " + (" + row + " * " + v.ld + " + tw_j0) * (int64_t)" + es + " + tw_b, 0, 2);");
+}
+
 bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   if (loop_depth_ != 0 || map_s->kind != StmtKind::For || copy_s->kind != StmtKind::Copy) return false;
   const auto& outer = *as<ForNode>(map_s);
@@ -1101,6 +1141,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1 + "; tw_j0 += tw_jn)");
   line("alignas(64) float tw_buf[" + C + "];");
   line("tw_jn = tw_j0 < tw_h ? tw_h - tw_j0 : tw_min(" + C + ", " + E1 + " - tw_j0);");
+  emit_prefetch_next(t, vi);
   std::string vj = bind(inner.var, true);
   line("#pragma GCC ivdep");
   open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
@@ -1185,6 +1226,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   if (!keep) line("alignas(64) float tw_buf[" + C + "];");
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
+  emit_prefetch_next(t, vi);
   std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
   line("float* const tw_c = " + chunk + ";");
   std::string vj = bind(inner.var, true);
