@@ -786,6 +786,29 @@ TEST(CpuCodegen, RowViewLongRowsStreaming) { check_row_view(2048, 1031, 4, false
 TEST(CpuCodegen, RowViewNotWhenSourceWritten) { check_row_view(37, 300, 8, true, false); }
 TEST(CpuCodegen, RowViewNotWhenReducedOverRows) { check_row_view(37, 300, 8, false, true); }
 
+// A map reading the tensor its tile is copied into (here the next column of it) is not fused:
+// the rows would be overwritten before the map has read them.
+TEST(CpuCodegen, MapCopyOutNotFusedWhenMapReadsDestination) {
+  const int64_t R = 16, W = 128, bm = 4;
+  auto Y = buffer("Y", DTypeCode::f32, {I(R), I(W + 1)}, Scope::global);
+  auto t = buffer("t", DTypeCode::f32, {I(bm), I(W)}, Scope::fragment);
+  auto by = var("by"), i = var("i"), j = var("j");
+  Kernel k = kernel("shift", {tensor(Y, true)}, {by}, {I(R / bm)},
+                    seq({alloc(t),
+                         loop(i, I(bm), ForKind::parallel,
+                              loop(j, I(W), ForKind::parallel, store(t, {i, j}, ld(Y, {by * I(bm) + i, j + I(1)})))),
+                         copy(full_region(t), region(Y, {by * I(bm), I(0)}, {bm, W}))}));
+  std::string src = tw::cpu::codegen_cpu(k);
+  EXPECT_EQ(src.find("fused with copy"), std::string::npos) << src;
+  auto lib = build(src, "shift_left");
+  ASSERT_TRUE(lib);
+  auto y = random_floats(R * (W + 1), 47);
+  auto y0 = y;
+  run_all(*lib, {y.data()}, {});
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < W; ++c) ASSERT_EQ(y[r * (W + 1) + c], y0[r * (W + 1) + c + 1]) << r << "," << c;
+}
+
 TEST(CpuCodegen, UnsupportedGemmDtypesAreAnError) {
   auto A = buffer("A", DTypeCode::f16, {I(16), I(16)}, Scope::shared);
   auto B = buffer("B", DTypeCode::f32, {I(16), I(16)}, Scope::shared);

@@ -439,10 +439,10 @@ std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
 // region is inside G, as one pass: each row is computed in chunks of kOutChunk elements into a
 // small L1 buffer and stored to G from there (streaming stores for large outputs), instead of
 // writing the tile (an L2 pass) and copying it out (a second pass). Sound when t is not read
-// again: the map reads t only at [i, j] (so skipping the tile's write changes nothing it reads),
-// no statement after the copy references t and the pair is not inside a loop (which could read t
-// on its next iteration). Otherwise (and on the tail path) the two statements are emitted as
-// written.
+// again: the map reads t only at [i, j] (so skipping the tile's write changes nothing it reads)
+// and does not read the destination tensor, no statement after the copy references t, and the
+// pair is not inside a loop (which could read t on its next iteration). Otherwise (and on the
+// tail path) the two statements are emitted as written.
 
 constexpr int kOutChunk = 64;
 
@@ -1094,6 +1094,12 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
       other_read = true;
   });
   if (other_read) return false;
+  // nor the destination tensor (its rows are written before the rest of the map is computed)
+  bool reads_dst = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == cp.dst.buffer;
+  });
+  if (reads_dst) return false;
   // nothing after the copy references t
   if (used_after(copy_s, t)) return false;
   // the destination: tile dims with extent != 1 paired in order with the region's; rows contiguous
