@@ -699,6 +699,116 @@ TEST(CpuCodegen, StreamingStoresIntoLargeOutput) {
   }
 }
 
+// A T.Parallel map into a tile followed by the copy of the whole tile out is one pass (rows
+// computed in chunks, stored straight to the output, streaming stores when large): aligned and
+// unaligned output rows, rows a multiple of the chunk or not, a tail block (the map and copy as
+// written). With the tile read after the copy there is no fusion.
+Kernel make_map_copy_out(int64_t R, int64_t W, int64_t bm, int64_t col0, bool read_after) {
+  auto X = buffer("X", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto Y = buffer("Y", DTypeCode::f32, {I(R), I(W + col0)}, Scope::global);
+  auto Z = buffer("Z", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto t = buffer("t", DTypeCode::f32, {I(bm), I(W)}, Scope::fragment);
+  auto by = var("by"), i = var("i"), j = var("j");
+  std::vector<Stmt> body{alloc(t), copy(region(X, {by * I(bm), I(0)}, {bm, W}), full_region(t)),
+                         loop(i, I(bm), ForKind::parallel,
+                              loop(j, I(W), ForKind::parallel, store(t, {i, j}, ld(t, {i, j}) * F(2) + F(1)))),
+                         copy(full_region(t), region(Y, {by * I(bm), I(col0)}, {bm, W}))};
+  if (read_after) body.push_back(copy(full_region(t), region(Z, {by * I(bm), I(0)}, {bm, W})));
+  return kernel("map_out", {tensor(X), tensor(Y, true), tensor(Z, true)}, {by}, {ceildiv(I(R), I(bm))}, seq(body));
+}
+
+void check_map_copy_out(int64_t R, int64_t W, int64_t bm, int64_t col0, bool read_after) {
+  std::string src = tw::cpu::codegen_cpu(make_map_copy_out(R, W, bm, col0, read_after));
+  EXPECT_EQ(src.find("fused with copy") != std::string::npos, !read_after) << src;
+  auto lib = build(src, "map_out_" + std::to_string(R) + "_" + std::to_string(W) + "_" + std::to_string(col0) +
+                            (read_after ? "_r" : ""));
+  ASSERT_TRUE(lib);
+  auto x = random_floats(R * W, 41);
+  std::vector<float> y(R * (W + col0), -5.0f), z(R * W, -7.0f);
+  run_all(*lib, {x.data(), y.data(), z.data()}, {});
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < col0; ++c) ASSERT_EQ(y[r * (W + col0) + c], -5.0f) << r;
+    for (int64_t c = 0; c < W; ++c) {
+      float want = x[r * W + c] * 2.0f + 1.0f;
+      ASSERT_EQ(y[r * (W + col0) + col0 + c], want) << r << "," << c;
+      ASSERT_EQ(z[r * W + c], read_after ? want : -7.0f) << r << "," << c;
+    }
+  }
+}
+
+TEST(CpuCodegen, MapCopyOutFusedStreamingAligned) { check_map_copy_out(2048, 1024, 8, 0, false); }
+TEST(CpuCodegen, MapCopyOutFusedStreamingUnaligned) { check_map_copy_out(2048, 1000, 8, 1, false); }
+TEST(CpuCodegen, MapCopyOutFusedTailBlock) { check_map_copy_out(37, 100, 8, 0, false); }
+TEST(CpuCodegen, MapCopyOutNotFusedWhenTileReadAfter) { check_map_copy_out(37, 100, 8, 0, true); }
+
+// Row kernels read their input tile in place (row_view_tiles): y = x / rowsum(x) with a row
+// reduction and a map reading the tile through the view (and prefetching the next block's rows). Not when the kernel writes the source
+// tensor (in place: X is the output), nor when the tile is reduced over its first axis.
+void check_row_view(int64_t R, int64_t W, int64_t bm, bool in_place, bool col_reduce) {
+  auto X = buffer("X", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto Y = buffer("Y", DTypeCode::f32, {I(R), I(W)}, Scope::global);
+  auto t = buffer("t", DTypeCode::f32, {I(bm), I(W)}, Scope::fragment);
+  auto rs = buffer("rs", DTypeCode::f32, {I(bm)}, Scope::fragment);
+  auto cs = buffer("cs", DTypeCode::f32, {I(W)}, Scope::fragment);
+  auto by = var("by"), i = var("i"), j = var("j");
+  const Buffer& out = in_place ? X : Y;
+  std::vector<Stmt> body{alloc(t), alloc(rs), alloc(cs), copy(region(X, {by * I(bm), I(0)}, {bm, W}), full_region(t)),
+                         reduce(t, rs, ReduceKind::sum, 1, true)};
+  if (col_reduce) body.push_back(reduce(t, cs, ReduceKind::max, 0, true));
+  body.push_back(loop(i, I(bm), ForKind::parallel,
+                      loop(j, I(W), ForKind::parallel, store(t, {i, j}, ld(t, {i, j}) / ld(rs, {i})))));
+  body.push_back(copy(full_region(t), region(out, {by * I(bm), I(0)}, {bm, W})));
+  std::vector<Param> params{tensor(X, in_place)};
+  if (!in_place) params.push_back(tensor(Y, true));
+  Kernel k = kernel("row_view", params, {by}, {ceildiv(I(R), I(bm))}, seq(body));
+  std::string src = tw::cpu::codegen_cpu(k);
+  EXPECT_EQ(src.find("is only read (loads, reductions)") != std::string::npos, !in_place && !col_reduce) << src;
+  // the pass ending the view prefetches the next block's rows
+  EXPECT_EQ(src.find("__builtin_prefetch(t_next") != std::string::npos, !in_place && !col_reduce) << src;
+  auto lib = build(src, "row_view_" + std::to_string(R) + "_" + std::to_string(W) + (in_place ? "_ip" : "") +
+                            (col_reduce ? "_cr" : ""));
+  ASSERT_TRUE(lib);
+  auto x = random_floats(R * W, 43, 0.5f, 2.0f);
+  auto x0 = x;
+  std::vector<float> y(R * W, -5.0f);
+  if (in_place) run_all(*lib, {x.data()}, {});
+  else run_all(*lib, {x.data(), y.data()}, {});
+  const std::vector<float>& got = in_place ? x : y;
+  for (int64_t r = 0; r < R; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < W; ++c) sum += x0[r * W + c];
+    for (int64_t c = 0; c < W; ++c) ASSERT_NEAR(got[r * W + c], x0[r * W + c] / sum, 1e-5 / W) << r << "," << c;
+  }
+}
+
+TEST(CpuCodegen, RowViewReadsInputInPlace) { check_row_view(37, 300, 8, false, false); }   // tail block
+TEST(CpuCodegen, RowViewLongRowsStreaming) { check_row_view(2048, 1031, 4, false, false); }
+TEST(CpuCodegen, RowViewNotWhenSourceWritten) { check_row_view(37, 300, 8, true, false); }
+TEST(CpuCodegen, RowViewNotWhenReducedOverRows) { check_row_view(37, 300, 8, false, true); }
+
+// A map reading the tensor its tile is copied into (here the next column of it) is not fused:
+// the rows would be overwritten before the map has read them.
+TEST(CpuCodegen, MapCopyOutNotFusedWhenMapReadsDestination) {
+  const int64_t R = 16, W = 128, bm = 4;
+  auto Y = buffer("Y", DTypeCode::f32, {I(R), I(W + 1)}, Scope::global);
+  auto t = buffer("t", DTypeCode::f32, {I(bm), I(W)}, Scope::fragment);
+  auto by = var("by"), i = var("i"), j = var("j");
+  Kernel k = kernel("shift", {tensor(Y, true)}, {by}, {I(R / bm)},
+                    seq({alloc(t),
+                         loop(i, I(bm), ForKind::parallel,
+                              loop(j, I(W), ForKind::parallel, store(t, {i, j}, ld(Y, {by * I(bm) + i, j + I(1)})))),
+                         copy(full_region(t), region(Y, {by * I(bm), I(0)}, {bm, W}))}));
+  std::string src = tw::cpu::codegen_cpu(k);
+  EXPECT_EQ(src.find("fused with copy"), std::string::npos) << src;
+  auto lib = build(src, "shift_left");
+  ASSERT_TRUE(lib);
+  auto y = random_floats(R * (W + 1), 47);
+  auto y0 = y;
+  run_all(*lib, {y.data()}, {});
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < W; ++c) ASSERT_EQ(y[r * (W + 1) + c], y0[r * (W + 1) + c + 1]) << r << "," << c;
+}
+
 TEST(CpuCodegen, UnsupportedGemmDtypesAreAnError) {
   auto A = buffer("A", DTypeCode::f16, {I(16), I(16)}, Scope::shared);
   auto B = buffer("B", DTypeCode::f32, {I(16), I(16)}, Scope::shared);

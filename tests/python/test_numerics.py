@@ -534,6 +534,95 @@ def test_reduce(kind, dim, clear, dtype):
         assert_exact(d, ref.astype(np.float32), f"reduce_{kind}")  # max/min are exact
 
 
+@pytest.mark.parametrize("N", [16, 63, 64, 65, 200, 1031])
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+def test_reduce_rows_split_accumulators(kind, N):
+    """float32 row reductions run four vector accumulators (tails: one vector, then scalars):
+    every length around the vector and unroll widths; max/min exact, also with +-inf; NaN
+    elements of a max/min are skipped (a NaN never replaces an accumulator), a NaN in a sum
+    propagates."""
+    M = 6
+    rng = np.random.default_rng(N)
+    a = randn(rng, (M, N), scale=10.0)
+    a[1, N // 2] = np.inf
+    a[2, N - 1] = -np.inf
+    a[3, 0] = np.nan
+    a[4, N // 3] = np.nan
+    a[4, N - 1] = np.nan
+    fn, code = REDUCE_KINDS[kind]
+    d = reduce_kernel(code, M, N, 1, True, "float32")(a, np.zeros(M, np.float32))
+    if kind == "sum":
+        ref = a.astype(np.float64).sum(axis=1)
+        assert_close(d, ref, 1e-4, 1e-5, f"reduce_sum N={N}")
+    else:
+        nanfn = np.nanmax if kind == "max" else np.nanmin
+        assert_exact(d, nanfn(a, axis=1), f"reduce_{kind} N={N}")
+
+
+@tw.jit(out_idx=[-2, -1])
+def map_reduce_kernel(kind, N, keep, clear, block_M=8):
+    """y = exp(x - 1) over row blocks; r = reduce(y) over the rows, fused with the map (the
+    codegen's map + reduce fusion). keep: y is copied out too (the tile is written), else only r."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), R0: T.Tensor((M,), "float32"), Y: T.Tensor((M, N), "float32"),
+             R: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            y = T.alloc_fragment((block_M, N), "float32")
+            r = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            T.copy(R0[bx * block_M], r)
+            for i, j in T.Parallel(block_M, N):
+                y[i, j] = T.exp(x[i, j] - 1.0)
+            if kind == 0:
+                T.reduce_sum(y, r, dim=1, clear=clear)
+            elif kind == 1:
+                T.reduce_max(y, r, dim=1, clear=clear)
+            else:
+                T.reduce_min(y, r, dim=1, clear=clear)
+            if keep:
+                T.copy(y, Y[bx * block_M, 0])
+            T.copy(r, R[bx * block_M])
+
+    return main
+
+
+@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("N", [64, 100, 1031])
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+def test_map_reduce_fusion(kind, N, clear, keep):
+    """A map into a tile followed by a row reduction of it is one pass (chunks reduced while in
+    L1): sums within the reduce tolerance, max/min exact, NaN skipped by max/min (as reduce_max),
+    tail rows and chunks, merge into the destination."""
+    M = 37
+    rng = np.random.default_rng(N)
+    a = randn(rng, (M, N), scale=2.0)
+    a[3, N // 2] = np.nan
+    a[5, 0] = -np.inf
+    r0 = (rng.standard_normal(M) * 30).astype(np.float32)
+    fn, code = REDUCE_KINDS[kind]
+    y, r = map_reduce_kernel(code, N, keep, clear)(a, r0)
+    e = np.exp((a - np.float32(1.0)).astype(np.float64))  # the kernel subtracts in float32
+    if keep:
+        assert_close(y, e, 1e-30, 3e-7, "map")
+    if kind == "sum":
+        ref = e.sum(axis=1) + (0 if clear else r0)
+        assert_close(r, ref, 1e-5, 2e-6, f"fused reduce_sum N={N}")
+    else:
+        ye = e if not keep else y  # the float32 values reduced (when kept: exactly those)
+        red = (np.nanmax if kind == "max" else np.nanmin)(ye, axis=1)
+        if not clear:
+            red = (np.maximum if kind == "max" else np.minimum)(red, r0)
+        red = red.astype(np.float32)
+        if keep:
+            assert_exact(r, red, f"fused reduce_{kind} N={N}")
+        else:  # the map's float32 exp is not numpy's: compare within its bound
+            assert_close(r, red, 1e-30, 3e-7, f"fused reduce_{kind} N={N}")
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "uint8"])
 @pytest.mark.parametrize("kind", ["max", "min"])
 def test_reduce_max_min_other_dtypes(kind, dtype):

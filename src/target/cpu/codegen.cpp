@@ -297,6 +297,186 @@ std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Read-in-place views for row kernels
+//
+// A 2-D tile filled by one copy from a global tensor (full tile, same dtype, rows contiguous in
+// the tensor; a top-level statement of the kernel) is not materialised while it is only read:
+// in the copy's fast path it becomes a (pointer, leading dim) view of the tensor, and loads and
+// row reductions read the tensor in place (the masked path still copies into the tile and points
+// the view at it, as for gemm operands). The view ends at the first top-level full-tile map
+// writing the tile (`for i, j in T.Parallel(shape): t[i, j] = f(...)`, reading t only at
+// [i, j]): that map reads through the view, later statements read the tile. Anything else that
+// writes the tile while the view is live, a copy or gemm reading it then, a reduce of it over
+// its first axis, a second fill, or a kernel that writes the source tensor: no view.
+
+// The store of a full-tile elementwise map (see above) into a tile, or null.
+const StoreNode* full_tile_map(const Stmt& s) {
+  if (!s || s->kind != StmtKind::For) return nullptr;
+  const auto& outer = *static_cast<const ForNode*>(s.get());
+  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return nullptr;
+  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
+  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return nullptr;
+  const auto* st = static_cast<const StoreNode*>(inner.body.get());
+  const Buffer& t = st->buffer;
+  auto shape = t->const_shape();
+  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
+  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
+  auto is_var = [](const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); };
+  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
+      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || st->indices.size() != 2 ||
+      !is_var(st->indices[0], outer.var) || !is_var(st->indices[1], inner.var))
+    return nullptr;
+  bool other_read = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (!e || e->kind != ExprKind::Load) return;
+    const auto& l = *static_cast<const LoadNode*>(e.get());
+    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
+      other_read = true;
+  });
+  return other_read ? nullptr : st;
+}
+
+// Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
+// innermost paired dim is contiguous when the tile's rows are longer than 1.
+bool viewable_copy(const CopyNode& c) {
+  const Buffer& d = c.dst.buffer;
+  auto shape = d->const_shape();
+  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || c.src.buffer->dtype != d->dtype || !shape ||
+      shape->size() != 2)
+    return false;
+  std::vector<int64_t> sext;
+  for (size_t i = 0; i < 2; ++i) {
+    auto st = as_const_int(c.dst.starts[i]), ex = as_const_int(c.dst.extents[i]);
+    if (!st || *st != 0 || !ex || *ex != (*shape)[i]) return false;
+  }
+  for (const auto& e : c.src.extents) {
+    auto x = as_const_int(e);
+    if (!x) return false;
+    sext.push_back(*x);
+  }
+  std::vector<int> sd;
+  for (size_t i = 0; i < sext.size(); ++i)
+    if (sext[i] != 1) sd.push_back(static_cast<int>(i));
+  int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
+  if (static_cast<int>(sd.size()) != nd) return false;
+  return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
+}
+
+std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
+  std::unordered_set<const void*> out;
+  if (!k->body || k->body->kind != StmtKind::Seq) return out;
+  const auto& top = static_cast<const SeqNode*>(k->body.get())->body;
+  std::unordered_set<const void*> global_written;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    auto w = [&](const Buffer& b) {
+      if (b && b->scope == Scope::global) global_written.insert(b.get());
+    };
+    switch (s->kind) {
+      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
+      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
+      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
+      default: break;
+    }
+  });
+  // candidates: tiles filled by a top-level viewable copy
+  std::vector<Buffer> cands;
+  for (const auto& s : top)
+    if (s->kind == StmtKind::Copy) {
+      const auto& c = *static_cast<const CopyNode*>(s.get());
+      if (viewable_copy(c) && !global_written.count(c.src.buffer.get())) cands.push_back(c.dst.buffer);
+    }
+  for (const Buffer& t : cands) {
+    enum { none, view, tile } state = none;
+    bool bad = false;
+    for (const auto& s : top) {
+      if (s->kind == StmtKind::Copy && static_cast<const CopyNode*>(s.get())->dst.buffer == t) {
+        const auto& c = *static_cast<const CopyNode*>(s.get());
+        if (state != none || !viewable_copy(c)) bad = true;
+        state = view;
+        continue;
+      }
+      if (const StoreNode* st = full_tile_map(s); st && st->buffer == t) {
+        if (state == view) state = tile;
+        continue;
+      }
+      // any other statement: reads of t are fine (loads, row reductions); writes are not, nor
+      // copies / gemms reading t while the view is live
+      for_each_stmt(s, [&](const Stmt& x) {
+        switch (x->kind) {
+          case StmtKind::Copy: {
+            const auto& c = *static_cast<const CopyNode*>(x.get());
+            bad |= c.dst.buffer == t || (c.src.buffer == t && state == view);
+            break;
+          }
+          case StmtKind::Store: bad |= static_cast<const StoreNode*>(x.get())->buffer == t; break;
+          case StmtKind::Fill: bad |= static_cast<const FillNode*>(x.get())->dst.buffer == t; break;
+          case StmtKind::Reduce: {
+            const auto& r = *static_cast<const ReduceNode*>(x.get());
+            bad |= r.dst == t || (r.src == t && r.axis != 1);
+            break;
+          }
+          case StmtKind::Gemm: {
+            const auto& g = *static_cast<const GemmNode*>(x.get());
+            bad |= g.a.buffer == t || g.b.buffer == t || g.c.buffer == t;
+            break;
+          }
+          default: break;
+        }
+      });
+    }
+    if (!bad && state != none) out.insert(t.get());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Map + copy-out fusion
+//
+// `for i, j in T.Parallel(E0, E1): t[i, j] = f(...)` immediately followed by `T.copy(t, G[...])`
+// (the whole tile t into a global tensor of the same dtype) is emitted, when the destination
+// region is inside G, as one pass: each row is computed in chunks of kOutChunk elements into a
+// small L1 buffer and stored to G from there (streaming stores for large outputs), instead of
+// writing the tile (an L2 pass) and copying it out (a second pass). Sound when t is not read
+// again: the map reads t only at [i, j] (so skipping the tile's write changes nothing it reads)
+// and does not read the destination tensor, no statement after the copy references t, and the
+// pair is not inside a loop (which could read t on its next iteration). Otherwise (and on the
+// tail path) the two statements are emitted as written.
+
+constexpr int kOutChunk = 64;
+
+// Does statement s (a leaf, or any loads inside a compound one) reference buffer b?
+bool references(const Stmt& s, const Buffer& b) {
+  bool hit = false;
+  auto reg = [&](const Region& r) { hit |= r.buffer == b; };
+  for_each_stmt(s, [&](const Stmt& x) {
+    switch (x->kind) {
+      case StmtKind::Copy: reg(static_cast<const CopyNode*>(x.get())->src); reg(static_cast<const CopyNode*>(x.get())->dst); break;
+      case StmtKind::Gemm: {
+        const auto& g = *static_cast<const GemmNode*>(x.get());
+        reg(g.a); reg(g.b); reg(g.c);
+        break;
+      }
+      case StmtKind::Fill: reg(static_cast<const FillNode*>(x.get())->dst); break;
+      case StmtKind::Reduce: {
+        const auto& r = *static_cast<const ReduceNode*>(x.get());
+        hit |= r.src == b || r.dst == b;
+        break;
+      }
+      case StmtKind::Store: hit |= static_cast<const StoreNode*>(x.get())->buffer == b; break;
+      default: break;
+    }
+  });
+  for_each_expr(s, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) hit |= static_cast<const LoadNode*>(e.get())->buffer == b;
+  });
+  return hit;
+}
+
+bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
+
+// ---------------------------------------------------------------------------------------------
 // The generator
 
 class CodeGen {
@@ -349,6 +529,12 @@ class CodeGen {
   void emit_gemm(const GemmNode& n);
   void emit_fill(const FillNode& n);
   void emit_reduce(const ReduceNode& n);
+  // map + copy-out fusion (see kOutChunk); false: nothing emitted, emit the two as written
+  bool emit_map_copy_out(const Stmt& map, const Stmt& copy);
+  // map + row reduction fusion (see emit_map_reduce)
+  bool emit_map_reduce(const Stmt& map, const Stmt& reduce);
+  // does any statement after `s` (in kernel order) reference t?
+  bool used_after(const Stmt& s, const Buffer& t) const;
 
   // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
   std::string expr(const Expr& e);
@@ -392,9 +578,19 @@ class CodeGen {
   std::unordered_map<const void*, std::string> names_;
   std::set<std::string> used_;
   std::unordered_set<const void*> bound_, nonneg_, declared_;
+  int loop_depth_ = 0;  // loops of the kernel body around the statement being emitted
   // tiles whose copies are elided: the C names of the view's pointer and leading dim
-  struct View { std::string ptr, ld; int64_t cols; };
+  struct View { std::string ptr, ld; int64_t cols; std::string pf; };
   std::unordered_set<const void*> elidable_;
+  // row views (see row_view_tiles): the tiles that have one, and those whose view is live now
+  std::unordered_set<const void*> row_views_, live_views_;
+  // 1-D grid with row views: the block this thread is expected to run next is bx + tw_step (the
+  // step between its last two blocks), and each view also holds that block's source address
+  // (pf), prefetched into L2 by the pass that ends the view
+  bool prefetch_next_ = false;
+  // prefetches of the next block's source of the tile t written by a fused pass (chunk tw_j0 of
+  // row `row`, tw_jn elements), when t's view is live and has a source address for it
+  void emit_prefetch_next(const Buffer& t, const std::string& row);
   std::unordered_map<const void*, View> views_;
 };
 
@@ -451,6 +647,7 @@ std::string CodeGen::run() {
   // Reserve the names of the interface so no user name takes them.
   for (const char* r : {"tw_args", "tw_ext", "tw_bx", "tw_by", "tw_bz"}) used_.insert(r);
   elidable_ = elidable_tiles(k_);
+  row_views_ = row_view_tiles(k_);
 
   out_ += "// Generated by Tilewright (target cpu) for kernel '" + k.name + "'. Do not edit.\n";
   out_ += kPreamble;
@@ -475,6 +672,13 @@ std::string CodeGen::run() {
       line("const int64_t " + bind(k.block_vars[i], true) + " = " + kBlockArgs[i] + ";");
     else
       line(std::string("(void)") + kBlockArgs[i] + ";");
+  }
+  prefetch_next_ = !row_views_.empty() && k.block_vars.size() == 1;
+  if (prefetch_next_) {
+    line("static thread_local int64_t tw_last_block = -1;  // blocks are handed out in order: predict the next");
+    line("int64_t tw_step = tw_bx - tw_last_block;");
+    line("tw_step = (tw_step >= 1 && tw_step <= 8) ? tw_step : 1;");
+    line("tw_last_block = tw_bx;");
   }
   emit(k.body);
   indent_ = 0;
@@ -535,7 +739,13 @@ void CodeGen::emit(const Stmt& s) {
 }
 
 void CodeGen::emit_seq(const SeqNode& n) {
-  for (const auto& c : n.body) emit(c);
+  for (size_t k = 0; k < n.body.size(); ++k) {
+    const Stmt& s = n.body[k];
+    if (k + 1 < n.body.size() && (emit_map_copy_out(s, n.body[k + 1]) || emit_map_reduce(s, n.body[k + 1]))) ++k;
+    else emit(s);
+    // a full-tile map overwrote a tile read through a view: later reads use the tile
+    if (const StoreNode* st = full_tile_map(s)) live_views_.erase(st->buffer.get());
+  }
 }
 
 // serial / pipelined: plain loop; unroll: #pragma GCC unroll; parallel: plain nested loops, the
@@ -564,7 +774,9 @@ void CodeGen::emit_for(const ForNode& n) {
     std::string e = name_for(&n, v + "_end");
     open("for (int64_t " + v + " = " + mn.s + ", " + e + " = " + end.s + "; " + v + " < " + e + "; ++" + v + ")");
   }
+  ++loop_depth_;
   emit(n.body);
+  --loop_depth_;
   close();
 }
 
@@ -617,12 +829,19 @@ void CodeGen::emit_alloc(const AllocNode& n) {
   std::string name = name_for(b.get(), b->name);
   line("alignas(64) " + storage_type(b->dtype) + " " + name + "[" + std::to_string(numel) + "];  " +
        line_comment(n.span) + std::string(scope_name(b->scope)) + " [" + dims + "]");
-  if (elidable_.count(b.get()) && shape->size() == 2) {
-    // read only by gemm, written only by one copy from a global tensor: a view, see elidable_tiles
+  bool row_view = row_views_.count(b.get()) > 0;
+  if ((elidable_.count(b.get()) || row_view) && shape->size() == 2) {
+    // read only by gemm (or, row_view_tiles, only read until a map overwrites it), written by one
+    // copy from a global tensor: a view
     View v{name_for(&n, name + "_p"), name_for(reinterpret_cast<const char*>(&n) + 1, name + "_ld"), (*shape)[1]};
-    line("const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
-         " are elided when in bounds: gemm reads (" + v.ptr + ", " + v.ld + ")");
-    line("int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
+    line("[[maybe_unused]] const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
+         " are elided when in bounds: " + (row_view ? "reads" : "gemm reads") + " (" + v.ptr + ", " + v.ld + ")");
+    line("[[maybe_unused]] int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
+    if (row_view && prefetch_next_) {
+      v.pf = name_for(reinterpret_cast<const char*>(&n) + 2, name + "_next");
+      line("[[maybe_unused]] const char* " + v.pf + " = (const char*)" + name +
+           ";  // the next block's source (prefetched; the tile itself after a masked copy)");
+    }
     views_[b.get()] = v;
   }
 }
@@ -681,9 +900,22 @@ void CodeGen::emit_copy(const CopyNode& n) {
       // elided: the gemm reads the tensor in place (innermost dim contiguous, checked by elidable_tiles)
       std::string ld = std::to_string(view_of_dst->cols);
       if (d.ext[0].c != 1) ld = s.stride[s.dims[0]].s;
-      line("// elided: " + n.dst.buffer->name + " is read only by gemm, which reads " + n.src.buffer->name + " in place");
+      line("// elided: " + n.dst.buffer->name + " is only read (" + (row_views_.count(n.dst.buffer.get()) ? "loads, reductions" : "by gemm") +
+           "), from " + n.src.buffer->name + " in place");
       line(view_of_dst->ptr + " = " + (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + ";");
       line(view_of_dst->ld + " = " + ld + ";");
+      if (!view_of_dst->pf.empty()) {
+        // the same region for block bx + tw_step (addresses past the tensor are never loaded:
+        // prefetches do not fault)
+        const Var& bv = k_->block_vars[0];
+        std::string saved = names_.at(bv.get());
+        names_[bv.get()] = "(" + saved + " + tw_step)";
+        RegionView sn = view(n.src);
+        Idx nb = hoist_starts(sn, "tw_ns");
+        names_[bv.get()] = saved;
+        line(view_of_dst->pf + " = (const char*)((uintptr_t)" + s.buf + " + (uintptr_t)(" + nb.s + ") * sizeof(" +
+             storage_type(s.dtype) + "));");
+      }
       return;
     }
     // rows are contiguous in both buffers when the innermost looped dim is the last dim of each
@@ -817,6 +1049,222 @@ void CodeGen::emit_copy(const CopyNode& n) {
     close();
   }
   close();
+  if (row_views_.count(n.dst.buffer.get())) live_views_.insert(n.dst.buffer.get());
+}
+
+void CodeGen::emit_prefetch_next(const Buffer& t, const std::string& row) {
+  auto it = views_.find(t.get());
+  if (!live_views_.count(t.get()) || it == views_.end() || it->second.pf.empty()) return;
+  const View& v = it->second;
+  std::string es = "sizeof(" + storage_type(t->dtype) + ")";
+  line("for (int64_t tw_b = 0; tw_b < tw_jn * (int64_t)" + es + "; tw_b += 64) __builtin_prefetch(" +
+       v.pf + " + (" + row + " * " + v.ld + " + tw_j0) * (int64_t)" + es + " + tw_b, 0, 2);");
+}
+
+bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
+  if (loop_depth_ != 0 || map_s->kind != StmtKind::For || copy_s->kind != StmtKind::Copy) return false;
+  const auto& outer = *as<ForNode>(map_s);
+  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return false;
+  const auto& inner = *as<ForNode>(outer.body);
+  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return false;
+  const auto& st = *as<StoreNode>(inner.body);
+  const auto& cp = *as<CopyNode>(copy_s);
+  const Buffer& t = st.buffer;
+  auto shape = t->const_shape();
+  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
+  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
+  if (t->scope == Scope::global || t->dtype.code != DTypeCode::f32 || !shape || shape->size() != 2 || !mn0 ||
+      *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 || !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || *e1 < kOutChunk ||
+      st.indices.size() != 2 || !is_var(st.indices[0], outer.var) || !is_var(st.indices[1], inner.var))
+    return false;
+  // the copy: the whole tile into a global tensor of the same dtype
+  if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype ||
+      elidable_.count(t.get()))
+    return false;
+  for (size_t d = 0; d < 2; ++d) {
+    auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
+    if (!s0 || *s0 != 0 || !ex || *ex != (*shape)[d]) return false;
+  }
+  // the map reads t only at [i, j]
+  bool other_read = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (!e || e->kind != ExprKind::Load) return;
+    const auto& l = *static_cast<const LoadNode*>(e.get());
+    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
+      other_read = true;
+  });
+  if (other_read) return false;
+  // nor the destination tensor (its rows are written before the rest of the map is computed)
+  bool reads_dst = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == cp.dst.buffer;
+  });
+  if (reads_dst) return false;
+  // nothing after the copy references t
+  if (used_after(copy_s, t)) return false;
+  // the destination: tile dims with extent != 1 paired in order with the region's; rows contiguous
+  RegionView d = view(cp.dst);
+  std::vector<int> td;
+  for (int k = 0; k < 2; ++k)
+    if ((*shape)[k] != 1) td.push_back(k);
+  if (td.size() != d.dims.size() || td.back() != 1 || d.dims.back() != d.rank() - 1) return false;
+  for (size_t k = 0; k < td.size(); ++k)
+    if (!same(d.ext[d.dims[k]], ic((*shape)[td[k]]))) return false;
+  std::vector<std::string> conds;
+  for (int dd = 0; dd < d.rank(); ++dd) {
+    if (d.overflows_above(dd) || (d.start[dd].c && *d.start[dd].c < 0)) return false;  // always the tail path
+  }
+
+  line(line_comment(cp.span) + "map into " + t->name + " fused with copy " + t->name + " -> " + cp.dst.buffer->name +
+       ": rows computed in chunks and stored to " + cp.dst.buffer->name + " directly");
+  open("");
+  Idx db = hoist_starts(d, "tw_d");
+  std::string dbase = hoist(db, "tw_db");
+  db = db.c ? db : iv(dbase, db.nonneg);
+  for (int dd = 0; dd < d.rank(); ++dd) {
+    const Idx& s0 = d.start[dd];
+    if (!s0.nonneg) conds.push_back(s0.s + " >= 0");
+    if (!d.fits_above(dd)) conds.push_back(add(s0, d.ext[dd]).s + " <= " + d.shape[dd].s);
+  }
+  if (!conds.empty()) {
+    std::string c;
+    for (auto& x : conds) c += (c.empty() ? "" : " && ") + x;
+    open("if (" + c + ")");
+  }
+  Idx numel = ic(1);
+  for (const auto& x : d.shape) numel = mul(numel, x);
+  line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
+  std::string C = std::to_string(kOutChunk), E1 = std::to_string(*e1);
+  std::string vi = bind(outer.var, true);
+  open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(*e0) + "; ++" + vi + ")");
+  Idx row = td.size() == 2 ? add(db, mul(iv(vi, true), d.stride[d.dims[0]])) : db;
+  line("float* const tw_out = " + (row.c == 0 ? d.buf : d.buf + " + " + row.s) + ";");
+  // with streaming stores the chunks start at vector boundaries of the output: a short first
+  // chunk up to the first one (ordinary stores), then aligned chunks
+  line("const int64_t tw_h = tw_nt ? tw_min(" + E1 + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
+       "sizeof(float))) : 0;");
+  line("int64_t tw_jn = 0;");
+  open("for (int64_t tw_j0 = 0; tw_j0 < " + E1 + "; tw_j0 += tw_jn)");
+  line("alignas(64) float tw_buf[" + C + "];");
+  line("tw_jn = tw_j0 < tw_h ? tw_h - tw_j0 : tw_min(" + C + ", " + E1 + " - tw_j0);");
+  emit_prefetch_next(t, vi);
+  std::string vj = bind(inner.var, true);
+  line("#pragma GCC ivdep");
+  open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
+  line("tw_buf[" + vj + " - tw_j0] = " + narrow(t->dtype, st.value->dtype, expr(st.value)) + ";");
+  close();
+  line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+  close();
+  close();
+  line("if (tw_nt) tw_cpu::simd::stream_fence();");
+  if (!conds.empty()) {
+    --indent_;
+    line("} else {");
+    ++indent_;
+    line("// tail: the map and the copy as written");
+    emit(map_s);
+    emit(copy_s);
+    close();
+  }
+  close();
+  return true;
+}
+
+bool CodeGen::used_after(const Stmt& s, const Buffer& t) const {
+  bool after = false, later_use = false;
+  for_each_stmt(k_->body, [&](const Stmt& x) {
+    if (after && x->kind != StmtKind::Seq && x->kind != StmtKind::For && x->kind != StmtKind::If)
+      later_use |= references(x, t);
+    if (x.get() == s.get()) after = true;
+  });
+  return later_use;
+}
+
+// A full-tile float32 map into t (full_tile_map) followed by a float32 reduce of t over its rows
+// (axis 1) is one pass: each row is computed in chunks of kOutChunk elements and each chunk is
+// reduced while in L1 (four vector accumulators, as emit_reduce). The chunk is written to t when
+// t is read later, else only to a local buffer. Only outside loops (as emit_map_copy_out).
+bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
+  if (loop_depth_ != 0 || red_s->kind != StmtKind::Reduce) return false;
+  const StoreNode* st = full_tile_map(map_s);
+  const auto& rd = *as<ReduceNode>(red_s);
+  if (!st || rd.src != st->buffer || rd.axis != 1 || st->buffer->dtype.code != DTypeCode::f32 ||
+      rd.dst->dtype.code != DTypeCode::f32 || rd.dst == st->buffer || elidable_.count(st->buffer.get()))
+    return false;
+  const Buffer& t = st->buffer;
+  auto shape = *t->const_shape();
+  auto ds = rd.dst->const_shape();
+  if (!ds || !((ds->size() == 1 && (*ds)[0] == shape[0]) || (ds->size() == 2 && (*ds)[0] == shape[0] && (*ds)[1] == 1)))
+    return false;
+  // the map must not read the reduce's destination (it is written row by row here)
+  bool reads_dst = false;
+  for_each_expr(map_s, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == rd.dst;
+  });
+  if (reads_dst) return false;
+  const auto& outer = *as<ForNode>(map_s);
+  const auto& inner = *as<ForNode>(outer.body);
+  const bool keep = used_after(red_s, t);
+  const int64_t E0 = shape[0], E1 = shape[1];
+  std::string C = std::to_string(kOutChunk), E1s = std::to_string(E1);
+  std::string tn = buf_name(t), dn = buf_name(rd.dst);
+  const char* kname = rd.reduce_kind == ReduceKind::sum ? "sum" : rd.reduce_kind == ReduceKind::max ? "max" : "min";
+  std::string neutral = rd.reduce_kind == ReduceKind::sum   ? float_lit(0.0, DType(DTypeCode::f32))
+                        : rd.reduce_kind == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
+                                                            : float_lit(INFINITY, DType(DTypeCode::f32));
+  auto vcombine = [&](const std::string& a, const std::string& b) {
+    if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
+    return b + (rd.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+  };
+  auto combine = [&](const std::string& a, const std::string& b) {
+    if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
+    return std::string(rd.reduce_kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
+  };
+  line(line_comment(rd.span) + "map into " + t->name + " fused with reduce_" + kname + " " + t->name + " -> " +
+       rd.dst->name + (keep ? "" : " (" + t->name + " itself is not written: nothing reads it later)"));
+  open("");
+  line("using tw_cpu::simd::vf;");
+  line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
+  std::string vi = bind(outer.var, true);
+  open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(E0) + "; ++" + vi + ")");
+  line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
+  line("float tw_acc = " + neutral + ";");
+  if (!keep) line("alignas(64) float tw_buf[" + C + "];");
+  open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
+  line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
+  emit_prefetch_next(t, vi);
+  std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
+  line("float* const tw_c = " + chunk + ";");
+  std::string vj = bind(inner.var, true);
+  line("#pragma GCC ivdep");
+  open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
+  line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, st->value->dtype, expr(st->value)) + ";");
+  close();
+  line("int64_t tw_q = 0;");
+  open("for (; tw_q + 4 * tw_cpu::simd::kVF <= tw_jn; tw_q += 4 * tw_cpu::simd::kVF)");
+  for (int q = 0; q < 4; ++q) {
+    std::string v = "tw_v" + std::to_string(q);
+    line("{ const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q + " + std::to_string(q) + " * tw_cpu::simd::kVF); " + v +
+         " = " + vcombine(v, "tw_x") + "; }");
+  }
+  close();
+  open("for (; tw_q + tw_cpu::simd::kVF <= tw_jn; tw_q += tw_cpu::simd::kVF)");
+  line("const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q);");
+  line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
+  close();
+  line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
+  close();
+  line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
+  line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
+  line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
+  line("float tw_r = " + neutral + ";");
+  line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_r = " + combine("tw_r", "tw_v0[tw_j]") + ";");
+  line("tw_r = " + combine("tw_r", "tw_acc") + ";");
+  std::string at = dn + "[" + vi + "]";
+  line(at + " = " + (rd.clear ? "tw_r" : combine(at, "tw_r")) + ";");
+  close();
+  close();
+  return true;
 }
 
 // gemm: the last two dims of each region are the matrix (rows, cols); leading dims must have
@@ -917,7 +1365,8 @@ void CodeGen::emit_fill(const FillNode& n) {
 }
 
 // reduce over `axis` of a tile: src viewed as [outer, R, inner]. inner == 1 (the last axis):
-// 16 partial accumulators per row so the loop vectorises, then a tree; otherwise a row of
+// float32 rows use four independent vector accumulators; other types 16 partial accumulators
+// per row so the loop vectorises, then a tree; otherwise (inner > 1) a row of
 // accumulators updated elementwise. Accumulators are float (double for f64) or int64_t.
 void CodeGen::emit_reduce(const ReduceNode& n) {
   auto ss = n.src->const_shape(), ds = n.dst->const_shape();
@@ -971,20 +1420,50 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
   if (inner == 1) {
     constexpr int kParts = 16;
     std::string row = "tw_o * " + std::to_string(R);
-    if (st.code == DTypeCode::f32 && n.reduce_kind != ReduceKind::sum && R >= kParts) {
-      // float max/min: g++ does not vectorise the select form of these reductions without
-      // -ffast-math, so use the tw_cpu::simd vector type (native width) explicitly.
-      const char* cmp = n.reduce_kind == ReduceKind::max ? ">" : "<";
+    if (live_views_.count(n.src.get())) {  // rows read in place (row_view_tiles)
+      const View& v = views_.at(n.src.get());
+      src = v.ptr;
+      row = "tw_o * " + v.ld;
+    }
+    if (st.code == DTypeCode::f32 && R >= kParts) {
+      // float32: the tw_cpu::simd vector type (native width), four independent accumulators so
+      // that the loop is bound by loads, not by the latency of one add / max chain; they are
+      // combined lane-wise, then the lanes, then the scalar tail. (g++ does not vectorise the
+      // select form of max/min without -ffast-math; a sum in one vector is latency-bound.)
+      // max/min: `x > acc ? x : acc` per lane in any grouping gives the same value (NaN
+      // elements never replace an accumulator); a sum is regrouped (more partial sums than a
+      // single chain: no less accurate).
       std::string R_s = std::to_string(R);
-      line("tw_cpu::simd::vf tw_vacc = tw_cpu::simd::splat(" + neutral + ");");
+      auto vcombine = [&](const std::string& a, const std::string& b) {
+        if (n.reduce_kind == ReduceKind::sum) return a + " + " + b;
+        return b + (n.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+      };
+      line("using tw_cpu::simd::vf;");
+      line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
+      line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
+      line("const float* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
-      open("for (; tw_r + tw_cpu::simd::kVF <= " + R_s + "; tw_r += tw_cpu::simd::kVF)");
-      line("const tw_cpu::simd::vf tw_x = tw_cpu::simd::loadu(" + src + " + " + row + " + tw_r);");
-      line(std::string("tw_vacc = tw_x ") + cmp + " tw_vacc ? tw_x : tw_vacc;");
+      open("for (; tw_r + 4 * tw_cpu::simd::kVF <= " + R_s + "; tw_r += 4 * tw_cpu::simd::kVF)");
+      for (int q = 0; q < 4; ++q) {
+        std::string v = "tw_v" + std::to_string(q);
+        std::string x = "tw_cpu::simd::loadu(tw_row + tw_r + " + std::to_string(q) + " * tw_cpu::simd::kVF)";
+        if (n.reduce_kind == ReduceKind::sum) {
+          line(v + " = " + v + " + " + x + ";");
+        } else {
+          line("{ const vf tw_x = " + x + "; " + v + " = " + vcombine(v, "tw_x") + "; }");
+        }
+      }
       close();
+      open("for (; tw_r + tw_cpu::simd::kVF <= " + R_s + "; tw_r += tw_cpu::simd::kVF)");
+      line("const vf tw_x = tw_cpu::simd::loadu(tw_row + tw_r);");
+      line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
+      close();
+      line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
+      line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
+      line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
       line(A + " tw_acc = " + neutral + ";");
-      line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_vacc[tw_j]") + ";");
-      line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", load(src, st, row + " + tw_r")) + ";");
+      line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_v0[tw_j]") + ";");
+      line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");
       store("tw_o", "tw_acc");
     } else if (R >= 2 * kParts) {
       line(A + " tw_p[" + std::to_string(kParts) + "];");
@@ -1256,6 +1735,11 @@ std::string CodeGen::expr_load(const LoadNode& n) {
                     " indices, the buffer has " + std::to_string(n.buffer->ndim()) + " dimension(s)",
                 n.span);
   std::string b = buf_name(n.buffer);
+  if (live_views_.count(n.buffer.get())) {  // read in place (row_view_tiles)
+    const View& v = views_.at(n.buffer.get());
+    Idx at = add(mul(idx(n.indices[0]), iv(v.ld, true)), idx(n.indices[1]));
+    return widen(n.buffer->dtype, v.ptr + "[" + at.s + "]");
+  }
   return widen(n.buffer->dtype, b + "[" + linear_index(n.buffer, n.indices).s + "]");
 }
 

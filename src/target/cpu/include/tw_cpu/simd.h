@@ -89,6 +89,27 @@ TW_CPU_INLINE void stream_copy(void* dst, const void* src, size_t bytes) {
   __builtin_memcpy(dst, src, bytes);
 #endif
 }
+// Stores n floats of a (64-byte aligned) chunk buffer to dst: with streaming stores when `nt`
+// and dst is vector aligned (the rows of a large output, see stream_copy), else ordinary stores.
+// Generated map + copy-out fusions call it once per chunk of a row.
+TW_CPU_INLINE void store_chunk(float* dst, const float* buf, int64_t n, bool nt) {
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
+  if (nt && ((uintptr_t)dst & (uintptr_t)(kVecBytes - 1)) == 0) {
+    int64_t i = 0;
+    for (; i + kVF <= n; i += kVF) {
+#if defined(__AVX512F__)
+      __builtin_ia32_movntps512(dst + i, load(buf + i));
+#else
+      __builtin_ia32_movntps256(dst + i, load(buf + i));
+#endif
+    }
+    __builtin_memcpy(dst + i, buf + i, (size_t)(n - i) * sizeof(float));
+    return;
+  }
+#endif
+  (void)nt;
+  __builtin_memcpy(dst, buf, (size_t)n * sizeof(float));
+}
 TW_CPU_INLINE void stream_fence() {
 #if defined(__x86_64__)
   __builtin_ia32_sfence();
