@@ -5,6 +5,8 @@
 //   g++ -O2 -std=c++20 -march=haswell ...      g++ -O2 -std=c++20 -march=x86-64 ...
 #include <gtest/gtest.h>
 
+#include <cfloat>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <atomic>
@@ -457,6 +459,17 @@ TEST(Math, Exp) {
   EXPECT_EQ(tw_cpu::exp(0.f), 1.0f);
   EXPECT_TRUE(std::isnan(tw_cpu::exp(NAN)));
   EXPECT_GT(tw_cpu::exp(-100.f), 0.0f);  // subnormal, not flushed
+  // the clamps work on the bits (unsigned min below, signed min above): both NaN signs, the
+  // largest finite values and the values just beyond the clamps
+  EXPECT_TRUE(std::isnan(tw_cpu::exp(-NAN)));
+  EXPECT_TRUE(std::isnan(tw_cpu::exp(std::bit_cast<float>(0xffc00123u))));  // -NaN with payload
+  EXPECT_TRUE(std::isnan(tw_cpu::exp(std::bit_cast<float>(0x7f800001u))));  // signalling NaN
+  EXPECT_EQ(tw_cpu::exp(FLT_MAX), INFINITY);
+  EXPECT_EQ(tw_cpu::exp(-FLT_MAX), 0.0f);
+  EXPECT_EQ(tw_cpu::exp(89.5f), INFINITY);
+  EXPECT_EQ(tw_cpu::exp(-104.5f), 0.0f);
+  EXPECT_EQ(tw_cpu::exp(-103.9f), std::ldexp(1.0f, -149));  // e^-103.9 = 1.07 * 2^-149
+  EXPECT_NEAR(tw_cpu::exp(88.72f) / std::exp((double)88.72f), 1.0, 2.5e-7);  // near FLT_MAX: finite
 }
 
 TEST(Math, Exp2) {
