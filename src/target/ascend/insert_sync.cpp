@@ -42,6 +42,67 @@ bool is_gm(int space) { return space >= kSpaceWorkspace; }
 
 std::optional<int64_t> cint(const Expr& e) { return e ? ir::as_const_int(e) : std::optional<int64_t>(); }
 
+// Value ranges of integer expressions (closed intervals, saturated at +-kInf): loop variables are
+// in [0, extent), block / sub-block indices and shape variables are >= 0, Mod by a positive
+// constant is in [0, m) (floor semantics), other variables are unbounded.
+constexpr int64_t kInf = int64_t{1} << 60;
+struct Iv {
+  int64_t lo = -kInf, hi = kInf;
+  bool bounded() const { return lo > -kInf && hi < kInf; }
+};
+using Ranges = std::map<const ir::VarNode*, Iv>;
+
+int64_t sat(__int128 v) { return v >= kInf ? kInf : v <= -kInf ? -kInf : static_cast<int64_t>(v); }
+int64_t fdiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+Iv range_of(const Expr& e, const Ranges& r) {
+  if (!e) return {};
+  switch (e->kind) {
+    case ir::ExprKind::IntImm: {
+      int64_t v = ir::as<ir::IntImmNode>(e)->value;
+      return {v, v};
+    }
+    case ir::ExprKind::Var: {
+      auto it = r.find(ir::as<ir::VarNode>(e));
+      return it == r.end() ? Iv{} : it->second;
+    }
+    case ir::ExprKind::Binary: {
+      auto* b = ir::as<ir::BinaryNode>(e);
+      Iv x = range_of(b->a, r), y = range_of(b->b, r);
+      auto inf = [](int64_t v) { return v <= -kInf || v >= kInf; };
+      switch (b->op) {
+        case ir::BinOp::Add: return {sat(__int128(x.lo) + y.lo), sat(__int128(x.hi) + y.hi)};
+        case ir::BinOp::Sub: return {sat(__int128(x.lo) - y.hi), sat(__int128(x.hi) - y.lo)};
+        case ir::BinOp::Min: return {std::min(x.lo, y.lo), std::min(x.hi, y.hi)};
+        case ir::BinOp::Max: return {std::max(x.lo, y.lo), std::max(x.hi, y.hi)};
+        case ir::BinOp::Mul: {
+          if (inf(x.lo) || inf(x.hi) || inf(y.lo) || inf(y.hi)) {
+            if (x.lo >= 0 && y.lo >= 0) return {sat(__int128(x.lo) * y.lo), kInf};
+            return {};
+          }
+          __int128 c[4] = {__int128(x.lo) * y.lo, __int128(x.lo) * y.hi, __int128(x.hi) * y.lo, __int128(x.hi) * y.hi};
+          return {sat(*std::min_element(c, c + 4)), sat(*std::max_element(c, c + 4))};
+        }
+        case ir::BinOp::Mod:
+          if (y.lo == y.hi && y.lo > 0) {
+            if (x.lo >= 0 && x.hi < y.lo) return x;
+            return {0, y.lo - 1};
+          }
+          return {};
+        case ir::BinOp::FloorDiv:
+        case ir::BinOp::CeilDiv:
+          if (y.lo == y.hi && y.lo > 0) {
+            int64_t d = y.lo, k = b->op == ir::BinOp::CeilDiv ? d - 1 : 0;
+            return {inf(x.lo) ? -kInf : fdiv(x.lo + k, d), inf(x.hi) ? kInf : fdiv(x.hi + k, d)};
+          }
+          return {};
+        default: return {};
+      }
+    }
+    default: return {};
+  }
+}
+
 struct SlotMatch {
   Expr x;
   int64_t m, h, c;
@@ -80,6 +141,7 @@ struct AccessBuilder {
   const Program& p;
   const Env& env;
   std::vector<Access>& out;
+  const Ranges* ranges = nullptr;  // GM hulls from value ranges when the offset is not constant
 
   Expr sub(const Expr& e) const { return e && !env.empty() ? ir::substitute(e, env) : e; }
   std::optional<int64_t> val(const Expr& e) const { return cint(sub(e)); }
@@ -129,8 +191,31 @@ struct AccessBuilder {
         a.rect = true;
         a.rows = std::max<int64_t>(*rows, 1), a.row_bytes = *row_bytes, a.stride = stride.value_or(0);
       }
+    } else if (ranges && r.offset) {
+      // hull from value ranges: [min offset, max offset + max extent)
+      Iv off = range_of(sub(r.offset), *ranges);
+      Iv ext = extent_range(r, rows, row_bytes, stride);
+      if (off.lo >= 0 && off.hi < kInf && ext.hi < kInf) a.lo = off.lo, a.hi = off.hi + ext.hi;
     }
     out.push_back(a);
+  }
+  // Upper bound of a GM operand's byte extent (rows - 1) * stride + row_bytes from value ranges.
+  Iv extent_range(const GmRef&, std::optional<int64_t> rows, std::optional<int64_t> row_bytes,
+                  std::optional<int64_t> stride) const {
+    Iv rw = rows ? Iv{*rows, *rows} : last_rows, rb = row_bytes ? Iv{*row_bytes, *row_bytes} : last_row_bytes,
+       st = stride ? Iv{*stride, *stride} : last_stride;
+    if (rw.hi >= kInf || rb.hi >= kInf || st.hi >= kInf || rw.lo < 0 || rb.lo < 0 || st.lo < 0) return {};
+    return {0, sat(__int128(std::max<int64_t>(rw.hi - 1, 0)) * st.hi + rb.hi)};
+  }
+  // Value ranges of the current instruction's (non-constant) counts, set by gm_counts.
+  mutable Iv last_rows, last_row_bytes, last_stride;
+  void gm_counts(const Expr& rows, const Expr& row_bytes, const Expr& stride, int64_t scale) const {
+    auto rng = [&](const Expr& e, int64_t k) {
+      if (!ranges || !e) return Iv{};
+      Iv v = range_of(sub(e), *ranges);
+      return v.hi < kInf && v.lo > -kInf ? Iv{sat(__int128(v.lo) * k), sat(__int128(v.hi) * k)} : Iv{v.lo, kInf};
+    };
+    last_rows = rng(rows, 1), last_row_bytes = rng(row_bytes, scale), last_stride = rng(stride, scale);
   }
   static std::optional<int64_t> mul(std::optional<int64_t> a, std::optional<int64_t> b) {
     return a && b ? std::optional<int64_t>(*a * *b) : std::nullopt;
@@ -149,15 +234,18 @@ struct AccessBuilder {
 
   void operator()(const CopyGmToL1& x) const {
     int es = x.dtype.bytes();
+    gm_counts(x.rows, x.cols, x.src_row_stride, es);
     gm(x.src, o(x.rows), mul(o(x.cols), K(es)), mul(o(x.src_row_stride), K(es)), Mode::Read);
     local(x.dst, K(0), K(1), mul(mul(o(x.dst_rows), o(x.dst_cols)), K(es)), K(0), Mode::Write);
   }
   void operator()(const CopyGmToUb& x) const {
+    gm_counts(x.n_rows, x.row_bytes, x.src_stride, 1);
     gm(x.src, o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
     local(x.dst, K(0), o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
   }
   void operator()(const CopyUbToGm& x) const {
     local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
+    gm_counts(x.n_rows, x.row_bytes, x.dst_stride, 1);
     gm(x.dst, o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
   }
   void operator()(const CopyUbToUb& x) const {
@@ -187,6 +275,7 @@ struct AccessBuilder {
   void operator()(const Fixpipe& x) const {
     int es = x.dst_dtype.bytes();
     local(x.src, K(0), K(1), mul(mul(o(x.src_rows), rupo(o(x.n), 16)), K(4)), K(0), Mode::Read);
+    gm_counts(x.m, x.n, x.dst_row_stride, es);
     gm(x.dst, o(x.m), mul(o(x.n), K(es)), mul(o(x.dst_row_stride), K(es)), Mode::Write);
   }
   void operator()(const VecBinary& x) const {
@@ -251,7 +340,10 @@ enum class Ov : uint8_t { None, Plain, Slot };
 // Do x (earlier) and y (later) conflict? `carried`: y is in a later iteration of a common loop.
 Ov conflict(const Access& x, const Access& y, bool carried) {
   if (x.space != y.space) return Ov::None;
-  if (x.mode == Mode::Fence || y.mode == Mode::Fence) return x.mode == y.mode ? Ov::None : Ov::Plain;
+  if (x.mode == Mode::Fence || y.mode == Mode::Fence) {
+    if (x.mode == y.mode) return Ov::None;
+    return std::max(x.lo, y.lo) < std::min(x.hi, y.hi) ? Ov::Plain : Ov::None;
+  }
   if (x.mode == Mode::Read && y.mode == Mode::Read) return Ov::None;
   if (is_gm(x.space) && x.mode == Mode::Write && y.mode == Mode::Write) return Ov::None;  // GM WAW: see header
   if (!x.slot.empty() && x.slot == y.slot && x.h == y.h) {
@@ -280,6 +372,8 @@ struct Node {
   int pos = -1;
   Pipe pipe = Pipe::S;
   bool cross = false;  // CrossCoreSetFlag / CrossCoreWaitFlag
+  bool fence = false;  // cross-core flag that orders accesses (a set, or a wait on a pipe != S)
+  std::optional<int64_t> cross_id;
   std::vector<Access> acc;
 };
 
@@ -336,12 +430,61 @@ bool in_order(Pipe p) { return p == Pipe::M || p == Pipe::S; }
 
 class CoreSync {
  public:
-  CoreSync(const Program& p, CoreType core, const std::set<int>& shared) : p_(p), core_(core), shared_(shared) {}
+  CoreSync(const Program& p, CoreType core, const std::set<int>& shared) : p_(p), core_(core), shared_(shared) {
+    if (p.block_idx) ranges_[p.block_idx.get()] = Iv{0, kInf};
+    if (p.sub_block_idx) ranges_[p.sub_block_idx.get()] = Iv{0, 1};
+    for (const auto& v : p.shape_vars) ranges_[v.get()] = Iv{0, kInf};
+  }
 
-  StmtPtr run(const StmtPtr& code) {
+  // Phase 1: the statement tree and the accesses (cross-core flags without their fences yet).
+  void build_tree(const StmtPtr& code) {
     root_ = new_block(-1);
     Env env;
     build(code, root_, env);
+  }
+
+  // The workspace bytes each cross-core flag id guards, seen from this core: the workspace
+  // accesses of the instruction next to each flag on its pipe (split_cube_vector's protocol: a
+  // wait right before the consumer's access, a set right after the producer's / consumer's access
+  // of the hand-off slot). Unknown (no such instruction, or a non-constant hull): the whole space.
+  void flag_regions(std::map<int64_t, Iv>& regions, std::set<int64_t>& whole) const {
+    for (const Node& n : nodes_) {
+      if (!n.cross || !n.cross_id) continue;
+      bool is_set = std::holds_alternative<CrossCoreSetFlag>(n.stmt->instr.op);
+      const auto& kids = blocks_[n.block].kids;
+      const Access* hit = nullptr;
+      bool stop = false;
+      for (int k = n.index + (is_set ? -1 : 1); !stop && k >= 0 && k < static_cast<int>(kids.size());
+           k += is_set ? -1 : 1) {
+        const Node& m = nodes_[kids[k]];
+        if (m.kind == StmtKind::Let) continue;
+        if (m.kind != StmtKind::Instr) break;
+        if (m.cross || m.pipe != n.pipe) continue;
+        for (const Access& a : m.acc)
+          if (a.space == kSpaceWorkspace) hit = &a;
+        stop = true;
+      }
+      if (!hit) continue;
+      if (hit->hi == kUnknown) {
+        whole.insert(*n.cross_id);
+        continue;
+      }
+      auto [it, fresh] = regions.try_emplace(*n.cross_id, Iv{hit->lo, hit->hi});
+      if (!fresh) it->second.lo = std::min(it->second.lo, hit->lo), it->second.hi = std::max(it->second.hi, hit->hi);
+    }
+  }
+
+  // Phase 2: fences (every shared GM space, the workspace only over the flag's region), then sync.
+  StmtPtr finish(const std::map<int64_t, Iv>& regions, const std::set<int64_t>& whole) {
+    for (Node& n : nodes_) {
+      if (!n.fence) continue;
+      for (int sp : shared_) {
+        Access a{sp, Mode::Fence};
+        if (sp == kSpaceWorkspace && n.cross_id && !whole.count(*n.cross_id))
+          if (auto it = regions.find(*n.cross_id); it != regions.end()) a.lo = it->second.lo, a.hi = it->second.hi;
+        n.acc.push_back(a);
+      }
+    }
     find_deps();
     reduce();
     place();
@@ -354,6 +497,7 @@ class CoreSync {
   const Program& p_;
   CoreType core_;
   const std::set<int>& shared_;
+  Ranges ranges_;  // loop variables (while building), block indices, shape variables
   std::vector<Node> nodes_;
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
@@ -392,6 +536,8 @@ class CoreSync {
         int body = new_block(n);
         nodes_[n].body = body;
         size_t mark = env.size();
+        Iv ext = range_of(env.empty() ? s->value : ir::substitute(s->value, env), ranges_);
+        ranges_[s->var.get()] = Iv{0, ext.hi >= kInf ? kInf : std::max<int64_t>(ext.hi - 1, 0)};
         build(s->body.at(0), body, env);
         env.resize(mark);
         return;
@@ -422,13 +568,16 @@ class CoreSync {
         nd.pos = static_cast<int>(instrs_.size());
         instrs_.push_back(n);
         nd.cross = std::holds_alternative<CrossCoreSetFlag>(in.op) || std::holds_alternative<CrossCoreWaitFlag>(in.op);
-        if (std::holds_alternative<CrossCoreSetFlag>(in.op)) {
-          for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
+        if (auto* f = std::get_if<CrossCoreSetFlag>(&in.op)) {
+          nd.fence = true;
+          nd.cross_id = cint(f->id);
         } else if (auto* w = std::get_if<CrossCoreWaitFlag>(&in.op)) {
-          if (w->pipe != Pipe::S)
-            for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
+          nd.fence = w->pipe != Pipe::S;
+          nd.cross_id = cint(w->id);
         } else {
-          std::visit(AccessBuilder{p_, env, nd.acc}, in.op);
+          AccessBuilder ab{p_, env, nd.acc};
+          ab.ranges = &ranges_;
+          std::visit(ab, in.op);
         }
         return;
       }
@@ -873,14 +1022,14 @@ Program insert_sync(const Program& program, const target::Target& target) {
       if (written.count(x) && (other.count(x) || mode01)) s.insert(x);
     return s;
   };
-  if (program.aic) {
-    auto sh = shared_for(t_aic, t_aiv);
-    out.aic = CoreSync(program, CoreType::AIC, sh).run(program.aic);
-  }
-  if (program.aiv) {
-    auto sh = shared_for(t_aiv, t_aic);
-    out.aiv = CoreSync(program, CoreType::AIV, sh).run(program.aiv);
-  }
+  auto sh_aic = shared_for(t_aic, t_aiv), sh_aiv = shared_for(t_aiv, t_aic);
+  std::optional<CoreSync> aic, aiv;
+  std::map<int64_t, Iv> regions;
+  std::set<int64_t> whole;
+  if (program.aic) aic.emplace(program, CoreType::AIC, sh_aic), aic->build_tree(program.aic), aic->flag_regions(regions, whole);
+  if (program.aiv) aiv.emplace(program, CoreType::AIV, sh_aiv), aiv->build_tree(program.aiv), aiv->flag_regions(regions, whole);
+  if (aic) out.aic = aic->finish(regions, whole);
+  if (aiv) out.aiv = aiv->finish(regions, whole);
   return out;
 }
 

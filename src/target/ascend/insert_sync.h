@@ -15,11 +15,21 @@
 //    GM inputs never written cause nothing; GM write-after-write is left unordered (each output
 //    element is written by one tile: two writes of one GM byte by one core are not expected in
 //    generated code and would be a lowering bug, not a sync problem).
+//    GM offsets that are not constant get a hull from value ranges (loop variables in [0, extent),
+//    block / sub-block indices and shape variables >= 0, `x % m` in [0, m), min/max/+/-/*/floor-
+//    and ceil-division by constants; counts likewise): the workspace regions of different
+//    hand-offs do not conflict.
 //    Cross-core flags: CrossCoreSetFlag<p> fires when earlier p instructions finished, and
 //    CrossCoreWaitFlag<p> with p != S blocks only pipe p, so both "touch" (a fence access) every GM
 //    space shared between cores (accessed by AIC and AIV code, written by one; with mode 0/1 flags
 //    every written GM space): earlier/later accesses of it on other pipes get a flag to/from p;
 //    on p itself nothing is needed. A CrossCoreWaitFlag on S orders everything after it: nothing.
+//    On the workspace the fence covers only the bytes its flag id guards: the union, over every
+//    flag with that (constant) id in AIC and AIV code, of the workspace hull of the nearest
+//    instruction on the flag's pipe in the same block (after a wait, before a set, not across
+//    control flow: split_cube_vector's protocol waits right before and sets right after each
+//    hand-off slot access). An id with no such access, or one with an unknown hull, fences the
+//    whole workspace.
 // 2. Dependences. Intra (a before b in the same iteration of their common loops, placed in the
 //    lowest common block C: set after a's ancestor in C, wait before b's) and loop-carried (a in
 //    iteration i, b in iteration i+1 of their innermost common loop L, C = L's body: set after

@@ -72,7 +72,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       const int32_t bx = (blk % 2);
       const int32_t by = ((blk / 2) % 2);
       const int32_t bz = ((blk / 2) / 2);
-      PipeBarrier<PIPE_ALL>();  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       PipeBarrier<PIPE_MTE2>();  // line 17
@@ -93,10 +92,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         tw_p.dstNzMatrixStride = 0;
         DataCopy(Q_shared, Q_gm[(((bx * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 17
       }
+      SetFlag<HardEvent::MTE2_MTE1>(4);  // line 17
       const int32_t loop_range = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
-      PipeBarrier<PIPE_ALL>();  // line 24
-      PipeBarrier<PIPE_ALL>();  // line 25
-      PipeBarrier<PIPE_ALL>();  // line 50
+      WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
       for (int32_t k_o = 0; k_o < (((loop_range + 1) + 2 - 1) / 2); ++k_o) {
         WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
         WaitFlag<HardEvent::FIX_M>(1);  // line 24
@@ -168,14 +166,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
         }
-        SetFlag<HardEvent::FIX_MTE1>(0);  // line 25
         SetFlag<HardEvent::MTE1_M>(4);  // line 24
         WaitFlag<HardEvent::MTE1_M>(4);  // line 24
         SetFlag<HardEvent::M_MTE1>(0);  // line 24
-        PipeBarrier<PIPE_ALL>();  // line 50
-        WaitFlag<HardEvent::FIX_MTE1>(0);  // line 50
-        SetFlag<HardEvent::MTE1_MTE2>(3);  // line 50
-        WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 50
         WaitFlag<HardEvent::M_MTE1>(1);  // line 51
         if ((k_o * 2) > 0) {
           if (tw_min((100 - (((k_o * 2) - 1) * 64)), 64) < 64) {
@@ -212,7 +205,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 4096) + 32768)], tw_p);  // line 50
           }
           SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
-          SetFlag<HardEvent::MTE2_MTE1>(4);  // line 50
           CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
           WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
           for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
@@ -260,11 +252,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mmad(acc_o_pv, acc_s_cast_l0_1, V_shared_l0_1, tw_p);  // line 51
           }
           SetFlag<HardEvent::M_FIX>(2);  // line 51
-          WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 51
-          SetFlag<HardEvent::MTE1_FIX>(0);  // line 51
-          WaitFlag<HardEvent::MTE1_FIX>(0);  // line 51
           CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
-          PipeBarrier<PIPE_ALL>();  // line 51
           WaitFlag<HardEvent::M_FIX>(2);  // line 51
           {
             FixpipeParamsV220 tw_p;
@@ -280,15 +268,11 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
         }
         SetFlag<HardEvent::MTE1_MTE2>(0);  // line 51
-        SetFlag<HardEvent::FIX_MTE1>(2);  // line 51
         SetFlag<HardEvent::FIX_M>(0);  // line 51
         SetFlag<HardEvent::MTE1_M>(5);  // line 51
         WaitFlag<HardEvent::MTE1_M>(5);  // line 51
         SetFlag<HardEvent::M_MTE1>(1);  // line 51
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
-        WaitFlag<HardEvent::FIX_MTE1>(2);  // line 50
-        SetFlag<HardEvent::MTE1_MTE2>(5);  // line 50
-        WaitFlag<HardEvent::MTE1_MTE2>(5);  // line 50
         WaitFlag<HardEvent::FIX_M>(0);  // line 51
         WaitFlag<HardEvent::M_MTE1>(2);  // line 24
         if (((k_o * 2) + 1) < (loop_range + 1)) {
@@ -359,10 +343,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             }
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
           }
-          SetFlag<HardEvent::FIX_MTE1>(1);  // line 25
-          WaitFlag<HardEvent::FIX_MTE1>(1);  // line 50
-          SetFlag<HardEvent::MTE1_MTE2>(4);  // line 50
-          WaitFlag<HardEvent::MTE1_MTE2>(4);  // line 50
           if (((k_o * 2) + 1) > 0) {
             if (tw_min((100 - (k_o * 128)), 64) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
@@ -398,7 +378,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096) + 32768)], tw_p);  // line 50
             }
             SetFlag<HardEvent::MTE2_MTE1>(3);  // line 50
-            SetFlag<HardEvent::MTE2_MTE1>(5);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
             WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 51
             for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
@@ -446,11 +425,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               Mmad(acc_o_pv, acc_s_cast_l0_1[4096], V_shared_l0_1[4096], tw_p);  // line 51
             }
             SetFlag<HardEvent::M_FIX>(3);  // line 51
-            WaitFlag<HardEvent::MTE2_MTE1>(5);  // line 51
-            SetFlag<HardEvent::MTE1_FIX>(1);  // line 51
-            WaitFlag<HardEvent::MTE1_FIX>(1);  // line 51
             CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
-            PipeBarrier<PIPE_ALL>();  // line 51
             WaitFlag<HardEvent::M_FIX>(3);  // line 51
             {
               FixpipeParamsV220 tw_p;
@@ -466,12 +441,13 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
           }
         }
+        SetFlag<HardEvent::MTE2_MTE1>(5);  // line 23
+        WaitFlag<HardEvent::MTE2_MTE1>(5);  // line 24
         SetFlag<HardEvent::MTE1_MTE2>(1);  // line 24
         SetFlag<HardEvent::M_FIX>(4);  // line 24
         WaitFlag<HardEvent::M_FIX>(4);  // line 25
         SetFlag<HardEvent::FIX_M>(1);  // line 25
         SetFlag<HardEvent::M_MTE1>(2);  // line 24
-        PipeBarrier<PIPE_ALL>();  // line 24
         PipeBarrier<PIPE_ALL>();  // line 24
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 24
@@ -510,39 +486,34 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     pipe.InitBuffer(tw_scratch_buf, 1024);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
 
-    SetFlag<HardEvent::MTE3_MTE2>(2);  // line 4
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
-    SetFlag<HardEvent::MTE3_MTE2>(3);  // line 4
-    SetFlag<HardEvent::MTE3_V>(0);  // line 4
-    SetFlag<HardEvent::MTE3_MTE2>(4);  // line 4
+    SetFlag<HardEvent::MTE3_V>(1);  // line 4
+    SetFlag<HardEvent::MTE3_V>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
       const int32_t by = ((blk / 2) % 2);
       const int32_t bz = ((blk / 2) / 2);
-      WaitFlag<HardEvent::MTE3_MTE2>(3);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 4
-      WaitFlag<HardEvent::MTE3_V>(0);  // line 18
+      WaitFlag<HardEvent::MTE3_V>(2);  // line 18
       Duplicate(acc_o_ub, static_cast<float>(0.0f), 2048);  // line 18
       Duplicate(logsum, static_cast<float>(0.0f), 32);  // line 19
       Duplicate(scores_max, static_cast<float>(-1e+30f), 32);  // line 20
       const int32_t loop_range_v = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
       PipeBarrier<PIPE_V>();  // line 30
-      WaitFlag<HardEvent::MTE3_MTE2>(4);  // line 25
       for (int32_t k_v_o = 0; k_v_o < (((loop_range_v + 1) + 2 - 1) / 2); ++k_v_o) {
         PipeBarrier<PIPE_V>();  // line 22
         DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
-        WaitFlag<HardEvent::MTE3_MTE2>(2);  // line 25
+        WaitFlag<HardEvent::V_MTE2>(1);  // line 25
+        WaitFlag<HardEvent::MTE3_V>(1);  // line 25
         if ((k_v_o * 2) < loop_range_v) {
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
           DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
           SetFlag<HardEvent::MTE2_V>(0);  // line 25
-          SetFlag<HardEvent::MTE2_MTE3>(1);  // line 25
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-          SetFlag<HardEvent::MTE2_MTE3>(3);  // line 25
           WaitFlag<HardEvent::MTE2_V>(0);  // line 25
           DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
           PipeBarrier<PIPE_V>();  // line 27
@@ -592,17 +563,13 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Mul(logsum, logsum, scores_scale, 32);  // line 47
           PipeBarrier<PIPE_V>();  // line 47
           Add(logsum, logsum, scores_sum, 32);  // line 47
-          WaitFlag<HardEvent::MTE2_MTE3>(1);  // line 50
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
           WaitFlag<HardEvent::V_MTE3>(1);  // line 50
-          WaitFlag<HardEvent::MTE2_MTE3>(3);  // line 50
           DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         }
-        SetFlag<HardEvent::MTE3_MTE2>(0);  // line 50
+        SetFlag<HardEvent::MTE3_V>(0);  // line 50
         PipeBarrier<PIPE_V>();  // line 37
-        WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 51
-        WaitFlag<HardEvent::V_MTE2>(1);  // line 51
         if ((k_v_o * 2) > 0) {
           PipeBarrier<PIPE_V>();  // line 37
           Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
@@ -618,15 +585,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         }
         SetFlag<HardEvent::V_MTE2>(0);  // line 51
         WaitFlag<HardEvent::V_MTE2>(0);  // line 51
+        WaitFlag<HardEvent::MTE3_V>(0);  // line 25
         if (((k_v_o * 2) + 1) < (loop_range_v + 1)) {
           DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
           if (((k_v_o * 2) + 1) < loop_range_v) {
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
             DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
             SetFlag<HardEvent::MTE2_V>(1);  // line 25
-            SetFlag<HardEvent::MTE2_MTE3>(2);  // line 25
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-            SetFlag<HardEvent::MTE2_MTE3>(4);  // line 25
             WaitFlag<HardEvent::MTE2_V>(1);  // line 25
             DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
             PipeBarrier<PIPE_V>();  // line 27
@@ -676,16 +642,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mul(logsum, logsum, scores_scale, 32);  // line 47
             PipeBarrier<PIPE_V>();  // line 47
             Add(logsum, logsum, scores_sum, 32);  // line 47
-            WaitFlag<HardEvent::MTE2_MTE3>(2);  // line 50
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
             WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-            WaitFlag<HardEvent::MTE2_MTE3>(4);  // line 50
             DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
             CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
           }
-          SetFlag<HardEvent::MTE3_MTE2>(1);  // line 50
           PipeBarrier<PIPE_V>();  // line 37
-          WaitFlag<HardEvent::MTE3_MTE2>(1);  // line 51
           if (((k_v_o * 2) + 1) > 0) {
             PipeBarrier<PIPE_V>();  // line 37
             Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
@@ -700,17 +662,13 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
           }
         }
-        SetFlag<HardEvent::MTE2_MTE3>(5);  // line 25
-        WaitFlag<HardEvent::MTE2_MTE3>(5);  // line 50
-        SetFlag<HardEvent::MTE3_MTE2>(2);  // line 50
-        SetFlag<HardEvent::MTE2_V>(4);  // line 51
-        WaitFlag<HardEvent::MTE2_V>(4);  // line 51
-        SetFlag<HardEvent::V_MTE2>(1);  // line 51
+        SetFlag<HardEvent::MTE2_V>(4);  // line 25
+        WaitFlag<HardEvent::MTE2_V>(4);  // line 25
+        SetFlag<HardEvent::V_MTE2>(1);  // line 25
+        SetFlag<HardEvent::V_MTE3>(3);  // line 25
+        WaitFlag<HardEvent::V_MTE3>(3);  // line 50
+        SetFlag<HardEvent::MTE3_V>(1);  // line 50
       }
-      SetFlag<HardEvent::MTE2_MTE3>(0);  // line 51
-      SetFlag<HardEvent::MTE3_MTE2>(3);  // line 50
-      PipeBarrier<PIPE_V>();  // line 55
-      PipeBarrier<PIPE_ALL>();  // line 50
       PipeBarrier<PIPE_V>();  // line 55
       Brcb(tw_scratch.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
       PipeBarrier<PIPE_V>();  // line 55
@@ -718,16 +676,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       SetFlag<HardEvent::V_MTE3>(0);  // line 55
       WaitFlag<HardEvent::V_MTE3>(0);  // line 58
       DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((100 - ((bx * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
-      SetFlag<HardEvent::MTE3_V>(0);  // line 58
-      WaitFlag<HardEvent::MTE2_MTE3>(0);  // line 4
+      SetFlag<HardEvent::MTE3_V>(2);  // line 58
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
-      SetFlag<HardEvent::MTE3_MTE2>(4);  // line 4
     }
-    WaitFlag<HardEvent::MTE3_MTE2>(2);  // line 4
     WaitFlag<HardEvent::V_MTE2>(1);  // line 4
-    WaitFlag<HardEvent::MTE3_MTE2>(3);  // line 4
-    WaitFlag<HardEvent::MTE3_V>(0);  // line 4
-    WaitFlag<HardEvent::MTE3_MTE2>(4);  // line 4
+    WaitFlag<HardEvent::MTE3_V>(1);  // line 4
+    WaitFlag<HardEvent::MTE3_V>(2);  // line 4
   }
 }
