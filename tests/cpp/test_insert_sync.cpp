@@ -249,17 +249,19 @@ TEST(InsertSync, SamePipeRawGetsOneBarrier) {
   b.adds(w, C(0), x, C(0));  // reads x too: covered by the same barrier
   b.adds(z, C(0), y, C(0));  // reads y: barrier
   b.store(z, C(0), C(0));
-  b.store(w, C(0), C(1024));
+  b.store(w, C(0), C(1024));  // its own pair: the V -> MTE3 pair of z would hold it behind z's Adds
   expect_sync(b.aiv(), R"(AIV:
   V Duplicate x[0]/256 <- 0.0 float32 1x256
   V PipeBarrier<V>
   V Adds y[0]/256 <- x[0]/256, 1.0 float32 1x256
   V Adds w[0]/256 <- x[0]/256, 1.0 float32 1x256
+  V SetFlag<V_MTE3>(1)
   V PipeBarrier<V>
   V Adds z[0]/256 <- y[0]/256, 1.0 float32 1x256
   V SetFlag<V_MTE3>(0)
   MTE3 WaitFlag<V_MTE3>(0)
   MTE3 CopyUbToGm Y[0] <- z[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE3 WaitFlag<V_MTE3>(1)
   MTE3 CopyUbToGm Y[1024] <- w[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
 )");
 }
@@ -362,7 +364,7 @@ TEST(InsertSync, BuffersSharingBytesConflict) {
   b.load(c, C(0), C(0), 0);  // overwrites a's bytes: after the store (MTE3 -> MTE2)
   b.load(d, C(0), C(1024), 0);
   b.addv(d, d, c);
-  b.store(d, C(0), C(1024));
+  b.store(d, C(0), C(1024));  // V_MTE3 id 0 again: the first pair's wait is ordered before this set
   expect_sync(b.aiv(), R"(AIV:
   V Duplicate a[0]/256 <- 0.0 float32 1x256
   V SetFlag<V_MTE3>(0)
@@ -375,8 +377,8 @@ TEST(InsertSync, BuffersSharingBytesConflict) {
   MTE2 SetFlag<MTE2_V>(0)
   V WaitFlag<MTE2_V>(0)
   V Add d[0]/256 <- d[0]/256, c[0]/256 float32 1x256
-  V SetFlag<V_MTE3>(1)
-  MTE3 WaitFlag<V_MTE3>(1)
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
   MTE3 CopyUbToGm Y[1024] <- d[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
 )");
 }

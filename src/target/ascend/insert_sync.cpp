@@ -751,6 +751,24 @@ class CoreSync {
     }
   }
 
+  // Does pipe p run anything in kids [from, to) of block C (indices >= n: the next iteration)?
+  bool has_pipe(int C, int from, int to, Pipe p) const {
+    const auto& kids = blocks_[C].kids;
+    int n = static_cast<int>(kids.size());
+    for (int k = from; k < to; ++k)
+      if (pipes_of(kids[k % n]) & (1u << static_cast<int>(p))) return true;
+    return false;
+  }
+  uint32_t pipes_of(int node) const {
+    const Node& nd = nodes_[node];
+    if (nd.kind == StmtKind::Instr) return 1u << static_cast<int>(nd.pipe);
+    uint32_t m = 0;
+    for (int b : {nd.body, nd.else_body})
+      if (b >= 0)
+        for (int k : blocks_[b].kids) m |= pipes_of(k);
+    return m;
+  }
+
   // The outermost For around (and including) loop node l.
   int outermost_loop(int l) const {
     int best = l;
@@ -794,9 +812,9 @@ class CoreSync {
       bool covered = false;
       for (const SyncPair& sp : pairs_)
         if (sp.kind == SyncPair::Flag && sp.C == d->C && sp.p == pa && sp.q == pb && sp.carried == d->carried &&
-            sp.slot == d->slot &&
-            s <= sp.s && sp.w <= w)
-          covered = true;
+            sp.slot == d->slot && s <= sp.s && sp.w <= w &&
+            (d->carried || (!has_pipe(d->C, s, sp.s, pa) && !has_pipe(d->C, sp.w, w, pb))))
+          covered = true;  // (a pair that would hold back work of either pipe does not cover)
       if (covered) continue;
       SyncPair sp;
       sp.p = pa, sp.q = pb;
@@ -875,13 +893,97 @@ class CoreSync {
     pairs_ = std::move(out);
   }
 
-  // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones).
-  // An id is only reused by the same pair in later iterations, where the reverse dependence
+  // Two iterations of block C's loop (slots n.. are the next iteration's): is pipe q, past the
+  // waits at slot w, ordered before pipe p reaches the sets at slot s by flag pairs placed
+  // unconditionally in C (intra pairs in both iterations, carried ones from the first into the
+  // second)?
+  bool reaches2(int C, Pipe q, int w, Pipe p, int s) const {
+    int n = static_cast<int>(blocks_[C].kids.size());
+    std::vector<std::pair<Pipe, int>> todo{{q, w}};
+    std::set<std::pair<Pipe, int>> seen;
+    while (!todo.empty()) {
+      auto [x, t] = todo.back();
+      todo.pop_back();
+      if (!seen.insert({x, t}).second) continue;
+      if (x == p && t < s) return true;
+      for (const SyncPair& g : pairs_) {
+        if (g.kind != SyncPair::Flag || g.guard || g.C != C || g.p != x) continue;
+        if (!g.carried) {
+          for (int o : {0, n})
+            if (g.s + o > t) todo.push_back({g.q, g.w + o});
+        } else if (!g.slot_x && t < n && g.s > t) {
+          todo.push_back({g.q, g.w});
+        }
+      }
+    }
+    return false;
+  }
+
+  // Where a pair's set / wait sits, seen from block B that contains its block: (set slot, wait
+  // slot) for reaches(): in B itself its slots; inside kid k of B: the set after the waits of
+  // slot k (k + 1), the wait before the sets of slot k + 1 (k).
+  std::pair<int, int> lifted(const SyncPair& sp, int B) const {
+    if (sp.C == B) return {sp.s, sp.w};
+    int blk = sp.C, k = -1;
+    while (blk != B) {
+      int o = blocks_[blk].owner;
+      k = nodes_[o].index;
+      blk = nodes_[o].block;
+    }
+    return {k + 1, k};
+  }
+  int lca_block(int x, int y) const {
+    for (int b = x; b >= 0;) {
+      if (block_contains(b, y)) return b;
+      int o = blocks_[b].owner;
+      if (o < 0) break;
+      b = nodes_[o].block;
+    }
+    return root_;
+  }
+  int loop_body_around(int b) const {  // the nearest For body containing block b (or -1)
+    while (b >= 0) {
+      int o = blocks_[b].owner;
+      if (o < 0) return -1;
+      if (nodes_[o].kind == StmtKind::For) return b;
+      b = nodes_[o].block;
+    }
+    return -1;
+  }
+  // May intra pairs x and y of one pipe pair share an event id? Their uses must alternate: in
+  // the lowest block holding both, one's wait precedes the other's set and is ordered before it
+  // (reaches), and around the nearest enclosing loop the second's wait is ordered before the
+  // first's set in the next iteration.
+  bool may_share(const SyncPair& x, const SyncPair& y) const {
+    int B = lca_block(x.C, y.C);
+    auto [sx, wx] = lifted(x, B);
+    auto [sy, wy] = lifted(y, B);
+    const SyncPair *first = &x, *second = &y;
+    int w1 = wx, s2 = sy;
+    if (!(wx < sy)) {
+      if (!(wy < sx)) return false;
+      first = &y, second = &x, w1 = wy, s2 = sx;
+    }
+    if (!reaches(B, x.q, w1, x.p, s2)) return false;
+    int F = loop_body_around(B);
+    if (F < 0) return true;
+    int n = static_cast<int>(blocks_[F].kids.size());
+    auto [s1f, w1f] = lifted(*first, F);
+    auto [s2f, w2f] = lifted(*second, F);
+    (void)w1f, (void)s2f;
+    return reaches2(F, x.q, w2f, x.p, s1f + n);
+  }
+
+  // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones),
+  // except intra pairs whose uses provably alternate (may_share), which share one. Otherwise an
+  // id is only reused by the same pair in later iterations, where the reverse dependence
   // (b(i) -> a(i+1), or a(i+m) for slotted pairs) orders the next set after the previous wait;
   // two different pairs sharing an id could see the second set fire before the first wait.
   // Relays are coloured last. Pairs that do not fit become PIPE_ALL at their wait point.
   void colour() {
     std::map<std::pair<Pipe, Pipe>, int> next;
+    std::map<std::pair<Pipe, Pipe>, std::vector<std::vector<int>>> groups;  // shareable ids: id -> pairs
+    std::map<std::pair<Pipe, Pipe>, std::vector<int>> group_id;
     auto take = [&](Pipe p, Pipe q, int64_t m) {
       int& n = next[{p, q}];
       if (n + m > kEventIds) return -1;
@@ -890,9 +992,26 @@ class CoreSync {
       return b;
     };
     for (int pass = 0; pass < 2; ++pass)
-      for (SyncPair& sp : pairs_) {
+      for (size_t i = 0; i < pairs_.size(); ++i) {
+        SyncPair& sp = pairs_[i];
         if (sp.kind != SyncPair::Flag || (pass == 1 && !sp.relay)) continue;
-        int b = pass == 0 ? take(sp.p, sp.relay ? sp.r : sp.q, sp.m) : take(sp.r, sp.q, 1);
+        bool shareable = pass == 0 && !sp.relay && !sp.carried && !sp.guard && !sp.slot_x;
+        int b = -1;
+        if (shareable) {
+          auto& gs = groups[{sp.p, sp.q}];
+          for (size_t g = 0; g < gs.size() && b < 0; ++g) {
+            bool ok = true;
+            for (int j : gs[g]) ok = ok && may_share(pairs_[j], sp);
+            if (ok) b = group_id[{sp.p, sp.q}][g], gs[g].push_back(static_cast<int>(i));
+          }
+        }
+        if (b < 0) {
+          b = pass == 0 ? take(sp.p, sp.relay ? sp.r : sp.q, sp.m) : take(sp.r, sp.q, 1);
+          if (b >= 0 && shareable) {
+            groups[{sp.p, sp.q}].push_back({static_cast<int>(i)});
+            group_id[{sp.p, sp.q}].push_back(b);
+          }
+        }
         if (b < 0) {
           int n = static_cast<int>(blocks_[sp.C].kids.size());
           sp.kind = SyncPair::All;

@@ -48,11 +48,21 @@
 //    instruction of a's pipe; (a -> c and c -> b). Links are always shorter, so this is
 //    well-founded. Then, per block, pipe pair and kind, dependences are intervals (after a's
 //    ancestor, before b's ancestor); a placed pair covers every dependence whose interval contains
-//    it (greedy by earliest wait), a barrier covers every same-pipe dependence it lies between.
+//    it (greedy by earliest wait) unless, for an intra dependence, the pair's set is later than
+//    needed past work of the setter's pipe or its wait earlier than needed before work of the
+//    waiter's pipe (then the dependence gets its own pair: no pipe is held behind unrelated
+//    work); a barrier covers every same-pipe dependence it lies between.
 // 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
-//    id(s): an id is reused only by the same pair in later iterations, where the reverse
+//    id(s): an id is reused by the same pair in later iterations, where the reverse
 //    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs
-//    sharing an id could set it twice before the first wait, which is undefined). A carried pair
+//    sharing an id could set it twice before the first wait, which is undefined). Intra pairs
+//    (not carried, slotted, relayed or guards) also share an id when their uses provably
+//    alternate: in the lowest block holding both, the first's wait precedes the second's set and
+//    a chain of flag pairs placed unconditionally in that block orders the waiting pipe (past
+//    the wait) before the setting pipe reaches the set; and around the nearest enclosing loop a
+//    chain (intra pairs of two iterations, carried pairs into the next) orders the second's wait
+//    before the first's set of the next iteration (pairs inside an `if` or loop of that block
+//    count at the `if` / loop). A carried pair
 //    whose next set is not ordered after its wait by flag pairs placed unconditionally in its
 //    block (a and b under `if`s that an iteration may skip) gets a guard: a reverse pair q -> p
 //    set and waited right before the carried set. A pair that
