@@ -320,6 +320,33 @@ TEST(InsertSync, DependenceOutOfAndIntoAnIf) {
 )");
 }
 
+// A wait due before an `if` whose branch has other work of the waiting pipe first sinks into
+// the branches: before the instruction that needs it, and at the end of the other branch.
+TEST(InsertSync, WaitSinksIntoTheIfThatNeedsIt) {
+  Builder b(KernelType::AIV_ONLY);
+  int w = b.buf("w", Mem::UB, 0, 1024), x = b.buf("x", Mem::UB, 1024, 1024);
+  Expr first = ir::binary(BinOp::EQ, b.p.block_idx, C(0));
+  b.load(w, C(0), C(0));
+  b.dup(x);
+  b.when(first, [&] {
+    b.store(w, C(0), C(0));     // only needs the load
+    b.store(x, C(0), C(1024));  // needs the Dup: its wait goes right before it
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  MTE2 CopyGmToUb w[0] <- X[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE2 SetFlag<MTE2_MTE3>(0)
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<MTE2_MTE3>(0)
+  if block_idx == 0:
+    MTE3 CopyUbToGm Y[0] <- w[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE3 WaitFlag<V_MTE3>(0)
+    MTE3 CopyUbToGm Y[1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  else:
+    MTE3 WaitFlag<V_MTE3>(0)
+)");
+}
+
 TEST(InsertSync, NestedLoopAccumulation) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024), acc = b.buf("acc", Mem::UB, 1024, 1024);

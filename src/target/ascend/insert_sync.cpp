@@ -401,6 +401,7 @@ struct SyncPair {
   int64_t m = 1;
   int id = -1, relay_id = -1;
   bool guard = false;  // intra pair whose set and wait both go first at slot s (see guard_carried)
+  std::vector<int> bs;  // the b instructions of the dependences it orders (where waits may sink)
   ir::Span set_span, wait_span, hoist_span;
 };
 
@@ -810,11 +811,13 @@ class CoreSync {
         continue;
       }
       bool covered = false;
-      for (const SyncPair& sp : pairs_)
-        if (sp.kind == SyncPair::Flag && sp.C == d->C && sp.p == pa && sp.q == pb && sp.carried == d->carried &&
+      for (SyncPair& sp : pairs_)
+        if (!covered && sp.kind == SyncPair::Flag && sp.C == d->C && sp.p == pa && sp.q == pb && sp.carried == d->carried &&
             sp.slot == d->slot && s <= sp.s && sp.w <= w &&
-            (d->carried || (!has_pipe(d->C, s, sp.s, pa) && !has_pipe(d->C, sp.w, w, pb))))
+            (d->carried || (!has_pipe(d->C, s, sp.s, pa) && !has_pipe(d->C, sp.w, w, pb)))) {
           covered = true;  // (a pair that would hold back work of either pipe does not cover)
+          sp.bs.push_back(d->b);
+        }
       if (covered) continue;
       SyncPair sp;
       sp.p = pa, sp.q = pb;
@@ -825,6 +828,7 @@ class CoreSync {
       sp.m = d->slot_x ? d->m : 1;
       sp.set_span = nodes_[d->a].stmt->instr.span;
       sp.wait_span = nodes_[d->b].stmt->instr.span;
+      sp.bs = {d->b};
       if (d->carried) {
         sp.hoist = outermost_loop(d->loop);
         sp.hoist_span = nodes_[sp.hoist].stmt->span;
@@ -1056,12 +1060,16 @@ class CoreSync {
         at[{sp.C, sp.s}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
         continue;
       }
-      auto& waits = at[{sp.C, w}].waits;
-      waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
-      if (sp.relay) {
-        Expr rid = ir::int_imm(sp.relay_id, ir::DTypeCode::i32);
-        waits.push_back(instr(SetFlag{sp.r, sp.q, rid}, sp.wait_span));
-        waits.push_back(instr(WaitFlag{sp.r, sp.q, rid}, sp.wait_span));
+      std::vector<std::pair<int, int>> places;
+      wait_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, places);
+      for (auto [blk, slot] : places) {
+        auto& waits = at[{blk, slot}].waits;
+        waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
+        if (sp.relay) {
+          Expr rid = ir::int_imm(sp.relay_id, ir::DTypeCode::i32);
+          waits.push_back(instr(SetFlag{sp.r, sp.q, rid}, sp.wait_span));
+          waits.push_back(instr(WaitFlag{sp.r, sp.q, rid}, sp.wait_span));
+        }
       }
       if (sp.carried) {
         const Node& h = nodes_[sp.hoist];
@@ -1073,6 +1081,42 @@ class CoreSync {
       }
     }
     return emit_block(root, at);
+  }
+
+  // Where a wait due at slot w of block C goes: when kid w is an `if` (it holds the first of the
+  // instructions bs it orders), into each branch instead: before the first of bs in that branch
+  // (recursively), or at the end of a branch holding none. Exactly one wait runs on every path,
+  // still before every instruction of bs, and the branch not needing it is not held up.
+  void wait_places(int C, int w, const std::vector<int>& bs, Pipe q, std::vector<std::pair<int, int>>& out) const {
+    const auto& kids = blocks_[C].kids;
+    if (w < 0 || w >= static_cast<int>(kids.size()) || nodes_[kids[w]].kind != StmtKind::If) {
+      out.emplace_back(C, w);
+      return;
+    }
+    const Node& f = nodes_[kids[w]];
+    std::vector<std::pair<int, int>> sunk;
+    bool helps = false;  // only sink when q has work in the `if` that the wait would hold back
+    for (int br : {f.body, f.else_body}) {
+      std::vector<int> in;
+      int first = INT_MAX;
+      for (int b : bs)
+        if (block_contains(br, nodes_[b].block)) {
+          in.push_back(b);
+          for (auto [blk, idx] : chain(b))
+            if (blk == br) first = std::min(first, idx);
+        }
+      int n = static_cast<int>(blocks_[br].kids.size());
+      if (in.empty()) {
+        sunk.emplace_back(br, n);
+        helps = helps || has_pipe(br, 0, n, q);
+      } else {
+        size_t mark = sunk.size();
+        wait_places(br, first, in, q, sunk);
+        helps = helps || has_pipe(br, 0, first, q) || sunk.size() != mark + 1 || sunk[mark] != std::make_pair(br, first);
+      }
+    }
+    if (helps) out.insert(out.end(), sunk.begin(), sunk.end());
+    else out.emplace_back(C, w);
   }
 
   StmtPtr emit_block(int b, std::map<std::pair<int, int>, SlotItems>& at) {

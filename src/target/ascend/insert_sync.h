@@ -51,7 +51,10 @@
 //    it (greedy by earliest wait) unless, for an intra dependence, the pair's set is later than
 //    needed past work of the setter's pipe or its wait earlier than needed before work of the
 //    waiter's pipe (then the dependence gets its own pair: no pipe is held behind unrelated
-//    work); a barrier covers every same-pipe dependence it lies between.
+//    work); a barrier covers every same-pipe dependence it lies between. A wait due before an
+//    `if` sinks into its branches (before the first instruction it orders in a branch,
+//    recursively; at the end of a branch with none) when the waiting pipe has work there that
+//    the wait would otherwise hold back: one wait on every path, still before what needs it.
 // 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
 //    id(s): an id is reused by the same pair in later iterations, where the reverse
 //    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs

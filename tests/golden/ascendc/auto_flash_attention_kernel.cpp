@@ -276,8 +276,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         SetFlag<HardEvent::MTE1_M>(5);  // line 51
         WaitFlag<HardEvent::MTE1_M>(5);  // line 51
         SetFlag<HardEvent::M_MTE1>(1);  // line 51
-        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
-        WaitFlag<HardEvent::FIX_M>(0);  // line 51
         WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
         WaitFlag<HardEvent::FIX_M>(1);  // line 24
         WaitFlag<HardEvent::M_MTE1>(2);  // line 24
@@ -349,6 +347,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             }
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
           }
+          WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
+          WaitFlag<HardEvent::FIX_M>(0);  // line 51
           if (((k_o * 2) + 1) > 0) {
             if (tw_min((100 - (k_o * 128)), 64) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
@@ -448,6 +448,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             }
             CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
           }
+        } else {
+          WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
+          WaitFlag<HardEvent::FIX_M>(0);  // line 51
         }
         SetFlag<HardEvent::MTE2_MTE1>(4);  // line 23
         WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
@@ -515,10 +518,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       for (int32_t k_v_o = 0; k_v_o < (((loop_range_v + 1) + 2 - 1) / 2); ++k_v_o) {
         PipeBarrier<PIPE_V>();  // line 22
         DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
-        WaitFlag<HardEvent::V_MTE2>(1);  // line 25
         WaitFlag<HardEvent::MTE3_V>(1);  // line 25
         if ((k_v_o * 2) < loop_range_v) {
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 25
           DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
           SetFlag<HardEvent::MTE2_V>(0);  // line 25
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
@@ -575,6 +578,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           WaitFlag<HardEvent::V_MTE3>(1);  // line 50
           DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
+        } else {
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 25
         }
         SetFlag<HardEvent::MTE3_V>(0);  // line 50
         PipeBarrier<PIPE_V>();  // line 37
@@ -592,10 +597,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
         }
         SetFlag<HardEvent::V_MTE2>(0);  // line 51
-        WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-        WaitFlag<HardEvent::MTE3_V>(0);  // line 25
         if (((k_v_o * 2) + 1) < (loop_range_v + 1)) {
           DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+          WaitFlag<HardEvent::MTE3_V>(0);  // line 25
           if (((k_v_o * 2) + 1) < loop_range_v) {
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
             DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
@@ -662,13 +666,19 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             PipeBarrier<PIPE_V>();  // line 37
             Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
+            WaitFlag<HardEvent::V_MTE2>(0);  // line 51
             DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
             SetFlag<HardEvent::MTE2_V>(1);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51
             WaitFlag<HardEvent::MTE2_V>(1);  // line 51
             Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
+          } else {
+            WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           }
+        } else {
+          WaitFlag<HardEvent::V_MTE2>(0);  // line 51
+          WaitFlag<HardEvent::MTE3_V>(0);  // line 25
         }
         SetFlag<HardEvent::MTE2_V>(2);  // line 25
         WaitFlag<HardEvent::MTE2_V>(2);  // line 25

@@ -152,7 +152,6 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       }
       SetFlag<HardEvent::M_FIX>(1);  // line 14
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
-      WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
       WaitFlag<HardEvent::M_MTE1>(1);  // line 14
       if (((k_o * 2) + 1) < 1) {
@@ -173,6 +172,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           DataCopy(x_s, X_gm[((((k_o * 2) + 1) * 64) + (by * 3200))], tw_p);  // line 12
         }
         SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
+        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
         if (tw_min((50 - (((k_o * 2) + 1) * 64)), 64) < 64 || tw_min((90 - (bx * 64)), 64) < 64) {
           InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
           PipeBarrier<PIPE_MTE2>();  // line 13
@@ -236,6 +236,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.isBias = false;
           Mmad(acc, x_s_l0[4096], w_s_l0[4096], tw_p);  // line 14
         }
+      } else {
+        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
       }
       SetFlag<HardEvent::M_FIX>(0);  // line 14
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
