@@ -347,6 +347,32 @@ TEST(InsertSync, WaitSinksIntoTheIfThatNeedsIt) {
 )");
 }
 
+// A set due after an `if` whose branch has more work of the setting pipe after the producer
+// rises into the branches: right after the producer, and at the start of the other branch.
+TEST(InsertSync, SetRisesIntoTheIfThatProducesIt) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), z = b.buf("z", Mem::UB, 1024, 1024);
+  Expr first = ir::binary(BinOp::EQ, b.p.block_idx, C(0));
+  b.dup(z);
+  b.when(first, [&] {
+    b.dup(x);                   // what the store needs: the set follows it
+    b.adds(z, C(0), z, C(0));  // more V work the store does not wait for
+  });
+  b.store(x, C(0), C(0));
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate z[0]/256 <- 0.0 float32 1x256
+  V PipeBarrier<V>
+  if block_idx == 0:
+    V Duplicate x[0]/256 <- 0.0 float32 1x256
+    V SetFlag<V_MTE3>(0)
+    V Adds z[0]/256 <- z[0]/256, 1.0 float32 1x256
+  else:
+    V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 CopyUbToGm Y[0] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+)");
+}
+
 TEST(InsertSync, NestedLoopAccumulation) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024), acc = b.buf("acc", Mem::UB, 1024, 1024);

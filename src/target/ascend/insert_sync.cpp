@@ -402,6 +402,8 @@ struct SyncPair {
   int id = -1, relay_id = -1;
   bool guard = false;  // intra pair whose set and wait both go first at slot s (see guard_carried)
   std::vector<int> bs;  // the b instructions of the dependences it orders (where waits may sink)
+  std::vector<int> as;  // their a instructions (where sets may rise)
+  bool guarded = false;  // carried pair with a guard right before its set: the set stays put
   ir::Span set_span, wait_span, hoist_span;
 };
 
@@ -488,9 +490,17 @@ class CoreSync {
     }
     find_deps();
     reduce();
-    place();
-    guard_carried();
-    colour();
+    // Precise pairs first; pipe pairs whose event ids then run out fall back to covering pairs
+    // (fewer pairs, but they may hold a pipe behind unrelated work) in both directions (guards).
+    for (;;) {
+      pairs_.clear();
+      place();
+      guard_carried();
+      std::set<std::pair<Pipe, Pipe>> failed = colour();
+      size_t before = loose_.size();
+      for (auto [x, y] : failed) loose_.insert({x, y}), loose_.insert({y, x});
+      if (failed.empty() || loose_.size() == before) break;
+    }
     return emit(root_);
   }
 
@@ -506,6 +516,7 @@ class CoreSync {
   std::vector<Dep> deps_;
   std::map<std::tuple<int, int, bool>, int> dep_index_;
   std::vector<SyncPair> pairs_;
+  std::set<std::pair<Pipe, Pipe>> loose_;  // pipe pairs placed with covering pairs (ids ran out)
 
   int new_block(int owner) {
     blocks_.push_back(Block{owner, {}});
@@ -752,6 +763,17 @@ class CoreSync {
     }
   }
 
+  int last_pos(const std::vector<int>& v) const {
+    int m = -1;
+    for (int x : v) m = std::max(m, nodes_[x].pos);
+    return m;
+  }
+  int first_pos(const std::vector<int>& v) const {
+    int m = INT_MAX;
+    for (int x : v) m = std::min(m, nodes_[x].pos);
+    return m;
+  }
+
   // Does pipe p run anything in kids [from, to) of block C (indices >= n: the next iteration)?
   bool has_pipe(int C, int from, int to, Pipe p) const {
     const auto& kids = blocks_[C].kids;
@@ -814,9 +836,12 @@ class CoreSync {
       for (SyncPair& sp : pairs_)
         if (!covered && sp.kind == SyncPair::Flag && sp.C == d->C && sp.p == pa && sp.q == pb && sp.carried == d->carried &&
             sp.slot == d->slot && s <= sp.s && sp.w <= w &&
-            (d->carried || (!has_pipe(d->C, s, sp.s, pa) && !has_pipe(d->C, sp.w, w, pb)))) {
+            (loose_.count({pa, pb}) ||
+             ((d->carried || (!has_pipe(d->C, s, sp.s, pa) && !has_pipe(d->C, sp.w, w, pb))) &&
+              nodes_[d->a].pos <= last_pos(sp.as) && nodes_[d->b].pos >= first_pos(sp.bs)))) {
           covered = true;  // (a pair that would hold back work of either pipe does not cover)
           sp.bs.push_back(d->b);
+          sp.as.push_back(d->a);
         }
       if (covered) continue;
       SyncPair sp;
@@ -829,6 +854,7 @@ class CoreSync {
       sp.set_span = nodes_[d->a].stmt->instr.span;
       sp.wait_span = nodes_[d->b].stmt->instr.span;
       sp.bs = {d->b};
+      sp.as = {d->a};
       if (d->carried) {
         sp.hoist = outermost_loop(d->loop);
         sp.hoist_span = nodes_[sp.hoist].stmt->span;
@@ -890,6 +916,9 @@ class CoreSync {
           g.guard = true;
           g.set_span = sp.wait_span, g.wait_span = sp.set_span;
           out.push_back(g);
+          out.push_back(sp);
+          out.back().guarded = true;
+          continue;
         }
       }
       out.push_back(sp);
@@ -962,10 +991,14 @@ class CoreSync {
     int B = lca_block(x.C, y.C);
     auto [sx, wx] = lifted(x, B);
     auto [sy, wy] = lifted(y, B);
+    // a wait due at slot w may sink into kid w, a set due at slot s rise into kid s - 1
+    auto before = [&](int w, int s) {
+      return w < s && !(w + 1 == s && nodes_[blocks_[B].kids[w]].kind == StmtKind::If);
+    };
     const SyncPair *first = &x, *second = &y;
     int w1 = wx, s2 = sy;
-    if (!(wx < sy)) {
-      if (!(wy < sx)) return false;
+    if (!before(wx, sy)) {
+      if (!before(wy, sx)) return false;
       first = &y, second = &x, w1 = wy, s2 = sx;
     }
     if (!reaches(B, x.q, w1, x.p, s2)) return false;
@@ -984,7 +1017,8 @@ class CoreSync {
   // (b(i) -> a(i+1), or a(i+m) for slotted pairs) orders the next set after the previous wait;
   // two different pairs sharing an id could see the second set fire before the first wait.
   // Relays are coloured last. Pairs that do not fit become PIPE_ALL at their wait point.
-  void colour() {
+  std::set<std::pair<Pipe, Pipe>> colour() {
+    std::set<std::pair<Pipe, Pipe>> failed;
     std::map<std::pair<Pipe, Pipe>, int> next;
     std::map<std::pair<Pipe, Pipe>, std::vector<std::vector<int>>> groups;  // shareable ids: id -> pairs
     std::map<std::pair<Pipe, Pipe>, std::vector<int>> group_id;
@@ -1018,12 +1052,14 @@ class CoreSync {
         }
         if (b < 0) {
           int n = static_cast<int>(blocks_[sp.C].kids.size());
+          failed.insert({sp.p, sp.relay ? sp.r : sp.q});
           sp.kind = SyncPair::All;
           if (sp.carried) sp.w -= n;
           continue;
         }
         (pass == 0 ? sp.id : sp.relay_id) = b;
       }
+    return failed;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1040,9 +1076,22 @@ class CoreSync {
     return e;
   }
 
+  // Where a pair's set goes (set_places); a guarded carried pair's set (and its guard) rises
+  // only when its wait in the iteration is due before an earlier kid than the one it rises into.
+  std::vector<std::pair<int, int>> set_places_of(const SyncPair& sp) const {
+    std::vector<std::pair<int, int>> places;
+    int n = static_cast<int>(blocks_[sp.C].kids.size());
+    if (sp.kind != SyncPair::Flag || sp.guard || (sp.guarded && !(sp.w - n < sp.s - 1)))
+      places.emplace_back(sp.C, sp.s);
+    else
+      set_places(sp.C, sp.s, sp.as, sp.p, places);
+    return places;
+  }
+
   StmtPtr emit(int root) {
     std::map<std::pair<int, int>, SlotItems> at;
-    for (const SyncPair& sp : pairs_) {
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      const SyncPair& sp = pairs_[i];
       if (sp.kind == SyncPair::Barrier) {
         at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{sp.p}, sp.wait_span));
         continue;
@@ -1055,11 +1104,13 @@ class CoreSync {
       int w = sp.carried ? sp.w - n : sp.w;
       Pipe dst = sp.relay ? sp.r : sp.q;
       Expr ev = event(sp);
-      at[{sp.C, sp.s}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
-      if (sp.guard) {
-        at[{sp.C, sp.s}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
-        continue;
+      // a guard goes right before its carried pair's set (pushed next to it by guard_carried)
+      const SyncPair& owner = sp.guard && i + 1 < pairs_.size() ? pairs_[i + 1] : sp;
+      for (auto [blk, slot] : set_places_of(owner)) {
+        at[{blk, slot}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
+        if (sp.guard) at[{blk, slot}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
       }
+      if (sp.guard) continue;
       std::vector<std::pair<int, int>> places;
       wait_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, places);
       for (auto [blk, slot] : places) {
@@ -1117,6 +1168,43 @@ class CoreSync {
     }
     if (helps) out.insert(out.end(), sunk.begin(), sunk.end());
     else out.emplace_back(C, w);
+  }
+
+  // Where a set due at slot s of block C goes: when kid s - 1 is an `if` (it holds the last of
+  // the instructions `as` it follows), into each branch instead: after the last of them in that
+  // branch (recursively), or at the start of a branch with none, when the setting pipe has work
+  // there the set would otherwise wait for. One set on every path, still after all of `as`.
+  void set_places(int C, int s, const std::vector<int>& as, Pipe p, std::vector<std::pair<int, int>>& out) const {
+    const auto& kids = blocks_[C].kids;
+    if (s < 1 || s > static_cast<int>(kids.size()) || nodes_[kids[s - 1]].kind != StmtKind::If) {
+      out.emplace_back(C, s);
+      return;
+    }
+    const Node& f = nodes_[kids[s - 1]];
+    std::vector<std::pair<int, int>> risen;
+    bool helps = false;
+    for (int br : {f.body, f.else_body}) {
+      std::vector<int> in;
+      int last = -1;
+      for (int a : as)
+        if (block_contains(br, nodes_[a].block)) {
+          in.push_back(a);
+          for (auto [blk, idx] : chain(a))
+            if (blk == br) last = std::max(last, idx);
+        }
+      int n = static_cast<int>(blocks_[br].kids.size());
+      if (in.empty()) {
+        risen.emplace_back(br, 0);
+        helps = helps || has_pipe(br, 0, n, p);
+      } else {
+        size_t mark = risen.size();
+        set_places(br, last + 1, in, p, risen);
+        helps = helps || has_pipe(br, last + 1, n, p) || risen.size() != mark + 1 ||
+                risen[mark] != std::make_pair(br, last + 1);
+      }
+    }
+    if (helps) out.insert(out.end(), risen.begin(), risen.end());
+    else out.emplace_back(C, s);
   }
 
   StmtPtr emit_block(int b, std::map<std::pair<int, int>, SlotItems>& at) {

@@ -55,6 +55,13 @@
 //    `if` sinks into its branches (before the first instruction it orders in a branch,
 //    recursively; at the end of a branch with none) when the waiting pipe has work there that
 //    the wait would otherwise hold back: one wait on every path, still before what needs it.
+//    Likewise a set due after an `if` rises into its branches (after the last instruction it
+//    follows in a branch, at the start of a branch with none) when the setting pipe has more
+//    work there; a guarded carried set (4.) rises with its guard, only when its wait in the
+//    iteration is due before an earlier statement. A pair covers a dependence only when that
+//    does not move where its set rises / its wait sinks (the dependence's a is not later, its b
+//    not earlier than the pair's own). If the event ids of a pipe pair then run out, that pipe
+//    pair (and its reverse: guards) is placed again with plain covering.
 // 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
 //    id(s): an id is reused by the same pair in later iterations, where the reverse
 //    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs

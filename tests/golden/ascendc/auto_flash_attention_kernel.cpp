@@ -61,12 +61,13 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> acc_o_pv = tw_l0c[16384].ReinterpretCast<float>();  // L0C @16384 +16384 float32 Nz [64, 64], line 4
     LocalTensor<float> acc_s = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
 
-    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::FIX_M>(2);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
+    SetFlag<HardEvent::FIX_M>(3);  // line 4
     SetFlag<HardEvent::M_MTE1>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(2);  // line 4
-    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
@@ -75,7 +76,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       PipeBarrier<PIPE_MTE2>();  // line 17
-      WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 17
+      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 17
       if (tw_min((100 - (bx * 64)), 64) < 64) {
         InitConstValue(Q_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 17
         PipeBarrier<PIPE_MTE2>();  // line 17
@@ -92,11 +93,11 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         tw_p.dstNzMatrixStride = 0;
         DataCopy(Q_shared, Q_gm[(((bx * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 17
       }
-      SetFlag<HardEvent::MTE2_MTE1>(3);  // line 17
+      SetFlag<HardEvent::MTE2_MTE1>(2);  // line 17
       const int32_t loop_range = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
-      WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 24
+      WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 24
       for (int32_t k_o = 0; k_o < (((loop_range + 1) + 2 - 1) / 2); ++k_o) {
-        WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 23
+        WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
         WaitFlag<HardEvent::FIX_M>(2);  // line 24
         WaitFlag<HardEvent::M_MTE1>(0);  // line 24
         if ((k_o * 2) < loop_range) {
@@ -164,13 +165,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.ndNum = 1;
             Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 25
           }
+          SetFlag<HardEvent::FIX_M>(1);  // line 25
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
+        } else {
+          SetFlag<HardEvent::FIX_M>(1);  // line 25
         }
-        SetFlag<HardEvent::MTE1_MTE2>(1);  // line 24
-        SetFlag<HardEvent::FIX_M>(1);  // line 25
         SetFlag<HardEvent::MTE1_M>(4);  // line 24
         WaitFlag<HardEvent::MTE1_M>(4);  // line 24
         SetFlag<HardEvent::M_MTE1>(0);  // line 24
+        WaitFlag<HardEvent::FIX_M>(3);  // line 51
         WaitFlag<HardEvent::M_MTE1>(1);  // line 51
         if ((k_o * 2) > 0) {
           if (tw_min((100 - (((k_o * 2) - 1) * 64)), 64) < 64) {
@@ -189,7 +192,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.dstNzMatrixStride = 0;
             DataCopy(V_shared, V_gm[(((((k_o * 2) - 1) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
           }
-          SetFlag<HardEvent::MTE2_MTE1>(2);  // line 49
           CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
           if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 64)), 64) < 64) {
             InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
@@ -220,7 +222,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.ifTranspose = false;
             LoadData(acc_s_cast_l0_1[((tw_i * 8) * 128)], acc_s_cast[(tw_i * 128)], tw_p);  // line 51
           }
-          WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
           {
             LoadData3DParamsV2<float> tw_p;
             tw_p.l1H = 64;
@@ -269,14 +270,16 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.ndNum = 1;
             Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
           }
+          SetFlag<HardEvent::FIX_M>(0);  // line 51
           CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
+        } else {
+          SetFlag<HardEvent::FIX_M>(0);  // line 51
         }
         SetFlag<HardEvent::MTE1_MTE2>(0);  // line 51
-        SetFlag<HardEvent::FIX_M>(0);  // line 51
         SetFlag<HardEvent::MTE1_M>(5);  // line 51
         WaitFlag<HardEvent::MTE1_M>(5);  // line 51
         SetFlag<HardEvent::M_MTE1>(1);  // line 51
-        WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
+        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
         WaitFlag<HardEvent::FIX_M>(1);  // line 24
         WaitFlag<HardEvent::M_MTE1>(2);  // line 24
         if (((k_o * 2) + 1) < (loop_range + 1)) {
@@ -345,9 +348,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.ndNum = 1;
               Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 25
             }
+            SetFlag<HardEvent::M_FIX>(2);  // line 24
+            WaitFlag<HardEvent::M_FIX>(2);  // line 25
+            SetFlag<HardEvent::FIX_M>(2);  // line 25
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
+          } else {
+            SetFlag<HardEvent::M_FIX>(2);  // line 24
+            WaitFlag<HardEvent::M_FIX>(2);  // line 25
+            SetFlag<HardEvent::FIX_M>(2);  // line 25
           }
-          WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
           WaitFlag<HardEvent::FIX_M>(0);  // line 51
           if (((k_o * 2) + 1) > 0) {
             if (tw_min((100 - (k_o * 128)), 64) < 64) {
@@ -366,7 +375,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.dstNzMatrixStride = 0;
               DataCopy(V_shared, V_gm[(((k_o * 8192) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
             }
-            SetFlag<HardEvent::MTE2_MTE1>(2);  // line 49
             CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
             if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64) < 64) {
               InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
@@ -397,7 +405,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.ifTranspose = false;
               LoadData(acc_s_cast_l0_1[4096 + ((tw_i * 8) * 128)], acc_s_cast[(tw_i * 128)], tw_p);  // line 51
             }
-            WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
             {
               LoadData3DParamsV2<float> tw_p;
               tw_p.l1H = 64;
@@ -446,33 +453,43 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.ndNum = 1;
               Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
             }
+            SetFlag<HardEvent::M_FIX>(3);  // line 51
+            WaitFlag<HardEvent::M_FIX>(3);  // line 51
+            SetFlag<HardEvent::FIX_M>(3);  // line 51
             CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
+          } else {
+            SetFlag<HardEvent::M_FIX>(3);  // line 51
+            WaitFlag<HardEvent::M_FIX>(3);  // line 51
+            SetFlag<HardEvent::FIX_M>(3);  // line 51
           }
         } else {
-          WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
+          SetFlag<HardEvent::M_FIX>(2);  // line 24
+          WaitFlag<HardEvent::M_FIX>(2);  // line 25
+          SetFlag<HardEvent::FIX_M>(2);  // line 25
+          SetFlag<HardEvent::M_FIX>(3);  // line 51
+          WaitFlag<HardEvent::M_FIX>(3);  // line 51
+          SetFlag<HardEvent::FIX_M>(3);  // line 51
           WaitFlag<HardEvent::FIX_M>(0);  // line 51
         }
-        SetFlag<HardEvent::MTE2_MTE1>(4);  // line 23
-        WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
-        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 24
-        SetFlag<HardEvent::M_FIX>(2);  // line 24
-        WaitFlag<HardEvent::M_FIX>(2);  // line 25
-        SetFlag<HardEvent::FIX_M>(2);  // line 25
+        SetFlag<HardEvent::MTE2_MTE1>(3);  // line 23
+        WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 24
+        SetFlag<HardEvent::MTE1_MTE2>(1);  // line 24
         SetFlag<HardEvent::M_MTE1>(2);  // line 24
         PipeBarrier<PIPE_ALL>();  // line 24
       }
-      SetFlag<HardEvent::MTE1_MTE2>(3);  // line 24
+      SetFlag<HardEvent::MTE1_MTE2>(2);  // line 24
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
       CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 4
       CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 4
     }
-    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     WaitFlag<HardEvent::FIX_M>(2);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
+    WaitFlag<HardEvent::FIX_M>(3);  // line 4
     WaitFlag<HardEvent::M_MTE1>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(2);  // line 4
-    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
   }
   if ASCEND_IS_AIV {
     const int32_t cid = GetBlockIdx() / 2;
@@ -499,6 +516,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
 
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
+    SetFlag<HardEvent::V_MTE2>(2);  // line 4
     SetFlag<HardEvent::MTE3_V>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
@@ -577,11 +595,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
           WaitFlag<HardEvent::V_MTE3>(1);  // line 50
           DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+          SetFlag<HardEvent::MTE3_V>(0);  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
+          SetFlag<HardEvent::MTE3_V>(0);  // line 50
           WaitFlag<HardEvent::V_MTE2>(1);  // line 25
         }
-        SetFlag<HardEvent::MTE3_V>(0);  // line 50
         PipeBarrier<PIPE_V>();  // line 37
         if ((k_v_o * 2) > 0) {
           PipeBarrier<PIPE_V>();  // line 37
@@ -589,12 +608,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           PipeBarrier<PIPE_V>();  // line 37
           Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
+          WaitFlag<HardEvent::V_MTE2>(2);  // line 51
           DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 1), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 1), 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           SetFlag<HardEvent::MTE2_V>(1);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
           WaitFlag<HardEvent::MTE2_V>(1);  // line 51
           Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
+        } else {
+          WaitFlag<HardEvent::V_MTE2>(2);  // line 51
         }
         SetFlag<HardEvent::V_MTE2>(0);  // line 51
         if (((k_v_o * 2) + 1) < (loop_range_v + 1)) {
@@ -607,6 +629,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
             WaitFlag<HardEvent::MTE2_V>(0);  // line 25
             DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
+            SetFlag<HardEvent::MTE2_V>(2);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(2);  // line 25
+            SetFlag<HardEvent::V_MTE2>(1);  // line 25
             PipeBarrier<PIPE_V>();  // line 27
             Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
             PipeBarrier<PIPE_V>();  // line 27
@@ -657,7 +682,17 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
             WaitFlag<HardEvent::V_MTE3>(1);  // line 50
             DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+            SetFlag<HardEvent::V_MTE3>(2);  // line 25
+            WaitFlag<HardEvent::V_MTE3>(2);  // line 50
+            SetFlag<HardEvent::MTE3_V>(1);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
+          } else {
+            SetFlag<HardEvent::MTE2_V>(2);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(2);  // line 25
+            SetFlag<HardEvent::V_MTE2>(1);  // line 25
+            SetFlag<HardEvent::V_MTE3>(2);  // line 25
+            WaitFlag<HardEvent::V_MTE3>(2);  // line 50
+            SetFlag<HardEvent::MTE3_V>(1);  // line 50
           }
           PipeBarrier<PIPE_V>();  // line 37
           if (((k_v_o * 2) + 1) > 0) {
@@ -677,15 +712,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           }
         } else {
+          SetFlag<HardEvent::MTE2_V>(2);  // line 25
+          WaitFlag<HardEvent::MTE2_V>(2);  // line 25
+          SetFlag<HardEvent::V_MTE2>(1);  // line 25
+          SetFlag<HardEvent::V_MTE3>(2);  // line 25
+          WaitFlag<HardEvent::V_MTE3>(2);  // line 50
+          SetFlag<HardEvent::MTE3_V>(1);  // line 50
           WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           WaitFlag<HardEvent::MTE3_V>(0);  // line 25
         }
-        SetFlag<HardEvent::MTE2_V>(2);  // line 25
-        WaitFlag<HardEvent::MTE2_V>(2);  // line 25
-        SetFlag<HardEvent::V_MTE2>(1);  // line 25
-        SetFlag<HardEvent::V_MTE3>(2);  // line 25
-        WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-        SetFlag<HardEvent::MTE3_V>(1);  // line 50
+        SetFlag<HardEvent::MTE2_V>(3);  // line 51
+        WaitFlag<HardEvent::MTE2_V>(3);  // line 51
+        SetFlag<HardEvent::V_MTE2>(2);  // line 51
       }
       PipeBarrier<PIPE_V>();  // line 55
       Brcb(tw_scratch.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
@@ -700,6 +738,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     }
     WaitFlag<HardEvent::V_MTE2>(1);  // line 4
     WaitFlag<HardEvent::MTE3_V>(1);  // line 4
+    WaitFlag<HardEvent::V_MTE2>(2);  // line 4
     WaitFlag<HardEvent::MTE3_V>(2);  // line 4
   }
 }

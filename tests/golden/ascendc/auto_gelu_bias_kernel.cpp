@@ -57,6 +57,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     LocalTensor<float> acc = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
 
     SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
     SetFlag<HardEvent::FIX_M>(0);  // line 4
     SetFlag<HardEvent::M_MTE1>(1);  // line 4
@@ -83,6 +84,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         DataCopy(x_s, X_gm[((k_o * 128) + (by * 3200))], tw_p);  // line 12
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
+      WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
       if (tw_min((50 - (k_o * 128)), 64) < 64 || tw_min((90 - (bx * 64)), 64) < 64) {
         InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
@@ -201,6 +203,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.ifTranspose = false;
           LoadData(x_s_l0[4096 + ((tw_i * 8) * 128)], x_s[(tw_i * 128)], tw_p);  // line 14
         }
+        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
         WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
         {
           LoadData3DParamsV2<float> tw_p;
@@ -237,10 +240,11 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           Mmad(acc, x_s_l0[4096], w_s_l0[4096], tw_p);  // line 14
         }
       } else {
+        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
       }
       SetFlag<HardEvent::M_FIX>(0);  // line 14
-      SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(3);  // line 14
       SetFlag<HardEvent::MTE1_M>(2);  // line 14
       WaitFlag<HardEvent::MTE1_M>(2);  // line 14
       SetFlag<HardEvent::M_MTE1>(1);  // line 14
@@ -263,6 +267,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
     }
     WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
     WaitFlag<HardEvent::FIX_M>(0);  // line 4
     WaitFlag<HardEvent::M_MTE1>(1);  // line 4
