@@ -905,6 +905,7 @@ class Splitter {
   }
 
   // Cube software pipelining (see the header, 5.).
+  static constexpr int64_t kCubeLag = 2;
   Stmt skew(const Stmt& s) {
     if (!s) return s;
     if (s->kind == StmtKind::Seq) {
@@ -982,10 +983,13 @@ class Splitter {
     const Span& sp = s->span;
     Expr end = bin(BinOp::Add, f->min, f->extent);
     Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
-    Stmt sb = ir::substitute(seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(1), sp)}});
-    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GT, f->var, f->min, sp), sb, nullptr, sp);
+    // B runs kCubeLag iterations late: A(j + 1) and A(j + 2) do not wait for P_j (see the header)
+    Stmt sb = ir::substitute(seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
+    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kCubeLag)), sp), sb,
+                                      nullptr, sp);
     Stmt nb = std::make_shared<ir::SeqNode>(std::vector<Stmt>{sa, sb}, sp);
-    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages, nb, sp);
+    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kCubeLag)), f->for_kind,
+                                         f->num_stages, nb, sp);
   }
 
   // Vector software pipelining (see the header, 6.).
@@ -1012,6 +1016,7 @@ class Splitter {
     return false;
   }
 
+  static constexpr int64_t kVectorLag = 2;  // B(j - 2) after A(j): the P V chain has two softmax steps
   Stmt rotate(const Stmt& s, std::vector<Stmt>& allocs) {
     if (!s) return s;
     if (s->kind == StmtKind::Seq) {
@@ -1091,10 +1096,18 @@ class Splitter {
       auto it = by_key.find(k);
       if (it == by_key.end() || it->second->scope != Scope::UB) return s;
       const Buffer& x = it->second;
-      Buffer xp = ir::buffer(x->name + "_prev", x->dtype, x->shape, x->scope, x->span);
-      prev[k] = xp;
-      allocs.push_back(std::make_shared<ir::AllocNode>(xp, s->span));
-      copies.push_back(std::make_shared<ir::CopyNode>(ir::full_region(x), ir::full_region(xp), s->span));
+      // a chain of copies X_prev<L> <- ... <- X_prev <- X at the start of the iteration: B(j - L)
+      // reads A(j - L)'s value from X_prev<L> (copied last first)
+      Buffer last = x;
+      std::vector<Stmt> chain;
+      for (int64_t l = 1; l <= kVectorLag; ++l) {
+        Buffer xp = ir::buffer(x->name + "_prev" + (l > 1 ? std::to_string(l) : ""), x->dtype, x->shape, x->scope, x->span);
+        allocs.push_back(std::make_shared<ir::AllocNode>(xp, s->span));
+        chain.insert(chain.begin(), std::make_shared<ir::CopyNode>(ir::full_region(last), ir::full_region(xp), s->span));
+        last = xp;
+      }
+      prev[k] = last;
+      copies.insert(copies.end(), chain.begin(), chain.end());
     }
     struct Rename : ir::Mutator {
       std::unordered_map<std::string, Buffer>* m;
@@ -1106,15 +1119,16 @@ class Splitter {
     rn.m = &prev;
     const Span& sp = s->span;
     Expr end = bin(BinOp::Add, f->min, f->extent);
-    Stmt sb = ir::substitute(rn.mutate(seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(1), sp)}});
-    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GT, f->var, f->min, sp), sb, nullptr, sp);
+    Stmt sb = ir::substitute(rn.mutate(seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(kVectorLag), sp)}});
+    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kVectorLag)), sp), sb,
+                                      nullptr, sp);
     Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
     std::vector<Stmt> nb = body_allocs;
     nb.insert(nb.end(), copies.begin(), copies.end());
     nb.push_back(sa);
     nb.push_back(sb);
-    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages,
-                                         seq(std::move(nb), sp), sp);
+    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kVectorLag)), f->for_kind,
+                                         f->num_stages, seq(std::move(nb), sp), sp);
   }
 
   ir::Kernel project(const Stmt& body) {
