@@ -439,6 +439,7 @@ class Legalizer {
   // h[i, j] = op(x[i, j], x[i, j + cols/2]), until a row fits one repeat (or cannot be halved into
   // 32 B-aligned halves); the reduction then reads the narrow tile. For sum this changes the
   // order of the additions (pairwise instead of sequential), not the precision.
+  std::map<std::string, Buffer> half_scratch_;  // halve_rows' scratch tiles by dtype and shape
   Buffer halve_rows(Buffer src, ir::ReduceKind kind, int64_t per_repeat, const Span& sp, std::vector<Stmt>& out) {
     auto shape = *src->const_shape();
     int64_t rows = shape[0], cols = shape[1];
@@ -447,7 +448,12 @@ class Legalizer {
                    : kind == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
     while (cols > per_repeat && cols % 2 == 0 && (cols / 2 * bytes) % 32 == 0) {
       int64_t half = cols / 2;
-      Buffer h = ub(src->name + "_half", src->dtype, {rows, half}, sp, out);
+      // one scratch tile per dtype and shape, shared by every halving (max, then sum: never live
+      // together), so the UB keeps room for staging
+      std::string hk = std::string(src->dtype.name()) + ":" + std::to_string(rows) + "x" + std::to_string(half);
+      auto hit = half_scratch_.find(hk);
+      Buffer h = hit != half_scratch_.end() ? hit->second
+                                            : (half_scratch_[hk] = ub(src->name + "_half", src->dtype, {rows, half}, sp, out));
       Var i = fresh_var("i", sp), j = fresh_var("j", sp);
       Expr v = ir::binary(op, ir::load(src, {i, j}, sp), ir::load(src, {i, ir::binary(ir::BinOp::Add, j, C(half), sp)}, sp), sp);
       Stmt body = std::make_shared<ir::StoreNode>(h, std::vector<Expr>{i, j}, v, sp);

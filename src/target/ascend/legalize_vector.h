@@ -34,7 +34,8 @@
 //    diagonal): a scalar loop over the rows, skipping rows without masking, the whole loop
 //    skipped when no row of the tile needs masking. A condition on tile data is an error.
 //  - row reductions (last dim) of rows wider than one 256 B repeat: the columns are first folded
-//    in halves with full-rate elementwise max/min/add into UB temporaries (rows x cols/2, ...)
+//    in halves with full-rate elementwise max/min/add into UB temporaries (rows x cols/2, ...;
+//    one per dtype and shape, shared by all reductions: each is consumed right away)
 //    until a row fits one repeat, then one WholeReduce repeat per row (sum: pairwise order);
 //  - reduce with clear=False: reduce into a temporary, then combine (max/min/add) into dst;
 //    reduce of a bfloat16 tile or into a different dtype: through float32 temporaries.

@@ -39,6 +39,10 @@
 //    operand dtype when that is a 16-bit float and X is fp32 (half the bytes; the values are
 //    rounded once, as in the expert kernel). Only when two X_in fit in UB next to every UB tile
 //    (counted as live at once, with 1/8 of UB kept for legalize_vector's temporaries).
+//    Further looped Cube -> Vector hand-offs whose tile is fp32 and comes from a gemm with 16-bit
+//    operands (flash attention's P V: X_pv gets the gemm's A dtype) also go through GM in that
+//    dtype, landing in one (not staged) UB tile X_in, when it fits: GM writes cost HBM bandwidth
+//    shared by all cores, which bounds flash attention.
 //    Workspace: one slot set per AI Core. map_grid runs blocks round robin in row-major order
 //    (bx fastest) for split kernels, so block lin = bx + gx * (by + gy * bz) runs on core
 //    lin % W with W = min(AIC cores, blocks): set lin % W is private to the core, and the
