@@ -108,13 +108,27 @@ def test_flash_attention_row_reductions_halve_first():
     kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")
     src = kern.get_source("ascend_program")
     aiv = src[src.index("AIV:"):]
-    assert "RowReduceMax scores_max_part_0[0]/64 <- acc_s_ub_half_0[0]/64 float32 64x64" in aiv
+    assert "RowReduceMax scores_max_scaled_0[0]/64 <- acc_s_ub_half_0[0]/64 float32 64x64" in aiv
     assert "Max acc_s_ub_half_0[0]/64 <- acc_s_ub[0]/128, acc_s_ub[256]/128 float32 64x64" in aiv
     # one scratch tile for both halvings (never live together): UB room for the P V landing tile
     assert "Add acc_s_ub_half_0[0]/64 <- acc_s_ub[0]/128, acc_s_ub[256]/128 float32 64x64" in aiv
     assert "RowReduceSum scores_sum[0]/64 <- acc_s_ub_half_0[0]/64 float32 64x64" in aiv
     assert "acc_s_ub_half_1" not in src
-    assert "RowReduceMax scores_max_part_0[0]/64 <- acc_s_ub[0]/128" not in aiv
+    assert "RowReduceMax scores_max_scaled_0[0]/64 <- acc_s_ub[0]/128" not in aiv
+
+
+def test_flash_attention_exp2_is_one_exp():
+    """legalize_vector keeps the scores scaled by ln 2 from the scale multiply to exp2 (the scale
+    constant times ln 2; the row max scaled back), so exp2(s - max) is one full-tile Exp without
+    a full-tile multiply by ln 2; numerics are covered above."""
+    kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")
+    src = kern.get_source("ascend_program")
+    aiv = src[src.index("AIV:"):]
+    scale = (1.0 / 128) ** 0.5 * 1.4426950408889634 * 0.6931471805599453
+    assert f"Muls acc_s_ub[0]/8192 <- acc_s_ub[0]/8192, {scale!r} float32 1x8192" in aiv
+    assert "Muls acc_s_ub[0]/8192 <- acc_s_ub[0]/8192, 0.6931471805599453" not in aiv
+    assert "RowBroadcastSub acc_s_ub[0]/128 <- acc_s_ub[0]/128, scores_max_ln2_0[0] float32 64x128" in aiv
+    assert "Exp acc_s_ub[0]/8192 <- acc_s_ub[0]/8192 float32 1x8192" in aiv
 
 
 def test_flash_attention_handoffs_are_fp16():
