@@ -403,7 +403,8 @@ struct SyncPair {
   bool guard = false;  // intra pair whose set and wait both go first at slot s (see guard_carried)
   std::vector<int> bs;  // the b instructions of the dependences it orders (where waits may sink)
   std::vector<int> as;  // their a instructions (where sets may rise)
-  bool guarded = false;  // carried pair with a guard right before its set: the set stays put
+  bool guarded = false;  // pair with a guard before its set: the set stays put (see guard_carried)
+  bool body_guard = false;  // guard shared by the intra pairs of one pipe pair of a loop body
   ir::Span set_span, wait_span, hoist_span;
 };
 
@@ -904,6 +905,7 @@ class CoreSync {
 
   void guard_carried() {
     std::vector<SyncPair> out;
+    std::map<std::tuple<int, Pipe, Pipe>, int> body_guard;  // (loop body, q, p) -> first set slot
     for (const SyncPair& sp : pairs_) {
       if (sp.kind == SyncPair::Flag && sp.carried && !sp.relay && !sp.slot_x) {
         int n = static_cast<int>(blocks_[sp.C].kids.size());
@@ -920,9 +922,36 @@ class CoreSync {
           out.back().guarded = true;
           continue;
         }
+      } else if (sp.kind == SyncPair::Flag && !sp.carried && !sp.guard && !sp.relay && !sp.slot_x) {
+        // An intra pair of a loop body reuses its id every iteration: its next set must follow
+        // this wait. Without a chain of unconditional pairs around the loop that orders them (the
+        // reverse dependence may sit in an `if` the next iterations skip), the pairs p -> q of
+        // the body share one guard q -> p before the first of their sets (which stay there).
+        int F = sp.C;
+        if (blocks_[F].owner >= 0 && nodes_[blocks_[F].owner].kind == StmtKind::For) {
+          int nF = static_cast<int>(blocks_[F].kids.size());
+          if (!reaches2(F, sp.q, sp.w, sp.p, sp.s + nF) && legal_pair(core_, sp.q, sp.p)) {
+            auto key = std::make_tuple(F, sp.q, sp.p);
+            auto it = body_guard.find(key);
+            if (it == body_guard.end()) body_guard[key] = sp.s;
+            else it->second = std::min(it->second, sp.s);
+            out.push_back(sp);
+            out.back().guarded = true;
+            continue;
+          }
+        }
       }
       out.push_back(sp);
     }
+    std::vector<SyncPair> guards;
+    for (const auto& [key, slot] : body_guard) {
+      SyncPair g;
+      g.p = std::get<1>(key), g.q = std::get<2>(key);
+      g.C = std::get<0>(key), g.s = g.w = slot;
+      g.guard = g.body_guard = true;
+      guards.push_back(g);
+    }
+    out.insert(out.begin(), guards.begin(), guards.end());
     pairs_ = std::move(out);
   }
 
@@ -1081,7 +1110,7 @@ class CoreSync {
   std::vector<std::pair<int, int>> set_places_of(const SyncPair& sp) const {
     std::vector<std::pair<int, int>> places;
     int n = static_cast<int>(blocks_[sp.C].kids.size());
-    if (sp.kind != SyncPair::Flag || sp.guard || (sp.guarded && !(sp.w - n < sp.s - 1)))
+    if (sp.kind != SyncPair::Flag || sp.guard || (sp.guarded && (!sp.carried || !(sp.w - n < sp.s - 1))))
       places.emplace_back(sp.C, sp.s);
     else
       set_places(sp.C, sp.s, sp.as, sp.p, places);
@@ -1105,7 +1134,7 @@ class CoreSync {
       Pipe dst = sp.relay ? sp.r : sp.q;
       Expr ev = event(sp);
       // a guard goes right before its carried pair's set (pushed next to it by guard_carried)
-      const SyncPair& owner = sp.guard && i + 1 < pairs_.size() ? pairs_[i + 1] : sp;
+      const SyncPair& owner = sp.guard && !sp.body_guard && i + 1 < pairs_.size() ? pairs_[i + 1] : sp;
       for (auto [blk, slot] : set_places_of(owner)) {
         at[{blk, slot}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
         if (sp.guard) at[{blk, slot}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));

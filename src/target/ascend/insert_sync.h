@@ -75,7 +75,12 @@
 //    count at the `if` / loop). A carried pair
 //    whose next set is not ordered after its wait by flag pairs placed unconditionally in its
 //    block (a and b under `if`s that an iteration may skip) gets a guard: a reverse pair q -> p
-//    set and waited right before the carried set. A pair that
+//    set and waited right before the carried set. Intra pairs of a loop body reuse their id each
+//    iteration too: when no chain of unconditional pairs around the loop (reaches over two
+//    iterations) orders the wait before the next iteration's set (the reverse dependence may sit
+//    in an `if` the drain iterations of a software-pipelined loop skip), the pairs p -> q of the
+//    body share one guard q -> p set and waited before the first of their sets (those sets do
+//    not rise into `if`s). Guards never share ids. A pair that
 //    does not fit in 6 ids becomes a PipeBarrier<PIPE_ALL> at its wait point (correct, less
 //    overlap).
 // 5. Illegal pairs (AIC MTE2 <-> FIX; S pairs on the AIC): relayed through a pipe r with legal

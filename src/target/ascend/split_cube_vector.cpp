@@ -930,7 +930,7 @@ class Splitter {
   }
 
   // Cube software pipelining (see the header, 5.).
-  static constexpr int64_t kCubeLag = 2;
+  static constexpr int64_t kCubeLag = 3;
   Stmt skew(const Stmt& s) {
     if (!s) return s;
     if (s->kind == StmtKind::Seq) {
@@ -1008,7 +1008,7 @@ class Splitter {
     const Span& sp = s->span;
     Expr end = bin(BinOp::Add, f->min, f->extent);
     Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
-    // B runs kCubeLag iterations late: A(j + 1) and A(j + 2) do not wait for P_j (see the header)
+    // B runs kCubeLag iterations late: A(j + 1) .. A(j + kCubeLag) do not wait for P_j (see the header)
     Stmt sb = ir::substitute(seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
     sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kCubeLag)), sp), sb,
                                       nullptr, sp);
@@ -1041,7 +1041,7 @@ class Splitter {
     return false;
   }
 
-  static constexpr int64_t kVectorLag = 2;  // B(j - 2) after A(j): the P V chain has two softmax steps
+  static constexpr int64_t kVectorLag = 3;  // B(j - 3) after A(j): the P V chain spans several softmaxes
   Stmt rotate(const Stmt& s, std::vector<Stmt>& allocs) {
     if (!s) return s;
     if (s->kind == StmtKind::Seq) {
