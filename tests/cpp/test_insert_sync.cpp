@@ -373,6 +373,76 @@ TEST(InsertSync, SetRisesIntoTheIfThatProducesIt) {
 )");
 }
 
+// A loop whose statements sit under `if`s a drain iteration skips (the shape of a software-
+// pipelined loop): x is stored (MTE3) under one `if` and updated (V) under another. The pairs
+// are placed in the loop body (they run on every iteration, skipped `if`s or not), and the
+// MTE3 -> V pair and the carried V -> MTE3 pair order each other's id reuse around the loop
+// (insert_sync's reaches over two iterations), so neither needs a guard; the simulator's
+// checker sees no flag set twice.
+TEST(InsertSync, PairsAroundIfsOrderTheirOwnIdReuse) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024);
+  auto k = ir::var("k");
+  b.dup(x);
+  b.loop(k, 4, [&] {
+    b.when(ir::binary(BinOp::LT, k, C(3)), [&] { b.store(x, C(0), mul(k, C(1024))); });
+    b.when(ir::binary(BinOp::GT, k, C(0)), [&] { b.adds(x, C(0), x, C(0)); });
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  V SetFlag<V_MTE3>(1)
+  V PipeBarrier<V>
+  MTE3 WaitFlag<V_MTE3>(0)
+  for k in range(4):
+    MTE3 WaitFlag<V_MTE3>(1)
+    if k < 3:
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE3 SetFlag<MTE3_V>(0)
+    V PipeBarrier<V>
+    V WaitFlag<MTE3_V>(0)
+    if k > 0:
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(1)
+)");
+}
+
+// Guard pairs: x is stored (MTE3) and then updated (V) inside one `if` of a loop. The carried
+// V -> MTE3 pair (the update before the next iteration's store) is placed in the loop body, but
+// the reverse MTE3 -> V pair that would order its id reuse is inside the `if`, which an
+// iteration may skip: a guard (MTE3 sets, V waits, right before the carried set) keeps V from
+// setting V_MTE3 again before MTE3 consumed the previous set.
+TEST(InsertSync, CarriedPairGetsAGuard) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024);
+  auto k = ir::var("k");
+  b.dup(x);
+  b.loop(k, 4, [&] {
+    b.when(ir::binary(BinOp::NE, k, C(2)), [&] {
+      b.store(x, C(0), mul(k, C(1024)));
+      b.adds(x, C(0), x, C(0));
+    });
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(0)
+  for k in range(4):
+    MTE3 WaitFlag<V_MTE3>(1)
+    if k != 2:
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(0)
+      V WaitFlag<MTE3_V>(0)
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    MTE3 SetFlag<MTE3_V>(1)
+    V WaitFlag<MTE3_V>(1)
+    V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(1)
+)");
+}
+
 TEST(InsertSync, NestedLoopAccumulation) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024), acc = b.buf("acc", Mem::UB, 1024, 1024);
