@@ -249,17 +249,19 @@ TEST(InsertSync, SamePipeRawGetsOneBarrier) {
   b.adds(w, C(0), x, C(0));  // reads x too: covered by the same barrier
   b.adds(z, C(0), y, C(0));  // reads y: barrier
   b.store(z, C(0), C(0));
-  b.store(w, C(0), C(1024));
+  b.store(w, C(0), C(1024));  // its own pair: the V -> MTE3 pair of z would hold it behind z's Adds
   expect_sync(b.aiv(), R"(AIV:
   V Duplicate x[0]/256 <- 0.0 float32 1x256
   V PipeBarrier<V>
   V Adds y[0]/256 <- x[0]/256, 1.0 float32 1x256
   V Adds w[0]/256 <- x[0]/256, 1.0 float32 1x256
+  V SetFlag<V_MTE3>(1)
   V PipeBarrier<V>
   V Adds z[0]/256 <- y[0]/256, 1.0 float32 1x256
   V SetFlag<V_MTE3>(0)
   MTE3 WaitFlag<V_MTE3>(0)
   MTE3 CopyUbToGm Y[0] <- z[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE3 WaitFlag<V_MTE3>(1)
   MTE3 CopyUbToGm Y[1024] <- w[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
 )");
 }
@@ -318,6 +320,129 @@ TEST(InsertSync, DependenceOutOfAndIntoAnIf) {
 )");
 }
 
+// A wait due before an `if` whose branch has other work of the waiting pipe first sinks into
+// the branches: before the instruction that needs it, and at the end of the other branch.
+TEST(InsertSync, WaitSinksIntoTheIfThatNeedsIt) {
+  Builder b(KernelType::AIV_ONLY);
+  int w = b.buf("w", Mem::UB, 0, 1024), x = b.buf("x", Mem::UB, 1024, 1024);
+  Expr first = ir::binary(BinOp::EQ, b.p.block_idx, C(0));
+  b.load(w, C(0), C(0));
+  b.dup(x);
+  b.when(first, [&] {
+    b.store(w, C(0), C(0));     // only needs the load
+    b.store(x, C(0), C(1024));  // needs the Dup: its wait goes right before it
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  MTE2 CopyGmToUb w[0] <- X[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  MTE2 SetFlag<MTE2_MTE3>(0)
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<MTE2_MTE3>(0)
+  if block_idx == 0:
+    MTE3 CopyUbToGm Y[0] <- w[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE3 WaitFlag<V_MTE3>(0)
+    MTE3 CopyUbToGm Y[1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+  else:
+    MTE3 WaitFlag<V_MTE3>(0)
+)");
+}
+
+// A set due after an `if` whose branch has more work of the setting pipe after the producer
+// rises into the branches: right after the producer, and at the start of the other branch.
+TEST(InsertSync, SetRisesIntoTheIfThatProducesIt) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), z = b.buf("z", Mem::UB, 1024, 1024);
+  Expr first = ir::binary(BinOp::EQ, b.p.block_idx, C(0));
+  b.dup(z);
+  b.when(first, [&] {
+    b.dup(x);                   // what the store needs: the set follows it
+    b.adds(z, C(0), z, C(0));  // more V work the store does not wait for
+  });
+  b.store(x, C(0), C(0));
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate z[0]/256 <- 0.0 float32 1x256
+  V PipeBarrier<V>
+  if block_idx == 0:
+    V Duplicate x[0]/256 <- 0.0 float32 1x256
+    V SetFlag<V_MTE3>(0)
+    V Adds z[0]/256 <- z[0]/256, 1.0 float32 1x256
+  else:
+    V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 CopyUbToGm Y[0] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+)");
+}
+
+// A loop whose statements sit under `if`s a drain iteration skips (the shape of a software-
+// pipelined loop): x is stored (MTE3) under one `if` and updated (V) under another. The pairs
+// are placed in the loop body (they run on every iteration, skipped `if`s or not), and the
+// MTE3 -> V pair and the carried V -> MTE3 pair order each other's id reuse around the loop
+// (insert_sync's reaches over two iterations), so neither needs a guard; the simulator's
+// checker sees no flag set twice.
+TEST(InsertSync, PairsAroundIfsOrderTheirOwnIdReuse) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024);
+  auto k = ir::var("k");
+  b.dup(x);
+  b.loop(k, 4, [&] {
+    b.when(ir::binary(BinOp::LT, k, C(3)), [&] { b.store(x, C(0), mul(k, C(1024))); });
+    b.when(ir::binary(BinOp::GT, k, C(0)), [&] { b.adds(x, C(0), x, C(0)); });
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  V SetFlag<V_MTE3>(1)
+  V PipeBarrier<V>
+  MTE3 WaitFlag<V_MTE3>(0)
+  for k in range(4):
+    MTE3 WaitFlag<V_MTE3>(1)
+    if k < 3:
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE3 SetFlag<MTE3_V>(0)
+    V PipeBarrier<V>
+    V WaitFlag<MTE3_V>(0)
+    if k > 0:
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(1)
+)");
+}
+
+// Guard pairs: x is stored (MTE3) and then updated (V) inside one `if` of a loop. The carried
+// V -> MTE3 pair (the update before the next iteration's store) is placed in the loop body, but
+// the reverse MTE3 -> V pair that would order its id reuse is inside the `if`, which an
+// iteration may skip: a guard (MTE3 sets, V waits, right before the carried set) keeps V from
+// setting V_MTE3 again before MTE3 consumed the previous set.
+TEST(InsertSync, CarriedPairGetsAGuard) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024);
+  auto k = ir::var("k");
+  b.dup(x);
+  b.loop(k, 4, [&] {
+    b.when(ir::binary(BinOp::NE, k, C(2)), [&] {
+      b.store(x, C(0), mul(k, C(1024)));
+      b.adds(x, C(0), x, C(0));
+    });
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(0)
+  for k in range(4):
+    MTE3 WaitFlag<V_MTE3>(1)
+    if k != 2:
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(0)
+      V WaitFlag<MTE3_V>(0)
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    MTE3 SetFlag<MTE3_V>(1)
+    V WaitFlag<MTE3_V>(1)
+    V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(1)
+)");
+}
+
 TEST(InsertSync, NestedLoopAccumulation) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024), acc = b.buf("acc", Mem::UB, 1024, 1024);
@@ -362,7 +487,7 @@ TEST(InsertSync, BuffersSharingBytesConflict) {
   b.load(c, C(0), C(0), 0);  // overwrites a's bytes: after the store (MTE3 -> MTE2)
   b.load(d, C(0), C(1024), 0);
   b.addv(d, d, c);
-  b.store(d, C(0), C(1024));
+  b.store(d, C(0), C(1024));  // V_MTE3 id 0 again: the first pair's wait is ordered before this set
   expect_sync(b.aiv(), R"(AIV:
   V Duplicate a[0]/256 <- 0.0 float32 1x256
   V SetFlag<V_MTE3>(0)
@@ -375,8 +500,8 @@ TEST(InsertSync, BuffersSharingBytesConflict) {
   MTE2 SetFlag<MTE2_V>(0)
   V WaitFlag<MTE2_V>(0)
   V Add d[0]/256 <- d[0]/256, c[0]/256 float32 1x256
-  V SetFlag<V_MTE3>(1)
-  MTE3 WaitFlag<V_MTE3>(1)
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
   MTE3 CopyUbToGm Y[1024] <- d[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
 )");
 }

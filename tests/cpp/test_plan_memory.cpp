@@ -103,6 +103,33 @@ TEST(PlanMemory, ConditionalWriteIsLoopCarried) {
   EXPECT_EQ(placement(plan(plain, true)), "c@0 v@0");
 }
 
+// Branch-aware carried rule: a write under an `if` redefines the buffer for the reads inside the
+// same branch (a software-pipelined body: `if k < n { load c; use c }`), so c's value does not
+// cross iterations and v, used after the `if`, shares its bytes. A read in another branch
+// (`if k > 0 { use c }`) may see the previous iteration's value: c is live for the whole loop.
+TEST(PlanMemory, WriteInABranchCoversReadsInThatBranchOnly) {
+  std::string same = std::string(kHead) +
+                     "  alloc c: UB float32[16, 64]\n  alloc v: UB float32[16, 64]\n"
+                     "  scope V {\n"
+                     "    for k in serial(0, 4) {\n"
+                     "      if k < 3 {\n        copy X[k * 16:+16, 0:+64] -> c\n"
+                     "        copy c -> Y[k * 16:+16, 0:+64]\n      }\n"
+                     "      copy X[k * 16:+16, 64:+64] -> v\n"
+                     "      copy v -> Y[k * 16:+16, 64:+64]\n"
+                     "    }\n  }\n}\n";
+  EXPECT_EQ(placement(plan(same, true)), "c@0 v@0");
+  std::string other = std::string(kHead) +
+                      "  alloc c: UB float32[16, 64]\n  alloc v: UB float32[16, 64]\n"
+                      "  scope V {\n"
+                      "    for k in serial(0, 4) {\n"
+                      "      if k > 0 {\n        copy c -> Y[k * 16:+16, 0:+64]\n      }\n"
+                      "      if k < 3 {\n        copy X[k * 16:+16, 0:+64] -> c\n      }\n"
+                      "      copy X[k * 16:+16, 64:+64] -> v\n"
+                      "      copy v -> Y[k * 16:+16, 64:+64]\n"
+                      "    }\n  }\n}\n";
+  EXPECT_EQ(placement(plan(other, true)), "c@0 v@4096");
+}
+
 // The Cube side: double-buffered L1 operands (writes at a stage-indexed offset never redefine
 // the whole buffer) and the L0C accumulator (Mmad with init = k == 0 reads it) are live for the
 // whole k loop; z, used only after the loop, reuses a1's bytes; the implicit L0 operands of the

@@ -84,8 +84,9 @@ TEST(SplitCubeVector, GemmEpilogue) {
 
 // Two gemms with softmax between (flash attention): three hand-offs (S, P, P V), the accumulating
 // gemm into the vector-rescaled acc_o becomes a fresh L0C tile added on the vector side, the Cube
-// loop runs Q K^T one iteration ahead of P V, the vector loop rescales acc_o and adds P V one
-// iteration late (after the next softmax; the scale is read from its copy scores_scale_prev), the
+// loop runs Q K^T three iterations ahead of P V, the vector loop rescales acc_o and adds P V
+// three iterations late (after the next three softmaxes; the scale is read from its copy of three
+// iterations ago, scores_scale_prev3 <- scores_scale_prev2 <- scores_scale_prev <- scores_scale), the
 // scores land in a tile of the loop body (acc_s_ub_in, staged by multi_buffer).
 TEST(SplitCubeVector, AttentionTwoGemms) {
   const char* before = R"(kernel main(Q: global float32[1, 2, 128, 64], K: global float32[1, 2, 128, 64], V: global float32[1, 2, 128, 64], Output: global float32[1, 2, 128, 64] out)
@@ -153,6 +154,8 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
   alloc acc_o_pv: L0C float32[64, 64]
   alloc acc_o_pv_ub: UB float32[32, 64]
   alloc scores_scale_prev: UB float32[32]
+  alloc scores_scale_prev2: UB float32[32]
+  alloc scores_scale_prev3: UB float32[32]
   scope C {
     sync set_cross_flag(2, MTE2, 3)
     sync set_cross_flag(2, MTE2, 3)
@@ -163,7 +166,7 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
     alloc acc_s_cast: L1 float32[64, 64]
     copy Q[bz:+1, by:+1, bx * 64:+64, 0:+64] -> Q_shared
     let loop_range: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
-    for k in pipelined(0, loop_range + 1, stages=2) {
+    for k in pipelined(0, loop_range + 3, stages=2) {
       if k < loop_range {
         copy K[bz:+1, by:+1, k * 64:+64, 0:+64] -> K_shared
         gemm Q_shared, K_shared -> acc_s trans_a=false trans_b=true clear=true
@@ -171,14 +174,14 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
         copy acc_s -> ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k % 2) * 64:+64, 0:+64]
         sync set_cross_flag(2, FIX, 0)
       }
-      if k > 0 {
-        copy V[bz:+1, by:+1, (k - 1) * 64:+64, 0:+64] -> V_shared
+      if k >= 3 {
+        copy V[bz:+1, by:+1, (k - 3) * 64:+64, 0:+64] -> V_shared
         sync wait_cross_flag(2, MTE2)
-        copy ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k - 1) % 2) * 64:+64, 0:+64] -> acc_s_cast
+        copy ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k - 3) % 2) * 64:+64, 0:+64] -> acc_s_cast
         sync set_cross_flag(2, MTE2, 3)
         gemm acc_s_cast, V_shared -> acc_o_pv trans_a=false trans_b=false clear=true
         sync wait_cross_flag(5, FIX)
-        copy acc_o_pv -> ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k - 1) % 2) * 64:+64, 0:+64]
+        copy acc_o_pv -> ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k - 3) % 2) * 64:+64, 0:+64]
         sync set_cross_flag(2, FIX, 4)
       }
     }
@@ -203,8 +206,10 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
     fill logsum = 0.0
     fill scores_max = -1e+30
     let loop_range_v: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
-    for k_v in pipelined(0, loop_range_v + 1, stages=2) {
+    for k_v in pipelined(0, loop_range_v + 3, stages=2) {
       alloc acc_s_ub_in: UB float32[32, 64]
+      copy scores_scale_prev2 -> scores_scale_prev3
+      copy scores_scale_prev -> scores_scale_prev2
       copy scores_scale -> scores_scale_prev
       if k_v < loop_range_v {
         sync wait_cross_flag(0, MTE2)
@@ -234,14 +239,14 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
         copy acc_s_ub -> ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64]
         sync set_cross_flag(2, MTE3, 2)
       }
-      if k_v > 0 {
+      if k_v >= 3 {
         for i_2 in parallel(0, 32) {
           for j_1 in parallel(0, 64) {
-            acc_o_ub[i_2, j_1] = acc_o_ub[i_2, j_1] * scores_scale_prev[i_2]
+            acc_o_ub[i_2, j_1] = acc_o_ub[i_2, j_1] * scores_scale_prev3[i_2]
           }
         }
         sync wait_cross_flag(4, MTE2)
-        copy ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k_v - 1) % 2) * 64 + vid * 32:+32, 0:+64] -> acc_o_pv_ub
+        copy ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k_v - 3) % 2) * 64 + vid * 32:+32, 0:+64] -> acc_o_pv_ub
         sync set_cross_flag(2, MTE2, 5)
         for acc_o_i0 in parallel(0, 32) {
           for acc_o_i1 in parallel(0, 64) {

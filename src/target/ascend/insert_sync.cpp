@@ -42,6 +42,67 @@ bool is_gm(int space) { return space >= kSpaceWorkspace; }
 
 std::optional<int64_t> cint(const Expr& e) { return e ? ir::as_const_int(e) : std::optional<int64_t>(); }
 
+// Value ranges of integer expressions (closed intervals, saturated at +-kInf): loop variables are
+// in [0, extent), block / sub-block indices and shape variables are >= 0, Mod by a positive
+// constant is in [0, m) (floor semantics), other variables are unbounded.
+constexpr int64_t kInf = int64_t{1} << 60;
+struct Iv {
+  int64_t lo = -kInf, hi = kInf;
+  bool bounded() const { return lo > -kInf && hi < kInf; }
+};
+using Ranges = std::map<const ir::VarNode*, Iv>;
+
+int64_t sat(__int128 v) { return v >= kInf ? kInf : v <= -kInf ? -kInf : static_cast<int64_t>(v); }
+int64_t fdiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+Iv range_of(const Expr& e, const Ranges& r) {
+  if (!e) return {};
+  switch (e->kind) {
+    case ir::ExprKind::IntImm: {
+      int64_t v = ir::as<ir::IntImmNode>(e)->value;
+      return {v, v};
+    }
+    case ir::ExprKind::Var: {
+      auto it = r.find(ir::as<ir::VarNode>(e));
+      return it == r.end() ? Iv{} : it->second;
+    }
+    case ir::ExprKind::Binary: {
+      auto* b = ir::as<ir::BinaryNode>(e);
+      Iv x = range_of(b->a, r), y = range_of(b->b, r);
+      auto inf = [](int64_t v) { return v <= -kInf || v >= kInf; };
+      switch (b->op) {
+        case ir::BinOp::Add: return {sat(__int128(x.lo) + y.lo), sat(__int128(x.hi) + y.hi)};
+        case ir::BinOp::Sub: return {sat(__int128(x.lo) - y.hi), sat(__int128(x.hi) - y.lo)};
+        case ir::BinOp::Min: return {std::min(x.lo, y.lo), std::min(x.hi, y.hi)};
+        case ir::BinOp::Max: return {std::max(x.lo, y.lo), std::max(x.hi, y.hi)};
+        case ir::BinOp::Mul: {
+          if (inf(x.lo) || inf(x.hi) || inf(y.lo) || inf(y.hi)) {
+            if (x.lo >= 0 && y.lo >= 0) return {sat(__int128(x.lo) * y.lo), kInf};
+            return {};
+          }
+          __int128 c[4] = {__int128(x.lo) * y.lo, __int128(x.lo) * y.hi, __int128(x.hi) * y.lo, __int128(x.hi) * y.hi};
+          return {sat(*std::min_element(c, c + 4)), sat(*std::max_element(c, c + 4))};
+        }
+        case ir::BinOp::Mod:
+          if (y.lo == y.hi && y.lo > 0) {
+            if (x.lo >= 0 && x.hi < y.lo) return x;
+            return {0, y.lo - 1};
+          }
+          return {};
+        case ir::BinOp::FloorDiv:
+        case ir::BinOp::CeilDiv:
+          if (y.lo == y.hi && y.lo > 0) {
+            int64_t d = y.lo, k = b->op == ir::BinOp::CeilDiv ? d - 1 : 0;
+            return {inf(x.lo) ? -kInf : fdiv(x.lo + k, d), inf(x.hi) ? kInf : fdiv(x.hi + k, d)};
+          }
+          return {};
+        default: return {};
+      }
+    }
+    default: return {};
+  }
+}
+
 struct SlotMatch {
   Expr x;
   int64_t m, h, c;
@@ -80,6 +141,7 @@ struct AccessBuilder {
   const Program& p;
   const Env& env;
   std::vector<Access>& out;
+  const Ranges* ranges = nullptr;  // GM hulls from value ranges when the offset is not constant
 
   Expr sub(const Expr& e) const { return e && !env.empty() ? ir::substitute(e, env) : e; }
   std::optional<int64_t> val(const Expr& e) const { return cint(sub(e)); }
@@ -129,8 +191,31 @@ struct AccessBuilder {
         a.rect = true;
         a.rows = std::max<int64_t>(*rows, 1), a.row_bytes = *row_bytes, a.stride = stride.value_or(0);
       }
+    } else if (ranges && r.offset) {
+      // hull from value ranges: [min offset, max offset + max extent)
+      Iv off = range_of(sub(r.offset), *ranges);
+      Iv ext = extent_range(r, rows, row_bytes, stride);
+      if (off.lo >= 0 && off.hi < kInf && ext.hi < kInf) a.lo = off.lo, a.hi = off.hi + ext.hi;
     }
     out.push_back(a);
+  }
+  // Upper bound of a GM operand's byte extent (rows - 1) * stride + row_bytes from value ranges.
+  Iv extent_range(const GmRef&, std::optional<int64_t> rows, std::optional<int64_t> row_bytes,
+                  std::optional<int64_t> stride) const {
+    Iv rw = rows ? Iv{*rows, *rows} : last_rows, rb = row_bytes ? Iv{*row_bytes, *row_bytes} : last_row_bytes,
+       st = stride ? Iv{*stride, *stride} : last_stride;
+    if (rw.hi >= kInf || rb.hi >= kInf || st.hi >= kInf || rw.lo < 0 || rb.lo < 0 || st.lo < 0) return {};
+    return {0, sat(__int128(std::max<int64_t>(rw.hi - 1, 0)) * st.hi + rb.hi)};
+  }
+  // Value ranges of the current instruction's (non-constant) counts, set by gm_counts.
+  mutable Iv last_rows, last_row_bytes, last_stride;
+  void gm_counts(const Expr& rows, const Expr& row_bytes, const Expr& stride, int64_t scale) const {
+    auto rng = [&](const Expr& e, int64_t k) {
+      if (!ranges || !e) return Iv{};
+      Iv v = range_of(sub(e), *ranges);
+      return v.hi < kInf && v.lo > -kInf ? Iv{sat(__int128(v.lo) * k), sat(__int128(v.hi) * k)} : Iv{v.lo, kInf};
+    };
+    last_rows = rng(rows, 1), last_row_bytes = rng(row_bytes, scale), last_stride = rng(stride, scale);
   }
   static std::optional<int64_t> mul(std::optional<int64_t> a, std::optional<int64_t> b) {
     return a && b ? std::optional<int64_t>(*a * *b) : std::nullopt;
@@ -149,15 +234,18 @@ struct AccessBuilder {
 
   void operator()(const CopyGmToL1& x) const {
     int es = x.dtype.bytes();
+    gm_counts(x.rows, x.cols, x.src_row_stride, es);
     gm(x.src, o(x.rows), mul(o(x.cols), K(es)), mul(o(x.src_row_stride), K(es)), Mode::Read);
     local(x.dst, K(0), K(1), mul(mul(o(x.dst_rows), o(x.dst_cols)), K(es)), K(0), Mode::Write);
   }
   void operator()(const CopyGmToUb& x) const {
+    gm_counts(x.n_rows, x.row_bytes, x.src_stride, 1);
     gm(x.src, o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
     local(x.dst, K(0), o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
   }
   void operator()(const CopyUbToGm& x) const {
     local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
+    gm_counts(x.n_rows, x.row_bytes, x.dst_stride, 1);
     gm(x.dst, o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
   }
   void operator()(const CopyUbToUb& x) const {
@@ -187,6 +275,7 @@ struct AccessBuilder {
   void operator()(const Fixpipe& x) const {
     int es = x.dst_dtype.bytes();
     local(x.src, K(0), K(1), mul(mul(o(x.src_rows), rupo(o(x.n), 16)), K(4)), K(0), Mode::Read);
+    gm_counts(x.m, x.n, x.dst_row_stride, es);
     gm(x.dst, o(x.m), mul(o(x.n), K(es)), mul(o(x.dst_row_stride), K(es)), Mode::Write);
   }
   void operator()(const VecBinary& x) const {
@@ -251,7 +340,10 @@ enum class Ov : uint8_t { None, Plain, Slot };
 // Do x (earlier) and y (later) conflict? `carried`: y is in a later iteration of a common loop.
 Ov conflict(const Access& x, const Access& y, bool carried) {
   if (x.space != y.space) return Ov::None;
-  if (x.mode == Mode::Fence || y.mode == Mode::Fence) return x.mode == y.mode ? Ov::None : Ov::Plain;
+  if (x.mode == Mode::Fence || y.mode == Mode::Fence) {
+    if (x.mode == y.mode) return Ov::None;
+    return std::max(x.lo, y.lo) < std::min(x.hi, y.hi) ? Ov::Plain : Ov::None;
+  }
   if (x.mode == Mode::Read && y.mode == Mode::Read) return Ov::None;
   if (is_gm(x.space) && x.mode == Mode::Write && y.mode == Mode::Write) return Ov::None;  // GM WAW: see header
   if (!x.slot.empty() && x.slot == y.slot && x.h == y.h) {
@@ -280,6 +372,8 @@ struct Node {
   int pos = -1;
   Pipe pipe = Pipe::S;
   bool cross = false;  // CrossCoreSetFlag / CrossCoreWaitFlag
+  bool fence = false;  // cross-core flag that orders accesses (a set, or a wait on a pipe != S)
+  std::optional<int64_t> cross_id;
   std::vector<Access> acc;
 };
 
@@ -307,6 +401,10 @@ struct SyncPair {
   int64_t m = 1;
   int id = -1, relay_id = -1;
   bool guard = false;  // intra pair whose set and wait both go first at slot s (see guard_carried)
+  std::vector<int> bs;  // the b instructions of the dependences it orders (where waits may sink)
+  std::vector<int> as;  // their a instructions (where sets may rise)
+  bool guarded = false;  // pair with a guard before its set: the set stays put (see guard_carried)
+  bool body_guard = false;  // guard shared by the intra pairs of one pipe pair of a loop body
   ir::Span set_span, wait_span, hoist_span;
 };
 
@@ -336,17 +434,74 @@ bool in_order(Pipe p) { return p == Pipe::M || p == Pipe::S; }
 
 class CoreSync {
  public:
-  CoreSync(const Program& p, CoreType core, const std::set<int>& shared) : p_(p), core_(core), shared_(shared) {}
+  CoreSync(const Program& p, CoreType core, const std::set<int>& shared) : p_(p), core_(core), shared_(shared) {
+    if (p.block_idx) ranges_[p.block_idx.get()] = Iv{0, kInf};
+    if (p.sub_block_idx) ranges_[p.sub_block_idx.get()] = Iv{0, 1};
+    for (const auto& v : p.shape_vars) ranges_[v.get()] = Iv{0, kInf};
+  }
 
-  StmtPtr run(const StmtPtr& code) {
+  // Phase 1: the statement tree and the accesses (cross-core flags without their fences yet).
+  void build_tree(const StmtPtr& code) {
     root_ = new_block(-1);
     Env env;
     build(code, root_, env);
+  }
+
+  // The workspace bytes each cross-core flag id guards, seen from this core: the workspace
+  // accesses of the instruction next to each flag on its pipe (split_cube_vector's protocol: a
+  // wait right before the consumer's access, a set right after the producer's / consumer's access
+  // of the hand-off slot). Unknown (no such instruction, or a non-constant hull): the whole space.
+  void flag_regions(std::map<int64_t, Iv>& regions, std::set<int64_t>& whole) const {
+    for (const Node& n : nodes_) {
+      if (!n.cross || !n.cross_id) continue;
+      bool is_set = std::holds_alternative<CrossCoreSetFlag>(n.stmt->instr.op);
+      const auto& kids = blocks_[n.block].kids;
+      const Access* hit = nullptr;
+      bool stop = false;
+      for (int k = n.index + (is_set ? -1 : 1); !stop && k >= 0 && k < static_cast<int>(kids.size());
+           k += is_set ? -1 : 1) {
+        const Node& m = nodes_[kids[k]];
+        if (m.kind == StmtKind::Let) continue;
+        if (m.kind != StmtKind::Instr) break;
+        if (m.cross || m.pipe != n.pipe) continue;
+        for (const Access& a : m.acc)
+          if (a.space == kSpaceWorkspace) hit = &a;
+        stop = true;
+      }
+      if (!hit) continue;
+      if (hit->hi == kUnknown) {
+        whole.insert(*n.cross_id);
+        continue;
+      }
+      auto [it, fresh] = regions.try_emplace(*n.cross_id, Iv{hit->lo, hit->hi});
+      if (!fresh) it->second.lo = std::min(it->second.lo, hit->lo), it->second.hi = std::max(it->second.hi, hit->hi);
+    }
+  }
+
+  // Phase 2: fences (every shared GM space, the workspace only over the flag's region), then sync.
+  StmtPtr finish(const std::map<int64_t, Iv>& regions, const std::set<int64_t>& whole) {
+    for (Node& n : nodes_) {
+      if (!n.fence) continue;
+      for (int sp : shared_) {
+        Access a{sp, Mode::Fence};
+        if (sp == kSpaceWorkspace && n.cross_id && !whole.count(*n.cross_id))
+          if (auto it = regions.find(*n.cross_id); it != regions.end()) a.lo = it->second.lo, a.hi = it->second.hi;
+        n.acc.push_back(a);
+      }
+    }
     find_deps();
     reduce();
-    place();
-    guard_carried();
-    colour();
+    // Precise pairs first; pipe pairs whose event ids then run out fall back to covering pairs
+    // (fewer pairs, but they may hold a pipe behind unrelated work) in both directions (guards).
+    for (;;) {
+      pairs_.clear();
+      place();
+      guard_carried();
+      std::set<std::pair<Pipe, Pipe>> failed = colour();
+      size_t before = loose_.size();
+      for (auto [x, y] : failed) loose_.insert({x, y}), loose_.insert({y, x});
+      if (failed.empty() || loose_.size() == before) break;
+    }
     return emit(root_);
   }
 
@@ -354,6 +509,7 @@ class CoreSync {
   const Program& p_;
   CoreType core_;
   const std::set<int>& shared_;
+  Ranges ranges_;  // loop variables (while building), block indices, shape variables
   std::vector<Node> nodes_;
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
@@ -361,6 +517,7 @@ class CoreSync {
   std::vector<Dep> deps_;
   std::map<std::tuple<int, int, bool>, int> dep_index_;
   std::vector<SyncPair> pairs_;
+  std::set<std::pair<Pipe, Pipe>> loose_;  // pipe pairs placed with covering pairs (ids ran out)
 
   int new_block(int owner) {
     blocks_.push_back(Block{owner, {}});
@@ -392,6 +549,8 @@ class CoreSync {
         int body = new_block(n);
         nodes_[n].body = body;
         size_t mark = env.size();
+        Iv ext = range_of(env.empty() ? s->value : ir::substitute(s->value, env), ranges_);
+        ranges_[s->var.get()] = Iv{0, ext.hi >= kInf ? kInf : std::max<int64_t>(ext.hi - 1, 0)};
         build(s->body.at(0), body, env);
         env.resize(mark);
         return;
@@ -422,13 +581,16 @@ class CoreSync {
         nd.pos = static_cast<int>(instrs_.size());
         instrs_.push_back(n);
         nd.cross = std::holds_alternative<CrossCoreSetFlag>(in.op) || std::holds_alternative<CrossCoreWaitFlag>(in.op);
-        if (std::holds_alternative<CrossCoreSetFlag>(in.op)) {
-          for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
+        if (auto* f = std::get_if<CrossCoreSetFlag>(&in.op)) {
+          nd.fence = true;
+          nd.cross_id = cint(f->id);
         } else if (auto* w = std::get_if<CrossCoreWaitFlag>(&in.op)) {
-          if (w->pipe != Pipe::S)
-            for (int sp : shared_) nd.acc.push_back(Access{sp, Mode::Fence});
+          nd.fence = w->pipe != Pipe::S;
+          nd.cross_id = cint(w->id);
         } else {
-          std::visit(AccessBuilder{p_, env, nd.acc}, in.op);
+          AccessBuilder ab{p_, env, nd.acc};
+          ab.ranges = &ranges_;
+          std::visit(ab, in.op);
         }
         return;
       }
@@ -602,6 +764,35 @@ class CoreSync {
     }
   }
 
+  int last_pos(const std::vector<int>& v) const {
+    int m = -1;
+    for (int x : v) m = std::max(m, nodes_[x].pos);
+    return m;
+  }
+  int first_pos(const std::vector<int>& v) const {
+    int m = INT_MAX;
+    for (int x : v) m = std::min(m, nodes_[x].pos);
+    return m;
+  }
+
+  // Does pipe p run anything in kids [from, to) of block C (indices >= n: the next iteration)?
+  bool has_pipe(int C, int from, int to, Pipe p) const {
+    const auto& kids = blocks_[C].kids;
+    int n = static_cast<int>(kids.size());
+    for (int k = from; k < to; ++k)
+      if (pipes_of(kids[k % n]) & (1u << static_cast<int>(p))) return true;
+    return false;
+  }
+  uint32_t pipes_of(int node) const {
+    const Node& nd = nodes_[node];
+    if (nd.kind == StmtKind::Instr) return 1u << static_cast<int>(nd.pipe);
+    uint32_t m = 0;
+    for (int b : {nd.body, nd.else_body})
+      if (b >= 0)
+        for (int k : blocks_[b].kids) m |= pipes_of(k);
+    return m;
+  }
+
   // The outermost For around (and including) loop node l.
   int outermost_loop(int l) const {
     int best = l;
@@ -643,11 +834,16 @@ class CoreSync {
         continue;
       }
       bool covered = false;
-      for (const SyncPair& sp : pairs_)
-        if (sp.kind == SyncPair::Flag && sp.C == d->C && sp.p == pa && sp.q == pb && sp.carried == d->carried &&
-            sp.slot == d->slot &&
-            s <= sp.s && sp.w <= w)
-          covered = true;
+      for (SyncPair& sp : pairs_)
+        if (!covered && sp.kind == SyncPair::Flag && sp.C == d->C && sp.p == pa && sp.q == pb && sp.carried == d->carried &&
+            sp.slot == d->slot && s <= sp.s && sp.w <= w &&
+            (loose_.count({pa, pb}) ||
+             ((d->carried || (!has_pipe(d->C, s, sp.s, pa) && !has_pipe(d->C, sp.w, w, pb))) &&
+              nodes_[d->a].pos <= last_pos(sp.as) && nodes_[d->b].pos >= first_pos(sp.bs)))) {
+          covered = true;  // (a pair that would hold back work of either pipe does not cover)
+          sp.bs.push_back(d->b);
+          sp.as.push_back(d->a);
+        }
       if (covered) continue;
       SyncPair sp;
       sp.p = pa, sp.q = pb;
@@ -658,6 +854,8 @@ class CoreSync {
       sp.m = d->slot_x ? d->m : 1;
       sp.set_span = nodes_[d->a].stmt->instr.span;
       sp.wait_span = nodes_[d->b].stmt->instr.span;
+      sp.bs = {d->b};
+      sp.as = {d->a};
       if (d->carried) {
         sp.hoist = outermost_loop(d->loop);
         sp.hoist_span = nodes_[sp.hoist].stmt->span;
@@ -707,6 +905,7 @@ class CoreSync {
 
   void guard_carried() {
     std::vector<SyncPair> out;
+    std::map<std::tuple<int, Pipe, Pipe>, int> body_guard;  // (loop body, q, p) -> first set slot
     for (const SyncPair& sp : pairs_) {
       if (sp.kind == SyncPair::Flag && sp.carried && !sp.relay && !sp.slot_x) {
         int n = static_cast<int>(blocks_[sp.C].kids.size());
@@ -719,20 +918,139 @@ class CoreSync {
           g.guard = true;
           g.set_span = sp.wait_span, g.wait_span = sp.set_span;
           out.push_back(g);
+          out.push_back(sp);
+          out.back().guarded = true;
+          continue;
+        }
+      } else if (sp.kind == SyncPair::Flag && !sp.carried && !sp.guard && !sp.relay && !sp.slot_x) {
+        // An intra pair of a loop body reuses its id every iteration: its next set must follow
+        // this wait. Without a chain of unconditional pairs around the loop that orders them (the
+        // reverse dependence may sit in an `if` the next iterations skip), the pairs p -> q of
+        // the body share one guard q -> p before the first of their sets (which stay there).
+        int F = sp.C;
+        if (blocks_[F].owner >= 0 && nodes_[blocks_[F].owner].kind == StmtKind::For) {
+          int nF = static_cast<int>(blocks_[F].kids.size());
+          if (!reaches2(F, sp.q, sp.w, sp.p, sp.s + nF) && legal_pair(core_, sp.q, sp.p)) {
+            auto key = std::make_tuple(F, sp.q, sp.p);
+            auto it = body_guard.find(key);
+            if (it == body_guard.end()) body_guard[key] = sp.s;
+            else it->second = std::min(it->second, sp.s);
+            out.push_back(sp);
+            out.back().guarded = true;
+            continue;
+          }
         }
       }
       out.push_back(sp);
     }
+    std::vector<SyncPair> guards;
+    for (const auto& [key, slot] : body_guard) {
+      SyncPair g;
+      g.p = std::get<1>(key), g.q = std::get<2>(key);
+      g.C = std::get<0>(key), g.s = g.w = slot;
+      g.guard = g.body_guard = true;
+      guards.push_back(g);
+    }
+    out.insert(out.begin(), guards.begin(), guards.end());
     pairs_ = std::move(out);
   }
 
-  // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones).
-  // An id is only reused by the same pair in later iterations, where the reverse dependence
+  // Two iterations of block C's loop (slots n.. are the next iteration's): is pipe q, past the
+  // waits at slot w, ordered before pipe p reaches the sets at slot s by flag pairs placed
+  // unconditionally in C (intra pairs in both iterations, carried ones from the first into the
+  // second)?
+  bool reaches2(int C, Pipe q, int w, Pipe p, int s) const {
+    int n = static_cast<int>(blocks_[C].kids.size());
+    std::vector<std::pair<Pipe, int>> todo{{q, w}};
+    std::set<std::pair<Pipe, int>> seen;
+    while (!todo.empty()) {
+      auto [x, t] = todo.back();
+      todo.pop_back();
+      if (!seen.insert({x, t}).second) continue;
+      if (x == p && t < s) return true;
+      for (const SyncPair& g : pairs_) {
+        if (g.kind != SyncPair::Flag || g.guard || g.C != C || g.p != x) continue;
+        if (!g.carried) {
+          for (int o : {0, n})
+            if (g.s + o > t) todo.push_back({g.q, g.w + o});
+        } else if (!g.slot_x && t < n && g.s > t) {
+          todo.push_back({g.q, g.w});
+        }
+      }
+    }
+    return false;
+  }
+
+  // Where a pair's set / wait sits, seen from block B that contains its block: (set slot, wait
+  // slot) for reaches(): in B itself its slots; inside kid k of B: the set after the waits of
+  // slot k (k + 1), the wait before the sets of slot k + 1 (k).
+  std::pair<int, int> lifted(const SyncPair& sp, int B) const {
+    if (sp.C == B) return {sp.s, sp.w};
+    int blk = sp.C, k = -1;
+    while (blk != B) {
+      int o = blocks_[blk].owner;
+      k = nodes_[o].index;
+      blk = nodes_[o].block;
+    }
+    return {k + 1, k};
+  }
+  int lca_block(int x, int y) const {
+    for (int b = x; b >= 0;) {
+      if (block_contains(b, y)) return b;
+      int o = blocks_[b].owner;
+      if (o < 0) break;
+      b = nodes_[o].block;
+    }
+    return root_;
+  }
+  int loop_body_around(int b) const {  // the nearest For body containing block b (or -1)
+    while (b >= 0) {
+      int o = blocks_[b].owner;
+      if (o < 0) return -1;
+      if (nodes_[o].kind == StmtKind::For) return b;
+      b = nodes_[o].block;
+    }
+    return -1;
+  }
+  // May intra pairs x and y of one pipe pair share an event id? Their uses must alternate: in
+  // the lowest block holding both, one's wait precedes the other's set and is ordered before it
+  // (reaches), and around the nearest enclosing loop the second's wait is ordered before the
+  // first's set in the next iteration.
+  bool may_share(const SyncPair& x, const SyncPair& y) const {
+    int B = lca_block(x.C, y.C);
+    auto [sx, wx] = lifted(x, B);
+    auto [sy, wy] = lifted(y, B);
+    // a wait due at slot w may sink into kid w, a set due at slot s rise into kid s - 1
+    auto before = [&](int w, int s) {
+      return w < s && !(w + 1 == s && nodes_[blocks_[B].kids[w]].kind == StmtKind::If);
+    };
+    const SyncPair *first = &x, *second = &y;
+    int w1 = wx, s2 = sy;
+    if (!before(wx, sy)) {
+      if (!before(wy, sx)) return false;
+      first = &y, second = &x, w1 = wy, s2 = sx;
+    }
+    if (!reaches(B, x.q, w1, x.p, s2)) return false;
+    int F = loop_body_around(B);
+    if (F < 0) return true;
+    int n = static_cast<int>(blocks_[F].kids.size());
+    auto [s1f, w1f] = lifted(*first, F);
+    auto [s2f, w2f] = lifted(*second, F);
+    (void)w1f, (void)s2f;
+    return reaches2(F, x.q, w2f, x.p, s1f + n);
+  }
+
+  // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones),
+  // except intra pairs whose uses provably alternate (may_share), which share one. Otherwise an
+  // id is only reused by the same pair in later iterations, where the reverse dependence
   // (b(i) -> a(i+1), or a(i+m) for slotted pairs) orders the next set after the previous wait;
   // two different pairs sharing an id could see the second set fire before the first wait.
   // Relays are coloured last. Pairs that do not fit become PIPE_ALL at their wait point.
-  void colour() {
+  std::set<std::pair<Pipe, Pipe>> colour() {
+    std::set<std::pair<Pipe, Pipe>> failed;
     std::map<std::pair<Pipe, Pipe>, int> next;
+    std::map<std::pair<Pipe, Pipe>, std::vector<std::vector<int>>> groups;  // shareable ids: id -> pairs
+    std::map<std::pair<Pipe, Pipe>, std::vector<int>> group_id;
     auto take = [&](Pipe p, Pipe q, int64_t m) {
       int& n = next[{p, q}];
       if (n + m > kEventIds) return -1;
@@ -741,17 +1059,36 @@ class CoreSync {
       return b;
     };
     for (int pass = 0; pass < 2; ++pass)
-      for (SyncPair& sp : pairs_) {
+      for (size_t i = 0; i < pairs_.size(); ++i) {
+        SyncPair& sp = pairs_[i];
         if (sp.kind != SyncPair::Flag || (pass == 1 && !sp.relay)) continue;
-        int b = pass == 0 ? take(sp.p, sp.relay ? sp.r : sp.q, sp.m) : take(sp.r, sp.q, 1);
+        bool shareable = pass == 0 && !sp.relay && !sp.carried && !sp.guard && !sp.slot_x;
+        int b = -1;
+        if (shareable) {
+          auto& gs = groups[{sp.p, sp.q}];
+          for (size_t g = 0; g < gs.size() && b < 0; ++g) {
+            bool ok = true;
+            for (int j : gs[g]) ok = ok && may_share(pairs_[j], sp);
+            if (ok) b = group_id[{sp.p, sp.q}][g], gs[g].push_back(static_cast<int>(i));
+          }
+        }
+        if (b < 0) {
+          b = pass == 0 ? take(sp.p, sp.relay ? sp.r : sp.q, sp.m) : take(sp.r, sp.q, 1);
+          if (b >= 0 && shareable) {
+            groups[{sp.p, sp.q}].push_back({static_cast<int>(i)});
+            group_id[{sp.p, sp.q}].push_back(b);
+          }
+        }
         if (b < 0) {
           int n = static_cast<int>(blocks_[sp.C].kids.size());
+          failed.insert({sp.p, sp.relay ? sp.r : sp.q});
           sp.kind = SyncPair::All;
           if (sp.carried) sp.w -= n;
           continue;
         }
         (pass == 0 ? sp.id : sp.relay_id) = b;
       }
+    return failed;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -768,9 +1105,22 @@ class CoreSync {
     return e;
   }
 
+  // Where a pair's set goes (set_places); a guarded carried pair's set (and its guard) rises
+  // only when its wait in the iteration is due before an earlier kid than the one it rises into.
+  std::vector<std::pair<int, int>> set_places_of(const SyncPair& sp) const {
+    std::vector<std::pair<int, int>> places;
+    int n = static_cast<int>(blocks_[sp.C].kids.size());
+    if (sp.kind != SyncPair::Flag || sp.guard || (sp.guarded && (!sp.carried || !(sp.w - n < sp.s - 1))))
+      places.emplace_back(sp.C, sp.s);
+    else
+      set_places(sp.C, sp.s, sp.as, sp.p, places);
+    return places;
+  }
+
   StmtPtr emit(int root) {
     std::map<std::pair<int, int>, SlotItems> at;
-    for (const SyncPair& sp : pairs_) {
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      const SyncPair& sp = pairs_[i];
       if (sp.kind == SyncPair::Barrier) {
         at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{sp.p}, sp.wait_span));
         continue;
@@ -783,17 +1133,23 @@ class CoreSync {
       int w = sp.carried ? sp.w - n : sp.w;
       Pipe dst = sp.relay ? sp.r : sp.q;
       Expr ev = event(sp);
-      at[{sp.C, sp.s}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
-      if (sp.guard) {
-        at[{sp.C, sp.s}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
-        continue;
+      // a guard goes right before its carried pair's set (pushed next to it by guard_carried)
+      const SyncPair& owner = sp.guard && !sp.body_guard && i + 1 < pairs_.size() ? pairs_[i + 1] : sp;
+      for (auto [blk, slot] : set_places_of(owner)) {
+        at[{blk, slot}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
+        if (sp.guard) at[{blk, slot}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
       }
-      auto& waits = at[{sp.C, w}].waits;
-      waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
-      if (sp.relay) {
-        Expr rid = ir::int_imm(sp.relay_id, ir::DTypeCode::i32);
-        waits.push_back(instr(SetFlag{sp.r, sp.q, rid}, sp.wait_span));
-        waits.push_back(instr(WaitFlag{sp.r, sp.q, rid}, sp.wait_span));
+      if (sp.guard) continue;
+      std::vector<std::pair<int, int>> places;
+      wait_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, places);
+      for (auto [blk, slot] : places) {
+        auto& waits = at[{blk, slot}].waits;
+        waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
+        if (sp.relay) {
+          Expr rid = ir::int_imm(sp.relay_id, ir::DTypeCode::i32);
+          waits.push_back(instr(SetFlag{sp.r, sp.q, rid}, sp.wait_span));
+          waits.push_back(instr(WaitFlag{sp.r, sp.q, rid}, sp.wait_span));
+        }
       }
       if (sp.carried) {
         const Node& h = nodes_[sp.hoist];
@@ -805,6 +1161,79 @@ class CoreSync {
       }
     }
     return emit_block(root, at);
+  }
+
+  // Where a wait due at slot w of block C goes: when kid w is an `if` (it holds the first of the
+  // instructions bs it orders), into each branch instead: before the first of bs in that branch
+  // (recursively), or at the end of a branch holding none. Exactly one wait runs on every path,
+  // still before every instruction of bs, and the branch not needing it is not held up.
+  void wait_places(int C, int w, const std::vector<int>& bs, Pipe q, std::vector<std::pair<int, int>>& out) const {
+    const auto& kids = blocks_[C].kids;
+    if (w < 0 || w >= static_cast<int>(kids.size()) || nodes_[kids[w]].kind != StmtKind::If) {
+      out.emplace_back(C, w);
+      return;
+    }
+    const Node& f = nodes_[kids[w]];
+    std::vector<std::pair<int, int>> sunk;
+    bool helps = false;  // only sink when q has work in the `if` that the wait would hold back
+    for (int br : {f.body, f.else_body}) {
+      std::vector<int> in;
+      int first = INT_MAX;
+      for (int b : bs)
+        if (block_contains(br, nodes_[b].block)) {
+          in.push_back(b);
+          for (auto [blk, idx] : chain(b))
+            if (blk == br) first = std::min(first, idx);
+        }
+      int n = static_cast<int>(blocks_[br].kids.size());
+      if (in.empty()) {
+        sunk.emplace_back(br, n);
+        helps = helps || has_pipe(br, 0, n, q);
+      } else {
+        size_t mark = sunk.size();
+        wait_places(br, first, in, q, sunk);
+        helps = helps || has_pipe(br, 0, first, q) || sunk.size() != mark + 1 || sunk[mark] != std::make_pair(br, first);
+      }
+    }
+    if (helps) out.insert(out.end(), sunk.begin(), sunk.end());
+    else out.emplace_back(C, w);
+  }
+
+  // Where a set due at slot s of block C goes: when kid s - 1 is an `if` (it holds the last of
+  // the instructions `as` it follows), into each branch instead: after the last of them in that
+  // branch (recursively), or at the start of a branch with none, when the setting pipe has work
+  // there the set would otherwise wait for. One set on every path, still after all of `as`.
+  void set_places(int C, int s, const std::vector<int>& as, Pipe p, std::vector<std::pair<int, int>>& out) const {
+    const auto& kids = blocks_[C].kids;
+    if (s < 1 || s > static_cast<int>(kids.size()) || nodes_[kids[s - 1]].kind != StmtKind::If) {
+      out.emplace_back(C, s);
+      return;
+    }
+    const Node& f = nodes_[kids[s - 1]];
+    std::vector<std::pair<int, int>> risen;
+    bool helps = false;
+    for (int br : {f.body, f.else_body}) {
+      std::vector<int> in;
+      int last = -1;
+      for (int a : as)
+        if (block_contains(br, nodes_[a].block)) {
+          in.push_back(a);
+          for (auto [blk, idx] : chain(a))
+            if (blk == br) last = std::max(last, idx);
+        }
+      int n = static_cast<int>(blocks_[br].kids.size());
+      if (in.empty()) {
+        risen.emplace_back(br, 0);
+        helps = helps || has_pipe(br, 0, n, p);
+      } else {
+        size_t mark = risen.size();
+        set_places(br, last + 1, in, p, risen);
+        helps = helps || has_pipe(br, last + 1, n, p) || risen.size() != mark + 1 ||
+                risen[mark] != std::make_pair(br, last + 1);
+      }
+    }
+    if (helps) out.insert(out.end(), risen.begin(), risen.end());
+    else out.emplace_back(C, s);
   }
 
   StmtPtr emit_block(int b, std::map<std::pair<int, int>, SlotItems>& at) {
@@ -873,14 +1302,14 @@ Program insert_sync(const Program& program, const target::Target& target) {
       if (written.count(x) && (other.count(x) || mode01)) s.insert(x);
     return s;
   };
-  if (program.aic) {
-    auto sh = shared_for(t_aic, t_aiv);
-    out.aic = CoreSync(program, CoreType::AIC, sh).run(program.aic);
-  }
-  if (program.aiv) {
-    auto sh = shared_for(t_aiv, t_aic);
-    out.aiv = CoreSync(program, CoreType::AIV, sh).run(program.aiv);
-  }
+  auto sh_aic = shared_for(t_aic, t_aiv), sh_aiv = shared_for(t_aiv, t_aic);
+  std::optional<CoreSync> aic, aiv;
+  std::map<int64_t, Iv> regions;
+  std::set<int64_t> whole;
+  if (program.aic) aic.emplace(program, CoreType::AIC, sh_aic), aic->build_tree(program.aic), aic->flag_regions(regions, whole);
+  if (program.aiv) aiv.emplace(program, CoreType::AIV, sh_aiv), aiv->build_tree(program.aiv), aiv->flag_regions(regions, whole);
+  if (aic) out.aic = aic->finish(regions, whole);
+  if (aiv) out.aiv = aiv->finish(regions, whole);
   return out;
 }
 

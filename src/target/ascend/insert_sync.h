@@ -15,11 +15,21 @@
 //    GM inputs never written cause nothing; GM write-after-write is left unordered (each output
 //    element is written by one tile: two writes of one GM byte by one core are not expected in
 //    generated code and would be a lowering bug, not a sync problem).
+//    GM offsets that are not constant get a hull from value ranges (loop variables in [0, extent),
+//    block / sub-block indices and shape variables >= 0, `x % m` in [0, m), min/max/+/-/*/floor-
+//    and ceil-division by constants; counts likewise): the workspace regions of different
+//    hand-offs do not conflict.
 //    Cross-core flags: CrossCoreSetFlag<p> fires when earlier p instructions finished, and
 //    CrossCoreWaitFlag<p> with p != S blocks only pipe p, so both "touch" (a fence access) every GM
 //    space shared between cores (accessed by AIC and AIV code, written by one; with mode 0/1 flags
 //    every written GM space): earlier/later accesses of it on other pipes get a flag to/from p;
 //    on p itself nothing is needed. A CrossCoreWaitFlag on S orders everything after it: nothing.
+//    On the workspace the fence covers only the bytes its flag id guards: the union, over every
+//    flag with that (constant) id in AIC and AIV code, of the workspace hull of the nearest
+//    instruction on the flag's pipe in the same block (after a wait, before a set, not across
+//    control flow: split_cube_vector's protocol waits right before and sets right after each
+//    hand-off slot access). An id with no such access, or one with an unknown hull, fences the
+//    whole workspace.
 // 2. Dependences. Intra (a before b in the same iteration of their common loops, placed in the
 //    lowest common block C: set after a's ancestor in C, wait before b's) and loop-carried (a in
 //    iteration i, b in iteration i+1 of their innermost common loop L, C = L's body: set after
@@ -38,14 +48,39 @@
 //    instruction of a's pipe; (a -> c and c -> b). Links are always shorter, so this is
 //    well-founded. Then, per block, pipe pair and kind, dependences are intervals (after a's
 //    ancestor, before b's ancestor); a placed pair covers every dependence whose interval contains
-//    it (greedy by earliest wait), a barrier covers every same-pipe dependence it lies between.
+//    it (greedy by earliest wait) unless, for an intra dependence, the pair's set is later than
+//    needed past work of the setter's pipe or its wait earlier than needed before work of the
+//    waiter's pipe (then the dependence gets its own pair: no pipe is held behind unrelated
+//    work); a barrier covers every same-pipe dependence it lies between. A wait due before an
+//    `if` sinks into its branches (before the first instruction it orders in a branch,
+//    recursively; at the end of a branch with none) when the waiting pipe has work there that
+//    the wait would otherwise hold back: one wait on every path, still before what needs it.
+//    Likewise a set due after an `if` rises into its branches (after the last instruction it
+//    follows in a branch, at the start of a branch with none) when the setting pipe has more
+//    work there; a guarded carried set (4.) rises with its guard, only when its wait in the
+//    iteration is due before an earlier statement. A pair covers a dependence only when that
+//    does not move where its set rises / its wait sinks (the dependence's a is not later, its b
+//    not earlier than the pair's own). If the event ids of a pipe pair then run out, that pipe
+//    pair (and its reverse: guards) is placed again with plain covering.
 // 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
-//    id(s): an id is reused only by the same pair in later iterations, where the reverse
+//    id(s): an id is reused by the same pair in later iterations, where the reverse
 //    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs
-//    sharing an id could set it twice before the first wait, which is undefined). A carried pair
+//    sharing an id could set it twice before the first wait, which is undefined). Intra pairs
+//    (not carried, slotted, relayed or guards) also share an id when their uses provably
+//    alternate: in the lowest block holding both, the first's wait precedes the second's set and
+//    a chain of flag pairs placed unconditionally in that block orders the waiting pipe (past
+//    the wait) before the setting pipe reaches the set; and around the nearest enclosing loop a
+//    chain (intra pairs of two iterations, carried pairs into the next) orders the second's wait
+//    before the first's set of the next iteration (pairs inside an `if` or loop of that block
+//    count at the `if` / loop). A carried pair
 //    whose next set is not ordered after its wait by flag pairs placed unconditionally in its
 //    block (a and b under `if`s that an iteration may skip) gets a guard: a reverse pair q -> p
-//    set and waited right before the carried set. A pair that
+//    set and waited right before the carried set. Intra pairs of a loop body reuse their id each
+//    iteration too: when no chain of unconditional pairs around the loop (reaches over two
+//    iterations) orders the wait before the next iteration's set (the reverse dependence may sit
+//    in an `if` the drain iterations of a software-pipelined loop skip), the pairs p -> q of the
+//    body share one guard q -> p set and waited before the first of their sets (those sets do
+//    not rise into `if`s). Guards never share ids. A pair that
 //    does not fit in 6 ids becomes a PipeBarrier<PIPE_ALL> at its wait point (correct, less
 //    overlap).
 // 5. Illegal pairs (AIC MTE2 <-> FIX; S pairs on the AIC): relayed through a pipe r with legal

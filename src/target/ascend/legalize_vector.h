@@ -34,8 +34,14 @@
 //    diagonal): a scalar loop over the rows, skipping rows without masking, the whole loop
 //    skipped when no row of the tile needs masking. A condition on tile data is an error.
 //  - row reductions (last dim) of rows wider than one 256 B repeat: the columns are first folded
-//    in halves with full-rate elementwise max/min/add into UB temporaries (rows x cols/2, ...)
+//    in halves with full-rate elementwise max/min/add into UB temporaries (rows x cols/2, ...;
+//    one per dtype and shape, shared by all reductions: each is consumed right away)
 //    until a row fits one repeat, then one WholeReduce repeat per row (sum: pairwise order);
+//  - exp2 over a scaled tile: in one statement list, W: X = X * K (or where(c, X * K, L)) over
+//    the whole UB tile X, then only row max-reductions of X (X -> m), then E: X = exp2(X - m'[i])
+//    over the whole tile: X is kept scaled by ln 2 in between (K and L times ln 2), each reduction
+//    goes to a temporary scaled back by 1 / ln 2 (m keeps its meaning), and E becomes
+//    exp(X - m' * ln 2) with the row vector scaled: one full-tile Exp instead of Muls + Exp;
 //  - reduce with clear=False: reduce into a temporary, then combine (max/min/add) into dst;
 //    reduce of a bfloat16 tile or into a different dtype: through float32 temporaries.
 //  - copies that convert: GM -> UB tile of another dtype: copy into a UB tile of the GM dtype,

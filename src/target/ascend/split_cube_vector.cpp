@@ -399,6 +399,7 @@ class Splitter {
       made.second = ir::buffer(cb->name + "_pv_ub", cb->dtype, cb->shape, Scope::UB, sp);
       new_allocs_.push_back(made.first);
       new_allocs_.push_back(made.second);
+      operand_dtype_[made.first.get()] = a.buffer->dtype;
     }
     Buffer pv = made.first, pv_ub = made.second;
     out.push_back(std::make_shared<ir::GemmNode>(a, b, ir::full_region(pv), g->trans_a, g->trans_b, true, sp));
@@ -689,6 +690,7 @@ class Splitter {
     Buffer ws;
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
     Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the UB tile)
+    bool land_top = false;  // `land` is not staged (allocated once, outside the loop)
   };
   struct Loop {
     Var var;
@@ -734,8 +736,16 @@ class Splitter {
         ir::DType at = g->a.buffer->dtype;
         if (g->c.buffer->name == cube->name && at.is_float() && at.bits() == 16 && wt.bits() == 32) ld = at;
       });
+      if (auto it = operand_dtype_.find(cube.get()); it != operand_dtype_.end())  // an accumulating gemm's X_pv
+        if (it->second.is_float() && it->second.bits() == 16 && wt.bits() == 32) ld = it->second;
       if (stage_fits(ub, ld)) {
         h.land = ir::buffer(ub->name + "_in", ld, ub->shape, Scope::UB, s->span);
+        wt = ld;
+      } else if (ld != wt && ub_fits(ub_bytes_of(ub) / wt.bytes() * ld.bytes(), t_.ascend.ub_bytes / 8)) {
+        // Further hand-offs (flash attention's P V) still go through GM in the 16-bit operand
+        // dtype (half the GM write traffic, which every core shares), landing in one UB tile.
+        h.land = ir::buffer(ub->name + "_in", ld, ub->shape, Scope::UB, s->span);
+        h.land_top = true;
         wt = ld;
       }
     }
@@ -785,7 +795,7 @@ class Splitter {
         // Two slots in a loop: the data lands in a tile of the loop body (multi_buffer stages
         // it), so the next iteration's hand-off is loaded while this one is computed on.
         Buffer land = h.land;
-        if (land) out.push_back(std::make_shared<ir::AllocNode>(land, sp));
+        if (land && !h.land_top) out.push_back(std::make_shared<ir::AllocNode>(land, sp));
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
         out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(land ? land : ub), sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
@@ -807,14 +817,29 @@ class Splitter {
 
   // Whether two more copies of UB tile `ub` fit next to every UB tile of the kernel (all counted
   // as live at once, row-split tiles at half their rows).
+  int64_t ub_bytes_of(const Buffer& b) const {  // row-split tiles at half their rows
+    auto sh = b->const_shape();
+    if (!sh) return 0;
+    int64_t n = b->dtype.bytes();
+    for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && rows_M_ > 0 && (*sh)[0] == rows_M_) ? rows_M_ / 2 : (*sh)[i];
+    return (n + 31) / 32 * 32;
+  }
+  // Whether `extra` more UB bytes fit next to every UB tile of the kernel and the staged ones
+  // (all counted as live at once), keeping `margin` bytes for legalize_vector's temporaries.
+  bool ub_fits(int64_t extra, int64_t margin) {
+    int64_t used = extra + staged_ub_;
+    ir::for_each_stmt(k_->body, [&](const Stmt& x) {
+      if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB)
+        used += ub_bytes_of(ir::as<ir::AllocNode>(x)->buffer);
+    });
+    for (const auto& b : new_allocs_)
+      if (b->scope == Scope::UB) used += ub_bytes_of(b);
+    for (const auto& [st, h] : handoffs_)
+      if (h.land && h.land_top) used += ub_bytes_of(h.land);
+    return used <= t_.ascend.ub_bytes - margin;
+  }
   bool stage_fits(const Buffer& ub, ir::DType land_dtype) {
-    auto bytes = [&](const Buffer& b) -> int64_t {
-      auto sh = b->const_shape();
-      if (!sh) return 0;
-      int64_t n = b->dtype.bytes();
-      for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && rows_M_ > 0 && (*sh)[0] == rows_M_) ? rows_M_ / 2 : (*sh)[i];
-      return (n + 31) / 32 * 32;
-    };
+    auto bytes = [&](const Buffer& b) { return ub_bytes_of(b); };
     if (staged_ub_ > 0) return false;  // one landing tile: the first hand-off the vector loop waits for
     int64_t used = 2 * bytes(ub) / ub->dtype.bytes() * land_dtype.bytes();
     ir::for_each_stmt(k_->body, [&](const Stmt& x) {
@@ -905,6 +930,7 @@ class Splitter {
   }
 
   // Cube software pipelining (see the header, 5.).
+  static constexpr int64_t kCubeLag = 3;
   Stmt skew(const Stmt& s) {
     if (!s) return s;
     if (s->kind == StmtKind::Seq) {
@@ -982,10 +1008,13 @@ class Splitter {
     const Span& sp = s->span;
     Expr end = bin(BinOp::Add, f->min, f->extent);
     Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
-    Stmt sb = ir::substitute(seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(1), sp)}});
-    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GT, f->var, f->min, sp), sb, nullptr, sp);
+    // B runs kCubeLag iterations late: A(j + 1) .. A(j + kCubeLag) do not wait for P_j (see the header)
+    Stmt sb = ir::substitute(seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
+    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kCubeLag)), sp), sb,
+                                      nullptr, sp);
     Stmt nb = std::make_shared<ir::SeqNode>(std::vector<Stmt>{sa, sb}, sp);
-    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages, nb, sp);
+    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kCubeLag)), f->for_kind,
+                                         f->num_stages, nb, sp);
   }
 
   // Vector software pipelining (see the header, 6.).
@@ -1012,6 +1041,7 @@ class Splitter {
     return false;
   }
 
+  static constexpr int64_t kVectorLag = 3;  // B(j - 3) after A(j): the P V chain spans several softmaxes
   Stmt rotate(const Stmt& s, std::vector<Stmt>& allocs) {
     if (!s) return s;
     if (s->kind == StmtKind::Seq) {
@@ -1091,10 +1121,18 @@ class Splitter {
       auto it = by_key.find(k);
       if (it == by_key.end() || it->second->scope != Scope::UB) return s;
       const Buffer& x = it->second;
-      Buffer xp = ir::buffer(x->name + "_prev", x->dtype, x->shape, x->scope, x->span);
-      prev[k] = xp;
-      allocs.push_back(std::make_shared<ir::AllocNode>(xp, s->span));
-      copies.push_back(std::make_shared<ir::CopyNode>(ir::full_region(x), ir::full_region(xp), s->span));
+      // a chain of copies X_prev<L> <- ... <- X_prev <- X at the start of the iteration: B(j - L)
+      // reads A(j - L)'s value from X_prev<L> (copied last first)
+      Buffer last = x;
+      std::vector<Stmt> chain;
+      for (int64_t l = 1; l <= kVectorLag; ++l) {
+        Buffer xp = ir::buffer(x->name + "_prev" + (l > 1 ? std::to_string(l) : ""), x->dtype, x->shape, x->scope, x->span);
+        allocs.push_back(std::make_shared<ir::AllocNode>(xp, s->span));
+        chain.insert(chain.begin(), std::make_shared<ir::CopyNode>(ir::full_region(last), ir::full_region(xp), s->span));
+        last = xp;
+      }
+      prev[k] = last;
+      copies.insert(copies.end(), chain.begin(), chain.end());
     }
     struct Rename : ir::Mutator {
       std::unordered_map<std::string, Buffer>* m;
@@ -1106,15 +1144,16 @@ class Splitter {
     rn.m = &prev;
     const Span& sp = s->span;
     Expr end = bin(BinOp::Add, f->min, f->extent);
-    Stmt sb = ir::substitute(rn.mutate(seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(1), sp)}});
-    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GT, f->var, f->min, sp), sb, nullptr, sp);
+    Stmt sb = ir::substitute(rn.mutate(seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(kVectorLag), sp)}});
+    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kVectorLag)), sp), sb,
+                                      nullptr, sp);
     Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
     std::vector<Stmt> nb = body_allocs;
     nb.insert(nb.end(), copies.begin(), copies.end());
     nb.push_back(sa);
     nb.push_back(sb);
-    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(1)), f->for_kind, f->num_stages,
-                                         seq(std::move(nb), sp), sp);
+    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kVectorLag)), f->for_kind,
+                                         f->num_stages, seq(std::move(nb), sp), sp);
   }
 
   ir::Kernel project(const Stmt& body) {
@@ -1156,6 +1195,15 @@ class Splitter {
       const Handoff& h = handoffs_.at(s);
       top.push_back(std::make_shared<ir::AllocNode>(h.ws, sp));
       if (h.cast) top.push_back(std::make_shared<ir::AllocNode>(h.cast, sp));
+      if (h.land && h.land_top) {
+        Buffer x = h.land;  // row-split like the vector tiles
+        if (rows_M_ > 0 && shape_of(x)[0] == rows_M_) {
+          auto sh = x->shape;
+          sh[0] = C(rows_M_ / 2);
+          x = ir::buffer(x->name, x->dtype, sh, x->scope, x->span);
+        }
+        top.push_back(std::make_shared<ir::AllocNode>(x, sp));
+      }
     }
     for (const auto& b : new_allocs_) {
       Buffer x = b;
@@ -1217,6 +1265,7 @@ class Splitter {
   std::vector<Buffer> new_allocs_;
   std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
   int64_t rows_M_ = -1;
+  std::unordered_map<const ir::BufferNode*, ir::DType> operand_dtype_;  // X_pv -> its gemm's A dtype
   int64_t staged_ub_ = 0;  // UB bytes of the staged hand-off landing tiles
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;

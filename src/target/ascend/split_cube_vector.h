@@ -39,6 +39,10 @@
 //    operand dtype when that is a 16-bit float and X is fp32 (half the bytes; the values are
 //    rounded once, as in the expert kernel). Only when two X_in fit in UB next to every UB tile
 //    (counted as live at once, with 1/8 of UB kept for legalize_vector's temporaries).
+//    Further looped Cube -> Vector hand-offs whose tile is fp32 and comes from a gemm with 16-bit
+//    operands (flash attention's P V: X_pv gets the gemm's A dtype) also go through GM in that
+//    dtype, landing in one (not staged) UB tile X_in, when it fits: GM writes cost HBM bandwidth
+//    shared by all cores, which bounds flash attention.
 //    Workspace: one slot set per AI Core. map_grid runs blocks round robin in row-major order
 //    (bx fastest) for split kernels, so block lin = bx + gx * (by + gy * bz) runs on core
 //    lin % W with W = min(AIC cores, blocks): set lin % W is private to the core, and the
@@ -52,17 +56,20 @@
 //    (a bias vector indexed by the column) are loaded whole by both AIVs.
 // 5. Cube software pipelining. In a Cube loop body that waits for a Vector -> Cube hand-off after
 //    some Cube work (flash attention: S_j = Q K_j^T, then wait for P_j), the work before the wait
-//    (A) is moved one iteration ahead when A and the rest (B) share no tile:
-//    for j in [0, n + 1): if j < n: A(j); if j >= 1: B(j - 1). The Cube computes S_j+1 while the
-//    vector code runs the softmax of block j.
+//    (A) is moved L = 3 iterations ahead when A and the rest (B) share no tile:
+//    for j in [0, n + L): if j < n: A(j); if j >= L: B(j - L). The Cube computes the next scores
+//    while the vector code runs the softmax of block j, and the write-out of S_j+L does not queue
+//    behind P_j V_j (whose chain through both cores is longer than one softmax). (L measured on
+//    flash attention: 1: 31.9%, 2: 36.8%, 3: 37.7% of peak at S = 8192.)
 // 6. Vector software pipelining. In a vector loop body that hands a tile to the Cube (P_j) and
-//    then waits for the Cube's result on it (P_j V_j), that tail (B: from the wait on) runs one
-//    iteration later, after the next iteration's head (A), so the Cube multiplies P_j V_j while
-//    the vector code runs the softmax of block j + 1:
-//    for j in [0, n + 1): <copies>; if j < n: A(j); if j >= 1: B(j - 1).
+//    then waits for the Cube's result on it (P_j V_j), that tail (B: from the wait on) runs L = 3
+//    iterations later, after the next iterations' heads (A), so the Cube multiplies P_j V_j while
+//    the vector code runs the softmaxes of blocks j + 1 .. j + L:
+//    for j in [0, n + L): <copies>; if j < n: A(j); if j >= L: B(j - L).
 //    Statements of A that update a tile B updates (acc_o = acc_o * scale) join the front of B
 //    when nothing later in A touches what they write. Tiles A writes and B reads (scale) are read
-//    by B from a copy X_prev taken at the start of the iteration (before A(j) overwrites X).
+//    by B from the copy of L iterations ago: X_prev<L> <- ... <- X_prev <- X at the start of each
+//    iteration (before A(j) overwrites X).
 //    Not applied when B writes what A reads or writes, or when the body defines variables.
 // Errors (ir::Error at the statement, with a hint): a statement that is not row-local, an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile

@@ -62,8 +62,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> acc_s = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
 
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
-    SetFlag<HardEvent::FIX_M>(1);  // line 4
+    SetFlag<HardEvent::FIX_M>(2);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
+    SetFlag<HardEvent::FIX_M>(3);  // line 4
     SetFlag<HardEvent::M_MTE1>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(2);  // line 4
     SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
@@ -72,7 +73,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       const int32_t bx = (blk % 2);
       const int32_t by = ((blk / 2) % 2);
       const int32_t bz = ((blk / 2) / 2);
-      PipeBarrier<PIPE_ALL>();  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       PipeBarrier<PIPE_MTE2>();  // line 17
@@ -93,13 +93,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         tw_p.dstNzMatrixStride = 0;
         DataCopy(Q_shared, Q_gm[(((bx * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 17
       }
+      SetFlag<HardEvent::MTE2_MTE1>(3);  // line 17
       const int32_t loop_range = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
-      PipeBarrier<PIPE_ALL>();  // line 24
-      PipeBarrier<PIPE_ALL>();  // line 25
-      PipeBarrier<PIPE_ALL>();  // line 50
-      for (int32_t k_o = 0; k_o < (((loop_range + 1) + 2 - 1) / 2); ++k_o) {
+      WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 24
+      for (int32_t k_o = 0; k_o < (((loop_range + 3) + 2 - 1) / 2); ++k_o) {
         WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
-        WaitFlag<HardEvent::FIX_M>(1);  // line 24
+        WaitFlag<HardEvent::FIX_M>(2);  // line 24
         WaitFlag<HardEvent::M_MTE1>(0);  // line 24
         if ((k_o * 2) < loop_range) {
           if (tw_min((100 - (k_o * 128)), 64) < 64) {
@@ -118,7 +117,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.dstNzMatrixStride = 0;
             DataCopy(K_shared, K_gm[(((k_o * 8192) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
           }
-          SetFlag<HardEvent::MTE2_MTE1>(0);  // line 23
+          SetFlag<HardEvent::MTE2_MTE1>(1);  // line 23
           for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
             LoadData2DParams tw_p;
             tw_p.startIndex = 0;
@@ -129,7 +128,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.ifTranspose = false;
             LoadData(Q_shared_l0[((tw_i * 8) * 128)], Q_shared[(tw_i * 128)], tw_p);  // line 24
           }
-          WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 24
+          WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 24
           for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
             LoadData2DParams tw_p;
             tw_p.startIndex = 0;
@@ -152,9 +151,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.isBias = false;
             Mmad(acc_s, Q_shared_l0, K_shared_l0, tw_p);  // line 24
           }
-          SetFlag<HardEvent::M_FIX>(0);  // line 24
+          SetFlag<HardEvent::M_FIX>(1);  // line 24
           CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 25
-          WaitFlag<HardEvent::M_FIX>(0);  // line 25
+          WaitFlag<HardEvent::M_FIX>(1);  // line 25
           {
             FixpipeParamsV220 tw_p;
             tw_p.nSize = 64;
@@ -168,51 +167,49 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
         }
-        SetFlag<HardEvent::FIX_MTE1>(0);  // line 25
+        SetFlag<HardEvent::M_FIX>(0);
+        WaitFlag<HardEvent::M_FIX>(0);
+        SetFlag<HardEvent::FIX_M>(1);  // line 25
         SetFlag<HardEvent::MTE1_M>(4);  // line 24
         WaitFlag<HardEvent::MTE1_M>(4);  // line 24
         SetFlag<HardEvent::M_MTE1>(0);  // line 24
-        PipeBarrier<PIPE_ALL>();  // line 50
-        WaitFlag<HardEvent::FIX_MTE1>(0);  // line 50
-        SetFlag<HardEvent::MTE1_MTE2>(3);  // line 50
-        WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 50
+        WaitFlag<HardEvent::FIX_M>(3);  // line 51
         WaitFlag<HardEvent::M_MTE1>(1);  // line 51
-        if ((k_o * 2) > 0) {
-          if (tw_min((100 - (((k_o * 2) - 1) * 64)), 64) < 64) {
+        if ((k_o * 2) >= 3) {
+          if (tw_min((100 - (((k_o * 2) - 3) * 64)), 64) < 64) {
             InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
             PipeBarrier<PIPE_MTE2>();  // line 49
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_min((100 - (((k_o * 2) - 1) * 64)), 64);
+            tw_p.nValue = tw_min((100 - (((k_o * 2) - 3) * 64)), 64);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
             tw_p.dstNzC0Stride = 64;
             tw_p.dstNzNStride = 1;
             tw_p.dstNzMatrixStride = 0;
-            DataCopy(V_shared, V_gm[(((((k_o * 2) - 1) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
+            DataCopy(V_shared, V_gm[(((((k_o * 2) - 3) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
           }
           CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
-          if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 64)), 64) < 64) {
+          if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64) < 64) {
             InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
             PipeBarrier<PIPE_MTE2>();  // line 50
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 64)), 64);
+            tw_p.nValue = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
             tw_p.dstNzC0Stride = 64;
             tw_p.dstNzNStride = 1;
             tw_p.dstNzMatrixStride = 0;
-            DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 4096) + 32768)], tw_p);  // line 50
+            DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 32768)], tw_p);  // line 50
           }
           SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
-          SetFlag<HardEvent::MTE2_MTE1>(4);  // line 50
           CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
           WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
           for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
@@ -260,38 +257,32 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mmad(acc_o_pv, acc_s_cast_l0_1, V_shared_l0_1, tw_p);  // line 51
           }
           SetFlag<HardEvent::M_FIX>(2);  // line 51
-          WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 51
-          SetFlag<HardEvent::MTE1_FIX>(0);  // line 51
-          WaitFlag<HardEvent::MTE1_FIX>(0);  // line 51
           CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
-          PipeBarrier<PIPE_ALL>();  // line 51
           WaitFlag<HardEvent::M_FIX>(2);  // line 51
           {
             FixpipeParamsV220 tw_p;
             tw_p.nSize = 64;
-            tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 64)), 64);
+            tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64);
             tw_p.srcStride = 64;
             tw_p.dstStride = 64;
             tw_p.quantPre = QuantMode_t::NoQuant;
             tw_p.reluEn = false;
             tw_p.ndNum = 1;
-            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 1), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
           }
           CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
         }
+        SetFlag<HardEvent::MTE2_MTE1>(0);
+        WaitFlag<HardEvent::MTE2_MTE1>(0);
         SetFlag<HardEvent::MTE1_MTE2>(0);  // line 51
-        SetFlag<HardEvent::FIX_MTE1>(2);  // line 51
         SetFlag<HardEvent::FIX_M>(0);  // line 51
         SetFlag<HardEvent::MTE1_M>(5);  // line 51
         WaitFlag<HardEvent::MTE1_M>(5);  // line 51
         SetFlag<HardEvent::M_MTE1>(1);  // line 51
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
-        WaitFlag<HardEvent::FIX_MTE1>(2);  // line 50
-        SetFlag<HardEvent::MTE1_MTE2>(5);  // line 50
-        WaitFlag<HardEvent::MTE1_MTE2>(5);  // line 50
-        WaitFlag<HardEvent::FIX_M>(0);  // line 51
+        WaitFlag<HardEvent::FIX_M>(1);  // line 24
         WaitFlag<HardEvent::M_MTE1>(2);  // line 24
-        if (((k_o * 2) + 1) < (loop_range + 1)) {
+        if (((k_o * 2) + 1) < (loop_range + 3)) {
           if (((k_o * 2) + 1) < loop_range) {
             if (tw_min((100 - (((k_o * 2) + 1) * 64)), 64) < 64) {
               InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
@@ -357,50 +348,53 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.ndNum = 1;
               Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 25
             }
+            SetFlag<HardEvent::M_FIX>(3);  // line 24
+            WaitFlag<HardEvent::M_FIX>(3);  // line 25
+            SetFlag<HardEvent::FIX_M>(2);  // line 25
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
+          } else {
+            SetFlag<HardEvent::M_FIX>(3);  // line 24
+            WaitFlag<HardEvent::M_FIX>(3);  // line 25
+            SetFlag<HardEvent::FIX_M>(2);  // line 25
           }
-          SetFlag<HardEvent::FIX_MTE1>(1);  // line 25
-          WaitFlag<HardEvent::FIX_MTE1>(1);  // line 50
-          SetFlag<HardEvent::MTE1_MTE2>(4);  // line 50
-          WaitFlag<HardEvent::MTE1_MTE2>(4);  // line 50
-          if (((k_o * 2) + 1) > 0) {
-            if (tw_min((100 - (k_o * 128)), 64) < 64) {
+          WaitFlag<HardEvent::FIX_M>(0);  // line 51
+          if (((k_o * 2) + 1) >= 3) {
+            if (tw_min((100 - (((k_o * 2) + -2) * 64)), 64) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
               PipeBarrier<PIPE_MTE2>();  // line 49
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_min((100 - (k_o * 128)), 64);
+              tw_p.nValue = tw_min((100 - (((k_o * 2) + -2) * 64)), 64);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
               tw_p.dstNzC0Stride = 64;
               tw_p.dstNzNStride = 1;
               tw_p.dstNzMatrixStride = 0;
-              DataCopy(V_shared, V_gm[(((k_o * 8192) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
+              DataCopy(V_shared, V_gm[(((((k_o * 2) + -2) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
             }
             CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
-            if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64) < 64) {
+            if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64) < 64) {
               InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
               PipeBarrier<PIPE_MTE2>();  // line 50
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64);
+              tw_p.nValue = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
               tw_p.dstNzC0Stride = 64;
               tw_p.dstNzNStride = 1;
               tw_p.dstNzMatrixStride = 0;
-              DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096) + 32768)], tw_p);  // line 50
+              DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 32768)], tw_p);  // line 50
             }
-            SetFlag<HardEvent::MTE2_MTE1>(3);  // line 50
-            SetFlag<HardEvent::MTE2_MTE1>(5);  // line 50
+            SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
-            WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 51
+            WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
             for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
               LoadData2DParams tw_p;
               tw_p.startIndex = 0;
@@ -445,33 +439,42 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.isBias = false;
               Mmad(acc_o_pv, acc_s_cast_l0_1[4096], V_shared_l0_1[4096], tw_p);  // line 51
             }
-            SetFlag<HardEvent::M_FIX>(3);  // line 51
-            WaitFlag<HardEvent::MTE2_MTE1>(5);  // line 51
-            SetFlag<HardEvent::MTE1_FIX>(1);  // line 51
-            WaitFlag<HardEvent::MTE1_FIX>(1);  // line 51
+            SetFlag<HardEvent::M_FIX>(2);  // line 51
             CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
-            PipeBarrier<PIPE_ALL>();  // line 51
-            WaitFlag<HardEvent::M_FIX>(3);  // line 51
+            WaitFlag<HardEvent::M_FIX>(2);  // line 51
             {
               FixpipeParamsV220 tw_p;
               tw_p.nSize = 64;
-              tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64);
+              tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64);
               tw_p.srcStride = 64;
               tw_p.dstStride = 64;
               tw_p.quantPre = QuantMode_t::NoQuant;
               tw_p.reluEn = false;
               tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
             }
+            SetFlag<HardEvent::M_FIX>(4);  // line 51
+            WaitFlag<HardEvent::M_FIX>(4);  // line 51
+            SetFlag<HardEvent::FIX_M>(3);  // line 51
             CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
+          } else {
+            SetFlag<HardEvent::M_FIX>(4);  // line 51
+            WaitFlag<HardEvent::M_FIX>(4);  // line 51
+            SetFlag<HardEvent::FIX_M>(3);  // line 51
           }
+        } else {
+          SetFlag<HardEvent::M_FIX>(3);  // line 24
+          WaitFlag<HardEvent::M_FIX>(3);  // line 25
+          SetFlag<HardEvent::FIX_M>(2);  // line 25
+          SetFlag<HardEvent::M_FIX>(4);  // line 51
+          WaitFlag<HardEvent::M_FIX>(4);  // line 51
+          SetFlag<HardEvent::FIX_M>(3);  // line 51
+          WaitFlag<HardEvent::FIX_M>(0);  // line 51
         }
+        SetFlag<HardEvent::MTE2_MTE1>(4);  // line 23
+        WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
         SetFlag<HardEvent::MTE1_MTE2>(1);  // line 24
-        SetFlag<HardEvent::M_FIX>(4);  // line 24
-        WaitFlag<HardEvent::M_FIX>(4);  // line 25
-        SetFlag<HardEvent::FIX_M>(1);  // line 25
         SetFlag<HardEvent::M_MTE1>(2);  // line 24
-        PipeBarrier<PIPE_ALL>();  // line 24
         PipeBarrier<PIPE_ALL>();  // line 24
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 24
@@ -481,8 +484,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 4
     }
     WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
-    WaitFlag<HardEvent::FIX_M>(1);  // line 4
+    WaitFlag<HardEvent::FIX_M>(2);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
+    WaitFlag<HardEvent::FIX_M>(3);  // line 4
     WaitFlag<HardEvent::M_MTE1>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(2);  // line 4
     WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
@@ -492,58 +496,59 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 41920);
+    pipe.InitBuffer(tw_ub_buf, 42176);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
-    LocalTensor<float> scores_scale_prev = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 22
+    LocalTensor<float> scores_scale_prev = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 22
+    LocalTensor<float> scores_scale_prev2 = tw_ub[41088].ReinterpretCast<float>();  // UB @41088 +128 float32 ND [32], line 22
+    LocalTensor<float> scores_scale_prev3 = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 22
     LocalTensor<float> acc_s_ub = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 9
     LocalTensor<float> acc_o_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 11
-    LocalTensor<float> scores_max = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 12
-    LocalTensor<float> scores_max_prev = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 13
-    LocalTensor<float> scores_scale = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 15
-    LocalTensor<float> logsum = tw_ub[41088].ReinterpretCast<float>();  // UB @41088 +128 float32 ND [32], line 16
+    LocalTensor<float> scores_max = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 12
+    LocalTensor<float> scores_max_prev = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 13
+    LocalTensor<float> scores_scale = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 14
+    LocalTensor<float> scores_sum = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 15
+    LocalTensor<float> logsum = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 16
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +64 float32 ND [2, 8], line 27
-    LocalTensor<float> scores_max_part_0 = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 31
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +64 float32 ND [2, 8], line 27
+    LocalTensor<float> scores_max_part_0 = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 31
     TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
     pipe.InitBuffer(tw_scratch_buf, 1024);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
 
-    SetFlag<HardEvent::MTE3_MTE2>(2);  // line 4
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
-    SetFlag<HardEvent::MTE3_MTE2>(3);  // line 4
-    SetFlag<HardEvent::MTE3_V>(0);  // line 4
-    SetFlag<HardEvent::MTE3_MTE2>(4);  // line 4
+    SetFlag<HardEvent::MTE3_V>(1);  // line 4
+    SetFlag<HardEvent::V_MTE2>(2);  // line 4
+    SetFlag<HardEvent::MTE3_V>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
       const int32_t by = ((blk / 2) % 2);
       const int32_t bz = ((blk / 2) / 2);
-      WaitFlag<HardEvent::MTE3_MTE2>(3);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 4
-      WaitFlag<HardEvent::MTE3_V>(0);  // line 18
+      WaitFlag<HardEvent::MTE3_V>(2);  // line 18
       Duplicate(acc_o_ub, static_cast<float>(0.0f), 2048);  // line 18
       Duplicate(logsum, static_cast<float>(0.0f), 32);  // line 19
       Duplicate(scores_max, static_cast<float>(-1e+30f), 32);  // line 20
       const int32_t loop_range_v = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
       PipeBarrier<PIPE_V>();  // line 30
-      WaitFlag<HardEvent::MTE3_MTE2>(4);  // line 25
-      for (int32_t k_v_o = 0; k_v_o < (((loop_range_v + 1) + 2 - 1) / 2); ++k_v_o) {
+      for (int32_t k_v_o = 0; k_v_o < (((loop_range_v + 3) + 2 - 1) / 2); ++k_v_o) {
+        DataCopy(scores_scale_prev3, scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+        PipeBarrier<PIPE_V>();  // line 22
+        DataCopy(scores_scale_prev2, scores_scale_prev, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
         PipeBarrier<PIPE_V>();  // line 22
         DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
-        WaitFlag<HardEvent::MTE3_MTE2>(2);  // line 25
+        WaitFlag<HardEvent::MTE3_V>(1);  // line 25
         if ((k_v_o * 2) < loop_range_v) {
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 25
           DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
-          SetFlag<HardEvent::MTE2_V>(0);  // line 25
-          SetFlag<HardEvent::MTE2_MTE3>(1);  // line 25
+          SetFlag<HardEvent::MTE2_V>(1);  // line 25
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-          SetFlag<HardEvent::MTE2_MTE3>(3);  // line 25
-          WaitFlag<HardEvent::MTE2_V>(0);  // line 25
+          WaitFlag<HardEvent::MTE2_V>(1);  // line 25
           DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
           PipeBarrier<PIPE_V>();  // line 27
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
@@ -586,49 +591,58 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
           PipeBarrier<PIPE_V>();  // line 42
           Exp(acc_s_ub, acc_s_ub, 2048);  // line 42
-          SetFlag<HardEvent::V_MTE3>(1);  // line 42
+          SetFlag<HardEvent::V_MTE3>(2);  // line 42
           PipeBarrier<PIPE_V>();  // line 45
           WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
           Mul(logsum, logsum, scores_scale, 32);  // line 47
           PipeBarrier<PIPE_V>();  // line 47
           Add(logsum, logsum, scores_sum, 32);  // line 47
-          WaitFlag<HardEvent::MTE2_MTE3>(1);  // line 50
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
-          WaitFlag<HardEvent::V_MTE3>(1);  // line 50
-          WaitFlag<HardEvent::MTE2_MTE3>(3);  // line 50
+          WaitFlag<HardEvent::V_MTE3>(2);  // line 50
           DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
+        } else {
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 25
         }
-        SetFlag<HardEvent::MTE3_MTE2>(0);  // line 50
-        PipeBarrier<PIPE_V>();  // line 37
-        WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 51
-        WaitFlag<HardEvent::V_MTE2>(1);  // line 51
-        if ((k_v_o * 2) > 0) {
+        SetFlag<HardEvent::V_MTE3>(0);
+        WaitFlag<HardEvent::V_MTE3>(0);
+        SetFlag<HardEvent::MTE3_V>(0);  // line 50
+        if ((k_v_o * 2) >= 3) {
           PipeBarrier<PIPE_V>();  // line 37
-          Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
+          Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
           PipeBarrier<PIPE_V>();  // line 37
           Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
-          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 1), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 1), 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+          WaitFlag<HardEvent::V_MTE2>(2);  // line 51
+          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
           WaitFlag<HardEvent::MTE2_V>(2);  // line 51
           Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
+        } else {
+          WaitFlag<HardEvent::V_MTE2>(2);  // line 51
         }
+        SetFlag<HardEvent::MTE2_V>(0);
+        WaitFlag<HardEvent::MTE2_V>(0);
         SetFlag<HardEvent::V_MTE2>(0);  // line 51
-        WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-        if (((k_v_o * 2) + 1) < (loop_range_v + 1)) {
+        if (((k_v_o * 2) + 1) < (loop_range_v + 3)) {
+          DataCopy(scores_scale_prev3, scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+          PipeBarrier<PIPE_V>();  // line 22
+          DataCopy(scores_scale_prev2, scores_scale_prev, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+          PipeBarrier<PIPE_V>();  // line 22
           DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+          WaitFlag<HardEvent::MTE3_V>(0);  // line 25
           if (((k_v_o * 2) + 1) < loop_range_v) {
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
             DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
             SetFlag<HardEvent::MTE2_V>(1);  // line 25
-            SetFlag<HardEvent::MTE2_MTE3>(2);  // line 25
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-            SetFlag<HardEvent::MTE2_MTE3>(4);  // line 25
             WaitFlag<HardEvent::MTE2_V>(1);  // line 25
             DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
+            SetFlag<HardEvent::MTE2_V>(3);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(3);  // line 25
+            SetFlag<HardEvent::V_MTE2>(1);  // line 25
             PipeBarrier<PIPE_V>();  // line 27
             Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
             PipeBarrier<PIPE_V>();  // line 27
@@ -676,58 +690,65 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mul(logsum, logsum, scores_scale, 32);  // line 47
             PipeBarrier<PIPE_V>();  // line 47
             Add(logsum, logsum, scores_sum, 32);  // line 47
-            WaitFlag<HardEvent::MTE2_MTE3>(2);  // line 50
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
             WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-            WaitFlag<HardEvent::MTE2_MTE3>(4);  // line 50
             DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+            SetFlag<HardEvent::V_MTE3>(3);  // line 25
+            WaitFlag<HardEvent::V_MTE3>(3);  // line 50
+            SetFlag<HardEvent::MTE3_V>(1);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
+          } else {
+            SetFlag<HardEvent::MTE2_V>(3);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(3);  // line 25
+            SetFlag<HardEvent::V_MTE2>(1);  // line 25
+            SetFlag<HardEvent::V_MTE3>(3);  // line 25
+            WaitFlag<HardEvent::V_MTE3>(3);  // line 50
+            SetFlag<HardEvent::MTE3_V>(1);  // line 50
           }
-          SetFlag<HardEvent::MTE3_MTE2>(1);  // line 50
-          PipeBarrier<PIPE_V>();  // line 37
-          WaitFlag<HardEvent::MTE3_MTE2>(1);  // line 51
-          if (((k_v_o * 2) + 1) > 0) {
+          if (((k_v_o * 2) + 1) >= 3) {
             PipeBarrier<PIPE_V>();  // line 37
-            Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
+            Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
             PipeBarrier<PIPE_V>();  // line 37
             Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
-            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
-            SetFlag<HardEvent::MTE2_V>(3);  // line 51
+            WaitFlag<HardEvent::V_MTE2>(0);  // line 51
+            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+            SetFlag<HardEvent::MTE2_V>(2);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51
-            WaitFlag<HardEvent::MTE2_V>(3);  // line 51
+            WaitFlag<HardEvent::MTE2_V>(2);  // line 51
             Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
+          } else {
+            WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           }
+        } else {
+          SetFlag<HardEvent::MTE2_V>(3);  // line 25
+          WaitFlag<HardEvent::MTE2_V>(3);  // line 25
+          SetFlag<HardEvent::V_MTE2>(1);  // line 25
+          SetFlag<HardEvent::V_MTE3>(3);  // line 25
+          WaitFlag<HardEvent::V_MTE3>(3);  // line 50
+          SetFlag<HardEvent::MTE3_V>(1);  // line 50
+          WaitFlag<HardEvent::V_MTE2>(0);  // line 51
+          WaitFlag<HardEvent::MTE3_V>(0);  // line 25
         }
-        SetFlag<HardEvent::MTE2_MTE3>(5);  // line 25
-        WaitFlag<HardEvent::MTE2_MTE3>(5);  // line 50
-        SetFlag<HardEvent::MTE3_MTE2>(2);  // line 50
         SetFlag<HardEvent::MTE2_V>(4);  // line 51
         WaitFlag<HardEvent::MTE2_V>(4);  // line 51
-        SetFlag<HardEvent::V_MTE2>(1);  // line 51
+        SetFlag<HardEvent::V_MTE2>(2);  // line 51
       }
-      SetFlag<HardEvent::MTE2_MTE3>(0);  // line 51
-      SetFlag<HardEvent::MTE3_MTE2>(3);  // line 50
-      PipeBarrier<PIPE_V>();  // line 55
-      PipeBarrier<PIPE_ALL>();  // line 50
       PipeBarrier<PIPE_V>();  // line 55
       Brcb(tw_scratch.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
       PipeBarrier<PIPE_V>();  // line 55
       Div(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
-      SetFlag<HardEvent::V_MTE3>(0);  // line 55
-      WaitFlag<HardEvent::V_MTE3>(0);  // line 58
+      SetFlag<HardEvent::V_MTE3>(1);  // line 55
+      WaitFlag<HardEvent::V_MTE3>(1);  // line 58
       DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((100 - ((bx * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
-      SetFlag<HardEvent::MTE3_V>(0);  // line 58
-      WaitFlag<HardEvent::MTE2_MTE3>(0);  // line 4
+      SetFlag<HardEvent::MTE3_V>(2);  // line 58
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
-      SetFlag<HardEvent::MTE3_MTE2>(4);  // line 4
     }
-    WaitFlag<HardEvent::MTE3_MTE2>(2);  // line 4
     WaitFlag<HardEvent::V_MTE2>(1);  // line 4
-    WaitFlag<HardEvent::MTE3_MTE2>(3);  // line 4
-    WaitFlag<HardEvent::MTE3_V>(0);  // line 4
-    WaitFlag<HardEvent::MTE3_MTE2>(4);  // line 4
+    WaitFlag<HardEvent::MTE3_V>(1);  // line 4
+    WaitFlag<HardEvent::V_MTE2>(2);  // line 4
+    WaitFlag<HardEvent::MTE3_V>(2);  // line 4
   }
 }

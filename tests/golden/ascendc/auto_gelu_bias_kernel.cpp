@@ -56,7 +56,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> acc = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
 
-    SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
     SetFlag<HardEvent::FIX_M>(0);  // line 4
     SetFlag<HardEvent::M_MTE1>(1);  // line 4
@@ -65,7 +66,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       const int32_t bx = (blk % 2);
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
-      WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
+      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
       if (tw_min((70 - (by * 64)), 64) < 64 || tw_min((50 - (k_o * 128)), 64) < 64) {
         InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
@@ -82,7 +83,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.dstNzMatrixStride = 0;
         DataCopy(x_s, X_gm[((k_o * 128) + (by * 3200))], tw_p);  // line 12
       }
-      SetFlag<HardEvent::MTE2_MTE1>(2);  // line 12
+      SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
+      WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
       if (tw_min((50 - (k_o * 128)), 64) < 64 || tw_min((90 - (bx * 64)), 64) < 64) {
         InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
@@ -99,8 +101,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.dstNzMatrixStride = 0;
         DataCopy(w_s, W_gm[((bx * 64) + (k_o * 11520))], tw_p);  // line 13
       }
-      SetFlag<HardEvent::MTE2_MTE1>(3);  // line 13
-      WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 14
+      SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
+      WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
       WaitFlag<HardEvent::M_MTE1>(0);  // line 14
       for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
         LoadData2DParams tw_p;
@@ -112,7 +114,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.ifTranspose = false;
         LoadData(x_s_l0[((tw_i * 8) * 128)], x_s[(tw_i * 128)], tw_p);  // line 14
       }
-      WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(1);  // line 14
+      WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
       {
         LoadData3DParamsV2<float> tw_p;
         tw_p.l1H = 64;
@@ -149,8 +152,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.isBias = false;
         Mmad(acc, x_s_l0, w_s_l0, tw_p);  // line 14
       }
+      SetFlag<HardEvent::M_FIX>(1);  // line 14
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
-      WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
+      WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
       WaitFlag<HardEvent::M_MTE1>(1);  // line 14
       if (((k_o * 2) + 1) < 1) {
         if (tw_min((70 - (by * 64)), 64) < 64 || tw_min((50 - (((k_o * 2) + 1) * 64)), 64) < 64) {
@@ -170,6 +174,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           DataCopy(x_s, X_gm[((((k_o * 2) + 1) * 64) + (by * 3200))], tw_p);  // line 12
         }
         SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
+        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
         if (tw_min((50 - (((k_o * 2) + 1) * 64)), 64) < 64 || tw_min((90 - (bx * 64)), 64) < 64) {
           InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
           PipeBarrier<PIPE_MTE2>();  // line 13
@@ -198,6 +203,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.ifTranspose = false;
           LoadData(x_s_l0[4096 + ((tw_i * 8) * 128)], x_s[(tw_i * 128)], tw_p);  // line 14
         }
+        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
         WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
         {
           LoadData3DParamsV2<float> tw_p;
@@ -233,14 +239,18 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.isBias = false;
           Mmad(acc, x_s_l0[4096], w_s_l0[4096], tw_p);  // line 14
         }
+      } else {
+        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
+        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
       }
       SetFlag<HardEvent::M_FIX>(0);  // line 14
-      SetFlag<HardEvent::MTE1_MTE2>(1);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(3);  // line 14
       SetFlag<HardEvent::MTE1_M>(2);  // line 14
       WaitFlag<HardEvent::MTE1_M>(2);  // line 14
       SetFlag<HardEvent::M_MTE1>(1);  // line 14
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 17
       WaitFlag<HardEvent::M_FIX>(0);  // line 17
+      WaitFlag<HardEvent::M_FIX>(1);  // line 17
       {
         FixpipeParamsV220 tw_p;
         tw_p.nSize = 64;
@@ -256,7 +266,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 17
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
     }
-    WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
     WaitFlag<HardEvent::FIX_M>(0);  // line 4
     WaitFlag<HardEvent::M_MTE1>(1);  // line 4

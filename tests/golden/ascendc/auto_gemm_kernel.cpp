@@ -154,7 +154,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         tw_p.dstNzMatrixStride = 0;
         DataCopy(A_shared, A_gm[((((k_o * 2) + 1) * 64) + (by * 12800))], tw_p);  // line 11
       }
-      SetFlag<HardEvent::MTE2_MTE1>(2);  // line 11
+      SetFlag<HardEvent::MTE2_MTE1>(0);  // line 11
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
       if (tw_min((100 - (((k_o * 2) + 1) * 64)), 64) < 64 || tw_min((130 - (bx * 128)), 128) < 128) {
         InitConstValue(B_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 12
@@ -172,8 +172,8 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         tw_p.dstNzMatrixStride = 0;
         DataCopy(B_shared, B_gm[((bx * 128) + (((k_o * 2) + 1) * 8320))], tw_p);  // line 12
       }
-      SetFlag<HardEvent::MTE2_MTE1>(3);  // line 12
-      WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 13
+      SetFlag<HardEvent::MTE2_MTE1>(1);  // line 12
+      WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 13
       WaitFlag<HardEvent::M_MTE1>(1);  // line 13
       for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
         LoadData2DParams tw_p;
@@ -186,7 +186,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         LoadData(A_shared_l0[8192 + ((tw_i * 4) * 256)], A_shared[(tw_i * 256)], tw_p);  // line 13
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 13
-      WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 13
+      WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 13
       for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
         LoadData2DParams tw_p;
         tw_p.startIndex = 0;

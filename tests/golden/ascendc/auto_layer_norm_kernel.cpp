@@ -112,13 +112,13 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       Rsqrt(var, var, 8);  // line 22
       WaitFlag<HardEvent::V_MTE2>(0);  // line 26
       DataCopyPad(W_ub_0, W_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{false, 0, 0, static_cast<bfloat16_t>(0)});  // line 26
-      SetFlag<HardEvent::MTE2_V>(1);  // line 26
-      WaitFlag<HardEvent::MTE2_V>(1);  // line 26
+      SetFlag<HardEvent::MTE2_V>(0);  // line 26
+      WaitFlag<HardEvent::MTE2_V>(0);  // line 26
       Cast(W_ub_1, W_ub_0, RoundMode::CAST_RINT, 300);  // line 26
       DataCopyPad(B_ub_0, B_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{false, 0, 0, static_cast<bfloat16_t>(0)});  // line 26
-      SetFlag<HardEvent::MTE2_V>(2);  // line 26
+      SetFlag<HardEvent::MTE2_V>(1);  // line 26
       PipeBarrier<PIPE_V>();  // line 26
-      WaitFlag<HardEvent::MTE2_V>(2);  // line 26
+      WaitFlag<HardEvent::MTE2_V>(1);  // line 26
       Cast(B_ub_1, B_ub_0, RoundMode::CAST_RINT, 300);  // line 26
       PipeBarrier<PIPE_V>();  // line 26
       Brcb(tw_scratch.ReinterpretCast<float>(), mean, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 26
