@@ -143,6 +143,19 @@ def test_gemm_float32_shapes_and_transposes(shape, tA, tB):
     assert_close(c, ref, *gemm_tol(K, "float32"), what=f"gemm {shape} tA={tA} tB={tB}")
 
 
+# M <= 2 rows take the gemv path (B streamed in place, whole rows of up to 4096 columns per
+# pass, 4 rows at a time): blocks wider than one pass, column tails, K tails, transposed A
+@pytest.mark.parametrize("shape", [(1, 4200, 70, 1, 4200, 70), (2, 4111, 33, 2, 4111, 33),
+                                   (1, 300, 1030, 1, 300, 512), (2, 4096, 9, 1, 4096, 9)],
+                         ids=lambda s: "x".join(map(str, s[:3])))
+@pytest.mark.parametrize("tA", [False, True], ids=["N", "T"])
+def test_gemm_float32_gemv_wide_blocks(shape, tA):
+    M, N, K, bM, bN, bK = shape
+    a, b, ref = gemm_inputs(M, N, K, "float32", tA, False, seed=5)
+    c = gemm_kernel(M, N, K, bM, bN, bK, "float32", "float32", tA=tA, tB=False)(a, b)
+    assert_close(c, ref, *gemm_tol(K, "float32"), what=f"gemv {shape} tA={tA}")
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("out", ["float32", "same"])
 @pytest.mark.parametrize("shape", [GEMM_SHAPES[0], GEMM_SHAPES[2]], ids=lambda s: "x".join(map(str, s[:3])))

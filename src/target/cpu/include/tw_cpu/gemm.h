@@ -486,36 +486,46 @@ inline void scale_zero(int M, int N, TC* C, long ldc) {
 }
 
 // Small M (1 or 2 rows), fp32, B not transposed: a GEMV-like loop, memory bound on B.
-// Columns in chunks of kGvN; for each chunk, k advances 4 rows at a time and each row's run
-// of the chunk is read sequentially (4 concurrent streams the hardware prefetchers follow,
-// plus software prefetch a few rows ahead); the R x kGvN partial sums live in an L1-resident
-// stack array. No packing: every element of B is read exactly once.
-inline constexpr int kGvN = 1024;
+// Columns in chunks of up to kGvN (a whole 16 KiB row of a 4096-wide B: the caller's block
+// should be as wide as B for the rows to be streamed whole, as numpy's sgemv does; 1 KiB row
+// segments at a 16 KiB stride stream at ~17 GB/s, whole rows at ~27). For each chunk, k
+// advances 4 rows at a time and each row's run of the chunk is read sequentially; the next
+// rows are software-prefetched kGvPD rows ahead, one cache line per row per line consumed
+// (interleaved with the loads: a burst of prefetches per row group fills the miss queue and
+// stalls). The R x kGvN partial sums live in an L1-resident stack array. No packing: every
+// element of B is read exactly once.
+inline constexpr int kGvN = 4096;
+inline constexpr int kGvPD = 4;  // prefetch distance in rows (tried 4..32: 4 is best)
 template <int R>
 __attribute__((noinline)) void gemv_chunk(int n, int K, const float* __restrict A, long ak, long ai,
                                           const float* __restrict B, long ldb, float* __restrict C,
                                           long ldc, bool acc) {
   using simd::vf;
+  constexpr int kLineF = 64 / 4;  // floats per cache line
   alignas(64) float t[R][kGvN];
   const int nv = (n + kVF - 1) / kVF * kVF;  // columns padded to whole vectors in t
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < nv; ++j) t[i][j] = 0.0f;
   const int n16 = n / kVF * kVF;
-  const int lines = (int)(((long)n * 4 + 63) / 64);
   int k = 0;
   for (; k + 4 <= K; k += 4) {
     const float* b0 = B + (long)k * ldb;
     const float* b1 = b0 + ldb;
     const float* b2 = b1 + ldb;
     const float* b3 = b2 + ldb;
-    const char* pf = (const char*)(b0 + 8 * ldb);
-    for (int l = 0; l < lines; ++l)
-      for (int q = 0; q < 4; ++q) __builtin_prefetch(pf + q * ldb * 4 + 64 * l);
+    // prefetch never faults: rows past the end of B (or of this call) are harmless
+    const float* pf = b0 + kGvPD * ldb;
     for (int i = 0; i < R; ++i) {
       const float* a = A + (long)k * ak + (long)i * ai;
       vf a0 = simd::splat(a[0]), a1 = simd::splat(a[ak]), a2 = simd::splat(a[2 * ak]), a3 = simd::splat(a[3 * ak]);
       float* ti = t[i];
       for (int j = 0; j < n16; j += kVF) {
+        if (i == 0 && j % kLineF == 0) {
+          __builtin_prefetch(pf + j);
+          __builtin_prefetch(pf + ldb + j);
+          __builtin_prefetch(pf + 2 * ldb + j);
+          __builtin_prefetch(pf + 3 * ldb + j);
+        }
         vf x = simd::load(ti + j);
         x = simd::fma(a0, simd::loadu(b0 + j), x);
         x = simd::fma(a1, simd::loadu(b1 + j), x);
