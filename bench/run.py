@@ -63,7 +63,7 @@ FULL = dict(
     gemm_big_top=2,            # at the largest size only the best few of the previous size are tried
     seed_size=4096,
     skinny_nk=4096,
-    skinny_blocks={1: [(1, 128, 512), (1, 256, 256), (1, 512, 128)],
+    skinny_blocks={1: [(1, 256, 256), (1, 2048, 256), (1, 4096, 256)],  # bn = N: whole B rows streamed
                    16: [(16, 128, 256), (16, 64, 512), (16, 128, 512)],
                    128: [(128, 128, 256), (128, 64, 512), (128, 512, 128), (128, 256, 128)]},
     lowp_size=2048,
