@@ -53,11 +53,8 @@ std::shared_ptr<const ascend::sim::Result> AscendExecutable::simulate(const std:
       args[i].bytes = n * t.dtype.bytes();
     }
   }
-  auto result = std::make_shared<const ascend::sim::Result>(
+  return std::make_shared<const ascend::sim::Result>(
       ascend::sim::run(*program_, target_info_.ascend, std::move(args), binding.shape_vars, options));
-  std::lock_guard<std::mutex> lock(mu_);
-  last_ = result;
-  return result;
 }
 
 void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
@@ -77,11 +74,6 @@ void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<
   throw ir::Error("the simulator found " + std::to_string(r->reports.size() + r->dropped_reports) +
                       " problem(s) in kernel '" + kernel_->name + "' on " + target_ + ":" + text,
                   where, "fix the synchronisation / addresses named above; kernel.profile(...) returns all reports");
-}
-
-std::shared_ptr<const ascend::sim::Result> AscendExecutable::last_result() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return last_;
 }
 
 std::shared_ptr<const Executable> compile_ascend(const ir::Kernel& kernel, const target::Target& target) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 
 #include "target/ascend/pipeline.h"
 #include "target/ascend/simulator/simulator.h"
@@ -25,17 +24,13 @@ class AscendExecutable final : public Executable {
   void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
               const Binding& binding) const override;
   // Runs the simulator with the given options and returns its full result (reports included,
-  // not thrown). Keeps it as the last result.
+  // not thrown).
   std::shared_ptr<const ascend::sim::Result> simulate(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
                                                       const Binding& binding, const ascend::sim::Options& options) const;
-  std::shared_ptr<const ascend::sim::Result> last_result() const;
-  const ascend::Program& program() const { return *program_; }
 
  private:
   std::shared_ptr<const ascend::Program> program_;
   target::Target target_info_;
-  mutable std::mutex mu_;
-  mutable std::shared_ptr<const ascend::sim::Result> last_;
 };
 
 std::shared_ptr<const Executable> compile_ascend(const ir::Kernel& kernel, const target::Target& target);
