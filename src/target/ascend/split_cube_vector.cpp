@@ -96,6 +96,11 @@ struct Access : ir::Visitor {
   using ir::Visitor::visit;
 };
 
+enum class Side { None, C, V, Both };
+
+// The unit that holds a non-mixed copy operand: UB -> Vector, Cube memories -> Cube, else None.
+Side side_of(const Buffer& o) { return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None; }
+
 bool is_map(const Stmt& s) {
   return s->kind == StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
 }
@@ -107,8 +112,6 @@ bool is_cross(const Stmt& s) {
   Scope a = c->src.buffer->scope, b = c->dst.buffer->scope;
   return (cube_mem(a) && b == Scope::UB) || (a == Scope::UB && cube_mem(b));
 }
-
-enum class Side { None, C, V, Both };
 
 class Splitter {
  public:
@@ -190,11 +193,8 @@ class Splitter {
           break;
         case StmtKind::Copy: {
           auto* c = ir::as<ir::CopyNode>(s);
-          auto other = [](const Buffer& o) {
-            return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None;
-          };
-          add(c->src.buffer, other(c->dst.buffer));
-          add(c->dst.buffer, other(c->src.buffer));
+          add(c->src.buffer, side_of(c->dst.buffer));
+          add(c->dst.buffer, side_of(c->src.buffer));
           break;
         }
         case StmtKind::Store: add(ir::as<ir::StoreNode>(s)->buffer, Side::V); break;
@@ -429,9 +429,6 @@ class Splitter {
     if (!mixed(src) && !mixed(dst)) return s;
     std::vector<Stmt> out;
     Side sd;
-    auto side_of = [](const Buffer& o) {
-      return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None;
-    };
     if (mixed(src)) {
       Side have = st[src.get()];
       if (mixed(dst) || dst->scope == Scope::global) {
