@@ -115,7 +115,7 @@ class Expander {
     const Buffer& A = g->a.buffer;
     const Buffer& B = g->b.buffer;
     const Buffer& Cb = g->c.buffer;
-    if (A->scope != Scope::L1 || B->scope != Scope::L1 || Cb->scope != Scope::L0C) return keep(g, sp);
+    if (A->scope != Scope::L1 || B->scope != Scope::L1 || Cb->scope != Scope::L0C) reject_placement(g, sp);
     ir::DType t = A->dtype;
     auto ext = [&](const ir::Region& r, int from_end) {
       auto c = ir::as_const_int(r.extents[r.extents.size() - from_end]);
@@ -231,7 +231,8 @@ class Expander {
     return seq(std::move(out), sp);
   }
 
-  Stmt keep(const ir::GemmNode* g, const ir::Span& sp) {
+  // A gemm whose operands are not L1 / L1 / L0C: an internal error (no fallback).
+  [[noreturn]] static void reject_placement(const ir::GemmNode* g, const ir::Span& sp) {
     throw ir::Error("gemm " + ir::print(g->a) + " x " + ir::print(g->b) + " -> " + ir::print(g->c) +
                         ": operands in " + std::string(ir::scope_name(g->a.buffer->scope)) + " / " +
                         std::string(ir::scope_name(g->b.buffer->scope)) + " / " +

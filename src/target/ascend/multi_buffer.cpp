@@ -170,10 +170,10 @@ struct MultiBuffer : ir::Mutator {
     if (f->for_kind != ir::ForKind::pipelined && f->for_kind != ir::ForKind::serial) return ir::Mutator::mutate(s);
     Stmt body = mutate(f->body);  // inner loops first
     int64_t S = f->for_kind == ir::ForKind::pipelined ? f->num_stages : auto_stages(body);
-    if (f->for_kind == ir::ForKind::serial && S <= 1)
-      return body == f->body ? s : std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, 0, body, s->span);
-    if (S <= 1)
+    if (S <= 1) {  // no copies: the loop (pipelined or not) becomes a plain serial loop
+      if (f->for_kind == ir::ForKind::serial && body == f->body) return s;
       return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, body, s->span);
+    }
 
     // tiles to stage
     std::unordered_set<const ir::BufferNode*> whole;  // reduce operands

@@ -96,6 +96,11 @@ struct Access : ir::Visitor {
   using ir::Visitor::visit;
 };
 
+enum class Side { None, C, V, Both };
+
+// The unit that holds a non-mixed copy operand: UB -> Vector, Cube memories -> Cube, else None.
+Side side_of(const Buffer& o) { return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None; }
+
 bool is_map(const Stmt& s) {
   return s->kind == StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
 }
@@ -107,8 +112,6 @@ bool is_cross(const Stmt& s) {
   Scope a = c->src.buffer->scope, b = c->dst.buffer->scope;
   return (cube_mem(a) && b == Scope::UB) || (a == Scope::UB && cube_mem(b));
 }
-
-enum class Side { None, C, V, Both };
 
 class Splitter {
  public:
@@ -190,11 +193,8 @@ class Splitter {
           break;
         case StmtKind::Copy: {
           auto* c = ir::as<ir::CopyNode>(s);
-          auto other = [](const Buffer& o) {
-            return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None;
-          };
-          add(c->src.buffer, other(c->dst.buffer));
-          add(c->dst.buffer, other(c->src.buffer));
+          add(c->src.buffer, side_of(c->dst.buffer));
+          add(c->dst.buffer, side_of(c->src.buffer));
           break;
         }
         case StmtKind::Store: add(ir::as<ir::StoreNode>(s)->buffer, Side::V); break;
@@ -429,9 +429,6 @@ class Splitter {
     if (!mixed(src) && !mixed(dst)) return s;
     std::vector<Stmt> out;
     Side sd;
-    auto side_of = [](const Buffer& o) {
-      return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None;
-    };
     if (mixed(src)) {
       Side have = st[src.get()];
       if (mixed(dst) || dst->scope == Scope::global) {
@@ -815,9 +812,8 @@ class Splitter {
     return seq(std::move(out), sp);
   }
 
-  // Whether two more copies of UB tile `ub` fit next to every UB tile of the kernel (all counted
-  // as live at once, row-split tiles at half their rows).
-  int64_t ub_bytes_of(const Buffer& b) const {  // row-split tiles at half their rows
+  // UB bytes of tile b, row-split tiles at half their rows.
+  int64_t ub_bytes_of(const Buffer& b) const {
     auto sh = b->const_shape();
     if (!sh) return 0;
     int64_t n = b->dtype.bytes();
@@ -838,17 +834,13 @@ class Splitter {
       if (h.land && h.land_top) used += ub_bytes_of(h.land);
     return used <= t_.ascend.ub_bytes - margin;
   }
+  // Whether two copies of UB tile `ub` in `land_dtype` (the staged landing tile) fit; at most one
+  // landing tile: the first hand-off the vector loop waits for.
   bool stage_fits(const Buffer& ub, ir::DType land_dtype) {
-    auto bytes = [&](const Buffer& b) { return ub_bytes_of(b); };
-    if (staged_ub_ > 0) return false;  // one landing tile: the first hand-off the vector loop waits for
-    int64_t used = 2 * bytes(ub) / ub->dtype.bytes() * land_dtype.bytes();
-    ir::for_each_stmt(k_->body, [&](const Stmt& x) {
-      if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB) used += bytes(ir::as<ir::AllocNode>(x)->buffer);
-    });
-    for (const auto& b : new_allocs_)
-      if (b->scope == Scope::UB) used += bytes(b);
-    if (used > t_.ascend.ub_bytes - t_.ascend.ub_bytes / 8) return false;  // margin: legalize_vector's temporaries
-    staged_ub_ += 2 * bytes(ub) / ub->dtype.bytes() * land_dtype.bytes();
+    if (staged_ub_ > 0) return false;
+    int64_t extra = 2 * ub_bytes_of(ub) / ub->dtype.bytes() * land_dtype.bytes();
+    if (!ub_fits(extra, t_.ascend.ub_bytes / 8)) return false;
+    staged_ub_ += extra;
     return true;
   }
 
