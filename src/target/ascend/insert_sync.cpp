@@ -482,6 +482,7 @@ class CoreSync {
         n.acc.push_back(a);
       }
     }
+    build_chains();
     find_deps();
     reduce();
     // Precise pairs first; pipe pairs whose event ids then run out fall back to covering pairs
@@ -506,6 +507,7 @@ class CoreSync {
   std::vector<Node> nodes_;
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
+  std::vector<std::vector<std::pair<int, int>>> chains_;  // per node: see chain()
   int root_ = -1;
   std::vector<Dep> deps_;
   std::map<std::tuple<int, int, bool>, int> dep_index_;
@@ -590,14 +592,14 @@ class CoreSync {
     }
   }
 
-  // Blocks from n's block up to the root, with the index of n's ancestor in each.
-  std::vector<std::pair<int, int>> chain(int n) const {
-    std::vector<std::pair<int, int>> c;
-    while (n >= 0) {
-      c.emplace_back(nodes_[n].block, nodes_[n].index);
-      n = blocks_[nodes_[n].block].owner;
-    }
-    return c;
+  // Blocks from n's block up to the root, with the index of n's ancestor in each (computed once
+  // per node by finish(): reduce() asks for them in its innermost loop).
+  const std::vector<std::pair<int, int>>& chain(int n) const { return chains_[n]; }
+  void build_chains() {
+    chains_.assign(nodes_.size(), {});
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      for (int n = static_cast<int>(i); n >= 0; n = blocks_[nodes_[n].block].owner)
+        chains_[i].emplace_back(nodes_[n].block, nodes_[n].index);
   }
   bool block_contains(int outer, int b) const {  // is block b inside (or equal to) block outer?
     while (b >= 0) {
@@ -611,13 +613,11 @@ class CoreSync {
 
   void find_deps() {
     const int n = static_cast<int>(instrs_.size());
-    std::vector<std::vector<std::pair<int, int>>> ch(n);
-    for (int i = 0; i < n; ++i) ch[i] = chain(instrs_[i]);
     for (int i = 0; i < n; ++i) {
       for (int j = i; j < n; ++j) {
         // common blocks: walk b's chain, find the first block in a's chain
-        const auto& ca = ch[i];
-        const auto& cb = ch[j];
+        const auto& ca = chain(instrs_[i]);
+        const auto& cb = chain(instrs_[j]);
         int lca = -1, ia = -1, ib = -1;
         for (auto [blk, idx] : cb) {
           for (auto [blk2, idx2] : ca)
@@ -697,7 +697,7 @@ class CoreSync {
       else return false;
     }
     // every block between c and C must be on a's or b's chain or a loop body that runs
-    auto ca = chain(d.a), cb = chain(d.b);
+    const auto &ca = chain(d.a), &cb = chain(d.b);
     auto on = [](const std::vector<std::pair<int, int>>& ch, int blk) {
       for (auto [b, i] : ch)
         if (b == blk) return true;
