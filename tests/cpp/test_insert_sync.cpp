@@ -56,14 +56,16 @@ Program stripped(const Program& p) {
   return q;
 }
 
-int count(const StmtPtr& s, size_t alt) {
+// Number of T instructions.
+template <class T>
+int count(const StmtPtr& s) {
   if (!s) return 0;
-  int n = s->kind == StmtKind::Instr && s->instr.op.index() == alt ? 1 : 0;
-  for (const auto& c : s->body) n += count(c, alt);
-  return n + count(s->else_body, alt);
+  int n = s->kind == StmtKind::Instr && std::holds_alternative<T>(s->instr.op) ? 1 : 0;
+  for (const auto& c : s->body) n += count<T>(c);
+  return n + count<T>(s->else_body);
 }
-int count(const Program& p, size_t alt) { return count(p.aic, alt) + count(p.aiv, alt); }
-constexpr size_t kSet = 14, kWait = 15, kBarrier = 16;  // InstrOp alternatives
+template <class T>
+int count(const Program& p) { return count<T>(p.aic) + count<T>(p.aiv); }
 
 struct SimRun {
   sim::Result result;
@@ -119,10 +121,10 @@ void check_example(const char* name, const char* text, double max_ratio = 1.5) {
   ASSERT_EQ(h.data.size(), a.data.size());
   for (size_t i = 0; i < h.data.size(); ++i) EXPECT_TRUE(h.data[i] == a.data[i]) << name << ": param " << i << " differs";
   std::printf("[insert_sync] %-14s hand %8lld cycles (%d set/wait, %d barriers)  auto %8lld cycles (%d set/wait, %d barriers)  ratio %.3f\n",
-              name, static_cast<long long>(h.result.total_cycles), count(hand, kSet), count(hand, kBarrier),
-              static_cast<long long>(a.result.total_cycles), count(aut, kSet), count(aut, kBarrier),
+              name, static_cast<long long>(h.result.total_cycles), count<SetFlag>(hand), count<PipeBarrier>(hand),
+              static_cast<long long>(a.result.total_cycles), count<SetFlag>(aut), count<PipeBarrier>(aut),
               static_cast<double>(a.result.total_cycles) / static_cast<double>(h.result.total_cycles));
-  EXPECT_EQ(count(aut, kSet), count(aut, kWait)) << name;
+  EXPECT_EQ(count<SetFlag>(aut), count<WaitFlag>(aut)) << name;
   EXPECT_LE(a.result.total_cycles, max_ratio * h.result.total_cycles) << name << "\n" << print_program(aut);
 }
 
