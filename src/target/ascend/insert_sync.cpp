@@ -144,7 +144,7 @@ struct AccessBuilder {
   const Ranges* ranges = nullptr;  // GM hulls from value ranges when the offset is not constant
 
   Expr sub(const Expr& e) const { return e && !env.empty() ? ir::substitute(e, env) : e; }
-  std::optional<int64_t> val(const Expr& e) const { return cint(sub(e)); }
+  std::optional<int64_t> o(const Expr& e) const { return cint(sub(e)); }
 
   // A region of `rows` rows of `row_bytes` bytes, `stride` apart, starting `start` bytes after the
   // operand's address (any of them may be unknown).
@@ -155,8 +155,7 @@ struct AccessBuilder {
     a.space = static_cast<int>(b.mem);
     a.mode = mode;
     int64_t base = b.offset, end = b.offset + b.bytes;
-    std::optional<int64_t> size;
-    if (rows && row_bytes && (*rows <= 1 || stride)) size = *rows <= 1 ? *row_bytes : (*rows - 1) * *stride + *row_bytes;
+    std::optional<int64_t> size = extent(rows, row_bytes, stride);
     Expr off = sub(r.offset);
     auto c = cint(off);
     a.lo = base, a.hi = end;
@@ -176,46 +175,46 @@ struct AccessBuilder {
     }
     out.push_back(a);
   }
-  void gm(const GmRef& r, std::optional<int64_t> rows, std::optional<int64_t> row_bytes,
-          std::optional<int64_t> stride, Mode mode) const {
+  // Byte extent (rows - 1) * stride + row_bytes of `rows` rows (unknown when a count is).
+  static std::optional<int64_t> extent(std::optional<int64_t> rows, std::optional<int64_t> row_bytes,
+                                       std::optional<int64_t> stride) {
+    if (!rows || !row_bytes || (*rows > 1 && !stride)) return std::nullopt;
+    return *rows <= 1 ? *row_bytes : (*rows - 1) * *stride + *row_bytes;
+  }
+  // A GM operand of `rows` rows of `cols` elements of `es` bytes, `stride` elements apart.
+  void gm(const GmRef& r, const Expr& rows, const Expr& cols, const Expr& stride, int64_t es, Mode mode) const {
     Access a;
     a.space = r.param < 0 ? kSpaceWorkspace : 16 + r.param;
     a.mode = mode;
-    auto c = val(r.offset);
-    std::optional<int64_t> size;
-    if (rows && row_bytes && (*rows <= 1 || stride)) size = *rows <= 1 ? *row_bytes : (*rows - 1) * *stride + *row_bytes;
+    auto c = o(r.offset);
+    auto nr = o(rows), rb = mul(o(cols), K(es)), st = mul(o(stride), K(es));
+    std::optional<int64_t> size = extent(nr, rb, st);
     if (c) {
       a.lo = *c;
       if (size) {
         a.hi = *c + *size;
         a.rect = true;
-        a.rows = std::max<int64_t>(*rows, 1), a.row_bytes = *row_bytes, a.stride = stride.value_or(0);
+        a.rows = std::max<int64_t>(*nr, 1), a.row_bytes = *rb, a.stride = st.value_or(0);
       }
     } else if (ranges && r.offset) {
       // hull from value ranges: [min offset, max offset + max extent)
       Iv off = range_of(sub(r.offset), *ranges);
-      Iv ext = extent_range(r, rows, row_bytes, stride);
+      Iv ext = extent_range(rows, cols, stride, es);
       if (off.lo >= 0 && off.hi < kInf && ext.hi < kInf) a.lo = off.lo, a.hi = off.hi + ext.hi;
     }
     out.push_back(a);
   }
   // Upper bound of a GM operand's byte extent (rows - 1) * stride + row_bytes from value ranges.
-  Iv extent_range(const GmRef&, std::optional<int64_t> rows, std::optional<int64_t> row_bytes,
-                  std::optional<int64_t> stride) const {
-    Iv rw = rows ? Iv{*rows, *rows} : last_rows, rb = row_bytes ? Iv{*row_bytes, *row_bytes} : last_row_bytes,
-       st = stride ? Iv{*stride, *stride} : last_stride;
-    if (rw.hi >= kInf || rb.hi >= kInf || st.hi >= kInf || rw.lo < 0 || rb.lo < 0 || st.lo < 0) return {};
-    return {0, sat(__int128(std::max<int64_t>(rw.hi - 1, 0)) * st.hi + rb.hi)};
-  }
-  // Value ranges of the current instruction's (non-constant) counts, set by gm_counts.
-  mutable Iv last_rows, last_row_bytes, last_stride;
-  void gm_counts(const Expr& rows, const Expr& row_bytes, const Expr& stride, int64_t scale) const {
+  Iv extent_range(const Expr& rows, const Expr& cols, const Expr& stride, int64_t es) const {
     auto rng = [&](const Expr& e, int64_t k) {
-      if (!ranges || !e) return Iv{};
+      if (!e) return Iv{};
+      if (auto c = o(e)) return Iv{*c * k, *c * k};
       Iv v = range_of(sub(e), *ranges);
       return v.hi < kInf && v.lo > -kInf ? Iv{sat(__int128(v.lo) * k), sat(__int128(v.hi) * k)} : Iv{v.lo, kInf};
     };
-    last_rows = rng(rows, 1), last_row_bytes = rng(row_bytes, scale), last_stride = rng(stride, scale);
+    Iv rw = rng(rows, 1), rb = rng(cols, es), st = rng(stride, es);
+    if (rw.hi >= kInf || rb.hi >= kInf || st.hi >= kInf || rw.lo < 0 || rb.lo < 0 || st.lo < 0) return {};
+    return {0, sat(__int128(std::max<int64_t>(rw.hi - 1, 0)) * st.hi + rb.hi)};
   }
   static std::optional<int64_t> mul(std::optional<int64_t> a, std::optional<int64_t> b) {
     return a && b ? std::optional<int64_t>(*a * *b) : std::nullopt;
@@ -224,7 +223,6 @@ struct AccessBuilder {
   static std::optional<int64_t> rupo(std::optional<int64_t> a, int64_t m) {
     return a ? std::optional<int64_t>(rup(*a, m)) : std::nullopt;
   }
-  std::optional<int64_t> o(const Expr& e) const { return val(e); }
   static std::optional<int64_t> K(int64_t v) { return v; }
 
   void vec(const VecOperand& v, const Expr& rows, const Expr& cols, ir::DType t, Mode mode) const {
@@ -234,19 +232,16 @@ struct AccessBuilder {
 
   void operator()(const CopyGmToL1& x) const {
     int es = x.dtype.bytes();
-    gm_counts(x.rows, x.cols, x.src_row_stride, es);
-    gm(x.src, o(x.rows), mul(o(x.cols), K(es)), mul(o(x.src_row_stride), K(es)), Mode::Read);
+    gm(x.src, x.rows, x.cols, x.src_row_stride, es, Mode::Read);
     local(x.dst, K(0), K(1), mul(mul(o(x.dst_rows), o(x.dst_cols)), K(es)), K(0), Mode::Write);
   }
   void operator()(const CopyGmToUb& x) const {
-    gm_counts(x.n_rows, x.row_bytes, x.src_stride, 1);
-    gm(x.src, o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
+    gm(x.src, x.n_rows, x.row_bytes, x.src_stride, 1, Mode::Read);
     local(x.dst, K(0), o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
   }
   void operator()(const CopyUbToGm& x) const {
     local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
-    gm_counts(x.n_rows, x.row_bytes, x.dst_stride, 1);
-    gm(x.dst, o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
+    gm(x.dst, x.n_rows, x.row_bytes, x.dst_stride, 1, Mode::Write);
   }
   void operator()(const CopyUbToUb& x) const {
     local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
@@ -275,8 +270,7 @@ struct AccessBuilder {
   void operator()(const Fixpipe& x) const {
     int es = x.dst_dtype.bytes();
     local(x.src, K(0), K(1), mul(mul(o(x.src_rows), rupo(o(x.n), 16)), K(4)), K(0), Mode::Read);
-    gm_counts(x.m, x.n, x.dst_row_stride, es);
-    gm(x.dst, o(x.m), mul(o(x.n), K(es)), mul(o(x.dst_row_stride), K(es)), Mode::Write);
+    gm(x.dst, x.m, x.n, x.dst_row_stride, es, Mode::Write);
   }
   void operator()(const VecBinary& x) const {
     vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
@@ -326,7 +320,6 @@ bool rect_overlap(const Access& a, const Access& b) {
       continue;
     }
     // rows j of y with y.lo + j*st < e and y.lo + j*st + rb > s
-    auto fdiv = [](int64_t n, int64_t d) { return n >= 0 ? n / d : -((-n + d - 1) / d); };
     int64_t jmin = fdiv(s - y.lo - y.row_bytes, y.stride) + 1;
     int64_t jmax = fdiv(e - y.lo - 1, y.stride);
     jmin = std::max<int64_t>(jmin, 0), jmax = std::min<int64_t>(jmax, y.rows - 1);
@@ -337,8 +330,8 @@ bool rect_overlap(const Access& a, const Access& b) {
 
 enum class Ov : uint8_t { None, Plain, Slot };
 
-// Do x (earlier) and y (later) conflict? `carried`: y is in a later iteration of a common loop.
-Ov conflict(const Access& x, const Access& y, bool carried) {
+// Do x (earlier) and y (later) conflict?
+Ov conflict(const Access& x, const Access& y) {
   if (x.space != y.space) return Ov::None;
   if (x.mode == Mode::Fence || y.mode == Mode::Fence) {
     if (x.mode == y.mode) return Ov::None;
@@ -489,6 +482,7 @@ class CoreSync {
         n.acc.push_back(a);
       }
     }
+    build_chains();
     find_deps();
     reduce();
     // Precise pairs first; pipe pairs whose event ids then run out fall back to covering pairs
@@ -513,6 +507,7 @@ class CoreSync {
   std::vector<Node> nodes_;
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
+  std::vector<std::vector<std::pair<int, int>>> chains_;  // per node: see chain()
   int root_ = -1;
   std::vector<Dep> deps_;
   std::map<std::tuple<int, int, bool>, int> dep_index_;
@@ -597,14 +592,14 @@ class CoreSync {
     }
   }
 
-  // Blocks from n's block up to the root, with the index of n's ancestor in each.
-  std::vector<std::pair<int, int>> chain(int n) const {
-    std::vector<std::pair<int, int>> c;
-    while (n >= 0) {
-      c.emplace_back(nodes_[n].block, nodes_[n].index);
-      n = blocks_[nodes_[n].block].owner;
-    }
-    return c;
+  // Blocks from n's block up to the root, with the index of n's ancestor in each (computed once
+  // per node by finish(): reduce() asks for them in its innermost loop).
+  const std::vector<std::pair<int, int>>& chain(int n) const { return chains_[n]; }
+  void build_chains() {
+    chains_.assign(nodes_.size(), {});
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      for (int n = static_cast<int>(i); n >= 0; n = blocks_[nodes_[n].block].owner)
+        chains_[i].emplace_back(nodes_[n].block, nodes_[n].index);
   }
   bool block_contains(int outer, int b) const {  // is block b inside (or equal to) block outer?
     while (b >= 0) {
@@ -618,13 +613,11 @@ class CoreSync {
 
   void find_deps() {
     const int n = static_cast<int>(instrs_.size());
-    std::vector<std::vector<std::pair<int, int>>> ch(n);
-    for (int i = 0; i < n; ++i) ch[i] = chain(instrs_[i]);
     for (int i = 0; i < n; ++i) {
       for (int j = i; j < n; ++j) {
         // common blocks: walk b's chain, find the first block in a's chain
-        const auto& ca = ch[i];
-        const auto& cb = ch[j];
+        const auto& ca = chain(instrs_[i]);
+        const auto& cb = chain(instrs_[j]);
         int lca = -1, ia = -1, ib = -1;
         for (auto [blk, idx] : cb) {
           for (auto [blk2, idx2] : ca)
@@ -660,7 +653,7 @@ class CoreSync {
     const Access* slot_acc = nullptr;
     for (const Access& x : na.acc) {
       for (const Access& y : nb.acc) {
-        Ov o = conflict(x, y, carried);
+        Ov o = conflict(x, y);
         if (o == Ov::Plain) {
           ov = Ov::Plain;
           break;
@@ -704,7 +697,7 @@ class CoreSync {
       else return false;
     }
     // every block between c and C must be on a's or b's chain or a loop body that runs
-    auto ca = chain(d.a), cb = chain(d.b);
+    const auto &ca = chain(d.a), &cb = chain(d.b);
     auto on = [](const std::vector<std::pair<int, int>>& ch, int blk) {
       for (auto [b, i] : ch)
         if (b == blk) return true;
@@ -1034,9 +1027,7 @@ class CoreSync {
     int F = loop_body_around(B);
     if (F < 0) return true;
     int n = static_cast<int>(blocks_[F].kids.size());
-    auto [s1f, w1f] = lifted(*first, F);
-    auto [s2f, w2f] = lifted(*second, F);
-    (void)w1f, (void)s2f;
+    int s1f = lifted(*first, F).first, w2f = lifted(*second, F).second;
     return reaches2(F, x.q, w2f, x.p, s1f + n);
   }
 
