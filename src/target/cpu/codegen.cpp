@@ -921,21 +921,18 @@ void CodeGen::emit_copy(const CopyNode& n) {
     // rows are contiguous in both buffers when the innermost looped dim is the last dim of each
     bool rows = nl > 0 && same_type && s.dims.back() == s.rank() - 1 && d.dims.back() == d.rank() - 1;
     int loops = rows ? nl - 1 : nl;
+    // tile -> large global tensor (>= 8 MiB, known at run time): streaming stores, see simd.h
+    bool stream = rows && n.dst.buffer->scope == Scope::global && n.src.buffer->scope != Scope::global;
+    if (stream) {
+      Idx numel = ic(1);
+      for (const auto& x : d.shape) numel = mul(numel, x);
+      line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(" + storage_type(d.dtype) + ") >= (int64_t(8) << 20);");
+    }
     for (int k = 0; k < loops; ++k) {
       if (k == nl - 1) line("#pragma GCC ivdep");
       open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
     }
     auto ptr = [](const std::string& b, const Idx& off) { return off.c == 0 ? b : b + " + " + off.s; };
-    // tile -> large global tensor (>= 8 MiB, known at run time): streaming stores, see simd.h
-    bool stream = rows && n.dst.buffer->scope == Scope::global && n.src.buffer->scope != Scope::global;
-    if (stream) {
-      for (int k = 0; k < loops; ++k) close();
-      Idx numel = ic(1);
-      for (const auto& x : d.shape) numel = mul(numel, x);
-      line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(" + storage_type(d.dtype) + ") >= (int64_t(8) << 20);");
-      for (int k = 0; k < loops; ++k)
-        open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
-    }
     if (rows) {
       std::string args = ptr(d.buf, offset(d, db, nl - 1)) + ", " + ptr(s.buf, offset(s, sb, nl - 1)) + ", " +
                          ext[nl - 1].s + " * sizeof(" + storage_type(d.dtype) + ")";
