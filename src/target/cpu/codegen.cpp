@@ -309,6 +309,8 @@ std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
 // writes the tile while the view is live, a copy or gemm reading it then, a reduce of it over
 // its first axis, a second fill, or a kernel that writes the source tensor: no view.
 
+bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
+
 // The store of a full-tile elementwise map (see above) into a tile, or null.
 const StoreNode* full_tile_map(const Stmt& s) {
   if (!s || s->kind != StmtKind::For) return nullptr;
@@ -321,7 +323,6 @@ const StoreNode* full_tile_map(const Stmt& s) {
   auto shape = t->const_shape();
   auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
   auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  auto is_var = [](const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); };
   if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
       !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || st->indices.size() != 2 ||
       !is_var(st->indices[0], outer.var) || !is_var(st->indices[1], inner.var))
@@ -473,8 +474,6 @@ bool references(const Stmt& s, const Buffer& b) {
   });
   return hit;
 }
-
-bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
 
 // ---------------------------------------------------------------------------------------------
 // The generator
@@ -1059,21 +1058,18 @@ void CodeGen::emit_prefetch_next(const Buffer& t, const std::string& row) {
 }
 
 bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
-  if (loop_depth_ != 0 || map_s->kind != StmtKind::For || copy_s->kind != StmtKind::Copy) return false;
+  if (loop_depth_ != 0 || copy_s->kind != StmtKind::Copy) return false;
+  // a full-tile map (it reads t only at [i, j]) of float32 rows at least one chunk long
+  const StoreNode* stp = full_tile_map(map_s);
+  if (!stp || stp->buffer->dtype.code != DTypeCode::f32) return false;
+  const auto& st = *stp;
   const auto& outer = *as<ForNode>(map_s);
-  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return false;
   const auto& inner = *as<ForNode>(outer.body);
-  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return false;
-  const auto& st = *as<StoreNode>(inner.body);
   const auto& cp = *as<CopyNode>(copy_s);
   const Buffer& t = st.buffer;
   auto shape = t->const_shape();
-  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
   auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  if (t->scope == Scope::global || t->dtype.code != DTypeCode::f32 || !shape || shape->size() != 2 || !mn0 ||
-      *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 || !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || *e1 < kOutChunk ||
-      st.indices.size() != 2 || !is_var(st.indices[0], outer.var) || !is_var(st.indices[1], inner.var))
-    return false;
+  if (*e1 < kOutChunk) return false;
   // the copy: the whole tile into a global tensor of the same dtype
   if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype ||
       elidable_.count(t.get()))
@@ -1082,16 +1078,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
     auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
     if (!s0 || *s0 != 0 || !ex || *ex != (*shape)[d]) return false;
   }
-  // the map reads t only at [i, j]
-  bool other_read = false;
-  for_each_expr(inner.body, [&](const Expr& e) {
-    if (!e || e->kind != ExprKind::Load) return;
-    const auto& l = *static_cast<const LoadNode*>(e.get());
-    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
-      other_read = true;
-  });
-  if (other_read) return false;
-  // nor the destination tensor (its rows are written before the rest of the map is computed)
+  // the map does not read the destination tensor (its rows are written before the rest of the map is computed)
   bool reads_dst = false;
   for_each_expr(inner.body, [&](const Expr& e) {
     if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == cp.dst.buffer;
