@@ -199,6 +199,51 @@ struct RegionView {
 // view back at it. Sound because the view is taken only when nothing else reads the tile and
 // the kernel never writes the source tensor (so its data cannot change before the gemm).
 
+// Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
+// innermost paired dim is contiguous when the tile's rows are longer than 1.
+bool viewable_copy(const CopyNode& c) {
+  const Buffer& d = c.dst.buffer;
+  auto shape = d->const_shape();
+  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || c.src.buffer->dtype != d->dtype || !shape ||
+      shape->size() != 2)
+    return false;
+  std::vector<int64_t> sext;
+  for (size_t i = 0; i < 2; ++i) {
+    auto st = as_const_int(c.dst.starts[i]), ex = as_const_int(c.dst.extents[i]);
+    if (!st || *st != 0 || !ex || *ex != (*shape)[i]) return false;
+  }
+  for (const auto& e : c.src.extents) {
+    auto x = as_const_int(e);
+    if (!x) return false;
+    sext.push_back(*x);
+  }
+  std::vector<int> sd;
+  for (size_t i = 0; i < sext.size(); ++i)
+    if (sext[i] != 1) sd.push_back(static_cast<int>(i));
+  int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
+  if (static_cast<int>(sd.size()) != nd) return false;
+  return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
+}
+
+// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
+std::unordered_set<const void*> globals_written(const Kernel& k) {
+  std::unordered_set<const void*> out;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    auto w = [&](const Buffer& b) {
+      if (b && b->scope == Scope::global) out.insert(b.get());
+    };
+    switch (s->kind) {
+      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
+      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
+      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
+      default: break;
+    }
+  });
+  return out;
+}
+
 struct ElideInfo {
   const CopyNode* copy = nullptr;
   int writes = 0;
@@ -208,52 +253,20 @@ struct ElideInfo {
 
 std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
   std::unordered_map<const void*, ElideInfo> info;
-  std::unordered_set<const void*> global_written;
   auto bad = [&](const Buffer& b) {
     if (b && b->scope != Scope::global) info[b.get()].bad = true;
-  };
-  auto written = [&](const Buffer& b) {
-    if (b && b->scope == Scope::global) global_written.insert(b.get());
-  };
-  auto const_ext = [](const Region& r, std::vector<int64_t>& out) {
-    for (const auto& e : r.extents) {
-      auto c = as_const_int(e);
-      if (!c) return false;
-      out.push_back(*c);
-    }
-    return true;
   };
   for_each_stmt(k->body, [&](const Stmt& s) {
     switch (s->kind) {
       case StmtKind::Copy: {
         const auto& c = *static_cast<const CopyNode*>(s.get());
         bad(c.src.buffer);  // a tile read by a copy is read elsewhere
-        written(c.dst.buffer);
         const Buffer& d = c.dst.buffer;
         if (d->scope == Scope::global) break;
         ElideInfo& e = info[d.get()];
         e.writes++;
         e.copy = &c;
-        // structural conditions: full 2-D tile <- global region of the same dtype, whose
-        // innermost paired dim is contiguous when the tile's rows are longer than 1
-        auto shape = d->const_shape();
-        std::vector<int64_t> dext, sext;
-        bool ok = c.src.buffer->scope == Scope::global && c.src.buffer->dtype == d->dtype && shape &&
-                  shape->size() == 2 && const_ext(c.dst, dext) && const_ext(c.src, sext);
-        if (ok)
-          for (size_t i = 0; i < 2; ++i) {
-            auto st = as_const_int(c.dst.starts[i]);
-            ok = ok && st && *st == 0 && dext[i] == (*shape)[i];
-          }
-        if (ok) {
-          std::vector<int> sd;
-          for (size_t i = 0; i < sext.size(); ++i)
-            if (sext[i] != 1) sd.push_back(static_cast<int>(i));
-          int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
-          ok = static_cast<int>(sd.size()) == nd;
-          if (ok && (*shape)[1] != 1) ok = sd.back() == static_cast<int>(sext.size()) - 1;
-        }
-        if (!ok) e.bad = true;
+        if (!viewable_copy(c)) e.bad = true;
         break;
       }
       case StmtKind::Gemm: {
@@ -261,26 +274,22 @@ std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
         for (const Buffer* b : {&g.a.buffer, &g.b.buffer})
           if ((*b)->scope != Scope::global) info[b->get()].gemm_read = true;
         bad(g.c.buffer);
-        written(g.c.buffer);
         break;
       }
       case StmtKind::Store: {
         const auto& st = *static_cast<const StoreNode*>(s.get());
         bad(st.buffer);
-        written(st.buffer);
         break;
       }
       case StmtKind::Fill: {
         const auto& f = *static_cast<const FillNode*>(s.get());
         bad(f.dst.buffer);
-        written(f.dst.buffer);
         break;
       }
       case StmtKind::Reduce: {
         const auto& r = *static_cast<const ReduceNode*>(s.get());
         bad(r.src);
         bad(r.dst);
-        written(r.dst);
         break;
       }
       default: break;
@@ -289,6 +298,7 @@ std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
   for_each_expr(k->body, [&](const Expr& e) {
     if (e && e->kind == ExprKind::Load) bad(static_cast<const LoadNode*>(e.get())->buffer);
   });
+  const std::unordered_set<const void*> global_written = globals_written(k);
   std::unordered_set<const void*> out;
   for (const auto& [b, e] : info)
     if (!e.bad && e.writes == 1 && e.gemm_read && e.copy && !global_written.count(e.copy->src.buffer.get()))
@@ -337,50 +347,11 @@ const StoreNode* full_tile_map(const Stmt& s) {
   return other_read ? nullptr : st;
 }
 
-// Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
-// innermost paired dim is contiguous when the tile's rows are longer than 1.
-bool viewable_copy(const CopyNode& c) {
-  const Buffer& d = c.dst.buffer;
-  auto shape = d->const_shape();
-  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || c.src.buffer->dtype != d->dtype || !shape ||
-      shape->size() != 2)
-    return false;
-  std::vector<int64_t> sext;
-  for (size_t i = 0; i < 2; ++i) {
-    auto st = as_const_int(c.dst.starts[i]), ex = as_const_int(c.dst.extents[i]);
-    if (!st || *st != 0 || !ex || *ex != (*shape)[i]) return false;
-  }
-  for (const auto& e : c.src.extents) {
-    auto x = as_const_int(e);
-    if (!x) return false;
-    sext.push_back(*x);
-  }
-  std::vector<int> sd;
-  for (size_t i = 0; i < sext.size(); ++i)
-    if (sext[i] != 1) sd.push_back(static_cast<int>(i));
-  int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
-  if (static_cast<int>(sd.size()) != nd) return false;
-  return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
-}
-
 std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
   std::unordered_set<const void*> out;
   if (!k->body || k->body->kind != StmtKind::Seq) return out;
   const auto& top = static_cast<const SeqNode*>(k->body.get())->body;
-  std::unordered_set<const void*> global_written;
-  for_each_stmt(k->body, [&](const Stmt& s) {
-    auto w = [&](const Buffer& b) {
-      if (b && b->scope == Scope::global) global_written.insert(b.get());
-    };
-    switch (s->kind) {
-      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
-      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
-      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
-      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
-      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
-      default: break;
-    }
-  });
+  const std::unordered_set<const void*> global_written = globals_written(k);
   // candidates: tiles filled by a top-level viewable copy
   std::vector<Buffer> cands;
   for (const auto& s : top)
