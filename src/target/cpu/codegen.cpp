@@ -446,6 +446,13 @@ bool references(const Stmt& s, const Buffer& b) {
   return hit;
 }
 
+// Lane-wise combine of two float32 vectors for a reduction: a sum adds; max/min select
+// `b > a ? b : a` (a NaN element never replaces an accumulator, in any grouping).
+std::string vec_combine(ReduceKind kind, const std::string& a, const std::string& b) {
+  if (kind == ReduceKind::sum) return a + " + " + b;
+  return b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The generator
 
@@ -505,6 +512,10 @@ class CodeGen {
   bool emit_map_reduce(const Stmt& map, const Stmt& reduce);
   // does any statement after `s` (in kernel order) reference t?
   bool used_after(const Stmt& s, const Buffer& t) const;
+  // float32 row reduction of ptr[q .. n) into the vectors tw_v0..tw_v3 (four at a time, then
+  // one into tw_v0; q is left at the scalar tail), and their lane-wise fold into tw_v0
+  void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q);
+  void emit_vec_fold(ReduceKind kind);
 
   // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
   std::string expr(const Expr& e);
@@ -1167,10 +1178,6 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   std::string neutral = rd.reduce_kind == ReduceKind::sum   ? float_lit(0.0, DType(DTypeCode::f32))
                         : rd.reduce_kind == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
                                                             : float_lit(INFINITY, DType(DTypeCode::f32));
-  auto vcombine = [&](const std::string& a, const std::string& b) {
-    if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
-    return b + (rd.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
-  };
   auto combine = [&](const std::string& a, const std::string& b) {
     if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
     return std::string(rd.reduce_kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
@@ -1196,22 +1203,10 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, st->value->dtype, expr(st->value)) + ";");
   close();
   line("int64_t tw_q = 0;");
-  open("for (; tw_q + 4 * tw_cpu::simd::kVF <= tw_jn; tw_q += 4 * tw_cpu::simd::kVF)");
-  for (int q = 0; q < 4; ++q) {
-    std::string v = "tw_v" + std::to_string(q);
-    line("{ const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q + " + std::to_string(q) + " * tw_cpu::simd::kVF); " + v +
-         " = " + vcombine(v, "tw_x") + "; }");
-  }
-  close();
-  open("for (; tw_q + tw_cpu::simd::kVF <= tw_jn; tw_q += tw_cpu::simd::kVF)");
-  line("const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q);");
-  line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
-  close();
+  emit_vec_reduce(rd.reduce_kind, "tw_c", "tw_jn", "tw_q");
   line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
   close();
-  line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
-  line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
-  line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
+  emit_vec_fold(rd.reduce_kind);
   line("float tw_r = " + neutral + ";");
   line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_r = " + combine("tw_r", "tw_v0[tw_j]") + ";");
   line("tw_r = " + combine("tw_r", "tw_acc") + ";");
@@ -1220,6 +1215,26 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   close();
   close();
   return true;
+}
+
+void CodeGen::emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q) {
+  open("for (; " + q + " + 4 * tw_cpu::simd::kVF <= " + n + "; " + q + " += 4 * tw_cpu::simd::kVF)");
+  for (int u = 0; u < 4; ++u) {
+    std::string v = "tw_v" + std::to_string(u);
+    line("{ const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + " + " + std::to_string(u) +
+         " * tw_cpu::simd::kVF); " + v + " = " + vec_combine(kind, v, "tw_x") + "; }");
+  }
+  close();
+  open("for (; " + q + " + tw_cpu::simd::kVF <= " + n + "; " + q + " += tw_cpu::simd::kVF)");
+  line("const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + ");");
+  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_x") + ";");
+  close();
+}
+
+void CodeGen::emit_vec_fold(ReduceKind kind) {
+  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_v1") + ";");
+  line("tw_v2 = " + vec_combine(kind, "tw_v2", "tw_v3") + ";");
+  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_v2") + ";");
 }
 
 // gemm: the last two dims of each region are the matrix (rows, cols); leading dims must have
@@ -1389,33 +1404,13 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       // elements never replace an accumulator); a sum is regrouped (more partial sums than a
       // single chain: no less accurate).
       std::string R_s = std::to_string(R);
-      auto vcombine = [&](const std::string& a, const std::string& b) {
-        if (n.reduce_kind == ReduceKind::sum) return a + " + " + b;
-        return b + (n.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
-      };
       line("using tw_cpu::simd::vf;");
       line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
       line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
       line("const float* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
-      open("for (; tw_r + 4 * tw_cpu::simd::kVF <= " + R_s + "; tw_r += 4 * tw_cpu::simd::kVF)");
-      for (int q = 0; q < 4; ++q) {
-        std::string v = "tw_v" + std::to_string(q);
-        std::string x = "tw_cpu::simd::loadu(tw_row + tw_r + " + std::to_string(q) + " * tw_cpu::simd::kVF)";
-        if (n.reduce_kind == ReduceKind::sum) {
-          line(v + " = " + v + " + " + x + ";");
-        } else {
-          line("{ const vf tw_x = " + x + "; " + v + " = " + vcombine(v, "tw_x") + "; }");
-        }
-      }
-      close();
-      open("for (; tw_r + tw_cpu::simd::kVF <= " + R_s + "; tw_r += tw_cpu::simd::kVF)");
-      line("const vf tw_x = tw_cpu::simd::loadu(tw_row + tw_r);");
-      line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
-      close();
-      line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
-      line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
-      line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
+      emit_vec_reduce(n.reduce_kind, "tw_row", R_s, "tw_r");
+      emit_vec_fold(n.reduce_kind);
       line(A + " tw_acc = " + neutral + ";");
       line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_v0[tw_j]") + ";");
       line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");
