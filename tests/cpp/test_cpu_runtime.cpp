@@ -114,8 +114,8 @@ void run_all_small(uint32_t seed) {
 }
 
 TEST(Gemm, F32Shapes) { run_all_small<float, float>(1); }
-// M = 1 and 2 (fp32, B not transposed) take the GEMV-like path: column chunks of 1024 with a
-// vector tail and a scalar tail, k in groups of 4 with a remainder; M = 3 the streamed-B path.
+// M = 1 and 2 (fp32, B not transposed) take the GEMV-like path: column chunks of up to 4096 with
+// a vector tail and a scalar tail, k in groups of 8 with a remainder; M = 3 the streamed-B path.
 TEST(Gemm, F32SkinnyGemv) {
   const Shape shapes[] = {{1, 2085, 7, 3}, {2, 2085, 9, 0}, {1, 1024, 256, 0}, {2, 17, 130, 1},
                           {1, 5, 3, 0},    {2, 2048, 1, 2}, {3, 1100, 33, 1}};

@@ -144,7 +144,7 @@ def test_gemm_float32_shapes_and_transposes(shape, tA, tB):
 
 
 # M <= 2 rows take the gemv path (B streamed in place, whole rows of up to 4096 columns per
-# pass, 4 rows at a time): blocks wider than one pass, column tails, K tails, transposed A
+# pass, 8 rows at a time): blocks wider than one pass, column tails, K tails, transposed A
 @pytest.mark.parametrize("shape", [(1, 4200, 70, 1, 4200, 70), (2, 4111, 33, 2, 4111, 33),
                                    (1, 300, 1030, 1, 300, 512), (2, 4096, 9, 1, 4096, 9)],
                          ids=lambda s: "x".join(map(str, s[:3])))

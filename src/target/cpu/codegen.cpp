@@ -199,143 +199,6 @@ struct RegionView {
 // view back at it. Sound because the view is taken only when nothing else reads the tile and
 // the kernel never writes the source tensor (so its data cannot change before the gemm).
 
-struct ElideInfo {
-  const CopyNode* copy = nullptr;
-  int writes = 0;
-  bool gemm_read = false;
-  bool bad = false;
-};
-
-std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
-  std::unordered_map<const void*, ElideInfo> info;
-  std::unordered_set<const void*> global_written;
-  auto bad = [&](const Buffer& b) {
-    if (b && b->scope != Scope::global) info[b.get()].bad = true;
-  };
-  auto written = [&](const Buffer& b) {
-    if (b && b->scope == Scope::global) global_written.insert(b.get());
-  };
-  auto const_ext = [](const Region& r, std::vector<int64_t>& out) {
-    for (const auto& e : r.extents) {
-      auto c = as_const_int(e);
-      if (!c) return false;
-      out.push_back(*c);
-    }
-    return true;
-  };
-  for_each_stmt(k->body, [&](const Stmt& s) {
-    switch (s->kind) {
-      case StmtKind::Copy: {
-        const auto& c = *static_cast<const CopyNode*>(s.get());
-        bad(c.src.buffer);  // a tile read by a copy is read elsewhere
-        written(c.dst.buffer);
-        const Buffer& d = c.dst.buffer;
-        if (d->scope == Scope::global) break;
-        ElideInfo& e = info[d.get()];
-        e.writes++;
-        e.copy = &c;
-        // structural conditions: full 2-D tile <- global region of the same dtype, whose
-        // innermost paired dim is contiguous when the tile's rows are longer than 1
-        auto shape = d->const_shape();
-        std::vector<int64_t> dext, sext;
-        bool ok = c.src.buffer->scope == Scope::global && c.src.buffer->dtype == d->dtype && shape &&
-                  shape->size() == 2 && const_ext(c.dst, dext) && const_ext(c.src, sext);
-        if (ok)
-          for (size_t i = 0; i < 2; ++i) {
-            auto st = as_const_int(c.dst.starts[i]);
-            ok = ok && st && *st == 0 && dext[i] == (*shape)[i];
-          }
-        if (ok) {
-          std::vector<int> sd;
-          for (size_t i = 0; i < sext.size(); ++i)
-            if (sext[i] != 1) sd.push_back(static_cast<int>(i));
-          int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
-          ok = static_cast<int>(sd.size()) == nd;
-          if (ok && (*shape)[1] != 1) ok = sd.back() == static_cast<int>(sext.size()) - 1;
-        }
-        if (!ok) e.bad = true;
-        break;
-      }
-      case StmtKind::Gemm: {
-        const auto& g = *static_cast<const GemmNode*>(s.get());
-        for (const Buffer* b : {&g.a.buffer, &g.b.buffer})
-          if ((*b)->scope != Scope::global) info[b->get()].gemm_read = true;
-        bad(g.c.buffer);
-        written(g.c.buffer);
-        break;
-      }
-      case StmtKind::Store: {
-        const auto& st = *static_cast<const StoreNode*>(s.get());
-        bad(st.buffer);
-        written(st.buffer);
-        break;
-      }
-      case StmtKind::Fill: {
-        const auto& f = *static_cast<const FillNode*>(s.get());
-        bad(f.dst.buffer);
-        written(f.dst.buffer);
-        break;
-      }
-      case StmtKind::Reduce: {
-        const auto& r = *static_cast<const ReduceNode*>(s.get());
-        bad(r.src);
-        bad(r.dst);
-        written(r.dst);
-        break;
-      }
-      default: break;
-    }
-  });
-  for_each_expr(k->body, [&](const Expr& e) {
-    if (e && e->kind == ExprKind::Load) bad(static_cast<const LoadNode*>(e.get())->buffer);
-  });
-  std::unordered_set<const void*> out;
-  for (const auto& [b, e] : info)
-    if (!e.bad && e.writes == 1 && e.gemm_read && e.copy && !global_written.count(e.copy->src.buffer.get()))
-      out.insert(b);
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Read-in-place views for row kernels
-//
-// A 2-D tile filled by one copy from a global tensor (full tile, same dtype, rows contiguous in
-// the tensor; a top-level statement of the kernel) is not materialised while it is only read:
-// in the copy's fast path it becomes a (pointer, leading dim) view of the tensor, and loads and
-// row reductions read the tensor in place (the masked path still copies into the tile and points
-// the view at it, as for gemm operands). The view ends at the first top-level full-tile map
-// writing the tile (`for i, j in T.Parallel(shape): t[i, j] = f(...)`, reading t only at
-// [i, j]): that map reads through the view, later statements read the tile. Anything else that
-// writes the tile while the view is live, a copy or gemm reading it then, a reduce of it over
-// its first axis, a second fill, or a kernel that writes the source tensor: no view.
-
-// The store of a full-tile elementwise map (see above) into a tile, or null.
-const StoreNode* full_tile_map(const Stmt& s) {
-  if (!s || s->kind != StmtKind::For) return nullptr;
-  const auto& outer = *static_cast<const ForNode*>(s.get());
-  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return nullptr;
-  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
-  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return nullptr;
-  const auto* st = static_cast<const StoreNode*>(inner.body.get());
-  const Buffer& t = st->buffer;
-  auto shape = t->const_shape();
-  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
-  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  auto is_var = [](const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); };
-  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
-      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || st->indices.size() != 2 ||
-      !is_var(st->indices[0], outer.var) || !is_var(st->indices[1], inner.var))
-    return nullptr;
-  bool other_read = false;
-  for_each_expr(inner.body, [&](const Expr& e) {
-    if (!e || e->kind != ExprKind::Load) return;
-    const auto& l = *static_cast<const LoadNode*>(e.get());
-    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
-      other_read = true;
-  });
-  return other_read ? nullptr : st;
-}
-
 // Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
 // innermost paired dim is contiguous when the tile's rows are longer than 1.
 bool viewable_copy(const CopyNode& c) {
@@ -362,14 +225,12 @@ bool viewable_copy(const CopyNode& c) {
   return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
 }
 
-std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
+// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
+std::unordered_set<const void*> globals_written(const Kernel& k) {
   std::unordered_set<const void*> out;
-  if (!k->body || k->body->kind != StmtKind::Seq) return out;
-  const auto& top = static_cast<const SeqNode*>(k->body.get())->body;
-  std::unordered_set<const void*> global_written;
   for_each_stmt(k->body, [&](const Stmt& s) {
     auto w = [&](const Buffer& b) {
-      if (b && b->scope == Scope::global) global_written.insert(b.get());
+      if (b && b->scope == Scope::global) out.insert(b.get());
     };
     switch (s->kind) {
       case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
@@ -380,6 +241,117 @@ std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
       default: break;
     }
   });
+  return out;
+}
+
+struct ElideInfo {
+  const CopyNode* copy = nullptr;
+  int writes = 0;
+  bool gemm_read = false;
+  bool bad = false;
+};
+
+std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
+  std::unordered_map<const void*, ElideInfo> info;
+  auto bad = [&](const Buffer& b) {
+    if (b && b->scope != Scope::global) info[b.get()].bad = true;
+  };
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::Copy: {
+        const auto& c = *static_cast<const CopyNode*>(s.get());
+        bad(c.src.buffer);  // a tile read by a copy is read elsewhere
+        const Buffer& d = c.dst.buffer;
+        if (d->scope == Scope::global) break;
+        ElideInfo& e = info[d.get()];
+        e.writes++;
+        e.copy = &c;
+        if (!viewable_copy(c)) e.bad = true;
+        break;
+      }
+      case StmtKind::Gemm: {
+        const auto& g = *static_cast<const GemmNode*>(s.get());
+        for (const Buffer* b : {&g.a.buffer, &g.b.buffer})
+          if ((*b)->scope != Scope::global) info[b->get()].gemm_read = true;
+        bad(g.c.buffer);
+        break;
+      }
+      case StmtKind::Store: {
+        const auto& st = *static_cast<const StoreNode*>(s.get());
+        bad(st.buffer);
+        break;
+      }
+      case StmtKind::Fill: {
+        const auto& f = *static_cast<const FillNode*>(s.get());
+        bad(f.dst.buffer);
+        break;
+      }
+      case StmtKind::Reduce: {
+        const auto& r = *static_cast<const ReduceNode*>(s.get());
+        bad(r.src);
+        bad(r.dst);
+        break;
+      }
+      default: break;
+    }
+  });
+  for_each_expr(k->body, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) bad(static_cast<const LoadNode*>(e.get())->buffer);
+  });
+  const std::unordered_set<const void*> global_written = globals_written(k);
+  std::unordered_set<const void*> out;
+  for (const auto& [b, e] : info)
+    if (!e.bad && e.writes == 1 && e.gemm_read && e.copy && !global_written.count(e.copy->src.buffer.get()))
+      out.insert(b);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-in-place views for row kernels
+//
+// A 2-D tile filled by one copy from a global tensor (full tile, same dtype, rows contiguous in
+// the tensor; a top-level statement of the kernel) is not materialised while it is only read:
+// in the copy's fast path it becomes a (pointer, leading dim) view of the tensor, and loads and
+// row reductions read the tensor in place (the masked path still copies into the tile and points
+// the view at it, as for gemm operands). The view ends at the first top-level full-tile map
+// writing the tile (`for i, j in T.Parallel(shape): t[i, j] = f(...)`, reading t only at
+// [i, j]): that map reads through the view, later statements read the tile. Anything else that
+// writes the tile while the view is live, a copy or gemm reading it then, a reduce of it over
+// its first axis, a second fill, or a kernel that writes the source tensor: no view.
+
+bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
+
+// The store of a full-tile elementwise map (see above) into a tile, or null.
+const StoreNode* full_tile_map(const Stmt& s) {
+  if (!s || s->kind != StmtKind::For) return nullptr;
+  const auto& outer = *static_cast<const ForNode*>(s.get());
+  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return nullptr;
+  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
+  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return nullptr;
+  const auto* st = static_cast<const StoreNode*>(inner.body.get());
+  const Buffer& t = st->buffer;
+  auto shape = t->const_shape();
+  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
+  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
+  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
+      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || st->indices.size() != 2 ||
+      !is_var(st->indices[0], outer.var) || !is_var(st->indices[1], inner.var))
+    return nullptr;
+  bool other_read = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (!e || e->kind != ExprKind::Load) return;
+    const auto& l = *static_cast<const LoadNode*>(e.get());
+    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
+      other_read = true;
+  });
+  return other_read ? nullptr : st;
+}
+
+std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
+  std::unordered_set<const void*> out;
+  if (!k->body || k->body->kind != StmtKind::Seq) return out;
+  const auto& top = static_cast<const SeqNode*>(k->body.get())->body;
+  const std::unordered_set<const void*> global_written = globals_written(k);
   // candidates: tiles filled by a top-level viewable copy
   std::vector<Buffer> cands;
   for (const auto& s : top)
@@ -474,7 +446,12 @@ bool references(const Stmt& s, const Buffer& b) {
   return hit;
 }
 
-bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
+// Lane-wise combine of two float32 vectors for a reduction: a sum adds; max/min select
+// `b > a ? b : a` (a NaN element never replaces an accumulator, in any grouping).
+std::string vec_combine(ReduceKind kind, const std::string& a, const std::string& b) {
+  if (kind == ReduceKind::sum) return a + " + " + b;
+  return b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The generator
@@ -535,6 +512,10 @@ class CodeGen {
   bool emit_map_reduce(const Stmt& map, const Stmt& reduce);
   // does any statement after `s` (in kernel order) reference t?
   bool used_after(const Stmt& s, const Buffer& t) const;
+  // float32 row reduction of ptr[q .. n) into the vectors tw_v0..tw_v3 (four at a time, then
+  // one into tw_v0; q is left at the scalar tail), and their lane-wise fold into tw_v0
+  void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q);
+  void emit_vec_fold(ReduceKind kind);
 
   // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
   std::string expr(const Expr& e);
@@ -921,21 +902,18 @@ void CodeGen::emit_copy(const CopyNode& n) {
     // rows are contiguous in both buffers when the innermost looped dim is the last dim of each
     bool rows = nl > 0 && same_type && s.dims.back() == s.rank() - 1 && d.dims.back() == d.rank() - 1;
     int loops = rows ? nl - 1 : nl;
+    // tile -> large global tensor (>= 8 MiB, known at run time): streaming stores, see simd.h
+    bool stream = rows && n.dst.buffer->scope == Scope::global && n.src.buffer->scope != Scope::global;
+    if (stream) {
+      Idx numel = ic(1);
+      for (const auto& x : d.shape) numel = mul(numel, x);
+      line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(" + storage_type(d.dtype) + ") >= (int64_t(8) << 20);");
+    }
     for (int k = 0; k < loops; ++k) {
       if (k == nl - 1) line("#pragma GCC ivdep");
       open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
     }
     auto ptr = [](const std::string& b, const Idx& off) { return off.c == 0 ? b : b + " + " + off.s; };
-    // tile -> large global tensor (>= 8 MiB, known at run time): streaming stores, see simd.h
-    bool stream = rows && n.dst.buffer->scope == Scope::global && n.src.buffer->scope != Scope::global;
-    if (stream) {
-      for (int k = 0; k < loops; ++k) close();
-      Idx numel = ic(1);
-      for (const auto& x : d.shape) numel = mul(numel, x);
-      line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(" + storage_type(d.dtype) + ") >= (int64_t(8) << 20);");
-      for (int k = 0; k < loops; ++k)
-        open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
-    }
     if (rows) {
       std::string args = ptr(d.buf, offset(d, db, nl - 1)) + ", " + ptr(s.buf, offset(s, sb, nl - 1)) + ", " +
                          ext[nl - 1].s + " * sizeof(" + storage_type(d.dtype) + ")";
@@ -1062,21 +1040,18 @@ void CodeGen::emit_prefetch_next(const Buffer& t, const std::string& row) {
 }
 
 bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
-  if (loop_depth_ != 0 || map_s->kind != StmtKind::For || copy_s->kind != StmtKind::Copy) return false;
+  if (loop_depth_ != 0 || copy_s->kind != StmtKind::Copy) return false;
+  // a full-tile map (it reads t only at [i, j]) of float32 rows at least one chunk long
+  const StoreNode* stp = full_tile_map(map_s);
+  if (!stp || stp->buffer->dtype.code != DTypeCode::f32) return false;
+  const auto& st = *stp;
   const auto& outer = *as<ForNode>(map_s);
-  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return false;
   const auto& inner = *as<ForNode>(outer.body);
-  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return false;
-  const auto& st = *as<StoreNode>(inner.body);
   const auto& cp = *as<CopyNode>(copy_s);
   const Buffer& t = st.buffer;
   auto shape = t->const_shape();
-  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
   auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  if (t->scope == Scope::global || t->dtype.code != DTypeCode::f32 || !shape || shape->size() != 2 || !mn0 ||
-      *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 || !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || *e1 < kOutChunk ||
-      st.indices.size() != 2 || !is_var(st.indices[0], outer.var) || !is_var(st.indices[1], inner.var))
-    return false;
+  if (*e1 < kOutChunk) return false;
   // the copy: the whole tile into a global tensor of the same dtype
   if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype ||
       elidable_.count(t.get()))
@@ -1085,16 +1060,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
     auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
     if (!s0 || *s0 != 0 || !ex || *ex != (*shape)[d]) return false;
   }
-  // the map reads t only at [i, j]
-  bool other_read = false;
-  for_each_expr(inner.body, [&](const Expr& e) {
-    if (!e || e->kind != ExprKind::Load) return;
-    const auto& l = *static_cast<const LoadNode*>(e.get());
-    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
-      other_read = true;
-  });
-  if (other_read) return false;
-  // nor the destination tensor (its rows are written before the rest of the map is computed)
+  // the map does not read the destination tensor (its rows are written before the rest of the map is computed)
   bool reads_dst = false;
   for_each_expr(inner.body, [&](const Expr& e) {
     if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == cp.dst.buffer;
@@ -1212,10 +1178,6 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   std::string neutral = rd.reduce_kind == ReduceKind::sum   ? float_lit(0.0, DType(DTypeCode::f32))
                         : rd.reduce_kind == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
                                                             : float_lit(INFINITY, DType(DTypeCode::f32));
-  auto vcombine = [&](const std::string& a, const std::string& b) {
-    if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
-    return b + (rd.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
-  };
   auto combine = [&](const std::string& a, const std::string& b) {
     if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
     return std::string(rd.reduce_kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
@@ -1241,22 +1203,10 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, st->value->dtype, expr(st->value)) + ";");
   close();
   line("int64_t tw_q = 0;");
-  open("for (; tw_q + 4 * tw_cpu::simd::kVF <= tw_jn; tw_q += 4 * tw_cpu::simd::kVF)");
-  for (int q = 0; q < 4; ++q) {
-    std::string v = "tw_v" + std::to_string(q);
-    line("{ const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q + " + std::to_string(q) + " * tw_cpu::simd::kVF); " + v +
-         " = " + vcombine(v, "tw_x") + "; }");
-  }
-  close();
-  open("for (; tw_q + tw_cpu::simd::kVF <= tw_jn; tw_q += tw_cpu::simd::kVF)");
-  line("const vf tw_x = tw_cpu::simd::loadu(tw_c + tw_q);");
-  line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
-  close();
+  emit_vec_reduce(rd.reduce_kind, "tw_c", "tw_jn", "tw_q");
   line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
   close();
-  line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
-  line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
-  line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
+  emit_vec_fold(rd.reduce_kind);
   line("float tw_r = " + neutral + ";");
   line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_r = " + combine("tw_r", "tw_v0[tw_j]") + ";");
   line("tw_r = " + combine("tw_r", "tw_acc") + ";");
@@ -1265,6 +1215,26 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   close();
   close();
   return true;
+}
+
+void CodeGen::emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q) {
+  open("for (; " + q + " + 4 * tw_cpu::simd::kVF <= " + n + "; " + q + " += 4 * tw_cpu::simd::kVF)");
+  for (int u = 0; u < 4; ++u) {
+    std::string v = "tw_v" + std::to_string(u);
+    line("{ const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + " + " + std::to_string(u) +
+         " * tw_cpu::simd::kVF); " + v + " = " + vec_combine(kind, v, "tw_x") + "; }");
+  }
+  close();
+  open("for (; " + q + " + tw_cpu::simd::kVF <= " + n + "; " + q + " += tw_cpu::simd::kVF)");
+  line("const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + ");");
+  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_x") + ";");
+  close();
+}
+
+void CodeGen::emit_vec_fold(ReduceKind kind) {
+  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_v1") + ";");
+  line("tw_v2 = " + vec_combine(kind, "tw_v2", "tw_v3") + ";");
+  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_v2") + ";");
 }
 
 // gemm: the last two dims of each region are the matrix (rows, cols); leading dims must have
@@ -1434,33 +1404,13 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       // elements never replace an accumulator); a sum is regrouped (more partial sums than a
       // single chain: no less accurate).
       std::string R_s = std::to_string(R);
-      auto vcombine = [&](const std::string& a, const std::string& b) {
-        if (n.reduce_kind == ReduceKind::sum) return a + " + " + b;
-        return b + (n.reduce_kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
-      };
       line("using tw_cpu::simd::vf;");
       line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
       line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
       line("const float* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
-      open("for (; tw_r + 4 * tw_cpu::simd::kVF <= " + R_s + "; tw_r += 4 * tw_cpu::simd::kVF)");
-      for (int q = 0; q < 4; ++q) {
-        std::string v = "tw_v" + std::to_string(q);
-        std::string x = "tw_cpu::simd::loadu(tw_row + tw_r + " + std::to_string(q) + " * tw_cpu::simd::kVF)";
-        if (n.reduce_kind == ReduceKind::sum) {
-          line(v + " = " + v + " + " + x + ";");
-        } else {
-          line("{ const vf tw_x = " + x + "; " + v + " = " + vcombine(v, "tw_x") + "; }");
-        }
-      }
-      close();
-      open("for (; tw_r + tw_cpu::simd::kVF <= " + R_s + "; tw_r += tw_cpu::simd::kVF)");
-      line("const vf tw_x = tw_cpu::simd::loadu(tw_row + tw_r);");
-      line("tw_v0 = " + vcombine("tw_v0", "tw_x") + ";");
-      close();
-      line("tw_v0 = " + vcombine("tw_v0", "tw_v1") + ";");
-      line("tw_v2 = " + vcombine("tw_v2", "tw_v3") + ";");
-      line("tw_v0 = " + vcombine("tw_v0", "tw_v2") + ";");
+      emit_vec_reduce(n.reduce_kind, "tw_row", R_s, "tw_r");
+      emit_vec_fold(n.reduce_kind);
       line(A + " tw_acc = " + neutral + ";");
       line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_v0[tw_j]") + ";");
       line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");

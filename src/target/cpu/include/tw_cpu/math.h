@@ -51,8 +51,6 @@ TW_CPU_INLINE float copysign_(float mag, float sgn) {
 inline constexpr float kInf = __builtin_inff();
 inline constexpr float kNaN = __builtin_nanf("");
 
-// e^r * 2^n for |r| <= ln2/2 and n in [-151, 129]: degree-6 polynomial, then 2^n applied in two
-// factors (each a normal float), so subnormal and overflowing results round correctly.
 // e^r for |r| <= ln2/2 (+ rounding): degree-6 polynomial, relative error ~3e-9 before rounding.
 TW_CPU_INLINE float exp_poly(float r) {
   float p = 1.394110844e-03f;
@@ -64,6 +62,8 @@ TW_CPU_INLINE float exp_poly(float r) {
   return fmadd(p, r, 1.0f);
 }
 
+// e^r * 2^n for |r| <= ln2/2 and n in [-151, 129]: degree-6 polynomial, then 2^n applied in two
+// factors (each a normal float), so subnormal and overflowing results round correctly.
 TW_CPU_INLINE float exp_scaled(float r, int32_t ni) {
   float p = exp_poly(r);
   int32_t n1 = ni >> 1, n2 = ni - n1;
