@@ -1,5 +1,7 @@
 #include "ir/functor.h"
 
+#include <cstring>
+
 namespace tw::ir {
 
 namespace {
@@ -270,7 +272,10 @@ bool structural_equal(const Expr& a, const Expr& b) {
   if (!a || !b || a->kind != b->kind || a->dtype != b->dtype) return false;
   switch (a->kind) {
     case ExprKind::IntImm: return as<IntImmNode>(a)->value == as<IntImmNode>(b)->value;
-    case ExprKind::FloatImm: return as<FloatImmNode>(a)->value == as<FloatImmNode>(b)->value;
+    case ExprKind::FloatImm: {  // by bits: 0.0 and -0.0 differ (select folding keeps the sign)
+      double x = as<FloatImmNode>(a)->value, y = as<FloatImmNode>(b)->value;
+      return std::memcmp(&x, &y, sizeof x) == 0;
+    }
     case ExprKind::Var: return false;  // identity, checked above
     case ExprKind::Binary: {
       auto *x = as<BinaryNode>(a), *y = as<BinaryNode>(b);

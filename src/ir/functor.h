@@ -54,7 +54,8 @@ void for_each_expr(const Stmt& s, F&& fn) {
   v.visit(s);
 }
 
-// Same tree: same kinds, dtypes, operators and constants; variables and buffers by identity.
+// Same tree: same kinds, dtypes, operators and constants (floats by bits: 0.0 != -0.0);
+// variables and buffers by identity.
 bool structural_equal(const Expr& a, const Expr& b);
 
 // Sign analysis for index arithmetic: true when integer expression e is provably >= 0, given

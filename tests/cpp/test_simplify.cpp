@@ -59,6 +59,14 @@ TEST(Simplify, LeavesUnsafeFoldsAlone) {
   expect_simplifies(wide, c(int64_t(1) << 40, DTypeCode::i64));
 }
 
+TEST(Simplify, SelectOfSignedZerosIsNotFolded) {
+  Var x = var("x");
+  Expr cond = bin(BinOp::LT, x, c(3));
+  Expr s = select(cond, float_imm(0.0), float_imm(-0.0));  // the sign of zero matters
+  EXPECT_EQ(print(simplify_expr(s)), print(s));
+  expect_simplifies(select(cond, float_imm(1.5), float_imm(1.5)), float_imm(1.5));
+}
+
 TEST(Simplify, IntegerIdentities) {
   Var x = var("x"), y = var("y");
   expect_simplifies(bin(BinOp::Add, x, c(0)), x);
