@@ -67,7 +67,6 @@ using ir::Span;
 
 constexpr int64_t kUbUsable = 196352;  // shared/ascend-910b.md, "Buffers"
 
-
 // ---------------------------------------------------------------------------------------------
 // Types and names
 
@@ -342,10 +341,6 @@ void for_each_instr(const StmtPtr& s, const std::function<void(const Instr&)>& f
   for (const auto& b : s->body) for_each_instr(b, f);
   for_each_instr(s->else_body, f);
 }
-
-struct ScratchNeed {
-  int64_t bytes = 0;
-};
 
 // ---------------------------------------------------------------------------------------------
 // The kernel printer
