@@ -52,6 +52,7 @@
 #include <unordered_set>
 
 #include "ir/printer.h"
+#include "target/registry.h"
 
 namespace tw::ascend {
 
@@ -65,7 +66,7 @@ using ir::Expr;
 using ir::ExprKind;
 using ir::Span;
 
-constexpr int64_t kUbUsable = 196352;  // shared/ascend-910b.md, "Buffers"
+constexpr int64_t kUbUsable = target::AscendParams{}.ub_bytes;  // the registry's usable UB per AIV
 
 // ---------------------------------------------------------------------------------------------
 // Types and names
