@@ -466,13 +466,20 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
     k.cross.resize(chip.cross_flag_ids);
     for (auto& ps : k.pipes) ps.ring.assign(chip.pipe_queue_depth, 0);
     if (opt.functional) {
+      // Physical sizes, grown to cover every buffer of this core type: a buffer past the capacity
+      // is reported below (Capacity) and must still run without touching memory it does not own.
+      auto assign = [&](Mem m, int64_t bytes) {
+        for (const auto& b : prog.buffers)
+          if (b.core == k.type && b.mem == m) bytes = std::max(bytes, b.offset + b.bytes);
+        k.mem[static_cast<int>(m)].assign(static_cast<size_t>(bytes), 0);
+      };
       if (k.type == CoreType::AIC) {
-        k.mem[static_cast<int>(Mem::L1)].assign(524288, 0);
-        k.mem[static_cast<int>(Mem::L0A)].assign(chip.l0a_bytes, 0);
-        k.mem[static_cast<int>(Mem::L0B)].assign(chip.l0b_bytes, 0);
-        k.mem[static_cast<int>(Mem::L0C)].assign(chip.l0c_bytes, 0);
+        assign(Mem::L1, 524288);
+        assign(Mem::L0A, chip.l0a_bytes);
+        assign(Mem::L0B, chip.l0b_bytes);
+        assign(Mem::L0C, chip.l0c_bytes);
       } else {
-        k.mem[static_cast<int>(Mem::UB)].assign(196608, 0);
+        assign(Mem::UB, 196608);
       }
     }
   }
