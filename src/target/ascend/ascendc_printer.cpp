@@ -52,6 +52,7 @@
 #include <unordered_set>
 
 #include "ir/printer.h"
+#include "target/registry.h"
 
 namespace tw::ascend {
 
@@ -65,8 +66,7 @@ using ir::Expr;
 using ir::ExprKind;
 using ir::Span;
 
-constexpr int64_t kUbUsable = 196352;  // shared/ascend-910b.md, "Buffers"
-
+constexpr int64_t kUbUsable = target::AscendParams{}.ub_bytes;  // the registry's usable UB per AIV
 
 // ---------------------------------------------------------------------------------------------
 // Types and names
@@ -342,10 +342,6 @@ void for_each_instr(const StmtPtr& s, const std::function<void(const Instr&)>& f
   for (const auto& b : s->body) for_each_instr(b, f);
   for_each_instr(s->else_body, f);
 }
-
-struct ScratchNeed {
-  int64_t bytes = 0;
-};
 
 // ---------------------------------------------------------------------------------------------
 // The kernel printer

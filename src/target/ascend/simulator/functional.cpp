@@ -13,6 +13,15 @@ namespace {
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
 int es_of(ir::DTypeCode t) { return ir::DType(t).bytes(); }
+// Element offsets in the fractal layouts (program.h, LoadL0 / Mmad): Nz with strips of `strip`
+// rows and width w (L1 with w = C0; L0C with w = 16), Zz (L0A, K1 = K / C0), Zn (L0B, N1 = N / 16).
+int64_t nz_off(int64_t r, int64_t c, int64_t strip, int64_t w) { return ((c / w) * strip + r) * w + c % w; }
+int64_t zz_off(int64_t m, int64_t k, int64_t K1, int64_t c0) {
+  return (m / 16) * (K1 * 16 * c0) + (k / c0) * (16 * c0) + (m % 16) * c0 + k % c0;
+}
+int64_t zn_off(int64_t k, int64_t n, int64_t N1, int64_t c0) {
+  return (k / c0) * (N1 * 16 * c0) + (n / 16) * (16 * c0) + (n % 16) * c0 + k % c0;
+}
 int align_of(Mem m) {
   switch (m) {
     case Mem::L1: return 32;
@@ -261,10 +270,10 @@ void Machine::functional(Core& c, const RInstr& r) {
           const uint8_t* S = base(c, x.src).data + x.src.off;
           uint8_t* D = base(c, x.dst).data + x.dst.off;
           bool to_a = prog.buffers[x.dst.index].mem == Mem::L0A;
-          auto nz = [&](int64_t rr, int64_t cc) { return ((cc / c0) * x.src_rows + rr) * c0 + cc % c0; };
+          auto nz = [&](int64_t rr, int64_t cc) { return nz_off(rr, cc, x.src_rows, c0); };
           if (to_a) {
             int64_t K1 = x.dst_cols / c0;
-            auto zz = [&](int64_t m, int64_t k) { return (m / 16) * (K1 * 16 * c0) + (k / c0) * (16 * c0) + (m % 16) * c0 + k % c0; };
+            auto zz = [&](int64_t m, int64_t k) { return zz_off(m, k, K1, c0); };
             if (!x.transpose) {
               for (int64_t i = 0; i < x.dst_rows; ++i)
                 for (int64_t j = 0; j < x.dst_cols; j += c0)
@@ -276,7 +285,7 @@ void Machine::functional(Core& c, const RInstr& r) {
             }
           } else {
             int64_t N1 = x.dst_cols / 16;
-            auto zn = [&](int64_t k, int64_t n) { return (k / c0) * (N1 * 16 * c0) + (n / 16) * (16 * c0) + (n % 16) * c0 + k % c0; };
+            auto zn = [&](int64_t k, int64_t n) { return zn_off(k, n, N1, c0); };
             if (!x.transpose) {  // D[k][n] = S[r0 + n][c0 + k]
               for (int64_t n = 0; n < x.dst_cols; ++n)
                 for (int64_t k = 0; k < x.dst_rows; k += c0)
@@ -295,9 +304,9 @@ void Machine::functional(Core& c, const RInstr& r) {
           const uint8_t* B = base(c, x.b).data + x.b.off;
           uint8_t* C = base(c, x.c).data + x.c.off;
           int64_t m = x.m, n = x.n, k = x.k, K1 = cdiv(k, c0), N1 = cdiv(n, 16), Mp = rup(m, 16);
-          auto zz = [&](int64_t i, int64_t kk) { return (i / 16) * (K1 * 16 * c0) + (kk / c0) * (16 * c0) + (i % 16) * c0 + kk % c0; };
-          auto zn = [&](int64_t kk, int64_t j) { return (kk / c0) * (N1 * 16 * c0) + (j / 16) * (16 * c0) + (j % 16) * c0 + kk % c0; };
-          auto lc = [&](int64_t i, int64_t j) { return (j / 16) * (Mp * 16) + i * 16 + j % 16; };
+          auto zz = [&](int64_t i, int64_t kk) { return zz_off(i, kk, K1, c0); };
+          auto zn = [&](int64_t kk, int64_t j) { return zn_off(kk, j, N1, c0); };
+          auto lc = [&](int64_t i, int64_t j) { return nz_off(i, j, Mp, 16); };
           if (x.in == ir::DTypeCode::i8) {
             ia.resize(m * k), ib.resize(k * n), ic.resize(m * n);
             for (int64_t i = 0; i < m; ++i)
@@ -360,7 +369,7 @@ void Machine::functional(Core& c, const RInstr& r) {
           for (int64_t i = 0; i < x.m; ++i) {
             uint8_t* drow = D + i * x.dst_row_stride * es;
             for (int64_t j = 0; j < x.n; ++j) {
-              const uint8_t* s = S + ((j / 16) * (Mp * 16) + i * 16 + j % 16) * 4;
+              const uint8_t* s = S + nz_off(i, j, Mp, 16) * 4;
               if (x.from == ir::DTypeCode::i32) {
                 int32_t v;
                 std::memcpy(&v, s, 4);

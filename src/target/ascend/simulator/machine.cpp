@@ -51,11 +51,10 @@ std::string_view report_kind_name(ReportKind k) {
 
 namespace {
 template <class Get>
-ROp build(const InstrOp& op, const Program& p, Get&& get) {
+ROp build(const InstrOp& op, Get&& get) {
   auto gm = [&](const GmRef& r) { return RMem{true, r.param, get(r.offset).i}; };
   auto loc = [&](const LocalRef& r) { return RMem{false, r.buffer, get(r.offset).i}; };
   auto vo = [&](const VecOperand& v) { return RVecOperand{loc(v.at), get(v.row_stride).i}; };
-  (void)p;
   return std::visit(
       Overload{
           [&](const CopyGmToL1& x) -> ROp {
@@ -322,8 +321,10 @@ Value Machine::eval(int id, const std::vector<Value>& s) const {
       int64_t i = from_f ? static_cast<int64_t>(std::trunc(a.f)) : a.i;
       return Value{i, static_cast<double>(i)};
     }
-    case ir::ExprKind::Select:
-      return eval(n.a, s).i != 0 || eval(n.a, s).f != 0 ? eval(n.b, s) : eval(n.c, s);
+    case ir::ExprKind::Select: {
+      Value cond = eval(n.a, s);
+      return cond.i != 0 || cond.f != 0 ? eval(n.b, s) : eval(n.c, s);
+    }
     case ir::ExprKind::Load:
       break;
   }
@@ -388,7 +389,7 @@ void Machine::compile_stmt(const StmtPtr& s, Code& code) {
     case StmtKind::Instr: {
       BC bc = make_bc(BC::Instr);
       bc.instr = &s->instr;
-      build(s->instr.op, prog, [&](const ir::Expr& e) {
+      build(s->instr.op, [&](const ir::Expr& e) {
         bc.exprs.push_back(compile_expr(e));
         return Value{};
       });
@@ -465,13 +466,20 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
     k.cross.resize(chip.cross_flag_ids);
     for (auto& ps : k.pipes) ps.ring.assign(chip.pipe_queue_depth, 0);
     if (opt.functional) {
+      // Physical sizes, grown to cover every buffer of this core type: a buffer past the capacity
+      // is reported below (Capacity) and must still run without touching memory it does not own.
+      auto assign = [&](Mem m, int64_t bytes) {
+        for (const auto& b : prog.buffers)
+          if (b.core == k.type && b.mem == m) bytes = std::max(bytes, b.offset + b.bytes);
+        k.mem[static_cast<int>(m)].assign(static_cast<size_t>(bytes), 0);
+      };
       if (k.type == CoreType::AIC) {
-        k.mem[static_cast<int>(Mem::L1)].assign(524288, 0);
-        k.mem[static_cast<int>(Mem::L0A)].assign(chip.l0a_bytes, 0);
-        k.mem[static_cast<int>(Mem::L0B)].assign(chip.l0b_bytes, 0);
-        k.mem[static_cast<int>(Mem::L0C)].assign(chip.l0c_bytes, 0);
+        assign(Mem::L1, 524288);
+        assign(Mem::L0A, chip.l0a_bytes);
+        assign(Mem::L0B, chip.l0b_bytes);
+        assign(Mem::L0C, chip.l0c_bytes);
       } else {
-        k.mem[static_cast<int>(Mem::UB)].assign(196608, 0);
+        assign(Mem::UB, 196608);
       }
     }
   }
@@ -582,7 +590,7 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
   r.in = bc.instr;
   r.pipe = bc.instr->pipe();
   size_t k = 0;
-  r.op = build(bc.instr->op, prog, [&](const ir::Expr&) { return eval(bc.exprs[k++], c.slots); });
+  r.op = build(bc.instr->op, [&](const ir::Expr&) { return eval(bc.exprs[k++], c.slots); });
   // static validation at issue
   auto bad = [&](ReportKind kind, std::string msg) {
     report(kind, std::move(msg), {describe(c, r.in, c.scalar_time)});
@@ -713,6 +721,19 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
     ps.ring[r.seq % ps.ring.size()] = start;
     return true;
   }
+  // A wait (WaitFlag or CrossCoreWaitFlag) whose set has arrived: takes the set, acquires its
+  // clock, and stalls the pipe (and the scalar unit for a wait on S) until the set fires.
+  auto consume = [&](FlagQueue& q) {
+    FlagEntry e = q.pop();
+    if (checker) {
+      r.uid = checker->record(c, r.in, start);
+      checker->acquire(c, r.pipe, e.vc);
+    }
+    if (opt.trace && e.fire > start)
+      result.trace.push_back({c.index, static_cast<uint8_t>(pipe), start, e.fire - start, nullptr});
+    ps.free = std::max(start, e.fire);
+    if (pipe == 0) c.scalar_time = std::max(c.scalar_time, e.fire);
+  };
   if (auto* f = std::get_if<RFlag>(&r.op)) {
     FlagQueue& q = c.flags[(static_cast<int>(f->src) * 8 + static_cast<int>(f->dst)) * chip.flag_event_ids + f->event];
     if (f->set) {
@@ -723,21 +744,13 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
       if (!c.pipes[d].pending.empty() || (d == 0 && c.blocked == Core::SWait)) wakes_.push_back({&c, d});
     } else {
       if (q.empty()) return --events_, false;
-      FlagEntry e = q.pop();
-      if (checker) {
-        r.uid = checker->record(c, r.in, start);
-        checker->acquire(c, r.pipe, e.vc);
-        if (!q.empty())
-          report(ReportKind::FlagSetTwice,
-                 "SetFlag<" + std::string(pipe_name(f->src)) + "_" + std::string(pipe_name(f->dst)) + ">(" +
-                     std::to_string(f->event) + ") was set again before this WaitFlag consumed the earlier set "
-                     "(setting a flag twice without a wait is undefined): wait before setting again or use another event id",
-                 {checker->describe(q.front().uid), checker->describe(r.uid)});
-      }
-      if (opt.trace && e.fire > start)
-        result.trace.push_back({c.index, static_cast<uint8_t>(pipe), start, e.fire - start, nullptr});
-      ps.free = std::max(start, e.fire);
-      if (pipe == 0) c.scalar_time = std::max(c.scalar_time, e.fire);
+      consume(q);
+      if (checker && !q.empty())
+        report(ReportKind::FlagSetTwice,
+               "SetFlag<" + std::string(pipe_name(f->src)) + "_" + std::string(pipe_name(f->dst)) + ">(" +
+                   std::to_string(f->event) + ") was set again before this WaitFlag consumed the earlier set "
+                   "(setting a flag twice without a wait is undefined): wait before setting again or use another event id",
+               {checker->describe(q.front().uid), checker->describe(r.uid)});
     }
     ps.ring[r.seq % ps.ring.size()] = start;
     return true;
@@ -750,21 +763,12 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
     } else {
       FlagQueue& q = c.cross[x->id];
       if (q.empty()) return --events_, false;
-      FlagEntry e = q.pop();
-      if (checker) {
-        r.uid = checker->record(c, r.in, start);
-        checker->acquire(c, r.pipe, e.vc);
-      }
-      if (opt.trace && e.fire > start)
-        result.trace.push_back({c.index, static_cast<uint8_t>(pipe), start, e.fire - start, nullptr});
-      ps.free = std::max(start, e.fire);
-      if (pipe == 0) c.scalar_time = std::max(c.scalar_time, e.fire);
+      consume(q);
     }
     ps.ring[r.seq % ps.ring.size()] = start;
     return true;
   }
-  if (auto* b = std::get_if<RBarrier>(&r.op)) {
-    (void)b;
+  if (std::holds_alternative<RBarrier>(r.op)) {
     ps.free = std::max(start, ps.last_complete);
     if (checker) checker->barrier(c, r.pipe);
     ps.ring[r.seq % ps.ring.size()] = start;
