@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/functor.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "target/ascend/plan_memory.h"
 #include "transform/simplify.h"
 
 namespace tw::ascend {
@@ -178,7 +180,7 @@ class Lowerer {
       b.rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
       b.cols = shape.back();
       int64_t nrows = b.cols ? numel / b.cols : 0;
-      b.pcols = nrows > 1 ? round_up(b.cols, 32 / t.bytes()) : b.cols;
+      b.pcols = nrows > 1 ? round_up(b.cols, c0_of(t)) : b.cols;
       b.slice_bytes = b.bytes = round_up(nrows * b.pcols * t.bytes(), 32);
       return b;
     }
@@ -188,12 +190,7 @@ class Lowerer {
                   sp, "Cube buffers hold matrices; a leading third dim indexes separate matrices (double buffering)");
     b.rows = shape[shape.size() - 2];
     b.cols = shape.back();
-    int64_t c0 = 32 / t.bytes();
-    switch (m) {
-      case Mem::L1: case Mem::L0A: b.prows = round_up(b.rows, 16); b.pcols = round_up(b.cols, c0); break;
-      case Mem::L0B: b.prows = round_up(b.rows, c0); b.pcols = round_up(b.cols, 16); break;
-      default: b.prows = round_up(b.rows, 16); b.pcols = round_up(b.cols, 16); break;  // L0C: 16x16 fractals
-    }
+    std::tie(b.prows, b.pcols) = fractal_dims(m, t, b.rows, b.cols);
     b.slice_bytes = b.prows * b.pcols * t.bytes();
     b.bytes = b.slice_bytes * (numel / (b.rows * b.cols));
     return b;
@@ -225,9 +222,8 @@ class Lowerer {
       if (g->a.buffer->scope != Scope::L1 && g->b.buffer->scope != Scope::L1) return;
       auto [m, k, n] = gemm_dims(*g);
       ir::DType t = g->a.buffer->dtype;
-      int64_t c0 = 32 / t.bytes();
-      need_a = std::max(need_a, round_up(m, 16) * round_up(k, c0) * t.bytes());
-      need_b = std::max(need_b, round_up(k, c0) * round_up(n, 16) * t.bytes());
+      need_a = std::max(need_a, tile_bytes(Mem::L0A, t, {m, k}));
+      need_b = std::max(need_b, tile_bytes(Mem::L0B, t, {k, n}));
       gemm_t = t;
       gemm_span = s->span;
     });
@@ -254,9 +250,8 @@ class Lowerer {
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {
-      int64_t c0 = 32 / gemm_t.bytes();
       Buf a;
-      a.mem = Mem::L0A; a.dtype = gemm_t; a.slice_bytes = a.bytes = need_a; a.prows = 16; a.pcols = c0;
+      a.mem = Mem::L0A; a.dtype = gemm_t; a.slice_bytes = a.bytes = need_a; a.prows = 16; a.pcols = c0_of(gemm_t);
       gemm_l0a_ = declare("_gemm_L0A", a, gemm_span, {need_a / gemm_t.bytes()});
       Buf bb = a;
       bb.mem = Mem::L0B; bb.slice_bytes = bb.bytes = need_b;

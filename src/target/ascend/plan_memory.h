@@ -44,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "target/ascend/program.h"
@@ -60,5 +61,8 @@ int64_t buffer_alignment(Mem m);
 // memories hold matrices of the last two dims as fractals (L1/L0A: rows to 16, cols to C0;
 // L0B: rows to C0, cols to 16; L0C: both to 16), a leading dim counts separate matrices.
 int64_t tile_bytes(Mem m, ir::DType dtype, const std::vector<int64_t>& shape);
+
+// The padded {rows, cols} of one rows x cols matrix in Cube memory m (the fractal formats above).
+std::pair<int64_t, int64_t> fractal_dims(Mem m, ir::DType dtype, int64_t rows, int64_t cols);
 
 }  // namespace tw::ascend
