@@ -38,6 +38,11 @@ Expr min_(const Expr& a, const Expr& b) {
   if (x && y) return C(std::min(*x, *y));
   return simp(ir::binary(ir::BinOp::Min, a, b));
 }
+// Calls fn on every node of expression e (ir::for_each_expr walks statements).
+template <class F>
+void for_each_subexpr(const Expr& e, F&& fn) {
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, e->span), fn);
+}
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
 
@@ -447,7 +452,7 @@ class Lowerer {
   }
 
   void check_scalar(const Expr& e, const Span& sp, const std::string& what) {
-    ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, sp), [&](const Expr& x) {
+    for_each_subexpr(e, [&](const Expr& x) {
       if (x->kind == ir::ExprKind::Load)
         throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
                         ": scalar reads of tiles are not supported in Ascend expert mode",
@@ -794,6 +799,16 @@ class Lowerer {
   // A map's loops: constant extents, except the innermost one, which may be a scalar expression
   // (legalize_vector's masks write runtime column ranges); `extent` is -1 then.
   struct Loop { const ir::VarNode* var; int64_t extent; Expr ext; };
+  // True when e is the same on every iteration of the map: it reads no tile element and uses no
+  // loop variable.
+  static bool invariant(const Expr& e, const std::vector<Loop>& loops) {
+    bool ok = true;
+    for_each_subexpr(e, [&](const Expr& x) {
+      ok &= x->kind != ir::ExprKind::Load;
+      for (const auto& l : loops) ok &= x.get() != l.var;
+    });
+    return ok;
+  }
   // One buffer access of the map: which loop variable indexes each dim (-1: none) and the base.
   struct Access {
     const ir::BufferNode* buffer = nullptr;
@@ -827,12 +842,7 @@ class Lowerer {
       auto* n = as<ir::IfNode>(body);
       auto* c = n->cond->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(n->cond) : nullptr;
       bool free = c && c->op == ir::BinOp::LT && c->a.get() == loops.back().var;
-      if (free)
-        ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), c->b, sp), [&](const Expr& x) {
-          for (const auto& l : loops) free &= x.get() != l.var;
-          free &= x->kind != ir::ExprKind::Load;
-        });
-      if (!free)
+      if (!free || !invariant(c->b, loops))
         throw Error("this T.Parallel body is not a vector instruction: an if inside a map (only `if j < n` on the "
                     "innermost index is)", body->span, map_hint());
       Expr w = ir::binary(ir::BinOp::Max, min_(loops.back().ext, idx32(c->b)), C(0), sp);
@@ -903,12 +913,7 @@ class Lowerer {
       } else {
         base = e;
       }
-      bool uses = false;
-      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), base, sp), [&](const Expr& x) {
-        for (const auto& l : loops) uses |= x.get() == l.var;
-        if (x->kind == ir::ExprKind::Load) uses = true;
-      });
-      if (uses) return std::nullopt;
+      if (!invariant(base, loops)) return std::nullopt;
       for (int o : a.var_of_dim)
         if (v >= 0 && o == v) return std::nullopt;  // one loop variable in two dims
       a.var_of_dim.push_back(v);
@@ -985,14 +990,7 @@ class Lowerer {
       if (!a || !row_vector(*a, loops.size()) || a->buf->dtype != t) return std::nullopt;
       return LocalRef{a->buf->index, a->offset};
     };
-    auto scalar = [&](const Expr& e) -> bool {
-      bool ok = true;
-      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, sp), [&](const Expr& x) {
-        if (x->kind == ir::ExprKind::Load) ok = false;
-        for (const auto& l : loops) ok &= x.get() != l.var;
-      });
-      return ok;
-    };
+    auto scalar = [&](const Expr& e) { return invariant(e, loops); };
     auto is_lit = [](const Expr& e, double v) {
       if (e->kind == ir::ExprKind::FloatImm) return as<ir::FloatImmNode>(e)->value == v;
       if (e->kind == ir::ExprKind::IntImm) return static_cast<double>(as<ir::IntImmNode>(e)->value) == v;
