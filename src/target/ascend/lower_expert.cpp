@@ -774,24 +774,14 @@ class Lowerer {
 
   // Operands whose rows are contiguous (row_stride == cols) are treated as one row: rows x cols
   // becomes 1 x rows*cols. Otherwise every row stride must be a multiple of 32 B.
-  std::pair<int64_t, int64_t> collapse(std::vector<VecOperand*> ops, int64_t rows, int64_t cols, const Span& sp,
-                                       ir::DType t = ir::DType(ir::DTypeCode::f32)) {
+  std::pair<int64_t, int64_t> collapse(std::vector<VecOperand*> ops, int64_t rows, int64_t cols, const Span& sp) {
     bool all = true;
     for (auto* o : ops) all &= ir::as_const_int(o->row_stride) == cols;
     if (rows == 1 || all) {
       for (auto* o : ops) o->row_stride = C(rows * cols);
       return {1, rows * cols};
     }
-    (void)t;
-    for (auto* o : ops) {
-      const BufferDecl& d = p_.buffers[o->at.buffer];
-      int64_t b = d.dtype.bytes();
-      auto st = ir::as_const_int(o->row_stride);
-      if (st && (*st * b) % 32)
-        throw Error("vector operand in " + q(d.name) + ": rows are " + std::to_string(*st * b) +
-                        " B apart, not a multiple of 32 B (a repeat stride)",
-                    sp, "make the tile's last dim a multiple of " + std::to_string(32 / b) + " elements");
-    }
+    collapse_strict(ops, sp);
     return {rows, cols};
   }
 
@@ -1134,7 +1124,7 @@ class Lowerer {
       auto st = ir::as_const_int(o->row_stride);
       if (st && (*st * b) % 32)
         throw Error("vector operand in " + q(d.name) + ": rows are " + std::to_string(*st * b) +
-                        " B apart, not a multiple of 32 B",
+                        " B apart, not a multiple of 32 B (a repeat stride)",
                     sp, "make the tile's last dim a multiple of " + std::to_string(32 / b) + " elements");
     }
   }
