@@ -46,16 +46,23 @@ const DType kF16{DTypeCode::f16};
 // The dtype vector arithmetic on values of dtype t is done in (bfloat16 has no AIV arithmetic).
 DType compute_type(DType t) { return t == kBF16 ? kF32 : t; }
 
-bool uses_var(const Expr& e, const ir::VarNode* v) {
+// Calls fn on every node of expression e (ir::for_each_expr walks statements).
+template <class F>
+void for_each_subexpr(const Expr& e, F&& fn) {
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), fn);
+}
+// True when some node of expression e satisfies pred.
+template <class P>
+bool any_subexpr(const Expr& e, P&& pred) {
   bool found = false;
-  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) { found |= x.get() == v; });
+  for_each_subexpr(e, [&](const Expr& x) { found = found || pred(x); });
   return found;
 }
+bool uses_var(const Expr& e, const ir::VarNode* v) {
+  return any_subexpr(e, [&](const Expr& x) { return x.get() == v; });
+}
 bool has_load(const Expr& e) {
-  bool found = false;
-  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}),
-                    [&](const Expr& x) { found |= x->kind == ir::ExprKind::Load; });
-  return found;
+  return any_subexpr(e, [](const Expr& x) { return x->kind == ir::ExprKind::Load; });
 }
 
 Stmt seq(std::vector<Stmt> body, const Span& sp) {
@@ -267,7 +274,9 @@ class Legalizer {
     return l->buffer.get() == m.x.get() && l->indices.size() == 2 && is_var(l->indices[0], m.i) &&
            is_var(l->indices[1], m.j);
   }
-  static bool mentions(const Stmt& s, const Buffer& b) {
+  // True when statement or expression n references buffer b.
+  template <class N>
+  static bool mentions(const N& n, const Buffer& b) {
     struct V : ir::Visitor {
       const ir::BufferNode* b;
       bool hit = false;
@@ -275,18 +284,7 @@ class Legalizer {
       using ir::Visitor::visit;
     } v;
     v.b = b.get();
-    v.visit(s);
-    return v.hit;
-  }
-  static bool mentions(const Expr& e, const Buffer& b) {
-    struct V : ir::Visitor {
-      const ir::BufferNode* b;
-      bool hit = false;
-      void visit_buffer(const Buffer& x) override { hit = hit || x.get() == b; }
-      using ir::Visitor::visit;
-    } v;
-    v.b = b.get();
-    v.visit(e);
+    v.visit(n);
     return v.hit;
   }
   // X[i, j] * K (either order): K, else nullopt.
@@ -540,7 +538,7 @@ class Legalizer {
     for (size_t i = 0; i < frames_.size(); ++i)
       if (frames_[i].barrier) d = static_cast<int>(i);
     for (const auto& e : es)
-      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) {
+      for_each_subexpr(e, [&](const Expr& x) {
         if (x->kind != ir::ExprKind::Var) return;
         auto it = depth_.find(as<ir::VarNode>(x));
         if (it != depth_.end()) d = std::max(d, it->second);
