@@ -186,7 +186,7 @@ class Lowerer {
       b.cols = shape.back();
       int64_t nrows = b.cols ? numel / b.cols : 0;
       b.pcols = nrows > 1 ? round_up(b.cols, c0_of(t)) : b.cols;
-      b.slice_bytes = b.bytes = round_up(nrows * b.pcols * t.bytes(), 32);
+      b.slice_bytes = b.bytes = tile_bytes(m, t, shape);
       return b;
     }
     if (shape.size() < 2)

@@ -35,7 +35,11 @@ std::pair<int64_t, int64_t> fractal_dims(Mem m, ir::DType t, int64_t rows, int64
 int64_t tile_bytes(Mem m, ir::DType t, const std::vector<int64_t>& shape) {
   int64_t numel = 1;
   for (auto d : shape) numel *= d;
-  if (m == Mem::UB || shape.size() < 2) return round_up(numel * t.bytes(), 32);
+  if (m == Mem::UB) {  // rows padded to whole 32 B blocks when there are several (lower_expert's layout)
+    int64_t cols = shape.empty() ? 1 : shape.back(), nrows = cols ? numel / cols : 0;
+    return round_up(nrows * (nrows > 1 ? round_up(cols, c0_of(t)) : cols) * t.bytes(), 32);
+  }
+  if (shape.size() < 2) return round_up(numel * t.bytes(), 32);
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
   auto [prows, pcols] = fractal_dims(m, t, rows, cols);
   return prows * pcols * t.bytes() * (numel / (rows * cols));
