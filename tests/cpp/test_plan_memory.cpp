@@ -206,6 +206,7 @@ TEST(PlanMemory, AlignmentAndTileBytes) {
   ir::DType f16{ir::DTypeCode::f16}, f32{ir::DTypeCode::f32};
   EXPECT_EQ(tile_bytes(Mem::UB, f32, {5}), 32);                  // 20 B rounded up to 32
   EXPECT_EQ(tile_bytes(Mem::UB, f16, {3, 16}), 96);
+  EXPECT_EQ(tile_bytes(Mem::UB, f32, {3, 5}), 3 * 8 * 4);        // rows padded to 32 B, as lower_expert lays them out
   EXPECT_EQ(tile_bytes(Mem::L1, f16, {20, 40}), 32 * 48 * 2);    // Nz: rows to 16, cols to C0 = 16
   EXPECT_EQ(tile_bytes(Mem::L0A, f32, {20, 12}), 32 * 16 * 4);   // Zz: cols to C0 = 8
   EXPECT_EQ(tile_bytes(Mem::L0B, f32, {12, 20}), 16 * 32 * 4);   // Zn: rows to C0, cols to 16

@@ -46,16 +46,34 @@ const DType kF16{DTypeCode::f16};
 // The dtype vector arithmetic on values of dtype t is done in (bfloat16 has no AIV arithmetic).
 DType compute_type(DType t) { return t == kBF16 ? kF32 : t; }
 
-bool uses_var(const Expr& e, const ir::VarNode* v) {
+// Calls fn on every node of expression e (ir::for_each_expr walks statements).
+template <class F>
+void for_each_subexpr(const Expr& e, F&& fn) {
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), fn);
+}
+// True when some node of expression e satisfies pred.
+template <class P>
+bool any_subexpr(const Expr& e, P&& pred) {
   bool found = false;
-  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) { found |= x.get() == v; });
+  for_each_subexpr(e, [&](const Expr& x) { found = found || pred(x); });
   return found;
 }
+bool uses_var(const Expr& e, const ir::VarNode* v) {
+  return any_subexpr(e, [&](const Expr& x) { return x.get() == v; });
+}
 bool has_load(const Expr& e) {
-  bool found = false;
-  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}),
-                    [&](const Expr& x) { found |= x->kind == ir::ExprKind::Load; });
-  return found;
+  return any_subexpr(e, [](const Expr& x) { return x->kind == ir::ExprKind::Load; });
+}
+
+// One level of a T.Parallel map: for v in parallel(0, extent) { body }.
+Stmt pfor(const Var& v, const Expr& extent, const Stmt& body, const Span& sp) {
+  return std::make_shared<ir::ForNode>(v, C(0), extent, ir::ForKind::parallel, 0, body, sp);
+}
+Stmt pfor(const Var& v, int64_t extent, const Stmt& body, const Span& sp) { return pfor(v, C(extent), body, sp); }
+
+// The elementwise operation that merges two partial results of a reduction.
+ir::BinOp combine_op(ir::ReduceKind k) {
+  return k == ir::ReduceKind::sum ? ir::BinOp::Add : k == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
 }
 
 Stmt seq(std::vector<Stmt> body, const Span& sp) {
@@ -267,7 +285,9 @@ class Legalizer {
     return l->buffer.get() == m.x.get() && l->indices.size() == 2 && is_var(l->indices[0], m.i) &&
            is_var(l->indices[1], m.j);
   }
-  static bool mentions(const Stmt& s, const Buffer& b) {
+  // True when statement or expression n references buffer b.
+  template <class N>
+  static bool mentions(const N& n, const Buffer& b) {
     struct V : ir::Visitor {
       const ir::BufferNode* b;
       bool hit = false;
@@ -275,18 +295,7 @@ class Legalizer {
       using ir::Visitor::visit;
     } v;
     v.b = b.get();
-    v.visit(s);
-    return v.hit;
-  }
-  static bool mentions(const Expr& e, const Buffer& b) {
-    struct V : ir::Visitor {
-      const ir::BufferNode* b;
-      bool hit = false;
-      void visit_buffer(const Buffer& x) override { hit = hit || x.get() == b; }
-      using ir::Visitor::visit;
-    } v;
-    v.b = b.get();
-    v.visit(e);
+    v.visit(n);
     return v.hit;
   }
   // X[i, j] * K (either order): K, else nullopt.
@@ -304,7 +313,7 @@ class Legalizer {
 
   std::vector<Stmt> fold_exp2(const std::vector<Stmt>& body) {
     std::vector<Stmt> out = body;
-    const double ln2 = 0.6931471805599453;
+    const double ln2 = M_LN2;
     for (size_t w = 0; w < out.size(); ++w) {
       auto W = as_map2(out[w]);
       if (!W) continue;
@@ -378,7 +387,7 @@ class Legalizer {
           Var i = fresh_var("i", sp);
           Stmt sc = std::make_shared<ir::StoreNode>(
               m2, std::vector<Expr>{i}, ir::binary(ir::BinOp::Mul, ir::load(ml->buffer, {i}, sp), fimm(ln2), sp), sp);
-          pre.push_back(std::make_shared<ir::ForNode>(i, C(0), C(E->rows), ir::ForKind::parallel, 0, sc, sp));
+          pre.push_back(pfor(i, E->rows, sc, sp));
           for (auto& x : pre) fixed.push_back(x);
           Expr ev = ir::call(ir::MathFn::exp, {ir::binary(ir::BinOp::Sub, sub->a, ir::load(m2, {ml->indices[0]}, sp), sp)}, sp);
           fixed.push_back(remap2(out[k], ev));
@@ -397,7 +406,7 @@ class Legalizer {
         Expr back = ir::binary(ir::BinOp::Mul, ir::load(tmp, {i}, r->span), fimm(1.0 / ln2), r->span);
         Expr v = r->clear ? back : ir::binary(ir::BinOp::Max, ir::load(r->dst, {i}, r->span), back, r->span);
         Stmt st = std::make_shared<ir::StoreNode>(r->dst, std::vector<Expr>{i}, v, r->span);
-        fixed.push_back(std::make_shared<ir::ForNode>(i, C(0), C(W->rows), ir::ForKind::parallel, 0, st, r->span));
+        fixed.push_back(pfor(i, W->rows, st, r->span));
       }
       out = std::move(fixed);
     }
@@ -540,7 +549,7 @@ class Legalizer {
     for (size_t i = 0; i < frames_.size(); ++i)
       if (frames_[i].barrier) d = static_cast<int>(i);
     for (const auto& e : es)
-      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) {
+      for_each_subexpr(e, [&](const Expr& x) {
         if (x->kind != ir::ExprKind::Var) return;
         auto it = depth_.find(as<ir::VarNode>(x));
         if (it != depth_.end()) d = std::max(d, it->second);
@@ -586,7 +595,7 @@ class Legalizer {
     Expr v = f(ir::load(src.buffer, index(src, *sd), sp));
     Stmt body = std::make_shared<ir::StoreNode>(dst.buffer, index(dst, *dd), v, sp);
     for (size_t k = vars.size(); k-- > 0;)
-      body = std::make_shared<ir::ForNode>(vars[k], C(0), C(ext[k]), ir::ForKind::parallel, 0, body, sp);
+      body = pfor(vars[k], ext[k], body, sp);
     return body;
   }
 
@@ -642,6 +651,11 @@ class Legalizer {
     return {s};
   }
 
+  // True when rows of `cols` elements of `bytes` each are wider than one repeat and fold in halves
+  // whose rows stay 32 B aligned.
+  static bool halvable(int64_t cols, int64_t per_repeat, int64_t bytes) {
+    return cols > per_repeat && cols % 2 == 0 && (cols / 2 * bytes) % 32 == 0;
+  }
   // A row reduction (sum/max/min over the last dim) of a rows x cols tile with cols wider than one
   // 256 B repeat: WholeReduce costs one repeat per row and per 256 B of it at a fraction of the
   // full vector rate, so the columns are first folded in halves with full-rate elementwise ops,
@@ -653,9 +667,8 @@ class Legalizer {
     auto shape = *src->const_shape();
     int64_t rows = shape[0], cols = shape[1];
     int64_t bytes = src->dtype.bytes();
-    ir::BinOp op = kind == ir::ReduceKind::sum ? ir::BinOp::Add
-                   : kind == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
-    while (cols > per_repeat && cols % 2 == 0 && (cols / 2 * bytes) % 32 == 0) {
+    ir::BinOp op = combine_op(kind);
+    while (halvable(cols, per_repeat, bytes)) {
       int64_t half = cols / 2;
       // one scratch tile per dtype and shape, shared by every halving (max, then sum: never live
       // together), so the UB keeps room for staging
@@ -666,8 +679,8 @@ class Legalizer {
       Var i = fresh_var("i", sp), j = fresh_var("j", sp);
       Expr v = ir::binary(op, ir::load(src, {i, j}, sp), ir::load(src, {i, ir::binary(ir::BinOp::Add, j, C(half), sp)}, sp), sp);
       Stmt body = std::make_shared<ir::StoreNode>(h, std::vector<Expr>{i, j}, v, sp);
-      body = std::make_shared<ir::ForNode>(j, C(0), C(half), ir::ForKind::parallel, 0, body, sp);
-      body = std::make_shared<ir::ForNode>(i, C(0), C(rows), ir::ForKind::parallel, 0, body, sp);
+      body = pfor(j, half, body, sp);
+      body = pfor(i, rows, body, sp);
       for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
       src = h;
       cols = half;
@@ -684,8 +697,7 @@ class Legalizer {
     std::vector<int64_t> sshape = shape_of(r->src);
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
     int64_t per_repeat = 256 / ct.bytes();
-    bool wide = sshape.size() == 2 && r->axis == 1 && sshape[1] > per_repeat && sshape[1] % 2 == 0 &&
-                (sshape[1] / 2 * ct.bytes()) % 32 == 0;
+    bool wide = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
     if (r->clear && ct == st && dt == st && !wide) return {s};
     std::vector<Stmt> out;
     Buffer src = r->src;
@@ -714,13 +726,11 @@ class Legalizer {
       v = ir::cast(part, dt, sp);
     } else {
       Expr old = ir::load(r->dst, idx, sp);
-      ir::BinOp op = r->reduce_kind == ir::ReduceKind::sum ? ir::BinOp::Add
-                     : r->reduce_kind == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
-      v = ir::cast(ir::binary(op, ir::cast(old, ct, sp), part, sp), dt, sp);
+      v = ir::cast(ir::binary(combine_op(r->reduce_kind), ir::cast(old, ct, sp), part, sp), dt, sp);
     }
     Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(v), sp);
     for (size_t k = vars.size(); k-- > 0;)
-      body = std::make_shared<ir::ForNode>(vars[k], C(0), C(dims[k]), ir::ForKind::parallel, 0, body, sp);
+      body = pfor(vars[k], dims[k], body, sp);
     for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
     return out;
   }
@@ -1156,7 +1166,7 @@ Stmt MapLowering::make_map(Shape shape, const Place& dst, const Expr& value, con
   for (const auto& i : dst.idx) idx.push_back(simp(ir::substitute(i, sub)));
   Stmt body = std::make_shared<ir::StoreNode>(dst.buf, idx, ir::substitute(value, sub), sp);
   for (size_t k = loops.size(); k-- > 0;)
-    body = std::make_shared<ir::ForNode>(loops[k].first, C(0), C(loops[k].second), ir::ForKind::parallel, 0, body, sp);
+    body = pfor(loops[k].first, loops[k].second, body, sp);
   return body;
 }
 
@@ -1398,12 +1408,12 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
     };
     if (nrows == 1) {
       Stmt body = guarded(f(row0, j, C(0)));
-      return std::make_shared<ir::ForNode>(j, C(0), C(max_cols), ir::ForKind::parallel, 0, body, sp);
+      return pfor(j, max_cols, body, sp);
     }
     Var i = L_.fresh_var("i", sp);
     Stmt body = guarded(f(add(row0, i), j, i));
-    body = std::make_shared<ir::ForNode>(j, C(0), C(max_cols), ir::ForKind::parallel, 0, body, sp);
-    return std::make_shared<ir::ForNode>(i, C(0), C(nrows), ir::ForKind::parallel, 0, body, sp);
+    body = pfor(j, max_cols, body, sp);
+    return pfor(i, nrows, body, sp);
   };
   auto mask_rows = [&](int64_t nrows, const Expr& row0, const Expr& lo_c, const Expr& hi_c) {
     std::vector<Stmt> s;

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/functor.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "target/ascend/plan_memory.h"
 #include "transform/simplify.h"
 
 namespace tw::ascend {
@@ -35,6 +37,11 @@ Expr min_(const Expr& a, const Expr& b) {
   auto x = ir::as_const_int(a), y = ir::as_const_int(b);
   if (x && y) return C(std::min(*x, *y));
   return simp(ir::binary(ir::BinOp::Min, a, b));
+}
+// Calls fn on every node of expression e (ir::for_each_expr walks statements).
+template <class F>
+void for_each_subexpr(const Expr& e, F&& fn) {
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, e->span), fn);
 }
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
@@ -178,8 +185,8 @@ class Lowerer {
       b.rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
       b.cols = shape.back();
       int64_t nrows = b.cols ? numel / b.cols : 0;
-      b.pcols = nrows > 1 ? round_up(b.cols, 32 / t.bytes()) : b.cols;
-      b.slice_bytes = b.bytes = round_up(nrows * b.pcols * t.bytes(), 32);
+      b.pcols = nrows > 1 ? round_up(b.cols, c0_of(t)) : b.cols;
+      b.slice_bytes = b.bytes = tile_bytes(m, t, shape);
       return b;
     }
     if (shape.size() < 2)
@@ -188,12 +195,7 @@ class Lowerer {
                   sp, "Cube buffers hold matrices; a leading third dim indexes separate matrices (double buffering)");
     b.rows = shape[shape.size() - 2];
     b.cols = shape.back();
-    int64_t c0 = 32 / t.bytes();
-    switch (m) {
-      case Mem::L1: case Mem::L0A: b.prows = round_up(b.rows, 16); b.pcols = round_up(b.cols, c0); break;
-      case Mem::L0B: b.prows = round_up(b.rows, c0); b.pcols = round_up(b.cols, 16); break;
-      default: b.prows = round_up(b.rows, 16); b.pcols = round_up(b.cols, 16); break;  // L0C: 16x16 fractals
-    }
+    std::tie(b.prows, b.pcols) = fractal_dims(m, t, b.rows, b.cols);
     b.slice_bytes = b.prows * b.pcols * t.bytes();
     b.bytes = b.slice_bytes * (numel / (b.rows * b.cols));
     return b;
@@ -225,9 +227,8 @@ class Lowerer {
       if (g->a.buffer->scope != Scope::L1 && g->b.buffer->scope != Scope::L1) return;
       auto [m, k, n] = gemm_dims(*g);
       ir::DType t = g->a.buffer->dtype;
-      int64_t c0 = 32 / t.bytes();
-      need_a = std::max(need_a, round_up(m, 16) * round_up(k, c0) * t.bytes());
-      need_b = std::max(need_b, round_up(k, c0) * round_up(n, 16) * t.bytes());
+      need_a = std::max(need_a, tile_bytes(Mem::L0A, t, {m, k}));
+      need_b = std::max(need_b, tile_bytes(Mem::L0B, t, {k, n}));
       gemm_t = t;
       gemm_span = s->span;
     });
@@ -254,9 +255,8 @@ class Lowerer {
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {
-      int64_t c0 = 32 / gemm_t.bytes();
       Buf a;
-      a.mem = Mem::L0A; a.dtype = gemm_t; a.slice_bytes = a.bytes = need_a; a.prows = 16; a.pcols = c0;
+      a.mem = Mem::L0A; a.dtype = gemm_t; a.slice_bytes = a.bytes = need_a; a.prows = 16; a.pcols = c0_of(gemm_t);
       gemm_l0a_ = declare("_gemm_L0A", a, gemm_span, {need_a / gemm_t.bytes()});
       Buf bb = a;
       bb.mem = Mem::L0B; bb.slice_bytes = bb.bytes = need_b;
@@ -452,7 +452,7 @@ class Lowerer {
   }
 
   void check_scalar(const Expr& e, const Span& sp, const std::string& what) {
-    ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, sp), [&](const Expr& x) {
+    for_each_subexpr(e, [&](const Expr& x) {
       if (x->kind == ir::ExprKind::Load)
         throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
                         ": scalar reads of tiles are not supported in Ascend expert mode",
@@ -774,24 +774,14 @@ class Lowerer {
 
   // Operands whose rows are contiguous (row_stride == cols) are treated as one row: rows x cols
   // becomes 1 x rows*cols. Otherwise every row stride must be a multiple of 32 B.
-  std::pair<int64_t, int64_t> collapse(std::vector<VecOperand*> ops, int64_t rows, int64_t cols, const Span& sp,
-                                       ir::DType t = ir::DType(ir::DTypeCode::f32)) {
+  std::pair<int64_t, int64_t> collapse(std::vector<VecOperand*> ops, int64_t rows, int64_t cols, const Span& sp) {
     bool all = true;
     for (auto* o : ops) all &= ir::as_const_int(o->row_stride) == cols;
     if (rows == 1 || all) {
       for (auto* o : ops) o->row_stride = C(rows * cols);
       return {1, rows * cols};
     }
-    (void)t;
-    for (auto* o : ops) {
-      const BufferDecl& d = p_.buffers[o->at.buffer];
-      int64_t b = d.dtype.bytes();
-      auto st = ir::as_const_int(o->row_stride);
-      if (st && (*st * b) % 32)
-        throw Error("vector operand in " + q(d.name) + ": rows are " + std::to_string(*st * b) +
-                        " B apart, not a multiple of 32 B (a repeat stride)",
-                    sp, "make the tile's last dim a multiple of " + std::to_string(32 / b) + " elements");
-    }
+    collapse_strict(ops, sp);
     return {rows, cols};
   }
 
@@ -799,6 +789,16 @@ class Lowerer {
   // A map's loops: constant extents, except the innermost one, which may be a scalar expression
   // (legalize_vector's masks write runtime column ranges); `extent` is -1 then.
   struct Loop { const ir::VarNode* var; int64_t extent; Expr ext; };
+  // True when e is the same on every iteration of the map: it reads no tile element and uses no
+  // loop variable.
+  static bool invariant(const Expr& e, const std::vector<Loop>& loops) {
+    bool ok = true;
+    for_each_subexpr(e, [&](const Expr& x) {
+      ok &= x->kind != ir::ExprKind::Load;
+      for (const auto& l : loops) ok &= x.get() != l.var;
+    });
+    return ok;
+  }
   // One buffer access of the map: which loop variable indexes each dim (-1: none) and the base.
   struct Access {
     const ir::BufferNode* buffer = nullptr;
@@ -832,12 +832,7 @@ class Lowerer {
       auto* n = as<ir::IfNode>(body);
       auto* c = n->cond->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(n->cond) : nullptr;
       bool free = c && c->op == ir::BinOp::LT && c->a.get() == loops.back().var;
-      if (free)
-        ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), c->b, sp), [&](const Expr& x) {
-          for (const auto& l : loops) free &= x.get() != l.var;
-          free &= x->kind != ir::ExprKind::Load;
-        });
-      if (!free)
+      if (!free || !invariant(c->b, loops))
         throw Error("this T.Parallel body is not a vector instruction: an if inside a map (only `if j < n` on the "
                     "innermost index is)", body->span, map_hint());
       Expr w = ir::binary(ir::BinOp::Max, min_(loops.back().ext, idx32(c->b)), C(0), sp);
@@ -908,12 +903,7 @@ class Lowerer {
       } else {
         base = e;
       }
-      bool uses = false;
-      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), base, sp), [&](const Expr& x) {
-        for (const auto& l : loops) uses |= x.get() == l.var;
-        if (x->kind == ir::ExprKind::Load) uses = true;
-      });
-      if (uses) return std::nullopt;
+      if (!invariant(base, loops)) return std::nullopt;
       for (int o : a.var_of_dim)
         if (v >= 0 && o == v) return std::nullopt;  // one loop variable in two dims
       a.var_of_dim.push_back(v);
@@ -990,14 +980,7 @@ class Lowerer {
       if (!a || !row_vector(*a, loops.size()) || a->buf->dtype != t) return std::nullopt;
       return LocalRef{a->buf->index, a->offset};
     };
-    auto scalar = [&](const Expr& e) -> bool {
-      bool ok = true;
-      ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, sp), [&](const Expr& x) {
-        if (x->kind == ir::ExprKind::Load) ok = false;
-        for (const auto& l : loops) ok &= x.get() != l.var;
-      });
-      return ok;
-    };
+    auto scalar = [&](const Expr& e) { return invariant(e, loops); };
     auto is_lit = [](const Expr& e, double v) {
       if (e->kind == ir::ExprKind::FloatImm) return as<ir::FloatImmNode>(e)->value == v;
       if (e->kind == ir::ExprKind::IntImm) return static_cast<double>(as<ir::IntImmNode>(e)->value) == v;
@@ -1141,7 +1124,7 @@ class Lowerer {
       auto st = ir::as_const_int(o->row_stride);
       if (st && (*st * b) % 32)
         throw Error("vector operand in " + q(d.name) + ": rows are " + std::to_string(*st * b) +
-                        " B apart, not a multiple of 32 B",
+                        " B apart, not a multiple of 32 B (a repeat stride)",
                     sp, "make the tile's last dim a multiple of " + std::to_string(32 / b) + " elements");
     }
   }

@@ -23,17 +23,25 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 }  // namespace
 
+std::pair<int64_t, int64_t> fractal_dims(Mem m, ir::DType t, int64_t rows, int64_t cols) {
+  int64_t c0 = c0_of(t);
+  switch (m) {
+    case Mem::L0B: return {round_up(rows, c0), round_up(cols, 16)};  // Zn
+    case Mem::L0C: return {round_up(rows, 16), round_up(cols, 16)};  // Nz of 16x16 fractals
+    default: return {round_up(rows, 16), round_up(cols, c0)};        // L1 (Nz), L0A (Zz)
+  }
+}
+
 int64_t tile_bytes(Mem m, ir::DType t, const std::vector<int64_t>& shape) {
   int64_t numel = 1;
   for (auto d : shape) numel *= d;
-  if (m == Mem::UB || shape.size() < 2) return round_up(numel * t.bytes(), 32);
-  int64_t rows = shape[shape.size() - 2], cols = shape.back(), c0 = 32 / t.bytes();
-  int64_t prows = 0, pcols = 0;
-  switch (m) {
-    case Mem::L0B: prows = round_up(rows, c0); pcols = round_up(cols, 16); break;
-    case Mem::L0C: prows = round_up(rows, 16); pcols = round_up(cols, 16); break;
-    default: prows = round_up(rows, 16); pcols = round_up(cols, c0); break;  // L1 (Nz), L0A (Zz)
+  if (m == Mem::UB) {  // rows padded to whole 32 B blocks when there are several (lower_expert's layout)
+    int64_t cols = shape.empty() ? 1 : shape.back(), nrows = cols ? numel / cols : 0;
+    return round_up(nrows * (nrows > 1 ? round_up(cols, c0_of(t)) : cols) * t.bytes(), 32);
   }
+  if (shape.size() < 2) return round_up(numel * t.bytes(), 32);
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  auto [prows, pcols] = fractal_dims(m, t, rows, cols);
   return prows * pcols * t.bytes() * (numel / (rows * cols));
 }
 

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "target/ascend/program.h"
@@ -56,9 +57,13 @@ Program plan_memory(const Program& program, const target::Target& target, bool r
 // Alignment in bytes of a buffer start in memory m.
 int64_t buffer_alignment(Mem m);
 
-// Bytes a tile of `shape` takes in memory m: UB dense row-major (rounded up to 32 B); Cube
+// Bytes a tile of `shape` takes in memory m: UB row-major, rows padded to whole 32 B blocks when
+// there are several (as lower_expert lays UB tiles out), rounded up to 32 B; Cube
 // memories hold matrices of the last two dims as fractals (L1/L0A: rows to 16, cols to C0;
 // L0B: rows to C0, cols to 16; L0C: both to 16), a leading dim counts separate matrices.
 int64_t tile_bytes(Mem m, ir::DType dtype, const std::vector<int64_t>& shape);
+
+// The padded {rows, cols} of one rows x cols matrix in Cube memory m (the fractal formats above).
+std::pair<int64_t, int64_t> fractal_dims(Mem m, ir::DType dtype, int64_t rows, int64_t cols);
 
 }  // namespace tw::ascend
