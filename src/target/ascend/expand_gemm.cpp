@@ -1,4 +1,5 @@
 #include "target/ascend/expand_gemm.h"
+#include "target/ascend/pass_util.h"
 
 #include <unordered_map>
 
@@ -16,9 +17,6 @@ using ir::Expr;
 using ir::Scope;
 using ir::Stmt;
 
-Expr C(int64_t v) { return ir::int_imm(v); }
-Expr simp(const Expr& e) { return transform::simplify_expr(e); }
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 Stmt seq(std::vector<Stmt> v, const ir::Span& sp) { return std::make_shared<ir::SeqNode>(std::move(v), sp); }
 
 struct Loop {

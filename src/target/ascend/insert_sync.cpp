@@ -401,27 +401,6 @@ struct SyncPair {
   ir::Span set_span, wait_span, hoist_span;
 };
 
-bool legal_pair(CoreType t, Pipe s, Pipe d) {
-  using P = Pipe;
-  auto in = [](P x, std::initializer_list<P> l) { return std::find(l.begin(), l.end(), x) != l.end(); };
-  if (t == CoreType::AIC) {
-    switch (s) {
-      case P::M: return in(d, {P::MTE1, P::MTE2, P::FIX});
-      case P::MTE1: return in(d, {P::M, P::MTE2, P::MTE3, P::FIX});
-      case P::MTE2: return in(d, {P::M, P::MTE1, P::MTE3});
-      case P::MTE3: return in(d, {P::MTE1, P::MTE2});
-      case P::FIX: return in(d, {P::M, P::MTE1});
-      default: return false;
-    }
-  }
-  switch (s) {
-    case P::S: return in(d, {P::V, P::MTE2, P::MTE3});
-    case P::V: return in(d, {P::S, P::MTE2, P::MTE3});
-    case P::MTE2: return in(d, {P::S, P::V, P::MTE3});
-    case P::MTE3: return in(d, {P::S, P::V, P::MTE2});
-    default: return false;
-  }
-}
 
 bool in_order(Pipe p) { return p == Pipe::M || p == Pipe::S; }
 
@@ -853,10 +832,10 @@ class CoreSync {
         sp.hoist = outermost_loop(d->loop);
         sp.hoist_span = nodes_[sp.hoist].stmt->span;
       }
-      if (!legal_pair(core_, pa, pb)) {
+      if (!flag_pair_legal(core_, pa, pb)) {
         bool found = false;
         for (Pipe r : {Pipe::MTE1, Pipe::M, Pipe::MTE2, Pipe::MTE3, Pipe::V, Pipe::FIX, Pipe::S})
-          if (r != pa && r != pb && legal_pair(core_, pa, r) && legal_pair(core_, r, pb)) {
+          if (r != pa && r != pb && flag_pair_legal(core_, pa, r) && flag_pair_legal(core_, r, pb)) {
             sp.relay = true, sp.r = r, found = true;
             break;
           }
@@ -904,7 +883,7 @@ class CoreSync {
         int n = static_cast<int>(blocks_[sp.C].kids.size());
         int w = sp.w - n;
         bool ordered = w >= sp.s || reaches(sp.C, sp.q, w, sp.p, sp.s);
-        if (!ordered && legal_pair(core_, sp.q, sp.p)) {
+        if (!ordered && flag_pair_legal(core_, sp.q, sp.p)) {
           SyncPair g;
           g.p = sp.q, g.q = sp.p;
           g.C = sp.C, g.s = g.w = sp.s;
@@ -923,7 +902,7 @@ class CoreSync {
         int F = sp.C;
         if (blocks_[F].owner >= 0 && nodes_[blocks_[F].owner].kind == StmtKind::For) {
           int nF = static_cast<int>(blocks_[F].kids.size());
-          if (!reaches2(F, sp.q, sp.w, sp.p, sp.s + nF) && legal_pair(core_, sp.q, sp.p)) {
+          if (!reaches2(F, sp.q, sp.w, sp.p, sp.s + nF) && flag_pair_legal(core_, sp.q, sp.p)) {
             auto key = std::make_tuple(F, sp.q, sp.p);
             auto it = body_guard.find(key);
             if (it == body_guard.end()) body_guard[key] = sp.s;

@@ -1,6 +1,7 @@
 // legalize_vector: portable vector code -> one Ascend vector instruction per statement. The rules
 // are listed in legalize_vector.h.
 #include "target/ascend/legalize_vector.h"
+#include "target/ascend/pass_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,8 +31,6 @@ using ir::Stmt;
 using ir::Var;
 
 std::string q(const std::string& n) { return "'" + n + "'"; }
-Expr C(int64_t v) { return ir::int_imm(v); }
-Expr simp(const Expr& e) { return transform::simplify_expr(e); }
 Expr add(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Add, a, b)); }
 Expr sub(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Sub, a, b)); }
 Expr mul(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Mul, a, b)); }

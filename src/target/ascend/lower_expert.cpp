@@ -1,5 +1,6 @@
 // lower_expert: Ascend expert-mode kernel -> Ascend program. The rules are listed in lower_expert.h.
 #include "target/ascend/lower_expert.h"
+#include "target/ascend/pass_util.h"
 
 #include <algorithm>
 #include <functional>
@@ -25,11 +26,8 @@ using ir::Span;
 
 
 std::string q(const std::string& n) { return "'" + n + "'"; }
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Index arithmetic, folded as it is built.
-Expr C(int64_t v) { return ir::int_imm(v); }
-Expr simp(const Expr& e) { return transform::simplify_expr(e); }
 Expr add(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Add, a, b)); }
 Expr sub(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Sub, a, b)); }
 Expr mul(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Mul, a, b)); }
@@ -47,7 +45,6 @@ void for_each_subexpr(const Expr& e, F&& fn) {
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
 
 
-bool is_cube_mem(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
 
 // A statically placed tile buffer. Cube buffers: `slices` matrices of rows x cols (the last two
 // dims), stored as fractal matrices of prows x pcols. UB: row-major, `shape` as declared, rows
@@ -162,15 +159,6 @@ class Lowerer {
     }
   }
 
-  static Mem mem_of(Scope s) {
-    switch (s) {
-      case Scope::L1: return Mem::L1;
-      case Scope::L0A: return Mem::L0A;
-      case Scope::L0B: return Mem::L0B;
-      case Scope::L0C: return Mem::L0C;
-      default: return Mem::UB;
-    }
-  }
   // Geometry of a buffer of `shape` in memory m (see Buf). Throws for shapes a memory cannot hold.
   static Buf geometry(Mem m, ir::DType t, const std::vector<int64_t>& shape, const std::string& name, const Span& sp) {
     Buf b;
@@ -211,7 +199,7 @@ class Lowerer {
         workspace(b);
         return;
       }
-      if (!is_cube_mem(b->scope) && b->scope != Scope::UB)
+      if (!mem_of(b->scope))
         throw Error(std::string(ir::scope_name(b->scope)) + " buffer " + q(b->name) +
                         " in an expert-mode kernel: expert mode places every tile itself",
                     s->span, "use T.alloc_L1 / alloc_L0A / alloc_L0B / alloc_L0C / alloc_UB");
@@ -251,7 +239,7 @@ class Lowerer {
     };
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
-      Buf g = declare(b->name, geometry(mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
+      Buf g = declare(b->name, geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {

@@ -1,4 +1,5 @@
 #include "target/ascend/map_grid.h"
+#include "target/ascend/pass_util.h"
 
 #include "ir/functor.h"
 #include "transform/simplify.h"
@@ -11,10 +12,8 @@ using ir::BinOp;
 using ir::Expr;
 using ir::Scope;
 
-Expr C(int64_t v) { return ir::int_imm(v); }
 Expr bin(BinOp op, const Expr& a, const Expr& b) { return transform::simplify_expr(ir::binary(op, a, b)); }
 
-bool is_cube_scope(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include "target/ascend/multi_buffer.h"
+#include "target/ascend/pass_util.h"
 
 #include <array>
 #include <functional>
@@ -20,8 +21,6 @@ using ir::Expr;
 using ir::Scope;
 using ir::Stmt;
 
-Expr C(int64_t v) { return ir::int_imm(v); }
-Expr simp(const Expr& e) { return transform::simplify_expr(e); }
 
 // One copy of a loop body: the loop var replaced, staged tiles indexed by `stage`, every variable
 // defined in the body renamed.
@@ -91,17 +90,6 @@ struct Instantiate : ir::Mutator {
   }
 };
 
-std::optional<Mem> mem_of(Scope s) {
-  switch (s) {
-    case Scope::L1: return Mem::L1;
-    case Scope::L0A: return Mem::L0A;
-    case Scope::L0B: return Mem::L0B;
-    case Scope::L0C: return Mem::L0C;
-    case Scope::UB: return Mem::UB;
-    default: return std::nullopt;
-  }
-}
-
 int64_t bytes_of(const Buffer& b) {
   auto m = mem_of(b->scope);
   auto shape = b->const_shape();
@@ -157,9 +145,8 @@ struct MultiBuffer : ir::Mutator {
       if (auto m = mem_of(b->scope)) extra[static_cast<int>(*m)] += bytes_of(b);
     }
     if (!any) return 1;
-    const int64_t cap[kNumMems] = {0, hw.l1_bytes, hw.l0a_bytes, hw.l0b_bytes, hw.l0c_bytes, hw.ub_bytes};
     for (int m = 1; m < kNumMems; ++m)
-      if (used[m] + extra[m] > cap[m]) return 1;
+      if (used[m] + extra[m] > capacity_of(hw, static_cast<Mem>(m))) return 1;
     for (int m = 1; m < kNumMems; ++m) used[m] += extra[m];
     return 2;
   }

@@ -1,5 +1,6 @@
 // plan_memory: static buffer placement with liveness-based reuse. The rules are in plan_memory.h.
 #include "target/ascend/plan_memory.h"
+#include "target/ascend/pass_util.h"
 
 #include <algorithm>
 #include <optional>
@@ -19,7 +20,6 @@ int64_t buffer_alignment(Mem m) {
 
 namespace {
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 }  // namespace
 
@@ -377,17 +377,6 @@ int64_t place(const std::vector<Item>& items, int64_t align, bool reuse, std::ve
   return used;
 }
 
-int64_t capacity_of(const target::AscendParams& hw, Mem m) {
-  switch (m) {
-    case Mem::L1: return hw.l1_bytes;
-    case Mem::L0A: return hw.l0a_bytes;
-    case Mem::L0B: return hw.l0b_bytes;
-    case Mem::L0C: return hw.l0c_bytes;
-    case Mem::UB: return hw.ub_bytes;
-    default: return 0;
-  }
-}
-
 std::string shape_str(const std::vector<int64_t>& sh) {
   std::string s;
   for (size_t i = 0; i < sh.size(); ++i) s += (i ? "x" : "") + std::to_string(sh[i]);
@@ -457,6 +446,18 @@ std::string shape_str(const std::vector<int64_t>& sh) {
 }
 
 }  // namespace
+
+int64_t capacity_of(const target::AscendParams& hw, Mem m) {
+  switch (m) {
+    case Mem::L1: return hw.l1_bytes;
+    case Mem::L0A: return hw.l0a_bytes;
+    case Mem::L0B: return hw.l0b_bytes;
+    case Mem::L0C: return hw.l0c_bytes;
+    case Mem::UB: return hw.ub_bytes;
+    default: return 0;
+  }
+}
+
 
 Program plan_memory(const Program& program, const target::Target& target, bool reuse) {
   Program out = program;

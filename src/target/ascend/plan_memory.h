@@ -57,6 +57,9 @@ Program plan_memory(const Program& program, const target::Target& target, bool r
 // Alignment in bytes of a buffer start in memory m.
 int64_t buffer_alignment(Mem m);
 
+// Bytes of memory m the target lets a kernel use (0 for GM).
+int64_t capacity_of(const target::AscendParams& hw, Mem m);
+
 // Bytes a tile of `shape` takes in memory m: UB row-major, rows padded to whole 32 B blocks when
 // there are several (as lower_expert lays UB tiles out), rounded up to 32 B; Cube
 // memories hold matrices of the last two dims as fractals (L1/L0A: rows to 16, cols to C0;

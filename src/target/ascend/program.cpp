@@ -1,5 +1,8 @@
 #include "target/ascend/program.h"
 
+#include <algorithm>
+#include <initializer_list>
+
 namespace tw::ascend {
 
 std::string_view mem_name(Mem m) {
@@ -102,6 +105,28 @@ int Program::find_buffer(std::string_view n) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name == n) return static_cast<int>(i);
   return -1;
+}
+
+bool flag_pair_legal(CoreType t, Pipe s, Pipe d) {
+  using P = Pipe;
+  auto in = [](P x, std::initializer_list<P> l) { return std::find(l.begin(), l.end(), x) != l.end(); };
+  if (t == CoreType::AIC) {
+    switch (s) {
+      case P::M: return in(d, {P::MTE1, P::MTE2, P::FIX});
+      case P::MTE1: return in(d, {P::M, P::MTE2, P::MTE3, P::FIX});
+      case P::MTE2: return in(d, {P::M, P::MTE1, P::MTE3});
+      case P::MTE3: return in(d, {P::MTE1, P::MTE2});
+      case P::FIX: return in(d, {P::M, P::MTE1});
+      default: return false;
+    }
+  }
+  switch (s) {
+    case P::S: return in(d, {P::V, P::MTE2, P::MTE3});
+    case P::V: return in(d, {P::S, P::MTE2, P::MTE3});
+    case P::MTE2: return in(d, {P::S, P::V, P::MTE3});
+    case P::MTE3: return in(d, {P::S, P::V, P::MTE2});
+    default: return false;
+  }
 }
 
 }  // namespace tw::ascend

@@ -316,6 +316,8 @@ using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, Loa
 
 // The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).
 Pipe pipe_of(const InstrOp& op);
+// Whether SetFlag/WaitFlag<src_dst> exists on a core of type t (ascend-910b.md "Synchronisation").
+bool flag_pair_legal(CoreType t, Pipe src, Pipe dst);
 std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
 
 struct Instr {

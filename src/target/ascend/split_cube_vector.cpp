@@ -1,4 +1,5 @@
 #include "target/ascend/split_cube_vector.h"
+#include "target/ascend/pass_util.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -24,13 +25,10 @@ using ir::Var;
 
 using Node = const ir::BufferNode*;
 
-Expr C(int64_t v) { return ir::int_imm(v); }
-Expr simp(const Expr& e) { return transform::simplify_expr(e); }
 Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
 std::string q(const std::string& n) { return "'" + n + "'"; }
 
 bool portable(Scope s) { return s == Scope::shared || s == Scope::fragment; }
-bool cube_mem(Scope s) { return s == Scope::L1 || s == Scope::L0A || s == Scope::L0B || s == Scope::L0C; }
 
 Stmt seq(std::vector<Stmt> b, const Span& sp) {
   if (b.size() == 1) return b[0];
@@ -99,7 +97,7 @@ struct Access : ir::Visitor {
 enum class Side { None, C, V, Both };
 
 // The unit that holds a non-mixed copy operand: UB -> Vector, Cube memories -> Cube, else None.
-Side side_of(const Buffer& o) { return o->scope == Scope::UB ? Side::V : cube_mem(o->scope) ? Side::C : Side::None; }
+Side side_of(const Buffer& o) { return o->scope == Scope::UB ? Side::V : is_cube_scope(o->scope) ? Side::C : Side::None; }
 
 bool is_map(const Stmt& s) {
   return s->kind == StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
@@ -110,7 +108,7 @@ bool is_cross(const Stmt& s) {
   if (s->kind != StmtKind::Copy) return false;
   auto* c = ir::as<ir::CopyNode>(s);
   Scope a = c->src.buffer->scope, b = c->dst.buffer->scope;
-  return (cube_mem(a) && b == Scope::UB) || (a == Scope::UB && cube_mem(b));
+  return (is_cube_scope(a) && b == Scope::UB) || (a == Scope::UB && is_cube_scope(b));
 }
 
 class Splitter {
@@ -123,7 +121,7 @@ class Splitter {
     ir::for_each_stmt(k_->body, [&](const Stmt& s) {
       if (s->kind == StmtKind::Alloc) {
         Scope sc = ir::as<ir::AllocNode>(s)->buffer->scope;
-        if (cube_mem(sc)) cube = true;
+        if (is_cube_scope(sc)) cube = true;
         if (sc == Scope::UB) vec = true;
       }
       if (s->kind == StmtKind::CoreScope || s->kind == StmtKind::Sync)
@@ -710,7 +708,7 @@ class Splitter {
     if (it != handoffs_.end()) return it->second;
     auto* c = ir::as<ir::CopyNode>(s);
     Handoff h;
-    h.to_vector = cube_mem(c->src.buffer->scope);
+    h.to_vector = is_cube_scope(c->src.buffer->scope);
     if (handoffs_.size() >= 8)
       throw ir::Error("more than 8 hand-offs between the Cube and the vector code (16 cross-core flag ids)", s->span,
                       "share fewer tiles between gemms and vector code");
@@ -847,10 +845,10 @@ class Splitter {
   static Side side_of_leaf(const Stmt& s) {
     if (is_map(s) || s->kind == StmtKind::Store || s->kind == StmtKind::Reduce) return Side::V;
     if (s->kind == StmtKind::Gemm) return Side::C;
-    if (s->kind == StmtKind::Fill) return cube_mem(ir::as<ir::FillNode>(s)->dst.buffer->scope) ? Side::C : Side::V;
+    if (s->kind == StmtKind::Fill) return is_cube_scope(ir::as<ir::FillNode>(s)->dst.buffer->scope) ? Side::C : Side::V;
     if (s->kind == StmtKind::Copy) {
       auto* c = ir::as<ir::CopyNode>(s);
-      if (cube_mem(c->src.buffer->scope) || cube_mem(c->dst.buffer->scope)) return Side::C;
+      if (is_cube_scope(c->src.buffer->scope) || is_cube_scope(c->dst.buffer->scope)) return Side::C;
       return Side::V;
     }
     return Side::None;

@@ -560,27 +560,6 @@ void Machine::report(ReportKind k, std::string msg, std::vector<ReportInstr> ins
   result.reports.push_back(Report{k, std::move(msg), std::move(instrs)});
 }
 
-bool Machine::flag_pair_legal(CoreType t, Pipe s, Pipe d) const {
-  using P = Pipe;
-  auto in = [](P x, std::initializer_list<P> l) { return std::find(l.begin(), l.end(), x) != l.end(); };
-  if (t == CoreType::AIC) {
-    switch (s) {
-      case P::M: return in(d, {P::MTE1, P::MTE2, P::FIX});
-      case P::MTE1: return in(d, {P::M, P::MTE2, P::MTE3, P::FIX});
-      case P::MTE2: return in(d, {P::M, P::MTE1, P::MTE3});
-      case P::MTE3: return in(d, {P::MTE1, P::MTE2});
-      case P::FIX: return in(d, {P::M, P::MTE1});
-      default: return false;
-    }
-  }
-  switch (s) {
-    case P::S: return in(d, {P::V, P::MTE2, P::MTE3});
-    case P::V: return in(d, {P::S, P::MTE2, P::MTE3});
-    case P::MTE2: return in(d, {P::S, P::V, P::MTE3});
-    case P::MTE3: return in(d, {P::S, P::V, P::MTE2});
-    default: return false;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Scheduler
@@ -607,7 +586,7 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
     if (f->event < 0 || f->event >= chip.flag_event_ids)
       bad(ReportKind::FlagIdOutOfRange, "event id " + std::to_string(f->event) + " is out of range 0.." +
                                             std::to_string(chip.flag_event_ids - 1));
-    else if (!flag_pair_legal(c.type, f->src, f->dst))
+    else if (!ascend::flag_pair_legal(c.type, f->src, f->dst))
       bad(ReportKind::IllegalFlagPair, std::string(pipe_name(f->src)) + " -> " + std::string(pipe_name(f->dst)) +
                                            " is not a legal flag pair on the " + std::string(core_type_name(c.type)) +
                                            " (ascend-910b.md, Synchronisation)");

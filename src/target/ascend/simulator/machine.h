@@ -204,7 +204,6 @@ class Machine {
   void drain_wakes();
   void cross_set(Core& c, const RCross& x, int64_t fire, const RInstr& r);
   void finish();
-  bool flag_pair_legal(CoreType t, Pipe src, Pipe dst) const;
 
   Code aic_code_, aiv_code_;
   std::unordered_map<const ir::VarNode*, int> var_slot_;

@@ -1,0 +1,33 @@
+// Small helpers shared by the Ascend passes and the instruction selection: index-expression
+// builders and the Tile IR scope -> Ascend memory map. (Buffer geometry and capacities:
+// plan_memory.h; flag pairs: program.h.)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "target/ascend/program.h"
+#include "tilewright/ir.h"
+#include "transform/simplify.h"
+
+namespace tw::ascend {
+
+inline ir::Expr C(int64_t v) { return ir::int_imm(v); }
+inline ir::Expr simp(const ir::Expr& e) { return transform::simplify_expr(e); }
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The memory an Ascend tile scope lives in; nullopt for global / shared / fragment.
+inline std::optional<Mem> mem_of(ir::Scope s) {
+  switch (s) {
+    case ir::Scope::L1: return Mem::L1;
+    case ir::Scope::L0A: return Mem::L0A;
+    case ir::Scope::L0B: return Mem::L0B;
+    case ir::Scope::L0C: return Mem::L0C;
+    case ir::Scope::UB: return Mem::UB;
+    default: return std::nullopt;
+  }
+}
+// L1 / L0A / L0B / L0C: a memory of the Cube core.
+inline bool is_cube_scope(ir::Scope s) { auto m = mem_of(s); return m && *m != Mem::UB; }
+
+}  // namespace tw::ascend
