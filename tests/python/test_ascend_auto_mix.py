@@ -13,7 +13,6 @@ import sys
 import numpy as np
 import pytest
 
-import tilewright as tw
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
@@ -21,31 +20,15 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import flash_attention  # noqa: E402
 import gelu_bias  # noqa: E402
 from _check import TOLERANCES, randn  # noqa: E402
+from ascend_util import assert_close, build, run_checked  # noqa: E402
 
-TARGET = "ascend910b"
 PEAK_TFLOPS = 353.9  # 910B2 fp16 Cube peak (shared/ascend-910b.md)
 
 
-def build(factory, *args, **kwargs):
-    """The example's kernel for the Ascend target: the same @tw.jit factory, only the target differs."""
-    return tw.compile(factory.__wrapped__(*args, **kwargs), out_idx=[-1], target=TARGET)
 
 
-def run_checked(kernel, *inputs):
-    """Runs in the simulator with the checker; asserts it found nothing; returns the output."""
-    prof = kernel.profile(*inputs)
-    assert prof["reports"] == [], "\n".join(prof["reports"])
-    return prof.outputs
 
 
-def assert_close(got, ref, dtype, what, atol=None):
-    a, rtol = TOLERANCES[dtype]
-    atol = a if atol is None else atol
-    got = np.asarray(got).astype(np.float64)
-    assert got.shape == ref.shape, what
-    err = np.abs(got - ref)
-    bad = ~(err <= atol + rtol * np.abs(ref))
-    assert not bad.any(), f"{what}: {int(bad.sum())} elements off, max err {err.max():.3e} (atol {atol}, rtol {rtol})"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -57,7 +40,7 @@ def test_gelu_bias(M, N, K, dtype):
     b = randn(rng, (N,), dtype)
     k = build(gelu_bias.gemm_bias_gelu, M, N, K, dtype=dtype)
     y = run_checked(k, x, w, b)
-    assert_close(y, gelu_bias.reference(x, w, b), dtype, f"gelu_bias {M}x{N}x{K} {dtype}")
+    assert_close(y, gelu_bias.reference(x, w, b), TOLERANCES[dtype], f"gelu_bias {M}x{N}x{K} {dtype}")
 
 
 FA_CASES = [
@@ -78,9 +61,9 @@ def test_flash_attention(B, H, S, D, causal, dtype, bm, bn):
     q, k, v = (randn(rng, (B, H, S, D), dtype) for _ in range(3))
     kern = build(flash_attention.flash_attention, B, H, S, D, causal, block_M=bm, block_N=bn, dtype=dtype)
     o = run_checked(kern, q, k, v)
-    assert_close(o, flash_attention.reference(q, k, v, causal), dtype,
-                 f"flash_attention B={B} H={H} S={S} D={D} causal={causal} {dtype} {bm}x{bn}",
-                 atol=2e-4 if dtype == "float32" else None)
+    tol = (2e-4, TOLERANCES[dtype][1]) if dtype == "float32" else TOLERANCES[dtype]  # the example's atol
+    assert_close(o, flash_attention.reference(q, k, v, causal), tol,
+                 f"flash_attention B={B} H={H} S={S} D={D} causal={causal} {dtype} {bm}x{bn}")
 
 
 def fa_percent_of_peak(S, causal, bm, bn, B=1, H=16, D=128):

@@ -24,8 +24,8 @@ import layer_norm  # noqa: E402
 import rms_norm  # noqa: E402
 import softmax  # noqa: E402
 from _check import TOLERANCES, randn  # noqa: E402
+from ascend_util import TARGET, assert_close, build, run_checked  # noqa: E402
 
-TARGET = "ascend910b"
 THIS_FILE = __file__
 
 
@@ -37,25 +37,10 @@ def where(marker):
     raise AssertionError(f"marker {marker} not found")
 
 
-def build(factory, *args, **kwargs):
-    """The example's kernel for the Ascend target: the same @tw.jit factory, only the target differs."""
-    return tw.compile(factory.__wrapped__(*args, **kwargs), out_idx=[-1], target=TARGET)
 
 
-def run_checked(kernel, *inputs):
-    """Runs in the simulator with the checker; asserts it found nothing; returns the output."""
-    prof = kernel.profile(*inputs)
-    assert prof["reports"] == [], "\n".join(prof["reports"])
-    return prof.outputs
 
 
-def assert_close(got, ref, dtype, what):
-    atol, rtol = TOLERANCES[dtype]
-    got = np.asarray(got).astype(np.float64)
-    assert got.shape == ref.shape, what
-    err = np.abs(got - ref)
-    bad = ~(err <= atol + rtol * np.abs(ref))
-    assert not bad.any(), f"{what}: {int(bad.sum())} elements off, max err {err.max():.3e} (atol {atol}, rtol {rtol})"
 
 
 CASES = [  # (M, N, dtype): M % block_M != 0 everywhere; N * 4 B not a multiple of 32 B for 300 / 301
@@ -71,7 +56,7 @@ def test_softmax(M, N, dtype):
     rng = np.random.default_rng(1)
     x = randn(rng, (M, N), dtype, scale=3.0)
     y = run_checked(build(softmax.softmax, N, dtype=dtype), x)
-    assert_close(y, softmax.reference(x), dtype, f"softmax {M}x{N} {dtype}")
+    assert_close(y, softmax.reference(x), TOLERANCES[dtype], f"softmax {M}x{N} {dtype}")
 
 
 @pytest.mark.parametrize("M,N,dtype", CASES)
@@ -80,7 +65,7 @@ def test_rms_norm(M, N, dtype):
     x = randn(rng, (M, N), dtype)
     w = randn(rng, (N,), dtype)
     y = run_checked(build(rms_norm.rms_norm, N, dtype=dtype), x, w)
-    assert_close(y, rms_norm.reference(x, w), dtype, f"rms_norm {M}x{N} {dtype}")
+    assert_close(y, rms_norm.reference(x, w), TOLERANCES[dtype], f"rms_norm {M}x{N} {dtype}")
 
 
 @pytest.mark.parametrize("M,N,dtype", CASES)
@@ -90,7 +75,7 @@ def test_layer_norm(M, N, dtype):
     w = randn(rng, (N,), dtype)
     b = randn(rng, (N,), dtype)
     y = run_checked(build(layer_norm.layer_norm, N, dtype=dtype), x, w, b)
-    assert_close(y, layer_norm.reference(x, w, b), dtype, f"layer_norm {M}x{N} {dtype}")
+    assert_close(y, layer_norm.reference(x, w, b), TOLERANCES[dtype], f"layer_norm {M}x{N} {dtype}")
 
 
 def test_layer_norm_reads_weights_once_per_block():
@@ -138,7 +123,7 @@ def test_math_expansions_and_masks():
     cols = np.arange(C)[None, :]
     ref = np.where(rows >= cols, ref, -7.0)
     ref = np.where(cols < 29, ref, 5.0)
-    assert_close(y, ref, "float32", "math + masks")
+    assert_close(y, ref, TOLERANCES["float32"], "math + masks")
 
 
 def test_unsupported_math_is_an_error_at_its_line():
