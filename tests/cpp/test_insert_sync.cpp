@@ -574,6 +574,22 @@ TEST(InsertSync, PingPongHalvesGetOneFlagPerHalfAndOverlap) {
   EXPECT_LT(r2.result.total_cycles, r1.result.total_cycles);
 }
 
+// The event-id budget comes from the target: with one usable id per pipe pair (flag_event_ids = 3,
+// the top two kept free) the ping-pong halves cannot get one flag each; the pairs that do not
+// fit become PipeBarrier<ALL> at their wait points. The result still runs clean, the same.
+TEST(InsertSync, EventIdBudgetComesFromTheTarget) {
+  target::Target small = b2();
+  small.ascend.flag_event_ids = 3;
+  Program p = insert_sync(ping_pong(true), small);
+  std::string text = code(p);
+  EXPECT_EQ(text.find("(1)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("(i % 2)"), std::string::npos) << text;
+  EXPECT_NE(text.find("PipeBarrier<ALL>"), std::string::npos) << text;
+  SimRun r = simulate(p), ref = simulate(insert_sync(ping_pong(true), b2()));
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+  EXPECT_TRUE(r.data == ref.data);
+}
+
 // --- the expert examples' Tile IR (input stage), dumped from examples/ascend/*.py ---------
 // Each at two sizes: the `$(NAME)` fields are filled in by instantiate().
 

@@ -16,7 +16,7 @@ namespace tw::ascend {
 namespace {
 
 using ir::Expr;
-constexpr int kEventIds = 6;         // 0..5 per pipe pair; 6, 7 reserved (ascend-910b.md)
+constexpr int kReservedEventIds = 2;  // the top two ids per pipe pair are kept free (ascend-910b.md: "keep 6-7 free")
 constexpr int kSpaceWorkspace = 15;  // GM spaces: 15 = workspace, 16 + i = parameter i
 constexpr int64_t kUnknown = INT64_MAX;
 
@@ -406,7 +406,8 @@ bool in_order(Pipe p) { return p == Pipe::M || p == Pipe::S; }
 
 class CoreSync {
  public:
-  CoreSync(const Program& p, CoreType core, const std::set<int>& shared) : p_(p), core_(core), shared_(shared) {
+  CoreSync(const Program& p, CoreType core, const std::set<int>& shared, int event_ids)
+      : p_(p), core_(core), shared_(shared), event_ids_(event_ids) {
     if (p.block_idx) ranges_[p.block_idx.get()] = Iv{0, kInf};
     if (p.sub_block_idx) ranges_[p.sub_block_idx.get()] = Iv{0, 1};
     for (const auto& v : p.shape_vars) ranges_[v.get()] = Iv{0, kInf};
@@ -482,6 +483,7 @@ class CoreSync {
   const Program& p_;
   CoreType core_;
   const std::set<int>& shared_;
+  int event_ids_;  // SetFlag/WaitFlag ids per pipe pair this pass may use
   Ranges ranges_;  // loop variables (while building), block indices, shape variables
   std::vector<Node> nodes_;
   std::vector<Block> blocks_;
@@ -1023,7 +1025,7 @@ class CoreSync {
     std::map<std::pair<Pipe, Pipe>, std::vector<int>> group_id;
     auto take = [&](Pipe p, Pipe q, int64_t m) {
       int& n = next[{p, q}];
-      if (n + m > kEventIds) return -1;
+      if (n + m > event_ids_) return -1;
       int b = n;
       n += static_cast<int>(m);
       return b;
@@ -1260,8 +1262,8 @@ void gm_spaces(const Program& p, const StmtPtr& s, std::set<int>& touched, std::
 }  // namespace
 
 Program insert_sync(const Program& program, const target::Target& target) {
-  (void)target;
   Program out = program;
+  const int event_ids = target.ascend.flag_event_ids - kReservedEventIds;
   std::set<int> t_aic, t_aiv, written;
   bool mode01 = false;
   gm_spaces(program, program.aic, t_aic, written, mode01);
@@ -1276,8 +1278,8 @@ Program insert_sync(const Program& program, const target::Target& target) {
   std::optional<CoreSync> aic, aiv;
   std::map<int64_t, Iv> regions;
   std::set<int64_t> whole;
-  if (program.aic) aic.emplace(program, CoreType::AIC, sh_aic), aic->build_tree(program.aic), aic->flag_regions(regions, whole);
-  if (program.aiv) aiv.emplace(program, CoreType::AIV, sh_aiv), aiv->build_tree(program.aiv), aiv->flag_regions(regions, whole);
+  if (program.aic) aic.emplace(program, CoreType::AIC, sh_aic, event_ids), aic->build_tree(program.aic), aic->flag_regions(regions, whole);
+  if (program.aiv) aiv.emplace(program, CoreType::AIV, sh_aiv, event_ids), aiv->build_tree(program.aiv), aiv->flag_regions(regions, whole);
   if (aic) out.aic = aic->finish(regions, whole);
   if (aiv) out.aiv = aiv->finish(regions, whole);
   return out;

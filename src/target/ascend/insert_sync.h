@@ -62,9 +62,10 @@
 //    does not move where its set rises / its wait sinks (the dependence's a is not later, its b
 //    not earlier than the pair's own). If the event ids of a pipe pair then run out, that pipe
 //    pair (and its reverse: guards) is placed again with plain covering.
-// 4. Event ids 0..5 per pipe pair (6, 7 reserved). Each placed pair of one pipe pair gets its own
-//    id(s): an id is reused by the same pair in later iterations, where the reverse
-//    dependence b(i) -> a(i+1) orders the next set after the previous wait (two different pairs
+// 4. Event ids 0..(the target's flag_event_ids - 3) per pipe pair (the top two kept free: 0..5 on
+//    the 910B). Each placed pair of one pipe pair gets its own id(s): an id is reused by the same
+//    pair in later iterations, where the reverse dependence b(i) -> a(i+1) orders the next set
+//    after the previous wait (two different pairs
 //    sharing an id could set it twice before the first wait, which is undefined). Intra pairs
 //    (not carried, slotted, relayed or guards) also share an id when their uses provably
 //    alternate: in the lowest block holding both, the first's wait precedes the second's set and

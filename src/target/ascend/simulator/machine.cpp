@@ -474,12 +474,12 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
         k.mem[static_cast<int>(m)].assign(static_cast<size_t>(bytes), 0);
       };
       if (k.type == CoreType::AIC) {
-        assign(Mem::L1, 524288);
+        assign(Mem::L1, chip.l1_bytes);
         assign(Mem::L0A, chip.l0a_bytes);
         assign(Mem::L0B, chip.l0b_bytes);
         assign(Mem::L0C, chip.l0c_bytes);
       } else {
-        assign(Mem::UB, 196608);
+        assign(Mem::UB, chip.ub_bytes);
       }
     }
   }
