@@ -37,6 +37,14 @@ Expr mul(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Mul, 
 Expr min_(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Min, a, b)); }
 Expr max_(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Max, a, b)); }
 Expr seq_or(const Expr& a, const Expr& b) { return a ? simp(ir::binary(ir::BinOp::Or, a, b)) : b; }
+// Same buffer, and starts/extents structurally equal (variables by identity).
+bool same_region(const ir::Region& a, const ir::Region& b) {
+  if (a.buffer.get() != b.buffer.get() || a.starts.size() != b.starts.size()) return false;
+  for (size_t i = 0; i < a.starts.size(); ++i)
+    if (!ir::structural_equal(a.starts[i], b.starts[i]) || !ir::structural_equal(a.extents[i], b.extents[i]))
+      return false;
+  return true;
+}
 
 const DType kF32{DTypeCode::f32};
 const DType kBF16{DTypeCode::bf16};
@@ -166,7 +174,7 @@ class MapLowering {
   std::vector<int64_t> ext_;
   Span sp_;
   std::vector<Node> nodes_;
-  std::map<std::string, int> memo_;
+  std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
   std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
 
   const ir::VarNode* vi() const { return vars_.size() == 2 ? vars_[0].get() : nullptr; }
@@ -469,7 +477,12 @@ class Legalizer {
     bool barrier = false;                        // CoreScope: nothing moves out of it
     std::vector<Stmt> before;                    // statements for the parent, before this frame's statement
     std::vector<Stmt> pre;                       // statements before the statement being rewritten
-    std::map<std::string, std::pair<Buffer, int>> staged;  // region text -> UB tile (frames_ index)
+    struct Staged {
+      ir::Region region;
+      DType as;
+      Buffer tile;
+    };
+    std::vector<Staged> staged;  // global regions already copied into a UB tile in this frame
   };
   const ir::Kernel& k_;
   const target::Target& t_;
@@ -836,8 +849,8 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
                 sp, "pass the value as a scalar parameter, or read a whole row/column of the tensor");
   ir::Region region{g, starts, extents};
   int d = written_.count(g.get()) ? static_cast<int>(frames_.size()) - 1 : needed_depth(starts);
-  std::string key = ir::print(region) + " as " + std::string(want.name());
-  if (auto it = frames_[d].staged.find(key); it != frames_[d].staged.end()) return {it->second.first, idx};
+  for (const auto& st : frames_[d].staged)
+    if (st.as == want && same_region(st.region, region)) return {st.tile, idx};
   std::vector<Stmt> tmp;
   Buffer b = ub(g->name + "_ub", g->dtype, shape, sp, tmp);
   tmp.push_back(std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp));
@@ -848,7 +861,7 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   }
   std::vector<Stmt>& at = place_at(d);
   for (auto& s : tmp) at.push_back(std::move(s));
-  frames_[d].staged[key] = {b, d};
+  frames_[d].staged.push_back({region, want, b});
   return {b, idx};
 }
 
@@ -963,11 +976,10 @@ int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
 }
 
 int MapLowering::build(const Expr& e) {
-  std::string key = ir::print(e) + ":" + std::string(e->dtype.name());
-  auto it = memo_.find(key);
-  if (it != memo_.end()) return it->second;
+  for (const auto& [seen, id] : memo_)
+    if (ir::structural_equal(seen, e)) return id;
   int id = build_uncached(e);
-  memo_[key] = id;
+  memo_.emplace_back(e, id);
   return id;
 }
 
@@ -1309,7 +1321,7 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
     }
     case OpKind::Where: {
       const Place& src = place[n.args[0]];
-      if (src.buf.get() != at.buf.get() || ir::print(ir::load(src.buf, src.idx)) != ir::print(ir::load(at.buf, at.idx)))
+      if (src.buf.get() != at.buf.get() || !ir::structural_equal(ir::load(src.buf, src.idx), ir::load(at.buf, at.idx)))
         out.push_back(make_map(Shape::Full, at, arg(0), sp));
       emit_where(n, at, out);
       return;
