@@ -508,14 +508,31 @@ class CodeGen {
   void emit_reduce(const ReduceNode& n);
   // map + copy-out fusion (see kOutChunk); false: nothing emitted, emit the two as written
   bool emit_map_copy_out(const Stmt& map, const Stmt& copy);
+  struct CopyOutPlan {
+    const StoreNode* st;
+    const ForNode* outer;
+    const ForNode* inner;
+    const CopyNode* cp;
+    RegionView d;
+    std::vector<int> td;
+    int64_t e0, e1;
+  };
+  std::optional<CopyOutPlan> plan_map_copy_out(const Stmt& map, const Stmt& copy);
+  // the map's store when map + reduce can be fused (see emit_map_reduce), else null
+  const StoreNode* plan_map_reduce(const Stmt& map, const Stmt& reduce) const;
+  // row passes skewed by one row in one loop (see emit_row_pipeline); statements consumed, 0 if none
+  size_t emit_row_pipeline(const SeqNode& n, size_t k);
+  // statements [from, to) of a sequence, each fused with the next where possible
+  void emit_range(const SeqNode& n, size_t from, size_t to);
   // map + row reduction fusion (see emit_map_reduce)
   bool emit_map_reduce(const Stmt& map, const Stmt& reduce);
   // does any statement after `s` (in kernel order) reference t?
   bool used_after(const Stmt& s, const Buffer& t) const;
   // float32 row reduction of ptr[q .. n) into the vectors tw_v0..tw_v3 (four at a time, then
   // one into tw_v0; q is left at the scalar tail), and their lane-wise fold into tw_v0
-  void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q);
-  void emit_vec_fold(ReduceKind kind);
+  void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,
+                       const std::string& acc = "tw_v");
+  void emit_vec_fold(ReduceKind kind, const std::string& acc = "tw_v");
 
   // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
   std::string expr(const Expr& e);
@@ -721,8 +738,22 @@ void CodeGen::emit(const Stmt& s) {
 
 void CodeGen::emit_seq(const SeqNode& n) {
   for (size_t k = 0; k < n.body.size(); ++k) {
+    if (size_t used = emit_row_pipeline(n, k)) {
+      k += used - 1;
+      continue;
+    }
     const Stmt& s = n.body[k];
     if (k + 1 < n.body.size() && (emit_map_copy_out(s, n.body[k + 1]) || emit_map_reduce(s, n.body[k + 1]))) ++k;
+    else emit(s);
+    // a full-tile map overwrote a tile read through a view: later reads use the tile
+    if (const StoreNode* st = full_tile_map(s)) live_views_.erase(st->buffer.get());
+  }
+}
+
+void CodeGen::emit_range(const SeqNode& n, size_t from, size_t to) {
+  for (size_t k = from; k < to; ++k) {
+    const Stmt& s = n.body[k];
+    if (k + 1 < to && (emit_map_copy_out(s, n.body[k + 1]) || emit_map_reduce(s, n.body[k + 1]))) ++k;
     else emit(s);
     // a full-tile map overwrote a tile read through a view: later reads use the tile
     if (const StoreNode* st = full_tile_map(s)) live_views_.erase(st->buffer.get());
@@ -1039,11 +1070,11 @@ void CodeGen::emit_prefetch_next(const Buffer& t, const std::string& row) {
        v.pf + " + (" + row + " * " + v.ld + " + tw_j0) * (int64_t)" + es + " + tw_b, 0, 2);");
 }
 
-bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
-  if (loop_depth_ != 0 || copy_s->kind != StmtKind::Copy) return false;
+std::optional<CodeGen::CopyOutPlan> CodeGen::plan_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
+  if (loop_depth_ != 0 || !copy_s || copy_s->kind != StmtKind::Copy) return std::nullopt;
   // a full-tile map (it reads t only at [i, j]) of float32 rows at least one chunk long
   const StoreNode* stp = full_tile_map(map_s);
-  if (!stp || stp->buffer->dtype.code != DTypeCode::f32) return false;
+  if (!stp || stp->buffer->dtype.code != DTypeCode::f32) return std::nullopt;
   const auto& st = *stp;
   const auto& outer = *as<ForNode>(map_s);
   const auto& inner = *as<ForNode>(outer.body);
@@ -1051,35 +1082,49 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   const Buffer& t = st.buffer;
   auto shape = t->const_shape();
   auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  if (*e1 < kOutChunk) return false;
+  if (!e0 || !e1 || *e1 < kOutChunk) return std::nullopt;
   // the copy: the whole tile into a global tensor of the same dtype
   if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype ||
       elidable_.count(t.get()))
-    return false;
+    return std::nullopt;
   for (size_t d = 0; d < 2; ++d) {
     auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
-    if (!s0 || *s0 != 0 || !ex || *ex != (*shape)[d]) return false;
+    if (!s0 || *s0 != 0 || !ex || *ex != (*shape)[d]) return std::nullopt;
   }
   // the map does not read the destination tensor (its rows are written before the rest of the map is computed)
   bool reads_dst = false;
   for_each_expr(inner.body, [&](const Expr& e) {
     if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == cp.dst.buffer;
   });
-  if (reads_dst) return false;
+  if (reads_dst) return std::nullopt;
   // nothing after the copy references t
-  if (used_after(copy_s, t)) return false;
+  if (used_after(copy_s, t)) return std::nullopt;
   // the destination: tile dims with extent != 1 paired in order with the region's; rows contiguous
   RegionView d = view(cp.dst);
   std::vector<int> td;
   for (int k = 0; k < 2; ++k)
     if ((*shape)[k] != 1) td.push_back(k);
-  if (td.size() != d.dims.size() || td.back() != 1 || d.dims.back() != d.rank() - 1) return false;
+  if (td.size() != d.dims.size() || td.back() != 1 || d.dims.back() != d.rank() - 1) return std::nullopt;
   for (size_t k = 0; k < td.size(); ++k)
-    if (!same(d.ext[d.dims[k]], ic((*shape)[td[k]]))) return false;
-  std::vector<std::string> conds;
+    if (!same(d.ext[d.dims[k]], ic((*shape)[td[k]]))) return std::nullopt;
   for (int dd = 0; dd < d.rank(); ++dd) {
-    if (d.overflows_above(dd) || (d.start[dd].c && *d.start[dd].c < 0)) return false;  // always the tail path
+    if (d.overflows_above(dd) || (d.start[dd].c && *d.start[dd].c < 0)) return std::nullopt;  // always the tail path
   }
+  return CopyOutPlan{stp, &outer, &inner, &cp, d, td, *e0, *e1};
+}
+
+bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
+  auto plan = plan_map_copy_out(map_s, copy_s);
+  if (!plan) return false;
+  const auto& st = *plan->st;
+  const auto& outer = *plan->outer;
+  const auto& inner = *plan->inner;
+  const auto& cp = *plan->cp;
+  const Buffer& t = st.buffer;
+  RegionView d = plan->d;
+  const std::vector<int>& td = plan->td;
+  const std::optional<int64_t> e0 = plan->e0, e1 = plan->e1;
+  std::vector<std::string> conds;
 
   line(line_comment(cp.span) + "map into " + t->name + " fused with copy " + t->name + " -> " + cp.dst.buffer->name +
        ": rows computed in chunks and stored to " + cp.dst.buffer->name + " directly");
@@ -1150,24 +1195,31 @@ bool CodeGen::used_after(const Stmt& s, const Buffer& t) const {
 // (axis 1) is one pass: each row is computed in chunks of kOutChunk elements and each chunk is
 // reduced while in L1 (four vector accumulators, as emit_reduce). The chunk is written to t when
 // t is read later, else only to a local buffer. Only outside loops (as emit_map_copy_out).
-bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
-  if (loop_depth_ != 0 || red_s->kind != StmtKind::Reduce) return false;
+const StoreNode* CodeGen::plan_map_reduce(const Stmt& map_s, const Stmt& red_s) const {
+  if (loop_depth_ != 0 || !red_s || red_s->kind != StmtKind::Reduce) return nullptr;
   const StoreNode* st = full_tile_map(map_s);
   const auto& rd = *as<ReduceNode>(red_s);
   if (!st || rd.src != st->buffer || rd.axis != 1 || st->buffer->dtype.code != DTypeCode::f32 ||
       rd.dst->dtype.code != DTypeCode::f32 || rd.dst == st->buffer || elidable_.count(st->buffer.get()))
-    return false;
-  const Buffer& t = st->buffer;
-  auto shape = *t->const_shape();
+    return nullptr;
+  auto shape = *st->buffer->const_shape();
   auto ds = rd.dst->const_shape();
   if (!ds || !((ds->size() == 1 && (*ds)[0] == shape[0]) || (ds->size() == 2 && (*ds)[0] == shape[0] && (*ds)[1] == 1)))
-    return false;
+    return nullptr;
   // the map must not read the reduce's destination (it is written row by row here)
   bool reads_dst = false;
   for_each_expr(map_s, [&](const Expr& e) {
     if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == rd.dst;
   });
-  if (reads_dst) return false;
+  return reads_dst ? nullptr : st;
+}
+
+bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
+  const StoreNode* st = plan_map_reduce(map_s, red_s);
+  if (!st) return false;
+  const auto& rd = *as<ReduceNode>(red_s);
+  const Buffer& t = st->buffer;
+  auto shape = *t->const_shape();
   const auto& outer = *as<ForNode>(map_s);
   const auto& inner = *as<ForNode>(outer.body);
   const bool keep = used_after(red_s, t);
@@ -1217,24 +1269,264 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   return true;
 }
 
-void CodeGen::emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q) {
+// ---------------------------------------------------------------------------------------------
+// Row pipeline
+//
+// A run of top-level row passes over [E0, E1] float32 tiles -- row reductions (axis 1, into a
+// 1-D buffer), map + row reduction pairs (emit_map_reduce) and, last, one map + copy-out pair
+// (emit_map_copy_out), at least two passes -- handles each row independently in every pass. The
+// passes are therefore skewed by one row and run in one loop: step s runs pass k on row s - k,
+// all passes chunk by chunk (kOutChunk elements) side by side. The streaming stores of the
+// copy-out then overlap the arithmetic of the passes before it (softmax's exp) instead of
+// following it, and a reduction that only loads runs beside arithmetic-bound work. Sound when
+// every access to a buffer written by a pass of the run is row-local (row i of an [E0, E1]
+// tile at [i, j], element i of an [E0] or [E0, 1] buffer): row i of pass k then sees what the
+// passes before it wrote on row i, as in program order, and no pass touches another row of
+// such a buffer; the copy's destination is read by no pass. Tails (destination rows outside
+// the tensor) run the statements as written.
+
+size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
+  if (loop_depth_ != 0) return 0;
+  enum Kind { kReduce, kMapReduce, kMapCopy };
+  struct Stage {
+    Kind kind;
+    const ReduceNode* rd = nullptr;  // kReduce, kMapReduce
+    const StoreNode* st = nullptr;   // kMapReduce, kMapCopy
+    const ForNode* outer = nullptr;
+    const ForNode* inner = nullptr;
+  };
+  std::vector<Stage> stages;
+  std::optional<CopyOutPlan> cpl;
+  int64_t E0 = -1, E1 = -1;
+  auto tile_ok = [&](const Buffer& t) {
+    auto sh = t->const_shape();
+    if (!sh || sh->size() != 2 || t->dtype.code != DTypeCode::f32 || t->scope == Scope::global) return false;
+    if (E0 < 0) E0 = (*sh)[0], E1 = (*sh)[1];
+    return (*sh)[0] == E0 && (*sh)[1] == E1;
+  };
+  auto vec_ok = [&](const Buffer& b) {  // [E0] or [E0, 1] float32
+    auto sh = b->const_shape();
+    return sh && b->dtype.code == DTypeCode::f32 && b->scope != Scope::global && E0 >= 0 &&
+           ((sh->size() == 1 && (*sh)[0] == E0) || (sh->size() == 2 && (*sh)[0] == E0 && (*sh)[1] == 1));
+  };
+  size_t k = k0;
+  while (k < n.body.size() && !cpl) {
+    const Stmt& s = n.body[k];
+    if (s->kind == StmtKind::Reduce) {
+      const auto& rd = *as<ReduceNode>(s);
+      if (rd.axis != 1 || rd.src == rd.dst || !tile_ok(rd.src) || !vec_ok(rd.dst)) break;
+      stages.push_back({kReduce, &rd});
+      ++k;
+      continue;
+    }
+    if (k + 1 >= n.body.size()) break;
+    if (auto pl = plan_map_copy_out(s, n.body[k + 1])) {
+      if (!tile_ok(pl->st->buffer) || pl->td.size() != 2) break;
+      cpl = pl;
+      stages.push_back({kMapCopy, nullptr, pl->st, pl->outer, pl->inner});
+    } else if (const StoreNode* st = plan_map_reduce(s, n.body[k + 1])) {
+      const auto* rd = as<ReduceNode>(n.body[k + 1]);
+      if (!tile_ok(st->buffer) || !vec_ok(rd->dst)) break;
+      const auto* outer = as<ForNode>(s);
+      stages.push_back({kMapReduce, rd, st, outer, as<ForNode>(outer->body)});
+    } else {
+      break;
+    }
+    k += 2;
+  }
+  if (!cpl || stages.size() < 2 || E0 < 2 || E1 < kOutChunk) return 0;
+  // dependences: every access to a buffer the run writes is row-local; the destination is not read
+  std::unordered_set<const void*> written;
+  for (const auto& g : stages) {
+    if (g.st) written.insert(g.st->buffer.get());
+    if (g.rd) written.insert(g.rd->dst.get());
+  }
+  const Buffer& G = cpl->cp->dst.buffer;
+  bool ok = true;
+  for (const auto& g : stages) {
+    if (g.rd && g.rd->src == G) ok = false;
+    if (!g.inner) continue;
+    for_each_expr(g.inner->body, [&](const Expr& e) {
+      if (!e || e->kind != ExprKind::Load) return;
+      const auto& l = *static_cast<const LoadNode*>(e.get());
+      if (l.buffer == G) ok = false;
+      if (!written.count(l.buffer.get())) return;
+      auto sh = *l.buffer->const_shape();
+      bool row = !l.indices.empty() && is_var(l.indices[0], g.outer->var);
+      if (sh.size() == 2 && sh[1] == E1 && E1 != 1) row = row && l.indices.size() == 2 && is_var(l.indices[1], g.inner->var);
+      else if (sh.size() == 2) row = row && l.indices.size() == 2 && as_const_int(l.indices[1]) == std::optional<int64_t>(0);
+      else row = row && l.indices.size() == 1;
+      ok = ok && row;
+    });
+  }
+  if (!ok) return 0;
+
+  const int K = static_cast<int>(stages.size());
+  const std::string C = std::to_string(kOutChunk), E0s = std::to_string(E0), E1s = std::to_string(E1);
+  line(line_comment(cpl->cp->span) + "row pipeline: " + std::to_string(K) +
+       " row passes skewed by one row (pass k on row s - k at step s), chunk by chunk side by side");
+  open("");
+  RegionView d = cpl->d;
+  Idx db = hoist_starts(d, "tw_d");
+  std::string dbase = hoist(db, "tw_db");
+  db = db.c ? db : iv(dbase, db.nonneg);
+  std::vector<std::string> conds;
+  for (int dd = 0; dd < d.rank(); ++dd) {
+    const Idx& s0 = d.start[dd];
+    if (!s0.nonneg) conds.push_back(s0.s + " >= 0");
+    if (!d.fits_above(dd)) conds.push_back(add(s0, d.ext[dd]).s + " <= " + d.shape[dd].s);
+  }
+  if (!conds.empty()) {
+    std::string c;
+    for (auto& x : conds) c += (c.empty() ? "" : " && ") + x;
+    open("if (" + c + ")");
+  }
+  const auto views_before = live_views_;
+  Idx numel = ic(1);
+  for (const auto& x : d.shape) numel = mul(numel, x);
+  line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
+  line("using tw_cpu::simd::vf;");
+  std::vector<std::string> rows(K), pre(K), neutral(K);
+  auto combine = [](ReduceKind kind, const std::string& a, const std::string& b) {
+    if (kind == ReduceKind::sum) return a + " + " + b;
+    return std::string(kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
+  };
+  open("for (int64_t tw_s = 0; tw_s < " + std::to_string(E0 + K - 1) + "; ++tw_s)");
+  for (int q = 0; q < K; ++q) {
+    const Stage& g = stages[q];
+    pre[q] = "tw_p" + std::to_string(q) + "_";
+    rows[q] = pre[q] + "i";
+    line("const int64_t " + rows[q] + " = tw_s - " + std::to_string(q) + ";");
+    line("const bool " + pre[q] + "on = " + rows[q] + " >= 0 && " + rows[q] + " < " + E0s + ";");
+    if (g.rd) {
+      ReduceKind rk = g.rd->reduce_kind;
+      neutral[q] = rk == ReduceKind::sum   ? float_lit(0.0, DType(DTypeCode::f32))
+                   : rk == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
+                                           : float_lit(INFINITY, DType(DTypeCode::f32));
+      line("vf " + pre[q] + "v0 = tw_cpu::simd::splat(" + neutral[q] + "), " + pre[q] + "v1 = " + pre[q] + "v0, " +
+           pre[q] + "v2 = " + pre[q] + "v0, " + pre[q] + "v3 = " + pre[q] + "v0;");
+      line("float " + pre[q] + "acc = " + neutral[q] + ";");
+    }
+    if (g.kind == kMapCopy) {
+      Idx row = add(db, mul(iv(rows[q], true), d.stride[d.dims[0]]));
+      line("float* const tw_out = " + pre[q] + "on ? " + d.buf + " + " + row.s + " : " + d.buf + ";");
+      line("const int64_t tw_h = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
+           "sizeof(float))) : 0;");
+      line("int64_t tw_cj = tw_h;  // full chunks of this pass start at a vector boundary of the output");
+    }
+  }
+  // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
+  auto copy_chunk = [&](const Stage& g, const std::string& jn) {
+    line("const int64_t tw_jn = " + jn + ";");
+    line("alignas(64) float tw_buf[" + C + "];");
+    line("const int64_t " + bind(g.outer->var, true) + " = " + rows[K - 1] + ";");
+    emit_prefetch_next(g.st->buffer, rows[K - 1]);
+    std::string vj = bind(g.inner->var, true);
+    line("#pragma GCC ivdep");
+    open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
+    line("tw_buf[" + vj + " - tw_j0] = " + narrow(g.st->buffer->dtype, g.st->value->dtype, expr(g.st->value)) + ";");
+    close();
+    line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+  };
+  open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
+  line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
+  for (int q = 0; q < K; ++q) {
+    const Stage& g = stages[q];
+    if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row
+      open("if (" + pre[q] + "on && tw_cj + " + C + " <= " + E1s + ")");
+      line("const int64_t tw_j0 = tw_cj;");
+      copy_chunk(g, C);
+      line("tw_cj += " + C + ";");
+      close();
+      continue;
+    }
+    open("if (" + pre[q] + "on)");
+    if (g.kind == kReduce) {
+      const Buffer& src = g.rd->src;
+      std::string ptr = buf_name(src) + " + " + rows[q] + " * " + E1s;
+      if (live_views_.count(src.get())) {  // rows read in place (row_view_tiles)
+        const View& v = views_.at(src.get());
+        ptr = v.ptr + " + " + rows[q] + " * " + v.ld;
+      }
+      line("const float* const tw_c = " + ptr + " + tw_j0;");
+    } else {  // map + reduce: the chunk is computed, written to the tile when read later, and reduced
+      const Buffer& t = g.st->buffer;
+      line("const int64_t " + bind(g.outer->var, true) + " = " + rows[q] + ";");
+      emit_prefetch_next(t, rows[q]);
+      // (the tile is always written: a later pass of the run or a later statement may read it)
+      line("float* const tw_c = " + buf_name(t) + " + " + rows[q] + " * " + E1s + " + tw_j0;");
+      std::string vj = bind(g.inner->var, true);
+      line("#pragma GCC ivdep");
+      open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
+      line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, g.st->value->dtype, expr(g.st->value)) + ";");
+      close();
+      live_views_.erase(t.get());  // the map overwrote the tile: later passes read the tile
+    }
+    line("int64_t tw_q = 0;");
+    emit_vec_reduce(g.rd->reduce_kind, "tw_c", "tw_jn", "tw_q", pre[q] + "v");
+    line("for (; tw_q < tw_jn; ++tw_q) " + pre[q] + "acc = " + combine(g.rd->reduce_kind, pre[q] + "acc", "tw_c[tw_q]") + ";");
+    close();
+  }
+  close();  // chunks
+  open("if (" + pre[K - 1] + "on)");
+  line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
+  open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
+  line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_cj;");
+  copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h : " + E1s + " - tw_cj");
+  close();
+  close();
+  for (int q = 0; q < K; ++q) {
+    const Stage& g = stages[q];
+    if (!g.rd) continue;
+    open("if (" + pre[q] + "on)");
+    emit_vec_fold(g.rd->reduce_kind, pre[q] + "v");
+    line("float tw_r = " + neutral[q] + ";");
+    line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_r = " +
+         combine(g.rd->reduce_kind, "tw_r", pre[q] + "v0[tw_j]") + ";");
+    line("tw_r = " + combine(g.rd->reduce_kind, "tw_r", pre[q] + "acc") + ";");
+    std::string at = buf_name(g.rd->dst) + "[" + rows[q] + "]";
+    line(at + " = " + (g.rd->clear ? "tw_r" : combine(g.rd->reduce_kind, at, "tw_r")) + ";");
+    close();
+  }
+  close();  // steps
+  line("if (tw_nt) tw_cpu::simd::stream_fence();");
+  if (!conds.empty()) {
+    --indent_;
+    line("} else {");
+    ++indent_;
+    line("// tail: the statements as written");
+    const auto views_after = live_views_;
+    live_views_ = views_before;
+    emit_range(n, k0, k);
+    live_views_ = views_after;
+    close();
+  }
+  // the copy-out's map overwrote its tile too
+  live_views_.erase(cpl->st->buffer.get());
+  close();
+  return k - k0;
+}
+
+void CodeGen::emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,
+                              const std::string& acc) {
   open("for (; " + q + " + 4 * tw_cpu::simd::kVF <= " + n + "; " + q + " += 4 * tw_cpu::simd::kVF)");
   for (int u = 0; u < 4; ++u) {
-    std::string v = "tw_v" + std::to_string(u);
+    std::string v = acc + std::to_string(u);
     line("{ const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + " + " + std::to_string(u) +
          " * tw_cpu::simd::kVF); " + v + " = " + vec_combine(kind, v, "tw_x") + "; }");
   }
   close();
   open("for (; " + q + " + tw_cpu::simd::kVF <= " + n + "; " + q + " += tw_cpu::simd::kVF)");
   line("const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + ");");
-  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_x") + ";");
+  line(acc + "0 = " + vec_combine(kind, acc + "0", "tw_x") + ";");
   close();
 }
 
-void CodeGen::emit_vec_fold(ReduceKind kind) {
-  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_v1") + ";");
-  line("tw_v2 = " + vec_combine(kind, "tw_v2", "tw_v3") + ";");
-  line("tw_v0 = " + vec_combine(kind, "tw_v0", "tw_v2") + ";");
+void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
+  std::string v0 = acc + "0", v1 = acc + "1", v2 = acc + "2", v3 = acc + "3";
+  line(v0 + " = " + vec_combine(kind, v0, v1) + ";");
+  line(v2 + " = " + vec_combine(kind, v2, v3) + ";");
+  line(v0 + " = " + vec_combine(kind, v0, v2) + ";");
 }
 
 // gemm: the last two dims of each region are the matrix (rows, cols); leading dims must have
