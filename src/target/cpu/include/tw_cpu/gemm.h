@@ -444,7 +444,8 @@ inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float*
 template <int R>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
-                                       float* __restrict C, long ldc, bool acc, int nr) {
+                                       float* __restrict C, long ldc, bool acc, int nr,
+                                       const char* pf2 = nullptr, long pf2_lines = 0) {
   using simd::vf;
   // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
   // ahead on the same row (one full micro-kernel call of lead time).
@@ -474,6 +475,8 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 #pragma GCC unroll 4
       for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(a, b[v], c[i][v]);
     }
+    // one line per k of another range (the next call's operands, see NextPrefetch) into L2
+    if (k < pf2_lines) __builtin_prefetch(pf2 + 64 * k, 0, 2);
     A += as;
     B += bs;
   }
@@ -628,19 +631,20 @@ struct NextPrefetch {
   void spread(long steps) {
     long total = 0;
     for (int i = 0; i < n; ++i) total += lines[i];
-    per = (total + steps - 1) / (steps > 0 ? steps : 1);
+    per = (total + steps - 1) / (steps > 0 ? steps : 1) + 1;  // + 1: chunks end at range ends
   }
-  TW_CPU_INLINE void step() {
-    long budget = per;
-    while (n > 0 && budget > 0) {
-      long m = lines[n - 1] < budget ? lines[n - 1] : budget;
-      const char* q = p[n - 1];
-      for (long l = 0; l < m; ++l) __builtin_prefetch(q + 64 * l, 0, 2);
-      p[n - 1] = q + 64 * m;
-      lines[n - 1] -= m;
-      budget -= m;
-      if (lines[n - 1] == 0) --n;
+  // the next chunk (up to `per` lines, within one range) for a micro-kernel call to fetch
+  TW_CPU_INLINE const char* take(long* m) {
+    if (n == 0) {
+      *m = 0;
+      return nullptr;
     }
+    *m = lines[n - 1] < per ? lines[n - 1] : per;
+    const char* q = p[n - 1];
+    p[n - 1] = q + 64 * *m;
+    lines[n - 1] -= *m;
+    if (lines[n - 1] == 0) --n;
+    return q;
   }
 };
 
@@ -742,7 +746,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     pf.add(shared_packed_b().find(bn, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0)),
            (size_t)ncpad * K);
   }
-  if (pf.n) pf.spread(((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR));
+  if (pf.n) pf.spread(((N + kNR - 1) / kNR) * (M / kMR));  // the full-height micro-kernel calls
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += kKC) {
@@ -772,9 +776,15 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             int mr = mc - ir < kMR ? mc - ir : kMR;
             for (int q = 0; q < pf_rows && pf_row < kc; ++q, ++pf_row)
               for (int l = 0; l < lpr; ++l) __builtin_prefetch(pf_base + pf_row * pf_ld + 64 * l);
-            pf.step();
-            ukr_f32_any(mr, kc, ap + (long)ir * kc, kMR, bp, kNR,
-                        C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
+            if (mr == kMR) {
+              long m = 0;
+              const char* q = pf.take(&m);
+              ukr_f32<kMR>(kc, ap + (long)ir * kc, kMR, bp, kNR, C + (long)(ic + ir) * ldc + jc + jr,
+                           ldc, acc, nr, q, m < kc ? m : kc);
+            } else {
+              ukr_f32_tail<kFirstSub>(mr, kc, ap + (long)ir * kc, kMR, bp, kNR,
+                                      C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
+            }
           }
         }
       }
