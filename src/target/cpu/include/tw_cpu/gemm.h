@@ -37,7 +37,7 @@ namespace detail {
 // Memory for the packed-operand arenas (tens of MiB, read all over by the micro-kernels):
 // 2 MiB aligned and, on Linux, marked for transparent huge pages (the default THP mode is
 // often "madvise"). With 4 KiB pages a 64 MiB packed B needs 16k TLB entries: the page walks
-// cost about 5% of the gemm rate at 4096^3. nullptr when out of memory. Never freed here:
+// cost about 3% of the gemm rate at 2048^3 and 4096^3. nullptr when out of memory. Never freed here:
 // callers free with __builtin_free.
 inline void* arena_alloc(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
@@ -184,9 +184,6 @@ struct SharedPackedB {
       }
     }
   }
-  // The shared panel for this key; *fill = true when the caller must pack it and then call
-  // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
-  // filling this panel right now).
   static uint64_t hash(const void* p, long ld, int k, int n, int tag) {
     uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull ^
                  (uint64_t)ld * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(k * 131 + n * 7 + tag);
@@ -206,6 +203,9 @@ struct SharedPackedB {
     }
     return nullptr;
   }
+  // The shared panel for this key; *fill = true when the caller must pack it and then call
+  // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
+  // filling this panel right now).
   float* acquire(const void* p, long ld, int k, int n, int tag, size_t floats, bool* fill,
                  Slot** out) {
     if (!arena) return nullptr;
@@ -615,8 +615,9 @@ void gemv_f32(int N, int K, const float* A, long lda, bool transA, const float* 
     gemv_chunk<R>(N - j < kGvN ? N - j : kGvN, K, A, ak, ai, B + j, ldb, C + j, ldc, acc);
 }
 
-// Up to two packed ranges fetched into L2 a few cache lines at a time (step(), once per
-// micro-kernel call), so that the whole of them is requested by the end of the current call.
+// Up to two packed ranges fetched into L2 a few cache lines at a time: take() hands each
+// full-height micro-kernel call a chunk, which it prefetches one line per k, so that the whole
+// of them is requested by the end of the current gemm call.
 struct NextPrefetch {
   const char* p[2];
   long lines[2];
