@@ -59,7 +59,7 @@ RESULTS = BENCH / "results"
 
 FULL = dict(
     gemm_sizes=[1024, 2048, 4096],
-    gemm_blocks=[(128, 128, 64), (128, 256, 64), (256, 128, 64), (64, 256, 128), (128, 256, 128)],
+    gemm_blocks=[(128, 128, 64), (128, 256, 64), (256, 128, 64), (64, 256, 128), (128, 256, 128), (64, 256, 256)],
     gemm_big_top=2,            # at the largest size only the best few of the previous size are tried
     seed_size=4096,
     skinny_nk=4096,

@@ -177,7 +177,20 @@ class CpuExecutable final : public Executable {
     grid_(&args, ext);
     const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];
     if (total <= 0) return;
-    auto run = [&](int64_t i) { block_(&args, i % e0, (i / e0) % e1, i / (e0 * e1)); };
+    // Blocks run in row-major order (bx fastest) and the pool gives each thread a contiguous
+    // share of them (runtime/thread_pool.h), i.e. whole rows of blocks. The rows of thread t's
+    // share start at column t * e0 / threads (bx rotated, a bijection within every row), so the
+    // threads begin on different columns: a gemm kernel's threads then pack different panels of
+    // B in their first row (each packed panel is shared, see tw_cpu/gemm.h) instead of packing
+    // the same ones at the same moment.
+    const int64_t rows = total / e0;
+    const int64_t threads = in_parallel_region() ? 1 : default_pool().size();
+    auto run = [&](int64_t i) {
+      const int64_t r = i / e0;
+      int64_t bx = i % e0;
+      if (threads > 1) bx = (bx + (r * threads / rows) * e0 / threads) % e0;
+      block_(&args, bx, r % e1, r / e1);
+    };
     auto run_all = [&] {
       if (total == 1)
         run(0);

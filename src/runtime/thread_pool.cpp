@@ -83,35 +83,51 @@ struct ThreadPool::Impl {
     std::atomic<uint32_t> caller_waiting{0};  // caller asleep (or about to be) on `active`
     std::atomic<bool> stop{false};
 
-    // Current job (valid while state is open).
-    alignas(64) std::atomic<int64_t> next{0};
+    // Current job (valid while state is open): [0, n) cut into one contiguous range per thread
+    // (thread t owns [t*n/size, (t+1)*n/size)). A thread runs its own range in order, then takes
+    // the remaining indices of the other ranges one at a time from their fronts, so uneven
+    // blocks and late or descheduled threads still balance. Contiguous ownership keeps the
+    // blocks that share data on one thread: a gemm grid in row-major order gives each thread
+    // whole block rows, so it packs each row of A once and nothing is packed twice.
+    struct alignas(64) Range {
+        std::atomic<int64_t> next{0};  // grows past end once exhausted (fetch_add by any thread)
+        int64_t end = 0;
+    };
+    std::unique_ptr<Range[]> ranges;
     int64_t n = 0;
     const std::function<void(int64_t)>* fn = nullptr;
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::exception_ptr error;
 
-    void run_indices() {
+    // Runs indices of range `r` until it is exhausted; false if fn threw (stop everything).
+    bool drain(Range& r) {
         for (;;) {
-            int64_t i = next.fetch_add(1, std::memory_order_relaxed);
-            if (i >= n) return;
+            int64_t i = r.next.fetch_add(1, std::memory_order_relaxed);
+            if (i >= r.end) return true;
             try {
                 (*fn)(i);
             } catch (...) {
                 std::lock_guard<std::mutex> lock(error_mutex);
                 if (!error) error = std::current_exception();
                 failed.store(true, std::memory_order_relaxed);
-                next.store(n, std::memory_order_relaxed);  // hand out no more indices
-                return;
+                for (int t = 0; t < size; ++t)  // hand out no more indices
+                    ranges[t].next.store(ranges[t].end, std::memory_order_relaxed);
+                return false;
             }
         }
+    }
+
+    void run_indices(int self) {
+        for (int d = 0; d < size; ++d)
+            if (!drain(ranges[(self + d) % size])) return;
     }
 
     void leave() {
         if (active.fetch_sub(1) == 1 && caller_waiting.load()) futex_wake_all(&active);
     }
 
-    void worker_loop() {
+    void worker_loop(int self) {
         t_in_parallel = true;
         // The state a fresh pool starts in: a worker scheduled late still joins the first job.
         uint32_t seen = 0;
@@ -136,7 +152,7 @@ struct ThreadPool::Impl {
                 leave();
                 continue;
             }
-            run_indices();
+            run_indices(self);
             leave();
         }
     }
@@ -150,8 +166,15 @@ struct ThreadPool::Impl {
         threads.clear();
     }
 
+    struct Start {
+        Impl* impl;
+        int self;
+    };
+    std::vector<Start> starts;  // one per worker, alive as long as the pool
+
     static void* thread_main(void* arg) {
-        static_cast<Impl*>(arg)->worker_loop();
+        auto* st = static_cast<Start*>(arg);
+        st->impl->worker_loop(st->self);
         return nullptr;
     }
 
@@ -159,7 +182,10 @@ struct ThreadPool::Impl {
         std::lock_guard<std::mutex> call_lock(call_mutex);
         fn = &f;
         n = count;
-        next.store(0, std::memory_order_relaxed);
+        for (int t = 0; t < size; ++t) {
+            ranges[t].next.store(count * t / size, std::memory_order_relaxed);
+            ranges[t].end = count * (t + 1) / size;
+        }
         failed.store(false, std::memory_order_relaxed);
         error = nullptr;
         uint32_t gen = state.load(std::memory_order_relaxed) >> 1;
@@ -167,7 +193,7 @@ struct ThreadPool::Impl {
         if (sleepers.load() != 0) futex_wake_all(&state);
 
         t_in_parallel = true;
-        run_indices();
+        run_indices(0);
         t_in_parallel = false;
 
         state.store((gen + 1) << 1);  // close: no new worker may join
@@ -190,12 +216,15 @@ ThreadPool::ThreadPool(int n) : impl_(std::make_unique<Impl>()) {
     if (n < 1)
         throw std::invalid_argument("ThreadPool size must be >= 1, got " + std::to_string(n));
     impl_->size = n;
+    impl_->ranges = std::make_unique<Impl::Range[]>(n);
+    impl_->starts.reserve(n);  // no reallocation: workers keep pointers into it
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, kWorkerStackBytes);
     for (int i = 1; i < n; ++i) {
         pthread_t t;
-        int rc = pthread_create(&t, &attr, &Impl::thread_main, impl_.get());
+        impl_->starts.push_back(Impl::Start{impl_.get(), i});
+        int rc = pthread_create(&t, &attr, &Impl::thread_main, &impl_->starts.back());
         if (rc != 0) {
             pthread_attr_destroy(&attr);
             impl_->stop_workers();

@@ -1,8 +1,9 @@
 // A persistent pool of worker threads that runs the grid of a CPU kernel.
 //
 // parallel_for(n, fn) calls fn(i) once for every i in [0, n) and returns when all calls have
-// finished. The calling thread participates; indices are handed out one at a time from an
-// atomic counter, so uneven blocks balance dynamically. Workers have a 64 MiB stack
+// finished. The calling thread participates. Each thread owns a contiguous share of [0, n)
+// (the caller the first) and runs it in order; a thread that finishes its share takes the
+// remaining indices of the others one at a time, so uneven blocks balance dynamically. Workers have a 64 MiB stack
 // (generated kernels keep tiles on the stack) and sleep on a futex between calls after a
 // short spin (~50 µs) that keeps back-to-back launches cheap.
 //

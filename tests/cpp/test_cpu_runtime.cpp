@@ -247,6 +247,37 @@ void run_stable_b_case(int M, int N, int K, int MB, int NB, int KB, bool transB,
         }
   }
 }
+// The read-only lookups the next-call prefetch uses: they find exactly the entries this launch
+// packed (same key), nothing of an earlier launch, and never insert.
+TEST(Gemm, PackedCacheLookups) {
+  using namespace tw_cpu::detail;
+  static float a[64 * 64], b[64 * 64];
+  tw_cpu::new_launch();
+  auto& pa = packed_a_cache();
+  EXPECT_EQ(pa.find(a, 64, 28, 64, 8), nullptr);
+  bool fresh = false;
+  float* qa = pa.find_or_add(a, 64, 28, 64, 8, 28 * 64, &fresh);
+  ASSERT_NE(qa, nullptr);
+  EXPECT_TRUE(fresh);
+  EXPECT_EQ(pa.find(a, 64, 28, 64, 8), qa);
+  EXPECT_EQ(pa.find(a + 64, 64, 28, 64, 8), nullptr);  // the next K step: not packed yet
+  EXPECT_EQ(pa.find(a, 64, 28, 64, 9), nullptr);       // other element type / transpose
+  auto& pb = shared_packed_b();
+  EXPECT_EQ(pb.find(b, 64, 64, 64, 8), nullptr);
+  bool fill = false;
+  SharedPackedB::Slot* slot = nullptr;
+  float* qb = pb.acquire(b, 64, 64, 64, 8, 64 * 64, &fill, &slot);
+  ASSERT_NE(qb, nullptr);
+  ASSERT_TRUE(fill);
+  EXPECT_EQ(pb.find(b, 64, 64, 64, 8), nullptr);  // still being filled
+  SharedPackedB::publish(slot);
+  EXPECT_EQ(pb.find(b, 64, 64, 64, 8), qb);
+  EXPECT_EQ(pb.find(b + 64 * 64, 64, 64, 64, 8), nullptr);
+  tw_cpu::new_launch();  // a new launch sees none of them
+  EXPECT_EQ(pa.find(a, 64, 28, 64, 8), nullptr);
+  EXPECT_EQ(pb.find(b, 64, 64, 64, 8), nullptr);
+}
+
 TEST(Gemm, StableBSharedPanels) {
   run_stable_b_case<float>(200, 160, 256, 64, 64, 64, false, 1, false, 21);
   run_stable_b_case<float>(150, 130, 200, 48, 40, 48, false, 1, false, 22);   // tails in M, N, K

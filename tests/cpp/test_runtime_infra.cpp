@@ -204,6 +204,39 @@ TEST(ThreadPool, EveryIndexExactlyOnce) {
     }
 }
 
+TEST(ThreadPool, ThreadsRunContiguousSharesInOrder) {
+    // Each thread starts with its own contiguous share (the caller the first one) and runs it
+    // in increasing order: with equal work and no stealing needed, the indices one thread ran
+    // form at most a few increasing runs, and the caller runs index 0.
+    rt::ThreadPool pool(2);
+    const int64_t n = 64;
+    std::vector<std::thread::id> who(static_cast<size_t>(n));
+    pool.parallel_for(n, [&](int64_t i) {
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+        who[static_cast<size_t>(i)] = std::this_thread::get_id();
+    });
+    EXPECT_EQ(who[0], std::this_thread::get_id());
+    int switches = 0;
+    for (int64_t i = 1; i < n; ++i) switches += who[static_cast<size_t>(i)] != who[static_cast<size_t>(i - 1)];
+    EXPECT_LE(switches, 8) << "blocks of one share should stay on one thread";
+}
+
+TEST(ThreadPool, IdleThreadsTakeOverOtherShares) {
+    // All the work is in the caller's share: the worker, done with its own (instant) share,
+    // must take indices of the caller's share, so the call takes about half the serial time.
+    rt::ThreadPool pool(2);
+    const int64_t n = 40;
+    std::mutex mu;
+    std::set<std::thread::id> slow_ids;
+    pool.parallel_for(n, [&](int64_t i) {
+        if (i >= n / 2) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::lock_guard<std::mutex> lock(mu);
+        slow_ids.insert(std::this_thread::get_id());
+    });
+    EXPECT_EQ(slow_ids.size(), 2u) << "the worker did not help with the caller's share";
+}
+
 TEST(ThreadPool, RejectsBadSize) {
     EXPECT_THROW(rt::ThreadPool(0), std::invalid_argument);
 }

@@ -467,3 +467,25 @@ def test_big_tiles_run_on_one_thread():
     env = dict(os.environ, TW_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+@tw.jit
+def block_ids_kernel(e0, e1, e2):
+    @T.prim_func
+    def main(O: T.Tensor((e2, e1, e0), "int32")):
+        with T.Kernel(e0, e1, e2) as (bx, by, bz):
+            for i in T.Parallel(1):
+                O[bz, by, bx + i] = bx + 100 * by + 10000 * bz
+    return main
+
+
+@pytest.mark.parametrize("grid", [(7, 5, 3), (1, 9, 1), (16, 32, 1), (3, 1, 1), (5, 2, 2)])
+def test_every_block_runs_once_with_its_own_indices(grid):
+    # The launcher splits the grid into contiguous shares per pool thread and rotates the
+    # column order of each thread's rows: still every (bx, by, bz) exactly once.
+    e0, e1, e2 = grid
+    out = np.full((e2, e1, e0), -1, dtype=np.int32)
+    block_ids_kernel(e0, e1, e2)(out)
+    bz, by, bx = np.meshgrid(np.arange(e2), np.arange(e1), np.arange(e0), indexing="ij")
+    np.testing.assert_array_equal(out, bx + 100 * by + 10000 * bz)
+    assert _C.num_threads() >= 1

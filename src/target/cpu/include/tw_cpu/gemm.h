@@ -26,15 +26,38 @@
 #include "simd.h"
 #include "types.h"
 
+#include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace tw_cpu {
 namespace detail {
+
+// Memory for the packed-operand arenas (tens of MiB, read all over by the micro-kernels):
+// 2 MiB aligned and, on Linux, marked for transparent huge pages (the default THP mode is
+// often "madvise"). With 4 KiB pages a 64 MiB packed B needs 16k TLB entries: the page walks
+// cost about 3% of the gemm rate at 2048^3 and 4096^3. nullptr when out of memory. Never freed here:
+// callers free with __builtin_free.
+inline void* arena_alloc(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  bytes = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = nullptr;
+  if (posix_memalign(&p, kHuge, bytes) != 0) return nullptr;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+#endif
+  return p;
+}
 
 // ------------------------------------------------------------------ scratch
 struct Scratch {
   char* raw = nullptr;
   char* ptr = nullptr;
   size_t cap = 0;
+  bool huge = false;  // allocate with arena_alloc (large, long-lived buffers)
   Scratch() = default;
+  explicit Scratch(bool h) : huge(h) {}
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
@@ -44,7 +67,7 @@ struct Scratch {
     if (bytes > cap) {
       if (raw) __builtin_free(raw);
       size_t c = bytes + bytes / 4 + 4096;
-      raw = (char*)__builtin_malloc(c + 64);
+      raw = huge ? (char*)arena_alloc(c + 64) : (char*)__builtin_malloc(c + 64);
       if (!raw) __builtin_trap();
       ptr = (char*)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
       cap = c;
@@ -80,8 +103,16 @@ struct PackedCache {
   int n = 0;
   size_t used = 0;
   Entry e[kEntries];
-  Scratch arena;
+  Scratch arena{true};
   explicit PackedCache(size_t cap) : cap_floats(cap) {}
+  // the packed block for this key if this launch already holds it (no insertion), else nullptr
+  const float* find(const void* p, long ld, int r, int c, int tag) {
+    if (epoch != __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED)) return nullptr;
+    for (int i = n - 1; i >= 0; --i)
+      if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag)
+        return (const float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
+    return nullptr;
+  }
   // the packed block for this key, or nullptr; *fresh = true when the caller must fill it
   float* find_or_add(const void* p, long ld, int r, int c, int tag, size_t floats, bool* fresh) {
     uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
@@ -138,8 +169,7 @@ struct SharedPackedB {
   uint64_t alloc = 0;  // (epoch & 0xffffff) << 40 | floats used
   float* arena = nullptr;
   SharedPackedB() {
-    char* raw = (char*)__builtin_malloc(kCapFloats * sizeof(float) + 64);
-    if (raw) arena = (float*)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    arena = (float*)arena_alloc(kCapFloats * sizeof(float));
   }
   bool bump(uint64_t ep, size_t floats, size_t* off) {
     const uint64_t e = (ep << 40) & kEpochMask;
@@ -154,6 +184,25 @@ struct SharedPackedB {
       }
     }
   }
+  static uint64_t hash(const void* p, long ld, int k, int n, int tag) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull ^
+                 (uint64_t)ld * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(k * 131 + n * 7 + tag);
+    return h ^ (h >> 29);
+  }
+  // The ready panel for this key in this launch, or nullptr (read-only: never claims a slot).
+  const float* find(const void* p, long ld, int k, int n, int tag) const {
+    if (!arena) return nullptr;
+    const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    const uint64_t h = hash(p, ld, k, n, tag);
+    for (int i = 0; i < kProbe; ++i) {
+      const Slot& s = slot[(h + i) & (kSlots - 1)];
+      uint64_t st = __atomic_load_n(&s.st, __ATOMIC_ACQUIRE);
+      if ((st >> 2) != ep) return nullptr;  // acquire() would have claimed this slot
+      if ((st & 3) == 2 && s.p == p && s.ld == ld && s.k == k && s.n == n && s.tag == tag)
+        return arena + s.off;
+    }
+    return nullptr;
+  }
   // The shared panel for this key; *fill = true when the caller must pack it and then call
   // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
   // filling this panel right now).
@@ -161,9 +210,7 @@ struct SharedPackedB {
                  Slot** out) {
     if (!arena) return nullptr;
     const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull ^
-                 (uint64_t)ld * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(k * 131 + n * 7 + tag);
-    h ^= h >> 29;
+    const uint64_t h = hash(p, ld, k, n, tag);
     for (int i = 0; i < kProbe; ++i) {
       Slot& s = slot[(h + i) & (kSlots - 1)];
       uint64_t st = __atomic_load_n(&s.st, __ATOMIC_ACQUIRE);
@@ -397,7 +444,8 @@ inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float*
 template <int R>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
-                                       float* __restrict C, long ldc, bool acc, int nr) {
+                                       float* __restrict C, long ldc, bool acc, int nr,
+                                       const char* pf2 = nullptr, long pf2_lines = 0) {
   using simd::vf;
   // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
   // ahead on the same row (one full micro-kernel call of lead time).
@@ -427,6 +475,8 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 #pragma GCC unroll 4
       for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(a, b[v], c[i][v]);
     }
+    // one line per k of another range (the next call's operands, see NextPrefetch) into L2
+    if (k < pf2_lines) __builtin_prefetch(pf2 + 64 * k, 0, 2);
     A += as;
     B += bs;
   }
@@ -444,7 +494,10 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
     }
   } else {
     alignas(64) float tmp[R][kNR];
+    // unrolled: a runtime index into c[][] would keep the accumulators in memory
+#pragma GCC unroll 16
     for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
       for (int v = 0; v < kNV; ++v) simd::store(&tmp[i][v * kVF], c[i][v]);
     for (int i = 0; i < R; ++i) {
       float* ci = C + (long)i * ldc;
@@ -562,6 +615,40 @@ void gemv_f32(int N, int K, const float* A, long lda, bool transA, const float* 
     gemv_chunk<R>(N - j < kGvN ? N - j : kGvN, K, A, ak, ai, B + j, ldb, C + j, ldc, acc);
 }
 
+// Up to two packed ranges fetched into L2 a few cache lines at a time: take() hands each
+// full-height micro-kernel call a chunk, which it prefetches one line per k, so that the whole
+// of them is requested by the end of the current gemm call.
+struct NextPrefetch {
+  const char* p[2];
+  long lines[2];
+  int n = 0;
+  long per = 0;  // lines per step, all ranges together
+  void add(const float* q, size_t floats) {
+    if (!q) return;
+    p[n] = (const char*)q;
+    lines[n] = (long)((floats * sizeof(float) + 63) / 64);
+    ++n;
+  }
+  void spread(long steps) {
+    long total = 0;
+    for (int i = 0; i < n; ++i) total += lines[i];
+    per = (total + steps - 1) / (steps > 0 ? steps : 1) + 1;  // + 1: chunks end at range ends
+  }
+  // the next chunk (up to `per` lines, within one range) for a micro-kernel call to fetch
+  TW_CPU_INLINE const char* take(long* m) {
+    if (n == 0) {
+      *m = 0;
+      return nullptr;
+    }
+    *m = lines[n - 1] < per ? lines[n - 1] : per;
+    const char* q = p[n - 1];
+    p[n - 1] = q + 64 * *m;
+    lines[n - 1] -= *m;
+    if (lines[n - 1] == 0) --n;
+    return q;
+  }
+};
+
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable,
@@ -643,6 +730,24 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       Bshared = q;
     }
   }
+  // A tile program walks K in a loop of small gemms: the next call's operands are most likely
+  // the next K step of the same tiles (A + K columns, B + K rows). When they are already packed
+  // (by an earlier block of this launch), fetch them into L2 during this call, spread over its
+  // micro-kernel calls: streamed from L3 or memory on demand they cost 5-10% of the rate.
+  // A wrong guess (the last K step) only costs a few prefetches of data nobody reads.
+  NextPrefetch pf;
+  if (a_packed) {
+    const T* an = transA ? A + (long)K * lda : A + K;
+    const int mpad = (M + kMR - 1) / kMR * kMR;
+    pf.add(packed_a_cache().find(an, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0)),
+           (size_t)mpad * K);
+  }
+  if (Bshared) {
+    const T* bn = transB ? B + K : B + (long)K * ldb;
+    pf.add(shared_packed_b().find(bn, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0)),
+           (size_t)ncpad * K);
+  }
+  if (pf.n) pf.spread(((N + kNR - 1) / kNR) * (M / kMR));  // the full-height micro-kernel calls
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += kKC) {
@@ -672,8 +777,15 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             int mr = mc - ir < kMR ? mc - ir : kMR;
             for (int q = 0; q < pf_rows && pf_row < kc; ++q, ++pf_row)
               for (int l = 0; l < lpr; ++l) __builtin_prefetch(pf_base + pf_row * pf_ld + 64 * l);
-            ukr_f32_any(mr, kc, ap + (long)ir * kc, kMR, bp, kNR,
-                        C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
+            if (mr == kMR) {
+              long m = 0;
+              const char* q = pf.take(&m);
+              ukr_f32<kMR>(kc, ap + (long)ir * kc, kMR, bp, kNR, C + (long)(ic + ir) * ldc + jc + jr,
+                           ldc, acc, nr, q, m < kc ? m : kc);
+            } else {
+              ukr_f32_tail<kFirstSub>(mr, kc, ap + (long)ir * kc, kMR, bp, kNR,
+                                      C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
+            }
           }
         }
       }
