@@ -489,7 +489,7 @@ inline void scale_zero(int M, int N, TC* C, long ldc) {
 // k advances kGvK = 8 rows at a time and, for each group, one pass reads the 8 rows side by
 // side from column 0 to n - 1: 8 concurrent sequential streams the hardware prefetchers follow
 // (measured on Zen 4, N = K = 4096: 8 rows ~31 GB/s, 4 rows ~28, 16 rows ~28), plus a software
-// prefetch into L2 (prefetcht1) kGvPf bytes ahead on each of them, which keeps more misses in
+// prefetch into L2 (prefetcht1) kGvPf floats (24 lines) ahead on each of them, which keeps more misses in
 // flight than the hardware prefetchers alone: ~36-39 GB/s where numpy's sgemv reads ~30 (24-32
 // lines ahead measured best; 16 lines ~37, 64 ~37; prefetcht0 or prefetchnta instead ~23-27,
 // slower than none). Every element of B is read exactly once, in address order within each row,
@@ -522,16 +522,15 @@ TW_CPU_INLINE void gv_store_n(float* p, simd::vf v, int r) {
 }
 
 // C[i][j .. j + r) += sum over q < G of A(k + q, i) * B[q][j .. j + r), i < R (r = kVF: a full
-// vector, else the first r lanes)
-template <int R, int G, bool kFull>
+// vector, else the first r lanes); kPf: also prefetch B[q][j + kGvPf ..] (a column this call reads)
+template <int R, int G, bool kFull, bool kPf = false>
 TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float* __restrict b,
                            long ldb, float* __restrict C, long ldc) {
   using simd::vf;
   vf x[R];
   for (int i = 0; i < R; ++i) x[i] = kFull ? simd::loadu(C + i * ldc + j) : gv_load_n(C + i * ldc + j, r);
   for (int q = 0; q < G; ++q) {
-    // past the end of a row this prefetches the start of a later one; a prefetch never faults
-    if (kFull) __builtin_prefetch((const void*)((uintptr_t)(b + q * ldb + j) + kGvPf * 4), 0, 2);
+    if (kPf) __builtin_prefetch(b + q * ldb + j + kGvPf, 0, 2);
     const vf bq = kFull ? simd::loadu(b + q * ldb + j) : gv_load_n(b + q * ldb + j, r);
     for (int i = 0; i < R; ++i) x[i] = simd::fma(a[i][q], bq, x[i]);
   }
@@ -543,8 +542,11 @@ TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float*
   }
 }
 
-// One pass over G rows of B (k .. k + G): head partial vector [0, p), full vectors [p, nm),
-// tail partial vector [nm, n).
+// One pass over G rows of B (k .. k + G): head partial vector [0, p), full vectors [p, nm) (the
+// ones more than kGvPf columns before nm prefetch ahead; the prefetches stay inside the columns
+// of the call: with a block narrower than B, the columns after them are another block's; one
+// thread on half-width blocks, 33 GB/s stopping there against 32 prefetching on; the same with
+// whole rows), tail partial vector [nm, n).
 template <int R, int G>
 TW_CPU_INLINE void gv_rows(int p, int nm, int n, const float* __restrict A, long ak, long ai,
                            const float* __restrict b, long ldb, float* __restrict C, long ldc) {
@@ -552,7 +554,9 @@ TW_CPU_INLINE void gv_rows(int p, int nm, int n, const float* __restrict A, long
   for (int i = 0; i < R; ++i)
     for (int q = 0; q < G; ++q) a[i][q] = simd::splat(A[q * ak + i * ai]);
   if (p > 0) gv_step<R, G, false>(0, p, a, b, ldb, C, ldc);
-  for (int j = p; j < nm; j += kVF) gv_step<R, G, true>(j, kVF, a, b, ldb, C, ldc);
+  int j = p;
+  for (; j + kGvPf < nm; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc);
+  for (; j < nm; j += kVF) gv_step<R, G, true>(j, kVF, a, b, ldb, C, ldc);
   if (nm < n) gv_step<R, G, false>(nm, n - nm, a, b, ldb, C, ldc);
 }
 
