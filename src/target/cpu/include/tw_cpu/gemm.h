@@ -522,15 +522,15 @@ TW_CPU_INLINE void gv_store_n(float* p, simd::vf v, int r) {
 }
 
 // C[i][j .. j + r) += sum over q < G of A(k + q, i) * B[q][j .. j + r), i < R (r = kVF: a full
-// vector, else the first r lanes); kPf: also prefetch B[q][j + kGvPf ..] (a column this call reads)
+// vector, else the first r lanes); kPf: also prefetch pf + q * ldb for each q
 template <int R, int G, bool kFull, bool kPf = false>
 TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float* __restrict b,
-                           long ldb, float* __restrict C, long ldc) {
+                           long ldb, float* __restrict C, long ldc, const float* pf = nullptr) {
   using simd::vf;
   vf x[R];
   for (int i = 0; i < R; ++i) x[i] = kFull ? simd::loadu(C + i * ldc + j) : gv_load_n(C + i * ldc + j, r);
   for (int q = 0; q < G; ++q) {
-    if (kPf) __builtin_prefetch(b + q * ldb + j + kGvPf, 0, 2);
+    if (kPf) __builtin_prefetch(pf + q * ldb, 0, 2);
     const vf bq = kFull ? simd::loadu(b + q * ldb + j) : gv_load_n(b + q * ldb + j, r);
     for (int i = 0; i < R; ++i) x[i] = simd::fma(a[i][q], bq, x[i]);
   }
@@ -542,20 +542,26 @@ TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float*
   }
 }
 
-// One pass over G rows of B (k .. k + G): head partial vector [0, p), full vectors [p, nm) (the
-// ones more than kGvPf columns before nm prefetch ahead; the prefetches stay inside the columns
-// of the call: with a block narrower than B, the columns after them are another block's; one
-// thread on half-width blocks, 33 GB/s stopping there against 32 prefetching on; the same with
-// whole rows), tail partial vector [nm, n).
+// One pass over G rows of B (k .. k + G): head partial vector [0, p), full vectors [p, nm), tail
+// partial vector [nm, n). The full vectors more than kGvPf columns before nm prefetch the same
+// rows kGvPf columns ahead; the last kGvPf columns' worth prefetch, when `next` (the next group's
+// rows, inside this call) is given, the first kGvPf columns of those rows instead. The
+// prefetches never leave the columns of the call: with a block narrower than B the columns after
+// them are another block's (one thread on half-width blocks: 33 GB/s stopping at nm against 32
+// prefetching on, 36-38 wrapping to the next rows; whole rows 38 -> 39-40).
 template <int R, int G>
 TW_CPU_INLINE void gv_rows(int p, int nm, int n, const float* __restrict A, long ak, long ai,
-                           const float* __restrict b, long ldb, float* __restrict C, long ldc) {
+                           const float* __restrict b, long ldb, float* __restrict C, long ldc,
+                           const float* next) {
   simd::vf a[R][G];
   for (int i = 0; i < R; ++i)
     for (int q = 0; q < G; ++q) a[i][q] = simd::splat(A[q * ak + i * ai]);
   if (p > 0) gv_step<R, G, false>(0, p, a, b, ldb, C, ldc);
+  const int npf = nm - kGvPf > p ? nm - kGvPf : p;
   int j = p;
-  for (; j + kGvPf < nm; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc);
+  for (; j < npf; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, b + j + kGvPf);
+  if (next)
+    for (; j < nm; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, next + (j - npf));
   for (; j < nm; j += kVF) gv_step<R, G, true>(j, kVF, a, b, ldb, C, ldc);
   if (nm < n) gv_step<R, G, false>(nm, n - nm, a, b, ldb, C, ldc);
 }
@@ -577,9 +583,11 @@ __attribute__((noinline)) void gemv_f32(int N, int K, const float* __restrict A,
   if (p > N) p = N;
   const int nm = p + (N - p) / kVF * kVF;
   int k = 0;
-  for (; k + kGvK <= K; k += kGvK)
-    gv_rows<R, kGvK>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc);
-  for (; k < K; ++k) gv_rows<R, 1>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc);
+  for (; k + kGvK <= K; k += kGvK) {
+    const float* next = k + 2 * kGvK <= K ? B + (k + kGvK) * ldb : nullptr;
+    gv_rows<R, kGvK>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc, next);
+  }
+  for (; k < K; ++k) gv_rows<R, 1>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc, nullptr);
 }
 
 template <class T>
