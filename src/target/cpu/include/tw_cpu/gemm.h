@@ -488,15 +488,16 @@ inline void scale_zero(int M, int N, TC* C, long ldc) {
 // Small M (1 or 2 rows), fp32, B not transposed: a GEMV-like loop, memory bound on B.
 // k advances kGvK = 8 rows at a time and, for each group, one pass reads the 8 rows side by
 // side from column 0 to n - 1: 8 concurrent sequential streams the hardware prefetchers follow
-// (measured on Zen 4, N = K = 4096: 8 rows ~31 GB/s, 4 rows ~28, 16 rows ~28), plus a software
-// prefetch into L2 (prefetcht1) kGvPf floats (24 lines) ahead on each of them, which keeps more misses in
-// flight than the hardware prefetchers alone: ~36-39 GB/s where numpy's sgemv reads ~30 (24-32
-// lines ahead measured best; 16 lines ~37, 64 ~37; prefetcht0 or prefetchnta instead ~23-27,
-// slower than none). Every element of B is read exactly once, in address order within each row,
-// and never packed. When all rows of B share one misalignment (numpy's arrays usually start 16
-// bytes into a cache line), the first vector of the pass is a partial one (masked on AVX-512)
-// that ends on the 64-byte boundary, so the full vectors after it never split a cache line;
-// the last, partial vector is masked too: head and tail stay inside the same in-order pass over
+// (measured on Zen 4, N = K = 4096: 8 rows ~31 GB/s, 4 rows ~28, 16 rows ~28; 1 or 2 rows at a
+// time are slower still even with prefetching, 21-26), plus a software prefetch into L2
+// (prefetcht1) kGvPf floats (24 lines) ahead on each of them, which keeps more misses in flight
+// than the hardware prefetchers alone: ~36-40 GB/s on one core where numpy's sgemv reads ~30
+// (24-32 lines ahead measured best; 16 lines ~37, 64 ~37; prefetcht0 or prefetchnta instead
+// ~23-27, slower than none). Every element of B is read exactly once, in address order within
+// each row, and never packed. When all rows of B share one misalignment (numpy's arrays usually
+// start 16 bytes into a cache line), the first vector of the pass is a partial one (masked on
+// AVX-512) that ends on the 64-byte boundary, so the full vectors after it never split a cache
+// line; the last, partial vector is masked too: head and tail stay inside the same in-order pass over
 // each row (a separate pass over their columns would touch every row's first and last lines
 // again, out of order). The partial sums are accumulated straight into C (R rows, L1/L2
 // resident for the tile programs' fragments); both rows of A (R = 2) share each load of B.
@@ -528,7 +529,8 @@ TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float*
                            long ldb, float* __restrict C, long ldc, const float* pf = nullptr) {
   using simd::vf;
   vf x[R];
-  for (int i = 0; i < R; ++i) x[i] = kFull ? simd::loadu(C + i * ldc + j) : gv_load_n(C + i * ldc + j, r);
+  for (int i = 0; i < R; ++i)
+    x[i] = kFull ? simd::loadu(C + i * ldc + j) : gv_load_n(C + i * ldc + j, r);
   for (int q = 0; q < G; ++q) {
     if (kPf) __builtin_prefetch(pf + q * ldb, 0, 2);
     const vf bq = kFull ? simd::loadu(b + q * ldb + j) : gv_load_n(b + q * ldb + j, r);
@@ -567,9 +569,9 @@ TW_CPU_INLINE void gv_rows(int p, int nm, int n, const float* __restrict A, long
 }
 
 template <int R>
-__attribute__((noinline)) void gemv_f32(int N, int K, const float* __restrict A, long lda, bool transA,
-                                        const float* __restrict B, long ldb, float* __restrict C,
-                                        long ldc, bool acc) {
+__attribute__((noinline)) void gemv_f32(int N, int K, const float* __restrict A, long lda,
+                                        bool transA, const float* __restrict B, long ldb,
+                                        float* __restrict C, long ldc, bool acc) {
   const long ak = transA ? lda : 1, ai = transA ? 1 : lda;
   if (!acc)
     for (int i = 0; i < R; ++i)
@@ -579,7 +581,8 @@ __attribute__((noinline)) void gemv_f32(int N, int K, const float* __restrict A,
   constexpr uintptr_t kVB = simd::kVecBytes;
   const uintptr_t addr = (uintptr_t)B;
   int p = 0;
-  if ((addr % kVB) && (addr & 3) == 0 && ((uintptr_t)ldb * 4) % kVB == 0) p = (int)((kVB - addr % kVB) / 4);
+  if ((addr % kVB) && (addr & 3) == 0 && ((uintptr_t)ldb * 4) % kVB == 0)
+    p = (int)((kVB - addr % kVB) / 4);
   if (p > N) p = N;
   const int nm = p + (N - p) / kVF * kVF;
   int k = 0;
@@ -599,13 +602,6 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     if (!accumulate) scale_zero(M, N, C, ldc);
     return;
   }
-  if constexpr (same<T, float>) {
-    if (M <= 2 && !transB) {
-      if (M == 1) gemv_f32<1>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
-      else gemv_f32<2>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
-      return;
-    }
-  }
   auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
   auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
 
@@ -616,6 +612,13 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   const int ncpad = (ncmax + kNR - 1) / kNR * kNR;
   float* Ap = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)mcpad * kcmax + kPackSlack));
 
+  if constexpr (same<T, float>) {
+    if (M <= 2 && !transB) {
+      if (M == 1) gemv_f32<1>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+      else gemv_f32<2>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+      return;
+    }
+  }
   // Skinny fast path: one row panel, fp32 B not transposed -> stream B directly
   // (packing it would cost as much memory traffic as the whole product).
   if constexpr (same<T, float>) {
