@@ -63,7 +63,11 @@ FULL = dict(
     gemm_big_top=2,            # at the largest size only the best few of the previous size are tried
     seed_size=4096,
     skinny_nk=4096,
-    skinny_blocks={1: [(1, 256, 256), (1, 2048, 256), (1, 4096, 256)],  # bn = N: whole B rows streamed
+    # M = 1: bn = N streams whole B rows (1 thread); bn = N / 2 gives each of 2 threads its half of
+    # every row. block_K <= 48 at bn = 4096 (<= 96 at 2048) keeps the tiles under the 1 MiB that a
+    # block may take on the caller's stack: bigger ones run each launch on a new 64 MiB-stack
+    # thread, which cost 5-10% here
+    skinny_blocks={1: [(1, 4096, 32), (1, 2048, 32), (1, 2048, 64)],
                    16: [(16, 128, 256), (16, 64, 512), (16, 128, 512)],
                    128: [(128, 128, 256), (128, 64, 512), (128, 512, 128), (128, 256, 128)]},
     lowp_size=2048,

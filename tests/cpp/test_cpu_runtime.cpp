@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -114,8 +116,9 @@ void run_all_small(uint32_t seed) {
 }
 
 TEST(Gemm, F32Shapes) { run_all_small<float, float>(1); }
-// M = 1 and 2 (fp32, B not transposed) take the GEMV-like path: column chunks of up to 4096 with
-// a vector tail and a scalar tail, k in groups of 8 with a remainder; M = 3 the streamed-B path.
+// M = 1 and 2 (fp32, B not transposed) take the GEMV-like path (a partial head vector up to B's
+// vector boundary, full vectors, a partial tail vector; k in groups of 8 with a remainder; more
+// placements in F32GemvPlacements below); M = 3 the streamed-B path.
 TEST(Gemm, F32SkinnyGemv) {
   const Shape shapes[] = {{1, 2085, 7, 3}, {2, 2085, 9, 0}, {1, 1024, 256, 0}, {2, 17, 130, 1},
                           {1, 5, 3, 0},    {2, 2048, 1, 2}, {3, 1100, 33, 1}};
@@ -123,6 +126,99 @@ TEST(Gemm, F32SkinnyGemv) {
   for (const Shape& s : shapes)
     for (int tA = 0; tA < 2; ++tA)
       for (int acc = 0; acc < 2; ++acc) run_gemm_case<float, float>(s.M, s.N, s.K, tA, false, acc, s.pad, seed++);
+}
+
+// Floats in their own mapping with an inaccessible page right before and right after the usable
+// pages: `at_end` places the n floats so they end `slack` floats before the trailing guard page,
+// otherwise they start `slack` floats after the leading one. A read or write outside [p, p + n)
+// that crosses into a guard page faults (the gemv's masked head/tail loads and stores must not).
+struct Guarded {
+  char* base = nullptr;
+  size_t len = 0;
+  float* p = nullptr;
+  Guarded(size_t n, long slack, bool at_end) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t body = ((n + (size_t)slack) * sizeof(float) + pg - 1) / pg * pg;
+    len = body + 2 * pg;
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("mmap failed");
+    base = (char*)m;
+    mprotect(base, pg, PROT_NONE);
+    mprotect(base + pg + body, pg, PROT_NONE);
+    p = at_end ? (float*)(base + pg + body) - slack - (long)n : (float*)(base + pg) + slack;
+  }
+  ~Guarded() { munmap(base, len); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+};
+
+// The M <= 2 fp32 path (gemv_f32): every placement of B relative to a vector boundary (a head
+// of p = 1..kVF-1 partial columns when all rows share the offset; none when ldb makes each row's
+// offset different), every tail length, K below, at and above multiples of the 8-row group,
+// transposed A with an odd stride, accumulate or overwrite, R = 2 with a padded ldc, operands
+// next to guard pages. Error bound of the fp32 sums (one rounding per fma/add, at most K + 1 of
+// them): |got - ref| <= (K + 2) * 2^-24 * (sum_k |a_ik b_kj| + |c0|).
+void run_gemv_case(int M, int N, int K, bool tA, bool acc, long boff, long ldb, bool at_end, uint32_t seed) {
+  std::mt19937 g(seed);
+  const long lda = tA ? M + 3 : K + 1, ldc = N + 5;
+  const long arows = tA ? K : M;
+  Guarded A((size_t)(arows * lda), 1, !at_end), B((size_t)((K - 1) * ldb + N), boff, at_end),
+      C((size_t)((M - 1) * ldc + N), 0, at_end);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (long i = 0; i < arows * lda; ++i) A.p[i] = u(g);
+  for (long i = 0; i < (K - 1) * ldb + N; ++i) B.p[i] = u(g);
+  // C: its rows plus, for M = 2, the pad between them (which must stay untouched)
+  const long clen = (M - 1) * ldc + N;
+  for (long i = 0; i < clen; ++i) C.p[i] = u(g);
+  std::vector<float> C0(C.p, C.p + clen);
+  tw_cpu::gemm<float, float, float>(M, N, K, A.p, lda, tA, B.p, ldb, false, C.p, ldc, acc);
+  long bad = 0;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0, sa = 0;
+      for (int k = 0; k < K; ++k) {
+        double t = (double)(tA ? A.p[(long)k * lda + i] : A.p[(long)i * lda + k]) * B.p[(long)k * ldb + j];
+        s += t;
+        sa += std::fabs(t);
+      }
+      const double c0 = acc ? C0[(size_t)(i * ldc + j)] : 0.0, ref = c0 + s;
+      const double got = C.p[i * ldc + j];
+      const double tol = (K + 2) * std::ldexp(1.0, -24) * (sa + std::fabs(c0)) + 1e-30;
+      if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "gemv mismatch at (" << i << "," << j << ") got " << got << " ref " << ref << " tol " << tol;
+    }
+  for (long j = N; j < ldc && M == 2; ++j)
+    if (C.p[j] != C0[(size_t)j] && bad++ < 5) ADD_FAILURE() << "gemv wrote C's padding at column " << j;
+  EXPECT_EQ(bad, 0) << "M=" << M << " N=" << N << " K=" << K << " tA=" << tA << " acc=" << acc
+                    << " B offset=" << boff << " ldb=" << ldb << " at_end=" << at_end;
+}
+
+TEST(Gemm, F32GemvPlacements) {
+  const int Ns[] = {1, 5, 12, 13, 16, 17, 47, 1027};
+  const int Ks[] = {1, 7, 8, 9, 33};
+  const long offs[] = {0, 1, 4, 12, 15};
+  uint32_t seed = 900;
+  for (int M = 1; M <= 2; ++M)
+    for (int N : Ns)
+      for (int K : Ks)
+        for (long off : offs)
+          for (int l = 0; l < 3; ++l) {
+            // ldb: N itself, N + 3 (rows at different offsets), a multiple of 16 (rows at the
+            // same offset, so a head of 16 - off columns on AVX-512)
+            const long ldb = l == 0 ? N : l == 1 ? N + 3 : (N + 15) / 16 * 16 + 16;
+            const bool tA = (seed & 1) != 0, acc = (seed & 2) != 0, at_end = (seed & 4) != 0;
+            run_gemv_case(M, N, K, tA, acc, off, ldb, at_end, seed++);
+          }
+}
+// The shape of the tile programs' calls: B rows of 4096 floats, a K step of 32 or 256, numpy's
+// 16-byte offset, repeated accumulating calls into one C (the fragment) over a K loop.
+TEST(Gemm, F32GemvTileLoop) {
+  for (int M = 1; M <= 2; ++M)
+    for (int tA = 0; tA < 2; ++tA) {
+      run_gemv_case(M, 4096, 32, tA, true, 4, 4096, true, 950 + M * 2 + tA);
+      run_gemv_case(M, 4096, 259, tA, false, 4, 4096, false, 960 + M * 2 + tA);
+      run_gemv_case(M, 4100, 20, tA, true, 0, 4100, true, 970 + M * 2 + tA);
+    }
 }
 TEST(Gemm, F16Shapes) { run_all_small<f16, float>(2); }
 TEST(Gemm, BF16Shapes) { run_all_small<bf16, float>(3); }

@@ -539,80 +539,111 @@ inline void scale_zero(int M, int N, TC* C, long ldc) {
 }
 
 // Small M (1 or 2 rows), fp32, B not transposed: a GEMV-like loop, memory bound on B.
-// Columns in chunks of up to kGvN (a whole 16 KiB row of a 4096-wide B: the caller's block
-// should be as wide as B for the rows to be streamed whole, as numpy's sgemv does; 1 KiB row
-// segments at a 16 KiB stride stream at ~17 GB/s, whole rows at ~31). For each chunk, k
-// advances kGvK = 8 rows at a time and the 8 rows' runs are read sequentially side by side:
-// 8 concurrent streams the hardware prefetchers follow (measured on Zen 4, N = K = 4096:
-// 8 rows ~31 GB/s, 4 rows ~28, 16 rows ~28; software prefetch on top made it slower, 25-27).
-// Both rows of A (R = 2) share each load of B. The R x kGvN partial sums live in an
-// L1-resident stack array. No packing: every element of B is read exactly once.
-inline constexpr int kGvN = 4096;
+// k advances kGvK = 8 rows at a time and, for each group, one pass reads the 8 rows side by
+// side from column 0 to n - 1: 8 concurrent sequential streams the hardware prefetchers follow
+// (measured on Zen 4, N = K = 4096: 8 rows ~31 GB/s, 4 rows ~28, 16 rows ~28; 1 or 2 rows at a
+// time are slower still even with prefetching, 21-26), plus a software prefetch into L2
+// (prefetcht1) kGvPf floats (24 lines) ahead on each of them, which keeps more misses in flight
+// than the hardware prefetchers alone: ~36-40 GB/s on one core where numpy's sgemv reads ~30
+// (24-32 lines ahead measured best; 16 lines ~37, 64 ~37; prefetcht0 or prefetchnta instead
+// ~23-27, slower than none). Every element of B is read exactly once, in address order within
+// each row, and never packed. When all rows of B share one misalignment (numpy's arrays usually
+// start 16 bytes into a cache line), the first vector of the pass is a partial one (masked on
+// AVX-512) that ends on the 64-byte boundary, so the full vectors after it never split a cache
+// line; the last, partial vector is masked too: head and tail stay inside the same in-order pass over
+// each row (a separate pass over their columns would touch every row's first and last lines
+// again, out of order). The partial sums are accumulated straight into C (R rows, L1/L2
+// resident for the tile programs' fragments); both rows of A (R = 2) share each load of B.
 inline constexpr int kGvK = 8;
-template <int R>
-__attribute__((noinline)) void gemv_chunk(int n, int K, const float* __restrict A, long ak, long ai,
-                                          const float* __restrict B, long ldb, float* __restrict C,
-                                          long ldc, bool acc) {
+inline constexpr int kGvPf = 24 * 64 / 4;  // prefetch distance in floats: 24 cache lines
+
+// the first r lanes of p (0 < r <= kVF); the other lanes read as 0 and are never touched
+TW_CPU_INLINE simd::vf gv_load_n(const float* p, int r) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_loadups512_mask(p, simd::vf{}, (unsigned short)((1u << r) - 1u));
+#else
+  simd::vf v{};
+  for (int l = 0; l < r; ++l) v[l] = p[l];
+  return v;
+#endif
+}
+TW_CPU_INLINE void gv_store_n(float* p, simd::vf v, int r) {
+#if defined(__AVX512F__)
+  __builtin_ia32_storeups512_mask(p, v, (unsigned short)((1u << r) - 1u));
+#else
+  for (int l = 0; l < r; ++l) p[l] = v[l];
+#endif
+}
+
+// C[i][j .. j + r) += sum over q < G of A(k + q, i) * B[q][j .. j + r), i < R (r = kVF: a full
+// vector, else the first r lanes); kPf: also prefetch pf + q * ldb for each q
+template <int R, int G, bool kFull, bool kPf = false>
+TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float* __restrict b,
+                           long ldb, float* __restrict C, long ldc, const float* pf = nullptr) {
   using simd::vf;
-  alignas(64) float t[R][kGvN];
-  const int nv = (n + kVF - 1) / kVF * kVF;  // columns padded to whole vectors in t
+  vf x[R];
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < nv; ++j) t[i][j] = 0.0f;
-  const int n16 = n / kVF * kVF;
-  int k = 0;
-  for (; k + kGvK <= K; k += kGvK) {
-    const float* b = B + (long)k * ldb;
-    vf a[R][kGvK];
-    for (int i = 0; i < R; ++i)
-      for (int q = 0; q < kGvK; ++q) a[i][q] = simd::splat(A[(long)(k + q) * ak + (long)i * ai]);
-    for (int j = 0; j < n16; j += kVF) {
-      vf x[R];
-      for (int i = 0; i < R; ++i) x[i] = simd::load(t[i] + j);
-      for (int q = 0; q < kGvK; ++q) {
-        const vf bq = simd::loadu(b + q * ldb + j);
-        for (int i = 0; i < R; ++i) x[i] = simd::fma(a[i][q], bq, x[i]);
-      }
-      for (int i = 0; i < R; ++i) simd::store(t[i] + j, x[i]);
-    }
-    for (int i = 0; i < R; ++i)
-      for (int j = n16; j < n; ++j) {
-        float x = t[i][j];
-        for (int q = 0; q < kGvK; ++q) x += A[(long)(k + q) * ak + (long)i * ai] * b[q * ldb + j];
-        t[i][j] = x;
-      }
-  }
-  for (; k < K; ++k) {
-    const float* b0 = B + (long)k * ldb;
-    for (int i = 0; i < R; ++i) {
-      const float s0 = A[(long)k * ak + (long)i * ai];
-      for (int j = 0; j < n; ++j) t[i][j] += s0 * b0[j];
-    }
+    x[i] = kFull ? simd::loadu(C + i * ldc + j) : gv_load_n(C + i * ldc + j, r);
+  for (int q = 0; q < G; ++q) {
+    if (kPf) __builtin_prefetch(pf + q * ldb, 0, 2);
+    const vf bq = kFull ? simd::loadu(b + q * ldb + j) : gv_load_n(b + q * ldb + j, r);
+    for (int i = 0; i < R; ++i) x[i] = simd::fma(a[i][q], bq, x[i]);
   }
   for (int i = 0; i < R; ++i) {
-    float* ci = C + (long)i * ldc;
-    if (acc)
-      for (int j = 0; j < n; ++j) ci[j] += t[i][j];
+    if (kFull)
+      simd::storeu(C + i * ldc + j, x[i]);
     else
-      for (int j = 0; j < n; ++j) ci[j] = t[i][j];
+      gv_store_n(C + i * ldc + j, x[i], r);
   }
 }
 
+// One pass over G rows of B (k .. k + G): head partial vector [0, p), full vectors [p, nm), tail
+// partial vector [nm, n). The full vectors more than kGvPf columns before nm prefetch the same
+// rows kGvPf columns ahead; the last kGvPf columns' worth prefetch, when `next` (the next group's
+// rows, inside this call) is given, the first kGvPf columns of those rows instead. The
+// prefetches never leave the columns of the call: with a block narrower than B the columns after
+// them are another block's (one thread on half-width blocks: 33 GB/s stopping at nm against 32
+// prefetching on, 36-38 wrapping to the next rows; whole rows 38 -> 39-40).
+template <int R, int G>
+TW_CPU_INLINE void gv_rows(int p, int nm, int n, const float* __restrict A, long ak, long ai,
+                           const float* __restrict b, long ldb, float* __restrict C, long ldc,
+                           const float* next) {
+  simd::vf a[R][G];
+  for (int i = 0; i < R; ++i)
+    for (int q = 0; q < G; ++q) a[i][q] = simd::splat(A[q * ak + i * ai]);
+  if (p > 0) gv_step<R, G, false>(0, p, a, b, ldb, C, ldc);
+  const int npf = nm - kGvPf > p ? nm - kGvPf : p;
+  int j = p;
+  for (; j < npf; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, b + j + kGvPf);
+  if (next)
+    for (; j < nm; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, next + (j - npf));
+  for (; j < nm; j += kVF) gv_step<R, G, true>(j, kVF, a, b, ldb, C, ldc);
+  if (nm < n) gv_step<R, G, false>(nm, n - nm, a, b, ldb, C, ldc);
+}
+
 template <int R>
-void gemv_f32(int N, int K, const float* A, long lda, bool transA, const float* B, long ldb, float* C,
-              long ldc, bool acc) {
+__attribute__((noinline)) void gemv_f32(int N, int K, const float* __restrict A, long lda,
+                                        bool transA, const float* __restrict B, long ldb,
+                                        float* __restrict C, long ldc, bool acc) {
   const long ak = transA ? lda : 1, ai = transA ? 1 : lda;
-  // Align the column runs to 64 bytes when B's rows are (numpy's arrays are typically 16 bytes
-  // off): a few leading columns first, so the main loads never split a cache line (~20%).
-  int j = 0;
+  if (!acc)
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < N; ++j) C[i * ldc + j] = 0.0f;
+  // head columns up to B's first vector-size boundary (64 bytes with AVX-512) when every row
+  // starts at the same offset from one: 0 < p < kVF
+  constexpr uintptr_t kVB = simd::kVecBytes;
   const uintptr_t addr = (uintptr_t)B;
-  if ((addr & 63) && (addr & 3) == 0 && ((ldb * 4) & 63) == 0) {
-    int p = (int)((64 - (addr & 63)) / 4);
-    if (p > N) p = N;
-    gemv_chunk<R>(p, K, A, ak, ai, B, ldb, C, ldc, acc);
-    j = p;
+  int p = 0;
+  if ((addr % kVB) && (addr & 3) == 0 && ((uintptr_t)ldb * 4) % kVB == 0)
+    p = (int)((kVB - addr % kVB) / 4);
+  if (p > N) p = N;
+  const int nm = p + (N - p) / kVF * kVF;
+  int k = 0;
+  for (; k + kGvK <= K; k += kGvK) {
+    const float* next = k + 2 * kGvK <= K ? B + (k + kGvK) * ldb : nullptr;
+    gv_rows<R, kGvK>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc, next);
   }
-  for (; j < N; j += kGvN)
-    gemv_chunk<R>(N - j < kGvN ? N - j : kGvN, K, A, ak, ai, B + j, ldb, C + j, ldc, acc);
+  for (; k < K; ++k) gv_rows<R, 1>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc, nullptr);
 }
 
 // Up to two packed ranges fetched into L2 a few cache lines at a time: take() hands each
