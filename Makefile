@@ -27,6 +27,7 @@ demo: build
 # C++ unit tests, then the Python tests (numerics vs numpy, errors, examples).
 test: build
 	build/py/tw_tests --gtest_brief=1
+	for t in build/py/tw_cpu_runtime_tests_*; do $$t --gtest_brief=1 || exit 1; done
 	$(PY) -m pytest -q tests/python
 
 bench: build

@@ -1,8 +1,7 @@
 // Tests for the header-only CPU runtime (src/target/cpu/include/tw_cpu).
-// Meant to be compiled several times with different -march flags so that every
-// compile-time code path (AVX-512 / AVX2 / portable) is exercised, e.g.
-//   g++ -O2 -std=c++20 -march=native  -I src/target/cpu/include tests/cpp/test_cpu_runtime.cpp -lgtest -lgtest_main -pthread
-//   g++ -O2 -std=c++20 -march=haswell ...      g++ -O2 -std=c++20 -march=x86-64 ...
+// Built once per compile-time code path (CMakeLists.txt: tw_cpu_runtime_tests_{native,haswell,
+// x86_64}, i.e. -march=native / haswell / x86-64: AVX-512 where the host has it, AVX2, portable),
+// and `make test` runs all three.
 #include <gtest/gtest.h>
 
 #include <cfloat>
