@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cstring>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -98,32 +100,70 @@ std::mutex& launch_mutex() {
   return *m;
 }
 
-// Runs fn on a new thread with the pool workers' stack size and waits (rethrowing its exception).
-template <class F>
-void run_on_big_stack(F& fn) {
-  struct Job {
-    F* fn;
-    std::exception_ptr error;
-  } job{&fn, nullptr};
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
-  pthread_t t;
-  auto body = [](void* p) -> void* {
-    auto* j = static_cast<Job*>(p);
-    try {
-      (*j->fn)();
-    } catch (...) {
-      j->error = std::current_exception();
+// Runs launches whose tiles do not fit the caller's stack: one long-lived thread with the pool
+// workers' stack size (64 MiB), started on first use and reused, so a launch costs two wake-ups
+// rather than a thread creation, and the thread's stack pages and per-thread gemm caches
+// (tw_cpu/gemm.h) stay warm between launches. Calls are serialised by its own mutex (launches
+// are already serialised by launch_mutex). After fork() the child starts its own thread.
+class BigStackThread {
+ public:
+  static BigStackThread& get() {
+    static std::mutex m;
+    static BigStackThread* t = nullptr;  // never destroyed (a worker may outlive static destructors)
+    std::lock_guard<std::mutex> g(m);
+    if (!t || t->pid_ != getpid()) t = new BigStackThread();  // a forked child's copy has no thread
+    return *t;
+  }
+
+  template <class F>
+  void run(F& fn) {
+    std::lock_guard<std::mutex> one(call_);
+    std::function<void()> job = [&fn] { fn(); };
+    std::unique_lock<std::mutex> lk(m_);
+    job_ = &job;
+    error_ = nullptr;
+    cv_.notify_all();
+    cv_.wait(lk, [this] { return job_ == nullptr; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  BigStackThread() : pid_(getpid()) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, &BigStackThread::body, this);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) throw std::runtime_error("cannot start a thread for kernel launches with big tiles");
+    pthread_detach(t);
+  }
+  static void* body(void* p) {
+    auto* self = static_cast<BigStackThread*>(p);
+    std::unique_lock<std::mutex> lk(self->m_);
+    for (;;) {
+      self->cv_.wait(lk, [self] { return self->job_ != nullptr; });
+      std::function<void()>* job = self->job_;
+      lk.unlock();
+      std::exception_ptr error;
+      try {
+        (*job)();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lk.lock();
+      self->error_ = error;
+      self->job_ = nullptr;
+      self->cv_.notify_all();
     }
-    return nullptr;
-  };
-  int rc = pthread_create(&t, &attr, body, &job);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) throw std::runtime_error("cannot start a thread for a kernel launch");
-  pthread_join(t, nullptr);
-  if (job.error) std::rethrow_exception(job.error);
-}
+  }
+
+  const pid_t pid_;
+  std::mutex call_, m_;
+  std::condition_variable cv_;
+  std::function<void()>* job_ = nullptr;
+  std::exception_ptr error_;
+};
 
 class CpuExecutable final : public Executable {
  public:
@@ -199,7 +239,7 @@ class CpuExecutable final : public Executable {
     };
     // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
     if (tile_bytes_ > kCallerStackTileBytes && !in_parallel_region())
-      run_on_big_stack(run_all);
+      BigStackThread::get().run(run_all);
     else
       run_all();
   }

@@ -455,12 +455,19 @@ def test_example_scripts_run_and_pass():
 
 def test_big_tiles_run_on_one_thread():
     """With TW_NUM_THREADS=1 blocks would run on the caller's (8 MiB) stack; kernels whose tiles
-    are large (here 8 MiB) run on a thread with a 64 MiB stack instead of crashing."""
+    are large (here 8 MiB) run on a thread with a 64 MiB stack instead of crashing. That thread
+    is reused by later launches, and a forked child starts its own."""
     code = textwrap.dedent("""
-        import sys; sys.path.insert(0, "examples")
+        import os, sys; sys.path.insert(0, "examples")
         import numpy as np, gemm
         k = gemm.matmul(1, 512, 4096, block_M=1, block_N=512, block_K=4096, dtype="float32")
         a = np.ones((1, 4096), np.float32); b = np.ones((4096, 512), np.float32)
+        for i in range(3):
+            assert np.all(k(a * (i + 1), b) == 4096.0 * (i + 1))
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if np.all(k(a, b * 2) == 8192.0) else 1)
+        assert os.waitpid(pid, 0)[1] == 0
         assert np.all(k(a, b) == 4096.0)
         print("ok")
     """)
