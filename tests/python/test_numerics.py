@@ -1107,6 +1107,27 @@ def test_softmax_row_lengths(examples_path, M, N):
     assert_close(y.astype(np.float64).sum(axis=1), np.ones(M), 1e-5, 0, "rows sum to 1")
 
 
+@pytest.mark.parametrize("M,N,block_M,y_offset", [
+    (1003, 2111, 8, 4),     # >= 8 MiB: streaming stores; a 3-row tail block; Y 4 bytes into a line
+    (1024, 2048, 16, 16),   # numpy's usual layout: 16 bytes into the page
+    (517, 4096, 4, 0),      # line-aligned output, a 1-row tail block
+    (300, 65, 8, 12),       # rows of one chunk plus one column
+    (300, 33, 8, 8),        # rows shorter than a chunk
+])
+def test_softmax_row_pipeline_into_offset_outputs(examples_path, M, N, block_M, y_offset):
+    # The row pipeline (max, exp + sum and divide + copy-out run side by side, one row apart)
+    # writing into a preallocated output at any offset from a cache line, with tail blocks.
+    import softmax as ex
+    x = randn(np.random.default_rng(M + N), (M, N), scale=3.0)
+    k = tw.compile(ex.softmax.__wrapped__(N, block_M=block_M))
+    raw = np.zeros(M * N * 4 + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + y_offset
+    y = raw[start:start + M * N * 4].view(np.float32).reshape(M, N)
+    k(x, y)
+    assert_close(y, ex.reference(x), 1e-6, 1e-5, f"softmax {M}x{N} block_M={block_M} Y+{y_offset}")
+    assert not raw[:start].any() and not raw[start + M * N * 4:].any(), "wrote outside Y"
+
+
 def make_seed_matmul(M, N, K, bm=128, bn=128, bk=64):
     @tw.compile
     def seed_mm(A: tw.Tensor((M, K), "float32"), B: tw.Tensor((K, N), "float32")):
