@@ -6,7 +6,21 @@
 //
 // Supported (TA, TB, TC):
 //   (float, float, float), (f16, f16, float), (bf16, bf16, float):
-//       fp32 FMA accumulation, f16/bf16 widened to fp32 while packing.
+//       fp32 FMA accumulation, f16/bf16 widened to fp32 while packing (f16 always; bf16 on
+//       targets without AVX512-BF16).
+//   (bf16, bf16, float) on targets with AVX512-BF16 (__AVX512BF16__, e.g. -march=native on Zen 4
+//       or Sapphire Rapids): the operands are packed as bf16 k pairs (one 32-bit element holds
+//       k and k + 1 of a row of op(A) or a column of op(B); an odd K is padded with a zero pair
+//       element) and the micro-kernel runs vdpbf16ps, two products per fp32 lane and
+//       instruction: twice the FMA rate. Same blocking, caches and tails as the fp32 path (the
+//       K block holds twice the k values, the same bytes). Numerics: the product of two bf16 is
+//       exact in fp32; vdpbf16ps adds the two products of a pair into the fp32 accumulator one
+//       after the other, each addition rounded to nearest even (MXCSR is not consulted), and it
+//       treats subnormal inputs and results as zero (DAZ / FTZ): a bf16 below 2^-126 in
+//       magnitude reads as 0, and an accumulator value below 2^-126 after adding a product
+//       becomes 0 (e.g. 2^-70 * 2^-70 into a zero accumulator), where the widening path keeps
+//       them. Otherwise the error bound is that of the fp32 path: one fp32
+//       rounding per k (tests/cpp/test_cpu_runtime.cpp: Gemm.BF16PairsTight, BF16PairsDazFtz).
 //   (int8_t, int8_t, int32_t): exact int32 accumulation (wrap-around on overflow,
 //       which needs K > ~130000 with extreme values).
 //       * AVX512-VNNI: vpdpbusd (u8 x s8).  A is packed as u8 = a + 128 and the
@@ -846,12 +860,15 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
 
   // a stable A with K <= KC (one K block): pack all of its rows once per launch and thread
   // (row blocks ic are multiples of kMR, so block ic starts at panel offset ic * kw(K))
+  // cache keys: element type, transpose and packed layout (bf16 pairs differ from widened f16)
+  const int tag_a = (int)sizeof(T) * 2 + (transA ? 1 : 0) + (kDp ? 16 : 0);
+  const int tag_b = (int)sizeof(T) * 2 + (transB ? 1 : 0) + (kDp ? 16 : 0);
   bool a_packed = false;
   if (a_stable && K <= KC) {
     static_assert(kMC % kMR == 0, "row blocks must be whole micro-panels");
     bool fresh = false;
     const int mpad = (M + kMR - 1) / kMR * kMR;
-    float* c = packed_a_cache().find_or_add(A, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0),
+    float* c = packed_a_cache().find_or_add(A, lda, M, K, tag_a,
                                            (size_t)mpad * kw(K) + kPackSlack, &fresh);
     if (c) {
       if (fresh) pack_a_f32(M, K, A, lda, transA, c);
@@ -865,7 +882,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   if (b_stable && K <= KC && N <= kNC) {
     bool fill = false;
     SharedPackedB::Slot* slot = nullptr;
-    float* q = shared_packed_b().acquire(B, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0),
+    float* q = shared_packed_b().acquire(B, ldb, K, N, tag_b,
                                          (size_t)ncpad * kw(K) + kPackSlack, &fill, &slot);
     if (q) {
       if (fill) {
@@ -884,12 +901,12 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   if (a_packed) {
     const T* an = transA ? A + (long)K * lda : A + K;
     const int mpad = (M + kMR - 1) / kMR * kMR;
-    pf.add(packed_a_cache().find(an, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0)),
+    pf.add(packed_a_cache().find(an, lda, M, K, tag_a),
            (size_t)mpad * kw(K));
   }
   if (Bshared) {
     const T* bn = transB ? B + K : B + (long)K * ldb;
-    pf.add(shared_packed_b().find(bn, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0)),
+    pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b),
            (size_t)ncpad * kw(K));
   }
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * (M / kMR));  // the full-height micro-kernel calls
