@@ -46,8 +46,13 @@ double to_d(bf16 x) { return tw_cpu::to_f32(x); }
 double to_d(int8_t x) { return x; }
 double to_d(int32_t x) { return x; }
 
+// tight: the rounding-error bound of fp32 accumulation of exact products (bf16 / f16 inputs):
+// one rounding per k (an FMA, or one of the two additions of a vdpbf16ps), one per K block
+// added into C and one for the accumulate: |err| <= (K + K/256 + 2) u (sum_k |a b| + |c0|),
+// u = 2^-24 (first order; the 1.01 covers the higher-order term). Otherwise 1e-4 relative.
 template <class T, class TC>
-void run_gemm_case(int M, int N, int K, bool tA, bool tB, bool acc, int pad, uint32_t seed) {
+void run_gemm_case(int M, int N, int K, bool tA, bool tB, bool acc, int pad, uint32_t seed,
+                   bool tight = false) {
   std::mt19937 g(seed);
   long lda = (tA ? M : K) + pad, ldb = (tB ? K : N) + pad, ldc = N + pad;
   long arows = tA ? K : M, brows = tB ? N : K;
@@ -83,7 +88,7 @@ void run_gemm_case(int M, int N, int K, bool tA, bool tB, bool acc, int pad, uin
           ADD_FAILURE() << "int8 gemm mismatch at (" << i << "," << j << ") got " << got << " ref " << ref;
       } else {
         // fp32 accumulation: |err| <= 1e-4 * (sum_k |a_ik b_kj| + |c0|) (+ tiny abs)
-        double tol = 1e-4 * (sa + std::fabs(c0)) + 1e-30;
+        double tol = (tight ? 1.01 * (K + K / 256 + 2) * 0x1p-24 : 1e-4) * (sa + std::fabs(c0)) + 1e-30;
         if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
           ADD_FAILURE() << "gemm mismatch at (" << i << "," << j << ") got " << got << " ref " << ref
                         << " tol " << tol;
@@ -222,6 +227,75 @@ TEST(Gemm, F32GemvTileLoop) {
 TEST(Gemm, F16Shapes) { run_all_small<f16, float>(2); }
 TEST(Gemm, BF16Shapes) { run_all_small<bf16, float>(3); }
 TEST(Gemm, I8Shapes) { run_all_small<int8_t, int32_t>(4); }
+
+// bf16 with the tight fp32-accumulation bound. With AVX512-BF16 (the native build on such a host)
+// this is the packed-k-pair / vdpbf16ps path: odd and even K (the odd one pads a zero pair
+// element), K across one and several K blocks (512 k per block there), every transpose
+// combination, accumulate on and off, row tails (M not a multiple of 14) and column tails,
+// odd and even leading-dimension padding (odd: rows start at odd bf16 offsets).
+TEST(Gemm, BF16PairsTight) {
+  const Shape shapes[] = {{1, 1, 1, 0},    {2, 3, 3, 1},       {14, 32, 2, 0},    {15, 33, 7, 1},
+                          {29, 65, 31, 2}, {28, 64, 512, 0},   {30, 47, 513, 3},  {17, 100, 1023, 1},
+                          {141, 70, 1025, 5}, {3, 31, 16, 0},  {8, 40, 17, 4},    {43, 97, 255, 7}};
+  uint32_t seed = 500;
+  for (const Shape& s : shapes)
+    for (int tA = 0; tA < 2; ++tA)
+      for (int tB = 0; tB < 2; ++tB)
+        for (int acc = 0; acc < 2; ++acc)
+          run_gemm_case<bf16, float>(s.M, s.N, s.K, tA, tB, acc, s.pad, seed++, /*tight=*/true);
+}
+TEST(Gemm, BF16LargeTight) {
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB)
+      run_gemm_case<bf16, float>(300, 263, 1537, tA, tB, (tA ^ tB), 1 + tA + 2 * tB, 600 + tA * 2 + tB, true);
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+// The documented numerics of the AVX512-BF16 path (vdpbf16ps): subnormal bf16 inputs read as
+// zero (DAZ), subnormal fp32 results of a step are flushed to zero (FTZ), and each of the two
+// additions of a pair's products into the accumulator is rounded to fp32 (round to nearest even).
+TEST(Gemm, BF16PairsDazFtz) {
+  auto bits = [](uint16_t b) { return bf16{b}; };
+  const int M = 16, N = 40;  // a full 14-row kernel plus a 2-row tail, a column tail
+  for (int K : {1, 2, 3, 6}) {
+    for (int tA = 0; tA < 2; ++tA) {
+      std::vector<bf16> A((size_t)M * K), B((size_t)K * N);
+      std::vector<float> C((size_t)M * N, 5.0f);
+      // rows: 0 mod 3: subnormal 2^-133 (0x0001) or -2^-127 (0x8040) times 2^100 (0x7180): the exact
+      // product 2^-33 is a normal float, but the subnormal input reads as 0 -> 0.
+      // 1 mod 3: 2^-70 (0x1c80) times 2^-70: the product 2^-140 is subnormal in fp32 -> flushed to 0.
+      // 2 mod 3: 2^-60 (0x2180) times 2^-60: 2^-120, normal -> kept exactly (K * 2^-120).
+      for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k) {
+          uint16_t a = i % 3 == 0 ? ((i + k) % 2 ? 0x0001 : 0x8040) : i % 3 == 1 ? 0x1c80 : 0x2180;
+          A[tA ? (size_t)k * M + i : (size_t)i * K + k] = bits(a);
+        }
+      for (int k = 0; k < K; ++k)
+        for (int j = 0; j < N; ++j) B[(size_t)k * N + j] = bits(0x7180);  // 2^100 (rows 0 mod 3)
+      // rows 1, 2 mod 3 need B = 2^-70 / 2^-60: run them as separate calls on row subsets
+      std::vector<bf16> B70(B.size(), bits(0x1c80)), B60(B.size(), bits(0x2180));
+      for (int r = 0; r < 3; ++r) {
+        const std::vector<bf16>& Bm = r == 0 ? B : r == 1 ? B70 : B60;
+        tw_cpu::gemm<bf16, bf16, float>(M, N, K, A.data(), tA ? M : K, tA, Bm.data(), N, false, C.data(),
+                                        N, false);
+        for (int i = r; i < M; i += 3)
+          for (int j = 0; j < N; ++j) {
+            const float want = r == 2 ? (float)K * 0x1p-120f : 0.0f;
+            ASSERT_EQ(fb(C[(size_t)i * N + j]), fb(want)) << "K=" << K << " tA=" << tA << " row " << i << " col " << j;
+          }
+      }
+    }
+  }
+  // rounding: 1 * 1 + 2^-24 * 1 + 2^-24 * 1 (k = 0, 1, 2) = 1 + 2^-23 exactly, but each addition
+  // rounds to fp32 (a tie, to even): 1 whatever the order of the additions.
+  {
+    std::vector<bf16> A = {bits(0x3f80), bits(0x3380), bits(0x3380)}, B(3 * 16, bits(0x3f80));
+    std::vector<float> C(16, 0.0f);
+    tw_cpu::gemm<bf16, bf16, float>(1, 16, 3, A.data(), 3, false, B.data(), 16, false, C.data(), 16, false);
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(C[j], 1.0f) << j;
+  }
+}
+#endif
 
 TEST(Gemm, F32Large) {
   for (int tA = 0; tA < 2; ++tA)

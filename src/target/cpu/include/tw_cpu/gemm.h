@@ -6,7 +6,21 @@
 //
 // Supported (TA, TB, TC):
 //   (float, float, float), (f16, f16, float), (bf16, bf16, float):
-//       fp32 FMA accumulation, f16/bf16 widened to fp32 while packing.
+//       fp32 FMA accumulation, f16/bf16 widened to fp32 while packing (f16 always; bf16 on
+//       targets without AVX512-BF16).
+//   (bf16, bf16, float) on targets with AVX512-BF16 (__AVX512BF16__, e.g. -march=native on Zen 4
+//       or Sapphire Rapids): the operands are packed as bf16 k pairs (one 32-bit element holds
+//       k and k + 1 of a row of op(A) or a column of op(B); an odd K is padded with a zero pair
+//       element) and the micro-kernel runs vdpbf16ps, two products per fp32 lane and
+//       instruction: twice the FMA rate. Same blocking, caches and tails as the fp32 path (the
+//       K block holds twice the k values, the same bytes). Numerics: the product of two bf16 is
+//       exact in fp32; vdpbf16ps adds the two products of a pair into the fp32 accumulator one
+//       after the other, each addition rounded to nearest even (MXCSR is not consulted), and it
+//       treats subnormal inputs and results as zero (DAZ / FTZ): a bf16 below 2^-126 in
+//       magnitude reads as 0, and an accumulator value below 2^-126 after adding a product
+//       becomes 0 (e.g. 2^-70 * 2^-70 into a zero accumulator), where the widening path keeps
+//       them. Otherwise the error bound is that of the fp32 path: one fp32
+//       rounding per k (tests/cpp/test_cpu_runtime.cpp: Gemm.BF16PairsTight, BF16PairsDazFtz).
 //   (int8_t, int8_t, int32_t): exact int32 accumulation (wrap-around on overflow,
 //       which needs K > ~130000 with extreme values).
 //       * AVX512-VNNI: vpdpbusd (u8 x s8).  A is packed as u8 = a + 128 and the
@@ -273,6 +287,18 @@ inline constexpr int kVF = simd::kVF;
 inline constexpr int kNR = kNV * kVF;
 inline constexpr int kFirstSub = kMR > 8 ? 8 : kMR > 4 ? 4 : kMR > 2 ? 2 : 1;
 
+// bf16 with AVX512-BF16: k values per packed element of the (bf16, bf16 -> float) gemm. 2: the
+// operands are packed as bf16 k pairs and the micro-kernel uses vdpbf16ps (see the header
+// comment); 1 (every other type and target): widened to fp32 while packing.
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#define TW_CPU_BF16_DP 1
+template <class T>
+inline constexpr int kPairK = same<T, bf16> ? 2 : 1;
+#else
+template <class T>
+inline constexpr int kPairK = 1;
+#endif
+
 template <class T>
 TW_CPU_INLINE float ld32(const T* p) {
   return to_f32(*p);
@@ -325,21 +351,51 @@ TW_CPU_INLINE void transpose8(v8f (&x)[8]) {
   }
 }
 
-// dst[k*P + i] = src[i*ld + k] for i < r (r <= P), zeros for r <= i < P, k < kc.
+// bf16 k pairs as one 32-bit packed element, the operand layout of vdpbf16ps: low half k,
+// high half k + 1 (hi == nullptr: the zero that pads an odd K). Returned as a float holding
+// those bits (the packed buffers are float arrays; the micro-kernel only moves them).
+typedef uint32_t u32_a __attribute__((may_alias));
+TW_CPU_INLINE float bf16_pair(const bf16* lo, const bf16* hi) {
+  const uint32_t u = (uint32_t)lo->bits | (hi ? (uint32_t)hi->bits << 16 : 0u);
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+// d[j] = pair (r0[j], r1[j]) for j < n: two rows of k interleaved (r1 == nullptr: zeros)
+inline void pair_rows(const bf16* __restrict r0, const bf16* __restrict r1, int n, float* d) {
+  u32_a* w = reinterpret_cast<u32_a*>(d);
+  const uint16_t* a = &r0->bits;
+  if (r1) {
+    const uint16_t* b = &r1->bits;
+    for (int j = 0; j < n; ++j) w[j] = (uint32_t)a[j] | (uint32_t)b[j] << 16;
+  } else {
+    for (int j = 0; j < n; ++j) w[j] = a[j];
+  }
+}
+// 8 packed elements from p: G = 1 widened to fp32, G = 2 eight bf16 k pairs (16 bf16) as is
+template <int G, class T>
+TW_CPU_INLINE void load8w(const T* p, v8f& o) {
+  if constexpr (G == 1) load8(p, o);
+  else __builtin_memcpy(&o, p, sizeof(o));
+}
+
+// dst[k*P + i] = src[i*ld + k] for i < r (r <= P), zeros for r <= i < P, k < kc; with G = 2
+// (bf16 k pairs) the packed element k is the pair (2k, 2k + 1) and there are (kc + 1) / 2 of them.
 // Works in 8x8 blocks; when P is not a multiple of 8 the last row group's stores spill
 // up to 7 floats into the next k row (or past the panel end: buffers carry slack),
 // which is why groups are processed from the highest one down.
-template <int P, class T>
+template <int P, int G = 1, class T>
 inline void pack_transpose(const T* src, long ld, int r, int kc, float* dst) {
-  constexpr int G = (P + 7) / 8;
-  const int k8 = kc / 8 * 8;
-  for (int g = G - 1; g >= 0; --g) {
+  constexpr int NG = (P + 7) / 8;
+  const int kw = (kc + G - 1) / G;
+  const int k8 = kc / (8 * G) * 8;
+  for (int g = NG - 1; g >= 0; --g) {
     const int i0 = g * 8;
     for (int k0 = 0; k0 < k8; k0 += 8) {
       v8f x[8];
 #pragma GCC unroll 8
       for (int t = 0; t < 8; ++t) {
-        if (i0 + t < r) load8(src + (long)(i0 + t) * ld + k0, x[t]);
+        if (i0 + t < r) load8w<G>(src + (long)(i0 + t) * ld + G * k0, x[t]);
         else x[t] = v8f{};
       }
       transpose8(x);
@@ -347,20 +403,39 @@ inline void pack_transpose(const T* src, long ld, int r, int kc, float* dst) {
       for (int t = 0; t < 8; ++t) store8(dst + (long)(k0 + t) * P + i0, x[t]);
     }
   }
-  for (int k = k8; k < kc; ++k)
-    for (int i = 0; i < P; ++i) dst[(long)k * P + i] = i < r ? to_f32(src[(long)i * ld + k]) : 0.0f;
+  for (int k = k8; k < kw; ++k)
+    for (int i = 0; i < P; ++i) {
+      float& d = dst[(long)k * P + i];
+      if (i >= r) d = 0.0f;
+      else if constexpr (G == 1) d = to_f32(src[(long)i * ld + k]);
+      else d = bf16_pair(src + (long)i * ld + 2 * k, 2 * k + 1 < kc ? src + (long)i * ld + 2 * k + 1 : nullptr);
+    }
 }
 inline constexpr int kPackSlack = 16;  // floats of slack after packed buffers
 
 // ------------------------------------------------------------ fp32 packing
 // A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of kMR rows,
-// layout Ap[panel][k][kMR], rows beyond mc zero-filled.
+// layout Ap[panel][k][kMR], rows beyond mc zero-filled. kPairK<T> == 2: element k of a row
+// is the bf16 pair (2k, 2k + 1), (kc + 1) / 2 of them.
 template <class T>
 inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float* Ap) {
+  constexpr int G = kPairK<T>;
+  const int kw = (kc + G - 1) / G;
   for (int i0 = 0; i0 < mc; i0 += kMR) {
     int mr = mc - i0 < kMR ? mc - i0 : kMR;
-    float* dst = Ap + (long)i0 * kc;
-    if (transA) {
+    float* dst = Ap + (long)i0 * kw;
+    if constexpr (G == 2) {
+      if (transA) {  // rows 2k and 2k + 1 of A interleaved
+        for (int k = 0; k < kw; ++k) {
+          const T* s0 = A + (long)(2 * k) * lda + i0;
+          float* d = dst + (long)k * kMR;
+          pair_rows(s0, 2 * k + 1 < kc ? s0 + lda : nullptr, mr, d);
+          for (int i = mr; i < kMR; ++i) d[i] = 0.0f;
+        }
+      } else {
+        pack_transpose<kMR, 2>(A + (long)i0 * lda, lda, mr, kc, dst);
+      }
+    } else if (transA) {
       // op(A)(i,k) = A[k*lda + i]: rows of A are contiguous along i
       for (int k = 0; k < kc; ++k) {
         const T* src = A + (long)k * lda + i0;
@@ -384,9 +459,33 @@ inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float*
 }
 
 // B panel: k [0,kc), cols [0,nc) of op(B) -> micro-panels of kNR cols,
-// layout Bp[panel][k][kNR], cols beyond nc zero-filled.
+// layout Bp[panel][k][kNR], cols beyond nc zero-filled. kPairK<T> == 2: element k of a column
+// is the bf16 pair (2k, 2k + 1), (kc + 1) / 2 of them (a vector load: kVF columns x 2 k).
 template <class T>
 inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float* Bp) {
+  constexpr int G = kPairK<T>;
+  const int kw = (kc + G - 1) / G;
+  if constexpr (G == 2) {
+    if (!transB) {  // rows 2k and 2k + 1 of B interleaved, row pair by row pair
+      const int lines = (int)((nc * sizeof(T) + 63) / 64);
+      for (int k = 0; k < kw; ++k) {
+        const T* s0 = B + (long)(2 * k) * ldb;
+        const T* s1 = 2 * k + 1 < kc ? s0 + ldb : nullptr;
+        if (2 * k + 8 < kc)
+          for (int l = 0; l < lines; ++l) {
+            __builtin_prefetch((const char*)(s0 + 8 * ldb) + 64 * l);
+            __builtin_prefetch((const char*)(s0 + 9 * ldb) + 64 * l);
+          }
+        for (int j0 = 0; j0 < nc; j0 += kNR) {
+          const int nr = nc - j0 < kNR ? nc - j0 : kNR;
+          float* d = Bp + (long)j0 * kw + (long)k * kNR;
+          pair_rows(s0 + j0, s1 ? s1 + j0 : nullptr, nr, d);
+          for (int j = nr; j < kNR; ++j) d[j] = 0.0f;
+        }
+      }
+      return;
+    }
+  }
   if (!transB) {
     // row by row (each row of B is read sequentially, which the hardware prefetchers follow
     // even for large ldb), scattered into the NR-wide micro-panels; software prefetch a few
@@ -416,7 +515,7 @@ inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float*
   }
   for (int j0 = 0; j0 < nc; j0 += kNR) {
     int nr = nc - j0 < kNR ? nc - j0 : kNR;
-    float* dst = Bp + (long)j0 * kc;
+    float* dst = Bp + (long)j0 * kw;
     if (!transB) {
       for (int k = 0; k < kc; ++k) {
         const T* src = B + (long)k * ldb + j0;
@@ -434,14 +533,31 @@ inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float*
       }
     } else {
       // op(B)(k,j) = B[j*ldb + k]
-      pack_transpose<kNR>(B + (long)j0 * ldb, ldb, nr, kc, dst);
+      pack_transpose<kNR, G>(B + (long)j0 * ldb, ldb, nr, kc, dst);
     }
   }
 }
 
 // ------------------------------------------------------- fp32 micro-kernel
+// c + the two products of the bf16 pairs of a and b, lane by lane (vdpbf16ps)
+#if defined(TW_CPU_BF16_DP)
+TW_CPU_INLINE simd::vf dot_bf16(simd::vf c, simd::vf a, simd::vf b) {
+#if defined(__clang__)
+  __asm__("vdpbf16ps %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
+  return c;
+#elif __GNUC__ >= 13
+  typedef __bf16 v32bf __attribute__((vector_size(64)));
+  return __builtin_ia32_dpbf16ps_v16sf(c, (v32bf)a, (v32bf)b);
+#else
+  typedef short v32hi __attribute__((vector_size(64)));
+  return __builtin_ia32_dpbf16ps_v16sf(c, (v32hi)a, (v32hi)b);
+#endif
+}
+#endif
+
 // acc[R][kNR] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
-template <int R>
+// kDp: A and B hold bf16 k pairs (kc of them) and each step is a vdpbf16ps instead of an FMA.
+template <int R, bool kDp = false>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
                                        float* __restrict C, long ldc, bool acc, int nr,
@@ -473,7 +589,13 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
     for (int i = 0; i < R; ++i) {
       vf a = simd::splat(A[i]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(a, b[v], c[i][v]);
+      for (int v = 0; v < kNV; ++v) {
+#if defined(TW_CPU_BF16_DP)
+        if constexpr (kDp) c[i][v] = dot_bf16(c[i][v], a, b[v]);
+        else
+#endif
+          c[i][v] = simd::fma(a, b[v], c[i][v]);
+      }
     }
     // one line per k of another range (the next call's operands, see NextPrefetch) into L2
     if (k < pf2_lines) __builtin_prefetch(pf2 + 64 * k, 0, 2);
@@ -510,17 +632,17 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 }
 
 // rows [0, mr) with mr < kMR: decompose into 8/4/2/1-row kernels.
-template <int R>
+template <int R, bool kDp = false>
 TW_CPU_INLINE void ukr_f32_tail(int mr, long kc, const float* A, long as, const float* B,
                                 long bs, float* C, long ldc, bool acc, int nr) {
   if (mr >= R) {
-    ukr_f32<R>(kc, A, as, B, bs, C, ldc, acc, nr);
+    ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr);
     A += R;
     C += (long)R * ldc;
     mr -= R;
   }
   if constexpr (R > 1) {
-    if (mr > 0) ukr_f32_tail<R / 2>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
+    if (mr > 0) ukr_f32_tail<R / 2, kDp>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
   }
 }
 
@@ -691,13 +813,19 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   }
   auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
   auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+  // G k values per packed element (2: bf16 pairs for vdpbf16ps); the K block KC holds kKC
+  // packed elements either way, so the packed blocks keep their size in the caches
+  constexpr int G = kPairK<T>;
+  constexpr bool kDp = G == 2;
+  constexpr int KC = kKC * G;
+  auto kw = [](int kc) { return (kc + G - 1) / G; };
 
-  const int kcmax = K < kKC ? K : kKC;
+  const int kcmax = K < KC ? K : KC;
   const int mcmax = M < kMC ? M : kMC;
   const int ncmax = N < kNC ? N : kNC;
   const int mcpad = (mcmax + kMR - 1) / kMR * kMR;
   const int ncpad = (ncmax + kNR - 1) / kNR * kNR;
-  float* Ap = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)mcpad * kcmax + kPackSlack));
+  float* Ap = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)mcpad * kw(kcmax) + kPackSlack));
 
   if constexpr (same<T, float>) {
     if (M <= 2 && !transB) {
@@ -730,29 +858,32 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     }
   }
 
-  // a stable A with K <= kKC (one K block): pack all of its rows once per launch and thread
-  // (row blocks ic are multiples of kMR, so block ic starts at panel offset ic * K)
+  // a stable A with K <= KC (one K block): pack all of its rows once per launch and thread
+  // (row blocks ic are multiples of kMR, so block ic starts at panel offset ic * kw(K))
+  // cache keys: element type, transpose and packed layout (bf16 pairs differ from widened f16)
+  const int tag_a = (int)sizeof(T) * 2 + (transA ? 1 : 0) + (kDp ? 16 : 0);
+  const int tag_b = (int)sizeof(T) * 2 + (transB ? 1 : 0) + (kDp ? 16 : 0);
   bool a_packed = false;
-  if (a_stable && K <= kKC) {
+  if (a_stable && K <= KC) {
     static_assert(kMC % kMR == 0, "row blocks must be whole micro-panels");
     bool fresh = false;
     const int mpad = (M + kMR - 1) / kMR * kMR;
-    float* c = packed_a_cache().find_or_add(A, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0),
-                                           (size_t)mpad * K + kPackSlack, &fresh);
+    float* c = packed_a_cache().find_or_add(A, lda, M, K, tag_a,
+                                           (size_t)mpad * kw(K) + kPackSlack, &fresh);
     if (c) {
       if (fresh) pack_a_f32(M, K, A, lda, transA, c);
       Ap = c;
       a_packed = true;
     }
   }
-  float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kcmax + kPackSlack));
+  float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kw(kcmax) + kPackSlack));
   // a stable B with one K block and one column block: share its packed panel across blocks
   float* Bshared = nullptr;
-  if (b_stable && K <= kKC && N <= kNC) {
+  if (b_stable && K <= KC && N <= kNC) {
     bool fill = false;
     SharedPackedB::Slot* slot = nullptr;
-    float* q = shared_packed_b().acquire(B, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0),
-                                         (size_t)ncpad * K + kPackSlack, &fill, &slot);
+    float* q = shared_packed_b().acquire(B, ldb, K, N, tag_b,
+                                         (size_t)ncpad * kw(K) + kPackSlack, &fill, &slot);
     if (q) {
       if (fill) {
         pack_b_f32(K, N, B, ldb, transB, q);
@@ -770,19 +901,20 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   if (a_packed) {
     const T* an = transA ? A + (long)K * lda : A + K;
     const int mpad = (M + kMR - 1) / kMR * kMR;
-    pf.add(packed_a_cache().find(an, lda, M, K, (int)sizeof(T) * 2 + (transA ? 1 : 0)),
-           (size_t)mpad * K);
+    pf.add(packed_a_cache().find(an, lda, M, K, tag_a),
+           (size_t)mpad * kw(K));
   }
   if (Bshared) {
     const T* bn = transB ? B + K : B + (long)K * ldb;
-    pf.add(shared_packed_b().find(bn, ldb, K, N, (int)sizeof(T) * 2 + (transB ? 1 : 0)),
-           (size_t)ncpad * K);
+    pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b),
+           (size_t)ncpad * kw(K));
   }
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * (M / kMR));  // the full-height micro-kernel calls
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
-    for (int pc = 0; pc < K; pc += kKC) {
-      int kc = K - pc < kKC ? K - pc : kKC;
+    for (int pc = 0; pc < K; pc += KC) {
+      int kc = K - pc < KC ? K - pc : KC;
+      const int kwc = kw(kc);
       bool acc = accumulate || pc > 0;
       if (Bshared) Bp = Bshared;
       else pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
@@ -799,11 +931,11 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
         const float* ap = Ap;
-        if (a_packed) ap = Ap + (long)ic * kc;
+        if (a_packed) ap = Ap + (long)ic * kwc;
         else pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
         for (int jr = 0; jr < nc; jr += kNR) {
           int nr = nc - jr < kNR ? nc - jr : kNR;
-          const float* bp = Bp + (long)jr * kc;
+          const float* bp = Bp + (long)jr * kwc;
           for (int ir = 0; ir < mc; ir += kMR) {
             int mr = mc - ir < kMR ? mc - ir : kMR;
             for (int q = 0; q < pf_rows && pf_row < kc; ++q, ++pf_row)
@@ -811,10 +943,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             if (mr == kMR) {
               long m = 0;
               const char* q = pf.take(&m);
-              ukr_f32<kMR>(kc, ap + (long)ir * kc, kMR, bp, kNR, C + (long)(ic + ir) * ldc + jc + jr,
-                           ldc, acc, nr, q, m < kc ? m : kc);
+              ukr_f32<kMR, kDp>(kwc, ap + (long)ir * kwc, kMR, bp, kNR,
+                                C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr, q, m < kwc ? m : kwc);
             } else {
-              ukr_f32_tail<kFirstSub>(mr, kc, ap + (long)ir * kc, kMR, bp, kNR,
+              ukr_f32_tail<kFirstSub, kDp>(mr, kwc, ap + (long)ir * kwc, kMR, bp, kNR,
                                       C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
             }
           }
