@@ -1120,6 +1120,7 @@ def test_softmax_row_pipeline_into_offset_outputs(examples_path, M, N, block_M, 
     import softmax as ex
     x = randn(np.random.default_rng(M + N), (M, N), scale=3.0)
     k = tw.compile(ex.softmax.__wrapped__(N, block_M=block_M))
+    assert ("row pipeline" in k.get_source()) == (N >= 64), "rows of at least one chunk take the pipeline"
     raw = np.zeros(M * N * 4 + 128, np.uint8)
     start = (-raw.ctypes.data) % 64 + y_offset
     y = raw[start:start + M * N * 4].view(np.float32).reshape(M, N)
