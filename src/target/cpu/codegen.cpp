@@ -187,6 +187,15 @@ struct RegionView {
     Idx end = add(start[d], ext[d]);
     return end.c && shape[d].c && *end.c > *shape[d].c;
   }
+  // Appends the run-time conditions (C++ expressions) for the whole region lying inside its
+  // buffer; *never = true when it provably does not.
+  void inside_conds(std::vector<std::string>& out, bool* never = nullptr) const {
+    for (int d = 0; d < rank(); ++d) {
+      if (never && ((start[d].c && *start[d].c < 0) || overflows_above(d))) *never = true;
+      if (!start[d].nonneg) out.push_back(start[d].s + " >= 0");
+      if (!overflows_above(d) && !fits_above(d)) out.push_back(add(start[d], ext[d]).s + " <= " + shape[d].s);
+    }
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -466,6 +475,19 @@ class CodeGen {
   void line(const std::string& s) { out_ += std::string(2 * indent_, ' ') + s + "\n"; }
   void open(const std::string& head) { line(head.empty() ? "{" : head + " {"); ++indent_; }
   void close() { --indent_; line("}"); }
+  // `} else {` of the innermost open block
+  void open_else() { --indent_; line("} else {"); ++indent_; }
+  // opens `if (c0 && c1 ...)` when there are conditions; returns whether a block was opened
+  bool open_if_all(const std::vector<std::string>& conds) {
+    if (conds.empty()) return false;
+    open("if (" + conj(conds) + ")");
+    return true;
+  }
+  static std::string conj(const std::vector<std::string>& conds) {
+    std::string c;
+    for (const auto& x : conds) c += (c.empty() ? "" : " && ") + x;
+    return c;
+  }
   std::string line_comment(const Span& s) const { return s.known() ? "// line " + std::to_string(s.line) + ": " : "// "; }
 
   // --- names
@@ -796,9 +818,7 @@ void CodeGen::emit_if(const IfNode& n) {
   open("if (" + expr(n.cond) + ")");
   emit(n.then_body);
   if (n.else_body) {
-    --indent_;
-    line("} else {");
-    ++indent_;
+    open_else();
     emit(n.else_body);
   }
   close();
@@ -896,14 +916,8 @@ void CodeGen::emit_copy(const CopyNode& n) {
   // Fast-path condition: every dim of both regions inside its buffer.
   std::vector<std::string> conds;
   bool never_fast = false;
-  for (const RegionView* v : {&s, &d})
-    for (int dd = 0; dd < v->rank(); ++dd) {
-      const Idx& st = v->start[dd];
-      if (st.c && *st.c < 0) never_fast = true;
-      if (!st.nonneg) conds.push_back(st.s + " >= 0");
-      if (v->overflows_above(dd)) never_fast = true;
-      else if (!v->fits_above(dd)) conds.push_back(add(st, v->ext[dd]).s + " <= " + v->shape[dd].s);
-    }
+  s.inside_conds(conds, &never_fast);
+  d.inside_conds(conds, &never_fast);
 
   auto vit = views_.find(n.dst.buffer.get());
   const View* view_of_dst = vit == views_.end() ? nullptr : &vit->second;
@@ -974,17 +988,11 @@ void CodeGen::emit_copy(const CopyNode& n) {
       slo.push_back(h(range_lo(s, s.dims[k]), "tw_slo"));
       shi.push_back(h(range_hi(s, s.dims[k]), "tw_shi"));
     }
-    int opened = 0;
-    if (!dcond.empty()) {
-      std::string c;
-      for (auto& x : dcond) c += (c.empty() ? "" : " && ") + x;
-      open("if (" + c + ")");
-      ++opened;
-    }
+    int opened = open_if_all(dcond) ? 1 : 0;
     // ok: "source row inside its buffer" so far (a C++ bool expression, "" = statically true)
-    std::string ok;
-    if (src_never) ok = "false";
-    for (auto& x : scond) ok += (ok.empty() ? "" : " && ") + x;
+    std::vector<std::string> okc = scond;
+    if (src_never) okc.insert(okc.begin(), "false");
+    std::string ok = conj(okc);
     if (!ok.empty() && ok != "false") {
       line("const bool tw_ok = " + ok + ";");
       ok = "tw_ok";
@@ -1045,14 +1053,10 @@ void CodeGen::emit_copy(const CopyNode& n) {
     line("// fast path: both regions are inside their buffers");
     emit_fast();
   } else {
-    std::string c;
-    for (auto& x : conds) c += (c.empty() ? "" : " && ") + x;
-    open("if (" + c + ")");
+    open_if_all(conds);
     line("// fast path: both regions are inside their buffers");
     emit_fast();
-    --indent_;
-    line("} else {");
-    ++indent_;
+    open_else();
     line("// masked path (tails): source elements outside the source read 0, destination elements outside are skipped");
     emit_masked();
     close();
@@ -1132,16 +1136,8 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   Idx db = hoist_starts(d, "tw_d");
   std::string dbase = hoist(db, "tw_db");
   db = db.c ? db : iv(dbase, db.nonneg);
-  for (int dd = 0; dd < d.rank(); ++dd) {
-    const Idx& s0 = d.start[dd];
-    if (!s0.nonneg) conds.push_back(s0.s + " >= 0");
-    if (!d.fits_above(dd)) conds.push_back(add(s0, d.ext[dd]).s + " <= " + d.shape[dd].s);
-  }
-  if (!conds.empty()) {
-    std::string c;
-    for (auto& x : conds) c += (c.empty() ? "" : " && ") + x;
-    open("if (" + c + ")");
-  }
+  d.inside_conds(conds);  // the plan ruled out regions provably outside
+  open_if_all(conds);
   Idx numel = ic(1);
   for (const auto& x : d.shape) numel = mul(numel, x);
   line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
@@ -1169,9 +1165,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   close();
   line("if (tw_nt) tw_cpu::simd::stream_fence();");
   if (!conds.empty()) {
-    --indent_;
-    line("} else {");
-    ++indent_;
+    open_else();
     line("// tail: the map and the copy as written");
     emit(map_s);
     emit(copy_s);
@@ -1371,16 +1365,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   std::string dbase = hoist(db, "tw_db");
   db = db.c ? db : iv(dbase, db.nonneg);
   std::vector<std::string> conds;
-  for (int dd = 0; dd < d.rank(); ++dd) {
-    const Idx& s0 = d.start[dd];
-    if (!s0.nonneg) conds.push_back(s0.s + " >= 0");
-    if (!d.fits_above(dd)) conds.push_back(add(s0, d.ext[dd]).s + " <= " + d.shape[dd].s);
-  }
-  if (!conds.empty()) {
-    std::string c;
-    for (auto& x : conds) c += (c.empty() ? "" : " && ") + x;
-    open("if (" + c + ")");
-  }
+  d.inside_conds(conds);  // the plan ruled out regions provably outside
+  open_if_all(conds);
   const auto views_before = live_views_;
   Idx numel = ic(1);
   for (const auto& x : d.shape) numel = mul(numel, x);
@@ -1491,9 +1477,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   close();  // steps
   line("if (tw_nt) tw_cpu::simd::stream_fence();");
   if (!conds.empty()) {
-    --indent_;
-    line("} else {");
-    ++indent_;
+    open_else();
     line("// tail: the statements as written");
     const auto views_after = live_views_;
     live_views_ = views_before;
@@ -1606,13 +1590,7 @@ void CodeGen::emit_fill(const FillNode& n) {
     close();
     return;
   }
-  int opened = 0;
-  if (!cond.empty()) {
-    std::string c;
-    for (auto& x : cond) c += (c.empty() ? "" : " && ") + x;
-    open("if (" + c + ")");
-    ++opened;
-  }
+  int opened = open_if_all(cond) ? 1 : 0;
   const int nl = static_cast<int>(d.dims.size());
   for (int k = 0; k < nl; ++k) {
     std::string i = "tw_i" + std::to_string(k);
