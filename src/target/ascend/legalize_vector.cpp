@@ -83,10 +83,6 @@ ir::BinOp combine_op(ir::ReduceKind k) {
   return k == ir::ReduceKind::sum ? ir::BinOp::Add : k == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
 }
 
-Stmt seq(std::vector<Stmt> body, const Span& sp) {
-  if (body.size() == 1) return body[0];
-  return std::make_shared<ir::SeqNode>(std::move(body), sp);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Affine conditions of T.where: c_i * i + c_j * j + rest, rest free of i and j.
@@ -494,7 +490,7 @@ class Legalizer {
   Stmt visit_body(const Stmt& s) {
     std::vector<Stmt> out;
     append(s, out);
-    return seq(std::move(out), s ? s->span : Span{});
+    return ir_seq(std::move(out), s ? s->span : Span{});
   }
   // Rewrites s (flattening Seqs) into out, with the statements it needs before it.
   void append(const Stmt& s, std::vector<Stmt>& out) {
@@ -1459,7 +1455,7 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
     s.push_back(std::make_shared<ir::LetNode>(hv, hi_c, sp));
     if (!(ir::as_const_int(hi_c) && *ir::as_const_int(hi_c) >= Ccols))
       s.push_back(std::make_shared<ir::IfNode>(simp(ir::binary(ir::BinOp::LT, hv, C(Ccols))),
-                                               seq(std::move(suf), sp), nullptr, sp));
+                                               ir_seq(std::move(suf), sp), nullptr, sp));
     // prefix [0, lo)
     if (!(ir::as_const_int(lo_c) && *ir::as_const_int(lo_c) <= 0)) {
       Var lv = L_.fresh_var("lo", sp);
@@ -1480,7 +1476,7 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
   } else {
     Var r = L_.fresh_var("r", sp);
     std::vector<Stmt> body = mask_rows(1, r, clamp(at_row(lo, r)), clamp(at_row(hi, r)));
-    Stmt loop = std::make_shared<ir::ForNode>(r, C(0), C(R), ir::ForKind::serial, 0, seq(std::move(body), sp), sp);
+    Stmt loop = std::make_shared<ir::ForNode>(r, C(0), C(R), ir::ForKind::serial, 0, ir_seq(std::move(body), sp), sp);
     // skip the whole tile when no row needs masking (bounds are monotone in the row index)
     Expr any;
     for (auto& [ci, e] : lows) any = seq_or(any, simp(ir::binary(ir::BinOp::GT, max_(at_row(e, C(0)), at_row(e, C(R - 1))), C(0))));

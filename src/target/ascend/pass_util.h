@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "target/ascend/program.h"
 #include "tilewright/ir.h"
@@ -29,5 +30,11 @@ inline std::optional<Mem> mem_of(ir::Scope s) {
 }
 // L1 / L0A / L0B / L0C: a memory of the Cube core.
 inline bool is_cube_scope(ir::Scope s) { auto m = mem_of(s); return m && *m != Mem::UB; }
+
+// A statement list as one statement (a single statement as itself).
+inline ir::Stmt ir_seq(std::vector<ir::Stmt> body, const ir::Span& sp) {
+  if (body.size() == 1) return body[0];
+  return std::make_shared<ir::SeqNode>(std::move(body), sp);
+}
 
 }  // namespace tw::ascend

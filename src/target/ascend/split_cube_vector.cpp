@@ -30,10 +30,6 @@ std::string q(const std::string& n) { return "'" + n + "'"; }
 
 bool portable(Scope s) { return s == Scope::shared || s == Scope::fragment; }
 
-Stmt seq(std::vector<Stmt> b, const Span& sp) {
-  if (b.size() == 1) return b[0];
-  return std::make_shared<ir::SeqNode>(std::move(b), sp);
-}
 std::vector<int64_t> shape_of(const Buffer& b) { return *b->const_shape(); }
 bool is_full(const Region& r) {
   auto sh = r.buffer->const_shape();
@@ -282,7 +278,7 @@ class Splitter {
           if (need == Side::C || need == Side::V) ensure(mixed_.at(b).orig, need, st, out, sp);
         for (auto& [b, have] : fin) st[b] = have;
         out.push_back(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp));
-        return seq(std::move(out), sp);
+        return ir_seq(std::move(out), sp);
       }
       case StmtKind::If: {
         auto* n = ir::as<ir::IfNode>(s);
@@ -314,7 +310,7 @@ class Splitter {
         if (it == mixed_.end()) return s;
         out.push_back(std::make_shared<ir::AllocNode>(it->second.cube, sp));
         out.push_back(std::make_shared<ir::AllocNode>(it->second.vec, sp));
-        return seq(std::move(out), sp);
+        return ir_seq(std::move(out), sp);
       }
       case StmtKind::Store: return map_stmt(s, st);
       case StmtKind::Reduce: {
@@ -326,7 +322,7 @@ class Splitter {
         }
         out.push_back(std::make_shared<ir::ReduceNode>(inc(r->src, Side::V), inc(r->dst, Side::V), r->reduce_kind, r->axis,
                                                        r->clear, sp));
-        return seq(std::move(out), sp);
+        return ir_seq(std::move(out), sp);
       }
       case StmtKind::Fill: {
         auto* f = ir::as<ir::FillNode>(s);
@@ -336,7 +332,7 @@ class Splitter {
         if (!is_full(f->dst)) ensure(b, sd, st, out, sp);
         st[b.get()] = sd;
         out.push_back(std::make_shared<ir::FillNode>(with_buffer(f->dst, inc(b, sd)), f->value, sp));
-        return seq(std::move(out), sp);
+        return ir_seq(std::move(out), sp);
       }
       case StmtKind::Gemm: return gemm(s, st);
       case StmtKind::Copy: return copy(s, st);
@@ -362,7 +358,7 @@ class Splitter {
         rb.map[b] = mixed_.at(b).vec;
       }
     out.push_back(rb.mutate(s));
-    return seq(std::move(out), s->span);
+    return ir_seq(std::move(out), s->span);
   }
 
   Stmt gemm(const Stmt& s, State& st) {
@@ -376,14 +372,14 @@ class Splitter {
     const Buffer& cb = g->c.buffer;
     if (!mixed(cb)) {
       out.push_back(std::make_shared<ir::GemmNode>(a, b, g->c, g->trans_a, g->trans_b, g->clear, sp));
-      return seq(std::move(out), sp);
+      return ir_seq(std::move(out), sp);
     }
     Side have = st[cb.get()];
     if (g->clear || have == Side::None || covers(have, Side::C)) {
       st[cb.get()] = Side::C;
       out.push_back(std::make_shared<ir::GemmNode>(a, b, with_buffer(g->c, inc(cb, Side::C)), g->trans_a, g->trans_b,
                                                    g->clear, sp));
-      return seq(std::move(out), sp);
+      return ir_seq(std::move(out), sp);
     }
     // Accumulating gemm into a tile the vector code updated: gemm into a fresh L0C tile, hand it
     // over, add it on the vector side.
@@ -416,7 +412,7 @@ class Splitter {
       body = std::make_shared<ir::ForNode>(vars[d], C(0), C(sh[d]), ir::ForKind::parallel, 0, body, sp);
     out.push_back(body);
     st[cb.get()] = Side::V;
-    return seq(std::move(out), sp);
+    return ir_seq(std::move(out), sp);
   }
 
   Stmt copy(const Stmt& s, State& st) {
@@ -450,7 +446,7 @@ class Splitter {
       st[dst.get()] = sd;
     }
     out.push_back(std::make_shared<ir::CopyNode>(with_buffer(c->src, inc(src, sd)), with_buffer(c->dst, inc(dst, sd)), sp));
-    return seq(std::move(out), sp);
+    return ir_seq(std::move(out), sp);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -807,7 +803,7 @@ class Splitter {
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE3, h.f, sp));
       }
     }
-    return seq(std::move(out), sp);
+    return ir_seq(std::move(out), sp);
   }
 
   // UB bytes of tile b, row-split tiles at half their rows.
@@ -997,9 +993,9 @@ class Splitter {
     if (uses_a) return s;
     const Span& sp = s->span;
     Expr end = bin(BinOp::Add, f->min, f->extent);
-    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
+    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), ir_seq(A, sp), nullptr, sp);
     // B runs kCubeLag iterations late: A(j + 1) .. A(j + kCubeLag) do not wait for P_j (see the header)
-    Stmt sb = ir::substitute(seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
+    Stmt sb = ir::substitute(ir_seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
     sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kCubeLag)), sp), sb,
                                       nullptr, sp);
     Stmt nb = std::make_shared<ir::SeqNode>(std::vector<Stmt>{sa, sb}, sp);
@@ -1134,16 +1130,16 @@ class Splitter {
     rn.m = &prev;
     const Span& sp = s->span;
     Expr end = bin(BinOp::Add, f->min, f->extent);
-    Stmt sb = ir::substitute(rn.mutate(seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(kVectorLag), sp)}});
+    Stmt sb = ir::substitute(rn.mutate(ir_seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(kVectorLag), sp)}});
     sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kVectorLag)), sp), sb,
                                       nullptr, sp);
-    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), seq(A, sp), nullptr, sp);
+    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), ir_seq(A, sp), nullptr, sp);
     std::vector<Stmt> nb = body_allocs;
     nb.insert(nb.end(), copies.begin(), copies.end());
     nb.push_back(sa);
     nb.push_back(sb);
     return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kVectorLag)), f->for_kind,
-                                         f->num_stages, seq(std::move(nb), sp), sp);
+                                         f->num_stages, ir_seq(std::move(nb), sp), sp);
   }
 
   ir::Kernel project(const Stmt& body) {
