@@ -6,7 +6,6 @@ names); the profile, the trace, timing-only mode, the AscendC output; simulator 
 
 Source lines are found with marker comments (``# @NAME`` on a line of this file).
 Simulated figures are a model's, not measurements on an NPU."""
-import importlib.util
 import json
 import math
 import os
@@ -25,6 +24,8 @@ from tilewright import TilewrightError
 THIS_FILE = __file__
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "ascend")
+
+from examples_util import load_example  # noqa: E402
 TARGET = "ascend910b"
 
 
@@ -37,11 +38,7 @@ def where(marker):
 
 
 def example(name):
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("ascend/" + name, name)
 
 
 @pytest.fixture(scope="module")

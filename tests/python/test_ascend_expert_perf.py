@@ -4,24 +4,20 @@ numpy with zero checker reports at small odd shapes, and *simulated* throughput 
 sizes. Simulated time is deterministic (a model's figure, not a wall-clock measurement), so a
 floor catches a change that breaks the kernels' overlap; the floors sit just under the measured
 values (docs/ascend.md, "Expert reference kernels")."""
-import importlib.util
 import os
-import sys
 
 import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "ascend")
+
+from examples_util import load_example  # noqa: E402
 PEAK_910B2 = 353.9   # TFLOP/s fp16
 
 
 def example(name):
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("ascend/" + name, name)
 
 
 @pytest.fixture(scope="module")

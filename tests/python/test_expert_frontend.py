@@ -3,7 +3,6 @@ T.mma, vector tile ops (expanded to T.Parallel maps), flags; lowering to the Asc
 (tilewright._C.ascend.lower_expert, printed); and the front-end errors (file, line, caret).
 
 Expected lines are found with marker comments (``# @NAME`` at the end of a line of this file)."""
-import importlib.util
 import os
 
 import pytest
@@ -14,6 +13,8 @@ from tilewright import _C
 
 THIS_FILE = __file__
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from examples_util import load_example  # noqa: E402
 
 
 def where(marker):
@@ -48,9 +49,7 @@ def lower(prim):
 # The gemm example parses and lowers
 
 def test_gemm_expert_example_lowers():
-    spec = importlib.util.spec_from_file_location("gemm_expert", os.path.join(ROOT, "examples/ascend/gemm_expert.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_example("ascend/gemm_expert", "gemm_expert")
     prog = lower(mod.gemm_kernel(1000, 777, 513))
     head = prog.splitlines()[0]
     assert head == "ascend_kernel main AIC_ONLY blocks=24 workspace=0", head
@@ -327,9 +326,7 @@ def test_cpu_rejects_expert_kernels():
 
 def test_gemm_expert_runs_in_the_simulator():
     import numpy as np
-    spec = importlib.util.spec_from_file_location("gemm_expert", os.path.join(ROOT, "examples/ascend/gemm_expert.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_example("ascend/gemm_expert", "gemm_expert")
     for M, N, K in ((200, 300, 100), (129, 257, 300)):
         rng = np.random.default_rng(0)
         a = rng.standard_normal((M, K)).astype(np.float16)

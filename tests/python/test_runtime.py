@@ -2,7 +2,6 @@
 example, the jit cache, the disk cache and the environment knobs (in subprocesses, so each gets a
 fresh environment), DLPack arguments, output arrays, targets, the version, and the example
 scripts themselves."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,18 +20,9 @@ from tilewright.frontend import parse_tile_loops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
+
+from examples_util import load_example  # noqa: E402
 PY = sys.executable
-
-
-def load_example(name, module_name=None):
-    """Imports examples/<name>.py (with examples/ on sys.path for its `_check` import)."""
-    if EXAMPLES not in sys.path:
-        sys.path.insert(0, EXAMPLES)
-    spec = importlib.util.spec_from_file_location(module_name or f"tw_example_{name}",
-                                                  os.path.join(EXAMPLES, name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
