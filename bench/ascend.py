@@ -40,19 +40,7 @@ def load(path, name):
 
 def seed_matmul(M, N, K, bm, bn, bk, dtype="float16"):
     """The seed article's tile-loop matmul (examples/seed_matmul.py), compiled for Ascend."""
-    @tw.compile(target=TARGET)
-    def matmul_kernel(A: tw.Tensor((M, K), dtype), B: tw.Tensor((K, N), dtype)):
-        out = tw.output((M, N), dtype=dtype)
-        for by in range(tw.ceildiv(M, bm)):
-            for bx in range(tw.ceildiv(N, bn)):
-                acc = tw.accumulator((bm, bn), dtype="float32")
-                for k in range(tw.ceildiv(K, bk)):
-                    a_tile = tw.load(A, (by * bm, k * bk), (bm, bk))
-                    b_tile = tw.load(B, (k * bk, bx * bn), (bk, bn))
-                    acc += tw.matmul(a_tile, b_tile)
-                tw.store(out, (by * bm, bx * bn), acc)
-        return out
-    return matmul_kernel
+    return load("examples/seed_matmul.py", "seed_matmul").build(M, N, K, bm, bn, bk, dtype, TARGET)
 
 
 def timing(kernel, *args):

@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import gemm  # noqa: E402
+import seed_matmul as seed_matmul_example  # noqa: E402
 from _check import TOLERANCES, randn  # noqa: E402
 
 TARGETS = ("cpu", "ascend910b")
@@ -102,23 +103,8 @@ def test_gemm_example_uses_the_cube():
 # The seed's tile loops: output / accumulator / load / matmul / store in plain range() loops
 
 def seed_matmul(M, N, K, dtype, target):
-    """examples/seed_matmul.py's kernel with the sizes and the input dtype as parameters."""
-    block_m, block_n, block_k = 128, 128, 64
-
-    @tw.compile(target=target)
-    def matmul_kernel(A: tw.Tensor((M, K), dtype), B: tw.Tensor((K, N), dtype)):
-        out = tw.output((M, N), dtype=dtype)
-        for by in range(tw.ceildiv(M, block_m)):
-            for bx in range(tw.ceildiv(N, block_n)):
-                acc = tw.accumulator((block_m, block_n), dtype="float32")
-                for k in range(tw.ceildiv(K, block_k)):
-                    a_tile = tw.load(A, (by * block_m, k * block_k), (block_m, block_k))
-                    b_tile = tw.load(B, (k * block_k, bx * block_n), (block_k, block_n))
-                    acc += tw.matmul(a_tile, b_tile)
-                tw.store(out, (by * block_m, bx * block_n), acc)
-        return out
-
-    return matmul_kernel
+    """examples/seed_matmul.py's kernel (the article's blocks 128/128/64) for this dtype and target."""
+    return seed_matmul_example.build(M, N, K, dtype=dtype, target=target)
 
 
 SEED_CASES = [(200, 130, 100, "float32"), (257, 129, 200, "float32"), (200, 130, 100, "float16")]

@@ -1129,25 +1129,10 @@ def test_softmax_row_pipeline_into_offset_outputs(examples_path, M, N, block_M, 
     assert not raw[:start].any() and not raw[start + M * N * 4:].any(), "wrote outside Y"
 
 
-def make_seed_matmul(M, N, K, bm=128, bn=128, bk=64):
-    @tw.compile
-    def seed_mm(A: tw.Tensor((M, K), "float32"), B: tw.Tensor((K, N), "float32")):
-        out = tw.output((M, N), dtype="float32")
-        for by in range(tw.ceildiv(M, bm)):
-            for bx in range(tw.ceildiv(N, bn)):
-                acc = tw.accumulator((bm, bn), dtype="float32")
-                for k in range(tw.ceildiv(K, bk)):
-                    a_tile = tw.load(A, (by * bm, k * bk), (bm, bk))
-                    b_tile = tw.load(B, (k * bk, bx * bn), (bk, bn))
-                    acc += tw.matmul(a_tile, b_tile)
-                tw.store(out, (by * bm, bx * bn), acc)
-        return out
-    return seed_mm
-
-
 @pytest.mark.parametrize("M,N,K", [(300, 200, 100), (128, 128, 64), (1, 129, 65)])
-def test_seed_style_matmul_non_multiple_sizes(M, N, K):
-    kern = make_seed_matmul(M, N, K)
+def test_seed_style_matmul_non_multiple_sizes(examples_path, M, N, K):
+    import seed_matmul
+    kern = seed_matmul.build(M, N, K)
     assert isinstance(kern, tw.Kernel)
     a, b, ref = gemm_inputs(M, N, K, "float32", seed=18)
     c = kern(a, b)

@@ -107,16 +107,16 @@ def example_irs():
     out["rms_norm"] = [_prim(m.rms_norm, 64).ir]
     m = load_example("softmax")
     out["softmax"] = [_prim(m.softmax, 64).ir, _prim(m.softmax, 1, dtype="float16").ir]
-    # seed_matmul compiles at import time with sizes from sys.argv: import it with small sizes
-    # and with tw.compile replaced by the identity, to get the plain tile-loops function
-    saved_argv, saved_compile = sys.argv, tw.compile
+    # seed_matmul's build() compiles: call it with tw.compile replaced by the identity, to get the
+    # plain tile-loops function
+    m = load_example("seed_matmul")
+    saved_compile = tw.compile
     try:
-        sys.argv = ["seed_matmul.py", "96", "80", "72"]
         tw.compile = lambda fn=None, **kw: (lambda f: f) if fn is None else fn
-        m = load_example("seed_matmul", "tw_example_seed_matmul_raw")
+        raw = m.build(96, 80, 72)
     finally:
-        sys.argv, tw.compile = saved_argv, saved_compile
-    out["seed_matmul"] = [parse_tile_loops(m.matmul_kernel)]
+        tw.compile = saved_compile
+    out["seed_matmul"] = [parse_tile_loops(raw)]
     return out
 
 
