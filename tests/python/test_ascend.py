@@ -25,16 +25,13 @@ THIS_FILE = __file__
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "ascend")
 
-from examples_util import load_example  # noqa: E402
+from tw_test_util import load_example, marked_line  # noqa: E402
 TARGET = "ascend910b"
 
 
 def where(marker):
-    with open(THIS_FILE) as f:
-        for i, line in enumerate(f, 1):
-            if re.search(r"# @%s\b" % marker, line):
-                return i
-    raise AssertionError(f"marker {marker} not found")
+    """Line number of the line of this file with the comment `# @marker`."""
+    return marked_line(THIS_FILE, "@" + marker)[0]
 
 
 def example(name):

@@ -28,13 +28,12 @@ from ascend_util import TARGET, assert_close, build, run_checked  # noqa: E402
 
 THIS_FILE = __file__
 
+from tw_test_util import marked_line  # noqa: E402
+
 
 def where(marker):
-    with open(THIS_FILE) as f:
-        for i, line in enumerate(f, 1):
-            if re.search(r"# @%s\b" % marker, line):
-                return i
-    raise AssertionError(f"marker {marker} not found")
+    """Line number of the line of this file with the comment `# @marker`."""
+    return marked_line(THIS_FILE, "@" + marker)[0]
 
 
 

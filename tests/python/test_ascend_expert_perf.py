@@ -12,7 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "ascend")
 
-from examples_util import load_example  # noqa: E402
+from tw_test_util import load_example  # noqa: E402
 PEAK_910B2 = 353.9   # TFLOP/s fp16
 
 

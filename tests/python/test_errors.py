@@ -16,14 +16,12 @@ from tilewright import TilewrightError
 
 THIS_FILE = __file__
 
+from tw_test_util import marked_line  # noqa: E402
+
 
 def where(marker):
-    """(line number, source line) of the line of this file that ends with `# marker`."""
-    with open(THIS_FILE) as f:
-        for i, line in enumerate(f, 1):
-            if line.rstrip().endswith("# " + marker):
-                return i, line.rstrip("\n")
-    raise AssertionError(f"marker {marker} not found")
+    """(line number, source line) of the line of this file with the comment `# marker`."""
+    return marked_line(THIS_FILE, marker)
 
 
 def check(exc_info, message, marker, caret_at=None, hint=None):

@@ -13,6 +13,8 @@ from tilewright.frontend import parse_prim_func, parse_tile_loops
 
 THIS_FILE = __file__
 
+from tw_test_util import marked_line  # noqa: E402
+
 
 def text(k):
     return ir.print_kernel(k)
@@ -299,12 +301,8 @@ def test_tile_loops_symbolic_step_and_specs():
 
 
 def where(marker):
-    """(line, source line) of the line in this file that contains `marker`."""
-    with open(THIS_FILE) as f:
-        for i, line in enumerate(f, 1):
-            if line.rstrip().endswith("# " + marker):
-                return i, line.rstrip("\n")
-    raise AssertionError(marker)
+    """(line number, source line) of the line of this file with the comment `# marker`."""
+    return marked_line(THIS_FILE, marker)
 
 
 def check_error(exc_info, message, marker, caret_at):

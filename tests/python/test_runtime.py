@@ -21,7 +21,7 @@ from tilewright.frontend import parse_tile_loops
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 
-from examples_util import load_example  # noqa: E402
+from tw_test_util import load_example  # noqa: E402
 PY = sys.executable
 
 

@@ -1,6 +1,8 @@
-"""Loading the example scripts (examples/*.py, examples/ascend/*.py) as modules in the tests."""
+"""Helpers shared by the Python tests: loading the example scripts as modules, and finding a
+marked source line of a test file (for the line numbers that errors must name)."""
 import importlib.util
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -17,3 +19,13 @@ def load_example(name, module_name=None):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def marked_line(path, marker):
+    """(line number, source line) of the first line of `path` with the comment `# marker`."""
+    pattern = re.compile(r"# %s(?![\w@])" % re.escape(marker))
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if pattern.search(line):
+                return i, line.rstrip("\n")
+    raise AssertionError(f"marker {marker} not found in {path}")
