@@ -240,6 +240,13 @@ BAD = [
      r"no matching function for call to 'CrossCoreSetFlag"),
     ("an integer kernel type", "KTYPE:3", r"KERNEL_TASK_TYPE_DEFAULT takes one KERNEL_TYPE_\* value"),
     ("an integer where a RoundMode is needed", "Cast(a, h, 1, 128);", r"no matching function for call to 'Cast"),
+    ("level-0 Add on bfloat16_t", "Add(bf, bf, bf, 64, 4, BinaryRepeatParams(1, 1, 1, 8, 8, 8));",
+     r"Add: element type not supported"),
+    ("Exp on int32_t", "Exp(a.ReinterpretCast<int32_t>(), b.ReinterpretCast<int32_t>(), 64, 1, UnaryRepeatParams());",
+     r"Exp: element type not supported"),
+    ("level-2 Muls on bfloat16_t", "Muls(bf, bf, static_cast<bfloat16_t>(2), n);", r"Muls: element type not supported"),
+    ("Duplicate on int8_t", "Duplicate(ub.ReinterpretCast<int8_t>(), static_cast<int8_t>(0), n);",
+     r"Duplicate: element type not supported"),
     ("aic: a Fixpipe config that is not a FixpipeConfig", "aic:Fixpipe<float, float, 1>(y_gm, l0c, fp);",
      r"no matching function for call to 'Fixpipe"),
     ("aic: a Load3D params of another element type",
@@ -316,3 +323,14 @@ def test_both_core_branches_are_type_checked_in_each_build(tmp_path):
     src = kernel(aic=GOOD_AIC + "\n    Nd2NzParams p;\n    p.srcStride = 1;")
     rc, out = compile_cpp(src, tmp_path, builds=(["-DSPLIT_CORE_VEC"],))
     assert rc != 0 and "has no member named" in out.replace("\u2018", "'"), out
+
+
+def test_element_type_checks_are_where_the_real_headers_make_them(tmp_path):
+    # Level-0 binary calls check the element type at compile time in the AIV build only (the real
+    # implementation guards them with `if ASCEND_IS_AIV`); level-2 binary calls check it at run time.
+    level0 = kernel(aiv=GOOD_AIV + "\n    Add(bf, bf, bf, 64, 4, BinaryRepeatParams(1, 1, 1, 8, 8, 8));")
+    assert compile_cpp(level0, tmp_path, builds=(["-DSPLIT_CORE_CUBE"],))[0] == 0
+    assert compile_cpp(level0, tmp_path, builds=(["-DSPLIT_CORE_VEC"],))[0] != 0
+    level2 = kernel(aiv=GOOD_AIV + "\n    Add(bf, bf, bf, n);")
+    rc, out = compile_cpp(level2, tmp_path)
+    assert rc == 0, out

@@ -8,7 +8,8 @@
 // (src/target/ascend/ascendc_printer.cpp) uses, with the whole overload family of each call it
 // uses so that overload resolution picks what the real headers would pick.
 //
-// Declarations only: no function has a body, nothing here can run. Compile with -fsyntax-only.
+// Declarations only: nothing here can run. The only function bodies are the compile-time element
+// type checks the real headers make (see "Vector" below). Compile with -fsyntax-only.
 //
 // Where g++ differs from bisheng (the device compiler):
 // - `half` is bisheng's builtin 16-bit float; here it is g++'s _Float16, which behaves the same way
@@ -577,72 +578,97 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
 // ---------------------------------------------------------------------------------------------
 // Vector: each call in its level-0 forms (mask bits or mask count, repeat count, repeat strides)
 // and its level-2 form (element count).
+//
+// Element types: where the real headers reject an unsupported element type at compile time (a
+// static_assert in the dav-c220 implementation), so do these, in the same forms and builds: the
+// level-0 forms of the binary and unary calls and every form of the tensor-scalar calls, in code
+// the real implementation guards with `if ASCEND_IS_AIV` (so only in the AIV build), and every
+// form of Duplicate. Everywhere else the real check is a run-time assertion and is not made here.
 
-#define TW_ASCENDC_BINARY(name)                                                                      \
-  template <typename T, bool isSetMask = true>                                                       \
-  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,       \
-            uint64_t mask[], const uint8_t repeatTime, const BinaryRepeatParams& repeatParams);      \
-  template <typename T, bool isSetMask = true>                                                       \
-  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,       \
-            uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams& repeatParams);        \
-  template <typename T>                                                                              \
-  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,       \
+namespace tw_check {
+template <typename T, typename... Supported>
+constexpr bool one_of = (std::is_same<T, Supported>::value || ...);
+}  // namespace tw_check
+
+#define TW_ASCENDC_AIV_DTYPE_CHECK(name, ...)                                                          \
+  {                                                                                                    \
+    if constexpr (g_coreType == AIV)                                                                   \
+      static_assert(tw_check::one_of<T, __VA_ARGS__>, #name ": element type not supported on dav-c220 " \
+                                                              "(supported: " #__VA_ARGS__ ")");        \
+  }
+
+#define TW_ASCENDC_BINARY(name, ...)                                                                      \
+  template <typename T, bool isSetMask = true>                                                            \
+  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,            \
+            uint64_t mask[], const uint8_t repeatTime, const BinaryRepeatParams& repeatParams)            \
+      TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)                                                       \
+  template <typename T, bool isSetMask = true>                                                            \
+  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,            \
+            uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams& repeatParams)              \
+      TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)                                                       \
+  template <typename T>                                                                                   \
+  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,            \
             const int32_t& count);
-TW_ASCENDC_BINARY(Add)
-TW_ASCENDC_BINARY(Sub)
-TW_ASCENDC_BINARY(Mul)
-TW_ASCENDC_BINARY(Div)
-TW_ASCENDC_BINARY(Max)
-TW_ASCENDC_BINARY(Min)
+TW_ASCENDC_BINARY(Add, half, float, int16_t, int32_t)
+TW_ASCENDC_BINARY(Sub, half, float, int16_t, int32_t)
+TW_ASCENDC_BINARY(Mul, half, float, int16_t, int32_t)
+TW_ASCENDC_BINARY(Div, half, float)
+TW_ASCENDC_BINARY(Max, half, float, int16_t, int32_t)
+TW_ASCENDC_BINARY(Min, half, float, int16_t, int32_t)
 #undef TW_ASCENDC_BINARY
 
 // Tensor-scalar calls: the scalar is either the element type or (second form) a type whose
 // element type it is.
-#define TW_ASCENDC_SCALAR(name)                                                                          \
+#define TW_ASCENDC_SCALAR(name, ...)                                                                     \
   template <typename T, bool isSetMask = true>                                                           \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, uint64_t mask[], \
-            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams);                            \
+            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams)                             \
+      TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)                                                      \
   template <typename T, typename U, bool isSetMask = true,                                               \
             typename std::enable_if<std::is_same<PrimT<T>, U>::value, bool>::type = true>                \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, const U& scalarValue, uint64_t mask[], \
-            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams);                            \
+            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams)                             \
+      TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)                                                      \
   template <typename T, bool isSetMask = true>                                                           \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, uint64_t mask,   \
-            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams);                            \
+            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams)                             \
+      TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)                                                      \
   template <typename T, typename U, bool isSetMask = true,                                               \
             typename std::enable_if<std::is_same<PrimT<T>, U>::value, bool>::type = true>                \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, const U& scalarValue, uint64_t mask,   \
-            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams);                            \
+            const uint8_t repeatTime, const UnaryRepeatParams& repeatParams)                             \
+      TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)                                                      \
   template <typename T, bool isSetMask = true>                                                           \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue,                  \
-            const int32_t& count);                                                                       \
+            const int32_t& count) TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)                          \
   template <typename T, typename U, bool isSetMask = true,                                               \
             typename std::enable_if<std::is_same<PrimT<T>, U>::value, bool>::type = true>                \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, const U& scalarValue,                  \
-            const int32_t& count);
-TW_ASCENDC_SCALAR(Adds)
-TW_ASCENDC_SCALAR(Muls)
-TW_ASCENDC_SCALAR(Maxs)
-TW_ASCENDC_SCALAR(Mins)
+            const int32_t& count) TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)
+TW_ASCENDC_SCALAR(Adds, half, float, int16_t, int32_t)
+TW_ASCENDC_SCALAR(Muls, half, float, int16_t, int32_t)
+TW_ASCENDC_SCALAR(Maxs, half, float, int16_t, int32_t)
+TW_ASCENDC_SCALAR(Mins, half, float, int16_t, int32_t)
 #undef TW_ASCENDC_SCALAR
 
-#define TW_ASCENDC_UNARY(name)                                                                          \
+#define TW_ASCENDC_UNARY(name, ...)                                                                     \
   template <typename T, bool isSetMask = true>                                                          \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint64_t mask[], const uint8_t repeatTime, \
-            const UnaryRepeatParams& repeatParams);                                                     \
+            const UnaryRepeatParams& repeatParams) TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)        \
   template <typename T, bool isSetMask = true>                                                          \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint64_t mask, const uint8_t repeatTime, \
-            const UnaryRepeatParams& repeatParams);                                                     \
+            const UnaryRepeatParams& repeatParams) TW_ASCENDC_AIV_DTYPE_CHECK(name, __VA_ARGS__)        \
   template <typename T>                                                                                 \
   void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t& count);
-TW_ASCENDC_UNARY(Exp)
-TW_ASCENDC_UNARY(Ln)
-TW_ASCENDC_UNARY(Sqrt)
-TW_ASCENDC_UNARY(Rsqrt)
-TW_ASCENDC_UNARY(Abs)
-TW_ASCENDC_UNARY(Relu)
-TW_ASCENDC_UNARY(Reciprocal)
+TW_ASCENDC_UNARY(Exp, half, float)
+TW_ASCENDC_UNARY(Ln, half, float)
+TW_ASCENDC_UNARY(Sqrt, half, float)
+TW_ASCENDC_UNARY(Rsqrt, half, float)
+TW_ASCENDC_UNARY(Abs, half, float)
+TW_ASCENDC_UNARY(Relu, half, float, int32_t)
+TW_ASCENDC_UNARY(Reciprocal, half, float)
 #undef TW_ASCENDC_UNARY
+#undef TW_ASCENDC_AIV_DTYPE_CHECK
 
 template <typename T, typename U, bool isSetMask = true>
 void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& roundMode, const uint64_t mask[],
@@ -653,14 +679,21 @@ void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode&
 template <typename T, typename U>
 void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& roundMode, const uint32_t count);
 
+#define TW_ASCENDC_DUPLICATE_DTYPE_CHECK                                                                  \
+  {                                                                                                        \
+    static_assert(tw_check::one_of<T, half, bfloat16_t, int16_t, uint16_t, int32_t, uint32_t, float>,      \
+                  "Duplicate: element type not supported on dav-c220 (supported: half, bfloat16_t, int16_t, " \
+                  "uint16_t, int32_t, uint32_t, float)");                                                  \
+  }
 template <typename T, bool isSetMask = true>
 void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, uint64_t mask, const uint8_t repeatTime,
-               const uint16_t dstBlockStride, const uint8_t dstRepeatStride);
+               const uint16_t dstBlockStride, const uint8_t dstRepeatStride) TW_ASCENDC_DUPLICATE_DTYPE_CHECK
 template <typename T, bool isSetMask = true>
 void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, uint64_t mask[], const uint8_t repeatTime,
-               const uint16_t dstBlockStride, const uint8_t dstRepeatStride);
+               const uint16_t dstBlockStride, const uint8_t dstRepeatStride) TW_ASCENDC_DUPLICATE_DTYPE_CHECK
 template <typename T>
-void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& count);
+void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& count) TW_ASCENDC_DUPLICATE_DTYPE_CHECK
+#undef TW_ASCENDC_DUPLICATE_DTYPE_CHECK
 
 // WholeReduceSum has no ReduceOrder; Max and Min take one (default: value then index).
 template <typename T, bool isSetMask = true>
