@@ -254,6 +254,10 @@ BAD = [
     ("aic: an unknown Nd2NzParams field",
      "aic:Nd2NzParams p; p.srcStride = 1;", r"has no member named 'srcStride'"),
     ("aic: Mmad without its params", "aic:Mmad(l0c, l1, l1);", r"no matching function for call to 'Mmad"),
+    ("aic: repeat count 256 assigned to a uint8_t field", "aic:LoadData2DParams p;\n    p.repeatTimes = 256;",
+     r"overflow|changes value from '256'"),
+    ("aic: a row stride of 65536 assigned to a uint16_t field", "aic:Nd2NzParams p;\n    p.srcDValue = 65536;",
+     r"overflow|changes value from '65536'"),
 ]
 
 
