@@ -6,19 +6,17 @@
 // (TW_UPDATE_GOLDEN=1 rewrites them). A program with every instruction kind must print; printing
 // is deterministic; errors name the kernel source line.
 //
-// No CANN is available here, so the printed kernel and host launcher are also compiled with
-// `g++ -fsyntax-only` against tests/golden/ascendc/mock_kernel_operator.h. That mock declares the
-// AscendC / ACL names we print with permissive signatures: it checks C++ syntax and that we only
-// use names we meant to use, NOT the semantics or the exact signatures of the real API.
+// No CANN is available here: tests/python/test_ascendc_compile.py compiles every golden kernel and
+// host launcher with `g++ -fsyntax-only` against tests/ascendc/include, declarations of the
+// AscendC / ACL API with their documented signatures, overloads and struct field widths.
 //
 // Automatic pipeline: every portable example (tests/golden/tile_ir/<example>.tir, the Tile IR the
 // example's kernel prints with get_ir("input") at small sizes with odd tails) is lowered with
 // lower_ascend for ascend910b and printed; the project is compared with
-// tests/golden/ascendc/auto_<example>_* and syntax-checked like the hand-built programs.
+// tests/golden/ascendc/auto_<example>_* (and so compiled like the hand-built programs).
 #include "target/ascend/ascendc_printer.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -395,30 +393,6 @@ void check_project(const std::string& tag, const Program& p) {
   check_golden(tag + "_readme.txt", pr.readme);
 }
 
-bool have_gxx() { return std::system("g++ --version > /dev/null 2>&1") == 0; }
-
-// Compiles the kernel and the host file with g++ -fsyntax-only against the mock header.
-// Returns the compiler output ("" on success).
-std::string syntax_check(const Program& p) {
-  AscendCProject pr = print_ascendc(p);
-  fs::path dir = fs::temp_directory_path() / ("tw_ascendc_" + std::to_string(::getpid()) + "_" + p.name);
-  fs::create_directories(dir / "acl");
-  std::string mock = (golden_dir() / "mock_kernel_operator.h").string();
-  write(dir / "kernel_operator.h", "#include \"" + mock + "\"\n");
-  write(dir / "acl" / "acl.h", "#define TW_MOCK_ACL 1\n#include \"" + mock + "\"\n");
-  write(dir / ("aclrtlaunch_" + p.name + ".h"), "#define TW_MOCK_ACL 1\n#include \"" + mock + "\"\n");
-  write(dir / "kernel.cpp", pr.kernel_cpp);
-  write(dir / "main.cpp", pr.host_cpp);
-  std::string log = (dir / "log.txt").string();
-  std::string cmd = "cd '" + dir.string() + "' && g++ -std=c++17 -fsyntax-only -Wall -Wno-unused-variable -I. kernel.cpp > '" +
-                    log + "' 2>&1 && g++ -std=c++17 -fsyntax-only -Wall -Wno-unused-variable -Wno-unused-function -I. "
-                    "main.cpp >> '" + log + "' 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::string out = read(log);
-  fs::remove_all(dir);
-  return rc == 0 ? "" : (out.empty() ? "g++ failed" : out);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Tests
 
@@ -507,14 +481,6 @@ TEST(AscendCPrinter, UnsupportedFixpipeNamesTheLine) {
   }
 }
 
-TEST(AscendCPrinter, KernelAndHostParseAgainstMockHeader) {
-  if (!have_gxx()) GTEST_SKIP() << "g++ not found";
-  for (auto make : {gemm_program, softmax_program, mixed_program, all_kinds_program}) {
-    Program p = make();
-    EXPECT_EQ(syntax_check(p), "") << p.name;
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The automatic pipeline on every portable example
 
@@ -539,12 +505,11 @@ size_t count(const std::string& s, const std::string& what) {
 
 class AutoExample : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(AutoExample, GoldenAndSyntax) {
+TEST_P(AutoExample, Golden) {
   const std::string ex = GetParam();
   Program p = auto_program(ex);
   EXPECT_EQ(p.name, "auto_" + ex);
   check_project("auto_" + ex, p);
-  if (have_gxx()) EXPECT_EQ(syntax_check(p), "") << ex;
 }
 
 INSTANTIATE_TEST_SUITE_P(AscendCPrinter, AutoExample, ::testing::ValuesIn(kAutoExamples),
