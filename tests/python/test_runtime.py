@@ -417,7 +417,7 @@ def test_example_scripts_run_and_pass():
     scripts = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py") and not f.startswith("_"))
     assert scripts == sorted(EXAMPLE_RUNS), "add the new example to EXAMPLE_RUNS"
     env = {k: v for k, v in os.environ.items() if k not in ("TW_CACHE_DISABLE", "TW_DUMP_IR")}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a hang guard, not a timing assertion
     procs = {}
     # two at a time: the machine has 2 cores and each script compiles several kernels
     pending = list(EXAMPLE_RUNS.items())
@@ -435,7 +435,7 @@ def test_example_scripts_run_and_pass():
         if time.monotonic() > deadline:
             for p in procs.values():
                 p.kill()
-            pytest.fail(f"examples did not finish within 60 s; still running: {sorted(procs)}")
+            pytest.fail(f"examples did not finish within 300 s; still running: {sorted(procs)}")
         time.sleep(0.05)
     for name, (rc, out, err) in sorted(results.items()):
         assert rc == 0, f"{name} exited {rc}\n{out}\n{err}"
