@@ -36,6 +36,16 @@ Expr min_(const Expr& a, const Expr& b) {
   if (x && y) return C(std::min(*x, *y));
   return simp(ir::binary(ir::BinOp::Min, a, b));
 }
+Expr max_(const Expr& a, const Expr& b) {
+  auto x = ir::as_const_int(a), y = ir::as_const_int(b);
+  if (x && y) return C(std::max(*x, *y));
+  return simp(ir::binary(ir::BinOp::Max, a, b));
+}
+// The part of `extent` elements from `start` that lies inside [0, dim): a tail's count, 0 for a
+// region that starts at or after the end.
+Expr valid_count(int64_t extent, const Expr& dim, const Expr& start) {
+  return max_(C(0), min_(C(extent), sub(dim, start)));
+}
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
 void for_each_subexpr(const Expr& e, F&& fn) {
@@ -79,7 +89,8 @@ struct GmWindow {
 
 class Lowerer {
  public:
-  Lowerer(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t), hw_(t.ascend) {}
+  Lowerer(const ir::Kernel& k, const target::Target& t, bool auto_sync)
+      : k_(k), t_(t), hw_(t.ascend), auto_sync_(auto_sync) {}
 
   Program run() {
     if (t_.kind != target::TargetKind::ascend)
@@ -340,11 +351,11 @@ class Lowerer {
     g.offset = mul(off, C(r.buffer->dtype.bytes()));
     if (ws != ws_offset_.end()) g.offset = add(ws->second, g.offset);
     g.cols = ext[n - 1];
-    g.valid_cols = min_(C(g.cols), sub(shape[n - 1], idx32(r.starts[n - 1])));
+    g.valid_cols = valid_count(g.cols, shape[n - 1], idx32(r.starts[n - 1]));
     g.row_stride = shape[n - 1];
     if (n >= 2) {
       g.rows = ext[n - 2];
-      g.valid_rows = min_(C(g.rows), sub(shape[n - 2], idx32(r.starts[n - 2])));
+      g.valid_rows = valid_count(g.rows, shape[n - 2], idx32(r.starts[n - 2]));
     } else {
       g.rows = 1;
       g.valid_rows = C(1);
@@ -385,6 +396,8 @@ class Lowerer {
           if (core_ != CoreKind::V) return nullptr;
           return lower_map(f, sp);
         }
+        check_scalar(f->extent, sp, "the bound of loop " + q(f->var->name));
+        check_scalar(f->min, sp, "the start of loop " + q(f->var->name));
         StmtPtr body = lower(f->body, inside);
         if (!body) return nullptr;
         auto mn = ir::as_const_int(f->min);
@@ -396,6 +409,7 @@ class Lowerer {
       case ir::StmtKind::If: {
         auto* n = as<ir::IfNode>(s);
         if (auto init = mma_init_pair(n)) return lower(*init, inside);
+        check_scalar(n->cond, sp, "the condition of this if");
         StmtPtr t = lower(n->then_body, inside);
         StmtPtr e = lower(n->else_body, inside);
         if (!t && !e) return nullptr;
@@ -408,6 +422,12 @@ class Lowerer {
       }
       case ir::StmtKind::Alloc: return nullptr;
       case ir::StmtKind::Store:
+        if (auto_sync_)  // a portable kernel: the store is outside any T.Parallel map
+          throw Error("element store into tile " + q(as<ir::StoreNode>(s)->buffer->name) +
+                          " outside a T.Parallel map: on Ascend the Vector core writes whole tiles, not single elements",
+                      sp, "set whole rows with T.fill(t[r:r + 1, :], v), or keep the tile where an affine mask holds "
+                          "and write v elsewhere in a map: for i, j in T.Parallel(...): t[i, j] = "
+                          "T.if_then_else(i < r, t[i, j], v)");
         throw Error("element store into " + q(as<ir::StoreNode>(s)->buffer->name) +
                         " is not supported in Ascend expert mode",
                     sp, "write whole tiles: T.fill, T.copy, vector ops (T.add, T.exp, ...) or a T.Parallel map");
@@ -441,10 +461,19 @@ class Lowerer {
 
   void check_scalar(const Expr& e, const Span& sp, const std::string& what) {
     for_each_subexpr(e, [&](const Expr& x) {
-      if (x->kind == ir::ExprKind::Load)
-        throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
-                        ": scalar reads of tiles are not supported in Ascend expert mode",
-                    sp, "compute with whole-tile ops; pass scalars as kernel parameters");
+      if (x->kind != ir::ExprKind::Load) return;
+      if (auto_sync_)  // a portable kernel: a scalar (let, if condition, loop bound) read from a tile
+        throw Error(what + " reads element " + ir::print(x) + " of " +
+                        (as<ir::LoadNode>(x)->buffer->scope == Scope::global ? "tensor " : "tile ") +
+                        q(as<ir::LoadNode>(x)->buffer->name) +
+                        " as a scalar: on Ascend the scalar unit that runs lets, ifs and loop bounds does not read "
+                        "tensor or tile elements",
+                    sp, "keep the value in a tile and use it inside a T.Parallel map (a per-row vector v[i] or a "
+                        "column vector w[j] broadcasts it; T.if_then_else selects), or pass it as a scalar "
+                        "parameter of the kernel");
+      throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
+                      ": scalar reads of tiles are not supported in Ascend expert mode",
+                  sp, "compute with whole-tile ops; pass scalars as kernel parameters");
     });
   }
 
@@ -587,9 +616,19 @@ class Lowerer {
       Window w = window(n->dst, sp);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
-      return emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w), dt, g.valid_rows, mul(g.valid_cols, C(b)),
-                             mul(g.row_stride, C(b)), C(ub_stride * b)},
-                  sp);
+      // Tails read zeros: a copy that can be short pads its rows to 32 B with zeros and, when it
+      // is short, runs after a VecDup of 0 over the tile (lower_expert.h). Not for the GM
+      // workspace: split_cube_vector's hand-off slots are read within the slot they were written to.
+      Expr short_rows = simp(ir::binary(ir::BinOp::LT, g.valid_rows, C(g.rows)));
+      Expr short_cols = simp(ir::binary(ir::BinOp::LT, g.valid_cols, C(g.cols)));
+      Expr is_short = simp(ir::binary(ir::BinOp::Or, short_rows, short_cols));
+      auto never = ir::as_const_int(is_short);
+      bool tail = g.param >= 0 && !(never && *never == 0);
+      StmtPtr copy = emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w), dt, g.valid_rows, mul(g.valid_cols, C(b)),
+                                     mul(g.row_stride, C(b)), C(ub_stride * b), tail},
+                          sp);
+      if (!tail) return copy;
+      return seq({zero_tile(w, g.rows, g.cols, ub_stride, is_short, sp), copy}, sp);
     }
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
@@ -626,6 +665,29 @@ class Lowerer {
     throw Error("copy " + std::string(ir::scope_name(from)) + " -> " + std::string(ir::scope_name(to)) +
                     " is not supported by the Ascend program yet",
                 sp, "supported: GM->L1, L1->L0A, L1->L0B, L0C->GM, GM->UB, UB->GM, UB->UB");
+  }
+
+  // `if (cond) Duplicate(0)` over the rows x cols UB window w (rows `stride` elements apart);
+  // in expert mode fenced by PipeBarrier<PIPE_ALL> on both sides (lower_expert.h).
+  StmtPtr zero_tile(const Window& w, int64_t rows, int64_t cols, int64_t stride, const Expr& cond, const Span& sp) {
+    ir::DType t = w.buf->dtype;
+    ir::DType dup_t = t;
+    int64_t r = rows, c = cols;
+    if (t == ir::DType(ir::DTypeCode::bf16)) dup_t = ir::DType(ir::DTypeCode::f16);  // zero has the same bits
+    VecOperand d{local(w), C(stride)};
+    if (stride == c || r == 1) {  // contiguous: one run of r * c elements
+      d.row_stride = C(r * c);
+      c = r * c;
+      r = 1;
+    }
+    Expr zero = dup_t.is_float() ? ir::float_imm(0.0, dup_t, sp) : ir::int_imm(0, dup_t, sp);
+    std::vector<StmtPtr> body;
+    if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
+    body.push_back(emit(VecDup{dup_t, d, zero, C(r), C(c)}, sp));
+    if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
+    StmtPtr fill = body.size() == 1 ? body[0] : seq(std::move(body), sp);
+    auto always = ir::as_const_int(cond);
+    return always && *always ? fill : if_(cond, fill, nullptr, sp);
   }
 
   void check_same_2d(int64_t r1, int64_t c1, int64_t r2, int64_t c2, const ir::CopyNode* n, const Span& sp) {
@@ -1120,6 +1182,7 @@ class Lowerer {
   const ir::Kernel& k_;
   const target::Target& t_;
   const target::AscendParams& hw_;
+  bool auto_sync_ = false;  // see lower_expert.h
   Program p_;
   CoreKind core_ = CoreKind::C;
   std::unordered_map<const ir::BufferNode*, int> params_;
@@ -1132,6 +1195,8 @@ class Lowerer {
 
 }  // namespace
 
-Program lower_expert(const ir::Kernel& kernel, const target::Target& target) { return Lowerer(kernel, target).run(); }
+Program lower_expert(const ir::Kernel& kernel, const target::Target& target, bool auto_sync) {
+  return Lowerer(kernel, target, auto_sync).run();
+}
 
 }  // namespace tw::ascend
