@@ -356,3 +356,51 @@ def test_scalar_read_of_a_tile_error_names_the_portable_construct(form):
     assert f":{where(form)}:" in msg
     assert what in msg and "pass it as a scalar parameter" in msg
     assert "expert" not in msg
+
+
+# ---- 2. a column of a tensor and a 1-D tile --------------------------------------------------
+
+def test_column_into_a_1d_tile_is_a_clear_error():
+    # it was lowered with the tile size as UB row stride: out-of-bounds UB writes, garbage
+    @T.prim_func
+    def main(X: T.Tensor((40, 3), "float32"), Y: T.Tensor((40, 3), "float32")):
+        with T.Kernel(3) as bx:
+            t = T.alloc_fragment((40,), "float32")
+            T.copy(X[0:40, bx], t)  # @column
+            for i in T.Parallel(40):
+                t[i] = t[i] + 1.0
+            T.copy(t, Y[0:40, bx])
+    msg = compile_error(main)
+    assert f":{where('column')}:" in msg
+    assert "a column of a tensor cannot fill or come from a 1-D tile" in msg
+    assert "declare the tile as a column, shape (40, 1)" in msg
+
+
+def test_row_into_a_column_tile_is_a_clear_error():
+    @T.prim_func
+    def main(X: T.Tensor((40,), "float32"), Y: T.Tensor((40,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((40, 1), "float32")
+            T.copy(X[0:40], t)  # @row
+            T.copy(t, Y[0:40])
+    msg = compile_error(main)
+    assert f":{where('row')}:" in msg
+    assert "a row of a tensor cannot fill or come from a column tile" in msg
+
+
+def test_the_column_tile_alternative_works():
+    def make(target):
+        @T.prim_func
+        def main(X: T.Tensor((37, 3), "float32"), Y: T.Tensor((37, 3), "float32")):
+            with T.Kernel(3) as bx:
+                t = T.alloc_fragment((40, 1), "float32")
+                T.copy(X[0:40, bx:bx + 1], t)   # 3 rows past the end: zeros
+                for i, j in T.Parallel(40, 1):
+                    t[i, j] = t[i, j] * 2.0 + 1.0
+                T.copy(t, Y[0:40, bx:bx + 1])
+        return tw.compile(main, target=target, out_idx=[-1])
+    x = np.random.default_rng(8).standard_normal((37, 3)).astype(np.float32)
+    cpu, npu = on_both(make, x)
+    ref = x.astype(np.float64) * 2 + 1
+    assert_close(cpu, ref, (1e-6, 1e-6), "cpu")
+    assert_close(npu, ref, (1e-6, 1e-6), "ascend")

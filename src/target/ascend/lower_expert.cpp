@@ -710,6 +710,24 @@ class Lowerer {
     bool contiguous = w.rows == 1 || w.row_stride == w.cols;
     if (!(w.rows == g.rows && w.cols == g.cols) && !(g.rows == 1 && contiguous && w.rows * w.cols == g.cols))
       check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
+    // A GM column (one element per tensor row) and a UB row, or a GM row and a UB column tile
+    // (K x 1: each element in its own 32 B block): each GM row moves as one DataCopyPad burst that
+    // starts on a 32 B block of UB, so the two layouts cannot meet in one copy.
+    bool gm_column = g.rows > 1 && g.cols == 1, ub_column = w.rows > 1 && w.cols == 1;
+    if (gm_column != ub_column) {
+      const ir::Region& gr = n->src.buffer->scope == Scope::global ? n->src : n->dst;
+      const ir::Region& ur = n->src.buffer->scope == Scope::global ? n->dst : n->src;
+      std::string k = std::to_string(std::max(g.rows, g.cols));
+      throw Error("copy between " + ir::print(gr) + " (" + std::to_string(g.rows) + " x " + std::to_string(g.cols) +
+                      " of tensor " + q(gr.buffer->name) + ") and " + ir::print(ur) + " (" + std::to_string(w.rows) +
+                      " x " + std::to_string(w.cols) + " of tile " + q(ur.buffer->name) +
+                      "): on Ascend each row a copy moves between GM and UB starts a new 32 B block of UB, so a " +
+                      (gm_column ? "column of a tensor cannot fill or come from a 1-D tile"
+                                 : "row of a tensor cannot fill or come from a column tile"),
+                  sp, gm_column ? "declare the tile as a column, shape (" + k + ", 1), and copy the column X[a:b, c:c + 1] "
+                                  "into it (maps and reductions work on it)"
+                                : "declare the tile 1-D, shape (" + k + ",), or copy a column of the tensor");
+    }
     int64_t stride = g.rows == 1 ? w.rows * w.cols : w.row_stride;
     int64_t b = w.buf->dtype.bytes();
     if (g.rows > 1 && (stride * b) % 32)
