@@ -404,3 +404,18 @@ def test_the_column_tile_alternative_works():
     ref = x.astype(np.float64) * 2 + 1
     assert_close(cpu, ref, (1e-6, 1e-6), "cpu")
     assert_close(npu, ref, (1e-6, 1e-6), "ascend")
+
+
+def test_fill_of_a_window_off_a_32_byte_block_is_a_clear_error():
+    # it compiled and the checker reported a misaligned Duplicate at run time
+    @T.prim_func
+    def main(X: T.Tensor((8, 64), "float32"), Y: T.Tensor((8, 64), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((8, 64), "float32")
+            T.copy(X[0, 0], t)
+            T.fill(t[3:4, 5:6], 1.0)  # @fill
+            T.copy(t, Y[0, 0])
+    msg = compile_error(main)
+    assert f":{where('fill')}:" in msg
+    assert "T.fill of t[3:+1, 5:+1]: the window starts 788 bytes into tile 't', not on a 32 B block" in msg
+    assert "a multiple of 8 (float32)" in msg

@@ -533,6 +533,7 @@ class Lowerer {
                           q(n->dst.buffer->name) + ": only UB tiles can be filled (by the Vector core)",
                       sp, "to start an accumulation from zero use T.mma(..., init=True) / T.gemm(..., clear_accum=True)");
         Window w = window(n->dst, sp);
+        vec_aligned(w, n->dst, sp, "T.fill of");
         vec_dtype_ok(w.buf->dtype, sp, "T.fill", true);
         check_scalar(n->value, sp, "T.fill value");
         VecOperand d = vop(w);
@@ -642,6 +643,8 @@ class Lowerer {
     }
     if (from == Scope::UB && to == Scope::UB) {
       Window s = window(n->src, sp), d = window(n->dst, sp);
+      vec_aligned(s, n->src, sp, "copy from");
+      vec_aligned(d, n->dst, sp, "copy into");
       VecOperand so = vop(s), dop = vop(d);
       if (s.rows * s.cols != d.rows * d.cols || (s.rows != d.rows && !(s.row_stride == s.cols && d.row_stride == d.cols)))
         check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
@@ -836,6 +839,19 @@ class Lowerer {
                              t == ir::DType(ir::DTypeCode::u8)));
     if (!ok) throw Error(what + " on " + std::string(t.name()) + " is not supported by the Vector core", sp,
                          "use float16 or float32 tiles");
+  }
+
+  // Vector instructions start on 32 B blocks of UB: a window at a constant offset that is not a
+  // multiple of 32 B is an error here (the checker would report it at run time).
+  void vec_aligned(const Window& w, const ir::Region& r, const Span& sp, const std::string& what) {
+    auto off = ir::as_const_int(w.slice_off);
+    if (!off || *off % 32 == 0) return;
+    int64_t per = 32 / w.buf->dtype.bytes();
+    throw Error(what + " " + ir::print(r) + ": the window starts " + std::to_string(*off) + " bytes into tile " +
+                    q(r.buffer->name) + ", not on a 32 B block; on Ascend the Vector core reads and writes UB from 32 B "
+                    "boundaries",
+                sp, "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
+                        std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
   }
 
   static VecOperand vop(const Window& w) { return VecOperand{LocalRef{w.buf->index, w.slice_off}, C(w.row_stride)}; }
