@@ -59,8 +59,8 @@ def test_gemm_expert_example_lowers():
     assert "LoadL0 A_L0[s * 16384] <- A_L1[p * 65536] float16 src_rows=128 window=(0, kk * 64) dst=128x64" in prog
     assert "Mmad C_L0[0] <- A_L0[s * 16384] x B_L0[s * 32768] float16->float32 m=128 n=256 k=64 " \
            "init=k == 0 and kk == 0" in prog
-    assert "Fixpipe C[(by * 256 + bx * 99456) * 2] <- C_L0[0] float32->float16 m=min(1000 - bx * 128, 128) " \
-           "n=min(777 - by * 256, 256)" in prog
+    assert "Fixpipe C[(by * 256 + bx * 99456) * 2] <- C_L0[0] float32->float16 m=max(min(1000 - bx * 128, 128), 0) " \
+           "n=max(min(777 - by * 256, 256), 0)" in prog
     # the flags exactly as written: as many sets as waits per pair
     for pair in ("M_MTE1", "MTE1_M", "MTE2_MTE1", "MTE1_MTE2", "M_FIX", "FIX_M"):
         assert prog.count(f"SetFlag<{pair}>") >= 1 and prog.count(f"WaitFlag<{pair}>") >= 1, pair
