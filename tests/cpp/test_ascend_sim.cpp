@@ -438,6 +438,73 @@ TEST(AscendSimBroken, OutOfBoundsCopy) {
   EXPECT_EQ(rep->instrs.at(0).span.line, 80);
 }
 
+// GM -> UB of 4 rows of 3 floats (12 B) into rows 32 B apart, then the whole 32 B rows back to
+// Y (4 x 8). row_bytes / dst_stride may be broken on purpose.
+Program short_rows(bool pad, int64_t row_bytes = 12, int64_t out_stride = 32, int64_t blocks = 1) {
+  Builder b("short_rows", KernelType::AIV_ONLY);
+  int X = b.tensor("X", DTypeCode::f32, {4, 3});
+  int Y = b.tensor("Y", DTypeCode::f32, {4, 8}, true);
+  int x = b.buffer("x_ub", CoreType::AIV, Mem::UB, 0, 128, DTypeCode::f32);
+  b.p.block_dim = C(blocks);
+  CopyGmToUb in{gm(X, C(0)), at(x), DTypeCode::f32, C(4), C(row_bytes), C(12), C(32)};
+  in.pad = pad;
+  b.emit(in, 70);
+  b.set(Pipe::MTE2, Pipe::MTE3, C(0), 71);
+  b.wait(Pipe::MTE2, Pipe::MTE3, C(0), 71);
+  b.emit(CopyUbToGm{at(x), gm(Y, C(out_stride < 0 ? 96 : 0)), DTypeCode::f32, C(4), C(32), C(32), C(out_stride)}, 72);
+  b.p.aiv = b.take();
+  return b.p;
+}
+
+sim::Result run_short_rows(const Program& p, std::vector<float>& y) {
+  std::vector<float> x(12, 1.f);
+  y.assign(32, -5.f);
+  return sim::run(p, b2(), {arg(x), arg(y)});
+}
+
+TEST(AscendSimBroken, DataCopyPadWritesDummyBytesUpTo32BUnlessPadded) {
+  std::vector<float> y;
+  for (bool pad : {false, true}) {
+    auto r = run_short_rows(short_rows(pad), y);
+    ASSERT_TRUE(r.reports.empty()) << r.summary();
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 8; ++j) {
+        float v = y[i * 8 + j];
+        if (j < 3) EXPECT_EQ(v, 1.f);
+        else if (pad) EXPECT_EQ(v, 0.f) << i << "," << j;         // zero padding
+        else EXPECT_GT(std::fabs(v), 1e30f) << i << "," << j;     // garbage, not the UB's zeros
+      }
+  }
+}
+
+TEST(AscendSimBroken, NegativeSizeIsReportedNotExecuted) {
+  std::vector<float> y;
+  auto r = run_short_rows(short_rows(false, /*row_bytes=*/-144), y);
+  const sim::Report* rep = find(r, sim::ReportKind::InvalidInstr);
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("source has a negative size (4 rows of -144 bytes)"), std::string::npos) << rep->message;
+  EXPECT_EQ(rep->instrs.at(0).span.line, 70);
+}
+
+TEST(AscendSimBroken, NegativeStrideOutOfBoundsIsReported) {
+  // rows walk downwards from byte 96 by 64 B: the last row starts at -96
+  std::vector<float> y;
+  auto r = run_short_rows(short_rows(true, 12, /*out_stride=*/-64), y);
+  const sim::Report* rep = find(r, sim::ReportKind::OutOfBounds);
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("destination writes bytes [-96, 128) of GM tensor Y"), std::string::npos) << rep->message;
+  EXPECT_EQ(rep->instrs.at(0).span.line, 72);
+}
+
+TEST(AscendSim, ZeroBlocksLaunchNothing) {
+  std::vector<float> y;
+  auto r = run_short_rows(short_rows(true, 12, 32, /*blocks=*/0), y);
+  EXPECT_TRUE(r.reports.empty()) << r.summary();
+  EXPECT_EQ(r.total_cycles, 0);
+  EXPECT_EQ(r.instructions, 0);
+  for (float v : y) EXPECT_EQ(v, -5.f);
+}
+
 // MIX: the AIC signals the AIVs `sets` times; the AIVs answer each signal. With `reply` the AIC
 // also waits for an answer before each signal, first (no credit), so both sides wait: deadlock.
 Program cross_kernel(int sets, bool reply) {

@@ -66,7 +66,7 @@ TEST(LowerExpert, CubeGemm) {
   buffer b0: AIC L0B @0 +4608 float16 Zn
   buffer c0: AIC L0C @0 +6144 float32 Nz
 AIC:
-  MTE2 CopyGmToL1 a1[0] <- A[cid * 2560] float16 rows=min(M - cid * 32, 32) cols=40 src_row_stride=40 nz=32x48  @9
+  MTE2 CopyGmToL1 a1[0] <- A[cid * 2560] float16 rows=max(min(M - cid * 32, 32), 0) cols=40 src_row_stride=40 nz=32x48  @9
   MTE2 CopyGmToL1 b1[0] <- B[0] float16 rows=40 cols=48 src_row_stride=48 nz=48x48  @10
   MTE2 SetFlag<MTE2_MTE1>(0)  @11
   MTE1 WaitFlag<MTE2_MTE1>(0)  @12
@@ -77,7 +77,7 @@ AIC:
   M Mmad c0[0] <- a0[0] x b0[0] float16->float32 m=32 n=48 k=48 init=true  @17
   M SetFlag<M_FIX>(0)  @18
   FIX WaitFlag<M_FIX>(0)  @19
-  FIX Fixpipe C[cid * 3072] <- c0[0] float32->float16 m=min(M - cid * 32, 32) n=48 src_rows=32 dst_row_stride=48  @20
+  FIX Fixpipe C[cid * 3072] <- c0[0] float32->float16 m=max(min(M - cid * 32, 32), 0) n=48 src_rows=32 dst_row_stride=48  @20
 )");
 }
 
@@ -156,7 +156,11 @@ TEST(LowerExpert, VectorOps) {
 AIC:
 AIV:
   r0 = cid * 16 + vid * 8
-  MTE2 CopyGmToUb x[0] <- X[r0 * 256] float32 n_rows=min(N - r0, 8) row_bytes=256 src_stride=256 dst_stride=256  @9
+  if max(min(N - r0, 8), 0) < 8:
+    ALL PipeBarrier<ALL>  @9
+    V Duplicate x[0]/512 <- 0.0 float32 1x512  @9
+    ALL PipeBarrier<ALL>  @9
+  MTE2 CopyGmToUb x[0] <- X[r0 * 256] float32 n_rows=max(min(N - r0, 8), 0) row_bytes=256 src_stride=256 dst_stride=256 pad  @9
   MTE2 SetFlag<MTE2_V>(0)  @10
   V WaitFlag<MTE2_V>(0)  @11
   V RowReduceMax m[0]/8 <- x[0]/64 float32 8x64  @12
@@ -174,7 +178,7 @@ AIV:
   V RowReduceSum m[0]/8 <- x[0]/64 float32 8x64  @52
   V SetFlag<V_MTE3>(0)  @53
   MTE3 WaitFlag<V_MTE3>(0)  @54
-  MTE3 CopyUbToGm Y[r0 * 128] <- h[0] float16 n_rows=min(N - r0, 8) row_bytes=128 src_stride=128 dst_stride=128  @55
+  MTE3 CopyUbToGm Y[r0 * 128] <- h[0] float16 n_rows=max(min(N - r0, 8), 0) row_bytes=128 src_stride=128 dst_stride=128  @55
 )");
 }
 
@@ -217,8 +221,8 @@ TEST(LowerExpert, GemmOnL1OperandsAndRuntimeInit) {
   buffer _gemm_L0B: AIC L0B @0 +4096 float16 Zn
 AIC:
   for k in range(ceildiv(K, 32)):
-    MTE2 CopyGmToL1 a1[k % 2 * 4096] <- A[k * 64] float16 rows=64 cols=min(K - k * 32, 32) src_row_stride=K nz=64x32  @8
-    MTE2 CopyGmToL1 b1[k % 2 * 4096] <- B[k * 4096] float16 rows=min(K - k * 32, 32) cols=64 src_row_stride=64 nz=32x64  @9
+    MTE2 CopyGmToL1 a1[k % 2 * 4096] <- A[k * 64] float16 rows=64 cols=max(min(K - k * 32, 32), 0) src_row_stride=K nz=64x32  @8
+    MTE2 CopyGmToL1 b1[k % 2 * 4096] <- B[k * 4096] float16 rows=max(min(K - k * 32, 32), 0) cols=64 src_row_stride=64 nz=32x64  @9
     MTE2 SetFlag<MTE2_MTE1>(0)  @10
     MTE1 WaitFlag<MTE2_MTE1>(0)  @11
     MTE1 LoadL0 _gemm_L0A[0] <- a1[k % 2 * 4096] float16 src_rows=64 window=(0, 0) dst=64x32  @12
@@ -270,10 +274,14 @@ AIV:
   for t in range(2):
     row = vid * 32
     S CrossCoreWaitFlag<S>(1)  @11
-    MTE2 CopyGmToUb u[0] <- W[row * 256] float32 n_rows=min(64 - row, 32) row_bytes=256 src_stride=256 dst_stride=256  @12
+    if max(min(64 - row, 32), 0) < 32:
+      ALL PipeBarrier<ALL>  @12
+      V Duplicate u[0]/2048 <- 0.0 float32 1x2048  @12
+      ALL PipeBarrier<ALL>  @12
+    MTE2 CopyGmToUb u[0] <- W[row * 256] float32 n_rows=max(min(64 - row, 32), 0) row_bytes=256 src_stride=256 dst_stride=256 pad  @12
     MTE2 SetFlag<MTE2_MTE3>(0)  @13
     MTE3 WaitFlag<MTE2_MTE3>(0)  @14
-    MTE3 CopyUbToGm W[row * 256] <- u[0] float32 n_rows=min(64 - row, 32) row_bytes=256 src_stride=256 dst_stride=256  @15
+    MTE3 CopyUbToGm W[row * 256] <- u[0] float32 n_rows=max(min(64 - row, 32), 0) row_bytes=256 src_stride=256 dst_stride=256  @15
 )");
 }
 

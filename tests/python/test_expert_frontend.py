@@ -53,14 +53,14 @@ def test_gemm_expert_example_lowers():
     assert "buffer A_L0: AIC L0A @0 +32768 float16 Zz" in prog
     assert "buffer C_L0: AIC L0C @0 +131072 float32 Nz" in prog
     # tails from the region vs the tensor bounds
-    assert "rows=min(1000 - bx * 128, 128) cols=min(513 - k * 256, 256)" in prog
+    assert "rows=max(min(1000 - bx * 128, 128), 0) cols=max(min(513 - k * 256, 256), 0)" in prog
     # double-buffered L1 (half p) and L0 (half s)
     assert "CopyGmToL1 A_L1[p * 65536] <- A[(k * 256 + bx * 65664) * 2]" in prog
     assert "LoadL0 A_L0[s * 16384] <- A_L1[p * 65536] float16 src_rows=128 window=(0, kk * 64) dst=128x64" in prog
     assert "Mmad C_L0[0] <- A_L0[s * 16384] x B_L0[s * 32768] float16->float32 m=128 n=256 k=64 " \
            "init=k == 0 and kk == 0" in prog
-    assert "Fixpipe C[(by * 256 + bx * 99456) * 2] <- C_L0[0] float32->float16 m=min(1000 - bx * 128, 128) " \
-           "n=min(777 - by * 256, 256)" in prog
+    assert "Fixpipe C[(by * 256 + bx * 99456) * 2] <- C_L0[0] float32->float16 m=max(min(1000 - bx * 128, 128), 0) " \
+           "n=max(min(777 - by * 256, 256), 0)" in prog
     # the flags exactly as written: as many sets as waits per pair
     for pair in ("M_MTE1", "MTE1_M", "MTE2_MTE1", "MTE1_MTE2", "M_FIX", "FIX_M"):
         assert prog.count(f"SetFlag<{pair}>") >= 1 and prog.count(f"WaitFlag<{pair}>") >= 1, pair
@@ -115,7 +115,7 @@ def test_vector_tile_ops_expand_to_maps_and_lower():
     prog = lower(prim)
     want = [
         "ascend_kernel main MIX_1_2 blocks=4",
-        "MTE2 CopyGmToUb x[0] <- X[r0 * 256] float32 n_rows=min(64 - r0, 8) row_bytes=256",
+        "MTE2 CopyGmToUb x[0] <- X[r0 * 256] float32 n_rows=max(min(64 - r0, 8), 0) row_bytes=256",
         "V RowReduceMax m[0]/8 <- x[0]/64 float32 8x64",
         "V RowBroadcastSub y[0]/64 <- x[0]/64, m[0] float32 8x64",
         "V Exp y[0]/512 <- y[0]/512 float32 1x512",
@@ -132,7 +132,7 @@ def test_vector_tile_ops_expand_to_maps_and_lower():
         "V Cast h[0]/512 <- y[0]/512 float32->float16 CAST_RINT 1x512",
         "V CopyUbToUb x[128] <- y[0] float32 n_rows=8 row_bytes=128 src_stride=256 dst_stride=256",
         "V SetFlag<V_MTE3>(0)", "MTE3 WaitFlag<V_MTE3>(0)",
-        "MTE3 CopyUbToGm Y[r0 * 128] <- h[0] float16 n_rows=min(64 - r0, 8)",
+        "MTE3 CopyUbToGm Y[r0 * 128] <- h[0] float16 n_rows=max(min(64 - r0, 8), 0)",
     ]
     for w in want:
         assert w in prog, f"missing {w!r} in\n{prog}"

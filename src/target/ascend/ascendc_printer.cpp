@@ -589,10 +589,14 @@ void KernelPrinter::emit(const CopyGmToUb& c) {
   std::string T = ctype(c.dtype, span_);
   std::string src_gap = gap(c.n_rows, sub(c.src_stride, c.row_bytes));                          // bytes, tail to head
   std::string dst_gap = gap(c.n_rows, fdiv(sub(c.dst_stride, round32(c.row_bytes)), ci(32)));  // 32 B blocks
+  // pad: each row's bytes up to the next 32 B are zeros (rightPadding in elements)
+  std::string pad = c.pad ? "true" : "false";
+  std::string right =
+      c.pad ? "static_cast<uint8_t>(" + ex(fdiv(sub(round32(c.row_bytes), c.row_bytes), ci(c.dtype.bytes()))) + ")" : "0";
   L_.call("DataCopyPad(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
           ex(c.n_rows) + "), static_cast<uint32_t>(" + ex(c.row_bytes) + "), static_cast<uint32_t>(" + src_gap +
-          "), static_cast<uint32_t>(" + dst_gap + "), 0}, DataCopyPadExtParams<" + T + ">{false, 0, 0, static_cast<" +
-          T + ">(0)});");
+          "), static_cast<uint32_t>(" + dst_gap + "), 0}, DataCopyPadExtParams<" + T + ">{" + pad + ", 0, " + right +
+          ", static_cast<" + T + ">(0)});");
 }
 
 void KernelPrinter::emit(const CopyUbToGm& c) {

@@ -237,7 +237,8 @@ struct AccessBuilder {
   }
   void operator()(const CopyGmToUb& x) const {
     gm(x.src, x.n_rows, x.row_bytes, x.src_stride, 1, Mode::Read);
-    local(x.dst, K(0), o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
+    // DataCopyPad writes each burst up to the next 32 B boundary (padding or unspecified bytes)
+    local(x.dst, K(0), o(x.n_rows), rupo(o(x.row_bytes), 32), o(x.dst_stride), Mode::Write);
   }
   void operator()(const CopyUbToGm& x) const {
     local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);

@@ -479,6 +479,7 @@ class Legalizer {
       Buffer tile;
     };
     std::vector<Staged> staged;  // global regions already copied into a UB tile in this frame
+    std::map<std::string, Buffer> half_scratch;  // halve_rows' scratch tiles allocated in this frame
   };
   const ir::Kernel& k_;
   const target::Target& t_;
@@ -670,7 +671,6 @@ class Legalizer {
   // h[i, j] = op(x[i, j], x[i, j + cols/2]), until a row fits one repeat (or cannot be halved into
   // 32 B-aligned halves); the reduction then reads the narrow tile. For sum this changes the
   // order of the additions (pairwise instead of sequential), not the precision.
-  std::map<std::string, Buffer> half_scratch_;  // halve_rows' scratch tiles by dtype and shape
   Buffer halve_rows(Buffer src, ir::ReduceKind kind, int64_t per_repeat, const Span& sp, std::vector<Stmt>& out) {
     auto shape = *src->const_shape();
     int64_t rows = shape[0], cols = shape[1];
@@ -679,11 +679,15 @@ class Legalizer {
     while (halvable(cols, per_repeat, bytes)) {
       int64_t half = cols / 2;
       // one scratch tile per dtype and shape, shared by every halving (max, then sum: never live
-      // together), so the UB keeps room for staging
+      // together), so the UB keeps room for staging; only one allocated in this frame or an
+      // enclosing one is in scope here (a sibling loop's is not)
       std::string hk = std::string(src->dtype.name()) + ":" + std::to_string(rows) + "x" + std::to_string(half);
-      auto hit = half_scratch_.find(hk);
-      Buffer h = hit != half_scratch_.end() ? hit->second
-                                            : (half_scratch_[hk] = ub(src->name + "_half", src->dtype, {rows, half}, sp, out));
+      Buffer h;
+      for (size_t f = frames_.size(); f-- > 0 && !h;) {
+        auto hit = frames_[f].half_scratch.find(hk);
+        if (hit != frames_[f].half_scratch.end()) h = hit->second;
+      }
+      if (!h) h = frames_.back().half_scratch[hk] = ub(src->name + "_half", src->dtype, {rows, half}, sp, out);
       Var i = fresh_var("i", sp), j = fresh_var("j", sp);
       Expr v = ir::binary(op, ir::load(src, {i, j}, sp), ir::load(src, {i, ir::binary(ir::BinOp::Add, j, C(half), sp)}, sp), sp);
       Stmt body = std::make_shared<ir::StoreNode>(h, std::vector<Expr>{i, j}, v, sp);

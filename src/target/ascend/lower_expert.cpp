@@ -36,6 +36,16 @@ Expr min_(const Expr& a, const Expr& b) {
   if (x && y) return C(std::min(*x, *y));
   return simp(ir::binary(ir::BinOp::Min, a, b));
 }
+Expr max_(const Expr& a, const Expr& b) {
+  auto x = ir::as_const_int(a), y = ir::as_const_int(b);
+  if (x && y) return C(std::max(*x, *y));
+  return simp(ir::binary(ir::BinOp::Max, a, b));
+}
+// The part of `extent` elements from `start` that lies inside [0, dim): a tail's count, 0 for a
+// region that starts at or after the end.
+Expr valid_count(int64_t extent, const Expr& dim, const Expr& start) {
+  return max_(C(0), min_(C(extent), sub(dim, start)));
+}
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
 void for_each_subexpr(const Expr& e, F&& fn) {
@@ -79,7 +89,8 @@ struct GmWindow {
 
 class Lowerer {
  public:
-  Lowerer(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t), hw_(t.ascend) {}
+  Lowerer(const ir::Kernel& k, const target::Target& t, bool auto_sync)
+      : k_(k), t_(t), hw_(t.ascend), auto_sync_(auto_sync) {}
 
   Program run() {
     if (t_.kind != target::TargetKind::ascend)
@@ -340,11 +351,11 @@ class Lowerer {
     g.offset = mul(off, C(r.buffer->dtype.bytes()));
     if (ws != ws_offset_.end()) g.offset = add(ws->second, g.offset);
     g.cols = ext[n - 1];
-    g.valid_cols = min_(C(g.cols), sub(shape[n - 1], idx32(r.starts[n - 1])));
+    g.valid_cols = valid_count(g.cols, shape[n - 1], idx32(r.starts[n - 1]));
     g.row_stride = shape[n - 1];
     if (n >= 2) {
       g.rows = ext[n - 2];
-      g.valid_rows = min_(C(g.rows), sub(shape[n - 2], idx32(r.starts[n - 2])));
+      g.valid_rows = valid_count(g.rows, shape[n - 2], idx32(r.starts[n - 2]));
     } else {
       g.rows = 1;
       g.valid_rows = C(1);
@@ -385,6 +396,8 @@ class Lowerer {
           if (core_ != CoreKind::V) return nullptr;
           return lower_map(f, sp);
         }
+        check_scalar(f->extent, sp, "the bound of loop " + q(f->var->name));
+        check_scalar(f->min, sp, "the start of loop " + q(f->var->name));
         StmtPtr body = lower(f->body, inside);
         if (!body) return nullptr;
         auto mn = ir::as_const_int(f->min);
@@ -396,6 +409,7 @@ class Lowerer {
       case ir::StmtKind::If: {
         auto* n = as<ir::IfNode>(s);
         if (auto init = mma_init_pair(n)) return lower(*init, inside);
+        check_scalar(n->cond, sp, "the condition of this if");
         StmtPtr t = lower(n->then_body, inside);
         StmtPtr e = lower(n->else_body, inside);
         if (!t && !e) return nullptr;
@@ -408,6 +422,12 @@ class Lowerer {
       }
       case ir::StmtKind::Alloc: return nullptr;
       case ir::StmtKind::Store:
+        if (auto_sync_)  // a portable kernel: the store is outside any T.Parallel map
+          throw Error("element store into tile " + q(as<ir::StoreNode>(s)->buffer->name) +
+                          " outside a T.Parallel map: on Ascend the Vector core writes whole tiles, not single elements",
+                      sp, "set whole rows with T.fill(t[r:r + 1, :], v), or keep the tile where an affine mask holds "
+                          "and write v elsewhere in a map: for i, j in T.Parallel(...): t[i, j] = "
+                          "T.if_then_else(i < r, t[i, j], v)");
         throw Error("element store into " + q(as<ir::StoreNode>(s)->buffer->name) +
                         " is not supported in Ascend expert mode",
                     sp, "write whole tiles: T.fill, T.copy, vector ops (T.add, T.exp, ...) or a T.Parallel map");
@@ -441,10 +461,19 @@ class Lowerer {
 
   void check_scalar(const Expr& e, const Span& sp, const std::string& what) {
     for_each_subexpr(e, [&](const Expr& x) {
-      if (x->kind == ir::ExprKind::Load)
-        throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
-                        ": scalar reads of tiles are not supported in Ascend expert mode",
-                    sp, "compute with whole-tile ops; pass scalars as kernel parameters");
+      if (x->kind != ir::ExprKind::Load) return;
+      if (auto_sync_)  // a portable kernel: a scalar (let, if condition, loop bound) read from a tile
+        throw Error(what + " reads element " + ir::print(x) + " of " +
+                        (as<ir::LoadNode>(x)->buffer->scope == Scope::global ? "tensor " : "tile ") +
+                        q(as<ir::LoadNode>(x)->buffer->name) +
+                        " as a scalar: on Ascend the scalar unit that runs lets, ifs and loop bounds does not read "
+                        "tensor or tile elements",
+                    sp, "keep the value in a tile and use it inside a T.Parallel map (a per-row vector v[i] or a "
+                        "column vector w[j] broadcasts it; T.if_then_else selects), or pass it as a scalar "
+                        "parameter of the kernel");
+      throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
+                      ": scalar reads of tiles are not supported in Ascend expert mode",
+                  sp, "compute with whole-tile ops; pass scalars as kernel parameters");
     });
   }
 
@@ -504,6 +533,7 @@ class Lowerer {
                           q(n->dst.buffer->name) + ": only UB tiles can be filled (by the Vector core)",
                       sp, "to start an accumulation from zero use T.mma(..., init=True) / T.gemm(..., clear_accum=True)");
         Window w = window(n->dst, sp);
+        vec_aligned(w, n->dst, sp, "T.fill of");
         vec_dtype_ok(w.buf->dtype, sp, "T.fill", true);
         check_scalar(n->value, sp, "T.fill value");
         VecOperand d = vop(w);
@@ -587,9 +617,19 @@ class Lowerer {
       Window w = window(n->dst, sp);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
-      return emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w), dt, g.valid_rows, mul(g.valid_cols, C(b)),
-                             mul(g.row_stride, C(b)), C(ub_stride * b)},
-                  sp);
+      // Tails read zeros: a copy that can be short pads its rows to 32 B with zeros and, when it
+      // is short, runs after a VecDup of 0 over the tile (lower_expert.h). Not for the GM
+      // workspace: split_cube_vector's hand-off slots are read within the slot they were written to.
+      Expr short_rows = simp(ir::binary(ir::BinOp::LT, g.valid_rows, C(g.rows)));
+      Expr short_cols = simp(ir::binary(ir::BinOp::LT, g.valid_cols, C(g.cols)));
+      Expr is_short = simp(ir::binary(ir::BinOp::Or, short_rows, short_cols));
+      auto never = ir::as_const_int(is_short);
+      bool tail = g.param >= 0 && !(never && *never == 0);
+      StmtPtr copy = emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w), dt, g.valid_rows, mul(g.valid_cols, C(b)),
+                                     mul(g.row_stride, C(b)), C(ub_stride * b), tail},
+                          sp);
+      if (!tail) return copy;
+      return seq({zero_tile(w, g.rows, g.cols, ub_stride, is_short, sp), copy}, sp);
     }
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
@@ -603,6 +643,8 @@ class Lowerer {
     }
     if (from == Scope::UB && to == Scope::UB) {
       Window s = window(n->src, sp), d = window(n->dst, sp);
+      vec_aligned(s, n->src, sp, "copy from");
+      vec_aligned(d, n->dst, sp, "copy into");
       VecOperand so = vop(s), dop = vop(d);
       if (s.rows * s.cols != d.rows * d.cols || (s.rows != d.rows && !(s.row_stride == s.cols && d.row_stride == d.cols)))
         check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
@@ -628,6 +670,29 @@ class Lowerer {
                 sp, "supported: GM->L1, L1->L0A, L1->L0B, L0C->GM, GM->UB, UB->GM, UB->UB");
   }
 
+  // `if (cond) Duplicate(0)` over the rows x cols UB window w (rows `stride` elements apart);
+  // in expert mode fenced by PipeBarrier<PIPE_ALL> on both sides (lower_expert.h).
+  StmtPtr zero_tile(const Window& w, int64_t rows, int64_t cols, int64_t stride, const Expr& cond, const Span& sp) {
+    ir::DType t = w.buf->dtype;
+    ir::DType dup_t = t;
+    int64_t r = rows, c = cols;
+    if (t == ir::DType(ir::DTypeCode::bf16)) dup_t = ir::DType(ir::DTypeCode::f16);  // zero has the same bits
+    VecOperand d{local(w), C(stride)};
+    if (stride == c || r == 1) {  // contiguous: one run of r * c elements
+      d.row_stride = C(r * c);
+      c = r * c;
+      r = 1;
+    }
+    Expr zero = dup_t.is_float() ? ir::float_imm(0.0, dup_t, sp) : ir::int_imm(0, dup_t, sp);
+    std::vector<StmtPtr> body;
+    if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
+    body.push_back(emit(VecDup{dup_t, d, zero, C(r), C(c)}, sp));
+    if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
+    StmtPtr fill = body.size() == 1 ? body[0] : seq(std::move(body), sp);
+    auto always = ir::as_const_int(cond);
+    return always && *always ? fill : if_(cond, fill, nullptr, sp);
+  }
+
   void check_same_2d(int64_t r1, int64_t c1, int64_t r2, int64_t c2, const ir::CopyNode* n, const Span& sp) {
     if (r1 == r2 && c1 == c2) return;
     if (r1 * c1 == r2 * c2 && (r1 == 1 || r2 == 1) && (c1 == 1 || c2 == 1)) return;  // a vector either way
@@ -648,6 +713,24 @@ class Lowerer {
     bool contiguous = w.rows == 1 || w.row_stride == w.cols;
     if (!(w.rows == g.rows && w.cols == g.cols) && !(g.rows == 1 && contiguous && w.rows * w.cols == g.cols))
       check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
+    // A GM column (one element per tensor row) and a UB row, or a GM row and a UB column tile
+    // (K x 1: each element in its own 32 B block): each GM row moves as one DataCopyPad burst that
+    // starts on a 32 B block of UB, so the two layouts cannot meet in one copy.
+    bool gm_column = g.rows > 1 && g.cols == 1, ub_column = w.rows > 1 && w.cols == 1;
+    if (gm_column != ub_column) {
+      const ir::Region& gr = n->src.buffer->scope == Scope::global ? n->src : n->dst;
+      const ir::Region& ur = n->src.buffer->scope == Scope::global ? n->dst : n->src;
+      std::string k = std::to_string(std::max(g.rows, g.cols));
+      throw Error("copy between " + ir::print(gr) + " (" + std::to_string(g.rows) + " x " + std::to_string(g.cols) +
+                      " of tensor " + q(gr.buffer->name) + ") and " + ir::print(ur) + " (" + std::to_string(w.rows) +
+                      " x " + std::to_string(w.cols) + " of tile " + q(ur.buffer->name) +
+                      "): on Ascend each row a copy moves between GM and UB starts a new 32 B block of UB, so a " +
+                      (gm_column ? "column of a tensor cannot fill or come from a 1-D tile"
+                                 : "row of a tensor cannot fill or come from a column tile"),
+                  sp, gm_column ? "declare the tile as a column, shape (" + k + ", 1), and copy the column X[a:b, c:c + 1] "
+                                  "into it (maps and reductions work on it)"
+                                : "declare the tile 1-D, shape (" + k + ",), or copy a column of the tensor");
+    }
     int64_t stride = g.rows == 1 ? w.rows * w.cols : w.row_stride;
     int64_t b = w.buf->dtype.bytes();
     if (g.rows > 1 && (stride * b) % 32)
@@ -756,6 +839,19 @@ class Lowerer {
                              t == ir::DType(ir::DTypeCode::u8)));
     if (!ok) throw Error(what + " on " + std::string(t.name()) + " is not supported by the Vector core", sp,
                          "use float16 or float32 tiles");
+  }
+
+  // Vector instructions start on 32 B blocks of UB: a window at a constant offset that is not a
+  // multiple of 32 B is an error here (the checker would report it at run time).
+  void vec_aligned(const Window& w, const ir::Region& r, const Span& sp, const std::string& what) {
+    auto off = ir::as_const_int(w.slice_off);
+    if (!off || *off % 32 == 0) return;
+    int64_t per = 32 / w.buf->dtype.bytes();
+    throw Error(what + " " + ir::print(r) + ": the window starts " + std::to_string(*off) + " bytes into tile " +
+                    q(r.buffer->name) + ", not on a 32 B block; on Ascend the Vector core reads and writes UB from 32 B "
+                    "boundaries",
+                sp, "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
+                        std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
   }
 
   static VecOperand vop(const Window& w) { return VecOperand{LocalRef{w.buf->index, w.slice_off}, C(w.row_stride)}; }
@@ -1120,6 +1216,7 @@ class Lowerer {
   const ir::Kernel& k_;
   const target::Target& t_;
   const target::AscendParams& hw_;
+  bool auto_sync_ = false;  // see lower_expert.h
   Program p_;
   CoreKind core_ = CoreKind::C;
   std::unordered_map<const ir::BufferNode*, int> params_;
@@ -1132,6 +1229,8 @@ class Lowerer {
 
 }  // namespace
 
-Program lower_expert(const ir::Kernel& kernel, const target::Target& target) { return Lowerer(kernel, target).run(); }
+Program lower_expert(const ir::Kernel& kernel, const target::Target& target, bool auto_sync) {
+  return Lowerer(kernel, target, auto_sync).run();
+}
 
 }  // namespace tw::ascend

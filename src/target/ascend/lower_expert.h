@@ -24,7 +24,15 @@
 //                             SetFlag/WaitFlag MTE1->M (event 7), Mmad, SetFlag/WaitFlag M->MTE1
 //                             (event 7): a self-contained library call (its own flags only)
 //      copy L0C->GM           Fixpipe (conversion fp32->fp16/bf16/fp32, int32; Nz->ND; tails)
-//      copy GM->UB / UB->GM   CopyGmToUb / CopyUbToGm (tails; out-of-range elements not written)
+//      copy GM->UB / UB->GM   CopyGmToUb / CopyUbToGm (tails = max(0, min(extent, tensor dim -
+//                             start)): a copy entirely outside the tensor moves nothing). A GM->UB
+//                             copy that can cross the tensor's end reads zeros there (docs/
+//                             language.md "Tails"): DataCopyPad pads each row to 32 B with zeros,
+//                             and when the copy is short (a runtime test) a VecDup of 0 over the
+//                             whole tile runs first. With auto_sync, insert_sync orders the two
+//                             like any other instructions; in expert mode the VecDup is fenced
+//                             by PipeBarrier<PIPE_ALL> before and after (tail iterations only).
+//                             The GM workspace (hand-offs) is read as written, without this
 //      copy UB->UB            CopyUbToUb, or VecCast when the dtypes differ
 //      T.Parallel on UB       VecBinary / VecBinaryScalar / VecUnary / VecCast / VecDup /
 //                             VecRowBroadcast / CopyUbToUb by the form of the body (see
@@ -43,7 +51,9 @@
 
 namespace tw::ascend {
 
-Program lower_expert(const ir::Kernel& kernel, const target::Target& target);
+// auto_sync: the automatic pipeline, whose insert_sync runs next and synchronises every
+// instruction; false (expert mode): instructions this lowering adds are fenced here.
+Program lower_expert(const ir::Kernel& kernel, const target::Target& target, bool auto_sync = false);
 
 // The event id the expansion of T.gemm on L1 operands uses for its MTE1->M / M->MTE1 flags.
 // Kernels that use T.gemm on L1 operands must not use it for those pairs themselves.

@@ -42,7 +42,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("multi_buffer", with_target(multi_buffer));            // T.Pipelined stages -> buffer copies
   log.run("map_grid", with_target(map_grid));                    // grid -> cores, L2-friendly order
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  Program p = lower_expert(log.kernel(), target);  // instruction selection
+  Program p = lower_expert(log.kernel(), target, /*auto_sync=*/true);  // instruction selection
   p = plan_memory(p, target, /*reuse=*/true);     // static addresses with liveness-based reuse
   return insert_sync(p, target);                   // flags and barriers
 }

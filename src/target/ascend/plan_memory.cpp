@@ -123,8 +123,10 @@ std::vector<Touch> touches(const InstrOp& op) {
           [](const CopyGmToL1& i) -> std::vector<Touch> {
             return {wr(i.dst, product({upper_bound(i.dst_rows), upper_bound(i.dst_cols), int64_t{i.dtype.bytes()}}))};
           },
-          [](const CopyGmToUb& i) -> std::vector<Touch> {
-            return {wr(i.dst, rows_extent(i.n_rows, upper_bound(i.dst_stride), upper_bound(i.row_bytes)))};
+          [](const CopyGmToUb& i) -> std::vector<Touch> {  // each burst written up to the next 32 B
+            auto row = upper_bound(i.row_bytes);
+            if (row) row = round_up(*row, 32);
+            return {wr(i.dst, rows_extent(i.n_rows, upper_bound(i.dst_stride), row))};
           },
           [](const CopyUbToGm& i) -> std::vector<Touch> { return {rd(i.src)}; },
           [](const CopyUbToUb& i) -> std::vector<Touch> {

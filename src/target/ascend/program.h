@@ -132,14 +132,18 @@ struct CopyGmToL1 {
   ir::Expr dst_rows, dst_cols;
 };
 
-// MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...}):
-// n_rows bursts of row_bytes bytes; source bursts start src_stride bytes apart, destination
-// bursts dst_stride bytes apart (multiple of 32). Bytes between bursts are not written.
+// MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...},
+// DataCopyPadExtParams{pad, 0, rightPadding, 0}): n_rows bursts of row_bytes bytes; source bursts
+// start src_stride bytes apart, destination bursts dst_stride bytes apart (multiple of 32). Each
+// destination burst is written up to the next 32 B boundary: the bytes after row_bytes are zero
+// when `pad` (rightPadding = those bytes / element size), unspecified values otherwise (the
+// simulator writes garbage there). Bytes between the 32 B-rounded bursts are not written.
 struct CopyGmToUb {
   GmRef src;
   LocalRef dst;
   ir::DType dtype;
   ir::Expr n_rows, row_bytes, src_stride, dst_stride;
+  bool pad = false;
 };
 
 // MTE3. UB -> GM, DataCopyPad. Same fields as CopyGmToUb (src_stride multiple of 32).

@@ -37,7 +37,9 @@ struct InstrPrinter {
     return std::string(name) + " " + dst + " <- " + src + " " + dt(c.dtype) + " n_rows=" + ex(c.n_rows) +
            " row_bytes=" + ex(c.row_bytes) + " src_stride=" + ex(c.src_stride) + " dst_stride=" + ex(c.dst_stride);
   }
-  std::string operator()(const CopyGmToUb& c) const { return burst("CopyGmToUb", loc(p, c.dst), gm(p, c.src), c); }
+  std::string operator()(const CopyGmToUb& c) const {
+    return burst("CopyGmToUb", loc(p, c.dst), gm(p, c.src), c) + (c.pad ? " pad" : "");
+  }
   std::string operator()(const CopyUbToGm& c) const { return burst("CopyUbToGm", gm(p, c.dst), loc(p, c.src), c); }
   std::string operator()(const CopyUbToUb& c) const { return burst("CopyUbToUb", loc(p, c.dst), loc(p, c.src), c); }
   std::string operator()(const LoadL0& c) const {

@@ -77,14 +77,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       PipeBarrier<PIPE_MTE2>();  // line 17
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 17
-      if (tw_min((100 - (bx * 64)), 64) < 64) {
+      if (tw_max(tw_min((100 - (bx * 64)), 64), 0) < 64) {
         InitConstValue(Q_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 17
         PipeBarrier<PIPE_MTE2>();  // line 17
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = tw_min((100 - (bx * 64)), 64);
+        tw_p.nValue = tw_max(tw_min((100 - (bx * 64)), 64), 0);
         tw_p.dValue = 64;
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 64;
@@ -101,14 +101,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::FIX_M>(2);  // line 24
         WaitFlag<HardEvent::M_MTE1>(0);  // line 24
         if ((k_o * 2) < loop_range) {
-          if (tw_min((100 - (k_o * 128)), 64) < 64) {
+          if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
             InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
             PipeBarrier<PIPE_MTE2>();  // line 23
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_min((100 - (k_o * 128)), 64);
+            tw_p.nValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -157,7 +157,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           {
             FixpipeParamsV220 tw_p;
             tw_p.nSize = 64;
-            tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64);
+            tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64), 0);
             tw_p.srcStride = 64;
             tw_p.dstStride = 64;
             tw_p.quantPre = QuantMode_t::NoQuant;
@@ -176,14 +176,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::FIX_M>(3);  // line 51
         WaitFlag<HardEvent::M_MTE1>(1);  // line 51
         if ((k_o * 2) >= 3) {
-          if (tw_min((100 - (((k_o * 2) - 3) * 64)), 64) < 64) {
+          if (tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) < 64) {
             InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
             PipeBarrier<PIPE_MTE2>();  // line 49
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_min((100 - (((k_o * 2) - 3) * 64)), 64);
+            tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -193,14 +193,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             DataCopy(V_shared, V_gm[(((((k_o * 2) - 3) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
           }
           CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
-          if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64) < 64) {
+          if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0) < 64) {
             InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
             PipeBarrier<PIPE_MTE2>();  // line 50
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64);
+            tw_p.nValue = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -262,7 +262,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           {
             FixpipeParamsV220 tw_p;
             tw_p.nSize = 64;
-            tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64);
+            tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0);
             tw_p.srcStride = 64;
             tw_p.dstStride = 64;
             tw_p.quantPre = QuantMode_t::NoQuant;
@@ -284,14 +284,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::M_MTE1>(2);  // line 24
         if (((k_o * 2) + 1) < (loop_range + 3)) {
           if (((k_o * 2) + 1) < loop_range) {
-            if (tw_min((100 - (((k_o * 2) + 1) * 64)), 64) < 64) {
+            if (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
               InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
               PipeBarrier<PIPE_MTE2>();  // line 23
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_min((100 - (((k_o * 2) + 1) * 64)), 64);
+              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -340,7 +340,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             {
               FixpipeParamsV220 tw_p;
               tw_p.nSize = 64;
-              tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64);
+              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64), 0);
               tw_p.srcStride = 64;
               tw_p.dstStride = 64;
               tw_p.quantPre = QuantMode_t::NoQuant;
@@ -359,14 +359,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           WaitFlag<HardEvent::FIX_M>(0);  // line 51
           if (((k_o * 2) + 1) >= 3) {
-            if (tw_min((100 - (((k_o * 2) + -2) * 64)), 64) < 64) {
+            if (tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
               PipeBarrier<PIPE_MTE2>();  // line 49
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_min((100 - (((k_o * 2) + -2) * 64)), 64);
+              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -376,14 +376,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               DataCopy(V_shared, V_gm[(((((k_o * 2) + -2) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
             }
             CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
-            if (tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64) < 64) {
+            if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0) < 64) {
               InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
               PipeBarrier<PIPE_MTE2>();  // line 50
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64);
+              tw_p.nValue = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -445,7 +445,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             {
               FixpipeParamsV220 tw_p;
               tw_p.nSize = 64;
-              tw_p.mSize = tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64);
+              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0);
               tw_p.srcStride = 64;
               tw_p.dstStride = 64;
               tw_p.quantPre = QuantMode_t::NoQuant;
@@ -545,7 +545,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         if ((k_v_o * 2) < loop_range_v) {
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
           WaitFlag<HardEvent::V_MTE2>(1);  // line 25
-          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
           SetFlag<HardEvent::MTE2_V>(1);  // line 25
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
           WaitFlag<HardEvent::MTE2_V>(1);  // line 25
@@ -599,7 +599,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Add(logsum, logsum, scores_sum, 32);  // line 47
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
           WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
           WaitFlag<HardEvent::V_MTE2>(1);  // line 25
@@ -614,7 +614,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
           WaitFlag<HardEvent::V_MTE2>(2);  // line 51
-          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
@@ -635,7 +635,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           WaitFlag<HardEvent::MTE3_V>(0);  // line 25
           if (((k_v_o * 2) + 1) < loop_range_v) {
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
-            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
             SetFlag<HardEvent::MTE2_V>(1);  // line 25
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
             WaitFlag<HardEvent::MTE2_V>(1);  // line 25
@@ -692,7 +692,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Add(logsum, logsum, scores_sum, 32);  // line 47
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
             WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
             SetFlag<HardEvent::V_MTE3>(3);  // line 25
             WaitFlag<HardEvent::V_MTE3>(3);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
@@ -712,7 +712,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
             SetFlag<HardEvent::MTE2_V>(2);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51
@@ -741,7 +741,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       Div(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
       SetFlag<HardEvent::V_MTE3>(1);  // line 55
       WaitFlag<HardEvent::V_MTE3>(1);  // line 58
-      DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((100 - ((bx * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
+      DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
       SetFlag<HardEvent::MTE3_V>(2);  // line 58
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4

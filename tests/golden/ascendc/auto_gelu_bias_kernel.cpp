@@ -67,15 +67,15 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
-      if (tw_min((70 - (by * 64)), 64) < 64 || tw_min((50 - (k_o * 128)), 64) < 64) {
+      if (tw_max(tw_min((70 - (by * 64)), 64), 0) < 64 || tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64) {
         InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = tw_min((70 - (by * 64)), 64);
-        tw_p.dValue = tw_min((50 - (k_o * 128)), 64);
+        tw_p.nValue = tw_max(tw_min((70 - (by * 64)), 64), 0);
+        tw_p.dValue = tw_max(tw_min((50 - (k_o * 128)), 64), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 50;
         tw_p.dstNzC0Stride = 64;
@@ -85,15 +85,15 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
       WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
-      if (tw_min((50 - (k_o * 128)), 64) < 64 || tw_min((90 - (bx * 64)), 64) < 64) {
+      if (tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64 || tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64) {
         InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = tw_min((50 - (k_o * 128)), 64);
-        tw_p.dValue = tw_min((90 - (bx * 64)), 64);
+        tw_p.nValue = tw_max(tw_min((50 - (k_o * 128)), 64), 0);
+        tw_p.dValue = tw_max(tw_min((90 - (bx * 64)), 64), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 90;
         tw_p.dstNzC0Stride = 64;
@@ -157,15 +157,15 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
       WaitFlag<HardEvent::M_MTE1>(1);  // line 14
       if (((k_o * 2) + 1) < 1) {
-        if (tw_min((70 - (by * 64)), 64) < 64 || tw_min((50 - (((k_o * 2) + 1) * 64)), 64) < 64) {
+        if (tw_max(tw_min((70 - (by * 64)), 64), 0) < 64 || tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
           InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
           PipeBarrier<PIPE_MTE2>();  // line 12
         }
         {
           Nd2NzParams tw_p;
           tw_p.ndNum = 1;
-          tw_p.nValue = tw_min((70 - (by * 64)), 64);
-          tw_p.dValue = tw_min((50 - (((k_o * 2) + 1) * 64)), 64);
+          tw_p.nValue = tw_max(tw_min((70 - (by * 64)), 64), 0);
+          tw_p.dValue = tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0);
           tw_p.srcNdMatrixStride = 0;
           tw_p.srcDValue = 50;
           tw_p.dstNzC0Stride = 64;
@@ -175,15 +175,15 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         }
         SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
-        if (tw_min((50 - (((k_o * 2) + 1) * 64)), 64) < 64 || tw_min((90 - (bx * 64)), 64) < 64) {
+        if (tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64 || tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64) {
           InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
           PipeBarrier<PIPE_MTE2>();  // line 13
         }
         {
           Nd2NzParams tw_p;
           tw_p.ndNum = 1;
-          tw_p.nValue = tw_min((50 - (((k_o * 2) + 1) * 64)), 64);
-          tw_p.dValue = tw_min((90 - (bx * 64)), 64);
+          tw_p.nValue = tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0);
+          tw_p.dValue = tw_max(tw_min((90 - (bx * 64)), 64), 0);
           tw_p.srcNdMatrixStride = 0;
           tw_p.srcDValue = 90;
           tw_p.dstNzC0Stride = 64;
@@ -254,7 +254,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       {
         FixpipeParamsV220 tw_p;
         tw_p.nSize = 64;
-        tw_p.mSize = tw_min((256 - ((((by * 2) + bx) % 4) * 64)), 64);
+        tw_p.mSize = tw_max(tw_min((256 - ((((by * 2) + bx) % 4) * 64)), 64), 0);
         tw_p.srcStride = 64;
         tw_p.dstStride = 64;
         tw_p.quantPre = QuantMode_t::NoQuant;
@@ -285,18 +285,24 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     LocalTensor<float> acc_ub_t_1 = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 19
     LocalTensor<float> acc_ub_t_2 = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 19
 
-    SetFlag<HardEvent::V_MTE2>(0);  // line 4
+    SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
       const int32_t by = (blk / 2);
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
+      PipeBarrier<PIPE_V>();  // line 16
+      if (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64) {
+        Duplicate(b_s, static_cast<float>(0.0f), 64);  // line 16
+      }
+      SetFlag<HardEvent::V_MTE2>(0);  // line 16
       WaitFlag<HardEvent::V_MTE2>(0);  // line 16
-      DataCopyPad(b_s, bias_gm[(bx * 64)], DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>((tw_min((90 - (bx * 64)), 64) * 4)), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 16
+      WaitFlag<HardEvent::V_MTE2>(1);  // line 16
+      DataCopyPad(b_s, bias_gm[(bx * 64)], DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(tw_floordiv((((((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4) + 32 - 1) / 32) * 32) - (tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), 4)), static_cast<float>(0)});  // line 16
       CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 17
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 17
-      DataCopyPad(acc_ub, workspace_gm_f32[((((((by * 2) + bx) % 4) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_min((256 - (((((by * 2) + bx) % 4) * 64) + (vid * 32))), 32)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 17
+      DataCopyPad(acc_ub, workspace_gm_f32[((((((by * 2) + bx) % 4) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((256 - (((((by * 2) + bx) % 4) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 17
       SetFlag<HardEvent::MTE2_V>(0);  // line 17
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 17
       WaitFlag<HardEvent::MTE2_V>(0);  // line 19
@@ -355,12 +361,12 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       PipeBarrier<PIPE_V>();  // line 19
       Mul(acc_ub, acc_ub_t_0, acc_ub, 2048);  // line 19
       SetFlag<HardEvent::V_MTE3>(0);  // line 19
-      SetFlag<HardEvent::V_MTE2>(0);  // line 19
+      SetFlag<HardEvent::V_MTE2>(1);  // line 19
       WaitFlag<HardEvent::V_MTE3>(0);  // line 22
-      DataCopyPad(Y_gm[((bx * 64) + (((by * 64) + (vid * 32)) * 90))], acc_ub, DataCopyExtParams{static_cast<uint16_t>(tw_min((70 - ((by * 64) + (vid * 32))), 32)), static_cast<uint32_t>((tw_min((90 - (bx * 64)), 64) * 4)), static_cast<uint32_t>(tw_floordiv((256 - (tw_ceildiv((tw_min((90 - (bx * 64)), 64) * 4), 32) * 32)), 32)), static_cast<uint32_t>((360 - (tw_min((90 - (bx * 64)), 64) * 4))), 0});  // line 22
+      DataCopyPad(Y_gm[((bx * 64) + (((by * 64) + (vid * 32)) * 90))], acc_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((70 - ((by * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), static_cast<uint32_t>(tw_floordiv((256 - ((((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4) + 32 - 1) / 32) * 32)), 32)), static_cast<uint32_t>((360 - (tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4))), 0});  // line 22
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 22
     }
-    WaitFlag<HardEvent::V_MTE2>(0);  // line 4
+    WaitFlag<HardEvent::V_MTE2>(1);  // line 4
     WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 4
   }
 }

@@ -61,12 +61,22 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
     pipe.InitBuffer(tw_scratch_buf, 256);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
 
+    SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((((M + 8 - 1) / 8) - cid), tw_min(((M + 8 - 1) / 8), 48)); ++t) {
       const int32_t blk = (cid + (t * tw_min(((M + 8 - 1) / 8), 48)));
       const int32_t bx = blk;
+      WaitFlag<HardEvent::MTE3_V>(0);  // line 10
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) < 8) {
+        for (int32_t tw_c = 0; tw_c < 300; tw_c += 128) {
+          const int32_t tw_mask = tw_min(300 - tw_c, 128);
+          Duplicate(x_bfloat16_0.ReinterpretCast<half>()[tw_c], static_cast<half>(0.0f), tw_mask, 8, 1, 19);  // line 10
+        }
+      }
+      SetFlag<HardEvent::V_MTE2>(0);  // line 10
+      WaitFlag<HardEvent::V_MTE2>(0);  // line 10
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 10
-      DataCopyPad(x_bfloat16_0, X_gm[(bx * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_min((M - (bx * 8)), 8)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{false, 0, 0, static_cast<bfloat16_t>(0)});  // line 10
+      DataCopyPad(x_bfloat16_0, X_gm[(bx * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{true, 0, static_cast<uint8_t>(4), static_cast<bfloat16_t>(0)});  // line 10
       SetFlag<HardEvent::MTE2_V>(0);  // line 10
       WaitFlag<HardEvent::MTE2_V>(0);  // line 10
       for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
@@ -151,9 +161,11 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 29
       WaitFlag<HardEvent::V_MTE3>(0);  // line 29
-      DataCopyPad(Y_gm[(bx * 2400)], x_bfloat16_1, DataCopyExtParams{static_cast<uint16_t>(tw_min((M - (bx * 8)), 8)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 29
+      DataCopyPad(Y_gm[(bx * 2400)], x_bfloat16_1, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 29
+      SetFlag<HardEvent::MTE3_V>(0);  // line 29
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 29
     }
+    WaitFlag<HardEvent::MTE3_V>(0);  // line 4
     WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 4
   }
 }

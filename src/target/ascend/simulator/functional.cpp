@@ -58,13 +58,21 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                                          std::string(core_type_name(c.type)));
       return;
     }
+    if (rect.rows < 0 || rect.row_bytes < 0) {
+      fail(ReportKind::InvalidInstr, std::string(role) + " has a negative size (" + std::to_string(rect.rows) + " rows of " +
+                                         std::to_string(rect.row_bytes) + " bytes): the count fields are unsigned");
+      return;
+    }
     Span s = base(c, m);
     rect.start += m.off;
     std::string what = m.gm ? (m.index < 0 ? std::string("the GM workspace") : "GM tensor " + prog.params[m.index].name)
                             : "buffer " + prog.buffers[m.index].name + " (" + std::string(mem_name(s.mem)) + ")";
-    if (rect.rows > 0 && rect.row_bytes > 0 && (rect.start < 0 || rect.end() > s.size)) {
+    // the lowest and highest byte touched (a negative row stride walks downwards)
+    int64_t lo = rect.rows > 1 && rect.stride < 0 ? rect.start + (rect.rows - 1) * rect.stride : rect.start;
+    int64_t hi = rect.rows > 1 && rect.stride < 0 ? rect.start + rect.row_bytes : rect.end();
+    if (rect.rows > 0 && rect.row_bytes > 0 && (lo < 0 || hi > s.size)) {
       fail(ReportKind::OutOfBounds, std::string(role) + " " + (write ? "writes" : "reads") + " bytes [" +
-                                        std::to_string(rect.start) + ", " + std::to_string(rect.end()) + ") of " + what +
+                                        std::to_string(lo) + ", " + std::to_string(hi) + ") of " + what +
                                         ", which has " + std::to_string(s.size) + " bytes");
       return;
     }
@@ -105,7 +113,8 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           operand(x.dst, Rect{0, 1, x.dst_rows * x.dst_cols * es, 0}, true, es, "destination");
         } else if constexpr (std::is_same_v<T, RBurst>) {
           operand(x.src, Rect{0, x.n_rows, x.row_bytes, x.src_stride}, false, 1, "source");
-          operand(x.dst, Rect{0, x.n_rows, x.row_bytes, x.dst_stride}, true, 1, "destination");
+          int64_t written = x.pad == RBurst::kExact ? x.row_bytes : rup(x.row_bytes, 32);
+          operand(x.dst, Rect{0, x.n_rows, written, x.dst_stride}, true, 1, "destination");
         } else if constexpr (std::is_same_v<T, RLoadL0>) {
           int es = es_of(x.dt), c0 = 32 / es;
           bool to_a = x.dst.index >= 0 && x.dst.index < (int)prog.buffers.size() && prog.buffers[x.dst.index].mem == Mem::L0A;
@@ -156,6 +165,8 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
               tile(x.a, ses, false, "src"); tile(x.dst, des, true, "dst"); break;
             case RVec::Dup: tile(x.dst, des, true, "dst"); break;
             case RVec::Reduce:
+              invalid(x.rows > 0 && x.cols > 0 ? false : (x.axis == ReduceAxis::Row ? x.rows : x.cols) > 0,
+                      "a reduction over an empty range (" + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ")");
               tile(x.a, ses, false, "src");
               operand(x.dst.at, Rect{0, 1, (x.axis == ReduceAxis::Row ? x.rows : x.cols) * des, 0}, true, des, "dst");
               break;
@@ -263,8 +274,16 @@ void Machine::functional(Core& c, const RInstr& r) {
         } else if constexpr (std::is_same_v<T, RBurst>) {
           const uint8_t* src = base(c, x.src).data + x.src.off;
           uint8_t* dst = base(c, x.dst).data + x.dst.off;
-          for (int64_t i = 0; i < x.n_rows; ++i)
+          int64_t dummy = x.pad == RBurst::kExact ? 0 : rup(x.row_bytes, 32) - x.row_bytes;
+          for (int64_t i = 0; i < x.n_rows; ++i) {
             std::memmove(dst + i * x.dst_stride, src + i * x.src_stride, static_cast<size_t>(x.row_bytes));
+            // DataCopyPad's bytes up to the next 32 B: zeros when padded, else unspecified values,
+            // modelled as large garbage of alternating sign per row so a kernel that reads them
+            // gets visibly wrong sums, maxima and minima
+            if (dummy > 0)
+              std::memset(dst + i * x.dst_stride + x.row_bytes, x.pad == RBurst::kZero ? 0 : (i % 2 ? 0xFB : 0x7B),
+                          static_cast<size_t>(dummy));
+          }
         } else if constexpr (std::is_same_v<T, RLoadL0>) {
           int es = es_of(x.dt), c0 = 32 / es;
           const uint8_t* S = base(c, x.src).data + x.src.off;

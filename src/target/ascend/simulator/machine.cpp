@@ -67,7 +67,7 @@ ROp build(const InstrOp& op, Get&& get) {
             return r;
           },
           [&](const CopyGmToUb& x) -> ROp {
-            RBurst r{gm(x.src), loc(x.dst), 0, 0, 0, 0};
+            RBurst r{gm(x.src), loc(x.dst), 0, 0, 0, 0, x.pad ? RBurst::kZero : RBurst::kDummy};
             r.n_rows = get(x.n_rows).i, r.row_bytes = get(x.row_bytes).i;
             r.src_stride = get(x.src_stride).i, r.dst_stride = get(x.dst_stride).i;
             return r;
@@ -438,7 +438,8 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
     }
   auto eval_expr = [&](const ir::Expr& e) { return e ? eval(compile_expr(e), base_slots_).i : 0; };
   int64_t blocks = eval_expr(prog.block_dim);
-  if (blocks <= 0) throw ir::Error("ascend simulator: block_dim must be positive, got " + std::to_string(blocks), prog.span);
+  // 0 blocks (an empty dimension, e.g. M = 0): nothing is launched, the result is empty
+  if (blocks < 0) throw ir::Error("ascend simulator: block_dim must not be negative, got " + std::to_string(blocks), prog.span);
   workspace_bytes_ = eval_expr(prog.workspace_bytes);
   if (opt.functional) workspace.assign(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 0)), 0);
   if ((prog.kernel_type == KernelType::AIC_ONLY && prog.aiv) || (prog.kernel_type == KernelType::AIV_ONLY && prog.aic))

@@ -40,7 +40,12 @@ struct RMem {       // a base address: GM tensor/workspace or on-chip buffer
   int64_t off = 0;  // bytes from the base
 };
 struct RCopyGmToL1 { RMem src, dst; ir::DTypeCode dt; int64_t rows, cols, src_row_stride, dst_rows, dst_cols; };
-struct RBurst { RMem src, dst; int64_t n_rows, row_bytes, src_stride, dst_stride; };
+// pad (GM -> UB only): each destination burst is written up to the next 32 B boundary, with
+// garbage (kDummy) or zeros (kZero), as DataCopyPad does.
+struct RBurst {
+  enum Pad : uint8_t { kExact, kDummy, kZero };
+  RMem src, dst; int64_t n_rows, row_bytes, src_stride, dst_stride; Pad pad = kExact;
+};
 struct RLoadL0 { RMem src, dst; ir::DTypeCode dt; int64_t src_rows, src_row, src_col, dst_rows, dst_cols; bool transpose; };
 struct RMmad { RMem a, b, c; ir::DTypeCode in, acc; int64_t m, n, k; bool init; };
 struct RFixpipe { RMem src, dst; ir::DTypeCode from, to; int64_t m, n, src_rows, dst_row_stride; bool relu; };
