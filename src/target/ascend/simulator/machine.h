@@ -39,7 +39,10 @@ struct RMem {       // a base address: GM tensor/workspace or on-chip buffer
   int index = -1;   // param (-1 workspace) or buffer
   int64_t off = 0;  // bytes from the base
 };
-struct RCopyGmToL1 { RMem src, dst; ir::DTypeCode dt; int64_t rows, cols, src_row_stride, dst_rows, dst_cols; };
+struct RCopyGmToL1 {
+  RMem src, dst; ir::DTypeCode dt; int64_t rows, cols, src_row_stride, dst_rows, dst_cols;
+  ir::DTypeCode fill = ir::DTypeCode::f16;
+};
 struct RBurst { RMem src, dst; int64_t n_rows, row_bytes, src_stride, dst_stride; };
 struct RLoadL0 { RMem src, dst; ir::DTypeCode dt; int64_t src_rows, src_row, src_col, dst_rows, dst_cols; bool transpose; };
 struct RMmad { RMem a, b, c; ir::DTypeCode in, acc; int64_t m, n, k; bool init; };
@@ -98,7 +101,16 @@ struct Code {
 struct FlagEntry {
   int64_t fire = 0;
   uint32_t uid = 0;
-  int vc = -1;  // checker snapshot id
+  int vc = -1;         // checker snapshot id
+  bool tpipe = false;  // set by TPipe's constructor (Program::tpipe_destroy)
+};
+
+// Per-core state of the API rules that span instructions (api_rules.h: the Mmad accumulation
+// barrier).
+struct ApiRuleState {
+  bool have_mmad = false;       // an Mmad was issued on this core
+  RMem last_c;                  // its L0C destination
+  bool m_barrier_since = true;  // a PipeBarrier<PIPE_M> / <PIPE_ALL> was issued since
 };
 
 // A FIFO that does not allocate while empty (there are many of them).
@@ -146,6 +158,7 @@ struct Core {
   std::vector<FlagQueue> cross;  // [id]: arrivals
   int blocked_pipe = -1;         // QueueFull: the full pipe
   std::vector<uint8_t> mem[kNumMems];        // on-chip memories (GM unused)
+  ApiRuleState api;
   int64_t mmad_mac_cycles = 0;
 };
 
@@ -203,6 +216,8 @@ class Machine {
   void drain(Core& c, int pipe);
   void drain_wakes();
   void cross_set(Core& c, const RCross& x, int64_t fire, const RInstr& r);
+  void tpipe_construct(Core& c);
+  void tpipe_destruct(Core& c);
   void finish();
 
   Code aic_code_, aiv_code_;

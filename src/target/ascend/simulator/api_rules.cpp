@@ -1,0 +1,129 @@
+#include "target/ascend/simulator/api_rules.h"
+
+#include <variant>
+
+namespace tw::ascend::sim {
+
+namespace {
+
+std::string dtn(ir::DTypeCode t) { return std::string(ir::DType(t).name()); }
+std::string str(int64_t v) { return std::to_string(v); }
+
+// The printer's form of a vector instruction: level-2 (one count) when every operand is
+// contiguous, else level-0 (mask, repeat, repeat strides) — see ascendc_printer.cpp.
+bool level0(const RVec& x, std::initializer_list<const RVecOperand*> ops) {
+  if (x.rows <= 1) return false;
+  for (const auto* o : ops)
+    if (o->stride != x.cols) return true;
+  return false;
+}
+
+void rep_stride(const RVecOperand& o, ir::DTypeCode t, const char* role, const char* field,
+                std::vector<std::string>& out) {
+  int64_t blocks = o.stride * ir::DType(t).bytes() / 32;
+  if (blocks > 255)
+    out.push_back(std::string(field) + " of the " + role + " is " + str(blocks) + " blocks of 32 B (a row stride of " +
+                  str(o.stride) + " " + dtn(t) + " elements); the field is uint8 (at most 255) and would wrap: use rows "
+                  "of at most " + str(255 * 32 / ir::DType(t).bytes()) + " elements or a tile whose rows are contiguous");
+}
+
+void vec_rules(const RVec& x, std::vector<std::string>& out) {
+  if (x.rows <= 0 || x.cols <= 0) return;  // no call
+  switch (x.kind) {
+    case RVec::Cast:
+      if (!cast_round_mode_legal(x.dt, x.src_dt, x.round))
+        out.push_back("Cast from " + dtn(x.src_dt) + " to " + dtn(x.dt) + " with RoundMode::" +
+                      std::string(round_mode_name(x.round)) + ": this conversion accepts only CAST_NONE (Cast.md, table 4); "
+                      "on dav-c220 any other mode issues no instruction and the destination keeps stale data: lower it "
+                      "with cast_round_mode()");
+      if (level0(x, {&x.dst, &x.a})) {
+        rep_stride(x.dst, x.dt, "destination", "UnaryRepeatParams.dstRepStride", out);
+        rep_stride(x.a, x.src_dt, "source", "UnaryRepeatParams.srcRepStride", out);
+      }
+      break;
+    case RVec::Binary:
+      if (level0(x, {&x.dst, &x.a, &x.b})) {
+        rep_stride(x.dst, x.dt, "destination", "BinaryRepeatParams.dstRepStride", out);
+        rep_stride(x.a, x.dt, "first source", "BinaryRepeatParams.src0RepStride", out);
+        rep_stride(x.b, x.dt, "second source", "BinaryRepeatParams.src1RepStride", out);
+      }
+      break;
+    case RVec::Scalar:
+    case RVec::Unary:
+      if (level0(x, {&x.dst, &x.a})) {
+        rep_stride(x.dst, x.dt, "destination", "UnaryRepeatParams.dstRepStride", out);
+        rep_stride(x.a, x.dt, "source", "UnaryRepeatParams.srcRepStride", out);
+      }
+      break;
+    case RVec::Dup:
+      if (level0(x, {&x.dst})) rep_stride(x.dst, x.dt, "destination", "Duplicate's dstRepeatStride", out);
+      break;
+    case RVec::Reduce:
+      if (x.axis == ReduceAxis::Row && x.rows > 1) rep_stride(x.a, x.dt, "source", "WholeReduce's srcRepStride", out);
+      break;
+    case RVec::RowBcast:
+      if ((x.rows + 7) / 8 > 255)
+        out.push_back("row broadcast over " + str(x.rows) + " rows: Brcb's repeat is ceil(rows / 8) = " +
+                      str((x.rows + 7) / 8) + ", a uint8 (at most 255, i.e. 2040 rows): split the rows");
+      if (x.rows > 1) {
+        rep_stride(x.dst, x.dt, "destination", "BinaryRepeatParams.dstRepStride", out);
+        rep_stride(x.a, x.dt, "first source", "BinaryRepeatParams.src0RepStride", out);
+      }
+      break;
+  }
+}
+
+}  // namespace
+
+void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>& out) {
+  const InstrOp& op = r.in->op;
+  std::visit(
+      Overload{
+          [&](const RBurst& x) {
+            if (x.n_rows <= 0) return;  // no call (the printer guards it)
+            const char* call = std::holds_alternative<CopyUbToUb>(op) ? "DataCopy(UB, UB, DataCopyParams)" : "DataCopyPad";
+            if (x.n_rows > 4095)
+              out.push_back(std::string(call) + " with blockCount " + str(x.n_rows) +
+                            ": the count of bursts is 1..4095 (DataCopyPad docs; the field is uint16): copy at most "
+                            "4095 rows per call");
+          },
+          [&](const RCopyGmToL1& x) {
+            if (x.rows <= 0 || x.cols <= 0) return;
+            if (x.src_row_stride > 65535)
+              out.push_back("Nd2NzParams.srcDValue = " + str(x.src_row_stride) +
+                            ": the GM row stride is a uint16 (at most 65535 elements) and would be truncated; "
+                            "use a tensor whose rows are shorter (e.g. store B transposed) or split the matrix");
+            if (x.rows > 16384 || x.cols > 65535)
+              out.push_back("Nd2NzParams nValue = " + str(x.rows) + ", dValue = " + str(x.cols) +
+                            ": at most 16384 rows and 65535 columns per call");
+            bool partial = x.rows < x.dst_rows || x.cols < x.dst_cols;
+            if (partial && ir::DType(x.fill).bytes() == 1)
+              out.push_back("InitConstValue<" + dtn(x.fill) + "> zeroes the tail of this tile, but dav-c220 has no 8-bit "
+                            "InitConstValue (a silent no-op; docs list half, int16, uint16, bfloat16, float, int32, "
+                            "uint32): zero the tile through a 16-bit ReinterpretCast (fill_dtype float16)");
+          },
+          [&](const RMmad& x) {
+            if (x.m <= 0 || x.n <= 0 || x.k <= 0) return;
+            if (x.m > 4095 || x.n > 4095 || x.k > 4095)
+              out.push_back("Mmad m = " + str(x.m) + ", n = " + str(x.n) + ", k = " + str(x.k) + ": each is at most 4095");
+            if (x.m == 1)
+              out.push_back("Mmad with m = 1 runs as GEMV on the Cube (A is read as ND, not Zz; Mmad docs): pad m to 16");
+            int64_t frac = ((x.m + 15) / 16) * ((x.n + 15) / 16);
+            if (!x.init && st.have_mmad && !st.m_barrier_since && !st.last_c.gm && st.last_c.index == x.c.index &&
+                st.last_c.off == x.c.off && frac < 10)
+              out.push_back("Mmad accumulates into the L0C tile the previous Mmad wrote with ceil(m/16) * ceil(n/16) = " +
+                            str(frac) + " < 10 fractals: the Cube needs PipeBarrier<PIPE_M> between them (Mmad docs)");
+            st.have_mmad = true, st.last_c = x.c, st.m_barrier_since = false;
+          },
+          [&](const RBarrier& x) {
+            if (x.pipe == Pipe::M || x.pipe == Pipe::ALL) st.m_barrier_since = true;
+            if (x.pipe == Pipe::S)
+              out.push_back("PipeBarrier<PIPE_S> is a hardware error (PipeBarrier docs): the scalar unit needs no barrier");
+          },
+          [&](const RVec& x) { vec_rules(x, out); },
+          [](const auto&) {},
+      },
+      r.op);
+}
+
+}  // namespace tw::ascend::sim
