@@ -24,8 +24,11 @@
 //   else level-0 calls (mask = columns per repeat, repeat = rows), split into <= 255 repeats and
 //   <= 256 B of columns per call. Scalar Sub is Adds(-s); scalar Div is Muls(1/s) (one extra
 //   rounding compared with a true division).
-// - Row reduce: WholeReduceSum/Max/Min (ORDER_ONLY_VALUE for max/min); rows wider than one repeat
-//   are reduced per column chunk into tw_scratch, then reduced again. Column reduce: Muls(x, 1)
+// - Row reduce: WholeReduceSum/Max/Min (ORDER_ONLY_VALUE for max/min); rows wider than one repeat:
+//   Sum reduces per column chunk into tw_scratch, then again; Max/Min fold the column chunks into
+//   one repeat-wide row per row in tw_scratch (Muls(x, 1) copies chunk 0, then Max/Min with each
+//   further chunk) and reduce that once, so every WholeReduceMax/Min destination is a 32 B aligned
+//   operand (float WholeReduceMax/Min need an 8-byte aligned destination). Column reduce: Muls(x, 1)
 //   copies row 0, then Add/Max/Min accumulates the other rows (in the element type).
 //   Snippets that use tw_scratch start with PipeBarrier<PIPE_V> (an earlier V instruction may
 //   still read it).
@@ -414,6 +417,7 @@ class KernelPrinter {
   std::set<std::pair<int, DTypeCode>> views_;  // (param or -1, dtype) GM views
   std::map<std::string, int> cross_mode_;      // CrossCoreSetFlag id text -> mode
   int64_t scratch_ = 0;                        // bytes of tw_scratch on the current core
+  bool has_cross_ = false;                     // any cross-core flag (kernel type MIX_*_1_0)
 };
 
 const BufferDecl& KernelPrinter::buffer(const LocalRef& r) const {
@@ -527,10 +531,36 @@ void KernelPrinter::stmt(const StmtPtr& s, bool top) {
   }
 }
 
+// The row / element counts of a UB copy or vector instruction: a count <= 0 means no call
+// (program.h), and the API's count fields are unsigned (a negative tail count would wrap to a
+// huge blockCount / repeat), so the call is guarded unless every count is a positive constant.
+static std::vector<Expr> call_counts(const InstrOp& op) {
+  return std::visit(Overload{[](const CopyGmToUb& c) { return std::vector<Expr>{c.n_rows}; },
+                             [](const CopyUbToGm& c) { return std::vector<Expr>{c.n_rows}; },
+                             [](const CopyUbToUb& c) { return std::vector<Expr>{c.n_rows}; },
+                             [](const VecBinary& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecBinaryScalar& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecUnary& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecCast& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecDup& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecReduce& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecRowBroadcast& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const auto&) { return std::vector<Expr>{}; }},
+                    op);
+}
+
 void KernelPrinter::instr(const Instr& in) {
   span_ = in.span;
   L_.tag = in.span.known() ? "  // line " + std::to_string(in.span.line) : "";
+  std::string cond;
+  for (const Expr& n : call_counts(in.op)) {
+    auto v = ir::as_const_int(n);
+    if (v && *v >= 1) continue;
+    cond += (cond.empty() ? "" : " && ") + ex(n) + " > 0";
+  }
+  if (!cond.empty()) L_.open("if (" + cond + ")");
   std::visit([this](const auto& op) { emit(op); }, in.op);
+  if (!cond.empty()) L_.close();
   L_.tag.clear();
 }
 
@@ -538,7 +568,6 @@ void KernelPrinter::instr(const Instr& in) {
 // Emitters: moves
 
 void KernelPrinter::emit(const CopyGmToL1& c) {
-  std::string T = ctype(c.dtype, span_);
   std::string dst = loc(c.dst, c.dtype), src = gm(c.src, c.dtype);
   auto rows = ir::as_const_int(c.rows), cols = ir::as_const_int(c.cols);
   auto drows = ir::as_const_int(c.dst_rows), dcols = ir::as_const_int(c.dst_cols);
@@ -554,8 +583,9 @@ void KernelPrinter::emit(const CopyGmToL1& c) {
       if (!(cols && dcols && *cols == *dcols)) conds.push_back(ex(c.cols) + " < " + ex(c.dst_cols));
       L_.open("if (" + (conds.size() == 1 ? conds[0] : conds[0] + " || " + conds[1]) + ")");
     }
-    L_.call("InitConstValue(" + dst + ", InitConstValueParams<" + T + ">{1, static_cast<uint16_t>(" + blocks +
-            "), 0, static_cast<" + T + ">(0)});");
+    std::string F = ctype(c.fill_dtype, span_);
+    L_.call("InitConstValue(" + loc(c.dst, c.fill_dtype) + ", InitConstValueParams<" + F + ">{1, static_cast<uint16_t>(" +
+            blocks + "), 0, static_cast<" + F + ">(0)});");
     L_.call("PipeBarrier<PIPE_MTE2>();");
     if (guard) L_.close();
   }
@@ -863,6 +893,7 @@ int64_t KernelPrinter::scratch_bytes(const InstrOp& op) const {
     if (cols && *cols <= P) return 0;
     if (!cols || !rows) return -1;  // reported by the emitter
     int64_t chunks = (*cols + P - 1) / P;
+    if (r->op != ReduceOp::Sum) return *rows * 256;  // one folded repeat per row
     return *rows * scratch_row_elems(chunks, r->dtype.bytes()) * r->dtype.bytes();
   }
   if (auto* b = std::get_if<VecRowBroadcast>(&op)) {
@@ -907,6 +938,27 @@ void KernelPrinter::emit(const VecReduce& c) {
   const int64_t chunks = (*cols + P - 1) / P, S = scratch_row_elems(chunks, eb);
   std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
   v_barrier();  // tw_scratch may still be read by an earlier V instruction
+  if (c.op != ReduceOp::Sum) {
+    // Fold the column chunks into one repeat-wide row per row (rows P elements = 8 blocks apart).
+    auto srow = [&](const std::string& r0) { return r0 == "0" ? scratch : scratch + "[" + r0 + " * " + std::to_string(P) + "]"; };
+    level0(c.rows, ir::int_imm(P), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+      L_.call("Muls(" + srow(r0) + ", " + vop(c.src, c.dtype, r0, "0") + ", static_cast<" + T + ">(1), " + m + ", " + rep +
+              ", UnaryRepeatParams(1, 1, 8, " + srep + "));");
+    });
+    for (int64_t j = 1; j < chunks; ++j) {
+      L_.call("PipeBarrier<PIPE_V>();");
+      level0(c.rows, ir::int_imm(std::min(P, *cols - j * P)), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+        L_.call(op + "(" + srow(r0) + ", " + srow(r0) + ", " + vop(c.src, c.dtype, r0, std::to_string(j * P)) + ", " + m +
+                ", " + rep + ", BinaryRepeatParams(1, 1, 1, 8, 8, " + srep + "));");
+      });
+    }
+    L_.call("PipeBarrier<PIPE_V>();");
+    level0(c.rows, ir::int_imm(P), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+      std::string d = loc(c.dst.at, c.dtype, r0 == "0" ? "" : r0);
+      L_.call(fn + "(" + d + ", " + srow(r0) + ", " + m + ", " + rep + ", 1, 1, 8" + order + ");");
+    });
+    return;
+  }
   // Step 1: reduce each column chunk of every row to scratch[r * S + j].
   for (int64_t j = 0; j < chunks; ++j) {
     int64_t mask = std::min(P, *cols - j * P);
@@ -1016,6 +1068,8 @@ void KernelPrinter::buffers(CoreType c) {
     L_.line("pipe.InitBuffer(tw_scratch_buf, " + std::to_string(sz) + ");");
     L_.line("LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();");
   }
+  if (c == CoreType::AIC && p_.tpipe_destroy)
+    L_.line("pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC");
 }
 
 void KernelPrinter::core(CoreType c, const StmtPtr& body) {
@@ -1063,7 +1117,8 @@ std::string KernelPrinter::run() {
                         [&](const CopyGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const CopyUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const Fixpipe& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
-                        [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode; },
+                        [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode, has_cross_ = true; },
+                        [&](const CrossCoreWaitFlag&) { has_cross_ = true; },
                         [](const auto&) {}},
                in.op);
   };
@@ -1086,8 +1141,9 @@ std::string KernelPrinter::run() {
   if (has_tiling()) sig += ", GM_ADDR tiling";
   os << "extern \"C\" __global__ __aicore__ void " << ident(p_.name) << "(" << sig << ")\n{\n";
   L_.indent = 1;
-  const char* kt = p_.kernel_type == KernelType::AIC_ONLY   ? "KERNEL_TYPE_AIC_ONLY"
-                   : p_.kernel_type == KernelType::AIV_ONLY ? "KERNEL_TYPE_AIV_ONLY"
+  // Cross-core flags in a one-core-type kernel need the MIX_*_1_0 type (CrossCoreSetFlag docs).
+  const char* kt = p_.kernel_type == KernelType::AIC_ONLY   ? (has_cross_ ? "KERNEL_TYPE_MIX_AIC_1_0" : "KERNEL_TYPE_AIC_ONLY")
+                   : p_.kernel_type == KernelType::AIV_ONLY ? (has_cross_ ? "KERNEL_TYPE_MIX_AIV_1_0" : "KERNEL_TYPE_AIV_ONLY")
                                                             : "KERNEL_TYPE_MIX_AIC_1_2";
   L_.line(std::string("KERNEL_TASK_TYPE_DEFAULT(") + kt + ");");
   if (has_tiling()) {

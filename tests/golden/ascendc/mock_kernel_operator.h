@@ -71,6 +71,7 @@ class TPipe {
  public:
   template <class B>
   void InitBuffer(B&, uint32_t) {}
+  void Destroy() {}
 };
 
 struct Nd2NzParams {
