@@ -1,5 +1,6 @@
 #include "target/ascend/simulator/api_rules.h"
 
+#include <algorithm>
 #include <variant>
 
 namespace tw::ascend::sim {
@@ -109,14 +110,16 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             if (x.m == 1)
               out.push_back("Mmad with m = 1 runs as GEMV on the Cube (A is read as ND, not Zz; Mmad docs): pad m to 16");
             int64_t frac = ((x.m + 15) / 16) * ((x.n + 15) / 16);
-            if (!x.init && st.have_mmad && !st.m_barrier_since && !st.last_c.gm && st.last_c.index == x.c.index &&
-                st.last_c.off == x.c.off && frac < 10)
-              out.push_back("Mmad accumulates into the L0C tile the previous Mmad wrote with ceil(m/16) * ceil(n/16) = " +
-                            str(frac) + " < 10 fractals: the Cube needs PipeBarrier<PIPE_M> between them (Mmad docs)");
-            st.have_mmad = true, st.last_c = x.c, st.m_barrier_since = false;
+            auto same = [&](const RMem& c) { return c.index == x.c.index && c.off == x.c.off; };
+            bool earlier = std::any_of(st.mmad_dsts.begin(), st.mmad_dsts.end(), same);
+            if (!x.init && earlier && frac < 10)
+              out.push_back("Mmad accumulates into an L0C tile an earlier Mmad wrote with no PipeBarrier<PIPE_M> since, "
+                            "and ceil(m/16) * ceil(n/16) = " + str(frac) + " < 10 fractals: the Cube needs "
+                            "PipeBarrier<PIPE_M> between them (Mmad docs)");
+            if (!earlier) st.mmad_dsts.push_back(x.c);
           },
           [&](const RBarrier& x) {
-            if (x.pipe == Pipe::M || x.pipe == Pipe::ALL) st.m_barrier_since = true;
+            if (x.pipe == Pipe::M || x.pipe == Pipe::ALL) st.mmad_dsts.clear();
             if (x.pipe == Pipe::S)
               out.push_back("PipeBarrier<PIPE_S> is a hardware error (PipeBarrier docs): the scalar unit needs no barrier");
           },

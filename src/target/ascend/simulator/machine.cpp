@@ -661,6 +661,7 @@ void Machine::start_block(Core& c) {
   for (auto& ps : c.pipes) ps.free = std::max(ps.free, t);
   if (checker && c.next_block > 0) checker->barrier_all(c);
   tpipe_construct(c);
+  c.api = ApiRuleState{};  // the previous block drained every pipe
   c.running = true;
 }
 

@@ -108,9 +108,7 @@ struct FlagEntry {
 // Per-core state of the API rules that span instructions (api_rules.h: the Mmad accumulation
 // barrier).
 struct ApiRuleState {
-  bool have_mmad = false;       // an Mmad was issued on this core
-  RMem last_c;                  // its L0C destination
-  bool m_barrier_since = true;  // a PipeBarrier<PIPE_M> / <PIPE_ALL> was issued since
+  std::vector<RMem> mmad_dsts;  // L0C destinations of the Mmads issued since the last PIPE_M/ALL barrier
 };
 
 // A FIFO that does not allocate while empty (there are many of them).
