@@ -790,5 +790,33 @@ TEST(AscendSimApiRules, TPipeEventsCollideWithoutDestroy) {
   EXPECT_NE(dl->message.find("TPipe's destructor waits for M_MTE1 event 2"), std::string::npos) << dl->message;
 }
 
+// WholeReduceSum adds adjacent pairs level by level, rounding every partial sum to the element
+// type (fp16 saturating at 65504) — not one exact sum rounded once.
+TEST(AscendSimApiRules, WholeReduceSumIsAPairwiseTreeRoundedPerStep) {
+  Builder b("rsum", KernelType::AIV_ONLY);
+  int X = b.tensor("X", DTypeCode::f16, {1, 32}), Y = b.tensor("Y", DTypeCode::f16, {1, 32}, true);
+  int x = b.buffer("x", CoreType::AIV, Mem::UB, 0, 64, DTypeCode::f16);
+  int y = b.buffer("y", CoreType::AIV, Mem::UB, 64, 64, DTypeCode::f16);
+  b.p.block_dim = C(1);
+  b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::f16, C(1), C(64), C(64), C(64)}, 80);
+  b.set(Pipe::MTE2, Pipe::V, C(0), 81);
+  b.wait(Pipe::MTE2, Pipe::V, C(0), 81);
+  b.emit(VecReduce{ReduceOp::Sum, ReduceAxis::Row, DTypeCode::f16, vo(y, 1), vo(x, 32), C(1), C(4)}, 82);
+  b.emit(VecReduce{ReduceOp::Sum, ReduceAxis::Row, DTypeCode::f16, vo(y, 1, C(32)), vo(x, 32, C(32)), C(1), C(2)}, 83);
+  b.set(Pipe::V, Pipe::MTE3, C(0), 84);
+  b.wait(Pipe::V, Pipe::MTE3, C(0), 84);
+  b.emit(CopyUbToGm{at(y), gm(Y, C(0)), DTypeCode::f16, C(1), C(64), C(64), C(64)}, 85);
+  b.p.aiv = b.take();
+  using sim::num::f32_to_f16;
+  std::vector<uint16_t> xs(32, 0), ys(32, 0);
+  for (int i : {0, 1, 2, 3}) xs[i] = f32_to_f16(i == 0 ? 2048.f : 1.f);
+  xs[16] = xs[17] = f32_to_f16(60000.f);
+  auto r = sim::run(b.p, b2(), {arg(xs), arg(ys)});
+  EXPECT_TRUE(r.reports.empty()) << r.summary();
+  // (2048 + 1 -> 2048) + (1 + 1) = 2050; one exact sum rounded once would give 2052
+  EXPECT_EQ(sim::num::f16_to_f32(ys[0]), 2050.f);
+  EXPECT_EQ(sim::num::f16_to_f32(ys[16]), 65504.f);  // saturates instead of inf
+}
+
 }  // namespace
 }  // namespace tw::ascend

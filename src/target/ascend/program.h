@@ -263,9 +263,11 @@ struct VecDup {
   ir::Expr rows, cols;
 };
 // Row: dst[r] = reduce_c src[r][c] (dst contiguous, rows elements);
-// Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Accumulated in fp32 in
-// index order and rounded once to dtype. AscendC: WholeReduceSum/Max/Min (+ repeat folding) for
-// Row, Add/Max/Min over rows for Col.
+// Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Max/Min are exact. Sum follows
+// the AscendC calls: Row sums each 256 B chunk of a row with WholeReduceSum's pairwise tree
+// (adjacent pairs level by level, every partial sum rounded to dtype; fp16 saturates at
+// +-65504), then the chunk sums with the same tree; Col adds row after row in dtype (Add).
+// AscendC: WholeReduceSum/Max/Min (+ chunk folding) for Row, Add/Max/Min over rows for Col.
 struct VecReduce {
   ReduceOp op;
   ReduceAxis axis;
