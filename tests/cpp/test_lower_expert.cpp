@@ -422,5 +422,13 @@ TEST(LowerExpert, Int8L1TilesAreZeroedAsHalf) {
   EXPECT_TRUE(found) << print_program(p);
 }
 
+// Nd2NzParams.srcDValue is a uint16: a GM row stride above 65535 elements would be truncated.
+TEST(LowerExpert, GmRowStrideAbove65535IsAnError) {
+  std::string text = kCubeGemm;
+  for (auto [from, to] : {std::pair<std::string, std::string>{"A: global float16[M, 40]", "A: global float16[M, 70000]"}})
+    text.replace(text.find(from), from.size(), to);
+  expect_error(text, "Nd2NzParams.srcDValue is a uint16", 9, "store the matrix transposed");
+}
+
 }  // namespace
 }  // namespace tw::ascend

@@ -545,6 +545,10 @@ class Lowerer {
                     sp, "Nz strips are C0 columns wide");
       check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
       Expr off = C(*cc0 / c0 * w.buf->prows * c0 * dt.bytes());
+      if (auto rs = ir::as_const_int(g.row_stride); rs && *rs > 65535)
+        throw Error("copy GM->L1 from " + ir::print(n->src) + ": the tensor's rows are " + std::to_string(*rs) +
+                        " elements apart, but Nd2NzParams.srcDValue is a uint16 (at most 65535 elements)",
+                    sp, "store the matrix transposed (rows of at most 65535 elements) or split it into narrower tensors");
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
                              dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt},  // no InitConstValue<int8_t>
