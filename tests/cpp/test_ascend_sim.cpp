@@ -818,5 +818,16 @@ TEST(AscendSimApiRules, WholeReduceSumIsAPairwiseTreeRoundedPerStep) {
   EXPECT_EQ(sim::num::f16_to_f32(ys[16]), 65504.f);  // saturates instead of inf
 }
 
+// Unsigned gap fields: a burst stride shorter than the burst would wrap.
+TEST(AscendSimApiRules, OverlappingBurstsWrapTheGapField) {
+  auto r = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(128), C(256)}, 58}});
+  const sim::Report* rep = api_report(r, "the gap field is unsigned");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("128 B apart on the source side"), std::string::npos) << rep->message;
+  EXPECT_EQ(api_report(run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(256), C(256)}, 58}}),
+                       "the gap field"),
+            nullptr);
+}
+
 }  // namespace
 }  // namespace tw::ascend

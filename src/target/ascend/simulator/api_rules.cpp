@@ -87,6 +87,22 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
               out.push_back(std::string(call) + " with blockCount " + str(x.n_rows) +
                             ": the count of bursts is 1..4095 (DataCopyPad docs; the field is uint16): copy at most "
                             "4095 rows per call");
+            if (x.n_rows == 1) return;  // the gaps of a single burst are not used
+            // The gaps between bursts as printed: GM side in bytes, UB side in 32 B blocks after the
+            // burst rounded up to 32 B (DataCopyPad); both sides in 32 B blocks for UB -> UB. They
+            // are unsigned fields: a stride shorter than the burst would wrap.
+            bool ub_ub = std::holds_alternative<CopyUbToUb>(op), gm_src = std::holds_alternative<CopyGmToUb>(op);
+            auto gap = [&](int64_t stride, bool ub_side) {
+              return ub_side ? (stride - (ub_ub ? x.row_bytes : (x.row_bytes + 31) / 32 * 32)) / 32 : stride - x.row_bytes;
+            };
+            int64_t sg = gap(x.src_stride, ub_ub || !gm_src), dg = gap(x.dst_stride, ub_ub || gm_src);
+            if (sg < 0 || dg < 0)
+              out.push_back(std::string(call) + " with rows " + str(x.row_bytes) + " B long but " +
+                            str(sg < 0 ? x.src_stride : x.dst_stride) + " B apart on the " + (sg < 0 ? "source" : "destination") +
+                            " side: the gap field is unsigned and would wrap; rows must not overlap");
+            if (ub_ub && (x.row_bytes / 32 > 65535 || sg > 65535 || dg > 65535))
+              out.push_back("DataCopyParams blockLen / srcStride / dstStride are uint16 (32 B blocks): " + str(x.row_bytes / 32) +
+                            ", " + str(sg) + ", " + str(dg));
           },
           [&](const RCopyGmToL1& x) {
             if (x.rows <= 0 || x.cols <= 0) return;

@@ -5,7 +5,8 @@
 // The rules and their sources (asc-devkit v8.5.0; docs/ascend.md "Enforced API rules" lists them):
 // - Cast: half/bfloat16 -> float and int8/uint8 -> half accept only CAST_NONE (Cast.md table 4).
 // - DataCopyPad / DataCopy(UB, UB): blockCount is 1..4095 (DataCopyPad docs); a count <= 0 means
-//   "no call" (the printer guards it).
+//   "no call" (the printer guards it); the gaps between bursts are unsigned (rows must not overlap),
+//   DataCopyParams fields are uint16 (32 B blocks).
 // - Level-0 vector calls (BinaryRepeatParams / UnaryRepeatParams, WholeReduce srcRepStride): repeat
 //   strides are uint8, at most 255 blocks of 32 B; Brcb's repeat is uint8 (rows <= 2040).
 // - Nd2NzParams: nValue <= 16384, dValue and srcDValue (uint16) <= 65535 elements.
