@@ -7,16 +7,23 @@
 //   variables or scalar parameters: a small struct in GM (`<name>_tiling_t`, printed identically in
 //   the kernel and the host file) read field by field at kernel entry. No system workspace: the
 //   printed kernels use basic APIs only (no Matmul/high-level API needs it).
+// - Kernel type: KERNEL_TYPE_AIC_ONLY / AIV_ONLY / MIX_AIC_1_2; an AIC- or AIV-only kernel with
+//   cross-core flags is MIX_AIC_1_0 / MIX_AIV_1_0 (CrossCoreSetFlag docs).
 // - Buffers: one TPipe per core type; per memory one TBuf (L1 -> TPosition::A1, L0A -> A2,
 //   L0B -> B2, L0C -> CO1, UB -> VECCALC) sized to the planned end; every BufferDecl is a
 //   LocalTensor at its planned byte offset inside that TBuf (Get<uint8_t>()[offset] then
 //   ReinterpretCast<T>()). An extra UB TBuf `tw_scratch` is added (after the planned buffers) only
 //   when a row reduce wider than one repeat or a row broadcast needs it; its size is checked
-//   against the usable UB (196352 B) at print time.
+//   against the usable UB (196352 B) at print time. On the AIC, pipe.Destroy() follows the
+//   InitBuffer calls (Program::tpipe_destroy): it takes the M_MTE1 events 0-2 that TPipe's
+//   constructor sets, so the kernel's own flags may use every id.
+// - Counts: a UB copy or vector call whose row / element count may be <= 0 is wrapped in
+//   `if (count > 0)` (a count <= 0 means no call; the unsigned API fields would wrap).
 // - Scalar arithmetic: ir::Expr printed as C++ on int32_t/int64_t with Python floor semantics for
 //   // and % (tw_floordiv/tw_floormod helpers unless both sides are provably non-negative).
 // - GM -> L1 (ND -> Nz): DataCopy with Nd2NzParams; when the tile may be partial (tails), the whole
-//   Nz tile is first zeroed with InitConstValue and a PipeBarrier<PIPE_MTE2> orders the two.
+//   Nz tile is first zeroed with InitConstValue<fill_dtype> (half for 8-bit tiles: there is no int8
+//   InitConstValue) and a PipeBarrier<PIPE_MTE2> orders the two.
 // - L1 -> L0A/L0B: one LoadData(LoadData2DParams) per fractal row, printed as a loop; a 32-bit
 //   transposing load into L0B (B stored K x N) is one LoadData(LoadData3DParamsV2) (Load3Dv2,
 //   1x1 img2col), see emit_load3d_b.
