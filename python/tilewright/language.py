@@ -250,7 +250,7 @@ has finished, set the flag (AscendC SetFlag<HardEvent::SRC_DST>). Pipes: "MTE1" 
 wait_flag = _marker("wait_flag", "``T.wait_flag(src_pipe, dst_pipe, event_id)``: dst_pipe waits for the flag, then clears it.")
 pipe_barrier = _marker("pipe_barrier", "``T.pipe_barrier(pipe)``: earlier instructions of pipe (or \"ALL\") finish before later ones.")
 set_cross_flag = _marker("set_cross_flag", """``T.set_cross_flag(mode, pipe, flag_id)``: cross-core flag (CrossCoreSetFlag<mode, pipe>):
-mode 0 all cores of one type, 1 the two AIVs of an AI Core, 2 AIC <-> its two AIVs; ids 0..15.""")
+mode 0 all cores of one type, 1 the two AIVs of an AI Core, 2 AIC <-> its two AIVs; ids 0..10 (the 910B).""")
 wait_cross_flag = _marker("wait_cross_flag", "``T.wait_cross_flag(flag_id, pipe=\"S\")``: wait for a cross-core flag (CrossCoreWaitFlag).")
 
 exp = _marker("exp", "e**x")

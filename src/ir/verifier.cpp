@@ -465,11 +465,11 @@ class Verifier {
           fail(sp, what + ": mode " + std::to_string(n->mode) + " is not 0, 1 or 2",
                "mode 0: all cores of one type; 1: the two AIVs of an AI Core; 2: AIC <-> its two AIVs");
         check_pipe(n->pipe);
-        const_id(15, "flag id", "cross-core flag ids are 0..15");
+        const_id(10, "flag id", "cross-core flag ids are 0..10 on the 910B (CrossCoreSetFlag docs)");
         break;
       case SyncKind::wait_cross_flag:
         check_pipe(n->pipe);
-        const_id(15, "flag id", "cross-core flag ids are 0..15");
+        const_id(10, "flag id", "cross-core flag ids are 0..10 on the 910B (CrossCoreSetFlag docs)");
         break;
     }
   }

@@ -33,7 +33,7 @@ namespace tw::ir {
 //    L1/L0A/L0B/L0C buffer; copies only along the 910B data paths (GM->L1/L0A/L0B/UB,
 //    L1->L0A/L0B, L0C->GM/L1, UB->GM/UB); set/wait flags only inside a scope, with a legal pipe
 //    pair of that core (ascend-910b.md "Synchronisation"), event ids 0..7; barriers on a pipe of
-//    that core; cross-core flags: mode 0..2, ids 0..15.
+//    that core; cross-core flags: mode 0..2, ids 0..10 (the 910B).
 void verify(const Kernel& k);
 
 }  // namespace tw::ir

@@ -61,7 +61,7 @@ struct AscendParams {
   int flag_latency_cycles = 2;             // assumed: SetFlag -> WaitFlag release
   int cross_flag_latency_cycles = 50;      // assumed: CrossCoreSetFlag -> waiting core
   int flag_event_ids = 8;                  // SetFlag/WaitFlag event ids 0..7 (docs)
-  int cross_flag_ids = 16;                 // cross-core flag ids per core (docs)
+  int cross_flag_ids = 11;                 // cross-core flag ids 0..10 on A2/A3 (CrossCoreSetFlag docs)
   int cross_flag_max_pending = 15;         // counter saturates: more unconsumed sets hang (docs)
   double peak_fp16_tflops() const { return aic_cores * cube_fp16_macs_per_cycle * 2.0 * clock_mhz * 1e6 / 1e12; }
 };

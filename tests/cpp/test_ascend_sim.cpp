@@ -142,6 +142,10 @@ Program make_gemm(int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64
       b.set(Pipe::MTE1, Pipe::MTE2, ping, 37);
       b.set(Pipe::MTE1, Pipe::M, ping, 38);
       b.wait(Pipe::MTE1, Pipe::M, ping, 38);
+      // accumulating into fewer than 10 fractals of L0C needs PipeBarrier<PIPE_M> (Mmad docs)
+      b.stack.back().push_back(if_(ir::binary(BinOp::And, ir::binary(BinOp::GT, kk, C(0)),
+                                              ir::binary(BinOp::LT, mul(cdiv(mv, C(16)), cdiv(nv, C(16))), C(10))),
+                                   instr(PipeBarrier{Pipe::M}, L(39))));
       b.emit(Mmad{at(a0, mul(ping, C(a_bytes))), at(b0, mul(ping, C(b_bytes))), at(c0), DTypeCode::f16, DTypeCode::f32,
                   mv, nv, kv, eq(kk, C(0))},
              39);
@@ -666,6 +670,230 @@ TEST(AscendSimSpeed, Gemm8192TimingOnly) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   std::printf("[ speed ] 8192^3 fp16 gemm, 910B2, timing only: %.2f s wall\n%s", s, r.summary().c_str());
+}
+
+// --- documented AscendC API rules (simulator/api_rules.h; issue 10) ---------------------------
+
+// One AIV instruction on a small UB buffer pair (no data dependences, so only API rules report).
+sim::Result run_aiv(const std::vector<std::pair<InstrOp, int>>& ops, int64_t ub_bytes = 65536) {
+  Builder b("rule", KernelType::AIV_ONLY);
+  b.tensor("X", DTypeCode::f32, {64, 64});
+  b.buffer("u0", CoreType::AIV, Mem::UB, 0, ub_bytes, DTypeCode::f32);
+  b.buffer("u1", CoreType::AIV, Mem::UB, ub_bytes, 8192, DTypeCode::f32);
+  b.p.block_dim = C(1);
+  for (const auto& [op, line] : ops) b.emit(op, line);
+  b.p.aiv = b.take();
+  static std::vector<float> x(64 * 64, 1.f);
+  return sim::run(b.p, b2(), {arg(x)});
+}
+
+const sim::Report* api_report(const sim::Result& r, const std::string& text) {
+  for (const auto& x : r.reports)
+    if (x.kind == sim::ReportKind::ApiRule && x.message.find(text) != std::string::npos) return &x;
+  return nullptr;
+}
+
+TEST(AscendSimApiRules, WideningCastAcceptsOnlyCastNone) {
+  auto cast = [](RoundMode m) {
+    return std::pair<InstrOp, int>{VecCast{DTypeCode::f32, DTypeCode::f16, m, vo(1, 64), vo(0, 64), C(4), C(64)}, 50};
+  };
+  auto bad = run_aiv({cast(RoundMode::Rint)});
+  const sim::Report* rep = api_report(bad, "accepts only CAST_NONE");
+  ASSERT_NE(rep, nullptr) << bad.summary();
+  EXPECT_NE(rep->message.find("Cast from float16 to float32 with RoundMode::CAST_RINT"), std::string::npos) << rep->message;
+  EXPECT_NE(rep->format().find("kernel.py:50: API rule:"), std::string::npos) << rep->format();
+  EXPECT_TRUE(run_aiv({cast(RoundMode::None)}).reports.empty());
+  EXPECT_EQ(cast_round_mode(DTypeCode::f32, DTypeCode::bf16), RoundMode::None);
+  EXPECT_EQ(cast_round_mode(DTypeCode::f16, DTypeCode::i8), RoundMode::None);
+  EXPECT_EQ(cast_round_mode(DTypeCode::f16, DTypeCode::f32), RoundMode::Rint);
+  EXPECT_EQ(cast_round_mode(DTypeCode::i32, DTypeCode::f32), RoundMode::Trunc);
+}
+
+TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
+  // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range
+  auto big = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4096), C(4), C(4), C(32)}, 51}}, 131072);
+  const sim::Report* rep = api_report(big, "blockCount 4096");
+  ASSERT_NE(rep, nullptr) << big.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 51);
+  // a count <= 0 (the last AIV of a small M) is no call: nothing to report
+  auto none = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(-12), C(256), C(256), C(256)}, 52}});
+  EXPECT_TRUE(none.reports.empty()) << none.summary();
+}
+
+TEST(AscendSimApiRules, Level0RepeatStridesAreUint8) {
+  // rows 4096 floats apart = 512 blocks of 32 B: the level-0 repeat stride would wrap
+  auto r = run_aiv({{VecUnary{VecUnOp::Abs, DTypeCode::f32, vo(0, 4096), vo(0, 4096), C(2), C(64)}, 53}}, 65536);
+  const sim::Report* rep = api_report(r, "UnaryRepeatParams.dstRepStride of the destination is 512 blocks");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("at most 2040 elements"), std::string::npos) << rep->message;
+  // contiguous operands print the level-2 (count) form: no stride field
+  EXPECT_TRUE(run_aiv({{VecUnary{VecUnOp::Abs, DTypeCode::f32, vo(0, 4096), vo(0, 4096), C(1), C(4096)}, 53}})
+                  .reports.empty());
+}
+
+TEST(AscendSimApiRules, BrcbRepeatLimitsRowBroadcastsTo2040Rows) {
+  auto r = run_aiv({{VecRowBroadcast{VecBinOp::Add, DTypeCode::f32, vo(0, 8), vo(0, 8), at(1), C(2048), C(8)}, 54}});
+  const sim::Report* rep = api_report(r, "Brcb's repeat is ceil(rows / 8) = 256");
+  ASSERT_NE(rep, nullptr) << r.summary();
+}
+
+TEST(AscendSimApiRules, PipeBarrierOnSIsAHardwareError) {
+  auto r = run_aiv({{PipeBarrier{Pipe::S}, 56}});
+  const sim::Report* rep = api_report(r, "PipeBarrier<PIPE_S> is a hardware error");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 56);
+}
+
+TEST(AscendSimApiRules, CrossCoreFlagIdsAre0To10) {
+  auto r = run_aiv({{CrossCoreSetFlag{0, Pipe::V, C(11)}, 57}});
+  const sim::Report* rep = find(r, sim::ReportKind::FlagIdOutOfRange);
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("cross-core flag id 11 is out of range 0..10"), std::string::npos) << rep->message;
+}
+
+// AIC: one GM -> L1 copy and Mmads on small tiles.
+struct CubeRig {
+  Builder b{"cube", KernelType::AIC_ONLY};
+  int A, l1, a0, b0, c0;
+  CubeRig(int64_t cols = 64) {
+    A = b.tensor("A", DTypeCode::f16, {64, cols});
+    l1 = b.buffer("l1", CoreType::AIC, Mem::L1, 0, 65536, DTypeCode::f16);
+    a0 = b.buffer("a0", CoreType::AIC, Mem::L0A, 0, 16384, DTypeCode::f16);
+    b0 = b.buffer("b0", CoreType::AIC, Mem::L0B, 0, 16384, DTypeCode::f16);
+    c0 = b.buffer("c0", CoreType::AIC, Mem::L0C, 0, 65536, DTypeCode::f32);
+    b.p.block_dim = C(1);
+  }
+  Mmad mmad(int64_t m, int64_t n, bool init) {
+    return Mmad{at(a0), at(b0), at(c0), DTypeCode::f16, DTypeCode::f32, C(m), C(n), C(16), ir::int_imm(init ? 1 : 0)};
+  }
+  sim::Result run(int64_t elems = 64 * 64) {
+    b.p.aic = b.take();
+    std::vector<uint16_t> a(static_cast<size_t>(elems), 0);
+    return sim::run(b.p, b2(), {arg(a)});
+  }
+};
+
+TEST(AscendSimApiRules, ShortMmadAccumulationsNeedAPipeMBarrier) {
+  for (bool barrier : {false, true}) {
+    CubeRig r;
+    r.b.emit(r.mmad(32, 32, true), 60);
+    if (barrier) r.b.emit(PipeBarrier{Pipe::M}, 61);
+    r.b.emit(r.mmad(32, 32, false), 62);
+    r.b.emit(r.mmad(64, 160, true), 63);   // 40 fractals: no barrier needed
+    r.b.emit(r.mmad(64, 160, false), 64);
+    auto res = r.run();
+    const sim::Report* rep = api_report(res, "needs PipeBarrier<PIPE_M> between them");
+    if (barrier) {
+      EXPECT_EQ(rep, nullptr) << res.summary();
+    } else {
+      ASSERT_NE(rep, nullptr) << res.summary();
+      EXPECT_NE(rep->message.find("ceil(m/16) * ceil(n/16) = 4 < 10"), std::string::npos) << rep->message;
+      EXPECT_EQ(rep->instrs.at(0).span.line, 62);
+      EXPECT_EQ(res.reports.size(), 1u) << res.summary();
+    }
+  }
+}
+
+TEST(AscendSimApiRules, MmadWithOneRowIsGemv) {
+  CubeRig r;
+  r.b.emit(r.mmad(1, 16, true), 65);
+  auto res = r.run();
+  ASSERT_NE(api_report(res, "m = 1 runs as GEMV"), nullptr) << res.summary();
+}
+
+TEST(AscendSimApiRules, Int8InitConstValueIsANoOpOnTheDevice) {
+  for (auto fill : {DTypeCode::i8, DTypeCode::f16}) {
+    Builder b("cube", KernelType::AIC_ONLY);
+    int A = b.tensor("A", DTypeCode::i8, {20, 64});
+    int l1 = b.buffer("l1", CoreType::AIC, Mem::L1, 0, 32 * 64, DTypeCode::i8);
+    b.p.block_dim = C(1);
+    // 20 x 64 int8 rows into a 32 x 64 Nz tile: the tail rows are zeroed first
+    b.emit(CopyGmToL1{gm(A, C(0)), at(l1), DTypeCode::i8, C(20), C(64), C(64), C(32), C(64), fill}, 66);
+    b.p.aic = b.take();
+    std::vector<uint16_t> a(20 * 64 / 2, 0);
+    auto res = sim::run(b.p, b2(), {arg(a)});
+    const sim::Report* rep = api_report(res, "no 8-bit InitConstValue");
+    if (fill == DTypeCode::i8) {
+      ASSERT_NE(rep, nullptr) << res.summary();
+      EXPECT_EQ(rep->instrs.at(0).span.line, 66);
+    } else {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+    }
+  }
+}
+
+TEST(AscendSimApiRules, Nd2NzSourceRowStrideIsUint16) {
+  CubeRig r(70000);
+  r.b.emit(CopyGmToL1{gm(r.A, C(0)), at(r.l1), DTypeCode::f16, C(16), C(64), C(70000), C(16), C(64)}, 67);
+  auto res = r.run(64 * 70000);
+  const sim::Report* rep = api_report(res, "Nd2NzParams.srcDValue = 70000");
+  ASSERT_NE(rep, nullptr) << res.summary();
+}
+
+// TPipe's constructor sets M_MTE1 events 0..2 on the AIC (Program::tpipe_destroy).
+TEST(AscendSimApiRules, TPipeEventsCollideWithoutDestroy) {
+  for (bool destroy : {true, false}) {
+    CubeRig r;
+    r.b.p.tpipe_destroy = destroy;
+    r.b.set(Pipe::M, Pipe::MTE1, C(1), 70);
+    r.b.wait(Pipe::M, Pipe::MTE1, C(1), 71);
+    auto res = r.run();
+    const sim::Report* rep = find(res, sim::ReportKind::FlagSetTwice);
+    if (destroy) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+    } else {
+      ASSERT_NE(rep, nullptr) << res.summary();
+      EXPECT_NE(rep->message.find("the earlier set is TPipe's constructor"), std::string::npos) << rep->message;
+      EXPECT_EQ(rep->instrs.at(1).span.line, 71);
+    }
+  }
+  // A kernel wait that takes the constructor's set leaves the destructor waiting forever.
+  CubeRig r;
+  r.b.p.tpipe_destroy = false;
+  r.b.wait(Pipe::M, Pipe::MTE1, C(2), 72);
+  auto res = r.run();
+  const sim::Report* dl = find(res, sim::ReportKind::Deadlock);
+  ASSERT_NE(dl, nullptr) << res.summary();
+  EXPECT_NE(dl->message.find("TPipe's destructor waits for M_MTE1 event 2"), std::string::npos) << dl->message;
+}
+
+// WholeReduceSum adds adjacent pairs level by level, rounding every partial sum to the element
+// type (fp16 saturating at 65504) — not one exact sum rounded once.
+TEST(AscendSimApiRules, WholeReduceSumIsAPairwiseTreeRoundedPerStep) {
+  Builder b("rsum", KernelType::AIV_ONLY);
+  int X = b.tensor("X", DTypeCode::f16, {1, 32}), Y = b.tensor("Y", DTypeCode::f16, {1, 32}, true);
+  int x = b.buffer("x", CoreType::AIV, Mem::UB, 0, 64, DTypeCode::f16);
+  int y = b.buffer("y", CoreType::AIV, Mem::UB, 64, 64, DTypeCode::f16);
+  b.p.block_dim = C(1);
+  b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::f16, C(1), C(64), C(64), C(64)}, 80);
+  b.set(Pipe::MTE2, Pipe::V, C(0), 81);
+  b.wait(Pipe::MTE2, Pipe::V, C(0), 81);
+  b.emit(VecReduce{ReduceOp::Sum, ReduceAxis::Row, DTypeCode::f16, vo(y, 1), vo(x, 32), C(1), C(4)}, 82);
+  b.emit(VecReduce{ReduceOp::Sum, ReduceAxis::Row, DTypeCode::f16, vo(y, 1, C(32)), vo(x, 32, C(32)), C(1), C(2)}, 83);
+  b.set(Pipe::V, Pipe::MTE3, C(0), 84);
+  b.wait(Pipe::V, Pipe::MTE3, C(0), 84);
+  b.emit(CopyUbToGm{at(y), gm(Y, C(0)), DTypeCode::f16, C(1), C(64), C(64), C(64)}, 85);
+  b.p.aiv = b.take();
+  using sim::num::f32_to_f16;
+  std::vector<uint16_t> xs(32, 0), ys(32, 0);
+  for (int i : {0, 1, 2, 3}) xs[i] = f32_to_f16(i == 0 ? 2048.f : 1.f);
+  xs[16] = xs[17] = f32_to_f16(60000.f);
+  auto r = sim::run(b.p, b2(), {arg(xs), arg(ys)});
+  EXPECT_TRUE(r.reports.empty()) << r.summary();
+  // (2048 + 1 -> 2048) + (1 + 1) = 2050; one exact sum rounded once would give 2052
+  EXPECT_EQ(sim::num::f16_to_f32(ys[0]), 2050.f);
+  EXPECT_EQ(sim::num::f16_to_f32(ys[16]), 65504.f);  // saturates instead of inf
+}
+
+// Unsigned gap fields: a burst stride shorter than the burst would wrap.
+TEST(AscendSimApiRules, OverlappingBurstsWrapTheGapField) {
+  auto r = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(128), C(256)}, 58}});
+  const sim::Report* rep = api_report(r, "the gap field is unsigned");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("128 B apart on the source side"), std::string::npos) << rep->message;
+  EXPECT_EQ(api_report(run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(256), C(256)}, 58}}),
+                       "the gap field"),
+            nullptr);
 }
 
 }  // namespace

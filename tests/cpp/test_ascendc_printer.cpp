@@ -567,5 +567,81 @@ TEST(AscendCPrinter, AutoFormsAreWhereExpected) {
   EXPECT_NE(ln.find("bfloat16_t"), std::string::npos);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Issue 10: the AscendC API rules the printed calls follow
+
+// TPipe's constructor sets M_MTE1 events 0-2 on the AIC and its destructor waits for them:
+// pipe.Destroy() right after the InitBuffer calls takes them before any kernel flag.
+TEST(AscendCPrinter, TPipeIsDestroyedAfterInitBufferOnTheAic) {
+  std::string k = print_ascendc_kernel(gemm_program());
+  size_t destroy = k.find("pipe.Destroy();");
+  ASSERT_NE(destroy, std::string::npos) << k;
+  EXPECT_LT(k.rfind("pipe.InitBuffer("), destroy) << k;
+  EXPECT_LT(destroy, k.find("SetFlag<")) << k;
+  Program p = gemm_program();
+  p.tpipe_destroy = false;
+  EXPECT_EQ(print_ascendc_kernel(p).find("pipe.Destroy()"), std::string::npos);
+  EXPECT_EQ(print_ascendc_kernel(softmax_program()).find("pipe.Destroy()"), std::string::npos);  // no AIC
+}
+
+// A row count that may be <= 0 (the last AIV of a small M) skips the call instead of wrapping to
+// a blockCount of ~65000.
+TEST(AscendCPrinter, CountsThatMayNotBePositiveGuardTheCall) {
+  std::string k = print_ascendc_kernel(softmax_program());
+  size_t g = k.find("if (rt > 0) {");
+  ASSERT_NE(g, std::string::npos) << k;
+  EXPECT_EQ(k.find("DataCopyPad(", g), k.find('\n', g) + 1 + k.substr(k.find('\n', g) + 1).find("DataCopyPad(")) << k;
+  EXPECT_EQ(count(k, "if (rt > 0) {"), 2u) << k;        // the GM -> UB and the UB -> GM copy
+  EXPECT_EQ(k.find("if (16 > 0)"), std::string::npos);  // constant counts are not guarded
+}
+
+// Cross-core flags in a one-core-type kernel need the MIX_*_1_0 kernel type (CrossCoreSetFlag docs).
+TEST(AscendCPrinter, CrossCoreFlagsInAnAivOnlyKernelMakeItMixAiv10) {
+  Program p = softmax_program();
+  EXPECT_NE(print_ascendc_kernel(p).find("KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY)"), std::string::npos);
+  p.aiv = seq({ins(CrossCoreSetFlag{0, Pipe::MTE3, I(1)}, 50), ins(CrossCoreWaitFlag{I(1), Pipe::S}, 51), p.aiv});
+  std::string k = print_ascendc_kernel(p);
+  EXPECT_NE(k.find("KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0)"), std::string::npos) << k;
+}
+
+// 8-bit L1 tiles are zeroed through a 16-bit view (InitConstValue has no int8 form on dav-c220).
+TEST(AscendCPrinter, InitConstValueUsesTheFillDtype) {
+  Program p;
+  p.name = "int8_tile";
+  p.kernel_type = KernelType::AIC_ONLY;
+  p.span = L(1);
+  auto M = ir::var("M");
+  p.params = {tensor("A", DTypeCode::i8, {M, I(64)})};
+  p.shape_vars = {M};
+  p.block_dim = I(1);
+  p.workspace_bytes = I(0);
+  p.block_idx = ir::var("bx");
+  int l1 = buf(p, "a1", CoreType::AIC, Mem::L1, 0, 2048, DTypeCode::i8, {32, 64}, Format::Nz, 2);
+  p.aic = seq({ins(CopyGmToL1{gm(0, I(0)), at(l1), DTypeCode::i8, min(M, I(32)), I(64), I(64), I(32), I(64), DTypeCode::f16}, 3)});
+  std::string k = print_ascendc_kernel(p);
+  EXPECT_NE(k.find("InitConstValue(a1.ReinterpretCast<half>(), InitConstValueParams<half>{1, static_cast<uint16_t>(64), 0, "
+                   "static_cast<half>(0)});  // line 3"),
+            std::string::npos)
+      << k;
+  EXPECT_EQ(k.find("InitConstValueParams<int8_t>"), std::string::npos) << k;
+}
+
+// A float row max wider than one repeat folds the column chunks with Max into a repeat-wide row
+// and reduces it once: no WholeReduceMax writes a partial at a 4-byte offset.
+TEST(AscendCPrinter, WideRowMaxFoldsChunksBeforeOneWholeReduce) {
+  std::string k = print_ascendc_kernel(softmax_program());
+  EXPECT_NE(k.find("Muls(tw_scratch.ReinterpretCast<float>(), x, static_cast<float>(1), 64, 16, UnaryRepeatParams(1, 1, 8, 32));"),
+            std::string::npos)
+      << k;
+  EXPECT_NE(k.find("Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[192], 64, 16, "
+                   "BinaryRepeatParams(1, 1, 1, 8, 8, 32));"),
+            std::string::npos)
+      << k;
+  EXPECT_NE(k.find("WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 64, 16, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);"),
+            std::string::npos)
+      << k;
+  EXPECT_EQ(k.find("WholeReduceMax(tw_scratch"), std::string::npos) << k;
+}
+
 }  // namespace
 }  // namespace tw::ascend

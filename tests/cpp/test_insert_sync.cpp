@@ -480,6 +480,47 @@ TEST(InsertSync, NestedLoopAccumulation) {
 )");
 }
 
+// Mmads accumulating into fewer than 10 L0C fractals need PipeBarrier<PIPE_M> between them (Mmad
+// docs): one before the 32 x 32 accumulation (guarded by its init), none before 64 x 160 (40
+// fractals), a run-time size check for a symbolic n.
+TEST(InsertSync, ShortMmadAccumulationsGetAPipeMBarrier) {
+  Builder b(KernelType::AIC_ONLY);
+  int a0 = b.buf("a0", Mem::L0A, 0, 8192, CoreType::AIC), b0 = b.buf("b0", Mem::L0B, 0, 8192, CoreType::AIC);
+  int c0 = b.buf("c0", Mem::L0C, 0, 40960, CoreType::AIC), c1 = b.buf("c1", Mem::L0C, 40960, 40960, CoreType::AIC);
+  auto k = ir::var("k"), n = ir::var("n");
+  auto mm = [&](int c, int64_t m, Expr nn) {
+    b.emit(Mmad{LocalRef{a0, C(0)}, LocalRef{b0, C(0)}, LocalRef{c, C(0)}, DTypeCode::f16, DTypeCode::f32, C(m), std::move(nn),
+                C(16), ir::binary(BinOp::EQ, k, C(0))});
+  };
+  b.loop(k, 3, [&] {
+    mm(c0, 32, C(32));
+    mm(c1, 64, C(160));
+  });
+  Program before = b.aic();
+  Program out = insert_sync(before, b2());
+  std::string s = code(out);
+  EXPECT_EQ(s.find("PipeBarrier<M>"), s.rfind("PipeBarrier<M>")) << s;  // exactly one
+  size_t bar = s.find("PipeBarrier<M>"), small = s.find("m=32 n=32"), big = s.find("m=64 n=160");
+  ASSERT_NE(bar, std::string::npos) << s;
+  EXPECT_LT(bar, small) << s;
+  EXPECT_LT(small, big) << s;
+  SimRun r = simulate(out);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+  // without it, the simulator reports the missing barrier
+  SimRun bare = simulate(before);
+  bool reported = false;
+  for (const auto& x : bare.result.reports) reported |= x.kind == sim::ReportKind::ApiRule;
+  EXPECT_TRUE(reported) << reports(bare.result);
+
+  Builder v(KernelType::AIC_ONLY);
+  a0 = v.buf("a0", Mem::L0A, 0, 8192, CoreType::AIC), b0 = v.buf("b0", Mem::L0B, 0, 8192, CoreType::AIC);
+  c0 = v.buf("c0", Mem::L0C, 0, 40960, CoreType::AIC);
+  v.emit(Mmad{LocalRef{a0, C(0)}, LocalRef{b0, C(0)}, LocalRef{c0, C(0)}, DTypeCode::f16, DTypeCode::f32, C(16), n, C(16),
+              ir::binary(BinOp::EQ, k, C(0))});
+  std::string sv = code(insert_sync(v.aic(), b2()));
+  EXPECT_NE(sv.find("ceildiv(n, 16)"), std::string::npos) << sv;
+}
+
 TEST(InsertSync, BuffersSharingBytesConflict) {
   Builder b(KernelType::AIV_ONLY);
   int a = b.buf("a", Mem::UB, 0, 1024), c = b.buf("c", Mem::UB, 0, 1024);  // c reuses a's bytes

@@ -2,6 +2,8 @@
 // compile-time errors (capacity, alignment, unmappable maps, misplaced ops), each at its line.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "ir/parser.h"
 #include "target/ascend/lower_expert.h"
 #include "target/ascend/plan_memory.h"
@@ -355,6 +357,85 @@ TEST(LowerExpert, GemmEventIsReserved) {
 
 TEST(LowerExpert, NotAnExpertKernel) {
   expect_error("kernel p(A: global float32[64]) grid(b = 1) {\n}\n", "is not an Ascend expert-mode kernel", 1);
+}
+
+// Issue 10 (AscendC API rules): widening casts carry CAST_NONE, both as an elementwise cast and
+// as a converting UB -> UB copy (Cast.md table 4: any other mode issues no instruction).
+TEST(LowerExpert, WideningCastsUseCastNone) {
+  std::string text = std::string(kHead) + R"(  alloc h: UB float16[8, 64]
+  alloc x: UB float32[8, 64]
+  alloc y: UB float32[8, 64]
+  alloc z: UB float16[8, 64]
+  scope V {
+    for i in parallel(0, 8) {
+      for j in parallel(0, 64) {
+        x[i, j] = cast<float32>(h[i, j])
+      }
+    }
+    copy h -> y
+    copy x -> z
+  }
+}
+)";
+  std::string p = print_program(lower(text));
+  EXPECT_NE(p.find("Cast x[0]/512 <- h[0]/512 float16->float32 CAST_NONE"), std::string::npos) << p;
+  EXPECT_NE(p.find("Cast y[0]/512 <- h[0]/512 float16->float32 CAST_NONE"), std::string::npos) << p;
+  EXPECT_NE(p.find("Cast z[0]/512 <- x[0]/512 float32->float16 CAST_RINT"), std::string::npos) << p;
+}
+
+TEST(LowerExpert, PipeBarrierOnSIsRejectedAtItsLine) {
+  expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n  scope V {\n    sync pipe_barrier(S)\n  }\n}\n",
+               "PipeBarrier<PIPE_S> is a hardware error", 5, "needs no barrier");
+}
+
+// An A tile of one row: Mmad m = 1 would run as GEMV (A read as ND), so the Mmad computes a whole
+// fractal row (m = 16); Fixpipe still writes the one valid row.
+TEST(LowerExpert, OneRowGemmIsPaddedToAFractalRow) {
+  std::string text = kCubeGemm;
+  for (auto [from, to] : {std::pair<std::string, std::string>{"a1: L1 float16[32, 48]", "a1: L1 float16[1, 48]"},
+                          {"a0: L0A float16[32, 48]", "a0: L0A float16[1, 48]"},
+                          {"c0: L0C float32[32, 48]", "c0: L0C float32[1, 48]"},
+                          {"A[cid * 32:+32, 0:+48]", "A[cid:+1, 0:+48]"},
+                          {"C[cid * 32:+32, 0:+48]", "C[cid:+1, 0:+48]"},
+                          {"ceildiv(M, 32)", "M"}})
+    text.replace(text.find(from), from.size(), to);
+  std::string p = print_program(lower(text));
+  EXPECT_NE(p.find("m=16 n=48 k=48"), std::string::npos) << p;
+  EXPECT_NE(p.find("Fixpipe C[cid * 96] <- c0[0] float32->float16 m=max(min(M - cid, 1), 0)"), std::string::npos) << p;
+}
+
+// int8 L1 tiles are zeroed through half (InitConstValue has no int8 form on dav-c220).
+TEST(LowerExpert, Int8L1TilesAreZeroedAsHalf) {
+  std::string text = R"(kernel q(A: global int8[M, 64], O: global int32[M, 64] out)
+    grid(cid = ceildiv(M, 32)) sub_block(vid) {
+  alloc a1: L1 int8[32, 64]
+  scope C {
+    copy A[cid * 32:+32, 0:+64] -> a1
+  }
+}
+)";
+  Program p = lower(text);
+  bool found = false;
+  std::function<void(const StmtPtr&)> walk = [&](const StmtPtr& s) {
+    if (!s) return;
+    if (s->kind == StmtKind::Instr)
+      if (auto* c = std::get_if<CopyGmToL1>(&s->instr.op)) {
+        found = true;
+        EXPECT_EQ(c->fill_dtype, ir::DType(ir::DTypeCode::f16));
+      }
+    for (const auto& b : s->body) walk(b);
+    walk(s->else_body);
+  };
+  walk(p.aic);
+  EXPECT_TRUE(found) << print_program(p);
+}
+
+// Nd2NzParams.srcDValue is a uint16: a GM row stride above 65535 elements would be truncated.
+TEST(LowerExpert, GmRowStrideAbove65535IsAnError) {
+  std::string text = kCubeGemm;
+  for (auto [from, to] : {std::pair<std::string, std::string>{"A: global float16[M, 40]", "A: global float16[M, 70000]"}})
+    text.replace(text.find(from), from.size(), to);
+  expect_error(text, "Nd2NzParams.srcDValue is a uint16", 9, "store the matrix transposed");
 }
 
 }  // namespace

@@ -303,10 +303,10 @@ TEST(Verifier, ExpertModeAcceptsLegalFlags) {
     sync wait_flag(V, MTE3, v)
     copy u -> O[0:+64, 0:+64]
     sync pipe_barrier(ALL)
-    sync set_cross_flag(2, MTE3, 15)
+    sync set_cross_flag(2, MTE3, 10)
   }
   scope C {
-    sync wait_cross_flag(15)
+    sync wait_cross_flag(10)
     copy A[0:+64, 0:+64] -> l1
     sync set_flag(MTE2, MTE1, 7)
     sync wait_flag(MTE2, MTE1, 7)
@@ -325,7 +325,7 @@ TEST(Verifier, ExpertModeFlagPairs) {
   expect_expert_error("  scope C {\n    sync pipe_barrier(V)\n  }\n", "Cube core (AIC) has no pipe V", 6);
   expect_expert_error("  scope V {\n    sync set_flag(ALL, V, 0)\n  }\n", "pipe ALL is only valid for T.pipe_barrier", 6);
   expect_expert_error("  scope V {\n    sync set_cross_flag(3, MTE3, 0)\n  }\n", "mode 3 is not 0, 1 or 2", 6);
-  expect_expert_error("  scope V {\n    sync wait_cross_flag(16)\n  }\n", "flag id 16 is out of range 0..15", 6);
+  expect_expert_error("  scope V {\n    sync wait_cross_flag(11)\n  }\n", "flag id 11 is out of range 0..10", 6);
 }
 
 TEST(Verifier, ExpertModeScopes) {

@@ -66,6 +66,36 @@ def test_flash_attention(B, H, S, D, causal, dtype, bm, bn):
                  f"flash_attention B={B} H={H} S={S} D={D} causal={causal} {dtype} {bm}x{bn}")
 
 
+def unguarded_row_counts(src):
+    """Printed DataCopyPad calls whose row count is a tail expression with no `if (n > 0)` guard."""
+    lines = src.splitlines()
+    return [ln.strip()[:80] for i, ln in enumerate(lines)
+            if "DataCopyPad(" in ln and "static_cast<uint16_t>(tw_max(tw_min(" in ln
+            and not (lines[i - 1].strip().startswith("if (") and "> 0" in lines[i - 1])]
+
+
+# Issue 10 (D3): with a small M the last AIVs have no rows (gelu_bias M=20: the second AIV starts
+# at row 32; flash attention S=90: the last block's second AIV at row 96). Their row count is <= 0:
+# the printed call is skipped (a uint16 blockCount would wrap to ~65000 rows), and the result is
+# still right in the simulator.
+@pytest.mark.parametrize("case", ["gelu_bias", "flash_attention"])
+def test_nonpositive_row_counts_skip_the_call(case):
+    rng = np.random.default_rng(0)
+    if case == "gelu_bias":
+        x, w, b = randn(rng, (20, 80), "float16", scale=0.2), randn(rng, (80, 72), "float16", scale=0.2), \
+            randn(rng, (72,), "float16")
+        k = build(gelu_bias.gemm_bias_gelu, 20, 72, 80, dtype="float16")
+        out, ref = run_checked(k, x, w, b), gelu_bias.reference(x, w, b)
+    else:
+        q, kk, v = (randn(rng, (1, 1, 90, 64), "float16") for _ in range(3))
+        k = build(flash_attention.flash_attention, 1, 1, 90, 64, False, block_M=64, block_N=64, dtype="float16")
+        out, ref = run_checked(k, q, kk, v), flash_attention.reference(q, kk, v, False)
+    src = k.get_source("ascendc")
+    assert "static_cast<uint16_t>(tw_max(tw_min(" in src  # tail counts are clipped at 0, so 0 rows must be skipped
+    assert unguarded_row_counts(src) == []
+    assert_close(out, ref, TOLERANCES["float16"], f"{case} with empty AIV tails")
+
+
 def fa_percent_of_peak(S, causal, bm, bn, B=1, H=16, D=128):
     kern = build(flash_attention.flash_attention, B, H, S, D, causal, block_M=bm, block_N=bn, dtype="float16")
     z = np.zeros((B, H, S, D), np.float16)

@@ -7,16 +7,23 @@
 //   variables or scalar parameters: a small struct in GM (`<name>_tiling_t`, printed identically in
 //   the kernel and the host file) read field by field at kernel entry. No system workspace: the
 //   printed kernels use basic APIs only (no Matmul/high-level API needs it).
+// - Kernel type: KERNEL_TYPE_AIC_ONLY / AIV_ONLY / MIX_AIC_1_2; an AIC- or AIV-only kernel with
+//   cross-core flags is MIX_AIC_1_0 / MIX_AIV_1_0 (CrossCoreSetFlag docs).
 // - Buffers: one TPipe per core type; per memory one TBuf (L1 -> TPosition::A1, L0A -> A2,
 //   L0B -> B2, L0C -> CO1, UB -> VECCALC) sized to the planned end; every BufferDecl is a
 //   LocalTensor at its planned byte offset inside that TBuf (Get<uint8_t>()[offset] then
 //   ReinterpretCast<T>()). An extra UB TBuf `tw_scratch` is added (after the planned buffers) only
 //   when a row reduce wider than one repeat or a row broadcast needs it; its size is checked
-//   against the usable UB (196352 B) at print time.
+//   against the usable UB (196352 B) at print time. On the AIC, pipe.Destroy() follows the
+//   InitBuffer calls (Program::tpipe_destroy): it takes the M_MTE1 events 0-2 that TPipe's
+//   constructor sets, so the kernel's own flags may use every id.
+// - Counts: a UB copy or vector call whose row / element count may be <= 0 is wrapped in
+//   `if (count > 0)` (a count <= 0 means no call; the unsigned API fields would wrap).
 // - Scalar arithmetic: ir::Expr printed as C++ on int32_t/int64_t with Python floor semantics for
 //   // and % (tw_floordiv/tw_floormod helpers unless both sides are provably non-negative).
 // - GM -> L1 (ND -> Nz): DataCopy with Nd2NzParams; when the tile may be partial (tails), the whole
-//   Nz tile is first zeroed with InitConstValue and a PipeBarrier<PIPE_MTE2> orders the two.
+//   Nz tile is first zeroed with InitConstValue<fill_dtype> (half for 8-bit tiles: there is no int8
+//   InitConstValue) and a PipeBarrier<PIPE_MTE2> orders the two.
 // - L1 -> L0A/L0B: one LoadData(LoadData2DParams) per fractal row, printed as a loop; a 32-bit
 //   transposing load into L0B (B stored K x N) is one LoadData(LoadData3DParamsV2) (Load3Dv2,
 //   1x1 img2col), see emit_load3d_b.
@@ -24,8 +31,11 @@
 //   else level-0 calls (mask = columns per repeat, repeat = rows), split into <= 255 repeats and
 //   <= 256 B of columns per call. Scalar Sub is Adds(-s); scalar Div is Muls(1/s) (one extra
 //   rounding compared with a true division).
-// - Row reduce: WholeReduceSum/Max/Min (ORDER_ONLY_VALUE for max/min); rows wider than one repeat
-//   are reduced per column chunk into tw_scratch, then reduced again. Column reduce: Muls(x, 1)
+// - Row reduce: WholeReduceSum/Max/Min (ORDER_ONLY_VALUE for max/min); rows wider than one repeat:
+//   Sum reduces per column chunk into tw_scratch, then again; Max/Min fold the column chunks into
+//   one repeat-wide row per row in tw_scratch (Muls(x, 1) copies chunk 0, then Max/Min with each
+//   further chunk) and reduce that once, so every WholeReduceMax/Min destination is a 32 B aligned
+//   operand (float WholeReduceMax/Min need an 8-byte aligned destination). Column reduce: Muls(x, 1)
 //   copies row 0, then Add/Max/Min accumulates the other rows (in the element type).
 //   Snippets that use tw_scratch start with PipeBarrier<PIPE_V> (an earlier V instruction may
 //   still read it).
@@ -414,6 +424,7 @@ class KernelPrinter {
   std::set<std::pair<int, DTypeCode>> views_;  // (param or -1, dtype) GM views
   std::map<std::string, int> cross_mode_;      // CrossCoreSetFlag id text -> mode
   int64_t scratch_ = 0;                        // bytes of tw_scratch on the current core
+  bool has_cross_ = false;                     // any cross-core flag (kernel type MIX_*_1_0)
 };
 
 const BufferDecl& KernelPrinter::buffer(const LocalRef& r) const {
@@ -527,10 +538,36 @@ void KernelPrinter::stmt(const StmtPtr& s, bool top) {
   }
 }
 
+// The row / element counts of a UB copy or vector instruction: a count <= 0 means no call
+// (program.h), and the API's count fields are unsigned (a negative tail count would wrap to a
+// huge blockCount / repeat), so the call is guarded unless every count is a positive constant.
+static std::vector<Expr> call_counts(const InstrOp& op) {
+  return std::visit(Overload{[](const CopyGmToUb& c) { return std::vector<Expr>{c.n_rows}; },
+                             [](const CopyUbToGm& c) { return std::vector<Expr>{c.n_rows}; },
+                             [](const CopyUbToUb& c) { return std::vector<Expr>{c.n_rows}; },
+                             [](const VecBinary& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecBinaryScalar& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecUnary& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecCast& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecDup& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecReduce& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const VecRowBroadcast& c) { return std::vector<Expr>{c.rows, c.cols}; },
+                             [](const auto&) { return std::vector<Expr>{}; }},
+                    op);
+}
+
 void KernelPrinter::instr(const Instr& in) {
   span_ = in.span;
   L_.tag = in.span.known() ? "  // line " + std::to_string(in.span.line) : "";
+  std::string cond;
+  for (const Expr& n : call_counts(in.op)) {
+    auto v = ir::as_const_int(n);
+    if (v && *v >= 1) continue;
+    cond += (cond.empty() ? "" : " && ") + ex(n) + " > 0";
+  }
+  if (!cond.empty()) L_.open("if (" + cond + ")");
   std::visit([this](const auto& op) { emit(op); }, in.op);
+  if (!cond.empty()) L_.close();
   L_.tag.clear();
 }
 
@@ -538,7 +575,6 @@ void KernelPrinter::instr(const Instr& in) {
 // Emitters: moves
 
 void KernelPrinter::emit(const CopyGmToL1& c) {
-  std::string T = ctype(c.dtype, span_);
   std::string dst = loc(c.dst, c.dtype), src = gm(c.src, c.dtype);
   auto rows = ir::as_const_int(c.rows), cols = ir::as_const_int(c.cols);
   auto drows = ir::as_const_int(c.dst_rows), dcols = ir::as_const_int(c.dst_cols);
@@ -554,8 +590,9 @@ void KernelPrinter::emit(const CopyGmToL1& c) {
       if (!(cols && dcols && *cols == *dcols)) conds.push_back(ex(c.cols) + " < " + ex(c.dst_cols));
       L_.open("if (" + (conds.size() == 1 ? conds[0] : conds[0] + " || " + conds[1]) + ")");
     }
-    L_.call("InitConstValue(" + dst + ", InitConstValueParams<" + T + ">{1, static_cast<uint16_t>(" + blocks +
-            "), 0, static_cast<" + T + ">(0)});");
+    std::string F = ctype(c.fill_dtype, span_);
+    L_.call("InitConstValue(" + loc(c.dst, c.fill_dtype) + ", InitConstValueParams<" + F + ">{1, static_cast<uint16_t>(" +
+            blocks + "), 0, static_cast<" + F + ">(0)});");
     L_.call("PipeBarrier<PIPE_MTE2>();");
     if (guard) L_.close();
   }
@@ -867,6 +904,7 @@ int64_t KernelPrinter::scratch_bytes(const InstrOp& op) const {
     if (cols && *cols <= P) return 0;
     if (!cols || !rows) return -1;  // reported by the emitter
     int64_t chunks = (*cols + P - 1) / P;
+    if (r->op != ReduceOp::Sum) return *rows * 256;  // one folded repeat per row
     return *rows * scratch_row_elems(chunks, r->dtype.bytes()) * r->dtype.bytes();
   }
   if (auto* b = std::get_if<VecRowBroadcast>(&op)) {
@@ -911,6 +949,27 @@ void KernelPrinter::emit(const VecReduce& c) {
   const int64_t chunks = (*cols + P - 1) / P, S = scratch_row_elems(chunks, eb);
   std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
   v_barrier();  // tw_scratch may still be read by an earlier V instruction
+  if (c.op != ReduceOp::Sum) {
+    // Fold the column chunks into one repeat-wide row per row (rows P elements = 8 blocks apart).
+    auto srow = [&](const std::string& r0) { return r0 == "0" ? scratch : scratch + "[" + r0 + " * " + std::to_string(P) + "]"; };
+    level0(c.rows, ir::int_imm(P), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+      L_.call("Muls(" + srow(r0) + ", " + vop(c.src, c.dtype, r0, "0") + ", static_cast<" + T + ">(1), " + m + ", " + rep +
+              ", UnaryRepeatParams(1, 1, 8, " + srep + "));");
+    });
+    for (int64_t j = 1; j < chunks; ++j) {
+      L_.call("PipeBarrier<PIPE_V>();");
+      level0(c.rows, ir::int_imm(std::min(P, *cols - j * P)), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+        L_.call(op + "(" + srow(r0) + ", " + srow(r0) + ", " + vop(c.src, c.dtype, r0, std::to_string(j * P)) + ", " + m +
+                ", " + rep + ", BinaryRepeatParams(1, 1, 1, 8, 8, " + srep + "));");
+      });
+    }
+    L_.call("PipeBarrier<PIPE_V>();");
+    level0(c.rows, ir::int_imm(P), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
+      std::string d = loc(c.dst.at, c.dtype, r0 == "0" ? "" : r0);
+      L_.call(fn + "(" + d + ", " + srow(r0) + ", " + m + ", " + rep + ", 1, 1, 8" + order + ");");
+    });
+    return;
+  }
   // Step 1: reduce each column chunk of every row to scratch[r * S + j].
   for (int64_t j = 0; j < chunks; ++j) {
     int64_t mask = std::min(P, *cols - j * P);
@@ -1020,6 +1079,8 @@ void KernelPrinter::buffers(CoreType c) {
     L_.line("pipe.InitBuffer(tw_scratch_buf, " + std::to_string(sz) + ");");
     L_.line("LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();");
   }
+  if (c == CoreType::AIC && p_.tpipe_destroy)
+    L_.line("pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC");
 }
 
 void KernelPrinter::core(CoreType c, const StmtPtr& body) {
@@ -1067,7 +1128,8 @@ std::string KernelPrinter::run() {
                         [&](const CopyGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const CopyUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const Fixpipe& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
-                        [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode; },
+                        [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode, has_cross_ = true; },
+                        [&](const CrossCoreWaitFlag&) { has_cross_ = true; },
                         [](const auto&) {}},
                in.op);
   };
@@ -1090,8 +1152,9 @@ std::string KernelPrinter::run() {
   if (has_tiling()) sig += ", GM_ADDR tiling";
   os << "extern \"C\" __global__ __aicore__ void " << ident(p_.name) << "(" << sig << ")\n{\n";
   L_.indent = 1;
-  const char* kt = p_.kernel_type == KernelType::AIC_ONLY   ? "KERNEL_TYPE_AIC_ONLY"
-                   : p_.kernel_type == KernelType::AIV_ONLY ? "KERNEL_TYPE_AIV_ONLY"
+  // Cross-core flags in a one-core-type kernel need the MIX_*_1_0 type (CrossCoreSetFlag docs).
+  const char* kt = p_.kernel_type == KernelType::AIC_ONLY   ? (has_cross_ ? "KERNEL_TYPE_MIX_AIC_1_0" : "KERNEL_TYPE_AIC_ONLY")
+                   : p_.kernel_type == KernelType::AIV_ONLY ? (has_cross_ ? "KERNEL_TYPE_MIX_AIV_1_0" : "KERNEL_TYPE_AIV_ONLY")
                                                             : "KERNEL_TYPE_MIX_AIC_1_2";
   L_.line(std::string("KERNEL_TASK_TYPE_DEFAULT(") + kt + ");");
   if (has_tiling()) {

@@ -1260,6 +1260,37 @@ void gm_spaces(const Program& p, const StmtPtr& s, std::set<int>& touched, std::
     }
 }
 
+// Mmads accumulating into one L0C need PipeBarrier<PIPE_M> between them when
+// ceil(m/16) * ceil(n/16) < 10 (Mmad docs; the Cube does not keep such short accumulation chains
+// in order). Before every Mmad that may accumulate (init not the constant true) and may be that
+// small: `if (!init && ceil(m/16) * ceil(n/16) < 10) PipeBarrier<PIPE_M>()`, the parts known at
+// compile time folded away.
+StmtPtr mmad_barriers(const StmtPtr& s) {
+  if (!s) return s;
+  if (s->kind == StmtKind::Instr) {
+    auto* m = std::get_if<Mmad>(&s->instr.op);
+    if (!m) return s;
+    auto init = ir::as_const_int(m->init);
+    if (init && *init != 0) return s;
+    auto cm = ir::as_const_int(m->m), cn = ir::as_const_int(m->n);
+    if (cm && cn && ((*cm + 15) / 16) * ((*cn + 15) / 16) >= 10) return s;
+    using ir::BinOp;
+    auto frac = [](const ir::Expr& e) { return ir::binary(BinOp::CeilDiv, e, ir::int_imm(16)); };
+    ir::Expr cond;
+    if (!(cm && cn)) cond = ir::binary(BinOp::LT, ir::binary(BinOp::Mul, frac(m->m), frac(m->n)), ir::int_imm(10));
+    if (!init) {
+      ir::Expr acc = ir::unary(ir::UnOp::Not, m->init);
+      cond = cond ? ir::binary(BinOp::And, acc, cond) : acc;
+    }
+    StmtPtr bar = instr(PipeBarrier{Pipe::M}, s->instr.span);
+    return seq({cond ? if_(cond, bar, nullptr, s->span) : bar, s}, s->span);
+  }
+  auto c = std::make_shared<Stmt>(*s);
+  for (auto& b : c->body) b = mmad_barriers(b);
+  c->else_body = mmad_barriers(s->else_body);
+  return c;
+}
+
 }  // namespace
 
 Program insert_sync(const Program& program, const target::Target& target) {
@@ -1281,7 +1312,7 @@ Program insert_sync(const Program& program, const target::Target& target) {
   std::set<int64_t> whole;
   if (program.aic) aic.emplace(program, CoreType::AIC, sh_aic, event_ids), aic->build_tree(program.aic), aic->flag_regions(regions, whole);
   if (program.aiv) aiv.emplace(program, CoreType::AIV, sh_aiv, event_ids), aiv->build_tree(program.aiv), aiv->flag_regions(regions, whole);
-  if (aic) out.aic = aic->finish(regions, whole);
+  if (aic) out.aic = mmad_barriers(aic->finish(regions, whole));
   if (aiv) out.aiv = aiv->finish(regions, whole);
   return out;
 }

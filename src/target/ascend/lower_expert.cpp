@@ -502,7 +502,12 @@ class Lowerer {
       case ir::SyncKind::wait_flag:
         check_gemm_event(n, sp);
         return emit(WaitFlag{n->pipe, n->dst_pipe, n->id}, sp);
-      case ir::SyncKind::pipe_barrier: return emit(PipeBarrier{n->pipe}, sp);
+      case ir::SyncKind::pipe_barrier:
+        if (n->pipe == Pipe::S)
+          throw Error("T.pipe_barrier(\"S\"): PipeBarrier<PIPE_S> is a hardware error on the 910B (PipeBarrier docs)", sp,
+                      "the scalar unit issues in order and needs no barrier; to wait for another pipe use a flag "
+                      "(T.set_flag / T.wait_flag) or T.pipe_barrier(\"ALL\")");
+        return emit(PipeBarrier{n->pipe}, sp);
       case ir::SyncKind::set_cross_flag: return emit(CrossCoreSetFlag{n->mode, n->pipe, n->id}, sp);
       case ir::SyncKind::wait_cross_flag: return emit(CrossCoreWaitFlag{n->id, n->pipe}, sp);
     }
@@ -570,8 +575,13 @@ class Lowerer {
                     sp, "Nz strips are C0 columns wide");
       check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
       Expr off = C(*cc0 / c0 * w.buf->prows * c0 * dt.bytes());
+      if (auto rs = ir::as_const_int(g.row_stride); rs && *rs > 65535)
+        throw Error("copy GM->L1 from " + ir::print(n->src) + ": the tensor's rows are " + std::to_string(*rs) +
+                        " elements apart, but Nd2NzParams.srcDValue is a uint16 (at most 65535 elements)",
+                    sp, "store the matrix transposed (rows of at most 65535 elements) or split it into narrower tensors");
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
-                             C(w.buf->prows), C(round_up(w.cols, c0))},
+                             C(w.buf->prows), C(round_up(w.cols, c0)),
+                             dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt},  // no InitConstValue<int8_t>
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
@@ -651,8 +661,7 @@ class Lowerer {
       if (st != dt) {
         vec_dtype_ok(st, sp, "T.cast", false);
         auto [rows, cols] = collapse({&so, &dop}, d.rows, d.cols, sp);
-        return emit(VecCast{dt, st, dt.is_float() ? RoundMode::Rint : st.is_float() ? RoundMode::Trunc : RoundMode::None,
-                            dop, so, C(rows), C(cols)},
+        return emit(VecCast{dt, st, cast_round_mode(dt, st), dop, so, C(rows), C(cols)},
                     sp);
       }
       auto [rows, cols] = collapse({&so, &dop}, d.rows, d.cols, sp);
@@ -766,6 +775,9 @@ class Lowerer {
     auto [m, k, n] = gemm_dims(*g);
     for (int64_t d : {m, n, k})
       if (d > 4095) throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp);
+    // Mmad with m = 1 runs as GEMV (A read as ND, not Zz; Mmad docs): compute a whole fractal row
+    // instead (rows 1..15 of the L0A fractal and of L0C are padding; Fixpipe writes the valid row).
+    const int64_t mm = m == 1 ? 16 : m;
     if (as_ == Scope::L0A && bs == Scope::L0B) {
       // trans_a / trans_b on L0 operands: the tile is declared KxM / NxK (see l0_transposed_) and
       // holds A / B in the Cube's layout once loaded.
@@ -775,7 +787,7 @@ class Lowerer {
       Window a = window(g->a, sp), b = window(g->b, sp);
       check_window_origin(a, g->a, sp);
       check_window_origin(b, g->b, sp);
-      return emit(Mmad{local(a), local(b), local(c), t, g->c.buffer->dtype, C(m), C(n), C(k), init}, sp);
+      return emit(Mmad{local(a), local(b), local(c), t, g->c.buffer->dtype, C(mm), C(n), C(k), init}, sp);
     }
     if (as_ == Scope::L1 && bs == Scope::L1) {
       // T.gemm on L1 operands: a self-contained library call with its own MTE1<->M flags.
@@ -793,7 +805,7 @@ class Lowerer {
       out.push_back(emit(ldb, sp));
       out.push_back(emit(SetFlag{Pipe::MTE1, Pipe::M, ev}, sp));
       out.push_back(emit(WaitFlag{Pipe::MTE1, Pipe::M, ev}, sp));
-      out.push_back(emit(Mmad{local(la), local(lb), local(c), t, g->c.buffer->dtype, C(m), C(n), C(k), init}, sp));
+      out.push_back(emit(Mmad{local(la), local(lb), local(c), t, g->c.buffer->dtype, C(mm), C(n), C(k), init}, sp));
       out.push_back(emit(SetFlag{Pipe::M, Pipe::MTE1, ev}, sp));
       out.push_back(emit(WaitFlag{Pipe::M, Pipe::MTE1, ev}, sp));
       return seq(std::move(out), sp);
@@ -1090,7 +1102,7 @@ class Lowerer {
     // conversions are available (only bf16 arithmetic is not).
     if (v->kind == ir::ExprKind::Cast && v->dtype == t) {
       Expr x = as<ir::CastNode>(v)->value;
-      RoundMode rm = t.is_float() ? RoundMode::Rint : RoundMode::Trunc;
+      RoundMode rm = RoundMode::Trunc;  // float -> int; every other pair: cast_round_mode below
       if (x->kind == ir::ExprKind::Call && (as<ir::CallNode>(x)->fn == ir::MathFn::floor ||
                                             as<ir::CallNode>(x)->fn == ir::MathFn::ceil) && t.is_int()) {
         rm = as<ir::CallNode>(x)->fn == ir::MathFn::floor ? RoundMode::Floor : RoundMode::Ceil;
@@ -1100,7 +1112,7 @@ class Lowerer {
         auto a = full_any(x);
         if (!a) fail("the cast's source is not indexed like the destination");
         ir::DType from = a->second;
-        if (!from.is_float() && !t.is_float()) rm = RoundMode::None;
+        if (t.is_float() || !from.is_float()) rm = cast_round_mode(t, from);
         VecOperand src = a->first;
         bool bf16_f32 = (from == ir::DType(ir::DTypeCode::bf16) && t == ir::DType(ir::DTypeCode::f32)) ||
                         (t == ir::DType(ir::DTypeCode::bf16) && from == ir::DType(ir::DTypeCode::f32));

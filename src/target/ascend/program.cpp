@@ -129,4 +129,21 @@ bool flag_pair_legal(CoreType t, Pipe s, Pipe d) {
   }
 }
 
+bool cast_widening_exact(ir::DType dst, ir::DType src) {
+  using D = ir::DTypeCode;
+  if (dst.code == D::f32) return src.code == D::f16 || src.code == D::bf16;
+  if (dst.code == D::f16) return src.code == D::i8 || src.code == D::u8;
+  return false;
+}
+
+bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m) {
+  return !cast_widening_exact(dst, src) || m == RoundMode::None;
+}
+
+RoundMode cast_round_mode(ir::DType dst, ir::DType src) {
+  if (cast_widening_exact(dst, src)) return RoundMode::None;
+  if (dst.is_float()) return RoundMode::Rint;
+  return src.is_float() ? RoundMode::Trunc : RoundMode::None;
+}
+
 }  // namespace tw::ascend

@@ -123,13 +123,17 @@ struct VecOperand {
 // for the padding). Reads rows x cols elements at src with src_row_stride elements between rows,
 // writes the Nz matrix of strip height dst_rows (multiple of 16) and width dst_cols (multiple of
 // C0): off(r, c) = (c / C0) * dst_rows * C0 + r * C0 + (c % C0). Every element of the
-// dst_rows x dst_cols Nz matrix outside rows x cols is written with zero (tails).
+// dst_rows x dst_cols Nz matrix outside rows x cols is written with zero (tails): when the copy
+// may be partial, InitConstValue<fill_dtype> zeroes the whole tile first (the tile read as
+// fill_dtype; InitConstValue has no int8/uint8 form on dav-c220, so lowering zeroes 8-bit tiles
+// as half). Nd2NzParams fields are uint16: rows <= 16384, cols and src_row_stride <= 65535.
 struct CopyGmToL1 {
   GmRef src;
   LocalRef dst;
   ir::DType dtype;
   ir::Expr rows, cols, src_row_stride;
   ir::Expr dst_rows, dst_cols;
+  ir::DType fill_dtype = ir::DTypeCode::f16;
 };
 
 // MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...},
@@ -246,7 +250,9 @@ struct VecUnary {
   VecOperand dst, a;
   ir::Expr rows, cols;
 };
-// dst (dst_dtype) = convert(src (src_dtype)) with the rounding mode.
+// dst (dst_dtype) = convert(src (src_dtype)) with the rounding mode. The mode is what the AscendC
+// Cast call carries: lowering picks it with cast_round_mode(), the simulator reports a mode the
+// pair does not accept (cast_round_mode_legal()).
 struct VecCast {
   ir::DType dst_dtype, src_dtype;
   RoundMode round = RoundMode::Rint;
@@ -261,9 +267,11 @@ struct VecDup {
   ir::Expr rows, cols;
 };
 // Row: dst[r] = reduce_c src[r][c] (dst contiguous, rows elements);
-// Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Accumulated in fp32 in
-// index order and rounded once to dtype. AscendC: WholeReduceSum/Max/Min (+ repeat folding) for
-// Row, Add/Max/Min over rows for Col.
+// Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Max/Min are exact. Sum follows
+// the AscendC calls: Row sums each 256 B chunk of a row with WholeReduceSum's pairwise tree
+// (adjacent pairs level by level, every partial sum rounded to dtype; fp16 saturates at
+// +-65504), then the chunk sums with the same tree; Col adds row after row in dtype (Add).
+// AscendC: WholeReduceSum/Max/Min (+ chunk folding) for Row, Add/Max/Min over rows for Col.
 struct VecReduce {
   ReduceOp op;
   ReduceAxis axis;
@@ -298,7 +306,7 @@ struct PipeBarrier {
   Pipe pipe;
 };
 // CrossCoreSetFlag<mode, pipe>(id): once earlier instructions of `pipe` finished, increments
-// the counter `id` (0..15) of the target cores. mode 0: all cores of the same type (fires when
+// the counter `id` (0..10 on the 910B) of the target cores. mode 0: all cores of the same type (fires when
 // every one has set); 1: the two AIVs of one AI Core (fires when both have set); 2: AIC -> its
 // two AIVs, or AIV -> its AIC (fires when both AIVs have set).
 struct CrossCoreSetFlag {
@@ -322,6 +330,13 @@ using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, Loa
 Pipe pipe_of(const InstrOp& op);
 // Whether SetFlag/WaitFlag<src_dst> exists on a core of type t (ascend-910b.md "Synchronisation").
 bool flag_pair_legal(CoreType t, Pipe src, Pipe dst);
+// Cast round modes (AscendC Cast.md, table 4, dav-c220): the exact widening conversions
+// (half/bfloat16 -> float, int8/uint8 -> half) accept only CAST_NONE (any other mode issues no
+// instruction on the device). cast_round_mode gives the mode a plain conversion uses: CAST_NONE for
+// those and int -> int, CAST_RINT into a float type, CAST_TRUNC float -> int.
+bool cast_widening_exact(ir::DType dst, ir::DType src);
+bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m);
+RoundMode cast_round_mode(ir::DType dst, ir::DType src);
 std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
 
 struct Instr {
@@ -376,6 +391,11 @@ struct Program {
   StmtPtr aic;                       // null for AIV_ONLY
   StmtPtr aiv;                       // null for AIC_ONLY
   ir::Span span;                     // the kernel's def line
+  // AscendC's TPipe constructor sets M_MTE1 events 0, 1, 2 on the AIC and its destructor waits
+  // for them (kernel_tpipe_impl.h). true: the AIC code calls pipe.Destroy() right after its
+  // InitBuffer calls, which waits for them before any instruction, so every event id is free.
+  // false (tests only): the events stay set until the kernel ends; the simulator models both.
+  bool tpipe_destroy = true;
 
   int find_buffer(std::string_view name) const;  // -1 if none
 };

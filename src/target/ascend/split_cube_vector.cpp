@@ -705,9 +705,11 @@ class Splitter {
     auto* c = ir::as<ir::CopyNode>(s);
     Handoff h;
     h.to_vector = is_cube_scope(c->src.buffer->scope);
-    if (handoffs_.size() >= 8)
-      throw ir::Error("more than 8 hand-offs between the Cube and the vector code (16 cross-core flag ids)", s->span,
-                      "share fewer tiles between gemms and vector code");
+    const size_t max_handoffs = static_cast<size_t>(t_.ascend.cross_flag_ids / 2);
+    if (handoffs_.size() >= max_handoffs)
+      throw ir::Error("more than " + std::to_string(max_handoffs) + " hand-offs between the Cube and the vector code (two "
+                      "cross-core flag ids each; the " + t_.name + " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1) + ")",
+                      s->span, "share fewer tiles between gemms and vector code");
     h.f = static_cast<int>(2 * handoffs_.size());
     h.r = h.f + 1;
     h.slots = (loops_.size() == 1 && ifs_ == 0) ? 2 : 1;

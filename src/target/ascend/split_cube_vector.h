@@ -29,7 +29,7 @@
 //                       C: wait_cross_flag(f, MTE2); copy ws slot -> L1; set_cross_flag(2, MTE2, r)
 //    f ("slot written") and r ("slot read": the reverse flag, so a producer never overwrites a
 //    slot its consumer still reads, and never has more than `slots` sets pending) are two ids per
-//    hand-off (at most 8 hand-offs: 16 ids). The consumer pre-sets r `slots` times at the start of
+//    hand-off (at most 5 hand-offs: ids 0..9; the 910B has 0..10). The consumer pre-sets r `slots` times at the start of
 //    its scope; the producer waits for those sets at the end (every block leaves the counters at 0).
 //    Slots: 2 for a hand-off directly inside one loop (slot = iteration % 2: the producer can run
 //    one step ahead), else 1.
@@ -73,7 +73,7 @@
 //    Not applied when B writes what A reads or writes, or when the body defines variables.
 // Errors (ir::Error at the statement, with a hint): a statement that is not row-local, an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
-// whose side differs between loop entry and back edge, more than 8 hand-offs.
+// whose side differs between loop entry and back edge, more than 5 hand-offs (cross-core flag ids 0..10).
 #pragma once
 
 #include "target/registry.h"

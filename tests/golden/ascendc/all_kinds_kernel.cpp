@@ -59,6 +59,7 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     pipe.InitBuffer(tw_l0c_buf, 16384);
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> l0c = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 81
+    pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
     if (tw_min(N, 64) < 64) {
       InitConstValue(l1, InitConstValueParams<half>{1, static_cast<uint16_t>(256), 0, static_cast<half>(0)});  // line 83
@@ -146,16 +147,20 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     SetFlag<HardEvent::MTE2_V>(1);  // line 89
     WaitFlag<HardEvent::MTE2_V>(1);  // line 90
     DataCopy(u1, u0, DataCopyParams{static_cast<uint16_t>(32), static_cast<uint16_t>(32), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 90
-    for (int32_t tw_r = 0; tw_r < 300; tw_r += 255) {
-      const int32_t tw_rep = tw_min(300 - tw_r, 255);
-      for (int32_t tw_c = 0; tw_c < cols; tw_c += 64) {
-        const int32_t tw_mask = tw_min(cols - tw_c, 64);
-        Max(u1[tw_r * 256 + tw_c], u0[tw_r * 256 + tw_c], u1[tw_r * 256 + tw_c], tw_mask, tw_rep, BinaryRepeatParams(1, 1, 1, 32, 32, 32));  // line 91
+    if (cols > 0) {
+      for (int32_t tw_r = 0; tw_r < 300; tw_r += 255) {
+        const int32_t tw_rep = tw_min(300 - tw_r, 255);
+        for (int32_t tw_c = 0; tw_c < cols; tw_c += 64) {
+          const int32_t tw_mask = tw_min(cols - tw_c, 64);
+          Max(u1[tw_r * 256 + tw_c], u0[tw_r * 256 + tw_c], u1[tw_r * 256 + tw_c], tw_mask, tw_rep, BinaryRepeatParams(1, 1, 1, 32, 32, 32));  // line 91
+        }
       }
     }
-    for (int32_t tw_c = 0; tw_c < cols; tw_c += 64) {
-      const int32_t tw_mask = tw_min(cols - tw_c, 64);
-      Muls(u1[tw_c], u1[tw_c], static_cast<float>(1.0f / (alpha)), tw_mask, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 92
+    if (cols > 0) {
+      for (int32_t tw_c = 0; tw_c < cols; tw_c += 64) {
+        const int32_t tw_mask = tw_min(cols - tw_c, 64);
+        Muls(u1[tw_c], u1[tw_c], static_cast<float>(1.0f / (alpha)), tw_mask, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 92
+      }
     }
     Rsqrt(u1, u1, 64, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 93
     for (int32_t tw_c = 0; tw_c < 128; tw_c += 64) {
@@ -164,10 +169,12 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     }
     Duplicate(u1[128], static_cast<float>(-1.5f), 48, 4, 1, 32);  // line 95
     WholeReduceMin(u2, u1, 40, 32, 1, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 96
-    Muls(u2, u1, static_cast<float>(1), cols);  // line 97
-    for (int32_t tw_r = 1; tw_r < 32; ++tw_r) {
-      PipeBarrier<PIPE_V>();  // line 97
-      Add(u2, u2, u1[tw_r * 256], cols);  // line 97
+    if (cols > 0) {
+      Muls(u2, u1, static_cast<float>(1), cols);  // line 97
+      for (int32_t tw_r = 1; tw_r < 32; ++tw_r) {
+        PipeBarrier<PIPE_V>();  // line 97
+        Add(u2, u2, u1[tw_r * 256], cols);  // line 97
+      }
     }
     PipeBarrier<PIPE_V>();  // line 98
     Brcb(tw_scratch.ReinterpretCast<float>(), u2, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 98

@@ -60,6 +60,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> acc_o_pv = tw_l0c[16384].ReinterpretCast<float>();  // L0C @16384 +16384 float32 Nz [64, 64], line 4
     LocalTensor<float> acc_s = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
+    pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::FIX_M>(2);  // line 4
@@ -545,7 +546,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         if ((k_v_o * 2) < loop_range_v) {
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
           WaitFlag<HardEvent::V_MTE2>(1);  // line 25
-          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+          if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
+            DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+          }
           SetFlag<HardEvent::MTE2_V>(1);  // line 25
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
           WaitFlag<HardEvent::MTE2_V>(1);  // line 25
@@ -561,13 +564,19 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
                 const int32_t blk_0_s0 = ((hi_0_s0 / 8) * 8);
                 const int32_t head_0_s0 = (hi_0_s0 - blk_0_s0);
                 if (head_0_s0 > 0) {
-                  Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
+                  if (tw_max(tw_min(head_0_s0, 8), 0) > 0) {
+                    Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
+                  }
                 }
                 PipeBarrier<PIPE_V>();  // line 27
-                Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 27
+                if (tw_max(tw_min((64 - blk_0_s0), 64), 0) > 0) {
+                  Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 27
+                }
                 PipeBarrier<PIPE_V>();  // line 27
                 if (head_0_s0 > 0) {
-                  Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
+                  if (tw_max(tw_min(head_0_s0, 8), 0) > 0) {
+                    Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
+                  }
                 }
               }
             }
@@ -599,7 +608,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Add(logsum, logsum, scores_sum, 32);  // line 47
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
           WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+          if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
+            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+          }
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
           WaitFlag<HardEvent::V_MTE2>(1);  // line 25
@@ -614,7 +625,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
           WaitFlag<HardEvent::V_MTE2>(2);  // line 51
-          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+          if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
+            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+          }
           SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
@@ -635,7 +648,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           WaitFlag<HardEvent::MTE3_V>(0);  // line 25
           if (((k_v_o * 2) + 1) < loop_range_v) {
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
-            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+            if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
+              DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+            }
             SetFlag<HardEvent::MTE2_V>(1);  // line 25
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
             WaitFlag<HardEvent::MTE2_V>(1);  // line 25
@@ -654,13 +669,19 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
                   const int32_t blk_0_s1 = ((hi_0_s1 / 8) * 8);
                   const int32_t head_0_s1 = (hi_0_s1 - blk_0_s1);
                   if (head_0_s1 > 0) {
-                    Muls(acc_s_ub_keep_0[8], acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                    if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
+                      Muls(acc_s_ub_keep_0[8], acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                    }
                   }
                   PipeBarrier<PIPE_V>();  // line 27
-                  Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 27
+                  if (tw_max(tw_min((64 - blk_0_s1), 64), 0) > 0) {
+                    Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 27
+                  }
                   PipeBarrier<PIPE_V>();  // line 27
                   if (head_0_s1 > 0) {
-                    Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0[8], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                    if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
+                      Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0[8], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                    }
                   }
                 }
               }
@@ -692,7 +713,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Add(logsum, logsum, scores_sum, 32);  // line 47
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
             WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+            if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
+              DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+            }
             SetFlag<HardEvent::V_MTE3>(3);  // line 25
             WaitFlag<HardEvent::V_MTE3>(3);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
@@ -712,7 +735,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+            if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
+              DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+            }
             SetFlag<HardEvent::MTE2_V>(2);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51
@@ -741,7 +766,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       Div(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
       SetFlag<HardEvent::V_MTE3>(1);  // line 55
       WaitFlag<HardEvent::V_MTE3>(1);  // line 58
-      DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
+      if (tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) > 0) {
+        DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
+      }
       SetFlag<HardEvent::MTE3_V>(2);  // line 58
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4

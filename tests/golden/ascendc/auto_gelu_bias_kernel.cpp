@@ -55,6 +55,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     pipe.InitBuffer(tw_l0c_buf, 16384);
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> acc = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
+    pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
     SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
     SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
@@ -302,7 +303,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       DataCopyPad(b_s, bias_gm[(bx * 64)], DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(tw_floordiv((((((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4) + 32 - 1) / 32) * 32) - (tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), 4)), static_cast<float>(0)});  // line 16
       CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 17
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 17
-      DataCopyPad(acc_ub, workspace_gm_f32[((((((by * 2) + bx) % 4) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((256 - (((((by * 2) + bx) % 4) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 17
+      if (tw_max(tw_min((256 - (((((by * 2) + bx) % 4) * 64) + (vid * 32))), 32), 0) > 0) {
+        DataCopyPad(acc_ub, workspace_gm_f32[((((((by * 2) + bx) % 4) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((256 - (((((by * 2) + bx) % 4) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 17
+      }
       SetFlag<HardEvent::MTE2_V>(0);  // line 17
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 17
       WaitFlag<HardEvent::MTE2_V>(0);  // line 19
@@ -363,7 +366,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       SetFlag<HardEvent::V_MTE3>(0);  // line 19
       SetFlag<HardEvent::V_MTE2>(1);  // line 19
       WaitFlag<HardEvent::V_MTE3>(0);  // line 22
-      DataCopyPad(Y_gm[((bx * 64) + (((by * 64) + (vid * 32)) * 90))], acc_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((70 - ((by * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), static_cast<uint32_t>(tw_floordiv((256 - ((((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4) + 32 - 1) / 32) * 32)), 32)), static_cast<uint32_t>((360 - (tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4))), 0});  // line 22
+      if (tw_max(tw_min((70 - ((by * 64) + (vid * 32))), 32), 0) > 0) {
+        DataCopyPad(Y_gm[((bx * 64) + (((by * 64) + (vid * 32)) * 90))], acc_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((70 - ((by * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), static_cast<uint32_t>(tw_floordiv((256 - ((((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4) + 32 - 1) / 32) * 32)), 32)), static_cast<uint32_t>((360 - (tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4))), 0});  // line 22
+      }
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 22
     }
     WaitFlag<HardEvent::V_MTE2>(1);  // line 4

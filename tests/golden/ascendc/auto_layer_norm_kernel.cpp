@@ -76,12 +76,14 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       SetFlag<HardEvent::V_MTE2>(0);  // line 10
       WaitFlag<HardEvent::V_MTE2>(0);  // line 10
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 10
-      DataCopyPad(x_bfloat16_0, X_gm[(bx * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{true, 0, static_cast<uint8_t>(4), static_cast<bfloat16_t>(0)});  // line 10
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(x_bfloat16_0, X_gm[(bx * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{true, 0, static_cast<uint8_t>(4), static_cast<bfloat16_t>(0)});  // line 10
+      }
       SetFlag<HardEvent::MTE2_V>(0);  // line 10
       WaitFlag<HardEvent::MTE2_V>(0);  // line 10
       for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
         const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Cast(x[tw_c], x_bfloat16_0[tw_c], RoundMode::CAST_RINT, tw_mask, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 10
+        Cast(x[tw_c], x_bfloat16_0[tw_c], RoundMode::CAST_NONE, tw_mask, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 10
       }
       PipeBarrier<PIPE_V>();  // line 11
       WholeReduceSum(tw_scratch.ReinterpretCast<float>()[0], x, 64, 8, 8, 1, 38);  // line 11
@@ -124,12 +126,12 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       DataCopyPad(W_ub_0, W_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{false, 0, 0, static_cast<bfloat16_t>(0)});  // line 26
       SetFlag<HardEvent::MTE2_V>(0);  // line 26
       WaitFlag<HardEvent::MTE2_V>(0);  // line 26
-      Cast(W_ub_1, W_ub_0, RoundMode::CAST_RINT, 300);  // line 26
+      Cast(W_ub_1, W_ub_0, RoundMode::CAST_NONE, 300);  // line 26
       DataCopyPad(B_ub_0, B_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{false, 0, 0, static_cast<bfloat16_t>(0)});  // line 26
       SetFlag<HardEvent::MTE2_V>(1);  // line 26
       PipeBarrier<PIPE_V>();  // line 26
       WaitFlag<HardEvent::MTE2_V>(1);  // line 26
-      Cast(B_ub_1, B_ub_0, RoundMode::CAST_RINT, 300);  // line 26
+      Cast(B_ub_1, B_ub_0, RoundMode::CAST_NONE, 300);  // line 26
       PipeBarrier<PIPE_V>();  // line 26
       Brcb(tw_scratch.ReinterpretCast<float>(), mean, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 26
       PipeBarrier<PIPE_V>();  // line 26
@@ -161,7 +163,9 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 29
       WaitFlag<HardEvent::V_MTE3>(0);  // line 29
-      DataCopyPad(Y_gm[(bx * 2400)], x_bfloat16_1, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 29
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(Y_gm[(bx * 2400)], x_bfloat16_1, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 29
+      }
       SetFlag<HardEvent::MTE3_V>(0);  // line 29
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 29
     }

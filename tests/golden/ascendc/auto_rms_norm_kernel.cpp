@@ -68,7 +68,9 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       SetFlag<HardEvent::V_MTE2>(0);  // line 10
       WaitFlag<HardEvent::V_MTE2>(0);  // line 10
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 10
-      DataCopyPad(x, X_gm[(bx * 2408)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(3), static_cast<float>(0)});  // line 10
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(x, X_gm[(bx * 2408)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(3), static_cast<float>(0)});  // line 10
+      }
       SetFlag<HardEvent::MTE2_V>(0);  // line 10
       DataCopyPad(w, W_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 11
       SetFlag<HardEvent::MTE2_V>(1);  // line 11
@@ -106,7 +108,9 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 23
       WaitFlag<HardEvent::V_MTE3>(0);  // line 26
-      DataCopyPad(Y_gm[(bx * 2408)], x, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 26
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(Y_gm[(bx * 2408)], x, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 26
+      }
       SetFlag<HardEvent::MTE3_V>(0);  // line 26
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 26
     }

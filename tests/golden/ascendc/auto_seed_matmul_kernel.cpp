@@ -51,6 +51,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
     pipe.InitBuffer(tw_l0c_buf, 65536);
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> acc = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +65536 float32 Nz [128, 128], line 7
+    pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
     SetFlag<HardEvent::MTE1_MTE2>(0);  // line 4
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4

@@ -49,7 +49,7 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
     LocalTensor<half> x_float16_0 = tw_ub[9728].ReinterpretCast<half>();  // UB @9728 +4864 float16 ND [8, 300], line 9
     LocalTensor<half> x_float16_1 = tw_ub[9728].ReinterpretCast<half>();  // UB @9728 +4864 float16 ND [8, 300], line 22
     TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 256);
+    pipe.InitBuffer(tw_scratch_buf, 2048);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
 
     SetFlag<HardEvent::MTE3_V>(0);  // line 4
@@ -67,21 +67,27 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
       SetFlag<HardEvent::V_MTE2>(0);  // line 9
       WaitFlag<HardEvent::V_MTE2>(0);  // line 9
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 9
-      DataCopyPad(x_float16_0, X_gm[(bx * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<half>{true, 0, static_cast<uint8_t>(4), static_cast<half>(0)});  // line 9
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(x_float16_0, X_gm[(bx * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<half>{true, 0, static_cast<uint8_t>(4), static_cast<half>(0)});  // line 9
+      }
       SetFlag<HardEvent::MTE2_V>(0);  // line 9
       WaitFlag<HardEvent::MTE2_V>(0);  // line 9
       for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
         const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Cast(x[tw_c], x_float16_0[tw_c], RoundMode::CAST_RINT, tw_mask, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 9
+        Cast(x[tw_c], x_float16_0[tw_c], RoundMode::CAST_NONE, tw_mask, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 9
       }
       PipeBarrier<PIPE_V>();  // line 10
-      WholeReduceMax(tw_scratch.ReinterpretCast<float>()[0], x, 64, 8, 8, 1, 38, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
-      WholeReduceMax(tw_scratch.ReinterpretCast<float>()[1], x[64], 64, 8, 8, 1, 38, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
-      WholeReduceMax(tw_scratch.ReinterpretCast<float>()[2], x[128], 64, 8, 8, 1, 38, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
-      WholeReduceMax(tw_scratch.ReinterpretCast<float>()[3], x[192], 64, 8, 8, 1, 38, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
-      WholeReduceMax(tw_scratch.ReinterpretCast<float>()[4], x[256], 44, 8, 8, 1, 38, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
+      Muls(tw_scratch.ReinterpretCast<float>(), x, static_cast<float>(1), 64, 8, UnaryRepeatParams(1, 1, 8, 38));  // line 10
       PipeBarrier<PIPE_V>();  // line 10
-      WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 5, 8, 1, 1, 1, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
+      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[64], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      PipeBarrier<PIPE_V>();  // line 10
+      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[128], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      PipeBarrier<PIPE_V>();  // line 10
+      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[192], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      PipeBarrier<PIPE_V>();  // line 10
+      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[256], 44, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      PipeBarrier<PIPE_V>();  // line 10
+      WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 64, 8, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
       PipeBarrier<PIPE_V>();  // line 13
       Brcb(tw_scratch.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 13
       PipeBarrier<PIPE_V>();  // line 13
@@ -116,7 +122,9 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 22
       WaitFlag<HardEvent::V_MTE3>(0);  // line 22
-      DataCopyPad(Y_gm[(bx * 2400)], x_float16_1, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 22
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(Y_gm[(bx * 2400)], x_float16_1, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 22
+      }
       SetFlag<HardEvent::MTE3_V>(0);  // line 22
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 22
     }

@@ -62,6 +62,7 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
     pipe.InitBuffer(tw_l0c_buf, 65536);
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> C_l0c = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +65536 float32 Nz [128, 128], line 18
+    pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
     const int32_t bm = (bid / ((N + 128 - 1) / 128));
     const int32_t bn = (bid % ((N + 128 - 1) / 128));

@@ -66,6 +66,7 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
     pipe.InitBuffer(tw_l0c_buf, 65536);
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
     LocalTensor<float> acc_l0c = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +65536 float32 Nz [128, 128], line 56
+    pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
     const int32_t bm = (bid / ((N + 128 - 1) / 128));
     const int32_t bn = (bid % ((N + 128 - 1) / 128));
@@ -197,7 +198,9 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
     SetFlag<HardEvent::V_MTE3>(0);  // line 68
     WaitFlag<HardEvent::V_MTE3>(0);  // line 69
     if (rows > 0) {
-      DataCopyPad(C_gm[((((bm * 128) + (vid * 64)) * N) + (bn * 128))], out_ub, DataCopyExtParams{static_cast<uint16_t>(rows), static_cast<uint32_t>((nt * 2)), static_cast<uint32_t>(tw_floordiv((256 - (tw_ceildiv((nt * 2), 32) * 32)), 32)), static_cast<uint32_t>(((N * 2) - (nt * 2))), 0});  // line 69
+      if (rows > 0) {
+        DataCopyPad(C_gm[((((bm * 128) + (vid * 64)) * N) + (bn * 128))], out_ub, DataCopyExtParams{static_cast<uint16_t>(rows), static_cast<uint32_t>((nt * 2)), static_cast<uint32_t>(tw_floordiv((256 - (tw_ceildiv((nt * 2), 32) * 32)), 32)), static_cast<uint32_t>(((N * 2) - (nt * 2))), 0});  // line 69
+      }
     }
   }
 }

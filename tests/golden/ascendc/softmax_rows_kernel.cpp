@@ -50,24 +50,29 @@ extern "C" __global__ __aicore__ void softmax_rows(GM_ADDR X, GM_ADDR Y, GM_ADDR
     LocalTensor<float> row_max = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +64 float32 ND [16], line 34
     LocalTensor<float> row_sum = tw_ub[24640].ReinterpretCast<float>();  // UB @24640 +64 float32 ND [16], line 35
     TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 512);
+    pipe.InitBuffer(tw_scratch_buf, 4096);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
 
     const int32_t r0 = (bx * 16);
     const int32_t rt = tw_min((M - r0), 16);
-    DataCopyPad(x16, X_gm[(r0 * 256)], DataCopyExtParams{static_cast<uint16_t>(rt), static_cast<uint32_t>(512), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<half>{false, 0, 0, static_cast<half>(0)});  // line 37
+    if (rt > 0) {
+      DataCopyPad(x16, X_gm[(r0 * 256)], DataCopyExtParams{static_cast<uint16_t>(rt), static_cast<uint32_t>(512), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<half>{false, 0, 0, static_cast<half>(0)});  // line 37
+    }
     SetFlag<HardEvent::MTE2_V>(0);  // line 37
     WaitFlag<HardEvent::MTE2_V>(0);  // line 38
     Cast(x, x16, RoundMode::CAST_NONE, 4096);  // line 38
     PipeBarrier<PIPE_V>();  // line 39
     Muls(x, x, static_cast<float>(scale), 4096);  // line 39
     PipeBarrier<PIPE_V>();  // line 40
-    WholeReduceMax(tw_scratch.ReinterpretCast<float>()[0], x, 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
-    WholeReduceMax(tw_scratch.ReinterpretCast<float>()[1], x[64], 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
-    WholeReduceMax(tw_scratch.ReinterpretCast<float>()[2], x[128], 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
-    WholeReduceMax(tw_scratch.ReinterpretCast<float>()[3], x[192], 64, 16, 8, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
+    Muls(tw_scratch.ReinterpretCast<float>(), x, static_cast<float>(1), 64, 16, UnaryRepeatParams(1, 1, 8, 32));  // line 40
     PipeBarrier<PIPE_V>();  // line 40
-    WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 4, 16, 1, 1, 1, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
+    Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[64], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
+    PipeBarrier<PIPE_V>();  // line 40
+    Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[128], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
+    PipeBarrier<PIPE_V>();  // line 40
+    Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[192], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
+    PipeBarrier<PIPE_V>();  // line 40
+    WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 64, 16, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
     PipeBarrier<PIPE_V>();  // line 41
     Brcb(tw_scratch.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(2), BrcbRepeatParams(1, 8));  // line 41
     PipeBarrier<PIPE_V>();  // line 41
@@ -95,6 +100,8 @@ extern "C" __global__ __aicore__ void softmax_rows(GM_ADDR X, GM_ADDR Y, GM_ADDR
     Cast(x16, x, RoundMode::CAST_RINT, 4096);  // line 45
     SetFlag<HardEvent::V_MTE3>(0);  // line 45
     WaitFlag<HardEvent::V_MTE3>(0);  // line 46
-    DataCopyPad(Y_gm[(r0 * 256)], x16, DataCopyExtParams{static_cast<uint16_t>(rt), static_cast<uint32_t>(512), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 46
+    if (rt > 0) {
+      DataCopyPad(Y_gm[(r0 * 256)], x16, DataCopyExtParams{static_cast<uint16_t>(rt), static_cast<uint32_t>(512), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 46
+    }
   }
 }

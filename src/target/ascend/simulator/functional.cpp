@@ -58,7 +58,9 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                                          std::string(core_type_name(c.type)));
       return;
     }
-    if (rect.rows < 0 || rect.row_bytes < 0) {
+    // A row count <= 0 is no call (program.h; the printer guards it with `if (count > 0)`); a
+    // negative byte count in a call that is issued would wrap the unsigned API field.
+    if (rect.rows > 0 && rect.row_bytes < 0) {
       fail(ReportKind::InvalidInstr, std::string(role) + " has a negative size (" + std::to_string(rect.rows) + " rows of " +
                                          std::to_string(rect.row_bytes) + " bytes): the count fields are unsigned");
       return;
@@ -457,14 +459,30 @@ void Machine::functional(Core& c, const RInstr& r) {
               break;
             case RVec::Reduce: {
               auto op = static_cast<ReduceOp>(x.op);
-              auto comb = [&](float a, float b) { return op == ReduceOp::Sum ? a + b : op == ReduceOp::Max ? std::max(a, b) : std::min(a, b); };
+              // a sum rounded to the element type (WholeReduceSum / Add on fp16: saturating)
+              auto rnd = [&](float v) {
+                if (x.dt != ir::DTypeCode::f16) return v;
+                return std::clamp(num::f16_to_f32(num::f32_to_f16(v)), -65504.f, 65504.f);
+              };
+              auto comb = [&](float a, float b) { return op == ReduceOp::Sum ? rnd(a + b) : op == ReduceOp::Max ? std::max(a, b) : std::min(a, b); };
+              // WholeReduceSum over n values: adjacent pairs, level by level (program.h, VecReduce)
+              auto tree = [&](std::vector<float>& v) {
+                for (size_t n = v.size(); n > 1; n = (n + 1) / 2)
+                  for (size_t k = 0; k < n; k += 2) v[k / 2] = k + 1 < n ? comb(v[k], v[k + 1]) : v[k];
+                return v.empty() ? 0.f : v[0];
+              };
               uint8_t* dst = base(c, x.dst.at).data + x.dst.at.off;
               if (x.axis == ReduceAxis::Row) {
+                const int64_t P = 256 / ses;
+                std::vector<float> part, chunk;
                 for (int64_t i = 0; i < x.rows; ++i) {
                   load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                  float acc = static_cast<float>(ra[0]);
-                  for (int64_t j = 1; j < x.cols; ++j) acc = comb(acc, static_cast<float>(ra[j]));
-                  rb[i] = acc;
+                  part.clear();
+                  for (int64_t j0 = 0; j0 < x.cols; j0 += P) {
+                    chunk.assign(ra.begin() + j0, ra.begin() + std::min(x.cols, j0 + P));
+                    part.push_back(tree(chunk));
+                  }
+                  rb[i] = tree(part);
                 }
                 store_row(dst, x.dt, x.rows, rb.data());
               } else {

@@ -15,6 +15,7 @@
 
 #include "ir/printer.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/simulator/api_rules.h"
 #include "target/ascend/simulator/checker.h"
 #include "target/ascend/simulator/timing.h"
 
@@ -40,7 +41,7 @@ std::string_view report_kind_name(ReportKind k) {
   static constexpr std::string_view names[] = {
       "race", "same-pipe hazard", "out of bounds", "misaligned", "capacity", "illegal flag pair",
       "flag id out of range", "flag set twice", "unmatched set flag", "cross-core flag overflow",
-      "deadlock", "invalid instruction"};
+      "deadlock", "invalid instruction", "API rule"};
   return names[static_cast<int>(k)];
 }
 
@@ -64,6 +65,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.src_row_stride = get(x.src_row_stride).i;
             r.dst_rows = get(x.dst_rows).i;
             r.dst_cols = get(x.dst_cols).i;
+            r.fill = x.fill_dtype.code;
             return r;
           },
           [&](const CopyGmToUb& x) -> ROp {
@@ -602,7 +604,50 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
                                         std::string(core_type_name(c.type)) + " of a " +
                                         std::string(kernel_type_name(prog.kernel_type)) + " kernel");
   }
+  if (checker && r.valid) {
+    thread_local std::vector<std::string> broken;
+    broken.clear();
+    check_api_rules(r, c.api, broken);
+    for (auto& m : broken) report(ReportKind::ApiRule, std::move(m), {describe(c, r.in, c.scalar_time)});
+  }
   return r;
+}
+
+// AscendC's TPipe on the AIC: the constructor sets M_MTE1 events 0, 1, 2 and the destructor waits
+// for them (Program::tpipe_destroy). With pipe.Destroy() right after InitBuffer the waits come
+// before any instruction, so the model is empty; without it the sets stay pending through the
+// kernel: a kernel SetFlag<M_MTE1> on those ids is a second set (reported at its wait), and a
+// kernel WaitFlag that consumed the constructor's set leaves the destructor waiting.
+constexpr int kTPipeEvents = 3;
+
+static size_t m_mte1_flag(int ids, int e) { return (static_cast<size_t>(Pipe::M) * 8 + static_cast<size_t>(Pipe::MTE1)) * ids + e; }
+
+void Machine::tpipe_construct(Core& c) {
+  if (c.type != CoreType::AIC || prog.tpipe_destroy) return;
+  for (int e = 0; e < kTPipeEvents; ++e) {
+    FlagEntry f;
+    f.fire = c.scalar_time, f.tpipe = true;
+    c.flags[m_mte1_flag(chip.flag_event_ids, e)].push(f);
+  }
+}
+
+void Machine::tpipe_destruct(Core& c) {
+  if (c.type != CoreType::AIC || prog.tpipe_destroy) return;
+  for (int e = 0; e < kTPipeEvents; ++e) {
+    FlagQueue& q = c.flags[m_mte1_flag(chip.flag_event_ids, e)];
+    if (!q.empty()) {
+      q.pop();
+      continue;
+    }
+    ReportInstr ri;
+    ri.text = "TPipe::~TPipe(): WaitFlag<M_MTE1>(" + std::to_string(e) + ")";
+    ri.span = prog.span, ri.core = c.name, ri.cycle = c.scalar_time;
+    report(ReportKind::Deadlock,
+           "TPipe's destructor waits for M_MTE1 event " + std::to_string(e) + " (its constructor set it on the AIC), but "
+           "the kernel consumed that set: the AIC hangs at kernel exit; call pipe.Destroy() after InitBuffer or use "
+           "event ids >= 3 for M_MTE1",
+           {ri});
+  }
 }
 
 void Machine::start_block(Core& c) {
@@ -616,6 +661,8 @@ void Machine::start_block(Core& c) {
   c.scalar_time = t;
   for (auto& ps : c.pipes) ps.free = std::max(ps.free, t);
   if (checker && c.next_block > 0) checker->barrier_all(c);
+  tpipe_construct(c);
+  c.api = ApiRuleState{};  // the previous block drained every pipe
   c.running = true;
 }
 
@@ -724,12 +771,16 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
       if (!c.pipes[d].pending.empty() || (d == 0 && c.blocked == Core::SWait)) wakes_.push_back({&c, d});
     } else {
       if (q.empty()) return --events_, false;
+      bool by_tpipe = q.front().tpipe;
       consume(q);
       if (checker && !q.empty())
         report(ReportKind::FlagSetTwice,
                "SetFlag<" + std::string(pipe_name(f->src)) + "_" + std::string(pipe_name(f->dst)) + ">(" +
                    std::to_string(f->event) + ") was set again before this WaitFlag consumed the earlier set "
-                   "(setting a flag twice without a wait is undefined): wait before setting again or use another event id",
+                   "(setting a flag twice without a wait is undefined): wait before setting again or use another event id" +
+                   (by_tpipe ? std::string("; the earlier set is TPipe's constructor, which sets M_MTE1 events 0, 1 and 2 "
+                                           "on the AIC: call pipe.Destroy() after InitBuffer or use ids >= 3")
+                             : std::string()),
                {checker->describe(q.front().uid), checker->describe(r.uid)});
     }
     ps.ring[r.seq % ps.ring.size()] = start;
@@ -874,6 +925,7 @@ void Machine::step(Core& c) {
       case BC::End: {
         for (auto& ps : c.pipes)
           if (!ps.pending.empty()) return;
+        tpipe_destruct(c);
         if (++c.next_block < c.blocks.size()) {
           start_block(c);
           continue;

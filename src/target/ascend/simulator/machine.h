@@ -39,7 +39,10 @@ struct RMem {       // a base address: GM tensor/workspace or on-chip buffer
   int index = -1;   // param (-1 workspace) or buffer
   int64_t off = 0;  // bytes from the base
 };
-struct RCopyGmToL1 { RMem src, dst; ir::DTypeCode dt; int64_t rows, cols, src_row_stride, dst_rows, dst_cols; };
+struct RCopyGmToL1 {
+  RMem src, dst; ir::DTypeCode dt; int64_t rows, cols, src_row_stride, dst_rows, dst_cols;
+  ir::DTypeCode fill = ir::DTypeCode::f16;
+};
 // pad (GM -> UB only): each destination burst is written up to the next 32 B boundary, with
 // garbage (kDummy) or zeros (kZero), as DataCopyPad does.
 struct RBurst {
@@ -103,7 +106,14 @@ struct Code {
 struct FlagEntry {
   int64_t fire = 0;
   uint32_t uid = 0;
-  int vc = -1;  // checker snapshot id
+  int vc = -1;         // checker snapshot id
+  bool tpipe = false;  // set by TPipe's constructor (Program::tpipe_destroy)
+};
+
+// Per-core state of the API rules that span instructions (api_rules.h: the Mmad accumulation
+// barrier).
+struct ApiRuleState {
+  std::vector<RMem> mmad_dsts;  // L0C destinations of the Mmads issued since the last PIPE_M/ALL barrier
 };
 
 // A FIFO that does not allocate while empty (there are many of them).
@@ -151,6 +161,7 @@ struct Core {
   std::vector<FlagQueue> cross;  // [id]: arrivals
   int blocked_pipe = -1;         // QueueFull: the full pipe
   std::vector<uint8_t> mem[kNumMems];        // on-chip memories (GM unused)
+  ApiRuleState api;
   int64_t mmad_mac_cycles = 0;
 };
 
@@ -208,6 +219,8 @@ class Machine {
   void drain(Core& c, int pipe);
   void drain_wakes();
   void cross_set(Core& c, const RCross& x, int64_t fire, const RInstr& r);
+  void tpipe_construct(Core& c);
+  void tpipe_destruct(Core& c);
   void finish();
 
   Code aic_code_, aiv_code_;

@@ -44,12 +44,13 @@ enum class ReportKind : uint8_t {
   Misaligned,         // address/stride alignment of the memory
   Capacity,           // buffer larger than the memory
   IllegalFlagPair,    // SetFlag/WaitFlag pipe pair not in the docs' table
-  FlagIdOutOfRange,   // event id outside 0..7 / cross id outside 0..15
+  FlagIdOutOfRange,   // event id outside 0..7 / cross id outside 0..10
   FlagSetTwice,       // SetFlag again before the matching WaitFlag
   UnmatchedSetFlag,   // flag still set when the kernel ends
   CrossFlagOverflow,  // more than 15 pending cross-core sets
   Deadlock,           // waits that can never be satisfied
   InvalidInstr,       // instruction not allowed on this core / kernel type, bad operands
+  ApiRule,            // the printed AscendC call breaks a documented API rule (api_rules.h)
 };
 std::string_view report_kind_name(ReportKind k);
 
