@@ -76,4 +76,9 @@ struct Signature {
 // the kernel's definition line.
 Binding bind(const Signature& sig, const std::vector<Arg>& inputs);
 
+// Checks caller-provided outputs against what `binding` (from bind) says this call produces:
+// one per output parameter, on the host, with that dtype and shape, contiguous, non-null.
+// Throws ir::Error naming the output and the kernel's definition line.
+void check_outputs(const Signature& sig, const Binding& binding, const std::vector<TensorArg>& outputs);
+
 }  // namespace tw

@@ -164,4 +164,40 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
   return out;
 }
 
+void check_outputs(const Signature& sig, const Binding& binding, const std::vector<TensorArg>& outputs) {
+  if (outputs.size() != binding.outputs.size())
+    throw ir::Error("kernel '" + sig.kernel + "' has " + std::to_string(binding.outputs.size()) + " output(s), got " +
+                        std::to_string(outputs.size()),
+                    sig.span, "pass one output tensor per output parameter, or let the runtime allocate them");
+  size_t o = 0;
+  for (const auto& p : sig.params) {
+    if (!p.is_output) continue;
+    const OutputSpec& want = binding.outputs[o];
+    const TensorArg& t = outputs[o++];
+    const std::string who = "output '" + p.name + "' of kernel '" + sig.kernel + "'";
+    if (t.device_type != 1)
+      throw ir::Error(who + " is on device type " + std::to_string(t.device_type) + ", but target '" + sig.target +
+                          "' runs on host memory",
+                      sig.span, "pass host memory");
+    if (t.dtype != want.dtype)
+      throw ir::Error(who + " must have dtype " + std::string(want.dtype.name()) + ", got " +
+                          std::string(t.dtype.name()),
+                      sig.span, "allocate it with the dtype the kernel declares");
+    if (t.shape != want.shape)
+      throw ir::Error(who + " must have shape " + shape_str(want.shape) + " for these inputs, got " +
+                          shape_str(t.shape),
+                      sig.span, "allocate it as bind(inputs).outputs describes");
+    int64_t numel = 1, expect = 1;
+    for (auto n : t.shape) numel *= n;
+    for (int d = static_cast<int>(t.shape.size()) - 1; d >= 0 && !t.strides.empty() && numel > 0; --d) {
+      if (t.shape[d] != 1 && t.strides[d] != expect)
+        throw ir::Error(who + " is not contiguous (strides " + shape_str(t.strides) + " elements for shape " +
+                            shape_str(t.shape) + ")",
+                        sig.span, "pass a dense row-major array");
+      expect *= t.shape[d];
+    }
+    if (t.data == nullptr && numel > 0) throw ir::Error(who + " has a null data pointer", sig.span);
+  }
+}
+
 }  // namespace tw
