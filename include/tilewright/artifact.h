@@ -65,8 +65,8 @@ class AotKernel {
   Binding bind(const std::vector<Arg>& inputs) const { return tw::bind(signature_, inputs); }
   // Checks the inputs, allocates the outputs and runs the kernel; returns the outputs in order.
   std::vector<Tensor> run(const std::vector<Arg>& inputs) const;
-  // Checks the inputs and the caller's outputs (dtype, shape, contiguity, one per output
-  // parameter) and runs the kernel writing into them.
+  // Checks the inputs and the caller's outputs (tw::check_outputs: one per output parameter,
+  // dtype, shape, contiguity) and runs the kernel writing into them.
   void run(const std::vector<Arg>& inputs, const std::vector<TensorArg>& outputs) const;
 
  private:

@@ -79,29 +79,10 @@ std::vector<Tensor> AotKernel::run(const std::vector<Arg>& inputs) const {
 
 void AotKernel::run(const std::vector<Arg>& inputs, const std::vector<TensorArg>& outputs) const {
   Binding b = bind(inputs);
-  if (outputs.size() != b.outputs.size())
-    throw ir::Error("kernel '" + name() + "' has " + std::to_string(b.outputs.size()) + " output(s), got " +
-                        std::to_string(outputs.size()),
-                    signature_.span, "pass one output tensor per output parameter, or call run(inputs) to allocate them");
-  // The caller's outputs get the same checks as inputs, against the shapes this call implies.
-  Signature out_sig = signature_;
-  out_sig.params.clear();
-  out_sig.shape_vars.clear();
-  std::vector<Arg> as_args;
+  check_outputs(signature_, b, outputs);
   std::vector<void*> ptrs;
-  size_t o = 0;
-  for (const auto& p : signature_.params) {
-    if (!p.is_output) continue;
-    SignatureParam q;
-    q.name = p.name;
-    q.dtype = b.outputs[o].dtype;
-    for (int64_t n : b.outputs[o].shape) q.shape.push_back({{{DimTerm::Const, n, {}}}, std::to_string(n)});
-    out_sig.params.push_back(std::move(q));
-    as_args.emplace_back(outputs[o]);
-    ptrs.push_back(outputs[o].data);
-    ++o;
-  }
-  tw::bind(out_sig, as_args);
+  ptrs.reserve(outputs.size());
+  for (const auto& o : outputs) ptrs.push_back(o.data);
   runtime::launch_cpu({reinterpret_cast<tw_grid_fn>(grid_), reinterpret_cast<tw_block_fn>(block_), tile_bytes_},
                       signature_, inputs, ptrs, b);
 }
