@@ -120,8 +120,20 @@ class BigStackThread {
 void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
                 const std::vector<void*>& outputs, const Binding& binding) {
   const auto& params = sig.params;
-  std::vector<void*> ptrs(params.size());
-  std::vector<ScalarSlot> scalars(params.size());
+  // The argument block lives on the stack for up to 16 parameters (no allocation per launch).
+  constexpr size_t kInline = 16;
+  void* ptr_buf[kInline];
+  ScalarSlot slot_buf[kInline];
+  std::vector<void*> ptr_heap;
+  std::vector<ScalarSlot> slot_heap;
+  void** ptrs = ptr_buf;
+  ScalarSlot* scalars = slot_buf;
+  if (params.size() > kInline) {
+    ptr_heap.resize(params.size());
+    slot_heap.resize(params.size());
+    ptrs = ptr_heap.data();
+    scalars = slot_heap.data();
+  }
   size_t in = 0, out = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i].is_output) {
@@ -133,7 +145,7 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
       ptrs[i] = std::get<TensorArg>(inputs.at(in++)).data;
     }
   }
-  TwArgs args{ptrs.data(), binding.shape_vars.data()};
+  TwArgs args{ptrs, binding.shape_vars.data()};
   // Launches are serialised (the pool serialises their blocks anyway): tw_grid starts a new
   // epoch of the gemm runtime's packed-operand caches, whose shared arena must not be reused
   // while blocks of another launch still read it.
