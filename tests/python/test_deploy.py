@@ -2,6 +2,7 @@
 header, the C++ runtime package built and used by a separate CMake project (docs/deploying.md,
 every step executed), tw.precompile, the frozen cache and tw.kernel_stats."""
 import hashlib
+import importlib.util
 import io
 import os
 import pathlib
@@ -20,7 +21,6 @@ import tilewright.language as T
 from tilewright import deploy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build" / "py"
 M = T.symbolic("M")
 
 
@@ -168,17 +168,10 @@ def test_export_ascend_writes_the_ascendc_project_and_a_manifest(tmp_path):
 @pytest.fixture(scope="module")
 def consumer(tmp_path_factory):
     """examples/cpp built against the runtime installed into a temporary prefix."""
-    if not (BUILD / "cmake_install.cmake").exists():
-        pytest.fail(f"{BUILD} has no CMake build: run `make build` first")
-    d = tmp_path_factory.mktemp("consumer")
-    subprocess.run(["cmake", "--install", str(BUILD), "--component", "runtime", "--prefix", str(d / "prefix")],
-                   check=True, capture_output=True)
-    subprocess.run(["cmake", "-S", str(ROOT / "examples" / "cpp"), "-B", str(d / "build"),
-                    f"-DCMAKE_PREFIX_PATH={d / 'prefix'}", "-DCMAKE_BUILD_TYPE=Release"],
-                   check=True, capture_output=True)
-    r = subprocess.run(["cmake", "--build", str(d / "build")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return d / "build" / "consumer"
+    spec = importlib.util.spec_from_file_location("tw_consumer_build", ROOT / "examples" / "cpp" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return build.build_consumer(tmp_path_factory.mktemp("consumer"))
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +247,14 @@ def test_consumer_refuses_an_ascend_artifact(consumer, artifact, tmp_path):
     twice(64, target="ascend910b").export(tmp_path / "npu")
     r = run_consumer(consumer, tmp_path / "npu", "axpb", artifact / "axpb_ref.npy", artifact / "x.npy")
     assert r.returncode == 1 and "is for target 'ascend910b2', which has no loadable library" in r.stderr
+
+
+def test_bench_deploy_quick_smoke(consumer):
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "deploy.py"), "--quick", "--consumer", str(consumer)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for row in ("C++ launch overhead", "RSS of the consumer", "artifact of 10 kernels", "seed matmul"):
+        assert row in r.stdout
 
 
 # ---------------------------------------------------------------------------------------------
