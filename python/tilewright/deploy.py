@@ -202,12 +202,15 @@ def _run_cli(fn, argv) -> int:
         return 1
 
 
+def _parser(command, description, names):
+    ap = argparse.ArgumentParser(prog=f"tilewright {command}", description=description)
+    ap.add_argument("source", help=f"FILE.py[:NAME] or package.module[:NAME]; NAME (default SPECS) is {names}")
+    return ap
+
+
 def _export_main(argv) -> int:
-    ap = argparse.ArgumentParser(
-        prog="tilewright export",
-        description="Compile kernels and write them as an artifact for the C++ runtime (docs/deploying.md).")
-    ap.add_argument("source", help="FILE.py[:NAME] or package.module[:NAME]; NAME (default SPECS) is a kernel, "
-                                   "a spec (factory, args[, target]) or a list of them")
+    ap = _parser("export", "Compile kernels and write them as an artifact for the C++ runtime (docs/deploying.md).",
+                 "a kernel, a spec (factory, args[, target]) or a list of them")
     ap.add_argument("-o", "--output", required=True, help="artifact directory to write")
     ap.add_argument("--name", default=None, help="library name (a C identifier; prefixes the symbols)")
     a = ap.parse_args(argv)
@@ -220,11 +223,8 @@ def _export_main(argv) -> int:
 
 
 def _precompile_main(argv) -> int:
-    ap = argparse.ArgumentParser(
-        prog="tilewright precompile",
-        description="Compile a service's kernels into the disk cache at start-up, in parallel, with progress.")
-    ap.add_argument("source", help="FILE.py[:NAME] or package.module[:NAME]; NAME (default SPECS) is a list of "
-                                   "specs (factory, args[, target])")
+    ap = _parser("precompile", "Compile a service's kernels into the disk cache at start-up, in parallel, "
+                               "with progress.", "a list of specs (factory, args[, target])")
     ap.add_argument("-j", "--jobs", type=int, default=None, help="kernels compiled at a time (default: CPUs)")
     a = ap.parse_args(argv)
     if a.jobs is not None and a.jobs < 1:
