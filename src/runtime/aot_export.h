@@ -1,12 +1,12 @@
 // export_artifact: writes compiled kernels as a self-contained artifact directory that the AOT
 // runtime (tilewright/artifact.h) loads without Python, compiler or IR.
 //
-// cpu: lib<name>.so (all kernels in one shared object, each with unique symbols: a typed C
-//      entry point <name>_<kernel> plus <name>_<kernel>__grid/__block/__abi_version for the
-//      runtime), <name>.h (the C declarations of the typed entry points) and
-//      tilewright.manifest (runtime/manifest.h). The shared object is compiled from the
-//      kernels' generated C++ once and kept in the disk cache: exporting the same kernels
-//      again copies it.
+// cpu: lib<name>.so (all kernels in one shared object, cpu_library.h: a typed C entry point
+//      tw_<kernel> per kernel plus tw_<kernel>__grid/__block/__abi_version for the runtime),
+//      <name>.h (the C declarations of the typed entry points) and tilewright.manifest
+//      (runtime/manifest.h). The shared object goes through the disk cache: a kernel exported
+//      alone is the object compiled when it was compiled in-process, and exporting the same
+//      set of kernels again copies the library compiled the first time.
 // ascend*: <kernel>/<files of the AscendC project> for each kernel, and the manifest.
 #pragma once
 
