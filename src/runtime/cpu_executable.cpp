@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "runtime/cpu_launch.h"
+#include "runtime/cpu_library.h"
 #include "runtime/disk_cache.h"
 #include "runtime/embedded_headers.h"
 #include "runtime/env.h"
@@ -65,7 +66,8 @@ DiskCache& disk_cache() {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, std::string so_path, bool from_cache)
+  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, std::string so_path, bool from_cache,
+                const std::string& symbol)
       : source_(std::move(lowered.source)),
       tile_bytes_(lowered.tile_bytes),
       so_path_(std::move(so_path)),
@@ -74,12 +76,12 @@ class CpuExecutable final : public Executable {
     kernel_ = lowered.kernel;
     target_ = target;
     stages_ = std::move(lowered.stages);
-    auto version = lib_.function<tw_abi_version_fn>("tw_abi_version");
+    auto version = lib_.function<tw_abi_version_fn>(symbol + "__abi_version");
     if (version() != TW_CPU_ABI_VERSION)
       throw ir::Error("kernel library " + so_path_ + " has ABI version " + std::to_string(version()) + ", expected " +
                       std::to_string(TW_CPU_ABI_VERSION));
-    grid_ = lib_.function<tw_grid_fn>("tw_grid");
-    block_ = lib_.function<tw_block_fn>("tw_block");
+    grid_ = lib_.function<tw_grid_fn>(symbol + "__grid");
+    block_ = lib_.function<tw_block_fn>(symbol + "__block");
   }
 
   std::string source(std::string_view lang) const override {
@@ -189,9 +191,11 @@ std::optional<CpuCode> cpu_code(const Executable& exe) {
 
 std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const target::Target& target) {
   cpu::LoweredCpu lowered = cpu::lower_cpu(kernel);
+  // Compiled as a library of one kernel (cpu_library.h), so exporting it alone reuses the object.
+  const std::string source = library_source({signature_of(lowered.kernel, target.name)}, {lowered.source});
 
   // In memory, the signature matters too (which parameters are outputs does not change the C++).
-  const std::string memory_key = sha256_hex(cache_key(lowered.source) + "\n" + lowered.stages.back().second);
+  const std::string memory_key = sha256_hex(cache_key(source) + "\n" + lowered.stages.back().second);
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const Executable>> memory;  // one entry per distinct kernel
   {
@@ -200,8 +204,9 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   }
   // Compiled without the lock, so different kernels compile in parallel (tw.precompile); when
   // two threads race on the same kernel, the first to finish is kept.
-  SharedObject so = shared_object(lowered.source, "kernel '" + kernel->name + "'", kernel->span);
-  auto exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so.path, so.from_cache);
+  SharedObject so = shared_object(source, "kernel '" + kernel->name + "'", kernel->span);
+  const std::string symbol = library_symbol(lowered.kernel->name);
+  auto exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so.path, so.from_cache, symbol);
   if (so.temporary) fs::remove(so.path);  // the mapping stays valid after unlink
   std::lock_guard<std::mutex> lock(mu);
   return memory.emplace(memory_key, exe).first->second;
