@@ -77,14 +77,20 @@ def test_export_writes_library_header_and_manifest(tmp_path):
     assert m["target"] == "cpu" and m["tilewright"] == tw.__version__ and m["library"] == "libaxpb.so"
     assert m["cpu_features"] == tw._C.cpu_features() and m["compiler"] == tw._C.compiler_identity()
     (kern,) = m["kernels"]
-    assert kern["name"] == "axpb" and kern["symbol"] == "axpb_axpb" and kern["shape_vars"] == ["M"]
+    assert kern["name"] == "axpb" and kern["symbol"] == "tw_axpb" and kern["shape_vars"] == ["M"]
     assert kern["params"] == [
         {"name": "X", "dtype": "float32", "output": False, "shape": ["M"]},   # symbolic stays symbolic
         {"name": "Y", "dtype": "float32", "output": True, "shape": ["M"]}]
     for name, digest in _manifest_file_hashes(tmp_path / "a").items():
         assert hashlib.sha256((tmp_path / "a" / name).read_bytes()).hexdigest() == digest
     header = (tmp_path / "a" / "axpb.h").read_text()
-    assert "int axpb_axpb(const float* X, float* Y, int64_t M, tw_parallel_for_fn tw_pf, void* tw_pf_ctx);" in header
+    assert "int tw_axpb(const float* X, float* Y, int64_t M, tw_parallel_for_fn tw_pf, void* tw_pf_ctx);" in header
+
+
+def test_exporting_one_compiled_kernel_copies_its_cached_object(tmp_path):
+    k = rowsum(5)    # compiled (or loaded from the disk cache) for in-process use
+    files, from_cache = tw._C.export_artifact([k._exe], str(tmp_path), "rowsum")
+    assert from_cache  # the library of one kernel is the object compiled for it: no compiler run
 
 
 def test_export_several_kernels_into_one_library_reuses_the_cached_library(tmp_path):
@@ -95,10 +101,10 @@ def test_export_several_kernels_into_one_library_reuses_the_cached_library(tmp_p
     assert from_cache
     assert _manifest_file_hashes(tmp_path / "one") == _manifest_file_hashes(tmp_path / "two")
     m = deploy.read_manifest(tmp_path / "two")
-    assert [k["symbol"] for k in m["kernels"]] == ["svc_axpb", "svc_rowsum"]
+    assert [k["symbol"] for k in m["kernels"]] == ["tw_axpb", "tw_rowsum"]
     assert m["kernels"][1]["params"][1] == {"name": "s", "dtype": "float32", "output": False, "scalar": True}
     header = (tmp_path / "two" / "svc.h").read_text()
-    assert "int svc_rowsum(const float* X, float s, float* Y, int64_t M, tw_parallel_for_fn tw_pf" in header
+    assert "int tw_rowsum(const float* X, float s, float* Y, int64_t M, tw_parallel_for_fn tw_pf" in header
 
 
 C_CALLER = r"""
@@ -116,9 +122,9 @@ int main(void) {
   float x[37], y[37], X[5 * 7], s[5];
   for (int i = 0; i < 37; ++i) x[i] = (float)i;
   for (int i = 0; i < 35; ++i) X[i] = (float)(i % 7);
-  if (svc_axpb(x, y, 37, NULL, NULL) != 0) return 1;
+  if (tw_axpb(x, y, 37, NULL, NULL) != 0) return 1;
   for (int i = 0; i < 37; ++i) if (y[i] != 2.0f * i + 1.0f) { printf("axpb %d: %f\n", i, y[i]); return 1; }
-  if (svc_rowsum(X, 0.5f, s, 5, serial_pf, &calls) != 0 || calls != 1) return 1;
+  if (tw_rowsum(X, 0.5f, s, 5, serial_pf, &calls) != 0 || calls != 1) return 1;
   for (int i = 0; i < 5; ++i) if (s[i] != 10.5f) { printf("rowsum %d: %f\n", i, s[i]); return 1; }
   printf("ok\n");
   return 0;
