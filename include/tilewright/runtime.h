@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -11,31 +12,9 @@
 #include <vector>
 
 #include "tilewright/ir.h"
+#include "tilewright/signature.h"
 
 namespace tw {
-
-// A tensor argument: a view of memory owned by the caller.
-struct TensorArg {
-  void* data = nullptr;
-  ir::DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;  // in elements; empty means dense row-major
-  int device_type = 1;           // DLPack device type; 1 = CPU
-  int device_id = 0;
-};
-// A scalar argument (converted to the parameter's dtype).
-using Arg = std::variant<TensorArg, int64_t, double>;
-
-struct OutputSpec {
-  ir::DType dtype;
-  std::vector<int64_t> shape;
-};
-
-// The result of checking the arguments of one call against the kernel's signature.
-struct Binding {
-  std::vector<int64_t> shape_vars;  // in KernelNode::shape_vars() order
-  std::vector<OutputSpec> outputs;  // one per output parameter, in order
-};
 
 class Executable {
  public:
@@ -51,8 +30,10 @@ class Executable {
   // True if the compiled code came from the on-disk cache rather than a compiler run.
   virtual bool from_disk_cache() const { return false; }
 
-  // Checks the inputs (the non-output parameters, in order) and binds the shape variables.
-  // Throws ir::Error naming the parameter and the kernel's def line.
+  // The calling convention (parameters, shape variables) without the IR; computed once.
+  const Signature& signature() const;
+  // Checks the inputs (the non-output parameters, in order) and binds the shape variables:
+  // tw::bind(signature(), inputs). Throws ir::Error naming the parameter and the kernel's def line.
   Binding bind(const std::vector<Arg>& inputs) const;
   // Runs the kernel. `outputs` holds one data pointer per output parameter, allocated by the
   // caller as described by binding.outputs (dense row-major).
@@ -63,7 +44,14 @@ class Executable {
   ir::Kernel kernel_;
   std::string target_;
   std::vector<std::pair<std::string, std::string>> stages_;
+
+ private:
+  mutable std::once_flag signature_once_;
+  mutable Signature signature_;
 };
+
+// The signature of `kernel` (its parameters after lowering) as compiled for `target`.
+Signature signature_of(const ir::Kernel& kernel, std::string_view target);
 
 // Compiles `kernel` for `target` (see target/registry.h). Identical requests share one
 // Executable in memory; compiled code is also cached on disk (TW_CACHE_DIR).

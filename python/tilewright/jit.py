@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
+import weakref
 
 from . import _C
 from .errors import TilewrightError
 from .language import PrimFunc
 
-__all__ = ["jit", "compile", "Kernel", "Profile"]
+__all__ = ["jit", "compile", "Kernel", "Profile", "kernel_stats"]
 
 try:  # numpy has no bfloat16; ml_dtypes provides it
     import ml_dtypes as _ml_dtypes
@@ -22,12 +24,27 @@ class Kernel:
     ``__dlpack__``) for the inputs, in parameter order; the outputs are allocated and returned
     (one array, a tuple of arrays, or None when the kernel has no output)."""
 
-    def __init__(self, executable):
+    def __init__(self, executable, compile_s: float = 0.0):
         self._exe = executable
         self._bf16_outputs = [i for i, d in enumerate(executable.output_dtypes) if d == "bfloat16"]
+        self._calls = 0
+        self._compile_s = compile_s
+        _live_kernels.add(self)
 
     def __call__(self, *args):
+        self._calls += 1
         return self._wrap(self._exe(*args))
+
+    def stats(self) -> dict:
+        """``name``, ``target``, ``calls`` (of this object), ``compile_s`` (seconds its compile,
+        or disk-cache load, took) and ``from_disk_cache``."""
+        return {"name": self.name, "target": self.target, "calls": self._calls,
+                "compile_s": self._compile_s, "from_disk_cache": self.from_disk_cache}
+
+    def export(self, directory, name: str = None) -> list:
+        """Writes this kernel as an artifact for the C++ runtime; see :func:`tilewright.deploy.export`."""
+        from .deploy import export
+        return export([self], directory, name)
 
     def _wrap(self, outs):
         for i in self._bf16_outputs:
@@ -138,7 +155,18 @@ def _build(prim_or_fn, target: str, out_idx) -> Kernel:
     outs = _out_indices(ir_kernel, out_idx)
     if outs:
         ir_kernel = _C.mark_outputs(ir_kernel, outs)
-    return Kernel(_C.compile(ir_kernel, target))
+    t0 = time.perf_counter()
+    exe = _C.compile(ir_kernel, target)
+    return Kernel(exe, time.perf_counter() - t0)
+
+
+_live_kernels = weakref.WeakSet()  # every Kernel object alive, for kernel_stats()
+
+
+def kernel_stats() -> list:
+    """:meth:`Kernel.stats` of every compiled kernel object alive in this process (those of
+    ``tw.jit`` caches and ``tw.compile`` results), most called first."""
+    return sorted((k.stats() for k in list(_live_kernels)), key=lambda d: (-d["calls"], d["name"]))
 
 
 def compile(fn=None, *, target: str = "cpu", out_idx=None):  # noqa: A001 - the tile-language verb

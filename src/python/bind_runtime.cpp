@@ -15,13 +15,17 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "runtime/aot_export.h"
 #include "runtime/ascend_executable.h"
 #include "runtime/cpu_executable.h"
 #include "runtime/env.h"
+#include "runtime/manifest.h"
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "target/registry.h"
@@ -342,6 +346,7 @@ void bind_runtime(nb::module_& m) {
       });
 
   m.def("compile", &tw::compile, nb::arg("kernel"), nb::arg("target") = "cpu",
+        nb::call_guard<nb::gil_scoped_release>(),  // kernels compile in parallel from threads (tw.precompile)
         "Compile a Tile IR kernel for a target; identical requests share one executable.");
 
   m.def("mark_outputs", &ir::with_outputs, nb::arg("kernel"), nb::arg("indices"));
@@ -355,4 +360,71 @@ void bind_runtime(nb::module_& m) {
   m.def("cpu_features", &runtime::cpu_features);
   m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
   m.def("cache_dir", [] { return runtime::env().cache_dir; });
+
+  // Deployment (python/tilewright/deploy.py).
+  m.def("export_artifact",
+        [](const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
+           const std::string& name) {
+          runtime::ExportResult r;
+          {
+            nb::gil_scoped_release release;
+            r = runtime::export_artifact(kernels, dir, name);
+          }
+          return std::make_pair(r.files, r.library_from_cache);
+        },
+        nb::arg("kernels"), nb::arg("dir"), nb::arg("name"));
+  m.def("read_manifest", [](const std::string& dir) {
+    const std::string path = dir + "/" + runtime::kManifestFile;
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw ir::Error("no artifact manifest at " + path, {}, "export kernels with kernel.export(dir) first");
+    std::ostringstream text;
+    text << f.rdbuf();
+    runtime::Manifest m = runtime::parse_manifest(text.str(), path);
+    nb::dict d;
+    d["tilewright"] = m.version;
+    d["target"] = m.target;
+    if (!m.library.empty()) {
+      d["abi"] = m.abi;
+      d["compiler"] = m.compiler;
+      d["cpu_features"] = m.cpu_features;
+      d["library"] = m.library;
+    }
+    nb::list files, kernels;
+    for (const auto& fe : m.files) {
+      nb::dict x;
+      x["name"] = fe.name;
+      x["sha256"] = fe.sha256;
+      x["bytes"] = fe.bytes;
+      files.append(x);
+    }
+    for (const auto& k : m.kernels) {
+      nb::dict x;
+      x["name"] = k.signature.kernel;
+      x["symbol"] = k.symbol;
+      nb::list vars, params;
+      for (const auto& v : k.signature.shape_vars) vars.append(v.name);
+      for (const auto& p : k.signature.params) {
+        nb::dict q;
+        q["name"] = p.name;
+        q["dtype"] = std::string(p.dtype.name());
+        q["output"] = p.is_output;
+        if (p.is_scalar) {
+          q["scalar"] = true;
+        } else {
+          nb::list shape;
+          for (const auto& dim : p.shape) shape.append(dim.text);
+          q["shape"] = shape;
+        }
+        params.append(q);
+      }
+      x["shape_vars"] = vars;
+      x["params"] = params;
+      kernels.append(x);
+    }
+    d["files"] = files;
+    d["kernels"] = kernels;
+    return d;
+  }, nb::arg("dir"));
+  m.def("freeze", &runtime::freeze, nb::arg("on") = true);
+  m.def("frozen", &runtime::frozen);
 }

@@ -1,5 +1,7 @@
 #include "runtime/ascend_executable.h"
 
+#include "runtime/env.h"
+
 #include "target/ascend/ascendc_printer.h"
 #include "target/ascend/program_printer.h"
 
@@ -77,6 +79,12 @@ void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<
 }
 
 std::shared_ptr<const Executable> compile_ascend(const ir::Kernel& kernel, const target::Target& target) {
+  if (frozen())  // Ascend kernels are lowered on every compile: there is no cache to hit
+    throw ir::Error("the kernel cache is frozen, but kernel '" + kernel->name + "' for " + target.name +
+                        " is not compiled: compiling it now is refused",
+                    kernel->span,
+                    "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
+                    "tw.freeze() / TW_FROZEN=1");
   return std::make_shared<AscendExecutable>(ascend::lower_ascend(kernel, target), target);
 }
 

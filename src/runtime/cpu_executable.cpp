@@ -1,28 +1,24 @@
 #include "runtime/cpu_executable.h"
 
-#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <mutex>
 
+#include "runtime/cpu_launch.h"
+#include "runtime/cpu_library.h"
 #include "runtime/disk_cache.h"
 #include "runtime/embedded_headers.h"
 #include "runtime/env.h"
-#include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "target/cpu/pipeline.h"
 #include "tilewright/version.h"
 #include "tw_cpu/abi.h"
-#include "tw_cpu/types.h"
 
 namespace tw::runtime {
 
@@ -68,106 +64,10 @@ DiskCache& disk_cache() {
   return cache;
 }
 
-// Scalar argument stored in the parameter's dtype.
-struct ScalarSlot {
-  alignas(8) unsigned char bytes[8];
-};
-
-ScalarSlot to_slot(const Arg& a, ir::DType t) {
-  ScalarSlot s{};
-  double d = std::holds_alternative<double>(a) ? std::get<double>(a) : static_cast<double>(std::get<int64_t>(a));
-  int64_t i = std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) : static_cast<int64_t>(d);
-  auto put = [&](auto v) { std::memcpy(s.bytes, &v, sizeof v); };
-  switch (t.code) {
-    case ir::DTypeCode::f16: put(tw_cpu::from_f32<tw_cpu::f16>(static_cast<float>(d))); break;
-    case ir::DTypeCode::bf16: put(tw_cpu::from_f32<tw_cpu::bf16>(static_cast<float>(d))); break;
-    case ir::DTypeCode::f32: put(static_cast<float>(d)); break;
-    case ir::DTypeCode::f64: put(d); break;
-    case ir::DTypeCode::i8: put(static_cast<int8_t>(i)); break;
-    case ir::DTypeCode::i32: put(static_cast<int32_t>(i)); break;
-    case ir::DTypeCode::i64: put(i); break;
-    case ir::DTypeCode::u8: put(static_cast<uint8_t>(i)); break;
-    case ir::DTypeCode::boolean: put(static_cast<bool>(i)); break;
-  }
-  return s;
-}
-
-// Blocks whose tiles need more than this run on a thread with a large stack, not the caller's.
-constexpr int64_t kCallerStackTileBytes = int64_t(1) << 20;
-
-std::mutex& launch_mutex() {
-  static std::mutex* m = new std::mutex();  // never destroyed
-  return *m;
-}
-
-// Runs launches whose tiles do not fit the caller's stack: one long-lived thread with the pool
-// workers' stack size (64 MiB), started on first use and reused, so a launch costs two wake-ups
-// rather than a thread creation, and the thread's stack pages and per-thread gemm caches
-// (tw_cpu/gemm.h) stay warm between launches. Calls are serialised by its own mutex (launches
-// are already serialised by launch_mutex). After fork() the child starts its own thread.
-class BigStackThread {
- public:
-  static BigStackThread& get() {
-    static std::mutex m;
-    static BigStackThread* t = nullptr;  // never destroyed (a worker may outlive static destructors)
-    std::lock_guard<std::mutex> g(m);
-    if (!t || t->pid_ != getpid()) t = new BigStackThread();  // a forked child's copy has no thread
-    return *t;
-  }
-
-  template <class F>
-  void run(F& fn) {
-    std::lock_guard<std::mutex> one(call_);
-    std::function<void()> job = [&fn] { fn(); };
-    std::unique_lock<std::mutex> lk(m_);
-    job_ = &job;
-    error_ = nullptr;
-    cv_.notify_all();
-    cv_.wait(lk, [this] { return job_ == nullptr; });
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  BigStackThread() : pid_(getpid()) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, &BigStackThread::body, this);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) throw std::runtime_error("cannot start a thread for kernel launches with big tiles");
-    pthread_detach(t);
-  }
-  static void* body(void* p) {
-    auto* self = static_cast<BigStackThread*>(p);
-    std::unique_lock<std::mutex> lk(self->m_);
-    for (;;) {
-      self->cv_.wait(lk, [self] { return self->job_ != nullptr; });
-      std::function<void()>* job = self->job_;
-      lk.unlock();
-      std::exception_ptr error;
-      try {
-        (*job)();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lk.lock();
-      self->error_ = error;
-      self->job_ = nullptr;
-      self->cv_.notify_all();
-    }
-  }
-
-  const pid_t pid_;
-  std::mutex call_, m_;
-  std::condition_variable cv_;
-  std::function<void()>* job_ = nullptr;
-  std::exception_ptr error_;
-};
-
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, std::string so_path, bool from_cache)
+  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, std::string so_path, bool from_cache,
+                const std::string& symbol)
       : source_(std::move(lowered.source)),
       tile_bytes_(lowered.tile_bytes),
       so_path_(std::move(so_path)),
@@ -176,12 +76,12 @@ class CpuExecutable final : public Executable {
     kernel_ = lowered.kernel;
     target_ = target;
     stages_ = std::move(lowered.stages);
-    auto version = lib_.function<tw_abi_version_fn>("tw_abi_version");
+    auto version = lib_.function<tw_abi_version_fn>(symbol + "__abi_version");
     if (version() != TW_CPU_ABI_VERSION)
       throw ir::Error("kernel library " + so_path_ + " has ABI version " + std::to_string(version()) + ", expected " +
                       std::to_string(TW_CPU_ABI_VERSION));
-    grid_ = lib_.function<tw_grid_fn>("tw_grid");
-    block_ = lib_.function<tw_block_fn>("tw_block");
+    grid_ = lib_.function<tw_grid_fn>(symbol + "__grid");
+    block_ = lib_.function<tw_block_fn>(symbol + "__block");
   }
 
   std::string source(std::string_view lang) const override {
@@ -190,58 +90,11 @@ class CpuExecutable final : public Executable {
                     "call get_source() or get_source(\"c++\")");
   }
   bool from_disk_cache() const override { return from_cache_; }
+  CpuCode code() const { return {source_, tile_bytes_}; }
 
   void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
               const Binding& binding) const override {
-    const auto& params = kernel_->params;
-    std::vector<void*> ptrs(params.size());
-    std::vector<ScalarSlot> scalars(params.size());
-    size_t in = 0, out = 0;
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].is_output) {
-        ptrs[i] = outputs.at(out++);
-      } else if (params[i].scalar) {
-        scalars[i] = to_slot(inputs.at(in++), params[i].scalar->dtype);
-        ptrs[i] = scalars[i].bytes;
-      } else {
-        ptrs[i] = std::get<TensorArg>(inputs.at(in++)).data;
-      }
-    }
-    TwArgs args{ptrs.data(), binding.shape_vars.data()};
-    // Launches are serialised (the pool serialises their blocks anyway): tw_grid starts a new
-    // epoch of the gemm runtime's packed-operand caches, whose shared arena must not be reused
-    // while blocks of another launch still read it.
-    std::unique_lock<std::mutex> serial;
-    if (!in_parallel_region()) serial = std::unique_lock<std::mutex>(launch_mutex());
-    int64_t ext[3] = {1, 1, 1};
-    grid_(&args, ext);
-    const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];
-    if (total <= 0) return;
-    // Blocks run in row-major order (bx fastest) and the pool gives each thread a contiguous
-    // share of them (runtime/thread_pool.h), i.e. whole rows of blocks. The rows of thread t's
-    // share start at column t * e0 / threads (bx rotated, a bijection within every row), so the
-    // threads begin on different columns: a gemm kernel's threads then pack different panels of
-    // B in their first row (each packed panel is shared, see tw_cpu/gemm.h) instead of packing
-    // the same ones at the same moment.
-    const int64_t rows = total / e0;
-    const int64_t threads = in_parallel_region() ? 1 : default_pool().size();
-    auto run = [&](int64_t i) {
-      const int64_t r = i / e0;
-      int64_t bx = i % e0;
-      if (threads > 1) bx = (bx + (r * threads / rows) * e0 / threads) % e0;
-      block_(&args, bx, r % e1, r / e1);
-    };
-    auto run_all = [&] {
-      if (total == 1)
-        run(0);
-      else
-        default_pool().parallel_for(total, run);
-    };
-    // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
-    if (tile_bytes_ > kCallerStackTileBytes && !in_parallel_region())
-      BigStackThread::get().run(run_all);
-    else
-      run_all();
+    launch_cpu({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding);
   }
 
  private:
@@ -254,34 +107,33 @@ class CpuExecutable final : public Executable {
   tw_block_fn block_ = nullptr;
 };
 
-std::string cache_key(const cpu::LoweredCpu& lowered) {
+std::string cache_key(const std::string& source) {
   std::string k = "tilewright " TILEWRIGHT_VERSION "\nabi " + std::to_string(TW_CPU_ABI_VERSION) + "\ncompiler " +
                   host_compiler().identity + "\nflags";
   for (const auto& f : default_compile_flags()) k += " " + f;
-  k += "\ncpu " + cpu_features() + "\nheaders " + headers_hash() + "\nsource\n" + lowered.source;
+  k += "\ncpu " + cpu_features() + "\nheaders " + headers_hash() + "\nsource\n" + source;
   return sha256_hex(k);
 }
 
-std::string compile_source(const cpu::LoweredCpu& lowered, const std::string& key) {
+std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
+                           const std::string& key) {
   fs::path tmp = work_root() / "tmp";
   fs::create_directories(tmp);
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
-  std::ofstream(src) << lowered.source;
+  std::ofstream(src) << source;
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r = compile_shared_object(src, so, {}, {cpu_include_dir()});
   if (env().verbose) {
     std::string cmd;
     for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "tilewright: compiled kernel '%s' in %.0f ms: %s\n", lowered.kernel->name.c_str(), ms,
-                 cmd.c_str());
+    std::fprintf(stderr, "tilewright: compiled %s in %.0f ms: %s\n", what.c_str(), ms, cmd.c_str());
   }
   if (!r.ok) {
     std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
-    throw ir::Error("internal compiler error: the C++ generated for kernel '" + lowered.kernel->name +
-                        "' did not compile:\n" + log,
-                    lowered.kernel->span, "this is a Tilewright bug; the generated source is kept at " + src);
+    throw ir::Error("internal compiler error: the C++ generated for " + what + " did not compile:\n" + log, span,
+                    "this is a Tilewright bug; the generated source is kept at " + src);
   }
   fs::remove(src);
   return so;
@@ -310,37 +162,54 @@ const std::string& cpu_include_dir() {
   return dir;
 }
 
-std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const target::Target& target) {
-  cpu::LoweredCpu lowered = cpu::lower_cpu(kernel);
-  const std::string key = cache_key(lowered);
-
-  // In memory, the signature matters too (which parameters are outputs does not change the C++).
-  const std::string memory_key = sha256_hex(key + "\n" + lowered.stages.back().second);
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Executable>> memory;  // one entry per distinct kernel
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = memory.find(memory_key); it != memory.end()) return it->second;
-
+SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span) {
+  const std::string key = cache_key(source);
   const bool use_disk = !env().cache_disabled;
   std::optional<std::string> path;
   if (use_disk) path = disk_cache().lookup(key, "kernel.so");
-  bool from_cache = path.has_value();
+  const bool from_cache = path.has_value();
   if (env().verbose)
-    std::fprintf(stderr, "tilewright: kernel '%s' key %.16s: %s\n", kernel->name.c_str(), key.c_str(),
+    std::fprintf(stderr, "tilewright: %s key %.16s: %s\n", what.c_str(), key.c_str(),
                  from_cache ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
-  if (!path) {
-    std::string so = compile_source(lowered, key);
-    if (use_disk) {
-      path = disk_cache().publish(key, "kernel.so", so);
-      fs::remove(so);
-    } else {
-      path = so;
-    }
+  if (path) return {*path, true, false};
+  if (frozen())
+    throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
+                    "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
+                    "tw.freeze() / TW_FROZEN=1");
+  std::string so = compile_source(source, what, span, key);
+  if (!use_disk) return {so, false, true};
+  std::string published = disk_cache().publish(key, "kernel.so", so);
+  fs::remove(so);
+  return {published, false, false};
+}
+
+std::optional<CpuCode> cpu_code(const Executable& exe) {
+  auto* c = dynamic_cast<const CpuExecutable*>(&exe);
+  if (!c) return std::nullopt;
+  return c->code();
+}
+
+std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const target::Target& target) {
+  cpu::LoweredCpu lowered = cpu::lower_cpu(kernel);
+  // Compiled as a library of one kernel (cpu_library.h), so exporting it alone reuses the object.
+  const std::string source = library_source({signature_of(lowered.kernel, target.name)}, {lowered.source});
+
+  // In memory, the signature matters too (which parameters are outputs does not change the C++).
+  const std::string memory_key = sha256_hex(cache_key(source) + "\n" + lowered.stages.back().second);
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Executable>> memory;  // one entry per distinct kernel
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = memory.find(memory_key); it != memory.end()) return it->second;
   }
-  auto exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, *path, from_cache);
-  if (!use_disk) fs::remove(*path);  // the mapping stays valid after unlink
-  memory.emplace(memory_key, exe);
-  return exe;
+  // Compiled without the lock, so different kernels compile in parallel (tw.precompile); when
+  // two threads race on the same kernel, the first to finish is kept.
+  SharedObject so = shared_object(source, "kernel '" + kernel->name + "'", kernel->span);
+  const std::string symbol = library_symbol(lowered.kernel->name);
+  auto exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so.path, so.from_cache, symbol);
+  if (so.temporary) fs::remove(so.path);  // the mapping stays valid after unlink
+  std::lock_guard<std::mutex> lock(mu);
+  return memory.emplace(memory_key, exe).first->second;
 }
 
 }  // namespace tw::runtime

@@ -2,7 +2,10 @@
 // compiler (or loads it from the disk cache), and runs the grid on the thread pool.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "target/registry.h"
 #include "tilewright/runtime.h"
@@ -14,5 +17,24 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
 // Directory holding the tw_cpu/ headers that generated code includes (materialised from the
 // copies embedded in this library, so an installed library needs no source tree).
 const std::string& cpu_include_dir();
+
+// The generated C++ and the stack bytes of one block's tiles of a CPU executable; nullopt for
+// an executable of another target.
+struct CpuCode {
+  std::string source;
+  int64_t tile_bytes = 0;
+};
+std::optional<CpuCode> cpu_code(const Executable& exe);
+
+// A shared object built from `source` with the kernel flags, taken from the disk cache when
+// there (keyed like kernels: source, compiler, flags, CPU features, headers, version).
+struct SharedObject {
+  std::string path;
+  bool from_cache = false;
+  bool temporary = false;  // the disk cache is disabled: the caller removes `path` when done
+};
+// `what` names the code in messages ("kernel 'x'"); `span` is where errors point. A miss while
+// the cache is frozen (frozen()) is an ir::Error instead of a compile.
+SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span);
 
 }  // namespace tw::runtime

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
@@ -96,6 +97,7 @@ Env read_env() {
         e.num_threads = static_cast<int>(n);
     }
     e.verbose = read_bool("TW_VERBOSE");
+    e.frozen = read_bool("TW_FROZEN");
     return e;
 }
 
@@ -103,5 +105,13 @@ const Env& env() {
     static const Env e = read_env();  // magic static: initialised once, thread-safe
     return e;
 }
+
+namespace {
+std::atomic<bool> g_frozen{false};
+}
+
+void freeze(bool on) { g_frozen.store(on, std::memory_order_relaxed); }
+
+bool frozen() { return g_frozen.load(std::memory_order_relaxed) || env().frozen; }
 
 }  // namespace tw::runtime

@@ -15,6 +15,7 @@ struct Env {
     std::string cxx;            // TW_CXX, else CXX, else "g++"
     int num_threads;            // TW_NUM_THREADS
     bool verbose;               // TW_VERBOSE
+    bool frozen;                // TW_FROZEN
 };
 
 // Reads and validates the environment now. Throws std::invalid_argument naming the
@@ -23,6 +24,12 @@ Env read_env();
 
 // The process-wide environment, read once on first use (thread-safe).
 const Env& env();
+
+// True when the kernel cache is frozen: TW_FROZEN is set, or freeze(true) was called. A
+// frozen cache serves what it holds; a kernel it lacks is an error, never a compile.
+bool frozen();
+// Freezes (true) or unfreezes (false) the cache for this process; TW_FROZEN=1 cannot be undone.
+void freeze(bool on);
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int available_cpus();

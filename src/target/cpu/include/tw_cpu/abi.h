@@ -14,7 +14,9 @@ typedef struct TwArgs {
   const int64_t* shape_vars;
 } TwArgs;
 
-// Symbols every generated library exports (extern "C"):
+// Functions every generated kernel defines (extern "C"). The runtime compiles kernels into
+// libraries (runtime/cpu_library.h) where kernel k's are renamed tw_<k>__abi_version,
+// tw_<k>__grid and tw_<k>__block, next to its typed entry point tw_<k>:
 //   int     tw_abi_version(void);                         -> TW_CPU_ABI_VERSION
 //   void    tw_grid(const TwArgs* a, int64_t extents[3]);  -> grid extents (unused dims = 1)
 //   void    tw_block(const TwArgs* a, int64_t bx, int64_t by, int64_t bz);  runs one block

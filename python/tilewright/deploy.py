@@ -1,0 +1,262 @@
+"""From a Python prototype to a C++ service (docs/deploying.md).
+
+* :func:`export` (and ``Kernel.export``) writes compiled kernels as a self-contained artifact
+  directory that the C++ runtime (``tilewright/artifact.h``, ``find_package(Tilewright)``)
+  loads without Python or a compiler.
+* :func:`precompile` compiles a list of kernels at start-up, in parallel, with progress;
+  :func:`freeze` (or ``TW_FROZEN=1``) then turns any compile on the request path into an error.
+* :func:`kernel_stats`: per-kernel call counts and compile times.
+* The command line: ``python -m tilewright.deploy export|precompile ...`` (:func:`cli_export`,
+  :func:`cli_precompile`).
+
+A *spec* names one kernel to build: ``(factory, args)`` or ``(factory, args, target)``, where
+``factory(*args)`` (``factory(*args, target=target)`` when a target is given) returns a compiled
+:class:`tilewright.Kernel` — a ``@tw.jit`` function, or any function that returns
+``tw.compile(...)``. ``args`` is a tuple (or a single value).
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import importlib
+import importlib.util
+import os
+import pathlib
+import sys
+import time
+
+from . import _C
+from .errors import TilewrightError
+from .jit import Kernel, kernel_stats
+
+__all__ = ["export", "read_manifest", "precompile", "freeze", "frozen", "kernel_stats",
+           "cli_export", "cli_precompile"]
+
+
+def export(kernels, directory, name: str = None) -> list:
+    """Writes ``kernels`` (a :class:`Kernel` or a list of them, all for one target) into
+    ``directory`` as one artifact and returns the paths written (the manifest last).
+
+    cpu: ``lib<name>.so`` with one typed C entry point ``<name>_<kernel>`` per kernel,
+    ``<name>.h`` declaring them, and ``tilewright.manifest`` (kernels, parameters with dtypes and
+    shapes — symbolic dimensions stay symbolic —, target, CPU features required, compiler,
+    Tilewright version, sha256 of every file). Ascend targets: each kernel's AscendC project in
+    ``<kernel>/`` and the manifest. ``name`` defaults to the kernel's name (one kernel) or
+    ``"kernels"``."""
+    if isinstance(kernels, Kernel):
+        kernels = [kernels]
+    kernels = list(kernels)
+    for k in kernels:
+        if not isinstance(k, Kernel):
+            raise TilewrightError(f"cannot export {k!r}: not a compiled kernel",
+                                  hint="pass kernels returned by tw.compile / a @tw.jit function")
+    if name is None:
+        name = kernels[0].name if len(kernels) == 1 else "kernels"
+    files, _ = _C.export_artifact([k._exe for k in kernels], os.fspath(directory), name)
+    return [pathlib.Path(f) for f in files]
+
+
+def read_manifest(directory) -> dict:
+    """The manifest of an exported artifact as a dict: ``tilewright`` (version), ``target``,
+    ``abi``/``compiler``/``cpu_features``/``library`` (cpu), ``files`` and ``kernels`` (name,
+    symbol, shape_vars, params with name, dtype, output, shape or scalar)."""
+    return _C.read_manifest(os.fspath(directory))
+
+
+def freeze(on: bool = True) -> None:
+    """Freezes the kernel cache of this process: from now on a kernel that is not already
+    compiled (in memory or in the disk cache) is an error instead of a compile. ``freeze(False)``
+    undoes it (``TW_FROZEN=1`` cannot be undone)."""
+    _C.freeze(bool(on))
+
+
+def frozen() -> bool:
+    """True when the kernel cache is frozen (:func:`freeze` or ``TW_FROZEN=1``)."""
+    return _C.frozen()
+
+
+def _describe(spec) -> str:
+    factory, args, target = spec
+    name = getattr(factory, "__name__", repr(factory))
+    text = f"{name}({', '.join(repr(a) for a in args)})"
+    return f"{text} on {target}" if target else text
+
+
+def _normalise(spec):
+    if not isinstance(spec, (tuple, list)) or len(spec) not in (2, 3) or not callable(spec[0]):
+        raise TilewrightError(f"bad kernel spec {spec!r}",
+                              hint="a spec is (factory, args) or (factory, args, target), with factory a "
+                                   "@tw.jit function or a function returning tw.compile(...)")
+    factory, args = spec[0], spec[1]
+    target = spec[2] if len(spec) == 3 else None
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    if target is not None and not isinstance(target, str):
+        raise TilewrightError(f"bad target {target!r} in kernel spec {spec!r}", hint="a target name, e.g. \"cpu\"")
+    return factory, tuple(args), target
+
+
+def _build(spec) -> Kernel:
+    factory, args, target = spec
+    kernel = factory(*args, target=target) if target else factory(*args)
+    if not isinstance(kernel, Kernel):
+        raise TilewrightError(f"{_describe(spec)} returned {kernel!r}, not a compiled kernel",
+                              hint="the factory must be a @tw.jit function or return tw.compile(...)")
+    return kernel
+
+
+def precompile(specs, *, workers: int = None, progress=True) -> list:
+    """Compiles every spec (see the module docstring) now, ``workers`` at a time (default: the
+    CPUs of this process), and returns the kernels in spec order. Kernels in the disk cache are
+    loaded, not compiled. ``progress`` (True: stderr, or a file object, or False) reports each
+    kernel as it finishes with its time. The first failure is raised after the others finish.
+    Typically followed by :func:`freeze` in a service."""
+    specs = [_normalise(s) for s in specs]
+    out = [None] * len(specs)
+    stream = sys.stderr if progress is True else (progress or None)
+    workers = workers or len(os.sched_getaffinity(0))
+    first_error = None
+    t_all = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        started = {}
+        futures = {}
+        for i, s in enumerate(specs):
+            started[i] = time.perf_counter()
+            futures[pool.submit(_build, s)] = i
+        for n, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+            i = futures[fut]
+            try:
+                out[i] = fut.result()
+                how = "disk cache" if out[i].from_disk_cache else "compiled"
+                status = f"{out[i].stats()['compile_s']:.2f} s ({how})"
+            except Exception as e:  # noqa: BLE001 - reported, then the first one is re-raised
+                first_error = first_error or e
+                status = "FAILED: " + str(e).splitlines()[0]
+            if stream:
+                print(f"tilewright: precompile [{n}/{len(specs)}] {_describe(specs[i])}: {status}",
+                      file=stream, flush=True)
+    if stream:
+        print(f"tilewright: precompiled {len(specs)} kernel(s) in {time.perf_counter() - t_all:.2f} s",
+              file=stream, flush=True)
+    if first_error is not None:
+        raise first_error
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+
+
+def _load_attr(ref: str, default_attr: str):
+    """``path/to/file.py[:ATTR]`` or ``package.module[:ATTR]`` -> the attribute."""
+    path, _, attr = ref.rpartition(":") if ref.count(":") and not ref.endswith(".py") else (ref, "", "")
+    attr = attr or default_attr
+    if path.endswith(".py"):
+        p = pathlib.Path(path)
+        if not p.is_file():
+            raise TilewrightError(f"no such file: {path}", hint="pass FILE.py[:NAME] or package.module[:NAME]")
+        module_spec = importlib.util.spec_from_file_location(f"_tw_deploy_{p.stem}", p)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.path.insert(0, str(p.resolve().parent))
+        try:
+            module_spec.loader.exec_module(module)
+        finally:
+            sys.path.pop(0)
+    else:
+        try:
+            module = importlib.import_module(path)
+        except ImportError as e:
+            raise TilewrightError(f"cannot import {path!r}: {e}",
+                                  hint="pass FILE.py[:NAME] or an importable package.module[:NAME]") from e
+    if not hasattr(module, attr):
+        raise TilewrightError(f"{path} defines no {attr!r}",
+                              hint=f"define {attr} = [(factory, args, target), ...] there, or name it: {path}:NAME")
+    return getattr(module, attr)
+
+
+def _kernels_from(value) -> list:
+    """A Kernel, a spec, or a list of kernels and specs -> compiled kernels."""
+    if isinstance(value, Kernel):
+        return [value]
+    if isinstance(value, tuple) and value and callable(value[0]) and not isinstance(value[0], Kernel):
+        value = [value]
+    kernels, specs, where = [None] * len(value), [], []
+    for i, v in enumerate(value):
+        if isinstance(v, Kernel):
+            kernels[i] = v
+        else:
+            specs.append(v)
+            where.append(i)
+    for i, k in zip(where, precompile(specs, progress=False) if specs else []):
+        kernels[i] = k
+    return kernels
+
+
+def _run_cli(fn, argv) -> int:
+    try:
+        return fn(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return e.code if isinstance(e.code, int) else 2
+    except TilewrightError as e:
+        print(f"tilewright: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _parser(command, description, names):
+    ap = argparse.ArgumentParser(prog=f"tilewright {command}", description=description)
+    ap.add_argument("source", help=f"FILE.py[:NAME] or package.module[:NAME]; NAME (default SPECS) is {names}")
+    return ap
+
+
+def _export_main(argv) -> int:
+    ap = _parser("export", "Compile kernels and write them as an artifact for the C++ runtime (docs/deploying.md).",
+                 "a kernel, a spec (factory, args[, target]) or a list of them")
+    ap.add_argument("-o", "--output", required=True, help="artifact directory to write")
+    ap.add_argument("--name", default=None, help="library name (a C identifier; prefixes the symbols)")
+    a = ap.parse_args(argv)
+    kernels = _kernels_from(_load_attr(a.source, "SPECS"))
+    if not kernels:
+        raise TilewrightError(f"{a.source} lists no kernels", hint="list at least one (factory, args, target)")
+    for p in export(kernels, a.output, a.name):
+        print(p)
+    return 0
+
+
+def _precompile_main(argv) -> int:
+    ap = _parser("precompile", "Compile a service's kernels into the disk cache at start-up, in parallel, "
+                               "with progress.", "a list of specs (factory, args[, target])")
+    ap.add_argument("-j", "--jobs", type=int, default=None, help="kernels compiled at a time (default: CPUs)")
+    a = ap.parse_args(argv)
+    if a.jobs is not None and a.jobs < 1:
+        raise TilewrightError(f"--jobs {a.jobs}: must be at least 1")
+    specs = _load_attr(a.source, "SPECS")
+    if not isinstance(specs, (list, tuple)):
+        raise TilewrightError(f"{a.source} is {specs!r}, not a list of specs",
+                              hint="SPECS = [(factory, args, target), ...]")
+    precompile(list(specs), workers=a.jobs)
+    return 0
+
+
+def cli_export(argv: list) -> int:
+    """``tilewright export FILE.py[:NAME] -o DIR [--name LIB]``; returns the exit status."""
+    return _run_cli(_export_main, list(argv))
+
+
+def cli_precompile(argv: list) -> int:
+    """``tilewright precompile FILE.py[:NAME] [-j N]``; returns the exit status."""
+    return _run_cli(_precompile_main, list(argv))
+
+
+_COMMANDS = {"export": cli_export, "precompile": cli_precompile}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in _COMMANDS:
+        print("usage: python -m tilewright.deploy {export,precompile} ...", file=sys.stderr)
+        return 2
+    return _COMMANDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

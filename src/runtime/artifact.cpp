@@ -1,0 +1,173 @@
+// The AOT runtime (tilewright/artifact.h): loading and verifying an exported artifact, and
+// running its kernels with the same argument checks (tw::bind) and launcher (launch_cpu) as
+// kernels compiled in-process.
+#include "tilewright/artifact.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "runtime/cpu_launch.h"
+#include "runtime/disk_cache.h"
+#include "runtime/manifest.h"
+#include "runtime/toolchain.h"
+#include "tw_cpu/abi.h"
+
+namespace tw {
+
+namespace {
+
+const char* kReexport = "export the kernels again on a machine like this one (kernel.export(dir))";
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw ir::Error("cannot read " + path + ": no such artifact", {},
+                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::set<std::string> words(const std::string& s) {
+  std::istringstream in(s);
+  std::set<std::string> out;
+  for (std::string w; in >> w;) out.insert(w);
+  return out;
+}
+
+}  // namespace
+
+Tensor::Tensor(ir::DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t n : shape_)
+    if (n < 0) throw ir::Error("a tensor dimension cannot be negative");
+  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(nbytes(), 1)) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw ir::Error("out of memory allocating " + std::to_string(bytes) + " bytes for a kernel output");
+  data_ = std::shared_ptr<void>(p, std::free);
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+TensorArg view(const void* p, ir::DType dtype, std::vector<int64_t> shape) {
+  return TensorArg{const_cast<void*>(p), dtype, std::move(shape), {}, 1, 0};
+}
+TensorArg view(const float* p, std::vector<int64_t> s) { return view(p, ir::DTypeCode::f32, std::move(s)); }
+TensorArg view(const double* p, std::vector<int64_t> s) { return view(p, ir::DTypeCode::f64, std::move(s)); }
+TensorArg view(const int8_t* p, std::vector<int64_t> s) { return view(p, ir::DTypeCode::i8, std::move(s)); }
+TensorArg view(const int32_t* p, std::vector<int64_t> s) { return view(p, ir::DTypeCode::i32, std::move(s)); }
+TensorArg view(const int64_t* p, std::vector<int64_t> s) { return view(p, ir::DTypeCode::i64, std::move(s)); }
+TensorArg view(const uint8_t* p, std::vector<int64_t> s) { return view(p, ir::DTypeCode::u8, std::move(s)); }
+
+std::vector<Tensor> AotKernel::run(const std::vector<Arg>& inputs) const {
+  Binding b = bind(inputs);
+  std::vector<Tensor> outs;
+  std::vector<void*> ptrs;
+  for (const auto& spec : b.outputs) {
+    outs.emplace_back(spec.dtype, spec.shape);
+    ptrs.push_back(outs.back().data());
+  }
+  runtime::launch_cpu({reinterpret_cast<tw_grid_fn>(grid_), reinterpret_cast<tw_block_fn>(block_), tile_bytes_},
+                      signature_, inputs, ptrs, b);
+  return outs;
+}
+
+void AotKernel::run(const std::vector<Arg>& inputs, const std::vector<TensorArg>& outputs) const {
+  Binding b = bind(inputs);
+  check_outputs(signature_, b, outputs);
+  std::vector<void*> ptrs;
+  ptrs.reserve(outputs.size());
+  for (const auto& o : outputs) ptrs.push_back(o.data);
+  runtime::launch_cpu({reinterpret_cast<tw_grid_fn>(grid_), reinterpret_cast<tw_block_fn>(block_), tile_bytes_},
+                      signature_, inputs, ptrs, b);
+}
+
+std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
+  const std::string mpath = dir + "/" + runtime::kManifestFile;
+  runtime::Manifest m = runtime::parse_manifest(read_file(mpath), mpath);
+  if (m.library.empty())
+    throw ir::Error("artifact " + dir + " is for target '" + m.target + "', which has no loadable library", {},
+                    m.target.rfind("ascend", 0) == 0 ? "it is an AscendC project: build it with CANN (see its README.md)"
+                                                     : "export the kernels for target 'cpu'");
+  if (m.abi != TW_CPU_ABI_VERSION)
+    throw ir::Error("artifact " + dir + " uses kernel ABI version " + std::to_string(m.abi) + ", this runtime (" +
+                        TILEWRIGHT_VERSION + ") speaks version " + std::to_string(TW_CPU_ABI_VERSION),
+                    {}, kReexport);
+  std::set<std::string> have = words(runtime::cpu_features()), missing;
+  for (const auto& f : words(m.cpu_features))
+    if (!have.count(f)) missing.insert(f);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& f : missing) list += (list.empty() ? "" : " ") + f;
+    throw ir::Error("artifact " + dir + " was compiled for CPU features this CPU lacks: " + list, {},
+                    std::string(kReexport) + " (or on the oldest CPU of the fleet)");
+  }
+  const runtime::ManifestFile* lib = nullptr;
+  for (const auto& f : m.files)
+    if (f.name == m.library) lib = &f;
+  if (!lib || m.library.find('/') != std::string::npos)
+    throw ir::Error("the manifest of artifact " + dir + " does not list its library '" + m.library + "'", {},
+                    kReexport);
+  const std::string so = dir + "/" + m.library;
+  std::string digest;
+  try {
+    digest = runtime::sha256_file_hex(so);
+  } catch (const std::exception& e) {
+    throw ir::Error("cannot read the library of artifact " + dir + ": " + e.what(), {}, kReexport);
+  }
+  if (digest != lib->sha256)
+    throw ir::Error("the library " + so + " does not match its manifest (sha256 " + digest + ", expected " +
+                        lib->sha256 + "): it was modified or damaged",
+                    {}, kReexport);
+
+  std::shared_ptr<Artifact> a(new Artifact());
+  a->dir_ = dir;
+  a->target_ = m.target;
+  a->version_ = m.version;
+  auto* shared = new runtime::SharedLibrary();
+  a->handle_ = shared;
+  try {
+    *shared = runtime::SharedLibrary(so);
+    for (auto& mk : m.kernels) {
+      auto version = shared->function<tw_abi_version_fn>(mk.symbol + "__abi_version");
+      if (version() != TW_CPU_ABI_VERSION)
+        throw ir::Error("kernel '" + mk.signature.kernel + "' in " + so + " has ABI version " +
+                            std::to_string(version()) + ", expected " + std::to_string(TW_CPU_ABI_VERSION),
+                        {}, kReexport);
+      std::unique_ptr<AotKernel> k(new AotKernel());
+      k->signature_ = std::move(mk.signature);
+      k->grid_ = shared->symbol(mk.symbol + "__grid");
+      k->block_ = shared->symbol(mk.symbol + "__block");
+      k->tile_bytes_ = mk.tile_bytes;
+      a->kernels_.push_back(std::move(k));
+    }
+  } catch (const ir::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ir::Error("cannot load artifact " + dir + ": " + e.what(), {}, kReexport);
+  }
+  return a;
+}
+
+Artifact::~Artifact() { delete static_cast<runtime::SharedLibrary*>(handle_); }
+
+const AotKernel& Artifact::kernel(std::string_view name) const {
+  for (const auto& k : kernels_)
+    if (k->name() == name) return *k;
+  std::string names;
+  for (const auto& k : kernels_) names += (names.empty() ? "" : ", ") + k->name();
+  throw ir::Error("artifact " + dir_ + " has no kernel '" + std::string(name) + "'", {}, "its kernels are: " + names);
+}
+
+std::vector<std::string> Artifact::kernel_names() const {
+  std::vector<std::string> out;
+  for (const auto& k : kernels_) out.push_back(k->name());
+  return out;
+}
+
+}  // namespace tw

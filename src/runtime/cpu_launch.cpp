@@ -1,0 +1,185 @@
+// launch_cpu: runs one launch of a compiled CPU kernel (tw_cpu/abi.h) on the thread pool.
+#include "runtime/cpu_launch.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+
+#include "runtime/thread_pool.h"
+#include "tw_cpu/types.h"
+
+namespace tw::runtime {
+
+namespace {
+
+// Scalar argument stored in the parameter's dtype.
+struct ScalarSlot {
+  alignas(8) unsigned char bytes[8];
+};
+
+ScalarSlot to_slot(const Arg& a, ir::DType t) {
+  ScalarSlot s{};
+  double d = std::holds_alternative<double>(a) ? std::get<double>(a) : static_cast<double>(std::get<int64_t>(a));
+  int64_t i = std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) : static_cast<int64_t>(d);
+  auto put = [&](auto v) { std::memcpy(s.bytes, &v, sizeof v); };
+  switch (t.code) {
+    case ir::DTypeCode::f16: put(tw_cpu::from_f32<tw_cpu::f16>(static_cast<float>(d))); break;
+    case ir::DTypeCode::bf16: put(tw_cpu::from_f32<tw_cpu::bf16>(static_cast<float>(d))); break;
+    case ir::DTypeCode::f32: put(static_cast<float>(d)); break;
+    case ir::DTypeCode::f64: put(d); break;
+    case ir::DTypeCode::i8: put(static_cast<int8_t>(i)); break;
+    case ir::DTypeCode::i32: put(static_cast<int32_t>(i)); break;
+    case ir::DTypeCode::i64: put(i); break;
+    case ir::DTypeCode::u8: put(static_cast<uint8_t>(i)); break;
+    case ir::DTypeCode::boolean: put(static_cast<bool>(i)); break;
+  }
+  return s;
+}
+
+// Blocks whose tiles need more than this run on a thread with a large stack, not the caller's.
+constexpr int64_t kCallerStackTileBytes = int64_t(1) << 20;
+
+std::mutex& launch_mutex() {
+  static std::mutex* m = new std::mutex();  // never destroyed
+  return *m;
+}
+
+// Runs launches whose tiles do not fit the caller's stack: one long-lived thread with the pool
+// workers' stack size (64 MiB), started on first use and reused, so a launch costs two wake-ups
+// rather than a thread creation, and the thread's stack pages and per-thread gemm caches
+// (tw_cpu/gemm.h) stay warm between launches. Calls are serialised by its own mutex (launches
+// are already serialised by launch_mutex). After fork() the child starts its own thread.
+class BigStackThread {
+ public:
+  static BigStackThread& get() {
+    static std::mutex m;
+    static BigStackThread* t = nullptr;  // never destroyed (a worker may outlive static destructors)
+    std::lock_guard<std::mutex> g(m);
+    if (!t || t->pid_ != getpid()) t = new BigStackThread();  // a forked child's copy has no thread
+    return *t;
+  }
+
+  template <class F>
+  void run(F& fn) {
+    std::lock_guard<std::mutex> one(call_);
+    std::function<void()> job = [&fn] { fn(); };
+    std::unique_lock<std::mutex> lk(m_);
+    job_ = &job;
+    error_ = nullptr;
+    cv_.notify_all();
+    cv_.wait(lk, [this] { return job_ == nullptr; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  BigStackThread() : pid_(getpid()) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, &BigStackThread::body, this);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) throw std::runtime_error("cannot start a thread for kernel launches with big tiles");
+    pthread_detach(t);
+  }
+  static void* body(void* p) {
+    auto* self = static_cast<BigStackThread*>(p);
+    std::unique_lock<std::mutex> lk(self->m_);
+    for (;;) {
+      self->cv_.wait(lk, [self] { return self->job_ != nullptr; });
+      std::function<void()>* job = self->job_;
+      lk.unlock();
+      std::exception_ptr error;
+      try {
+        (*job)();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lk.lock();
+      self->error_ = error;
+      self->job_ = nullptr;
+      self->cv_.notify_all();
+    }
+  }
+
+  const pid_t pid_;
+  std::mutex call_, m_;
+  std::condition_variable cv_;
+  std::function<void()>* job_ = nullptr;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
+                const std::vector<void*>& outputs, const Binding& binding) {
+  const auto& params = sig.params;
+  // The argument block lives on the stack for up to 16 parameters (no allocation per launch).
+  constexpr size_t kInline = 16;
+  void* ptr_buf[kInline];
+  ScalarSlot slot_buf[kInline];
+  std::vector<void*> ptr_heap;
+  std::vector<ScalarSlot> slot_heap;
+  void** ptrs = ptr_buf;
+  ScalarSlot* scalars = slot_buf;
+  if (params.size() > kInline) {
+    ptr_heap.resize(params.size());
+    slot_heap.resize(params.size());
+    ptrs = ptr_heap.data();
+    scalars = slot_heap.data();
+  }
+  size_t in = 0, out = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].is_output) {
+      ptrs[i] = outputs.at(out++);
+    } else if (params[i].is_scalar) {
+      scalars[i] = to_slot(inputs.at(in++), params[i].dtype);
+      ptrs[i] = scalars[i].bytes;
+    } else {
+      ptrs[i] = std::get<TensorArg>(inputs.at(in++)).data;
+    }
+  }
+  TwArgs args{ptrs, binding.shape_vars.data()};
+  // Launches are serialised (the pool serialises their blocks anyway): tw_grid starts a new
+  // epoch of the gemm runtime's packed-operand caches, whose shared arena must not be reused
+  // while blocks of another launch still read it.
+  std::unique_lock<std::mutex> serial;
+  if (!in_parallel_region()) serial = std::unique_lock<std::mutex>(launch_mutex());
+  int64_t ext[3] = {1, 1, 1};
+  entry.grid(&args, ext);
+  const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];
+  if (total <= 0) return;
+  // Blocks run in row-major order (bx fastest) and the pool gives each thread a contiguous
+  // share of them (runtime/thread_pool.h), i.e. whole rows of blocks. The rows of thread t's
+  // share start at column t * e0 / threads (bx rotated, a bijection within every row), so the
+  // threads begin on different columns: a gemm kernel's threads then pack different panels of
+  // B in their first row (each packed panel is shared, see tw_cpu/gemm.h) instead of packing
+  // the same ones at the same moment.
+  const int64_t rows = total / e0;
+  const int64_t threads = in_parallel_region() ? 1 : default_pool().size();
+  auto run = [&](int64_t i) {
+    const int64_t r = i / e0;
+    int64_t bx = i % e0;
+    if (threads > 1) bx = (bx + (r * threads / rows) * e0 / threads) % e0;
+    entry.block(&args, bx, r % e1, r / e1);
+  };
+  auto run_all = [&] {
+    if (total == 1)
+      run(0);
+    else
+      default_pool().parallel_for(total, run);
+  };
+  // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
+  if (entry.tile_bytes > kCallerStackTileBytes && !in_parallel_region())
+    BigStackThread::get().run(run_all);
+  else
+    run_all();
+}
+
+}  // namespace tw::runtime

@@ -1,0 +1,205 @@
+// tw::bind: checks a call's arguments against a kernel's Signature (tilewright/signature.h).
+// The one implementation of the argument checks, used by compiled Executables and AOT artifacts.
+#include "tilewright/signature.h"
+
+#include <climits>
+#include <optional>
+#include <sstream>
+
+namespace tw {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << (s.size() == 1 ? ",)" : ")");
+  return os.str();
+}
+
+std::string declared_shape(const SignatureParam& p) {
+  std::string out = "(";
+  for (size_t i = 0; i < p.shape.size(); ++i) out += (i ? ", " : "") + p.shape[i].text;
+  return out + (p.shape.size() == 1 ? ",)" : ")");
+}
+
+// Evaluates a dimension given the shape variables bound so far (nullopt if one is unbound).
+// Operators fold exactly as the IR's integer arithmetic does (ir::binary on constants).
+std::optional<int64_t> eval_dim(const SignatureDim& d, const std::vector<std::optional<int64_t>>& vals) {
+  std::vector<int64_t> stack;
+  for (const DimTerm& t : d.rpn) {
+    switch (t.kind) {
+      case DimTerm::Const: stack.push_back(t.value); break;
+      case DimTerm::Var:
+        if (t.value < 0 || t.value >= static_cast<int64_t>(vals.size()) || !vals[t.value]) return std::nullopt;
+        stack.push_back(*vals[t.value]);
+        break;
+      case DimTerm::Op: {
+        if (stack.size() < 2) return std::nullopt;
+        int64_t y = stack.back();
+        stack.pop_back();
+        int64_t x = stack.back();
+        stack.pop_back();
+        auto folded = ir::as_const_int(
+            ir::binary(t.op, ir::int_imm(x, ir::DTypeCode::i64), ir::int_imm(y, ir::DTypeCode::i64)));
+        if (!folded) return std::nullopt;
+        stack.push_back(*folded);
+        break;
+      }
+    }
+  }
+  if (stack.size() != 1) return std::nullopt;
+  return stack.back();
+}
+
+}  // namespace
+
+Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
+  const ir::Span& where = sig.span;
+  std::vector<const SignatureParam*> in_params;
+  in_params.reserve(sig.params.size());
+  for (const auto& p : sig.params)
+    if (!p.is_output) in_params.push_back(&p);
+  if (inputs.size() != in_params.size()) {
+    std::string names;
+    for (auto* p : in_params) names += (names.empty() ? "" : ", ") + p->name;
+    throw ir::Error("kernel '" + sig.kernel + "' takes " + std::to_string(in_params.size()) + " argument(s) (" +
+                        names + "), got " + std::to_string(inputs.size()),
+                    where, "outputs are allocated and returned by the kernel; pass only the inputs");
+  }
+  std::vector<std::optional<int64_t>> vals(sig.shape_vars.size());
+
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const SignatureParam& p = *in_params[i];
+    // Built only when an error is reported: this runs on every launch.
+    auto who = [&] { return "argument '" + p.name + "' of kernel '" + sig.kernel + "'"; };
+    if (p.is_scalar) {
+      ir::DType t = p.dtype;
+      if (std::holds_alternative<TensorArg>(inputs[i]))
+        throw ir::Error(who() + " is a scalar of type " + std::string(t.name()) + ", got an array", where,
+                        "pass a Python or numpy number");
+      if (std::holds_alternative<double>(inputs[i]) && !t.is_float())
+        throw ir::Error(who() + " is an integer (" + std::string(t.name()) + "), got a float", where, "pass an int");
+      if (std::holds_alternative<int64_t>(inputs[i]) && (t.is_int() || t.is_bool())) {
+        int64_t v = std::get<int64_t>(inputs[i]);
+        int64_t lo = t.is_bool() ? 0 : t.code == ir::DTypeCode::u8 ? 0 : -(int64_t(1) << (t.bits() - 1));
+        int64_t hi = t.is_bool() ? 1 : t.code == ir::DTypeCode::u8 ? 255 : t.bits() == 64 ? INT64_MAX : (int64_t(1) << (t.bits() - 1)) - 1;
+        if (v < lo || v > hi)
+          throw ir::Error(who() + " is " + std::string(t.name()) + ", but " + std::to_string(v) + " is out of its range [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                          where, "pass a value that fits, or declare the parameter with a wider type");
+      }
+      continue;
+    }
+    if (!std::holds_alternative<TensorArg>(inputs[i]))
+      throw ir::Error(who() + " is a tensor " + std::string(p.dtype.name()) + declared_shape(p) + ", got a scalar",
+                      where, "pass a numpy array or an object with __dlpack__");
+    const TensorArg& t = std::get<TensorArg>(inputs[i]);
+    if (t.device_type != 1)
+      throw ir::Error(who() + " is on device type " + std::to_string(t.device_type) + " (id " +
+                          std::to_string(t.device_id) + "), but target '" + sig.target + "' runs on host memory",
+                      where, "move the array to the CPU first (e.g. tensor.cpu())");
+    if (t.dtype != p.dtype)
+      throw ir::Error(who() + " must have dtype " + std::string(p.dtype.name()) + ", got " + std::string(t.dtype.name()),
+                      where, "convert it, e.g. a.astype(\"" + std::string(p.dtype.name()) + "\")");
+    const int ndim = static_cast<int>(p.shape.size());
+    if (static_cast<int>(t.shape.size()) != ndim)
+      throw ir::Error(who() + " must have " + std::to_string(ndim) + " dimension(s) " + declared_shape(p) +
+                          ", got shape " + shape_str(t.shape),
+                      where);
+    for (int d = 0; d < ndim; ++d) {
+      const auto& rpn = p.shape[d].rpn;
+      if (rpn.size() != 1 || rpn[0].kind != DimTerm::Var) continue;
+      const size_t v = static_cast<size_t>(rpn[0].value);
+      if (v >= vals.size()) continue;
+      if (vals[v] && *vals[v] != t.shape[d])
+        throw ir::Error(who() + " has shape " + shape_str(t.shape) + ", but dimension " + std::to_string(d) + " is '" +
+                            sig.shape_vars[v].name + "', already bound to " + std::to_string(*vals[v]) +
+                            " by an earlier argument",
+                        where, "the arguments' shapes must agree on '" + sig.shape_vars[v].name + "'");
+      vals[v] = t.shape[d];
+    }
+    for (int d = 0; d < ndim; ++d) {
+      auto want = eval_dim(p.shape[d], vals);
+      if (want && *want != t.shape[d])
+        throw ir::Error(who() + " must have shape " + declared_shape(p) + ", got " + shape_str(t.shape) +
+                            " (dimension " + std::to_string(d) + " should be " + std::to_string(*want) + ")",
+                        where);
+    }
+    int64_t numel = 1;
+    for (auto n : t.shape) numel *= n;
+    if (!t.strides.empty() && numel > 0) {
+      int64_t expect = 1;
+      for (int d = ndim - 1; d >= 0; --d) {
+        if (t.shape[d] != 1 && t.strides[d] != expect)
+          throw ir::Error(who() + " is not contiguous (strides " + shape_str(t.strides) + " elements for shape " +
+                              shape_str(t.shape) + ")",
+                          where, "pass a C-contiguous array, e.g. numpy.ascontiguousarray(a)");
+        expect *= t.shape[d];
+      }
+    }
+    if (t.data == nullptr && numel > 0) throw ir::Error(who() + " has a null data pointer", where);
+  }
+
+  Binding out;
+  for (size_t v = 0; v < vals.size(); ++v) {
+    if (!vals[v])
+      throw ir::Error("shape variable '" + sig.shape_vars[v].name + "' of kernel '" + sig.kernel +
+                          "' is not the dimension of any input, so it cannot be inferred",
+                      sig.shape_vars[v].span, "use it as a dimension of an input tensor, or make it a constant");
+    out.shape_vars.push_back(*vals[v]);
+  }
+  for (const auto& p : sig.params) {
+    if (!p.is_output) continue;
+    OutputSpec spec{p.dtype, {}};
+    for (size_t d = 0; d < p.shape.size(); ++d) {
+      auto n = eval_dim(p.shape[d], vals);
+      if (!n)
+        throw ir::Error("the shape " + declared_shape(p) + " of output '" + p.name + "' of kernel '" + sig.kernel +
+                            "' cannot be computed from the inputs (dimension " + std::to_string(d) + ")",
+                        where, "declare output dimensions as constants or expressions of the inputs' dimensions");
+      spec.shape.push_back(*n);
+    }
+    out.outputs.push_back(std::move(spec));
+  }
+  return out;
+}
+
+void check_outputs(const Signature& sig, const Binding& binding, const std::vector<TensorArg>& outputs) {
+  if (outputs.size() != binding.outputs.size())
+    throw ir::Error("kernel '" + sig.kernel + "' has " + std::to_string(binding.outputs.size()) + " output(s), got " +
+                        std::to_string(outputs.size()),
+                    sig.span, "pass one output tensor per output parameter, or let the runtime allocate them");
+  size_t o = 0;
+  for (const auto& p : sig.params) {
+    if (!p.is_output) continue;
+    const OutputSpec& want = binding.outputs[o];
+    const TensorArg& t = outputs[o++];
+    auto who = [&] { return "output '" + p.name + "' of kernel '" + sig.kernel + "'"; };
+    if (t.device_type != 1)
+      throw ir::Error(who() + " is on device type " + std::to_string(t.device_type) + ", but target '" + sig.target +
+                          "' runs on host memory",
+                      sig.span, "pass host memory");
+    if (t.dtype != want.dtype)
+      throw ir::Error(who() + " must have dtype " + std::string(want.dtype.name()) + ", got " +
+                          std::string(t.dtype.name()),
+                      sig.span, "allocate it with the dtype the kernel declares");
+    if (t.shape != want.shape)
+      throw ir::Error(who() + " must have shape " + shape_str(want.shape) + " for these inputs, got " +
+                          shape_str(t.shape),
+                      sig.span, "allocate it as bind(inputs).outputs describes");
+    int64_t numel = 1, expect = 1;
+    for (auto n : t.shape) numel *= n;
+    for (int d = static_cast<int>(t.shape.size()) - 1; d >= 0 && !t.strides.empty() && numel > 0; --d) {
+      if (t.shape[d] != 1 && t.strides[d] != expect)
+        throw ir::Error(who() + " is not contiguous (strides " + shape_str(t.strides) + " elements for shape " +
+                            shape_str(t.shape) + ")",
+                        sig.span, "pass a dense row-major array");
+      expect *= t.shape[d];
+    }
+    if (t.data == nullptr && numel > 0) throw ir::Error(who() + " has a null data pointer", sig.span);
+  }
+}
+
+}  // namespace tw
