@@ -46,6 +46,10 @@ inline uint32_t bsel(bool c, uint32_t a, uint32_t b) {
   return (a & m) | (b & ~m);
 }
 inline float fsel(bool c, float a, float b) { return bitsf(bsel(c, fbits(a), fbits(b))); }
+inline double dsel(bool c, double a, double b) {
+  uint64_t m = 0u - (uint64_t)c;
+  return bitsd((dbits(a) & m) | (dbits(b) & ~m));
+}
 
 // double -> float with round-to-odd (truncate, then set the sticky lsb if inexact).
 // A subsequent RNE rounding to a format with <= 22 fraction bits is then correct.
