@@ -4,13 +4,18 @@ if-convert a float `c ? a : b` whose arms hold floating-point arithmetic when th
 masked vector operations (AVX2, SSE2: "control flow in loop"), so a function written that way ran
 one element at a time there while the AVX-512 build was vectorised. This test compiles one loop
 per function for each code path the runtime has (-march=x86-64, haswell, native) and reads g++'s
-vectorisation report: every loop must be vectorised."""
+vectorisation report: every loop must be vectorised. The same holds for the select the code
+generator emits for T.where (tw_select) with arithmetic in both arms."""
 import pathlib
 import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
+
+import tilewright as tw
+import tilewright.language as T
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "src" / "target" / "cpu" / "include"
@@ -29,15 +34,42 @@ def _source():
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
-def test_math_functions_vectorise(tmp_path, march):
+def _vectorised_lines(tmp_path, source, march):
+    """The line numbers of the loops g++ -O3 -march=`march` vectorises in `source`."""
     src = tmp_path / "loops.cpp"
-    src.write_text(_source())
+    src.write_text(source)
     r = subprocess.run(["g++", "-std=c++20", "-O3", f"-march={march}", f"-I{INCLUDE}", "-c", str(src),
                         "-o", str(tmp_path / "loops.o"), "-fopt-info-vec-optimized"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    vectorised = {int(m.group(1)) for m in re.finditer(r"loops\.cpp:(\d+):\d+: optimized: loop vectorized",
-                                                        r.stdout + r.stderr)}
+    return {int(m.group(1)) for m in re.finditer(r"loops\.cpp:(\d+):\d+: optimized: loop vectorized",
+                                                 r.stdout + r.stderr)}
+
+
+@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
+def test_math_functions_vectorise(tmp_path, march):
+    vectorised = _vectorised_lines(tmp_path, _source(), march)
     missed = [f for i, f in enumerate(FUNCTIONS, start=2) if i not in vectorised]
     assert not missed, f"-march={march}: g++ did not vectorise the loops over {missed}"
+
+
+@T.prim_func
+def leaky_relu(X: T.Tensor((64, 256), "float32"), Z: T.Tensor((64, 256), "float32")):
+    with T.Kernel(64) as bx:
+        x = T.alloc_fragment((256,), "float32")
+        T.copy(X[bx, 0:256], x)
+        for i in T.Parallel(256):
+            x[i] = T.where(x[i] > 0, x[i] * 2.0, x[i] * 0.01)
+        T.copy(x, Z[bx, 0:256])
+
+
+@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
+def test_generated_where_map_vectorises(tmp_path, march):
+    k = tw.compile(leaky_relu, out_idx=[-1], target="cpu")
+    a = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    np.testing.assert_array_equal(k(a), np.where(a > 0, a * np.float32(2), a * np.float32(0.01)))
+    lines = k.get_source("c++").splitlines()
+    at = next(i for i, line in enumerate(lines) if "= tw_select<float>(" in line)
+    loop = max(i for i in range(at) if lines[i].lstrip().startswith("for ")) + 1  # 1-based
+    assert loop in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
+        f"-march={march}: g++ did not vectorise the T.where map:\n" + "\n".join(lines[loop - 2:at + 1])
