@@ -126,7 +126,7 @@ GOAL_TEXT = {
     "rows": "softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth",
     "compile_cold": "cold compile of the gemm kernel: <= 1 s",
     "compile_disk": "new-process disk-cache hit: <= 30 ms",
-    "call_overhead": "in-memory call overhead, tiny kernel: <= 20 us",
+    "call_overhead": "in-memory call overhead, tiny kernel: <= 10 us",
 }
 
 
@@ -701,24 +701,28 @@ class Child:
         batch = max(1, calls // 20)
 
         def per_call(fn):
+            """(median wall s, min wall s, min CPU s) per call over 20 batches. The CPU time of
+            this process (time.process_time) is the figure a shared machine disturbs least."""
             for _ in range(batch):
                 fn(a)
-            res = []
+            res, cpu = [], []
             for _ in range(20):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(batch):
                     fn(a)
                 res.append((time.perf_counter() - t0) / batch)
-            return statistics.median(res), min(res)
-        t_tw, t_tw_min = per_call(k)
-        t_np, t_np_min = per_call(lambda x: np.add(x, 1.0))
+                cpu.append((time.process_time() - c0) / batch)
+            return statistics.median(res), min(res), min(cpu)
+        t_tw, t_tw_min, c_tw = per_call(k)
+        t_np, t_np_min, c_np = per_call(lambda x: np.add(x, 1.0))
         stats = {"tilewright": dict(median_s=t_tw, min_s=t_tw_min, reps=20 * batch),
                  "numpy": dict(median_s=t_np, min_s=t_np_min, reps=20 * batch)}
         case = self.record("call_overhead", "compile", "Mcall/s", 1e3, stats, config="16 floats, 1 block", check=chk,
-                           extra=dict(us_per_call=t_tw * 1e6,
+                           extra=dict(us_per_call=t_tw * 1e6, cpu_us_per_call=c_tw * 1e6,
+                                      numpy_cpu_us_per_call=c_np * 1e6,
                                       peer_notes={"numpy": "np.add(a, 1.0) on the same 16 floats, for scale"}))
         us = t_tw * 1e6
-        self.goal(case, "call_overhead", f"{us:.1f} us per call", "<= 20 us", us <= 20.0)
+        self.goal(case, "call_overhead", f"{us:.1f} us per call ({c_tw * 1e6:.1f} us CPU)", "<= 10 us", us <= 10.0)
 
 
 def child_main(opts):
