@@ -159,6 +159,27 @@ void copy_range(const float* __restrict src, float* __restrict dst, size_t n, bo
 #endif
 }
 
+// The iteration count for which run(iters) takes about `trial` seconds on one thread (from a
+// timed run of at least trial / 2, growing `iters` from the given start).
+template <class F>
+long calibrate(F run, long iters, double trial) {
+  for (;;) {
+    double t0 = now();
+    run(iters);
+    double dt = now() - t0;
+    if (dt > trial / 2) return std::max<long>(iters, (long)(iters * trial / dt));
+    iters *= 4;
+  }
+}
+
+// The least of `trials` results of time_one() (seconds).
+template <class F>
+double best_of(int trials, F time_one) {
+  double best = 1e30;
+  for (int r = 0; r < trials; ++r) best = std::min(best, time_one());
+  return best;
+}
+
 }  // namespace
 
 extern "C" {
@@ -173,24 +194,10 @@ int tw_peak_lanes() { return kLanes; }
 double tw_peak_fma_gflops(int threads, double seconds) {
   if (threads < 1) threads = 1;
   const double trial = 0.004;  // short: on a shared machine some trials run undisturbed
-  // calibrate the iteration count of one trial on one thread
-  long iters = 1 << 16;
-  for (;;) {
-    double t0 = now();
-    g_sink = fma_loop(iters);
-    double dt = now() - t0;
-    if (dt > 0.005) {
-      iters = std::max<long>(iters, (long)(iters * trial / dt));
-      break;
-    }
-    iters *= 4;
-  }
-  int trials = std::max(20, (int)(seconds / trial));
-  double best = 1e30;
-  for (int r = 0; r < trials; ++r) {
-    double dt = run_threads(threads, [&](int) { g_sink = fma_loop(iters); });
-    best = std::min(best, dt);
-  }
+  const long iters = calibrate([](long n) { g_sink = fma_loop(n); }, 1 << 16, trial);
+  const double best = best_of(std::max(20, (int)(seconds / trial)), [&] {
+    return run_threads(threads, [&](int) { g_sink = fma_loop(iters); });
+  });
   return 2.0 * kLanes * kAcc * (double)iters * threads / best * 1e-9;
 }
 
@@ -203,24 +210,12 @@ int tw_peak_accumulators() { return kAcc; }
 double tw_peak_core_ghz(double seconds) {
 #if defined(__x86_64__)
   const double trial = 0.0005;  // short: on a shared machine some trials run undisturbed
-  long iters = 1 << 10;
-  for (;;) {
+  const long iters = calibrate(add_chain, 1 << 10, trial);
+  const double best = best_of(std::max(20, (int)(seconds / trial)), [&] {
     double t0 = now();
     add_chain(iters);
-    double dt = now() - t0;
-    if (dt > 0.0002) {
-      iters = std::max<long>(iters, (long)(iters * trial / dt));
-      break;
-    }
-    iters *= 4;
-  }
-  int trials = std::max(20, (int)(seconds / trial));
-  double best = 1e30;
-  for (int r = 0; r < trials; ++r) {
-    double t0 = now();
-    add_chain(iters);
-    best = std::min(best, now() - t0);
-  }
+    return now() - t0;
+  });
   return 8.0 * (double)iters / best * 1e-9;
 #else
   (void)seconds;
