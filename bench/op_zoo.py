@@ -14,8 +14,9 @@ alternating batches (ours, numpy, torch; three rounds), the median per call. The
 shared: the ratios (same process, alternating batches) are the figures to read.
 tests/python/test_op_zoo.py runs every op once on small odd shapes (correctness only).
 
-Ops not in the zoo, and why (constructs missing from the language): none beyond those listed in
-MISSING below.
+Ops of the issue's list not in the zoo: see MISSING below. Peers to read with care: numpy has no
+erf, so gelu_erf's numpy peer is np.vectorize(math.erf) (its ratio means nothing); frobenius runs
+as one program (a reduction across programs needs an atomic add, which the language lacks).
 """
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ import tilewright.language as T  # noqa: E402
 
 # ops of the issue's list that cannot be written today, with the construct that is missing
 MISSING = {
-    "argmax_mid": "a reduction that returns an index (T.reduce_argmax) or integer/float pairs in one "
-                  "reduce; a serial loop with T.where over the axis works but is not the natural form",
+    "argmax_mid": "not written yet: there is no index-returning reduction (T.reduce_argmax); it can be "
+                  "written as a serial loop over the axis keeping the best value and its index with T.where",
 }
 
 
@@ -363,7 +364,7 @@ def _mid(kind, red, tname):
         x = f32(rng, A, B, C)
         return Case(reduce_mid(A, B, C, kind), [x], lambda: red(x.astype(np.float64), axis=1), lambda: red(x, axis=1),
                     lambda torch: (lambda t: lambda: getattr(torch, tname)(t, 1))(torch.from_numpy(x)),
-                    1e-5, 1e-5, "middle axis")
+                    1e-6 + 2.4e-7 * B, 1e-5, "middle axis")  # fp32 sum of B N(0,1) terms: ~4 sqrt(B) u sqrt(B)
     return make
 
 
