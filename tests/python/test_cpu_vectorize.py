@@ -4,7 +4,8 @@ if-convert a float `c ? a : b` whose arms hold floating-point arithmetic when th
 masked vector operations (AVX2, SSE2: "control flow in loop"), so a function written that way ran
 one element at a time there while the AVX-512 build was vectorised. This test compiles one loop
 per function for each code path the runtime has (-march=x86-64, haswell, native) and reads g++'s
-vectorisation report: every loop must be vectorised. The same holds for the select the code
+vectorisation report: every loop must be vectorised. The same holds for the element conversions
+(float32 -> float16 had the same problem) and for the select the code
 generator emits for T.where (tw_select) with arithmetic in both arms."""
 import pathlib
 import re
@@ -25,12 +26,20 @@ FUNCTIONS = ["exp", "exp2", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "erf"]
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
 
 
+# element conversions a generated kernel stores and loads with: (source type, destination type)
+CONVERSIONS = [("float", "tw_cpu::f16"), ("float", "tw_cpu::bf16"), ("tw_cpu::f16", "float"),
+               ("tw_cpu::bf16", "float"), ("float", "int32_t"), ("float", "int8_t")]
+
+
 def _source():
     # one function per line: the report names the loop by its line number
-    lines = ['#include "tw_cpu/math.h"']
+    lines = ['#include "tw_cpu/tw_cpu.h"']
     for f in FUNCTIONS:
         lines.append(f"void loop_{f}(const float* __restrict x, float* __restrict y, int n) {{ "
                      f"_Pragma(\"GCC ivdep\") for (int i = 0; i < n; ++i) y[i] = tw_cpu::{f}(x[i]); }}")
+    for k, (src, dst) in enumerate(CONVERSIONS):
+        lines.append(f"void convert_{k}(const {src}* __restrict x, {dst}* __restrict y, int n) {{ "
+                     f"_Pragma(\"GCC ivdep\") for (int i = 0; i < n; ++i) y[i] = tw_cpu::convert<{dst}>(x[i]); }}")
     return "\n".join(lines) + "\n"
 
 
@@ -47,9 +56,10 @@ def _vectorised_lines(tmp_path, source, march):
 
 
 @pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
-def test_math_functions_vectorise(tmp_path, march):
+def test_math_functions_and_conversions_vectorise(tmp_path, march):
     vectorised = _vectorised_lines(tmp_path, _source(), march)
-    missed = [f for i, f in enumerate(FUNCTIONS, start=2) if i not in vectorised]
+    names = FUNCTIONS + [f"convert<{dst}>({src})" for src, dst in CONVERSIONS]
+    missed = [f for i, f in enumerate(names, start=2) if i not in vectorised]
     assert not missed, f"-march={march}: g++ did not vectorise the loops over {missed}"
 
 
