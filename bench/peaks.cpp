@@ -5,6 +5,8 @@
 // called through ctypes. Not part of the library.
 //
 //   tw_peak_isa()                      "avx512", "avx2" or "scalar": the vector ISA the FMA loop uses
+//   tw_peak_accumulators()             independent vector accumulators of the FMA loop
+//   tw_peak_core_ghz(secs)             core clock (GHz) from a chain of dependent integer adds
 //   tw_peak_fma_gflops(threads, secs)  fp32 GFLOP/s (2 flops per FMA lane) of all threads together,
 //                                      best of short trials over about `secs`
 //   tw_peak_copy_gbs(threads, bytes, nt) GB/s (1e9) of a copy loop, bytes read + bytes written,
@@ -71,17 +73,26 @@ inline vec vfma(vec a, vec b, vec c) { return a * b + c; }
 inline float vfirst(vec a) { return a; }
 #endif
 
-// 16 independent accumulators: more than FMA latency x FMA ports on current x86 cores, so the
-// loop is throughput-bound. acc = acc * 0.99999 + 1e-5 stays near 1 (no overflow, no denormals).
-// Without -ffast-math the compiler may not reassociate the chains, so every FMA is executed.
-constexpr int kAcc = 16;
+// Independent accumulators: enough to cover FMA latency x FMA pipes on every current x86 core
+// (2 pipes x 4 cycles = 8 on Zen 2-5 and Skylake, 2 x 5 = 10 on Haswell), and no more than fit
+// in the vector registers together with the two constants: 16 ymm registers with AVX2 hold 12 +
+// 2, 32 zmm registers with AVX-512 hold 24 + 2. (With 16 accumulators the AVX2 build spilled
+// three of them to the stack every iteration, and the store-to-load latency of those chains,
+// not the FMA pipes, bounded the loop: the probe read below the gemm on an AVX2 Zen 3.)
+// acc = acc * 0.99999 + 1e-5 stays near 1 (no overflow, no denormals). Without -ffast-math the
+// compiler may not reassociate the chains, so every FMA is executed.
+#if defined(__AVX512F__)
+constexpr int kAcc = 24;
+#else
+constexpr int kAcc = 12;
+#endif
 
 float fma_loop(long iters) {
   vec acc[kAcc];
   for (int i = 0; i < kAcc; ++i) acc[i] = vset(0.5f + 0.01f * i);
   const vec a = vset(0.99999f), b = vset(1e-5f);
   for (long it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int i = 0; i < kAcc; ++i) acc[i] = vfma(acc[i], a, b);
   }
   float s = 0;
@@ -90,6 +101,22 @@ float fma_loop(long iters) {
 }
 
 volatile float g_sink;
+
+// `iters` x 8 dependent integer adds: one per core clock cycle on every x86 core since the
+// Pentium Pro (1-cycle ALU latency, and the chain forbids overlap), so iterations / seconds is
+// the core clock actually running, turbo included (unlike the TSC, which ticks at a fixed rate).
+void add_chain(long iters) {
+#if defined(__x86_64__)
+  uint64_t x = 0;
+  for (long it = 0; it < iters; ++it)
+    asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                 "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+                 : "+r"(x));
+  g_sink = (float)x;
+#else
+  (void)iters;
+#endif
+}
 
 void copy_range(const float* __restrict src, float* __restrict dst, size_t n, bool nt) {
 #if defined(__AVX512F__)
@@ -132,6 +159,27 @@ void copy_range(const float* __restrict src, float* __restrict dst, size_t n, bo
 #endif
 }
 
+// The iteration count for which run(iters) takes about `trial` seconds on one thread (from a
+// timed run of at least trial / 2, growing `iters` from the given start).
+template <class F>
+long calibrate(F run, long iters, double trial) {
+  for (;;) {
+    double t0 = now();
+    run(iters);
+    double dt = now() - t0;
+    if (dt > trial / 2) return std::max<long>(iters, (long)(iters * trial / dt));
+    iters *= 4;
+  }
+}
+
+// The least of `trials` results of time_one() (seconds).
+template <class F>
+double best_of(int trials, F time_one) {
+  double best = 1e30;
+  for (int r = 0; r < trials; ++r) best = std::min(best, time_one());
+  return best;
+}
+
 }  // namespace
 
 extern "C" {
@@ -140,31 +188,39 @@ const char* tw_peak_isa() { return kIsa; }
 
 int tw_peak_lanes() { return kLanes; }
 
-// The best of many short trials (about 40 ms each, `seconds` in all, at least 5) of `threads`
+// The best of many short trials (about 4 ms each, `seconds` in all, at least 20) of `threads`
 // threads each running the FMA loop: on a shared, noisy machine the least disturbed trial is the
 // closest to what the hardware does.
 double tw_peak_fma_gflops(int threads, double seconds) {
   if (threads < 1) threads = 1;
-  const double trial = 0.04;
-  // calibrate the iteration count of one trial on one thread
-  long iters = 1 << 16;
-  for (;;) {
-    double t0 = now();
-    g_sink = fma_loop(iters);
-    double dt = now() - t0;
-    if (dt > 0.005) {
-      iters = std::max<long>(iters, (long)(iters * trial / dt));
-      break;
-    }
-    iters *= 4;
-  }
-  int trials = std::max(5, (int)(seconds / trial));
-  double best = 1e30;
-  for (int r = 0; r < trials; ++r) {
-    double dt = run_threads(threads, [&](int) { g_sink = fma_loop(iters); });
-    best = std::min(best, dt);
-  }
+  const double trial = 0.004;  // short: on a shared machine some trials run undisturbed
+  const long iters = calibrate([](long n) { g_sink = fma_loop(n); }, 1 << 16, trial);
+  const double best = best_of(std::max(20, (int)(seconds / trial)), [&] {
+    return run_threads(threads, [&](int) { g_sink = fma_loop(iters); });
+  });
   return 2.0 * kLanes * kAcc * (double)iters * threads / best * 1e-9;
+}
+
+int tw_peak_accumulators() { return kAcc; }
+
+// The core clock in GHz from a chain of dependent integer adds (1 cycle each), best of many
+// 0.5 ms trials over about `seconds` on one thread; 0 where the probe does not exist (not x86-64).
+// GFLOP/s / GHz is then the FMA flops per cycle the probe reached, a figure load does not bias
+// much (both are best-of, and a disturbed trial is slower in both).
+double tw_peak_core_ghz(double seconds) {
+#if defined(__x86_64__)
+  const double trial = 0.0005;  // short: on a shared machine some trials run undisturbed
+  const long iters = calibrate(add_chain, 1 << 10, trial);
+  const double best = best_of(std::max(20, (int)(seconds / trial)), [&] {
+    double t0 = now();
+    add_chain(iters);
+    return now() - t0;
+  });
+  return 8.0 * (double)iters / best * 1e-9;
+#else
+  (void)seconds;
+  return 0.0;
+#endif
 }
 
 // Copy `bytes` from one array to another (each thread its contiguous share), best of `reps`

@@ -12,11 +12,17 @@ from .language import PrimFunc
 
 __all__ = ["jit", "compile", "Kernel", "Profile", "kernel_stats"]
 
-try:  # numpy has no bfloat16; ml_dtypes provides it
-    import ml_dtypes as _ml_dtypes
-    _BF16 = _ml_dtypes.bfloat16
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    _BF16 = None
+
+
+def _bf16_dtype():
+    """numpy has no bfloat16; ml_dtypes provides it. Imported on first use (a bfloat16 output),
+    not with tilewright: loading its extension costs about a second on some machines."""
+    try:
+        import ml_dtypes
+    except ImportError as e:  # ml_dtypes is a dependency: only a broken install gets here
+        raise TilewrightError("a bfloat16 output needs the ml_dtypes package, which is not importable "
+                              f"({e}); install it: pip install ml_dtypes") from e
+    return ml_dtypes.bfloat16
 
 
 class Kernel:
@@ -48,7 +54,7 @@ class Kernel:
 
     def _wrap(self, outs):
         for i in self._bf16_outputs:
-            outs[i] = outs[i].view(_BF16)
+            outs[i] = outs[i].view(_bf16_dtype())
         if len(outs) == 1:
             return outs[0]
         return tuple(outs) if outs else None

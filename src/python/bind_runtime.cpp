@@ -99,9 +99,13 @@ Arg to_arg(nb::handle h, bool scalar_param, std::vector<nb::object>& keep_alive)
   nb::handle src = h;
   bool bf16 = false;
   // ml_dtypes.bfloat16 numpy arrays: numpy cannot export them, so view the bits as uint16.
-  if (nb::hasattr(h, "__array_interface__")) {
-    nb::object dt = h.attr("dtype");
-    if (nb::cast<std::string>(nb::str(dt.attr("name"))) == "bfloat16") {
+  // Recognised by the name of the dtype's type (ml_dtypes' `bfloat16`; numpy's own dtype types
+  // are Float32DType etc.): a cheap test, unlike hasattr(__array_interface__) or dtype.name,
+  // which numpy builds in Python (together they were most of the per-call overhead).
+  if (nb::object dt = nb::getattr(h, "dtype", nb::none()); !dt.is_none()) {
+    nb::object tn = nb::getattr(dt.type(), "__name__", nb::none());
+    if (PyUnicode_Check(tn.ptr()) && PyUnicode_CompareWithASCIIString(tn.ptr(), "bfloat16") == 0 &&
+        nb::hasattr(h, "view")) {
       keep_alive.push_back(h.attr("view")("uint16"));
       src = keep_alive.back();
       bf16 = true;
@@ -194,7 +198,8 @@ struct BigBuffer {
   void* p;
 };
 
-nb::object alloc_output(const OutputSpec& spec) {
+// Returns the numpy array; *data is its buffer.
+nb::object alloc_output(const OutputSpec& spec, void** data) {
   size_t n = 1;
   for (auto s : spec.shape) n *= static_cast<size_t>(s);
   size_t bytes = (n * spec.dtype.bytes() + 63) / 64 * 64;
@@ -215,6 +220,7 @@ nb::object alloc_output(const OutputSpec& spec) {
     if (!p) throw std::bad_alloc();
     owner = nb::capsule(p, [](void* q) noexcept { std::free(q); });
   }
+  *data = p;
   return nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, to_dlpack(spec.dtype)));
 }
 
@@ -250,9 +256,9 @@ void prepare(const Executable& exe, nb::handle args, Prepared& p) {
   }
   p.binding = exe.bind(p.inputs);
   for (const auto& spec : p.binding.outputs) {
-    nb::object o = alloc_output(spec);
-    p.out_ptrs.push_back(nb::cast<nb::ndarray<>>(o).data());
-    p.outs.append(o);
+    void* data = nullptr;
+    p.outs.append(alloc_output(spec, &data));  // (no DLPack round trip back to the pointer)
+    p.out_ptrs.push_back(data);
   }
 }
 

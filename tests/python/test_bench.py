@@ -25,6 +25,9 @@ def test_bench_quick_smoke(tmp_path):
         assert key in data, key
     assert data["quick"] is True and data["ok"] is True
     assert data["peaks"]["fma_gflops"]["1"] > 0 and data["peaks"]["copy_gbs"]["1"] > 0
+    # the FMA loop's accumulators fit in the registers (12 ymm with AVX2, 24 zmm with AVX-512)
+    assert data["peaks"]["fma_accumulators"] == {"avx512": 24, "avx2": 12, "scalar": 12}[data["peaks"]["isa"]]
+    assert data["peaks"]["core_ghz"] > 0 and data["peaks"]["fma_flops_per_cycle"]["1"] > 0
     child = data["children"]["1"]
     assert child["tilewright_threads"] == 1 and child["error"] is None
 

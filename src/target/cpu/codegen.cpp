@@ -631,6 +631,12 @@ inline double tw_min(double a, double b) { return b < a ? b : a; }
 inline double tw_max(double a, double b) { return a < b ? b : a; }
 template <class T>
 inline T tw_select(bool c, T a, T b) { return c ? a : b; }  // both arms already evaluated
+// float arms as a bit select: g++ does not if-convert a float ?: whose arms hold arithmetic
+// without masked vector operations (AVX2, SSE2), which left such loops scalar there
+template <>
+inline float tw_select<float>(bool c, float a, float b) { return tw_cpu::detail::fsel(c, a, b); }
+template <>
+inline double tw_select<double>(bool c, double a, double b) { return tw_cpu::detail::dsel(c, a, b); }
 inline int64_t tw_abs(int64_t a) { return a < 0 ? -a : a; }
 inline int64_t tw_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;

@@ -106,15 +106,15 @@ TW_CPU_INLINE float exp(float x) {
   // ones (the shift constant's) leave through the top of the 32-bit shift
   float ps = bitsf(fbits(p) + (e1 << 23));  // p * 2^n1, exact
   float y = ps * bitsf((e - e1) << 23);     // * 2^(n - n1): the one rounding
-  return x == x ? y : x;
+  return fsel(x == x, y, x);
 }
 
 // 2^x: x = n + f with n = round(x) (exact), 2^f = e^(f ln2) with the exp polynomial on
 // |f ln2| <= ln2/2 (f ln2 computed with a two-part ln2), scaled by 2^n in two factors.
 TW_CPU_INLINE float exp2(float x) {
   using namespace detail;
-  float xc = x > 129.0f ? 129.0f : x;
-  xc = xc < -151.0f ? -151.0f : xc;  // NaN stays NaN
+  float xc = fsel(x > 129.0f, 129.0f, x);
+  xc = fsel(xc < -151.0f, -151.0f, xc);  // NaN stays NaN
   const float kShift = 12582912.0f;  // 1.5 * 2^23: float add rounds to integer
   float t = xc + kShift;
   float n = t - kShift;
@@ -158,7 +158,7 @@ TW_CPU_INLINE float log(float x) {
 TW_CPU_INLINE float sqrt(float x) {
   using namespace detail;
   bool sub = x < 0x1p-126f;
-  float xs = sub ? x * 0x1p24f : x;
+  float xs = fsel(sub, x * 0x1p24f, x);
   float y = bitsf(0x5f375a86u - (fbits(xs) >> 1));
   float hx = 0.5f * xs;
   y = y * fmadd(-hx * y, y, 1.5f);
@@ -167,11 +167,11 @@ TW_CPU_INLINE float sqrt(float x) {
   float s = xs * y;
   float d = fmadd(-s, s, xs);  // residual (exact with FMA)
   s = fmadd(0.5f * y, d, s);
-  s = sub ? s * 0x1p-12f : s;
-  s = x == kInf ? kInf : s;
-  s = x == 0.0f ? x : s;  // keeps -0
-  s = x < 0.0f ? kNaN : s;
-  s = x != x ? x : s;
+  s = fsel(sub, s * 0x1p-12f, s);
+  s = fsel(x == kInf, kInf, s);
+  s = fsel(x == 0.0f, x, s);  // keeps -0
+  s = fsel(x < 0.0f, kNaN, s);
+  s = fsel(x != x, x, s);
   return s;
 }
 
@@ -181,7 +181,7 @@ TW_CPU_INLINE float sigmoid(float x) {
   using namespace detail;
   float e = tw_cpu::exp(-fabs_(x));  // in (0, 1], no overflow
   float s = 1.0f / (1.0f + e);
-  return x >= 0.0f ? s : (x != x ? x : e * s);
+  return fsel(x >= 0.0f, s, fsel(x != x, x, e * s));
 }
 
 TW_CPU_INLINE float tanh(float x) {
@@ -198,7 +198,7 @@ TW_CPU_INLINE float tanh(float x) {
   // otherwise 1 - 2/(e^{2|x|} + 1)   (e -> Inf gives exactly 1)
   float e = tw_cpu::exp(2.0f * ax);
   float big = 1.0f - 2.0f / (e + 1.0f);
-  float r = ax < 0.55f ? small : big;
+  float r = fsel(ax < 0.55f, small, big);
   return copysign_(r, x);  // NaN: big is NaN, sign copied, still NaN
 }
 
@@ -217,7 +217,7 @@ TW_CPU_INLINE float erf(float x) {
   float small = ax * p;
   // 1 <= |x| <= 4: 1 - exp(-x^2) Q(1/x - 0.625)  (Q = erfc(x) e^{x^2}, rel 5e-9);
   // beyond 4 erf rounds to 1.
-  float ac = ax < 4.0f ? ax : 4.0f;
+  float ac = fsel(ax < 4.0f, ax, 4.0f);
   float uq = 1.0f / ac - 0.625f;
   float q = 2.503254323e-02f;
   q = fmadd(q, uq, -7.090389203e-03f);
@@ -230,8 +230,8 @@ TW_CPU_INLINE float erf(float x) {
   q = fmadd(q, uq, 3.822837582e-01f);
   q = fmadd(q, uq, 3.059529888e-01f);
   float big = 1.0f - tw_cpu::exp(-ac * ac) * q;
-  float r = ax < 1.0f ? small : big;
-  r = x != x ? x : r;
+  float r = fsel(ax < 1.0f, small, big);
+  r = fsel(x != x, x, r);
   return copysign_(r, x);
 }
 

@@ -46,6 +46,10 @@ inline uint32_t bsel(bool c, uint32_t a, uint32_t b) {
   return (a & m) | (b & ~m);
 }
 inline float fsel(bool c, float a, float b) { return bitsf(bsel(c, fbits(a), fbits(b))); }
+inline double dsel(bool c, double a, double b) {
+  uint64_t m = 0u - (uint64_t)c;
+  return bitsd((dbits(a) & m) | (dbits(b) & ~m));
+}
 
 // double -> float with round-to-odd (truncate, then set the sticky lsb if inexact).
 // A subsequent RNE rounding to a format with <= 22 fraction bits is then correct.
@@ -97,10 +101,11 @@ inline uint16_t f32_to_f16_bits(float f) {
   uint32_t norm = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
   // subnormal half (|f| < 2^-14): let the FPU do RNE at ulp 2^-24 by adding 0.5.
   uint32_t sub = fbits(bitsf(a) + 0.5f) - 0x3f000000u;
-  uint32_t r = a > 0x7f800000u ? nan
-             : a >= 0x47800000u ? 0x7c00u  // >= 65536 (incl. Inf)
-             : a >= 0x38800000u ? norm
-                                : sub;
+  // bit selects, not ?: (g++ would move the float add into the last arm and then not
+  // if-convert the loop around it without masked vector operations: AVX2, SSE2)
+  uint32_t r = bsel(a > 0x7f800000u, nan,
+                    bsel(a >= 0x47800000u, 0x7c00u,  // >= 65536 (incl. Inf)
+                         bsel(a >= 0x38800000u, norm, sub)));
   return (uint16_t)(r | sign);
 }
 inline uint16_t f32_to_bf16_bits(float f) {

@@ -1,0 +1,85 @@
+"""The CPU runtime's math functions (src/target/cpu/include/tw_cpu/math.h) are meant to be
+auto-vectorised by g++ -O3 wherever a generated kernel maps them over a row. g++ refuses to
+if-convert a float `c ? a : b` whose arms hold floating-point arithmetic when the target has no
+masked vector operations (AVX2, SSE2: "control flow in loop"), so a function written that way ran
+one element at a time there while the AVX-512 build was vectorised. This test compiles one loop
+per function for each code path the runtime has (-march=x86-64, haswell, native) and reads g++'s
+vectorisation report: every loop must be vectorised. The same holds for the element conversions
+(float32 -> float16 had the same problem) and for the select the code
+generator emits for T.where (tw_select) with arithmetic in both arms."""
+import pathlib
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+INCLUDE = ROOT / "src" / "target" / "cpu" / "include"
+
+FUNCTIONS = ["exp", "exp2", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "erf"]
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
+
+
+# element conversions a generated kernel stores and loads with: (source type, destination type)
+CONVERSIONS = [("float", "tw_cpu::f16"), ("float", "tw_cpu::bf16"), ("tw_cpu::f16", "float"),
+               ("tw_cpu::bf16", "float"), ("float", "int32_t"), ("float", "int8_t")]
+
+
+def _source():
+    # one function per line: the report names the loop by its line number
+    lines = ['#include "tw_cpu/tw_cpu.h"']
+    for f in FUNCTIONS:
+        lines.append(f"void loop_{f}(const float* __restrict x, float* __restrict y, int n) {{ "
+                     f"_Pragma(\"GCC ivdep\") for (int i = 0; i < n; ++i) y[i] = tw_cpu::{f}(x[i]); }}")
+    for k, (src, dst) in enumerate(CONVERSIONS):
+        lines.append(f"void convert_{k}(const {src}* __restrict x, {dst}* __restrict y, int n) {{ "
+                     f"_Pragma(\"GCC ivdep\") for (int i = 0; i < n; ++i) y[i] = tw_cpu::convert<{dst}>(x[i]); }}")
+    return "\n".join(lines) + "\n"
+
+
+def _vectorised_lines(tmp_path, source, march):
+    """The line numbers of the loops g++ -O3 -march=`march` vectorises in `source`."""
+    src = tmp_path / "loops.cpp"
+    src.write_text(source)
+    r = subprocess.run(["g++", "-std=c++20", "-O3", f"-march={march}", f"-I{INCLUDE}", "-c", str(src),
+                        "-o", str(tmp_path / "loops.o"), "-fopt-info-vec-optimized"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return {int(m.group(1)) for m in re.finditer(r"loops\.cpp:(\d+):\d+: optimized: loop vectorized",
+                                                 r.stdout + r.stderr)}
+
+
+@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
+def test_math_functions_and_conversions_vectorise(tmp_path, march):
+    vectorised = _vectorised_lines(tmp_path, _source(), march)
+    names = FUNCTIONS + [f"convert<{dst}>({src})" for src, dst in CONVERSIONS]
+    missed = [f for i, f in enumerate(names, start=2) if i not in vectorised]
+    assert not missed, f"-march={march}: g++ did not vectorise the loops over {missed}"
+
+
+@T.prim_func
+def leaky_relu(X: T.Tensor((64, 256), "float32"), Z: T.Tensor((64, 256), "float32")):
+    with T.Kernel(64) as bx:
+        x = T.alloc_fragment((256,), "float32")
+        T.copy(X[bx, 0:256], x)
+        for i in T.Parallel(256):
+            x[i] = T.where(x[i] > 0, x[i] * 2.0, x[i] * 0.01)
+        T.copy(x, Z[bx, 0:256])
+
+
+@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
+def test_generated_where_map_vectorises(tmp_path, march):
+    k = tw.compile(leaky_relu, out_idx=[-1], target="cpu")
+    a = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    np.testing.assert_array_equal(k(a), np.where(a > 0, a * np.float32(2), a * np.float32(0.01)))
+    lines = k.get_source("c++").splitlines()
+    at = next(i for i, line in enumerate(lines) if "= tw_select<float>(" in line)
+    loop = max(i for i in range(at) if lines[i].lstrip().startswith("for ")) + 1  # 1-based
+    assert loop in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
+        f"-march={march}: g++ did not vectorise the T.where map:\n" + "\n".join(lines[loop - 2:at + 1])
