@@ -209,25 +209,21 @@ def _lit(v):
     return repr(float(v)) if isinstance(v, float) else repr(int(v))
 
 
+# the source text of each map operation on the value `x` (and `y`, the second input's element)
+OP_SOURCE = {
+    "axpb": lambda op, x, y: f"{x} * {_lit(op[1])} + {_lit(op[2])}",
+    "max": lambda op, x, y: f"T.max({x}, {_lit(op[1])})",
+    "min": lambda op, x, y: f"T.min({x}, {_lit(op[1])})",
+    "abs": lambda op, x, y: f"T.abs({x})",
+    "sq": lambda op, x, y: f"{x} * {x}",
+    "exp": lambda op, x, y: f"T.exp({x})",
+    "cast": lambda op, x, y: f"T.cast({x}, {op[1]!r})",
+    "add2": lambda op, x, y: f"{x} + {y}",
+}
+
+
 def _expr(op, x, y):
-    name = op[0]
-    if name == "axpb":
-        return f"{x} * {_lit(op[1])} + {_lit(op[2])}"
-    if name == "max":
-        return f"T.max({x}, {_lit(op[1])})"
-    if name == "min":
-        return f"T.min({x}, {_lit(op[1])})"
-    if name == "abs":
-        return f"T.abs({x})"
-    if name == "sq":
-        return f"{x} * {x}"
-    if name == "exp":
-        return f"T.exp({x})"
-    if name == "cast":
-        return f"T.cast({x}, {op[1]!r})"
-    if name == "add2":
-        return f"{x} + {y}"
-    raise ValueError(f"unknown op {op!r}")
+    return OP_SOURCE[op[0]](op, x, y)
 
 
 def _map_lines(ops, fused, tile, idx, second, extents):

@@ -65,25 +65,21 @@ def inputs(d):
     return arrays
 
 
+# each map operation of grammar.OP_SOURCE on float64 arrays (`dtype`: the tile's)
+OP_VALUE = {
+    "axpb": lambda op, x, y, dtype: x * op[1] + op[2],
+    "max": lambda op, x, y, dtype: np.maximum(x, op[1]),
+    "min": lambda op, x, y, dtype: np.minimum(x, op[1]),
+    "abs": lambda op, x, y, dtype: np.abs(x),
+    "sq": lambda op, x, y, dtype: x * x,
+    "exp": lambda op, x, y, dtype: np.exp(x),
+    "cast": lambda op, x, y, dtype: convert(x, dtype, op[1]),
+    "add2": lambda op, x, y, dtype: x + y,
+}
+
+
 def _apply(op, x, y, dtype):
-    name = op[0]
-    if name == "axpb":
-        return x * op[1] + op[2]
-    if name == "max":
-        return np.maximum(x, op[1])
-    if name == "min":
-        return np.minimum(x, op[1])
-    if name == "abs":
-        return np.abs(x)
-    if name == "sq":
-        return x * x
-    if name == "exp":
-        return np.exp(x)
-    if name == "cast":
-        return convert(x, dtype, op[1])
-    if name == "add2":
-        return x + y
-    raise ValueError(op)
+    return OP_VALUE[op[0]](op, x, y, dtype)
 
 
 class Tracker:
