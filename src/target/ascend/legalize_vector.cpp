@@ -591,9 +591,11 @@ class Legalizer {
       vars.push_back(fresh_var(d + 1 == dst.extents.size() ? "j" : "i", sp));
       ext.push_back(e);
     }
-    if (vars.empty()) {
+    if (vars.empty()) {  // every dim is 1: one element, indexed by an extent-1 loop over the last dim
       vars.push_back(fresh_var("j", sp));
       ext.push_back(1);
+      dd->push_back({dst.extents.size() - 1, 1});
+      sd->push_back({src.extents.size() - 1, 1});
     }
     auto index = [&](const ir::Region& r, const std::vector<std::pair<size_t, int64_t>>& d) {
       std::vector<Expr> idx(r.starts.begin(), r.starts.end());
