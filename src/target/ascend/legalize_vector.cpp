@@ -569,15 +569,18 @@ class Legalizer {
     return d >= n - 1 ? frames_.back().pre : frames_[d + 1].before;
   }
 
-  // A map over the non-unit dims of two regions of the same shape: dst = f(src element).
+  // A map over the non-unit dims of two regions of the same shape: dst = f(src element). Two 2-D
+  // regions keep their unit dims (a rows x 1 column tile is a map over rows x 1, whose rows are
+  // 32 B apart in UB, not a map over a 1-D run of elements).
   std::optional<Stmt> region_map(const ir::Region& dst, const ir::Region& src, const Span& sp,
                                  const std::function<Expr(Expr)>& f) {
-    auto dims = [](const ir::Region& r) {
+    const bool keep_units = dst.extents.size() == 2 && src.extents.size() == 2;
+    auto dims = [keep_units](const ir::Region& r) {
       std::vector<std::pair<size_t, int64_t>> d;
       for (size_t i = 0; i < r.extents.size(); ++i) {
         auto c = ir::as_const_int(r.extents[i]);
         if (!c) return std::optional<std::vector<std::pair<size_t, int64_t>>>{};
-        if (*c != 1) d.push_back({i, *c});
+        if (*c != 1 || keep_units) d.push_back({i, *c});
       }
       return std::optional<std::vector<std::pair<size_t, int64_t>>>{d};
     };
