@@ -1,8 +1,9 @@
 """The one table of known open bugs the fuzzer's programs hit, and of documented limitations.
 
-KNOWN_BUGS: (name, target, predicate on the program description, description). A failure on
-`target` of a program matching the predicate is counted as "known", not as a new failure. Empty
-an entry when its fix merges: the corpus then checks the fix. Never narrow the grammar instead.
+KNOWN_BUGS: open bugs, each with a predicate on the program description. A failure on the
+entry's target, of one of its statuses, with its message, of a program matching the predicate is
+counted as "known", not as a new failure. Delete an entry when its fix merges: the corpus then
+checks the fix. Never narrow the grammar instead.
 
 UNSUPPORTED: (target, predicate, reason) for programs the documentation says a target does not
 support: there the target must raise a TilewrightError (a clear error); a crash, a hang or a
@@ -57,37 +58,25 @@ def vector_bf16(d):
     return any(op[0] == "cast" and op[1] == "bfloat16" for op in d.get("ops", []))
 
 
-def parallel_extent_one(d):
-    """A T.Parallel map (or a converting copy, lowered to one) with an extent of 1."""
-    if d["kind"] not in ("copy", "map"):
-        return False
-    return d["bm"] == 1 or (d["ndim"] == 2 and d["bn"] == 1)
-
-
 MISMATCH = ("mismatch",)
 ANY = ("mismatch", "checker", "error", "crash", "hang")
 
 # (name, target, failure statuses it explains, message pattern (None: any), predicate,
-# description, skip). skip=True: the bug
-# corrupts or stops the worker (host memory, hangs), so the fuzzer does not run that target on
-# matching programs at all (counted as "skipped"); a memory corruption could otherwise change
-# later programs' results in the same worker.
+# description, skip). skip=True: the bug corrupts or stops the worker (host memory, hangs), so the
+# fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
+# corruption could otherwise change later programs' results in the same worker.
 KNOWN_BUGS = [
     ("origin-past-end", "ascend910b", ANY, None, origin_past_end,
      "copies whose origin lies past a tensor's end (simulator host-memory corruption: hangs, "
      "'double free or corruption' aborts)", True),
     ("zero-fill", "ascend910b", MISMATCH, None, vector_tail_reaches_output,
      "GM->UB tails are not zero-filled on the Vector side (stale UB after an earlier block)", False),
-    ("m-zero", "ascend910b", ANY, None, zero_extent, "M=0 (an empty grid) rejected on Ascend", False),
-    # found by this fuzzer (not fixed here: lower_expert.cpp / legalize_vector.cpp belong to others)
+    ("m-zero", "ascend910b", ("error",), r"block_dim must be positive", zero_extent,
+     "M=0 (an empty grid) rejected on Ascend", False),
+    # found by this fuzzer, not fixed here (lower_expert.cpp's vector dtype check; a design change)
     ("bf16-vector", "ascend910b", ("error",), r"on bfloat16: the Vector core has no bfloat16 arithmetic",
      vector_bf16, "a bfloat16 tile on the Vector side is rejected when filled (T.fill), reduced into or "
      "converted to/from anything but float32: the conversions/fill are not routed through float32", False),
-    ("extent-1", "ascend910b", ("error",),
-     r"does not use every loop index|is not indexed by every loop variable in order", parallel_extent_one,
-     "a tile with a dimension of 1 in a T.Parallel map or a converting copy is rejected on Ascend "
-     "(legalize_vector: 'T.Parallel store does not use every loop index'; lower_expert: 'the destination is "
-     "not indexed by every loop variable in order'): the index of an extent-1 loop is simplified away", False),
 ]
 
 def _gemm(d, dtypes, pred):
