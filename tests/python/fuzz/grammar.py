@@ -140,7 +140,8 @@ def generate(seed):
         d["dt_out"] = srng.choice(DTYPES)
         d["op"] = srng.choice(("sum", "max", "min"))
         d["dim"] = srng.choice((0, 1))
-        d["bm"], d["bn"] = _block(srng), _block(srng)
+        wide = ((1, 2, 4, 8, 16, 32, 64, 128), (1, 1, 3, 4, 4, 2, 2, 1))  # 128: rows folded in halves
+        d["bm"], d["bn"] = _block(srng, *wide), _block(srng, *wide)
         d["loop"] = srng.choice(("grid", "serial", "pipelined"))
         d["stages"] = srng.choice((2, 3))
         d["M"] = _dim(rng, d["bm"], sym)
@@ -150,6 +151,8 @@ def generate(seed):
             blk = "bm" if d["dim"] == 0 else "bn"
             d[blk] = max(d[blk], 1)
             d[red] = min(d[red], d[blk]) if d[red] else d[red]
+        # a second pass (a second loop) summing the squares into a second output B2
+        d["sumsq"] = srng.random() < 0.3
     else:  # gemm
         d["dt_in"] = srng.choice(DTYPES)
         integer = is_int(d["dt_in"])
@@ -192,7 +195,9 @@ def tensors(d):
             ins.append(("A2", ins[0][1], d["dt_in"]))
         return [t + (False,) for t in ins] + [out + (True,)]
     if k == "reduce":
-        return [("A", ("M", "N"), d["dt_in"], False), ("B", ("N",) if d["dim"] == 0 else ("M",), d["dt_out"], True)]
+        out = ("N",) if d["dim"] == 0 else ("M",)
+        return [("A", ("M", "N"), d["dt_in"], False), ("B", out, d["dt_out"], True)] + \
+            ([("B2", out, d["dt_out"], True)] if d.get("sumsq") else [])
     a = ("K", "M") if d["ta"] else ("M", "K")
     b = ("N", "K") if d["tb"] else ("K", "N")
     ts = [("A", a, d["dt_in"], False), ("B", b, d["dt_in"], False)]
@@ -295,19 +300,27 @@ def _body(d):
         if d["dim"] == 1:   # one value per row; blocks of rows on the grid
             grid, kept, red_ext, red_blk = f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by", bm, dim("N"), bn
             src = lambda c: f"A[by * {bm}, {c}]"  # noqa: E731
-            dst = f"B[by * {bm}]"
+            dst = lambda out: f"{out}[by * {bm}]"  # noqa: E731
         else:
             grid, kept, red_ext, red_blk = f"T.Kernel(T.ceildiv({dim('N')}, {bn})) as bx", bn, dim("M"), bm
             src = lambda r: f"A[{r}, bx * {bn}]"  # noqa: E731
-            dst = f"B[bx * {bn}]"
+            dst = lambda out: f"{out}[bx * {bn}]"  # noqa: E731
         body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"r = T.alloc_fragment(({kept},), {dt!r})"]
-        if d["loop"] == "grid":
-            body += [f"T.copy({src(0)}, x)", f"{fn}(x, r, dim={d['dim']})"]
-        else:
-            body.append(f"T.fill(r, {reduce_identity_text(d['op'], dt)})")
-            body.append(_loop(d, "k", f"T.ceildiv({red_ext}, {red_blk})"))
-            body += [f"    T.copy({src(f'k * {red_blk}')}, x)", f"    {fn}(x, r, dim={d['dim']}, clear=False)"]
-        body.append(f"T.copy(r, {dst})")
+        if d.get("sumsq"):
+            body.append(f"r2 = T.alloc_fragment(({kept},), {dt!r})")
+
+        def one_pass(fn, r, var, pre):
+            if d["loop"] == "grid":
+                return [f"T.copy({src(0)}, x)"] + pre + [f"{fn}(x, {r}, dim={d['dim']})"]
+            return ([f"T.fill({r}, {reduce_identity_text(fn[len('T.reduce_'):], dt)})",
+                     _loop(d, var, f"T.ceildiv({red_ext}, {red_blk})"), f"    T.copy({src(f'{var} * {red_blk}')}, x)"]
+                    + ["    " + s for s in pre] + [f"    {fn}(x, {r}, dim={d['dim']}, clear=False)"])
+
+        body += one_pass(fn, "r", "k", [])
+        body.append(f"T.copy(r, {dst('B')})")
+        if d.get("sumsq"):
+            body += one_pass("T.reduce_sum", "r2", "k2", _map_lines([["sq"]], True, "x", ("i", "j"), None, (bm, bn)))
+            body.append(f"T.copy(r2, {dst('B2')})")
         return [f"with {grid}:"] + ["    " + s for s in body]
     # gemm
     bk = d["bk"]

@@ -76,6 +76,8 @@ def candidates(d):
         for f in ("ta", "tb"):
             if d[f]:
                 out.append(_set(d, **{f: False}))
+    if d.get("sumsq"):
+        out.append(_set(d, sumsq=False))
     for f in ("dt_in", "dt_tile", "dt_out"):
         if f in d and d[f] not in ("float32",):
             out.append(_set(d, **{f: "float32"}))

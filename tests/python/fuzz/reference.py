@@ -134,13 +134,17 @@ def reference(d):
             x = _map(d["ops"], d["fused"], x, y, d["dt_tile"], tr)
         return [convert(x, d["dt_tile"], d["dt_out"])], tr
     if k == "reduce":
-        return [_reduce(d, ins[0], tr)], tr
+        x = convert(ins[0], d["dt_in"], d["dt_tile"])
+        outs = [_reduce(d, x, d["op"], tr)]
+        if d.get("sumsq"):
+            outs.append(_reduce(d, convert(x * x, d["dt_tile"], d["dt_tile"]), "sum", tr))
+        return outs, tr
     return [_gemm(d, ins, tr)], tr
 
 
-def _reduce(d, a, tr):
+def _reduce(d, x, op, tr):
+    """reduce_<op> of the tile values x (float64 of dtype dt_tile) as the program walks them."""
     dt = d["dt_tile"]
-    x = convert(a, d["dt_in"], dt)
     if d["dim"] == 0:
         x = x.T
     blk = d["bm"] if d["dim"] == 0 else d["bn"]
@@ -150,21 +154,21 @@ def _reduce(d, a, tr):
         nblocks = 1
     pad = np.zeros((kept, nblocks * blk))
     pad[:, :red] = x
-    fn = {"sum": np.sum, "max": np.max, "min": np.min}[d["op"]]
+    fn = {"sum": np.sum, "max": np.max, "min": np.min}[op]
     if d["loop"] == "grid":
         acc = convert(fn(pad, axis=1), dt, dt)
     else:
-        ident = 0.0 if d["op"] == "sum" else (INT_RANGE["int8"][0 if d["op"] == "max" else 1] if is_int(dt)
-                                               else (-np.inf if d["op"] == "max" else np.inf))
+        ident = 0.0 if op == "sum" else (INT_RANGE["int8"][0 if op == "max" else 1] if is_int(dt)
+                                         else (-np.inf if op == "max" else np.inf))
         acc = np.full(kept, float(ident))
         for b in range(nblocks):
             part = fn(pad[:, b * blk:(b + 1) * blk], axis=1)
-            merged = acc + part if d["op"] == "sum" else (np.maximum(acc, part) if d["op"] == "max" else np.minimum(acc, part))
+            merged = acc + part if op == "sum" else (np.maximum(acc, part) if op == "max" else np.minimum(acc, part))
             acc = convert(tr.see(merged), dt, dt)
             tr.steps += 1
     tr.see(acc)
     tr.steps += 2
-    tr.inexact = tr.inexact or (d["op"] == "sum" and not is_int(dt))
+    tr.inexact = tr.inexact or (op == "sum" and not is_int(dt))
     return convert(acc, dt, d["dt_out"])
 
 
