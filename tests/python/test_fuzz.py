@@ -50,6 +50,7 @@ def test_generator_covers_the_grammar():
     assert any(d["M"] % d["bm"] and d.get("N", 1) % d.get("bn", 1) for d in descs)  # tails in both dims
     assert any(d["M"] < d["bm"] for d in descs)                                      # tile larger than tensor
     assert any(d.get("r0") or d.get("c0") for d in descs)                            # offsets
+    assert any(d.get("col") for d in descs) and any(d.get("sumsq") for d in descs)
     # programs with symbolic shapes share their source (one compile for several shapes)
     assert len({grammar.source(d) for d in descs}) < 0.7 * len(descs)
 

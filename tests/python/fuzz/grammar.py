@@ -122,7 +122,9 @@ def generate(seed):
         d["loop"] = srng.choice(("grid", "grid", "serial", "pipelined"))
         d["stages"] = srng.choice((2, 3))
         d["r0"] = srng.choice((0, 0, 0, 1, 3))
-        d["c0"] = srng.choice((0, 0, 0, 1, 5)) if d["ndim"] == 2 else 0
+        # 1-D: either a 1-D input or one column c0 of a 2-D input (a (rows, 1) slice into a 1-D tile)
+        d["col"] = d["ndim"] == 1 and srng.random() < 0.4
+        d["c0"] = srng.choice((0, 0, 0, 1, 5)) if d["ndim"] == 2 or d["col"] else 0
         if kind == "map":
             d["second"] = srng.random() < 0.3
             d["ops"] = _ops(srng, d["dt_tile"], srng.randint(1, 4), d["second"])
@@ -134,6 +136,8 @@ def generate(seed):
         else:
             d["MA"] = max(1, d["M"] + d["r0"] + rng.choice((0, 0, 0, -1, -3, 2)))
             d["NA"] = max(1, d["N"] + d["c0"] + rng.choice((0, 0, 0, -1, 2))) if d["ndim"] == 2 else 1
+        if d["col"]:
+            d["NA"] = d["c0"] + 1 + rng.choice((0, 0, 2))
     elif kind == "reduce":
         d["dt_in"] = srng.choice(DTYPES)
         d["dt_tile"] = srng.choice(FLOATS + FLOATS + ("int8",))
@@ -185,7 +189,10 @@ def tensors(d):
     k = d["kind"]
     if k in ("copy", "map"):
         a_dims = ("M", "N") if d["sym"] else ("MA", "NA")
-        if d["ndim"] == 1:
+        if d.get("col"):
+            ins = [("A", (a_dims[0], "NA"), d["dt_in"])]
+            out = ("B", ("M",), d["dt_out"])
+        elif d["ndim"] == 1:
             ins = [("A", a_dims[:1], d["dt_in"])]
             out = ("B", ("M",), d["dt_out"])
         else:
@@ -272,6 +279,8 @@ def _body(d):
         if one:
             grid = f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by" if d["loop"] == "grid" else "T.Kernel(1) as bz"
             src, dst = f"[by * {bm}{r0}]", f"[by * {bm}]"
+            if d.get("col"):
+                src = f"[by * {bm}{r0}:by * {bm}{r0} + {bm}, {d['c0']}]"
         else:
             grid = (f"T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by)"
                     if d["loop"] == "grid" else f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by")

@@ -68,6 +68,11 @@ def int8_gemm_short_k(d):
     return d["kind"] == "gemm" and d["dt_in"] == "int8" and d["bk"] % 32 != 0
 
 
+def column_slice(d):
+    """A (rows, 1) column slice of a 2-D tensor copied into a 1-D tile."""
+    return d["kind"] in ("copy", "map") and bool(d.get("col"))
+
+
 MISMATCH = ("mismatch",)
 ANY = ("mismatch", "checker", "error", "crash", "hang")
 
@@ -83,6 +88,9 @@ KNOWN_BUGS = [
      "GM->UB tails are not zero-filled on the Vector side (stale UB after an earlier block)", False),
     ("m-zero", "ascend910b", ("error",), r"block_dim must be positive", zero_extent,
      "M=0 (an empty grid) rejected on Ascend", False),
+    ("column-slice", "ascend910b", ("error", "checker", "mismatch"), None, column_slice,
+     "(K,1) column slices into 1-D tiles: 'UB rows are 16 B apart' errors, or CopyGmToUb rows 32 B apart "
+     "overrunning the 1-D UB tile (checker: out of bounds)", False),
     # found by this fuzzer, not fixed here (lower_expert.cpp's vector dtype check; a design change)
     ("bf16-vector", "ascend910b", ("error",), r"on bfloat16: the Vector core has no bfloat16 arithmetic",
      vector_bf16, "a bfloat16 tile on the Vector side is rejected when filled (T.fill), reduced into or "

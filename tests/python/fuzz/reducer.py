@@ -19,9 +19,13 @@ def _valid(d):
     if any(v < 0 for v in dims) or (not d["sym"] and 0 in dims):
         return False   # constant grid extents must be positive; only symbolic dims may be 0
     if k in ("copy", "map"):
-        if d["ndim"] == 1 and (d["bn"] != 1 or d["N"] != 1 or d["NA"] != 1 or d["c0"] != 0):
+        if d["ndim"] == 1 and (d["bn"] != 1 or d["N"] != 1):
             return False
-        if d["sym"] and (d["MA"] != d["M"] or d["NA"] != d["N"]):
+        if d.get("col") and (d["ndim"] != 1 or d["NA"] <= d["c0"]):
+            return False
+        if d["ndim"] == 1 and not d.get("col") and (d["NA"] != 1 or d["c0"] != 0):
+            return False
+        if d["sym"] and (d["MA"] != d["M"] or (d["NA"] != d["N"] and not d.get("col"))):
             return False
         if k == "map":
             if not d["ops"]:
@@ -92,8 +96,14 @@ def candidates(d):
     for f in ("r0", "c0"):
         if d.get(f):
             out.append(_set(d, **{f: 0}))
+            if f == "c0" and d.get("col"):
+                out[-1]["NA"] = d["NA"] - d["c0"]
     if k in ("copy", "map") and d["ndim"] == 2:
-        out.append(_set(d, ndim=1, bn=1, N=1, NA=1, c0=0))
+        out.append(_set(d, ndim=1, bn=1, N=1, NA=1, c0=0, col=False))
+    if d.get("col"):
+        out.append(_set(d, col=False, NA=1, c0=0))
+        if d["NA"] > d["c0"] + 1:
+            out.append(_set(d, NA=d["c0"] + 1))
     for n in ("M", "N", "K", "MA", "NA"):
         if n not in d:
             continue

@@ -127,10 +127,11 @@ def reference(d):
     if k in ("copy", "map"):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
         offs = (d["r0"],) if d["ndim"] == 1 else (d["r0"], d["c0"])
-        x = convert(_shifted(ins[0], shape, offs), d["dt_in"], d["dt_tile"])
+        col = (lambda a: a[:, d["c0"]]) if d.get("col") else (lambda a: a)  # noqa: E731
+        x = convert(_shifted(col(ins[0]), shape, offs), d["dt_in"], d["dt_tile"])
         tr.see(x)
         if k == "map":
-            y = convert(_shifted(ins[1], shape, offs), d["dt_in"], d["dt_tile"]) if d["second"] else None
+            y = convert(_shifted(col(ins[1]), shape, offs), d["dt_in"], d["dt_tile"]) if d["second"] else None
             x = _map(d["ops"], d["fused"], x, y, d["dt_tile"], tr)
         return [convert(x, d["dt_tile"], d["dt_out"])], tr
     if k == "reduce":
