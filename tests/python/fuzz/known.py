@@ -88,6 +88,10 @@ KNOWN_BUGS = [
      "GM->UB tails are not zero-filled on the Vector side (stale UB after an earlier block)", False),
     ("m-zero", "ascend910b", ("error",), r"block_dim must be positive", zero_extent,
      "M=0 (an empty grid) rejected on Ascend", False),
+    ("two-loop-reduce", "ascend910b", ("error",), r"'\w+_half_\d+' is used outside its scope",
+     lambda d: d["kind"] == "reduce" and bool(d.get("sumsq")) and d["loop"] != "grid",
+     "two serial loops each with a reduce_sum: the halving scratch tile (x_half_0) of the first loop is "
+     "reused by the second outside its scope", False),
     ("column-slice", "ascend910b", ("error", "checker", "mismatch"), None, column_slice,
      "(K,1) column slices into 1-D tiles: 'UB rows are 16 B apart' errors, or CopyGmToUb rows 32 B apart "
      "overrunning the 1-D UB tile (checker: out of bounds)", False),
