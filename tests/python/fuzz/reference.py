@@ -21,7 +21,8 @@ from .grammar import FLOATS, acc_dtype, is_int, shape_of, tensors
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
 # within 2 ulp; the Ascend vector units may compute float16 maps in float16). A program's
 # tolerance is  atol = unit * steps * scale,  rtol = unit * steps, with `steps` the number of
-# rounding steps on the data path and `scale` the largest magnitude along it (cancellation).
+# rounding steps on the data path and `scale` the largest magnitude along it, per output element
+# (cancellation: for sums and products the sum of the magnitudes of the terms).
 # Integer outputs: exact, or within 1 when a float value that went through inexact arithmetic
 # (math functions, float reductions, maps) is truncated into them.
 TOLERANCES = {
@@ -83,7 +84,8 @@ def _apply(op, x, y, dtype):
 
 
 class Tracker:
-    """Records the rounding steps and the largest magnitude along the data path."""
+    """Records the rounding steps and, per output element, the largest magnitude along the data
+    path (every array seen has the output's shape)."""
 
     def __init__(self):
         self.steps = 1
@@ -91,9 +93,8 @@ class Tracker:
         self.inexact = False   # a float value was rounded or approximated on the way
 
     def see(self, x):
-        finite = np.abs(x[np.isfinite(x)])
-        if finite.size:
-            self.scale = max(self.scale, float(finite.max()))
+        with np.errstate(invalid="ignore"):
+            self.scale = np.maximum(self.scale, np.where(np.isfinite(x), np.abs(x), 0.0))
         return x
 
 
@@ -156,6 +157,9 @@ def _reduce(d, x, op, tr):
     pad = np.zeros((kept, nblocks * blk))
     pad[:, :red] = x
     fn = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+    if op == "sum":   # the terms' magnitudes, summed in an unspecified order within a block
+        tr.see(np.sum(np.abs(pad), axis=1))
+        tr.steps += blk
     if d["loop"] == "grid":
         acc = convert(fn(pad, axis=1), dt, dt)
     else:
@@ -181,6 +185,7 @@ def _gemm(d, ins, tr):
         b = b.T
     acc_dt = acc_dtype(d)
     acc = (ins[2] if d["accum"] == "init" else 0.0) + a @ b
+    tr.see(np.abs(a) @ np.abs(b))
     tr.see(acc)
     tr.steps += 2
     acc = convert(acc, acc_dt, acc_dt)
@@ -222,6 +227,7 @@ def compare(d, outputs):
             continue
         got = got.astype(np.float64)
         atol, rtol = tolerance(d, dt, tr)
+        atol = np.broadcast_to(atol, ref.shape)
         defined = ~np.isnan(ref)
         with np.errstate(invalid="ignore"):
             err = np.where(defined, np.abs(got - ref), 0.0)
@@ -229,6 +235,6 @@ def compare(d, outputs):
             bad = defined & ~same_inf & ~(err <= atol + rtol * np.abs(ref))
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            problems.append(f"{name}: {int(bad.sum())} of {bad.size} elements off (atol {atol:.3g}, rtol {rtol:.3g}); "
-                            f"first at {idx}: got {got[idx]!r}, expected {ref[idx]!r}")
+            problems.append(f"{name}: {int(bad.sum())} of {bad.size} elements off; first at {idx}: got {got[idx]!r}, "
+                            f"expected {ref[idx]!r} (atol {float(atol[idx]):.3g}, rtol {rtol:.3g})")
     return "; ".join(problems) or None
