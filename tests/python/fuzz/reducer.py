@@ -4,8 +4,9 @@ Greedy: from the failing description, try every simplification of one field (dro
 operation, float32 instead of another dtype, no transpose, no accumulation, the launch grid
 instead of a loop, constant instead of symbolic shapes, offsets 0, smaller shapes and tiles,
 1-D); keep the first that still fails with the same status on the same target with the same
-message (runner.signature; and is not explained by a known bug), and start again, until no simplification keeps the failure or the
-run budget is spent. Each candidate runs through the same isolated workers as the fuzzer.
+message (runner.signature) and is not explained by a known bug, and start again, until no
+simplification keeps the failure or the run budget is spent. Each candidate runs through the
+same isolated workers as the fuzzer.
 """
 from . import grammar, known
 from .runner import signature
