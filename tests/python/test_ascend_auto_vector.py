@@ -164,3 +164,39 @@ def test_rows_too_long_for_ub_are_a_capacity_error():
     with pytest.raises(TilewrightError) as e:
         build(softmax.softmax, 16384)
     assert "UB overflow" in str(e.value)
+
+
+@pytest.mark.parametrize("out_dtype", ["float16", "int8"])
+def test_converting_copy_of_a_one_element_tile(out_dtype):
+    """A (1,) tile converted on the way out (found by the fuzzer, seed 50): the cast map over a
+    region whose every dim is 1 must still index the element by its (extent-1) loop."""
+    @T.prim_func
+    def k(A: T.Tensor((3,), "float32"), B: T.Tensor((3,), out_dtype)):
+        with T.Kernel(3) as bx:
+            x = T.alloc_fragment((1,), "float32")
+            T.copy(A[bx], x)
+            for i in T.Parallel(1):
+                x[i] = x[i] * x[i]
+            T.copy(x, B[bx])
+
+    a = np.array([1.5, -2.5, 3.0], np.float32)
+    y = run_checked(tw.compile(k, out_idx=[-1], target=TARGET), a)
+    ref = (a.astype(np.float64) ** 2).astype(out_dtype) if out_dtype == "float16" else np.trunc(a.astype(np.float64) ** 2)
+    assert_close(y, np.asarray(ref, np.float64), (0, 0), f"one-element tile -> {out_dtype}")
+
+
+@pytest.mark.parametrize("shape", [(4, 1), (2, 1)])
+def test_converting_copy_of_a_column_tile(shape):
+    """A rows x 1 tile converted float32 -> float16 on the way out (found by the fuzzer, seed 285):
+    the cast map keeps the unit column (UB rows are 32 B apart); it was 'the destination is not
+    indexed by every loop variable in order'."""
+    @T.prim_func
+    def k(A: T.Tensor((6, 3), "float32"), B: T.Tensor((6, 3), "float16")):
+        with T.Kernel(3, T.ceildiv(6, shape[0])) as (bx, by):
+            x = T.alloc_fragment(shape, "float32")
+            T.copy(A[by * shape[0], bx], x)
+            T.copy(x, B[by * shape[0], bx])
+
+    a = np.arange(18, dtype=np.float32).reshape(6, 3) / 4 - 2
+    y = run_checked(tw.compile(k, out_idx=[-1], target=TARGET), a)
+    assert_close(y, a.astype(np.float16).astype(np.float64), (0, 0), f"column tile {shape} -> float16")

@@ -570,15 +570,18 @@ class Legalizer {
     return d >= n - 1 ? frames_.back().pre : frames_[d + 1].before;
   }
 
-  // A map over the non-unit dims of two regions of the same shape: dst = f(src element).
+  // A map over the non-unit dims of two regions of the same shape: dst = f(src element). Two 2-D
+  // regions keep their unit dims (a rows x 1 column tile is a map over rows x 1, whose rows are
+  // 32 B apart in UB, not a map over a 1-D run of elements).
   std::optional<Stmt> region_map(const ir::Region& dst, const ir::Region& src, const Span& sp,
                                  const std::function<Expr(Expr)>& f) {
-    auto dims = [](const ir::Region& r) {
+    const bool keep_units = dst.extents.size() == 2 && src.extents.size() == 2;
+    auto dims = [keep_units](const ir::Region& r) {
       std::vector<std::pair<size_t, int64_t>> d;
       for (size_t i = 0; i < r.extents.size(); ++i) {
         auto c = ir::as_const_int(r.extents[i]);
         if (!c) return std::optional<std::vector<std::pair<size_t, int64_t>>>{};
-        if (*c != 1) d.push_back({i, *c});
+        if (*c != 1 || keep_units) d.push_back({i, *c});
       }
       return std::optional<std::vector<std::pair<size_t, int64_t>>>{d};
     };
@@ -592,9 +595,11 @@ class Legalizer {
       vars.push_back(fresh_var(d + 1 == dst.extents.size() ? "j" : "i", sp));
       ext.push_back(e);
     }
-    if (vars.empty()) {
+    if (vars.empty()) {  // every dim is 1: one element, indexed by an extent-1 loop over the last dim
       vars.push_back(fresh_var("j", sp));
       ext.push_back(1);
+      dd->push_back({dst.extents.size() - 1, 1});
+      sd->push_back({src.extents.size() - 1, 1});
     }
     auto index = [&](const ir::Region& r, const std::vector<std::pair<size_t, int64_t>>& d) {
       std::vector<Expr> idx(r.starts.begin(), r.starts.end());

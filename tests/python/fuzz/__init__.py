@@ -1,0 +1,12 @@
+"""Tilewright's differential fuzzer.
+
+Random tile programs from a small grammar (``generate``) are written as real Tilewright kernel
+source (``source``), compiled through the normal front end for ``cpu`` and for ``ascend910b``
+(the simulator, checker on) in worker subprocesses (``runner``), and compared with a float64
+numpy reference computed from the same program description (``reference``). A failure is reduced
+to a minimal program by delta reduction over the description (``reducer``). Known open bugs are
+listed in one table (``known``).
+
+Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J]`` from tests/python (``make fuzz``).
+The test: tests/python/test_fuzz.py. Documentation: docs/testing.md.
+"""

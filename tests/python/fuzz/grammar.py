@@ -1,0 +1,388 @@
+"""The fuzzer's program grammar: a program description (a JSON-able dict) drawn from a seed, and
+the Tilewright kernel source that it denotes.
+
+Four kinds of programs, each one explicit-style kernel as docs/language.md teaches:
+
+* ``copy``   A --T.copy--> tile --T.copy--> B: casts between float32/float16/bfloat16/int8 on
+  either copy, tile origins with offsets (``A[by * bm + r0, bx * bn + c0]``), an input smaller or
+  larger than the output (tails, origins past the end), 1-D or 2-D.
+* ``map``    a copy with ``T.Parallel`` maps on the tile in between: either one fused expression
+  or one map per operation; a second input tile added elementwise.
+* ``reduce`` ``T.reduce_sum/max/min`` over rows or columns, the reduced dimension either in one
+  tile or walked by a serial/pipelined loop merging with ``clear=False``.
+* ``gemm``   ``T.gemm`` with transposes, a serial/pipelined K loop, an accumulator cleared or
+  loaded from an input C0, an optional ``T.Parallel`` epilogue, a cast on the way out.
+
+Blocks are walked by the launch grid (``loop == "grid"``) or by a serial/pipelined loop inside
+each block. Dimensions are compile-time constants or ``T.symbolic`` (then the shapes live only in
+the description, and programs that differ only in shapes share one compiled kernel: the source
+text is the same). Sizes include 1-element dimensions, tails in both dimensions and tiles larger
+than the tensor.
+
+``generate(seed)`` is deterministic. The structure (kind, dtypes, blocks, loops, operations) is
+drawn from ``seed // GROUP`` and the shapes from ``seed``, so GROUP consecutive seeds with
+symbolic dimensions reuse one compiled kernel.
+"""
+import random
+
+FLOATS = ("float32", "float16", "bfloat16")
+DTYPES = FLOATS + ("int8",)
+GROUP = 5  # consecutive seeds sharing one structure
+
+# elementwise operations of maps: name -> constants they may take
+FLOAT_A = (0.5, 1.5, 2.0, -1.0, 0.25)
+FLOAT_B = (0.0, 0.25, -1.0, 2.0)
+INT_A = (2, -1, 3)
+INT_B = (0, 1, -2)
+BOUND_LIMIT = 1000.0  # |values| stay below this (fp16 max is 65504): no overflow to compare
+EXP_LIMIT = 6.0       # exp only on values bounded by this
+INPUT_BOUND = 4.0     # inputs: multiples of 1/2 in [-4, 4] (float) or ints in [-8, 8] (int8)
+INT_INPUT_BOUND = 8.0
+
+
+def is_int(dtype):
+    return dtype.startswith("int")
+
+
+def _dim(rng, block, allow_zero):
+    """A dimension for a tile of `block`: 1, tails either side of the block, several blocks with
+    a tail, smaller than the tile, or anything up to 70."""
+    choice = rng.random()
+    if allow_zero and choice < 0.02:
+        return 0
+    if choice < 0.12:
+        return 1
+    if choice < 0.3:
+        return max(1, block - 1)
+    if choice < 0.4:
+        return block
+    if choice < 0.52:
+        return block + 1
+    if choice < 0.64:
+        return 2 * block + rng.choice((1, 3, block // 2 or 1))
+    if choice < 0.76:
+        return max(1, block // 2)
+    return rng.randint(1, 70)
+
+
+def _block(rng, choices=(1, 2, 4, 8, 16, 32, 64), weights=(1, 1, 3, 4, 4, 2, 1)):
+    return rng.choices(choices, weights)[0]
+
+
+def _ops(rng, dtype, n, with_second, bound=None, limit=BOUND_LIMIT):
+    """n map operations on a `dtype` tile whose values are bounded by `bound` (default: the
+    inputs' bound), keeping |values| below `limit`."""
+    integer = is_int(dtype)
+    if bound is None:
+        bound = INT_INPUT_BOUND if integer else INPUT_BOUND
+    ops = []
+    names = ["axpb", "max", "min", "abs", "sq"] + ([] if integer else ["exp", "cast"]) + (["add2"] if with_second else [])
+    while len(ops) < n:
+        name = rng.choice(names)
+        if name == "axpb":
+            a, b = (rng.choice(INT_A), rng.choice(INT_B)) if integer else (rng.choice(FLOAT_A), rng.choice(FLOAT_B))
+            op, nb = ["axpb", a, b], bound * abs(a) + abs(b)
+        elif name in ("max", "min"):
+            c = rng.choice((0, 1, -2)) if integer else rng.choice((0.0, -0.5, 1.0))
+            op, nb = [name, c], max(bound, abs(c))
+        elif name == "abs":
+            op, nb = ["abs"], bound
+        elif name == "sq":
+            op, nb = ["sq"], bound * bound
+        elif name == "exp":
+            if bound > EXP_LIMIT:
+                continue
+            op, nb = ["exp"], 2.718281828459045 ** bound
+        elif name == "cast":
+            op, nb = ["cast", rng.choice(("float16", "bfloat16"))], bound
+        else:  # add2: + the second input's tile
+            op, nb = ["add2"], bound + (INT_INPUT_BOUND if integer else INPUT_BOUND)
+        if dtype == "int8" and nb > 100:   # int8 tiles wrap: keep the arithmetic inside int8
+            continue
+        if nb > limit:
+            continue
+        ops.append(op)
+        bound = nb
+    return ops
+
+
+def generate(seed):
+    """The program description of `seed` (a dict of JSON values)."""
+    srng = random.Random(f"structure-{seed // GROUP}")
+    rng = random.Random(f"shape-{seed}")
+    kind = srng.choices(("copy", "map", "reduce", "gemm"), (25, 30, 20, 25))[0]
+    sym = srng.random() < 0.75
+    d = {"seed": seed, "kind": kind, "sym": sym}
+    if kind in ("copy", "map"):
+        d["ndim"] = 1 if srng.random() < 0.2 else 2
+        d["dt_in"] = srng.choice(DTYPES)
+        d["dt_tile"] = srng.choice(DTYPES) if kind == "copy" or srng.random() < 0.2 else srng.choice(FLOATS)
+        d["dt_out"] = srng.choice(DTYPES)
+        d["bm"], d["bn"] = _block(srng), (_block(srng) if d["ndim"] == 2 else 1)
+        d["loop"] = srng.choice(("grid", "grid", "serial", "pipelined"))
+        d["stages"] = srng.choice((2, 3))
+        d["r0"] = srng.choice((0, 0, 0, 1, 3))
+        # 1-D: either a 1-D input or one column c0 of a 2-D input (a (rows, 1) slice into a 1-D tile)
+        d["col"] = d["ndim"] == 1 and srng.random() < 0.4
+        d["c0"] = srng.choice((0, 0, 0, 1, 5)) if d["ndim"] == 2 or d["col"] else 0
+        if kind == "map":
+            d["second"] = srng.random() < 0.3
+            d["ops"] = _ops(srng, d["dt_tile"], srng.randint(1, 4), d["second"])
+            d["fused"] = srng.random() < 0.5
+        d["M"] = _dim(rng, d["bm"], sym)
+        d["N"] = _dim(rng, d["bn"], sym) if d["ndim"] == 2 else 1
+        if sym:   # a symbolic output dimension must be one of an input: A and B share M, N
+            d["MA"], d["NA"] = d["M"], d["N"]
+        else:
+            d["MA"] = max(1, d["M"] + d["r0"] + rng.choice((0, 0, 0, -1, -3, 2)))
+            d["NA"] = max(1, d["N"] + d["c0"] + rng.choice((0, 0, 0, -1, 2))) if d["ndim"] == 2 else 1
+        if d["col"]:
+            d["NA"] = d["c0"] + 1 + rng.choice((0, 0, 2))
+    elif kind == "reduce":
+        d["dt_in"] = srng.choice(DTYPES)
+        d["dt_tile"] = srng.choice(FLOATS + FLOATS + ("int8",))
+        d["dt_out"] = srng.choice(DTYPES)
+        d["op"] = srng.choice(("sum", "max", "min"))
+        d["dim"] = srng.choice((0, 1))
+        wide = ((1, 2, 4, 8, 16, 32, 64, 128), (1, 1, 3, 4, 4, 2, 2, 1))  # 128: rows folded in halves
+        d["bm"], d["bn"] = _block(srng, *wide), _block(srng, *wide)
+        d["loop"] = srng.choice(("grid", "serial", "pipelined"))
+        d["stages"] = srng.choice((2, 3))
+        d["M"] = _dim(rng, d["bm"], sym)
+        d["N"] = _dim(rng, d["bn"], sym)
+        if d["loop"] == "grid":   # one tile spans the reduced dimension
+            red = "M" if d["dim"] == 0 else "N"
+            blk = "bm" if d["dim"] == 0 else "bn"
+            d[blk] = max(d[blk], 1)
+            d[red] = min(d[red], d[blk]) if d[red] else d[red]
+        # a second pass (a second loop) summing the squares into a second output B2
+        d["sumsq"] = srng.random() < 0.3
+    else:  # gemm
+        d["dt_in"] = srng.choice(DTYPES)
+        integer = is_int(d["dt_in"])
+        d["dt_out"] = srng.choice(("int32", "float32")) if integer else srng.choice(FLOATS)
+        d["ta"], d["tb"] = srng.random() < 0.3, srng.random() < 0.3
+        d["bm"] = _block(srng, (16, 32, 64), (4, 3, 1))
+        d["bn"] = _block(srng, (16, 32, 64), (4, 3, 1))
+        d["bk"] = _block(srng, (16, 32, 64), (4, 3, 1))
+        d["loop"] = srng.choice(("serial", "pipelined"))
+        d["stages"] = srng.choice((2, 3))
+        # C = A B + C0: C0 loaded into the accumulator before the K loop ("init") or added after it
+        d["accum"] = srng.choices(("", "init", "add"), (6, 2, 2))[0]
+        # the accumulator is bounded by 64 * 70 (|a b| <= 16 or 64, K <= 70ish): no exp/sq there
+        d["epilogue"] = (_ops(srng, acc_dtype(d), 1, False, bound=5000.0, limit=1e6) if srng.random() < 0.3 else [])
+        d["M"] = _dim(rng, d["bm"], sym)
+        d["N"] = _dim(rng, d["bn"], sym)
+        d["K"] = max(1, _dim(rng, d["bk"], False))
+    return d
+
+
+# ---------------------------------------------------------------------------------------------
+# Source text
+
+def acc_dtype(d):
+    return "int32" if is_int(d["dt_in"]) else "float32"
+
+
+def tensors(d):
+    """[(name, shape (names or ints), dtype, is_output)] of the kernel's parameters, in order."""
+    k = d["kind"]
+    if k in ("copy", "map"):
+        a_dims = ("M", "N") if d["sym"] else ("MA", "NA")
+        if d.get("col"):
+            ins = [("A", (a_dims[0], "NA"), d["dt_in"])]
+            out = ("B", ("M",), d["dt_out"])
+        elif d["ndim"] == 1:
+            ins = [("A", a_dims[:1], d["dt_in"])]
+            out = ("B", ("M",), d["dt_out"])
+        else:
+            ins = [("A", a_dims, d["dt_in"])]
+            out = ("B", ("M", "N"), d["dt_out"])
+        if k == "map" and d["second"]:
+            ins.append(("A2", ins[0][1], d["dt_in"]))
+        return [t + (False,) for t in ins] + [out + (True,)]
+    if k == "reduce":
+        out = ("N",) if d["dim"] == 0 else ("M",)
+        return [("A", ("M", "N"), d["dt_in"], False), ("B", out, d["dt_out"], True)] + \
+            ([("B2", out, d["dt_out"], True)] if d.get("sumsq") else [])
+    a = ("K", "M") if d["ta"] else ("M", "K")
+    b = ("N", "K") if d["tb"] else ("K", "N")
+    ts = [("A", a, d["dt_in"], False), ("B", b, d["dt_in"], False)]
+    if d["accum"]:
+        ts.append(("C0", ("M", "N"), acc_dtype(d), False))
+    return ts + [("C", ("M", "N"), d["dt_out"], True)]
+
+
+def shape_of(d, dims):
+    return tuple(d[n] for n in dims)
+
+
+def _lit(v):
+    return repr(float(v)) if isinstance(v, float) else repr(int(v))
+
+
+# the source text of each map operation on the value `x` (and `y`, the second input's element)
+OP_SOURCE = {
+    "axpb": lambda op, x, y: f"{x} * {_lit(op[1])} + {_lit(op[2])}",
+    "max": lambda op, x, y: f"T.max({x}, {_lit(op[1])})",
+    "min": lambda op, x, y: f"T.min({x}, {_lit(op[1])})",
+    "abs": lambda op, x, y: f"T.abs({x})",
+    "sq": lambda op, x, y: f"{x} * {x}",
+    "exp": lambda op, x, y: f"T.exp({x})",
+    "cast": lambda op, x, y: f"T.cast({x}, {op[1]!r})",
+    "add2": lambda op, x, y: f"{x} + {y}",
+}
+
+
+def _expr(op, x, y):
+    return OP_SOURCE[op[0]](op, x, y)
+
+
+def _map_lines(ops, fused, tile, idx, second, extents):
+    """The T.Parallel loop(s) applying `ops` to `tile`."""
+    head = f"for {', '.join(idx)} in T.Parallel({', '.join(str(e) for e in extents)}):"
+    at = f"{tile}[{', '.join(idx)}]"
+    y = f"{second}[{', '.join(idx)}]" if second else None
+    if fused:
+        e = at
+        for op in ops:
+            e = _expr(op, f"({e})" if e != at else e, y)
+        return [head, f"    {at} = {e}"]
+    lines = []
+    for op in ops:
+        lines += [head, f"    {at} = {_expr(op, at, y)}"]
+    return lines
+
+
+def _loop(d, var, extent):
+    if d["loop"] == "pipelined":
+        return f"for {var} in T.Pipelined({extent}, num_stages={d['stages']}):"
+    return f"for {var} in T.serial({extent}):"
+
+
+def _dimtext(d, name):
+    return name if d["sym"] else str(d[name])
+
+
+def _body(d):
+    k = d["kind"]
+    dim = lambda n: _dimtext(d, n)  # noqa: E731
+    bm, bn = d["bm"], d.get("bn")
+    lines = []
+    if k in ("copy", "map"):
+        one = d["ndim"] == 1
+        shape = f"({bm},)" if one else f"({bm}, {bn})"
+        idx = ("i",) if one else ("i", "j")
+        ext = (bm,) if one else (bm, bn)
+        r0 = f" + {d['r0']}" if d["r0"] else ""
+        c0 = f" + {d['c0']}" if d["c0"] else ""
+        if one:
+            grid = f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by" if d["loop"] == "grid" else "T.Kernel(1) as bz"
+            src, dst = f"[by * {bm}{r0}]", f"[by * {bm}]"
+            if d.get("col"):
+                src = f"[by * {bm}{r0}:by * {bm}{r0} + {bm}, {d['c0']}]"
+        else:
+            grid = (f"T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by)"
+                    if d["loop"] == "grid" else f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by")
+            src, dst = f"[by * {bm}{r0}, bx * {bn}{c0}]", f"[by * {bm}, bx * {bn}]"
+        lines.append(f"with {grid}:")
+        body = [f"x = T.alloc_fragment({shape}, {d['dt_tile']!r})"]
+        second = k == "map" and d["second"]
+        if second:
+            body.append(f"y = T.alloc_fragment({shape}, {d['dt_tile']!r})")
+        inner = [f"T.copy(A{src}, x)"]
+        if second:
+            inner.append(f"T.copy(A2{src}, y)")
+        if k == "map":
+            inner += _map_lines(d["ops"], d["fused"], "x", idx, "y" if second else None, ext)
+        inner.append(f"T.copy(x, B{dst})")
+        if d["loop"] == "grid":
+            body += inner
+        else:
+            var, extent = ("by", f"T.ceildiv({dim('M')}, {bm})") if one else ("bx", f"T.ceildiv({dim('N')}, {bn})")
+            body.append(_loop(d, var, extent))
+            body += ["    " + s for s in inner]
+        return lines + ["    " + s for s in body]
+    if k == "reduce":
+        dt = d["dt_tile"]
+        fn = f"T.reduce_{d['op']}"
+        if d["dim"] == 1:   # one value per row; blocks of rows on the grid
+            grid, kept, red_ext, red_blk = f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by", bm, dim("N"), bn
+            src = lambda c: f"A[by * {bm}, {c}]"  # noqa: E731
+            dst = lambda out: f"{out}[by * {bm}]"  # noqa: E731
+        else:
+            grid, kept, red_ext, red_blk = f"T.Kernel(T.ceildiv({dim('N')}, {bn})) as bx", bn, dim("M"), bm
+            src = lambda r: f"A[{r}, bx * {bn}]"  # noqa: E731
+            dst = lambda out: f"{out}[bx * {bn}]"  # noqa: E731
+        body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"r = T.alloc_fragment(({kept},), {dt!r})"]
+        if d.get("sumsq"):
+            body.append(f"r2 = T.alloc_fragment(({kept},), {dt!r})")
+
+        def one_pass(fn, r, var, pre):
+            if d["loop"] == "grid":
+                return [f"T.copy({src(0)}, x)"] + pre + [f"{fn}(x, {r}, dim={d['dim']})"]
+            return ([f"T.fill({r}, {reduce_identity_text(fn[len('T.reduce_'):], dt)})",
+                     _loop(d, var, f"T.ceildiv({red_ext}, {red_blk})"), f"    T.copy({src(f'{var} * {red_blk}')}, x)"]
+                    + ["    " + s for s in pre] + [f"    {fn}(x, {r}, dim={d['dim']}, clear=False)"])
+
+        body += one_pass(fn, "r", "k", [])
+        body.append(f"T.copy(r, {dst('B')})")
+        if d.get("sumsq"):
+            body += one_pass("T.reduce_sum", "r2", "k2", _map_lines([["sq"]], True, "x", ("i", "j"), None, (bm, bn)))
+            body.append(f"T.copy(r2, {dst('B2')})")
+        return [f"with {grid}:"] + ["    " + s for s in body]
+    # gemm
+    bk = d["bk"]
+    adt, acc = d["dt_in"], acc_dtype(d)
+    a_shape = f"({bk}, {bm})" if d["ta"] else f"({bm}, {bk})"
+    b_shape = f"({bn}, {bk})" if d["tb"] else f"({bk}, {bn})"
+    a_src = f"A[k * {bk}, by * {bm}]" if d["ta"] else f"A[by * {bm}, k * {bk}]"
+    b_src = f"B[bx * {bn}, k * {bk}]" if d["tb"] else f"B[k * {bk}, bx * {bn}]"
+    flags = "".join([", transpose_A=True" if d["ta"] else "", ", transpose_B=True" if d["tb"] else ""])
+    body = [f"a = T.alloc_shared({a_shape}, {adt!r})", f"b = T.alloc_shared({b_shape}, {adt!r})",
+            f"acc = T.alloc_fragment(({bm}, {bn}), {acc!r})"]
+    if d["accum"] == "add":
+        body.append(f"c0 = T.alloc_fragment(({bm}, {bn}), {acc!r})")
+    body.append(f"T.copy(C0[by * {bm}, bx * {bn}], acc)" if d["accum"] == "init" else "T.clear(acc)")
+    body.append(_loop(d, "k", f"T.ceildiv({dim('K')}, {bk})"))
+    body += [f"    T.copy({a_src}, a)", f"    T.copy({b_src}, b)", f"    T.gemm(a, b, acc{flags})"]
+    if d["accum"] == "add":
+        body.append(f"T.copy(C0[by * {bm}, bx * {bn}], c0)")
+        body += _map_lines([["add2"]], True, "acc", ("i", "j"), "c0", (bm, bn))
+    if d["epilogue"]:
+        body += _map_lines(d["epilogue"], True, "acc", ("i", "j"), None, (bm, bn))
+    body.append(f"T.copy(acc, C[by * {bm}, bx * {bn}])")
+    return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + ["    " + s for s in body]
+
+
+def reduce_identity_text(op, dtype):
+    if op == "sum":
+        return "0"
+    if is_int(dtype):
+        return "-128" if op == "max" else "127"
+    return f"-T.infinity({dtype!r})" if op == "max" else f"T.infinity({dtype!r})"
+
+
+KERNEL_NAME = "fuzz_kernel"
+
+
+def source(d):
+    """The kernel module's source text: imports, symbolic dimensions, one @T.prim_func named
+    KERNEL_NAME. The seed is in the description, not in the text (so programs that differ only
+    in their symbolic shapes have the same text and share a compiled kernel)."""
+    ts = tensors(d)
+    names = sorted({n for _, shape, _, _ in ts for n in shape})
+    lines = ["import tilewright.language as T", ""]
+    if d["sym"]:
+        lines += [f"{n} = T.symbolic({n!r})" for n in names] + [""]
+    params = []
+    for name, shape, dt, _ in ts:
+        dims = ", ".join(_dimtext(d, n) for n in shape) + ("," if len(shape) == 1 else "")
+        params.append(f"{name}: T.Tensor(({dims}), {dt!r})")
+    lines += ["", "@T.prim_func", f"def {KERNEL_NAME}({', '.join(params)}):"]
+    lines += ["    " + s for s in _body(d)]
+    return "\n".join(lines) + "\n"
+
+
+def out_index(d):
+    return [i for i, t in enumerate(tensors(d)) if t[3]]

@@ -1,0 +1,240 @@
+"""The float64 numpy reference of a program description, its inputs, and the tolerances.
+
+The reference follows the documented semantics (docs/language.md): a copy converts (round to
+nearest even into float16/bfloat16, truncation toward zero into integers, wrap-around between
+integers), source elements outside a tensor read as 0 and destination elements outside it are not
+written, map expressions compute in a wider type and round once when stored, ``clear=False``
+reductions round into the destination after each merge, gemm accumulates in float32/int32.
+Arithmetic is float64 (exact for the small integers and halves the inputs are made of); an
+element whose value is undefined by the language (a float converted to an integer out of its
+range) is NaN in the reference and not compared.
+
+TOLERANCES is the one place that says how close a target must be.
+"""
+import math
+
+import ml_dtypes
+import numpy as np
+
+from .grammar import FLOATS, acc_dtype, is_int, shape_of, tensors
+
+# Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
+# within 2 ulp; the Ascend vector units may compute float16 maps in float16). A program's
+# tolerance is  atol = unit * steps * scale,  rtol = unit * steps, with `steps` the number of
+# rounding steps on the data path and `scale` the largest magnitude along it, per output element
+# (cancellation: for sums and products the sum of the magnitudes of the terms).
+# Integer outputs: exact, or within 1 when a float value that went through inexact arithmetic
+# (math functions, float reductions, maps) is truncated into them.
+TOLERANCES = {
+    "float32": 4 * 2.0 ** -24,
+    "float16": 2 * 2.0 ** -11,
+    "bfloat16": 2 * 2.0 ** -8,
+}
+
+
+def np_dtype(name):
+    return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+
+
+INT_RANGE = {"int8": (-128, 127), "int32": (-2 ** 31, 2 ** 31 - 1)}
+
+
+def convert(x, src, dst):
+    """float64 array `x` holding `src` values, converted to `dst` (as float64; NaN = undefined)."""
+    if dst in FLOATS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return x.astype(np_dtype(dst)).astype(np.float64)
+    lo, hi = INT_RANGE[dst]
+    if is_int(src):   # integer -> integer: modular wrap-around
+        span = hi - lo + 1
+        return np.where(np.isnan(x), np.nan, np.mod(np.nan_to_num(x) - lo, span) + lo)
+    t = np.trunc(x)
+    return np.where((t >= lo) & (t <= hi), t, np.nan)   # out of range: undefined
+
+
+def inputs(d):
+    """The input arrays of the program (fixed by its seed): floats are multiples of 1/2 in
+    [-4, 4], integers in [-8, 8] (exact in every dtype, so copies and gemms are exact)."""
+    rng = np.random.default_rng(d["seed"])
+    arrays = []
+    for _, dims, dt, out in tensors(d):
+        if out:
+            continue
+        shape = shape_of(d, dims)
+        ints = rng.integers(-8, 9, size=shape)
+        arrays.append((ints if is_int(dt) else ints / 2.0).astype(np_dtype(dt)))
+    return arrays
+
+
+# each map operation of grammar.OP_SOURCE on float64 arrays (`dtype`: the tile's)
+OP_VALUE = {
+    "axpb": lambda op, x, y, dtype: x * op[1] + op[2],
+    "max": lambda op, x, y, dtype: np.maximum(x, op[1]),
+    "min": lambda op, x, y, dtype: np.minimum(x, op[1]),
+    "abs": lambda op, x, y, dtype: np.abs(x),
+    "sq": lambda op, x, y, dtype: x * x,
+    "exp": lambda op, x, y, dtype: np.exp(x),
+    "cast": lambda op, x, y, dtype: convert(x, dtype, op[1]),
+    "add2": lambda op, x, y, dtype: x + y,
+}
+
+
+def _apply(op, x, y, dtype):
+    return OP_VALUE[op[0]](op, x, y, dtype)
+
+
+class Tracker:
+    """Records the rounding steps and, per output element, the largest magnitude along the data
+    path (every array seen has the output's shape)."""
+
+    def __init__(self):
+        self.steps = 1
+        self.scale = 1.0
+        self.inexact = False   # a float value was rounded or approximated on the way
+
+    def see(self, x):
+        with np.errstate(invalid="ignore"):
+            self.scale = np.maximum(self.scale, np.where(np.isfinite(x), np.abs(x), 0.0))
+        return x
+
+
+def _map(ops, fused, x, y, dtype, tr):
+    if not ops:
+        return x
+    v = x
+    tr.inexact = tr.inexact or not is_int(dtype)
+    for op in ops:
+        v = tr.see(_apply(op, v, y, dtype))
+        tr.steps += 1
+        if not fused:
+            v = convert(v, dtype, dtype)
+    return convert(v, dtype, dtype)
+
+
+def _shifted(a, shape, offsets):
+    """out[i, ...] = a[i + offset, ...], 0 outside `a` (the copy's zero fill)."""
+    out = np.zeros(shape, np.float64)
+    src = tuple(slice(o, min(o + s, n)) for o, s, n in zip(offsets, shape, a.shape))
+    region = a[src]
+    out[tuple(slice(0, r) for r in region.shape)] = region
+    return out
+
+
+def reference(d):
+    """([float64 arrays of the outputs], Tracker) of the program on inputs(d)."""
+    tr = Tracker()
+    ins = [x.astype(np.float64) for x in inputs(d)]
+    k = d["kind"]
+    if k in ("copy", "map"):
+        shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
+        offs = (d["r0"],) if d["ndim"] == 1 else (d["r0"], d["c0"])
+        col = (lambda a: a[:, d["c0"]]) if d.get("col") else (lambda a: a)  # noqa: E731
+        x = convert(_shifted(col(ins[0]), shape, offs), d["dt_in"], d["dt_tile"])
+        tr.see(x)
+        if k == "map":
+            y = convert(_shifted(col(ins[1]), shape, offs), d["dt_in"], d["dt_tile"]) if d["second"] else None
+            x = _map(d["ops"], d["fused"], x, y, d["dt_tile"], tr)
+        return [convert(x, d["dt_tile"], d["dt_out"])], tr
+    if k == "reduce":
+        x = convert(ins[0], d["dt_in"], d["dt_tile"])
+        outs = [_reduce(d, x, d["op"], tr)]
+        if d.get("sumsq"):
+            outs.append(_reduce(d, convert(x * x, d["dt_tile"], d["dt_tile"]), "sum", tr))
+        return outs, tr
+    return [_gemm(d, ins, tr)], tr
+
+
+def _reduce(d, x, op, tr):
+    """reduce_<op> of the tile values x (float64 of dtype dt_tile) as the program walks them."""
+    dt = d["dt_tile"]
+    if d["dim"] == 0:
+        x = x.T
+    blk = d["bm"] if d["dim"] == 0 else d["bn"]
+    kept, red = x.shape
+    nblocks = max(1, math.ceil(red / blk)) if red else 0
+    if d["loop"] == "grid":
+        nblocks = 1
+    pad = np.zeros((kept, nblocks * blk))
+    pad[:, :red] = x
+    fn = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+    if op == "sum":   # the terms' magnitudes, summed in an unspecified order within a block
+        tr.see(np.sum(np.abs(pad), axis=1))
+        tr.steps += blk
+    if d["loop"] == "grid":
+        acc = convert(fn(pad, axis=1), dt, dt)
+    else:
+        ident = 0.0 if op == "sum" else (INT_RANGE["int8"][0 if op == "max" else 1] if is_int(dt)
+                                         else (-np.inf if op == "max" else np.inf))
+        acc = np.full(kept, float(ident))
+        for b in range(nblocks):
+            part = fn(pad[:, b * blk:(b + 1) * blk], axis=1)
+            merged = acc + part if op == "sum" else (np.maximum(acc, part) if op == "max" else np.minimum(acc, part))
+            acc = convert(tr.see(merged), dt, dt)
+            tr.steps += 1
+    tr.see(acc)
+    tr.steps += 2
+    tr.inexact = tr.inexact or (op == "sum" and not is_int(dt))
+    return convert(acc, dt, d["dt_out"])
+
+
+def _gemm(d, ins, tr):
+    a, b = ins[0], ins[1]
+    if d["ta"]:
+        a = a.T
+    if d["tb"]:
+        b = b.T
+    acc_dt = acc_dtype(d)
+    acc = (ins[2] if d["accum"] == "init" else 0.0) + a @ b
+    tr.see(np.abs(a) @ np.abs(b))
+    tr.see(acc)
+    tr.steps += 2
+    acc = convert(acc, acc_dt, acc_dt)
+    if d["accum"] == "add":
+        acc = convert(tr.see(acc + ins[2]), acc_dt, acc_dt)
+    acc = _map(d["epilogue"], True, acc, None, acc_dt, tr)
+    return convert(acc, acc_dt, d["dt_out"])
+
+
+def path_dtypes(d):
+    """The dtypes the data passes through (for the tolerance)."""
+    dts = {d["dt_in"], d["dt_out"], d.get("dt_tile", acc_dtype(d))}
+    for op in d.get("ops", []) + d.get("epilogue", []):
+        if op[0] == "cast":
+            dts.add(op[1])
+    return dts
+
+
+def tolerance(d, out_dtype, tr):
+    """(atol, rtol) for an output of `out_dtype`."""
+    if is_int(out_dtype):
+        converts_float = any(dt in FLOATS for dt in path_dtypes(d))
+        return (1.0 if converts_float and tr.inexact else 0.0), 0.0
+    unit = max(TOLERANCES[dt] for dt in path_dtypes(d) if dt in TOLERANCES)
+    if d["kind"] == "gemm":
+        unit = max(unit, TOLERANCES["float32"] * d["K"])
+    return unit * tr.steps * tr.scale, unit * tr.steps
+
+
+def compare(d, outputs):
+    """None when every output matches the reference within its tolerance, else a short text."""
+    refs, tr = reference(d)
+    problems = []
+    names = [t for t in tensors(d) if t[3]]
+    for (name, _, dt, _), got, ref in zip(names, outputs, refs):
+        got = np.asarray(got)
+        if got.shape != ref.shape:
+            problems.append(f"{name}: shape {got.shape}, expected {ref.shape}")
+            continue
+        got = got.astype(np.float64)
+        atol, rtol = tolerance(d, dt, tr)
+        atol = np.broadcast_to(atol, ref.shape)
+        defined = ~np.isnan(ref)
+        with np.errstate(invalid="ignore"):
+            err = np.where(defined, np.abs(got - ref), 0.0)
+            same_inf = np.isinf(ref) & (got == ref)
+            bad = defined & ~same_inf & ~(err <= atol + rtol * np.abs(ref))
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            problems.append(f"{name}: {int(bad.sum())} of {bad.size} elements off; first at {idx}: got {got[idx]!r}, "
+                            f"expected {ref[idx]!r} (atol {float(atol[idx]):.3g}, rtol {rtol:.3g})")
+    return "; ".join(problems) or None
