@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <condition_variable>
@@ -11,17 +13,20 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <map>
+#include <list>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "runtime/disk_cache.h"
-#include "runtime/embedded_headers.h"
 #include "runtime/env.h"
+#include "runtime/header_dir.h"
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "target/cpu/pipeline.h"
 #include "tilewright/version.h"
 #include "tw_cpu/abi.h"
+#include "tw_cpu/check.h"
 #include "tw_cpu/types.h"
 
 namespace tw::runtime {
@@ -30,15 +35,27 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Root for everything this process writes: the cache dir, or a private temp dir when disabled.
+// Root for everything this process writes: the cache dir (created 0700; refused when another
+// user owns it or can write it, never chmod'ed), or, with TW_CACHE_DISABLE=1, a fresh private
+// directory from mkdtemp (unpredictable name, mode 0700) that this process removes at exit.
 const fs::path& work_root() {
   static const fs::path root = [] {
     const Env& e = env();
-    fs::path p = e.cache_disabled ? fs::temp_directory_path() / ("tilewright-" + std::to_string(getuid()))
-                                  : fs::path(e.cache_dir);
-    fs::create_directories(p);
-    fs::permissions(p, fs::perms::owner_all, fs::perm_options::replace);
-    return p;
+    if (!e.cache_disabled) {
+      ensure_private_dir(e.cache_dir, "cache directory (TW_CACHE_DIR)");
+      return fs::path(e.cache_dir);
+    }
+    static std::string tmp = (fs::temp_directory_path() / "tilewright-XXXXXX").string();
+    if (!mkdtemp(tmp.data()))
+      throw std::runtime_error("cannot create a private temporary directory '" + tmp + "': " + std::strerror(errno) +
+                               "; set TMPDIR to a writable directory");
+    static const pid_t owner = getpid();
+    std::atexit([] {
+      if (getpid() != owner) return;  // a forked child leaves its parent's directory alone
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+    });
+    return fs::path(tmp);
   }();
   return root;
 }
@@ -49,19 +66,53 @@ std::string unique_suffix() {
          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-const std::string& headers_hash() {
-  static const std::string h = [] {
-    std::string all;
-    for (const auto& [path, text] : embedded_cpu_headers()) {
-      all += path;
-      all += '\0';
-      all += text;
-      all += '\0';
+// Compiled kernels kept loaded, so identical requests share one Executable: least recently used
+// first out beyond TW_MEMORY_CACHE_MAX. An evicted kernel's library is unloaded once no Kernel
+// object refers to it any more (the Executable owns the dlopen handle).
+class MemoryCache {
+ public:
+  std::shared_ptr<const Executable> get(const std::string& key) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+  void put(const std::string& key, std::shared_ptr<const Executable> exe) {
+    std::vector<std::shared_ptr<const Executable>> evicted;  // released outside the lock
+    std::lock_guard<std::mutex> g(mu_);
+    if (index_.count(key)) return;
+    lru_.emplace_front(key, std::move(exe));
+    index_[key] = lru_.begin();
+    while (lru_.size() > static_cast<size_t>(env().memory_cache_max)) {
+      index_.erase(lru_.back().first);
+      evicted.push_back(std::move(lru_.back().second));
+      lru_.pop_back();
     }
-    return sha256_hex(all);
-  }();
-  return h;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> g(mu_);
+    return lru_.size();
+  }
+  void clear() {
+    std::list<std::pair<std::string, std::shared_ptr<const Executable>>> old;
+    std::lock_guard<std::mutex> g(mu_);
+    old.swap(lru_);
+    index_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const Executable>>> lru_;  // most recent first
+  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+};
+
+MemoryCache& memory_cache() {
+  static MemoryCache* c = new MemoryCache();  // never destroyed: kernels may outlive static destructors
+  return *c;
 }
+
+std::atomic<int64_t> g_loaded_kernels{0};
 
 DiskCache& disk_cache() {
   static DiskCache cache((work_root() / "kernels").string(), env().cache_max_bytes);
@@ -182,7 +233,9 @@ class CpuExecutable final : public Executable {
                       std::to_string(TW_CPU_ABI_VERSION));
     grid_ = lib_.function<tw_grid_fn>("tw_grid");
     block_ = lib_.function<tw_block_fn>("tw_block");
+    ++g_loaded_kernels;
   }
+  ~CpuExecutable() override { --g_loaded_kernels; }
 
   std::string source(std::string_view lang) const override {
     if (lang == "c++" || lang == "cpp" || lang.empty()) return source_;
@@ -238,10 +291,18 @@ class CpuExecutable final : public Executable {
         default_pool().parallel_for(total, run);
     };
     // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
-    if (tile_bytes_ > kCallerStackTileBytes && !in_parallel_region())
-      BigStackThread::get().run(run_all);
-    else
-      run_all();
+    try {
+      if (tile_bytes_ > kCallerStackTileBytes && !in_parallel_region())
+        BigStackThread::get().run(run_all);
+      else
+        run_all();
+    } catch (const tw_cpu::BoundsError& e) {  // TW_BOUNDS_CHECK=1 (tw_cpu/check.h)
+      throw ir::Error("index " + std::to_string(e.index) + " is out of bounds for dimension " + std::to_string(e.dim) +
+                          " of '" + e.buffer + "' (size " + std::to_string(e.extent) + ") in kernel '" +
+                          kernel_->name + "'",
+                      e.line > 0 ? ir::Span{kernel_->span.file, e.line, e.col} : kernel_->span,
+                      "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
+    }
   }
 
  private:
@@ -258,18 +319,28 @@ std::string cache_key(const cpu::LoweredCpu& lowered) {
   std::string k = "tilewright " TILEWRIGHT_VERSION "\nabi " + std::to_string(TW_CPU_ABI_VERSION) + "\ncompiler " +
                   host_compiler().identity + "\nflags";
   for (const auto& f : default_compile_flags()) k += " " + f;
-  k += "\ncpu " + cpu_features() + "\nheaders " + headers_hash() + "\nsource\n" + lowered.source;
+  k += "\ncpu " + cpu_features() + "\nheaders " + embedded_headers_hash() + "\nsource\n" + lowered.source;
   return sha256_hex(k);
 }
 
 std::string compile_source(const cpu::LoweredCpu& lowered, const std::string& key) {
   fs::path tmp = work_root() / "tmp";
-  fs::create_directories(tmp);
+  ensure_private_dir(tmp.string(), "temporary directory");
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
-  std::ofstream(src) << lowered.source;
+  {
+    std::ofstream out(src);
+    out << lowered.source;
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(src, ec);
+      throw std::runtime_error("cannot write the generated source to '" + src + "' (disk full?)");
+    }
+  }
+  const std::string include_dir = cpu_include_dir();  // verified right before the compiler reads it
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, so, {}, {cpu_include_dir()});
+  CompileResult r = compile_shared_object(src, so, {}, {include_dir});
   if (env().verbose) {
     std::string cmd;
     for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
@@ -279,6 +350,17 @@ std::string compile_source(const cpu::LoweredCpu& lowered, const std::string& ke
   }
   if (!r.ok) {
     std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
+    // Not the kernel's fault: the machine ran out of disk or memory, or the compiler was killed.
+    for (const char* cause : {"No space left on device", "Disk quota exceeded", "Cannot allocate memory",
+                              "virtual memory exhausted", "out of memory", "killed by signal"}) {
+      if (r.log.find(cause) == std::string::npos) continue;
+      std::error_code ec;
+      fs::remove(src, ec);
+      fs::remove(so, ec);
+      throw std::runtime_error("the host compiler could not build kernel '" + lowered.kernel->name + "': " + cause +
+                               " (" + host_compiler().path + "):\n" + log +
+                               "\nfree disk space/memory in " + tmp.string() + " or set TW_CACHE_DIR/TMPDIR");
+    }
     throw ir::Error("internal compiler error: the C++ generated for kernel '" + lowered.kernel->name +
                         "' did not compile:\n" + log,
                     lowered.kernel->span, "this is a Tilewright bug; the generated source is kept at " + src);
@@ -289,26 +371,27 @@ std::string compile_source(const cpu::LoweredCpu& lowered, const std::string& ke
 
 }  // namespace
 
-const std::string& cpu_include_dir() {
-  static const std::string dir = [] {
-    fs::path final_dir = work_root() / "include" / headers_hash().substr(0, 16);
-    if (fs::exists(final_dir / ".complete")) return final_dir.string();
-    fs::path stage = work_root() / "include" / ("stage." + unique_suffix());
-    for (const auto& [rel, text] : embedded_cpu_headers()) {
-      fs::path p = stage / std::string(rel);
-      fs::create_directories(p.parent_path());
-      std::ofstream(p, std::ios::binary) << text;
-    }
-    std::ofstream(stage / ".complete") << headers_hash() << "\n";
-    std::error_code ec;
-    fs::rename(stage, final_dir, ec);  // atomic publish; if another process won, use theirs
-    if (ec) fs::remove_all(stage);
-    if (!fs::exists(final_dir / ".complete"))
-      throw std::runtime_error("cannot publish the CPU runtime headers to " + final_dir.string());
-    return final_dir.string();
-  }();
-  return dir;
+CpuCacheInfo cpu_cache_info() {
+  CpuCacheInfo info;
+  info.memory_entries = memory_cache().size();
+  info.memory_max = static_cast<size_t>(env().memory_cache_max);
+  info.loaded_kernels = g_loaded_kernels.load();
+  info.disk_enabled = !env().cache_disabled;
+  info.disk_dir = env().cache_disabled ? std::string() : (fs::path(env().cache_dir) / "kernels").string();
+  info.disk_max_bytes = env().cache_max_bytes;
+  if (info.disk_enabled && fs::exists(info.disk_dir)) {
+    info.disk_entries = disk_cache().entries();
+    info.disk_bytes = disk_cache().total_bytes();
+  }
+  return info;
 }
+
+void clear_cpu_cache(bool disk) {
+  memory_cache().clear();
+  if (disk && !env().cache_disabled && fs::exists(fs::path(env().cache_dir) / "kernels")) disk_cache().clear();
+}
+
+std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
 
 std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const target::Target& target) {
   cpu::LoweredCpu lowered = cpu::lower_cpu(kernel);
@@ -316,30 +399,51 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
 
   // In memory, the signature matters too (which parameters are outputs does not change the C++).
   const std::string memory_key = sha256_hex(key + "\n" + lowered.stages.back().second);
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Executable>> memory;  // one entry per distinct kernel
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = memory.find(memory_key); it != memory.end()) return it->second;
+  static std::mutex compile_mu;  // one compile at a time in this process (the GIL is released)
+  std::lock_guard<std::mutex> lock(compile_mu);
+  if (auto hit = memory_cache().get(memory_key)) return hit;
 
   const bool use_disk = !env().cache_disabled;
-  std::optional<std::string> path;
-  if (use_disk) path = disk_cache().lookup(key, "kernel.so");
-  bool from_cache = path.has_value();
-  if (env().verbose)
-    std::fprintf(stderr, "tilewright: kernel '%s' key %.16s: %s\n", kernel->name.c_str(), key.c_str(),
-                 from_cache ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
-  if (!path) {
-    std::string so = compile_source(lowered, key);
+  std::shared_ptr<CpuExecutable> exe;
+  try {
+    std::optional<std::string> path;
+    std::optional<DiskCache::KeyLock> key_lock;
     if (use_disk) {
-      path = disk_cache().publish(key, "kernel.so", so);
-      fs::remove(so);
-    } else {
-      path = so;
+      path = disk_cache().lookup(key, "kernel.so");
+      if (!path) {  // another process may be compiling this key: wait for it, then look again
+        key_lock.emplace(disk_cache().lock(key));
+        path = disk_cache().lookup(key, "kernel.so");
+      }
     }
+    if (path) {
+      // Verified against its key, but it may still not load (e.g. written by an incompatible
+      // build): evict it and rebuild rather than failing on every compile.
+      try {
+        exe = std::make_shared<CpuExecutable>(lowered, target.name, *path, true);
+      } catch (const std::exception& e) {
+        if (env().verbose)
+          std::fprintf(stderr, "tilewright: evicting cache entry %.16s that does not load: %s\n", key.c_str(), e.what());
+        disk_cache().remove(key);
+      }
+    }
+    if (env().verbose)
+      std::fprintf(stderr, "tilewright: kernel '%s' key %.16s: %s\n", kernel->name.c_str(), key.c_str(),
+                   exe ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
+    if (!exe) {
+      std::string so = compile_source(lowered, key);
+      path = use_disk ? disk_cache().publish(key, "kernel.so", so) : so;
+      if (use_disk) fs::remove(so);
+      exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, *path, false);
+      if (!use_disk) fs::remove(*path);  // the mapping stays valid after unlink
+    }
+  } catch (const ir::Error&) {
+    throw;
+  } catch (const std::exception& e) {  // the cache, the disk, the compiler: an environment problem
+    throw ir::Error(std::string("cannot build kernel '") + kernel->name + "': " + e.what(), kernel->span,
+                    "this is a problem with the environment (cache directory, disk, host compiler), not with the "
+                    "kernel; docs/environment.md lists the settings");
   }
-  auto exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, *path, from_cache);
-  if (!use_disk) fs::remove(*path);  // the mapping stays valid after unlink
-  memory.emplace(memory_key, exe);
+  memory_cache().put(memory_key, exe);
   return exe;
 }
 
