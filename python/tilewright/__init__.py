@@ -6,13 +6,13 @@ tile-loop vocabulary (``tw.output``, ``tw.load``, ``tw.matmul``, ``tw.store``, .
 """
 from . import _C
 from .errors import TilewrightError
-from .jit import Kernel, compile, jit
+from .jit import Kernel, cache_info, clear_cache, compile, jit
 from .tile import SymbolicDim, Tensor, accumulator, ceildiv, load, matmul, output, store, symbolic
 
 __version__ = _C.__version__
 
 __all__ = [
-    "TilewrightError", "Kernel", "compile", "jit", "targets",
+    "TilewrightError", "Kernel", "compile", "jit", "targets", "cache_info", "clear_cache",
     "Tensor", "SymbolicDim", "symbolic", "output", "accumulator", "load", "matmul", "store", "ceildiv",
 ]
 
