@@ -8,7 +8,7 @@ import threading
 import weakref
 
 from . import _C
-from .errors import TilewrightError
+from .errors import TilewrightError, user_location
 from .language import PrimFunc
 
 __all__ = ["jit", "compile", "Kernel", "Profile", "cache_info", "clear_cache"]
@@ -30,7 +30,17 @@ class Kernel:
         self._bf16_outputs = [i for i, d in enumerate(executable.output_dtypes) if d == "bfloat16"]
 
     def __call__(self, *args):
-        return self._wrap(self._exe(*args))
+        try:
+            return self._wrap(self._exe(*args))
+        except TilewrightError as e:
+            # Argument errors are located at the kernel's definition by the runtime; the mistake is
+            # at the call: point there, and name the definition in the message.
+            file, line, _ = self._exe.kernel.span
+            if (e.file, e.line) != (file, line) or line <= 0:
+                raise
+            call_file, call_line = user_location()
+            raise TilewrightError(f"{e.message} (kernel '{self.name}' is defined at {file}:{line})",
+                                  call_file, call_line, 0, e.hint) from None
 
     def _wrap(self, outs):
         for i in self._bf16_outputs:
