@@ -7,7 +7,7 @@ DEPS   := numpy ml_dtypes nanobind scikit-build-core pytest threadpoolctl ninja
 PIP_BUILD := $(PY) -m pip install --quiet --no-build-isolation --no-deps \
              -Cbuild-dir=build/py -Ccmake.define.TW_BUILD_TESTS=ON --editable .
 
-.PHONY: demo test build bench clean
+.PHONY: demo test build bench clean fuzz fuzz-mutate sanitize soak
 
 $(VENV)/.stamp:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,39 @@ test: build
 	for t in build/py/tw_cpu_runtime_tests_*; do $$t --gtest_brief=1 || exit 1; done
 	$(PY) -m pytest -q tests/python
 
+# Mutation fuzzing (tests/fuzz/fuzz_mutate.py): 10,000 mutants of the examples' kernels, each
+# compiled and run in a child process with a timeout, for cpu and ascend910b. Fails on any signal,
+# hang, internal (non-Tilewright) exception or error without a source line. `make test` runs a
+# fixed-seed corpus of it (tests/python/test_fuzz_mutate.py).
+FUZZ_COUNT ?= 10000
+FUZZ_SEED  ?= 1
+fuzz-mutate: build
+	$(PY) tests/fuzz/fuzz_mutate.py --seed $(FUZZ_SEED) --count $(FUZZ_COUNT) --jobs 2 --keep build/fuzz-mutate
+
+fuzz: fuzz-mutate
+
+# The C++ unit tests and the Python suite under AddressSanitizer + UndefinedBehaviorSanitizer: a
+# separate build (build/asan) and virtual environment (.venv-asan). Slow (docs/environment.md
+# "Sanitizers" gives the time); not part of `make test`.
+ASAN_PY    := .venv-asan/bin/python
+SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g
+sanitize: $(VENV)/.stamp
+	test -x $(ASAN_PY) || ($(PYTHON) -m venv .venv-asan && $(ASAN_PY) -m pip install --quiet $(DEPS))
+	$(ASAN_PY) -m pip install --quiet --no-build-isolation --no-deps -Cbuild-dir=build/asan \
+	    -Ccmake.define.TW_BUILD_TESTS=ON -Ccmake.define.CMAKE_BUILD_TYPE=Debug \
+	    "-Ccmake.define.CMAKE_CXX_FLAGS=$(SAN_FLAGS)" "-Ccmake.define.CMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
+	    "-Ccmake.define.CMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" --editable .
+	ASAN_OPTIONS=detect_leaks=0 build/asan/tw_tests --gtest_brief=1
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0 TW_CACHE_DIR=$(CURDIR)/build/asan/twcache $(ASAN_PY) -m pytest -q tests/python
+
+# Soak benchmark (not a test): 20,000 distinct kernels, 1,000,000 calls; RSS, mappings, fds.
+soak: build
+	$(PY) bench/soak.py
+
 bench: build
 	$(PY) bench/run.py
 	$(PY) bench/ascend.py
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) .venv-asan
