@@ -47,6 +47,19 @@ MANY = textwrap.dedent("""
 """)
 
 
+def kernel_script(name, expr, tail):
+    """A script compiling the kernel Y[i] = <expr> over 8 float32 elements, then running `tail`."""
+    return textwrap.dedent(f"""
+        import json, threading, time
+        import numpy as np, tilewright as tw, tilewright.language as T
+        @T.prim_func
+        def {name}(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.Parallel(8):
+                    Y[i] = {expr}
+    """) + textwrap.dedent(tail)
+
+
 def run(script, args, env_extra, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env["TW_CACHE_DIR"] = str(tmp_path / "cache")
@@ -70,13 +83,7 @@ def test_memory_cache_is_bounded_and_unloads(tmp_path):
 
 
 def test_clear_cache_disk(tmp_path):
-    code = textwrap.dedent("""
-        import json, numpy as np, tilewright as tw, tilewright.language as T
-        @T.prim_func
-        def disk_probe(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
-            with T.Kernel(1) as bx:
-                for i in T.Parallel(8):
-                    Y[i] = X[i]
+    code = kernel_script("disk_probe", "X[i]", """
         tw.compile(disk_probe, out_idx=[-1])
         before = tw.cache_info()["disk"]
         tw.clear_cache(disk=True)
@@ -92,13 +99,7 @@ def test_clear_cache_disk(tmp_path):
 
 
 def test_processes_on_an_empty_cache_compile_once(tmp_path):
-    code = textwrap.dedent("""
-        import numpy as np, tilewright as tw, tilewright.language as T
-        @T.prim_func
-        def shared_probe(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
-            with T.Kernel(1) as bx:
-                for i in T.Parallel(8):
-                    Y[i] = X[i] * 3.0
+    code = kernel_script("shared_probe", "X[i] * 3.0", """
         k = tw.compile(shared_probe, out_idx=[-1])
         assert (k(np.ones(8, np.float32)) == 3).all()
     """)
@@ -118,13 +119,7 @@ def test_processes_on_an_empty_cache_compile_once(tmp_path):
 
 
 def test_compile_releases_the_gil(tmp_path):
-    code = textwrap.dedent("""
-        import threading, time, tilewright as tw, tilewright.language as T
-        @T.prim_func
-        def gil_probe(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
-            with T.Kernel(1) as bx:
-                for i in T.Parallel(8):
-                    Y[i] = X[i] + 1.0
+    code = kernel_script("gil_probe", "X[i] + 1.0", """
         ticks = []
         done = threading.Event()
         def ticker():
