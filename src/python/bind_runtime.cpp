@@ -377,6 +377,7 @@ void bind_runtime(nb::module_& m) {
     return out;
   });
   m.def("clear_cache", &runtime::clear_cpu_cache, nb::arg("disk") = false);
+  m.def("memory_cache_max", [] { return runtime::env().memory_cache_max; });
 
   m.def("mark_outputs", &ir::with_outputs, nb::arg("kernel"), nb::arg("indices"));
   m.def("targets", [] {
