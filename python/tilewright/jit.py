@@ -33,14 +33,15 @@ class Kernel:
         try:
             return self._wrap(self._exe(*args))
         except TilewrightError as e:
-            # Argument errors are located at the kernel's definition by the runtime; the mistake is
-            # at the call: point there, and name the definition in the message.
+            # Argument errors are located at the kernel's definition by the runtime (or nowhere: an
+            # output too large to allocate); the mistake is at the call: point there, and name the
+            # definition in the message. Errors inside the kernel's body keep their line.
             file, line, _ = self._exe.kernel.span
-            if (e.file, e.line) != (file, line) or line <= 0:
+            if e.line > 0 and (e.file, e.line) != (file, line):
                 raise
             call_file, call_line = user_location()
-            raise TilewrightError(f"{e.message} (kernel '{self.name}' is defined at {file}:{line})",
-                                  call_file, call_line, 0, e.hint) from None
+            where = f" (kernel '{self.name}' is defined at {file}:{line})" if line > 0 else ""
+            raise TilewrightError(e.message + where, call_file, call_line, 0, e.hint) from None
 
     def _wrap(self, outs):
         for i in self._bf16_outputs:
@@ -217,7 +218,7 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
         with lock:
             cache[key] = kernel
             cache.move_to_end(key)
-            while len(cache) > _C.cache_info()["memory"]["max_entries"]:  # TW_MEMORY_CACHE_MAX
+            while len(cache) > _C.memory_cache_max():  # TW_MEMORY_CACHE_MAX
                 cache.popitem(last=False)
         return kernel
 

@@ -206,8 +206,9 @@ def test_huge_output_is_an_error_not_memory_error():
         with T.Kernel(1) as bx:
             B[0, 0] = A[0]
     k = tw.compile(big, out_idx=[-1])
-    with pytest.raises(TilewrightError, match="cannot allocate an output"):
-        k(np.zeros(1 << 20, np.float32))  # 2^20 x 2^20 float32 = 4 TiB
+    with pytest.raises(TilewrightError) as ei:
+        k(np.zeros(1 << 20, np.float32))  # @hugeout: 2^20 x 2^20 float32 = 4 TiB
+    at(ei, "@hugeout", "cannot allocate an output")
 
 
 # ---------------------------------------------------------------------------------------------
