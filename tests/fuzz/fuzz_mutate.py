@@ -81,8 +81,10 @@ except TilewrightError as e:
     report("error" if e.line > 0 else "unlocated", msg=str(e)[:2000])
 except BaseException as e:  # noqa: BLE001
     tb = traceback.extract_tb(e.__traceback__)
-    inside = any(f.filename.startswith(PKG) for f in tb)
-    # An exception raised by the example's own code (not inside tilewright) is the mutation's doing.
+    # Raised inside tilewright (the innermost frame is in the package): a leak. Raised by the
+    # example's own code, or by Python calling a tilewright function with the wrong arguments
+    # (innermost frame: the user's), it is the mutation's doing, located by Python itself.
+    inside = bool(tb) and tb[-1].filename.startswith(PKG)
     report("internal" if inside else "error", msg=f"{type(e).__name__}: {e}"[:2000],
            tb="".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:])
 '''
