@@ -47,7 +47,11 @@ fuzz: fuzz-mutate
 ASAN_PY    := .venv-asan/bin/python
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g
 sanitize: $(VENV)/.stamp
-	test -x $(ASAN_PY) || ($(PYTHON) -m venv .venv-asan && $(ASAN_PY) -m pip install --quiet $(DEPS))
+	# .venv-asan sees the packages of .venv (a .pth line; not its editable tilewright) and gets
+	# its own editable build of tilewright, instrumented.
+	test -x $(ASAN_PY) || ($(PYTHON) -m venv .venv-asan && $(ASAN_PY) -c "import site, sys; \
+	    open(site.getsitepackages()[0] + '/tw_main_venv.pth', 'w').write(sys.argv[1] + chr(10))" \
+	    "$$($(PY) -c 'import site; print(site.getsitepackages()[0])')")
 	$(ASAN_PY) -m pip install --quiet --no-build-isolation --no-deps -Cbuild-dir=build/asan \
 	    -Ccmake.define.TW_BUILD_TESTS=ON -Ccmake.define.CMAKE_BUILD_TYPE=Debug \
 	    "-Ccmake.define.CMAKE_CXX_FLAGS=$(SAN_FLAGS)" "-Ccmake.define.CMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
