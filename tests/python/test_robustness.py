@@ -271,3 +271,22 @@ def test_low_level_builder_names_are_validated(tmp_path):
         kern = ir.kernel(bad, [(A, False)], [], [], ir.seq([]))
         with pytest.raises(TilewrightError, match="is not an identifier"):
             _C.compile(kern, "cpu")
+
+
+def test_dump_ir_cannot_write_outside_its_folder(tmp_path):
+    code = textwrap.dedent("""
+        from tilewright import _C, TilewrightError
+        ir = _C.ir
+        A = ir.buffer("A", "float32", [ir.int_imm(8, "int32")], "global")
+        try:
+            _C.compile(ir.kernel("../escape", [(A, False)], [], [], ir.seq([])), "cpu")
+        except TilewrightError as e:
+            print("ERR", e.message)
+    """)
+    dump = tmp_path / "dump"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_DUMP_IR": str(dump), "TW_CACHE_DIR": str(tmp_path / "cache")})
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "kernel name '../escape' is not an identifier" in p.stdout
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("escape")]
