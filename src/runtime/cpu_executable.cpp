@@ -268,7 +268,13 @@ class CpuExecutable final : public Executable {
     if (!in_parallel_region()) serial = std::unique_lock<std::mutex>(launch_mutex());
     int64_t ext[3] = {1, 1, 1};
     grid_(&args, ext);
-    const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];
+    const int64_t e0 = ext[0], e1 = ext[1];
+    int64_t total = 0;
+    if (ext[0] > 0 && ext[1] > 0 && ext[2] > 0 &&
+        (__builtin_mul_overflow(ext[0], ext[1], &total) || __builtin_mul_overflow(total, ext[2], &total)))
+      throw ir::Error("the launch grid of kernel '" + kernel_->name + "' (" + std::to_string(ext[0]) + " x " +
+                          std::to_string(ext[1]) + " x " + std::to_string(ext[2]) + ") has more than 2^63 blocks",
+                      kernel_->span, "check the grid extents in T.Kernel (and the shapes they come from)");
     if (total <= 0) return;
     // Blocks run in row-major order (bx fastest) and the pool gives each thread a contiguous
     // share of them (runtime/thread_pool.h), i.e. whole rows of blocks. The rows of thread t's
