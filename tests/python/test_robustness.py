@@ -290,3 +290,16 @@ def test_dump_ir_cannot_write_outside_its_folder(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "kernel name '../escape' is not an identifier" in p.stdout
     assert not [n for n in os.listdir(tmp_path) if n.startswith("escape")]
+
+
+def test_grid_with_more_than_2_63_blocks_is_an_error():
+    @T.prim_func
+    def grid(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):  # @grid
+        with T.Kernel(4611686018427387904, 4611686018427387904) as (bx, by):
+            if bx < 1 and by < 1:
+                B[0] = A[0]
+    k = tw.compile(grid, out_idx=[-1])
+    with pytest.raises(TilewrightError) as ei:
+        k(np.ones(8, np.float32))  # @gridcall (once: the block count wrapped to 0 and nothing ran)
+    at(ei, "@gridcall", "has more than 2^63 blocks")
+    assert f"is defined at {THIS_FILE}:{line_of('@grid')}" in ei.value.message
