@@ -390,7 +390,12 @@ Expr select(Expr cond, Expr t, Expr f, Span s = {});
 Expr load(Buffer b, std::vector<Expr> indices, Span s = {});
 Buffer buffer(std::string name, DType t, std::vector<Expr> shape, Scope scope, Span s = {});
 
-// Constant value of an integer expression after folding, or nullopt.
+// a op b on int64 with Python semantics (floor division/modulo; comparisons give 0/1), or nullopt
+// when the result is not an int64 (division by zero, overflow) or op is not integer arithmetic.
+std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b);
+
+// Constant value of an integer expression after folding, or nullopt (also on overflow and
+// division by zero: never a trap).
 std::optional<int64_t> as_const_int(const Expr& e);
 
 }  // namespace tw::ir

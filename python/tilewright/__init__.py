@@ -6,14 +6,14 @@ tile-loop vocabulary (``tw.output``, ``tw.load``, ``tw.matmul``, ``tw.store``, .
 """
 from . import _C
 from .errors import TilewrightError
-from .jit import Kernel, compile, jit, kernel_stats
+from .jit import Kernel, cache_info, clear_cache, compile, jit, kernel_stats
 from .deploy import export, freeze, frozen, precompile
 from .tile import SymbolicDim, Tensor, accumulator, ceildiv, load, matmul, output, store, symbolic
 
 __version__ = _C.__version__
 
 __all__ = [
-    "TilewrightError", "Kernel", "compile", "jit", "targets",
+    "TilewrightError", "Kernel", "compile", "jit", "targets", "cache_info", "clear_cache",
     "export", "precompile", "freeze", "frozen", "kernel_stats",
     "Tensor", "SymbolicDim", "symbolic", "output", "accumulator", "load", "matmul", "store", "ceildiv",
 ]

@@ -11,8 +11,21 @@ about a user's kernel is a :class:`TilewrightError` carrying where it happened::
 from __future__ import annotations
 
 import linecache
+import os
+import sys
 
-__all__ = ["TilewrightError"]
+__all__ = ["TilewrightError", "user_location"]
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_location():
+    """(file, line) of the innermost stack frame outside the tilewright package: where the user's
+    code called into Tilewright (("", 0) when there is none)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
 
 
 class TilewrightError(Exception):

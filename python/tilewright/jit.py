@@ -1,16 +1,18 @@
 """Compiling and calling kernels: ``tw.jit``, ``tw.compile`` and the compiled :class:`Kernel`."""
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
+import threading
 import time
 import weakref
 
 from . import _C
-from .errors import TilewrightError
+from .errors import TilewrightError, user_location
 from .language import PrimFunc
 
-__all__ = ["jit", "compile", "Kernel", "Profile", "kernel_stats"]
+__all__ = ["jit", "compile", "Kernel", "Profile", "cache_info", "clear_cache", "kernel_stats"]
 
 
 
@@ -39,7 +41,18 @@ class Kernel:
 
     def __call__(self, *args):
         self._calls += 1
-        return self._wrap(self._exe(*args))
+        try:
+            return self._wrap(self._exe(*args))
+        except TilewrightError as e:
+            # Argument errors are located at the kernel's definition by the runtime (or nowhere: an
+            # output too large to allocate); the mistake is at the call: point there, and name the
+            # definition in the message. Errors inside the kernel's body keep their line.
+            file, line, _ = self._exe.kernel.span
+            if e.line > 0 and (e.file, e.line) != (file, line):
+                raise
+            call_file, call_line = user_location()
+            where = f" (kernel '{self.name}' is defined at {file}:{line})" if line > 0 else ""
+            raise TilewrightError(e.message + where, call_file, call_line, 0, e.hint) from None
 
     def stats(self) -> dict:
         """``name``, ``target``, ``calls`` (of this object), ``compile_s`` (seconds its compile,
@@ -150,6 +163,9 @@ def _out_indices(ir_kernel, out_idx):
 
 
 def _build(prim_or_fn, target: str, out_idx) -> Kernel:
+    if not isinstance(target, str):
+        raise TilewrightError(f"target must be a target name (a str), got {target!r}",
+                              hint="one of: " + ", ".join(name for name, _ in _C.targets()))
     if isinstance(prim_or_fn, PrimFunc):
         ir_kernel = prim_or_fn.ir
     elif inspect.isfunction(prim_or_fn):
@@ -207,7 +223,8 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
     if fn is None:
         return lambda f: jit(f, out_idx=out_idx, target=target)
 
-    cache: dict = {}
+    cache: collections.OrderedDict = collections.OrderedDict()  # least recently used first
+    lock = threading.Lock()
     default_target = target
     takes_target = "target" in inspect.signature(fn).parameters
 
@@ -215,13 +232,78 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
     def wrapper(*args, **kwargs):
         tgt = default_target if takes_target else kwargs.pop("target", None) or default_target
         key = (_freeze(args), _freeze(kwargs), tgt)
-        kernel = cache.get(key)
-        if kernel is None:
-            prim = fn(*args, **kwargs)
-            if not isinstance(prim, PrimFunc):
-                raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func, got {prim!r}")
-            kernel = cache[key] = _build(prim, tgt, out_idx)
+        try:
+            hash(key)
+        except TypeError:
+            bad = next((repr(v) for v in (*args, *kwargs.values()) if not _hashable(_freeze(v))), "?")
+            raise TilewrightError(f"@tw.jit function '{fn.__name__}' got an argument that cannot be a cache key: {bad}",
+                                  hint="pass ints, floats, strings, dtypes or tuples of them; tw.jit compiles one "
+                                       "kernel per distinct argument values") from None
+        with lock:
+            kernel = cache.get(key)
+            if kernel is not None:
+                cache.move_to_end(key)
+                return kernel
+        prim = fn(*args, **kwargs)
+        if not isinstance(prim, PrimFunc):
+            raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func, got {prim!r}")
+        kernel = _build(prim, tgt, out_idx)
+        with lock:
+            cache[key] = kernel
+            cache.move_to_end(key)
+            while len(cache) > _C.memory_cache_max():  # TW_MEMORY_CACHE_MAX
+                cache.popitem(last=False)
         return kernel
 
     wrapper.cache = cache
+    wrapper._tw_jit_cache = _JitCache(cache, lock)  # the registry holds it weakly: it lives as long as wrapper
+    _jit_caches.add(wrapper._tw_jit_cache)
     return wrapper
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
+
+
+class _JitCache:
+    """One @tw.jit function's cache, registered (weakly) for cache_info() and clear_cache()."""
+
+    def __init__(self, cache, lock):
+        self.cache, self.lock = cache, lock
+
+
+_jit_caches: "weakref.WeakSet[_JitCache]" = weakref.WeakSet()
+
+
+def cache_info() -> dict:
+    """The state of Tilewright's caches, as a dict::
+
+        {"jit":    {"functions": int,      # live @tw.jit functions
+                    "entries": int},       # kernels they hold (each bounded by TW_MEMORY_CACHE_MAX, LRU)
+         "memory": {"entries": int,        # compiled cpu kernels kept for reuse (LRU)
+                    "max_entries": int,    # TW_MEMORY_CACHE_MAX
+                    "loaded_kernels": int},  # cpu kernel libraries loaded now (cached or referenced)
+         "disk":   {"enabled": bool,       # False with TW_CACHE_DISABLE=1
+                    "dir": str,            # <TW_CACHE_DIR>/kernels ("" when disabled)
+                    "entries": int, "bytes": int,
+                    "max_bytes": int}}     # TW_CACHE_MAX_BYTES
+
+    Kernels for the simulated targets (ascend910b*) are held only by tw.jit and Kernel objects."""
+    info = _C.cache_info()
+    caches = list(_jit_caches)
+    info["jit"] = {"functions": len(caches), "entries": sum(len(c.cache) for c in caches)}
+    return info
+
+
+def clear_cache(disk: bool = False) -> None:
+    """Empties every @tw.jit cache and the in-memory kernel cache; a kernel library is unloaded
+    once no :class:`Kernel` object refers to it. ``disk=True`` also removes every entry of the
+    disk cache (later compiles run the host compiler again)."""
+    for c in list(_jit_caches):
+        with c.lock:
+            c.cache.clear()
+    _C.clear_cache(disk)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import builtins as _builtins
 import sys as _sys
 
-from .errors import TilewrightError
+from .errors import TilewrightError, user_location
 
 __all__ = [
     "prim_func", "PrimFunc", "Tensor", "Buffer", "symbolic", "SymbolicDim", "DType", "Kernel",
@@ -95,7 +95,7 @@ class SymbolicDim:
 
     def __init__(self, name: str):
         if not isinstance(name, str) or not name.isidentifier():
-            raise TilewrightError(f"T.symbolic needs an identifier name, got {name!r}")
+            raise TilewrightError(f"T.symbolic needs an identifier name, got {name!r}", *user_location())
         self.name = name
 
     def __repr__(self):
@@ -124,13 +124,17 @@ class Tensor:
     def __init__(self, shape, dtype="float32"):
         if isinstance(shape, (int, str, SymbolicDim)):
             shape = (shape,)
+        if not isinstance(shape, (tuple, list)):
+            raise TilewrightError(f"tensor shape must be a tuple of dimensions, got {shape!r}", *user_location(),
+                                  hint="e.g. T.Tensor((M, K), 'float16')")
         shape = tuple(shape)
         for d in shape:
             if isinstance(d, _builtins.bool) or not isinstance(d, (int, str, SymbolicDim)):
                 raise TilewrightError(
-                    f"tensor dimension must be an int, a T.symbolic dim or a name string, got {d!r}")
+                    f"tensor dimension must be an int, a T.symbolic dim or a name string, got {d!r}",
+                    *user_location())
         if not isinstance(dtype, str):
-            raise TilewrightError(f"tensor dtype must be a name like 'float16', got {dtype!r}")
+            raise TilewrightError(f"tensor dtype must be a name like 'float16', got {dtype!r}", *user_location())
         self.shape = shape
         self.dtype = str(dtype)
 
@@ -157,7 +161,7 @@ class PrimFunc:
 
     def __call__(self, *args, **kwargs):
         raise TilewrightError(
-            f"prim_func '{self.name}' cannot be called directly",
+            f"prim_func '{self.name}' cannot be called directly", *user_location(),
             hint="compile it first: return it from a @tw.jit function, or pass it to tw.compile")
 
     def __repr__(self):

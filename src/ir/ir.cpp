@@ -2,6 +2,7 @@
 #include "tilewright/ir.h"
 
 #include <array>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -340,6 +341,46 @@ Buffer buffer(std::string name, DType t, std::vector<Expr> shape, Scope scope, S
   return std::make_shared<BufferNode>(std::move(name), t, std::move(shape), scope, std::move(s));
 }
 
+// Python (floor) division and modulo; nullopt on division by zero or overflow.
+namespace {
+std::optional<int64_t> floordiv_checked(int64_t a, int64_t b) {
+  if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1)) return std::nullopt;
+  int64_t q = a / b;
+  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+}  // namespace
+
+std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  switch (op) {
+    case BinOp::Add: if (__builtin_add_overflow(a, b, &r)) return std::nullopt; return r;
+    case BinOp::Sub: if (__builtin_sub_overflow(a, b, &r)) return std::nullopt; return r;
+    case BinOp::Mul: if (__builtin_mul_overflow(a, b, &r)) return std::nullopt; return r;
+    case BinOp::FloorDiv: return floordiv_checked(a, b);
+    case BinOp::CeilDiv: {
+      if (a == std::numeric_limits<int64_t>::min()) return std::nullopt;
+      auto q = floordiv_checked(-a, b);
+      if (!q) return std::nullopt;
+      return -*q;
+    }
+    case BinOp::Mod: {
+      auto q = floordiv_checked(a, b);
+      if (!q) return std::nullopt;
+      return a - *q * b;
+    }
+    case BinOp::Min: return a < b ? a : b;
+    case BinOp::Max: return a > b ? a : b;
+    case BinOp::EQ: return a == b;
+    case BinOp::NE: return a != b;
+    case BinOp::LT: return a < b;
+    case BinOp::LE: return a <= b;
+    case BinOp::GT: return a > b;
+    case BinOp::GE: return a >= b;
+    default: return std::nullopt;
+  }
+}
+
 std::optional<int64_t> as_const_int(const Expr& e) {
   if (!e) return std::nullopt;
   switch (e->kind) {
@@ -352,7 +393,7 @@ std::optional<int64_t> as_const_int(const Expr& e) {
     case ExprKind::Unary: {
       auto* u = static_cast<const UnaryNode*>(e.get());
       auto v = as_const_int(u->a);
-      if (!v || u->op != UnOp::Neg) return std::nullopt;
+      if (!v || u->op != UnOp::Neg || *v == std::numeric_limits<int64_t>::min()) return std::nullopt;
       return -*v;
     }
     case ExprKind::Binary: {
@@ -360,19 +401,7 @@ std::optional<int64_t> as_const_int(const Expr& e) {
       if (!b->dtype.is_int()) return std::nullopt;
       auto x = as_const_int(b->a), y = as_const_int(b->b);
       if (!x || !y) return std::nullopt;
-      int64_t p = *x, q = *y;
-      auto floordiv = [](int64_t a, int64_t d) { int64_t r = a / d; return (a % d != 0 && ((a < 0) != (d < 0))) ? r - 1 : r; };
-      switch (b->op) {
-        case BinOp::Add: return p + q;
-        case BinOp::Sub: return p - q;
-        case BinOp::Mul: return p * q;
-        case BinOp::FloorDiv: if (q == 0) return std::nullopt; return floordiv(p, q);
-        case BinOp::CeilDiv: if (q == 0) return std::nullopt; return -floordiv(-p, q);
-        case BinOp::Mod: if (q == 0) return std::nullopt; return p - floordiv(p, q) * q;
-        case BinOp::Min: return p < q ? p : q;
-        case BinOp::Max: return p > q ? p : q;
-        default: return std::nullopt;
-      }
+      return fold_int_binary(b->op, *x, *y);
     }
     default: return std::nullopt;
   }

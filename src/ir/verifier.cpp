@@ -1,6 +1,9 @@
 // Tile IR verifier. The list of checks is in ir/verifier.h.
 #include "ir/verifier.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <optional>
 #include <unordered_set>
 
@@ -50,8 +53,10 @@ class Verifier {
   void run(const Kernel& k) {
     if (!k) throw Error("verify: null kernel");
     ctx_ = k->span;
+    check_name(k->name, k->span, "kernel");
     push();
     for (const auto& p : k->params) {
+      if (p.buffer || p.scalar) check_name(p.name(), p.buffer ? p.buffer->span : p.scalar->span, "parameter");
       if (p.buffer) {
         if (p.buffer->scope != Scope::global)
           fail(p.buffer->span, "tensor parameter " + q(p.buffer->name) + " must be in global memory, got " +
@@ -65,7 +70,10 @@ class Verifier {
         fail(k->span, "parameter of kernel " + q(k->name) + " is neither a tensor nor a scalar");
       }
     }
-    for (const auto& v : k->shape_vars()) define(v.get());
+    for (const auto& v : k->shape_vars()) {
+      check_name(v->name, v->span, "shape variable");
+      define(v.get());
+    }
     for (const auto& p : k->params)
       if (p.buffer)
         for (const auto& d : p.buffer->shape) int_expr(d, p.buffer->span, "dimension of " + q(p.buffer->name));
@@ -78,6 +86,7 @@ class Verifier {
            "fold extra grid dims into one and split the block index with // and %");
     for (const auto& g : k->grid) int_expr(g, k->span, "grid extent");
     for (const auto& v : k->block_vars) {
+      check_name(v->name, v->span, "block variable");
       if (!v->dtype.is_int())
         fail(v->span, "block variable " + q(v->name) + " must be an integer, got " + dt(v->dtype));
       define(v.get());
@@ -85,6 +94,7 @@ class Verifier {
     npu_ = k->is_npu();
     if (npu_) {
       const Var& v = k->sub_block_var;
+      check_name(v->name, v->span, "sub-block variable");
       if (!v->dtype.is_int())
         fail(v->span, "sub-block variable " + q(v->name) + " must be an integer, got " + dt(v->dtype));
       // The front end gives expert kernels one grid dim; split_cube_vector's output keeps the
@@ -104,6 +114,30 @@ class Verifier {
   [[noreturn]] void fail(const Span& s, const std::string& msg, const std::string& hint = {}) {
     throw Error(msg, s.known() ? s : ctx_, hint);
   }
+  // Names reach generated code (C++ identifiers, comments, string literals of the AscendC host
+  // program) and file names (TW_DUMP_IR): only identifiers get through.
+  void check_name(const std::string& name, const Span& s, const char* what) {
+    bool ok = !name.empty() && name.size() <= 255 && !std::isdigit(static_cast<unsigned char>(name[0]));
+    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!ok) {
+      std::string shown;
+      for (char c : name.substr(0, 80)) {
+        if (std::isprint(static_cast<unsigned char>(c))) {
+          shown += c;
+        } else {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(c));
+          shown += hex;
+        }
+      }
+      fail(s, std::string(what) + " name '" + shown + (name.size() > 80 ? "...'" : "'") +
+                  " is not an identifier",
+           "use 1-255 characters of [A-Za-z0-9_], not starting with a digit");
+    }
+  }
+  static constexpr int64_t kMaxUnroll = 1024;  // copies of a loop body
+  static constexpr int kMaxStages = 32;         // num_stages of a pipelined loop
+  int64_t unroll_product_ = 1;
   void push() { scopes_.emplace_back(); }
   void pop() { scopes_.pop_back(); }
   void define(const void* p) { scopes_.back().insert(p); }
@@ -139,6 +173,7 @@ class Verifier {
                            : "UB is used inside with T.Scope(\"V\"):; the Cube and Vector cores exchange data through GM");
   }
   void define_var(const Var& v, const Span& where, const char* what) {
+    check_name(v->name, where, what);
     if (in_scope(v.get())) {
       if (scalar_params_.count(v.get()))
         fail(where, "scalar parameter " + q(v->name) + " cannot be assigned",
@@ -164,7 +199,17 @@ class Verifier {
                "only inside their block");
         return;
       }
-      case ExprKind::Binary: expr(as<BinaryNode>(e)->a, here); expr(as<BinaryNode>(e)->b, here); return;
+      case ExprKind::Binary: {
+        auto* n = as<BinaryNode>(e);
+        expr(n->a, here);
+        expr(n->b, here);
+        if ((n->op == BinOp::FloorDiv || n->op == BinOp::CeilDiv || n->op == BinOp::Mod) && !n->b->dtype.is_float() &&
+            as_const_int(n->b) == 0)
+          fail(here, "integer division by zero: " + print(e),
+               "the divisor is always 0; integer // and % by a divisor that is 0 only at run time give 0 and the "
+               "dividend (docs/language.md)");
+        return;
+      }
       case ExprKind::Unary: expr(as<UnaryNode>(e)->a, here); return;
       case ExprKind::Call: for (const auto& a : as<CallNode>(e)->args) expr(a, here); return;
       case ExprKind::Cast: expr(as<CastNode>(e)->value, here); return;
@@ -326,6 +371,14 @@ class Verifier {
           fail(sp, "tile buffer " + q(b->name) + " must have a constant shape, got " + print_shape(b->shape),
                "tile sizes are compile-time constants");
         if (in_scope(b.get())) fail(sp, "buffer " + q(b->name) + " is allocated twice", "allocate it once");
+        check_name(b->name, sp, "buffer");
+        if (auto shape = b->const_shape()) {  // the byte size must not wrap (a 2^80-element tile is not 0 bytes)
+          int64_t bytes = b->dtype.bytes();
+          for (int64_t d : *shape)
+            if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes))
+              fail(sp, "tile buffer " + q(b->name) + " " + print_shape(b->shape) + " is too large (more than 2^63 bytes)",
+                   "tiles are kept in on-chip/stack memory: use block sizes of a few hundred KiB");
+        }
         check_core(b, sp);
         define(b.get());
         break;
@@ -492,16 +545,33 @@ class Verifier {
       fail(sp, "num_stages=" + std::to_string(n->num_stages) + " is only valid for pipelined loops, but " +
                    q(n->var->name) + " is a " + std::string(forkind_name(n->for_kind)) + " loop",
            "make the loop pipelined or drop num_stages");
+    if (n->for_kind == ForKind::pipelined && n->num_stages > kMaxStages)
+      fail(sp, "pipelined loop over " + q(n->var->name) + " has num_stages=" + std::to_string(n->num_stages) +
+                   ", more than " + std::to_string(kMaxStages),
+           "each stage is a copy of the loop's tiles; 2-4 stages hide the copy latency");
     if ((n->for_kind == ForKind::unroll || n->for_kind == ForKind::parallel) && !as_const_int(n->extent))
       fail(sp, std::string(forkind_name(n->for_kind)) + " loop over " + q(n->var->name) +
                    " needs a constant extent, got " + print(n->extent),
            "use a serial loop, or a constant tile size");
+    // Fully unrolled code grows with the product of the nested unroll extents: bound it before
+    // the host compiler spends minutes on it.
+    const int64_t saved_unroll = unroll_product_;
+    if (n->for_kind == ForKind::unroll) {
+      int64_t ext = std::max<int64_t>(*as_const_int(n->extent), 1);
+      if (__builtin_mul_overflow(unroll_product_, ext, &unroll_product_) || unroll_product_ > kMaxUnroll)
+        fail(sp, "unrolled loop over " + q(n->var->name) + " would copy the loop body " +
+                     (unroll_product_ > 0 && unroll_product_ < (int64_t(1) << 62) ? std::to_string(unroll_product_)
+                                                                                   : std::string("too many")) +
+                     " times (with the unrolled loops around it), more than " + std::to_string(kMaxUnroll),
+             "use T.serial for long loops; unroll only short inner loops");
+    }
     push();
     define_var(n->var, sp, "loop");
     if (n->for_kind == ForKind::parallel) ++parallel_depth_;
     body(n->body);
     if (n->for_kind == ForKind::parallel) --parallel_depth_;
     pop();
+    unroll_product_ = saved_unroll;
     (void)s;
   }
 

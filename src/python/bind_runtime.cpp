@@ -159,7 +159,7 @@ struct BigBufferPool {
         }
     }
     void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
+    if (p == MAP_FAILED) return nullptr;
 #ifdef MADV_HUGEPAGE
     madvise(p, n, MADV_HUGEPAGE);
 #endif
@@ -198,17 +198,32 @@ struct BigBuffer {
   void* p;
 };
 
+// An output the machine cannot hold is the caller's error (a shape too large), not a crash:
+// the byte count is checked for overflow, and a failed allocation names the output's size.
+[[noreturn]] void output_too_large(const OutputSpec& spec, const std::string& bytes) {
+  std::string shape;
+  for (auto d : spec.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  throw ir::Error("cannot allocate an output of shape (" + shape + ") " + std::string(spec.dtype.name()) + ": " +
+                      bytes + " bytes",
+                  {}, "check the arguments' shapes (the output's shape follows from them)");
+}
+
 // Returns the numpy array; *data is its buffer.
 nb::object alloc_output(const OutputSpec& spec, void** data) {
   size_t n = 1;
-  for (auto s : spec.shape) n *= static_cast<size_t>(s);
-  size_t bytes = (n * spec.dtype.bytes() + 63) / 64 * 64;
+  for (auto s : spec.shape)
+    if (s < 0 || __builtin_mul_overflow(n, static_cast<size_t>(s), &n)) output_too_large(spec, "more than 2^64");
+  size_t bytes;
+  if (__builtin_mul_overflow(n, spec.dtype.bytes(), &bytes) || bytes > (size_t(1) << 62))
+    output_too_large(spec, "more than 2^62");
+  bytes = (bytes + 63) / 64 * 64;
   std::vector<size_t> shape(spec.shape.begin(), spec.shape.end());
   void* p;
   nb::capsule owner;
   if (bytes >= kBigOutput) {
     size_t mapped = (bytes + kBigOutput - 1) / kBigOutput * kBigOutput;
     p = big_pool().get(mapped);
+    if (!p) output_too_large(spec, std::to_string(bytes) + " (out of memory)");
     auto* info = new BigBuffer{mapped, p};
     owner = nb::capsule(info, [](void* q) noexcept {
       auto* b = static_cast<BigBuffer*>(q);
@@ -217,7 +232,7 @@ nb::object alloc_output(const OutputSpec& spec, void** data) {
     });
   } else {
     p = std::aligned_alloc(64, bytes ? bytes : 64);
-    if (!p) throw std::bad_alloc();
+    if (!p) output_too_large(spec, std::to_string(bytes) + " (out of memory)");
     owner = nb::capsule(p, [](void* q) noexcept { std::free(q); });
   }
   *data = p;
@@ -351,9 +366,28 @@ void bind_runtime(nb::module_& m) {
         return out;
       });
 
+  // The GIL is released while lowering and running the host compiler, so other Python threads
+  // keep running during a compile.
   m.def("compile", &tw::compile, nb::arg("kernel"), nb::arg("target") = "cpu",
         nb::call_guard<nb::gil_scoped_release>(),  // kernels compile in parallel from threads (tw.precompile)
         "Compile a Tile IR kernel for a target; identical requests share one executable.");
+  m.def("cache_info", [] {
+    runtime::CpuCacheInfo c = runtime::cpu_cache_info();
+    nb::dict memory, disk, out;
+    memory["entries"] = c.memory_entries;
+    memory["max_entries"] = c.memory_max;
+    memory["loaded_kernels"] = c.loaded_kernels;
+    disk["enabled"] = c.disk_enabled;
+    disk["dir"] = c.disk_dir;
+    disk["entries"] = c.disk_entries;
+    disk["bytes"] = c.disk_bytes;
+    disk["max_bytes"] = c.disk_max_bytes;
+    out["memory"] = memory;
+    out["disk"] = disk;
+    return out;
+  });
+  m.def("clear_cache", &runtime::clear_cpu_cache, nb::arg("disk") = false);
+  m.def("memory_cache_max", [] { return runtime::env().memory_cache_max; });
 
   m.def("mark_outputs", &ir::with_outputs, nb::arg("kernel"), nb::arg("indices"));
   m.def("targets", [] {

@@ -3,18 +3,23 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <list>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "runtime/cpu_launch.h"
 #include "runtime/cpu_library.h"
 #include "runtime/disk_cache.h"
-#include "runtime/embedded_headers.h"
 #include "runtime/env.h"
+#include "runtime/header_dir.h"
 #include "runtime/toolchain.h"
 #include "target/cpu/pipeline.h"
 #include "tilewright/version.h"
@@ -26,15 +31,27 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Root for everything this process writes: the cache dir, or a private temp dir when disabled.
+// Root for everything this process writes: the cache dir (created 0700; refused when another
+// user owns it or can write it, never chmod'ed), or, with TW_CACHE_DISABLE=1, a fresh private
+// directory from mkdtemp (unpredictable name, mode 0700) that this process removes at exit.
 const fs::path& work_root() {
   static const fs::path root = [] {
     const Env& e = env();
-    fs::path p = e.cache_disabled ? fs::temp_directory_path() / ("tilewright-" + std::to_string(getuid()))
-                                  : fs::path(e.cache_dir);
-    fs::create_directories(p);
-    fs::permissions(p, fs::perms::owner_all, fs::perm_options::replace);
-    return p;
+    if (!e.cache_disabled) {
+      ensure_private_dir(e.cache_dir, "cache directory (TW_CACHE_DIR)");
+      return fs::path(e.cache_dir);
+    }
+    static std::string tmp = (fs::temp_directory_path() / "tilewright-XXXXXX").string();
+    if (!mkdtemp(tmp.data()))
+      throw std::runtime_error("cannot create a private temporary directory '" + tmp + "': " + std::strerror(errno) +
+                               "; set TMPDIR to a writable directory");
+    static const pid_t owner = getpid();
+    std::atexit([] {
+      if (getpid() != owner) return;  // a forked child leaves its parent's directory alone
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+    });
+    return fs::path(tmp);
   }();
   return root;
 }
@@ -45,19 +62,53 @@ std::string unique_suffix() {
          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-const std::string& headers_hash() {
-  static const std::string h = [] {
-    std::string all;
-    for (const auto& [path, text] : embedded_cpu_headers()) {
-      all += path;
-      all += '\0';
-      all += text;
-      all += '\0';
+// Compiled kernels kept loaded, so identical requests share one Executable: least recently used
+// first out beyond TW_MEMORY_CACHE_MAX. An evicted kernel's library is unloaded once no Kernel
+// object refers to it any more (the Executable owns the dlopen handle).
+class MemoryCache {
+ public:
+  std::shared_ptr<const Executable> get(const std::string& key) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+  void put(const std::string& key, std::shared_ptr<const Executable> exe) {
+    std::vector<std::shared_ptr<const Executable>> evicted;  // released outside the lock
+    std::lock_guard<std::mutex> g(mu_);
+    if (index_.count(key)) return;
+    lru_.emplace_front(key, std::move(exe));
+    index_[key] = lru_.begin();
+    while (lru_.size() > static_cast<size_t>(env().memory_cache_max)) {
+      index_.erase(lru_.back().first);
+      evicted.push_back(std::move(lru_.back().second));
+      lru_.pop_back();
     }
-    return sha256_hex(all);
-  }();
-  return h;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> g(mu_);
+    return lru_.size();
+  }
+  void clear() {
+    std::list<std::pair<std::string, std::shared_ptr<const Executable>>> old;
+    std::lock_guard<std::mutex> g(mu_);
+    old.swap(lru_);
+    index_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const Executable>>> lru_;  // most recent first
+  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+};
+
+MemoryCache& memory_cache() {
+  static MemoryCache* c = new MemoryCache();  // never destroyed: kernels may outlive static destructors
+  return *c;
 }
+
+std::atomic<int64_t> g_loaded_kernels{0};
 
 DiskCache& disk_cache() {
   static DiskCache cache((work_root() / "kernels").string(), env().cache_max_bytes);
@@ -82,7 +133,9 @@ class CpuExecutable final : public Executable {
                       std::to_string(TW_CPU_ABI_VERSION));
     grid_ = lib_.function<tw_grid_fn>(symbol + "__grid");
     block_ = lib_.function<tw_block_fn>(symbol + "__block");
+    ++g_loaded_kernels;
   }
+  ~CpuExecutable() override { --g_loaded_kernels; }
 
   std::string source(std::string_view lang) const override {
     if (lang == "c++" || lang == "cpp" || lang.empty()) return source_;
@@ -111,19 +164,29 @@ std::string cache_key(const std::string& source) {
   std::string k = "tilewright " TILEWRIGHT_VERSION "\nabi " + std::to_string(TW_CPU_ABI_VERSION) + "\ncompiler " +
                   host_compiler().identity + "\nflags";
   for (const auto& f : default_compile_flags()) k += " " + f;
-  k += "\ncpu " + cpu_features() + "\nheaders " + headers_hash() + "\nsource\n" + source;
+  k += "\ncpu " + cpu_features() + "\nheaders " + embedded_headers_hash() + "\nsource\n" + source;
   return sha256_hex(k);
 }
 
 std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
                            const std::string& key) {
   fs::path tmp = work_root() / "tmp";
-  fs::create_directories(tmp);
+  ensure_private_dir(tmp.string(), "temporary directory");
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
-  std::ofstream(src) << source;
+  {
+    std::ofstream out(src);
+    out << source;
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(src, ec);
+      throw std::runtime_error("cannot write the generated source to '" + src + "' (disk full?)");
+    }
+  }
+  const std::string include_dir = cpu_include_dir();  // verified right before the compiler reads it
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, so, {}, {cpu_include_dir()});
+  CompileResult r = compile_shared_object(src, so, {}, {include_dir});
   if (env().verbose) {
     std::string cmd;
     for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
@@ -132,6 +195,17 @@ std::string compile_source(const std::string& source, const std::string& what, c
   }
   if (!r.ok) {
     std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
+    // Not the kernel's fault: the machine ran out of disk or memory, or the compiler was killed.
+    for (const char* cause : {"No space left on device", "Disk quota exceeded", "Cannot allocate memory",
+                              "virtual memory exhausted", "out of memory", "killed by signal"}) {
+      if (r.log.find(cause) == std::string::npos) continue;
+      std::error_code ec;
+      fs::remove(src, ec);
+      fs::remove(so, ec);
+      throw std::runtime_error("the host compiler could not build " + what + ": " + cause +
+                               " (" + host_compiler().path + "):\n" + log +
+                               "\nfree disk space/memory in " + tmp.string() + " or set TW_CACHE_DIR/TMPDIR");
+    }
     throw ir::Error("internal compiler error: the C++ generated for " + what + " did not compile:\n" + log, span,
                     "this is a Tilewright bug; the generated source is kept at " + src);
   }
@@ -141,47 +215,69 @@ std::string compile_source(const std::string& source, const std::string& what, c
 
 }  // namespace
 
-const std::string& cpu_include_dir() {
-  static const std::string dir = [] {
-    fs::path final_dir = work_root() / "include" / headers_hash().substr(0, 16);
-    if (fs::exists(final_dir / ".complete")) return final_dir.string();
-    fs::path stage = work_root() / "include" / ("stage." + unique_suffix());
-    for (const auto& [rel, text] : embedded_cpu_headers()) {
-      fs::path p = stage / std::string(rel);
-      fs::create_directories(p.parent_path());
-      std::ofstream(p, std::ios::binary) << text;
-    }
-    std::ofstream(stage / ".complete") << headers_hash() << "\n";
-    std::error_code ec;
-    fs::rename(stage, final_dir, ec);  // atomic publish; if another process won, use theirs
-    if (ec) fs::remove_all(stage);
-    if (!fs::exists(final_dir / ".complete"))
-      throw std::runtime_error("cannot publish the CPU runtime headers to " + final_dir.string());
-    return final_dir.string();
-  }();
-  return dir;
+CpuCacheInfo cpu_cache_info() {
+  CpuCacheInfo info;
+  info.memory_entries = memory_cache().size();
+  info.memory_max = static_cast<size_t>(env().memory_cache_max);
+  info.loaded_kernels = g_loaded_kernels.load();
+  info.disk_enabled = !env().cache_disabled;
+  info.disk_dir = env().cache_disabled ? std::string() : (fs::path(env().cache_dir) / "kernels").string();
+  info.disk_max_bytes = env().cache_max_bytes;
+  if (info.disk_enabled && fs::exists(info.disk_dir)) {
+    info.disk_entries = disk_cache().entries();
+    info.disk_bytes = disk_cache().total_bytes();
+  }
+  return info;
+}
+
+void clear_cpu_cache(bool disk) {
+  memory_cache().clear();
+  if (disk && !env().cache_disabled && fs::exists(fs::path(env().cache_dir) / "kernels")) disk_cache().clear();
+}
+
+std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
+
+// The cache, the disk, the compiler: an environment problem, reported as such (not as a bug).
+[[noreturn]] static void environment_error(const std::string& what, const ir::Span& span, const std::exception& e) {
+  throw ir::Error("cannot build " + what + ": " + e.what(), span,
+                  "this is a problem with the environment (cache directory, disk, host compiler), not with the "
+                  "kernel; docs/environment.md lists the settings");
 }
 
 SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span) {
   const std::string key = cache_key(source);
   const bool use_disk = !env().cache_disabled;
-  std::optional<std::string> path;
-  if (use_disk) path = disk_cache().lookup(key, "kernel.so");
-  const bool from_cache = path.has_value();
-  if (env().verbose)
-    std::fprintf(stderr, "tilewright: %s key %.16s: %s\n", what.c_str(), key.c_str(),
-                 from_cache ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
-  if (path) return {*path, true, false};
-  if (frozen())
-    throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
-                    "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
-                    "tw.freeze() / TW_FROZEN=1");
-  std::string so = compile_source(source, what, span, key);
-  if (!use_disk) return {so, false, true};
-  std::string published = disk_cache().publish(key, "kernel.so", so);
-  fs::remove(so);
-  return {published, false, false};
+  try {
+    std::optional<std::string> path;
+    std::optional<DiskCache::KeyLock> key_lock;
+    if (use_disk) {
+      path = disk_cache().lookup(key, "kernel.so");
+      if (!path) {  // another process may be compiling this key: wait for it, then look again
+        key_lock.emplace(disk_cache().lock(key));
+        path = disk_cache().lookup(key, "kernel.so");
+      }
+    }
+    if (env().verbose)
+      std::fprintf(stderr, "tilewright: %s key %.16s: %s\n", what.c_str(), key.c_str(),
+                   path ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
+    if (path) return {*path, true, false};
+    if (frozen())
+      throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
+                      "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
+                      "tw.freeze() / TW_FROZEN=1");
+    std::string so = compile_source(source, what, span, key);
+    if (!use_disk) return {so, false, true};
+    std::string published = disk_cache().publish(key, "kernel.so", so);
+    fs::remove(so);
+    return {published, false, false};
+  } catch (const ir::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    environment_error(what, span, e);
+  }
 }
+
+static void evict_shared_object(const std::string& source) { disk_cache().remove(cache_key(source)); }
 
 std::optional<CpuCode> cpu_code(const Executable& exe) {
   auto* c = dynamic_cast<const CpuExecutable*>(&exe);
@@ -196,20 +292,34 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
 
   // In memory, the signature matters too (which parameters are outputs does not change the C++).
   const std::string memory_key = sha256_hex(cache_key(source) + "\n" + lowered.stages.back().second);
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Executable>> memory;  // one entry per distinct kernel
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = memory.find(memory_key); it != memory.end()) return it->second;
-  }
-  // Compiled without the lock, so different kernels compile in parallel (tw.precompile); when
-  // two threads race on the same kernel, the first to finish is kept.
-  SharedObject so = shared_object(source, "kernel '" + kernel->name + "'", kernel->span);
+  if (auto hit = memory_cache().get(memory_key)) return hit;
+  // Compiled without a lock, so different kernels compile in parallel (tw.precompile; the disk
+  // cache's key lock keeps one compile per key across threads and processes).
+  const std::string what = "kernel '" + kernel->name + "'";
   const std::string symbol = library_symbol(lowered.kernel->name);
-  auto exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so.path, so.from_cache, symbol);
+  SharedObject so = shared_object(source, what, kernel->span);
+  std::shared_ptr<CpuExecutable> exe;
+  try {
+    exe = std::make_shared<CpuExecutable>(lowered, target.name, so.path, so.from_cache, symbol);
+  } catch (const std::exception& e) {
+    if (!so.from_cache) throw;
+    // Verified against its key, but it does not load (e.g. written by an incompatible build):
+    // evict it and rebuild rather than failing on every compile.
+    if (env().verbose)
+      std::fprintf(stderr, "tilewright: evicting the cache entry of %s, which does not load: %s\n", what.c_str(),
+                   e.what());
+    try {
+      evict_shared_object(source);
+    } catch (const std::exception& e2) {
+      environment_error(what, kernel->span, e2);
+    }
+    so = shared_object(source, what, kernel->span);
+    exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so.path, so.from_cache, symbol);
+  }
   if (so.temporary) fs::remove(so.path);  // the mapping stays valid after unlink
-  std::lock_guard<std::mutex> lock(mu);
-  return memory.emplace(memory_key, exe).first->second;
+  memory_cache().put(memory_key, exe);
+  if (auto winner = memory_cache().get(memory_key)) return winner;  // a racing thread's, if it was first
+  return exe;
 }
 
 }  // namespace tw::runtime

@@ -14,9 +14,27 @@ namespace tw::runtime {
 
 std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const target::Target& target);
 
+// The CPU target's caches (tw.cache_info()): kernels kept in memory (LRU, TW_MEMORY_CACHE_MAX),
+// kernel libraries currently loaded (held by the memory cache or by live Kernel objects), and
+// the disk cache (entries, bytes; zero when disabled or not created yet).
+struct CpuCacheInfo {
+  size_t memory_entries = 0, memory_max = 0;
+  int64_t loaded_kernels = 0;
+  bool disk_enabled = false;
+  std::string disk_dir;
+  size_t disk_entries = 0;
+  uint64_t disk_bytes = 0, disk_max_bytes = 0;
+};
+CpuCacheInfo cpu_cache_info();
+
+// Empties the memory cache (libraries are unloaded as their last Kernel goes away); with
+// `disk`, also removes every disk cache entry.
+void clear_cpu_cache(bool disk);
+
 // Directory holding the tw_cpu/ headers that generated code includes (materialised from the
-// copies embedded in this library, so an installed library needs no source tree).
-const std::string& cpu_include_dir();
+// copies embedded in this library, so an installed library needs no source tree), verified
+// on every call (runtime/header_dir.h): call it right before each compile.
+std::string cpu_include_dir();
 
 // The generated C++ and the stack bytes of one block's tiles of a CPU executable; nullopt for
 // an executable of another target.

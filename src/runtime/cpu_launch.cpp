@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "runtime/thread_pool.h"
+#include "tw_cpu/check.h"
 #include "tw_cpu/types.h"
 
 namespace tw::runtime {
@@ -153,7 +154,13 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
   if (!in_parallel_region()) serial = std::unique_lock<std::mutex>(launch_mutex());
   int64_t ext[3] = {1, 1, 1};
   entry.grid(&args, ext);
-  const int64_t e0 = ext[0], e1 = ext[1], total = ext[0] * ext[1] * ext[2];
+  const int64_t e0 = ext[0], e1 = ext[1];
+  int64_t total = 0;
+  if (ext[0] > 0 && ext[1] > 0 && ext[2] > 0 &&
+      (__builtin_mul_overflow(ext[0], ext[1], &total) || __builtin_mul_overflow(total, ext[2], &total)))
+    throw ir::Error("the launch grid of kernel '" + sig.kernel + "' (" + std::to_string(ext[0]) + " x " +
+                        std::to_string(ext[1]) + " x " + std::to_string(ext[2]) + ") has more than 2^63 blocks",
+                    sig.span, "check the grid extents in T.Kernel (and the shapes they come from)");
   if (total <= 0) return;
   // Blocks run in row-major order (bx fastest) and the pool gives each thread a contiguous
   // share of them (runtime/thread_pool.h), i.e. whole rows of blocks. The rows of thread t's
@@ -176,10 +183,18 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
       default_pool().parallel_for(total, run);
   };
   // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
-  if (entry.tile_bytes > kCallerStackTileBytes && !in_parallel_region())
-    BigStackThread::get().run(run_all);
-  else
-    run_all();
+  try {
+    if (entry.tile_bytes > kCallerStackTileBytes && !in_parallel_region())
+      BigStackThread::get().run(run_all);
+    else
+      run_all();
+  } catch (const tw_cpu::BoundsError& e) {  // kernels built with TW_BOUNDS_CHECK=1 (tw_cpu/check.h)
+    throw ir::Error("index " + std::to_string(e.index) + " is out of bounds for dimension " + std::to_string(e.dim) +
+                        " of '" + e.buffer + "' (size " + std::to_string(e.extent) + ") in kernel '" + sig.kernel +
+                        "'",
+                    e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
+                    "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
+  }
 }
 
 }  // namespace tw::runtime

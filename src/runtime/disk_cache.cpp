@@ -1,6 +1,7 @@
 #include "runtime/disk_cache.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,15 +149,16 @@ std::string sha256_file_hex(const std::string& path) {
 namespace {
 
 struct Manifest {
+    std::string key;  // the entry's key: a manifest moved under another key is rejected
     std::string name;
     uint64_t size = 0;
     std::string sha256;
 };
 
-constexpr const char* kManifestHeader = "tilewright-cache-manifest 1";
+constexpr const char* kManifestHeader = "tilewright-cache-manifest 2";
 
 std::string format_manifest(const Manifest& m) {
-    return std::string(kManifestHeader) + "\nname " + m.name + "\nsize " +
+    return std::string(kManifestHeader) + "\nkey " + m.key + "\nname " + m.name + "\nsize " +
            std::to_string(m.size) + "\nsha256 " + m.sha256 + "\n";
 }
 
@@ -165,16 +167,19 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
     std::string line;
     if (!std::getline(in, line) || line != kManifestHeader) return std::nullopt;
     Manifest m;
-    bool has_name = false, has_size = false, has_sha = false;
+    bool has_key = false, has_name = false, has_size = false, has_sha = false;
     while (std::getline(in, line)) {
         size_t sp = line.find(' ');
         if (sp == std::string::npos) return std::nullopt;
         std::string k = line.substr(0, sp), v = line.substr(sp + 1);
-        if (k == "name") {
+        if (k == "key") {
+            m.key = v;
+            has_key = true;
+        } else if (k == "name") {
             m.name = v;
             has_name = true;
         } else if (k == "size") {
-            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+            if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
                 return std::nullopt;
             m.size = std::stoull(v);
             has_size = true;
@@ -185,7 +190,7 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
             has_sha = true;
         }
     }
-    if (!has_name || !has_size || !has_sha) return std::nullopt;
+    if (!has_key || !has_name || !has_size || !has_sha) return std::nullopt;
     return m;
 }
 
@@ -235,7 +240,7 @@ void make_private_dirs(const std::string& dir) {
         if (mkdir(cur.c_str(), 0700) == 0) {
             chmod(cur.c_str(), 0700);  // in case the umask removed user bits
         } else if (errno != EEXIST) {
-            throw std::runtime_error("cannot create cache directory '" + cur +
+            throw std::runtime_error("cannot create directory '" + cur +
                                      "': " + std::strerror(errno) +
                                      "; set TW_CACHE_DIR to a writable directory or "
                                      "TW_CACHE_DISABLE=1");
@@ -285,34 +290,43 @@ struct EntryInfo {
 
 }  // namespace
 
+void ensure_private_dir(const std::string& dir, const std::string& what) {
+    make_private_dirs(dir);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0)
+        throw std::runtime_error("cannot access " + what + " '" + dir + "': " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        throw std::runtime_error(what + " '" + dir + "' is not a directory; set TW_CACHE_DIR");
+    if (st.st_uid != geteuid())
+        throw std::runtime_error("refusing to use " + what + " '" + dir + "': it is owned by uid " +
+                                 std::to_string(st.st_uid) + ", not by this user (uid " +
+                                 std::to_string(geteuid()) +
+                                 "), who could plant code that Tilewright would load; set "
+                                 "TW_CACHE_DIR to a directory you own");
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        throw std::runtime_error("refusing to use " + what + " '" + dir +
+                                 "': it is writable by other users (mode " + mode +
+                                 "), so they could plant code that Tilewright would load; "
+                                 "run `chmod 700 " + dir + "` or set TW_CACHE_DIR");
+    }
+}
+
 DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
     : dir_(std::move(dir)), max_bytes_(max_bytes) {
     while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
     if (dir_.empty()) throw std::invalid_argument("DiskCache: empty cache directory");
-    make_private_dirs(dir_);
-    struct stat st;
-    if (stat(dir_.c_str(), &st) != 0)
-        throw std::runtime_error("cannot access cache directory '" + dir_ +
-                                 "': " + std::strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        throw std::runtime_error("cache path '" + dir_ + "' is not a directory; set TW_CACHE_DIR");
-    if (st.st_uid != geteuid())
-        throw std::runtime_error("refusing to use cache directory '" + dir_ +
-                                 "': it is owned by uid " + std::to_string(st.st_uid) +
-                                 ", not by this user (uid " + std::to_string(geteuid()) +
-                                 "); set TW_CACHE_DIR to a directory you own");
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        throw std::runtime_error("refusing to use cache directory '" + dir_ +
-                                 "': it is writable by other users (mode " + mode +
-                                 "), so they could plant code that Tilewright would load; "
-                                 "run `chmod 700 " + dir_ + "` or set TW_CACHE_DIR");
-    }
+    ensure_private_dir(dir_, "cache directory");
 }
 
 std::string DiskCache::entry_dir(const std::string& key) const {
     return dir_ + "/" + key.substr(0, 2) + "/" + key;
+}
+
+void DiskCache::remove(const std::string& key) {
+    check_args(key, "x");
+    remove_entry(entry_dir(key));
 }
 
 void DiskCache::remove_entry(const std::string& entry) {
@@ -330,10 +344,6 @@ std::optional<std::string> DiskCache::lookup(const std::string& key, const std::
     check_args(key, name);
     std::string entry = entry_dir(key);
     auto corrupt = [&]() -> std::optional<std::string> {
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            verified_.erase(key);
-        }
         remove_entry(entry);
         return std::nullopt;
     };
@@ -345,33 +355,24 @@ std::optional<std::string> DiskCache::lookup(const std::string& key, const std::
         return std::nullopt;
     }
     std::optional<Manifest> m = parse_manifest(text);
-    if (!m || !valid_name(m->name)) return corrupt();
+    if (!m || m->key != key || !valid_name(m->name)) return corrupt();
     if (m->name != name) return std::nullopt;  // a valid entry holding another artefact
 
+    // The artefact must be a regular file (not a link) of this user that nobody else can write,
+    // with the size and sha256 recorded for this key: checked on every lookup, just before the
+    // caller loads it, so a swapped or modified file is never loaded.
     std::string file = entry + "/" + name;
     struct stat st;
-    if (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        static_cast<uint64_t>(st.st_size) != m->size)
+    if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) || static_cast<uint64_t>(st.st_size) != m->size)
         return corrupt();
-    std::pair<uint64_t, uint64_t> id{static_cast<uint64_t>(st.st_dev),
-                                     static_cast<uint64_t>(st.st_ino)};
-    bool known;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = verified_.find(key);
-        known = it != verified_.end() && it->second == id;
+    std::string digest;
+    try {
+        digest = sha256_file_hex(file);
+    } catch (const std::runtime_error&) {
+        return corrupt();
     }
-    if (!known) {
-        std::string digest;
-        try {
-            digest = sha256_file_hex(file);
-        } catch (const std::runtime_error&) {
-            return corrupt();
-        }
-        if (digest != m->sha256) return corrupt();
-        std::lock_guard<std::mutex> lock(mu_);
-        verified_[key] = id;
-    }
+    if (digest != m->sha256) return corrupt();
     utimensat(AT_FDCWD, entry.c_str(), nullptr, 0);  // LRU: mark as recently used
     return file;
 }
@@ -410,6 +411,7 @@ std::string DiskCache::publish(const std::string& key, const std::string& name,
         unlink(staged_file.c_str());
     }
     Manifest m;
+    m.key = key;
     m.name = name;
     if (stat(tmp_file.c_str(), &st) != 0)
         throw std::runtime_error("cannot stat '" + tmp_file + "': " + std::strerror(errno));
@@ -426,11 +428,6 @@ std::string DiskCache::publish(const std::string& key, const std::string& name,
     for (int attempt = 0; attempt < 4; ++attempt) {
         if (rename(tmp.c_str(), entry.c_str()) == 0) {
             guard.path.clear();
-            {
-                std::lock_guard<std::mutex> lock(mu_);
-                verified_[key] = {static_cast<uint64_t>(st.st_dev),
-                                  static_cast<uint64_t>(st.st_ino)};
-            }
             utimensat(AT_FDCWD, entry.c_str(), nullptr, 0);
             evict(entry);
             return final_file;
@@ -500,6 +497,35 @@ std::vector<EntryInfo> scan_entries(const std::string& dir, bool clean_stale) {
 
 }  // namespace
 
+DiskCache::KeyLock::~KeyLock() {
+    if (fd_ < 0) return;
+    unlink(path_.c_str());
+    close(fd_);  // releases the flock
+}
+
+DiskCache::KeyLock DiskCache::lock(const std::string& key) {
+    check_args(key, "x");
+    std::string dir = dir_ + "/.locks";
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        throw std::runtime_error("cannot create '" + dir + "': " + std::strerror(errno));
+    std::string path = dir + "/" + key;
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) throw std::runtime_error("cannot open lock file '" + path + "': " + std::strerror(errno));
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        int e = errno;
+        close(fd);
+        throw std::runtime_error("cannot lock '" + path + "': " + std::strerror(e));
+    }
+    return KeyLock(fd, path);
+}
+
+size_t DiskCache::entries() const { return scan_entries(dir_, false).size(); }
+
+void DiskCache::clear() {
+    for (const auto& e : scan_entries(dir_, true)) remove_entry(e.path);
+}
+
 uint64_t DiskCache::total_bytes() const {
     uint64_t total = 0;
     for (const auto& e : scan_entries(dir_, false)) total += e.bytes;
@@ -523,9 +549,6 @@ void DiskCache::evict(const std::string& keep_entry) {
         if (e.path == keep_entry) continue;
         remove_entry(e.path);
         total -= e.bytes;
-        std::string key = e.path.substr(e.path.rfind('/') + 1);
-        std::lock_guard<std::mutex> lock(mu_);
-        verified_.erase(key);
     }
 }
 

@@ -1,19 +1,19 @@
 // The on-disk kernel cache, and SHA-256 (cache keys and artefact checksums).
 //
 // Layout: <dir>/<key[0:2]>/<key>/{<name>, manifest}. One artefact per key; the manifest
-// records its name, size and sha256. Entries are private to the user (directories 0700;
-// a cache dir writable by others is refused), published atomically (built in a temp dir
-// inside <dir>, then rename()d into place; a lost race keeps the winner's entry), verified
-// on lookup (size always, sha256 on first load in this process; a bad entry is a miss and
-// is removed), and bounded in size by LRU eviction (a hit touches the entry's mtime).
+// records the key it belongs to, the artefact's name, size and sha256. Entries are private to
+// the user (directories 0700; a cache dir owned by another user or writable by others is
+// refused), published atomically (built in a temp dir inside <dir>, then rename()d into place;
+// a lost race keeps the winner's entry), verified on every lookup (manifest bound to the key,
+// artefact a regular file owned by this user and not writable by others, size and sha256 as
+// recorded; a bad entry is a miss and is removed), and bounded in size by LRU eviction (a hit
+// touches the entry's mtime).
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 namespace tw::runtime {
 
@@ -37,6 +37,12 @@ std::string sha256_hex(std::string_view data);
 // sha256 of a file's contents; throws std::runtime_error if it cannot be read.
 std::string sha256_file_hex(const std::string& path);
 
+// Creates `dir` (and missing parents, mode 0700) if needed, then checks that it is a directory
+// owned by this user and not writable by group/others. Throws std::runtime_error saying what
+// is wrong and how to fix it otherwise; never changes the mode of an existing directory.
+// `what` names the directory in messages (e.g. "cache directory").
+void ensure_private_dir(const std::string& dir, const std::string& what);
+
 class DiskCache {
 public:
     // Creates `dir` (and missing parents) with mode 0700. Throws std::runtime_error if `dir`
@@ -55,6 +61,33 @@ public:
     // and std::invalid_argument if `key` already holds an artefact with another name.
     std::string publish(const std::string& key, const std::string& name,
                         const std::string& staged_file);
+
+    // Removes entry `key` (e.g. its artefact verified but could not be loaded). No-op if absent.
+    void remove(const std::string& key);
+
+    // Holds an exclusive lock on `key` across processes (flock on <dir>/.locks/<key>) for its
+    // lifetime: take it after a miss, look up again, and only then build and publish, so that N
+    // processes missing the same key run the compiler once. The kernel drops a flock when its
+    // holder dies, so a crashed process never leaves a stale lock behind; the lock file is
+    // removed on release (a waiter then holds an unlinked file and finds the published entry).
+    class KeyLock {
+    public:
+        KeyLock(KeyLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+        KeyLock(const KeyLock&) = delete;
+        KeyLock& operator=(const KeyLock&) = delete;
+        ~KeyLock();
+
+    private:
+        friend class DiskCache;
+        KeyLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+        int fd_;
+        std::string path_;
+    };
+    KeyLock lock(const std::string& key);
+
+    // Number of entries; removes every entry (tw.clear_cache(disk=True)).
+    size_t entries() const;
+    void clear();
 
     // Removes least-recently-used entries until the total size is <= max_bytes; also removes
     // temp/trash directories left behind by crashed processes (older than one hour).
@@ -75,9 +108,6 @@ private:
 
     std::string dir_;
     uint64_t max_bytes_;
-    std::mutex mu_;
-    // key -> (device, inode) of the artefact whose sha256 was verified in this process.
-    std::unordered_map<std::string, std::pair<uint64_t, uint64_t>> verified_;
 };
 
 }  // namespace tw::runtime

@@ -55,6 +55,17 @@ uint64_t read_bytes(const char* name, uint64_t dflt) {
     return n * mult;
 }
 
+// An integer in [lo, hi], or `dflt` when unset.
+int read_int(const char* name, int dflt, long lo, long hi, const char* accepted) {
+    const char* t = get(name);
+    if (!t) return dflt;
+    char* end = nullptr;
+    errno = 0;
+    long n = std::strtol(t, &end, 10);
+    if (errno || *end != '\0' || n < lo || n > hi) bad(name, t, accepted);
+    return static_cast<int>(n);
+}
+
 }  // namespace
 
 int available_cpus() {
@@ -86,18 +97,13 @@ Env read_env() {
     else if (const char* c2 = get("CXX")) e.cxx = c2;
     else e.cxx = "g++";
 
-    e.num_threads = available_cpus();
-    if (const char* t = get("TW_NUM_THREADS")) {
-        const char* accepted = "an integer from 1 to 4096 (number of worker threads "
-                               "including the caller)";
-        char* end = nullptr;
-        errno = 0;
-        long n = std::strtol(t, &end, 10);
-        if (errno || *end != '\0' || n < 1 || n > 4096) bad("TW_NUM_THREADS", t, accepted);
-        e.num_threads = static_cast<int>(n);
-    }
+    e.num_threads = read_int("TW_NUM_THREADS", available_cpus(), 1, 4096,
+                             "an integer from 1 to 4096 (number of worker threads including the caller)");
+    e.memory_cache_max = read_int("TW_MEMORY_CACHE_MAX", 512, 1, 1000000,
+                                  "an integer from 1 to 1000000 (compiled kernels kept loaded in memory)");
     e.verbose = read_bool("TW_VERBOSE");
     e.frozen = read_bool("TW_FROZEN");
+    e.bounds_check = read_bool("TW_BOUNDS_CHECK");
     return e;
 }
 

@@ -11,11 +11,13 @@ struct Env {
     std::string cache_dir;      // TW_CACHE_DIR
     bool cache_disabled;        // TW_CACHE_DISABLE
     uint64_t cache_max_bytes;   // TW_CACHE_MAX_BYTES
+    int memory_cache_max;       // TW_MEMORY_CACHE_MAX: compiled kernels kept loaded (LRU)
     std::string dump_ir_dir;    // TW_DUMP_IR (empty = off)
     std::string cxx;            // TW_CXX, else CXX, else "g++"
     int num_threads;            // TW_NUM_THREADS
     bool verbose;               // TW_VERBOSE
     bool frozen;                // TW_FROZEN
+    bool bounds_check;          // TW_BOUNDS_CHECK: cpu kernels check every element index
 };
 
 // Reads and validates the environment now. Throws std::invalid_argument naming the

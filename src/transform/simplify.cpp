@@ -32,43 +32,7 @@ bool fits(int64_t v, DType t) {
   }
 }
 
-// Python (floor) division and modulo; nullopt on division by zero or overflow.
-std::optional<int64_t> floordiv(int64_t a, int64_t b) {
-  if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1)) return std::nullopt;
-  int64_t q = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-std::optional<int64_t> eval_int(BinOp op, int64_t a, int64_t b) {
-  int64_t r = 0;
-  switch (op) {
-    case BinOp::Add: if (__builtin_add_overflow(a, b, &r)) return std::nullopt; return r;
-    case BinOp::Sub: if (__builtin_sub_overflow(a, b, &r)) return std::nullopt; return r;
-    case BinOp::Mul: if (__builtin_mul_overflow(a, b, &r)) return std::nullopt; return r;
-    case BinOp::FloorDiv: return floordiv(a, b);
-    case BinOp::CeilDiv: {
-      if (a == std::numeric_limits<int64_t>::min()) return std::nullopt;
-      auto q = floordiv(-a, b);
-      if (!q) return std::nullopt;
-      return -*q;
-    }
-    case BinOp::Mod: {
-      auto q = floordiv(a, b);
-      if (!q) return std::nullopt;
-      return a - *q * b;
-    }
-    case BinOp::Min: return a < b ? a : b;
-    case BinOp::Max: return a > b ? a : b;
-    case BinOp::EQ: return a == b;
-    case BinOp::NE: return a != b;
-    case BinOp::LT: return a < b;
-    case BinOp::LE: return a <= b;
-    case BinOp::GT: return a > b;
-    case BinOp::GE: return a >= b;
-    default: return std::nullopt;
-  }
-}
+std::optional<int64_t> eval_int(BinOp op, int64_t a, int64_t b) { return ir::fold_int_binary(op, a, b); }
 
 // Whether x is exactly representable in a float type with p significand bits, smallest normal
 // exponent emin and largest finite value max (subnormals are conservatively refused).

@@ -815,3 +815,111 @@ TEST(DiskCache, DirectoriesArePrivate) {
     write_file(d / "afile", "x");
     EXPECT_THROW(rt::DiskCache(d / "afile", 1 << 20), std::runtime_error);
 }
+
+TEST(DiskCache, ManifestIsBoundToItsKey) {
+    TempDir d;
+    rt::DiskCache cache(d / "cache", 1 << 20);
+    std::string a = key_of("a"), b = key_of("b");
+    cache.publish(a, "kernel.so", stage(d, "sa", "library a"));
+    cache.publish(b, "kernel.so", stage(d, "sb", "library b"));
+    // Swap a's whole entry (artefact and manifest) in under b's key.
+    fs::remove_all(cache.entry_dir(b));
+    fs::copy(cache.entry_dir(a), cache.entry_dir(b));
+    EXPECT_FALSE(cache.lookup(b, "kernel.so")) << "another key's entry must not be accepted";
+    EXPECT_FALSE(fs::exists(cache.entry_dir(b)));
+    EXPECT_TRUE(cache.lookup(a, "kernel.so"));
+}
+
+TEST(DiskCache, EveryLookupVerifiesTheContent) {
+    TempDir d;
+    rt::DiskCache cache(d / "cache", 1 << 20);
+    std::string key = key_of("k");
+    std::string path = cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+    ASSERT_TRUE(cache.lookup(key, "kernel.so"));
+    {  // the same inode modified in place after this process verified it
+        std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(3);
+        f.put('X');
+    }
+    EXPECT_FALSE(cache.lookup(key, "kernel.so"));
+    EXPECT_FALSE(fs::exists(cache.entry_dir(key)));
+}
+
+TEST(DiskCache, ArtefactMustBePrivateRegularFile) {
+    TempDir d;
+    rt::DiskCache cache(d / "cache", 1 << 20);
+    std::string key = key_of("k");
+    std::string path = cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+    chmod(path.c_str(), 0666);
+    EXPECT_FALSE(cache.lookup(key, "kernel.so")) << "a world-writable artefact is not trusted";
+    path = cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+    std::string real = d / "elsewhere";
+    write_file(real, "0123456789");
+    fs::remove(path);
+    fs::create_symlink(real, path);
+    EXPECT_FALSE(cache.lookup(key, "kernel.so")) << "a link is not followed";
+}
+
+TEST(DiskCache, ExistingDirectoryModeIsNeverChanged) {
+    TempDir d;
+    std::string shared = d / "shared";
+    fs::create_directories(shared);
+    chmod(shared.c_str(), 01777);
+    EXPECT_THROW(rt::ensure_private_dir(shared, "cache directory"), std::runtime_error);
+    EXPECT_EQ(mode_of(shared), 01777u);
+    if (geteuid() == 0) {
+        std::string other = d / "other";
+        fs::create_directories(other);
+        chmod(other.c_str(), 0700);
+        ASSERT_EQ(chown(other.c_str(), 4242, 4242), 0);
+        std::string msg = error_of([&] { rt::ensure_private_dir(other, "cache directory"); });
+        EXPECT_NE(msg.find("owned by uid 4242"), std::string::npos) << msg;
+    }
+}
+
+TEST(DiskCache, KeyLockSerialisesProcesses) {
+    TempDir d;
+    std::string dir = d / "cache";
+    rt::DiskCache cache(dir, 1 << 20);
+    std::string key = key_of("locked");
+    std::string log = d / "log";
+    const int kProcs = 4;
+    std::vector<pid_t> pids;
+    for (int p = 0; p < kProcs; ++p) {
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            rt::DiskCache c(dir, 1 << 20);
+            int built = 0;
+            if (!c.lookup(key, "kernel.so")) {
+                auto lock = c.lock(key);
+                if (!c.lookup(key, "kernel.so")) {  // the one that builds
+                    usleep(100000);
+                    c.publish(key, "kernel.so", stage(d, "s" + std::to_string(p), "built"));
+                    built = 1;
+                }
+            }
+            std::ofstream(log, std::ios::app) << built << "\n";
+            _exit(0);
+        }
+        pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+        int st = 0;
+        waitpid(pid, &st, 0);
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    std::string text = read_file(log);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '1'), 1) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), kProcs) << text;
+    // A holder that dies leaves no stale lock.
+    pid_t pid = fork();
+    if (pid == 0) {
+        auto lock = rt::DiskCache(dir, 1 << 20).lock(key_of("crash"));
+        _exit(1);  // no destructor: the kernel releases the flock
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    auto lock = cache.lock(key_of("crash"));  // does not block
+    SUCCEED();
+}

@@ -2,6 +2,8 @@
 // and the source line of the offending node.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -94,6 +96,55 @@ TEST(Verifier, AcceptsMatmulWithTailsAndInputWrites) {
   // The text form verifies too, and verifier errors on parsed text point into the text.
   Kernel parsed = parse_kernel(print(kern), "mm.tw");
   EXPECT_NO_THROW(verify(parsed));
+}
+
+TEST(Verifier, NamesMustBeIdentifiers) {
+  // Names reach generated code and file names: a newline would end a // comment, a quote a string
+  // literal, "../x" a TW_DUMP_IR path.
+  K k;
+  for (std::string bad : std::vector<std::string>{"mm\nint x;", "../x", "a\"b", "", "1st", std::string(300, 'a')}) {
+    auto kernel = std::make_shared<KernelNode>(bad, k.params(), std::vector<Var>{k.bx, k.by},
+                                               std::vector<Expr>{c(1), c(1)}, seq({}), L(1));
+    expect_error(kernel, "kernel name '", 1);
+  }
+  Buffer bad_param = buffer("A\")", DTypeCode::f16, {c(64)}, Scope::global, L(1));
+  auto kernel = std::make_shared<KernelNode>("mm", std::vector<Param>{{bad_param, nullptr, false}}, std::vector<Var>{},
+                                             std::vector<Expr>{}, seq({}), L(1));
+  expect_error(kernel, "parameter name 'A\")' is not an identifier", 1);
+  auto T = buffer("t\n", DTypeCode::f32, {c(8)}, Scope::fragment, L(6));
+  expect_error(k.make({alloc(T, 6)}), "buffer name 't\\x0a' is not an identifier", 6);
+  auto i = var("i j", kIndexType, L(7));
+  expect_error(k.make({loop(i, c(4), ForKind::serial, 0, seq({}), L(7))}), "loop name 'i j'", 7);
+}
+
+TEST(Verifier, ConstantIntegerDivisionByZero) {
+  K k;
+  for (BinOp op : {BinOp::FloorDiv, BinOp::Mod, BinOp::CeilDiv}) {
+    Expr e = binary(op, k.by, binary(BinOp::Mul, c(0), c(5)));  // a constant 0, not a literal
+    expect_error(k.make({store(k.C_f, {c(0), c(0)}, cast(e, DTypeCode::f32), 7)}), "integer division by zero", 7);
+  }
+}
+
+TEST(Verifier, TileWhoseByteSizeWrapsIsRejected) {
+  K k;
+  // 2^40 * 2^40 float32 elements: the byte count wraps to 0 in 64 bits.
+  auto T = buffer("T", DTypeCode::f32, {c(int64_t(1) << 40), c(int64_t(1) << 40)}, Scope::fragment, L(6));
+  expect_error(k.make({alloc(T, 6)}), "is too large", 6);
+}
+
+TEST(Verifier, ConstantFolderNeverTraps) {
+  // (x - x + INT64_MIN) // -1 once raised SIGFPE in as_const_int.
+  const int64_t mn = std::numeric_limits<int64_t>::min();
+  Expr e = binary(BinOp::FloorDiv, binary(BinOp::Add, int_imm(0, DTypeCode::i64), int_imm(mn, DTypeCode::i64)),
+                  int_imm(-1, DTypeCode::i64));
+  EXPECT_EQ(as_const_int(e), std::nullopt);
+  EXPECT_EQ(as_const_int(binary(BinOp::Mod, int_imm(mn, DTypeCode::i64), int_imm(-1, DTypeCode::i64))), std::nullopt);
+  EXPECT_EQ(as_const_int(binary(BinOp::Mul, int_imm(mn, DTypeCode::i64), int_imm(-1, DTypeCode::i64))), std::nullopt);
+  EXPECT_EQ(as_const_int(binary(BinOp::Add, int_imm(std::numeric_limits<int64_t>::max(), DTypeCode::i64),
+                                int_imm(1, DTypeCode::i64))),
+            std::nullopt);
+  EXPECT_EQ(as_const_int(unary(UnOp::Neg, int_imm(mn, DTypeCode::i64))), std::nullopt);
+  EXPECT_EQ(as_const_int(binary(BinOp::FloorDiv, int_imm(-7, DTypeCode::i64), int_imm(2, DTypeCode::i64))), -4);
 }
 
 TEST(Verifier, VariableOutOfScope) {

@@ -11,10 +11,26 @@ user's (file, line, col); every error is a :class:`tilewright.TilewrightError` a
 """
 from __future__ import annotations
 
+from ..errors import TilewrightError
 from .explicit import PrimFuncParser
 from .tile_loops import TileLoopsParser
 
 __all__ = ["parse_prim_func", "parse_tile_loops"]
+
+
+def _parse(parser, fn):
+    """Runs parser.parse(); the front end walks expressions recursively, so a very deeply nested
+    one (e.g. a sum of thousands of terms) is reported as an error at the function, not as
+    Python's RecursionError."""
+    try:
+        return parser.parse()
+    except RecursionError:
+        code = getattr(fn, "__code__", None)
+        raise TilewrightError(
+            f"kernel '{getattr(fn, '__name__', fn)}' has an expression nested too deeply to compile",
+            code.co_filename if code else "", code.co_firstlineno if code else 0,
+            hint="split the expression into several statements (e.g. accumulate partial sums in a loop)",
+        ) from None
 
 
 def parse_prim_func(fn, out_idx=None):
@@ -24,7 +40,7 @@ def parse_prim_func(fn, out_idx=None):
     the end), as in tilelang's ``out_idx``; default none.
     """
     fn = getattr(fn, "fn", fn)
-    return PrimFuncParser(fn, out_idx).parse()
+    return _parse(PrimFuncParser(fn, out_idx), fn)
 
 
 def parse_tile_loops(fn, arg_specs=None):
@@ -35,4 +51,4 @@ def parse_tile_loops(fn, arg_specs=None):
     or ``int``/``float`` (a scalar input), or a Python int/float (a compile-time constant bound to
     that parameter). Outputs are the ``tw.output`` declarations, after the inputs.
     """
-    return TileLoopsParser(fn, arg_specs).parse()
+    return _parse(TileLoopsParser(fn, arg_specs), fn)

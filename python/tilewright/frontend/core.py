@@ -200,6 +200,13 @@ class Parser:
                        "use one of float16, bfloat16, float32, float64, int8, int32, int64, uint8, bool")
         return canon
 
+    def int_imm(self, value, dtype, node):
+        """An integer literal from a Python int: an error at `node` when it does not fit int64."""
+        if not -(1 << 63) <= value < (1 << 63):
+            self.error(node, f"integer {value} does not fit in 64 bits",
+                       "kernel integers are int32/int64; use a float for larger magnitudes")
+        return ir.int_imm(value, dtype, self.span(node))
+
     def shape_var(self, name, node):
         v = self.shape_vars.get(name)
         if v is None:
@@ -215,7 +222,7 @@ class Parser:
         if isinstance(value, bool):
             return ir.int_imm(int(value), "bool", sp)
         if isinstance(value, int):
-            return ir.int_imm(value, "int32", sp)
+            return self.int_imm(value, "int32", node)
         if isinstance(value, float):
             return ir.float_imm(value, "float32", sp)
         if isinstance(value, _lang.SymbolicDim):

@@ -389,9 +389,9 @@ class PrimFuncParser(Parser):
         if isinstance(v, (int, float)):
             if dtype.startswith(("float", "bfloat")):
                 return ir.float_imm(float(v), dtype, sp)
-            if float(v) != int(v):
+            if isinstance(v, float) and not v.is_integer():
                 self.error(x, f"{name}: cannot use {v!r} with a {dtype} tile")
-            return ir.int_imm(int(v), dtype, sp)
+            return self.int_imm(int(v), dtype, x if isinstance(x, ast.AST) else node)
         e = self.to_ir(v, x if isinstance(x, ast.AST) else node)
         return ir.cast(e, dtype, sp)
 
@@ -551,9 +551,9 @@ class PrimFuncParser(Parser):
         if isinstance(value, (int, float)):
             if dtype.startswith(("float", "bfloat")):
                 return ir.float_imm(float(value), dtype, sp)
-            if float(value) != int(value):
+            if isinstance(value, float) and not value.is_integer():
                 self.error(node, f"cannot fill a {dtype} buffer with {value!r}")
-            return ir.int_imm(int(value), dtype, sp)
+            return self.int_imm(int(value), dtype, node)
         return ir.cast(self.to_ir(value, node), dtype, sp)
 
     def op_fill(self, node):

@@ -24,6 +24,9 @@
 
 namespace tw::cpu {
 
-std::string codegen_cpu(const ir::Kernel& k);
+// bounds_check (TW_BOUNDS_CHECK=1): every element index of a load or store (global tensors and
+// tiles) is checked against its dimension; the first one outside throws tw_cpu::BoundsError
+// (tw_cpu/check.h) with the access's source line, which the runtime turns into an error.
+std::string codegen_cpu(const ir::Kernel& k, bool bounds_check = false);
 
 }  // namespace tw::cpu

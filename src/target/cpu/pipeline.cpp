@@ -2,6 +2,7 @@
 
 #include "ir/functor.h"
 #include "ir/printer.h"
+#include "runtime/env.h"
 #include "target/cpu/codegen.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
@@ -41,7 +42,7 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("simplify", transform::simplify);
   // Tile ops lower one-to-one to loops and micro-kernel calls; pipelined loops run serially
   // (no asynchronous copies on a CPU: hardware prefetch plays that role).
-  std::string source = codegen_cpu(log.kernel());
+  std::string source = codegen_cpu(log.kernel(), runtime::env().bounds_check);
   log.dump("codegen.cpp", source);
   return LoweredCpu{log.kernel(), std::move(source), block_tile_bytes(log.kernel()), log.stages()};
 }

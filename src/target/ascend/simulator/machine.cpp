@@ -29,8 +29,10 @@ BC make_bc(BC::Op op) {
   return b;
 }
 
+// Integer // and % never trap (as on the cpu target): a // 0 == 0, a % 0 == a, INT64_MIN // -1 wraps.
 int64_t floordiv(int64_t a, int64_t b) {
   if (b == 0) return 0;
+  if (b == -1) return static_cast<int64_t>(0ull - static_cast<uint64_t>(a));
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -276,7 +278,7 @@ Value Machine::eval(int id, const std::vector<Value>& s) const {
         case ir::BinOp::Div: v.f = static_cast<double>(x) / static_cast<double>(y); v.i = static_cast<int64_t>(v.f); return v;
         case ir::BinOp::FloorDiv: v.i = floordiv(x, y); break;
         case ir::BinOp::CeilDiv: v.i = y == 0 ? 0 : -floordiv(-x, y); break;
-        case ir::BinOp::Mod: v.i = y == 0 ? 0 : x - floordiv(x, y) * y; break;
+        case ir::BinOp::Mod: v.i = y == 0 ? x : y == -1 ? 0 : x - floordiv(x, y) * y; break;
         case ir::BinOp::Min: v.i = std::min(x, y); break;
         case ir::BinOp::Max: v.i = std::max(x, y); break;
         case ir::BinOp::EQ: v.i = x == y; break;

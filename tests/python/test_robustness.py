@@ -1,0 +1,305 @@
+"""Inputs that once crashed or hung the process (signals, host-compiler hangs, internal
+exceptions) are Tilewright errors at the user's line, or have a defined result."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright import TilewrightError, _C
+
+from tw_test_util import marked_line
+
+THIS_FILE = __file__
+PY = sys.executable
+
+
+def line_of(marker):
+    return marked_line(THIS_FILE, marker)[0]
+
+
+def at(exc_info, marker, message):
+    e = exc_info.value
+    assert isinstance(e, TilewrightError), repr(e)
+    assert message in e.message, e.message
+    assert (e.file, e.line) == (THIS_FILE, line_of(marker)), str(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer division: constants are compile-time errors, run-time zeros have a defined result
+
+
+def test_constant_division_by_zero_is_a_compile_error():
+    @T.prim_func
+    def div0(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i] // (bx - bx + 0)  # @div0
+    with pytest.raises(TilewrightError) as ei:
+        tw.compile(div0, out_idx=[-1])
+    at(ei, "@div0", "integer division by zero")
+
+
+def test_constant_folder_does_not_trap_on_int64_min_over_minus_one():
+    @T.prim_func
+    def fold(A: T.Tensor((8,), "int64"), B: T.Tensor((8,), "int64")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i] + (bx - bx + (-9223372036854775807 - 1)) // -1
+    k = tw.compile(fold, out_idx=[-1])  # once SIGFPE in ir::as_const_int
+    a = np.zeros(8, np.int64)
+    assert (k(a) == np.iinfo(np.int64).min).all()  # wraps, documented
+
+
+def test_runtime_integer_division_by_zero_is_defined():
+    @T.prim_func
+    def divmod_(A: T.Tensor((6,), "int64"), D: T.Tensor((6,), "int64"),
+                Q: T.Tensor((6,), "int64"), R: T.Tensor((6,), "int64")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(6):
+                Q[i] = A[i] // D[i]
+                R[i] = A[i] % D[i]
+    k = tw.compile(divmod_, out_idx=[2, 3])
+    mn = np.iinfo(np.int64).min
+    a = np.array([7, -7, 5, mn, mn, 9], np.int64)
+    d = np.array([0, 0, 2, -1, 0, -2], np.int64)
+    q, r = k(a, d)
+    assert q.tolist() == [0, 0, 2, mn, 0, -5]
+    assert r.tolist() == [7, -7, 1, 0, mn, -1]
+
+
+def test_runtime_division_by_zero_shape_variable():
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def by_n(A: T.Tensor((n,), "int32"), B: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = (i + 3) // n + (i + 3) % n
+    k = tw.compile(by_n, out_idx=[-1])
+    assert k(np.zeros(0, np.int32)).tolist() == [3, 4, 5, 6]  # x // 0 == 0, x % 0 == x
+
+
+# ---------------------------------------------------------------------------------------------
+# Out-of-bounds accesses
+
+
+def test_provably_out_of_bounds_store_is_a_compile_error():
+    @T.prim_func
+    def oob(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32")):
+        with T.Kernel(4) as bx:
+            for i in T.Parallel(256):
+                B[bx * 256 + i + 1048576] = A[bx * 256 + i]  # @oob
+    with pytest.raises(TilewrightError) as ei:
+        tw.compile(oob, out_idx=[-1])
+    at(ei, "@oob", "outside dimension 0 of size 1024")
+
+
+def test_swapped_parallel_extents_over_a_tile_is_a_compile_error():
+    @T.prim_func
+    def swapped(A: T.Tensor((32, 64), "float32"), B: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((32, 64), "float32")
+            T.copy(A, t)
+            for i, j in T.Parallel(64, 32):
+                t[i, j] = t[i, j] * 2.0  # @swapped
+            T.copy(t, B)
+    with pytest.raises(TilewrightError) as ei:
+        tw.compile(swapped, out_idx=[-1])
+    at(ei, "@swapped", "of size 32")
+
+
+def test_guarded_accesses_are_not_reported():
+    @T.prim_func
+    def guarded(A: T.Tensor((100,), "float32"), B: T.Tensor((100,), "float32")):
+        with T.Kernel(4) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < 100:
+                    B[bx * 32 + i] = A[bx * 32 + i] + 1.0
+    k = tw.compile(guarded, out_idx=[-1])
+    assert np.array_equal(k(np.arange(100, dtype=np.float32)), np.arange(100, dtype=np.float32) + 1)
+
+
+BOUNDS_CHILD = textwrap.dedent("""
+    import numpy as np
+    import tilewright as tw
+    import tilewright.language as T
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def runtime_oob(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(64):
+                B[i] = A[i]  # @runtime_oob
+    k = tw.compile(runtime_oob, out_idx=[-1])
+    try:
+        k(np.zeros(16, np.float32))
+    except tw.TilewrightError as e:
+        print("ERR", e.file, e.line, e.message)
+    else:
+        print("NOERROR")
+""")
+
+
+def test_bounds_check_mode_turns_runtime_oob_into_located_error(tmp_path):
+    script = tmp_path / "oob_child.py"
+    script.write_text(BOUNDS_CHILD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
+    p = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = [ln for ln in BOUNDS_CHILD.splitlines() if "@runtime_oob" in ln]
+    want_line = BOUNDS_CHILD.splitlines().index(line[0]) + 1
+    out = p.stdout.strip().splitlines()[-1]
+    assert out.startswith(f"ERR {script} {want_line} index 16 is out of bounds for dimension 0 of 'A' (size 16)"), out
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizes and limits: cheap checks before expensive work
+
+
+def test_tile_whose_byte_size_wraps_is_an_error():
+    @T.prim_func
+    def huge(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((1099511627776, 1099511627776), "float32")  # @huge
+            T.fill(t, 0.0)
+    with pytest.raises(TilewrightError) as ei:
+        tw.compile(huge)
+    at(ei, "@huge", "is too large")
+
+
+def test_huge_unroll_is_rejected_quickly():
+    @T.prim_func
+    def unrolled(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.unroll(10 ** 6):  # @unroll
+                B[i % 8] = A[i % 8]
+    with pytest.raises(TilewrightError) as ei:
+        tw.compile(unrolled, out_idx=[-1])
+    at(ei, "@unroll", "more than 1024")
+
+
+def test_huge_num_stages_is_rejected_quickly():
+    @T.prim_func
+    def staged(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_shared((32, 128), "float16")
+            for k in T.Pipelined(4, num_stages=100000):  # @stages
+                T.copy(A[k * 32, 0], t)
+                T.copy(t, B[k * 32, 0])
+    for target in ("cpu", "ascend910b"):
+        with pytest.raises(TilewrightError) as ei:
+            tw.compile(staged, out_idx=[-1], target=target)
+        at(ei, "@stages", "num_stages=100000")
+
+
+def test_huge_output_is_an_error_not_memory_error():
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def big(A: T.Tensor((n,), "float32"), B: T.Tensor((n, n), "float32")):
+        with T.Kernel(1) as bx:
+            B[0, 0] = A[0]
+    k = tw.compile(big, out_idx=[-1])
+    with pytest.raises(TilewrightError) as ei:
+        k(np.zeros(1 << 20, np.float32))  # @hugeout: 2^20 x 2^20 float32 = 4 TiB
+    at(ei, "@hugeout", "cannot allocate an output")
+
+
+# ---------------------------------------------------------------------------------------------
+# Internal exceptions that leaked
+
+
+def test_integer_literal_beyond_int64_is_located():
+    with pytest.raises(TilewrightError) as ei:
+        @T.prim_func
+        def big_int(A: T.Tensor((8,), "int64"), B: T.Tensor((8,), "int64")):
+            with T.Kernel(1) as bx:
+                for i in T.Parallel(8):
+                    B[i] = A[i] + 9223372036854775808  # @bigint
+    at(ei, "@bigint", "does not fit in 64 bits")
+
+
+def test_non_string_target_is_an_error():
+    @T.prim_func
+    def tgt(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i]
+    with pytest.raises(TilewrightError, match="target must be a target name"):
+        tw.compile(tgt, out_idx=[-1], target=123)
+
+
+def test_deeply_nested_expression_is_an_error():
+    src = "import tilewright.language as T\n\n@T.prim_func\ndef deep(A: T.Tensor((8,), 'float32'), " \
+          "B: T.Tensor((8,), 'float32')):\n    with T.Kernel(1) as bx:\n        for i in T.Parallel(8):\n" \
+          "            B[i] = " + " + ".join(["A[i]"] * 900) + "\n"
+    ns = {}
+    path = os.path.join(os.path.dirname(THIS_FILE), "__deep_expr_tmp.py")
+    with open(path, "w") as f:
+        f.write(src)
+    try:
+        code = compile(src, path, "exec")
+        with pytest.raises(TilewrightError, match="nested too deeply"):
+            exec(code, ns)
+    finally:
+        os.unlink(path)
+
+
+def test_unhashable_jit_argument_is_an_error():
+    @tw.jit(out_idx=[-1])
+    def scaled(n, factor):
+        @T.prim_func
+        def scale(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.Parallel(n):
+                    B[i] = A[i] * factor
+        return scale
+    with pytest.raises(TilewrightError, match="cannot be a cache key"):
+        scaled(8, {1, 2})
+
+
+def test_low_level_builder_names_are_validated(tmp_path):
+    ir = _C.ir
+    A = ir.buffer("A", "float32", [ir.int_imm(8, "int32")], "global")
+    for bad in ["k\nint evil;", "../../x", 'q"uote']:
+        kern = ir.kernel(bad, [(A, False)], [], [], ir.seq([]))
+        with pytest.raises(TilewrightError, match="is not an identifier"):
+            _C.compile(kern, "cpu")
+
+
+def test_dump_ir_cannot_write_outside_its_folder(tmp_path):
+    code = textwrap.dedent("""
+        from tilewright import _C, TilewrightError
+        ir = _C.ir
+        A = ir.buffer("A", "float32", [ir.int_imm(8, "int32")], "global")
+        try:
+            _C.compile(ir.kernel("../escape", [(A, False)], [], [], ir.seq([])), "cpu")
+        except TilewrightError as e:
+            print("ERR", e.message)
+    """)
+    dump = tmp_path / "dump"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_DUMP_IR": str(dump), "TW_CACHE_DIR": str(tmp_path / "cache")})
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "kernel name '../escape' is not an identifier" in p.stdout
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("escape")]
+
+
+def test_grid_with_more_than_2_63_blocks_is_an_error():
+    @T.prim_func
+    def grid(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):  # @grid
+        with T.Kernel(4611686018427387904, 4611686018427387904) as (bx, by):
+            if bx < 1 and by < 1:
+                B[0] = A[0]
+    k = tw.compile(grid, out_idx=[-1])
+    with pytest.raises(TilewrightError) as ei:
+        k(np.ones(8, np.float32))  # @gridcall (once: the block count wrapped to 0 and nothing ran)
+    at(ei, "@gridcall", "has more than 2^63 blocks")
+    assert f"is defined at {THIS_FILE}:{line_of('@grid')}" in ei.value.message
