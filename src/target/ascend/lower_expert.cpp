@@ -865,7 +865,7 @@ class Lowerer {
       for (auto* o : ops) o->row_stride = C(rows * cols);
       return {1, rows * cols};
     }
-    collapse_strict(ops, sp);
+    collapse_strict(ops, rows, sp);
     return {rows, cols};
   }
 
@@ -1074,7 +1074,7 @@ class Lowerer {
     // A runtime column count keeps the 2-D shape (strides checked by collapse_strict).
     auto shape_of = [&](std::vector<VecOperand*> ops) -> std::pair<Expr, Expr> {
       if (cols < 0) {
-        if (rows > 1) collapse_strict(ops, sp);
+        if (rows > 1) collapse_strict(ops, rows, sp);
         return {C(rows), cols_e};
       }
       auto [r, c] = collapse(ops, rows, cols, sp);
@@ -1182,14 +1182,14 @@ class Lowerer {
       if (fa) {
         if (auto rv = rowvec(bn->b)) {
           VecOperand src = *fa;
-          collapse_strict({&dst, &src}, sp);
+          collapse_strict({&dst, &src}, rows, sp);
           return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), cols_e}, sp);
         }
       }
       if (fb && commutes) {
         if (auto rv = rowvec(bn->a)) {
           VecOperand src = *fb;
-          collapse_strict({&dst, &src}, sp);
+          collapse_strict({&dst, &src}, rows, sp);
           return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), cols_e}, sp);
         }
       }
@@ -1200,8 +1200,10 @@ class Lowerer {
     return fail("the second operand is neither a tile indexed like the destination, a scalar, nor a per-row vector v[i]");
   }
 
-  // Row-broadcast operands keep their 2-D shape: check the repeat strides.
-  void collapse_strict(std::vector<VecOperand*> ops, const Span& sp) {
+  // Row-broadcast operands keep their 2-D shape: check the repeat strides (a single row has no
+  // second repeat, so any row stride will do: a (1, 1) tile is fine).
+  void collapse_strict(std::vector<VecOperand*> ops, int64_t rows, const Span& sp) {
+    if (rows == 1) return;
     for (auto* o : ops) {
       const BufferDecl& d = p_.buffers[o->at.buffer];
       int64_t b = d.dtype.bytes();
