@@ -61,3 +61,26 @@ def test_store_to_a_negative_row_drops_those_rows(off, dtype):
     npu = run_checked(shifted_store(off, dtype, TARGET), x)
     assert np.array_equal(cpu[: M - off].astype(np.float64), ref)
     assert np.array_equal(npu[: M - off].astype(np.float64), ref)
+
+
+def test_cube_side_copy_from_a_negative_row_is_reported_not_shifted():
+    # GM -> L1 does not clip at row 0 yet: the simulator's checker reports the read before the
+    # tensor (the data is never silently shifted)
+    K = 16
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), W: T.Tensor((K, K), "float16"), C: T.Tensor((M, K), "float32")):
+        with T.Kernel(T.ceildiv(M, 16)) as bx:
+            a = T.alloc_shared((16, K), "float16")
+            w = T.alloc_shared((K, K), "float16")
+            c = T.alloc_fragment((16, K), "float32")
+            T.clear(c)
+            T.copy(A[bx * 16 - 8, 0], a)
+            T.copy(W[0, 0], w)
+            T.gemm(a, w, c)
+            T.copy(c, C[bx * 16, 0])
+
+    a = np.ones((M, K), np.float16)
+    w = np.ones((K, K), np.float16)
+    prof = tw.compile(main, target=TARGET, out_idx=[-1]).profile(a, w)
+    assert any("out of bounds" in r and "GM tensor A" in r for r in prof["reports"]), prof["reports"]

@@ -339,7 +339,10 @@ class Lowerer {
     p_.workspace_bytes = add(p_.workspace_bytes, mul(simp(ir::binary(ir::BinOp::CeilDiv, bytes, C(512))), C(512)));
   }
 
-  GmWindow gm_window(const ir::Region& r, const Span& sp) {
+  // clip_low: rows before row 0 are skipped (skip_rows; the caller shifts its local side by as
+  // many rows). GM <-> UB copies only: the Cube-side copies do not clip there yet (a checker
+  // report, never silently shifted data).
+  GmWindow gm_window(const ir::Region& r, const Span& sp, bool clip_low = false) {
     GmWindow g;
     auto ws = ws_offset_.find(r.buffer.get());
     g.param = ws != ws_offset_.end() ? -1 : params_.at(r.buffer.get());
@@ -368,7 +371,7 @@ class Lowerer {
       g.valid_rows = valid_count(g.rows, shape[n - 2], start);
       if (inside(start, g.rows, shape[n - 2])) {
         g.valid_rows = C(g.rows);
-      } else if (!nonneg(start)) {
+      } else if (clip_low && !nonneg(start)) {
         // A start that may be negative (bx * B - 64): the rows before row 0 are skipped, as on
         // cpu (the GM side starts at row 0, the UB side that many rows in; GM -> UB reads zeros
         // there through the tail fill).
@@ -639,7 +642,7 @@ class Lowerer {
     }
     if (from == Scope::global && to == Scope::UB) {
       same_dtype("GM->UB");
-      GmWindow g = gm_window(n->src, sp);
+      GmWindow g = gm_window(n->src, sp, /*clip_low=*/true);
       Window w = window(n->dst, sp);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
@@ -661,7 +664,7 @@ class Lowerer {
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
       Window w = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp);
+      GmWindow g = gm_window(n->dst, sp, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       return emit(CopyUbToGm{local(w, mul(g.skip_rows, C(ub_stride * b))), GmRef{g.param, g.offset}, dt, g.valid_rows,
