@@ -421,9 +421,11 @@ class Lowerer {
         }
         check_scalar(f->extent, sp, "the bound of loop " + q(f->var->name));
         check_scalar(f->min, sp, "the start of loop " + q(f->var->name));
-        if (nonneg(f->min)) nonneg_.insert(f->var.get());
-        if (auto lo = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent); lo && ext && *ext >= 1)
-          range_[f->var.get()] = {*lo, *lo + *ext - 1};
+        bound(f->var.get(), nonneg(f->min), [&]() -> std::optional<std::pair<int64_t, int64_t>> {
+          auto lo = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
+          if (lo && ext && *ext >= 1) return std::make_pair(*lo, *lo + *ext - 1);
+          return std::nullopt;
+        }());
         StmtPtr body = lower(f->body, inside);
         if (!body) return nullptr;
         auto mn = ir::as_const_int(f->min);
@@ -444,9 +446,8 @@ class Lowerer {
       case ir::StmtKind::Let: {
         auto* n = as<ir::LetNode>(s);
         check_scalar(n->value, sp, "let " + q(n->var->name));
-        if (n->value->dtype.is_int() && nonneg(n->value)) nonneg_.insert(n->var.get());
-        if (n->value->dtype.is_int())
-          if (auto r = bounds(n->value)) range_[n->var.get()] = *r;
+        bool is_int = n->value->dtype.is_int();
+        bound(n->var.get(), is_int && nonneg(n->value), is_int ? bounds(n->value) : std::nullopt);
         return let(n->var, n->value, sp);
       }
       case ir::StmtKind::Alloc: return nullptr;
@@ -1264,6 +1265,14 @@ class Lowerer {
   bool nonneg(const Expr& e) const {
     if (auto r = bounds(e); r && r->first >= 0) return true;
     return ir::is_nonneg(e, [&](const ir::VarNode* v) { return nonneg_.count(v) > 0; });
+  }
+  // Records what is known of variable v as it is bound (a variable bound again loses what was
+  // known of its previous value).
+  void bound(const ir::VarNode* v, bool is_nonneg, std::optional<std::pair<int64_t, int64_t>> r) {
+    if (is_nonneg) nonneg_.insert(v);
+    else nonneg_.erase(v);
+    if (r) range_[v] = *r;
+    else range_.erase(v);
   }
   // Constant bounds [lo, hi] of integer variables: block indices (0 .. grid - 1 for a constant
   // grid), the sub-block index (0 .. 1), loops with constant bounds, lets of bounded values.
