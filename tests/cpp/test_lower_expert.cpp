@@ -276,14 +276,10 @@ AIV:
   for t in range(2):
     row = vid * 32
     S CrossCoreWaitFlag<S>(1)  @11
-    if max(min(64 - row, 32), 0) < 32:
-      ALL PipeBarrier<ALL>  @12
-      V Duplicate u[0]/2048 <- 0.0 float32 1x2048  @12
-      ALL PipeBarrier<ALL>  @12
-    MTE2 CopyGmToUb u[0] <- W[row * 256] float32 n_rows=max(min(64 - row, 32), 0) row_bytes=256 src_stride=256 dst_stride=256 pad  @12
+    MTE2 CopyGmToUb u[0] <- W[row * 256] float32 n_rows=32 row_bytes=256 src_stride=256 dst_stride=256  @12
     MTE2 SetFlag<MTE2_MTE3>(0)  @13
     MTE3 WaitFlag<MTE2_MTE3>(0)  @14
-    MTE3 CopyUbToGm W[row * 256] <- u[0] float32 n_rows=max(min(64 - row, 32), 0) row_bytes=256 src_stride=256 dst_stride=256  @15
+    MTE3 CopyUbToGm W[row * 256] <- u[0] float32 n_rows=32 row_bytes=256 src_stride=256 dst_stride=256  @15
 )");
 }
 

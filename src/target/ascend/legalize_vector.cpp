@@ -570,23 +570,31 @@ class Legalizer {
     return d >= n - 1 ? frames_.back().pre : frames_[d + 1].before;
   }
 
-  // A map over the non-unit dims of two regions of the same shape: dst = f(src element). Two 2-D
-  // regions keep their unit dims (a rows x 1 column tile is a map over rows x 1, whose rows are
-  // 32 B apart in UB, not a map over a 1-D run of elements).
+  // A map over the dims of two regions of the same shape: dst = f(src element). Regions of the
+  // same rank and extents map every dim, extent-1 dims included (an (8, 1) tile stays a 2-D map
+  // whose column loop has extent 1, so its stores index every loop variable); regions of
+  // different ranks (a tensor row -> a 1-D tile) map their non-unit dims, and when no dim is
+  // wider than 1 their last dims.
   std::optional<Stmt> region_map(const ir::Region& dst, const ir::Region& src, const Span& sp,
                                  const std::function<Expr(Expr)>& f) {
-    const bool keep_units = dst.extents.size() == 2 && src.extents.size() == 2;
-    auto dims = [keep_units](const ir::Region& r) {
-      std::vector<std::pair<size_t, int64_t>> d;
+    using Dims = std::vector<std::pair<size_t, int64_t>>;
+    auto dims = [](const ir::Region& r, bool all) {
+      Dims d;
       for (size_t i = 0; i < r.extents.size(); ++i) {
         auto c = ir::as_const_int(r.extents[i]);
-        if (!c) return std::optional<std::vector<std::pair<size_t, int64_t>>>{};
-        if (*c != 1 || keep_units) d.push_back({i, *c});
+        if (!c) return std::optional<Dims>{};
+        if (all || *c != 1) d.push_back({i, *c});
       }
-      return std::optional<std::vector<std::pair<size_t, int64_t>>>{d};
+      if (d.empty() && !r.extents.empty()) d.push_back({r.extents.size() - 1, 1});
+      return std::optional<Dims>{d};
     };
-    auto dd = dims(dst), sd = dims(src);
-    if (!dd || !sd || dd->size() != sd->size() || dd->size() > 2) return std::nullopt;
+    bool same = dst.extents.size() == src.extents.size() && dst.extents.size() <= 2;
+    for (size_t i = 0; same && i < dst.extents.size(); ++i) {
+      auto a = ir::as_const_int(dst.extents[i]), b = ir::as_const_int(src.extents[i]);
+      same = a && b && *a == *b;
+    }
+    auto dd = dims(dst, same), sd = dims(src, same);
+    if (!dd || !sd || dd->size() != sd->size() || dd->size() > 2 || dd->empty()) return std::nullopt;
     for (size_t i = 0; i < dd->size(); ++i)
       if ((*dd)[i].second != (*sd)[i].second) return std::nullopt;
     std::vector<Var> vars;
@@ -594,12 +602,6 @@ class Legalizer {
     for (auto& [d, e] : *dd) {
       vars.push_back(fresh_var(d + 1 == dst.extents.size() ? "j" : "i", sp));
       ext.push_back(e);
-    }
-    if (vars.empty()) {  // every dim is 1: one element, indexed by an extent-1 loop over the last dim
-      vars.push_back(fresh_var("j", sp));
-      ext.push_back(1);
-      dd->push_back({dst.extents.size() - 1, 1});
-      sd->push_back({src.extents.size() - 1, 1});
     }
     auto index = [&](const ir::Region& r, const std::vector<std::pair<size_t, int64_t>>& d) {
       std::vector<Expr> idx(r.starts.begin(), r.starts.end());

@@ -84,6 +84,7 @@ struct GmWindow {
   Expr offset;                    // bytes
   int64_t rows = 1, cols = 1;     // region extents (last two dims)
   Expr valid_rows, valid_cols;    // min(extent, dim - start): tails
+  Expr skip_rows = C(0);          // rows before row 0 of the tensor (a negative start): not copied
   Expr row_stride;                // elements between rows (last dim of the tensor)
 };
 
@@ -106,6 +107,12 @@ class Lowerer {
     p_.sub_block_idx = k_->sub_block_var;
     p_.workspace_bytes = C(0);
     p_.shape_vars = k_->shape_vars();
+    for (const auto& v : k_->block_vars) nonneg_.insert(v.get());
+    if (k_->sub_block_var) nonneg_.insert(k_->sub_block_var.get());
+    for (size_t d = 0; d < k_->block_vars.size() && d < k_->grid.size(); ++d)
+      if (auto g = ir::as_const_int(k_->grid[d]); g && *g >= 1) range_[k_->block_vars[d].get()] = {0, *g - 1};
+    if (k_->sub_block_var) range_[k_->sub_block_var.get()] = {0, 1};  // the AIV of its AI Core
+    for (const auto& v : p_.shape_vars) nonneg_.insert(v.get());
     map_params();
     // L0 tiles a gemm reads transposed (L0A declared KxM, L0B declared NxK: the orientation of the
     // L1 tile they are loaded from); the load into them picks a plain or a transposing LoadData.
@@ -332,7 +339,10 @@ class Lowerer {
     p_.workspace_bytes = add(p_.workspace_bytes, mul(simp(ir::binary(ir::BinOp::CeilDiv, bytes, C(512))), C(512)));
   }
 
-  GmWindow gm_window(const ir::Region& r, const Span& sp) {
+  // clip_low: rows before row 0 are skipped (skip_rows; the caller shifts its local side by as
+  // many rows). GM <-> UB copies only: the Cube-side copies do not clip there yet (a checker
+  // report, never silently shifted data).
+  GmWindow gm_window(const ir::Region& r, const Span& sp, bool clip_low = false) {
     GmWindow g;
     auto ws = ws_offset_.find(r.buffer.get());
     g.param = ws != ws_offset_.end() ? -1 : params_.at(r.buffer.get());
@@ -351,11 +361,24 @@ class Lowerer {
     g.offset = mul(off, C(r.buffer->dtype.bytes()));
     if (ws != ws_offset_.end()) g.offset = add(ws->second, g.offset);
     g.cols = ext[n - 1];
-    g.valid_cols = valid_count(g.cols, shape[n - 1], idx32(r.starts[n - 1]));
+    g.valid_cols = inside(idx32(r.starts[n - 1]), g.cols, shape[n - 1])
+                       ? C(g.cols)
+                       : valid_count(g.cols, shape[n - 1], idx32(r.starts[n - 1]));
     g.row_stride = shape[n - 1];
     if (n >= 2) {
       g.rows = ext[n - 2];
-      g.valid_rows = valid_count(g.rows, shape[n - 2], idx32(r.starts[n - 2]));
+      Expr start = idx32(r.starts[n - 2]);
+      g.valid_rows = valid_count(g.rows, shape[n - 2], start);
+      if (inside(start, g.rows, shape[n - 2])) {
+        g.valid_rows = C(g.rows);
+      } else if (clip_low && !nonneg(start)) {
+        // A start that may be negative (bx * B - 64): the rows before row 0 are skipped, as on
+        // cpu (the GM side starts at row 0, the UB side that many rows in; GM -> UB reads zeros
+        // there through the tail fill).
+        g.skip_rows = min_(max_(C(0), sub(C(0), start)), C(g.rows));
+        g.valid_rows = max_(C(0), sub(min_(C(g.rows), sub(shape[n - 2], start)), g.skip_rows));
+        g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(r.buffer->dtype.bytes())));
+      }
     } else {
       g.rows = 1;
       g.valid_rows = C(1);
@@ -398,6 +421,11 @@ class Lowerer {
         }
         check_scalar(f->extent, sp, "the bound of loop " + q(f->var->name));
         check_scalar(f->min, sp, "the start of loop " + q(f->var->name));
+        bound(f->var.get(), nonneg(f->min), [&]() -> std::optional<std::pair<int64_t, int64_t>> {
+          auto lo = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
+          if (lo && ext && *ext >= 1) return std::make_pair(*lo, *lo + *ext - 1);
+          return std::nullopt;
+        }());
         StmtPtr body = lower(f->body, inside);
         if (!body) return nullptr;
         auto mn = ir::as_const_int(f->min);
@@ -418,6 +446,8 @@ class Lowerer {
       case ir::StmtKind::Let: {
         auto* n = as<ir::LetNode>(s);
         check_scalar(n->value, sp, "let " + q(n->var->name));
+        bool is_int = n->value->dtype.is_int();
+        bound(n->var.get(), is_int && nonneg(n->value), is_int ? bounds(n->value) : std::nullopt);
         return let(n->var, n->value, sp);
       }
       case ir::StmtKind::Alloc: return nullptr;
@@ -623,7 +653,7 @@ class Lowerer {
     }
     if (from == Scope::global && to == Scope::UB) {
       same_dtype("GM->UB");
-      GmWindow g = gm_window(n->src, sp);
+      GmWindow g = gm_window(n->src, sp, /*clip_low=*/true);
       Window w = window(n->dst, sp);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
@@ -635,7 +665,8 @@ class Lowerer {
       Expr is_short = simp(ir::binary(ir::BinOp::Or, short_rows, short_cols));
       auto never = ir::as_const_int(is_short);
       bool tail = g.param >= 0 && !(never && *never == 0);
-      StmtPtr copy = emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w), dt, g.valid_rows, mul(g.valid_cols, C(b)),
+      StmtPtr copy = emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w, mul(g.skip_rows, C(ub_stride * b))), dt,
+                                     g.valid_rows, mul(g.valid_cols, C(b)),
                                      mul(g.row_stride, C(b)), C(ub_stride * b), tail},
                           sp);
       if (!tail) return copy;
@@ -644,10 +675,11 @@ class Lowerer {
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
       Window w = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp);
+      GmWindow g = gm_window(n->dst, sp, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
-      return emit(CopyUbToGm{local(w), GmRef{g.param, g.offset}, dt, g.valid_rows, mul(g.valid_cols, C(b)),
+      return emit(CopyUbToGm{local(w, mul(g.skip_rows, C(ub_stride * b))), GmRef{g.param, g.offset}, dt, g.valid_rows,
+                             mul(g.valid_cols, C(b)),
                              C(ub_stride * b), mul(g.row_stride, C(b))},
                   sp);
     }
@@ -877,7 +909,7 @@ class Lowerer {
       for (auto* o : ops) o->row_stride = C(rows * cols);
       return {1, rows * cols};
     }
-    collapse_strict(ops, sp);
+    collapse_strict(ops, rows, sp);
     return {rows, cols};
   }
 
@@ -1086,7 +1118,7 @@ class Lowerer {
     // A runtime column count keeps the 2-D shape (strides checked by collapse_strict).
     auto shape_of = [&](std::vector<VecOperand*> ops) -> std::pair<Expr, Expr> {
       if (cols < 0) {
-        if (rows > 1) collapse_strict(ops, sp);
+        if (rows > 1) collapse_strict(ops, rows, sp);
         return {C(rows), cols_e};
       }
       auto [r, c] = collapse(ops, rows, cols, sp);
@@ -1194,14 +1226,14 @@ class Lowerer {
       if (fa) {
         if (auto rv = rowvec(bn->b)) {
           VecOperand src = *fa;
-          collapse_strict({&dst, &src}, sp);
+          collapse_strict({&dst, &src}, rows, sp);
           return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), cols_e}, sp);
         }
       }
       if (fb && commutes) {
         if (auto rv = rowvec(bn->a)) {
           VecOperand src = *fb;
-          collapse_strict({&dst, &src}, sp);
+          collapse_strict({&dst, &src}, rows, sp);
           return emit(VecRowBroadcast{*op, t, dst, src, *rv, C(rows), cols_e}, sp);
         }
       }
@@ -1212,8 +1244,10 @@ class Lowerer {
     return fail("the second operand is neither a tile indexed like the destination, a scalar, nor a per-row vector v[i]");
   }
 
-  // Row-broadcast operands keep their 2-D shape: check the repeat strides.
-  void collapse_strict(std::vector<VecOperand*> ops, const Span& sp) {
+  // Row-broadcast operands keep their 2-D shape: check the repeat strides (a single row has no
+  // second repeat, so any row stride will do: a (1, 1) tile is fine).
+  void collapse_strict(std::vector<VecOperand*> ops, int64_t rows, const Span& sp) {
+    if (rows == 1) return;
     for (auto* o : ops) {
       const BufferDecl& d = p_.buffers[o->at.buffer];
       int64_t b = d.dtype.bytes();
@@ -1237,6 +1271,77 @@ class Lowerer {
   Buf gemm_l0a_, gemm_l0b_;
   Expr pending_init_;
   std::unordered_set<const ir::BufferNode*> l0_transposed_;  // see run()
+  // Integer variables proven >= 0 (block and shape variables, loops from a non-negative start,
+  // lets of non-negative values): region starts built from them need no clipping at row 0.
+  std::unordered_set<const ir::VarNode*> nonneg_;
+  bool nonneg(const Expr& e) const {
+    if (auto r = bounds(e); r && r->first >= 0) return true;
+    return ir::is_nonneg(e, [&](const ir::VarNode* v) { return nonneg_.count(v) > 0; });
+  }
+  // Records what is known of variable v as it is bound (a variable bound again loses what was
+  // known of its previous value).
+  void bound(const ir::VarNode* v, bool is_nonneg, std::optional<std::pair<int64_t, int64_t>> r) {
+    if (is_nonneg) nonneg_.insert(v);
+    else nonneg_.erase(v);
+    if (r) range_[v] = *r;
+    else range_.erase(v);
+  }
+  // Constant bounds [lo, hi] of integer variables: block indices (0 .. grid - 1 for a constant
+  // grid), the sub-block index (0 .. 1), loops with constant bounds, lets of bounded values.
+  std::unordered_map<const ir::VarNode*, std::pair<int64_t, int64_t>> range_;
+  // Interval arithmetic over + - * floordiv min max (constants and bounded variables): the
+  // bounds of integer expression e, or nullopt when some part is unbounded (or too large).
+  std::optional<std::pair<int64_t, int64_t>> bounds(const Expr& e) const {
+    using R = std::optional<std::pair<int64_t, int64_t>>;
+    constexpr int64_t kBig = int64_t{1} << 40;  // products of two bounded values stay in int64
+    auto ok = [&](int64_t lo, int64_t hi) -> R {
+      if (lo < -kBig || hi > kBig) return std::nullopt;
+      return std::make_pair(lo, hi);
+    };
+    if (auto c = ir::as_const_int(e)) return ok(*c, *c);
+    switch (e->kind) {
+      case ir::ExprKind::Var: {
+        auto it = range_.find(as<ir::VarNode>(e));
+        return it == range_.end() ? R{} : R{it->second};
+      }
+      case ir::ExprKind::Cast: {
+        auto* c = as<ir::CastNode>(e);
+        if (!c->dtype.is_int() || !c->value->dtype.is_int() || c->dtype.bits() < c->value->dtype.bits()) return {};
+        return bounds(c->value);
+      }
+      case ir::ExprKind::Binary: {
+        auto* b = as<ir::BinaryNode>(e);
+        if (!b->dtype.is_int()) return {};
+        R x = bounds(b->a), y = bounds(b->b);
+        if (!x || !y) return {};
+        auto [a0, a1] = *x;
+        auto [b0, b1] = *y;
+        switch (b->op) {
+          case ir::BinOp::Add: return ok(a0 + b0, a1 + b1);
+          case ir::BinOp::Sub: return ok(a0 - b1, a1 - b0);
+          case ir::BinOp::Mul: {
+            int64_t p[4] = {a0 * b0, a0 * b1, a1 * b0, a1 * b1};
+            return ok(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+          }
+          case ir::BinOp::FloorDiv: {
+            if (b0 != b1 || b0 <= 0) return {};
+            auto fd = [&](int64_t v) { return v >= 0 ? v / b0 : -((-v + b0 - 1) / b0); };
+            return ok(fd(a0), fd(a1));
+          }
+          case ir::BinOp::Min: return ok(std::min(a0, b0), std::min(a1, b1));
+          case ir::BinOp::Max: return ok(std::max(a0, b0), std::max(a1, b1));
+          default: return {};
+        }
+      }
+      default: return {};
+    }
+  }
+  // True when [start, start + extent) provably lies inside [0, dim): the copy is never short.
+  bool inside(const Expr& start, int64_t extent, const Expr& dim) const {
+    auto r = bounds(start);
+    auto d = ir::as_const_int(dim);
+    return r && d && r->first >= 0 && r->second + extent <= *d;
+  }
 };
 
 }  // namespace

@@ -64,7 +64,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 11
-      if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128 || tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
+      if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) {
         InitConstValue(A_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 11
         PipeBarrier<PIPE_MTE2>();  // line 11
       }
@@ -72,7 +72,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
         tw_p.nValue = tw_max(tw_min((200 - (by * 128)), 128), 0);
-        tw_p.dValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
+        tw_p.dValue = 64;
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 100;
         tw_p.dstNzC0Stride = 128;
@@ -82,14 +82,14 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 11
       WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 12
-      if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64 || tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128) {
+      if (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128) {
         InitConstValue(B_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
+        tw_p.nValue = 64;
         tw_p.dValue = tw_max(tw_min((130 - (bx * 128)), 128), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 130;

@@ -66,7 +66,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
       WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 11
-      if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128 || tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
+      if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) {
         InitConstValue(a_tile, InitConstValueParams<float>{1, static_cast<uint16_t>(1024), 0, static_cast<float>(0)});  // line 11
         PipeBarrier<PIPE_MTE2>();  // line 11
       }
@@ -74,7 +74,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
         tw_p.nValue = tw_max(tw_min((200 - (by * 128)), 128), 0);
-        tw_p.dValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
+        tw_p.dValue = 64;
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 100;
         tw_p.dstNzC0Stride = 128;
@@ -84,14 +84,14 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 11
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 13
-      if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64 || tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128) {
+      if (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128) {
         InitConstValue(b_tile, InitConstValueParams<float>{1, static_cast<uint16_t>(1024), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
+        tw_p.nValue = 64;
         tw_p.dValue = tw_max(tw_min((130 - (bx * 128)), 128), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 130;

@@ -476,7 +476,7 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
       auto assign = [&](Mem m, int64_t bytes) {
         for (const auto& b : prog.buffers)
           if (b.core == k.type && b.mem == m) bytes = std::max(bytes, b.offset + b.bytes);
-        k.mem[static_cast<int>(m)].assign(static_cast<size_t>(bytes), 0);
+        k.mem[static_cast<int>(m)].assign(static_cast<size_t>(bytes), kPoisonByte);
       };
       if (k.type == CoreType::AIC) {
         assign(Mem::L1, chip.l1_bytes);

@@ -141,6 +141,14 @@ struct PipeState {
   uint32_t s_version = 0;     // checker: S-pipe clock version last joined
 };
 
+// Every on-chip memory (L1, L0A/B/C, UB) starts filled with this byte: on the chip they hold
+// whatever the previous kernel left, so a kernel that reads on-chip memory it never wrote must
+// not get zeros. 0x7B bytes read as large finite values in every dtype (fp16 61280, bf16 and
+// fp32 1.3e36, int32 2071690107, int8 123): sums, maxima and products over them are visibly
+// wrong. Zeroing that the chip does (Mmad's init, DataCopyPad's padding) is modelled by those
+// instructions.
+inline constexpr uint8_t kPoisonByte = 0x7B;
+
 struct Core {
   CoreType type = CoreType::AIC;
   int index = 0;        // global core index (AICs first, then AIVs)

@@ -1,0 +1,50 @@
+"""Extent-1 dims on Ascend (issue 10, "no silent wrong answer"): tiles with one column, one row,
+or one element, in fp32, fp16 and bf16, through the norm examples. Each kernel runs on cpu and on
+ascend910b (simulator, checker on: zero reports) against a float64 numpy reference.
+
+- A casting copy (fp16/bf16 tensor -> fp32 tile) into an (M, 1) or (1,) tile was a 1-D map whose
+  stores missed the extent-1 index ("does not use every loop index"); it keeps every dim now.
+- A row broadcast on a (1, 1) tile was rejected for its row stride (one row has no second repeat)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import layer_norm  # noqa: E402
+import rms_norm  # noqa: E402
+import softmax  # noqa: E402
+from _check import TOLERANCES, randn  # noqa: E402
+from ascend_util import TARGET, assert_close, run_checked  # noqa: E402
+
+DTYPES = ["float32", "float16", "bfloat16"]
+# (M, N, block_M): one-column tiles, a (1, 1) tile, one-row tiles
+SHAPES = [(3, 1, 8), (1, 1, 1), (5, 1, 1), (1, 40, 8), (7, 40, 1)]
+
+
+def kernels(M, N, bm, dtype):
+    rng = np.random.default_rng(M * 100 + N)
+    x = randn(rng, (M, N), dtype)
+    w = randn(rng, (N,), dtype)
+    b = randn(rng, (N,), dtype)
+    return [
+        ("softmax", lambda tg: softmax.softmax(N, block_M=bm, dtype=dtype, target=tg), (x,), softmax.reference(x)),
+        ("rms_norm", lambda tg: rms_norm.rms_norm(N, block_M=bm, dtype=dtype, target=tg), (x, w),
+         rms_norm.reference(x, w)),
+        ("layer_norm", lambda tg: layer_norm.layer_norm(N, block_M=bm, dtype=dtype, target=tg), (x, w, b),
+         layer_norm.reference(x, w, b)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,N,bm", SHAPES)
+def test_norms_with_unit_dims_match_cpu_and_numpy(M, N, bm, dtype):
+    for name, make, inputs, ref in kernels(M, N, bm, dtype):
+        what = f"{name} {M}x{N} block_M={bm} {dtype}"
+        cpu = make("cpu")(*inputs)
+        npu = run_checked(make(TARGET), *inputs)
+        assert_close(cpu, ref, TOLERANCES[dtype], what + " on cpu")
+        assert_close(npu, ref, TOLERANCES[dtype], what + " on " + TARGET)
