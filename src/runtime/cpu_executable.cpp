@@ -17,6 +17,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/embedded_headers.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "target/cpu/pipeline.h"
@@ -270,12 +271,14 @@ std::string compile_source(const cpu::LoweredCpu& lowered, const std::string& ke
   std::ofstream(src) << lowered.source;
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r = compile_shared_object(src, so, {}, {cpu_include_dir()});
-  if (env().verbose) {
+  {
     std::string cmd;
     for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "tilewright: compiled kernel '%s' in %.0f ms: %s\n", lowered.kernel->name.c_str(), ms,
-                 cmd.c_str());
+    char head[160];
+    std::snprintf(head, sizeof head, "compiled kernel '%s' in %.0f ms", lowered.kernel->name.c_str(), ms);
+    log(LogLevel::info, head);
+    log(LogLevel::debug, "compiler command: " + cmd);
   }
   if (!r.ok) {
     std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
@@ -325,9 +328,8 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   std::optional<std::string> path;
   if (use_disk) path = disk_cache().lookup(key, "kernel.so");
   bool from_cache = path.has_value();
-  if (env().verbose)
-    std::fprintf(stderr, "tilewright: kernel '%s' key %.16s: %s\n", kernel->name.c_str(), key.c_str(),
-                 from_cache ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
+  log(LogLevel::debug, "kernel '" + kernel->name + "' key " + key.substr(0, 16) + ": " +
+                           (from_cache ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled")));
   if (!path) {
     std::string so = compile_source(lowered, key);
     if (use_disk) {

@@ -96,6 +96,7 @@ Env read_env() {
         e.num_threads = static_cast<int>(n);
     }
     e.verbose = read_bool("TW_VERBOSE");
+    e.progress = get("TW_PROGRESS") ? read_bool("TW_PROGRESS") : true;
     return e;
 }
 

@@ -15,6 +15,7 @@ struct Env {
     std::string cxx;            // TW_CXX, else CXX, else "g++"
     int num_threads;            // TW_NUM_THREADS
     bool verbose;               // TW_VERBOSE
+    bool progress;              // TW_PROGRESS
 };
 
 // Reads and validates the environment now. Throws std::invalid_argument naming the
