@@ -154,6 +154,16 @@ def _ascend_report(out):
     out.append(f"  NPU devices         : {', '.join(npus) if npus else 'none (/dev/davinci*)'}")
 
 
+def _cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def cmd_doctor(opts) -> int:
     import numpy as np
     out = [f"tilewright {_C.__version__} on Python {platform.python_version()} ({sys.executable}), numpy {np.__version__}"]
@@ -171,7 +181,7 @@ def cmd_doctor(opts) -> int:
     fs = set(feats.split())
     path = ("AVX-512 packed micro-kernels" if "avx512f" in fs else
             "AVX2/FMA packed micro-kernels" if "avx" in fs else "portable micro-kernels (no AVX: slower GEMM)")
-    out.append(f"CPU           : {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+    out.append(f"CPU           : {_cpu_model()}, {os.cpu_count()} CPUs, "
                f"{_C.num_threads()} kernel threads (TW_NUM_THREADS)")
     out.append(f"  features    : {feats or '(none detected)'}")
     out.append(f"  GEMM path   : {path}" + (", bf16 dot products (avx512bf16)" if "avx512bf16" in fs else ""))

@@ -159,7 +159,7 @@ def _prepare_args(args):
             if not a.flags.c_contiguous:
                 fixed = fixed or list(args)
                 fixed[i] = _np.ascontiguousarray(a)
-        elif type(a).__module__ == "torch":
+        elif type(a).__module__.startswith("torch"):
             torch_in = True
             if not a.is_contiguous():
                 fixed = fixed or list(args)
