@@ -138,24 +138,36 @@ def _resolve(module: str, qualname: str):
     return obj
 
 
-def _estimate(kernel, inputs_seed=0):
-    """(estimate in seconds or None, detail) of a compiled kernel (phase 2)."""
-    info = _C.target_info(kernel.target)
+def _peaks(target):
+    """(peak FLOP/s, memory bytes/s, cache bytes/s or 0) of a target: measured on cpu (no cache
+    term: its caches are not measured), the chip table's Cube peak, HBM and L2 on Ascend."""
+    info = _C.target_info(target)
     if info["kind"] == "cpu":
-        work = kernel._exe.estimate_work()
-        if work is None:
-            return None, "no estimate (non-constant loop bounds)"
-        flops, nbytes = work
-        peaks = machine_peaks()
-        t = max(flops / peaks["flops"], nbytes / peaks["bytes_per_s"])
-        return t, f"{flops / 1e9:.2f} GFLOP, {nbytes / 2**20:.1f} MiB"
+        p = machine_peaks()
+        return p["flops"], p["bytes_per_s"], 0.0
+    return info["peak_fp16_tflops"] * 1e12, info["hbm_tbps"] * 1e12, info["l2_tbps"] * 1e12
+
+
+def _estimate(kernel, inputs_seed=0):
+    """(estimate in seconds or None, detail) of a compiled kernel (phase 2): the roofline bound on
+    cpu, the simulator's timing model on Ascend."""
+    if _C.target_info(kernel.target)["kind"] == "cpu":
+        t = kernel._exe.roofline_seconds(*_peaks(kernel.target))
+        return t, "roofline" if t is not None else "no estimate (non-constant loop bounds)"
     prof = kernel.profile(*kernel.example_inputs(inputs_seed), functional=False, check=False)
     return prof["time_us"] * 1e-6, "simulator timing model"
+
+
+def _quiet_worker():
+    """Worker processes print no progress lines of their own (the tuner prints one per config)."""
+    from . import log
+    log._PROGRESS = False
 
 
 def _compile_task(module, qualname, args, kwargs, cfg, target):
     """Phase 1 on a worker: compile one configuration and estimate it. Returns
     ("ok", estimate_s, detail) or ("dropped", reason)."""
+    _quiet_worker()
     return _compile_config(_resolve(module, qualname), args, kwargs, cfg, target)
 
 
@@ -170,6 +182,7 @@ def _compile_config(tuner, args, kwargs, cfg, target):
 
 def _time_task(module, qualname, args, kwargs, cfg, target, warmup, rep):
     """Phase 3 on a worker (simulated targets): the checked simulation's time in ms."""
+    _quiet_worker()
     return _time_config(_resolve(module, qualname), args, kwargs, cfg, target, warmup, rep)
 
 
@@ -369,21 +382,19 @@ class Autotuner:
         work = kernel._exe.estimate_work()
         if work is None:
             return "roofline position unknown (non-constant loop bounds)"
-        flops, nbytes = work
-        info = _C.target_info(target)
-        if info["kind"] == "cpu":
-            peaks = machine_peaks()
-            pf, pb = peaks["flops"], peaks["bytes_per_s"]
-        else:
-            pf, pb = info["peak_fp16_tflops"] * 1e12, info["hbm_tbps"] * 1e12
-        bound = max(flops / pf, nbytes / pb)
-        limit = "compute" if flops / pf >= nbytes / pb else "memory"
+        flops, tile_bytes, bytes_once = work
+        pf, mem_bw, cache_bw = _peaks(target)
+        bound = kernel._exe.roofline_seconds(pf, mem_bw, cache_bw)
+        terms = {"compute": flops / pf, "memory": bytes_once / mem_bw, "cache": tile_bytes / cache_bw if cache_bw else 0}
+        limit = max(terms, key=terms.get)
         achieved = flops / (best["ms"] * 1e-3) if flops else 0.0
-        best["roofline"] = {"flops": flops, "bytes": nbytes, "peak_flops": pf, "peak_bytes_per_s": pb,
-                            "bound_s": bound, "limit": limit, "fraction": bound / (best["ms"] * 1e-3)}
+        best["roofline"] = {"flops": flops, "tile_bytes": tile_bytes, "bytes": bytes_once, "peak_flops": pf,
+                            "peak_bytes_per_s": mem_bw, "cache_bytes_per_s": cache_bw, "bound_s": bound,
+                            "limit": limit, "fraction": bound / (best["ms"] * 1e-3)}
         return (f"{achieved / 1e9:.1f} GFLOP/s, {100 * best['roofline']['fraction']:.0f}% of its roofline bound "
-                f"({limit}-bound: {flops / 1e9:.2f} GFLOP, {nbytes / 2**20:.1f} MiB; peaks {pf / 1e9:.0f} GFLOP/s, "
-                f"{pb / 1e9:.1f} GB/s)")
+                f"({limit}-bound: {flops / 1e9:.2f} GFLOP, {bytes_once / 2**20:.1f} MiB in/out, {tile_bytes / 2**20:.1f} MiB "
+                f"of tile copies; peaks {pf / 1e9:.0f} GFLOP/s, {mem_bw / 1e9:.1f} GB/s"
+                + (f", cache {cache_bw / 1e9:.0f} GB/s)" if cache_bw else ")"))
 
     def __call__(self, *args, target="cpu", **kwargs):
         key_values = self._key_values(args, kwargs)

@@ -279,11 +279,12 @@ def _plot(tuner, target, path):
         raise TilewrightError("--plot needs matplotlib, which is not installed", hint="pip install matplotlib") from e
     best = next(r for r in tuner.report if r.get("roofline"))
     rf = best["roofline"]
-    pf, pb = rf["peak_flops"], rf["peak_bytes_per_s"]
+    pf = rf["peak_flops"]
+    bw = rf["cache_bytes_per_s"] or rf["peak_bytes_per_s"]
     fig, ax = plt.subplots(figsize=(6, 4))
     import numpy as np
     x = np.logspace(-2, 4, 200)
-    ax.loglog(x, np.minimum(pf, pb * x) / 1e9, "k-", label="roofline")
+    ax.loglog(x, np.minimum(pf, bw * x) / 1e9, "k-", label=f"roofline ({pf / 1e9:.0f} GFLOP/s, {bw / 1e9:.0f} GB/s)")
     args, kwargs = tuner.last_call
     for r in tuner.report:
         if r["status"] != "timed":
@@ -291,10 +292,10 @@ def _plot(tuner, target, path):
         work = tuner.fn(*args, **kwargs, **r["config"], target=target)._exe.estimate_work()
         if not work or not work[1]:
             continue
-        flops, nbytes = work
-        ax.loglog([flops / nbytes], [flops / (r["ms"] * 1e-3) / 1e9], "r*" if r is best else "o",
+        flops, tile_bytes, _ = work
+        ax.loglog([flops / tile_bytes], [flops / (r["ms"] * 1e-3) / 1e9], "r*" if r is best else "o",
                   label=repr(r["config"]))
-    ax.set_xlabel("arithmetic intensity (FLOP / global byte)")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of tile copies)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"{tuner.__name__} on {target}")
     ax.legend()

@@ -317,6 +317,16 @@ nb::tuple simulate(const Executable& exe, nb::list args, bool functional, bool c
   return nb::make_tuple(p.outs, d);
 }
 
+// The roofline work of a compiled kernel. Ascend: after map_grid the loops over blocks depend on
+// the core index, so the kernel is counted as it was after infer_grid + simplify.
+std::optional<tune::Work> work_of(const Executable& e) {
+  auto w = tune::estimate_work(e.kernel());
+  if (w) return w;
+  auto names = e.stage_names();
+  if (std::find(names.begin(), names.end(), "simplify") == names.end()) return std::nullopt;
+  return tune::estimate_work(ir::parse_kernel(e.ir("simplify")));
+}
+
 }  // namespace
 
 void bind_runtime(nb::module_& m) {
@@ -376,18 +386,18 @@ void bind_runtime(nb::module_& m) {
              return out;
            })
       .def("estimate_work",
-           [](const Executable& e) -> std::optional<std::pair<double, double>> {
-             auto w = tune::estimate_work(e.kernel());
-             if (!w) {
-               // Ascend: after map_grid the loops over blocks depend on the core index; count the
-               // kernel as it was after infer_grid + simplify (its grid still explicit).
-               auto names = e.stage_names();
-               if (std::find(names.begin(), names.end(), "simplify") != names.end())
-                 w = tune::estimate_work(ir::parse_kernel(e.ir("simplify")));
-             }
+           [](const Executable& e) -> std::optional<std::tuple<double, double, double>> {
+             auto w = work_of(e);
              if (!w) return std::nullopt;
-             return std::make_pair(w->flops, w->global_bytes);
+             return std::make_tuple(w->flops, w->global_bytes, w->compulsory_bytes);
            })
+      .def("roofline_seconds",
+           [](const Executable& e, double peak_flops, double memory_bw, double cache_bw) -> std::optional<double> {
+             auto w = work_of(e);
+             if (!w) return std::nullopt;
+             return tune::roofline_seconds(*w, peak_flops, memory_bw, cache_bw);
+           },
+           nb::arg("peak_flops"), nb::arg("memory_bw"), nb::arg("cache_bw") = 0.0)
       .def_prop_ro("output_dtypes", [](const Executable& e) {
         std::vector<std::string> out;
         for (const auto& p : e.kernel()->params)
@@ -428,6 +438,7 @@ void bind_runtime(nb::module_& m) {
     if (t.kind == target::TargetKind::ascend) {
       d["peak_fp16_tflops"] = t.ascend.peak_fp16_tflops();
       d["hbm_tbps"] = t.ascend.hbm_tbps;
+      d["l2_tbps"] = t.ascend.l2_tbps;
       d["aic_cores"] = t.ascend.aic_cores;
       d["aiv_cores"] = t.ascend.aiv_cores;
       d["clock_mhz"] = t.ascend.clock_mhz;

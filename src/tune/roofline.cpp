@@ -81,11 +81,20 @@ std::optional<Work> estimate_work(const ir::Kernel& kernel) {
   }
   Work w;
   if (!count(kernel->body, blocks, w)) return std::nullopt;
+  for (const auto& p : kernel->params) {
+    if (!p.buffer) continue;
+    auto shape = p.buffer->const_shape();
+    if (!shape) return std::nullopt;
+    double n = p.buffer->dtype.bytes();
+    for (auto d : *shape) n *= static_cast<double>(d);
+    w.compulsory_bytes += n;
+  }
   return w;
 }
 
-double roofline_seconds(const Work& w, double peak_flops, double peak_bytes_per_s) {
-  return std::max(w.flops / peak_flops, w.global_bytes / peak_bytes_per_s);
+double roofline_seconds(const Work& w, double peak_flops, double memory_bw, double cache_bw) {
+  double t = std::max(w.flops / peak_flops, w.compulsory_bytes / memory_bw);
+  return cache_bw > 0 ? std::max(t, w.global_bytes / cache_bw) : t;
 }
 
 }  // namespace tw::tune

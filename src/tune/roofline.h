@@ -12,15 +12,18 @@
 namespace tw::tune {
 
 struct Work {
-  double flops = 0;         // 2*m*n*k per gemm tile op, times its trip count
-  double global_bytes = 0;  // bytes of tile copies (and element stores) from/to global tensors
+  double flops = 0;             // 2*m*n*k per gemm tile op, times its trip count
+  double global_bytes = 0;      // bytes of tile copies (and element stores) from/to global tensors
+  double compulsory_bytes = 0;  // every tensor parameter read or written once (the least traffic)
 };
 
 // Counts the work of `kernel` (the IR after a target's pipeline, with its launch grid). nullopt
 // when a loop extent, a region extent or the grid is not a compile-time constant.
 std::optional<Work> estimate_work(const ir::Kernel& kernel);
 
-// Lower bound on the run time in seconds: max(flops / peak_flops, bytes / peak_bytes_per_s).
-double roofline_seconds(const Work& w, double peak_flops, double peak_bytes_per_s);
+// Lower bound on the run time in seconds: max(flops / peak_flops, compulsory_bytes / memory_bw,
+// global_bytes / cache_bw). Tile copies re-read data that caches (the CPU's, the 910B's L2) keep,
+// so their traffic is bounded by the cache's bandwidth; pass cache_bw = 0 to leave that term out.
+double roofline_seconds(const Work& w, double peak_flops, double memory_bw, double cache_bw);
 
 }  // namespace tw::tune
