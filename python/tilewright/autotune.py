@@ -111,18 +111,19 @@ def machine_peaks(refresh=False) -> dict:
     n = 1024
     a = np.ones((n, n), np.float32)
     best_f = 0.0
-    for _ in range(5):
+    for _ in range(10):
         t0 = time.perf_counter()
         a @ a
         best_f = max(best_f, 2.0 * n ** 3 / (time.perf_counter() - t0))
     src = np.ones(16 << 20, np.float32)
     dst = np.empty_like(src)
     best_b = 0.0
-    for _ in range(5):
+    for _ in range(10):
         t0 = time.perf_counter()
         np.copyto(dst, src)
         best_b = max(best_b, 2.0 * src.nbytes / (time.perf_counter() - t0))
-    peaks = {"flops": best_f, "bytes_per_s": best_b, "how": "numpy float32 1024^3 matmul; 64 MiB copy; best of 5"}
+    peaks = {"flops": best_f, "bytes_per_s": best_b, "how": "numpy float32 1024^3 matmul; 64 MiB copy; best of 10",
+             "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg()[0]}
     _write_private(path, json.dumps(peaks))
     return peaks
 
@@ -148,11 +149,11 @@ def _peaks(target):
     return info["peak_fp16_tflops"] * 1e12, info["hbm_tbps"] * 1e12, info["l2_tbps"] * 1e12
 
 
-def _estimate(kernel, inputs_seed=0):
-    """(estimate in seconds or None, detail) of a compiled kernel (phase 2): the roofline bound on
-    cpu, the simulator's timing model on Ascend."""
+def _estimate(kernel, peaks, inputs_seed=0):
+    """(estimate in seconds or None, detail) of a compiled kernel (phase 2): the roofline bound
+    against ``peaks`` (see _peaks) on cpu, the simulator's timing model on Ascend."""
     if _C.target_info(kernel.target)["kind"] == "cpu":
-        t = kernel._exe.roofline_seconds(*_peaks(kernel.target))
+        t = kernel._exe.roofline_seconds(*peaks)
         return t, "roofline" if t is not None else "no estimate (non-constant loop bounds)"
     prof = kernel.profile(*kernel.example_inputs(inputs_seed), functional=False, check=False)
     return prof["time_us"] * 1e-6, "simulator timing model"
@@ -164,17 +165,17 @@ def _quiet_worker():
     log._PROGRESS = False
 
 
-def _compile_task(module, qualname, args, kwargs, cfg, target):
+def _compile_task(module, qualname, args, kwargs, cfg, target, peaks):
     """Phase 1 on a worker: compile one configuration and estimate it. Returns
     ("ok", estimate_s, detail) or ("dropped", reason)."""
     _quiet_worker()
-    return _compile_config(_resolve(module, qualname), args, kwargs, cfg, target)
+    return _compile_config(_resolve(module, qualname), args, kwargs, cfg, target, peaks)
 
 
-def _compile_config(tuner, args, kwargs, cfg, target):
+def _compile_config(tuner, args, kwargs, cfg, target, peaks):
     try:
         kernel = tuner.fn(*args, **kwargs, **cfg, target=target)
-        est, detail = _estimate(kernel)
+        est, detail = _estimate(kernel, peaks)
     except TilewrightError as e:
         return ("dropped", e.message.splitlines()[0])
     return ("ok", est, detail)
@@ -312,6 +313,7 @@ class Autotuner:
         report = [{"config": c, "status": "pending"} for c in configs]
         ex, own = self._executor(n)
         simulated = _C.target_info(target)["kind"] != "cpu"
+        peaks = _peaks(target)  # measured (cpu) here once; every worker estimates against the same
         # in this process the tuner is at hand; elsewhere a worker imports it by name
         here = isinstance(ex, (_Inline, cf.ThreadPoolExecutor))
         compile_fn = functools.partial(_compile_config, self) if here else \
@@ -319,7 +321,7 @@ class Autotuner:
         time_fn = functools.partial(_time_config, self) if here else \
             functools.partial(_time_task, self._module, self._qualname)
         try:
-            futs = [ex.submit(compile_fn, args, kwargs, dict(c), target) for c in configs]
+            futs = [ex.submit(compile_fn, args, kwargs, dict(c), target, peaks) for c in configs]
             for r, f in zip(report, futs):
                 res = f.result()
                 if res[0] == "dropped":
@@ -391,10 +393,14 @@ class Autotuner:
         best["roofline"] = {"flops": flops, "tile_bytes": tile_bytes, "bytes": bytes_once, "peak_flops": pf,
                             "peak_bytes_per_s": mem_bw, "cache_bytes_per_s": cache_bw, "bound_s": bound,
                             "limit": limit, "fraction": bound / (best["ms"] * 1e-3)}
+        note = ""
+        if best["roofline"]["fraction"] > 1.0:
+            note = ("; above 100%: the stored peaks are too low (measured on a busy machine?): re-measure with "
+                    "`tilewright tune --refresh-peaks` or tilewright.autotune.machine_peaks(refresh=True)")
         return (f"{achieved / 1e9:.1f} GFLOP/s, {100 * best['roofline']['fraction']:.0f}% of its roofline bound "
                 f"({limit}-bound: {flops / 1e9:.2f} GFLOP, {bytes_once / 2**20:.1f} MiB in/out, {tile_bytes / 2**20:.1f} MiB "
                 f"of tile copies; peaks {pf / 1e9:.0f} GFLOP/s, {mem_bw / 1e9:.1f} GB/s"
-                + (f", cache {cache_bw / 1e9:.0f} GB/s)" if cache_bw else ")"))
+                + (f", cache {cache_bw / 1e9:.0f} GB/s)" if cache_bw else ")") + note)
 
     def __call__(self, *args, target="cpu", **kwargs):
         key_values = self._key_values(args, kwargs)

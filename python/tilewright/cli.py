@@ -264,6 +264,11 @@ def cmd_tune(opts) -> int:
         else:
             args.append(_parse_value(a))
     target = _C.find_target(opts.target)
+    if opts.refresh_peaks:
+        from .autotune import machine_peaks
+        p = machine_peaks(refresh=True)
+        print(f"peaks: {p['flops'] / 1e9:.1f} GFLOP/s, {p['bytes_per_s'] / 1e9:.1f} GB/s (load average {p['loadavg']:.1f})",
+              file=sys.stderr)
     tuner.tune(*args, target=target, **kwargs)
     if opts.plot:
         _plot(tuner, target, opts.plot)
@@ -337,6 +342,7 @@ def main(argv=None) -> int:
     p.add_argument("args", nargs="*", help="the factory's arguments (NAME=VALUE for keywords)")
     p.add_argument("--target", default="cpu")
     p.add_argument("--plot", default=None, help="write a roofline PNG (needs matplotlib)")
+    p.add_argument("--refresh-peaks", action="store_true", help="re-measure this machine's FMA and copy peaks first")
     p = sub.add_parser("check", help="run a tw.testing.Reference")
     p.add_argument("path", help="the reference (path with or without .npz/.json)")
     p.add_argument("--fn", default=None, help="MODULE:FUNC or FILE.py:FUNC (default: the one in the manifest)")

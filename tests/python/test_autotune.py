@@ -112,6 +112,11 @@ def test_cli_tune(fresh_tuner, capsys):
     err = capsys.readouterr().err
     assert "tuning 'matmul' for ascend910b2" in err and "best:" in err
     assert main(["tune", "tune_kernels:CONFIGS"]) == 2
+    assert main(["tune", "tune_kernels:add_one", "4096", "--refresh-peaks"]) == 0
+    err = capsys.readouterr().err
+    assert "peaks: " in err and "GFLOP/s" in err and "best:" in err
+    peaks = at.machine_peaks()
+    assert peaks["flops"] > 0 and peaks["bytes_per_s"] > 0 and "measured" in peaks
 
 
 def test_roofline_work_of_the_seed_matmul():
