@@ -129,6 +129,7 @@ def machine_peaks(refresh=False) -> dict:
 
 
 def _resolve(module: str, qualname: str):
+    """The kernel factory named module:qualname (the tuner's own name, or the factory it wraps)."""
     mod = sys.modules.get(module)
     if mod is None:
         import importlib
@@ -136,7 +137,7 @@ def _resolve(module: str, qualname: str):
     obj = mod
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    return obj
+    return obj.fn if isinstance(obj, Autotuner) else obj
 
 
 def _peaks(target):
@@ -172,9 +173,9 @@ def _compile_task(module, qualname, args, kwargs, cfg, target, peaks):
     return _compile_config(_resolve(module, qualname), args, kwargs, cfg, target, peaks)
 
 
-def _compile_config(tuner, args, kwargs, cfg, target, peaks):
+def _compile_config(factory, args, kwargs, cfg, target, peaks):
     try:
-        kernel = tuner.fn(*args, **kwargs, **cfg, target=target)
+        kernel = factory(*args, **kwargs, **cfg, target=target)
         est, detail = _estimate(kernel, peaks)
     except TilewrightError as e:
         return ("dropped", e.message.splitlines()[0])
@@ -187,9 +188,9 @@ def _time_task(module, qualname, args, kwargs, cfg, target, warmup, rep):
     return _time_config(_resolve(module, qualname), args, kwargs, cfg, target, warmup, rep)
 
 
-def _time_config(tuner, args, kwargs, cfg, target, warmup, rep):
+def _time_config(factory, args, kwargs, cfg, target, warmup, rep):
     from .benchmark import do_bench
-    kernel = tuner.fn(*args, **kwargs, **cfg, target=target)
+    kernel = factory(*args, **kwargs, **cfg, target=target)
     inputs = kernel.example_inputs()
     prof = kernel.profile(*inputs)
     if prof["reports"]:
@@ -316,9 +317,9 @@ class Autotuner:
         peaks = _peaks(target)  # measured (cpu) here once; every worker estimates against the same
         # in this process the tuner is at hand; elsewhere a worker imports it by name
         here = isinstance(ex, (_Inline, cf.ThreadPoolExecutor))
-        compile_fn = functools.partial(_compile_config, self) if here else \
+        compile_fn = functools.partial(_compile_config, self.fn) if here else \
             functools.partial(_compile_task, self._module, self._qualname)
-        time_fn = functools.partial(_time_config, self) if here else \
+        time_fn = functools.partial(_time_config, self.fn) if here else \
             functools.partial(_time_task, self._module, self._qualname)
         try:
             futs = [ex.submit(compile_fn, args, kwargs, dict(c), target, peaks) for c in configs]

@@ -1,6 +1,12 @@
 """A @tw.autotune kernel importable by name (the sweep's worker processes import it)."""
+import os
+import sys
+
 import tilewright as tw
 import tilewright.language as T
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"))
+import gemm  # noqa: E402
 
 CONFIGS = [tw.Config(block=64), tw.Config(block=256), tw.Config(block=1 << 20), tw.Config(block=1024)]
 
@@ -19,20 +25,7 @@ def add_one(n, block=256):
     return main
 
 
-@tw.autotune(configs=[tw.Config(block_M=64, block_N=64), tw.Config(block_M=128, block_N=256),
-                      tw.Config(block_M=512, block_N=512)], key=["M", "N", "K"])
-@tw.jit(out_idx=[-1])
-def matmul(M, N, K, block_M=64, block_N=64, block_K=64, dtype="float16"):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_K, block_N), dtype)
-            C_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * block_M, bx * block_N])
-    return main
+# examples/gemm.py's matmul factory, tuned (worker processes import `gemm` by name: examples/ is
+# on sys.path, which spawned workers inherit)
+matmul = tw.autotune(configs=[tw.Config(block_M=64, block_N=64), tw.Config(block_M=128, block_N=256),
+                              tw.Config(block_M=512, block_N=512)], key=["M", "N", "K"])(gemm.matmul)
