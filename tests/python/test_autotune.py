@@ -134,3 +134,11 @@ def test_roofline_work_of_the_seed_matmul():
     assert k._exe.roofline_seconds(1e12, 1e12, 1e6) == pytest.approx(nbytes / 1e6)
     ka = seed.build(M, N, K, 128, 128, 64, dtype="float16", target="ascend910b")
     assert ka._exe.estimate_work()[0] == flops  # counted before map_grid
+
+
+def test_cli_tune_plot(fresh_tuner, tmp_path):
+    pytest.importorskip("matplotlib")
+    from tilewright.cli import main
+    png = tmp_path / "roofline.png"
+    assert main(["tune", "tune_kernels:matmul", "128", "128", "128", "--target", "ascend910b", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
