@@ -204,7 +204,7 @@ def test_device_mismatch(kern):
     out = kern(FakeDeviceArray(A, (1, 0)), A, 1)
     np.testing.assert_array_equal(out, np.full((16, 4), 2, np.float32))
     ei = call_error(kern, FakeDeviceArray(A, (2, 0)), A, 1)
-    check(ei, "argument 'A' of kernel 'main' is on device type 2 (id 0), but target 'cpu' runs on host memory",
+    check(ei, "argument 'A' of kernel 'main' is on device cuda:0 (DLPack device type 2), but target 'cpu' runs on host memory",
           "@KDEF", hint="move the array to the CPU")
     # Note: an object whose __dlpack_device__ says (2, 0) but whose capsule (numpy's) says CPU is
     # accepted: the capsule is what the runtime reads.
