@@ -344,18 +344,18 @@ class Child:
 
     # ---- checks ---------------------------------------------------------------------------------
     def check(self, got, ref, atol, rtol, what):
+        from tilewright.testing import assert_close
         np = self.np
         g = np.asarray(got).astype(np.float64)
         r = np.asarray(ref).astype(np.float64)
-        if g.shape != r.shape:
-            ok, err = False, float("inf")
-        else:
-            d = np.abs(g - r)
-            ok = bool(np.all(d <= atol + rtol * np.abs(r))) and bool(np.all(np.isfinite(g)))
-            err = float(d.max()) if d.size else 0.0
-        if not ok:
+        err = float(np.abs(g - r).max()) if g.shape == r.shape and g.size else (0.0 if g.shape == r.shape else float("inf"))
+        try:
+            assert_close(got, ref, atol=atol, rtol=rtol, msg=what)
+            ok = True
+        except AssertionError as e:
+            ok = False
             self.failed = True
-            log(f"    CHECK FAILED: {what}: max abs err {err:.3e} (atol {atol:g}, rtol {rtol:g})")
+            log(f"    CHECK FAILED: {e}")
         return dict(ok=ok, max_abs_err=err, atol=atol, rtol=rtol, against=what)
 
     # ---- recording ------------------------------------------------------------------------------
@@ -391,12 +391,8 @@ class Child:
 
     # ---- inputs ---------------------------------------------------------------------------------
     def randn(self, shape, dtype="float32", scale=1.0):
-        np = self.np
-        x = (self.rng.standard_normal(shape, dtype=np.float32) * scale)
-        if dtype == "bfloat16":
-            import ml_dtypes
-            return x.astype(ml_dtypes.bfloat16)
-        return x.astype(dtype)
+        from tilewright.testing import randn
+        return randn(shape, dtype, seed=self.rng, scale=scale)
 
     # ---- cases ----------------------------------------------------------------------------------
     def run(self):

@@ -10,7 +10,7 @@ import numpy as np
 import tilewright as tw
 import tilewright.language as T
 
-from _check import close, finish, randn
+from tilewright.testing import finish, randn, report
 
 
 @tw.jit(out_idx=[3])
@@ -82,10 +82,9 @@ def reference(q, k, v, is_causal):
 
 def check(B, H, S, D, is_causal, dtype="float32"):
     rng = np.random.default_rng(0)
-    q, k, v = (randn(rng, (B, H, S, D), dtype) for _ in range(3))
+    q, k, v = (randn((B, H, S, D), dtype, seed=rng) for _ in range(3))
     o = flash_attention(B, H, S, D, is_causal, dtype=dtype)(q, k, v)
-    return close(f"flash_attention B={B} H={H} S={S} D={D} causal={is_causal} {dtype}", o,
-                 reference(q, k, v, is_causal), dtype, atol=2e-4 if dtype == "float32" else None)
+    return report(f"flash_attention B={B} H={H} S={S} D={D} causal={is_causal} {dtype}", o, reference(q, k, v, is_causal), atol=2e-4 if dtype == "float32" else None)
 
 
 def main(argv):

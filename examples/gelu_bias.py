@@ -11,7 +11,7 @@ import numpy as np
 import tilewright as tw
 import tilewright.language as T
 
-from _check import close, finish, randn
+from tilewright.testing import finish, randn, report
 
 
 @tw.jit(out_idx=[-1])
@@ -45,11 +45,11 @@ def reference(x, w, b):
 
 def check(M, N, K, dtype="float32"):
     rng = np.random.default_rng(0)
-    x = randn(rng, (M, K), dtype, scale=0.2)
-    w = randn(rng, (K, N), dtype, scale=0.2)
-    b = randn(rng, (N,), dtype)
+    x = randn((M, K), dtype, scale=0.2, seed=rng)
+    w = randn((K, N), dtype, scale=0.2, seed=rng)
+    b = randn((N,), dtype, seed=rng)
     y = gemm_bias_gelu(M, N, K, dtype=dtype)(x, w, b)
-    return close(f"gemm+bias+gelu {M}x{N}x{K} {dtype}", y, reference(x, w, b), dtype)
+    return report(f"gemm+bias+gelu {M}x{N}x{K} {dtype}", y, reference(x, w, b))
 
 
 def main(argv):

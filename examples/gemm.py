@@ -9,7 +9,7 @@ import numpy as np
 import tilewright as tw
 import tilewright.language as T
 
-from _check import close, finish, randn
+from tilewright.testing import finish, randn, report
 
 
 @tw.jit(out_idx=[-1])
@@ -32,12 +32,12 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=64, dtype="float16", accum
 
 def check(M, N, K, dtype, **blocks):
     rng = np.random.default_rng(0)
-    a = randn(rng, (M, K), dtype)
-    b = randn(rng, (K, N), dtype)
+    a = randn((M, K), dtype, seed=rng)
+    b = randn((K, N), dtype, seed=rng)
     c = matmul(M, N, K, dtype=dtype, **blocks)(a, b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     # the reference is exact; ours rounds once to the output dtype and accumulates in fp32
-    return close(f"gemm {M}x{N}x{K} {dtype}", c, ref, dtype, atol=1e-5 * K, rtol=2e-3 if dtype != "float32" else 1e-5)
+    return report(f"gemm {M}x{N}x{K} {dtype}", c, ref, atol=1e-5 * K, rtol=2e-3 if dtype != "float32" else 1e-5)
 
 
 def main(argv):

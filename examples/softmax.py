@@ -10,7 +10,7 @@ import numpy as np
 import tilewright as tw
 import tilewright.language as T
 
-from _check import close, finish, randn
+from tilewright.testing import finish, randn, report
 
 
 @tw.jit(out_idx=[-1])
@@ -43,9 +43,9 @@ def reference(x):
 
 def check(M, N, dtype="float32"):
     rng = np.random.default_rng(0)
-    x = randn(rng, (M, N), dtype, scale=3.0)
+    x = randn((M, N), dtype, scale=3.0, seed=rng)
     y = softmax(N, dtype=dtype)(x)
-    return close(f"softmax {M}x{N} {dtype}", y, reference(x), dtype, atol=1e-6 if dtype == "float32" else None)
+    return report(f"softmax {M}x{N} {dtype}", y, reference(x), atol=1e-6 if dtype == "float32" else None)
 
 
 def main(argv):

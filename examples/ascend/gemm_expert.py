@@ -43,7 +43,7 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from _check import close, finish, randn  # noqa: E402
+from tilewright.testing import finish, randn, report  # noqa: E402
 
 
 def gemm_kernel(M, N, K, block_M=128, block_N=256, K_L1=256, K_L0=64, core_num=24,
@@ -113,13 +113,13 @@ matmul = tw.jit(out_idx=[-1], target="ascend910b")(gemm_kernel)
 
 def check(M, N, K, dtype="float16"):
     rng = np.random.default_rng(0)
-    a = randn(rng, (M, K), dtype)
-    b = randn(rng, (K, N), dtype)
+    a = randn((M, K), dtype, seed=rng)
+    b = randn((K, N), dtype, seed=rng)
     c = matmul(M, N, K, dtype=dtype)(a, b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     if dtype == "float16":
-        return close(f"gemm_expert {M}x{N}x{K} float16", c, ref, "float16", atol=1e-5 * K, rtol=2e-3)
-    return close(f"gemm_expert {M}x{N}x{K} {dtype}", c, ref, dtype)
+        return report(f"gemm_expert {M}x{N}x{K} float16", c, ref, atol=1e-5 * K, rtol=2e-3)
+    return report(f"gemm_expert {M}x{N}x{K} {dtype}", c, ref)
 
 
 def main(argv):

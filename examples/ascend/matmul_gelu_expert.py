@@ -46,7 +46,7 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from _check import close, finish, randn  # noqa: E402
+from tilewright.testing import finish, randn, report  # noqa: E402
 
 GELU_C = math.sqrt(2.0 / math.pi)
 
@@ -207,9 +207,9 @@ def gelu_erf(x):
 def inputs(M, N, K, seed=0, **tiles):
     """a, b, bias and the zeroed workspace for matmul_gelu(M, N, K, **tiles)."""
     rng = np.random.default_rng(seed)
-    a = randn(rng, (M, K), "float16", scale=1.0 / math.sqrt(K) ** 0.5)
-    b = randn(rng, (K, N), "float16", scale=1.0 / math.sqrt(K) ** 0.5)
-    bias = randn(rng, (N,), "float32")
+    a = randn((M, K), "float16", scale=1.0 / math.sqrt(K) ** 0.5, seed=rng)
+    b = randn((K, N), "float16", scale=1.0 / math.sqrt(K) ** 0.5, seed=rng)
+    bias = randn((N,), "float32", seed=rng)
     keep = {k: v for k, v in tiles.items() if k in ("block_M", "block_N", "core_num")}
     w = np.zeros(workspace_shape(M, N, **keep), np.float32)
     return a, b, bias, w
@@ -222,7 +222,7 @@ def reference(a, b, bias):
 def check(M, N, K):
     a, b, bias, w = inputs(M, N, K)
     y = matmul_gelu(M, N, K)(a, b, bias, w)
-    ok = close(f"matmul_gelu_expert {M}x{N}x{K} (vs tanh-form GELU)", y, reference(a, b, bias), "float16")
+    ok = report(f"matmul_gelu_expert {M}x{N}x{K} (vs tanh-form GELU)", y, reference(a, b, bias))
     x = a.astype(np.float64) @ b.astype(np.float64) + bias
     err = np.abs(y.astype(np.float64) - gelu_erf(x)).max()
     print(f"    vs exact erf GELU: max abs err {err:.3e} (tanh form: <= 4.8e-4 + fp16 rounding)")

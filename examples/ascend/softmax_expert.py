@@ -37,7 +37,7 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from _check import close, finish, randn  # noqa: E402
+from tilewright.testing import finish, randn, report  # noqa: E402
 
 UB_BUDGET = 160 * 1024   # bytes of the 192 KiB UB given to the row tile
 
@@ -95,9 +95,9 @@ def reference(x):
 
 def check(M, N):
     rng = np.random.default_rng(0)
-    x = randn(rng, (M, N), "float32", scale=3.0)
+    x = randn((M, N), "float32", scale=3.0, seed=rng)
     y = softmax(M, N)(x)
-    return close(f"softmax_expert {M}x{N} float32", y, reference(x), "float32", atol=1e-6, rtol=1e-5)
+    return report(f"softmax_expert {M}x{N} float32", y, reference(x), atol=1e-6, rtol=1e-5)
 
 
 def main(argv):

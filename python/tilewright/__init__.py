@@ -5,9 +5,14 @@ tile-loop vocabulary (``tw.output``, ``tw.load``, ``tw.matmul``, ``tw.store``, .
 ``import tilewright.language as T`` for the explicit style (``T.Kernel``, ``T.copy``, ``T.gemm``, ...).
 """
 from . import _C
+from . import log  # noqa: F401 - routes the runtime's log lines to logging.getLogger("tilewright")
+from . import testing
+from .autotune import Config, autotune
+from .benchmark import do_bench
 from .errors import TilewrightError
 from .jit import Kernel, cache_info, clear_cache, compile, jit, kernel_stats
 from .deploy import export, freeze, frozen, precompile
+from .torch_op import register_torch_op
 from .tile import SymbolicDim, Tensor, accumulator, ceildiv, load, matmul, output, store, symbolic
 
 __version__ = _C.__version__
@@ -15,6 +20,8 @@ __version__ = _C.__version__
 __all__ = [
     "TilewrightError", "Kernel", "compile", "jit", "targets", "cache_info", "clear_cache",
     "export", "precompile", "freeze", "frozen", "kernel_stats",
+    "testing", "do_bench", "autotune", "Config",
+    "register_torch_op",
     "Tensor", "SymbolicDim", "symbolic", "output", "accumulator", "load", "matmul", "store", "ceildiv",
 ]
 

@@ -8,9 +8,13 @@ import threading
 import time
 import weakref
 
+import numpy as _np
+
 from . import _C
+from .benchmark import active_timer as _active_timer
 from .errors import TilewrightError, user_location
 from .language import PrimFunc
+from .log import progress as _progress
 
 __all__ = ["jit", "compile", "Kernel", "Profile", "cache_info", "clear_cache", "kernel_stats"]
 
@@ -37,12 +41,26 @@ class Kernel:
         self._bf16_outputs = [i for i, d in enumerate(executable.output_dtypes) if d == "bfloat16"]
         self._calls = 0
         self._compile_s = compile_s
+        self._simulated = executable.simulated
         _live_kernels.add(self)
 
     def __call__(self, *args):
         self._calls += 1
+        args, torch_out = _prepare_args(args)
+        timer = _active_timer()
         try:
-            return self._wrap(self._exe(*args))
+            if timer is not None:
+                if self._simulated:
+                    prof = self.profile(*args)
+                    timer.ms += prof["time_us"] * 1e-3
+                    timer.calls += 1
+                    return prof.outputs
+                timer.host_calls += 1
+            if self._simulated:
+                with _progress(f"simulating kernel '{self.name}' on {self.target}"):
+                    out = self._wrap(self._exe(*args))
+            else:
+                out = self._wrap(self._exe(*args))
         except TilewrightError as e:
             # Argument errors are located at the kernel's definition by the runtime (or nowhere: an
             # output too large to allocate); the mistake is at the call: point there, and name the
@@ -53,6 +71,7 @@ class Kernel:
             call_file, call_line = user_location()
             where = f" (kernel '{self.name}' is defined at {file}:{line})" if line > 0 else ""
             raise TilewrightError(e.message + where, call_file, call_line, 0, e.hint) from None
+        return _to_torch(out) if torch_out else out
 
     def stats(self) -> dict:
         """``name``, ``target``, ``calls`` (of this object), ``compile_s`` (seconds its compile,
@@ -71,6 +90,37 @@ class Kernel:
         if len(outs) == 1:
             return outs[0]
         return tuple(outs) if outs else None
+
+    def get_kernel_source(self) -> str:
+        """The generated kernel source (tilelang's name for :meth:`get_source`)."""
+        return self.get_source()
+
+    def get_profiler(self, *args, **kwargs) -> "Profiler":
+        """A :class:`Profiler` of this kernel (tilelang's ``kernel.get_profiler()``): its
+        ``do_bench(*inputs, warmup=, rep=)`` times the kernel with :func:`tilewright.do_bench`
+        (inputs made from a seed when omitted). tilelang's tensor-supply arguments are not
+        supported: pass the inputs to ``do_bench`` instead."""
+        if args or kwargs:
+            raise TilewrightError("get_profiler() takes no arguments in Tilewright",
+                                  hint="pass the inputs to profiler.do_bench(*inputs); tw.testing.randn makes seeded ones")
+        return Profiler(self)
+
+    def example_inputs(self, seed=0):
+        """Seeded inputs matching the kernel's non-output parameters (normal values for floats,
+        small integers for ints); symbolic dimensions are an error (pass real inputs)."""
+        from . import testing
+        out = []
+        r = testing.rng(seed)
+        for name, shape, dtype, _ in self._exe.input_specs():
+            if shape is None:
+                raise TilewrightError(f"kernel '{self.name}': parameter '{name}' has a symbolic shape or is a scalar; "
+                                      "cannot make an input for it", hint="pass the inputs explicitly")
+            if dtype in ("float16", "bfloat16", "float32", "float64"):
+                out.append(testing.randn(shape, dtype, seed=r))
+            else:
+                out.append(testing.randint(shape, dtype, seed=r, low=0 if dtype in ("uint8", "bool") else -8,
+                                           high=2 if dtype == "bool" else 8))
+        return tuple(out)
 
     @property
     def name(self) -> str:
@@ -104,11 +154,14 @@ class Kernel:
         its :class:`Profile` (cycles, time at the chip clock, per-pipe busy %, Cube utilisation,
         TFLOP/s, checker reports). ``functional=False`` skips the arithmetic (timing only; outputs
         are left unset). ``trace=path`` also writes a Chrome/Perfetto trace."""
-        outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
+        args, torch_out = _prepare_args(args)
+        with _progress(f"simulating kernel '{self.name}' on {self.target}"):
+            outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
         if trace is not None:
             with open(trace, "w") as f:
                 f.write(report.pop("trace_json"))
-        return Profile(report, self._wrap(outs))
+        outs = self._wrap(outs)
+        return Profile(report, _to_torch(outs) if torch_out else outs)
 
     def trace(self, path, *args, functional: bool = True) -> "Profile":
         """Simulated targets: runs the kernel on ``args`` and writes a Chrome/Perfetto trace
@@ -130,6 +183,51 @@ class Kernel:
 
     def __repr__(self):
         return f"<tilewright.Kernel {self.name} target={self.target}>"
+
+
+def _prepare_args(args):
+    """(args with strided numpy arrays / torch tensors made contiguous, whether any was a torch
+    tensor). Non-contiguous views are copied (the kernels take dense row-major tensors)."""
+    torch_in = False
+    fixed = None
+    for i, a in enumerate(args):
+        if isinstance(a, _np.ndarray):
+            if not a.flags.c_contiguous:
+                fixed = fixed or list(args)
+                fixed[i] = _np.ascontiguousarray(a)
+        elif type(a).__module__.startswith("torch"):
+            torch_in = True
+            if not a.is_contiguous():
+                fixed = fixed or list(args)
+                fixed[i] = a.contiguous()
+    return (tuple(fixed) if fixed else args), torch_in
+
+
+def _to_torch(out):
+    """numpy outputs as torch tensors, sharing memory (DLPack); bfloat16 through its bits."""
+    import torch
+    if out is None:
+        return None
+    if isinstance(out, tuple):
+        return tuple(_to_torch(o) for o in out)
+    if _BF16 is not None and out.dtype == _BF16:
+        return torch.from_dlpack(out.view(_np.int16)).view(torch.bfloat16)
+    return torch.from_dlpack(out)
+
+
+class Profiler:
+    """tilelang's profiler shape: ``kernel.get_profiler().do_bench(*inputs)``."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def do_bench(self, *inputs, warmup=25, rep=100, quantiles=None, return_mode="mean"):
+        """Milliseconds per call of the kernel on ``inputs`` (seeded inputs when omitted), by
+        :func:`tilewright.do_bench` (simulated time on Ascend targets)."""
+        from .benchmark import do_bench
+        args = inputs or self.kernel.example_inputs()
+        return do_bench(lambda: self.kernel(*args), warmup=warmup, rep=rep, quantiles=quantiles,
+                        return_mode=return_mode)
 
 
 class Profile(dict):
@@ -178,7 +276,8 @@ def _build(prim_or_fn, target: str, out_idx) -> Kernel:
     if outs:
         ir_kernel = _C.mark_outputs(ir_kernel, outs)
     t0 = time.perf_counter()
-    exe = _C.compile(ir_kernel, target)
+    with _progress(f"compiling kernel '{ir_kernel.name}' for {target}"):
+        exe = _C.compile(ir_kernel, target)
     return Kernel(exe, time.perf_counter() - t0)
 
 
@@ -245,8 +344,9 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
                 cache.move_to_end(key)
                 return kernel
         prim = fn(*args, **kwargs)
-        if not isinstance(prim, PrimFunc):
-            raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func, got {prim!r}")
+        if not isinstance(prim, PrimFunc) and not inspect.isfunction(prim):
+            raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func "
+                                  f"or a function written with tile loops, got {prim!r}")
         kernel = _build(prim, tgt, out_idx)
         with lock:
             cache[key] = kernel

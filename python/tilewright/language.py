@@ -232,6 +232,10 @@ reduce_sum = _marker("reduce_sum", "``T.reduce_sum(src, dst, dim=-1, clear=True)
 reduce_max = _marker("reduce_max", "``T.reduce_max(src, dst, dim=-1, clear=True)``.")
 reduce_min = _marker("reduce_min", "``T.reduce_min(src, dst, dim=-1, clear=True)``.")
 
+use_swizzle = _marker("use_swizzle", """``T.use_swizzle(panel_size, order="row", enable=True)``: tilelang's hint to launch
+blocks in panels for a GPU's L2 reuse. Accepted and ignored: block order never changes results,
+and Tilewright's grids run on a thread pool (cpu) or one block per AI Core (Ascend).""")
+
 Pipelined = _marker("Pipelined", "``for k in T.Pipelined(n, num_stages=2)`` or ``T.Pipelined(start, stop, num_stages=)``.")
 Parallel = _marker("Parallel", "``for i, j in T.Parallel(m, n)``: an elementwise map over a tile.")
 serial = _marker("serial", "``for i in T.serial(n)`` / ``T.serial(start, stop)``: a sequential loop.")

@@ -4,6 +4,8 @@
 #include "python/bind_runtime.h"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -13,6 +15,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -21,14 +25,17 @@
 #include <utility>
 #include <vector>
 
+#include "ir/parser.h"
 #include "runtime/aot_export.h"
 #include "runtime/ascend_executable.h"
 #include "runtime/cpu_executable.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 #include "runtime/manifest.h"
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "target/registry.h"
+#include "tune/roofline.h"
 #include "tilewright/runtime.h"
 #include "tilewright/version.h"
 
@@ -335,6 +342,16 @@ nb::tuple simulate(const Executable& exe, nb::list args, bool functional, bool c
   return nb::make_tuple(p.outs, d);
 }
 
+// The roofline work of a compiled kernel. Ascend: after map_grid the loops over blocks depend on
+// the core index, so the kernel is counted as it was after infer_grid + simplify.
+std::optional<tune::Work> work_of(const Executable& e) {
+  auto w = tune::estimate_work(e.kernel());
+  if (w) return w;
+  auto names = e.stage_names();
+  if (std::find(names.begin(), names.end(), "simplify") == names.end()) return std::nullopt;
+  return tune::estimate_work(ir::parse_kernel(e.ir("simplify")));
+}
+
 }  // namespace
 
 void bind_runtime(nb::module_& m) {
@@ -359,6 +376,53 @@ void bind_runtime(nb::module_& m) {
       .def("ir", &Executable::ir, nb::arg("stage") = "final")
       .def("stage_names", &Executable::stage_names)
       .def_prop_ro("from_disk_cache", &Executable::from_disk_cache)
+      .def_prop_ro("simulated",
+                   [](const Executable& e) { return dynamic_cast<const runtime::AscendExecutable*>(&e) != nullptr; })
+      .def("input_specs",
+           [](const Executable& e) {
+             // (name, constant shape or None, dtype name, is a tensor) of every non-output parameter
+             std::vector<std::tuple<std::string, std::optional<std::vector<int64_t>>, std::string, bool>> out;
+             for (const auto& p : e.kernel()->params) {
+               if (p.is_output) continue;
+               if (p.scalar) out.emplace_back(p.name(), std::nullopt, std::string(p.scalar->dtype.name()), false);
+               else out.emplace_back(p.name(), p.buffer->const_shape(), std::string(p.buffer->dtype.name()), true);
+             }
+             return out;
+           })
+      .def("output_specs",
+           [](const Executable& e, const std::vector<std::pair<std::vector<int64_t>, std::string>>& inputs) {
+             // Output (shape, dtype) for inputs of these shapes and dtypes (no data is read):
+             // what torch.library's fake implementation needs.
+             static char dummy;
+             std::vector<Arg> args;
+             for (const auto& [shape, dtype] : inputs) {
+               if (dtype.empty()) { args.emplace_back(int64_t{0}); continue; }
+               TensorArg t;
+               t.data = &dummy;
+               t.shape = shape;
+               auto dt = ir::parse_dtype(dtype);
+               if (!dt) throw ir::Error("unknown dtype '" + dtype + "'");
+               t.dtype = *dt;
+               t.device_type = 1;
+               args.emplace_back(std::move(t));
+             }
+             std::vector<std::pair<std::vector<int64_t>, std::string>> out;
+             for (const auto& spec : e.bind(args).outputs) out.emplace_back(spec.shape, std::string(spec.dtype.name()));
+             return out;
+           })
+      .def("estimate_work",
+           [](const Executable& e) -> std::optional<std::tuple<double, double, double>> {
+             auto w = work_of(e);
+             if (!w) return std::nullopt;
+             return std::make_tuple(w->flops, w->global_bytes, w->compulsory_bytes);
+           })
+      .def("roofline_seconds",
+           [](const Executable& e, double peak_flops, double memory_bw, double cache_bw) -> std::optional<double> {
+             auto w = work_of(e);
+             if (!w) return std::nullopt;
+             return tune::roofline_seconds(*w, peak_flops, memory_bw, cache_bw);
+           },
+           nb::arg("peak_flops"), nb::arg("memory_bw"), nb::arg("cache_bw") = 0.0)
       .def_prop_ro("output_dtypes", [](const Executable& e) {
         std::vector<std::string> out;
         for (const auto& p : e.kernel()->params)
@@ -367,7 +431,7 @@ void bind_runtime(nb::module_& m) {
       });
 
   // The GIL is released while lowering and running the host compiler, so other Python threads
-  // keep running during a compile.
+  // (progress lines, tw.precompile's parallel compiles) keep running during a compile.
   m.def("compile", &tw::compile, nb::arg("kernel"), nb::arg("target") = "cpu",
         nb::call_guard<nb::gil_scoped_release>(),  // kernels compile in parallel from threads (tw.precompile)
         "Compile a Tile IR kernel for a target; identical requests share one executable.");
@@ -388,6 +452,42 @@ void bind_runtime(nb::module_& m) {
   });
   m.def("clear_cache", &runtime::clear_cpu_cache, nb::arg("disk") = false);
   m.def("memory_cache_max", [] { return runtime::env().memory_cache_max; });
+  m.def("set_log_sink", [](nb::object fn) {
+    if (fn.is_none()) {
+      runtime::set_log_sink(nullptr);
+      return;
+    }
+    auto holder = std::make_shared<nb::object>(fn);
+    runtime::set_log_sink([holder](runtime::LogLevel level, const std::string& msg) {
+      if (!Py_IsInitialized()) return;
+      nb::gil_scoped_acquire gil;
+      try {
+        (*holder)(static_cast<int>(level), msg);
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("tilewright log sink");
+      }
+    });
+  }, nb::arg("fn").none(), "Route runtime log lines to fn(level, message) (None: stderr when TW_VERBOSE).");
+  m.def("env_flags", [] {
+    const auto& e = runtime::env();
+    return std::make_tuple(e.verbose, e.progress, e.cache_disabled, e.cache_max_bytes);
+  }, "(verbose, progress, cache_disabled, cache_max_bytes) as read from the environment");
+  m.def("target_info", [](std::string_view name) {
+    const auto& t = target::find_target(name);
+    nb::dict d;
+    d["name"] = t.name;
+    d["kind"] = t.kind == target::TargetKind::cpu ? "cpu" : "ascend";
+    d["description"] = t.description;
+    if (t.kind == target::TargetKind::ascend) {
+      d["peak_fp16_tflops"] = t.ascend.peak_fp16_tflops();
+      d["hbm_tbps"] = t.ascend.hbm_tbps;
+      d["l2_tbps"] = t.ascend.l2_tbps;
+      d["aic_cores"] = t.ascend.aic_cores;
+      d["aiv_cores"] = t.ascend.aiv_cores;
+      d["clock_mhz"] = t.ascend.clock_mhz;
+    }
+    return d;
+  });
 
   m.def("mark_outputs", &ir::with_outputs, nb::arg("kernel"), nb::arg("indices"));
   m.def("targets", [] {
@@ -396,9 +496,11 @@ void bind_runtime(nb::module_& m) {
     return out;
   });
   m.def("find_target", [](std::string_view name) { return target::find_target(name).name; });
+  m.def("target_aliases", &target::target_aliases);
   m.def("num_threads", [] { return runtime::default_pool().size(); });
   m.def("cpu_features", &runtime::cpu_features);
   m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
+  m.def("compile_flags", &runtime::default_compile_flags);
   m.def("cache_dir", [] { return runtime::env().cache_dir; });
 
   // Deployment (python/tilewright/deploy.py).

@@ -1,6 +1,10 @@
 #include "runtime/ascend_executable.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include "runtime/env.h"
+#include "runtime/log.h"
 
 #include "target/ascend/ascendc_printer.h"
 #include "target/ascend/program_printer.h"
@@ -55,8 +59,15 @@ std::shared_ptr<const ascend::sim::Result> AscendExecutable::simulate(const std:
       args[i].bytes = n * t.dtype.bytes();
     }
   }
-  return std::make_shared<const ascend::sim::Result>(
+  auto t0 = std::chrono::steady_clock::now();
+  auto result = std::make_shared<const ascend::sim::Result>(
       ascend::sim::run(*program_, target_info_.ascend, std::move(args), binding.shape_vars, options));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char line[200];
+  std::snprintf(line, sizeof line, "simulated kernel '%s' on %s: %.2f us simulated, %.2f s wall", kernel_->name.c_str(),
+                target_.c_str(), result->time_us, s);
+  log(LogLevel::info, line);
+  return result;
 }
 
 void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,

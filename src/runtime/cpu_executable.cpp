@@ -20,6 +20,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/env.h"
 #include "runtime/header_dir.h"
+#include "runtime/log.h"
 #include "runtime/toolchain.h"
 #include "target/cpu/pipeline.h"
 #include "tilewright/version.h"
@@ -187,11 +188,14 @@ std::string compile_source(const std::string& source, const std::string& what, c
   const std::string include_dir = cpu_include_dir();  // verified right before the compiler reads it
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r = compile_shared_object(src, so, {}, {include_dir});
-  if (env().verbose) {
+  {
     std::string cmd;
     for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "tilewright: compiled %s in %.0f ms: %s\n", what.c_str(), ms, cmd.c_str());
+    char head[64];
+    std::snprintf(head, sizeof head, " in %.0f ms", ms);
+    log(LogLevel::info, "compiled " + what + head);
+    log(LogLevel::debug, "compiler command: " + cmd);
   }
   if (!r.ok) {
     std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
@@ -257,9 +261,8 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
         path = disk_cache().lookup(key, "kernel.so");
       }
     }
-    if (env().verbose)
-      std::fprintf(stderr, "tilewright: %s key %.16s: %s\n", what.c_str(), key.c_str(),
-                   path ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled"));
+    log(LogLevel::debug, what + " key " + key.substr(0, 16) + ": " +
+                             (path ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled")));
     if (path) return {*path, true, false};
     if (frozen())
       throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
@@ -305,9 +308,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
     if (!so.from_cache) throw;
     // Verified against its key, but it does not load (e.g. written by an incompatible build):
     // evict it and rebuild rather than failing on every compile.
-    if (env().verbose)
-      std::fprintf(stderr, "tilewright: evicting the cache entry of %s, which does not load: %s\n", what.c_str(),
-                   e.what());
+    log(LogLevel::warning, "evicting the cache entry of " + what + ", which does not load: " + e.what());
     try {
       evict_shared_object(source);
     } catch (const std::exception& e2) {

@@ -104,6 +104,7 @@ Env read_env() {
     e.verbose = read_bool("TW_VERBOSE");
     e.frozen = read_bool("TW_FROZEN");
     e.bounds_check = read_bool("TW_BOUNDS_CHECK");
+    e.progress = get("TW_PROGRESS") ? read_bool("TW_PROGRESS") : true;
     return e;
 }
 

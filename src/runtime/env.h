@@ -18,6 +18,7 @@ struct Env {
     bool verbose;               // TW_VERBOSE
     bool frozen;                // TW_FROZEN
     bool bounds_check;          // TW_BOUNDS_CHECK: cpu kernels check every element index
+    bool progress;              // TW_PROGRESS
 };
 
 // Reads and validates the environment now. Throws std::invalid_argument naming the

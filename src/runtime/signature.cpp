@@ -10,6 +10,28 @@ namespace tw {
 
 namespace {
 
+// DLPack's DLDeviceType names (dlpack.h), for errors.
+std::string dlpack_device_name(int type) {
+  switch (type) {
+    case 1: return "cpu";
+    case 2: return "cuda";
+    case 3: return "cuda_host";
+    case 4: return "opencl";
+    case 7: return "vulkan";
+    case 8: return "metal";
+    case 9: return "vpi";
+    case 10: return "rocm";
+    case 11: return "rocm_host";
+    case 12: return "ext_dev";
+    case 13: return "cuda_managed";
+    case 14: return "oneapi";
+    case 15: return "webgpu";
+    case 16: return "hexagon";
+    case 17: return "maia";
+    default: return "unknown";
+  }
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   std::ostringstream os;
   os << "(";
@@ -97,8 +119,9 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
                       where, "pass a numpy array or an object with __dlpack__");
     const TensorArg& t = std::get<TensorArg>(inputs[i]);
     if (t.device_type != 1)
-      throw ir::Error(who() + " is on device type " + std::to_string(t.device_type) + " (id " +
-                          std::to_string(t.device_id) + "), but target '" + sig.target + "' runs on host memory",
+      throw ir::Error(who() + " is on device " + dlpack_device_name(t.device_type) + ":" + std::to_string(t.device_id) +
+                          " (DLPack device type " + std::to_string(t.device_type) + "), but target '" + sig.target +
+                          "' runs on host memory",
                       where, "move the array to the CPU first (e.g. tensor.cpu())");
     if (t.dtype != p.dtype)
       throw ir::Error(who() + " must have dtype " + std::string(p.dtype.name()) + ", got " + std::string(t.dtype.name()),
@@ -178,7 +201,8 @@ void check_outputs(const Signature& sig, const Binding& binding, const std::vect
     const TensorArg& t = outputs[o++];
     auto who = [&] { return "output '" + p.name + "' of kernel '" + sig.kernel + "'"; };
     if (t.device_type != 1)
-      throw ir::Error(who() + " is on device type " + std::to_string(t.device_type) + ", but target '" + sig.target +
+      throw ir::Error(who() + " is on device " + dlpack_device_name(t.device_type) + ":" + std::to_string(t.device_id) +
+                          " (DLPack device type " + std::to_string(t.device_type) + "), but target '" + sig.target +
                           "' runs on host memory",
                       sig.span, "pass host memory");
     if (t.dtype != want.dtype)

@@ -1,5 +1,8 @@
 #include "target/registry.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "tilewright/ir.h"
 
 namespace tw::target {
@@ -47,12 +50,48 @@ std::string target_names() {
   return out;
 }
 
+namespace {
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
 const Target& find_target(std::string_view name) {
+  // Names are case-insensitive, so CANN's spellings (Ascend910B2, Ascend910B) work as they are.
+  std::string lower(name);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view key = lower;
   for (const auto& a : kAliases)
-    if (a.alias == name) name = a.name;
+    if (a.alias == key) key = a.name;
   for (const auto& t : all_targets())
-    if (t.name == name) return t;
-  throw ir::Error("unknown target '" + std::string(name) + "'", {}, "valid targets: " + target_names());
+    if (t.name == key) return t;
+  std::string best;
+  size_t best_d = 4;  // suggest only close matches
+  auto consider = [&](std::string_view cand) {
+    size_t d = edit_distance(lower, cand);
+    if (d < best_d) best_d = d, best = std::string(cand);
+  };
+  for (const auto& t : all_targets()) consider(t.name);
+  for (const auto& a : kAliases) consider(a.alias);
+  throw ir::Error("unknown target '" + std::string(name) + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"),
+                  {}, "valid targets: " + target_names());
+}
+
+std::vector<std::pair<std::string, std::string>> target_aliases() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& a : kAliases) out.emplace_back(a.alias, a.name);
+  return out;
 }
 
 }  // namespace tw::target

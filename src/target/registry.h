@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tw::target {
@@ -77,7 +78,10 @@ struct Target {
 const std::vector<Target>& all_targets();
 // Resolves a name or alias ("ascend910b" = ascend910b2). Throws ir::Error listing the valid
 // names when unknown.
+// Names are case-insensitive (CANN writes Ascend910B2); an unknown name suggests the closest one.
 const Target& find_target(std::string_view name);
+// (alias, target name) pairs.
+std::vector<std::pair<std::string, std::string>> target_aliases();
 // "cpu, ascend910b1, ... (alias ascend910b -> ascend910b2)"
 std::string target_names();
 

@@ -1,5 +1,5 @@
 """Helpers shared by the Ascend tests of the automatic pipeline (tests/python/test_ascend_auto*.py)."""
-import numpy as np
+import tilewright as tw
 
 TARGET = "ascend910b"
 
@@ -19,8 +19,4 @@ def run_checked(kernel, *inputs):
 def assert_close(got, ref, tolerances, what):
     """|got - ref| <= atol + rtol |ref| elementwise, with (atol, rtol) = tolerances."""
     atol, rtol = tolerances
-    got = np.asarray(got).astype(np.float64)
-    assert got.shape == ref.shape, what
-    err = np.abs(got - ref)
-    bad = ~(err <= atol + rtol * np.abs(ref))
-    assert not bad.any(), f"{what}: {int(bad.sum())} elements off, max err {err.max():.3e} (atol {atol}, rtol {rtol})"
+    tw.testing.assert_close(got, ref, atol=atol, rtol=rtol, msg=what)

@@ -5,7 +5,7 @@ checker), and compared with a float64 numpy reference and with each other. Shape
 dimension a multiple of its block) so every tile loop has a tail.
 
 Tolerances: gemm.py's own (atol 1e-5 * K, rtol 2e-3 for 16-bit inputs, 1e-5 for fp32), for
-bfloat16 the examples' bfloat16 tolerance (examples/_check.py TOLERANCES: rounding the output to
+bfloat16 the examples' bfloat16 tolerance (tw.testing.TOLERANCES: rounding the output to
 bf16 alone is 2^-9 relative); the seed's (1e-6 * K + 1e-4 absolute, fp32). The CPU and the
 simulated NPU must agree within the sum of their two allowances. Simulated results are a model's,
 not measurements on an NPU. (Vector examples: test_ascend_auto_vector.py; Cube + Vector:
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import gemm  # noqa: E402
 import seed_matmul as seed_matmul_example  # noqa: E402
-from _check import TOLERANCES, randn  # noqa: E402
+from tilewright.testing import TOLERANCES, randn  # noqa: E402
 
 TARGETS = ("cpu", "ascend910b")
 
@@ -79,8 +79,8 @@ GEMM_CASES = [  # (M, N, K, dtype, blocks)
                               for m, n, k, d, b in GEMM_CASES])
 def test_gemm_example(M, N, K, dtype, blocks):
     rng = np.random.default_rng(M * 7 + K)
-    a = randn(rng, (M, K), dtype)
-    b = randn(rng, (K, N), dtype)
+    a = randn((M, K), dtype, seed=rng)
+    b = randn((K, N), dtype, seed=rng)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     source = gemm.matmul.__wrapped__(M, N, K, dtype=dtype, **blocks)  # one prim_func for both targets
     results = {t: run(tw.compile(source, out_idx=[-1], target=t), a, b) for t in TARGETS}
@@ -113,8 +113,8 @@ SEED_CASES = [(200, 130, 100, "float32"), (257, 129, 200, "float32"), (200, 130,
 @pytest.mark.parametrize("M,N,K,dtype", SEED_CASES, ids=[f"{m}x{n}x{k}-{d}" for m, n, k, d in SEED_CASES])
 def test_seed_matmul(M, N, K, dtype):
     rng = np.random.default_rng(K)
-    a = randn(rng, (M, K), dtype)
-    b = randn(rng, (K, N), dtype)
+    a = randn((M, K), dtype, seed=rng)
+    b = randn((K, N), dtype, seed=rng)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     results = {t: run(seed_matmul(M, N, K, dtype, t), a, b) for t in TARGETS}
     if dtype == "float32":

@@ -5,7 +5,7 @@ target (and, for flash attention, the block sizes), run in the 910B simulator ag
 numpy reference with zero checker reports (fp32 and fp16, causal and not, sequence lengths that
 are not a multiple of the blocks). Plus a floor on the simulated flash-attention throughput.
 
-Tolerances: the examples' own (examples/_check.py TOLERANCES and flash_attention.check's atol).
+Tolerances: the examples' own (tw.testing.TOLERANCES and flash_attention.check's atol).
 Simulated results are a model's, not measurements on an NPU."""
 import os
 import sys
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import flash_attention  # noqa: E402
 import gelu_bias  # noqa: E402
-from _check import TOLERANCES, randn  # noqa: E402
+from tilewright.testing import TOLERANCES, randn  # noqa: E402
 from ascend_util import assert_close, build, run_checked  # noqa: E402
 
 PEAK_TFLOPS = 353.9  # 910B2 fp16 Cube peak (shared/ascend-910b.md)
@@ -35,9 +35,9 @@ PEAK_TFLOPS = 353.9  # 910B2 fp16 Cube peak (shared/ascend-910b.md)
 @pytest.mark.parametrize("M,N,K", [(128, 128, 128), (100, 72, 80)])
 def test_gelu_bias(M, N, K, dtype):
     rng = np.random.default_rng(0)
-    x = randn(rng, (M, K), dtype, scale=0.2)
-    w = randn(rng, (K, N), dtype, scale=0.2)
-    b = randn(rng, (N,), dtype)
+    x = randn((M, K), dtype, scale=0.2, seed=rng)
+    w = randn((K, N), dtype, scale=0.2, seed=rng)
+    b = randn((N,), dtype, seed=rng)
     k = build(gelu_bias.gemm_bias_gelu, M, N, K, dtype=dtype)
     y = run_checked(k, x, w, b)
     assert_close(y, gelu_bias.reference(x, w, b), TOLERANCES[dtype], f"gelu_bias {M}x{N}x{K} {dtype}")
@@ -58,7 +58,7 @@ FA_CASES = [
 @pytest.mark.parametrize("B,H,S,D,causal,dtype,bm,bn", FA_CASES)
 def test_flash_attention(B, H, S, D, causal, dtype, bm, bn):
     rng = np.random.default_rng(0)
-    q, k, v = (randn(rng, (B, H, S, D), dtype) for _ in range(3))
+    q, k, v = (randn((B, H, S, D), dtype, seed=rng) for _ in range(3))
     kern = build(flash_attention.flash_attention, B, H, S, D, causal, block_M=bm, block_N=bn, dtype=dtype)
     o = run_checked(kern, q, k, v)
     tol = (2e-4, TOLERANCES[dtype][1]) if dtype == "float32" else TOLERANCES[dtype]  # the example's atol

@@ -4,7 +4,7 @@ against a float64 numpy reference with zero checker reports (fp32, fp16, bf16; a
 is not a multiple of block_M and row lengths that are not whole 32 B blocks). Also the errors of
 legalize_vector (unsupported math, data-dependent masks) and the UB capacity error.
 
-Tolerances: the examples' own (examples/_check.py TOLERANCES, |got - ref| <= atol + rtol |ref|).
+Tolerances: the examples' own (tw.testing.TOLERANCES, |got - ref| <= atol + rtol |ref|).
 Simulated results are a model's, not measurements on an NPU."""
 import os
 import re
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import layer_norm  # noqa: E402
 import rms_norm  # noqa: E402
 import softmax  # noqa: E402
-from _check import TOLERANCES, randn  # noqa: E402
+from tilewright.testing import TOLERANCES, randn  # noqa: E402
 from ascend_util import TARGET, assert_close, build, run_checked  # noqa: E402
 
 THIS_FILE = __file__
@@ -53,7 +53,7 @@ CASES = [  # (M, N, dtype): M % block_M != 0 everywhere; N * 4 B not a multiple 
 @pytest.mark.parametrize("M,N,dtype", CASES)
 def test_softmax(M, N, dtype):
     rng = np.random.default_rng(1)
-    x = randn(rng, (M, N), dtype, scale=3.0)
+    x = randn((M, N), dtype, scale=3.0, seed=rng)
     y = run_checked(build(softmax.softmax, N, dtype=dtype), x)
     assert_close(y, softmax.reference(x), TOLERANCES[dtype], f"softmax {M}x{N} {dtype}")
 
@@ -61,8 +61,8 @@ def test_softmax(M, N, dtype):
 @pytest.mark.parametrize("M,N,dtype", CASES)
 def test_rms_norm(M, N, dtype):
     rng = np.random.default_rng(2)
-    x = randn(rng, (M, N), dtype)
-    w = randn(rng, (N,), dtype)
+    x = randn((M, N), dtype, seed=rng)
+    w = randn((N,), dtype, seed=rng)
     y = run_checked(build(rms_norm.rms_norm, N, dtype=dtype), x, w)
     assert_close(y, rms_norm.reference(x, w), TOLERANCES[dtype], f"rms_norm {M}x{N} {dtype}")
 
@@ -70,9 +70,9 @@ def test_rms_norm(M, N, dtype):
 @pytest.mark.parametrize("M,N,dtype", CASES)
 def test_layer_norm(M, N, dtype):
     rng = np.random.default_rng(3)
-    x = randn(rng, (M, N), dtype, scale=2.0)
-    w = randn(rng, (N,), dtype)
-    b = randn(rng, (N,), dtype)
+    x = randn((M, N), dtype, scale=2.0, seed=rng)
+    w = randn((N,), dtype, seed=rng)
+    b = randn((N,), dtype, seed=rng)
     y = run_checked(build(layer_norm.layer_norm, N, dtype=dtype), x, w, b)
     assert_close(y, layer_norm.reference(x, w, b), TOLERANCES[dtype], f"layer_norm {M}x{N} {dtype}")
 
@@ -112,7 +112,7 @@ def test_math_expansions_and_masks():
 
     kern = tw.compile(k, out_idx=[-1], target=TARGET)
     rng = np.random.default_rng(4)
-    x = randn(rng, (S, C), "float32")
+    x = randn((S, C), "float32", seed=rng)
     y = run_checked(kern, x)
     import math
     v = x.astype(np.float64)

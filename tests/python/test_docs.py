@@ -1,4 +1,4 @@
-"""Every ```python block of docs/language.md (and README.md) runs and checks itself.
+"""Every ```python block of docs/language.md, docs/workflow.md (and README.md) runs and checks itself.
 
 Each block is one test case, named after the heading above it. A block is written to a real .py
 file and executed from there (``__name__ == "__docs__"``): the front end reads a kernel's source
@@ -13,7 +13,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCES = [ROOT / "docs" / "language.md", ROOT / "README.md"]
+SOURCES = [ROOT / "docs" / "language.md", ROOT / "docs" / "workflow.md", ROOT / "README.md"]
 
 # heading id -> reason (a known bug; see the report / CHANGELOG). Keep strict.
 XFAIL: dict = {}

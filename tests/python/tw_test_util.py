@@ -11,7 +11,7 @@ EXAMPLES = os.path.join(ROOT, "examples")
 
 def load_example(name, module_name=None):
     """Imports examples/<name>.py (name may be "ascend/gemm_expert"), with examples/ on sys.path
-    for its `_check` import."""
+    for its sibling imports."""
     if EXAMPLES not in sys.path:
         sys.path.insert(0, EXAMPLES)
     spec = importlib.util.spec_from_file_location(module_name or "tw_example_" + name.replace("/", "_"),

@@ -44,8 +44,9 @@ _STMT_NAMES = {
     ast.AsyncFunctionDef: "async def", ast.ClassDef: "class", ast.Try: "try", ast.Raise: "raise",
     ast.Import: "import", ast.ImportFrom: "import", ast.Global: "global", ast.Nonlocal: "nonlocal",
     ast.Delete: "del", ast.Assert: "assert", ast.AsyncFor: "async for", ast.AsyncWith: "async with",
-    ast.Match: "match",
 }
+if hasattr(ast, "Match"):  # Python >= 3.10
+    _STMT_NAMES[ast.Match] = "match"
 
 
 def _is_const(v):

@@ -28,7 +28,7 @@ class PrimFuncParser(Parser):
         self.stmt_markers = {
             "T.copy": self.op_copy, "T.gemm": self.op_gemm, "T.fill": self.op_fill, "T.clear": self.op_clear,
             "T.reduce_sum": lambda n: self.op_reduce(n, "sum"), "T.reduce_max": lambda n: self.op_reduce(n, "max"),
-            "T.reduce_min": lambda n: self.op_reduce(n, "min"),
+            "T.reduce_min": lambda n: self.op_reduce(n, "min"), "T.use_swizzle": self.op_use_swizzle,
         }
         self.value_markers = {name: (lambda s: lambda n, t: self.op_alloc(n, t, s))(scope)
                               for name, scope in _ALLOC_SCOPES.items()}
@@ -563,6 +563,15 @@ class PrimFuncParser(Parser):
             self.error(a["buffer"], "T.fill needs a whole buffer or an explicit slice")
         r = self.region(v, a["buffer"], None, "the fill destination")
         self.emit(ir.fill(r, self.fill_value(self.arg(a["value"]), r.buffer.dtype, a["value"]), self.span(node)))
+
+    def op_use_swizzle(self, node):
+        """tilelang's block-order hint for a GPU's L2: checked, then dropped (block order never
+        changes results; our grids run on a thread pool or one block per AI Core)."""
+        a = self.call_args(node, "T.use_swizzle", ["panel_size"], {"order": "row", "enable": True})
+        order = self.expr(a["order"]) if isinstance(a["order"], ast.AST) else a["order"]
+        self.const_value(a["panel_size"], "T.use_swizzle's panel_size")
+        if order not in ("row", "col"):
+            self.error(node, f"T.use_swizzle order must be \"row\" or \"col\", got {order!r}")
 
     def op_clear(self, node):
         a = self.call_args(node, "T.clear", ["buffer"])

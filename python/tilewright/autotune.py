@@ -1,0 +1,429 @@
+"""``@tw.autotune``: pick the fastest configuration of a ``@tw.jit`` kernel factory.
+
+    @tw.autotune(configs=[tw.Config(block_M=128, block_N=128), tw.Config(block_M=64, block_N=256)],
+                 key=["M", "N", "K"])
+    @tw.jit(out_idx=[-1])
+    def matmul(M, N, K, block_M=128, block_N=128, block_K=64): ...
+
+    kernel = matmul(1024, 1024, 1024)        # tunes once per key value and target, then cached
+
+A sweep has three phases:
+
+1. **compile** every configuration, in parallel on ``executor`` (any
+   ``concurrent.futures.Executor``; default: local processes). A configuration that does not
+   compile (a tile that exceeds a buffer's capacity, ...) is dropped with the compiler's reason.
+2. **prune** by a roofline estimate: on ``cpu`` the kernel's gemm flops and global-memory bytes
+   (counted on its IR) against this machine's measured peaks (a float32 matmul and a large copy
+   through numpy); on Ascend targets the simulator's timing model (a timing-only run). Configs
+   whose estimate is more than ``prune_factor`` times the best one's are not timed. ``prune``
+   (a callable ``prune(configs, **key_args) -> configs``) can cut the list before compiling.
+3. **time** the rest with :func:`tilewright.do_bench` (wall clock on cpu, in this process, one at
+   a time; on Ascend the checked functional simulation, on the executor).
+
+The best configuration per (factory, key values, target, machine, Tilewright version) is saved
+under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by later
+processes. One line per configuration is printed while tuning (``verbose=False`` silences it).
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import hashlib
+import inspect
+import json
+import multiprocessing
+import os
+import pathlib
+import platform
+import stat
+import sys
+import time
+
+from . import _C
+from .errors import TilewrightError
+
+__all__ = ["Config", "autotune", "Autotuner", "machine_peaks"]
+
+
+class Config(dict):
+    """Keyword arguments of the kernel factory for one candidate: ``tw.Config(block_M=128)``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(kwargs)
+
+    def __repr__(self):
+        return " ".join(f"{k}={v}" for k, v in self.items()) or "(defaults)"
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.items())))
+
+
+def _check_private_dir(path: pathlib.Path):
+    """Creates ``path`` (mode 0700) or checks that it is ours and not writable by others."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise TilewrightError(f"the tuning cache {path} is not private (owner uid {st.st_uid}, mode "
+                              f"{stat.filemode(st.st_mode)}): another user could plant a configuration",
+                              hint=f"chmod 700 {path} (and check its owner), or point TW_CACHE_DIR elsewhere")
+
+
+def _trusted_file(path: pathlib.Path) -> bool:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _write_private(path: pathlib.Path, text: str):
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def tune_dir() -> pathlib.Path:
+    return pathlib.Path(_C.cache_dir()) / "tune"
+
+
+def machine_id(target: str) -> str:
+    """What a tuning result depends on besides the kernel: the host CPU and compiler (cpu), or
+    the target's model (simulated targets)."""
+    if _C.target_info(target)["kind"] == "cpu":
+        return f"{platform.machine()} {_C.cpu_features()} {_C.compiler_identity()} threads={_C.num_threads()}"
+    return f"simulator {_C.find_target(target)}"
+
+
+def machine_peaks(refresh=False) -> dict:
+    """This machine's float32 FMA throughput (FLOP/s, from a numpy matmul) and copy bandwidth
+    (bytes read + written per second), measured once and kept in the tuning cache."""
+    import numpy as np
+    d = tune_dir()
+    _check_private_dir(d)
+    path = d / ("peaks-" + hashlib.sha256(machine_id("cpu").encode()).hexdigest()[:16] + ".json")
+    if not refresh and _trusted_file(path):
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            path.unlink()
+    n = 1024
+    a = np.ones((n, n), np.float32)
+    best_f = 0.0
+    for _ in range(10):
+        t0 = time.perf_counter()
+        a @ a
+        best_f = max(best_f, 2.0 * n ** 3 / (time.perf_counter() - t0))
+    src = np.ones(16 << 20, np.float32)
+    dst = np.empty_like(src)
+    best_b = 0.0
+    for _ in range(10):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best_b = max(best_b, 2.0 * src.nbytes / (time.perf_counter() - t0))
+    peaks = {"flops": best_f, "bytes_per_s": best_b, "how": "numpy float32 1024^3 matmul; 64 MiB copy; best of 10",
+             "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg()[0]}
+    _write_private(path, json.dumps(peaks))
+    return peaks
+
+
+def _resolve(module: str, qualname: str):
+    """The kernel factory named module:qualname (the tuner's own name, or the factory it wraps)."""
+    mod = sys.modules.get(module)
+    if mod is None:
+        import importlib
+        mod = importlib.import_module(module)
+    obj = mod
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj.fn if isinstance(obj, Autotuner) else obj
+
+
+def _peaks(target):
+    """(peak FLOP/s, memory bytes/s, cache bytes/s or 0) of a target: measured on cpu (no cache
+    term: its caches are not measured), the chip table's Cube peak, HBM and L2 on Ascend."""
+    info = _C.target_info(target)
+    if info["kind"] == "cpu":
+        p = machine_peaks()
+        return p["flops"], p["bytes_per_s"], 0.0
+    return info["peak_fp16_tflops"] * 1e12, info["hbm_tbps"] * 1e12, info["l2_tbps"] * 1e12
+
+
+def _estimate(kernel, peaks, inputs_seed=0):
+    """(estimate in seconds or None, detail) of a compiled kernel (phase 2): the roofline bound
+    against ``peaks`` (see _peaks) on cpu, the simulator's timing model on Ascend."""
+    if _C.target_info(kernel.target)["kind"] == "cpu":
+        t = kernel._exe.roofline_seconds(*peaks)
+        return t, "roofline" if t is not None else "no estimate (non-constant loop bounds)"
+    prof = kernel.profile(*kernel.example_inputs(inputs_seed), functional=False, check=False)
+    return prof["time_us"] * 1e-6, "simulator timing model"
+
+
+def _quiet_worker():
+    """Worker processes print no progress lines of their own (the tuner prints one per config)."""
+    from . import log
+    log._PROGRESS = False
+
+
+def _compile_task(module, qualname, args, kwargs, cfg, target, peaks):
+    """Phase 1 on a worker: compile one configuration and estimate it. Returns
+    ("ok", estimate_s, detail) or ("dropped", reason)."""
+    _quiet_worker()
+    return _compile_config(_resolve(module, qualname), args, kwargs, cfg, target, peaks)
+
+
+def _compile_config(factory, args, kwargs, cfg, target, peaks):
+    try:
+        kernel = factory(*args, **kwargs, **cfg, target=target)
+        est, detail = _estimate(kernel, peaks)
+    except TilewrightError as e:
+        return ("dropped", e.message.splitlines()[0])
+    return ("ok", est, detail)
+
+
+def _time_task(module, qualname, args, kwargs, cfg, target, warmup, rep):
+    """Phase 3 on a worker (simulated targets): the checked simulation's time in ms."""
+    _quiet_worker()
+    return _time_config(_resolve(module, qualname), args, kwargs, cfg, target, warmup, rep)
+
+
+def _time_config(factory, args, kwargs, cfg, target, warmup, rep):
+    from .benchmark import do_bench
+    kernel = factory(*args, **kwargs, **cfg, target=target)
+    inputs = kernel.example_inputs()
+    prof = kernel.profile(*inputs)
+    if prof["reports"]:
+        return ("dropped", "simulator checker: " + prof["reports"][0].splitlines()[0])
+    return ("ok", do_bench(lambda: kernel(*inputs), warmup=warmup, rep=rep, return_mode="median"))
+
+
+class _Inline(cf.Executor):
+    """Runs tasks in the caller (``executor="inline"``: no processes, e.g. for functions defined
+    in a notebook cell)."""
+
+    def submit(self, fn, *args, **kwargs):
+        f = cf.Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
+            f.set_exception(e)
+        return f
+
+
+class Autotuner:
+    """The object ``@tw.autotune`` returns. Calling it returns the best :class:`~tilewright.Kernel`
+    for the arguments; ``best_config`` and ``report`` describe the last sweep."""
+
+    def __init__(self, fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose):
+        if not configs:
+            raise TilewrightError("@tw.autotune needs at least one configuration", hint="configs=[tw.Config(block_M=64), ...]")
+        self.fn = fn
+        self.configs = [c if isinstance(c, Config) else Config(**c) for c in configs]
+        self.key = list(key)
+        self.prune = prune
+        self.executor = executor
+        self.warmup, self.rep = warmup, rep
+        self.prune_factor = prune_factor
+        self.verbose = verbose
+        self.best_config = None
+        self.report = []
+        self._memory = {}
+        self.__wrapped__ = fn
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self._module = getattr(fn, "__module__", None)
+        self._qualname = getattr(fn, "__qualname__", self.__name__)
+        wrapped = getattr(fn, "__wrapped__", fn)
+        self._signature = inspect.signature(wrapped)
+        config_names = {k for c in self.configs for k in c}
+        params = self._signature.parameters
+        for name in self.key:
+            if name not in params:
+                raise TilewrightError(f"@tw.autotune key '{name}' is not a parameter of '{self.__name__}'",
+                                      hint=f"parameters: {', '.join(params)}")
+        for name in config_names:
+            if name not in params:
+                raise TilewrightError(f"@tw.autotune config parameter '{name}' is not a parameter of '{self.__name__}'",
+                                      hint=f"parameters: {', '.join(params)}")
+
+    # ---- keys and the persistent store ---------------------------------------------------
+    def _key_values(self, args, kwargs):
+        bound = self._signature.bind_partial(*args, **kwargs)
+        names = self.key or list(bound.arguments)
+        return {n: bound.arguments.get(n, self._signature.parameters[n].default) for n in names}
+
+    def _store_path(self, key_values, target):
+        text = json.dumps({"kernel": f"{self._module}:{self._qualname}", "key": {k: repr(v) for k, v in key_values.items()},
+                           "target": _C.find_target(target), "machine": machine_id(target),
+                           "version": _C.__version__, "configs": [repr(c) for c in self.configs]}, sort_keys=True)
+        return tune_dir() / (hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
+
+    def _load(self, path):
+        if not path.exists():
+            return None
+        if not _trusted_file(path):
+            path.unlink()  # not ours or writable by others: evict, tune again
+            return None
+        try:
+            rec = json.loads(path.read_text())
+            cfg = Config(**rec["config"])
+        except (ValueError, KeyError, TypeError):
+            path.unlink()
+            return None
+        return cfg if cfg in self.configs else None
+
+    def _line(self, report, r, simulated):
+        """One progress line per configuration, printed when its outcome is known."""
+        if r["status"] == "timed":
+            what = f"{r['ms']:.4f} ms" + (" (simulated)" if simulated else "")
+            if r.get("estimate_s"):
+                what += f"  (roofline estimate {r['estimate_s'] * 1e3:.4f} ms)"
+        else:
+            what = f"{r['status']}: {r['reason']}"
+        self._say(f"  [{report.index(r) + 1}/{len(report)}] {r['config']!r}: {what}")
+
+    def _say(self, text):
+        if self.verbose:
+            print(text, file=sys.stderr, flush=True)
+
+    # ---- the sweep ----------------------------------------------------------------------
+    def _executor(self, n):
+        if self.executor == "inline":
+            return _Inline(), True
+        if self.executor is not None:
+            return self.executor, False
+        if self._module in (None, "__main__") and not hasattr(sys.modules.get("__main__"), "__file__"):
+            return _Inline(), True  # interactive: nothing a spawned process could import
+        workers = max(1, min(n, os.cpu_count() or 1))
+        return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")), True
+
+    def tune(self, *args, target="cpu", **kwargs):
+        """Runs a sweep now (ignoring the stored result); returns the best :class:`Config`."""
+        key_values = self._key_values(args, kwargs)
+        self.last_call = (args, kwargs)
+        configs = list(self.configs)
+        if self.prune is not None:
+            configs = list(self.prune(configs, **key_values))
+            if not configs:
+                raise TilewrightError(f"autotune '{self.__name__}': prune() removed every configuration")
+        n = len(configs)
+        t_start = time.perf_counter()
+        self._say(f"tilewright: tuning '{self.__name__}' for {target} "
+                  f"({', '.join(f'{k}={v}' for k, v in key_values.items())}): {n} configurations")
+        report = [{"config": c, "status": "pending"} for c in configs]
+        ex, own = self._executor(n)
+        simulated = _C.target_info(target)["kind"] != "cpu"
+        peaks = _peaks(target)  # measured (cpu) here once; every worker estimates against the same
+        # in this process the tuner is at hand; elsewhere a worker imports it by name
+        here = isinstance(ex, (_Inline, cf.ThreadPoolExecutor))
+        compile_fn = functools.partial(_compile_config, self.fn) if here else \
+            functools.partial(_compile_task, self._module, self._qualname)
+        time_fn = functools.partial(_time_config, self.fn) if here else \
+            functools.partial(_time_task, self._module, self._qualname)
+        try:
+            futs = [ex.submit(compile_fn, args, kwargs, dict(c), target, peaks) for c in configs]
+            for r, f in zip(report, futs):
+                res = f.result()
+                if res[0] == "dropped":
+                    r.update(status="dropped", reason=res[1])
+                    self._line(report, r, simulated)
+                else:
+                    r.update(status="compiled", estimate_s=res[1], estimate_detail=res[2])
+            estimates = [r["estimate_s"] for r in report if r["status"] == "compiled" and r["estimate_s"] is not None]
+            best_est = min(estimates) if estimates else None
+            for r in report:
+                if r["status"] == "compiled" and best_est is not None and r["estimate_s"] is not None \
+                        and r["estimate_s"] > self.prune_factor * best_est:
+                    r.update(status="pruned", reason=f"roofline estimate {r['estimate_s'] * 1e3:.3f} ms > "
+                                                     f"{self.prune_factor:g} x best {best_est * 1e3:.3f} ms")
+                    self._line(report, r, simulated)
+            todo = [r for r in report if r["status"] == "compiled"]
+            if simulated:
+                futs = [ex.submit(time_fn, args, kwargs, dict(r["config"]), target, self.warmup, self.rep)
+                        for r in todo]
+                for r, f in zip(todo, futs):
+                    res = f.result()
+                    if res[0] == "dropped":
+                        r.update(status="dropped", reason=res[1])
+                    else:
+                        r.update(status="timed", ms=res[1])
+                    self._line(report, r, simulated)
+        finally:
+            if own:
+                ex.shutdown()
+        if not simulated:
+            from .benchmark import do_bench
+            for r in todo:
+                kernel = self.fn(*args, **kwargs, **r["config"], target=target)
+                inputs = kernel.example_inputs()
+                r.update(status="timed", ms=do_bench(lambda: kernel(*inputs), warmup=self.warmup, rep=self.rep,
+                                                     return_mode="median"))
+                self._line(report, r, simulated)
+        timed = [r for r in report if r["status"] == "timed"]
+        if not timed:
+            reasons = "; ".join(f"{r['config']!r}: {r.get('reason', r['status'])}" for r in report)
+            raise TilewrightError(f"autotune '{self.__name__}' for {target}: no configuration could be run ({reasons})",
+                                  hint="add configurations that fit the target's buffers")
+        best = min(timed, key=lambda r: r["ms"])
+        self.report = report
+        self.best_config = best["config"]
+        elapsed = time.perf_counter() - t_start
+        self.roofline = self._roofline_position(best, target, args, kwargs)
+        self._say(f"  best: {best['config']!r}: {best['ms']:.4f} ms{'' if not simulated else ' (simulated)'}; "
+                  f"{self.roofline}; sweep took {elapsed:.1f} s")
+        path = self._store_path(key_values, target)
+        _check_private_dir(path.parent)
+        _write_private(path, json.dumps({"config": dict(best["config"]), "ms": best["ms"], "target": target,
+                                         "key": {k: repr(v) for k, v in key_values.items()},
+                                         "machine": machine_id(target), "version": _C.__version__}, indent=1))
+        self.elapsed_s = elapsed
+        return best["config"]
+
+    def _roofline_position(self, best, target, args, kwargs):
+        kernel = self.fn(*args, **kwargs, **best["config"], target=target)
+        work = kernel._exe.estimate_work()
+        if work is None:
+            return "roofline position unknown (non-constant loop bounds)"
+        flops, tile_bytes, bytes_once = work
+        pf, mem_bw, cache_bw = _peaks(target)
+        bound = kernel._exe.roofline_seconds(pf, mem_bw, cache_bw)
+        terms = {"compute": flops / pf, "memory": bytes_once / mem_bw, "cache": tile_bytes / cache_bw if cache_bw else 0}
+        limit = max(terms, key=terms.get)
+        achieved = flops / (best["ms"] * 1e-3) if flops else 0.0
+        best["roofline"] = {"flops": flops, "tile_bytes": tile_bytes, "bytes": bytes_once, "peak_flops": pf,
+                            "peak_bytes_per_s": mem_bw, "cache_bytes_per_s": cache_bw, "bound_s": bound,
+                            "limit": limit, "fraction": bound / (best["ms"] * 1e-3)}
+        note = ""
+        if best["roofline"]["fraction"] > 1.0:
+            note = ("; above 100%: the stored peaks are too low (measured on a busy machine?): re-measure with "
+                    "`tilewright tune --refresh-peaks` or tilewright.autotune.machine_peaks(refresh=True)")
+        return (f"{achieved / 1e9:.1f} GFLOP/s, {100 * best['roofline']['fraction']:.0f}% of its roofline bound "
+                f"({limit}-bound: {flops / 1e9:.2f} GFLOP, {bytes_once / 2**20:.1f} MiB in/out, {tile_bytes / 2**20:.1f} MiB "
+                f"of tile copies; peaks {pf / 1e9:.0f} GFLOP/s, {mem_bw / 1e9:.1f} GB/s"
+                + (f", cache {cache_bw / 1e9:.0f} GB/s)" if cache_bw else ")") + note)
+
+    def __call__(self, *args, target="cpu", **kwargs):
+        key_values = self._key_values(args, kwargs)
+        mkey = (tuple(sorted((k, repr(v)) for k, v in key_values.items())), target)
+        cfg = self._memory.get(mkey)
+        if cfg is None:
+            cfg = self._load(self._store_path(key_values, target))
+            if cfg is None:
+                cfg = self.tune(*args, target=target, **kwargs)
+            self._memory[mkey] = cfg
+        self.best_config = cfg
+        return self.fn(*args, **kwargs, **cfg, target=target)
+
+
+def autotune(configs, key=(), prune=None, executor=None, warmup=25, rep=100, prune_factor=2.0, verbose=True):
+    """Decorates a ``@tw.jit`` factory (see the module docstring). ``configs``: a list of
+    :class:`Config` (or dicts) of factory keyword arguments; ``key``: the factory parameters whose
+    values start a new sweep (default: all arguments of the call); ``prune``: optional
+    ``prune(configs, **key_args) -> configs``; ``executor``: a ``concurrent.futures.Executor``
+    (e.g. ``dask.distributed.Client(...).get_executor()``), ``"inline"`` for none, default local
+    processes; ``warmup``/``rep``: :func:`tilewright.do_bench` budgets in ms; ``prune_factor``:
+    roofline pruning threshold."""
+    def deco(fn):
+        return Autotuner(fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose)
+    return deco

@@ -1,0 +1,47 @@
+#include "runtime/log.h"
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+
+#include "runtime/env.h"
+
+namespace tw::runtime {
+namespace {
+
+std::mutex& sink_mutex() {
+  static std::mutex* mu = new std::mutex;  // never destroyed: logging may happen at exit
+  return *mu;
+}
+
+std::shared_ptr<const LogSink>& sink_slot() {
+  static auto* slot = new std::shared_ptr<const LogSink>;
+  return *slot;
+}
+
+}  // namespace
+
+void set_log_sink(LogSink sink) {
+  auto p = sink ? std::make_shared<const LogSink>(std::move(sink)) : nullptr;
+  std::lock_guard<std::mutex> lock(sink_mutex());
+  sink_slot() = std::move(p);
+}
+
+void log(LogLevel level, const std::string& message) {
+  std::shared_ptr<const LogSink> sink;
+  {
+    std::lock_guard<std::mutex> lock(sink_mutex());
+    sink = sink_slot();
+  }
+  try {
+    if (sink) {
+      (*sink)(level, message);
+    } else if (env().verbose) {
+      std::fprintf(stderr, "tilewright: %s\n", message.c_str());
+    }
+  } catch (...) {
+    // a failing sink must not turn a log line into an error of the caller
+  }
+}
+
+}  // namespace tw::runtime
