@@ -111,7 +111,8 @@ TEST(LegalizeVector, CommonSubexpressionsAndTemporaries) {
 )");
 }
 
-// s - t as t * -1 + s; v[i] / t broadcasts v first; a column vector w[j] * 2 is a 1-D map, then a column broadcast add; sigmoid(-m) on a row vector (the double negation cancels).
+// s - t as t * -1 + s; v[i] / t broadcasts v first; a column vector w[j] * 2 is a 1-D map, then a column broadcast add; sigmoid(-m) on a row vector (the double negation cancels; 1 / m is a Div of a row of ones, not
+// Reciprocal, which misses 1e-4 relative error on the device).
 TEST(LegalizeVector, BroadcastsAndNonCommutingScalars) {
   EXPECT_EQ(after(R"(kernel k(X: global float32[8, 64])
     grid(bx = 1) {
@@ -172,6 +173,7 @@ TEST(LegalizeVector, BroadcastsAndNonCommutingScalars) {
       x[i_1_3, j_1_4] = x[i_1_3, j_1_4] + x_t_1[j_1_4]
     }
   }
+  alloc m_t_0: UB float32[8]
   for i_2_0 in parallel(0, 8) {
     m[i_2_0] = exp(m[i_2_0])
   }
@@ -179,7 +181,10 @@ TEST(LegalizeVector, BroadcastsAndNonCommutingScalars) {
     m[i_2_1] = m[i_2_1] + 1.0
   }
   for i_2_2 in parallel(0, 8) {
-    m[i_2_2] = 1.0 / m[i_2_2]
+    m_t_0[i_2_2] = 1.0
+  }
+  for i_2_3 in parallel(0, 8) {
+    m[i_2_3] = m_t_0[i_2_3] / m[i_2_3]
   }
 }
 )");

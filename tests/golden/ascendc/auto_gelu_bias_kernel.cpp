@@ -320,8 +320,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       Muls(acc_ub_t_1, acc_ub_t_1, static_cast<float>(0.3275911f), 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
       Adds(acc_ub_t_1, acc_ub_t_1, static_cast<float>(1.0f), 2048);  // line 19
+      Duplicate(acc_ub_t_2, static_cast<float>(1.0f), 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
-      Reciprocal(acc_ub_t_1, acc_ub_t_1, 2048);  // line 19
+      Div(acc_ub_t_1, acc_ub_t_2, acc_ub_t_1, 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
       Muls(acc_ub_t_2, acc_ub_t_1, static_cast<float>(1.06140543f), 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19

@@ -52,6 +52,7 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
     LocalTensor<float> mean = tw_ub[19456].ReinterpretCast<float>();  // UB @19456 +32 float32 ND [8], line 8
     LocalTensor<float> var = tw_ub[19488].ReinterpretCast<float>();  // UB @19488 +32 float32 ND [8], line 9
     LocalTensor<bfloat16_t> x_bfloat16_0 = tw_ub[9728].ReinterpretCast<bfloat16_t>();  // UB @9728 +4864 bfloat16 ND [8, 300], line 10
+    LocalTensor<float> var_t_0 = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 22
     LocalTensor<bfloat16_t> W_ub_0 = tw_ub[10944].ReinterpretCast<bfloat16_t>();  // UB @10944 +608 bfloat16 ND [300], line 26
     LocalTensor<float> W_ub_1 = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +1216 float32 ND [300], line 26
     LocalTensor<bfloat16_t> B_ub_0 = tw_ub[12160].ReinterpretCast<bfloat16_t>();  // UB @12160 +608 bfloat16 ND [300], line 26
@@ -121,10 +122,14 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       PipeBarrier<PIPE_V>();  // line 22
       Adds(var, var, static_cast<float>(1e-05f), 8);  // line 22
       PipeBarrier<PIPE_V>();  // line 22
-      Rsqrt(var, var, 8);  // line 22
+      Sqrt(var, var, 8);  // line 22
+      Duplicate(var_t_0, static_cast<float>(1.0f), 8);  // line 22
+      PipeBarrier<PIPE_V>();  // line 22
+      Div(var, var_t_0, var, 8);  // line 22
       WaitFlag<HardEvent::V_MTE2>(0);  // line 26
       DataCopyPad(W_ub_0, W_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{false, 0, 0, static_cast<bfloat16_t>(0)});  // line 26
       SetFlag<HardEvent::MTE2_V>(0);  // line 26
+      PipeBarrier<PIPE_V>();  // line 26
       WaitFlag<HardEvent::MTE2_V>(0);  // line 26
       Cast(W_ub_1, W_ub_0, RoundMode::CAST_NONE, 300);  // line 26
       DataCopyPad(B_ub_0, B_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<bfloat16_t>{false, 0, 0, static_cast<bfloat16_t>(0)});  // line 26

@@ -49,6 +49,7 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
     LocalTensor<float> sq = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +9728 float32 ND [8, 301], line 7
     LocalTensor<float> w = tw_ub[19456].ReinterpretCast<float>();  // UB @19456 +1216 float32 ND [301], line 8
     LocalTensor<float> ss = tw_ub[20672].ReinterpretCast<float>();  // UB @20672 +32 float32 ND [8], line 9
+    LocalTensor<float> ss_t_0 = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 19
     TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
     pipe.InitBuffer(tw_scratch_buf, 256);
     LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
@@ -92,7 +93,10 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       PipeBarrier<PIPE_V>();  // line 19
       Adds(ss, ss, static_cast<float>(1e-06f), 8);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
-      Rsqrt(ss, ss, 8);  // line 19
+      Sqrt(ss, ss, 8);  // line 19
+      Duplicate(ss_t_0, static_cast<float>(1.0f), 8);  // line 19
+      PipeBarrier<PIPE_V>();  // line 19
+      Div(ss, ss_t_0, ss, 8);  // line 19
       PipeBarrier<PIPE_V>();  // line 23
       Brcb(tw_scratch.ReinterpretCast<float>(), ss, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 23
       PipeBarrier<PIPE_V>();  // line 23
