@@ -1644,9 +1644,17 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     return e;
   };
   std::string Ms = trim(M, a_m, ""), Ns = trim(N, b_n, ""), Ks = trim(Ka, a_k, b_k);
-  bool clear_rest = n.clear && (Ms != M.s || Ns != N.s);
+  // C = A * B on a shrunk M or N: clear C, then accumulate (its rows/cols past the live part read 0)
+  std::string shrunk;
   line(line_comment(n.span) + "gemm " + n.c.buffer->name + (n.clear ? " = " : " += ") + n.a.buffer->name +
        (n.trans_a ? "^T" : "") + " * " + n.b.buffer->name + (n.trans_b ? "^T" : ""));
+  if (n.clear && (Ms != M.s || Ns != N.s)) {
+    open("");
+    Ms = hoist(iv(Ms, true), "tw_gm");
+    Ns = hoist(iv(Ns, true), "tw_gn");
+    shrunk = "tw_gshrunk";
+    line("const bool " + shrunk + " = " + Ms + " < " + M.s + " || " + Ns + " < " + N.s + ";");
+  }
   // A viewed in place in a tensor the kernel never writes: its packed form can be reused by
   // later calls on the same rows (the tile itself, after a masked copy, is refilled: not stable)
   // (the same for B: its packed panels are then shared by the blocks of one launch)
@@ -1657,15 +1665,17 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     b_st = it->second.ptr + " != " + buf_name(n.b.buffer);
   if (a_st != "false" || b_st != "false") stable = ", /*a_stable=*/" + a_st;
   if (b_st != "false") stable += ", /*b_stable=*/" + b_st;
-  if (clear_rest) {
-    // C = A * B over the live part: clear C first (its rows/cols past the live part are zero)
+  if (!shrunk.empty()) {
+    open("if (" + shrunk + ")");
     open("for (int64_t tw_i = 0; tw_i < " + M.s + "; ++tw_i)");
     line("for (int64_t tw_j = 0; tw_j < " + N.s + "; ++tw_j) " + c.ptr + "[tw_i * " + c.ld.s + " + tw_j] = 0;");
+    close();
     close();
   }
   line("tw_cpu::gemm(" + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + a.ld.s + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + b.ld.s + ", " + (n.trans_b ? "true" : "false") + ", " +
-       c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (n.clear && !clear_rest ? "false" : "true") + stable + ");");
+       c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (!n.clear ? "true" : shrunk.empty() ? "false" : shrunk) + stable + ");");
+  if (!shrunk.empty()) close();
 }
 
 // fill: the value is converted once; loops over the part of the region inside the buffer.
