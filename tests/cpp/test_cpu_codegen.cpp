@@ -504,8 +504,10 @@ TEST(CpuCodegen, GemmOnSubRegionsAndGlobal) {
   });
   Kernel k = kernel("gemm_regions", {tensor(At), tensor(Bg), tensor(Cg, true)}, {}, {}, body);
   std::string src = tw::cpu::codegen_cpu(k);
-  EXPECT_NE(src.find("tw_cpu::gemm(24, 48, 32, (At + 192), 24, true, B_s_p, B_s_ld, true, (C_l + 8), 64, /*accumulate=*/false, "
-                     "/*a_stable=*/false, /*b_stable=*/B_s_p != B_s);"),
+  // B_s's live extents bound N and K; C = A * B on a shrunk N clears C first, then accumulates
+  EXPECT_NE(src.find("const bool tw_gshrunk = tw_gm < 24 || tw_gn < 48;"), std::string::npos) << src;
+  EXPECT_NE(src.find("tw_cpu::gemm(tw_gm, tw_gn, (B_s_cols < 32 ? B_s_cols : 32), (At + 192), 24, true, B_s_p, B_s_ld, true, "
+                     "(C_l + 8), 64, /*accumulate=*/tw_gshrunk, /*a_stable=*/false, /*b_stable=*/B_s_p != B_s);"),
             std::string::npos)
       << src;
   auto lib = build(src, "gemm_regions");
@@ -530,11 +532,14 @@ TEST(CpuCodegen, GeneratedSourceShape) {
         "extern \"C\" void tw_grid(const TwArgs* tw_args, int64_t tw_ext[3])",
         "extern \"C\" void tw_block(const TwArgs* tw_args, int64_t tw_bx, int64_t tw_by, int64_t tw_bz)",
         "alignas(64) float A_shared[2048];", "alignas(64) float C_local[4096];",
-        "tw_cpu::gemm(64, 64, 32, A_shared_p, A_shared_ld, false, B_shared_p, B_shared_ld, false, C_local, 64, "
+        "tw_cpu::gemm((A_shared_rows < 64 ? A_shared_rows : 64), (B_shared_cols < 64 ? B_shared_cols : 64), "
+        "(B_shared_rows < (A_shared_cols < 32 ? A_shared_cols : 32) ? B_shared_rows : (A_shared_cols < 32 ? A_shared_cols : 32)), "
+        "A_shared_p, A_shared_ld, false, B_shared_p, B_shared_ld, false, C_local, 64, "
         "/*accumulate=*/true, /*a_stable=*/A_shared_p != A_shared, /*b_stable=*/B_shared_p != B_shared);",
         "tw_cpu::new_launch();",
         "A_shared_p = A + tw_sb;", "A_shared_p = A_shared;",
-        "// fast path", "__builtin_memcpy(", "// masked path", "A_shared[((tw_i0 * 32) + tw_i1)] = float{};", "#pragma GCC ivdep", "// line 11: copy A -> A_shared",
+        "// fast path", "__builtin_memcpy(", "// masked path", "// elided: the gemm reads the live part of A in place",
+        "A_shared_p = A_shared_rows > 0 && A_shared_cols > 0 ? A + tw_sb : A_shared;", "#pragma GCC ivdep", "// line 11: copy A -> A_shared",
         "// line 13: gemm", "// pipelined(num_stages=3)", "float* __restrict A = (float*)tw_args->params[0];",
         "const int64_t M = tw_args->shape_vars[0];"})
     EXPECT_NE(src.find(want), std::string::npos) << "missing: " << want << "\n" << src;

@@ -216,6 +216,50 @@ def test_gemm_clear_accum(clear, tA, tB):
 M_SYM, N_SYM, K_SYM = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
 
 
+@tw.jit(out_idx=[-1])
+def gemm_tail_tiles_kernel(M, N, K, BM, BN, BK, clear, tA, tB, dtype="float32"):
+    """One block whose tiles (BM, BN, BK) are larger than the tensors: the copies are masked
+    (tails zero-filled) and C, pre-filled with 5, is written out whole (its padding too)."""
+    a_shape, a_tile = ((K, M), (BK, BM)) if tA else ((M, K), (BM, BK))
+    b_shape, b_tile = ((N, K), (BN, BK)) if tB else ((K, N), (BK, BN))
+    acc = "int32" if dtype == "int8" else "float32"
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((BM, BN), acc)):
+        with T.Kernel(1) as bx:
+            A_s = T.alloc_shared(a_tile, dtype)
+            B_s = T.alloc_shared(b_tile, dtype)
+            C_f = T.alloc_fragment((BM, BN), acc)
+            T.fill(C_f, 5)
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, C_f, transpose_A=tA, transpose_B=tB, clear_accum=clear)
+            T.copy(C_f, C)
+
+    return main
+
+
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("tA,tB", [(False, False), (False, True), (True, False), (True, True)],
+                         ids=["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
+def test_gemm_tail_tiles_multiply_only_their_live_part(clear, tA, tB, dtype):
+    """Tiles filled by a masked copy are zero past the source's edge; the gemm multiplies only
+    the part the copy filled (matvec on a 16-row tile takes the gemv path, a small K is not
+    padded to the tile's K) and the result equals the padded product, C's padding included."""
+    M, N, K, BM, BN, BK = 1, 37, 11, 16, 64, 32
+    a, b, ref = gemm_inputs(M, N, K, dtype, tA, tB, seed=5)
+    k = gemm_tail_tiles_kernel(M, N, K, BM, BN, BK, clear, tA, tB, dtype)
+    src = k.get_source()
+    call = src[src.index(": gemm C_f"):src.index("tw_cpu::gemm(")]  # from the gemm's comment to its call
+    call += src[src.index("tw_cpu::gemm("):].split(";")[0]
+    assert "_rows" in call and "_cols" in call, call  # the live extents of A_s and B_s bound M, N, K
+    out = k(a, b)
+    expected = np.zeros((BM, BN)) if clear else np.full((BM, BN), 5.0)
+    expected[:M, :N] += ref
+    assert_close(out, expected, 1e-6 * K + 1e-5, 1e-6, what=f"tail tiles clear_accum={clear}")
+
+
 def test_gemm_symbolic_mnk_one_kernel_many_sizes():
     kern = gemm_kernel(M_SYM, N_SYM, K_SYM, 64, 64, 32, "float32", "float32")
     assert gemm_kernel(M_SYM, N_SYM, K_SYM, 64, 64, 32, "float32", "float32") is kern
