@@ -311,17 +311,8 @@ def _plot(tuner, target, path):
 # ---- export / precompile (tilewright.deploy) ---------------------------------------------------
 
 def _deploy(name, argv) -> int:
-    try:
-        from . import deploy
-    except ImportError as e:
-        print(f"tilewright {name}: the deployment module (tilewright.deploy) is not available in this "
-              f"installation ({e})", file=sys.stderr)
-        return 2
-    fn = getattr(deploy, f"cli_{name}", None)
-    if fn is None:
-        print(f"tilewright {name}: tilewright.deploy has no cli_{name}()", file=sys.stderr)
-        return 2
-    return int(fn(list(argv)))
+    from . import deploy
+    return int(getattr(deploy, f"cli_{name}")(list(argv)))
 
 
 # ---- main -----------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import pathlib
 import platform
 import sys
 
-import ml_dtypes
 import numpy as np
 
 __all__ = ["TOLERANCES", "tolerance", "assert_close", "np_dtype", "rng", "randn", "rand", "randint", "Reference",
@@ -44,6 +43,7 @@ _PRECISION_ORDER = ["bfloat16", "float16", "float32", "float64"]
 def np_dtype(name):
     """The numpy dtype of a Tilewright dtype name (``"bfloat16"`` is ml_dtypes' bfloat16)."""
     if isinstance(name, str) and name == "bfloat16":
+        import ml_dtypes  # imported on first use: it costs ~1 s (see test_import_lazy.py)
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)
 
@@ -65,7 +65,7 @@ def _to_numpy(x):
         if str(t.device) != "cpu":
             t = t.cpu()
         if str(t.dtype) == "torch.bfloat16":
-            return t.view(dtype=__import__("torch").int16).numpy().view(ml_dtypes.bfloat16)
+            return t.view(dtype=__import__("torch").int16).numpy().view(np_dtype("bfloat16"))
         return t.numpy()
     return np.asarray(x)
 
@@ -164,7 +164,7 @@ def randint(shape, dtype="int32", *, seed=0, low=-8, high=8):
 
 def _versions():
     import tilewright
-    out = {"tilewright": tilewright.__version__, "numpy": np.__version__, "ml_dtypes": ml_dtypes.__version__,
+    out = {"tilewright": tilewright.__version__, "numpy": np.__version__, "ml_dtypes": __import__("ml_dtypes").__version__,
            "python": platform.python_version()}
     if "torch" in sys.modules:
         out["torch"] = sys.modules["torch"].__version__
@@ -185,7 +185,7 @@ def _store_array(x):
 
 
 def _load_array(a, name):
-    return a.view(ml_dtypes.bfloat16) if name == "bfloat16" else a.astype(np_dtype(name), copy=False)
+    return a.view(np_dtype("bfloat16")) if name == "bfloat16" else a.astype(np_dtype(name), copy=False)
 
 
 def _fn_spec(fn):

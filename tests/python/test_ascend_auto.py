@@ -131,3 +131,38 @@ def test_seed_matmul_finds_the_grid_on_ascend():
     assert "grid(" in k.get_ir("infer_grid")
     first = k.get_source("ascend_program").splitlines()[0]
     assert "blocks=4" in first, first
+
+
+def int8_gemm_bt(M, N, K, block_M, block_N, block_K):
+    """C (int32) = A (int8, M x K) @ B^T, B stored N x K (int8), explicit style, K loop."""
+    import tilewright.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int8"), B: T.Tensor((N, K), "int8"), C: T.Tensor((M, N), "int32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "int8")
+            B_s = T.alloc_shared((block_N, block_K), "int8")
+            C_l = T.alloc_fragment((block_M, block_N), "int32")
+            T.clear(C_l)
+            for k in T.serial(T.ceildiv(K, block_K)):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# Found by the differential fuzzer (seed 100146): an int8 gemm with a K tile of 16 sized its L0B
+# tile for K = 16 while the int8 fractal (C0 = 32) makes LoadL0 write K rounded up to 32 (checker:
+# out of bounds). K steps are whole fractals now. Exact int32 results on both targets.
+@pytest.mark.parametrize("M,N,K,bk", [(7, 65, 8, 16), (33, 40, 80, 16), (16, 32, 96, 32)])
+def test_int8_gemm_with_short_k_tiles(M, N, K, bk):
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (N, K), dtype=np.int8)
+    ref = a.astype(np.int64) @ b.astype(np.int64).T
+    for tgt in TARGETS:
+        k = tw.compile(int8_gemm_bt(M, N, K, 32, 64, bk), out_idx=[-1], target=tgt)
+        got = run(k, a, b)
+        assert np.array_equal(got, ref), f"int8 gemm {M}x{N}x{K} block_K {bk} on {tgt}"

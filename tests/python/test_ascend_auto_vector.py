@@ -114,13 +114,13 @@ def test_rsqrt_and_reciprocal_are_sqrt_and_div():
         assert "Sqrt" in program, program
         assert "Rsqrt" not in program and "Reciprocal" not in program, program
     rng = np.random.default_rng(5)
-    x = (np.abs(randn(rng, (R, C), "float32")) + 0.25).astype(np.float32)
+    x = (np.abs(randn((R, C), "float32", seed=rng)) + 0.25).astype(np.float32)
     v = x.astype(np.float64)
     ref = 2 / np.sqrt(v) + 1 / v + 1 / (1 + np.exp(-v))
     assert_close(run_checked(kern, x), ref, TOLERANCES["float32"], "rsqrt + reciprocal")
-    x = randn(rng, (37, 301), "float32")
-    w = randn(rng, (301,), "float32")
-    b = randn(rng, (301,), "float32")
+    x = randn((37, 301), "float32", seed=rng)
+    w = randn((301,), "float32", seed=rng)
+    b = randn((301,), "float32", seed=rng)
     assert_close(run_checked(kernels[1], x, w), rms_norm.reference(x, w), TOLERANCES["float32"], "rms_norm")
     assert_close(run_checked(kernels[2], x, w, b), layer_norm.reference(x, w, b), TOLERANCES["float32"], "layer_norm")
 

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import layer_norm  # noqa: E402
-from _check import TOLERANCES, randn  # noqa: E402
+from tilewright.testing import TOLERANCES, randn  # noqa: E402
 from ascend_util import TARGET, assert_close, run_checked  # noqa: E402
 from tw_test_util import marked_line  # noqa: E402
 
@@ -100,9 +100,9 @@ def test_layer_norm_block_64_on_270x270(dtype):
     # block_M = 64 leaves 14 valid rows in the last block: its mean and variance used the
     # previous block's rows (off by 0.4)
     rng = np.random.default_rng(0)
-    x = randn(rng, (270, 270), dtype, scale=2.0)
-    w = randn(rng, (270,), dtype)
-    b = randn(rng, (270,), dtype)
+    x = randn((270, 270), dtype, seed=rng, scale=2.0)
+    w = randn((270,), dtype, seed=rng)
+    b = randn((270,), dtype, seed=rng)
     ref = layer_norm.reference(x, w, b)
     cpu, npu = on_both(lambda tg: layer_norm.layer_norm(270, block_M=64, dtype=dtype, target=tg), x, w, b)
     assert_close(cpu, ref, TOLERANCES[dtype], f"cpu layer_norm {dtype}")

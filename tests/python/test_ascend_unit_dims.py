@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import layer_norm  # noqa: E402
 import rms_norm  # noqa: E402
 import softmax  # noqa: E402
-from _check import TOLERANCES, randn  # noqa: E402
+from tilewright.testing import TOLERANCES, randn  # noqa: E402
 from ascend_util import TARGET, assert_close, run_checked  # noqa: E402
 
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -27,9 +27,9 @@ SHAPES = [(3, 1, 8), (1, 1, 1), (5, 1, 1), (1, 40, 8), (7, 40, 1)]
 
 def kernels(M, N, bm, dtype):
     rng = np.random.default_rng(M * 100 + N)
-    x = randn(rng, (M, N), dtype)
-    w = randn(rng, (N,), dtype)
-    b = randn(rng, (N,), dtype)
+    x = randn((M, N), dtype, seed=rng)
+    w = randn((N,), dtype, seed=rng)
+    b = randn((N,), dtype, seed=rng)
     return [
         ("softmax", lambda tg: softmax.softmax(N, block_M=bm, dtype=dtype, target=tg), (x,), softmax.reference(x)),
         ("rms_norm", lambda tg: rms_norm.rms_norm(N, block_M=bm, dtype=dtype, target=tg), (x, w),

@@ -128,15 +128,18 @@ class Expander {
     // the whole loop): each gets an equal part.
     int64_t share = loops_.empty() ? 1 : std::max<int64_t>(1, loops_.back().gemms);
     int64_t l0a = hw_.l0a_bytes / share, l0b = hw_.l0b_bytes / share;
+    // K steps are whole fractals: 16 elements, or C0 = 32 B / element (32 for int8), whichever is
+    // larger, so every step's L0 window starts on a fractal and its tile holds the padded K.
+    const int64_t kg = std::max<int64_t>(16, 32 / es);
     auto fits = [&](int64_t kl0) {
-      int64_t kp = round_up(kl0, 16);
+      int64_t kp = round_up(kl0, kg);
       return 2 * Mp * kp * es <= l0a && 2 * kp * Np * es <= l0b;
     };
     int64_t kL0 = 0;
     if (fits(K)) {
       kL0 = K;
     } else {
-      for (int64_t c = K / 16 * 16; c >= 16; c -= 16)
+      for (int64_t c = K / kg * kg; c >= kg; c -= kg)
         if (K % c == 0 && fits(c)) {
           kL0 = c;
           break;
@@ -154,7 +157,7 @@ class Expander {
       throw ir::Error("gemm K extent " + std::to_string(K) + " needs " + std::to_string(steps) + " L0 steps of " +
                           std::to_string(kL0) + " (at most " + std::to_string(kMaxSteps) + " are unrolled)",
                       sp, "use a smaller block_K; the K loop over tiles is yours");
-    int64_t kp = round_up(kL0, 16);
+    int64_t kp = round_up(kL0, kg);
     std::vector<Expr> lead = steps >= 2 ? std::vector<Expr>{C(2)} : std::vector<Expr>{};
     auto shape = [&](int64_t r, int64_t c) {
       std::vector<Expr> s = lead;
