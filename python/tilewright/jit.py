@@ -210,7 +210,7 @@ def _to_torch(out):
         return None
     if isinstance(out, tuple):
         return tuple(_to_torch(o) for o in out)
-    if _BF16 is not None and out.dtype == _BF16:
+    if out.dtype.name == "bfloat16":  # ml_dtypes.bfloat16 (not imported here: see _bf16_dtype)
         return torch.from_dlpack(out.view(_np.int16)).view(torch.bfloat16)
     return torch.from_dlpack(out)
 
