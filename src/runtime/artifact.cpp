@@ -3,7 +3,12 @@
 // kernels compiled in-process.
 #include "tilewright/artifact.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -114,9 +119,18 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
     throw ir::Error("the manifest of artifact " + dir + " does not list its library '" + m.library + "'", {},
                     kReexport);
   const std::string so = dir + "/" + m.library;
+  // The library is hashed and then loaded through one open file descriptor, so the file that
+  // is loaded is the file that was verified (replacing the path in between changes nothing).
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(so.c_str(), O_RDONLY | O_CLOEXEC)};
   std::string digest;
   try {
-    digest = runtime::sha256_file_hex(so);
+    if (file.fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
+    digest = runtime::sha256_fd_hex(file.fd, so);
   } catch (const std::exception& e) {
     throw ir::Error("cannot read the library of artifact " + dir + ": " + e.what(), {}, kReexport);
   }
@@ -132,7 +146,7 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
   auto* shared = new runtime::SharedLibrary();
   a->handle_ = shared;
   try {
-    *shared = runtime::SharedLibrary(so);
+    *shared = runtime::SharedLibrary("/proc/self/fd/" + std::to_string(file.fd));
     for (auto& mk : m.kernels) {
       auto version = shared->function<tw_abi_version_fn>(mk.symbol + "__abi_version");
       if (version() != TW_CPU_ABI_VERSION)

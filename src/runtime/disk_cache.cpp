@@ -123,25 +123,34 @@ std::string sha256_hex(std::string_view data) {
     return s.hex_digest();
 }
 
-std::string sha256_file_hex(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw std::runtime_error("cannot read '" + path + "': " + std::strerror(errno));
+std::string sha256_fd_hex(int fd, const std::string& path) {
     Sha256 s;
     std::vector<char> buf(1 << 16);
-    for (;;) {
-        ssize_t k = read(fd, buf.data(), buf.size());
+    for (off_t at = 0;;) {
+        ssize_t k = pread(fd, buf.data(), buf.size(), at);
         if (k > 0) {
             s.update(buf.data(), static_cast<size_t>(k));
+            at += k;
         } else if (k == 0) {
             break;
         } else if (errno != EINTR) {
-            int e = errno;
-            close(fd);
-            throw std::runtime_error("cannot read '" + path + "': " + std::strerror(e));
+            throw std::runtime_error("cannot read '" + path + "': " + std::strerror(errno));
         }
     }
-    close(fd);
     return s.hex_digest();
+}
+
+std::string sha256_file_hex(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("cannot read '" + path + "': " + std::strerror(errno));
+    try {
+        std::string h = sha256_fd_hex(fd, path);
+        close(fd);
+        return h;
+    } catch (...) {
+        close(fd);
+        throw;
+    }
 }
 
 // ---------------------------------------------------------------- DiskCache

@@ -36,6 +36,8 @@ private:
 std::string sha256_hex(std::string_view data);
 // sha256 of a file's contents; throws std::runtime_error if it cannot be read.
 std::string sha256_file_hex(const std::string& path);
+// The same for an open file (read from offset 0 with pread; `path` names it in messages).
+std::string sha256_fd_hex(int fd, const std::string& path);
 
 // Creates `dir` (and missing parents, mode 0700) if needed, then checks that it is a directory
 // owned by this user and not writable by group/others. Throws std::runtime_error saying what
