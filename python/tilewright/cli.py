@@ -102,9 +102,9 @@ def cmd_cache(opts) -> int:
             removed += 1
         print(f"removed {removed} least recently used entries; {_human(total)} left (limit {_human(limit)})")
         return 0
-    # clear
-    for key, _, _, _ in entries:
-        shutil.rmtree(root / "kernels" / key[:2] / key)
+    # clear: through the runtime's own disk cache (tw.clear_cache), which takes its locks
+    from .jit import clear_cache
+    clear_cache(disk=True)
     if (root / "tune").is_dir():
         shutil.rmtree(root / "tune")
     print(f"removed {len(entries)} kernels and the stored tuning results from {root}")
