@@ -43,8 +43,8 @@ _PRECISION_ORDER = ["bfloat16", "float16", "float32", "float64"]
 def np_dtype(name):
     """The numpy dtype of a Tilewright dtype name (``"bfloat16"`` is ml_dtypes' bfloat16)."""
     if isinstance(name, str) and name == "bfloat16":
-        import ml_dtypes  # imported on first use: it costs ~1 s (see test_import_lazy.py)
-        return np.dtype(ml_dtypes.bfloat16)
+        from .jit import _bf16_dtype  # ml_dtypes, imported on first use (it costs ~1 s)
+        return np.dtype(_bf16_dtype())
     return np.dtype(name)
 
 

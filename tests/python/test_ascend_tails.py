@@ -14,7 +14,6 @@ reference, in fp32 and, where the kernel computes, fp16 and bf16, on odd shapes.
 import os
 import sys
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -26,12 +25,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import layer_norm  # noqa: E402
-from tilewright.testing import TOLERANCES, randn  # noqa: E402
+from tilewright.testing import TOLERANCES, np_dtype, randn  # noqa: E402
 from ascend_util import TARGET, assert_close, run_checked  # noqa: E402
 from tw_test_util import marked_line  # noqa: E402
 
 THIS_FILE = __file__
-NP_DTYPE = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
 def where(marker):
@@ -87,7 +85,7 @@ def test_tail_tile_reads_zeros_after_an_earlier_block():
 ])
 def test_tail_tiles_in_both_dims(M, N, bm, bn, dtype):
     rng = np.random.default_rng(3)
-    x = (rng.standard_normal((M, N)) + 2.0).astype(NP_DTYPE[dtype])
+    x = (rng.standard_normal((M, N)) + 2.0).astype(np_dtype(dtype))
     cpu, npu = on_both(lambda tg: column_sums(M, N, bm, bn, dtype, tg), x)
     ref = column_sums_reference(x, bm, bn)
     tol = (1e-4 * bn, 1e-5) if dtype == "float32" else (2e-3 * bn, 1e-3)
@@ -277,8 +275,8 @@ def test_copies_past_the_end_are_clipped(col_in, col_out):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_empty_rows_launch_nothing(dtype):
-    x = np.zeros((0, 270), NP_DTYPE[dtype])
-    w = np.ones((270,), NP_DTYPE[dtype])
+    x = np.zeros((0, 270), np_dtype(dtype))
+    w = np.ones((270,), np_dtype(dtype))
     for target in ("cpu", TARGET):
         y = layer_norm.layer_norm(270, dtype=dtype, target=target)(x, w, w)
         assert y.shape == (0, 270)
