@@ -303,3 +303,26 @@ def test_grid_with_more_than_2_63_blocks_is_an_error():
         k(np.ones(8, np.float32))  # @gridcall (once: the block count wrapped to 0 and nothing ran)
     at(ei, "@gridcall", "has more than 2^63 blocks")
     assert f"is defined at {THIS_FILE}:{line_of('@grid')}" in ei.value.message
+
+
+# Found by `make fuzz` (fuzz_mutate, seed 777): a mutant's constant power overflowed a float and
+# leaked Python's OverflowError; an integer one could run for minutes. Each is a located error.
+@pytest.mark.parametrize("expr", ["2.0 ** 5000", "10 ** 100", "(-8.0) ** 0.5", "0.0 ** -1"])
+def test_constant_power_out_of_range_is_a_located_error(expr):
+    src = ("import tilewright.language as T\n"
+           "@T.prim_func\n"
+           "def p(A: T.Tensor((8,), 'float32'), B: T.Tensor((8,), 'float32')):\n"
+           "    with T.Kernel(1) as bx:\n"
+           "        for i in T.Parallel(8):\n"
+           f"            B[i] = A[i] * ({expr})\n")
+    import tempfile, importlib.util
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "pow_kernel.py")
+        with open(path, "w") as f:
+            f.write(src)
+        spec = importlib.util.spec_from_file_location("pow_kernel", path)
+        mod = importlib.util.module_from_spec(spec)
+        with pytest.raises(TilewrightError) as ei:  # the front end folds constants as it parses
+            spec.loader.exec_module(mod)
+            tw.compile(mod.p, out_idx=[-1])
+    assert ei.value.line == 6 and "**" in ei.value.message

@@ -467,6 +467,22 @@ class Parser:
             return a
         return ir.binary(op, self.to_ir(a, node), self.to_ir(b, node), self.span(node))
 
+    def const_pow(self, a, b, node):
+        """a ** b of two compile-time numbers: an int result must fit in 64 bits (checked before
+        computing it: 10 ** 10 ** 9 would run for minutes), a float one must be finite and real."""
+        ia, ib = _int_const(a), _int_const(b)
+        text = f"({a!r}) ** {b!r}" if a < 0 else f"{a!r} ** {b!r}"
+        if ia is not None and ib is not None and ib > 0 and abs(ia) > 1 and (abs(ia).bit_length() - 1) * ib > 64:
+            self.error(node, f"the constant {text} does not fit in 64 bits",
+                       "integer constants in kernels are 64-bit; use a float (e.g. 10.0 ** 20)")
+        try:
+            v = a ** b
+        except (OverflowError, ZeroDivisionError) as e:
+            self.error(node, f"the constant {text} cannot be computed ({e})")
+        if isinstance(v, complex) or (isinstance(v, float) and not math.isfinite(v)):
+            self.error(node, f"the constant {text} is not a finite real number")
+        return v
+
     def expr_BinOp(self, node):
         a, b = self.value(node.left), self.value(node.right)
         t = type(node.op)
@@ -474,7 +490,7 @@ class Parser:
             return self.arith(_BINOPS[t][0], a, b, node)
         if t is ast.Pow:
             if _is_const(a) and _is_const(b):
-                return a ** b
+                return self.const_pow(a, b, node)
             return ir.call("pow", [self.to_ir(a, node.left), self.to_ir(b, node.right)], self.span(node))
         if t in (ast.BitAnd, ast.BitOr):
             if _is_const(a) and _is_const(b):
