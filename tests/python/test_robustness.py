@@ -326,3 +326,15 @@ def test_constant_power_out_of_range_is_a_located_error(expr):
             spec.loader.exec_module(mod)
             tw.compile(mod.p, out_idx=[-1])
     assert ei.value.line == 6 and "**" in ei.value.message
+
+
+# Found by fuzz_mutate (seed 4242): a tensor dimension computed beyond int64 leaked nanobind's
+# TypeError from ir.int_imm; it is a located error.
+def test_tensor_dimension_beyond_int64_is_a_located_error():
+    N = 2 ** 70
+    with pytest.raises(TilewrightError) as ei:
+        @T.prim_func
+        def big(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1) as bx:
+                B[0] = A[0]
+    assert "does not fit in 64 bits" in ei.value.message and ei.value.line > 0

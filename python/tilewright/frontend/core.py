@@ -204,7 +204,7 @@ class Parser:
     def int_imm(self, value, dtype, node):
         """An integer literal from a Python int: an error at `node` when it does not fit int64."""
         if not -(1 << 63) <= value < (1 << 63):
-            self.error(node, f"integer {value} does not fit in 64 bits",
+            self.error(node, f"integer {_num_text(value)} does not fit in 64 bits",
                        "kernel integers are int32/int64; use a float for larger magnitudes")
         return ir.int_imm(value, dtype, self.span(node))
 
@@ -471,7 +471,7 @@ class Parser:
         """a ** b of two compile-time numbers: an int result must fit in 64 bits (checked before
         computing it: 10 ** 10 ** 9 would run for minutes), a float one must be finite and real."""
         ia, ib = _int_const(a), _int_const(b)
-        text = f"({a!r}) ** {b!r}" if a < 0 else f"{a!r} ** {b!r}"
+        text = f"({_num_text(a)}) ** {_num_text(b)}" if a < 0 else f"{_num_text(a)} ** {_num_text(b)}"
         if ia is not None and ib is not None and ib > 0 and abs(ia) > 1 and (abs(ia).bit_length() - 1) * ib > 64:
             self.error(node, f"the constant {text} does not fit in 64 bits",
                        "integer constants in kernels are 64-bit; use a float (e.g. 10.0 ** 20)")
@@ -998,6 +998,9 @@ class Parser:
             if isinstance(d, int):
                 if d <= 0:
                     self.error(node, f"dimension of '{name}' must be positive, got {d}")
+                if d >= 2 ** 63:
+                    self.error(node, f"dimension of '{name}' does not fit in 64 bits (it has {d.bit_length()} bits)",
+                               "check how the shape is computed")
                 shape.append(ir.int_imm(d, "int32", self.span(node)))
             else:
                 shape.append(self.shape_var(d.name if isinstance(d, _lang.SymbolicDim) else d, node))
@@ -1008,6 +1011,13 @@ class Parser:
 _EXPR_MARKERS = {"ceildiv", "min", "max", "gelu", "where", "if_then_else", "cast", "infinity", *_MATH}
 for _fn in _MATH:
     setattr(Parser, "call_" + _fn, (lambda f: lambda self, node: self._math(node, f))(_fn))
+
+
+def _num_text(v):
+    """A number for a message: huge ints (str() refuses over 4300 digits) by their size."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"<a {v.bit_length()}-bit integer>"
+    return repr(v)
 
 
 def _int_const(v):
