@@ -338,3 +338,16 @@ def test_tensor_dimension_beyond_int64_is_a_located_error():
             with T.Kernel(1) as bx:
                 B[0] = A[0]
     assert "does not fit in 64 bits" in ei.value.message and ei.value.line > 0
+
+
+# Found by fuzz_mutate (seed 4242, flash_attention): a tile shape computed beyond int64.
+def test_tile_dimension_beyond_int64_is_a_located_error():
+    B = 2 ** 64
+    with pytest.raises(TilewrightError) as ei:
+        @T.prim_func
+        def big_tile(A: T.Tensor((8,), "float32"), C: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((B,), "float32")  # @tile
+                T.copy(A[0], t)
+                T.copy(t, C[0])
+    assert "does not fit in 64 bits" in ei.value.message and ei.value.line > 0

@@ -285,7 +285,10 @@ class Parser:
             n = elts[i] if elts and i < len(elts) else node
             c = self.const_int(v, n, f"dimension {i} of {what}")
             if c <= 0:
-                self.error(n, f"dimension {i} of {what} must be positive, got {c}")
+                self.error(n, f"dimension {i} of {what} must be positive, got {_num_text(c)}")
+            if c >= 1 << 63:
+                self.error(n, f"dimension {i} of {what} does not fit in 64 bits (it has {c.bit_length()} bits)",
+                           "check how the shape is computed")
             out.append(c)
         return tuple(out)
 
@@ -513,7 +516,7 @@ class Parser:
             if e.kind == "FloatImm":
                 return ir.float_imm(-e.value, e.dtype, self.span(node))
             if e.kind == "IntImm":
-                return ir.int_imm(-e.value, e.dtype, self.span(node))
+                return self.int_imm(-e.value, e.dtype, node)
             return ir.unary("neg", e, self.span(node))
         if t is ast.Not or (t is ast.Invert and e.dtype == "bool"):
             return ir.unary("not", e, self.span(node))
