@@ -107,3 +107,56 @@ def test_middle_axis_reduce_reads_the_tensor_in_place_four_rows_per_pass():
     assert "tw_acc[tw_j] = tw_acc[tw_j] + tw_p0[tw_j] + tw_p1[tw_j] + tw_p2[tw_j] + tw_p3[tw_j];" in src  # C++: left to right
     assert "for (; tw_r + 4 <= 37; tw_r += 4)" in src and "for (; tw_r < 37; ++tw_r)" in src
     assert "x_p + ((tw_o * 37) + tw_r + 0) * x_ld" in src  # rows from the view, not the tile
+
+
+@tw.jit(out_idx=[-1])
+def row_reduce(N, kind, dtype, block_M=8):
+    """Y[i] = reduce_j X[i, j] with short rows: one accumulator per row, vectorised across rows."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), dtype)
+            s = T.alloc_fragment((block_M,), dtype)
+            T.copy(X[bx * block_M, 0], x)
+            if kind == "sum":
+                T.reduce_sum(x, s, dim=1)
+            elif kind == "max":
+                T.reduce_max(x, s, dim=1)
+            else:
+                T.reduce_min(x, s, dim=1)
+            T.copy(s, Y[bx * block_M])
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32"])
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("N", [1, 3, 15])
+def test_short_rows_reduce_matches_float64(N, kind, dtype):
+    x = _data((37, N), dtype, np.random.default_rng(N))
+    got = row_reduce(N, kind, dtype)(x)
+    want = REDUCE[kind](x.astype(np.float64), axis=1)
+    tol = {"float16": 2e-3, "float32": 1e-6, "float64": 1e-12, "int32": 0}[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * N * 3)
+    assert row_reduce(N, kind, dtype)(np.zeros((0, N), dtype)).shape == (0,)
+
+
+@pytest.mark.parametrize("N", [1, 2, 15, 16])
+@pytest.mark.parametrize("M", [1, 37])
+def test_narrow_softmax_matches_float64(M, N):
+    from tw_test_util import load_example
+    softmax = load_example("softmax")
+    x = (np.random.default_rng(M + N).standard_normal((M, N)) * 3).astype(np.float32)
+    np.testing.assert_allclose(softmax.softmax(N)(x), softmax.reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_narrow_softmax_reduces_across_rows():
+    """Rows of one element: no fused map + row reduction (its per-row vector accumulators and
+    fold cost more than the row), and the reductions run one accumulator per row, the loop over
+    the block's rows innermost (vectorised: test_cpu_vectorize.py)."""
+    from tw_test_util import load_example
+    src = load_example("softmax").softmax(1).get_source("c++")
+    assert "fused with reduce_sum" not in src
+    assert "for (int64_t tw_o = 0; tw_o < 8; ++tw_o) tw_acc[tw_o] = tw_acc[tw_o] + x[tw_o * 1 + tw_r];" in src
+    assert "for (int64_t tw_o = 0; tw_o < 8; ++tw_o) tw_acc[tw_o] = tw_max(tw_acc[tw_o], x_p[tw_o * x_ld + tw_r]);" in src

@@ -96,3 +96,14 @@ def test_generated_middle_axis_reduce_vectorises(tmp_path, march):
         at = next(i for i, line in enumerate(lines) if op in line and "tw_p3" in line) + 1  # 1-based
         assert at in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
             f"-march={march}: g++ did not vectorise the {kind} over rows:\n" + lines[at - 1]
+
+
+@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
+def test_generated_short_row_reduce_vectorises_across_rows(tmp_path, march):
+    """Rows shorter than 16 (a narrow softmax) keep one accumulator per row and combine the rows
+    column by column: the loop over the rows must be vectorised."""
+    from test_cpu_reduce import row_reduce
+    lines = row_reduce(3, "sum", "float32", block_M=64).get_source("c++").splitlines()
+    at = next(i for i, line in enumerate(lines) if "tw_acc[tw_o] = tw_acc[tw_o] + " in line) + 1  # 1-based
+    assert at in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
+        f"-march={march}: g++ did not vectorise the short rows' sum across rows:\n" + lines[at - 1]

@@ -1384,6 +1384,9 @@ const StoreNode* CodeGen::plan_map_reduce(const Stmt& map_s, const Stmt& red_s) 
     return nullptr;
   auto shape = *st->buffer->const_shape();
   auto ds = rd.dst->const_shape();
+  // rows shorter than 16 (a narrow softmax): the fused pass's per-row vector accumulators and
+  // their fold cost more than the row; the map and emit_reduce's short-row path vectorise across rows
+  if (shape[1] < 16) return nullptr;
   if (!ds || !((ds->size() == 1 && (*ds)[0] == shape[0]) || (ds->size() == 2 && (*ds)[0] == shape[0] && (*ds)[1] == 1)))
     return nullptr;
   // the map must not read the reduce's destination (it is written row by row here)
@@ -1826,9 +1829,10 @@ void CodeGen::emit_fill(const FillNode& n) {
 }
 
 // reduce over `axis` of a tile: src viewed as [outer, R, inner]. inner == 1 (the last axis):
-// float32 rows use four independent vector accumulators; other types 16 partial accumulators
-// per row so the loop vectorises, then a tree; otherwise (inner > 1) a row of
-// accumulators updated elementwise. Accumulators are float (double for f64) or int64_t.
+// rows shorter than 16 one accumulator per row, vectorised across the rows; float32 rows use
+// four independent vector accumulators; other types 16 partial accumulators per row so the
+// loop vectorises, then a tree; otherwise (inner > 1) a row of accumulators updated
+// elementwise, four rows per pass. Accumulators are float (double for f64) or int64_t.
 void CodeGen::emit_reduce(const ReduceNode& n) {
   auto ss = n.src->const_shape(), ds = n.dst->const_shape();
   if (!ss || !ds)
@@ -1877,9 +1881,33 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
   line(line_comment(n.span) + "reduce_" + std::string(reducekind_name(n.reduce_kind)) + " " + n.src->name +
        " -> " + n.dst->name + " over axis " + std::to_string(n.axis) + (n.clear ? "" : " (merge)"));
   open("");
+  constexpr int kParts = 16;
+  if (inner == 1 && R < kParts && outer >= 2) {
+    // short rows (a narrow softmax's [8, 1] tile): one accumulator per row, the rows combined
+    // column by column, so that g++ vectorises across the rows (per row the order is unchanged)
+    std::string O = std::to_string(outer), row = "tw_o * " + std::to_string(R);
+    if (live_views_.count(n.src.get())) {  // rows read in place (row_view_tiles)
+      const View& v = views_.at(n.src.get());
+      src = v.ptr;
+      row = "tw_o * " + v.ld;
+    }
+    line("alignas(64) " + A + " tw_acc[" + O + "];");
+    line("#pragma GCC ivdep");
+    line("for (int64_t tw_o = 0; tw_o < " + O + "; ++tw_o) tw_acc[tw_o] = " + neutral + ";");
+    open("for (int64_t tw_r = 0; tw_r < " + std::to_string(R) + "; ++tw_r)");
+    line("#pragma GCC ivdep");
+    line("for (int64_t tw_o = 0; tw_o < " + O + "; ++tw_o) tw_acc[tw_o] = " +
+         combine("tw_acc[tw_o]", load(src, st, row + " + tw_r")) + ";");
+    close();
+    line("#pragma GCC ivdep");
+    open("for (int64_t tw_o = 0; tw_o < " + O + "; ++tw_o)");
+    store("tw_o", "tw_acc[tw_o]");
+    close();
+    close();
+    return;
+  }
   open("for (int64_t tw_o = 0; tw_o < " + std::to_string(outer) + "; ++tw_o)");
   if (inner == 1) {
-    constexpr int kParts = 16;
     std::string row = "tw_o * " + std::to_string(R);
     if (live_views_.count(n.src.get())) {  // rows read in place (row_view_tiles)
       const View& v = views_.at(n.src.get());
