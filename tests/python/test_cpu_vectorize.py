@@ -92,7 +92,7 @@ def test_generated_middle_axis_reduce_vectorises(tmp_path, march):
     (max is a select, which g++ if-converts only without floating-point arithmetic in its arms)."""
     from test_cpu_reduce import reduce_mid
     for kind, op in (("sum", "tw_acc[tw_j] + tw_p0[tw_j]"), ("max", "tw_max(tw_max(tw_max(tw_max(tw_acc[tw_j], tw_p0[tw_j])")):
-        lines = reduce_mid(37, 301, kind, 64, "float32").get_source("c++").splitlines()
+        lines = reduce_mid(5, 37, 301, kind, 64, "float32").get_source("c++").splitlines()
         at = next(i for i, line in enumerate(lines) if op in line and "tw_p3" in line) + 1  # 1-based
         assert at in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
             f"-march={march}: g++ did not vectorise the {kind} over rows:\n" + lines[at - 1]

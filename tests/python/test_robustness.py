@@ -145,16 +145,21 @@ BOUNDS_CHILD = textwrap.dedent("""
 """)
 
 
-def test_bounds_check_mode_turns_runtime_oob_into_located_error(tmp_path):
-    script = tmp_path / "oob_child.py"
-    script.write_text(BOUNDS_CHILD)
+def _checked_child(tmp_path, name, source):
+    """(script path, last line of stdout) of `source` run in a child with TW_BOUNDS_CHECK=1."""
+    script = tmp_path / name
+    script.write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
     p = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
+    return script, p.stdout.strip().splitlines()[-1]
+
+
+def test_bounds_check_mode_turns_runtime_oob_into_located_error(tmp_path):
+    script, out = _checked_child(tmp_path, "oob_child.py", BOUNDS_CHILD)
     line = [ln for ln in BOUNDS_CHILD.splitlines() if "@runtime_oob" in ln]
     want_line = BOUNDS_CHILD.splitlines().index(line[0]) + 1
-    out = p.stdout.strip().splitlines()[-1]
     assert out.startswith(f"ERR {script} {want_line} index 16 is out of bounds for dimension 0 of 'A' (size 16)"), out
 
 
@@ -195,13 +200,8 @@ def test_bounds_check_mode_reads_in_place_tiles_correctly(tmp_path):
     """A tile filled by a copy and then only read is read from the source tensor in place; in
     checked mode every read goes through the tile's checked index, so the copy must fill it (it
     did not: the loads read an unwritten stack tile)."""
-    script = tmp_path / "row_view_child.py"
-    script.write_text(ROW_VIEW_CHILD)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
-    p = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip().splitlines()[-1] == "OK OK", p.stdout
+    _, out = _checked_child(tmp_path, "row_view_child.py", ROW_VIEW_CHILD)
+    assert out == "OK OK", out
 
 
 # ---------------------------------------------------------------------------------------------
