@@ -341,19 +341,21 @@ def _frob(shape, rng):
 # ------------------------------------------------------------------------------------------------
 
 @tw.jit(out_idx=[-1])
-def reduce_mid(A, B, C, kind, block_C=256):
-    """Y[a, c] = sum_b (or max_b) X[a, b, c]: one program per (c block, a), a (B, block_C) tile
-    reduced over dim 0."""
+def reduce_mid(A, B, C, kind, block_C=256, dtype="float32"):
+    """Y[a, c] = sum_b (or max_b, min_b) X[a, b, c]: one program per (c block, a), a (B, block_C)
+    tile reduced over dim 0. (tests/python/test_cpu_reduce.py runs it on odd shapes and dtypes.)"""
     @T.prim_func
-    def main(X: T.Tensor((A, B, C), "float32"), Y: T.Tensor((A, C), "float32")):
+    def main(X: T.Tensor((A, B, C), dtype), Y: T.Tensor((A, C), dtype)):
         with T.Kernel(T.ceildiv(C, block_C), A) as (bx, by):
-            x = T.alloc_fragment((B, block_C), "float32")
-            s = T.alloc_fragment((block_C,), "float32")
+            x = T.alloc_fragment((B, block_C), dtype)
+            s = T.alloc_fragment((block_C,), dtype)
             T.copy(X[by, 0:B, bx * block_C:(bx + 1) * block_C], x)
             if kind == "sum":
                 T.reduce_sum(x, s, dim=0)
-            else:
+            elif kind == "max":
                 T.reduce_max(x, s, dim=0)
+            else:
+                T.reduce_min(x, s, dim=0)
             T.copy(s, Y[by, bx * block_C])
     return main
 

@@ -114,6 +114,9 @@ QUICK = dict(
 )
 
 # The goals, by case group (the text printed next to each measured figure).
+# the row-wise cases (rowwise), each at cfg["rows"]
+ROW_OPS = ("softmax", "log_softmax", "rms_norm", "layer_norm")
+
 GOAL_TEXT = {
     "gemm_numpy": "fp32 gemm, best blocks: >= 1.0x numpy at the same thread count",
     "gemm_peak": "fp32 gemm, best blocks, 1 thread: >= 80% of measured FMA peak",
@@ -123,7 +126,7 @@ GOAL_TEXT = {
     "int8": "int8 -> int32, 2048^3: >= 2x our fp32 rate (ops/s, timed side by side)",
     "attn_torch": "flash attention fwd: >= 1.0x torch SDPA (when installed)",
     "attn_numpy": "flash attention fwd: >= 3x a numpy reference that materialises S x S",
-    "rows": "softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth",
+    "rows": "softmax / log_softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth",
     "compile_cold": "cold compile of the gemm kernel: <= 1 s",
     "compile_disk": "new-process disk-cache hit: <= 30 ms",
     "call_overhead": "in-memory call overhead, tiny kernel: <= 10 us",
@@ -418,7 +421,7 @@ class Child:
             if sel(name):
                 self.attention(name, causal)
         M, N = cfg["rows"]
-        for op in ("softmax", "rms_norm", "layer_norm"):
+        for op in ROW_OPS:
             if sel(f"{op}_{M}x{N}"):
                 self.rowwise(op, f"{op}_{M}x{N}")
         if sel("call_overhead"):
@@ -627,6 +630,15 @@ class Child:
                 np.divide(y_np, y_np.sum(axis=1, keepdims=True), out=y_np)
                 return y_np
             tol = (1e-6, 1e-4)
+        elif op == "log_softmax":
+            from op_zoo import log_softmax as build  # the op zoo's kernel: x - max, exp, sum, x - log(sum)
+            args, kw = (x,), {}
+
+            def ref():
+                np.subtract(x, x.max(axis=1, keepdims=True), out=y_np)
+                np.subtract(y_np, np.log(np.exp(y_np).sum(axis=1, keepdims=True)), out=y_np)
+                return y_np
+            tol = (1e-5, 1e-5)
         elif op == "rms_norm":
             from rms_norm import rms_norm as build
             args, kw = (x, w), dict(eps=eps)
@@ -669,6 +681,8 @@ class Child:
             tx, tw_, tb = (torch.from_numpy(t) for t in (x, w, bias))
             if op == "softmax":
                 impls["torch"] = lambda: torch.softmax(tx, dim=1)
+            elif op == "log_softmax":
+                impls["torch"] = lambda: torch.log_softmax(tx, dim=1)
             elif op == "rms_norm" and hasattr(F, "rms_norm"):
                 impls["torch"] = lambda: F.rms_norm(tx, (N,), weight=tw_, eps=eps)
             elif op == "layer_norm":
@@ -845,7 +859,7 @@ def case_names(cfg):
             + [f"gemm_skinny_m{m}" for m in (1, 16, 128)]
             + [f"gemm_{d}_{cfg['lowp_size']}" for d in ("fp16", "bf16", "int8")]
             + ["flash_attention_noncausal", "flash_attention_causal"]
-            + [f"{op}_{M}x{N}" for op in ("softmax", "rms_norm", "layer_norm")]
+            + [f"{op}_{M}x{N}" for op in ROW_OPS]
             + ["compile_latency", "call_overhead"])
 
 

@@ -83,3 +83,27 @@ def test_generated_where_map_vectorises(tmp_path, march):
     loop = max(i for i in range(at) if lines[i].lstrip().startswith("for ")) + 1  # 1-based
     assert loop in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
         f"-march={march}: g++ did not vectorise the T.where map:\n" + "\n".join(lines[loop - 2:at + 1])
+
+
+@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
+def test_generated_middle_axis_reduce_vectorises(tmp_path, march):
+    """A reduce over a tile's first axis (the op zoo's sum / max over a middle axis) combines four
+    rows into a row of accumulators per pass; that loop must be vectorised on every code path
+    (max is a select, which g++ if-converts only without floating-point arithmetic in its arms)."""
+    from test_cpu_reduce import reduce_mid
+    for kind, op in (("sum", "tw_acc[tw_j] + tw_p0[tw_j]"), ("max", "tw_max(tw_max(tw_max(tw_max(tw_acc[tw_j], tw_p0[tw_j])")):
+        lines = reduce_mid(5, 37, 301, kind, 64, "float32").get_source("c++").splitlines()
+        at = next(i for i, line in enumerate(lines) if op in line and "tw_p3" in line) + 1  # 1-based
+        assert at in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
+            f"-march={march}: g++ did not vectorise the {kind} over rows:\n" + lines[at - 1]
+
+
+@pytest.mark.parametrize("march", ["x86-64", "haswell", "native"])
+def test_generated_short_row_reduce_vectorises_across_rows(tmp_path, march):
+    """Rows shorter than 16 (a narrow softmax) keep one accumulator per row and combine the rows
+    column by column: the loop over the rows must be vectorised."""
+    from test_cpu_reduce import row_reduce
+    lines = row_reduce(3, "sum", "float32", block_M=64).get_source("c++").splitlines()
+    at = next(i for i, line in enumerate(lines) if "tw_acc[tw_o] = tw_acc[tw_o] + " in line) + 1  # 1-based
+    assert at in _vectorised_lines(tmp_path, "\n".join(lines) + "\n", march), \
+        f"-march={march}: g++ did not vectorise the short rows' sum across rows:\n" + lines[at - 1]

@@ -145,17 +145,63 @@ BOUNDS_CHILD = textwrap.dedent("""
 """)
 
 
-def test_bounds_check_mode_turns_runtime_oob_into_located_error(tmp_path):
-    script = tmp_path / "oob_child.py"
-    script.write_text(BOUNDS_CHILD)
+def _checked_child(tmp_path, name, source):
+    """(script path, last line of stdout) of `source` run in a child with TW_BOUNDS_CHECK=1."""
+    script = tmp_path / name
+    script.write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
     p = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
+    return script, p.stdout.strip().splitlines()[-1]
+
+
+def test_bounds_check_mode_turns_runtime_oob_into_located_error(tmp_path):
+    script, out = _checked_child(tmp_path, "oob_child.py", BOUNDS_CHILD)
     line = [ln for ln in BOUNDS_CHILD.splitlines() if "@runtime_oob" in ln]
     want_line = BOUNDS_CHILD.splitlines().index(line[0]) + 1
-    out = p.stdout.strip().splitlines()[-1]
     assert out.startswith(f"ERR {script} {want_line} index 16 is out of bounds for dimension 0 of 'A' (size 16)"), out
+
+
+ROW_VIEW_CHILD = textwrap.dedent("""
+    import numpy as np
+    import tilewright as tw
+    import tilewright.language as T
+
+    @T.prim_func
+    def rows(X: T.Tensor((37, 301), "float32"), Y: T.Tensor((37,), "float32")):
+        with T.Kernel(T.ceildiv(37, 8)) as bx:
+            x = T.alloc_fragment((8, 301), "float32")
+            s = T.alloc_fragment((8,), "float32")
+            T.copy(X[bx * 8, 0], x)
+            T.reduce_sum(x, s, dim=1)
+            for i in T.Parallel(8):
+                s[i] = s[i] + x[i, 3]
+            T.copy(s, Y[bx * 8])
+
+    @T.prim_func
+    def cols(X: T.Tensor((37, 301), "float32"), Y: T.Tensor((5, 301), "float32")):
+        with T.Kernel(T.ceildiv(37, 8)) as bx:
+            x = T.alloc_fragment((8, 301), "float32")
+            c = T.alloc_fragment((301,), "float32")
+            T.copy(X[bx * 8, 0], x)
+            T.reduce_max(x, c, dim=0)
+            T.copy(c, Y[bx, 0])
+    x = np.random.default_rng(0).standard_normal((37, 301)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    padded = np.concatenate([x64, np.zeros((3, 301))])  # the tail block's missing rows read 0
+    got = [tw.compile(k, out_idx=[-1])(x).astype(np.float64) for k in (rows, cols)]
+    want = [x64.sum(1) + x64[:, 3], padded.reshape(5, 8, 301).max(1)]
+    print(" ".join("OK" if np.allclose(g, w, rtol=1e-5, atol=1e-4) else "BAD" for g, w in zip(got, want)))
+""")
+
+
+def test_bounds_check_mode_reads_in_place_tiles_correctly(tmp_path):
+    """A tile filled by a copy and then only read is read from the source tensor in place; in
+    checked mode every read goes through the tile's checked index, so the copy must fill it (it
+    did not: the loads read an unwritten stack tile)."""
+    _, out = _checked_child(tmp_path, "row_view_child.py", ROW_VIEW_CHILD)
+    assert out == "OK OK", out
 
 
 # ---------------------------------------------------------------------------------------------

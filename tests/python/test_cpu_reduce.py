@@ -1,0 +1,138 @@
+"""Reductions over a tile axis that is not the innermost one on the CPU (docs/performance.md,
+"Issue 16, CPU reductions and tiny programs"): the generated code accumulates whole rows of
+vectors (four source rows per pass over a row of accumulators) and reads a tile that a copy
+filled from a global tensor in place. Results against float64 numpy on odd shapes: row counts
+below, at and past the four-row group, column tails, padded (zero) rows of a tail block, an
+empty grid (short rows), every reduce kind and the dtypes that take other accumulators."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+from op_zoo import reduce_mid  # noqa: E402  (A, B, C, kind, block_C, dtype)
+
+
+REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+
+
+def _data(shape, dtype, rng):
+    if dtype.startswith("int"):
+        return rng.integers(-1000, 1000, shape).astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("B", [1, 3, 4, 37])
+def test_middle_axis_reduce_matches_float64(kind, B):
+    rng = np.random.default_rng(B)
+    C, block_C = 301, 64  # 4 full column blocks and a tail of 45
+    x = _data((5, B, C), "float32", rng)
+    got = reduce_mid(5, B, C, kind, block_C, "float32")(x)
+    want = REDUCE[kind](x.astype(np.float64), axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * B * 3)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64", "int32"])
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_middle_axis_reduce_other_dtypes(dtype, kind):
+    rng = np.random.default_rng(7)
+    x = _data((3, 23, 70), dtype, rng)
+    got = reduce_mid(3, 23, 70, kind, 32, dtype)(x)
+    want = REDUCE[kind](x.astype(np.float64), axis=1)
+    if dtype == "float16":  # float32 accumulation, one rounding to float16
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-3, atol=2e-2)
+    else:
+        np.testing.assert_allclose(got, want.astype(dtype), rtol=1e-12 if dtype == "float64" else 0)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_column_reduce_of_row_blocks_counts_the_padded_rows(kind):
+    """A 2-D row block whose last block passes the tensor's end: its missing rows read 0 (the
+    copy's masked path) and take part in the column reduction, on the in-place path and the
+    tile path alike."""
+    M, N, bm = 37, 301, 8
+
+    @T.prim_func
+    def cols(X: T.Tensor((M, N), "float32"), Y: T.Tensor((5, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            c = T.alloc_fragment((N,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            if kind == "sum":
+                T.reduce_sum(x, c, dim=0)
+            else:
+                T.reduce_max(x, c, dim=0)
+            T.copy(c, Y[bx, 0])
+    k = tw.compile(cols, out_idx=[-1])
+    x = (np.random.default_rng(3).standard_normal((M, N)) - 2).astype(np.float32)  # mostly negative: padding 0 wins max
+    padded = np.concatenate([x.astype(np.float64), np.zeros((5 * bm - M, N))]).reshape(5, bm, N)
+    np.testing.assert_allclose(k(x), REDUCE[kind](padded, axis=1), rtol=1e-6, atol=1e-5)
+    src = k.get_source("c++")
+    assert "elided: x is only read" in src  # the full blocks read X in place
+
+
+def test_middle_axis_reduce_reads_the_tensor_in_place_four_rows_per_pass():
+    """The shape of the generated code: the copy into the (37, 64) tile is elided on the fast
+    path, and the reduction combines four rows per pass over the accumulators, in row order,
+    then the remaining row."""
+    src = reduce_mid(5, 37, 301, "sum", 64, "float32").get_source("c++")
+    assert "elided: x is only read (loads, reductions), from X in place" in src
+    assert "tw_acc[tw_j] = tw_acc[tw_j] + tw_p0[tw_j] + tw_p1[tw_j] + tw_p2[tw_j] + tw_p3[tw_j];" in src  # C++: left to right
+    assert "for (; tw_r + 4 <= 37; tw_r += 4)" in src and "for (; tw_r < 37; ++tw_r)" in src
+    assert "x_p + ((tw_o * 37) + tw_r + 0) * x_ld" in src  # rows from the view, not the tile
+
+
+@tw.jit(out_idx=[-1])
+def row_reduce(N, kind, dtype, block_M=8):
+    """Y[i] = reduce_j X[i, j] with short rows: one accumulator per row, vectorised across rows."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), dtype)
+            s = T.alloc_fragment((block_M,), dtype)
+            T.copy(X[bx * block_M, 0], x)
+            if kind == "sum":
+                T.reduce_sum(x, s, dim=1)
+            else:  # min shares max's code (tw_min for tw_max): op_zoo.reduce_mid tests it
+                T.reduce_max(x, s, dim=1)
+            T.copy(s, Y[bx * block_M])
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32"])
+@pytest.mark.parametrize("kind", ["sum", "max"])
+@pytest.mark.parametrize("N", [1, 3, 15])
+def test_short_rows_reduce_matches_float64(N, kind, dtype):
+    x = _data((37, N), dtype, np.random.default_rng(N))
+    got = row_reduce(N, kind, dtype)(x)
+    want = REDUCE[kind](x.astype(np.float64), axis=1)
+    tol = {"float16": 2e-3, "float32": 1e-6, "float64": 1e-12, "int32": 0}[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * N * 3)
+    assert row_reduce(N, kind, dtype)(np.zeros((0, N), dtype)).shape == (0,)
+
+
+@pytest.mark.parametrize("N", [1, 2, 15, 16])
+@pytest.mark.parametrize("M", [1, 37])
+def test_narrow_softmax_matches_float64(M, N):
+    from tw_test_util import load_example
+    softmax = load_example("softmax")
+    x = (np.random.default_rng(M + N).standard_normal((M, N)) * 3).astype(np.float32)
+    np.testing.assert_allclose(softmax.softmax(N)(x), softmax.reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_narrow_softmax_reduces_across_rows():
+    """Rows of one element: no fused map + row reduction (its per-row vector accumulators and
+    fold cost more than the row), and the reductions run one accumulator per row, the loop over
+    the block's rows innermost (vectorised: test_cpu_vectorize.py)."""
+    from tw_test_util import load_example
+    src = load_example("softmax").softmax(1).get_source("c++")
+    assert "fused with reduce_sum" not in src
+    assert "for (int64_t tw_o = 0; tw_o < 8; ++tw_o) tw_acc[tw_o] = tw_acc[tw_o] + x[tw_o * 1 + tw_r];" in src
+    assert "for (int64_t tw_o = 0; tw_o < 8; ++tw_o) tw_acc[tw_o] = tw_max(tw_acc[tw_o], x_p[tw_o * x_ld + tw_r]);" in src
