@@ -7,8 +7,10 @@
 // - DataCopyPad / DataCopy(UB, UB): blockCount is 1..4095 (DataCopyPad docs); a count <= 0 means
 //   "no call" (the printer guards it); the gaps between bursts are unsigned (rows must not overlap),
 //   DataCopyParams fields are uint16 (32 B blocks).
-// - Level-0 vector calls (BinaryRepeatParams / UnaryRepeatParams, WholeReduce srcRepStride): repeat
-//   strides are uint8, at most 255 blocks of 32 B; Brcb's repeat is uint8 (rows <= 2040).
+// - Vector calls (the fields of VecCallL2 / VecCallL0 / WholeReduce / Brcb, checked directly):
+//   level-2 count >= 1; level-0 mask 1..256 B / element size, repeatTimes and every block / repeat
+//   stride (BinaryRepeatParams, UnaryRepeatParams, Duplicate, WholeReduce, BrcbRepeatParams) uint8;
+//   Div/Exp/Ln/Sqrt/Rsqrt/Reciprocal and WholeReduce take half/float only.
 // - Nd2NzParams: nValue <= 16384, dValue and srcDValue (uint16) <= 65535 elements.
 // - InitConstValue has no int8/uint8 form on dav-c220 (a silent no-op).
 // - Mmad: m, n, k <= 4095; m = 1 runs as GEMV (A read as ND); Mmads accumulating into the same
