@@ -171,6 +171,20 @@ TEST(SelectVectorCalls, RowReduceMaxWideFoldsChunksThenOneWholeReduce) {
             "  V WholeReduceMax v[0] <- tw_vec_scratch[0] float32 mask=64 repeat=4 dst_rep=1 src_blk=1 src_rep=8  @7\n");
 }
 
+TEST(SelectVectorCalls, FloatRowMaxOverMoreThan255RowsChunksBy254) {
+  // float WholeReduceMax/Min need an 8-byte aligned destination: chunk k starts at row 254 k
+  Prog g;
+  g.with(VecReduce{ReduceOp::Max, ReduceAxis::Row, DTypeCode::f32, Prog::op(2, C(1)), Prog::op(0, C(40)), C(300), C(40)});
+  EXPECT_EQ(g.code(),
+            "  for tw_r in range(2):\n"
+            "    tw_rep = min(300 - tw_r * 254, 254)\n"
+            "    V WholeReduceMax c[tw_r * 1016] <- a[tw_r * 40640] float32 mask=40 repeat=tw_rep dst_rep=1 src_blk=1 "
+            "src_rep=5  @7\n");
+  // a sum has no such rule: 255
+  g.with(VecReduce{ReduceOp::Sum, ReduceAxis::Row, DTypeCode::f32, Prog::op(2, C(1)), Prog::op(0, C(40)), C(300), C(40)});
+  EXPECT_NE(g.code().find("min(300 - tw_r * 255, 255)"), std::string::npos) << g.code();
+}
+
 TEST(SelectVectorCalls, ColumnReduce) {
   Prog g;
   g.with(VecReduce{ReduceOp::Sum, ReduceAxis::Col, DTypeCode::f32, Prog::op(3, C(1)), Prog::op(0, C(64)), C(4), C(64)});
@@ -344,6 +358,17 @@ TEST(SelectVectorCallsSim, WholeReduceAndBrcb) {
   for (int j = 0; j < 8; ++j)  // block j of c[64 ..] holds a[8 + j]
     for (int k = 0; k < 8; ++k) want[64 + 8 * j + k] = s.x[8 + j];
   EXPECT_EQ(s.y, want);
+}
+
+TEST(SelectVectorCallsSim, FloatWholeReduceMaxNeedsAnEightByteAlignedDestination) {
+  SimProg s({WholeReduce{ReduceOp::Max, DTypeCode::f32, LocalRef{1, C(4)}, LocalRef{0, C(0)}, C(8), C(1), C(1), C(1), C(1)}}, 60);
+  auto r = s.run();
+  const sim::Report* rep = api_report(r, "WholeReduceMax on float writes its destination at byte 4 of its buffer");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 61);
+  SimProg ok({WholeReduce{ReduceOp::Sum, DTypeCode::f32, LocalRef{1, C(4)}, LocalRef{0, C(0)}, C(8), C(1), C(1), C(1), C(1)}});
+  auto r2 = ok.run();
+  EXPECT_TRUE(r2.reports.empty()) << r2.summary();
 }
 
 TEST(SelectVectorCallsSim, RunTimeFieldOverflowIsAnApiRuleReport) {

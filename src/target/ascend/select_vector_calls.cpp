@@ -117,17 +117,17 @@ class Selector {
   // Level-0 iteration over rows x cols with at most `per_repeat` columns per call: constant sizes
   // that fit emit one call; others a For over row chunks of 255 and / or column chunks.
   void level0(const Expr& rows, const Expr& cols, int64_t per_repeat, std::vector<StmtPtr>& out,
-              const std::function<void(const Chunk&, std::vector<StmtPtr>&)>& body) {
+              const std::function<void(const Chunk&, std::vector<StmtPtr>&)>& body, int64_t max_rep = kMaxRepeat) {
     auto r = cst(rows), c = cst(cols);
     Chunk k{C(0), C(0), cols, rows};
     std::vector<StmtPtr> row_body, col_body;
     ir::Var vr, vc;
     std::vector<StmtPtr>* cur = &out;
-    if (!(r && *r <= kMaxRepeat)) {
+    if (!(r && *r <= max_rep)) {
       vr = ir::var("tw_r");
       ir::Var rep = ir::var("tw_rep");
-      k.r0 = mul(vr, C(kMaxRepeat));
-      row_body.push_back(let(rep, bin(BinOp::Min, bin(BinOp::Sub, rows, k.r0), C(kMaxRepeat)), span_));
+      k.r0 = mul(vr, C(max_rep));
+      row_body.push_back(let(rep, bin(BinOp::Min, bin(BinOp::Sub, rows, k.r0), C(max_rep)), span_));
       k.rep = rep;
       cur = &row_body;
     }
@@ -142,7 +142,7 @@ class Selector {
     } else {
       body(k, *cur);
     }
-    if (vr) out.push_back(for_(vr, bin(BinOp::CeilDiv, rows, C(kMaxRepeat)), seq(std::move(row_body), span_), span_));
+    if (vr) out.push_back(for_(vr, bin(BinOp::CeilDiv, rows, C(max_rep)), seq(std::move(row_body), span_), span_));
   }
 
   // ---- operands and fields
@@ -340,10 +340,13 @@ class Selector {
                      const Expr& src_rep, std::vector<StmtPtr>& body) {
       call(WholeReduce{x.op, t, dst, src, mask, rep, dst_rep, C(1), src_rep}, body);
     };
+    // float WholeReduceMax/Min need an 8-byte aligned destination (WholeReduceMax.md): chunks of
+    // 254 rows, so every chunk's first result lands on an even element of the destination
+    const int64_t dst_chunk = x.op != ReduceOp::Sum && eb == 4 ? kMaxRepeat - 1 : kMaxRepeat;
     if (cols && *cols <= P) {
       level0(x.rows, x.cols, P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
         whole(at(x.dst.at, k.r0, eb), at(x.src, k, eb), k.mask, k.rep, C(1), srep, body);
-      });
+      }, dst_chunk);
       return;
     }
     if (!cols)
@@ -374,7 +377,7 @@ class Selector {
       barrier(out);
       level0(x.rows, C(P), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
         whole(at(x.dst.at, k.r0, eb), at(s, mul(k.r0, C(P)), eb), k.mask, k.rep, C(1), C(8), body);
-      });
+      }, dst_chunk);
       return;
     }
     // Sum. Step 1: reduce each column chunk of every row to scratch[r * S + j]; step 2: the partials.

@@ -13,8 +13,9 @@
 // - Row reduce: WholeReduceSum/Max/Min when a row fits one repeat; wider rows (constant cols):
 //   Sum reduces every column chunk into the scratch area, then the partial sums; Max/Min copy chunk
 //   0 into one repeat-wide scratch row per row (Muls by 1), fold the other chunks into it with
-//   Max/Min and reduce it once. Column reduce: Muls(dst, row 0, 1), then Add/Max/Min of each
-//   further row (a For over rows - 1).
+//   Max/Min and reduce it once (float Max/Min write their results in chunks of 254 rows: an
+//   8-byte aligned destination, WholeReduceMax.md). Column reduce: Muls(dst, row 0, 1), then
+//   Add/Max/Min of each further row (a For over rows - 1).
 // - Row broadcast: Brcb spreads the per-row values to one 32 B block per row in the
 //   scratch area, then a level-0 binary op reads that block with block stride 0.
 // - PipeBarrier<PIPE_V> between the dependent calls of one expansion, and before an expansion that

@@ -57,6 +57,10 @@ void whole_reduce_rules(const RWholeReduce& x, std::vector<std::string>& out) {
   std::string call = "WholeReduce" + std::string(reduce_op_name(x.op));
   if (!float_type(x.dt)) out.push_back(call + " on " + dtn(x.dt) + ": the API takes half or float only");
   mask_rule(call, x.mask, ir::DType(x.dt).bytes(), out);
+  // (buffers start 32 B aligned: the offset inside the buffer decides)
+  if (x.op != ReduceOp::Sum && x.dt == ir::DTypeCode::f32 && x.dst.off % 8 != 0)
+    out.push_back(call + " on float writes its destination at byte " + str(x.dst.off) + " of its buffer: the API needs an "
+                  "8-byte aligned destination (WholeReduceMax.md): start the call on an even element");
   u8(call, "repeatTimes", x.repeat, out);
   u8(call, "dstRepStride", x.dst_rep, out);
   u8(call, "srcBlkStride", x.src_blk, out);

@@ -16,8 +16,8 @@
 // - Mmad: m, n, k <= 4095; m = 1 runs as GEMV (A read as ND); Mmads accumulating into the same
 //   L0C need PipeBarrier<PIPE_M> between them when ceil(m/16) * ceil(n/16) < 10 (Mmad docs).
 // - PipeBarrier<PIPE_S> is a hardware error (PipeBarrier docs).
-// (WholeReduceMax/Min on float need an 8-byte aligned destination: every UB operand of the program
-// is 32-byte aligned, which the memory checks enforce; the printer's own partial results follow it.)
+// - WholeReduceMax/Min on float need an 8-byte aligned destination (WholeReduceMax.md; the memory
+//   checks require 32 B alignment of every other UB operand, the element size of WholeReduce's).
 #pragma once
 
 #include <string>
