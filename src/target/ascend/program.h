@@ -210,12 +210,12 @@ struct Fixpipe {
   bool relu = false;
 };
 
-// Vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands. The printer
-// emits the level-2 counter-mode API (e.g. Add(dst, a, b, rows*cols)) when all operands are
-// contiguous (row_stride == cols), else the level-0 API with repeat = rows (split into chunks
-// of <= 255 repeats), mask = cols (<= 256 B per repeat, or several calls) and repeat strides
-// row_stride * bytes / 32. Arithmetic on fp16 is computed exactly and rounded once (RNE);
-// bf16 is not supported on AIV (cast to fp32 first).
+// High-level vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands; they
+// are what instruction selection (lower_expert) produces and what plan_memory and insert_sync
+// reason about. select_vector_calls then replaces each with the call-level instructions below
+// (VecCallL2 / VecCallL0 / WholeReduce / Brcb): the printer and the simulator never see these.
+// Arithmetic on fp16 is computed exactly and rounded once (RNE); bf16 is not supported on AIV
+// (cast to fp32 first).
 enum class VecBinOp : uint8_t { Add, Sub, Mul, Div, Max, Min };
 enum class VecUnOp : uint8_t { Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal };
 enum class ReduceOp : uint8_t { Sum, Max, Min };
@@ -268,10 +268,9 @@ struct VecDup {
 };
 // Row: dst[r] = reduce_c src[r][c] (dst contiguous, rows elements);
 // Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Max/Min are exact. Sum follows
-// the AscendC calls: Row sums each 256 B chunk of a row with WholeReduceSum's pairwise tree
-// (adjacent pairs level by level, every partial sum rounded to dtype; fp16 saturates at
-// +-65504), then the chunk sums with the same tree; Col adds row after row in dtype (Add).
-// AscendC: WholeReduceSum/Max/Min (+ chunk folding) for Row, Add/Max/Min over rows for Col.
+// the AscendC calls (select_vector_calls.h): Row sums each 256 B chunk of a row with
+// WholeReduceSum's pairwise tree, then the chunk sums with the same tree; Col adds row after row
+// in dtype (Add).
 struct VecReduce {
   ReduceOp op;
   ReduceAxis axis;
@@ -279,8 +278,8 @@ struct VecReduce {
   VecOperand dst, src;
   ir::Expr rows, cols;
 };
-// dst[r][c] = a[r][c] op vec[r] (vec: one element per row, contiguous). AscendC: BroadCast +
-// binary, or per-row scalar ops.
+// dst[r][c] = a[r][c] op vec[r] (vec: one element per row, contiguous). AscendC: Brcb + a level-0
+// binary call with block stride 0 (select_vector_calls.h).
 struct VecRowBroadcast {
   VecBinOp op;
   ir::DType dtype;
