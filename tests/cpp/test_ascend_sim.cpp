@@ -8,6 +8,7 @@
 
 #include "target/ascend/program.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_vector_calls.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
@@ -90,6 +91,11 @@ GmRef gm(int param, Expr off) { return GmRef{param, std::move(off)}; }
 VecOperand vo(int buf, int64_t stride, Expr off = C(0)) { return VecOperand{at(buf, std::move(off)), C(stride)}; }
 
 const target::AscendParams& b2() { return target::find_target("ascend910b2").ascend; }
+// Hand-built programs hold high-level vector instructions: select_vector_calls first, as the pipeline does.
+sim::Result run_sim(const Program& p, const target::AscendParams& chip, std::vector<sim::Arg> args,
+                    const std::vector<int64_t>& shape_values = {}, const sim::Options& options = {}) {
+  return sim::run(select_vector_calls(p, target::find_target("ascend910b2")), chip, std::move(args), shape_values, options);
+}
 
 // --- the fp16 GEMM: GM -> L1 (Nz) -> L0A/L0B (double buffered) -> Mmad -> Fixpipe -> GM --------
 
@@ -209,7 +215,7 @@ TEST(AscendSim, MultiCoreGemmWithTailsMatchesReference) {
   Program p = make_gemm(M, N, K, 64, 64, 32, 5);
   auto a = random_f16(M * K, 1), bm = random_f16(K * N, 2);
   std::vector<uint16_t> c(M * N, 0);
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto r = run_sim(p, b2(), {arg(a), arg(bm), arg(c)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   check_gemm(M, N, K, a, bm, c);
   EXPECT_EQ(r.aic_used, 5);
@@ -223,7 +229,7 @@ TEST(AscendSim, MoreBlocksThanCoresRunInWaves) {
   Program p = make_gemm(M, N, K, 16, 16, 32, 36);  // 36 blocks on 24 AICs
   auto a = random_f16(M * K, 3), bm = random_f16(K * N, 4);
   std::vector<uint16_t> c(M * N, 0);
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto r = run_sim(p, b2(), {arg(a), arg(bm), arg(c)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   EXPECT_EQ(r.aic_used, 24);
   check_gemm(M, N, K, a, bm, c);
@@ -234,12 +240,12 @@ TEST(AscendSim, TimingOnlyModeGivesTheSameTimeWithoutTouchingData) {
   Program p = make_gemm(M, N, K, 128, 128, 64, 4);
   auto a = random_f16(M * K, 5), bm = random_f16(K * N, 6);
   std::vector<uint16_t> c(M * N, 0);
-  auto full = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto full = run_sim(p, b2(), {arg(a), arg(bm), arg(c)});
   std::vector<uint16_t> c2(M * N, 0);
   sim::Options o;
   o.functional = false;
   o.check = false;
-  auto t = sim::run(p, b2(), {arg(a), arg(bm), arg(c2)}, {}, o);
+  auto t = run_sim(p, b2(), {arg(a), arg(bm), arg(c2)}, {}, o);
   EXPECT_EQ(t.total_cycles, full.total_cycles);
   EXPECT_EQ(c2, std::vector<uint16_t>(M * N, 0));
   EXPECT_NE(c, c2);
@@ -258,7 +264,7 @@ TEST(AscendSim, MmadExampleMatchesPublishedCycles) {
     b.emit(Mmad{at(a0), at(b0), at(c0), DTypeCode::f16, DTypeCode::f32, C(128), C(256), C(64), eq(s, C(0))}, 5);
   });
   b.p.aic = b.take();
-  auto r = sim::run(b.p, b2(), {});
+  auto r = run_sim(b.p, b2(), {});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   const double measured = (4209 + 4225) / 2.0;
   EXPECT_NEAR(static_cast<double>(r.total_cycles), measured, 0.05 * measured) << r.summary();
@@ -311,7 +317,7 @@ TEST(AscendSim, SoftmaxRowsOnUbMatchesReference) {
   std::mt19937 rng(7);
   std::normal_distribution<float> d(0, 3);
   for (auto& v : x) v = d(rng);
-  auto r = sim::run(p, b2(), {arg(x), arg(y)});
+  auto r = run_sim(p, b2(), {arg(x), arg(y)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   EXPECT_EQ(r.aiv_used, 4);
   for (int64_t i = 0; i < R; ++i) {
@@ -372,7 +378,7 @@ Program small_vec(bool with_flag, int64_t ub_offset = 0, int64_t copy_rows = 4, 
 
 sim::Result run_small(const Program& p) {
   static std::vector<float> x(256, -1.f), y(256, 0);
-  return sim::run(p, b2(), {arg(x), arg(y)});
+  return run_sim(p, b2(), {arg(x), arg(y)});
 }
 
 TEST(AscendSimBroken, CorrectSmallKernelIsClean) {
@@ -416,7 +422,7 @@ TEST(AscendSimBroken, MismatchedFlagPairDeadlocks) {
 TEST(AscendSimBroken, UbOverflow) {
   Program p = make_softmax(16, 64, 16, /*line_overflow=*/90);
   std::vector<float> x(16 * 64, 1.f), y(16 * 64);
-  auto r = sim::run(p, b2(), {arg(x), arg(y)});
+  auto r = run_sim(p, b2(), {arg(x), arg(y)});
   const sim::Report* rep = find(r, sim::ReportKind::Capacity);
   ASSERT_NE(rep, nullptr) << r.summary();
   EXPECT_NE(rep->message.find("buffer x_ub needs UB bytes [0, 200000) but UB has 196352 usable bytes"), std::string::npos)
@@ -463,7 +469,7 @@ Program short_rows(bool pad, int64_t row_bytes = 12, int64_t out_stride = 32, in
 sim::Result run_short_rows(const Program& p, std::vector<float>& y) {
   std::vector<float> x(12, 1.f);
   y.assign(32, -5.f);
-  return sim::run(p, b2(), {arg(x), arg(y)});
+  return run_sim(p, b2(), {arg(x), arg(y)});
 }
 
 TEST(AscendSimBroken, DataCopyPadWritesDummyBytesUpTo32BUnlessPadded) {
@@ -529,7 +535,7 @@ Program cross_kernel(int sets, bool reply) {
 }
 
 TEST(AscendSimBroken, CrossFlagOverflow) {
-  auto r = sim::run(cross_kernel(20, false), b2(), {});
+  auto r = run_sim(cross_kernel(20, false), b2(), {});
   const sim::Report* rep = find(r, sim::ReportKind::CrossFlagOverflow);
   ASSERT_NE(rep, nullptr) << r.summary();
   EXPECT_NE(rep->message.find("cross-core flag 0 of AIV 0 has 16 pending sets"), std::string::npos) << rep->message;
@@ -538,7 +544,7 @@ TEST(AscendSimBroken, CrossFlagOverflow) {
 
 TEST(AscendSimBroken, CrossCoreDeadlock) {
   // Both sides wait first: the AIC for flag 1, the AIVs for flag 0.
-  auto r = sim::run(cross_kernel(3, true), b2(), {});
+  auto r = run_sim(cross_kernel(3, true), b2(), {});
   const sim::Report* rep = find(r, sim::ReportKind::Deadlock);
   ASSERT_NE(rep, nullptr) << r.summary();
   ASSERT_GE(rep->instrs.size(), 3u);
@@ -549,19 +555,21 @@ TEST(AscendSimBroken, CrossCoreDeadlock) {
 
 TEST(AscendSimBroken, SamePipeDependenceNeedsBarrier) {
   Program p = make_softmax(16, 64, 16);
-  // drop the barrier between the max reduction and the subtraction
+  // drop the barrier between the subtraction and the exp (the one between the max reduction and
+  // the row broadcast is not needed: the broadcast's calls start with a barrier before they reuse
+  // the scratch area)
   auto body = std::const_pointer_cast<Stmt>(p.aiv);
   std::vector<StmtPtr> kept;
   for (auto& s : body->body)
-    if (!(s->kind == StmtKind::Instr && s->instr.span.line == 63)) kept.push_back(s);
+    if (!(s->kind == StmtKind::Instr && s->instr.span.line == 65)) kept.push_back(s);
   body->body = kept;
   std::vector<float> x(16 * 64, 1.f), y(16 * 64);
-  auto r = sim::run(p, b2(), {arg(x), arg(y)});
+  auto r = run_sim(p, b2(), {arg(x), arg(y)});
   const sim::Report* rep = find(r, sim::ReportKind::SamePipeHazard);
   ASSERT_NE(rep, nullptr) << r.summary();
   EXPECT_NE(rep->message.find("PipeBarrier<PIPE_V>"), std::string::npos) << rep->message;
-  EXPECT_EQ(rep->instrs.at(0).span.line, 64);
-  EXPECT_EQ(rep->instrs.at(1).span.line, 62);
+  EXPECT_EQ(rep->instrs.at(0).span.line, 66);
+  EXPECT_EQ(rep->instrs.at(1).span.line, 64);
 }
 
 // --- trace -----------------------------------------------------------------------------------
@@ -622,7 +630,7 @@ TEST(AscendSim, TraceIsValidJsonWithOneTrackPerCorePipe) {
   std::vector<uint16_t> c(128 * 128);
   sim::Options o;
   o.trace = true;
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)}, {}, o);
+  auto r = run_sim(p, b2(), {arg(a), arg(bm), arg(c)}, {}, o);
   std::string j = r.trace_json();
   Json parser{j};
   ASSERT_TRUE(parser.value()) << "invalid JSON near offset " << parser.i;
@@ -645,7 +653,7 @@ TEST(AscendSimSpeed, Gemm1024CheckedWithArithmetic) {
   auto a = random_f16(n * n, 10), bm = random_f16(n * n, 11);
   std::vector<uint16_t> c(n * n);
   auto t0 = std::chrono::steady_clock::now();
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto r = run_sim(p, b2(), {arg(a), arg(bm), arg(c)});
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   std::printf("[ speed ] 1024^3 fp16 gemm, 910B2, arithmetic + checking: %.2f s wall\n%s", s, r.summary().c_str());
@@ -666,7 +674,7 @@ TEST(AscendSimSpeed, Gemm8192TimingOnly) {
   std::vector<sim::Arg> args(3);
   for (auto& x : args) x.bytes = n * n * 2;
   auto t0 = std::chrono::steady_clock::now();
-  auto r = sim::run(p, b2(), args, {}, o);
+  auto r = run_sim(p, b2(), args, {}, o);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   std::printf("[ speed ] 8192^3 fp16 gemm, 910B2, timing only: %.2f s wall\n%s", s, r.summary().c_str());
@@ -684,7 +692,7 @@ sim::Result run_aiv(const std::vector<std::pair<InstrOp, int>>& ops, int64_t ub_
   for (const auto& [op, line] : ops) b.emit(op, line);
   b.p.aiv = b.take();
   static std::vector<float> x(64 * 64, 1.f);
-  return sim::run(b.p, b2(), {arg(x)});
+  return run_sim(b.p, b2(), {arg(x)});
 }
 
 const sim::Report* api_report(const sim::Result& r, const std::string& text) {
@@ -721,20 +729,30 @@ TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
 }
 
 TEST(AscendSimApiRules, Level0RepeatStridesAreUint8) {
-  // rows 4096 floats apart = 512 blocks of 32 B: the level-0 repeat stride would wrap
-  auto r = run_aiv({{VecUnary{VecUnOp::Abs, DTypeCode::f32, vo(0, 4096), vo(0, 4096), C(2), C(64)}, 53}}, 65536);
-  const sim::Report* rep = api_report(r, "UnaryRepeatParams.dstRepStride of the destination is 512 blocks");
-  ASSERT_NE(rep, nullptr) << r.summary();
-  EXPECT_NE(rep->message.find("at most 2040 elements"), std::string::npos) << rep->message;
+  // rows 4096 floats apart = 512 blocks of 32 B: the level-0 repeat stride does not fit its uint8
+  // field; a constant is select_vector_calls' located compile-time error (run-time values: the
+  // simulator's API rule, SelectVectorCallsSim.RunTimeFieldOverflowIsAnApiRuleReport)
+  try {
+    run_aiv({{VecUnary{VecUnOp::Abs, DTypeCode::f32, vo(0, 4096), vo(0, 4096), C(2), C(64)}, 53}}, 65536);
+    FAIL() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find("the repeat stride of the destination (in 32 B blocks) is 512"), std::string::npos) << e.message();
+    EXPECT_NE(e.hint().find("at most 2040 float32 elements"), std::string::npos) << e.hint();
+    EXPECT_EQ(e.span().line, 53);
+  }
   // contiguous operands print the level-2 (count) form: no stride field
   EXPECT_TRUE(run_aiv({{VecUnary{VecUnOp::Abs, DTypeCode::f32, vo(0, 4096), vo(0, 4096), C(1), C(4096)}, 53}})
                   .reports.empty());
 }
 
 TEST(AscendSimApiRules, BrcbRepeatLimitsRowBroadcastsTo2040Rows) {
-  auto r = run_aiv({{VecRowBroadcast{VecBinOp::Add, DTypeCode::f32, vo(0, 8), vo(0, 8), at(1), C(2048), C(8)}, 54}});
-  const sim::Report* rep = api_report(r, "Brcb's repeat is ceil(rows / 8) = 256");
-  ASSERT_NE(rep, nullptr) << r.summary();
+  try {
+    run_aiv({{VecRowBroadcast{VecBinOp::Add, DTypeCode::f32, vo(0, 8), vo(0, 8), at(1), C(2048), C(8)}, 54}});
+    FAIL() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find("Brcb's repeatTimes (ceil(rows / 8) for 2048 rows) is 256"), std::string::npos) << e.message();
+    EXPECT_EQ(e.span().line, 54);
+  }
 }
 
 TEST(AscendSimApiRules, PipeBarrierOnSIsAHardwareError) {
@@ -769,7 +787,7 @@ struct CubeRig {
   sim::Result run(int64_t elems = 64 * 64) {
     b.p.aic = b.take();
     std::vector<uint16_t> a(static_cast<size_t>(elems), 0);
-    return sim::run(b.p, b2(), {arg(a)});
+    return run_sim(b.p, b2(), {arg(a)});
   }
 };
 
@@ -811,7 +829,7 @@ TEST(AscendSimApiRules, Int8InitConstValueIsANoOpOnTheDevice) {
     b.emit(CopyGmToL1{gm(A, C(0)), at(l1), DTypeCode::i8, C(20), C(64), C(64), C(32), C(64), fill}, 66);
     b.p.aic = b.take();
     std::vector<uint16_t> a(20 * 64 / 2, 0);
-    auto res = sim::run(b.p, b2(), {arg(a)});
+    auto res = run_sim(b.p, b2(), {arg(a)});
     const sim::Report* rep = api_report(res, "no 8-bit InitConstValue");
     if (fill == DTypeCode::i8) {
       ASSERT_NE(rep, nullptr) << res.summary();
@@ -878,7 +896,7 @@ TEST(AscendSimApiRules, WholeReduceSumIsAPairwiseTreeRoundedPerStep) {
   std::vector<uint16_t> xs(32, 0), ys(32, 0);
   for (int i : {0, 1, 2, 3}) xs[i] = f32_to_f16(i == 0 ? 2048.f : 1.f);
   xs[16] = xs[17] = f32_to_f16(60000.f);
-  auto r = sim::run(b.p, b2(), {arg(xs), arg(ys)});
+  auto r = run_sim(b.p, b2(), {arg(xs), arg(ys)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   // (2048 + 1 -> 2048) + (1 + 1) = 2050; one exact sum rounded once would give 2052
   EXPECT_EQ(sim::num::f16_to_f32(ys[0]), 2050.f);

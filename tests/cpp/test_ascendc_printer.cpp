@@ -28,6 +28,7 @@
 
 #include "ir/parser.h"
 #include "target/ascend/pipeline.h"
+#include "target/ascend/select_vector_calls.h"
 #include "target/registry.h"
 
 namespace tw::ascend {
@@ -197,7 +198,7 @@ Program softmax_program() {
       ins(WaitFlag{Pipe::V, Pipe::MTE3, I(0)}, 46),
       ins(CopyUbToGm{at(x16), gm(2, r0 * W * I(2)), DTypeCode::f16, rt, I(512), I(512), I(512)}, 46),
   });
-  return p;
+  return select_vector_calls(p, target::find_target("ascend910b2"));  // as the pipeline does
 }
 
 // C[M, N] (fp16) = relu(A @ B + bias): the AIC computes a 128x128 fp32 tile into the GM workspace
@@ -290,7 +291,7 @@ Program mixed_program() {
                                    rows, nt * I(2), I(256), N * I(2)},
                         69)));
   p.aiv = seq(aiv);
-  return p;
+  return select_vector_calls(p, target::find_target("ascend910b2"));  // as the pipeline does
 }
 
 // One instruction of every kind (MIX: Cube kinds on the AIC, vector kinds on the AIV), with
@@ -354,7 +355,7 @@ Program all_kinds_program() {
           99),
       ins(CrossCoreSetFlag{2, Pipe::MTE3, I(4)}, 99),
   });
-  return p;
+  return select_vector_calls(p, target::find_target("ascend910b2"));  // as the pipeline does
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,15 +412,30 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
   };
   walk(p.aic);
   walk(p.aiv);
-  EXPECT_EQ(kinds.size(), std::variant_size_v<InstrOp>) << "the all-kinds program must use every instruction kind";
+  // every kind but the seven high-level vector kinds, which select_vector_calls replaced
+  EXPECT_EQ(kinds.size(), std::variant_size_v<InstrOp> - 7) << "the all-kinds program must use every instruction kind";
   std::string k;
   ASSERT_NO_THROW(k = print_ascendc_kernel(p));
   for (const char* call : {"DataCopy(", "DataCopyPad(", "InitConstValue(", "LoadData(", "Mmad(", "Fixpipe<", "Max(",
                            "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
                            "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
-                           "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "tw_r += 255", "tw_c += 64"})
+                           "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
+                           "tw_c_ < ((cols + 64 - 1) / 64)"})
     EXPECT_NE(k.find(call), std::string::npos) << "missing " << call << " in\n" << k;
   check_golden("all_kinds_kernel.cpp", k);
+  // the high-level vector kinds are select_vector_calls' input, never the printer's
+  Program hl = p;
+  hl.aiv = seq({instr(VecUnary{VecUnOp::Exp, DTypeCode::f32, vo(0, I(64)), vo(0, I(64)), I(1), I(64)}, L(12))});
+  try {
+    print_ascendc_kernel(hl);
+    FAIL() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find("internal: the AscendC printer met the high-level vector instruction VecUnary: run "
+                               "select_vector_calls first"),
+              std::string::npos)
+        << e.message();
+    EXPECT_EQ(e.span().line, 12);
+  }
 }
 
 TEST(AscendCPrinter, EveryCallCarriesItsSourceLine) {
@@ -630,17 +646,17 @@ TEST(AscendCPrinter, InitConstValueUsesTheFillDtype) {
 // and reduces it once: no WholeReduceMax writes a partial at a 4-byte offset.
 TEST(AscendCPrinter, WideRowMaxFoldsChunksBeforeOneWholeReduce) {
   std::string k = print_ascendc_kernel(softmax_program());
-  EXPECT_NE(k.find("Muls(tw_scratch.ReinterpretCast<float>(), x, static_cast<float>(1), 64, 16, UnaryRepeatParams(1, 1, 8, 32));"),
+  EXPECT_NE(k.find("Muls(tw_vec_scratch_.ReinterpretCast<float>(), x, static_cast<float>(1.0f), 64, 16, UnaryRepeatParams(1, 1, 8, 32));"),
             std::string::npos)
       << k;
-  EXPECT_NE(k.find("Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[192], 64, 16, "
+  EXPECT_NE(k.find("Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[192], 64, 16, "
                    "BinaryRepeatParams(1, 1, 1, 8, 8, 32));"),
             std::string::npos)
       << k;
-  EXPECT_NE(k.find("WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 64, 16, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);"),
+  EXPECT_NE(k.find("WholeReduceMax(row_max, tw_vec_scratch_.ReinterpretCast<float>(), 64, 16, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);"),
             std::string::npos)
       << k;
-  EXPECT_EQ(k.find("WholeReduceMax(tw_scratch"), std::string::npos) << k;
+  EXPECT_EQ(k.find("WholeReduceMax(tw_vec_scratch_"), std::string::npos) << k;
 }
 
 }  // namespace

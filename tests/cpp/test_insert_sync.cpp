@@ -6,6 +6,7 @@
 #include <random>
 
 #include "ir/parser.h"
+#include "target/ascend/select_vector_calls.h"
 #include "target/ascend/insert_sync.h"
 #include "target/ascend/pipeline.h"
 #include "target/ascend/program_printer.h"
@@ -96,7 +97,7 @@ SimRun simulate(const Program& p, uint32_t seed = 1) {
   for (auto& d : run.data) args.push_back(sim::Arg{d.data(), static_cast<int64_t>(d.size()), 0});
   sim::Options o;
   o.check = true;
-  run.result = sim::run(p, b2().ascend, args, {}, o);
+  run.result = sim::run(select_vector_calls(p, b2()), b2().ascend, args, {}, o);
   return run;
 }
 

@@ -7,6 +7,7 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "target/ascend/select_vector_calls.h"
 #include "target/ascend/legalize_vector.h"
 #include "target/ascend/lower_expert.h"
 #include "target/ascend/plan_memory.h"
@@ -448,7 +449,7 @@ SimRun simulate(const std::string& text, std::vector<sim::Arg> args, std::vector
   ir::Kernel k = legalize(text);
   Program p = plan_memory(lower_expert(k, b2()), b2(), false);
   p.aiv = serialize(p.aiv);
-  return SimRun{sim::run(p, b2().ascend, std::move(args), shapes), ir::print(k)};
+  return SimRun{sim::run(select_vector_calls(p, b2()), b2().ascend, std::move(args), shapes), ir::print(k)};
 }
 
 template <class T>

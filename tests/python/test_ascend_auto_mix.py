@@ -121,13 +121,16 @@ def test_flash_attention_row_reductions_halve_first():
     kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")
     src = kern.get_source("ascend_program")
     aiv = src[src.index("AIV:"):]
-    assert "RowReduceMax scores_max_scaled_0[0]/64 <- acc_s_ub_half_0[0]/64 float32 64x64" in aiv
-    assert "Max acc_s_ub_half_0[0]/64 <- acc_s_ub[0]/128, acc_s_ub[256]/128 float32 64x64" in aiv
+    # (the program's call-level instructions, select_vector_calls)
+    whole = "<- acc_s_ub_half_0[0] float32 mask=64 repeat=64 dst_rep=1 src_blk=1 src_rep=8"
+    assert f"WholeReduceMax scores_max_scaled_0[0] {whole}" in aiv
+    half = "acc_s_ub_half_0[0] <- acc_s_ub[0], acc_s_ub[256] float32 mask=64 repeat=64 blk=(1, 1, 1) rep=(8, 16, 16)"
+    assert f"L0 Max {half}" in aiv
     # one scratch tile for both halvings (never live together): UB room for the P V landing tile
-    assert "Add acc_s_ub_half_0[0]/64 <- acc_s_ub[0]/128, acc_s_ub[256]/128 float32 64x64" in aiv
-    assert "RowReduceSum scores_sum[0]/64 <- acc_s_ub_half_0[0]/64 float32 64x64" in aiv
+    assert f"L0 Add {half}" in aiv
+    assert f"WholeReduceSum scores_sum[0] {whole}" in aiv
     assert "acc_s_ub_half_1" not in src
-    assert "RowReduceMax scores_max_scaled_0[0]/64 <- acc_s_ub[0]/128" not in aiv
+    assert "WholeReduceMax scores_max_scaled_0[0] <- acc_s_ub[0]" not in aiv
 
 
 def test_flash_attention_exp2_is_one_exp():
@@ -138,10 +141,13 @@ def test_flash_attention_exp2_is_one_exp():
     src = kern.get_source("ascend_program")
     aiv = src[src.index("AIV:"):]
     scale = (1.0 / 128) ** 0.5 * 1.4426950408889634 * 0.6931471805599453
-    assert f"Muls acc_s_ub[0]/8192 <- acc_s_ub[0]/8192, {scale!r} float32 1x8192" in aiv
-    assert "Muls acc_s_ub[0]/8192 <- acc_s_ub[0]/8192, 0.6931471805599453" not in aiv
-    assert "RowBroadcastSub acc_s_ub[0]/128 <- acc_s_ub[0]/128, scores_max_ln2_0[0] float32 64x128" in aiv
-    assert "Exp acc_s_ub[0]/8192 <- acc_s_ub[0]/8192 float32 1x8192" in aiv
+    assert f"L2 Muls acc_s_ub[0] <- acc_s_ub[0], {scale!r} float32 count=8192" in aiv
+    assert "Muls acc_s_ub[0] <- acc_s_ub[0], 0.6931471805599453" not in aiv
+    # the row broadcast of the max: Brcb into the scratch area, then Sub with block stride 0
+    assert "Brcb tw_vec_scratch[0] <- scores_max_ln2_0[0] float32 repeat=8 dst_blk=1 dst_rep=8" in aiv
+    assert ("L0 Sub acc_s_ub[tw_c * 256] <- acc_s_ub[tw_c * 256], tw_vec_scratch[0] float32 mask=tw_mask repeat=64 "
+            "blk=(1, 1, 0) rep=(16, 16, 1)") in aiv
+    assert "L2 Exp acc_s_ub[0] <- acc_s_ub[0] float32 count=8192" in aiv
 
 
 def test_flash_attention_handoffs_are_fp16():
@@ -153,4 +159,4 @@ def test_flash_attention_handoffs_are_fp16():
     assert "buffer acc_o_pv_ub_in: AIV UB" in src and "float16" in src.split("buffer acc_o_pv_ub_in:")[1].split("\n")[0]
     assert "<- acc_o_pv[0] float32->float16" in aic
     assert "<- acc_s[0] float32->float16" in aic
-    assert "Cast acc_o_pv_ub[0]/8192 <- acc_o_pv_ub_in[0]/8192 float16->float32" in aiv
+    assert "L2 Cast acc_o_pv_ub[0] <- acc_o_pv_ub_in[0] float16->float32" in aiv

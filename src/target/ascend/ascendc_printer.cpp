@@ -12,13 +12,12 @@
 // - Buffers: one TPipe per core type; per memory one TBuf (L1 -> TPosition::A1, L0A -> A2,
 //   L0B -> B2, L0C -> CO1, UB -> VECCALC) sized to the planned end; every BufferDecl is a
 //   LocalTensor at its planned byte offset inside that TBuf (Get<uint8_t>()[offset] then
-//   ReinterpretCast<T>()). An extra UB TBuf `tw_scratch` is added (after the planned buffers) only
-//   when a row reduce wider than one repeat or a row broadcast needs it; its size is checked
-//   against the usable UB (196352 B) at print time. On the AIC, pipe.Destroy() follows the
+//   ReinterpretCast<T>()) (select_vector_calls' scratch area is one of them). On the AIC, pipe.Destroy() follows the
 //   InitBuffer calls (Program::tpipe_destroy): it takes the M_MTE1 events 0-2 that TPipe's
 //   constructor sets, so the kernel's own flags may use every id.
-// - Counts: a UB copy or vector call whose row / element count may be <= 0 is wrapped in
-//   `if (count > 0)` (a count <= 0 means no call; the unsigned API fields would wrap).
+// - Counts: a UB copy whose row count may be <= 0 is wrapped in `if (count > 0)` (a count <= 0
+//   means no call; the unsigned API fields would wrap). Vector calls carry their guards as Program
+//   If statements (select_vector_calls).
 // - Scalar arithmetic: ir::Expr printed as C++ on int32_t/int64_t with Python floor semantics for
 //   // and % (tw_floordiv/tw_floormod helpers unless both sides are provably non-negative).
 // - GM -> L1 (ND -> Nz): DataCopy with Nd2NzParams; when the tile may be partial (tails), the whole
@@ -27,20 +26,9 @@
 // - L1 -> L0A/L0B: one LoadData(LoadData2DParams) per fractal row, printed as a loop; a 32-bit
 //   transposing load into L0B (B stored K x N) is one LoadData(LoadData3DParamsV2) (Load3Dv2,
 //   1x1 img2col), see emit_load3d_b.
-// - Vector ops: level-2 counter-mode call (count = rows * cols) when every operand is contiguous,
-//   else level-0 calls (mask = columns per repeat, repeat = rows), split into <= 255 repeats and
-//   <= 256 B of columns per call. Scalar Sub is Adds(-s); scalar Div is Muls(1/s) (one extra
-//   rounding compared with a true division).
-// - Row reduce: WholeReduceSum/Max/Min (ORDER_ONLY_VALUE for max/min); rows wider than one repeat:
-//   Sum reduces per column chunk into tw_scratch, then again; Max/Min fold the column chunks into
-//   one repeat-wide row per row in tw_scratch (Muls(x, 1) copies chunk 0, then Max/Min with each
-//   further chunk) and reduce that once, so every WholeReduceMax/Min destination is a 32 B aligned
-//   operand (float WholeReduceMax/Min need an 8-byte aligned destination). Column reduce: Muls(x, 1)
-//   copies row 0, then Add/Max/Min accumulates the other rows (in the element type).
-//   Snippets that use tw_scratch start with PipeBarrier<PIPE_V> (an earlier V instruction may
-//   still read it).
-// - Row broadcast: Brcb spreads the per-row values to one 32 B block per row in tw_scratch, then a
-//   level-0 binary op reads that block with block stride 0.
+// - Vector calls (VecCallL2, VecCallL0, WholeReduce, Brcb): one call each, its arguments the
+//   instruction's fields (select_vector_calls made every choice: level-2 or level-0, chunking, scratch
+//   area, barriers, count guards). The high-level vector kinds are an internal error here.
 // - CrossCoreWaitFlag: 8.3.RC1 declares template <modeId, pipe> with no defaults; on dav-2201 the
 //   wait blocks the core's instruction issue whatever the template arguments (asc-devkit issue
 //   #1613). The mode printed is that of the CrossCoreSetFlag with the same id (default 2); a wait
@@ -75,8 +63,6 @@ using ir::Error;
 using ir::Expr;
 using ir::ExprKind;
 using ir::Span;
-
-constexpr int64_t kUbUsable = target::AscendParams{}.ub_bytes;  // the registry's usable UB per AIV
 
 // ---------------------------------------------------------------------------------------------
 // Types and names
@@ -372,11 +358,10 @@ class KernelPrinter {
   std::string gm_view(int param, DType t) const;
   std::string gm(const GmRef& r, DType t) const;
   std::string loc(const LocalRef& r, DType t, const std::string& extra = "") const;
-  std::string vop(const VecOperand& v, DType t, const std::string& r0, const std::string& c0) const;
   std::string elem(const Expr& off_bytes, int64_t eb) const;
   std::string ex(const Expr& e) const { return ep_.print(e); }
   std::string gap(const Expr& n_rows, const Expr& g) const;
-  std::string rep_stride(const VecOperand& v, DType t) const { return ex(fdiv(mul(v.row_stride, ci(t.bytes())), ci(32))); }
+  std::string scalar(const Expr& v, DType t) const { return "static_cast<" + ctype(t, span_) + ">(" + ex(v) + ")"; }
   const BufferDecl& buffer(const LocalRef& r) const;
 
   // statements
@@ -386,12 +371,8 @@ class KernelPrinter {
   void core(CoreType c, const StmtPtr& body);
   void buffers(CoreType c);
 
-  // vector helpers
-  bool contiguous(const std::vector<const VecOperand*>& ops, const Expr& rows, const Expr& cols) const;
-  void level0(const Expr& rows, const Expr& cols, int per_repeat,
-              const std::function<void(const std::string&, const std::string&, const std::string&, const std::string&)>& body);
-  int64_t scratch_bytes(const InstrOp& op) const;
-  void v_barrier();
+  std::string vec_args(VecApi api, DType t, DType st, const LocalRef& dst, const LocalRef& src0, const LocalRef& src1,
+                       const Expr& scalar, RoundMode round) const;
 
  public:
   // one emitter per Instr kind
@@ -403,13 +384,16 @@ class KernelPrinter {
   void emit_load3d_b(const LoadL0& c);
   void emit(const Mmad& c);
   void emit(const Fixpipe& c);
-  void emit(const VecBinary& c);
-  void emit(const VecBinaryScalar& c);
-  void emit(const VecUnary& c);
-  void emit(const VecCast& c);
-  void emit(const VecDup& c);
-  void emit(const VecReduce& c);
-  void emit(const VecRowBroadcast& c);
+  void emit(const VecCallL2& c);
+  void emit(const VecCallL0& c);
+  void emit(const WholeReduce& c);
+  void emit(const Brcb& c);
+  template <class T>
+  void emit(const T& x) {
+    throw Error("internal: the AscendC printer met the high-level vector instruction " + std::string(instr_name(InstrOp(x))) +
+                    ": run select_vector_calls first",
+                span_);
+  }
   void emit(const SetFlag& c);
   void emit(const WaitFlag& c);
   void emit(const PipeBarrier& c);
@@ -423,7 +407,6 @@ class KernelPrinter {
   Span span_;                                  // of the instruction being printed
   std::set<std::pair<int, DTypeCode>> views_;  // (param or -1, dtype) GM views
   std::map<std::string, int> cross_mode_;      // CrossCoreSetFlag id text -> mode
-  int64_t scratch_ = 0;                        // bytes of tw_scratch on the current core
   bool has_cross_ = false;                     // any cross-core flag (kernel type MIX_*_1_0)
 };
 
@@ -462,13 +445,6 @@ std::string KernelPrinter::loc(const LocalRef& r, DType t, const std::string& ex
   std::string i = elem(r.offset, t.bytes());
   if (!extra.empty()) i = i == "0" ? extra : i + " + " + extra;
   return i == "0" ? base : base + "[" + i + "]";
-}
-
-std::string KernelPrinter::vop(const VecOperand& v, DType t, const std::string& r0, const std::string& c0) const {
-  std::string extra;
-  if (r0 != "0") extra = r0 + " * " + ex(v.row_stride);
-  if (c0 != "0") extra = extra.empty() ? c0 : extra + " + " + c0;
-  return loc(v.at, t, extra);
 }
 
 bool KernelPrinter::has_tiling() const {
@@ -538,20 +514,13 @@ void KernelPrinter::stmt(const StmtPtr& s, bool top) {
   }
 }
 
-// The row / element counts of a UB copy or vector instruction: a count <= 0 means no call
+// The row counts of a UB copy: a count <= 0 means no call
 // (program.h), and the API's count fields are unsigned (a negative tail count would wrap to a
 // huge blockCount / repeat), so the call is guarded unless every count is a positive constant.
 static std::vector<Expr> call_counts(const InstrOp& op) {
   return std::visit(Overload{[](const CopyGmToUb& c) { return std::vector<Expr>{c.n_rows}; },
                              [](const CopyUbToGm& c) { return std::vector<Expr>{c.n_rows}; },
                              [](const CopyUbToUb& c) { return std::vector<Expr>{c.n_rows}; },
-                             [](const VecBinary& c) { return std::vector<Expr>{c.rows, c.cols}; },
-                             [](const VecBinaryScalar& c) { return std::vector<Expr>{c.rows, c.cols}; },
-                             [](const VecUnary& c) { return std::vector<Expr>{c.rows, c.cols}; },
-                             [](const VecCast& c) { return std::vector<Expr>{c.rows, c.cols}; },
-                             [](const VecDup& c) { return std::vector<Expr>{c.rows, c.cols}; },
-                             [](const VecReduce& c) { return std::vector<Expr>{c.rows, c.cols}; },
-                             [](const VecRowBroadcast& c) { return std::vector<Expr>{c.rows, c.cols}; },
                              [](const auto&) { return std::vector<Expr>{}; }},
                     op);
 }
@@ -776,238 +745,46 @@ void KernelPrinter::emit(const Fixpipe& c) {
 // ---------------------------------------------------------------------------------------------
 // Emitters: vector
 
-bool KernelPrinter::contiguous(const std::vector<const VecOperand*>& ops, const Expr& rows, const Expr& cols) const {
-  if (auto r = ir::as_const_int(rows); r && *r == 1) return true;
-  std::string c = ex(cols);
-  for (const auto* v : ops)
-    if (ex(v->row_stride) != c) return false;
-  return true;
+// The arguments before the count / mask of an elementwise call (program.h, VecApi).
+std::string KernelPrinter::vec_args(VecApi api, DType t, DType st, const LocalRef& dst, const LocalRef& src0,
+                                    const LocalRef& src1, const Expr& s, RoundMode round) const {
+  std::string a = loc(dst, t);
+  if (api == VecApi::Duplicate) return a + ", " + scalar(s, t);
+  a += ", " + loc(src0, st);
+  if (api == VecApi::Cast) return a + ", RoundMode::" + std::string(round_mode_name(round));
+  if (vec_api_sources(api) == 2) return a + ", " + loc(src1, t);
+  if (vec_api_has_scalar(api)) return a + ", " + scalar(s, t);
+  return a;
 }
 
-// Level-0 iteration: calls body(r0, c0, mask, repeat) for chunks of <= 255 rows and <= per_repeat
-// columns; constant sizes that fit print no loop.
-void KernelPrinter::level0(const Expr& rows, const Expr& cols, int per_repeat,
-                           const std::function<void(const std::string&, const std::string&, const std::string&,
-                                                    const std::string&)>& body) {
-  auto r = ir::as_const_int(rows), c = ir::as_const_int(cols);
-  int opened = 0;
-  std::string r0 = "0", rep = ex(rows), c0 = "0", mask = ex(cols);
-  if (!(r && *r <= 255)) {
-    L_.open("for (int32_t tw_r = 0; tw_r < " + ex(rows) + "; tw_r += 255)");
-    L_.line("const int32_t tw_rep = tw_min(" + ex(rows) + " - tw_r, 255);");
-    r0 = "tw_r", rep = "tw_rep", ++opened;
-  }
-  if (!(c && *c <= per_repeat)) {
-    std::string P = std::to_string(per_repeat);
-    L_.open("for (int32_t tw_c = 0; tw_c < " + ex(cols) + "; tw_c += " + P + ")");
-    L_.line("const int32_t tw_mask = tw_min(" + ex(cols) + " - tw_c, " + P + ");");
-    c0 = "tw_c", mask = "tw_mask", ++opened;
-  }
-  body(r0, c0, mask, rep);
-  while (opened--) L_.close();
+void KernelPrinter::emit(const VecCallL2& c) {
+  L_.call(std::string(vec_api_name(c.api)) + "(" + vec_args(c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) +
+          ", " + ex(c.count) + ");");
 }
 
-void KernelPrinter::emit(const VecBinary& c) {
-  std::string fn(vec_binop_name(c.op));
-  if (contiguous({&c.dst, &c.a, &c.b}, c.rows, c.cols)) {
-    L_.call(fn + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.a.at, c.dtype) + ", " + loc(c.b.at, c.dtype) + ", " +
-            ex(mul(c.rows, c.cols)) + ");");
-    return;
+void KernelPrinter::emit(const VecCallL0& c) {
+  std::string params;
+  switch (vec_api_sources(c.api)) {
+    case 2:
+      params = "BinaryRepeatParams(" + ex(c.dst_blk) + ", " + ex(c.src0_blk) + ", " + ex(c.src1_blk) + ", " + ex(c.dst_rep) +
+               ", " + ex(c.src0_rep) + ", " + ex(c.src1_rep) + ")";
+      break;
+    case 1: params = "UnaryRepeatParams(" + ex(c.dst_blk) + ", " + ex(c.src0_blk) + ", " + ex(c.dst_rep) + ", " + ex(c.src0_rep) + ")"; break;
+    default: params = ex(c.dst_blk) + ", " + ex(c.dst_rep); break;
   }
-  std::string rp = "BinaryRepeatParams(1, 1, 1, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ", " +
-                   rep_stride(c.b, c.dtype) + ")";
-  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
-    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + vop(c.b, c.dtype, r0, c0) +
-            ", " + mask + ", " + rep + ", " + rp + ");");
-  });
+  L_.call(std::string(vec_api_name(c.api)) + "(" + vec_args(c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) +
+          ", " + ex(c.mask) + ", " + ex(c.repeat) + ", " + params + ");");
 }
 
-void KernelPrinter::emit(const VecBinaryScalar& c) {
-  std::string T = ctype(c.dtype, span_), fn, s = ex(c.scalar);
-  switch (c.op) {
-    case VecBinOp::Add: fn = "Adds"; break;
-    case VecBinOp::Sub: fn = "Adds", s = "-(" + s + ")"; break;
-    case VecBinOp::Mul: fn = "Muls"; break;
-    case VecBinOp::Div: fn = "Muls", s = "1.0f / (" + s + ")"; break;
-    case VecBinOp::Max: fn = "Maxs"; break;
-    case VecBinOp::Min: fn = "Mins"; break;
-  }
-  s = "static_cast<" + T + ">(" + s + ")";
-  if (contiguous({&c.dst, &c.a}, c.rows, c.cols)) {
-    L_.call(fn + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.a.at, c.dtype) + ", " + s + ", " + ex(mul(c.rows, c.cols)) + ");");
-    return;
-  }
-  std::string rp = "UnaryRepeatParams(1, 1, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ")";
-  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
-    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + s + ", " + mask + ", " + rep +
-            ", " + rp + ");");
-  });
+void KernelPrinter::emit(const WholeReduce& c) {
+  L_.call("WholeReduce" + std::string(reduce_op_name(c.op)) + "(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", " +
+          ex(c.mask) + ", " + ex(c.repeat) + ", " + ex(c.dst_rep) + ", " + ex(c.src_blk) + ", " + ex(c.src_rep) +
+          (c.op == ReduceOp::Sum ? "" : ", ReduceOrder::ORDER_ONLY_VALUE") + ");");
 }
 
-void KernelPrinter::emit(const VecUnary& c) {
-  std::string fn(vec_unop_name(c.op));
-  if (contiguous({&c.dst, &c.a}, c.rows, c.cols)) {
-    L_.call(fn + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.a.at, c.dtype) + ", " + ex(mul(c.rows, c.cols)) + ");");
-    return;
-  }
-  std::string rp = "UnaryRepeatParams(1, 1, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ")";
-  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
-    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + mask + ", " + rep + ", " + rp + ");");
-  });
-}
-
-void KernelPrinter::emit(const VecCast& c) {
-  std::string rm = "RoundMode::" + std::string(round_mode_name(c.round));
-  if (contiguous({&c.dst, &c.src}, c.rows, c.cols)) {
-    L_.call("Cast(" + loc(c.dst.at, c.dst_dtype) + ", " + loc(c.src.at, c.src_dtype) + ", " + rm + ", " +
-            ex(mul(c.rows, c.cols)) + ");");
-    return;
-  }
-  std::string rp = "UnaryRepeatParams(1, 1, " + rep_stride(c.dst, c.dst_dtype) + ", " + rep_stride(c.src, c.src_dtype) + ")";
-  int per = 256 / std::max(c.dst_dtype.bytes(), c.src_dtype.bytes());
-  level0(c.rows, c.cols, per, [&](auto& r0, auto& c0, auto& mask, auto& rep) {
-    L_.call("Cast(" + vop(c.dst, c.dst_dtype, r0, c0) + ", " + vop(c.src, c.src_dtype, r0, c0) + ", " + rm + ", " + mask +
-            ", " + rep + ", " + rp + ");");
-  });
-}
-
-void KernelPrinter::emit(const VecDup& c) {
-  std::string T = ctype(c.dtype, span_), v = "static_cast<" + T + ">(" + ex(c.value) + ")";
-  if (contiguous({&c.dst}, c.rows, c.cols)) {
-    L_.call("Duplicate(" + loc(c.dst.at, c.dtype) + ", " + v + ", " + ex(mul(c.rows, c.cols)) + ");");
-    return;
-  }
-  std::string drep = rep_stride(c.dst, c.dtype);
-  level0(c.rows, c.cols, 256 / c.dtype.bytes(), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
-    L_.call("Duplicate(" + vop(c.dst, c.dtype, r0, c0) + ", " + v + ", " + mask + ", " + rep + ", 1, " + drep + ");");
-  });
-}
-
-// PipeBarrier<PIPE_V> before a snippet that reuses tw_scratch, unless the line just printed is one.
-void KernelPrinter::v_barrier() {
-  const std::string b = "PipeBarrier<PIPE_V>();";
-  if (!L_.out.empty()) {
-    const std::string& last = L_.out.back();
-    size_t i = last.find_first_not_of(' ');
-    if (i != std::string::npos && last.compare(i, b.size(), b) == 0 && i == static_cast<size_t>(L_.indent * 2)) return;
-  }
-  L_.call(b);
-}
-
-// Row reduce in two steps when a row is wider than one repeat: scratch row stride in elements.
-static int64_t scratch_row_elems(int64_t chunks, int64_t eb) { return (chunks * eb + 31) / 32 * 32 / eb; }
-
-int64_t KernelPrinter::scratch_bytes(const InstrOp& op) const {
-  if (auto* r = std::get_if<VecReduce>(&op); r && r->axis == ReduceAxis::Row) {
-    int64_t P = 256 / r->dtype.bytes();
-    auto cols = ir::as_const_int(r->cols), rows = ir::as_const_int(r->rows);
-    if (cols && *cols <= P) return 0;
-    if (!cols || !rows) return -1;  // reported by the emitter
-    int64_t chunks = (*cols + P - 1) / P;
-    if (r->op != ReduceOp::Sum) return *rows * 256;  // one folded repeat per row
-    return *rows * scratch_row_elems(chunks, r->dtype.bytes()) * r->dtype.bytes();
-  }
-  if (auto* b = std::get_if<VecRowBroadcast>(&op)) {
-    auto rows = ir::as_const_int(b->rows);
-    if (!rows) return -1;
-    return (*rows + 7) / 8 * 8 * 32;
-  }
-  return 0;
-}
-
-void KernelPrinter::emit(const VecReduce& c) {
-  std::string op(reduce_op_name(c.op)), T = ctype(c.dtype, span_);
-  const int64_t eb = c.dtype.bytes(), P = 256 / eb;
-  if (c.axis == ReduceAxis::Col) {
-    // dst = row 0, then dst = dst op row r (dependent V instructions: a barrier between them).
-    std::string binop = c.op == ReduceOp::Sum ? "Add" : op;
-    L_.call("Muls(" + loc(c.dst.at, c.dtype) + ", " + loc(c.src.at, c.dtype) + ", static_cast<" + T + ">(1), " + ex(c.cols) + ");");
-    L_.open("for (int32_t tw_r = 1; tw_r < " + ex(c.rows) + "; ++tw_r)");
-    L_.call("PipeBarrier<PIPE_V>();");
-    L_.call(binop + "(" + loc(c.dst.at, c.dtype) + ", " + loc(c.dst.at, c.dtype) + ", " +
-            loc(c.src.at, c.dtype, "tw_r * " + ex(c.src.row_stride)) + ", " + ex(c.cols) + ");");
-    L_.close();
-    return;
-  }
-  std::string fn = "WholeReduce" + op;
-  std::string order = c.op == ReduceOp::Sum ? "" : ", ReduceOrder::ORDER_ONLY_VALUE";
-  std::string srep = rep_stride(c.src, c.dtype);
-  auto cols = ir::as_const_int(c.cols);
-  if (cols && *cols <= P) {
-    level0(c.rows, c.cols, static_cast<int>(P), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
-      (void)c0;
-      std::string d = loc(c.dst.at, c.dtype, r0 == "0" ? "" : r0);
-      L_.call(fn + "(" + d + ", " + vop(c.src, c.dtype, r0, "0") + ", " + mask + ", " + rep + ", 1, 1, " + srep + order + ");");
-    });
-    return;
-  }
-  int64_t need = scratch_bytes(c);
-  if (need < 0)
-    throw Error("row reduce over " + ex(c.cols) + " columns with a symbolic size is not supported by the AscendC "
-                "printer (it needs a scratch area of known size)",
-                span_, "use a constant tile shape");
-  const int64_t chunks = (*cols + P - 1) / P, S = scratch_row_elems(chunks, eb);
-  std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
-  v_barrier();  // tw_scratch may still be read by an earlier V instruction
-  if (c.op != ReduceOp::Sum) {
-    // Fold the column chunks into one repeat-wide row per row (rows P elements = 8 blocks apart).
-    auto srow = [&](const std::string& r0) { return r0 == "0" ? scratch : scratch + "[" + r0 + " * " + std::to_string(P) + "]"; };
-    level0(c.rows, ir::int_imm(P), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
-      L_.call("Muls(" + srow(r0) + ", " + vop(c.src, c.dtype, r0, "0") + ", static_cast<" + T + ">(1), " + m + ", " + rep +
-              ", UnaryRepeatParams(1, 1, 8, " + srep + "));");
-    });
-    for (int64_t j = 1; j < chunks; ++j) {
-      L_.call("PipeBarrier<PIPE_V>();");
-      level0(c.rows, ir::int_imm(std::min(P, *cols - j * P)), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
-        L_.call(op + "(" + srow(r0) + ", " + srow(r0) + ", " + vop(c.src, c.dtype, r0, std::to_string(j * P)) + ", " + m +
-                ", " + rep + ", BinaryRepeatParams(1, 1, 1, 8, 8, " + srep + "));");
-      });
-    }
-    L_.call("PipeBarrier<PIPE_V>();");
-    level0(c.rows, ir::int_imm(P), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
-      std::string d = loc(c.dst.at, c.dtype, r0 == "0" ? "" : r0);
-      L_.call(fn + "(" + d + ", " + srow(r0) + ", " + m + ", " + rep + ", 1, 1, 8" + order + ");");
-    });
-    return;
-  }
-  // Step 1: reduce each column chunk of every row to scratch[r * S + j].
-  for (int64_t j = 0; j < chunks; ++j) {
-    int64_t mask = std::min(P, *cols - j * P);
-    level0(c.rows, ir::int_imm(mask), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
-      std::string d = scratch + "[" + (r0 == "0" ? "" : r0 + " * " + std::to_string(S) + " + ") + std::to_string(j) + "]";
-      L_.call(fn + "(" + d + ", " + vop(c.src, c.dtype, r0, std::to_string(j * P)) + ", " + m + ", " + rep + ", " +
-              std::to_string(S) + ", 1, " + srep + order + ");");
-    });
-  }
-  L_.call("PipeBarrier<PIPE_V>();");
-  // Step 2: reduce the partial results of every row.
-  level0(c.rows, ir::int_imm(chunks), static_cast<int>(P), [&](auto& r0, auto&, auto& m, auto& rep) {
-    std::string s = r0 == "0" ? scratch : scratch + "[" + r0 + " * " + std::to_string(S) + "]";
-    std::string d = loc(c.dst.at, c.dtype, r0 == "0" ? "" : r0);
-    L_.call(fn + "(" + d + ", " + s + ", " + m + ", " + rep + ", 1, 1, " + std::to_string(S * eb / 32) + order + ");");
-  });
-}
-
-void KernelPrinter::emit(const VecRowBroadcast& c) {
-  std::string T = ctype(c.dtype, span_);
-  const int64_t eb = c.dtype.bytes();
-  if (scratch_bytes(c) < 0)
-    throw Error("row broadcast over " + ex(c.rows) + " rows with a symbolic size is not supported by the AscendC printer",
-                span_, "use a constant tile shape");
-  std::string scratch = "tw_scratch.ReinterpretCast<" + T + ">()";
-  v_barrier();  // tw_scratch may still be read by an earlier V instruction
-  // One 32 B block per row holding vec[r], read with block stride 0 by the binary op.
-  L_.call("Brcb(" + scratch + ", " + loc(c.vec, c.dtype) + ", static_cast<uint8_t>(" + ex(cdiv(c.rows, ci(8))) +
-          "), BrcbRepeatParams(1, 8));");
-  L_.call("PipeBarrier<PIPE_V>();");
-  std::string fn(vec_binop_name(c.op));
-  std::string rp = "BinaryRepeatParams(1, 1, 0, " + rep_stride(c.dst, c.dtype) + ", " + rep_stride(c.a, c.dtype) + ", 1)";
-  level0(c.rows, c.cols, static_cast<int>(256 / eb), [&](auto& r0, auto& c0, auto& mask, auto& rep) {
-    (void)c0;
-    std::string b = r0 == "0" ? scratch : scratch + "[" + r0 + " * " + std::to_string(32 / eb) + "]";
-    L_.call(fn + "(" + vop(c.dst, c.dtype, r0, c0) + ", " + vop(c.a, c.dtype, r0, c0) + ", " + b + ", " + mask + ", " + rep +
-            ", " + rp + ");");
-  });
+void KernelPrinter::emit(const Brcb& c) {
+  L_.call("Brcb(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", static_cast<uint8_t>(" + ex(c.repeat) +
+          "), BrcbRepeatParams(" + ex(c.dst_blk) + ", " + ex(c.dst_rep) + "));");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1047,12 +824,10 @@ void KernelPrinter::buffers(CoreType c) {
                                  {Mem::L0C, "CO1", "tw_l0c"},
                                  {Mem::UB, "VECCALC", "tw_ub"}};
   L_.line("TPipe pipe;");
-  int64_t ub_end = 0;
   for (const auto& m : mems) {
     int64_t end = 0;
     for (const auto& b : p_.buffers)
       if (b.core == c && b.mem == m.mem) end = std::max(end, b.offset + b.bytes);
-    if (m.mem == Mem::UB) ub_end = end;
     if (end == 0) continue;
     end = (end + 31) / 32 * 32;
     L_.line(std::string("TBuf<TPosition::") + m.pos + "> " + m.var + "_buf;");
@@ -1068,16 +843,6 @@ void KernelPrinter::buffers(CoreType c) {
               std::string(b.dtype.name()) + " " + std::string(format_name(b.format)) + " [" + shape + "]" +
               (b.span.known() ? ", line " + std::to_string(b.span.line) : ""));
     }
-  }
-  if (scratch_ > 0) {
-    int64_t sz = (scratch_ + 31) / 32 * 32;
-    if ((ub_end + 31) / 32 * 32 + sz > kUbUsable)
-      throw Error("the AscendC printer needs " + std::to_string(sz) + " B of UB scratch (row reduce / row broadcast) after " +
-                      std::to_string(ub_end) + " B of planned buffers; the UB has " + std::to_string(kUbUsable) + " B",
-                  p_.span, "use smaller vector tiles");
-    L_.line("TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)");
-    L_.line("pipe.InitBuffer(tw_scratch_buf, " + std::to_string(sz) + ");");
-    L_.line("LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();");
   }
   if (c == CoreType::AIC && p_.tpipe_destroy)
     L_.line("pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC");
@@ -1097,8 +862,6 @@ void KernelPrinter::core(CoreType c, const StmtPtr& body) {
     L_.line(p_.kernel_type == KernelType::AIV_ONLY ? "const int32_t " + sb + " = 0;"
                                                    : "const int32_t " + sb + " = GetSubBlockIdx();");
   }
-  scratch_ = 0;
-  for_each_instr(body, [&](const Instr& in) { scratch_ = std::max(scratch_, scratch_bytes(in.op)); });
   buffers(c);
   L_.line("");
   stmt(body, true);

@@ -302,6 +302,41 @@ struct AccessBuilder {
     local(x.vec, K(0), K(1), mul(o(x.rows), K(es)), K(0), Mode::Read);
     vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
   }
+  // Call-level vector instructions (select_vector_calls runs after this pass in the pipeline; a
+  // program stripped of its sync after it is synchronised again here). A level-0 operand is
+  // `repeat` rows rep * 32 B apart, each spanning the 32 B blocks its mask touches.
+  void level0(const LocalRef& r, int64_t es, const Expr& mask, const Expr& repeat, const Expr& blk, const Expr& rep,
+              Mode mode) const {
+    auto m = o(mask), b = o(blk);
+    std::optional<int64_t> row;
+    if (m && b) {
+      int64_t epb = 32 / es, nb = (*m + epb - 1) / epb;
+      row = *b == 1 || nb <= 1 ? *m * es : (nb - 1) * *b * 32 + 32;
+    }
+    local(r, K(0), o(repeat), row, mul(o(rep), K(32)), mode);
+  }
+  void operator()(const VecCallL2& x) const {
+    int n = vec_api_sources(x.api);
+    if (n >= 1) local(x.src0, K(0), K(1), mul(o(x.count), K(x.src_dtype.bytes())), K(0), Mode::Read);
+    if (n == 2) local(x.src1, K(0), K(1), mul(o(x.count), K(x.src_dtype.bytes())), K(0), Mode::Read);
+    local(x.dst, K(0), K(1), mul(o(x.count), K(x.dtype.bytes())), K(0), Mode::Write);
+  }
+  void operator()(const VecCallL0& x) const {
+    int n = vec_api_sources(x.api);
+    if (n >= 1) level0(x.src0, x.src_dtype.bytes(), x.mask, x.repeat, x.src0_blk, x.src0_rep, Mode::Read);
+    if (n == 2) level0(x.src1, x.src_dtype.bytes(), x.mask, x.repeat, x.src1_blk, x.src1_rep, Mode::Read);
+    level0(x.dst, x.dtype.bytes(), x.mask, x.repeat, x.dst_blk, x.dst_rep, Mode::Write);
+  }
+  void operator()(const WholeReduce& x) const {
+    int64_t es = x.dtype.bytes();
+    level0(x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, Mode::Read);
+    local(x.dst, K(0), o(x.repeat), K(es), mul(o(x.dst_rep), K(es)), Mode::Write);
+  }
+  void operator()(const Brcb& x) const {
+    int64_t es = x.dtype.bytes();
+    local(x.src, K(0), K(1), mul(o(x.repeat), K(8 * es)), K(0), Mode::Read);
+    level0(x.dst, 1, ir::int_imm(256), x.repeat, x.dst_blk, x.dst_rep, Mode::Write);
+  }
   // Flags: handled by the caller (cross-core) or rejected (set/wait/barrier).
   void operator()(const SetFlag&) const {}
   void operator()(const WaitFlag&) const {}

@@ -167,7 +167,14 @@ std::vector<Touch> touches(const InstrOp& op) {
           [](const VecRowBroadcast& i) -> std::vector<Touch> {
             return {rd(i.a.at), rd(i.vec), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
           },
-          [](const auto&) -> std::vector<Touch> { return {}; },  // flags, barriers
+          [](const auto& i) -> std::vector<Touch> {  // flags, barriers
+            if (!std::holds_alternative<SetFlag>(InstrOp(i)) && !std::holds_alternative<WaitFlag>(InstrOp(i)) &&
+                !std::holds_alternative<PipeBarrier>(InstrOp(i)) && !std::holds_alternative<CrossCoreSetFlag>(InstrOp(i)) &&
+                !std::holds_alternative<CrossCoreWaitFlag>(InstrOp(i)))
+              throw ir::Error("internal: plan_memory met " + std::string(instr_name(InstrOp(i))) +
+                              ", which select_vector_calls makes after it");
+            return {};
+          },
       },
       op);
 }

@@ -34,6 +34,23 @@ std::string_view round_mode_name(RoundMode m) {
   static constexpr std::string_view names[] = {"CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_TRUNC", "CAST_ROUND"};
   return names[static_cast<int>(m)];
 }
+std::string_view vec_api_name(VecApi a) {
+  static constexpr std::string_view names[] = {"Add",  "Sub",  "Mul", "Div", "Max",   "Min", "Adds",
+                                               "Muls", "Maxs", "Mins", "Exp", "Ln",   "Sqrt", "Rsqrt",
+                                               "Abs",  "Relu", "Reciprocal", "Cast", "Duplicate"};
+  return names[static_cast<int>(a)];
+}
+int vec_api_sources(VecApi a) {
+  if (a <= VecApi::Min) return 2;
+  return a == VecApi::Duplicate ? 0 : 1;
+}
+bool vec_api_has_scalar(VecApi a) { return (a >= VecApi::Adds && a <= VecApi::Mins) || a == VecApi::Duplicate; }
+bool is_high_level_vector(const InstrOp& op) {
+  return std::holds_alternative<VecBinary>(op) || std::holds_alternative<VecBinaryScalar>(op) ||
+         std::holds_alternative<VecUnary>(op) || std::holds_alternative<VecCast>(op) ||
+         std::holds_alternative<VecDup>(op) || std::holds_alternative<VecReduce>(op) ||
+         std::holds_alternative<VecRowBroadcast>(op);
+}
 
 
 Pipe pipe_of(const InstrOp& op) {
@@ -46,6 +63,8 @@ Pipe pipe_of(const InstrOp& op) {
           [](const VecBinaryScalar&) { return Pipe::V; }, [](const VecUnary&) { return Pipe::V; },
           [](const VecCast&) { return Pipe::V; }, [](const VecDup&) { return Pipe::V; },
           [](const VecReduce&) { return Pipe::V; }, [](const VecRowBroadcast&) { return Pipe::V; },
+          [](const VecCallL2&) { return Pipe::V; }, [](const VecCallL0&) { return Pipe::V; },
+          [](const WholeReduce&) { return Pipe::V; }, [](const Brcb&) { return Pipe::V; },
           [](const SetFlag& f) { return f.src; }, [](const WaitFlag& f) { return f.dst; },
           [](const PipeBarrier& b) { return b.pipe; }, [](const CrossCoreSetFlag& f) { return f.pipe; },
           [](const CrossCoreWaitFlag& f) { return f.pipe; }},
@@ -56,7 +75,7 @@ std::string_view instr_name(const InstrOp& op) {
   static constexpr std::string_view names[] = {
       "CopyGmToL1", "CopyGmToUb", "CopyUbToGm", "CopyUbToUb", "LoadL0", "Mmad", "Fixpipe",
       "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecReduce",
-      "VecRowBroadcast", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
+      "VecRowBroadcast", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
   return names[op.index()];
 }
 

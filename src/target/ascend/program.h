@@ -210,12 +210,12 @@ struct Fixpipe {
   bool relu = false;
 };
 
-// Vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands. The printer
-// emits the level-2 counter-mode API (e.g. Add(dst, a, b, rows*cols)) when all operands are
-// contiguous (row_stride == cols), else the level-0 API with repeat = rows (split into chunks
-// of <= 255 repeats), mask = cols (<= 256 B per repeat, or several calls) and repeat strides
-// row_stride * bytes / 32. Arithmetic on fp16 is computed exactly and rounded once (RNE);
-// bf16 is not supported on AIV (cast to fp32 first).
+// High-level vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands; they
+// are what instruction selection (lower_expert) produces and what plan_memory and insert_sync
+// reason about. select_vector_calls then replaces each with the call-level instructions below
+// (VecCallL2 / VecCallL0 / WholeReduce / Brcb): the printer and the simulator never see these.
+// Arithmetic on fp16 is computed exactly and rounded once (RNE); bf16 is not supported on AIV
+// (cast to fp32 first).
 enum class VecBinOp : uint8_t { Add, Sub, Mul, Div, Max, Min };
 enum class VecUnOp : uint8_t { Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal };
 enum class ReduceOp : uint8_t { Sum, Max, Min };
@@ -268,10 +268,9 @@ struct VecDup {
 };
 // Row: dst[r] = reduce_c src[r][c] (dst contiguous, rows elements);
 // Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Max/Min are exact. Sum follows
-// the AscendC calls: Row sums each 256 B chunk of a row with WholeReduceSum's pairwise tree
-// (adjacent pairs level by level, every partial sum rounded to dtype; fp16 saturates at
-// +-65504), then the chunk sums with the same tree; Col adds row after row in dtype (Add).
-// AscendC: WholeReduceSum/Max/Min (+ chunk folding) for Row, Add/Max/Min over rows for Col.
+// the AscendC calls (select_vector_calls.h): Row sums each 256 B chunk of a row with
+// WholeReduceSum's pairwise tree, then the chunk sums with the same tree; Col adds row after row
+// in dtype (Add).
 struct VecReduce {
   ReduceOp op;
   ReduceAxis axis;
@@ -279,14 +278,85 @@ struct VecReduce {
   VecOperand dst, src;
   ir::Expr rows, cols;
 };
-// dst[r][c] = a[r][c] op vec[r] (vec: one element per row, contiguous). AscendC: BroadCast +
-// binary, or per-row scalar ops.
+// dst[r][c] = a[r][c] op vec[r] (vec: one element per row, contiguous). AscendC: Brcb + a level-0
+// binary call with block stride 0 (select_vector_calls.h).
 struct VecRowBroadcast {
   VecBinOp op;
   ir::DType dtype;
   VecOperand dst, a;
   LocalRef vec;
   ir::Expr rows, cols;
+};
+
+// Call-level vector instructions (pipe V). select_vector_calls replaces every high-level vector
+// instruction above with these; each is exactly one AscendC call whose arguments are its fields,
+// in the API's own units (elements, 32 B blocks), so the printer prints it 1:1 and the simulator
+// executes the fields. The high-level kinds never reach the printer or the simulator.
+//
+// Level-0 addressing (every operand, in its own element size es, epb = 32 / es elements per
+// block): element e (0 <= e < mask) of repeat i (0 <= i < repeat) is at
+//   base + i * rep_stride * 32 B + (e / epb) * blk_stride * 32 B + (e % epb) * es.
+// mask is the count form (the first `mask` elements of each repeat; 1 .. 256 B / max es);
+// repeat (repeatTimes) and the block / repeat strides are uint8 (0 .. 255). A constant field out
+// of range is a compile-time error of select_vector_calls; a run-time one an `API rule` report.
+
+// The elementwise AscendC APIs. Binary: Add Sub Mul Div Max Min (dst, src0, src1). Scalar: Adds
+// Muls Maxs Mins (dst, src0, scalar converted to dtype). Unary: Exp Ln Sqrt Rsqrt Abs Relu
+// Reciprocal (dst, src0). Cast (dst, src0, round; dtype = destination, src_dtype = source).
+// Duplicate (dst, scalar).
+enum class VecApi : uint8_t {
+  Add, Sub, Mul, Div, Max, Min, Adds, Muls, Maxs, Mins,
+  Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal, Cast, Duplicate
+};
+std::string_view vec_api_name(VecApi a);  // the AscendC function name
+// The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
+int vec_api_sources(VecApi a);
+bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate
+
+// Level-2 (counter mode): the first `count` elements of every operand, contiguous.
+//   Add(dst, src0, src1, count); Adds(dst, src0, static_cast<T>(scalar), count);
+//   Exp(dst, src0, count); Cast(dst, src0, RoundMode::R, count); Duplicate(dst, scalar, count).
+// count is AscendC's `const int32_t& count` (1 .. 2^31-1; a call is only issued for count >= 1).
+struct VecCallL2 {
+  VecApi api;
+  ir::DType dtype, src_dtype;  // src_dtype differs from dtype only for Cast
+  LocalRef dst, src0, src1;    // unused sources have buffer -1
+  ir::Expr scalar;             // Scalar APIs and Duplicate
+  RoundMode round = RoundMode::None;
+  ir::Expr count;
+};
+// Level-0 (mask / repeat) form: Add(dst, src0, src1, mask, repeat, BinaryRepeatParams(dst_blk,
+// src0_blk, src1_blk, dst_rep, src0_rep, src1_rep)); Adds/Exp/Cast(..., mask, repeat,
+// UnaryRepeatParams(dst_blk, src0_blk, dst_rep, src0_rep)); Duplicate(dst, scalar, mask, repeat,
+// dst_blk, dst_rep). Semantics: the level-0 addressing above, op applied element by element.
+struct VecCallL0 {
+  VecApi api;
+  ir::DType dtype, src_dtype;
+  LocalRef dst, src0, src1;
+  ir::Expr scalar;
+  RoundMode round = RoundMode::None;
+  ir::Expr mask, repeat;
+  ir::Expr dst_blk, src0_blk, src1_blk;  // 32 B blocks (uint8)
+  ir::Expr dst_rep, src0_rep, src1_rep;  // 32 B blocks (uint8)
+};
+// WholeReduceSum/Max/Min(dst, src, mask, repeat, dst_rep, src_blk, src_rep[, ORDER_ONLY_VALUE for
+// Max/Min]): repeat i reduces its first `mask` source elements (level-0 addressing) to one value
+// written at dst + i * dst_rep elements (dst_rep counts destination elements, as the API's
+// dstRepStride does for ORDER_ONLY_VALUE). Sum is a pairwise tree: adjacent pairs level by level,
+// every partial sum rounded to dtype (fp16 saturates at +-65504); Max/Min are exact. f16/f32.
+struct WholeReduce {
+  ReduceOp op;
+  ir::DType dtype;
+  LocalRef dst, src;
+  ir::Expr mask, repeat, dst_rep, src_blk, src_rep;
+};
+// Brcb(dst, src, repeat, BrcbRepeatParams(dst_blk, dst_rep)): repeat i reads the 8 elements
+// src[i*8 .. i*8+7] and fills the j-th destination block (at dst + i * dst_rep * 32 B + j *
+// dst_blk * 32 B) with element j. 16- and 32-bit types.
+struct Brcb {
+  ir::DType dtype;
+  LocalRef dst, src;
+  ir::Expr repeat, dst_blk, dst_rep;
 };
 
 // Synchronisation ---------------------------------------------------------------------------
@@ -323,7 +393,7 @@ struct CrossCoreWaitFlag {
 
 using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Mmad, Fixpipe,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecReduce,
-                             VecRowBroadcast, SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag,
+                             VecRowBroadcast, VecCallL2, VecCallL0, WholeReduce, Brcb, SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag,
                              CrossCoreWaitFlag>;
 
 // The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).
@@ -337,7 +407,9 @@ bool flag_pair_legal(CoreType t, Pipe src, Pipe dst);
 bool cast_widening_exact(ir::DType dst, ir::DType src);
 bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m);
 RoundMode cast_round_mode(ir::DType dst, ir::DType src);
-std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
+std::string_view instr_name(const InstrOp& op);
+// VecBinary .. VecRowBroadcast: the kinds select_vector_calls replaces (never printed or simulated).
+bool is_high_level_vector(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
 
 struct Instr {
   InstrOp op;

@@ -84,6 +84,39 @@ struct InstrPrinter {
     return "RowBroadcast" + std::string(vec_binop_name(c.op)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " +
            loc(p, c.vec) + " " + dt(c.dtype) + shape(c.rows, c.cols);
   }
+  std::string vec_call(const char* form, VecApi api, ir::DType t, ir::DType st, const LocalRef& dst, const LocalRef& src0,
+                       const LocalRef& src1, const ir::Expr& scalar, RoundMode round) const {
+    std::string s = std::string(form) + " " + std::string(vec_api_name(api)) + " " + loc(p, dst) + " <-";
+    if (vec_api_sources(api) >= 1) s += " " + loc(p, src0);
+    if (vec_api_sources(api) == 2) s += ", " + loc(p, src1);
+    if (vec_api_has_scalar(api)) s += std::string(vec_api_sources(api) ? ", " : " ") + ex(scalar);
+    s += " " + (t == st ? dt(t) : dt(st) + "->" + dt(t));
+    if (api == VecApi::Cast) s += " " + std::string(round_mode_name(round));
+    return s;
+  }
+  std::string operator()(const VecCallL2& c) const {
+    return vec_call("L2", c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) + " count=" + ex(c.count);
+  }
+  std::string operator()(const VecCallL0& c) const {
+    std::string s = vec_call("L0", c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) +
+                    " mask=" + ex(c.mask) + " repeat=" + ex(c.repeat) + " blk=(" + ex(c.dst_blk);
+    int n = vec_api_sources(c.api);
+    if (n >= 1) s += ", " + ex(c.src0_blk);
+    if (n == 2) s += ", " + ex(c.src1_blk);
+    s += ") rep=(" + ex(c.dst_rep);
+    if (n >= 1) s += ", " + ex(c.src0_rep);
+    if (n == 2) s += ", " + ex(c.src1_rep);
+    return s + ")";
+  }
+  std::string operator()(const WholeReduce& c) const {
+    return "WholeReduce" + std::string(reduce_op_name(c.op)) + " " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " +
+           dt(c.dtype) + " mask=" + ex(c.mask) + " repeat=" + ex(c.repeat) + " dst_rep=" + ex(c.dst_rep) +
+           " src_blk=" + ex(c.src_blk) + " src_rep=" + ex(c.src_rep);
+  }
+  std::string operator()(const Brcb& c) const {
+    return "Brcb " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + " repeat=" + ex(c.repeat) +
+           " dst_blk=" + ex(c.dst_blk) + " dst_rep=" + ex(c.dst_rep);
+  }
   std::string operator()(const SetFlag& c) const {
     return "SetFlag<" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ")";
   }

@@ -132,14 +132,12 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     const int32_t v = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 132096);
+    pipe.InitBuffer(tw_ub_buf, 133120);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> u0 = tw_ub[0].ReinterpretCast<float>();  // UB @0 +65536 float32 ND [64, 256], line 82
     LocalTensor<float> u1 = tw_ub[65536].ReinterpretCast<float>();  // UB @65536 +65536 float32 ND [64, 256], line 82
     LocalTensor<float> u2 = tw_ub[131072].ReinterpretCast<float>();  // UB @131072 +1024 float32 ND [256], line 82
-    TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 1024);
-    LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[132096].ReinterpretCast<uint8_t>();  // UB @132096 +1024 uint8 ND [1024], line 98
 
     const int32_t cols = tw_min(N, 200);
     CrossCoreWaitFlag<2, PIPE_MTE2>(3);  // line 88
@@ -148,40 +146,40 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     WaitFlag<HardEvent::MTE2_V>(1);  // line 90
     DataCopy(u1, u0, DataCopyParams{static_cast<uint16_t>(32), static_cast<uint16_t>(32), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 90
     if (cols > 0) {
-      for (int32_t tw_r = 0; tw_r < 300; tw_r += 255) {
-        const int32_t tw_rep = tw_min(300 - tw_r, 255);
-        for (int32_t tw_c = 0; tw_c < cols; tw_c += 64) {
-          const int32_t tw_mask = tw_min(cols - tw_c, 64);
-          Max(u1[tw_r * 256 + tw_c], u0[tw_r * 256 + tw_c], u1[tw_r * 256 + tw_c], tw_mask, tw_rep, BinaryRepeatParams(1, 1, 1, 32, 32, 32));  // line 91
+      for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_) {
+        const int32_t tw_rep_ = tw_min((300 - (tw_r_ * 255)), 255);
+        for (int32_t tw_c_ = 0; tw_c_ < ((cols + 64 - 1) / 64); ++tw_c_) {
+          const int32_t tw_mask_ = tw_min((cols - (tw_c_ * 64)), 64);
+          Max(u1[((tw_r_ * 65280) + (tw_c_ * 64))], u0[((tw_r_ * 65280) + (tw_c_ * 64))], u1[((tw_r_ * 65280) + (tw_c_ * 64))], tw_mask_, tw_rep_, BinaryRepeatParams(1, 1, 1, 32, 32, 32));  // line 91
         }
       }
     }
     if (cols > 0) {
-      for (int32_t tw_c = 0; tw_c < cols; tw_c += 64) {
-        const int32_t tw_mask = tw_min(cols - tw_c, 64);
-        Muls(u1[tw_c], u1[tw_c], static_cast<float>(1.0f / (alpha)), tw_mask, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 92
+      for (int32_t tw_c_ = 0; tw_c_ < ((cols + 64 - 1) / 64); ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((cols - (tw_c_ * 64)), 64);
+        Muls(u1[(tw_c_ * 64)], u1[(tw_c_ * 64)], static_cast<float>((1.0f / alpha)), tw_mask_, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 92
       }
     }
     Rsqrt(u1, u1, 64, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 93
-    for (int32_t tw_c = 0; tw_c < 128; tw_c += 64) {
-      const int32_t tw_mask = tw_min(128 - tw_c, 64);
-      Cast(u0.ReinterpretCast<half>()[tw_c], u1[tw_c], RoundMode::CAST_FLOOR, tw_mask, 32, UnaryRepeatParams(1, 1, 8, 32));  // line 94
+    for (int32_t tw_c_ = 0; tw_c_ < 2; ++tw_c_) {
+      const int32_t tw_mask_ = tw_min((128 - (tw_c_ * 64)), 64);
+      Cast(u0.ReinterpretCast<half>()[(tw_c_ * 64)], u1[(tw_c_ * 64)], RoundMode::CAST_FLOOR, tw_mask_, 32, UnaryRepeatParams(1, 1, 8, 32));  // line 94
     }
     Duplicate(u1[128], static_cast<float>(-1.5f), 48, 4, 1, 32);  // line 95
     WholeReduceMin(u2, u1, 40, 32, 1, 1, 32, ReduceOrder::ORDER_ONLY_VALUE);  // line 96
     if (cols > 0) {
-      Muls(u2, u1, static_cast<float>(1), cols);  // line 97
-      for (int32_t tw_r = 1; tw_r < 32; ++tw_r) {
+      Muls(u2, u1, static_cast<float>(1.0f), cols);  // line 97
+      for (int32_t tw_r_ = 0; tw_r_ < 31; ++tw_r_) {
         PipeBarrier<PIPE_V>();  // line 97
-        Add(u2, u2, u1[tw_r * 256], cols);  // line 97
+        Add(u2, u2, u1[((tw_r_ + 1) * 256)], cols);  // line 97
       }
     }
     PipeBarrier<PIPE_V>();  // line 98
-    Brcb(tw_scratch.ReinterpretCast<float>(), u2, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 98
+    Brcb(tw_vec_scratch_.ReinterpretCast<float>(), u2, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 98
     PipeBarrier<PIPE_V>();  // line 98
-    for (int32_t tw_c = 0; tw_c < 256; tw_c += 64) {
-      const int32_t tw_mask = tw_min(256 - tw_c, 64);
-      Mul(u1[tw_c], u1[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 32, BinaryRepeatParams(1, 1, 0, 32, 32, 1));  // line 98
+    for (int32_t tw_c_ = 0; tw_c_ < 4; ++tw_c_) {
+      const int32_t tw_mask_ = tw_min((256 - (tw_c_ * 64)), 64);
+      Mul(u1[(tw_c_ * 64)], u1[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 32, BinaryRepeatParams(1, 1, 0, 32, 32, 1));  // line 98
     }
     SetFlag<HardEvent::V_MTE3>(2);  // line 98
     WaitFlag<HardEvent::V_MTE3>(2);  // line 99

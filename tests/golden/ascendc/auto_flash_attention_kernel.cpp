@@ -497,7 +497,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 42176);
+    pipe.InitBuffer(tw_ub_buf, 43200);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
     LocalTensor<float> scores_scale_prev = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 22
@@ -513,9 +513,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
     LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +64 float32 ND [2, 8], line 27
     LocalTensor<float> scores_max_part_0 = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 31
-    TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 1024);
-    LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42176].ReinterpretCast<uint8_t>();  // UB @42176 +1024 uint8 ND [1024], line 42
 
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
@@ -593,9 +591,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           PipeBarrier<PIPE_V>();  // line 33
           Exp(scores_scale, scores_scale, 32);  // line 33
           PipeBarrier<PIPE_V>();  // line 42
-          Brcb(tw_scratch.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
+          Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
           PipeBarrier<PIPE_V>();  // line 42
-          Sub(acc_s_ub, acc_s_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
+          Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
           PipeBarrier<PIPE_V>();  // line 42
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
           PipeBarrier<PIPE_V>();  // line 42
@@ -620,9 +618,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         SetFlag<HardEvent::MTE3_V>(0);  // line 50
         if ((k_v_o * 2) >= 3) {
           PipeBarrier<PIPE_V>();  // line 37
-          Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
+          Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
           PipeBarrier<PIPE_V>();  // line 37
-          Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
+          Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
           WaitFlag<HardEvent::V_MTE2>(2);  // line 51
           if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
@@ -698,9 +696,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             PipeBarrier<PIPE_V>();  // line 33
             Exp(scores_scale, scores_scale, 32);  // line 33
             PipeBarrier<PIPE_V>();  // line 42
-            Brcb(tw_scratch.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
+            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
             PipeBarrier<PIPE_V>();  // line 42
-            Sub(acc_s_ub, acc_s_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
+            Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
             PipeBarrier<PIPE_V>();  // line 42
             Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
             PipeBarrier<PIPE_V>();  // line 42
@@ -730,9 +728,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           if (((k_v_o * 2) + 1) >= 3) {
             PipeBarrier<PIPE_V>();  // line 37
-            Brcb(tw_scratch.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
+            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
             PipeBarrier<PIPE_V>();  // line 37
-            Mul(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
+            Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
             if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
@@ -761,9 +759,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         SetFlag<HardEvent::V_MTE2>(2);  // line 51
       }
       PipeBarrier<PIPE_V>();  // line 55
-      Brcb(tw_scratch.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
+      Brcb(tw_vec_scratch_.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
       PipeBarrier<PIPE_V>();  // line 55
-      Div(acc_o_ub, acc_o_ub, tw_scratch.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
+      Div(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
       SetFlag<HardEvent::V_MTE3>(1);  // line 55
       WaitFlag<HardEvent::V_MTE3>(1);  // line 58
       if (tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) > 0) {

@@ -45,7 +45,7 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
     const int32_t vid = 0;
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 19520);
+    pipe.InitBuffer(tw_ub_buf, 19776);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> x = tw_ub[0].ReinterpretCast<float>();  // UB @0 +9728 float32 ND [8, 300], line 6
     LocalTensor<float> tmp = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +9728 float32 ND [8, 300], line 7
@@ -58,9 +58,7 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
     LocalTensor<bfloat16_t> B_ub_0 = tw_ub[12160].ReinterpretCast<bfloat16_t>();  // UB @12160 +608 bfloat16 ND [300], line 26
     LocalTensor<float> B_ub_1 = tw_ub[10944].ReinterpretCast<float>();  // UB @10944 +1216 float32 ND [300], line 26
     LocalTensor<bfloat16_t> x_bfloat16_1 = tw_ub[9728].ReinterpretCast<bfloat16_t>();  // UB @9728 +4864 bfloat16 ND [8, 300], line 29
-    TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 256);
-    LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[19520].ReinterpretCast<uint8_t>();  // UB @19520 +256 uint8 ND [256], line 11
 
     SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
@@ -69,9 +67,9 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       const int32_t bx = blk;
       WaitFlag<HardEvent::MTE3_V>(0);  // line 10
       if (tw_max(tw_min((M - (bx * 8)), 8), 0) < 8) {
-        for (int32_t tw_c = 0; tw_c < 300; tw_c += 128) {
-          const int32_t tw_mask = tw_min(300 - tw_c, 128);
-          Duplicate(x_bfloat16_0.ReinterpretCast<half>()[tw_c], static_cast<half>(0.0f), tw_mask, 8, 1, 19);  // line 10
+        for (int32_t tw_c_ = 0; tw_c_ < 3; ++tw_c_) {
+          const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 128)), 128);
+          Duplicate(x_bfloat16_0.ReinterpretCast<half>()[(tw_c_ * 128)], static_cast<half>(0.0f), tw_mask_, 8, 1, 19);  // line 10
         }
       }
       SetFlag<HardEvent::V_MTE2>(0);  // line 10
@@ -82,43 +80,43 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       }
       SetFlag<HardEvent::MTE2_V>(0);  // line 10
       WaitFlag<HardEvent::MTE2_V>(0);  // line 10
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Cast(x[tw_c], x_bfloat16_0[tw_c], RoundMode::CAST_NONE, tw_mask, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 10
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Cast(x[(tw_c_ * 64)], x_bfloat16_0[(tw_c_ * 64)], RoundMode::CAST_NONE, tw_mask_, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 10
       }
       PipeBarrier<PIPE_V>();  // line 11
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[0], x, 64, 8, 8, 1, 38);  // line 11
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[1], x[64], 64, 8, 8, 1, 38);  // line 11
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[2], x[128], 64, 8, 8, 1, 38);  // line 11
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[3], x[192], 64, 8, 8, 1, 38);  // line 11
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[4], x[256], 44, 8, 8, 1, 38);  // line 11
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>(), x, 64, 8, 8, 1, 38);  // line 11
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[1], x[64], 64, 8, 8, 1, 38);  // line 11
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[2], x[128], 64, 8, 8, 1, 38);  // line 11
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[3], x[192], 64, 8, 8, 1, 38);  // line 11
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[4], x[256], 44, 8, 8, 1, 38);  // line 11
       PipeBarrier<PIPE_V>();  // line 11
-      WholeReduceSum(mean, tw_scratch.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 11
+      WholeReduceSum(mean, tw_vec_scratch_.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 11
       PipeBarrier<PIPE_V>();  // line 13
-      Muls(mean, mean, static_cast<float>(1.0f / (300.0f)), 8);  // line 13
+      Muls(mean, mean, static_cast<float>((1.0f / 300.0f)), 8);  // line 13
       PipeBarrier<PIPE_V>();  // line 17
-      Brcb(tw_scratch.ReinterpretCast<float>(), mean, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 17
+      Brcb(tw_vec_scratch_.ReinterpretCast<float>(), mean, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 17
       PipeBarrier<PIPE_V>();  // line 17
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Sub(tmp[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 17
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Sub(tmp[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 17
       }
       PipeBarrier<PIPE_V>();  // line 17
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Mul(tmp[tw_c], tmp[tw_c], tmp[tw_c], tw_mask, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 38));  // line 17
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Mul(tmp[(tw_c_ * 64)], tmp[(tw_c_ * 64)], tmp[(tw_c_ * 64)], tw_mask_, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 38));  // line 17
       }
       PipeBarrier<PIPE_V>();  // line 20
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[0], tmp, 64, 8, 8, 1, 38);  // line 20
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[1], tmp[64], 64, 8, 8, 1, 38);  // line 20
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[2], tmp[128], 64, 8, 8, 1, 38);  // line 20
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[3], tmp[192], 64, 8, 8, 1, 38);  // line 20
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[4], tmp[256], 44, 8, 8, 1, 38);  // line 20
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>(), tmp, 64, 8, 8, 1, 38);  // line 20
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[1], tmp[64], 64, 8, 8, 1, 38);  // line 20
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[2], tmp[128], 64, 8, 8, 1, 38);  // line 20
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[3], tmp[192], 64, 8, 8, 1, 38);  // line 20
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[4], tmp[256], 44, 8, 8, 1, 38);  // line 20
       PipeBarrier<PIPE_V>();  // line 20
-      WholeReduceSum(var, tw_scratch.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 20
+      WholeReduceSum(var, tw_vec_scratch_.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 20
       SetFlag<HardEvent::V_MTE2>(0);  // line 20
       PipeBarrier<PIPE_V>();  // line 22
-      Muls(var, var, static_cast<float>(1.0f / (300.0f)), 8);  // line 22
+      Muls(var, var, static_cast<float>((1.0f / 300.0f)), 8);  // line 22
       PipeBarrier<PIPE_V>();  // line 22
       Adds(var, var, static_cast<float>(1e-05f), 8);  // line 22
       PipeBarrier<PIPE_V>();  // line 22
@@ -138,33 +136,33 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       WaitFlag<HardEvent::MTE2_V>(1);  // line 26
       Cast(B_ub_1, B_ub_0, RoundMode::CAST_NONE, 300);  // line 26
       PipeBarrier<PIPE_V>();  // line 26
-      Brcb(tw_scratch.ReinterpretCast<float>(), mean, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 26
+      Brcb(tw_vec_scratch_.ReinterpretCast<float>(), mean, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 26
       PipeBarrier<PIPE_V>();  // line 26
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Sub(x[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 26
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Sub(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 26
       }
       PipeBarrier<PIPE_V>();  // line 26
-      Brcb(tw_scratch.ReinterpretCast<float>(), var, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 26
+      Brcb(tw_vec_scratch_.ReinterpretCast<float>(), var, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 26
       PipeBarrier<PIPE_V>();  // line 26
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Mul(x[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 26
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Mul(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 26
       }
       PipeBarrier<PIPE_V>();  // line 26
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Mul(x[tw_c], x[tw_c], W_ub_1[tw_c], tw_mask, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 0));  // line 26
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Mul(x[(tw_c_ * 64)], x[(tw_c_ * 64)], W_ub_1[(tw_c_ * 64)], tw_mask_, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 0));  // line 26
       }
       PipeBarrier<PIPE_V>();  // line 26
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Add(x[tw_c], x[tw_c], B_ub_1[tw_c], tw_mask, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 0));  // line 26
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Add(x[(tw_c_ * 64)], x[(tw_c_ * 64)], B_ub_1[(tw_c_ * 64)], tw_mask_, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 0));  // line 26
       }
       PipeBarrier<PIPE_V>();  // line 29
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Cast(x_bfloat16_1[tw_c], x[tw_c], RoundMode::CAST_RINT, tw_mask, 8, UnaryRepeatParams(1, 1, 19, 38));  // line 29
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Cast(x_bfloat16_1[(tw_c_ * 64)], x[(tw_c_ * 64)], RoundMode::CAST_RINT, tw_mask_, 8, UnaryRepeatParams(1, 1, 19, 38));  // line 29
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 29
       WaitFlag<HardEvent::V_MTE3>(0);  // line 29

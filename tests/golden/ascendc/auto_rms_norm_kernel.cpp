@@ -43,16 +43,14 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
     const int32_t vid = 0;
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 20704);
+    pipe.InitBuffer(tw_ub_buf, 20960);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> x = tw_ub[0].ReinterpretCast<float>();  // UB @0 +9728 float32 ND [8, 301], line 6
     LocalTensor<float> sq = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +9728 float32 ND [8, 301], line 7
     LocalTensor<float> w = tw_ub[19456].ReinterpretCast<float>();  // UB @19456 +1216 float32 ND [301], line 8
     LocalTensor<float> ss = tw_ub[20672].ReinterpretCast<float>();  // UB @20672 +32 float32 ND [8], line 9
     LocalTensor<float> ss_t_0 = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 19
-    TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 256);
-    LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[20704].ReinterpretCast<uint8_t>();  // UB @20704 +256 uint8 ND [256], line 17
 
     SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
@@ -61,9 +59,9 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       const int32_t bx = blk;
       WaitFlag<HardEvent::MTE3_V>(0);  // line 10
       if (tw_max(tw_min((M - (bx * 8)), 8), 0) < 8) {
-        for (int32_t tw_c = 0; tw_c < 301; tw_c += 64) {
-          const int32_t tw_mask = tw_min(301 - tw_c, 64);
-          Duplicate(x[tw_c], static_cast<float>(0.0f), tw_mask, 8, 1, 38);  // line 10
+        for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+          const int32_t tw_mask_ = tw_min((301 - (tw_c_ * 64)), 64);
+          Duplicate(x[(tw_c_ * 64)], static_cast<float>(0.0f), tw_mask_, 8, 1, 38);  // line 10
         }
       }
       SetFlag<HardEvent::V_MTE2>(0);  // line 10
@@ -76,20 +74,20 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       DataCopyPad(w, W_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 11
       SetFlag<HardEvent::MTE2_V>(1);  // line 11
       WaitFlag<HardEvent::MTE2_V>(0);  // line 14
-      for (int32_t tw_c = 0; tw_c < 301; tw_c += 64) {
-        const int32_t tw_mask = tw_min(301 - tw_c, 64);
-        Mul(sq[tw_c], x[tw_c], x[tw_c], tw_mask, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 38));  // line 14
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((301 - (tw_c_ * 64)), 64);
+        Mul(sq[(tw_c_ * 64)], x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_mask_, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 38));  // line 14
       }
       PipeBarrier<PIPE_V>();  // line 17
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[0], sq, 64, 8, 8, 1, 38);  // line 17
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[1], sq[64], 64, 8, 8, 1, 38);  // line 17
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[2], sq[128], 64, 8, 8, 1, 38);  // line 17
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[3], sq[192], 64, 8, 8, 1, 38);  // line 17
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[4], sq[256], 45, 8, 8, 1, 38);  // line 17
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>(), sq, 64, 8, 8, 1, 38);  // line 17
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[1], sq[64], 64, 8, 8, 1, 38);  // line 17
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[2], sq[128], 64, 8, 8, 1, 38);  // line 17
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[3], sq[192], 64, 8, 8, 1, 38);  // line 17
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[4], sq[256], 45, 8, 8, 1, 38);  // line 17
       PipeBarrier<PIPE_V>();  // line 17
-      WholeReduceSum(ss, tw_scratch.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 17
+      WholeReduceSum(ss, tw_vec_scratch_.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 17
       PipeBarrier<PIPE_V>();  // line 19
-      Muls(ss, ss, static_cast<float>(1.0f / (301.0f)), 8);  // line 19
+      Muls(ss, ss, static_cast<float>((1.0f / 301.0f)), 8);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
       Adds(ss, ss, static_cast<float>(1e-06f), 8);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
@@ -98,17 +96,17 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       PipeBarrier<PIPE_V>();  // line 19
       Div(ss, ss_t_0, ss, 8);  // line 19
       PipeBarrier<PIPE_V>();  // line 23
-      Brcb(tw_scratch.ReinterpretCast<float>(), ss, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 23
+      Brcb(tw_vec_scratch_.ReinterpretCast<float>(), ss, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 23
       PipeBarrier<PIPE_V>();  // line 23
-      for (int32_t tw_c = 0; tw_c < 301; tw_c += 64) {
-        const int32_t tw_mask = tw_min(301 - tw_c, 64);
-        Mul(x[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 23
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((301 - (tw_c_ * 64)), 64);
+        Mul(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 23
       }
       PipeBarrier<PIPE_V>();  // line 23
       WaitFlag<HardEvent::MTE2_V>(1);  // line 23
-      for (int32_t tw_c = 0; tw_c < 301; tw_c += 64) {
-        const int32_t tw_mask = tw_min(301 - tw_c, 64);
-        Mul(x[tw_c], x[tw_c], w[tw_c], tw_mask, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 0));  // line 23
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((301 - (tw_c_ * 64)), 64);
+        Mul(x[(tw_c_ * 64)], x[(tw_c_ * 64)], w[(tw_c_ * 64)], tw_mask_, 8, BinaryRepeatParams(1, 1, 1, 38, 38, 0));  // line 23
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 23
       WaitFlag<HardEvent::V_MTE3>(0);  // line 26

@@ -41,16 +41,14 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
     const int32_t vid = 0;
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 14592);
+    pipe.InitBuffer(tw_ub_buf, 16640);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> x = tw_ub[0].ReinterpretCast<float>();  // UB @0 +9728 float32 ND [8, 300], line 6
     LocalTensor<float> row_max = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 7
     LocalTensor<float> row_sum = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 8
     LocalTensor<half> x_float16_0 = tw_ub[9728].ReinterpretCast<half>();  // UB @9728 +4864 float16 ND [8, 300], line 9
     LocalTensor<half> x_float16_1 = tw_ub[9728].ReinterpretCast<half>();  // UB @9728 +4864 float16 ND [8, 300], line 22
-    TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 2048);
-    LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[14592].ReinterpretCast<uint8_t>();  // UB @14592 +2048 uint8 ND [2048], line 10
 
     SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
@@ -59,9 +57,9 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
       const int32_t bx = blk;
       WaitFlag<HardEvent::MTE3_V>(0);  // line 9
       if (tw_max(tw_min((M - (bx * 8)), 8), 0) < 8) {
-        for (int32_t tw_c = 0; tw_c < 300; tw_c += 128) {
-          const int32_t tw_mask = tw_min(300 - tw_c, 128);
-          Duplicate(x_float16_0[tw_c], static_cast<half>(0.0f), tw_mask, 8, 1, 19);  // line 9
+        for (int32_t tw_c_ = 0; tw_c_ < 3; ++tw_c_) {
+          const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 128)), 128);
+          Duplicate(x_float16_0[(tw_c_ * 128)], static_cast<half>(0.0f), tw_mask_, 8, 1, 19);  // line 9
         }
       }
       SetFlag<HardEvent::V_MTE2>(0);  // line 9
@@ -72,53 +70,53 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
       }
       SetFlag<HardEvent::MTE2_V>(0);  // line 9
       WaitFlag<HardEvent::MTE2_V>(0);  // line 9
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Cast(x[tw_c], x_float16_0[tw_c], RoundMode::CAST_NONE, tw_mask, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 9
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Cast(x[(tw_c_ * 64)], x_float16_0[(tw_c_ * 64)], RoundMode::CAST_NONE, tw_mask_, 8, UnaryRepeatParams(1, 1, 38, 19));  // line 9
       }
       PipeBarrier<PIPE_V>();  // line 10
-      Muls(tw_scratch.ReinterpretCast<float>(), x, static_cast<float>(1), 64, 8, UnaryRepeatParams(1, 1, 8, 38));  // line 10
+      Muls(tw_vec_scratch_.ReinterpretCast<float>(), x, static_cast<float>(1.0f), 64, 8, UnaryRepeatParams(1, 1, 8, 38));  // line 10
       PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[64], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[64], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
       PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[128], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[128], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
       PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[192], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[192], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
       PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[256], 44, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
+      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[256], 44, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
       PipeBarrier<PIPE_V>();  // line 10
-      WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 64, 8, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
+      WholeReduceMax(row_max, tw_vec_scratch_.ReinterpretCast<float>(), 64, 8, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
       PipeBarrier<PIPE_V>();  // line 13
-      Brcb(tw_scratch.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 13
+      Brcb(tw_vec_scratch_.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 13
       PipeBarrier<PIPE_V>();  // line 13
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Sub(x[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 13
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Sub(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 13
       }
       PipeBarrier<PIPE_V>();  // line 13
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Exp(x[tw_c], x[tw_c], tw_mask, 8, UnaryRepeatParams(1, 1, 38, 38));  // line 13
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Exp(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_mask_, 8, UnaryRepeatParams(1, 1, 38, 38));  // line 13
       }
       PipeBarrier<PIPE_V>();  // line 16
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[0], x, 64, 8, 8, 1, 38);  // line 16
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[1], x[64], 64, 8, 8, 1, 38);  // line 16
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[2], x[128], 64, 8, 8, 1, 38);  // line 16
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[3], x[192], 64, 8, 8, 1, 38);  // line 16
-      WholeReduceSum(tw_scratch.ReinterpretCast<float>()[4], x[256], 44, 8, 8, 1, 38);  // line 16
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>(), x, 64, 8, 8, 1, 38);  // line 16
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[1], x[64], 64, 8, 8, 1, 38);  // line 16
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[2], x[128], 64, 8, 8, 1, 38);  // line 16
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[3], x[192], 64, 8, 8, 1, 38);  // line 16
+      WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[4], x[256], 44, 8, 8, 1, 38);  // line 16
       PipeBarrier<PIPE_V>();  // line 16
-      WholeReduceSum(row_sum, tw_scratch.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 16
+      WholeReduceSum(row_sum, tw_vec_scratch_.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 16
       PipeBarrier<PIPE_V>();  // line 19
-      Brcb(tw_scratch.ReinterpretCast<float>(), row_sum, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 19
+      Brcb(tw_vec_scratch_.ReinterpretCast<float>(), row_sum, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 19
       PipeBarrier<PIPE_V>();  // line 19
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Div(x[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 19
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Div(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 8, BinaryRepeatParams(1, 1, 0, 38, 38, 1));  // line 19
       }
       PipeBarrier<PIPE_V>();  // line 22
-      for (int32_t tw_c = 0; tw_c < 300; tw_c += 64) {
-        const int32_t tw_mask = tw_min(300 - tw_c, 64);
-        Cast(x_float16_1[tw_c], x[tw_c], RoundMode::CAST_RINT, tw_mask, 8, UnaryRepeatParams(1, 1, 19, 38));  // line 22
+      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
+        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
+        Cast(x_float16_1[(tw_c_ * 64)], x[(tw_c_ * 64)], RoundMode::CAST_RINT, tw_mask_, 8, UnaryRepeatParams(1, 1, 19, 38));  // line 22
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 22
       WaitFlag<HardEvent::V_MTE3>(0);  // line 22

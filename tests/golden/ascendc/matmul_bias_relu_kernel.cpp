@@ -187,9 +187,9 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
     DataCopyPad(bias_ub, bias_gm[(bn * 128)], DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(512), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 65
     SetFlag<HardEvent::MTE2_V>(0);  // line 65
     WaitFlag<HardEvent::MTE2_V>(0);  // line 66
-    for (int32_t tw_c = 0; tw_c < 128; tw_c += 64) {
-      const int32_t tw_mask = tw_min(128 - tw_c, 64);
-      Add(acc_ub[tw_c], acc_ub[tw_c], bias_ub[tw_c], tw_mask, 64, BinaryRepeatParams(1, 1, 1, 16, 16, 0));  // line 66
+    for (int32_t tw_c_ = 0; tw_c_ < 2; ++tw_c_) {
+      const int32_t tw_mask_ = tw_min((128 - (tw_c_ * 64)), 64);
+      Add(acc_ub[(tw_c_ * 64)], acc_ub[(tw_c_ * 64)], bias_ub[(tw_c_ * 64)], tw_mask_, 64, BinaryRepeatParams(1, 1, 1, 16, 16, 0));  // line 66
     }
     PipeBarrier<PIPE_V>();  // line 67
     Relu(acc_ub, acc_ub, 8192);  // line 67

@@ -43,15 +43,13 @@ extern "C" __global__ __aicore__ void softmax_rows(GM_ADDR X, GM_ADDR Y, GM_ADDR
     const int32_t sub = 0;
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 24704);
+    pipe.InitBuffer(tw_ub_buf, 28800);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<half> x16 = tw_ub[0].ReinterpretCast<half>();  // UB @0 +8192 float16 ND [16, 256], line 32
     LocalTensor<float> x = tw_ub[8192].ReinterpretCast<float>();  // UB @8192 +16384 float32 ND [16, 256], line 33
     LocalTensor<float> row_max = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +64 float32 ND [16], line 34
     LocalTensor<float> row_sum = tw_ub[24640].ReinterpretCast<float>();  // UB @24640 +64 float32 ND [16], line 35
-    TBuf<TPosition::VECCALC> tw_scratch_buf;  // printer scratch (row reduce / row broadcast)
-    pipe.InitBuffer(tw_scratch_buf, 4096);
-    LocalTensor<uint8_t> tw_scratch = tw_scratch_buf.Get<uint8_t>();
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[24704].ReinterpretCast<uint8_t>();  // UB @24704 +4096 uint8 ND [4096], line 40
 
     const int32_t r0 = (bx * 16);
     const int32_t rt = tw_min((M - r0), 16);
@@ -64,37 +62,37 @@ extern "C" __global__ __aicore__ void softmax_rows(GM_ADDR X, GM_ADDR Y, GM_ADDR
     PipeBarrier<PIPE_V>();  // line 39
     Muls(x, x, static_cast<float>(scale), 4096);  // line 39
     PipeBarrier<PIPE_V>();  // line 40
-    Muls(tw_scratch.ReinterpretCast<float>(), x, static_cast<float>(1), 64, 16, UnaryRepeatParams(1, 1, 8, 32));  // line 40
+    Muls(tw_vec_scratch_.ReinterpretCast<float>(), x, static_cast<float>(1.0f), 64, 16, UnaryRepeatParams(1, 1, 8, 32));  // line 40
     PipeBarrier<PIPE_V>();  // line 40
-    Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[64], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
+    Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[64], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
     PipeBarrier<PIPE_V>();  // line 40
-    Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[128], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
+    Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[128], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
     PipeBarrier<PIPE_V>();  // line 40
-    Max(tw_scratch.ReinterpretCast<float>(), tw_scratch.ReinterpretCast<float>(), x[192], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
+    Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[192], 64, 16, BinaryRepeatParams(1, 1, 1, 8, 8, 32));  // line 40
     PipeBarrier<PIPE_V>();  // line 40
-    WholeReduceMax(row_max, tw_scratch.ReinterpretCast<float>(), 64, 16, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
+    WholeReduceMax(row_max, tw_vec_scratch_.ReinterpretCast<float>(), 64, 16, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 40
     PipeBarrier<PIPE_V>();  // line 41
-    Brcb(tw_scratch.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(2), BrcbRepeatParams(1, 8));  // line 41
+    Brcb(tw_vec_scratch_.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(2), BrcbRepeatParams(1, 8));  // line 41
     PipeBarrier<PIPE_V>();  // line 41
-    for (int32_t tw_c = 0; tw_c < 256; tw_c += 64) {
-      const int32_t tw_mask = tw_min(256 - tw_c, 64);
-      Sub(x[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 16, BinaryRepeatParams(1, 1, 0, 32, 32, 1));  // line 41
+    for (int32_t tw_c_ = 0; tw_c_ < 4; ++tw_c_) {
+      const int32_t tw_mask_ = tw_min((256 - (tw_c_ * 64)), 64);
+      Sub(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 16, BinaryRepeatParams(1, 1, 0, 32, 32, 1));  // line 41
     }
     PipeBarrier<PIPE_V>();  // line 42
     Exp(x, x, 4096);  // line 42
     PipeBarrier<PIPE_V>();  // line 43
-    WholeReduceSum(tw_scratch.ReinterpretCast<float>()[0], x, 64, 16, 8, 1, 32);  // line 43
-    WholeReduceSum(tw_scratch.ReinterpretCast<float>()[1], x[64], 64, 16, 8, 1, 32);  // line 43
-    WholeReduceSum(tw_scratch.ReinterpretCast<float>()[2], x[128], 64, 16, 8, 1, 32);  // line 43
-    WholeReduceSum(tw_scratch.ReinterpretCast<float>()[3], x[192], 64, 16, 8, 1, 32);  // line 43
+    WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>(), x, 64, 16, 8, 1, 32);  // line 43
+    WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[1], x[64], 64, 16, 8, 1, 32);  // line 43
+    WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[2], x[128], 64, 16, 8, 1, 32);  // line 43
+    WholeReduceSum(tw_vec_scratch_.ReinterpretCast<float>()[3], x[192], 64, 16, 8, 1, 32);  // line 43
     PipeBarrier<PIPE_V>();  // line 43
-    WholeReduceSum(row_sum, tw_scratch.ReinterpretCast<float>(), 4, 16, 1, 1, 1);  // line 43
+    WholeReduceSum(row_sum, tw_vec_scratch_.ReinterpretCast<float>(), 4, 16, 1, 1, 1);  // line 43
     PipeBarrier<PIPE_V>();  // line 44
-    Brcb(tw_scratch.ReinterpretCast<float>(), row_sum, static_cast<uint8_t>(2), BrcbRepeatParams(1, 8));  // line 44
+    Brcb(tw_vec_scratch_.ReinterpretCast<float>(), row_sum, static_cast<uint8_t>(2), BrcbRepeatParams(1, 8));  // line 44
     PipeBarrier<PIPE_V>();  // line 44
-    for (int32_t tw_c = 0; tw_c < 256; tw_c += 64) {
-      const int32_t tw_mask = tw_min(256 - tw_c, 64);
-      Div(x[tw_c], x[tw_c], tw_scratch.ReinterpretCast<float>(), tw_mask, 16, BinaryRepeatParams(1, 1, 0, 32, 32, 1));  // line 44
+    for (int32_t tw_c_ = 0; tw_c_ < 4; ++tw_c_) {
+      const int32_t tw_mask_ = tw_min((256 - (tw_c_ * 64)), 64);
+      Div(x[(tw_c_ * 64)], x[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 16, BinaryRepeatParams(1, 1, 0, 32, 32, 1));  // line 44
     }
     PipeBarrier<PIPE_V>();  // line 45
     Cast(x16, x, RoundMode::CAST_RINT, 4096);  // line 45

@@ -10,68 +10,67 @@ namespace {
 std::string dtn(ir::DTypeCode t) { return std::string(ir::DType(t).name()); }
 std::string str(int64_t v) { return std::to_string(v); }
 
-// The printer's form of a vector instruction: level-2 (one count) when every operand is
-// contiguous, else level-0 (mask, repeat, repeat strides) — see ascendc_printer.cpp.
-bool level0(const RVec& x, std::initializer_list<const RVecOperand*> ops) {
-  if (x.rows <= 1) return false;
-  for (const auto* o : ops)
-    if (o->stride != x.cols) return true;
-  return false;
+// A uint8 field of a vector call (repeatTimes, block and repeat strides): 0..255.
+void u8(const std::string& call, const char* field, int64_t v, std::vector<std::string>& out) {
+  if (v < 0 || v > 255)
+    out.push_back(call + " " + field + " = " + str(v) + ": the field is uint8 (0..255) and would wrap: " +
+                  (std::string(field).find("Stride") != std::string::npos
+                       ? "use rows of at most 8160 B (255 blocks of 32 B) or a tile whose rows are contiguous"
+                       : "split the call (at most 255 repeats)"));
 }
-
-void rep_stride(const RVecOperand& o, ir::DTypeCode t, const char* role, const char* field,
-                std::vector<std::string>& out) {
-  int64_t blocks = o.stride * ir::DType(t).bytes() / 32;
-  if (blocks > 255)
-    out.push_back(std::string(field) + " of the " + role + " is " + str(blocks) + " blocks of 32 B (a row stride of " +
-                  str(o.stride) + " " + dtn(t) + " elements); the field is uint8 (at most 255) and would wrap: use rows "
-                  "of at most " + str(255 * 32 / ir::DType(t).bytes()) + " elements or a tile whose rows are contiguous");
+// mask (count form): 1 .. the elements of one 256 B repeat of the widest operand type.
+void mask_rule(const std::string& call, int64_t mask, int es, std::vector<std::string>& out) {
+  if (mask < 1 || mask > 256 / es)
+    out.push_back(call + " mask = " + str(mask) + ": a level-0 mask selects 1.." + str(256 / es) + " elements (one 256 B "
+                  "repeat): split the columns over several calls");
 }
+bool float_type(ir::DTypeCode t) { return t == ir::DTypeCode::f16 || t == ir::DTypeCode::f32; }
 
-void vec_rules(const RVec& x, std::vector<std::string>& out) {
-  if (x.rows <= 0 || x.cols <= 0) return;  // no call
-  switch (x.kind) {
-    case RVec::Cast:
-      if (!cast_round_mode_legal(x.dt, x.src_dt, x.round))
-        out.push_back("Cast from " + dtn(x.src_dt) + " to " + dtn(x.dt) + " with RoundMode::" +
-                      std::string(round_mode_name(x.round)) + ": this conversion accepts only CAST_NONE (Cast.md, table 4); "
-                      "on dav-c220 any other mode issues no instruction and the destination keeps stale data: lower it "
-                      "with cast_round_mode()");
-      if (level0(x, {&x.dst, &x.a})) {
-        rep_stride(x.dst, x.dt, "destination", "UnaryRepeatParams.dstRepStride", out);
-        rep_stride(x.a, x.src_dt, "source", "UnaryRepeatParams.srcRepStride", out);
-      }
-      break;
-    case RVec::Binary:
-      if (level0(x, {&x.dst, &x.a, &x.b})) {
-        rep_stride(x.dst, x.dt, "destination", "BinaryRepeatParams.dstRepStride", out);
-        rep_stride(x.a, x.dt, "first source", "BinaryRepeatParams.src0RepStride", out);
-        rep_stride(x.b, x.dt, "second source", "BinaryRepeatParams.src1RepStride", out);
-      }
-      break;
-    case RVec::Scalar:
-    case RVec::Unary:
-      if (level0(x, {&x.dst, &x.a})) {
-        rep_stride(x.dst, x.dt, "destination", "UnaryRepeatParams.dstRepStride", out);
-        rep_stride(x.a, x.dt, "source", "UnaryRepeatParams.srcRepStride", out);
-      }
-      break;
-    case RVec::Dup:
-      if (level0(x, {&x.dst})) rep_stride(x.dst, x.dt, "destination", "Duplicate's dstRepeatStride", out);
-      break;
-    case RVec::Reduce:
-      if (x.axis == ReduceAxis::Row && x.rows > 1) rep_stride(x.a, x.dt, "source", "WholeReduce's srcRepStride", out);
-      break;
-    case RVec::RowBcast:
-      if ((x.rows + 7) / 8 > 255)
-        out.push_back("row broadcast over " + str(x.rows) + " rows: Brcb's repeat is ceil(rows / 8) = " +
-                      str((x.rows + 7) / 8) + ", a uint8 (at most 255, i.e. 2040 rows): split the rows");
-      if (x.rows > 1) {
-        rep_stride(x.dst, x.dt, "destination", "BinaryRepeatParams.dstRepStride", out);
-        rep_stride(x.a, x.dt, "first source", "BinaryRepeatParams.src0RepStride", out);
-      }
-      break;
+void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
+  std::string call = std::string(vec_api_name(x.api)) + (x.l0 ? " (level-0)" : " (level-2)");
+  if (x.api == VecApi::Cast && !cast_round_mode_legal(x.dt, x.src_dt, x.round))
+    out.push_back("Cast from " + dtn(x.src_dt) + " to " + dtn(x.dt) + " with RoundMode::" +
+                  std::string(round_mode_name(x.round)) + ": this conversion accepts only CAST_NONE (Cast.md, table 4); "
+                  "on dav-c220 any other mode issues no instruction and the destination keeps stale data: lower it "
+                  "with cast_round_mode()");
+  bool transcendental = x.api == VecApi::Div || (x.api >= VecApi::Exp && x.api <= VecApi::Rsqrt) ||
+                        x.api == VecApi::Reciprocal;
+  if (transcendental && !float_type(x.dt))
+    out.push_back(call + " on " + dtn(x.dt) + ": the API takes half or float only: cast to float32 first");
+  if (!x.l0) {
+    if (x.mask < 1)
+      out.push_back(call + " with count " + str(x.mask) + ": a call must process at least one element (a count <= 0 "
+                    "is no call: guard it with `if (count > 0)`)");
+    return;
   }
+  mask_rule(call, x.mask, std::max(ir::DType(x.dt).bytes(), ir::DType(x.src_dt).bytes()), out);
+  u8(call, "repeatTimes", x.repeat, out);
+  static const char* blk[] = {"dstBlkStride", "src0BlkStride", "src1BlkStride"};
+  static const char* rep[] = {"dstRepStride", "src0RepStride", "src1RepStride"};
+  for (int k = 0; k <= vec_api_sources(x.api); ++k) {
+    u8(call, blk[k], x.blk[k], out);
+    u8(call, rep[k], x.rep[k], out);
+  }
+}
+
+void whole_reduce_rules(const RWholeReduce& x, std::vector<std::string>& out) {
+  std::string call = "WholeReduce" + std::string(reduce_op_name(x.op));
+  if (!float_type(x.dt)) out.push_back(call + " on " + dtn(x.dt) + ": the API takes half or float only");
+  mask_rule(call, x.mask, ir::DType(x.dt).bytes(), out);
+  // (buffers start 32 B aligned: the offset inside the buffer decides)
+  if (x.op != ReduceOp::Sum && x.dt == ir::DTypeCode::f32 && x.dst.off % 8 != 0)
+    out.push_back(call + " on float writes its destination at byte " + str(x.dst.off) + " of its buffer: the API needs an "
+                  "8-byte aligned destination (WholeReduceMax.md): start the call on an even element");
+  u8(call, "repeatTimes", x.repeat, out);
+  u8(call, "dstRepStride", x.dst_rep, out);
+  u8(call, "srcBlkStride", x.src_blk, out);
+  u8(call, "srcRepStride", x.src_rep, out);
+}
+
+void brcb_rules(const RBrcb& x, std::vector<std::string>& out) {
+  u8("Brcb", "repeatTimes", x.repeat, out);
+  u8("Brcb", "dstBlkStride", x.dst_blk, out);
+  u8("Brcb", "dstRepStride", x.dst_rep, out);
 }
 
 }  // namespace
@@ -139,7 +138,9 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             if (x.pipe == Pipe::S)
               out.push_back("PipeBarrier<PIPE_S> is a hardware error (PipeBarrier docs): the scalar unit needs no barrier");
           },
-          [&](const RVec& x) { vec_rules(x, out); },
+          [&](const RVecCall& x) { vec_call_rules(x, out); },
+          [&](const RWholeReduce& x) { whole_reduce_rules(x, out); },
+          [&](const RBrcb& x) { brcb_rules(x, out); },
           [](const auto&) {},
       },
       r.op);

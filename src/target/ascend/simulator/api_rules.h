@@ -7,15 +7,17 @@
 // - DataCopyPad / DataCopy(UB, UB): blockCount is 1..4095 (DataCopyPad docs); a count <= 0 means
 //   "no call" (the printer guards it); the gaps between bursts are unsigned (rows must not overlap),
 //   DataCopyParams fields are uint16 (32 B blocks).
-// - Level-0 vector calls (BinaryRepeatParams / UnaryRepeatParams, WholeReduce srcRepStride): repeat
-//   strides are uint8, at most 255 blocks of 32 B; Brcb's repeat is uint8 (rows <= 2040).
+// - Vector calls (the fields of VecCallL2 / VecCallL0 / WholeReduce / Brcb, checked directly):
+//   level-2 count >= 1; level-0 mask 1..256 B / element size, repeatTimes and every block / repeat
+//   stride (BinaryRepeatParams, UnaryRepeatParams, Duplicate, WholeReduce, BrcbRepeatParams) uint8;
+//   Div/Exp/Ln/Sqrt/Rsqrt/Reciprocal and WholeReduce take half/float only.
 // - Nd2NzParams: nValue <= 16384, dValue and srcDValue (uint16) <= 65535 elements.
 // - InitConstValue has no int8/uint8 form on dav-c220 (a silent no-op).
 // - Mmad: m, n, k <= 4095; m = 1 runs as GEMV (A read as ND); Mmads accumulating into the same
 //   L0C need PipeBarrier<PIPE_M> between them when ceil(m/16) * ceil(n/16) < 10 (Mmad docs).
 // - PipeBarrier<PIPE_S> is a hardware error (PipeBarrier docs).
-// (WholeReduceMax/Min on float need an 8-byte aligned destination: every UB operand of the program
-// is 32-byte aligned, which the memory checks enforce; the printer's own partial results follow it.)
+// - WholeReduceMax/Min on float need an 8-byte aligned destination (WholeReduceMax.md; the memory
+//   checks require 32 B alignment of every other UB operand, the element size of WholeReduce's).
 #pragma once
 
 #include <string>

@@ -31,6 +31,21 @@ int align_of(Mem m) {
     default: return 1;
   }
 }
+
+// The byte rectangles of a level-0 operand (program.h): `repeat` rows rep * 32 B apart; inside a
+// repeat the mask's elements fill blocks of 32 B, blk * 32 B apart (one rectangle per block unless
+// the blocks are adjacent). A level-2 call is one repeat with block stride 1.
+template <class Operand>
+void level0_operand(Operand& operand, const RMem& m, int es, int64_t mask, int64_t repeat, int64_t blk, int64_t rep,
+                    bool write, const char* role) {
+  const int64_t epb = 32 / es;
+  if (blk == 1 || mask <= epb) {
+    operand(m, Rect{0, repeat, mask * es, rep * 32}, write, es, role);
+    return;
+  }
+  for (int64_t j = 0; j * epb < mask && (blk != 0 || j == 0); ++j)
+    operand(m, Rect{j * blk * 32, repeat, (blk == 0 ? epb : std::min(epb, mask - j * epb)) * es, rep * 32}, write, es, role);
+}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -42,7 +57,9 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
     if (ok) report(k, msg, {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
     ok = false;
   };
-  auto operand = [&](const RMem& m, Rect rect, bool write, int elem, const char* role) {
+  // whole_blocks: the operand starts on a 32 B boundary of UB and its rows are whole 32 B blocks
+  // apart (every operand but WholeReduce's destination, which is element-aligned).
+  auto operand = [&](const RMem& m, Rect rect, bool write, int elem, const char* role, bool whole_blocks = true) {
     if (!ok) return;
     if (!m.gm && (m.index < 0 || m.index >= static_cast<int>(prog.buffers.size()))) {
       fail(ReportKind::InvalidInstr, std::string(role) + " refers to buffer #" + std::to_string(m.index) + ", which does not exist");
@@ -79,7 +96,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
       return;
     }
     int64_t abs = s.abs_base + rect.start;
-    int al = m.gm ? elem : align_of(s.mem);
+    int al = m.gm || !whole_blocks ? elem : align_of(s.mem);
     if (abs % al != 0) {
       fail(ReportKind::Misaligned, std::string(role) + " address " + std::to_string(abs) + " in " +
                                        (m.gm ? what : std::string(mem_name(s.mem)) + " (" + what + ")") +
@@ -87,7 +104,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                                        (m.gm ? "" : std::string(" (") + std::string(mem_name(s.mem)) + " requires " + std::to_string(al) + " B)"));
       return;
     }
-    if (!m.gm && s.mem == Mem::UB && rect.rows > 1 && rect.stride % 32 != 0) {
+    if (!m.gm && whole_blocks && s.mem == Mem::UB && rect.rows > 1 && rect.stride % 32 != 0) {
       fail(ReportKind::Misaligned, std::string(role) + " row stride of " + std::to_string(rect.stride) +
                                        " bytes in UB is not a multiple of 32 B (the 32 B data block)");
       return;
@@ -155,29 +172,23 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           invalid(x.m > x.src_rows || x.src_rows % 16 != 0, "Fixpipe m must be <= src_rows (a multiple of 16)");
           operand(x.src, Rect{0, 1, x.src_rows * rup(x.n, 16) * 4, 0}, false, 4, "source (L0C)");
           operand(x.dst, Rect{0, x.m, x.n * es, x.dst_row_stride * es}, true, es, "destination");
-        } else if constexpr (std::is_same_v<T, RVec>) {
+        } else if constexpr (std::is_same_v<T, RVecCall>) {
           int des = es_of(x.dt), ses = es_of(x.src_dt);
-          invalid(x.dt == ir::DTypeCode::bf16 && x.kind != RVec::Cast, "bf16 arithmetic is not available on the AIV: cast to float32 first");
-          auto tile = [&](const RVecOperand& o, int es, bool w, const char* role) {
-            operand(o.at, Rect{0, x.rows, x.cols * es, o.stride * es}, w, es, role);
-          };
-          switch (x.kind) {
-            case RVec::Binary: tile(x.a, ses, false, "a"); tile(x.b, ses, false, "b"); tile(x.dst, des, true, "dst"); break;
-            case RVec::Scalar: case RVec::Unary: case RVec::Cast:
-              tile(x.a, ses, false, "src"); tile(x.dst, des, true, "dst"); break;
-            case RVec::Dup: tile(x.dst, des, true, "dst"); break;
-            case RVec::Reduce:
-              invalid(x.rows > 0 && x.cols > 0 ? false : (x.axis == ReduceAxis::Row ? x.rows : x.cols) > 0,
-                      "a reduction over an empty range (" + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ")");
-              tile(x.a, ses, false, "src");
-              operand(x.dst.at, Rect{0, 1, (x.axis == ReduceAxis::Row ? x.rows : x.cols) * des, 0}, true, des, "dst");
-              break;
-            case RVec::RowBcast:
-              tile(x.a, ses, false, "a");
-              operand(x.vec, Rect{0, 1, x.rows * ses, 0}, false, ses, "row vector");
-              tile(x.dst, des, true, "dst");
-              break;
-          }
+          invalid(x.dt == ir::DTypeCode::bf16 && x.api != VecApi::Cast,
+                  "bf16 arithmetic is not available on the AIV: cast to float32 first");
+          int n = vec_api_sources(x.api);
+          if (n >= 1) level0_operand(operand, x.src0, ses, x.mask, x.repeat, x.blk[1], x.rep[1], false, n == 2 ? "src0" : "src");
+          if (n == 2) level0_operand(operand, x.src1, ses, x.mask, x.repeat, x.blk[2], x.rep[2], false, "src1");
+          level0_operand(operand, x.dst, des, x.mask, x.repeat, x.blk[0], x.rep[0], true, "dst");
+        } else if constexpr (std::is_same_v<T, RWholeReduce>) {
+          int es = es_of(x.dt);
+          level0_operand(operand, x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, false, "src");
+          operand(x.dst, Rect{0, x.repeat, es, x.dst_rep * es}, true, es, "dst", false);
+        } else if constexpr (std::is_same_v<T, RBrcb>) {
+          int es = es_of(x.dt);
+          invalid(es != 2 && es != 4, "Brcb takes 16- or 32-bit elements");
+          operand(x.src, Rect{0, 1, x.repeat * 8 * es, 0}, false, es, "src");
+          level0_operand(operand, x.dst, 1, 256, x.repeat, x.dst_blk, x.dst_rep, true, "dst");
         }
       },
       r.op);
@@ -214,6 +225,18 @@ void store_row(uint8_t* p, ir::DTypeCode t, int64_t n, const double* in, RoundMo
     }
   }
   for (int64_t i = 0; i < n; ++i) num::store(p + i * es_of(t), t, in[i], m);
+}
+
+// n elements of a level-0 operand (32 B blocks blk * 32 B apart) to/from doubles.
+void gather(const uint8_t* p, ir::DTypeCode t, int64_t n, int64_t blk, double* out) {
+  const int64_t epb = 32 / es_of(t);
+  if (blk == 1) return load_row(p, t, n, out);
+  for (int64_t j = 0; j * epb < n; ++j) load_row(p + j * blk * 32, t, std::min(epb, n - j * epb), out + j * epb);
+}
+void scatter(uint8_t* p, ir::DTypeCode t, int64_t n, int64_t blk, const double* in, RoundMode m) {
+  const int64_t epb = 32 / es_of(t);
+  if (blk == 1) return store_row(p, t, n, in, m);
+  for (int64_t j = 0; j * epb < n; ++j) store_row(p + j * blk * 32, t, std::min(epb, n - j * epb), in + j * epb, m);
 }
 
 double binop(VecBinOp op, double a, double b, bool is_int) {
@@ -412,101 +435,69 @@ void Machine::functional(Core& c, const RInstr& r) {
               }
             }
           }
-        } else if constexpr (std::is_same_v<T, RVec>) {
-          int des = es_of(x.dt), ses = es_of(x.src_dt);
-          bool is_int = !ir::DType(x.dt).is_float();
-          auto ptr = [&](const RVecOperand& o, int64_t row, int es) { return base(c, o.at).data + o.at.off + row * o.stride * es; };
-          ra.resize(std::max<int64_t>(x.cols, x.rows));
-          rb.resize(std::max<int64_t>(x.cols, x.rows));
-          switch (x.kind) {
-            case RVec::Binary:
-              for (int64_t i = 0; i < x.rows; ++i) {
-                load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                load_row(ptr(x.b, i, ses), x.src_dt, x.cols, rb.data());
-                apply_bin(static_cast<VecBinOp>(x.op), ra.data(), rb.data(), x.cols, is_int);
-                store_row(ptr(x.dst, i, des), x.dt, x.cols, ra.data());
-              }
-              break;
-            case RVec::Scalar: {
-              // the scalar is first converted to the operand type (as AscendC's T scalarValue)
-              uint8_t tmp[8];
-              num::store(tmp, x.dt, x.scalar);
-              double sc = num::load(tmp, x.dt);
-              for (int64_t i = 0; i < x.rows; ++i) {
-                load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                for (int64_t j = 0; j < x.cols; ++j) ra[j] = binop(static_cast<VecBinOp>(x.op), ra[j], sc, is_int);
-                store_row(ptr(x.dst, i, des), x.dt, x.cols, ra.data());
-              }
-              break;
-            }
-            case RVec::Unary:
-              for (int64_t i = 0; i < x.rows; ++i) {
-                load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                auto op = static_cast<VecUnOp>(x.op);
-                for (int64_t j = 0; j < x.cols; ++j) ra[j] = unop(op, ra[j]);
-                store_row(ptr(x.dst, i, des), x.dt, x.cols, ra.data());
-              }
-              break;
-            case RVec::Cast:
-              for (int64_t i = 0; i < x.rows; ++i) {
-                load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                store_row(ptr(x.dst, i, des), x.dt, x.cols, ra.data(), x.round);
-              }
-              break;
-            case RVec::Dup:
-              std::fill(ra.begin(), ra.begin() + x.cols, x.scalar);
-              for (int64_t i = 0; i < x.rows; ++i) store_row(ptr(x.dst, i, des), x.dt, x.cols, ra.data());
-              break;
-            case RVec::Reduce: {
-              auto op = static_cast<ReduceOp>(x.op);
-              // a sum rounded to the element type (WholeReduceSum / Add on fp16: saturating)
-              auto rnd = [&](float v) {
-                if (x.dt != ir::DTypeCode::f16) return v;
-                return std::clamp(num::f16_to_f32(num::f32_to_f16(v)), -65504.f, 65504.f);
-              };
-              auto comb = [&](float a, float b) { return op == ReduceOp::Sum ? rnd(a + b) : op == ReduceOp::Max ? std::max(a, b) : std::min(a, b); };
-              // WholeReduceSum over n values: adjacent pairs, level by level (program.h, VecReduce)
-              auto tree = [&](std::vector<float>& v) {
-                for (size_t n = v.size(); n > 1; n = (n + 1) / 2)
-                  for (size_t k = 0; k < n; k += 2) v[k / 2] = k + 1 < n ? comb(v[k], v[k + 1]) : v[k];
-                return v.empty() ? 0.f : v[0];
-              };
-              uint8_t* dst = base(c, x.dst.at).data + x.dst.at.off;
-              if (x.axis == ReduceAxis::Row) {
-                const int64_t P = 256 / ses;
-                std::vector<float> part, chunk;
-                for (int64_t i = 0; i < x.rows; ++i) {
-                  load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                  part.clear();
-                  for (int64_t j0 = 0; j0 < x.cols; j0 += P) {
-                    chunk.assign(ra.begin() + j0, ra.begin() + std::min(x.cols, j0 + P));
-                    part.push_back(tree(chunk));
-                  }
-                  rb[i] = tree(part);
-                }
-                store_row(dst, x.dt, x.rows, rb.data());
-              } else {
-                std::vector<float> acc(x.cols);
-                for (int64_t i = 0; i < x.rows; ++i) {
-                  load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                  for (int64_t j = 0; j < x.cols; ++j) acc[j] = i == 0 ? static_cast<float>(ra[j]) : comb(acc[j], static_cast<float>(ra[j]));
-                }
-                for (int64_t j = 0; j < x.cols; ++j) rb[j] = acc[j];
-                store_row(dst, x.dt, x.cols, rb.data());
-              }
-              break;
-            }
-            case RVec::RowBcast: {
-              const uint8_t* vec = base(c, x.vec).data + x.vec.off;
-              for (int64_t i = 0; i < x.rows; ++i) {
-                double v = num::load(vec + i * ses, x.src_dt);
-                load_row(ptr(x.a, i, ses), x.src_dt, x.cols, ra.data());
-                for (int64_t j = 0; j < x.cols; ++j) ra[j] = binop(static_cast<VecBinOp>(x.op), ra[j], v, is_int);
-                store_row(ptr(x.dst, i, des), x.dt, x.cols, ra.data());
-              }
-              break;
-            }
+        } else if constexpr (std::is_same_v<T, RVecCall>) {
+          const int n = vec_api_sources(x.api);
+          const bool is_int = !ir::DType(x.dt).is_float();
+          if (x.mask <= 0) return;
+          ra.resize(x.mask), rb.resize(x.mask);
+          auto addr = [&](const RMem& m, int k, int64_t i) { return base(c, m).data + m.off + i * x.rep[k] * 32; };
+          // the scalar is first converted to the operand type (as AscendC's T scalarValue)
+          double sc = 0;
+          if (vec_api_has_scalar(x.api)) {
+            uint8_t tmp[8];
+            num::store(tmp, x.dt, x.scalar);
+            sc = num::load(tmp, x.dt);
           }
+          for (int64_t i = 0; i < x.repeat; ++i) {
+            if (n >= 1) gather(addr(x.src0, 1, i), x.src_dt, x.mask, x.blk[1], ra.data());
+            if (n == 2) gather(addr(x.src1, 2, i), x.src_dt, x.mask, x.blk[2], rb.data());
+            if (x.api <= VecApi::Min) {
+              apply_bin(static_cast<VecBinOp>(x.api), ra.data(), rb.data(), x.mask, is_int);
+            } else if (x.api <= VecApi::Mins) {
+              static constexpr VecBinOp ops[] = {VecBinOp::Add, VecBinOp::Mul, VecBinOp::Max, VecBinOp::Min};
+              VecBinOp op = ops[static_cast<int>(x.api) - static_cast<int>(VecApi::Adds)];
+              for (int64_t j = 0; j < x.mask; ++j) ra[j] = binop(op, ra[j], sc, is_int);
+            } else if (x.api <= VecApi::Reciprocal) {
+              auto op = static_cast<VecUnOp>(static_cast<int>(x.api) - static_cast<int>(VecApi::Exp));
+              for (int64_t j = 0; j < x.mask; ++j) ra[j] = unop(op, ra[j]);
+            } else if (x.api == VecApi::Duplicate) {
+              std::fill(ra.begin(), ra.begin() + x.mask, sc);
+            }
+            scatter(addr(x.dst, 0, i), x.dt, x.mask, x.blk[0], ra.data(), x.api == VecApi::Cast ? x.round : RoundMode::Rint);
+          }
+        } else if constexpr (std::is_same_v<T, RWholeReduce>) {
+          const int es = es_of(x.dt);
+          // a sum rounded to the element type (WholeReduceSum on fp16: saturating)
+          auto rnd = [&](float v) {
+            if (x.dt != ir::DTypeCode::f16) return v;
+            return std::clamp(num::f16_to_f32(num::f32_to_f16(v)), -65504.f, 65504.f);
+          };
+          auto comb = [&](float a, float b) {
+            return x.op == ReduceOp::Sum ? rnd(a + b) : x.op == ReduceOp::Max ? std::max(a, b) : std::min(a, b);
+          };
+          if (x.mask <= 0) return;
+          ra.resize(x.mask);
+          std::vector<float> v(x.mask);
+          const uint8_t* src = base(c, x.src).data + x.src.off;
+          uint8_t* dst = base(c, x.dst).data + x.dst.off;
+          for (int64_t i = 0; i < x.repeat; ++i) {
+            gather(src + i * x.src_rep * 32, x.dt, x.mask, x.src_blk, ra.data());
+            for (int64_t j = 0; j < x.mask; ++j) v[j] = static_cast<float>(ra[j]);
+            // the pairwise tree: adjacent pairs, level by level
+            for (size_t m = v.size(); m > 1; m = (m + 1) / 2)
+              for (size_t k = 0; k < m; k += 2) v[k / 2] = k + 1 < m ? comb(v[k], v[k + 1]) : v[k];
+            double out = v[0];
+            store_row(dst + i * x.dst_rep * es, x.dt, 1, &out);
+          }
+        } else if constexpr (std::is_same_v<T, RBrcb>) {
+          const int es = es_of(x.dt);
+          const uint8_t* src = base(c, x.src).data + x.src.off;
+          uint8_t* dst = base(c, x.dst).data + x.dst.off;
+          for (int64_t i = 0; i < x.repeat; ++i)
+            for (int64_t j = 0; j < 8; ++j) {
+              uint8_t* blk = dst + i * x.dst_rep * 32 + j * x.dst_blk * 32;
+              for (int k = 0; k < 32 / es; ++k) std::memcpy(blk + k * es, src + (i * 8 + j) * es, static_cast<size_t>(es));
+            }
         }
       },
       r.op);

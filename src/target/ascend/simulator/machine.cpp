@@ -57,7 +57,6 @@ template <class Get>
 ROp build(const InstrOp& op, Get&& get) {
   auto gm = [&](const GmRef& r) { return RMem{true, r.param, get(r.offset).i}; };
   auto loc = [&](const LocalRef& r) { return RMem{false, r.buffer, get(r.offset).i}; };
-  auto vo = [&](const VecOperand& v) { return RVecOperand{loc(v.at), get(v.row_stride).i}; };
   return std::visit(
       Overload{
           [&](const CopyGmToL1& x) -> ROp {
@@ -106,56 +105,37 @@ ROp build(const InstrOp& op, Get&& get) {
             r.dst_row_stride = get(x.dst_row_stride).i;
             return r;
           },
-          [&](const VecBinary& x) -> ROp {
-            RVec r{};
-            r.kind = RVec::Binary, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
-            r.dst = vo(x.dst), r.a = vo(x.a), r.b = vo(x.b);
-            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
-            return r;
-          },
-          [&](const VecBinaryScalar& x) -> ROp {
-            RVec r{};
-            r.kind = RVec::Scalar, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
-            r.dst = vo(x.dst), r.a = vo(x.a);
+          [&](const VecCallL2& x) -> ROp {
+            RVecCall r;
+            r.api = x.api, r.dt = x.dtype.code, r.src_dt = x.src_dtype.code, r.round = x.round;
+            r.dst = loc(x.dst);
+            if (vec_api_sources(x.api) >= 1) r.src0 = loc(x.src0);
+            if (vec_api_sources(x.api) == 2) r.src1 = loc(x.src1);
             r.scalar = get(x.scalar).f;
-            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+            r.mask = get(x.count).i, r.repeat = 1;
             return r;
           },
-          [&](const VecUnary& x) -> ROp {
-            RVec r{};
-            r.kind = RVec::Unary, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
-            r.dst = vo(x.dst), r.a = vo(x.a);
-            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+          [&](const VecCallL0& x) -> ROp {
+            RVecCall r;
+            r.api = x.api, r.l0 = true, r.dt = x.dtype.code, r.src_dt = x.src_dtype.code, r.round = x.round;
+            r.dst = loc(x.dst);
+            if (vec_api_sources(x.api) >= 1) r.src0 = loc(x.src0);
+            if (vec_api_sources(x.api) == 2) r.src1 = loc(x.src1);
+            r.scalar = get(x.scalar).f;
+            r.mask = get(x.mask).i, r.repeat = get(x.repeat).i;
+            r.blk[0] = get(x.dst_blk).i, r.blk[1] = get(x.src0_blk).i, r.blk[2] = get(x.src1_blk).i;
+            r.rep[0] = get(x.dst_rep).i, r.rep[1] = get(x.src0_rep).i, r.rep[2] = get(x.src1_rep).i;
             return r;
           },
-          [&](const VecCast& x) -> ROp {
-            RVec r{};
-            r.kind = RVec::Cast, r.dt = x.dst_dtype.code, r.src_dt = x.src_dtype.code, r.round = x.round;
-            r.dst = vo(x.dst), r.a = vo(x.src);
-            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+          [&](const WholeReduce& x) -> ROp {
+            RWholeReduce r{x.op, x.dtype.code, loc(x.dst), loc(x.src), 0, 0, 0, 0, 0};
+            r.mask = get(x.mask).i, r.repeat = get(x.repeat).i, r.dst_rep = get(x.dst_rep).i;
+            r.src_blk = get(x.src_blk).i, r.src_rep = get(x.src_rep).i;
             return r;
           },
-          [&](const VecDup& x) -> ROp {
-            RVec r{};
-            r.kind = RVec::Dup, r.dt = r.src_dt = x.dtype.code;
-            r.dst = vo(x.dst);
-            r.scalar = get(x.value).f;
-            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
-            return r;
-          },
-          [&](const VecReduce& x) -> ROp {
-            RVec r{};
-            r.kind = RVec::Reduce, r.op = static_cast<uint8_t>(x.op), r.axis = x.axis;
-            r.dt = r.src_dt = x.dtype.code;
-            r.dst = vo(x.dst), r.a = vo(x.src);
-            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
-            return r;
-          },
-          [&](const VecRowBroadcast& x) -> ROp {
-            RVec r{};
-            r.kind = RVec::RowBcast, r.op = static_cast<uint8_t>(x.op), r.dt = r.src_dt = x.dtype.code;
-            r.dst = vo(x.dst), r.a = vo(x.a), r.vec = loc(x.vec);
-            r.rows = get(x.rows).i, r.cols = get(x.cols).i;
+          [&](const Brcb& x) -> ROp {
+            RBrcb r{x.dtype.code, loc(x.dst), loc(x.src), 0, 0, 0};
+            r.repeat = get(x.repeat).i, r.dst_blk = get(x.dst_blk).i, r.dst_rep = get(x.dst_rep).i;
             return r;
           },
           [&](const SetFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, true}; },
@@ -163,6 +143,10 @@ ROp build(const InstrOp& op, Get&& get) {
           [&](const PipeBarrier& x) -> ROp { return RBarrier{x.pipe}; },
           [&](const CrossCoreSetFlag& x) -> ROp { return RCross{x.mode, get(x.id).i, true}; },
           [&](const CrossCoreWaitFlag& x) -> ROp { return RCross{0, get(x.id).i, false}; },
+          [&](const auto& x) -> ROp {  // the high-level vector kinds
+            throw ir::Error("internal: the simulator met the high-level vector instruction " +
+                            std::string(instr_name(InstrOp(x))) + ": run select_vector_calls first");
+          },
       },
       op);
 }

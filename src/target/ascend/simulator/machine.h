@@ -52,22 +52,25 @@ struct RBurst {
 struct RLoadL0 { RMem src, dst; ir::DTypeCode dt; int64_t src_rows, src_row, src_col, dst_rows, dst_cols; bool transpose; };
 struct RMmad { RMem a, b, c; ir::DTypeCode in, acc; int64_t m, n, k; bool init; };
 struct RFixpipe { RMem src, dst; ir::DTypeCode from, to; int64_t m, n, src_rows, dst_row_stride; bool relu; };
-struct RVecOperand { RMem at; int64_t stride = 0; };
-struct RVec {
-  enum Kind : uint8_t { Binary, Scalar, Unary, Cast, Dup, Reduce, RowBcast } kind;
-  uint8_t op = 0;  // VecBinOp / VecUnOp / ReduceOp
-  ReduceAxis axis = ReduceAxis::Row;
-  RoundMode round = RoundMode::Rint;
-  ir::DTypeCode dt, src_dt;
-  RVecOperand dst, a, b;
-  RMem vec;
+// VecCallL2 / VecCallL0 (program.h). A level-2 call is executed as one repeat of `mask = count`
+// contiguous elements (block stride 1); `l0` keeps which form it was for the API rules and costs.
+struct RVecCall {
+  VecApi api = VecApi::Add;
+  bool l0 = false;
+  ir::DTypeCode dt = ir::DTypeCode::f32, src_dt = ir::DTypeCode::f32;
+  RoundMode round = RoundMode::None;
+  RMem dst, src0, src1;
   double scalar = 0;
-  int64_t rows = 0, cols = 0;
+  int64_t mask = 0, repeat = 0;
+  int64_t blk[3] = {1, 1, 1}, rep[3] = {0, 0, 0};  // dst, src0, src1 (32 B blocks)
 };
+struct RWholeReduce { ReduceOp op; ir::DTypeCode dt; RMem dst, src; int64_t mask, repeat, dst_rep, src_blk, src_rep; };
+struct RBrcb { ir::DTypeCode dt; RMem dst, src; int64_t repeat, dst_blk, dst_rep; };
 struct RFlag { Pipe src, dst; int64_t event; bool set; };
 struct RBarrier { Pipe pipe; };
 struct RCross { int mode; int64_t id; bool set; };
-using ROp = std::variant<RCopyGmToL1, RBurst, RLoadL0, RMmad, RFixpipe, RVec, RFlag, RBarrier, RCross>;
+using ROp = std::variant<RCopyGmToL1, RBurst, RLoadL0, RMmad, RFixpipe, RVecCall, RWholeReduce, RBrcb, RFlag, RBarrier,
+                         RCross>;
 
 struct RInstr {
   const Instr* in = nullptr;

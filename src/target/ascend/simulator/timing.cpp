@@ -128,39 +128,20 @@ Cost Timing::cost(Core&, const RInstr& r, int64_t start) {
           Rect rect{x.dst.off, x.m, x.n * es, x.dst_row_stride * es};
           gm_move(x.dst, rect, static_cast<double>(x.m * x.n * es),
                   std::min(p_.fixpipe_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);
-        } else if constexpr (std::is_same_v<T, RVec>) {
+        } else if constexpr (std::is_same_v<T, RVecCall>) {
           int es = std::max(bytes_of(x.dt), bytes_of(x.src_dt));
           int64_t per_repeat = 256 / es;  // elements of one 256 B repeat
-          int64_t repeats = x.rows * cdiv(x.cols, per_repeat);
-          double cyc = 0;
-          switch (x.kind) {
-            case RVec::Binary:
-            case RVec::Scalar:
-            case RVec::Dup:
-            case RVec::RowBcast:
-              if (x.kind != RVec::Dup && x.op == static_cast<uint8_t>(VecBinOp::Div))
-                cyc = static_cast<double>(repeats * per_repeat) / p_.vec_transcendental_elems_per_cycle;
-              else
-                cyc = static_cast<double>(repeats) * 256.0 / p_.vec_bytes_per_cycle;
-              break;
-            case RVec::Unary: {
-              auto op = static_cast<VecUnOp>(x.op);
-              bool slow = op == VecUnOp::Exp || op == VecUnOp::Ln || op == VecUnOp::Sqrt;
-              cyc = slow ? static_cast<double>(repeats * per_repeat) / p_.vec_transcendental_elems_per_cycle
-                         : static_cast<double>(repeats) * 256.0 / p_.vec_bytes_per_cycle;
-              break;
-            }
-            case RVec::Cast:
-              cyc = static_cast<double>(repeats * per_repeat) / p_.vec_cast_elems_per_cycle;
-              break;
-            case RVec::Reduce:
-              if (x.axis == ReduceAxis::Row)
-                cyc = static_cast<double>(repeats) * p_.vec_reduce_cycles_per_repeat;
-              else
-                cyc = static_cast<double>(repeats) * 256.0 / p_.vec_bytes_per_cycle;
-              break;
-          }
+          // a level-2 call runs ceil(count / per_repeat) repeats; a masked repeat costs a whole one
+          int64_t repeats = x.l0 ? x.repeat : cdiv(x.mask, per_repeat);
+          bool slow = x.api == VecApi::Div || x.api == VecApi::Exp || x.api == VecApi::Ln || x.api == VecApi::Sqrt;
+          double cyc = x.api == VecApi::Cast ? static_cast<double>(repeats * per_repeat) / p_.vec_cast_elems_per_cycle
+                       : slow ? static_cast<double>(repeats * per_repeat) / p_.vec_transcendental_elems_per_cycle
+                              : static_cast<double>(repeats) * 256.0 / p_.vec_bytes_per_cycle;
           k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(cyc));
+        } else if constexpr (std::is_same_v<T, RWholeReduce>) {
+          k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(static_cast<double>(x.repeat) * p_.vec_reduce_cycles_per_repeat));
+        } else if constexpr (std::is_same_v<T, RBrcb>) {
+          k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(static_cast<double>(x.repeat) * 256.0 / p_.vec_bytes_per_cycle));
         }
       },
       r.op);

@@ -1,0 +1,446 @@
+#include "target/ascend/select_vector_calls.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "ir/printer.h"
+#include "target/ascend/pass_util.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::BinOp;
+using ir::DType;
+using ir::Error;
+using ir::Expr;
+using ir::Span;
+
+Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
+Expr add(const Expr& a, const Expr& b) { return bin(BinOp::Add, a, b); }
+Expr mul(const Expr& a, const Expr& b) { return bin(BinOp::Mul, a, b); }
+std::optional<int64_t> cst(const Expr& e) { return e ? ir::as_const_int(e) : std::nullopt; }
+
+constexpr int64_t kMaxRepeat = 255;  // repeatTimes is uint8
+
+// One level-0 chunk: the row and column it starts at (elements), its mask and repeat.
+struct Chunk {
+  Expr r0, c0, mask, rep;
+};
+
+class Selector {
+ public:
+  Selector(const Program& p, const target::Target& t) : p_(p), out_(p), ub_bytes_(t.ascend.ub_bytes) {}
+
+  Program run() {
+    out_.aic = code(p_.aic, CoreType::AIC);
+    out_.aiv = code(p_.aiv, CoreType::AIV);
+    return std::move(out_);
+  }
+
+ private:
+  // ---- statements
+
+  StmtPtr code(const StmtPtr& body, CoreType core) {
+    if (!body) return body;
+    core_ = core;
+    scratch_ = -1;
+    scratch_need_ = 0;
+    StmtPtr s = stmt(body);
+    if (scratch_ >= 0) place_scratch();
+    return s;
+  }
+
+  StmtPtr stmt(const StmtPtr& s) {
+    if (!s) return s;
+    switch (s->kind) {
+      case StmtKind::Seq: {
+        std::vector<StmtPtr> body;
+        for (const auto& b : s->body) append(b, body);
+        return seq(std::move(body), s->span);
+      }
+      case StmtKind::For: return for_(s->var, s->value, stmt(s->body.at(0)), s->span);
+      case StmtKind::If: return if_(s->value, stmt(s->body.at(0)), stmt(s->else_body), s->span);
+      case StmtKind::Let: return s;
+      case StmtKind::Instr: {
+        if (!is_high_level_vector(s->instr.op)) return s;
+        std::vector<StmtPtr> body;
+        append(s, body);
+        return seq(std::move(body), s->span);
+      }
+    }
+    return s;
+  }
+
+  void append(const StmtPtr& s, std::vector<StmtPtr>& out) {
+    if (!s || s->kind != StmtKind::Instr || !is_high_level_vector(s->instr.op)) {
+      out.push_back(stmt(s));
+      return;
+    }
+    span_ = s->instr.span;
+    std::visit([&](const auto& x) { expand(x, out); }, s->instr.op);
+  }
+
+  // ---- emission helpers
+
+  void call(InstrOp op, std::vector<StmtPtr>& out) const { out.push_back(instr(std::move(op), span_)); }
+  void barrier(std::vector<StmtPtr>& out) const { call(PipeBarrier{Pipe::V}, out); }
+  // A barrier before reusing the scratch area, unless the statement just before is one.
+  void reuse_barrier(std::vector<StmtPtr>& out) const {
+    if (!out.empty() && out.back()->kind == StmtKind::Instr)
+      if (auto* b = std::get_if<PipeBarrier>(&out.back()->instr.op); b && b->pipe == Pipe::V) return;
+    barrier(out);
+  }
+
+  // Wraps what `body` emits in If(rows > 0 && cols > 0) unless both are positive constants; emits
+  // nothing when one is a constant <= 0 (no call).
+  void guarded(const Expr& rows, const Expr& cols, std::vector<StmtPtr>& out,
+               const std::function<void(std::vector<StmtPtr>&)>& body) {
+    Expr cond;
+    for (const Expr& n : {rows, cols}) {
+      if (auto v = cst(n)) {
+        if (*v <= 0) return;
+        continue;
+      }
+      Expr c = ir::binary(BinOp::GT, n, ir::int_imm(0, n->dtype));
+      cond = cond ? ir::binary(BinOp::And, cond, c) : c;
+    }
+    if (!cond) {
+      body(out);
+      return;
+    }
+    std::vector<StmtPtr> inner;
+    body(inner);
+    out.push_back(if_(cond, seq(std::move(inner), span_), nullptr, span_));
+  }
+
+  // Level-0 iteration over rows x cols with at most `per_repeat` columns per call: constant sizes
+  // that fit emit one call; others a For over row chunks of 255 and / or column chunks.
+  void level0(const Expr& rows, const Expr& cols, int64_t per_repeat, std::vector<StmtPtr>& out,
+              const std::function<void(const Chunk&, std::vector<StmtPtr>&)>& body, int64_t max_rep = kMaxRepeat) {
+    auto r = cst(rows), c = cst(cols);
+    Chunk k{C(0), C(0), cols, rows};
+    std::vector<StmtPtr> row_body, col_body;
+    ir::Var vr, vc;
+    std::vector<StmtPtr>* cur = &out;
+    if (!(r && *r <= max_rep)) {
+      vr = ir::var("tw_r");
+      ir::Var rep = ir::var("tw_rep");
+      k.r0 = mul(vr, C(max_rep));
+      row_body.push_back(let(rep, bin(BinOp::Min, bin(BinOp::Sub, rows, k.r0), C(max_rep)), span_));
+      k.rep = rep;
+      cur = &row_body;
+    }
+    if (!(c && *c <= per_repeat)) {
+      vc = ir::var("tw_c");
+      ir::Var mask = ir::var("tw_mask");
+      k.c0 = mul(vc, C(per_repeat));
+      col_body.push_back(let(mask, bin(BinOp::Min, bin(BinOp::Sub, cols, k.c0), C(per_repeat)), span_));
+      k.mask = mask;
+      body(k, col_body);
+      cur->push_back(for_(vc, bin(BinOp::CeilDiv, cols, C(per_repeat)), seq(std::move(col_body), span_), span_));
+    } else {
+      body(k, *cur);
+    }
+    if (vr) out.push_back(for_(vr, bin(BinOp::CeilDiv, rows, C(max_rep)), seq(std::move(row_body), span_), span_));
+  }
+
+  // ---- operands and fields
+
+  static LocalRef at(const LocalRef& r, const Expr& elems, int64_t bytes) {
+    if (auto v = cst(elems); v && *v == 0) return r;
+    return LocalRef{r.buffer, add(r.offset ? r.offset : C(0), mul(elems, C(bytes)))};
+  }
+  // The element (r0, c0) of a 2-D operand.
+  static LocalRef at(const VecOperand& v, const Chunk& k, int64_t bytes) {
+    return at(v.at, add(mul(k.r0, v.row_stride), k.c0), bytes);
+  }
+
+  // A uint8 field: a constant must be 0..255 (else a located error naming `what` and the fix).
+  Expr u8(const Expr& e, const std::string& what, const std::string& fix) const {
+    if (auto v = cst(e); v && (*v < 0 || *v > 255))
+      throw Error(what + " is " + std::to_string(*v) + ", but the AscendC field is uint8 (0..255)", span_, fix);
+    return e;
+  }
+  // The repeat stride (32 B blocks) of a 2-D operand read or written row by row. With one row the
+  // stride is never used: no checks, and a value that does not fit is printed as 0.
+  Expr rep_stride(const VecOperand& v, DType t, const Expr& rows, const char* role) const {
+    Expr bytes = mul(v.row_stride, C(t.bytes())), blocks = bin(BinOp::FloorDiv, bytes, C(32));
+    if (auto r = cst(rows); r && *r == 1) {
+      auto b = cst(blocks);
+      return b && (*b < 0 || *b > 255) ? C(0) : blocks;
+    }
+    if (auto b = cst(bytes); b && *b % 32 != 0)
+      throw Error("the " + std::string(role) + " of this vector instruction has rows " + std::to_string(*b) +
+                      " B apart, not a multiple of 32 B: a level-0 repeat stride counts 32 B blocks",
+                  span_, "give the tile a row length whose bytes are a multiple of 32 (pad the columns)");
+    return u8(blocks, "the repeat stride of the " + std::string(role) + " (in 32 B blocks)",
+              "use rows of at most " + std::to_string(255 * 32 / t.bytes()) + " " + std::string(t.name()) +
+                  " elements, or a tile whose rows are contiguous");
+  }
+  static Expr one(DType t) { return t.is_float() ? ir::float_imm(1.0, t) : ir::int_imm(1, t); }
+
+  static bool contiguous(std::initializer_list<const VecOperand*> ops, const Expr& rows, const Expr& cols) {
+    if (auto r = cst(rows); r && *r == 1) return true;
+    std::string c = ir::print(cols);
+    for (const auto* v : ops)
+      if (ir::print(v->row_stride) != c) return false;
+    return true;
+  }
+
+  // ---- scratch area
+
+  // Reserves `bytes` of the core's scratch buffer (one per core, sized to the largest need) and
+  // returns its index.
+  int scratch(int64_t bytes) {
+    if (scratch_ < 0) {
+      scratch_ = static_cast<int>(out_.buffers.size());
+      std::string name = "tw_vec_scratch";
+      while (out_.find_buffer(name) >= 0) name += "_";
+      BufferDecl b;
+      b.name = name, b.core = core_, b.mem = Mem::UB, b.dtype = ir::DTypeCode::u8, b.span = span_;
+      out_.buffers.push_back(b);
+    }
+    if (bytes > scratch_need_) scratch_need_ = bytes, scratch_span_ = span_;
+    return scratch_;
+  }
+  void place_scratch() {
+    int64_t end = 0;
+    for (const auto& b : out_.buffers)
+      if (b.core == core_ && b.mem == Mem::UB && &b != &out_.buffers[scratch_]) end = std::max(end, b.offset + b.bytes);
+    BufferDecl& s = out_.buffers[scratch_];
+    s.offset = round_up(end, 32);
+    s.bytes = round_up(scratch_need_, 32);
+    s.shape = {s.bytes};
+    s.span = scratch_span_;
+    // (planned buffers that overflow the UB already are the simulator's capacity report)
+    if (end <= ub_bytes_ && s.offset + s.bytes > ub_bytes_)
+      throw Error("the vector calls need " + std::to_string(s.bytes) + " B of UB scratch (row reduce wider than one repeat "
+                      "/ row broadcast) after " + std::to_string(end) + " B of planned buffers; the UB has " +
+                      std::to_string(ub_bytes_) + " B",
+                  scratch_span_, "use smaller vector tiles (fewer rows or columns)");
+  }
+  // The most rows an instruction can have, for sizing the scratch area: `rows` when constant, else
+  // what fits the operand `holder` that holds one element per row (its buffer's bytes / eb; the
+  // simulator checks every access against the buffer).
+  int64_t max_rows(const Expr& rows, const LocalRef& holder, int64_t eb) const {
+    if (auto r = cst(rows)) return *r;
+    if (holder.buffer < 0 || holder.buffer >= static_cast<int>(p_.buffers.size()))
+      throw Error("internal: vector instruction refers to buffer #" + std::to_string(holder.buffer), span_);
+    return p_.buffers[holder.buffer].bytes / eb;
+  }
+
+  // ---- elementwise
+
+  struct Elementwise {
+    VecApi api;
+    DType dtype, src_dtype;
+    const VecOperand* dst;
+    const VecOperand* a = nullptr;
+    const VecOperand* b = nullptr;
+    Expr scalar;
+    RoundMode round = RoundMode::None;
+  };
+
+  void elementwise(const Elementwise& e, const Expr& rows, const Expr& cols, std::vector<StmtPtr>& out) {
+    const int64_t db = e.dtype.bytes(), sb = e.src_dtype.bytes();
+    guarded(rows, cols, out, [&](std::vector<StmtPtr>& o) {
+      bool cont = e.b ? contiguous({e.dst, e.a, e.b}, rows, cols)
+                      : e.a ? contiguous({e.dst, e.a}, rows, cols) : contiguous({e.dst}, rows, cols);
+      if (cont) {
+        VecCallL2 c{e.api, e.dtype, e.src_dtype, e.dst->at, {}, {}, e.scalar, e.round, mul(rows, cols)};
+        if (e.a) c.src0 = e.a->at;
+        if (e.b) c.src1 = e.b->at;
+        call(c, o);
+        return;
+      }
+      Expr drep = rep_stride(*e.dst, e.dtype, rows, "destination");
+      Expr arep = e.a ? rep_stride(*e.a, e.src_dtype, rows, "first source") : C(0);
+      Expr brep = e.b ? rep_stride(*e.b, e.src_dtype, rows, "second source") : C(0);
+      level0(rows, cols, 256 / std::max(db, sb), o, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+        VecCallL0 c{e.api, e.dtype, e.src_dtype, at(*e.dst, k, db), {}, {}, e.scalar, e.round, k.mask, k.rep,
+                    C(1), C(e.a ? 1 : 0), C(e.b ? 1 : 0), drep, arep, brep};
+        if (e.a) c.src0 = at(*e.a, k, sb);
+        if (e.b) c.src1 = at(*e.b, k, sb);
+        call(c, body);
+      });
+    });
+  }
+
+  static VecApi binary_api(VecBinOp op) {
+    switch (op) {
+      case VecBinOp::Add: return VecApi::Add;
+      case VecBinOp::Sub: return VecApi::Sub;
+      case VecBinOp::Mul: return VecApi::Mul;
+      case VecBinOp::Div: return VecApi::Div;
+      case VecBinOp::Max: return VecApi::Max;
+      case VecBinOp::Min: return VecApi::Min;
+    }
+    return VecApi::Add;
+  }
+  static VecApi unary_api(VecUnOp op) { return static_cast<VecApi>(static_cast<int>(VecApi::Exp) + static_cast<int>(op)); }
+
+  void expand(const VecBinary& x, std::vector<StmtPtr>& out) {
+    elementwise({binary_api(x.op), x.dtype, x.dtype, &x.dst, &x.a, &x.b, {}, RoundMode::None}, x.rows, x.cols, out);
+  }
+  void expand(const VecBinaryScalar& x, std::vector<StmtPtr>& out) {
+    VecApi api = VecApi::Adds;
+    Expr s = x.scalar;
+    switch (x.op) {
+      case VecBinOp::Add: break;
+      case VecBinOp::Sub: s = ir::unary(ir::UnOp::Neg, s); break;
+      case VecBinOp::Mul: api = VecApi::Muls; break;
+      case VecBinOp::Div: api = VecApi::Muls, s = ir::binary(BinOp::Div, ir::float_imm(1.0), s); break;
+      case VecBinOp::Max: api = VecApi::Maxs; break;
+      case VecBinOp::Min: api = VecApi::Mins; break;
+    }
+    elementwise({api, x.dtype, x.dtype, &x.dst, &x.a, nullptr, s, RoundMode::None}, x.rows, x.cols, out);
+  }
+  void expand(const VecUnary& x, std::vector<StmtPtr>& out) {
+    elementwise({unary_api(x.op), x.dtype, x.dtype, &x.dst, &x.a, nullptr, {}, RoundMode::None}, x.rows, x.cols, out);
+  }
+  void expand(const VecCast& x, std::vector<StmtPtr>& out) {
+    elementwise({VecApi::Cast, x.dst_dtype, x.src_dtype, &x.dst, &x.src, nullptr, {}, x.round}, x.rows, x.cols, out);
+  }
+  void expand(const VecDup& x, std::vector<StmtPtr>& out) {
+    elementwise({VecApi::Duplicate, x.dtype, x.dtype, &x.dst, nullptr, nullptr, x.value, RoundMode::None}, x.rows, x.cols, out);
+  }
+
+  // ---- reductions
+
+  void expand(const VecReduce& x, std::vector<StmtPtr>& out) {
+    guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
+      if (x.axis == ReduceAxis::Col) col_reduce(x, o);
+      else row_reduce(x, o);
+    });
+  }
+
+  // dst = row 0 (Muls by 1), then dst = dst op row r for r = 1 .. rows - 1 (dependent calls).
+  void col_reduce(const VecReduce& x, std::vector<StmtPtr>& out) {
+    const DType t = x.dtype;
+    const int64_t eb = t.bytes();
+    VecApi api = x.op == ReduceOp::Sum ? VecApi::Add : x.op == ReduceOp::Max ? VecApi::Max : VecApi::Min;
+    call(VecCallL2{VecApi::Muls, t, t, x.dst.at, x.src.at, {}, one(t), RoundMode::None, x.cols}, out);
+    if (auto r = cst(x.rows); r && *r <= 1) return;
+    ir::Var v = ir::var("tw_r");
+    std::vector<StmtPtr> body;
+    barrier(body);
+    call(VecCallL2{api, t, t, x.dst.at, x.dst.at, at(x.src.at, mul(add(v, C(1)), x.src.row_stride), eb), {},
+                   RoundMode::None, x.cols},
+         body);
+    out.push_back(for_(v, bin(BinOp::Sub, x.rows, C(1)), seq(std::move(body), span_), span_));
+  }
+
+  void row_reduce(const VecReduce& x, std::vector<StmtPtr>& out) {
+    const DType t = x.dtype;
+    const int64_t eb = t.bytes(), P = 256 / eb;
+    Expr srep = rep_stride(x.src, t, x.rows, "source");
+    auto cols = cst(x.cols);
+    auto whole = [&](const LocalRef& dst, const LocalRef& src, const Expr& mask, const Expr& rep, const Expr& dst_rep,
+                     const Expr& src_rep, std::vector<StmtPtr>& body) {
+      call(WholeReduce{x.op, t, dst, src, mask, rep, dst_rep, C(1), src_rep}, body);
+    };
+    // float WholeReduceMax/Min need an 8-byte aligned destination (WholeReduceMax.md): chunks of
+    // 254 rows, so every chunk's first result lands on an even element of the destination
+    const int64_t dst_chunk = x.op != ReduceOp::Sum && eb == 4 ? kMaxRepeat - 1 : kMaxRepeat;
+    if (cols && *cols <= P) {
+      level0(x.rows, x.cols, P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+        whole(at(x.dst.at, k.r0, eb), at(x.src, k, eb), k.mask, k.rep, C(1), srep, body);
+      }, dst_chunk);
+      return;
+    }
+    if (!cols)
+      throw Error("row reduce over " + ir::print(x.cols) + " columns with a symbolic size is not supported (wider than "
+                  "one repeat it needs a scratch area of known size)",
+                  span_, "use a constant tile shape");
+    const int64_t rows = max_rows(x.rows, x.dst.at, eb), chunks = (*cols + P - 1) / P;
+    if (x.op != ReduceOp::Sum) {
+      // Fold the column chunks into one repeat-wide row per row (rows P elements = 8 blocks apart).
+      int buf = scratch(rows * 256);
+      LocalRef s{buf, C(0)};
+      reuse_barrier(out);  // the scratch area may still be read by an earlier V instruction
+      level0(x.rows, C(P), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+        call(VecCallL0{VecApi::Muls, t, t, at(s, mul(k.r0, C(P)), eb), at(x.src, k, eb), {}, one(t),
+                       RoundMode::None, k.mask, k.rep, C(1), C(1), C(0), C(8), srep, C(0)},
+             body);
+      });
+      VecApi api = x.op == ReduceOp::Max ? VecApi::Max : VecApi::Min;
+      for (int64_t j = 1; j < chunks; ++j) {
+        barrier(out);
+        level0(x.rows, C(std::min(P, *cols - j * P)), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+          LocalRef row = at(s, mul(k.r0, C(P)), eb);
+          call(VecCallL0{api, t, t, row, row, at(x.src, Chunk{k.r0, C(j * P), k.mask, k.rep}, eb), {}, RoundMode::None,
+                         k.mask, k.rep, C(1), C(1), C(1), C(8), C(8), srep},
+               body);
+        });
+      }
+      barrier(out);
+      level0(x.rows, C(P), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+        whole(at(x.dst.at, k.r0, eb), at(s, mul(k.r0, C(P)), eb), k.mask, k.rep, C(1), C(8), body);
+      }, dst_chunk);
+      return;
+    }
+    // Sum. Step 1: reduce each column chunk of every row to scratch[r * S + j]; step 2: the partials.
+    const int64_t S = round_up(chunks * eb, 32) / eb;
+    int buf = scratch(rows * S * eb);
+    LocalRef s{buf, C(0)};
+    reuse_barrier(out);
+    for (int64_t j = 0; j < chunks; ++j) {
+      level0(x.rows, C(std::min(P, *cols - j * P)), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+        whole(at(s, add(mul(k.r0, C(S)), C(j)), eb), at(x.src, Chunk{k.r0, C(j * P), k.mask, k.rep}, eb), k.mask, k.rep,
+              u8(C(S), "WholeReduceSum's dstRepStride (" + std::to_string(chunks) + " partial sums per row)",
+                 "use rows of fewer columns"),
+              srep, body);
+      });
+    }
+    barrier(out);
+    level0(x.rows, C(chunks), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+      whole(at(x.dst.at, k.r0, eb), at(s, mul(k.r0, C(S)), eb), k.mask, k.rep, C(1), C(S * eb / 32), body);
+    });
+  }
+
+  // ---- row broadcast
+
+  void expand(const VecRowBroadcast& x, std::vector<StmtPtr>& out) {
+    guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
+      const DType t = x.dtype;
+      const int64_t eb = t.bytes(), rows = max_rows(x.rows, x.vec, eb);
+      int buf = scratch((rows + 7) / 8 * 8 * 32);
+      LocalRef s{buf, C(0)};
+      reuse_barrier(o);  // the scratch area may still be read by an earlier V instruction
+      // One 32 B block per row holding vec[r], read with block stride 0 by the binary op.
+      call(Brcb{t, s, x.vec,
+                u8(bin(BinOp::CeilDiv, x.rows, C(8)), "Brcb's repeatTimes (ceil(rows / 8) for " + ir::print(x.rows) + " rows)",
+                   "broadcast at most 2040 rows per instruction (split the tile's rows)"),
+                C(1), C(8)},
+           o);
+      barrier(o);
+      Expr drep = rep_stride(x.dst, t, x.rows, "destination"), arep = rep_stride(x.a, t, x.rows, "first source");
+      level0(x.rows, x.cols, 256 / eb, o, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+        call(VecCallL0{binary_api(x.op), t, t, at(x.dst, k, eb), at(x.a, k, eb), at(s, mul(k.r0, C(32 / eb)), eb), {},
+                       RoundMode::None, k.mask, k.rep, C(1), C(1), C(0), drep, arep, C(1)},
+             body);
+      });
+    });
+  }
+
+  template <class T>
+  void expand(const T&, std::vector<StmtPtr>&) {
+    throw Error("internal: select_vector_calls met a non-vector instruction", span_);
+  }
+
+  const Program& p_;
+  Program out_;
+  int64_t ub_bytes_;
+  CoreType core_ = CoreType::AIV;
+  int scratch_ = -1;
+  int64_t scratch_need_ = 0;
+  Span scratch_span_;
+  Span span_;
+};
+
+}  // namespace
+
+Program select_vector_calls(const Program& p, const target::Target& target) { return Selector(p, target).run(); }
+
+}  // namespace tw::ascend

@@ -1,0 +1,39 @@
+// select_vector_calls: the vector instruction selection of the Ascend program.
+//
+// Replaces every high-level vector instruction (VecBinary, VecBinaryScalar, VecUnary, VecCast,
+// VecDup, VecReduce, VecRowBroadcast over rows x cols operands) with the call-level instructions
+// it prints as (VecCallL2, VecCallL0, WholeReduce, Brcb; program.h), plus the Program statements
+// around them, so the AscendC printer prints them 1:1 and the simulator executes what is printed.
+// Decisions (docs/ascend.md, "Vector calls"):
+// - Level-2 (count = rows * cols) when every operand is contiguous (row_stride == cols, or one
+//   row); else level-0: repeat = rows in chunks of <= 255 (a Program For with a Let of the chunk's
+//   repeat when rows is not a constant <= 255), mask = cols in chunks of <= 256 B of elements (a
+//   For likewise), block strides 1, repeat strides row_stride * bytes / 32.
+// - Scalar Sub is Adds(-s); scalar Div is Muls(1 / s) (one extra rounding against a true division).
+// - Row reduce: WholeReduceSum/Max/Min when a row fits one repeat; wider rows (constant cols):
+//   Sum reduces every column chunk into the scratch area, then the partial sums; Max/Min copy chunk
+//   0 into one repeat-wide scratch row per row (Muls by 1), fold the other chunks into it with
+//   Max/Min and reduce it once (float Max/Min write their results in chunks of 254 rows: an
+//   8-byte aligned destination, WholeReduceMax.md). Column reduce: Muls(dst, row 0, 1), then
+//   Add/Max/Min of each further row (a For over rows - 1).
+// - Row broadcast: Brcb spreads the per-row values to one 32 B block per row in the
+//   scratch area, then a level-0 binary op reads that block with block stride 0.
+// - PipeBarrier<PIPE_V> between the dependent calls of one expansion, and before an expansion that
+//   reuses the scratch area (unless the statement just before is one).
+// - Counts: an expansion whose rows or cols may be <= 0 is wrapped in If(rows > 0 && cols > 0);
+//   one with a constant count <= 0 is dropped (no call).
+// - The scratch area is one UB BufferDecl ("tw_vec_scratch", after the planned buffers of its core)
+//   sized to the largest need (symbolic rows: as many as the buffer holding one value per row can
+//   hold); it must fit the usable UB (target.ascend.ub_bytes).
+// Every narrowed field is range-checked here when it is a constant (a located ir::Error with a fix);
+// run-time values are checked by the simulator (simulator/api_rules.h).
+#pragma once
+
+#include "target/ascend/program.h"
+#include "target/registry.h"
+
+namespace tw::ascend {
+
+Program select_vector_calls(const Program& p, const target::Target& target);
+
+}  // namespace tw::ascend
