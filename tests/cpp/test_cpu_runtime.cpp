@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tw_cpu/tw_cpu.h"
+#include "tw_cpu/gemm_impl.h"  // the internals some tests look at (packed-operand caches)
 
 using tw_cpu::bf16;
 using tw_cpu::f16;
