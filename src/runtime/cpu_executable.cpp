@@ -186,15 +186,16 @@ std::string cache_key(const std::string& source) {
 }
 
 // A failed compile: the machine ran out of disk or memory, or the compiler was killed (not the
-// kernel's fault: a std::runtime_error), else an internal error pointing at the kept `src`.
+// kernel's fault: a std::runtime_error; `out` and, when `own_src`, `src` are removed), else an
+// internal error pointing at the kept `src`.
 [[noreturn]] void compile_failed(const CompileResult& r, const std::string& what, const ir::Span& span,
-                                 const std::string& src, const std::string& out) {
+                                 const std::string& src, bool own_src, const std::string& out) {
   std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
   for (const char* cause : {"No space left on device", "Disk quota exceeded", "Cannot allocate memory",
                             "virtual memory exhausted", "out of memory", "killed by signal"}) {
     if (r.log.find(cause) == std::string::npos) continue;
     std::error_code ec;
-    fs::remove(src, ec);
+    if (own_src) fs::remove(src, ec);
     fs::remove(out, ec);
     throw std::runtime_error("the host compiler could not build " + what + ": " + cause + " (" + host_compiler().path +
                              "):\n" + log + "\nfree disk space/memory in " + (work_root() / "tmp").string() +
@@ -224,7 +225,7 @@ std::string build_runtime_object(const std::string& include_dir, const std::stri
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r = compile_object(src, obj, {include_dir});
   log_compile(r, what, t0);
-  if (!r.ok) compile_failed(r, what, {}, src, obj);
+  if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, obj);
   return obj;
 }
 
@@ -275,7 +276,7 @@ std::string compile_source(const std::string& source, const std::string& what, c
     r = compile_shared_object(src, so, {}, {include_dir}, link);
   }
   log_compile(r, what, t0);
-  if (!r.ok) compile_failed(r, what, span, src, so);
+  if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so);
   fs::remove(src);
   return so;
 }
