@@ -448,6 +448,40 @@ TEST(Gemm, PackedCacheLookups) {
   EXPECT_EQ(pb.find(b, 64, 64, 64, 8), nullptr);
 }
 
+// A tile program over a small-K matrix with one column block (tall-skinny): every gemm reads whole
+// rows of A and of B in place (lda == K, ldb == N), so A is packed without the packed-A cache and
+// the next block's rows are prefetched, past the end of A for the last block. Integer-valued
+// inputs: the results are exact.
+TEST(Gemm, TallSkinnyWholeRowTiles) {
+  for (int tA = 0; tA < 2; ++tA)
+    for (int mb : {64, 14, 9}) {
+      const int M = 1000, N = 50, K = 40;
+      std::vector<float> A((size_t)M * K), B((size_t)K * N), C((size_t)M * N, -1.0f);
+      for (size_t i = 0; i < A.size(); ++i) A[i] = (float)((int)(i * 7 % 11) - 5);
+      for (size_t i = 0; i < B.size(); ++i) B[i] = (float)((int)(i * 5 % 7) - 3);
+      tw_cpu::new_launch();
+      for (int i0 = 0; i0 < M; i0 += mb) {
+        const int m = std::min(mb, M - i0);
+        // transposed A: the tile is a column block of the K x M matrix (lda == M), no prefetch
+        std::vector<float> At;
+        if (tA) {
+          At.resize((size_t)K * M);
+          for (int i = 0; i < M; ++i)
+            for (int k = 0; k < K; ++k) At[(size_t)k * M + i] = A[(size_t)i * K + k];
+        }
+        const float* a = tA ? At.data() + i0 : A.data() + (size_t)i0 * K;
+        tw_cpu::gemm<float, float, float>(m, N, K, a, tA ? M : K, tA, B.data(), N, false, C.data() + (size_t)i0 * N,
+                                          N, false, /*a_stable=*/true, /*b_stable=*/true);
+      }
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          double s = 0;
+          for (int k = 0; k < K; ++k) s += (double)A[(size_t)i * K + k] * B[(size_t)k * N + j];
+          ASSERT_EQ(C[(size_t)i * N + j], (float)s) << "tA " << tA << " mb " << mb << " at " << i << "," << j;
+        }
+    }
+}
+
 TEST(Gemm, StableBSharedPanels) {
   run_stable_b_case<float>(200, 160, 256, 64, 64, 64, false, 1, false, 21);
   run_stable_b_case<float>(150, 130, 200, 48, 40, 48, false, 1, false, 22);   // tails in M, N, K
