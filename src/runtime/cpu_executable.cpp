@@ -22,6 +22,7 @@
 #include "runtime/header_dir.h"
 #include "runtime/log.h"
 #include "runtime/toolchain.h"
+#include "target/cpu/codegen.h"
 #include "target/cpu/pipeline.h"
 #include "tilewright/version.h"
 #include "tw_cpu/abi.h"
@@ -161,12 +162,90 @@ class CpuExecutable final : public Executable {
   tw_block_fn block_ = nullptr;
 };
 
-std::string cache_key(const std::string& source) {
+// What every CPU cache key covers besides the code: version, ABI, compiler, flags, CPU, headers.
+std::string toolchain_key_text() {
   std::string k = "tilewright " TILEWRIGHT_VERSION "\nabi " + std::to_string(TW_CPU_ABI_VERSION) + "\ncompiler " +
                   host_compiler().identity + "\nflags";
   for (const auto& f : default_compile_flags()) k += " " + f;
-  k += "\ncpu " + cpu_features() + "\nheaders " + embedded_headers_hash() + "\nsource\n" + source;
-  return sha256_hex(k);
+  return k + "\ncpu " + cpu_features() + "\nheaders " + embedded_headers_hash();
+}
+
+// The gemm runtime object: tw_cpu/gemm_runtime.cpp (gemm_impl.h's packing routines,
+// micro-kernels and drivers behind tw_cpu::gemm) compiled once with the kernels' flags and -c,
+// then linked into every kernel library that calls tw_cpu::gemm, so a kernel's own translation
+// unit compiles only the declarations (tw_cpu/gemm.h). Linked statically: each library stays
+// self-contained (an AOT export needs nothing else), and the object is never needed to load one.
+constexpr const char* kRuntimeObjectName = "gemm_runtime.o";
+
+// Its key: the toolchain part of every kernel's key (the object's source is among the embedded
+// headers) and its name. Every kernel key includes it.
+std::string runtime_object_key() { return sha256_hex(toolchain_key_text() + "\nobject tw_cpu/gemm_runtime.cpp"); }
+
+std::string cache_key(const std::string& source) {
+  return sha256_hex(toolchain_key_text() + "\nruntime " + runtime_object_key() + "\nsource\n" + source);
+}
+
+// A failed compile: the machine ran out of disk or memory, or the compiler was killed (not the
+// kernel's fault: a std::runtime_error; `out` and, when `own_src`, `src` are removed), else an
+// internal error pointing at the kept `src`.
+[[noreturn]] void compile_failed(const CompileResult& r, const std::string& what, const ir::Span& span,
+                                 const std::string& src, bool own_src, const std::string& out) {
+  std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
+  for (const char* cause : {"No space left on device", "Disk quota exceeded", "Cannot allocate memory",
+                            "virtual memory exhausted", "out of memory", "killed by signal"}) {
+    if (r.log.find(cause) == std::string::npos) continue;
+    std::error_code ec;
+    if (own_src) fs::remove(src, ec);
+    fs::remove(out, ec);
+    throw std::runtime_error("the host compiler could not build " + what + ": " + cause + " (" + host_compiler().path +
+                             "):\n" + log + "\nfree disk space/memory in " + (work_root() / "tmp").string() +
+                             " or set TW_CACHE_DIR/TMPDIR");
+  }
+  throw ir::Error("internal compiler error: the C++ generated for " + what + " did not compile:\n" + log, span,
+                  "this is a Tilewright bug; the generated source is kept at " + src);
+}
+
+void log_compile(const CompileResult& r, const std::string& what, std::chrono::steady_clock::time_point t0) {
+  std::string cmd;
+  for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  char head[64];
+  std::snprintf(head, sizeof head, " in %.0f ms", ms);
+  log(LogLevel::info, "compiled " + what + head);
+  log(LogLevel::debug, "compiler command: " + cmd);
+}
+
+// Compiles the runtime object from the verified header directory into work_root()/tmp.
+std::string build_runtime_object(const std::string& include_dir, const std::string& key) {
+  fs::path tmp = work_root() / "tmp";
+  ensure_private_dir(tmp.string(), "temporary directory");
+  const std::string obj = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".o")).string();
+  const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
+  const std::string what = "the gemm runtime object (first compile with this compiler and CPU)";
+  auto t0 = std::chrono::steady_clock::now();
+  CompileResult r = compile_object(src, obj, {include_dir});
+  log_compile(r, what, t0);
+  if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, obj);
+  return obj;
+}
+
+// The path of the runtime object, built on the first miss. In the disk cache it is an entry like
+// a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built once
+// across processes under the key's lock); with the cache disabled, built once per process in the
+// private work directory. Read right before each kernel compile that links it.
+std::string runtime_object(const std::string& include_dir) {
+  const std::string key = runtime_object_key();
+  if (env().cache_disabled) {
+    static std::mutex mu;
+    static std::string path;
+    std::lock_guard<std::mutex> g(mu);
+    if (path.empty() || !fs::exists(path)) path = build_runtime_object(include_dir, key);
+    return path;
+  }
+  if (auto hit = disk_cache().lookup(key, kRuntimeObjectName)) return *hit;
+  DiskCache::KeyLock lock = disk_cache().lock(key);
+  if (auto hit = disk_cache().lookup(key, kRuntimeObjectName)) return *hit;
+  return disk_cache().publish(key, kRuntimeObjectName, build_runtime_object(include_dir, key));
 }
 
 std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
@@ -186,33 +265,18 @@ std::string compile_source(const std::string& source, const std::string& what, c
     }
   }
   const std::string include_dir = cpu_include_dir();  // verified right before the compiler reads it
+  const bool gemm = source.find(cpu::kGemmCall) != std::string::npos;
+  std::vector<std::string> link;
+  if (gemm) link.push_back(runtime_object(include_dir));
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, so, {}, {include_dir});
-  {
-    std::string cmd;
-    for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    char head[64];
-    std::snprintf(head, sizeof head, " in %.0f ms", ms);
-    log(LogLevel::info, "compiled " + what + head);
-    log(LogLevel::debug, "compiler command: " + cmd);
+  CompileResult r = compile_shared_object(src, so, {}, {include_dir}, link);
+  if (!r.ok && gemm && !fs::exists(link[0])) {
+    // the object was evicted between its lookup and the link (another process filled the cache)
+    link[0] = runtime_object(include_dir);
+    r = compile_shared_object(src, so, {}, {include_dir}, link);
   }
-  if (!r.ok) {
-    std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
-    // Not the kernel's fault: the machine ran out of disk or memory, or the compiler was killed.
-    for (const char* cause : {"No space left on device", "Disk quota exceeded", "Cannot allocate memory",
-                              "virtual memory exhausted", "out of memory", "killed by signal"}) {
-      if (r.log.find(cause) == std::string::npos) continue;
-      std::error_code ec;
-      fs::remove(src, ec);
-      fs::remove(so, ec);
-      throw std::runtime_error("the host compiler could not build " + what + ": " + cause +
-                               " (" + host_compiler().path + "):\n" + log +
-                               "\nfree disk space/memory in " + tmp.string() + " or set TW_CACHE_DIR/TMPDIR");
-    }
-    throw ir::Error("internal compiler error: the C++ generated for " + what + " did not compile:\n" + log, span,
-                    "this is a Tilewright bug; the generated source is kept at " + src);
-  }
+  log_compile(r, what, t0);
+  if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so);
   fs::remove(src);
   return so;
 }
@@ -240,6 +304,8 @@ void clear_cpu_cache(bool disk) {
 }
 
 std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
+
+std::string gemm_runtime_object() { return runtime_object(cpu_include_dir()); }
 
 // The cache, the disk, the compiler: an environment problem, reported as such (not as a bug).
 [[noreturn]] static void environment_error(const std::string& what, const ir::Span& span, const std::exception& e) {

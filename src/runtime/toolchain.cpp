@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -222,24 +223,49 @@ std::vector<std::string> default_compile_flags() {
     return {"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
 }
 
-CompileResult compile_shared_object(const std::string& source_path,
-                                    const std::string& output_path,
-                                    const std::vector<std::string>& extra_flags,
-                                    const std::vector<std::string>& include_dirs) {
+namespace {
+
+// Runs the host compiler with `argv` (after the compiler's path) and collects the result.
+CompileResult run_compiler(std::vector<std::string> args) {
     CompileResult r;
     r.argv.push_back(host_compiler().path);
-    for (auto& f : default_compile_flags()) r.argv.push_back(std::move(f));
-    r.argv.insert(r.argv.end(), extra_flags.begin(), extra_flags.end());
-    for (const auto& d : include_dirs) r.argv.push_back("-I" + d);
-    r.argv.push_back("-o");
-    r.argv.push_back(output_path);
-    r.argv.push_back(source_path);
+    r.argv.insert(r.argv.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
     ProcessResult pr = run_process(r.argv);
     r.log = std::move(pr.output);
     if (!pr.error.empty()) r.log += (r.log.empty() ? "" : "\n") + pr.error;
     r.exit_code = pr.exit_code;
     r.ok = pr.error.empty() && pr.exit_code == 0;
     return r;
+}
+
+}  // namespace
+
+CompileResult compile_shared_object(const std::string& source_path,
+                                    const std::string& output_path,
+                                    const std::vector<std::string>& extra_flags,
+                                    const std::vector<std::string>& include_dirs,
+                                    const std::vector<std::string>& link_inputs) {
+    std::vector<std::string> args = default_compile_flags();
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    for (const auto& d : include_dirs) args.push_back("-I" + d);
+    args.push_back("-o");
+    args.push_back(output_path);
+    args.push_back(source_path);
+    args.insert(args.end(), link_inputs.begin(), link_inputs.end());
+    return run_compiler(std::move(args));
+}
+
+CompileResult compile_object(const std::string& source_path, const std::string& output_path,
+                             const std::vector<std::string>& include_dirs) {
+    std::vector<std::string> args;
+    for (auto& f : default_compile_flags())
+        if (f != "-shared") args.push_back(std::move(f));
+    args.push_back("-c");
+    for (const auto& d : include_dirs) args.push_back("-I" + d);
+    args.push_back("-o");
+    args.push_back(output_path);
+    args.push_back(source_path);
+    return run_compiler(std::move(args));
 }
 
 // ---- SharedLibrary ----

@@ -2,6 +2,7 @@
 // ir.h builders, lowered to C++, compiled with the host compiler into a shared object, loaded,
 // run block by block and compared with a naive reference computed here.
 #include "target/cpu/codegen.h"
+#include "runtime/cpu_executable.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -152,6 +153,8 @@ std::unique_ptr<Library> build(const std::string& source, const std::string& tag
   std::vector<std::string> argv{"g++", "-O3", "-march=native", "-std=c++20", "-fPIC", "-shared",
                                 "-I" + repo_dir() + "/src/target/cpu/include"};
   argv.insert(argv.end(), {"-o", so, cpp});
+  // kernels that call tw_cpu::gemm link the gemm runtime object, as the runtime's compile does
+  if (source.find(tw::cpu::kGemmCall) != std::string::npos) argv.push_back(tw::runtime::gemm_runtime_object());
   int rc = run_argv(argv, log);
   EXPECT_EQ(rc, 0) << "compiling " << cpp << " failed:\n" << slurp(log);
   if (rc != 0) return nullptr;

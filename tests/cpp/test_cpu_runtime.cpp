@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tw_cpu/tw_cpu.h"
+#include "tw_cpu/gemm_impl.h"  // the internals some tests look at (packed-operand caches)
 
 using tw_cpu::bf16;
 using tw_cpu::f16;
@@ -445,6 +446,40 @@ TEST(Gemm, PackedCacheLookups) {
   tw_cpu::new_launch();  // a new launch sees none of them
   EXPECT_EQ(pa.find(a, 64, 28, 64, 8), nullptr);
   EXPECT_EQ(pb.find(b, 64, 64, 64, 8), nullptr);
+}
+
+// A tile program over a small-K matrix with one column block (tall-skinny): every gemm reads whole
+// rows of A and of B in place (lda == K, ldb == N), so A is packed without the packed-A cache and
+// the next block's rows are prefetched, past the end of A for the last block. Integer-valued
+// inputs: the results are exact.
+TEST(Gemm, TallSkinnyWholeRowTiles) {
+  for (int tA = 0; tA < 2; ++tA)
+    for (int mb : {64, 14, 9}) {
+      const int M = 1000, N = 50, K = 40;
+      std::vector<float> A((size_t)M * K), B((size_t)K * N), C((size_t)M * N, -1.0f);
+      for (size_t i = 0; i < A.size(); ++i) A[i] = (float)((int)(i * 7 % 11) - 5);
+      for (size_t i = 0; i < B.size(); ++i) B[i] = (float)((int)(i * 5 % 7) - 3);
+      tw_cpu::new_launch();
+      for (int i0 = 0; i0 < M; i0 += mb) {
+        const int m = std::min(mb, M - i0);
+        // transposed A: the tile is a column block of the K x M matrix (lda == M), no prefetch
+        std::vector<float> At;
+        if (tA) {
+          At.resize((size_t)K * M);
+          for (int i = 0; i < M; ++i)
+            for (int k = 0; k < K; ++k) At[(size_t)k * M + i] = A[(size_t)i * K + k];
+        }
+        const float* a = tA ? At.data() + i0 : A.data() + (size_t)i0 * K;
+        tw_cpu::gemm<float, float, float>(m, N, K, a, tA ? M : K, tA, B.data(), N, false, C.data() + (size_t)i0 * N,
+                                          N, false, /*a_stable=*/true, /*b_stable=*/true);
+      }
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          double s = 0;
+          for (int k = 0; k < K; ++k) s += (double)A[(size_t)i * K + k] * B[(size_t)k * N + j];
+          ASSERT_EQ(C[(size_t)i * N + j], (float)s) << "tA " << tA << " mb " << mb << " at " << i << "," << j;
+        }
+    }
 }
 
 TEST(Gemm, StableBSharedPanels) {

@@ -1793,7 +1793,7 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     close();
     close();
   }
-  line("tw_cpu::gemm(" + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + a.ld.s + ", " +
+  line(kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + a.ld.s + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + b.ld.s + ", " + (n.trans_b ? "true" : "false") + ", " +
        c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (!n.clear ? "true" : shrunk.empty() ? "false" : shrunk) + stable + ");");
   if (!shrunk.empty()) close();

@@ -29,4 +29,8 @@ namespace tw::cpu {
 // (tw_cpu/check.h) with the access's source line, which the runtime turns into an error.
 std::string codegen_cpu(const ir::Kernel& k, bool bounds_check = false);
 
+// How every gemm call in generated code starts: a kernel library whose source holds it is linked
+// with the gemm runtime object that defines tw_cpu::gemm's code (runtime/cpu_executable.cpp).
+inline constexpr const char* kGemmCall = "tw_cpu::gemm(";
+
 }  // namespace tw::cpu

@@ -1,0 +1,1194 @@
+// tw_cpu/gemm_impl.h -- the gemm runtime: packing, micro-kernels and drivers behind tw_cpu::gemm
+// (gemm.h). Compiled once per (compiler, flags, instruction set) as gemm_runtime.cpp into an
+// object that the runtime keeps in its disk cache and links into every kernel library, so a
+// kernel's translation unit includes only the declarations (gemm.h) and compiles in a fraction
+// of the time. Tests that exercise the internals include this header directly.
+//
+//   C[M x N] = (accumulate ? C : 0) + op(A)[M x K] * op(B)[K x N]
+//   op(A) = transA ? A^T (A stored K x M, row-major, lda >= M)
+//                  : A   (A stored M x K, row-major, lda >= K); same for B.
+//
+// Supported (TA, TB, TC):
+//   (float, float, float), (f16, f16, float), (bf16, bf16, float):
+//       fp32 FMA accumulation, f16/bf16 widened to fp32 while packing (f16 always; bf16 on
+//       targets without AVX512-BF16).
+//   (bf16, bf16, float) on targets with AVX512-BF16 (__AVX512BF16__, e.g. -march=native on Zen 4
+//       or Sapphire Rapids): the operands are packed as bf16 k pairs (one 32-bit element holds
+//       k and k + 1 of a row of op(A) or a column of op(B); an odd K is padded with a zero pair
+//       element) and the micro-kernel runs vdpbf16ps, two products per fp32 lane and
+//       instruction: twice the FMA rate. Same blocking, caches and tails as the fp32 path (the
+//       K block holds twice the k values, the same bytes). Numerics: the product of two bf16 is
+//       exact in fp32; vdpbf16ps adds the two products of a pair into the fp32 accumulator one
+//       after the other, each addition rounded to nearest even (MXCSR is not consulted), and it
+//       treats subnormal inputs and results as zero (DAZ / FTZ): a bf16 below 2^-126 in
+//       magnitude reads as 0, and an accumulator value below 2^-126 after adding a product
+//       becomes 0 (e.g. 2^-70 * 2^-70 into a zero accumulator), where the widening path keeps
+//       them. Otherwise the error bound is that of the fp32 path: one fp32
+//       rounding per k (tests/cpp/test_cpu_runtime.cpp: Gemm.BF16PairsTight, BF16PairsDazFtz).
+//   (int8_t, int8_t, int32_t): exact int32 accumulation (wrap-around on overflow,
+//       which needs K > ~130000 with extreme values).
+//       * AVX512-VNNI: vpdpbusd (u8 x s8).  A is packed as u8 = a + 128 and the
+//         result corrected by -128 * colsum(B) per column.
+//       * AVX2: int16 pairs + vpmaddwd.   * otherwise: int32 multiply-add.
+//
+// Algorithm (Goto/BLIS style, written from scratch):
+//   jc (NC cols) -> pc (KC deep, pack B panel kc x nc, NR-wide micro-panels)
+//   -> ic (MC rows, pack A block mc x kc, MR-tall micro-panels) -> jr -> ir
+//   -> register-blocked micro-kernel MR x NR with broadcast-FMA.
+//   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
+//   use smaller-MR kernels (8/4/2/1 rows), column tails go through a small stack tile.
+//   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
+//   straight from memory.  Scratch is thread_local, 64 B aligned, grown on demand.
+#pragma once
+
+#include "gemm.h"
+#include "simd.h"
+#include "types.h"
+
+#include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace tw_cpu {
+namespace detail {
+
+// Memory for the packed-operand arenas (tens of MiB, read all over by the micro-kernels):
+// 2 MiB aligned and, on Linux, marked for transparent huge pages (the default THP mode is
+// often "madvise"). With 4 KiB pages a 64 MiB packed B needs 16k TLB entries: the page walks
+// cost about 3% of the gemm rate at 2048^3 and 4096^3. nullptr when out of memory. Never freed here:
+// callers free with __builtin_free.
+inline void* arena_alloc(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  bytes = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = nullptr;
+  if (posix_memalign(&p, kHuge, bytes) != 0) return nullptr;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+#endif
+  return p;
+}
+
+// ------------------------------------------------------------------ scratch
+struct Scratch {
+  char* raw = nullptr;
+  char* ptr = nullptr;
+  size_t cap = 0;
+  bool huge = false;  // allocate with arena_alloc (large, long-lived buffers)
+  Scratch() = default;
+  explicit Scratch(bool h) : huge(h) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    if (raw) __builtin_free(raw);
+  }
+  void* get(size_t bytes) {
+    if (bytes > cap) {
+      if (raw) __builtin_free(raw);
+      size_t c = bytes + bytes / 4 + 4096;
+      raw = huge ? (char*)arena_alloc(c + 64) : (char*)__builtin_malloc(c + 64);
+      if (!raw) __builtin_trap();
+      ptr = (char*)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+      cap = c;
+    }
+    return ptr;
+  }
+};
+// slot 0: packed A, slot 1: packed B, slot 2: int8 column corrections
+inline Scratch& gemm_scratch(int slot) {
+  static thread_local Scratch s[3];
+  return s[slot];
+}
+
+// ------------------------------------------------ packed-A reuse across calls
+// A tile program calls gemm once per K step on tiles of the same global A rows, and the
+// blocks a thread runs one after another (same block row, next block column: the launcher's
+// row-major block order) repeat exactly those calls. When the caller says A is `stable` (a
+// view of a tensor the kernel never writes, see codegen's copy elision), its packed block is
+// kept in a per-thread arena keyed by (pointer, leading dim, shape, transpose, element type)
+// and reused. Every launch starts a new epoch (tw_grid calls new_launch()), which drops all
+// entries: inputs may change between launches. When the arena is full it starts over.
+struct PackedCache {
+  static constexpr int kEntries = 256;
+  struct Entry {
+    const void* p;
+    long ld;
+    int r, c, tag;
+    size_t off;
+  };
+  size_t cap_floats;
+  uint64_t epoch = 0;
+  int n = 0;
+  size_t used = 0;
+  Entry e[kEntries];
+  Scratch arena{true};
+  explicit PackedCache(size_t cap) : cap_floats(cap) {}
+  // the packed block for this key if this launch already holds it (no insertion), else nullptr
+  const float* find(const void* p, long ld, int r, int c, int tag) {
+    if (epoch != __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED)) return nullptr;
+    for (int i = n - 1; i >= 0; --i)
+      if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag)
+        return (const float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
+    return nullptr;
+  }
+  // the packed block for this key, or nullptr; *fresh = true when the caller must fill it
+  float* find_or_add(const void* p, long ld, int r, int c, int tag, size_t floats, bool* fresh) {
+    uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    if (ep != epoch) {
+      epoch = ep;
+      n = 0;
+      used = 0;
+    }
+    for (int i = n - 1; i >= 0; --i)
+      if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag) {
+        *fresh = false;
+        return (float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
+      }
+    floats = (floats + 15) / 16 * 16;
+    if (floats > cap_floats / 4) return nullptr;
+    if (n == kEntries || used + floats > cap_floats) {
+      n = 0;
+      used = 0;
+    }
+    e[n++] = Entry{p, ld, r, c, tag, used};
+    float* q = (float*)arena.get(cap_floats * sizeof(float)) + used;
+    used += floats;
+    *fresh = true;
+    return q;
+  }
+};
+inline PackedCache& packed_a_cache() {  // 8 MiB per thread, allocated on first use
+  static thread_local PackedCache a(size_t(2) << 20);
+  return a;
+}
+
+// ------------------------------------------- packed-B sharing across blocks
+// A tile program's gemm on a B tile viewed in place in an input tensor (`b_stable`) packs the
+// same (k step, column block) panel in every block row. With one K block and one column block
+// per call (the tile case), the packed panel is kept for the rest of the launch in a process-wide
+// arena (per kernel library) shared by all threads, and the blocks of the other rows read it
+// directly: contiguous, in the layout the micro-kernel streams. Slots are claimed with a CAS
+// on (epoch, state); a thread that finds a panel being filled by another thread packs its own
+// private copy (no waiting). Entries of earlier launches are ignored (epoch mismatch); the
+// launcher serialises launches, so a new epoch never reuses arena space still being read.
+struct SharedPackedB {
+  static constexpr int kSlots = 1 << 14;
+  static constexpr int kProbe = 32;
+  static constexpr size_t kCapFloats = size_t(18) << 20;  // 72 MiB of packed panels
+  static constexpr uint64_t kEpochMask = uint64_t(0xffffff) << 40;
+  struct Slot {
+    uint64_t st;  // epoch << 2 | 1 (filling) / 2 (ready); accessed with atomics
+    const void* p;
+    long ld;
+    int k, n, tag;
+    size_t off;
+  };
+  Slot slot[kSlots] = {};
+  uint64_t alloc = 0;  // (epoch & 0xffffff) << 40 | floats used
+  float* arena = nullptr;
+  SharedPackedB() {
+    arena = (float*)arena_alloc(kCapFloats * sizeof(float));
+  }
+  bool bump(uint64_t ep, size_t floats, size_t* off) {
+    const uint64_t e = (ep << 40) & kEpochMask;
+    uint64_t a = __atomic_load_n(&alloc, __ATOMIC_RELAXED);
+    for (;;) {
+      size_t used = (a & kEpochMask) == e ? (size_t)(a & ~kEpochMask) : 0;
+      if (used + floats > kCapFloats) return false;
+      if (__atomic_compare_exchange_n(&alloc, &a, e | (used + floats), true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+        *off = used;
+        return true;
+      }
+    }
+  }
+  static uint64_t hash(const void* p, long ld, int k, int n, int tag) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull ^
+                 (uint64_t)ld * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(k * 131 + n * 7 + tag);
+    return h ^ (h >> 29);
+  }
+  // The ready panel for this key in this launch, or nullptr (read-only: never claims a slot).
+  const float* find(const void* p, long ld, int k, int n, int tag) const {
+    if (!arena) return nullptr;
+    const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    const uint64_t h = hash(p, ld, k, n, tag);
+    for (int i = 0; i < kProbe; ++i) {
+      const Slot& s = slot[(h + i) & (kSlots - 1)];
+      uint64_t st = __atomic_load_n(&s.st, __ATOMIC_ACQUIRE);
+      if ((st >> 2) != ep) return nullptr;  // acquire() would have claimed this slot
+      if ((st & 3) == 2 && s.p == p && s.ld == ld && s.k == k && s.n == n && s.tag == tag)
+        return arena + s.off;
+    }
+    return nullptr;
+  }
+  // The shared panel for this key; *fill = true when the caller must pack it and then call
+  // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
+  // filling this panel right now).
+  float* acquire(const void* p, long ld, int k, int n, int tag, size_t floats, bool* fill,
+                 Slot** out) {
+    if (!arena) return nullptr;
+    const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    const uint64_t h = hash(p, ld, k, n, tag);
+    for (int i = 0; i < kProbe; ++i) {
+      Slot& s = slot[(h + i) & (kSlots - 1)];
+      uint64_t st = __atomic_load_n(&s.st, __ATOMIC_ACQUIRE);
+      if ((st >> 2) == ep) {
+        if ((st & 3) == 2) {
+          if (s.p == p && s.ld == ld && s.k == k && s.n == n && s.tag == tag) {
+            *fill = false;
+            return arena + s.off;
+          }
+          continue;
+        }
+        return nullptr;  // being filled (maybe this key): pack privately
+      }
+      // stale slot (earlier launch or never used): claim it
+      if (!__atomic_compare_exchange_n(&s.st, &st, (ep << 2) | 1, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE)) {
+        --i;  // someone else claimed it: look at it again
+        continue;
+      }
+      size_t off = 0;
+      bool ok = bump(ep, (floats + 15) / 16 * 16, &off);
+      s.p = ok ? p : nullptr;  // unusable (arena full): a key nobody matches
+      s.ld = ld;
+      s.k = k;
+      s.n = n;
+      s.tag = ok ? tag : -1;
+      s.off = off;
+      if (!ok) {
+        __atomic_store_n(&s.st, (ep << 2) | 2, __ATOMIC_RELEASE);
+        return nullptr;
+      }
+      *fill = true;
+      *out = &s;
+      return arena + off;
+    }
+    return nullptr;
+  }
+  static void publish(Slot* s) {
+    uint64_t st = __atomic_load_n(&s->st, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->st, (st & ~uint64_t(3)) | 2, __ATOMIC_RELEASE);
+  }
+};
+inline SharedPackedB& shared_packed_b() {
+  static SharedPackedB* b = new SharedPackedB();  // never destroyed (threads may still run)
+  return *b;
+}
+
+// ------------------------------------------------------------ block sizes
+#if defined(__AVX512F__)
+inline constexpr int kMR = 14, kNV = 2;  // 14 x 32 fp32 tile, 28 zmm accumulators
+inline constexpr int kKC = 256, kMC = 14 * 10, kNC = 1024;
+#elif defined(__AVX__)
+inline constexpr int kMR = 6, kNV = 2;   // 6 x 16 fp32 tile, 12 ymm accumulators
+inline constexpr int kKC = 256, kMC = 6 * 24, kNC = 1024;
+#else
+inline constexpr int kMR = 4, kNV = 2;   // 4 x 8 fp32 tile (SSE2 / generic)
+inline constexpr int kKC = 256, kMC = 4 * 32, kNC = 512;
+#endif
+inline constexpr int kVF = simd::kVF;
+inline constexpr int kNR = kNV * kVF;
+inline constexpr int kFirstSub = kMR > 8 ? 8 : kMR > 4 ? 4 : kMR > 2 ? 2 : 1;
+
+// bf16 with AVX512-BF16: k values per packed element of the (bf16, bf16 -> float) gemm. 2: the
+// operands are packed as bf16 k pairs and the micro-kernel uses vdpbf16ps (see the header
+// comment); 1 (every other type and target): widened to fp32 while packing.
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#define TW_CPU_BF16_DP 1
+template <class T>
+inline constexpr int kPairK = same<T, bf16> ? 2 : 1;
+#else
+template <class T>
+inline constexpr int kPairK = 1;
+#endif
+
+template <class T>
+TW_CPU_INLINE float ld32(const T* p) {
+  return to_f32(*p);
+}
+
+// ------------------------------------------------ 8-wide helpers for packing
+// (always 8 x f32 = 32 bytes; the compiler splits them on SSE-only targets).
+// Passed by reference only, to stay clear of vector-ABI differences.
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint16_t v8h_u __attribute__((vector_size(16), aligned(2), may_alias));
+
+TW_CPU_INLINE void load8(const float* p, v8f& o) { o = *reinterpret_cast<const v8f_u*>(p); }
+TW_CPU_INLINE void load8(const bf16* p, v8f& o) {
+  v8u x = __builtin_convertvector(*reinterpret_cast<const v8h_u*>(p), v8u);
+  o = (v8f)(x << 16);
+}
+TW_CPU_INLINE void load8(const f16* p, v8f& o) {  // vector form of to_f32(f16)
+  v8u x = __builtin_convertvector(*reinterpret_cast<const v8h_u*>(p), v8u);
+  v8u em = x & 0x7fffu;
+  v8u sign = (x & 0x8000u) << 16;
+  v8u norm = (em << 13) + (112u << 23);
+  v8f subf = __builtin_convertvector((v8i)em, v8f) * 0x1p-24f;
+  v8u infnan = (em << 13) | 0x7f800000u;
+  v8u r = em < 0x400u ? (v8u)subf : (em >= 0x7c00u ? infnan : norm);
+  o = (v8f)(r | sign);
+}
+TW_CPU_INLINE void store8(float* p, const v8f& v) { *reinterpret_cast<v8f_u*>(p) = v; }
+
+// in-place 8x8 transpose: x[t][c] -> x[c][t]
+TW_CPU_INLINE void transpose8(v8f (&x)[8]) {
+  v8f t[8], u[8];
+  for (int q = 0; q < 4; ++q) {
+    t[2 * q] = __builtin_shufflevector(x[2 * q], x[2 * q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[2 * q + 1] = __builtin_shufflevector(x[2 * q], x[2 * q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int h = 0; h < 2; ++h) {
+    v8f* tt = t + 4 * h;
+    v8f* uu = u + 4 * h;
+    uu[0] = __builtin_shufflevector(tt[0], tt[2], 0, 1, 8, 9, 4, 5, 12, 13);
+    uu[1] = __builtin_shufflevector(tt[0], tt[2], 2, 3, 10, 11, 6, 7, 14, 15);
+    uu[2] = __builtin_shufflevector(tt[1], tt[3], 0, 1, 8, 9, 4, 5, 12, 13);
+    uu[3] = __builtin_shufflevector(tt[1], tt[3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int c = 0; c < 4; ++c) {
+    x[c] = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    x[c + 4] = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// bf16 k pairs as one 32-bit packed element, the operand layout of vdpbf16ps: low half k,
+// high half k + 1 (hi == nullptr: the zero that pads an odd K). Returned as a float holding
+// those bits (the packed buffers are float arrays; the micro-kernel only moves them).
+typedef uint32_t u32_a __attribute__((may_alias));
+TW_CPU_INLINE float bf16_pair(const bf16* lo, const bf16* hi) {
+  const uint32_t u = (uint32_t)lo->bits | (hi ? (uint32_t)hi->bits << 16 : 0u);
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+// d[j] = pair (r0[j], r1[j]) for j < n: two rows of k interleaved (r1 == nullptr: zeros)
+inline void pair_rows(const bf16* __restrict r0, const bf16* __restrict r1, int n, float* d) {
+  u32_a* w = reinterpret_cast<u32_a*>(d);
+  const uint16_t* a = &r0->bits;
+  if (r1) {
+    const uint16_t* b = &r1->bits;
+    for (int j = 0; j < n; ++j) w[j] = (uint32_t)a[j] | (uint32_t)b[j] << 16;
+  } else {
+    for (int j = 0; j < n; ++j) w[j] = a[j];
+  }
+}
+// 8 packed elements from p: G = 1 widened to fp32, G = 2 eight bf16 k pairs (16 bf16) as is
+template <int G, class T>
+TW_CPU_INLINE void load8w(const T* p, v8f& o) {
+  if constexpr (G == 1) load8(p, o);
+  else __builtin_memcpy(&o, p, sizeof(o));
+}
+
+// dst[k*P + i] = src[i*ld + k] for i < r (r <= P), zeros for r <= i < P, k < kc; with G = 2
+// (bf16 k pairs) the packed element k is the pair (2k, 2k + 1) and there are (kc + 1) / 2 of them.
+// Works in 8x8 blocks; when P is not a multiple of 8 the last row group's stores spill
+// up to 7 floats into the next k row (or past the panel end: buffers carry slack),
+// which is why groups are processed from the highest one down.
+template <int P, int G = 1, class T>
+inline void pack_transpose(const T* src, long ld, int r, int kc, float* dst) {
+  constexpr int NG = (P + 7) / 8;
+  const int kw = (kc + G - 1) / G;
+  const int k8 = kc / (8 * G) * 8;
+  for (int g = NG - 1; g >= 0; --g) {
+    const int i0 = g * 8;
+    for (int k0 = 0; k0 < k8; k0 += 8) {
+      v8f x[8];
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        if (i0 + t < r) load8w<G>(src + (long)(i0 + t) * ld + G * k0, x[t]);
+        else x[t] = v8f{};
+      }
+      transpose8(x);
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) store8(dst + (long)(k0 + t) * P + i0, x[t]);
+    }
+  }
+  for (int k = k8; k < kw; ++k)
+    for (int i = 0; i < P; ++i) {
+      float& d = dst[(long)k * P + i];
+      if (i >= r) d = 0.0f;
+      else if constexpr (G == 1) d = to_f32(src[(long)i * ld + k]);
+      else d = bf16_pair(src + (long)i * ld + 2 * k, 2 * k + 1 < kc ? src + (long)i * ld + 2 * k + 1 : nullptr);
+    }
+}
+inline constexpr int kPackSlack = 16;  // floats of slack after packed buffers
+
+// ------------------------------------------------------------ fp32 packing
+// A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of kMR rows,
+// layout Ap[panel][k][kMR], rows beyond mc zero-filled. kPairK<T> == 2: element k of a row
+// is the bf16 pair (2k, 2k + 1), (kc + 1) / 2 of them.
+template <class T>
+inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float* Ap) {
+  constexpr int G = kPairK<T>;
+  const int kw = (kc + G - 1) / G;
+  for (int i0 = 0; i0 < mc; i0 += kMR) {
+    int mr = mc - i0 < kMR ? mc - i0 : kMR;
+    float* dst = Ap + (long)i0 * kw;
+    if constexpr (G == 2) {
+      if (transA) {  // rows 2k and 2k + 1 of A interleaved
+        for (int k = 0; k < kw; ++k) {
+          const T* s0 = A + (long)(2 * k) * lda + i0;
+          float* d = dst + (long)k * kMR;
+          pair_rows(s0, 2 * k + 1 < kc ? s0 + lda : nullptr, mr, d);
+          for (int i = mr; i < kMR; ++i) d[i] = 0.0f;
+        }
+      } else {
+        pack_transpose<kMR, 2>(A + (long)i0 * lda, lda, mr, kc, dst);
+      }
+    } else if (transA) {
+      // op(A)(i,k) = A[k*lda + i]: rows of A are contiguous along i
+      for (int k = 0; k < kc; ++k) {
+        const T* src = A + (long)k * lda + i0;
+        float* d = dst + (long)k * kMR;
+        if (kMR >= 8 && mr == kMR) {  // two overlapping 8-wide copies
+          v8f x, y;
+          load8(src, x);
+          load8(src + kMR - 8, y);
+          store8(d, x);
+          store8(d + kMR - 8, y);
+        } else {
+          for (int i = 0; i < mr; ++i) d[i] = ld32(src + i);
+          for (int i = mr; i < kMR; ++i) d[i] = 0.0f;
+        }
+      }
+    } else {
+      // op(A)(i,k) = A[i*lda + k]: transpose while packing
+      pack_transpose<kMR>(A + (long)i0 * lda, lda, mr, kc, dst);
+    }
+  }
+}
+
+// B panel: k [0,kc), cols [0,nc) of op(B) -> micro-panels of kNR cols,
+// layout Bp[panel][k][kNR], cols beyond nc zero-filled. kPairK<T> == 2: element k of a column
+// is the bf16 pair (2k, 2k + 1), (kc + 1) / 2 of them (a vector load: kVF columns x 2 k).
+template <class T>
+inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float* Bp) {
+  constexpr int G = kPairK<T>;
+  const int kw = (kc + G - 1) / G;
+  if constexpr (G == 2) {
+    if (!transB) {  // rows 2k and 2k + 1 of B interleaved, row pair by row pair
+      const int lines = (int)((nc * sizeof(T) + 63) / 64);
+      for (int k = 0; k < kw; ++k) {
+        const T* s0 = B + (long)(2 * k) * ldb;
+        const T* s1 = 2 * k + 1 < kc ? s0 + ldb : nullptr;
+        if (2 * k + 8 < kc)
+          for (int l = 0; l < lines; ++l) {
+            __builtin_prefetch((const char*)(s0 + 8 * ldb) + 64 * l);
+            __builtin_prefetch((const char*)(s0 + 9 * ldb) + 64 * l);
+          }
+        for (int j0 = 0; j0 < nc; j0 += kNR) {
+          const int nr = nc - j0 < kNR ? nc - j0 : kNR;
+          float* d = Bp + (long)j0 * kw + (long)k * kNR;
+          pair_rows(s0 + j0, s1 ? s1 + j0 : nullptr, nr, d);
+          for (int j = nr; j < kNR; ++j) d[j] = 0.0f;
+        }
+      }
+      return;
+    }
+  }
+  if (!transB) {
+    // row by row (each row of B is read sequentially, which the hardware prefetchers follow
+    // even for large ldb), scattered into the NR-wide micro-panels; software prefetch a few
+    // rows ahead because B rows are usually far apart (a tile of a large tensor).
+    const int nfull = nc / kNR * kNR;
+    const int lines = (int)((nc * sizeof(T) + 63) / 64);
+    for (int k = 0; k < kc; ++k) {
+      const T* src = B + (long)k * ldb;
+      if (k + 4 < kc)
+        for (int l = 0; l < lines; ++l) __builtin_prefetch((const char*)(src + 4 * ldb) + 64 * l);
+      for (int j0 = 0; j0 < nfull; j0 += kNR) {
+        float* d = Bp + (long)j0 * kc + (long)k * kNR;
+#pragma GCC unroll 4
+        for (int j = 0; j < kNR; j += 8) {
+          v8f x;
+          load8(src + j0 + j, x);
+          store8(d + j, x);
+        }
+      }
+      if (nfull < nc) {
+        float* d = Bp + (long)nfull * kc + (long)k * kNR;
+        for (int j = nfull; j < nc; ++j) d[j - nfull] = ld32(src + j);
+        for (int j = nc - nfull; j < kNR; ++j) d[j] = 0.0f;
+      }
+    }
+    return;
+  }
+  for (int j0 = 0; j0 < nc; j0 += kNR) {
+    int nr = nc - j0 < kNR ? nc - j0 : kNR;
+    float* dst = Bp + (long)j0 * kw;
+    if (!transB) {
+      for (int k = 0; k < kc; ++k) {
+        const T* src = B + (long)k * ldb + j0;
+        float* d = dst + (long)k * kNR;
+        if (nr == kNR) {
+          for (int j = 0; j < kNR; j += 8) {
+            v8f x;
+            load8(src + j, x);
+            store8(d + j, x);
+          }
+        } else {
+          for (int j = 0; j < nr; ++j) d[j] = ld32(src + j);
+          for (int j = nr; j < kNR; ++j) d[j] = 0.0f;
+        }
+      }
+    } else {
+      // op(B)(k,j) = B[j*ldb + k]
+      pack_transpose<kNR, G>(B + (long)j0 * ldb, ldb, nr, kc, dst);
+    }
+  }
+}
+
+// ------------------------------------------------------- fp32 micro-kernel
+// c + the two products of the bf16 pairs of a and b, lane by lane (vdpbf16ps)
+#if defined(TW_CPU_BF16_DP)
+TW_CPU_INLINE simd::vf dot_bf16(simd::vf c, simd::vf a, simd::vf b) {
+#if defined(__clang__)
+  __asm__("vdpbf16ps %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
+  return c;
+#elif __GNUC__ >= 13
+  typedef __bf16 v32bf __attribute__((vector_size(64)));
+  return __builtin_ia32_dpbf16ps_v16sf(c, (v32bf)a, (v32bf)b);
+#else
+  typedef short v32hi __attribute__((vector_size(64)));
+  return __builtin_ia32_dpbf16ps_v16sf(c, (v32hi)a, (v32hi)b);
+#endif
+}
+#endif
+
+// acc[R][kNR] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
+// kDp: A and B hold bf16 k pairs (kc of them) and each step is a vdpbf16ps instead of an FMA.
+template <int R, bool kDp = false>
+__attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
+                                       const float* __restrict B, long bs,
+                                       float* __restrict C, long ldc, bool acc, int nr,
+                                       const char* pf2 = nullptr, long pf2_lines = 0) {
+  using simd::vf;
+  // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
+  // ahead on the same row (one full micro-kernel call of lead time).
+  const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;
+  // C is read only at the end: fetch its rows now (a tile accumulator often lives in L2)
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    __builtin_prefetch(C + (long)i * ldc, 1);
+    __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
+  }
+  vf c[R][kNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] = vf{};
+
+  for (long k = 0; k < kc; ++k) {
+    vf b[kNV];
+    // software prefetch of B a few k ahead (matters when B is streamed unpacked)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      vf a = simd::splat(A[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) {
+#if defined(TW_CPU_BF16_DP)
+        if constexpr (kDp) c[i][v] = dot_bf16(c[i][v], a, b[v]);
+        else
+#endif
+          c[i][v] = simd::fma(a, b[v], c[i][v]);
+      }
+    }
+    // one line per k of another range (the next call's operands, see NextPrefetch) into L2
+    if (k < pf2_lines) __builtin_prefetch(pf2 + 64 * k, 0, 2);
+    A += as;
+    B += bs;
+  }
+
+  if (nr == kNR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      float* ci = C + (long)i * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) {
+        vf x = c[i][v];
+        if (acc) x += simd::loadu(ci + v * kVF);
+        simd::storeu(ci + v * kVF, x);
+      }
+    }
+  } else {
+    alignas(64) float tmp[R][kNR];
+    // unrolled: a runtime index into c[][] would keep the accumulators in memory
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) simd::store(&tmp[i][v * kVF], c[i][v]);
+    for (int i = 0; i < R; ++i) {
+      float* ci = C + (long)i * ldc;
+      if (acc)
+        for (int j = 0; j < nr; ++j) ci[j] += tmp[i][j];
+      else
+        for (int j = 0; j < nr; ++j) ci[j] = tmp[i][j];
+    }
+  }
+}
+
+// rows [0, mr) with mr < kMR: decompose into 8/4/2/1-row kernels.
+template <int R, bool kDp = false>
+TW_CPU_INLINE void ukr_f32_tail(int mr, long kc, const float* A, long as, const float* B,
+                                long bs, float* C, long ldc, bool acc, int nr) {
+  if (mr >= R) {
+    ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr);
+    A += R;
+    C += (long)R * ldc;
+    mr -= R;
+  }
+  if constexpr (R > 1) {
+    if (mr > 0) ukr_f32_tail<R / 2, kDp>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
+  }
+}
+
+TW_CPU_INLINE void ukr_f32_any(int mr, long kc, const float* A, long as, const float* B,
+                               long bs, float* C, long ldc, bool acc, int nr) {
+  if (mr == kMR)
+    ukr_f32<kMR>(kc, A, as, B, bs, C, ldc, acc, nr);
+  else
+    ukr_f32_tail<kFirstSub>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
+}
+
+template <class TC>
+inline void scale_zero(int M, int N, TC* C, long ldc) {
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) C[(long)i * ldc + j] = TC(0);
+}
+
+// Small M (1 or 2 rows), fp32, B not transposed: a GEMV-like loop, memory bound on B.
+// k advances kGvK = 8 rows at a time and, for each group, one pass reads the 8 rows side by
+// side from column 0 to n - 1: 8 concurrent sequential streams the hardware prefetchers follow
+// (measured on Zen 4, N = K = 4096: 8 rows ~31 GB/s, 4 rows ~28, 16 rows ~28; 1 or 2 rows at a
+// time are slower still even with prefetching, 21-26), plus a software prefetch into L2
+// (prefetcht1) kGvPf floats (24 lines) ahead on each of them, which keeps more misses in flight
+// than the hardware prefetchers alone: ~36-40 GB/s on one core where numpy's sgemv reads ~30
+// (24-32 lines ahead measured best; 16 lines ~37, 64 ~37; prefetcht0 or prefetchnta instead
+// ~23-27, slower than none). Every element of B is read exactly once, in address order within
+// each row, and never packed. When all rows of B share one misalignment (numpy's arrays usually
+// start 16 bytes into a cache line), the first vector of the pass is a partial one (masked on
+// AVX-512) that ends on the 64-byte boundary, so the full vectors after it never split a cache
+// line; the last, partial vector is masked too: head and tail stay inside the same in-order pass over
+// each row (a separate pass over their columns would touch every row's first and last lines
+// again, out of order). The partial sums are accumulated straight into C (R rows, L1/L2
+// resident for the tile programs' fragments); both rows of A (R = 2) share each load of B.
+inline constexpr int kGvK = 8;
+inline constexpr int kGvPf = 24 * 64 / 4;  // prefetch distance in floats: 24 cache lines
+
+// the first r lanes of p (0 < r <= kVF); the other lanes read as 0 and are never touched
+TW_CPU_INLINE simd::vf gv_load_n(const float* p, int r) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_loadups512_mask(p, simd::vf{}, (unsigned short)((1u << r) - 1u));
+#else
+  simd::vf v{};
+  for (int l = 0; l < r; ++l) v[l] = p[l];
+  return v;
+#endif
+}
+TW_CPU_INLINE void gv_store_n(float* p, simd::vf v, int r) {
+#if defined(__AVX512F__)
+  __builtin_ia32_storeups512_mask(p, v, (unsigned short)((1u << r) - 1u));
+#else
+  for (int l = 0; l < r; ++l) p[l] = v[l];
+#endif
+}
+
+// C[i][j .. j + r) += sum over q < G of A(k + q, i) * B[q][j .. j + r), i < R (r = kVF: a full
+// vector, else the first r lanes); kPf: also prefetch pf + q * ldb for each q
+template <int R, int G, bool kFull, bool kPf = false>
+TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float* __restrict b,
+                           long ldb, float* __restrict C, long ldc, const float* pf = nullptr) {
+  using simd::vf;
+  vf x[R];
+  for (int i = 0; i < R; ++i)
+    x[i] = kFull ? simd::loadu(C + i * ldc + j) : gv_load_n(C + i * ldc + j, r);
+  for (int q = 0; q < G; ++q) {
+    if (kPf) __builtin_prefetch(pf + q * ldb, 0, 2);
+    const vf bq = kFull ? simd::loadu(b + q * ldb + j) : gv_load_n(b + q * ldb + j, r);
+    for (int i = 0; i < R; ++i) x[i] = simd::fma(a[i][q], bq, x[i]);
+  }
+  for (int i = 0; i < R; ++i) {
+    if (kFull)
+      simd::storeu(C + i * ldc + j, x[i]);
+    else
+      gv_store_n(C + i * ldc + j, x[i], r);
+  }
+}
+
+// One pass over G rows of B (k .. k + G): head partial vector [0, p), full vectors [p, nm), tail
+// partial vector [nm, n). The full vectors more than kGvPf columns before nm prefetch the same
+// rows kGvPf columns ahead; the last kGvPf columns' worth prefetch, when `next` (the next group's
+// rows, inside this call) is given, the first kGvPf columns of those rows instead. The
+// prefetches never leave the columns of the call: with a block narrower than B the columns after
+// them are another block's (one thread on half-width blocks: 33 GB/s stopping at nm against 32
+// prefetching on, 36-38 wrapping to the next rows; whole rows 38 -> 39-40).
+template <int R, int G>
+TW_CPU_INLINE void gv_rows(int p, int nm, int n, const float* __restrict A, long ak, long ai,
+                           const float* __restrict b, long ldb, float* __restrict C, long ldc,
+                           const float* next) {
+  simd::vf a[R][G];
+  for (int i = 0; i < R; ++i)
+    for (int q = 0; q < G; ++q) a[i][q] = simd::splat(A[q * ak + i * ai]);
+  if (p > 0) gv_step<R, G, false>(0, p, a, b, ldb, C, ldc);
+  const int npf = nm - kGvPf > p ? nm - kGvPf : p;
+  int j = p;
+  for (; j < npf; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, b + j + kGvPf);
+  if (next)
+    for (; j < nm; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, next + (j - npf));
+  for (; j < nm; j += kVF) gv_step<R, G, true>(j, kVF, a, b, ldb, C, ldc);
+  if (nm < n) gv_step<R, G, false>(nm, n - nm, a, b, ldb, C, ldc);
+}
+
+template <int R>
+__attribute__((noinline)) void gemv_f32(int N, int K, const float* __restrict A, long lda,
+                                        bool transA, const float* __restrict B, long ldb,
+                                        float* __restrict C, long ldc, bool acc) {
+  const long ak = transA ? lda : 1, ai = transA ? 1 : lda;
+  if (!acc)
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < N; ++j) C[i * ldc + j] = 0.0f;
+  // head columns up to B's first vector-size boundary (64 bytes with AVX-512) when every row
+  // starts at the same offset from one: 0 < p < kVF
+  constexpr uintptr_t kVB = simd::kVecBytes;
+  const uintptr_t addr = (uintptr_t)B;
+  int p = 0;
+  if ((addr % kVB) && (addr & 3) == 0 && ((uintptr_t)ldb * 4) % kVB == 0)
+    p = (int)((kVB - addr % kVB) / 4);
+  if (p > N) p = N;
+  const int nm = p + (N - p) / kVF * kVF;
+  int k = 0;
+  for (; k + kGvK <= K; k += kGvK) {
+    const float* next = k + 2 * kGvK <= K ? B + (k + kGvK) * ldb : nullptr;
+    gv_rows<R, kGvK>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc, next);
+  }
+  for (; k < K; ++k) gv_rows<R, 1>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc, nullptr);
+}
+
+// Up to two packed ranges fetched into L2 a few cache lines at a time: take() hands each
+// full-height micro-kernel call a chunk, which it prefetches one line per k, so that the whole
+// of them is requested by the end of the current gemm call.
+struct NextPrefetch {
+  const char* p[2];
+  long lines[2];
+  int n = 0;
+  long per = 0;  // lines per step, all ranges together
+  void add(const float* q, size_t floats) {
+    if (!q || n == 2) return;  // two ranges at most
+    p[n] = (const char*)q;
+    lines[n] = (long)((floats * sizeof(float) + 63) / 64);
+    ++n;
+  }
+  void spread(long steps) {
+    long total = 0;
+    for (int i = 0; i < n; ++i) total += lines[i];
+    per = (total + steps - 1) / (steps > 0 ? steps : 1) + 1;  // + 1: chunks end at range ends
+  }
+  // the next chunk (up to `per` lines, within one range) for a micro-kernel call to fetch
+  TW_CPU_INLINE const char* take(long* m) {
+    if (n == 0) {
+      *m = 0;
+      return nullptr;
+    }
+    *m = lines[n - 1] < per ? lines[n - 1] : per;
+    const char* q = p[n - 1];
+    p[n - 1] = q + 64 * *m;
+    lines[n - 1] -= *m;
+    if (lines[n - 1] == 0) --n;
+    return q;
+  }
+};
+
+template <class T>
+void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
+              bool transB, float* C, long ldc, bool accumulate, bool a_stable,
+              bool b_stable) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) scale_zero(M, N, C, ldc);
+    return;
+  }
+  auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
+  auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+  // G k values per packed element (2: bf16 pairs for vdpbf16ps); the K block KC holds kKC
+  // packed elements either way, so the packed blocks keep their size in the caches
+  constexpr int G = kPairK<T>;
+  constexpr bool kDp = G == 2;
+  constexpr int KC = kKC * G;
+  auto kw = [](int kc) { return (kc + G - 1) / G; };
+
+  const int kcmax = K < KC ? K : KC;
+  const int mcmax = M < kMC ? M : kMC;
+  const int ncmax = N < kNC ? N : kNC;
+  const int mcpad = (mcmax + kMR - 1) / kMR * kMR;
+  const int ncpad = (ncmax + kNR - 1) / kNR * kNR;
+  float* Ap = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)mcpad * kw(kcmax) + kPackSlack));
+
+  if constexpr (same<T, float>) {
+    if (M <= 2 && !transB) {
+      if (M == 1) gemv_f32<1>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+      else gemv_f32<2>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+      return;
+    }
+  }
+  // Skinny fast path: one row panel, fp32 B not transposed -> stream B directly
+  // (packing it would cost as much memory traffic as the whole product).
+  if constexpr (same<T, float>) {
+    if (M <= kMR && !transB) {
+      float* Bt = nullptr;  // packed copy of the ragged last column panel only
+      int nfull = N / kNR * kNR;
+      if (nfull < N) Bt = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)kcmax * kNR + kPackSlack));
+      // short K blocks: each B row is then streamed sequentially across the j loop
+      constexpr int kKCs = kKC;
+      for (int pc = 0; pc < K; pc += kKCs) {
+        int kc = K - pc < kKCs ? K - pc : kKCs;
+        bool acc = accumulate || pc > 0;
+        pack_a_f32(M, kc, a_at(0, pc), lda, transA, Ap);
+        for (int j = 0; j < nfull; j += kNR)
+          ukr_f32_any(M, kc, Ap, kMR, b_at(pc, j), ldb, C + j, ldc, acc, kNR);
+        if (Bt) {
+          pack_b_f32(kc, N - nfull, b_at(pc, nfull), ldb, false, Bt);
+          ukr_f32_any(M, kc, Ap, kMR, Bt, kNR, C + nfull, ldc, acc, N - nfull);
+        }
+      }
+      return;
+    }
+  }
+
+  // a stable A with K <= KC (one K block): pack all of its rows once per launch and thread
+  // (row blocks ic are multiples of kMR, so block ic starts at panel offset ic * kw(K))
+  // cache keys: element type, transpose and packed layout (bf16 pairs differ from widened f16)
+  const int tag_a = (int)sizeof(T) * 2 + (transA ? 1 : 0) + (kDp ? 16 : 0);
+  const int tag_b = (int)sizeof(T) * 2 + (transB ? 1 : 0) + (kDp ? 16 : 0);
+  bool a_packed = false;
+  // A B tile spanning every column of B (not transposed, ldb == N) means the grid has one column
+  // block: no later block reads this A tile again, and keeping its packed copy would only stream
+  // writes through the cache's 8 MiB arena (tall-skinny: 17.5 KiB of new lines per call)
+  const bool a_reused = transB || ldb != N;
+  if (a_stable && K <= KC && a_reused) {
+    static_assert(kMC % kMR == 0, "row blocks must be whole micro-panels");
+    bool fresh = false;
+    const int mpad = (M + kMR - 1) / kMR * kMR;
+    float* c = packed_a_cache().find_or_add(A, lda, M, K, tag_a,
+                                           (size_t)mpad * kw(K) + kPackSlack, &fresh);
+    if (c) {
+      if (fresh) pack_a_f32(M, K, A, lda, transA, c);
+      Ap = c;
+      a_packed = true;
+    }
+  }
+  float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kw(kcmax) + kPackSlack));
+  // a stable B with one K block and one column block: share its packed panel across blocks
+  float* Bshared = nullptr;
+  if (b_stable && K <= KC && N <= kNC) {
+    bool fill = false;
+    SharedPackedB::Slot* slot = nullptr;
+    float* q = shared_packed_b().acquire(B, ldb, K, N, tag_b,
+                                         (size_t)ncpad * kw(K) + kPackSlack, &fill, &slot);
+    if (q) {
+      if (fill) {
+        pack_b_f32(K, N, B, ldb, transB, q);
+        SharedPackedB::publish(slot);
+      }
+      Bshared = q;
+    }
+  }
+  // A tile program walks K in a loop of small gemms: the next call's operands are most likely
+  // the next K step of the same tiles (A + K columns, B + K rows). When they are already packed
+  // (by an earlier block of this launch), fetch them into L2 during this call, spread over its
+  // micro-kernel calls: streamed from L3 or memory on demand they cost 5-10% of the rate.
+  // A wrong guess (the last K step) only costs a few prefetches of data nobody reads.
+  NextPrefetch pf;
+  if (a_packed) {
+    const T* an = transA ? A + (long)K * lda : A + K;
+    const int mpad = (M + kMR - 1) / kMR * kMR;
+    pf.add(packed_a_cache().find(an, lda, M, K, tag_a),
+           (size_t)mpad * kw(K));
+  }
+  if (a_stable && !a_reused && !transA && lda == K) {
+    // the tile holds whole rows of A (small K: tall-skinny) and the grid has one column block:
+    // the rows right behind it in memory are the tile of the next block, whose packing from L3
+    // or memory is latency-bound (16384x64x64 in 64-row blocks: with the change above, 46-51 ->
+    // 67-84 GFLOP/s on one Zen 4 core under load; this prefetch alone 58-60)
+    const uintptr_t next_rows = (uintptr_t)A + (uintptr_t)M * (uintptr_t)K * sizeof(T);
+    pf.add((const float*)next_rows, (size_t)M * K * sizeof(T) / sizeof(float));
+  }
+  if (Bshared) {
+    const T* bn = transB ? B + K : B + (long)K * ldb;
+    pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b),
+           (size_t)ncpad * kw(K));
+  }
+  if (pf.n) pf.spread(((N + kNR - 1) / kNR) * (M / kMR));  // the full-height micro-kernel calls
+  for (int jc = 0; jc < N; jc += kNC) {
+    int nc = N - jc < kNC ? N - jc : kNC;
+    for (int pc = 0; pc < K; pc += KC) {
+      int kc = K - pc < KC ? K - pc : KC;
+      const int kwc = kw(kc);
+      bool acc = accumulate || pc > 0;
+      if (Bshared) Bp = Bshared;
+      else pack_b_f32(kc, nc, b_at(pc, jc), ldb, transB, Bp);
+      // Software prefetch of the next B block to pack (rows pc+kc .. pc+2kc of these columns),
+      // spread over the micro-kernel calls of the first row block. At the last K block this
+      // runs past the operand: harmless (prefetches never fault) and, when the caller walks K
+      // in a loop of small gemms (a tile program), exactly the B tile of its next call.
+      const int lpr = transB || Bshared ? 0 : (int)((nc * sizeof(T) + 63) / 64);
+      const int ncalls = ((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
+      const int pf_rows = lpr ? (kc + ncalls - 1) / ncalls : 0;
+      int pf_row = 0;
+      const char* pf_base = (const char*)b_at(pc + kc, jc);
+      const long pf_ld = ldb * (long)sizeof(T);
+      for (int ic = 0; ic < M; ic += kMC) {
+        int mc = M - ic < kMC ? M - ic : kMC;
+        const float* ap = Ap;
+        if (a_packed) ap = Ap + (long)ic * kwc;
+        else pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        for (int jr = 0; jr < nc; jr += kNR) {
+          int nr = nc - jr < kNR ? nc - jr : kNR;
+          const float* bp = Bp + (long)jr * kwc;
+          for (int ir = 0; ir < mc; ir += kMR) {
+            int mr = mc - ir < kMR ? mc - ir : kMR;
+            for (int q = 0; q < pf_rows && pf_row < kc; ++q, ++pf_row)
+              for (int l = 0; l < lpr; ++l) __builtin_prefetch(pf_base + pf_row * pf_ld + 64 * l);
+            if (mr == kMR) {
+              long m = 0;
+              const char* q = pf.take(&m);
+              ukr_f32<kMR, kDp>(kwc, ap + (long)ir * kwc, kMR, bp, kNR,
+                                C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr, q, m < kwc ? m : kwc);
+            } else {
+              ukr_f32_tail<kFirstSub, kDp>(mr, kwc, ap + (long)ir * kwc, kMR, bp, kNR,
+                                      C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// ================================================================ int8 path
+// Packed element = one int32 holding kKG consecutive-k values of one row (A) or
+// one column (B):  VNNI: 4 bytes (A as u8 = a+128, B as s8),  AVX2: 2 x int16,
+// generic: 1 x int32.
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define TW_CPU_I8_VNNI 1
+inline constexpr int kKG = 4;
+#elif defined(__AVX2__) && !defined(__AVX512F__)
+#define TW_CPU_I8_MADDWD 1
+inline constexpr int kKG = 2;
+#else
+inline constexpr int kKG = 1;
+#endif
+inline constexpr int kKCG = kKC;  // k-groups per K block
+
+TW_CPU_INLINE simd::vi dot_i8(simd::vi c, simd::vi a, simd::vi b) {
+#if defined(TW_CPU_I8_VNNI)
+#if defined(__clang__)
+  return __builtin_ia32_vpdpbusd512(c, a, b);
+#else
+  return __builtin_ia32_vpdpbusd_v16si(c, a, b);
+#endif
+#elif defined(TW_CPU_I8_MADDWD)
+  typedef short v16hi __attribute__((vector_size(32)));
+  return c + (simd::vi)__builtin_ia32_pmaddwd256((v16hi)a, (v16hi)b);
+#else
+  return c + a * b;
+#endif
+}
+
+// pack kKG values (k, k+1, ...) into one int32; missing k (>= kend) are 0.
+TW_CPU_INLINE int32_t group_i8(const int8_t* p, long stride, int nvalid, bool is_a) {
+#if defined(TW_CPU_I8_VNNI)
+  uint32_t r = 0;
+  for (int t = 0; t < 4; ++t) {
+    uint32_t v = t < nvalid ? (uint32_t)(uint8_t)p[t * stride] : 0u;
+    if (is_a) v ^= 0x80u;  // u8 = a + 128 (padding: 0x80 -> value 0 ... times B=0)
+    r |= v << (8 * t);
+  }
+  return (int32_t)r;
+#elif defined(TW_CPU_I8_MADDWD)
+  (void)is_a;
+  uint32_t lo = (uint16_t)(int16_t)p[0];
+  uint32_t hi = nvalid > 1 ? (uint32_t)(uint16_t)(int16_t)p[stride] : 0u;
+  return (int32_t)(lo | (hi << 16));
+#else
+  (void)is_a; (void)stride; (void)nvalid;
+  return (int32_t)p[0];
+#endif
+}
+
+// A block mc x kc (kc in k values) -> Ap[panel][g][kMR]
+inline void pack_a_i8(int mc, int kc, const int8_t* A, long lda, bool transA, int32_t* Ap) {
+  const int ng = (kc + kKG - 1) / kKG;
+  const long sk = transA ? lda : 1, si = transA ? 1 : lda;  // element strides
+  for (int i0 = 0; i0 < mc; i0 += kMR) {
+    int mr = mc - i0 < kMR ? mc - i0 : kMR;
+    int32_t* dst = Ap + (long)i0 * ng;
+    for (int g = 0; g < ng; ++g) {
+      int nvalid = kc - g * kKG < kKG ? kc - g * kKG : kKG;
+      int32_t* d = dst + (long)g * kMR;
+      for (int i = 0; i < mr; ++i)
+        d[i] = group_i8(A + (long)(i0 + i) * si + (long)g * kKG * sk, sk, nvalid, true);
+      for (int i = mr; i < kMR; ++i) d[i] = 0;
+    }
+  }
+}
+
+// B panel kc x nc -> Bp[panel][g][kNR]; corr[j] = 128 * sum_k B(k,j) (VNNI only)
+inline void pack_b_i8(int kc, int nc, const int8_t* B, long ldb, bool transB, int32_t* Bp,
+                      int32_t* corr) {
+  const int ng = (kc + kKG - 1) / kKG;
+  const long sk = transB ? 1 : ldb, sj = transB ? ldb : 1;
+  for (int j0 = 0; j0 < nc; j0 += kNR) {
+    int nr = nc - j0 < kNR ? nc - j0 : kNR;
+    int32_t* dst = Bp + (long)j0 * ng;
+    for (int g = 0; g < ng; ++g) {
+      int nvalid = kc - g * kKG < kKG ? kc - g * kKG : kKG;
+      int32_t* d = dst + (long)g * kNR;
+      const int8_t* src = B + (long)g * kKG * sk + (long)j0 * sj;
+      if (!transB && kKG == 1 && nr == kNR) {
+        for (int j = 0; j < kNR; ++j) d[j] = src[j];
+      } else {
+        for (int j = 0; j < nr; ++j) d[j] = group_i8(src + (long)j * sj, sk, nvalid, false);
+        for (int j = nr; j < kNR; ++j) d[j] = 0;
+      }
+    }
+#if defined(TW_CPU_I8_VNNI)
+    for (int j = 0; j < kNR; ++j) corr[j0 + j] = 0;
+    for (int k = 0; k < kc; ++k) {
+      const int8_t* src = B + (long)k * sk + (long)j0 * sj;
+      for (int j = 0; j < nr; ++j) corr[j0 + j] += 128 * (int32_t)src[(long)j * sj];
+    }
+#else
+    (void)corr;
+#endif
+  }
+}
+
+template <int R>
+__attribute__((noinline)) void ukr_i8(long ng, const int32_t* __restrict A,
+                                      const int32_t* __restrict B, int32_t* __restrict C,
+                                      long ldc, bool acc, int nr, const int32_t* corr) {
+  using simd::vi;
+  vi c[R][kNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] = vi{};
+  for (long g = 0; g < ng; ++g) {
+    vi b[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) b[v] = simd::loadi(B + v * kVF);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      vi a = simd::splati(A[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) c[i][v] = dot_i8(c[i][v], a, b[v]);
+    }
+    A += kMR;
+    B += kNR;
+  }
+#if defined(TW_CPU_I8_VNNI)
+  vi cv[kNV];
+  for (int v = 0; v < kNV; ++v) cv[v] = simd::loadi(corr + v * kVF);
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] -= cv[v];
+#else
+  (void)corr;
+#endif
+  if (nr == kNR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      int32_t* ci = C + (long)i * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) {
+        vi x = c[i][v];
+        if (acc) x += simd::loadui(ci + v * kVF);
+        simd::storeui(ci + v * kVF, x);
+      }
+    }
+  } else {
+    alignas(64) int32_t tmp[R][kNR];
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < kNV; ++v) simd::storeui(&tmp[i][v * kVF], c[i][v]);
+    for (int i = 0; i < R; ++i) {
+      int32_t* ci = C + (long)i * ldc;
+      if (acc)
+        for (int j = 0; j < nr; ++j) ci[j] += tmp[i][j];
+      else
+        for (int j = 0; j < nr; ++j) ci[j] = tmp[i][j];
+    }
+  }
+}
+
+template <int R>
+TW_CPU_INLINE void ukr_i8_tail(int mr, long ng, const int32_t* A, const int32_t* B, int32_t* C,
+                               long ldc, bool acc, int nr, const int32_t* corr) {
+  if (mr >= R) {
+    ukr_i8<R>(ng, A, B, C, ldc, acc, nr, corr);
+    A += R;
+    C += (long)R * ldc;
+    mr -= R;
+  }
+  if constexpr (R > 1) {
+    if (mr > 0) ukr_i8_tail<R / 2>(mr, ng, A, B, C, ldc, acc, nr, corr);
+  }
+}
+
+inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
+                    long ldb, bool transB, int32_t* C, long ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) scale_zero(M, N, C, ldc);
+    return;
+  }
+  constexpr int KCk = kKCG * kKG;  // K block in k values
+  const int kcmax = K < KCk ? K : KCk;
+  const int ngmax = (kcmax + kKG - 1) / kKG;
+  const int mcmax = M < kMC ? M : kMC;
+  const int ncmax = N < kNC ? N : kNC;
+  const int mcpad = (mcmax + kMR - 1) / kMR * kMR;
+  const int ncpad = (ncmax + kNR - 1) / kNR * kNR;
+  int32_t* Ap = (int32_t*)gemm_scratch(0).get(sizeof(int32_t) * (size_t)mcpad * ngmax);
+  int32_t* Bp = (int32_t*)gemm_scratch(1).get(sizeof(int32_t) * (size_t)ncpad * ngmax);
+  int32_t* corr = (int32_t*)gemm_scratch(2).get(sizeof(int32_t) * (size_t)ncpad);
+  auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
+  auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+  for (int jc = 0; jc < N; jc += kNC) {
+    int nc = N - jc < kNC ? N - jc : kNC;
+    for (int pc = 0; pc < K; pc += KCk) {
+      int kc = K - pc < KCk ? K - pc : KCk;
+      int ng = (kc + kKG - 1) / kKG;
+      bool acc = accumulate || pc > 0;
+      pack_b_i8(kc, nc, b_at(pc, jc), ldb, transB, Bp, corr);
+      for (int ic = 0; ic < M; ic += kMC) {
+        int mc = M - ic < kMC ? M - ic : kMC;
+        pack_a_i8(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        for (int jr = 0; jr < nc; jr += kNR) {
+          int nr = nc - jr < kNR ? nc - jr : kNR;
+          const int32_t* bp = Bp + (long)jr * ng;
+          for (int ir = 0; ir < mc; ir += kMR) {
+            int mr = mc - ir < kMR ? mc - ir : kMR;
+            int32_t* cp = C + (long)(ic + ir) * ldc + jc + jr;
+            const int32_t* ap = Ap + (long)ir * ng;
+            if (mr == kMR)
+              ukr_i8<kMR>(ng, ap, bp, cp, ldc, acc, nr, corr + jr);
+            else
+              ukr_i8_tail<kFirstSub>(mr, ng, ap, bp, cp, ldc, acc, nr, corr + jr);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace tw_cpu

@@ -1,0 +1,191 @@
+"""The gemm runtime object (tw_cpu/gemm.h, docs/architecture.md): tw_cpu/gemm_runtime.cpp is
+compiled once per compiler, flags and CPU into an object kept in the disk cache and linked into
+every kernel library that calls tw_cpu::gemm. Each test runs child processes (the environment is
+read once per process) on a cache of its own."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+import tilewright as tw
+import tilewright.language as T
+
+PY = sys.executable
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tilewright as tw
+    import tilewright.language as T
+
+    def gemm_kernel(M, N, K, dtype):
+        @T.prim_func
+        def gemm_probe(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+                       C: T.Tensor((M, N), "int32" if dtype == "int8" else "float32")):
+            with T.Kernel(T.ceildiv(N, 32), T.ceildiv(M, 32)) as (bx, by):
+                a = T.alloc_shared((32, 32), dtype)
+                b = T.alloc_shared((32, 32), dtype)
+                c = T.alloc_fragment((32, 32), "int32" if dtype == "int8" else "float32")
+                T.clear(c)
+                for k in T.serial(T.ceildiv(K, 32)):
+                    T.copy(A[by * 32, k * 32], a)
+                    T.copy(B[k * 32, bx * 32], b)
+                    T.gemm(a, b, c)
+                T.copy(c, C[by * 32, bx * 32])
+        return tw.compile(gemm_probe, out_idx=[-1])
+
+    def add_kernel():
+        @T.prim_func
+        def add_probe(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+            with T.Kernel(2) as bx:
+                for i in T.Parallel(32):
+                    Y[bx * 32 + i] = X[bx * 32 + i] + 1.0
+        return tw.compile(add_probe, out_idx=[-1])
+
+    kind, M, N, K = sys.argv[1], *map(int, sys.argv[2:5])
+    rng = np.random.default_rng(M * 10007 + N * 101 + K)
+    if kind == "add":
+        k = add_kernel()
+        x = rng.standard_normal(64).astype(np.float32)
+        ok = bool(np.array_equal(k(x), x + np.float32(1)))
+    elif kind == "int8":
+        k = gemm_kernel(M, N, K, "int8")
+        a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        ok = bool(np.array_equal(k(a, b), a.astype(np.int32) @ b.astype(np.int32)))
+    else:
+        k = gemm_kernel(M, N, K, kind)
+        a = rng.standard_normal((M, K)).astype(np.float32)
+        b = rng.standard_normal((K, N)).astype(np.float32)
+        if kind == "float16":
+            a, b = a.astype(np.float16), b.astype(np.float16)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        ok = bool(np.allclose(k(a, b), ref, rtol=1e-5, atol=1e-4 * K))
+    print(json.dumps({"disk": k.from_disk_cache, "ok": ok}))
+""")
+
+
+def run(tmp_path, cache, kind, M=70, N=45, K=100, extra=None):
+    child = tmp_path / "child.py"
+    if not child.exists():
+        child.write_text(CHILD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_CACHE_DIR": str(cache), "TW_VERBOSE": "1"}, **(extra or {}))
+    p = subprocess.run([PY, str(child), kind, str(M), str(N), str(K)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["ok"], f"{kind} {M}x{N}x{K}: wrong results"
+    r["built_runtime"] = "compiled the gemm runtime object" in p.stderr
+    return r
+
+
+def runtime_entries(cache):
+    root = os.path.join(cache, "kernels")
+    found = []
+    for a in os.listdir(root):
+        if len(a) != 2:
+            continue
+        for b in os.listdir(os.path.join(root, a)):
+            path = os.path.join(root, a, b, "gemm_runtime.o")
+            if os.path.exists(path):
+                found.append(path)
+    return found
+
+
+def test_built_once_cached_and_linked_only_by_gemm_kernels(tmp_path):
+    cache = tmp_path / "c"
+    r = run(tmp_path, cache, "add")  # no gemm: no runtime object
+    assert not r["built_runtime"] and runtime_entries(cache) == []
+    r = run(tmp_path, cache, "float32")  # the first gemm kernel builds it
+    assert r["built_runtime"] and not r["disk"]
+    (obj,) = runtime_entries(cache)
+    inode = os.stat(obj).st_ino
+    # other gemm kernels (other shapes, other dtypes), in new processes, link the cached object
+    for kind, shape in (("float32", (33, 65, 17)), ("float16", (70, 45, 100)), ("int8", (40, 50, 300))):
+        r = run(tmp_path, cache, kind, *shape)
+        assert not r["built_runtime"] and not r["disk"], kind
+    assert runtime_entries(cache) == [obj] and os.stat(obj).st_ino == inode
+    assert run(tmp_path, cache, "float32")["disk"]
+
+
+def test_a_damaged_runtime_object_is_never_linked(tmp_path):
+    cache = tmp_path / "c"
+    run(tmp_path, cache, "float32")
+    (obj,) = runtime_entries(cache)
+    with open(obj, "r+b") as f:  # one flipped byte in its code
+        f.seek(os.path.getsize(obj) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x10]))
+    r = run(tmp_path, cache, "float32", 33, 65, 17)  # a new kernel: the object is verified and rebuilt
+    assert r["built_runtime"]
+    assert len(runtime_entries(cache)) == 1
+    assert not run(tmp_path, cache, "float32", 34, 65, 17)["built_runtime"]
+
+
+def test_cache_disabled_builds_it_once_per_process(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    r = run(tmp_path, tmp_path / "unused", "float32", extra={"TW_CACHE_DISABLE": "1", "TMPDIR": str(tmpdir)})
+    assert r["built_runtime"] and not r["disk"]
+    assert os.listdir(tmpdir) == [], "the private temp dir (object included) is removed at exit"
+
+
+C_CALLER = r"""
+#include <stdio.h>
+#include "gemmsvc.h"
+
+int main(void) {
+  static float a[37 * 53], b[53 * 29], c[37 * 29];
+  for (int i = 0; i < 37 * 53; ++i) a[i] = (float)(i % 7) - 3.0f;
+  for (int i = 0; i < 53 * 29; ++i) b[i] = (float)(i % 5) - 2.0f;
+  if (tw_gemm_export(a, b, c, NULL, NULL) != 0) return 1;
+  for (int i = 0; i < 37; ++i)
+    for (int j = 0; j < 29; ++j) {
+      float s = 0.0f;
+      for (int k = 0; k < 53; ++k) s += a[i * 53 + k] * b[k * 29 + j];
+      if (c[i * 29 + j] != s) { printf("c[%d][%d] = %f, expected %f\n", i, j, c[i * 29 + j], s); return 1; }
+    }
+  printf("ok\n");
+  return 0;
+}
+"""
+
+
+def test_an_exported_gemm_library_is_self_contained(tmp_path):
+    # The artifact's library holds the runtime's code: a C program runs it with the cache gone.
+    @T.prim_func
+    def gemm_export(A: T.Tensor((37, 53), "float32"), B: T.Tensor((53, 29), "float32"),
+                    C: T.Tensor((37, 29), "float32")):
+        with T.Kernel(T.ceildiv(29, 16), T.ceildiv(37, 16)) as (bx, by):
+            a = T.alloc_shared((16, 32), "float32")
+            b = T.alloc_shared((32, 16), "float32")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.clear(c)
+            for k in T.serial(T.ceildiv(53, 32)):
+                T.copy(A[by * 16, k * 32], a)
+                T.copy(B[k * 32, bx * 16], b)
+                T.gemm(a, b, c)
+            T.copy(c, C[by * 16, bx * 16])
+
+    kernel = tw.compile(gemm_export, out_idx=[-1])
+    tw.export([kernel], tmp_path / "art", name="gemmsvc")
+    art = tmp_path / "art"
+    lib = art / "libgemmsvc.so"
+    assert b"gemm_run" in lib.read_bytes(), "the runtime's code is linked into the library"
+    (tmp_path / "main.c").write_text(C_CALLER)
+    cc = shutil.which("gcc") or shutil.which("cc")
+    subprocess.run([cc, "-std=c11", "-o", str(tmp_path / "caller"), str(tmp_path / "main.c"), f"-I{art}",
+                    f"-L{art}", "-lgemmsvc", f"-Wl,-rpath,{art}"], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env["TW_CACHE_DIR"] = str(tmp_path / "nonexistent")
+    r = subprocess.run([str(tmp_path / "caller")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stdout + r.stderr
+    x = np.arange(37 * 53, dtype=np.float32).reshape(37, 53) % 7 - 3
+    y = np.arange(53 * 29, dtype=np.float32).reshape(53, 29) % 5 - 2
+    np.testing.assert_array_equal(kernel(x, y), x @ y)
