@@ -49,7 +49,7 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
-    assert k.stages == ["input", "infer_grid", "simplify", "final"]
+    assert k.stages == ["input", "infer_grid", "simplify", "coarsen_grid", "hoist_map_invariants", "final"]
     texts = {s: k.get_ir(s) for s in k.stages}
     assert k.get_ir() == texts["final"]
     for s, t in texts.items():
