@@ -13,17 +13,7 @@ using namespace ir;
 
 bool mentions(const Expr& e, const VarNode* v) {
   bool found = false;
-  struct V : Visitor {
-    const VarNode* v;
-    bool& found;
-    V(const VarNode* x, bool& f) : v(x), found(f) {}
-    void visit(const Expr& e) override {
-      if (e->kind == ExprKind::Var && e.get() == v) found = true;
-      Visitor::visit(e);
-    }
-    using Visitor::visit;
-  } vis(v, found);
-  vis.visit(e);
+  for_each_expr(e, [&](const Expr& x) { found |= x->kind == ExprKind::Var && x.get() == v; });
   return found;
 }
 

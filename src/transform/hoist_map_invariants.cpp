@@ -84,7 +84,7 @@ class Hoister : public Mutator {
 
   Facts facts(const Expr& e) const {
     Facts f;
-    for_each_expr_node(e, [&](const Expr& x) {
+    for_each_expr(e, [&](const Expr& x) {
       switch (x->kind) {
         case ExprKind::Var:
           f.row |= x.get() == row_;
@@ -101,17 +101,6 @@ class Hoister : public Mutator {
       }
     });
     return f;
-  }
-
-  template <class F>
-  static void for_each_expr_node(const Expr& e, F&& fn) {
-    struct V : Visitor {
-      F& f;
-      explicit V(F& g) : f(g) {}
-      void visit(const Expr& x) override { f(x); Visitor::visit(x); }
-      using Visitor::visit;
-    } v(fn);
-    v.visit(e);
   }
 
   // e with its maximal hoistable subexpressions replaced by loads of their tiles.
