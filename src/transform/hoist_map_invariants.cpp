@@ -107,9 +107,14 @@ class Hoister : public Mutator {
   Expr rewrite(const Expr& e) {
     Facts f = facts(e);
     if (!f.row) {
-      if (f.col && f.costly && f.pure && (e->dtype.code == DTypeCode::f32 || e->dtype.code == DTypeCode::f64))
+      if (!f.col || !f.costly) return e;  // nothing below is worth hoisting
+      // g++ contracts a product feeding an add into an fma (-ffp-contract=fast, its default):
+      // a product (or its negation) stays in the map, only its operands may be hoisted, so the
+      // map's adds see the same operands and round the same way.
+      bool product = (e->kind == ExprKind::Binary && as<BinaryNode>(e)->op == BinOp::Mul) ||
+                     (e->kind == ExprKind::Unary && as<UnaryNode>(e)->op == UnOp::Neg);
+      if (!product && f.pure && (e->dtype.code == DTypeCode::f32 || e->dtype.code == DTypeCode::f64))
         return load(tile_for(e), {col_}, e->span);
-      return e;  // nothing below depends on the row either
     }
     struct Sub : Mutator {
       Hoister& h;
