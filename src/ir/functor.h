@@ -43,8 +43,9 @@ void for_each_stmt(const Stmt& s, F&& fn) {
   v.visit(s);
 }
 
-template <class F>
-void for_each_expr(const Stmt& s, F&& fn) {
+// Node: a Stmt (every expression in it) or an Expr (it and its subexpressions).
+template <class Node, class F>
+void for_each_expr(const Node& s, F&& fn) {
   struct V : Visitor {
     F& f;
     explicit V(F& g) : f(g) {}

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -206,19 +207,41 @@ TEST(ThreadPool, EveryIndexExactlyOnce) {
 
 TEST(ThreadPool, ThreadsRunContiguousSharesInOrder) {
     // Each thread starts with its own contiguous share (the caller the first one) and runs it
-    // in increasing order: with equal work and no stealing needed, the indices one thread ran
-    // form at most a few increasing runs, and the caller runs index 0.
+    // in increasing order, then takes the other shares' indices from their fronts, again in
+    // increasing order. Checked on the order each thread ran its indices, which does not
+    // depend on timing: index 0 waits until the worker has started, so both threads take part
+    // however the machine schedules them; then each thread's sequence starts at its share's
+    // front and has at most one descent per share it moves to (size - 1), whoever ran what.
     rt::ThreadPool pool(2);
     const int64_t n = 64;
-    std::vector<std::thread::id> who(static_cast<size_t>(n));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool worker_started = false;
+    std::map<std::thread::id, std::vector<int64_t>> ran;  // per thread, in the order run
+    const auto caller = std::this_thread::get_id();
     pool.parallel_for(n, [&](int64_t i) {
-        std::this_thread::sleep_for(std::chrono::microseconds(500));
-        who[static_cast<size_t>(i)] = std::this_thread::get_id();
+        std::unique_lock<std::mutex> lock(mu);
+        ran[std::this_thread::get_id()].push_back(i);
+        if (std::this_thread::get_id() != caller) {
+            worker_started = true;
+            cv.notify_all();
+        }
+        if (i == 0)  // the worker is woken by the job; a minute covers any load
+            EXPECT_TRUE(cv.wait_for(lock, std::chrono::minutes(1), [&] { return worker_started; }))
+                << "the worker never joined";
     });
-    EXPECT_EQ(who[0], std::this_thread::get_id());
-    int switches = 0;
-    for (int64_t i = 1; i < n; ++i) switches += who[static_cast<size_t>(i)] != who[static_cast<size_t>(i - 1)];
-    EXPECT_LE(switches, 8) << "blocks of one share should stay on one thread";
+    ASSERT_EQ(ran.size(), 2u) << "both threads run indices";
+    int64_t total = 0;
+    for (const auto& [id, seq] : ran) {
+        total += static_cast<int64_t>(seq.size());
+        EXPECT_EQ(seq.front(), id == caller ? 0 : n / 2) << "a thread starts at its own share's front";
+        int descents = 0;
+        for (size_t k = 1; k < seq.size(); ++k) descents += seq[k] < seq[k - 1];
+        EXPECT_LE(descents, 1) << "a share is run in increasing order, and only one other share is visited";
+    }
+    EXPECT_EQ(total, n);
+    // The caller is blocked at index 0 until the worker starts, so the worker's share is
+    // never stolen before the worker runs its front: its first index is n / 2 (above).
 }
 
 TEST(ThreadPool, IdleThreadsTakeOverOtherShares) {

@@ -95,3 +95,16 @@ def test_tile_read_outside_its_iteration_is_not_fused(read):
     want = blocks.sum((0, 2)) + (1.0 + blocks[:4, :, 7].sum(0) if read == "before" else blocks[4, :, 0])
     np.testing.assert_allclose(k(x), want, rtol=1e-5)
     assert "itself is not written" not in k.get_source("c++")
+
+
+def test_map_writing_two_tiles_reads_its_input_in_place():
+    """log-softmax's first map writes `x - max` into x and its exp into e: it overwrites x, so
+    the copy into x is a read-in-place view (the reduction and that map read X), and the map's
+    second statement reads the element the first just stored in the tile."""
+    from op_zoo import log_softmax
+    k = log_softmax(301)
+    src = k.get_source("c++")
+    assert "elided: x is only read (loads, reductions), from X in place" in src
+    x = (np.random.default_rng(5).standard_normal((37, 301)) * 3).astype(np.float32)
+    s = x.astype(np.float64) - x.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(k(x), s - np.log(np.exp(s).sum(axis=1, keepdims=True)), rtol=1e-6, atol=1e-6)

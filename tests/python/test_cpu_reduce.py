@@ -130,9 +130,10 @@ def test_narrow_softmax_matches_float64(M, N):
 def test_narrow_softmax_reduces_across_rows():
     """Rows of one element: no fused map + row reduction (its per-row vector accumulators and
     fold cost more than the row), and the reductions run one accumulator per row, the loop over
-    the block's rows innermost (vectorised: test_cpu_vectorize.py)."""
+    the block's rows innermost (vectorised: test_cpu_vectorize.py). The blocks of 8 rows are
+    merged 32 at a time (coarsen_grid: tiles of 8 floats), so the loops run over 256 rows."""
     from tw_test_util import load_example
     src = load_example("softmax").softmax(1).get_source("c++")
     assert "fused with reduce_sum" not in src
-    assert "for (int64_t tw_o = 0; tw_o < 8; ++tw_o) tw_acc[tw_o] = tw_acc[tw_o] + x[tw_o * 1 + tw_r];" in src
-    assert "for (int64_t tw_o = 0; tw_o < 8; ++tw_o) tw_acc[tw_o] = tw_max(tw_acc[tw_o], x_p[tw_o * x_ld + tw_r]);" in src
+    assert "for (int64_t tw_o = 0; tw_o < 256; ++tw_o) tw_acc[tw_o] = tw_acc[tw_o] + x[tw_o * 1 + tw_r];" in src
+    assert "for (int64_t tw_o = 0; tw_o < 256; ++tw_o) tw_acc[tw_o] = tw_max(tw_acc[tw_o], x_p[tw_o * x_ld + tw_r]);" in src

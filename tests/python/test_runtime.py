@@ -49,7 +49,7 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
-    assert k.stages == ["input", "infer_grid", "simplify", "final"]
+    assert k.stages == ["input", "infer_grid", "simplify", "coarsen_grid", "hoist_map_invariants", "final"]
     texts = {s: k.get_ir(s) for s in k.stages}
     assert k.get_ir() == texts["final"]
     for s, t in texts.items():
@@ -81,7 +81,7 @@ def test_unknown_stage_lists_stages(ex_gemm):
     with pytest.raises(tw.TilewrightError) as ei:
         k.get_ir("lowered")
     assert ei.value.message == "no IR stage 'lowered' for kernel 'main'"
-    assert "input, infer_grid, simplify, final" in ei.value.hint
+    assert "input, infer_grid, simplify, coarsen_grid, hoist_map_invariants, final" in ei.value.hint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,11 +273,12 @@ def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
     files = sorted(os.listdir(kdir))
     tir = [f for f in files if f.endswith(".tir")]
     # one file per pass stage, numbered in pipeline order ("final" is the last one's alias)
-    assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir"]
+    assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir", "03_coarsen_grid.tir",
+                   "04_hoist_map_invariants.tir"]
     for f in tir:
         stage = f[3:-4]
         assert (kdir / f).read_text() == r["stages"][stage]
-    assert r["stages"]["final"] == r["stages"]["simplify"]
+    assert r["stages"]["final"] == r["stages"]["hoist_map_invariants"]
 
 
 def test_dump_ir_writes_generated_source(child_script, tmp_path):
@@ -285,7 +286,7 @@ def test_dump_ir_writes_generated_source(child_script, tmp_path):
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
     (kdir,) = dump.glob("disk_cache_probe-*")
     files = sorted(os.listdir(kdir))
-    assert files[-1] == "03_codegen.cpp", files
+    assert files[-1] == "05_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
 
 

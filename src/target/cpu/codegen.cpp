@@ -381,6 +381,43 @@ const StoreNode* full_tile_map(const Stmt& s) {
   return other_read ? nullptr : st;
 }
 
+// A full-tile map whose body is several stores, one of them into t at [i, j], reading t only
+// at [i, j] (log-softmax's `x[i, j] = x[i, j] - m[i]; e[i, j] = exp(x[i, j])`): it overwrites t
+// too. Its statements up to t's store read t through the view; emit_store ends the view, so
+// the later ones read the element just stored in the tile.
+bool multi_store_map_overwrites(const Stmt& s, const Buffer& t) {
+  if (!s || s->kind != StmtKind::For) return false;
+  const auto& outer = *static_cast<const ForNode*>(s.get());
+  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return false;
+  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
+  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Seq) return false;
+  auto shape = t->const_shape();
+  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
+  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
+  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
+      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1)
+    return false;
+  auto at_ij = [&](const std::vector<Expr>& idx) {
+    return idx.size() == 2 && is_var(idx[0], outer.var) && is_var(idx[1], inner.var);
+  };
+  int stores_into_t = 0;
+  for (const auto& x : static_cast<const SeqNode*>(inner.body.get())->body) {
+    if (x->kind != StmtKind::Store) return false;
+    const auto& st = *static_cast<const StoreNode*>(x.get());
+    if (st.buffer == t) {
+      if (!at_ij(st.indices)) return false;
+      ++stores_into_t;
+    }
+  }
+  bool other_read = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load && static_cast<const LoadNode*>(e.get())->buffer == t &&
+        !at_ij(static_cast<const LoadNode*>(e.get())->indices))
+      other_read = true;
+  });
+  return stores_into_t == 1 && !other_read;
+}
+
 // The row views of the statements `top` (the kernel's top level, or the body of a serial loop);
 // `allowed`: the tiles that may have one there (null: any).
 void row_view_tiles_in(const std::vector<Stmt>& top, const std::unordered_set<const void*>& global_written,
@@ -403,7 +440,7 @@ void row_view_tiles_in(const std::vector<Stmt>& top, const std::unordered_set<co
         state = view;
         continue;
       }
-      if (const StoreNode* st = full_tile_map(s); st && st->buffer == t) {
+      if (const StoreNode* st = full_tile_map(s); (st && st->buffer == t) || multi_store_map_overwrites(s, t)) {
         if (state == view) state = tile;
         continue;
       }
@@ -991,6 +1028,9 @@ void CodeGen::emit_store(const StoreNode& n) {
   std::string b = buf_name(n.buffer);
   std::string at = linear_index(n.buffer, n.indices, n.span).s;
   line(b + "[" + at + "] = " + narrow(n.buffer->dtype, n.value->dtype, expr(n.value)) + ";");
+  // a store into a tile read through a view is the one of a map overwriting it (row_view_tiles):
+  // later reads, in this map's next statements too, read the tile
+  live_views_.erase(n.buffer.get());
 }
 
 void CodeGen::emit_alloc(const AllocNode& n) {

@@ -4,6 +4,8 @@
 #include "ir/printer.h"
 #include "runtime/env.h"
 #include "target/cpu/codegen.h"
+#include "transform/coarsen_grid.h"
+#include "transform/hoist_map_invariants.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
 #include "transform/simplify.h"
@@ -40,6 +42,10 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("infer_grid", transform::infer_grid);
   // Fold index arithmetic (block offsets, tile extents) so codegen sees constants.
   log.run("simplify", transform::simplify);
+  // Blocks with tiles of a few elements are merged, so their loops run over more rows.
+  log.run("coarsen_grid", transform::coarsen_grid);
+  // Per-column subexpressions of 2-D maps (batch norm's rsqrt(var[j] + eps)) once per column.
+  log.run("hoist_map_invariants", transform::hoist_map_invariants);
   // Tile ops lower one-to-one to loops and micro-kernel calls; pipelined loops run serially
   // (no asynchronous copies on a CPU: hardware prefetch plays that role).
   std::string source = codegen_cpu(log.kernel(), runtime::env().bounds_check);

@@ -1,0 +1,244 @@
+#include "transform/coarsen_grid.h"
+
+#include <map>
+#include <set>
+
+#include "ir/functor.h"
+
+namespace tw::transform {
+
+namespace {
+
+using namespace ir;
+
+bool mentions(const Expr& e, const VarNode* v) {
+  bool found = false;
+  for_each_expr(e, [&](const Expr& x) { found |= x->kind == ExprKind::Var && x.get() == v; });
+  return found;
+}
+
+bool is_const(const Expr& e, int64_t v) {
+  auto c = as_const_int(e);
+  return c && *c == v;
+}
+
+// Does the kernel qualify, and what do the merged blocks change? (See the header.)
+struct Analysis {
+  const VarNode* bx = nullptr;
+  int64_t rows = -1;       // B: every tile's first dimension
+  int64_t max_elems = 0;   // elements of the largest tile
+  std::set<const BufferNode*> tiles;
+  std::set<const VarNode*> row_vars;  // the row variable of every map
+  std::vector<Buffer> tensors;        // tensors accessed at row bx * B
+
+  // bx * B (bx when B is 1).
+  bool is_row_offset(const Expr& e) const {
+    if (rows == 1) return e->kind == ExprKind::Var && e.get() == bx;
+    if (e->kind != ExprKind::Binary) return false;
+    auto* b = as<BinaryNode>(e);
+    if (b->op != BinOp::Mul) return false;
+    auto var_times = [&](const Expr& v, const Expr& c) { return v->kind == ExprKind::Var && v.get() == bx && is_const(c, rows); };
+    return var_times(b->a, b->b) || var_times(b->b, b->a);
+  }
+
+  bool is_whole_tile(const Region& r) const {
+    if (!tiles.count(r.buffer.get())) return false;
+    auto shape = *r.buffer->const_shape();
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!is_const(r.starts[d], 0) || !is_const(r.extents[d], shape[d])) return false;
+    return true;
+  }
+
+  // A region of a tensor holding the rows of this block, the same shape as `tile`.
+  bool is_block_rows(const Region& r, const Buffer& tile) {
+    if (r.buffer->scope != Scope::global || r.starts.size() != static_cast<size_t>(tile->ndim())) return false;
+    auto shape = *tile->const_shape();
+    if (!is_row_offset(r.starts[0])) return false;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!is_const(r.extents[d], shape[d])) return false;
+      if (d > 0 && mentions(r.starts[d], bx)) return false;
+    }
+    tensors.push_back(r.buffer);
+    return true;
+  }
+
+  // An expression inside a map over rows `row`: tile accesses index their first dimension
+  // with `row` only; no tensor accesses, no bx.
+  bool map_expr_ok(const Expr& e, const VarNode* row) const {
+    switch (e->kind) {
+      case ExprKind::IntImm:
+      case ExprKind::FloatImm: return true;
+      case ExprKind::Var: return e.get() != row && e.get() != bx;
+      case ExprKind::Binary: return map_expr_ok(as<BinaryNode>(e)->a, row) && map_expr_ok(as<BinaryNode>(e)->b, row);
+      case ExprKind::Unary: return map_expr_ok(as<UnaryNode>(e)->a, row);
+      case ExprKind::Cast: return map_expr_ok(as<CastNode>(e)->value, row);
+      case ExprKind::Select: {
+        auto* s = as<SelectNode>(e);
+        return map_expr_ok(s->cond, row) && map_expr_ok(s->t, row) && map_expr_ok(s->f, row);
+      }
+      case ExprKind::Call:
+        for (const auto& a : as<CallNode>(e)->args)
+          if (!map_expr_ok(a, row)) return false;
+        return true;
+      case ExprKind::Load: {
+        auto* l = as<LoadNode>(e);
+        return tiles.count(l->buffer.get()) && indices_ok(l->indices, row);
+      }
+    }
+    return false;
+  }
+
+  bool indices_ok(const std::vector<Expr>& idx, const VarNode* row) const {
+    if (idx.empty() || idx[0]->kind != ExprKind::Var || idx[0].get() != row) return false;
+    for (size_t d = 1; d < idx.size(); ++d)
+      if (!map_expr_ok(idx[d], row)) return false;
+    return true;
+  }
+
+  bool map_body_ok(const Stmt& s, const VarNode* row) const {
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const auto& c : as<SeqNode>(s)->body)
+          if (!map_body_ok(c, row)) return false;
+        return true;
+      case StmtKind::For: {
+        auto* f = as<ForNode>(s);
+        return f->for_kind == ForKind::parallel && map_expr_ok(f->min, row) && map_expr_ok(f->extent, row) &&
+               map_body_ok(f->body, row);
+      }
+      case StmtKind::Store: {
+        auto* st = as<StoreNode>(s);
+        return tiles.count(st->buffer.get()) && indices_ok(st->indices, row) && map_expr_ok(st->value, row);
+      }
+      default: return false;
+    }
+  }
+
+  bool stmt_ok(const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const auto& c : as<SeqNode>(s)->body)
+          if (!stmt_ok(c)) return false;
+        return true;
+      case StmtKind::Alloc: return true;  // checked before the walk
+      case StmtKind::Copy: {
+        auto* c = as<CopyNode>(s);
+        bool src_tile = tiles.count(c->src.buffer.get()), dst_tile = tiles.count(c->dst.buffer.get());
+        if (src_tile && dst_tile) return is_whole_tile(c->src) && is_whole_tile(c->dst);
+        if (src_tile) return is_whole_tile(c->src) && is_block_rows(c->dst, c->src.buffer);
+        if (dst_tile) return is_whole_tile(c->dst) && is_block_rows(c->src, c->dst.buffer);
+        return false;
+      }
+      case StmtKind::Fill: {
+        auto* f = as<FillNode>(s);
+        return is_whole_tile(f->dst) && map_expr_ok(f->value, nullptr) && !mentions(f->value, bx);
+      }
+      case StmtKind::Reduce: {
+        auto* r = as<ReduceNode>(s);
+        return r->axis != 0 && tiles.count(r->src.get()) && tiles.count(r->dst.get());
+      }
+      case StmtKind::For: {
+        auto* f = as<ForNode>(s);
+        if (f->for_kind != ForKind::parallel || !is_const(f->min, 0) || !is_const(f->extent, rows)) return false;
+        row_vars.insert(f->var.get());
+        return map_body_ok(f->body, f->var.get());
+      }
+      default: return false;
+    }
+  }
+};
+
+// The grid covers exactly the rows of tensor dimension `d` in blocks of `rows`.
+bool grid_covers(const Expr& grid, const Expr& d, int64_t rows) {
+  auto g = as_const_int(grid), n = as_const_int(d);
+  if (g && n) return *g == (*n + rows - 1) / rows;
+  if (rows == 1) return structural_equal(grid, d);
+  if (grid->kind != ExprKind::Binary) return false;
+  auto* b = as<BinaryNode>(grid);
+  return b->op == BinOp::CeilDiv && is_const(b->b, rows) && structural_equal(b->a, d);
+}
+
+class Widen : public Mutator {
+ public:
+  Widen(const Analysis& a, int64_t merged_rows, Var bx) : a_(a), rows_(merged_rows), bx_(std::move(bx)) {}
+
+  Buffer mutate_buffer(const Buffer& b) override {
+    if (!a_.tiles.count(b.get())) return b;
+    auto it = widened_.find(b.get());
+    if (it != widened_.end()) return it->second;
+    auto shape = b->shape;
+    shape[0] = int_imm(rows_, shape[0]->dtype, shape[0]->span);
+    return widened_[b.get()] = buffer(b->name, b->dtype, shape, b->scope, b->span);
+  }
+
+  Region mutate_region(const Region& r) override {
+    Region out{mutate_buffer(r.buffer), r.starts, r.extents};
+    out.extents[0] = int_imm(rows_, r.extents[0]->dtype, r.extents[0]->span);
+    if (r.buffer->scope == Scope::global)  // bx * B (checked) -> bx * B * F
+      out.starts[0] = binary(BinOp::Mul, bx_, int_imm(rows_, bx_->dtype), r.starts[0]->span);
+    return out;
+  }
+
+  Stmt mutate(const Stmt& s) override {
+    if (s && s->kind == StmtKind::For && a_.row_vars.count(as<ForNode>(s)->var.get())) {
+      auto* f = as<ForNode>(s);
+      return std::make_shared<ForNode>(f->var, f->min, int_imm(rows_, f->extent->dtype, f->extent->span), f->for_kind,
+                                       f->num_stages, Mutator::mutate(f->body), f->span);
+    }
+    return Mutator::mutate(s);
+  }
+  using Mutator::mutate;
+
+ private:
+  const Analysis& a_;
+  int64_t rows_;
+  Var bx_;
+  std::map<const BufferNode*, Buffer> widened_;
+};
+
+}  // namespace
+
+ir::Kernel coarsen_grid(const ir::Kernel& k) {
+  if (k->block_vars.size() != 1 || k->is_npu()) return k;
+  Analysis a;
+  a.bx = k->block_vars[0].get();
+  bool tiles_ok = true;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    if (s->kind != StmtKind::Alloc) return;
+    const auto& b = as<AllocNode>(s)->buffer;
+    auto shape = b->const_shape();
+    if (!shape || shape->empty() || (a.rows >= 0 && (*shape)[0] != a.rows) || (*shape)[0] < 1) {
+      tiles_ok = false;
+      return;
+    }
+    a.rows = (*shape)[0];
+    int64_t n = 1;
+    for (int64_t d : *shape) n *= d;
+    a.max_elems = std::max(a.max_elems, n);
+    a.tiles.insert(b.get());
+  });
+  if (!tiles_ok || a.tiles.empty() || a.max_elems > kCoarsenMaxTileElems || a.max_elems < 1) return k;
+  if (!a.stmt_ok(k->body) || a.tensors.empty()) return k;
+  for (const auto& t : a.tensors)
+    if (!grid_covers(k->grid[0], t->shape[0], a.rows)) return k;
+
+  int64_t factor = 1;
+  while (factor * 2 <= kCoarsenMaxFactor && a.max_elems * factor * 2 <= kCoarsenMergedTileElems) factor *= 2;
+  if (auto g = as_const_int(k->grid[0]))
+    while (factor > 1 && factor / 2 >= *g) factor /= 2;  // no more merged rows than the grid has
+  if (factor == 1) return k;
+
+  const int64_t merged = a.rows * factor;
+  Widen w(a, merged, k->block_vars[0]);
+  Stmt body = w.mutate(k->body);
+  const Expr& d = a.tensors[0]->shape[0];
+  Expr grid;
+  if (auto n = as_const_int(d))
+    grid = int_imm((*n + merged - 1) / merged, k->grid[0]->dtype, k->grid[0]->span);
+  else
+    grid = binary(BinOp::CeilDiv, d, int_imm(merged, d->dtype), k->grid[0]->span);
+  return std::make_shared<KernelNode>(k->name, k->params, k->block_vars, std::vector<Expr>{grid}, body, k->span,
+                                      k->sub_block_var);
+}
+
+}  // namespace tw::transform

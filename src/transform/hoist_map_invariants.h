@@ -1,0 +1,23 @@
+// hoist_map_invariants: per-column computations of a 2-D map computed once per column (the cpu
+// pipeline runs it after coarsen_grid).
+#pragma once
+
+#include "tilewright/ir.h"
+
+namespace tw::transform {
+
+// In a map `for i, j in T.Parallel(R, C)` (R > 1) whose body stores into tiles, a float
+// subexpression that depends on the column j but not on the row i -- batch norm's
+// `rsqrt(var[j] + eps)` -- is computed R times. Each maximal such subexpression that holds a
+// math call or a division (a load or an add is cheaper to redo than to hoist) and reads only
+// tiles the map does not write -- and is not a product or a negation, which g++ may fuse with
+// the add it feeds into an fma (then its costly operands are hoisted instead) -- is computed
+// once per column into a new fragment tile `<column variable>_inv<n>[C]` by a 1-D map placed
+// just before, and the map reads that tile instead.
+// Identical subexpressions share one tile. The value of each element is computed by the same
+// operations in the same order and stored in its own dtype (float32/float64 only: float16 and
+// bfloat16 values are computed in float32 by the cpu target, so a float16 tile would round),
+// so results are bit-identical.
+ir::Kernel hoist_map_invariants(const ir::Kernel& k);
+
+}  // namespace tw::transform
