@@ -8,6 +8,7 @@
 
 #include "target/ascend/program.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
@@ -90,6 +91,8 @@ GmRef gm(int param, Expr off) { return GmRef{param, std::move(off)}; }
 VecOperand vo(int buf, int64_t stride, Expr off = C(0)) { return VecOperand{at(buf, std::move(off)), C(stride)}; }
 
 const target::AscendParams& b2() { return target::find_target("ascend910b2").ascend; }
+// The programs here are built with byte-level moves: select the calls first, as the pipeline does.
+Program calls(const Program& p) { return select_move_calls(p, target::find_target("ascend910b2")); }
 
 // --- the fp16 GEMM: GM -> L1 (Nz) -> L0A/L0B (double buffered) -> Mmad -> Fixpipe -> GM --------
 
@@ -209,7 +212,7 @@ TEST(AscendSim, MultiCoreGemmWithTailsMatchesReference) {
   Program p = make_gemm(M, N, K, 64, 64, 32, 5);
   auto a = random_f16(M * K, 1), bm = random_f16(K * N, 2);
   std::vector<uint16_t> c(M * N, 0);
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto r = sim::run(calls(p), b2(), {arg(a), arg(bm), arg(c)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   check_gemm(M, N, K, a, bm, c);
   EXPECT_EQ(r.aic_used, 5);
@@ -223,7 +226,7 @@ TEST(AscendSim, MoreBlocksThanCoresRunInWaves) {
   Program p = make_gemm(M, N, K, 16, 16, 32, 36);  // 36 blocks on 24 AICs
   auto a = random_f16(M * K, 3), bm = random_f16(K * N, 4);
   std::vector<uint16_t> c(M * N, 0);
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto r = sim::run(calls(p), b2(), {arg(a), arg(bm), arg(c)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   EXPECT_EQ(r.aic_used, 24);
   check_gemm(M, N, K, a, bm, c);
@@ -234,12 +237,12 @@ TEST(AscendSim, TimingOnlyModeGivesTheSameTimeWithoutTouchingData) {
   Program p = make_gemm(M, N, K, 128, 128, 64, 4);
   auto a = random_f16(M * K, 5), bm = random_f16(K * N, 6);
   std::vector<uint16_t> c(M * N, 0);
-  auto full = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto full = sim::run(calls(p), b2(), {arg(a), arg(bm), arg(c)});
   std::vector<uint16_t> c2(M * N, 0);
   sim::Options o;
   o.functional = false;
   o.check = false;
-  auto t = sim::run(p, b2(), {arg(a), arg(bm), arg(c2)}, {}, o);
+  auto t = sim::run(calls(p), b2(), {arg(a), arg(bm), arg(c2)}, {}, o);
   EXPECT_EQ(t.total_cycles, full.total_cycles);
   EXPECT_EQ(c2, std::vector<uint16_t>(M * N, 0));
   EXPECT_NE(c, c2);
@@ -258,7 +261,7 @@ TEST(AscendSim, MmadExampleMatchesPublishedCycles) {
     b.emit(Mmad{at(a0), at(b0), at(c0), DTypeCode::f16, DTypeCode::f32, C(128), C(256), C(64), eq(s, C(0))}, 5);
   });
   b.p.aic = b.take();
-  auto r = sim::run(b.p, b2(), {});
+  auto r = sim::run(calls(b.p), b2(), {});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   const double measured = (4209 + 4225) / 2.0;
   EXPECT_NEAR(static_cast<double>(r.total_cycles), measured, 0.05 * measured) << r.summary();
@@ -311,7 +314,7 @@ TEST(AscendSim, SoftmaxRowsOnUbMatchesReference) {
   std::mt19937 rng(7);
   std::normal_distribution<float> d(0, 3);
   for (auto& v : x) v = d(rng);
-  auto r = sim::run(p, b2(), {arg(x), arg(y)});
+  auto r = sim::run(calls(p), b2(), {arg(x), arg(y)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   EXPECT_EQ(r.aiv_used, 4);
   for (int64_t i = 0; i < R; ++i) {
@@ -372,7 +375,7 @@ Program small_vec(bool with_flag, int64_t ub_offset = 0, int64_t copy_rows = 4, 
 
 sim::Result run_small(const Program& p) {
   static std::vector<float> x(256, -1.f), y(256, 0);
-  return sim::run(p, b2(), {arg(x), arg(y)});
+  return sim::run(calls(p), b2(), {arg(x), arg(y)});
 }
 
 TEST(AscendSimBroken, CorrectSmallKernelIsClean) {
@@ -416,7 +419,7 @@ TEST(AscendSimBroken, MismatchedFlagPairDeadlocks) {
 TEST(AscendSimBroken, UbOverflow) {
   Program p = make_softmax(16, 64, 16, /*line_overflow=*/90);
   std::vector<float> x(16 * 64, 1.f), y(16 * 64);
-  auto r = sim::run(p, b2(), {arg(x), arg(y)});
+  auto r = sim::run(calls(p), b2(), {arg(x), arg(y)});
   const sim::Report* rep = find(r, sim::ReportKind::Capacity);
   ASSERT_NE(rep, nullptr) << r.summary();
   EXPECT_NE(rep->message.find("buffer x_ub needs UB bytes [0, 200000) but UB has 196352 usable bytes"), std::string::npos)
@@ -450,12 +453,16 @@ Program short_rows(bool pad, int64_t row_bytes = 12, int64_t out_stride = 32, in
   int Y = b.tensor("Y", DTypeCode::f32, {4, 8}, true);
   int x = b.buffer("x_ub", CoreType::AIV, Mem::UB, 0, 128, DTypeCode::f32);
   b.p.block_dim = C(blocks);
-  CopyGmToUb in{gm(X, C(0)), at(x), DTypeCode::f32, C(4), C(row_bytes), C(12), C(32)};
+  // runtime values: broken ones reach the simulator (select_move_calls checks only constants)
+  auto rb = ir::var("row_bytes"), os = ir::var("out_stride");
+  b.let(rb, C(row_bytes));
+  b.let(os, C(out_stride));
+  CopyGmToUb in{gm(X, C(0)), at(x), DTypeCode::f32, C(4), rb, C(12), C(32)};
   in.pad = pad;
   b.emit(in, 70);
   b.set(Pipe::MTE2, Pipe::MTE3, C(0), 71);
   b.wait(Pipe::MTE2, Pipe::MTE3, C(0), 71);
-  b.emit(CopyUbToGm{at(x), gm(Y, C(out_stride < 0 ? 96 : 0)), DTypeCode::f32, C(4), C(32), C(32), C(out_stride)}, 72);
+  b.emit(CopyUbToGm{at(x), gm(Y, C(out_stride < 0 ? 96 : 0)), DTypeCode::f32, C(4), C(32), C(32), os}, 72);
   b.p.aiv = b.take();
   return b.p;
 }
@@ -463,7 +470,7 @@ Program short_rows(bool pad, int64_t row_bytes = 12, int64_t out_stride = 32, in
 sim::Result run_short_rows(const Program& p, std::vector<float>& y) {
   std::vector<float> x(12, 1.f);
   y.assign(32, -5.f);
-  return sim::run(p, b2(), {arg(x), arg(y)});
+  return sim::run(calls(p), b2(), {arg(x), arg(y)});
 }
 
 TEST(AscendSimBroken, DataCopyPadWritesDummyBytesUpTo32BUnlessPadded) {
@@ -556,7 +563,7 @@ TEST(AscendSimBroken, SamePipeDependenceNeedsBarrier) {
     if (!(s->kind == StmtKind::Instr && s->instr.span.line == 63)) kept.push_back(s);
   body->body = kept;
   std::vector<float> x(16 * 64, 1.f), y(16 * 64);
-  auto r = sim::run(p, b2(), {arg(x), arg(y)});
+  auto r = sim::run(calls(p), b2(), {arg(x), arg(y)});
   const sim::Report* rep = find(r, sim::ReportKind::SamePipeHazard);
   ASSERT_NE(rep, nullptr) << r.summary();
   EXPECT_NE(rep->message.find("PipeBarrier<PIPE_V>"), std::string::npos) << rep->message;
@@ -622,7 +629,7 @@ TEST(AscendSim, TraceIsValidJsonWithOneTrackPerCorePipe) {
   std::vector<uint16_t> c(128 * 128);
   sim::Options o;
   o.trace = true;
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)}, {}, o);
+  auto r = sim::run(calls(p), b2(), {arg(a), arg(bm), arg(c)}, {}, o);
   std::string j = r.trace_json();
   Json parser{j};
   ASSERT_TRUE(parser.value()) << "invalid JSON near offset " << parser.i;
@@ -645,7 +652,7 @@ TEST(AscendSimSpeed, Gemm1024CheckedWithArithmetic) {
   auto a = random_f16(n * n, 10), bm = random_f16(n * n, 11);
   std::vector<uint16_t> c(n * n);
   auto t0 = std::chrono::steady_clock::now();
-  auto r = sim::run(p, b2(), {arg(a), arg(bm), arg(c)});
+  auto r = sim::run(calls(p), b2(), {arg(a), arg(bm), arg(c)});
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   std::printf("[ speed ] 1024^3 fp16 gemm, 910B2, arithmetic + checking: %.2f s wall\n%s", s, r.summary().c_str());
@@ -666,7 +673,7 @@ TEST(AscendSimSpeed, Gemm8192TimingOnly) {
   std::vector<sim::Arg> args(3);
   for (auto& x : args) x.bytes = n * n * 2;
   auto t0 = std::chrono::steady_clock::now();
-  auto r = sim::run(p, b2(), args, {}, o);
+  auto r = sim::run(calls(p), b2(), args, {}, o);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   std::printf("[ speed ] 8192^3 fp16 gemm, 910B2, timing only: %.2f s wall\n%s", s, r.summary().c_str());
@@ -675,16 +682,20 @@ TEST(AscendSimSpeed, Gemm8192TimingOnly) {
 // --- documented AscendC API rules (simulator/api_rules.h; issue 10) ---------------------------
 
 // One AIV instruction on a small UB buffer pair (no data dependences, so only API rules report).
-sim::Result run_aiv(const std::vector<std::pair<InstrOp, int>>& ops, int64_t ub_bytes = 65536) {
+// `lets` bind variables first: a field computed from them is a runtime value (not checked by
+// select_move_calls, checked by the simulator).
+sim::Result run_aiv(const std::vector<std::pair<InstrOp, int>>& ops, int64_t ub_bytes = 65536,
+                    const std::vector<std::pair<ir::Var, int64_t>>& lets = {}) {
   Builder b("rule", KernelType::AIV_ONLY);
   b.tensor("X", DTypeCode::f32, {64, 64});
   b.buffer("u0", CoreType::AIV, Mem::UB, 0, ub_bytes, DTypeCode::f32);
   b.buffer("u1", CoreType::AIV, Mem::UB, ub_bytes, 8192, DTypeCode::f32);
   b.p.block_dim = C(1);
+  for (const auto& [v, value] : lets) b.let(v, C(value));
   for (const auto& [op, line] : ops) b.emit(op, line);
   b.p.aiv = b.take();
   static std::vector<float> x(64 * 64, 1.f);
-  return sim::run(b.p, b2(), {arg(x)});
+  return sim::run(calls(b.p), b2(), {arg(x)});
 }
 
 const sim::Report* api_report(const sim::Result& r, const std::string& text) {
@@ -710,13 +721,23 @@ TEST(AscendSimApiRules, WideningCastAcceptsOnlyCastNone) {
 }
 
 TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
-  // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range
-  auto big = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4096), C(4), C(4), C(32)}, 51}}, 131072);
+  // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range. A constant is a
+  // select_move_calls error at the line; a runtime count is the simulator's report.
+  auto copy = [](Expr n) { return CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, std::move(n), C(4), C(4), C(32)}; };
+  try {
+    run_aiv({{copy(C(4096)), 51}}, 131072);
+    ADD_FAILURE() << "a constant blockCount 4096 must be an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DataCopyExtParams.blockCount = 4096"), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, 51);
+  }
+  auto n = ir::var("n");
+  auto big = run_aiv({{copy(n), 51}}, 131072, {{n, 4096}});
   const sim::Report* rep = api_report(big, "blockCount 4096");
   ASSERT_NE(rep, nullptr) << big.summary();
   EXPECT_EQ(rep->instrs.at(0).span.line, 51);
-  // a count <= 0 (the last AIV of a small M) is no call: nothing to report
-  auto none = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(-12), C(256), C(256), C(256)}, 52}});
+  // a count <= 0 (the last AIV of a small M) is no call: select_move_calls guards it
+  auto none = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, n, C(256), C(256), C(256)}, 52}}, 65536, {{n, -12}});
   EXPECT_TRUE(none.reports.empty()) << none.summary();
 }
 
@@ -769,7 +790,7 @@ struct CubeRig {
   sim::Result run(int64_t elems = 64 * 64) {
     b.p.aic = b.take();
     std::vector<uint16_t> a(static_cast<size_t>(elems), 0);
-    return sim::run(b.p, b2(), {arg(a)});
+    return sim::run(calls(b.p), b2(), {arg(a)});
   }
 };
 
@@ -811,23 +832,49 @@ TEST(AscendSimApiRules, Int8InitConstValueIsANoOpOnTheDevice) {
     b.emit(CopyGmToL1{gm(A, C(0)), at(l1), DTypeCode::i8, C(20), C(64), C(64), C(32), C(64), fill}, 66);
     b.p.aic = b.take();
     std::vector<uint16_t> a(20 * 64 / 2, 0);
-    auto res = sim::run(b.p, b2(), {arg(a)});
-    const sim::Report* rep = api_report(res, "no 8-bit InitConstValue");
-    if (fill == DTypeCode::i8) {
-      ASSERT_NE(rep, nullptr) << res.summary();
-      EXPECT_EQ(rep->instrs.at(0).span.line, 66);
+    if (fill == DTypeCode::i8) {  // select_move_calls refuses it at the line
+      try {
+        calls(b.p);
+        ADD_FAILURE() << "an 8-bit InitConstValue must be an error";
+      } catch (const ir::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no 8-bit InitConstValue"), std::string::npos) << e.what();
+        EXPECT_EQ(e.span().line, 66);
+      }
     } else {
+      auto res = sim::run(calls(b.p), b2(), {arg(a)});
       EXPECT_TRUE(res.reports.empty()) << res.summary();
     }
   }
+  // A call-level InitConstValue<int8> (hand-built) is the simulator's report, and does nothing.
+  Builder b("cube", KernelType::AIC_ONLY);
+  int l1 = b.buffer("l1", CoreType::AIC, Mem::L1, 0, 32 * 64, DTypeCode::i8);
+  b.p.block_dim = C(1);
+  b.emit(InitConstValue{at(l1), DTypeCode::i8, C(1), C(64), C(0), C(0)}, 67);
+  b.p.aic = b.take();
+  auto res = sim::run(b.p, b2(), {});
+  const sim::Report* rep = api_report(res, "no 8-bit InitConstValue");
+  ASSERT_NE(rep, nullptr) << res.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 67);
 }
 
 TEST(AscendSimApiRules, Nd2NzSourceRowStrideIsUint16) {
+  CubeRig c(70000);
+  c.b.emit(CopyGmToL1{gm(c.A, C(0)), at(c.l1), DTypeCode::f16, C(16), C(64), C(70000), C(16), C(64)}, 67);
+  try {
+    c.run(64 * 70000);
+    ADD_FAILURE() << "a constant srcDValue 70000 must be an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Nd2NzParams.srcDValue = 70000"), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, 67);
+  }
   CubeRig r(70000);
-  r.b.emit(CopyGmToL1{gm(r.A, C(0)), at(r.l1), DTypeCode::f16, C(16), C(64), C(70000), C(16), C(64)}, 67);
+  auto stride = ir::var("stride");
+  r.b.let(stride, C(70000));
+  r.b.emit(CopyGmToL1{gm(r.A, C(0)), at(r.l1), DTypeCode::f16, C(16), C(64), stride, C(16), C(64)}, 68);
   auto res = r.run(64 * 70000);
   const sim::Report* rep = api_report(res, "Nd2NzParams.srcDValue = 70000");
   ASSERT_NE(rep, nullptr) << res.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 68);
 }
 
 // TPipe's constructor sets M_MTE1 events 0..2 on the AIC (Program::tpipe_destroy).
@@ -878,7 +925,7 @@ TEST(AscendSimApiRules, WholeReduceSumIsAPairwiseTreeRoundedPerStep) {
   std::vector<uint16_t> xs(32, 0), ys(32, 0);
   for (int i : {0, 1, 2, 3}) xs[i] = f32_to_f16(i == 0 ? 2048.f : 1.f);
   xs[16] = xs[17] = f32_to_f16(60000.f);
-  auto r = sim::run(b.p, b2(), {arg(xs), arg(ys)});
+  auto r = sim::run(calls(b.p), b2(), {arg(xs), arg(ys)});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
   // (2048 + 1 -> 2048) + (1 + 1) = 2050; one exact sum rounded once would give 2052
   EXPECT_EQ(sim::num::f16_to_f32(ys[0]), 2050.f);
@@ -887,13 +934,17 @@ TEST(AscendSimApiRules, WholeReduceSumIsAPairwiseTreeRoundedPerStep) {
 
 // Unsigned gap fields: a burst stride shorter than the burst would wrap.
 TEST(AscendSimApiRules, OverlappingBurstsWrapTheGapField) {
-  auto r = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(128), C(256)}, 58}});
+  // rows 256 B long but 128 B apart in GM: the gap (srcStride) would be -128
+  auto copy = [](Expr src_stride) {
+    return CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), std::move(src_stride), C(256)};
+  };
+  EXPECT_THROW(run_aiv({{copy(C(128)), 58}}), ir::Error);  // a constant: select_move_calls refuses it
+  auto s = ir::var("s");
+  auto r = run_aiv({{copy(s), 58}}, 65536, {{s, 128}});
   const sim::Report* rep = api_report(r, "the gap field is unsigned");
   ASSERT_NE(rep, nullptr) << r.summary();
-  EXPECT_NE(rep->message.find("128 B apart on the source side"), std::string::npos) << rep->message;
-  EXPECT_EQ(api_report(run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(256), C(256)}, 58}}),
-                       "the gap field"),
-            nullptr);
+  EXPECT_NE(rep->message.find("DataCopyExtParams.srcStride = -128"), std::string::npos) << rep->message;
+  EXPECT_EQ(api_report(run_aiv({{copy(s), 58}}, 65536, {{s, 256}}), "the gap field"), nullptr);
 }
 
 }  // namespace

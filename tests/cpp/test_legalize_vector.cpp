@@ -11,6 +11,7 @@
 #include "target/ascend/lower_expert.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
@@ -448,6 +449,7 @@ SimRun simulate(const std::string& text, std::vector<sim::Arg> args, std::vector
   ir::Kernel k = legalize(text);
   Program p = plan_memory(lower_expert(k, b2()), b2(), false);
   p.aiv = serialize(p.aiv);
+  p = select_move_calls(p, b2());
   return SimRun{sim::run(p, b2().ascend, std::move(args), shapes), ir::print(k)};
 }
 

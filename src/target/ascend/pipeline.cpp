@@ -9,6 +9,7 @@
 #include "target/ascend/multi_buffer.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/split_cube_vector.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
@@ -23,7 +24,8 @@ namespace {
 // only protect the buffers they name).
 Program lower_expert_kernel(transform::PassLog& log, const target::Target& target) {
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  return plan_memory(lower_expert(log.kernel(), target), target, /*reuse=*/false);
+  Program p = plan_memory(lower_expert(log.kernel(), target), target, /*reuse=*/false);
+  return select_move_calls(p, target);  // byte-level moves -> the AscendC calls they print as
 }
 
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
@@ -44,7 +46,8 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   Program p = lower_expert(log.kernel(), target, /*auto_sync=*/true);  // instruction selection
   p = plan_memory(p, target, /*reuse=*/true);     // static addresses with liveness-based reuse
-  return insert_sync(p, target);                   // flags and barriers
+  p = insert_sync(p, target);                      // flags and barriers
+  return select_move_calls(p, target);             // byte-level moves -> the AscendC calls they print as
 }
 
 }  // namespace
