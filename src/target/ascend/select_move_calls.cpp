@@ -80,18 +80,19 @@ class Selector {
     if (name == "repeatTimes") return "use a smaller tile (at most 255 fractals per fractal row)";
     return "use a smaller tile";
   }
-  // The gap between bursts in the API's unit: 0 for a single burst (its strides are not used).
+  // The gap between bursts in the API's unit: 0 for a single burst (its strides are not used). A
+  // negative constant gap is an error when the copy has several rows; with a symbolic row count it
+  // is `n_rows > 1 ? gap : 0` (the simulator reports it if a call with several rows is issued).
   Expr gap(const char* call, const char* name, const Expr& n_rows, Expr g, int64_t hi, const char* unit) const {
-    if (is_const(n_rows, 1)) return ci(0);
-    if (auto c = ir::as_const_int(g); c && *c < 0)
-      throw Error("internal: a copy of " + ir_text(n_rows) + " rows has a negative gap between rows (" + std::to_string(*c) +
-                      " " + unit + "): rows must not overlap",
+    auto rows = ir::as_const_int(n_rows);
+    if (rows && *rows <= 1) return ci(0);
+    if (auto c = ir::as_const_int(g); c && *c < 0) {
+      if (!rows) return ir::select(ir::binary(BinOp::GT, n_rows, ci(1)), g, ci(0));
+      throw Error("internal: a copy of " + std::to_string(*rows) + " rows has a negative gap between rows (" +
+                      std::to_string(*c) + " " + unit + "): rows must not overlap",
                   span_);
+    }
     return field(call, name, std::move(g), 0, hi, unit);
-  }
-  static std::string ir_text(const Expr& e) {
-    auto c = ir::as_const_int(e);
-    return c ? std::to_string(*c) : std::string("a symbolic number of");
   }
   StmtPtr ins(InstrOp op) const { return instr(std::move(op), span_); }
   // `if (n > 0)` unless n is a positive constant (blockCount 0 or a negative count is no call).

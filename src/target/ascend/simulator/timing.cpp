@@ -84,7 +84,7 @@ int64_t Timing::gm_transfer(int64_t t, double bytes, double miss, double rate) {
   return static_cast<int64_t>(std::ceil(cur));
 }
 
-Cost Timing::cost(Core&, const RInstr& r, int64_t start) {
+Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
   Cost k;
   auto gm_move = [&](const RMem& gm, const Rect& rect, double bytes, double rate, bool write) {
     int space = gm.index < 0 ? static_cast<int>(m_.prog.params.size()) : gm.index;
@@ -128,7 +128,11 @@ Cost Timing::cost(Core&, const RInstr& r, int64_t start) {
             k.busy = p_.vec_overhead_cycles + cdiv(static_cast<int64_t>(bytes), static_cast<int64_t>(p_.ub_to_ub_bytes_per_cycle));
           }
         } else if constexpr (std::is_same_v<T, RLoad2D>) {
+          auto it = load2d_end_.find(core.index);
+          bool stream = it != load2d_end_.end() && it->second == start;
           load_l0(x.dst, static_cast<double>(x.repeat * 512));
+          if (stream) k.busy -= p_.local_move_overhead_cycles;
+          load2d_end_[core.index] = start + k.busy;
         } else if constexpr (std::is_same_v<T, RLoad3D>) {
           load_l0(x.dst, static_cast<double>(x.mext * x.kext * bytes_of(x.dt)));
         } else if constexpr (std::is_same_v<T, RMmad>) {
