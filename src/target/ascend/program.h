@@ -118,6 +118,9 @@ struct VecOperand {
 
 // ---------------------------------------------------------------------------------------------
 // Instructions. Each struct documents its pipe, semantics and the AscendC call it prints as.
+// The byte-level moves below (CopyGmToL1 .. LoadL0, Fixpipe) are what lowering produces; the last
+// pass, select_move_calls, replaces them with the call-level moves further down, which are what
+// the printer and the simulator accept.
 
 // MTE2. GM (ND, row-major) -> L1 (Nz), AscendC DataCopy(dst, src, Nd2NzParams) (+ InitConstValue
 // for the padding). Reads rows x cols elements at src with src_row_stride elements between rows,
@@ -234,9 +237,8 @@ struct InitConstValue {
 // srcDValue elements apart, are written in Nz: element (r, c) of matrix i goes to
 //   dst + i * dstNzMatrixStride * es + (c / C0) * dstNzC0Stride * 32 + r * dstNzNStride * 32 + (c % C0) * es
 // Only those elements are written (the rest of the tile keeps its bytes: InitConstValue zeroes tails).
-// Fields uint16; documented ranges: ndNum 0..4095, nValue 0..16384, dValue 0..65535,
-// srcNdMatrixStride 0..65535, srcDValue 1..65535, dstNzC0Stride 1..16384, dstNzNStride 1..16384,
-// dstNzMatrixStride 1..65535.
+// Fields uint16 (0..65535; nValue at most 16384). Units: nValue rows, dValue / srcDValue /
+// srcNdMatrixStride / dstNzMatrixStride elements, dstNzC0Stride / dstNzNStride 32 B blocks.
 struct DataCopyNd2Nz {
   GmRef src;
   LocalRef dst;
