@@ -44,7 +44,8 @@ struct AscendParams {
   double ub_to_gm_bytes_per_cycle = 64;    // per core, MTE3: CANN config "UB->GM 64" (units uncertain)
   double ub_to_ub_bytes_per_cycle = 256;   // assumed: one 256 B vector repeat per cycle
   int move_overhead_cycles = 24;           // assumed: per-instruction setup of an MTE/FIX move
-  int local_move_overhead_cycles = 8;      // assumed: L1->L0 per LoadData instruction
+  int local_move_overhead_cycles = 8;      // assumed: L1->L0 per stream of back-to-back LoadData calls
+  double init_const_bytes_per_cycle = 256;  // assumed: InitConstValue fill of L1 (MTE2)
   int gm_latency_cycles = 300;             // assumed: GM access latency (not occupying the pipe)
   // GM bandwidth shared by all cores: first touch of a page costs HBM bandwidth (hbm_tbps),
   // later touches (while resident in an LRU of l2_mib) L2 bandwidth (l2_tbps).

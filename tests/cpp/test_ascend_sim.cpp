@@ -8,6 +8,7 @@
 
 #include "target/ascend/program.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
@@ -91,10 +92,15 @@ GmRef gm(int param, Expr off) { return GmRef{param, std::move(off)}; }
 VecOperand vo(int buf, int64_t stride, Expr off = C(0)) { return VecOperand{at(buf, std::move(off)), C(stride)}; }
 
 const target::AscendParams& b2() { return target::find_target("ascend910b2").ascend; }
-// Hand-built programs hold high-level vector instructions: select_vector_calls first, as the pipeline does.
+// Hand-built programs hold high-level vector instructions and byte-level moves: select the calls
+// first, as the pipeline does.
+Program calls(const Program& p) {
+  const auto& t = target::find_target("ascend910b2");
+  return select_move_calls(select_vector_calls(p, t), t);
+}
 sim::Result run_sim(const Program& p, const target::AscendParams& chip, std::vector<sim::Arg> args,
                     const std::vector<int64_t>& shape_values = {}, const sim::Options& options = {}) {
-  return sim::run(select_vector_calls(p, target::find_target("ascend910b2")), chip, std::move(args), shape_values, options);
+  return sim::run(calls(p), chip, std::move(args), shape_values, options);
 }
 
 // --- the fp16 GEMM: GM -> L1 (Nz) -> L0A/L0B (double buffered) -> Mmad -> Fixpipe -> GM --------
@@ -456,12 +462,16 @@ Program short_rows(bool pad, int64_t row_bytes = 12, int64_t out_stride = 32, in
   int Y = b.tensor("Y", DTypeCode::f32, {4, 8}, true);
   int x = b.buffer("x_ub", CoreType::AIV, Mem::UB, 0, 128, DTypeCode::f32);
   b.p.block_dim = C(blocks);
-  CopyGmToUb in{gm(X, C(0)), at(x), DTypeCode::f32, C(4), C(row_bytes), C(12), C(32)};
+  // runtime values: broken ones reach the simulator (select_move_calls checks only constants)
+  auto rb = ir::var("row_bytes"), os = ir::var("out_stride");
+  b.let(rb, C(row_bytes));
+  b.let(os, C(out_stride));
+  CopyGmToUb in{gm(X, C(0)), at(x), DTypeCode::f32, C(4), rb, C(12), C(32)};
   in.pad = pad;
   b.emit(in, 70);
   b.set(Pipe::MTE2, Pipe::MTE3, C(0), 71);
   b.wait(Pipe::MTE2, Pipe::MTE3, C(0), 71);
-  b.emit(CopyUbToGm{at(x), gm(Y, C(out_stride < 0 ? 96 : 0)), DTypeCode::f32, C(4), C(32), C(32), C(out_stride)}, 72);
+  b.emit(CopyUbToGm{at(x), gm(Y, C(out_stride < 0 ? 96 : 0)), DTypeCode::f32, C(4), C(32), C(32), os}, 72);
   b.p.aiv = b.take();
   return b.p;
 }
@@ -683,12 +693,16 @@ TEST(AscendSimSpeed, Gemm8192TimingOnly) {
 // --- documented AscendC API rules (simulator/api_rules.h; issue 10) ---------------------------
 
 // One AIV instruction on a small UB buffer pair (no data dependences, so only API rules report).
-sim::Result run_aiv(const std::vector<std::pair<InstrOp, int>>& ops, int64_t ub_bytes = 65536) {
+// `lets` bind variables first: a field computed from them is a runtime value (not checked by
+// select_move_calls, checked by the simulator).
+sim::Result run_aiv(const std::vector<std::pair<InstrOp, int>>& ops, int64_t ub_bytes = 65536,
+                    const std::vector<std::pair<ir::Var, int64_t>>& lets = {}) {
   Builder b("rule", KernelType::AIV_ONLY);
   b.tensor("X", DTypeCode::f32, {64, 64});
   b.buffer("u0", CoreType::AIV, Mem::UB, 0, ub_bytes, DTypeCode::f32);
   b.buffer("u1", CoreType::AIV, Mem::UB, ub_bytes, 8192, DTypeCode::f32);
   b.p.block_dim = C(1);
+  for (const auto& [v, value] : lets) b.let(v, C(value));
   for (const auto& [op, line] : ops) b.emit(op, line);
   b.p.aiv = b.take();
   static std::vector<float> x(64 * 64, 1.f);
@@ -718,13 +732,23 @@ TEST(AscendSimApiRules, WideningCastAcceptsOnlyCastNone) {
 }
 
 TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
-  // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range
-  auto big = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4096), C(4), C(4), C(32)}, 51}}, 131072);
+  // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range. A constant is a
+  // select_move_calls error at the line; a runtime count is the simulator's report.
+  auto copy = [](Expr n) { return CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, std::move(n), C(4), C(4), C(32)}; };
+  try {
+    run_aiv({{copy(C(4096)), 51}}, 131072);
+    ADD_FAILURE() << "a constant blockCount 4096 must be an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DataCopyExtParams.blockCount = 4096"), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, 51);
+  }
+  auto n = ir::var("n");
+  auto big = run_aiv({{copy(n), 51}}, 131072, {{n, 4096}});
   const sim::Report* rep = api_report(big, "blockCount 4096");
   ASSERT_NE(rep, nullptr) << big.summary();
   EXPECT_EQ(rep->instrs.at(0).span.line, 51);
-  // a count <= 0 (the last AIV of a small M) is no call: nothing to report
-  auto none = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(-12), C(256), C(256), C(256)}, 52}});
+  // a count <= 0 (the last AIV of a small M) is no call: select_move_calls guards it
+  auto none = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, n, C(256), C(256), C(256)}, 52}}, 65536, {{n, -12}});
   EXPECT_TRUE(none.reports.empty()) << none.summary();
 }
 
@@ -829,23 +853,49 @@ TEST(AscendSimApiRules, Int8InitConstValueIsANoOpOnTheDevice) {
     b.emit(CopyGmToL1{gm(A, C(0)), at(l1), DTypeCode::i8, C(20), C(64), C(64), C(32), C(64), fill}, 66);
     b.p.aic = b.take();
     std::vector<uint16_t> a(20 * 64 / 2, 0);
-    auto res = run_sim(b.p, b2(), {arg(a)});
-    const sim::Report* rep = api_report(res, "no 8-bit InitConstValue");
-    if (fill == DTypeCode::i8) {
-      ASSERT_NE(rep, nullptr) << res.summary();
-      EXPECT_EQ(rep->instrs.at(0).span.line, 66);
+    if (fill == DTypeCode::i8) {  // select_move_calls refuses it at the line
+      try {
+        calls(b.p);
+        ADD_FAILURE() << "an 8-bit InitConstValue must be an error";
+      } catch (const ir::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no 8-bit InitConstValue"), std::string::npos) << e.what();
+        EXPECT_EQ(e.span().line, 66);
+      }
     } else {
+      auto res = sim::run(calls(b.p), b2(), {arg(a)});
       EXPECT_TRUE(res.reports.empty()) << res.summary();
     }
   }
+  // A call-level InitConstValue<int8> (hand-built) is the simulator's report, and does nothing.
+  Builder b("cube", KernelType::AIC_ONLY);
+  int l1 = b.buffer("l1", CoreType::AIC, Mem::L1, 0, 32 * 64, DTypeCode::i8);
+  b.p.block_dim = C(1);
+  b.emit(InitConstValue{at(l1), DTypeCode::i8, C(1), C(64), C(0), C(0)}, 67);
+  b.p.aic = b.take();
+  auto res = sim::run(b.p, b2(), {});
+  const sim::Report* rep = api_report(res, "no 8-bit InitConstValue");
+  ASSERT_NE(rep, nullptr) << res.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 67);
 }
 
 TEST(AscendSimApiRules, Nd2NzSourceRowStrideIsUint16) {
+  CubeRig c(70000);
+  c.b.emit(CopyGmToL1{gm(c.A, C(0)), at(c.l1), DTypeCode::f16, C(16), C(64), C(70000), C(16), C(64)}, 67);
+  try {
+    c.run(64 * 70000);
+    ADD_FAILURE() << "a constant srcDValue 70000 must be an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Nd2NzParams.srcDValue = 70000"), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, 67);
+  }
   CubeRig r(70000);
-  r.b.emit(CopyGmToL1{gm(r.A, C(0)), at(r.l1), DTypeCode::f16, C(16), C(64), C(70000), C(16), C(64)}, 67);
+  auto stride = ir::var("stride");
+  r.b.let(stride, C(70000));
+  r.b.emit(CopyGmToL1{gm(r.A, C(0)), at(r.l1), DTypeCode::f16, C(16), C(64), stride, C(16), C(64)}, 68);
   auto res = r.run(64 * 70000);
   const sim::Report* rep = api_report(res, "Nd2NzParams.srcDValue = 70000");
   ASSERT_NE(rep, nullptr) << res.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 68);
 }
 
 // TPipe's constructor sets M_MTE1 events 0..2 on the AIC (Program::tpipe_destroy).
@@ -905,13 +955,17 @@ TEST(AscendSimApiRules, WholeReduceSumIsAPairwiseTreeRoundedPerStep) {
 
 // Unsigned gap fields: a burst stride shorter than the burst would wrap.
 TEST(AscendSimApiRules, OverlappingBurstsWrapTheGapField) {
-  auto r = run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(128), C(256)}, 58}});
+  // rows 256 B long but 128 B apart in GM: the gap (srcStride) would be -128
+  auto copy = [](Expr src_stride) {
+    return CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), std::move(src_stride), C(256)};
+  };
+  EXPECT_THROW(run_aiv({{copy(C(128)), 58}}), ir::Error);  // a constant: select_move_calls refuses it
+  auto s = ir::var("s");
+  auto r = run_aiv({{copy(s), 58}}, 65536, {{s, 128}});
   const sim::Report* rep = api_report(r, "the gap field is unsigned");
   ASSERT_NE(rep, nullptr) << r.summary();
-  EXPECT_NE(rep->message.find("128 B apart on the source side"), std::string::npos) << rep->message;
-  EXPECT_EQ(api_report(run_aiv({{CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, C(4), C(256), C(256), C(256)}, 58}}),
-                       "the gap field"),
-            nullptr);
+  EXPECT_NE(rep->message.find("DataCopyExtParams.srcStride = -128"), std::string::npos) << rep->message;
+  EXPECT_EQ(api_report(run_aiv({{copy(s), 58}}, 65536, {{s, 256}}), "the gap field"), nullptr);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 
 #include "ir/parser.h"
 #include "target/ascend/pipeline.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/registry.h"
 
@@ -86,7 +87,14 @@ StmtPtr ins(InstrOp op, int line) { return instr(std::move(op), L(line)); }
 
 // C[M, N] (fp16) = A[M, K] (fp16) @ B[K, N] (fp16), fp32 accumulation in L0C, 128x128x64 tiles,
 // L1 and L0 double-buffered (slot = k % 2), AIC only.
-Program gemm_program() {
+// The programs here are built with high-level vector instructions and byte-level moves: select the
+// calls first, as the pipeline does.
+Program calls(const Program& p) {
+  const auto& t = target::find_target("ascend910b2");
+  return select_move_calls(select_vector_calls(p, t), t);
+}
+
+Program gemm_program(bool select = true) {
   Program p;
   p.name = "gemm_fp16";
   p.kernel_type = KernelType::AIC_ONLY;
@@ -150,7 +158,7 @@ Program gemm_program() {
           23),
   });
   p.aic = body;
-  return p;
+  return select ? calls(p) : p;
 }
 
 // Y[M, 256] (fp16) = softmax(X * scale) along rows; 16 rows per AIV, computed in fp32.
@@ -198,7 +206,7 @@ Program softmax_program() {
       ins(WaitFlag{Pipe::V, Pipe::MTE3, I(0)}, 46),
       ins(CopyUbToGm{at(x16), gm(2, r0 * W * I(2)), DTypeCode::f16, rt, I(512), I(512), I(512)}, 46),
   });
-  return select_vector_calls(p, target::find_target("ascend910b2"));  // as the pipeline does
+  return calls(p);
 }
 
 // C[M, N] (fp16) = relu(A @ B + bias): the AIC computes a 128x128 fp32 tile into the GM workspace
@@ -291,7 +299,7 @@ Program mixed_program() {
                                    rows, nt * I(2), I(256), N * I(2)},
                         69)));
   p.aiv = seq(aiv);
-  return select_vector_calls(p, target::find_target("ascend910b2"));  // as the pipeline does
+  return calls(p);
 }
 
 // One instruction of every kind (MIX: Cube kinds on the AIC, vector kinds on the AIV), with
@@ -312,6 +320,8 @@ Program all_kinds_program() {
   int la = buf(p, "l0a", CoreType::AIC, Mem::L0A, 0, 8192, DTypeCode::f16, {64, 64}, Format::Zz, 81);
   int lb = buf(p, "l0b", CoreType::AIC, Mem::L0B, 0, 8192, DTypeCode::f16, {64, 64}, Format::Zn, 81);
   int lc = buf(p, "l0c", CoreType::AIC, Mem::L0C, 0, 16384, DTypeCode::f32, {64, 64}, Format::Nz, 81);
+  int l1f = buf(p, "l1f", CoreType::AIC, Mem::L1, 8192, 16384, DTypeCode::f32, {64, 64}, Format::Nz, 81);
+  int lbf = buf(p, "l0bf", CoreType::AIC, Mem::L0B, 8192, 16384, DTypeCode::f32, {64, 64}, Format::Zn, 81);
   int u0 = buf(p, "u0", CoreType::AIV, Mem::UB, 0, 65536, DTypeCode::f32, {64, 256}, Format::ND, 82);
   int u1 = buf(p, "u1", CoreType::AIV, Mem::UB, 65536, 65536, DTypeCode::f32, {64, 256}, Format::ND, 82);
   int u2 = buf(p, "u2", CoreType::AIV, Mem::UB, 131072, 1024, DTypeCode::f32, {256}, Format::ND, 82);
@@ -323,6 +333,7 @@ Program all_kinds_program() {
       ins(WaitFlag{Pipe::MTE2, Pipe::MTE1, I(0)}, 84),
       ins(LoadL0{at(l1), at(la), DTypeCode::f16, I(64), I(0), I(0), I(64), I(64), false}, 84),
       ins(LoadL0{at(l1), at(lb), DTypeCode::f16, I(64), I(0), I(0), I(64), I(64), false}, 84),
+      ins(LoadL0{at(l1f), at(lbf), DTypeCode::f32, I(64), I(0), I(0), I(64), I(64), true}, 84),
       ins(SetFlag{Pipe::MTE1, Pipe::M, I(0)}, 84),
       ins(WaitFlag{Pipe::MTE1, Pipe::M, I(0)}, 85),
       ins(Mmad{at(la), at(lb), at(lc), DTypeCode::f16, DTypeCode::f32, I(64), I(64), I(64), ir::int_imm(1, DTypeCode::boolean)},
@@ -355,7 +366,7 @@ Program all_kinds_program() {
           99),
       ins(CrossCoreSetFlag{2, Pipe::MTE3, I(4)}, 99),
   });
-  return select_vector_calls(p, target::find_target("ascend910b2"));  // as the pipeline does
+  return calls(p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,8 +423,9 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
   };
   walk(p.aic);
   walk(p.aiv);
-  // every kind but the seven high-level vector kinds, which select_vector_calls replaced
-  EXPECT_EQ(kinds.size(), std::variant_size_v<InstrOp> - 7) << "the all-kinds program must use every instruction kind";
+  // every kind but the seven high-level vector kinds and the six byte-level moves, which
+  // select_vector_calls and select_move_calls replaced
+  EXPECT_EQ(kinds.size(), std::variant_size_v<InstrOp> - 13) << "the all-kinds program must use every instruction kind";
   std::string k;
   ASSERT_NO_THROW(k = print_ascendc_kernel(p));
   for (const char* call : {"DataCopy(", "DataCopyPad(", "InitConstValue(", "LoadData(", "Mmad(", "Fixpipe<", "Max(",
@@ -438,6 +450,18 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
   }
 }
 
+// The printer prints call-level moves only: a byte-level one is an internal error at its line.
+TEST(AscendCPrinter, ByteLevelMovesNeedSelectMoveCalls) {
+  Program p = gemm_program(/*select=*/false);
+  try {
+    print_ascendc_kernel(p);
+    FAIL() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find("run select_move_calls first"), std::string::npos) << e.message();
+    EXPECT_TRUE(e.span().known());
+  }
+}
+
 TEST(AscendCPrinter, EveryCallCarriesItsSourceLine) {
   std::string k = print_ascendc_kernel(gemm_program());
   EXPECT_NE(k.find("Mmad(C_l0c, A_l0a[(s * 8192)], B_l0b[(s * 8192)], tw_p);  // line 22"), std::string::npos) << k;
@@ -445,7 +469,7 @@ TEST(AscendCPrinter, EveryCallCarriesItsSourceLine) {
 }
 
 TEST(AscendCPrinter, Deterministic) {
-  for (auto make : {gemm_program, softmax_program, mixed_program, all_kinds_program}) {
+  for (auto make : std::vector<Program (*)()>{[] { return gemm_program(); }, softmax_program, mixed_program, all_kinds_program}) {
     AscendCProject a = print_ascendc(make()), b = print_ascendc(make());
     EXPECT_EQ(a.kernel_cpp, b.kernel_cpp);
     EXPECT_EQ(a.host_cpp, b.host_cpp);
@@ -473,7 +497,7 @@ TEST(AscendCPrinter, FloorSemanticsForSignedIndexArithmetic) {
 }
 
 TEST(AscendCPrinter, UnsupportedFixpipeNamesTheLine) {
-  Program p = gemm_program();
+  Program p = gemm_program(/*select=*/false);
   p.params[2].dtype = DTypeCode::i8;
   std::function<StmtPtr(const StmtPtr&)> fix = [&](const StmtPtr& s) -> StmtPtr {
     if (!s) return s;
@@ -489,10 +513,10 @@ TEST(AscendCPrinter, UnsupportedFixpipeNamesTheLine) {
   };
   p.aic = fix(p.aic);
   try {
-    print_ascendc_kernel(p);
+    calls(p);  // select_move_calls finds no quantPre mode for the pair
     FAIL() << "expected an error";
   } catch (const ir::Error& e) {
-    EXPECT_NE(e.message().find("Fixpipe from float32 to int8"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("Fixpipe from float32 to int8 has no quantPre mode"), std::string::npos) << e.message();
     EXPECT_EQ(e.span().line, 23);
   }
 }
@@ -634,7 +658,7 @@ TEST(AscendCPrinter, InitConstValueUsesTheFillDtype) {
   p.block_idx = ir::var("bx");
   int l1 = buf(p, "a1", CoreType::AIC, Mem::L1, 0, 2048, DTypeCode::i8, {32, 64}, Format::Nz, 2);
   p.aic = seq({ins(CopyGmToL1{gm(0, I(0)), at(l1), DTypeCode::i8, min(M, I(32)), I(64), I(64), I(32), I(64), DTypeCode::f16}, 3)});
-  std::string k = print_ascendc_kernel(p);
+  std::string k = print_ascendc_kernel(calls(p));
   EXPECT_NE(k.find("InitConstValue(a1.ReinterpretCast<half>(), InitConstValueParams<half>{1, static_cast<uint16_t>(64), 0, "
                    "static_cast<half>(0)});  // line 3"),
             std::string::npos)

@@ -8,11 +8,15 @@
 #include "ir/parser.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/insert_sync.h"
+#include "target/ascend/lower_expert.h"
 #include "target/ascend/pipeline.h"
+#include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
+#include "transform/simplify.h"
 
 namespace tw::ascend {
 namespace {
@@ -97,7 +101,7 @@ SimRun simulate(const Program& p, uint32_t seed = 1) {
   for (auto& d : run.data) args.push_back(sim::Arg{d.data(), static_cast<int64_t>(d.size()), 0});
   sim::Options o;
   o.check = true;
-  run.result = sim::run(select_vector_calls(p, b2()), b2().ascend, args, {}, o);
+  run.result = sim::run(select_move_calls(select_vector_calls(p, b2()), b2()), b2().ascend, args, {}, o);
   return run;
 }
 
@@ -108,8 +112,10 @@ std::string reports(const sim::Result& r) {
 }
 
 Program expert_program(const char* text) {
-  auto lowered = lower_ascend(ir::parse_kernel(text, "expert.tw"), b2());
-  return *lowered.program;
+  // The expert pipeline up to select_move_calls: insert_sync works on the byte-level moves and on
+  // call-level vector instructions (a program stripped of its sync after select_vector_calls).
+  ir::Kernel k = transform::simplify(ir::parse_kernel(text, "expert.tw"));
+  return select_vector_calls(plan_memory(lower_expert(k, b2()), b2(), /*reuse=*/false), b2());
 }
 
 // Hand-synced vs stripped + insert_sync: zero reports, identical results, simulated time.

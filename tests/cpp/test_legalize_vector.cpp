@@ -12,6 +12,7 @@
 #include "target/ascend/lower_expert.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
@@ -449,7 +450,8 @@ SimRun simulate(const std::string& text, std::vector<sim::Arg> args, std::vector
   ir::Kernel k = legalize(text);
   Program p = plan_memory(lower_expert(k, b2()), b2(), false);
   p.aiv = serialize(p.aiv);
-  return SimRun{sim::run(select_vector_calls(p, b2()), b2().ascend, std::move(args), shapes), ir::print(k)};
+  p = select_move_calls(select_vector_calls(p, b2()), b2());
+  return SimRun{sim::run(p, b2().ascend, std::move(args), shapes), ir::print(k)};
 }
 
 template <class T>

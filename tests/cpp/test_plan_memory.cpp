@@ -8,6 +8,7 @@
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/lower_expert.h"
 #include "target/ascend/plan_memory.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
 
@@ -234,7 +235,7 @@ std::string rowmap(const std::string& dst, const std::string& rhs) {
 // Runs a kernel Y = f(X) over a 64 x 1024 float32 X on the simulator; returns Y.
 std::vector<float> run_rows(const Program& p, std::vector<float> x) {
   std::vector<float> y(x.size(), 0.0f);
-  auto r = sim::run(select_vector_calls(p, chip()), chip().ascend,
+  auto r = sim::run(select_move_calls(select_vector_calls(p, chip()), chip()), chip().ascend,
                     {sim::Arg{reinterpret_cast<uint8_t*>(x.data()), static_cast<int64_t>(x.size() * 4)},
                      sim::Arg{reinterpret_cast<uint8_t*>(y.data()), static_cast<int64_t>(y.size() * 4)}});
   EXPECT_TRUE(r.reports.empty()) << r.summary();

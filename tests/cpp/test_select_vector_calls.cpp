@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
 
@@ -304,8 +305,8 @@ struct SimProg {
     body.push_back(instr(CopyUbToGm{LocalRef{1, C(0)}, GmRef{1, C(0)}, DTypeCode::f32, C(1), C(2048), C(2048), C(2048)}, L(line + 2)));
     p.aiv = seq(body);
   }
-  sim::Result run() {
-    return sim::run(p, b2().ascend,
+  sim::Result run() {  // the moves are byte-level: select them, as the pipeline does
+    return sim::run(select_move_calls(p, b2()), b2().ascend,
                     {sim::Arg{reinterpret_cast<uint8_t*>(x.data()), 2048}, sim::Arg{reinterpret_cast<uint8_t*>(y.data()), 2048}});
   }
 };

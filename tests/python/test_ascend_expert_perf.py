@@ -68,9 +68,12 @@ def test_flash_attention_expert_results(fa, B, H, S, D, causal, core_num):
 
 
 def test_gemm_expert_simulated_utilisation(gemm, capsys):
-    """2048^3 fp16: 80.0% measured (6 rounds of 128 x 256 tiles for 5.33 per core); 4096^3: 92.0%."""
+    """2048^3 fp16: 67.9% measured (6 rounds of 128 x 256 tiles for 5.33 per core); 4096^3: 75.9%.
+    (80.0% / 92.0% before select_move_calls: the model counted each L1 -> L0 move as one MTE1
+    instruction; the printed code issues one LoadData per fractal row, 12 per K step, and with the
+    assumed 32-entry pipe queue the scalar unit stalls on MTE1 and issues the next L1 chunk late.)"""
     figs = {}
-    for n, floor in ((2048, 0.78), (4096, 0.90)):
+    for n, floor in ((2048, 0.66), (4096, 0.74)):
         a = np.zeros((n, n), np.float16)
         p = gemm.matmul(n, n, n).profile(a, a, functional=False, check=False)
         figs[n] = p
@@ -81,7 +84,7 @@ def test_gemm_expert_simulated_utilisation(gemm, capsys):
 
 
 def test_flash_attention_expert_simulated_throughput(fa, capsys):
-    """B=1 H=16 D=128 fp16 non-causal, timing only: S=2048 37.0% of peak measured, S=8192 41.7%
+    """B=1 H=16 D=128 fp16 non-causal, timing only: S=2048 37.2% of peak measured, S=8192 42.4%
     (issue 5's goal: >= 35% at S=8192)."""
     lines = []
     for S, floor in ((2048, 0.36), (8192, 0.40)):

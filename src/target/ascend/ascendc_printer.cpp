@@ -15,17 +15,13 @@
 //   ReinterpretCast<T>()) (select_vector_calls' scratch area is one of them). On the AIC, pipe.Destroy() follows the
 //   InitBuffer calls (Program::tpipe_destroy): it takes the M_MTE1 events 0-2 that TPipe's
 //   constructor sets, so the kernel's own flags may use every id.
-// - Counts: a UB copy whose row count may be <= 0 is wrapped in `if (count > 0)` (a count <= 0
-//   means no call; the unsigned API fields would wrap). Vector calls carry their guards as Program
-//   If statements (select_vector_calls).
+// - Data moves: select_move_calls chose the calls (program.h "Call-level data moves"); each is
+//   printed 1:1 with its fields (count guards, fill, barrier and LoadData loop are program
+//   statements). A byte-level move reaching the printer is an internal error.
+// - Counts: a call whose count may be <= 0 is guarded by a Program If statement (select_vector_calls,
+//   select_move_calls): a count <= 0 means no call; the unsigned API fields would wrap.
 // - Scalar arithmetic: ir::Expr printed as C++ on int32_t/int64_t with Python floor semantics for
 //   // and % (tw_floordiv/tw_floormod helpers unless both sides are provably non-negative).
-// - GM -> L1 (ND -> Nz): DataCopy with Nd2NzParams; when the tile may be partial (tails), the whole
-//   Nz tile is first zeroed with InitConstValue<fill_dtype> (half for 8-bit tiles: there is no int8
-//   InitConstValue) and a PipeBarrier<PIPE_MTE2> orders the two.
-// - L1 -> L0A/L0B: one LoadData(LoadData2DParams) per fractal row, printed as a loop; a 32-bit
-//   transposing load into L0B (B stored K x N) is one LoadData(LoadData3DParamsV2) (Load3Dv2,
-//   1x1 img2col), see emit_load3d_b.
 // - Vector calls (VecCallL2, VecCallL0, WholeReduce, Brcb): one call each, its arguments the
 //   instruction's fields (select_vector_calls made every choice: level-2 or level-0, chunking, scratch
 //   area, barriers, count guards). The high-level vector kinds are an internal error here.
@@ -50,6 +46,7 @@
 #include <unordered_set>
 
 #include "ir/printer.h"
+#include "target/ascend/pass_util.h"
 #include "target/registry.h"
 
 namespace tw::ascend {
@@ -63,6 +60,7 @@ using ir::Error;
 using ir::Expr;
 using ir::ExprKind;
 using ir::Span;
+using fold::mul;  // folds 0 and 1 so printed offsets stay readable
 
 // ---------------------------------------------------------------------------------------------
 // Types and names
@@ -132,31 +130,7 @@ std::string strip_parens(const std::string& s) {
 std::string pipe_c(Pipe p) { return "PIPE_" + std::string(pipe_name(p)); }
 
 // ---------------------------------------------------------------------------------------------
-// Expression building (small helpers over the ir builders)
-
-Expr ci(int64_t v) { return ir::int_imm(v); }
-bool is_const(const Expr& e, int64_t v) {
-  auto c = ir::as_const_int(e);
-  return c && *c == v;
-}
-// add/mul fold 0 and 1 so printed offsets stay readable (the ir builders do not simplify).
-Expr add(Expr a, Expr b) {
-  if (is_const(a, 0)) return b;
-  if (is_const(b, 0)) return a;
-  return ir::binary(BinOp::Add, std::move(a), std::move(b));
-}
-Expr sub(Expr a, Expr b) {
-  if (is_const(b, 0)) return a;
-  return ir::binary(BinOp::Sub, std::move(a), std::move(b));
-}
-Expr mul(Expr a, Expr b) {
-  if (is_const(a, 1)) return b;
-  if (is_const(b, 1)) return a;
-  if (is_const(a, 0) || is_const(b, 0)) return ci(0);
-  return ir::binary(BinOp::Mul, std::move(a), std::move(b));
-}
-Expr fdiv(Expr a, Expr b) { return ir::binary(BinOp::FloorDiv, std::move(a), std::move(b)); }
-Expr cdiv(Expr a, Expr b) { return ir::binary(BinOp::CeilDiv, std::move(a), std::move(b)); }
+// Expression helpers
 
 // e / d when it is exact by construction (constant factors), else nullopt.
 std::optional<Expr> div_exact(const Expr& e, int64_t d) {
@@ -360,7 +334,6 @@ class KernelPrinter {
   std::string loc(const LocalRef& r, DType t, const std::string& extra = "") const;
   std::string elem(const Expr& off_bytes, int64_t eb) const;
   std::string ex(const Expr& e) const { return ep_.print(e); }
-  std::string gap(const Expr& n_rows, const Expr& g) const;
   std::string scalar(const Expr& v, DType t) const { return "static_cast<" + ctype(t, span_) + ">(" + ex(v) + ")"; }
   const BufferDecl& buffer(const LocalRef& r) const;
 
@@ -381,9 +354,17 @@ class KernelPrinter {
   void emit(const CopyUbToGm& c);
   void emit(const CopyUbToUb& c);
   void emit(const LoadL0& c);
-  void emit_load3d_b(const LoadL0& c);
   void emit(const Mmad& c);
   void emit(const Fixpipe& c);
+  [[noreturn]] void byte_level(const InstrOp& op) const;
+  void emit(const InitConstValue& c);
+  void emit(const DataCopyNd2Nz& c);
+  void emit(const DataCopyPadGmToUb& c);
+  void emit(const DataCopyPadUbToGm& c);
+  void emit(const DataCopyUbToUb& c);
+  void emit(const LoadData2D& c);
+  void emit(const LoadData3DV2& c);
+  void emit(const FixpipeV220& c);
   void emit(const VecCallL2& c);
   void emit(const VecCallL0& c);
   void emit(const WholeReduce& c);
@@ -514,194 +495,109 @@ void KernelPrinter::stmt(const StmtPtr& s, bool top) {
   }
 }
 
-// The row counts of a UB copy: a count <= 0 means no call
-// (program.h), and the API's count fields are unsigned (a negative tail count would wrap to a
-// huge blockCount / repeat), so the call is guarded unless every count is a positive constant.
-static std::vector<Expr> call_counts(const InstrOp& op) {
-  return std::visit(Overload{[](const CopyGmToUb& c) { return std::vector<Expr>{c.n_rows}; },
-                             [](const CopyUbToGm& c) { return std::vector<Expr>{c.n_rows}; },
-                             [](const CopyUbToUb& c) { return std::vector<Expr>{c.n_rows}; },
-                             [](const auto&) { return std::vector<Expr>{}; }},
-                    op);
-}
-
 void KernelPrinter::instr(const Instr& in) {
   span_ = in.span;
   L_.tag = in.span.known() ? "  // line " + std::to_string(in.span.line) : "";
-  std::string cond;
-  for (const Expr& n : call_counts(in.op)) {
-    auto v = ir::as_const_int(n);
-    if (v && *v >= 1) continue;
-    cond += (cond.empty() ? "" : " && ") + ex(n) + " > 0";
-  }
-  if (!cond.empty()) L_.open("if (" + cond + ")");
   std::visit([this](const auto& op) { emit(op); }, in.op);
-  if (!cond.empty()) L_.close();
   L_.tag.clear();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Emitters: moves
 
-void KernelPrinter::emit(const CopyGmToL1& c) {
-  std::string dst = loc(c.dst, c.dtype), src = gm(c.src, c.dtype);
-  auto rows = ir::as_const_int(c.rows), cols = ir::as_const_int(c.cols);
-  auto drows = ir::as_const_int(c.dst_rows), dcols = ir::as_const_int(c.dst_cols);
-  bool full = rows && cols && drows && dcols && *rows == *drows && *cols == *dcols;
-  bool always_partial = rows && cols && drows && dcols && !full;
-  if (!full) {
-    // Zero the whole Nz tile first: ND2NZ writes only the valid rows and C0 strips (tails).
-    std::string blocks = ex(fdiv(mul(mul(c.dst_rows, c.dst_cols), ci(c.dtype.bytes())), ci(32)));
-    bool guard = !always_partial;
-    if (guard) {
-      std::vector<std::string> conds;
-      if (!(rows && drows && *rows == *drows)) conds.push_back(ex(c.rows) + " < " + ex(c.dst_rows));
-      if (!(cols && dcols && *cols == *dcols)) conds.push_back(ex(c.cols) + " < " + ex(c.dst_cols));
-      L_.open("if (" + (conds.size() == 1 ? conds[0] : conds[0] + " || " + conds[1]) + ")");
-    }
-    std::string F = ctype(c.fill_dtype, span_);
-    L_.call("InitConstValue(" + loc(c.dst, c.fill_dtype) + ", InitConstValueParams<" + F + ">{1, static_cast<uint16_t>(" +
-            blocks + "), 0, static_cast<" + F + ">(0)});");
-    L_.call("PipeBarrier<PIPE_MTE2>();");
-    if (guard) L_.close();
-  }
+// select_move_calls replaced every byte-level move with the calls below.
+void KernelPrinter::byte_level(const InstrOp& op) const {
+  throw Error("internal: the AscendC printer got the byte-level move " + std::string(instr_name(op)) +
+                  "; run select_move_calls first (it replaces it with the AscendC calls it prints as)",
+              span_);
+}
+void KernelPrinter::emit(const CopyGmToL1& c) { byte_level(c); }
+void KernelPrinter::emit(const CopyGmToUb& c) { byte_level(c); }
+void KernelPrinter::emit(const CopyUbToGm& c) { byte_level(c); }
+void KernelPrinter::emit(const CopyUbToUb& c) { byte_level(c); }
+void KernelPrinter::emit(const LoadL0& c) { byte_level(c); }
+void KernelPrinter::emit(const Fixpipe& c) { byte_level(c); }
+
+// Call-level moves: one AscendC call each, its fields printed as they are.
+void KernelPrinter::emit(const InitConstValue& c) {
+  std::string F = ctype(c.dtype, span_);
+  L_.call("InitConstValue(" + loc(c.dst, c.dtype) + ", InitConstValueParams<" + F + ">{" + ex(c.repeatTimes) +
+          ", static_cast<uint16_t>(" + ex(c.blockNum) + "), " + ex(c.dstGap) + ", static_cast<" + F + ">(" +
+          ex(c.initValue) + ")});");
+}
+
+void KernelPrinter::emit(const DataCopyNd2Nz& c) {
   L_.open("");
   L_.line("Nd2NzParams tw_p;");
-  L_.line("tw_p.ndNum = 1;");
-  L_.line("tw_p.nValue = " + ex(c.rows) + ";");
-  L_.line("tw_p.dValue = " + ex(c.cols) + ";");
-  L_.line("tw_p.srcNdMatrixStride = 0;");
-  L_.line("tw_p.srcDValue = " + ex(c.src_row_stride) + ";");
-  L_.line("tw_p.dstNzC0Stride = " + ex(c.dst_rows) + ";");
-  L_.line("tw_p.dstNzNStride = 1;");
-  L_.line("tw_p.dstNzMatrixStride = 0;");
-  L_.call("DataCopy(" + dst + ", " + src + ", tw_p);");
+  L_.line("tw_p.ndNum = " + ex(c.ndNum) + ";");
+  L_.line("tw_p.nValue = " + ex(c.nValue) + ";");
+  L_.line("tw_p.dValue = " + ex(c.dValue) + ";");
+  L_.line("tw_p.srcNdMatrixStride = " + ex(c.srcNdMatrixStride) + ";");
+  L_.line("tw_p.srcDValue = " + ex(c.srcDValue) + ";");
+  L_.line("tw_p.dstNzC0Stride = " + ex(c.dstNzC0Stride) + ";");
+  L_.line("tw_p.dstNzNStride = " + ex(c.dstNzNStride) + ";");
+  L_.line("tw_p.dstNzMatrixStride = " + ex(c.dstNzMatrixStride) + ";");
+  L_.call("DataCopy(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", tw_p);");
   L_.close();
 }
 
-static Expr round32(const Expr& bytes) { return mul(cdiv(bytes, ci(32)), ci(32)); }
-
-// The gap between bursts (`stride - length` in the API's unit): 0 for a single burst (its strides
-// are never used), an error when it is provably negative.
-std::string KernelPrinter::gap(const Expr& n_rows, const Expr& g) const {
-  if (is_const(n_rows, 1)) return "0";
-  if (auto c = ir::as_const_int(g); c && *c < 0)
-    throw Error("internal: a copy of " + ex(n_rows) + " rows has a negative gap between rows (" + std::to_string(*c) + ")",
-                span_);
-  return ex(g);
-}
-
-void KernelPrinter::emit(const CopyGmToUb& c) {
+void KernelPrinter::emit(const DataCopyPadGmToUb& c) {
   std::string T = ctype(c.dtype, span_);
-  std::string src_gap = gap(c.n_rows, sub(c.src_stride, c.row_bytes));                          // bytes, tail to head
-  std::string dst_gap = gap(c.n_rows, fdiv(sub(c.dst_stride, round32(c.row_bytes)), ci(32)));  // 32 B blocks
-  // pad: each row's bytes up to the next 32 B are zeros (rightPadding in elements)
-  std::string pad = c.pad ? "true" : "false";
-  std::string right =
-      c.pad ? "static_cast<uint8_t>(" + ex(fdiv(sub(round32(c.row_bytes), c.row_bytes), ci(c.dtype.bytes()))) + ")" : "0";
+  std::string right = c.isPad ? "static_cast<uint8_t>(" + ex(c.rightPadding) + ")" : ex(c.rightPadding);
   L_.call("DataCopyPad(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
-          ex(c.n_rows) + "), static_cast<uint32_t>(" + ex(c.row_bytes) + "), static_cast<uint32_t>(" + src_gap +
-          "), static_cast<uint32_t>(" + dst_gap + "), 0}, DataCopyPadExtParams<" + T + ">{" + pad + ", 0, " + right +
-          ", static_cast<" + T + ">(0)});");
+          ex(c.blockCount) + "), static_cast<uint32_t>(" + ex(c.blockLen) + "), static_cast<uint32_t>(" + ex(c.srcStride) +
+          "), static_cast<uint32_t>(" + ex(c.dstStride) + "), 0}, DataCopyPadExtParams<" + T + ">{" +
+          (c.isPad ? "true" : "false") + ", " + ex(c.leftPadding) + ", " + right + ", static_cast<" + T + ">(" +
+          ex(c.paddingValue) + ")});");
 }
 
-void KernelPrinter::emit(const CopyUbToGm& c) {
-  std::string src_gap = gap(c.n_rows, fdiv(sub(c.src_stride, round32(c.row_bytes)), ci(32)));  // 32 B blocks
-  std::string dst_gap = gap(c.n_rows, sub(c.dst_stride, c.row_bytes));                          // bytes
+void KernelPrinter::emit(const DataCopyPadUbToGm& c) {
   L_.call("DataCopyPad(" + gm(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
-          ex(c.n_rows) + "), static_cast<uint32_t>(" + ex(c.row_bytes) + "), static_cast<uint32_t>(" + src_gap +
-          "), static_cast<uint32_t>(" + dst_gap + "), 0});");
+          ex(c.blockCount) + "), static_cast<uint32_t>(" + ex(c.blockLen) + "), static_cast<uint32_t>(" + ex(c.srcStride) +
+          "), static_cast<uint32_t>(" + ex(c.dstStride) + "), 0});");
 }
 
-void KernelPrinter::emit(const CopyUbToUb& c) {
-  auto blk = [&](const Expr& e) { return ex(fdiv(e, ci(32))); };
+void KernelPrinter::emit(const DataCopyUbToUb& c) {
   L_.call("DataCopy(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", DataCopyParams{static_cast<uint16_t>(" +
-          ex(c.n_rows) + "), static_cast<uint16_t>(" + blk(c.row_bytes) + "), static_cast<uint16_t>(" +
-          gap(c.n_rows, fdiv(sub(c.src_stride, c.row_bytes), ci(32))) + "), static_cast<uint16_t>(" +
-          gap(c.n_rows, fdiv(sub(c.dst_stride, c.row_bytes), ci(32))) + ")});");
+          ex(c.blockCount) + "), static_cast<uint16_t>(" + ex(c.blockLen) + "), static_cast<uint16_t>(" + ex(c.srcStride) +
+          "), static_cast<uint16_t>(" + ex(c.dstStride) + ")});");
 }
 
-void KernelPrinter::emit(const LoadL0& c) {
-  const BufferDecl& db = buffer(c.dst);
-  if (db.mem != Mem::L0A && db.mem != Mem::L0B)
-    throw Error("LoadL0 writes buffer '" + db.name + "' in " + std::string(mem_name(db.mem)) + ", expected L0A or L0B", span_);
-  if (c.transpose && c.dtype.bytes() == 4 && db.mem == Mem::L0B) {
-    emit_load3d_b(c);
-    return;
-  }
-  if (c.transpose && c.dtype.bytes() != 2)
-    throw Error("LoadL0 with transpose needs a 16-bit type (or a 32-bit type into L0B), got " +
-                    std::string(c.dtype.name()) + " into " + std::string(mem_name(db.mem)),
-                span_);
-  const int64_t c0 = c0_of(c.dtype), frac = 512 / c.dtype.bytes();
-  Expr r1 = fdiv(c.src_rows, ci(16));
-  Expr row_blk = fdiv(c.src_row, ci(16));
-  Expr outer, inner, base, step, sstride;
-  if (db.mem == Mem::L0A) {  // Zz: fractal rows over m, K1 fractals each
-    outer = fdiv(c.dst_rows, ci(16));
-    inner = fdiv(c.dst_cols, ci(c0));
-    if (!c.transpose) {
-      base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = ci(1), sstride = r1;
-    } else {
-      base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = r1, sstride = ci(1);
-    }
-  } else {  // Zn: fractal rows over k, N1 fractals each
-    inner = fdiv(c.dst_cols, ci(16));
-    if (!c.transpose) {
-      outer = fdiv(c.dst_rows, ci(c0));
-      base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = r1, sstride = ci(1);
-    } else {
-      outer = fdiv(c.dst_rows, ci(16));
-      base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = ci(1), sstride = r1;
-    }
-  }
-  if (auto n = ir::as_const_int(inner); n && *n > 255)
-    throw Error("LoadL0 needs " + std::to_string(*n) + " fractals per row, LoadData2DParams allows 255", span_);
-  // One LoadData per destination fractal row; fractal f of the source Nz matrix starts at f * 512 B.
-  auto i = ir::var("tw_i");
-  ep_.bind_as(i, "tw_i", true);
-  std::string dst_off = ex(mul(mul(i, inner), ci(frac)));
-  std::string src_off = ex(mul(add(base, mul(i, step)), ci(frac)));
-  L_.open("for (int32_t tw_i = 0; tw_i < " + ex(outer) + "; ++tw_i)");
+void KernelPrinter::emit(const LoadData2D& c) {
+  L_.open("");
   L_.line("LoadData2DParams tw_p;");
-  L_.line("tw_p.startIndex = 0;");
-  L_.line("tw_p.repeatTimes = " + ex(inner) + ";");
-  L_.line("tw_p.srcStride = " + ex(sstride) + ";");
-  L_.line("tw_p.sid = 0;");
-  L_.line("tw_p.dstGap = 0;");
-  L_.line(std::string("tw_p.ifTranspose = ") + (c.transpose ? "true" : "false") + ";");
-  L_.call("LoadData(" + loc(c.dst, c.dtype, dst_off) + ", " + loc(c.src, c.dtype, src_off) + ", tw_p);");
+  L_.line("tw_p.startIndex = " + ex(c.startIndex) + ";");
+  L_.line("tw_p.repeatTimes = " + ex(c.repeatTimes) + ";");
+  L_.line("tw_p.srcStride = " + ex(c.srcStride) + ";");
+  L_.line("tw_p.sid = " + ex(c.sid) + ";");
+  L_.line("tw_p.dstGap = " + ex(c.dstGap) + ";");
+  L_.line(std::string("tw_p.ifTranspose = ") + (c.ifTranspose ? "true" : "false") + ";");
+  L_.call("LoadData(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", tw_p);");
   L_.close();
 }
 
-// 32-bit B (K x N) in L1 (Nz, strip height src_rows) -> L0B (Zn): one Load3Dv2 (img2col with a
-// 1x1 kernel) over the whole window. The L1 Nz matrix read as a feature map is C1 x H x W x C0 with
-// H = src_rows, W = 1, C = channels; the img2col matrix is (H*W) x C = K x N, written to B2 as Zn.
-// (LoadDataWithTranspose is not used: for 32-bit types it joins two *consecutive* 16x8 fractals
-// into a 16x16 square, and consecutive fractals of an Nz matrix are vertically adjacent unless the
-// strip height is 16.)
-void KernelPrinter::emit_load3d_b(const LoadL0& c) {
-  std::string T = ctype(c.dtype, span_);
+void KernelPrinter::emit(const LoadData3DV2& c) {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   L_.open("");
-  L_.line("LoadData3DParamsV2<" + T + "> tw_p;");
-  L_.line("tw_p.l1H = " + ex(c.src_rows) + ";");
-  L_.line("tw_p.l1W = 1;");
-  L_.line("tw_p.channelSize = " + ex(add(c.src_col, c.dst_cols)) + ";");
-  L_.line("tw_p.kExtension = " + ex(c.dst_cols) + ";");
-  L_.line("tw_p.mExtension = " + ex(c.dst_rows) + ";");
-  L_.line("tw_p.kStartPt = " + ex(c.src_col) + ";");
-  L_.line("tw_p.mStartPt = " + ex(c.src_row) + ";");
-  L_.line("tw_p.strideW = 1;");
-  L_.line("tw_p.strideH = 1;");
-  L_.line("tw_p.filterW = 1;");
-  L_.line("tw_p.filterH = 1;");
-  L_.line("tw_p.dilationFilterW = 1;");
-  L_.line("tw_p.dilationFilterH = 1;");
-  L_.line("tw_p.enTranspose = false;");
-  L_.line("tw_p.enSmallK = false;");
-  L_.line("tw_p.filterSizeW = false;");
-  L_.line("tw_p.filterSizeH = false;");
-  L_.line("tw_p.fMatrixCtrl = false;");
+  L_.line("LoadData3DParamsV2<" + ctype(c.dtype, span_) + "> tw_p;");
+  L_.line("tw_p.l1H = " + ex(c.l1H) + ";");
+  L_.line("tw_p.l1W = " + ex(c.l1W) + ";");
+  L_.line("tw_p.channelSize = " + ex(c.channelSize) + ";");
+  L_.line("tw_p.kExtension = " + ex(c.kExtension) + ";");
+  L_.line("tw_p.mExtension = " + ex(c.mExtension) + ";");
+  L_.line("tw_p.kStartPt = " + ex(c.kStartPt) + ";");
+  L_.line("tw_p.mStartPt = " + ex(c.mStartPt) + ";");
+  L_.line("tw_p.strideW = " + std::to_string(c.strideW) + ";");
+  L_.line("tw_p.strideH = " + std::to_string(c.strideH) + ";");
+  L_.line("tw_p.filterW = " + std::to_string(c.filterW) + ";");
+  L_.line("tw_p.filterH = " + std::to_string(c.filterH) + ";");
+  L_.line("tw_p.dilationFilterW = " + std::to_string(c.dilationFilterW) + ";");
+  L_.line("tw_p.dilationFilterH = " + std::to_string(c.dilationFilterH) + ";");
+  L_.line("tw_p.enTranspose = " + b(c.enTranspose) + ";");
+  L_.line("tw_p.enSmallK = " + b(c.enSmallK) + ";");
+  L_.line("tw_p.filterSizeW = " + b(c.filterSizeW) + ";");
+  L_.line("tw_p.filterSizeH = " + b(c.filterSizeH) + ";");
+  L_.line("tw_p.fMatrixCtrl = " + b(c.fMatrixCtrl) + ";");
   L_.call("LoadData(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", tw_p);");
   L_.close();
 }
@@ -719,24 +615,16 @@ void KernelPrinter::emit(const Mmad& c) {
   L_.close();
 }
 
-void KernelPrinter::emit(const Fixpipe& c) {
-  std::string quant;
-  if (c.src_dtype.code == DTypeCode::f32 && c.dst_dtype.code == DTypeCode::f16) quant = "F322F16";
-  else if (c.src_dtype.code == DTypeCode::f32 && c.dst_dtype.code == DTypeCode::bf16) quant = "F322BF16";
-  else if (c.src_dtype == c.dst_dtype && (c.src_dtype.code == DTypeCode::f32 || c.src_dtype.code == DTypeCode::i32)) quant = "NoQuant";
-  else
-    throw Error("Fixpipe from " + std::string(c.src_dtype.name()) + " to " + std::string(c.dst_dtype.name()) +
-                    " is not supported by the AscendC printer (fp32 -> fp16/bf16/fp32, int32 -> int32)",
-                span_);
+void KernelPrinter::emit(const FixpipeV220& c) {
   L_.open("");
   L_.line("FixpipeParamsV220 tw_p;");
-  L_.line("tw_p.nSize = " + ex(c.n) + ";");
-  L_.line("tw_p.mSize = " + ex(c.m) + ";");
-  L_.line("tw_p.srcStride = " + ex(c.src_rows) + ";");
-  L_.line("tw_p.dstStride = " + ex(c.dst_row_stride) + ";");
-  L_.line("tw_p.quantPre = QuantMode_t::" + quant + ";");
-  L_.line(std::string("tw_p.reluEn = ") + (c.relu ? "true" : "false") + ";");
-  L_.line("tw_p.ndNum = 1;");
+  L_.line("tw_p.nSize = " + ex(c.nSize) + ";");
+  L_.line("tw_p.mSize = " + ex(c.mSize) + ";");
+  L_.line("tw_p.srcStride = " + ex(c.srcStride) + ";");
+  L_.line("tw_p.dstStride = " + ex(c.dstStride) + ";");
+  L_.line("tw_p.quantPre = QuantMode_t::" + std::string(quant_mode_name(c.quantPre)) + ";");
+  L_.line(std::string("tw_p.reluEn = ") + (c.reluEn ? "true" : "false") + ";");
+  L_.line("tw_p.ndNum = " + ex(c.ndNum) + ";");
   L_.call("Fixpipe<" + ctype(c.dst_dtype, span_) + ", " + ctype(c.src_dtype, span_) + ", CFG_ROW_MAJOR>(" +
           gm(c.dst, c.dst_dtype) + ", " + loc(c.src, c.src_dtype) + ", tw_p);");
   L_.close();
@@ -887,10 +775,10 @@ std::string KernelPrinter::run() {
   for (size_t i = 0; i < p_.params.size(); ++i)
     if (p_.params[i].is_tensor) views_.insert({static_cast<int>(i), p_.params[i].dtype.code});
   auto scan = [&](const Instr& in) {
-    std::visit(Overload{[&](const CopyGmToL1& c) { views_.insert({c.src.param, c.dtype.code}); },
-                        [&](const CopyGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
-                        [&](const CopyUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
-                        [&](const Fixpipe& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
+    std::visit(Overload{[&](const DataCopyNd2Nz& c) { views_.insert({c.src.param, c.dtype.code}); },
+                        [&](const DataCopyPadGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
+                        [&](const DataCopyPadUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
+                        [&](const FixpipeV220& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
                         [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode, has_cross_ = true; },
                         [&](const CrossCoreWaitFlag&) { has_cross_ = true; },
                         [](const auto&) {}},

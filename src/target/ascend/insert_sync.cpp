@@ -273,6 +273,19 @@ struct AccessBuilder {
     local(x.src, K(0), K(1), mul(mul(o(x.src_rows), rupo(o(x.n), 16)), K(4)), K(0), Mode::Read);
     gm(x.dst, x.m, x.n, x.dst_row_stride, es, Mode::Write);
   }
+  // insert_sync runs before select_move_calls: a call-level move here is a pipeline bug.
+  [[noreturn]] static void call_level(const InstrOp& op) {
+    throw ir::Error("internal: insert_sync got the call-level move " + std::string(instr_name(op)) +
+                    "; it runs before select_move_calls");
+  }
+  void operator()(const InitConstValue& x) const { call_level(x); }
+  void operator()(const DataCopyNd2Nz& x) const { call_level(x); }
+  void operator()(const DataCopyPadGmToUb& x) const { call_level(x); }
+  void operator()(const DataCopyPadUbToGm& x) const { call_level(x); }
+  void operator()(const DataCopyUbToUb& x) const { call_level(x); }
+  void operator()(const LoadData2D& x) const { call_level(x); }
+  void operator()(const LoadData3DV2& x) const { call_level(x); }
+  void operator()(const FixpipeV220& x) const { call_level(x); }
   void operator()(const VecBinary& x) const {
     vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
     vec(x.b, x.rows, x.cols, x.dtype, Mode::Read);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "target/ascend/program.h"
@@ -16,6 +17,24 @@ namespace tw::ascend {
 inline ir::Expr C(int64_t v) { return ir::int_imm(v); }
 inline ir::Expr simp(const ir::Expr& e) { return transform::simplify_expr(e); }
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Expression builders that fold 0 and 1, so that the call fields stay readable in the program and
+// in the printed AscendC (select_move_calls and the AscendC printer; `using fold::mul;` etc.).
+namespace fold {
+inline ir::Expr ci(int64_t v) { return ir::int_imm(v); }
+inline bool is_const(const ir::Expr& e, int64_t v) {
+  auto c = ir::as_const_int(e);
+  return c && *c == v;
+}
+inline ir::Expr mul(ir::Expr a, ir::Expr b) {
+  if (is_const(a, 1)) return b;
+  if (is_const(b, 1)) return a;
+  if (is_const(a, 0) || is_const(b, 0)) return ci(0);
+  return ir::binary(ir::BinOp::Mul, std::move(a), std::move(b));
+}
+inline ir::Expr fdiv(ir::Expr a, ir::Expr b) { return ir::binary(ir::BinOp::FloorDiv, std::move(a), std::move(b)); }
+inline ir::Expr cdiv(ir::Expr a, ir::Expr b) { return ir::binary(ir::BinOp::CeilDiv, std::move(a), std::move(b)); }
+}  // namespace fold
 
 // The memory an Ascend tile scope lives in; nullopt for global / shared / fragment.
 inline std::optional<Mem> mem_of(ir::Scope s) {

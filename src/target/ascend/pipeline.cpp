@@ -10,6 +10,7 @@
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_vector_calls.h"
+#include "target/ascend/select_move_calls.h"
 #include "target/ascend/split_cube_vector.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
@@ -25,7 +26,8 @@ namespace {
 Program lower_expert_kernel(transform::PassLog& log, const target::Target& target) {
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   Program p = plan_memory(lower_expert(log.kernel(), target), target, /*reuse=*/false);
-  return select_vector_calls(p, target);  // vector instructions -> AscendC calls
+  p = select_vector_calls(p, target);  // vector instructions -> AscendC calls
+  return select_move_calls(p, target);  // byte-level moves -> the AscendC calls they print as
 }
 
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
@@ -47,7 +49,8 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   Program p = lower_expert(log.kernel(), target, /*auto_sync=*/true);  // instruction selection
   p = plan_memory(p, target, /*reuse=*/true);     // static addresses with liveness-based reuse
   p = insert_sync(p, target);                      // flags and barriers
-  return select_vector_calls(p, target);           // vector instructions -> AscendC calls
+  p = select_vector_calls(p, target);              // vector instructions -> AscendC calls
+  return select_move_calls(p, target);             // byte-level moves -> the AscendC calls they print as
 }
 
 }  // namespace

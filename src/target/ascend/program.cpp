@@ -59,7 +59,11 @@ Pipe pipe_of(const InstrOp& op) {
           [](const CopyGmToL1&) { return Pipe::MTE2; }, [](const CopyGmToUb&) { return Pipe::MTE2; },
           [](const CopyUbToGm&) { return Pipe::MTE3; }, [](const CopyUbToUb&) { return Pipe::V; },
           [](const LoadL0&) { return Pipe::MTE1; }, [](const Mmad&) { return Pipe::M; },
-          [](const Fixpipe&) { return Pipe::FIX; }, [](const VecBinary&) { return Pipe::V; },
+          [](const Fixpipe&) { return Pipe::FIX; }, [](const InitConstValue&) { return Pipe::MTE2; },
+          [](const DataCopyNd2Nz&) { return Pipe::MTE2; }, [](const DataCopyPadGmToUb&) { return Pipe::MTE2; },
+          [](const DataCopyPadUbToGm&) { return Pipe::MTE3; }, [](const DataCopyUbToUb&) { return Pipe::V; },
+          [](const LoadData2D&) { return Pipe::MTE1; }, [](const LoadData3DV2&) { return Pipe::MTE1; },
+          [](const FixpipeV220&) { return Pipe::FIX; }, [](const VecBinary&) { return Pipe::V; },
           [](const VecBinaryScalar&) { return Pipe::V; }, [](const VecUnary&) { return Pipe::V; },
           [](const VecCast&) { return Pipe::V; }, [](const VecDup&) { return Pipe::V; },
           [](const VecReduce&) { return Pipe::V; }, [](const VecRowBroadcast&) { return Pipe::V; },
@@ -74,9 +78,22 @@ Pipe pipe_of(const InstrOp& op) {
 std::string_view instr_name(const InstrOp& op) {
   static constexpr std::string_view names[] = {
       "CopyGmToL1", "CopyGmToUb", "CopyUbToGm", "CopyUbToUb", "LoadL0", "Mmad", "Fixpipe",
+      "InitConstValue", "DataCopyNd2Nz", "DataCopyPadGmToUb", "DataCopyPadUbToGm", "DataCopyUbToUb",
+      "LoadData2D", "LoadData3DV2", "FixpipeV220",
       "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecReduce",
       "VecRowBroadcast", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
   return names[op.index()];
+}
+
+bool is_byte_level_move(const InstrOp& op) {
+  return std::holds_alternative<CopyGmToL1>(op) || std::holds_alternative<CopyGmToUb>(op) ||
+         std::holds_alternative<CopyUbToGm>(op) || std::holds_alternative<CopyUbToUb>(op) ||
+         std::holds_alternative<LoadL0>(op) || std::holds_alternative<Fixpipe>(op);
+}
+
+std::string_view quant_mode_name(QuantMode q) {
+  static constexpr std::string_view names[] = {"NoQuant", "F322F16", "F322BF16"};
+  return names[static_cast<int>(q)];
 }
 
 StmtPtr seq(std::vector<StmtPtr> body, ir::Span span) {

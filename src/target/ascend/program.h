@@ -118,6 +118,9 @@ struct VecOperand {
 
 // ---------------------------------------------------------------------------------------------
 // Instructions. Each struct documents its pipe, semantics and the AscendC call it prints as.
+// The byte-level moves below (CopyGmToL1 .. LoadL0, Fixpipe) are what lowering produces; the last
+// pass, select_move_calls, replaces them with the call-level moves further down, which are what
+// the printer and the simulator accept.
 
 // MTE2. GM (ND, row-major) -> L1 (Nz), AscendC DataCopy(dst, src, Nd2NzParams) (+ InitConstValue
 // for the padding). Reads rows x cols elements at src with src_row_stride elements between rows,
@@ -208,6 +211,122 @@ struct Fixpipe {
   ir::DType src_dtype, dst_dtype;
   ir::Expr m, n, src_rows, dst_row_stride;
   bool relu = false;
+};
+
+// Call-level data moves ---------------------------------------------------------------------
+// select_move_calls replaces each byte-level move above (CopyGmToL1, CopyGmToUb, CopyUbToGm,
+// CopyUbToUb, LoadL0, Fixpipe) with the AscendC call(s) it prints as. Their fields are the API's
+// parameter-struct fields, named as the API names them, in the API's units; the printer prints them
+// 1:1 and the simulator executes them with the documented semantics below. The widths and documented
+// ranges are checked by the pass for constants (a located error) and by the simulator's API rules
+// at run time. Facts: shared/ascendc-api-facts.md (asc-devkit v8.5.0 structs and docs).
+
+// MTE2. InitConstValue(dst, InitConstValueParams<dtype>{repeatTimes, blockNum, dstGap, initValue})
+// on an L1 buffer: repeatTimes times, writes blockNum 32 B blocks of initValue (as dtype), then
+// skips dstGap 32 B blocks. Fields uint16. dtype: half, int16, uint16, bfloat16, float, int32,
+// uint32 (dav-c220 has no 8-bit form: it is a silent no-op there).
+struct InitConstValue {
+  LocalRef dst;
+  ir::DType dtype;
+  ir::Expr repeatTimes, blockNum, dstGap;
+  ir::Expr initValue;
+};
+
+// MTE2. DataCopy(dst L1, src GM, Nd2NzParams): ndNum ND matrices (srcNdMatrixStride elements apart
+// in GM, dstNzMatrixStride elements apart in L1) of nValue rows x dValue elements, GM rows
+// srcDValue elements apart, are written in Nz: element (r, c) of matrix i goes to
+//   dst + i * dstNzMatrixStride * es + (c / C0) * dstNzC0Stride * 32 + r * dstNzNStride * 32 + (c % C0) * es
+// Only those elements are written (the rest of the tile keeps its bytes: InitConstValue zeroes tails).
+// Fields uint16 (0..65535; nValue at most 16384). Units: nValue rows, dValue / srcDValue /
+// srcNdMatrixStride / dstNzMatrixStride elements, dstNzC0Stride / dstNzNStride 32 B blocks.
+struct DataCopyNd2Nz {
+  GmRef src;
+  LocalRef dst;
+  ir::DType dtype;
+  ir::Expr ndNum, nValue, dValue, srcNdMatrixStride, srcDValue, dstNzC0Stride, dstNzNStride, dstNzMatrixStride;
+};
+
+// MTE2. DataCopyPad(dst UB, src GM, DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, 0},
+// DataCopyPadExtParams<dtype>{isPad, leftPadding, rightPadding, paddingValue}). blockCount bursts
+// (1..4095, uint16) of blockLen bytes (uint32); GM side: srcStride bytes between the end of one burst
+// and the start of the next (uint32); UB side: each burst takes leftPadding + blockLen / es +
+// rightPadding elements rounded up to 32 B, followed by dstStride 32 B blocks (uint32). When isPad,
+// leftPadding / rightPadding elements (uint8, at most 32 B each) of paddingValue come before / after
+// the data; the bytes after that up to the 32 B boundary are unspecified (the simulator writes
+// garbage there).
+struct DataCopyPadGmToUb {
+  GmRef src;
+  LocalRef dst;
+  ir::DType dtype;
+  ir::Expr blockCount, blockLen, srcStride, dstStride;
+  bool isPad = false;
+  ir::Expr leftPadding, rightPadding, paddingValue;
+};
+
+// MTE3. DataCopyPad(dst GM, src UB, DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, 0}):
+// blockCount bursts (1..4095) of blockLen bytes; UB side: each burst takes blockLen rounded up to
+// 32 B, followed by srcStride 32 B blocks; GM side: dstStride bytes between bursts (all uint32).
+struct DataCopyPadUbToGm {
+  LocalRef src;
+  GmRef dst;
+  ir::DType dtype;
+  ir::Expr blockCount, blockLen, srcStride, dstStride;
+};
+
+// V. DataCopy(dst UB, src UB, DataCopyParams{blockCount, blockLen, srcStride, dstStride}): blockCount
+// bursts (1..4095) of blockLen 32 B blocks, srcStride / dstStride 32 B blocks between the end of one
+// burst and the start of the next on each side. Fields uint16.
+struct DataCopyUbToUb {
+  LocalRef src, dst;
+  ir::DType dtype;
+  ir::Expr blockCount, blockLen, srcStride, dstStride;
+};
+
+// MTE1. LoadData(dst L0A/L0B, src L1, LoadData2DParams{startIndex, repeatTimes, srcStride, sid,
+// dstGap, ifTranspose}): repeatTimes fractals of 512 B (16 x C0 elements); fractal i is read at
+// src + (startIndex + i * srcStride) * 512 and written at dst + i * (1 + dstGap) * 512, as it is or,
+// with ifTranspose (16-bit types), transposed as a 16 x 16 matrix. startIndex, srcStride, dstGap
+// uint16; repeatTimes uint8 (1..255); sid 0.
+struct LoadData2D {
+  LocalRef src, dst;
+  ir::DType dtype;
+  ir::Expr startIndex, repeatTimes, srcStride, sid, dstGap;
+  bool ifTranspose = false;
+};
+
+// MTE1. LoadData(dst L0B, src L1, LoadData3DParamsV2<dtype>) with a 1 x 1 kernel (img2col of a
+// feature map of l1H x l1W positions and channelSize channels, stored C1 x H x W x C0 = Nz with strip
+// height l1H * l1W): the img2col matrix S (position x channel) is read in the window
+// [mStartPt, mStartPt + mExtension) x [kStartPt, kStartPt + kExtension) and written to L0B as the
+// mExtension x kExtension matrix D in Zn (D[i][j] = S[mStartPt + i][kStartPt + j]): the transposing
+// 32-bit B load. Fields uint16 (strides, filter sizes and dilations uint8). Only the 1 x 1 kernel,
+// stride 1, dilation 1, l1W = 1 and all flags false are modelled (anything else is rejected).
+struct LoadData3DV2 {
+  LocalRef src, dst;
+  ir::DType dtype;
+  ir::Expr l1H, l1W, channelSize, kExtension, mExtension, kStartPt, mStartPt;
+  int64_t strideW = 1, strideH = 1, filterW = 1, filterH = 1, dilationFilterW = 1, dilationFilterH = 1;
+  bool enTranspose = false, enSmallK = false, filterSizeW = false, filterSizeH = false, fMatrixCtrl = false;
+};
+
+// Fixpipe's QuantMode_t (quantPre): NoQuant (fp32 -> fp32, int32 -> int32), F322F16 and F322BF16
+// (round to nearest even).
+enum class QuantMode : uint8_t { NoQuant, F322F16, F322BF16 };
+std::string_view quant_mode_name(QuantMode q);  // "NoQuant" "F322F16" "F322BF16"
+
+// FIX. Fixpipe<dst_dtype, src_dtype, CFG_ROW_MAJOR>(dst GM, src L0C, FixpipeParamsV220{nSize, mSize,
+// srcStride, dstStride, quantPre, reluEn, ndNum}): the mSize x nSize part of the L0C Nz matrix whose
+// strip height is srcStride rows (a multiple of 16) is converted by quantPre (then ReLU when reluEn)
+// and written row-major, dstStride elements between rows. nSize, mSize, srcStride, ndNum uint16
+// (ndNum 1); dstStride uint32.
+struct FixpipeV220 {
+  LocalRef src;
+  GmRef dst;
+  ir::DType src_dtype, dst_dtype;
+  ir::Expr nSize, mSize, srcStride, dstStride;
+  QuantMode quantPre = QuantMode::NoQuant;
+  bool reluEn = false;
+  ir::Expr ndNum;
 };
 
 // High-level vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands; they
@@ -392,6 +511,8 @@ struct CrossCoreWaitFlag {
 };
 
 using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Mmad, Fixpipe,
+                             InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
+                             DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecReduce,
                              VecRowBroadcast, VecCallL2, VecCallL0, WholeReduce, Brcb, SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag,
                              CrossCoreWaitFlag>;
@@ -407,9 +528,12 @@ bool flag_pair_legal(CoreType t, Pipe src, Pipe dst);
 bool cast_widening_exact(ir::DType dst, ir::DType src);
 bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m);
 RoundMode cast_round_mode(ir::DType dst, ir::DType src);
-std::string_view instr_name(const InstrOp& op);
+std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
 // VecBinary .. VecRowBroadcast: the kinds select_vector_calls replaces (never printed or simulated).
-bool is_high_level_vector(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
+bool is_high_level_vector(const InstrOp& op);
+// Whether op is a byte-level move (CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Fixpipe)
+// that select_move_calls replaces: the printer and the simulator accept only call-level moves.
+bool is_byte_level_move(const InstrOp& op);
 
 struct Instr {
   InstrOp op;

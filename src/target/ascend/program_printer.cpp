@@ -56,6 +56,50 @@ struct InstrPrinter {
            " m=" + ex(c.m) + " n=" + ex(c.n) + " src_rows=" + ex(c.src_rows) + " dst_row_stride=" +
            ex(c.dst_row_stride) + (c.relu ? " relu" : "");
   }
+  // call-level moves: the API call and its fields, as named by the API
+  static std::string f(const char* name, const ir::Expr& e) { return std::string(" ") + name + "=" + ex(e); }
+  std::string operator()(const InitConstValue& c) const {
+    return "InitConstValue " + loc(p, c.dst) + " " + dt(c.dtype) + f("repeatTimes", c.repeatTimes) +
+           f("blockNum", c.blockNum) + f("dstGap", c.dstGap) + f("initValue", c.initValue);
+  }
+  std::string operator()(const DataCopyNd2Nz& c) const {
+    return "DataCopyNd2Nz " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + f("ndNum", c.ndNum) +
+           f("nValue", c.nValue) + f("dValue", c.dValue) + f("srcNdMatrixStride", c.srcNdMatrixStride) +
+           f("srcDValue", c.srcDValue) + f("dstNzC0Stride", c.dstNzC0Stride) + f("dstNzNStride", c.dstNzNStride) +
+           f("dstNzMatrixStride", c.dstNzMatrixStride);
+  }
+  template <class C>
+  static std::string ext(const C& c) {
+    return f("blockCount", c.blockCount) + f("blockLen", c.blockLen) + f("srcStride", c.srcStride) +
+           f("dstStride", c.dstStride);
+  }
+  std::string operator()(const DataCopyPadGmToUb& c) const {
+    return "DataCopyPad " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + ext(c) +
+           (c.isPad ? " isPad" + f("leftPadding", c.leftPadding) + f("rightPadding", c.rightPadding) +
+                          f("paddingValue", c.paddingValue)
+                    : std::string());
+  }
+  std::string operator()(const DataCopyPadUbToGm& c) const {
+    return "DataCopyPad " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + ext(c);
+  }
+  std::string operator()(const DataCopyUbToUb& c) const {
+    return "DataCopy " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + ext(c);
+  }
+  std::string operator()(const LoadData2D& c) const {
+    return "LoadData2D " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + f("startIndex", c.startIndex) +
+           f("repeatTimes", c.repeatTimes) + f("srcStride", c.srcStride) + f("sid", c.sid) + f("dstGap", c.dstGap) +
+           (c.ifTranspose ? " ifTranspose" : "");
+  }
+  std::string operator()(const LoadData3DV2& c) const {
+    return "LoadData3DV2 " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + f("l1H", c.l1H) +
+           f("l1W", c.l1W) + f("channelSize", c.channelSize) + f("kExtension", c.kExtension) +
+           f("mExtension", c.mExtension) + f("kStartPt", c.kStartPt) + f("mStartPt", c.mStartPt);
+  }
+  std::string operator()(const FixpipeV220& c) const {
+    return "FixpipeV220 " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.src_dtype) + "->" + dt(c.dst_dtype) +
+           f("nSize", c.nSize) + f("mSize", c.mSize) + f("srcStride", c.srcStride) + f("dstStride", c.dstStride) +
+           " quantPre=" + std::string(quant_mode_name(c.quantPre)) + (c.reluEn ? " reluEn" : "") + f("ndNum", c.ndNum);
+  }
   static std::string shape(const ir::Expr& r, const ir::Expr& c) { return " " + ex(r) + "x" + ex(c); }
   std::string operator()(const VecBinary& c) const {
     return std::string(vec_binop_name(c.op)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " + vop(p, c.b) +

@@ -44,17 +44,19 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     const int32_t b = GetBlockIdx();
     TPipe pipe;
     TBuf<TPosition::A1> tw_l1_buf;
-    pipe.InitBuffer(tw_l1_buf, 8192);
+    pipe.InitBuffer(tw_l1_buf, 24576);
     LocalTensor<uint8_t> tw_l1 = tw_l1_buf.Get<uint8_t>();
     LocalTensor<half> l1 = tw_l1[0].ReinterpretCast<half>();  // L1 @0 +8192 float16 Nz [64, 64], line 81
+    LocalTensor<float> l1f = tw_l1[8192].ReinterpretCast<float>();  // L1 @8192 +16384 float32 Nz [64, 64], line 81
     TBuf<TPosition::A2> tw_l0a_buf;
     pipe.InitBuffer(tw_l0a_buf, 8192);
     LocalTensor<uint8_t> tw_l0a = tw_l0a_buf.Get<uint8_t>();
     LocalTensor<half> l0a = tw_l0a[0].ReinterpretCast<half>();  // L0A @0 +8192 float16 Zz [64, 64], line 81
     TBuf<TPosition::B2> tw_l0b_buf;
-    pipe.InitBuffer(tw_l0b_buf, 8192);
+    pipe.InitBuffer(tw_l0b_buf, 24576);
     LocalTensor<uint8_t> tw_l0b = tw_l0b_buf.Get<uint8_t>();
     LocalTensor<half> l0b = tw_l0b[0].ReinterpretCast<half>();  // L0B @0 +8192 float16 Zn [64, 64], line 81
+    LocalTensor<float> l0bf = tw_l0b[8192].ReinterpretCast<float>();  // L0B @8192 +16384 float32 Zn [64, 64], line 81
     TBuf<TPosition::CO1> tw_l0c_buf;
     pipe.InitBuffer(tw_l0c_buf, 16384);
     LocalTensor<uint8_t> tw_l0c = tw_l0c_buf.Get<uint8_t>();
@@ -79,25 +81,51 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     }
     SetFlag<HardEvent::MTE2_MTE1>(0);  // line 83
     WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 84
-    for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-      LoadData2DParams tw_p;
-      tw_p.startIndex = 0;
-      tw_p.repeatTimes = 4;
-      tw_p.srcStride = 4;
-      tw_p.sid = 0;
-      tw_p.dstGap = 0;
-      tw_p.ifTranspose = false;
-      LoadData(l0a[((tw_i * 4) * 256)], l1[(tw_i * 256)], tw_p);  // line 84
+    for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+      {
+        LoadData2DParams tw_p;
+        tw_p.startIndex = 0;
+        tw_p.repeatTimes = 4;
+        tw_p.srcStride = 4;
+        tw_p.sid = 0;
+        tw_p.dstGap = 0;
+        tw_p.ifTranspose = false;
+        LoadData(l0a[((tw_i_ * 4) * 256)], l1[(tw_i_ * 256)], tw_p);  // line 84
+      }
     }
-    for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-      LoadData2DParams tw_p;
-      tw_p.startIndex = 0;
-      tw_p.repeatTimes = 4;
-      tw_p.srcStride = 1;
-      tw_p.sid = 0;
-      tw_p.dstGap = 0;
-      tw_p.ifTranspose = false;
-      LoadData(l0b[((tw_i * 4) * 256)], l1[((tw_i * 4) * 256)], tw_p);  // line 84
+    for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+      {
+        LoadData2DParams tw_p;
+        tw_p.startIndex = 0;
+        tw_p.repeatTimes = 4;
+        tw_p.srcStride = 1;
+        tw_p.sid = 0;
+        tw_p.dstGap = 0;
+        tw_p.ifTranspose = false;
+        LoadData(l0b[((tw_i_ * 4) * 256)], l1[((tw_i_ * 4) * 256)], tw_p);  // line 84
+      }
+    }
+    {
+      LoadData3DParamsV2<float> tw_p;
+      tw_p.l1H = 64;
+      tw_p.l1W = 1;
+      tw_p.channelSize = 64;
+      tw_p.kExtension = 64;
+      tw_p.mExtension = 64;
+      tw_p.kStartPt = 0;
+      tw_p.mStartPt = 0;
+      tw_p.strideW = 1;
+      tw_p.strideH = 1;
+      tw_p.filterW = 1;
+      tw_p.filterH = 1;
+      tw_p.dilationFilterW = 1;
+      tw_p.dilationFilterH = 1;
+      tw_p.enTranspose = false;
+      tw_p.enSmallK = false;
+      tw_p.filterSizeW = false;
+      tw_p.filterSizeH = false;
+      tw_p.fMatrixCtrl = false;
+      LoadData(l0bf, l1f, tw_p);  // line 84
     }
     SetFlag<HardEvent::MTE1_M>(0);  // line 84
     WaitFlag<HardEvent::MTE1_M>(0);  // line 85

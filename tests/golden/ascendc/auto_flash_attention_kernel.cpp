@@ -119,26 +119,30 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             DataCopy(K_shared, K_gm[(((k_o * 8192) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
           }
           SetFlag<HardEvent::MTE2_MTE1>(1);  // line 23
-          for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-            LoadData2DParams tw_p;
-            tw_p.startIndex = 0;
-            tw_p.repeatTimes = 8;
-            tw_p.srcStride = 4;
-            tw_p.sid = 0;
-            tw_p.dstGap = 0;
-            tw_p.ifTranspose = false;
-            LoadData(Q_shared_l0[((tw_i * 8) * 128)], Q_shared[(tw_i * 128)], tw_p);  // line 24
+          for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+            {
+              LoadData2DParams tw_p;
+              tw_p.startIndex = 0;
+              tw_p.repeatTimes = 8;
+              tw_p.srcStride = 4;
+              tw_p.sid = 0;
+              tw_p.dstGap = 0;
+              tw_p.ifTranspose = false;
+              LoadData(Q_shared_l0[((tw_i_ * 8) * 128)], Q_shared[(tw_i_ * 128)], tw_p);  // line 24
+            }
           }
           WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 24
-          for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-            LoadData2DParams tw_p;
-            tw_p.startIndex = 0;
-            tw_p.repeatTimes = 4;
-            tw_p.srcStride = 1;
-            tw_p.sid = 0;
-            tw_p.dstGap = 0;
-            tw_p.ifTranspose = false;
-            LoadData(K_shared_l0[((tw_i * 4) * 128)], K_shared[((tw_i * 4) * 128)], tw_p);  // line 24
+          for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+            {
+              LoadData2DParams tw_p;
+              tw_p.startIndex = 0;
+              tw_p.repeatTimes = 4;
+              tw_p.srcStride = 1;
+              tw_p.sid = 0;
+              tw_p.dstGap = 0;
+              tw_p.ifTranspose = false;
+              LoadData(K_shared_l0[((tw_i_ * 4) * 128)], K_shared[((tw_i_ * 4) * 128)], tw_p);  // line 24
+            }
           }
           SetFlag<HardEvent::MTE1_M>(0);  // line 24
           WaitFlag<HardEvent::MTE1_M>(0);  // line 24
@@ -213,15 +217,17 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
           CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
           WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
-          for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-            LoadData2DParams tw_p;
-            tw_p.startIndex = 0;
-            tw_p.repeatTimes = 8;
-            tw_p.srcStride = 4;
-            tw_p.sid = 0;
-            tw_p.dstGap = 0;
-            tw_p.ifTranspose = false;
-            LoadData(acc_s_cast_l0_1[((tw_i * 8) * 128)], acc_s_cast[(tw_i * 128)], tw_p);  // line 51
+          for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+            {
+              LoadData2DParams tw_p;
+              tw_p.startIndex = 0;
+              tw_p.repeatTimes = 8;
+              tw_p.srcStride = 4;
+              tw_p.sid = 0;
+              tw_p.dstGap = 0;
+              tw_p.ifTranspose = false;
+              LoadData(acc_s_cast_l0_1[((tw_i_ * 8) * 128)], acc_s_cast[(tw_i_ * 128)], tw_p);  // line 51
+            }
           }
           {
             LoadData3DParamsV2<float> tw_p;
@@ -302,26 +308,30 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               DataCopy(K_shared, K_gm[(((((k_o * 2) + 1) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
             }
             SetFlag<HardEvent::MTE2_MTE1>(1);  // line 23
-            for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-              LoadData2DParams tw_p;
-              tw_p.startIndex = 0;
-              tw_p.repeatTimes = 8;
-              tw_p.srcStride = 4;
-              tw_p.sid = 0;
-              tw_p.dstGap = 0;
-              tw_p.ifTranspose = false;
-              LoadData(Q_shared_l0[4096 + ((tw_i * 8) * 128)], Q_shared[(tw_i * 128)], tw_p);  // line 24
+            for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+              {
+                LoadData2DParams tw_p;
+                tw_p.startIndex = 0;
+                tw_p.repeatTimes = 8;
+                tw_p.srcStride = 4;
+                tw_p.sid = 0;
+                tw_p.dstGap = 0;
+                tw_p.ifTranspose = false;
+                LoadData(Q_shared_l0[(4096 + ((tw_i_ * 8) * 128))], Q_shared[(tw_i_ * 128)], tw_p);  // line 24
+              }
             }
             WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 24
-            for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-              LoadData2DParams tw_p;
-              tw_p.startIndex = 0;
-              tw_p.repeatTimes = 4;
-              tw_p.srcStride = 1;
-              tw_p.sid = 0;
-              tw_p.dstGap = 0;
-              tw_p.ifTranspose = false;
-              LoadData(K_shared_l0[4096 + ((tw_i * 4) * 128)], K_shared[((tw_i * 4) * 128)], tw_p);  // line 24
+            for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+              {
+                LoadData2DParams tw_p;
+                tw_p.startIndex = 0;
+                tw_p.repeatTimes = 4;
+                tw_p.srcStride = 1;
+                tw_p.sid = 0;
+                tw_p.dstGap = 0;
+                tw_p.ifTranspose = false;
+                LoadData(K_shared_l0[(4096 + ((tw_i_ * 4) * 128))], K_shared[((tw_i_ * 4) * 128)], tw_p);  // line 24
+              }
             }
             SetFlag<HardEvent::MTE1_M>(1);  // line 24
             WaitFlag<HardEvent::MTE1_M>(1);  // line 24
@@ -396,15 +406,17 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
             WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
-            for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-              LoadData2DParams tw_p;
-              tw_p.startIndex = 0;
-              tw_p.repeatTimes = 8;
-              tw_p.srcStride = 4;
-              tw_p.sid = 0;
-              tw_p.dstGap = 0;
-              tw_p.ifTranspose = false;
-              LoadData(acc_s_cast_l0_1[4096 + ((tw_i * 8) * 128)], acc_s_cast[(tw_i * 128)], tw_p);  // line 51
+            for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+              {
+                LoadData2DParams tw_p;
+                tw_p.startIndex = 0;
+                tw_p.repeatTimes = 8;
+                tw_p.srcStride = 4;
+                tw_p.sid = 0;
+                tw_p.dstGap = 0;
+                tw_p.ifTranspose = false;
+                LoadData(acc_s_cast_l0_1[(4096 + ((tw_i_ * 8) * 128))], acc_s_cast[(tw_i_ * 128)], tw_p);  // line 51
+              }
             }
             {
               LoadData3DParamsV2<float> tw_p;

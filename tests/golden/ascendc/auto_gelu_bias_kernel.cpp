@@ -68,7 +68,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
-      if (tw_max(tw_min((70 - (by * 64)), 64), 0) < 64 || tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64) {
+      if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64)) {
         InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
       }
@@ -86,7 +86,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
       WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
-      if (tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64 || tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64) {
+      if ((tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
         InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
       }
@@ -105,15 +105,17 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
       WaitFlag<HardEvent::M_MTE1>(0);  // line 14
-      for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 8;
-        tw_p.srcStride = 4;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(x_s_l0[((tw_i * 8) * 128)], x_s[(tw_i * 128)], tw_p);  // line 14
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 4;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = false;
+          LoadData(x_s_l0[((tw_i_ * 8) * 128)], x_s[(tw_i_ * 128)], tw_p);  // line 14
+        }
       }
       SetFlag<HardEvent::MTE1_MTE2>(1);  // line 14
       WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
@@ -158,7 +160,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
       WaitFlag<HardEvent::M_MTE1>(1);  // line 14
       if (((k_o * 2) + 1) < 1) {
-        if (tw_max(tw_min((70 - (by * 64)), 64), 0) < 64 || tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
+        if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
           InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
           PipeBarrier<PIPE_MTE2>();  // line 12
         }
@@ -176,7 +178,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         }
         SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
-        if (tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64 || tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64) {
+        if ((tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
           InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
           PipeBarrier<PIPE_MTE2>();  // line 13
         }
@@ -194,15 +196,17 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         }
         SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
         WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
-        for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-          LoadData2DParams tw_p;
-          tw_p.startIndex = 0;
-          tw_p.repeatTimes = 8;
-          tw_p.srcStride = 4;
-          tw_p.sid = 0;
-          tw_p.dstGap = 0;
-          tw_p.ifTranspose = false;
-          LoadData(x_s_l0[4096 + ((tw_i * 8) * 128)], x_s[(tw_i * 128)], tw_p);  // line 14
+        for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+          {
+            LoadData2DParams tw_p;
+            tw_p.startIndex = 0;
+            tw_p.repeatTimes = 8;
+            tw_p.srcStride = 4;
+            tw_p.sid = 0;
+            tw_p.dstGap = 0;
+            tw_p.ifTranspose = false;
+            LoadData(x_s_l0[(4096 + ((tw_i_ * 8) * 128))], x_s[(tw_i_ * 128)], tw_p);  // line 14
+          }
         }
         SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
         WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14

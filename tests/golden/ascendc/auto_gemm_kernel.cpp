@@ -101,27 +101,31 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       SetFlag<HardEvent::MTE2_MTE1>(1);  // line 12
       WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 13
       WaitFlag<HardEvent::M_MTE1>(0);  // line 13
-      for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 4;
-        tw_p.srcStride = 8;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(A_shared_l0[((tw_i * 4) * 256)], A_shared[(tw_i * 256)], tw_p);  // line 13
+      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 4;
+          tw_p.srcStride = 8;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = false;
+          LoadData(A_shared_l0[((tw_i_ * 4) * 256)], A_shared[(tw_i_ * 256)], tw_p);  // line 13
+        }
       }
       SetFlag<HardEvent::MTE1_MTE2>(0);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 13
-      for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 8;
-        tw_p.srcStride = 4;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = true;
-        LoadData(B_shared_l0[((tw_i * 8) * 256)], B_shared[(tw_i * 256)], tw_p);  // line 13
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 4;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = true;
+          LoadData(B_shared_l0[((tw_i_ * 8) * 256)], B_shared[(tw_i_ * 256)], tw_p);  // line 13
+        }
       }
       SetFlag<HardEvent::MTE1_M>(0);  // line 13
       SetFlag<HardEvent::MTE1_MTE2>(1);  // line 13
@@ -139,7 +143,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       }
       SetFlag<HardEvent::M_MTE1>(0);  // line 13
       WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 11
-      if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128 || tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
+      if ((tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) || (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
         InitConstValue(A_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 11
         PipeBarrier<PIPE_MTE2>();  // line 11
       }
@@ -157,7 +161,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 11
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
-      if (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64 || tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128) {
+      if ((tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128)) {
         InitConstValue(B_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
       }
@@ -176,27 +180,31 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       SetFlag<HardEvent::MTE2_MTE1>(1);  // line 12
       WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 13
       WaitFlag<HardEvent::M_MTE1>(1);  // line 13
-      for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 4;
-        tw_p.srcStride = 8;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(A_shared_l0[8192 + ((tw_i * 4) * 256)], A_shared[(tw_i * 256)], tw_p);  // line 13
+      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 4;
+          tw_p.srcStride = 8;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = false;
+          LoadData(A_shared_l0[(8192 + ((tw_i_ * 4) * 256))], A_shared[(tw_i_ * 256)], tw_p);  // line 13
+        }
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 13
-      for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 8;
-        tw_p.srcStride = 4;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = true;
-        LoadData(B_shared_l0[8192 + ((tw_i * 8) * 256)], B_shared[(tw_i * 256)], tw_p);  // line 13
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 4;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = true;
+          LoadData(B_shared_l0[(8192 + ((tw_i_ * 8) * 256))], B_shared[(tw_i_ * 256)], tw_p);  // line 13
+        }
       }
       SetFlag<HardEvent::MTE1_M>(1);  // line 13
       SetFlag<HardEvent::MTE1_MTE2>(3);  // line 13

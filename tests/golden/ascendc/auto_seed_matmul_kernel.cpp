@@ -103,15 +103,17 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
       WaitFlag<HardEvent::M_MTE1>(0);  // line 14
-      for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 8;
-        tw_p.srcStride = 8;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(a_tile_l0[((tw_i * 8) * 128)], a_tile[(tw_i * 128)], tw_p);  // line 14
+      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 8;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = false;
+          LoadData(a_tile_l0[((tw_i_ * 8) * 128)], a_tile[(tw_i_ * 128)], tw_p);  // line 14
+        }
       }
       SetFlag<HardEvent::MTE1_MTE2>(0);  // line 14
       WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
@@ -153,7 +155,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       }
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 11
-      if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128 || tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
+      if ((tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) || (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
         InitConstValue(a_tile[8192], InitConstValueParams<float>{1, static_cast<uint16_t>(1024), 0, static_cast<float>(0)});  // line 11
         PipeBarrier<PIPE_MTE2>();  // line 11
       }
@@ -171,7 +173,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       }
       SetFlag<HardEvent::MTE2_MTE1>(2);  // line 11
       WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
-      if (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64 || tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128) {
+      if ((tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128)) {
         InitConstValue(b_tile[8192], InitConstValueParams<float>{1, static_cast<uint16_t>(1024), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
       }
@@ -190,15 +192,17 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       SetFlag<HardEvent::MTE2_MTE1>(3);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 14
       WaitFlag<HardEvent::M_MTE1>(1);  // line 14
-      for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 8;
-        tw_p.srcStride = 8;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(a_tile_l0[8192 + ((tw_i * 8) * 128)], a_tile[8192 + (tw_i * 128)], tw_p);  // line 14
+      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 8;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = false;
+          LoadData(a_tile_l0[(8192 + ((tw_i_ * 8) * 128))], a_tile[(8192 + (tw_i_ * 128))], tw_p);  // line 14
+        }
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
       WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 14

@@ -75,7 +75,7 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       if (k >= 2) {
         WaitFlag<HardEvent::MTE1_MTE2>(s);  // line 20
       }
-      if (mt < 128 || kt < 64) {
+      if ((mt < 128) || (kt < 64)) {
         InitConstValue(A_l1[(s * 8192)], InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 20
         PipeBarrier<PIPE_MTE2>();  // line 20
       }
@@ -91,7 +91,7 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         tw_p.dstNzMatrixStride = 0;
         DataCopy(A_l1[(s * 8192)], A_gm[(((bm * 128) * K) + (k * 64))], tw_p);  // line 20
       }
-      if (kt < 64 || nt < 128) {
+      if ((kt < 64) || (nt < 128)) {
         InitConstValue(B_l1[(s * 8192)], InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 21
         PipeBarrier<PIPE_MTE2>();  // line 21
       }
@@ -112,25 +112,29 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       if (k >= 2) {
         WaitFlag<HardEvent::M_MTE1>(s);  // line 22
       }
-      for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 4;
-        tw_p.srcStride = 8;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(A_l0a[(s * 8192) + ((tw_i * 4) * 256)], A_l1[(s * 8192) + (tw_i * 256)], tw_p);  // line 22
+      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 4;
+          tw_p.srcStride = 8;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = false;
+          LoadData(A_l0a[((s * 8192) + ((tw_i_ * 4) * 256))], A_l1[((s * 8192) + (tw_i_ * 256))], tw_p);  // line 22
+        }
       }
-      for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 8;
-        tw_p.srcStride = 4;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = true;
-        LoadData(B_l0b[(s * 8192) + ((tw_i * 8) * 256)], B_l1[(s * 8192) + (tw_i * 256)], tw_p);  // line 22
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 4;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = true;
+          LoadData(B_l0b[((s * 8192) + ((tw_i_ * 8) * 256))], B_l1[((s * 8192) + (tw_i_ * 256))], tw_p);  // line 22
+        }
       }
       SetFlag<HardEvent::MTE1_MTE2>(s);  // line 22
       SetFlag<HardEvent::MTE1_M>(s);  // line 22

@@ -77,7 +77,7 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
       if (k > 0) {
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 58
       }
-      if (mt < 128 || kt < 64) {
+      if ((mt < 128) || (kt < 64)) {
         InitConstValue(a_l1, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 58
         PipeBarrier<PIPE_MTE2>();  // line 58
       }
@@ -93,7 +93,7 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
         tw_p.dstNzMatrixStride = 0;
         DataCopy(a_l1, A_gm[(((bm * 128) * K) + (k * 64))], tw_p);  // line 58
       }
-      if (kt < 64 || nt < 128) {
+      if ((kt < 64) || (nt < 128)) {
         InitConstValue(b_l1, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 58
         PipeBarrier<PIPE_MTE2>();  // line 58
       }
@@ -114,25 +114,29 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
       if (k > 0) {
         WaitFlag<HardEvent::M_MTE1>(0);  // line 59
       }
-      for (int32_t tw_i = 0; tw_i < 8; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 4;
-        tw_p.srcStride = 8;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(a_l0a[((tw_i * 4) * 256)], a_l1[(tw_i * 256)], tw_p);  // line 59
+      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 4;
+          tw_p.srcStride = 8;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = false;
+          LoadData(a_l0a[((tw_i_ * 4) * 256)], a_l1[(tw_i_ * 256)], tw_p);  // line 59
+        }
       }
-      for (int32_t tw_i = 0; tw_i < 4; ++tw_i) {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 8;
-        tw_p.srcStride = 4;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = true;
-        LoadData(b_l0b[((tw_i * 8) * 256)], b_l1[(tw_i * 256)], tw_p);  // line 59
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+        {
+          LoadData2DParams tw_p;
+          tw_p.startIndex = 0;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 4;
+          tw_p.sid = 0;
+          tw_p.dstGap = 0;
+          tw_p.ifTranspose = true;
+          LoadData(b_l0b[((tw_i_ * 8) * 256)], b_l1[(tw_i_ * 256)], tw_p);  // line 59
+        }
       }
       SetFlag<HardEvent::MTE1_MTE2>(0);  // line 59
       SetFlag<HardEvent::MTE1_M>(0);  // line 59

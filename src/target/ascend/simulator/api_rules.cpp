@@ -10,6 +10,15 @@ namespace {
 std::string dtn(ir::DTypeCode t) { return std::string(ir::DType(t).name()); }
 std::string str(int64_t v) { return std::to_string(v); }
 
+constexpr int64_t kU16 = 65535, kU32 = 4294967295LL;
+
+// A field of a call: a value outside [lo, hi] (its width or documented range) would be truncated.
+void fits(std::vector<std::string>& out, const char* params, const char* field, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    out.push_back(std::string(params) + "." + field + " = " + str(v) + " is outside " + str(lo) + ".." + str(hi) +
+                  " (the field's range): the call would truncate it");
+}
+
 // A uint8 field of a vector call (repeatTimes, block and repeat strides): 0..255.
 void u8(const std::string& call, const char* field, int64_t v, std::vector<std::string>& out) {
   if (v < 0 || v > 255)
@@ -76,47 +85,84 @@ void brcb_rules(const RBrcb& x, std::vector<std::string>& out) {
 }  // namespace
 
 void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>& out) {
-  const InstrOp& op = r.in->op;
   std::visit(
       Overload{
-          [&](const RBurst& x) {
-            if (x.n_rows <= 0) return;  // no call (the printer guards it)
-            const char* call = std::holds_alternative<CopyUbToUb>(op) ? "DataCopy(UB, UB, DataCopyParams)" : "DataCopyPad";
-            if (x.n_rows > 4095)
-              out.push_back(std::string(call) + " with blockCount " + str(x.n_rows) +
-                            ": the count of bursts is 1..4095 (DataCopyPad docs; the field is uint16): copy at most "
-                            "4095 rows per call");
-            if (x.n_rows == 1) return;  // the gaps of a single burst are not used
-            // The gaps between bursts as printed: GM side in bytes, UB side in 32 B blocks after the
-            // burst rounded up to 32 B (DataCopyPad); both sides in 32 B blocks for UB -> UB. They
-            // are unsigned fields: a stride shorter than the burst would wrap.
-            bool ub_ub = std::holds_alternative<CopyUbToUb>(op), gm_src = std::holds_alternative<CopyGmToUb>(op);
-            auto gap = [&](int64_t stride, bool ub_side) {
-              return ub_side ? (stride - (ub_ub ? x.row_bytes : (x.row_bytes + 31) / 32 * 32)) / 32 : stride - x.row_bytes;
-            };
-            int64_t sg = gap(x.src_stride, ub_ub || !gm_src), dg = gap(x.dst_stride, ub_ub || gm_src);
-            if (sg < 0 || dg < 0)
-              out.push_back(std::string(call) + " with rows " + str(x.row_bytes) + " B long but " +
-                            str(sg < 0 ? x.src_stride : x.dst_stride) + " B apart on the " + (sg < 0 ? "source" : "destination") +
-                            " side: the gap field is unsigned and would wrap; rows must not overlap");
-            if (ub_ub && (x.row_bytes / 32 > 65535 || sg > 65535 || dg > 65535))
-              out.push_back("DataCopyParams blockLen / srcStride / dstStride are uint16 (32 B blocks): " + str(x.row_bytes / 32) +
-                            ", " + str(sg) + ", " + str(dg));
+          [&](const RInitConst& x) {
+            if (ir::DType(x.dt).bytes() == 1)
+              out.push_back("InitConstValue<" + dtn(x.dt) + ">: dav-c220 has no 8-bit InitConstValue (a silent no-op; docs "
+                            "list half, int16, uint16, bfloat16, float, int32, uint32): zero the tile through a 16-bit "
+                            "ReinterpretCast (fill_dtype float16)");
+            else if (x.dt != ir::DTypeCode::f16 && x.dt != ir::DTypeCode::bf16 && x.dt != ir::DTypeCode::f32 &&
+                     x.dt != ir::DTypeCode::i32)
+              out.push_back("InitConstValue<" + dtn(x.dt) + "> does not exist (half, int16, uint16, bfloat16, float, int32, uint32)");
+            fits(out, "InitConstValueParams", "repeatTimes", x.repeat, 0, kU16);
+            fits(out, "InitConstValueParams", "blockNum", x.blocks, 0, kU16);
+            fits(out, "InitConstValueParams", "dstGap", x.gap, 0, kU16);
           },
-          [&](const RCopyGmToL1& x) {
-            if (x.rows <= 0 || x.cols <= 0) return;
-            if (x.src_row_stride > 65535)
-              out.push_back("Nd2NzParams.srcDValue = " + str(x.src_row_stride) +
+          [&](const RNd2Nz& x) {
+            const char* s = "Nd2NzParams";
+            fits(out, s, "ndNum", x.nd_num, 0, kU16);
+            fits(out, s, "nValue", x.n, 0, 16384);
+            fits(out, s, "dValue", x.d, 0, kU16);
+            fits(out, s, "srcNdMatrixStride", x.src_nd_stride, 0, kU16);
+            if (x.src_d < 0 || x.src_d > kU16)
+              out.push_back("Nd2NzParams.srcDValue = " + str(x.src_d) +
                             ": the GM row stride is a uint16 (at most 65535 elements) and would be truncated; "
                             "use a tensor whose rows are shorter (e.g. store B transposed) or split the matrix");
-            if (x.rows > 16384 || x.cols > 65535)
-              out.push_back("Nd2NzParams nValue = " + str(x.rows) + ", dValue = " + str(x.cols) +
-                            ": at most 16384 rows and 65535 columns per call");
-            bool partial = x.rows < x.dst_rows || x.cols < x.dst_cols;
-            if (partial && ir::DType(x.fill).bytes() == 1)
-              out.push_back("InitConstValue<" + dtn(x.fill) + "> zeroes the tail of this tile, but dav-c220 has no 8-bit "
-                            "InitConstValue (a silent no-op; docs list half, int16, uint16, bfloat16, float, int32, "
-                            "uint32): zero the tile through a 16-bit ReinterpretCast (fill_dtype float16)");
+            fits(out, s, "dstNzC0Stride", x.c0_stride, 0, kU16);
+            fits(out, s, "dstNzNStride", x.n_stride, 0, kU16);
+            fits(out, s, "dstNzMatrixStride", x.nz_matrix_stride, 0, kU16);
+          },
+          [&](const RDataCopy& x) {
+            bool ub_ub = x.kind == RDataCopy::UbToUb;
+            const char* call = ub_ub ? "DataCopy(UB, UB, DataCopyParams)" : "DataCopyPad";
+            const char* s = ub_ub ? "DataCopyParams" : "DataCopyExtParams";
+            if (x.count < 1 || x.count > 4095)
+              out.push_back(std::string(call) + " with blockCount " + str(x.count) +
+                            ": the count of bursts is 1..4095 (DataCopyPad docs; the field is uint16)" +
+                            (x.count < 1 ? ": a row count <= 0 must not issue the call (guard it)" : ": copy at most 4095 rows per call"));
+            int64_t wide = ub_ub ? kU16 : kU32;
+            fits(out, s, "blockLen", x.len, 0, wide);
+            // The gaps between bursts are unsigned: a stride shorter than the burst would wrap.
+            if (x.count > 1 && (x.src_stride < 0 || x.dst_stride < 0))
+              out.push_back(std::string(call) + " with " + s + "." + (x.src_stride < 0 ? "srcStride = " + str(x.src_stride)
+                                                                                       : "dstStride = " + str(x.dst_stride)) +
+                            ": the gap field is unsigned and would wrap; rows must not overlap");
+            else if (x.count > 1) {
+              fits(out, s, "srcStride", x.src_stride, 0, wide);
+              fits(out, s, "dstStride", x.dst_stride, 0, wide);
+            }
+            if (x.kind == RDataCopy::GmToUb) {
+              int es = ir::DType(x.dt).bytes();
+              if (x.left < 0 || x.left * es > 32 || x.right < 0 || x.right * es > 32)
+                out.push_back("DataCopyPadExtParams leftPadding = " + str(x.left) + ", rightPadding = " + str(x.right) +
+                              " elements: each is at most 32 B of padding (uint8)");
+            }
+          },
+          [&](const RLoad2D& x) {
+            const char* s = "LoadData2DParams";
+            fits(out, s, "startIndex", x.start, 0, kU16);
+            fits(out, s, "repeatTimes", x.repeat, 0, 255);
+            fits(out, s, "srcStride", x.src_stride, 0, kU16);
+            fits(out, s, "dstGap", x.dst_gap, 0, kU16);
+            if (x.sid != 0) out.push_back("LoadData2DParams.sid = " + str(x.sid) + ": the field is reserved, set it to 0");
+          },
+          [&](const RLoad3D& x) {
+            const char* s = "LoadData3DParamsV2";
+            fits(out, s, "l1H", x.l1h, 0, kU16);
+            fits(out, s, "l1W", x.l1w, 0, kU16);
+            fits(out, s, "channelSize", x.channels, 0, kU16);
+            fits(out, s, "kExtension", x.kext, 0, kU16);
+            fits(out, s, "mExtension", x.mext, 0, kU16);
+            fits(out, s, "kStartPt", x.kstart, 0, kU16);
+            fits(out, s, "mStartPt", x.mstart, 0, kU16);
+          },
+          [&](const RFixpipe& x) {
+            const char* s = "FixpipeParamsV220";
+            fits(out, s, "nSize", x.n, 0, kU16);
+            fits(out, s, "mSize", x.m, 0, kU16);
+            fits(out, s, "srcStride", x.src_stride, 0, kU16);
+            fits(out, s, "dstStride", x.dst_stride, 0, kU32);
           },
           [&](const RMmad& x) {
             if (x.m <= 0 || x.n <= 0 || x.k <= 0) return;

@@ -22,6 +22,14 @@ int64_t zz_off(int64_t m, int64_t k, int64_t K1, int64_t c0) {
 int64_t zn_off(int64_t k, int64_t n, int64_t N1, int64_t c0) {
   return (k / c0) * (N1 * 16 * c0) + (n / 16) * (16 * c0) + (n % 16) * c0 + k % c0;
 }
+bool quant_matches(QuantMode q, ir::DTypeCode from, ir::DTypeCode to) {
+  switch (q) {
+    case QuantMode::F322F16: return from == ir::DTypeCode::f32 && to == ir::DTypeCode::f16;
+    case QuantMode::F322BF16: return from == ir::DTypeCode::f32 && to == ir::DTypeCode::bf16;
+    case QuantMode::NoQuant: return from == to && (from == ir::DTypeCode::f32 || from == ir::DTypeCode::i32);
+  }
+  return false;
+}
 int align_of(Mem m) {
   switch (m) {
     case Mem::L1: return 32;
@@ -75,8 +83,9 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                                          std::string(core_type_name(c.type)));
       return;
     }
-    // A row count <= 0 is no call (program.h; the printer guards it with `if (count > 0)`); a
-    // negative byte count in a call that is issued would wrap the unsigned API field.
+    // A row count <= 0 is no call (program.h; select_vector_calls and select_move_calls guard it
+    // with `if (count > 0)`); a negative byte count in a call that is issued would wrap the
+    // unsigned API field.
     if (rect.rows > 0 && rect.row_bytes < 0) {
       fail(ReportKind::InvalidInstr, std::string(role) + " has a negative size (" + std::to_string(rect.rows) + " rows of " +
                                          std::to_string(rect.row_bytes) + " bytes): the count fields are unsigned");
@@ -118,42 +127,56 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, RCopyGmToL1>) {
+        auto mem_is = [&](const RMem& m, std::initializer_list<Mem> ok_mems) {
+          if (m.gm || m.index < 0 || m.index >= static_cast<int>(prog.buffers.size())) return false;
+          for (Mem k : ok_mems)
+            if (prog.buffers[m.index].mem == k) return true;
+          return false;
+        };
+        if constexpr (std::is_same_v<T, RInitConst>) {
+          invalid(!mem_is(x.dst, {Mem::L1}), "InitConstValue writes an L1 buffer (TPosition A1/B1) here");
+          if (x.repeat > 0 && x.blocks > 0) operand(x.dst, Rect{0, x.repeat, x.blocks * 32, (x.blocks + x.gap) * 32}, true, 32, "destination");
+        } else if constexpr (std::is_same_v<T, RNd2Nz>) {
           int es = es_of(x.dt), c0 = 32 / es;
-          invalid(x.dst_rows % 16 != 0 || x.dst_cols % c0 != 0,
-                  "Nz destination " + std::to_string(x.dst_rows) + "x" + std::to_string(x.dst_cols) +
-                      " must have rows a multiple of 16 and cols a multiple of C0 = " + std::to_string(c0));
-          invalid(x.rows > x.dst_rows || x.cols > x.dst_cols || x.rows < 0 || x.cols < 0,
-                  "copied " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + " does not fit the Nz destination " +
-                      std::to_string(x.dst_rows) + "x" + std::to_string(x.dst_cols));
-          if (!prog.buffers.empty() && !x.dst.gm && x.dst.index >= 0 && x.dst.index < (int)prog.buffers.size())
-            invalid(prog.buffers[x.dst.index].mem != Mem::L1, "CopyGmToL1 destination must be an L1 buffer");
-          operand(x.src, Rect{0, x.rows, x.cols * es, x.src_row_stride * es}, false, es, "source");
-          operand(x.dst, Rect{0, 1, x.dst_rows * x.dst_cols * es, 0}, true, es, "destination");
-        } else if constexpr (std::is_same_v<T, RBurst>) {
-          operand(x.src, Rect{0, x.n_rows, x.row_bytes, x.src_stride}, false, 1, "source");
-          int64_t written = x.pad == RBurst::kExact ? x.row_bytes : rup(x.row_bytes, 32);
-          operand(x.dst, Rect{0, x.n_rows, written, x.dst_stride}, true, 1, "destination");
-        } else if constexpr (std::is_same_v<T, RLoadL0>) {
+          invalid(!mem_is(x.dst, {Mem::L1}), "DataCopy with Nd2NzParams writes an L1 buffer");
+          if (x.n > 0 && x.d > 0)
+            for (int64_t i = 0; i < x.nd_num && ok; ++i) {
+              operand(x.src, Rect{i * x.src_nd_stride * es, x.n, x.d * es, x.src_d * es}, false, es, "source");
+              int64_t base = i * x.nz_matrix_stride * es, strips = x.d / c0, tail = x.d % c0;
+              if (x.n_stride == 1 && strips > 0)  // whole C0 strips: n * 32 contiguous bytes each
+                operand(x.dst, Rect{base, strips, x.n * 32, x.c0_stride * 32}, true, es, "destination");
+              else
+                for (int64_t j = 0; j < strips && ok; ++j)
+                  operand(x.dst, Rect{base + j * x.c0_stride * 32, x.n, 32, x.n_stride * 32}, true, es, "destination");
+              if (tail > 0)
+                operand(x.dst, Rect{base + strips * x.c0_stride * 32, x.n, tail * es, x.n_stride * 32}, true, es, "destination");
+            }
+        } else if constexpr (std::is_same_v<T, RDataCopy>) {
+          invalid(x.kind != RDataCopy::GmToUb && !mem_is(x.src, {Mem::UB}), "the source of this copy must be a UB buffer");
+          invalid(x.kind != RDataCopy::UbToGm && !mem_is(x.dst, {Mem::UB}), "the destination of this copy must be a UB buffer");
+          int64_t written = x.kind == RDataCopy::UbToGm ? x.len : x.ub_burst();
+          operand(x.src, Rect{0, x.count, x.bytes(), x.src_pitch()}, false, 1, "source");
+          operand(x.dst, Rect{0, x.count, written, x.dst_pitch()}, true, 1, "destination");
+        } else if constexpr (std::is_same_v<T, RLoad2D>) {
+          invalid(!mem_is(x.dst, {Mem::L0A, Mem::L0B}), "LoadData with LoadData2DParams writes an L0A or L0B buffer");
+          invalid(!mem_is(x.src, {Mem::L1}), "LoadData with LoadData2DParams reads an L1 buffer");
+          invalid(x.transpose && es_of(x.dt) != 2, "LoadData2DParams.ifTranspose transposes 16-bit types only");
+          operand(x.src, Rect{x.start * 512, x.repeat, 512, x.src_stride * 512}, false, es_of(x.dt), "source");
+          operand(x.dst, Rect{0, x.repeat, 512, (1 + x.dst_gap) * 512}, true, es_of(x.dt), "destination");
+        } else if constexpr (std::is_same_v<T, RLoad3D>) {
           int es = es_of(x.dt), c0 = 32 / es;
-          bool to_a = x.dst.index >= 0 && x.dst.index < (int)prog.buffers.size() && prog.buffers[x.dst.index].mem == Mem::L0A;
-          invalid(x.dst.index < 0 || x.dst.index >= (int)prog.buffers.size() ||
-                      (prog.buffers[x.dst.index].mem != Mem::L0A && prog.buffers[x.dst.index].mem != Mem::L0B),
-                  "LoadL0 destination must be an L0A or L0B buffer");
-          invalid(x.transpose && es != 2 && !(es == 4 && !to_a),
-                  "LoadData transposes 16-bit types (LoadDataWithTranspose also 32-bit types into L0B)");
-          // window in the source (rows x cols of the Nz matrix)
-          bool same = to_a != x.transpose;  // D = window (else D = window^T)
-          int64_t wr = same ? x.dst_rows : x.dst_cols, wc = same ? x.dst_cols : x.dst_rows;
-          int64_t drow_mult = to_a ? 16 : c0, dcol_mult = to_a ? c0 : 16;
-          invalid(x.dst_rows % drow_mult != 0 || x.dst_cols % dcol_mult != 0 || x.src_row % 16 != 0 ||
-                      x.src_col % c0 != 0 || x.src_rows % 16 != 0 || wr % 16 != 0 || wc % c0 != 0,
-                  "LoadL0 shapes must be whole fractals (16 x C0 = 16 x " + std::to_string(c0) + ")");
-          invalid(x.src_row + wr > x.src_rows, "LoadL0 window rows [" + std::to_string(x.src_row) + ", " +
-                                                   std::to_string(x.src_row + wr) + ") exceed the Nz strip height " +
-                                                   std::to_string(x.src_rows));
-          operand(x.src, Rect{(x.src_col / c0 * x.src_rows + x.src_row) * 32, wc / c0, wr * 32, x.src_rows * 32}, false, es, "source");
-          operand(x.dst, Rect{0, 1, x.dst_rows * x.dst_cols * es, 0}, true, es, "destination");
+          invalid(!mem_is(x.dst, {Mem::L0B}), "LoadData with LoadData3DParamsV2 writes an L0B buffer here");
+          invalid(!x.unit_kernel || x.l1w != 1,
+                  "LoadData3DParamsV2: only the 1 x 1 kernel with stride 1, dilation 1, l1W = 1 and every flag false is modelled");
+          invalid(x.mext % 16 != 0 || x.kext % 16 != 0 || x.kstart % c0 != 0 || x.mstart % 16 != 0 || x.l1h % 16 != 0,
+                  "LoadData3DParamsV2 window must be whole fractals (mExtension, kExtension, mStartPt, l1H multiples of 16; "
+                  "kStartPt a multiple of C0 = " + std::to_string(c0) + ")");
+          invalid(x.mstart + x.mext > x.l1h || x.kstart + x.kext > x.channels,
+                  "LoadData3DParamsV2 window [" + std::to_string(x.mstart) + ", " + std::to_string(x.mstart + x.mext) + ") x [" +
+                      std::to_string(x.kstart) + ", " + std::to_string(x.kstart + x.kext) + ") exceeds the feature map " +
+                      std::to_string(x.l1h) + " x " + std::to_string(x.channels));
+          operand(x.src, Rect{(x.kstart / c0 * x.l1h + x.mstart) * 32, x.kext / c0, x.mext * 32, x.l1h * 32}, false, es, "source");
+          operand(x.dst, Rect{0, 1, x.mext * x.kext * es, 0}, true, es, "destination");
         } else if constexpr (std::is_same_v<T, RMmad>) {
           int es = es_of(x.in), c0 = 32 / es;
           invalid(x.m <= 0 || x.n <= 0 || x.k <= 0 || x.m > 4095 || x.n > 4095 || x.k > 4095,
@@ -169,9 +192,16 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           operand(x.c, Rect{0, 1, mp * np * 4, 0}, true, 4, "C (L0C)");
         } else if constexpr (std::is_same_v<T, RFixpipe>) {
           int es = es_of(x.to);
-          invalid(x.m > x.src_rows || x.src_rows % 16 != 0, "Fixpipe m must be <= src_rows (a multiple of 16)");
-          operand(x.src, Rect{0, 1, x.src_rows * rup(x.n, 16) * 4, 0}, false, 4, "source (L0C)");
-          operand(x.dst, Rect{0, x.m, x.n * es, x.dst_row_stride * es}, true, es, "destination");
+          invalid(x.m > x.src_stride || x.src_stride % 16 != 0,
+                  "FixpipeParamsV220: mSize " + std::to_string(x.m) + " must be <= srcStride " + std::to_string(x.src_stride) +
+                      " (the L0C strip height, a multiple of 16)");
+          invalid(x.nd_num != 1, "FixpipeParamsV220.ndNum = " + std::to_string(x.nd_num) + ": only ndNum 1 is modelled");
+          invalid(!quant_matches(x.quant, x.from, x.to),
+                  "Fixpipe quantPre " + std::string(quant_mode_name(x.quant)) + " does not convert " +
+                      std::string(ir::DType(x.from).name()) + " to " + std::string(ir::DType(x.to).name()) +
+                      " (F322F16: float32 -> float16, F322BF16: float32 -> bfloat16, NoQuant: float32 or int32 unchanged)");
+          operand(x.src, Rect{0, 1, x.src_stride * rup(x.n, 16) * 4, 0}, false, 4, "source (L0C)");
+          operand(x.dst, Rect{0, x.m, x.n * es, x.dst_stride * es}, true, es, "destination");
         } else if constexpr (std::is_same_v<T, RVecCall>) {
           int des = es_of(x.dt), ses = es_of(x.src_dt);
           invalid(x.dt == ir::DTypeCode::bf16 && x.api != VecApi::Cast,
@@ -283,64 +313,72 @@ void Machine::functional(Core& c, const RInstr& r) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, RCopyGmToL1>) {
+        if constexpr (std::is_same_v<T, RInitConst>) {
+          // dav-c220 has no 8-bit InitConstValue: the call does nothing (reported as an API rule)
+          if (es_of(x.dt) == 1) return;
+          uint8_t* dst = base(c, x.dst).data + x.dst.off;
+          uint8_t block[32];
+          for (int i = 0; i < 32; i += es_of(x.dt)) num::store(block + i, x.dt, x.value);
+          for (int64_t r = 0; r < x.repeat; ++r)
+            for (int64_t k = 0; k < x.blocks; ++k) std::memcpy(dst + (r * (x.blocks + x.gap) + k) * 32, block, 32);
+        } else if constexpr (std::is_same_v<T, RNd2Nz>) {
           int es = es_of(x.dt), c0 = 32 / es;
           const uint8_t* src = base(c, x.src).data + x.src.off;
           uint8_t* dst = base(c, x.dst).data + x.dst.off;
-          std::memset(dst, 0, static_cast<size_t>(x.dst_rows * x.dst_cols * es));
-          int64_t strips = cdiv(x.cols, c0);
-          for (int64_t rr = 0; rr < x.rows; ++rr) {
-            const uint8_t* s = src + rr * x.src_row_stride * es;
-            for (int64_t j = 0; j < strips; ++j) {
-              int64_t n = std::min<int64_t>(c0, x.cols - j * c0);
-              std::memcpy(dst + ((j * x.dst_rows + rr) * c0) * es, s + j * c0 * es, static_cast<size_t>(n * es));
+          int64_t strips = cdiv(x.d, c0);
+          for (int64_t i = 0; i < x.nd_num; ++i)
+            for (int64_t rr = 0; rr < x.n; ++rr) {
+              const uint8_t* s = src + (i * x.src_nd_stride + rr * x.src_d) * es;
+              uint8_t* d = dst + i * x.nz_matrix_stride * es + rr * x.n_stride * 32;
+              for (int64_t j = 0; j < strips; ++j) {
+                int64_t n = std::min<int64_t>(c0, x.d - j * c0);
+                std::memcpy(d + j * x.c0_stride * 32, s + j * c0 * es, static_cast<size_t>(n * es));
+              }
             }
-          }
-        } else if constexpr (std::is_same_v<T, RBurst>) {
+        } else if constexpr (std::is_same_v<T, RDataCopy>) {
           const uint8_t* src = base(c, x.src).data + x.src.off;
           uint8_t* dst = base(c, x.dst).data + x.dst.off;
-          int64_t dummy = x.pad == RBurst::kExact ? 0 : rup(x.row_bytes, 32) - x.row_bytes;
-          for (int64_t i = 0; i < x.n_rows; ++i) {
-            std::memmove(dst + i * x.dst_stride, src + i * x.src_stride, static_cast<size_t>(x.row_bytes));
-            // DataCopyPad's bytes up to the next 32 B: zeros when padded, else unspecified values,
-            // modelled as large garbage of alternating sign per row so a kernel that reads them
-            // gets visibly wrong sums, maxima and minima
-            if (dummy > 0)
-              std::memset(dst + i * x.dst_stride + x.row_bytes, x.pad == RBurst::kZero ? 0 : (i % 2 ? 0xFB : 0x7B),
-                          static_cast<size_t>(dummy));
+          int es = x.es();
+          int64_t lead = x.kind == RDataCopy::GmToUb ? x.left * es : 0;
+          for (int64_t i = 0; i < x.count; ++i) {
+            uint8_t* d = dst + i * x.dst_pitch();
+            std::memmove(d + lead, src + i * x.src_pitch(), static_cast<size_t>(x.bytes()));
+            if (x.kind != RDataCopy::GmToUb) continue;
+            // DataCopyPad's padding (paddingValue when isPad) and the bytes up to the next 32 B
+            // (unspecified: modelled as large garbage of alternating sign per row, so a kernel that
+            // reads them gets visibly wrong sums, maxima and minima)
+            std::memset(d, i % 2 ? 0xFB : 0x7B, static_cast<size_t>(lead));
+            std::memset(d + lead + x.len, i % 2 ? 0xFB : 0x7B, static_cast<size_t>(x.ub_burst() - lead - x.len));
+            if (x.is_pad) {
+              for (int64_t k = 0; k < x.left; ++k) num::store(d + k * es, x.dt, x.pad_value);
+              for (int64_t k = 0; k < x.right; ++k) num::store(d + lead + x.len + k * es, x.dt, x.pad_value);
+            }
           }
-        } else if constexpr (std::is_same_v<T, RLoadL0>) {
+        } else if constexpr (std::is_same_v<T, RLoad2D>) {
+          const uint8_t* S = base(c, x.src).data + x.src.off;
+          uint8_t* D = base(c, x.dst).data + x.dst.off;
+          for (int64_t i = 0; i < x.repeat; ++i) {
+            const uint8_t* s = S + (x.start + i * x.src_stride) * 512;
+            uint8_t* d = D + i * (1 + x.dst_gap) * 512;
+            if (!x.transpose) {
+              std::memmove(d, s, 512);
+              continue;
+            }
+            uint8_t t[512];  // a 16 x 16 matrix of 16-bit elements, transposed
+            for (int rr = 0; rr < 16; ++rr)
+              for (int cc = 0; cc < 16; ++cc) std::memcpy(t + (rr * 16 + cc) * 2, s + (cc * 16 + rr) * 2, 2);
+            std::memcpy(d, t, 512);
+          }
+        } else if constexpr (std::is_same_v<T, RLoad3D>) {
+          // D[i][j] = S[mStartPt + i][kStartPt + j], S the Nz feature map (strip height l1H), D Zn
           int es = es_of(x.dt), c0 = 32 / es;
           const uint8_t* S = base(c, x.src).data + x.src.off;
           uint8_t* D = base(c, x.dst).data + x.dst.off;
-          bool to_a = prog.buffers[x.dst.index].mem == Mem::L0A;
-          auto nz = [&](int64_t rr, int64_t cc) { return nz_off(rr, cc, x.src_rows, c0); };
-          if (to_a) {
-            int64_t K1 = x.dst_cols / c0;
-            auto zz = [&](int64_t m, int64_t k) { return zz_off(m, k, K1, c0); };
-            if (!x.transpose) {
-              for (int64_t i = 0; i < x.dst_rows; ++i)
-                for (int64_t j = 0; j < x.dst_cols; j += c0)
-                  std::memcpy(D + zz(i, j) * es, S + nz(x.src_row + i, x.src_col + j) * es, 32);
-            } else {
-              for (int64_t i = 0; i < x.dst_rows; ++i)
-                for (int64_t j = 0; j < x.dst_cols; ++j)
-                  std::memcpy(D + zz(i, j) * 2, S + nz(x.src_row + j, x.src_col + i) * 2, 2);
-            }
-          } else {
-            int64_t N1 = x.dst_cols / 16;
-            auto zn = [&](int64_t k, int64_t n) { return zn_off(k, n, N1, c0); };
-            if (!x.transpose) {  // D[k][n] = S[r0 + n][c0 + k]
-              for (int64_t n = 0; n < x.dst_cols; ++n)
-                for (int64_t k = 0; k < x.dst_rows; k += c0)
-                  std::memcpy(D + zn(k, n) * es, S + nz(x.src_row + n, x.src_col + k) * es, 32);
-            } else {  // D[k][n] = S[r0 + k][c0 + n]
-              for (int64_t k = 0; k < x.dst_rows; ++k) {
-                const uint8_t* srow = S + nz(x.src_row + k, x.src_col) * es;
-                for (int64_t n = 0; n < x.dst_cols; ++n)
-                  std::memcpy(D + zn(k, n) * es, srow + ((n / c0) * x.src_rows * c0 + n % c0) * es, static_cast<size_t>(es));
-              }
-            }
+          int64_t N1 = x.kext / 16;
+          for (int64_t k = 0; k < x.mext; ++k) {
+            const uint8_t* srow = S + nz_off(x.mstart + k, x.kstart, x.l1h, c0) * es;
+            for (int64_t n = 0; n < x.kext; ++n)
+              std::memcpy(D + zn_off(k, n, N1, c0) * es, srow + ((n / c0) * x.l1h * c0 + n % c0) * es, static_cast<size_t>(es));
           }
         } else if constexpr (std::is_same_v<T, RMmad>) {
           int es = es_of(x.in), c0 = 32 / es;
@@ -409,9 +447,9 @@ void Machine::functional(Core& c, const RInstr& r) {
           const uint8_t* S = base(c, x.src).data + x.src.off;
           uint8_t* D = base(c, x.dst).data + x.dst.off;
           int es = es_of(x.to);
-          int64_t Mp = x.src_rows;
+          int64_t Mp = x.src_stride;
           for (int64_t i = 0; i < x.m; ++i) {
-            uint8_t* drow = D + i * x.dst_row_stride * es;
+            uint8_t* drow = D + i * x.dst_stride * es;
             for (int64_t j = 0; j < x.n; ++j) {
               const uint8_t* s = S + nz_off(i, j, Mp, 16) * 4;
               if (x.from == ir::DTypeCode::i32) {
@@ -424,10 +462,10 @@ void Machine::functional(Core& c, const RInstr& r) {
               float v;
               std::memcpy(&v, s, 4);
               if (x.relu && v < 0) v = 0;
-              if (x.to == ir::DTypeCode::f16) {
+              if (x.quant == QuantMode::F322F16) {
                 uint16_t h = num::f32_to_f16(v);
                 std::memcpy(drow + j * 2, &h, 2);
-              } else if (x.to == ir::DTypeCode::bf16) {
+              } else if (x.quant == QuantMode::F322BF16) {
                 uint16_t h = num::f32_to_bf16(v);
                 std::memcpy(drow + j * 2, &h, 2);
               } else {

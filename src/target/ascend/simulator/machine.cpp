@@ -53,56 +53,84 @@ std::string_view report_kind_name(ReportKind k) {
 // so the two cannot disagree on the order of the expressions.
 
 namespace {
+// The simulator executes the calls the printer prints: byte-level moves must have been replaced.
+[[noreturn]] ROp byte_level(const InstrOp& op) {
+  throw ir::Error("internal: the simulator got the byte-level move " + std::string(instr_name(op)) +
+                  "; run select_move_calls first (it replaces it with the AscendC calls it prints as)");
+}
+
 template <class Get>
 ROp build(const InstrOp& op, Get&& get) {
   auto gm = [&](const GmRef& r) { return RMem{true, r.param, get(r.offset).i}; };
   auto loc = [&](const LocalRef& r) { return RMem{false, r.buffer, get(r.offset).i}; };
   return std::visit(
       Overload{
-          [&](const CopyGmToL1& x) -> ROp {
-            RCopyGmToL1 r{gm(x.src), loc(x.dst), x.dtype.code, 0, 0, 0, 0, 0};
-            r.rows = get(x.rows).i;
-            r.cols = get(x.cols).i;
-            r.src_row_stride = get(x.src_row_stride).i;
-            r.dst_rows = get(x.dst_rows).i;
-            r.dst_cols = get(x.dst_cols).i;
-            r.fill = x.fill_dtype.code;
-            return r;
-          },
-          [&](const CopyGmToUb& x) -> ROp {
-            RBurst r{gm(x.src), loc(x.dst), 0, 0, 0, 0, x.pad ? RBurst::kZero : RBurst::kDummy};
-            r.n_rows = get(x.n_rows).i, r.row_bytes = get(x.row_bytes).i;
-            r.src_stride = get(x.src_stride).i, r.dst_stride = get(x.dst_stride).i;
-            return r;
-          },
-          [&](const CopyUbToGm& x) -> ROp {
-            RBurst r{loc(x.src), gm(x.dst), 0, 0, 0, 0};
-            r.n_rows = get(x.n_rows).i, r.row_bytes = get(x.row_bytes).i;
-            r.src_stride = get(x.src_stride).i, r.dst_stride = get(x.dst_stride).i;
-            return r;
-          },
-          [&](const CopyUbToUb& x) -> ROp {
-            RBurst r{loc(x.src), loc(x.dst), 0, 0, 0, 0};
-            r.n_rows = get(x.n_rows).i, r.row_bytes = get(x.row_bytes).i;
-            r.src_stride = get(x.src_stride).i, r.dst_stride = get(x.dst_stride).i;
-            return r;
-          },
-          [&](const LoadL0& x) -> ROp {
-            RLoadL0 r{loc(x.src), loc(x.dst), x.dtype.code, 0, 0, 0, 0, 0, x.transpose};
-            r.src_rows = get(x.src_rows).i, r.src_row = get(x.src_row).i, r.src_col = get(x.src_col).i;
-            r.dst_rows = get(x.dst_rows).i, r.dst_cols = get(x.dst_cols).i;
-            return r;
-          },
+          [&](const CopyGmToL1& x) -> ROp { return byte_level(x); },
+          [&](const CopyGmToUb& x) -> ROp { return byte_level(x); },
+          [&](const CopyUbToGm& x) -> ROp { return byte_level(x); },
+          [&](const CopyUbToUb& x) -> ROp { return byte_level(x); },
+          [&](const LoadL0& x) -> ROp { return byte_level(x); },
+          [&](const Fixpipe& x) -> ROp { return byte_level(x); },
           [&](const Mmad& x) -> ROp {
             RMmad r{loc(x.a), loc(x.b), loc(x.c), x.in_dtype.code, x.acc_dtype.code, 0, 0, 0, false};
             r.m = get(x.m).i, r.n = get(x.n).i, r.k = get(x.k).i;
             r.init = get(x.init).i != 0;
             return r;
           },
-          [&](const Fixpipe& x) -> ROp {
-            RFixpipe r{loc(x.src), gm(x.dst), x.src_dtype.code, x.dst_dtype.code, 0, 0, 0, 0, x.relu};
-            r.m = get(x.m).i, r.n = get(x.n).i, r.src_rows = get(x.src_rows).i;
-            r.dst_row_stride = get(x.dst_row_stride).i;
+          [&](const InitConstValue& x) -> ROp {
+            RInitConst r{loc(x.dst), x.dtype.code, 0, 0, 0, 0};
+            r.repeat = get(x.repeatTimes).i, r.blocks = get(x.blockNum).i, r.gap = get(x.dstGap).i;
+            r.value = get(x.initValue).f;
+            return r;
+          },
+          [&](const DataCopyNd2Nz& x) -> ROp {
+            RNd2Nz r{gm(x.src), loc(x.dst), x.dtype.code, 0, 0, 0, 0, 0, 0, 0, 0};
+            r.nd_num = get(x.ndNum).i, r.n = get(x.nValue).i, r.d = get(x.dValue).i;
+            r.src_nd_stride = get(x.srcNdMatrixStride).i, r.src_d = get(x.srcDValue).i;
+            r.c0_stride = get(x.dstNzC0Stride).i, r.n_stride = get(x.dstNzNStride).i;
+            r.nz_matrix_stride = get(x.dstNzMatrixStride).i;
+            return r;
+          },
+          [&](const DataCopyPadGmToUb& x) -> ROp {
+            RDataCopy r{RDataCopy::GmToUb, gm(x.src), loc(x.dst), x.dtype.code};
+            r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
+            r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
+            r.is_pad = x.isPad;
+            r.left = get(x.leftPadding).i, r.right = get(x.rightPadding).i, r.pad_value = get(x.paddingValue).f;
+            return r;
+          },
+          [&](const DataCopyPadUbToGm& x) -> ROp {
+            RDataCopy r{RDataCopy::UbToGm, loc(x.src), gm(x.dst), x.dtype.code};
+            r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
+            r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
+            return r;
+          },
+          [&](const DataCopyUbToUb& x) -> ROp {
+            RDataCopy r{RDataCopy::UbToUb, loc(x.src), loc(x.dst), x.dtype.code};
+            r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
+            r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
+            return r;
+          },
+          [&](const LoadData2D& x) -> ROp {
+            RLoad2D r{loc(x.src), loc(x.dst), x.dtype.code, 0, 0, 0, 0, 0, x.ifTranspose};
+            r.start = get(x.startIndex).i, r.repeat = get(x.repeatTimes).i, r.src_stride = get(x.srcStride).i;
+            r.sid = get(x.sid).i, r.dst_gap = get(x.dstGap).i;
+            return r;
+          },
+          [&](const LoadData3DV2& x) -> ROp {
+            RLoad3D r{loc(x.src), loc(x.dst), x.dtype.code, 0, 0, 0, 0, 0, 0, 0, false};
+            r.l1h = get(x.l1H).i, r.l1w = get(x.l1W).i, r.channels = get(x.channelSize).i;
+            r.kext = get(x.kExtension).i, r.mext = get(x.mExtension).i;
+            r.kstart = get(x.kStartPt).i, r.mstart = get(x.mStartPt).i;
+            r.unit_kernel = x.strideW == 1 && x.strideH == 1 && x.filterW == 1 && x.filterH == 1 &&
+                            x.dilationFilterW == 1 && x.dilationFilterH == 1 && !x.enTranspose && !x.enSmallK &&
+                            !x.filterSizeW && !x.filterSizeH && !x.fMatrixCtrl;
+            return r;
+          },
+          [&](const FixpipeV220& x) -> ROp {
+            RFixpipe r{loc(x.src), gm(x.dst), x.src_dtype.code, x.dst_dtype.code, 0, 0, 0, 0, 0, x.quantPre, x.reluEn};
+            r.n = get(x.nSize).i, r.m = get(x.mSize).i, r.src_stride = get(x.srcStride).i;
+            r.dst_stride = get(x.dstStride).i, r.nd_num = get(x.ndNum).i;
             return r;
           },
           [&](const VecCallL2& x) -> ROp {

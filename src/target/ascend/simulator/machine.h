@@ -39,19 +39,43 @@ struct RMem {       // a base address: GM tensor/workspace or on-chip buffer
   int index = -1;   // param (-1 workspace) or buffer
   int64_t off = 0;  // bytes from the base
 };
-struct RCopyGmToL1 {
-  RMem src, dst; ir::DTypeCode dt; int64_t rows, cols, src_row_stride, dst_rows, dst_cols;
-  ir::DTypeCode fill = ir::DTypeCode::f16;
+// Call-level moves (program.h): the API fields as issued, executed with the API's semantics.
+struct RInitConst { RMem dst; ir::DTypeCode dt; int64_t repeat, blocks, gap; double value; };
+struct RNd2Nz {
+  RMem src, dst; ir::DTypeCode dt;
+  int64_t nd_num, n, d, src_nd_stride, src_d, c0_stride, n_stride, nz_matrix_stride;
 };
-// pad (GM -> UB only): each destination burst is written up to the next 32 B boundary, with
-// garbage (kDummy) or zeros (kZero), as DataCopyPad does.
-struct RBurst {
-  enum Pad : uint8_t { kExact, kDummy, kZero };
-  RMem src, dst; int64_t n_rows, row_bytes, src_stride, dst_stride; Pad pad = kExact;
+// DataCopyPad (GM -> UB, UB -> GM) and DataCopy (UB -> UB) in the API's fields; the byte geometry
+// the fields describe is given by the member functions.
+struct RDataCopy {
+  enum Kind : uint8_t { GmToUb, UbToGm, UbToUb } kind;
+  RMem src, dst; ir::DTypeCode dt;
+  int64_t count = 0, len = 0, src_stride = 0, dst_stride = 0;
+  bool is_pad = false;
+  int64_t left = 0, right = 0;
+  double pad_value = 0;
+  int es() const { return ir::DType(dt).bytes(); }
+  int64_t bytes() const { return kind == UbToUb ? len * 32 : len; }  // data bytes of one burst
+  // bytes one UB burst occupies (GM -> UB: padding elements + data rounded up to 32 B)
+  int64_t ub_burst() const {
+    return kind == UbToUb ? len * 32 : (kind == GmToUb ? (left + right) * es() + len + 31 : len + 31) / 32 * 32;
+  }
+  int64_t src_pitch() const {  // bytes from one source burst to the next
+    return kind == GmToUb ? len + src_stride : ub_burst() + src_stride * 32;
+  }
+  int64_t dst_pitch() const { return kind == UbToGm ? len + dst_stride : ub_burst() + dst_stride * 32; }
 };
-struct RLoadL0 { RMem src, dst; ir::DTypeCode dt; int64_t src_rows, src_row, src_col, dst_rows, dst_cols; bool transpose; };
+struct RLoad2D { RMem src, dst; ir::DTypeCode dt; int64_t start, repeat, src_stride, sid, dst_gap; bool transpose; };
+struct RLoad3D {
+  RMem src, dst; ir::DTypeCode dt;
+  int64_t l1h, l1w, channels, kext, mext, kstart, mstart;
+  bool unit_kernel;  // 1 x 1 kernel, stride 1, dilation 1, every flag false (the only modelled form)
+};
 struct RMmad { RMem a, b, c; ir::DTypeCode in, acc; int64_t m, n, k; bool init; };
-struct RFixpipe { RMem src, dst; ir::DTypeCode from, to; int64_t m, n, src_rows, dst_row_stride; bool relu; };
+struct RFixpipe {
+  RMem src, dst; ir::DTypeCode from, to;
+  int64_t n, m, src_stride, dst_stride, nd_num; QuantMode quant; bool relu;
+};
 // VecCallL2 / VecCallL0 (program.h). A level-2 call is executed as one repeat of `mask = count`
 // contiguous elements (block stride 1); `l0` keeps which form it was for the API rules and costs.
 struct RVecCall {
@@ -69,8 +93,8 @@ struct RBrcb { ir::DTypeCode dt; RMem dst, src; int64_t repeat, dst_blk, dst_rep
 struct RFlag { Pipe src, dst; int64_t event; bool set; };
 struct RBarrier { Pipe pipe; };
 struct RCross { int mode; int64_t id; bool set; };
-using ROp = std::variant<RCopyGmToL1, RBurst, RLoadL0, RMmad, RFixpipe, RVecCall, RWholeReduce, RBrcb, RFlag, RBarrier,
-                         RCross>;
+using ROp = std::variant<RInitConst, RNd2Nz, RDataCopy, RLoad2D, RLoad3D, RMmad, RFixpipe, RVecCall, RWholeReduce, RBrcb,
+                         RFlag, RBarrier, RCross>;
 
 struct RInstr {
   const Instr* in = nullptr;

@@ -84,7 +84,7 @@ int64_t Timing::gm_transfer(int64_t t, double bytes, double miss, double rate) {
   return static_cast<int64_t>(std::ceil(cur));
 }
 
-Cost Timing::cost(Core&, const RInstr& r, int64_t start) {
+Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
   Cost k;
   auto gm_move = [&](const RMem& gm, const Rect& rect, double bytes, double rate, bool write) {
     int space = gm.index < 0 ? static_cast<int>(m_.prog.params.size()) : gm.index;
@@ -97,26 +97,44 @@ Cost Timing::cost(Core&, const RInstr& r, int64_t start) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, RCopyGmToL1>) {
+        auto load_l0 = [&](const RMem& dst, double bytes) {
+          Mem dm = m_.prog.buffers[dst.index].mem;
+          double rate = dm == Mem::L0A ? p_.l1_to_l0a_bytes_per_cycle : p_.l1_to_l0b_bytes_per_cycle;
+          k.busy = p_.local_move_overhead_cycles + static_cast<int64_t>(std::ceil(bytes / rate));
+        };
+        if constexpr (std::is_same_v<T, RInitConst>) {
+          double bytes = static_cast<double>(std::max<int64_t>(0, x.repeat) * std::max<int64_t>(0, x.blocks) * 32);
+          k.busy = p_.move_overhead_cycles + static_cast<int64_t>(std::ceil(bytes / p_.init_const_bytes_per_cycle));
+        } else if constexpr (std::is_same_v<T, RNd2Nz>) {
           int es = bytes_of(x.dt);
-          Rect rect{x.src.off, x.rows, x.cols * es, x.src_row_stride * es};
-          gm_move(x.src, rect, static_cast<double>(x.rows * x.cols * es), p_.gm_read_bytes_per_cycle, false);
-        } else if constexpr (std::is_same_v<T, RBurst>) {
-          double bytes = static_cast<double>(x.n_rows * x.row_bytes);
-          if (x.src.gm) {
-            Rect rect{x.src.off, x.n_rows, x.row_bytes, x.src_stride};
-            gm_move(x.src, rect, bytes, p_.gm_read_bytes_per_cycle, false);
-          } else if (x.dst.gm) {
-            Rect rect{x.dst.off, x.n_rows, x.row_bytes, x.dst_stride};
-            gm_move(x.dst, rect, bytes, std::min(p_.ub_to_gm_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);
+          // the GM rows of all ndNum matrices, as one transfer (the miss fraction over every matrix)
+          double miss = 0;
+          int space = x.src.index < 0 ? static_cast<int>(m_.prog.params.size()) : x.src.index;
+          for (int64_t i = 0; i < x.nd_num; ++i)
+            miss += miss_fraction(space, Rect{x.src.off + i * x.src_nd_stride * es, x.n, x.d * es, x.src_d * es}, false);
+          if (x.nd_num > 1) miss /= static_cast<double>(x.nd_num);
+          int64_t t0 = start + p_.move_overhead_cycles;
+          k.busy = gm_transfer(t0, static_cast<double>(std::max<int64_t>(0, x.nd_num) * x.n * x.d * es), miss,
+                               p_.gm_read_bytes_per_cycle) - start;
+          k.latency = p_.gm_latency_cycles;
+        } else if constexpr (std::is_same_v<T, RDataCopy>) {
+          double bytes = static_cast<double>(x.count * x.bytes());
+          if (x.kind == RDataCopy::GmToUb) {
+            gm_move(x.src, Rect{x.src.off, x.count, x.bytes(), x.src_pitch()}, bytes, p_.gm_read_bytes_per_cycle, false);
+          } else if (x.kind == RDataCopy::UbToGm) {
+            gm_move(x.dst, Rect{x.dst.off, x.count, x.bytes(), x.dst_pitch()}, bytes,
+                    std::min(p_.ub_to_gm_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);
           } else {
             k.busy = p_.vec_overhead_cycles + cdiv(static_cast<int64_t>(bytes), static_cast<int64_t>(p_.ub_to_ub_bytes_per_cycle));
           }
-        } else if constexpr (std::is_same_v<T, RLoadL0>) {
-          double bytes = static_cast<double>(x.dst_rows * x.dst_cols * bytes_of(x.dt));
-          Mem dm = m_.prog.buffers[x.dst.index].mem;
-          double rate = dm == Mem::L0A ? p_.l1_to_l0a_bytes_per_cycle : p_.l1_to_l0b_bytes_per_cycle;
-          k.busy = p_.local_move_overhead_cycles + static_cast<int64_t>(std::ceil(bytes / rate));
+        } else if constexpr (std::is_same_v<T, RLoad2D>) {
+          auto it = load2d_end_.find(core.index);
+          bool stream = it != load2d_end_.end() && it->second == start;
+          load_l0(x.dst, static_cast<double>(x.repeat * 512));
+          if (stream) k.busy -= p_.local_move_overhead_cycles;
+          load2d_end_[core.index] = start + k.busy;
+        } else if constexpr (std::is_same_v<T, RLoad3D>) {
+          load_l0(x.dst, static_cast<double>(x.mext * x.kext * bytes_of(x.dt)));
         } else if constexpr (std::is_same_v<T, RMmad>) {
           int k0 = x.in == ir::DTypeCode::i8 ? 32 : x.in == ir::DTypeCode::f32 ? 4 : 16;
           k.mac_cycles = cdiv(x.m, 16) * cdiv(x.n, 16) * cdiv(x.k, k0);
@@ -125,7 +143,7 @@ Cost Timing::cost(Core&, const RInstr& r, int64_t start) {
           k.flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
         } else if constexpr (std::is_same_v<T, RFixpipe>) {
           int es = bytes_of(x.to);
-          Rect rect{x.dst.off, x.m, x.n * es, x.dst_row_stride * es};
+          Rect rect{x.dst.off, x.m, x.n * es, x.dst_stride * es};
           gm_move(x.dst, rect, static_cast<double>(x.m * x.n * es),
                   std::min(p_.fixpipe_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);
         } else if constexpr (std::is_same_v<T, RVecCall>) {

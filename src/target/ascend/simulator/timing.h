@@ -36,6 +36,10 @@ class Timing {
   std::list<uint64_t> lru_;
   std::unordered_map<uint64_t, std::list<uint64_t>::iterator> resident_;
   size_t capacity_pages_;
+  // Per core: when its last LoadData (2D) ends. A LoadData that starts right then continues the
+  // same stream of fractal loads (the per-fractal-row calls of one L1 -> L0 move) and pays no
+  // setup (local_move_overhead_cycles is per stream, as calibrated).
+  std::unordered_map<int, int64_t> load2d_end_;
 };
 
 }  // namespace tw::ascend::sim

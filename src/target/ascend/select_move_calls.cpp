@@ -1,0 +1,273 @@
+#include "target/ascend/select_move_calls.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "target/ascend/pass_util.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::BinOp;
+using ir::DType;
+using ir::DTypeCode;
+using ir::Error;
+using ir::Expr;
+using ir::Span;
+
+using fold::cdiv;
+using fold::ci;
+using fold::fdiv;
+using fold::is_const;
+using fold::mul;
+// The builders fold 0 and 1 (the fields stay readable in the program and in the printed AscendC).
+Expr add(Expr a, Expr b) {
+  if (is_const(a, 0)) return b;
+  if (is_const(b, 0)) return a;
+  return ir::binary(BinOp::Add, std::move(a), std::move(b));
+}
+Expr sub(Expr a, Expr b) {
+  if (is_const(b, 0)) return a;
+  return ir::binary(BinOp::Sub, std::move(a), std::move(b));
+}
+Expr round32(const Expr& bytes) { return mul(cdiv(bytes, ci(32)), ci(32)); }
+
+constexpr int64_t kU8 = 255, kU16 = 65535, kU32 = 4294967295LL;
+
+class Selector {
+ public:
+  explicit Selector(const Program& p) : p_(p) {}
+
+  StmtPtr stmt(const StmtPtr& s) {
+    if (!s) return s;
+    switch (s->kind) {
+      case StmtKind::Seq: {
+        std::vector<StmtPtr> body;
+        for (const auto& b : s->body) body.push_back(stmt(b));
+        return seq(std::move(body), s->span);
+      }
+      case StmtKind::For: return for_(s->var, s->value, stmt(s->body.at(0)), s->span);
+      case StmtKind::If: return if_(s->value, stmt(s->body.at(0)), stmt(s->else_body), s->span);
+      case StmtKind::Let: return s;
+      case StmtKind::Instr: {
+        span_ = s->instr.span;
+        return std::visit([&](const auto& op) { return select(op, s); }, s->instr.op);
+      }
+    }
+    return s;
+  }
+
+ private:
+  // A field of the call: a constant outside [lo, hi] is an error at the instruction's line.
+  Expr field(const char* call, const char* name, Expr e, int64_t lo, int64_t hi, const std::string& what) const {
+    if (auto c = ir::as_const_int(e); c && (*c < lo || *c > hi))
+      throw Error(std::string(call) + "." + name + " = " + std::to_string(*c) + " (" + what + ") is outside " +
+                      std::to_string(lo) + ".." + std::to_string(hi) + ", the range of the field",
+                  span_, hint(name));
+    return e;
+  }
+  static std::string hint(const std::string& name) {
+    if (name == "srcDValue") return "the GM row stride is at most 65535 elements: store the matrix transposed or split it";
+    if (name == "blockCount") return "copy at most 4095 rows per call: use a smaller tile";
+    if (name == "repeatTimes") return "use a smaller tile (at most 255 fractals per fractal row)";
+    return "use a smaller tile";
+  }
+  // The gap between bursts in the API's unit: 0 for a single burst (its strides are not used). A
+  // negative constant gap is an error when the copy has several rows; with a symbolic row count it
+  // is `n_rows > 1 ? gap : 0` (the simulator reports it if a call with several rows is issued).
+  Expr gap(const char* call, const char* name, const Expr& n_rows, Expr g, int64_t hi, const char* unit) const {
+    auto rows = ir::as_const_int(n_rows);
+    if (rows && *rows <= 1) return ci(0);
+    if (auto c = ir::as_const_int(g); c && *c < 0) {
+      if (!rows) return ir::select(ir::binary(BinOp::GT, n_rows, ci(1)), g, ci(0));
+      throw Error("internal: a copy of " + std::to_string(*rows) + " rows has a negative gap between rows (" +
+                      std::to_string(*c) + " " + unit + "): rows must not overlap",
+                  span_);
+    }
+    return field(call, name, std::move(g), 0, hi, unit);
+  }
+  StmtPtr ins(InstrOp op) const { return instr(std::move(op), span_); }
+  // `if (n > 0)` unless n is a positive constant (blockCount 0 or a negative count is no call).
+  StmtPtr guarded(const Expr& n, StmtPtr body) const {
+    if (auto c = ir::as_const_int(n); c && *c >= 1) return body;
+    return if_(ir::binary(BinOp::GT, n, ci(0)), std::move(body), nullptr, span_);
+  }
+
+  StmtPtr select(const CopyGmToL1& c, const StmtPtr&) {
+    const char* call = "Nd2NzParams";
+    auto rows = ir::as_const_int(c.rows), cols = ir::as_const_int(c.cols);
+    auto drows = ir::as_const_int(c.dst_rows), dcols = ir::as_const_int(c.dst_cols);
+    bool full = rows && cols && drows && dcols && *rows == *drows && *cols == *dcols;
+    bool always_partial = rows && cols && drows && dcols && !full;
+    std::vector<StmtPtr> out;
+    if (!full) {
+      // ND2NZ writes only the valid rows and C0 strips: zero the whole Nz tile first.
+      if (c.fill_dtype.bytes() == 1)
+        throw Error("InitConstValue<" + std::string(c.fill_dtype.name()) + "> would zero the tail of this tile, but "
+                    "dav-c220 has no 8-bit InitConstValue (a silent no-op; docs list half, int16, uint16, bfloat16, "
+                    "float, int32, uint32)",
+                    span_, "zero the tile through a 16-bit view (fill_dtype float16)");
+      Expr blocks = fdiv(mul(mul(c.dst_rows, c.dst_cols), ci(c.dtype.bytes())), ci(32));
+      StmtPtr fill = seq({ins(InitConstValue{c.dst, c.fill_dtype, ci(1),
+                                             field("InitConstValueParams", "blockNum", blocks, 0, kU16, "32 B blocks"),
+                                             ci(0), ci(0)}),
+                          ins(PipeBarrier{Pipe::MTE2})},
+                         span_);
+      if (!always_partial) {
+        Expr cond;
+        if (!(rows && drows && *rows == *drows)) cond = ir::binary(BinOp::LT, c.rows, c.dst_rows);
+        if (!(cols && dcols && *cols == *dcols)) {
+          Expr cc = ir::binary(BinOp::LT, c.cols, c.dst_cols);
+          cond = cond ? ir::binary(BinOp::Or, cond, cc) : cc;
+        }
+        fill = if_(cond, fill, nullptr, span_);
+      }
+      out.push_back(fill);
+    }
+    out.push_back(ins(DataCopyNd2Nz{c.src, c.dst, c.dtype, ci(1), field(call, "nValue", c.rows, 0, 16384, "rows"),
+                                    field(call, "dValue", c.cols, 0, kU16, "elements"), ci(0),
+                                    field(call, "srcDValue", c.src_row_stride, 0, kU16, "elements"),
+                                    field(call, "dstNzC0Stride", c.dst_rows, 0, kU16, "32 B blocks"), ci(1), ci(0)}));
+    return out.size() == 1 ? out[0] : seq(std::move(out), span_);
+  }
+
+  StmtPtr select(const CopyGmToUb& c, const StmtPtr&) {
+    const char* call = "DataCopyExtParams";
+    Expr right = c.pad ? fdiv(sub(round32(c.row_bytes), c.row_bytes), ci(c.dtype.bytes())) : ci(0);
+    DataCopyPadGmToUb x{c.src, c.dst, c.dtype,
+                        field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
+                        field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
+                        gap(call, "srcStride", c.n_rows, sub(c.src_stride, c.row_bytes), kU32, "bytes"),
+                        gap(call, "dstStride", c.n_rows, fdiv(sub(c.dst_stride, round32(c.row_bytes)), ci(32)), kU32,
+                            "32 B blocks"),
+                        c.pad, ci(0), field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), ci(0)};
+    return guarded(c.n_rows, ins(std::move(x)));
+  }
+
+  StmtPtr select(const CopyUbToGm& c, const StmtPtr&) {
+    const char* call = "DataCopyExtParams";
+    DataCopyPadUbToGm x{c.src, c.dst, c.dtype,
+                        field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
+                        field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
+                        gap(call, "srcStride", c.n_rows, fdiv(sub(c.src_stride, round32(c.row_bytes)), ci(32)), kU32,
+                            "32 B blocks"),
+                        gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes")};
+    return guarded(c.n_rows, ins(std::move(x)));
+  }
+
+  StmtPtr select(const CopyUbToUb& c, const StmtPtr&) {
+    const char* call = "DataCopyParams";
+    auto blk = [](const Expr& e) { return fdiv(e, ci(32)); };
+    DataCopyUbToUb x{c.src, c.dst, c.dtype,
+                     field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
+                     field(call, "blockLen", blk(c.row_bytes), 0, kU16, "32 B blocks"),
+                     gap(call, "srcStride", c.n_rows, blk(sub(c.src_stride, c.row_bytes)), kU16, "32 B blocks"),
+                     gap(call, "dstStride", c.n_rows, blk(sub(c.dst_stride, c.row_bytes)), kU16, "32 B blocks")};
+    return guarded(c.n_rows, ins(std::move(x)));
+  }
+
+  StmtPtr select(const LoadL0& c, const StmtPtr&) {
+    if (c.dst.buffer < 0 || c.dst.buffer >= static_cast<int>(p_.buffers.size()))
+      throw Error("internal: LoadL0 refers to buffer #" + std::to_string(c.dst.buffer), span_);
+    const BufferDecl& db = p_.buffers[c.dst.buffer];
+    if (db.mem != Mem::L0A && db.mem != Mem::L0B)
+      throw Error("LoadL0 writes buffer '" + db.name + "' in " + std::string(mem_name(db.mem)) + ", expected L0A or L0B", span_);
+    if (c.transpose && c.dtype.bytes() == 4 && db.mem == Mem::L0B) {
+      // 32-bit B (K x N) in L1 (Nz, strip height src_rows) -> L0B (Zn): one Load3Dv2 (img2col with a
+      // 1 x 1 kernel) over the whole window. (LoadDataWithTranspose is not used: for 32-bit types it
+      // joins two consecutive 16 x 8 fractals, which are vertically adjacent in an Nz matrix unless
+      // the strip height is 16.)
+      const char* call = "LoadData3DParamsV2";
+      LoadData3DV2 x;
+      x.src = c.src, x.dst = c.dst, x.dtype = c.dtype;
+      x.l1H = field(call, "l1H", c.src_rows, 0, kU16, "rows");
+      x.l1W = ci(1);
+      x.channelSize = field(call, "channelSize", add(c.src_col, c.dst_cols), 0, kU16, "channels");
+      x.kExtension = field(call, "kExtension", c.dst_cols, 0, kU16, "columns");
+      x.mExtension = field(call, "mExtension", c.dst_rows, 0, kU16, "rows");
+      x.kStartPt = field(call, "kStartPt", c.src_col, 0, kU16, "columns");
+      x.mStartPt = field(call, "mStartPt", c.src_row, 0, kU16, "rows");
+      return ins(std::move(x));
+    }
+    if (c.transpose && c.dtype.bytes() != 2)
+      throw Error("LoadL0 with transpose needs a 16-bit type (or a 32-bit type into L0B), got " +
+                      std::string(c.dtype.name()) + " into " + std::string(mem_name(db.mem)),
+                  span_);
+    const int64_t c0 = c0_of(c.dtype), frac = 512;
+    Expr r1 = fdiv(c.src_rows, ci(16));
+    Expr row_blk = fdiv(c.src_row, ci(16));
+    Expr outer, inner, base, step, sstride;
+    if (db.mem == Mem::L0A) {  // Zz: fractal rows over m, K1 fractals each
+      outer = fdiv(c.dst_rows, ci(16));
+      inner = fdiv(c.dst_cols, ci(c0));
+      if (!c.transpose) {
+        base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = ci(1), sstride = r1;
+      } else {
+        base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = r1, sstride = ci(1);
+      }
+    } else {  // Zn: fractal rows over k, N1 fractals each
+      inner = fdiv(c.dst_cols, ci(16));
+      if (!c.transpose) {
+        outer = fdiv(c.dst_rows, ci(c0));
+        base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = r1, sstride = ci(1);
+      } else {
+        outer = fdiv(c.dst_rows, ci(16));
+        base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = ci(1), sstride = r1;
+      }
+    }
+    const char* call = "LoadData2DParams";
+    // One LoadData per destination fractal row; fractal f of the source Nz matrix starts at f * 512 B.
+    ir::Var i = ir::var("tw_i", DTypeCode::i32);
+    LoadData2D x;
+    x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, step)), ci(frac)))};
+    x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(mul(i, inner), ci(frac)))};
+    x.dtype = c.dtype;
+    x.startIndex = ci(0);
+    x.repeatTimes = field(call, "repeatTimes", inner, 0, kU8, "fractals per fractal row");
+    x.srcStride = field(call, "srcStride", sstride, 0, kU16, "512 B fractals");
+    x.sid = ci(0);
+    x.dstGap = ci(0);
+    x.ifTranspose = c.transpose;
+    return for_(i, outer, ins(std::move(x)), span_);
+  }
+
+  StmtPtr select(const Fixpipe& c, const StmtPtr&) {
+    QuantMode q;
+    if (c.src_dtype.code == DTypeCode::f32 && c.dst_dtype.code == DTypeCode::f16) q = QuantMode::F322F16;
+    else if (c.src_dtype.code == DTypeCode::f32 && c.dst_dtype.code == DTypeCode::bf16) q = QuantMode::F322BF16;
+    else if (c.src_dtype == c.dst_dtype && (c.src_dtype.code == DTypeCode::f32 || c.src_dtype.code == DTypeCode::i32))
+      q = QuantMode::NoQuant;
+    else
+      throw Error("Fixpipe from " + std::string(c.src_dtype.name()) + " to " + std::string(c.dst_dtype.name()) +
+                      " has no quantPre mode (fp32 -> fp16/bf16/fp32, int32 -> int32)",
+                  span_, "convert the result with a vector Cast instead");
+    const char* call = "FixpipeParamsV220";
+    return ins(FixpipeV220{c.src, c.dst, c.src_dtype, c.dst_dtype, field(call, "nSize", c.n, 0, kU16, "columns"),
+                           field(call, "mSize", c.m, 0, kU16, "rows"),
+                           field(call, "srcStride", c.src_rows, 0, kU16, "rows of the L0C strip"),
+                           field(call, "dstStride", c.dst_row_stride, 0, kU32, "elements"), q, c.relu, ci(1)});
+  }
+
+  // Everything else is kept as it is.
+  template <class Op>
+  StmtPtr select(const Op&, const StmtPtr& s) {
+    return s;
+  }
+
+  const Program& p_;
+  Span span_;
+};
+
+}  // namespace
+
+Program select_move_calls(const Program& program, const target::Target&) {
+  Program out = program;
+  Selector s(program);
+  out.aic = s.stmt(program.aic);
+  out.aiv = s.stmt(program.aiv);
+  return out;
+}
+
+}  // namespace tw::ascend
