@@ -42,6 +42,42 @@ std::set<std::string> words(const std::string& s) {
   return out;
 }
 
+// Loads the file `name` of the artifact, listed in its manifest, after checking its sha256. It is
+// hashed and then loaded through one open file descriptor, so the file that is loaded is the
+// file that was verified (replacing the path in between changes nothing). `what` names it.
+runtime::SharedLibrary load_verified(const std::string& dir, const runtime::Manifest& m, const std::string& name,
+                                     const std::string& what) {
+  const runtime::ManifestFile* entry = nullptr;
+  for (const auto& f : m.files)
+    if (f.name == name) entry = &f;
+  if (!entry || name.find('/') != std::string::npos)
+    throw ir::Error("the manifest of artifact " + dir + " does not list its " + what + " '" + name + "'", {},
+                    kReexport);
+  const std::string so = dir + "/" + name;
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(so.c_str(), O_RDONLY | O_CLOEXEC)};
+  std::string digest;
+  try {
+    if (file.fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
+    digest = runtime::sha256_fd_hex(file.fd, so);
+  } catch (const std::exception& e) {
+    throw ir::Error("cannot read the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
+  }
+  if (digest != entry->sha256)
+    throw ir::Error("the " + what + " " + so + " does not match its manifest (sha256 " + digest + ", expected " +
+                        entry->sha256 + "): it was modified or damaged",
+                    {}, kReexport);
+  try {
+    return runtime::SharedLibrary("/proc/self/fd/" + std::to_string(file.fd));
+  } catch (const std::exception& e) {
+    throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
+  }
+}
+
 }  // namespace
 
 Tensor::Tensor(ir::DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
@@ -112,45 +148,24 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
     throw ir::Error("artifact " + dir + " was compiled for CPU features this CPU lacks: " + list, {},
                     std::string(kReexport) + " (or on the oldest CPU of the fleet)");
   }
-  const runtime::ManifestFile* lib = nullptr;
-  for (const auto& f : m.files)
-    if (f.name == m.library) lib = &f;
-  if (!lib || m.library.find('/') != std::string::npos)
-    throw ir::Error("the manifest of artifact " + dir + " does not list its library '" + m.library + "'", {},
-                    kReexport);
-  const std::string so = dir + "/" + m.library;
-  // The library is hashed and then loaded through one open file descriptor, so the file that
-  // is loaded is the file that was verified (replacing the path in between changes nothing).
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } file{::open(so.c_str(), O_RDONLY | O_CLOEXEC)};
-  std::string digest;
-  try {
-    if (file.fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
-    digest = runtime::sha256_fd_hex(file.fd, so);
-  } catch (const std::exception& e) {
-    throw ir::Error("cannot read the library of artifact " + dir + ": " + e.what(), {}, kReexport);
-  }
-  if (digest != lib->sha256)
-    throw ir::Error("the library " + so + " does not match its manifest (sha256 " + digest + ", expected " +
-                        lib->sha256 + "): it was modified or damaged",
-                    {}, kReexport);
-
-  std::shared_ptr<Artifact> a(new Artifact());
+  auto a = std::shared_ptr<Artifact>(new Artifact());
   a->dir_ = dir;
   a->target_ = m.target;
   a->version_ = m.version;
   auto* shared = new runtime::SharedLibrary();
   a->handle_ = shared;
   try {
-    *shared = runtime::SharedLibrary("/proc/self/fd/" + std::to_string(file.fd));
+    // The gemm runtime library first: the kernel library depends on it (by its soname).
+    if (!m.runtime.empty()) {
+      auto* rt = new runtime::SharedLibrary();
+      a->runtime_ = rt;
+      *rt = load_verified(dir, m, m.runtime, "gemm runtime library");
+    }
+    *shared = load_verified(dir, m, m.library, "library");
     for (auto& mk : m.kernels) {
       auto version = shared->function<tw_abi_version_fn>(mk.symbol + "__abi_version");
       if (version() != TW_CPU_ABI_VERSION)
-        throw ir::Error("kernel '" + mk.signature.kernel + "' in " + so + " has ABI version " +
+        throw ir::Error("kernel '" + mk.signature.kernel + "' in " + dir + "/" + m.library + " has ABI version " +
                             std::to_string(version()) + ", expected " + std::to_string(TW_CPU_ABI_VERSION),
                         {}, kReexport);
       std::unique_ptr<AotKernel> k(new AotKernel());
@@ -168,7 +183,10 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
   return a;
 }
 
-Artifact::~Artifact() { delete static_cast<runtime::SharedLibrary*>(handle_); }
+Artifact::~Artifact() {
+  delete static_cast<runtime::SharedLibrary*>(handle_);
+  delete static_cast<runtime::SharedLibrary*>(runtime_);  // after the library that depends on it
+}
 
 const AotKernel& Artifact::kernel(std::string_view name) const {
   for (const auto& k : kernels_)
