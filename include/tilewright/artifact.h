@@ -85,7 +85,8 @@ class Artifact {
   // Reads <dir>/tilewright.manifest, checks its format and ABI version, that this CPU has every
   // ISA feature the library was compiled for, and the sha256 of the shared object (and of the
   // gemm runtime library it depends on, when it has one) against the manifest; then loads them
-  // (the runtime first) and resolves every kernel's entry points. Throws ir::Error.
+  // (the runtime first, once per process: it is never unloaded) and resolves every kernel's
+  // entry points. Throws ir::Error.
   static std::shared_ptr<const Artifact> load(const std::string& dir);
   ~Artifact();
 
@@ -101,7 +102,6 @@ class Artifact {
   std::string dir_, target_, version_;
   std::vector<std::unique_ptr<AotKernel>> kernels_;
   void* handle_ = nullptr;
-  void* runtime_ = nullptr;  // the gemm runtime library the kernel library depends on, if any
 };
 
 }  // namespace tw

@@ -3,6 +3,7 @@
 // kernels compiled in-process.
 #include "tilewright/artifact.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -42,11 +45,29 @@ std::set<std::string> words(const std::string& s) {
   return out;
 }
 
+// A library loaded through the open descriptor of the file that was verified. The descriptor
+// stays open while the library is loaded: glibc knows a library loaded as /proc/self/fd/<n> by
+// that name, and a dlopen of the same name returns the library already loaded, so the number
+// must not be reused meanwhile (and a number whose name is held by a library that was never
+// unmapped is skipped when loading).
+struct VerifiedLibrary {
+  runtime::SharedLibrary lib;
+  int fd = -1;
+  VerifiedLibrary() = default;
+  VerifiedLibrary(const VerifiedLibrary&) = delete;
+  VerifiedLibrary& operator=(const VerifiedLibrary&) = delete;
+  ~VerifiedLibrary() {
+    lib.close();
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 // Loads the file `name` of the artifact, listed in its manifest, after checking its sha256. It is
 // hashed and then loaded through one open file descriptor, so the file that is loaded is the
 // file that was verified (replacing the path in between changes nothing). `what` names it.
-runtime::SharedLibrary load_verified(const std::string& dir, const runtime::Manifest& m, const std::string& name,
-                                     const std::string& what) {
+std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const runtime::Manifest& m,
+                                               const std::string& name, const std::string& what,
+                                               std::string* sha256 = nullptr) {
   const runtime::ManifestFile* entry = nullptr;
   for (const auto& f : m.files)
     if (f.name == name) entry = &f;
@@ -54,16 +75,12 @@ runtime::SharedLibrary load_verified(const std::string& dir, const runtime::Mani
     throw ir::Error("the manifest of artifact " + dir + " does not list its " + what + " '" + name + "'", {},
                     kReexport);
   const std::string so = dir + "/" + name;
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } file{::open(so.c_str(), O_RDONLY | O_CLOEXEC)};
+  auto v = std::make_unique<VerifiedLibrary>();
+  v->fd = ::open(so.c_str(), O_RDONLY | O_CLOEXEC);
   std::string digest;
   try {
-    if (file.fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
-    digest = runtime::sha256_fd_hex(file.fd, so);
+    if (v->fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
+    digest = runtime::sha256_fd_hex(v->fd, so);
   } catch (const std::exception& e) {
     throw ir::Error("cannot read the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
   }
@@ -71,11 +88,39 @@ runtime::SharedLibrary load_verified(const std::string& dir, const runtime::Mani
     throw ir::Error("the " + what + " " + so + " does not match its manifest (sha256 " + digest + ", expected " +
                         entry->sha256 + "): it was modified or damaged",
                     {}, kReexport);
+  if (sha256) *sha256 = digest;
   try {
-    return runtime::SharedLibrary("/proc/self/fd/" + std::to_string(file.fd));
+    for (int tries = 0;; ++tries) {
+      const std::string path = "/proc/self/fd/" + std::to_string(v->fd);
+      void* stale = dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+      if (!stale) {
+        v->lib = runtime::SharedLibrary(path);
+        return v;
+      }
+      dlclose(stale);  // a library that stayed mapped holds this name: move to another number
+      int moved = ::fcntl(v->fd, F_DUPFD_CLOEXEC, v->fd + 1);
+      if (moved < 0 || tries == 1024)
+        throw std::runtime_error(std::string("no free descriptor to load it through: ") + std::strerror(errno));
+      ::close(v->fd);
+      v->fd = moved;
+    }
   } catch (const std::exception& e) {
     throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
   }
+}
+
+// The gemm runtime library of an artifact: loaded once per process per content (never unloaded:
+// it keeps the runtime's state, and glibc would not unmap it anyway), before the library that
+// depends on it.
+void load_gemm_runtime(const std::string& dir, const runtime::Manifest& m) {
+  static std::mutex mu;
+  static auto* loaded = new std::map<std::string, std::unique_ptr<VerifiedLibrary>>();  // by sha256
+  std::lock_guard<std::mutex> g(mu);
+  for (const auto& f : m.files)
+    if (f.name == m.runtime && loaded->count(f.sha256)) return;  // verified when it was loaded
+  std::string digest;
+  auto v = load_verified(dir, m, m.runtime, "gemm runtime library", &digest);
+  (*loaded)[digest] = std::move(v);
 }
 
 }  // namespace
@@ -152,16 +197,12 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
   a->dir_ = dir;
   a->target_ = m.target;
   a->version_ = m.version;
-  auto* shared = new runtime::SharedLibrary();
-  a->handle_ = shared;
+  // The gemm runtime library first: the kernel library depends on it (by its soname).
+  if (!m.runtime.empty()) load_gemm_runtime(dir, m);
+  auto* verified = load_verified(dir, m, m.library, "library").release();
+  a->handle_ = verified;
+  const runtime::SharedLibrary* shared = &verified->lib;
   try {
-    // The gemm runtime library first: the kernel library depends on it (by its soname).
-    if (!m.runtime.empty()) {
-      auto* rt = new runtime::SharedLibrary();
-      a->runtime_ = rt;
-      *rt = load_verified(dir, m, m.runtime, "gemm runtime library");
-    }
-    *shared = load_verified(dir, m, m.library, "library");
     for (auto& mk : m.kernels) {
       auto version = shared->function<tw_abi_version_fn>(mk.symbol + "__abi_version");
       if (version() != TW_CPU_ABI_VERSION)
@@ -183,10 +224,7 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
   return a;
 }
 
-Artifact::~Artifact() {
-  delete static_cast<runtime::SharedLibrary*>(handle_);
-  delete static_cast<runtime::SharedLibrary*>(runtime_);  // after the library that depends on it
-}
+Artifact::~Artifact() { delete static_cast<VerifiedLibrary*>(handle_); }
 
 const AotKernel& Artifact::kernel(std::string_view name) const {
   for (const auto& k : kernels_)
