@@ -217,8 +217,10 @@ void log_compile(const CompileResult& r, const std::string& what, std::chrono::s
   log(LogLevel::debug, "compiler command: " + cmd);
 }
 
-// Compiles the runtime library from the verified header directory into work_root()/tmp.
-std::string build_runtime_library(const std::string& include_dir, const std::string& key) {
+// Compiles the runtime library from the header directory (verified right before the compiler
+// reads it) into work_root()/tmp.
+std::string build_runtime_library(const std::string& key) {
+  const std::string include_dir = cpu_include_dir();
   fs::path tmp = work_root() / "tmp";
   ensure_private_dir(tmp.string(), "temporary directory");
   const std::string lib = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".so")).string();
@@ -235,19 +237,19 @@ std::string build_runtime_library(const std::string& include_dir, const std::str
 // like a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built
 // once across processes under the key's lock); with the cache disabled, built once per process
 // in the private work directory.
-std::string runtime_library_path(const std::string& include_dir) {
+std::string runtime_library_path() {
   const std::string key = runtime_library_key(), name = gemm_runtime_soname();
   if (env().cache_disabled) {
     static std::mutex mu;
     static std::string path;
     std::lock_guard<std::mutex> g(mu);
-    if (path.empty() || !fs::exists(path)) path = build_runtime_library(include_dir, key);
+    if (path.empty() || !fs::exists(path)) path = build_runtime_library(key);
     return path;
   }
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
   DiskCache::KeyLock lock = disk_cache().lock(key);
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
-  return disk_cache().publish(key, name, build_runtime_library(include_dir, key));
+  return disk_cache().publish(key, name, build_runtime_library(key));
 }
 
 // Loads the runtime library into this process once (right after its lookup verified it, as a
@@ -256,10 +258,10 @@ std::string runtime_library_path(const std::string& include_dir) {
 // soname to this copy.
 std::atomic<bool> g_runtime_loaded{false};
 
-std::string load_runtime_library(const std::string& include_dir) {
+std::string load_runtime_library() {
   static std::mutex mu;
   static SharedLibrary* loaded = nullptr;  // never unloaded: kernels may run until exit
-  const std::string path = runtime_library_path(include_dir);
+  const std::string path = runtime_library_path();
   std::lock_guard<std::mutex> g(mu);
   if (!loaded) {
     loaded = new SharedLibrary(path);
@@ -288,14 +290,14 @@ std::string compile_source(const std::string& source, const std::string& what, c
   const bool gemm = source.find(cpu::kGemmCall) != std::string::npos;
   std::vector<std::string> link, flags;
   if (gemm) {
-    link.push_back(load_runtime_library(include_dir));
+    link.push_back(load_runtime_library());
     flags.push_back("-Wl,-rpath,$ORIGIN");  // an exported library finds the runtime next to it
   }
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r = compile_shared_object(src, so, flags, {include_dir}, link);
   if (!r.ok && gemm && !fs::exists(link[0])) {
     // the library was evicted between its lookup and the link (another process filled the cache)
-    link[0] = load_runtime_library(include_dir);
+    link[0] = load_runtime_library();
     r = compile_shared_object(src, so, flags, {include_dir}, link);
   }
   log_compile(r, what, t0);
@@ -333,7 +335,7 @@ std::string gemm_runtime_soname() {
   return name;
 }
 
-std::string gemm_runtime_library() { return load_runtime_library(cpu_include_dir()); }
+std::string gemm_runtime_library() { return load_runtime_library(); }
 
 // The cache, the disk, the compiler: an environment problem, reported as such (not as a bug).
 [[noreturn]] static void environment_error(const std::string& what, const ir::Span& span, const std::exception& e) {
@@ -397,7 +399,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   SharedObject so = shared_object(source, what, kernel->span);
   if (source.find(cpu::kGemmCall) != std::string::npos && !g_runtime_loaded) {
     try {  // a disk cache hit: its dependency must be loaded before it
-      load_runtime_library(cpu_include_dir());
+      load_runtime_library();
     } catch (const std::exception& e) {
       environment_error(what, kernel->span, e);
     }

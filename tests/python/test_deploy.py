@@ -197,20 +197,19 @@ def run_consumer(consumer, *args, env=None):
 
 
 def small_gemm():
-    @T.prim_func
-    def small_gemm(A: T.Tensor((37, 53), "float32"), B: T.Tensor((53, 29), "float32"),
-                   C: T.Tensor((37, 29), "float32")):
-        with T.Kernel(T.ceildiv(29, 16), T.ceildiv(37, 16)) as (bx, by):
-            a = T.alloc_shared((16, 32), "float32")
-            b = T.alloc_shared((32, 16), "float32")
-            c = T.alloc_fragment((16, 16), "float32")
-            T.clear(c)
-            for k in T.serial(T.ceildiv(53, 32)):
-                T.copy(A[by * 16, k * 32], a)
-                T.copy(B[k * 32, bx * 16], b)
-                T.gemm(a, b, c)
-            T.copy(c, C[by * 16, bx * 16])
-    return tw.compile(small_gemm, out_idx=[-1])
+    @tw.compile(target="cpu")
+    def small_gemm(A: tw.Tensor((37, 53), "float32"), B: tw.Tensor((53, 29), "float32")):
+        out = tw.output((37, 29), dtype="float32")
+        for by in range(tw.ceildiv(37, 16)):
+            for bx in range(tw.ceildiv(29, 16)):
+                acc = tw.accumulator((16, 16), dtype="float32")
+                for k in range(tw.ceildiv(53, 32)):
+                    a = tw.load(A, (by * 16, k * 32), (16, 32))
+                    b = tw.load(B, (k * 32, bx * 16), (32, 16))
+                    acc += tw.matmul(a, b)
+                tw.store(out, (by * 16, bx * 16), acc)
+        return out
+    return small_gemm
 
 
 @pytest.fixture(scope="module")
