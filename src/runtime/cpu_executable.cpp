@@ -249,6 +249,11 @@ std::string runtime_library_path() {
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
   DiskCache::KeyLock lock = disk_cache().lock(key);
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
+  if (frozen())
+    throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
+                    "building it now is refused", {},
+                    "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
+                    "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
   return disk_cache().publish(key, name, build_runtime_library(key));
 }
 
@@ -400,6 +405,8 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   if (source.find(cpu::kGemmCall) != std::string::npos && !g_runtime_loaded) {
     try {  // a disk cache hit: its dependency must be loaded before it
       load_runtime_library();
+    } catch (const ir::Error&) {
+      throw;
     } catch (const std::exception& e) {
       environment_error(what, kernel->span, e);
     }

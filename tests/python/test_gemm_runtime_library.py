@@ -209,6 +209,24 @@ def test_a_damaged_runtime_library_is_never_linked_or_loaded(tmp_path):
     assert r["disk"] and r["built_runtime"]
 
 
+def test_a_frozen_cache_refuses_to_rebuild_it(tmp_path):
+    # A cached gemm kernel in a frozen process whose runtime library was evicted: an error that
+    # says so (building it is a compile), not a silent compile on the request path.
+    cache = tmp_path / "c"
+    run(tmp_path, cache, "float32")
+    (lib,) = runtime_entries(cache)
+    shutil.rmtree(os.path.dirname(lib))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_CACHE_DIR": str(cache), "TW_FROZEN": "1"})
+    p = subprocess.run([PY, str(tmp_path / "child.py"), "float32", "70", "45", "100"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode != 0
+    assert "the kernel cache is frozen, but the gemm runtime library is not in it" in p.stderr, p.stderr
+    assert "tw.precompile" in p.stderr and "Traceback" in p.stderr and "TilewrightError" in p.stderr
+    assert runtime_entries(cache) == []
+    assert run(tmp_path, cache, "float32")["built_runtime"]  # not frozen: rebuilt
+
+
 def test_cache_disabled_builds_it_once_per_process(tmp_path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
