@@ -127,7 +127,7 @@ GOAL_TEXT = {
     "attn_torch": "flash attention fwd: >= 1.0x torch SDPA (when installed)",
     "attn_numpy": "flash attention fwd: >= 3x a numpy reference that materialises S x S",
     "rows": "softmax / log_softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth",
-    "compile_cold": "cold compile of the gemm kernel (gemm runtime object cached): <= 0.5 s",
+    "compile_cold": "cold compile of the gemm kernel (gemm runtime library cached): <= 0.5 s",
     "compile_disk": "new-process disk-cache hit: <= 30 ms",
     "call_overhead": "in-memory call overhead, tiny kernel: <= 10 us",
 }
@@ -773,8 +773,8 @@ print(json.dumps(dict(import_s=t1 - t0, compile_s=t2 - t1, compiler_cpu_s=cpu, f
 
 def compile_latency(cfg, n=2048) -> dict:
     """Per fresh cache directory, three new processes: the first-ever compile of a gemm kernel
-    (another size: it also builds the gemm runtime object), the cold compile of the n^3 kernel
-    (the runtime object cached) and its disk-cache hit. Wall time and the compiler's CPU time
+    (another size: it also builds the gemm runtime library), the cold compile of the n^3 kernel
+    (the runtime library cached) and its disk-cache hit. Wall time and the compiler's CPU time
     (children of the process; the figure to trust on a loaded machine)."""
     env = peer_env(1)
     first, cold, disk, imports = [], [], [], []
@@ -805,7 +805,7 @@ def compile_latency(cfg, n=2048) -> dict:
                import_s=statistics.median(imports))
     log(f"compile latency ({res['kernel']}): cold {res['cold_s'] * 1e3:.0f} ms (compiler CPU "
         f"{res['cold_cpu_s'] * 1e3:.0f} ms), new-process disk hit {res['disk_hit_s'] * 1e3:.1f} ms; first-ever "
-        f"gemm compile (builds the gemm runtime object) {res['first_s']:.2f} s (compiler CPU {res['first_cpu_s']:.2f} s) "
+        f"gemm compile (builds the gemm runtime library) {res['first_s']:.2f} s (compiler CPU {res['first_cpu_s']:.2f} s) "
         f"(median of {len(cold)}; `import tilewright` {res['import_s'] * 1e3:.0f} ms, not included)")
     res["goals"] = [
         dict(key="compile_cold", goal=GOAL_TEXT["compile_cold"], measured=f"{res['cold_s'] * 1e3:.0f} ms",

@@ -83,8 +83,10 @@ class AotKernel {
 class Artifact {
  public:
   // Reads <dir>/tilewright.manifest, checks its format and ABI version, that this CPU has every
-  // ISA feature the library was compiled for, and the sha256 of the shared object against the
-  // manifest; then loads it and resolves every kernel's entry points. Throws ir::Error.
+  // ISA feature the library was compiled for, and the sha256 of the shared object (and of the
+  // gemm runtime library it depends on, when it has one) against the manifest; then loads them
+  // (the runtime first, once per process: it is never unloaded) and resolves every kernel's
+  // entry points. Throws ir::Error.
   static std::shared_ptr<const Artifact> load(const std::string& dir);
   ~Artifact();
 

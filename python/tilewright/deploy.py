@@ -58,7 +58,8 @@ def export(kernels, directory, name: str = None) -> list:
 
 def read_manifest(directory) -> dict:
     """The manifest of an exported artifact as a dict: ``tilewright`` (version), ``target``,
-    ``abi``/``compiler``/``cpu_features``/``library`` (cpu), ``files`` and ``kernels`` (name,
+    ``abi``/``compiler``/``cpu_features``/``library`` (cpu), ``runtime`` (cpu, when a kernel calls
+    gemm: the gemm runtime library shipped next to ``library``), ``files`` and ``kernels`` (name,
     symbol, shape_vars, params with name, dtype, output, shape or scalar)."""
     return _C.read_manifest(os.fspath(directory))
 

@@ -530,6 +530,7 @@ void bind_runtime(nb::module_& m) {
       d["compiler"] = m.compiler;
       d["cpu_features"] = m.cpu_features;
       d["library"] = m.library;
+      if (!m.runtime.empty()) d["runtime"] = m.runtime;
     }
     nb::list files, kernels;
     for (const auto& fe : m.files) {

@@ -11,6 +11,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/manifest.h"
 #include "runtime/toolchain.h"
+#include "target/cpu/codegen.h"
 #include "tilewright/version.h"
 #include "tw_cpu/abi.h"
 
@@ -155,13 +156,31 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
       m.kernels[i].tile_bytes = c->tile_bytes;
     }
     // One kernel: the same source as its in-process compile, so the disk cache has it.
-    SharedObject so = shared_object(library_source(sigs, sources), "kernel library '" + name + "'", sigs.front().span);
+    const std::string source = library_source(sigs, sources);
+    SharedObject so = shared_object(source, "kernel library '" + name + "'", sigs.front().span);
     result.library_from_cache = so.from_cache;
     m.library = "lib" + name + ".so";
     fs::path lib = d / m.library, tmp = d / (m.library + ".tmp");
     fs::copy_file(so.path, tmp, fs::copy_options::overwrite_existing);
     if (so.temporary) fs::remove(so.path);
     fs::rename(tmp, lib);
+    if (source.find(cpu::kGemmCall) != std::string::npos) {
+      // The library depends on the gemm runtime library (by soname, found next to it through its
+      // $ORIGIN run path): shipped in the directory, verified and loaded first by the AOT runtime.
+      m.runtime = gemm_runtime_soname();
+      fs::path rt = d / m.runtime, rt_tmp = d / (m.runtime + ".tmp");
+      try {
+        fs::copy_file(gemm_runtime_library(), rt_tmp, fs::copy_options::overwrite_existing);
+        fs::rename(rt_tmp, rt);
+      } catch (const ir::Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw ir::Error("cannot ship the gemm runtime library in " + dir + ": " + e.what(), sigs.front().span,
+                        "check that the export directory and the cache directory (TW_CACHE_DIR) are writable");
+      }
+      m.files.push_back(file_entry(rt));
+      result.files.push_back(rt.string());
+    }
     fs::path header = d / (name + ".h");
     write_text(header, export_header(sigs, name));
     m.abi = TW_CPU_ABI_VERSION;

@@ -3,6 +3,7 @@
 // kernels compiled in-process.
 #include "tilewright/artifact.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -40,6 +43,84 @@ std::set<std::string> words(const std::string& s) {
   std::set<std::string> out;
   for (std::string w; in >> w;) out.insert(w);
   return out;
+}
+
+// A library loaded through the open descriptor of the file that was verified. The descriptor
+// stays open while the library is loaded: glibc knows a library loaded as /proc/self/fd/<n> by
+// that name, and a dlopen of the same name returns the library already loaded, so the number
+// must not be reused meanwhile (and a number whose name is held by a library that was never
+// unmapped is skipped when loading).
+struct VerifiedLibrary {
+  runtime::SharedLibrary lib;
+  int fd = -1;
+  VerifiedLibrary() = default;
+  VerifiedLibrary(const VerifiedLibrary&) = delete;
+  VerifiedLibrary& operator=(const VerifiedLibrary&) = delete;
+  ~VerifiedLibrary() {
+    lib.close();
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Loads the file `name` of the artifact, listed in its manifest, after checking its sha256. It is
+// hashed and then loaded through one open file descriptor, so the file that is loaded is the
+// file that was verified (replacing the path in between changes nothing). `what` names it.
+std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const runtime::Manifest& m,
+                                               const std::string& name, const std::string& what,
+                                               std::string* sha256 = nullptr) {
+  const runtime::ManifestFile* entry = nullptr;
+  for (const auto& f : m.files)
+    if (f.name == name) entry = &f;
+  if (!entry || name.find('/') != std::string::npos)
+    throw ir::Error("the manifest of artifact " + dir + " does not list its " + what + " '" + name + "'", {},
+                    kReexport);
+  const std::string so = dir + "/" + name;
+  auto v = std::make_unique<VerifiedLibrary>();
+  v->fd = ::open(so.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string digest;
+  try {
+    if (v->fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
+    digest = runtime::sha256_fd_hex(v->fd, so);
+  } catch (const std::exception& e) {
+    throw ir::Error("cannot read the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
+  }
+  if (digest != entry->sha256)
+    throw ir::Error("the " + what + " " + so + " does not match its manifest (sha256 " + digest + ", expected " +
+                        entry->sha256 + "): it was modified or damaged",
+                    {}, kReexport);
+  if (sha256) *sha256 = digest;
+  try {
+    for (int tries = 0;; ++tries) {
+      const std::string path = "/proc/self/fd/" + std::to_string(v->fd);
+      void* stale = dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+      if (!stale) {
+        v->lib = runtime::SharedLibrary(path);
+        return v;
+      }
+      dlclose(stale);  // a library that stayed mapped holds this name: move to another number
+      int moved = ::fcntl(v->fd, F_DUPFD_CLOEXEC, v->fd + 1);
+      if (moved < 0 || tries == 1024)
+        throw std::runtime_error(std::string("no free descriptor to load it through: ") + std::strerror(errno));
+      ::close(v->fd);
+      v->fd = moved;
+    }
+  } catch (const std::exception& e) {
+    throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
+  }
+}
+
+// The gemm runtime library of an artifact: loaded once per process per content (never unloaded:
+// it keeps the runtime's state, and glibc would not unmap it anyway), before the library that
+// depends on it.
+void load_gemm_runtime(const std::string& dir, const runtime::Manifest& m) {
+  static std::mutex mu;
+  static auto* loaded = new std::map<std::string, std::unique_ptr<VerifiedLibrary>>();  // by sha256
+  std::lock_guard<std::mutex> g(mu);
+  for (const auto& f : m.files)
+    if (f.name == m.runtime && loaded->count(f.sha256)) return;  // verified when it was loaded
+  std::string digest;
+  auto v = load_verified(dir, m, m.runtime, "gemm runtime library", &digest);
+  (*loaded)[digest] = std::move(v);
 }
 
 }  // namespace
@@ -112,45 +193,20 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
     throw ir::Error("artifact " + dir + " was compiled for CPU features this CPU lacks: " + list, {},
                     std::string(kReexport) + " (or on the oldest CPU of the fleet)");
   }
-  const runtime::ManifestFile* lib = nullptr;
-  for (const auto& f : m.files)
-    if (f.name == m.library) lib = &f;
-  if (!lib || m.library.find('/') != std::string::npos)
-    throw ir::Error("the manifest of artifact " + dir + " does not list its library '" + m.library + "'", {},
-                    kReexport);
-  const std::string so = dir + "/" + m.library;
-  // The library is hashed and then loaded through one open file descriptor, so the file that
-  // is loaded is the file that was verified (replacing the path in between changes nothing).
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } file{::open(so.c_str(), O_RDONLY | O_CLOEXEC)};
-  std::string digest;
-  try {
-    if (file.fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
-    digest = runtime::sha256_fd_hex(file.fd, so);
-  } catch (const std::exception& e) {
-    throw ir::Error("cannot read the library of artifact " + dir + ": " + e.what(), {}, kReexport);
-  }
-  if (digest != lib->sha256)
-    throw ir::Error("the library " + so + " does not match its manifest (sha256 " + digest + ", expected " +
-                        lib->sha256 + "): it was modified or damaged",
-                    {}, kReexport);
-
-  std::shared_ptr<Artifact> a(new Artifact());
+  auto a = std::shared_ptr<Artifact>(new Artifact());
   a->dir_ = dir;
   a->target_ = m.target;
   a->version_ = m.version;
-  auto* shared = new runtime::SharedLibrary();
-  a->handle_ = shared;
+  // The gemm runtime library first: the kernel library depends on it (by its soname).
+  if (!m.runtime.empty()) load_gemm_runtime(dir, m);
+  auto* verified = load_verified(dir, m, m.library, "library").release();
+  a->handle_ = verified;
+  const runtime::SharedLibrary* shared = &verified->lib;
   try {
-    *shared = runtime::SharedLibrary("/proc/self/fd/" + std::to_string(file.fd));
     for (auto& mk : m.kernels) {
       auto version = shared->function<tw_abi_version_fn>(mk.symbol + "__abi_version");
       if (version() != TW_CPU_ABI_VERSION)
-        throw ir::Error("kernel '" + mk.signature.kernel + "' in " + so + " has ABI version " +
+        throw ir::Error("kernel '" + mk.signature.kernel + "' in " + dir + "/" + m.library + " has ABI version " +
                             std::to_string(version()) + ", expected " + std::to_string(TW_CPU_ABI_VERSION),
                         {}, kReexport);
       std::unique_ptr<AotKernel> k(new AotKernel());
@@ -168,7 +224,7 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
   return a;
 }
 
-Artifact::~Artifact() { delete static_cast<runtime::SharedLibrary*>(handle_); }
+Artifact::~Artifact() { delete static_cast<VerifiedLibrary*>(handle_); }
 
 const AotKernel& Artifact::kernel(std::string_view name) const {
   for (const auto& k : kernels_)

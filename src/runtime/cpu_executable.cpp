@@ -170,19 +170,21 @@ std::string toolchain_key_text() {
   return k + "\ncpu " + cpu_features() + "\nheaders " + embedded_headers_hash();
 }
 
-// The gemm runtime object: tw_cpu/gemm_runtime.cpp (gemm_impl.h's packing routines,
-// micro-kernels and drivers behind tw_cpu::gemm) compiled once with the kernels' flags and -c,
-// then linked into every kernel library that calls tw_cpu::gemm, so a kernel's own translation
-// unit compiles only the declarations (tw_cpu/gemm.h). Linked statically: each library stays
-// self-contained (an AOT export needs nothing else), and the object is never needed to load one.
-constexpr const char* kRuntimeObjectName = "gemm_runtime.o";
+// The gemm runtime library: tw_cpu/gemm_runtime.cpp (gemm_impl.h's packing routines,
+// micro-kernels and drivers behind tw_cpu::gemm, and all their state) compiled once with the
+// kernels' flags into a shared library, loaded once per process (never unloaded) before any
+// kernel library that calls tw_cpu::gemm, which is linked against it (a DT_NEEDED on its soname,
+// which the dynamic loader resolves to the copy already loaded). A kernel's own translation unit
+// compiles only the declarations (tw_cpu/gemm.h) and holds none of the runtime's statics or
+// thread_locals (STB_GNU_UNIQUE symbols and thread_local destructors keep glibc from ever
+// unmapping a library), so an evicted kernel is unmapped.
 
-// Its key: the toolchain part of every kernel's key (the object's source is among the embedded
+// Its key: the toolchain part of every kernel's key (the library's source is among the embedded
 // headers) and its name. Every kernel key includes it.
-std::string runtime_object_key() { return sha256_hex(toolchain_key_text() + "\nobject tw_cpu/gemm_runtime.cpp"); }
+std::string runtime_library_key() { return sha256_hex(toolchain_key_text() + "\nlibrary tw_cpu/gemm_runtime.cpp"); }
 
 std::string cache_key(const std::string& source) {
-  return sha256_hex(toolchain_key_text() + "\nruntime " + runtime_object_key() + "\nsource\n" + source);
+  return sha256_hex(toolchain_key_text() + "\nruntime " + runtime_library_key() + "\nsource\n" + source);
 }
 
 // A failed compile: the machine ran out of disk or memory, or the compiler was killed (not the
@@ -215,37 +217,62 @@ void log_compile(const CompileResult& r, const std::string& what, std::chrono::s
   log(LogLevel::debug, "compiler command: " + cmd);
 }
 
-// Compiles the runtime object from the verified header directory into work_root()/tmp.
-std::string build_runtime_object(const std::string& include_dir, const std::string& key) {
+// Compiles the runtime library from the header directory (verified right before the compiler
+// reads it) into work_root()/tmp.
+std::string build_runtime_library(const std::string& key) {
+  const std::string include_dir = cpu_include_dir();
   fs::path tmp = work_root() / "tmp";
   ensure_private_dir(tmp.string(), "temporary directory");
-  const std::string obj = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".o")).string();
+  const std::string lib = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".so")).string();
   const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
-  const std::string what = "the gemm runtime object (first compile with this compiler and CPU)";
+  const std::string what = "the gemm runtime library (first compile with this compiler and CPU)";
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_object(src, obj, {include_dir});
+  CompileResult r = compile_shared_object(src, lib, {"-Wl,-soname," + gemm_runtime_soname()}, {include_dir});
   log_compile(r, what, t0);
-  if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, obj);
-  return obj;
+  if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib);
+  return lib;
 }
 
-// The path of the runtime object, built on the first miss. In the disk cache it is an entry like
-// a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built once
-// across processes under the key's lock); with the cache disabled, built once per process in the
-// private work directory. Read right before each kernel compile that links it.
-std::string runtime_object(const std::string& include_dir) {
-  const std::string key = runtime_object_key();
+// The path of the runtime library, built on the first miss. In the disk cache it is an entry
+// like a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built
+// once across processes under the key's lock); with the cache disabled, built once per process
+// in the private work directory.
+std::string runtime_library_path() {
+  const std::string key = runtime_library_key(), name = gemm_runtime_soname();
   if (env().cache_disabled) {
     static std::mutex mu;
     static std::string path;
     std::lock_guard<std::mutex> g(mu);
-    if (path.empty() || !fs::exists(path)) path = build_runtime_object(include_dir, key);
+    if (path.empty() || !fs::exists(path)) path = build_runtime_library(key);
     return path;
   }
-  if (auto hit = disk_cache().lookup(key, kRuntimeObjectName)) return *hit;
+  if (auto hit = disk_cache().lookup(key, name)) return *hit;
   DiskCache::KeyLock lock = disk_cache().lock(key);
-  if (auto hit = disk_cache().lookup(key, kRuntimeObjectName)) return *hit;
-  return disk_cache().publish(key, kRuntimeObjectName, build_runtime_object(include_dir, key));
+  if (auto hit = disk_cache().lookup(key, name)) return *hit;
+  if (frozen())
+    throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
+                    "building it now is refused", {},
+                    "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
+                    "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
+  return disk_cache().publish(key, name, build_runtime_library(key));
+}
+
+// Loads the runtime library into this process once (right after its lookup verified it, as a
+// kernel library is) and returns the verified path a kernel library links against. Kept loaded
+// for the life of the process: kernel libraries loaded later resolve their dependency on its
+// soname to this copy.
+std::atomic<bool> g_runtime_loaded{false};
+
+std::string load_runtime_library() {
+  static std::mutex mu;
+  static SharedLibrary* loaded = nullptr;  // never unloaded: kernels may run until exit
+  const std::string path = runtime_library_path();
+  std::lock_guard<std::mutex> g(mu);
+  if (!loaded) {
+    loaded = new SharedLibrary(path);
+    g_runtime_loaded = true;
+  }
+  return path;
 }
 
 std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
@@ -266,14 +293,17 @@ std::string compile_source(const std::string& source, const std::string& what, c
   }
   const std::string include_dir = cpu_include_dir();  // verified right before the compiler reads it
   const bool gemm = source.find(cpu::kGemmCall) != std::string::npos;
-  std::vector<std::string> link;
-  if (gemm) link.push_back(runtime_object(include_dir));
+  std::vector<std::string> link, flags;
+  if (gemm) {
+    link.push_back(load_runtime_library());
+    flags.push_back("-Wl,-rpath,$ORIGIN");  // an exported library finds the runtime next to it
+  }
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, so, {}, {include_dir}, link);
+  CompileResult r = compile_shared_object(src, so, flags, {include_dir}, link);
   if (!r.ok && gemm && !fs::exists(link[0])) {
-    // the object was evicted between its lookup and the link (another process filled the cache)
-    link[0] = runtime_object(include_dir);
-    r = compile_shared_object(src, so, {}, {include_dir}, link);
+    // the library was evicted between its lookup and the link (another process filled the cache)
+    link[0] = load_runtime_library();
+    r = compile_shared_object(src, so, flags, {include_dir}, link);
   }
   log_compile(r, what, t0);
   if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so);
@@ -305,7 +335,12 @@ void clear_cpu_cache(bool disk) {
 
 std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
 
-std::string gemm_runtime_object() { return runtime_object(cpu_include_dir()); }
+std::string gemm_runtime_soname() {
+  static const std::string name = "libtw_gemm_" + runtime_library_key().substr(0, 16) + ".so";
+  return name;
+}
+
+std::string gemm_runtime_library() { return load_runtime_library(); }
 
 // The cache, the disk, the compiler: an environment problem, reported as such (not as a bug).
 [[noreturn]] static void environment_error(const std::string& what, const ir::Span& span, const std::exception& e) {
@@ -367,6 +402,15 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   const std::string what = "kernel '" + kernel->name + "'";
   const std::string symbol = library_symbol(lowered.kernel->name);
   SharedObject so = shared_object(source, what, kernel->span);
+  if (source.find(cpu::kGemmCall) != std::string::npos && !g_runtime_loaded) {
+    try {  // a disk cache hit: its dependency must be loaded before it
+      load_runtime_library();
+    } catch (const ir::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      environment_error(what, kernel->span, e);
+    }
+  }
   std::shared_ptr<CpuExecutable> exe;
   try {
     exe = std::make_shared<CpuExecutable>(lowered, target.name, so.path, so.from_cache, symbol);

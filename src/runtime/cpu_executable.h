@@ -36,11 +36,16 @@ void clear_cpu_cache(bool disk);
 // on every call (runtime/header_dir.h): call it right before each compile.
 std::string cpu_include_dir();
 
-// The gemm runtime object (tw_cpu/gemm_runtime.cpp compiled with the kernels' flags and -c; see
-// tw_cpu/gemm.h), which every kernel library that calls tw_cpu::gemm links: its path, verified
-// like any disk cache entry (or private to this process when the cache is disabled), compiled on
-// the first miss. Throws std::runtime_error / ir::Error as a kernel compile does.
-std::string gemm_runtime_object();
+// The gemm runtime library (tw_cpu/gemm_runtime.cpp compiled with the kernels' flags into a
+// shared library whose soname is gemm_runtime_soname(); see tw_cpu/gemm.h), which every kernel
+// library that calls tw_cpu::gemm depends on: loads it into this process (once; never unloaded)
+// and returns its path, verified like any disk cache entry (or private to this process when the
+// cache is disabled), compiled on the first miss. Throws std::runtime_error / ir::Error as a
+// kernel compile does.
+std::string gemm_runtime_library();
+// libtw_gemm_<16 hex digits of its key>.so: one name per toolchain, so libraries built by
+// different toolchains never stand in for each other.
+std::string gemm_runtime_soname();
 
 // The generated C++ and the stack bytes of one block's tiles of a CPU executable; nullopt for
 // an executable of another target.

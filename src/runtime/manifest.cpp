@@ -105,6 +105,7 @@ std::string print_manifest(const Manifest& m) {
     o += "compiler " + m.compiler + "\n";
     o += "cpu_features " + m.cpu_features + "\n";
     o += "library " + m.library + "\n";
+    if (!m.runtime.empty()) o += "runtime " + m.runtime + "\n";
   }
   for (const auto& f : m.files) o += "file " + f.sha256 + " " + std::to_string(f.bytes) + " " + f.name + "\n";
   for (const auto& k : m.kernels) {
@@ -143,6 +144,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     else if (key == "compiler") m.compiler = t[1];
     else if (key == "cpu_features") m.cpu_features = t[1];
     else if (key == "library") m.library = t[1];
+    else if (key == "runtime") m.runtime = t[1];
     else if (key == "file") {
       std::istringstream ss(t[1]);
       ManifestFile f;

@@ -9,6 +9,8 @@
 //   compiler <first line of --version>             (cpu)
 //   cpu_features <sorted ISA features required>    (cpu; may be empty)
 //   library <file name of the shared object>       (cpu)
+//   runtime <file name of the gemm runtime library> (cpu, when a kernel calls gemm: loaded
+//                                                  before the library, which depends on it)
 //   file <sha256> <bytes> <file name>              (every file of the artifact)
 //   kernel <name> <symbol> <tile bytes>            (then the kernel's lines, until "end")
 //     span <line> <col> <source file>              where it was defined (for messages)
@@ -53,6 +55,7 @@ struct Manifest {
   std::string compiler;      // cpu
   std::string cpu_features;  // cpu: space-separated, sorted
   std::string library;       // cpu: the shared object's file name
+  std::string runtime;       // cpu: the gemm runtime library's file name (its soname), or ""
   std::vector<ManifestFile> files;
   std::vector<ManifestKernel> kernels;
 };

@@ -255,19 +255,6 @@ CompileResult compile_shared_object(const std::string& source_path,
     return run_compiler(std::move(args));
 }
 
-CompileResult compile_object(const std::string& source_path, const std::string& output_path,
-                             const std::vector<std::string>& include_dirs) {
-    std::vector<std::string> args;
-    for (auto& f : default_compile_flags())
-        if (f != "-shared") args.push_back(std::move(f));
-    args.push_back("-c");
-    for (const auto& d : include_dirs) args.push_back("-I" + d);
-    args.push_back("-o");
-    args.push_back(output_path);
-    args.push_back(source_path);
-    return run_compiler(std::move(args));
-}
-
 // ---- SharedLibrary ----
 
 SharedLibrary::SharedLibrary(const std::string& path) : path_(path) {

@@ -38,7 +38,7 @@ struct CompileResult {
 };
 
 // Runs: <host_compiler().path> <default flags> <extra_flags> -I<dir>... -o <output> <source>
-// <link_inputs>... (objects linked into the shared object, e.g. the gemm runtime object).
+// <link_inputs>... (objects or shared libraries linked in, e.g. the gemm runtime library).
 // Never throws for compile errors (ok=false, log has the diagnostics); throws
 // std::runtime_error only when no compiler is found.
 CompileResult compile_shared_object(const std::string& source_path,
@@ -46,12 +46,6 @@ CompileResult compile_shared_object(const std::string& source_path,
                                     const std::vector<std::string>& extra_flags,
                                     const std::vector<std::string>& include_dirs,
                                     const std::vector<std::string>& link_inputs = {});
-
-// Runs: <host_compiler().path> <default flags without -shared> -c -I<dir>... -o <output>
-// <source>: an object file with the kernels' code generation flags, to be linked into kernel
-// libraries. Errors as compile_shared_object.
-CompileResult compile_object(const std::string& source_path, const std::string& output_path,
-                             const std::vector<std::string>& include_dirs);
 
 struct ProcessResult {
     int exit_code = -1;      // -1 if the program could not be started or died by a signal

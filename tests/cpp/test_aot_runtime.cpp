@@ -146,4 +146,35 @@ TEST(AotArtifact, ExportLoadAndRunFromManyThreads) {
   fs::remove_all(dir);
 }
 
+// Two artifacts with a kernel of the same name, loaded one after the other (the first one kept,
+// then dropped): each runs its own code. Libraries are loaded through /proc/self/fd/<n>, a name
+// glibc remembers; a descriptor number reused while a library holds that name loaded the first
+// artifact's library in place of the second's.
+TEST(AotArtifact, TwoArtifactsRunTheirOwnCode) {
+  namespace fs = std::filesystem;
+  std::string text3 = kAxpb;
+  const size_t at = text3.find("* 2.0 + 1.0");
+  ASSERT_NE(at, std::string::npos);
+  text3.replace(at, 11, "* 3.0 + 1.0");
+  const fs::path base = fs::temp_directory_path() / ("tw_aot_two_" + std::to_string(::getpid()));
+  runtime::export_artifact({tw::compile(ir::parse_kernel(kAxpb, "axpb.tir"), "cpu")}, (base / "two").string(), "t");
+  runtime::export_artifact({tw::compile(ir::parse_kernel(text3, "axpb3.tir"), "cpu")}, (base / "three").string(),
+                           "t");
+  std::vector<float> x{1.0f, 2.0f};
+  auto first = [&](const std::shared_ptr<const Artifact>& art) {
+    return art->kernel("axpb").run({view(x.data(), {2})})[0].data_as<float>()[1];
+  };
+  {
+    auto two = Artifact::load((base / "two").string());
+    auto three = Artifact::load((base / "three").string());
+    EXPECT_EQ(first(two), 5.0f);
+    EXPECT_EQ(first(three), 7.0f);
+  }
+  for (int i = 0; i < 3; ++i) {  // loaded, dropped and loaded again, in turns
+    EXPECT_EQ(first(Artifact::load((base / "three").string())), 7.0f);
+    EXPECT_EQ(first(Artifact::load((base / "two").string())), 5.0f);
+  }
+  fs::remove_all(base);
+}
+
 }  // namespace

@@ -153,8 +153,9 @@ std::unique_ptr<Library> build(const std::string& source, const std::string& tag
   std::vector<std::string> argv{"g++", "-O3", "-march=native", "-std=c++20", "-fPIC", "-shared",
                                 "-I" + repo_dir() + "/src/target/cpu/include"};
   argv.insert(argv.end(), {"-o", so, cpp});
-  // kernels that call tw_cpu::gemm link the gemm runtime object, as the runtime's compile does
-  if (source.find(tw::cpu::kGemmCall) != std::string::npos) argv.push_back(tw::runtime::gemm_runtime_object());
+  // kernels that call tw_cpu::gemm link against the gemm runtime library (loaded into this
+  // process by gemm_runtime_library()), as the runtime's compile does
+  if (source.find(tw::cpu::kGemmCall) != std::string::npos) argv.push_back(tw::runtime::gemm_runtime_library());
   int rc = run_argv(argv, log);
   EXPECT_EQ(rc, 0) << "compiling " << cpp << " failed:\n" << slurp(log);
   if (rc != 0) return nullptr;

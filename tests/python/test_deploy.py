@@ -192,8 +192,76 @@ def artifact(tmp_path_factory):
     return d
 
 
-def run_consumer(consumer, *args):
-    return subprocess.run([str(consumer), *map(str, args)], capture_output=True, text=True, timeout=120)
+def run_consumer(consumer, *args, env=None):
+    return subprocess.run([str(consumer), *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
+
+
+def small_gemm():
+    @tw.compile(target="cpu")
+    def small_gemm(A: tw.Tensor((37, 53), "float32"), B: tw.Tensor((53, 29), "float32")):
+        out = tw.output((37, 29), dtype="float32")
+        for by in range(tw.ceildiv(37, 16)):
+            for bx in range(tw.ceildiv(29, 16)):
+                acc = tw.accumulator((16, 16), dtype="float32")
+                for k in range(tw.ceildiv(53, 32)):
+                    a = tw.load(A, (by * 16, k * 32), (16, 32))
+                    b = tw.load(B, (k * 32, bx * 16), (32, 16))
+                    acc += tw.matmul(a, b)
+                tw.store(out, (by * 16, bx * 16), acc)
+        return out
+    return small_gemm
+
+
+@pytest.fixture(scope="module")
+def gemm_artifact(tmp_path_factory):
+    """An artifact of a gemm kernel (with the gemm runtime library) and saved inputs/reference."""
+    d = tmp_path_factory.mktemp("gemm_artifact")
+    k = small_gemm()
+    k.export(d / "art", name="gsvc")
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((37, 53)).astype(np.float32)
+    b = rng.standard_normal((53, 29)).astype(np.float32)
+    np.save(d / "a.npy", a)
+    np.save(d / "b.npy", b)
+    np.save(d / "ref.npy", k(a, b))
+    return d
+
+
+def test_consumer_runs_a_gemm_artifact_with_the_cache_gone(consumer, gemm_artifact, tmp_path):
+    # The kernels' library depends on the gemm runtime library shipped next to it: the AOT
+    # runtime verifies and loads it first; no cache, no compiler involved.
+    m = deploy.read_manifest(gemm_artifact / "art")
+    assert (gemm_artifact / "art" / m["runtime"]).exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env["TW_CACHE_DIR"] = str(tmp_path / "nonexistent")
+    d = gemm_artifact
+    r = run_consumer(consumer, d / "art", "small_gemm", d / "ref.npy", d / "a.npy", d / "b.npy", "--threads", 2,
+                     "--launches", 5, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "ok: 2 threads x 5 launches of small_gemm match the reference" in r.stdout
+    assert not (tmp_path / "nonexistent").exists()
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("runtime", "the gemm runtime library"),
+    ("unlisted", "does not list its gemm runtime library"),
+])
+def test_consumer_refuses_a_damaged_gemm_runtime_library(consumer, gemm_artifact, tmp_path, damage, message):
+    art = _copy_artifact(gemm_artifact, tmp_path)
+    m = deploy.read_manifest(art)
+    if damage == "runtime":
+        with open(art / m["runtime"], "ab") as f:
+            f.write(b"\0")
+    else:
+        manifest = art / "tilewright.manifest"
+        manifest.write_text("".join(l for l in manifest.read_text().splitlines(True)
+                                    if not (l.startswith("file ") and l.rstrip().endswith(m["runtime"]))))
+    d = gemm_artifact
+    r = run_consumer(consumer, art, "small_gemm", d / "ref.npy", d / "a.npy", d / "b.npy")
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+    if damage == "runtime":
+        assert "does not match its manifest" in r.stderr
+    assert "hint:" in r.stderr
 
 
 def test_consumer_runs_the_artifact_from_several_threads(consumer, artifact):

@@ -30,7 +30,7 @@ namespace tw::cpu {
 std::string codegen_cpu(const ir::Kernel& k, bool bounds_check = false);
 
 // How every gemm call in generated code starts: a kernel library whose source holds it is linked
-// with the gemm runtime object that defines tw_cpu::gemm's code (runtime/cpu_executable.cpp).
+// against the gemm runtime library that defines tw_cpu::gemm's code (runtime/cpu_executable.cpp).
 inline constexpr const char* kGemmCall = "tw_cpu::gemm(";
 
 }  // namespace tw::cpu

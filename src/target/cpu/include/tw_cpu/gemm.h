@@ -7,13 +7,14 @@
 //   (int8_t, int8_t, int32_t). Numerics, algorithm and code paths: gemm_impl.h.
 //
 // The code lives in gemm_impl.h, compiled once per (compiler, flags, instruction set) from
-// gemm_runtime.cpp into an object file that the runtime keeps in its disk cache and links into
-// every kernel library (src/runtime/cpu_executable.cpp, "the gemm runtime object"). A kernel's
-// translation unit only declares the four non-template entry points below: optimising the
+// gemm_runtime.cpp into a shared library (libtw_gemm_<key>.so) that the runtime keeps in its
+// disk cache, loads once per process before any kernel that calls gemm, and that every such
+// kernel library names as a dependency (src/runtime/cpu_executable.cpp, "the gemm runtime
+// library"). A kernel's translation unit only declares the entry points below: optimising the
 // packing routines and micro-kernels in every kernel was over 90% of its compile time. The
-// runtime's state (launch epoch, packed-operand caches) keeps the linkage it had when it was
-// compiled into each kernel: vague-linkage objects, which g++ makes STB_GNU_UNIQUE, so the kernel
-// libraries of a process share one copy (launches are serialised process-wide, cpu_launch.cpp).
+// runtime's state (launch epoch, packed-operand caches, thread_local scratch) lives in that one
+// library, so kernel libraries hold no STB_GNU_UNIQUE symbol and no thread_local destructor and
+// are unmapped when they are unloaded (launches are serialised process-wide, cpu_launch.cpp).
 #pragma once
 
 #include "types.h"
@@ -22,9 +23,10 @@ namespace tw_cpu {
 namespace detail {
 
 // The launch counter: packed operands cached by the gemm runtime belong to one launch.
-inline uint64_t g_launch_epoch = 1;
+// Defined in gemm_runtime.cpp (a definition here would make it a unique symbol of every kernel).
+extern uint64_t g_launch_epoch;
 
-// The entry points of the gemm runtime object (defined in gemm_runtime.cpp).
+// The entry points of the gemm runtime library (defined in gemm_runtime.cpp).
 void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable);
 void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f16* B, long ldb,

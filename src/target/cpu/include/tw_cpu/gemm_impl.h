@@ -1,6 +1,6 @@
 // tw_cpu/gemm_impl.h -- the gemm runtime: packing, micro-kernels and drivers behind tw_cpu::gemm
-// (gemm.h). Compiled once per (compiler, flags, instruction set) as gemm_runtime.cpp into an
-// object that the runtime keeps in its disk cache and links into every kernel library, so a
+// (gemm.h). Compiled once per (compiler, flags, instruction set) as gemm_runtime.cpp into a
+// shared library that the runtime keeps in its disk cache and loads once per process, so a
 // kernel's translation unit includes only the declarations (gemm.h) and compiles in a fraction
 // of the time. Tests that exercise the internals include this header directly.
 //

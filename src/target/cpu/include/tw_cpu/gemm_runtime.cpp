@@ -1,11 +1,14 @@
-// tw_cpu/gemm_runtime.cpp -- the gemm runtime object: the entry points declared in gemm.h.
+// tw_cpu/gemm_runtime.cpp -- the gemm runtime library: the entry points declared in gemm.h.
 // The runtime compiles this file once per (compiler, flags, instruction set) with the kernels'
-// flags plus -c, keeps the object in its disk cache and links it into every kernel library
-// (src/runtime/cpu_executable.cpp). The per-instruction-set C++ tests compile it too.
+// flags into a shared library, keeps it in its disk cache, loads it once per process and links
+// every kernel library that calls gemm against it (src/runtime/cpu_executable.cpp). The
+// per-instruction-set C++ tests compile it too.
 #include "gemm_impl.h"
 
 namespace tw_cpu {
 namespace detail {
+
+uint64_t g_launch_epoch = 1;
 
 void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable) {

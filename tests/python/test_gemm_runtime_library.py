@@ -1,7 +1,9 @@
-"""The gemm runtime object (tw_cpu/gemm.h, docs/architecture.md): tw_cpu/gemm_runtime.cpp is
-compiled once per compiler, flags and CPU into an object kept in the disk cache and linked into
-every kernel library that calls tw_cpu::gemm. Each test runs child processes (the environment is
-read once per process) on a cache of its own."""
+"""The gemm runtime library (tw_cpu/gemm.h, docs/architecture.md): tw_cpu/gemm_runtime.cpp is
+compiled once per compiler, flags and CPU into a shared library kept in the disk cache, loaded
+once per process, and every kernel library that calls tw_cpu::gemm depends on it instead of
+containing it, so evicted gemm kernels are unmapped. Each test runs child processes (the
+environment is read once per process) on a cache of its own."""
+import hashlib
 import json
 import os
 import shutil
@@ -13,6 +15,7 @@ import numpy as np
 
 import tilewright as tw
 import tilewright.language as T
+from tilewright import deploy
 
 PY = sys.executable
 
@@ -45,6 +48,41 @@ CHILD = textwrap.dedent("""
                 for i in T.Parallel(32):
                     Y[bx * 32 + i] = X[bx * 32 + i] + 1.0
         return tw.compile(add_probe, out_idx=[-1])
+
+    def sized_add_kernel(n):
+        @T.prim_func
+        def add_sized(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.Parallel(n):
+                    Y[i] = X[i] + 1.0
+        return tw.compile(add_sized, out_idx=[-1])
+
+    if sys.argv[1] == "unload":  # 5 kernels of each kind compiled, run, dropped: how many stay mapped
+        import gc
+
+        def mapped():
+            with open("/proc/self/maps") as f:
+                return len({l.split()[-1] for l in f if l.rstrip().endswith("kernel.so")})
+
+        counts = {}
+        for kind in ("add", "gemm"):
+            ks = []
+            for i in range(5):
+                n = 32 + 8 * i
+                x = np.ones((n, 32), np.float32) if kind == "gemm" else np.ones((1, n), np.float32)
+                if kind == "add":
+                    ks.append(sized_add_kernel(n))
+                    assert np.array_equal(ks[-1](x[0]), x[0] + 1)
+                else:
+                    ks.append(gemm_kernel(n, 32, 32, "float32"))
+                    assert np.array_equal(ks[-1](x, x[:32]), np.full((n, 32), 32, np.float32))
+            before = mapped()
+            del ks
+            tw.clear_cache()
+            gc.collect()
+            counts[kind] = [before, mapped()]
+        print(json.dumps({"counts": counts, "disk": False, "ok": True}))
+        sys.exit(0)
 
     kind, M, N, K = sys.argv[1], *map(int, sys.argv[2:5])
     rng = np.random.default_rng(M * 10007 + N * 101 + K)
@@ -80,7 +118,7 @@ def run(tmp_path, cache, kind, M=70, N=45, K=100, extra=None):
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["ok"], f"{kind} {M}x{N}x{K}: wrong results"
-    r["built_runtime"] = "compiled the gemm runtime object" in p.stderr
+    r["built_runtime"] = "compiled the gemm runtime library" in p.stderr
     return r
 
 
@@ -91,21 +129,26 @@ def runtime_entries(cache):
         if len(a) != 2:
             continue
         for b in os.listdir(os.path.join(root, a)):
-            path = os.path.join(root, a, b, "gemm_runtime.o")
-            if os.path.exists(path):
-                found.append(path)
+            found += [os.path.join(root, a, b, f) for f in os.listdir(os.path.join(root, a, b))
+                      if f.startswith("libtw_gemm_") and f.endswith(".so")]
     return found
+
+
+def kernel_libraries(cache):
+    root = os.path.join(cache, "kernels")
+    return [os.path.join(root, a, b, "kernel.so") for a in os.listdir(root) if len(a) == 2
+            for b in os.listdir(os.path.join(root, a)) if os.path.exists(os.path.join(root, a, b, "kernel.so"))]
 
 
 def test_built_once_cached_and_linked_only_by_gemm_kernels(tmp_path):
     cache = tmp_path / "c"
-    r = run(tmp_path, cache, "add")  # no gemm: no runtime object
+    r = run(tmp_path, cache, "add")  # no gemm: no runtime library
     assert not r["built_runtime"] and runtime_entries(cache) == []
     r = run(tmp_path, cache, "float32")  # the first gemm kernel builds it
     assert r["built_runtime"] and not r["disk"]
     (obj,) = runtime_entries(cache)
     inode = os.stat(obj).st_ino
-    # other gemm kernels (other shapes, other dtypes), in new processes, link the cached object
+    # other gemm kernels (other shapes, other dtypes), in new processes, link the cached library
     for kind, shape in (("float32", (33, 65, 17)), ("float16", (70, 45, 100)), ("int8", (40, 50, 300))):
         r = run(tmp_path, cache, kind, *shape)
         assert not r["built_runtime"] and not r["disk"], kind
@@ -113,7 +156,38 @@ def test_built_once_cached_and_linked_only_by_gemm_kernels(tmp_path):
     assert run(tmp_path, cache, "float32")["disk"]
 
 
-def test_a_damaged_runtime_object_is_never_linked(tmp_path):
+def test_evicted_gemm_kernels_are_unmapped(tmp_path):
+    # The reproducer of the leak: 5 kernels of each kind compiled, run, dropped and evicted
+    # (tw.clear_cache); no kernel library may stay mapped, gemm kernels included.
+    r = run(tmp_path, tmp_path / "c", "unload")
+    assert r["counts"] == {"add": [5, 0], "gemm": [5, 0]}, r["counts"]
+
+
+def _dynamic_symbols(path):
+    return subprocess.run(["readelf", "-W", "--dyn-syms", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_gemm_kernel_libraries_hold_no_unique_symbols_or_thread_local_destructors(tmp_path):
+    # What keeps glibc from unmapping a library: STB_GNU_UNIQUE symbols, thread_local destructors
+    # (__cxa_thread_atexit). Kernel libraries have neither; the runtime library holds the state.
+    cache = tmp_path / "c"
+    for kind, shape in (("float32", (70, 45, 100)), ("float16", (33, 65, 17)), ("int8", (40, 50, 300))):
+        run(tmp_path, cache, kind, *shape)
+    libs = kernel_libraries(cache)
+    assert len(libs) == 3
+    for lib in libs:
+        syms = _dynamic_symbols(lib)
+        assert "UNIQUE" not in syms and "__cxa_thread_atexit" not in syms, lib
+        assert "gemm_run" in syms  # an undefined symbol: the code is in the runtime library
+        needed = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
+        (rt,) = runtime_entries(cache)
+        assert f"[{os.path.basename(rt)}]" in needed and "[$ORIGIN]" in needed
+    # the state is in the runtime library (which is loaded once and never unloaded)
+    assert "g_launch_epoch" in _dynamic_symbols(rt)
+
+
+def test_a_damaged_runtime_library_is_never_linked_or_loaded(tmp_path):
     cache = tmp_path / "c"
     run(tmp_path, cache, "float32")
     (obj,) = runtime_entries(cache)
@@ -122,10 +196,35 @@ def test_a_damaged_runtime_object_is_never_linked(tmp_path):
         b = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0x10]))
-    r = run(tmp_path, cache, "float32", 33, 65, 17)  # a new kernel: the object is verified and rebuilt
+    r = run(tmp_path, cache, "float32", 33, 65, 17)  # a new kernel: the library is verified and rebuilt
     assert r["built_runtime"]
-    assert len(runtime_entries(cache)) == 1
+    (obj,) = runtime_entries(cache)
     assert not run(tmp_path, cache, "float32", 34, 65, 17)["built_runtime"]
+    with open(obj, "r+b") as f:  # damaged again: a disk cache hit of a kernel rebuilds it before loading
+        f.seek(os.path.getsize(obj) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x10]))
+    r = run(tmp_path, cache, "float32", 34, 65, 17)
+    assert r["disk"] and r["built_runtime"]
+
+
+def test_a_frozen_cache_refuses_to_rebuild_it(tmp_path):
+    # A cached gemm kernel in a frozen process whose runtime library was evicted: an error that
+    # says so (building it is a compile), not a silent compile on the request path.
+    cache = tmp_path / "c"
+    run(tmp_path, cache, "float32")
+    (lib,) = runtime_entries(cache)
+    shutil.rmtree(os.path.dirname(lib))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_CACHE_DIR": str(cache), "TW_FROZEN": "1"})
+    p = subprocess.run([PY, str(tmp_path / "child.py"), "float32", "70", "45", "100"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode != 0
+    assert "the kernel cache is frozen, but the gemm runtime library is not in it" in p.stderr, p.stderr
+    assert "tw.precompile" in p.stderr and "Traceback" in p.stderr and "TilewrightError" in p.stderr
+    assert runtime_entries(cache) == []
+    assert run(tmp_path, cache, "float32")["built_runtime"]  # not frozen: rebuilt
 
 
 def test_cache_disabled_builds_it_once_per_process(tmp_path):
@@ -133,7 +232,7 @@ def test_cache_disabled_builds_it_once_per_process(tmp_path):
     tmpdir.mkdir()
     r = run(tmp_path, tmp_path / "unused", "float32", extra={"TW_CACHE_DISABLE": "1", "TMPDIR": str(tmpdir)})
     assert r["built_runtime"] and not r["disk"]
-    assert os.listdir(tmpdir) == [], "the private temp dir (object included) is removed at exit"
+    assert os.listdir(tmpdir) == [], "the private temp dir (library included) is removed at exit"
 
 
 C_CALLER = r"""
@@ -158,7 +257,8 @@ int main(void) {
 
 
 def test_an_exported_gemm_library_is_self_contained(tmp_path):
-    # The artifact's library holds the runtime's code: a C program runs it with the cache gone.
+    # The artifact ships the runtime library next to the kernels' (listed in the manifest with its
+    # sha256): a C program that links only the kernels' library runs it with the cache gone.
     @T.prim_func
     def gemm_export(A: T.Tensor((37, 53), "float32"), B: T.Tensor((53, 29), "float32"),
                     C: T.Tensor((37, 29), "float32")):
@@ -176,8 +276,10 @@ def test_an_exported_gemm_library_is_self_contained(tmp_path):
     kernel = tw.compile(gemm_export, out_idx=[-1])
     tw.export([kernel], tmp_path / "art", name="gemmsvc")
     art = tmp_path / "art"
-    lib = art / "libgemmsvc.so"
-    assert b"gemm_run" in lib.read_bytes(), "the runtime's code is linked into the library"
+    m = deploy.read_manifest(art)
+    files = {f["name"]: f["sha256"] for f in m["files"]}
+    assert m["runtime"].startswith("libtw_gemm_") and m["runtime"] in files
+    assert hashlib.sha256((art / m["runtime"]).read_bytes()).hexdigest() == files[m["runtime"]]
     (tmp_path / "main.c").write_text(C_CALLER)
     cc = shutil.which("gcc") or shutil.which("cc")
     subprocess.run([cc, "-std=c11", "-o", str(tmp_path / "caller"), str(tmp_path / "main.c"), f"-I{art}",
