@@ -109,7 +109,14 @@ class BoundsChecker : public Visitor {
       }
       case StmtKind::Store: {
         auto* n = as<StoreNode>(s);
-        check(s.get(), n->buffer, n->indices, s->span);
+        check(s.get(), n->buffer, n->indices, nullptr, s->span);
+        Visitor::visit(s);
+        return;
+      }
+      case StmtKind::Gemm: {  // the only tile op that does not clip its regions to their buffers
+        auto* n = as<GemmNode>(s);
+        for (const Region* r : {&n->a, &n->b, &n->c})
+          if (r->buffer->scope != Scope::global) check(s.get(), r->buffer, r->starts, &r->extents, s->span);
         Visitor::visit(s);
         return;
       }
@@ -130,21 +137,27 @@ class BoundsChecker : public Visitor {
     }
     if (e->kind == ExprKind::Load) {
       auto* n = as<LoadNode>(e);
-      check(e.get(), n->buffer, n->indices, e->span);
+      check(e.get(), n->buffer, n->indices, nullptr, e->span);
     }
     Visitor::visit(e);
   }
 
  private:
-  void check(const void* access, const Buffer& b, const std::vector<Expr>& indices, const Span& sp) {
+  // An element access buffer[indices], or (extents set) a region: indices are its starts, and
+  // start + extent - 1 must be inside too.
+  void check(const void* access, const Buffer& b, const std::vector<Expr>& indices, const std::vector<Expr>* extents,
+             const Span& sp) {
     const bool tile = b->scope != Scope::global;
-    if (indices.size() != b->shape.size()) {  // the verifier reports it; never left unchecked
-      if (tile) unproved.insert(access);
+    if (indices.size() != b->shape.size() || (extents && extents->size() != indices.size())) {
+      if (tile) unproved.insert(access);  // the verifier reports it; never left unchecked
       return;
     }
     for (size_t d = 0; d < indices.size(); ++d) {
       auto dim = as_const_int(b->shape[d]);
       auto r = range(indices[d]);
+      auto ext = extents ? as_const_int((*extents)[d]) : std::optional<int64_t>(1);
+      // a region's last index: same directions, so still exact when the start is
+      if (r && (!ext || *ext < 1 || __builtin_add_overflow(r->hi, *ext - 1, &r->hi))) r.reset();
       bool inside = dim && r && r->lo >= 0 && r->hi < *dim;
       if (!inside && tile) unproved.insert(access);
       if (inside || !dim || !r || guarded_ > 0) continue;
@@ -159,7 +172,9 @@ class BoundsChecker : public Visitor {
         what = "is always outside dimension " + std::to_string(d) + " of size " + std::to_string(*dim) +
                " (the index lies within " + interval_text(r->lo, r->hi) + ")";
       }
-      throw Error("index " + print(indices[d]) + " of '" + b->name + "' " + what, sp.known() ? sp : k_->span,
+      std::string index = extents ? "region start " + print(indices[d]) + " (extent " + print((*extents)[d]) + ")"
+                                  : "index " + print(indices[d]);
+      throw Error(index + " of '" + b->name + "' " + what, sp.known() ? sp : k_->span,
                   "check the loop extents against the buffer's shape (e.g. T.Parallel extents in the tile's order)");
     }
   }

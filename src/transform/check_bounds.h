@@ -22,7 +22,8 @@
 // "unproved" when some index's interval is unknown or not inside [0, dim), wherever it is (under
 // an `if` too). The cpu target checks exactly these indices at run time (a TilewrightError at the
 // access's line, never a write past the tile); accesses of global tensors are checked at run time
-// only under TW_BOUNDS_CHECK=1.
+// only under TW_BOUNDS_CHECK=1. The tile regions of a gemm (the one tile op that does not clip
+// its regions to their buffers) are checked the same way: start .. start + extent - 1 per dim.
 #pragma once
 
 #include <unordered_set>
@@ -32,7 +33,7 @@
 namespace tw::transform {
 
 // Throws ir::Error at the access's source line for the first provably out-of-bounds access.
-// Returns the LoadNode / StoreNode pointers of the tile accesses not proved in bounds.
+// Returns the LoadNode / StoreNode / GemmNode pointers of the tile accesses not proved in bounds.
 std::unordered_set<const void*> check_bounds(const ir::Kernel& kernel);
 
 }  // namespace tw::transform

@@ -219,5 +219,32 @@ TEST(CheckBounds, LetVariablesCarryTheirRange) {
   EXPECT_EQ(line, 5);
 }
 
+TEST(CheckBounds, GemmRegionsOfTilesAreCheckedLikeAccesses) {
+  // gemm does not clip: c[i * 8 : +8, 0 : +8] of a 16-row fragment for i in 0..2 reaches row 23
+  Buffer a = buffer("a", DTypeCode::f32, {c(8), c(8)}, Scope::shared, L(1));
+  Buffer b = buffer("b", DTypeCode::f32, {c(8), c(8)}, Scope::shared, L(1));
+  Buffer cc = buffer("c", DTypeCode::f32, {c(16), c(8)}, Scope::fragment, L(1));
+  Var i = var("i", kIndexType, L(2)), bx = var("bx", kIndexType, L(1)), n = var("n", kIndexType, L(1));
+  auto kernel = [&](Expr start, Expr extent) {
+    Stmt g = std::make_shared<GemmNode>(full_region(a), full_region(b), Region{cc, {start, c(0)}, {extent, c(8)}}, false,
+                                        false, false, L(3));
+    Stmt loop = std::make_shared<ForNode>(i, c(0), c(3), ForKind::serial, 0, g, L(2));
+    std::vector<Stmt> body{std::make_shared<AllocNode>(a, L(1)), std::make_shared<AllocNode>(b, L(1)),
+                           std::make_shared<AllocNode>(cc, L(1)), loop};
+    return std::pair{std::make_shared<KernelNode>("k", std::vector<Param>{}, std::vector<Var>{bx},
+                                                  std::vector<Expr>{c(1)}, std::make_shared<SeqNode>(body, L(1)), L(1)),
+                     g};
+  };
+  int line = 0;
+  std::string msg = error_of(kernel(mul(i, c(8)), c(8)).first, &line);
+  EXPECT_NE(msg.find("region start i * 8 (extent 8) of 'c' reaches 23, outside dimension 0 of size 16"),
+            std::string::npos) << msg;
+  EXPECT_EQ(line, 3);
+  auto [k1, g1] = kernel(mul(i, c(4)), c(8));  // rows 0..15: proved
+  EXPECT_TRUE(transform::check_bounds(k1).empty());
+  auto [k2, g2] = kernel(n, c(8));  // a scalar start: checked at run time
+  EXPECT_TRUE(transform::check_bounds(k2).count(g2.get()));
+}
+
 }  // namespace
 }  // namespace tw::ir

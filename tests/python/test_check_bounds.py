@@ -102,6 +102,31 @@ def test_guarded_tile_access_that_would_overflow_is_checked_not_rejected():
     at(ei, "@guarded", "index 9 is out of bounds for dimension 0 of 'x' (size 8)")
 
 
+def test_gemm_into_a_tile_region_not_proved_in_bounds_is_checked():
+    @T.prim_func
+    def rows(A: T.Tensor((8, 8), "float32"), B: T.Tensor((8, 8), "float32"), n: T.int32,
+             C: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((8, 8), "float32")
+            b = T.alloc_shared((8, 8), "float32")
+            c = T.alloc_fragment((16, 8), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(c)
+            T.gemm(a, b, c[n:n + 8, 0:8])  # @gemm_rows
+            T.copy(c, C)
+    k = tw.compile(rows, out_idx=[-1])
+    A = np.arange(64, dtype=np.float32).reshape(8, 8)
+    B = np.eye(8, dtype=np.float32)
+    want = np.zeros((16, 8), np.float32)
+    want[8:] = A
+    assert np.array_equal(k(A, B, 8), want)
+    for n, bad in ((9, 16), (-1, -1)):
+        with pytest.raises(TilewrightError) as ei:
+            k(A, B, n)
+        at(ei, "@gemm_rows", f"index {bad} is out of bounds for dimension 0 of 'c' (size 16)")
+
+
 EXAMPLES = {
     "softmax": lambda m: m.softmax(40),
     "rms_norm": lambda m: m.rms_norm(40),

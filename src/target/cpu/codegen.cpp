@@ -1610,6 +1610,12 @@ void CodeGen::emit_gemm(const GemmNode& n) {
       throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name + "') must be a 2-D region", n.span);
     RegionView v = view(r);
     int rk = v.rank();
+    // gemm does not clip: a tile region check_bounds did not prove inside its tile has its first
+    // and last index checked.
+    if (unproved_.count(&n) && r.buffer->scope != Scope::global)
+      for (int d = 0; d < rk; ++d)
+        for (const Idx& i : {v.start[d], add(v.start[d], sub(v.ext[d], ic(1)))})
+          line("(void)" + checked_index(i, v.shape[d], r.buffer, d, n.span).s + ";");
     for (int d = 0; d + 2 < rk; ++d)
       if (v.ext[d].c != 1)
         throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name +
