@@ -18,8 +18,8 @@ and never one of the failures it counts and prints with a reproducer:
   unlocated    a TilewrightError without a source line, for an error in the kernel's source.
 
 Usage: python tests/fuzz/fuzz_mutate.py [--seed S] [--count N] [--targets cpu,ascend910b]
-                                        [--jobs J] [--timeout T] [--keep DIR]
-Exit status 1 when any failure was found. `make fuzz-mutate` runs 10,000 mutants; the test suite
+                                        [--jobs J] [--timeout T] [--keep DIR] [--progress P]
+Exit status 1 when any failure was found (or when interrupted: SIGINT prints the counts so far). `make fuzz-mutate` runs 10,000 mutants; the test suite
 runs a fixed-seed corpus (tests/python/test_fuzz_mutate.py).
 """
 from __future__ import annotations
@@ -244,8 +244,10 @@ FAILURES = ("signal", "hang", "internal", "unlocated")
 
 
 def fuzz(seed=0, count=100, targets=("cpu", "ascend910b"), jobs=2, timeout=120.0, keep=None, cache_dir=None,
-         log=print):
-    """Runs `count` mutants (deterministic for a seed); returns {kind: count} and the failures."""
+         log=print, progress=0):
+    """Runs `count` mutants (deterministic for a seed); returns {kind: count} and the failures.
+    `progress` > 0 logs the counts and the rate every that many mutants. Interrupted (SIGINT), it
+    stops starting mutants and returns what finished; counts["interrupted"] is then set."""
     workdir = keep or tempfile.mkdtemp(prefix="tw-fuzz-")
     os.makedirs(workdir, exist_ok=True)
     cache_dir = cache_dir or os.path.join(workdir, "cache")
@@ -256,15 +258,25 @@ def fuzz(seed=0, count=100, targets=("cpu", "ascend910b"), jobs=2, timeout=120.0
         target = rng.choice([t for t in targets if t in CASES[example][1]])
         plan.append((example, target, rng.randrange(1 << 30)))
     counts, failures = {}, []
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+    t0 = time.monotonic()
+    pool = concurrent.futures.ThreadPoolExecutor(jobs)
+    try:
         futs = [pool.submit(run_one, e, t, s, timeout, workdir, cache_dir) for e, t, s in plan]
-        for (e, t, s), fut in zip(plan, futs):
+        for n, ((e, t, s), fut) in enumerate(zip(plan, futs), 1):
             r = fut.result()
             counts[r["kind"]] = counts.get(r["kind"], 0) + 1
             if r["kind"] in FAILURES:
                 r.update({"example": e, "target": t, "seed": s})
                 failures.append(r)
                 log(f"FAIL {r['kind']}: {e} {t} seed={s} -> {r.get('path')}\n  {r.get('msg', r.get('signal', ''))}")
+            if progress and n % progress == 0:
+                dt = time.monotonic() - t0
+                log(f"{n}/{count} mutants in {dt:.0f} s ({n / dt:.2f}/s): {json.dumps(counts, sort_keys=True)}")
+    except KeyboardInterrupt:
+        counts["interrupted"] = 1
+        log("interrupted: the counts are those of the mutants that finished")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     return counts, failures
 
 
@@ -276,12 +288,15 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--keep", help="directory for mutants (failing ones are kept there)")
+    ap.add_argument("--progress", type=int, default=200, help="print the counts every this many mutants (0: never)")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
-    counts, failures = fuzz(a.seed, a.count, tuple(a.targets.split(",")), a.jobs, a.timeout, a.keep)
-    print(json.dumps({"mutants": a.count, "outcomes": counts, "failures": len(failures),
+    counts, failures = fuzz(a.seed, a.count, tuple(a.targets.split(",")), a.jobs, a.timeout, a.keep,
+                            log=lambda m: print(m, flush=True), progress=a.progress)
+    done = sum(v for k, v in counts.items() if k != "interrupted")
+    print(json.dumps({"mutants": done, "outcomes": counts, "failures": len(failures),
                       "seconds": round(time.monotonic() - t0, 1)}))
-    return 1 if failures else 0
+    return 1 if failures or "interrupted" in counts else 0
 
 
 if __name__ == "__main__":
