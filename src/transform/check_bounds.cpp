@@ -51,8 +51,23 @@ Range scaled(Range r, int s) {  // the directions of r * s (s = +1 or -1), bound
   return r;
 }
 
+// The values of an integer dtype.
+std::pair<int64_t, int64_t> dtype_bounds(DType t) {
+  switch (t.code) {
+    case DTypeCode::i8: return {INT8_MIN, INT8_MAX};
+    case DTypeCode::u8: return {0, UINT8_MAX};
+    case DTypeCode::i32: return {INT32_MIN, INT32_MAX};
+    default: return {INT64_MIN, INT64_MAX};
+  }
+}
+
 std::string interval_text(int64_t lo, int64_t hi) {
-  return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  std::string s = "[";
+  s += std::to_string(lo);
+  s += ", ";
+  s += std::to_string(hi);
+  s += "]";
+  return s;
 }
 
 class BoundsChecker : public Visitor {
@@ -184,10 +199,11 @@ class BoundsChecker : public Visitor {
     if (!e) return std::nullopt;
     if (auto c = as_const_int(e)) return Range{*c, *c, true, {}};
     std::optional<Range> r = range_of_node(e);
-    // Narrow integer arithmetic may wrap: a bound is only valid when it fits the dtype.
-    if (r && e->dtype.is_int() && e->dtype.bytes() < 8) {
-      int64_t lim = int64_t(1) << (8 * e->dtype.bytes() - 1);
-      if (r->lo < -lim || r->hi >= lim) return std::nullopt;
+    // A value outside its dtype may wrap (or not: cpu computes in int64): the bound is only
+    // valid when it fits the dtype.
+    if (r && e->dtype.is_int()) {
+      auto [lo, hi] = dtype_bounds(e->dtype);
+      if (r->lo < lo || r->hi > hi) return std::nullopt;
     }
     return r;
   }
@@ -221,6 +237,11 @@ class BoundsChecker : public Visitor {
         return Range{std::min(t->lo, f->lo), std::max(t->hi, f->hi), false, {}};
       }
       case ExprKind::Binary: return range_of_binary(*as<BinaryNode>(e));
+      case ExprKind::Load: {  // a value read from memory lies within its dtype: clamps prove
+        if (!e->dtype.is_int()) return std::nullopt;  // T.min(T.max(label[i], 0), N - 1)
+        auto [lo, hi] = dtype_bounds(e->dtype);
+        return Range{lo, hi, false, {}};
+      }
       default: return std::nullopt;
     }
   }

@@ -6,7 +6,9 @@
 // variables it uses: +, -, *, unary -, min, max, integer casts that cannot wrap, // and % by a
 // positive constant (and ceildiv by one). Loop variables of loops with a constant trip count
 // range exactly over their iterations; of other loops, over a bound computed from the intervals
-// of their start and extent; shape variables and loads have no known range. The interval always
+// of their start and extent; a value loaded from memory over its dtype (so a clamp such as
+// T.min(T.max(label[i], 0), N - 1) is proved); shape variables and scalar parameters have no
+// known range. The interval always
 // contains every value the index takes (a sound bound); it is exact (both ends are reached on
 // some iteration) when the index is monotone in each variable it uses: every operation above
 // except % (outside one period) and products of operands of unknown sign, with no variable

@@ -174,6 +174,23 @@ TEST(CheckBounds, UnprovedTileAccessesAreReturned) {
   EXPECT_FALSE(s.count(st2.get()));  // t[i, j] is proved
 }
 
+TEST(CheckBounds, LoadedValuesRangeOverTheirDtype) {
+  // t[min(max(L[i], 0), 7), j] with L int32: clamped into the 8 rows, proved (a cross-entropy
+  // label gather); t[max(L[i], 0), j] is not; an int8 or uint8 value of L8 fits 300 rows as is.
+  TileK k;
+  Buffer lab_t = buffer("lab", DTypeCode::i32, {c(8)}, Scope::global, L(1));
+  Expr lab = load(lab_t, {k.i});
+  EXPECT_FALSE(k.unproved(k.store_row(binary(BinOp::Min, binary(BinOp::Max, lab, c(0)), c(7)))));
+  EXPECT_TRUE(k.unproved(k.store_row(binary(BinOp::Max, lab, c(0)))));
+  Buffer big = buffer("big", DTypeCode::f32, {c(300)}, Scope::fragment, L(1));
+  for (DTypeCode t : {DTypeCode::u8, DTypeCode::i8}) {
+    Buffer L8 = buffer("L8", t, {c(8)}, Scope::global, L(1));
+    Expr idx = t == DTypeCode::u8 ? load(L8, {k.i}) : add(cast(load(L8, {k.i}), kIndexType), c(128));
+    Stmt st = std::make_shared<StoreNode>(big, std::vector<Expr>{idx}, float_imm(0.0), L(4));
+    EXPECT_TRUE(transform::check_bounds(k.make(k.par(st))).empty());
+  }
+}
+
 TEST(CheckBounds, GlobalAccessesAreNotReturned) {
   K k;
   Var n = var("n", kIndexType, L(1));

@@ -59,6 +59,27 @@ def test_monotone_tile_indices_are_proved_and_unchecked():
     assert np.array_equal(k(x), want)
 
 
+def test_clamped_gather_index_is_proved():
+    # bench/op_zoo.py's cross entropy: x[i, T.min(T.max(lab[i], 0), N - 1)] with lab read from an
+    # int32 tensor: a loaded value lies within its dtype, so the clamp proves the index.
+    @T.prim_func
+    def gather(X: T.Tensor((8, 16), "float32"), L: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8, 16), "float32")
+            lab = T.alloc_fragment((8,), "int32")
+            y = T.alloc_fragment((8,), "float32")
+            T.copy(X, x)
+            T.copy(L, lab)
+            for i in T.Parallel(8):
+                y[i] = x[i, T.min(T.max(lab[i], 0), 15)]
+            T.copy(y, Y)
+    k = tw.compile(gather, out_idx=[-1])
+    assert "checked_index" not in k.get_source()
+    X = np.arange(128, dtype=np.float32).reshape(8, 16)
+    L = np.array([0, 15, -5, 99, 3, 7, 1, 2], np.int32)
+    assert np.array_equal(k(X, L), X[np.arange(8), np.clip(L, 0, 15)])
+
+
 def _scalar_row_kernel():
     @T.prim_func
     def scalar_row(X: T.Tensor((8, 16), "float32"), n: T.int32, Y: T.Tensor((8, 16), "float32")):
