@@ -9,16 +9,13 @@ import tilewright as tw
 import tilewright.language as T
 from tilewright import TilewrightError
 
-from tw_test_util import marked_line
+from tw_test_util import assert_located, load_example
 
 THIS_FILE = __file__
 
 
 def at(exc_info, marker, message):
-    e = exc_info.value
-    assert isinstance(e, TilewrightError), repr(e)
-    assert message in e.message, e.message
-    assert (e.file, e.line) == (THIS_FILE, marked_line(THIS_FILE, marker)[0]), str(e)
+    assert_located(exc_info, THIS_FILE, marker, message)
 
 
 @pytest.mark.parametrize("target", ["cpu", "ascend910b"])
@@ -161,12 +158,5 @@ EXAMPLES = {
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_examples_have_no_run_time_tile_checks(name):
     # The hot loops of the examples index tiles by loop variables: all proved, none checked.
-    import importlib.util
-    import os
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(THIS_FILE)))), "examples",
-                        name + ".py")
-    spec = importlib.util.spec_from_file_location("example_" + name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    kernel = EXAMPLES[name](mod)
+    kernel = EXAMPLES[name](load_example(name))
     assert "checked_index" not in kernel.get_source()

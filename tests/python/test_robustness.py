@@ -12,7 +12,7 @@ import tilewright as tw
 import tilewright.language as T
 from tilewright import TilewrightError, _C
 
-from tw_test_util import marked_line
+from tw_test_util import assert_located, marked_line
 
 THIS_FILE = __file__
 PY = sys.executable
@@ -23,10 +23,7 @@ def line_of(marker):
 
 
 def at(exc_info, marker, message):
-    e = exc_info.value
-    assert isinstance(e, TilewrightError), repr(e)
-    assert message in e.message, e.message
-    assert (e.file, e.line) == (THIS_FILE, line_of(marker)), str(e)
+    assert_located(exc_info, THIS_FILE, marker, message)
 
 
 # ---------------------------------------------------------------------------------------------
