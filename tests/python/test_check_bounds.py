@@ -77,7 +77,7 @@ def test_clamped_gather_index_is_proved():
     assert np.array_equal(k(X, L), X[np.arange(8), np.clip(L, 0, 15)])
 
 
-def _scalar_row_kernel():
+def _scalar_row_kernel(target="cpu"):
     @T.prim_func
     def scalar_row(X: T.Tensor((8, 16), "float32"), n: T.int32, Y: T.Tensor((8, 16), "float32")):
         with T.Kernel(1) as bx:
@@ -86,7 +86,7 @@ def _scalar_row_kernel():
             for j in T.Parallel(16):
                 x[n, j] = x[n, j] * 2.0  # @scalar_row
             T.copy(x, Y)
-    return tw.compile(scalar_row, out_idx=[-1])
+    return tw.compile(scalar_row, out_idx=[-1], target=target)
 
 
 def test_unproved_tile_index_is_checked_at_run_time():
@@ -100,6 +100,17 @@ def test_unproved_tile_index_is_checked_at_run_time():
         with pytest.raises(TilewrightError) as ei:
             k(X, n)
         at(ei, "@scalar_row", f"index {n} is out of bounds for dimension 0 of 'x' (size 8)")
+
+
+def test_unproved_tile_index_on_ascend_is_a_checker_report():
+    # The simulator checks every operand against its buffer: the same row out of the UB tile is
+    # a report at the access's line, not a write past it.
+    k = _scalar_row_kernel("ascend910b")
+    X = np.arange(128, dtype=np.float32).reshape(8, 16)
+    assert np.array_equal(k(X, 5)[5], X[5] * 2)
+    with pytest.raises(TilewrightError) as ei:
+        k(X, 9)
+    at(ei, "@scalar_row", "out of bounds")
 
 
 def test_guarded_tile_access_that_would_overflow_is_checked_not_rejected():
