@@ -322,8 +322,8 @@ def test_deep_ir_from_the_low_level_builder_is_an_error_not_a_stack_overflow(tmp
     assert out[0] == "EXPR 999 7 the IR is nested more than 1000 levels deep here (an expression, or statements " \
                      "with the expressions in them)", out
     assert out[1].startswith("STMT 999 the IR is nested more than 1000 levels deep"), out
-    assert out[2] == "TEXT 2 the text is nested more than 1000 levels deep", out
-    assert out[3] == "BLOCKS 2 the text is nested more than 1000 levels deep", out
+    assert out[2] == "TEXT 2 the text is nested more than 256 levels deep", out
+    assert out[3] == "BLOCKS 2 the text is nested more than 256 levels deep", out
     assert out[4] == "PRINTED " + str(len("x" + " + 1" * 999)), out  # x + 1 + 1 ... (left-associative)
     assert out[5:] == ["RAN cpu True", "RAN ascend910b True"], out
 
