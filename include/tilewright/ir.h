@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -84,14 +85,27 @@ std::optional<Scope> parse_scope(std::string_view name);
 
 enum class ExprKind : uint8_t { IntImm, FloatImm, Var, Binary, Unary, Call, Cast, Select, Load };
 
+// The tallest tree a node may root. Passes, printers, code generators and destructors recurse
+// over the IR, so a node that would be taller (e.g. a 100,000-term sum built as a chain through the
+// builders) is an Error when it is constructed, never a stack overflow later. A statement's height
+// counts the expressions in it.
+inline constexpr int kMaxIrHeight = 1000;
+
 struct ExprNode {
   ExprKind kind;
   DType dtype;
   Span span;
+  int height = 1;  // of the tree this node roots: 1 for a leaf (see kMaxIrHeight)
   ExprNode(ExprKind k, DType t, Span s) : kind(k), dtype(t), span(std::move(s)) {}
   virtual ~ExprNode() = default;
 };
 using Expr = std::shared_ptr<const ExprNode>;
+
+// Heights of children (0 for a null one, the tallest of a list); node_height: 1 + the tallest
+// child, or an Error at `at` when that is over kMaxIrHeight.
+int height(const Expr& e);
+int height(const std::vector<Expr>& v);
+int node_height(std::initializer_list<int> children, const Span& at);
 
 struct IntImmNode : ExprNode {
   int64_t value;
@@ -119,7 +133,9 @@ struct BinaryNode : ExprNode {
   BinOp op;
   Expr a, b;
   BinaryNode(BinOp o, Expr x, Expr y, DType t, Span s)
-      : ExprNode(ExprKind::Binary, t, std::move(s)), op(o), a(std::move(x)), b(std::move(y)) {}
+      : ExprNode(ExprKind::Binary, t, std::move(s)), op(o), a(std::move(x)), b(std::move(y)) {
+    height = node_height({ir::height(a), ir::height(b)}, span);
+  }
 };
 
 enum class UnOp : uint8_t { Neg, Not };
@@ -127,7 +143,9 @@ struct UnaryNode : ExprNode {
   UnOp op;
   Expr a;
   UnaryNode(UnOp o, Expr x, DType t, Span s)
-      : ExprNode(ExprKind::Unary, t, std::move(s)), op(o), a(std::move(x)) {}
+      : ExprNode(ExprKind::Unary, t, std::move(s)), op(o), a(std::move(x)) {
+    height = node_height({ir::height(a)}, span);
+  }
 };
 
 // Elementwise math. All take and return the same float dtype except where noted;
@@ -139,18 +157,24 @@ struct CallNode : ExprNode {
   MathFn fn;
   std::vector<Expr> args;
   CallNode(MathFn f, std::vector<Expr> a, DType t, Span s)
-      : ExprNode(ExprKind::Call, t, std::move(s)), fn(f), args(std::move(a)) {}
+      : ExprNode(ExprKind::Call, t, std::move(s)), fn(f), args(std::move(a)) {
+    height = node_height({ir::height(args)}, span);
+  }
 };
 
 struct CastNode : ExprNode {  // value converted to dtype (round to nearest even for floats)
   Expr value;
-  CastNode(Expr v, DType t, Span s) : ExprNode(ExprKind::Cast, t, std::move(s)), value(std::move(v)) {}
+  CastNode(Expr v, DType t, Span s) : ExprNode(ExprKind::Cast, t, std::move(s)), value(std::move(v)) {
+    height = node_height({ir::height(value)}, span);
+  }
 };
 
 struct SelectNode : ExprNode {  // cond ? t : f   (T.where)
   Expr cond, t, f;
   SelectNode(Expr c, Expr x, Expr y, DType ty, Span s)
-      : ExprNode(ExprKind::Select, ty, std::move(s)), cond(std::move(c)), t(std::move(x)), f(std::move(y)) {}
+      : ExprNode(ExprKind::Select, ty, std::move(s)), cond(std::move(c)), t(std::move(x)), f(std::move(y)) {
+    height = node_height({ir::height(cond), ir::height(t), ir::height(f)}, span);
+  }
 };
 
 struct BufferNode;
@@ -189,6 +213,7 @@ struct Region {
   std::vector<Expr> extents;
 };
 Region full_region(const Buffer& b);
+int height(const Region& r);  // of its tallest start or extent
 
 // ---------------------------------------------------------------------------------------------
 // Statements
@@ -198,14 +223,19 @@ enum class StmtKind : uint8_t { Seq, For, If, Let, Store, Alloc, Copy, Gemm, Fil
 struct StmtNode {
   StmtKind kind;
   Span span;
+  int height = 1;  // of the tree this node roots, expressions included (see kMaxIrHeight)
   StmtNode(StmtKind k, Span s) : kind(k), span(std::move(s)) {}
   virtual ~StmtNode() = default;
 };
 using Stmt = std::shared_ptr<const StmtNode>;
+int height(const Stmt& s);
+int height(const std::vector<Stmt>& v);
 
 struct SeqNode : StmtNode {
   std::vector<Stmt> body;
-  SeqNode(std::vector<Stmt> b, Span s) : StmtNode(StmtKind::Seq, std::move(s)), body(std::move(b)) {}
+  SeqNode(std::vector<Stmt> b, Span s) : StmtNode(StmtKind::Seq, std::move(s)), body(std::move(b)) {
+    height = node_height({ir::height(body)}, span);
+  }
 };
 
 // serial: ordinary loop. parallel: iterations independent, an elementwise map over a tile
@@ -221,7 +251,9 @@ struct ForNode : StmtNode {
   Stmt body;
   ForNode(Var v, Expr mn, Expr ext, ForKind fk, int stages, Stmt b, Span s)
       : StmtNode(StmtKind::For, std::move(s)), var(std::move(v)), min(std::move(mn)),
-        extent(std::move(ext)), for_kind(fk), num_stages(stages), body(std::move(b)) {}
+        extent(std::move(ext)), for_kind(fk), num_stages(stages), body(std::move(b)) {
+    height = node_height({ir::height(min), ir::height(extent), ir::height(body)}, span);
+  }
 };
 
 struct IfNode : StmtNode {
@@ -229,14 +261,18 @@ struct IfNode : StmtNode {
   Stmt then_body;
   Stmt else_body;  // may be null
   IfNode(Expr c, Stmt t, Stmt e, Span s)
-      : StmtNode(StmtKind::If, std::move(s)), cond(std::move(c)), then_body(std::move(t)), else_body(std::move(e)) {}
+      : StmtNode(StmtKind::If, std::move(s)), cond(std::move(c)), then_body(std::move(t)), else_body(std::move(e)) {
+    height = node_height({ir::height(cond), ir::height(then_body), ir::height(else_body)}, span);
+  }
 };
 
 // Binds var (immutable) for the rest of the enclosing Seq.
 struct LetNode : StmtNode {
   Var var;
   Expr value;
-  LetNode(Var v, Expr x, Span s) : StmtNode(StmtKind::Let, std::move(s)), var(std::move(v)), value(std::move(x)) {}
+  LetNode(Var v, Expr x, Span s) : StmtNode(StmtKind::Let, std::move(s)), var(std::move(v)), value(std::move(x)) {
+    height = node_height({ir::height(value)}, span);
+  }
 };
 
 struct StoreNode : StmtNode {  // buffer[indices] = value  (value converted to the buffer's dtype)
@@ -244,7 +280,9 @@ struct StoreNode : StmtNode {  // buffer[indices] = value  (value converted to t
   std::vector<Expr> indices;
   Expr value;
   StoreNode(Buffer b, std::vector<Expr> i, Expr v, Span s)
-      : StmtNode(StmtKind::Store, std::move(s)), buffer(std::move(b)), indices(std::move(i)), value(std::move(v)) {}
+      : StmtNode(StmtKind::Store, std::move(s)), buffer(std::move(b)), indices(std::move(i)), value(std::move(v)) {
+    height = node_height({ir::height(indices), ir::height(value)}, span);
+  }
 };
 
 // Declares a tile buffer, live for the rest of the enclosing Seq. Contents start undefined.
@@ -260,7 +298,9 @@ struct AllocNode : StmtNode {
 // not written: this is how tails are handled.
 struct CopyNode : StmtNode {
   Region src, dst;
-  CopyNode(Region a, Region b, Span s) : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)) {}
+  CopyNode(Region a, Region b, Span s) : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)) {
+    height = node_height({ir::height(src), ir::height(dst)}, span);
+  }
 };
 
 // C = (clear ? 0 : C) + op(A) * op(B); A, B, C are 2-D regions; op transposes when trans_*.
@@ -270,13 +310,17 @@ struct GemmNode : StmtNode {
   bool trans_a, trans_b, clear;
   GemmNode(Region x, Region y, Region z, bool ta, bool tb, bool cl, Span s)
       : StmtNode(StmtKind::Gemm, std::move(s)), a(std::move(x)), b(std::move(y)), c(std::move(z)),
-        trans_a(ta), trans_b(tb), clear(cl) {}
+        trans_a(ta), trans_b(tb), clear(cl) {
+    height = node_height({ir::height(a), ir::height(b), ir::height(c)}, span);
+  }
 };
 
 struct FillNode : StmtNode {  // every element of dst = value
   Region dst;
   Expr value;
-  FillNode(Region d, Expr v, Span s) : StmtNode(StmtKind::Fill, std::move(s)), dst(std::move(d)), value(std::move(v)) {}
+  FillNode(Region d, Expr v, Span s) : StmtNode(StmtKind::Fill, std::move(s)), dst(std::move(d)), value(std::move(v)) {
+    height = node_height({ir::height(dst), ir::height(value)}, span);
+  }
 };
 
 // dst = reduce(src, axis) (clear) or dst = combine(dst, reduce(src, axis)) (merge).
@@ -307,7 +351,9 @@ std::optional<CoreKind> parse_corekind(std::string_view name);
 struct CoreScopeNode : StmtNode {
   CoreKind core;
   Stmt body;
-  CoreScopeNode(CoreKind c, Stmt b, Span s) : StmtNode(StmtKind::CoreScope, std::move(s)), core(c), body(std::move(b)) {}
+  CoreScopeNode(CoreKind c, Stmt b, Span s) : StmtNode(StmtKind::CoreScope, std::move(s)), core(c), body(std::move(b)) {
+    height = node_height({ir::height(body)}, span);
+  }
 };
 
 // Ascend pipes (AscendC PIPE_*). ALL is only valid for pipe_barrier.
@@ -330,7 +376,9 @@ struct SyncNode : StmtNode {
   int mode;             // set_cross_flag only (0 otherwise)
   Expr id;              // event / cross-core flag id; null for pipe_barrier
   SyncNode(SyncKind k, AscendPipe p, AscendPipe d, int m, Expr i, Span s)
-      : StmtNode(StmtKind::Sync, std::move(s)), sync(k), pipe(p), dst_pipe(d), mode(m), id(std::move(i)) {}
+      : StmtNode(StmtKind::Sync, std::move(s)), sync(k), pipe(p), dst_pipe(d), mode(m), id(std::move(i)) {
+    height = node_height({ir::height(id)}, span);
+  }
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Tile IR: data types, errors, and the expression builders with their typing rules.
 #include "tilewright/ir.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <fstream>
@@ -148,7 +149,35 @@ std::optional<SyncKind> parse_synckind(std::string_view n) { return enum_parse<S
 // Nodes
 
 LoadNode::LoadNode(Buffer b, std::vector<Expr> i, DType t, Span s)
-    : ExprNode(ExprKind::Load, t, std::move(s)), buffer(std::move(b)), indices(std::move(i)) {}
+    : ExprNode(ExprKind::Load, t, std::move(s)), buffer(std::move(b)), indices(std::move(i)) {
+  height = node_height({ir::height(indices)}, span);
+}
+
+int height(const Expr& e) { return e ? e->height : 0; }
+int height(const Stmt& s) { return s ? s->height : 0; }
+int height(const std::vector<Expr>& v) {
+  int h = 0;
+  for (const auto& e : v) h = std::max(h, height(e));
+  return h;
+}
+int height(const std::vector<Stmt>& v) {
+  int h = 0;
+  for (const auto& s : v) h = std::max(h, height(s));
+  return h;
+}
+int height(const Region& r) { return std::max(height(r.starts), height(r.extents)); }
+
+int node_height(std::initializer_list<int> children, const Span& at) {
+  int h = 0;
+  for (int c : children) h = std::max(h, c);
+  if (h >= kMaxIrHeight)
+    throw Error("the IR is nested more than " + std::to_string(kMaxIrHeight) +
+                    " levels deep here (an expression, or statements with the expressions in them)",
+                at,
+                "split deep expressions with intermediate variables (let) or build long sums and products as "
+                "balanced trees; compiler passes recurse over the IR");
+  return h + 1;
+}
 
 std::optional<std::vector<int64_t>> BufferNode::const_shape() const {
   std::vector<int64_t> out;

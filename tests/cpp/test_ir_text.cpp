@@ -483,6 +483,23 @@ TEST(IrText, ShapeVarDeclarationsRoundTrip) {
   verify(k2);
 }
 
+TEST(IrText, DeeplyNestedTextIsAnErrorNotAStackOverflow) {
+  const std::string head = "kernel k(A: global float32[4] out) {\n";
+  std::string parens = head + "  let a: int32 = " + std::string(100000, '(') + "1" + std::string(100000, ')') + "\n}\n";
+  expect_parse_error(parens, "the text is nested more than 256 levels deep", 2, 16 + 257);
+  std::string negs = head + "  let a: int32 = ";
+  for (int n = 0; n < 100000; ++n) negs += "- ";
+  expect_parse_error(negs + "x\n}\n", "nested more than 256 levels deep", 2, 16 + 2 * 255);
+  std::string nots = head + "  if ";
+  for (int n = 0; n < 100000; ++n) nots += "not ";
+  expect_parse_error(nots + "true {\n  }\n}\n", "nested more than 256 levels deep", 2, 6 + 4 * 254);
+  expect_parse_error(head + std::string(100000, '{') + std::string(100000, '}') + "\n}\n",
+                     "nested more than 256 levels deep", 2, 257);
+  // 250 levels parse
+  EXPECT_NO_THROW(parse_kernel(head + "  let a: int32 = " + std::string(250, '(') + "1" + std::string(250, ')') +
+                               "\n}\n"));
+}
+
 TEST(IrText, TruncatedTextThrowsCleanly) {
   std::string text = print(matmul_kernel(), PrintOptions{true});
   for (size_t n = 0; n < text.size(); n += 3) {

@@ -12,14 +12,16 @@ timeout, for the cpu target or the Ascend 910B simulator. Every outcome must be 
 and never one of the failures it counts and prints with a reproducer:
 
   signal       the child died by a signal (SIGSEGV, SIGFPE, SIGILL, SIGABRT, ...);
-  hang         it ran past the timeout;
+  hang         it ran past the timeout (extended while the child and its compiler are runnable
+               but starved of CPU on a loaded machine, up to 10 x the timeout);
   internal     a non-Tilewright exception raised inside tilewright (TypeError from the binding,
                RecursionError, MemoryError, ...);
   unlocated    a TilewrightError without a source line, for an error in the kernel's source.
 
 Usage: python tests/fuzz/fuzz_mutate.py [--seed S] [--count N] [--targets cpu,ascend910b]
-                                        [--jobs J] [--timeout T] [--keep DIR]
-Exit status 1 when any failure was found. `make fuzz-mutate` runs 10,000 mutants; the test suite
+                                        [--jobs J] [--timeout T] [--keep DIR] [--progress P]
+Exit status 1 when any failure was found (or when interrupted: SIGINT or SIGTERM prints the counts
+of the mutants that finished). `make fuzz-mutate` runs 10,000 mutants; the test suite
 runs a fixed-seed corpus (tests/python/test_fuzz_mutate.py).
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ import copy
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +41,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from fuzz.runner import tree_cpu_seconds  # noqa: E402 - the differential fuzzer's starvation probe
 
 # example -> (its check() call on small inputs, targets it supports)
 CASES = {
@@ -212,6 +217,9 @@ def make_mutant(example: str, seed: int) -> str | None:
         return None
 
 
+_RUNNING = set()  # the children running now (killed when a campaign is interrupted)
+
+
 def run_one(example, target, seed, timeout, workdir, cache_dir):
     src = make_mutant(example, seed)
     if src is None:
@@ -222,30 +230,55 @@ def run_one(example, target, seed, timeout, workdir, cache_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env.update({"TW_CACHE_DIR": cache_dir, "TW_NUM_THREADS": "1"})
     t0 = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-c", CHILD, path, target, EXAMPLES, CASES[example][0]], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _RUNNING.add(p)
+    deadline = t0 + timeout
     try:
-        p = subprocess.run([sys.executable, "-c", CHILD, path, target, EXAMPLES, CASES[example][0]], env=env,
-                           capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"kind": "hang", "path": path, "seconds": timeout}
+        while True:
+            try:
+                stdout, stderr = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                break
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                cpu, runnable = tree_cpu_seconds(p.pid)
+                if runnable and cpu < 0.5 * (now - t0) and now < t0 + 10 * timeout:  # starved, not hung
+                    deadline = min(now + timeout, t0 + 10 * timeout)
+                    continue
+                kill_tree(p)
+                p.communicate()
+                return {"kind": "hang", "path": path, "seconds": round(now - t0, 1), "cpu_seconds": round(cpu, 1)}
+    finally:
+        _RUNNING.discard(p)
     result = {"kind": "signal", "signal": -p.returncode} if p.returncode < 0 else None
     if result is None:
-        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("FUZZ-RESULT ")]
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("FUZZ-RESULT ")]
         # No report: the example itself exited (sys.exit in its code) - not a failure.
         result = json.loads(lines[-1][len("FUZZ-RESULT "):]) if lines else {"kind": "error", "msg": "exited"}
     result.update({"path": path, "seconds": round(time.monotonic() - t0, 2)})
     if result["kind"] in ("ok", "error", "skipped"):
         os.unlink(path)
     else:
-        result["stderr"] = p.stderr[-3000:]
+        result["stderr"] = stderr[-3000:]
     return result
 
 
 FAILURES = ("signal", "hang", "internal", "unlocated")
 
 
+def kill_tree(p):
+    """Kills child `p` and its compiler (its own session); its thread reaps it."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def fuzz(seed=0, count=100, targets=("cpu", "ascend910b"), jobs=2, timeout=120.0, keep=None, cache_dir=None,
-         log=print):
-    """Runs `count` mutants (deterministic for a seed); returns {kind: count} and the failures."""
+         log=print, progress=0):
+    """Runs `count` mutants (deterministic for a seed); returns {kind: count} and the failures.
+    `progress` > 0 logs the counts and the rate every that many mutants. Interrupted (SIGINT), it
+    stops starting mutants and returns what finished; counts["interrupted"] is then set."""
     workdir = keep or tempfile.mkdtemp(prefix="tw-fuzz-")
     os.makedirs(workdir, exist_ok=True)
     cache_dir = cache_dir or os.path.join(workdir, "cache")
@@ -256,15 +289,28 @@ def fuzz(seed=0, count=100, targets=("cpu", "ascend910b"), jobs=2, timeout=120.0
         target = rng.choice([t for t in targets if t in CASES[example][1]])
         plan.append((example, target, rng.randrange(1 << 30)))
     counts, failures = {}, []
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+    t0 = time.monotonic()
+    pool = concurrent.futures.ThreadPoolExecutor(jobs)
+    try:
         futs = [pool.submit(run_one, e, t, s, timeout, workdir, cache_dir) for e, t, s in plan]
-        for (e, t, s), fut in zip(plan, futs):
+        for n, ((e, t, s), fut) in enumerate(zip(plan, futs), 1):
             r = fut.result()
             counts[r["kind"]] = counts.get(r["kind"], 0) + 1
             if r["kind"] in FAILURES:
                 r.update({"example": e, "target": t, "seed": s})
                 failures.append(r)
                 log(f"FAIL {r['kind']}: {e} {t} seed={s} -> {r.get('path')}\n  {r.get('msg', r.get('signal', ''))}")
+            if progress and n % progress == 0:
+                dt = time.monotonic() - t0
+                log(f"{n}/{count} mutants in {dt:.0f} s ({n / dt:.2f}/s): {json.dumps(counts, sort_keys=True)}")
+    except KeyboardInterrupt:
+        counts["interrupted"] = 1
+        log("interrupted: the counts are those of the mutants that finished")
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in list(_RUNNING):
+            kill_tree(p)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return counts, failures
 
 
@@ -276,12 +322,21 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--keep", help="directory for mutants (failing ones are kept there)")
+    ap.add_argument("--progress", type=int, default=200, help="print the counts every this many mutants (0: never)")
     a = ap.parse_args(argv)
+
+    def stop(signum, frame):  # also when started in the background, where SIGINT is ignored
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     t0 = time.monotonic()
-    counts, failures = fuzz(a.seed, a.count, tuple(a.targets.split(",")), a.jobs, a.timeout, a.keep)
-    print(json.dumps({"mutants": a.count, "outcomes": counts, "failures": len(failures),
+    counts, failures = fuzz(a.seed, a.count, tuple(a.targets.split(",")), a.jobs, a.timeout, a.keep,
+                            log=lambda m: print(m, flush=True), progress=a.progress)
+    done = sum(v for k, v in counts.items() if k != "interrupted")
+    print(json.dumps({"mutants": done, "outcomes": counts, "failures": len(failures),
                       "seconds": round(time.monotonic() - t0, 1)}))
-    return 1 if failures else 0
+    return 1 if failures or "interrupted" in counts else 0
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import tilewright as tw
 import tilewright.language as T
 from tilewright import TilewrightError, _C
 
-from tw_test_util import marked_line
+from tw_test_util import assert_located, marked_line
 
 THIS_FILE = __file__
 PY = sys.executable
@@ -23,10 +23,7 @@ def line_of(marker):
 
 
 def at(exc_info, marker, message):
-    e = exc_info.value
-    assert isinstance(e, TilewrightError), repr(e)
-    assert message in e.message, e.message
-    assert (e.file, e.line) == (THIS_FILE, line_of(marker)), str(e)
+    assert_located(exc_info, THIS_FILE, marker, message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,18 +227,31 @@ def test_huge_unroll_is_rejected_quickly():
     at(ei, "@unroll", "more than 1024")
 
 
-def test_huge_num_stages_is_rejected_quickly():
+def _staged(num_stages):
     @T.prim_func
     def staged(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16")):
         with T.Kernel(1) as bx:
             t = T.alloc_shared((32, 128), "float16")
-            for k in T.Pipelined(4, num_stages=100000):  # @stages
+            for k in T.Pipelined(4, num_stages=num_stages):  # @stages
                 T.copy(A[k * 32, 0], t)
                 T.copy(t, B[k * 32, 0])
+    return staged
+
+
+def test_huge_num_stages_is_rejected_quickly():
+    staged = _staged(100000)
     for target in ("cpu", "ascend910b"):
         with pytest.raises(TilewrightError) as ei:
             tw.compile(staged, out_idx=[-1], target=target)
         at(ei, "@stages", "num_stages=100000")
+
+
+def test_num_stages_beyond_int32_is_a_located_error():
+    # fuzz_mutate (campaign seed 11012): num_stages=2147483648 reached the IR builder and leaked
+    # nanobind's TypeError (for_(): incompatible function arguments) when the kernel was parsed.
+    with pytest.raises(TilewrightError) as ei:
+        _staged(2147483648)
+    at(ei, "@stages", "num_stages=2147483648 is out of range")
 
 
 def test_huge_output_is_an_error_not_memory_error():
@@ -295,6 +305,72 @@ def test_deeply_nested_expression_is_an_error():
             exec(code, ns)
     finally:
         os.unlink(path)
+
+
+DEEP_IR_CHILD = textwrap.dedent("""
+    import numpy as np
+    from tilewright import _C, TilewrightError
+    from tilewright.jit import Kernel
+    ir = _C.ir
+    x, one = ir.var("x", "int32"), ir.int_imm(1, "int32")
+    e = x
+    try:
+        for n in range(100000):
+            e = ir.binary("add", e, one, ("deep.py", 7, 3))
+    except TilewrightError as err:
+        print("EXPR", n, err.line, err.message)
+    s = ir.seq([])
+    try:
+        for n in range(100000):
+            s = ir.seq([s])
+    except TilewrightError as err:
+        print("STMT", n, err.message)
+    try:
+        ir.parse_kernel("kernel k() {\\n let a: int32 = " + "(" * 100000 + "1" + ")" * 100000 + "\\n}")
+    except TilewrightError as err:
+        print("TEXT", err.line, err.message)
+    try:
+        ir.parse_kernel("kernel k() {\\n" + "{" * 100000 + "}" * 100000 + "\\n}")
+    except TilewrightError as err:
+        print("BLOCKS", err.line, err.message)
+    print("PRINTED", len(ir.print_expr(e)))
+    # The tallest tree allowed compiles and runs: B[i] = ((A[i] * 0.5 + 1.0) * 0.5 + 1.0) ...
+    A = ir.buffer("A", "float32", [ir.int_imm(8, "int32")], "global")
+    B = ir.buffer("B", "float32", [ir.int_imm(8, "int32")], "global")
+    t = ir.buffer("t", "float32", [ir.int_imm(8, "int32")], "fragment")
+    i = ir.var("i", "int32")
+    v = ir.load(t, [i])
+    for n in range(492):
+        v = ir.binary("add", ir.binary("mul", v, ir.float_imm(0.5)), ir.float_imm(1.0))
+    body = ir.seq([ir.alloc(t), ir.copy(ir.full_region(A), ir.full_region(t)),
+                   ir.for_(i, ir.int_imm(0, "int32"), ir.int_imm(8, "int32"), "parallel", 0, ir.store(t, [i], v)),
+                   ir.copy(ir.full_region(t), ir.full_region(B))])
+    a = np.arange(8, dtype=np.float32)
+    want = a.copy()
+    for n in range(492):
+        want = want * np.float32(0.5) + np.float32(1.0)
+    for target in ("cpu", "ascend910b"):
+        k = Kernel(_C.compile(ir.kernel("tall", [(A, False), (B, True)], [], [], body), target))
+        print("RAN", target, np.allclose(k(a), want, rtol=1e-6))
+""")
+
+
+def test_deep_ir_from_the_low_level_builder_is_an_error_not_a_stack_overflow(tmp_path):
+    # A 100,000-deep expression or statement nest built through tilewright._C.ir (or written in
+    # the text form) crashed the process (printing, compiling or freeing it recursed past the
+    # stack). Run in a child so that a regression fails this test, not the test run.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_CACHE_DIR": str(tmp_path / "cache")})
+    p = subprocess.run([PY, "-c", DEEP_IR_CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout.splitlines()
+    assert out[0] == "EXPR 999 7 the IR is nested more than 1000 levels deep here (an expression, or statements " \
+                     "with the expressions in them)", out
+    assert out[1].startswith("STMT 999 the IR is nested more than 1000 levels deep"), out
+    assert out[2] == "TEXT 2 the text is nested more than 256 levels deep", out
+    assert out[3] == "BLOCKS 2 the text is nested more than 256 levels deep", out
+    assert out[4] == "PRINTED " + str(len("x" + " + 1" * 999)), out  # x + 1 + 1 ... (left-associative)
+    assert out[5:] == ["RAN cpu True", "RAN ascend910b True"], out
 
 
 def test_unhashable_jit_argument_is_an_error():

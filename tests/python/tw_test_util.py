@@ -1,5 +1,6 @@
-"""Helpers shared by the Python tests: loading the example scripts as modules, and finding a
-marked source line of a test file (for the line numbers that errors must name)."""
+"""Helpers shared by the Python tests: loading the example scripts as modules, finding a marked
+source line of a test file (for the line numbers that errors must name) and checking that an
+error names it."""
 import importlib.util
 import os
 import re
@@ -29,3 +30,13 @@ def marked_line(path, marker):
             if pattern.search(line):
                 return i, line.rstrip("\n")
     raise AssertionError(f"marker {marker} not found in {path}")
+
+
+def assert_located(exc_info, path, marker, message):
+    """The exception of pytest.raises(...) `exc_info` is a TilewrightError whose message contains
+    `message`, at the line of `path` marked `# marker`."""
+    from tilewright import TilewrightError
+    e = exc_info.value
+    assert isinstance(e, TilewrightError), repr(e)
+    assert message in e.message, e.message
+    assert (e.file, e.line) == (path, marked_line(path, marker)[0]), str(e)

@@ -905,6 +905,8 @@ class Parser:
             stages = self.const_int(self.arg(a["num_stages"]), a["num_stages"] if isinstance(a["num_stages"], ast.AST) else it, "num_stages")
             if stages < 1:
                 self.error(it, f"num_stages must be at least 1, got {stages}")
+            if stages >= 2 ** 31:  # the IR's bound (a few dozen) is the verifier's; this one fits its int
+                self.error(it, f"num_stages={stages} is out of range", "2 or 3 stages (double or triple buffering)")
             step = 1
         else:
             a = self.call_args(it, name, ["start_or_n"], {"stop": None, "step": 1})

@@ -27,6 +27,8 @@ namespace tw::cpu {
 // bounds_check (TW_BOUNDS_CHECK=1): every element index of a load or store (global tensors and
 // tiles) is checked against its dimension; the first one outside throws tw_cpu::BoundsError
 // (tw_cpu/check.h) with the access's source line, which the runtime turns into an error.
+// Whatever bounds_check says, the tile accesses transform::check_bounds does not prove in bounds
+// are checked the same way: a tile is a fixed-size stack array, never written past.
 std::string codegen_cpu(const ir::Kernel& k, bool bounds_check = false);
 
 // How every gemm call in generated code starts: a kernel library whose source holds it is linked
