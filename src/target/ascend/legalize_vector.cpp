@@ -204,6 +204,7 @@ class MapLowering {
     return Shape::Full;
   }
   int to_type(int x, DType t, const Span& sp);
+  int step_cast(int x, DType t, const Span& sp);  // one Cast node (to_type chains them)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int neg(int x, const Span& sp);
   int call(ir::MathFn fn, int a, const Span& sp);
@@ -740,18 +741,49 @@ class Legalizer {
       idx.push_back(vars.back());
     }
     Expr part = ir::load(res, idx, sp);
-    Expr v;
-    if (r->clear) {
-      v = ir::cast(part, dt, sp);
-    } else {
-      Expr old = ir::load(r->dst, idx, sp);
-      v = ir::cast(ir::binary(combine_op(r->reduce_kind), ir::cast(old, ct, sp), part, sp), dt, sp);
-    }
-    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(v), sp);
+    Expr v = part;
+    if (!r->clear) v = ir::binary(combine_op(r->reduce_kind), ir::cast(ir::load(r->dst, idx, sp), ct, sp), part, sp);
+    if (r->reduce_kind == ir::ReduceKind::sum && (dt == DType(DTypeCode::i8) || dt == DType(DTypeCode::u8)))
+      v = wrap_sum(v, dt, dims, vars, idx, r, sp, out);
+    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(ir::cast(v, dt, sp)), sp);
     for (size_t k = vars.size(); k-- > 0;)
       body = pfor(vars[k], dims[k], body, sp);
     for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
     return out;
+  }
+
+  // The sum of an int8/uint8 tile wraps into the dtype (docs/language.md: int64 accumulation,
+  // wrapped on store). `sum` (float32, over vars/idx) is exact: integers below 2^24 in magnitude
+  // (checked). Returns the float32 value s - 256 * floor((s - lo) / 256) in [lo, lo + 255]: sum
+  // into a float32 temporary, (s - lo) * 2^-8 (exact), floor as a CAST_FLOOR float32 -> int32 Cast,
+  // back to float32 (exact), times 256 and subtracted (exact); the caller converts it to dt.
+  Expr wrap_sum(const Expr& sum, DType dt, const std::vector<int64_t>& dims, const std::vector<Var>& vars,
+                const std::vector<Expr>& idx, const ir::ReduceNode* r, const Span& sp, std::vector<Stmt>& out) {
+    int64_t terms = 1;
+    auto src_shape = *r->src->const_shape();
+    for (auto d : src_shape) terms *= d;
+    for (auto d : dims) terms /= std::max<int64_t>(1, d);
+    if ((terms + 1) * 256 > (int64_t{1} << 24))
+      throw Error("T.reduce_sum over " + std::to_string(terms) + " " + std::string(dt.name()) + " values of " +
+                      q(r->src->name) + ": on Ascend the sum is computed exactly in float32 only up to 65535 terms",
+                  sp, "reduce at most 65535 values per output element (walk the dimension with clear=False)");
+    double lo = dt == DType(DTypeCode::i8) ? -128.0 : 0.0;
+    auto map = [&](const Buffer& b, const Expr& value) {
+      Stmt body = std::make_shared<ir::StoreNode>(b, idx, value, sp);
+      for (size_t k = vars.size(); k-- > 0;) body = pfor(vars[k], dims[k], body, sp);
+      return body;
+    };
+    auto F = [&](double x) { return ir::float_imm(x, kF32, sp); };
+    Buffer s = ub(r->dst->name + "_sum", kF32, dims, sp, out);
+    for (auto& x : rewrite_map(map(s, simp(sum)))) out.push_back(std::move(x));
+    Buffer y = ub(r->dst->name + "_q", kF32, dims, sp, out);
+    Expr ys = ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Add, ir::load(s, idx, sp), F(-lo), sp), F(1.0 / 256), sp);
+    for (auto& x : rewrite_map(map(y, ys))) out.push_back(std::move(x));
+    Buffer qi = ub(r->dst->name + "_q", DType(DTypeCode::i32), dims, sp, out);
+    // one Cast (CAST_FLOOR), written directly: maps have no floor (lower_expert selects it)
+    out.push_back(map(qi, ir::cast(ir::call(ir::MathFn::floor, {ir::load(y, idx, sp)}, sp), DType(DTypeCode::i32), sp)));
+    return ir::binary(ir::BinOp::Sub, ir::load(s, idx, sp),
+                      ir::binary(ir::BinOp::Mul, ir::cast(ir::load(qi, idx, sp), kF32, sp), F(256), sp), sp);
   }
 };
 
@@ -900,13 +932,32 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
        sp, "broadcast it as a row vector v[i] or column vector w[j], or pass a scalar parameter");
 }
 
+// One conversion as the Cast calls dav-c220 has (AscendC Cast, dav_c220 vconv): float32 <->
+// float16/bfloat16/int32, float16 <-> int8/uint8/int32, bfloat16 -> int32. The other pairs are
+// chained (see the header): every intermediate step is exact for the values the conversion is
+// defined on, so the result is the language's (one rounding into a float type).
 int MapLowering::to_type(int x, DType t, const Span& sp) {
-  const Node& n = nodes_[x];
-  if (n.dtype == t) return x;
-  if (n.shape == Shape::Scalar) return leaf_scalar(ir::cast(n.scalar, t, sp));
+  DType from = nodes_[x].dtype;
+  if (from == t) return x;
+  if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::cast(nodes_[x].scalar, t, sp));
+  auto small_int = [](DType d) { return d == DType(DTypeCode::i8) || d == DType(DTypeCode::u8); };
+  auto step = [&](int a, DType to) { return step_cast(a, to, sp); };
+  if (from == kBF16 && t != kF32 && t != DType(DTypeCode::i32)) return to_type(step(x, kF32), t, sp);
+  if (t == kBF16 && from != kF32) return step(to_type(x, kF32, sp), t);
+  if (small_int(from) && t != kF16 && !small_int(t)) return to_type(step(x, kF16), t, sp);
+  if (from == DType(DTypeCode::i32) && t == kF16) return step(step(x, kF32), t);
+  if (from == kF32 && small_int(t)) {
+    // truncation toward zero: float32 -> int32 (CAST_TRUNC), then exact for the in-range values
+    // (the others are undefined in the language): int32 -> float32 -> float16 -> int8/uint8
+    return step(step(step(step(x, DType(DTypeCode::i32)), kF32), kF16), t);
+  }
+  return step(x, t);
+}
+
+int MapLowering::step_cast(int x, DType t, const Span& sp) {
   Node c;
   c.kind = OpKind::Cast;
-  c.shape = n.shape;
+  c.shape = nodes_[x].shape;
   c.dtype = t;
   c.args = {x};
   c.span = sp;
@@ -1225,6 +1276,11 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
   }
   root = materialize(root, Shape::Full, sp);
   root = to_type(root, dt, sp);
+  if (nodes_[root].kind == OpKind::Leaf && nodes_[root].buf.get() == st->buffer.get() &&
+      ir::structural_equal(ir::load(st->buffer, nodes_[root].idx), ir::load(st->buffer, st->indices)))
+    return;  // x[i, j] = x[i, j] (e.g. a cast of a tile to its own dtype)
+  if (nodes_[root].kind == OpKind::Leaf && dt == kBF16)  // a bfloat16 copy: exact through float32 (no bf16 ops)
+    root = step_cast(step_cast(root, kF32, sp), kBF16, sp);
   if (nodes_[root].kind == OpKind::Leaf) {  // a plain copy
     Node c;
     c.kind = OpKind::Copy;

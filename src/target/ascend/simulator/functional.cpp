@@ -157,7 +157,9 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           operand(x.dst, Rect{0, x.m, x.n * es, x.dst_row_stride * es}, true, es, "destination");
         } else if constexpr (std::is_same_v<T, RVec>) {
           int des = es_of(x.dt), ses = es_of(x.src_dt);
-          invalid(x.dt == ir::DTypeCode::bf16 && x.kind != RVec::Cast, "bf16 arithmetic is not available on the AIV: cast to float32 first");
+          // Cast and Duplicate have bfloat16_t forms on dav-c220 (vconv_impl, duplicate_impl); no arithmetic does
+          invalid(x.dt == ir::DTypeCode::bf16 && x.kind != RVec::Cast && x.kind != RVec::Dup,
+                  "bf16 arithmetic is not available on the AIV: cast to float32 first");
           auto tile = [&](const RVecOperand& o, int es, bool w, const char* role) {
             operand(o.at, Rect{0, x.rows, x.cols * es, o.stride * es}, w, es, role);
           };
