@@ -383,7 +383,7 @@ def test_int8_reduce_sum_wraps_like_the_language(dim):
 
     rng = np.random.default_rng(9)
     a = rng.integers(-11, 12, (M, N)).astype(np.int8)
-    a[:4], a[4:6] = 11, -11   # sums far outside int8; the squares (<= 121) stay inside it
+    a[:4], a[4:6] = 100, -11   # sums far outside int8; the squares of 100 wrap too
     v = a.astype(np.int64)
     wrap = lambda s: ((s + 128) % 256 - 128).astype(np.int8)  # noqa: E731
     ref = (wrap(v.sum(axis=dim)), wrap((v * v).sum(axis=dim)))
@@ -413,3 +413,49 @@ def test_int8_reduce_sum_of_too_many_terms_is_an_error():
     assert "T.reduce_sum over 65536 int8 values of 'x'" in e.value.message, e.value.message
     assert e.value.line == where("TERMS")
     assert "clear=False" in e.value.hint
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_small_int_maps_wrap_like_the_language(dtype):
+    """Arithmetic in a map over an int8/uint8 tile is int64 arithmetic wrapped on store
+    (docs/language.md); the Vector core has no such int8 operations, so Ascend computes it exactly
+    in float32 and wraps with a CAST_FLOOR Cast (was: int8 Mul/Add saturating at 127/-128)."""
+    M, N = 16, 64
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, 8)) as bx:
+            x = T.alloc_fragment((8, N), dtype)
+            T.copy(A[bx * 8, 0], x)
+            for i, j in T.Parallel(8, N):
+                x[i, j] = x[i, j] * x[i, j] * 3 + T.max(x[i, j], 2) - 7
+            T.copy(x, B[bx * 8, 0])
+
+    rng = np.random.default_rng(10)
+    lo, hi = (-128, 128) if dtype == "int8" else (0, 256)
+    a = rng.integers(lo, hi, (M, N)).astype(dtype)
+    v = a.astype(np.int64)
+    ref = ((v * v * 3 + np.maximum(v, 2) - 7 - lo) % 256 + lo).astype(dtype)
+    kernel = tw.compile(k, out_idx=[-1], target=TARGET)
+    assert_documented_casts(kernel)
+    assert re.search(r"\b(Mul|Add|Max)s? \S+ <- .* (int8|uint8) ", kernel.get_source("ascend_program")) is None
+    for name, got in (("ascend", run_checked(kernel, a)), ("cpu", tw.compile(k, out_idx=[-1])(a))):
+        np.testing.assert_array_equal(got, ref, err_msg=name)
+
+
+def test_int8_map_beyond_exact_float32_is_an_error():
+    """x^4 of int8 values reaches 2^28: not exact in float32, a located error (not a silent wrap)."""
+    @T.prim_func
+    def k(A: T.Tensor((8, 32), "int8"), B: T.Tensor((8, 32), "int8")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8, 32), "int8")
+            T.copy(A[0, 0], x)
+            for i, j in T.Parallel(8, 32):
+                x[i, j] = x[i, j] * x[i, j] * x[i, j] * x[i, j]  # @POW4
+            T.copy(x, B[0, 0])
+
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(k, out_idx=[-1], target=TARGET)
+    assert "may reach 2^24" in e.value.message, e.value.message
+    assert e.value.line == where("POW4")
+    assert "split the expression" in e.value.hint

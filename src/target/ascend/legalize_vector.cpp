@@ -50,8 +50,11 @@ const DType kF32{DTypeCode::f32};
 const DType kBF16{DTypeCode::bf16};
 const DType kF16{DTypeCode::f16};
 
-// The dtype vector arithmetic on values of dtype t is done in (bfloat16 has no AIV arithmetic).
-DType compute_type(DType t) { return t == kBF16 ? kF32 : t; }
+bool small_int(DType t) { return t == DType(DTypeCode::i8) || t == DType(DTypeCode::u8); }
+// The dtype vector arithmetic on values of dtype t is done in: bfloat16 has no AIV arithmetic, and
+// int8/uint8 none the language's wrap-around could use (their maps compute exactly in float32 and
+// wrap when stored, MapLowering::store).
+DType compute_type(DType t) { return t == kBF16 || small_int(t) ? kF32 : t; }
 
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
@@ -145,6 +148,7 @@ struct Node {
   ir::MathFn fn = ir::MathFn::exp;
   std::vector<int> args;
   Expr cond, fill;  // Where: keep where cond, else fill (scalar)
+  bool floor = false;  // Cast float32 -> int32 rounding down (CAST_FLOOR), else the default mode
   Span span;
 };
 
@@ -161,8 +165,9 @@ class MapLowering {
   MapLowering(Legalizer& L, std::vector<Var> vars, std::vector<int64_t> ext, Span sp)
       : L_(L), vars_(std::move(vars)), ext_(std::move(ext)), sp_(std::move(sp)) {}
 
-  // dst[idx] = value. Appends the statements to out.
-  void store(const ir::StoreNode* st, std::vector<Stmt>& out);
+  // dst[idx] = value. Appends the statements to out. wrap_bound > 0: the value is an integer of at
+  // most that magnitude (computed in float32) to wrap into the int8/uint8 dst (a reduce's sum).
+  void store(const ir::StoreNode* st, std::vector<Stmt>& out, double wrap_bound = 0);
 
  private:
   Legalizer& L_;
@@ -205,6 +210,9 @@ class MapLowering {
   }
   int to_type(int x, DType t, const Span& sp);
   int step_cast(int x, DType t, const Span& sp);  // one Cast node (to_type chains them)
+  double bound(int x) const;                         // a bound on |value| (integer maps)
+  int wrap(int x, DType t, const Span& sp);          // integral float32 x wrapped into int8/uint8 t
+  void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int neg(int x, const Span& sp);
   int call(ir::MathFn fn, int a, const Span& sp);
@@ -467,7 +475,7 @@ class Legalizer {
   std::pair<Buffer, std::vector<Expr>> stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
                                                     const std::vector<int64_t>& ext, const Span& sp, DType want);
 
-  std::vector<Stmt> rewrite_map(const Stmt& s);
+  std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
 
  private:
   struct Frame {
@@ -743,54 +751,35 @@ class Legalizer {
     Expr part = ir::load(res, idx, sp);
     Expr v = part;
     if (!r->clear) v = ir::binary(combine_op(r->reduce_kind), ir::cast(ir::load(r->dst, idx, sp), ct, sp), part, sp);
-    if (r->reduce_kind == ir::ReduceKind::sum && (dt == DType(DTypeCode::i8) || dt == DType(DTypeCode::u8)))
-      v = wrap_sum(v, dt, dims, vars, idx, r, sp, out);
-    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(ir::cast(v, dt, sp)), sp);
+    bool wraps = r->reduce_kind == ir::ReduceKind::sum && small_int(dt);  // stored as float32, wrapped
+    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(wraps ? v : ir::cast(v, dt, sp)), sp);
     for (size_t k = vars.size(); k-- > 0;)
       body = pfor(vars[k], dims[k], body, sp);
-    for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+    for (auto& x : rewrite_map(body, wraps ? sum_bound(r, dims, sp) : 0)) out.push_back(std::move(x));
     return out;
   }
 
-  // The sum of an int8/uint8 tile wraps into the dtype (docs/language.md: int64 accumulation,
-  // wrapped on store). `sum` (float32, over vars/idx) is exact: integers below 2^24 in magnitude
-  // (checked). Returns the float32 value s - 256 * floor((s - lo) / 256) in [lo, lo + 255]: sum
-  // into a float32 temporary, (s - lo) * 2^-8 (exact), floor as a CAST_FLOOR float32 -> int32 Cast,
-  // back to float32 (exact), times 256 and subtracted (exact); the caller converts it to dt.
-  Expr wrap_sum(const Expr& sum, DType dt, const std::vector<int64_t>& dims, const std::vector<Var>& vars,
-                const std::vector<Expr>& idx, const ir::ReduceNode* r, const Span& sp, std::vector<Stmt>& out) {
+  // The sum of an int8/uint8 tile wraps into its dtype (docs/language.md: int64 accumulation,
+  // wrapped on store): summed in float32, exact while below 2^24, so at most 65535 terms per
+  // output (checked here); returns the bound on |old value + sum| for MapLowering's wrap.
+  double sum_bound(const ir::ReduceNode* r, const std::vector<int64_t>& dims, const Span& sp) {
     int64_t terms = 1;
     auto src_shape = *r->src->const_shape();
     for (auto d : src_shape) terms *= d;
     for (auto d : dims) terms /= std::max<int64_t>(1, d);
     if ((terms + 1) * 256 > (int64_t{1} << 24))
-      throw Error("T.reduce_sum over " + std::to_string(terms) + " " + std::string(dt.name()) + " values of " +
-                      q(r->src->name) + ": on Ascend the sum is computed exactly in float32 only up to 65535 terms",
+      throw Error("T.reduce_sum over " + std::to_string(terms) + " " + std::string(r->dst->dtype.name()) +
+                      " values of " + q(r->src->name) + ": on Ascend the sum is computed exactly in float32 only up "
+                      "to 65535 terms",
                   sp, "reduce at most 65535 values per output element (walk the dimension with clear=False)");
-    double lo = dt == DType(DTypeCode::i8) ? -128.0 : 0.0;
-    auto map = [&](const Buffer& b, const Expr& value) {
-      Stmt body = std::make_shared<ir::StoreNode>(b, idx, value, sp);
-      for (size_t k = vars.size(); k-- > 0;) body = pfor(vars[k], dims[k], body, sp);
-      return body;
-    };
-    auto F = [&](double x) { return ir::float_imm(x, kF32, sp); };
-    Buffer s = ub(r->dst->name + "_sum", kF32, dims, sp, out);
-    for (auto& x : rewrite_map(map(s, simp(sum)))) out.push_back(std::move(x));
-    Buffer y = ub(r->dst->name + "_q", kF32, dims, sp, out);
-    Expr ys = ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Add, ir::load(s, idx, sp), F(-lo), sp), F(1.0 / 256), sp);
-    for (auto& x : rewrite_map(map(y, ys))) out.push_back(std::move(x));
-    Buffer qi = ub(r->dst->name + "_q", DType(DTypeCode::i32), dims, sp, out);
-    // one Cast (CAST_FLOOR), written directly: maps have no floor (lower_expert selects it)
-    out.push_back(map(qi, ir::cast(ir::call(ir::MathFn::floor, {ir::load(y, idx, sp)}, sp), DType(DTypeCode::i32), sp)));
-    return ir::binary(ir::BinOp::Sub, ir::load(s, idx, sp),
-                      ir::binary(ir::BinOp::Mul, ir::cast(ir::load(qi, idx, sp), kF32, sp), F(256), sp), sp);
+    return 255.0 * static_cast<double>(terms + 1);  // |old| + |sum| <= 255 (terms + 1) < 2^24
   }
 };
 
 // ---------------------------------------------------------------------------------------------
 // Maps
 
-std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s) {
+std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   const auto* f = as<ir::ForNode>(s);
   const Span& sp = f->span;
   std::vector<Var> vars;
@@ -840,7 +829,7 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s) {
     }
     auto* st = as<ir::StoreNode>(it);
     if (lets.empty()) {
-      ml.store(st, out);
+      ml.store(st, out, wrap_bound);
     } else {
       std::vector<Expr> idx;
       for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
@@ -940,7 +929,6 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
   DType from = nodes_[x].dtype;
   if (from == t) return x;
   if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::cast(nodes_[x].scalar, t, sp));
-  auto small_int = [](DType d) { return d == DType(DTypeCode::i8) || d == DType(DTypeCode::u8); };
   auto step = [&](int a, DType to) { return step_cast(a, to, sp); };
   if (from == kBF16 && t != kF32 && t != DType(DTypeCode::i32)) return to_type(step(x, kF32), t, sp);
   if (t == kBF16 && from != kF32) return step(to_type(x, kF32, sp), t);
@@ -955,6 +943,9 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
 }
 
 int MapLowering::step_cast(int x, DType t, const Span& sp) {
+  for (size_t k = 0; k < nodes_.size(); ++k)  // converted once (x * x: both operands)
+    if (nodes_[k].kind == OpKind::Cast && nodes_[k].args[0] == x && nodes_[k].dtype == t && !nodes_[k].floor)
+      return static_cast<int>(k);
   Node c;
   c.kind = OpKind::Cast;
   c.shape = nodes_[x].shape;
@@ -962,6 +953,53 @@ int MapLowering::step_cast(int x, DType t, const Span& sp) {
   c.args = {x};
   c.span = sp;
   return push(std::move(c));
+}
+
+double MapLowering::bound(int x) const {
+  const Node& n = nodes_[x];
+  auto range = [](DType t) {
+    return t == DType(DTypeCode::i8) ? 128.0 : t == DType(DTypeCode::u8) ? 255.0 : HUGE_VAL;
+  };
+  switch (n.kind) {
+    case OpKind::Leaf: {
+      if (n.shape != Shape::Scalar) return range(n.dtype);
+      if (auto c = ir::as_const_int(n.scalar)) return std::abs(static_cast<double>(*c));
+      if (n.scalar->kind == ir::ExprKind::FloatImm) return std::abs(as<ir::FloatImmNode>(n.scalar)->value);
+      return range(n.dtype);
+    }
+    case OpKind::Bin: {
+      double a = bound(n.args[0]), b = bound(n.args[1]);
+      if (n.bop == ir::BinOp::Mul) return a * b;
+      if (n.bop == ir::BinOp::Max || n.bop == ir::BinOp::Min) return std::max(a, b);
+      if (n.bop == ir::BinOp::Add || n.bop == ir::BinOp::Sub) return a + b;
+      return HUGE_VAL;
+    }
+    case OpKind::Call: return n.fn == ir::MathFn::abs ? bound(n.args[0]) : HUGE_VAL;
+    case OpKind::Cast: return std::min(range(n.dtype), bound(n.args[0]));
+    case OpKind::Copy: return bound(n.args[0]);
+    case OpKind::Where: return HUGE_VAL;
+  }
+  return HUGE_VAL;
+}
+
+void MapLowering::check_exact(int x, DType t, const Span& sp) {
+  if (bound(x) < 16777216.0) return;
+  fail("integer arithmetic stored into " + std::string(t.name()) + " whose values may reach 2^24: Ascend computes "
+           "int8/uint8 arithmetic in float32 and wraps it, exact only below 2^24",
+       sp, "split the expression into several maps (each store into the " + std::string(t.name()) +
+               " tile wraps), or compute in a float32 tile");
+}
+
+// x - 256 * floor((x - lo) / 256), in [lo, lo + 255], then float16 and t (both exact): the
+// language's wrap-around of an integer value, exact for |x| < 2^24 (the caller checks).
+int MapLowering::wrap(int x, DType t, const Span& sp) {
+  double lo = t == DType(DTypeCode::i8) ? -128.0 : 0.0;
+  auto F = [&](double v) { return scalar_const(v, kF32); };
+  int y = bin(ir::BinOp::Mul, bin(ir::BinOp::Add, x, F(-lo), sp), F(1.0 / 256), sp);
+  int q = step_cast(y, DType(DTypeCode::i32), sp);
+  nodes_[q].floor = true;
+  int r = bin(ir::BinOp::Sub, x, bin(ir::BinOp::Mul, step_cast(q, kF32, sp), F(256), sp), sp);
+  return step_cast(step_cast(r, kF16, sp), t, sp);
 }
 
 int MapLowering::materialize(int x, Shape to, const Span& sp) {
@@ -1083,6 +1121,11 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       int x = build(v);
       if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
+      if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
+        x = to_type(x, kF32, sp);
+        check_exact(x, t, sp);
+        return wrap(x, t, sp);
+      }
       return to_type(x, t, sp);
     }
     case ir::ExprKind::Unary: {
@@ -1249,7 +1292,7 @@ Expr MapLowering::value_of(int id, const std::vector<Place>& place, Shape in) co
   return ir::load(p.buf, p.idx, n.span);
 }
 
-void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
+void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double wrap_bound) {
   const Span& sp = st->span;
   nodes_.clear();
   memo_.clear();
@@ -1275,6 +1318,15 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
     }
   }
   root = materialize(root, Shape::Full, sp);
+  // Integer arithmetic stored into an int8/uint8 tile wraps (docs/language.md); it was computed
+  // in float32 (compute_type), exact while every intermediate value stays below 2^24.
+  const Expr& v = st->value;
+  bool int_arith = v->dtype.is_int() && v->kind != ir::ExprKind::Load &&
+                   !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
+  if (small_int(dt) && (int_arith || wrap_bound > 0) && nodes_[root].dtype == kF32) {
+    if (wrap_bound <= 0) check_exact(root, dt, sp);
+    root = wrap(root, dt, sp);
+  }
   root = to_type(root, dt, sp);
   if (nodes_[root].kind == OpKind::Leaf && nodes_[root].buf.get() == st->buffer.get() &&
       ir::structural_equal(ir::load(st->buffer, nodes_[root].idx), ir::load(st->buffer, st->indices)))
@@ -1370,7 +1422,9 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
       return;
     }
     case OpKind::Call: out.push_back(make_map(n.shape, at, ir::call(n.fn, {arg(0)}, sp), sp)); return;
-    case OpKind::Cast: out.push_back(make_map(n.shape, at, ir::cast(arg(0), n.dtype, sp), sp)); return;
+    case OpKind::Cast:
+      out.push_back(make_map(n.shape, at, ir::cast(n.floor ? ir::call(ir::MathFn::floor, {arg(0)}, sp) : arg(0), n.dtype, sp), sp));
+      return;
     case OpKind::Copy: {
       const Node& a = nodes_[n.args[0]];
       if (a.shape == Shape::Row && n.shape == Shape::Full) {
