@@ -459,3 +459,24 @@ def test_int8_map_beyond_exact_float32_is_an_error():
     assert "may reach 2^24" in e.value.message, e.value.message
     assert e.value.line == where("POW4")
     assert "split the expression" in e.value.hint
+
+
+def test_capacity_error_names_only_the_kernels_buffers():
+    """The float32 temporaries that bfloat16 arithmetic needs count in UB, but the capacity error
+    names the kernel's own buffer and counts the temporaries with it."""
+    @T.prim_func
+    def k(X: T.Tensor((64, 1024), "bfloat16"), Y: T.Tensor((64, 1024), "bfloat16")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((64, 1024), "bfloat16")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(64, 1024):
+                x[i, j] = x[i, j] * 2.0 + 1.0  # @TEMPS
+            T.copy(x, Y[0, 0])
+
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(k, out_idx=[-1], target=TARGET)
+    m = e.value.message
+    assert m.startswith("UB overflow: x (64x1024 bfloat16, 131072 B, and 262144 B of compiler temporaries for it"), m
+    assert "x_t" not in m and "x_t" not in e.value.hint, (m, e.value.hint)
+    assert f"are live together at line {where('TEMPS')}" in m, m
+    assert e.value.hint.startswith("a smaller tile that fits: x 16x1024"), e.value.hint

@@ -395,7 +395,7 @@ class Legalizer {
           auto* sub = as<ir::BinaryNode>(call->args[0]);
           auto* ml = as<ir::LoadNode>(sub->b);
           std::vector<Stmt> pre;
-          Buffer m2 = ub(ml->buffer->name + "_ln2", ml->buffer->dtype, {E->rows}, sp, pre);
+          Buffer m2 = ub(ml->buffer, "_ln2", ml->buffer->dtype, {E->rows}, sp, pre);
           Var i = fresh_var("i", sp);
           Stmt sc = std::make_shared<ir::StoreNode>(
               m2, std::vector<Expr>{i}, ir::binary(ir::BinOp::Mul, ir::load(ml->buffer, {i}, sp), fimm(ln2), sp), sp);
@@ -411,7 +411,7 @@ class Legalizer {
         }
         auto* r = as<ir::ReduceNode>(out[k]);
         std::vector<Stmt> pre;
-        Buffer tmp = ub(r->dst->name + "_scaled", r->dst->dtype, {W->rows}, sp, pre);
+        Buffer tmp = ub(r->dst, "_scaled", r->dst->dtype, {W->rows}, sp, pre);
         for (auto& x : pre) fixed.push_back(x);
         fixed.push_back(std::make_shared<ir::ReduceNode>(r->src, tmp, ir::ReduceKind::max, 1, true, r->span));
         Var i = fresh_var("i", r->span);
@@ -461,10 +461,13 @@ class Legalizer {
     }
   }
   Var fresh_var(const std::string& base, const Span& sp) { return ir::var(fresh(base), ir::kIndexType, sp); }
-  Buffer ub(const std::string& base, DType t, std::vector<int64_t> shape, const Span& sp, std::vector<Stmt>& out) {
+  // A UB temporary named after (and, in capacity errors, counted with) the buffer it serves.
+  Buffer ub(const Buffer& owner, const std::string& suffix, DType t, std::vector<int64_t> shape, const Span& sp,
+            std::vector<Stmt>& out) {
     std::vector<Expr> sh;
     for (auto d : shape) sh.push_back(C(d));
-    Buffer b = ir::buffer(fresh(base), t, sh, Scope::UB, sp);
+    auto b = std::make_shared<ir::BufferNode>(fresh(owner->name + suffix), t, sh, Scope::UB, sp);
+    b->temp_of = owner->temp_of.empty() ? owner->name : owner->temp_of;
     out.push_back(std::make_shared<ir::AllocNode>(b, sp));
     return b;
   }
@@ -651,7 +654,7 @@ class Legalizer {
     if (from == Scope::global && to == Scope::UB && st != dt) {
       auto e = extents(c->dst);
       if (std::count(e.begin(), e.end(), -1)) return {s};
-      Buffer tmp = ub(c->dst.buffer->name + "_" + std::string(st.name()), st, e, sp, out);
+      Buffer tmp = ub(c->dst.buffer, "_" + std::string(st.name()), st, e, sp, out);
       out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp));
       cast_map(c->dst, ir::full_region(tmp), sp, out);
       return out;
@@ -659,7 +662,7 @@ class Legalizer {
     if (from == Scope::UB && to == Scope::global && st != dt) {
       auto e = extents(c->src);
       if (std::count(e.begin(), e.end(), -1)) return {s};
-      Buffer tmp = ub(c->src.buffer->name + "_" + std::string(dt.name()), dt, e, sp, out);
+      Buffer tmp = ub(c->src.buffer, "_" + std::string(dt.name()), dt, e, sp, out);
       cast_map(ir::full_region(tmp), c->src, sp, out);
       out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(tmp), c->dst, sp));
       return out;
@@ -703,7 +706,7 @@ class Legalizer {
         auto hit = frames_[f].half_scratch.find(hk);
         if (hit != frames_[f].half_scratch.end()) h = hit->second;
       }
-      if (!h) h = frames_.back().half_scratch[hk] = ub(src->name + "_half", src->dtype, {rows, half}, sp, out);
+      if (!h) h = frames_.back().half_scratch[hk] = ub(src, "_half", src->dtype, {rows, half}, sp, out);
       Var i = fresh_var("i", sp), j = fresh_var("j", sp);
       Expr v = ir::binary(op, ir::load(src, {i, j}, sp), ir::load(src, {i, ir::binary(ir::BinOp::Add, j, C(half), sp)}, sp), sp);
       Stmt body = std::make_shared<ir::StoreNode>(h, std::vector<Expr>{i, j}, v, sp);
@@ -730,7 +733,7 @@ class Legalizer {
     std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
-      src = ub(r->src->name + "_f32", ct, shape_of(r->src), sp, out);
+      src = ub(r->src, "_f32", ct, shape_of(r->src), sp, out);
       cast_map(ir::full_region(src), ir::full_region(r->src), sp, out);
     }
     if (wide) src = halve_rows(src, r->reduce_kind, per_repeat, sp, out);
@@ -738,7 +741,7 @@ class Legalizer {
       out.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, true, sp));
       return out;
     }
-    Buffer res = ub(r->dst->name + "_part", ct, shape_of(r->dst), sp, out);
+    Buffer res = ub(r->dst, "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
     // dst = combine(dst, res) or dst = res, as a map (legalised like any other).
     auto dims = shape_of(r->dst);
@@ -880,10 +883,10 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   for (const auto& st : frames_[d].staged)
     if (st.as == want && same_region(st.region, region)) return {st.tile, idx};
   std::vector<Stmt> tmp;
-  Buffer b = ub(g->name + "_ub", g->dtype, shape, sp, tmp);
+  Buffer b = ub(g, "_ub", g->dtype, shape, sp, tmp);
   tmp.push_back(std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp));
   if (want != g->dtype) {
-    Buffer c = ub(g->name + "_ub", want, shape, sp, tmp);
+    Buffer c = ub(g, "_ub", want, shape, sp, tmp);
     cast_map(ir::full_region(c), ir::full_region(b), sp, tmp);
     b = c;
   }
@@ -1397,7 +1400,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
         if (nd.shape == Shape::Full) shape = ext_;
         else if (nd.shape == Shape::Row) shape = {ext_[0]};
         else shape = {ext_.back()};
-        Buffer b = L_.ub(st->buffer->name + "_t", nd.dtype, shape, sp, allocs);
+        Buffer b = L_.ub(st->buffer, "_t", nd.dtype, shape, sp, allocs);
         temps.push_back(Temp{b, nd.shape, nd.dtype, -1});
         t = &temps.back();
       }
@@ -1551,7 +1554,7 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
     std::vector<Stmt> suf;
     suf.push_back(std::make_shared<ir::LetNode>(bv, mul(simp(ir::binary(ir::BinOp::FloorDiv, hv, C(c0))), C(c0)), sp));
     suf.push_back(std::make_shared<ir::LetNode>(pv, sub(hv, bv), sp));
-    if (!save) save = L_.ub(at.buf->name + "_keep", n.dtype, nrows == 1 ? std::vector<int64_t>{c0} : std::vector<int64_t>{nrows, c0},
+    if (!save) save = L_.ub(at.buf, "_keep", n.dtype, nrows == 1 ? std::vector<int64_t>{c0} : std::vector<int64_t>{nrows, c0},
                             sp, tmp_allocs);
     auto save_idx = [&](const Expr& rr, const Expr& j) {
       return nrows == 1 ? std::vector<Expr>{j} : std::vector<Expr>{rr, j};
