@@ -480,3 +480,27 @@ def test_capacity_error_names_only_the_kernels_buffers():
     assert "x_t" not in m and "x_t" not in e.value.hint, (m, e.value.hint)
     assert f"are live together at line {where('TEMPS')}" in m, m
     assert e.value.hint.startswith("a smaller tile that fits: x 16x1024"), e.value.hint
+
+
+def test_int8_fill_is_a_float16_duplicate_and_a_cast():
+    """T.fill of an int8 tile: Duplicate has no 8-bit form on dav-c220 (half, bfloat16_t, 16/32-bit
+    integers, float), so the value is duplicated in float16 and converted (exact)."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), "int8"), B: T.Tensor((32,), "int8")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((32, 32), "int8")
+            r = T.alloc_fragment((32,), "int8")
+            T.fill(r, -128)
+            for k in T.serial(2):
+                T.copy(A[k * 32, 0], x)
+                T.reduce_max(x, r, dim=0, clear=False)
+            T.copy(r, B[0])
+
+    a = np.random.default_rng(11).integers(-128, 128, (64, 32)).astype(np.int8)
+    a[:, 3] = -128   # a column whose max is the fill value
+    kernel = tw.compile(k, out_idx=[-1], target=TARGET)
+    program = kernel.get_source("ascend_program")
+    assert re.search(r"Duplicate r\S* <- \S+ int8", program) is None, program
+    assert "Duplicate r_" in program and "float16" in program
+    assert_documented_casts(kernel)
+    np.testing.assert_array_equal(run_checked(kernel, a), a.max(axis=0))

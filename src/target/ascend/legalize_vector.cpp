@@ -560,6 +560,7 @@ class Legalizer {
       }
       case ir::StmtKind::Copy: return rewrite_copy(as<ir::CopyNode>(s), s);
       case ir::StmtKind::Reduce: return rewrite_reduce(as<ir::ReduceNode>(s), s);
+      case ir::StmtKind::Fill: return rewrite_fill(as<ir::FillNode>(s), s);
       default: return {s};
     }
   }
@@ -644,6 +645,16 @@ class Legalizer {
                             " between regions of different shapes (or more than 2-D)",
                         sp, "copy between regions of the same rows x cols");
     for (auto& s : rewrite_map(*m)) out.push_back(std::move(s));
+  }
+
+  // T.fill of an int8/uint8 UB tile: Duplicate has no 8-bit form on dav-c220, so a map storing the
+  // value (MapLowering::store: Duplicate in float16, then one Cast). Other dtypes: lower_expert.
+  std::vector<Stmt> rewrite_fill(const ir::FillNode* n, const Stmt& s) {
+    DType t = n->dst.buffer->dtype;
+    if (n->dst.buffer->scope != Scope::UB || !small_int(t)) return {s};
+    auto m = region_map(n->dst, n->dst, s->span, [&](Expr) { return ir::cast(n->value, t, s->span); });
+    if (!m) return {s};
+    return rewrite_map(*m);
   }
 
   std::vector<Stmt> rewrite_copy(const ir::CopyNode* c, const Stmt& s) {
@@ -1318,6 +1329,8 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
     if (nodes_[root].shape == Shape::Scalar) {
       root = leaf_scalar(ir::cast(nodes_[root].scalar, dt, sp));
+      // no 8-bit Duplicate on dav-c220: the (converted) value duplicated in float16, then a Cast
+      if (small_int(dt)) root = leaf_scalar(ir::cast(nodes_[root].scalar, kF16, sp));
     }
   }
   root = materialize(root, Shape::Full, sp);
