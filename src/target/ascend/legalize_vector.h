@@ -46,6 +46,8 @@
 //    reduce of a bfloat16 or integer tile or into a different dtype: through float32 temporaries.
 //    The sum of an int8/uint8 tile is wrapped into its dtype as the language says (exact float32
 //    sum, at most 65535 terms per output; s - 256 floor((s - lo) / 256) with a CAST_FLOOR Cast).
+//  - T.fill of an int8/uint8 UB tile (no 8-bit Duplicate): a map storing the value, which is a
+//    float16 Duplicate and a Cast.
 //  - int8/uint8 map arithmetic (no AIV int8 arithmetic): computed in float32 and wrapped when
 //    stored (or cast to int8/uint8) with the same formula; a bound on |values| proves it exact
 //    (< 2^24), else an ir::Error at the map's line.
