@@ -429,13 +429,17 @@ def test_small_int_maps_wrap_like_the_language(dtype):
             T.copy(A[bx * 8, 0], x)
             for i, j in T.Parallel(8, N):
                 x[i, j] = x[i, j] * x[i, j] * 3 + T.max(x[i, j], 2) - 7
+            for i, j in T.Parallel(8, N):
+                x[i, j] = T.where(j < 40, x[i, j] + 100, 5)
             T.copy(x, B[bx * 8, 0])
 
     rng = np.random.default_rng(10)
     lo, hi = (-128, 128) if dtype == "int8" else (0, 256)
     a = rng.integers(lo, hi, (M, N)).astype(dtype)
     v = a.astype(np.int64)
-    ref = ((v * v * 3 + np.maximum(v, 2) - 7 - lo) % 256 + lo).astype(dtype)
+    wrap = lambda w: (w - lo) % 256 + lo  # noqa: E731
+    ref = wrap(v * v * 3 + np.maximum(v, 2) - 7)
+    ref = np.where(np.arange(N)[None, :] < 40, wrap(ref + 100), 5).astype(dtype)
     kernel = tw.compile(k, out_idx=[-1], target=TARGET)
     assert_documented_casts(kernel)
     assert re.search(r"\b(Mul|Add|Max)s? \S+ <- .* (int8|uint8) ", kernel.get_source("ascend_program")) is None

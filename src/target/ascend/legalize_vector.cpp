@@ -974,13 +974,14 @@ double MapLowering::bound(int x) const {
   auto range = [](DType t) {
     return t == DType(DTypeCode::i8) ? 128.0 : t == DType(DTypeCode::u8) ? 255.0 : HUGE_VAL;
   };
+  std::function<double(const Expr&)> scalar = [&](const Expr& e) {
+    if (auto c = ir::as_const_int(e)) return std::abs(static_cast<double>(*c));
+    if (e->kind == ir::ExprKind::FloatImm) return std::abs(as<ir::FloatImmNode>(e)->value);
+    if (e->kind == ir::ExprKind::Cast) return std::min(range(e->dtype), scalar(as<ir::CastNode>(e)->value));
+    return range(e->dtype);
+  };
   switch (n.kind) {
-    case OpKind::Leaf: {
-      if (n.shape != Shape::Scalar) return range(n.dtype);
-      if (auto c = ir::as_const_int(n.scalar)) return std::abs(static_cast<double>(*c));
-      if (n.scalar->kind == ir::ExprKind::FloatImm) return std::abs(as<ir::FloatImmNode>(n.scalar)->value);
-      return range(n.dtype);
-    }
+    case OpKind::Leaf: return n.shape == Shape::Scalar ? scalar(n.scalar) : range(n.dtype);
     case OpKind::Bin: {
       double a = bound(n.args[0]), b = bound(n.args[1]);
       if (n.bop == ir::BinOp::Mul) return a * b;
@@ -991,7 +992,7 @@ double MapLowering::bound(int x) const {
     case OpKind::Call: return n.fn == ir::MathFn::abs ? bound(n.args[0]) : HUGE_VAL;
     case OpKind::Cast: return std::min(range(n.dtype), bound(n.args[0]));
     case OpKind::Copy: return bound(n.args[0]);
-    case OpKind::Where: return HUGE_VAL;
+    case OpKind::Where: return std::max(bound(n.args[0]), scalar(n.fill));
   }
   return HUGE_VAL;
 }
@@ -1339,6 +1340,8 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   const Expr& v = st->value;
   bool int_arith = v->dtype.is_int() && v->kind != ir::ExprKind::Load &&
                    !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
+  if (small_int(dt) && int_arith && !small_int(nodes_[root].dtype) && nodes_[root].dtype.is_int())
+    root = to_type(root, kF32, sp);  // int32 arithmetic: wrapped like the rest (check_exact decides)
   if (small_int(dt) && (int_arith || wrap_bound > 0) && nodes_[root].dtype == kF32) {
     if (wrap_bound <= 0) check_exact(root, dt, sp);
     root = wrap(root, dt, sp);
