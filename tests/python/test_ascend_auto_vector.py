@@ -508,3 +508,31 @@ def test_int8_fill_is_a_float16_duplicate_and_a_cast():
     assert "Duplicate r_" in program and "float16" in program
     assert_documented_casts(kernel)
     np.testing.assert_array_equal(run_checked(kernel, a), a.max(axis=0))
+
+
+@pytest.mark.parametrize("N", [40, 33, 1])
+def test_int8_tail_zero_fill_is_a_float16_duplicate(N):
+    """The zeros a short GM -> UB copy into an int8 tile reads beyond the tensor: Duplicate has no
+    8-bit form on dav-c220, so they are written as float16 zero pairs (an odd row also zeroes its
+    padding byte); the tail reads zeros as on cpu."""
+    M = 37
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "int8"), B: T.Tensor((T.ceildiv(M, 16),), "int8")):
+        with T.Kernel(T.ceildiv(M, 16)) as bx:
+            x = T.alloc_fragment((16, N), "int8")
+            r = T.alloc_fragment((16,), "int8")
+            s = T.alloc_fragment((1,), "int8")
+            T.copy(A[bx * 16, 0], x)
+            T.reduce_min(x, r, dim=1)
+            T.reduce_min(r, s, dim=0)
+            T.copy(s, B[bx])
+
+    a = np.random.default_rng(12).integers(1, 100, (M, N)).astype(np.int8)
+    kernel = tw.compile(k, out_idx=[-1], target=TARGET)
+    program = kernel.get_source("ascend_program")
+    assert re.search(r"Duplicate x\S* <- \S+ int8", program) is None, program
+    assert re.search(r"Duplicate x\S* <- \S+ float16", program), program
+    got = run_checked(kernel, a)
+    np.testing.assert_array_equal(got, tw.compile(k, out_idx=[-1])(a))
+    assert got[-1] == 0   # the last block's rows beyond M read zeros
