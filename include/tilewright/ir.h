@@ -198,6 +198,10 @@ struct BufferNode {
   std::vector<Expr> shape;
   Scope scope;
   Span span;
+  // A compiler-made temporary (Ascend legalize_vector): the user buffer (or tensor) it serves, which
+  // messages name instead of it (capacity errors count its bytes with that buffer). Empty for
+  // buffers the kernel declares.
+  std::string temp_of;
   BufferNode(std::string n, DType t, std::vector<Expr> sh, Scope sc, Span s)
       : name(std::move(n)), dtype(t), shape(std::move(sh)), scope(sc), span(std::move(s)) {}
   int ndim() const { return static_cast<int>(shape.size()); }

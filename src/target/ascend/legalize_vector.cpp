@@ -50,8 +50,11 @@ const DType kF32{DTypeCode::f32};
 const DType kBF16{DTypeCode::bf16};
 const DType kF16{DTypeCode::f16};
 
-// The dtype vector arithmetic on values of dtype t is done in (bfloat16 has no AIV arithmetic).
-DType compute_type(DType t) { return t == kBF16 ? kF32 : t; }
+bool small_int(DType t) { return t == DType(DTypeCode::i8) || t == DType(DTypeCode::u8); }
+// The dtype vector arithmetic on values of dtype t is done in: bfloat16 has no AIV arithmetic, and
+// int8/uint8 none the language's wrap-around could use (their maps compute exactly in float32 and
+// wrap when stored, MapLowering::store).
+DType compute_type(DType t) { return t == kBF16 || small_int(t) ? kF32 : t; }
 
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
@@ -145,6 +148,7 @@ struct Node {
   ir::MathFn fn = ir::MathFn::exp;
   std::vector<int> args;
   Expr cond, fill;  // Where: keep where cond, else fill (scalar)
+  bool floor = false;  // Cast float32 -> int32 rounding down (CAST_FLOOR), else the default mode
   Span span;
 };
 
@@ -161,8 +165,9 @@ class MapLowering {
   MapLowering(Legalizer& L, std::vector<Var> vars, std::vector<int64_t> ext, Span sp)
       : L_(L), vars_(std::move(vars)), ext_(std::move(ext)), sp_(std::move(sp)) {}
 
-  // dst[idx] = value. Appends the statements to out.
-  void store(const ir::StoreNode* st, std::vector<Stmt>& out);
+  // dst[idx] = value. Appends the statements to out. wrap_bound > 0: the value is an integer of at
+  // most that magnitude (computed in float32) to wrap into the int8/uint8 dst (a reduce's sum).
+  void store(const ir::StoreNode* st, std::vector<Stmt>& out, double wrap_bound = 0);
 
  private:
   Legalizer& L_;
@@ -204,6 +209,10 @@ class MapLowering {
     return Shape::Full;
   }
   int to_type(int x, DType t, const Span& sp);
+  int step_cast(int x, DType t, const Span& sp);  // one Cast node (to_type chains them)
+  double bound(int x) const;                         // a bound on |value| (integer maps)
+  int wrap(int x, DType t, const Span& sp);          // integral float32 x wrapped into int8/uint8 t
+  void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int neg(int x, const Span& sp);
   int call(ir::MathFn fn, int a, const Span& sp);
@@ -386,7 +395,7 @@ class Legalizer {
           auto* sub = as<ir::BinaryNode>(call->args[0]);
           auto* ml = as<ir::LoadNode>(sub->b);
           std::vector<Stmt> pre;
-          Buffer m2 = ub(ml->buffer->name + "_ln2", ml->buffer->dtype, {E->rows}, sp, pre);
+          Buffer m2 = ub(ml->buffer, "_ln2", ml->buffer->dtype, {E->rows}, sp, pre);
           Var i = fresh_var("i", sp);
           Stmt sc = std::make_shared<ir::StoreNode>(
               m2, std::vector<Expr>{i}, ir::binary(ir::BinOp::Mul, ir::load(ml->buffer, {i}, sp), fimm(ln2), sp), sp);
@@ -402,7 +411,7 @@ class Legalizer {
         }
         auto* r = as<ir::ReduceNode>(out[k]);
         std::vector<Stmt> pre;
-        Buffer tmp = ub(r->dst->name + "_scaled", r->dst->dtype, {W->rows}, sp, pre);
+        Buffer tmp = ub(r->dst, "_scaled", r->dst->dtype, {W->rows}, sp, pre);
         for (auto& x : pre) fixed.push_back(x);
         fixed.push_back(std::make_shared<ir::ReduceNode>(r->src, tmp, ir::ReduceKind::max, 1, true, r->span));
         Var i = fresh_var("i", r->span);
@@ -452,10 +461,13 @@ class Legalizer {
     }
   }
   Var fresh_var(const std::string& base, const Span& sp) { return ir::var(fresh(base), ir::kIndexType, sp); }
-  Buffer ub(const std::string& base, DType t, std::vector<int64_t> shape, const Span& sp, std::vector<Stmt>& out) {
+  // A UB temporary named after (and, in capacity errors, counted with) the buffer it serves.
+  Buffer ub(const Buffer& owner, const std::string& suffix, DType t, std::vector<int64_t> shape, const Span& sp,
+            std::vector<Stmt>& out) {
     std::vector<Expr> sh;
     for (auto d : shape) sh.push_back(C(d));
-    Buffer b = ir::buffer(fresh(base), t, sh, Scope::UB, sp);
+    auto b = std::make_shared<ir::BufferNode>(fresh(owner->name + suffix), t, sh, Scope::UB, sp);
+    b->temp_of = owner->temp_of.empty() ? owner->name : owner->temp_of;
     out.push_back(std::make_shared<ir::AllocNode>(b, sp));
     return b;
   }
@@ -466,7 +478,7 @@ class Legalizer {
   std::pair<Buffer, std::vector<Expr>> stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
                                                     const std::vector<int64_t>& ext, const Span& sp, DType want);
 
-  std::vector<Stmt> rewrite_map(const Stmt& s);
+  std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
 
  private:
   struct Frame {
@@ -548,6 +560,7 @@ class Legalizer {
       }
       case ir::StmtKind::Copy: return rewrite_copy(as<ir::CopyNode>(s), s);
       case ir::StmtKind::Reduce: return rewrite_reduce(as<ir::ReduceNode>(s), s);
+      case ir::StmtKind::Fill: return rewrite_fill(as<ir::FillNode>(s), s);
       default: return {s};
     }
   }
@@ -634,6 +647,16 @@ class Legalizer {
     for (auto& s : rewrite_map(*m)) out.push_back(std::move(s));
   }
 
+  // T.fill of an int8/uint8 UB tile: Duplicate has no 8-bit form on dav-c220, so a map storing the
+  // value (MapLowering::store: Duplicate in float16, then one Cast). Other dtypes: lower_expert.
+  std::vector<Stmt> rewrite_fill(const ir::FillNode* n, const Stmt& s) {
+    DType t = n->dst.buffer->dtype;
+    if (n->dst.buffer->scope != Scope::UB || !small_int(t)) return {s};
+    auto m = region_map(n->dst, n->dst, s->span, [&](Expr) { return ir::cast(n->value, t, s->span); });
+    if (!m) return {s};
+    return rewrite_map(*m);
+  }
+
   std::vector<Stmt> rewrite_copy(const ir::CopyNode* c, const Stmt& s) {
     const Span& sp = s->span;
     Scope from = c->src.buffer->scope, to = c->dst.buffer->scope;
@@ -642,7 +665,7 @@ class Legalizer {
     if (from == Scope::global && to == Scope::UB && st != dt) {
       auto e = extents(c->dst);
       if (std::count(e.begin(), e.end(), -1)) return {s};
-      Buffer tmp = ub(c->dst.buffer->name + "_" + std::string(st.name()), st, e, sp, out);
+      Buffer tmp = ub(c->dst.buffer, "_" + std::string(st.name()), st, e, sp, out);
       out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp));
       cast_map(c->dst, ir::full_region(tmp), sp, out);
       return out;
@@ -650,7 +673,7 @@ class Legalizer {
     if (from == Scope::UB && to == Scope::global && st != dt) {
       auto e = extents(c->src);
       if (std::count(e.begin(), e.end(), -1)) return {s};
-      Buffer tmp = ub(c->src.buffer->name + "_" + std::string(dt.name()), dt, e, sp, out);
+      Buffer tmp = ub(c->src.buffer, "_" + std::string(dt.name()), dt, e, sp, out);
       cast_map(ir::full_region(tmp), c->src, sp, out);
       out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(tmp), c->dst, sp));
       return out;
@@ -694,7 +717,7 @@ class Legalizer {
         auto hit = frames_[f].half_scratch.find(hk);
         if (hit != frames_[f].half_scratch.end()) h = hit->second;
       }
-      if (!h) h = frames_.back().half_scratch[hk] = ub(src->name + "_half", src->dtype, {rows, half}, sp, out);
+      if (!h) h = frames_.back().half_scratch[hk] = ub(src, "_half", src->dtype, {rows, half}, sp, out);
       Var i = fresh_var("i", sp), j = fresh_var("j", sp);
       Expr v = ir::binary(op, ir::load(src, {i, j}, sp), ir::load(src, {i, ir::binary(ir::BinOp::Add, j, C(half), sp)}, sp), sp);
       Stmt body = std::make_shared<ir::StoreNode>(h, std::vector<Expr>{i, j}, v, sp);
@@ -721,7 +744,7 @@ class Legalizer {
     std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
-      src = ub(r->src->name + "_f32", ct, shape_of(r->src), sp, out);
+      src = ub(r->src, "_f32", ct, shape_of(r->src), sp, out);
       cast_map(ir::full_region(src), ir::full_region(r->src), sp, out);
     }
     if (wide) src = halve_rows(src, r->reduce_kind, per_repeat, sp, out);
@@ -729,7 +752,7 @@ class Legalizer {
       out.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, true, sp));
       return out;
     }
-    Buffer res = ub(r->dst->name + "_part", ct, shape_of(r->dst), sp, out);
+    Buffer res = ub(r->dst, "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
     // dst = combine(dst, res) or dst = res, as a map (legalised like any other).
     auto dims = shape_of(r->dst);
@@ -740,25 +763,37 @@ class Legalizer {
       idx.push_back(vars.back());
     }
     Expr part = ir::load(res, idx, sp);
-    Expr v;
-    if (r->clear) {
-      v = ir::cast(part, dt, sp);
-    } else {
-      Expr old = ir::load(r->dst, idx, sp);
-      v = ir::cast(ir::binary(combine_op(r->reduce_kind), ir::cast(old, ct, sp), part, sp), dt, sp);
-    }
-    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(v), sp);
+    Expr v = part;
+    if (!r->clear) v = ir::binary(combine_op(r->reduce_kind), ir::cast(ir::load(r->dst, idx, sp), ct, sp), part, sp);
+    bool wraps = r->reduce_kind == ir::ReduceKind::sum && small_int(dt);  // stored as float32, wrapped
+    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(wraps ? v : ir::cast(v, dt, sp)), sp);
     for (size_t k = vars.size(); k-- > 0;)
       body = pfor(vars[k], dims[k], body, sp);
-    for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+    for (auto& x : rewrite_map(body, wraps ? sum_bound(r, dims, sp) : 0)) out.push_back(std::move(x));
     return out;
+  }
+
+  // The sum of an int8/uint8 tile wraps into its dtype (docs/language.md: int64 accumulation,
+  // wrapped on store): summed in float32, exact while below 2^24, so at most 65535 terms per
+  // output (checked here); returns the bound on |old value + sum| for MapLowering's wrap.
+  double sum_bound(const ir::ReduceNode* r, const std::vector<int64_t>& dims, const Span& sp) {
+    int64_t terms = 1;
+    auto src_shape = *r->src->const_shape();
+    for (auto d : src_shape) terms *= d;
+    for (auto d : dims) terms /= std::max<int64_t>(1, d);
+    if ((terms + 1) * 256 > (int64_t{1} << 24))
+      throw Error("T.reduce_sum over " + std::to_string(terms) + " " + std::string(r->dst->dtype.name()) +
+                      " values of " + q(r->src->name) + ": on Ascend the sum is computed exactly in float32 only up "
+                      "to 65535 terms",
+                  sp, "reduce at most 65535 values per output element (walk the dimension with clear=False)");
+    return 255.0 * static_cast<double>(terms + 1);  // |old| + |sum| <= 255 (terms + 1) < 2^24
   }
 };
 
 // ---------------------------------------------------------------------------------------------
 // Maps
 
-std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s) {
+std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   const auto* f = as<ir::ForNode>(s);
   const Span& sp = f->span;
   std::vector<Var> vars;
@@ -808,7 +843,7 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s) {
     }
     auto* st = as<ir::StoreNode>(it);
     if (lets.empty()) {
-      ml.store(st, out);
+      ml.store(st, out, wrap_bound);
     } else {
       std::vector<Expr> idx;
       for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
@@ -859,10 +894,10 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   for (const auto& st : frames_[d].staged)
     if (st.as == want && same_region(st.region, region)) return {st.tile, idx};
   std::vector<Stmt> tmp;
-  Buffer b = ub(g->name + "_ub", g->dtype, shape, sp, tmp);
+  Buffer b = ub(g, "_ub", g->dtype, shape, sp, tmp);
   tmp.push_back(std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp));
   if (want != g->dtype) {
-    Buffer c = ub(g->name + "_ub", want, shape, sp, tmp);
+    Buffer c = ub(g, "_ub", want, shape, sp, tmp);
     cast_map(ir::full_region(c), ir::full_region(b), sp, tmp);
     b = c;
   }
@@ -900,17 +935,86 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
        sp, "broadcast it as a row vector v[i] or column vector w[j], or pass a scalar parameter");
 }
 
+// One conversion as the Cast calls dav-c220 has (AscendC Cast, dav_c220 vconv): float32 <->
+// float16/bfloat16/int32, float16 <-> int8/uint8/int32, bfloat16 -> int32. The other pairs are
+// chained (see the header): every intermediate step is exact for the values the conversion is
+// defined on, so the result is the language's (one rounding into a float type).
 int MapLowering::to_type(int x, DType t, const Span& sp) {
-  const Node& n = nodes_[x];
-  if (n.dtype == t) return x;
-  if (n.shape == Shape::Scalar) return leaf_scalar(ir::cast(n.scalar, t, sp));
+  DType from = nodes_[x].dtype;
+  if (from == t) return x;
+  if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::cast(nodes_[x].scalar, t, sp));
+  auto step = [&](int a, DType to) { return step_cast(a, to, sp); };
+  if (from == kBF16 && t != kF32 && t != DType(DTypeCode::i32)) return to_type(step(x, kF32), t, sp);
+  if (t == kBF16 && from != kF32) return step(to_type(x, kF32, sp), t);
+  if (small_int(from) && t != kF16 && !small_int(t)) return to_type(step(x, kF16), t, sp);
+  if (from == DType(DTypeCode::i32) && t == kF16) return step(step(x, kF32), t);
+  if (from == kF32 && small_int(t)) {
+    // truncation toward zero: float32 -> int32 (CAST_TRUNC), then exact for the in-range values
+    // (the others are undefined in the language): int32 -> float32 -> float16 -> int8/uint8
+    return step(step(step(step(x, DType(DTypeCode::i32)), kF32), kF16), t);
+  }
+  return step(x, t);
+}
+
+int MapLowering::step_cast(int x, DType t, const Span& sp) {
+  for (size_t k = 0; k < nodes_.size(); ++k)  // converted once (x * x: both operands)
+    if (nodes_[k].kind == OpKind::Cast && nodes_[k].args[0] == x && nodes_[k].dtype == t && !nodes_[k].floor)
+      return static_cast<int>(k);
   Node c;
   c.kind = OpKind::Cast;
-  c.shape = n.shape;
+  c.shape = nodes_[x].shape;
   c.dtype = t;
   c.args = {x};
   c.span = sp;
   return push(std::move(c));
+}
+
+double MapLowering::bound(int x) const {
+  const Node& n = nodes_[x];
+  auto range = [](DType t) {
+    return t == DType(DTypeCode::i8) ? 128.0 : t == DType(DTypeCode::u8) ? 255.0 : HUGE_VAL;
+  };
+  std::function<double(const Expr&)> scalar = [&](const Expr& e) {
+    if (auto c = ir::as_const_int(e)) return std::abs(static_cast<double>(*c));
+    if (e->kind == ir::ExprKind::FloatImm) return std::abs(as<ir::FloatImmNode>(e)->value);
+    if (e->kind == ir::ExprKind::Cast) return std::min(range(e->dtype), scalar(as<ir::CastNode>(e)->value));
+    return range(e->dtype);
+  };
+  switch (n.kind) {
+    case OpKind::Leaf: return n.shape == Shape::Scalar ? scalar(n.scalar) : range(n.dtype);
+    case OpKind::Bin: {
+      double a = bound(n.args[0]), b = bound(n.args[1]);
+      if (n.bop == ir::BinOp::Mul) return a * b;
+      if (n.bop == ir::BinOp::Max || n.bop == ir::BinOp::Min) return std::max(a, b);
+      if (n.bop == ir::BinOp::Add || n.bop == ir::BinOp::Sub) return a + b;
+      return HUGE_VAL;
+    }
+    case OpKind::Call: return n.fn == ir::MathFn::abs ? bound(n.args[0]) : HUGE_VAL;
+    case OpKind::Cast: return std::min(range(n.dtype), bound(n.args[0]));
+    case OpKind::Copy: return bound(n.args[0]);
+    case OpKind::Where: return std::max(bound(n.args[0]), scalar(n.fill));
+  }
+  return HUGE_VAL;
+}
+
+void MapLowering::check_exact(int x, DType t, const Span& sp) {
+  if (bound(x) < 16777216.0) return;
+  fail("integer arithmetic stored into " + std::string(t.name()) + " whose values may reach 2^24: Ascend computes "
+           "int8/uint8 arithmetic in float32 and wraps it, exact only below 2^24",
+       sp, "split the expression into several maps (each store into the " + std::string(t.name()) +
+               " tile wraps), or compute in a float32 tile");
+}
+
+// x - 256 * floor((x - lo) / 256), in [lo, lo + 255], then float16 and t (both exact): the
+// language's wrap-around of an integer value, exact for |x| < 2^24 (the caller checks).
+int MapLowering::wrap(int x, DType t, const Span& sp) {
+  double lo = t == DType(DTypeCode::i8) ? -128.0 : 0.0;
+  auto F = [&](double v) { return scalar_const(v, kF32); };
+  int y = bin(ir::BinOp::Mul, bin(ir::BinOp::Add, x, F(-lo), sp), F(1.0 / 256), sp);
+  int q = step_cast(y, DType(DTypeCode::i32), sp);
+  nodes_[q].floor = true;
+  int r = bin(ir::BinOp::Sub, x, bin(ir::BinOp::Mul, step_cast(q, kF32, sp), F(256), sp), sp);
+  return step_cast(step_cast(r, kF16, sp), t, sp);
 }
 
 int MapLowering::materialize(int x, Shape to, const Span& sp) {
@@ -1032,6 +1136,11 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       int x = build(v);
       if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
+      if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
+        x = to_type(x, kF32, sp);
+        check_exact(x, t, sp);
+        return wrap(x, t, sp);
+      }
       return to_type(x, t, sp);
     }
     case ir::ExprKind::Unary: {
@@ -1198,7 +1307,7 @@ Expr MapLowering::value_of(int id, const std::vector<Place>& place, Shape in) co
   return ir::load(p.buf, p.idx, n.span);
 }
 
-void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
+void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double wrap_bound) {
   const Span& sp = st->span;
   nodes_.clear();
   memo_.clear();
@@ -1221,10 +1330,28 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
     if (nodes_[root].shape == Shape::Scalar) {
       root = leaf_scalar(ir::cast(nodes_[root].scalar, dt, sp));
+      // no 8-bit Duplicate on dav-c220: the (converted) value duplicated in float16, then a Cast
+      if (small_int(dt)) root = leaf_scalar(ir::cast(nodes_[root].scalar, kF16, sp));
     }
   }
   root = materialize(root, Shape::Full, sp);
+  // Integer arithmetic stored into an int8/uint8 tile wraps (docs/language.md); it was computed
+  // in float32 (compute_type), exact while every intermediate value stays below 2^24.
+  const Expr& v = st->value;
+  bool int_arith = v->dtype.is_int() && v->kind != ir::ExprKind::Load &&
+                   !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
+  if (small_int(dt) && int_arith && !small_int(nodes_[root].dtype) && nodes_[root].dtype.is_int())
+    root = to_type(root, kF32, sp);  // int32 arithmetic: wrapped like the rest (check_exact decides)
+  if (small_int(dt) && (int_arith || wrap_bound > 0) && nodes_[root].dtype == kF32) {
+    if (wrap_bound <= 0) check_exact(root, dt, sp);
+    root = wrap(root, dt, sp);
+  }
   root = to_type(root, dt, sp);
+  if (nodes_[root].kind == OpKind::Leaf && nodes_[root].buf.get() == st->buffer.get() &&
+      ir::structural_equal(ir::load(st->buffer, nodes_[root].idx), ir::load(st->buffer, st->indices)))
+    return;  // x[i, j] = x[i, j] (e.g. a cast of a tile to its own dtype)
+  if (nodes_[root].kind == OpKind::Leaf && dt == kBF16)  // a bfloat16 copy: exact through float32 (no bf16 ops)
+    root = step_cast(step_cast(root, kF32, sp), kBF16, sp);
   if (nodes_[root].kind == OpKind::Leaf) {  // a plain copy
     Node c;
     c.kind = OpKind::Copy;
@@ -1289,7 +1416,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out) {
         if (nd.shape == Shape::Full) shape = ext_;
         else if (nd.shape == Shape::Row) shape = {ext_[0]};
         else shape = {ext_.back()};
-        Buffer b = L_.ub(st->buffer->name + "_t", nd.dtype, shape, sp, allocs);
+        Buffer b = L_.ub(st->buffer, "_t", nd.dtype, shape, sp, allocs);
         temps.push_back(Temp{b, nd.shape, nd.dtype, -1});
         t = &temps.back();
       }
@@ -1314,7 +1441,9 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
       return;
     }
     case OpKind::Call: out.push_back(make_map(n.shape, at, ir::call(n.fn, {arg(0)}, sp), sp)); return;
-    case OpKind::Cast: out.push_back(make_map(n.shape, at, ir::cast(arg(0), n.dtype, sp), sp)); return;
+    case OpKind::Cast:
+      out.push_back(make_map(n.shape, at, ir::cast(n.floor ? ir::call(ir::MathFn::floor, {arg(0)}, sp) : arg(0), n.dtype, sp), sp));
+      return;
     case OpKind::Copy: {
       const Node& a = nodes_[n.args[0]];
       if (a.shape == Shape::Row && n.shape == Shape::Full) {
@@ -1441,7 +1570,7 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
     std::vector<Stmt> suf;
     suf.push_back(std::make_shared<ir::LetNode>(bv, mul(simp(ir::binary(ir::BinOp::FloorDiv, hv, C(c0))), C(c0)), sp));
     suf.push_back(std::make_shared<ir::LetNode>(pv, sub(hv, bv), sp));
-    if (!save) save = L_.ub(at.buf->name + "_keep", n.dtype, nrows == 1 ? std::vector<int64_t>{c0} : std::vector<int64_t>{nrows, c0},
+    if (!save) save = L_.ub(at.buf, "_keep", n.dtype, nrows == 1 ? std::vector<int64_t>{c0} : std::vector<int64_t>{nrows, c0},
                             sp, tmp_allocs);
     auto save_idx = [&](const Expr& rr, const Expr& j) {
       return nrows == 1 ? std::vector<Expr>{j} : std::vector<Expr>{rr, j};

@@ -43,11 +43,21 @@
 //    goes to a temporary scaled back by 1 / ln 2 (m keeps its meaning), and E becomes
 //    exp(X - m' * ln 2) with the row vector scaled: one full-tile Exp instead of Muls + Exp;
 //  - reduce with clear=False: reduce into a temporary, then combine (max/min/add) into dst;
-//    reduce of a bfloat16 tile or into a different dtype: through float32 temporaries.
+//    reduce of a bfloat16 or integer tile or into a different dtype: through float32 temporaries.
+//    The sum of an int8/uint8 tile is wrapped into its dtype as the language says (exact float32
+//    sum, at most 65535 terms per output; s - 256 floor((s - lo) / 256) with a CAST_FLOOR Cast).
+//  - T.fill of an int8/uint8 UB tile (no 8-bit Duplicate): a map storing the value, which is a
+//    float16 Duplicate and a Cast.
+//  - int8/uint8 map arithmetic (no AIV int8 arithmetic): computed in float32 and wrapped when
+//    stored (or cast to int8/uint8) with the same formula; a bound on |values| proves it exact
+//    (< 2^24), else an ir::Error at the map's line.
 //  - copies that convert: GM -> UB tile of another dtype: copy into a UB tile of the GM dtype,
 //    then VecCast (and the reverse for UB -> GM); UB -> UB copies become maps (VecCast when the
 //    dtypes differ, a vector copy otherwise). bfloat16 is only converted, never computed on: its
-//    arithmetic is done in float32 (rounded once to bfloat16 at the store).
+//    arithmetic is done in float32 (rounded once to bfloat16 at the store; a bfloat16 copy is two
+//    exact Casts). Every conversion is a chain of the Cast pairs dav-c220 has (MapLowering::
+//    to_type): bf16 <-> f16/int8 through f32, int8/uint8 -> f32/bf16/i32 through f16, f32 -> int8
+//    as f32 -> i32 (trunc) -> f32 -> f16 -> int8, i32 -> f16 through f32.
 //  - anything else that has no vector instruction (data-dependent where, reads with transposed
 //    or strided indices, integer division, ...) is an ir::Error at the kernel source line.
 #pragma once

@@ -258,6 +258,7 @@ class Lowerer {
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
       Buf g = declare(b->name, geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
+      p_.buffers.back().temp_of = b->temp_of;
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {
@@ -569,7 +570,8 @@ class Lowerer {
                       sp, "to start an accumulation from zero use T.mma(..., init=True) / T.gemm(..., clear_accum=True)");
         Window w = window(n->dst, sp);
         vec_aligned(w, n->dst, sp, "T.fill of");
-        vec_dtype_ok(w.buf->dtype, sp, "T.fill", true);
+        // Duplicate has a bfloat16_t form on dav-c220 (only bf16 arithmetic is missing)
+        if (w.buf->dtype != ir::DType(ir::DTypeCode::bf16)) vec_dtype_ok(w.buf->dtype, sp, "T.fill", true);
         check_scalar(n->value, sp, "T.fill value");
         VecOperand d = vop(w);
         auto [rows, cols] = collapse({&d}, w.rows, w.cols, sp);
@@ -670,7 +672,9 @@ class Lowerer {
                                      mul(g.row_stride, C(b)), C(ub_stride * b), tail},
                           sp);
       if (!tail) return copy;
-      return seq({zero_tile(w, g.rows, g.cols, ub_stride, is_short, sp), copy}, sp);
+      auto col0 = ir::as_const_int(n->dst.starts.back());
+      bool to_row_end = col0 && *col0 + g.cols == w.buf->cols;  // the bytes after each row are padding
+      return seq({zero_tile(w, g.rows, g.cols, ub_stride, is_short, sp, to_row_end), copy}, sp);
     }
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
@@ -713,7 +717,9 @@ class Lowerer {
 
   // `if (cond) Duplicate(0)` over the rows x cols UB window w (rows `stride` elements apart);
   // in expert mode fenced by PipeBarrier<PIPE_ALL> on both sides (lower_expert.h).
-  StmtPtr zero_tile(const Window& w, int64_t rows, int64_t cols, int64_t stride, const Expr& cond, const Span& sp) {
+  // to_row_end: the window ends at its rows' last column (what follows in each row is padding).
+  StmtPtr zero_tile(const Window& w, int64_t rows, int64_t cols, int64_t stride, const Expr& cond, const Span& sp,
+                    bool to_row_end = false) {
     ir::DType t = w.buf->dtype;
     ir::DType dup_t = t;
     int64_t r = rows, c = cols;
@@ -723,6 +729,13 @@ class Lowerer {
       d.row_stride = C(r * c);
       c = r * c;
       r = 1;
+    }
+    // Duplicate has no 8-bit form on dav-c220: zero bytes as float16 pairs (UB rows are 32 B, so
+    // the row stride is even); an odd run also zeroes the padding byte after it.
+    if (t.bytes() == 1 && stride % 2 == 0 && (c % 2 == 0 || to_row_end)) {
+      dup_t = ir::DType(ir::DTypeCode::f16);
+      c = (c + 1) / 2;
+      d.row_stride = C(r == 1 ? c : stride / 2);
     }
     Expr zero = dup_t.is_float() ? ir::float_imm(0.0, dup_t, sp) : ir::int_imm(0, dup_t, sp);
     std::vector<StmtPtr> body;

@@ -182,7 +182,9 @@ struct MultiBuffer : ir::Mutator {
       }
       std::vector<Expr> shape{C(S)};
       for (const auto& d : b->shape) shape.push_back(d);
-      Buffer nb = ir::buffer(b->name, b->dtype, shape, b->scope, b->span);
+      auto mb = std::make_shared<ir::BufferNode>(b->name, b->dtype, shape, b->scope, b->span);
+      mb->temp_of = b->temp_of;  // a temporary's copies stay temporaries
+      Buffer nb = mb;
       staged[b.get()] = nb;
       allocs.push_back(std::make_shared<ir::AllocNode>(nb, x->span));
     });

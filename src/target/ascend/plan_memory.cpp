@@ -3,7 +3,9 @@
 #include "target/ascend/pass_util.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "ir/functor.h"
@@ -428,14 +430,37 @@ std::string shape_str(const std::vector<int64_t>& sh) {
     for (size_t i = 0; i < items.size(); ++i)
       if (!items[i].life.empty() && items[i].life.lo <= peak_pos && peak_pos <= items[i].life.hi) live.push_back(i);
   }
-  std::string list;
-  const BufferDecl* biggest = nullptr;
+  // The kernel's own buffers by name; compiler temporaries (BufferDecl::temp_of) are not named:
+  // their bytes are counted with the buffer they serve.
+  std::vector<std::string> owners;
+  std::map<std::string, int64_t> temp_bytes;
   for (size_t i : live) {
     const BufferDecl& d = p.buffers[items[i].buffer];
-    if (!biggest || d.bytes > biggest->bytes) biggest = &d;
-    list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(d.shape) + " " + std::string(d.dtype.name()) + ", " +
-            std::to_string(d.bytes) + " B)";
+    if (d.temp_of.empty()) continue;
+    if (!temp_bytes.count(d.temp_of)) owners.push_back(d.temp_of);
+    temp_bytes[d.temp_of] += d.bytes;
   }
+  auto temps_of = [&](const std::string& owner) {
+    return std::to_string(temp_bytes[owner]) + " B of compiler temporaries for it (e.g. float32 copies: bfloat16 and "
+           "int8 are computed in float32)";
+  };
+  std::string list;
+  const BufferDecl* biggest = nullptr;
+  std::set<std::string> listed;
+  for (size_t i : live) {
+    const BufferDecl& d = p.buffers[items[i].buffer];
+    if (!d.temp_of.empty()) continue;
+    if (!biggest || d.bytes > biggest->bytes) biggest = &d;
+    listed.insert(d.name);
+    list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(d.shape) + " " + std::string(d.dtype.name()) + ", " +
+            std::to_string(d.bytes) + " B" + (temp_bytes.count(d.name) ? ", and " + temps_of(d.name) : "") + ")";
+  }
+  for (const auto& o : owners)
+    if (!listed.count(o)) list += (list.empty() ? "" : ", ") + std::string("the compiler temporaries for ") + o + " (" +
+                                  std::to_string(temp_bytes[o]) + " B)";
+  if (!biggest)
+    for (size_t i : live)
+      if (!biggest || p.buffers[items[i].buffer].bytes > biggest->bytes) biggest = &p.buffers[items[i].buffer];
   std::string hint;
   for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
     std::vector<Item> smaller = items;
@@ -453,7 +478,10 @@ std::string shape_str(const std::vector<int64_t>& sh) {
     int64_t tot = place(smaller, align, reuse, offsets);
     if (tot > cap) continue;
     std::string s;
-    for (size_t i : live) s += (s.empty() ? "" : ", ") + p.buffers[items[i].buffer].name + " " + shape_str(shapes[i]);
+    for (size_t i : live)
+      if (p.buffers[items[i].buffer].temp_of.empty())
+        s += (s.empty() ? "" : ", ") + p.buffers[items[i].buffer].name + " " + shape_str(shapes[i]);
+    if (s.empty()) s = "the tiles halved " + std::to_string(halvings) + " time(s)";
     hint = "a smaller tile that fits: " + s + " (" + std::to_string(tot) + " B)" +
            (reuse ? "" : "; or reuse one buffer for two tiles");
   }

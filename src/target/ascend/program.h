@@ -90,6 +90,7 @@ struct BufferDecl {
   std::vector<int64_t> shape;  // logical tile shape (informative; for printing)
   Format format = Format::ND;  // informative
   ir::Span span;
+  std::string temp_of;  // a compiler temporary: the user buffer it serves (ir::BufferNode::temp_of)
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -204,7 +204,8 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           operand(x.dst, Rect{0, x.m, x.n * es, x.dst_stride * es}, true, es, "destination");
         } else if constexpr (std::is_same_v<T, RVecCall>) {
           int des = es_of(x.dt), ses = es_of(x.src_dt);
-          invalid(x.dt == ir::DTypeCode::bf16 && x.api != VecApi::Cast,
+          // Cast and Duplicate have bfloat16_t forms on dav-c220 (vconv_impl, duplicate_impl); no arithmetic does
+          invalid(x.dt == ir::DTypeCode::bf16 && x.api != VecApi::Cast && x.api != VecApi::Duplicate,
                   "bf16 arithmetic is not available on the AIV: cast to float32 first");
           int n = vec_api_sources(x.api);
           if (n >= 1) level0_operand(operand, x.src0, ses, x.mask, x.repeat, x.blk[1], x.rep[1], false, n == 2 ? "src0" : "src");
