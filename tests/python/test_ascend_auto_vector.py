@@ -291,7 +291,7 @@ def test_bfloat16_tiles_compute_in_float32():
     kernel = tw.compile(k, out_idx=[1, 2], target=TARGET)
     seen = assert_documented_casts(kernel)
     assert {("float16", "float32"), ("float32", "bfloat16"), ("bfloat16", "float32"), ("float16", "int8")} <= seen
-    assert "Duplicate y[0]/8 <- 0.5bf16 bfloat16" in kernel.get_source("ascend_program")   # Duplicate<bfloat16_t>
+    assert "L2 Duplicate y[0] <- 0.5bf16 bfloat16 count=8" in kernel.get_source("ascend_program")   # Duplicate<bfloat16_t>
     for name, (b, c) in (("ascend", run_checked(kernel, a)), ("cpu", tw.compile(k, out_idx=[1, 2])(a))):
         np.testing.assert_array_equal(b, ref_b, err_msg=name)
         np.testing.assert_array_equal(c.view(np.uint16), ref_c.view(np.uint16), err_msg=name)
