@@ -137,3 +137,36 @@ def test_narrow_softmax_reduces_across_rows():
     assert "fused with reduce_sum" not in src
     assert "for (int64_t tw_o = 0; tw_o < 256; ++tw_o) tw_acc[tw_o] = tw_acc[tw_o] + x[tw_o * 1 + tw_r];" in src
     assert "for (int64_t tw_o = 0; tw_o < 256; ++tw_o) tw_acc[tw_o] = tw_max(tw_acc[tw_o], x_p[tw_o * x_ld + tw_r]);" in src
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+@pytest.mark.parametrize("M", [1, 5, 32, 37])
+def test_column_of_a_strided_tensor_reduced_over_its_rows(M, kind):
+    """A (M, 1) tile copied from one column of an (M, 3) tensor and reduced over axis 0 (found by
+    the differential fuzzer, seed 26329: the copy was elided into a view of row stride 3 and the
+    reduce read the view as one contiguous row: -12 instead of -1)."""
+    N = 3
+
+    @T.prim_func
+    def k_sum(A: T.Tensor((M, N), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(N) as bx:
+            x = T.alloc_fragment((M, 1), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            T.copy(A[0, bx], x)
+            T.reduce_sum(x, r, dim=0)
+            T.copy(r, B[bx])
+
+    @T.prim_func
+    def k_max(A: T.Tensor((M, N), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(N) as bx:
+            x = T.alloc_fragment((M, 1), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            T.copy(A[0, bx], x)
+            T.reduce_max(x, r, dim=0)
+            T.copy(r, B[bx])
+
+    k = k_sum if kind == "sum" else k_max
+
+    a = np.random.default_rng(M).standard_normal((M, N)).astype(np.float32)
+    ref = getattr(a.astype(np.float64), kind)(axis=0)
+    np.testing.assert_allclose(tw.compile(k, out_idx=[1])(a), ref, rtol=1e-5, atol=1e-5)

@@ -459,6 +459,12 @@ void row_view_tiles_in(const std::vector<Stmt>& top, const std::unordered_set<co
           case StmtKind::Reduce: {
             const auto& r = *static_cast<const ReduceNode*>(x.get());
             bad |= r.dst == t;  // a reduce of t over either axis reads it through the view
+            // ... except over the first axis of a one-column tile: the reduce emitter takes that as a
+            // contiguous row (inner extent 1), which a view of row stride ld is not (fuzz seed 26329)
+            if (r.src == t && r.axis == 0) {
+              auto sh = t->const_shape();
+              bad |= !sh || sh->size() != 2 || (*sh)[1] == 1;
+            }
             break;
           }
           case StmtKind::Gemm: {
