@@ -147,25 +147,16 @@ def test_column_of_a_strided_tensor_reduced_over_its_rows(M, kind):
     reduce read the view as one contiguous row: -12 instead of -1)."""
     N = 3
 
+    reduce = T.reduce_sum if kind == "sum" else T.reduce_max
+
     @T.prim_func
-    def k_sum(A: T.Tensor((M, N), "float32"), B: T.Tensor((N,), "float32")):
+    def k(A: T.Tensor((M, N), "float32"), B: T.Tensor((N,), "float32")):
         with T.Kernel(N) as bx:
             x = T.alloc_fragment((M, 1), "float32")
             r = T.alloc_fragment((1,), "float32")
             T.copy(A[0, bx], x)
-            T.reduce_sum(x, r, dim=0)
+            reduce(x, r, dim=0)
             T.copy(r, B[bx])
-
-    @T.prim_func
-    def k_max(A: T.Tensor((M, N), "float32"), B: T.Tensor((N,), "float32")):
-        with T.Kernel(N) as bx:
-            x = T.alloc_fragment((M, 1), "float32")
-            r = T.alloc_fragment((1,), "float32")
-            T.copy(A[0, bx], x)
-            T.reduce_max(x, r, dim=0)
-            T.copy(r, B[bx])
-
-    k = k_sum if kind == "sum" else k_max
 
     a = np.random.default_rng(M).standard_normal((M, N)).astype(np.float32)
     ref = getattr(a.astype(np.float64), kind)(axis=0)
