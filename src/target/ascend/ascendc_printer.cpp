@@ -334,6 +334,12 @@ class KernelPrinter {
   std::string loc(const LocalRef& r, DType t, const std::string& extra = "") const;
   std::string elem(const Expr& off_bytes, int64_t eb) const;
   std::string ex(const Expr& e) const { return ep_.print(e); }
+  // DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, rsv} of either DataCopyPad direction.
+  template <class C>
+  std::string ext_params(const C& c) const {
+    return "DataCopyExtParams{static_cast<uint16_t>(" + ex(c.blockCount) + "), static_cast<uint32_t>(" + ex(c.blockLen) +
+           "), static_cast<uint32_t>(" + ex(c.srcStride) + "), static_cast<uint32_t>(" + ex(c.dstStride) + "), 0}";
+  }
   std::string scalar(const Expr& v, DType t) const { return "static_cast<" + ctype(t, span_) + ">(" + ex(v) + ")"; }
   const BufferDecl& buffer(const LocalRef& r) const;
 
@@ -544,17 +550,13 @@ void KernelPrinter::emit(const DataCopyNd2Nz& c) {
 void KernelPrinter::emit(const DataCopyPadGmToUb& c) {
   std::string T = ctype(c.dtype, span_);
   std::string right = c.isPad ? "static_cast<uint8_t>(" + ex(c.rightPadding) + ")" : ex(c.rightPadding);
-  L_.call("DataCopyPad(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
-          ex(c.blockCount) + "), static_cast<uint32_t>(" + ex(c.blockLen) + "), static_cast<uint32_t>(" + ex(c.srcStride) +
-          "), static_cast<uint32_t>(" + ex(c.dstStride) + "), 0}, DataCopyPadExtParams<" + T + ">{" +
+  L_.call("DataCopyPad(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", " + ext_params(c) + ", DataCopyPadExtParams<" + T + ">{" +
           (c.isPad ? "true" : "false") + ", " + ex(c.leftPadding) + ", " + right + ", static_cast<" + T + ">(" +
           ex(c.paddingValue) + ")});");
 }
 
 void KernelPrinter::emit(const DataCopyPadUbToGm& c) {
-  L_.call("DataCopyPad(" + gm(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", DataCopyExtParams{static_cast<uint16_t>(" +
-          ex(c.blockCount) + "), static_cast<uint32_t>(" + ex(c.blockLen) + "), static_cast<uint32_t>(" + ex(c.srcStride) +
-          "), static_cast<uint32_t>(" + ex(c.dstStride) + "), 0});");
+  L_.call("DataCopyPad(" + gm(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", " + ext_params(c) + ");");
 }
 
 void KernelPrinter::emit(const DataCopyUbToUb& c) {
