@@ -176,6 +176,30 @@ TEST(SelectMoveCalls, LoadL0IsALoopOfLoadData2DOverFractalRows) {
   EXPECT_NE(t.find("srcStride=64 // 16 sid=0 dstGap=0 ifTranspose  @14"), std::string::npos) << t;
 }
 
+// The fewest LoadData2D calls the layouts allow: one per destination fractal column when there
+// are fewer columns than rows, one call when the source runs through the destination in order.
+TEST(SelectMoveCalls, LoadL0IssuesTheFewestLoadData2DCalls) {
+  Rig r;
+  // 64 x 32 fp16 into L0A (4 fractal rows of 2): 2 calls of 4 fractals (source fractals 1 apart,
+  // destination fractals 2 apart: dstGap 1)
+  expect_calls(r.with(LoadL0{r.at(r.l1), r.at(r.l0a), DTypeCode::f16, C(64), C(0), C(0), C(64), C(32), false}, 13),
+               "AIC:\n  MTE1 LoadL0 l0a[0] <- l1[0] float16 src_rows=64 window=(0, 0) dst=64x32  @13\n",
+               "AIC:\n  for tw_i in range(32 // 16):\n"
+               "    MTE1 LoadData2D l0a[tw_i * 512] <- l1[tw_i * (64 // 16) * 512] "
+               "float16 startIndex=0 repeatTimes=64 // 16 srcStride=1 sid=0 dstGap=1  @13\n");
+  // one fractal row (16 x 64): one call of 4 fractals, one strip (64 // 16 = 4 fractals) apart
+  expect_calls(r.with(LoadL0{r.at(r.l1), r.at(r.l0a), DTypeCode::f16, C(64), C(16), C(0), C(16), C(64), false}, 14),
+               "AIC:\n  MTE1 LoadL0 l0a[0] <- l1[0] float16 src_rows=64 window=(16, 0) dst=16x64  @14\n",
+               "AIC:\n  MTE1 LoadData2D l0a[0] <- l1[512] float16 startIndex=0 repeatTimes=4 srcStride=4 sid=0 "
+               "dstGap=0  @14\n");
+  // 300 fractals in one run: a call of 255 and one of 45 (repeatTimes is uint8)
+  expect_calls(r.with(LoadL0{r.at(r.l1), r.at(r.l0a), DTypeCode::f16, C(16), C(0), C(0), C(16), C(16 * 300), false}, 15),
+               "AIC:\n  MTE1 LoadL0 l0a[0] <- l1[0] float16 src_rows=16 window=(0, 0) dst=16x4800  @15\n",
+               "AIC:\n  MTE1 LoadData2D l0a[0] <- l1[0] float16 startIndex=0 repeatTimes=255 srcStride=1 sid=0 dstGap=0  @15\n"
+               "  MTE1 LoadData2D l0a[255 * 512] <- l1[255 * 512] float16 startIndex=0 repeatTimes=45 srcStride=1 sid=0 "
+               "dstGap=0  @15\n");
+}
+
 TEST(SelectMoveCalls, ThirtyTwoBitTransposingLoadIsLoadData3DV2) {
   Rig r;
   expect_calls(r.with(LoadL0{r.at(r.l1f), r.at(r.l0bf), DTypeCode::f32, C(64), C(16), C(8), C(32), C(48), true}, 15),
@@ -211,7 +235,7 @@ TEST(SelectMoveCalls, ConstantFieldOverflowIsAnErrorAtTheLine) {
                "DataCopyExtParams.blockCount = 4096 (rows) is outside");
   expect_error(r.with(CopyUbToUb{r.at(r.ub), r.at(r.ub2), DTypeCode::f32, C(2), C(32) , C(32 * 70000), C(32)}, 22), 22,
                "DataCopyParams.srcStride = 69999 (32 B blocks) is outside 0..65535");
-  expect_error(r.with(LoadL0{r.at(r.l1), r.at(r.l0a), DTypeCode::f16, C(16), C(0), C(0), C(16), C(16 * 256), false}, 23),
+  expect_error(r.with(LoadL0{r.at(r.l1), r.at(r.l0a), DTypeCode::f16, C(4096), C(0), C(0), C(4096), C(16 * 256), false}, 23),
                23, "LoadData2DParams.repeatTimes = 256 (fractals per fractal row) is outside 0..255");
   expect_error(r.with(CopyUbToGm{r.at(r.ub), r.x(), DTypeCode::f32, C(4), C(64), C(32), C(64)}, 24), 24,
                "negative gap between rows");

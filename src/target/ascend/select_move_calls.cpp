@@ -217,19 +217,53 @@ class Selector {
         base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = ci(1), sstride = r1;
       }
     }
+    // Destination fractal (i, j) (i < outer, j < inner) lies at dst + (i * inner + j) * 512 B and is
+    // read from source fractal base + i * step + j * sstride (fractal f of the Nz matrix at f * 512 B).
     const char* call = "LoadData2DParams";
-    // One LoadData per destination fractal row; fractal f of the source Nz matrix starts at f * 512 B.
-    ir::Var i = ir::var("tw_i", DTypeCode::i32);
     LoadData2D x;
-    x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, step)), ci(frac)))};
-    x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(mul(i, inner), ci(frac)))};
     x.dtype = c.dtype;
     x.startIndex = ci(0);
+    x.sid = ci(0);
+    x.ifTranspose = c.transpose;
+    auto known = [](const Expr& e) { return ir::as_const_int(simp(e)); };
+    auto o = known(outer), n = known(inner), st = known(step), ss = known(sstride);
+    ir::Var i = ir::var("tw_i", DTypeCode::i32);
+    if (o && n && st && ss && (*o == 1 || *n == 1 || *st == *n * *ss)) {
+      // the source runs through the destination's order with one stride: one call for the window
+      // (calls of 255 fractals, the width of repeatTimes, and one for the rest)
+      const int64_t total = *o * *n, stride = *n == 1 ? *st : *ss;
+      x.srcStride = field(call, "srcStride", ci(stride), 0, kU16, "512 B fractals");
+      x.dstGap = ci(0);
+      auto chunk = [&](const Expr& first, int64_t count) {
+        LoadData2D y = x;
+        y.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(first, ci(stride))), ci(frac)))};
+        y.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(first, ci(frac)))};
+        y.repeatTimes = ci(count);
+        return ins(std::move(y));
+      };
+      if (total <= kU8) return chunk(ci(0), total);
+      std::vector<StmtPtr> calls;
+      if (total / kU8 == 1) calls.push_back(chunk(ci(0), kU8));
+      else calls.push_back(for_(i, ci(total / kU8), chunk(mul(i, ci(kU8)), kU8), span_));
+      if (total % kU8) calls.push_back(chunk(ci(total / kU8 * kU8), total % kU8));
+      return seq(std::move(calls), span_);
+    }
+    if (o && n && *n < *o && *o <= kU8 && *n - 1 <= kU16) {
+      // fewer fractal columns than rows: one call per destination fractal column, its fractals
+      // inner apart (dstGap inner - 1)
+      x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, sstride)), ci(frac)))};
+      x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(i, ci(frac)))};
+      x.repeatTimes = field(call, "repeatTimes", outer, 0, kU8, "fractals per fractal column");
+      x.srcStride = field(call, "srcStride", step, 0, kU16, "512 B fractals");
+      x.dstGap = ci(*n - 1);
+      return for_(i, inner, ins(std::move(x)), span_);
+    }
+    // one call per destination fractal row
+    x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, step)), ci(frac)))};
+    x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(mul(i, inner), ci(frac)))};
     x.repeatTimes = field(call, "repeatTimes", inner, 0, kU8, "fractals per fractal row");
     x.srcStride = field(call, "srcStride", sstride, 0, kU16, "512 B fractals");
-    x.sid = ci(0);
     x.dstGap = ci(0);
-    x.ifTranspose = c.transpose;
     return for_(i, outer, ins(std::move(x)), span_);
   }
 

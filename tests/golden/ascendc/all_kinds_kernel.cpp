@@ -93,17 +93,15 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
         LoadData(l0a[((tw_i_ * 4) * 256)], l1[(tw_i_ * 256)], tw_p);  // line 84
       }
     }
-    for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
-      {
-        LoadData2DParams tw_p;
-        tw_p.startIndex = 0;
-        tw_p.repeatTimes = 4;
-        tw_p.srcStride = 1;
-        tw_p.sid = 0;
-        tw_p.dstGap = 0;
-        tw_p.ifTranspose = false;
-        LoadData(l0b[((tw_i_ * 4) * 256)], l1[((tw_i_ * 4) * 256)], tw_p);  // line 84
-      }
+    {
+      LoadData2DParams tw_p;
+      tw_p.startIndex = 0;
+      tw_p.repeatTimes = 16;
+      tw_p.srcStride = 1;
+      tw_p.sid = 0;
+      tw_p.dstGap = 0;
+      tw_p.ifTranspose = false;
+      LoadData(l0b, l1, tw_p);  // line 84
     }
     {
       LoadData3DParamsV2<float> tw_p;

@@ -132,17 +132,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             }
           }
           WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 24
-          for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
-            {
-              LoadData2DParams tw_p;
-              tw_p.startIndex = 0;
-              tw_p.repeatTimes = 4;
-              tw_p.srcStride = 1;
-              tw_p.sid = 0;
-              tw_p.dstGap = 0;
-              tw_p.ifTranspose = false;
-              LoadData(K_shared_l0[((tw_i_ * 4) * 128)], K_shared[((tw_i_ * 4) * 128)], tw_p);  // line 24
-            }
+          {
+            LoadData2DParams tw_p;
+            tw_p.startIndex = 0;
+            tw_p.repeatTimes = 32;
+            tw_p.srcStride = 1;
+            tw_p.sid = 0;
+            tw_p.dstGap = 0;
+            tw_p.ifTranspose = false;
+            LoadData(K_shared_l0, K_shared, tw_p);  // line 24
           }
           SetFlag<HardEvent::MTE1_M>(0);  // line 24
           WaitFlag<HardEvent::MTE1_M>(0);  // line 24
@@ -321,17 +319,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               }
             }
             WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 24
-            for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
-              {
-                LoadData2DParams tw_p;
-                tw_p.startIndex = 0;
-                tw_p.repeatTimes = 4;
-                tw_p.srcStride = 1;
-                tw_p.sid = 0;
-                tw_p.dstGap = 0;
-                tw_p.ifTranspose = false;
-                LoadData(K_shared_l0[(4096 + ((tw_i_ * 4) * 128))], K_shared[((tw_i_ * 4) * 128)], tw_p);  // line 24
-              }
+            {
+              LoadData2DParams tw_p;
+              tw_p.startIndex = 0;
+              tw_p.repeatTimes = 32;
+              tw_p.srcStride = 1;
+              tw_p.sid = 0;
+              tw_p.dstGap = 0;
+              tw_p.ifTranspose = false;
+              LoadData(K_shared_l0[4096], K_shared, tw_p);  // line 24
             }
             SetFlag<HardEvent::MTE1_M>(1);  // line 24
             WaitFlag<HardEvent::MTE1_M>(1);  // line 24

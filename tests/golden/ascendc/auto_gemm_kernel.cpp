@@ -101,16 +101,16 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       SetFlag<HardEvent::MTE2_MTE1>(1);  // line 12
       WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 13
       WaitFlag<HardEvent::M_MTE1>(0);  // line 13
-      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
           LoadData2DParams tw_p;
           tw_p.startIndex = 0;
-          tw_p.repeatTimes = 4;
-          tw_p.srcStride = 8;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 1;
           tw_p.sid = 0;
-          tw_p.dstGap = 0;
+          tw_p.dstGap = 3;
           tw_p.ifTranspose = false;
-          LoadData(A_shared_l0[((tw_i_ * 4) * 256)], A_shared[(tw_i_ * 256)], tw_p);  // line 13
+          LoadData(A_shared_l0[(tw_i_ * 256)], A_shared[((tw_i_ * 8) * 256)], tw_p);  // line 13
         }
       }
       SetFlag<HardEvent::MTE1_MTE2>(0);  // line 13
@@ -180,16 +180,16 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       SetFlag<HardEvent::MTE2_MTE1>(1);  // line 12
       WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 13
       WaitFlag<HardEvent::M_MTE1>(1);  // line 13
-      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
           LoadData2DParams tw_p;
           tw_p.startIndex = 0;
-          tw_p.repeatTimes = 4;
-          tw_p.srcStride = 8;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 1;
           tw_p.sid = 0;
-          tw_p.dstGap = 0;
+          tw_p.dstGap = 3;
           tw_p.ifTranspose = false;
-          LoadData(A_shared_l0[(8192 + ((tw_i_ * 4) * 256))], A_shared[(tw_i_ * 256)], tw_p);  // line 13
+          LoadData(A_shared_l0[(8192 + (tw_i_ * 256))], A_shared[((tw_i_ * 8) * 256)], tw_p);  // line 13
         }
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 13

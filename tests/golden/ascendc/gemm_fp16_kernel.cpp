@@ -112,16 +112,16 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       if (k >= 2) {
         WaitFlag<HardEvent::M_MTE1>(s);  // line 22
       }
-      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
           LoadData2DParams tw_p;
           tw_p.startIndex = 0;
-          tw_p.repeatTimes = 4;
-          tw_p.srcStride = 8;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 1;
           tw_p.sid = 0;
-          tw_p.dstGap = 0;
+          tw_p.dstGap = 3;
           tw_p.ifTranspose = false;
-          LoadData(A_l0a[((s * 8192) + ((tw_i_ * 4) * 256))], A_l1[((s * 8192) + (tw_i_ * 256))], tw_p);  // line 22
+          LoadData(A_l0a[((s * 8192) + (tw_i_ * 256))], A_l1[((s * 8192) + ((tw_i_ * 8) * 256))], tw_p);  // line 22
         }
       }
       for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {

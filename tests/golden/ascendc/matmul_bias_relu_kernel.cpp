@@ -114,16 +114,16 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
       if (k > 0) {
         WaitFlag<HardEvent::M_MTE1>(0);  // line 59
       }
-      for (int32_t tw_i_ = 0; tw_i_ < 8; ++tw_i_) {
+      for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
           LoadData2DParams tw_p;
           tw_p.startIndex = 0;
-          tw_p.repeatTimes = 4;
-          tw_p.srcStride = 8;
+          tw_p.repeatTimes = 8;
+          tw_p.srcStride = 1;
           tw_p.sid = 0;
-          tw_p.dstGap = 0;
+          tw_p.dstGap = 3;
           tw_p.ifTranspose = false;
-          LoadData(a_l0a[((tw_i_ * 4) * 256)], a_l1[(tw_i_ * 256)], tw_p);  // line 59
+          LoadData(a_l0a[(tw_i_ * 256)], a_l1[((tw_i_ * 8) * 256)], tw_p);  // line 59
         }
       }
       for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
