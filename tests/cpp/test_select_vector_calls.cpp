@@ -232,18 +232,41 @@ TEST(SelectVectorCalls, ScratchReuseStartsWithABarrierUnlessOneIsThere) {
             "  V L0 Mul a[0] <- a[0], tw_vec_scratch[0] float32 mask=64 repeat=8 blk=(1, 1, 0) rep=(8, 8, 1)  @9\n");
 }
 
-TEST(SelectVectorCalls, ConstantFieldOverflowIsALocatedError) {
+// Rows more than 255 blocks of 32 B apart: no uint8 repeat stride reaches the next row, so the
+// calls go along each row (elementwise: one level-2 call per row).
+TEST(SelectVectorCalls, RowsWiderThan255BlocksAreOneCallPerRow) {
   Prog g;
-  // rows 4096 floats apart: 512 blocks of 32 B do not fit the uint8 repeat stride
-  g.with(VecUnary{VecUnOp::Relu, DTypeCode::f32, Prog::op(0, C(4096)), Prog::op(0, C(4096)), C(2), C(64)}, 42);
+  // rows 4096 floats apart: 512 blocks
+  g.with(VecUnary{VecUnOp::Relu, DTypeCode::f32, Prog::op(0, C(4096)), Prog::op(1, C(4096)), C(2), C(3000)}, 42);
+  EXPECT_EQ(g.code(),
+            "  for tw_row in range(2):\n"
+            "    V L2 Relu a[tw_row * 16384] <- b[tw_row * 16384] float32 count=3000  @42\n");
+}
+
+// A symbolic row stride is used only when it is provably a whole number of 32 B blocks.
+TEST(SelectVectorCalls, SymbolicRowStrideMustBeProvablyAWholeNumberOfBlocks) {
+  Prog g;
+  Expr padded = ir::binary(BinOp::Mul, ir::binary(BinOp::CeilDiv, g.n, C(8)), C(8));  // ceildiv(n, 8) * 8 floats
+  g.with(VecUnary{VecUnOp::Abs, DTypeCode::f32, Prog::op(0, padded), Prog::op(1, padded), C(4), C(16)}, 44);
+  EXPECT_EQ(g.code(),
+            "  V L0 Abs a[0] <- b[0] float32 mask=16 repeat=4 blk=(1, 1) rep=(ceildiv(n, 8) * 32 // 32, "
+            "ceildiv(n, 8) * 32 // 32)  @44\n");
+  g.with(VecUnary{VecUnOp::Abs, DTypeCode::f32, Prog::op(0, g.n), Prog::op(1, C(16)), C(4), C(16)}, 45);
   try {
     select_vector_calls(g.p, b2());
     FAIL() << "expected an error";
   } catch (const ir::Error& e) {
-    EXPECT_EQ(e.message(), "the repeat stride of the destination (in 32 B blocks) is 512, but the AscendC field is uint8 (0..255)");
-    EXPECT_EQ(e.hint(), "use rows of at most 2040 float32 elements, or a tile whose rows are contiguous");
-    EXPECT_EQ(e.span().line, 42);
+    EXPECT_NE(e.message().find("the destination of this vector instruction has rows n * 4 B apart, a run-time value not "
+                               "provably a multiple of 32 B"),
+              std::string::npos)
+        << e.message();
+    EXPECT_NE(e.hint().find("ceildiv(n, 8) * 8"), std::string::npos) << e.hint();
+    EXPECT_EQ(e.span().line, 45);
   }
+}
+
+TEST(SelectVectorCalls, ConstantFieldOverflowIsALocatedError) {
+  Prog g;
   // rows not a whole number of 32 B blocks apart
   g.with(VecUnary{VecUnOp::Relu, DTypeCode::f32, Prog::op(0, C(20)), Prog::op(0, C(20)), C(2), C(16)}, 43);
   try {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
 #include "ir/printer.h"
 #include "target/ascend/pass_util.h"
@@ -22,6 +23,24 @@ Expr mul(const Expr& a, const Expr& b) { return bin(BinOp::Mul, a, b); }
 std::optional<int64_t> cst(const Expr& e) { return e ? ir::as_const_int(e) : std::nullopt; }
 
 constexpr int64_t kMaxRepeat = 255;  // repeatTimes is uint8
+
+// A positive constant that provably divides the integer value of e (1 when nothing is known):
+// constants, products, sums and differences, min / max of such terms.
+int64_t known_factor(const Expr& e) {
+  if (!e) return 1;
+  if (auto v = ir::as_const_int(e)) return *v == 0 ? 0 : std::abs(*v);
+  if (e->kind != ir::ExprKind::Binary) return 1;
+  const auto* b = ir::as<ir::BinaryNode>(e);
+  int64_t fa = known_factor(b->a), fb = known_factor(b->b);
+  switch (b->op) {
+    case BinOp::Mul: return fa == 0 || fb == 0 ? 0 : fa * fb;
+    case BinOp::Add:
+    case BinOp::Sub:
+    case BinOp::Min:
+    case BinOp::Max: return std::gcd(fa, fb);
+    default: return 1;
+  }
+}
 
 // One level-0 chunk: the row and column it starts at (elements), its mask and repeat.
 struct Chunk {
@@ -165,18 +184,55 @@ class Selector {
   // The repeat stride (32 B blocks) of a 2-D operand read or written row by row. With one row the
   // stride is never used: no checks, and a value that does not fit is printed as 0.
   Expr rep_stride(const VecOperand& v, DType t, const Expr& rows, const char* role) const {
-    Expr bytes = mul(v.row_stride, C(t.bytes())), blocks = bin(BinOp::FloorDiv, bytes, C(32));
+    Expr blocks = bin(BinOp::FloorDiv, mul(v.row_stride, C(t.bytes())), C(32));
     if (auto r = cst(rows); r && *r == 1) {
       auto b = cst(blocks);
       return b && (*b < 0 || *b > 255) ? C(0) : blocks;
     }
+    aligned_rows(v, t, rows, role);
+    return u8(blocks, "the repeat stride of the " + std::string(role) + " (in 32 B blocks)",
+              "use rows of at most " + std::to_string(255 * 32 / t.bytes()) + " " + std::string(t.name()) +
+                  " elements, or a tile whose rows are contiguous");
+  }
+  // Rows of a 2-D operand (more than one) must start on 32 B blocks: a constant row stride in bytes
+  // is a multiple of 32, a symbolic one provably so (known_factor); else a located error (flooring
+  // the stride would address the wrong rows).
+  void aligned_rows(const VecOperand& v, DType t, const Expr& rows, const char* role) const {
+    if (auto r = cst(rows); r && *r == 1) return;
+    Expr bytes = mul(v.row_stride, C(t.bytes()));
+    if (!cst(bytes) && known_factor(bytes) % 32 != 0)
+      throw Error("the " + std::string(role) + " of this vector instruction has rows " + ir::print(bytes) +
+                      " B apart, a run-time value not provably a multiple of 32 B: a level-0 repeat stride counts 32 B "
+                      "blocks (flooring it would address the wrong rows)",
+                  span_, "give the tile a row length that is a constant, or a multiple of " + std::to_string(32 / t.bytes()) +
+                             " " + std::string(t.name()) + " elements by construction (e.g. ceildiv(n, " +
+                             std::to_string(32 / t.bytes()) + ") * " + std::to_string(32 / t.bytes()) + ")");
     if (auto b = cst(bytes); b && *b % 32 != 0)
       throw Error("the " + std::string(role) + " of this vector instruction has rows " + std::to_string(*b) +
                       " B apart, not a multiple of 32 B: a level-0 repeat stride counts 32 B blocks",
                   span_, "give the tile a row length whose bytes are a multiple of 32 (pad the columns)");
-    return u8(blocks, "the repeat stride of the " + std::string(role) + " (in 32 B blocks)",
-              "use rows of at most " + std::to_string(255 * 32 / t.bytes()) + " " + std::string(t.name()) +
-                  " elements, or a tile whose rows are contiguous");
+  }
+  // Rows more than 255 blocks of 32 B apart (a constant stride): no uint8 repeat stride reaches the
+  // next row, so the calls go along each row instead (one row per call, in a Program For).
+  static bool wide(const VecOperand& v, DType t, const Expr& rows) {
+    if (auto r = cst(rows); r && *r == 1) return false;
+    auto b = cst(mul(v.row_stride, C(t.bytes())));
+    return b && *b % 32 == 0 && *b / 32 > kMaxRepeat;
+  }
+  // The calls over one row of `cols` elements, `per_repeat` per repeat: body(index of the first
+  // repeat in the row, mask, repeat) for the whole repeats (calls of <= max_rep, the row read with a
+  // repeat stride of per_repeat elements) and once for the rest (one repeat, a smaller mask).
+  void along_row(const Expr& cols, int64_t per_repeat, std::vector<StmtPtr>& out,
+                 const std::function<void(const Expr&, const Expr&, const Expr&, std::vector<StmtPtr>&)>& body,
+                 int64_t max_rep = kMaxRepeat) {
+    Expr full = bin(BinOp::FloorDiv, cols, C(per_repeat));
+    Expr tail = bin(BinOp::Sub, cols, mul(full, C(per_repeat)));
+    guarded(full, C(1), out, [&](std::vector<StmtPtr>& o) {
+      level0(full, C(per_repeat), per_repeat, o, [&](const Chunk& k, std::vector<StmtPtr>& b) {
+        body(k.r0, k.mask, k.rep, b);
+      }, max_rep);
+    });
+    guarded(tail, C(1), out, [&](std::vector<StmtPtr>& o) { body(full, tail, C(1), o); });
   }
   static Expr one(DType t) { return t.is_float() ? ir::float_imm(1.0, t) : ir::int_imm(1, t); }
 
@@ -193,6 +249,7 @@ class Selector {
   // Reserves `bytes` of the core's scratch buffer (one per core, sized to the largest need) and
   // returns its index.
   int scratch(int64_t bytes) {
+    bytes += scratch_base_;
     if (scratch_ < 0) {
       scratch_ = static_cast<int>(out_.buffers.size());
       std::string name = "tw_vec_scratch";
@@ -252,6 +309,20 @@ class Selector {
         if (e.a) c.src0 = e.a->at;
         if (e.b) c.src1 = e.b->at;
         call(c, o);
+        return;
+      }
+      if (wide(*e.dst, e.dtype, rows) || (e.a && wide(*e.a, e.src_dtype, rows)) ||
+          (e.b && wide(*e.b, e.src_dtype, rows))) {
+        // rows too far apart for a repeat stride: one level-2 call per row
+        aligned_rows(*e.dst, e.dtype, rows, "destination");
+        if (e.a) aligned_rows(*e.a, e.src_dtype, rows, "first source");
+        if (e.b) aligned_rows(*e.b, e.src_dtype, rows, "second source");
+        ir::Var r = ir::var("tw_row");
+        auto row = [&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); };
+        VecCallL2 c{e.api, e.dtype, e.src_dtype, row(*e.dst, db), {}, {}, e.scalar, e.round, cols};
+        if (e.a) c.src0 = row(*e.a, sb);
+        if (e.b) c.src1 = row(*e.b, sb);
+        o.push_back(for_(r, rows, instr(c, span_), span_));
         return;
       }
       Expr drep = rep_stride(*e.dst, e.dtype, rows, "destination");
@@ -334,8 +405,12 @@ class Selector {
   void row_reduce(const VecReduce& x, std::vector<StmtPtr>& out) {
     const DType t = x.dtype;
     const int64_t eb = t.bytes(), P = 256 / eb;
-    Expr srep = rep_stride(x.src, t, x.rows, "source");
     auto cols = cst(x.cols);
+    if (wide(x.src, t, x.rows)) {
+      wide_row_reduce(x, out);
+      return;
+    }
+    Expr srep = rep_stride(x.src, t, x.rows, "source");
     auto whole = [&](const LocalRef& dst, const LocalRef& src, const Expr& mask, const Expr& rep, const Expr& dst_rep,
                      const Expr& src_rep, std::vector<StmtPtr>& body) {
       call(WholeReduce{x.op, t, dst, src, mask, rep, dst_rep, C(1), src_rep}, body);
@@ -357,7 +432,7 @@ class Selector {
     if (x.op != ReduceOp::Sum) {
       // Fold the column chunks into one repeat-wide row per row (rows P elements = 8 blocks apart).
       int buf = scratch(rows * 256);
-      LocalRef s{buf, C(0)};
+      LocalRef s{buf, C(scratch_base_)};
       reuse_barrier(out);  // the scratch area may still be read by an earlier V instruction
       level0(x.rows, C(P), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
         call(VecCallL0{VecApi::Muls, t, t, at(s, mul(k.r0, C(P)), eb), at(x.src, k, eb), {}, one(t),
@@ -383,7 +458,7 @@ class Selector {
     // Sum. Step 1: reduce each column chunk of every row to scratch[r * S + j]; step 2: the partials.
     const int64_t S = round_up(chunks * eb, 32) / eb;
     int buf = scratch(rows * S * eb);
-    LocalRef s{buf, C(0)};
+    LocalRef s{buf, C(scratch_base_)};
     reuse_barrier(out);
     for (int64_t j = 0; j < chunks; ++j) {
       level0(x.rows, C(std::min(P, *cols - j * P)), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
@@ -394,9 +469,66 @@ class Selector {
       });
     }
     barrier(out);
-    level0(x.rows, C(chunks), P, out, [&](const Chunk& k, std::vector<StmtPtr>& body) {
-      whole(at(x.dst.at, k.r0, eb), at(s, mul(k.r0, C(S)), eb), k.mask, k.rep, C(1), C(S * eb / 32), body);
-    });
+    partials(x, s, S, chunks, rows * S * eb, out);
+  }
+
+  // Step 2 of a row reduce: dst = the reduce of the `n` partial results per row at s (rows S
+  // elements apart), itself a row reduce (more than one repeat of partials: in stages), whose
+  // scratch lies after the partials' `bytes`.
+  void partials(const VecReduce& x, const LocalRef& s, int64_t S, int64_t n, int64_t bytes, std::vector<StmtPtr>& out) {
+    VecReduce y = x;
+    y.src = VecOperand{s, C(S)};
+    y.cols = C(n);
+    const int64_t base = scratch_base_;
+    scratch_base_ += round_up(bytes, 32);
+    row_reduce(y, out);
+    scratch_base_ = base;
+  }
+
+  // A row reduce whose source rows are more than 255 blocks apart: per row (a Program For), the
+  // WholeReduce repeats go along the row (repeat stride 8 blocks), one partial result per 256 B of
+  // columns into scratch[r * S + j]; then the partials are reduced (partials()). Float Max/Min write
+  // 8-byte aligned destinations only (WholeReduceMax.md): the whole repeats start at an even
+  // partial (calls of 254); when their count is odd the last, partial repeat is issued first,
+  // together with the whole repeat before it (both under its mask, an even start), and the whole
+  // repeats then overwrite that one with its true result (Max/Min of a subset is overwritten).
+  void wide_row_reduce(const VecReduce& x, std::vector<StmtPtr>& out) {
+    const DType t = x.dtype;
+    const int64_t eb = t.bytes(), P = 256 / eb;
+    auto cols = cst(x.cols);
+    if (!cols)
+      throw Error("row reduce over " + ir::print(x.cols) + " columns with a symbolic size is not supported (rows "
+                  "more than 8160 B apart are reduced through a scratch area of known size)",
+                  span_, "use a constant tile shape");
+    aligned_rows(x.src, t, x.rows, "source");
+    const int64_t full = *cols / P, tail = *cols % P, n = full + (tail ? 1 : 0);
+    const int64_t S = round_up(n * eb, 32) / eb, rows = max_rows(x.rows, x.dst.at, eb);
+    const bool even = x.op != ReduceOp::Sum && eb == 4;
+    int buf = scratch(rows * S * eb);
+    LocalRef s{buf, C(scratch_base_)};
+    reuse_barrier(out);
+    ir::Var r = ir::var("tw_row");
+    auto src = [&](const Expr& c0) { return at(x.src.at, add(mul(r, x.src.row_stride), c0), eb); };
+    auto part = [&](const Expr& j) { return at(s, add(mul(r, C(S)), j), eb); };
+    auto whole = [&](const Expr& j, const Expr& c0, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& body) {
+      call(WholeReduce{x.op, t, part(j), src(c0), mask, rep, C(1), C(1), C(P * eb / 32)}, body);
+    };
+    const bool tail_first = tail && even && full % 2 == 1;
+    if (tail_first) {
+      std::vector<StmtPtr> body;
+      whole(C(full - 1), C((full - 1) * P), C(tail), C(2), body);
+      out.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
+      barrier(out);
+    }
+    std::vector<StmtPtr> body;
+    if (full > 0)
+      along_row(C(full * P), P, body, [&](const Expr& j, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& b) {
+        whole(j, mul(j, C(P)), mask, rep, b);
+      }, even ? kMaxRepeat - 1 : kMaxRepeat);
+    if (tail && !tail_first) whole(C(full), C(full * P), C(tail), C(1), body);
+    out.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
+    barrier(out);
+    partials(x, s, S, n, rows * S * eb, out);
   }
 
   // ---- row broadcast
@@ -406,17 +538,44 @@ class Selector {
       const DType t = x.dtype;
       const int64_t eb = t.bytes(), rows = max_rows(x.rows, x.vec, eb);
       int buf = scratch((rows + 7) / 8 * 8 * 32);
-      LocalRef s{buf, C(0)};
+      LocalRef s{buf, C(scratch_base_)};
       reuse_barrier(o);  // the scratch area may still be read by an earlier V instruction
-      // One 32 B block per row holding vec[r], read with block stride 0 by the binary op.
-      call(Brcb{t, s, x.vec,
-                u8(bin(BinOp::CeilDiv, x.rows, C(8)), "Brcb's repeatTimes (ceil(rows / 8) for " + ir::print(x.rows) + " rows)",
-                   "broadcast at most 2040 rows per instruction (split the tile's rows)"),
-                C(1), C(8)},
-           o);
+      // One 32 B block per row holding vec[r], read with block stride 0 by the binary op; Brcb's
+      // repeatTimes (8 rows each) is uint8: calls of 255 repeats (2040 rows) when rows may be more.
+      Expr nrep = bin(BinOp::CeilDiv, x.rows, C(8));
+      auto brcb = [&](const Expr& first, const Expr& rep, std::vector<StmtPtr>& b) {
+        call(Brcb{t, at(s, mul(first, C(8 * 32 / eb)), eb), at(x.vec, mul(first, C(8)), eb), rep, C(1), C(8)}, b);
+      };
+      if ((rows + 7) / 8 <= kMaxRepeat) {
+        brcb(C(0), nrep, o);
+      } else {
+        ir::Var i = ir::var("tw_b"), rep = ir::var("tw_brep");
+        std::vector<StmtPtr> body;
+        body.push_back(let(rep, bin(BinOp::Min, bin(BinOp::Sub, nrep, mul(i, C(kMaxRepeat))), C(kMaxRepeat)), span_));
+        brcb(mul(i, C(kMaxRepeat)), rep, body);
+        o.push_back(for_(i, bin(BinOp::CeilDiv, nrep, C(kMaxRepeat)), seq(std::move(body), span_), span_));
+      }
       barrier(o);
+      const int64_t P = 256 / eb;
+      if (wide(x.dst, t, x.rows) || wide(x.a, t, x.rows)) {
+        // rows too far apart for a repeat stride: per row, the repeats go along the row (repeat
+        // stride 8 blocks) and all read the row's block (block and repeat stride 0)
+        aligned_rows(x.dst, t, x.rows, "destination");
+        aligned_rows(x.a, t, x.rows, "first source");
+        ir::Var r = ir::var("tw_row");
+        std::vector<StmtPtr> body;
+        along_row(x.cols, P, body, [&](const Expr& j, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& b) {
+          Expr c0 = mul(j, C(P));
+          call(VecCallL0{binary_api(x.op), t, t, at(x.dst.at, add(mul(r, x.dst.row_stride), c0), eb),
+                         at(x.a.at, add(mul(r, x.a.row_stride), c0), eb), at(s, mul(r, C(32 / eb)), eb), {},
+                         RoundMode::None, mask, rep, C(1), C(1), C(0), C(8), C(8), C(0)},
+               b);
+        });
+        o.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
+        return;
+      }
       Expr drep = rep_stride(x.dst, t, x.rows, "destination"), arep = rep_stride(x.a, t, x.rows, "first source");
-      level0(x.rows, x.cols, 256 / eb, o, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+      level0(x.rows, x.cols, P, o, [&](const Chunk& k, std::vector<StmtPtr>& body) {
         call(VecCallL0{binary_api(x.op), t, t, at(x.dst, k, eb), at(x.a, k, eb), at(s, mul(k.r0, C(32 / eb)), eb), {},
                        RoundMode::None, k.mask, k.rep, C(1), C(1), C(0), drep, arep, C(1)},
              body);
@@ -435,6 +594,7 @@ class Selector {
   CoreType core_ = CoreType::AIV;
   int scratch_ = -1;
   int64_t scratch_need_ = 0;
+  int64_t scratch_base_ = 0;  // the bytes of the scratch area below the expansion's own part (row reduce partials)
   Span scratch_span_;
   Span span_;
 };
