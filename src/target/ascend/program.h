@@ -169,8 +169,8 @@ struct CopyUbToUb {
   ir::Expr n_rows, row_bytes, src_stride, dst_stride;
 };
 
-// MTE1. L1 (Nz) -> L0A (Zz) or L0B (Zn), AscendC LoadData(LoadData2DParams) (one call per
-// fractal row, printed as a loop). The source is the Nz matrix at src with strip height
+// MTE1. L1 (Nz) -> L0A (Zz) or L0B (Zn), AscendC LoadData(LoadData2DParams) (select_move_calls
+// issues the fewest calls the layouts allow). The source is the Nz matrix at src with strip height
 // src_rows; the window starts at (src_row, src_col) (multiples of 16 and C0).
 // The destination is the logical dst_rows x dst_cols matrix (L0A: M x K in Zz; L0B: K x N in Zn;
 // dims multiples of 16 / C0):

@@ -13,8 +13,12 @@
 //   CopyUbToUb  -> DataCopyUbToUb (DataCopyParams: everything in 32 B blocks).
 //                  A copy of one row has gaps 0 (the API does not use them). A row count that is not
 //                  a positive constant is guarded: `if (n_rows > 0)` (blockCount is 1..4095).
-//   LoadL0      -> for (tw_i < fractal rows of the destination) LoadData2D (one call per destination
-//                  fractal row: repeatTimes fractals, srcStride between source fractals), or, for a
+//   LoadL0      -> the fewest LoadData2D calls the layouts allow (each: repeatTimes fractals,
+//                  srcStride between source fractals, dstGap between destination fractals): one
+//                  call when the source fractals run through the destination's order with one
+//                  stride (calls of 255 when more); else, with constant sizes and fewer destination
+//                  fractal columns than rows, for (tw_i < columns) one call per column (dstGap =
+//                  columns - 1); else for (tw_i < fractal rows) one call per row. For a
 //                  transposing 32-bit load into L0B, one LoadData3DV2 (1 x 1 img2col).
 //   Fixpipe     -> FixpipeV220 with quantPre chosen from the dtype pair (fp32 -> fp16 F322F16,
 //                  fp32 -> bf16 F322BF16, fp32 -> fp32 and int32 -> int32 NoQuant).

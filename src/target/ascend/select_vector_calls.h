@@ -8,16 +8,23 @@
 // - Level-2 (count = rows * cols) when every operand is contiguous (row_stride == cols, or one
 //   row); else level-0: repeat = rows in chunks of <= 255 (a Program For with a Let of the chunk's
 //   repeat when rows is not a constant <= 255), mask = cols in chunks of <= 256 B of elements (a
-//   For likewise), block strides 1, repeat strides row_stride * bytes / 32.
+//   For likewise), block strides 1, repeat strides row_stride * bytes / 32 (a run-time row stride
+//   only when provably a multiple of 32 B, else a located error).
+// - Rows more than 255 blocks of 32 B apart (no uint8 repeat stride reaches the next row): a For
+//   over the rows, one level-2 call per row (elementwise), or per row the repeats along the row
+//   (repeat stride 8 blocks) and a call for the rest (row broadcast; row reduce: one partial per
+//   repeat into the scratch area, then the partials reduced as a row reduce).
 // - Scalar Sub is Adds(-s); scalar Div is Muls(1 / s) (one extra rounding against a true division).
 // - Row reduce: WholeReduceSum/Max/Min when a row fits one repeat; wider rows (constant cols):
-//   Sum reduces every column chunk into the scratch area, then the partial sums; Max/Min copy chunk
+//   Sum reduces every column chunk into the scratch area, then the partial sums (a row reduce
+//   itself, in stages when they are more than one repeat); Max/Min copy chunk
 //   0 into one repeat-wide scratch row per row (Muls by 1), fold the other chunks into it with
 //   Max/Min and reduce it once (float Max/Min write their results in chunks of 254 rows: an
 //   8-byte aligned destination, WholeReduceMax.md). Column reduce: Muls(dst, row 0, 1), then
 //   Add/Max/Min of each further row (a For over rows - 1).
 // - Row broadcast: Brcb spreads the per-row values to one 32 B block per row in the
-//   scratch area, then a level-0 binary op reads that block with block stride 0.
+//   scratch area (calls of 255 repeats = 2040 rows), then a level-0 binary op reads that block
+//   with block stride 0.
 // - PipeBarrier<PIPE_V> between the dependent calls of one expansion, and before an expansion that
 //   reuses the scratch area (unless the statement just before is one).
 // - Counts: an expansion whose rows or cols may be <= 0 is wrapped in If(rows > 0 && cols > 0);
