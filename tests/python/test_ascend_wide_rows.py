@@ -2,12 +2,21 @@
 whose rows no uint8 repeat stride reaches (docs/ascend.md, "Vector calls"). select_vector_calls
 goes along each row instead (a level-2 call per row; row broadcast and row reduce with their
 repeats along the row), and Brcb over more than 2040 rows is issued in calls of 2040. Expert-mode
-kernels in the 910B simulator against float64 numpy, with zero checker reports."""
+kernels in the 910B simulator against float64 numpy, and the examples' softmax / rms_norm /
+layer_norm (automatic pipeline) against numpy and the cpu target, all with zero checker reports.
+(Each of these stopped with "the repeat stride ... is N, but the AscendC field is uint8" before.)"""
+import importlib
+import os
+import sys
+
 import numpy as np
 import pytest
 
 import tilewright as tw
 import tilewright.language as T
+from tilewright.testing import TOLERANCES, randn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"))
 
 
 def wide_kernel(R, W, C, dtype):
@@ -101,3 +110,25 @@ def test_row_broadcast_over_more_than_2040_rows():
     p = k.profile(x, v)
     assert p["reports"] == []
     np.testing.assert_array_equal(p.outputs, x * v[:, None])
+
+
+# The automatic pipeline: the examples' row kernels with rows of more than 2040 float32 elements
+# (their float32 tiles keep 2-D rows for the row reductions and broadcasts), against float64 numpy
+# and the cpu target.
+@pytest.mark.parametrize("name,M,N,dtype,block_M", [
+    ("softmax", 5, 3000, "float32", 8),
+    ("rms_norm", 7, 2113, "float32", 8),
+    ("layer_norm", 3, 4100, "float16", 2),
+])
+def test_examples_with_wide_rows(name, M, N, dtype, block_M):
+    mod = importlib.import_module(name)
+    rng = np.random.default_rng(3)
+    n_weights = {"softmax": 0, "rms_norm": 1, "layer_norm": 2}[name]
+    inputs = [randn((M, N), dtype, scale=2.0, seed=rng)] + [randn((N,), dtype, seed=rng) for _ in range(n_weights)]
+    factory = getattr(mod, name)
+    p = factory(N, block_M=block_M, dtype=dtype, target="ascend910b").profile(*inputs)
+    assert p["reports"] == []
+    atol, rtol = TOLERANCES[dtype]
+    tw.testing.assert_close(p.outputs, mod.reference(*inputs), atol=atol, rtol=rtol, msg=f"{name} {M}x{N} {dtype}")
+    on_cpu = factory(N, block_M=block_M, dtype=dtype, target="cpu")(*inputs)
+    tw.testing.assert_close(p.outputs, on_cpu, atol=atol, rtol=rtol, msg=f"{name} {M}x{N} {dtype}: ascend vs cpu")
