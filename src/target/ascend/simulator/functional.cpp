@@ -341,10 +341,10 @@ void Machine::functional(Core& c, const RInstr& r) {
             for (int64_t rr = 0; rr < x.n; ++rr) {
               const uint8_t* s = src + (i * x.src_nd_stride + rr * x.src_d) * es;
               uint8_t* d = dst + i * x.nz_matrix_stride * es + rr * x.n_stride * 32;
-              for (int64_t j = 0; j < strips; ++j) {
-                int64_t n = std::min<int64_t>(c0, x.d - j * c0);
-                std::memcpy(d + j * x.c0_stride * 32, s + j * c0 * es, static_cast<size_t>(n * es));
-              }
+              int64_t whole = x.d / c0;  // whole 32 B strips: a fixed-size (inlined) copy each
+              for (int64_t j = 0; j < whole; ++j) std::memcpy(d + j * x.c0_stride * 32, s + j * 32, 32);
+              if (whole < strips)
+                std::memcpy(d + whole * x.c0_stride * 32, s + whole * 32, static_cast<size_t>((x.d - whole * c0) * es));
             }
         } else if constexpr (std::is_same_v<T, RDataCopy>) {
           const uint8_t* src = base(c, x.src).data + x.src.off;
@@ -372,7 +372,7 @@ void Machine::functional(Core& c, const RInstr& r) {
             const uint8_t* s = S + (x.start + i * x.src_stride) * 512;
             uint8_t* d = D + i * (1 + x.dst_gap) * 512;
             if (!x.transpose) {
-              std::memmove(d, s, 512);
+              std::memcpy(d, s, 512);  // L1 -> L0A/L0B: never overlapping
               continue;
             }
             uint8_t t[512];  // a 16 x 16 matrix of 16-bit elements, transposed
