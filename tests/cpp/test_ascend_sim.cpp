@@ -257,6 +257,89 @@ TEST(AscendSim, TimingOnlyModeGivesTheSameTimeWithoutTouchingData) {
   EXPECT_NE(c, c2);
 }
 
+// Data effects on worker threads (functional_queue.h) give the bits of the calling thread alone,
+// run after run and for any thread count: the multi-core gemm (waves, tails) ...
+TEST(AscendSimThreads, GemmBitsAreTheSameForEveryThreadCount) {
+  const int64_t M = 200, N = 170, K = 150;
+  for (int64_t blocks : {5, 36}) {
+    Program p = make_gemm(M, N, K, 32, 64, 32, blocks);
+    auto a = random_f16(M * K, 11), bm = random_f16(K * N, 12);
+    std::vector<uint16_t> want(M * N, 0);
+    sim::Options one;
+    one.threads = 1;
+    auto r1 = run_sim(p, b2(), {arg(a), arg(bm), arg(want)}, {}, one);
+    EXPECT_TRUE(r1.reports.empty()) << r1.summary();
+    check_gemm(M, N, K, a, bm, want);
+    for (int threads : {2, 3, 5, 8, 2}) {
+      std::vector<uint16_t> got(M * N, 0);
+      sim::Options o;
+      o.threads = threads;
+      auto r = run_sim(p, b2(), {arg(a), arg(bm), arg(got)}, {}, o);
+      EXPECT_EQ(got, want) << threads << " threads, " << blocks << " blocks";
+      EXPECT_EQ(r.total_cycles, r1.total_cycles);
+      EXPECT_EQ(r.summary(), r1.summary());
+    }
+  }
+}
+
+// ... and a race on GM between cores: every block reads X, copies what it read to its row of Y,
+// then overwrites X with its block index. What each block reads is decided by the scheduler's
+// order; the workers must keep it (the race is reported, the same way for every count).
+Program gm_relay(int64_t blocks) {
+  Builder b("relay", KernelType::AIV_ONLY);
+  int X = b.tensor("X", DTypeCode::f32, {8}, true), Y = b.tensor("Y", DTypeCode::f32, {blocks * 8}, true);
+  int x = b.buffer("x", CoreType::AIV, Mem::UB, 0, 32, DTypeCode::f32, 10);
+  int v = b.buffer("v", CoreType::AIV, Mem::UB, 32, 32, DTypeCode::f32, 11);
+  b.p.block_dim = C(blocks);
+  Expr bi = b.p.block_idx;
+  b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::f32, C(1), C(32), C(32), C(32)}, 20);
+  b.set(Pipe::MTE2, Pipe::V, C(0), 21);
+  b.wait(Pipe::MTE2, Pipe::V, C(0), 21);
+  b.emit(VecDup{DTypeCode::f32, vo(v, 8), bi, C(1), C(8)}, 22);
+  b.set(Pipe::V, Pipe::MTE3, C(0), 23);
+  b.wait(Pipe::V, Pipe::MTE3, C(0), 23);
+  b.emit(CopyUbToGm{at(x), gm(Y, mul(bi, C(32))), DTypeCode::f32, C(1), C(32), C(32), C(32)}, 24);
+  b.emit(CopyUbToGm{at(v), gm(X, C(0)), DTypeCode::f32, C(1), C(32), C(32), C(32)}, 25);
+  b.p.aiv = b.take();
+  return b.p;
+}
+
+TEST(AscendSimThreads, RacingGmAccessesKeepTheSchedulersOrder) {
+  const int64_t blocks = 40;  // 40 AIVs, 2 waves on some
+  Program p = gm_relay(blocks);
+  std::vector<float> x1(8, -1.f), y1(blocks * 8, -2.f);
+  sim::Options one;
+  one.threads = 1;
+  auto r1 = run_sim(p, b2(), {arg(x1), arg(y1)}, {}, one);
+  ASSERT_TRUE(r1.has(sim::ReportKind::Race)) << r1.summary();
+  int relayed = 0;  // rows that saw another block's write
+  for (int64_t i = 0; i < blocks; ++i) relayed += y1[i * 8] >= 0;
+  EXPECT_GT(relayed, 0);
+  for (int threads : {2, 3, 4, 7}) {
+    std::vector<float> x(8, -1.f), y(blocks * 8, -2.f);
+    sim::Options o;
+    o.threads = threads;
+    auto r = run_sim(p, b2(), {arg(x), arg(y)}, {}, o);
+    EXPECT_EQ(x, x1) << threads << " threads";
+    EXPECT_EQ(y, y1) << threads << " threads";
+    EXPECT_EQ(r.summary(), r1.summary());
+  }
+}
+
+TEST(AscendSimThreads, NegativeThreadCountIsAnError) {
+  Program p = gm_relay(2);
+  std::vector<float> x(8), y(16);
+  sim::Options o;
+  o.threads = -1;
+  try {
+    run_sim(p, b2(), {arg(x), arg(y)}, {}, o);
+    FAIL() << "no error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Options::threads must be 0 (TW_NUM_THREADS) or a thread count >= 1"),
+              std::string::npos) << e.what();
+  }
+}
+
 // The documented Mmad example: fp16 m=128 n=256 k=512 in 8 steps of k=64; published measured
 // 4209-4225 cycles (ascend-910b.md, "Cube").
 TEST(AscendSim, MmadExampleMatchesPublishedCycles) {

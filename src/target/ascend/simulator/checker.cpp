@@ -105,17 +105,6 @@ bool Checker::ordered(const Epoch& prev, int t) const {
   return prev.clk <= vc(t)[prev.tid];
 }
 
-void Checker::split(Shadow& s, int64_t pos) {
-  auto it = s.upper_bound(pos);
-  if (it == s.begin()) return;
-  --it;
-  if (it->first < pos && it->second.end > pos) {
-    Seg tail = it->second;
-    it->second.end = pos;
-    s.emplace(pos, std::move(tail));
-  }
-}
-
 void Checker::conflict(Core& c, Pipe p, uint32_t uid, const Epoch& prev, bool prev_write, bool write, int space,
                        int64_t a, int64_t b) {
   int t = tid(c, p);
@@ -152,16 +141,32 @@ void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, 
   if (a >= b) return;
   Shadow& s = shadow_[space];
   int t = tid(c, p);
-  split(s, a);
-  split(s, b);
   Epoch cur{static_cast<uint32_t>(t), cur_clk_, uid};
+  // One search: the first segment at or after a, the segment across a split there; the segment
+  // across b is split when the walk reaches it (the same segments as splitting at a and b first).
+  auto it = s.upper_bound(a);
+  if (it != s.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first == a) {
+      it = prev;
+    } else if (prev->second.end > a) {
+      Seg tail = prev->second;
+      prev->second.end = a;
+      it = s.emplace_hint(it, a, std::move(tail));
+    }
+  }
   // check and update every segment in [a, b), filling gaps
-  auto it = s.lower_bound(a);
   int64_t pos = a;
   bool reported = false;
-  std::vector<std::pair<int64_t, int64_t>> gaps;
+  thread_local std::vector<std::pair<int64_t, int64_t>> gaps;
+  gaps.clear();
   while (it != s.end() && it->first < b) {
     if (it->first > pos) gaps.emplace_back(pos, it->first);
+    if (it->second.end > b) {
+      Seg tail = it->second;
+      it->second.end = b;
+      s.emplace_hint(std::next(it), b, std::move(tail));
+    }
     Seg& g = it->second;
     if (!reported) {
       if (g.has_w && g.w.uid != uid && !ordered(g.w, t)) {

@@ -56,7 +56,6 @@ class Checker {
     int64_t cycle;
   };
   bool ordered(const Epoch& prev, int t) const;
-  void split(Shadow& s, int64_t pos);
   void conflict(Core& c, Pipe p, uint32_t uid, const Epoch& prev, bool prev_write, bool write, int space,
                 int64_t a, int64_t b);
   void access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, int64_t b, bool write);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "target/ascend/simulator/machine.h"
+#include "target/ascend/simulator/mmad_kernel.h"
 #include "target/ascend/simulator/numeric.h"
 
 namespace tw::ascend::sim {
@@ -21,6 +22,15 @@ int64_t zz_off(int64_t m, int64_t k, int64_t K1, int64_t c0) {
 }
 int64_t zn_off(int64_t k, int64_t n, int64_t N1, int64_t c0) {
   return (k / c0) * (N1 * 16 * c0) + (n / 16) * (16 * c0) + (n % 16) * c0 + k % c0;
+}
+// fp16 -> fp32 of every bit pattern (num::f16_to_f32), for unpacking Mmad operands.
+const float* f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = num::f16_to_f32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
 }
 bool quant_matches(QuantMode q, ir::DTypeCode from, ir::DTypeCode to) {
   switch (q) {
@@ -309,8 +319,8 @@ inline double unop(VecUnOp op, double x) {
 
 void Machine::functional(Core& c, const RInstr& r) {
   thread_local std::vector<double> ra, rb;
-  thread_local std::vector<float> fa, fb, fc;
-  thread_local std::vector<int32_t> ia, ib, ic;
+  thread_local std::vector<float> fa, fb;
+  thread_local std::vector<uint32_t> ia, ib;
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -331,10 +341,10 @@ void Machine::functional(Core& c, const RInstr& r) {
             for (int64_t rr = 0; rr < x.n; ++rr) {
               const uint8_t* s = src + (i * x.src_nd_stride + rr * x.src_d) * es;
               uint8_t* d = dst + i * x.nz_matrix_stride * es + rr * x.n_stride * 32;
-              for (int64_t j = 0; j < strips; ++j) {
-                int64_t n = std::min<int64_t>(c0, x.d - j * c0);
-                std::memcpy(d + j * x.c0_stride * 32, s + j * c0 * es, static_cast<size_t>(n * es));
-              }
+              int64_t whole = x.d / c0;  // whole 32 B strips: a fixed-size (inlined) copy each
+              for (int64_t j = 0; j < whole; ++j) std::memcpy(d + j * x.c0_stride * 32, s + j * 32, 32);
+              if (whole < strips)
+                std::memcpy(d + whole * x.c0_stride * 32, s + whole * 32, static_cast<size_t>((x.d - whole * c0) * es));
             }
         } else if constexpr (std::is_same_v<T, RDataCopy>) {
           const uint8_t* src = base(c, x.src).data + x.src.off;
@@ -362,7 +372,7 @@ void Machine::functional(Core& c, const RInstr& r) {
             const uint8_t* s = S + (x.start + i * x.src_stride) * 512;
             uint8_t* d = D + i * (1 + x.dst_gap) * 512;
             if (!x.transpose) {
-              std::memmove(d, s, 512);
+              std::memcpy(d, s, 512);  // L1 -> L0A/L0B: never overlapping
               continue;
             }
             uint8_t t[512];  // a 16 x 16 matrix of 16-bit elements, transposed
@@ -382,68 +392,47 @@ void Machine::functional(Core& c, const RInstr& r) {
               std::memcpy(D + zn_off(k, n, N1, c0) * es, srow + ((n / c0) * x.l1h * c0 + n % c0) * es, static_cast<size_t>(es));
           }
         } else if constexpr (std::is_same_v<T, RMmad>) {
+          // unpacks L0A (Zz) and L0B (Zn) into panels once and runs the micro-kernel on L0C in place
           int es = es_of(x.in), c0 = 32 / es;
           const uint8_t* A = base(c, x.a).data + x.a.off;
           const uint8_t* B = base(c, x.b).data + x.b.off;
-          uint8_t* C = base(c, x.c).data + x.c.off;
+          uint8_t* Cp = base(c, x.c).data + x.c.off;
           int64_t m = x.m, n = x.n, k = x.k, K1 = cdiv(k, c0), N1 = cdiv(n, 16), Mp = rup(m, 16);
-          auto zz = [&](int64_t i, int64_t kk) { return zz_off(i, kk, K1, c0); };
-          auto zn = [&](int64_t kk, int64_t j) { return zn_off(kk, j, N1, c0); };
-          auto lc = [&](int64_t i, int64_t j) { return nz_off(i, j, Mp, 16); };
-          if (x.in == ir::DTypeCode::i8) {
-            ia.resize(m * k), ib.resize(k * n), ic.resize(m * n);
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t kk = 0; kk < k; ++kk) ia[i * k + kk] = static_cast<int8_t>(A[zz(i, kk)]);
-            for (int64_t kk = 0; kk < k; ++kk)
-              for (int64_t j = 0; j < n; ++j) ib[kk * n + j] = static_cast<int8_t>(B[zn(kk, j)]);
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t j = 0; j < n; ++j) {
-                int32_t v = 0;
-                if (!x.init) std::memcpy(&v, C + lc(i, j) * 4, 4);
-                ic[i * n + j] = v;
+          auto unpack = [&](auto& pa, auto& pb, auto cvt) {
+            pa.resize(m * k), pb.resize(N1 * k * 16);
+            for (int64_t i = 0; i < m; ++i)  // A row i: K1 runs of c0 contiguous elements
+              for (int64_t kb = 0; kb < K1; ++kb) {
+                const uint8_t* s = A + zz_off(i, kb * c0, K1, c0) * es;
+                for (int64_t q = 0, w = std::min<int64_t>(c0, k - kb * c0); q < w; ++q) pa[i * k + kb * c0 + q] = cvt(s + q * es);
               }
-            for (int64_t i = 0; i < m; ++i) {
-              int32_t* crow = &ic[i * n];
-              for (int64_t kk = 0; kk < k; ++kk) {
-                int32_t a = ia[i * k + kk];
-                const int32_t* brow = &ib[kk * n];
-                for (int64_t j = 0; j < n; ++j) crow[j] += a * brow[j];
+            for (int64_t kb = 0; kb < K1; ++kb)  // B fractal (kb, jb): 16 columns of c0 contiguous k
+              for (int64_t jb = 0; jb < N1; ++jb) {
+                const uint8_t* s = B + zn_off(kb * c0, jb * 16, N1, c0) * es;
+                auto* d = &pb[(jb * k + kb * c0) * 16];
+                for (int64_t j = 0; j < 16; ++j)
+                  for (int64_t q = 0, w = std::min<int64_t>(c0, k - kb * c0); q < w; ++q) d[q * 16 + j] = cvt(s + (j * c0 + q) * es);
               }
-            }
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t j = 0; j < n; ++j) std::memcpy(C + lc(i, j) * 4, &ic[i * n + j], 4);
-            return;
-          }
-          fa.resize(m * k), fb.resize(k * n), fc.resize(m * n);
-          auto ld = [&](const uint8_t* p, int64_t idx) -> float {
-            if (x.in == ir::DTypeCode::f32) { float v; std::memcpy(&v, p + idx * 4, 4); return v; }
-            uint16_t h; std::memcpy(&h, p + idx * 2, 2);
-            return x.in == ir::DTypeCode::f16 ? num::f16_to_f32(h) : num::bf16_to_f32(h);
           };
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t kk = 0; kk < k; ++kk) fa[i * k + kk] = ld(A, zz(i, kk));
-          for (int64_t kk = 0; kk < k; ++kk)
-            for (int64_t j = 0; j < n; ++j) fb[kk * n + j] = ld(B, zn(kk, j));
-          for (int64_t j0 = 0; j0 < n; j0 += 16) {
-            int64_t w = std::min<int64_t>(16, n - j0);
-            for (int64_t i = 0; i < m; ++i) {
-              float* d = &fc[i * n + j0];
-              if (x.init) std::fill(d, d + w, 0.f);
-              else std::memcpy(d, C + lc(i, j0) * 4, static_cast<size_t>(w * 4));
-            }
+          auto run = [&](auto& pa, auto& pb) {
+            using E = std::decay_t<decltype(pa[0])>;
+            MmadPanels<E> p;
+            p.a = pa.data(), p.b = pb.data(), p.c = reinterpret_cast<E*>(Cp);
+            p.m = m, p.n = n, p.k = k, p.c_block = Mp * 16, p.init = x.init;
+            mmad_panels(p);
+          };
+          if (x.in == ir::DTypeCode::i8) {
+            unpack(ia, ib, [](const uint8_t* p) { return static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(*p))); });
+            return run(ia, ib);
           }
-          for (int64_t i = 0; i < m; ++i) {
-            float* crow = &fc[i * n];
-            for (int64_t kk = 0; kk < k; ++kk) {
-              float a = fa[i * k + kk];
-              const float* brow = &fb[kk * n];
-              for (int64_t j = 0; j < n; ++j) crow[j] += a * brow[j];
-            }
+          if (x.in == ir::DTypeCode::f16) {
+            const float* t = f16_table();
+            unpack(fa, fb, [t](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return t[h]; });
+          } else if (x.in == ir::DTypeCode::bf16) {
+            unpack(fa, fb, [](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return num::bf16_to_f32(h); });
+          } else {
+            unpack(fa, fb, [](const uint8_t* p) { float v; std::memcpy(&v, p, 4); return v; });
           }
-          for (int64_t j0 = 0; j0 < n; j0 += 16) {
-            int64_t w = std::min<int64_t>(16, n - j0);
-            for (int64_t i = 0; i < m; ++i) std::memcpy(C + lc(i, j0) * 4, &fc[i * n + j0], static_cast<size_t>(w * 4));
-          }
+          run(fa, fb);
         } else if constexpr (std::is_same_v<T, RFixpipe>) {
           const uint8_t* S = base(c, x.src).data + x.src.off;
           uint8_t* D = base(c, x.dst).data + x.dst.off;

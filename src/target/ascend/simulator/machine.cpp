@@ -14,9 +14,11 @@
 #include <cmath>
 
 #include "ir/printer.h"
+#include "runtime/env.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/simulator/api_rules.h"
 #include "target/ascend/simulator/checker.h"
+#include "target/ascend/simulator/functional_queue.h"
 #include "target/ascend/simulator/timing.h"
 
 namespace tw::ascend::sim {
@@ -511,6 +513,12 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   for (const auto& k : cores) result.core_names.push_back(k.name);
   timing = std::make_unique<Timing>(*this);
   if (opt.check) checker = std::make_unique<Checker>(*this);
+  if (opt.threads < 0)
+    throw ir::Error("ascend simulator: Options::threads must be 0 (TW_NUM_THREADS) or a thread count >= 1, got " +
+                        std::to_string(opt.threads),
+                    prog.span);
+  int threads = opt.threads > 0 ? opt.threads : runtime::env().num_threads;
+  if (opt.functional && threads > 1 && !cores.empty()) queue_ = std::make_unique<FunctionalQueue>(*this, threads - 1);
 
   // buffer capacity
   for (const auto& b : prog.buffers) {
@@ -826,9 +834,9 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
 void Machine::execute(Core& c, PipeState& ps, RInstr& r) {
   int64_t start = std::max(ps.free, r.issue);
   bool ok = true;
+  thread_local std::vector<Access> acc;
+  acc.clear();
   if (checker || opt.functional) {
-    thread_local std::vector<Access> acc;
-    acc.clear();
     ok = accesses(c, r, acc);
     if (checker) {
       r.uid = checker->record(c, r.in, start);
@@ -846,7 +854,10 @@ void Machine::execute(Core& c, PipeState& ps, RInstr& r) {
   result.flops += k.flops;
   ++result.instructions;
   if (opt.trace) result.trace.push_back({c.index, static_cast<uint8_t>(r.pipe), start, k.busy, r.in});
-  if (ok && opt.functional) functional(c, r);
+  if (ok && opt.functional) {
+    if (queue_) queue_->submit(c, r, acc);
+    else functional(c, r);
+  }
 }
 
 void Machine::issue(Core& c, RInstr r) {
@@ -1069,6 +1080,7 @@ Result Machine::run() {
     }
     if (all || !progress) break;
   }
+  if (queue_) queue_->drain();
   finish();
   return std::move(result);
 }

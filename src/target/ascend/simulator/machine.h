@@ -201,6 +201,7 @@ struct Core {
 };
 
 class Checker;
+class FunctionalQueue;
 class Timing;
 
 class Machine {
@@ -272,6 +273,9 @@ class Machine {
   int aic_phys_ = 0, aiv_phys_ = 0;
   int64_t workspace_bytes_ = 0;
   int64_t events_ = 0;  // executed instructions incl. flags (progress detection)
+  // data effects on worker threads (functional_queue.h); null: on the calling thread. Last, so
+  // it stops its workers before the cores they write are destroyed.
+  std::unique_ptr<FunctionalQueue> queue_;
   friend class Checker;
 };
 

@@ -35,6 +35,10 @@ struct Options {
   bool check = true;        // happens-before and memory checks
   bool trace = false;       // record per-instruction slices for the Chrome trace
   int max_reports = 64;     // reports beyond this are counted, not stored
+  // Threads for a functional run, the calling one included: 0 = TW_NUM_THREADS (default: the
+  // CPUs); 1 = every data effect on the calling thread. The results are the same bits for any
+  // count (functional_queue.h).
+  int threads = 0;
 };
 
 enum class ReportKind : uint8_t {
