@@ -88,24 +88,14 @@ def test_int8_sum_in_a_2_stage_pipeline(dim):
             r2 = T.alloc_fragment((128,) if dim == 1 else (64,), "int8")
             T.fill(r, 0)
             T.fill(r2, 0)
-            if dim == 1:
-                for k in T.Pipelined(T.ceildiv(N, 64), num_stages=2):
-                    T.copy(A[b * 128, k * 64], x)
-                    T.reduce_sum(x, r, dim=1, clear=False)
-                    for i, j in T.Parallel(128, 64):
-                        x[i, j] = x[i, j] * x[i, j]
-                    T.reduce_sum(x, r2, dim=1, clear=False)
-                T.copy(r, B[b * 128])
-                T.copy(r2, B2[b * 128])
-            else:
-                for k in T.Pipelined(T.ceildiv(M, 128), num_stages=2):
-                    T.copy(A[k * 128, b * 64], x)
-                    T.reduce_sum(x, r, dim=0, clear=False)
-                    for i, j in T.Parallel(128, 64):
-                        x[i, j] = x[i, j] * x[i, j]
-                    T.reduce_sum(x, r2, dim=0, clear=False)
-                T.copy(r, B[b * 64])
-                T.copy(r2, B2[b * 64])
+            for k in T.Pipelined(T.ceildiv(N, 64) if dim == 1 else T.ceildiv(M, 128), num_stages=2):
+                T.copy(A[b * 128 if dim == 1 else k * 128, k * 64 if dim == 1 else b * 64], x)
+                T.reduce_sum(x, r, dim=dim, clear=False)
+                for i, j in T.Parallel(128, 64):
+                    x[i, j] = x[i, j] * x[i, j]
+                T.reduce_sum(x, r2, dim=dim, clear=False)
+            T.copy(r, B[b * 128 if dim == 1 else b * 64])
+            T.copy(r2, B2[b * 128 if dim == 1 else b * 64])
 
     rng = np.random.default_rng(5)
     a = rng.integers(-40, 41, (M, N)).astype(BF16)
