@@ -209,3 +209,32 @@ def test_bf16_column_sum_keeps_the_row_order():
     kernel, got, cpu = both(k, [a], [1])
     np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
     np.testing.assert_array_equal(cpu.view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("rows", [37, 64])
+def test_int8_row_and_column_sums_of_wide_rows(rows):
+    """int8 sums of 256-column rows: the row sum's chunks (8 rows: 32 B of float32 results) hold
+    more rows than a map's chunk (4), and each chunk's int8 -> float16 -> float32 conversion is not
+    chunked again inside it; both sums wrap exactly like numpy's."""
+    cols = 256
+
+    @T.prim_func
+    def k(A: T.Tensor((rows, cols), "int8"), S: T.Tensor((rows,), "int8"), C: T.Tensor((cols,), "int8")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((rows, cols), "int8")
+            s = T.alloc_fragment((rows,), "int8")
+            c = T.alloc_fragment((cols,), "int8")
+            T.copy(A[0, 0], x)
+            T.reduce_sum(x, s, dim=1)
+            T.reduce_sum(x, c, dim=0)
+            T.copy(s, S[0])
+            T.copy(c, C[0])
+
+    a = np.random.default_rng(rows).integers(-128, 128, (rows, cols)).astype(np.int8)
+    v = a.astype(np.int64)
+    wrap = lambda s: ((s + 128) % 256 - 128).astype(np.int8)  # noqa: E731
+    kernel, got, cpu = both(k, [a], [1, 2])
+    for g, c, w in zip(got, cpu, (wrap(v.sum(axis=1)), wrap(v.sum(axis=0)))):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(c, w)
+    assert max(temporaries(kernel).values()) <= 8 * cols * 4

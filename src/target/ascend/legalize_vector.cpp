@@ -537,6 +537,8 @@ class Legalizer {
                                   const std::function<void(const Expr&, int64_t, std::vector<Stmt>&)>& chunk) {
     std::vector<Stmt> out;
     int64_t full = rows / rc, tail = rows % rc;
+    bool outer = in_chunk_;
+    in_chunk_ = true;
     if (full == 1) {
       chunk(C(0), rc, out);
     } else {
@@ -552,6 +554,7 @@ class Legalizer {
       out.push_back(std::make_shared<ir::ForNode>(c, C(0), C(full), ir::ForKind::serial, 0, body, sp));
     }
     if (tail) chunk(C(full * rc), tail, out);
+    in_chunk_ = outer;
     return out;
   }
 
@@ -574,6 +577,7 @@ class Legalizer {
   std::unordered_set<const ir::BufferNode*> written_;
   std::vector<Frame> frames_;
   std::unordered_map<const ir::VarNode*, int> depth_;
+  bool in_chunk_ = false;  // inside in_row_chunks: maps are not chunked again (the rows are bounded)
 
   Stmt visit_body(const Stmt& s) {
     std::vector<Stmt> out;
@@ -869,7 +873,10 @@ class Legalizer {
     auto convert = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
       Buffer t = ub(r->src, "_f32", ct, {rows, cols}, sp, o);
       ir::Region part{r->src, {off, C(0)}, {C(rows), C(cols)}};
+      bool outer = in_chunk_;
+      in_chunk_ = true;  // the chunk's conversion is not chunked again
       cast_map(ir::full_region(t), part, sp, o);
+      in_chunk_ = outer;
       return t;
     };
     if (r->axis == 1) {
@@ -967,7 +974,7 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
       }
     });
   if (!vector_code) return {s};
-  int64_t granule = vars.size() == 2 ? chunk_granule(items, vars[1].get()) : 0;
+  int64_t granule = vars.size() == 2 && !in_chunk_ ? chunk_granule(items, vars[1].get()) : 0;  // not nested
   if (int64_t rc = granule ? chunk_rows(ext[0], ext[1], granule) : 0; rc && !has_global_load(body)) {
     // a map without temporaries (one Cast) stays whole (no global reads: lowering it has no effects)
     std::vector<Stmt> whole = rewrite_map_whole(vars, ext, items, sp, wrap_bound);
