@@ -10,6 +10,7 @@
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/legalize_vector.h"
 #include "target/ascend/lower_expert.h"
+#include "target/ascend/multi_buffer.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
@@ -676,6 +677,38 @@ TEST(LegalizeVectorNumerics, ConvertingCopiesAndMergingReduce) {
       }
     }
   }
+}
+
+// A bfloat16 map of 9 rows x 256 (1 KiB of float32 a row): chunks of 4 rows (4 KiB float32
+// temporaries) in a serial loop, then a 1-row tail; in a 2-stage pipeline the float32 temporaries
+// are shared by the copies (no copy touches them), the tile x is staged.
+TEST(LegalizeVector, Bfloat16MapInRowChunksSharedByPipelineStages) {
+  ir::Kernel k = legalize(R"(kernel k(X: global bfloat16[9, 256], Y: global bfloat16[9, 256])
+    grid(bx = 1) {
+  for s in pipelined(0, 2, stages=2) {
+    alloc x: UB bfloat16[9, 256]
+    copy X[0:+9, 0:+256] -> x
+    for i in parallel(0, 9) {
+      for j in parallel(0, 256) {
+        x[i, j] = x[i, j] * 2.0 + 1.0
+      }
+    }
+    copy x -> Y[0:+9, 0:+256]
+  }
+}
+)");
+  std::string out = ir::print(multi_buffer(k, b2()));
+  size_t allocs = 0;
+  for (size_t at = out.find("alloc "); at != std::string::npos; at = out.find("alloc ", at + 1)) ++allocs;
+  EXPECT_EQ(allocs, 3u) << out;  // the staged tile and one temporary per chunk shape, before the loop
+  for (const char* line : {"  alloc x: UB bfloat16[2, 9, 256]\n  alloc x_t_1: UB float32[4, 256]\n"
+                           "  alloc x_t_2: UB float32[1, 256]\n  for s_o in serial(0, 1) {",
+                           "for chunk_0_s1 in serial(0, 2) {",
+                           "x_t_1[i_4_0_s1, j_4_0_s1] = cast<float32>(x[1, chunk_0_s1 * 4 + i_4_0_s1, j_4_0_s1])",
+                           "x[1, chunk_0_s1 * 4 + i_4_3_s1, j_4_3_s1] = cast<bfloat16>(x_t_1[i_4_3_s1, j_4_3_s1])",
+                           "x_t_2[i_5_0_s1, j_5_0_s1] = cast<float32>(x[1, i_5_0_s1 + 8, j_5_0_s1])",
+                           "x[1, i_5_3_s1 + 8, j_5_3_s1] = cast<bfloat16>(x_t_2[i_5_3_s1, j_5_3_s1])"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
 }
 
 }  // namespace

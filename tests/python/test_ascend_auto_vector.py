@@ -466,24 +466,35 @@ def test_int8_map_beyond_exact_float32_is_an_error():
 
 
 def test_capacity_error_names_only_the_kernels_buffers():
-    """The float32 temporaries that bfloat16 arithmetic needs count in UB, but the capacity error
-    names the kernel's own buffer and counts the temporaries with it."""
-    @T.prim_func
-    def k(X: T.Tensor((64, 1024), "bfloat16"), Y: T.Tensor((64, 1024), "bfloat16")):
-        with T.Kernel(1) as bx:
-            x = T.alloc_fragment((64, 1024), "bfloat16")
-            T.copy(X[0, 0], x)
-            for i, j in T.Parallel(64, 1024):
-                x[i, j] = x[i, j] * 2.0 + 1.0  # @TEMPS
-            T.copy(x, Y[0, 0])
+    """The float32 temporaries that bfloat16 arithmetic needs count in UB (one row chunk of 4 KiB
+    here), but the capacity error names the kernel's own buffers and counts the temporaries with
+    the one they serve; its hint (the temporaries kept at their size) compiles."""
+    def kernel(rows):
+        @T.prim_func
+        def k(X: T.Tensor((64, 1024), "bfloat16"), Z: T.Tensor((64, 1024), "bfloat16"),
+              Y: T.Tensor((64, 1024), "bfloat16")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((rows[0], 1024), "bfloat16")
+                z = T.alloc_fragment((rows[1], 1024), "bfloat16")
+                T.copy(X[0, 0], x)
+                T.copy(Z[0, 0], z)
+                for i, j in T.Parallel(rows[0], 1024):
+                    x[i, j] = x[i, j] * 2.0 + 1.0  # @TEMPS
+                T.copy(x, Y[0, 0])
+                T.copy(z, Y[rows[0], 0])
+        return k
 
     with pytest.raises(TilewrightError) as e:
-        tw.compile(k, out_idx=[-1], target=TARGET)
+        tw.compile(kernel((64, 31)), out_idx=[-1], target=TARGET)
     m = e.value.message
-    assert m.startswith("UB overflow: x (64x1024 bfloat16, 131072 B, and 262144 B of compiler temporaries for it"), m
+    assert m.startswith("UB overflow: x (64x1024 bfloat16, 131072 B, and 4096 B of compiler temporaries for it"), m
+    assert "z (31x1024 bfloat16, 63488 B) are live together" in m, m
     assert "x_t" not in m and "x_t" not in e.value.hint, (m, e.value.hint)
     assert f"are live together at line {where('TEMPS')}" in m, m
-    assert e.value.hint.startswith("a smaller tile that fits: x 16x1024"), e.value.hint
+    hint = re.match(r"a smaller tile that fits: x (\d+)x1024, z (\d+)x1024 ", e.value.hint)
+    assert hint, e.value.hint
+    tw.compile(kernel((int(hint.group(1)), int(hint.group(2)))), out_idx=[-1], target=TARGET)
+    tw.compile(kernel((64, 29)), out_idx=[-1], target=TARGET)  # 4096 B fewer: fits with the chunk
 
 
 def test_int8_fill_is_a_float16_duplicate_and_a_cast():

@@ -55,6 +55,18 @@ bool small_int(DType t) { return t == DType(DTypeCode::i8) || t == DType(DTypeCo
 // int8/uint8 none the language's wrap-around could use (their maps compute exactly in float32 and
 // wrap when stored, MapLowering::store).
 DType compute_type(DType t) { return t == kBF16 || small_int(t) ? kF32 : t; }
+bool narrow(DType t) { return t == kBF16 || small_int(t); }
+
+// Row chunks (see the header): the float32 temporaries of bfloat16/int8/uint8 tiles hold at most
+// kChunkBytes (rows padded to 32 B), and at least `granule` rows (a chunk's rows of a row vector
+// start on a 32 B block: 8 rows of float32, 32 of int8; 1 without row vectors); the chunk's rows
+// are a multiple of the granule. 0 when one chunk holds all `rows`.
+constexpr int64_t kChunkBytes = 4096;
+int64_t chunk_rows(int64_t rows, int64_t cols, int64_t granule) {
+  int64_t row_bytes = (cols * 4 + 31) / 32 * 32;
+  int64_t rc = std::max<int64_t>(1, kChunkBytes / row_bytes / granule) * granule;
+  return rc < rows ? rc : 0;
+}
 
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
@@ -479,6 +491,72 @@ class Legalizer {
                                                     const std::vector<int64_t>& ext, const Span& sp, DType want);
 
   std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
+  // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
+  std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
+                                      const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
+  static bool has_global_load(const Stmt& s) {
+    bool found = false;
+    ir::for_each_expr(s, [&](const Expr& x) {
+      found = found || (x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer->scope == Scope::global);
+    });
+    return found;
+  }
+
+  // The chunk granule (chunk_rows) of a 2-D map body (stores and lets; j: its column variable)
+  // that computes on bfloat16/int8/uint8 values (its temporaries are float32) and whose elements
+  // depend on their own row only (each load of a tile the map stores to reads exactly the stored
+  // element), so the rows can be computed chunk by chunk; 0 for other maps (not chunked).
+  static int64_t chunk_granule(const std::vector<Stmt>& items, const ir::VarNode* j) {
+    bool narrow_values = false, independent = true;
+    int64_t granule = 1;
+    std::vector<const ir::StoreNode*> stores;
+    for (const auto& it : items)
+      if (it->kind == ir::StmtKind::Store) {
+        stores.push_back(as<ir::StoreNode>(it));
+        narrow_values = narrow_values || narrow(stores.back()->buffer->dtype);
+      }
+    for (const auto& it : items)
+      ir::for_each_expr(it, [&](const Expr& x) {
+        narrow_values = narrow_values || narrow(x->dtype);
+        if (x->kind != ir::ExprKind::Load) return;
+        auto* l = as<ir::LoadNode>(x);
+        for (auto* st : stores)
+          if (st->buffer.get() == l->buffer.get() &&
+              !ir::structural_equal(ir::load(st->buffer, st->indices), ir::load(l->buffer, l->indices)))
+            independent = false;
+        bool reads_j = false;
+        for (const auto& e : l->indices) reads_j = reads_j || uses_var(e, j);
+        if (!reads_j) granule = std::max<int64_t>(granule, 32 / l->buffer->dtype.bytes());  // a row vector v[i]
+      });
+    return narrow_values && independent ? granule : 0;
+  }
+
+  // Rows [0, rows) in chunks of rc rows: chunk(off, n, out) appends the code of rows [off, off + n).
+  // The full chunks run in a serial loop (one chunk: no loop), a tail of rows % rc rows follows.
+  std::vector<Stmt> in_row_chunks(int64_t rows, int64_t rc, const Span& sp,
+                                  const std::function<void(const Expr&, int64_t, std::vector<Stmt>&)>& chunk) {
+    std::vector<Stmt> out;
+    int64_t full = rows / rc, tail = rows % rc;
+    bool outer = in_chunk_;
+    in_chunk_ = true;
+    if (full == 1) {
+      chunk(C(0), rc, out);
+    } else {
+      Var c = fresh_var("chunk", sp);
+      Stmt body = in_frame(false, {c.get()}, [&] {
+        std::vector<Stmt> b;
+        chunk(mul(c, C(rc)), rc, b);
+        std::vector<Stmt> all = std::move(frames_.back().pre);
+        frames_.back().pre.clear();
+        for (auto& x : b) all.push_back(std::move(x));
+        return ir_seq(std::move(all), sp);
+      });
+      out.push_back(std::make_shared<ir::ForNode>(c, C(0), C(full), ir::ForKind::serial, 0, body, sp));
+    }
+    if (tail) chunk(C(full * rc), tail, out);
+    in_chunk_ = outer;
+    return out;
+  }
 
  private:
   struct Frame {
@@ -499,6 +577,7 @@ class Legalizer {
   std::unordered_set<const ir::BufferNode*> written_;
   std::vector<Frame> frames_;
   std::unordered_map<const ir::VarNode*, int> depth_;
+  bool in_chunk_ = false;  // inside in_row_chunks: maps are not chunked again (the rows are bounded)
 
   Stmt visit_body(const Stmt& s) {
     std::vector<Stmt> out;
@@ -741,6 +820,8 @@ class Legalizer {
     int64_t per_repeat = 256 / ct.bytes();
     bool wide = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
     if (r->clear && ct == st && dt == st && !wide) return {s};
+    if (int64_t rc = sshape.size() == 2 && ct != st ? chunk_rows(sshape[0], sshape[1], r->axis == 1 ? 32 / ct.bytes() : 1) : 0)
+      return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, sp);
     std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
@@ -754,8 +835,15 @@ class Legalizer {
     }
     Buffer res = ub(r->dst, "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
-    // dst = combine(dst, res) or dst = res, as a map (legalised like any other).
-    auto dims = shape_of(r->dst);
+    store_reduced(r, res, ct, shape_of(r->dst), sp, out);
+    return out;
+  }
+
+  // dst = combine(dst, res) or dst = res (res: the reduction in float32, of dst's shape `dims`), as
+  // a map legalised like any other (int8/uint8 sums wrap).
+  void store_reduced(const ir::ReduceNode* r, const Buffer& res, DType ct, const std::vector<int64_t>& dims,
+                     const Span& sp, std::vector<Stmt>& out) {
+    DType dt = r->dst->dtype;
     std::vector<Var> vars;
     std::vector<Expr> idx;
     for (size_t d = 0; d < dims.size(); ++d) {
@@ -769,7 +857,61 @@ class Legalizer {
     Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(wraps ? v : ir::cast(v, dt, sp)), sp);
     for (size_t k = vars.size(); k-- > 0;)
       body = pfor(vars[k], dims[k], body, sp);
-    for (auto& x : rewrite_map(body, wraps ? sum_bound(r, dims, sp) : 0)) out.push_back(std::move(x));
+    for (auto& x : rewrite_map(body, wraps ? sum_bound(r, *r->dst->const_shape(), sp) : 0)) out.push_back(std::move(x));
+  }
+
+  // A reduction of a bfloat16/int8/uint8 rows x cols tile in row chunks of rc rows (see the
+  // header), each converted into a chunk-sized float32 tile. Row reductions: each chunk's rows
+  // reduced (halved first when per_repeat > 0) and copied into its rows of a float32 vector of
+  // all rows (rc is a multiple of 8: 32 B aligned), which is then stored into dst. Column
+  // reductions: the first chunk reduced into a float32 accumulator, then every further row added
+  // (max/min) into it in row order, as the whole-tile reduction does; then stored into dst.
+  std::vector<Stmt> reduce_in_chunks(const ir::ReduceNode* r, DType ct, int64_t rc, int64_t per_repeat, const Span& sp) {
+    auto shape = *r->src->const_shape();
+    int64_t cols = shape[1];
+    std::vector<Stmt> out;
+    auto convert = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
+      Buffer t = ub(r->src, "_f32", ct, {rows, cols}, sp, o);
+      ir::Region part{r->src, {off, C(0)}, {C(rows), C(cols)}};
+      bool outer = in_chunk_;
+      in_chunk_ = true;  // the chunk's conversion is not chunked again
+      cast_map(ir::full_region(t), part, sp, o);
+      in_chunk_ = outer;
+      return t;
+    };
+    if (r->axis == 1) {
+      Buffer all = ub(r->dst, "_part", ct, {shape[0]}, sp, out);
+      for (auto& x : in_row_chunks(shape[0], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
+             Buffer t = convert(off, rows, o);
+             if (per_repeat) t = halve_rows(t, r->reduce_kind, per_repeat, sp, o);
+             Buffer res = ub(r->dst, "_part", ct, {rows}, sp, o);
+             o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, 1, true, sp));
+             Var i = fresh_var("i", sp);
+             Stmt m = pfor(i, rows, std::make_shared<ir::StoreNode>(all, std::vector<Expr>{add(off, i)},
+                                                                    ir::load(res, {i}, sp), sp), sp);
+             for (auto& y : rewrite_map(m)) o.push_back(std::move(y));
+           }))
+        out.push_back(std::move(x));
+      store_reduced(r, all, ct, {shape[0]}, sp, out);
+      return out;
+    }
+    Buffer acc = ub(r->dst, "_part", ct, {cols}, sp, out);
+    Buffer first = convert(C(0), rc, out);
+    out.push_back(std::make_shared<ir::ReduceNode>(first, acc, r->reduce_kind, 0, true, sp));
+    int64_t rest = shape[0] - rc;
+    auto fold = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
+      Buffer t = convert(add(off, C(rc)), rows, o);
+      Var row = fresh_var("row", sp), j = fresh_var("j", sp);
+      Expr v = ir::binary(combine_op(r->reduce_kind), ir::load(acc, {j}, sp), ir::load(t, {row, j}, sp), sp);
+      Stmt m = pfor(j, cols, std::make_shared<ir::StoreNode>(acc, std::vector<Expr>{j}, v, sp), sp);
+      o.push_back(std::make_shared<ir::ForNode>(row, C(0), C(rows), ir::ForKind::serial, 0, ir_seq(rewrite_map(m), sp), sp));
+    };
+    if (rest > rc) {
+      for (auto& x : in_row_chunks(rest, rc, sp, fold)) out.push_back(std::move(x));
+    } else {
+      fold(C(0), rest, out);
+    }
+    store_reduced(r, acc, ct, {cols}, sp, out);
     return out;
   }
 
@@ -832,6 +974,26 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
       }
     });
   if (!vector_code) return {s};
+  int64_t granule = vars.size() == 2 && !in_chunk_ ? chunk_granule(items, vars[1].get()) : 0;  // not nested
+  if (int64_t rc = granule ? chunk_rows(ext[0], ext[1], granule) : 0; rc && !has_global_load(body)) {
+    // a map without temporaries (one Cast) stays whole (no global reads: lowering it has no effects)
+    std::vector<Stmt> whole = rewrite_map_whole(vars, ext, items, sp, wrap_bound);
+    if (std::none_of(whole.begin(), whole.end(), [](const Stmt& x) { return x->kind == ir::StmtKind::Alloc; }))
+      return whole;
+  }
+  if (int64_t rc = granule ? chunk_rows(ext[0], ext[1], granule) : 0) {
+    // row chunks: the same map over rows [off, off + rows) of every chunk, i -> off + i
+    return in_row_chunks(ext[0], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& out) {
+      Var i = fresh_var(vars[0]->name, sp), j = fresh_var(vars[1]->name, sp);
+      Stmt b = ir::substitute(ir_seq(items, sp), {{vars[0], add(off, i)}, {vars[1], j}});
+      for (auto& x : rewrite_map(pfor(i, rows, pfor(j, ext[1], b, sp), sp), wrap_bound)) out.push_back(std::move(x));
+    });
+  }
+  return rewrite_map_whole(vars, ext, items, sp, wrap_bound);
+}
+
+std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
+                                               const std::vector<Stmt>& items, const Span& sp, double wrap_bound) {
   std::vector<Stmt> out;
   MapLowering ml(*this, vars, ext, sp);
   std::vector<std::pair<Var, Expr>> lets;

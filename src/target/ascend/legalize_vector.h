@@ -58,6 +58,17 @@
 //    exact Casts). Every conversion is a chain of the Cast pairs dav-c220 has (MapLowering::
 //    to_type): bf16 <-> f16/int8 through f32, int8/uint8 -> f32/bf16/i32 through f16, f32 -> int8
 //    as f32 -> i32 (trunc) -> f32 -> f16 -> int8, i32 -> f16 through f32.
+//  - row chunks: a 2-D map (with float32 temporaries: not a single Cast), conversion or
+//    reduction that computes a bfloat16/int8/uint8 tile in float32 runs over chunks of rows when
+//    the tile has more rows than one chunk (chunk_rows): a serial loop over the full chunks, then
+//    a tail of rows % chunk rows, with chunk-sized temporaries. A chunk's float32 temporary holds
+//    at most 4 KiB (rows padded to 32 B, at least one row); its rows are a multiple of the 32 B
+//    granule of the row vectors addressed at the chunk's row offset (float32 v[i]: 8 rows, int8:
+//    32). Maps that read another row of a tile they store to are not chunked. Row reductions:
+//    each chunk reduced into a chunk-sized float32 vector, copied into a float32 vector of all
+//    rows (chunks of 8 rows), stored into dst as before. Column reductions: the first chunk
+//    reduced into a float32 accumulator, every later row then added (max/min) in row order, the
+//    order the whole-tile column reduction uses, so results are bit-identical.
 //  - anything else that has no vector instruction (data-dependent where, reads with transposed
 //    or strided indices, integer division, ...) is an ir::Error at the kernel source line.
 #pragma once

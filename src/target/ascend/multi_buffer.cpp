@@ -164,10 +164,15 @@ struct MultiBuffer : ir::Mutator {
 
     // tiles to stage
     std::unordered_set<const ir::BufferNode*> whole;  // reduce operands
+    std::unordered_set<const ir::BufferNode*> moved;  // tiles a copy (DMA) reads or writes
     ir::for_each_stmt(body, [&](const Stmt& x) {
       if (x->kind == ir::StmtKind::Reduce) {
         whole.insert(ir::as<ir::ReduceNode>(x)->src.get());
         whole.insert(ir::as<ir::ReduceNode>(x)->dst.get());
+      }
+      if (x->kind == ir::StmtKind::Copy) {
+        moved.insert(ir::as<ir::CopyNode>(x)->src.buffer.get());
+        moved.insert(ir::as<ir::CopyNode>(x)->dst.buffer.get());
       }
     });
     std::unordered_map<const ir::BufferNode*, Buffer> staged;
@@ -176,7 +181,9 @@ struct MultiBuffer : ir::Mutator {
       if (x->kind != ir::StmtKind::Alloc) return;
       const Buffer& b = ir::as<ir::AllocNode>(x)->buffer;
       bool pingpong = (b->scope == Scope::L0A || b->scope == Scope::L0B) && b->ndim() > 2;
-      if (pingpong || whole.count(b.get())) {
+      // a compiler temporary no copy touches holds values of one iteration's vector code only
+      bool vector_temp = !b->temp_of.empty() && !moved.count(b.get());
+      if (pingpong || vector_temp || whole.count(b.get())) {
         allocs.push_back(x);  // one tile shared by the copies
         return;
       }

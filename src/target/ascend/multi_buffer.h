@@ -15,8 +15,10 @@
 //
 // Every variable the body defines (lets, inner loops) is renamed in each copy. Tiles not copied:
 // L0A/L0B tiles that already have a ping-pong dim (expand_gemm alternates them within one gemm),
-// and tiles used as a whole by T.reduce (whole-buffer operands): they are allocated once before
-// the loop and shared by the copies. num_stages <= 1 loops are left
+// tiles used as a whole by T.reduce (whole-buffer operands), and compiler temporaries (temp_of,
+// legalize_vector's float32 copies, ...) that no copy reads or writes: their values live within
+// one iteration's vector code, so more copies would only overlap vector work with itself. They are
+// allocated once before the loop and shared by the copies. num_stages <= 1 loops are left
 // alone; the pipelined loop becomes serial in every case.
 // A serial loop whose body allocates tiles it loads from GM (the seed's `for k in range(...)`
 // with tw.load) is pipelined with 2 stages when the extra copies fit: the bytes of every tile of

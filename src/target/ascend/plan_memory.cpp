@@ -467,6 +467,10 @@ std::string shape_str(const std::vector<int64_t>& sh) {
     std::vector<std::vector<int64_t>> shapes;
     for (Item& it : smaller) {
       const BufferDecl& d = p.buffers[it.buffer];
+      if (!d.temp_of.empty()) {  // kept (an upper bound): row-chunk temporaries do not shrink with the tile
+        shapes.push_back(d.shape);
+        continue;
+      }
       std::vector<int64_t> sh = d.shape;
       size_t dim = sh.size() >= 2 ? sh.size() - 2 : 0;
       sh[dim] = std::max<int64_t>(1, sh[dim] >> halvings);

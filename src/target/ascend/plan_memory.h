@@ -40,7 +40,8 @@
 // an ir::Error at the kernel source line of the biggest buffer involved, naming the buffers live
 // together at the peak (all the memory's buffers without reuse), their shapes and sizes, the bytes
 // needed, the capacity of that memory on that chip, and as hint a smaller tile that fits (the
-// leading matrix dimension of every buffer of that memory halved until the placement fits).
+// leading matrix dimension of every buffer of that memory halved until the placement fits;
+// compiler temporaries keep their size there, as legalize_vector's row chunks do).
 #pragma once
 
 #include <cstdint>

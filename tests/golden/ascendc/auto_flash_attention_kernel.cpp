@@ -505,7 +505,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 43200);
+    pipe.InitBuffer(tw_ub_buf, 43168);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
     LocalTensor<float> scores_scale_prev = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 22
@@ -519,9 +519,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> scores_sum = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 15
     LocalTensor<float> logsum = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 16
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +64 float32 ND [2, 8], line 27
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +32 float32 ND [8], line 27
     LocalTensor<float> scores_max_part_0 = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 31
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42176].ReinterpretCast<uint8_t>();  // UB @42176 +1024 uint8 ND [1024], line 42
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42144].ReinterpretCast<uint8_t>();  // UB @42144 +1024 uint8 ND [1024], line 42
 
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
@@ -676,7 +676,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
                   const int32_t head_0_s1 = (hi_0_s1 - blk_0_s1);
                   if (head_0_s1 > 0) {
                     if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
-                      Muls(acc_s_ub_keep_0[8], acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                      Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
                     }
                   }
                   PipeBarrier<PIPE_V>();  // line 27
@@ -686,7 +686,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
                   PipeBarrier<PIPE_V>();  // line 27
                   if (head_0_s1 > 0) {
                     if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
-                      Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0[8], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                      Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
                     }
                   }
                 }

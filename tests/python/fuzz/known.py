@@ -20,26 +20,11 @@ def column_slice(d):
 MISMATCH = ("mismatch",)
 ANY = ("mismatch", "checker", "error", "crash", "hang")
 
-def vector_temporaries(d):
-    """A bfloat16 or int8 tile (or a conversion from/to one) on the Vector side: the automatic
-    pipeline computes those in float32 temporaries (docs/ascend.md "Vector dtypes in automatic
-    kernels")."""
-    if d["kind"] == "gemm":
-        return False
-    return any(t in ("bfloat16", "int8") for t in (d["dt_in"], d["dt_tile"], d["dt_out"]))
-
-
 # (name, target, failure statuses it explains, message pattern (None: any), predicate,
 # description, skip). skip=True: the bug corrupts or stops the worker (host memory, hangs), so the
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
 KNOWN_BUGS = [
-    # found by the final campaign of session 5 (seeds 26840-27284), not fixed yet: legalize_vector
-    ("vector-temporaries-overflow", "ascend910b", ("error",), r"UB overflow: .*compiler temporaries",
-     vector_temporaries, "the float32 temporaries legalize_vector makes for a bfloat16/int8 tile are "
-     "whole-tile and several per tile (26x an 8 KiB bf16 tile with sum of squares and 3 stages; 130x "
-     "an 8 KiB int8 tile summed in a 2-stage pipeline, seed 28470), so a tile that cpu runs overflows "
-     "the UB: the conversions and the int8 sum should work in row chunks", False),
 ]
 
 
