@@ -38,7 +38,10 @@
 //   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
 //   use smaller-MR kernels (8/4/2/1 rows), column tails go through a small stack tile.
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
-//   straight from memory.  Scratch is thread_local, 64 B aligned, grown on demand.
+//   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
+//   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
+//   strip of wider rows shares whole-row products across blocks (gemv_shared_rows).
+//   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
 #include "gemm.h"
