@@ -230,19 +230,17 @@ TEST(Gemm, F32GemvTileLoop) {
 // products along contiguous K (gemv_dots); no packing for any of them.
 TEST(Gemm, GemvPathChoice) {
   using tw_cpu::detail::GemmPath;
-  using tw_cpu::detail::gemm_path;
-  EXPECT_EQ(gemm_path(1, 4096, false, false), GemmPath::gemv_rows);
-  EXPECT_EQ(gemm_path(1, 4096, true, false), GemmPath::gemv_rows);
-  EXPECT_EQ(gemm_path(2, 4096, false, false), GemmPath::gemv_rows);
-  EXPECT_EQ(gemm_path(1, 4096, false, true), GemmPath::gemv_dots);
-  EXPECT_EQ(gemm_path(1, 4096, true, true), GemmPath::gemv_dots);
-  EXPECT_EQ(gemm_path(4096, 1, false, false), GemmPath::gemv_dots);
-  EXPECT_EQ(gemm_path(4096, 1, false, true), GemmPath::gemv_dots);
-  EXPECT_EQ(gemm_path(4096, 1, true, false), GemmPath::gemv_rows);
-  EXPECT_EQ(gemm_path(4096, 1, true, true), GemmPath::gemv_rows);
-  EXPECT_EQ(gemm_path(3, 100, false, false), GemmPath::skinny);
-  EXPECT_EQ(gemm_path(2, 100, false, true), GemmPath::packed);
-  EXPECT_EQ(gemm_path(100, 2, false, false), GemmPath::packed);
+  struct Case { int M, N; bool tA, tB; GemmPath want; };
+  const Case cases[] = {
+      {1, 4096, false, false, GemmPath::gemv_rows}, {1, 4096, true, false, GemmPath::gemv_rows},
+      {2, 4096, false, false, GemmPath::gemv_rows}, {1, 4096, false, true, GemmPath::gemv_dots},
+      {1, 4096, true, true, GemmPath::gemv_dots},   {4096, 1, false, false, GemmPath::gemv_dots},
+      {4096, 1, false, true, GemmPath::gemv_dots},  {4096, 1, true, false, GemmPath::gemv_rows},
+      {4096, 1, true, true, GemmPath::gemv_rows},   {3, 100, false, false, GemmPath::skinny},
+      {2, 100, false, true, GemmPath::packed},      {100, 2, false, false, GemmPath::packed}};
+  for (const Case& c : cases)
+    EXPECT_EQ(tw_cpu::detail::gemm_path(c.M, c.N, c.tA, c.tB), c.want)
+        << "M=" << c.M << " N=" << c.N << " tA=" << c.tA << " tB=" << c.tB;
 }
 // Numerics of the GEMV shapes on every transpose against a float64 reference (1e-4 of
 // sum |a b| + |c0|, run_gemm_case): K below, at and past multiples of one and two vectors (the
