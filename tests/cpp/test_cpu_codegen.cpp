@@ -539,7 +539,9 @@ TEST(CpuCodegen, GeneratedSourceShape) {
         "tw_cpu::gemm((A_shared_rows < 64 ? A_shared_rows : 64), (B_shared_cols < 64 ? B_shared_cols : 64), "
         "(B_shared_rows < (A_shared_cols < 32 ? A_shared_cols : 32) ? B_shared_rows : (A_shared_cols < 32 ? A_shared_cols : 32)), "
         "A_shared_p, A_shared_ld, false, B_shared_p, B_shared_ld, false, C_local, 64, "
-        "/*accumulate=*/true, /*a_stable=*/A_shared_p != A_shared, /*b_stable=*/B_shared_p != B_shared);",
+        "/*accumulate=*/true, /*a_stable=*/A_shared_p != A_shared, /*b_stable=*/B_shared_p != B_shared, "
+        "/*b_col=*/B_shared_col, /*b_width=*/B_shared_width);",
+        "B_shared_col = tw_s1; B_shared_width = N;", "B_shared_col = B_shared_rows > 0 && B_shared_cols > 0 ? (int64_t)(tw_s1) : -1; B_shared_width = N;",
         "tw_cpu::new_launch();",
         "A_shared_p = A + tw_sb;", "A_shared_p = A_shared;",
         "// fast path", "__builtin_memcpy(", "// masked path", "// elided: the gemm reads the live part of A in place",

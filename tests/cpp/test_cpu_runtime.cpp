@@ -225,6 +225,128 @@ TEST(Gemm, F32GemvTileLoop) {
       run_gemv_case(M, 4100, 20, tA, true, 0, 4100, true, 970 + M * 2 + tA);
     }
 }
+// The GEMV dispatcher (gemm_path): M <= 2 with B not transposed and N = 1 with A transposed
+// stream rows (gemv_f32); M = 1 with B transposed and N = 1 with A not transposed take dot
+// products along contiguous K (gemv_dots); no packing for any of them.
+TEST(Gemm, GemvPathChoice) {
+  using tw_cpu::detail::GemmPath;
+  struct Case { int M, N; bool tA, tB; GemmPath want; };
+  const Case cases[] = {
+      {1, 4096, false, false, GemmPath::gemv_rows}, {1, 4096, true, false, GemmPath::gemv_rows},
+      {2, 4096, false, false, GemmPath::gemv_rows}, {1, 4096, false, true, GemmPath::gemv_dots},
+      {1, 4096, true, true, GemmPath::gemv_dots},   {4096, 1, false, false, GemmPath::gemv_dots},
+      {4096, 1, false, true, GemmPath::gemv_dots},  {4096, 1, true, false, GemmPath::gemv_rows},
+      {4096, 1, true, true, GemmPath::gemv_rows},   {3, 100, false, false, GemmPath::skinny},
+      {2, 100, false, true, GemmPath::packed},      {100, 2, false, false, GemmPath::packed}};
+  for (const Case& c : cases)
+    EXPECT_EQ(tw_cpu::detail::gemm_path(c.M, c.N, c.tA, c.tB), c.want)
+        << "M=" << c.M << " N=" << c.N << " tA=" << c.tA << " tB=" << c.tB;
+}
+// Numerics of the GEMV shapes on every transpose against a float64 reference (1e-4 of
+// sum |a b| + |c0|, run_gemm_case): K below, at and past multiples of one and two vectors (the
+// masked / scalar K tail of the dot products), 1, 3, 4, 5 and many rows (groups of four and the
+// remainder), padded strides (a strided vector operand is gathered, a strided output column
+// written element by element), accumulate or overwrite, and empty dimensions.
+TEST(Gemm, F32GemvDotsAndColumns) {
+  const int Ks[] = {0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 100, 1031};
+  const int Ls[] = {1, 3, 4, 5, 17, 300};
+  uint32_t seed = 3000;
+  for (int K : Ks)
+    for (int L : Ls)
+      for (int tA = 0; tA < 2; ++tA)
+        for (int tB = 0; tB < 2; ++tB) {
+          const int pad = (int)(seed % 3) * 2, acc = (int)(seed >> 1) & 1;
+          run_gemm_case<float, float>(1, L, K, tA, tB, acc, pad, seed++);  // M = 1
+          run_gemm_case<float, float>(L, 1, K, tA, tB, acc, pad, seed++);  // N = 1
+        }
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB) {
+      run_gemm_case<float, float>(0, 1, 5, tA, tB, false, 0, seed++);
+      run_gemm_case<float, float>(1, 0, 5, tA, tB, false, 0, seed++);
+      run_gemm_case<float, float>(1, 1, 0, tA, tB, true, 1, seed++);
+      run_gemm_case<float, float>(1, 1, 4097, tA, tB, true, 3, seed++);
+    }
+}
+// M = 1 on strips of B's rows (gemv_shared_rows): a tile program's loop as the op zoo's matvec
+// runs it (blocks of `bn` columns of B's `width`-long rows, K in steps of `ks`, numpy's 16-byte
+// offset), on 1 or 2 threads splitting the blocks as the launcher does. The whole-row products
+// must end up in the shared arena (the path is taken), and every block's result must equal,
+// bit for bit, the strip-by-strip computation it replaces (sums from zero, added into C), whichever
+// thread computed which product; and it must be within the fp32 bound of a float64 reference.
+void run_shared_rows(int width, int K, int bn, int ks, bool tA, int threads, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const long lda = tA ? 3 : K;  // transposed A: a column of a K x 3 matrix
+  std::vector<float> Araw((size_t)K * lda + 1), Braw((size_t)K * width + 4);
+  for (auto& v : Araw) v = u(g);
+  for (auto& v : Braw) v = u(g);
+  const float* A = Araw.data();
+  const float* B = Braw.data() + 4;
+  const int blocks = (width + bn - 1) / bn;
+  std::vector<float> C((size_t)blocks * bn, 7.f), E((size_t)blocks * bn, 7.f);
+  auto block = [&](int bx) {
+    const int n = std::min(bn, width - bx * bn);
+    for (int k0 = 0; k0 < K; k0 += ks) {
+      const int kc = std::min(ks, K - k0);
+      const float* a = tA ? A + (long)k0 * lda : A + k0;
+      tw_cpu::gemm<float, float, float>(1, n, kc, a, lda, tA, B + (long)k0 * width + bx * bn, width, false,
+                                        C.data() + bx * bn, bn, k0 > 0, true, true, bx * bn, width);
+    }
+  };
+  tw_cpu::new_launch();
+  if (threads == 1) {
+    for (int bx = 0; bx < blocks; ++bx) block(bx);
+  } else {
+    std::thread t([&] { for (int bx = blocks / 2; bx < blocks; ++bx) block(bx); });
+    for (int bx = 0; bx < blocks / 2; ++bx) block(bx);
+    t.join();
+  }
+  // the path was taken: every K step's whole-row product is in the shared arena
+  for (int k0 = 0; k0 < K; k0 += ks) {
+    const float* a = tA ? A + (long)k0 * lda : A + k0;
+    EXPECT_NE(tw_cpu::detail::shared_packed_b().find(B + (long)k0 * width, width, std::min(ks, K - k0), width,
+                                                     64 + (tA ? 1 : 0), a, lda),
+              nullptr)
+        << "k0=" << k0;
+  }
+  // expected, bit for bit: each strip's sums from zero (the lane-wise gemv), added into C
+  std::vector<float> t((size_t)bn);
+  long bad = 0;
+  for (int bx = 0; bx < blocks; ++bx) {
+    const int n = std::min(bn, width - bx * bn);
+    for (int k0 = 0; k0 < K; k0 += ks) {
+      const int kc = std::min(ks, K - k0);
+      const float* a = tA ? A + (long)k0 * lda : A + k0;
+      tw_cpu::detail::gemv_f32<1>(n, kc, a, lda, tA, B + (long)k0 * width + bx * bn, width, t.data(), n, false);
+      for (int j = 0; j < n; ++j) E[(size_t)(bx * bn + j)] = k0 > 0 ? E[(size_t)(bx * bn + j)] + t[j] : t[j];
+    }
+    for (int j = 0; j < n; ++j) {
+      const int c = bx * bn + j;
+      double s = 0, sa = 0;
+      for (int k = 0; k < K; ++k) {
+        const double p = (double)A[tA ? (long)k * lda : k] * B[(long)k * width + c];
+        s += p;
+        sa += std::fabs(p);
+      }
+      if (fb(C[(size_t)c]) != fb(E[(size_t)c]) && bad++ < 5)
+        ADD_FAILURE() << "column " << c << ": " << C[(size_t)c] << " != strip result " << E[(size_t)c];
+      // fp32: one rounding per product and per addition of a K step's sum, (K + K / ks + 1) u
+      if (!(std::fabs(C[(size_t)c] - s) <= (K + K / ks + 1) * 0x1p-24 * sa + 1e-30) && bad++ < 5)
+        ADD_FAILURE() << "column " << c << ": " << C[(size_t)c] << " vs float64 " << s;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "width=" << width << " K=" << K << " bn=" << bn << " ks=" << ks << " tA=" << tA
+                    << " threads=" << threads;
+}
+TEST(Gemm, F32GemvSharedWholeRows) {
+  uint32_t seed = 4000;
+  for (int threads = 1; threads <= 2; ++threads)
+    for (int tA = 0; tA < 2; ++tA) {
+      run_shared_rows(1024, 256, 128, 128, tA, threads, seed++);
+      run_shared_rows(1000, 131, 128, 32, tA, threads, seed++);  // tails: a narrow last block, a short K step
+      run_shared_rows(515, 9, 37, 4, tA, threads, seed++);
+    }
+}
 TEST(Gemm, F16Shapes) { run_all_small<f16, float>(2); }
 TEST(Gemm, BF16Shapes) { run_all_small<bf16, float>(3); }
 TEST(Gemm, I8Shapes) { run_all_small<int8_t, int32_t>(4); }

@@ -260,6 +260,34 @@ def test_gemm_tail_tiles_multiply_only_their_live_part(clear, tA, tB, dtype):
     assert_close(out, expected, 1e-6 * K + 1e-5, 1e-6, what=f"tail tiles clear_accum={clear}")
 
 
+@pytest.mark.parametrize("tA", [False, True], ids=["A", "At"])
+def test_gemm_matvec_strips_share_whole_row_products(tA):
+    """A matvec (M = 1) in column blocks narrower than B: the gemm call is told where B's tile
+    lies in its rows (b_col, b_width), so the runtime computes each K step's product with B's
+    whole rows once and the blocks add their columns of it (gemv_shared_rows in gemm_impl.h).
+    Tails: a narrow last column block and a short last K step; the result must not depend on
+    which thread computed which product (two launches, bit for bit)."""
+    M, N, K = 1, 1000, 515
+    a, b, ref = gemm_inputs(M, N, K, "float32", tA, False, seed=21)
+    kern = gemm_kernel(M, N, K, 16, 128, 64, "float32", "float32", tA=tA)
+    call = kern.get_source().split("tw_cpu::gemm(")[1].split(";")[0]
+    assert "/*b_col=*/B_s_col, /*b_width=*/B_s_width" in call, call
+    c = kern(a, b)
+    assert_close(c, ref, *gemm_tol(K, "float32"), what=f"matvec strips tA={tA}")
+    assert np.array_equal(c, kern(a, b)), "the matvec's result changed between launches"
+
+
+@pytest.mark.parametrize("M,N,tA,tB", [(1, 300, False, True), (1, 300, True, True), (300, 1, False, False),
+                                       (300, 1, False, True), (300, 1, True, False), (300, 1, True, True)])
+def test_gemm_gemv_shapes_every_transpose(M, N, tA, tB):
+    """M = 1 with B transposed and N = 1 take the gemm runtime's dot-product / row-streaming GEMV
+    paths (gemm_path in gemm_impl.h; no packing): numerics against float64 with K tails."""
+    K = 203
+    a, b, ref = gemm_inputs(M, N, K, "float32", tA, tB, seed=22)
+    c = gemm_kernel(M, N, K, 16 if M == 1 else 64, 128 if N > 1 else 16, 64, "float32", "float32", tA=tA, tB=tB)(a, b)
+    assert_close(c, ref, *gemm_tol(K, "float32"), what=f"gemv {M}x{N}x{K} tA={tA} tB={tB}")
+
+
 def test_gemm_symbolic_mnk_one_kernel_many_sizes():
     kern = gemm_kernel(M_SYM, N_SYM, K_SYM, 64, 64, 32, "float32", "float32")
     assert gemm_kernel(M_SYM, N_SYM, K_SYM, 64, 64, 32, "float32", "float32") is kern

@@ -760,7 +760,19 @@ class CodeGen {
   // the last copy filled from inside the source; everything past them is zero, so the gemm
   // multiplies only that part (a tail block of a matvec or a small-K matmul does not pay for
   // its padding). Empty for row views.
-  struct View { std::string ptr, ld; int64_t cols; std::string pf; std::string live_r, live_c; int64_t rows = 0; };
+  struct View {
+    std::string ptr, ld;
+    int64_t cols;
+    std::string pf;
+    std::string live_r, live_c;
+    int64_t rows = 0;
+    // gemm operands: where the view lies in its tensor's rows: column col of rows `width` long
+    // (col = -1 when the tile itself is read), for the gemm runtime's whole-row GEMV (gemm.h)
+    std::string col, width;
+  };
+  // the statement setting a gemm operand view's col/width to the source region s (or to "the
+  // tile itself" when s is null or its columns are not its tensor's last dimension)
+  void set_view_col(const View& v, const RegionView* s, const std::string& cond = "");
   std::unordered_set<const void*> elidable_, live_tiles_;
   // row views (see row_view_tiles): the tiles that have one, and those whose view is live now
   std::unordered_set<const void*> row_views_, live_views_;
@@ -1075,6 +1087,12 @@ void CodeGen::emit_alloc(const AllocNode& n) {
     line("[[maybe_unused]] const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
          " are elided when in bounds: " + (row_view ? "reads" : "gemm reads") + " (" + v.ptr + ", " + v.ld + ")");
     line("[[maybe_unused]] int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
+    if (elidable_.count(b.get())) {
+      v.col = name_for(reinterpret_cast<const char*>(&n) + 5, name + "_col");
+      v.width = name_for(reinterpret_cast<const char*>(&n) + 6, name + "_width");
+      line("[[maybe_unused]] int64_t " + v.col + " = -1, " + v.width + " = 0;  // " + name +
+           " is columns [col, col + " + std::to_string(v.cols) + ") of rows `width` long (-1: the tile)");
+    }
     if (live_tiles_.count(b.get())) {
       v.rows = (*shape)[0];
       v.live_r = name_for(reinterpret_cast<const char*>(&n) + 3, name + "_rows");
@@ -1089,6 +1107,18 @@ void CodeGen::emit_alloc(const AllocNode& n) {
     }
     views_[b.get()] = v;
   }
+}
+
+void CodeGen::set_view_col(const View& v, const RegionView* s, const std::string& cond) {
+  if (v.col.empty()) return;
+  const int last = s ? s->rank() - 1 : -1;
+  if (!s || s->dims.empty() || s->dims.back() != last) {
+    line(v.col + " = -1; " + v.width + " = 0;");
+    return;
+  }
+  const std::string col = s->start[last].s, width = s->shape[last].s;
+  if (cond.empty()) line(v.col + " = " + col + "; " + v.width + " = " + width + ";");
+  else line(v.col + " = " + cond + " ? (int64_t)(" + col + ") : -1; " + v.width + " = " + width + ";");
 }
 
 // copy(src -> dst): both regions are viewed with their unit dims dropped; the remaining dims
@@ -1143,6 +1173,7 @@ void CodeGen::emit_copy(const CopyNode& n) {
            "), from " + n.src.buffer->name + " in place");
       line(view_of_dst->ptr + " = " + (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + ";");
       line(view_of_dst->ld + " = " + ld + ";");
+      set_view_col(*view_of_dst, &s);
       if (!view_of_dst->live_r.empty())
         line(view_of_dst->live_r + " = " + std::to_string(view_of_dst->rows) + "; " + view_of_dst->live_c + " = " +
              std::to_string(view_of_dst->cols) + ";");
@@ -1231,6 +1262,7 @@ void CodeGen::emit_copy(const CopyNode& n) {
         line(view_of_dst->ptr + " = " + view_of_dst->live_r + " > 0 && " + view_of_dst->live_c + " > 0 ? " +
              (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + " : " + d.buf + ";");
         line(view_of_dst->ld + " = " + ld + ";");
+        set_view_col(*view_of_dst, &s, view_of_dst->live_r + " > 0 && " + view_of_dst->live_c + " > 0");
         for (int j = 0; j < opened; ++j) close();
         return;
       }
@@ -1281,6 +1313,7 @@ void CodeGen::emit_copy(const CopyNode& n) {
     if (view_of_dst) {
       line(view_of_dst->ptr + " = " + d.buf + ";");
       line(view_of_dst->ld + " = " + std::to_string(view_of_dst->cols) + ";");
+      set_view_col(*view_of_dst, nullptr);
     }
   };
 
@@ -1843,8 +1876,13 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     a_st = it->second.ptr + " != " + buf_name(n.a.buffer);
   if (auto it = views_.find(n.b.buffer.get()); it != views_.end())
     b_st = it->second.ptr + " != " + buf_name(n.b.buffer);
-  if (a_st != "false" || b_st != "false") stable = ", /*a_stable=*/" + a_st;
-  if (b_st != "false") stable += ", /*b_stable=*/" + b_st;
+  // B's place in its tensor's rows (a strip of them: the runtime may stream whole rows, gemm.h)
+  std::string b_col;
+  if (auto it = views_.find(n.b.buffer.get()); it != views_.end() && !n.trans_b && !it->second.col.empty())
+    b_col = ", /*b_col=*/" + it->second.col + ", /*b_width=*/" + it->second.width;
+  if (a_st != "false" || b_st != "false" || !b_col.empty()) stable = ", /*a_stable=*/" + a_st;
+  if (b_st != "false" || !b_col.empty()) stable += ", /*b_stable=*/" + b_st;
+  stable += b_col;
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
     open("for (int64_t tw_i = 0; tw_i < " + M.s + "; ++tw_i)");

@@ -38,7 +38,10 @@
 //   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
 //   use smaller-MR kernels (8/4/2/1 rows), column tails go through a small stack tile.
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
-//   straight from memory.  Scratch is thread_local, 64 B aligned, grown on demand.
+//   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
+//   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
+//   strip of wider rows shares whole-row products across blocks (gemv_shared_rows).
+//   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
 #include "gemm.h"
@@ -182,6 +185,8 @@ struct SharedPackedB {
     long ld;
     int k, n, tag;
     size_t off;
+    const void* p2;  // a second operand the entry depends on (gemv row products: A), or nullptr
+    long ld2;
   };
   Slot slot[kSlots] = {};
   uint64_t alloc = 0;  // (epoch & 0xffffff) << 40 | floats used
@@ -202,22 +207,27 @@ struct SharedPackedB {
       }
     }
   }
-  static uint64_t hash(const void* p, long ld, int k, int n, int tag) {
+  static uint64_t hash(const void* p, long ld, int k, int n, int tag, const void* p2) {
     uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull ^
-                 (uint64_t)ld * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(k * 131 + n * 7 + tag);
+                 (uint64_t)ld * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(k * 131 + n * 7 + tag) ^
+                 (uint64_t)(uintptr_t)p2 * 0x165667B19E3779F9ull;
     return h ^ (h >> 29);
   }
+  static bool same_key(const Slot& s, const void* p, long ld, int k, int n, int tag, const void* p2,
+                       long ld2) {
+    return s.p == p && s.ld == ld && s.k == k && s.n == n && s.tag == tag && s.p2 == p2 && s.ld2 == ld2;
+  }
   // The ready panel for this key in this launch, or nullptr (read-only: never claims a slot).
-  const float* find(const void* p, long ld, int k, int n, int tag) const {
+  const float* find(const void* p, long ld, int k, int n, int tag, const void* p2 = nullptr,
+                    long ld2 = 0) const {
     if (!arena) return nullptr;
     const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
-    const uint64_t h = hash(p, ld, k, n, tag);
+    const uint64_t h = hash(p, ld, k, n, tag, p2);
     for (int i = 0; i < kProbe; ++i) {
       const Slot& s = slot[(h + i) & (kSlots - 1)];
       uint64_t st = __atomic_load_n(&s.st, __ATOMIC_ACQUIRE);
       if ((st >> 2) != ep) return nullptr;  // acquire() would have claimed this slot
-      if ((st & 3) == 2 && s.p == p && s.ld == ld && s.k == k && s.n == n && s.tag == tag)
-        return arena + s.off;
+      if ((st & 3) == 2 && same_key(s, p, ld, k, n, tag, p2, ld2)) return arena + s.off;
     }
     return nullptr;
   }
@@ -225,16 +235,16 @@ struct SharedPackedB {
   // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
   // filling this panel right now).
   float* acquire(const void* p, long ld, int k, int n, int tag, size_t floats, bool* fill,
-                 Slot** out) {
+                 Slot** out, const void* p2 = nullptr, long ld2 = 0) {
     if (!arena) return nullptr;
     const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
-    const uint64_t h = hash(p, ld, k, n, tag);
+    const uint64_t h = hash(p, ld, k, n, tag, p2);
     for (int i = 0; i < kProbe; ++i) {
       Slot& s = slot[(h + i) & (kSlots - 1)];
       uint64_t st = __atomic_load_n(&s.st, __ATOMIC_ACQUIRE);
       if ((st >> 2) == ep) {
         if ((st & 3) == 2) {
-          if (s.p == p && s.ld == ld && s.k == k && s.n == n && s.tag == tag) {
+          if (same_key(s, p, ld, k, n, tag, p2, ld2)) {
             *fill = false;
             return arena + s.off;
           }
@@ -256,6 +266,8 @@ struct SharedPackedB {
       s.n = n;
       s.tag = ok ? tag : -1;
       s.off = off;
+      s.p2 = p2;
+      s.ld2 = ld2;
       if (!ok) {
         __atomic_store_n(&s.st, (ep << 2) | 2, __ATOMIC_RELEASE);
         return nullptr;
@@ -772,6 +784,151 @@ __attribute__((noinline)) void gemv_f32(int N, int K, const float* __restrict A,
   for (; k < K; ++k) gv_rows<R, 1>(p, nm, N, A + k * ak, ak, ai, B + k * ldb, ldb, C, ldc, nullptr);
 }
 
+// Dot products along contiguous K: out[r * os] (+)= sum_k rows[r * ld + k] * x[k] for r < n
+// (x contiguous). The GEMV shapes whose long dimension is K-contiguous take it: M = 1 with B
+// transposed (rows of B, stored N x K, against A's row) and N = 1 with A not transposed (rows of
+// A against B's column). Four rows at a time, two vector accumulators each (8 independent FMA
+// chains), the last partial vector masked on AVX-512 (scalar elsewhere); every element of the
+// rows is read once, in address order, and nothing is packed. Each sum is accumulated from zero
+// and then added to out (acc) or stored.
+TW_CPU_INLINE float gv_hsum(simd::vf v) {
+  float s = 0.0f;
+  for (int l = 0; l < kVF; ++l) s += v[l];
+  return s;
+}
+template <int R>
+TW_CPU_INLINE void gv_dot_rows(int K, const float* __restrict rows, long ld,
+                               const float* __restrict x, float* __restrict out, long os, bool acc) {
+  using simd::vf;
+  vf s0[R], s1[R];
+  for (int r = 0; r < R; ++r) s0[r] = s1[r] = vf{};
+  int k = 0;
+  for (; k + 2 * kVF <= K; k += 2 * kVF) {
+    const vf x0 = simd::loadu(x + k), x1 = simd::loadu(x + k + kVF);
+    for (int r = 0; r < R; ++r) {
+      s0[r] = simd::fma(simd::loadu(rows + r * ld + k), x0, s0[r]);
+      s1[r] = simd::fma(simd::loadu(rows + r * ld + k + kVF), x1, s1[r]);
+    }
+  }
+  if (k + kVF <= K) {
+    const vf x0 = simd::loadu(x + k);
+    for (int r = 0; r < R; ++r) s0[r] = simd::fma(simd::loadu(rows + r * ld + k), x0, s0[r]);
+    k += kVF;
+  }
+#if defined(__AVX512F__)
+  if (k < K) {
+    const vf x0 = gv_load_n(x + k, K - k);
+    for (int r = 0; r < R; ++r) s1[r] = simd::fma(gv_load_n(rows + r * ld + k, K - k), x0, s1[r]);
+    k = K;
+  }
+#endif
+  for (int r = 0; r < R; ++r) {
+    float t = gv_hsum(s0[r] + s1[r]);
+    for (int q = k; q < K; ++q) t += rows[r * ld + q] * x[q];
+    out[r * os] = acc ? out[r * os] + t : t;
+  }
+}
+__attribute__((noinline)) inline void gemv_dots(int n, int K, const float* __restrict rows, long ld,
+                                                const float* __restrict x, float* __restrict out,
+                                                long os, bool acc) {
+  int r = 0;
+  for (; r + 4 <= n; r += 4) gv_dot_rows<4>(K, rows + r * ld, ld, x, out + r * os, os, acc);
+  for (; r < n; ++r) gv_dot_rows<1>(K, rows + r * ld, ld, x, out + r * os, os, acc);
+}
+
+// Which code path gemm_f32 takes for a call (fp32 only: f16/bf16 are widened while packing, so
+// they always take `packed`). Chosen from the shape and transposes alone, before any packing:
+//   gemv_rows  M <= 2, B not transposed: stream B's rows (gemv_f32), or N = 1 with A transposed
+//              (C^T = B^T A^T: A's rows, stored K x M, streamed the same way, M outputs);
+//   gemv_dots  M = 1 with B transposed, or N = 1 with A not transposed: dot products along
+//              contiguous K (gemv_dots);
+//   skinny     M <= kMR, B not transposed: B streamed into the micro-kernel unpacked;
+//   packed     everything else (Goto/BLIS blocking, packed A and B).
+enum class GemmPath { gemv_rows, gemv_dots, skinny, packed };
+inline GemmPath gemm_path(int M, int N, bool transA, bool transB) {
+  if (M <= 2 && !transB) return GemmPath::gemv_rows;
+  if (M == 1) return GemmPath::gemv_dots;  // B transposed
+  if (N == 1) return transA ? GemmPath::gemv_rows : GemmPath::gemv_dots;
+  if (M <= kMR && !transB) return GemmPath::skinny;
+  return GemmPath::packed;
+}
+
+// The GEMV calls that are not gemv_f32's own shape (M <= 2, B not transposed): M = 1 with B
+// transposed and N = 1. A strided vector operand is gathered into a contiguous scratch buffer
+// first (K floats); a strided output column of N = 1 with A transposed goes through one too.
+inline void gemv_other(int M, int N, int K, const float* A, long lda, bool transA, const float* B,
+                       long ldb, bool transB, float* C, long ldc, bool accumulate) {
+  if (M == 1) {  // B transposed: C[0][j] = dot(row j of B, op(A)'s row)
+    const float* x = A;
+    if (transA && lda != 1) {
+      float* t = (float*)gemm_scratch(0).get(sizeof(float) * (size_t)K);
+      for (int k = 0; k < K; ++k) t[k] = A[(long)k * lda];
+      x = t;
+    }
+    gemv_dots(N, K, B, ldb, x, C, 1, accumulate);
+    return;
+  }
+  // N = 1: the vector is op(B)'s column, B[k * ldb] (not transposed) or B[k] (transposed)
+  if (!transA) {
+    const float* x = B;
+    if (!transB && ldb != 1) {
+      float* t = (float*)gemm_scratch(0).get(sizeof(float) * (size_t)K);
+      for (int k = 0; k < K; ++k) t[k] = B[(long)k * ldb];
+      x = t;
+    }
+    gemv_dots(M, K, A, lda, x, C, ldc, accumulate);
+    return;
+  }
+  // A transposed (stored K x M): C[i] = sum_k A[k][i] b[k], A's rows streamed (gemv_f32 with the
+  // vector as its one row of "A" and A as its "B"), into C directly when C's column is contiguous
+  float* out = C;
+  if (ldc != 1) {
+    out = (float*)gemm_scratch(1).get(sizeof(float) * (size_t)M);
+    if (accumulate)
+      for (int i = 0; i < M; ++i) out[i] = C[(long)i * ldc];
+  }
+  gemv_f32<1>(M, K, B, transB ? 1 : ldb, !transB, A, lda, out, M, accumulate);
+  if (ldc != 1)
+    for (int i = 0; i < M; ++i) C[(long)i * ldc] = out[i];
+}
+
+// M = 1, B not transposed, on a strip of a wider matrix: a tile program's block that owns N
+// columns of B's rows (b_width floats each, the strip starting at column b_col) and walks K in
+// small steps. Streamed strip by strip, each call reads K rows of N * 4 bytes that lie ldb * 4
+// bytes apart (the op zoo's 1x4096x4096 matvec in 128-column blocks: 512 bytes every 16 KiB),
+// which neither the hardware prefetchers nor the TLB follow (measured: 3-10x slower than whole
+// rows). When A and B are stable for the launch, the first call for a (k step, A) computes the
+// product of A's row with B's whole rows (gemv_f32 over b_width columns: the contiguous stream)
+// into the launch's shared arena (SharedPackedB, keyed by B's row start, ldb, K, b_width and
+// A), and every call, that one included, adds its N columns of it into C. A call that finds the
+// product being computed by another thread computes its own strip instead. Both compute each
+// column's sum from zero with the same FMAs in the same k order (gemv_f32 is lane-wise), so the
+// result does not depend on which thread computed what: C (+)= that sum, bit for bit.
+inline void gemv_shared_rows(int N, int K, const float* A, long lda, bool transA, const float* B,
+                             long ldb, long b_col, long b_width, float* C, bool acc) {
+  const float* row0 = B - b_col;
+  constexpr int kTag = 64;  // distinct from the packed-B panels' tags (< 32)
+  bool fill = false;
+  SharedPackedB::Slot* slot = nullptr;
+  const float* prod = shared_packed_b().acquire(row0, ldb, K, (int)b_width, kTag + (transA ? 1 : 0),
+                                                (size_t)b_width + kPackSlack, &fill, &slot, A, lda);
+  if (prod && fill) {
+    gemv_f32<1>((int)b_width, K, A, lda, transA, row0, ldb, const_cast<float*>(prod), b_width, false);
+    SharedPackedB::publish(slot);
+  }
+  if (prod) {
+    prod += b_col;
+  } else {
+    float* t = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)N + kPackSlack));
+    gemv_f32<1>(N, K, A, lda, transA, B, ldb, t, N, false);
+    prod = t;
+  }
+  if (acc)
+    for (int j = 0; j < N; ++j) C[j] += prod[j];
+  else
+    for (int j = 0; j < N; ++j) C[j] = prod[j];
+}
+
 // Up to two packed ranges fetched into L2 a few cache lines at a time: take() hands each
 // full-height micro-kernel call a chunk, which it prefetches one line per k, so that the whole
 // of them is requested by the end of the current gemm call.
@@ -809,7 +966,7 @@ struct NextPrefetch {
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable,
-              bool b_stable) {
+              bool b_stable, long b_col = -1, long b_width = 0) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
@@ -832,16 +989,24 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   float* Ap = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)mcpad * kw(kcmax) + kPackSlack));
 
   if constexpr (same<T, float>) {
-    if (M <= 2 && !transB) {
-      if (M == 1) gemv_f32<1>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+    const GemmPath path = gemm_path(M, N, transA, transB);
+    if (path == GemmPath::gemv_rows && M <= 2 && !transB) {
+      if (M == 1 && a_stable && b_stable && b_col >= 0 && b_width >= 2L * N &&
+          b_col + N <= b_width && b_width <= (1L << 24))
+        gemv_shared_rows(N, K, A, lda, transA, B, ldb, b_col, b_width, C, accumulate);
+      else if (M == 1) gemv_f32<1>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
       else gemv_f32<2>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
+      return;
+    }
+    if (path != GemmPath::skinny && path != GemmPath::packed) {
+      gemv_other(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
       return;
     }
   }
   // Skinny fast path: one row panel, fp32 B not transposed -> stream B directly
   // (packing it would cost as much memory traffic as the whole product).
   if constexpr (same<T, float>) {
-    if (M <= kMR && !transB) {
+    if (gemm_path(M, N, transA, transB) == GemmPath::skinny) {
       float* Bt = nullptr;  // packed copy of the ragged last column panel only
       int nfull = N / kNR * kNR;
       if (nfull < N) Bt = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)kcmax * kNR + kPackSlack));
