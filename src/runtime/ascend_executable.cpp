@@ -86,7 +86,8 @@ void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<
   ir::Span where = r->reports.front().instrs.empty() ? kernel_->span : r->reports.front().instrs.front().span;
   throw ir::Error("the simulator found " + std::to_string(r->reports.size() + r->dropped_reports) +
                       " problem(s) in kernel '" + kernel_->name + "' on " + target_ + ":" + text,
-                  where, "fix the synchronisation / addresses named above; kernel.profile(...) returns all reports");
+                  where, "fix what the reports above name (synchronisation, addresses, int32 ranges); kernel.profile(...) "
+                  "returns all reports");
 }
 
 std::shared_ptr<const Executable> compile_ascend(const ir::Kernel& kernel, const target::Target& target) {

@@ -814,6 +814,56 @@ TEST(AscendSimApiRules, WideningCastAcceptsOnlyCastNone) {
   EXPECT_EQ(cast_round_mode(DTypeCode::i32, DTypeCode::f32), RoundMode::Trunc);
 }
 
+// dav-c220 has Casts for some pairs only; the others are chained (legalize_vector lowers them so,
+// expert mode names the chain in its error).
+TEST(AscendSimApiRules, CastPairsAndChains) {
+  using D = DTypeCode;
+  EXPECT_TRUE(cast_pair_available(D::f16, D::f32));
+  EXPECT_TRUE(cast_pair_available(D::i32, D::bf16));
+  EXPECT_FALSE(cast_pair_available(D::bf16, D::i32));
+  EXPECT_FALSE(cast_pair_available(D::i8, D::f32));
+  EXPECT_FALSE(cast_pair_available(D::i8, D::i32));
+  auto names = [](D dst, D src) {
+    std::string out;
+    for (ir::DType t : cast_chain(dst, src)) out += std::string(t.name()) + " ";
+    return out;
+  };
+  EXPECT_EQ(names(D::i8, D::f32), "int32 float32 float16 int8 ");
+  EXPECT_EQ(names(D::f32, D::u8), "float16 float32 ");
+  EXPECT_EQ(names(D::f16, D::bf16), "float32 float16 ");
+  EXPECT_EQ(names(D::bf16, D::i8), "float16 float32 bfloat16 ");
+  EXPECT_EQ(names(D::f16, D::i32), "float32 float16 ");
+  EXPECT_EQ(names(D::f32, D::f32), "");
+  // every step of every chain between the vector dtypes is a Cast dav-c220 has (int -> int8 aside)
+  for (D a : {D::f32, D::f16, D::bf16, D::i32, D::i8, D::u8})
+    for (D b : {D::f32, D::f16, D::bf16, D::i32, D::i8, D::u8}) {
+      if ((b == D::i8 || b == D::u8) && (a == D::i32 || a == D::i8 || a == D::u8)) continue;
+      ir::DType prev = a;
+      for (ir::DType t : cast_chain(b, a)) {
+        EXPECT_TRUE(cast_pair_available(t, prev)) << ir::DType(a).name() << " -> " << ir::DType(b).name();
+        prev = t;
+      }
+    }
+}
+
+// int32 vector arithmetic is exact while it fits; a result outside int32 is an `int32 overflow`
+// report at the line (dav-c220 does not document wrap or saturation), not a stored guess. The UB
+// starts as 0x7B bytes: int32 2071690107.
+TEST(AscendSim, Int32OverflowIsAReport) {
+  auto adds = [](int64_t v) {
+    return std::pair<InstrOp, int>{
+        VecBinaryScalar{VecBinOp::Add, DTypeCode::i32, vo(1, 64), vo(0, 64), ir::int_imm(v, DTypeCode::i32), C(4), C(64)},
+        70};
+  };
+  EXPECT_TRUE(run_aiv({adds(75793540)}).reports.empty());  // 2071690107 + 75793540 = 2^31 - 1
+  auto bad = run_aiv({adds(75793541)});
+  ASSERT_EQ(bad.reports.size(), 1u) << bad.summary();
+  EXPECT_EQ(bad.reports[0].kind, sim::ReportKind::IntOverflow);
+  EXPECT_NE(bad.reports[0].format().find("kernel.py:70: int32 overflow: int32 Adds gives 2147483648"),
+            std::string::npos)
+      << bad.reports[0].format();
+}
+
 TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
   // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range. A constant is a
   // select_move_calls error at the line; a runtime count is the simulator's report.

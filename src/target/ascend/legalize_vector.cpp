@@ -813,7 +813,9 @@ class Legalizer {
     const Span& sp = s->span;
     if (r->src->scope != Scope::UB || r->dst->scope != Scope::UB) return {s};
     DType st = r->src->dtype, dt = r->dst->dtype;
-    DType ct = (st == kF16 || st == kF32) ? st : kF32;
+    // int32 into int32: exact int32 calls (select_vector_calls' int32 row reduce), not float32
+    const DType kI32{DTypeCode::i32};
+    DType ct = (st == kF16 || st == kF32 || (st == kI32 && dt == kI32)) ? st : kF32;
     auto shape_of = [](const Buffer& b) { return *b->const_shape(); };
     std::vector<int64_t> sshape = shape_of(r->src);
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
@@ -1099,23 +1101,15 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
 
 // One conversion as the Cast calls dav-c220 has (AscendC Cast, dav_c220 vconv): float32 <->
 // float16/bfloat16/int32, float16 <-> int8/uint8/int32, bfloat16 -> int32. The other pairs are
-// chained (see the header): every intermediate step is exact for the values the conversion is
-// defined on, so the result is the language's (one rounding into a float type).
+// chained (cast_chain, program.h): every intermediate step is exact for the values the conversion
+// is defined on, so the result is the language's (one rounding into a float type; float32 ->
+// int8/uint8 truncates in its first step, to int32).
 int MapLowering::to_type(int x, DType t, const Span& sp) {
   DType from = nodes_[x].dtype;
   if (from == t) return x;
   if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::cast(nodes_[x].scalar, t, sp));
-  auto step = [&](int a, DType to) { return step_cast(a, to, sp); };
-  if (from == kBF16 && t != kF32 && t != DType(DTypeCode::i32)) return to_type(step(x, kF32), t, sp);
-  if (t == kBF16 && from != kF32) return step(to_type(x, kF32, sp), t);
-  if (small_int(from) && t != kF16 && !small_int(t)) return to_type(step(x, kF16), t, sp);
-  if (from == DType(DTypeCode::i32) && t == kF16) return step(step(x, kF32), t);
-  if (from == kF32 && small_int(t)) {
-    // truncation toward zero: float32 -> int32 (CAST_TRUNC), then exact for the in-range values
-    // (the others are undefined in the language): int32 -> float32 -> float16 -> int8/uint8
-    return step(step(step(step(x, DType(DTypeCode::i32)), kF32), kF16), t);
-  }
-  return step(x, t);
+  for (DType s : cast_chain(t, from)) x = step_cast(x, s, sp);
+  return x;
 }
 
 int MapLowering::step_cast(int x, DType t, const Span& sp) {

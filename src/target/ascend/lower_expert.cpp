@@ -696,6 +696,7 @@ class Lowerer {
         check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
       if (st != dt) {
         vec_dtype_ok(st, sp, "T.cast", false);
+        cast_pair_ok(dt, st, sp);
         auto [rows, cols] = collapse({&so, &dop}, d.rows, d.cols, sp);
         return emit(VecCast{dt, st, cast_round_mode(dt, st), dop, so, C(rows), C(cols)},
                     sp);
@@ -869,7 +870,12 @@ class Lowerer {
                   "reduce into a fresh tile, then combine with T.add / T.max / T.min");
     const Buf& s = buf(n->src, sp);
     const Buf& d = buf(n->dst, sp);
-    vec_dtype_ok(s.dtype, sp, "reduce", false);
+    // int32 reductions are exact int32 Add/Max/Min calls (select_vector_calls); no 8-bit ones
+    if (s.dtype != ir::DType(ir::DTypeCode::i32)) vec_dtype_ok(s.dtype, sp, "reduce", false);
+    if (d.dtype != s.dtype)
+      throw Error("reduce " + q(n->src->name) + " (" + std::string(s.dtype.name()) + ") -> " + q(n->dst->name) + " (" +
+                      std::string(d.dtype.name()) + "): an expert-mode reduction writes its source's dtype",
+                  sp, "reduce into a tile of the source's dtype, then T.copy it into the other dtype");
     size_t r = s.shape.size();
     for (size_t i = 0; i + 2 < r; ++i)
       if (s.shape[i] != 1) throw Error("reduce over a tile of more than 2 dims", sp, "reduce 2-D tiles");
@@ -887,6 +893,28 @@ class Lowerer {
   }
 
   // ---- vector helpers ----
+  // dav-c220 has a Cast for some dtype pairs only (cast_pair_available): any other conversion is an
+  // error naming the chain of conversions to write, the one the automatic pipeline lowers to.
+  void cast_pair_ok(ir::DType to, ir::DType from, const Span& sp) {
+    if (cast_pair_available(to, from)) return;
+    std::string steps(from.name());
+    bool chained = true;
+    ir::DType prev = from;
+    for (ir::DType t : cast_chain(to, from)) {
+      chained = chained && cast_pair_available(t, prev);
+      steps += " -> " + std::string(t.name());
+      prev = t;
+    }
+    std::string what = "conversion from " + std::string(from.name()) + " to " + std::string(to.name()) +
+                       ": dav-c220 has no Cast for this pair (its Casts: float32 <-> float16 / bfloat16 / int32, "
+                       "float16 <-> int8 / uint8 / int32, bfloat16 -> int32)";
+    if (chained)
+      throw Error(what, sp, "convert in steps, through one UB tile per dtype: " + steps +
+                                " (each step a T.copy / T.cast between tiles, exact for the values the conversion "
+                                "is defined on; the automatic pipeline lowers it the same way)");
+    throw Error(what, sp, "no chain of Casts gives this conversion exactly: compute the value in a dtype that has one "
+                          "(float16 / float32), or convert on the cpu target");
+  }
   void vec_dtype_ok(ir::DType t, const Span& sp, const std::string& what, bool allow_int) {
     if (t == ir::DType(ir::DTypeCode::bf16))
       throw Error(what + " on bfloat16: the Vector core has no bfloat16 arithmetic", sp,
@@ -1161,6 +1189,7 @@ class Lowerer {
         VecOperand src = a->first;
         bool bf16_f32 = (from == ir::DType(ir::DTypeCode::bf16) && t == ir::DType(ir::DTypeCode::f32)) ||
                         (t == ir::DType(ir::DTypeCode::bf16) && from == ir::DType(ir::DTypeCode::f32));
+        cast_pair_ok(t, from, sp);
         if (!bf16_f32) vec_dtype_ok(from, sp, "cast", true);
         return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecCast{t, from, rm, dst, src, r, c}; });
       }

@@ -172,6 +172,37 @@ bool cast_widening_exact(ir::DType dst, ir::DType src) {
   return false;
 }
 
+bool cast_pair_available(ir::DType dst, ir::DType src) {
+  using D = ir::DTypeCode;
+  auto is = [](ir::DType t, std::initializer_list<D> codes) {
+    for (D c : codes)
+      if (t.code == c) return true;
+    return false;
+  };
+  if (src.code == D::f32) return is(dst, {D::f16, D::bf16, D::i32});
+  if (dst.code == D::f32) return is(src, {D::f16, D::bf16, D::i32});
+  if (src.code == D::f16) return is(dst, {D::i8, D::u8, D::i32});
+  if (dst.code == D::f16) return is(src, {D::i8, D::u8, D::i32});
+  return src.code == D::bf16 && dst.code == D::i32;
+}
+
+std::vector<ir::DType> cast_chain(ir::DType dst, ir::DType src) {
+  using D = ir::DTypeCode;
+  const ir::DType f32{D::f32}, f16{D::f16}, bf16{D::bf16}, i32{D::i32};
+  auto small = [](ir::DType t) { return t.code == D::i8 || t.code == D::u8; };
+  auto then = [](std::vector<ir::DType> a, const std::vector<ir::DType>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  if (dst == src) return {};
+  if (src == bf16 && dst != f32 && dst != i32) return then({f32}, cast_chain(dst, f32));
+  if (dst == bf16 && src != f32) return then(cast_chain(f32, src), {bf16});
+  if (small(src) && dst != f16 && !small(dst)) return then({f16}, cast_chain(dst, f16));
+  if (src == i32 && dst == f16) return {f32, f16};
+  if (src == f32 && small(dst)) return {i32, f32, f16, dst};
+  return {dst};
+}
+
 bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m) {
   return !cast_widening_exact(dst, src) || m == RoundMode::None;
 }

@@ -527,6 +527,15 @@ bool flag_pair_legal(CoreType t, Pipe src, Pipe dst);
 // instruction on the device). cast_round_mode gives the mode a plain conversion uses: CAST_NONE for
 // those and int -> int, CAST_RINT into a float type, CAST_TRUNC float -> int.
 bool cast_widening_exact(ir::DType dst, ir::DType src);
+// The Cast pairs dav-c220 has (AscendC Cast, dav_c220 vconv_impl): float32 <-> float16 / bfloat16 /
+// int32, float16 <-> int8 / uint8 / int32, bfloat16 -> int32.
+bool cast_pair_available(ir::DType dst, ir::DType src);
+// The dtypes a conversion src -> dst steps through as Casts (the last one is dst; empty when
+// src == dst): bfloat16 <-> float16 via float32; int8/uint8 -> float32/bfloat16/int32 via float16;
+// float32 -> int8/uint8 via int32 (truncation), float32, float16; int32 -> float16 via float32.
+// Every step is exact for the values the language defines the conversion on, so the result is
+// rounded once. legalize_vector lowers conversions this way; expert mode names the chain.
+std::vector<ir::DType> cast_chain(ir::DType dst, ir::DType src);
 bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m);
 RoundMode cast_round_mode(ir::DType dst, ir::DType src);
 std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...

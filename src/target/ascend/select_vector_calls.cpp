@@ -382,8 +382,120 @@ class Selector {
   void expand(const VecReduce& x, std::vector<StmtPtr>& out) {
     guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
       if (x.axis == ReduceAxis::Col) col_reduce(x, o);
+      else if (x.dtype == DType(ir::DTypeCode::i32)) int_row_reduce(x, o);
       else row_reduce(x, o);
     });
+  }
+
+  // An int32 row reduction (WholeReduce takes half/float only) as exact int32 Add/Max/Min calls,
+  // kIntRowGroup rows at a time through the scratch area (acc: one 32 B block per row, then spread:
+  // eight blocks per row):
+  //  1. acc[r] = the row's first 32 B block, then acc[r] op= each further block of the row (the
+  //     last one masked to the row's end): lane l combines the row's columns l, l + 8, l + 16 ...;
+  //  2. Brcb spreads acc[r][0..7] over the row's eight blocks, block k filled with acc[r][k];
+  //  3. block 0 op= blocks 1 .. min(8, cols) - 1 (a halving tree for 8): each lane of block 0 holds
+  //     the row's result;
+  //  4. dst is written one 32 B block (8 rows) at a time: for k = 7 .. 0, lanes 0 .. k of the block
+  //     take row 8b + k's block 0 (mask k + 1, each call overwriting the lower lanes of the one
+  //     before), so lane k ends with row 8b + k's result.
+  // Sums are exact while every partial sum fits int32 (the simulator reports one that does not).
+  void int_row_reduce(const VecReduce& x, std::vector<StmtPtr>& out) {
+    constexpr int64_t eb = 4, kIntRowGroup = 64;
+    const DType t = x.dtype;
+    auto cols = cst(x.cols);
+    if (!cols)
+      throw Error("int32 row reduce over " + ir::print(x.cols) + " columns with a symbolic size is not supported "
+                  "(it needs a scratch area of known size)",
+                  span_, "use a constant tile shape");
+    const VecApi api = x.op == ReduceOp::Sum ? VecApi::Add : x.op == ReduceOp::Max ? VecApi::Max : VecApi::Min;
+    const Expr srep = rep_stride(x.src, t, x.rows, "source");
+    const int64_t full = *cols / 8, tail = *cols % 8, lanes = std::min<int64_t>(8, *cols);
+    auto rows = cst(x.rows);
+    const int64_t gmax = rows ? std::min(*rows, kIntRowGroup) : kIntRowGroup;
+    const int buf = scratch(gmax * (32 + 256));
+    const LocalRef acc{buf, C(0)}, spread{buf, C(gmax * 32)};
+    // a level-0 call: binary `api` d = s0 op s1, or a copy (Muls by 1) d = s0 when s1 has no buffer
+    auto l0 = [&](VecApi a, const LocalRef& d, const LocalRef& s0, const LocalRef& s1, const Expr& mask,
+                  const Expr& rep, int64_t drep, const Expr& s0rep, const Expr& s1rep, std::vector<StmtPtr>& o) {
+      bool copy = s1.buffer < 0;
+      call(VecCallL0{copy ? VecApi::Muls : a, t, t, d, s0, s1, copy ? one(t) : Expr{}, RoundMode::None, mask, rep,
+                     C(1), C(1), C(copy ? 0 : 1), C(drep), s0rep, copy ? C(0) : s1rep},
+           o);
+    };
+    auto group = [&](const Expr& r0, const Expr& g, std::vector<StmtPtr>& o) {
+      reuse_barrier(o);  // the scratch area may still be read by an earlier V instruction
+      const LocalRef src = at(x.src.at, mul(r0, x.src.row_stride), eb);
+      // 1. fold the row's blocks into acc
+      l0(api, acc, src, {}, C(lanes), g, 1, srep, C(0), o);
+      if (full > 2) {
+        ir::Var v = ir::var("tw_b");
+        std::vector<StmtPtr> body;
+        barrier(body);
+        l0(api, acc, acc, at(src, mul(add(v, C(1)), C(8)), eb), C(8), g, 1, C(1), srep, body);
+        o.push_back(for_(v, C(full - 1), seq(std::move(body), span_), span_));
+      } else {
+        for (int64_t j = 1; j < full; ++j) {
+          barrier(o);
+          l0(api, acc, acc, at(src, C(j * 8), eb), C(8), g, 1, C(1), srep, o);
+        }
+      }
+      if (full >= 1 && tail > 0) {
+        barrier(o);
+        l0(api, acc, acc, at(src, C(full * 8), eb), C(tail), g, 1, C(1), srep, o);
+      }
+      // 2. spread each row's 8 lanes over 8 blocks
+      barrier(o);
+      call(Brcb{t, spread, acc, g, C(1), C(8)}, o);
+      // 3. combine the row's blocks into block 0
+      if (lanes == 8) {
+        for (int64_t half : {4, 2, 1}) {
+          barrier(o);
+          l0(api, spread, spread, at(spread, C(half * 8), eb), C(half * 8), g, 8, C(8), C(8), o);
+        }
+      } else {
+        for (int64_t k = 1; k < lanes; ++k) {
+          barrier(o);
+          l0(api, spread, spread, at(spread, C(k * 8), eb), C(8), g, 8, C(8), C(8), o);
+        }
+      }
+      // 4. gather lane 0 of each row's block 0 into dst, 8 rows per 32 B block
+      const LocalRef dst = at(x.dst.at, r0, eb);
+      const Expr blocks = bin(BinOp::FloorDiv, g, C(8)), rest = bin(BinOp::Mod, g, C(8));
+      std::vector<StmtPtr> whole;
+      for (int64_t k = 7; k >= 0; --k) {
+        barrier(whole);
+        l0(api, dst, at(spread, C(k * 64), eb), {}, C(k + 1), blocks, 1, C(64), C(0), whole);
+      }
+      if (auto b = cst(blocks); !b || *b > 0) {
+        if (b) for (auto& w : whole) o.push_back(std::move(w));
+        else o.push_back(if_(ir::binary(BinOp::GT, blocks, C(0)), seq(std::move(whole), span_), nullptr, span_));
+      }
+      const LocalRef dst_rest = at(dst, mul(blocks, C(8)), eb);
+      const LocalRef spread_rest = at(spread, mul(blocks, C(8 * 64)), eb);
+      if (auto rc = cst(rest)) {
+        for (int64_t k = *rc - 1; k >= 0; --k) {
+          barrier(o);
+          l0(api, dst_rest, at(spread_rest, C(k * 64), eb), {}, C(k + 1), C(1), 1, C(0), C(0), o);
+        }
+      } else {  // k = rest - 1 - v for v = 0 .. rest - 1
+        ir::Var v = ir::var("tw_k");
+        Expr k = bin(BinOp::Sub, bin(BinOp::Sub, rest, C(1)), v);
+        std::vector<StmtPtr> body;
+        barrier(body);
+        l0(api, dst_rest, at(spread_rest, mul(k, C(64)), eb), {}, add(k, C(1)), C(1), 1, C(0), C(0), body);
+        o.push_back(for_(v, rest, seq(std::move(body), span_), span_));
+      }
+    };
+    if (rows && *rows <= kIntRowGroup) {
+      group(C(0), x.rows, out);
+      return;
+    }
+    ir::Var vg = ir::var("tw_g"), g = ir::var("tw_rows");
+    std::vector<StmtPtr> body;
+    Expr r0 = mul(vg, C(kIntRowGroup));
+    body.push_back(let(g, bin(BinOp::Min, bin(BinOp::Sub, x.rows, r0), C(kIntRowGroup)), span_));
+    group(r0, g, body);
+    out.push_back(for_(vg, bin(BinOp::CeilDiv, x.rows, C(kIntRowGroup)), seq(std::move(body), span_), span_));
   }
 
   // dst = row 0 (Muls by 1), then dst = dst op row r for r = 1 .. rows - 1 (dependent calls).

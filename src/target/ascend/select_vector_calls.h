@@ -20,7 +20,10 @@
 //   itself, in stages when they are more than one repeat); Max/Min copy chunk
 //   0 into one repeat-wide scratch row per row (Muls by 1), fold the other chunks into it with
 //   Max/Min and reduce it once (float Max/Min write their results in chunks of 254 rows: an
-//   8-byte aligned destination, WholeReduceMax.md). Column reduce: Muls(dst, row 0, 1), then
+//   8-byte aligned destination, WholeReduceMax.md). int32 rows (WholeReduce takes half/float
+//   only): 64 rows at a time, each row's 32 B blocks folded into one with int32 Add/Max/Min, Brcb
+//   spreading its 8 lanes over 8 blocks, which fold again, then a gather of 8 rows per dst block
+//   (int_row_reduce). Column reduce: Muls(dst, row 0, 1), then
 //   Add/Max/Min of each further row (a For over rows - 1).
 // - Row broadcast: Brcb spreads the per-row values to one 32 B block per row in the
 //   scratch area (calls of 255 repeats = 2040 rows), then a level-0 binary op reads that block

@@ -491,6 +491,22 @@ void Machine::functional(Core& c, const RInstr& r) {
             } else if (x.api == VecApi::Duplicate) {
               std::fill(ra.begin(), ra.begin() + x.mask, sc);
             }
+            // int32 Add/Sub/Mul/Adds/Muls: exact while the result fits int32; dav-c220 does not
+            // document the result beyond (the language wraps modulo 2^32), so that is a report
+            if (x.dt == ir::DTypeCode::i32 && x.api <= VecApi::Muls)
+              for (int64_t j = 0; j < x.mask; ++j)
+                if (!num::fits<int32_t>(ra[j])) {
+                  report(ReportKind::IntOverflow,
+                         "int32 " + std::string(vec_api_name(x.api)) + " gives " +
+                             std::to_string(static_cast<long long>(ra[j])) + " (element " + std::to_string(j) +
+                             " of repeat " + std::to_string(i) +
+                             "), outside int32: the 910B documentation does not say what the Vector unit stores "
+                             "then (the language wraps modulo 2^32; wrap or saturation only an NPU run can tell), "
+                             "so the simulator does not guess; keep int32 values and sums within int32 "
+                             "(or compute in float32)",
+                         {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+                  break;
+                }
             scatter(addr(x.dst, 0, i), x.dt, x.mask, x.blk[0], ra.data(), x.api == VecApi::Cast ? x.round : RoundMode::Rint);
           }
         } else if constexpr (std::is_same_v<T, RWholeReduce>) {

@@ -45,7 +45,7 @@ std::string_view report_kind_name(ReportKind k) {
   static constexpr std::string_view names[] = {
       "race", "same-pipe hazard", "out of bounds", "misaligned", "capacity", "illegal flag pair",
       "flag id out of range", "flag set twice", "unmatched set flag", "cross-core flag overflow",
-      "deadlock", "invalid instruction", "API rule"};
+      "deadlock", "invalid instruction", "API rule", "int32 overflow"};
   return names[static_cast<int>(k)];
 }
 

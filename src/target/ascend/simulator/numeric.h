@@ -107,6 +107,14 @@ inline I saturate(double v) {
   return static_cast<I>(v);
 }
 
+// Whether the exact value v is representable in the integer type I (int32 vector arithmetic:
+// dav-c220 does not document what Add/Sub/Mul/Adds/Muls give when the result leaves int32, so the
+// simulator reports it instead of storing a guess; functional.cpp).
+template <class I>
+inline bool fits(double v) {
+  return v >= static_cast<double>(std::numeric_limits<I>::min()) && v <= static_cast<double>(std::numeric_limits<I>::max());
+}
+
 // Stores v converted to t with rounding mode m (float targets: None = Rint).
 inline void store(uint8_t* p, ir::DTypeCode t, double v, RoundMode m = RoundMode::Rint) {
   switch (t) {

@@ -55,6 +55,7 @@ enum class ReportKind : uint8_t {
   Deadlock,           // waits that can never be satisfied
   InvalidInstr,       // instruction not allowed on this core / kernel type, bad operands
   ApiRule,            // the printed AscendC call breaks a documented API rule (api_rules.h)
+  IntOverflow,        // int32 vector arithmetic left int32 (dav-c220 does not document the result)
 };
 std::string_view report_kind_name(ReportKind k);
 

@@ -1,0 +1,249 @@
+"""int32 on the Ascend Vector side against numpy and the cpu target (issue 10, integer gaps).
+
+- int32 reductions (T.reduce_sum / reduce_max / reduce_min, rows and columns, clear=False merges)
+  are exact int32 Add/Max/Min calls, not float32 (exact only below 2^24): tails, odd widths and
+  more rows than one 64-row group of select_vector_calls' int32 row reduce.
+- int32 Add/Sub/Mul/Adds/Muls whose result leaves int32: the language wraps modulo 2^32, the 910B
+  documentation does not say what the Vector unit gives (wrap or saturation), so the simulator
+  reports it at the kernel line instead of storing a guess (the cpu target wraps).
+- Expert-mode conversions dav-c220 has no Cast for are a located error naming the chain of
+  conversions to write (the automatic pipeline's); written that way they give numpy's result.
+
+Simulated results are a model's, not measurements on an NPU."""
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright import TilewrightError
+
+from ascend_util import TARGET, run_checked
+from tw_test_util import marked_line
+
+THIS_FILE = __file__
+
+
+def where(marker):
+    return marked_line(THIS_FILE, "@" + marker)[0]
+
+
+def reduce_kernel(M, N, rows, dim, kind):
+    """Reduces each rows x N tile of A (an M x N int32 tensor) along `dim`: rows (dim=1) give one
+    value per row, stored per tile; columns (dim=0) are merged over the tiles with clear=False."""
+    out = N if dim == 0 else M
+    op = {"sum": T.reduce_sum, "max": T.reduce_max, "min": T.reduce_min}[kind]
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "int32"), B: T.Tensor((out,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((rows, N), "int32")
+            r = T.alloc_fragment((N,) if dim == 0 else (rows,), "int32")
+            if dim == 0:
+                T.copy(A[0, 0], x)
+                op(x, r, dim=0)
+                if M // rows > 1:
+                    for t in T.serial(M // rows - 1):
+                        T.copy(A[(t + 1) * rows, 0], x)
+                        op(x, r, dim=0, clear=False)
+                T.copy(r, B[0])
+            else:
+                for t in T.serial(M // rows):
+                    T.copy(A[t * rows, 0], x)
+                    op(x, r, dim=1)
+                    T.copy(r, B[t * rows])
+    return k
+
+
+def reference(a, dim, kind):
+    v = a.astype(np.int64)
+    got = {"sum": v.sum(axis=dim), "max": v.max(axis=dim), "min": v.min(axis=dim)}[kind]
+    return ((got + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)   # the language's wrap
+
+
+# (M, N, rows): widths 1, 5, 8, 13, 64 (one repeat), 300 (halved first, then a 75-wide tail) and
+# 130 rows (three 64-row groups, the last one not a whole 32 B block of results)
+SHAPES = [(32, 1, 16), (48, 5, 16), (24, 8, 8), (18, 13, 9), (130, 64, 130), (140, 300, 70)]
+
+
+@pytest.mark.parametrize("M,N,rows", SHAPES)
+@pytest.mark.parametrize("dim", [1, 0])
+def test_int32_sums_are_exact_beyond_float32(M, N, rows, dim):
+    rng = np.random.default_rng(M * N + dim)
+    bound = int(0.9 * 2 ** 31) // (M if dim == 0 else N)   # no partial sum leaves int32
+    a = rng.integers(-bound, bound, (M, N)).astype(np.int32)
+    ref = reference(a, dim, "sum")
+    k = reduce_kernel(M, N, rows, dim, "sum")
+    kernel = tw.compile(k, out_idx=[1], target=TARGET)
+    prog = kernel.get_source("ascend_program")
+    assert "WholeReduceSum" not in prog and "float32" not in prog, prog
+    np.testing.assert_array_equal(run_checked(kernel, a), ref)
+    np.testing.assert_array_equal(tw.compile(k, out_idx=[1])(a), ref)
+    if N >= 5:   # float32 (the old path) would have rounded some of these sums
+        assert np.any(np.abs(ref) > 2 ** 24)
+        assert np.any(ref.astype(np.float32).astype(np.int64) != ref)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("M,N,rows,dim", [(48, 5, 16, 1), (140, 300, 70, 1), (18, 13, 9, 0)])
+def test_int32_max_min_are_exact_beyond_float32(M, N, rows, dim, kind):
+    rng = np.random.default_rng(N)
+    a = (rng.integers(-2 ** 30, 2 ** 30, (M, N)) * 2 + 1).astype(np.int32)   # not float32 values
+    ref = reference(a, dim, kind)
+    k = reduce_kernel(M, N, rows, dim, kind)
+    np.testing.assert_array_equal(run_checked(tw.compile(k, out_idx=[1], target=TARGET), a), ref)
+    np.testing.assert_array_equal(tw.compile(k, out_idx=[1])(a), ref)
+    assert np.any(ref.astype(np.float32).astype(np.int64) != ref)
+
+
+@pytest.mark.parametrize("dim", [1, 0])
+def test_int32_sums_near_the_int32_limits(dim):
+    """Terms of +-2^31 magnitude whose partial sums all fit int32 are exact; a sum that leaves int32
+    (which the language wraps, as the cpu target does) is the simulator's located int32-overflow
+    report: whether dav-c220's int32 Add wraps or saturates is undocumented."""
+    M, N, rows = 16, 24, 16
+    k = reduce_kernel(M, N, rows, dim, "sum")
+    kernel = tw.compile(k, out_idx=[1], target=TARGET)
+    lines = np.full((M, N) if dim == 1 else (N, M), -3, np.int32)   # each reduced line: one huge
+    lines[:, 0] = 2 ** 31 - 1                                      # term, small ones of the other
+    lines[0, 0], lines[0, 1:] = -2 ** 31, 3                        # sign (line 0: -2^31 and +3s)
+    a = lines if dim == 1 else np.ascontiguousarray(lines.T)
+    ref = reference(a, dim, "sum")
+    assert np.abs(ref.astype(np.int64)).max() > 2 ** 30
+    np.testing.assert_array_equal(run_checked(kernel, a), ref)
+    np.testing.assert_array_equal(tw.compile(k, out_idx=[1])(a), ref)
+    b = np.full((M, N), 2 ** 30 + 7, np.int32)  # sums near 24 * 2^30: wrap in the language
+    wrapped = reference(b, dim, "sum")
+    np.testing.assert_array_equal(tw.compile(k, out_idx=[1])(b), wrapped)
+    with pytest.raises(TilewrightError) as e:
+        kernel(b)
+    assert "int32 overflow: int32 Add gives" in e.value.message, e.value.message
+    assert "wrap or saturation only an NPU run can tell" in e.value.message
+    assert e.value.file == THIS_FILE
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "adds", "muls"])
+def test_int32_arithmetic_that_leaves_int32_is_a_located_error(op):
+    M, N = 9, 20   # 180 elements: not whole 64-element repeats
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "int32"), B: T.Tensor((M, N), "int32"), C: T.Tensor((M, N), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "int32")
+            y = T.alloc_fragment((M, N), "int32")
+            T.copy(A[0, 0], x)
+            T.copy(B[0, 0], y)
+            for i, j in T.Parallel(M, N):
+                if op == "add":
+                    x[i, j] = x[i, j] + y[i, j]  # @ADD
+                elif op == "sub":
+                    x[i, j] = x[i, j] - y[i, j]  # @SUB
+                elif op == "mul":
+                    x[i, j] = x[i, j] * y[i, j]  # @MUL
+                elif op == "adds":
+                    x[i, j] = x[i, j] + 2000000000  # @ADDS
+                else:
+                    x[i, j] = x[i, j] * 3  # @MULS
+            T.copy(x, C[0, 0])
+
+    fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
+          "adds": lambda p, q: p + 2000000000, "muls": lambda p, q: p * 3}[op]
+    wrap = lambda v: ((v + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)  # noqa: E731
+    rng = np.random.default_rng(3)
+    kernel = tw.compile(k, out_idx=[2], target=TARGET)
+    cpu = tw.compile(k, out_idx=[2])
+    small = rng.integers(-40000, 40000, (2, M, N)).astype(np.int32)   # products up to 1.6e9: fit
+    ref = wrap(fn(small[0].astype(np.int64), small[1].astype(np.int64)))
+    np.testing.assert_array_equal(run_checked(kernel, small[0], small[1]), ref)
+    np.testing.assert_array_equal(cpu(small[0], small[1]), ref)
+    big = small.copy()
+    big[0, 4, 7], big[1, 4, 7] = (2 ** 31 - 5, -7) if op == "sub" else (2 ** 31 - 5, 9)
+    big[0, 4, 8], big[1, 4, 8] = 2 ** 30, 2 ** 30
+    np.testing.assert_array_equal(cpu(big[0], big[1]), wrap(fn(big[0].astype(np.int64), big[1].astype(np.int64))))
+    with pytest.raises(TilewrightError) as e:
+        kernel(big[0], big[1])
+    assert "int32 overflow: int32 " in e.value.message, e.value.message
+    assert "the 910B documentation does not say what the Vector unit stores" in e.value.message
+    assert e.value.file == THIS_FILE and e.value.line == where(op.upper())
+
+
+# ---- expert mode: conversions without a dav-c220 Cast ---------------------------------------------
+
+CHAINS = [  # (from, to, the chain named in the hint, or None: no exact chain)
+    ("float32", "int8", "float32 -> int32 -> float32 -> float16 -> int8"),
+    ("float32", "uint8", "float32 -> int32 -> float32 -> float16 -> uint8"),
+    ("int8", "float32", "int8 -> float16 -> float32"),
+    ("uint8", "int32", "uint8 -> float16 -> int32"),
+    ("int32", "float16", None),   # float16 <-> int32 is a Cast pair: no error
+    ("float16", "bfloat16", "float16 -> float32 -> bfloat16"),
+    ("bfloat16", "float16", "bfloat16 -> float32 -> float16"),
+    ("int32", "int8", "no chain"),
+]
+
+
+def expert_cast(src, dst, how):
+    @T.prim_func
+    def k(X: T.Tensor((8, 64), src), Y: T.Tensor((8, 64), dst)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_UB((8, 64), src)
+            b = T.alloc_UB((8, 64), dst)
+            with T.Scope("V"):
+                T.copy(X[0, 0], a)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                if how == "cast":
+                    T.cast(b, a)  # @CAST
+                else:
+                    T.copy(a, b)  # @COPY
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(b, Y[0, 0])
+    return k
+
+
+# (an expert UB -> UB T.copy converts from float16/float32 only: another source is its own error)
+@pytest.mark.parametrize("src,dst,chain,how", [c + (how,) for c in CHAINS for how in ("cast", "copy")
+                                               if how == "cast" or c[0] in ("float16", "float32")])
+def test_expert_conversion_without_a_cast_pair_names_the_chain(src, dst, chain, how):
+    k = expert_cast(src, dst, how)
+    if chain is None:
+        tw.compile(k, out_idx=[1], target=TARGET)
+        return
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(k, out_idx=[1], target=TARGET)
+    assert f"conversion from {src} to {dst}: dav-c220 has no Cast for this pair" in e.value.message, e.value.message
+    assert e.value.line == where(how.upper())
+    if chain == "no chain":
+        assert "no chain of Casts gives this conversion exactly" in e.value.hint, e.value.hint
+    else:
+        assert f"convert in steps, through one UB tile per dtype: {chain}" in e.value.hint, e.value.hint
+
+
+def test_expert_float32_to_int8_written_as_the_chain_matches_numpy():
+    """The chain the error names, written out, truncates like the language (cpu: float -> int8 is
+    truncation toward zero, defined for in-range values)."""
+    @T.prim_func
+    def k(X: T.Tensor((8, 64), "float32"), Y: T.Tensor((8, 64), "int8")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_UB((8, 64), "float32")
+            n = T.alloc_UB((8, 64), "int32")
+            f = T.alloc_UB((8, 64), "float32")
+            h = T.alloc_UB((8, 64), "float16")
+            b = T.alloc_UB((8, 64), "int8")
+            with T.Scope("V"):
+                T.copy(X[0, 0], a)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                T.cast(n, a)
+                T.pipe_barrier("V")
+                T.cast(f, n)
+                T.pipe_barrier("V")
+                T.cast(h, f)
+                T.pipe_barrier("V")
+                T.cast(b, h)
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(b, Y[0, 0])
+
+    x = np.random.default_rng(5).uniform(-128.9, 127.9, (8, 64)).astype(np.float32)
+    got = run_checked(tw.compile(k, out_idx=[1], target=TARGET), x)
+    np.testing.assert_array_equal(got, np.trunc(x).astype(np.int8))
