@@ -68,12 +68,14 @@ def test_flash_attention_expert_results(fa, B, H, S, D, causal, core_num):
 
 
 def test_gemm_expert_simulated_utilisation(gemm, capsys):
-    """2048^3 fp16: 67.9% measured (6 rounds of 128 x 256 tiles for 5.33 per core); 4096^3: 75.9%.
+    """2048^3 fp16: 59.4% measured (6 rounds of 128 x 256 tiles for 5.33 per core); 4096^3: 74.4%.
     (80.0% / 92.0% before select_move_calls: the model counted each L1 -> L0 move as one MTE1
     instruction; the printed code issues one LoadData per fractal row, 12 per K step, and with the
-    assumed 32-entry pipe queue the scalar unit stalls on MTE1 and issues the next L1 chunk late.)"""
+    assumed 32-entry pipe queue the scalar unit stalls on MTE1 and issues the next L1 chunk late.
+    67.9% / 75.9% before the calibrated kernel start (issue 16): the 10 us launch is 14% of the
+    2048^3 kernel's ~70 us; the floors keep their margins of 1.9 points under the measured.)"""
     figs = {}
-    for n, floor in ((2048, 0.66), (4096, 0.74)):
+    for n, floor in ((2048, 0.575), (4096, 0.725)):
         a = np.zeros((n, n), np.float16)
         p = gemm.matmul(n, n, n).profile(a, a, functional=False, check=False)
         figs[n] = p
@@ -84,10 +86,11 @@ def test_gemm_expert_simulated_utilisation(gemm, capsys):
 
 
 def test_flash_attention_expert_simulated_throughput(fa, capsys):
-    """B=1 H=16 D=128 fp16 non-causal, timing only: S=2048 37.2% of peak measured, S=8192 42.4%
-    (issue 5's goal: >= 35% at S=8192)."""
+    """B=1 H=16 D=128 fp16 non-causal, timing only: S=2048 35.7% of peak measured, S=8192 42.3%
+    (issue 5's goal: >= 35% at S=8192). 37.2% at S=2048 before the calibrated kernel start (issue
+    16: the 10 us launch is ~5% of that kernel's time); its floor keeps its 1.2-point margin."""
     lines = []
-    for S, floor in ((2048, 0.36), (8192, 0.40)):
+    for S, floor in ((2048, 0.345), (8192, 0.40)):
         B, H, D = 1, 16, 128
         args = [np.zeros((B, H, S, D), np.float16)] * 3 + [fa.mask_tensor(S), *fa.workspaces(B, H, S, D)]
         p = fa.flash_attention(B, H, S, D).profile(*args, functional=False, check=False)

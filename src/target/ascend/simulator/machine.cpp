@@ -1021,7 +1021,7 @@ void Machine::finish() {
              ins);
     }
   }
-  int64_t total = 0;
+  int64_t total = timing->drained();
   for (auto& c : cores) {
     total = std::max(total, c.scalar_time);
     for (auto& ps : c.pipes) total = std::max({total, ps.last_complete, ps.free});

@@ -21,6 +21,8 @@ int64_t Timing::launch() const { return std::llround(p_.launch_overhead_us * p_.
 
 int64_t Timing::block_start(int64_t t) const { return t + p_.block_start_cycles; }
 
+int64_t Timing::drained() const { return static_cast<int64_t>(std::ceil(drained_)); }
+
 int64_t Timing::gm_transfer(int64_t t, double bytes, double hbm, double rate) {
   const int64_t B = p_.gm_bandwidth_bucket_cycles;
   const double l2_rate = l2_per_bucket_ / static_cast<double>(B), hbm_rate = hbm_per_bucket_ / static_cast<double>(B);
@@ -34,7 +36,7 @@ int64_t Timing::gm_transfer(int64_t t, double bytes, double hbm, double rate) {
       l2_used_.resize(b * 2 + 64, 0.0);
       hbm_used_.resize(b * 2 + 64, 0.0);
     }
-    double bucket_start = static_cast<double>(b * B), bucket_end = static_cast<double>((b + 1) * B);
+    const double bucket_start = static_cast<double>(b * B), bucket_end = static_cast<double>((b + 1) * B);
     double cap = rate * (bucket_end - cur);
     cap = std::min(cap, l2_per_bucket_ - l2_used_[b]);
     if (frac > 0) cap = std::min(cap, (hbm_per_bucket_ - hbm_used_[b]) / frac);
@@ -46,10 +48,11 @@ int64_t Timing::gm_transfer(int64_t t, double bytes, double hbm, double rate) {
     l2_used_[b] += x;
     hbm_used_[b] += x * frac;
     remaining -= x;
+    drained_ = std::max({drained_, bucket_start + l2_used_[b] / l2_rate, bucket_start + hbm_used_[b] / hbm_rate});
     if (remaining <= 1e-9) {
-      // served at the core's rate, but not before the bucket's bytes so far at the shared rates
-      cur = std::max({cur + x / rate, bucket_start + l2_used_[b] / l2_rate, bucket_start + hbm_used_[b] / hbm_rate});
-      cur = std::min(cur, bucket_end);
+      // the share of the bucket we got determines the effective rate inside it
+      double eff = cap / (bucket_end - cur);
+      cur += x / std::max(eff, 1e-9);
       break;
     }
     cur = bucket_end;

@@ -28,15 +28,17 @@ class Timing {
   int64_t launch() const;
   // The cycle at which a block that its core could start at `t` issues its first instruction.
   int64_t block_start(int64_t t) const;
+  // The earliest end of the kernel the memory system allows: every bucket's reserved L2 and HBM
+  // bytes moved at the full shared rates from the bucket's start (no kernel ends before its
+  // transfers drained, so its bytes over HBM never exceed hbm_tbps times its time).
+  int64_t drained() const;
   // Bytes read from HBM so far (whole lines missing from L2) and written back to it.
   double hbm_bytes() const { return hbm_bytes_; }
 
  private:
   // Moves `bytes` over GM starting at t at up to `rate` B/cycle, `hbm` of them (or more: whole
   // lines) also over HBM; returns the end time. No bucket of gm_bandwidth_bucket_cycles carries
-  // more than the L2 / HBM bandwidth allows, and a transfer ends no earlier than its bucket's start
-  // plus the bytes reserved in that bucket so far at full bandwidth, so bytes over HBM up to any
-  // transfer's end never exceed hbm_tbps times that end.
+  // more than the L2 / HBM bandwidth allows; inside a bucket a transfer runs at its share of it.
   int64_t gm_transfer(int64_t t, double bytes, double hbm, double rate);
   Machine& m_;
   const target::AscendParams& p_;
@@ -44,6 +46,7 @@ class Timing {
   std::vector<double> l2_used_, hbm_used_;
   L2Model l2_;
   double hbm_bytes_ = 0;
+  double drained_ = 0;
   // Per core: when its last LoadData (2D) ends. A LoadData that starts right then continues the
   // same stream of fractal loads (the per-fractal-row calls of one L1 -> L0 move) and pays no
   // setup (local_move_overhead_cycles is per stream, as calibrated).
