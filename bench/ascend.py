@@ -29,6 +29,9 @@ import tilewright as tw  # noqa: E402
 
 TARGET = "ascend910b"
 PEAK = 353.9  # TFLOP/s, fp16, 910B2 (docs/ascend.md "The chips")
+# torch_npu fp16 gemm on a real 910B2, % of peak (shared/ascend-910b.md "Published performance"):
+# what the timing model is calibrated against (docs/performance.md "Simulator calibration")
+TORCH_NPU_GEMM = {1024: 28.0, 2048: 71.0, 4096: 89.0, 8192: 86.0}
 
 
 def load(path, name):
@@ -73,6 +76,11 @@ def main() -> int:
         _, tf_auto, u_auto = timing(seed_matmul(n, n, n, 128, 256, 64), a, a)
         _, tf_exp, u_exp = timing(gemm_expert.matmul(n, n, n), a, a)
         row(f"gemm {n}^3, Cube utilisation (128/256/64)", u_auto * 100, u_exp * 100, "%")
+        sim, pub = tf_auto / PEAK * 100, TORCH_NPU_GEMM[n]
+        rows.append(dict(case=f"gemm {n}^3 % of peak, simulated vs torch_npu", simulated=sim, torch_npu=pub,
+                         residual=sim - pub, unit="% peak"))
+        print(f"{'  ... % of peak; torch_npu on a real 910B2':44s} {sim:8.1f} {pub:8.1f} {'% peak':12s} "
+              f"{sim - pub:+6.1f} pt", flush=True)
         if n == 4096:
             _, _, u_seed = timing(seed_matmul(n, n, n, 128, 128, 64), a, a)
             row("seed matmul 4096^3, article blocks 128/128/64", u_seed * 100, 0, "%")

@@ -321,6 +321,7 @@ nb::tuple simulate(const Executable& exe, nb::list args, bool functional, bool c
   d["aiv_used"] = r->aiv_used;
   d["cube_utilisation"] = r->cube_utilisation;
   d["cube_busy"] = r->cube_busy;
+  d["hbm_bytes"] = r->hbm_bytes;
   d["flops"] = r->flops;
   d["tflops"] = r->tflops;
   d["instructions"] = r->instructions;

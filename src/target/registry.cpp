@@ -23,7 +23,7 @@ std::vector<Target> make_targets() {
     p.hbm_gib = hbm_gib;
     p.l2_mib = l2_mib;
     p.hbm_tbps = hbm_tbps;
-    p.l2_tbps = 7.0;
+    p.l2_tbps = 7.0;  // shared/ascend-910b.md "L2 ~ 7 TB/s" (one figure for B1-B4; uncertain)
     return Target{name, TargetKind::ascend, "Huawei Ascend " + name.substr(6) + " (simulated)", p};
   };
   return {

@@ -47,10 +47,19 @@ struct AscendParams {
   int local_move_overhead_cycles = 8;      // assumed: L1->L0 per stream of back-to-back LoadData calls
   double init_const_bytes_per_cycle = 256;  // assumed: InitConstValue fill of L1 (MTE2)
   int gm_latency_cycles = 300;             // assumed: GM access latency (not occupying the pipe)
-  // GM bandwidth shared by all cores: first touch of a page costs HBM bandwidth (hbm_tbps),
-  // later touches (while resident in an LRU of l2_mib) L2 bandwidth (l2_tbps).
-  int l2_page_bytes = 65536;               // assumed granularity of the L2 residency model
-  int gm_bandwidth_bucket_cycles = 256;    // simulation granularity of bandwidth sharing
+  // GM: every byte moved to or from GM costs L2 bandwidth (l2_tbps, shared by all cores); a read
+  // of a line that is not resident in L2 also costs HBM bandwidth (hbm_tbps, shared by all cores)
+  // for the whole line, and every written byte is written back to HBM (simulator/l2_model.h).
+  // Residency: lines of l2_line_bytes, up to l2_mib of them, least recently used evicted first.
+  int l2_line_bytes = 512;                 // not published: assumed = the GM access granularity the
+                                           // AscendC docs advise aligning moves to (512 B, ascend-910b.md)
+  int gm_bandwidth_bucket_cycles = 256;    // simulation granularity of bandwidth sharing (not a chip figure)
+  // Kernel start. Neither figure is published for the 910B (docs/performance.md "Simulator
+  // calibration" shows the fit and the residuals).
+  double launch_overhead_us = 10.0;        // calibrated: fitted to torch_npu gemm 1024^3 fp16 at 28% of peak
+                                           // (launch until the first core starts; also 2048^3 at 71%)
+  int block_start_cycles = 500;            // assumed: each block's start on its core (arguments, scalar
+                                           // set-up); the gemm curve cannot separate it from the launch
   // Vector (per AIV, ascend-910b.md "Vector", A2/A3 throughput tables).
   double vec_bytes_per_cycle = 256;        // Add/Sub/Mul/Max/Min/Adds/Muls/Abs/Relu/Reciprocal/Rsqrt/Duplicate: 128 fp16 / 64 fp32
   double vec_transcendental_elems_per_cycle = 32;  // Exp, Ln, Sqrt, Div

@@ -342,23 +342,49 @@ TEST(AscendSimThreads, NegativeThreadCountIsAnError) {
 
 // The documented Mmad example: fp16 m=128 n=256 k=512 in 8 steps of k=64; published measured
 // 4209-4225 cycles (ascend-910b.md, "Cube").
-TEST(AscendSim, MmadExampleMatchesPublishedCycles) {
+Program mmad_example(int64_t blocks) {
   Builder b("mmad_example", KernelType::AIC_ONLY);
   int a0 = b.buffer("a", CoreType::AIC, Mem::L0A, 0, 128 * 64 * 2, DTypeCode::f16);
   int b0 = b.buffer("b", CoreType::AIC, Mem::L0B, 0, 64 * 256 * 2, DTypeCode::f16);
   int c0 = b.buffer("c", CoreType::AIC, Mem::L0C, 0, 128 * 256 * 4, DTypeCode::f32);
-  b.p.block_dim = C(1);
+  b.p.block_dim = C(blocks);
   auto s = ir::var("s");
   b.loop(s, C(8), [&] {
     b.emit(Mmad{at(a0), at(b0), at(c0), DTypeCode::f16, DTypeCode::f32, C(128), C(256), C(64), eq(s, C(0))}, 5);
   });
   b.p.aic = b.take();
-  auto r = run_sim(b.p, b2(), {});
+  return b.p;
+}
+
+TEST(AscendSim, MmadExampleMatchesPublishedCycles) {
+  auto r = run_sim(mmad_example(1), b2(), {});
   EXPECT_TRUE(r.reports.empty()) << r.summary();
+  // the published cycles are the Mmad loop's, measured inside the kernel: without the launch
+  // and the block's start (the kernel start costs, tested in KernelStartCostsAreCharged)
+  const int64_t loop = r.total_cycles - std::llround(b2().launch_overhead_us * b2().clock_mhz) - b2().block_start_cycles;
   const double measured = (4209 + 4225) / 2.0;
-  EXPECT_NEAR(static_cast<double>(r.total_cycles), measured, 0.05 * measured) << r.summary();
+  EXPECT_NEAR(static_cast<double>(loop), measured, 0.05 * measured) << r.summary();
   std::printf("[ mmad example ] simulated %lld cycles, published measured 4209-4225\n",
-              static_cast<long long>(r.total_cycles));
+              static_cast<long long>(loop));
+}
+
+// The kernel launch overhead is paid once, the block start cost by every block on its core: 48
+// blocks on the 24 AICs run in two waves, so two block starts lie on the critical path.
+TEST(AscendSim, KernelStartCostsAreCharged) {
+  target::AscendParams free_start = b2();
+  free_start.launch_overhead_us = 0;
+  free_start.block_start_cycles = 0;
+  const int64_t launch = std::llround(b2().launch_overhead_us * b2().clock_mhz);  // 18000 at 1800 MHz
+  ASSERT_GT(launch, 0);
+  ASSERT_GT(b2().block_start_cycles, 0);
+  for (int64_t blocks : {1, 24, 48}) {
+    Program p = mmad_example(blocks);
+    auto with = run_sim(p, b2(), {}), without = run_sim(p, free_start, {});
+    EXPECT_TRUE(with.reports.empty()) << with.summary();
+    int64_t waves = (blocks + 23) / 24;
+    EXPECT_EQ(with.total_cycles - without.total_cycles,
+              launch + waves * b2().block_start_cycles) << blocks << " blocks";
+  }
 }
 
 // --- vector kernel: row softmax on UB ---------------------------------------------------------

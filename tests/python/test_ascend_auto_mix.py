@@ -105,8 +105,10 @@ def fa_percent_of_peak(S, causal, bm, bn, B=1, H=16, D=128):
 
 
 # Simulated throughput floors (timing only), measured value minus a margin: a pass that loses
-# the Cube/Vector overlap, the L0 budget or the vector software pipeline falls below.
-FA_FLOORS = [(2048, False, 128, 128, 33.5), (2048, True, 128, 128, 21.5)]  # measured 35.0 / 23.1
+# the Cube/Vector overlap, the L0 budget or the vector software pipeline falls below. Measured
+# 33.2 / 21.5 (35.0 / 23.1 before issue 16's calibrated kernel start, 10 us of launch on a
+# ~200 us kernel); the floors keep their 1.5-point margins.
+FA_FLOORS = [(2048, False, 128, 128, 31.7), (2048, True, 128, 128, 20.0)]
 
 
 @pytest.mark.parametrize("S,causal,bm,bn,floor", FA_FLOORS)

@@ -68,13 +68,15 @@ def test_flash_attention_expert_results(fa, B, H, S, D, causal, core_num):
 
 
 def test_gemm_expert_simulated_utilisation(gemm, capsys):
-    """2048^3 fp16: 72.5% measured (6 rounds of 128 x 256 tiles for 5.33 per core); 4096^3: 81.5%.
+    """2048^3 fp16: 62.8% measured (6 rounds of 128 x 256 tiles for 5.33 per core); 4096^3: 79.8%.
     (80.0% / 92.0% before select_move_calls, when the model counted each L1 -> L0 move as one MTE1
-    instruction; 67.9% / 75.9% with one LoadData per fractal row, 12 per K step; now 8 per K step,
-    the fewest the Nz -> Zz / Zn layouts allow: A one call per fractal column (4), B one per
-    fractal row (4). With the assumed 32-entry pipe queue the scalar unit still stalls on MTE1.)"""
+    instruction; 67.9% / 75.9% with one LoadData per fractal row, 12 per K step; 72.5% / 81.5% with
+    8 per K step, the fewest the Nz -> Zz / Zn layouts allow: A one call per fractal column (4), B
+    one per fractal row (4) -- with the assumed 32-entry pipe queue the scalar unit still stalls on
+    MTE1; now with the calibrated kernel start of issue 16 (a 10 us launch is ~13% of the 2048^3
+    kernel's 77 us). The floors keep margins of about 2 points under the measured.)"""
     figs = {}
-    for n, floor in ((2048, 0.71), (4096, 0.80)):
+    for n, floor in ((2048, 0.61), (4096, 0.78)):
         a = np.zeros((n, n), np.float16)
         p = gemm.matmul(n, n, n).profile(a, a, functional=False, check=False)
         figs[n] = p
@@ -85,10 +87,11 @@ def test_gemm_expert_simulated_utilisation(gemm, capsys):
 
 
 def test_flash_attention_expert_simulated_throughput(fa, capsys):
-    """B=1 H=16 D=128 fp16 non-causal, timing only: S=2048 37.2% of peak measured, S=8192 42.4%
-    (issue 5's goal: >= 35% at S=8192)."""
+    """B=1 H=16 D=128 fp16 non-causal, timing only: S=2048 35.7% of peak measured, S=8192 42.3%
+    (issue 5's goal: >= 35% at S=8192). 37.2% at S=2048 before the calibrated kernel start (issue
+    16: the 10 us launch is ~5% of that kernel's time); its floor keeps its 1.2-point margin."""
     lines = []
-    for S, floor in ((2048, 0.36), (8192, 0.40)):
+    for S, floor in ((2048, 0.345), (8192, 0.40)):
         B, H, D = 1, 16, 128
         args = [np.zeros((B, H, S, D), np.float16)] * 3 + [fa.mask_tensor(S), *fa.workspaces(B, H, S, D)]
         p = fa.flash_attention(B, H, S, D).profile(*args, functional=False, check=False)

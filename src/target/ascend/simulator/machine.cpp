@@ -680,6 +680,7 @@ void Machine::start_block(Core& c) {
   c.pc = 0;
   int64_t t = c.scalar_time;
   for (auto& ps : c.pipes) t = std::max(t, ps.last_complete);
+  t = timing->block_start(t);
   c.scalar_time = t;
   for (auto& ps : c.pipes) ps.free = std::max(ps.free, t);
   if (checker && c.next_block > 0) checker->barrier_all(c);
@@ -1031,12 +1032,13 @@ void Machine::finish() {
              ins);
     }
   }
-  int64_t total = 0;
+  int64_t total = timing->drained();
   for (auto& c : cores) {
     total = std::max(total, c.scalar_time);
     for (auto& ps : c.pipes) total = std::max({total, ps.last_complete, ps.free});
   }
   result.total_cycles = total;
+  result.hbm_bytes = timing->hbm_bytes();
   result.time_us = static_cast<double>(total) / chip.clock_mhz;
   int64_t macs = 0, mbusy = 0;
   for (auto& c : cores) {
@@ -1063,6 +1065,7 @@ Result Machine::run() {
       c.finished = true;
       continue;
     }
+    c.scalar_time = timing->launch();
     start_block(c);
   }
   while (true) {

@@ -98,6 +98,8 @@ struct Result {
   double cube_busy = 0;
   double flops = 0;       // 2*m*n*k summed over Mmads
   double tflops = 0;      // flops / time
+  // Bytes over HBM (timing model): the lines GM reads found missing from L2, plus every byte written.
+  double hbm_bytes = 0;
   int64_t instructions = 0;
   std::vector<Report> reports;
   int64_t dropped_reports = 0;

@@ -10,69 +10,45 @@ int64_t cdiv(int64_t a, int64_t b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 int bytes_of(ir::DTypeCode t) { return ir::DType(t).bytes(); }
 }  // namespace
 
-Timing::Timing(Machine& m) : m_(m), p_(m.chip) {
+Timing::Timing(Machine& m)
+    : m_(m), p_(m.chip), l2_(static_cast<int64_t>(m.chip.l2_mib * 1048576.0), m.chip.l2_line_bytes) {
   double cycles_per_s = p_.clock_mhz * 1e6;
   l2_per_bucket_ = p_.l2_tbps * 1e12 / cycles_per_s * p_.gm_bandwidth_bucket_cycles;
   hbm_per_bucket_ = p_.hbm_tbps * 1e12 / cycles_per_s * p_.gm_bandwidth_bucket_cycles;
-  capacity_pages_ = static_cast<size_t>(p_.l2_mib * 1048576.0 / p_.l2_page_bytes);
 }
 
-double Timing::miss_fraction(int space, const Rect& r, bool write) {
-  if (r.rows <= 0 || r.row_bytes <= 0) return 0;
-  const int64_t page = p_.l2_page_bytes;
-  int64_t touched = 0, missed = 0;
-  auto touch = [&](int64_t pg) {
-    uint64_t key = (static_cast<uint64_t>(space) << 40) | static_cast<uint64_t>(pg);
-    ++touched;
-    auto it = resident_.find(key);
-    if (it != resident_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return;
-    }
-    ++missed;
-    lru_.push_front(key);
-    resident_[key] = lru_.begin();
-    if (resident_.size() > capacity_pages_) {
-      resident_.erase(lru_.back());
-      lru_.pop_back();
-    }
-  };
-  if (r.rows == 1 || r.stride <= page) {
-    for (int64_t pg = r.start / page, last = (r.end() - 1) / page; pg <= last; ++pg) touch(pg);
-  } else {
-    int64_t prev = -1;
-    for (int64_t i = 0; i < r.rows; ++i) {
-      int64_t a = r.start + i * r.stride;
-      for (int64_t pg = std::max(prev + 1, a / page), last = (a + r.row_bytes - 1) / page; pg <= last; ++pg) touch(pg);
-      prev = (a + r.row_bytes - 1) / page;
-    }
-  }
-  if (write) return 1.0;  // written data is eventually written back to HBM
-  return touched ? static_cast<double>(missed) / touched : 0;
-}
+int64_t Timing::launch() const { return std::llround(p_.launch_overhead_us * p_.clock_mhz); }
 
-int64_t Timing::gm_transfer(int64_t t, double bytes, double miss, double rate) {
+int64_t Timing::block_start(int64_t t) const { return t + p_.block_start_cycles; }
+
+int64_t Timing::drained() const { return static_cast<int64_t>(std::ceil(drained_)); }
+
+int64_t Timing::gm_transfer(int64_t t, double bytes, double hbm, double rate) {
   const int64_t B = p_.gm_bandwidth_bucket_cycles;
+  const double l2_rate = l2_per_bucket_ / static_cast<double>(B), hbm_rate = hbm_per_bucket_ / static_cast<double>(B);
+  const double frac = bytes > 0 ? hbm / bytes : 0;  // HBM bytes per GM byte (> 1 for partial lines)
+  hbm_bytes_ += hbm;
   double remaining = bytes;
   double cur = static_cast<double>(t);
   while (remaining > 1e-9) {
-    size_t b = static_cast<size_t>(cur / B);
+    size_t b = static_cast<size_t>(cur / static_cast<double>(B));
     if (b >= l2_used_.size()) {
-      l2_used_.resize(b * 2 + 64, 0.f);
-      hbm_used_.resize(b * 2 + 64, 0.f);
+      l2_used_.resize(b * 2 + 64, 0.0);
+      hbm_used_.resize(b * 2 + 64, 0.0);
     }
-    double bucket_end = static_cast<double>((b + 1) * B);
+    const double bucket_start = static_cast<double>(b * B), bucket_end = static_cast<double>((b + 1) * B);
     double cap = rate * (bucket_end - cur);
     cap = std::min(cap, l2_per_bucket_ - l2_used_[b]);
-    if (miss > 0) cap = std::min(cap, (hbm_per_bucket_ - hbm_used_[b]) / miss);
+    if (frac > 0) cap = std::min(cap, (hbm_per_bucket_ - hbm_used_[b]) / frac);
     if (cap <= 1e-9) {
       cur = bucket_end;
       continue;
     }
     double x = std::min(remaining, cap);
-    l2_used_[b] += static_cast<float>(x);
-    hbm_used_[b] += static_cast<float>(x * miss);
+    l2_used_[b] += x;
+    hbm_used_[b] += x * frac;
     remaining -= x;
+    drained_ = std::max({drained_, bucket_start + l2_used_[b] / l2_rate, bucket_start + hbm_used_[b] / hbm_rate});
     if (remaining <= 1e-9) {
       // the share of the bucket we got determines the effective rate inside it
       double eff = cap / (bucket_end - cur);
@@ -86,11 +62,17 @@ int64_t Timing::gm_transfer(int64_t t, double bytes, double miss, double rate) {
 
 Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
   Cost k;
+  // HBM bytes of a GM access: the lines of a read missing from L2; every written byte
+  auto hbm_of = [&](const RMem& gm, const Rect& rect, bool write) {
+    Machine::Span sp = m_.base(core, gm);
+    if (!write) return static_cast<double>(l2_.read(sp.space, rect, sp.size));
+    l2_.write(sp.space, rect, sp.size);
+    return rect.rows > 0 && rect.row_bytes > 0 ? static_cast<double>(rect.rows * rect.row_bytes) : 0.0;
+  };
   auto gm_move = [&](const RMem& gm, const Rect& rect, double bytes, double rate, bool write) {
-    int space = gm.index < 0 ? static_cast<int>(m_.prog.params.size()) : gm.index;
-    double miss = miss_fraction(space, rect, write);
+    double hbm = hbm_of(gm, rect, write);
     int64_t t0 = start + p_.move_overhead_cycles;
-    int64_t end = gm_transfer(t0, bytes, miss, rate);
+    int64_t end = gm_transfer(t0, bytes, hbm, rate);
     k.busy = end - start;
     k.latency = p_.gm_latency_cycles;
   };
@@ -107,14 +89,12 @@ Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
           k.busy = p_.move_overhead_cycles + static_cast<int64_t>(std::ceil(bytes / p_.init_const_bytes_per_cycle));
         } else if constexpr (std::is_same_v<T, RNd2Nz>) {
           int es = bytes_of(x.dt);
-          // the GM rows of all ndNum matrices, as one transfer (the miss fraction over every matrix)
-          double miss = 0;
-          int space = x.src.index < 0 ? static_cast<int>(m_.prog.params.size()) : x.src.index;
+          // the GM rows of all ndNum matrices, as one transfer
+          double hbm = 0;
           for (int64_t i = 0; i < x.nd_num; ++i)
-            miss += miss_fraction(space, Rect{x.src.off + i * x.src_nd_stride * es, x.n, x.d * es, x.src_d * es}, false);
-          if (x.nd_num > 1) miss /= static_cast<double>(x.nd_num);
+            hbm += hbm_of(x.src, Rect{x.src.off + i * x.src_nd_stride * es, x.n, x.d * es, x.src_d * es}, false);
           int64_t t0 = start + p_.move_overhead_cycles;
-          k.busy = gm_transfer(t0, static_cast<double>(std::max<int64_t>(0, x.nd_num) * x.n * x.d * es), miss,
+          k.busy = gm_transfer(t0, static_cast<double>(std::max<int64_t>(0, x.nd_num) * x.n * x.d * es), hbm,
                                p_.gm_read_bytes_per_cycle) - start;
           k.latency = p_.gm_latency_cycles;
         } else if constexpr (std::is_same_v<T, RDataCopy>) {
