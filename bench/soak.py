@@ -30,6 +30,7 @@ def main(argv=None):
     ap.add_argument("--calls", type=int, default=1000000, help="kernel calls in all")
     ap.add_argument("--every", type=int, default=1000, help="print every this many kernels")
     a = ap.parse_args(argv)
+    os.environ.setdefault("TW_PROGRESS", "0")  # compile progress lines would bury the table
     if not os.environ.get("TW_CACHE_DIR"):
         os.environ["TW_CACHE_DIR"] = tempfile.mkdtemp(prefix="tw-soak-")
     import tilewright as tw
