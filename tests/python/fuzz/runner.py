@@ -224,9 +224,14 @@ class Worker:
             self.proc.kill()
             self.proc.wait()
             return {"status": "hang", "target": phase, "detail": f"no answer within {timeout:.0f} s"}
-        code = self.proc.returncode
+        code, tail = self.proc.returncode, self.log_tail()
         what = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-        return {"status": "crash", "target": phase, "detail": f"worker died ({what}); stderr: {self.log_tail()}"}
+        # Under `make sanitize` AddressSanitizer handles the fatal signal and exits with status 1:
+        # name the signal it reports ("AddressSanitizer: SEGV on unknown address ...").
+        asan = re.search(r"AddressSanitizer: (SEGV|BUS|FPE|ILL|ABRT)\b", tail)
+        if code > 0 and asan:
+            what = f"signal SIG{asan.group(1)} reported by AddressSanitizer, exit status {code}"
+        return {"status": "crash", "target": phase, "detail": f"worker died ({what}); stderr: {tail}"}
 
     def close(self):
         if self.proc.poll() is None:
