@@ -39,11 +39,13 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "ir/printer.h"
 #include "target/ascend/pass_util.h"
@@ -350,6 +352,16 @@ class KernelPrinter {
   void core(CoreType c, const StmtPtr& body);
   void buffers(CoreType c);
 
+  // A call taking a parameter struct: `{ Type tw_p; tw_p.field = value; ... call(..., tw_p); }`,
+  // one line per field in the order given.
+  void params_call(const std::string& type, std::initializer_list<std::pair<const char*, std::string>> fields,
+                   const std::string& call) {
+    L_.open("");
+    L_.line(type + " tw_p;");
+    for (const auto& [name, value] : fields) L_.line("tw_p." + std::string(name) + " = " + value + ";");
+    L_.call(call);
+    L_.close();
+  }
   std::string vec_args(VecApi api, DType t, DType st, const LocalRef& dst, const LocalRef& src0, const LocalRef& src1,
                        const Expr& scalar, RoundMode round) const;
 
@@ -533,18 +545,16 @@ void KernelPrinter::emit(const InitConstValue& c) {
 }
 
 void KernelPrinter::emit(const DataCopyNd2Nz& c) {
-  L_.open("");
-  L_.line("Nd2NzParams tw_p;");
-  L_.line("tw_p.ndNum = " + ex(c.ndNum) + ";");
-  L_.line("tw_p.nValue = " + ex(c.nValue) + ";");
-  L_.line("tw_p.dValue = " + ex(c.dValue) + ";");
-  L_.line("tw_p.srcNdMatrixStride = " + ex(c.srcNdMatrixStride) + ";");
-  L_.line("tw_p.srcDValue = " + ex(c.srcDValue) + ";");
-  L_.line("tw_p.dstNzC0Stride = " + ex(c.dstNzC0Stride) + ";");
-  L_.line("tw_p.dstNzNStride = " + ex(c.dstNzNStride) + ";");
-  L_.line("tw_p.dstNzMatrixStride = " + ex(c.dstNzMatrixStride) + ";");
-  L_.call("DataCopy(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", tw_p);");
-  L_.close();
+  params_call("Nd2NzParams", {
+                  {"ndNum", ex(c.ndNum)},
+                  {"nValue", ex(c.nValue)},
+                  {"dValue", ex(c.dValue)},
+                  {"srcNdMatrixStride", ex(c.srcNdMatrixStride)},
+                  {"srcDValue", ex(c.srcDValue)},
+                  {"dstNzC0Stride", ex(c.dstNzC0Stride)},
+                  {"dstNzNStride", ex(c.dstNzNStride)},
+                  {"dstNzMatrixStride", ex(c.dstNzMatrixStride)}},
+              "DataCopy(" + loc(c.dst, c.dtype) + ", " + gm(c.src, c.dtype) + ", tw_p);");
 }
 
 void KernelPrinter::emit(const DataCopyPadGmToUb& c) {
@@ -566,70 +576,62 @@ void KernelPrinter::emit(const DataCopyUbToUb& c) {
 }
 
 void KernelPrinter::emit(const LoadData2D& c) {
-  L_.open("");
-  L_.line("LoadData2DParams tw_p;");
-  L_.line("tw_p.startIndex = " + ex(c.startIndex) + ";");
-  L_.line("tw_p.repeatTimes = " + ex(c.repeatTimes) + ";");
-  L_.line("tw_p.srcStride = " + ex(c.srcStride) + ";");
-  L_.line("tw_p.sid = " + ex(c.sid) + ";");
-  L_.line("tw_p.dstGap = " + ex(c.dstGap) + ";");
-  L_.line(std::string("tw_p.ifTranspose = ") + (c.ifTranspose ? "true" : "false") + ";");
-  L_.call("LoadData(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", tw_p);");
-  L_.close();
+  params_call("LoadData2DParams", {
+                  {"startIndex", ex(c.startIndex)},
+                  {"repeatTimes", ex(c.repeatTimes)},
+                  {"srcStride", ex(c.srcStride)},
+                  {"sid", ex(c.sid)},
+                  {"dstGap", ex(c.dstGap)},
+                  {"ifTranspose", (c.ifTranspose ? "true" : "false")}},
+              "LoadData(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", tw_p);");
 }
 
 void KernelPrinter::emit(const LoadData3DV2& c) {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  L_.open("");
-  L_.line("LoadData3DParamsV2<" + ctype(c.dtype, span_) + "> tw_p;");
-  L_.line("tw_p.l1H = " + ex(c.l1H) + ";");
-  L_.line("tw_p.l1W = " + ex(c.l1W) + ";");
-  L_.line("tw_p.channelSize = " + ex(c.channelSize) + ";");
-  L_.line("tw_p.kExtension = " + ex(c.kExtension) + ";");
-  L_.line("tw_p.mExtension = " + ex(c.mExtension) + ";");
-  L_.line("tw_p.kStartPt = " + ex(c.kStartPt) + ";");
-  L_.line("tw_p.mStartPt = " + ex(c.mStartPt) + ";");
-  L_.line("tw_p.strideW = " + std::to_string(c.strideW) + ";");
-  L_.line("tw_p.strideH = " + std::to_string(c.strideH) + ";");
-  L_.line("tw_p.filterW = " + std::to_string(c.filterW) + ";");
-  L_.line("tw_p.filterH = " + std::to_string(c.filterH) + ";");
-  L_.line("tw_p.dilationFilterW = " + std::to_string(c.dilationFilterW) + ";");
-  L_.line("tw_p.dilationFilterH = " + std::to_string(c.dilationFilterH) + ";");
-  L_.line("tw_p.enTranspose = " + b(c.enTranspose) + ";");
-  L_.line("tw_p.enSmallK = " + b(c.enSmallK) + ";");
-  L_.line("tw_p.filterSizeW = " + b(c.filterSizeW) + ";");
-  L_.line("tw_p.filterSizeH = " + b(c.filterSizeH) + ";");
-  L_.line("tw_p.fMatrixCtrl = " + b(c.fMatrixCtrl) + ";");
-  L_.call("LoadData(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", tw_p);");
-  L_.close();
+  params_call("LoadData3DParamsV2<" + ctype(c.dtype, span_) + ">", {
+                  {"l1H", ex(c.l1H)},
+                  {"l1W", ex(c.l1W)},
+                  {"channelSize", ex(c.channelSize)},
+                  {"kExtension", ex(c.kExtension)},
+                  {"mExtension", ex(c.mExtension)},
+                  {"kStartPt", ex(c.kStartPt)},
+                  {"mStartPt", ex(c.mStartPt)},
+                  {"strideW", std::to_string(c.strideW)},
+                  {"strideH", std::to_string(c.strideH)},
+                  {"filterW", std::to_string(c.filterW)},
+                  {"filterH", std::to_string(c.filterH)},
+                  {"dilationFilterW", std::to_string(c.dilationFilterW)},
+                  {"dilationFilterH", std::to_string(c.dilationFilterH)},
+                  {"enTranspose", b(c.enTranspose)},
+                  {"enSmallK", b(c.enSmallK)},
+                  {"filterSizeW", b(c.filterSizeW)},
+                  {"filterSizeH", b(c.filterSizeH)},
+                  {"fMatrixCtrl", b(c.fMatrixCtrl)}},
+              "LoadData(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", tw_p);");
 }
 
 void KernelPrinter::emit(const Mmad& c) {
-  L_.open("");
-  L_.line("MmadParams tw_p;");
-  L_.line("tw_p.m = " + ex(c.m) + ";");
-  L_.line("tw_p.n = " + ex(c.n) + ";");
-  L_.line("tw_p.k = " + ex(c.k) + ";");
-  L_.line("tw_p.cmatrixInitVal = " + ex(c.init) + ";");
-  L_.line("tw_p.cmatrixSource = false;");
-  L_.line("tw_p.isBias = false;");
-  L_.call("Mmad(" + loc(c.c, c.acc_dtype) + ", " + loc(c.a, c.in_dtype) + ", " + loc(c.b, c.in_dtype) + ", tw_p);");
-  L_.close();
+  params_call("MmadParams", {
+                  {"m", ex(c.m)},
+                  {"n", ex(c.n)},
+                  {"k", ex(c.k)},
+                  {"cmatrixInitVal", ex(c.init)},
+                  {"cmatrixSource", "false"},
+                  {"isBias", "false"}},
+              "Mmad(" + loc(c.c, c.acc_dtype) + ", " + loc(c.a, c.in_dtype) + ", " + loc(c.b, c.in_dtype) + ", tw_p);");
 }
 
 void KernelPrinter::emit(const FixpipeV220& c) {
-  L_.open("");
-  L_.line("FixpipeParamsV220 tw_p;");
-  L_.line("tw_p.nSize = " + ex(c.nSize) + ";");
-  L_.line("tw_p.mSize = " + ex(c.mSize) + ";");
-  L_.line("tw_p.srcStride = " + ex(c.srcStride) + ";");
-  L_.line("tw_p.dstStride = " + ex(c.dstStride) + ";");
-  L_.line("tw_p.quantPre = QuantMode_t::" + std::string(quant_mode_name(c.quantPre)) + ";");
-  L_.line(std::string("tw_p.reluEn = ") + (c.reluEn ? "true" : "false") + ";");
-  L_.line("tw_p.ndNum = " + ex(c.ndNum) + ";");
-  L_.call("Fixpipe<" + ctype(c.dst_dtype, span_) + ", " + ctype(c.src_dtype, span_) + ", CFG_ROW_MAJOR>(" +
-          gm(c.dst, c.dst_dtype) + ", " + loc(c.src, c.src_dtype) + ", tw_p);");
-  L_.close();
+  params_call("FixpipeParamsV220", {
+                  {"nSize", ex(c.nSize)},
+                  {"mSize", ex(c.mSize)},
+                  {"srcStride", ex(c.srcStride)},
+                  {"dstStride", ex(c.dstStride)},
+                  {"quantPre", "QuantMode_t::" + std::string(quant_mode_name(c.quantPre))},
+                  {"reluEn", (c.reluEn ? "true" : "false")},
+                  {"ndNum", ex(c.ndNum)}},
+              "Fixpipe<" + ctype(c.dst_dtype, span_) + ", " + ctype(c.src_dtype, span_) + ", CFG_ROW_MAJOR>(" +
+                  gm(c.dst, c.dst_dtype) + ", " + loc(c.src, c.src_dtype) + ", tw_p);");
 }
 
 // ---------------------------------------------------------------------------------------------
