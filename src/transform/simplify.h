@@ -22,7 +22,4 @@ namespace tw::transform {
 // Every new node keeps the span and dtype of the node it replaces.
 ir::Kernel simplify(const ir::Kernel& k);
 
-// The same rules on one expression (used by other passes and by tests).
-ir::Expr simplify_expr(const ir::Expr& e);
-
 }  // namespace tw::transform

@@ -4,7 +4,7 @@
 #include "ir/printer.h"
 #include "tilewright/ir.h"
 #include "transform/infer_grid.h"
-#include "transform/simplify.h"
+#include "ir/arith.h"
 
 namespace tw {
 namespace {
@@ -41,7 +41,7 @@ std::vector<StmtKind> kinds(const Stmt& s) {
   for (const auto& x : as<SeqNode>(s)->body) out.push_back(x->kind);
   return out;
 }
-std::optional<int64_t> folded(const Expr& e) { return as_const_int(transform::simplify_expr(e)); }
+std::optional<int64_t> folded(const Expr& e) { return as_const_int(ir::arith::simplify(e)); }
 
 // The seed's matmul (shared/seed, section 3.3) as the front end builds it from tile loops.
 struct Matmul {

@@ -31,11 +31,9 @@ using ir::Stmt;
 using ir::Var;
 
 std::string q(const std::string& n) { return "'" + n + "'"; }
-Expr add(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Add, a, b)); }
-Expr sub(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Sub, a, b)); }
-Expr mul(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Mul, a, b)); }
-Expr min_(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Min, a, b)); }
-Expr max_(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Max, a, b)); }
+using ir::arith::add;
+using ir::arith::mul;
+using ir::arith::sub;
 Expr seq_or(const Expr& a, const Expr& b) { return a ? simp(ir::binary(ir::BinOp::Or, a, b)) : b; }
 // Same buffer, and starts/extents structurally equal (variables by identity).
 bool same_region(const ir::Region& a, const ir::Region& b) {
@@ -1669,16 +1667,16 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
       highs.push_back({ci, add(add(irow, rest), C(1))});
     } else if (cj == 0) {  // a whole-row condition: hi = C when it holds, else 0
       Expr e = add(add(irow, rest), C(1));
-      highs.push_back({ci, mul(C(Ccols), min_(max_(e, C(0)), C(1)))});
+      highs.push_back({ci, mul(C(Ccols), ir::arith::min(ir::arith::max(e, C(0)), C(1)))});
     } else {
       bad("the column index has coefficient " + std::to_string(cj));
     }
   }
-  auto clamp = [&](Expr e) { return min_(max_(e, C(0)), C(Ccols)); };
+  auto clamp = [&](Expr e) { return ir::arith::min(ir::arith::max(e, C(0)), C(Ccols)); };
   Expr lo = C(0), hi = C(Ccols);
   bool row_dependent = false;
-  for (auto& [ci, e] : lows) lo = max_(lo, e), row_dependent |= ci != 0;
-  for (auto& [ci, e] : highs) hi = min_(hi, e), row_dependent |= ci != 0;
+  for (auto& [ci, e] : lows) lo = ir::arith::max(lo, e), row_dependent |= ci != 0;
+  for (auto& [ci, e] : highs) hi = ir::arith::min(hi, e), row_dependent |= ci != 0;
   if (vars_.size() == 1) row_dependent = false;
   auto at_row = [&](const Expr& e, const Expr& r) { return simp(ir::substitute(e, {{ri, r}})); };
 
@@ -1776,9 +1774,9 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
     Stmt loop = std::make_shared<ir::ForNode>(r, C(0), C(R), ir::ForKind::serial, 0, ir_seq(std::move(body), sp), sp);
     // skip the whole tile when no row needs masking (bounds are monotone in the row index)
     Expr any;
-    for (auto& [ci, e] : lows) any = seq_or(any, simp(ir::binary(ir::BinOp::GT, max_(at_row(e, C(0)), at_row(e, C(R - 1))), C(0))));
+    for (auto& [ci, e] : lows) any = seq_or(any, simp(ir::binary(ir::BinOp::GT, ir::arith::max(at_row(e, C(0)), at_row(e, C(R - 1))), C(0))));
     for (auto& [ci, e] : highs)
-      any = seq_or(any, simp(ir::binary(ir::BinOp::LT, min_(at_row(e, C(0)), at_row(e, C(R - 1))), C(Ccols))));
+      any = seq_or(any, simp(ir::binary(ir::BinOp::LT, ir::arith::min(at_row(e, C(0)), at_row(e, C(R - 1))), C(Ccols))));
     code.push_back(any ? std::make_shared<ir::IfNode>(any, loop, nullptr, sp) : loop);
   }
   for (auto& s : tmp_allocs) out.push_back(std::move(s));

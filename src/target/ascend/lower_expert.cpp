@@ -28,9 +28,9 @@ using ir::Span;
 std::string q(const std::string& n) { return "'" + n + "'"; }
 
 // Index arithmetic, folded as it is built.
-Expr add(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Add, a, b)); }
-Expr sub(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Sub, a, b)); }
-Expr mul(const Expr& a, const Expr& b) { return simp(ir::binary(ir::BinOp::Mul, a, b)); }
+using ir::arith::add;
+using ir::arith::mul;
+using ir::arith::sub;
 Expr min_(const Expr& a, const Expr& b) {
   auto x = ir::as_const_int(a), y = ir::as_const_int(b);
   if (x && y) return C(std::min(*x, *y));

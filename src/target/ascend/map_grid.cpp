@@ -2,7 +2,7 @@
 #include "target/ascend/pass_util.h"
 
 #include "ir/functor.h"
-#include "transform/simplify.h"
+#include "ir/arith.h"
 
 namespace tw::ascend {
 
@@ -12,7 +12,7 @@ using ir::BinOp;
 using ir::Expr;
 using ir::Scope;
 
-Expr bin(BinOp op, const Expr& a, const Expr& b) { return transform::simplify_expr(ir::binary(op, a, b)); }
+Expr bin(BinOp op, const Expr& a, const Expr& b) { return ir::arith::simplify(ir::binary(op, a, b)); }
 
 
 }  // namespace

@@ -10,12 +10,12 @@
 
 #include "target/ascend/program.h"
 #include "tilewright/ir.h"
-#include "transform/simplify.h"
+#include "ir/arith.h"
 
 namespace tw::ascend {
 
 inline ir::Expr C(int64_t v) { return ir::int_imm(v); }
-inline ir::Expr simp(const ir::Expr& e) { return transform::simplify_expr(e); }
+inline ir::Expr simp(const ir::Expr& e) { return ir::arith::simplify(e); }
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Expression builders that fold 0 and 1, so that the call fields stay readable in the program and

@@ -17,9 +17,8 @@ using ir::Error;
 using ir::Expr;
 using ir::Span;
 
-Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
-Expr add(const Expr& a, const Expr& b) { return bin(BinOp::Add, a, b); }
-Expr mul(const Expr& a, const Expr& b) { return bin(BinOp::Mul, a, b); }
+using ir::arith::add;
+using ir::arith::mul;
 std::optional<int64_t> cst(const Expr& e) { return e ? ir::as_const_int(e) : std::nullopt; }
 
 constexpr int64_t kMaxRepeat = 255;  // repeatTimes is uint8
@@ -146,7 +145,7 @@ class Selector {
       vr = ir::var("tw_r");
       ir::Var rep = ir::var("tw_rep");
       k.r0 = mul(vr, C(max_rep));
-      row_body.push_back(let(rep, bin(BinOp::Min, bin(BinOp::Sub, rows, k.r0), C(max_rep)), span_));
+      row_body.push_back(let(rep, ir::arith::min(ir::arith::sub(rows, k.r0), C(max_rep)), span_));
       k.rep = rep;
       cur = &row_body;
     }
@@ -154,14 +153,14 @@ class Selector {
       vc = ir::var("tw_c");
       ir::Var mask = ir::var("tw_mask");
       k.c0 = mul(vc, C(per_repeat));
-      col_body.push_back(let(mask, bin(BinOp::Min, bin(BinOp::Sub, cols, k.c0), C(per_repeat)), span_));
+      col_body.push_back(let(mask, ir::arith::min(ir::arith::sub(cols, k.c0), C(per_repeat)), span_));
       k.mask = mask;
       body(k, col_body);
-      cur->push_back(for_(vc, bin(BinOp::CeilDiv, cols, C(per_repeat)), seq(std::move(col_body), span_), span_));
+      cur->push_back(for_(vc, ir::arith::ceildiv(cols, C(per_repeat)), seq(std::move(col_body), span_), span_));
     } else {
       body(k, *cur);
     }
-    if (vr) out.push_back(for_(vr, bin(BinOp::CeilDiv, rows, C(max_rep)), seq(std::move(row_body), span_), span_));
+    if (vr) out.push_back(for_(vr, ir::arith::ceildiv(rows, C(max_rep)), seq(std::move(row_body), span_), span_));
   }
 
   // ---- operands and fields
@@ -184,7 +183,7 @@ class Selector {
   // The repeat stride (32 B blocks) of a 2-D operand read or written row by row. With one row the
   // stride is never used: no checks, and a value that does not fit is printed as 0.
   Expr rep_stride(const VecOperand& v, DType t, const Expr& rows, const char* role) const {
-    Expr blocks = bin(BinOp::FloorDiv, mul(v.row_stride, C(t.bytes())), C(32));
+    Expr blocks = ir::arith::floordiv(mul(v.row_stride, C(t.bytes())), C(32));
     if (auto r = cst(rows); r && *r == 1) {
       auto b = cst(blocks);
       return b && (*b < 0 || *b > 255) ? C(0) : blocks;
@@ -225,8 +224,8 @@ class Selector {
   void along_row(const Expr& cols, int64_t per_repeat, std::vector<StmtPtr>& out,
                  const std::function<void(const Expr&, const Expr&, const Expr&, std::vector<StmtPtr>&)>& body,
                  int64_t max_rep = kMaxRepeat) {
-    Expr full = bin(BinOp::FloorDiv, cols, C(per_repeat));
-    Expr tail = bin(BinOp::Sub, cols, mul(full, C(per_repeat)));
+    Expr full = ir::arith::floordiv(cols, C(per_repeat));
+    Expr tail = ir::arith::sub(cols, mul(full, C(per_repeat)));
     guarded(full, C(1), out, [&](std::vector<StmtPtr>& o) {
       level0(full, C(per_repeat), per_repeat, o, [&](const Chunk& k, std::vector<StmtPtr>& b) {
         body(k.r0, k.mask, k.rep, b);
@@ -460,7 +459,7 @@ class Selector {
       }
       // 4. gather lane 0 of each row's block 0 into dst, 8 rows per 32 B block
       const LocalRef dst = at(x.dst.at, r0, eb);
-      const Expr blocks = bin(BinOp::FloorDiv, g, C(8)), rest = bin(BinOp::Mod, g, C(8));
+      const Expr blocks = ir::arith::floordiv(g, C(8)), rest = ir::arith::mod(g, C(8));
       std::vector<StmtPtr> whole;
       for (int64_t k = 7; k >= 0; --k) {
         barrier(whole);
@@ -479,7 +478,7 @@ class Selector {
         }
       } else {  // k = rest - 1 - v for v = 0 .. rest - 1
         ir::Var v = ir::var("tw_k");
-        Expr k = bin(BinOp::Sub, bin(BinOp::Sub, rest, C(1)), v);
+        Expr k = ir::arith::sub(ir::arith::sub(rest, C(1)), v);
         std::vector<StmtPtr> body;
         barrier(body);
         l0(api, dst_rest, at(spread_rest, mul(k, C(64)), eb), {}, add(k, C(1)), C(1), 1, C(0), C(0), body);
@@ -493,9 +492,9 @@ class Selector {
     ir::Var vg = ir::var("tw_g"), g = ir::var("tw_rows");
     std::vector<StmtPtr> body;
     Expr r0 = mul(vg, C(kIntRowGroup));
-    body.push_back(let(g, bin(BinOp::Min, bin(BinOp::Sub, x.rows, r0), C(kIntRowGroup)), span_));
+    body.push_back(let(g, ir::arith::min(ir::arith::sub(x.rows, r0), C(kIntRowGroup)), span_));
     group(r0, g, body);
-    out.push_back(for_(vg, bin(BinOp::CeilDiv, x.rows, C(kIntRowGroup)), seq(std::move(body), span_), span_));
+    out.push_back(for_(vg, ir::arith::ceildiv(x.rows, C(kIntRowGroup)), seq(std::move(body), span_), span_));
   }
 
   // dst = row 0 (Muls by 1), then dst = dst op row r for r = 1 .. rows - 1 (dependent calls).
@@ -511,7 +510,7 @@ class Selector {
     call(VecCallL2{api, t, t, x.dst.at, x.dst.at, at(x.src.at, mul(add(v, C(1)), x.src.row_stride), eb), {},
                    RoundMode::None, x.cols},
          body);
-    out.push_back(for_(v, bin(BinOp::Sub, x.rows, C(1)), seq(std::move(body), span_), span_));
+    out.push_back(for_(v, ir::arith::sub(x.rows, C(1)), seq(std::move(body), span_), span_));
   }
 
   void row_reduce(const VecReduce& x, std::vector<StmtPtr>& out) {
@@ -654,7 +653,7 @@ class Selector {
       reuse_barrier(o);  // the scratch area may still be read by an earlier V instruction
       // One 32 B block per row holding vec[r], read with block stride 0 by the binary op; Brcb's
       // repeatTimes (8 rows each) is uint8: calls of 255 repeats (2040 rows) when rows may be more.
-      Expr nrep = bin(BinOp::CeilDiv, x.rows, C(8));
+      Expr nrep = ir::arith::ceildiv(x.rows, C(8));
       auto brcb = [&](const Expr& first, const Expr& rep, std::vector<StmtPtr>& b) {
         call(Brcb{t, at(s, mul(first, C(8 * 32 / eb)), eb), at(x.vec, mul(first, C(8)), eb), rep, C(1), C(8)}, b);
       };
@@ -663,9 +662,9 @@ class Selector {
       } else {
         ir::Var i = ir::var("tw_b"), rep = ir::var("tw_brep");
         std::vector<StmtPtr> body;
-        body.push_back(let(rep, bin(BinOp::Min, bin(BinOp::Sub, nrep, mul(i, C(kMaxRepeat))), C(kMaxRepeat)), span_));
+        body.push_back(let(rep, ir::arith::min(ir::arith::sub(nrep, mul(i, C(kMaxRepeat))), C(kMaxRepeat)), span_));
         brcb(mul(i, C(kMaxRepeat)), rep, body);
-        o.push_back(for_(i, bin(BinOp::CeilDiv, nrep, C(kMaxRepeat)), seq(std::move(body), span_), span_));
+        o.push_back(for_(i, ir::arith::ceildiv(nrep, C(kMaxRepeat)), seq(std::move(body), span_), span_));
       }
       barrier(o);
       const int64_t P = 256 / eb;
