@@ -84,11 +84,9 @@ TEST(SplitCubeVector, GemmEpilogue) {
 }
 
 // Two gemms with softmax between (flash attention): three hand-offs (S, P, P V), the accumulating
-// gemm into the vector-rescaled acc_o becomes a fresh L0C tile added on the vector side, the Cube
-// loop runs Q K^T three iterations ahead of P V, the vector loop rescales acc_o and adds P V
-// three iterations late (after the next three softmaxes; the scale is read from its copy of three
-// iterations ago, scores_scale_prev3 <- scores_scale_prev2 <- scores_scale_prev <- scores_scale), the
-// scores land in a tile of the loop body (acc_s_ub_in, staged by multi_buffer).
+// gemm into the vector-rescaled acc_o becomes a fresh L0C tile added on the vector side, the
+// scores land in a tile of the loop body (acc_s_ub_in, staged by multi_buffer). (The software
+// pipelining of both loops: test_skew_cube_loops.cpp, test_rotate_vector_loops.cpp.)
 TEST(SplitCubeVector, AttentionTwoGemms) {
   const char* before = R"(kernel main(Q: global float32[1, 2, 128, 64], K: global float32[1, 2, 128, 64], V: global float32[1, 2, 128, 64], Output: global float32[1, 2, 128, 64] out)
     grid(bx = 2, by = 2, bz = 1) {
@@ -154,9 +152,6 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
   alloc ws_2: global float32[512, 64]
   alloc acc_o_pv: L0C float32[64, 64]
   alloc acc_o_pv_ub: UB float32[32, 64]
-  alloc scores_scale_prev: UB float32[32]
-  alloc scores_scale_prev2: UB float32[32]
-  alloc scores_scale_prev3: UB float32[32]
   scope C {
     sync set_cross_flag(2, MTE2, 3)
     sync set_cross_flag(2, MTE2, 3)
@@ -167,24 +162,20 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
     alloc acc_s_cast: L1 float32[64, 64]
     copy Q[bz:+1, by:+1, bx * 64:+64, 0:+64] -> Q_shared
     let loop_range: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
-    for k in pipelined(0, loop_range + 3, stages=2) {
-      if k < loop_range {
-        copy K[bz:+1, by:+1, k * 64:+64, 0:+64] -> K_shared
-        gemm Q_shared, K_shared -> acc_s trans_a=false trans_b=true clear=true
-        sync wait_cross_flag(1, FIX)
-        copy acc_s -> ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k % 2) * 64:+64, 0:+64]
-        sync set_cross_flag(2, FIX, 0)
-      }
-      if k >= 3 {
-        copy V[bz:+1, by:+1, (k - 3) * 64:+64, 0:+64] -> V_shared
-        sync wait_cross_flag(2, MTE2)
-        copy ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k - 3) % 2) * 64:+64, 0:+64] -> acc_s_cast
-        sync set_cross_flag(2, MTE2, 3)
-        gemm acc_s_cast, V_shared -> acc_o_pv trans_a=false trans_b=false clear=true
-        sync wait_cross_flag(5, FIX)
-        copy acc_o_pv -> ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k - 3) % 2) * 64:+64, 0:+64]
-        sync set_cross_flag(2, FIX, 4)
-      }
+    for k in pipelined(0, loop_range, stages=2) {
+      copy K[bz:+1, by:+1, k * 64:+64, 0:+64] -> K_shared
+      gemm Q_shared, K_shared -> acc_s trans_a=false trans_b=true clear=true
+      sync wait_cross_flag(1, FIX)
+      copy acc_s -> ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k % 2) * 64:+64, 0:+64]
+      sync set_cross_flag(2, FIX, 0)
+      copy V[bz:+1, by:+1, k * 64:+64, 0:+64] -> V_shared
+      sync wait_cross_flag(2, MTE2)
+      copy ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k % 2) * 64:+64, 0:+64] -> acc_s_cast
+      sync set_cross_flag(2, MTE2, 3)
+      gemm acc_s_cast, V_shared -> acc_o_pv trans_a=false trans_b=false clear=true
+      sync wait_cross_flag(5, FIX)
+      copy acc_o_pv -> ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k % 2) * 64:+64, 0:+64]
+      sync set_cross_flag(2, FIX, 4)
     }
     sync wait_cross_flag(1, FIX)
     sync wait_cross_flag(1, FIX)
@@ -207,52 +198,45 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
     fill logsum = 0.0
     fill scores_max = -1e+30
     let loop_range_v: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
-    for k_v in pipelined(0, loop_range_v + 3, stages=2) {
+    for k_v in pipelined(0, loop_range_v, stages=2) {
       alloc acc_s_ub_in: UB float32[32, 64]
-      copy scores_scale_prev2 -> scores_scale_prev3
-      copy scores_scale_prev -> scores_scale_prev2
-      copy scores_scale -> scores_scale_prev
-      if k_v < loop_range_v {
-        sync wait_cross_flag(0, MTE2)
-        copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub_in
-        sync set_cross_flag(2, MTE2, 1)
-        copy acc_s_ub_in -> acc_s_ub
-        for i in parallel(0, 32) {
-          for j in parallel(0, 64) {
-            acc_s_ub[i, j] = where(bx * 64 + (i + vid * 32) >= k_v * 64 + j, acc_s_ub[i, j] * 0.18033688011112042, -1e+30)
-          }
+      sync wait_cross_flag(0, MTE2)
+      copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub_in
+      sync set_cross_flag(2, MTE2, 1)
+      copy acc_s_ub_in -> acc_s_ub
+      for i in parallel(0, 32) {
+        for j in parallel(0, 64) {
+          acc_s_ub[i, j] = where(bx * 64 + (i + vid * 32) >= k_v * 64 + j, acc_s_ub[i, j] * 0.18033688011112042, -1e+30)
         }
-        copy scores_max -> scores_max_prev
-        reduce max acc_s_ub -> scores_max axis=1 clear=false
-        for i_1 in parallel(0, 32) {
-          scores_scale[i_1] = exp2(scores_max_prev[i_1] - scores_max[i_1])
-        }
-        for i_3 in parallel(0, 32) {
-          for j_2 in parallel(0, 64) {
-            acc_s_ub[i_3, j_2] = exp2(acc_s_ub[i_3, j_2] - scores_max[i_3])
-          }
-        }
-        reduce sum acc_s_ub -> scores_sum axis=1 clear=true
-        for i_4 in parallel(0, 32) {
-          logsum[i_4] = logsum[i_4] * scores_scale[i_4] + scores_sum[i_4]
-        }
-        sync wait_cross_flag(3, MTE3)
-        copy acc_s_ub -> ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64]
-        sync set_cross_flag(2, MTE3, 2)
       }
-      if k_v >= 3 {
-        for i_2 in parallel(0, 32) {
-          for j_1 in parallel(0, 64) {
-            acc_o_ub[i_2, j_1] = acc_o_ub[i_2, j_1] * scores_scale_prev3[i_2]
-          }
+      copy scores_max -> scores_max_prev
+      reduce max acc_s_ub -> scores_max axis=1 clear=false
+      for i_1 in parallel(0, 32) {
+        scores_scale[i_1] = exp2(scores_max_prev[i_1] - scores_max[i_1])
+      }
+      for i_2 in parallel(0, 32) {
+        for j_1 in parallel(0, 64) {
+          acc_o_ub[i_2, j_1] = acc_o_ub[i_2, j_1] * scores_scale[i_2]
         }
-        sync wait_cross_flag(4, MTE2)
-        copy ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + (k_v - 3) % 2) * 64 + vid * 32:+32, 0:+64] -> acc_o_pv_ub
-        sync set_cross_flag(2, MTE2, 5)
-        for acc_o_i0 in parallel(0, 32) {
-          for acc_o_i1 in parallel(0, 64) {
-            acc_o_ub[acc_o_i0, acc_o_i1] = acc_o_ub[acc_o_i0, acc_o_i1] + acc_o_pv_ub[acc_o_i0, acc_o_i1]
-          }
+      }
+      for i_3 in parallel(0, 32) {
+        for j_2 in parallel(0, 64) {
+          acc_s_ub[i_3, j_2] = exp2(acc_s_ub[i_3, j_2] - scores_max[i_3])
+        }
+      }
+      reduce sum acc_s_ub -> scores_sum axis=1 clear=true
+      for i_4 in parallel(0, 32) {
+        logsum[i_4] = logsum[i_4] * scores_scale[i_4] + scores_sum[i_4]
+      }
+      sync wait_cross_flag(3, MTE3)
+      copy acc_s_ub -> ws_1[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64]
+      sync set_cross_flag(2, MTE3, 2)
+      sync wait_cross_flag(4, MTE2)
+      copy ws_2[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_o_pv_ub
+      sync set_cross_flag(2, MTE2, 5)
+      for acc_o_i0 in parallel(0, 32) {
+        for acc_o_i1 in parallel(0, 64) {
+          acc_o_ub[acc_o_i0, acc_o_i1] = acc_o_ub[acc_o_i0, acc_o_i1] + acc_o_pv_ub[acc_o_i0, acc_o_i1]
         }
       }
     }

@@ -10,7 +10,9 @@
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_vector_calls.h"
+#include "target/ascend/rotate_vector_loops.h"
 #include "target/ascend/select_move_calls.h"
+#include "target/ascend/skew_cube_loops.h"
 #include "target/ascend/split_cube_vector.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
@@ -41,6 +43,8 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   log.run("infer_scope", with_target(infer_scope));              // shared/fragment -> L1/L0C/UB
   log.run("split_cube_vector", with_target(split_cube_vector));  // C/V code, GM workspaces, cross flags
+  log.run("skew_cube_loops", with_target(skew_cube_loops));      // Cube loops: work before a wait 3 steps ahead
+  log.run("rotate_vector_loops", with_target(rotate_vector_loops));  // vector loops: tail after a wait 3 steps late
   log.run("expand_gemm", with_target(expand_gemm));              // gemm on L1 -> L0 loads + mma
   log.run("legalize_vector", with_target(legalize_vector));      // one vector instruction per statement
   log.run("multi_buffer", with_target(multi_buffer));            // T.Pipelined stages -> buffer copies

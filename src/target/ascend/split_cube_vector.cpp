@@ -1,4 +1,5 @@
 #include "target/ascend/split_cube_vector.h"
+#include "target/ascend/core_split.h"
 #include "target/ascend/pass_util.h"
 
 #include <algorithm>
@@ -52,52 +53,10 @@ struct Rebuffer : ir::Mutator {
   }
 };
 
-// Buffers read / written by a statement (tile ops and maps).
-struct Access : ir::Visitor {
-  std::unordered_set<Node> reads, writes;
-  void visit(const Expr& e) override {
-    if (e && e->kind == ir::ExprKind::Load) reads.insert(ir::as<ir::LoadNode>(e)->buffer.get());
-    ir::Visitor::visit(e);
-  }
-  void visit(const Stmt& s) override {
-    if (!s) return;
-    switch (s->kind) {
-      case StmtKind::Store: writes.insert(ir::as<ir::StoreNode>(s)->buffer.get()); break;
-      case StmtKind::Copy:
-        reads.insert(ir::as<ir::CopyNode>(s)->src.buffer.get());
-        writes.insert(ir::as<ir::CopyNode>(s)->dst.buffer.get());
-        break;
-      case StmtKind::Gemm: {
-        auto* g = ir::as<ir::GemmNode>(s);
-        reads.insert(g->a.buffer.get());
-        reads.insert(g->b.buffer.get());
-        writes.insert(g->c.buffer.get());
-        if (!g->clear) reads.insert(g->c.buffer.get());
-        break;
-      }
-      case StmtKind::Fill: writes.insert(ir::as<ir::FillNode>(s)->dst.buffer.get()); break;
-      case StmtKind::Reduce: {
-        auto* r = ir::as<ir::ReduceNode>(s);
-        reads.insert(r->src.get());
-        writes.insert(r->dst.get());
-        if (!r->clear) reads.insert(r->dst.get());
-        break;
-      }
-      default: break;
-    }
-    ir::Visitor::visit(s);
-  }
-  using ir::Visitor::visit;
-};
-
 enum class Side { None, C, V, Both };
 
 // The unit that holds a non-mixed copy operand: UB -> Vector, Cube memories -> Cube, else None.
 Side side_of(const Buffer& o) { return o->scope == Scope::UB ? Side::V : is_cube_scope(o->scope) ? Side::C : Side::None; }
-
-bool is_map(const Stmt& s) {
-  return s->kind == StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
-}
 
 // A copy that crosses between the units: L0C / L1 <-> UB.
 bool is_cross(const Stmt& s) {
@@ -192,7 +151,13 @@ class Splitter {
           break;
         }
         case StmtKind::Store: add(ir::as<ir::StoreNode>(s)->buffer, Side::V); break;
-        default: break;
+        case StmtKind::Seq:
+        case StmtKind::For:
+        case StmtKind::If:
+        case StmtKind::Let:
+        case StmtKind::Alloc:
+        case StmtKind::CoreScope:
+        case StmtKind::Sync: break;  // loads of Let / If / For expressions: see below
       }
       if (s->kind == StmtKind::Store || s->kind == StmtKind::Copy || s->kind == StmtKind::Fill)
         ir::for_each_expr(s, [&](const Expr& e) {
@@ -336,13 +301,15 @@ class Splitter {
       }
       case StmtKind::Gemm: return gemm(s, st);
       case StmtKind::Copy: return copy(s, st);
-      default: return s;
+      case StmtKind::CoreScope:
+      case StmtKind::Sync: break;  // rejected by run()
     }
+    return s;
   }
 
   // A T.Parallel nest or an element store: vector code.
   Stmt map_stmt(const Stmt& s, State& st) {
-    Access acc;
+    TileAccess acc;
     acc.visit(s);
     std::vector<Stmt> out;
     Rebuffer rb;
@@ -594,8 +561,16 @@ class Splitter {
             not_local(span, "a copy between a row tile and a tile without rows");
           return std::make_shared<ir::CopyNode>(a, b, span);
         }
-        default: return ir::Mutator::mutate(s);
+        case StmtKind::Seq:
+        case StmtKind::For:
+        case StmtKind::If:
+        case StmtKind::Let:
+        case StmtKind::Alloc:
+        case StmtKind::Gemm:
+        case StmtKind::CoreScope:
+        case StmtKind::Sync: break;
       }
+      return ir::Mutator::mutate(s);
     }
     Stmt map(const Stmt& s) {
       auto* f = ir::as<ir::ForNode>(s);
@@ -909,239 +884,18 @@ class Splitter {
         if (!used_.count(b->name + "@" + std::string(ir::scope_name(b->scope)))) return nullptr;  // unused incarnation
         return (b->scope == Scope::UB) == (side == Side::V) ? s : nullptr;
       }
-      default: break;
+      case StmtKind::Store:
+      case StmtKind::Copy:
+      case StmtKind::Gemm:
+      case StmtKind::Fill:
+      case StmtKind::Reduce:
+      case StmtKind::CoreScope:
+      case StmtKind::Sync: break;  // leaves: below
     }
     if (is_cross(s)) return rename(handoff_part(s, side));
     Side ls = side_of_leaf(s);
     if (ls == Side::None) return nullptr;
     return ls == side ? rename(s) : nullptr;
-  }
-
-  // Cube software pipelining (see the header, 5.).
-  static constexpr int64_t kCubeLag = 3;
-  Stmt skew(const Stmt& s) {
-    if (!s) return s;
-    if (s->kind == StmtKind::Seq) {
-      std::vector<Stmt> out;
-      for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(skew(c));
-      return std::make_shared<ir::SeqNode>(std::move(out), s->span);
-    }
-    if (s->kind != StmtKind::For || is_map(s)) return s;
-    auto* f = ir::as<ir::ForNode>(s);
-    if (f->body->kind != StmtKind::Seq) return s;
-    const auto& body = ir::as<ir::SeqNode>(f->body)->body;
-    // Flatten nested Seqs of the body one level (hand-off parts are Seqs).
-    std::vector<Stmt> flat;
-    for (const auto& c : body) {
-      if (c->kind == StmtKind::Seq)
-        for (const auto& d : ir::as<ir::SeqNode>(c)->body) flat.push_back(d);
-      else
-        flat.push_back(c);
-    }
-    size_t w = 0;
-    for (; w < flat.size(); ++w) {
-      const Stmt& x = flat[w];
-      if (x->kind != StmtKind::Sync) continue;
-      auto* y = ir::as<ir::SyncNode>(x);
-      auto id = ir::as_const_int(y->id);
-      if (y->sync == ir::SyncKind::wait_cross_flag && id && v2c_forward_.count(static_cast<int>(*id))) break;
-    }
-    if (w == 0 || w == flat.size()) return s;
-    std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
-    // Statements of A that only feed B (flash attention's V load) move to the front of B.
-    std::vector<Stmt> A, moved;
-    {
-      Access b0;
-      for (const auto& x : B) b0.visit(x);
-      std::vector<Access> acc(A0.size());
-      for (size_t i = 0; i < A0.size(); ++i) acc[i].visit(A0[i]);
-      for (size_t i = 0; i < A0.size(); ++i) {
-        bool feeds_b = false;
-        for (Node n : acc[i].writes) feeds_b |= n->scope != Scope::global && (b0.reads.count(n) || b0.writes.count(n));
-        if (!feeds_b || A0[i]->kind == StmtKind::Sync || A0[i]->kind == StmtKind::Let) {
-          A.push_back(A0[i]);
-          continue;
-        }
-        for (size_t j = i + 1; j < A0.size(); ++j)
-          for (Node n : acc[i].writes)
-            if (acc[j].reads.count(n) || acc[j].writes.count(n)) return s;
-        for (size_t j = i + 1; j < A0.size(); ++j)
-          for (Node n : acc[j].writes)
-            if (acc[i].reads.count(n)) return s;
-        moved.push_back(A0[i]);
-      }
-      B.insert(B.begin(), moved.begin(), moved.end());
-    }
-    Access a, b;
-    std::unordered_set<const ir::VarNode*> a_defs;
-    bool work = false;
-    for (const auto& x : A) {
-      a.visit(x);
-      if (x->kind == StmtKind::Let) a_defs.insert(ir::as<ir::LetNode>(x)->var.get());
-      if (x->kind == StmtKind::Alloc) return s;
-      if (x->kind != StmtKind::Let && x->kind != StmtKind::Sync) work = true;
-    }
-    for (const auto& x : B) b.visit(x);
-    if (!work) return s;
-    auto conflict = [](const std::unordered_set<Node>& x, const std::unordered_set<Node>& y) {
-      for (Node n : x)
-        if (n->scope != Scope::global && y.count(n)) return true;
-      return false;
-    };
-    if (conflict(a.writes, b.reads) || conflict(a.writes, b.writes) || conflict(b.writes, a.reads)) return s;
-    bool uses_a = false;
-    for (const auto& x : B)
-      ir::for_each_expr(x, [&](const Expr& e) { uses_a |= e->kind == ir::ExprKind::Var && a_defs.count(ir::as<ir::VarNode>(e)); });
-    if (uses_a) return s;
-    const Span& sp = s->span;
-    Expr end = bin(BinOp::Add, f->min, f->extent);
-    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), ir_seq(A, sp), nullptr, sp);
-    // B runs kCubeLag iterations late: A(j + 1) .. A(j + kCubeLag) do not wait for P_j (see the header)
-    Stmt sb = ir::substitute(ir_seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
-    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kCubeLag)), sp), sb,
-                                      nullptr, sp);
-    Stmt nb = std::make_shared<ir::SeqNode>(std::vector<Stmt>{sa, sb}, sp);
-    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kCubeLag)), f->for_kind,
-                                         f->num_stages, nb, sp);
-  }
-
-  // Vector software pipelining (see the header, 6.).
-  static std::string key(Node n) { return n->name + "@" + std::string(ir::scope_name(n->scope)); }
-  struct Keys {
-    std::unordered_set<std::string> reads, writes;
-    explicit Keys(const Stmt& x) {
-      Access a;
-      a.visit(x);
-      for (Node n : a.reads)
-        if (n->scope != Scope::global) reads.insert(key(n));
-      for (Node n : a.writes)
-        if (n->scope != Scope::global) writes.insert(key(n));
-    }
-    Keys() = default;
-    void add(const Keys& o) {
-      reads.insert(o.reads.begin(), o.reads.end());
-      writes.insert(o.writes.begin(), o.writes.end());
-    }
-  };
-  static bool meet(const std::unordered_set<std::string>& x, const std::unordered_set<std::string>& y) {
-    for (const auto& n : x)
-      if (y.count(n)) return true;
-    return false;
-  }
-
-  static constexpr int64_t kVectorLag = 3;  // B(j - 3) after A(j): the P V chain spans several softmaxes
-  Stmt rotate(const Stmt& s, std::vector<Stmt>& allocs) {
-    if (!s) return s;
-    if (s->kind == StmtKind::Seq) {
-      std::vector<Stmt> out;
-      for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(rotate(c, allocs));
-      return std::make_shared<ir::SeqNode>(std::move(out), s->span);
-    }
-    if (s->kind != StmtKind::For || is_map(s)) return s;
-    auto* f = ir::as<ir::ForNode>(s);
-    if (f->body->kind != StmtKind::Seq) return s;
-    std::vector<Stmt> flat;
-    for (const auto& c : ir::as<ir::SeqNode>(f->body)->body) {
-      if (c->kind == StmtKind::Seq)
-        for (const auto& d : ir::as<ir::SeqNode>(c)->body) flat.push_back(d);
-      else
-        flat.push_back(c);
-    }
-    auto cross = [&](const Stmt& x, ir::SyncKind k, const std::unordered_set<int>& ids) {
-      if (x->kind != StmtKind::Sync) return false;
-      auto* y = ir::as<ir::SyncNode>(x);
-      auto id = ir::as_const_int(y->id);
-      return y->sync == k && id && ids.count(static_cast<int>(*id));
-    };
-    std::unordered_set<int> c2v;
-    for (const auto& [st, h] : handoffs_)
-      if (h.to_vector) c2v.insert(h.f);
-    size_t sent = flat.size(), w = flat.size();
-    for (size_t i = 0; i < flat.size(); ++i) {
-      if (sent == flat.size() && cross(flat[i], ir::SyncKind::set_cross_flag, v2c_forward_)) sent = i;
-      if (sent < i && cross(flat[i], ir::SyncKind::wait_cross_flag, c2v)) w = i;
-    }
-    if (w == flat.size()) return s;
-    std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
-    for (const auto& x : flat)
-      if (x->kind == StmtKind::Let) return s;
-    std::vector<Stmt> body_allocs;  // tiles of the body (landing tiles): allocated first
-    for (auto* part : {&A0, &B}) {
-      std::vector<Stmt> rest;
-      for (const auto& x : *part) (x->kind == StmtKind::Alloc ? body_allocs : rest).push_back(x);
-      *part = rest;
-    }
-    // Statements of A that update what B updates (acc_o = acc_o * scale) move to the front of B.
-    Keys kb;
-    for (const auto& x : B) kb.add(Keys(x));
-    std::vector<Keys> ka;
-    for (const auto& x : A0) ka.emplace_back(x);
-    std::vector<Stmt> A, moved;
-    for (size_t i = 0; i < A0.size(); ++i) {
-      bool joins_b = A0[i]->kind != StmtKind::Sync && meet(ka[i].writes, kb.writes);
-      if (joins_b)
-        for (size_t j = i + 1; j < A0.size(); ++j)
-          if (meet(ka[i].writes, ka[j].reads) || meet(ka[i].writes, ka[j].writes) || meet(ka[j].writes, ka[i].reads))
-            joins_b = false;
-      (joins_b ? moved : A).push_back(A0[i]);
-    }
-    B.insert(B.begin(), moved.begin(), moved.end());
-    Keys a, b;
-    for (const auto& x : A) a.add(Keys(x));
-    for (const auto& x : B) b.add(Keys(x));
-    if (meet(b.writes, a.reads) || meet(b.writes, a.writes)) return s;
-    // Tiles A writes and B reads: B(j - 1) runs after A(j), so it reads a copy taken at the
-    // start of iteration j.
-    std::unordered_map<std::string, Buffer> prev;
-    std::vector<Stmt> copies;
-    std::unordered_map<std::string, Buffer> by_key;
-    for (const auto& x : flat) {
-      struct Bufs : ir::Visitor {
-        std::unordered_map<std::string, Buffer>* m;
-        void visit_buffer(const Buffer& bb) override { (*m)[key(bb.get())] = bb; }
-        using ir::Visitor::visit;
-      } bv;
-      bv.m = &by_key;
-      bv.visit(x);
-    }
-    for (const auto& k : a.writes) {
-      if (!b.reads.count(k)) continue;
-      auto it = by_key.find(k);
-      if (it == by_key.end() || it->second->scope != Scope::UB) return s;
-      const Buffer& x = it->second;
-      // a chain of copies X_prev<L> <- ... <- X_prev <- X at the start of the iteration: B(j - L)
-      // reads A(j - L)'s value from X_prev<L> (copied last first)
-      Buffer last = x;
-      std::vector<Stmt> chain;
-      for (int64_t l = 1; l <= kVectorLag; ++l) {
-        Buffer xp = ir::buffer(x->name + "_prev" + (l > 1 ? std::to_string(l) : ""), x->dtype, x->shape, x->scope, x->span);
-        allocs.push_back(std::make_shared<ir::AllocNode>(xp, s->span));
-        chain.insert(chain.begin(), std::make_shared<ir::CopyNode>(ir::full_region(last), ir::full_region(xp), s->span));
-        last = xp;
-      }
-      prev[k] = last;
-      copies.insert(copies.end(), chain.begin(), chain.end());
-    }
-    struct Rename : ir::Mutator {
-      std::unordered_map<std::string, Buffer>* m;
-      Buffer mutate_buffer(const Buffer& bb) override {
-        auto it = m->find(key(bb.get()));
-        return it == m->end() ? bb : it->second;
-      }
-    } rn;
-    rn.m = &prev;
-    const Span& sp = s->span;
-    Expr end = bin(BinOp::Add, f->min, f->extent);
-    Stmt sb = ir::substitute(rn.mutate(ir_seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(kVectorLag), sp)}});
-    sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kVectorLag)), sp), sb,
-                                      nullptr, sp);
-    Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), ir_seq(A, sp), nullptr, sp);
-    std::vector<Stmt> nb = body_allocs;
-    nb.insert(nb.end(), copies.begin(), copies.end());
-    nb.push_back(sa);
-    nb.push_back(sb);
-    return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kVectorLag)), f->for_kind,
-                                         f->num_stages, ir_seq(std::move(nb), sp), sp);
   }
 
   ir::Kernel project(const Stmt& body) {
@@ -1161,9 +915,6 @@ class Splitter {
     vsub_.clear();
     Stmt v = proj(body, Side::V);
     if (!c || !v) throw ir::Error("internal: split_cube_vector found no code for one unit", sp);
-    for (const auto& [s, h] : handoffs_)
-      if (!h.to_vector) v2c_forward_.insert(h.f);
-    c = skew(c);
     using ir::AscendPipe;
     using ir::SyncKind;
     std::vector<Stmt> cs, vs, top;
@@ -1207,14 +958,6 @@ class Splitter {
     Stmt out = std::make_shared<ir::SeqNode>(std::move(top), sp);
     // The row-split tiles were rebuilt: make every reference (allocs included) use one buffer.
     out = unify(out);
-    {  // then the vector code is software pipelined (its new tiles are allocated at the top)
-      std::vector<Stmt> items = ir::as<ir::SeqNode>(out)->body, extra;
-      for (auto& x : items)
-        if (x->kind == StmtKind::CoreScope && ir::as<ir::CoreScopeNode>(x)->core == ir::CoreKind::V)
-          x = std::make_shared<ir::CoreScopeNode>(ir::CoreKind::V, rotate(ir::as<ir::CoreScopeNode>(x)->body, extra), sp);
-      items.insert(items.end() - 2, extra.begin(), extra.end());
-      out = std::make_shared<ir::SeqNode>(std::move(items), sp);
-    }
     return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, out, sp, vid_);
   }
 
@@ -1257,7 +1000,6 @@ class Splitter {
   int64_t staged_ub_ = 0;  // UB bytes of the staged hand-off landing tiles
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;
-  std::unordered_set<int> v2c_forward_;
   std::vector<Loop> loops_;
   int ifs_ = 0;
   std::vector<std::pair<Var, Expr>> vsub_;

@@ -1,5 +1,5 @@
 // split_cube_vector: Cube / Vector split of a portable kernel that needs both units (automatic
-// pipeline, after infer_scope, before expand_gemm; see pipeline.cpp).
+// pipeline, after infer_scope, before skew_cube_loops; see pipeline.cpp).
 //
 // After infer_scope, tiles with both a Cube and a vector role keep their portable scope (a gemm
 // result the vector code then reads: flash attention's scores, a gemm with a vector epilogue).
@@ -54,23 +54,15 @@
 //    vid * M / 2 ...: T.Parallel row extents halve (other uses of the row variable become
 //    row + vid * M / 2), GM and workspace row offsets move by vid * M / 2. Tiles without rows
 //    (a bias vector indexed by the column) are loaded whole by both AIVs.
-// 5. Cube software pipelining. In a Cube loop body that waits for a Vector -> Cube hand-off after
-//    some Cube work (flash attention: S_j = Q K_j^T, then wait for P_j), the work before the wait
-//    (A) is moved L = 3 iterations ahead when A and the rest (B) share no tile:
-//    for j in [0, n + L): if j < n: A(j); if j >= L: B(j - L). The Cube computes the next scores
-//    while the vector code runs the softmax of block j, and the write-out of S_j+L does not queue
-//    behind P_j V_j (whose chain through both cores is longer than one softmax). (L measured on
-//    flash attention: 1: 31.9%, 2: 36.8%, 3: 37.7% of peak at S = 8192.)
-// 6. Vector software pipelining. In a vector loop body that hands a tile to the Cube (P_j) and
-//    then waits for the Cube's result on it (P_j V_j), that tail (B: from the wait on) runs L = 3
-//    iterations later, after the next iterations' heads (A), so the Cube multiplies P_j V_j while
-//    the vector code runs the softmaxes of blocks j + 1 .. j + L:
-//    for j in [0, n + L): <copies>; if j < n: A(j); if j >= L: B(j - L).
-//    Statements of A that update a tile B updates (acc_o = acc_o * scale) join the front of B
-//    when nothing later in A touches what they write. Tiles A writes and B reads (scale) are read
-//    by B from the copy of L iterations ago: X_prev<L> <- ... <- X_prev <- X at the start of each
-//    iteration (before A(j) overwrites X).
-//    Not applied when B writes what A reads or writes, or when the body defines variables.
+// (Cube and vector software pipelining of the split loops: skew_cube_loops.h, rotate_vector_loops.h.)
+//
+// Why decisions 1-4 are one pass: they share facts the Tile IR does not carry between passes.
+// The landing tiles of 3. are chosen against the UB tiles of the kernel before 1. made the
+// vector incarnations (X_ub) plus the tiles of 2. (X_pv_ub), and hold the dtype of the gemm 2.
+// rewrote; the tiles of 2. are allocated at the top level, not in a core scope; 4. takes its row
+// count from the hand-off copies of 1. and must run before 3. cuts the workspace rows per AIV.
+// Splitting them would change the allocation order or the landing decisions, and so the
+// generated code.
 // Errors (ir::Error at the statement, with a hint): a statement that is not row-local, an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
 // whose side differs between loop entry and back edge, more than 5 hand-offs (cross-core flag ids 0..10).

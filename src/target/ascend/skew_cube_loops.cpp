@@ -1,0 +1,101 @@
+#include "target/ascend/skew_cube_loops.h"
+
+#include "ir/functor.h"
+#include "target/ascend/core_split.h"
+#include "target/ascend/pass_util.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::BinOp;
+using ir::Expr;
+using ir::Scope;
+using ir::Stmt;
+using ir::StmtKind;
+using Node = const ir::BufferNode*;
+
+Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
+
+// v2c: the ids the Cube waits on for Vector -> Cube hand-offs.
+Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c) {
+  if (!s) return s;
+  if (s->kind == StmtKind::Seq) {
+    std::vector<Stmt> out;
+    for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(skew(c, v2c));
+    return std::make_shared<ir::SeqNode>(std::move(out), s->span);
+  }
+  if (s->kind != StmtKind::For || is_map(s)) return s;
+  auto* f = ir::as<ir::ForNode>(s);
+  if (f->body->kind != StmtKind::Seq) return s;
+  std::vector<Stmt> flat = flat_body(f->body);
+  size_t w = 0;
+  while (w < flat.size() && !is_cross_sync(flat[w], ir::SyncKind::wait_cross_flag, v2c)) ++w;
+  if (w == 0 || w == flat.size()) return s;
+  std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
+  // Statements of A that only feed B (flash attention's V load) move to the front of B.
+  std::vector<Stmt> A, moved;
+  {
+    TileAccess b0;
+    for (const auto& x : B) b0.visit(x);
+    std::vector<TileAccess> acc(A0.size());
+    for (size_t i = 0; i < A0.size(); ++i) acc[i].visit(A0[i]);
+    for (size_t i = 0; i < A0.size(); ++i) {
+      bool feeds_b = false;
+      for (Node n : acc[i].writes) feeds_b |= n->scope != Scope::global && (b0.reads.count(n) || b0.writes.count(n));
+      if (!feeds_b || A0[i]->kind == StmtKind::Sync || A0[i]->kind == StmtKind::Let) {
+        A.push_back(A0[i]);
+        continue;
+      }
+      for (size_t j = i + 1; j < A0.size(); ++j)
+        for (Node n : acc[i].writes)
+          if (acc[j].reads.count(n) || acc[j].writes.count(n)) return s;
+      for (size_t j = i + 1; j < A0.size(); ++j)
+        for (Node n : acc[j].writes)
+          if (acc[i].reads.count(n)) return s;
+      moved.push_back(A0[i]);
+    }
+    B.insert(B.begin(), moved.begin(), moved.end());
+  }
+  TileAccess a, b;
+  std::unordered_set<const ir::VarNode*> a_defs;
+  bool work = false;
+  for (const auto& x : A) {
+    a.visit(x);
+    if (x->kind == StmtKind::Let) a_defs.insert(ir::as<ir::LetNode>(x)->var.get());
+    if (x->kind == StmtKind::Alloc) return s;
+    if (x->kind != StmtKind::Let && x->kind != StmtKind::Sync) work = true;
+  }
+  for (const auto& x : B) b.visit(x);
+  if (!work) return s;
+  auto conflict = [](const std::unordered_set<Node>& x, const std::unordered_set<Node>& y) {
+    for (Node n : x)
+      if (n->scope != Scope::global && y.count(n)) return true;
+    return false;
+  };
+  if (conflict(a.writes, b.reads) || conflict(a.writes, b.writes) || conflict(b.writes, a.reads)) return s;
+  bool uses_a = false;
+  for (const auto& x : B)
+    ir::for_each_expr(x, [&](const Expr& e) { uses_a |= e->kind == ir::ExprKind::Var && a_defs.count(ir::as<ir::VarNode>(e)); });
+  if (uses_a) return s;
+  const ir::Span& sp = s->span;
+  Expr end = bin(BinOp::Add, f->min, f->extent);
+  Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), ir_seq(A, sp), nullptr, sp);
+  // B runs kCubeLag iterations late: A(j + 1) .. A(j + kCubeLag) do not wait for P_j (see the header)
+  Stmt sb = ir::substitute(ir_seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
+  sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kCubeLag)), sp), sb,
+                                    nullptr, sp);
+  Stmt nb = std::make_shared<ir::SeqNode>(std::vector<Stmt>{sa, sb}, sp);
+  return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kCubeLag)), f->for_kind,
+                                       f->num_stages, nb, sp);
+}
+
+}  // namespace
+
+ir::Kernel skew_cube_loops(const ir::Kernel& kernel, const target::Target&) {
+  return rewrite_core_scope(kernel, ir::CoreKind::C, [](const ir::Stmt& body, std::vector<ir::Stmt>&) {
+    return skew(body, cross_flag_ids(body, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2));
+  });
+}
+
+}  // namespace tw::ascend
