@@ -1,11 +1,11 @@
 // Python bindings of the Ascend backend (module tilewright._C.ascend). For now: lowering an
-// expert-mode kernel to the Ascend program and printing it (target/ascend/lower_expert.h).
+// expert-mode kernel to the Ascend program and printing it (target/ascend/select_instructions.h).
 #include "python/bind_ascend.h"
 
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 
-#include "target/ascend/lower_expert.h"
+#include "target/ascend/select_instructions.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/registry.h"
@@ -15,9 +15,11 @@ using namespace nb::literals;
 
 void bind_ascend(nb::module_& m) {
   m.doc() = "Ascend backend: expert-mode lowering to the Ascend program";
-  m.def("lower_expert", [](const tw::ir::Kernel& k, const std::string& target) {
+  m.def("select_instructions", [](const tw::ir::Kernel& k, const std::string& target) {
     const tw::target::Target& t = tw::target::find_target(target);
-    return tw::ascend::print_program(tw::ascend::plan_memory(tw::ascend::lower_expert(k, t), t, /*reuse=*/false));
+    using namespace tw::ascend;
+    return print_program(plan_memory(select_instructions(k, t), t, /*reuse=*/false));
   }, "kernel"_a, "target"_a = "ascend910b",
-     "Lower an expert-mode kernel (T.Kernel(n, is_npu=True)) and return the printed Ascend program.");
+     "Select the instructions of an expert-mode kernel (T.Kernel(n, is_npu=True)), place its buffers (no reuse) "
+     "and return the printed Ascend program.");
 }

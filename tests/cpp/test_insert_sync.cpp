@@ -8,7 +8,7 @@
 #include "ir/parser.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/insert_sync.h"
-#include "target/ascend/lower_expert.h"
+#include "target/ascend/select_instructions.h"
 #include "target/ascend/pipeline.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
@@ -115,7 +115,7 @@ Program expert_program(const char* text) {
   // The expert pipeline up to select_move_calls: insert_sync works on the byte-level moves and on
   // call-level vector instructions (a program stripped of its sync after select_vector_calls).
   ir::Kernel k = transform::simplify(ir::parse_kernel(text, "expert.tw"));
-  return select_vector_calls(plan_memory(lower_expert(k, b2()), b2(), /*reuse=*/false), b2());
+  return select_vector_calls(plan_memory(select_instructions(k, b2()), b2(), /*reuse=*/false), b2());
 }
 
 // Hand-synced vs stripped + insert_sync: zero reports, identical results, simulated time.

@@ -1,5 +1,5 @@
 // legalize_vector: before/after IR texts for each rewrite, then the legalised kernels lowered
-// (lower_expert) and run in the simulator against a float64 reference with zero checker reports.
+// (select_instructions) and run in the simulator against a float64 reference with zero checker reports.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "ir/printer.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/legalize_vector.h"
-#include "target/ascend/lower_expert.h"
+#include "target/ascend/select_instructions.h"
 #include "target/ascend/multi_buffer.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
@@ -449,7 +449,7 @@ struct SimRun {
 
 SimRun simulate(const std::string& text, std::vector<sim::Arg> args, std::vector<int64_t> shapes) {
   ir::Kernel k = legalize(text);
-  Program p = plan_memory(lower_expert(k, b2()), b2(), false);
+  Program p = plan_memory(select_instructions(k, b2()), b2(), false);
   p.aiv = serialize(p.aiv);
   p = select_move_calls(select_vector_calls(p, b2()), b2());
   return SimRun{sim::run(p, b2().ascend, std::move(args), shapes), ir::print(k)};

@@ -1,4 +1,4 @@
-// plan_memory: buffer placements of small expert-mode programs (parsed, lowered by lower_expert,
+// plan_memory: buffer placements of small expert-mode programs (parsed, lowered by select_instructions,
 // then placed with and without reuse), the lifetime rules (disjoint lifetimes share, overlapping
 // do not, loop-carried buffers keep their bytes for the whole loop), alignment, and the capacity
 // error (buffers live at the peak, sizes, capacity, chip, a smaller tile, the biggest buffer's line).
@@ -6,7 +6,7 @@
 
 #include "ir/parser.h"
 #include "target/ascend/select_vector_calls.h"
-#include "target/ascend/lower_expert.h"
+#include "target/ascend/select_instructions.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/simulator.h"
@@ -21,7 +21,7 @@ namespace {
 const target::Target& chip() { return target::find_target("ascend910b2"); }
 
 Program plan(const std::string& text, bool reuse) {
-  return plan_memory(lower_expert(ir::parse_kernel(text, "mem.tw"), chip()), chip(), reuse);
+  return plan_memory(select_instructions(ir::parse_kernel(text, "mem.tw"), chip()), chip(), reuse);
 }
 
 // "name@offset" of every buffer, in declaration order.
@@ -209,7 +209,7 @@ TEST(PlanMemory, AlignmentAndTileBytes) {
   ir::DType f16{ir::DTypeCode::f16}, f32{ir::DTypeCode::f32};
   EXPECT_EQ(tile_bytes(Mem::UB, f32, {5}), 32);                  // 20 B rounded up to 32
   EXPECT_EQ(tile_bytes(Mem::UB, f16, {3, 16}), 96);
-  EXPECT_EQ(tile_bytes(Mem::UB, f32, {3, 5}), 3 * 8 * 4);        // rows padded to 32 B, as lower_expert lays them out
+  EXPECT_EQ(tile_bytes(Mem::UB, f32, {3, 5}), 3 * 8 * 4);  // rows padded to 32 B (select_instructions' layout)
   EXPECT_EQ(tile_bytes(Mem::L1, f16, {20, 40}), 32 * 48 * 2);    // Nz: rows to 16, cols to C0 = 16
   EXPECT_EQ(tile_bytes(Mem::L0A, f32, {20, 12}), 32 * 16 * 4);   // Zz: cols to C0 = 8
   EXPECT_EQ(tile_bytes(Mem::L0B, f32, {12, 20}), 16 * 32 * 4);   // Zn: rows to C0, cols to 16

@@ -5,10 +5,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "target/ascend/lower_expert.h"
 #include "target/ascend/split_cube_vector.h"
-#include "ir/arith.h"
-#include "transform/simplify.h"
 #include "target/registry.h"
 
 namespace tw::ascend {
@@ -264,32 +261,6 @@ TEST(SplitCubeVector, SingleUnitKernelUnchanged) {
 )";
   ir::Kernel k = ir::parse_kernel(text);
   EXPECT_EQ(split_cube_vector(k, target::find_target("ascend910b2")), k);
-}
-
-// A global buffer allocated in the kernel is a region of the program's GM workspace (param -1),
-// each 512 B aligned.
-TEST(SplitCubeVector, WorkspaceAllocsLowerToWorkspaceRegions) {
-  const char* text = R"(kernel k(A: global float32[64, 64], B: global float32[64, 64] out)
-    grid(cid = 1) sub_block(vid) {
-  alloc w0: global float32[10, 10]
-  alloc w1: global float32[64, 64]
-  alloc a: UB float32[64, 64]
-  scope V {
-    copy A[0:+64, 0:+64] -> a
-    copy a -> w1[0:+64, 0:+64]
-    copy w1[0:+64, 0:+64] -> a
-    copy a -> B[0:+64, 0:+64]
-  }
-}
-)";
-  Program p = lower_expert(transform::simplify(ir::parse_kernel(text)), target::find_target("ascend910b2"));
-  EXPECT_EQ(ir::print(ir::arith::simplify(p.workspace_bytes)), "16896");  // 512 + 16384
-  const CopyUbToGm* s = nullptr;
-  for (const auto& st : p.aiv->body)
-    if (st->kind == StmtKind::Instr && !s) s = std::get_if<CopyUbToGm>(&st->instr.op);
-  ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->dst.param, -1);
-  EXPECT_EQ(ir::print(ir::arith::simplify(s->dst.offset)), "512");
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ def aiv_blocks(rows, block):
 
 
 def program(prim):
-    return _C.ascend.lower_expert(prim.ir, "ascend910b")
+    return _C.ascend.select_instructions(prim.ir, "ascend910b")
 
 
 @pytest.mark.parametrize("n", [32, 8])

@@ -1,6 +1,6 @@
 """Ascend expert mode in the DSL: T.Kernel(n, is_npu=True), T.Scope, T.alloc_L1/L0A/L0B/L0C/UB,
 T.mma, vector tile ops (expanded to T.Parallel maps), flags; lowering to the Ascend program
-(tilewright._C.ascend.lower_expert, printed); and the front-end errors (file, line, caret).
+(tilewright._C.ascend.select_instructions, printed); and the front-end errors (file, line, caret).
 
 Expected lines are found with marker comments (``# @NAME`` at the end of a line of this file)."""
 import os
@@ -39,7 +39,7 @@ def check(exc_info, message, marker, caret_at=None, hint=None):
 
 
 def lower(prim):
-    return _C.ascend.lower_expert(prim.ir, "ascend910b")
+    return _C.ascend.select_instructions(prim.ir, "ascend910b")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -105,8 +105,13 @@ class Expander {
         return s;
       }
       case ir::StmtKind::Gemm: return expand(ir::as<ir::GemmNode>(s), s->span);
-      default: return s;
+      case ir::StmtKind::Let:
+      case ir::StmtKind::Store:
+      case ir::StmtKind::Alloc:
+      case ir::StmtKind::Reduce:
+      case ir::StmtKind::Sync: break;  // unchanged
     }
+    return s;
   }
 
   Stmt expand(const ir::GemmNode* g, const ir::Span& sp) {
@@ -226,7 +231,7 @@ class Expander {
         out.push_back(mk(false));
       else if (ci)
         out.push_back(mk(true));
-      else  // T.mma(init=cond): lower_expert turns the pair into one Mmad with a runtime init
+      else  // T.mma(init=cond): select_instructions turns the pair into one Mmad with a runtime init
         out.push_back(std::make_shared<ir::IfNode>(step_init, mk(true), mk(false), sp));
     }
     return seq(std::move(out), sp);

@@ -12,7 +12,7 @@
 //    each is sized for capacity / their number (plan_memory keeps stage-indexed tiles for the
 //    whole loop, so flash attention's Q K^T and P V tiles are live together);
 //  - L0 tiles are allocated next to the gemm (a_l0: L0A [Mp, kL0] or [kL0, Mp] for trans_a,
-//    b_l0: L0B [kL0, Np] or [Np, kL0] for trans_b: the orientation of the L1 tile, so lower_expert
+//    b_l0: L0B [kL0, Np] or [Np, kL0] for trans_b: the orientation of the L1 tile, so select_instructions
 //    picks a plain or a transposing LoadData), with a leading dim of 2 when there are >= 2 steps;
 //  - the steps are unrolled (at most kMaxSteps): copy A window -> a_l0[s], copy B window ->
 //    b_l0[s], gemm a_l0[s], b_l0[s] -> C with s = step % 2.

@@ -46,7 +46,15 @@ struct Roles : ir::Visitor {
         add(r->dst, kVector, s->span);
         break;
       }
-      default: break;
+      case ir::StmtKind::Seq:
+      case ir::StmtKind::For:
+      case ir::StmtKind::If:
+      case ir::StmtKind::Let:
+      case ir::StmtKind::Alloc:
+      case ir::StmtKind::Copy:
+      case ir::StmtKind::Fill:
+      case ir::StmtKind::CoreScope:
+      case ir::StmtKind::Sync: break;  // no role of their own (children are visited below)
     }
     ir::Visitor::visit(s);
   }

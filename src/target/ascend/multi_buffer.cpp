@@ -75,7 +75,14 @@ struct Instantiate : ir::Mutator {
         for (const auto& i : n->indices) idx.push_back(mutate(i));
         return std::make_shared<ir::StoreNode>(it->second, idx, mutate(n->value), s->span);
       }
-      default: break;
+      case ir::StmtKind::Seq:
+      case ir::StmtKind::If:
+      case ir::StmtKind::Copy:
+      case ir::StmtKind::Gemm:
+      case ir::StmtKind::Fill:
+      case ir::StmtKind::Reduce:
+      case ir::StmtKind::CoreScope:
+      case ir::StmtKind::Sync: break;  // regions and loads: mutate_region / mutate(Expr)
     }
     return ir::Mutator::mutate(s);
   }
@@ -111,7 +118,14 @@ std::vector<Buffer> loop_allocs(const Stmt& body) {
         break;
       case ir::StmtKind::CoreScope: walk(ir::as<ir::CoreScopeNode>(s)->body); break;
       case ir::StmtKind::Alloc: out.push_back(ir::as<ir::AllocNode>(s)->buffer); break;
-      default: break;
+      case ir::StmtKind::For:  // nested loops keep their tiles
+      case ir::StmtKind::Let:
+      case ir::StmtKind::Store:
+      case ir::StmtKind::Copy:
+      case ir::StmtKind::Gemm:
+      case ir::StmtKind::Fill:
+      case ir::StmtKind::Reduce:
+      case ir::StmtKind::Sync: break;
     }
   };
   walk(body);

@@ -4,7 +4,7 @@
 #include "target/ascend/infer_scope.h"
 #include "target/ascend/insert_sync.h"
 #include "target/ascend/legalize_vector.h"
-#include "target/ascend/lower_expert.h"
+#include "target/ascend/select_instructions.h"
 #include "target/ascend/map_grid.h"
 #include "target/ascend/multi_buffer.h"
 #include "target/ascend/plan_memory.h"
@@ -27,7 +27,7 @@ namespace {
 // only protect the buffers they name).
 Program lower_expert_kernel(transform::PassLog& log, const target::Target& target) {
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  Program p = plan_memory(lower_expert(log.kernel(), target), target, /*reuse=*/false);
+  Program p = plan_memory(select_instructions(log.kernel(), target), target, /*reuse=*/false);
   p = select_vector_calls(p, target);  // vector instructions -> AscendC calls
   return select_move_calls(p, target);  // byte-level moves -> the AscendC calls they print as
 }
@@ -50,7 +50,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("multi_buffer", with_target(multi_buffer));            // T.Pipelined stages -> buffer copies
   log.run("map_grid", with_target(map_grid));                    // grid -> cores, L2-friendly order
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  Program p = lower_expert(log.kernel(), target, /*auto_sync=*/true);  // instruction selection
+  Program p = select_instructions(log.kernel(), target, /*auto_sync=*/true);  // instruction selection
   p = plan_memory(p, target, /*reuse=*/true);     // static addresses with liveness-based reuse
   p = insert_sync(p, target);                      // flags and barriers
   p = select_vector_calls(p, target);              // vector instructions -> AscendC calls

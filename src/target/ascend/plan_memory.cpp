@@ -37,7 +37,7 @@ std::pair<int64_t, int64_t> fractal_dims(Mem m, ir::DType t, int64_t rows, int64
 int64_t tile_bytes(Mem m, ir::DType t, const std::vector<int64_t>& shape) {
   int64_t numel = 1;
   for (auto d : shape) numel *= d;
-  if (m == Mem::UB) {  // rows padded to whole 32 B blocks when there are several (lower_expert's layout)
+  if (m == Mem::UB) {  // rows padded to whole 32 B blocks when there are several (select_instructions's layout)
     int64_t cols = shape.empty() ? 1 : shape.back(), nrows = cols ? numel / cols : 0;
     return round_up(nrows * (nrows > 1 ? round_up(cols, c0_of(t)) : cols) * t.bytes(), 32);
   }

@@ -1,7 +1,7 @@
 // plan_memory: static placement of the on-chip buffers of an Ascend program (Program pass, run
 // right after instruction selection). Facts: shared/ascend-910b.md.
 //
-// Instruction selection (lower_expert) gives every BufferDecl its geometry (bytes, shape, dtype,
+// Instruction selection (select_instructions) gives every BufferDecl its geometry (bytes, shape, dtype,
 // format); this pass gives it its `offset` in its memory and checks the memory's capacity.
 //
 // Alignment of every buffer start (buffer_alignment): L1 32 B, L0A/L0B 512 B, L0C 1 KiB (the Mmad
@@ -62,7 +62,7 @@ int64_t buffer_alignment(Mem m);
 int64_t capacity_of(const target::AscendParams& hw, Mem m);
 
 // Bytes a tile of `shape` takes in memory m: UB row-major, rows padded to whole 32 B blocks when
-// there are several (as lower_expert lays UB tiles out), rounded up to 32 B; Cube
+// there are several (as select_instructions lays UB tiles out), rounded up to 32 B; Cube
 // memories hold matrices of the last two dims as fractals (L1/L0A: rows to 16, cols to C0;
 // L0B: rows to C0, cols to 16; L0C: both to 16), a leading dim counts separate matrices.
 int64_t tile_bytes(Mem m, ir::DType dtype, const std::vector<int64_t>& shape);

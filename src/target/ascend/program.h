@@ -331,7 +331,7 @@ struct FixpipeV220 {
 };
 
 // High-level vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands; they
-// are what instruction selection (lower_expert) produces and what plan_memory and insert_sync
+// are what instruction selection (select_instructions) produces and what plan_memory and insert_sync
 // reason about. select_vector_calls then replaces each with the call-level instructions below
 // (VecCallL2 / VecCallL0 / WholeReduce / Brcb): the printer and the simulator never see these.
 // Arithmetic on fp16 is computed exactly and rounded once (RNE); bf16 is not supported on AIV

@@ -1,5 +1,5 @@
-// lower_expert: Ascend expert-mode kernel -> Ascend program. The rules are listed in lower_expert.h.
-#include "target/ascend/lower_expert.h"
+// select_instructions: expert-form kernel -> Ascend program. The rules are listed in select_instructions.h.
+#include "target/ascend/select_instructions.h"
 #include "target/ascend/pass_util.h"
 
 #include <algorithm>
@@ -31,20 +31,12 @@ std::string q(const std::string& n) { return "'" + n + "'"; }
 using ir::arith::add;
 using ir::arith::mul;
 using ir::arith::sub;
-Expr min_(const Expr& a, const Expr& b) {
-  auto x = ir::as_const_int(a), y = ir::as_const_int(b);
-  if (x && y) return C(std::min(*x, *y));
-  return simp(ir::binary(ir::BinOp::Min, a, b));
-}
-Expr max_(const Expr& a, const Expr& b) {
-  auto x = ir::as_const_int(a), y = ir::as_const_int(b);
-  if (x && y) return C(std::max(*x, *y));
-  return simp(ir::binary(ir::BinOp::Max, a, b));
-}
+using ir::arith::max;
+using ir::arith::min;
 // The part of `extent` elements from `start` that lies inside [0, dim): a tail's count, 0 for a
 // region that starts at or after the end.
 Expr valid_count(int64_t extent, const Expr& dim, const Expr& start) {
-  return max_(C(0), min_(C(extent), sub(dim, start)));
+  return max(C(0), min(C(extent), sub(dim, start)));
 }
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
@@ -95,7 +87,7 @@ class Lowerer {
 
   Program run() {
     if (t_.kind != target::TargetKind::ascend)
-      throw Error("lower_expert: target '" + t_.name + "' is not an Ascend target", k_->span);
+      throw Error("select_instructions: target '" + t_.name + "' is not an Ascend target", k_->span);
     if (!k_->is_npu())
       throw Error("kernel " + q(k_->name) + " is not an Ascend expert-mode kernel", k_->span,
                   "expert mode is T.Kernel(n, is_npu=True) as (cid, vid) with code in T.Scope(\"C\") / T.Scope(\"V\")");
@@ -376,8 +368,8 @@ class Lowerer {
         // A start that may be negative (bx * B - 64): the rows before row 0 are skipped, as on
         // cpu (the GM side starts at row 0, the UB side that many rows in; GM -> UB reads zeros
         // there through the tail fill).
-        g.skip_rows = min_(max_(C(0), sub(C(0), start)), C(g.rows));
-        g.valid_rows = max_(C(0), sub(min_(C(g.rows), sub(shape[n - 2], start)), g.skip_rows));
+        g.skip_rows = min(max(C(0), sub(C(0), start)), C(g.rows));
+        g.valid_rows = max(C(0), sub(min(C(g.rows), sub(shape[n - 2], start)), g.skip_rows));
         g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(r.buffer->dtype.bytes())));
       }
     } else {
@@ -578,8 +570,16 @@ class Lowerer {
         return emit(VecDup{w.buf->dtype, d, ir::cast(n->value, w.buf->dtype, sp), C(rows), C(cols)}, sp);
       }
       case ir::StmtKind::Reduce: return lower_reduce(as<ir::ReduceNode>(s), sp);
-      default: return nullptr;
+      case ir::StmtKind::Seq:
+      case ir::StmtKind::For:
+      case ir::StmtKind::If:
+      case ir::StmtKind::Let:
+      case ir::StmtKind::Store:
+      case ir::StmtKind::Alloc:
+      case ir::StmtKind::CoreScope:
+      case ir::StmtKind::Sync: break;  // not tile ops
     }
+    return nullptr;
   }
 
   StmtPtr lower_copy(const ir::CopyNode* n, const Span& sp) {
@@ -660,7 +660,7 @@ class Lowerer {
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       // Tails read zeros: a copy that can be short pads its rows to 32 B with zeros and, when it
-      // is short, runs after a VecDup of 0 over the tile (lower_expert.h). Not for the GM
+      // is short, runs after a VecDup of 0 over the tile (select_instructions.h). Not for the GM
       // workspace: split_cube_vector's hand-off slots are read within the slot they were written to.
       Expr short_rows = simp(ir::binary(ir::BinOp::LT, g.valid_rows, C(g.rows)));
       Expr short_cols = simp(ir::binary(ir::BinOp::LT, g.valid_cols, C(g.cols)));
@@ -717,7 +717,7 @@ class Lowerer {
   }
 
   // `if (cond) Duplicate(0)` over the rows x cols UB window w (rows `stride` elements apart);
-  // in expert mode fenced by PipeBarrier<PIPE_ALL> on both sides (lower_expert.h).
+  // in expert mode fenced by PipeBarrier<PIPE_ALL> on both sides (select_instructions.h).
   // to_row_end: the window ends at its rows' last column (what follows in each row is padding).
   StmtPtr zero_tile(const Window& w, int64_t rows, int64_t cols, int64_t stride, const Expr& cond, const Span& sp,
                     bool to_row_end = false) {
@@ -1004,7 +1004,7 @@ class Lowerer {
       if (!free || !invariant(c->b, loops))
         throw Error("this T.Parallel body is not a vector instruction: an if inside a map (only `if j < n` on the "
                     "innermost index is)", body->span, map_hint());
-      Expr w = ir::binary(ir::BinOp::Max, min_(loops.back().ext, idx32(c->b)), C(0), sp);
+      Expr w = ir::binary(ir::BinOp::Max, min(loops.back().ext, idx32(c->b)), C(0), sp);
       loops.back() = Loop{loops.back().var, -1, simp(w)};
       body = n->then_body;
       while (body && body->kind == ir::StmtKind::Seq && as<ir::SeqNode>(body)->body.size() == 1)
@@ -1223,7 +1223,14 @@ class Lowerer {
         case ir::MathFn::sqrt: op = VecUnOp::Sqrt; break;
         case ir::MathFn::rsqrt: op = VecUnOp::Rsqrt; break;
         case ir::MathFn::abs: op = VecUnOp::Abs; break;
-        default: break;
+        case ir::MathFn::exp2:
+        case ir::MathFn::log2:
+        case ir::MathFn::tanh:
+        case ir::MathFn::erf:
+        case ir::MathFn::sigmoid:
+        case ir::MathFn::floor:
+        case ir::MathFn::ceil:
+        case ir::MathFn::pow: break;  // no vector instruction (legalize_vector expands them)
       }
       if (!op) fail(std::string(ir::mathfn_name(c->fn)) + " has no vector instruction");
       auto a = full(c->args[0]);
@@ -1241,7 +1248,17 @@ class Lowerer {
       case ir::BinOp::Div: op = VecBinOp::Div; break;
       case ir::BinOp::Max: op = VecBinOp::Max; break;
       case ir::BinOp::Min: op = VecBinOp::Min; break;
-      default: break;
+      case ir::BinOp::FloorDiv:
+      case ir::BinOp::CeilDiv:
+      case ir::BinOp::Mod:
+      case ir::BinOp::EQ:
+      case ir::BinOp::NE:
+      case ir::BinOp::LT:
+      case ir::BinOp::LE:
+      case ir::BinOp::GT:
+      case ir::BinOp::GE:
+      case ir::BinOp::And:
+      case ir::BinOp::Or: break;  // no vector instruction
     }
     if (!op) fail("operator " + std::string(ir::binop_name(bn->op)) + " has no vector instruction");
     bool commutes = *op == VecBinOp::Add || *op == VecBinOp::Mul || *op == VecBinOp::Max || *op == VecBinOp::Min;
@@ -1304,7 +1321,7 @@ class Lowerer {
   const ir::Kernel& k_;
   const target::Target& t_;
   const target::AscendParams& hw_;
-  bool auto_sync_ = false;  // see lower_expert.h
+  bool auto_sync_ = false;  // see select_instructions.h
   Program p_;
   CoreKind core_ = CoreKind::C;
   std::unordered_map<const ir::BufferNode*, int> params_;
@@ -1372,11 +1389,28 @@ class Lowerer {
           }
           case ir::BinOp::Min: return ok(std::min(a0, b0), std::min(a1, b1));
           case ir::BinOp::Max: return ok(std::max(a0, b0), std::max(a1, b1));
-          default: return {};
+          case ir::BinOp::Div:
+          case ir::BinOp::CeilDiv:
+          case ir::BinOp::Mod:
+          case ir::BinOp::EQ:
+          case ir::BinOp::NE:
+          case ir::BinOp::LT:
+          case ir::BinOp::LE:
+          case ir::BinOp::GT:
+          case ir::BinOp::GE:
+          case ir::BinOp::And:
+          case ir::BinOp::Or: return {};  // not bounded here
         }
+        return {};
       }
-      default: return {};
+      case ir::ExprKind::IntImm:
+      case ir::ExprKind::FloatImm:
+      case ir::ExprKind::Unary:
+      case ir::ExprKind::Call:
+      case ir::ExprKind::Select:
+      case ir::ExprKind::Load: return {};  // constants are handled above; the rest is unbounded
     }
+    return {};
   }
   // True when [start, start + extent) provably lies inside [0, dim): the copy is never short.
   bool inside(const Expr& start, int64_t extent, const Expr& dim) const {
@@ -1388,7 +1422,7 @@ class Lowerer {
 
 }  // namespace
 
-Program lower_expert(const ir::Kernel& kernel, const target::Target& target, bool auto_sync) {
+Program select_instructions(const ir::Kernel& kernel, const target::Target& target, bool auto_sync) {
   return Lowerer(kernel, target, auto_sync).run();
 }
 

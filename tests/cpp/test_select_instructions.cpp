@@ -1,14 +1,17 @@
-// lower_expert: expert-mode Tile IR (text form) -> printed Ascend program (golden texts), and the
+// select_instructions: expert-mode Tile IR (text form) -> printed Ascend program (golden texts), and the
 // compile-time errors (capacity, alignment, unmappable maps, misplaced ops), each at its line.
 #include <gtest/gtest.h>
 
 #include <functional>
 
+#include "ir/arith.h"
 #include "ir/parser.h"
-#include "target/ascend/lower_expert.h"
+#include "ir/printer.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/select_instructions.h"
 #include "target/registry.h"
+#include "transform/simplify.h"
 
 namespace tw::ascend {
 namespace {
@@ -16,7 +19,7 @@ namespace {
 // Instruction selection, then expert-mode placement (every buffer its own bytes), as the pipeline does.
 Program lower(const std::string& text) {
   const target::Target& t = target::find_target("ascend910b2");
-  return plan_memory(lower_expert(ir::parse_kernel(text, "expert.tw"), t), t, /*reuse=*/false);
+  return plan_memory(select_instructions(ir::parse_kernel(text, "expert.tw"), t), t, /*reuse=*/false);
 }
 
 void expect_error(const std::string& text, const std::string& msg, int line, const std::string& hint = "") {
@@ -56,7 +59,7 @@ const char* kCubeGemm = R"(kernel mm(A: global float16[M, 40], B: global float16
 }
 )";
 
-TEST(LowerExpert, CubeGemm) {
+TEST(SelectInstructions, CubeGemm) {
   Program p = lower(kCubeGemm);
   EXPECT_EQ(print_program(p), R"(ascend_kernel mm AIC_ONLY blocks=ceildiv(M, 32) workspace=0
   param 0 A: GM float16[M, 40]
@@ -144,7 +147,7 @@ const char* kVector = R"(kernel sm(X: global float32[N, 64], Y: global float16[N
 }
 )";
 
-TEST(LowerExpert, VectorOps) {
+TEST(SelectInstructions, VectorOps) {
   Program p = lower(kVector);
   EXPECT_EQ(p.kernel_type, KernelType::MIX_1_2);  // vid is used: both AIVs of each block run
   EXPECT_EQ(print_program(p), R"(ascend_kernel sm MIX_1_2 blocks=ceildiv(N, 16) workspace=0
@@ -210,7 +213,7 @@ const char* kL1Gemm = R"(kernel g(A: global float16[64, K], B: global float16[K,
 }
 )";
 
-TEST(LowerExpert, GemmOnL1OperandsAndRuntimeInit) {
+TEST(SelectInstructions, GemmOnL1OperandsAndRuntimeInit) {
   Program p = lower(kL1Gemm);
   EXPECT_EQ(print_program(p), R"(ascend_kernel g AIC_ONLY blocks=1 workspace=0
   param 0 A: GM float16[64, K]
@@ -261,7 +264,7 @@ const char* kMix = R"(kernel mix(A: global float32[64, 64], W: global float32[64
 }
 )";
 
-TEST(LowerExpert, MixKernelReplicatesScalarCode) {
+TEST(SelectInstructions, MixKernelReplicatesScalarCode) {
   Program p = lower(kMix);
   EXPECT_EQ(print_program(p), R"(ascend_kernel mix MIX_1_2 blocks=4 workspace=0
   param 0 A: GM float32[64, 64]
@@ -288,7 +291,7 @@ AIV:
 const char* kHead = "kernel e(A: global float32[64, 64], O: global float32[64, 64] out)\n"
                     "    grid(cid = 2) sub_block(vid) {\n";
 
-TEST(LowerExpert, CapacityErrorNamesBuffersAndSuggestsATile) {
+TEST(SelectInstructions, CapacityErrorNamesBuffersAndSuggestsATile) {
   expect_error(std::string(kHead) +
                    "  alloc a: UB float32[256, 128]\n"
                    "  alloc b: UB float32[256, 128]\n"
@@ -301,14 +304,14 @@ TEST(LowerExpert, CapacityErrorNamesBuffersAndSuggestsATile) {
                3, "a 128x256");
 }
 
-TEST(LowerExpert, AlignmentErrors) {
+TEST(SelectInstructions, AlignmentErrors) {
   // (a global alloc outside the scopes is a GM workspace region: test_split_cube_vector.cpp)
   expect_error(std::string(kHead) +
                    "  alloc a: L1 float16[32, 64]\n  scope C {\n    alloc h: global float16[64, 64]\n  }\n}\n",
                "cannot alloc global buffer", 5);
 }
 
-TEST(LowerExpert, L1WindowMustStartOnAStrip) {
+TEST(SelectInstructions, L1WindowMustStartOnAStrip) {
   const char* text = R"(kernel e(A: global float16[64, 64]) grid(cid = 1) sub_block(vid) {
   alloc a: L1 float16[64, 64]
   scope C {
@@ -319,7 +322,7 @@ TEST(LowerExpert, L1WindowMustStartOnAStrip) {
   expect_error(text, "the window's first column must be a constant multiple of C0 = 16", 4, "Nz strips");
 }
 
-TEST(LowerExpert, UnmappableParallelBody) {
+TEST(SelectInstructions, UnmappableParallelBody) {
   expect_error(std::string(kHead) +
                    "  alloc x: UB float32[8, 64]\n  alloc m: UB float32[8]\n  scope V {\n"
                    "    for i in parallel(0, 8) {\n      for j in parallel(0, 64) {\n"
@@ -332,7 +335,7 @@ TEST(LowerExpert, UnmappableParallelBody) {
                "neither a tile indexed like the destination, a scalar, nor a per-row vector", 8);
 }
 
-TEST(LowerExpert, MisplacedOps) {
+TEST(SelectInstructions, MisplacedOps) {
   expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n  copy A[0:+8, 0:+64] -> x\n  scope V {\n  }\n}\n",
                "a tile op outside T.Scope", 4, "T.Scope(\"V\")");
   expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n  scope V {\n    x[0, 0] = 1.0\n  }\n}\n",
@@ -344,20 +347,20 @@ TEST(LowerExpert, MisplacedOps) {
   expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n}\n", "has no T.Scope", 1);
 }
 
-TEST(LowerExpert, GemmEventIsReserved) {
+TEST(SelectInstructions, GemmEventIsReserved) {
   std::string text = kL1Gemm;
   text.replace(text.find("sync set_flag(M, FIX, 0)"), 24, "sync set_flag(M, MTE1, 7)");
   text.replace(text.find("sync wait_flag(M, FIX, 0)"), 25, "sync wait_flag(M, MTE1, 7)");
   expect_error(text, "event 7 of M->MTE1 is used by T.gemm on L1 operands", 18, "0..6");
 }
 
-TEST(LowerExpert, NotAnExpertKernel) {
+TEST(SelectInstructions, NotAnExpertKernel) {
   expect_error("kernel p(A: global float32[64]) grid(b = 1) {\n}\n", "is not an Ascend expert-mode kernel", 1);
 }
 
 // Issue 10 (AscendC API rules): widening casts carry CAST_NONE, both as an elementwise cast and
 // as a converting UB -> UB copy (Cast.md table 4: any other mode issues no instruction).
-TEST(LowerExpert, WideningCastsUseCastNone) {
+TEST(SelectInstructions, WideningCastsUseCastNone) {
   std::string text = std::string(kHead) + R"(  alloc h: UB float16[8, 64]
   alloc x: UB float32[8, 64]
   alloc y: UB float32[8, 64]
@@ -379,14 +382,14 @@ TEST(LowerExpert, WideningCastsUseCastNone) {
   EXPECT_NE(p.find("Cast z[0]/512 <- x[0]/512 float32->float16 CAST_RINT"), std::string::npos) << p;
 }
 
-TEST(LowerExpert, PipeBarrierOnSIsRejectedAtItsLine) {
+TEST(SelectInstructions, PipeBarrierOnSIsRejectedAtItsLine) {
   expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n  scope V {\n    sync pipe_barrier(S)\n  }\n}\n",
                "PipeBarrier<PIPE_S> is a hardware error", 5, "needs no barrier");
 }
 
 // An A tile of one row: Mmad m = 1 would run as GEMV (A read as ND), so the Mmad computes a whole
 // fractal row (m = 16); Fixpipe still writes the one valid row.
-TEST(LowerExpert, OneRowGemmIsPaddedToAFractalRow) {
+TEST(SelectInstructions, OneRowGemmIsPaddedToAFractalRow) {
   std::string text = kCubeGemm;
   for (auto [from, to] : {std::pair<std::string, std::string>{"a1: L1 float16[32, 48]", "a1: L1 float16[1, 48]"},
                           {"a0: L0A float16[32, 48]", "a0: L0A float16[1, 48]"},
@@ -401,7 +404,7 @@ TEST(LowerExpert, OneRowGemmIsPaddedToAFractalRow) {
 }
 
 // int8 L1 tiles are zeroed through half (InitConstValue has no int8 form on dav-c220).
-TEST(LowerExpert, Int8L1TilesAreZeroedAsHalf) {
+TEST(SelectInstructions, Int8L1TilesAreZeroedAsHalf) {
   std::string text = R"(kernel q(A: global int8[M, 64], O: global int32[M, 64] out)
     grid(cid = ceildiv(M, 32)) sub_block(vid) {
   alloc a1: L1 int8[32, 64]
@@ -427,11 +430,37 @@ TEST(LowerExpert, Int8L1TilesAreZeroedAsHalf) {
 }
 
 // Nd2NzParams.srcDValue is a uint16: a GM row stride above 65535 elements would be truncated.
-TEST(LowerExpert, GmRowStrideAbove65535IsAnError) {
+TEST(SelectInstructions, GmRowStrideAbove65535IsAnError) {
   std::string text = kCubeGemm;
   for (auto [from, to] : {std::pair<std::string, std::string>{"A: global float16[M, 40]", "A: global float16[M, 70000]"}})
     text.replace(text.find(from), from.size(), to);
   expect_error(text, "Nd2NzParams.srcDValue is a uint16", 9, "store the matrix transposed");
+}
+
+// A global buffer allocated in the kernel is a region of the program's GM workspace (param -1),
+// each 512 B aligned.
+TEST(SelectInstructions, WorkspaceAllocsLowerToWorkspaceRegions) {
+  const char* text = R"(kernel k(A: global float32[64, 64], B: global float32[64, 64] out)
+    grid(cid = 1) sub_block(vid) {
+  alloc w0: global float32[10, 10]
+  alloc w1: global float32[64, 64]
+  alloc a: UB float32[64, 64]
+  scope V {
+    copy A[0:+64, 0:+64] -> a
+    copy a -> w1[0:+64, 0:+64]
+    copy w1[0:+64, 0:+64] -> a
+    copy a -> B[0:+64, 0:+64]
+  }
+}
+)";
+  Program p = select_instructions(transform::simplify(ir::parse_kernel(text)), target::find_target("ascend910b2"));
+  EXPECT_EQ(ir::print(ir::arith::simplify(p.workspace_bytes)), "16896");  // 512 + 16384
+  const CopyUbToGm* s = nullptr;
+  for (const auto& st : p.aiv->body)
+    if (st->kind == StmtKind::Instr && !s) s = std::get_if<CopyUbToGm>(&st->instr.op);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->dst.param, -1);
+  EXPECT_EQ(ir::print(ir::arith::simplify(s->dst.offset)), "512");
 }
 
 }  // namespace

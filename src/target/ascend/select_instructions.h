@@ -1,5 +1,7 @@
-// lower_expert: an Ascend expert-mode kernel (T.Kernel(n, is_npu=True) with T.Scope("C"/"V"))
-// -> the Ascend program (target/ascend/program.h). Facts: shared/ascend-910b.md.
+// select_instructions: the instruction selection of both Ascend modes: a kernel in expert form
+// (T.Kernel(n, is_npu=True) with T.Scope("C"/"V"): written so in expert mode, produced by the Tile
+// IR passes in automatic mode) -> the Ascend program (target/ascend/program.h). Facts:
+// shared/ascend-910b.md.
 //
 // Expert mode means the user owns placement and synchronisation; this lowering only translates:
 //  - parameters map 1:1 (tensors in GM, scalars by value); the grid's one extent is block_dim,
@@ -53,7 +55,7 @@ namespace tw::ascend {
 
 // auto_sync: the automatic pipeline, whose insert_sync runs next and synchronises every
 // instruction; false (expert mode): instructions this lowering adds are fenced here.
-Program lower_expert(const ir::Kernel& kernel, const target::Target& target, bool auto_sync = false);
+Program select_instructions(const ir::Kernel& kernel, const target::Target& target, bool auto_sync = false);
 
 // The event id the expansion of T.gemm on L1 operands uses for its MTE1->M / M->MTE1 flags.
 // Kernels that use T.gemm on L1 operands must not use it for those pairs themselves.
