@@ -19,8 +19,6 @@ using ir::Stmt;
 using ir::StmtKind;
 using Node = const ir::BufferNode*;
 
-Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
-
 std::string key(Node n) { return n->name + "@" + std::string(ir::scope_name(n->scope)); }
 
 // The non-GM tiles a statement reads and writes, by name and scope.
@@ -135,16 +133,16 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   } rn;
   rn.m = &prev;
   const ir::Span& sp = s->span;
-  Expr end = bin(BinOp::Add, f->min, f->extent);
+  Expr end = ir::arith::add(f->min, f->extent);
   Stmt sb = ir::substitute(rn.mutate(ir_seq(B, sp)), {{f->var, ir::binary(BinOp::Sub, f->var, C(kVectorLag), sp)}});
-  sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kVectorLag)), sp), sb,
+  sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, ir::arith::add(f->min, C(kVectorLag)), sp), sb,
                                     nullptr, sp);
   Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), ir_seq(A, sp), nullptr, sp);
   std::vector<Stmt> nb = body_allocs;
   nb.insert(nb.end(), copies.begin(), copies.end());
   nb.push_back(sa);
   nb.push_back(sb);
-  return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kVectorLag)), f->for_kind,
+  return std::make_shared<ir::ForNode>(f->var, f->min, ir::arith::add(f->extent, C(kVectorLag)), f->for_kind,
                                        f->num_stages, ir_seq(std::move(nb), sp), sp);
 }
 

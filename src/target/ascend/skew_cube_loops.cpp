@@ -15,8 +15,6 @@ using ir::Stmt;
 using ir::StmtKind;
 using Node = const ir::BufferNode*;
 
-Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
-
 // v2c: the ids the Cube waits on for Vector -> Cube hand-offs.
 Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c) {
   if (!s) return s;
@@ -79,14 +77,14 @@ Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c) {
     ir::for_each_expr(x, [&](const Expr& e) { uses_a |= e->kind == ir::ExprKind::Var && a_defs.count(ir::as<ir::VarNode>(e)); });
   if (uses_a) return s;
   const ir::Span& sp = s->span;
-  Expr end = bin(BinOp::Add, f->min, f->extent);
+  Expr end = ir::arith::add(f->min, f->extent);
   Stmt sa = std::make_shared<ir::IfNode>(ir::binary(BinOp::LT, f->var, end, sp), ir_seq(A, sp), nullptr, sp);
   // B runs kCubeLag iterations late: A(j + 1) .. A(j + kCubeLag) do not wait for P_j (see the header)
   Stmt sb = ir::substitute(ir_seq(B, sp), {{f->var, ir::binary(BinOp::Sub, f->var, C(kCubeLag), sp)}});
-  sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, bin(BinOp::Add, f->min, C(kCubeLag)), sp), sb,
+  sb = std::make_shared<ir::IfNode>(ir::binary(BinOp::GE, f->var, ir::arith::add(f->min, C(kCubeLag)), sp), sb,
                                     nullptr, sp);
   Stmt nb = std::make_shared<ir::SeqNode>(std::vector<Stmt>{sa, sb}, sp);
-  return std::make_shared<ir::ForNode>(f->var, f->min, bin(BinOp::Add, f->extent, C(kCubeLag)), f->for_kind,
+  return std::make_shared<ir::ForNode>(f->var, f->min, ir::arith::add(f->extent, C(kCubeLag)), f->for_kind,
                                        f->num_stages, nb, sp);
 }
 

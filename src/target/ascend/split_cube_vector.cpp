@@ -26,7 +26,6 @@ using ir::Var;
 
 using Node = const ir::BufferNode*;
 
-Expr bin(BinOp op, const Expr& a, const Expr& b) { return simp(ir::binary(op, a, b)); }
 std::string q(const std::string& n) { return "'" + n + "'"; }
 
 bool portable(Scope s) { return s == Scope::shared || s == Scope::fragment; }
@@ -524,7 +523,7 @@ class Splitter {
         auto e = ir::as_const_int(r.extents[d]);
         if (e && *e == M) {
           Region o = mutate_region(r);
-          o.starts[d] = bin(BinOp::Add, o.starts[d], bin(BinOp::Mul, sp.vid_, C(M / 2)));
+          o.starts[d] = ir::arith::add(o.starts[d], ir::arith::mul(sp.vid_, C(M / 2)));
           o.extents[d] = C(M / 2);
           return o;
         }
@@ -609,7 +608,7 @@ class Splitter {
       }
       // Rows of this AIV: row tiles keep the local index, every other use is the global row.
       Var lv = ir::var(f->var->name, f->var->dtype, f->var->span);
-      Expr global_row = bin(BinOp::Add, lv, bin(BinOp::Mul, sp.vid_, C(M / 2)));
+      Expr global_row = ir::arith::add(lv, ir::arith::mul(sp.vid_, C(M / 2)));
       struct Sub : ir::Mutator {
         RowSplit& rs;
         const ir::VarNode* v;
@@ -665,13 +664,13 @@ class Splitter {
 
   Expr lin_block() const {
     Expr lin = C(0);
-    for (size_t d = k_->grid.size(); d-- > 0;) lin = bin(BinOp::Add, bin(BinOp::Mul, lin, k_->grid[d]), k_->block_vars[d]);
+    for (size_t d = k_->grid.size(); d-- > 0;) lin = ir::arith::add(ir::arith::mul(lin, k_->grid[d]), k_->block_vars[d]);
     return lin;
   }
   Expr block_sets() const {
     Expr n = C(1);
-    for (const auto& g : k_->grid) n = bin(BinOp::Mul, n, g);
-    return bin(BinOp::Min, C(t_.ascend.aic_cores), n);
+    for (const auto& g : k_->grid) n = ir::arith::mul(n, g);
+    return ir::arith::min(C(t_.ascend.aic_cores), n);
   }
 
   Handoff& handoff(const Stmt& s) {
@@ -717,7 +716,7 @@ class Splitter {
         wt = ld;
       }
     }
-    Expr rows = bin(BinOp::Mul, bin(BinOp::Mul, block_sets(), C(h.slots)), C(sh[0]));
+    Expr rows = ir::arith::mul(ir::arith::mul(block_sets(), C(h.slots)), C(sh[0]));
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
     if (!h.to_vector && ub->dtype != cube->dtype)
       h.cast = ir::buffer(ub->name + "_" + std::string(cube->dtype.name()), cube->dtype, ub->shape, Scope::UB, s->span);
@@ -738,8 +737,8 @@ class Splitter {
     const Buffer& ub = h.to_vector ? c->dst.buffer : c->src.buffer;
     int64_t M = shape_of(cube)[0], N = shape_of(cube)[1];
     Expr slot = C(0);
-    if (h.slots == 2) slot = bin(BinOp::Mod, bin(BinOp::Sub, loops_[0].var, loops_[0].min), C(2));
-    Expr row0 = bin(BinOp::Mul, bin(BinOp::Add, bin(BinOp::Mul, bin(BinOp::Mod, lin_block(), block_sets()), C(h.slots)), slot),
+    if (h.slots == 2) slot = ir::arith::mod(ir::arith::sub(loops_[0].var, loops_[0].min), C(2));
+    Expr row0 = ir::arith::mul(ir::arith::add(ir::arith::mul(ir::arith::mod(lin_block(), block_sets()), C(h.slots)), slot),
                     C(M));
     using ir::AscendPipe;
     using ir::SyncKind;
@@ -757,7 +756,7 @@ class Splitter {
       }
     } else {
       int64_t R = shape_of(ub)[0];
-      Expr r0 = R == M ? row0 : bin(BinOp::Add, row0, bin(BinOp::Mul, vid_, C(R)));
+      Expr r0 = R == M ? row0 : ir::arith::add(row0, ir::arith::mul(vid_, C(R)));
       Region w{h.ws, {r0, C(0)}, {C(R), C(N)}};
       if (h.to_vector) {
         // Two slots in a loop: the data lands in a tile of the loop body (multi_buffer stages
