@@ -56,13 +56,14 @@
 //    (a bias vector indexed by the column) are loaded whole by both AIVs.
 // (Cube and vector software pipelining of the split loops: skew_cube_loops.h, rotate_vector_loops.h.)
 //
-// Why decisions 1-4 are one pass: they share facts the Tile IR does not carry between passes.
-// The landing tiles of 3. are chosen against the UB tiles of the kernel before 1. made the
-// vector incarnations (X_ub) plus the tiles of 2. (X_pv_ub), and hold the dtype of the gemm 2.
-// rewrote; the tiles of 2. are allocated at the top level, not in a core scope; 4. takes its row
-// count from the hand-off copies of 1. and must run before 3. cuts the workspace rows per AIV.
-// Splitting them would change the allocation order or the landing decisions, and so the
-// generated code.
+// Why decisions 1-4 are one pass: 2. is decided on the state 1. tracks (which unit holds the
+// tile when the gemm runs); 4. takes its row count from the hand-off copies 1. inserts and cuts the
+// tiles before 3. turns those copies into per-AIV workspace rows; 3. sizes the landing tiles
+// against the UB tiles of the kernel as it was before 1. (the vector incarnations X_ub are not
+// counted) plus the tiles of 2. (X_pv_ub), gives them the operand dtype of the gemm 2. rewrote, and
+// allocates the tiles of 2. at the top level. The Tile IR between separate passes cannot tell an
+// incarnation from a tile of the kernel, so splitting them would change the landing decisions or
+// the allocation order, and with them the generated code.
 // Errors (ir::Error at the statement, with a hint): a statement that is not row-local, an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
 // whose side differs between loop entry and back edge, more than 5 hand-offs (cross-core flag ids 0..10).
