@@ -211,8 +211,10 @@ TEST(ProgramAccess, CallLevelMovesAreAnInternalError) {
 TEST(ProgramAccess, EvaluateNoRowsOneRowAndUnknowns) {
   Region r;
   r.start = K(0), r.rows = K(0), r.row_bytes = nullptr, r.stride = nullptr;
-  EXPECT_EQ(evaluate(r, constant).bytes, 0);  // no rows: no bytes, whatever the row is
-  r.rows = K(1), r.row_bytes = K(96), r.stride = ir::var("s");
+  EXPECT_FALSE(evaluate(r, constant).bytes);  // the row is not known
+  r.row_bytes = K(96);
+  EXPECT_EQ(evaluate(r, constant).bytes, 96);  // no rows count as one
+  r.rows = K(1), r.stride = ir::var("s");
   EXPECT_EQ(evaluate(r, constant).bytes, 96);  // one row: its stride does not matter
   r.rows = K(3);
   EXPECT_FALSE(evaluate(r, constant).bytes);  // several rows need the stride

@@ -97,11 +97,15 @@ Iv range_of(const Expr& e, const Ranges& r) {
             return {inf(x.lo) ? -kInf : fdiv(x.lo + k, d), inf(x.hi) ? kInf : fdiv(x.hi + k, d)};
           }
           return {};
-        default: return {};
+        case ir::BinOp::Div: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE:
+        case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or: return {};
       }
+      return {};
     }
-    default: return {};
+    case ir::ExprKind::FloatImm: case ir::ExprKind::Unary: case ir::ExprKind::Call: case ir::ExprKind::Cast:
+    case ir::ExprKind::Select: case ir::ExprKind::Load: return {};
   }
+  return {};
 }
 
 struct SlotMatch {
@@ -170,10 +174,8 @@ struct AccessBuilder {
       a.lo = base + *c + *x.start;
       if (x.bytes) {
         a.hi = a.lo + *x.bytes;
-        if (x.row_bytes) {
-          a.rect = true;
-          a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
-        }
+        a.rect = true;
+        a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
       }
     } else if (auto s = match_slot(off);
                s && x.start && x.bytes && s->c + *x.start >= 0 && s->c + *x.start + *x.bytes <= s->h) {
@@ -197,10 +199,8 @@ struct AccessBuilder {
       a.lo = *c + *x.start;
       if (x.bytes) {
         a.hi = a.lo + *x.bytes;
-        if (x.row_bytes) {
-          a.rect = true;
-          a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
-        }
+        a.rect = true;
+        a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
       }
     } else if (ranges && r.offset) {
       // hull from value ranges: [min offset, max offset + max extent)
@@ -1139,8 +1139,9 @@ class CoreSync {
           out.push_back(if_(n.stmt->value, emit_block(n.body, at), els, n.stmt->span));
           break;
         }
-        default:
+        case StmtKind::Seq: case StmtKind::Let: case StmtKind::Instr:
           out.push_back(n.stmt);
+          break;
       }
     }
     return seq(std::move(out));

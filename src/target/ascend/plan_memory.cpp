@@ -17,8 +17,9 @@ int64_t buffer_alignment(Mem m) {
   switch (m) {
     case Mem::L0A: case Mem::L0B: return 512;
     case Mem::L0C: return 1024;  // 64 B in general, 1 KiB as an Mmad destination (every L0C tile is one)
-    default: return 32;          // L1, UB
+    case Mem::GM: case Mem::L1: case Mem::UB: return 32;
   }
+  return 32;
 }
 
 namespace {
@@ -31,8 +32,9 @@ std::pair<int64_t, int64_t> fractal_dims(Mem m, ir::DType t, int64_t rows, int64
   switch (m) {
     case Mem::L0B: return {round_up(rows, c0), round_up(cols, 16)};  // Zn
     case Mem::L0C: return {round_up(rows, 16), round_up(cols, 16)};  // Nz of 16x16 fractals
-    default: return {round_up(rows, 16), round_up(cols, c0)};        // L1 (Nz), L0A (Zz)
+    case Mem::GM: case Mem::L1: case Mem::L0A: case Mem::UB: break;  // L1 (Nz), L0A (Zz)
   }
+  return {round_up(rows, 16), round_up(cols, c0)};
 }
 
 int64_t tile_bytes(Mem m, ir::DType t, const std::vector<int64_t>& shape) {
@@ -80,8 +82,12 @@ std::optional<int64_t> upper_bound(const Expr& e) {
       auto d = ir::as_const_int(b->b);
       return d && *d > 0 ? std::optional<int64_t>((*x + *d - 1) / *d) : std::nullopt;
     }
-    default: return std::nullopt;
+    case ir::BinOp::Min:  // above
+    case ir::BinOp::Sub: case ir::BinOp::Div: case ir::BinOp::Mod: case ir::BinOp::EQ: case ir::BinOp::NE:
+    case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And:
+    case ir::BinOp::Or: return std::nullopt;
   }
+  return std::nullopt;
 }
 
 // plan_memory runs before select_vector_calls: a call-level vector instruction here is a pipeline bug.
@@ -413,8 +419,9 @@ int64_t capacity_of(const target::AscendParams& hw, Mem m) {
     case Mem::L0B: return hw.l0b_bytes;
     case Mem::L0C: return hw.l0c_bytes;
     case Mem::UB: return hw.ub_bytes;
-    default: return 0;
+    case Mem::GM: return 0;
   }
+  return 0;
 }
 
 

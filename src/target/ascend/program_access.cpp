@@ -193,10 +193,9 @@ Extent evaluate(const Region& region, const ExprValue& value) {
       x.row_bytes = *b == 1 || nb <= 1 ? *m * es : (nb - 1) * *b * 32 + 32;
     }
   }
-  if (!x.rows) return x;
-  if (*x.rows <= 0) x.bytes = 0;
-  else if (x.row_bytes && *x.rows == 1) x.bytes = *x.row_bytes;
-  else if (x.row_bytes && x.stride) x.bytes = (*x.rows - 1) * *x.stride + *x.row_bytes;
+  if (!x.rows || !x.row_bytes) return x;
+  if (*x.rows <= 1) x.bytes = *x.row_bytes;
+  else if (x.stride) x.bytes = (*x.rows - 1) * *x.stride + *x.row_bytes;
   return x;
 }
 

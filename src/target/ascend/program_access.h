@@ -79,8 +79,10 @@ InstrAccess program_access(const Program& program, const InstrOp& op);
 // A value of an expression for the caller's purpose (a constant, an upper bound), or nullopt.
 using ExprValue = std::function<std::optional<int64_t>(const ir::Expr&)>;
 
-// A region's numbers under `value`; bytes = the byte extent from start: 0 for no rows, row_bytes
-// for one row, (rows - 1) * stride + row_bytes otherwise (nullopt when a needed number is).
+// A region's numbers under `value`; bytes = the byte extent from start: row_bytes for one row,
+// (rows - 1) * stride + row_bytes for more (nullopt when a needed number is). No rows count as one
+// (a move of no rows is never issued: its region stays the operand's first row, so the passes
+// order it like the move it is when the count is not known).
 struct Extent {
   std::optional<int64_t> start, rows, row_bytes, stride, bytes;
 };
