@@ -115,14 +115,14 @@ class Builder {
     vec(x.b, AccessMode::Read, x.rows, x.cols, x.dtype);
     vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dtype);
   }
-  void operator()(const VecBinaryScalar& x) const {
+  // dst = f(a): VecBinaryScalar, VecUnary.
+  template <class Op>
+  void one_source(const Op& x) const {
     vec(x.a, AccessMode::Read, x.rows, x.cols, x.dtype);
     vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dtype);
   }
-  void operator()(const VecUnary& x) const {
-    vec(x.a, AccessMode::Read, x.rows, x.cols, x.dtype);
-    vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dtype);
-  }
+  void operator()(const VecBinaryScalar& x) const { one_source(x); }
+  void operator()(const VecUnary& x) const { one_source(x); }
   void operator()(const VecCast& x) const {
     vec(x.src, AccessMode::Read, x.rows, x.cols, x.src_dtype);
     vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dst_dtype);
