@@ -246,4 +246,27 @@ Expr mod(const Expr& a, const Expr& b) { return fold(BinOp::Mod, a, b); }
 Expr min(const Expr& a, const Expr& b) { return fold(BinOp::Min, a, b); }
 Expr max(const Expr& a, const Expr& b) { return fold(BinOp::Max, a, b); }
 
+namespace light {
+namespace {
+bool is(const Expr& e, int64_t v) {
+  auto c = as_const_int(e);
+  return c && *c == v;
+}
+}  // namespace
+Expr add(const Expr& a, const Expr& b) {
+  if (is(a, 0)) return b;
+  if (is(b, 0)) return a;
+  return binary(BinOp::Add, a, b);
+}
+Expr sub(const Expr& a, const Expr& b) { return is(b, 0) ? a : binary(BinOp::Sub, a, b); }
+Expr mul(const Expr& a, const Expr& b) {
+  if (is(a, 1)) return b;
+  if (is(b, 1)) return a;
+  if (is(a, 0) || is(b, 0)) return int_imm(0);
+  return binary(BinOp::Mul, a, b);
+}
+Expr floordiv(const Expr& a, const Expr& b) { return binary(BinOp::FloorDiv, a, b); }
+Expr ceildiv(const Expr& a, const Expr& b) { return binary(BinOp::CeilDiv, a, b); }
+}  // namespace light
+
 }  // namespace tw::ir::arith

@@ -35,4 +35,16 @@ Expr mod(const Expr& a, const Expr& b);  // floor modulo (Python's %)
 Expr min(const Expr& a, const Expr& b);
 Expr max(const Expr& a, const Expr& b);
 
+// Light builders: fold only the identities x + 0, 0 + x, x - 0, x * 1, 1 * x, x * 0, 0 * x and
+// build divisions as they are (no constant evaluation, no reassociation), so an expression keeps
+// the form its builder wrote. The Ascend call fields (select_move_calls) and the offsets the
+// AscendC printer derives use them: the printed AscendC shows the formula of each field.
+namespace light {
+Expr add(const Expr& a, const Expr& b);
+Expr sub(const Expr& a, const Expr& b);
+Expr mul(const Expr& a, const Expr& b);
+Expr floordiv(const Expr& a, const Expr& b);
+Expr ceildiv(const Expr& a, const Expr& b);
+}  // namespace light
+
 }  // namespace tw::ir::arith

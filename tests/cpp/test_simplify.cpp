@@ -95,6 +95,22 @@ TEST(Simplify, IntegerIdentities) {
                     bin(BinOp::Mul, x, c(128)));
 }
 
+// The light builders fold the identities only: a formula keeps the form it was built in.
+TEST(Simplify, LightBuildersFoldOnlyIdentities) {
+  Var x = var("x"), y = var("y");
+  EXPECT_EQ(arith::light::add(x, c(0)), Expr(x));
+  EXPECT_EQ(arith::light::add(c(0), x), Expr(x));
+  EXPECT_EQ(arith::light::sub(x, c(0)), Expr(x));
+  EXPECT_EQ(arith::light::mul(c(1), x), Expr(x));
+  EXPECT_EQ(arith::light::mul(x, c(1)), Expr(x));
+  EXPECT_EQ(print(arith::light::mul(x, c(0))), "0");
+  EXPECT_EQ(print(arith::light::mul(arith::light::mul(x, c(8)), c(128))), "x * 8 * 128");  // arith::mul: x * 1024
+  EXPECT_EQ(print(arith::light::add(c(4096), arith::light::mul(x, y))), "4096 + x * y");
+  EXPECT_EQ(print(arith::light::sub(x, x)), "x - x");
+  EXPECT_EQ(print(arith::light::floordiv(x, c(1))), "x // 1");
+  EXPECT_EQ(print(arith::light::ceildiv(c(64), c(16))), "ceildiv(64, 16)");
+}
+
 TEST(Simplify, KeepsSpansAndLeavesFloatMathAlone) {
   Var x = var("x"), f = var("f", DTypeCode::f32);
   Span s{"kern.py", 12, 9};

@@ -62,7 +62,7 @@ using ir::Error;
 using ir::Expr;
 using ir::ExprKind;
 using ir::Span;
-using fold::mul;  // folds 0 and 1 so printed offsets stay readable
+using ir::arith::light::mul;  // folds 0 and 1 so printed offsets stay readable
 
 // ---------------------------------------------------------------------------------------------
 // Types and names

@@ -9,6 +9,7 @@
 
 #include "ir/functor.h"
 #include "ir/printer.h"
+#include "target/ascend/program_access.h"
 #include "target/ascend/program_printer.h"
 
 namespace tw::ascend {
@@ -96,11 +97,15 @@ Iv range_of(const Expr& e, const Ranges& r) {
             return {inf(x.lo) ? -kInf : fdiv(x.lo + k, d), inf(x.hi) ? kInf : fdiv(x.hi + k, d)};
           }
           return {};
-        default: return {};
+        case ir::BinOp::Div: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE:
+        case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or: return {};
       }
+      return {};
     }
-    default: return {};
+    case ir::ExprKind::FloatImm: case ir::ExprKind::Unary: case ir::ExprKind::Call: case ir::ExprKind::Cast:
+    case ir::ExprKind::Select: case ir::ExprKind::Load: return {};
   }
+  return {};
 }
 
 struct SlotMatch {
@@ -137,225 +142,80 @@ std::optional<SlotMatch> match_slot(const Expr& e) {
 
 using Env = std::vector<std::pair<ir::Var, Expr>>;
 
+// The accesses of one instruction (program_access's regions, placed in physical spaces): counts
+// and offsets evaluated after the Let substitution `env`; GM hulls from value ranges when a GM
+// offset is not constant (`ranges` given).
 struct AccessBuilder {
   const Program& p;
   const Env& env;
   std::vector<Access>& out;
-  const Ranges* ranges = nullptr;  // GM hulls from value ranges when the offset is not constant
+  const Ranges* ranges = nullptr;
 
   Expr sub(const Expr& e) const { return e && !env.empty() ? ir::substitute(e, env) : e; }
   std::optional<int64_t> o(const Expr& e) const { return cint(sub(e)); }
 
-  // A region of `rows` rows of `row_bytes` bytes, `stride` apart, starting `start` bytes after the
-  // operand's address (any of them may be unknown).
-  void local(const LocalRef& r, std::optional<int64_t> start, std::optional<int64_t> rows,
-             std::optional<int64_t> row_bytes, std::optional<int64_t> stride, Mode mode) const {
+  void build(const InstrOp& op) const {
+    for (const Region& r : program_access(p, op).regions) r.mem == Mem::GM ? gm(r) : local(r);
+  }
+
+  // A region of an on-chip operand: its buffer's bytes in the physical memory, exact (a constant
+  // rectangle) or slotted when the offset allows, else the whole buffer.
+  void local(const Region& r) const {
     const BufferDecl& b = p.buffers.at(r.buffer);
     Access a;
     a.space = static_cast<int>(b.mem);
-    a.mode = mode;
+    a.mode = r.mode == AccessMode::Write ? Mode::Write : Mode::Read;
     int64_t base = b.offset, end = b.offset + b.bytes;
-    std::optional<int64_t> size = extent(rows, row_bytes, stride);
+    Extent x = evaluate(r, [&](const Expr& e) { return o(e); });
     Expr off = sub(r.offset);
     auto c = cint(off);
     a.lo = base, a.hi = end;
-    if (c && start) {
-      a.lo = base + *c + *start;
-      if (size) {
-        a.hi = a.lo + *size;
+    if (c && x.start) {
+      a.lo = base + *c + *x.start;
+      if (x.bytes) {
+        a.hi = a.lo + *x.bytes;
         a.rect = true;
-        a.rows = std::max<int64_t>(*rows, 1), a.row_bytes = *row_bytes, a.stride = stride.value_or(0);
+        a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
       }
-    } else if (auto s = match_slot(off); s && start && size && s->c + *start >= 0 && s->c + *start + *size <= s->h) {
+    } else if (auto s = match_slot(off);
+               s && x.start && x.bytes && s->c + *x.start >= 0 && s->c + *x.start + *x.bytes <= s->h) {
       a.slot = ir::print(s->x) + "|" + std::to_string(s->m);
       a.h = s->h;
       a.slot_x = s->x, a.m = s->m;
-      a.slo = s->c + *start, a.shi = a.slo + *size;
+      a.slo = s->c + *x.start, a.shi = a.slo + *x.bytes;
       a.lo = base + a.slo, a.hi = std::min(end, base + (s->m - 1) * s->h + a.shi);
     }
     out.push_back(a);
   }
-  // Byte extent (rows - 1) * stride + row_bytes of `rows` rows (unknown when a count is).
-  static std::optional<int64_t> extent(std::optional<int64_t> rows, std::optional<int64_t> row_bytes,
-                                       std::optional<int64_t> stride) {
-    if (!rows || !row_bytes || (*rows > 1 && !stride)) return std::nullopt;
-    return *rows <= 1 ? *row_bytes : (*rows - 1) * *stride + *row_bytes;
-  }
-  // A GM operand of `rows` rows of `cols` elements of `es` bytes, `stride` elements apart.
-  void gm(const GmRef& r, const Expr& rows, const Expr& cols, const Expr& stride, int64_t es, Mode mode) const {
+  // A GM region: exact when its offset and counts are constant, else (with `ranges`) the hull of
+  // its offset's value range plus the upper bound of its extent.
+  void gm(const Region& r) const {
     Access a;
     a.space = r.param < 0 ? kSpaceWorkspace : 16 + r.param;
-    a.mode = mode;
+    a.mode = r.mode == AccessMode::Write ? Mode::Write : Mode::Read;
     auto c = o(r.offset);
-    auto nr = o(rows), rb = mul(o(cols), K(es)), st = mul(o(stride), K(es));
-    std::optional<int64_t> size = extent(nr, rb, st);
-    if (c) {
-      a.lo = *c;
-      if (size) {
-        a.hi = *c + *size;
+    Extent x = evaluate(r, [&](const Expr& e) { return o(e); });
+    if (c && x.start) {
+      a.lo = *c + *x.start;
+      if (x.bytes) {
+        a.hi = a.lo + *x.bytes;
         a.rect = true;
-        a.rows = std::max<int64_t>(*nr, 1), a.row_bytes = *rb, a.stride = st.value_or(0);
+        a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
       }
     } else if (ranges && r.offset) {
       // hull from value ranges: [min offset, max offset + max extent)
       Iv off = range_of(sub(r.offset), *ranges);
-      Iv ext = extent_range(rows, cols, stride, es);
-      if (off.lo >= 0 && off.hi < kInf && ext.hi < kInf) a.lo = off.lo, a.hi = off.hi + ext.hi;
+      Extent hi = evaluate(r, [&](const Expr& e) -> std::optional<int64_t> {
+        if (auto k = o(e)) return k;
+        Iv v = range_of(sub(e), *ranges);
+        if (v.lo < 0 || v.hi >= kInf) return std::nullopt;
+        return v.hi;
+      });
+      if (off.lo >= 0 && off.hi < kInf && hi.bytes && hi.start && *hi.start == 0)
+        a.lo = off.lo, a.hi = off.hi + *hi.bytes;
     }
     out.push_back(a);
   }
-  // Upper bound of a GM operand's byte extent (rows - 1) * stride + row_bytes from value ranges.
-  Iv extent_range(const Expr& rows, const Expr& cols, const Expr& stride, int64_t es) const {
-    auto rng = [&](const Expr& e, int64_t k) {
-      if (!e) return Iv{};
-      if (auto c = o(e)) return Iv{*c * k, *c * k};
-      Iv v = range_of(sub(e), *ranges);
-      return v.hi < kInf && v.lo > -kInf ? Iv{sat(__int128(v.lo) * k), sat(__int128(v.hi) * k)} : Iv{v.lo, kInf};
-    };
-    Iv rw = rng(rows, 1), rb = rng(cols, es), st = rng(stride, es);
-    if (rw.hi >= kInf || rb.hi >= kInf || st.hi >= kInf || rw.lo < 0 || rb.lo < 0 || st.lo < 0) return {};
-    return {0, sat(__int128(std::max<int64_t>(rw.hi - 1, 0)) * st.hi + rb.hi)};
-  }
-  static std::optional<int64_t> mul(std::optional<int64_t> a, std::optional<int64_t> b) {
-    return a && b ? std::optional<int64_t>(*a * *b) : std::nullopt;
-  }
-  static int64_t rup(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
-  static std::optional<int64_t> rupo(std::optional<int64_t> a, int64_t m) {
-    return a ? std::optional<int64_t>(rup(*a, m)) : std::nullopt;
-  }
-  static std::optional<int64_t> K(int64_t v) { return v; }
-
-  void vec(const VecOperand& v, const Expr& rows, const Expr& cols, ir::DType t, Mode mode) const {
-    int es = t.bytes();
-    local(v.at, K(0), o(rows), mul(o(cols), K(es)), mul(o(v.row_stride), K(es)), mode);
-  }
-
-  void operator()(const CopyGmToL1& x) const {
-    int es = x.dtype.bytes();
-    gm(x.src, x.rows, x.cols, x.src_row_stride, es, Mode::Read);
-    local(x.dst, K(0), K(1), mul(mul(o(x.dst_rows), o(x.dst_cols)), K(es)), K(0), Mode::Write);
-  }
-  void operator()(const CopyGmToUb& x) const {
-    gm(x.src, x.n_rows, x.row_bytes, x.src_stride, 1, Mode::Read);
-    // DataCopyPad writes each burst up to the next 32 B boundary (padding or unspecified bytes)
-    local(x.dst, K(0), o(x.n_rows), rupo(o(x.row_bytes), 32), o(x.dst_stride), Mode::Write);
-  }
-  void operator()(const CopyUbToGm& x) const {
-    local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
-    gm(x.dst, x.n_rows, x.row_bytes, x.dst_stride, 1, Mode::Write);
-  }
-  void operator()(const CopyUbToUb& x) const {
-    local(x.src, K(0), o(x.n_rows), o(x.row_bytes), o(x.src_stride), Mode::Read);
-    local(x.dst, K(0), o(x.n_rows), o(x.row_bytes), o(x.dst_stride), Mode::Write);
-  }
-  void operator()(const LoadL0& x) const {
-    int es = x.dtype.bytes(), c0 = 32 / es;
-    bool to_a = p.buffers.at(x.dst.buffer).mem == Mem::L0A;
-    bool same = to_a != x.transpose;
-    auto dr = o(x.dst_rows), dc = o(x.dst_cols), sr = o(x.src_rows), r0 = o(x.src_row), c0v = o(x.src_col);
-    auto wr = same ? dr : dc, wc = same ? dc : dr;
-    std::optional<int64_t> start;
-    if (c0v && sr && r0) start = (*c0v / c0 * *sr + *r0) * 32;
-    std::optional<int64_t> rows = wc ? std::optional<int64_t>(*wc / c0) : std::nullopt;
-    local(x.src, start, rows, mul(wr, K(32)), mul(sr, K(32)), Mode::Read);
-    local(x.dst, K(0), K(1), mul(mul(dr, dc), K(es)), K(0), Mode::Write);
-  }
-  void operator()(const Mmad& x) const {
-    int es = x.in_dtype.bytes(), c0 = 32 / es;
-    auto mp = rupo(o(x.m), 16), kp = rupo(o(x.k), c0), np = rupo(o(x.n), 16);
-    local(x.a, K(0), K(1), mul(mul(mp, kp), K(es)), K(0), Mode::Read);
-    local(x.b, K(0), K(1), mul(mul(kp, np), K(es)), K(0), Mode::Read);
-    local(x.c, K(0), K(1), mul(mul(mp, np), K(4)), K(0), Mode::Read);  // accumulate (init is dynamic)
-    local(x.c, K(0), K(1), mul(mul(mp, np), K(4)), K(0), Mode::Write);
-  }
-  void operator()(const Fixpipe& x) const {
-    int es = x.dst_dtype.bytes();
-    local(x.src, K(0), K(1), mul(mul(o(x.src_rows), rupo(o(x.n), 16)), K(4)), K(0), Mode::Read);
-    gm(x.dst, x.m, x.n, x.dst_row_stride, es, Mode::Write);
-  }
-  // insert_sync runs before select_move_calls: a call-level move here is a pipeline bug.
-  [[noreturn]] static void call_level(const InstrOp& op) {
-    throw ir::Error("internal: insert_sync got the call-level move " + std::string(instr_name(op)) +
-                    "; it runs before select_move_calls");
-  }
-  void operator()(const InitConstValue& x) const { call_level(x); }
-  void operator()(const DataCopyNd2Nz& x) const { call_level(x); }
-  void operator()(const DataCopyPadGmToUb& x) const { call_level(x); }
-  void operator()(const DataCopyPadUbToGm& x) const { call_level(x); }
-  void operator()(const DataCopyUbToUb& x) const { call_level(x); }
-  void operator()(const LoadData2D& x) const { call_level(x); }
-  void operator()(const LoadData3DV2& x) const { call_level(x); }
-  void operator()(const FixpipeV220& x) const { call_level(x); }
-  void operator()(const VecBinary& x) const {
-    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
-    vec(x.b, x.rows, x.cols, x.dtype, Mode::Read);
-    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
-  }
-  void operator()(const VecBinaryScalar& x) const {
-    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
-    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
-  }
-  void operator()(const VecUnary& x) const {
-    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
-    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
-  }
-  void operator()(const VecCast& x) const {
-    vec(x.src, x.rows, x.cols, x.src_dtype, Mode::Read);
-    vec(x.dst, x.rows, x.cols, x.dst_dtype, Mode::Write);
-  }
-  void operator()(const VecDup& x) const { vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write); }
-  void operator()(const VecReduce& x) const {
-    int es = x.dtype.bytes();
-    vec(x.src, x.rows, x.cols, x.dtype, Mode::Read);
-    local(x.dst.at, K(0), K(1), mul(o(x.axis == ReduceAxis::Row ? x.rows : x.cols), K(es)), K(0), Mode::Write);
-  }
-  void operator()(const VecRowBroadcast& x) const {
-    int es = x.dtype.bytes();
-    vec(x.a, x.rows, x.cols, x.dtype, Mode::Read);
-    local(x.vec, K(0), K(1), mul(o(x.rows), K(es)), K(0), Mode::Read);
-    vec(x.dst, x.rows, x.cols, x.dtype, Mode::Write);
-  }
-  // Call-level vector instructions (select_vector_calls runs after this pass in the pipeline; a
-  // program stripped of its sync after it is synchronised again here). A level-0 operand is
-  // `repeat` rows rep * 32 B apart, each spanning the 32 B blocks its mask touches.
-  void level0(const LocalRef& r, int64_t es, const Expr& mask, const Expr& repeat, const Expr& blk, const Expr& rep,
-              Mode mode) const {
-    auto m = o(mask), b = o(blk);
-    std::optional<int64_t> row;
-    if (m && b) {
-      int64_t epb = 32 / es, nb = (*m + epb - 1) / epb;
-      row = *b == 1 || nb <= 1 ? *m * es : (nb - 1) * *b * 32 + 32;
-    }
-    local(r, K(0), o(repeat), row, mul(o(rep), K(32)), mode);
-  }
-  void operator()(const VecCallL2& x) const {
-    int n = vec_api_sources(x.api);
-    if (n >= 1) local(x.src0, K(0), K(1), mul(o(x.count), K(x.src_dtype.bytes())), K(0), Mode::Read);
-    if (n == 2) local(x.src1, K(0), K(1), mul(o(x.count), K(x.src_dtype.bytes())), K(0), Mode::Read);
-    local(x.dst, K(0), K(1), mul(o(x.count), K(x.dtype.bytes())), K(0), Mode::Write);
-  }
-  void operator()(const VecCallL0& x) const {
-    int n = vec_api_sources(x.api);
-    if (n >= 1) level0(x.src0, x.src_dtype.bytes(), x.mask, x.repeat, x.src0_blk, x.src0_rep, Mode::Read);
-    if (n == 2) level0(x.src1, x.src_dtype.bytes(), x.mask, x.repeat, x.src1_blk, x.src1_rep, Mode::Read);
-    level0(x.dst, x.dtype.bytes(), x.mask, x.repeat, x.dst_blk, x.dst_rep, Mode::Write);
-  }
-  void operator()(const WholeReduce& x) const {
-    int64_t es = x.dtype.bytes();
-    level0(x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, Mode::Read);
-    local(x.dst, K(0), o(x.repeat), K(es), mul(o(x.dst_rep), K(es)), Mode::Write);
-  }
-  void operator()(const Brcb& x) const {
-    int64_t es = x.dtype.bytes();
-    local(x.src, K(0), K(1), mul(o(x.repeat), K(8 * es)), K(0), Mode::Read);
-    level0(x.dst, 1, ir::int_imm(256), x.repeat, x.dst_blk, x.dst_rep, Mode::Write);
-  }
-  // Flags: handled by the caller (cross-core) or rejected (set/wait/barrier).
-  void operator()(const SetFlag&) const {}
-  void operator()(const WaitFlag&) const {}
-  void operator()(const PipeBarrier&) const {}
-  void operator()(const CrossCoreSetFlag&) const {}
-  void operator()(const CrossCoreWaitFlag&) const {}
 };
 
 // Exact intersection of two constant strided rectangles.
@@ -615,7 +475,7 @@ class CoreSync {
         } else {
           AccessBuilder ab{p_, env, nd.acc};
           ab.ranges = &ranges_;
-          std::visit(ab, in.op);
+          ab.build(in.op);
         }
         return;
       }
@@ -1279,8 +1139,9 @@ class CoreSync {
           out.push_back(if_(n.stmt->value, emit_block(n.body, at), els, n.stmt->span));
           break;
         }
-        default:
+        case StmtKind::Seq: case StmtKind::Let: case StmtKind::Instr:
           out.push_back(n.stmt);
+          break;
       }
     }
     return seq(std::move(out));
@@ -1300,7 +1161,7 @@ void gm_spaces(const Program& p, const StmtPtr& s, std::set<int>& touched, std::
   if (auto* f = std::get_if<CrossCoreSetFlag>(&s->instr.op)) mode01 = mode01 || f->mode != 2;
   std::vector<Access> acc;
   Env env;
-  std::visit(AccessBuilder{p, env, acc}, s->instr.op);
+  AccessBuilder{p, env, acc}.build(s->instr.op);
   for (const Access& a : acc)
     if (is_gm(a.space)) {
       touched.insert(a.space);

@@ -6,8 +6,9 @@
 // and barriers that make the simulator's checker silent, with few set/wait pairs and without
 // serialising what can overlap. AIC and AIV code are synchronised separately.
 //
-// 1. Accesses. Every instruction touches byte regions: (space, hull [lo, hi), and when constant an
-//    exact strided rectangle). Spaces are physical memories (L1, L0A, L0B, L0C, UB: buffer offset
+// 1. Accesses. Every instruction touches byte regions (program_access.h gives them: operand, rows x
+//    row bytes, stride), placed here as (space, hull [lo, hi), and when constant an exact strided
+//    rectangle). Spaces are physical memories (L1, L0A, L0B, L0C, UB: buffer offset
 //    + operand offset, so buffers sharing bytes after plan_memory's reuse conflict) and GM (one per
 //    tensor parameter, one for the workspace). Non-constant offsets overlap conservatively within
 //    the buffer; offsets of the form `(X % m) * H + c` (ping-pong halves) are "slotted": two such

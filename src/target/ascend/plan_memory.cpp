@@ -1,6 +1,7 @@
 // plan_memory: static buffer placement with liveness-based reuse. The rules are in plan_memory.h.
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/pass_util.h"
+#include "target/ascend/program_access.h"
 
 #include <algorithm>
 #include <map>
@@ -16,8 +17,9 @@ int64_t buffer_alignment(Mem m) {
   switch (m) {
     case Mem::L0A: case Mem::L0B: return 512;
     case Mem::L0C: return 1024;  // 64 B in general, 1 KiB as an Mmad destination (every L0C tile is one)
-    default: return 32;          // L1, UB
+    case Mem::GM: case Mem::L1: case Mem::UB: return 32;
   }
+  return 32;
 }
 
 namespace {
@@ -30,8 +32,9 @@ std::pair<int64_t, int64_t> fractal_dims(Mem m, ir::DType t, int64_t rows, int64
   switch (m) {
     case Mem::L0B: return {round_up(rows, c0), round_up(cols, 16)};  // Zn
     case Mem::L0C: return {round_up(rows, 16), round_up(cols, 16)};  // Nz of 16x16 fractals
-    default: return {round_up(rows, 16), round_up(cols, c0)};        // L1 (Nz), L0A (Zz)
+    case Mem::GM: case Mem::L1: case Mem::L0A: case Mem::UB: break;  // L1 (Nz), L0A (Zz)
   }
+  return {round_up(rows, 16), round_up(cols, c0)};
 }
 
 int64_t tile_bytes(Mem m, ir::DType t, const std::vector<int64_t>& shape) {
@@ -51,16 +54,7 @@ namespace {
 
 using ir::Expr;
 
-// ---- accesses of one instruction ----
-
-// One buffer operand of an instruction. Writes carry their byte offset and the upper bound of
-// the bytes they cover from it (nullopt: unknown).
-struct Touch {
-  int buffer = -1;
-  bool write = false;
-  Expr offset;
-  std::optional<int64_t> extent;
-};
+// ---- accesses of one instruction (program_access) ----
 
 // Upper bound of a non-negative count expression: constants, min with a bounded side, sums,
 // products, max and divisions of bounded values.
@@ -88,111 +82,20 @@ std::optional<int64_t> upper_bound(const Expr& e) {
       auto d = ir::as_const_int(b->b);
       return d && *d > 0 ? std::optional<int64_t>((*x + *d - 1) / *d) : std::nullopt;
     }
-    default: return std::nullopt;
+    case ir::BinOp::Min:  // above
+    case ir::BinOp::Sub: case ir::BinOp::Div: case ir::BinOp::Mod: case ir::BinOp::EQ: case ir::BinOp::NE:
+    case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And:
+    case ir::BinOp::Or: return std::nullopt;
   }
+  return std::nullopt;
 }
 
-std::optional<int64_t> product(std::initializer_list<std::optional<int64_t>> xs) {
-  int64_t r = 1;
-  for (const auto& x : xs) {
-    if (!x) return std::nullopt;
-    r *= *x;
-  }
-  return r;
-}
-
-// Bytes of a 2-D operand of `rows` rows `stride` apart, each `row` long (all in bytes / counts).
-std::optional<int64_t> rows_extent(const Expr& rows, std::optional<int64_t> stride, std::optional<int64_t> row) {
-  auto n = upper_bound(rows);
-  if (!n || !stride || !row) return std::nullopt;
-  return *n <= 0 ? 0 : (*n - 1) * *stride + *row;
-}
-
-Touch rd(const LocalRef& r) { return Touch{r.buffer, false, r.offset, std::nullopt}; }
-Touch wr(const LocalRef& r, std::optional<int64_t> extent) { return Touch{r.buffer, true, r.offset, extent}; }
-
-// A vector destination of rows x cols elements of `bytes` each, row_stride elements apart.
-Touch wr_vec(const VecOperand& d, const Expr& rows, const Expr& cols, int bytes) {
-  auto stride = upper_bound(d.row_stride), c = upper_bound(cols);
-  return wr(d.at, rows_extent(rows, product({stride, int64_t{bytes}}), product({c, int64_t{bytes}})));
-}
-
-// plan_memory runs before select_move_calls: a call-level move here is a pipeline bug.
-[[noreturn]] std::vector<Touch> call_level(const InstrOp& op) {
-  throw ir::Error("internal: plan_memory got the call-level move " + std::string(instr_name(op)) +
-                  "; it runs before select_move_calls");
-}
-
-// The buffer operands of an instruction, reads before writes (an instruction reads its inputs
-// before it writes its output).
-std::vector<Touch> touches(const InstrOp& op) {
-  return std::visit(
-      Overload{
-          [](const CopyGmToL1& i) -> std::vector<Touch> {
-            return {wr(i.dst, product({upper_bound(i.dst_rows), upper_bound(i.dst_cols), int64_t{i.dtype.bytes()}}))};
-          },
-          [](const CopyGmToUb& i) -> std::vector<Touch> {  // each burst written up to the next 32 B
-            auto row = upper_bound(i.row_bytes);
-            if (row) row = round_up(*row, 32);
-            return {wr(i.dst, rows_extent(i.n_rows, upper_bound(i.dst_stride), row))};
-          },
-          [](const CopyUbToGm& i) -> std::vector<Touch> { return {rd(i.src)}; },
-          [](const CopyUbToUb& i) -> std::vector<Touch> {
-            return {rd(i.src), wr(i.dst, rows_extent(i.n_rows, upper_bound(i.dst_stride), upper_bound(i.row_bytes)))};
-          },
-          [](const LoadL0& i) -> std::vector<Touch> {
-            return {rd(i.src),
-                    wr(i.dst, product({upper_bound(i.dst_rows), upper_bound(i.dst_cols), int64_t{i.dtype.bytes()}}))};
-          },
-          [](const Mmad& i) -> std::vector<Touch> {
-            std::vector<Touch> t{rd(i.a), rd(i.b)};
-            auto init = ir::as_const_int(i.init);
-            if (!init || *init == 0) t.push_back(rd(i.c));  // accumulates into C
-            auto m = upper_bound(i.m), n = upper_bound(i.n);
-            std::optional<int64_t> ext;
-            if (m && n) ext = round_up(*m, 16) * round_up(*n, 16) * i.acc_dtype.bytes();
-            t.push_back(wr(i.c, ext));
-            return t;
-          },
-          [](const Fixpipe& i) -> std::vector<Touch> { return {rd(i.src)}; },
-          [](const InitConstValue& i) -> std::vector<Touch> { return call_level(i); },
-          [](const DataCopyNd2Nz& i) -> std::vector<Touch> { return call_level(i); },
-          [](const DataCopyPadGmToUb& i) -> std::vector<Touch> { return call_level(i); },
-          [](const DataCopyPadUbToGm& i) -> std::vector<Touch> { return call_level(i); },
-          [](const DataCopyUbToUb& i) -> std::vector<Touch> { return call_level(i); },
-          [](const LoadData2D& i) -> std::vector<Touch> { return call_level(i); },
-          [](const LoadData3DV2& i) -> std::vector<Touch> { return call_level(i); },
-          [](const FixpipeV220& i) -> std::vector<Touch> { return call_level(i); },
-          [](const VecBinary& i) -> std::vector<Touch> {
-            return {rd(i.a.at), rd(i.b.at), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
-          },
-          [](const VecBinaryScalar& i) -> std::vector<Touch> {
-            return {rd(i.a.at), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
-          },
-          [](const VecUnary& i) -> std::vector<Touch> {
-            return {rd(i.a.at), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
-          },
-          [](const VecCast& i) -> std::vector<Touch> {
-            return {rd(i.src.at), wr_vec(i.dst, i.rows, i.cols, i.dst_dtype.bytes())};
-          },
-          [](const VecDup& i) -> std::vector<Touch> { return {wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())}; },
-          [](const VecReduce& i) -> std::vector<Touch> {
-            auto n = upper_bound(i.axis == ReduceAxis::Row ? i.rows : i.cols);
-            return {rd(i.src.at), wr(i.dst.at, product({n, int64_t{i.dtype.bytes()}}))};
-          },
-          [](const VecRowBroadcast& i) -> std::vector<Touch> {
-            return {rd(i.a.at), rd(i.vec), wr_vec(i.dst, i.rows, i.cols, i.dtype.bytes())};
-          },
-          [](const auto& i) -> std::vector<Touch> {  // flags, barriers
-            if (!std::holds_alternative<SetFlag>(InstrOp(i)) && !std::holds_alternative<WaitFlag>(InstrOp(i)) &&
-                !std::holds_alternative<PipeBarrier>(InstrOp(i)) && !std::holds_alternative<CrossCoreSetFlag>(InstrOp(i)) &&
-                !std::holds_alternative<CrossCoreWaitFlag>(InstrOp(i)))
-              throw ir::Error("internal: plan_memory met " + std::string(instr_name(InstrOp(i))) +
-                              ", which select_vector_calls makes after it");
-            return {};
-          },
-      },
-      op);
+// plan_memory runs before select_vector_calls: a call-level vector instruction here is a pipeline bug.
+void reject_call_level_vector(const InstrOp& op) {
+  if (std::holds_alternative<VecCallL2>(op) || std::holds_alternative<VecCallL0>(op) ||
+      std::holds_alternative<WholeReduce>(op) || std::holds_alternative<Brcb>(op))
+    throw ir::Error("internal: plan_memory met " + std::string(instr_name(op)) +
+                    ", which select_vector_calls makes after it");
 }
 
 // ---- lifetimes ----
@@ -222,7 +125,7 @@ struct Lifetime {
 // Numbers the instructions of one core's code and records every buffer access and loop.
 class Walker {
  public:
-  explicit Walker(size_t n_buffers) : accesses(n_buffers) {}
+  explicit Walker(const Program& program) : accesses(program.buffers.size()), program_(&program) {}
 
   std::vector<std::vector<Access>> accesses;  // per buffer, in program order
   std::vector<Loop> loops;                    // innermost first (post-order)
@@ -266,11 +169,17 @@ class Walker {
       case StmtKind::Instr: {
         int pos = positions++;
         spans.push_back(s->instr.span.known() ? s->instr.span : s->span);
-        for (const Touch& t : touches(s->instr.op)) {
-          if (t.buffer < 0 || t.buffer >= static_cast<int>(accesses.size())) continue;
-          Access a{pos, t.write, if_loops_, guards_, std::nullopt, t.extent};
-          if (t.write) a.offset = ir::as_const_int(t.offset);
-          accesses[t.buffer].push_back(a);
+        reject_call_level_vector(s->instr.op);
+        for (const Region& r : program_access(*program_, s->instr.op).regions) {
+          if (r.buffer < 0 || r.buffer >= static_cast<int>(accesses.size())) continue;
+          bool write = r.mode == AccessMode::Write;
+          Access a{pos, write, if_loops_, guards_, std::nullopt, std::nullopt};
+          if (write) {  // constant byte offset, upper bound of the bytes covered
+            auto off = ir::as_const_int(r.offset), start = ir::as_const_int(r.start);
+            if (off && start) a.offset = *off + *start;
+            a.extent = evaluate(r, upper_bound).bytes;
+          }
+          accesses[r.buffer].push_back(a);
         }
         break;
       }
@@ -278,6 +187,7 @@ class Walker {
   }
 
  private:
+  const Program* program_;
   int depth_ = 0;
   int if_loops_ = 0;
   int next_region_ = 0;
@@ -509,14 +419,15 @@ int64_t capacity_of(const target::AscendParams& hw, Mem m) {
     case Mem::L0B: return hw.l0b_bytes;
     case Mem::L0C: return hw.l0c_bytes;
     case Mem::UB: return hw.ub_bytes;
-    default: return 0;
+    case Mem::GM: return 0;
   }
+  return 0;
 }
 
 
 Program plan_memory(const Program& program, const target::Target& target, bool reuse) {
   Program out = program;
-  Walker aic(out.buffers.size()), aiv(out.buffers.size());
+  Walker aic(out), aiv(out);
   if (reuse) {
     aic.walk(out.aic);
     aiv.walk(out.aiv);

@@ -17,7 +17,8 @@
 //     `if` are numbered, then before else). Buffers of different core types never share (they
 //     are in different memories).
 //  2. Lifetime of a buffer: [first access, last access] over those positions, whole-buffer
-//     granularity; within one instruction reads come before writes. A buffer never accessed has
+//     granularity; within one instruction reads come before writes (the accesses and the bytes a
+//     write covers are program_access.h's regions). A buffer never accessed has
 //     no lifetime and takes no bytes (offset 0).
 //  3. Loops, innermost first. If a buffer is accessed inside loop L and
 //       (a) its lifetime reaches outside L (a value flows into or out of the loop), or

@@ -153,16 +153,18 @@ bool flag_pair_legal(CoreType t, Pipe s, Pipe d) {
       case P::MTE2: return in(d, {P::M, P::MTE1, P::MTE3});
       case P::MTE3: return in(d, {P::MTE1, P::MTE2});
       case P::FIX: return in(d, {P::M, P::MTE1});
-      default: return false;
+      case P::S: case P::V: case P::ALL: return false;
     }
+    return false;
   }
   switch (s) {
     case P::S: return in(d, {P::V, P::MTE2, P::MTE3});
     case P::V: return in(d, {P::S, P::MTE2, P::MTE3});
     case P::MTE2: return in(d, {P::S, P::V, P::MTE3});
     case P::MTE3: return in(d, {P::S, P::V, P::MTE2});
-    default: return false;
+    case P::M: case P::MTE1: case P::FIX: case P::ALL: return false;
   }
+  return false;
 }
 
 bool cast_widening_exact(ir::DType dst, ir::DType src) {

@@ -17,22 +17,14 @@ using ir::Error;
 using ir::Expr;
 using ir::Span;
 
-using fold::cdiv;
-using fold::ci;
-using fold::fdiv;
-using fold::is_const;
-using fold::mul;
-// The builders fold 0 and 1 (the fields stay readable in the program and in the printed AscendC).
-Expr add(Expr a, Expr b) {
-  if (is_const(a, 0)) return b;
-  if (is_const(b, 0)) return a;
-  return ir::binary(BinOp::Add, std::move(a), std::move(b));
-}
-Expr sub(Expr a, Expr b) {
-  if (is_const(b, 0)) return a;
-  return ir::binary(BinOp::Sub, std::move(a), std::move(b));
-}
-Expr round32(const Expr& bytes) { return mul(cdiv(bytes, ci(32)), ci(32)); }
+// The fields are built with ir::arith's light builders (identities folded, nothing else), so each
+// field reads as its formula in the program and in the printed AscendC.
+using ir::arith::light::add;
+using ir::arith::light::ceildiv;
+using ir::arith::light::floordiv;
+using ir::arith::light::mul;
+using ir::arith::light::sub;
+Expr round32(const Expr& bytes) { return mul(ceildiv(bytes, C(32)), C(32)); }
 
 constexpr int64_t kU8 = 255, kU16 = 65535, kU32 = 4294967295LL;
 
@@ -79,9 +71,9 @@ class Selector {
   // is `n_rows > 1 ? gap : 0` (the simulator reports it if a call with several rows is issued).
   Expr gap(const char* call, const char* name, const Expr& n_rows, Expr g, int64_t hi, const char* unit) const {
     auto rows = ir::as_const_int(n_rows);
-    if (rows && *rows <= 1) return ci(0);
+    if (rows && *rows <= 1) return C(0);
     if (auto c = ir::as_const_int(g); c && *c < 0) {
-      if (!rows) return ir::select(ir::binary(BinOp::GT, n_rows, ci(1)), g, ci(0));
+      if (!rows) return ir::select(ir::binary(BinOp::GT, n_rows, C(1)), g, C(0));
       throw Error("internal: a copy of " + std::to_string(*rows) + " rows has a negative gap between rows (" +
                       std::to_string(*c) + " " + unit + "): rows must not overlap",
                   span_);
@@ -92,7 +84,7 @@ class Selector {
   // `if (n > 0)` unless n is a positive constant (blockCount 0 or a negative count is no call).
   StmtPtr guarded(const Expr& n, StmtPtr body) const {
     if (auto c = ir::as_const_int(n); c && *c >= 1) return body;
-    return if_(ir::binary(BinOp::GT, n, ci(0)), std::move(body), nullptr, span_);
+    return if_(ir::binary(BinOp::GT, n, C(0)), std::move(body), nullptr, span_);
   }
 
   StmtPtr select(const CopyGmToL1& c, const StmtPtr&) {
@@ -109,10 +101,10 @@ class Selector {
                     "dav-c220 has no 8-bit InitConstValue (a silent no-op; docs list half, int16, uint16, bfloat16, "
                     "float, int32, uint32)",
                     span_, "zero the tile through a 16-bit view (fill_dtype float16)");
-      Expr blocks = fdiv(mul(mul(c.dst_rows, c.dst_cols), ci(c.dtype.bytes())), ci(32));
-      StmtPtr fill = seq({ins(InitConstValue{c.dst, c.fill_dtype, ci(1),
+      Expr blocks = floordiv(mul(mul(c.dst_rows, c.dst_cols), C(c.dtype.bytes())), C(32));
+      StmtPtr fill = seq({ins(InitConstValue{c.dst, c.fill_dtype, C(1),
                                              field("InitConstValueParams", "blockNum", blocks, 0, kU16, "32 B blocks"),
-                                             ci(0), ci(0)}),
+                                             C(0), C(0)}),
                           ins(PipeBarrier{Pipe::MTE2})},
                          span_);
       if (!always_partial) {
@@ -126,23 +118,23 @@ class Selector {
       }
       out.push_back(fill);
     }
-    out.push_back(ins(DataCopyNd2Nz{c.src, c.dst, c.dtype, ci(1), field(call, "nValue", c.rows, 0, 16384, "rows"),
-                                    field(call, "dValue", c.cols, 0, kU16, "elements"), ci(0),
+    out.push_back(ins(DataCopyNd2Nz{c.src, c.dst, c.dtype, C(1), field(call, "nValue", c.rows, 0, 16384, "rows"),
+                                    field(call, "dValue", c.cols, 0, kU16, "elements"), C(0),
                                     field(call, "srcDValue", c.src_row_stride, 0, kU16, "elements"),
-                                    field(call, "dstNzC0Stride", c.dst_rows, 0, kU16, "32 B blocks"), ci(1), ci(0)}));
+                                    field(call, "dstNzC0Stride", c.dst_rows, 0, kU16, "32 B blocks"), C(1), C(0)}));
     return out.size() == 1 ? out[0] : seq(std::move(out), span_);
   }
 
   StmtPtr select(const CopyGmToUb& c, const StmtPtr&) {
     const char* call = "DataCopyExtParams";
-    Expr right = c.pad ? fdiv(sub(round32(c.row_bytes), c.row_bytes), ci(c.dtype.bytes())) : ci(0);
+    Expr right = c.pad ? floordiv(sub(round32(c.row_bytes), c.row_bytes), C(c.dtype.bytes())) : C(0);
     DataCopyPadGmToUb x{c.src, c.dst, c.dtype,
                         field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
                         field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
                         gap(call, "srcStride", c.n_rows, sub(c.src_stride, c.row_bytes), kU32, "bytes"),
-                        gap(call, "dstStride", c.n_rows, fdiv(sub(c.dst_stride, round32(c.row_bytes)), ci(32)), kU32,
+                        gap(call, "dstStride", c.n_rows, floordiv(sub(c.dst_stride, round32(c.row_bytes)), C(32)), kU32,
                             "32 B blocks"),
-                        c.pad, ci(0), field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), ci(0)};
+                        c.pad, C(0), field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0)};
     return guarded(c.n_rows, ins(std::move(x)));
   }
 
@@ -151,7 +143,7 @@ class Selector {
     DataCopyPadUbToGm x{c.src, c.dst, c.dtype,
                         field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
                         field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
-                        gap(call, "srcStride", c.n_rows, fdiv(sub(c.src_stride, round32(c.row_bytes)), ci(32)), kU32,
+                        gap(call, "srcStride", c.n_rows, floordiv(sub(c.src_stride, round32(c.row_bytes)), C(32)), kU32,
                             "32 B blocks"),
                         gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes")};
     return guarded(c.n_rows, ins(std::move(x)));
@@ -159,7 +151,7 @@ class Selector {
 
   StmtPtr select(const CopyUbToUb& c, const StmtPtr&) {
     const char* call = "DataCopyParams";
-    auto blk = [](const Expr& e) { return fdiv(e, ci(32)); };
+    auto blk = [](const Expr& e) { return floordiv(e, C(32)); };
     DataCopyUbToUb x{c.src, c.dst, c.dtype,
                      field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
                      field(call, "blockLen", blk(c.row_bytes), 0, kU16, "32 B blocks"),
@@ -183,7 +175,7 @@ class Selector {
       LoadData3DV2 x;
       x.src = c.src, x.dst = c.dst, x.dtype = c.dtype;
       x.l1H = field(call, "l1H", c.src_rows, 0, kU16, "rows");
-      x.l1W = ci(1);
+      x.l1W = C(1);
       x.channelSize = field(call, "channelSize", add(c.src_col, c.dst_cols), 0, kU16, "channels");
       x.kExtension = field(call, "kExtension", c.dst_cols, 0, kU16, "columns");
       x.mExtension = field(call, "mExtension", c.dst_rows, 0, kU16, "rows");
@@ -196,25 +188,25 @@ class Selector {
                       std::string(c.dtype.name()) + " into " + std::string(mem_name(db.mem)),
                   span_);
     const int64_t c0 = c0_of(c.dtype), frac = 512;
-    Expr r1 = fdiv(c.src_rows, ci(16));
-    Expr row_blk = fdiv(c.src_row, ci(16));
+    Expr r1 = floordiv(c.src_rows, C(16));
+    Expr row_blk = floordiv(c.src_row, C(16));
     Expr outer, inner, base, step, sstride;
     if (db.mem == Mem::L0A) {  // Zz: fractal rows over m, K1 fractals each
-      outer = fdiv(c.dst_rows, ci(16));
-      inner = fdiv(c.dst_cols, ci(c0));
+      outer = floordiv(c.dst_rows, C(16));
+      inner = floordiv(c.dst_cols, C(c0));
       if (!c.transpose) {
-        base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = ci(1), sstride = r1;
+        base = add(mul(floordiv(c.src_col, C(c0)), r1), row_blk), step = C(1), sstride = r1;
       } else {
-        base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = r1, sstride = ci(1);
+        base = add(mul(floordiv(c.src_col, C(16)), r1), row_blk), step = r1, sstride = C(1);
       }
     } else {  // Zn: fractal rows over k, N1 fractals each
-      inner = fdiv(c.dst_cols, ci(16));
+      inner = floordiv(c.dst_cols, C(16));
       if (!c.transpose) {
-        outer = fdiv(c.dst_rows, ci(c0));
-        base = add(mul(fdiv(c.src_col, ci(c0)), r1), row_blk), step = r1, sstride = ci(1);
+        outer = floordiv(c.dst_rows, C(c0));
+        base = add(mul(floordiv(c.src_col, C(c0)), r1), row_blk), step = r1, sstride = C(1);
       } else {
-        outer = fdiv(c.dst_rows, ci(16));
-        base = add(mul(fdiv(c.src_col, ci(16)), r1), row_blk), step = ci(1), sstride = r1;
+        outer = floordiv(c.dst_rows, C(16));
+        base = add(mul(floordiv(c.src_col, C(16)), r1), row_blk), step = C(1), sstride = r1;
       }
     }
     // Destination fractal (i, j) (i < outer, j < inner) lies at dst + (i * inner + j) * 512 B and is
@@ -222,8 +214,8 @@ class Selector {
     const char* call = "LoadData2DParams";
     LoadData2D x;
     x.dtype = c.dtype;
-    x.startIndex = ci(0);
-    x.sid = ci(0);
+    x.startIndex = C(0);
+    x.sid = C(0);
     x.ifTranspose = c.transpose;
     auto known = [](const Expr& e) { return ir::as_const_int(simp(e)); };
     auto o = known(outer), n = known(inner), st = known(step), ss = known(sstride);
@@ -232,38 +224,38 @@ class Selector {
       // the source runs through the destination's order with one stride: one call for the window
       // (calls of 255 fractals, the width of repeatTimes, and one for the rest)
       const int64_t total = *o * *n, stride = *n == 1 ? *st : *ss;
-      x.srcStride = field(call, "srcStride", ci(stride), 0, kU16, "512 B fractals");
-      x.dstGap = ci(0);
+      x.srcStride = field(call, "srcStride", C(stride), 0, kU16, "512 B fractals");
+      x.dstGap = C(0);
       auto chunk = [&](const Expr& first, int64_t count) {
         LoadData2D y = x;
-        y.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(first, ci(stride))), ci(frac)))};
-        y.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(first, ci(frac)))};
-        y.repeatTimes = ci(count);
+        y.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(first, C(stride))), C(frac)))};
+        y.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(first, C(frac)))};
+        y.repeatTimes = C(count);
         return ins(std::move(y));
       };
-      if (total <= kU8) return chunk(ci(0), total);
+      if (total <= kU8) return chunk(C(0), total);
       std::vector<StmtPtr> calls;
-      if (total / kU8 == 1) calls.push_back(chunk(ci(0), kU8));
-      else calls.push_back(for_(i, ci(total / kU8), chunk(mul(i, ci(kU8)), kU8), span_));
-      if (total % kU8) calls.push_back(chunk(ci(total / kU8 * kU8), total % kU8));
+      if (total / kU8 == 1) calls.push_back(chunk(C(0), kU8));
+      else calls.push_back(for_(i, C(total / kU8), chunk(mul(i, C(kU8)), kU8), span_));
+      if (total % kU8) calls.push_back(chunk(C(total / kU8 * kU8), total % kU8));
       return seq(std::move(calls), span_);
     }
     if (o && n && *n < *o && *o <= kU8 && *n - 1 <= kU16) {
       // fewer fractal columns than rows: one call per destination fractal column, its fractals
       // inner apart (dstGap inner - 1)
-      x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, sstride)), ci(frac)))};
-      x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(i, ci(frac)))};
+      x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, sstride)), C(frac)))};
+      x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(i, C(frac)))};
       x.repeatTimes = field(call, "repeatTimes", outer, 0, kU8, "fractals per fractal column");
       x.srcStride = field(call, "srcStride", step, 0, kU16, "512 B fractals");
-      x.dstGap = ci(*n - 1);
+      x.dstGap = C(*n - 1);
       return for_(i, inner, ins(std::move(x)), span_);
     }
     // one call per destination fractal row
-    x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, step)), ci(frac)))};
-    x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(mul(i, inner), ci(frac)))};
+    x.src = LocalRef{c.src.buffer, add(c.src.offset, mul(add(base, mul(i, step)), C(frac)))};
+    x.dst = LocalRef{c.dst.buffer, add(c.dst.offset, mul(mul(i, inner), C(frac)))};
     x.repeatTimes = field(call, "repeatTimes", inner, 0, kU8, "fractals per fractal row");
     x.srcStride = field(call, "srcStride", sstride, 0, kU16, "512 B fractals");
-    x.dstGap = ci(0);
+    x.dstGap = C(0);
     return for_(i, outer, ins(std::move(x)), span_);
   }
 
@@ -281,7 +273,7 @@ class Selector {
     return ins(FixpipeV220{c.src, c.dst, c.src_dtype, c.dst_dtype, field(call, "nSize", c.n, 0, kU16, "columns"),
                            field(call, "mSize", c.m, 0, kU16, "rows"),
                            field(call, "srcStride", c.src_rows, 0, kU16, "rows of the L0C strip"),
-                           field(call, "dstStride", c.dst_row_stride, 0, kU32, "elements"), q, c.relu, ci(1)});
+                           field(call, "dstStride", c.dst_row_stride, 0, kU32, "elements"), q, c.relu, C(1)});
   }
 
   // Everything else is kept as it is.

@@ -37,8 +37,10 @@ int64_t known_factor(const Expr& e) {
     case BinOp::Sub:
     case BinOp::Min:
     case BinOp::Max: return std::gcd(fa, fb);
-    default: return 1;
+    case BinOp::Div: case BinOp::FloorDiv: case BinOp::CeilDiv: case BinOp::Mod: case BinOp::EQ: case BinOp::NE:
+    case BinOp::LT: case BinOp::LE: case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or: return 1;
   }
+  return 1;
 }
 
 // One level-0 chunk: the row and column it starts at (elements), its mask and repeat.

@@ -46,8 +46,9 @@ int align_of(Mem m) {
     case Mem::L0A: case Mem::L0B: return 512;
     case Mem::L0C: return 64;
     case Mem::UB: return 32;
-    default: return 1;
+    case Mem::GM: return 1;
   }
+  return 1;
 }
 
 // The byte rectangles of a level-0 operand (program.h): `repeat` rows rep * 32 B apart; inside a
@@ -250,8 +251,10 @@ void load_row(const uint8_t* p, ir::DTypeCode t, int64_t n, double* out) {
     case ir::DTypeCode::f16:
       for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = num::f16_to_f32(h); }
       return;
-    default:
+    case ir::DTypeCode::bf16: case ir::DTypeCode::f64: case ir::DTypeCode::i8: case ir::DTypeCode::i32:
+    case ir::DTypeCode::i64: case ir::DTypeCode::u8: case ir::DTypeCode::boolean:
       for (int64_t i = 0; i < n; ++i) out[i] = num::load(p + i * es_of(t), t);
+      return;
   }
 }
 void store_row(uint8_t* p, ir::DTypeCode t, int64_t n, const double* in, RoundMode m = RoundMode::Rint) {
@@ -297,7 +300,9 @@ void apply_bin(VecBinOp op, double* a, const double* b, int64_t n, bool is_int) 
     case VecBinOp::Add: for (int64_t i = 0; i < n; ++i) a[i] += b[i]; break;
     case VecBinOp::Sub: for (int64_t i = 0; i < n; ++i) a[i] -= b[i]; break;
     case VecBinOp::Mul: for (int64_t i = 0; i < n; ++i) a[i] *= b[i]; break;
-    default: for (int64_t i = 0; i < n; ++i) a[i] = binop(op, a[i], b[i], is_int); break;
+    case VecBinOp::Div: case VecBinOp::Max: case VecBinOp::Min:
+      for (int64_t i = 0; i < n; ++i) a[i] = binop(op, a[i], b[i], is_int);
+      break;
   }
 }
 

@@ -85,8 +85,9 @@ inline uint16_t round16(double v, RoundMode m, ToBits to_bits, ToF to_f) {
       if (dh < dl) return hi;
       return v > 0 ? hi : lo;
     }
-    default: return h;
+    case RoundMode::None: case RoundMode::Rint: return h;
   }
+  return h;
 }
 
 inline double round_int(double v, RoundMode m) {
@@ -95,8 +96,9 @@ inline double round_int(double v, RoundMode m) {
     case RoundMode::Floor: return std::floor(v);
     case RoundMode::Ceil: return std::ceil(v);
     case RoundMode::Round: return std::round(v);
-    default: return std::trunc(v);  // None / Trunc for integer targets
+    case RoundMode::None: case RoundMode::Trunc: return std::trunc(v);  // None / Trunc for integer targets
   }
+  return std::trunc(v);
 }
 
 template <class I>
