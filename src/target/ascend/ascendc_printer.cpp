@@ -27,8 +27,8 @@
 //   area, barriers, count guards). The high-level vector kinds are an internal error here.
 // - CrossCoreWaitFlag: 8.3.RC1 declares template <modeId, pipe> with no defaults; on dav-2201 the
 //   wait blocks the core's instruction issue whatever the template arguments (asc-devkit issue
-//   #1613). The mode printed is that of the CrossCoreSetFlag with the same id (default 2); a wait
-//   on pipe S is printed with PIPE_MTE2.
+//   #1613). The mode printed is the one resolve_cross_waits chose (that of the CrossCoreSetFlag
+//   with the same id, default 2); a wait on pipe S is printed with PIPE_MTE2.
 #include "target/ascend/ascendc_printer.h"
 
 #include "ir/functor.h"
@@ -40,7 +40,6 @@
 #include <cstdio>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -360,7 +359,6 @@ class KernelPrinter {
   Lines L_;
   Span span_;                                  // of the instruction being printed
   std::set<std::pair<int, DTypeCode>> views_;  // (param or -1, dtype) GM views
-  std::map<std::string, int> cross_mode_;      // CrossCoreSetFlag id text -> mode
   bool has_cross_ = false;                     // any cross-core flag (kernel type MIX_*_1_0)
 };
 
@@ -650,10 +648,10 @@ void KernelPrinter::emit(const CrossCoreSetFlag& c) {
   L_.call("CrossCoreSetFlag<" + std::to_string(c.mode) + ", " + pipe_c(c.pipe) + ">(" + ex(c.id) + ");");
 }
 void KernelPrinter::emit(const CrossCoreWaitFlag& c) {
-  auto it = cross_mode_.find(ir::print(c.id));
-  int mode = it == cross_mode_.end() ? 2 : it->second;
+  if (!c.mode) throw Error("internal: the AscendC printer got a CrossCoreWaitFlag without a mode: run resolve_cross_waits first", span_);
+  // AscendC has no PIPE_S / PIPE_ALL wait; on dav-2201 every wait blocks the core's issue (see the top).
   Pipe p = c.pipe == Pipe::S || c.pipe == Pipe::ALL ? Pipe::MTE2 : c.pipe;
-  L_.call("CrossCoreWaitFlag<" + std::to_string(mode) + ", " + pipe_c(p) + ">(" + ex(c.id) + ");");
+  L_.call("CrossCoreWaitFlag<" + std::to_string(*c.mode) + ", " + pipe_c(p) + ">(" + ex(c.id) + ");");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -730,7 +728,7 @@ std::string KernelPrinter::run() {
   for (const auto& k : p_.params)
     if (!k.is_tensor && k.var) ep_.bind(k.var, false);
 
-  // GM views (param, dtype) and cross-core flag modes.
+  // GM views (param, dtype) and whether there are cross-core flags.
   for (size_t i = 0; i < p_.params.size(); ++i)
     if (p_.params[i].is_tensor) views_.insert({static_cast<int>(i), p_.params[i].dtype.code});
   auto scan = [&](const Instr& in) {
@@ -738,7 +736,7 @@ std::string KernelPrinter::run() {
                         [&](const DataCopyPadGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const DataCopyPadUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const FixpipeV220& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
-                        [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode, has_cross_ = true; },
+                        [&](const CrossCoreSetFlag&) { has_cross_ = true; },
                         [&](const CrossCoreWaitFlag&) { has_cross_ = true; },
                         [](const auto&) {}},
                in.op);
