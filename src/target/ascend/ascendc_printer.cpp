@@ -187,7 +187,8 @@ std::optional<Expr> div_exact(const Expr& e, int64_t d) {
 // math calls in scalar expressions, casts as static_cast to the AscendC type.
 class ExprPrinter final : public target::CExprPrinter {
  public:
-  ExprPrinter() : CExprPrinter({.paren_negative_ints = false, .has_udiv = false, .has_fmod = false, .printer = "AscendC printer"}) {}
+  ExprPrinter()
+      : CExprPrinter({.paren_negative_ints = false, .has_udiv = false, .has_fmod = false, .printer = "AscendC printer"}) {}
   void bind(const ir::Var& v, bool nonneg) { bind_as(v, ident(v->name), nonneg); }
   void bind_as(const ir::Var& v, const std::string& n, bool nonneg) {
     names_[v.get()] = n;
@@ -648,7 +649,9 @@ void KernelPrinter::emit(const CrossCoreSetFlag& c) {
   L_.call("CrossCoreSetFlag<" + std::to_string(c.mode) + ", " + pipe_c(c.pipe) + ">(" + ex(c.id) + ");");
 }
 void KernelPrinter::emit(const CrossCoreWaitFlag& c) {
-  if (!c.mode) throw Error("internal: the AscendC printer got a CrossCoreWaitFlag without a mode: run resolve_cross_waits first", span_);
+  if (!c.mode)
+    throw Error("internal: the AscendC printer got a CrossCoreWaitFlag without a mode: run resolve_cross_waits first",
+                span_);
   // AscendC has no PIPE_S / PIPE_ALL wait; on dav-2201 every wait blocks the core's issue (see the top).
   Pipe p = c.pipe == Pipe::S || c.pipe == Pipe::ALL ? Pipe::MTE2 : c.pipe;
   L_.call("CrossCoreWaitFlag<" + std::to_string(*c.mode) + ", " + pipe_c(p) + ">(" + ex(c.id) + ");");

@@ -1,7 +1,8 @@
 // The CPU code generator: Tile IR kernel -> one C++ translation unit (see codegen.h).
 //
 // Structure: CodeGen walks the kernel once. Statements dispatch on StmtKind to one emit_*
-// method each, expressions on ExprKind to one expr_* method each. Index arithmetic of tile ops
+// method each; expressions go through the scalar-C printer both backends share (target/c_expr.h),
+// whose CPU hooks are the expr_* methods. Index arithmetic of tile ops
 // (region starts, strides, clipped ranges) is built with the small `Idx` algebra below, which
 // folds constants so that tile-to-tile copies come out with literal bounds and no checks.
 #include "target/cpu/codegen.h"
