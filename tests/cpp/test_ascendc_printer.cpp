@@ -28,6 +28,7 @@
 
 #include "ir/parser.h"
 #include "target/ascend/pipeline.h"
+#include "target/ascend/resolve_cross_waits.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/registry.h"
@@ -87,11 +88,11 @@ StmtPtr ins(InstrOp op, int line) { return instr(std::move(op), L(line)); }
 
 // C[M, N] (fp16) = A[M, K] (fp16) @ B[K, N] (fp16), fp32 accumulation in L0C, 128x128x64 tiles,
 // L1 and L0 double-buffered (slot = k % 2), AIC only.
-// The programs here are built with high-level vector instructions and byte-level moves: select the
-// calls first, as the pipeline does.
+// The programs here are built with high-level vector instructions, byte-level moves and waits
+// without a mode: select the calls and resolve the waits first, as the pipeline does.
 Program calls(const Program& p) {
   const auto& t = target::find_target("ascend910b2");
-  return select_move_calls(select_vector_calls(p, t), t);
+  return resolve_cross_waits(select_move_calls(select_vector_calls(p, t), t));
 }
 
 Program gemm_program(bool select = true) {
@@ -640,8 +641,22 @@ TEST(AscendCPrinter, CrossCoreFlagsInAnAivOnlyKernelMakeItMixAiv10) {
   Program p = softmax_program();
   EXPECT_NE(print_ascendc_kernel(p).find("KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY)"), std::string::npos);
   p.aiv = seq({ins(CrossCoreSetFlag{0, Pipe::MTE3, I(1)}, 50), ins(CrossCoreWaitFlag{I(1), Pipe::S}, 51), p.aiv});
-  std::string k = print_ascendc_kernel(p);
+  std::string k = print_ascendc_kernel(resolve_cross_waits(p));
   EXPECT_NE(k.find("KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0)"), std::string::npos) << k;
+  EXPECT_NE(k.find("CrossCoreWaitFlag<0, PIPE_MTE2>(1);"), std::string::npos) << k;  // the set's mode
+}
+
+// The printer prints the wait's mode; choosing it is resolve_cross_waits' decision.
+TEST(AscendCPrinter, CrossCoreWaitNeedsResolvedMode) {
+  Program p = softmax_program();
+  p.aiv = seq({ins(CrossCoreSetFlag{0, Pipe::MTE3, I(1)}, 50), ins(CrossCoreWaitFlag{I(1), Pipe::S}, 51), p.aiv});
+  try {
+    print_ascendc_kernel(p);
+    FAIL() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run resolve_cross_waits first"), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().line, 51);
+  }
 }
 
 // 8-bit L1 tiles are zeroed through a 16-bit view (InitConstValue has no int8 form on dav-c220).

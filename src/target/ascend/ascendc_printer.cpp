@@ -27,8 +27,8 @@
 //   area, barriers, count guards). The high-level vector kinds are an internal error here.
 // - CrossCoreWaitFlag: 8.3.RC1 declares template <modeId, pipe> with no defaults; on dav-2201 the
 //   wait blocks the core's instruction issue whatever the template arguments (asc-devkit issue
-//   #1613). The mode printed is that of the CrossCoreSetFlag with the same id (default 2); a wait
-//   on pipe S is printed with PIPE_MTE2.
+//   #1613). The mode printed is the one resolve_cross_waits chose (that of the CrossCoreSetFlag
+//   with the same id, default 2); a wait on pipe S is printed with PIPE_MTE2.
 #include "target/ascend/ascendc_printer.h"
 
 #include "ir/functor.h"
@@ -40,7 +40,6 @@
 #include <cstdio>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -48,6 +47,7 @@
 #include <utility>
 
 #include "ir/printer.h"
+#include "target/c_expr.h"
 #include "target/ascend/pass_util.h"
 #include "target/registry.h"
 
@@ -161,15 +161,34 @@ std::optional<Expr> div_exact(const Expr& e, int64_t d) {
       }
       return std::nullopt;
     }
-    default: return std::nullopt;
+    case BinOp::Div:
+    case BinOp::FloorDiv:
+    case BinOp::CeilDiv:
+    case BinOp::Mod:
+    case BinOp::Min:
+    case BinOp::Max:
+    case BinOp::EQ:
+    case BinOp::NE:
+    case BinOp::LT:
+    case BinOp::LE:
+    case BinOp::GT:
+    case BinOp::GE:
+    case BinOp::And:
+    case BinOp::Or: return std::nullopt;
   }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Expression printing
 
-class ExprPrinter {
+// The shared scalar-C printer (target/c_expr.h) in the AscendC dialect: no zero-guarded unsigned
+// division and no float modulo (the helpers() below are all the printed code has), no loads or
+// math calls in scalar expressions, casts as static_cast to the AscendC type.
+class ExprPrinter final : public target::CExprPrinter {
  public:
+  ExprPrinter()
+      : CExprPrinter({.paren_negative_ints = false, .has_udiv = false, .has_fmod = false, .printer = "AscendC printer"}) {}
   void bind(const ir::Var& v, bool nonneg) { bind_as(v, ident(v->name), nonneg); }
   void bind_as(const ir::Var& v, const std::string& n, bool nonneg) {
     names_[v.get()] = n;
@@ -178,96 +197,32 @@ class ExprPrinter {
   bool bound(const ir::Var& v) const { return names_.count(v.get()) > 0; }
   const std::string& name(const ir::Var& v) const { return names_.at(v.get()); }
 
-  std::string print(const Expr& e) const {
-    if (!e) throw Error("internal: missing expression in the Ascend program");
-    if (e->kind == ExprKind::Binary && (e->dtype.is_int()))
-      if (auto c = ir::as_const_int(e)) return lit(*c);
-    switch (e->kind) {
-      case ExprKind::IntImm: {
-        auto* n = as<ir::IntImmNode>(e);
-        if (n->dtype.is_bool()) return n->value ? "true" : "false";
-        return lit(n->value);
-      }
-      case ExprKind::FloatImm: return flit(as<ir::FloatImmNode>(e)->value, e->dtype);
-      case ExprKind::Var: {
-        auto* v = as<ir::VarNode>(e);
-        auto it = names_.find(v);
-        if (it == names_.end())
-          throw Error("variable '" + v->name + "' is not bound in the Ascend program (not a block index, loop, Let, "
-                      "scalar parameter or shape variable)",
-                      e->span);
-        return it->second;
-      }
-      case ExprKind::Binary: return binary(*as<ir::BinaryNode>(e));
-      case ExprKind::Unary: {
-        auto* u = as<ir::UnaryNode>(e);
-        return std::string(u->op == ir::UnOp::Neg ? "(-" : "(!") + print(u->a) + ")";
-      }
-      case ExprKind::Cast: {
-        auto* c = as<ir::CastNode>(e);
-        return "static_cast<" + ctype(c->dtype, e->span) + ">(" + print(c->value) + ")";
-      }
-      case ExprKind::Select: {
-        auto* s = as<ir::SelectNode>(e);
-        return "(" + print(s->cond) + " ? " + print(s->t) + " : " + print(s->f) + ")";
-      }
-      case ExprKind::Call:
-        throw Error("math function '" + std::string(ir::mathfn_name(as<ir::CallNode>(e)->fn)) +
-                        "' in a scalar expression is not supported by the AscendC printer",
-                    e->span, "compute it with a vector instruction, or pass the value as a scalar parameter");
-      case ExprKind::Load:
-        throw Error("a tensor load in a scalar expression is not supported by the AscendC printer", e->span);
-    }
-    return "0";
-  }
-
-  bool nonneg(const Expr& e) const {
-    return ir::is_nonneg(e, [this](const ir::VarNode* v) { return nonneg_.count(v) > 0; });
-  }
-
-  static std::string lit(int64_t v) {
-    if (v >= INT32_MIN && v <= INT32_MAX) return std::to_string(v);
-    return std::to_string(v) + "LL";
-  }
-  static std::string flit(double v, DType t) {
-    bool dbl = t.code == DTypeCode::f64;
-    if (std::isnan(v)) return dbl ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
-    if (std::isinf(v)) return std::string(v < 0 ? "(-" : "(") + (dbl ? "__builtin_huge_val())" : "__builtin_huge_valf())");
-    char buf[64];
-    std::snprintf(buf, sizeof buf, dbl ? "%.17g" : "%.9g", v);
-    std::string s = buf;
-    if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-    return dbl ? s : s + "f";
-  }
-
  private:
-  std::string binary(const ir::BinaryNode& n) const {
-    std::string a = print(n.a), b = print(n.b);
-    auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
-    bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
-    bool fast = ints && nonneg(n.a) && nonneg(n.b);
-    switch (n.op) {
-      case BinOp::Add: return infix("+");
-      case BinOp::Sub: return infix("-");
-      case BinOp::Mul: return infix("*");
-      case BinOp::Div: return infix("/");
-      case BinOp::FloorDiv: return fast ? infix("/") : "tw_floordiv(" + a + ", " + b + ")";
-      case BinOp::CeilDiv: return fast ? "((" + a + " + " + b + " - 1) / " + b + ")" : "tw_ceildiv(" + a + ", " + b + ")";
-      case BinOp::Mod:
-        if (!ints) throw Error("float modulo in a scalar expression is not supported by the AscendC printer", n.span);
-        return fast ? infix("%") : "tw_floormod(" + a + ", " + b + ")";
-      case BinOp::Min: return "tw_min(" + a + ", " + b + ")";
-      case BinOp::Max: return "tw_max(" + a + ", " + b + ")";
-      case BinOp::EQ: return infix("==");
-      case BinOp::NE: return infix("!=");
-      case BinOp::LT: return infix("<");
-      case BinOp::LE: return infix("<=");
-      case BinOp::GT: return infix(">");
-      case BinOp::GE: return infix(">=");
-      case BinOp::And: return infix("&&");
-      case BinOp::Or: return infix("||");
-    }
-    return a;
+  std::string var(const ir::VarNode& v) const override {
+    auto it = names_.find(&v);
+    if (it == names_.end())
+      throw Error("variable '" + v.name + "' is not bound in the Ascend program (not a block index, loop, Let, "
+                  "scalar parameter or shape variable)",
+                  v.span);
+    return it->second;
+  }
+  bool nonneg_var(const ir::VarNode* v) const override { return nonneg_.count(v) > 0; }
+  std::string float_literal(double v, DType t) const override {
+    bool dbl = t.code == DTypeCode::f64;
+    if (std::isnan(v)) return target::c_nan(dbl);
+    if (std::isinf(v)) return std::string(v < 0 ? "(-" : "(") + (dbl ? "__builtin_huge_val())" : "__builtin_huge_valf())");
+    return target::c_float_digits(v, dbl);
+  }
+  std::string load(const ir::LoadNode& n) const override {
+    throw Error("a tensor load in a scalar expression is not supported by the AscendC printer", n.span);
+  }
+  std::string call(const ir::CallNode& n) const override {
+    throw Error("math function '" + std::string(ir::mathfn_name(n.fn)) +
+                    "' in a scalar expression is not supported by the AscendC printer",
+                n.span, "compute it with a vector instruction, or pass the value as a scalar parameter");
+  }
+  std::string cast(const ir::CastNode& c) const override {
+    return "static_cast<" + ctype(c.dtype, c.span) + ">(" + print(c.value) + ")";
   }
 
   std::unordered_map<const ir::ExprNode*, std::string> names_;
@@ -405,7 +360,6 @@ class KernelPrinter {
   Lines L_;
   Span span_;                                  // of the instruction being printed
   std::set<std::pair<int, DTypeCode>> views_;  // (param or -1, dtype) GM views
-  std::map<std::string, int> cross_mode_;      // CrossCoreSetFlag id text -> mode
   bool has_cross_ = false;                     // any cross-core flag (kernel type MIX_*_1_0)
 };
 
@@ -695,10 +649,12 @@ void KernelPrinter::emit(const CrossCoreSetFlag& c) {
   L_.call("CrossCoreSetFlag<" + std::to_string(c.mode) + ", " + pipe_c(c.pipe) + ">(" + ex(c.id) + ");");
 }
 void KernelPrinter::emit(const CrossCoreWaitFlag& c) {
-  auto it = cross_mode_.find(ir::print(c.id));
-  int mode = it == cross_mode_.end() ? 2 : it->second;
+  if (!c.mode)
+    throw Error("internal: the AscendC printer got a CrossCoreWaitFlag without a mode: run resolve_cross_waits first",
+                span_);
+  // AscendC has no PIPE_S / PIPE_ALL wait; on dav-2201 every wait blocks the core's issue (see the top).
   Pipe p = c.pipe == Pipe::S || c.pipe == Pipe::ALL ? Pipe::MTE2 : c.pipe;
-  L_.call("CrossCoreWaitFlag<" + std::to_string(mode) + ", " + pipe_c(p) + ">(" + ex(c.id) + ");");
+  L_.call("CrossCoreWaitFlag<" + std::to_string(*c.mode) + ", " + pipe_c(p) + ">(" + ex(c.id) + ");");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -775,7 +731,7 @@ std::string KernelPrinter::run() {
   for (const auto& k : p_.params)
     if (!k.is_tensor && k.var) ep_.bind(k.var, false);
 
-  // GM views (param, dtype) and cross-core flag modes.
+  // GM views (param, dtype) and whether there are cross-core flags.
   for (size_t i = 0; i < p_.params.size(); ++i)
     if (p_.params[i].is_tensor) views_.insert({static_cast<int>(i), p_.params[i].dtype.code});
   auto scan = [&](const Instr& in) {
@@ -783,7 +739,7 @@ std::string KernelPrinter::run() {
                         [&](const DataCopyPadGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const DataCopyPadUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const FixpipeV220& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
-                        [&](const CrossCoreSetFlag& c) { cross_mode_[ir::print(c.id)] = c.mode, has_cross_ = true; },
+                        [&](const CrossCoreSetFlag&) { has_cross_ = true; },
                         [&](const CrossCoreWaitFlag&) { has_cross_ = true; },
                         [](const auto&) {}},
                in.op);

@@ -9,6 +9,7 @@
 #include "target/ascend/multi_buffer.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
+#include "target/ascend/resolve_cross_waits.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/rotate_vector_loops.h"
 #include "target/ascend/select_move_calls.h"
@@ -29,7 +30,8 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   Program p = plan_memory(select_instructions(log.kernel(), target), target, /*reuse=*/false);
   p = select_vector_calls(p, target);  // vector instructions -> AscendC calls
-  return select_move_calls(p, target);  // byte-level moves -> the AscendC calls they print as
+  p = select_move_calls(p, target);    // byte-level moves -> the AscendC calls they print as
+  return resolve_cross_waits(p);       // each cross-core wait: the mode of its set
 }
 
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
@@ -54,7 +56,8 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   p = plan_memory(p, target, /*reuse=*/true);     // static addresses with liveness-based reuse
   p = insert_sync(p, target);                      // flags and barriers
   p = select_vector_calls(p, target);              // vector instructions -> AscendC calls
-  return select_move_calls(p, target);             // byte-level moves -> the AscendC calls they print as
+  p = select_move_calls(p, target);                // byte-level moves -> the AscendC calls they print as
+  return resolve_cross_waits(p);                   // each cross-core wait: the mode of its set
 }
 
 }  // namespace

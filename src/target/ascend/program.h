@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -509,6 +510,9 @@ struct CrossCoreSetFlag {
 struct CrossCoreWaitFlag {
   ir::Expr id;
   Pipe pipe = Pipe::S;
+  // The modeId AscendC's CrossCoreWaitFlag<modeId, pipe> names: chosen by resolve_cross_waits
+  // (unset before it; the simulator does not use it).
+  std::optional<int> mode;
 };
 
 using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Mmad, Fixpipe,

@@ -172,7 +172,8 @@ struct InstrPrinter {
     return "CrossCoreSetFlag<" + std::to_string(c.mode) + ", " + std::string(pipe_name(c.pipe)) + ">(" + ex(c.id) + ")";
   }
   std::string operator()(const CrossCoreWaitFlag& c) const {
-    return "CrossCoreWaitFlag<" + std::string(pipe_name(c.pipe)) + ">(" + ex(c.id) + ")";
+    std::string mode = c.mode ? std::to_string(*c.mode) + ", " : "";  // set by resolve_cross_waits
+    return "CrossCoreWaitFlag<" + mode + std::string(pipe_name(c.pipe)) + ">(" + ex(c.id) + ")";
   }
 };
 

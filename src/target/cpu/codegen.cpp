@@ -1,7 +1,8 @@
 // The CPU code generator: Tile IR kernel -> one C++ translation unit (see codegen.h).
 //
 // Structure: CodeGen walks the kernel once. Statements dispatch on StmtKind to one emit_*
-// method each, expressions on ExprKind to one expr_* method each. Index arithmetic of tile ops
+// method each; expressions go through the scalar-C printer both backends share (target/c_expr.h),
+// whose CPU hooks are the expr_* methods. Index arithmetic of tile ops
 // (region starts, strides, clipped ranges) is built with the small `Idx` algebra below, which
 // folds constants so that tile-to-tile copies come out with literal bounds and no checks.
 #include "target/cpu/codegen.h"
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "ir/functor.h"
+#include "target/c_expr.h"
 #include "transform/check_bounds.h"
 
 namespace tw::cpu {
@@ -68,24 +70,22 @@ std::string narrow(DType to, DType from, const std::string& s) {
   return "tw_cpu::convert<" + storage_type(to) + ">(" + s + ")";
 }
 
-std::string int_lit(int64_t v) {
-  std::string s = std::to_string(v);
-  if (v > INT32_MAX || v < INT32_MIN) s += "LL";
-  return v < 0 ? "(" + s + ")" : s;
-}
+// The CPU dialect of the shared scalar-C printer (target/c_expr.h): the runtime header has
+// tw_udiv/tw_umod and tw_fmod (tw_cpu/abi.h); negative literals are parenthesised.
+constexpr target::CDialect kCpuDialect{
+    .paren_negative_ints = true, .has_udiv = true, .has_fmod = true, .printer = "CPU code generator"};
 
+std::string int_lit(int64_t v) { return target::c_int_literal(v, kCpuDialect); }
+
+// A float32 literal holds the value rounded to float (its 9 digits read back exactly).
 std::string float_lit(double v, DType t) {
   bool dbl = t.code == DTypeCode::f64;
-  if (std::isnan(v)) return dbl ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
+  if (std::isnan(v)) return target::c_nan(dbl);
   if (std::isinf(v)) {
     std::string s = dbl ? "__builtin_inf()" : "__builtin_inff()";
     return v < 0 ? "(-" + s + ")" : s;
   }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, dbl ? "%.17g" : "%.9g", dbl ? v : static_cast<double>(static_cast<float>(v)));
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  if (!dbl) s += "f";
+  std::string s = target::c_float_digits(dbl ? v : static_cast<double>(static_cast<float>(v)), dbl);
   return v < 0 ? "(" + s + ")" : s;
 }
 
@@ -708,19 +708,30 @@ class CodeGen {
                        const std::string& acc = "tw_v");
   void emit_vec_fold(ReduceKind kind, const std::string& acc = "tw_v");
 
-  // --- expressions: one method per ExprKind; values are in compute_type(e->dtype)
-  std::string expr(const Expr& e);
-  std::string expr_int_imm(const IntImmNode& n);
-  std::string expr_float_imm(const FloatImmNode& n);
-  std::string expr_var(const VarNode& n);
-  std::string expr_binary(const BinaryNode& n);
-  std::string expr_unary(const UnaryNode& n);
-  std::string expr_call(const CallNode& n);
-  std::string expr_cast(const CastNode& n);
-  std::string expr_select(const SelectNode& n);
+  // --- expressions: the shared scalar-C printer (target/c_expr.h) in the CPU dialect; its hooks
+  // are the expr_* methods (what the CPU spells its own way). Values are in compute_type(e->dtype).
+  struct CpuExprs final : target::CExprPrinter {
+    explicit CpuExprs(CodeGen& g) : CExprPrinter(kCpuDialect), g(g) {}
+    CodeGen& g;
+    std::string var(const VarNode& n) const override { return g.expr_var(n); }
+    // block, shape and loop variables (with a non-negative start) are non-negative
+    bool nonneg_var(const VarNode* v) const override { return g.nonneg_.count(v) > 0; }
+    std::string float_literal(double v, DType t) const override { return float_lit(v, t); }
+    std::string load(const LoadNode& n) const override { return g.expr_load(n); }
+    std::string call(const CallNode& n) const override { return g.expr_call(n); }
+    std::string cast(const CastNode& n) const override { return g.expr_cast(n); }
+    std::string select(const SelectNode& n) const override { return g.expr_select(n); }
+  };
+  const CpuExprs exprs_{*this};
+  std::string expr(const Expr& e) const { return exprs_.print(e); }
+  std::string expr_var(const VarNode& n) const;
+  std::string expr_call(const CallNode& n) const;
+  std::string expr_cast(const CastNode& n) const;
+  std::string expr_select(const SelectNode& n) const;
   std::string expr_load(const LoadNode& n);
 
-  bool nonneg(const Expr& e) const;
+  // Sign analysis for the fast forms of floordiv / ceildiv / mod (CExprPrinter::nonneg).
+  bool nonneg(const Expr& e) const { return exprs_.nonneg(e); }
   Idx idx(const Expr& e) {
     if (auto c = as_const_int(e)) return ic(*c);
     return iv(expr(e), nonneg(e));
@@ -2189,80 +2200,10 @@ std::vector<std::string> CodeGen::unit_dims_inside(const RegionView& v, bool& ne
 // ---------------------------------------------------------------------------------------------
 // Expressions
 
-std::string CodeGen::expr(const Expr& e) {
-  if (e->kind == ExprKind::Binary && e->dtype.is_int())  // fold constant index arithmetic
-    if (auto c = as_const_int(e)) return int_lit(*c);
-  switch (e->kind) {
-    case ExprKind::IntImm: return expr_int_imm(*as<IntImmNode>(e));
-    case ExprKind::FloatImm: return expr_float_imm(*as<FloatImmNode>(e));
-    case ExprKind::Var: return expr_var(*as<VarNode>(e));
-    case ExprKind::Binary: return expr_binary(*as<BinaryNode>(e));
-    case ExprKind::Unary: return expr_unary(*as<UnaryNode>(e));
-    case ExprKind::Call: return expr_call(*as<CallNode>(e));
-    case ExprKind::Cast: return expr_cast(*as<CastNode>(e));
-    case ExprKind::Select: return expr_select(*as<SelectNode>(e));
-    case ExprKind::Load: return expr_load(*as<LoadNode>(e));
-  }
-  return "0";
-}
-
-std::string CodeGen::expr_int_imm(const IntImmNode& n) {
-  if (n.dtype.is_bool()) return n.value ? "true" : "false";
-  return int_lit(n.value);
-}
-
-std::string CodeGen::expr_float_imm(const FloatImmNode& n) { return float_lit(n.value, n.dtype); }
-
-std::string CodeGen::expr_var(const VarNode& n) {
+std::string CodeGen::expr_var(const VarNode& n) const {
   if (!bound_.count(&n))
     throw Error("variable '" + n.name + "' is used outside the scope that defines it", n.span);
   return names_.at(&n);
-}
-
-std::string CodeGen::expr_binary(const BinaryNode& n) {
-  std::string a = expr(n.a), b = expr(n.b);
-  auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
-  bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
-  bool fast = ints && nonneg(n.a) && nonneg(n.b);
-  const auto divisor = ints ? as_const_int(n.b) : std::nullopt;
-  const bool const_pos = divisor && *divisor > 0;
-  switch (n.op) {
-    case BinOp::Add: return infix("+");
-    case BinOp::Sub: return infix("-");
-    case BinOp::Mul: return infix("*");
-    case BinOp::Div: return infix("/");
-    // Fast forms need both operands non-negative and, unless the divisor is a positive
-    // constant, a guard for 0 (tw_udiv/tw_umod): integer division never traps.
-    case BinOp::FloorDiv:
-      if (!fast) return "tw_floordiv(" + a + ", " + b + ")";
-      return const_pos ? infix("/") : "tw_udiv(" + a + ", " + b + ")";
-    case BinOp::CeilDiv:
-      if (!fast) return "tw_ceildiv(" + a + ", " + b + ")";
-      return const_pos ? "((" + a + " + " + b + " - 1) / " + b + ")" : "tw_udiv(" + a + " + " + b + " - 1, " + b + ")";
-    case BinOp::Mod:
-      if (!ints) return "tw_fmod(" + a + ", " + b + ")";
-      if (!fast) return "tw_floormod(" + a + ", " + b + ")";
-      return const_pos ? infix("%") : "tw_umod(" + a + ", " + b + ")";
-    case BinOp::Min: return "tw_min(" + a + ", " + b + ")";
-    case BinOp::Max: return "tw_max(" + a + ", " + b + ")";
-    case BinOp::EQ: return infix("==");
-    case BinOp::NE: return infix("!=");
-    case BinOp::LT: return infix("<");
-    case BinOp::LE: return infix("<=");
-    case BinOp::GT: return infix(">");
-    case BinOp::GE: return infix(">=");
-    case BinOp::And: return infix("&&");
-    case BinOp::Or: return infix("||");
-  }
-  return a;
-}
-
-std::string CodeGen::expr_unary(const UnaryNode& n) {
-  switch (n.op) {
-    case UnOp::Neg: return "(-" + expr(n.a) + ")";
-    case UnOp::Not: return "(!" + expr(n.a) + ")";
-  }
-  return expr(n.a);
 }
 
 // Math functions: the float forms call the vectorisable tw_cpu:: functions; float64 uses the
@@ -2287,7 +2228,7 @@ constexpr std::array<MathImpl, 13> kMath{{
     /* pow     */ {"__builtin_powf($0, $1)", "__builtin_pow($0, $1)"},
 }};
 
-std::string CodeGen::expr_call(const CallNode& n) {
+std::string CodeGen::expr_call(const CallNode& n) const {
   std::vector<std::string> args;
   for (const auto& a : n.args) args.push_back(expr(a));
   std::string pattern;
@@ -2309,7 +2250,7 @@ std::string CodeGen::expr_call(const CallNode& n) {
 }
 
 // A cast rounds through the target's storage type, then holds the value in its compute type.
-std::string CodeGen::expr_cast(const CastNode& n) {
+std::string CodeGen::expr_cast(const CastNode& n) const {
   std::string v = expr(n.value);
   DType to = n.dtype, from = n.value->dtype;
   std::string st = storage_type(to), ct = compute_type(to);
@@ -2326,7 +2267,7 @@ std::string CodeGen::expr_cast(const CastNode& n) {
 // Both arms are evaluated (tw_select is a function) when that cannot fault: no load from a
 // global tensor (a where() often guards an out-of-range index) and no integer division. Then
 // g++ if-converts and vectorises loops around it; otherwise a plain (lazy) ?: is emitted.
-std::string CodeGen::expr_select(const SelectNode& n) {
+std::string CodeGen::expr_select(const SelectNode& n) const {
   struct Safe : Visitor {
     bool ok = true;
     using Visitor::visit;
@@ -2342,9 +2283,9 @@ std::string CodeGen::expr_select(const SelectNode& n) {
   } safe;
   safe.visit(n.t);
   safe.visit(n.f);
+  if (!safe.ok) return exprs_.lazy_select(n);
   std::string c = expr(n.cond), t = expr(n.t), f = expr(n.f);
-  if (safe.ok) return "tw_select<" + compute_type(n.dtype) + ">(" + c + ", " + t + ", " + f + ")";
-  return "(" + c + " ? " + t + " : " + f + ")";
+  return "tw_select<" + compute_type(n.dtype) + ">(" + c + ", " + t + ", " + f + ")";
 }
 
 std::string CodeGen::expr_load(const LoadNode& n) {
@@ -2363,13 +2304,6 @@ std::string CodeGen::expr_load(const LoadNode& n) {
     return widen(n.buffer->dtype, v.ptr + "[" + at.s + "]");
   }
   return widen(n.buffer->dtype, b + "[" + linear_index(n.buffer, n.indices, n.span, checked).s + "]");
-}
-
-// Sign analysis for the fast forms of floordiv / ceildiv / mod: block, shape and loop variables
-// (with a non-negative start) are non-negative, and so are sums, products and quotients of
-// non-negative values.
-bool CodeGen::nonneg(const Expr& e) const {
-  return is_nonneg(e, [this](const VarNode* v) { return nonneg_.count(v) > 0; });
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+#include "target/ascend/resolve_cross_waits.h"
+
+#include <map>
+#include <string>
+
+#include "ir/printer.h"
+
+namespace tw::ascend {
+
+namespace {
+
+// id (printed) -> mode of the last CrossCoreSetFlag with that id, in program order.
+void collect_set_modes(const StmtPtr& s, std::map<std::string, int>& modes) {
+  if (!s) return;
+  if (s->kind == StmtKind::Instr)
+    if (const auto* f = std::get_if<CrossCoreSetFlag>(&s->instr.op)) modes[ir::print(f->id)] = f->mode;
+  for (const auto& b : s->body) collect_set_modes(b, modes);
+  collect_set_modes(s->else_body, modes);
+}
+
+StmtPtr with_wait_modes(const StmtPtr& s, const std::map<std::string, int>& modes) {
+  if (!s) return s;
+  auto out = std::make_shared<Stmt>(*s);
+  for (auto& b : out->body) b = with_wait_modes(b, modes);
+  out->else_body = with_wait_modes(s->else_body, modes);
+  if (auto* w = s->kind == StmtKind::Instr ? std::get_if<CrossCoreWaitFlag>(&out->instr.op) : nullptr) {
+    auto it = modes.find(ir::print(w->id));
+    w->mode = it == modes.end() ? 2 : it->second;
+  }
+  return out;
+}
+
+}  // namespace
+
+Program resolve_cross_waits(const Program& program) {
+  Program p = program;
+  const bool aic = p.kernel_type != KernelType::AIV_ONLY, aiv = p.kernel_type != KernelType::AIC_ONLY;
+  std::map<std::string, int> modes;
+  if (aic) collect_set_modes(p.aic, modes);
+  if (aiv) collect_set_modes(p.aiv, modes);
+  p.aic = with_wait_modes(p.aic, modes);
+  p.aiv = with_wait_modes(p.aiv, modes);
+  return p;
+}
+
+}  // namespace tw::ascend

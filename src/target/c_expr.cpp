@@ -1,0 +1,113 @@
+#include "target/c_expr.h"
+
+#include <cstdio>
+#include <optional>
+
+#include "ir/functor.h"
+
+namespace tw::target {
+
+using ir::BinOp;
+using ir::Error;
+using ir::ExprKind;
+
+std::string CExprPrinter::print(const ir::Expr& e) const {
+  if (!e) throw Error(std::string("internal: a scalar expression given to the ") + d_.printer + " is missing");
+  if (e->kind == ExprKind::Binary && e->dtype.is_int())  // fold constant index arithmetic
+    if (auto c = ir::as_const_int(e)) return c_int_literal(*c, d_);
+  switch (e->kind) {
+    case ExprKind::IntImm: {
+      auto* n = as<ir::IntImmNode>(e);
+      if (n->dtype.is_bool()) return n->value ? "true" : "false";
+      return c_int_literal(n->value, d_);
+    }
+    case ExprKind::FloatImm: return float_literal(as<ir::FloatImmNode>(e)->value, e->dtype);
+    case ExprKind::Var: return var(*as<ir::VarNode>(e));
+    case ExprKind::Binary: return binary(*as<ir::BinaryNode>(e));
+    case ExprKind::Unary: return unary(*as<ir::UnaryNode>(e));
+    case ExprKind::Call: return call(*as<ir::CallNode>(e));
+    case ExprKind::Cast: return cast(*as<ir::CastNode>(e));
+    case ExprKind::Select: return select(*as<ir::SelectNode>(e));
+    case ExprKind::Load: return load(*as<ir::LoadNode>(e));
+  }
+  throw Error("internal: unknown expression kind " + std::to_string(static_cast<int>(e->kind)), e->span);
+}
+
+bool CExprPrinter::nonneg(const ir::Expr& e) const {
+  return ir::is_nonneg(e, [this](const ir::VarNode* v) { return nonneg_var(v); });
+}
+
+
+std::string CExprPrinter::lazy_select(const ir::SelectNode& n) const {
+  std::string c = print(n.cond), t = print(n.t), f = print(n.f);
+  return "(" + c + " ? " + t + " : " + f + ")";
+}
+
+std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
+  std::string a = print(n.a), b = print(n.b);
+  auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
+  auto fn = [&](const char* f) { return std::string(f) + "(" + a + ", " + b + ")"; };
+  const bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
+  // The fast forms need both operands non-negative; with tw_udiv/tw_umod a divisor that is not a
+  // positive constant is guarded against 0 (integer division never traps).
+  const bool fast = ints && nonneg(n.a) && nonneg(n.b);
+  const auto divisor = ints ? ir::as_const_int(n.b) : std::nullopt;
+  const bool plain = !d_.has_udiv || (divisor && *divisor > 0);
+  switch (n.op) {
+    case BinOp::Add: return infix("+");
+    case BinOp::Sub: return infix("-");
+    case BinOp::Mul: return infix("*");
+    case BinOp::Div: return infix("/");
+    case BinOp::FloorDiv:
+      if (!fast) return fn("tw_floordiv");
+      return plain ? infix("/") : fn("tw_udiv");
+    case BinOp::CeilDiv:
+      if (!fast) return fn("tw_ceildiv");
+      return plain ? "((" + a + " + " + b + " - 1) / " + b + ")" : "tw_udiv(" + a + " + " + b + " - 1, " + b + ")";
+    case BinOp::Mod:
+      if (!ints) {
+        if (!d_.has_fmod)
+          throw Error(std::string("float modulo in a scalar expression is not supported by the ") + d_.printer, n.span);
+        return fn("tw_fmod");
+      }
+      if (!fast) return fn("tw_floormod");
+      return plain ? infix("%") : fn("tw_umod");
+    case BinOp::Min: return fn("tw_min");
+    case BinOp::Max: return fn("tw_max");
+    case BinOp::EQ: return infix("==");
+    case BinOp::NE: return infix("!=");
+    case BinOp::LT: return infix("<");
+    case BinOp::LE: return infix("<=");
+    case BinOp::GT: return infix(">");
+    case BinOp::GE: return infix(">=");
+    case BinOp::And: return infix("&&");
+    case BinOp::Or: return infix("||");
+  }
+  throw Error("internal: unknown binary operator " + std::to_string(static_cast<int>(n.op)), n.span);
+}
+
+std::string CExprPrinter::unary(const ir::UnaryNode& n) const {
+  switch (n.op) {
+    case ir::UnOp::Neg: return "(-" + print(n.a) + ")";
+    case ir::UnOp::Not: return "(!" + print(n.a) + ")";
+  }
+  throw Error("internal: unknown unary operator " + std::to_string(static_cast<int>(n.op)), n.span);
+}
+
+std::string c_int_literal(int64_t v, const CDialect& d) {
+  std::string s = std::to_string(v);
+  if (v > INT32_MAX || v < INT32_MIN) s += "LL";
+  return v < 0 && d.paren_negative_ints ? "(" + s + ")" : s;
+}
+
+std::string c_float_digits(double v, bool dbl) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, dbl ? "%.17g" : "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return dbl ? s : s + "f";
+}
+
+std::string c_nan(bool dbl) { return dbl ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")"; }
+
+}  // namespace tw::target

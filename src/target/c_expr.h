@@ -1,0 +1,76 @@
+// The scalar-C expression printer both backends share: a Tile IR scalar expression printed as
+// one C/C++ expression (the CPU code generator's C++, the AscendC printer's kernel and host files).
+//
+// The shared rules live here: one case per ExprKind, constant integer arithmetic folded to a
+// literal, bool literals, every binary and unary operator's spelling, Python floor semantics of
+// `//`, `%` and ceildiv through the helper functions tw_floordiv / tw_floormod / tw_ceildiv (the
+// plain C operator when both operands are provably non-negative), tw_min / tw_max. A target is
+// a subclass that spells what differs (its hooks below): variables, literals' fine print, loads,
+// math calls, casts, select, and which optional helper functions its generated code has
+// (CDialect). It decides nothing about the program: the same expression always prints the same.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tilewright/ir.h"
+
+namespace tw::target {
+
+// What the generated code of a target offers beyond the helpers every target has (tw_floordiv,
+// tw_floormod, tw_ceildiv, tw_min, tw_max, each on int64_t).
+struct CDialect {
+  // Negative integer literals in parentheses ("(-5)") or bare ("-5").
+  bool paren_negative_ints = false;
+  // tw_udiv(a, b) / tw_umod(a, b): division of non-negative values that yields 0 for b == 0.
+  // With them, the fast (non-negative) forms of //, % and ceildiv guard a divisor that is not a
+  // positive constant; without them they are the plain C operators.
+  bool has_udiv = false;
+  // tw_fmod(a, b): float modulo with Python semantics. Without it a float `%` is an error.
+  bool has_fmod = false;
+  // Named in errors: "... is not supported by the <printer>".
+  const char* printer = "C printer";
+};
+
+class CExprPrinter {
+ public:
+  explicit CExprPrinter(CDialect d) : d_(d) {}
+  virtual ~CExprPrinter() = default;
+  CExprPrinter(const CExprPrinter&) = delete;
+  CExprPrinter& operator=(const CExprPrinter&) = delete;
+
+  // The C expression of e. Throws ir::Error (at e's span) for what the target cannot spell.
+  std::string print(const ir::Expr& e) const;
+  // Is e provably >= 0? Constants, and what ir::is_nonneg derives from the variables the target
+  // knows to be non-negative (nonneg_var).
+  bool nonneg(const ir::Expr& e) const;
+  // The lazy select `(c ? t : f)`: only the chosen arm is evaluated.
+  std::string lazy_select(const ir::SelectNode& n) const;
+
+ protected:
+  // --- hooks: what a target spells its own way (each gets the node; print() its operands)
+  virtual std::string var(const ir::VarNode& n) const = 0;
+  virtual bool nonneg_var(const ir::VarNode* v) const = 0;
+  virtual std::string float_literal(double v, ir::DType t) const = 0;
+  virtual std::string load(const ir::LoadNode& n) const = 0;
+  virtual std::string call(const ir::CallNode& n) const = 0;
+  virtual std::string cast(const ir::CastNode& n) const = 0;
+  // Default: lazy_select.
+  virtual std::string select(const ir::SelectNode& n) const { return lazy_select(n); }
+
+ private:
+  std::string binary(const ir::BinaryNode& n) const;
+  std::string unary(const ir::UnaryNode& n) const;
+
+  CDialect d_;
+};
+
+// An integer literal of dialect d: suffix LL outside the int32 range.
+std::string c_int_literal(int64_t v, const CDialect& d);
+// The digits of a finite float literal: "%.9g" with suffix f (float) or "%.17g" (double), with
+// ".0" added when the digits alone would read as an integer. Not negative-wrapped.
+std::string c_float_digits(double v, bool dbl);
+// NaN of a C float or double: __builtin_nanf("") / __builtin_nan("").
+std::string c_nan(bool dbl);
+
+}  // namespace tw::target

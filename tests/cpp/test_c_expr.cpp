@@ -1,0 +1,104 @@
+// Tests of the shared scalar-C expression printer (src/target/c_expr.h): the rules both backends
+// print with (operators, floor semantics, folding, literals) and the dialect switches, through a
+// small test dialect whose hooks spell variables by name and refuse loads, calls and casts.
+#include "target/c_expr.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace {
+
+using namespace tw;
+using namespace tw::ir;
+
+struct TestPrinter final : target::CExprPrinter {
+  explicit TestPrinter(target::CDialect d, std::set<std::string> nonneg = {}) : CExprPrinter(d), nn(std::move(nonneg)) {}
+  std::set<std::string> nn;
+  std::string var(const VarNode& n) const override { return n.name; }
+  bool nonneg_var(const VarNode* v) const override { return nn.count(v->name) > 0; }
+  std::string float_literal(double v, DType t) const override { return target::c_float_digits(v, t.code == DTypeCode::f64); }
+  std::string load(const LoadNode& n) const override { throw Error("no loads", n.span); }
+  std::string call(const CallNode& n) const override { throw Error("no calls", n.span); }
+  std::string cast(const CastNode& n) const override { return "(T)" + print(n.value); }
+};
+
+constexpr target::CDialect kPlain{.paren_negative_ints = false, .has_udiv = false, .has_fmod = false, .printer = "test printer"};
+constexpr target::CDialect kGuarded{.paren_negative_ints = true, .has_udiv = true, .has_fmod = true, .printer = "test printer"};
+
+Expr bin(BinOp op, Expr a, Expr b) { return binary(op, std::move(a), std::move(b)); }
+
+TEST(CExpr, FloorSemanticsUseHelpersUnlessBothOperandsAreNonNegative) {
+  Var i = var("i"), j = var("j"), x = var("x");
+  TestPrinter p(kPlain, {"i", "j"});
+  EXPECT_EQ(p.print(bin(BinOp::FloorDiv, i, j)), "(i / j)");
+  EXPECT_EQ(p.print(bin(BinOp::Mod, i, j)), "(i % j)");
+  EXPECT_EQ(p.print(bin(BinOp::CeilDiv, i, j)), "((i + j - 1) / j)");
+  EXPECT_EQ(p.print(bin(BinOp::FloorDiv, x, j)), "tw_floordiv(x, j)");
+  EXPECT_EQ(p.print(bin(BinOp::Mod, i, x)), "tw_floormod(i, x)");
+  EXPECT_EQ(p.print(bin(BinOp::CeilDiv, x, i)), "tw_ceildiv(x, i)");
+}
+
+TEST(CExpr, ZeroGuardedDivisionOnlyForNonConstantDivisors) {
+  Var i = var("i"), j = var("j");
+  TestPrinter p(kGuarded, {"i", "j"});
+  EXPECT_EQ(p.print(bin(BinOp::FloorDiv, i, j)), "tw_udiv(i, j)");
+  EXPECT_EQ(p.print(bin(BinOp::Mod, i, j)), "tw_umod(i, j)");
+  EXPECT_EQ(p.print(bin(BinOp::CeilDiv, i, j)), "tw_udiv(i + j - 1, j)");
+  EXPECT_EQ(p.print(bin(BinOp::FloorDiv, i, int_imm(4))), "(i / 4)");
+  EXPECT_EQ(p.print(bin(BinOp::Mod, i, int_imm(4))), "(i % 4)");
+  EXPECT_EQ(p.print(bin(BinOp::CeilDiv, i, int_imm(4))), "((i + 4 - 1) / 4)");
+}
+
+TEST(CExpr, OperatorsAndLiterals) {
+  Var i = var("i"), b = var("b", DType(DTypeCode::boolean));
+  TestPrinter plain(kPlain), paren(kGuarded);
+  EXPECT_EQ(plain.print(bin(BinOp::Add, i, int_imm(-3))), "(i + -3)");
+  EXPECT_EQ(paren.print(bin(BinOp::Add, i, int_imm(-3))), "(i + (-3))");
+  EXPECT_EQ(plain.print(int_imm(int64_t{1} << 40)), "1099511627776LL");
+  EXPECT_EQ(paren.print(int_imm(-(int64_t{1} << 40))), "(-1099511627776LL)");
+  EXPECT_EQ(plain.print(bin(BinOp::Mul, bin(BinOp::Add, int_imm(2), int_imm(3)), int_imm(7))), "35");  // folded
+  EXPECT_EQ(plain.print(bin(BinOp::Min, i, int_imm(8))), "tw_min(i, 8)");
+  EXPECT_EQ(plain.print(bin(BinOp::Max, i, int_imm(8))), "tw_max(i, 8)");
+  EXPECT_EQ(plain.print(bin(BinOp::LE, i, int_imm(8))), "(i <= 8)");
+  EXPECT_EQ(plain.print(bin(BinOp::And, b, int_imm(1, DType(DTypeCode::boolean)))), "(b && true)");
+  EXPECT_EQ(plain.print(unary(UnOp::Neg, i)), "(-i)");
+  EXPECT_EQ(plain.print(unary(UnOp::Not, b)), "(!b)");
+  EXPECT_EQ(plain.print(select(b, i, int_imm(0))), "(b ? i : 0)");
+  EXPECT_EQ(plain.print(cast(i, DType(DTypeCode::f32))), "(T)i");
+}
+
+TEST(CExpr, FloatModuloNeedsTwFmod) {
+  Var x = var("x", DType(DTypeCode::f32)), y = var("y", DType(DTypeCode::f32));
+  EXPECT_EQ(TestPrinter(kGuarded).print(bin(BinOp::Mod, x, y)), "tw_fmod(x, y)");
+  try {
+    TestPrinter(kPlain).print(bin(BinOp::Mod, x, y));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("float modulo in a scalar expression is not supported by the test printer"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CExpr, MissingExpressionIsAnError) { EXPECT_THROW(TestPrinter(kPlain).print(Expr{}), Error); }
+
+TEST(CExpr, NonNegativity) {
+  Var i = var("i"), x = var("x");
+  TestPrinter p(kPlain, {"i"});
+  EXPECT_TRUE(p.nonneg(bin(BinOp::Mul, i, int_imm(3))));
+  EXPECT_FALSE(p.nonneg(bin(BinOp::Add, i, x)));
+  EXPECT_FALSE(p.nonneg(int_imm(-1)));
+}
+
+TEST(CExpr, FloatDigits) {
+  EXPECT_EQ(target::c_float_digits(2.0, false), "2.0f");
+  EXPECT_EQ(target::c_float_digits(0.5, true), "0.5");
+  EXPECT_EQ(target::c_float_digits(1e20, false), "1e+20f");
+  EXPECT_EQ(target::c_float_digits(-1.25, false), "-1.25f");
+  EXPECT_EQ(target::c_nan(false), "__builtin_nanf(\"\")");
+  EXPECT_EQ(target::c_nan(true), "__builtin_nan(\"\")");
+}
+
+}  // namespace
