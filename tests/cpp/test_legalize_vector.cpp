@@ -1,5 +1,6 @@
-// legalize_vector: before/after IR texts for each rewrite, then the legalised kernels lowered
-// (lower_expert) and run in the simulator against a float64 reference with zero checker reports.
+// legalize_vector: before/after IR texts for each rewrite, then kernels legalised by all the vector
+// passes, lowered (lower_expert) and run in the simulator against a float64 reference with zero
+// checker reports.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "ir/printer.h"
 #include "target/ascend/convert_copies.h"
 #include "target/ascend/expand_int8_fill.h"
+#include "target/ascend/expand_math.h"
 #include "target/ascend/fold_exp2_scale.h"
 #include "target/ascend/legalize_vector.h"
 #include "target/ascend/select_vector_calls.h"
@@ -30,10 +32,14 @@ ir::Kernel legalize(const std::string& text) { return legalize_vector(ir::parse_
 // The vector passes of the automatic pipeline in its order (pipeline.cpp), for the numerics tests.
 ir::Kernel vector_passes(const std::string& text) {
   ir::Kernel k = ir::parse_kernel(text, "vec.tw");
-  for (auto* pass : {fold_exp2_scale, expand_int8_fill, convert_copies, legalize_vector}) k = pass(k, b2());
+  for (auto* pass : {fold_exp2_scale, expand_math, expand_int8_fill, convert_copies, legalize_vector}) k = pass(k, b2());
   return k;
 }
 std::string after(const std::string& text) { return ir::print(legalize(text)); }
+// expand_math, then legalize_vector (the expansions lowered)
+std::string after_math(const std::string& text) {
+  return ir::print(legalize_vector(expand_math(ir::parse_kernel(text, "vec.tw"), b2()), b2()));
+}
 
 
 // softmax's exp(x - max[i]): a row broadcast, then Exp, both in place.
@@ -126,7 +132,7 @@ TEST(LegalizeVector, CommonSubexpressionsAndTemporaries) {
 // s - t as t * -1 + s; v[i] / t broadcasts v first; a column vector w[j] * 2 is a 1-D map, then a column broadcast add; sigmoid(-m) on a row vector (the double negation cancels; 1 / m is a Div of a row of ones, not
 // Reciprocal, which misses 1e-4 relative error on the device).
 TEST(LegalizeVector, BroadcastsAndNonCommutingScalars) {
-  EXPECT_EQ(after(R"(kernel k(X: global float32[8, 64])
+  EXPECT_EQ(after_math(R"(kernel k(X: global float32[8, 64])
     grid(bx = 1) {
   alloc x: UB float32[8, 64]
   alloc m: UB float32[8]
@@ -522,7 +528,7 @@ TEST(LegalizeVectorNumerics, LayerNormOddShapes) {
 }
 
 // Math functions without a vector instruction, each against the float64 function with the
-// error bound stated in legalize_vector.h.
+// error bound stated in expand_math.h.
 struct MathCase {
   const char* fn;
   float lo, hi;

@@ -50,10 +50,7 @@ const DType kBF16{DTypeCode::bf16};
 const DType kF16{DTypeCode::f16};
 
 using vec::small_int;
-// The dtype vector arithmetic on values of dtype t is done in: bfloat16 has no AIV arithmetic, and
-// int8/uint8 none the language's wrap-around could use (their maps compute exactly in float32 and
-// wrap when stored, MapLowering::store).
-DType compute_type(DType t) { return t == kBF16 || small_int(t) ? kF32 : t; }
+using vec::compute_type;  // (their maps compute exactly in float32 and wrap when stored, MapLowering::store)
 bool narrow(DType t) { return t == kBF16 || small_int(t); }
 
 // Row chunks (see the header): the float32 temporaries of bfloat16/int8/uint8 tiles hold at most
@@ -617,44 +614,14 @@ class Legalizer {
 // Maps
 
 std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
-  const auto* f = as<ir::ForNode>(s);
-  const Span& sp = f->span;
-  std::vector<Var> vars;
-  std::vector<int64_t> ext;
-  Stmt body;
-  const ir::ForNode* cur = f;
-  while (true) {
-    auto e = ir::as_const_int(cur->extent);
-    auto mn = ir::as_const_int(cur->min);
-    if (!e || !mn || *mn != 0) return {s};  // lower_expert reports it
-    vars.push_back(cur->var);
-    ext.push_back(*e);
-    Stmt b = cur->body;
-    while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
-    if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
-      cur = as<ir::ForNode>(b);
-      continue;
-    }
-    body = b;
-    break;
-  }
-  std::vector<Stmt> items;
-  if (body && body->kind == ir::StmtKind::Seq) items = as<ir::SeqNode>(body)->body;
-  else if (body) items.push_back(body);
+  const Span& sp = s->span;
   // Only maps over UB/global data are vector code; anything else is left for lower_expert.
-  bool vector_code = vars.size() <= 2 && !items.empty();
-  for (const auto& it : items) {
-    if (it->kind != ir::StmtKind::Store && it->kind != ir::StmtKind::Let) vector_code = false;
-    if (it->kind == ir::StmtKind::Store && as<ir::StoreNode>(it)->buffer->scope != Scope::UB) vector_code = false;
-  }
-  if (vector_code)
-    ir::for_each_expr(body, [&](const Expr& x) {
-      if (x->kind == ir::ExprKind::Load) {
-        Scope s = as<ir::LoadNode>(x)->buffer->scope;
-        if (s != Scope::UB && s != Scope::global) vector_code = false;
-      }
-    });
-  if (!vector_code) return {s};
+  auto m = vec::vector_map(s);
+  if (!m) return {s};
+  const std::vector<Var>& vars = m->vars;
+  const std::vector<int64_t>& ext = m->ext;
+  const Stmt& body = m->body;
+  const std::vector<Stmt>& items = m->items;
   int64_t granule = vars.size() == 2 && !in_chunk_ ? chunk_granule(items, vars[1].get()) : 0;  // not nested
   if (int64_t rc = granule ? chunk_rows(ext[0], ext[1], granule) : 0; rc && !has_global_load(body)) {
     // a map without temporaries (one Cast) stays whole (no global reads: lowering it has no effects)
@@ -1050,62 +1017,15 @@ int MapLowering::build_uncached(const Expr& e) {
       int x = build(c->args[0]);
       DType t = compute_type(nodes_[x].dtype);
       x = to_type(x, t, sp);
-      auto K = [&](double v) { return scalar_const(v, t); };
       switch (c->fn) {
         case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt: case ir::MathFn::abs:
           return call(c->fn, x, sp);
-        // AscendC Rsqrt and Reciprocal do not meet 1e-4 (fp32) / 1e-3 (fp16) relative error on the
-        // device (their docs recommend Sqrt and Div): 1 / sqrt(x) as Sqrt, then Div of a tile of ones.
-        case ir::MathFn::rsqrt: return bin(ir::BinOp::Div, K(1), call(ir::MathFn::sqrt, x, sp), sp);
-        case ir::MathFn::exp2: return call(ir::MathFn::exp, bin(ir::BinOp::Mul, x, K(M_LN2), sp), sp);
-        case ir::MathFn::log2: return bin(ir::BinOp::Mul, call(ir::MathFn::log, x, sp), K(1.0 / M_LN2), sp);
-        case ir::MathFn::sigmoid: {
-          int e1 = call(ir::MathFn::exp, neg(x, sp), sp);
-          return bin(ir::BinOp::Div, K(1), bin(ir::BinOp::Add, e1, K(1), sp), sp);
-        }
-        case ir::MathFn::tanh: {
-          DType ot = t;
-          x = to_type(x, kF32, sp);
-          auto F = [&](double v) { return scalar_const(v, kF32); };
-          int xc = bin(ir::BinOp::Min, bin(ir::BinOp::Max, x, F(-9), sp), F(9), sp);
-          int e2 = call(ir::MathFn::exp, bin(ir::BinOp::Mul, xc, F(2), sp), sp);
-          int num = bin(ir::BinOp::Sub, e2, F(1), sp);
-          int den = bin(ir::BinOp::Add, e2, F(1), sp);
-          int r = bin(ir::BinOp::Div, num, den, sp);
-          return to_type(r, ot, sp);
-        }
-        case ir::MathFn::erf: {
-          // Abramowitz & Stegun 7.1.26 on |x|, with the sign of x (clamp(x * 2^100, -1, 1)).
-          DType ot = t;
-          x = to_type(x, kF32, sp);
-          auto F = [&](double v) { return scalar_const(v, kF32); };
-          const double p = 0.3275911, a1 = 0.254829592, a2 = -0.284496736, a3 = 1.421413741, a4 = -1.453152027,
-                       a5 = 1.061405429;
-          int ax = call(ir::MathFn::abs, x, sp);
-          int tt = bin(ir::BinOp::Div, F(1), bin(ir::BinOp::Add, bin(ir::BinOp::Mul, ax, F(p), sp), F(1), sp), sp);
-          int poly = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, tt, F(a5), sp), F(a4), sp);
-          for (double a : {a3, a2, a1}) poly = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, poly, tt, sp), F(a), sp);
-          poly = bin(ir::BinOp::Mul, poly, tt, sp);
-          int ex = call(ir::MathFn::exp, bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, x, x, sp), F(-1), sp), sp);
-          int one_minus = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, poly, ex, sp), F(-1), sp), F(1), sp);
-          int sign = bin(ir::BinOp::Min, bin(ir::BinOp::Max, bin(ir::BinOp::Mul, x, F(std::ldexp(1.0, 100)), sp), F(-1), sp),
-                         F(1), sp);
-          return to_type(bin(ir::BinOp::Mul, one_minus, sign, sp), ot, sp);
-        }
-        case ir::MathFn::pow: {
-          auto ce = c->args[1]->kind == ir::ExprKind::FloatImm ? std::optional<double>(as<ir::FloatImmNode>(c->args[1])->value)
-                    : ir::as_const_int(c->args[1]) ? std::optional<double>(static_cast<double>(*ir::as_const_int(c->args[1])))
-                                                    : std::nullopt;
-          if (ce && *ce == 1) return x;
-          if (ce && *ce == 2) return bin(ir::BinOp::Mul, x, x, sp);
-          if (ce && *ce == 3) return bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, x, x, sp), x, sp);
-          if (ce && *ce == 0.5) return call(ir::MathFn::sqrt, x, sp);
-          if (ce && *ce == -0.5) return bin(ir::BinOp::Div, K(1), call(ir::MathFn::sqrt, x, sp), sp);
-          if (ce && *ce == -1) return bin(ir::BinOp::Div, K(1), x, sp);
+        // the others are expanded by expand_math (pipeline.cpp) where they can be; what is left:
+        case ir::MathFn::pow:
           fail("T.pow with exponent " + ir::print(c->args[1]) + " is not supported on Ascend vector units yet", sp,
                "supported exponents: 1, 2, 3, 0.5, -0.5, -1; write x ** y as T.exp(y * T.log(x)) for x > 0");
-        }
-        case ir::MathFn::floor: case ir::MathFn::ceil:
+        case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::rsqrt: case ir::MathFn::sigmoid:
+        case ir::MathFn::tanh: case ir::MathFn::erf: case ir::MathFn::floor: case ir::MathFn::ceil:
           break;
       }
       fail("T." + std::string(ir::mathfn_name(c->fn)) + " is not supported on Ascend vector units yet", sp,

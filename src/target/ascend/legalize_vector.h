@@ -3,14 +3,13 @@
 // Portable vector code -> statements lower_expert's instruction selection maps to one Ascend
 // vector instruction each (match_map in lower_expert.cpp). Runs after infer_scope (vector tiles
 // are UB), split_cube_vector and the vector passes that prepare its input (fold_exp2_scale: exp2
-// over a scaled tile; expand_int8_fill: int8/uint8 fills as maps; convert_copies: converting and
-// UB -> UB copies as copies and maps); every new tile is a UB alloc placed right before its first
-// use.
+// over a scaled tile; expand_math: math without a vector instruction; expand_int8_fill:
+// int8/uint8 fills as maps; convert_copies: converting and UB -> UB copies as copies and maps);
+// every new tile is a UB alloc placed right before its first use.
 //
 // The rewrites below are one pass because they are one decision: each T.Parallel store is lowered
-// as one graph of operations (the math expansions, masks, int8 wrap-around and bfloat16/int8
-// conversions are nodes of that graph, sharing its common subexpressions, its compute dtypes and
-// its temporaries), and the reductions and global reads produce maps that are lowered the same
+// as one graph of operations (the masks, int8 wrap-around and bfloat16/int8 conversions are nodes
+// of that graph, sharing its common subexpressions, its compute dtypes and its temporaries), and the reductions and global reads produce maps that are lowered the same
 // way at the same point: a reduction's int8 sum is stored with a wrap bound the map alone cannot
 // know, the float32 copies of staged global reads and of reduced tiles are made per row chunk,
 // the halving scratch tile is allocated between a reduction's conversion and its result tile, and
@@ -29,15 +28,8 @@
 //  - Reads of a global tensor inside a map (W[j]) become a copy of the region the map reads into
 //    a UB tile, hoisted out of every enclosing loop whose variables the region does not use (and
 //    shared by the maps that read the same region there), unless the kernel writes that tensor.
-//  - Math without a vector instruction, expanded (fp32 error bounds measured in the tests):
-//      exp2(x) = exp(x * ln2)          rel error <= |x| * 2^-24 + 1 ulp (from rounding x * ln2)
-//      log2(x) = ln(x) * (1 / ln2)     1 ulp more than Ln
-//      sigmoid(x) = 1 / (1 + exp(-x))
-//      tanh(x) = (e - 1) / (e + 1), e = exp(2 * clamp(x, -9, 9))      abs error <= 3e-7
-//      erf(x) = s * (1 - P(t) exp(-x^2)), t = 1 / (1 + p |x|), s = clamp(x * 2^100, -1, 1)
-//               (Abramowitz & Stegun 7.1.26: abs error <= 1.5e-7; <= 4e-7 with fp32 rounding)
-//      pow(x, c) for c in {1, 2, 3, 0.5, -0.5, -1};  -x = x * -1
-//    floor, ceil and pow with another exponent are errors.
+//  - math: exp, log, sqrt and abs are instructions (in the compute dtype); expand_math has
+//    written the others with them; floor, ceil and pow with another exponent are errors.
 //  - T.where(cond, a, b) with cond a conjunction of comparisons affine in the map's indices (and
 //    any scalars: block indices, loop variables): a on the whole tile, then b (a scalar) written
 //    with VecDup over the masked columns of each row. Per row the kept columns are [lo, hi): the

@@ -3,6 +3,7 @@
 #include "target/ascend/convert_copies.h"
 #include "target/ascend/expand_gemm.h"
 #include "target/ascend/expand_int8_fill.h"
+#include "target/ascend/expand_math.h"
 #include "target/ascend/fold_exp2_scale.h"
 #include "target/ascend/infer_scope.h"
 #include "target/ascend/insert_sync.h"
@@ -46,6 +47,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("split_cube_vector", with_target(split_cube_vector));  // C/V code, GM workspaces, cross flags
   log.run("expand_gemm", with_target(expand_gemm));              // gemm on L1 -> L0 loads + mma
   log.run("fold_exp2_scale", with_target(fold_exp2_scale));      // exp2 over a scaled tile: one Exp
+  log.run("expand_math", with_target(expand_math));              // exp2, tanh, erf, ... -> exp/log/sqrt/abs
   log.run("expand_int8_fill", with_target(expand_int8_fill));    // int8/uint8 fills -> maps
   log.run("convert_copies", with_target(convert_copies));        // converting / UB->UB copies -> copies + maps
   log.run("legalize_vector", with_target(legalize_vector));      // one vector instruction per statement

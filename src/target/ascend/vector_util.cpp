@@ -9,6 +9,10 @@ namespace tw::ascend::vec {
 
 bool small_int(ir::DType t) { return t == ir::DType(ir::DTypeCode::i8) || t == ir::DType(ir::DTypeCode::u8); }
 
+ir::DType compute_type(ir::DType t) {
+  return t == ir::DType(ir::DTypeCode::bf16) || small_int(t) ? ir::DType(ir::DTypeCode::f32) : t;
+}
+
 Names::Names(const ir::Kernel& k) {
   ir::for_each_stmt(k->body, [&](const ir::Stmt& s) {
     if (s->kind == ir::StmtKind::Alloc) names_.insert(as<ir::AllocNode>(s)->buffer->name);
@@ -40,6 +44,43 @@ ir::Buffer Names::ub(const ir::Buffer& owner, const std::string& suffix, ir::DTy
 
 ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::Span& sp) {
   return std::make_shared<ir::ForNode>(v, C(0), C(extent), ir::ForKind::parallel, 0, body, sp);
+}
+
+std::optional<VectorMap> vector_map(const ir::Stmt& s) {
+  if (!s || s->kind != ir::StmtKind::For || as<ir::ForNode>(s)->for_kind != ir::ForKind::parallel) return std::nullopt;
+  VectorMap m;
+  const ir::ForNode* cur = as<ir::ForNode>(s);
+  while (true) {
+    auto e = ir::as_const_int(cur->extent);
+    auto mn = ir::as_const_int(cur->min);
+    if (!e || !mn || *mn != 0) return std::nullopt;
+    m.vars.push_back(cur->var);
+    m.ext.push_back(*e);
+    ir::Stmt b = cur->body;
+    while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
+    if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
+      cur = as<ir::ForNode>(b);
+      continue;
+    }
+    m.body = b;
+    break;
+  }
+  if (m.body && m.body->kind == ir::StmtKind::Seq) m.items = as<ir::SeqNode>(m.body)->body;
+  else if (m.body) m.items.push_back(m.body);
+  bool vector_code = m.vars.size() <= 2 && !m.items.empty();
+  for (const auto& it : m.items) {
+    if (it->kind != ir::StmtKind::Store && it->kind != ir::StmtKind::Let) vector_code = false;
+    if (it->kind == ir::StmtKind::Store && as<ir::StoreNode>(it)->buffer->scope != ir::Scope::UB) vector_code = false;
+  }
+  if (vector_code)
+    ir::for_each_expr(m.body, [&](const ir::Expr& x) {
+      if (x->kind == ir::ExprKind::Load) {
+        ir::Scope sc = as<ir::LoadNode>(x)->buffer->scope;
+        if (sc != ir::Scope::UB && sc != ir::Scope::global) vector_code = false;
+      }
+    });
+  if (!vector_code) return std::nullopt;
+  return m;
 }
 
 std::vector<int64_t> const_extents(const ir::Region& r) {

@@ -16,6 +16,10 @@ namespace tw::ascend::vec {
 
 // int8 / uint8: no vector arithmetic (computed in float32), no 8-bit Duplicate.
 bool small_int(ir::DType t);
+// The dtype vector arithmetic on values of dtype t is done in: bfloat16 has no AIV arithmetic, and
+// int8/uint8 none the language's wrap-around could use (legalize_vector computes their maps
+// exactly in float32 and wraps them when stored).
+ir::DType compute_type(ir::DType t);
 
 // The names a kernel uses (parameters, block variables, buffers, loop and let variables);
 // fresh(base) returns the first base_N not used yet and records it. Passes that add names take
@@ -36,6 +40,17 @@ class Names {
 
 // One level of a T.Parallel map: for v in parallel(0, extent) { body }.
 ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::Span& sp);
+
+// A T.Parallel map that legalize_vector lowers: 1 or 2 nested parallel loops from 0 with constant
+// extents whose body is stores into UB tiles (and lets) reading UB tiles and global tensors.
+struct VectorMap {
+  std::vector<ir::Var> vars;  // outer to inner
+  std::vector<int64_t> ext;
+  ir::Stmt body;                // the innermost loop's body
+  std::vector<ir::Stmt> items;  // its statements (stores and lets)
+};
+// nullopt for any other statement (other maps are left to lower_expert, which reports them).
+std::optional<VectorMap> vector_map(const ir::Stmt& s);
 
 // The constant extents of a region (-1 for a runtime extent).
 std::vector<int64_t> const_extents(const ir::Region& r);
