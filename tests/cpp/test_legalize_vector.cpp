@@ -283,6 +283,60 @@ TEST(LegalizeVector, MergingReduceAndBfloat16Reduce) {
 )");
 }
 
+// expand_math's expansions are tile expressions like the user's: their common subexpressions are
+// computed once with the rest of the store (one Ln for log and log2, one x * x for pow 2 and 3).
+TEST(LegalizeVector, ExpansionsShareCommonSubexpressions) {
+  EXPECT_EQ(after_math(R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc y: UB float32[8, 64]
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      y[i, j] = log(x[i, j]) + log2(x[i, j])
+      y[i, j] = pow(x[i, j], 2.0) + pow(x[i, j], 3.0)
+    }
+  }
+}
+)"), R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc y: UB float32[8, 64]
+  alloc y_t_0: UB float32[8, 64]
+  for i_0 in parallel(0, 8) {
+    for j_0 in parallel(0, 64) {
+      y[i_0, j_0] = log(x[i_0, j_0])
+    }
+  }
+  for i_1 in parallel(0, 8) {
+    for j_1 in parallel(0, 64) {
+      y_t_0[i_1, j_1] = y[i_1, j_1] * 1.4426950408889634
+    }
+  }
+  for i_2 in parallel(0, 8) {
+    for j_2 in parallel(0, 64) {
+      y[i_2, j_2] = y[i_2, j_2] + y_t_0[i_2, j_2]
+    }
+  }
+  alloc y_t_1: UB float32[8, 64]
+  for i_3 in parallel(0, 8) {
+    for j_3 in parallel(0, 64) {
+      y[i_3, j_3] = x[i_3, j_3] * x[i_3, j_3]
+    }
+  }
+  for i_4 in parallel(0, 8) {
+    for j_4 in parallel(0, 64) {
+      y_t_1[i_4, j_4] = y[i_4, j_4] * x[i_4, j_4]
+    }
+  }
+  for i_5 in parallel(0, 8) {
+    for j_5 in parallel(0, 64) {
+      y[i_5, j_5] = y[i_5, j_5] + y_t_1[i_5, j_5]
+    }
+  }
+}
+)");
+}
+
 // a diagonal and a tail bound: per-row column bounds, rows without masking skipped, the whole loop skipped when no row needs it; the kept head of the block holding the bound is saved and restored.
 TEST(LegalizeVector, CausalAndTailMaskRowByRow) {
   EXPECT_EQ(after(R"(kernel k(S: global float32[64, 64])

@@ -15,7 +15,9 @@
 // Each expansion computes in the dtype the vector units compute x in (float32 for bfloat16) and
 // is cast back to the call's dtype, so the expression keeps its type. Calls on scalars (no tile
 // data, no map index) stay: they are scalar code. floor, ceil and pow with another exponent stay
-// too: legalize_vector reports them at their line.
+// too: legalize_vector reports them at their line. The expansions are tile expressions like the
+// user's, so legalize_vector computes their common subexpressions once with the rest of the store
+// (log(x) + log2(x): one Ln; pow(x, 2) + pow(x, 3): one x * x).
 #pragma once
 
 #include "target/registry.h"
