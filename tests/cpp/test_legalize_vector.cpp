@@ -1,5 +1,6 @@
-// legalize_vector: before/after IR texts for each rewrite, then the legalised kernels lowered
-// (select_instructions) and run in the simulator against a float64 reference with zero checker reports.
+// legalize_vector: before/after IR texts for each rewrite, then kernels legalised by all the vector
+// passes, lowered (select_instructions) and run in the simulator against a float64 reference with zero
+// checker reports.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,9 +8,13 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
-#include "target/ascend/select_vector_calls.h"
+#include "target/ascend/convert_copies.h"
+#include "target/ascend/expand_int8_fill.h"
+#include "target/ascend/expand_math.h"
+#include "target/ascend/fold_exp2_scale.h"
 #include "target/ascend/legalize_vector.h"
 #include "target/ascend/select_instructions.h"
+#include "target/ascend/select_vector_calls.h"
 #include "target/ascend/multi_buffer.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
@@ -24,7 +29,17 @@ namespace {
 const target::Target& b2() { return target::find_target("ascend910b2"); }
 
 ir::Kernel legalize(const std::string& text) { return legalize_vector(ir::parse_kernel(text, "vec.tw"), b2()); }
+// The vector passes of the automatic pipeline in its order (pipeline.cpp), for the numerics tests.
+ir::Kernel vector_passes(const std::string& text) {
+  ir::Kernel k = ir::parse_kernel(text, "vec.tw");
+  for (auto* pass : {fold_exp2_scale, expand_math, expand_int8_fill, convert_copies, legalize_vector}) k = pass(k, b2());
+  return k;
+}
 std::string after(const std::string& text) { return ir::print(legalize(text)); }
+// expand_math, then legalize_vector (the expansions lowered)
+std::string after_math(const std::string& text) {
+  return ir::print(legalize_vector(expand_math(ir::parse_kernel(text, "vec.tw"), b2()), b2()));
+}
 
 
 // softmax's exp(x - max[i]): a row broadcast, then Exp, both in place.
@@ -117,7 +132,7 @@ TEST(LegalizeVector, CommonSubexpressionsAndTemporaries) {
 // s - t as t * -1 + s; v[i] / t broadcasts v first; a column vector w[j] * 2 is a 1-D map, then a column broadcast add; sigmoid(-m) on a row vector (the double negation cancels; 1 / m is a Div of a row of ones, not
 // Reciprocal, which misses 1e-4 relative error on the device).
 TEST(LegalizeVector, BroadcastsAndNonCommutingScalars) {
-  EXPECT_EQ(after(R"(kernel k(X: global float32[8, 64])
+  EXPECT_EQ(after_math(R"(kernel k(X: global float32[8, 64])
     grid(bx = 1) {
   alloc x: UB float32[8, 64]
   alloc m: UB float32[8]
@@ -230,18 +245,17 @@ TEST(LegalizeVector, GlobalReadHoistedOutOfTheLoop) {
 )");
 }
 
-// bf16 GM -> fp32 UB through a bf16 tile and VecCast; reduce clear=False into a temporary + max; a bf16 reduce through fp32; fp32 UB -> fp16 GM.
-TEST(LegalizeVector, MergingReduceAndConvertingCopies) {
+// reduce clear=False into a temporary + max; a bf16 reduce through fp32 (the converting copies of
+// this test's first version: test_convert_copies.cpp).
+TEST(LegalizeVector, MergingReduceAndBfloat16Reduce) {
   EXPECT_EQ(after(R"(kernel k(X: global bfloat16[16, 64], Y: global float16[16, 64])
     grid(bx = 2) {
   alloc x: UB float32[8, 64]
   alloc m: UB float32[8]
   alloc b: UB bfloat16[8, 64]
   alloc bm: UB bfloat16[8]
-  copy X[bx * 8:+8, 0:+64] -> x
   reduce max x -> m axis=1 clear=false
   reduce sum b -> bm axis=1 clear=true
-  copy x -> Y[bx * 8:+8, 0:+64]
 }
 )"), R"(kernel k(X: global bfloat16[16, 64], Y: global float16[16, 64])
     grid(bx = 2) {
@@ -249,36 +263,76 @@ TEST(LegalizeVector, MergingReduceAndConvertingCopies) {
   alloc m: UB float32[8]
   alloc b: UB bfloat16[8, 64]
   alloc bm: UB bfloat16[8]
-  alloc x_bfloat16_0: UB bfloat16[8, 64]
-  copy X[bx * 8:+8, 0:+64] -> x_bfloat16_0
-  for i_0_0 in parallel(0, 8) {
-    for j_0_0 in parallel(0, 64) {
-      x[i_0_0, j_0_0] = cast<float32>(x_bfloat16_0[i_0_0, j_0_0])
-    }
-  }
   alloc m_part_0: UB float32[8]
   reduce max x -> m_part_0 axis=1 clear=true
-  for j_1_0 in parallel(0, 8) {
-    m[j_1_0] = max(m[j_1_0], m_part_0[j_1_0])
+  for j_0_0 in parallel(0, 8) {
+    m[j_0_0] = max(m[j_0_0], m_part_0[j_0_0])
   }
   alloc b_f32_0: UB float32[8, 64]
-  for i_1_0 in parallel(0, 8) {
-    for j_2_0 in parallel(0, 64) {
-      b_f32_0[i_1_0, j_2_0] = cast<float32>(b[i_1_0, j_2_0])
+  for i_0_0 in parallel(0, 8) {
+    for j_1_0 in parallel(0, 64) {
+      b_f32_0[i_0_0, j_1_0] = cast<float32>(b[i_0_0, j_1_0])
     }
   }
   alloc bm_part_0: UB float32[8]
   reduce sum b_f32_0 -> bm_part_0 axis=1 clear=true
-  for j_3_0 in parallel(0, 8) {
-    bm[j_3_0] = cast<bfloat16>(bm_part_0[j_3_0])
+  for j_2_0 in parallel(0, 8) {
+    bm[j_2_0] = cast<bfloat16>(bm_part_0[j_2_0])
   }
-  alloc x_float16_0: UB float16[8, 64]
-  for i_2_0 in parallel(0, 8) {
-    for j_4_0 in parallel(0, 64) {
-      x_float16_0[i_2_0, j_4_0] = cast<float16>(x[i_2_0, j_4_0])
+}
+)");
+}
+
+// expand_math's expansions are tile expressions like the user's: their common subexpressions are
+// computed once with the rest of the store (one Ln for log and log2, one x * x for pow 2 and 3).
+TEST(LegalizeVector, ExpansionsShareCommonSubexpressions) {
+  EXPECT_EQ(after_math(R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc y: UB float32[8, 64]
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      y[i, j] = log(x[i, j]) + log2(x[i, j])
+      y[i, j] = pow(x[i, j], 2.0) + pow(x[i, j], 3.0)
     }
   }
-  copy x_float16_0 -> Y[bx * 8:+8, 0:+64]
+}
+)"), R"(kernel k(X: global float32[8, 64])
+    grid(bx = 1) {
+  alloc x: UB float32[8, 64]
+  alloc y: UB float32[8, 64]
+  alloc y_t_0: UB float32[8, 64]
+  for i_0 in parallel(0, 8) {
+    for j_0 in parallel(0, 64) {
+      y[i_0, j_0] = log(x[i_0, j_0])
+    }
+  }
+  for i_1 in parallel(0, 8) {
+    for j_1 in parallel(0, 64) {
+      y_t_0[i_1, j_1] = y[i_1, j_1] * 1.4426950408889634
+    }
+  }
+  for i_2 in parallel(0, 8) {
+    for j_2 in parallel(0, 64) {
+      y[i_2, j_2] = y[i_2, j_2] + y_t_0[i_2, j_2]
+    }
+  }
+  alloc y_t_1: UB float32[8, 64]
+  for i_3 in parallel(0, 8) {
+    for j_3 in parallel(0, 64) {
+      y[i_3, j_3] = x[i_3, j_3] * x[i_3, j_3]
+    }
+  }
+  for i_4 in parallel(0, 8) {
+    for j_4 in parallel(0, 64) {
+      y_t_1[i_4, j_4] = y[i_4, j_4] * x[i_4, j_4]
+    }
+  }
+  for i_5 in parallel(0, 8) {
+    for j_5 in parallel(0, 64) {
+      y[i_5, j_5] = y[i_5, j_5] + y_t_1[i_5, j_5]
+    }
+  }
 }
 )");
 }
@@ -448,7 +502,7 @@ struct SimRun {
 };
 
 SimRun simulate(const std::string& text, std::vector<sim::Arg> args, std::vector<int64_t> shapes) {
-  ir::Kernel k = legalize(text);
+  ir::Kernel k = vector_passes(text);
   Program p = plan_memory(select_instructions(k, b2()), b2(), false);
   p.aiv = serialize(p.aiv);
   p = select_move_calls(select_vector_calls(p, b2()), b2());
@@ -528,7 +582,7 @@ TEST(LegalizeVectorNumerics, LayerNormOddShapes) {
 }
 
 // Math functions without a vector instruction, each against the float64 function with the
-// error bound stated in legalize_vector.h.
+// error bound stated in expand_math.h.
 struct MathCase {
   const char* fn;
   float lo, hi;

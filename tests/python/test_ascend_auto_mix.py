@@ -136,7 +136,7 @@ def test_flash_attention_row_reductions_halve_first():
 
 
 def test_flash_attention_exp2_is_one_exp():
-    """legalize_vector keeps the scores scaled by ln 2 from the scale multiply to exp2 (the scale
+    """fold_exp2_scale keeps the scores scaled by ln 2 from the scale multiply to exp2 (the scale
     constant times ln 2; the row max scaled back), so exp2(s - max) is one full-tile Exp without
     a full-tile multiply by ln 2; numerics are covered above."""
     kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")

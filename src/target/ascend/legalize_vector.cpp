@@ -2,13 +2,13 @@
 // are listed in legalize_vector.h.
 #include "target/ascend/legalize_vector.h"
 #include "target/ascend/pass_util.h"
+#include "target/ascend/vector_util.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -48,11 +48,8 @@ const DType kF32{DTypeCode::f32};
 const DType kBF16{DTypeCode::bf16};
 const DType kF16{DTypeCode::f16};
 
-bool small_int(DType t) { return t == DType(DTypeCode::i8) || t == DType(DTypeCode::u8); }
-// The dtype vector arithmetic on values of dtype t is done in: bfloat16 has no AIV arithmetic, and
-// int8/uint8 none the language's wrap-around could use (their maps compute exactly in float32 and
-// wrap when stored, MapLowering::store).
-DType compute_type(DType t) { return t == kBF16 || small_int(t) ? kF32 : t; }
+using vec::small_int;
+using vec::compute_type;  // (their maps compute exactly in float32 and wrap when stored, MapLowering::store)
 bool narrow(DType t) { return t == kBF16 || small_int(t); }
 
 // Row chunks (see the header): the float32 temporaries of bfloat16/int8/uint8 tiles hold at most
@@ -85,11 +82,7 @@ bool has_load(const Expr& e) {
   return any_subexpr(e, [](const Expr& x) { return x->kind == ir::ExprKind::Load; });
 }
 
-// One level of a T.Parallel map: for v in parallel(0, extent) { body }.
-Stmt pfor(const Var& v, const Expr& extent, const Stmt& body, const Span& sp) {
-  return std::make_shared<ir::ForNode>(v, C(0), extent, ir::ForKind::parallel, 0, body, sp);
-}
-Stmt pfor(const Var& v, int64_t extent, const Stmt& body, const Span& sp) { return pfor(v, C(extent), body, sp); }
+using vec::pfor;
 
 // The elementwise operation that merges two partial results of a reduction.
 ir::BinOp combine_op(ir::ReduceKind k) {
@@ -134,8 +127,12 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
       if (!y->ci && !y->cj && cy) return Affine{*cy * x->ci, *cy * x->cj, mul(x->rest, C(*cy))};
       return std::nullopt;
     }
-    default: return std::nullopt;
+    case ir::BinOp::Div: case ir::BinOp::FloorDiv: case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min:
+    case ir::BinOp::Max: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE:
+    case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or:
+      return std::nullopt;
   }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -241,14 +238,11 @@ class MapLowering {
 
 class Legalizer {
  public:
-  Legalizer(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t) {}
+  Legalizer(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t), names_(k) {}
 
   ir::Kernel run() {
     (void)t_;
     ir::for_each_stmt(k_->body, [&](const Stmt& s) {
-      if (s->kind == ir::StmtKind::Alloc) names_.insert(as<ir::AllocNode>(s)->buffer->name);
-      if (s->kind == ir::StmtKind::For) names_.insert(as<ir::ForNode>(s)->var->name);
-      if (s->kind == ir::StmtKind::Let) names_.insert(as<ir::LetNode>(s)->var->name);
       if (s->kind == ir::StmtKind::Copy) {
         auto* c = as<ir::CopyNode>(s);
         if (c->dst.buffer->scope == Scope::global) written_.insert(c->dst.buffer.get());
@@ -256,230 +250,15 @@ class Legalizer {
       if (s->kind == ir::StmtKind::Store && as<ir::StoreNode>(s)->buffer->scope == Scope::global)
         written_.insert(as<ir::StoreNode>(s)->buffer.get());
     });
-    for (const auto& p : k_->params) names_.insert(p.name());
-    for (const auto& v : k_->block_vars) names_.insert(v->name);
     frames_.push_back(Frame{});
-    Stmt body = visit_body(fold_exp2_all(k_->body));
-    return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, body, k_->span,
-                                            k_->sub_block_var);
+    return vec::with_body(k_, visit_body(k_->body));
   }
 
-
-  // -------------------------------------------------------------------------------------------
-  // exp2 over a scaled tile (see the header): in a statement list
-  //   W: X[i, j] = X[i, j] * K   (or where(c, X[i, j] * K, L))          over the whole tile
-  //   ... (X only read by row max-reductions R: X -> m)
-  //   E: X[i, j] = exp2(X[i, j] - m'[i])                                   over the whole tile
-  // X is kept scaled by ln 2 from W to E (K, L times ln 2) so that E is one Exp:
-  //   R: t = rowmax(X); m = max(m, t / ln 2)   (m keeps its meaning: the max of X * K)
-  //   E: m2 = m' * ln 2; X[i, j] = exp(X[i, j] - m2[i])
-  // which saves the full-tile multiply by ln 2 that exp2 costs (the small per-row vectors take
-  // the extra multiplies).
-  struct Map2 {
-    Buffer x;
-    const ir::VarNode *i = nullptr, *j = nullptr;
-    Expr value;
-    int64_t rows = 0, cols = 0;
-    Span span;
-  };
-  static std::optional<Map2> as_map2(const Stmt& s) {
-    if (!s || s->kind != ir::StmtKind::For) return std::nullopt;
-    auto* fi = as<ir::ForNode>(s);
-    if (fi->for_kind != ir::ForKind::parallel || !fi->body || fi->body->kind != ir::StmtKind::For) return std::nullopt;
-    auto* fj = as<ir::ForNode>(fi->body);
-    if (fj->for_kind != ir::ForKind::parallel || !fj->body || fj->body->kind != ir::StmtKind::Store) return std::nullopt;
-    auto* st = as<ir::StoreNode>(fj->body);
-    auto r0 = ir::as_const_int(fi->min), c0 = ir::as_const_int(fj->min);
-    auto r = ir::as_const_int(fi->extent), c = ir::as_const_int(fj->extent);
-    auto sh = st->buffer->const_shape();
-    if (!r0 || !c0 || *r0 != 0 || *c0 != 0 || !r || !c || !sh || sh->size() != 2 || (*sh)[0] != *r || (*sh)[1] != *c)
-      return std::nullopt;
-    if (st->buffer->scope != Scope::UB || !st->buffer->dtype.is_float() || st->indices.size() != 2) return std::nullopt;
-    if (!is_var(st->indices[0], fi->var.get()) || !is_var(st->indices[1], fj->var.get())) return std::nullopt;
-    return Map2{st->buffer, fi->var.get(), fj->var.get(), st->value, *r, *c, s->span};
-  }
-  static bool is_var(const Expr& e, const ir::VarNode* v) {
-    return e && e->kind == ir::ExprKind::Var && as<ir::VarNode>(e) == v;
-  }
-  static bool is_elem(const Expr& e, const Map2& m) {  // X[i, j]
-    if (!e || e->kind != ir::ExprKind::Load) return false;
-    auto* l = as<ir::LoadNode>(e);
-    return l->buffer.get() == m.x.get() && l->indices.size() == 2 && is_var(l->indices[0], m.i) &&
-           is_var(l->indices[1], m.j);
-  }
-  // True when statement or expression n references buffer b.
-  template <class N>
-  static bool mentions(const N& n, const Buffer& b) {
-    struct V : ir::Visitor {
-      const ir::BufferNode* b;
-      bool hit = false;
-      void visit_buffer(const Buffer& x) override { hit = hit || x.get() == b; }
-      using ir::Visitor::visit;
-    } v;
-    v.b = b.get();
-    v.visit(n);
-    return v.hit;
-  }
-  // X[i, j] * K (either order): K, else nullopt.
-  static std::optional<double> scaled_elem(const Expr& e, const Map2& m) {
-    if (!e || e->kind != ir::ExprKind::Binary) return std::nullopt;
-    auto* b = as<ir::BinaryNode>(e);
-    if (b->op != ir::BinOp::Mul) return std::nullopt;
-    for (int side = 0; side < 2; ++side) {
-      const Expr& x = side ? b->b : b->a;
-      const Expr& k = side ? b->a : b->b;
-      if (is_elem(x, m) && k && k->kind == ir::ExprKind::FloatImm) return as<ir::FloatImmNode>(k)->value;
-    }
-    return std::nullopt;
-  }
-
-  std::vector<Stmt> fold_exp2(const std::vector<Stmt>& body) {
-    std::vector<Stmt> out = body;
-    const double ln2 = M_LN2;
-    for (size_t w = 0; w < out.size(); ++w) {
-      auto W = as_map2(out[w]);
-      if (!W) continue;
-      // W's value: X * K or where(c, X * K, L), c not reading X
-      Expr wv = W->value;
-      std::optional<double> K, L;
-      Expr cond;
-      if (wv->kind == ir::ExprKind::Select) {
-        auto* sel = as<ir::SelectNode>(wv);
-        K = scaled_elem(sel->t, *W);
-        if (sel->f && sel->f->kind == ir::ExprKind::FloatImm) L = as<ir::FloatImmNode>(sel->f)->value;
-        if (!K || !L || mentions(sel->cond, W->x)) continue;
-        cond = sel->cond;
-      } else {
-        K = scaled_elem(wv, *W);
-        if (!K) continue;
-      }
-      // find E, with only row max-reductions of X in between
-      size_t e = w + 1;
-      std::vector<size_t> reds;
-      std::optional<Map2> E;
-      const ir::BufferNode* mrow = nullptr;
-      for (; e < out.size(); ++e) {
-        if (auto c = as_map2(out[e]); c && c->x.get() == W->x.get()) {
-          if (c->value->kind != ir::ExprKind::Call) break;
-          auto* call = as<ir::CallNode>(c->value);
-          if (call->fn != ir::MathFn::exp2 || call->args.size() != 1 || call->args[0]->kind != ir::ExprKind::Binary) break;
-          auto* sub = as<ir::BinaryNode>(call->args[0]);
-          if (sub->op != ir::BinOp::Sub || !is_elem(sub->a, *c) || !sub->b || sub->b->kind != ir::ExprKind::Load) break;
-          auto* ml = as<ir::LoadNode>(sub->b);
-          auto msh = ml->buffer->const_shape();
-          if (ml->buffer.get() == W->x.get() || ml->indices.size() != 1 || !is_var(ml->indices[0], c->i) || !msh ||
-              msh->size() != 1 || (*msh)[0] != c->rows || ml->buffer->scope != Scope::UB)
-            break;
-          mrow = ml->buffer.get();
-          E = c;
-          break;
-        }
-        if (!mentions(out[e], W->x)) continue;
-        if (out[e]->kind == ir::StmtKind::Reduce) {
-          auto* r = as<ir::ReduceNode>(out[e]);
-          auto dsh = r->dst->const_shape();
-          if (r->src.get() == W->x.get() && r->dst.get() != W->x.get() && r->reduce_kind == ir::ReduceKind::max &&
-              r->axis == 1 && r->dst->scope == Scope::UB && dsh && dsh->size() == 1 && (*dsh)[0] == W->rows &&
-              r->dst->dtype == W->x->dtype) {
-            reds.push_back(e);
-            continue;
-          }
-        }
-        break;
-      }
-      if (!E || e >= out.size() || !mrow) continue;
-      const Span& sp = W->span;
-      DType t = W->x->dtype;
-      auto fimm = [&](double v) { return ir::float_imm(v, t, sp); };
-      // W'
-      Expr xk = ir::binary(ir::BinOp::Mul, ir::load(W->x, {ir::Expr(as_var(out[w], 0)), ir::Expr(as_var(out[w], 1))}, sp),
-                           fimm(*K * ln2), sp);
-      Expr nv = cond ? ir::select(cond, xk, fimm(*L * ln2), sp) : xk;
-      out[w] = remap2(out[w], nv);
-      // R'
-      std::vector<Stmt> fixed;
-      for (size_t k = 0; k < out.size(); ++k) {
-        bool is_red = std::find(reds.begin(), reds.end(), k) != reds.end();
-        if (k == e) {
-          auto* call = as<ir::CallNode>(E->value);
-          auto* sub = as<ir::BinaryNode>(call->args[0]);
-          auto* ml = as<ir::LoadNode>(sub->b);
-          std::vector<Stmt> pre;
-          Buffer m2 = ub(ml->buffer, "_ln2", ml->buffer->dtype, {E->rows}, sp, pre);
-          Var i = fresh_var("i", sp);
-          Stmt sc = std::make_shared<ir::StoreNode>(
-              m2, std::vector<Expr>{i}, ir::binary(ir::BinOp::Mul, ir::load(ml->buffer, {i}, sp), fimm(ln2), sp), sp);
-          pre.push_back(pfor(i, E->rows, sc, sp));
-          for (auto& x : pre) fixed.push_back(x);
-          Expr ev = ir::call(ir::MathFn::exp, {ir::binary(ir::BinOp::Sub, sub->a, ir::load(m2, {ml->indices[0]}, sp), sp)}, sp);
-          fixed.push_back(remap2(out[k], ev));
-          continue;
-        }
-        if (!is_red) {
-          fixed.push_back(out[k]);
-          continue;
-        }
-        auto* r = as<ir::ReduceNode>(out[k]);
-        std::vector<Stmt> pre;
-        Buffer tmp = ub(r->dst, "_scaled", r->dst->dtype, {W->rows}, sp, pre);
-        for (auto& x : pre) fixed.push_back(x);
-        fixed.push_back(std::make_shared<ir::ReduceNode>(r->src, tmp, ir::ReduceKind::max, 1, true, r->span));
-        Var i = fresh_var("i", r->span);
-        Expr back = ir::binary(ir::BinOp::Mul, ir::load(tmp, {i}, r->span), fimm(1.0 / ln2), r->span);
-        Expr v = r->clear ? back : ir::binary(ir::BinOp::Max, ir::load(r->dst, {i}, r->span), back, r->span);
-        Stmt st = std::make_shared<ir::StoreNode>(r->dst, std::vector<Expr>{i}, v, r->span);
-        fixed.push_back(pfor(i, W->rows, st, r->span));
-      }
-      out = std::move(fixed);
-    }
-    return out;
-  }
-  static ir::Var as_var(const Stmt& map, int level) {
-    auto* fi = as<ir::ForNode>(map);
-    return level == 0 ? fi->var : as<ir::ForNode>(fi->body)->var;
-  }
-  // The same two-level map with a new stored value.
-  static Stmt remap2(const Stmt& map, const Expr& value) {
-    auto* fi = as<ir::ForNode>(map);
-    auto* fj = as<ir::ForNode>(fi->body);
-    auto* st = as<ir::StoreNode>(fj->body);
-    Stmt nst = std::make_shared<ir::StoreNode>(st->buffer, st->indices, value, st->span);
-    Stmt nj = std::make_shared<ir::ForNode>(fj->var, fj->min, fj->extent, fj->for_kind, fj->num_stages, nst, fj->span);
-    return std::make_shared<ir::ForNode>(fi->var, fi->min, fi->extent, fi->for_kind, fi->num_stages, nj, fi->span);
-  }
-  Stmt fold_exp2_all(const Stmt& s) {
-    struct M : ir::Mutator {
-      Legalizer* self;
-      Stmt mutate(const Stmt& x) override {
-        Stmt y = ir::Mutator::mutate(x);
-        if (y && y->kind == ir::StmtKind::Seq) {
-          auto* q = as<ir::SeqNode>(y);
-          return std::make_shared<ir::SeqNode>(self->fold_exp2(q->body), q->span);
-        }
-        return y;
-      }
-      using ir::Mutator::mutate;
-    } m;
-    m.self = this;
-    return m.mutate(s);
-  }
-
-  std::string fresh(const std::string& base) {
-    for (int i = 0;; ++i) {
-      std::string n = base + "_" + std::to_string(i);
-      if (names_.insert(n).second) return n;
-    }
-  }
-  Var fresh_var(const std::string& base, const Span& sp) { return ir::var(fresh(base), ir::kIndexType, sp); }
-  // A UB temporary named after (and, in capacity errors, counted with) the buffer it serves.
-  Buffer ub(const Buffer& owner, const std::string& suffix, DType t, std::vector<int64_t> shape, const Span& sp,
+  std::string fresh(const std::string& base) { return names_.fresh(base); }
+  Var fresh_var(const std::string& base, const Span& sp) { return names_.fresh_var(base, sp); }
+  Buffer ub(const Buffer& owner, const std::string& suffix, DType t, const std::vector<int64_t>& shape, const Span& sp,
             std::vector<Stmt>& out) {
-    std::vector<Expr> sh;
-    for (auto d : shape) sh.push_back(C(d));
-    auto b = std::make_shared<ir::BufferNode>(fresh(owner->name + suffix), t, sh, Scope::UB, sp);
-    b->temp_of = owner->temp_of.empty() ? owner->name : owner->temp_of;
-    out.push_back(std::make_shared<ir::AllocNode>(b, sp));
-    return b;
+    return names_.ub(owner, suffix, t, shape, sp, out);
   }
 
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
@@ -571,7 +350,7 @@ class Legalizer {
   };
   const ir::Kernel& k_;
   const target::Target& t_;
-  std::set<std::string> names_;
+  vec::Names names_;
   std::unordered_set<const ir::BufferNode*> written_;
   std::vector<Frame> frames_;
   std::unordered_map<const ir::VarNode*, int> depth_;
@@ -635,10 +414,10 @@ class Legalizer {
         Stmt b = in_frame(true, {}, [&] { return visit_body(n->body); });
         return {std::make_shared<ir::CoreScopeNode>(n->core, b, sp)};
       }
-      case ir::StmtKind::Copy: return rewrite_copy(as<ir::CopyNode>(s), s);
       case ir::StmtKind::Reduce: return rewrite_reduce(as<ir::ReduceNode>(s), s);
-      case ir::StmtKind::Fill: return rewrite_fill(as<ir::FillNode>(s), s);
-      default: return {s};
+      case ir::StmtKind::Seq: case ir::StmtKind::Store: case ir::StmtKind::Alloc: case ir::StmtKind::Copy:
+      case ir::StmtKind::Gemm: case ir::StmtKind::Fill: case ir::StmtKind::Sync:
+        return {s};  // (Seqs are flattened by append; copies and fills: convert_copies, expand_int8_fill)
     }
   }
 
@@ -660,111 +439,9 @@ class Legalizer {
     return d >= n - 1 ? frames_.back().pre : frames_[d + 1].before;
   }
 
-  // A map over the dims of two regions of the same shape: dst = f(src element). Regions of the
-  // same rank and extents map every dim, extent-1 dims included (an (8, 1) tile stays a 2-D map
-  // whose column loop has extent 1, so its stores index every loop variable); regions of
-  // different ranks (a tensor row -> a 1-D tile) map their non-unit dims, and when no dim is
-  // wider than 1 their last dims.
-  std::optional<Stmt> region_map(const ir::Region& dst, const ir::Region& src, const Span& sp,
-                                 const std::function<Expr(Expr)>& f) {
-    using Dims = std::vector<std::pair<size_t, int64_t>>;
-    auto dims = [](const ir::Region& r, bool all) {
-      Dims d;
-      for (size_t i = 0; i < r.extents.size(); ++i) {
-        auto c = ir::as_const_int(r.extents[i]);
-        if (!c) return std::optional<Dims>{};
-        if (all || *c != 1) d.push_back({i, *c});
-      }
-      if (d.empty() && !r.extents.empty()) d.push_back({r.extents.size() - 1, 1});
-      return std::optional<Dims>{d};
-    };
-    bool same = dst.extents.size() == src.extents.size() && dst.extents.size() <= 2;
-    for (size_t i = 0; same && i < dst.extents.size(); ++i) {
-      auto a = ir::as_const_int(dst.extents[i]), b = ir::as_const_int(src.extents[i]);
-      same = a && b && *a == *b;
-    }
-    auto dd = dims(dst, same), sd = dims(src, same);
-    if (!dd || !sd || dd->size() != sd->size() || dd->size() > 2 || dd->empty()) return std::nullopt;
-    for (size_t i = 0; i < dd->size(); ++i)
-      if ((*dd)[i].second != (*sd)[i].second) return std::nullopt;
-    std::vector<Var> vars;
-    std::vector<int64_t> ext;
-    for (auto& [d, e] : *dd) {
-      vars.push_back(fresh_var(d + 1 == dst.extents.size() ? "j" : "i", sp));
-      ext.push_back(e);
-    }
-    auto index = [&](const ir::Region& r, const std::vector<std::pair<size_t, int64_t>>& d) {
-      std::vector<Expr> idx(r.starts.begin(), r.starts.end());
-      for (size_t k = 0; k < d.size(); ++k) idx[d[k].first] = add(r.starts[d[k].first], vars[k]);
-      return idx;
-    };
-    Expr v = f(ir::load(src.buffer, index(src, *sd), sp));
-    Stmt body = std::make_shared<ir::StoreNode>(dst.buffer, index(dst, *dd), v, sp);
-    for (size_t k = vars.size(); k-- > 0;)
-      body = pfor(vars[k], ext[k], body, sp);
-    return body;
-  }
-
-  std::vector<int64_t> extents(const ir::Region& r) {
-    std::vector<int64_t> e;
-    for (const auto& x : r.extents) {
-      auto c = ir::as_const_int(x);
-      e.push_back(c ? *c : -1);
-    }
-    return e;
-  }
-
-  // A cast map dst = cast(src) legalised (bf16 <-> f16 goes through f32).
+  // A cast map dst = cast(src), lowered (conversions are chains of Cast pairs, MapLowering::to_type).
   void cast_map(const ir::Region& dst, const ir::Region& src, const Span& sp, std::vector<Stmt>& out) {
-    auto m = region_map(dst, src, sp, [&](Expr x) { return ir::cast(x, dst.buffer->dtype, sp); });
-    if (!m) throw Error("copy " + ir::print(src) + " -> " + ir::print(dst) + " converts " +
-                            std::string(src.buffer->dtype.name()) + " to " + std::string(dst.buffer->dtype.name()) +
-                            " between regions of different shapes (or more than 2-D)",
-                        sp, "copy between regions of the same rows x cols");
-    for (auto& s : rewrite_map(*m)) out.push_back(std::move(s));
-  }
-
-  // T.fill of an int8/uint8 UB tile: Duplicate has no 8-bit form on dav-c220, so a map storing the
-  // value (MapLowering::store: Duplicate in float16, then one Cast). Other dtypes: lower_expert.
-  std::vector<Stmt> rewrite_fill(const ir::FillNode* n, const Stmt& s) {
-    DType t = n->dst.buffer->dtype;
-    if (n->dst.buffer->scope != Scope::UB || !small_int(t)) return {s};
-    auto m = region_map(n->dst, n->dst, s->span, [&](Expr) { return ir::cast(n->value, t, s->span); });
-    if (!m) return {s};
-    return rewrite_map(*m);
-  }
-
-  std::vector<Stmt> rewrite_copy(const ir::CopyNode* c, const Stmt& s) {
-    const Span& sp = s->span;
-    Scope from = c->src.buffer->scope, to = c->dst.buffer->scope;
-    DType st = c->src.buffer->dtype, dt = c->dst.buffer->dtype;
-    std::vector<Stmt> out;
-    if (from == Scope::global && to == Scope::UB && st != dt) {
-      auto e = extents(c->dst);
-      if (std::count(e.begin(), e.end(), -1)) return {s};
-      Buffer tmp = ub(c->dst.buffer, "_" + std::string(st.name()), st, e, sp, out);
-      out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp));
-      cast_map(c->dst, ir::full_region(tmp), sp, out);
-      return out;
-    }
-    if (from == Scope::UB && to == Scope::global && st != dt) {
-      auto e = extents(c->src);
-      if (std::count(e.begin(), e.end(), -1)) return {s};
-      Buffer tmp = ub(c->src.buffer, "_" + std::string(dt.name()), dt, e, sp, out);
-      cast_map(ir::full_region(tmp), c->src, sp, out);
-      out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(tmp), c->dst, sp));
-      return out;
-    }
-    if (from == Scope::UB && to == Scope::UB) {
-      if (st != dt) {
-        cast_map(c->dst, c->src, sp, out);
-        return out;
-      }
-      auto m = region_map(c->dst, c->src, sp, [](Expr x) { return x; });
-      if (!m) return {s};
-      return rewrite_map(*m);
-    }
-    return {s};
+    for (auto& s : rewrite_map(vec::cast_map(dst, src, sp, names_))) out.push_back(std::move(s));
   }
 
   // True when rows of `cols` elements of `bytes` each are wider than one repeat and fold in halves
@@ -936,44 +613,14 @@ class Legalizer {
 // Maps
 
 std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
-  const auto* f = as<ir::ForNode>(s);
-  const Span& sp = f->span;
-  std::vector<Var> vars;
-  std::vector<int64_t> ext;
-  Stmt body;
-  const ir::ForNode* cur = f;
-  while (true) {
-    auto e = ir::as_const_int(cur->extent);
-    auto mn = ir::as_const_int(cur->min);
-    if (!e || !mn || *mn != 0) return {s};  // lower_expert reports it
-    vars.push_back(cur->var);
-    ext.push_back(*e);
-    Stmt b = cur->body;
-    while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
-    if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
-      cur = as<ir::ForNode>(b);
-      continue;
-    }
-    body = b;
-    break;
-  }
-  std::vector<Stmt> items;
-  if (body && body->kind == ir::StmtKind::Seq) items = as<ir::SeqNode>(body)->body;
-  else if (body) items.push_back(body);
-  // Only maps over UB/global data are vector code; anything else is left for lower_expert.
-  bool vector_code = vars.size() <= 2 && !items.empty();
-  for (const auto& it : items) {
-    if (it->kind != ir::StmtKind::Store && it->kind != ir::StmtKind::Let) vector_code = false;
-    if (it->kind == ir::StmtKind::Store && as<ir::StoreNode>(it)->buffer->scope != Scope::UB) vector_code = false;
-  }
-  if (vector_code)
-    ir::for_each_expr(body, [&](const Expr& x) {
-      if (x->kind == ir::ExprKind::Load) {
-        Scope s = as<ir::LoadNode>(x)->buffer->scope;
-        if (s != Scope::UB && s != Scope::global) vector_code = false;
-      }
-    });
-  if (!vector_code) return {s};
+  const Span& sp = s->span;
+  // Only maps over UB/global data are vector code; anything else is left for select_instructions.
+  auto m = vec::vector_map(s);
+  if (!m) return {s};
+  const std::vector<Var>& vars = m->vars;
+  const std::vector<int64_t>& ext = m->ext;
+  const Stmt& body = m->body;
+  const std::vector<Stmt>& items = m->items;
   int64_t granule = vars.size() == 2 && !in_chunk_ ? chunk_granule(items, vars[1].get()) : 0;  // not nested
   if (int64_t rc = granule ? chunk_rows(ext[0], ext[1], granule) : 0; rc && !has_global_load(body)) {
     // a map without temporaries (one Cast) stays whole (no global reads: lowering it has no effects)
@@ -1312,7 +959,10 @@ int MapLowering::build_uncached(const Expr& e) {
           int y = build(b->b);
           return bin(b->op, x, y, sp);
         }
-        default: break;
+        case ir::BinOp::FloorDiv: case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::EQ:
+        case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE:
+        case ir::BinOp::And: case ir::BinOp::Or:
+          break;
       }
       fail("operator " + std::string(ir::binop_name(b->op)) + " on " + std::string(e->dtype.name()) +
                " tile data is not supported on Ascend vector units yet",
@@ -1332,7 +982,9 @@ int MapLowering::build_uncached(const Expr& e) {
           case ir::BinOp::LE: neg = ir::BinOp::GT; break;
           case ir::BinOp::GT: neg = ir::BinOp::LE; break;
           case ir::BinOp::GE: neg = ir::BinOp::LT; break;
-          default:
+          case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div:
+          case ir::BinOp::FloorDiv: case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min:
+          case ir::BinOp::Max: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::And: case ir::BinOp::Or:
             fail("T.where(cond, scalar, tile) with a compound condition on Ascend", sp,
                  "write T.where(cond, tile, scalar): the masked value must be the scalar");
         }
@@ -1364,67 +1016,22 @@ int MapLowering::build_uncached(const Expr& e) {
       int x = build(c->args[0]);
       DType t = compute_type(nodes_[x].dtype);
       x = to_type(x, t, sp);
-      auto K = [&](double v) { return scalar_const(v, t); };
       switch (c->fn) {
         case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt: case ir::MathFn::abs:
           return call(c->fn, x, sp);
-        // AscendC Rsqrt and Reciprocal do not meet 1e-4 (fp32) / 1e-3 (fp16) relative error on the
-        // device (their docs recommend Sqrt and Div): 1 / sqrt(x) as Sqrt, then Div of a tile of ones.
-        case ir::MathFn::rsqrt: return bin(ir::BinOp::Div, K(1), call(ir::MathFn::sqrt, x, sp), sp);
-        case ir::MathFn::exp2: return call(ir::MathFn::exp, bin(ir::BinOp::Mul, x, K(M_LN2), sp), sp);
-        case ir::MathFn::log2: return bin(ir::BinOp::Mul, call(ir::MathFn::log, x, sp), K(1.0 / M_LN2), sp);
-        case ir::MathFn::sigmoid: {
-          int e1 = call(ir::MathFn::exp, neg(x, sp), sp);
-          return bin(ir::BinOp::Div, K(1), bin(ir::BinOp::Add, e1, K(1), sp), sp);
-        }
-        case ir::MathFn::tanh: {
-          DType ot = t;
-          x = to_type(x, kF32, sp);
-          auto F = [&](double v) { return scalar_const(v, kF32); };
-          int xc = bin(ir::BinOp::Min, bin(ir::BinOp::Max, x, F(-9), sp), F(9), sp);
-          int e2 = call(ir::MathFn::exp, bin(ir::BinOp::Mul, xc, F(2), sp), sp);
-          int num = bin(ir::BinOp::Sub, e2, F(1), sp);
-          int den = bin(ir::BinOp::Add, e2, F(1), sp);
-          int r = bin(ir::BinOp::Div, num, den, sp);
-          return to_type(r, ot, sp);
-        }
-        case ir::MathFn::erf: {
-          // Abramowitz & Stegun 7.1.26 on |x|, with the sign of x (clamp(x * 2^100, -1, 1)).
-          DType ot = t;
-          x = to_type(x, kF32, sp);
-          auto F = [&](double v) { return scalar_const(v, kF32); };
-          const double p = 0.3275911, a1 = 0.254829592, a2 = -0.284496736, a3 = 1.421413741, a4 = -1.453152027,
-                       a5 = 1.061405429;
-          int ax = call(ir::MathFn::abs, x, sp);
-          int tt = bin(ir::BinOp::Div, F(1), bin(ir::BinOp::Add, bin(ir::BinOp::Mul, ax, F(p), sp), F(1), sp), sp);
-          int poly = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, tt, F(a5), sp), F(a4), sp);
-          for (double a : {a3, a2, a1}) poly = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, poly, tt, sp), F(a), sp);
-          poly = bin(ir::BinOp::Mul, poly, tt, sp);
-          int ex = call(ir::MathFn::exp, bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, x, x, sp), F(-1), sp), sp);
-          int one_minus = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, poly, ex, sp), F(-1), sp), F(1), sp);
-          int sign = bin(ir::BinOp::Min, bin(ir::BinOp::Max, bin(ir::BinOp::Mul, x, F(std::ldexp(1.0, 100)), sp), F(-1), sp),
-                         F(1), sp);
-          return to_type(bin(ir::BinOp::Mul, one_minus, sign, sp), ot, sp);
-        }
-        case ir::MathFn::pow: {
-          auto ce = c->args[1]->kind == ir::ExprKind::FloatImm ? std::optional<double>(as<ir::FloatImmNode>(c->args[1])->value)
-                    : ir::as_const_int(c->args[1]) ? std::optional<double>(static_cast<double>(*ir::as_const_int(c->args[1])))
-                                                    : std::nullopt;
-          if (ce && *ce == 1) return x;
-          if (ce && *ce == 2) return bin(ir::BinOp::Mul, x, x, sp);
-          if (ce && *ce == 3) return bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, x, x, sp), x, sp);
-          if (ce && *ce == 0.5) return call(ir::MathFn::sqrt, x, sp);
-          if (ce && *ce == -0.5) return bin(ir::BinOp::Div, K(1), call(ir::MathFn::sqrt, x, sp), sp);
-          if (ce && *ce == -1) return bin(ir::BinOp::Div, K(1), x, sp);
+        // the others are expanded by expand_math (pipeline.cpp) where they can be; what is left:
+        case ir::MathFn::pow:
           fail("T.pow with exponent " + ir::print(c->args[1]) + " is not supported on Ascend vector units yet", sp,
                "supported exponents: 1, 2, 3, 0.5, -0.5, -1; write x ** y as T.exp(y * T.log(x)) for x > 0");
-        }
-        default: break;
+        case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::rsqrt: case ir::MathFn::sigmoid:
+        case ir::MathFn::tanh: case ir::MathFn::erf: case ir::MathFn::floor: case ir::MathFn::ceil:
+          break;
       }
       fail("T." + std::string(ir::mathfn_name(c->fn)) + " is not supported on Ascend vector units yet", sp,
            "compute it from exp/log/sqrt/rsqrt/abs/max/min and arithmetic, or run the kernel on the cpu target");
     }
-    default: break;
+    case ir::ExprKind::IntImm: case ir::ExprKind::FloatImm:
+      break;  // scalars (handled above)
   }
   fail("unsupported expression " + ir::print(e) + " in a T.Parallel map on Ascend", sp);
 }
@@ -1654,7 +1261,10 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
       case ir::BinOp::LE: lhs = b->b, rhs = b->a; break;
       case ir::BinOp::GT: lhs = b->a, rhs = b->b, adj = 1; break;
       case ir::BinOp::GE: lhs = b->a, rhs = b->b; break;
-      default: bad("only <, <=, >, >= comparisons (joined with 'and') become masks");
+      case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
+      case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::EQ:
+      case ir::BinOp::NE: case ir::BinOp::And: case ir::BinOp::Or:
+        bad("only <, <=, >, >= comparisons (joined with 'and') become masks");
     }
     auto l = linearize(lhs, vi(), vj()), r = linearize(rhs, vi(), vj());
     if (!l || !r) bad("not affine in the loop indices, or it reads tile data");

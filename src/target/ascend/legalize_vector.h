@@ -1,8 +1,21 @@
 // legalize_vector: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp).
 //
-// Portable vector code -> statements lower_expert's instruction selection maps to one Ascend
-// vector instruction each (match_map in lower_expert.cpp). Runs after infer_scope (vector tiles
-// are UB) and split_cube_vector; every new tile is a UB alloc placed right before its first use.
+// Portable vector code -> statements select_instructions's instruction selection maps to one Ascend
+// vector instruction each (match_map in select_instructions.cpp). Runs after infer_scope (vector tiles
+// are UB), split_cube_vector and the vector passes that prepare its input (fold_exp2_scale: exp2
+// over a scaled tile; expand_math: math without a vector instruction; expand_int8_fill:
+// int8/uint8 fills as maps; convert_copies: converting and UB -> UB copies as copies and maps);
+// every new tile is a UB alloc placed right before its first use.
+//
+// The rewrites below are one pass because they are one decision: each T.Parallel store is lowered
+// as one graph of operations (the masks, int8 wrap-around and bfloat16/int8 conversions are nodes
+// of that graph, sharing its common subexpressions, its compute dtypes and its temporaries), and the reductions and global reads produce maps that are lowered the same
+// way at the same point: a reduction's int8 sum is stored with a wrap bound the map alone cannot
+// know, the float32 copies of staged global reads and of reduced tiles are made per row chunk,
+// the halving scratch tile is allocated between a reduction's conversion and its result tile, and
+// the temporaries (named after the buffer they serve, numbered in program order) and chunk loops
+// of all of them share one numbering. Split into passes, the buffer names and the order of their
+// declarations in the AscendC output would change.
 //
 //  - T.Parallel maps (1-D or 2-D, constant extents) with compound bodies become a sequence of
 //    single-op maps. Every store's value is turned into a list of operations (common
@@ -15,15 +28,8 @@
 //  - Reads of a global tensor inside a map (W[j]) become a copy of the region the map reads into
 //    a UB tile, hoisted out of every enclosing loop whose variables the region does not use (and
 //    shared by the maps that read the same region there), unless the kernel writes that tensor.
-//  - Math without a vector instruction, expanded (fp32 error bounds measured in the tests):
-//      exp2(x) = exp(x * ln2)          rel error <= |x| * 2^-24 + 1 ulp (from rounding x * ln2)
-//      log2(x) = ln(x) * (1 / ln2)     1 ulp more than Ln
-//      sigmoid(x) = 1 / (1 + exp(-x))
-//      tanh(x) = (e - 1) / (e + 1), e = exp(2 * clamp(x, -9, 9))      abs error <= 3e-7
-//      erf(x) = s * (1 - P(t) exp(-x^2)), t = 1 / (1 + p |x|), s = clamp(x * 2^100, -1, 1)
-//               (Abramowitz & Stegun 7.1.26: abs error <= 1.5e-7; <= 4e-7 with fp32 rounding)
-//      pow(x, c) for c in {1, 2, 3, 0.5, -0.5, -1};  -x = x * -1
-//    floor, ceil and pow with another exponent are errors.
+//  - math: exp, log, sqrt and abs are instructions (in the compute dtype); expand_math has
+//    written the others with them; floor, ceil and pow with another exponent are errors.
 //  - T.where(cond, a, b) with cond a conjunction of comparisons affine in the map's indices (and
 //    any scalars: block indices, loop variables): a on the whole tile, then b (a scalar) written
 //    with VecDup over the masked columns of each row. Per row the kept columns are [lo, hi): the
@@ -37,25 +43,16 @@
 //    in halves with full-rate elementwise max/min/add into UB temporaries (rows x cols/2, ...;
 //    one per dtype and shape, shared by all reductions: each is consumed right away)
 //    until a row fits one repeat, then one WholeReduce repeat per row (sum: pairwise order);
-//  - exp2 over a scaled tile: in one statement list, W: X = X * K (or where(c, X * K, L)) over
-//    the whole UB tile X, then only row max-reductions of X (X -> m), then E: X = exp2(X - m'[i])
-//    over the whole tile: X is kept scaled by ln 2 in between (K and L times ln 2), each reduction
-//    goes to a temporary scaled back by 1 / ln 2 (m keeps its meaning), and E becomes
-//    exp(X - m' * ln 2) with the row vector scaled: one full-tile Exp instead of Muls + Exp;
 //  - reduce with clear=False: reduce into a temporary, then combine (max/min/add) into dst;
 //    reduce of a bfloat16 or integer tile or into a different dtype: through float32 temporaries.
 //    The sum of an int8/uint8 tile is wrapped into its dtype as the language says (exact float32
 //    sum, at most 65535 terms per output; s - 256 floor((s - lo) / 256) with a CAST_FLOOR Cast).
-//  - T.fill of an int8/uint8 UB tile (no 8-bit Duplicate): a map storing the value, which is a
-//    float16 Duplicate and a Cast.
 //  - int8/uint8 map arithmetic (no AIV int8 arithmetic): computed in float32 and wrapped when
 //    stored (or cast to int8/uint8) with the same formula; a bound on |values| proves it exact
 //    (< 2^24), else an ir::Error at the map's line.
-//  - copies that convert: GM -> UB tile of another dtype: copy into a UB tile of the GM dtype,
-//    then VecCast (and the reverse for UB -> GM); UB -> UB copies become maps (VecCast when the
-//    dtypes differ, a vector copy otherwise). bfloat16 is only converted, never computed on: its
-//    arithmetic is done in float32 (rounded once to bfloat16 at the store; a bfloat16 copy is two
-//    exact Casts). Every conversion is a chain of the Cast pairs dav-c220 has (MapLowering::
+//  - conversions (cast maps: the user's and convert_copies'): bfloat16 is only converted, never
+//    computed on: its arithmetic is done in float32 (rounded once to bfloat16 at the store; a
+//    bfloat16 copy is two exact Casts). Every conversion is a chain of the Cast pairs dav-c220 has (MapLowering::
 //    to_type): bf16 <-> f16/int8 through f32, int8/uint8 -> f32/bf16/i32 through f16, f32 -> int8
 //    as f32 -> i32 (trunc) -> f32 -> f16 -> int8, i32 -> f16 through f32.
 //  - row chunks: a 2-D map (with float32 temporaries: not a single Cast), conversion or

@@ -1,6 +1,10 @@
 #include "target/ascend/pipeline.h"
 
+#include "target/ascend/convert_copies.h"
 #include "target/ascend/expand_gemm.h"
+#include "target/ascend/expand_int8_fill.h"
+#include "target/ascend/expand_math.h"
+#include "target/ascend/fold_exp2_scale.h"
 #include "target/ascend/infer_scope.h"
 #include "target/ascend/insert_sync.h"
 #include "target/ascend/legalize_vector.h"
@@ -48,6 +52,10 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("skew_cube_loops", with_target(skew_cube_loops));      // Cube loops: work before a wait 3 steps ahead
   log.run("rotate_vector_loops", with_target(rotate_vector_loops));  // vector loops: tail after a wait 3 steps late
   log.run("expand_gemm", with_target(expand_gemm));              // gemm on L1 -> L0 loads + mma
+  log.run("fold_exp2_scale", with_target(fold_exp2_scale));      // exp2 over a scaled tile: one Exp
+  log.run("expand_math", with_target(expand_math));              // exp2, tanh, erf, ... -> exp/log/sqrt/abs
+  log.run("expand_int8_fill", with_target(expand_int8_fill));    // int8/uint8 fills -> maps
+  log.run("convert_copies", with_target(convert_copies));        // converting / UB->UB copies -> copies + maps
   log.run("legalize_vector", with_target(legalize_vector));      // one vector instruction per statement
   log.run("multi_buffer", with_target(multi_buffer));            // T.Pipelined stages -> buffer copies
   log.run("map_grid", with_target(map_grid));                    // grid -> cores, L2-friendly order

@@ -1,0 +1,23 @@
+// convert_copies: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp), before
+// legalize_vector.
+//
+// Copies that convert, and UB -> UB copies, as the moves and maps the Ascend units have:
+//  - GM -> UB tile of another dtype: a copy into a UB tile of the GM dtype, then a cast map into
+//    the destination;
+//  - UB -> GM from a tile of another dtype: a cast map into a UB tile of the GM dtype, then the
+//    copy;
+//  - UB -> UB: a map (a cast when the dtypes differ, a vector copy otherwise).
+// The maps are T.Parallel maps that legalize_vector lowers like the user's (a conversion becomes
+// the chain of Cast pairs dav-c220 has; bfloat16 is only converted, never computed on). Copies
+// with runtime extents are left to select_instructions; a converting copy between regions of different
+// shapes is an ir::Error at its line.
+#pragma once
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+ir::Kernel convert_copies(const ir::Kernel& kernel, const target::Target& target);
+
+}  // namespace tw::ascend

@@ -1,0 +1,124 @@
+// expand_math: math functions without a vector instruction as ones with one (see expand_math.h).
+#include "target/ascend/expand_math.h"
+
+#include <cmath>
+#include <set>
+
+#include "ir/functor.h"
+#include "target/ascend/vector_util.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::DType;
+using ir::Expr;
+using ir::Span;
+
+const DType kF32{ir::DTypeCode::f32};
+
+// The expansion of call c (its argument already expanded), or nullptr when c stays.
+Expr expand(const ir::CallNode* c, const Span& sp) {
+  const Expr& a = c->args[0];
+  DType t = vec::compute_type(a->dtype);
+  Expr x = ir::cast(a, t, sp);
+  auto K = [&](double v) { return ir::float_imm(v, t, sp); };
+  auto F = [&](double v) { return ir::float_imm(v, kF32, sp); };
+  auto bin = [&](ir::BinOp op, Expr p, Expr q) { return ir::binary(op, std::move(p), std::move(q), sp); };
+  auto fn = [&](ir::MathFn f, Expr p) { return ir::call(f, {std::move(p)}, sp); };
+  using B = ir::BinOp;
+  switch (c->fn) {
+    case ir::MathFn::exp2: return fn(ir::MathFn::exp, bin(B::Mul, x, K(M_LN2)));
+    case ir::MathFn::log2: return bin(B::Mul, fn(ir::MathFn::log, x), K(1.0 / M_LN2));
+    case ir::MathFn::rsqrt: return bin(B::Div, K(1), fn(ir::MathFn::sqrt, x));
+    case ir::MathFn::sigmoid:
+      return bin(B::Div, K(1), bin(B::Add, fn(ir::MathFn::exp, ir::unary(ir::UnOp::Neg, x, sp)), K(1)));
+    case ir::MathFn::tanh: {
+      Expr y = ir::cast(x, kF32, sp);
+      Expr e2 = fn(ir::MathFn::exp, bin(B::Mul, bin(B::Min, bin(B::Max, y, F(-9)), F(9)), F(2)));
+      return ir::cast(bin(B::Div, bin(B::Sub, e2, F(1)), bin(B::Add, e2, F(1))), t, sp);
+    }
+    case ir::MathFn::erf: {
+      // Abramowitz & Stegun 7.1.26 on |x|, with the sign of x (clamp(x * 2^100, -1, 1)).
+      Expr y = ir::cast(x, kF32, sp);
+      const double p = 0.3275911, a1 = 0.254829592, a2 = -0.284496736, a3 = 1.421413741, a4 = -1.453152027,
+                   a5 = 1.061405429;
+      Expr tt = bin(B::Div, F(1), bin(B::Add, bin(B::Mul, fn(ir::MathFn::abs, y), F(p)), F(1)));
+      Expr poly = bin(B::Add, bin(B::Mul, tt, F(a5)), F(a4));
+      for (double k : {a3, a2, a1}) poly = bin(B::Add, bin(B::Mul, poly, tt), F(k));
+      poly = bin(B::Mul, poly, tt);
+      Expr ex = fn(ir::MathFn::exp, bin(B::Mul, bin(B::Mul, y, y), F(-1)));
+      Expr one_minus = bin(B::Add, bin(B::Mul, bin(B::Mul, poly, ex), F(-1)), F(1));
+      Expr sign = bin(B::Min, bin(B::Max, bin(B::Mul, y, F(std::ldexp(1.0, 100))), F(-1)), F(1));
+      return ir::cast(bin(B::Mul, one_minus, sign), t, sp);
+    }
+    case ir::MathFn::pow: {
+      const Expr& k = c->args[1];
+      auto ce = k->kind == ir::ExprKind::FloatImm ? std::optional<double>(as<ir::FloatImmNode>(k)->value)
+                : ir::as_const_int(k)            ? std::optional<double>(static_cast<double>(*ir::as_const_int(k)))
+                                                 : std::nullopt;
+      if (ce && *ce == 1) return x;
+      if (ce && *ce == 2) return bin(B::Mul, x, x);
+      if (ce && *ce == 3) return bin(B::Mul, bin(B::Mul, x, x), x);
+      if (ce && *ce == 0.5) return fn(ir::MathFn::sqrt, x);
+      if (ce && *ce == -0.5) return bin(B::Div, K(1), fn(ir::MathFn::sqrt, x));
+      if (ce && *ce == -1) return bin(B::Div, K(1), x);
+      return nullptr;  // legalize_vector reports the exponent
+    }
+    case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt: case ir::MathFn::abs:  // instructions
+    case ir::MathFn::floor: case ir::MathFn::ceil:  // none: legalize_vector reports them
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// The expressions of one map (vars: its loop variables) with their calls expanded.
+struct Expander : ir::Mutator {
+  std::set<const ir::VarNode*> tile;  // the map's variables and the lets that hold tile values
+
+  bool scalar(const Expr& e) const {
+    bool s = true;
+    ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) {
+      s = s && x->kind != ir::ExprKind::Load && !(x->kind == ir::ExprKind::Var && tile.count(as<ir::VarNode>(x)));
+    });
+    return s;
+  }
+  Expr mutate(const Expr& e) override {
+    if (e && e->kind == ir::ExprKind::Select) {  // conditions are index masks: kept as written
+      auto* n = as<ir::SelectNode>(e);
+      Expr t = mutate(n->t), f = mutate(n->f);
+      if (t == n->t && f == n->f) return e;
+      return std::make_shared<ir::SelectNode>(n->cond, t, f, n->dtype, n->span);
+    }
+    Expr y = ir::Mutator::mutate(e);
+    if (!y || y->kind != ir::ExprKind::Call || scalar(y)) return y;
+    Expr x = expand(as<ir::CallNode>(y), y->span);
+    return x ? ir::cast(x, y->dtype, y->span) : y;
+  }
+  ir::Stmt mutate(const ir::Stmt& s) override {
+    ir::Stmt y = ir::Mutator::mutate(s);
+    if (y && y->kind == ir::StmtKind::Let && !scalar(as<ir::LetNode>(y)->value)) tile.insert(as<ir::LetNode>(y)->var.get());
+    return y;
+  }
+  using ir::Mutator::mutate;
+};
+
+}  // namespace
+
+ir::Kernel expand_math(const ir::Kernel& kernel, const target::Target& target) {
+  (void)target;
+  ir::Stmt body = vec::rewrite_stmts(kernel->body, [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
+    if (s->kind != ir::StmtKind::For || as<ir::ForNode>(s)->for_kind != ir::ForKind::parallel) return std::nullopt;
+    auto m = vec::vector_map(s);
+    if (!m) return std::vector<ir::Stmt>{s};  // not vector code: select_instructions reports it
+    Expander ex;
+    // the scalar test of legalize_vector's map lowering: a value using the row index of a 2-D map
+    // or the column index (a 1-D map's only index) is tile data
+    ex.tile.insert(m->vars.back().get());
+    if (m->vars.size() == 2) ex.tile.insert(m->vars[0].get());
+    return std::vector<ir::Stmt>{ex.mutate(s)};
+  });
+  return vec::with_body(kernel, body);
+}
+
+}  // namespace tw::ascend

@@ -1,0 +1,30 @@
+// expand_math: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp), before
+// legalize_vector (after fold_exp2_scale, whose pattern reads exp2).
+//
+// Math without a vector instruction, in the T.Parallel maps legalize_vector lowers, written with
+// the functions that have one (fp32 error bounds measured in tests/cpp/test_legalize_vector.cpp):
+//    exp2(x) = exp(x * ln2)          rel error <= |x| * 2^-24 + 1 ulp (from rounding x * ln2)
+//    log2(x) = ln(x) * (1 / ln2)     1 ulp more than Ln
+//    rsqrt(x) = 1 / sqrt(x)          (AscendC Rsqrt and Reciprocal miss 1e-4 / 1e-3 relative error
+//                                     on the device; their docs recommend Sqrt and Div)
+//    sigmoid(x) = 1 / (1 + exp(-x))
+//    tanh(x) = (e - 1) / (e + 1), e = exp(2 * clamp(x, -9, 9)), in float32    abs error <= 3e-7
+//    erf(x) = s * (1 - P(t) exp(-x^2)), t = 1 / (1 + p |x|), s = clamp(x * 2^100, -1, 1), in
+//             float32 (Abramowitz & Stegun 7.1.26: abs error <= 1.5e-7; <= 4e-7 with fp32 rounding)
+//    pow(x, c) for c in {1, 2, 3, 0.5, -0.5, -1}
+// Each expansion computes in the dtype the vector units compute x in (float32 for bfloat16) and
+// is cast back to the call's dtype, so the expression keeps its type. Calls on scalars (no tile
+// data, no map index) stay: they are scalar code. floor, ceil and pow with another exponent stay
+// too: legalize_vector reports them at their line. The expansions are tile expressions like the
+// user's, so legalize_vector computes their common subexpressions once with the rest of the store
+// (log(x) + log2(x): one Ln; pow(x, 2) + pow(x, 3): one x * x).
+#pragma once
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+ir::Kernel expand_math(const ir::Kernel& kernel, const target::Target& target);
+
+}  // namespace tw::ascend

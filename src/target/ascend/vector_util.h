@@ -1,0 +1,78 @@
+// vector_util: helpers shared by the Ascend vector passes of the automatic pipeline
+// (fold_exp2_scale, expand_int8_fill, convert_copies, legalize_vector, halve_wide_rows): the
+// kernel's names and fresh ones, UB temporaries, and maps built over regions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tilewright/ir.h"
+
+namespace tw::ascend::vec {
+
+// int8 / uint8: no vector arithmetic (computed in float32), no 8-bit Duplicate.
+bool small_int(ir::DType t);
+// The dtype vector arithmetic on values of dtype t is done in: bfloat16 has no AIV arithmetic, and
+// int8/uint8 none the language's wrap-around could use (legalize_vector computes their maps
+// exactly in float32 and wraps them when stored).
+ir::DType compute_type(ir::DType t);
+
+// The names a kernel uses (parameters, block variables, buffers, loop and let variables);
+// fresh(base) returns the first base_N not used yet and records it. Passes that add names take
+// them from here, so the numbering is the same whichever pass adds them.
+class Names {
+ public:
+  explicit Names(const ir::Kernel& kernel);
+  std::string fresh(const std::string& base);
+  ir::Var fresh_var(const std::string& base, const ir::Span& sp);
+  // A UB temporary named after (and, in capacity errors, counted with) the buffer it serves; its
+  // alloc is appended to out.
+  ir::Buffer ub(const ir::Buffer& owner, const std::string& suffix, ir::DType t, const std::vector<int64_t>& shape,
+                const ir::Span& sp, std::vector<ir::Stmt>& out);
+
+ private:
+  std::set<std::string> names_;
+};
+
+// One level of a T.Parallel map: for v in parallel(0, extent) { body }.
+ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::Span& sp);
+
+// A T.Parallel map that legalize_vector lowers: 1 or 2 nested parallel loops from 0 with constant
+// extents whose body is stores into UB tiles (and lets) reading UB tiles and global tensors.
+struct VectorMap {
+  std::vector<ir::Var> vars;  // outer to inner
+  std::vector<int64_t> ext;
+  ir::Stmt body;                // the innermost loop's body
+  std::vector<ir::Stmt> items;  // its statements (stores and lets)
+};
+// nullopt for any other statement (other maps are left to select_instructions, which reports them).
+std::optional<VectorMap> vector_map(const ir::Stmt& s);
+
+// The constant extents of a region (-1 for a runtime extent).
+std::vector<int64_t> const_extents(const ir::Region& r);
+
+// A map over the dims of two regions of the same shape: dst = f(src element). Regions of the
+// same rank and extents map every dim, extent-1 dims included (an (8, 1) tile stays a 2-D map
+// whose column loop has extent 1, so its stores index every loop variable); regions of
+// different ranks (a tensor row -> a 1-D tile) map their non-unit dims, and when no dim is
+// wider than 1 their last dims. nullopt when the shapes differ or are more than 2-D.
+std::optional<ir::Stmt> region_map(const ir::Region& dst, const ir::Region& src, const ir::Span& sp,
+                                   const std::function<ir::Expr(ir::Expr)>& f, Names& names);
+
+// The map dst = cast(src) (region_map), or an ir::Error at sp when the regions differ in shape.
+ir::Stmt cast_map(const ir::Region& dst, const ir::Region& src, const ir::Span& sp, Names& names);
+
+// The statements of a kernel body rewritten: f(s) returns the statements that replace s (spliced
+// into the enclosing statement list), or nullopt to keep s and visit its children; statements are
+// visited in program order.
+ir::Stmt rewrite_stmts(const ir::Stmt& body,
+                       const std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)>& f);
+
+// The kernel with a new body.
+ir::Kernel with_body(const ir::Kernel& kernel, ir::Stmt body);
+
+}  // namespace tw::ascend::vec
