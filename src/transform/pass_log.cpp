@@ -6,8 +6,8 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "runtime/disk_cache.h"
-#include "runtime/env.h"
+#include "support/env.h"
+#include "support/sha256.h"
 #include "transform/check_bounds.h"
 
 namespace tw::transform {
@@ -15,9 +15,9 @@ namespace tw::transform {
 PassLog::PassLog(const ir::Kernel& input) : kernel_(input) {
   ir::verify(kernel_);  // user errors are reported against the user's own program first
   check_bounds(kernel_);  // accesses that certainly go out of bounds are compile-time errors
-  const std::string& dir = runtime::env().dump_ir_dir;
+  const std::string& dir = support::env().dump_ir_dir;
   if (!dir.empty()) {  // one directory per distinct kernel, so two kernels named `main` do not collide
-    std::string hash = runtime::sha256_hex(ir::print(kernel_)).substr(0, 8);
+    std::string hash = support::sha256_hex(ir::print(kernel_)).substr(0, 8);
     dump_dir_ = (std::filesystem::path(dir) / (kernel_->name + "-" + hash)).string();
   }
   record("input");
