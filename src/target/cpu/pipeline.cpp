@@ -37,7 +37,7 @@ int64_t block_tile_bytes(const ir::Kernel& k) {
 }  // namespace
 
 LoweredCpu lower_cpu(const ir::Kernel& input) {
-  transform::PassLog log(input);  // verifies the user's kernel: errors point at the user's lines
+  transform::PassLog log(input, "cpu");  // verifies the user's kernel: errors point at the user's lines
   // Tile-loop kernels (the seed's style) have no grid yet: find it before anything needs it.
   log.run("infer_grid", transform::infer_grid);
   // Fold index arithmetic (block offsets, tile extents) so codegen sees constants.
