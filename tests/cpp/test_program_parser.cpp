@@ -263,5 +263,46 @@ TEST(ProgramParser, RoundTripsRandomPrograms) {
   }
 }
 
+// ---- errors: located at the line and column of the text ----
+
+const char* kHeader = R"(ascend_kernel k AIV_ONLY blocks=ceildiv(M, 16) workspace=0 block_idx=b
+  param 0 X: GM float32[M, 64]
+  param 1 s: float32
+  buffer u: AIV UB @0 +4096 float32 ND
+AIV:
+)";
+
+void expect_error(const std::string& body, const std::string& msg, int line, int col) {
+  try {
+    parse_program(std::string(kHeader) + body, "k.prog");
+    ADD_FAILURE() << "expected an error containing '" << msg << "' for\n" << body;
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find(msg), std::string::npos) << e.what();
+    EXPECT_EQ(e.span().file, "k.prog") << e.what();
+    EXPECT_EQ(e.span().line, line) << e.what();
+    EXPECT_EQ(e.span().col, col) << e.what();
+  }
+}
+
+TEST(ProgramParser, ErrorsAreLocated) {
+  // the header parses, and a correct body round-trips
+  expect_round_trip(std::string(kHeader) + "  for r in range(M):\n    V L2 Muls u[r * 256] <- u[0], s float32 count=64  @3\n",
+                    "header");
+  expect_error("  MTE2 CopyGmToUb w[0] <- X[0] float32 n_rows=1 row_bytes=256 src_stride=256 dst_stride=256\n",
+               "'w' is not a buffer of the program", 6, 19);
+  expect_error("  MTE2 CopyGmToUb u[0] <- Z[0] float32 n_rows=1 row_bytes=256 src_stride=256 dst_stride=256\n",
+               "'Z' is not a tensor parameter", 6, 27);
+  expect_error("  V L2 Muls u[q * 4] <- u[0], s float32 count=64\n", "undefined variable 'q'", 6, 15);
+  expect_error("  V L2 Muls u[0] <- u[0], s float32 cnt=64\n", "expected 'count='", 6, 37);
+  expect_error("  V Transmogrify u[0]\n", "unknown instruction 'Transmogrify'", 6, 5);
+  expect_error("  MTE3 L2 Muls u[0] <- u[0], s float32 count=64\n", "runs on pipe V, not MTE3", 6, 3);
+  expect_error("  for r in range(4):\n      V PipeBarrier<V>\n", "unexpected indentation: expected 4 spaces", 7, 7);
+  expect_error("  V L2 Muls u[0] <- u[0], s float32 count=64 extra\n", "unexpected 'extra'", 6, 46);
+  expect_error("  V Add u[0]/64 <- u[0]/64, u[0]/64 float32 4by64\n", "expected ROWSxCOLS", 6, 45);
+  expect_error("  V SetFlag<V_MTE9>(0)\n", "expected a pipe pair SRC_DST", 6, 13);
+  expect_error("  r = (4 +\n", "expected an expression", 6, 11);
+  expect_error("  for r in range(4)\n", "expected the line to end with '):'", 6, 20);
+}
+
 }  // namespace
 }  // namespace tw::ascend

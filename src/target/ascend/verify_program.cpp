@@ -131,10 +131,11 @@ class Verifier {
   }
 
   void flag(const ir::Expr& id, int count, const char* what, const Instr& in) const {
-    auto c = ir::as_const_int(id);
-    if (!c || *c < 0 || *c >= count)
-      fail(where() + ": `" + print_instr(p_, in, false) + "`: the " + what + " is not a constant in 0.." +
-               std::to_string(count - 1),
+    check_expr(id, [&] { return "`" + print_instr(p_, in, false) + "`: the " + what; }, in.span);
+    auto c = ir::as_const_int(id);  // a runtime id (expert ping-pong flags) is the simulator's to check
+    if (c && (*c < 0 || *c >= count))
+      fail(where() + ": `" + print_instr(p_, in, false) + "`: the " + what + " " + std::to_string(*c) +
+               " is out of range 0.." + std::to_string(count - 1),
            in.span);
   }
 

@@ -10,8 +10,9 @@
 //  - every buffer an instruction names is declared (Program::buffers) for the core whose code uses
 //    it, with a constant byte offset inside it; every GM operand is a tensor parameter or the
 //    workspace; call-level vector operands the API does not read are the only absent ones;
-//  - SetFlag/WaitFlag name a flag pair of that core with a constant event id in range, cross-core
-//    flags a mode 0..2 and a constant id in range (the target's flag_event_ids / cross_flag_ids).
+//  - SetFlag/WaitFlag name a flag pair of that core, cross-core flags a mode 0..2; a constant event
+//    or flag id is in range (the target's flag_event_ids / cross_flag_ids; a runtime one, expert
+//    mode's ping-pong ids, is the simulator's to check).
 // A violation is a compiler bug: an ir::Error naming the pass, the core and the instruction.
 #pragma once
 
