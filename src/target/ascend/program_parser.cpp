@@ -248,21 +248,16 @@ InstrOp parse_instr(Line& L) {
     c.n_rows = L.field(" n_rows"), c.row_bytes = L.field(" row_bytes"), c.src_stride = L.field(" src_stride"),
     c.dst_stride = L.field(" dst_stride");
   };
-  if (name == "CopyGmToUb") {
-    CopyGmToUb c;
-    c.dst = L.local(), L.expect("<-"), c.src = L.gm(), burst(c), c.pad = flag("pad");
-    return c;
-  }
-  if (name == "CopyUbToGm") {
-    CopyUbToGm c;
-    c.dst = L.gm(), L.expect("<-"), c.src = L.local(), burst(c);
-    return c;
-  }
-  if (name == "CopyUbToUb") {
-    CopyUbToUb c;
-    c.dst = L.local(), L.expect("<-"), c.src = L.local(), burst(c);
-    return c;
-  }
+  // "DST <- SRC" then the fields (`rest`), for the moves whose operands are all there is to them
+  auto local = [&] { return L.local(); };
+  auto gm = [&] { return L.gm(); };
+  auto move = [&](auto c, auto dst, auto src, auto rest) {
+    c.dst = dst(), L.expect("<-"), c.src = src(), rest(c);
+    return InstrOp(c);
+  };
+  if (name == "CopyGmToUb") return move(CopyGmToUb{}, local, gm, [&](auto& c) { burst(c), c.pad = flag("pad"); });
+  if (name == "CopyUbToGm") return move(CopyUbToGm{}, gm, local, burst);
+  if (name == "CopyUbToUb") return move(CopyUbToUb{}, local, local, burst);
   if (name == "LoadL0") {
     LoadL0 c;
     c.dst = L.local(), L.expect("<-"), c.src = L.local(), c.dtype = L.dtype(), c.src_rows = L.field(" src_rows");
@@ -316,16 +311,8 @@ InstrOp parse_instr(Line& L) {
       c.paddingValue = L.field(" paddingValue");
     return c;
   }
-  if (name == "DataCopyPad") {
-    DataCopyPadUbToGm c;
-    c.dst = L.gm(), L.expect("<-"), c.src = L.local(), ext(c);
-    return c;
-  }
-  if (name == "DataCopy") {
-    DataCopyUbToUb c;
-    c.dst = L.local(), L.expect("<-"), c.src = L.local(), ext(c);
-    return c;
-  }
+  if (name == "DataCopyPad") return move(DataCopyPadUbToGm{}, gm, local, ext);
+  if (name == "DataCopy") return move(DataCopyUbToUb{}, local, local, ext);
   if (name == "LoadData2D") {
     LoadData2D c;
     c.dst = L.local(), L.expect("<-"), c.src = L.local(), c.dtype = L.dtype();
