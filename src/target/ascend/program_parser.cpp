@@ -681,7 +681,8 @@ class ProgramParser {
     ir::Span span;
     size_t sp = text.rfind("  @");
     if (sp != std::string_view::npos && sp > L.pos() &&
-        text.find_first_not_of("0123456789", sp + 3) == std::string_view::npos && sp + 3 < text.size()) {
+        text.find_first_not_of("0123456789", sp + 3) == std::string_view::npos && sp + 3 < text.size() &&
+        text.size() - (sp + 3) <= 9) {  // a line number that fits an int
       span = ir::Span{file_, std::stoi(std::string(text.substr(sp + 3))), 0};
       L.limit(sp);
     }
