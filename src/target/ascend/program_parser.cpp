@@ -225,6 +225,13 @@ InstrOp parse_instr(Line& L) {
     if (at == std::string_view::npos) L.fail("expected 'DST <- SRC' after " + name);
     return at;
   };
+  // "DST <- SRC" then the rest of the instruction (`rest` reads it into c)
+  auto local = [&] { return L.local(); };
+  auto gm = [&] { return L.gm(); };
+  auto move = [&](auto c, auto dst, auto src, auto rest) {
+    c.dst = dst(), L.expect("<-"), c.src = src(), rest(c);
+    return InstrOp(c);
+  };
   auto vop_dst = [&] {
     size_t keep = L.end(), stop = dst_end();
     L.limit(stop);
@@ -248,13 +255,6 @@ InstrOp parse_instr(Line& L) {
     c.n_rows = L.field(" n_rows"), c.row_bytes = L.field(" row_bytes"), c.src_stride = L.field(" src_stride"),
     c.dst_stride = L.field(" dst_stride");
   };
-  // "DST <- SRC" then the fields (`rest`), for the moves whose operands are all there is to them
-  auto local = [&] { return L.local(); };
-  auto gm = [&] { return L.gm(); };
-  auto move = [&](auto c, auto dst, auto src, auto rest) {
-    c.dst = dst(), L.expect("<-"), c.src = src(), rest(c);
-    return InstrOp(c);
-  };
   if (name == "CopyGmToUb") return move(CopyGmToUb{}, local, gm, [&](auto& c) { burst(c), c.pad = flag("pad"); });
   if (name == "CopyUbToGm") return move(CopyUbToGm{}, gm, local, burst);
   if (name == "CopyUbToUb") return move(CopyUbToUb{}, local, local, burst);
@@ -275,29 +275,25 @@ InstrOp parse_instr(Line& L) {
     c.m = L.field(" m"), c.n = L.field(" n"), c.k = L.field(" k"), c.init = L.field(" init");
     return c;
   }
-  if (name == "Fixpipe") {
-    Fixpipe c;
-    c.dst = L.gm(), L.expect("<-"), c.src = L.local();
-    std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
-    c.m = L.field(" m"), c.n = L.field(" n"), c.src_rows = L.field(" src_rows"),
-    c.dst_row_stride = L.field(" dst_row_stride"), c.relu = flag("relu");
-    return c;
-  }
+  if (name == "Fixpipe")
+    return move(Fixpipe{}, gm, local, [&](auto& c) {
+      std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
+      c.m = L.field("m"), c.n = L.field("n"), c.src_rows = L.field("src_rows");
+      c.dst_row_stride = L.field("dst_row_stride"), c.relu = flag("relu");
+    });
   if (name == "InitConstValue") {
     InitConstValue c;
     c.dst = L.local(), c.dtype = L.dtype(), c.repeatTimes = L.field(" repeatTimes"), c.blockNum = L.field(" blockNum"),
     c.dstGap = L.field(" dstGap"), c.initValue = L.field(" initValue");
     return c;
   }
-  if (name == "DataCopyNd2Nz") {
-    DataCopyNd2Nz c;
-    c.dst = L.local(), L.expect("<-"), c.src = L.gm(), c.dtype = L.dtype();
-    c.ndNum = L.field(" ndNum"), c.nValue = L.field(" nValue"), c.dValue = L.field(" dValue"),
-    c.srcNdMatrixStride = L.field(" srcNdMatrixStride"), c.srcDValue = L.field(" srcDValue"),
-    c.dstNzC0Stride = L.field(" dstNzC0Stride"), c.dstNzNStride = L.field(" dstNzNStride"),
-    c.dstNzMatrixStride = L.field(" dstNzMatrixStride");
-    return c;
-  }
+  if (name == "DataCopyNd2Nz")
+    return move(DataCopyNd2Nz{}, local, gm, [&](auto& c) {
+      c.dtype = L.dtype(), c.ndNum = L.field("ndNum"), c.nValue = L.field("nValue"), c.dValue = L.field("dValue");
+      c.srcNdMatrixStride = L.field("srcNdMatrixStride"), c.srcDValue = L.field("srcDValue");
+      c.dstNzC0Stride = L.field("dstNzC0Stride"), c.dstNzNStride = L.field("dstNzNStride");
+      c.dstNzMatrixStride = L.field("dstNzMatrixStride");
+    });
   auto ext = [&](auto& c) {
     c.dtype = L.dtype();
     c.blockCount = L.field(" blockCount"), c.blockLen = L.field(" blockLen"), c.srcStride = L.field(" srcStride"),
@@ -313,33 +309,27 @@ InstrOp parse_instr(Line& L) {
   }
   if (name == "DataCopyPad") return move(DataCopyPadUbToGm{}, gm, local, ext);
   if (name == "DataCopy") return move(DataCopyUbToUb{}, local, local, ext);
-  if (name == "LoadData2D") {
-    LoadData2D c;
-    c.dst = L.local(), L.expect("<-"), c.src = L.local(), c.dtype = L.dtype();
-    c.startIndex = L.field(" startIndex"), c.repeatTimes = L.field(" repeatTimes"), c.srcStride = L.field(" srcStride"),
-    c.sid = L.field(" sid"), c.dstGap = L.field(" dstGap"), c.ifTranspose = flag("ifTranspose");
-    return c;
-  }
-  if (name == "LoadData3DV2") {
-    LoadData3DV2 c;
-    c.dst = L.local(), L.expect("<-"), c.src = L.local(), c.dtype = L.dtype();
-    c.l1H = L.field(" l1H"), c.l1W = L.field(" l1W"), c.channelSize = L.field(" channelSize"),
-    c.kExtension = L.field(" kExtension"), c.mExtension = L.field(" mExtension"), c.kStartPt = L.field(" kStartPt"),
-    c.mStartPt = L.field(" mStartPt");
-    return c;
-  }
-  if (name == "FixpipeV220") {
-    FixpipeV220 c;
-    c.dst = L.gm(), L.expect("<-"), c.src = L.local();
-    std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
-    c.nSize = L.field(" nSize"), c.mSize = L.field(" mSize"), c.srcStride = L.field(" srcStride"),
-    c.dstStride = L.field(" dstStride");
-    L.expect("quantPre=");
-    c.quantPre = L.enum_word<QuantMode>("quant mode", 3, quant_mode_name);
-    c.reluEn = flag("reluEn");
-    c.ndNum = L.field(" ndNum");
-    return c;
-  }
+  if (name == "LoadData2D")
+    return move(LoadData2D{}, local, local, [&](auto& c) {
+      c.dtype = L.dtype(), c.startIndex = L.field("startIndex"), c.repeatTimes = L.field("repeatTimes");
+      c.srcStride = L.field("srcStride"), c.sid = L.field("sid"), c.dstGap = L.field("dstGap");
+      c.ifTranspose = flag("ifTranspose");
+    });
+  if (name == "LoadData3DV2")
+    return move(LoadData3DV2{}, local, local, [&](auto& c) {
+      c.dtype = L.dtype(), c.l1H = L.field("l1H"), c.l1W = L.field("l1W"), c.channelSize = L.field("channelSize");
+      c.kExtension = L.field("kExtension"), c.mExtension = L.field("mExtension"), c.kStartPt = L.field("kStartPt");
+      c.mStartPt = L.field("mStartPt");
+    });
+  if (name == "FixpipeV220")
+    return move(FixpipeV220{}, gm, local, [&](auto& c) {
+      std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
+      c.nSize = L.field("nSize"), c.mSize = L.field("mSize"), c.srcStride = L.field("srcStride");
+      c.dstStride = L.field("dstStride");
+      L.expect("quantPre=");
+      c.quantPre = L.enum_word<QuantMode>("quant mode", 3, quant_mode_name);
+      c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum");
+    });
   auto shape = [&](ir::Expr& rows, ir::Expr& cols) { std::tie(rows, cols) = L.dims(); };
   if (auto op = by_name<VecBinOp>(name, 6, vec_binop_name)) {
     VecBinary c;
