@@ -72,9 +72,6 @@ TEST(ProgramParser, RoundTripsAnExpertKernel) {
   alloc t: UB float32[8, 32]
   for step in serial(0, 3) {
     let first: int32 = blk * 16 + half * 8
-    scope C {
-      sync set_cross_flag(2, FIX, 4)
-    }
     scope V {
       sync wait_cross_flag(4)
       copy X[first:+8, 0:+32] -> t
@@ -88,6 +85,9 @@ TEST(ProgramParser, RoundTripsAnExpertKernel) {
       sync set_flag(V, MTE3, 2)
       sync wait_flag(V, MTE3, 2)
       copy t -> Y[first:+8, 0:+32]
+    }
+    scope C {
+      sync set_cross_flag(2, FIX, 4)
     }
   }
 }

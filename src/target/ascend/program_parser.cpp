@@ -456,28 +456,23 @@ InstrOp parse_instr(Line& L) {
     L.expect(">");
     return PipeBarrier{p};
   }
-  if (name == "CrossCoreSetFlag") {
-    CrossCoreSetFlag c;
+  if (name == "CrossCoreSetFlag" || name == "CrossCoreWaitFlag") {  // <MODE, PIPE>(ID) / <PIPE>(ID)
+    bool set = name == "CrossCoreSetFlag";
     L.expect("<");
-    size_t at = L.pos();
-    std::string mode = L.word("a mode");
-    if (mode.size() != 1 || mode[0] < '0' || mode[0] > '9') L.fail("expected the mode (a number), got '" + mode + "'", at);
-    c.mode = mode[0] - '0';
-    L.expect(",");
-    c.pipe = pipe();
+    int mode = 0;
+    if (set) {
+      size_t at = L.pos();
+      std::string m = L.word("a mode");
+      if (m.size() != 1 || m[0] < '0' || m[0] > '9') L.fail("expected the mode (a number), got '" + m + "'", at);
+      mode = m[0] - '0';
+      L.expect(",");
+    }
+    Pipe p = pipe();
     L.expect(">(");
-    c.id = L.expr();
+    ir::Expr id = L.expr();
     L.expect(")");
-    return c;
-  }
-  if (name == "CrossCoreWaitFlag") {
-    CrossCoreWaitFlag c;
-    L.expect("<");
-    c.pipe = pipe();
-    L.expect(">(");
-    c.id = L.expr();
-    L.expect(")");
-    return c;
+    if (set) return CrossCoreSetFlag{mode, p, id};
+    return CrossCoreWaitFlag{id, p};
   }
   L.fail("unknown instruction '" + name + "'", name_at);
 }
