@@ -169,7 +169,8 @@ class Kernel:
         return self.profile(*args, functional=functional, trace=path)
 
     def get_ir(self, stage: str = "final") -> str:
-        """The Tile IR text after a pipeline stage; ``stages`` lists them."""
+        """The IR text after a pipeline stage (Tile IR; on Ascend also the Program after each
+        program pass); ``stages`` lists them, ``"final"`` is the last."""
         return self._exe.ir(stage)
 
     @property

@@ -26,9 +26,8 @@ struct Token {
   int line = 0, col = 0;
 };
 
-std::vector<Token> lex(std::string_view s, const std::string& file) {
+std::vector<Token> lex(std::string_view s, const std::string& file, int line = 1, int col = 1) {
   std::vector<Token> out;
-  int line = 1, col = 1;
   size_t i = 0;
   auto adv = [&](size_t n) {
     for (size_t k = 0; k < n && i < s.size(); ++k, ++i) {
@@ -122,7 +121,21 @@ bool is_float_text(const std::string& t) { return t.find_first_of(".eE") != std:
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string file) : file_(std::move(file)), toks_(lex(text, file_)) {}
+  Parser(std::string_view text, std::string file, int line = 1, int col = 1)
+      : file_(std::move(file)), toks_(lex(text, file_, line, col)) {}
+
+  // parse_expr_prefix: the expression at the start of the text; unknown names are declared as
+  // int32 variables when `declare` (shape variables), else they are errors.
+  std::pair<Expr, size_t> expr_prefix(std::unordered_map<std::string, Var>& vars, bool declare, int col) {
+    scopes_.emplace_back();
+    for (const auto& [n, v] : vars) scopes_.back().emplace(n, Symbol{v, nullptr, false});
+    declaring_shape_ = declare;
+    Expr e = expr(Span{});
+    for (const auto& [n, sym] : scopes_.back())
+      if (sym.var) vars.emplace(n, sym.var);
+    const Token& t = peek();
+    return {e, t.kind == Tok::End ? std::string::npos : static_cast<size_t>(t.col - col)};
+  }
 
   Kernel kernel() {
     if (is_punct(peek(), "@")) spans_ = true;
@@ -859,6 +872,12 @@ class Parser {
 Kernel parse_kernel(std::string_view text, const std::string& filename) {
   Parser p(text, filename);
   return p.kernel();
+}
+
+std::pair<Expr, size_t> parse_expr_prefix(std::string_view text, std::unordered_map<std::string, Var>& vars,
+                                          const Span& at, bool declare) {
+  Parser p(text, at.file, at.line, at.col);
+  return p.expr_prefix(vars, declare, at.col);
 }
 
 }  // namespace tw::ir

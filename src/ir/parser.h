@@ -58,11 +58,22 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 
 #include "tilewright/ir.h"
 
 namespace tw::ir {
 
 Kernel parse_kernel(std::string_view text, const std::string& filename = "<text>");
+
+// The expression at the start of `text` (one line; the expression grammar above), for parsers of
+// other texts that embed Tile IR expressions (the Ascend Program's, target/ascend/program_parser.h).
+// Names are the variables in `vars`; with `declare`, an unknown name declares an int32 variable,
+// which is added to `vars` (shape variables). Returns the expression and the offset in `text` of
+// the first character after it (std::string::npos when it runs to the end). `at` is the position of
+// text[0]: errors are tw::ir::Error located in the enclosing text.
+std::pair<Expr, size_t> parse_expr_prefix(std::string_view text, std::unordered_map<std::string, Var>& vars,
+                                          const Span& at, bool declare = false);
 
 }  // namespace tw::ir

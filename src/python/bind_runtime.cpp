@@ -29,7 +29,7 @@
 #include "runtime/aot_export.h"
 #include "runtime/ascend_executable.h"
 #include "runtime/cpu_executable.h"
-#include "runtime/env.h"
+#include "support/env.h"
 #include "runtime/log.h"
 #include "runtime/manifest.h"
 #include "runtime/thread_pool.h"
@@ -452,7 +452,7 @@ void bind_runtime(nb::module_& m) {
     return out;
   });
   m.def("clear_cache", &runtime::clear_cpu_cache, nb::arg("disk") = false);
-  m.def("memory_cache_max", [] { return runtime::env().memory_cache_max; });
+  m.def("memory_cache_max", [] { return support::env().memory_cache_max; });
   m.def("set_log_sink", [](nb::object fn) {
     if (fn.is_none()) {
       runtime::set_log_sink(nullptr);
@@ -470,7 +470,7 @@ void bind_runtime(nb::module_& m) {
     });
   }, nb::arg("fn").none(), "Route runtime log lines to fn(level, message) (None: stderr when TW_VERBOSE).");
   m.def("env_flags", [] {
-    const auto& e = runtime::env();
+    const auto& e = support::env();
     return std::make_tuple(e.verbose, e.progress, e.cache_disabled, e.cache_max_bytes);
   }, "(verbose, progress, cache_disabled, cache_max_bytes) as read from the environment");
   m.def("target_info", [](std::string_view name) {
@@ -502,7 +502,7 @@ void bind_runtime(nb::module_& m) {
   m.def("cpu_features", &runtime::cpu_features);
   m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
   m.def("compile_flags", &runtime::default_compile_flags);
-  m.def("cache_dir", [] { return runtime::env().cache_dir; });
+  m.def("cache_dir", [] { return support::env().cache_dir; });
 
   // Deployment (python/tilewright/deploy.py).
   m.def("export_artifact",
@@ -569,6 +569,6 @@ void bind_runtime(nb::module_& m) {
     d["kernels"] = kernels;
     return d;
   }, nb::arg("dir"));
-  m.def("freeze", &runtime::freeze, nb::arg("on") = true);
-  m.def("frozen", &runtime::frozen);
+  m.def("freeze", &support::freeze, nb::arg("on") = true);
+  m.def("frozen", &support::frozen);
 }

@@ -9,6 +9,7 @@
 #include "runtime/cpu_executable.h"
 #include "runtime/cpu_library.h"
 #include "runtime/disk_cache.h"
+#include "support/sha256.h"
 #include "runtime/manifest.h"
 #include "runtime/toolchain.h"
 #include "target/cpu/codegen.h"
@@ -37,7 +38,7 @@ std::string declared(const SignatureParam& p) {
 }
 
 ManifestFile file_entry(const fs::path& p) {
-  return {p.filename().string(), sha256_file_hex(p.string()), static_cast<uint64_t>(fs::file_size(p))};
+  return {p.filename().string(), support::sha256_file_hex(p.string()), static_cast<uint64_t>(fs::file_size(p))};
 }
 
 void write_text(const fs::path& p, const std::string& text) {

@@ -18,6 +18,7 @@
 
 #include "runtime/cpu_launch.h"
 #include "runtime/disk_cache.h"
+#include "support/sha256.h"
 #include "runtime/manifest.h"
 #include "runtime/toolchain.h"
 #include "tw_cpu/abi.h"
@@ -80,7 +81,7 @@ std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const run
   std::string digest;
   try {
     if (v->fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
-    digest = runtime::sha256_fd_hex(v->fd, so);
+    digest = support::sha256_fd_hex(v->fd, so);
   } catch (const std::exception& e) {
     throw ir::Error("cannot read the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
   }

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "runtime/env.h"
+#include "support/env.h"
 #include "runtime/log.h"
 
 #include "target/ascend/ascendc_printer.h"
@@ -91,7 +91,7 @@ void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<
 }
 
 std::shared_ptr<const Executable> compile_ascend(const ir::Kernel& kernel, const target::Target& target) {
-  if (frozen())  // Ascend kernels are lowered on every compile: there is no cache to hit
+  if (support::frozen())  // Ascend kernels are lowered on every compile: there is no cache to hit
     throw ir::Error("the kernel cache is frozen, but kernel '" + kernel->name + "' for " + target.name +
                         " is not compiled: compiling it now is refused",
                     kernel->span,

@@ -18,7 +18,8 @@
 #include "runtime/cpu_launch.h"
 #include "runtime/cpu_library.h"
 #include "runtime/disk_cache.h"
-#include "runtime/env.h"
+#include "support/env.h"
+#include "support/sha256.h"
 #include "runtime/header_dir.h"
 #include "runtime/log.h"
 #include "runtime/toolchain.h"
@@ -38,7 +39,7 @@ namespace {
 // directory from mkdtemp (unpredictable name, mode 0700) that this process removes at exit.
 const fs::path& work_root() {
   static const fs::path root = [] {
-    const Env& e = env();
+    const support::Env& e = support::env();
     if (!e.cache_disabled) {
       ensure_private_dir(e.cache_dir, "cache directory (TW_CACHE_DIR)");
       return fs::path(e.cache_dir);
@@ -82,7 +83,7 @@ class MemoryCache {
     if (index_.count(key)) return;
     lru_.emplace_front(key, std::move(exe));
     index_[key] = lru_.begin();
-    while (lru_.size() > static_cast<size_t>(env().memory_cache_max)) {
+    while (lru_.size() > static_cast<size_t>(support::env().memory_cache_max)) {
       index_.erase(lru_.back().first);
       evicted.push_back(std::move(lru_.back().second));
       lru_.pop_back();
@@ -113,7 +114,7 @@ MemoryCache& memory_cache() {
 std::atomic<int64_t> g_loaded_kernels{0};
 
 DiskCache& disk_cache() {
-  static DiskCache cache((work_root() / "kernels").string(), env().cache_max_bytes);
+  static DiskCache cache((work_root() / "kernels").string(), support::env().cache_max_bytes);
   return cache;
 }
 
@@ -181,10 +182,10 @@ std::string toolchain_key_text() {
 
 // Its key: the toolchain part of every kernel's key (the library's source is among the embedded
 // headers) and its name. Every kernel key includes it.
-std::string runtime_library_key() { return sha256_hex(toolchain_key_text() + "\nlibrary tw_cpu/gemm_runtime.cpp"); }
+std::string runtime_library_key() { return support::sha256_hex(toolchain_key_text() + "\nlibrary tw_cpu/gemm_runtime.cpp"); }
 
 std::string cache_key(const std::string& source) {
-  return sha256_hex(toolchain_key_text() + "\nruntime " + runtime_library_key() + "\nsource\n" + source);
+  return support::sha256_hex(toolchain_key_text() + "\nruntime " + runtime_library_key() + "\nsource\n" + source);
 }
 
 // A failed compile: the machine ran out of disk or memory, or the compiler was killed (not the
@@ -239,7 +240,7 @@ std::string build_runtime_library(const std::string& key) {
 // in the private work directory.
 std::string runtime_library_path() {
   const std::string key = runtime_library_key(), name = gemm_runtime_soname();
-  if (env().cache_disabled) {
+  if (support::env().cache_disabled) {
     static std::mutex mu;
     static std::string path;
     std::lock_guard<std::mutex> g(mu);
@@ -249,7 +250,7 @@ std::string runtime_library_path() {
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
   DiskCache::KeyLock lock = disk_cache().lock(key);
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
-  if (frozen())
+  if (support::frozen())
     throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
                     "building it now is refused", {},
                     "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
@@ -316,11 +317,11 @@ std::string compile_source(const std::string& source, const std::string& what, c
 CpuCacheInfo cpu_cache_info() {
   CpuCacheInfo info;
   info.memory_entries = memory_cache().size();
-  info.memory_max = static_cast<size_t>(env().memory_cache_max);
+  info.memory_max = static_cast<size_t>(support::env().memory_cache_max);
   info.loaded_kernels = g_loaded_kernels.load();
-  info.disk_enabled = !env().cache_disabled;
-  info.disk_dir = env().cache_disabled ? std::string() : (fs::path(env().cache_dir) / "kernels").string();
-  info.disk_max_bytes = env().cache_max_bytes;
+  info.disk_enabled = !support::env().cache_disabled;
+  info.disk_dir = support::env().cache_disabled ? std::string() : (fs::path(support::env().cache_dir) / "kernels").string();
+  info.disk_max_bytes = support::env().cache_max_bytes;
   if (info.disk_enabled && fs::exists(info.disk_dir)) {
     info.disk_entries = disk_cache().entries();
     info.disk_bytes = disk_cache().total_bytes();
@@ -330,7 +331,7 @@ CpuCacheInfo cpu_cache_info() {
 
 void clear_cpu_cache(bool disk) {
   memory_cache().clear();
-  if (disk && !env().cache_disabled && fs::exists(fs::path(env().cache_dir) / "kernels")) disk_cache().clear();
+  if (disk && !support::env().cache_disabled && fs::exists(fs::path(support::env().cache_dir) / "kernels")) disk_cache().clear();
 }
 
 std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
@@ -351,7 +352,7 @@ std::string gemm_runtime_library() { return load_runtime_library(); }
 
 SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span) {
   const std::string key = cache_key(source);
-  const bool use_disk = !env().cache_disabled;
+  const bool use_disk = !support::env().cache_disabled;
   try {
     std::optional<std::string> path;
     std::optional<DiskCache::KeyLock> key_lock;
@@ -365,7 +366,7 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
     log(LogLevel::debug, what + " key " + key.substr(0, 16) + ": " +
                              (path ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled")));
     if (path) return {*path, true, false};
-    if (frozen())
+    if (support::frozen())
       throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
                       "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
                       "tw.freeze() / TW_FROZEN=1");
@@ -395,7 +396,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   const std::string source = library_source({signature_of(lowered.kernel, target.name)}, {lowered.source});
 
   // In memory, the signature matters too (which parameters are outputs does not change the C++).
-  const std::string memory_key = sha256_hex(cache_key(source) + "\n" + lowered.stages.back().second);
+  const std::string memory_key = support::sha256_hex(cache_key(source) + "\n" + lowered.stages.back().second);
   if (auto hit = memory_cache().get(memory_key)) return hit;
   // Compiled without a lock, so different kernels compile in parallel (tw.precompile; the disk
   // cache's key lock keeps one compile per key across threads and processes).

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "runtime/disk_cache.h"
+#include "support/sha256.h"
 #include "runtime/embedded_headers.h"
 
 namespace tw::runtime {
@@ -28,7 +29,7 @@ const std::string& embedded_headers_hash() {
       all += text;
       all += '\0';
     }
-    return sha256_hex(all);
+    return support::sha256_hex(all);
   }();
   return h;
 }

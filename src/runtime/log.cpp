@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 
-#include "runtime/env.h"
+#include "support/env.h"
 
 namespace tw::runtime {
 namespace {
@@ -36,7 +36,7 @@ void log(LogLevel level, const std::string& message) {
   try {
     if (sink) {
       (*sink)(level, message);
-    } else if (env().verbose) {
+    } else if (support::env().verbose) {
       std::fprintf(stderr, "tilewright: %s\n", message.c_str());
     }
   } catch (...) {

@@ -1,6 +1,6 @@
 #include "runtime/thread_pool.h"
 
-#include "runtime/env.h"
+#include "support/env.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -256,7 +256,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
 }
 
 ThreadPool& default_pool() {
-    static ThreadPool* pool = new ThreadPool(env().num_threads);  // never destroyed
+    static ThreadPool* pool = new ThreadPool(support::env().num_threads);  // never destroyed
     return *pool;
 }
 

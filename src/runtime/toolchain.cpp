@@ -1,6 +1,6 @@
 #include "runtime/toolchain.h"
 
-#include "runtime/env.h"
+#include "support/env.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -149,7 +149,7 @@ const CompilerInfo& host_compiler() {
     static std::mutex mu;
     static std::unique_ptr<CompilerInfo> info;
     std::lock_guard<std::mutex> lock(mu);
-    if (!info) info = std::make_unique<CompilerInfo>(probe_compiler(env().cxx));
+    if (!info) info = std::make_unique<CompilerInfo>(probe_compiler(support::env().cxx));
     return *info;
 }
 

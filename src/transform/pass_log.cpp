@@ -6,27 +6,44 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "runtime/disk_cache.h"
-#include "runtime/env.h"
+#include "support/env.h"
+#include "support/sha256.h"
 #include "transform/check_bounds.h"
 
 namespace tw::transform {
 
-PassLog::PassLog(const ir::Kernel& input) : kernel_(input) {
+PassLog::PassLog(const ir::Kernel& input, const std::string& target) : kernel_(input) {
   ir::verify(kernel_);  // user errors are reported against the user's own program first
   check_bounds(kernel_);  // accesses that certainly go out of bounds are compile-time errors
-  const std::string& dir = runtime::env().dump_ir_dir;
+  const std::string& dir = support::env().dump_ir_dir;
   if (!dir.empty()) {  // one directory per distinct kernel, so two kernels named `main` do not collide
-    std::string hash = runtime::sha256_hex(ir::print(kernel_)).substr(0, 8);
-    dump_dir_ = (std::filesystem::path(dir) / (kernel_->name + "-" + hash)).string();
+    std::string hash = support::sha256_hex(ir::print(kernel_)).substr(0, 8);
+    dump_dir_ = (std::filesystem::path(dir) / (kernel_->name + "-" + hash) / target).string();
   }
   record("input");
 }
 
+std::string PassLog::unique_name(const std::string& name) const {
+  auto taken = [&](const std::string& n) {
+    for (const auto& stage : stages_)
+      if (stage.first == n) return true;
+    return false;
+  };
+  std::string out = name;
+  for (int run = 2; taken(out); ++run) out = name + "_" + std::to_string(run);
+  return out;
+}
+
 void PassLog::record(const std::string& name) {
   if (!stages_.empty()) ir::verify(kernel_);  // a pass that breaks the IR is a compiler bug; catch it here
-  stages_.emplace_back(name, ir::print(kernel_));
-  write(stages_.size() - 1, name + ".tir", stages_.back().second);
+  std::string stage = unique_name(name);
+  stages_.emplace_back(stage, ir::print(kernel_));
+  write(stages_.size() - 1, stage + ".tir", stages_.back().second);
+}
+
+void PassLog::record_text(const std::string& stage, std::string text) {
+  stages_.emplace_back(stage, std::move(text));
+  write(stages_.size() - 1, stage + ".txt", stages_.back().second);
 }
 
 void PassLog::dump(const std::string& name, const std::string& text) const { write(stages_.size(), name, text); }

@@ -1,5 +1,12 @@
 // Runs the passes of a target pipeline and keeps the IR after each one: for
-// kernel.get_ir(stage), for TW_DUMP_IR=<dir>, and to verify the IR between passes.
+// kernel.get_ir(stage) / kernel.stages, for TW_DUMP_IR=<dir>, and to verify the IR between passes.
+// Tile IR passes are checked by ir::verify; the passes of a lower IR a target lowers the kernel to
+// (the Ascend Program) are run with that IR's own check, which also gives the stage's text.
+//
+// Stage names are unique: a pass run a second time (simplify) is recorded as "simplify_2".
+// TW_DUMP_IR=<dir> writes <dir>/<kernel>-<hash of the input IR>/<target>/NN_<stage>.tir (Tile
+// IR) or NN_<stage>.txt (a lower IR), NN the stage's position in the pipeline, then the target's
+// artefacts (dump()) numbered after the last stage.
 #pragma once
 
 #include <string>
@@ -12,13 +19,24 @@ namespace tw::transform {
 
 class PassLog {
  public:
-  explicit PassLog(const ir::Kernel& input);
+  // `target` names the dump folder (TW_DUMP_IR/<kernel>-<hash>/<target>).
+  PassLog(const ir::Kernel& input, const std::string& target);
   // Applies pass to the current kernel, verifies the result and records it as `name`.
   template <class Pass>
   const ir::Kernel& run(const std::string& name, Pass&& pass) {
     kernel_ = pass(kernel_);
     record(name);
     return kernel_;
+  }
+  // Applies pass to `in` (the current kernel, or a lower IR the target produced from it) and
+  // records the result as stage `name`: check(result, stage name) verifies it (an error naming the
+  // pass) and returns its text.
+  template <class In, class Pass, class Check>
+  auto run(const std::string& name, const In& in, Pass&& pass, Check&& check) {
+    auto out = pass(in);
+    std::string stage = unique_name(name);
+    record_text(stage, check(out, stage));
+    return out;
   }
   const ir::Kernel& kernel() const { return kernel_; }
   // Writes a non-IR artefact of the pipeline (e.g. the generated C++) next to the IR dumps.
@@ -28,8 +46,10 @@ class PassLog {
 
  private:
   void record(const std::string& name);
+  void record_text(const std::string& stage, std::string text);
+  std::string unique_name(const std::string& name) const;
   void write(size_t index, const std::string& file, const std::string& text) const;
-  std::string dump_dir_;  // TW_DUMP_IR/<kernel>-<hash of the input IR>, or empty
+  std::string dump_dir_;  // TW_DUMP_IR/<kernel>-<hash of the input IR>/<target>, or empty
   ir::Kernel kernel_;
   std::vector<std::pair<std::string, std::string>> stages_;
 };

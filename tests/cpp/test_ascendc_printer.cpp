@@ -29,6 +29,8 @@
 #include "ir/parser.h"
 #include "target/ascend/pipeline.h"
 #include "target/ascend/resolve_cross_waits.h"
+#include "target/ascend/program_parser.h"
+#include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/registry.h"
@@ -399,6 +401,8 @@ void check_golden(const std::string& file, const std::string& text) {
 }
 
 void check_project(const std::string& tag, const Program& p) {
+  std::string text = print_program(p);  // the program text reads back to itself (program_parser.h)
+  EXPECT_EQ(print_program(parse_program(text, tag)), text) << tag;
   AscendCProject pr = print_ascendc(p);
   check_golden(tag + "_kernel.cpp", pr.kernel_cpp);
   check_golden(tag + "_host.cpp", pr.host_cpp);
@@ -436,6 +440,7 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
                            "tw_c_ < ((cols + 64 - 1) / 64)"})
     EXPECT_NE(k.find(call), std::string::npos) << "missing " << call << " in\n" << k;
   check_golden("all_kinds_kernel.cpp", k);
+  EXPECT_EQ(print_program(parse_program(print_program(p), "all_kinds")), print_program(p));
   // the high-level vector kinds are select_vector_calls' input, never the printer's
   Program hl = p;
   hl.aiv = seq({instr(VecUnary{VecUnOp::Exp, DTypeCode::f32, vo(0, I(64)), vo(0, I(64)), I(1), I(64)}, L(12))});

@@ -1,8 +1,9 @@
 // Tests for the runtime infrastructure: env knobs, thread pool, toolchain, disk cache.
 #include "runtime/disk_cache.h"
-#include "runtime/env.h"
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
+#include "support/env.h"
+#include "support/sha256.h"
 
 #include <gtest/gtest.h>
 
@@ -27,6 +28,7 @@
 #include <vector>
 
 namespace rt = tw::runtime;
+namespace support = tw::support;
 namespace fs = std::filesystem;
 
 namespace {
@@ -118,13 +120,13 @@ TEST(Env, Defaults) {
     ScopedEnv e;
     clear_tw_env(e);
     e.set("HOME", "/home/someone");
-    rt::Env v = rt::read_env();
+    support::Env v = support::read_env();
     EXPECT_EQ(v.cache_dir, "/home/someone/.cache/tilewright");
     EXPECT_FALSE(v.cache_disabled);
     EXPECT_EQ(v.cache_max_bytes, 2ull << 30);
     EXPECT_EQ(v.dump_ir_dir, "");
     EXPECT_EQ(v.cxx, "g++");
-    EXPECT_EQ(v.num_threads, rt::available_cpus());
+    EXPECT_EQ(v.num_threads, support::available_cpus());
     EXPECT_GE(v.num_threads, 1);
     EXPECT_FALSE(v.verbose);
 }
@@ -133,7 +135,7 @@ TEST(Env, Overrides) {
     ScopedEnv e;
     clear_tw_env(e);
     e.set("XDG_CACHE_HOME", "/xdg");
-    EXPECT_EQ(rt::read_env().cache_dir, "/xdg/tilewright");
+    EXPECT_EQ(support::read_env().cache_dir, "/xdg/tilewright");
     e.set("TW_CACHE_DIR", "/tmp/twc");
     e.set("TW_CACHE_DISABLE", "1");
     e.set("TW_CACHE_MAX_BYTES", "500M");
@@ -141,7 +143,7 @@ TEST(Env, Overrides) {
     e.set("CXX", "clang++");
     e.set("TW_NUM_THREADS", "3");
     e.set("TW_VERBOSE", "1");
-    rt::Env v = rt::read_env();
+    support::Env v = support::read_env();
     EXPECT_EQ(v.cache_dir, "/tmp/twc");
     EXPECT_TRUE(v.cache_disabled);
     EXPECT_EQ(v.cache_max_bytes, 500ull << 20);
@@ -150,11 +152,11 @@ TEST(Env, Overrides) {
     EXPECT_EQ(v.num_threads, 3);
     EXPECT_TRUE(v.verbose);
     e.set("TW_CXX", "/opt/bin/g++-13");
-    EXPECT_EQ(rt::read_env().cxx, "/opt/bin/g++-13");  // TW_CXX beats CXX
+    EXPECT_EQ(support::read_env().cxx, "/opt/bin/g++-13");  // TW_CXX beats CXX
     e.set("TW_CACHE_MAX_BYTES", "12345");
-    EXPECT_EQ(rt::read_env().cache_max_bytes, 12345u);
+    EXPECT_EQ(support::read_env().cache_max_bytes, 12345u);
     e.set("TW_CACHE_DISABLE", "0");
-    EXPECT_FALSE(rt::read_env().cache_disabled);
+    EXPECT_FALSE(support::read_env().cache_disabled);
 }
 
 TEST(Env, InvalidValuesNameTheVariable) {
@@ -172,7 +174,7 @@ TEST(Env, InvalidValuesNameTheVariable) {
         clear_tw_env(e);
         e.set(c.var, c.value);
         try {
-            rt::read_env();
+            support::read_env();
             ADD_FAILURE() << c.var << "=" << c.value << " was accepted";
         } catch (const std::invalid_argument& ex) {
             std::string msg = ex.what();
@@ -184,8 +186,8 @@ TEST(Env, InvalidValuesNameTheVariable) {
 }
 
 TEST(Env, ReadOnceAndStable) {
-    const rt::Env& a = rt::env();
-    const rt::Env& b = rt::env();
+    const support::Env& a = support::env();
+    const support::Env& b = support::env();
     EXPECT_EQ(&a, &b);
     EXPECT_GE(a.num_threads, 1);
 }
@@ -382,7 +384,7 @@ TEST(ThreadPool, ChildAfterForkRunsSerially) {
 }
 
 TEST(ThreadPool, DefaultPoolSizeFollowsEnv) {
-    EXPECT_EQ(rt::default_pool().size(), rt::env().num_threads);
+    EXPECT_EQ(rt::default_pool().size(), support::env().num_threads);
     std::atomic<int> n{0};
     rt::default_pool().parallel_for(5, [&](int64_t) { ++n; });
     EXPECT_EQ(n.load(), 5);
@@ -390,7 +392,7 @@ TEST(ThreadPool, DefaultPoolSizeFollowsEnv) {
 
 // Measures (does not assert) the cost of a minimal parallel launch.
 TEST(ThreadPool, ReportOverhead) {
-    for (int size : {2, rt::available_cpus()}) {
+    for (int size : {2, support::available_cpus()}) {
         rt::ThreadPool pool(size);
         std::atomic<int64_t> sink{0};
         auto fn = [&](int64_t i) { sink.fetch_add(i, std::memory_order_relaxed); };
@@ -590,13 +592,13 @@ TEST(Toolchain, LoadErrorsCarryDlerror) {
 // ------------------------------------------------------------------ sha256
 
 TEST(Sha256, Fips180Vectors) {
-    EXPECT_EQ(rt::sha256_hex(""),
+    EXPECT_EQ(support::sha256_hex(""),
               "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    EXPECT_EQ(rt::sha256_hex("abc"),
+    EXPECT_EQ(support::sha256_hex("abc"),
               "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    EXPECT_EQ(rt::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+    EXPECT_EQ(support::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
               "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    EXPECT_EQ(rt::sha256_hex(std::string(1000000, 'a')),
+    EXPECT_EQ(support::sha256_hex(std::string(1000000, 'a')),
               "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
@@ -604,29 +606,29 @@ TEST(Sha256, IncrementalMatchesOneShot) {
     std::string data;
     for (int i = 0; i < 5000; ++i) data += static_cast<char>((i * 131) & 0xff);
     for (size_t chunk : {1u, 3u, 55u, 56u, 63u, 64u, 65u, 127u, 1000u}) {
-        rt::Sha256 s;
+        support::Sha256 s;
         for (size_t off = 0; off < data.size(); off += chunk)
             s.update(std::string_view(data).substr(off, chunk));
-        EXPECT_EQ(s.hex_digest(), rt::sha256_hex(data)) << chunk;
+        EXPECT_EQ(s.hex_digest(), support::sha256_hex(data)) << chunk;
     }
     // Lengths around the padding boundary.
     for (size_t n = 50; n < 70; ++n) {
         std::string a(n, 'x');
-        rt::Sha256 s;
+        support::Sha256 s;
         s.update(a.substr(0, n / 2));
         s.update(a.substr(n / 2));
-        EXPECT_EQ(s.hex_digest(), rt::sha256_hex(a));
+        EXPECT_EQ(s.hex_digest(), support::sha256_hex(a));
     }
     TempDir d;
     write_file(d / "f", data);
-    EXPECT_EQ(rt::sha256_file_hex(d / "f"), rt::sha256_hex(data));
+    EXPECT_EQ(support::sha256_file_hex(d / "f"), support::sha256_hex(data));
 }
 
 // ------------------------------------------------------------------ disk cache
 
 namespace {
 
-std::string key_of(const std::string& s) { return rt::sha256_hex(s); }
+std::string key_of(const std::string& s) { return support::sha256_hex(s); }
 
 std::string stage(const TempDir& d, const std::string& name, const std::string& content) {
     std::string p = d / name;
@@ -656,7 +658,7 @@ TEST(DiskCache, PublishThenLookup) {
     EXPECT_EQ(read_file(path), "artefact bytes");
     std::string manifest = read_file(cache.entry_dir(key) + "/manifest");
     EXPECT_NE(manifest.find("size 14"), std::string::npos) << manifest;
-    EXPECT_NE(manifest.find(rt::sha256_hex("artefact bytes")), std::string::npos) << manifest;
+    EXPECT_NE(manifest.find(support::sha256_hex("artefact bytes")), std::string::npos) << manifest;
 
     auto hit = cache.lookup(key, "kernel.so");
     ASSERT_TRUE(hit);

@@ -61,7 +61,7 @@ const char* kCubeGemm = R"(kernel mm(A: global float16[M, 40], B: global float16
 
 TEST(SelectInstructions, CubeGemm) {
   Program p = lower(kCubeGemm);
-  EXPECT_EQ(print_program(p), R"(ascend_kernel mm AIC_ONLY blocks=ceildiv(M, 32) workspace=0
+  EXPECT_EQ(print_program(p), R"(ascend_kernel mm AIC_ONLY blocks=ceildiv(M, 32) workspace=0 block_idx=cid sub_block_idx=vid
   param 0 A: GM float16[M, 40]
   param 1 B: GM float16[40, 48]
   param 2 C: GM float16[M, 48] out
@@ -150,7 +150,7 @@ const char* kVector = R"(kernel sm(X: global float32[N, 64], Y: global float16[N
 TEST(SelectInstructions, VectorOps) {
   Program p = lower(kVector);
   EXPECT_EQ(p.kernel_type, KernelType::MIX_1_2);  // vid is used: both AIVs of each block run
-  EXPECT_EQ(print_program(p), R"(ascend_kernel sm MIX_1_2 blocks=ceildiv(N, 16) workspace=0
+  EXPECT_EQ(print_program(p), R"(ascend_kernel sm MIX_1_2 blocks=ceildiv(N, 16) workspace=0 block_idx=cid sub_block_idx=vid
   param 0 X: GM float32[N, 64]
   param 1 Y: GM float16[N, 64] out
   param 2 s: float32
@@ -215,7 +215,7 @@ const char* kL1Gemm = R"(kernel g(A: global float16[64, K], B: global float16[K,
 
 TEST(SelectInstructions, GemmOnL1OperandsAndRuntimeInit) {
   Program p = lower(kL1Gemm);
-  EXPECT_EQ(print_program(p), R"(ascend_kernel g AIC_ONLY blocks=1 workspace=0
+  EXPECT_EQ(print_program(p), R"(ascend_kernel g AIC_ONLY blocks=1 workspace=0 block_idx=cid sub_block_idx=vid
   param 0 A: GM float16[64, K]
   param 1 B: GM float16[K, 64]
   param 2 C: GM float32[64, 64] out
@@ -266,7 +266,7 @@ const char* kMix = R"(kernel mix(A: global float32[64, 64], W: global float32[64
 
 TEST(SelectInstructions, MixKernelReplicatesScalarCode) {
   Program p = lower(kMix);
-  EXPECT_EQ(print_program(p), R"(ascend_kernel mix MIX_1_2 blocks=4 workspace=0
+  EXPECT_EQ(print_program(p), R"(ascend_kernel mix MIX_1_2 blocks=4 workspace=0 block_idx=cid sub_block_idx=vid
   param 0 A: GM float32[64, 64]
   param 1 W: GM float32[64, 64] out
   buffer c0: AIC L0C @0 +16384 float32 Nz

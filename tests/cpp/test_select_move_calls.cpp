@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "target/ascend/program_parser.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/simulator.h"
@@ -360,6 +361,54 @@ TEST(SimulateMoveCalls, FixpipeQuantPreMustMatchTheTypes) {
   const sim::Report* bad = find(res, sim::ReportKind::InvalidInstr, "quantPre F322F16 does not convert float32 to float32");
   ASSERT_NE(bad, nullptr) << res.summary();
   EXPECT_EQ(bad->instrs.at(0).span.line, 43);
+}
+
+// --- before / after texts (parse_program) ------------------------------------------------------
+
+// One program with a byte-level move of each memory path, as text: the pass's output, printed, is
+// the expected text (which parses back to itself).
+TEST(SelectMoveCalls, BeforeAfterText) {
+  const std::string header = R"(ascend_kernel k MIX_1_2 blocks=1 workspace=0 block_idx=b sub_block_idx=v
+  param 0 X: GM float32[n, 64]
+  buffer l1: AIC L1 @0 +8192 float16 Nz
+  buffer ub: AIV UB @0 +16384 float32 ND
+  buffer ub2: AIV UB @16384 +16384 float32 ND
+)";
+  const std::string before = header + R"(AIC:
+  MTE2 CopyGmToL1 l1[0] <- X[0] float16 rows=n cols=48 src_row_stride=64 nz=64x64  @6
+AIV:
+  MTE2 CopyGmToUb ub[0] <- X[0] float32 n_rows=4 row_bytes=24 src_stride=40 dst_stride=64 pad  @9
+  MTE3 CopyUbToGm X[0] <- ub[0] float32 n_rows=n row_bytes=256 src_stride=256 dst_stride=256  @8
+  V CopyUbToUb ub2[0] <- ub[0] float32 n_rows=4 row_bytes=64 src_stride=128 dst_stride=96  @11
+)";
+  const std::string after = header + R"(AIC:
+  if n < 64 or 48 < 64:
+    MTE2 InitConstValue l1[0] float16 repeatTimes=1 blockNum=64 * 64 * 2 // 32 dstGap=0 initValue=0  @6
+    MTE2 PipeBarrier<MTE2>  @6
+  MTE2 DataCopyNd2Nz l1[0] <- X[0] float16 ndNum=1 nValue=n dValue=48 srcNdMatrixStride=0 srcDValue=64 dstNzC0Stride=64 dstNzNStride=1 dstNzMatrixStride=0  @6
+AIV:
+  MTE2 DataCopyPad ub[0] <- X[0] float32 blockCount=4 blockLen=24 srcStride=40 - 24 dstStride=(64 - 32) // 32 isPad leftPadding=0 rightPadding=(32 - 24) // 4 paddingValue=0  @9
+  if n > 0:
+    MTE3 DataCopyPad X[0] <- ub[0] float32 blockCount=n blockLen=256 srcStride=(256 - ceildiv(256, 32) * 32) // 32 dstStride=256 - 256  @8
+  V DataCopy ub2[0] <- ub[0] float32 blockCount=4 blockLen=64 // 32 srcStride=(128 - 64) // 32 dstStride=(96 - 64) // 32  @11
+)";
+  Program p = parse_program(before, "k.prog");
+  EXPECT_EQ(print_program(p), before);
+  std::string got = print_program(select_move_calls(p, b2()));
+  EXPECT_EQ(got, after);
+  EXPECT_EQ(print_program(parse_program(got, "after.prog")), after);
+}
+
+// A fill dtype other than float16 (the 8-bit tiles' zeroing as half is the default) is part of the text.
+TEST(SelectMoveCalls, BeforeAfterTextFillDtype) {
+  const std::string header = R"(ascend_kernel k AIC_ONLY blocks=1 workspace=0 block_idx=b
+  param 0 X: GM float32[n, 64]
+  buffer l1f: AIC L1 @0 +16384 float32 Nz
+AIC:
+)";
+  Program p = parse_program(header + "  MTE2 CopyGmToL1 l1f[0] <- X[0] float32 rows=n cols=64 src_row_stride=64 nz=64x64 fill=float32  @3\n");
+  std::string got = print_program(select_move_calls(p, b2()));
+  EXPECT_NE(got.find("MTE2 InitConstValue l1f[0] float32 repeatTimes=1"), std::string::npos) << got;
 }
 
 }  // namespace

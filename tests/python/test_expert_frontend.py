@@ -49,7 +49,7 @@ def test_gemm_expert_example_lowers():
     mod = load_example("ascend/gemm_expert", "gemm_expert")
     prog = lower(mod.gemm_kernel(1000, 777, 513))
     head = prog.splitlines()[0]
-    assert head == "ascend_kernel main AIC_ONLY blocks=24 workspace=0", head
+    assert head == "ascend_kernel main AIC_ONLY blocks=24 workspace=0 block_idx=cid sub_block_idx=vid", head
     assert "buffer A_L0: AIC L0A @0 +32768 float16 Zz" in prog
     assert "buffer C_L0: AIC L0C @0 +131072 float32 Nz" in prog
     # tails from the region vs the tensor bounds

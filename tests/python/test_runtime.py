@@ -269,7 +269,7 @@ def test_invalid_env_value_is_an_error(child_script, tmp_path):
 def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
     dump = tmp_path / "dump"
     r = run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
-    (kdir,) = dump.glob("disk_cache_probe-*")  # one directory per distinct kernel: <name>-<IR hash>
+    (kdir,) = dump.glob("disk_cache_probe-*/cpu")  # one directory per distinct kernel and target: <name>-<IR hash>/<target>
     files = sorted(os.listdir(kdir))
     tir = [f for f in files if f.endswith(".tir")]
     # one file per pass stage, numbered in pipeline order ("final" is the last one's alias)
@@ -284,10 +284,68 @@ def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
 def test_dump_ir_writes_generated_source(child_script, tmp_path):
     dump = tmp_path / "dump"
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
-    (kdir,) = dump.glob("disk_cache_probe-*")
+    (kdir,) = dump.glob("disk_cache_probe-*/cpu")
     files = sorted(os.listdir(kdir))
     assert files[-1] == "05_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
+
+
+ASCEND_CHILD = textwrap.dedent("""
+    import json, sys
+    import tilewright as tw
+    import tilewright.language as T
+
+    @T.prim_func
+    def dump_probe(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2) as bx:
+            x = T.alloc_fragment((32, 64), "float32")
+            T.copy(X[bx * 32, 0], x)
+            for i, j in T.Parallel(32, 64):
+                x[i, j] = x[i, j] * 2.0
+            T.copy(x, Y[bx * 32, 0])
+
+    out = {}
+    for target in sys.argv[1:]:
+        k = tw.compile(dump_probe, out_idx=[-1], target=target)
+        out[target] = {s: k.get_ir(s) for s in k.stages}
+    print(json.dumps(out))
+""")
+
+
+def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
+    """TW_DUMP_IR=<dir>: <dir>/<kernel>-<hash>/<target>/NN_<stage>.tir (Tile IR) or .txt (the Ascend
+    Program after each program pass); one kernel compiled for two targets gets two folders, and a
+    pass run twice (simplify on Ascend) gets its own number and name (simplify_2)."""
+    script = tmp_path / "ascend_child.py"
+    script.write_text(ASCEND_CHILD)
+    dump = tmp_path / "dump"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)})
+    p = subprocess.run([PY, str(script), "cpu", "ascend910b"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    stages = json.loads(p.stdout.strip().splitlines()[-1])
+    (kdir,) = dump.glob("dump_probe-*")
+    assert sorted(os.listdir(kdir)) == ["ascend910b2", "cpu"]  # the canonical name of ascend910b
+    files = sorted(os.listdir(kdir / "ascend910b2"))
+    numbers = [f[:2] for f in files]
+    assert numbers == [f"{i:02d}" for i in range(len(files))], files  # one file per number, in order
+    names = [f[3:].rsplit(".", 1)[0] for f in files]
+    tile_ir = ["input", "infer_grid", "simplify", "infer_scope", "split_cube_vector", "skew_cube_loops",
+               "rotate_vector_loops", "expand_gemm", "fold_exp2_scale", "expand_math", "expand_int8_fill",
+               "convert_copies", "legalize_vector", "multi_buffer", "map_grid", "simplify_2"]
+    program = ["select_instructions", "plan_memory", "insert_sync", "select_vector_calls", "select_move_calls",
+               "resolve_cross_waits"]
+    assert names == tile_ir + program + ["ascend_program"], names
+    n = len(tile_ir)
+    assert all(f.endswith(".tir") for f in files[:n]) and all(f.endswith(".txt") for f in files[n:])
+    for f, name in zip(files, names[:-1]):
+        assert (kdir / "ascend910b2" / f).read_text() == stages["ascend910b"][name], f
+    # the last stage is the program the AscendC printer prints (also dumped as ascend_program.txt)
+    assert stages["ascend910b"]["final"] == stages["ascend910b"]["select_move_calls"]
+    assert (kdir / "ascend910b2" / files[-1]).read_text() == stages["ascend910b"]["final"]
+    assert "PipeBarrier" in stages["ascend910b"]["insert_sync"] or "SetFlag" in stages["ascend910b"]["insert_sync"]
+    assert "SetFlag" not in stages["ascend910b"]["plan_memory"]
+    assert sorted(os.listdir(kdir / "cpu"))[-1] == "05_codegen.cpp"
 
 
 # ---------------------------------------------------------------------------------------------

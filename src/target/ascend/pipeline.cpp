@@ -19,6 +19,7 @@
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/skew_cube_loops.h"
 #include "target/ascend/split_cube_vector.h"
+#include "target/ascend/verify_program.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
 #include "transform/simplify.h"
@@ -27,15 +28,26 @@ namespace tw::ascend {
 
 namespace {
 
+// The PassLog's check of a program pass: the program is verified, and printed as the stage's text.
+struct ProgramStage {
+  const target::Target& target;
+  std::string operator()(const Program& p, const std::string& pass) const {
+    verify_program(p, target, pass);
+    return print_program(p);
+  }
+};
+
 // Expert mode: the user placed every tile and wrote every flag; the pipeline only translates tile
 // ops to instructions and gives each buffer its own static address (no reuse: the user's flags
 // only protect the buffers they name).
 Program lower_expert_kernel(transform::PassLog& log, const target::Target& target) {
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  Program p = plan_memory(select_instructions(log.kernel(), target), target, /*reuse=*/false);
-  p = select_vector_calls(p, target);  // vector instructions -> AscendC calls
-  p = select_move_calls(p, target);    // byte-level moves -> the AscendC calls they print as
-  return resolve_cross_waits(p);       // each cross-core wait: the mode of its set
+  const ProgramStage check{target};  // program passes: verified and recorded like the Tile IR ones
+  Program p = log.run("select_instructions", log.kernel(), [&](const ir::Kernel& k) { return select_instructions(k, target); }, check);
+  p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/false); }, check);
+  p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls
+  p = log.run("select_move_calls", p, [&](const Program& q) { return select_move_calls(q, target); }, check);  // byte-level moves -> the AscendC calls they print as
+  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set
 }
 
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
@@ -60,18 +72,19 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("multi_buffer", with_target(multi_buffer));            // T.Pipelined stages -> buffer copies
   log.run("map_grid", with_target(map_grid));                    // grid -> cores, L2-friendly order
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  Program p = select_instructions(log.kernel(), target, /*auto_sync=*/true);  // instruction selection
-  p = plan_memory(p, target, /*reuse=*/true);     // static addresses with liveness-based reuse
-  p = insert_sync(p, target);                      // flags and barriers
-  p = select_vector_calls(p, target);              // vector instructions -> AscendC calls
-  p = select_move_calls(p, target);                // byte-level moves -> the AscendC calls they print as
-  return resolve_cross_waits(p);                   // each cross-core wait: the mode of its set
+  const ProgramStage check{target};  // program passes: verified and recorded like the Tile IR ones
+  Program p = log.run("select_instructions", log.kernel(), [&](const ir::Kernel& k) { return select_instructions(k, target, /*auto_sync=*/true); }, check);  // instruction selection
+  p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/true); }, check);  // static addresses with liveness-based reuse
+  p = log.run("insert_sync", p, [&](const Program& q) { return insert_sync(q, target); }, check);  // flags and barriers
+  p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls
+  p = log.run("select_move_calls", p, [&](const Program& q) { return select_move_calls(q, target); }, check);  // byte-level moves -> the AscendC calls they print as
+  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set
 }
 
 }  // namespace
 
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
-  transform::PassLog log(input);  // verifies the user's kernel: errors point at the user's lines
+  transform::PassLog log(input, target.name);  // verifies the user's kernel: errors point at the user's lines
   Program p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target);
   auto program = std::make_shared<const Program>(std::move(p));
   log.dump("ascend_program.txt", print_program(*program));

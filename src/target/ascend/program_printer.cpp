@@ -30,7 +30,7 @@ struct InstrPrinter {
   std::string operator()(const CopyGmToL1& c) const {
     return "CopyGmToL1 " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + " rows=" + ex(c.rows) +
            " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + " nz=" + ex(c.dst_rows) + "x" +
-           ex(c.dst_cols);
+           ex(c.dst_cols) + (c.fill_dtype == ir::DType(ir::DTypeCode::f16) ? "" : " fill=" + dt(c.fill_dtype));
   }
   template <class C>
   std::string burst(const char* name, const std::string& dst, const std::string& src, const C& c) const {
@@ -216,7 +216,10 @@ std::string print_instr(const Program& p, const Instr& in, bool span) {
 std::string print_program(const Program& p) {
   std::ostringstream os;
   os << "ascend_kernel " << p.name << " " << kernel_type_name(p.kernel_type) << " blocks=" << ex(p.block_dim)
-     << " workspace=" << (p.workspace_bytes ? ex(p.workspace_bytes) : "0") << "\n";
+     << " workspace=" << (p.workspace_bytes ? ex(p.workspace_bytes) : "0");
+  if (p.block_idx) os << " block_idx=" << p.block_idx->name;
+  if (p.block_idx && p.sub_block_idx) os << " sub_block_idx=" << p.sub_block_idx->name;
+  os << "\n";
   for (size_t i = 0; i < p.params.size(); ++i) {
     const auto& k = p.params[i];
     os << "  param " << i << " " << k.name << ": ";

@@ -1,5 +1,5 @@
-// Readable text form of an Ascend program (for tests, debugging and simulator reports).
-// Not parsed back. Example line:
+// Readable text form of an Ascend program (for tests, debugging, simulator reports and the
+// PassLog's program stages); parse_program (program_parser.h) reads it back. Example line:
 //   MTE2 CopyGmToL1 A_l1[0] <- A[(bi * 128 * K + k * 64) * 2] float16 rows=128 cols=64 ...  @12
 #pragma once
 

@@ -2,7 +2,7 @@
 
 #include "ir/functor.h"
 #include "ir/printer.h"
-#include "runtime/env.h"
+#include "support/env.h"
 #include "target/cpu/codegen.h"
 #include "transform/coarsen_grid.h"
 #include "transform/hoist_map_invariants.h"
@@ -37,7 +37,7 @@ int64_t block_tile_bytes(const ir::Kernel& k) {
 }  // namespace
 
 LoweredCpu lower_cpu(const ir::Kernel& input) {
-  transform::PassLog log(input);  // verifies the user's kernel: errors point at the user's lines
+  transform::PassLog log(input, "cpu");  // verifies the user's kernel: errors point at the user's lines
   // Tile-loop kernels (the seed's style) have no grid yet: find it before anything needs it.
   log.run("infer_grid", transform::infer_grid);
   // Fold index arithmetic (block offsets, tile extents) so codegen sees constants.
@@ -48,7 +48,7 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("hoist_map_invariants", transform::hoist_map_invariants);
   // Tile ops lower one-to-one to loops and micro-kernel calls; pipelined loops run serially
   // (no asynchronous copies on a CPU: hardware prefetch plays that role).
-  std::string source = codegen_cpu(log.kernel(), runtime::env().bounds_check);
+  std::string source = codegen_cpu(log.kernel(), support::env().bounds_check);
   log.dump("codegen.cpp", source);
   return LoweredCpu{log.kernel(), std::move(source), block_tile_bytes(log.kernel()), log.stages()};
 }

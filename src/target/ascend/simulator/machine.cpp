@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "ir/printer.h"
-#include "runtime/env.h"
+#include "support/env.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/simulator/api_rules.h"
 #include "target/ascend/simulator/checker.h"
@@ -517,7 +517,7 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
     throw ir::Error("ascend simulator: Options::threads must be 0 (TW_NUM_THREADS) or a thread count >= 1, got " +
                         std::to_string(opt.threads),
                     prog.span);
-  int threads = opt.threads > 0 ? opt.threads : runtime::env().num_threads;
+  int threads = opt.threads > 0 ? opt.threads : support::env().num_threads;
   if (opt.functional && threads > 1 && !cores.empty()) queue_ = std::make_unique<FunctionalQueue>(*this, threads - 1);
 
   // buffer capacity

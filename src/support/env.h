@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace tw::runtime {
+namespace tw::support {
 
 struct Env {
     std::string cache_dir;      // TW_CACHE_DIR
@@ -37,4 +37,4 @@ void freeze(bool on);
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int available_cpus();
 
-}  // namespace tw::runtime
+}  // namespace tw::support

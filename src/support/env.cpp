@@ -1,4 +1,4 @@
-#include "runtime/env.h"
+#include "support/env.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace tw::runtime {
+namespace tw::support {
 namespace {
 
 const char* get(const char* name) {
@@ -121,4 +121,4 @@ void freeze(bool on) { g_frozen.store(on, std::memory_order_relaxed); }
 
 bool frozen() { return g_frozen.load(std::memory_order_relaxed) || env().frozen; }
 
-}  // namespace tw::runtime
+}  // namespace tw::support
