@@ -6,6 +6,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "target/cpu/codegen.h"
 #include "target/cpu/fuse_map_copy_out.h"
 
 namespace tw::cpu {
@@ -110,6 +111,24 @@ TEST(Annotations, RoundTripAndVerify) {
   EXPECT_NE(error_of(on_copy).find("@fuse_copy_out on a copy; it belongs on a loop"), std::string::npos);
   // the error points at the annotated statement
   EXPECT_NE(error_of(exp_rows("128", "@fuse_everything ")).find("k.tw:5"), std::string::npos);
+}
+
+// codegen_cpu carries out what an annotation says; one on a statement it cannot mean (written by
+// hand: the verifier checks only its place) is an error at that statement, not a crash.
+TEST(Annotations, CodegenRejectsAnnotationItCannotCarryOut) {
+  Rows r;
+  r.mark = "@fuse_copy_out ";
+  r.value = "x[0, j]";  // reads another row of x: not a full-tile map
+  ir::Kernel k = test::parse_as_built(r.text());
+  EXPECT_NO_THROW(ir::verify(k));
+  try {
+    codegen_cpu(k);
+    FAIL() << "no error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("@fuse_copy_out on a statement that is not a full-tile map"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.span().line, 5);
+  }
 }
 
 }  // namespace
