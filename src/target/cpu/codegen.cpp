@@ -4,6 +4,8 @@
 // method each, expressions on ExprKind to one expr_* method each. Index arithmetic of tile ops
 // (region starts, strides, clipped ranges) is built with the small `Idx` algebra below, which
 // folds constants so that tile-to-tile copies come out with literal bounds and no checks.
+// What to fuse and which tiles to read in place is decided by the passes before it (codegen.h);
+// emit_seq, emit_alloc and the fused emitters read their annotations.
 #include "target/cpu/codegen.h"
 
 #include <algorithm>
