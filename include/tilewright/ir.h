@@ -224,10 +224,32 @@ int height(const Region& r);  // of its tallest start or extent
 
 enum class StmtKind : uint8_t { Seq, For, If, Let, Store, Alloc, Copy, Gemm, Fill, Reduce, CoreScope, Sync };
 
+// A decision a pass recorded on a statement for a later stage to carry out (the cpu target's
+// fusion and view passes for codegen_cpu, docs/architecture.md "Annotations"): a name and integer
+// arguments, printed `@name` or `@name(1, 2)` before the statement (and before its span) and read
+// back by the parser. The verifier accepts the names of kAnnotations on the statements it lists
+// there. An annotation is a promise the pass that wrote it proved; a pass that rebuilds an
+// annotated node (Mutator) drops it, so the passes that write them run last in their pipeline.
+struct Annotation {
+  std::string name;
+  std::vector<int64_t> args;
+  bool operator==(const Annotation&) const = default;
+};
+// The annotations the verifier accepts: on which statement kind, with how many arguments, and
+// the kind of the statement that must follow in the same sequence (a fused pair), if any.
+struct AnnotationInfo {
+  std::string_view name;
+  StmtKind on;
+  int nargs;
+  std::optional<StmtKind> next;
+};
+extern const std::vector<AnnotationInfo> kAnnotations;
+
 struct StmtNode {
   StmtKind kind;
   Span span;
   int height = 1;  // of the tree this node roots, expressions included (see kMaxIrHeight)
+  std::vector<Annotation> annotations;  // see Annotation; empty unless a pass decided something here
   StmtNode(StmtKind k, Span s) : kind(k), span(std::move(s)) {}
   virtual ~StmtNode() = default;
 };
@@ -420,6 +442,11 @@ using Kernel = std::shared_ptr<const KernelNode>;
 
 // The same kernel with the tensor parameters at `indices` marked as outputs (tw.jit's out_idx).
 Kernel with_outputs(const Kernel& k, const std::vector<int>& indices);
+
+// A copy of s (same children) with annotation a added after its own.
+Stmt with_annotation(const Stmt& s, Annotation a);
+// s's annotation called name, or null.
+const Annotation* find_annotation(const Stmt& s, std::string_view name);
 
 // Downcast to the node type a `kind` names: as<BinaryNode>(e), as<ForNode>(s).
 template <class T>

@@ -153,6 +153,49 @@ LoadNode::LoadNode(Buffer b, std::vector<Expr> i, DType t, Span s)
   height = node_height({ir::height(indices)}, span);
 }
 
+// The cpu target's decisions (src/target/cpu/: each name's meaning is in the pass that writes it).
+const std::vector<AnnotationInfo> kAnnotations = {
+    {"fuse_copy_out", StmtKind::For, 0, StmtKind::Copy},  // fuse_map_copy_out
+    {"fuse_reduce", StmtKind::For, 1, StmtKind::Reduce},  // fuse_map_reduce
+    {"gemm_view", StmtKind::Alloc, 1, std::nullopt},     // view_gemm_operands
+    {"row_view", StmtKind::Alloc, 1, std::nullopt},      // view_rows
+    {"row_pipeline", StmtKind::Copy, 1, std::nullopt},   // pipeline_rows
+};
+
+namespace {
+template <class T>
+Stmt copy_node(const Stmt& s, Annotation& a) {
+  auto c = std::make_shared<T>(*as<T>(s));
+  c->annotations.push_back(std::move(a));
+  return c;
+}
+}  // namespace
+
+Stmt with_annotation(const Stmt& s, Annotation a) {
+  switch (s->kind) {
+    case StmtKind::Seq: return copy_node<SeqNode>(s, a);
+    case StmtKind::For: return copy_node<ForNode>(s, a);
+    case StmtKind::If: return copy_node<IfNode>(s, a);
+    case StmtKind::Let: return copy_node<LetNode>(s, a);
+    case StmtKind::Store: return copy_node<StoreNode>(s, a);
+    case StmtKind::Alloc: return copy_node<AllocNode>(s, a);
+    case StmtKind::Copy: return copy_node<CopyNode>(s, a);
+    case StmtKind::Gemm: return copy_node<GemmNode>(s, a);
+    case StmtKind::Fill: return copy_node<FillNode>(s, a);
+    case StmtKind::Reduce: return copy_node<ReduceNode>(s, a);
+    case StmtKind::CoreScope: return copy_node<CoreScopeNode>(s, a);
+    case StmtKind::Sync: return copy_node<SyncNode>(s, a);
+  }
+  return s;
+}
+
+const Annotation* find_annotation(const Stmt& s, std::string_view name) {
+  if (!s) return nullptr;
+  for (const auto& a : s->annotations)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
 int height(const Expr& e) { return e ? e->height : 0; }
 int height(const Stmt& s) { return s ? s->height : 0; }
 int height(const std::vector<Expr>& v) {

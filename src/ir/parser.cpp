@@ -395,7 +395,25 @@ class Parser {
     ~Nest() { --p.nest_; }
   };
 
+  // {annotation} statement; annotation := '@' NAME ['(' INT {',' INT} ')'] (see ir::Annotation)
   Stmt stmt(const Span& parent) {
+    std::vector<Annotation> anns;
+    while (is_punct(peek(), "@") && peek(1).kind == Tok::Ident) {
+      next();
+      Annotation a{next().text, {}};
+      if (accept("(")) {
+        do a.args.push_back(int_value(next(), "annotation argument"));
+        while (accept(","));
+        expect(")");
+      }
+      anns.push_back(std::move(a));
+    }
+    Stmt s = plain_stmt(parent);
+    for (auto& a : anns) s = with_annotation(s, std::move(a));
+    return s;
+  }
+
+  Stmt plain_stmt(const Span& parent) {
     Nest nest(*this, peek());
     auto ann = opt_span(parent);
     const Token& t = peek();

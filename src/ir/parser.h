@@ -9,7 +9,7 @@
 //   param    := NAME [span] ':' SCOPE DTYPE '[' [expr {',' expr}] ']' ['out']   # tensor
 //             | NAME [span] ':' DTYPE ['out']                                  # scalar
 //   block    := [span] '{' {stmt} '}'                    # a Seq; lets/allocs live until '}'
-//   stmt     := [span] ( block
+//   stmt     := {'@' NAME ['(' INT {',' INT} ')']} [span] ( block   # annotations (ir::Annotation)
 //             | 'alloc' NAME [span] ':' SCOPE DTYPE '[' dims ']'
 //             | 'for' NAME [span] [':' DTYPE] 'in' KIND '(' min ',' extent [',' 'stages' '=' INT] ')' block
 //             | 'if' expr block ['else' block]

@@ -214,6 +214,7 @@ class Printer {
     if (!s) return;
     const Span sp = eff(s->span, parent);
     std::string pre = annotate(s->span, parent) ? span_text(sp, parent) + " " : "";
+    for (auto a = s->annotations.rbegin(); a != s->annotations.rend(); ++a) pre = annotation_text(*a) + " " + pre;
     switch (s->kind) {
       case StmtKind::Seq: {
         line(pre + "{");
@@ -310,6 +311,13 @@ class Printer {
         return;
       }
     }
+  }
+
+  // `@name` or `@name(1, 2)` (see ir::Annotation)
+  static std::string annotation_text(const Annotation& a) {
+    std::string t = "@" + a.name;
+    for (size_t i = 0; i < a.args.size(); ++i) t += (i ? ", " : "(") + std::to_string(a.args[i]);
+    return a.args.empty() ? t : t + ")";
   }
 
   // ---- expressions ----

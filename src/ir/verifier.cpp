@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <unordered_set>
+#include <utility>
 
 #include "ir/printer.h"
 
@@ -317,17 +318,46 @@ class Verifier {
     pop();
   }
 
+  // Each annotation is one of kAnnotations, on its statement kind, with its argument count
+  // (non-negative), followed in its sequence by the statement kind it names.
+  void annotations(const Stmt& s, const Stmt& next, const Span& sp) {
+    for (const Annotation& a : s->annotations) {
+      const AnnotationInfo* info = nullptr;
+      for (const auto& i : kAnnotations)
+        if (i.name == a.name) info = &i;
+      std::string what = "annotation @" + a.name;
+      if (!info) fail(sp, "unknown " + what, "annotations are written by the compiler's passes; remove it");
+      if (s->kind != info->on)
+        fail(sp, what + " on a " + std::string(stmt_name(s->kind)) + "; it belongs on a " +
+                     std::string(stmt_name(info->on)));
+      if (static_cast<int>(a.args.size()) != info->nargs)
+        fail(sp, what + " has " + std::to_string(a.args.size()) + " argument(s), expected " +
+                     std::to_string(info->nargs));
+      for (int64_t x : a.args)
+        if (x < 0) fail(sp, what + " has the negative argument " + std::to_string(x));
+      if (info->next && (!next || next->kind != *info->next))
+        fail(sp, what + " must be followed by a " + std::string(stmt_name(*info->next)) + " in the same sequence");
+    }
+  }
+
   void stmt(const Stmt& s) {
     if (!s) return;
+    const Stmt next = std::exchange(next_, nullptr);  // the statement after s in its sequence
     Span saved = ctx_;
     if (s->span.known()) ctx_ = s->span;
     const Span& sp = ctx_;
+    annotations(s, next, sp);
     switch (s->kind) {
-      case StmtKind::Seq:
+      case StmtKind::Seq: {
         push();
-        for (const auto& c : as<SeqNode>(s)->body) stmt(c);
+        const auto& body = as<SeqNode>(s)->body;
+        for (size_t i = 0; i < body.size(); ++i) {
+          next_ = i + 1 < body.size() ? body[i + 1] : nullptr;
+          stmt(body[i]);
+        }
         pop();
         break;
+      }
       case StmtKind::For: for_stmt(as<ForNode>(s), s); break;
       case StmtKind::If: {
         auto* n = as<IfNode>(s);
@@ -662,6 +692,7 @@ class Verifier {
   std::unordered_set<const void*> scalar_params_;
   int parallel_depth_ = 0;
   Span ctx_;
+  Stmt next_;  // set by a sequence for the child about to be verified: the child after it
   bool npu_ = false;               // an Ascend expert-mode kernel
   std::optional<CoreKind> core_;   // inside T.Scope("C") / T.Scope("V")
 };

@@ -2,6 +2,11 @@
 // ir.h builders, lowered to C++, compiled with the host compiler into a shared object, loaded,
 // run block by block and compared with a naive reference computed here.
 #include "target/cpu/codegen.h"
+#include "target/cpu/fuse_map_copy_out.h"
+#include "target/cpu/fuse_map_reduce.h"
+#include "target/cpu/pipeline_rows.h"
+#include "target/cpu/view_gemm_operands.h"
+#include "target/cpu/view_rows.h"
 #include "runtime/cpu_executable.h"
 
 #include <dlfcn.h>
@@ -30,6 +35,12 @@ extern char** environ;
 namespace {
 
 using namespace tw::ir;
+
+// codegen_cpu after the decision passes of lower_cpu that it carries out (fusions, views)
+std::string decided_codegen(const Kernel& k, bool bounds_check = false) {
+  using namespace tw::cpu;
+  return codegen_cpu(view_rows(view_gemm_operands(pipeline_rows(fuse_map_reduce(fuse_map_copy_out(k))))), bounds_check);
+}
 
 // ---------------------------------------------------------------------------------------------
 // IR construction helpers
@@ -214,7 +225,7 @@ int64_t floormod_ref(int64_t a, int64_t b) { return a - floordiv_ref(a, b) * b; 
 TEST(CpuCodegen, MatmulFloat32WithTails) {
   const int64_t M = 1000, N = 777, K = 513;
   Kernel k = make_matmul(DTypeCode::f32, DTypeCode::f32, 128, 128, 64);
-  auto lib = build(tw::cpu::codegen_cpu(k), "matmul_f32");
+  auto lib = build(decided_codegen(k), "matmul_f32");
   ASSERT_TRUE(lib);
   auto A = random_floats(M * K, 1), B = random_floats(K * N, 2);
   std::vector<float> C(M * N, std::nanf(""));
@@ -232,7 +243,7 @@ TEST(CpuCodegen, MatmulFloat32WithTails) {
 TEST(CpuCodegen, MatmulFloat16Inputs) {
   const int64_t M = 70, N = 45, K = 100;  // every block has tails, K = 64 + 36
   Kernel k = make_matmul(DTypeCode::f16, DTypeCode::f16, 32, 32, 64);
-  auto lib = build(tw::cpu::codegen_cpu(k), "matmul_f16");
+  auto lib = build(decided_codegen(k), "matmul_f16");
   ASSERT_TRUE(lib);
   auto Af = random_floats(M * K, 3), Bf = random_floats(K * N, 4);
   std::vector<tw_cpu::f16> A(M * K), B(K * N), C(M * N, tw_cpu::f16{0x7e00});
@@ -276,7 +287,7 @@ Kernel make_softmax(int64_t bm, int64_t W) {
 
 void check_softmax(int64_t R, int64_t L, int64_t bm, int64_t W) {
   Kernel k = make_softmax(bm, W);
-  auto lib = build(tw::cpu::codegen_cpu(k), "softmax_" + std::to_string(L) + "_" + std::to_string(W));
+  auto lib = build(decided_codegen(k), "softmax_" + std::to_string(L) + "_" + std::to_string(W));
   ASSERT_TRUE(lib);
   auto X = random_floats(R * L, 5, -8.0f, 8.0f);
   std::vector<float> Y(R * L, std::nanf(""));
@@ -338,7 +349,7 @@ TEST(CpuCodegen, Int8GemmIfLetSelectCast) {
   Kernel kern = kernel("int8_gemm", {tensor(A), tensor(B), scalar(scale), tensor(C, true), tensor(D, true),
                                      scalar(off), tensor(RS, true)},
                        {bx, by}, {ceildiv(N, I(bn)), ceildiv(M, I(bm))}, body);
-  std::string src = tw::cpu::codegen_cpu(kern);
+  std::string src = decided_codegen(kern);
   auto lib = build(src, "int8_gemm");
   ASSERT_TRUE(lib);
 
@@ -391,7 +402,7 @@ TEST(CpuCodegen, ColumnMaxReduceMergeAxis0) {
       copy(full_region(cm), region(O, {bx * I(bc)}, {bc})),
   });
   Kernel k = kernel("colmax", {tensor(X), tensor(O, true)}, {bx}, {ceildiv(Cn, I(bc))}, body);
-  auto lib = build(tw::cpu::codegen_cpu(k), "colmax");
+  auto lib = build(decided_codegen(k), "colmax");
   ASSERT_TRUE(lib);
   const int64_t rows = 21, cols = 45;
   auto x = random_floats(rows * cols, 9, -5.0f, -1.0f);  // all negative: zero padding would win
@@ -424,7 +435,7 @@ TEST(CpuCodegen, ShiftedRowCopyAndGlobalFill) {
   });
   Kernel k = kernel("shift", {tensor(X), tensor(Y, true), tensor(Z, true)}, {bx, by},
                     {ceildiv(N, I(bn)), R}, body);
-  auto lib = build(tw::cpu::codegen_cpu(k), "shift");
+  auto lib = build(decided_codegen(k), "shift");
   ASSERT_TRUE(lib);
   const int64_t rows = 3, cols = 300;
   auto x = random_floats(rows * cols, 11);
@@ -461,7 +472,7 @@ void check_math(DType t) {
                         if_(lt(i, L), store(Y, {I(f), i}, call(static_cast<MathFn>(f), args)))));
   }
   Kernel k = kernel("math", {tensor(X), tensor(Y, true)}, {}, {}, seq(body));
-  auto lib = build(tw::cpu::codegen_cpu(k), std::string("math_") + std::string(t.name()));
+  auto lib = build(decided_codegen(k), std::string("math_") + std::string(t.name()));
   ASSERT_TRUE(lib);
   auto xf = random_floats(n, 13, 0.1f, 3.0f);
   xf[0] = -1.25f;  // floor / ceil / abs of a negative
@@ -507,7 +518,7 @@ TEST(CpuCodegen, GemmOnSubRegionsAndGlobal) {
       copy(full_region(Cl), full_region(Cg)),
   });
   Kernel k = kernel("gemm_regions", {tensor(At), tensor(Bg), tensor(Cg, true)}, {}, {}, body);
-  std::string src = tw::cpu::codegen_cpu(k);
+  std::string src = decided_codegen(k);
   // B_s's live extents bound N and K; C = A * B on a shrunk N clears C first, then accumulates
   EXPECT_NE(src.find("const bool tw_gshrunk = tw_gm < 24 || tw_gn < 48;"), std::string::npos) << src;
   EXPECT_NE(src.find("tw_cpu::gemm(tw_gm, tw_gn, (B_s_cols < 32 ? B_s_cols : 32), (At + 192), 24, true, B_s_p, B_s_ld, true, "
@@ -530,7 +541,7 @@ TEST(CpuCodegen, GemmOnSubRegionsAndGlobal) {
 
 // The generated source of a small kernel has the expected structure.
 TEST(CpuCodegen, GeneratedSourceShape) {
-  std::string src = tw::cpu::codegen_cpu(make_matmul(DTypeCode::f32, DTypeCode::f32, 64, 64, 32));
+  std::string src = decided_codegen(make_matmul(DTypeCode::f32, DTypeCode::f32, 64, 64, 32));
   for (const char* want :
        {"#include <tw_cpu/abi.h>", "#include <tw_cpu/tw_cpu.h>", "extern \"C\" int tw_abi_version(void)",
         "extern \"C\" void tw_grid(const TwArgs* tw_args, int64_t tw_ext[3])",
@@ -551,7 +562,7 @@ TEST(CpuCodegen, GeneratedSourceShape) {
     EXPECT_NE(src.find(want), std::string::npos) << "missing: " << want << "\n" << src;
   for (const char* banned : {"<iostream>", "<vector>", "<cmath>", "std::"})
     EXPECT_EQ(src.find(banned), std::string::npos) << "found: " << banned;
-  EXPECT_EQ(src, tw::cpu::codegen_cpu(make_matmul(DTypeCode::f32, DTypeCode::f32, 64, 64, 32))) << "not deterministic";
+  EXPECT_EQ(src, decided_codegen(make_matmul(DTypeCode::f32, DTypeCode::f32, 64, 64, 32))) << "not deterministic";
 }
 
 // Copy elision for gemm operands: tiles written only by one copy from a global tensor and read
@@ -590,7 +601,7 @@ void check_elided_matmul(DType in, DType acc, int64_t M, int64_t N, int64_t K, i
   SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K << " blocks " << bm << "/" << bn << "/" << bk
                                   << " ta=" << ta << " tb=" << tb << " read_a_elsewhere=" << read_a_elsewhere);
   Kernel k = make_matmul_elide(in, acc, bm, bn, bk, ta, tb, read_a_elsewhere);
-  std::string src = tw::cpu::codegen_cpu(k);
+  std::string src = decided_codegen(k);
   EXPECT_EQ(src.find("A_shared_p = A + tw_sb;") != std::string::npos, !read_a_elsewhere) << src;
   EXPECT_NE(src.find("B_shared_p = B + tw_sb;"), std::string::npos) << src;
   auto lib = build(src, "matmul_elide");
@@ -671,7 +682,7 @@ TEST(CpuCodegen, GemmTileFromWrittenTensorIsNotElided) {
                          fill(full_region(A), F(0)),
                          gemm(full_region(As), full_region(As), full_region(C), false, false, true),
                          copy(full_region(C), full_region(A))}));
-  std::string src = tw::cpu::codegen_cpu(k);
+  std::string src = decided_codegen(k);
   EXPECT_EQ(src.find("A_s_p"), std::string::npos) << src;
   auto lib = build(src, "written");
   ASSERT_TRUE(lib);
@@ -697,7 +708,7 @@ TEST(CpuCodegen, StreamingStoresIntoLargeOutput) {
   Kernel k = kernel("stream", {tensor(X), tensor(Y, true)}, {by}, {I(R / bm)},
                     seq({alloc(t), copy(region(X, {by * I(bm), I(0)}, {bm, W - 1}), full_region(t)),
                          copy(full_region(t), region(Y, {by * I(bm), I(1)}, {bm, W - 1}))}));
-  std::string src = tw::cpu::codegen_cpu(k);
+  std::string src = decided_codegen(k);
   EXPECT_NE(src.find("tw_cpu::simd::stream_copy("), std::string::npos) << src;
   auto lib = build(src, "stream");
   ASSERT_TRUE(lib);
@@ -729,7 +740,7 @@ Kernel make_map_copy_out(int64_t R, int64_t W, int64_t bm, int64_t col0, bool re
 }
 
 void check_map_copy_out(int64_t R, int64_t W, int64_t bm, int64_t col0, bool read_after) {
-  std::string src = tw::cpu::codegen_cpu(make_map_copy_out(R, W, bm, col0, read_after));
+  std::string src = decided_codegen(make_map_copy_out(R, W, bm, col0, read_after));
   EXPECT_EQ(src.find("fused with copy") != std::string::npos, !read_after) << src;
   auto lib = build(src, "map_out_" + std::to_string(R) + "_" + std::to_string(W) + "_" + std::to_string(col0) +
                             (read_after ? "_r" : ""));
@@ -772,7 +783,7 @@ void check_row_view(int64_t R, int64_t W, int64_t bm, bool in_place, bool col_re
   std::vector<Param> params{tensor(X, in_place)};
   if (!in_place) params.push_back(tensor(Y, true));
   Kernel k = kernel("row_view", params, {by}, {ceildiv(I(R), I(bm))}, seq(body));
-  std::string src = tw::cpu::codegen_cpu(k);
+  std::string src = decided_codegen(k);
   // a reduce over either axis reads the view (the column reduce four rows per pass)
   EXPECT_EQ(src.find("is only read (loads, reductions)") != std::string::npos, !in_place) << src;
   if (col_reduce) EXPECT_NE(src.find("tw_p3 = t_p + "), std::string::npos) << src;
@@ -811,7 +822,7 @@ TEST(CpuCodegen, MapCopyOutNotFusedWhenMapReadsDestination) {
                          loop(i, I(bm), ForKind::parallel,
                               loop(j, I(W), ForKind::parallel, store(t, {i, j}, ld(Y, {by * I(bm) + i, j + I(1)})))),
                          copy(full_region(t), region(Y, {by * I(bm), I(0)}, {bm, W}))}));
-  std::string src = tw::cpu::codegen_cpu(k);
+  std::string src = decided_codegen(k);
   EXPECT_EQ(src.find("fused with copy"), std::string::npos) << src;
   auto lib = build(src, "shift_left");
   ASSERT_TRUE(lib);
@@ -829,7 +840,7 @@ TEST(CpuCodegen, UnsupportedGemmDtypesAreAnError) {
   Kernel k = kernel("bad", {}, {}, {}, seq({alloc(A), alloc(B), alloc(C),
                                             gemm(full_region(A), full_region(B), full_region(C), false, false, true, 42)}));
   try {
-    tw::cpu::codegen_cpu(k);
+    decided_codegen(k);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("gemm on the CPU supports"), std::string::npos) << e.what();

@@ -49,7 +49,8 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
-    assert k.stages == ["input", "infer_grid", "simplify", "coarsen_grid", "hoist_map_invariants", "final"]
+    assert k.stages == ["input", "infer_grid", "simplify", "coarsen_grid", "hoist_map_invariants", "fuse_map_copy_out",
+                        "fuse_map_reduce", "pipeline_rows", "view_gemm_operands", "view_rows", "final"]
     texts = {s: k.get_ir(s) for s in k.stages}
     assert k.get_ir() == texts["final"]
     for s, t in texts.items():
@@ -59,7 +60,10 @@ def test_get_ir_stages(ex_gemm):
     # the explicit kernel already has its grid; ceildiv(48, 128) etc. are folded to constants
     assert "grid(bx = 1, by = 1)" in texts["final"]
     assert "for k in pipelined(0, 1, stages=2)" in texts["final"]
-    assert texts["final"] == texts["simplify"]
+    assert texts["hoist_map_invariants"] == texts["simplify"]
+    # the gemm reads its operand tiles in place in A and B (view_gemm_operands' annotations)
+    assert texts["final"] == texts["simplify"].replace("alloc A_shared", "@gemm_view(1) alloc A_shared").replace(
+        "alloc B_shared", "@gemm_view(1) alloc B_shared")
 
 
 def test_get_ir_of_tile_loops_shows_inferred_grid():
@@ -81,7 +85,8 @@ def test_unknown_stage_lists_stages(ex_gemm):
     with pytest.raises(tw.TilewrightError) as ei:
         k.get_ir("lowered")
     assert ei.value.message == "no IR stage 'lowered' for kernel 'main'"
-    assert "input, infer_grid, simplify, coarsen_grid, hoist_map_invariants, final" in ei.value.hint
+    assert ("input, infer_grid, simplify, coarsen_grid, hoist_map_invariants, fuse_map_copy_out, fuse_map_reduce, "
+            "pipeline_rows, view_gemm_operands, view_rows, final") in ei.value.hint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,11 +279,12 @@ def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
     tir = [f for f in files if f.endswith(".tir")]
     # one file per pass stage, numbered in pipeline order ("final" is the last one's alias)
     assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir", "03_coarsen_grid.tir",
-                   "04_hoist_map_invariants.tir"]
+                   "04_hoist_map_invariants.tir", "05_fuse_map_copy_out.tir", "06_fuse_map_reduce.tir",
+                   "07_pipeline_rows.tir", "08_view_gemm_operands.tir", "09_view_rows.tir"]
     for f in tir:
         stage = f[3:-4]
         assert (kdir / f).read_text() == r["stages"][stage]
-    assert r["stages"]["final"] == r["stages"]["hoist_map_invariants"]
+    assert r["stages"]["final"] == r["stages"]["view_rows"]
 
 
 def test_dump_ir_writes_generated_source(child_script, tmp_path):
@@ -286,7 +292,7 @@ def test_dump_ir_writes_generated_source(child_script, tmp_path):
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
     (kdir,) = dump.glob("disk_cache_probe-*/cpu")
     files = sorted(os.listdir(kdir))
-    assert files[-1] == "05_codegen.cpp", files
+    assert files[-1] == "10_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
 
 

@@ -5,6 +5,8 @@
 // whose CPU hooks are the expr_* methods. Index arithmetic of tile ops
 // (region starts, strides, clipped ranges) is built with the small `Idx` algebra below, which
 // folds constants so that tile-to-tile copies come out with literal bounds and no checks.
+// What to fuse and which tiles to read in place is decided by the passes before it (codegen.h);
+// emit_seq, emit_alloc and the fused emitters read their annotations.
 #include "target/cpu/codegen.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "ir/functor.h"
 #include "target/c_expr.h"
+#include "target/cpu/tile_facts.h"
 #include "transform/check_bounds.h"
 
 namespace tw::cpu {
@@ -199,413 +202,6 @@ struct RegionView {
   }
 };
 
-// ---------------------------------------------------------------------------------------------
-// Copy elision for gemm operands
-//
-// A 2-D tile that is written only by one copy from a global region of the same dtype and read
-// only as a gemm A/B operand need not be materialised: in the copy's fast path (region inside
-// the tensor) the tile becomes a (pointer, leading dim) view of the global tensor, and the gemm
-// packs straight from there; the masked path (tails) still copies into the tile and points the
-// view back at it. Sound because the view is taken only when nothing else reads the tile and
-// the kernel never writes the source tensor (so its data cannot change before the gemm).
-
-// Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
-// innermost paired dim is contiguous when the tile's rows are longer than 1.
-bool viewable_copy(const CopyNode& c) {
-  const Buffer& d = c.dst.buffer;
-  auto shape = d->const_shape();
-  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || c.src.buffer->dtype != d->dtype || !shape ||
-      shape->size() != 2)
-    return false;
-  std::vector<int64_t> sext;
-  for (size_t i = 0; i < 2; ++i) {
-    auto st = as_const_int(c.dst.starts[i]), ex = as_const_int(c.dst.extents[i]);
-    if (!st || *st != 0 || !ex || *ex != (*shape)[i]) return false;
-  }
-  for (const auto& e : c.src.extents) {
-    auto x = as_const_int(e);
-    if (!x) return false;
-    sext.push_back(*x);
-  }
-  std::vector<int> sd;
-  for (size_t i = 0; i < sext.size(); ++i)
-    if (sext[i] != 1) sd.push_back(static_cast<int>(i));
-  int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
-  if (static_cast<int>(sd.size()) != nd) return false;
-  return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
-}
-
-// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
-std::unordered_set<const void*> globals_written(const Kernel& k) {
-  std::unordered_set<const void*> out;
-  for_each_stmt(k->body, [&](const Stmt& s) {
-    auto w = [&](const Buffer& b) {
-      if (b && b->scope == Scope::global) out.insert(b.get());
-    };
-    switch (s->kind) {
-      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
-      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
-      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
-      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
-      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
-      default: break;
-    }
-  });
-  return out;
-}
-
-struct ElideInfo {
-  const CopyNode* copy = nullptr;
-  int writes = 0;
-  bool gemm_read = false;
-  bool bad = false;
-};
-
-std::unordered_set<const void*> elidable_tiles(const Kernel& k) {
-  std::unordered_map<const void*, ElideInfo> info;
-  auto bad = [&](const Buffer& b) {
-    if (b && b->scope != Scope::global) info[b.get()].bad = true;
-  };
-  for_each_stmt(k->body, [&](const Stmt& s) {
-    switch (s->kind) {
-      case StmtKind::Copy: {
-        const auto& c = *static_cast<const CopyNode*>(s.get());
-        bad(c.src.buffer);  // a tile read by a copy is read elsewhere
-        const Buffer& d = c.dst.buffer;
-        if (d->scope == Scope::global) break;
-        ElideInfo& e = info[d.get()];
-        e.writes++;
-        e.copy = &c;
-        if (!viewable_copy(c)) e.bad = true;
-        break;
-      }
-      case StmtKind::Gemm: {
-        const auto& g = *static_cast<const GemmNode*>(s.get());
-        for (const Buffer* b : {&g.a.buffer, &g.b.buffer})
-          if ((*b)->scope != Scope::global) info[b->get()].gemm_read = true;
-        bad(g.c.buffer);
-        break;
-      }
-      case StmtKind::Store: {
-        const auto& st = *static_cast<const StoreNode*>(s.get());
-        bad(st.buffer);
-        break;
-      }
-      case StmtKind::Fill: {
-        const auto& f = *static_cast<const FillNode*>(s.get());
-        bad(f.dst.buffer);
-        break;
-      }
-      case StmtKind::Reduce: {
-        const auto& r = *static_cast<const ReduceNode*>(s.get());
-        bad(r.src);
-        bad(r.dst);
-        break;
-      }
-      default: break;
-    }
-  });
-  for_each_expr(k->body, [&](const Expr& e) {
-    if (e && e->kind == ExprKind::Load) bad(static_cast<const LoadNode*>(e.get())->buffer);
-  });
-  const std::unordered_set<const void*> global_written = globals_written(k);
-  std::unordered_set<const void*> out;
-  for (const auto& [b, e] : info)
-    if (!e.bad && e.writes == 1 && e.gemm_read && e.copy && !global_written.count(e.copy->src.buffer.get()))
-      out.insert(b);
-  return out;
-}
-
-// Live extents of gemm operands: of the elidable tiles, those that every gemm reads whole. Past
-// the part its copy filled from inside the source such a tile is zero, and no reader looks past
-// it (the gemm multiplies only that part), so a masked copy whose source starts inside its
-// tensor (a tail block) is elided too: the view points at the source's part, with live extents.
-std::unordered_set<const void*> live_extent_tiles(const Kernel& k, const std::unordered_set<const void*>& elidable) {
-  std::unordered_set<const void*> partial;
-  for_each_stmt(k->body, [&](const Stmt& s) {
-    if (s->kind != StmtKind::Gemm) return;
-    const auto& g = *static_cast<const GemmNode*>(s.get());
-    for (const Region* r : {&g.a, &g.b}) {
-      auto shape = r->buffer->const_shape();
-      bool whole = shape && shape->size() == 2 && r->starts.size() == 2;
-      for (size_t d = 0; whole && d < 2; ++d) {
-        auto st = as_const_int(r->starts[d]), ex = as_const_int(r->extents[d]);
-        whole = st && *st == 0 && ex && *ex == (*shape)[d];
-      }
-      if (!whole) partial.insert(r->buffer.get());
-    }
-  });
-  std::unordered_set<const void*> out;
-  for (const void* b : elidable)
-    if (!partial.count(b)) out.insert(b);
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Read-in-place views for row kernels
-//
-// A 2-D tile filled by one copy from a global tensor (full tile, same dtype, rows contiguous in
-// the tensor; a top-level statement of the kernel) is not materialised while it is only read:
-// in the copy's fast path it becomes a (pointer, leading dim) view of the tensor, and loads and
-// row reductions read the tensor in place (the masked path still copies into the tile and points
-// the view at it, as for gemm operands). The view ends at the first top-level full-tile map
-// writing the tile (`for i, j in T.Parallel(shape): t[i, j] = f(...)`, reading t only at
-// [i, j]): that map reads through the view, later statements read the tile. Anything else that
-// writes the tile while the view is live, a copy or gemm reading it then, a second fill, or a
-// kernel that writes the source tensor: no view. (Reductions over either axis read the view.)
-
-bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
-
-// The store of a full-tile elementwise map (see above) into a tile, or null.
-const StoreNode* full_tile_map(const Stmt& s) {
-  if (!s || s->kind != StmtKind::For) return nullptr;
-  const auto& outer = *static_cast<const ForNode*>(s.get());
-  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return nullptr;
-  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
-  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return nullptr;
-  const auto* st = static_cast<const StoreNode*>(inner.body.get());
-  const Buffer& t = st->buffer;
-  auto shape = t->const_shape();
-  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
-  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
-      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || st->indices.size() != 2 ||
-      !is_var(st->indices[0], outer.var) || !is_var(st->indices[1], inner.var))
-    return nullptr;
-  bool other_read = false;
-  for_each_expr(inner.body, [&](const Expr& e) {
-    if (!e || e->kind != ExprKind::Load) return;
-    const auto& l = *static_cast<const LoadNode*>(e.get());
-    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
-      other_read = true;
-  });
-  return other_read ? nullptr : st;
-}
-
-// A full-tile map whose body is several stores, one of them into t at [i, j], reading t only
-// at [i, j] (log-softmax's `x[i, j] = x[i, j] - m[i]; e[i, j] = exp(x[i, j])`): it overwrites t
-// too. Its statements up to t's store read t through the view; emit_store ends the view, so
-// the later ones read the element just stored in the tile.
-bool multi_store_map_overwrites(const Stmt& s, const Buffer& t) {
-  if (!s || s->kind != StmtKind::For) return false;
-  const auto& outer = *static_cast<const ForNode*>(s.get());
-  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return false;
-  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
-  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Seq) return false;
-  auto shape = t->const_shape();
-  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
-  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
-      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1)
-    return false;
-  auto at_ij = [&](const std::vector<Expr>& idx) {
-    return idx.size() == 2 && is_var(idx[0], outer.var) && is_var(idx[1], inner.var);
-  };
-  int stores_into_t = 0;
-  for (const auto& x : static_cast<const SeqNode*>(inner.body.get())->body) {
-    if (x->kind != StmtKind::Store) return false;
-    const auto& st = *static_cast<const StoreNode*>(x.get());
-    if (st.buffer == t) {
-      if (!at_ij(st.indices)) return false;
-      ++stores_into_t;
-    }
-  }
-  bool other_read = false;
-  for_each_expr(inner.body, [&](const Expr& e) {
-    if (e && e->kind == ExprKind::Load && static_cast<const LoadNode*>(e.get())->buffer == t &&
-        !at_ij(static_cast<const LoadNode*>(e.get())->indices))
-      other_read = true;
-  });
-  return stores_into_t == 1 && !other_read;
-}
-
-// The row views of the statements `top` (the kernel's top level, or the body of a serial loop);
-// `allowed`: the tiles that may have one there (null: any).
-void row_view_tiles_in(const std::vector<Stmt>& top, const std::unordered_set<const void*>& global_written,
-                       const std::unordered_set<const void*>* allowed, std::unordered_set<const void*>& out) {
-  // candidates: tiles filled by a viewable copy at this level
-  std::vector<Buffer> cands;
-  for (const auto& s : top)
-    if (s->kind == StmtKind::Copy) {
-      const auto& c = *static_cast<const CopyNode*>(s.get());
-      if (viewable_copy(c) && !global_written.count(c.src.buffer.get()) && (!allowed || allowed->count(c.dst.buffer.get())))
-        cands.push_back(c.dst.buffer);
-    }
-  for (const Buffer& t : cands) {
-    enum { none, view, tile } state = none;
-    bool bad = false;
-    for (const auto& s : top) {
-      if (s->kind == StmtKind::Copy && static_cast<const CopyNode*>(s.get())->dst.buffer == t) {
-        const auto& c = *static_cast<const CopyNode*>(s.get());
-        if (state != none || !viewable_copy(c)) bad = true;
-        state = view;
-        continue;
-      }
-      if (const StoreNode* st = full_tile_map(s); (st && st->buffer == t) || multi_store_map_overwrites(s, t)) {
-        if (state == view) state = tile;
-        continue;
-      }
-      // any other statement: reads of t are fine (loads, row reductions); writes are not, nor
-      // copies / gemms reading t while the view is live
-      for_each_stmt(s, [&](const Stmt& x) {
-        switch (x->kind) {
-          case StmtKind::Copy: {
-            const auto& c = *static_cast<const CopyNode*>(x.get());
-            bad |= c.dst.buffer == t || (c.src.buffer == t && state == view);
-            break;
-          }
-          case StmtKind::Store: bad |= static_cast<const StoreNode*>(x.get())->buffer == t; break;
-          case StmtKind::Fill: bad |= static_cast<const FillNode*>(x.get())->dst.buffer == t; break;
-          case StmtKind::Reduce: {
-            const auto& r = *static_cast<const ReduceNode*>(x.get());
-            bad |= r.dst == t;  // a reduce of t over either axis reads it through the view
-            // ... except over the first axis of a one-column tile: the reduce emitter takes that as a
-            // contiguous row (inner extent 1), which a view of row stride ld is not (fuzz seed 26329)
-            if (r.src == t && r.axis == 0) {
-              auto sh = t->const_shape();
-              bad |= !sh || sh->size() != 2 || (*sh)[1] == 1;
-            }
-            break;
-          }
-          case StmtKind::Gemm: {
-            const auto& g = *static_cast<const GemmNode*>(x.get());
-            bad |= g.a.buffer == t || g.b.buffer == t || g.c.buffer == t;
-            break;
-          }
-          default: break;
-        }
-      });
-    }
-    if (!bad && state != none) out.insert(t.get());
-  }
-}
-
-std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
-  std::unordered_set<const void*> out;
-  if (!k->body || k->body->kind != StmtKind::Seq) return out;
-  row_view_tiles_in(static_cast<const SeqNode*>(k->body.get())->body, globals_written(k), nullptr, out);
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Map + copy-out fusion
-//
-// `for i, j in T.Parallel(E0, E1): t[i, j] = f(...)` immediately followed by `T.copy(t, G[...])`
-// (the whole tile t into a global tensor of the same dtype) is emitted, when the destination
-// region is inside G, as one pass: each row is computed in chunks of kOutChunk elements into a
-// small L1 buffer and stored to G from there (streaming stores for large outputs), instead of
-// writing the tile (an L2 pass) and copying it out (a second pass). Sound when t is not read
-// again: the map reads t only at [i, j] (so skipping the tile's write changes nothing it reads)
-// and does not read the destination tensor, no statement after the copy references t, and the
-// pair is not inside a loop (which could read t on its next iteration) unless t is local to the
-// loop's iterations (loop_local_tiles). Otherwise (and on the tail path) the two statements are
-// emitted as written.
-
-constexpr int kOutChunk = 64;
-
-// Does statement s (a leaf, or any loads inside a compound one) reference buffer b?
-bool references(const Stmt& s, const Buffer& b) {
-  bool hit = false;
-  auto reg = [&](const Region& r) { hit |= r.buffer == b; };
-  for_each_stmt(s, [&](const Stmt& x) {
-    switch (x->kind) {
-      case StmtKind::Copy: reg(static_cast<const CopyNode*>(x.get())->src); reg(static_cast<const CopyNode*>(x.get())->dst); break;
-      case StmtKind::Gemm: {
-        const auto& g = *static_cast<const GemmNode*>(x.get());
-        reg(g.a); reg(g.b); reg(g.c);
-        break;
-      }
-      case StmtKind::Fill: reg(static_cast<const FillNode*>(x.get())->dst); break;
-      case StmtKind::Reduce: {
-        const auto& r = *static_cast<const ReduceNode*>(x.get());
-        hit |= r.src == b || r.dst == b;
-        break;
-      }
-      case StmtKind::Store: hit |= static_cast<const StoreNode*>(x.get())->buffer == b; break;
-      default: break;
-    }
-  });
-  for_each_expr(s, [&](const Expr& e) {
-    if (e && e->kind == ExprKind::Load) hit |= static_cast<const LoadNode*>(e.get())->buffer == b;
-  });
-  return hit;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Iteration-local tiles
-//
-// A tile is local to one iteration of a serial loop when nothing outside the loop's body
-// references it and the first statement of the body (at its top level) that references it
-// overwrites all of it: a copy into the whole tile (from another buffer) or a fill of the whole
-// tile. No value of such a tile flows from one iteration to the next or out of the loop, so what
-// is sound for a tile at the kernel's top level -- a read-in-place view, a map fused with its
-// copy-out or its row reduction with the tile not written -- is sound in the body. (A row block
-// reduced block by block in one program, such as a whole-tensor norm, then reads its input once.)
-
-// Does anything outside the subtree `inside` of `root` reference t (its allocation aside)?
-bool referenced_outside(const Stmt& root, const Stmt& inside, const Buffer& t) {
-  struct V : Visitor {
-    const Stmt& in;
-    const Buffer& t;
-    bool hit = false;
-    V(const Stmt& i, const Buffer& b) : in(i), t(b) {}
-    void visit(const Stmt& s) override {
-      if (!s || s.get() == in.get() || s->kind == StmtKind::Alloc) return;
-      Visitor::visit(s);
-    }
-    using Visitor::visit;
-    void visit_buffer(const Buffer& b) override { hit |= b == t; }
-  } v(inside, t);
-  v.visit(root);
-  return v.hit;
-}
-
-// The whole of a tile (constant shape, region at 0 with the tile's extents)?
-bool whole_tile(const Region& r) {
-  auto shape = r.buffer->const_shape();
-  if (r.buffer->scope == Scope::global || !shape || r.starts.size() != shape->size()) return false;
-  for (size_t d = 0; d < shape->size(); ++d) {
-    auto st = as_const_int(r.starts[d]), ex = as_const_int(r.extents[d]);
-    if (!st || *st != 0 || !ex || *ex != (*shape)[d]) return false;
-  }
-  return true;
-}
-
-std::unordered_set<const void*> loop_local_tiles(const Kernel& k, const ForNode& loop) {
-  std::unordered_set<const void*> out;
-  if (loop.for_kind == ForKind::parallel || !loop.body || loop.body->kind != StmtKind::Seq) return out;
-  const auto& body = static_cast<const SeqNode*>(loop.body.get())->body;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const Stmt& s = body[i];
-    const Region* full = nullptr;
-    if (s->kind == StmtKind::Copy) {
-      const auto& c = *static_cast<const CopyNode*>(s.get());
-      if (c.src.buffer != c.dst.buffer) full = &c.dst;
-    } else if (s->kind == StmtKind::Fill) {
-      full = &static_cast<const FillNode*>(s.get())->dst;
-    }
-    if (!full || !whole_tile(*full) || out.count(full->buffer.get())) continue;
-    const Buffer& t = full->buffer;
-    bool earlier = false;
-    for (size_t j = 0; j < i && !earlier; ++j) earlier = references(body[j], t);
-    if (!earlier && !referenced_outside(k->body, loop.body, t)) out.insert(t.get());
-  }
-  return out;
-}
-
-// The row views (row_view_tiles_in) of the bodies of serial loops, for their iteration-local tiles.
-std::unordered_set<const void*> loop_row_view_tiles(const Kernel& k) {
-  std::unordered_set<const void*> out;
-  const std::unordered_set<const void*> global_written = globals_written(k);
-  for_each_stmt(k->body, [&](const Stmt& s) {
-    if (s->kind != StmtKind::For) return;
-    const auto& f = *static_cast<const ForNode*>(s.get());
-    auto local = loop_local_tiles(k, f);
-    if (!local.empty()) row_view_tiles_in(static_cast<const SeqNode*>(f.body.get())->body, global_written, &local, out);
-  });
-  return out;
-}
-
 // Lane-wise combine of two float32 vectors for a reduction: a sum adds; max/min select
 // `b > a ? b : a` (a NaN element never replaces an accumulator, in any grouping).
 std::string vec_combine(ReduceKind kind, const std::string& a, const std::string& b) {
@@ -680,7 +276,7 @@ class CodeGen {
   void emit_gemm(const GemmNode& n);
   void emit_fill(const FillNode& n);
   void emit_reduce(const ReduceNode& n);
-  // map + copy-out fusion (see kOutChunk); false: nothing emitted, emit the two as written
+  // map + copy-out fusion (fuse_map_copy_out.h); false: `map` has no @fuse_copy_out
   bool emit_map_copy_out(const Stmt& map, const Stmt& copy);
   struct CopyOutPlan {
     const StoreNode* st;
@@ -691,17 +287,16 @@ class CodeGen {
     std::vector<int> td;
     int64_t e0, e1;
   };
+  // the fused pair's pieces when `map` has @fuse_copy_out, else nullopt
   std::optional<CopyOutPlan> plan_map_copy_out(const Stmt& map, const Stmt& copy);
-  // the map's store when map + reduce can be fused (see emit_map_reduce), else null
+  // the map's store when `map` has @fuse_reduce (fuse_map_reduce.h), else null
   const StoreNode* plan_map_reduce(const Stmt& map, const Stmt& reduce) const;
   // row passes skewed by one row in one loop (see emit_row_pipeline); statements consumed, 0 if none
   size_t emit_row_pipeline(const SeqNode& n, size_t k);
   // statements [from, to) of a sequence, each fused with the next where possible
   void emit_range(const SeqNode& n, size_t from, size_t to);
-  // map + row reduction fusion (see emit_map_reduce)
+  // map + row reduction fusion (fuse_map_reduce.h); false: `map` has no @fuse_reduce
   bool emit_map_reduce(const Stmt& map, const Stmt& reduce);
-  // does any statement after `s` (in kernel order) reference t?
-  bool used_after(const Stmt& s, const Buffer& t) const;
   // float32 row reduction of ptr[q .. n) into the vectors tw_v0..tw_v3 (four at a time, then
   // one into tw_v0; q is left at the scalar tail), and their lane-wise fold into tw_v0
   void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,
@@ -785,19 +380,10 @@ class CodeGen {
   // tile itself" when s is null or its columns are not its tensor's last dimension)
   void set_view_col(const View& v, const RegionView* s, const std::string& cond = "");
   std::unordered_set<const void*> elidable_, live_tiles_;
-  // row views (see row_view_tiles): the tiles that have one, and those whose view is live now
+  // row views (view_rows): the tiles that have one, and those whose view is live now
   std::unordered_set<const void*> row_views_, live_views_;
   // the row views at the kernel's top level (the others are in loop bodies: no next-block prefetch)
   std::unordered_set<const void*> top_row_views_;
-  // the iteration-local tiles (loop_local_tiles) of the serial loop whose body is being emitted,
-  // and the loop depth of that body
-  std::unordered_set<const void*> loop_local_;
-  int loop_local_depth_ = -1;
-  // May a pass assume that no statement of another loop iteration reads t (the map + copy-out
-  // and map + reduce fusions)? At the top level, or when t is local to the enclosing loop's body.
-  bool fusable(const Buffer& t) const {
-    return loop_depth_ == 0 || (loop_depth_ == loop_local_depth_ && loop_local_.count(t.get()));
-  }
   // 1-D grid with row views: the block this thread is expected to run next is bx + tw_step (the
   // step between its last two blocks), and each view also holds that block's source address
   // (pf), prefetched into L2 by the pass that ends the view
@@ -876,14 +462,20 @@ std::string CodeGen::run() {
                 k.span);
   // Reserve the names of the interface so no user name takes them.
   for (const char* r : {"tw_args", "tw_ext", "tw_bx", "tw_by", "tw_bz"}) used_.insert(r);
-  elidable_ = elidable_tiles(k_);
-  live_tiles_ = live_extent_tiles(k_, elidable_);
-  // checked mode (TW_BOUNDS_CHECK) reads every tile element through its checked index: no views
-  if (!bounds_check_) {
-    top_row_views_ = row_view_tiles(k_);
-    row_views_ = loop_row_view_tiles(k_);
-    row_views_.insert(top_row_views_.begin(), top_row_views_.end());
-  }
+  // the views the passes decided (view_gemm_operands, view_rows); checked mode (TW_BOUNDS_CHECK)
+  // reads every tile element through its checked index: no row views
+  for_each_stmt(k_->body, [&](const Stmt& s) {
+    if (s->kind != StmtKind::Alloc) return;
+    const void* b = as<AllocNode>(s)->buffer.get();
+    if (const Annotation* a = find_annotation(s, "gemm_view")) {
+      elidable_.insert(b);
+      if (a->args.at(0)) live_tiles_.insert(b);
+    }
+    if (const Annotation* a = find_annotation(s, "row_view"); a && !bounds_check_) {
+      row_views_.insert(b);
+      if (a->args.at(0)) top_row_views_.insert(b);
+    }
+  });
 
   out_ += "// Generated by Tilewright (target cpu) for kernel '" + k.name + "'. Do not edit.\n";
   if (bounds_check_ || !unproved_.empty())
@@ -1021,11 +613,6 @@ void CodeGen::emit_for(const ForNode& n) {
   }
   std::string v = bind(n.var, mn.nonneg);
   Idx end = add(mn, ext);
-  // the body of a serial loop: its iteration-local tiles may be fused as at the top level
-  auto saved_local = std::move(loop_local_);
-  const int saved_depth = loop_local_depth_;
-  loop_local_ = loop_local_tiles(k_, n);
-  loop_local_depth_ = loop_depth_ + 1;
   if (end.c) {
     open("for (int64_t " + v + " = " + mn.s + "; " + v + " < " + end.s + "; ++" + v + ")");
   } else {  // evaluate the bound once
@@ -1035,8 +622,6 @@ void CodeGen::emit_for(const ForNode& n) {
   ++loop_depth_;
   emit(n.body);
   --loop_depth_;
-  loop_local_ = std::move(saved_local);
-  loop_local_depth_ = saved_depth;
   close();
 }
 
@@ -1064,7 +649,7 @@ void CodeGen::emit_store(const StoreNode& n) {
   std::string b = buf_name(n.buffer);
   std::string at = linear_index(n.buffer, n.indices, n.span, bounds_check_ || unproved_.count(&n)).s;
   line(b + "[" + at + "] = " + narrow(n.buffer->dtype, n.value->dtype, expr(n.value)) + ";");
-  // a store into a tile read through a view is the one of a map overwriting it (row_view_tiles):
+  // a store into a tile read through a view is the one of a map overwriting it (view_rows):
   // later reads, in this map's next statements too, read the tile
   live_views_.erase(n.buffer.get());
 }
@@ -1092,7 +677,7 @@ void CodeGen::emit_alloc(const AllocNode& n) {
        line_comment(n.span) + std::string(scope_name(b->scope)) + " [" + dims + "]");
   bool row_view = row_views_.count(b.get()) > 0;
   if ((elidable_.count(b.get()) || row_view) && shape->size() == 2) {
-    // read only by gemm (or, row_view_tiles, only read until a map overwrites it), written by one
+    // read only by gemm (or, view_rows, only read until a map overwrites it), written by one
     // copy from a global tensor: a view
     View v{name_for(&n, name + "_p"), name_for(reinterpret_cast<const char*>(&n) + 1, name + "_ld"), (*shape)[1]};
     line("[[maybe_unused]] const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
@@ -1177,7 +762,7 @@ void CodeGen::emit_copy(const CopyNode& n) {
   const View* view_of_dst = vit == views_.end() ? nullptr : &vit->second;
   auto emit_fast = [&] {
     if (view_of_dst) {
-      // elided: the gemm reads the tensor in place (innermost dim contiguous, checked by elidable_tiles)
+      // elided: the gemm reads the tensor in place (innermost dim contiguous, checked by view_gemm_operands)
       std::string ld = std::to_string(view_of_dst->cols);
       if (d.ext[0].c != 1) ld = s.stride[s.dims[0]].s;
       line("// elided: " + n.dst.buffer->name + " is only read (" + (row_views_.count(n.dst.buffer.get()) ? "loads, reductions" : "by gemm") +
@@ -1357,46 +942,24 @@ void CodeGen::emit_prefetch_next(const Buffer& t, const std::string& row) {
 }
 
 std::optional<CodeGen::CopyOutPlan> CodeGen::plan_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
-  if (!copy_s || copy_s->kind != StmtKind::Copy) return std::nullopt;
-  // a full-tile map (it reads t only at [i, j]) of float32 rows at least one chunk long
+  if (!find_annotation(map_s, "fuse_copy_out")) return std::nullopt;
   const StoreNode* stp = full_tile_map(map_s);
-  if (!stp || stp->buffer->dtype.code != DTypeCode::f32 || !fusable(stp->buffer)) return std::nullopt;
-  const auto& st = *stp;
+  auto bad = [&]() {
+    return Error("@fuse_copy_out on a statement that is not a full-tile map followed by the copy of its whole tile",
+                 map_s->span, "remove the annotation: the pass fuse_map_copy_out writes it where it holds");
+  };
+  if (!stp || copy_s->kind != StmtKind::Copy) throw bad();
   const auto& outer = *as<ForNode>(map_s);
   const auto& inner = *as<ForNode>(outer.body);
   const auto& cp = *as<CopyNode>(copy_s);
-  const Buffer& t = st.buffer;
-  auto shape = t->const_shape();
-  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
-  if (!e0 || !e1 || *e1 < kOutChunk) return std::nullopt;
-  // the copy: the whole tile into a global tensor of the same dtype
-  if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype ||
-      elidable_.count(t.get()))
-    return std::nullopt;
-  for (size_t d = 0; d < 2; ++d) {
-    auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
-    if (!s0 || *s0 != 0 || !ex || *ex != (*shape)[d]) return std::nullopt;
-  }
-  // the map does not read the destination tensor (its rows are written before the rest of the map is computed)
-  bool reads_dst = false;
-  for_each_expr(inner.body, [&](const Expr& e) {
-    if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == cp.dst.buffer;
-  });
-  if (reads_dst) return std::nullopt;
-  // nothing after the copy references t
-  if (used_after(copy_s, t)) return std::nullopt;
-  // the destination: tile dims with extent != 1 paired in order with the region's; rows contiguous
+  auto shape = *stp->buffer->const_shape();
+  // the destination: tile dims with extent != 1 paired in order with the region's
   RegionView d = view(cp.dst);
   std::vector<int> td;
   for (int k = 0; k < 2; ++k)
-    if ((*shape)[k] != 1) td.push_back(k);
-  if (td.size() != d.dims.size() || td.back() != 1 || d.dims.back() != d.rank() - 1) return std::nullopt;
-  for (size_t k = 0; k < td.size(); ++k)
-    if (!same(d.ext[d.dims[k]], ic((*shape)[td[k]]))) return std::nullopt;
-  for (int dd = 0; dd < d.rank(); ++dd) {
-    if (d.overflows_above(dd) || (d.start[dd].c && *d.start[dd].c < 0)) return std::nullopt;  // always the tail path
-  }
-  return CopyOutPlan{stp, &outer, &inner, &cp, d, td, *e0, *e1};
+    if (shape[k] != 1) td.push_back(k);
+  if (td.size() != d.dims.size() || td.empty()) throw bad();
+  return CopyOutPlan{stp, &outer, &inner, &cp, d, td, shape[0], shape[1]};
 }
 
 bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
@@ -1457,41 +1020,18 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   return true;
 }
 
-bool CodeGen::used_after(const Stmt& s, const Buffer& t) const {
-  bool after = false, later_use = false;
-  for_each_stmt(k_->body, [&](const Stmt& x) {
-    if (after && x->kind != StmtKind::Seq && x->kind != StmtKind::For && x->kind != StmtKind::If)
-      later_use |= references(x, t);
-    if (x.get() == s.get()) after = true;
-  });
-  return later_use;
-}
-
-// A full-tile float32 map into t (full_tile_map) followed by a float32 reduce of t over its rows
-// (axis 1) is one pass: each row is computed in chunks of kOutChunk elements and each chunk is
-// reduced while in L1 (four vector accumulators, as emit_reduce). The chunk is written to t when
-// t is read later, else only to a local buffer. Only outside loops, or for a tile local to the
-// loop's iterations (as emit_map_copy_out).
+// A full-tile float32 map into t followed by a float32 reduce of t over its rows, fused by
+// fuse_map_reduce: each row is computed in chunks of kOutChunk elements and each chunk is reduced
+// while in L1 (four vector accumulators, as emit_reduce). The chunk is written to t when the
+// annotation says t is read later, else only to a local buffer.
 const StoreNode* CodeGen::plan_map_reduce(const Stmt& map_s, const Stmt& red_s) const {
-  if (!red_s || red_s->kind != StmtKind::Reduce) return nullptr;
+  if (!find_annotation(map_s, "fuse_reduce")) return nullptr;
   const StoreNode* st = full_tile_map(map_s);
-  const auto& rd = *as<ReduceNode>(red_s);
-  if (!st || !fusable(st->buffer) || rd.src != st->buffer || rd.axis != 1 || st->buffer->dtype.code != DTypeCode::f32 ||
-      rd.dst->dtype.code != DTypeCode::f32 || rd.dst == st->buffer || elidable_.count(st->buffer.get()))
-    return nullptr;
-  auto shape = *st->buffer->const_shape();
-  auto ds = rd.dst->const_shape();
-  // rows shorter than 16 (a narrow softmax): the fused pass's per-row vector accumulators and
-  // their fold cost more than the row; the map and emit_reduce's short-row path vectorise across rows
-  if (shape[1] < 16) return nullptr;
-  if (!ds || !((ds->size() == 1 && (*ds)[0] == shape[0]) || (ds->size() == 2 && (*ds)[0] == shape[0] && (*ds)[1] == 1)))
-    return nullptr;
-  // the map must not read the reduce's destination (it is written row by row here)
-  bool reads_dst = false;
-  for_each_expr(map_s, [&](const Expr& e) {
-    if (e && e->kind == ExprKind::Load) reads_dst |= static_cast<const LoadNode*>(e.get())->buffer == rd.dst;
-  });
-  return reads_dst ? nullptr : st;
+  if (!st || red_s->kind != StmtKind::Reduce || as<ReduceNode>(red_s)->src != st->buffer ||
+      as<ReduceNode>(red_s)->axis != 1)
+    throw Error("@fuse_reduce on a statement that is not a full-tile map followed by a row reduction of its tile",
+                map_s->span, "remove the annotation: the pass fuse_map_reduce writes it where it holds");
+  return st;
 }
 
 bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
@@ -1502,7 +1042,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   auto shape = *t->const_shape();
   const auto& outer = *as<ForNode>(map_s);
   const auto& inner = *as<ForNode>(outer.body);
-  const bool keep = used_after(red_s, t);
+  const bool keep = find_annotation(map_s, "fuse_reduce")->args.at(0) != 0;
   const int64_t E0 = shape[0], E1 = shape[1];
   std::string C = std::to_string(kOutChunk), E1s = std::to_string(E1);
   std::string tn = buf_name(t), dn = buf_name(rd.dst);
@@ -1552,21 +1092,17 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
 // ---------------------------------------------------------------------------------------------
 // Row pipeline
 //
-// A run of top-level row passes over [E0, E1] float32 tiles -- row reductions (axis 1, into a
-// 1-D buffer), map + row reduction pairs (emit_map_reduce) and, last, one map + copy-out pair
-// (emit_map_copy_out), at least two passes -- handles each row independently in every pass. The
-// passes are therefore skewed by one row and run in one loop: step s runs pass k on row s - k,
-// all passes chunk by chunk (kOutChunk elements) side by side. The streaming stores of the
-// copy-out then overlap the arithmetic of the passes before it (softmax's exp) instead of
-// following it, and a reduction that only loads runs beside arithmetic-bound work. Sound when
-// every access to a buffer written by a pass of the run is row-local (row i of an [E0, E1]
-// tile at [i, j], element i of an [E0] or [E0, 1] buffer): row i of pass k then sees what the
-// passes before it wrote on row i, as in program order, and no pass touches another row of
-// such a buffer; the copy's destination is read by no pass. Tails (destination rows outside
-// the tensor) run the statements as written.
+// The run of row passes that pipeline_rows found (@row_pipeline(n) on its copy-out, the n
+// statements ending there) is emitted skewed by one row in one loop: step s runs pass k on row
+// s - k, all passes chunk by chunk (kOutChunk elements) side by side. Tails (destination rows
+// outside the tensor) run the statements as written.
 
 size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
-  if (loop_depth_ != 0) return 0;
+  size_t len = 0;  // the statements of the run starting at k0
+  for (size_t j = k0; j < n.body.size() && !len; ++j)
+    if (const Annotation* a = find_annotation(n.body[j], "row_pipeline"); a && j + 1 - k0 == size_t(a->args.at(0)))
+      len = j + 1 - k0;
+  if (!len) return 0;
   enum Kind { kReduce, kMapReduce, kMapCopy };
   struct Stage {
     Kind kind;
@@ -1577,69 +1113,29 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   };
   std::vector<Stage> stages;
   std::optional<CopyOutPlan> cpl;
-  int64_t E0 = -1, E1 = -1;
-  auto tile_ok = [&](const Buffer& t) {
-    auto sh = t->const_shape();
-    if (!sh || sh->size() != 2 || t->dtype.code != DTypeCode::f32 || t->scope == Scope::global) return false;
-    if (E0 < 0) E0 = (*sh)[0], E1 = (*sh)[1];
-    return (*sh)[0] == E0 && (*sh)[1] == E1;
-  };
-  auto vec_ok = [&](const Buffer& b) {  // [E0] or [E0, 1] float32
-    auto sh = b->const_shape();
-    return sh && b->dtype.code == DTypeCode::f32 && b->scope != Scope::global && E0 >= 0 &&
-           ((sh->size() == 1 && (*sh)[0] == E0) || (sh->size() == 2 && (*sh)[0] == E0 && (*sh)[1] == 1));
-  };
   size_t k = k0;
-  while (k < n.body.size() && !cpl) {
+  while (k < k0 + len && !cpl) {
     const Stmt& s = n.body[k];
     if (s->kind == StmtKind::Reduce) {
-      const auto& rd = *as<ReduceNode>(s);
-      if (rd.axis != 1 || rd.src == rd.dst || !tile_ok(rd.src) || !vec_ok(rd.dst)) break;
-      stages.push_back({kReduce, &rd});
+      stages.push_back({kReduce, as<ReduceNode>(s)});
       ++k;
-      continue;
-    }
-    if (k + 1 >= n.body.size()) break;
-    if (auto pl = plan_map_copy_out(s, n.body[k + 1])) {
-      if (!tile_ok(pl->st->buffer) || pl->td.size() != 2) break;
-      cpl = pl;
-      stages.push_back({kMapCopy, nullptr, pl->st, pl->outer, pl->inner});
-    } else if (const StoreNode* st = plan_map_reduce(s, n.body[k + 1])) {
-      const auto* rd = as<ReduceNode>(n.body[k + 1]);
-      if (!tile_ok(st->buffer) || !vec_ok(rd->dst)) break;
+    } else if (k + 1 < k0 + len && (cpl = plan_map_copy_out(s, n.body[k + 1]))) {
+      stages.push_back({kMapCopy, nullptr, cpl->st, cpl->outer, cpl->inner});
+      k += 2;
+    } else if (const StoreNode* st = k + 1 < k0 + len ? plan_map_reduce(s, n.body[k + 1]) : nullptr) {
       const auto* outer = as<ForNode>(s);
-      stages.push_back({kMapReduce, rd, st, outer, as<ForNode>(outer->body)});
+      stages.push_back({kMapReduce, as<ReduceNode>(n.body[k + 1]), st, outer, as<ForNode>(outer->body)});
+      k += 2;
     } else {
       break;
     }
-    k += 2;
   }
-  if (!cpl || stages.size() < 2 || E0 < 2 || E1 < kOutChunk) return 0;
-  // dependences: every access to a buffer the run writes is row-local; the destination is not read
-  std::unordered_set<const void*> written;
-  for (const auto& g : stages) {
-    if (g.st) written.insert(g.st->buffer.get());
-    if (g.rd) written.insert(g.rd->dst.get());
-  }
-  const Buffer& G = cpl->cp->dst.buffer;
-  bool ok = true;
-  for (const auto& g : stages) {
-    if (g.rd && g.rd->src == G) ok = false;
-    if (!g.inner) continue;
-    for_each_expr(g.inner->body, [&](const Expr& e) {
-      if (!e || e->kind != ExprKind::Load) return;
-      const auto& l = *static_cast<const LoadNode*>(e.get());
-      if (l.buffer == G) ok = false;
-      if (!written.count(l.buffer.get())) return;
-      auto sh = *l.buffer->const_shape();
-      bool row = !l.indices.empty() && is_var(l.indices[0], g.outer->var);
-      if (sh.size() == 2 && sh[1] == E1 && E1 != 1) row = row && l.indices.size() == 2 && is_var(l.indices[1], g.inner->var);
-      else if (sh.size() == 2) row = row && l.indices.size() == 2 && as_const_int(l.indices[1]) == std::optional<int64_t>(0);
-      else row = row && l.indices.size() == 1;
-      ok = ok && row;
-    });
-  }
-  if (!ok) return 0;
+  if (!cpl || k != k0 + len)
+    throw Error("@row_pipeline on a copy that does not end a run of row reductions and fused maps, the last "
+                "one fused with this copy",
+                n.body[k0 + len - 1]->span, "remove the annotation: the pass pipeline_rows writes it where it holds");
+  auto shape = *(stages[0].st ? stages[0].st->buffer : stages[0].rd->src)->const_shape();
+  const int64_t E0 = shape[0], E1 = shape[1];
 
   const int K = static_cast<int>(stages.size());
   const std::string C = std::to_string(kOutChunk), E0s = std::to_string(E0), E1s = std::to_string(E1);
@@ -1716,7 +1212,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     if (g.kind == kReduce) {
       const Buffer& src = g.rd->src;
       std::string ptr = buf_name(src) + " + " + rows[q] + " * " + E1s;
-      if (live_views_.count(src.get())) {  // rows read in place (row_view_tiles)
+      if (live_views_.count(src.get())) {  // rows read in place (view_rows)
         const View& v = views_.at(src.get());
         ptr = v.ptr + " + " + rows[q] + " * " + v.ld;
       }
@@ -1855,7 +1351,7 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   // past the live M, N keep their value (+= 0), or are cleared here when the gemm overwrites C.
   auto live = [&](const Region& r, bool trans) -> std::pair<std::string, std::string> {
     auto it = views_.find(r.buffer.get());
-    if (it == views_.end() || it->second.live_r.empty()) return {};  // live_extent_tiles: read whole
+    if (it == views_.end() || it->second.live_r.empty()) return {};  // @gemm_view(0): not read whole
     const View& v = it->second;
     return trans ? std::pair{v.live_c, v.live_r} : std::pair{v.live_r, v.live_c};
   };
@@ -1994,7 +1490,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     // short rows (a narrow softmax's [8, 1] tile): one accumulator per row, the rows combined
     // column by column, so that g++ vectorises across the rows (per row the order is unchanged)
     std::string O = std::to_string(outer), row = "tw_o * " + std::to_string(R);
-    if (live_views_.count(n.src.get())) {  // rows read in place (row_view_tiles)
+    if (live_views_.count(n.src.get())) {  // rows read in place (view_rows)
       const View& v = views_.at(n.src.get());
       src = v.ptr;
       row = "tw_o * " + v.ld;
@@ -2017,7 +1513,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
   open("for (int64_t tw_o = 0; tw_o < " + std::to_string(outer) + "; ++tw_o)");
   if (inner == 1) {
     std::string row = "tw_o * " + std::to_string(R);
-    if (live_views_.count(n.src.get())) {  // rows read in place (row_view_tiles)
+    if (live_views_.count(n.src.get())) {  // rows read in place (view_rows)
       const View& v = views_.at(n.src.get());
       src = v.ptr;
       row = "tw_o * " + v.ld;
@@ -2295,7 +1791,7 @@ std::string CodeGen::expr_load(const LoadNode& n) {
                 n.span);
   std::string b = buf_name(n.buffer);
   const bool checked = bounds_check_ || unproved_.count(&n);
-  if (live_views_.count(n.buffer.get()) && !bounds_check_) {  // read in place (row_view_tiles)
+  if (live_views_.count(n.buffer.get()) && !bounds_check_) {  // read in place (view_rows)
     const View& v = views_.at(n.buffer.get());
     auto shape = shape_of(n.buffer);
     Idx r = idx(n.indices[0]), c = idx(n.indices[1]);

@@ -15,6 +15,10 @@
 //     outside its buffer is skipped); gemm: tw_cpu::gemm on the regions; fill/reduce: loops;
 //   - serial/pipelined loops are plain loops, unroll loops get `#pragma GCC unroll`, the
 //     innermost parallel loop gets `#pragma GCC ivdep`.
+//   - the fusions and views the decision passes recorded as annotations (fuse_map_copy_out,
+//     fuse_map_reduce, view_gemm_operands, view_rows: `@fuse_copy_out`, `@fuse_reduce`,
+//     `@gemm_view`, `@row_view`) are carried out as they say; a kernel without them is printed
+//     without fusions or views.
 // Throws ir::Error (with the op's source line) for IR the CPU target cannot lower.
 #pragma once
 

@@ -4,6 +4,11 @@
 #include "ir/printer.h"
 #include "support/env.h"
 #include "target/cpu/codegen.h"
+#include "target/cpu/fuse_map_copy_out.h"
+#include "target/cpu/fuse_map_reduce.h"
+#include "target/cpu/pipeline_rows.h"
+#include "target/cpu/view_gemm_operands.h"
+#include "target/cpu/view_rows.h"
 #include "transform/coarsen_grid.h"
 #include "transform/hoist_map_invariants.h"
 #include "transform/infer_grid.h"
@@ -46,6 +51,18 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("coarsen_grid", transform::coarsen_grid);
   // Per-column subexpressions of 2-D maps (batch norm's rsqrt(var[j] + eps)) once per column.
   log.run("hoist_map_invariants", transform::hoist_map_invariants);
+  // Decisions codegen carries out, recorded as annotations (@name) on the statements they concern:
+  // a map whose tile is copied out next is computed straight into the destination (@fuse_copy_out)
+  log.run("fuse_map_copy_out", fuse_map_copy_out);
+  // a map whose tile is reduced over its rows next is reduced while computed (@fuse_reduce)
+  log.run("fuse_map_reduce", fuse_map_reduce);
+  // a run of such row passes ending in a fused copy-out is skewed by one row into one loop
+  // (@row_pipeline(n) on the copy)
+  log.run("pipeline_rows", pipeline_rows);
+  // gemm operands copied from a tensor the kernel never writes are read in place (@gemm_view)
+  log.run("view_gemm_operands", view_gemm_operands);
+  // row tiles copied from such a tensor are read in place until a map overwrites them (@row_view)
+  log.run("view_rows", view_rows);
   // Tile ops lower one-to-one to loops and micro-kernel calls; pipelined loops run serially
   // (no asynchronous copies on a CPU: hardware prefetch plays that role).
   std::string source = codegen_cpu(log.kernel(), support::env().bounds_check);

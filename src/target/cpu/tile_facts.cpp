@@ -1,0 +1,233 @@
+// Facts about tiles shared by the cpu target's passes and codegen (see tile_facts.h).
+#include "target/cpu/tile_facts.h"
+
+#include "ir/functor.h"
+
+namespace tw::cpu {
+
+using namespace tw::ir;
+
+// Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
+// innermost paired dim is contiguous when the tile's rows are longer than 1.
+bool viewable_copy(const CopyNode& c) {
+  const Buffer& d = c.dst.buffer;
+  auto shape = d->const_shape();
+  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || c.src.buffer->dtype != d->dtype || !shape ||
+      shape->size() != 2)
+    return false;
+  std::vector<int64_t> sext;
+  for (size_t i = 0; i < 2; ++i) {
+    auto st = as_const_int(c.dst.starts[i]), ex = as_const_int(c.dst.extents[i]);
+    if (!st || *st != 0 || !ex || *ex != (*shape)[i]) return false;
+  }
+  for (const auto& e : c.src.extents) {
+    auto x = as_const_int(e);
+    if (!x) return false;
+    sext.push_back(*x);
+  }
+  std::vector<int> sd;
+  for (size_t i = 0; i < sext.size(); ++i)
+    if (sext[i] != 1) sd.push_back(static_cast<int>(i));
+  int nd = ((*shape)[0] != 1) + ((*shape)[1] != 1);
+  if (static_cast<int>(sd.size()) != nd) return false;
+  return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
+}
+
+// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
+std::unordered_set<const void*> globals_written(const Kernel& k) {
+  std::unordered_set<const void*> out;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    auto w = [&](const Buffer& b) {
+      if (b && b->scope == Scope::global) out.insert(b.get());
+    };
+    switch (s->kind) {
+      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
+      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
+      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
+      case StmtKind::Seq: case StmtKind::For: case StmtKind::If: case StmtKind::Let:
+      case StmtKind::Alloc: case StmtKind::CoreScope: case StmtKind::Sync: break;  // no tile op
+    }
+  });
+  return out;
+}
+
+
+bool is_var(const Expr& e, const Var& v) { return e && e->kind == ExprKind::Var && e.get() == v.get(); }
+
+const StoreNode* full_tile_map(const Stmt& s) {
+  if (!s || s->kind != StmtKind::For) return nullptr;
+  const auto& outer = *static_cast<const ForNode*>(s.get());
+  if (outer.for_kind != ForKind::parallel || !outer.body || outer.body->kind != StmtKind::For) return nullptr;
+  const auto& inner = *static_cast<const ForNode*>(outer.body.get());
+  if (inner.for_kind != ForKind::parallel || !inner.body || inner.body->kind != StmtKind::Store) return nullptr;
+  const auto* st = static_cast<const StoreNode*>(inner.body.get());
+  const Buffer& t = st->buffer;
+  auto shape = t->const_shape();
+  auto mn0 = as_const_int(outer.min), mn1 = as_const_int(inner.min);
+  auto e0 = as_const_int(outer.extent), e1 = as_const_int(inner.extent);
+  if (t->scope == Scope::global || !shape || shape->size() != 2 || !mn0 || *mn0 != 0 || !mn1 || *mn1 != 0 || !e0 ||
+      !e1 || (*shape)[0] != *e0 || (*shape)[1] != *e1 || st->indices.size() != 2 ||
+      !is_var(st->indices[0], outer.var) || !is_var(st->indices[1], inner.var))
+    return nullptr;
+  bool other_read = false;
+  for_each_expr(inner.body, [&](const Expr& e) {
+    if (!e || e->kind != ExprKind::Load) return;
+    const auto& l = *static_cast<const LoadNode*>(e.get());
+    if (l.buffer == t && !(l.indices.size() == 2 && is_var(l.indices[0], outer.var) && is_var(l.indices[1], inner.var)))
+      other_read = true;
+  });
+  return other_read ? nullptr : st;
+}
+
+bool references(const Stmt& s, const Buffer& b) {
+  bool hit = false;
+  auto reg = [&](const Region& r) { hit |= r.buffer == b; };
+  for_each_stmt(s, [&](const Stmt& x) {
+    switch (x->kind) {
+      case StmtKind::Copy: reg(static_cast<const CopyNode*>(x.get())->src); reg(static_cast<const CopyNode*>(x.get())->dst); break;
+      case StmtKind::Gemm: {
+        const auto& g = *static_cast<const GemmNode*>(x.get());
+        reg(g.a); reg(g.b); reg(g.c);
+        break;
+      }
+      case StmtKind::Fill: reg(static_cast<const FillNode*>(x.get())->dst); break;
+      case StmtKind::Reduce: {
+        const auto& r = *static_cast<const ReduceNode*>(x.get());
+        hit |= r.src == b || r.dst == b;
+        break;
+      }
+      case StmtKind::Store: hit |= static_cast<const StoreNode*>(x.get())->buffer == b; break;
+      case StmtKind::Seq: case StmtKind::For: case StmtKind::If: case StmtKind::Let:
+      case StmtKind::Alloc: case StmtKind::CoreScope: case StmtKind::Sync: break;  // no tile op
+    }
+  });
+  for_each_expr(s, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) hit |= static_cast<const LoadNode*>(e.get())->buffer == b;
+  });
+  return hit;
+}
+
+bool used_after(const Kernel& k, const Stmt& s, const Buffer& t) {
+  bool after = false, later_use = false;
+  for_each_stmt(k->body, [&](const Stmt& x) {
+    if (after && x->kind != StmtKind::Seq && x->kind != StmtKind::For && x->kind != StmtKind::If)
+      later_use |= references(x, t);
+    if (x.get() == s.get()) after = true;
+  });
+  return later_use;
+}
+
+bool referenced_outside(const Stmt& root, const Stmt& inside, const Buffer& t) {
+  struct V : Visitor {
+    const Stmt& in;
+    const Buffer& t;
+    bool hit = false;
+    V(const Stmt& i, const Buffer& b) : in(i), t(b) {}
+    void visit(const Stmt& s) override {
+      if (!s || s.get() == in.get() || s->kind == StmtKind::Alloc) return;
+      Visitor::visit(s);
+    }
+    using Visitor::visit;
+    void visit_buffer(const Buffer& b) override { hit |= b == t; }
+  } v(inside, t);
+  v.visit(root);
+  return v.hit;
+}
+
+bool whole_tile(const Region& r) {
+  auto shape = r.buffer->const_shape();
+  if (r.buffer->scope == Scope::global || !shape || r.starts.size() != shape->size()) return false;
+  for (size_t d = 0; d < shape->size(); ++d) {
+    auto st = as_const_int(r.starts[d]), ex = as_const_int(r.extents[d]);
+    if (!st || *st != 0 || !ex || *ex != (*shape)[d]) return false;
+  }
+  return true;
+}
+
+std::unordered_set<const void*> loop_local_tiles(const Kernel& k, const ForNode& loop) {
+  std::unordered_set<const void*> out;
+  if (loop.for_kind == ForKind::parallel || !loop.body || loop.body->kind != StmtKind::Seq) return out;
+  const auto& body = static_cast<const SeqNode*>(loop.body.get())->body;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const Stmt& s = body[i];
+    const Region* full = nullptr;
+    if (s->kind == StmtKind::Copy) {
+      const auto& c = *static_cast<const CopyNode*>(s.get());
+      if (c.src.buffer != c.dst.buffer) full = &c.dst;
+    } else if (s->kind == StmtKind::Fill) {
+      full = &static_cast<const FillNode*>(s.get())->dst;
+    }
+    if (!full || !whole_tile(*full) || out.count(full->buffer.get())) continue;
+    const Buffer& t = full->buffer;
+    bool earlier = false;
+    for (size_t j = 0; j < i && !earlier; ++j) earlier = references(body[j], t);
+    if (!earlier && !referenced_outside(k->body, loop.body, t)) out.insert(t.get());
+  }
+  return out;
+}
+
+void for_each_seq(const Kernel& k, const std::function<void(const SeqNode&, const ForNode*)>& fn) {
+  struct V : Visitor {
+    const std::function<void(const SeqNode&, const ForNode*)>& f;
+    const ForNode* loop = nullptr;
+    explicit V(const std::function<void(const SeqNode&, const ForNode*)>& g) : f(g) {}
+    void visit(const Stmt& s) override {
+      if (!s) return;
+      if (s->kind == StmtKind::Seq) f(*as<SeqNode>(s), loop);
+      const ForNode* saved = loop;
+      if (s->kind == StmtKind::For) loop = as<ForNode>(s);
+      Visitor::visit(s);
+      loop = saved;
+    }
+    using Visitor::visit;
+  } v(fn);
+  v.visit(k->body);
+}
+
+bool fusable(const Kernel& k, const ForNode* loop, const Buffer& t) {
+  return !loop || loop_local_tiles(k, *loop).count(t.get()) > 0;
+}
+
+Kernel annotate(const Kernel& k, const std::unordered_map<const StmtNode*, Annotation>& marks) {
+  if (marks.empty()) return k;
+  struct M : Mutator {
+    const std::unordered_map<const StmtNode*, Annotation>& marks;
+    explicit M(const std::unordered_map<const StmtNode*, Annotation>& m) : marks(m) {}
+    using Mutator::mutate;
+    Stmt mutate(const Stmt& s) override {
+      if (!s) return s;
+      Stmt m;
+      if (s->kind == StmtKind::Seq) {  // the base class would flatten nested sequences
+        const auto& body = as<SeqNode>(s)->body;
+        std::vector<Stmt> out;
+        bool changed = false;
+        for (const auto& c : body) {
+          out.push_back(mutate(c));
+          changed |= out.back() != c;
+        }
+        m = changed ? std::make_shared<SeqNode>(std::move(out), s->span) : s;
+      } else {
+        m = Mutator::mutate(s);
+      }
+      if (m != s)  // rebuilt: keep the annotations already decided
+        for (const auto& a : s->annotations) m = with_annotation(m, a);
+      auto it = marks.find(s.get());
+      return it == marks.end() ? m : with_annotation(m, it->second);
+    }
+  } mut(marks);
+  return mut.mutate_kernel(k);
+}
+
+Kernel annotate_tiles(const Kernel& k, const std::string& name, const std::unordered_map<const void*, int64_t>& args) {
+  std::unordered_map<const StmtNode*, Annotation> marks;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    if (s->kind != StmtKind::Alloc) return;
+    auto it = args.find(as<AllocNode>(s)->buffer.get());
+    if (it != args.end()) marks.emplace(s.get(), Annotation{name, {it->second}});
+  });
+  return annotate(k, marks);
+}
+
+}  // namespace tw::cpu
