@@ -48,6 +48,10 @@ class Line {
     skip();
     return s_.substr(pos_, std::min(lit.size(), end_ - pos_)) == lit;
   }
+  bool peek_digit() {
+    skip();
+    return pos_ < end_ && s_[pos_] >= '0' && s_[pos_] <= '9';
+  }
   bool accept(std::string_view lit) {
     if (!peek(lit)) return false;
     pos_ += lit.size();
@@ -456,11 +460,11 @@ InstrOp parse_instr(Line& L) {
     L.expect(">");
     return PipeBarrier{p};
   }
-  if (name == "CrossCoreSetFlag" || name == "CrossCoreWaitFlag") {  // <MODE, PIPE>(ID) / <PIPE>(ID)
+  if (name == "CrossCoreSetFlag" || name == "CrossCoreWaitFlag") {  // <MODE, PIPE>(ID); a wait's mode is optional
     bool set = name == "CrossCoreSetFlag";
     L.expect("<");
-    int mode = 0;
-    if (set) {
+    std::optional<int> mode;
+    if (set || L.peek_digit()) {
       size_t at = L.pos();
       std::string m = L.word("a mode");
       if (m.size() != 1 || m[0] < '0' || m[0] > '9') L.fail("expected the mode (a number), got '" + m + "'", at);
@@ -471,8 +475,8 @@ InstrOp parse_instr(Line& L) {
     L.expect(">(");
     ir::Expr id = L.expr();
     L.expect(")");
-    if (set) return CrossCoreSetFlag{mode, p, id};
-    return CrossCoreWaitFlag{id, p};
+    if (set) return CrossCoreSetFlag{*mode, p, id};
+    return CrossCoreWaitFlag{id, p, mode};
   }
   L.fail("unknown instruction '" + name + "'", name_at);
 }
