@@ -94,7 +94,8 @@ namespace tw::ir {
   X(sigmoid, 1, false, "1 / (1 + exp(-x))")           \
   X(floor, 1, false, "round down")                    \
   X(ceil, 1, false, "round up")                       \
-  X(pow, 2, false, "x ** y")
+  X(pow, 2, false, "x ** y")                          \
+  X(silu, 1, false, "x * sigmoid(x)")
 
 // X(enumerator): the name is the enumerator's spelling.
 #define TW_FOR_KINDS(X) X(serial) X(parallel) X(pipelined) X(unroll)

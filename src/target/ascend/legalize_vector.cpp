@@ -1377,6 +1377,10 @@ int MapLowering::build_uncached(const Expr& e) {
           int e1 = call(ir::MathFn::exp, neg(x, sp), sp);
           return bin(ir::BinOp::Div, K(1), bin(ir::BinOp::Add, e1, K(1), sp), sp);
         }
+        case ir::MathFn::silu: {  // x * sigmoid(x) as x / (1 + exp(-x))
+          int e1 = call(ir::MathFn::exp, neg(x, sp), sp);
+          return bin(ir::BinOp::Div, x, bin(ir::BinOp::Add, e1, K(1), sp), sp);
+        }
         case ir::MathFn::tanh: {
           DType ot = t;
           x = to_type(x, kF32, sp);

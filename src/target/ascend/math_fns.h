@@ -3,7 +3,7 @@
 // y = T.exp(x) maps) selects it here (lower_expert). The automatic mode's legalize_vector keeps
 // exp/log/sqrt/abs and expands every other function (rsqrt too, for accuracy: Sqrt then Div) into
 // those and arithmetic in its switch over MathFn (sigmoid,
-// tanh, erf, pow, ...). A new MathFn is a -Wswitch warning here until it has its row.
+// silu, tanh, erf, pow, ...). A new MathFn is a -Wswitch warning here until it has its row.
 #pragma once
 
 #include <optional>
@@ -22,6 +22,7 @@ inline std::optional<VecUnOp> vector_instruction(ir::MathFn f) {
     case ir::MathFn::abs: return VecUnOp::Abs;
     case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::tanh: case ir::MathFn::erf:
     case ir::MathFn::sigmoid: case ir::MathFn::floor: case ir::MathFn::ceil: case ir::MathFn::pow:
+    case ir::MathFn::silu:
       return std::nullopt;
   }
   return std::nullopt;
