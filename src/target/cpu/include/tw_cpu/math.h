@@ -28,7 +28,8 @@
 //              |x| < 1.
 //   sigmoid(x) rel <= 3.6e-7 for x > -87 (result normal), abs <= 2^-148 below;
 //              sigmoid(+Inf) = 1, sigmoid(-Inf) = 0.
-//   silu(x)    x * sigmoid(x): rel <= 4.2e-7 for x > -87, abs <= 2^-141 below;
+//   silu(x)    x * sigmoid(x): rel <= 4.2e-7 for x > -87 (subnormal results: abs <= 2^-149),
+//              abs <= 2^-141 below;
 //              silu(+Inf) = +Inf, silu(-Inf) = NaN (-Inf * 0, as the formula gives on every
 //              target).
 // All functions propagate NaN.
