@@ -5,6 +5,7 @@
 // The text form is produced by print() and read back by parse() (ir/printer.h, ir/parser.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -15,6 +16,106 @@
 #include <vector>
 
 namespace tw::ir {
+
+// ---------------------------------------------------------------------------------------------
+// The IR's lists, each defined once.
+//
+// Every enum of the IR is an X-macro list: the enum, its name table and its parser (name <-> enum)
+// are generated from the same list (below and in ir.cpp), so a name can never drift from its
+// enumerator, and the Python module exports the lists (bind_ir.cpp) for the front end's names.
+// A new entry is one line here; -Wswitch then names every switch that must handle it (switches
+// over these enums list every enumerator, never `default:`).
+
+// X(enumerator, canonical name, bits, is_float, is_int)
+#define TW_DTYPES(X)                       \
+  X(f16, "float16", 16, true, false)       \
+  X(bf16, "bfloat16", 16, true, false)     \
+  X(f32, "float32", 32, true, false)       \
+  X(f64, "float64", 64, true, false)       \
+  X(i8, "int8", 8, false, true)            \
+  X(i32, "int32", 32, false, true)         \
+  X(i64, "int64", 64, false, true)         \
+  X(u8, "uint8", 8, false, true)           \
+  X(boolean, "bool", 1, false, false)
+
+// X(enumerator): the name is the enumerator's spelling.
+#define TW_SCOPES(X) X(global) X(shared) X(fragment) X(L1) X(L0A) X(L0B) X(L0C) X(UB)
+
+// X(enumerator, node struct)
+#define TW_EXPR_KINDS(X)                                                                        \
+  X(IntImm, IntImmNode) X(FloatImm, FloatImmNode) X(Var, VarNode) X(Binary, BinaryNode)      \
+  X(Unary, UnaryNode) X(Call, CallNode) X(Cast, CastNode) X(Select, SelectNode) X(Load, LoadNode)
+
+// X(enumerator, node struct)
+#define TW_STMT_KINDS(X)                                                                        \
+  X(Seq, SeqNode) X(For, ForNode) X(If, IfNode) X(Let, LetNode) X(Store, StoreNode)          \
+  X(Alloc, AllocNode) X(Copy, CopyNode) X(Gemm, GemmNode) X(Fill, FillNode)                  \
+  X(Reduce, ReduceNode) X(CoreScope, CoreScopeNode) X(Sync, SyncNode)
+
+// X(enumerator, text-form name, infix symbol ("" = printed as a call name(a, b)), precedence of
+// the infix form (higher binds tighter; 10 = a call), Python ast class ("" = none), Python
+// `operator` function ("" = none)).
+#define TW_BINOPS(X)                                          \
+  X(Add, "add", "+", 5, "Add", "add")                         \
+  X(Sub, "sub", "-", 5, "Sub", "sub")                         \
+  X(Mul, "mul", "*", 6, "Mult", "mul")                        \
+  X(Div, "div", "/", 6, "Div", "truediv")                     \
+  X(FloorDiv, "floordiv", "//", 6, "FloorDiv", "floordiv")    \
+  X(CeilDiv, "ceildiv", "", 10, "", "")                       \
+  X(Mod, "mod", "%", 6, "Mod", "mod")                         \
+  X(Min, "min", "", 10, "", "")                               \
+  X(Max, "max", "", 10, "", "")                               \
+  X(EQ, "eq", "==", 4, "Eq", "eq")                            \
+  X(NE, "ne", "!=", 4, "NotEq", "ne")                         \
+  X(LT, "lt", "<", 4, "Lt", "lt")                             \
+  X(LE, "le", "<=", 4, "LtE", "le")                           \
+  X(GT, "gt", ">", 4, "Gt", "gt")                             \
+  X(GE, "ge", ">=", 4, "GtE", "ge")                           \
+  X(And, "and", "and", 2, "And", "")                          \
+  X(Or, "or", "or", 1, "Or", "")
+
+// X(enumerator, text-form name)
+#define TW_UNOPS(X) X(Neg, "neg") X(Not, "not")
+
+// Elementwise math functions: X(name, arity, takes ints (abs keeps an int type; the others convert
+// an int argument to float32), the T.<name> docstring). The name is the enumerator, the text form
+// and the DSL's T.<name>. A new function is one line here plus one row per target (see
+// docs/architecture.md, "Adding an op").
+#define TW_MATH_FNS(X)                                \
+  X(exp, 1, false, "e**x")                            \
+  X(exp2, 1, false, "2**x")                           \
+  X(log, 1, false, "natural logarithm")               \
+  X(log2, 1, false, "base-2 logarithm")               \
+  X(sqrt, 1, false, "square root")                    \
+  X(rsqrt, 1, false, "1 / sqrt(x)")                   \
+  X(abs, 1, true, "absolute value")                   \
+  X(tanh, 1, false, "hyperbolic tangent")             \
+  X(erf, 1, false, "error function")                  \
+  X(sigmoid, 1, false, "1 / (1 + exp(-x))")           \
+  X(floor, 1, false, "round down")                    \
+  X(ceil, 1, false, "round up")                       \
+  X(pow, 2, false, "x ** y")                          \
+  X(silu, 1, false, "x * sigmoid(x)")
+
+// X(enumerator): the name is the enumerator's spelling.
+#define TW_FOR_KINDS(X) X(serial) X(parallel) X(pipelined) X(unroll)
+#define TW_REDUCE_KINDS(X) X(sum) X(max) X(min)
+#define TW_CORE_KINDS(X) X(C) X(V)
+#define TW_ASCEND_PIPES(X) X(S) X(V) X(M) X(MTE1) X(MTE2) X(MTE3) X(FIX) X(ALL)
+#define TW_SYNC_KINDS(X) X(set_flag) X(wait_flag) X(pipe_barrier) X(set_cross_flag) X(wait_cross_flag)
+
+// Helpers: the enumerator of an entry (first argument) followed by a comma, and the count.
+#define TW_ENUMERATOR(e, ...) e,
+#define TW_COUNT_ONE(...) +1
+
+// The number of enumerators of an IR enum, and all of them in order: enum_count<MathFn>,
+// for (MathFn f : all_of<MathFn>()).
+template <class E>
+struct EnumList;
+template <class E>
+inline constexpr size_t enum_count = EnumList<E>::values.size();
+template <class E>
+constexpr const auto& all_of() { return EnumList<E>::values; }
 
 // ---------------------------------------------------------------------------------------------
 // Source positions and errors
@@ -50,7 +151,7 @@ std::string format_error(const std::string& message, const Span& span, const std
 // ---------------------------------------------------------------------------------------------
 // Data types
 
-enum class DTypeCode : uint8_t { f16, bf16, f32, f64, i8, i32, i64, u8, boolean };
+enum class DTypeCode : uint8_t { TW_DTYPES(TW_ENUMERATOR) };
 
 struct DType {
   DTypeCode code = DTypeCode::f32;
@@ -76,14 +177,15 @@ inline constexpr DType kIndexType{DTypeCode::i32};  // loop, block and shape var
 // ---------------------------------------------------------------------------------------------
 // Memory scopes
 
-enum class Scope : uint8_t { global, shared, fragment, L1, L0A, L0B, L0C, UB };
+enum class Scope : uint8_t { TW_SCOPES(TW_ENUMERATOR) };
 std::string_view scope_name(Scope s);  // "global" "shared" "fragment" "L1" "L0A" "L0B" "L0C" "UB"
 std::optional<Scope> parse_scope(std::string_view name);
 
 // ---------------------------------------------------------------------------------------------
 // Expressions
 
-enum class ExprKind : uint8_t { IntImm, FloatImm, Var, Binary, Unary, Call, Cast, Select, Load };
+enum class ExprKind : uint8_t { TW_EXPR_KINDS(TW_ENUMERATOR) };
+std::string_view exprkind_name(ExprKind k);  // "IntImm" "FloatImm" ...
 
 // The tallest tree a node may root. Passes, printers, code generators and destructors recurse
 // over the IR, so a node that would be taller (e.g. a 100,000-term sum built as a chain through the
@@ -125,10 +227,11 @@ using Var = std::shared_ptr<const VarNode>;
 
 // Div is true division (float operands; the front end casts ints), FloorDiv/Mod follow Python
 // (floor) semantics on ints, CeilDiv is ceil(a / b) on ints. Comparisons and And/Or give bool.
-enum class BinOp : uint8_t {
-  Add, Sub, Mul, Div, FloorDiv, CeilDiv, Mod, Min, Max, EQ, NE, LT, LE, GT, GE, And, Or
-};
+enum class BinOp : uint8_t { TW_BINOPS(TW_ENUMERATOR) };
 std::string_view binop_name(BinOp op);  // "add" "sub" ... as used by the text form
+std::optional<BinOp> parse_binop(std::string_view name);
+std::string_view binop_symbol(BinOp op);  // "+" "//" "and" ...; the name for ops printed as calls
+int binop_prec(BinOp op);                 // of the infix form; 10 for ops printed as calls
 struct BinaryNode : ExprNode {
   BinOp op;
   Expr a, b;
@@ -138,7 +241,9 @@ struct BinaryNode : ExprNode {
   }
 };
 
-enum class UnOp : uint8_t { Neg, Not };
+enum class UnOp : uint8_t { TW_UNOPS(TW_ENUMERATOR) };
+std::string_view unop_name(UnOp op);  // "neg" "not"
+std::optional<UnOp> parse_unop(std::string_view name);
 struct UnaryNode : ExprNode {
   UnOp op;
   Expr a;
@@ -148,11 +253,14 @@ struct UnaryNode : ExprNode {
   }
 };
 
-// Elementwise math. All take and return the same float dtype except where noted;
+// Elementwise math (TW_MATH_FNS). All take and return the same float dtype except where noted;
 // gelu is not a primitive: the DSL expands it (erf form) so every target shares one formula.
-enum class MathFn : uint8_t { exp, exp2, log, log2, sqrt, rsqrt, abs, tanh, erf, sigmoid, floor, ceil, pow };
+enum class MathFn : uint8_t { TW_MATH_FNS(TW_ENUMERATOR) };
 std::string_view mathfn_name(MathFn f);
 std::optional<MathFn> parse_mathfn(std::string_view name);
+int mathfn_arity(MathFn f);
+bool mathfn_takes_int(MathFn f);            // abs: an int argument keeps its type
+std::string_view mathfn_doc(MathFn f);      // the T.<name> docstring
 struct CallNode : ExprNode {
   MathFn fn;
   std::vector<Expr> args;
@@ -222,7 +330,8 @@ int height(const Region& r);  // of its tallest start or extent
 // ---------------------------------------------------------------------------------------------
 // Statements
 
-enum class StmtKind : uint8_t { Seq, For, If, Let, Store, Alloc, Copy, Gemm, Fill, Reduce, CoreScope, Sync };
+enum class StmtKind : uint8_t { TW_STMT_KINDS(TW_ENUMERATOR) };
+std::string_view stmtkind_name(StmtKind k);  // "Seq" "For" ...
 
 // A decision a pass recorded on a statement for a later stage to carry out (the cpu target's
 // fusion and view passes for codegen_cpu, docs/architecture.md "Annotations"): a name and integer
@@ -267,8 +376,9 @@ struct SeqNode : StmtNode {
 // serial: ordinary loop. parallel: iterations independent, an elementwise map over a tile
 // (T.Parallel; nested parallel loops form one multi-dimensional map). pipelined: serial loop whose
 // copies may be overlapped with compute using num_stages buffers. unroll: fully unrolled.
-enum class ForKind : uint8_t { serial, parallel, pipelined, unroll };
+enum class ForKind : uint8_t { TW_FOR_KINDS(TW_ENUMERATOR) };
 std::string_view forkind_name(ForKind k);
+std::optional<ForKind> parse_forkind(std::string_view name);
 struct ForNode : StmtNode {
   Var var;
   Expr min, extent;
@@ -351,8 +461,9 @@ struct FillNode : StmtNode {  // every element of dst = value
 
 // dst = reduce(src, axis) (clear) or dst = combine(dst, reduce(src, axis)) (merge).
 // dst's shape is src's shape with `axis` removed.
-enum class ReduceKind : uint8_t { sum, max, min };
+enum class ReduceKind : uint8_t { TW_REDUCE_KINDS(TW_ENUMERATOR) };
 std::string_view reducekind_name(ReduceKind k);
+std::optional<ReduceKind> parse_reducekind(std::string_view name);
 struct ReduceNode : StmtNode {
   Buffer src, dst;
   ReduceKind reduce_kind;
@@ -369,7 +480,7 @@ struct ReduceNode : StmtNode {
 
 // The part of an AI Core a block of code runs on: C = the Cube core (AIC), V = the Vector cores
 // (AIV). Code outside any CoreScope is scalar code that both run.
-enum class CoreKind : uint8_t { C, V };
+enum class CoreKind : uint8_t { TW_CORE_KINDS(TW_ENUMERATOR) };
 std::string_view corekind_name(CoreKind c);  // "C" "V"
 std::optional<CoreKind> parse_corekind(std::string_view name);
 
@@ -383,7 +494,7 @@ struct CoreScopeNode : StmtNode {
 };
 
 // Ascend pipes (AscendC PIPE_*). ALL is only valid for pipe_barrier.
-enum class AscendPipe : uint8_t { S, V, M, MTE1, MTE2, MTE3, FIX, ALL };
+enum class AscendPipe : uint8_t { TW_ASCEND_PIPES(TW_ENUMERATOR) };
 std::string_view pipe_name(AscendPipe p);  // "S" "V" "M" "MTE1" "MTE2" "MTE3" "FIX" "ALL"
 std::optional<AscendPipe> parse_pipe(std::string_view name);
 
@@ -392,7 +503,7 @@ std::optional<AscendPipe> parse_pipe(std::string_view name);
 //   pipe_barrier(pipe)                                                  id unset
 //   set_cross_flag(mode, pipe, id)                                      mode 0..2, id 0..15
 //   wait_cross_flag(id, pipe)                                           pipe S unless given
-enum class SyncKind : uint8_t { set_flag, wait_flag, pipe_barrier, set_cross_flag, wait_cross_flag };
+enum class SyncKind : uint8_t { TW_SYNC_KINDS(TW_ENUMERATOR) };
 std::string_view synckind_name(SyncKind k);
 std::optional<SyncKind> parse_synckind(std::string_view name);
 struct SyncNode : StmtNode {
@@ -476,5 +587,28 @@ std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b);
 // Constant value of an integer expression after folding, or nullopt (also on overflow and
 // division by zero: never a trap).
 std::optional<int64_t> as_const_int(const Expr& e);
+
+// ---------------------------------------------------------------------------------------------
+// The enumerators of each list, in order (enum_count, all_of).
+
+#define TW_ENUM_LIST(E, LIST)                                  \
+  template <>                                                  \
+  struct EnumList<E> {                                         \
+    using enum E;                                              \
+    static constexpr std::array<E, 0 LIST(TW_COUNT_ONE)> values{LIST(TW_ENUMERATOR)}; \
+  };
+TW_ENUM_LIST(DTypeCode, TW_DTYPES)
+TW_ENUM_LIST(Scope, TW_SCOPES)
+TW_ENUM_LIST(ExprKind, TW_EXPR_KINDS)
+TW_ENUM_LIST(StmtKind, TW_STMT_KINDS)
+TW_ENUM_LIST(BinOp, TW_BINOPS)
+TW_ENUM_LIST(UnOp, TW_UNOPS)
+TW_ENUM_LIST(MathFn, TW_MATH_FNS)
+TW_ENUM_LIST(ForKind, TW_FOR_KINDS)
+TW_ENUM_LIST(ReduceKind, TW_REDUCE_KINDS)
+TW_ENUM_LIST(CoreKind, TW_CORE_KINDS)
+TW_ENUM_LIST(AscendPipe, TW_ASCEND_PIPES)
+TW_ENUM_LIST(SyncKind, TW_SYNC_KINDS)
+#undef TW_ENUM_LIST
 
 }  // namespace tw::ir

@@ -27,7 +27,7 @@ Vocabulary (inside ``@T.prim_func``)::
     for k in T.Pipelined(n, num_stages=3):               # also T.Pipelined(start, stop, num_stages=)
     for i, j in T.Parallel(bm, bn):                      # elementwise map over a tile
     for i in T.serial(n) / T.unroll(n) / range(n):
-    T.exp / exp2 / log / log2 / sqrt / rsqrt / abs / tanh / erf / sigmoid / floor / ceil / pow
+    T.exp / exp2 / log / log2 / sqrt / rsqrt / abs / tanh / erf / sigmoid / floor / ceil / pow / silu
     T.gelu(x)  T.where(c, a, b)  T.if_then_else(c, a, b)  T.cast(x, dtype)  T.infinity(dtype)
 
 Ascend expert mode (docs/language.md, "Ascend expert mode")::
@@ -47,18 +47,17 @@ Ascend expert mode (docs/language.md, "Ascend expert mode")::
 from __future__ import annotations
 
 import builtins as _builtins
-import sys as _sys
 
-from .errors import TilewrightError, user_location
+from ._C import ir as _ir
+from .dsl import DType, SymbolicDim, Tensor, _outside_kernel, symbolic
+from .prim_func import PrimFunc, prim_func
 
 __all__ = [
     "prim_func", "PrimFunc", "Tensor", "Buffer", "symbolic", "SymbolicDim", "DType", "Kernel",
     "alloc_shared", "alloc_fragment", "alloc_local", "alloc_L1", "alloc_L0A", "alloc_L0B", "alloc_L0C",
     "alloc_UB", "copy", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
     "Pipelined", "Parallel", "serial", "unroll", "ceildiv", "min", "max",
-    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf", "sigmoid", "floor", "ceil", "pow",
     "gelu", "where", "if_then_else", "cast", "infinity",
-    "float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool",
     # Ascend expert mode
     "Scope", "mma", "add", "sub", "mul", "div", "relu", "reciprocal",
     "set_flag", "wait_flag", "pipe_barrier", "set_cross_flag", "wait_cross_flag",
@@ -66,126 +65,18 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# Values usable at definition time
+# Values usable at definition time: DType, SymbolicDim, symbolic, Tensor (tilewright/dsl.py, where
+# the front end recognises them) and prim_func (tilewright/prim_func.py).
 
-class DType(str):
-    """A dtype name (a ``str``). Inside a kernel, ``T.float32(x)`` casts ``x``."""
-
-    def __call__(self, value=None):
-        _outside_kernel(f"T.{self}")
-
-
-float16 = DType("float16")
-bfloat16 = DType("bfloat16")
-float32 = DType("float32")
-float64 = DType("float64")
-int8 = DType("int8")
-int32 = DType("int32")
-int64 = DType("int64")
-uint8 = DType("uint8")
-bool = DType("bool")  # noqa: A001 - the DSL name, as in tilelang
-_DTYPES = (float16, bfloat16, float32, float64, int8, int32, int64, uint8, bool)
-
-
-class SymbolicDim:
-    """A symbolic tensor dimension (``T.symbolic("M")``): bound from the actual argument at call
-    time; the kernel is not specialised on it. Dimensions with the same name are the same."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        if not isinstance(name, str) or not name.isidentifier():
-            raise TilewrightError(f"T.symbolic needs an identifier name, got {name!r}", *user_location())
-        self.name = name
-
-    def __repr__(self):
-        return f"T.symbolic({self.name!r})"
-
-    def __eq__(self, other):
-        return isinstance(other, SymbolicDim) and other.name == self.name
-
-    def __hash__(self):
-        return hash(("SymbolicDim", self.name))
-
-
-def symbolic(name: str) -> SymbolicDim:
-    """A symbolic dimension for tensor shapes: ``M = T.symbolic("M")``."""
-    return SymbolicDim(name)
-
-
-class Tensor:
-    """A tensor parameter annotation: ``A: T.Tensor((M, K), "float16")``.
-
-    Each dimension is a Python int, a :class:`SymbolicDim` or a string naming a symbolic dim.
-    """
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape, dtype="float32"):
-        if isinstance(shape, (int, str, SymbolicDim)):
-            shape = (shape,)
-        if not isinstance(shape, (tuple, list)):
-            raise TilewrightError(f"tensor shape must be a tuple of dimensions, got {shape!r}", *user_location(),
-                                  hint="e.g. T.Tensor((M, K), 'float16')")
-        shape = tuple(shape)
-        for d in shape:
-            if isinstance(d, _builtins.bool) or not isinstance(d, (int, str, SymbolicDim)):
-                raise TilewrightError(
-                    f"tensor dimension must be an int, a T.symbolic dim or a name string, got {d!r}",
-                    *user_location())
-        if not isinstance(dtype, str):
-            raise TilewrightError(f"tensor dtype must be a name like 'float16', got {dtype!r}", *user_location())
-        self.shape = shape
-        self.dtype = str(dtype)
-
-    def __repr__(self):
-        return f"Tensor({self.shape!r}, {self.dtype!r})"
-
+# T.float16 ... T.bool: one per dtype of the IR (TW_DTYPES in ir.h).
+for _name in _ir.DTYPES:
+    globals()[_name] = DType(_name)
 
 Buffer = Tensor  # tilelang spelling
 
 
-class PrimFunc:
-    """A parsed ``@T.prim_func``: ``.fn`` (the Python function), ``.ir`` (the Tile IR kernel),
-    ``.name``. It is compiled by the runtime (``tw.jit`` / ``tw.compile``), not called."""
-
-    def __init__(self, fn, ir_kernel):
-        self.fn = fn
-        self.ir = ir_kernel
-        self.name = fn.__name__
-
-    def script(self) -> str:
-        """The kernel's IR in text form."""
-        from ._C import ir as _ir
-        return _ir.print_kernel(self.ir)
-
-    def __call__(self, *args, **kwargs):
-        raise TilewrightError(
-            f"prim_func '{self.name}' cannot be called directly", *user_location(),
-            hint="compile it first: return it from a @tw.jit function, or pass it to tw.compile")
-
-    def __repr__(self):
-        return f"<T.prim_func {self.name}>"
-
-
-def prim_func(fn):
-    """Decorator: parse ``fn`` (explicit style) into the Tile IR now, so errors point at the
-    definition. Returns a :class:`PrimFunc`."""
-    from .frontend import parse_prim_func
-    return PrimFunc(fn, parse_prim_func(fn))
-
-
 # ---------------------------------------------------------------------------------------------
 # Markers
-
-def _outside_kernel(what: str):
-    frame = _sys._getframe(2)
-    raise TilewrightError(
-        f"{what} can only be used inside a kernel",
-        frame.f_code.co_filename, frame.f_lineno, 0,
-        "write it in the body of a @T.prim_func function (inside `with T.Kernel(...)`); "
-        "the DSL functions describe the kernel to the compiler and are not executed by Python")
-
 
 def _marker(name: str, doc: str, prefix: str = "T."):
     def fn(*args, **kwargs):
@@ -261,19 +152,11 @@ set_cross_flag = _marker("set_cross_flag", """``T.set_cross_flag(mode, pipe, fla
 mode 0 all cores of one type, 1 the two AIVs of an AI Core, 2 AIC <-> its two AIVs; ids 0..10 (the 910B).""")
 wait_cross_flag = _marker("wait_cross_flag", "``T.wait_cross_flag(flag_id, pipe=\"S\")``: wait for a cross-core flag (CrossCoreWaitFlag).")
 
-exp = _marker("exp", "e**x")
-exp2 = _marker("exp2", "2**x")
-log = _marker("log", "natural logarithm")
-log2 = _marker("log2", "base-2 logarithm")
-sqrt = _marker("sqrt", "square root")
-rsqrt = _marker("rsqrt", "1 / sqrt(x)")
-abs = _marker("abs", "absolute value")  # noqa: A001
-tanh = _marker("tanh", "hyperbolic tangent")
-erf = _marker("erf", "error function")
-sigmoid = _marker("sigmoid", "1 / (1 + exp(-x))")
-floor = _marker("floor", "round down")
-ceil = _marker("ceil", "round up")
-pow = _marker("pow", "x ** y")  # noqa: A001
+# T.exp, T.sigmoid, ...: one marker per elementwise math function of the IR (TW_MATH_FNS in ir.h),
+# with its docstring from there.
+for _name, _arity, _doc in _ir.MATH_FUNCTIONS:
+    globals()[_name] = _marker(_name, _doc)
+__all__ += [_name for _name, _arity, _doc in _ir.MATH_FUNCTIONS] + list(_ir.DTYPES)
 gelu = _marker("gelu", """``T.gelu(x)``: the exact (erf) GELU, expanded by the front end to
 ``0.5 * x * (1 + erf(x / sqrt(2)))`` so every target computes the same formula.""")
 where = _marker("where", "``T.where(cond, a, b)``: a if cond else b, elementwise.")

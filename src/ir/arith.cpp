@@ -20,8 +20,9 @@ bool fits(int64_t v, DType t) {
     case DTypeCode::i32: return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
     case DTypeCode::i64: return true;
     case DTypeCode::boolean: return v == 0 || v == 1;
-    default: return false;
+    case DTypeCode::f16: case DTypeCode::bf16: case DTypeCode::f32: case DTypeCode::f64: return false;
   }
+  return false;  // not reached: the switch lists every enumerator
 }
 
 std::optional<int64_t> eval_int(BinOp op, int64_t a, int64_t b) { return ir::fold_int_binary(op, a, b); }
@@ -46,8 +47,10 @@ bool representable(double x, DType t) {
     case DTypeCode::f32: return static_cast<double>(static_cast<float>(x)) == x;
     case DTypeCode::f16: return exact_in(x, 11, -14, 65504.0);
     case DTypeCode::bf16: return exact_in(x, 8, -126, 3.3895313892515355e38);
-    default: return false;
+    case DTypeCode::i8: case DTypeCode::i32: case DTypeCode::i64: case DTypeCode::u8: case DTypeCode::boolean:
+      return false;
   }
+  return false;  // not reached: the switch lists every enumerator
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -155,7 +158,9 @@ Expr simplify_binary(BinOp op, Expr a, Expr b, DType t, const Span& s, const Exp
     case BinOp::Max:
       if (structural_equal(a, b) && same_type) return a;
       break;
-    default: break;
+    case BinOp::Div: case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE: case BinOp::GT:
+    case BinOp::GE: case BinOp::And: case BinOp::Or:
+      break;
   }
   return keep();
 }
@@ -227,8 +232,11 @@ Expr Simplifier::mutate(const Expr& e) {
       if (c == n->cond && t == n->t && f == n->f) return e;
       return std::make_shared<SelectNode>(c, t, f, n->dtype, n->span);
     }
-    default: return Mutator::mutate(e);
+    case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Var: case ExprKind::Call:
+    case ExprKind::Load:
+      return Mutator::mutate(e);
   }
+  return Mutator::mutate(e);  // not reached: the switch lists every enumerator
 }
 
 Expr simplify(const Expr& e) { return Simplifier().mutate(e); }

@@ -85,11 +85,17 @@ bool is_nonneg(const Expr& e, const VarNonneg& var_nonneg) {
         case BinOp::Min: return is_nonneg(b->a, var_nonneg) && is_nonneg(b->b, var_nonneg);
         case BinOp::Max: return is_nonneg(b->a, var_nonneg) || is_nonneg(b->b, var_nonneg);
         case BinOp::Mod: return is_nonneg(b->b, var_nonneg);
-        default: return false;
+        case BinOp::Sub: case BinOp::Div: case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE:
+        case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or:
+          return false;
       }
+      return false;
     }
-    default: return false;
+    case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Unary: case ExprKind::Call:
+    case ExprKind::Select: case ExprKind::Load:
+      return false;
   }
+  return false;  // not reached: the switch lists every enumerator
 }
 
 // Replace variables by expressions (by identity).

@@ -56,17 +56,9 @@ struct DTypeInfo {
   int bits;
   bool is_float, is_int;
 };
-constexpr std::array<DTypeInfo, 9> kDTypes{{
-    {DTypeCode::f16, "float16", 16, true, false},
-    {DTypeCode::bf16, "bfloat16", 16, true, false},
-    {DTypeCode::f32, "float32", 32, true, false},
-    {DTypeCode::f64, "float64", 64, true, false},
-    {DTypeCode::i8, "int8", 8, false, true},
-    {DTypeCode::i32, "int32", 32, false, true},
-    {DTypeCode::i64, "int64", 64, false, true},
-    {DTypeCode::u8, "uint8", 8, false, true},
-    {DTypeCode::boolean, "bool", 1, false, false},
-}};
+#define TW_DTYPE_ROW(e, name, bits, is_float, is_int) {DTypeCode::e, name, bits, is_float, is_int},
+constexpr std::array<DTypeInfo, enum_count<DTypeCode>> kDTypes{{TW_DTYPES(TW_DTYPE_ROW)}};
+#undef TW_DTYPE_ROW
 const DTypeInfo& info(DTypeCode c) { return kDTypes[static_cast<size_t>(c)]; }
 }  // namespace
 
@@ -106,38 +98,68 @@ DType promote(DType a, DType b) {
 // ---------------------------------------------------------------------------------------------
 // Names of enums (one table each; the text form uses them)
 
+// Each table is generated from its list in ir.h, so entry i names enumerator i.
 namespace {
 template <class E, size_t N>
 std::string_view enum_name(const std::array<std::string_view, N>& names, E e) {
+  static_assert(N == enum_count<E>);
   return names[static_cast<size_t>(e)];
 }
 template <class E, size_t N>
 std::optional<E> enum_parse(const std::array<std::string_view, N>& names, std::string_view s) {
+  static_assert(N == enum_count<E>);
   for (size_t i = 0; i < N; ++i)
     if (names[i] == s) return static_cast<E>(i);
   return std::nullopt;
 }
-constexpr std::array<std::string_view, 8> kScopeNames{"global", "shared", "fragment", "L1", "L0A", "L0B", "L0C", "UB"};
-constexpr std::array<std::string_view, 17> kBinOpNames{"add", "sub", "mul", "div", "floordiv", "ceildiv",
-                                                        "mod", "min", "max", "eq", "ne", "lt", "le", "gt",
-                                                        "ge", "and", "or"};
-constexpr std::array<std::string_view, 13> kMathNames{"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs",
-                                                       "tanh", "erf", "sigmoid", "floor", "ceil", "pow"};
-constexpr std::array<std::string_view, 4> kForKindNames{"serial", "parallel", "pipelined", "unroll"};
-constexpr std::array<std::string_view, 3> kReduceNames{"sum", "max", "min"};
-constexpr std::array<std::string_view, 2> kCoreNames{"C", "V"};
-constexpr std::array<std::string_view, 8> kPipeNames{"S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX", "ALL"};
-constexpr std::array<std::string_view, 5> kSyncNames{"set_flag", "wait_flag", "pipe_barrier", "set_cross_flag",
-                                                     "wait_cross_flag"};
+#define TW_SPELLING(e, ...) #e,
+#define TW_SECOND(e, x, ...) x,
+#define TW_THIRD(e, x, y, ...) y,
+#define TW_FOURTH(e, x, y, z, ...) z,
+constexpr std::array<std::string_view, enum_count<Scope>> kScopeNames{TW_SCOPES(TW_SPELLING)};
+constexpr std::array<std::string_view, enum_count<ExprKind>> kExprKindNames{TW_EXPR_KINDS(TW_SPELLING)};
+constexpr std::array<std::string_view, enum_count<StmtKind>> kStmtKindNames{TW_STMT_KINDS(TW_SPELLING)};
+constexpr std::array<std::string_view, enum_count<BinOp>> kBinOpNames{TW_BINOPS(TW_SECOND)};
+constexpr std::array<std::string_view, enum_count<BinOp>> kBinOpSymbols{TW_BINOPS(TW_THIRD)};
+constexpr std::array<int, enum_count<BinOp>> kBinOpPrec{TW_BINOPS(TW_FOURTH)};
+constexpr std::array<std::string_view, enum_count<UnOp>> kUnOpNames{TW_UNOPS(TW_SECOND)};
+constexpr std::array<std::string_view, enum_count<MathFn>> kMathNames{TW_MATH_FNS(TW_SPELLING)};
+constexpr std::array<int, enum_count<MathFn>> kMathArity{TW_MATH_FNS(TW_SECOND)};
+constexpr std::array<bool, enum_count<MathFn>> kMathTakesInt{TW_MATH_FNS(TW_THIRD)};
+constexpr std::array<std::string_view, enum_count<MathFn>> kMathDocs{TW_MATH_FNS(TW_FOURTH)};
+constexpr std::array<std::string_view, enum_count<ForKind>> kForKindNames{TW_FOR_KINDS(TW_SPELLING)};
+constexpr std::array<std::string_view, enum_count<ReduceKind>> kReduceNames{TW_REDUCE_KINDS(TW_SPELLING)};
+constexpr std::array<std::string_view, enum_count<CoreKind>> kCoreNames{TW_CORE_KINDS(TW_SPELLING)};
+constexpr std::array<std::string_view, enum_count<AscendPipe>> kPipeNames{TW_ASCEND_PIPES(TW_SPELLING)};
+constexpr std::array<std::string_view, enum_count<SyncKind>> kSyncNames{TW_SYNC_KINDS(TW_SPELLING)};
+#undef TW_SPELLING
+#undef TW_SECOND
+#undef TW_THIRD
+#undef TW_FOURTH
 }  // namespace
 
 std::string_view scope_name(Scope s) { return enum_name(kScopeNames, s); }
 std::optional<Scope> parse_scope(std::string_view n) { return enum_parse<Scope>(kScopeNames, n); }
+std::string_view exprkind_name(ExprKind k) { return enum_name(kExprKindNames, k); }
+std::string_view stmtkind_name(StmtKind k) { return enum_name(kStmtKindNames, k); }
 std::string_view binop_name(BinOp op) { return enum_name(kBinOpNames, op); }
+std::optional<BinOp> parse_binop(std::string_view n) { return enum_parse<BinOp>(kBinOpNames, n); }
+std::string_view binop_symbol(BinOp op) {
+  std::string_view sym = enum_name(kBinOpSymbols, op);
+  return sym.empty() ? binop_name(op) : sym;
+}
+int binop_prec(BinOp op) { return kBinOpPrec[static_cast<size_t>(op)]; }
+std::string_view unop_name(UnOp op) { return enum_name(kUnOpNames, op); }
+std::optional<UnOp> parse_unop(std::string_view n) { return enum_parse<UnOp>(kUnOpNames, n); }
 std::string_view mathfn_name(MathFn f) { return enum_name(kMathNames, f); }
 std::optional<MathFn> parse_mathfn(std::string_view n) { return enum_parse<MathFn>(kMathNames, n); }
+int mathfn_arity(MathFn f) { return kMathArity[static_cast<size_t>(f)]; }
+bool mathfn_takes_int(MathFn f) { return kMathTakesInt[static_cast<size_t>(f)]; }
+std::string_view mathfn_doc(MathFn f) { return enum_name(kMathDocs, f); }
 std::string_view forkind_name(ForKind k) { return enum_name(kForKindNames, k); }
+std::optional<ForKind> parse_forkind(std::string_view n) { return enum_parse<ForKind>(kForKindNames, n); }
 std::string_view reducekind_name(ReduceKind k) { return enum_name(kReduceNames, k); }
+std::optional<ReduceKind> parse_reducekind(std::string_view n) { return enum_parse<ReduceKind>(kReduceNames, n); }
 std::string_view corekind_name(CoreKind c) { return enum_name(kCoreNames, c); }
 std::optional<CoreKind> parse_corekind(std::string_view n) { return enum_parse<CoreKind>(kCoreNames, n); }
 std::string_view pipe_name(AscendPipe p) { return enum_name(kPipeNames, p); }
@@ -261,7 +283,9 @@ std::vector<Var> KernelNode::shape_vars() const {
       }
       case ExprKind::Unary: self(static_cast<const UnaryNode*>(e.get())->a, self); return;
       case ExprKind::Cast: self(static_cast<const CastNode*>(e.get())->value, self); return;
-      default: return;
+      case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Call: case ExprKind::Select:
+      case ExprKind::Load:
+        return;
     }
   };
   for (const auto& p : params)
@@ -359,14 +383,14 @@ Expr unary(UnOp op, Expr a, Span s) {
 }
 
 Expr call(MathFn fn, std::vector<Expr> args, Span s) {
-  size_t want = fn == MathFn::pow ? 2 : 1;
+  size_t want = static_cast<size_t>(mathfn_arity(fn));
   if (args.size() != want)
     throw Error(std::string(mathfn_name(fn)) + " takes " + std::to_string(want) + " argument(s), got " +
                     std::to_string(args.size()),
                 s);
-  if (fn == MathFn::abs && args[0]->dtype.is_int())
+  if (mathfn_takes_int(fn) && args[0]->dtype.is_int())
     return std::make_shared<CallNode>(fn, std::move(args), args[0]->dtype, std::move(s));
-  if (fn == MathFn::pow) unify(args[0], args[1]);
+  if (args.size() == 2) unify(args[0], args[1]);
   for (auto& a : args)
     if (!a->dtype.is_float()) a = is_literal(a) ? retype_literal(a, DTypeCode::f32) : cast(a, DTypeCode::f32, a->span);
   DType t = args[0]->dtype;
@@ -449,8 +473,9 @@ std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b) {
     case BinOp::LE: return a <= b;
     case BinOp::GT: return a > b;
     case BinOp::GE: return a >= b;
-    default: return std::nullopt;
+    case BinOp::Div: case BinOp::And: case BinOp::Or: return std::nullopt;
   }
+  return std::nullopt;  // not reached: the switch lists every enumerator
 }
 
 std::optional<int64_t> as_const_int(const Expr& e) {
@@ -475,8 +500,10 @@ std::optional<int64_t> as_const_int(const Expr& e) {
       if (!x || !y) return std::nullopt;
       return fold_int_binary(b->op, *x, *y);
     }
-    default: return std::nullopt;
+    case ExprKind::FloatImm: case ExprKind::Var: case ExprKind::Call: case ExprKind::Select: case ExprKind::Load:
+      return std::nullopt;
   }
+  return std::nullopt;  // not reached: the switch lists every enumerator
 }
 
 }  // namespace tw::ir

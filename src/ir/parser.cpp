@@ -227,8 +227,9 @@ class Parser {
       case Tok::End: return "end of text";
       case Tok::String: return "string \"" + t.text + "\"";
       case Tok::Number: return "number '" + t.text + t.suffix + "'";
-      default: return "'" + t.text + "'";
+      case Tok::Ident: case Tok::Punct: return "'" + t.text + "'";
     }
+    return "'" + t.text + "'";  // not reached: the switch lists every enumerator
   }
   Span at(const Token& t) const { return Span{file_, t.line, t.col}; }
   [[noreturn]] void fail(const Token& t, const std::string& msg, const std::string& hint = {}) const {
@@ -521,11 +522,8 @@ class Parser {
     if (accept(":")) vt = dtype();
     expect_word("in");
     const Token& kt = peek();
-    ForKind kind{};
-    bool found = false;
-    for (ForKind k : {ForKind::serial, ForKind::parallel, ForKind::pipelined, ForKind::unroll})
-      if (kt.kind == Tok::Ident && forkind_name(k) == kt.text) { kind = k; found = true; }
-    if (!found) fail(kt, "expected a loop kind, got " + describe(kt), "loop kinds: serial parallel pipelined unroll");
+    auto kind = kt.kind == Tok::Ident ? parse_forkind(kt.text) : std::nullopt;
+    if (!kind) fail(kt, "expected a loop kind, got " + describe(kt), "loop kinds: serial parallel pipelined unroll");
     next();
     expect("(");
     Expr mn = expr(sp);
@@ -543,7 +541,7 @@ class Parser {
     define(nt.text, Symbol{v, nullptr, false}, nt);
     Stmt body = block(sp);
     scopes_.pop_back();
-    return std::make_shared<ForNode>(v, mn, ext, kind, stages, body, sp);
+    return std::make_shared<ForNode>(v, mn, ext, *kind, stages, body, sp);
   }
 
   Stmt if_stmt(const Span& sp) {
@@ -608,11 +606,8 @@ class Parser {
   Stmt reduce_stmt(const Span& sp) {
     next();
     const Token& kt = peek();
-    ReduceKind kind{};
-    bool found = false;
-    for (ReduceKind k : {ReduceKind::sum, ReduceKind::max, ReduceKind::min})
-      if (kt.kind == Tok::Ident && reducekind_name(k) == kt.text) { kind = k; found = true; }
-    if (!found) fail(kt, "expected a reduction (sum, max, min), got " + describe(kt));
+    auto kind = kt.kind == Tok::Ident ? parse_reducekind(kt.text) : std::nullopt;
+    if (!kind) fail(kt, "expected a reduction (sum, max, min), got " + describe(kt));
     next();
     Buffer src = lookup_buffer(next());
     expect("->");
@@ -635,7 +630,7 @@ class Parser {
       }
     }
     if (!have_axis) fail(peek(), "reduce needs 'axis=<n>'");
-    return std::make_shared<ReduceNode>(src, dst, kind, axis, clear, sp);
+    return std::make_shared<ReduceNode>(src, dst, *kind, axis, clear, sp);
   }
 
   Region region(const Span& parent) {
@@ -702,45 +697,34 @@ class Parser {
     }
     return cmp_expr(p);
   }
+  // The infix operator of precedence `prec` (TW_BINOPS in ir.h) that the token spells, if any.
+  static std::optional<BinOp> infix(const Token& t, int prec) {
+    for (BinOp op : all_of<BinOp>())
+      if (binop_prec(op) == prec && is_punct(t, binop_symbol(op))) return op;
+    return std::nullopt;
+  }
+  static constexpr int kCmpPrec = 4, kAddPrec = 5, kMulPrec = 6;
   Expr cmp_expr(const Span& p) {
-    static const std::pair<std::string_view, BinOp> kOps[] = {{"==", BinOp::EQ}, {"!=", BinOp::NE}, {"<", BinOp::LT},
-                                                               {"<=", BinOp::LE}, {">", BinOp::GT}, {">=", BinOp::GE}};
     Expr a = add_expr(p);
-    for (const auto& [sym, op] : kOps) {
-      if (!is_punct(peek(), sym)) continue;
-      const Token& t = next();
-      Expr b = add_expr(p);
-      for (const auto& [sym2, op2] : kOps)
-        if (is_punct(peek(), sym2))
-          fail(peek(), "comparisons do not chain", "use 'and': (a < b) and (b < c), or parenthesise");
-      BinOp o = op;
-      return build(t, [&] { return binary(o, a, b, node_span(t, p)); });
-    }
-    return a;
+    auto op = infix(peek(), kCmpPrec);
+    if (!op) return a;
+    const Token& t = next();
+    Expr b = add_expr(p);
+    if (infix(peek(), kCmpPrec))
+      fail(peek(), "comparisons do not chain", "use 'and': (a < b) and (b < c), or parenthesise");
+    return build(t, [&] { return binary(*op, a, b, node_span(t, p)); });
   }
-  Expr add_expr(const Span& p) {
-    Expr a = mul_expr(p);
-    while (is_punct(peek(), "+") || is_punct(peek(), "-")) {
+  Expr add_expr(const Span& p) { return left_assoc(p, kAddPrec, [&] { return mul_expr(p); }); }
+  Expr mul_expr(const Span& p) { return left_assoc(p, kMulPrec, [&] { return unary_expr(p); }); }
+  // operand (op operand)* for the infix operators of one precedence, left to right.
+  template <class F>
+  Expr left_assoc(const Span& p, int prec, F&& operand) {
+    Expr a = operand();
+    while (auto op = infix(peek(), prec)) {
       const Token& t = next();
-      BinOp op = t.text == "+" ? BinOp::Add : BinOp::Sub;
-      Expr b = mul_expr(p);
-      a = build(t, [&] { return binary(op, a, b, node_span(t, p)); });
-    }
-    return a;
-  }
-  Expr mul_expr(const Span& p) {
-    Expr a = unary_expr(p);
-    while (true) {
-      const Token& t = peek();
-      BinOp op;
-      if (is_punct(t, "*")) op = BinOp::Mul;
-      else if (is_punct(t, "/")) op = BinOp::Div;
-      else if (is_punct(t, "//")) op = BinOp::FloorDiv;
-      else if (is_punct(t, "%")) op = BinOp::Mod;
-      else break;
-      next();
-      Expr b = unary_expr(p);
-      a = build(t, [&] { return binary(op, a, b, node_span(t, p)); });
+      Expr b = operand();
+      BinOp o = *op;
+      a = build(t, [&] { return binary(o, a, b, node_span(t, p)); });
     }
     return a;
   }
@@ -819,15 +803,15 @@ class Parser {
       return int_imm(w == "true" ? 1 : 0, DTypeCode::boolean, s);
     }
     if (special_float(w)) return special(next(), false, s, t);
-    if ((w == "min" || w == "max" || w == "ceildiv") && is_punct(peek(1), "(")) {
+    if (auto op = parse_binop(w); op && binop_prec(*op) == 10 && is_punct(peek(1), "(")) {  // min max ceildiv
       next();
       next();
       Expr a = expr(p);
       expect(",");
       Expr b = expr(p);
       expect(")");
-      BinOp op = w == "min" ? BinOp::Min : w == "max" ? BinOp::Max : BinOp::CeilDiv;
-      return build(t, [&] { return binary(op, a, b, s); });
+      BinOp o = *op;
+      return build(t, [&] { return binary(o, a, b, s); });
     }
     if (auto fn = parse_mathfn(w); fn && is_punct(peek(1), "(")) {
       next();

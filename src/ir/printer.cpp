@@ -103,37 +103,6 @@ std::string cat(std::initializer_list<std::string> parts) {
   return r;
 }
 
-int binop_prec(BinOp op) {
-  switch (op) {
-    case BinOp::Or: return 1;
-    case BinOp::And: return 2;
-    case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE: case BinOp::GT: case BinOp::GE: return 4;
-    case BinOp::Add: case BinOp::Sub: return 5;
-    case BinOp::Mul: case BinOp::Div: case BinOp::FloorDiv: case BinOp::Mod: return 6;
-    default: return 10;  // min/max/ceildiv print as calls
-  }
-}
-
-std::string_view binop_symbol(BinOp op) {
-  switch (op) {
-    case BinOp::Add: return "+";
-    case BinOp::Sub: return "-";
-    case BinOp::Mul: return "*";
-    case BinOp::Div: return "/";
-    case BinOp::FloorDiv: return "//";
-    case BinOp::Mod: return "%";
-    case BinOp::EQ: return "==";
-    case BinOp::NE: return "!=";
-    case BinOp::LT: return "<";
-    case BinOp::LE: return "<=";
-    case BinOp::GT: return ">";
-    case BinOp::GE: return ">=";
-    case BinOp::And: return "and";
-    case BinOp::Or: return "or";
-    default: return binop_name(op);
-  }
-}
-
 bool is_negative_literal(const Expr& e) {
   if (e->kind == ExprKind::IntImm) return !e->dtype.is_bool() && as<IntImmNode>(e)->value < 0;
   if (e->kind == ExprKind::FloatImm) {
@@ -149,8 +118,10 @@ int prec(const Expr& e) {
     case ExprKind::Unary: return as<UnaryNode>(e)->op == UnOp::Not ? 3 : 7;
     case ExprKind::IntImm:
     case ExprKind::FloatImm: return is_negative_literal(e) ? 7 : 10;
-    default: return 10;
+    case ExprKind::Var: case ExprKind::Call: case ExprKind::Cast: case ExprKind::Select: case ExprKind::Load:
+      return 10;
   }
+  return 10;  // not reached: the switch lists every enumerator
 }
 
 class Printer {

@@ -160,8 +160,9 @@ class Verifier {
     switch (s) {
       case Scope::L1: case Scope::L0A: case Scope::L0B: case Scope::L0C: return CoreKind::C;
       case Scope::UB: return CoreKind::V;
-      default: return std::nullopt;
+      case Scope::global: case Scope::shared: case Scope::fragment: return std::nullopt;
     }
+    return std::nullopt;  // not reached: the switch lists every enumerator
   }
   void check_core(const Buffer& b, const Span& where) {
     if (!core_) return;
@@ -494,8 +495,9 @@ class Verifier {
       switch (p) {
         case AscendPipe::S: case AscendPipe::MTE2: case AscendPipe::MTE3: case AscendPipe::ALL: return true;
         case AscendPipe::V: return !aic;
-        default: return aic;  // M MTE1 FIX
+        case AscendPipe::M: case AscendPipe::MTE1: case AscendPipe::FIX: return aic;
       }
+      return aic;  // not reached: the switch lists every enumerator
     };
     auto check_pipe = [&](AscendPipe p) {
       if (p == AscendPipe::ALL && n->sync != SyncKind::pipe_barrier)

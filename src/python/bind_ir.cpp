@@ -54,30 +54,20 @@ Scope to_scope(const std::string& name, const Span& s = {}) {
   throw Error("unknown memory scope '" + name + "'", s, "use one of global shared fragment L1 L0A L0B L0C UB");
 }
 
-// Enum name tables live in ir.cpp; parse by scanning them.
-template <class E>
-std::optional<E> scan(std::string_view (*name_of)(E), int count, std::string_view s) {
-  for (int i = 0; i < count; ++i)
-    if (name_of(static_cast<E>(i)) == s) return static_cast<E>(i);
-  return std::nullopt;
-}
-
 BinOp to_binop(const std::string& s, const Span& sp) {
-  if (auto op = scan<BinOp>(binop_name, static_cast<int>(BinOp::Or) + 1, s)) return *op;
+  if (auto op = parse_binop(s)) return *op;
   throw Error("unknown binary operator '" + s + "'", sp);
 }
 UnOp to_unop(const std::string& s, const Span& sp) {
-  if (s == "neg") return UnOp::Neg;
-  if (s == "not") return UnOp::Not;
+  if (auto op = parse_unop(s)) return *op;
   throw Error("unknown unary operator '" + s + "' (neg or not)", sp);
 }
-std::string_view unop_name(UnOp op) { return op == UnOp::Neg ? "neg" : "not"; }
 MathFn to_mathfn(const std::string& s, const Span& sp) {
   if (auto f = parse_mathfn(s)) return *f;
   throw Error("unknown math function '" + s + "'", sp);
 }
 ForKind to_forkind(const std::string& s, const Span& sp) {
-  if (auto k = scan<ForKind>(forkind_name, static_cast<int>(ForKind::unroll) + 1, s)) return *k;
+  if (auto k = parse_forkind(s)) return *k;
   throw Error("unknown loop kind '" + s + "' (serial parallel pipelined unroll)", sp);
 }
 CoreKind to_corekind(const std::string& s, const Span& sp) {
@@ -93,18 +83,8 @@ SyncKind to_synckind(const std::string& s, const Span& sp) {
   throw Error("unknown synchronisation '" + s + "'", sp);
 }
 ReduceKind to_reducekind(const std::string& s, const Span& sp) {
-  if (auto k = scan<ReduceKind>(reducekind_name, static_cast<int>(ReduceKind::min) + 1, s)) return *k;
+  if (auto k = parse_reducekind(s)) return *k;
   throw Error("unknown reduction '" + s + "' (sum max min)", sp);
-}
-
-const char* expr_kind_name(ExprKind k) {
-  static const char* names[] = {"IntImm", "FloatImm", "Var", "Binary", "Unary", "Call", "Cast", "Select", "Load"};
-  return names[static_cast<int>(k)];
-}
-const char* stmt_kind_name(StmtKind k) {
-  static const char* names[] = {"Seq", "For", "If", "Let", "Store", "Alloc", "Copy", "Gemm", "Fill", "Reduce",
-                                "CoreScope", "Sync"};
-  return names[static_cast<int>(k)];
 }
 
 // A compact one-line rendering for __repr__ (debugging only; the text form is ir/printer.h).
@@ -168,7 +148,7 @@ void bind_ir(nb::module_& m) {
   // Expressions
   nb::class_<ExprNode>(m, "Expr")
       .def_prop_ro("dtype", [](const ExprNode& e) { return std::string(e.dtype.name()); })
-      .def_prop_ro("kind", [](const ExprNode& e) { return expr_kind_name(e.kind); })
+      .def_prop_ro("kind", [](const ExprNode& e) { return std::string(exprkind_name(e.kind)); })
       .def_prop_ro("span", [](const ExprNode& e) { return from_span(e.span); })
       .def("__repr__", [](std::shared_ptr<const ExprNode> e) { return expr_repr(e); });
   nb::class_<IntImmNode, ExprNode>(m, "IntImm").def_ro("value", &IntImmNode::value);
@@ -219,9 +199,9 @@ void bind_ir(nb::module_& m) {
   // ------------------------------------------------------------------------------------------
   // Statements
   nb::class_<StmtNode>(m, "Stmt")
-      .def_prop_ro("kind", [](const StmtNode& s) { return stmt_kind_name(s.kind); })
+      .def_prop_ro("kind", [](const StmtNode& s) { return std::string(stmtkind_name(s.kind)); })
       .def_prop_ro("span", [](const StmtNode& s) { return from_span(s.span); })
-      .def("__repr__", [](const StmtNode& s) { return std::string("<Stmt ") + stmt_kind_name(s.kind) + ">"; });
+      .def("__repr__", [](const StmtNode& s) { return std::string("<Stmt ") + std::string(stmtkind_name(s.kind)) + ">"; });
   nb::class_<SeqNode, StmtNode>(m, "Seq").def_ro("body", &SeqNode::body);
   nb::class_<ForNode, StmtNode>(m, "For")
       .def_ro("var", &ForNode::var)
@@ -297,6 +277,32 @@ void bind_ir(nb::module_& m) {
   m.def("format_error", [](const std::string& msg, const OptSpan& s, const std::string& hint) {
     return format_error(msg, to_span(s), hint);
   }, "message"_a, "span"_a = nb::none(), "hint"_a = "");
+
+  // ------------------------------------------------------------------------------------------
+  // The IR's lists (ir.h), from which the front end takes its per-op names (T.exp, the AST
+  // operator maps, ...): tuples in enum order.
+  {
+    nb::list math, binops, unops, reduce_kinds, for_kinds, dtypes, scopes;
+    for (MathFn f : all_of<MathFn>())  // (name, arity, docstring)
+      math.append(nb::make_tuple(std::string(mathfn_name(f)), mathfn_arity(f), std::string(mathfn_doc(f))));
+#define TW_PY_BINOP(e, name, symbol, prec, py_ast, py_operator) \
+  binops.append(nb::make_tuple(std::string(name), std::string(symbol), std::string(py_ast), std::string(py_operator)));
+    TW_BINOPS(TW_PY_BINOP)  // (name, infix symbol or "", Python ast class or "", operator function or "")
+#undef TW_PY_BINOP
+    for (UnOp op : all_of<UnOp>()) unops.append(std::string(unop_name(op)));
+    for (ReduceKind k : all_of<ReduceKind>()) reduce_kinds.append(std::string(reducekind_name(k)));
+    for (ForKind k : all_of<ForKind>()) for_kinds.append(std::string(forkind_name(k)));
+    for (DTypeCode c : all_of<DTypeCode>()) dtypes.append(std::string(DType(c).name()));
+    for (Scope sc : all_of<Scope>()) scopes.append(std::string(scope_name(sc)));
+    nb::object tuple = nb::module_::import_("builtins").attr("tuple");
+    m.attr("MATH_FUNCTIONS") = tuple(math);
+    m.attr("BINARY_OPS") = tuple(binops);
+    m.attr("UNARY_OPS") = tuple(unops);
+    m.attr("REDUCE_KINDS") = tuple(reduce_kinds);
+    m.attr("FOR_KINDS") = tuple(for_kinds);
+    m.attr("DTYPES") = tuple(dtypes);
+    m.attr("SCOPES") = tuple(scopes);
+  }
 
   // ------------------------------------------------------------------------------------------
   // Expression builders (ir.h)

@@ -55,7 +55,9 @@ void to_rpn(const ir::Expr& e, const std::vector<ir::Var>& vars, std::vector<Dim
       out.push_back({DimTerm::Op, 0, b->op});
       return;
     }
-    default: ok = false;
+    case ir::ExprKind::IntImm: case ir::ExprKind::FloatImm: case ir::ExprKind::Unary: case ir::ExprKind::Call:
+    case ir::ExprKind::Cast: case ir::ExprKind::Select: case ir::ExprKind::Load:
+      ok = false;
   }
 }
 

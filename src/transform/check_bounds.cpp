@@ -57,8 +57,11 @@ std::pair<int64_t, int64_t> dtype_bounds(DType t) {
     case DTypeCode::i8: return {INT8_MIN, INT8_MAX};
     case DTypeCode::u8: return {0, UINT8_MAX};
     case DTypeCode::i32: return {INT32_MIN, INT32_MAX};
-    default: return {INT64_MIN, INT64_MAX};
+    case DTypeCode::f16: case DTypeCode::bf16: case DTypeCode::f32: case DTypeCode::f64: case DTypeCode::i64:
+    case DTypeCode::boolean:
+      return {INT64_MIN, INT64_MAX};
   }
+  return {INT64_MIN, INT64_MAX};  // not reached: the switch lists every enumerator
 }
 
 std::string interval_text(int64_t lo, int64_t hi) {
@@ -135,7 +138,9 @@ class BoundsChecker : public Visitor {
         Visitor::visit(s);
         return;
       }
-      default: Visitor::visit(s);
+      case StmtKind::Seq: case StmtKind::Alloc: case StmtKind::Copy: case StmtKind::Fill: case StmtKind::Reduce:
+      case StmtKind::CoreScope: case StmtKind::Sync:
+        Visitor::visit(s);
     }
   }
 
@@ -242,8 +247,9 @@ class BoundsChecker : public Visitor {
         auto [lo, hi] = dtype_bounds(e->dtype);
         return Range{lo, hi, false, {}};
       }
-      default: return std::nullopt;
+      case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Call: return std::nullopt;
     }
+    return std::nullopt;  // not reached: the switch lists every enumerator
   }
 
   std::optional<Range> range_of_binary(const BinaryNode& n) {
@@ -305,8 +311,11 @@ class BoundsChecker : public Visitor {
         return combine(std::min(a->lo, b->lo), std::min(a->hi, b->hi), *a, 1, *b, 1);
       case BinOp::Max:
         return combine(std::max(a->lo, b->lo), std::max(a->hi, b->hi), *a, 1, *b, 1);
-      default: return std::nullopt;
+      case BinOp::Div: case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE: case BinOp::GT:
+      case BinOp::GE: case BinOp::And: case BinOp::Or:
+        return std::nullopt;
     }
+    return std::nullopt;  // not reached: the switch lists every enumerator
   }
 
   const Kernel& k_;

@@ -110,8 +110,11 @@ struct Analysis {
         auto* st = as<StoreNode>(s);
         return tiles.count(st->buffer.get()) && indices_ok(st->indices, row) && map_expr_ok(st->value, row);
       }
-      default: return false;
+      case StmtKind::If: case StmtKind::Let: case StmtKind::Alloc: case StmtKind::Copy: case StmtKind::Gemm:
+      case StmtKind::Fill: case StmtKind::Reduce: case StmtKind::CoreScope: case StmtKind::Sync:
+        return false;
     }
+    return false;  // not reached: the switch lists every enumerator
   }
 
   bool stmt_ok(const Stmt& s) {
@@ -143,8 +146,11 @@ struct Analysis {
         row_vars.insert(f->var.get());
         return map_body_ok(f->body, f->var.get());
       }
-      default: return false;
+      case StmtKind::If: case StmtKind::Let: case StmtKind::Store: case StmtKind::Gemm:
+      case StmtKind::CoreScope: case StmtKind::Sync:
+        return false;
     }
+    return false;  // not reached: the switch lists every enumerator
   }
 };
 

@@ -97,7 +97,9 @@ class Hoister : public Mutator {
           f.pure &= b->scope != Scope::global && !written_.count(b.get());
           break;
         }
-        default: break;
+        case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Unary: case ExprKind::Cast:
+        case ExprKind::Select:
+          break;
       }
     });
     return f;

@@ -90,8 +90,11 @@ std::string expr_str(const Expr& e) {
         case BinOp::FloorDiv: return operand(b->a, true) + " // " + operand(b->b, true);
         case BinOp::Mod: return operand(b->a, true) + " % " + operand(b->b, true);
         case BinOp::Div: return operand(b->a, true) + " / " + operand(b->b, true);
-        default: return std::string(binop_name(b->op)) + "(" + expr_str(b->a) + ", " + expr_str(b->b) + ")";
+        case BinOp::CeilDiv: case BinOp::Min: case BinOp::Max: case BinOp::EQ: case BinOp::NE: case BinOp::LT:
+        case BinOp::LE: case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or:
+          break;
       }
+      return std::string(binop_name(b->op)) + "(" + expr_str(b->a) + ", " + expr_str(b->b) + ")";
     }
     case ExprKind::Unary: {
       auto* u = as<UnaryNode>(e);
@@ -104,8 +107,9 @@ std::string expr_str(const Expr& e) {
       for (size_t i = 0; i < l->indices.size(); ++i) s += (i ? ", " : "") + expr_str(l->indices[i]);
       return s + "]";
     }
-    default: return "<expr>";
+    case ExprKind::Call: case ExprKind::Select: return "<expr>";
   }
+  return "<expr>";  // not reached: the switch lists every enumerator
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,7 +180,7 @@ Affine to_affine(const Expr& e, const LetMap& lets) {
         return to_affine(c->value, lets);
       break;
     }
-    default: break;
+    case ExprKind::FloatImm: case ExprKind::Call: case ExprKind::Select: case ExprKind::Load: break;
   }
   if (auto v = as_const_int(e)) {
     f.c = *v;
@@ -238,7 +242,9 @@ std::vector<Access> global_accesses(const Stmt& body) {
             region(full_region(r->dst), true);
             break;
           }
-          default: break;
+          case StmtKind::Seq: case StmtKind::For: case StmtKind::If: case StmtKind::Let: case StmtKind::Alloc:
+          case StmtKind::CoreScope: case StmtKind::Sync:
+            break;
         }
       }
       Visitor::visit(s);

@@ -906,6 +906,19 @@ TEST(Math, Sigmoid) {
   EXPECT_TRUE(std::isnan(tw_cpu::sigmoid(NAN)));
 }
 
+TEST(Math, Silu) {
+  auto ref = [](double x) { return x / (1.0 + std::exp(-x)); };
+  sweep("silu", [](float x) { return tw_cpu::silu(x); }, ref, -87.f, 3.4e38f, 97, 4.2e-7,
+        std::ldexp(1.0, -149));  // subnormal results (tiny x: x / 2): abs
+  sweep("silu-sub", [](float x) { return tw_cpu::silu(x); }, ref, -110.f, -87.f, 97, 4.2e-7,
+        std::ldexp(1.0, -141));
+  EXPECT_EQ(tw_cpu::silu(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(tw_cpu::silu(-INFINITY)));  // -Inf * 0, as x / (1 + exp(-x)) gives
+  EXPECT_EQ(tw_cpu::silu(0.f), 0.f);
+  EXPECT_EQ(fb(tw_cpu::silu(-0.f)), fb(-0.f));
+  EXPECT_TRUE(std::isnan(tw_cpu::silu(NAN)));
+}
+
 // The functions must be usable in vectorisable loops (compile-only smoke + values).
 TEST(Math, LoopUse) {
   std::vector<float> x(1000), y(1000);
@@ -953,6 +966,7 @@ TEST(Math, VectorLoopMatchesScalar) {
   vector_matches_scalar("sqrt", [](float v) { return tw_cpu::sqrt(v); });
   vector_matches_scalar("rsqrt", [](float v) { return tw_cpu::rsqrt(v); });
   vector_matches_scalar("sigmoid", [](float v) { return tw_cpu::sigmoid(v); });
+  vector_matches_scalar("silu", [](float v) { return tw_cpu::silu(v); });
   vector_matches_scalar("tanh", [](float v) { return tw_cpu::tanh(v); });
   vector_matches_scalar("erf", [](float v) { return tw_cpu::erf(v); });
 }

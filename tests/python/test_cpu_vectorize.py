@@ -21,7 +21,7 @@ import tilewright.language as T
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "src" / "target" / "cpu" / "include"
 
-FUNCTIONS = ["exp", "exp2", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "erf"]
+FUNCTIONS = ["exp", "exp2", "log", "sqrt", "rsqrt", "sigmoid", "silu", "tanh", "erf"]
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
 

@@ -15,7 +15,7 @@ import ast
 import math
 import operator
 
-from .. import language as _lang
+from .. import dsl as _dsl
 from ..errors import TilewrightError
 from .source import Source
 
@@ -28,16 +28,15 @@ except ImportError as e:  # pragma: no cover - only when the extension is not bu
 Expr = ir.Expr
 Buffer = ir.Buffer
 
-_BINOPS = {
-    ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub), ast.Mult: ("mul", operator.mul),
-    ast.Div: ("div", operator.truediv), ast.FloorDiv: ("floordiv", operator.floordiv),
-    ast.Mod: ("mod", operator.mod),
-}
-_CMPOPS = {
-    ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne), ast.Lt: ("lt", operator.lt),
-    ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt), ast.GtE: ("ge", operator.ge),
-}
-_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf", "sigmoid", "floor", "ceil", "pow")
+# The AST operator maps and the math functions, from the IR's lists (TW_BINOPS, TW_MATH_FNS in
+# ir.h): ast class -> (IR operator name, the Python function that folds constants).
+_BINOPS, _CMPOPS = {}, {}
+for _name, _symbol, _py_ast, _py_op in ir.BINARY_OPS:
+    if _py_op:  # arithmetic and comparisons (and/or are BoolOps, handled on their own)
+        _cls = getattr(ast, _py_ast)
+        (_CMPOPS if issubclass(_cls, ast.cmpop) else _BINOPS)[_cls] = (_name, getattr(operator, _py_op))
+_MATH = tuple(_name for _name, _arity, _doc in ir.MATH_FUNCTIONS)
+_MATH_ARITY = {_name: _arity for _name, _arity, _doc in ir.MATH_FUNCTIONS}
 
 _STMT_NAMES = {
     ast.While: "while", ast.Break: "break", ast.Continue: "continue", ast.FunctionDef: "def",
@@ -226,7 +225,7 @@ class Parser:
             return self.int_imm(value, "int32", node)
         if isinstance(value, float):
             return ir.float_imm(value, "float32", sp)
-        if isinstance(value, _lang.SymbolicDim):
+        if isinstance(value, _dsl.SymbolicDim):
             if value.name not in self.shape_vars:
                 self.error(node, f"symbolic dimension '{value.name}' is not a dimension of any tensor parameter",
                            "use it in a parameter's shape, e.g. A: T.Tensor((M, K), dtype)")
@@ -267,7 +266,7 @@ class Parser:
                 return c
             self.error(node, f"{what} must be a compile-time constant, got the kernel value '{value!r}'",
                        "tile sizes are Python ints from the enclosing scope (e.g. arguments of the @tw.jit function)")
-        if isinstance(value, _lang.SymbolicDim):
+        if isinstance(value, _dsl.SymbolicDim):
             self.error(node, f"{what} must be a compile-time constant, but '{value.name}' is symbolic",
                        "tile sizes cannot be symbolic; use a Python int (e.g. a block size)")
         self.error(node, f"{what} must be an integer, got {self.describe(value)}")
@@ -345,10 +344,11 @@ class Parser:
         if isinstance(base, (Expr, Operand)):
             self.error(node, f"kernel values have no attribute '{node.attr}'")
         if not hasattr(base, node.attr):
-            if base is _lang or getattr(base, "__name__", "") in ("tilewright.language", "tilewright"):
-                prefix = "T" if base is _lang else "tw"
+            module = getattr(base, "__name__", "")
+            if module in ("tilewright.language", "tilewright"):
+                prefix = "T" if module == "tilewright.language" else "tw"
                 self.error(node, f"unknown function {prefix}.{node.attr}",
-                           f"see the {'tilewright.language' if base is _lang else 'tilewright'} module for the DSL vocabulary")
+                           f"see the {module} module for the DSL vocabulary")
             self.error(node, f"{self.describe(base)} has no attribute '{node.attr}'")
         return getattr(base, node.attr)
 
@@ -612,7 +612,7 @@ class Parser:
                            self.update_markers.get(m, "use it as a statement (or as the right side of a plain "
                                                           "assignment, for allocations)"))
             self.error(node, f"{m} is not part of the {self.style} style")
-        if isinstance(fn, _lang.DType):  # T.float32(x): a cast
+        if isinstance(fn, _dsl.DType):  # T.float32(x): a cast
             a = self.call_args(node, f"T.{fn}", ["x"])
             return ir.cast(self.to_ir(self.arg(a["x"]), node), str(fn), self.span(node))
         if any(fn is f for f in (min, max, abs, pow)):
@@ -679,7 +679,7 @@ class Parser:
         return self._minmax(node, "max")
 
     def _math(self, node, fn):
-        params = ["x", "y"] if fn == "pow" else ["x"]
+        params = ["x", "y"][:_MATH_ARITY[fn]]
         a = self.call_args(node, f"T.{fn}", params)
         return ir.call(fn, [self.to_ir(self.arg(a[p]), a[p]) for p in params], self.span(node))
 
@@ -1008,7 +1008,7 @@ class Parser:
                                "check how the shape is computed")
                 shape.append(ir.int_imm(d, "int32", self.span(node)))
             else:
-                shape.append(self.shape_var(d.name if isinstance(d, _lang.SymbolicDim) else d, node))
+                shape.append(self.shape_var(d.name if isinstance(d, _dsl.SymbolicDim) else d, node))
         dt = self.dtype_of(tensor.dtype, node)
         return ir.buffer(self.fresh(name), dt, shape, "global", self.span(node))
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from .. import language as _lang
+from .. import dsl as _dsl
+from .._C import ascend
 from .core import Buffer, Expr, Operand, Parser, _is_const, _marker_name, ir
 
 _ALLOC_SCOPES = {
@@ -13,7 +14,7 @@ _ALLOC_SCOPES = {
 }
 _PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 _VEC_BINARY = ("add", "sub", "mul", "div", "max", "min")
-_MATH_UNARY = ("exp", "log", "sqrt", "rsqrt", "abs")
+_MATH_UNARY = ascend.VECTOR_MATH_FUNCTIONS  # the math functions with a Vector instruction: exp log sqrt rsqrt abs
 _VEC_UNARY = _MATH_UNARY + ("relu", "reciprocal")
 _LOOPS = {"range": "serial", "T.serial": "serial", "T.Pipelined": "pipelined", "T.Parallel": "parallel",
           "T.unroll": "unroll"}
@@ -80,7 +81,7 @@ class PrimFuncParser(Parser):
         if ann is None:
             self.error(arg, f"kernel parameter '{name}' needs an annotation",
                        f"e.g. {name}: T.Tensor((M, K), 'float16'), or {name}: T.int32 for a scalar")
-        if isinstance(ann, _lang.Tensor):
+        if isinstance(ann, _dsl.Tensor):
             buf = self.tensor_param(name, ann, node)
             self.bind(name, buf, "param", arg)
             return buf

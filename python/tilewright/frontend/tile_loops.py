@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from .. import language as _lang
+from .. import dsl as _dsl
 from .core import Buffer, Expr, Parser, _is_const, _marker_name, ir
 
 
@@ -49,7 +49,7 @@ class TileLoopsParser(Parser):
             if spec is None:
                 self.error(arg, f"kernel parameter '{name}' needs an annotation or an argument spec",
                            f"e.g. {name}: tw.Tensor((M, K), 'float32')")
-            if isinstance(spec, _lang.Tensor):
+            if isinstance(spec, _dsl.Tensor):
                 buf = self.tensor_param(name, spec, ann_node)
                 self.bind(name, buf, "param", arg)
                 inputs.append(buf)
@@ -90,7 +90,7 @@ class TileLoopsParser(Parser):
         shape = []
         for i, d in enumerate(value):
             n = elts[i] if i < len(elts) else shape_node
-            if isinstance(d, (str, _lang.SymbolicDim)):
+            if isinstance(d, (str, _dsl.SymbolicDim)):
                 dname = d if isinstance(d, str) else d.name
                 if dname not in self.shape_vars:
                     self.error(n, f"output dimension '{dname}' is not a dimension of any input tensor",

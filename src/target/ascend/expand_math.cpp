@@ -33,6 +33,8 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
     case ir::MathFn::rsqrt: return bin(B::Div, K(1), fn(ir::MathFn::sqrt, x));
     case ir::MathFn::sigmoid:
       return bin(B::Div, K(1), bin(B::Add, fn(ir::MathFn::exp, ir::unary(ir::UnOp::Neg, x, sp)), K(1)));
+    case ir::MathFn::silu:  // x * sigmoid(x) as x / (1 + exp(-x))
+      return bin(B::Div, x, bin(B::Add, fn(ir::MathFn::exp, ir::unary(ir::UnOp::Neg, x, sp)), K(1)));
     case ir::MathFn::tanh: {
       Expr y = ir::cast(x, kF32, sp);
       Expr e2 = fn(ir::MathFn::exp, bin(B::Mul, bin(B::Min, bin(B::Max, y, F(-9)), F(9)), F(2)));

@@ -8,6 +8,7 @@
 //    rsqrt(x) = 1 / sqrt(x)          (AscendC Rsqrt and Reciprocal miss 1e-4 / 1e-3 relative error
 //                                     on the device; their docs recommend Sqrt and Div)
 //    sigmoid(x) = 1 / (1 + exp(-x))
+//    silu(x) = x / (1 + exp(-x))     (x * sigmoid(x))
 //    tanh(x) = (e - 1) / (e + 1), e = exp(2 * clamp(x, -9, 9)), in float32    abs error <= 3e-7
 //    erf(x) = s * (1 - P(t) exp(-x^2)), t = 1 / (1 + p |x|), s = clamp(x * 2^100, -1, 1), in
 //             float32 (Abramowitz & Stegun 7.1.26: abs error <= 1.5e-7; <= 4e-7 with fp32 rounding)

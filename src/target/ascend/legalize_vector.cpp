@@ -1024,7 +1024,7 @@ int MapLowering::build_uncached(const Expr& e) {
           fail("T.pow with exponent " + ir::print(c->args[1]) + " is not supported on Ascend vector units yet", sp,
                "supported exponents: 1, 2, 3, 0.5, -0.5, -1; write x ** y as T.exp(y * T.log(x)) for x > 0");
         case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::rsqrt: case ir::MathFn::sigmoid:
-        case ir::MathFn::tanh: case ir::MathFn::erf: case ir::MathFn::floor: case ir::MathFn::ceil:
+        case ir::MathFn::silu: case ir::MathFn::tanh: case ir::MathFn::erf: case ir::MathFn::floor: case ir::MathFn::ceil:
           break;
       }
       fail("T." + std::string(ir::mathfn_name(c->fn)) + " is not supported on Ascend vector units yet", sp,

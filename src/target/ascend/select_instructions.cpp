@@ -1,5 +1,6 @@
 // select_instructions: expert-form kernel -> Ascend program. The rules are listed in select_instructions.h.
 #include "target/ascend/select_instructions.h"
+#include "target/ascend/math_fns.h"
 #include "target/ascend/pass_util.h"
 
 #include <algorithm>
@@ -1216,22 +1217,7 @@ class Lowerer {
     if (scalar(v)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
     if (v->kind == ir::ExprKind::Call) {
       auto* c = as<ir::CallNode>(v);
-      std::optional<VecUnOp> op;
-      switch (c->fn) {
-        case ir::MathFn::exp: op = VecUnOp::Exp; break;
-        case ir::MathFn::log: op = VecUnOp::Ln; break;
-        case ir::MathFn::sqrt: op = VecUnOp::Sqrt; break;
-        case ir::MathFn::rsqrt: op = VecUnOp::Rsqrt; break;
-        case ir::MathFn::abs: op = VecUnOp::Abs; break;
-        case ir::MathFn::exp2:
-        case ir::MathFn::log2:
-        case ir::MathFn::tanh:
-        case ir::MathFn::erf:
-        case ir::MathFn::sigmoid:
-        case ir::MathFn::floor:
-        case ir::MathFn::ceil:
-        case ir::MathFn::pow: break;  // no vector instruction (legalize_vector expands them)
-      }
+      std::optional<VecUnOp> op = vector_instruction(c->fn);  // target/ascend/math_fns.h
       if (!op) fail(std::string(ir::mathfn_name(c->fn)) + " has no vector instruction");
       auto a = full(c->args[0]);
       if (!a) fail(std::string(ir::mathfn_name(c->fn)) + " of something other than a tile element a[i, j]");

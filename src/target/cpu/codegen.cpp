@@ -23,6 +23,7 @@
 #include "ir/functor.h"
 #include "target/c_expr.h"
 #include "target/cpu/tile_facts.h"
+#include "target/cpu/math_fns.h"
 #include "transform/check_bounds.h"
 
 namespace tw::cpu {
@@ -1702,28 +1703,8 @@ std::string CodeGen::expr_var(const VarNode& n) const {
   return names_.at(&n);
 }
 
-// Math functions: the float forms call the vectorisable tw_cpu:: functions; float64 uses the
-// compiler's builtins. $0 / $1 are the arguments. Indexed by MathFn.
-struct MathImpl {
-  const char* f32;
-  const char* f64;
-};
-constexpr std::array<MathImpl, 13> kMath{{
-    /* exp     */ {"tw_cpu::exp($0)", "__builtin_exp($0)"},
-    /* exp2    */ {"tw_cpu::exp2($0)", "__builtin_exp2($0)"},
-    /* log     */ {"tw_cpu::log($0)", "__builtin_log($0)"},
-    /* log2    */ {"(tw_cpu::log($0) * 1.44269504088896341f)", "__builtin_log2($0)"},
-    /* sqrt    */ {"tw_cpu::sqrt($0)", "__builtin_sqrt($0)"},
-    /* rsqrt   */ {"tw_cpu::rsqrt($0)", "(1.0 / __builtin_sqrt($0))"},
-    /* abs     */ {"__builtin_fabsf($0)", "__builtin_fabs($0)"},
-    /* tanh    */ {"tw_cpu::tanh($0)", "__builtin_tanh($0)"},
-    /* erf     */ {"tw_cpu::erf($0)", "__builtin_erf($0)"},
-    /* sigmoid */ {"tw_cpu::sigmoid($0)", "(1.0 / (1.0 + __builtin_exp(-($0))))"},
-    /* floor   */ {"__builtin_floorf($0)", "__builtin_floor($0)"},
-    /* ceil    */ {"__builtin_ceilf($0)", "__builtin_ceil($0)"},
-    /* pow     */ {"__builtin_powf($0, $1)", "__builtin_pow($0, $1)"},
-}};
-
+// Math functions: the pattern of the function's row in target/cpu/math_fns.h, with the arguments
+// for $0 / $1.
 std::string CodeGen::expr_call(const CallNode& n) const {
   std::vector<std::string> args;
   for (const auto& a : n.args) args.push_back(expr(a));
@@ -1731,7 +1712,7 @@ std::string CodeGen::expr_call(const CallNode& n) const {
   if (n.fn == MathFn::abs && n.dtype.is_int()) pattern = "tw_abs($0)";
   else if (!n.dtype.is_float())
     throw Error(std::string(mathfn_name(n.fn)) + " needs a float argument, got " + std::string(n.dtype.name()), n.span);
-  else pattern = n.dtype.code == DTypeCode::f64 ? kMath[static_cast<size_t>(n.fn)].f64 : kMath[static_cast<size_t>(n.fn)].f32;
+  else pattern = n.dtype.code == DTypeCode::f64 ? math_pattern(n.fn).f64 : math_pattern(n.fn).f32;
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '$' && i + 1 < pattern.size()) {

@@ -329,6 +329,7 @@ Value Machine::eval(int id, const std::vector<Value>& s) const {
         case ir::MathFn::floor: r = std::floor(x); break;
         case ir::MathFn::ceil: r = std::ceil(x); break;
         case ir::MathFn::pow: r = std::pow(x, eval(n.b, s).f); break;
+        case ir::MathFn::silu: r = x / (1.0 + std::exp(-x)); break;
       }
       return Value{static_cast<int64_t>(r), r};
     }
