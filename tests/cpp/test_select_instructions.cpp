@@ -273,7 +273,7 @@ TEST(SelectInstructions, MixKernelReplicatesScalarCode) {
   buffer u: AIV UB @0 +8192 float32 ND
 AIC:
   for t in range(2):
-    row = vid * 32
+    row = 0 * 32
     FIX CrossCoreSetFlag<2, FIX>(1)  @8
 AIV:
   for t in range(2):

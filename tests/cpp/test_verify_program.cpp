@@ -62,6 +62,21 @@ TEST(VerifyProgram, AWellFormedProgramPasses) {
   EXPECT_NO_THROW(verify_program(p, b2(), "some_pass"));
 }
 
+// The sub-block index is AIV-only: the AscendC AIC branch does not declare it (select_instructions
+// gives the AIC copy of replicated scalar code 0 for it).
+TEST(VerifyProgram, TheSubBlockIndexInAicCodeIsAnError) {
+  std::string text = kProgram;
+  text.replace(text.find("AIC:\n"), 5, "AIC:\n  x = v * 2\n");
+  Program p = parse_program(text, "k.prog");
+  try {
+    verify_program(p, b2(), "some_pass");
+    ADD_FAILURE() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(e.message().find("AIC code"), std::string::npos) << e.what();
+    EXPECT_NE(e.message().find("'v', which is not in scope there"), std::string::npos) << e.what();
+  }
+}
+
 TEST(VerifyProgram, EachMalformationIsAnError) {
   auto muls = [](const Program& p) { return std::get<VecCallL2>(loop_body_stmt(p, 4).instr.op); };
   expect_error([&](Program& p) {  // a buffer index past the declared buffers

@@ -127,7 +127,11 @@ class Lowerer {
                   "put Cube code (L1/L0 copies, mma) in with T.Scope(\"C\"): and vector code in with T.Scope(\"V\"):");
     if (has_c) {
       core_ = CoreKind::C;
-      p_.aic = or_empty(lower(k_->body, false));
+      // The AIC has no sub-block: scalar code outside the scopes that reads the sub-block index
+      // (replicated into both programs) sees 0 there, as in the simulator, so the AIC program never
+      // names the AIV-only variable (the AscendC AIC branch does not declare it).
+      ir::Stmt aic = uses_vid ? ir::substitute(k_->body, {{k_->sub_block_var, C(0)}}) : k_->body;
+      p_.aic = or_empty(lower(aic, false));
     }
     if (has_v) {
       core_ = CoreKind::V;

@@ -25,11 +25,11 @@ class Verifier {
     if (p_.block_idx) scope_.insert(p_.block_idx.get());
     check_expr(p_.block_dim, "the block count");
     check_expr(p_.workspace_bytes, "the workspace size");
-    // program.h documents sub_block_idx as AIV-only, but expert mode replicates scalar code that
-    // uses it into the AIC code (LowerExpert.MixKernelReplicatesScalarCode): accepted on both
-    if (p_.sub_block_idx) scope_.insert(p_.sub_block_idx.get());
     core_ = CoreType::AIC;
     stmt(p_.aic);
+    // sub_block_idx is AIV-only (program.h): the AscendC AIC branch does not declare it, and
+    // select_instructions gives the AIC copy of replicated scalar code 0 for it
+    if (p_.sub_block_idx) scope_.insert(p_.sub_block_idx.get());
     core_ = CoreType::AIV;
     stmt(p_.aiv);
   }
