@@ -30,7 +30,6 @@ using ir::Span;
 using ir::Stmt;
 using ir::Var;
 
-std::string q(const std::string& n) { return "'" + n + "'"; }
 using ir::arith::add;
 using ir::arith::mul;
 using ir::arith::sub;

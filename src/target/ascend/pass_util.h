@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,8 @@ namespace tw::ascend {
 inline ir::Expr C(int64_t v) { return ir::int_imm(v); }
 inline ir::Expr simp(const ir::Expr& e) { return ir::arith::simplify(e); }
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+// A name quoted for an error message.
+inline std::string q(const std::string& n) { return "'" + n + "'"; }
 
 // The memory an Ascend tile scope lives in; nullopt for global / shared / fragment.
 inline std::optional<Mem> mem_of(ir::Scope s) {

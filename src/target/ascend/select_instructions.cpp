@@ -26,7 +26,6 @@ using ir::Scope;
 using ir::Span;
 
 
-std::string q(const std::string& n) { return "'" + n + "'"; }
 
 // Index arithmetic, folded as it is built.
 using ir::arith::add;

@@ -26,7 +26,6 @@ using ir::Var;
 
 using Node = const ir::BufferNode*;
 
-std::string q(const std::string& n) { return "'" + n + "'"; }
 
 bool portable(Scope s) { return s == Scope::shared || s == Scope::fragment; }
 
