@@ -7,6 +7,7 @@ tolerance and timed side by side with numpy (and PyTorch when importable).
     python bench/op_zoo.py                       # every op, 1 and 2 threads
     python bench/op_zoo.py --threads 1 --ops softmax,sum_mid
     python bench/op_zoo.py --list
+    python bench/op_zoo.py --target ascend910b   # portability: each kernel unchanged on the simulator
 
 Each thread count runs in its own child process (TW_NUM_THREADS = OPENBLAS_NUM_THREADS =
 OMP_NUM_THREADS = n, as bench/run.py does). Timing: one warm-up call each (checked), then
@@ -58,6 +59,7 @@ class Case:
 
 
 OPS = {}
+TARGET = "cpu"  # every kernel is built for this target (`--target`): the same source on each
 
 
 def op(name, small, large):
@@ -135,7 +137,7 @@ def _activation(name):
             return {"relu": lambda: torch.relu(tx), "sigmoid": lambda: torch.sigmoid(tx), "tanh": lambda: torch.tanh(tx),
                     "silu": lambda: F.silu(tx), "gelu": lambda: F.gelu(tx),
                     "gelu_tanh": lambda: F.gelu(tx, approximate="tanh")}[tname]
-        return Case(activation(M, N, name), [x], lambda: ref(x64), lambda: numpy_peer(x), torch_peer, 1e-6, 2e-6, "elementwise")
+        return Case(activation(M, N, name, target=TARGET), [x], lambda: ref(x64), lambda: numpy_peer(x), torch_peer, 1e-6, 2e-6, "elementwise")
     return make
 
 
@@ -187,7 +189,7 @@ def _softmax_make(shape, rng, log=False):
     def torch_peer(torch):
         tx = torch.from_numpy(x)
         return (lambda: torch.log_softmax(tx, 1)) if log else (lambda: torch.softmax(tx, 1))
-    k = log_softmax(N) if log else softmax(N)
+    k = log_softmax(N, target=TARGET) if log else softmax(N, target=TARGET)
     return Case(k, [x], ref, peer, torch_peer, 1e-6, 1e-5, "rows")
 
 
@@ -209,7 +211,7 @@ def _rmsnorm(shape, rng):
     def torch_peer(torch):
         tx, tw_ = torch.from_numpy(x), torch.from_numpy(w)
         return lambda: torch.nn.functional.rms_norm(tx, (N,), tw_, 1e-6)
-    return Case(rms_norm(N), [x, w], lambda: x64 / np.sqrt((x64 ** 2).mean(1, keepdims=True) + 1e-6) * w64,
+    return Case(rms_norm(N, target=TARGET), [x, w], lambda: x64 / np.sqrt((x64 ** 2).mean(1, keepdims=True) + 1e-6) * w64,
                 peer, torch_peer, 1e-5, 1e-5, "rows")
 
 
@@ -231,7 +233,7 @@ def _layernorm(shape, rng):
     def torch_peer(torch):
         tx, tw_, tb = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
         return lambda: torch.nn.functional.layer_norm(tx, (N,), tw_, tb, 1e-5)
-    return Case(layer_norm(N), [x, w, b], ref, peer, torch_peer, 1e-5, 1e-5, "rows")
+    return Case(layer_norm(N, target=TARGET), [x, w, b], ref, peer, torch_peer, 1e-5, 1e-5, "rows")
 
 
 @tw.jit(out_idx=[-1])
@@ -270,7 +272,7 @@ def _batchnorm(shape, rng):
     def torch_peer(torch):
         t = [torch.from_numpy(v) for v in (x, mean, var, g, b)]
         return lambda: torch.nn.functional.batch_norm(t[0], t[1], t[2], t[3], t[4], False, 0.0, 1e-5)
-    return Case(batchnorm(M, C), [x, mean, var, g, b], lambda: (x64 - mean) / np.sqrt(var.astype(np.float64) + 1e-5) * g + b,
+    return Case(batchnorm(M, C, target=TARGET), [x, mean, var, g, b], lambda: (x64 - mean) / np.sqrt(var.astype(np.float64) + 1e-5) * g + b,
                 peer, torch_peer, 1e-5, 1e-5, "rows")
 
 
@@ -297,7 +299,7 @@ def l2norm_rows(N, block_M=8):
 def _l2(shape, rng):
     M, N = shape
     x = f32(rng, M, N)
-    return Case(l2norm_rows(N), [x], lambda: np.linalg.norm(x.astype(np.float64), axis=1),
+    return Case(l2norm_rows(N, target=TARGET), [x], lambda: np.linalg.norm(x.astype(np.float64), axis=1),
                 lambda: np.linalg.norm(x, axis=1), lambda torch: (lambda t: lambda: torch.linalg.vector_norm(t, dim=1))(torch.from_numpy(x)),
                 1e-5, 1e-5, "rows")
 
@@ -331,7 +333,7 @@ def frobenius(M, N, block_M=8):
 def _frob(shape, rng):
     M, N = shape
     x = f32(rng, M, N)
-    return Case(frobenius(M, N), [x], lambda: np.array([np.linalg.norm(x.astype(np.float64))]),
+    return Case(frobenius(M, N, target=TARGET), [x], lambda: np.array([np.linalg.norm(x.astype(np.float64))]),
                 lambda: np.linalg.norm(x), lambda torch: (lambda t: lambda: torch.linalg.norm(t))(torch.from_numpy(x)),
                 1e-5, 1e-5, "whole tensor")
 
@@ -364,7 +366,7 @@ def _mid(kind, red, tname):
     def make(shape, rng):
         A, B, C = shape
         x = f32(rng, A, B, C)
-        return Case(reduce_mid(A, B, C, kind), [x], lambda: red(x.astype(np.float64), axis=1), lambda: red(x, axis=1),
+        return Case(reduce_mid(A, B, C, kind, target=TARGET), [x], lambda: red(x.astype(np.float64), axis=1), lambda: red(x, axis=1),
                     lambda torch: (lambda t: lambda: getattr(torch, tname)(t, 1))(torch.from_numpy(x)),
                     1e-6 + 2.4e-7 * B, 1e-5, "middle axis")  # fp32 sum of B N(0,1) terms: ~4 sqrt(B) u sqrt(B)
     return make
@@ -394,7 +396,7 @@ def cumsum_rows(N, block_M=8):
 def _cumsum(shape, rng):
     M, N = shape
     x = f32(rng, M, N)
-    return Case(cumsum_rows(N), [x], lambda: np.cumsum(x.astype(np.float64), axis=1), lambda: np.cumsum(x, axis=1),
+    return Case(cumsum_rows(N, target=TARGET), [x], lambda: np.cumsum(x.astype(np.float64), axis=1), lambda: np.cumsum(x, axis=1),
                 lambda torch: (lambda t: lambda: torch.cumsum(t, 1))(torch.from_numpy(x)),
                 1e-4, 1e-5, "rows (serial scan)")
 
@@ -442,7 +444,7 @@ def _xent(shape, rng):
     def torch_peer(torch):
         tx, tl = torch.from_numpy(x), torch.from_numpy(lab.astype(np.int64))
         return lambda: torch.nn.functional.cross_entropy(tx, tl, reduction="none")
-    return Case(cross_entropy(N), [x, lab], ref, peer, torch_peer, 1e-5, 1e-5, "rows")
+    return Case(cross_entropy(N, target=TARGET), [x, lab], ref, peer, torch_peer, 1e-5, 1e-5, "rows")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -489,7 +491,7 @@ def _mm(shape, rng, kind="nn"):
     if kind == "batched":
         Bt, M, N, K = shape
         a, b = f32(rng, Bt, M, K), f32(rng, Bt, K, N)
-        k = matmul_batched(Bt, M, N, K)
+        k = matmul_batched(Bt, M, N, K, target=TARGET)
         peer = lambda: a @ b  # noqa: E731
         ref = lambda: a.astype(np.float64) @ b.astype(np.float64)  # noqa: E731
         args = [a, b]
@@ -498,7 +500,8 @@ def _mm(shape, rng, kind="nn"):
         a = f32(rng, M, K)
         b = f32(rng, N, K) if kind == "nt" else f32(rng, K, N)
         bm = 64 if M >= 64 else 16
-        k = matmul_nt(M, N, K) if kind == "nt" else matmul(M, N, K, block_M=bm, block_N=128, block_K=128, dtype="float32")
+        k = matmul_nt(M, N, K, target=TARGET) if kind == "nt" else matmul(M, N, K, block_M=bm, block_N=128, block_K=128,
+                                                                      dtype="float32", target=TARGET)
         bb = b.T if kind == "nt" else b
         peer = lambda: a @ bb  # noqa: E731
         ref = lambda: a.astype(np.float64) @ bb.astype(np.float64)  # noqa: E731
@@ -535,7 +538,7 @@ def _sdpa(shape, rng):
     def torch_peer(torch):
         tq, tk, tv = (torch.from_numpy(t) for t in (q, k, v))
         return lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
-    return Case(flash_attention(Bt, H, S, D, False), [q, k, v],
+    return Case(flash_attention(Bt, H, S, D, False, target=TARGET), [q, k, v],
                 lambda: reference(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), False),
                 peer, torch_peer, 2e-4, 1e-3, "attention")
 
@@ -592,11 +595,35 @@ def child(names, threads):
               f"vs torch {r_t}  check {'ok' if ok else 'FAILED'} ({worst:.2f} of tol)", flush=True)
 
 
+def portability(names, target) -> int:
+    """Runs every op's kernel, unchanged, on `target` at its small shape, checked against the same
+    float64 reference; prints one line per op (ok, wrong, or the first line of the error) and the
+    count. Returns the number of ops that ran and matched."""
+    global TARGET
+    from tilewright import TilewrightError
+    TARGET = target
+    passed = 0
+    for name in names:
+        make, small, _ = OPS[name]
+        try:
+            ok, worst = check(name, make(small, np.random.default_rng(1)))
+            line = "ok" if ok else f"WRONG ({worst:.2f} of tol)"
+            passed += ok
+        except TilewrightError as e:
+            line = "error: " + str(e).strip().splitlines()[0]
+        print(f"{name:22s} {target} {str(small):18s} {line}", flush=True)
+    print(f"{passed} of {len(names)} ops ran unchanged on {target} and matched the reference "
+          f"({len(MISSING)} more not written: {', '.join(MISSING)})")
+    return passed
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--ops", default="", help="comma-separated substrings of op names")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--target", default="cpu", help="another target (ascend910b): no timing; each op's kernel, "
+                    "unchanged, runs at its small shape and is checked (portability count)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     filters = [f for f in opts.ops.split(",") if f]
@@ -605,6 +632,9 @@ def main(argv=None):
         print("\n".join(OPS))
         for n, why in MISSING.items():
             print(f"{n} (not written: {why})")
+        return 0
+    if opts.target != "cpu":
+        portability(names, opts.target)
         return 0
     if opts.child:
         child(names, opts.child)
