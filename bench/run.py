@@ -80,6 +80,8 @@ FULL = dict(
     attn_blocks=[(64, 64), (128, 64), (128, 128)],
     rows=(8192, 4096),
     row_blocks=[4, 8, 16],
+    # paged decode: sequences, q heads, kv heads, head dim, page size, context (every sequence full)
+    paged=(8, 32, 8, 128, 16, 4096),
     budget=1.2,                # seconds of timed calls per case (all implementations together)
     tune_budget=0.25,          # seconds per block configuration while tuning
     min_reps=3,
@@ -104,6 +106,7 @@ QUICK = dict(
     attn_blocks=[(64, 64)],
     rows=(512, 1024),
     row_blocks=[8],
+    paged=(2, 8, 2, 64, 16, 256),
     budget=0.15,
     tune_budget=0.05,
     min_reps=3,
@@ -127,6 +130,8 @@ GOAL_TEXT = {
     "attn_torch": "flash attention fwd: >= 1.0x torch SDPA (when installed)",
     "attn_numpy": "flash attention fwd: >= 3x a numpy reference that materialises S x S",
     "rows": "softmax / log_softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth",
+    "paged_bw": "paged decode attention (vLLM layout, GQA), 2 threads: >= 70% of measured copy bandwidth",
+    "paged_torch": "paged decode attention: >= 1.5x torch SDPA on the gathered cache (when installed)",
     "compile_cold": "cold compile of the gemm kernel (gemm runtime library cached): <= 0.5 s",
     "compile_disk": "new-process disk-cache hit: <= 30 ms",
     "call_overhead": "in-memory call overhead, tiny kernel: <= 10 us",
@@ -424,6 +429,9 @@ class Child:
         for op in ROW_OPS:
             if sel(f"{op}_{M}x{N}"):
                 self.rowwise(op, f"{op}_{M}x{N}")
+        for dt in ("float32", "bfloat16"):
+            if sel(f"paged_decode_{dt}"):
+                self.paged_decode(f"paged_decode_{dt}", dt)
         if sel("call_overhead"):
             self.call_overhead()
         self.env["loadavg_end"] = os.getloadavg()
@@ -701,6 +709,58 @@ class Child:
         self.goal(case, "rows", f"{p:.0f}% of copy bandwidth ({case['tilewright']['rate']:.1f} of {peak:.1f} GB/s)",
                   ">= 70%", p >= 70.0)
 
+    def paged_decode(self, name, dtype):
+        """examples/paged_attention.py's decode kernel at memory speed: the figure is the KV cache
+        bytes each call must read (every sequence's pages, K and V, once) per second, against the
+        copy peak. Peers: numpy (gather each sequence's pages, then attention per kv head, fp32) and
+        torch SDPA with enable_gqa on the cache gathered beforehand (its gather is not timed)."""
+        np, cfg = self.np, self.cfg
+        import paged_attention as pa
+        ns, nh, kvh, D, bs, ctx = cfg["paged"]
+        q, kc, vc, bt, cl = pa.make_inputs(ns, nh, kvh, D, bs, ctx, dtype, seed=self.rng, lens=[ctx] * ns)
+        kern = pa.paged_decode(ns, nh, kvh, D, kc.shape[0], bs, bt.shape[1], dtype)
+        group = nh // kvh
+        kf, vf, qf = (a.astype(np.float32) for a in (kc, vc, q))
+
+        def numpy_ref():
+            out = np.empty((ns, nh, D), np.float32)
+            for b in range(ns):
+                k = kf[bt[b]].reshape(-1, kvh, D)[:ctx]
+                v = vf[bt[b]].reshape(-1, kvh, D)[:ctx]
+                for g in range(kvh):
+                    s = qf[b, g * group:(g + 1) * group] @ k[:, g].T / np.float32(np.sqrt(D))
+                    s = np.exp(s - s.max(axis=1, keepdims=True))
+                    out[b, g * group:(g + 1) * group] = (s / s.sum(axis=1, keepdims=True)) @ v[:, g]
+            return out
+        tol = (2e-4, 1e-3) if dtype == "float32" else (2e-2, 2e-2)
+        chk = self.check(kern(q, kc, vc, bt, cl), numpy_ref(), *tol, "numpy fp32 over the gathered pages")
+        impls = {"tilewright": lambda: kern(q, kc, vc, bt, cl), "numpy": numpy_ref}
+        if self.torch:
+            torch = self.torch
+            tdt = torch.float32 if dtype == "float32" else torch.bfloat16
+            tk = torch.from_numpy(kf[bt].reshape(ns, -1, kvh, D)[:, :ctx]).to(tdt).permute(0, 2, 1, 3).contiguous()
+            tv = torch.from_numpy(vf[bt].reshape(ns, -1, kvh, D)[:, :ctx]).to(tdt).permute(0, 2, 1, 3).contiguous()
+            tq = torch.from_numpy(qf).to(tdt).unsqueeze(2)  # (ns, nh, 1, D)
+            sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, enable_gqa=True)  # noqa: E731
+            chk_t = self.check(kern(q, kc, vc, bt, cl), sdpa().squeeze(2).float().numpy(), *tol, "torch SDPA")
+            chk = chk if not chk["ok"] else chk_t
+            impls["torch"] = sdpa
+        stats = self.timed(impls)
+        nbytes = 2.0 * ns * ctx * kvh * D * kc.dtype.itemsize
+        peak = self.peaks["copy_gbs"][str(self.n)]
+        case = self.record(name, "paged", "GB/s", nbytes, stats, config=f"page {bs}", check=chk, peak=peak,
+                           extra=dict(shape=dict(num_seqs=ns, num_heads=nh, num_kv_heads=kvh, head_dim=D,
+                                                 block_size=bs, context=ctx, dtype=dtype),
+                                      peer_notes={"torch": "SDPA on the cache gathered beforehand"}))
+        p = case["pct_peak"]
+        self.goal(case, "paged_bw", f"{p:.0f}% of copy bandwidth ({case['tilewright']['rate']:.1f} of {peak:.1f} GB/s)",
+                  ">= 70%", p >= 70.0 if self.n == 2 else None)
+        if "torch" in case["ratios"]:
+            rt = case["ratios"]["torch"]
+            self.goal(case, "paged_torch", f"{rt:.2f}x torch SDPA", ">= 1.5x", rt >= 1.5)
+        else:
+            self.goal(case, "paged_torch", "torch not installed", ">= 1.5x", None)
+
     def call_overhead(self):
         np = self.np
         from kernels import tiny_add
@@ -872,6 +932,7 @@ def case_names(cfg):
             + [f"gemm_{d}_{cfg['lowp_size']}" for d in ("fp16", "bf16", "int8")]
             + ["flash_attention_noncausal", "flash_attention_causal"]
             + [f"{op}_{M}x{N}" for op in ROW_OPS]
+            + ["paged_decode_float32", "paged_decode_bfloat16"]
             + ["compile_latency", "call_overhead"])
 
 

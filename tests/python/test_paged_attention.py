@@ -1,0 +1,81 @@
+"""examples/paged_attention.py: paged-KV-cache decode attention (vLLM layout, GQA/MQA) and its
+split-KV variant against a float64 reference over the gathered pages, on odd shapes: one-token and
+page-boundary contexts, MQA / GQA / MHA, head dims that are not powers of two, block sizes 1-16,
+more splits than pages (empty splits), each dtype with the testing module's tolerance."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from tilewright.testing import assert_close
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+
+import paged_attention as pa  # noqa: E402
+
+# (num_seqs, num_heads, num_kv_heads, head_dim, block_size, max_context, context lengths or None)
+SHAPES = [
+    (3, 8, 2, 64, 16, 300, None),           # GQA, random lengths
+    (4, 4, 1, 40, 8, 33, [1, 8, 9, 33]),     # MQA; one token, exactly one page, one past, the maximum
+    (2, 3, 3, 16, 5, 17, [17, 5]),           # MHA (group 1); page size 5, last page partly used
+    (1, 2, 1, 128, 16, 16, [16]),            # one full page
+    (2, 2, 2, 8, 1, 7, [7, 1]),              # one token per page
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:6])))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_paged_decode_matches_reference(shape, dtype):
+    *dims, lens = shape
+    inputs, out = pa.run(*dims, dtype=dtype, lens=lens)
+    assert out.shape == inputs[0].shape and out.dtype == inputs[0].dtype
+    assert_close(out, pa.reference(*inputs))
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 3, 8])
+@pytest.mark.parametrize("shape", SHAPES[:3], ids=lambda s: "x".join(map(str, s[:6])))
+def test_paged_decode_split_kv_matches_reference(shape, num_splits):
+    # 8 splits of 2-5 pages: most splits of the short sequences are empty (output 0, weight 0)
+    *dims, lens = shape
+    inputs, out = pa.run(*dims, num_splits=num_splits, lens=lens)
+    assert_close(out, pa.reference(*inputs))
+
+
+def test_paged_decode_split_kv_bfloat16():
+    inputs, out = pa.run(3, 8, 2, 64, 16, 300, dtype="bfloat16", num_splits=4, seed=3)
+    assert_close(out, pa.reference(*inputs))
+
+
+def test_pages_outside_the_table_are_not_read():
+    # Pages beyond a sequence's length hold NaN: the kernel must not read them (it walks only
+    # ceil(len / block_size) pages and masks the tail of the last one).
+    (q, kc, vc, bt, cl), _ = pa.run(2, 4, 2, 32, 8, 40, lens=[9, 40])
+    kc, vc = kc.copy(), vc.copy()
+    used = {int(p) for b, n in enumerate(cl) for p in bt[b, :-(-int(n) // 8)]}
+    for blk in set(range(kc.shape[0])) - used:
+        kc[blk] = np.nan
+        vc[blk] = np.nan
+    # token slots past the length inside the last used page of sequence 0 hold NaN too
+    kc[bt[0, 1], 1:] = np.nan
+    vc[bt[0, 1], 1:] = np.nan
+    kern = pa.paged_decode(2, 4, 2, 32, kc.shape[0], 8, bt.shape[1])
+    out = kern(q, kc, vc, bt, cl)
+    kc_ref, vc_ref = np.nan_to_num(kc), np.nan_to_num(vc)
+    assert np.isfinite(out).all()
+    assert_close(out, pa.reference(q, kc_ref, vc_ref, bt, cl))
+
+
+def test_matches_torch_sdpa_with_gqa():
+    torch = pytest.importorskip("torch")
+    (q, kc, vc, bt, cl), out = pa.run(2, 8, 2, 64, 16, 64, lens=[64, 37])
+    F = torch.nn.functional
+    for b in range(2):
+        n = int(cl[b])
+        pages = bt[b, :-(-n // 16)]
+        k = torch.from_numpy(kc[pages].reshape(-1, 2, 64)[:n]).permute(1, 0, 2)   # (kv_heads, n, D)
+        v = torch.from_numpy(vc[pages].reshape(-1, 2, 64)[:n]).permute(1, 0, 2)
+        qb = torch.from_numpy(q[b]).unsqueeze(1)                                    # (heads, 1, D)
+        ref = F.scaled_dot_product_attention(qb, k, v, enable_gqa=True).squeeze(1).numpy()
+        assert_close(out[b], ref)
