@@ -476,6 +476,7 @@ EXAMPLE_RUNS = {
     "flash_attention.py": ["1", "2", "64", "64"],
     "gelu_bias.py": ["64", "48", "40"],
     "layer_norm.py": ["16", "40"],
+    "masked_attention.py": ["1", "2", "1", "40", "32"],
     "paged_attention.py": ["2", "4", "2", "32", "8", "40"],
     "rms_norm.py": ["16", "40"],
     "softmax.py": ["16", "40"],

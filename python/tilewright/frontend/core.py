@@ -539,14 +539,18 @@ class Parser:
         left = self.value(node.left)
         result = None
         for op, comp in zip(node.ops, node.comparators):
-            if type(op) not in _CMPOPS:
-                self.error(node, f"unsupported comparison '{_op_symbol(op)}' in a kernel")
             right = self.value(comp)
-            name, pyop = _CMPOPS[type(op)]
-            if _is_py_value(left) and _is_py_value(right):
-                r = pyop(left, right)
+            if isinstance(op, (ast.Is, ast.IsNot)):  # `window is not None` on a @tw.jit argument
+                if not (_is_py_value(left) and _is_py_value(right)):
+                    self.error(node, f"'{_op_symbol(op)}' compares Python values only (e.g. a @tw.jit argument "
+                                     "with None), not kernel values", "use == or != on kernel values")
+                r = (left is right) == isinstance(op, ast.Is)
+            elif type(op) not in _CMPOPS:
+                self.error(node, f"unsupported comparison '{_op_symbol(op)}' in a kernel")
+            elif _is_py_value(left) and _is_py_value(right):
+                r = _CMPOPS[type(op)][1](left, right)
             else:
-                r = ir.binary(name, self.to_ir(left, node.left), self.to_ir(right, comp), self.span(node))
+                r = ir.binary(_CMPOPS[type(op)][0], self.to_ir(left, node.left), self.to_ir(right, comp), self.span(node))
             if result is None:
                 result = r
             elif _is_const(result) and _is_const(r):

@@ -1,0 +1,281 @@
+"""Prefill attention with masks: causal, sliding window, a boolean or additive mask tensor, padding
+and packed variable-length sequences (`cu_seqlens`); grouped-query heads (GQA/MQA); BHSD and BSHD
+layouts. Flash attention (online softmax, never the S x S matrix) as examples/flash_attention.py.
+
+    O = softmax(Q K^T / sqrt(D) + M) V
+
+with M[i, j] = 0 where query i may see key j and -inf elsewhere, as PyTorch's
+`scaled_dot_product_attention(q, k, v, attn_mask, is_causal, enable_gqa=True)`:
+
+- causal: key j visible to query i iff j <= i (top-left aligned, as SDPA's is_causal);
+- window=w: also j > i - w (the w most recent keys including i itself: a sliding window);
+- mask="bool": a (seq_q, seq_kv) bool tensor, True = visible (SDPA's bool attn_mask);
+- mask="additive": a (seq_q, seq_kv) float32 tensor added to the scaled scores (-inf hides);
+- kv_len: a (batch,) int32 tensor of valid key counts per sequence (padding on the right);
+- varlen_attention: sequences packed along the token axis, [total_tokens, heads, head_dim], with
+  cu_seqlens [num_seqs + 1] int32 (sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1]).
+
+A query row that sees no key at all gets 0 (SDPA gives NaN there). Heads: query head h reads kv
+head h // (heads // kv_heads).
+
+Usage: python examples/masked_attention.py [B H KVH S D]
+"""
+import sys
+
+import numpy as np
+
+import tilewright as tw
+import tilewright.language as T
+
+from tilewright.testing import finish, randn, report
+
+LOG2E = 1.4426950408889634
+
+
+@tw.jit(out_idx=[-1])
+def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD", causal=False, window=None,
+                      mask=None, padded=False, block_M=64, block_N=64, dtype="float32"):
+    group = heads // kv_heads
+    scale = (1.0 / dim) ** 0.5 * LOG2E  # base 2: exp2 below
+    neg_inf = float("-inf")
+
+    def shape(s, h):
+        return (batch, h, s, dim) if layout == "BHSD" else (batch, s, h, dim)
+
+    mask_dtype = "bool" if mask == "bool" else "float32"
+
+    @T.prim_func
+    def main(Q: T.Tensor(shape(seq_q, heads), dtype), K: T.Tensor(shape(seq_kv, kv_heads), dtype),
+             V: T.Tensor(shape(seq_kv, kv_heads), dtype), Mask: T.Tensor((seq_q, seq_kv), mask_dtype),
+             KvLen: T.Tensor((batch,), "int32"), Output: T.Tensor(shape(seq_q, heads), dtype)):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch) as (bx, by, bz):
+            q = T.alloc_shared((block_M, dim), dtype)
+            k = T.alloc_shared((block_N, dim), dtype)
+            v = T.alloc_shared((block_N, dim), dtype)
+            msk = T.alloc_fragment((block_M, block_N), mask_dtype)
+            acc_s = T.alloc_fragment((block_M, block_N), "float32")
+            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
+            acc_o = T.alloc_fragment((block_M, dim), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            m_prev = T.alloc_fragment((block_M,), "float32")
+            rescale = T.alloc_fragment((block_M,), "float32")
+            row_sum = T.alloc_fragment((block_M,), "float32")
+            logsum = T.alloc_fragment((block_M,), "float32")
+            kv_head = by // group
+            n_kv = KvLen[bz] if padded else seq_kv
+            if layout == "BHSD":  # a Python constant: decided when the kernel is built
+                T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q)
+            else:
+                T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m, -1.0e30)  # finite: exp2(m_prev - m) stays a number while a row has seen nothing
+            hi = T.ceildiv(n_kv, block_N)
+            if causal:
+                hi = T.min(hi, T.ceildiv((bx + 1) * block_M, block_N))
+            lo = 0
+            if window is not None:
+                lo = T.max(bx * block_M - window + 1, 0) // block_N
+            for kb in T.serial(lo, hi):
+                if layout == "BHSD":
+                    T.copy(K[bz, kv_head, kb * block_N:(kb + 1) * block_N, :], k)
+                else:
+                    T.copy(K[bz, kb * block_N:(kb + 1) * block_N, kv_head, :], k)
+                T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True)
+                if mask is not None:
+                    T.copy(Mask[bx * block_M:(bx + 1) * block_M, kb * block_N:(kb + 1) * block_N], msk)
+                for i, j in T.Parallel(block_M, block_N):
+                    qi = bx * block_M + i
+                    kj = kb * block_N + j
+                    visible = kj < n_kv
+                    if causal:
+                        visible = visible and kj <= qi
+                    if window is not None:
+                        visible = visible and kj > qi - window
+                    if mask == "bool":
+                        visible = visible and msk[i, j]
+                    s = acc_s[i, j] * scale
+                    if mask == "additive":
+                        s = s + msk[i, j] * LOG2E
+                    acc_s[i, j] = T.where(visible, s, neg_inf)
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    rescale[i] = T.exp2(m_prev[i] - m[i])
+                for i, d in T.Parallel(block_M, dim):
+                    acc_o[i, d] = acc_o[i, d] * rescale[i]
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])  # hidden: exp2(-inf) = 0
+                T.reduce_sum(acc_s, row_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * rescale[i] + row_sum[i]
+                if layout == "BHSD":
+                    T.copy(V[bz, kv_head, kb * block_N:(kb + 1) * block_N, :], v)
+                else:
+                    T.copy(V[bz, kb * block_N:(kb + 1) * block_N, kv_head, :], v)
+                for j, d in T.Parallel(block_N, dim):  # keys past the end (padding): never read
+                    v[j, d] = T.where(kb * block_N + j < n_kv, v[j, d], 0)
+                T.copy(acc_s, acc_s_cast)
+                T.gemm(acc_s_cast, v, acc_o)
+            for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0
+                acc_o[i, d] = T.where(logsum[i] > 0, acc_o[i, d] / logsum[i], 0)
+            if layout == "BHSD":
+                T.copy(acc_o, Output[bz, by, bx * block_M:(bx + 1) * block_M, :])
+            else:
+                T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+
+    return main
+
+
+@tw.jit(out_idx=[-1])
+def varlen_attention(total_tokens, num_seqs, heads, kv_heads, dim, max_seqlen, causal=False,
+                     block_M=64, block_N=64, dtype="float32"):
+    """Packed sequences: Q/K/V/Output [total_tokens, heads (kv_heads), dim]; program (bx, h, b)
+    handles query rows bx * block_M .. of sequence b (nothing when past its length)."""
+    group = heads // kv_heads
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    neg_inf = float("-inf")
+
+    @T.prim_func
+    def main(Q: T.Tensor((total_tokens, heads, dim), dtype), K: T.Tensor((total_tokens, kv_heads, dim), dtype),
+             V: T.Tensor((total_tokens, kv_heads, dim), dtype), CuSeqlens: T.Tensor((num_seqs + 1,), "int32"),
+             Output: T.Tensor((total_tokens, heads, dim), dtype)):
+        with T.Kernel(T.ceildiv(max_seqlen, block_M), heads, num_seqs) as (bx, by, bz):
+            q = T.alloc_shared((block_M, dim), dtype)
+            k = T.alloc_shared((block_N, dim), dtype)
+            v = T.alloc_shared((block_N, dim), dtype)
+            acc_s = T.alloc_fragment((block_M, block_N), "float32")
+            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
+            acc_o = T.alloc_fragment((block_M, dim), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            m_prev = T.alloc_fragment((block_M,), "float32")
+            rescale = T.alloc_fragment((block_M,), "float32")
+            row_sum = T.alloc_fragment((block_M,), "float32")
+            logsum = T.alloc_fragment((block_M,), "float32")
+            kv_head = by // group
+            start = CuSeqlens[bz]
+            n = CuSeqlens[bz + 1] - start
+            if bx * block_M < n:
+                T.copy(Q[start + bx * block_M:start + (bx + 1) * block_M, by, :], q)
+                T.fill(acc_o, 0)
+                T.fill(logsum, 0)
+                T.fill(m, -1.0e30)
+                hi = T.ceildiv(n, block_N)
+                if causal:
+                    hi = T.min(hi, T.ceildiv((bx + 1) * block_M, block_N))
+                for kb in T.serial(hi):
+                    T.copy(K[start + kb * block_N:start + (kb + 1) * block_N, kv_head, :], k)
+                    T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True)
+                    for i, j in T.Parallel(block_M, block_N):
+                        visible = kb * block_N + j < n
+                        if causal:
+                            visible = visible and kb * block_N + j <= bx * block_M + i
+                        acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
+                    T.copy(m, m_prev)
+                    T.reduce_max(acc_s, m, dim=1, clear=False)
+                    for i in T.Parallel(block_M):
+                        rescale[i] = T.exp2(m_prev[i] - m[i])
+                    for i, d in T.Parallel(block_M, dim):
+                        acc_o[i, d] = acc_o[i, d] * rescale[i]
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
+                    T.reduce_sum(acc_s, row_sum, dim=1)
+                    for i in T.Parallel(block_M):
+                        logsum[i] = logsum[i] * rescale[i] + row_sum[i]
+                    T.copy(V[start + kb * block_N:start + (kb + 1) * block_N, kv_head, :], v)
+                    for j, d in T.Parallel(block_N, dim):  # the next sequence's keys: never read
+                        v[j, d] = T.where(kb * block_N + j < n, v[j, d], 0)
+                    T.copy(acc_s, acc_s_cast)
+                    T.gemm(acc_s_cast, v, acc_o)
+                for i, d in T.Parallel(block_M, dim):  # rows of this sequence only
+                    if bx * block_M + i < n:
+                        Output[start + bx * block_M + i, by, d] = acc_o[i, d] / logsum[i]
+
+    return main
+
+
+def visibility(seq_q, seq_kv, causal=False, window=None, mask=None, kv_len=None):
+    """(seq_q, seq_kv) bool: which keys each query sees (mask: a bool array, or None)."""
+    i, j = np.arange(seq_q)[:, None], np.arange(seq_kv)[None, :]
+    vis = np.ones((seq_q, seq_kv), bool)
+    if causal:
+        vis &= j <= i
+    if window is not None:
+        vis &= j > i - window
+    if mask is not None:
+        vis &= mask
+    if kv_len is not None:
+        vis &= j < kv_len
+    return vis
+
+
+def reference(q, k, v, vis=None, additive=None, layout="BHSD"):
+    """float64 attention with GQA; vis: bool (seq_q, seq_kv) or (batch, seq_q, seq_kv); rows with
+    no visible key give 0."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    if layout == "BSHD":
+        q, k, v = (np.swapaxes(x, 1, 2) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if additive is not None:
+        s = s + additive
+    if vis is not None:
+        vis = vis[:, None] if vis.ndim == 3 else vis
+        s = np.where(vis, s, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    w = np.exp(s - np.where(np.isfinite(top), top, 0))
+    tot = w.sum(axis=-1, keepdims=True)
+    o = np.where(tot > 0, (w / np.where(tot > 0, tot, 1)) @ v, 0)
+    return np.swapaxes(o, 1, 2) if layout == "BSHD" else o
+
+
+def inputs(B, H, KVH, Sq, Skv, D, layout="BHSD", dtype="float32", seed=0):
+    rng = np.random.default_rng(seed)
+    shp = (lambda s, h: (B, h, s, D)) if layout == "BHSD" else (lambda s, h: (B, s, h, D))
+    return (randn(shp(Sq, H), dtype, seed=rng), randn(shp(Skv, KVH), dtype, seed=rng),
+            randn(shp(Skv, KVH), dtype, seed=rng), rng)
+
+
+def run(B, H, KVH, Sq, Skv, D, layout="BHSD", causal=False, window=None, mask=None, padded=False,
+        dtype="float32", seed=0, target="cpu", **blocks):
+    """Inputs, the kernel's output and the float64 reference of one configuration."""
+    q, k, v, rng = inputs(B, H, KVH, Sq, Skv, D, layout, dtype, seed)
+    m = rng.random((Sq, Skv)) < 0.7 if mask == "bool" else \
+        np.where(rng.random((Sq, Skv)) < 0.2, -np.inf, rng.standard_normal((Sq, Skv))).astype(np.float32) \
+        if mask == "additive" else np.zeros((Sq, Skv), np.float32)
+    lens = rng.integers(1, Skv + 1, size=B).astype(np.int32) if padded else np.full(B, Skv, np.int32)
+    kern = attention_prefill(B, H, KVH, Sq, Skv, D, layout, causal, window, mask, padded, dtype=dtype,
+                             target=target, **blocks)
+    out = kern(q, k, v, m, lens)
+    vis = np.stack([visibility(Sq, Skv, causal, window, m if mask == "bool" else None, lens[b]) for b in range(B)])
+    return out, reference(q, k, v, vis, m.astype(np.float64) if mask == "additive" else None, layout)
+
+
+def run_varlen(seqlens, H, KVH, D, causal=False, dtype="float32", seed=0, target="cpu", **blocks):
+    rng = np.random.default_rng(seed)
+    cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
+    total = int(cu[-1])
+    q = randn((total, H, D), dtype, seed=rng)
+    k, v = randn((total, KVH, D), dtype, seed=rng), randn((total, KVH, D), dtype, seed=rng)
+    kern = varlen_attention(total, len(seqlens), H, KVH, D, max(seqlens), causal, dtype=dtype, target=target, **blocks)
+    out = kern(q, k, v, cu)
+    ref = np.zeros((total, H, D))
+    for b, n in enumerate(seqlens):
+        sl = slice(cu[b], cu[b + 1])
+        seq = [x[sl].transpose(1, 0, 2)[None] for x in (q, k, v)]
+        ref[sl] = reference(*seq, visibility(n, n, causal))[0].transpose(1, 0, 2)
+    return out, ref
+
+
+def main(argv):
+    B, H, KVH, S, D = (int(x) for x in argv[:5]) if len(argv) >= 5 else (2, 4, 2, 200, 64)
+    cases = [dict(causal=True), dict(causal=True, window=50), dict(mask="bool"), dict(mask="additive"),
+             dict(padded=True, layout="BSHD"), dict(causal=True, dtype="float16")]
+    ok = [report(f"prefill B={B} H={H}/{KVH} S={S} D={D} {c}", *run(B, H, KVH, S, S, D, **c)) for c in cases]
+    ok.append(report(f"varlen {[S, 1, S // 3]} causal", *run_varlen([S, 1, S // 3], H, KVH, D, causal=True)))
+    finish(all(ok))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

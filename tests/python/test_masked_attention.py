@@ -1,0 +1,108 @@
+"""examples/masked_attention.py: prefill attention with causal / sliding-window / bool / additive
+masks, right padding and packed variable-length sequences, GQA/MQA/MHA, BHSD and BSHD, against a
+float64 reference (and torch SDPA when installed), on odd shapes: one-token sequences, lengths that
+are not multiples of the blocks, seq_q != seq_kv, rows that see no key (0)."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from tilewright.testing import assert_close
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+
+import masked_attention as ma  # noqa: E402
+
+SMALL = dict(block_M=16, block_N=16)
+
+MASKS = [dict(causal=True), dict(causal=True, window=5), dict(window=7), dict(mask="bool"), dict(mask="additive"),
+         dict(padded=True), dict(causal=True, padded=True, mask="bool")]
+
+
+@pytest.mark.parametrize("kw", MASKS, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()))
+@pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
+@pytest.mark.parametrize("heads", [(4, 2), (3, 1), (2, 2)], ids=["gqa", "mqa", "mha"])
+def test_prefill_masks_match_reference(kw, layout, heads):
+    out, ref = ma.run(2, *heads, 37, 37, 24, layout=layout, **kw, **SMALL)
+    assert_close(out, ref)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_prefill_low_precision(dtype):
+    out, ref = ma.run(1, 4, 2, 50, 50, 32, causal=True, window=9, dtype=dtype, **SMALL)
+    assert_close(out, ref)
+
+
+@pytest.mark.parametrize("sq,skv", [(1, 1), (1, 40), (40, 17), (33, 64)])
+def test_prefill_odd_lengths(sq, skv):
+    out, ref = ma.run(1, 2, 1, sq, skv, 16, mask="bool", **SMALL)
+    assert_close(out, ref)
+    out, ref = ma.run(1, 2, 1, sq, skv, 16, causal=True, **SMALL)
+    assert_close(out, ref)
+
+
+def test_rows_that_see_no_key_are_zero():
+    # a bool mask hiding every key of some rows, and an additive mask of -inf rows
+    q, k, v, _ = ma.inputs(1, 2, 2, 20, 20, 16)
+    mask = np.ones((20, 20), bool)
+    mask[[0, 7, 19]] = False
+    kern = ma.attention_prefill(1, 2, 2, 20, 20, 16, "BHSD", False, None, "bool", False, **SMALL)
+    out = kern(q, k, v, mask, np.array([20], np.int32))
+    assert (out[:, :, [0, 7, 19]] == 0).all()
+    assert_close(out, ma.reference(q, k, v, mask))
+    add = np.zeros((20, 20), np.float32)
+    add[3] = -np.inf
+    kern = ma.attention_prefill(1, 2, 2, 20, 20, 16, "BHSD", False, None, "additive", False, **SMALL)
+    out = kern(q, k, v, add, np.array([20], np.int32))
+    assert np.isfinite(out).all() and (out[:, :, 3] == 0).all()
+    assert_close(out, ma.reference(q, k, v, None, add.astype(np.float64)))
+
+
+def test_padding_is_never_read():
+    # keys and values past each sequence's length hold NaN: they must not reach the output
+    q, k, v, _ = ma.inputs(2, 2, 1, 30, 30, 16)
+    lens = np.array([11, 30], np.int32)
+    k, v = k.copy(), v.copy()
+    k[0, :, 11:] = np.nan
+    v[0, :, 11:] = np.nan
+    kern = ma.attention_prefill(2, 2, 1, 30, 30, 16, "BHSD", False, None, None, True, **SMALL)
+    out = kern(q, k, v, np.zeros((30, 30), np.float32), lens)
+    assert np.isfinite(out).all()
+    vis = np.stack([ma.visibility(30, 30, kv_len=n) for n in lens])
+    assert_close(out, ma.reference(q, np.nan_to_num(k), np.nan_to_num(v), vis))
+
+
+@pytest.mark.parametrize("seqlens", [[37], [1, 20, 5], [16, 16, 33]])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_matches_per_sequence_reference(seqlens, causal):
+    out, ref = ma.run_varlen(seqlens, 4, 2, 24, causal=causal, **SMALL)
+    assert_close(out, ref)
+
+
+def test_matches_torch_sdpa():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    q, k, v, rng = ma.inputs(2, 4, 2, 29, 29, 32)
+    mask = rng.random((29, 29)) < 0.6
+    mask[:, 0] = True  # every row sees a key (SDPA gives NaN for rows that see none)
+    for kw, sd in [(dict(causal=True), dict(is_causal=True)), (dict(mask="bool"), dict(attn_mask=torch.from_numpy(mask)))]:
+        kern = ma.attention_prefill(2, 4, 2, 29, 29, 32, "BHSD", kw.get("causal", False), None, kw.get("mask"), False,
+                                    **SMALL)
+        out = kern(q, k, v, mask if "mask" in kw else np.zeros((29, 29), np.float32), np.full(2, 29, np.int32))
+        ref = F.scaled_dot_product_attention(*(torch.from_numpy(x) for x in (q, k, v)), enable_gqa=True, **sd)
+        assert_close(out, ref.numpy())
+
+
+def test_is_compares_python_values_only():
+    import tilewright as tw
+    import tilewright.language as T
+
+    with pytest.raises(tw.TilewrightError, match=r"test_masked_attention\.py:\d+:\d+: error: 'is' compares Python values only"):
+        @T.prim_func
+        def bad(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as bx:
+                if bx is None:
+                    A[0] = 1.0
+        tw.compile(bad)
