@@ -479,6 +479,7 @@ EXAMPLE_RUNS = {
     "masked_attention.py": ["1", "2", "1", "40", "32"],
     "paged_attention.py": ["2", "4", "2", "32", "8", "40"],
     "rms_norm.py": ["16", "40"],
+    "rope.py": ["9", "2", "16"],
     "softmax.py": ["16", "40"],
     "seed_matmul.py": ["96", "80", "72", "--repeat", "1"],
 }
