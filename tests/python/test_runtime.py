@@ -477,6 +477,7 @@ EXAMPLE_RUNS = {
     "gelu_bias.py": ["64", "48", "40"],
     "layer_norm.py": ["16", "40"],
     "masked_attention.py": ["1", "2", "1", "40", "32"],
+    "moe.py": ["30", "32", "40", "4", "2"],
     "paged_attention.py": ["2", "4", "2", "32", "8", "40"],
     "rms_norm.py": ["16", "40"],
     "rope.py": ["9", "2", "16"],
