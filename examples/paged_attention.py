@@ -17,7 +17,8 @@ which is vLLM's `paged_attention` and PyTorch's `scaled_dot_product_attention(..
 on the gathered cache. One program per (kv head, sequence) handles the query heads of that kv
 head together (a (G, head_dim) tile, G = num_heads // num_kv_heads: the cache is read once per
 kv head), reading page numbers from the block table and walking only the sequence's pages
-(online softmax, as examples/flash_attention.py). Cache slots past a sequence's length (the tail
+(online softmax, as examples/flash_attention.py), `pages_per_step` pages side by side per step
+(one gemm over their keys). Cache slots past a sequence's length (the tail
 of its last page) may hold anything, NaN included: their scores are masked and their values zeroed
 before the P V product (0 * NaN would be NaN), as vLLM does. The split-KV variant gives each program a
 range of pages (more programs when there are few sequences) and writes a partial output and its
@@ -40,10 +41,11 @@ NEG_INF = -1.0e30  # finite "minus infinity": masked scores and empty splits sta
 
 @tw.jit(out_idx=[5])
 def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_size, max_blocks,
-                 dtype="float32"):
+                 dtype="float32", pages_per_step=4):
     G = num_heads // num_kv_heads
     scale = (1.0 / head_dim) ** 0.5 * LOG2E  # in base 2: exp2 below
     cache = (num_blocks, block_size, num_kv_heads, head_dim)
+    N = pages_per_step * block_size  # keys per step: a few pages side by side in one tile
 
     @T.prim_func
     def main(Q: T.Tensor((num_seqs, num_heads, head_dim), dtype), K: T.Tensor(cache, dtype),
@@ -51,10 +53,10 @@ def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_
              context_lens: T.Tensor((num_seqs,), "int32"), Out: T.Tensor((num_seqs, num_heads, head_dim), dtype)):
         with T.Kernel(num_kv_heads, num_seqs) as (h, b):
             q = T.alloc_shared((G, head_dim), dtype)
-            k = T.alloc_shared((block_size, head_dim), dtype)
-            v = T.alloc_shared((block_size, head_dim), dtype)
-            s = T.alloc_fragment((G, block_size), "float32")
-            p = T.alloc_fragment((G, block_size), dtype)
+            k = T.alloc_shared((N, head_dim), dtype)
+            v = T.alloc_shared((N, head_dim), dtype)
+            s = T.alloc_fragment((G, N), "float32")
+            p = T.alloc_fragment((G, N), dtype)
             acc = T.alloc_fragment((G, head_dim), "float32")
             m = T.alloc_fragment((G,), "float32")
             m_prev = T.alloc_fragment((G,), "float32")
@@ -66,26 +68,29 @@ def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_
             T.fill(l, 0)
             T.fill(m, NEG_INF)
             n = context_lens[b]
-            for j in T.serial(T.ceildiv(n, block_size)):
-                page = block_tables[b, j]
-                T.copy(K[page, :, h, :], k)
+            pages = T.ceildiv(n, block_size)
+            for j in T.serial(T.ceildiv(pages, pages_per_step)):
+                for jj in T.serial(pages_per_step):  # this step's pages, gathered by the block table
+                    if j * pages_per_step + jj < pages:
+                        page = block_tables[b, j * pages_per_step + jj]
+                        T.copy(K[page, :, h, :], k[jj * block_size:(jj + 1) * block_size, :])
+                        T.copy(V[page, :, h, :], v[jj * block_size:(jj + 1) * block_size, :])
                 T.gemm(q, k, s, transpose_B=True, clear_accum=True)
-                for i, c in T.Parallel(G, block_size):
-                    s[i, c] = T.where(j * block_size + c < n, s[i, c] * scale, NEG_INF)
+                for i, c in T.Parallel(G, N):
+                    s[i, c] = T.where(j * N + c < n, s[i, c] * scale, NEG_INF)
                 T.copy(m, m_prev)
                 T.reduce_max(s, m, dim=1, clear=False)
                 for i in T.Parallel(G):
                     rescale[i] = T.exp2(m_prev[i] - m[i])
                 for i, d in T.Parallel(G, head_dim):
                     acc[i, d] = acc[i, d] * rescale[i]
-                for i, c in T.Parallel(G, block_size):
+                for i, c in T.Parallel(G, N):
                     s[i, c] = T.exp2(s[i, c] - m[i])
                 T.reduce_sum(s, row_sum, dim=1)
                 for i in T.Parallel(G):
                     l[i] = l[i] * rescale[i] + row_sum[i]
-                T.copy(V[page, :, h, :], v)
-                for c, d in T.Parallel(block_size, head_dim):  # slots past the length: never read
-                    v[c, d] = T.where(j * block_size + c < n, v[c, d], 0)  # (stale data, even NaN)
+                for c, d in T.Parallel(N, head_dim):  # slots past the length: never read
+                    v[c, d] = T.where(j * N + c < n, v[c, d], 0)  # (stale data, even NaN)
                 T.copy(s, p)
                 T.gemm(p, v, acc)
             for i, d in T.Parallel(G, head_dim):
