@@ -27,6 +27,7 @@
 #include <string>
 
 #include "ir/parser.h"
+#include "target/ascend/pass_util.h"
 #include "target/ascend/pipeline.h"
 #include "target/ascend/resolve_cross_waits.h"
 #include "target/ascend/program_parser.h"
@@ -81,6 +82,7 @@ KernelParam scalar(const ir::Var& v) {
 int buf(Program& p, std::string name, CoreType c, Mem m, int64_t off, int64_t bytes, DTypeCode t,
         std::vector<int64_t> shape, Format f, int line) {
   p.buffers.push_back(BufferDecl{std::move(name), c, m, off, bytes, t, std::move(shape), f, L(line)});
+  p.pool(c, m) = std::max(p.pool(c, m), round_up(off + bytes, 32));  // placed by hand: the pool plan_memory would record
   return static_cast<int>(p.buffers.size()) - 1;
 }
 LocalRef at(int b, Expr off = I(0)) { return LocalRef{b, std::move(off)}; }

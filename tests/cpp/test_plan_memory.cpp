@@ -7,7 +7,9 @@
 #include "ir/parser.h"
 #include "target/ascend/select_vector_calls.h"
 #include "target/ascend/select_instructions.h"
+#include "target/ascend/pass_util.h"
 #include "target/ascend/plan_memory.h"
+#include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
@@ -169,6 +171,54 @@ TEST(PlanMemory, CubeLoopCarriedAndAfterLoopReuse) {
   EXPECT_EQ(placement(p), "a1@0 b1@8192 z@0 c0@0 c1@0 _gemm_L0A@0 _gemm_L0B@0");
   EXPECT_EQ(used(p, Mem::L1), 16384);
   for (const auto& b : p.buffers) EXPECT_EQ(b.offset % buffer_alignment(b.mem), 0) << b.name;
+}
+
+// Before/after program text: plan_memory changes the buffers' offsets and adds one `pool` line per
+// core and memory (the end of its last buffer rounded up to 32 B: the TBuf the AscendC printer
+// declares); the code is unchanged.
+TEST(PlanMemory, RecordsThePoolOfEachCoreAndMemory) {
+  const char* text = R"(kernel g(X: global float32[16, 24], Y: global float32[16, 24] out, A: global float16[64, 32], B: global float16[32, 40], C: global float32[64, 40] out)
+    grid(cid = 1) sub_block(vid) {
+  alloc a1: L1 float16[64, 32]
+  alloc z: L1 float16[32, 40]
+  alloc c0: L0C float32[64, 40]
+  alloc u: UB float32[16, 24]
+  alloc w: UB float32[1, 5]
+  scope C {
+    copy A -> a1
+    copy B -> z
+    gemm a1, z -> c0 clear=true
+    copy c0 -> C
+  }
+  scope V {
+    copy X -> u
+    copy u -> Y
+    copy X[0:+1, 0:+5] -> w
+    copy w -> Y[0:+1, 0:+5]
+  }
+}
+)";
+  Program before = select_instructions(ir::parse_kernel(text, "mem.tw"), chip());
+  Program after = plan_memory(before, chip(), /*reuse=*/false);
+  std::string b = print_program(before), a = print_program(after);
+  auto head = [](const std::string& t) { return t.substr(0, t.find("\nAIC:\n")); };
+  auto code = [](const std::string& t) { return t.substr(t.find("\nAIC:\n")); };
+  EXPECT_EQ(code(a), code(b));
+  EXPECT_EQ(b.find("  pool "), std::string::npos) << b;
+  std::string expected;
+  for (const auto& d : after.buffers)
+    expected += "  buffer " + d.name + ": " + std::string(core_type_name(d.core)) + " " + std::string(mem_name(d.mem)) + " @" +
+                std::to_string(d.offset) + " +" + std::to_string(d.bytes) + " " + std::string(d.dtype.name()) + " " +
+                std::string(format_name(d.format)) + "\n";
+  std::string head_a = head(a);
+  ASSERT_NE(head_a.find("  buffer "), std::string::npos) << a;
+  EXPECT_EQ(head_a.substr(head_a.find("  buffer "), head_a.find("  pool ") - head_a.find("  buffer ")), expected);
+  EXPECT_EQ(placement(after), "a1@0 z@4096 c0@0 u@0 w@1536 _gemm_L0A@0 _gemm_L0B@0");
+  // L1: a1 64x32 f16 (4096 B) then z 32x40 in Nz (32 x 48 x 2 = 3072 B); L0A/L0B/L0C: the gemm's
+  // operands and c0 (64 x 48 x 4); UB: u 16x24 f32 (1536 B) then w (20 B rounded to 32).
+  EXPECT_EQ(head_a.substr(head_a.find("  pool ")),
+            "  pool AIC L1 +7168\n  pool AIC L0A +4096\n  pool AIC L0B +3072\n  pool AIC L0C +12288\n  pool AIV UB +1568");
+  EXPECT_EQ(print_program(plan_memory(after, chip(), /*reuse=*/false)), a);  // idempotent
 }
 
 // Mmad with a run-time init (k == 0) accumulates: acc is read before it is written in the body,

@@ -304,5 +304,30 @@ TEST(ProgramParser, ErrorsAreLocated) {
   expect_error("  for r in range(4)\n", "expected the line to end with '):'", 6, 20);
 }
 
+// Program::pool_bytes: one `pool CORE MEM +BYTES` line per non-zero pool, after the buffers.
+TEST(ProgramParser, PoolLines) {
+  std::string head = kHeader;
+  auto with = [&](const std::string& pools) {
+    std::string t = head;
+    return t.insert(t.find("AIV:\n"), pools);
+  };
+  std::string text = with("  pool AIV UB +4096\n") + "  V PipeBarrier<V>\n";
+  expect_round_trip(text, "pools");
+  EXPECT_EQ(parse_program(text, "k.prog").pool(CoreType::AIV, Mem::UB), 4096);
+  EXPECT_EQ(parse_program(text, "k.prog").pool(CoreType::AIC, Mem::UB), 0);
+  for (const auto& [pools, msg] : std::vector<std::pair<std::string, std::string>>{
+           {"  pool AIV GM +32\n", "GM has no pool"},
+           {"  pool AIV UB +32\n  pool AIV UB +64\n", "the pool of AIV UB is declared twice"},
+           {"  pool AIV UB 64\n", "expected '+'"}}) {
+    try {
+      parse_program(with(pools), "k.prog");
+      ADD_FAILURE() << "expected an error containing '" << msg << "'";
+    } catch (const ir::Error& e) {
+      EXPECT_NE(e.message().find(msg), std::string::npos) << e.what();
+      EXPECT_GE(e.span().line, 5) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tw::ascend

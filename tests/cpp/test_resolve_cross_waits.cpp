@@ -71,6 +71,34 @@ TEST(ResolveCrossWaits, TheLastSetWithAnIdWinsAndOnlyTheCodeTheKernelRunsCounts)
   EXPECT_EQ(*wait.mode, 2);
 }
 
+// The final kernel type: a one-core-type kernel with a cross-core flag becomes MIX_AIC_1_0 /
+// MIX_AIV_1_0 (only the header's type changes); without one, and MIX_1_2, it stays.
+TEST(ResolveCrossWaits, OneCoreTypeKernelWithCrossFlagsBecomesMix10) {
+  Program aiv = cross_program();
+  aiv.kernel_type = KernelType::AIV_ONLY;
+  aiv.aic = nullptr;
+  aiv.aiv = seq({ins(CrossCoreSetFlag{0, Pipe::MTE3, C(1)}, 22), ins(CrossCoreWaitFlag{C(1), Pipe::S}, 23)});
+  std::string b = print_program(aiv), a = print_program(resolve_cross_waits(aiv));
+  EXPECT_EQ(b,
+            "ascend_kernel k AIV_ONLY blocks=1 workspace=0 block_idx=b sub_block_idx=v\n"
+            "AIV:\n"
+            "  MTE3 CrossCoreSetFlag<0, MTE3>(1)  @22\n"
+            "  S CrossCoreWaitFlag<S>(1)  @23\n");
+  EXPECT_EQ(a,
+            "ascend_kernel k MIX_AIV_1_0 blocks=1 workspace=0 block_idx=b sub_block_idx=v\n"
+            "AIV:\n"
+            "  MTE3 CrossCoreSetFlag<0, MTE3>(1)  @22\n"
+            "  S CrossCoreWaitFlag<0, S>(1)  @23\n");
+
+  Program aic = cross_program();
+  aic.kernel_type = KernelType::AIC_ONLY;
+  aic.aiv = nullptr;
+  EXPECT_EQ(resolve_cross_waits(aic).kernel_type, KernelType::MIX_AIC_1_0);
+  aic.aic = seq({});
+  EXPECT_EQ(print_program(resolve_cross_waits(aic)), print_program(aic));  // no flag: AIC_ONLY
+  EXPECT_EQ(resolve_cross_waits(cross_program()).kernel_type, KernelType::MIX_1_2);
+}
+
 TEST(ResolveCrossWaits, ProgramWithoutWaitsIsUnchanged) {
   Program p = cross_program();
   p.aic = seq({ins(CrossCoreSetFlag{0, Pipe::FIX, C(0)}, 11)});

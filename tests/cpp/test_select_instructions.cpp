@@ -70,6 +70,10 @@ TEST(SelectInstructions, CubeGemm) {
   buffer a0: AIC L0A @0 +3072 float16 Zz
   buffer b0: AIC L0B @0 +4608 float16 Zn
   buffer c0: AIC L0C @0 +6144 float32 Nz
+  pool AIC L1 +7680
+  pool AIC L0A +3072
+  pool AIC L0B +4608
+  pool AIC L0C +6144
 AIC:
   MTE2 CopyGmToL1 a1[0] <- A[cid * 2560] float16 rows=max(min(M - cid * 32, 32), 0) cols=40 src_row_stride=40 nz=32x48  @9
   MTE2 CopyGmToL1 b1[0] <- B[0] float16 rows=40 cols=48 src_row_stride=48 nz=48x48  @10
@@ -158,6 +162,7 @@ TEST(SelectInstructions, VectorOps) {
   buffer y: AIV UB @2048 +2048 float32 ND
   buffer m: AIV UB @4096 +32 float32 ND
   buffer h: AIV UB @4128 +1024 float16 ND
+  pool AIV UB +5152
 AIC:
 AIV:
   r0 = cid * 16 + vid * 8
@@ -224,6 +229,10 @@ TEST(SelectInstructions, GemmOnL1OperandsAndRuntimeInit) {
   buffer c0: AIC L0C @0 +16384 float32 Nz
   buffer _gemm_L0A: AIC L0A @0 +4096 float16 Zz
   buffer _gemm_L0B: AIC L0B @0 +4096 float16 Zn
+  pool AIC L1 +16384
+  pool AIC L0A +4096
+  pool AIC L0B +4096
+  pool AIC L0C +16384
 AIC:
   for k in range(ceildiv(K, 32)):
     MTE2 CopyGmToL1 a1[k % 2 * 4096] <- A[k * 64] float16 rows=64 cols=max(min(K - k * 32, 32), 0) src_row_stride=K nz=64x32  @8
@@ -271,6 +280,8 @@ TEST(SelectInstructions, MixKernelReplicatesScalarCode) {
   param 1 W: GM float32[64, 64] out
   buffer c0: AIC L0C @0 +16384 float32 Nz
   buffer u: AIV UB @0 +8192 float32 ND
+  pool AIC L0C +16384
+  pool AIV UB +8192
 AIC:
   for t in range(2):
     row = 0 * 32

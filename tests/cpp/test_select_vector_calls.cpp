@@ -148,6 +148,7 @@ TEST(SelectVectorCalls, RowReduceSumWideReducesChunksThroughScratch) {
   g.with(VecReduce{ReduceOp::Sum, ReduceAxis::Row, DTypeCode::f32, Prog::op(3, C(1)), Prog::op(0, C(128)), C(16), C(100)});
   std::string all = print_program(select_vector_calls(g.p, b2()));
   EXPECT_NE(all.find("buffer tw_vec_scratch: AIV UB @164864 +512 uint8 ND\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("  pool AIV UB +165376\n"), std::string::npos) << all;  // the UB pool grows to the scratch area's end
   EXPECT_EQ(g.code(),
             "  V PipeBarrier<V>  @7\n"
             "  V WholeReduceSum tw_vec_scratch[0] <- a[0] float32 mask=64 repeat=16 dst_rep=8 src_blk=1 src_rep=16  @7\n"

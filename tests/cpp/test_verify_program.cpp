@@ -62,6 +62,27 @@ TEST(VerifyProgram, AWellFormedProgramPasses) {
   EXPECT_NO_THROW(verify_program(p, b2(), "some_pass"));
 }
 
+// Once plan_memory set the pools, each must cover every buffer of its core and memory and be a
+// multiple of 32 B; a core type the kernel type does not run has no code.
+TEST(VerifyProgram, PoolsCoverTheirBuffersAndTheKernelTypeItsCode) {
+  std::string text = kProgram;
+  text.insert(text.find("AIC:\n"), "  pool AIC L0C +4096\n  pool AIV UB +4096\n");
+  EXPECT_NO_THROW(verify_program(parse_program(text, "k.prog"), b2(), "plan_memory"));
+  expect_error([](Program& p) {
+    p.pool(CoreType::AIC, Mem::L0C) = 4096;
+    p.pool(CoreType::AIV, Mem::UB) = 4064;
+  }, "buffer 'u' (AIV UB @0 +4096) ends outside its pool of 4064 bytes");
+  expect_error([](Program& p) {  // the AIC's L0C buffer has no pool once any pool is set
+    p.pool(CoreType::AIV, Mem::UB) = 4096;
+  }, "buffer 'c' (AIC L0C @0 +4096) ends outside its pool of 0 bytes");
+  expect_error([](Program& p) {
+    p.pool(CoreType::AIC, Mem::L0C) = 4096;
+    p.pool(CoreType::AIV, Mem::UB) = 4100;
+  }, "the AIV UB pool has 4100 bytes (a multiple of 32 of an on-chip memory)");
+  expect_error([](Program& p) { p.kernel_type = KernelType::MIX_AIV_1_0; }, "kernel type MIX_AIV_1_0 runs no AIC but the program has AIC code");
+  expect_error([](Program& p) { p.kernel_type = KernelType::AIC_ONLY; }, "kernel type AIC_ONLY runs no AIV but the program has AIV code");
+}
+
 // The sub-block index is AIV-only: the AscendC AIC branch does not declare it (select_instructions
 // gives the AIC copy of replicated scalar code 0 for it).
 TEST(VerifyProgram, TheSubBlockIndexInAicCodeIsAnError) {

@@ -7,10 +7,11 @@
 //   variables or scalar parameters: a small struct in GM (`<name>_tiling_t`, printed identically in
 //   the kernel and the host file) read field by field at kernel entry. No system workspace: the
 //   printed kernels use basic APIs only (no Matmul/high-level API needs it).
-// - Kernel type: KERNEL_TYPE_AIC_ONLY / AIV_ONLY / MIX_AIC_1_2; an AIC- or AIV-only kernel with
-//   cross-core flags is MIX_AIC_1_0 / MIX_AIV_1_0 (CrossCoreSetFlag docs).
+// - Kernel type: Program::kernel_type as KERNEL_TYPE_<type> (MIX_1_2 as MIX_AIC_1_2);
+//   resolve_cross_waits made a one-core-type kernel with cross-core flags MIX_AIC_1_0 / MIX_AIV_1_0.
 // - Buffers: one TPipe per core type; per memory one TBuf (L1 -> TPosition::A1, L0A -> A2,
-//   L0B -> B2, L0C -> CO1, UB -> VECCALC) sized to the planned end; every BufferDecl is a
+//   L0B -> B2, L0C -> CO1, UB -> VECCALC) of the pool size plan_memory recorded
+//   (Program::pool_bytes; none when 0); every BufferDecl is a
 //   LocalTensor at its planned byte offset inside that TBuf (Get<uint8_t>()[offset] then
 //   ReinterpretCast<T>()) (select_vector_calls' scratch area is one of them). On the AIC, pipe.Destroy() follows the
 //   InitBuffer calls (Program::tpipe_destroy): it takes the M_MTE1 events 0-2 that TPipe's
@@ -130,6 +131,18 @@ std::string strip_parens(const std::string& s) {
 }
 
 std::string pipe_c(Pipe p) { return "PIPE_" + std::string(pipe_name(p)); }
+
+// AscendC's KERNEL_TYPE_* spelling of the program's kernel type.
+const char* kernel_type_c(KernelType t) {
+  switch (t) {
+    case KernelType::AIC_ONLY: return "KERNEL_TYPE_AIC_ONLY";
+    case KernelType::AIV_ONLY: return "KERNEL_TYPE_AIV_ONLY";
+    case KernelType::MIX_1_2: return "KERNEL_TYPE_MIX_AIC_1_2";
+    case KernelType::MIX_AIC_1_0: return "KERNEL_TYPE_MIX_AIC_1_0";
+    case KernelType::MIX_AIV_1_0: return "KERNEL_TYPE_MIX_AIV_1_0";
+  }
+  return "?";
+}
 
 // ---------------------------------------------------------------------------------------------
 // Expression helpers
@@ -360,7 +373,6 @@ class KernelPrinter {
   Lines L_;
   Span span_;                                  // of the instruction being printed
   std::set<std::pair<int, DTypeCode>> views_;  // (param or -1, dtype) GM views
-  bool has_cross_ = false;                     // any cross-core flag (kernel type MIX_*_1_0)
 };
 
 const BufferDecl& KernelPrinter::buffer(const LocalRef& r) const {
@@ -673,13 +685,15 @@ void KernelPrinter::buffers(CoreType c) {
                                  {Mem::UB, "VECCALC", "tw_ub"}};
   L_.line("TPipe pipe;");
   for (const auto& m : mems) {
-    int64_t end = 0;
-    for (const auto& b : p_.buffers)
-      if (b.core == c && b.mem == m.mem) end = std::max(end, b.offset + b.bytes);
-    if (end == 0) continue;
-    end = (end + 31) / 32 * 32;
+    int64_t pool = p_.pool(c, m.mem);
+    if (pool == 0) {
+      for (const auto& b : p_.buffers)
+        if (b.core == c && b.mem == m.mem && b.bytes > 0)
+          throw Error("internal: the AscendC printer got buffer '" + b.name + "' without a pool: run plan_memory first", b.span);
+      continue;
+    }
     L_.line(std::string("TBuf<TPosition::") + m.pos + "> " + m.var + "_buf;");
-    L_.line(std::string("pipe.InitBuffer(") + m.var + "_buf, " + std::to_string(end) + ");");
+    L_.line(std::string("pipe.InitBuffer(") + m.var + "_buf, " + std::to_string(pool) + ");");
     L_.line(std::string("LocalTensor<uint8_t> ") + m.var + " = " + m.var + "_buf.Get<uint8_t>();");
     for (const auto& b : p_.buffers) {
       if (b.core != c || b.mem != m.mem) continue;
@@ -700,15 +714,14 @@ void KernelPrinter::core(CoreType c, const StmtPtr& body) {
   bool aic = c == CoreType::AIC;
   L_.open(aic ? "if ASCEND_IS_AIC" : "if ASCEND_IS_AIV");
   std::string bi = p_.block_idx ? ep_.name(p_.block_idx) : "block_idx";
-  if (aic || p_.kernel_type == KernelType::AIV_ONLY) {
+  if (aic || !runs_aic(p_.kernel_type)) {
     L_.line("const int32_t " + bi + " = GetBlockIdx();");
   } else {
     L_.line("const int32_t " + bi + " = GetBlockIdx() / 2;");
   }
   if (!aic && p_.sub_block_idx) {
     std::string sb = ep_.name(p_.sub_block_idx);
-    L_.line(p_.kernel_type == KernelType::AIV_ONLY ? "const int32_t " + sb + " = 0;"
-                                                   : "const int32_t " + sb + " = GetSubBlockIdx();");
+    L_.line(!runs_aic(p_.kernel_type) ? "const int32_t " + sb + " = 0;" : "const int32_t " + sb + " = GetSubBlockIdx();");
   }
   buffers(c);
   L_.line("");
@@ -718,7 +731,7 @@ void KernelPrinter::core(CoreType c, const StmtPtr& body) {
 
 std::string KernelPrinter::run() {
   if (p_.name.empty()) throw Error("the Ascend program has no name", p_.span);
-  bool want_aic = p_.kernel_type != KernelType::AIV_ONLY, want_aiv = p_.kernel_type != KernelType::AIC_ONLY;
+  bool want_aic = runs_aic(p_.kernel_type), want_aiv = runs_aiv(p_.kernel_type);
   if (want_aic && !p_.aic)
     throw Error("kernel '" + p_.name + "' is " + std::string(kernel_type_name(p_.kernel_type)) + " but has no AIC code", p_.span);
   if (want_aiv && !p_.aiv)
@@ -731,7 +744,7 @@ std::string KernelPrinter::run() {
   for (const auto& k : p_.params)
     if (!k.is_tensor && k.var) ep_.bind(k.var, false);
 
-  // GM views (param, dtype) and whether there are cross-core flags.
+  // GM views (param, dtype): one GlobalTensor declaration per pair the calls use.
   for (size_t i = 0; i < p_.params.size(); ++i)
     if (p_.params[i].is_tensor) views_.insert({static_cast<int>(i), p_.params[i].dtype.code});
   auto scan = [&](const Instr& in) {
@@ -739,8 +752,6 @@ std::string KernelPrinter::run() {
                         [&](const DataCopyPadGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const DataCopyPadUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const FixpipeV220& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
-                        [&](const CrossCoreSetFlag&) { has_cross_ = true; },
-                        [&](const CrossCoreWaitFlag&) { has_cross_ = true; },
                         [](const auto&) {}},
                in.op);
   };
@@ -763,11 +774,7 @@ std::string KernelPrinter::run() {
   if (has_tiling()) sig += ", GM_ADDR tiling";
   os << "extern \"C\" __global__ __aicore__ void " << ident(p_.name) << "(" << sig << ")\n{\n";
   L_.indent = 1;
-  // Cross-core flags in a one-core-type kernel need the MIX_*_1_0 type (CrossCoreSetFlag docs).
-  const char* kt = p_.kernel_type == KernelType::AIC_ONLY   ? (has_cross_ ? "KERNEL_TYPE_MIX_AIC_1_0" : "KERNEL_TYPE_AIC_ONLY")
-                   : p_.kernel_type == KernelType::AIV_ONLY ? (has_cross_ ? "KERNEL_TYPE_MIX_AIV_1_0" : "KERNEL_TYPE_AIV_ONLY")
-                                                            : "KERNEL_TYPE_MIX_AIC_1_2";
-  L_.line(std::string("KERNEL_TASK_TYPE_DEFAULT(") + kt + ");");
+  L_.line(std::string("KERNEL_TASK_TYPE_DEFAULT(") + kernel_type_c(p_.kernel_type) + ");");
   if (has_tiling()) {
     L_.line("__gm__ const " + tiling_name() + "* tw_tiling = reinterpret_cast<__gm__ const " + tiling_name() + "*>(tiling);");
     for (const auto& v : p_.shape_vars)

@@ -986,7 +986,7 @@ class CoreSync {
     return e;
   }
 
-  // Where a pair's set goes (set_places); a guarded carried pair's set (and its guard) rises
+  // Where a pair's set goes (branch_places); a guarded carried pair's set (and its guard) rises
   // only when its wait in the iteration is due before an earlier kid than the one it rises into.
   std::vector<std::pair<int, int>> set_places_of(const SyncPair& sp) const {
     std::vector<std::pair<int, int>> places;
@@ -994,7 +994,7 @@ class CoreSync {
     if (sp.kind != SyncPair::Flag || sp.guard || (sp.guarded && (!sp.carried || !(sp.w - n < sp.s - 1))))
       places.emplace_back(sp.C, sp.s);
     else
-      set_places(sp.C, sp.s, sp.as, sp.p, places);
+      branch_places(sp.C, sp.s, sp.as, sp.p, /*wait=*/false, places);
     return places;
   }
 
@@ -1022,7 +1022,7 @@ class CoreSync {
       }
       if (sp.guard) continue;
       std::vector<std::pair<int, int>> places;
-      wait_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, places);
+      branch_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, /*wait=*/true, places);
       for (auto [blk, slot] : places) {
         auto& waits = at[{blk, slot}].waits;
         waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
@@ -1044,77 +1044,49 @@ class CoreSync {
     return emit_block(root, at);
   }
 
-  // Where a wait due at slot w of block C goes: when kid w is an `if` (it holds the first of the
-  // instructions bs it orders), into each branch instead: before the first of bs in that branch
-  // (recursively), or at the end of a branch holding none. Exactly one wait runs on every path,
-  // still before every instruction of bs, and the branch not needing it is not held up.
-  void wait_places(int C, int w, const std::vector<int>& bs, Pipe q, std::vector<std::pair<int, int>>& out) const {
+  // Where a wait due at slot w of block C goes (wait = true): when kid w is an `if` (it holds the
+  // first of the instructions `ins` it orders), into each branch instead: before the first of them
+  // in that branch (recursively), or at the end of a branch holding none. Exactly one wait runs on
+  // every path, still before every instruction of `ins`, and the branch not needing it is not held up.
+  // Where a set due at slot s of block C goes (wait = false), the mirror image: when kid s - 1 is
+  // an `if` (it holds the last of the instructions `ins` the set follows), into each branch: after
+  // the last of them in that branch (recursively), or at the start of a branch with none. One set
+  // on every path, still after all of `ins`.
+  // Either moves only when the pipe has work in the branches it would otherwise hold back.
+  void branch_places(int C, int slot, const std::vector<int>& ins, Pipe pipe, bool wait,
+                     std::vector<std::pair<int, int>>& out) const {
     const auto& kids = blocks_[C].kids;
-    if (w < 0 || w >= static_cast<int>(kids.size()) || nodes_[kids[w]].kind != StmtKind::If) {
-      out.emplace_back(C, w);
+    int k = wait ? slot : slot - 1;  // the kid that may be an `if`
+    if (k < 0 || k >= static_cast<int>(kids.size()) || nodes_[kids[k]].kind != StmtKind::If) {
+      out.emplace_back(C, slot);
       return;
     }
-    const Node& f = nodes_[kids[w]];
-    std::vector<std::pair<int, int>> sunk;
-    bool helps = false;  // only sink when q has work in the `if` that the wait would hold back
-    for (int br : {f.body, f.else_body}) {
-      std::vector<int> in;
-      int first = INT_MAX;
-      for (int b : bs)
-        if (block_contains(br, nodes_[b].block)) {
-          in.push_back(b);
-          for (auto [blk, idx] : chain(b))
-            if (blk == br) first = std::min(first, idx);
-        }
-      int n = static_cast<int>(blocks_[br].kids.size());
-      if (in.empty()) {
-        sunk.emplace_back(br, n);
-        helps = helps || has_pipe(br, 0, n, q);
-      } else {
-        size_t mark = sunk.size();
-        wait_places(br, first, in, q, sunk);
-        helps = helps || has_pipe(br, 0, first, q) || sunk.size() != mark + 1 || sunk[mark] != std::make_pair(br, first);
-      }
-    }
-    if (helps) out.insert(out.end(), sunk.begin(), sunk.end());
-    else out.emplace_back(C, w);
-  }
-
-  // Where a set due at slot s of block C goes: when kid s - 1 is an `if` (it holds the last of
-  // the instructions `as` it follows), into each branch instead: after the last of them in that
-  // branch (recursively), or at the start of a branch with none, when the setting pipe has work
-  // there the set would otherwise wait for. One set on every path, still after all of `as`.
-  void set_places(int C, int s, const std::vector<int>& as, Pipe p, std::vector<std::pair<int, int>>& out) const {
-    const auto& kids = blocks_[C].kids;
-    if (s < 1 || s > static_cast<int>(kids.size()) || nodes_[kids[s - 1]].kind != StmtKind::If) {
-      out.emplace_back(C, s);
-      return;
-    }
-    const Node& f = nodes_[kids[s - 1]];
-    std::vector<std::pair<int, int>> risen;
+    const Node& f = nodes_[kids[k]];
+    std::vector<std::pair<int, int>> moved;
     bool helps = false;
     for (int br : {f.body, f.else_body}) {
       std::vector<int> in;
-      int last = -1;
-      for (int a : as)
-        if (block_contains(br, nodes_[a].block)) {
-          in.push_back(a);
-          for (auto [blk, idx] : chain(a))
-            if (blk == br) last = std::max(last, idx);
+      int edge = wait ? INT_MAX : -1;  // the first (wait) / last (set) kid of br holding one of `ins`
+      for (int i : ins)
+        if (block_contains(br, nodes_[i].block)) {
+          in.push_back(i);
+          for (auto [blk, idx] : chain(i))
+            if (blk == br) edge = wait ? std::min(edge, idx) : std::max(edge, idx);
         }
       int n = static_cast<int>(blocks_[br].kids.size());
       if (in.empty()) {
-        risen.emplace_back(br, 0);
-        helps = helps || has_pipe(br, 0, n, p);
+        moved.emplace_back(br, wait ? n : 0);
+        helps = helps || has_pipe(br, 0, n, pipe);
       } else {
-        size_t mark = risen.size();
-        set_places(br, last + 1, in, p, risen);
-        helps = helps || has_pipe(br, last + 1, n, p) || risen.size() != mark + 1 ||
-                risen[mark] != std::make_pair(br, last + 1);
+        int at = wait ? edge : edge + 1;
+        size_t mark = moved.size();
+        branch_places(br, at, in, pipe, wait, moved);
+        helps = helps || (wait ? has_pipe(br, 0, at, pipe) : has_pipe(br, at, n, pipe)) || moved.size() != mark + 1 ||
+                moved[mark] != std::make_pair(br, at);
       }
     }
-    if (helps) out.insert(out.end(), risen.begin(), risen.end());
-    else out.emplace_back(C, s);
+    if (helps) out.insert(out.end(), moved.begin(), moved.end());
+    else out.emplace_back(C, slot);
   }
 
   StmtPtr emit_block(int b, std::map<std::pair<int, int>, SlotItems>& at) {

@@ -47,7 +47,7 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
   p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/false); }, check);
   p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls
   p = log.run("select_move_calls", p, [&](const Program& q) { return select_move_calls(q, target); }, check);  // byte-level moves -> the AscendC calls they print as
-  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set
+  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set; the final kernel type (MIX_*_1_0 with cross-core flags)
 }
 
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
@@ -78,7 +78,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   p = log.run("insert_sync", p, [&](const Program& q) { return insert_sync(q, target); }, check);  // flags and barriers
   p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls
   p = log.run("select_move_calls", p, [&](const Program& q) { return select_move_calls(q, target); }, check);  // byte-level moves -> the AscendC calls they print as
-  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set
+  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set; the final kernel type (MIX_*_1_0 with cross-core flags)
 }
 
 }  // namespace

@@ -457,6 +457,10 @@ Program plan_memory(const Program& program, const target::Target& target, bool r
     if (used > capacity_of(target.ascend, m)) capacity_error(out, target, m, items, used, reuse, w.spans);
     for (size_t i = 0; i < items.size(); ++i) out.buffers[items[i].buffer].offset = offsets[i];
   }
+  // Each core's pool per memory: the end of its last buffer, rounded up to 32 B (the TBuf's size).
+  out.pool_bytes = {};
+  for (const auto& b : out.buffers)
+    if (b.mem != Mem::GM) out.pool(b.core, b.mem) = std::max(out.pool(b.core, b.mem), round_up(b.offset + b.bytes, 32));
   return out;
 }
 

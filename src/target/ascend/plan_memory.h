@@ -2,7 +2,9 @@
 // right after instruction selection). Facts: shared/ascend-910b.md.
 //
 // Instruction selection (select_instructions) gives every BufferDecl its geometry (bytes, shape, dtype,
-// format); this pass gives it its `offset` in its memory and checks the memory's capacity.
+// format); this pass gives it its `offset` in its memory, checks the memory's capacity and sets
+// Program::pool_bytes: per core type and memory, the end of its last buffer rounded up to 32 B (the
+// size of the TBuf the AscendC printer declares for that memory).
 //
 // Alignment of every buffer start (buffer_alignment): L1 32 B, L0A/L0B 512 B, L0C 1 KiB (the Mmad
 // destination alignment; every L0C tile is one), UB 32 B.

@@ -14,9 +14,17 @@ std::string_view format_name(Format f) {
   return names[static_cast<int>(f)];
 }
 std::string_view kernel_type_name(KernelType t) {
-  static constexpr std::string_view names[] = {"AIC_ONLY", "AIV_ONLY", "MIX_1_2"};
-  return names[static_cast<int>(t)];
+  switch (t) {
+    case KernelType::AIC_ONLY: return "AIC_ONLY";
+    case KernelType::AIV_ONLY: return "AIV_ONLY";
+    case KernelType::MIX_1_2: return "MIX_1_2";
+    case KernelType::MIX_AIC_1_0: return "MIX_AIC_1_0";
+    case KernelType::MIX_AIV_1_0: return "MIX_AIV_1_0";
+  }
+  return "?";
 }
+bool runs_aic(KernelType t) { return t != KernelType::AIV_ONLY && t != KernelType::MIX_AIV_1_0; }
+bool runs_aiv(KernelType t) { return t != KernelType::AIC_ONLY && t != KernelType::MIX_AIC_1_0; }
 std::string_view core_type_name(CoreType c) { return c == CoreType::AIC ? "AIC" : "AIV"; }
 std::string_view vec_binop_name(VecBinOp op) {
   static constexpr std::string_view names[] = {"Add", "Sub", "Mul", "Div", "Max", "Min"};

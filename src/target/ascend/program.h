@@ -21,6 +21,7 @@
 // - Every Instr carries the ir::Span of the kernel source line it came from.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -58,8 +59,15 @@ std::string_view mem_name(Mem m);  // "GM" "L1" "L0A" "L0B" "L0C" "UB"
 enum class Format : uint8_t { ND, Nz, Zz, Zn };
 std::string_view format_name(Format f);
 
-enum class KernelType : uint8_t { AIC_ONLY, AIV_ONLY, MIX_1_2 };
-std::string_view kernel_type_name(KernelType t);  // "AIC_ONLY" "AIV_ONLY" "MIX_1_2"
+// The AscendC kernel type. AIC_ONLY / AIV_ONLY / MIX_1_2 are what select_instructions picks from
+// the cores the kernel uses; resolve_cross_waits turns a one-core-type kernel with cross-core flags
+// into MIX_AIC_1_0 / MIX_AIV_1_0 (AscendC requires that type for CrossCoreSetFlag/WaitFlag), which
+// run the same cores as AIC_ONLY / AIV_ONLY.
+enum class KernelType : uint8_t { AIC_ONLY, AIV_ONLY, MIX_1_2, MIX_AIC_1_0, MIX_AIV_1_0 };
+inline constexpr int kNumKernelTypes = 5;
+std::string_view kernel_type_name(KernelType t);  // "AIC_ONLY" "AIV_ONLY" "MIX_1_2" "MIX_AIC_1_0" "MIX_AIV_1_0"
+bool runs_aic(KernelType t);                      // every type but AIV_ONLY / MIX_AIV_1_0
+bool runs_aiv(KernelType t);                      // every type but AIC_ONLY / MIX_AIC_1_0
 
 enum class CoreType : uint8_t { AIC, AIV };
 std::string_view core_type_name(CoreType c);
@@ -600,6 +608,11 @@ struct Program {
   ir::Var sub_block_idx;             // int32, AIV code only
   StmtPtr aic;                       // null for AIV_ONLY
   StmtPtr aiv;                       // null for AIC_ONLY
+  // Bytes of each core type's pool per on-chip memory (pool_bytes[core][mem]; 0: no pool): the one
+  // TBuf a core's buffers of that memory are placed in. plan_memory sets it (every planned buffer's
+  // end, rounded up to 32 B) and select_vector_calls grows the UB pool by its scratch area;
+  // verify_program checks it covers every buffer once set. The AscendC printer prints it as InitBuffer's size.
+  std::array<std::array<int64_t, kNumMems>, 2> pool_bytes{};
   ir::Span span;                     // the kernel's def line
   // AscendC's TPipe constructor sets M_MTE1 events 0, 1, 2 on the AIC and its destructor waits
   // for them (kernel_tpipe_impl.h). true: the AIC code calls pipe.Destroy() right after its
@@ -608,6 +621,8 @@ struct Program {
   bool tpipe_destroy = true;
 
   int find_buffer(std::string_view name) const;  // -1 if none
+  int64_t& pool(CoreType c, Mem m) { return pool_bytes[static_cast<int>(c)][static_cast<int>(m)]; }
+  int64_t pool(CoreType c, Mem m) const { return pool_bytes[static_cast<int>(c)][static_cast<int>(m)]; }
 };
 
 // Element size helpers.

@@ -499,12 +499,13 @@ class ProgramParser {
     Line h = line(0);
     h.expect("ascend_kernel");
     p_.name = h.word("the kernel name");
-    p_.kernel_type = h.enum_word<KernelType>("kernel type", 3, kernel_type_name);
+    p_.kernel_type = h.enum_word<KernelType>("kernel type", kNumKernelTypes, kernel_type_name);
     p_.span = ir::Span{file_, 1, 1};
     // blocks= and workspace= may use shape variables, which the parameter lines declare: read them after those
     size_t i = 1;
     for (; i < lines_.size() && lines_[i].rfind("  param ", 0) == 0; ++i) param(i);
     for (; i < lines_.size() && lines_[i].rfind("  buffer ", 0) == 0; ++i) buffer(i);
+    for (; i < lines_.size() && lines_[i].rfind("  pool ", 0) == 0; ++i) pool(i);
     h.expect("blocks=");
     size_t ws = h.find_top(" workspace=");
     if (ws == std::string_view::npos) h.fail("expected ' workspace=' after the block count");
@@ -592,6 +593,18 @@ class ProgramParser {
     b.format = L.enum_word<Format>("format", 4, format_name);
     L.finish();
     p_.buffers.push_back(std::move(b));
+  }
+  void pool(size_t i) {
+    Line L = line(i);
+    L.expect("pool");
+    size_t at = (L.skip(), L.pos());
+    CoreType c = L.enum_word<CoreType>("core type", 2, core_type_name);
+    Mem m = L.enum_word<Mem>("memory", kNumMems, mem_name);
+    if (m == Mem::GM) L.fail("GM has no pool", at);
+    if (p_.pool(c, m) != 0) L.fail("the pool of " + std::string(core_type_name(c)) + " " + std::string(mem_name(m)) + " is declared twice", at);
+    L.expect("+");
+    p_.pool(c, m) = integer(L, "the size in bytes");
+    L.finish();
   }
   static int64_t integer(Line& L, const char* what) {
     size_t at = (L.skip(), L.pos());

@@ -7,6 +7,7 @@
 //     param I NAME: GM DTYPE[EXPR, ...] [out]          # tensor; shape variables declared by first use
 //     param I NAME: DTYPE                               # scalar (the variable NAME)
 //     buffer NAME: CORE MEM @OFFSET +BYTES DTYPE FORMAT
+//     pool CORE MEM +BYTES                              # Program::pool_bytes (absent: 0)
 //   AIC:                                                # the AIC code (absent: null); then AIV:
 //     for VAR in range(EXPR):                           # body: the lines indented deeper
 //     if EXPR:  /  else:

@@ -236,6 +236,10 @@ std::string print_program(const Program& p) {
     os << "  buffer " << b.name << ": " << core_type_name(b.core) << " " << mem_name(b.mem) << " @" << b.offset
        << " +" << b.bytes << " " << b.dtype.name() << " " << format_name(b.format) << "\n";
   }
+  for (CoreType c : {CoreType::AIC, CoreType::AIV})
+    for (int m = 0; m < kNumMems; ++m)
+      if (int64_t n = p.pool(c, static_cast<Mem>(m)))
+        os << "  pool " << core_type_name(c) << " " << mem_name(static_cast<Mem>(m)) << " +" << n << "\n";
   if (p.aic) {
     os << "AIC:\n";
     print_stmt(p, p.aic, 1, os);

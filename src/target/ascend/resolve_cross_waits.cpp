@@ -10,12 +10,15 @@ namespace tw::ascend {
 namespace {
 
 // id (printed) -> mode of the last CrossCoreSetFlag with that id, in program order.
-void collect_set_modes(const StmtPtr& s, std::map<std::string, int>& modes) {
+// Also notes whether the code has any cross-core flag (set or wait).
+void collect_set_modes(const StmtPtr& s, std::map<std::string, int>& modes, bool& cross) {
   if (!s) return;
-  if (s->kind == StmtKind::Instr)
+  if (s->kind == StmtKind::Instr) {
     if (const auto* f = std::get_if<CrossCoreSetFlag>(&s->instr.op)) modes[ir::print(f->id)] = f->mode;
-  for (const auto& b : s->body) collect_set_modes(b, modes);
-  collect_set_modes(s->else_body, modes);
+    cross = cross || std::holds_alternative<CrossCoreSetFlag>(s->instr.op) || std::holds_alternative<CrossCoreWaitFlag>(s->instr.op);
+  }
+  for (const auto& b : s->body) collect_set_modes(b, modes, cross);
+  collect_set_modes(s->else_body, modes, cross);
 }
 
 StmtPtr with_wait_modes(const StmtPtr& s, const std::map<std::string, int>& modes) {
@@ -34,10 +37,12 @@ StmtPtr with_wait_modes(const StmtPtr& s, const std::map<std::string, int>& mode
 
 Program resolve_cross_waits(const Program& program) {
   Program p = program;
-  const bool aic = p.kernel_type != KernelType::AIV_ONLY, aiv = p.kernel_type != KernelType::AIC_ONLY;
   std::map<std::string, int> modes;
-  if (aic) collect_set_modes(p.aic, modes);
-  if (aiv) collect_set_modes(p.aiv, modes);
+  bool cross = false;
+  if (runs_aic(p.kernel_type)) collect_set_modes(p.aic, modes, cross);
+  if (runs_aiv(p.kernel_type)) collect_set_modes(p.aiv, modes, cross);
+  if (cross && p.kernel_type == KernelType::AIC_ONLY) p.kernel_type = KernelType::MIX_AIC_1_0;
+  if (cross && p.kernel_type == KernelType::AIV_ONLY) p.kernel_type = KernelType::MIX_AIV_1_0;
   p.aic = with_wait_modes(p.aic, modes);
   p.aiv = with_wait_modes(p.aiv, modes);
   return p;

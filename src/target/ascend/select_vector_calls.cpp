@@ -271,6 +271,7 @@ class Selector {
     s.bytes = round_up(scratch_need_, 32);
     s.shape = {s.bytes};
     s.span = scratch_span_;
+    out_.pool(core_, Mem::UB) = std::max(out_.pool(core_, Mem::UB), s.offset + s.bytes);  // the scratch area is in the pool
     // (planned buffers that overflow the UB already are the simulator's capacity report)
     if (end <= ub_bytes_ && s.offset + s.bytes > ub_bytes_)
       throw Error("the vector calls need " + std::to_string(s.bytes) + " B of UB scratch (row reduce wider than one repeat "

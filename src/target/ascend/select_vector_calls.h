@@ -34,7 +34,8 @@
 //   one with a constant count <= 0 is dropped (no call).
 // - The scratch area is one UB BufferDecl ("tw_vec_scratch", after the planned buffers of its core)
 //   sized to the largest need (symbolic rows: as many as the buffer holding one value per row can
-//   hold); it must fit the usable UB (target.ascend.ub_bytes).
+//   hold); it must fit the usable UB (target.ascend.ub_bytes). The core's UB pool
+//   (Program::pool_bytes) grows to its end.
 // Every narrowed field is range-checked here when it is a constant (a located ir::Error with a fix);
 // run-time values are checked by the simulator (simulator/api_rules.h).
 #pragma once

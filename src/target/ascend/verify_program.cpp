@@ -25,6 +25,9 @@ class Verifier {
     if (p_.block_idx) scope_.insert(p_.block_idx.get());
     check_expr(p_.block_dim, "the block count");
     check_expr(p_.workspace_bytes, "the workspace size");
+    if (!runs_aic(p_.kernel_type) && p_.aic) fail("kernel type " + std::string(kernel_type_name(p_.kernel_type)) + " runs no AIC but the program has AIC code", p_.span);
+    if (!runs_aiv(p_.kernel_type) && p_.aiv) fail("kernel type " + std::string(kernel_type_name(p_.kernel_type)) + " runs no AIV but the program has AIV code", p_.span);
+    pools();
     core_ = CoreType::AIC;
     stmt(p_.aic);
     // sub_block_idx is AIV-only (program.h): the AscendC AIC branch does not declare it, and
@@ -40,6 +43,28 @@ class Verifier {
                     "this is a compiler bug; please report it with the kernel");
   }
   std::string where() const { return std::string(core_type_name(core_)) + " code"; }
+
+  // Once a pool is set (plan_memory), every pool is a multiple of 32 B and covers every buffer of
+  // its core and memory; GM has none.
+  void pools() const {
+    bool planned = false;
+    for (const auto& per_core : p_.pool_bytes)
+      for (int64_t n : per_core) planned = planned || n != 0;
+    if (!planned) return;
+    for (CoreType c : {CoreType::AIC, CoreType::AIV})
+      for (int m = 0; m < kNumMems; ++m) {
+        int64_t n = p_.pool(c, static_cast<Mem>(m));
+        std::string name = std::string(core_type_name(c)) + " " + std::string(mem_name(static_cast<Mem>(m))) + " pool";
+        if (n < 0 || n % 32 != 0 || (n != 0 && static_cast<Mem>(m) == Mem::GM))
+          fail("the " + name + " has " + std::to_string(n) + " bytes (a multiple of 32 of an on-chip memory)", p_.span);
+      }
+    for (const auto& b : p_.buffers)
+      if (b.bytes > 0 && b.mem != Mem::GM && b.offset + b.bytes > p_.pool(b.core, b.mem))
+        fail("buffer '" + b.name + "' (" + std::string(core_type_name(b.core)) + " " + std::string(mem_name(b.mem)) + " @" +
+                 std::to_string(b.offset) + " +" + std::to_string(b.bytes) + ") ends outside its pool of " +
+                 std::to_string(p_.pool(b.core, b.mem)) + " bytes",
+             b.span);
+  }
 
   // Shape variables are declared by the parameter shapes they appear in.
   void declare_free_vars(const ir::Expr& e) {

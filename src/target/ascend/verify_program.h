@@ -10,6 +10,8 @@
 //  - every buffer an instruction names is declared (Program::buffers) for the core whose code uses
 //    it, with a constant byte offset inside it; every GM operand is a tensor parameter or the
 //    workspace; call-level vector operands the API does not read are the only absent ones;
+//  - the kernel type runs every core type that has code; once plan_memory set the pools
+//    (Program::pool_bytes), each is a multiple of 32 B covering every buffer of its core and memory;
 //  - SetFlag/WaitFlag name a flag pair of that core, cross-core flags a mode 0..2; a constant event
 //    or flag id is in range (the target's flag_event_ids / cross_flag_ids; a runtime one, expert
 //    mode's ping-pong ids, is the simulator's to check).

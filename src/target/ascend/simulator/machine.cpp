@@ -461,16 +461,15 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   if (blocks < 0) throw ir::Error("ascend simulator: block_dim must not be negative, got " + std::to_string(blocks), prog.span);
   workspace_bytes_ = eval_expr(prog.workspace_bytes);
   if (opt.functional) workspace.assign(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 0)), 0);
-  if ((prog.kernel_type == KernelType::AIC_ONLY && prog.aiv) || (prog.kernel_type == KernelType::AIV_ONLY && prog.aic))
+  if ((!runs_aiv(prog.kernel_type) && prog.aiv) || (!runs_aic(prog.kernel_type) && prog.aic))
     throw ir::Error("ascend simulator: kernel type " + std::string(kernel_type_name(prog.kernel_type)) +
                         " with code for the other core type",
                     prog.span);
 
-  bool has_aic = prog.kernel_type != KernelType::AIV_ONLY, has_aiv = prog.kernel_type != KernelType::AIC_ONLY;
-  int nphys = static_cast<int>(std::min<int64_t>(blocks, prog.kernel_type == KernelType::AIV_ONLY ? chip.aiv_cores
-                                                                                                  : chip.aic_cores));
+  bool has_aic = runs_aic(prog.kernel_type), has_aiv = runs_aiv(prog.kernel_type);
+  int nphys = static_cast<int>(std::min<int64_t>(blocks, !has_aic ? chip.aiv_cores : chip.aic_cores));
   aic_phys_ = has_aic ? nphys : 0;
-  aiv_phys_ = !has_aiv ? 0 : prog.kernel_type == KernelType::AIV_ONLY ? nphys : 2 * nphys;
+  aiv_phys_ = !has_aiv ? 0 : !has_aic ? nphys : 2 * nphys;
   cores.resize(aic_phys_ + aiv_phys_);
   for (int i = 0; i < aic_phys_ + aiv_phys_; ++i) {
     Core& k = cores[i];
