@@ -3,8 +3,8 @@
 // Structure: CodeGen walks the kernel once. Statements dispatch on StmtKind to one emit_*
 // method each; expressions go through the scalar-C printer both backends share (target/c_expr.h),
 // whose CPU hooks are the expr_* methods. Index arithmetic of tile ops
-// (region starts, strides, clipped ranges) is built with the small `Idx` algebra below, which
-// folds constants so that tile-to-tile copies come out with literal bounds and no checks.
+// (region starts, strides, clipped ranges) is ir::Expr built with ir/arith's builders (see `Idx`
+// below), constants folded so that tile-to-tile copies come out with literal bounds and no checks.
 // What to fuse and which tiles to read in place is decided by the passes before it (codegen.h);
 // emit_seq, emit_alloc and the fused emitters read their annotations.
 #include "target/cpu/codegen.h"
@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ir/arith.h"
 #include "ir/functor.h"
 #include "target/c_expr.h"
 #include "target/cpu/tile_facts.h"
@@ -79,8 +80,6 @@ std::string narrow(DType to, DType from, const std::string& s) {
 constexpr target::CDialect kCpuDialect{
     .paren_negative_ints = true, .has_udiv = true, .has_fmod = true, .printer = "CPU code generator"};
 
-std::string int_lit(int64_t v) { return target::c_int_literal(v, kCpuDialect); }
-
 // A float32 literal holds the value rounded to float (its 9 digits read back exactly).
 std::string float_lit(double v, DType t) {
   bool dbl = t.code == DTypeCode::f64;
@@ -94,45 +93,22 @@ std::string float_lit(double v, DType t) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Idx: an int64 value of generated code, folded when constant. `nonneg` is a proven sign.
+// Index arithmetic of the generated code (region starts, strides, clipped ranges, offsets):
+// ir::Expr built with arith's light builders, which keep the form the emitter wrote (the printed
+// C++ shows each formula); two constant operands fold to one literal (arith's folded builders),
+// so tile-to-tile copies come out with literal bounds and no checks. Signs are ir::is_nonneg's
+// (CodeGen::nonneg); values the generated code already holds (hoisted locals, loop counters,
+// runtime calls) are CodeGen::code variables. The shared scalar-C printer prints them.
 
-struct Idx {
-  std::optional<int64_t> c;
-  std::string s;
-  bool nonneg = false;
-};
-Idx ic(int64_t v) { return {v, int_lit(v), v >= 0}; }
-Idx iv(std::string s, bool nonneg) { return {std::nullopt, std::move(s), nonneg}; }
-Idx add(const Idx& a, const Idx& b) {
-  if (a.c && b.c) return ic(*a.c + *b.c);
-  if (a.c == 0) return b;
-  if (b.c == 0) return a;
-  return iv("(" + a.s + " + " + b.s + ")", a.nonneg && b.nonneg);
-}
-Idx sub(const Idx& a, const Idx& b) {
-  if (a.c && b.c) return ic(*a.c - *b.c);
-  if (b.c == 0) return a;
-  return iv("(" + a.s + " - " + b.s + ")", false);
-}
-Idx mul(const Idx& a, const Idx& b) {
-  if (a.c && b.c) return ic(*a.c * *b.c);
-  if (a.c == 0 || b.c == 0) return ic(0);
-  if (a.c == 1) return b;
-  if (b.c == 1) return a;
-  return iv("(" + a.s + " * " + b.s + ")", a.nonneg && b.nonneg);
-}
-Idx neg(const Idx& a) { return a.c ? ic(-*a.c) : iv("(-" + a.s + ")", false); }
-Idx imin(const Idx& a, const Idx& b) {
-  if (a.c && b.c) return ic(std::min(*a.c, *b.c));
-  return iv("tw_min(" + a.s + ", " + b.s + ")", a.nonneg && b.nonneg);
-}
-Idx imax(const Idx& a, const Idx& b) {
-  if (a.c && b.c) return ic(std::max(*a.c, *b.c));
-  if (a.c == 0 && b.nonneg) return b;
-  if (b.c == 0 && a.nonneg) return a;
-  return iv("tw_max(" + a.s + ", " + b.s + ")", a.nonneg || b.nonneg);
-}
-bool same(const Idx& a, const Idx& b) { return a.c ? (b.c && *a.c == *b.c) : (!b.c && a.s == b.s); }
+using Idx = Expr;
+std::optional<int64_t> cst(const Idx& e) { return as_const_int(e); }
+Idx ic(int64_t v) { return int_imm(v); }
+bool both_const(const Idx& a, const Idx& b) { return cst(a) && cst(b); }
+Idx add(const Idx& a, const Idx& b) { return both_const(a, b) ? arith::add(a, b) : arith::light::add(a, b); }
+Idx sub(const Idx& a, const Idx& b) { return both_const(a, b) ? arith::sub(a, b) : arith::light::sub(a, b); }
+Idx mul(const Idx& a, const Idx& b) { return both_const(a, b) ? arith::mul(a, b) : arith::light::mul(a, b); }
+Idx neg(const Idx& a) { return cst(a) ? arith::simplify(unary(UnOp::Neg, a)) : unary(UnOp::Neg, a); }
+Idx imin(const Idx& a, const Idx& b) { return both_const(a, b) ? arith::min(a, b) : binary(BinOp::Min, a, b); }
 
 // ---------------------------------------------------------------------------------------------
 // Names
@@ -185,21 +161,12 @@ struct RegionView {
   int rank() const { return static_cast<int>(start.size()); }
   // start + ext <= shape, when provable at generation time
   bool fits_above(int d) const {
-    Idx end = add(start[d], ext[d]);
-    return end.c && shape[d].c && *end.c <= *shape[d].c;
+    auto end = cst(add(start[d], ext[d])), size = cst(shape[d]);
+    return end && size && *end <= *size;
   }
   bool overflows_above(int d) const {
-    Idx end = add(start[d], ext[d]);
-    return end.c && shape[d].c && *end.c > *shape[d].c;
-  }
-  // Appends the run-time conditions (C++ expressions) for the whole region lying inside its
-  // buffer; *never = true when it provably does not.
-  void inside_conds(std::vector<std::string>& out, bool* never = nullptr) const {
-    for (int d = 0; d < rank(); ++d) {
-      if (never && ((start[d].c && *start[d].c < 0) || overflows_above(d))) *never = true;
-      if (!start[d].nonneg) out.push_back(start[d].s + " >= 0");
-      if (!overflows_above(d) && !fits_above(d)) out.push_back(add(start[d], ext[d]).s + " <= " + shape[d].s);
-    }
+    auto end = cst(add(start[d], ext[d])), size = cst(shape[d]);
+    return end && size && *end > *size;
   }
 };
 
@@ -311,7 +278,7 @@ class CodeGen {
     CodeGen& g;
     std::string var(const VarNode& n) const override { return g.expr_var(n); }
     // block, shape and loop variables (with a non-negative start) are non-negative
-    bool nonneg_var(const VarNode* v) const override { return g.nonneg_.count(v) > 0; }
+    bool nonneg_var(const VarNode* v) const override { return g.var_nonneg(v); }
     std::string float_literal(double v, DType t) const override { return float_lit(v, t); }
     std::string load(const LoadNode& n) const override { return g.expr_load(n); }
     std::string call(const CallNode& n) const override { return g.expr_call(n); }
@@ -328,10 +295,38 @@ class CodeGen {
 
   // Sign analysis for the fast forms of floordiv / ceildiv / mod (CExprPrinter::nonneg).
   bool nonneg(const Expr& e) const { return exprs_.nonneg(e); }
-  Idx idx(const Expr& e) {
-    if (auto c = as_const_int(e)) return ic(*c);
-    return iv(expr(e), nonneg(e));
+  bool var_nonneg(const VarNode* v) const {
+    auto it = code_.find(v);
+    return it != code_.end() ? it->second.nonneg : nonneg_.count(v) > 0;
   }
+  // A kernel expression as index arithmetic: a constant folded to its literal; one of another
+  // integer type than int64 as its C text (the generated code computes every integer in int64_t).
+  Idx idx(const Expr& e) const {
+    if (auto c = as_const_int(e)) return ic(*c);
+    return e->dtype == kIndexType ? e : code(expr(e), nonneg(e));
+  }
+  // e known non-negative (sizes, extents): e, or e's C text as a value of that sign
+  Idx nonneg_idx(const Idx& e) const { return nonneg(e) ? e : code(expr(e), true); }
+  // A value the generated code holds under the C text `text` (a local, a loop counter, a call).
+  Idx code(const std::string& text, bool nonneg) const {
+    Var v = var(text);
+    code_.emplace(v.get(), Code{v, text, nonneg});
+    return v;
+  }
+  Idx imax(const Idx& a, const Idx& b) const {
+    if (both_const(a, b)) return arith::max(a, b);
+    if (cst(a) == 0 && nonneg(b)) return b;
+    if (cst(b) == 0 && nonneg(a)) return a;
+    return binary(BinOp::Max, a, b);
+  }
+  // The same value in the generated code: the same literal or the same C text.
+  bool same(const Idx& a, const Idx& b) const {
+    auto ca = cst(a), cb = cst(b);
+    return ca ? (cb && *ca == *cb) : (!cb && expr(a) == expr(b));
+  }
+  // Appends the run-time conditions (C++ expressions) for the whole region lying inside its
+  // buffer; *never = true when it provably does not.
+  void inside_conds(const RegionView& v, std::vector<std::string>& out, bool* never = nullptr) const;
   Idx linear_index(const Buffer& b, const std::vector<Expr>& indices, const Span& at, bool checked);
   Idx checked_index(const Idx& i, const Idx& extent, const Buffer& b, size_t dim, const Span& at);
   std::vector<Idx> shape_of(const Buffer& b);
@@ -340,16 +335,17 @@ class CodeGen {
   Idx hoist_starts(RegionView& v, const std::string& p);
   Idx offset(const RegionView& v, const Idx& base, int upto_loop) const;
   // Valid loop range [lo, hi) of loop dim k of v (elements inside the buffer).
-  Idx range_lo(const RegionView& v, int d) const { return v.start[d].nonneg ? ic(0) : imax(ic(0), neg(v.start[d])); }
+  Idx range_lo(const RegionView& v, int d) const { return nonneg(v.start[d]) ? ic(0) : imax(ic(0), neg(v.start[d])); }
   Idx range_hi(const RegionView& v, int d) const {
     return v.fits_above(d) ? v.ext[d] : imin(v.ext[d], sub(v.shape[d], v.start[d]));
   }
   // Conditions (C++ strings) that the unit dims of v are inside the buffer; sets never if one fails statically.
   std::vector<std::string> unit_dims_inside(const RegionView& v, bool& never) const;
-  std::string hoist(const Idx& v, const std::string& name) {
-    if (v.c) return v.s;
-    line("const int64_t " + name + " = " + v.s + ";");
-    return name;
+  // v in a local `name` (declared here) unless it is constant
+  Idx hoist(const Idx& v, const std::string& name) {
+    if (cst(v)) return v;
+    line("const int64_t " + name + " = " + expr(v) + ";");
+    return code(name, nonneg(v));
   }
 
   const Kernel& k_;
@@ -361,6 +357,13 @@ class CodeGen {
   std::unordered_map<const void*, std::string> names_;
   std::set<std::string> used_;
   std::unordered_set<const void*> bound_, nonneg_, declared_;
+  // the variables made by code(): their C text and sign
+  struct Code {
+    Var var;
+    std::string text;
+    bool nonneg;
+  };
+  mutable std::unordered_map<const VarNode*, Code> code_;
   int loop_depth_ = 0;  // loops of the kernel body around the statement being emitted
   // tiles whose copies are elided: the C names of the view's pointer and leading dim
   // live: for a tile read only by gemm, two int64_t locals (rows, cols) bounding its part that
@@ -605,20 +608,20 @@ void CodeGen::emit_for(const ForNode& n) {
            "): no asynchronous copies on a CPU, runs as a serial loop");
       break;
     case ForKind::unroll:
-      line(ext.c ? "#pragma GCC unroll " + std::to_string(std::clamp<int64_t>(*ext.c, 1, 65534))
+      line(cst(ext) ? "#pragma GCC unroll " + std::to_string(std::clamp<int64_t>(*cst(ext), 1, 65534))
                  : std::string("#pragma GCC unroll 8  // extent not constant: partial unroll"));
       break;
     case ForKind::parallel:
       if (!contains_loop(n.body)) line("#pragma GCC ivdep");
       break;
   }
-  std::string v = bind(n.var, mn.nonneg);
+  std::string v = bind(n.var, nonneg(mn));
   Idx end = add(mn, ext);
-  if (end.c) {
-    open("for (int64_t " + v + " = " + mn.s + "; " + v + " < " + end.s + "; ++" + v + ")");
+  if (cst(end)) {
+    open("for (int64_t " + v + " = " + expr(mn) + "; " + v + " < " + expr(end) + "; ++" + v + ")");
   } else {  // evaluate the bound once
     std::string e = name_for(&n, v + "_end");
-    open("for (int64_t " + v + " = " + mn.s + ", " + e + " = " + end.s + "; " + v + " < " + e + "; ++" + v + ")");
+    open("for (int64_t " + v + " = " + expr(mn) + ", " + e + " = " + expr(end) + "; " + v + " < " + e + "; ++" + v + ")");
   }
   ++loop_depth_;
   emit(n.body);
@@ -648,7 +651,7 @@ void CodeGen::emit_store(const StoreNode& n) {
                     " indices, the buffer has " + std::to_string(n.buffer->ndim()) + " dimension(s)",
                 n.span);
   std::string b = buf_name(n.buffer);
-  std::string at = linear_index(n.buffer, n.indices, n.span, bounds_check_ || unproved_.count(&n)).s;
+  std::string at = expr(linear_index(n.buffer, n.indices, n.span, bounds_check_ || unproved_.count(&n)));
   line(b + "[" + at + "] = " + narrow(n.buffer->dtype, n.value->dtype, expr(n.value)) + ";");
   // a store into a tile read through a view is the one of a map overwriting it (view_rows):
   // later reads, in this map's next statements too, read the tile
@@ -713,7 +716,7 @@ void CodeGen::set_view_col(const View& v, const RegionView* s, const std::string
     line(v.col + " = -1; " + v.width + " = 0;");
     return;
   }
-  const std::string col = s->start[last].s, width = s->shape[last].s;
+  const std::string col = expr(s->start[last]), width = expr(s->shape[last]);
   if (cond.empty()) line(v.col + " = " + col + "; " + v.width + " = " + width + ";");
   else line(v.col + " = " + cond + " ? (int64_t)(" + col + ") : -1; " + v.width + " = " + width + ";");
 }
@@ -733,31 +736,30 @@ void CodeGen::emit_copy(const CopyNode& n) {
   const int nl = static_cast<int>(s.dims.size());
   for (int k = 0; k < nl; ++k)
     if (!same(s.ext[s.dims[k]], d.ext[d.dims[k]]))
-      throw Error("copy between regions of different shapes: extent " + s.ext[s.dims[k]].s + " of '" +
-                      n.src.buffer->name + "' vs " + d.ext[d.dims[k]].s + " of '" + n.dst.buffer->name + "'",
+      throw Error("copy between regions of different shapes: extent " + expr(s.ext[s.dims[k]]) + " of '" +
+                      n.src.buffer->name + "' vs " + expr(d.ext[d.dims[k]]) + " of '" + n.dst.buffer->name + "'",
                   n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
 
   line(line_comment(n.span) + "copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
   open("");
   Idx sb = hoist_starts(s, "tw_s"), db = hoist_starts(d, "tw_d");
-  std::string sbase = hoist(sb, "tw_sb"), dbase = hoist(db, "tw_db");
-  sb = sb.c ? sb : iv(sbase, sb.nonneg);
-  db = db.c ? db : iv(dbase, db.nonneg);
+  sb = hoist(sb, "tw_sb");
+  db = hoist(db, "tw_db");
   std::vector<Idx> ext;
   for (int k = 0; k < nl; ++k) ext.push_back(s.ext[s.dims[k]]);
   auto loopv = [](int k) { return "tw_i" + std::to_string(k); };
   bool same_type = s.dtype == d.dtype;
   auto assign = [&](const Idx& doff, const Idx& soff) {
-    std::string val = s.buf + "[" + soff.s + "]";
+    std::string val = s.buf + "[" + expr(soff) + "]";
     if (!same_type) val = "tw_cpu::convert<" + storage_type(d.dtype) + ">(" + val + ")";
-    return d.buf + "[" + doff.s + "] = " + val + ";";
+    return d.buf + "[" + expr(doff) + "] = " + val + ";";
   };
 
   // Fast-path condition: every dim of both regions inside its buffer.
   std::vector<std::string> conds;
   bool never_fast = false;
-  s.inside_conds(conds, &never_fast);
-  d.inside_conds(conds, &never_fast);
+  inside_conds(s, conds, &never_fast);
+  inside_conds(d, conds, &never_fast);
 
   auto vit = views_.find(n.dst.buffer.get());
   const View* view_of_dst = vit == views_.end() ? nullptr : &vit->second;
@@ -765,10 +767,10 @@ void CodeGen::emit_copy(const CopyNode& n) {
     if (view_of_dst) {
       // elided: the gemm reads the tensor in place (innermost dim contiguous, checked by view_gemm_operands)
       std::string ld = std::to_string(view_of_dst->cols);
-      if (d.ext[0].c != 1) ld = s.stride[s.dims[0]].s;
+      if (cst(d.ext[0]) != 1) ld = expr(s.stride[s.dims[0]]);
       line("// elided: " + n.dst.buffer->name + " is only read (" + (row_views_.count(n.dst.buffer.get()) ? "loads, reductions" : "by gemm") +
            "), from " + n.src.buffer->name + " in place");
-      line(view_of_dst->ptr + " = " + (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + ";");
+      line(view_of_dst->ptr + " = " + (cst(sb) == 0 ? s.buf : s.buf + " + " + expr(sb)) + ";");
       line(view_of_dst->ld + " = " + ld + ";");
       set_view_col(*view_of_dst, &s);
       if (!view_of_dst->live_r.empty())
@@ -783,7 +785,7 @@ void CodeGen::emit_copy(const CopyNode& n) {
         RegionView sn = view(n.src);
         Idx nb = hoist_starts(sn, "tw_ns");
         names_[bv.get()] = saved;
-        line(view_of_dst->pf + " = (const char*)((uintptr_t)" + s.buf + " + (uintptr_t)(" + nb.s + ") * sizeof(" +
+        line(view_of_dst->pf + " = (const char*)((uintptr_t)" + s.buf + " + (uintptr_t)(" + expr(nb) + ") * sizeof(" +
              storage_type(s.dtype) + "));");
       }
       return;
@@ -796,16 +798,16 @@ void CodeGen::emit_copy(const CopyNode& n) {
     if (stream) {
       Idx numel = ic(1);
       for (const auto& x : d.shape) numel = mul(numel, x);
-      line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(" + storage_type(d.dtype) + ") >= (int64_t(8) << 20);");
+      line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(" + storage_type(d.dtype) + ") >= (int64_t(8) << 20);");
     }
     for (int k = 0; k < loops; ++k) {
       if (k == nl - 1) line("#pragma GCC ivdep");
-      open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + ext[k].s + "; ++" + loopv(k) + ")");
+      open("for (int64_t " + loopv(k) + " = 0; " + loopv(k) + " < " + expr(ext[k]) + "; ++" + loopv(k) + ")");
     }
-    auto ptr = [](const std::string& b, const Idx& off) { return off.c == 0 ? b : b + " + " + off.s; };
+    auto ptr = [this](const std::string& b, const Idx& off) { return cst(off) == 0 ? b : b + " + " + expr(off); };
     if (rows) {
       std::string args = ptr(d.buf, offset(d, db, nl - 1)) + ", " + ptr(s.buf, offset(s, sb, nl - 1)) + ", " +
-                         ext[nl - 1].s + " * sizeof(" + storage_type(d.dtype) + ")";
+                         expr(ext[nl - 1]) + " * sizeof(" + storage_type(d.dtype) + ")";
       if (stream) line("if (tw_nt) tw_cpu::simd::stream_copy(" + args + "); else __builtin_memcpy(" + args + ");");
       else line("__builtin_memcpy(" + args + ");");
     } else {
@@ -826,7 +828,7 @@ void CodeGen::emit_copy(const CopyNode& n) {
     std::string zero = storage_type(d.dtype) + "{}";
     std::vector<Idx> dlo, dhi, slo, shi;
     for (int k = 0; k < nl; ++k) {
-      auto h = [&](const Idx& v, const std::string& nm) { return v.c ? v : iv(hoist(v, nm + std::to_string(k)), v.nonneg); };
+      auto h = [&](const Idx& v, const std::string& nm) { return hoist(v, nm + std::to_string(k)); };
       dlo.push_back(h(range_lo(d, d.dims[k]), "tw_dlo"));
       dhi.push_back(h(range_hi(d, d.dims[k]), "tw_dhi"));
       slo.push_back(h(range_lo(s, s.dims[k]), "tw_slo"));
@@ -845,19 +847,19 @@ void CodeGen::emit_copy(const CopyNode& n) {
       // the full tile is written: rows/cols past the source's end (or all of it when a unit dim
       // of the source lies outside) are zeros
       std::string live[2] = {std::to_string(view_of_dst->rows), std::to_string(view_of_dst->cols)};
-      for (int k = 0; k < nl; ++k) live[d.dims[k]] = imax(ic(0), imin(shi[k], dhi[k])).s;
+      for (int k = 0; k < nl; ++k) live[d.dims[k]] = expr(imax(ic(0), imin(shi[k], dhi[k])));
       for (std::string& l : live)
         if (ok == "false") l = "0";
         else if (!ok.empty()) l = "(" + ok + " ? " + l + " : 0)";
       line(view_of_dst->live_r + " = " + live[0] + "; " + view_of_dst->live_c + " = " + live[1] + ";");
       bool src_from_start = true;  // the source region starts inside its tensor: no leading zeros
-      for (int k = 0; k < nl; ++k) src_from_start = src_from_start && slo[k].c && *slo[k].c == 0;
+      for (int k = 0; k < nl; ++k) src_from_start = src_from_start && cst(slo[k]) && *cst(slo[k]) == 0;
       if (src_from_start) {
         // nothing reads the tile past its live part: the gemm reads that part of the source in place
         line("// elided: the gemm reads the live part of " + n.src.buffer->name + " in place");
-        std::string ld = d.ext[0].c != 1 ? s.stride[s.dims[0]].s : std::to_string(view_of_dst->cols);
+        std::string ld = cst(d.ext[0]) != 1 ? expr(s.stride[s.dims[0]]) : std::to_string(view_of_dst->cols);
         line(view_of_dst->ptr + " = " + view_of_dst->live_r + " > 0 && " + view_of_dst->live_c + " > 0 ? " +
-             (sb.c == 0 ? s.buf : s.buf + " + " + sb.s) + " : " + d.buf + ";");
+             (cst(sb) == 0 ? s.buf : s.buf + " + " + expr(sb)) + " : " + d.buf + ";");
         line(view_of_dst->ld + " = " + ld + ";");
         set_view_col(*view_of_dst, &s, view_of_dst->live_r + " > 0 && " + view_of_dst->live_c + " > 0");
         for (int j = 0; j < opened; ++j) close();
@@ -865,20 +867,20 @@ void CodeGen::emit_copy(const CopyNode& n) {
       }
     }
     for (int k = 0; k + 1 < nl; ++k) {
-      open("for (int64_t " + loopv(k) + " = " + dlo[k].s + "; " + loopv(k) + " < " + dhi[k].s + "; ++" + loopv(k) + ")");
+      open("for (int64_t " + loopv(k) + " = " + expr(dlo[k]) + "; " + loopv(k) + " < " + expr(dhi[k]) + "; ++" + loopv(k) + ")");
       ++opened;
       std::string c = ok;
-      if (!slo[k].c || *slo[k].c > 0) c += (c.empty() ? "" : " && ") + loopv(k) + " >= " + slo[k].s;
-      if (!same(shi[k], ext[k])) c += (c.empty() ? "" : " && ") + loopv(k) + " < " + shi[k].s;
+      if (!cst(slo[k]) || *cst(slo[k]) > 0) c += (c.empty() ? "" : " && ") + loopv(k) + " >= " + expr(slo[k]);
+      if (!same(shi[k], ext[k])) c += (c.empty() ? "" : " && ") + loopv(k) + " < " + expr(shi[k]);
       if (c != ok) {
         line("const bool tw_ok" + std::to_string(k) + " = " + c + ";");
         ok = "tw_ok" + std::to_string(k);
       }
     }
     if (nl == 0) {
-      std::string val = s.buf + "[" + sb.s + "]";
+      std::string val = s.buf + "[" + expr(sb) + "]";
       if (!same_type) val = "tw_cpu::convert<" + storage_type(d.dtype) + ">(" + val + ")";
-      line(d.buf + "[" + db.s + "] = " + (ok.empty() ? val : ok + " ? " + val + " : " + zero) + ";");
+      line(d.buf + "[" + expr(db) + "] = " + (ok.empty() ? val : ok + " ? " + val + " : " + zero) + ";");
     } else {
       int k = nl - 1;
       std::string i = loopv(k);
@@ -887,22 +889,22 @@ void CodeGen::emit_copy(const CopyNode& n) {
         line("#pragma GCC ivdep");
         line("for (int64_t " + i + " = " + lo + "; " + i + " < " + hi + "; ++" + i + ") " + body);
       };
-      bool src_full = (slo[k].c && *slo[k].c == 0) && same(shi[k], ext[k]);
+      bool src_full = (cst(slo[k]) && *cst(slo[k]) == 0) && same(shi[k], ext[k]);
       if (src_full && ok.empty()) {
-        loop(dlo[k].s, dhi[k].s, assign(doff, soff));
+        loop(expr(dlo[k]), expr(dhi[k]), assign(doff, soff));
       } else {
         // [dlo, c0) zeros, [c0, c1) copied, [c1, dhi) zeros
         Idx c0i = imax(dlo[k], imin(slo[k], dhi[k]));
-        std::string c0 = c0i.s;
-        std::string c1 = imax(c0i.c ? c0i : iv("tw_c0", true), imin(shi[k], dhi[k])).s;
+        std::string c0 = expr(c0i);
+        std::string c1 = expr(imax(cst(c0i) ? c0i : code("tw_c0", true), imin(shi[k], dhi[k])));
         if (ok == "false") {
-          loop(dlo[k].s, dhi[k].s, d.buf + "[" + doff.s + "] = " + zero + ";");
+          loop(expr(dlo[k]), expr(dhi[k]), d.buf + "[" + expr(doff) + "] = " + zero + ";");
         } else {
-          line("const int64_t tw_c0 = " + (ok.empty() ? c0 : ok + " ? " + c0 + " : " + dhi[k].s) + ";");
-          line("const int64_t tw_c1 = " + (ok.empty() ? c1 : ok + " ? " + c1 + " : " + dhi[k].s) + ";");
-          loop(dlo[k].s, "tw_c0", d.buf + "[" + doff.s + "] = " + zero + ";");
+          line("const int64_t tw_c0 = " + (ok.empty() ? c0 : ok + " ? " + c0 + " : " + expr(dhi[k])) + ";");
+          line("const int64_t tw_c1 = " + (ok.empty() ? c1 : ok + " ? " + c1 + " : " + expr(dhi[k])) + ";");
+          loop(expr(dlo[k]), "tw_c0", d.buf + "[" + expr(doff) + "] = " + zero + ";");
           loop("tw_c0", "tw_c1", assign(doff, soff));
-          loop("tw_c1", dhi[k].s, d.buf + "[" + doff.s + "] = " + zero + ";");
+          loop("tw_c1", expr(dhi[k]), d.buf + "[" + expr(doff) + "] = " + zero + ";");
         }
       }
     }
@@ -980,18 +982,17 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
        ": rows computed in chunks and stored to " + cp.dst.buffer->name + " directly");
   open("");
   Idx db = hoist_starts(d, "tw_d");
-  std::string dbase = hoist(db, "tw_db");
-  db = db.c ? db : iv(dbase, db.nonneg);
-  d.inside_conds(conds);  // the plan ruled out regions provably outside
+  db = hoist(db, "tw_db");
+  inside_conds(d, conds);  // the plan ruled out regions provably outside
   open_if_all(conds);
   Idx numel = ic(1);
   for (const auto& x : d.shape) numel = mul(numel, x);
-  line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
+  line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
   std::string C = std::to_string(kOutChunk), E1 = std::to_string(*e1);
   std::string vi = bind(outer.var, true);
   open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(*e0) + "; ++" + vi + ")");
-  Idx row = td.size() == 2 ? add(db, mul(iv(vi, true), d.stride[d.dims[0]])) : db;
-  line("float* const tw_out = " + (row.c == 0 ? d.buf : d.buf + " + " + row.s) + ";");
+  Idx row = td.size() == 2 ? add(db, mul(code(vi, true), d.stride[d.dims[0]])) : db;
+  line("float* const tw_out = " + (cst(row) == 0 ? d.buf : d.buf + " + " + expr(row)) + ";");
   // with streaming stores the chunks start at vector boundaries of the output: a short first
   // chunk up to the first one (ordinary stores), then aligned chunks
   line("const int64_t tw_h = tw_nt ? tw_min(" + E1 + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
@@ -1145,15 +1146,14 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   open("");
   RegionView d = cpl->d;
   Idx db = hoist_starts(d, "tw_d");
-  std::string dbase = hoist(db, "tw_db");
-  db = db.c ? db : iv(dbase, db.nonneg);
+  db = hoist(db, "tw_db");
   std::vector<std::string> conds;
-  d.inside_conds(conds);  // the plan ruled out regions provably outside
+  inside_conds(d, conds);  // the plan ruled out regions provably outside
   open_if_all(conds);
   const auto views_before = live_views_;
   Idx numel = ic(1);
   for (const auto& x : d.shape) numel = mul(numel, x);
-  line("const bool tw_nt = " + numel.s + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
+  line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
   line("using tw_cpu::simd::vf;");
   std::vector<std::string> rows(K), pre(K), neutral(K);
   auto combine = [](ReduceKind kind, const std::string& a, const std::string& b) {
@@ -1177,8 +1177,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       line("float " + pre[q] + "acc = " + neutral[q] + ";");
     }
     if (g.kind == kMapCopy) {
-      Idx row = add(db, mul(iv(rows[q], true), d.stride[d.dims[0]]));
-      line("float* const tw_out = " + pre[q] + "on ? " + d.buf + " + " + row.s + " : " + d.buf + ";");
+      Idx row = add(db, mul(code(rows[q], true), d.stride[d.dims[0]]));
+      line("float* const tw_out = " + pre[q] + "on ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
       line("const int64_t tw_h = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
            "sizeof(float))) : 0;");
       line("int64_t tw_cj = tw_h;  // full chunks of this pass start at a vector boundary of the output");
@@ -1311,20 +1311,20 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (unproved_.count(&n) && r.buffer->scope != Scope::global)
       for (int d = 0; d < rk; ++d)
         for (const Idx& i : {v.start[d], add(v.start[d], sub(v.ext[d], ic(1)))})
-          line("(void)" + checked_index(i, v.shape[d], r.buffer, d, n.span).s + ";");
+          line("(void)" + expr(checked_index(i, v.shape[d], r.buffer, d, n.span)) + ";");
     for (int d = 0; d + 2 < rk; ++d)
-      if (v.ext[d].c != 1)
+      if (cst(v.ext[d]) != 1)
         throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name +
                         "') must have extent 1 in all but its last two dimensions",
                     n.span, "select one matrix of a batch with a region of extent 1");
     if (auto it = views_.find(r.buffer.get()); it != views_.end()) {
-      Idx ld = iv(it->second.ld, true);
+      Idx ld = code(it->second.ld, true);
       Idx off = add(mul(v.start[0], ld), v.start[1]);
-      return Mat{off.c == 0 ? it->second.ptr : "(" + it->second.ptr + " + " + off.s + ")", v.ext[0], v.ext[1], ld};
+      return Mat{cst(off) == 0 ? it->second.ptr : "(" + it->second.ptr + " + " + expr(off) + ")", v.ext[0], v.ext[1], ld};
     }
     Idx off = ic(0);
     for (int d = 0; d < rk; ++d) off = add(off, mul(v.start[d], v.stride[d]));
-    return Mat{off.c == 0 ? v.buf : "(" + v.buf + " + " + off.s + ")", v.ext[rk - 2], v.ext[rk - 1], v.shape[rk - 1]};
+    return Mat{cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")", v.ext[rk - 2], v.ext[rk - 1], v.shape[rk - 1]};
   };
   DType ta = n.a.buffer->dtype, tb = n.b.buffer->dtype, tc = n.c.buffer->dtype;
   bool float_ok = ta == tb && (ta.code == DTypeCode::f32 || ta.code == DTypeCode::f16 || ta.code == DTypeCode::bf16) &&
@@ -1339,8 +1339,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   Idx M = n.trans_a ? a.cols : a.rows, Ka = n.trans_a ? a.rows : a.cols;
   Idx Kb = n.trans_b ? b.cols : b.rows, N = n.trans_b ? b.rows : b.cols;
   auto check = [&](const Idx& x, const Idx& y, const char* what) {
-    if (x.c && y.c && *x.c != *y.c)
-      throw Error(std::string("gemm shapes do not match: ") + what + " is " + x.s + " in one operand and " + y.s +
+    if (cst(x) && cst(y) && *cst(x) != *cst(y))
+      throw Error(std::string("gemm shapes do not match: ") + what + " is " + expr(x) + " in one operand and " + expr(y) +
                       " in another",
                   n.span);
   };
@@ -1358,8 +1358,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   };
   auto [a_m, a_k] = live(n.a, n.trans_a);
   auto [b_k, b_n] = live(n.b, n.trans_b);
-  auto trim = [](const Idx& full, const std::string& x, const std::string& y) {
-    std::string e = full.s;
+  auto trim = [this](const Idx& full, const std::string& x, const std::string& y) {
+    std::string e = expr(full);
     for (const std::string* l : {&x, &y})
       if (!l->empty()) e = "(" + *l + " < " + e + " ? " + *l + " : " + e + ")";
     return e;
@@ -1369,12 +1369,12 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   std::string shrunk;
   line(line_comment(n.span) + "gemm " + n.c.buffer->name + (n.clear ? " = " : " += ") + n.a.buffer->name +
        (n.trans_a ? "^T" : "") + " * " + n.b.buffer->name + (n.trans_b ? "^T" : ""));
-  if (n.clear && (Ms != M.s || Ns != N.s)) {
+  if (n.clear && (Ms != expr(M) || Ns != expr(N))) {
     open("");
-    Ms = hoist(iv(Ms, true), "tw_gm");
-    Ns = hoist(iv(Ns, true), "tw_gn");
+    Ms = expr(hoist(code(Ms, true), "tw_gm"));
+    Ns = expr(hoist(code(Ns, true), "tw_gn"));
     shrunk = "tw_gshrunk";
-    line("const bool " + shrunk + " = " + Ms + " < " + M.s + " || " + Ns + " < " + N.s + ";");
+    line("const bool " + shrunk + " = " + Ms + " < " + expr(M) + " || " + Ns + " < " + expr(N) + ";");
   }
   // A viewed in place in a tensor the kernel never writes: its packed form can be reused by
   // later calls on the same rows (the tile itself, after a masked copy, is refilled: not stable)
@@ -1393,14 +1393,14 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   stable += b_col;
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
-    open("for (int64_t tw_i = 0; tw_i < " + M.s + "; ++tw_i)");
-    line("for (int64_t tw_j = 0; tw_j < " + N.s + "; ++tw_j) " + c.ptr + "[tw_i * " + c.ld.s + " + tw_j] = 0;");
+    open("for (int64_t tw_i = 0; tw_i < " + expr(M) + "; ++tw_i)");
+    line("for (int64_t tw_j = 0; tw_j < " + expr(N) + "; ++tw_j) " + c.ptr + "[tw_i * " + expr(c.ld) + " + tw_j] = 0;");
     close();
     close();
   }
-  line(kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + a.ld.s + ", " +
-       (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + b.ld.s + ", " + (n.trans_b ? "true" : "false") + ", " +
-       c.ptr + ", " + c.ld.s + ", /*accumulate=*/" + (!n.clear ? "true" : shrunk.empty() ? "false" : shrunk) + stable + ");");
+  line(kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + expr(a.ld) + ", " +
+       (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + expr(b.ld) + ", " + (n.trans_b ? "true" : "false") + ", " +
+       c.ptr + ", " + expr(c.ld) + ", /*accumulate=*/" + (!n.clear ? "true" : shrunk.empty() ? "false" : shrunk) + stable + ");");
   if (!shrunk.empty()) close();
 }
 
@@ -1411,7 +1411,7 @@ void CodeGen::emit_fill(const FillNode& n) {
   open("");
   line("const " + storage_type(d.dtype) + " tw_v = " + narrow(d.dtype, n.value->dtype, expr(n.value)) + ";");
   Idx db = hoist_starts(d, "tw_d");
-  db = db.c ? db : iv(hoist(db, "tw_db"), db.nonneg);
+  db = hoist(db, "tw_db");
   bool never = false;
   auto cond = unit_dims_inside(d, never);
   if (never) {
@@ -1424,11 +1424,11 @@ void CodeGen::emit_fill(const FillNode& n) {
   for (int k = 0; k < nl; ++k) {
     std::string i = "tw_i" + std::to_string(k);
     if (k == nl - 1) line("#pragma GCC ivdep");
-    open("for (int64_t " + i + " = " + range_lo(d, d.dims[k]).s + "; " + i + " < " + range_hi(d, d.dims[k]).s +
+    open("for (int64_t " + i + " = " + expr(range_lo(d, d.dims[k])) + "; " + i + " < " + expr(range_hi(d, d.dims[k])) +
          "; ++" + i + ")");
     ++opened;
   }
-  line(d.buf + "[" + offset(d, db, nl).s + "] = tw_v;");
+  line(d.buf + "[" + expr(offset(d, db, nl)) + "] = tw_v;");
   for (int j = 0; j < opened; ++j) close();
   close();
 }
@@ -1614,9 +1614,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
 std::vector<Idx> CodeGen::shape_of(const Buffer& b) {
   std::vector<Idx> out;
   for (const auto& d : b->shape) {
-    Idx x = idx(d);
-    x.nonneg = true;  // sizes
-    out.push_back(x);
+    out.push_back(nonneg_idx(idx(d)));  // sizes
   }
   return out;
 }
@@ -1637,9 +1635,9 @@ Idx CodeGen::linear_index(const Buffer& b, const std::vector<Expr>& indices, con
 
 // The buffer name is an identifier (verified), so it is a safe string literal.
 Idx CodeGen::checked_index(const Idx& i, const Idx& extent, const Buffer& b, size_t dim, const Span& at) {
-  return iv("tw_cpu::checked_index(" + i.s + ", " + extent.s + ", " + std::to_string(at.line) + ", " +
-                std::to_string(at.col) + ", \"" + b->name + "\", " + std::to_string(dim) + ")",
-            i.nonneg);
+  return code("tw_cpu::checked_index(" + expr(i) + ", " + expr(extent) + ", " + std::to_string(at.line) + ", " +
+                  std::to_string(at.col) + ", \"" + b->name + "\", " + std::to_string(dim) + ")",
+              nonneg(i));
 }
 
 RegionView CodeGen::view(const Region& r) {
@@ -1655,11 +1653,10 @@ RegionView CodeGen::view(const Region& r) {
   for (int d = 0; d < b->ndim(); ++d) {
     v.start.push_back(idx(r.starts[d]));
     Idx e = idx(r.extents[d]);
-    if (e.c && *e.c <= 0)
-      throw Error("region of '" + b->name + "' has extent " + e.s + " in dimension " + std::to_string(d), b->span);
-    e.nonneg = true;
-    v.ext.push_back(e);
-    if (e.c != 1) v.dims.push_back(d);
+    if (cst(e) && *cst(e) <= 0)
+      throw Error("region of '" + b->name + "' has extent " + expr(e) + " in dimension " + std::to_string(d), b->span);
+    v.ext.push_back(nonneg_idx(e));
+    if (cst(e) != 1) v.dims.push_back(d);
   }
   v.stride.assign(b->ndim(), ic(1));
   for (int d = b->ndim() - 2; d >= 0; --d) v.stride[d] = mul(v.stride[d + 1], v.shape[d + 1]);
@@ -1669,7 +1666,7 @@ RegionView CodeGen::view(const Region& r) {
 Idx CodeGen::hoist_starts(RegionView& v, const std::string& p) {
   Idx base = ic(0);
   for (int d = 0; d < v.rank(); ++d) {
-    if (!v.start[d].c) v.start[d] = iv(hoist(v.start[d], p + std::to_string(d)), v.start[d].nonneg);
+    v.start[d] = hoist(v.start[d], p + std::to_string(d));
     base = add(base, mul(v.start[d], v.stride[d]));
   }
   return base;
@@ -1677,19 +1674,28 @@ Idx CodeGen::hoist_starts(RegionView& v, const std::string& p) {
 
 Idx CodeGen::offset(const RegionView& v, const Idx& base, int upto_loop) const {
   Idx off = base;
-  for (int k = 0; k < upto_loop; ++k) off = add(off, mul(iv("tw_i" + std::to_string(k), true), v.stride[v.dims[k]]));
+  for (int k = 0; k < upto_loop; ++k) off = add(off, mul(code("tw_i" + std::to_string(k), true), v.stride[v.dims[k]]));
   return off;
+}
+
+void CodeGen::inside_conds(const RegionView& v, std::vector<std::string>& out, bool* never) const {
+  for (int d = 0; d < v.rank(); ++d) {
+    if (never && ((cst(v.start[d]) && *cst(v.start[d]) < 0) || v.overflows_above(d))) *never = true;
+    if (!nonneg(v.start[d])) out.push_back(expr(v.start[d]) + " >= 0");
+    if (!v.overflows_above(d) && !v.fits_above(d))
+      out.push_back(expr(add(v.start[d], v.ext[d])) + " <= " + expr(v.shape[d]));
+  }
 }
 
 std::vector<std::string> CodeGen::unit_dims_inside(const RegionView& v, bool& never) const {
   std::vector<std::string> out;
   for (int d = 0; d < v.rank(); ++d) {
-    if (v.ext[d].c != 1) continue;
+    if (cst(v.ext[d]) != 1) continue;
     const Idx& st = v.start[d];
-    if (st.c && *st.c < 0) never = true;
-    if (!st.nonneg) out.push_back(st.s + " >= 0");
+    if (cst(st) && *cst(st) < 0) never = true;
+    if (!nonneg(st)) out.push_back(expr(st) + " >= 0");
     if (v.overflows_above(d)) never = true;
-    else if (!v.fits_above(d)) out.push_back(st.s + " < " + v.shape[d].s);
+    else if (!v.fits_above(d)) out.push_back(expr(st) + " < " + expr(v.shape[d]));
   }
   return out;
 }
@@ -1698,6 +1704,7 @@ std::vector<std::string> CodeGen::unit_dims_inside(const RegionView& v, bool& ne
 // Expressions
 
 std::string CodeGen::expr_var(const VarNode& n) const {
+  if (auto it = code_.find(&n); it != code_.end()) return it->second.text;
   if (!bound_.count(&n))
     throw Error("variable '" + n.name + "' is used outside the scope that defines it", n.span);
   return names_.at(&n);
@@ -1777,10 +1784,10 @@ std::string CodeGen::expr_load(const LoadNode& n) {
     auto shape = shape_of(n.buffer);
     Idx r = idx(n.indices[0]), c = idx(n.indices[1]);
     if (checked) r = checked_index(r, shape[0], n.buffer, 0, n.span), c = checked_index(c, shape[1], n.buffer, 1, n.span);
-    Idx at = add(mul(r, iv(v.ld, true)), c);
-    return widen(n.buffer->dtype, v.ptr + "[" + at.s + "]");
+    Idx at = add(mul(r, code(v.ld, true)), c);
+    return widen(n.buffer->dtype, v.ptr + "[" + expr(at) + "]");
   }
-  return widen(n.buffer->dtype, b + "[" + linear_index(n.buffer, n.indices, n.span, checked).s + "]");
+  return widen(n.buffer->dtype, b + "[" + expr(linear_index(n.buffer, n.indices, n.span, checked)) + "]");
 }
 
 }  // namespace

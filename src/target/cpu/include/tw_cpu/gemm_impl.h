@@ -571,6 +571,44 @@ TW_CPU_INLINE simd::vf dot_bf16(simd::vf c, simd::vf a, simd::vf b) {
 }
 #endif
 
+// The micro-kernels' write-back: C (+)= c on rows [0, R) x cols [0, nr), from accumulators of
+// float (ukr_f32) or int32 (ukr_i8) lanes. A full strip (nr == kNR) stores vectors; a partial
+// one goes through a stack tile.
+TW_CPU_INLINE simd::vf loadu_acc(const float* p) { return simd::loadu(p); }
+TW_CPU_INLINE simd::vi loadu_acc(const int32_t* p) { return simd::loadui(p); }
+TW_CPU_INLINE void storeu_acc(float* p, simd::vf v) { simd::storeu(p, v); }
+TW_CPU_INLINE void storeu_acc(int32_t* p, simd::vi v) { simd::storeui(p, v); }
+
+template <int R, class V, class T>
+TW_CPU_INLINE void store_acc(const V (&c)[R][kNV], T* __restrict C, long ldc, bool acc, int nr) {
+  if (nr == kNR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      T* ci = C + (long)i * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) {
+        V x = c[i][v];
+        if (acc) x += loadu_acc(ci + v * kVF);
+        storeu_acc(ci + v * kVF, x);
+      }
+    }
+  } else {
+    alignas(64) T tmp[R][kNR];
+    // unrolled: a runtime index into c[][] would keep the accumulators in memory
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) storeu_acc(&tmp[i][v * kVF], c[i][v]);
+    for (int i = 0; i < R; ++i) {
+      T* ci = C + (long)i * ldc;
+      if (acc)
+        for (int j = 0; j < nr; ++j) ci[j] += tmp[i][j];
+      else
+        for (int j = 0; j < nr; ++j) ci[j] = tmp[i][j];
+    }
+  }
+}
+
 // acc[R][kNR] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
 // kDp: A and B hold bf16 k pairs (kc of them) and each step is a vdpbf16ps instead of an FMA.
 template <int R, bool kDp = false>
@@ -619,32 +657,7 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
     B += bs;
   }
 
-  if (nr == kNR) {
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      float* ci = C + (long)i * ldc;
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) {
-        vf x = c[i][v];
-        if (acc) x += simd::loadu(ci + v * kVF);
-        simd::storeu(ci + v * kVF, x);
-      }
-    }
-  } else {
-    alignas(64) float tmp[R][kNR];
-    // unrolled: a runtime index into c[][] would keep the accumulators in memory
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) simd::store(&tmp[i][v * kVF], c[i][v]);
-    for (int i = 0; i < R; ++i) {
-      float* ci = C + (long)i * ldc;
-      if (acc)
-        for (int j = 0; j < nr; ++j) ci[j] += tmp[i][j];
-      else
-        for (int j = 0; j < nr; ++j) ci[j] = tmp[i][j];
-    }
-  }
+  store_acc<R>(c, C, ldc, acc, nr);
 }
 
 // rows [0, mr) with mr < kMR: decompose into 8/4/2/1-row kernels.
@@ -1269,29 +1282,7 @@ __attribute__((noinline)) void ukr_i8(long ng, const int32_t* __restrict A,
 #else
   (void)corr;
 #endif
-  if (nr == kNR) {
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      int32_t* ci = C + (long)i * ldc;
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) {
-        vi x = c[i][v];
-        if (acc) x += simd::loadui(ci + v * kVF);
-        simd::storeui(ci + v * kVF, x);
-      }
-    }
-  } else {
-    alignas(64) int32_t tmp[R][kNR];
-    for (int i = 0; i < R; ++i)
-      for (int v = 0; v < kNV; ++v) simd::storeui(&tmp[i][v * kVF], c[i][v]);
-    for (int i = 0; i < R; ++i) {
-      int32_t* ci = C + (long)i * ldc;
-      if (acc)
-        for (int j = 0; j < nr; ++j) ci[j] += tmp[i][j];
-      else
-        for (int j = 0; j < nr; ++j) ci[j] = tmp[i][j];
-    }
-  }
+  store_acc<R>(c, C, ldc, acc, nr);
 }
 
 template <int R>
