@@ -246,7 +246,7 @@ class Machine {
   int compile_expr(const ir::Expr& e);
   void compile_stmt(const StmtPtr& s, Code& code);
   // Constants and variables (most operands of an instruction) inline, the rest in eval_node.
-  Value eval(int node, const std::vector<Value>& slots) const {
+  [[gnu::always_inline]] Value eval(int node, const std::vector<Value>& slots) const {
     const CNode& n = cnodes[static_cast<size_t>(node)];
     if (n.kind == static_cast<uint8_t>(ir::ExprKind::IntImm)) return Value{n.i, n.f};
     if (n.kind == static_cast<uint8_t>(ir::ExprKind::Var)) return slots[static_cast<size_t>(n.slot)];
