@@ -71,6 +71,23 @@ TEST(L2Model, BytesOutsideTheTensorAreNotCounted) {
 }
 
 
+// Written lines take part in the LRU like read ones: evicted least recently used first, and a
+// line written again after its eviction is allocated again (a later read of it hits).
+TEST(L2Model, WrittenLinesAreEvictedLikeReadOnes) {
+  const int64_t page = 64 * kLine;
+  L2Model l2(2 * page, kLine);  // room for two pages
+  l2.write(0, row(0, page), kSpace);                      // page 0, written
+  EXPECT_EQ(l2.read(0, row(page, page), kSpace), page);   // page 1, read
+  EXPECT_EQ(l2.read(0, row(2 * page, page), kSpace), page);  // page 2 evicts page 0, the least recent
+  EXPECT_EQ(l2.resident_bytes(), 2 * page);
+  l2.write(0, row(0, kLine), kSpace);                     // allocated again: evicts page 1
+  EXPECT_EQ(l2.read(0, row(0, kLine), kSpace), 0);
+  EXPECT_EQ(l2.read(0, row(kLine, kLine), kSpace), kLine);  // the rest of page 0 went
+  EXPECT_EQ(l2.read(0, row(page, kLine), kSpace), kLine);   // page 1 went
+  EXPECT_EQ(l2.read(0, row(2 * page, page), kSpace), 0);    // page 2 stayed
+  EXPECT_EQ(l2.resident_bytes(), page + 3 * kLine);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The model against a reference that spells out its rules one line at a time: a line missing
 // from L2 costs a whole line from HBM and becomes resident (reads and writes alike); every touch
