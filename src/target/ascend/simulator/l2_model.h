@@ -27,17 +27,22 @@ class L2Model {
 
  private:
   static constexpr int kLinesPerPage = 64;  // one bit per line in Page::lines
+  static constexpr int32_t kUnlinked = -2;  // Page::prev of a page not in the LRU list
   struct Page {
-    uint64_t lines = 0;        // resident lines of this page
-    int32_t prev = -1, next = -1;  // LRU neighbours (pool ids); -1: none
-    bool linked = false;
+    uint64_t lines = 0;                           // resident lines of this page
+    int32_t prev = kUnlinked, next = kUnlinked;   // LRU neighbours (pool ids); -1: none (head / tail)
   };
   int64_t touch(int space, const Rect& r, int64_t space_bytes);  // lines newly made resident
-  int32_t page_id(std::vector<int32_t>& slots, int64_t page);  // creates the page on first use
+  uint64_t line_of(int64_t byte) const {  // byte >= 0
+    return line_shift_ >= 0 ? static_cast<uint64_t>(byte) >> line_shift_ : static_cast<uint64_t>(byte / line_);
+  }
+  void apply(std::vector<int32_t>& slots, uint64_t page, uint64_t mask, int64_t& added);
   void make_recent(int32_t id);
-  void unlink(int32_t id);
+  void unlink(Page& p);
   void evict_to_capacity(int32_t keep);
-  int64_t line_, capacity_lines_;
+  int64_t line_;
+  int line_shift_;  // log2(line_) when line_ is a power of two, else -1
+  int64_t capacity_lines_;
   int64_t resident_lines_ = 0;
   std::vector<Page> pool_;
   std::vector<std::vector<int32_t>> slots_;  // [space][page] -> pool id or -1

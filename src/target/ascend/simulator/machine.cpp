@@ -213,6 +213,7 @@ int Machine::compile_expr(const ir::Expr& e) {
       n.op = static_cast<uint8_t>(b->op);
       int a = compile_expr(b->a), c = compile_expr(b->b);
       n.a = a, n.b = c;
+      n.float_operands = cnodes[static_cast<size_t>(a)].is_float || cnodes[static_cast<size_t>(c)].is_float;
       break;
     }
     case ir::ExprKind::Unary: {
@@ -245,8 +246,7 @@ int Machine::compile_expr(const ir::Expr& e) {
   return static_cast<int>(cnodes.size() - 1);
 }
 
-Value Machine::eval(int id, const std::vector<Value>& s) const {
-  const CNode& n = cnodes[id];
+Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
   Value v;
   switch (static_cast<ir::ExprKind>(n.kind)) {
     case ir::ExprKind::IntImm:
@@ -257,7 +257,7 @@ Value Machine::eval(int id, const std::vector<Value>& s) const {
       return s[n.slot];
     case ir::ExprKind::Binary: {
       Value a = eval(n.a, s), b = eval(n.b, s);
-      bool fl = cnodes[n.a].is_float || cnodes[n.b].is_float;
+      bool fl = n.float_operands;
       auto op = static_cast<ir::BinOp>(n.op);
       auto setb = [&](bool x) { v.i = x; v.f = x; };
       if (fl) {

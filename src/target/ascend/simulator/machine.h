@@ -22,6 +22,7 @@ struct CNode {
   uint8_t op;    // BinOp / UnOp / MathFn
   bool is_float;
   int a = -1, b = -1, c = -1;
+  bool float_operands = false;  // Binary: either operand is a float (the operation is done in double)
   int64_t i = 0;
   double f = 0;
   int slot = -1;
@@ -244,7 +245,14 @@ class Machine {
   void compile();
   int compile_expr(const ir::Expr& e);
   void compile_stmt(const StmtPtr& s, Code& code);
-  Value eval(int node, const std::vector<Value>& slots) const;
+  // Constants and variables (most operands of an instruction) inline, the rest in eval_node.
+  [[gnu::always_inline]] Value eval(int node, const std::vector<Value>& slots) const {
+    const CNode& n = cnodes[static_cast<size_t>(node)];
+    if (n.kind == static_cast<uint8_t>(ir::ExprKind::IntImm)) return Value{n.i, n.f};
+    if (n.kind == static_cast<uint8_t>(ir::ExprKind::Var)) return slots[static_cast<size_t>(n.slot)];
+    return eval_node(n, slots);
+  }
+  Value eval_node(const CNode& n, const std::vector<Value>& slots) const;
   RInstr resolve(Core& c, const BC& bc);
   void start_block(Core& c);
   void step(Core& c);  // runs the scalar until blocked or finished
