@@ -6,7 +6,10 @@
 // (region starts, strides, clipped ranges) is ir::Expr built with ir/arith's builders (see `Idx`
 // below), constants folded so that tile-to-tile copies come out with literal bounds and no checks.
 // What to fuse and which tiles to read in place is decided by the passes before it (codegen.h);
-// emit_seq, emit_alloc and the fused emitters read their annotations.
+// emit_seq, emit_alloc and the fused emitters read their annotations. A copy is printed as a
+// fast path (both regions inside their buffers) and a masked path (tails), the guard between them
+// folded away where the bounds are constants: that is how a copy is spelled in C++, not a choice
+// between programs (each path computes the same result), so it stays here.
 #include "target/cpu/codegen.h"
 
 #include <algorithm>
