@@ -373,6 +373,14 @@ struct SeqNode : StmtNode {
   }
 };
 
+// The one form of a body (of a loop, an if's branches, a core scope, a kernel): a sequence of one
+// statement is that statement, as the front end builds it, so IR parsed from text and IR built by
+// the front end or a pass are the same tree. The constructors of those nodes apply it; a pass
+// reads a body's statements with stmts_of, whichever form it has.
+Stmt body_form(Stmt s);
+// The statements of a body: a sequence's items, or the statement itself (none for null).
+std::vector<Stmt> stmts_of(const Stmt& s);
+
 // serial: ordinary loop. parallel: iterations independent, an elementwise map over a tile
 // (T.Parallel; nested parallel loops form one multi-dimensional map). pipelined: serial loop whose
 // copies may be overlapped with compute using num_stages buffers. unroll: fully unrolled.
@@ -387,7 +395,7 @@ struct ForNode : StmtNode {
   Stmt body;
   ForNode(Var v, Expr mn, Expr ext, ForKind fk, int stages, Stmt b, Span s)
       : StmtNode(StmtKind::For, std::move(s)), var(std::move(v)), min(std::move(mn)),
-        extent(std::move(ext)), for_kind(fk), num_stages(stages), body(std::move(b)) {
+        extent(std::move(ext)), for_kind(fk), num_stages(stages), body(body_form(std::move(b))) {
     height = node_height({ir::height(min), ir::height(extent), ir::height(body)}, span);
   }
 };
@@ -397,7 +405,7 @@ struct IfNode : StmtNode {
   Stmt then_body;
   Stmt else_body;  // may be null
   IfNode(Expr c, Stmt t, Stmt e, Span s)
-      : StmtNode(StmtKind::If, std::move(s)), cond(std::move(c)), then_body(std::move(t)), else_body(std::move(e)) {
+      : StmtNode(StmtKind::If, std::move(s)), cond(std::move(c)), then_body(body_form(std::move(t))), else_body(body_form(std::move(e))) {
     height = node_height({ir::height(cond), ir::height(then_body), ir::height(else_body)}, span);
   }
 };
@@ -488,7 +496,7 @@ std::optional<CoreKind> parse_corekind(std::string_view name);
 struct CoreScopeNode : StmtNode {
   CoreKind core;
   Stmt body;
-  CoreScopeNode(CoreKind c, Stmt b, Span s) : StmtNode(StmtKind::CoreScope, std::move(s)), core(c), body(std::move(b)) {
+  CoreScopeNode(CoreKind c, Stmt b, Span s) : StmtNode(StmtKind::CoreScope, std::move(s)), core(c), body(body_form(std::move(b))) {
     height = node_height({ir::height(body)}, span);
   }
 };
@@ -544,7 +552,7 @@ struct KernelNode {
   KernelNode(std::string n, std::vector<Param> p, std::vector<Var> bv, std::vector<Expr> g, Stmt b, Span s,
              Var sub = nullptr)
       : name(std::move(n)), params(std::move(p)), block_vars(std::move(bv)), grid(std::move(g)),
-        body(std::move(b)), span(std::move(s)), sub_block_var(std::move(sub)) {}
+        body(body_form(std::move(b))), span(std::move(s)), sub_block_var(std::move(sub)) {}
   bool is_npu() const { return sub_block_var != nullptr; }
   // Shape variables in order of first appearance in the tensor parameters' shapes.
   std::vector<Var> shape_vars() const;

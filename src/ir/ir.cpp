@@ -211,6 +211,18 @@ Stmt with_annotation(const Stmt& s, Annotation a) {
   return s;
 }
 
+Stmt body_form(Stmt s) {
+  while (s && s->kind == StmtKind::Seq && s->annotations.empty() && as<SeqNode>(s)->body.size() == 1)
+    s = as<SeqNode>(s)->body[0];
+  return s;
+}
+
+std::vector<Stmt> stmts_of(const Stmt& s) {
+  if (!s) return {};
+  if (s->kind == StmtKind::Seq) return as<SeqNode>(s)->body;
+  return {s};
+}
+
 const Annotation* find_annotation(const Stmt& s, std::string_view name) {
   if (!s) return nullptr;
   for (const auto& a : s->annotations)

@@ -8,7 +8,8 @@
 //               ['sub_block' '(' NAME [span] [':' DTYPE] ')'] block   # sub_block: Ascend expert mode
 //   param    := NAME [span] ':' SCOPE DTYPE '[' [expr {',' expr}] ']' ['out']   # tensor
 //             | NAME [span] ':' DTYPE ['out']                                  # scalar
-//   block    := [span] '{' {stmt} '}'                    # a Seq; lets/allocs live until '}'
+//   block    := [span] '{' {stmt} '}'                    # a Seq; lets/allocs live until '}'.
+//               # A loop, if, scope or kernel body of one statement is that statement (ir::body_form)
 //   stmt     := {'@' NAME ['(' INT {',' INT} ')']} [span] ( block   # annotations (ir::Annotation)
 //             | 'alloc' NAME [span] ':' SCOPE DTYPE '[' dims ']'
 //             | 'for' NAME [span] [':' DTYPE] 'in' KIND '(' min ',' extent [',' 'stages' '=' INT] ')' block

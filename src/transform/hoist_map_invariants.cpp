@@ -26,7 +26,7 @@ class Hoister : public Mutator {
     if (!s || s->kind != StmtKind::For) return Mutator::mutate(s);
     auto* outer = as<ForNode>(s);
     auto rows = as_const_int(outer->extent);
-    Stmt inner_stmt = single(outer->body);
+    const Stmt& inner_stmt = outer->body;
     if (outer->for_kind != ForKind::parallel || !rows || *rows < 2 || !inner_stmt ||
         inner_stmt->kind != StmtKind::For)
       return Mutator::mutate(s);
@@ -34,16 +34,11 @@ class Hoister : public Mutator {
     auto cols = as_const_int(inner->extent);
     if (inner->for_kind != ForKind::parallel || !cols || *cols < 1) return Mutator::mutate(s);
     std::vector<const StoreNode*> stores;
-    if (single(inner->body)->kind == StmtKind::Store) {
-      stores.push_back(as<StoreNode>(single(inner->body)));
-    } else if (inner->body->kind == StmtKind::Seq) {
-      for (const auto& c : as<SeqNode>(inner->body)->body) {
-        if (c->kind != StmtKind::Store) return Mutator::mutate(s);
-        stores.push_back(as<StoreNode>(c));
-      }
-    } else {
-      return Mutator::mutate(s);
+    for (const auto& c : stmts_of(inner->body)) {
+      if (c->kind != StmtKind::Store) return Mutator::mutate(s);
+      stores.push_back(as<StoreNode>(c));
     }
+    if (stores.empty()) return Mutator::mutate(s);
     row_ = outer->var.get();
     col_ = inner->var;
     cols_ = *cols;
@@ -66,7 +61,7 @@ class Hoister : public Mutator {
       Stmt st = std::make_shared<StoreNode>(tile, std::vector<Expr>{c}, v, value->span);
       out.push_back(std::make_shared<ForNode>(c, inner->min, inner->extent, ForKind::parallel, 0, st, inner->span));
     }
-    Stmt body = new_stores.size() == 1 ? new_stores[0] : std::make_shared<SeqNode>(new_stores, inner->body->span);
+    Stmt body = std::make_shared<SeqNode>(new_stores, inner->body->span);
     Stmt in = std::make_shared<ForNode>(inner->var, inner->min, inner->extent, inner->for_kind, inner->num_stages,
                                         body, inner->span);
     out.push_back(std::make_shared<ForNode>(outer->var, outer->min, outer->extent, outer->for_kind,
@@ -76,12 +71,6 @@ class Hoister : public Mutator {
   using Mutator::mutate;
 
  private:
-  // The statement a body holds, looking through one-statement sequences.
-  static Stmt single(Stmt s) {
-    while (s && s->kind == StmtKind::Seq && as<SeqNode>(s)->body.size() == 1) s = as<SeqNode>(s)->body[0];
-    return s;
-  }
-
   Facts facts(const Expr& e) const {
     Facts f;
     for_each_expr(e, [&](const Expr& x) {

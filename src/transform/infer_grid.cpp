@@ -537,11 +537,7 @@ Kernel infer_grid(const Kernel& k) {
   // New body: hoisted Lets, then the innermost grid loop's body, with v -> v + min.
   std::vector<Stmt> stmts = hoisted;
   const Stmt& inner = nest.back()->body;
-  if (inner->kind == StmtKind::Seq) {
-    for (const auto& s : as<SeqNode>(inner)->body) stmts.push_back(s);
-  } else {
-    stmts.push_back(inner);
-  }
+  for (const auto& s : stmts_of(inner)) stmts.push_back(s);
   Stmt body = std::make_shared<SeqNode>(stmts, inner->span);
   std::vector<std::pair<Var, Expr>> shift;
   std::vector<Var> block_vars;

@@ -34,11 +34,7 @@ class Simplifier : public arith::Simplifier {
       if (ext && *ext <= 0) return empty_seq(n->span);
       if (ext && *ext == 1 && (n->for_kind == ForKind::serial || n->for_kind == ForKind::unroll)) {
         std::vector<Stmt> body{std::make_shared<LetNode>(n->var, n->min, n->span)};
-        if (n->body->kind == StmtKind::Seq) {
-          for (const auto& x : as<SeqNode>(n->body)->body) body.push_back(x);
-        } else {
-          body.push_back(n->body);
-        }
+        for (const auto& x : stmts_of(n->body)) body.push_back(x);
         return std::make_shared<SeqNode>(body, n->span);
       }
     }

@@ -598,14 +598,15 @@ TEST(AscendCPrinter, AutoFormsAreWhereExpected) {
     }
   }
   // flash attention (MIX): GM workspace hand-offs with cross-core flags both ways, the causal
-  // mask with a runtime column count, event ids beyond 0.
+  // mask with a runtime column count (its fill -1e30 scaled by ln 2: fold_exp2_scale turned the
+  // scale and exp2 into one exp, as for the kernel the front end builds), event ids beyond 0.
   std::string fa = print_ascendc_kernel(auto_program("flash_attention"));
   EXPECT_NE(fa.find("KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)"), std::string::npos);
   EXPECT_NE(fa.find("Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32["), std::string::npos) << fa;
   EXPECT_NE(fa.find("DataCopyPad(acc_s_ub_in, workspace_gm_f32["), std::string::npos) << fa;  // the staged landing tile
   EXPECT_GE(count(fa, "CrossCoreSetFlag<2, PIPE_FIX>("), 2u);
   EXPECT_GE(count(fa, "CrossCoreWaitFlag<2, PIPE_MTE2>("), 2u);
-  EXPECT_NE(fa.find("Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-1e+30f), tw_max("),
+  EXPECT_NE(fa.find("Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-6.93147181e+29f), tw_max("),
             std::string::npos)
       << fa;
   EXPECT_TRUE(std::regex_search(fa, std::regex(R"(\bSetFlag<HardEvent::[A-Z0-9_]+>\([1-5]\);)"))) << fa;

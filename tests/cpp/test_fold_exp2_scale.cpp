@@ -1,7 +1,6 @@
 // fold_exp2_scale: before/after Tile IR texts.
 #include <gtest/gtest.h>
 
-#include "ir/functor.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "target/ascend/fold_exp2_scale.h"
@@ -10,25 +9,8 @@
 namespace tw::ascend {
 namespace {
 
-// The parser makes every block a statement list; the frontend gives a loop of one statement that
-// statement as its body, the form the pass matches (for i { for j { store } }).
-ir::Kernel frontend_form(const ir::Kernel& k) {
-  struct M : ir::Mutator {
-    ir::Stmt mutate(const ir::Stmt& s) override {
-      ir::Stmt y = ir::Mutator::mutate(s);
-      if (!y || y->kind != ir::StmtKind::For) return y;
-      auto* f = as<ir::ForNode>(y);
-      if (!f->body || f->body->kind != ir::StmtKind::Seq || as<ir::SeqNode>(f->body)->body.size() != 1) return y;
-      return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages,
-                                           as<ir::SeqNode>(f->body)->body[0], f->span);
-    }
-    using ir::Mutator::mutate;
-  } m;
-  return m.mutate_kernel(k);
-}
-
 std::string after(const std::string& text) {
-  ir::Kernel k = frontend_form(ir::parse_kernel(text, "vec.tw"));
+  ir::Kernel k = ir::parse_kernel(text, "vec.tw");
   return ir::print(fold_exp2_scale(k, target::find_target("ascend910b2")));
 }
 
@@ -106,7 +88,7 @@ TEST(FoldExp2Scale, OtherReadsOfTheTileInBetweenKeepIt) {
   }
 }
 )";
-  EXPECT_EQ(after(text), ir::print(frontend_form(ir::parse_kernel(text, "vec.tw"))));
+  EXPECT_EQ(after(text), ir::print(ir::parse_kernel(text, "vec.tw")));
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // (before/after Tile IR text); the @name annotation's text form and verification.
 #include <gtest/gtest.h>
 
-#include "cpu_pass_text.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -12,7 +11,7 @@
 namespace tw::cpu {
 namespace {
 
-std::string run(const std::string& text) { return ir::print(fuse_map_copy_out(test::parse_as_built(text))); }
+std::string run(const std::string& text) { return ir::print(fuse_map_copy_out(ir::parse_kernel(text, "k.tw"))); }
 
 // A kernel whose map into x is followed by x's copy-out into Y[dst_row:+4, ...]; each part can
 // be replaced: the map's value, Y's dtype and rows, what comes after the copy.
@@ -119,7 +118,7 @@ TEST(Annotations, CodegenRejectsAnnotationItCannotCarryOut) {
   Rows r;
   r.mark = "@fuse_copy_out ";
   r.value = "x[0, j]";  // reads another row of x: not a full-tile map
-  ir::Kernel k = test::parse_as_built(r.text());
+  ir::Kernel k = ir::parse_kernel(r.text(), "k.tw");
   EXPECT_NO_THROW(ir::verify(k));
   try {
     codegen_cpu(k);

@@ -1,7 +1,6 @@
 // fuse_map_reduce: which maps are reduced over their rows while computed (before/after Tile IR text).
 #include <gtest/gtest.h>
 
-#include "cpu_pass_text.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "target/cpu/fuse_map_reduce.h"
@@ -9,7 +8,7 @@
 namespace tw::cpu {
 namespace {
 
-std::string run(const std::string& text) { return ir::print(fuse_map_reduce(test::parse_as_built(text))); }
+std::string run(const std::string& text) { return ir::print(fuse_map_reduce(ir::parse_kernel(text, "k.tw"))); }
 
 // softmax's exp-and-sum: a map into e, then e's row sum; `after` follows the reduce.
 std::string exp_sum(const std::string& cols, const std::string& map_prefix, const std::string& after,

@@ -132,8 +132,9 @@ TEST(IrHeight, DeepStatementNestIsAnError) {
   Var i = var("i", kIndexType);
   int built = 0;
   try {
+    // sequences of two statements: a loop body of one statement would be that statement (body_form)
     for (; built < 100000; ++built)
-      s = built % 2 ? Stmt(std::make_shared<SeqNode>(std::vector<Stmt>{s}, L(2)))
+      s = built % 2 ? Stmt(std::make_shared<SeqNode>(std::vector<Stmt>{s, std::make_shared<SeqNode>(std::vector<Stmt>{}, L(2))}, L(2)))
                     : Stmt(std::make_shared<ForNode>(i, int_imm(0), int_imm(2), ForKind::serial, 0, s, L(3)));
     FAIL() << "no error";
   } catch (const Error& err) {

@@ -171,10 +171,29 @@ Kernel misc_kernel() {
       std::vector<Var>{bx}, std::vector<Expr>{binary(BinOp::CeilDiv, n, i32(4))}, body, L(40));
 }
 
+// The statement tree's node kinds, nesting included: the printed text does not show whether a
+// body is one statement or a sequence holding it, this does.
+std::string tree(const Stmt& s) {
+  if (!s) return "-";
+  std::string out(stmtkind_name(s->kind));
+  std::vector<Stmt> kids;
+  switch (s->kind) {
+    case StmtKind::Seq: kids = as<SeqNode>(s)->body; break;
+    case StmtKind::For: kids = {as<ForNode>(s)->body}; break;
+    case StmtKind::If: kids = {as<IfNode>(s)->then_body, as<IfNode>(s)->else_body}; break;
+    case StmtKind::CoreScope: kids = {as<CoreScopeNode>(s)->body}; break;
+    default: return out;
+  }
+  out += "(";
+  for (size_t i = 0; i < kids.size(); ++i) out += (i ? " " : "") + tree(kids[i]);
+  return out + ")";
+}
+
 void expect_round_trip(const Kernel& k) {
   std::string text = print(k);
   Kernel k2 = parse_kernel(text, "rt.tw");
   EXPECT_EQ(print(k2), text);
+  EXPECT_EQ(tree(k2->body), tree(k->body)) << text;
   verify(k2);
   PrintOptions sp{true};
   std::string stext = print(k, sp);
@@ -258,7 +277,7 @@ constexpr const char* kMiscSpansText = R"(@"kern.py":40:1 kernel misc(X: global 
       let x: float16 = where(X[bx * 4 + u] > 0.0f16, X[bx * 4 + u] * 1.5f16, -X[bx * 4 + u])
       @47:1 T_f[u] = (@47:14 cast<float64>(cast<float32>(sqrt(abs(x)))) + cast<float64>(pow(cast<float32>(x), 0.1)) * (-0.0f64 - 1e+300f64))
       @48:1 Y[bx * 4 + u] = T_f[u]
-    } else @49:1 {
+    } else {
       @50:1 Y[bx * 4 + u] = where(flag, inf, -inf)
     }
   }
@@ -278,6 +297,67 @@ TEST(IrText, RoundTrip) {
     verify(k);
     expect_round_trip(k);
   }
+}
+
+// One form for a body of one statement (ir::body_form): the statement itself, whether the IR
+// comes from the text, from the front end (which builds it so) or from a node built with a
+// sequence of one statement, so passes see the same tree whichever way a kernel was written.
+TEST(IrText, OneStatementBodyIsTheStatement) {
+  const char* text = R"(kernel one(X: global float32[16], Y: global float32[16] out)
+    grid(b = 1) {
+  alloc T: fragment float32[16]
+  copy X -> T
+  for i in parallel(0, 16) {
+    T[i] = T[i] + 1.0
+  }
+  for i_1 in serial(0, 2) {
+    for j in parallel(0, 16) {
+      T[j] = T[j] * 2.0
+    }
+  }
+  if b == 0 {
+    copy T -> Y
+  } else {
+    fill T = 0.0
+  }
+  for i_2 in serial(0, 1) {
+  }
+  copy T -> Y
+}
+)";
+  Kernel k = parse_kernel(text, "one.tw");
+  verify(k);
+  EXPECT_EQ(print(k), text);
+  EXPECT_EQ(tree(k->body), "Seq(Alloc Copy For(Store) For(For(Store)) If(Copy Fill) For(Seq()) Copy)");
+  expect_round_trip(k);
+
+  // A kernel body of one statement, and a scope of one statement.
+  Kernel e = parse_kernel(R"(kernel e(A: global float16[64], C: global float16[64] out)
+    grid(cid = 1) sub_block(vid) {
+  scope V {
+    sync pipe_barrier(V)
+  }
+}
+)");
+  EXPECT_EQ(tree(e->body), "CoreScope(Sync)");
+  expect_round_trip(e);
+
+  // Built with sequences of one statement (nested too): the constructors keep the statement.
+  Var i = var("i"), j = var("j");
+  Buffer t = buffer("t", DTypeCode::f32, {i32(4)}, Scope::fragment);
+  Stmt st = std::make_shared<StoreNode>(t, std::vector<Expr>{i}, f32(1), Span{});
+  Stmt f = loop(i, i32(0), i32(4), ForKind::parallel, 0, seq({seq({st})}), {});
+  EXPECT_EQ(tree(f), "For(Store)");
+  Stmt c = std::make_shared<IfNode>(binary(BinOp::LT, j, i32(1)), seq({f}), seq({seq({st})}), Span{});
+  EXPECT_EQ(tree(c), "If(For(Store) Store)");
+  EXPECT_EQ(tree(std::make_shared<CoreScopeNode>(CoreKind::V, seq({st}), Span{})), "CoreScope(Store)");
+  // Sequences of several statements, empty ones and one with an annotation stay as they are.
+  EXPECT_EQ(tree(loop(i, i32(0), i32(4), ForKind::serial, 0, seq({st, st}), {})), "For(Seq(Store Store))");
+  EXPECT_EQ(tree(loop(i, i32(0), i32(4), ForKind::serial, 0, seq({}), {})), "For(Seq())");
+  EXPECT_EQ(tree(body_form(with_annotation(seq({st}), Annotation{"x", {}}))), "Seq(Store)");
+  EXPECT_EQ(stmts_of(f).size(), 1u);
+  EXPECT_EQ(stmts_of(seq({st, st})).size(), 2u);
+  EXPECT_TRUE(stmts_of(nullptr).empty());
 }
 
 // Ascend expert mode: sub-block variable, core scopes and every kind of synchronisation.
@@ -421,7 +501,8 @@ TEST(IrText, FloatsRoundTripExactly) {
                    std::numeric_limits<double>::max(), std::numeric_limits<double>::infinity()}) {
     std::string text = "kernel f(Y: global float64[1] out) {\n  Y[0] = " + text::format_float(v) + "f64\n}\n";
     Kernel k = parse_kernel(text);
-    auto* st = static_cast<const StoreNode*>(static_cast<const SeqNode*>(k->body.get())->body[0].get());
+    ASSERT_EQ(k->body->kind, StmtKind::Store) << text;  // a body of one statement is that statement
+    auto* st = static_cast<const StoreNode*>(k->body.get());
     ASSERT_EQ(st->value->kind, ExprKind::FloatImm) << text;
     double got = static_cast<const FloatImmNode*>(st->value.get())->value;
     EXPECT_EQ(std::memcmp(&got, &v, sizeof v), 0) << text;

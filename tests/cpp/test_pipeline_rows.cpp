@@ -2,7 +2,6 @@
 // IR text; the input carries the fusion annotations of fuse_map_copy_out / fuse_map_reduce).
 #include <gtest/gtest.h>
 
-#include "cpu_pass_text.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "target/cpu/pipeline_rows.h"
@@ -10,7 +9,7 @@
 namespace tw::cpu {
 namespace {
 
-std::string run(const std::string& text) { return ir::print(pipeline_rows(test::parse_as_built(text))); }
+std::string run(const std::string& text) { return ir::print(pipeline_rows(ir::parse_kernel(text, "k.tw"))); }
 std::string same(const std::string& text) { return ir::print(ir::parse_kernel(text, "k.tw")); }
 
 // softmax: row max, exp fused with the row sum, the division fused with the copy-out;

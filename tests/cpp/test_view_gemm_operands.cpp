@@ -2,7 +2,6 @@
 // (before/after Tile IR text).
 #include <gtest/gtest.h>
 
-#include "cpu_pass_text.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "target/cpu/view_gemm_operands.h"
@@ -10,7 +9,7 @@
 namespace tw::cpu {
 namespace {
 
-std::string run(const std::string& text) { return ir::print(view_gemm_operands(test::parse_as_built(text))); }
+std::string run(const std::string& text) { return ir::print(view_gemm_operands(ir::parse_kernel(text, "k.tw"))); }
 
 // A one-tile-per-block matmul; `a_mark`, `b_mark` go before the operands' allocations, `gemm_a`
 // is the gemm's A operand, `extra` comes last.

@@ -1,7 +1,6 @@
 // view_rows: which row tiles are read in place in their source tensor (before/after Tile IR text).
 #include <gtest/gtest.h>
 
-#include "cpu_pass_text.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "target/cpu/view_rows.h"
@@ -9,7 +8,7 @@
 namespace tw::cpu {
 namespace {
 
-std::string run(const std::string& text) { return ir::print(view_rows(test::parse_as_built(text))); }
+std::string run(const std::string& text) { return ir::print(view_rows(ir::parse_kernel(text, "k.tw"))); }
 
 // y = x / rowsum(x): the reduce reads x, the map overwrites it; `out` is the tensor written.
 std::string normalize(const std::string& mark, const std::string& params, const std::string& out,

@@ -297,6 +297,78 @@ def test_tile_loops_symbolic_step_and_specs():
 
 
 # ---------------------------------------------------------------------------------------------
+# One form of the IR: text and front end agree
+
+def tree(s):
+    """The statement tree's node kinds, nesting included (the text does not show whether a body
+    is one statement or a sequence holding it; this does)."""
+    if s is None:
+        return "-"
+    kids = {"Seq": lambda: list(s.body), "For": lambda: [s.body], "If": lambda: [s.then_body, s.else_body],
+            "CoreScope": lambda: [s.body]}.get(s.kind)
+    return s.kind if kids is None else s.kind + "(" + " ".join(tree(c) for c in kids()) + ")"
+
+
+_TILE_IR_GOLDENS = {  # tests/golden/tile_ir/<file>: the example's kernel as its header says it was built
+    # (the tw.jit examples' undecorated builder, with the out_idx of their decorator)
+    "flash_attention": ("flash_attention", lambda m: m.flash_attention.__wrapped__(1, 2, 100, 64, True), [3]),
+    "gelu_bias": ("gelu_bias", lambda m: m.gemm_bias_gelu.__wrapped__(70, 90, 50), [-1]),
+    "gemm": ("gemm", lambda m: m.matmul.__wrapped__(200, 130, 100, dtype="float16"), [-1]),
+    "layer_norm": ("layer_norm", lambda m: m.layer_norm.__wrapped__(300, dtype="bfloat16"), [-1]),
+    "rms_norm": ("rms_norm", lambda m: m.rms_norm.__wrapped__(301), [-1]),
+    "softmax": ("softmax", lambda m: m.softmax.__wrapped__(300, dtype="float16"), [-1]),
+    "seed_matmul": ("seed_matmul", lambda m: m.kernel_function(200, 130, 100), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TILE_IR_GOLDENS))
+def test_tile_ir_goldens_are_what_the_front_end_builds(name):
+    """The Tile IR goldens (the input of the automatic AscendC goldens) parse into the tree the
+    front end builds from the example: same text, same statement tree (a loop body of one
+    statement is that statement in both, ir::body_form), so the AscendC goldens are of kernels
+    users write. Printing the front end's kernel and parsing it back is the identity."""
+    import importlib
+    import os
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(root, "examples"))
+    try:
+        module, build, out_idx = _TILE_IR_GOLDENS[name]
+        fn = build(importlib.import_module(module))
+    finally:
+        sys.path.remove(os.path.join(root, "examples"))
+    k = parse_tile_loops(fn) if out_idx is None else parse_prim_func(fn, out_idx)
+    with open(os.path.join(root, "tests", "golden", "tile_ir", name + ".tir")) as f:
+        golden = f.read()
+    built = roundtrip(k).replace(f"kernel {k.name}(", f"kernel auto_{name}(", 1)
+    assert built == "".join(l for l in golden.splitlines(True) if not l.startswith("#")), name
+    parsed = ir.parse_kernel(golden)
+    assert tree(parsed.body) == tree(k.body)
+    assert tree(ir.parse_kernel(ir.print_kernel(k)).body) == tree(k.body)
+
+
+def test_one_statement_bodies_are_the_statement():
+    @T.prim_func
+    def one(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(16):
+                B[i] = A[i] + 1.0
+            if bx == 0:
+                for i in T.serial(2):
+                    B[i] = 0.0
+
+    k = parse_prim_func(one)
+    assert tree(k.body) == "Seq(For(Store) If(For(Store) -))"
+    parsed = ir.parse_kernel(roundtrip(k))
+    assert tree(parsed.body) == tree(k.body)
+    # the builders: a loop, if or scope given a sequence of one statement holds the statement
+    st = k.body.body[0].body
+    assert ir.seq([st]).kind == "Seq"
+    assert tree(ir.for_(ir.var("j"), ir.int_imm(0), ir.int_imm(4), "serial", 0, ir.seq([ir.seq([st])]))) == "For(Store)"
+    assert tree(ir.if_(k.body.body[1].cond, ir.seq([st]), ir.seq([st, st]))) == "If(Store Seq(Store Store))"
+
+
+# ---------------------------------------------------------------------------------------------
 # Errors: message, line, caret
 
 

@@ -129,11 +129,6 @@ class Parser:
     def emit(self, stmt):
         self.blocks[-1].append(stmt)
 
-    def make_seq(self, stmts, node):
-        if len(stmts) == 1:
-            return stmts[0]
-        return ir.seq(stmts, self.span(node))
-
     # ------------------------------------------------------------------------------------------
     # Scopes
 
@@ -724,7 +719,9 @@ class Parser:
     # Statements
 
     def body(self, stmts, node, new_scope=True):
-        """Translate a statement list into one IR statement."""
+        """Translate a statement list into one IR statement: a sequence, which the node the body
+        goes into (loop, if, core scope, kernel) keeps as its one statement when it holds only one
+        (ir::body_form, the same for IR parsed from text)."""
         if new_scope:
             self.push_scope()
         self.blocks.append([])
@@ -733,7 +730,7 @@ class Parser:
         out = self.blocks.pop()
         if new_scope:
             self.pop_scope()
-        return self.make_seq(out, node)
+        return ir.seq(out, self.span(node))
 
     def stmt(self, node):
         method = getattr(self, "stmt_" + type(node).__name__, None)

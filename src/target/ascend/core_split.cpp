@@ -53,7 +53,7 @@ bool is_map(const ir::Stmt& s) {
 
 std::vector<ir::Stmt> flat_body(const ir::Stmt& body) {
   std::vector<ir::Stmt> flat;
-  for (const auto& c : ir::as<ir::SeqNode>(body)->body) {
+  for (const auto& c : ir::stmts_of(body)) {
     if (c->kind == ir::StmtKind::Seq)
       for (const auto& d : ir::as<ir::SeqNode>(c)->body) flat.push_back(d);
     else
@@ -81,8 +81,8 @@ std::unordered_set<int> cross_flag_ids(const ir::Stmt& s, ir::SyncKind k, ir::As
 }
 
 ir::Kernel rewrite_core_scope(const ir::Kernel& k, ir::CoreKind core, const CoreBodyRewrite& f) {
-  if (!k->is_npu() || k->body->kind != ir::StmtKind::Seq) return k;
-  std::vector<ir::Stmt> items = ir::as<ir::SeqNode>(k->body)->body;
+  if (!k->is_npu()) return k;
+  std::vector<ir::Stmt> items = ir::stmts_of(k->body);
   size_t first_scope = items.size(), at = items.size();
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i]->kind != ir::StmtKind::CoreScope) continue;

@@ -56,7 +56,6 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   }
   if (s->kind != StmtKind::For || is_map(s)) return s;
   auto* f = ir::as<ir::ForNode>(s);
-  if (f->body->kind != StmtKind::Seq) return s;
   std::vector<Stmt> flat = flat_body(f->body);
   size_t sent = flat.size(), w = flat.size();
   for (size_t i = 0; i < flat.size(); ++i) {

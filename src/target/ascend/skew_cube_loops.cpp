@@ -25,7 +25,6 @@ Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c) {
   }
   if (s->kind != StmtKind::For || is_map(s)) return s;
   auto* f = ir::as<ir::ForNode>(s);
-  if (f->body->kind != StmtKind::Seq) return s;
   std::vector<Stmt> flat = flat_body(f->body);
   size_t w = 0;
   while (w < flat.size() && !is_cross_sync(flat[w], ir::SyncKind::wait_cross_flag, v2c)) ++w;

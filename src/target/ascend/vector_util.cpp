@@ -56,8 +56,7 @@ std::optional<VectorMap> vector_map(const ir::Stmt& s) {
     if (!e || !mn || *mn != 0) return std::nullopt;
     m.vars.push_back(cur->var);
     m.ext.push_back(*e);
-    ir::Stmt b = cur->body;
-    while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
+    const ir::Stmt& b = cur->body;
     if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
       cur = as<ir::ForNode>(b);
       continue;
@@ -65,8 +64,7 @@ std::optional<VectorMap> vector_map(const ir::Stmt& s) {
     m.body = b;
     break;
   }
-  if (m.body && m.body->kind == ir::StmtKind::Seq) m.items = as<ir::SeqNode>(m.body)->body;
-  else if (m.body) m.items.push_back(m.body);
+  m.items = ir::stmts_of(m.body);
   bool vector_code = m.vars.size() <= 2 && !m.items.empty();
   for (const auto& it : m.items) {
     if (it->kind != ir::StmtKind::Store && it->kind != ir::StmtKind::Let) vector_code = false;

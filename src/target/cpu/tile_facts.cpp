@@ -148,8 +148,8 @@ bool whole_tile(const Region& r) {
 
 std::unordered_set<const void*> loop_local_tiles(const Kernel& k, const ForNode& loop) {
   std::unordered_set<const void*> out;
-  if (loop.for_kind == ForKind::parallel || !loop.body || loop.body->kind != StmtKind::Seq) return out;
-  const auto& body = static_cast<const SeqNode*>(loop.body.get())->body;
+  if (loop.for_kind == ForKind::parallel) return out;
+  const std::vector<Stmt> body = stmts_of(loop.body);
   for (size_t i = 0; i < body.size(); ++i) {
     const Stmt& s = body[i];
     const Region* full = nullptr;

@@ -114,8 +114,7 @@ void row_view_tiles_in(const std::vector<Stmt>& top, const std::unordered_set<co
 
 std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
   std::unordered_set<const void*> out;
-  if (!k->body || k->body->kind != StmtKind::Seq) return out;
-  row_view_tiles_in(static_cast<const SeqNode*>(k->body.get())->body, globals_written(k), nullptr, out);
+  row_view_tiles_in(stmts_of(k->body), globals_written(k), nullptr, out);
   return out;
 }
 
