@@ -112,6 +112,21 @@ def example_irs():
     out["rms_norm"] = [_prim(m.rms_norm, 64).ir]
     m = load_example("softmax")
     out["softmax"] = [_prim(m.softmax, 64).ir, _prim(m.softmax, 1, dtype="float16").ir]
+    m = load_example("paged_attention")
+    out["paged_attention"] = [_prim(m.paged_decode, 3, 8, 2, 32, 40, 8, 10).ir,
+                              _prim(m.paged_decode_split, 3, 8, 2, 32, 40, 8, 10, 4, "bfloat16").ir,
+                              _prim(m.combine_splits, 3, 8, 4, 32).ir]
+    m = load_example("masked_attention")
+    out["masked_attention"] = [
+        _prim(m.attention_prefill, 1, 4, 2, 40, 40, 32, "BSHD", True, 8, "bool", True, block_M=16, block_N=16).ir,
+        _prim(m.attention_prefill, 1, 2, 2, 40, 24, 32, "BHSD", False, None, "additive", False, block_M=16, block_N=16).ir,
+        _prim(m.varlen_attention, 50, 2, 4, 2, 32, 40, True, block_M=16, block_N=16).ir]
+    m = load_example("rope")
+    out["rope"] = [_prim(m.rope, 20, 2, 32, 64, True).ir, _prim(m.qk_rope_proj, 20, 48, 2, 32, 64, False).ir]
+    m = load_example("moe")
+    out["moe"] = [_prim(m.topk_gating, 20, 4, 2).ir, _prim(m.align_by_expert, 20, 4, 2, 16).ir,
+                  _prim(m.grouped_gemm, 20, 32, 48, 4, 2, block_M=16).ir,
+                  _prim(m.combine, 20, 48, 2, m.padded_rows(20, 4, 2, 16)).ir]
     # seed_matmul's build() compiles: call it with tw.compile replaced by the identity, to get the
     # plain tile-loops function
     m = load_example("seed_matmul")
