@@ -340,9 +340,12 @@ std::string DiskCache::publish(const std::string& key, const std::string& name,
 
 namespace {
 
-// Lists entries <dir>/<xx>/<key> with their size and mtime; removes stale temp/trash dirs.
-std::vector<EntryInfo> scan_entries(const std::string& dir, bool clean_stale) {
-    std::vector<EntryInfo> out;
+// Calls visit(path, bytes, mtime) for every entry <dir>/<xx>/<key> and removes stale temp/trash
+// dirs (clean_stale). One entry's path is held at a time: the memory a scan takes does not grow
+// with the number of entries (a list of them all, 100-odd bytes of heap per entry, raised the
+// process's heap high-water mark, and so its resident memory, with every new kernel published).
+template <class Visit>
+void for_each_entry(const std::string& dir, bool clean_stale, Visit&& visit) {
     std::error_code ec;
     time_t now = time(nullptr);
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -360,7 +363,7 @@ std::vector<EntryInfo> scan_entries(const std::string& dir, bool clean_stale) {
         if (base.size() != 2) continue;
         std::error_code ec2;
         for (fs::directory_iterator e(p, ec2), e_end; !ec2 && e != e_end; e.increment(ec2)) {
-            std::string ep = e->path().string();
+            const std::string& ep = e->path().native();
             struct stat est;
             if (lstat(ep.c_str(), &est) != 0 || !S_ISDIR(est.st_mode)) continue;
             uint64_t bytes = 0;
@@ -370,10 +373,16 @@ std::vector<EntryInfo> scan_entries(const std::string& dir, bool clean_stale) {
                 if (lstat(f->path().c_str(), &fst) == 0 && S_ISREG(fst.st_mode))
                     bytes += static_cast<uint64_t>(fst.st_size);
             }
-            out.push_back({ep, bytes, est.st_mtim});
+            visit(ep, bytes, est.st_mtim);
         }
     }
-    return out;
+}
+
+// Least recently used first; equal times by path.
+bool older(const EntryInfo& a, const EntryInfo& b) {
+    if (a.mtime.tv_sec != b.mtime.tv_sec) return a.mtime.tv_sec < b.mtime.tv_sec;
+    if (a.mtime.tv_nsec != b.mtime.tv_nsec) return a.mtime.tv_nsec < b.mtime.tv_nsec;
+    return a.path < b.path;
 }
 
 }  // namespace
@@ -401,36 +410,49 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
     return KeyLock(fd, path);
 }
 
-size_t DiskCache::entries() const { return scan_entries(dir_, false).size(); }
+size_t DiskCache::entries() const {
+    size_t n = 0;
+    for_each_entry(dir_, false, [&](const std::string&, uint64_t, const struct timespec&) { ++n; });
+    return n;
+}
 
 void DiskCache::clear() {
-    for (const auto& e : scan_entries(dir_, true)) remove_entry(e.path);
+    std::vector<std::string> all;  // removed after the scan, not while its directories are read
+    for_each_entry(dir_, true, [&](const std::string& p, uint64_t, const struct timespec&) { all.push_back(p); });
+    for (const auto& p : all) remove_entry(p);
 }
 
 uint64_t DiskCache::total_bytes() const {
     uint64_t total = 0;
-    for (const auto& e : scan_entries(dir_, false)) total += e.bytes;
+    for_each_entry(dir_, false, [&](const std::string&, uint64_t bytes, const struct timespec&) { total += bytes; });
     return total;
 }
 
 void DiskCache::evict_to_limit() { evict(""); }
 
+// Two scans, neither holding the whole list: the first sums the sizes; when over the limit, the
+// second keeps only the least recently used entries that must go (a max-heap by age, the newest
+// dropped while the rest still cover the excess), which it then removes, oldest first.
 void DiskCache::evict(const std::string& keep_entry) {
-    std::vector<EntryInfo> entries = scan_entries(dir_, true);
     uint64_t total = 0;
-    for (const auto& e : entries) total += e.bytes;
+    for_each_entry(dir_, true, [&](const std::string&, uint64_t bytes, const struct timespec&) { total += bytes; });
     if (total <= max_bytes_) return;
-    std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
-        if (a.mtime.tv_sec != b.mtime.tv_sec) return a.mtime.tv_sec < b.mtime.tv_sec;
-        if (a.mtime.tv_nsec != b.mtime.tv_nsec) return a.mtime.tv_nsec < b.mtime.tv_nsec;
-        return a.path < b.path;
+    const uint64_t excess = total - max_bytes_;
+    std::vector<EntryInfo> victims;  // a heap, newest on top
+    uint64_t held = 0;
+    for_each_entry(dir_, false, [&](const std::string& p, uint64_t bytes, const struct timespec& mtime) {
+        if (p == keep_entry) return;
+        victims.push_back({p, bytes, mtime});
+        std::push_heap(victims.begin(), victims.end(), older);
+        held += bytes;
+        while (held - victims.front().bytes >= excess) {
+            held -= victims.front().bytes;
+            std::pop_heap(victims.begin(), victims.end(), older);
+            victims.pop_back();
+        }
     });
-    for (const auto& e : entries) {
-        if (total <= max_bytes_) break;
-        if (e.path == keep_entry) continue;
-        remove_entry(e.path);
-        total -= e.bytes;
-    }
+    std::sort_heap(victims.begin(), victims.end(), older);
+    for (const auto& e : victims) remove_entry(e.path);
 }
 
 }  // namespace tw::runtime

@@ -70,7 +70,9 @@ public:
     void clear();
 
     // Removes least-recently-used entries until the total size is <= max_bytes; also removes
-    // temp/trash directories left behind by crashed processes (older than one hour).
+    // temp/trash directories left behind by crashed processes (older than one hour). Like every
+    // scan of the entries (entries(), total_bytes()), it holds one entry at a time in memory (and
+    // the entries it removes), not a list of them all.
     void evict_to_limit();
 
     // Total bytes of all entries (artefacts + manifests).

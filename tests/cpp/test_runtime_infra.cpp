@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -835,6 +837,55 @@ TEST(DiskCache, EvictsLeastRecentlyUsed) {
     std::string p = tiny.publish(key('e'), "kernel.so", stage(d, "s", payload));
     EXPECT_TRUE(fs::exists(p));
     EXPECT_FALSE(fs::exists(cache.entry_dir(key('d'))));
+}
+
+// Eviction keeps only the entries it removes in memory (a heap by age), not a list of all: it
+// must still remove exactly the least recently used entries that bring the cache under its limit,
+// oldest first, equal times ordered by path, whatever their sizes and the order they are read in.
+TEST(DiskCache, EvictsExactlyTheOldestEntriesOverTheLimit) {
+    TempDir d;
+    std::string dir = d / "cache";
+    rt::DiskCache cache(dir, uint64_t(1) << 30);
+    struct Entry {
+        std::string path;
+        uint64_t bytes;
+        time_t sec;
+    };
+    std::vector<Entry> all;
+    uint64_t total = 0;
+    for (int i = 0; i < 60; ++i) {
+        std::string key = key_of("evict-" + std::to_string(i));
+        cache.publish(key, "kernel.so", stage(d, "s", std::string(100 + (i * 37) % 500, 'p')));
+        Entry e{cache.entry_dir(key), 0, 1000000 + (i * 7) % 25};  // 25 distinct times: ties by path
+        for (const auto& f : fs::directory_iterator(e.path)) e.bytes += fs::file_size(f.path());
+        struct timespec t[2] = {{e.sec, 0}, {e.sec, 0}};
+        ASSERT_EQ(utimensat(AT_FDCWD, e.path.c_str(), t, 0), 0);
+        total += e.bytes;
+        all.push_back(e);
+    }
+    ASSERT_EQ(cache.total_bytes(), total);
+    std::sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) {
+        return a.sec != b.sec ? a.sec < b.sec : a.path < b.path;
+    });
+    for (uint64_t limit : {total - 1, total - total / 3, total / 10, uint64_t(0)}) {
+        // expected: in age order, the oldest remaining entries go while the rest exceed the limit
+        std::set<std::string> kept;
+        uint64_t left = 0;
+        for (const auto& e : all)
+            if (fs::exists(e.path)) left += e.bytes;
+        for (const auto& e : all) {
+            if (!fs::exists(e.path)) continue;
+            if (left > limit) left -= e.bytes;
+            else kept.insert(e.path);
+        }
+        rt::DiskCache small(dir, limit);
+        small.evict_to_limit();
+        for (const auto& e : all)
+            EXPECT_EQ(fs::exists(e.path), kept.count(e.path) == 1) << "limit " << limit << ": " << e.path;
+        EXPECT_EQ(small.total_bytes(), left);
+        EXPECT_EQ(small.entries(), kept.size());
+    }
+    EXPECT_EQ(cache.entries(), 0u);
 }
 
 TEST(DiskCache, DirectoriesArePrivate) {

@@ -146,3 +146,54 @@ def test_compile_releases_the_gil(tmp_path):
     # Another thread kept running: no gap close to the whole compile (the host compiler run is
     # the bulk of it).
     assert n >= 3 and max_gap < 0.8 * total, (total, n, max_gap)
+
+
+HEAP_AFTER_SCANS = textwrap.dedent("""
+    import ctypes, json
+    import numpy as np, tilewright as tw, tilewright.language as T
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+
+    @T.prim_func
+    def scan_probe(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                Y[i] = X[i] + 2.0
+    before = libc.mallinfo2().arena
+    k = tw.compile(scan_probe, out_idx=[-1])  # a compile publishes: the disk cache scans its entries
+    disk = tw.cache_info()["disk"]  # two more scans (entries, bytes)
+    print(json.dumps({"grown": libc.mallinfo2().arena - before, "entries": disk["entries"]}))
+    assert (k(np.ones(8, np.float32)) == 3).all()
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+                    reason="mallinfo2 is glibc's")
+def test_disk_cache_scans_do_not_grow_the_heap_with_its_entries(tmp_path):
+    # Every publish (and tw.cache_info()) scans the disk cache, whose entries grow with the
+    # distinct kernels a service compiles. A scan that listed them all (a path string per entry)
+    # raised the heap's high-water mark by ~160 bytes per entry, which glibc keeps: the soak
+    # benchmark's RSS crept ~110 bytes per distinct kernel. A scan holds one entry at a time now,
+    # so a process's heap is the same over a cache of 20,000 entries as over an empty one.
+    import hashlib
+    script = tmp_path / "scan.py"
+    script.write_text(HEAP_AFTER_SCANS)
+    results = {}
+    for n in (0, 20000):
+        case = tmp_path / str(n)
+        for d in (case, case / "cache", case / "cache" / "kernels"):
+            d.mkdir(mode=0o700)
+            d.chmod(0o700)  # private, whatever the umask
+        for i in range(n):  # other kernels' entries (empty: only their number matters)
+            key = hashlib.sha256(str(i).encode()).hexdigest()
+            os.makedirs(case / "cache" / "kernels" / key[:2] / key)
+        p = run(script, [], {"TW_NUM_THREADS": "1"}, case)  # one thread: the heap grows the same every run
+        assert p.returncode == 0, p.stderr
+        results[n] = json.loads(p.stdout.strip().splitlines()[-1])
+    assert results[0]["entries"] == 1 and results[20000]["entries"] == 20001, results
+    grown = results[20000]["grown"] - results[0]["grown"]
+    assert grown < 512 * 1024, f"the heap grew by {grown} bytes over 20,000 cache entries (~0 expected): {results}"
