@@ -439,6 +439,13 @@ inline void pack_transpose(const T* src, long ld, int r, int kc, float* dst) {
 inline constexpr int kPackSlack = 16;  // floats of slack after packed buffers
 
 // ------------------------------------------------------------ fp32 packing
+// every cache line of [p, p + bytes) requested into L2 (prefetcht1): L1 holds what is being
+// computed on, and rows far apart fall into few L1 sets
+TW_CPU_INLINE void prefetch_l2(uintptr_t p, long bytes) {
+  for (uintptr_t l = p & ~(uintptr_t)63; l < p + (uintptr_t)bytes; l += 64)
+    __builtin_prefetch((const char*)l, 0, 2);
+}
+
 // A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of kMR rows,
 // layout Ap[panel][k][kMR], rows beyond mc zero-filled. kPairK<T> == 2: element k of a row
 // is the bf16 pair (2k, 2k + 1), (kc + 1) / 2 of them.
@@ -482,11 +489,7 @@ inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float*
       // hardware prefetchers, and the transpose would wait on each line in turn.
       if (i0 + kMR < mc && lda * (long)sizeof(T) >= 4096) {
         const int rn = mc - i0 - kMR < kMR ? mc - i0 - kMR : kMR;
-        for (int i = 0; i < rn; ++i) {
-          const char* r = (const char*)(A + (long)(i0 + kMR + i) * lda);
-          for (uintptr_t l = (uintptr_t)r & ~(uintptr_t)63; l < (uintptr_t)(r + kc * (long)sizeof(T)); l += 64)
-            __builtin_prefetch((const char*)l, 0, 2);
-        }
+        for (int i = 0; i < rn; ++i) prefetch_l2((uintptr_t)(A + (long)(i0 + kMR + i) * lda), kc * (long)sizeof(T));
       }
       pack_transpose<kMR>(A + (long)i0 * lda, lda, mr, kc, dst);
     }
@@ -988,12 +991,13 @@ struct NextPrefetch {
 // next K step, whose A or B tile this call does not pack but the next call will: its rows lie
 // far apart in the source (64 rows of 512 bytes 64 KiB apart for the op zoo's large-K A tile),
 // a pattern the hardware prefetchers do not follow, so packing them on demand waits on memory.
+// Addresses are integers: the range may lie past the operand (the last K step's "next" tile).
 struct RowsPrefetch {
-  const char* base = nullptr;
+  uintptr_t base = 0;
   long ld = 0, bytes = 0;
   int rows = 0, next = 0, per = 0;
-  void set(const void* b, long ld_bytes, int nrows, long row_bytes, long steps) {
-    base = (const char*)b;
+  void set(uintptr_t b, long ld_bytes, int nrows, long row_bytes, long steps) {
+    base = b;
     ld = ld_bytes;
     rows = nrows;
     bytes = row_bytes;
@@ -1001,11 +1005,7 @@ struct RowsPrefetch {
     per = (int)((nrows + steps - 1) / (steps > 0 ? steps : 1));
   }
   TW_CPU_INLINE void step() {
-    for (int q = 0; q < per && next < rows; ++q, ++next) {
-      const char* r = base + next * ld;
-      for (uintptr_t l = (uintptr_t)r & ~(uintptr_t)63; l < (uintptr_t)(r + bytes); l += 64)
-        __builtin_prefetch((const char*)l, 0, 2);  // into L2: L1 holds the operands of this call
-    }
+    for (int q = 0; q < per && next < rows; ++q, ++next) prefetch_l2(base + (uintptr_t)(next * ld), bytes);
   }
 };
 
@@ -1146,8 +1146,9 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   RowsPrefetch pfa;
   if (a_filled) {
     const long steps = (long)((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR);
-    if (transA) pfa.set(A + (long)K * lda, lda * (long)sizeof(T), K, (long)M * sizeof(T), steps);
-    else pfa.set(A + K, lda * (long)sizeof(T), M, (long)K * sizeof(T), steps);
+    const uintptr_t a0 = (uintptr_t)A, es = sizeof(T);
+    if (transA) pfa.set(a0 + (uintptr_t)K * lda * es, lda * (long)es, K, (long)M * es, steps);
+    else pfa.set(a0 + (uintptr_t)K * es, lda * (long)es, M, (long)K * es, steps);
   }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
@@ -1165,7 +1166,8 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       // (fetched by NextPrefetch above); when this call packed it, the next one is likely not.
       RowsPrefetch pfb;
       if (!transB && (!Bshared || b_filled))
-        pfb.set(b_at(pc + kc, jc), ldb * (long)sizeof(T), kc, (long)nc * sizeof(T),
+        pfb.set((uintptr_t)B + ((uintptr_t)(pc + kc) * ldb + jc) * sizeof(T), ldb * (long)sizeof(T), kc,
+                (long)nc * sizeof(T),
                 (long)((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR));
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
