@@ -615,6 +615,118 @@ TEST(Gemm, StableBSharedPanels) {
   run_stable_b_case<float>(130, 96, 300, 32, 32, 64, true, 4, true, 28);
 }
 
+// The packed-A cache is a ring: when the arena is full, a new block goes to its start and only the
+// entries it overwrites are dropped (the oldest), and the oldest entry when the table is full; the
+// others keep their place and contents.
+TEST(Gemm, PackedCacheRing) {
+  using namespace tw_cpu::detail;
+  static char keys[600];
+  tw_cpu::new_launch();
+  {
+    PackedCache pc(1024);  // room for four blocks of 208 floats (200 rounded up to 16)
+    float* q[6];
+    for (int i = 0; i < 6; ++i) {
+      bool fresh = false;
+      q[i] = pc.find_or_add(keys + i, 64, 14, 128, 8, 200, &fresh);
+      ASSERT_NE(q[i], nullptr);
+      EXPECT_TRUE(fresh);
+      for (int t = 0; t < 200; ++t) q[i][t] = (float)(i * 1000 + t);
+    }
+    EXPECT_EQ(q[4], q[0]);  // the fifth block wrapped to the start, over the first
+    EXPECT_EQ(q[5], q[1]);
+    EXPECT_EQ(pc.find(keys + 0, 64, 14, 128, 8), nullptr);
+    EXPECT_EQ(pc.find(keys + 1, 64, 14, 128, 8), nullptr);
+    for (int i = 2; i < 6; ++i) {
+      const float* f = pc.find(keys + i, 64, 14, 128, 8);
+      ASSERT_EQ(f, q[i]) << i;
+      for (int t = 0; t < 200; ++t) ASSERT_EQ(f[t], (float)(i * 1000 + t)) << i;
+      bool fresh = true;
+      EXPECT_EQ(pc.find_or_add(keys + i, 64, 14, 128, 8, 200, &fresh), q[i]);
+      EXPECT_FALSE(fresh);
+    }
+    bool fresh = false;
+    EXPECT_EQ(pc.find_or_add(keys, 64, 14, 128, 8, 300, &fresh), nullptr);  // over a quarter: not cached
+  }
+  {
+    PackedCache pc(size_t(1) << 20);
+    const int n = PackedCache::kEntries + 3;
+    for (int i = 0; i < n; ++i) {
+      bool fresh = false;
+      ASSERT_NE(pc.find_or_add(keys + i, 64, 14, 128, 8, 16, &fresh), nullptr);
+    }
+    for (int i = 0; i < n; ++i)  // a full table drops its oldest entries, one per new entry
+      EXPECT_EQ(pc.find(keys + i, 64, 14, 128, 8) != nullptr, i >= 3) << i;
+    tw_cpu::new_launch();
+    EXPECT_EQ(pc.find(keys + n - 1, 64, 14, 128, 8), nullptr);
+  }
+}
+
+// A large-K tile program (the op zoo's matmul_large_k shape, scaled): blocks of MB x NB walk K in
+// steps of KB with A and B stable, one thread, the launcher's row-major block order. A block row's
+// packed A tiles fit the thread's packed-A arena but two rows do not: the second column block of
+// every row must still find all of its row's tiles (the arena used to start over when full, and the
+// rows after the first re-packed most of theirs). Tails in M (17 rows: more than a micro-panel on
+// every instruction set, so the packed path), N and K (a last K step of 37); float64 reference
+// over every element.
+template <class T>
+void run_large_k_case(bool transA, uint32_t seed) {
+  using namespace tw_cpu::detail;
+  const int MB = 64, NB = 40, KB = 128;
+  const int M = 2 * MB + 17, N = NB + 30, K = 120 * KB + 37;
+  std::mt19937 g(seed);
+  std::vector<T> A((size_t)M * K), B((size_t)K * N);
+  for (auto& v : A) v = make_val<T>(g);
+  for (auto& v : B) v = make_val<T>(g);
+  std::vector<float> C((size_t)M * N, -1.0f);
+  std::vector<const float*> first((K + KB - 1) / KB);
+  tw_cpu::new_launch();
+  for (int i0 = 0; i0 < M; i0 += MB)
+    for (int j0 = 0; j0 < N; j0 += NB) {
+      const int mb = std::min(MB, M - i0), nb = std::min(NB, N - j0);
+      std::vector<float> c((size_t)mb * nb, 0.0f);
+      for (int k0 = 0; k0 < K; k0 += KB) {
+        const int kb = std::min(KB, K - k0);
+        const T* a = transA ? A.data() + (size_t)k0 * M + i0 : A.data() + (size_t)i0 * K + k0;
+        tw_cpu::gemm<T, T, float>(mb, nb, kb, a, transA ? M : K, transA, B.data() + (size_t)k0 * N + j0, N,
+                                  false, c.data(), nb, true, /*a_stable=*/true, /*b_stable=*/true, j0, N);
+      }
+      for (int i = 0; i < mb; ++i)
+        for (int j = 0; j < nb; ++j) C[(size_t)(i0 + i) * N + j0 + j] = c[(size_t)i * nb + j];
+      // after the row's first block every A tile of the row is cached, and after its last block
+      // the same packed copies still are (none was packed again)
+      const int tag = (int)sizeof(T) * 2 + (transA ? 1 : 0) + (kPairK<T> == 2 ? 16 : 0);
+      int missing = 0, moved = 0;
+      for (int k0 = 0, t = 0; k0 < K; k0 += KB, ++t) {
+        const T* a = transA ? A.data() + (size_t)k0 * M + i0 : A.data() + (size_t)i0 * K + k0;
+        const float* p = packed_a_cache().find(a, transA ? M : K, mb, std::min(KB, K - k0), tag);
+        missing += p == nullptr;
+        if (j0 == 0) first[t] = p;
+        else moved += p != first[t];
+      }
+      EXPECT_EQ(missing, 0) << "row block " << i0 / MB << ", column block " << j0 / NB;
+      EXPECT_EQ(moved, 0) << "row block " << i0 / MB << ", column block " << j0 / NB;
+    }
+  std::vector<double> Bd((size_t)K * N);
+  for (size_t t = 0; t < Bd.size(); ++t) Bd[t] = tw_cpu::convert<float>(B[t]);
+  for (int i = 0; i < M; ++i) {
+    std::vector<double> s(N, 0.0), sa(N, 0.0);
+    for (int k = 0; k < K; ++k) {
+      const double a = tw_cpu::convert<float>(transA ? A[(size_t)k * M + i] : A[(size_t)i * K + k]);
+      for (int j = 0; j < N; ++j) {
+        s[j] += a * Bd[(size_t)k * N + j];
+        sa[j] += std::fabs(a * Bd[(size_t)k * N + j]);
+      }
+    }
+    for (int j = 0; j < N; ++j) ASSERT_NEAR(C[(size_t)i * N + j], s[j], 2e-6 * sa[j] + 1e-6) << i << "," << j;
+  }
+}
+TEST(Gemm, LargeKTileRows) {
+  run_large_k_case<float>(false, 31);
+  run_large_k_case<float>(true, 32);
+  run_large_k_case<bf16>(false, 33);
+  run_large_k_case<f16>(true, 34);
+}
+
 // ------------------------------------------------------------------ conversions
 double f16_value(uint16_t h) {
   int e = (h >> 10) & 0x1f, m = h & 0x3ff;

@@ -110,19 +110,24 @@ inline Scratch& gemm_scratch(int slot) {
 // view of a tensor the kernel never writes, see codegen's copy elision), its packed block is
 // kept in a per-thread arena keyed by (pointer, leading dim, shape, transpose, element type)
 // and reused. Every launch starts a new epoch (tw_grid calls new_launch()), which drops all
-// entries: inputs may change between launches. When the arena is full it starts over.
+// entries: inputs may change between launches. The arena is a ring: when it is full, new blocks
+// are placed from its start again and only the entries they overwrite are dropped (the oldest),
+// so a block row whose A tiles need more than the arena (a large K: 256 x 16384 fp32 in 64-row
+// blocks is 128 tiles of 35 KiB a row) still finds the tiles its previous block packed most
+// recently. (Dropping every entry when full made each block row after the first re-pack up to
+// 105 of its 128 tiles in the op zoo's large-K matmul: 827 packs a launch instead of 512.)
 struct PackedCache {
   static constexpr int kEntries = 256;
   struct Entry {
     const void* p;
     long ld;
     int r, c, tag;
-    size_t off;
+    size_t off, len;
   };
   size_t cap_floats;
   uint64_t epoch = 0;
-  int n = 0;
-  size_t used = 0;
+  int n = 0;  // e[0 .. n): oldest first
+  size_t used = 0;  // where the next block goes
   Entry e[kEntries];
   Scratch arena{true};
   explicit PackedCache(size_t cap) : cap_floats(cap) {}
@@ -149,11 +154,15 @@ struct PackedCache {
       }
     floats = (floats + 15) / 16 * 16;
     if (floats > cap_floats / 4) return nullptr;
-    if (n == kEntries || used + floats > cap_floats) {
-      n = 0;
-      used = 0;
+    if (used + floats > cap_floats) used = 0;
+    // drop the entries the new block overwrites, and the oldest one when the table is full
+    int m = 0;
+    for (int i = 0; i < n; ++i) {
+      const bool overlaps = e[i].off < used + floats && used < e[i].off + e[i].len;
+      if (!overlaps && !(n == kEntries && i == 0)) e[m++] = e[i];
     }
-    e[n++] = Entry{p, ld, r, c, tag, used};
+    n = m;
+    e[n++] = Entry{p, ld, r, c, tag, used, floats};
     float* q = (float*)arena.get(cap_floats * sizeof(float)) + used;
     used += floats;
     *fresh = true;
@@ -430,6 +439,13 @@ inline void pack_transpose(const T* src, long ld, int r, int kc, float* dst) {
 inline constexpr int kPackSlack = 16;  // floats of slack after packed buffers
 
 // ------------------------------------------------------------ fp32 packing
+// every cache line of [p, p + bytes) requested into L2 (prefetcht1): L1 holds what is being
+// computed on, and rows far apart fall into few L1 sets
+TW_CPU_INLINE void prefetch_l2(uintptr_t p, long bytes) {
+  for (uintptr_t l = p & ~(uintptr_t)63; l < p + (uintptr_t)bytes; l += 64)
+    __builtin_prefetch((const char*)l, 0, 2);
+}
+
 // A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of kMR rows,
 // layout Ap[panel][k][kMR], rows beyond mc zero-filled. kPairK<T> == 2: element k of a row
 // is the bf16 pair (2k, 2k + 1), (kc + 1) / 2 of them.
@@ -468,7 +484,13 @@ inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float*
         }
       }
     } else {
-      // op(A)(i,k) = A[i*lda + k]: transpose while packing
+      // op(A)(i,k) = A[i*lda + k]: transpose while packing. The rows of the next panel are
+      // fetched into L2 first: rows far apart (a tile of a wide matrix) are not followed by the
+      // hardware prefetchers, and the transpose would wait on each line in turn.
+      if (i0 + kMR < mc && lda * (long)sizeof(T) >= 4096) {
+        const int rn = mc - i0 - kMR < kMR ? mc - i0 - kMR : kMR;
+        for (int i = 0; i < rn; ++i) prefetch_l2((uintptr_t)(A + (long)(i0 + kMR + i) * lda), kc * (long)sizeof(T));
+      }
       pack_transpose<kMR>(A + (long)i0 * lda, lda, mr, kc, dst);
     }
   }
@@ -976,6 +998,30 @@ struct NextPrefetch {
   }
 };
 
+// The rows of a strided source range fetched into L2 a few rows at a time: step() is called
+// before each micro-kernel call and requests the next `per` rows (every cache line of each), so
+// that the whole range is requested by the end of the current gemm call. For a tile program's
+// next K step, whose A or B tile this call does not pack but the next call will: its rows lie
+// far apart in the source (64 rows of 512 bytes 64 KiB apart for the op zoo's large-K A tile),
+// a pattern the hardware prefetchers do not follow, so packing them on demand waits on memory.
+// Addresses are integers: the range may lie past the operand (the last K step's "next" tile).
+struct RowsPrefetch {
+  uintptr_t base = 0;
+  long ld = 0, bytes = 0;
+  int rows = 0, next = 0, per = 0;
+  void set(uintptr_t b, long ld_bytes, int nrows, long row_bytes, long steps) {
+    base = b;
+    ld = ld_bytes;
+    rows = nrows;
+    bytes = row_bytes;
+    next = 0;
+    per = (int)((nrows + steps - 1) / (steps > 0 ? steps : 1));
+  }
+  TW_CPU_INLINE void step() {
+    for (int q = 0; q < per && next < rows; ++q, ++next) prefetch_l2(base + (uintptr_t)(next * ld), bytes);
+  }
+};
+
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable,
@@ -1046,6 +1092,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   const int tag_a = (int)sizeof(T) * 2 + (transA ? 1 : 0) + (kDp ? 16 : 0);
   const int tag_b = (int)sizeof(T) * 2 + (transB ? 1 : 0) + (kDp ? 16 : 0);
   bool a_packed = false;
+  bool a_filled = false;  // this call packed A into the cache (the next K step's is likely unpacked)
   // A B tile spanning every column of B (not transposed, ldb == N) means the grid has one column
   // block: no later block reads this A tile again, and keeping its packed copy would only stream
   // writes through the cache's 8 MiB arena (tall-skinny: 17.5 KiB of new lines per call)
@@ -1058,6 +1105,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
                                            (size_t)mpad * kw(K) + kPackSlack, &fresh);
     if (c) {
       if (fresh) pack_a_f32(M, K, A, lda, transA, c);
+      a_filled = fresh;
       Ap = c;
       a_packed = true;
     }
@@ -1065,6 +1113,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   float* Bp = (float*)gemm_scratch(1).get(sizeof(float) * ((size_t)ncpad * kw(kcmax) + kPackSlack));
   // a stable B with one K block and one column block: share its packed panel across blocks
   float* Bshared = nullptr;
+  bool b_filled = false;  // this call packed the shared panel (the next K step's is likely unpacked)
   if (b_stable && K <= KC && N <= kNC) {
     bool fill = false;
     SharedPackedB::Slot* slot = nullptr;
@@ -1074,6 +1123,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       if (fill) {
         pack_b_f32(K, N, B, ldb, transB, q);
         SharedPackedB::publish(slot);
+        b_filled = true;
       }
       Bshared = q;
     }
@@ -1104,6 +1154,15 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
            (size_t)ncpad * kw(K));
   }
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * (M / kMR));  // the full-height micro-kernel calls
+  // This call packed A into the cache, so the next call (the next K step of the same rows) will
+  // most likely pack the A tile right behind it: fetch its source rows during this call.
+  RowsPrefetch pfa;
+  if (a_filled) {
+    const long steps = (long)((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR);
+    const uintptr_t a0 = (uintptr_t)A, es = sizeof(T);
+    if (transA) pfa.set(a0 + (uintptr_t)K * lda * es, lda * (long)es, K, (long)M * es, steps);
+    else pfa.set(a0 + (uintptr_t)K * es, lda * (long)es, M, (long)K * es, steps);
+  }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += KC) {
@@ -1115,13 +1174,14 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       // Software prefetch of the next B block to pack (rows pc+kc .. pc+2kc of these columns),
       // spread over the micro-kernel calls of the first row block. At the last K block this
       // runs past the operand: harmless (prefetches never fault) and, when the caller walks K
-      // in a loop of small gemms (a tile program), exactly the B tile of its next call.
-      const int lpr = transB || Bshared ? 0 : (int)((nc * sizeof(T) + 63) / 64);
-      const int ncalls = ((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
-      const int pf_rows = lpr ? (kc + ncalls - 1) / ncalls : 0;
-      int pf_row = 0;
-      const char* pf_base = (const char*)b_at(pc + kc, jc);
-      const long pf_ld = ldb * (long)sizeof(T);
+      // in a loop of small gemms (a tile program), exactly the B tile of its next call. Not
+      // when this call found its panel shared and packed: the next one most likely is too
+      // (fetched by NextPrefetch above); when this call packed it, the next one is likely not.
+      RowsPrefetch pfb;
+      if (!transB && (!Bshared || b_filled))
+        pfb.set((uintptr_t)B + ((uintptr_t)(pc + kc) * ldb + jc) * sizeof(T), ldb * (long)sizeof(T), kc,
+                (long)nc * sizeof(T),
+                (long)((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR));
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
         const float* ap = Ap;
@@ -1132,8 +1192,8 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
           const float* bp = Bp + (long)jr * kwc;
           for (int ir = 0; ir < mc; ir += kMR) {
             int mr = mc - ir < kMR ? mc - ir : kMR;
-            for (int q = 0; q < pf_rows && pf_row < kc; ++q, ++pf_row)
-              for (int l = 0; l < lpr; ++l) __builtin_prefetch(pf_base + pf_row * pf_ld + 64 * l);
+            pfb.step();
+            pfa.step();
             if (mr == kMR) {
               long m = 0;
               const char* q = pf.take(&m);
