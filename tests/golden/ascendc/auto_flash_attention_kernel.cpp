@@ -505,23 +505,23 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 43168);
+    pipe.InitBuffer(tw_ub_buf, 43296);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
-    LocalTensor<float> scores_scale_prev = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +128 float32 ND [32], line 22
-    LocalTensor<float> scores_scale_prev2 = tw_ub[41088].ReinterpretCast<float>();  // UB @41088 +128 float32 ND [32], line 22
-    LocalTensor<float> scores_scale_prev3 = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 22
+    LocalTensor<float> scores_scale_prev = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 22
+    LocalTensor<float> scores_scale_prev2 = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 22
     LocalTensor<float> acc_s_ub = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 9
     LocalTensor<float> acc_o_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 11
-    LocalTensor<float> scores_max = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 12
-    LocalTensor<float> scores_max_prev = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 13
-    LocalTensor<float> scores_scale = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 15
-    LocalTensor<float> logsum = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 16
+    LocalTensor<float> scores_max = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 12
+    LocalTensor<float> scores_max_prev = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 13
+    LocalTensor<float> scores_scale = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 14
+    LocalTensor<float> scores_sum = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +128 float32 ND [32], line 15
+    LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
+    LocalTensor<float> scores_scale_prev3 = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +256 float32 ND [2, 32], line 22
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +32 float32 ND [8], line 27
-    LocalTensor<float> scores_max_part_0 = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 31
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42144].ReinterpretCast<uint8_t>();  // UB @42144 +1024 uint8 ND [1024], line 42
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +32 float32 ND [8], line 27
+    LocalTensor<float> scores_max_part_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 31
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42272].ReinterpretCast<uint8_t>();  // UB @42272 +1024 uint8 ND [1024], line 42
 
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
@@ -646,7 +646,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::MTE2_V>(0);
         SetFlag<HardEvent::V_MTE2>(0);  // line 51
         if (((k_v_o * 2) + 1) < (loop_range_v + 3)) {
-          DataCopy(scores_scale_prev3, scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
+          DataCopy(scores_scale_prev3[32], scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
           PipeBarrier<PIPE_V>();  // line 22
           DataCopy(scores_scale_prev2, scores_scale_prev, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
           PipeBarrier<PIPE_V>();  // line 22
@@ -736,7 +736,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           if (((k_v_o * 2) + 1) >= 3) {
             PipeBarrier<PIPE_V>();  // line 37
-            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
+            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3[32], static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
             PipeBarrier<PIPE_V>();  // line 37
             Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
