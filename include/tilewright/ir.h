@@ -310,6 +310,9 @@ struct BufferNode {
   // messages name instead of it (capacity errors count its bytes with that buffer). Empty for
   // buffers the kernel declares.
   std::string temp_of;
+  // Ascend multi_buffer: the leading dim holds this many copies of the tile (one per stage of a
+  // T.Pipelined loop), which messages state instead of naming that dim. 0 for other buffers.
+  int64_t stages = 0;
   BufferNode(std::string n, DType t, std::vector<Expr> sh, Scope sc, Span s)
       : name(std::move(n)), dtype(t), shape(std::move(sh)), scope(sc), span(std::move(s)) {}
   int ndim() const { return static_cast<int>(shape.size()); }

@@ -9,6 +9,7 @@
 
 #include "ir/functor.h"
 #include "target/ascend/plan_memory.h"
+#include "target/cpu/tile_facts.h"  // loop_local_tiles (a Tile IR fact, target-neutral)
 #include "transform/simplify.h"
 
 namespace tw::ascend {
@@ -22,13 +23,15 @@ using ir::Scope;
 using ir::Stmt;
 
 
-// One copy of a loop body: the loop var replaced, staged tiles indexed by `stage`, every variable
-// defined in the body renamed.
+// One copy of a loop body: the loop var replaced, staged tiles indexed by `stage` (modulo their
+// copies: L0 tiles may have fewer than the loop's stages), every variable defined in the body renamed.
 struct Instantiate : ir::Mutator {
   std::unordered_map<const ir::VarNode*, Expr> vars;
   const std::unordered_map<const ir::BufferNode*, Buffer>& staged;
   int64_t stage;
   Instantiate(const std::unordered_map<const ir::BufferNode*, Buffer>& s, int64_t st) : staged(s), stage(st) {}
+
+  Expr copy_of(const Buffer& nb) const { return C(stage % *ir::as_const_int(nb->shape[0])); }
 
   ir::Var fresh(const ir::Var& v) {
     ir::Var n = ir::var(v->name + "_s" + std::to_string(stage), v->dtype, v->span);
@@ -45,7 +48,7 @@ struct Instantiate : ir::Mutator {
       auto* l = ir::as<ir::LoadNode>(e);
       auto it = staged.find(l->buffer.get());
       if (it != staged.end()) {
-        std::vector<Expr> idx{C(stage)};
+        std::vector<Expr> idx{copy_of(it->second)};
         for (const auto& i : l->indices) idx.push_back(mutate(i));
         return ir::load(it->second, idx, e->span);
       }
@@ -71,7 +74,7 @@ struct Instantiate : ir::Mutator {
         auto* n = ir::as<ir::StoreNode>(s);
         auto it = staged.find(n->buffer.get());
         if (it == staged.end()) break;
-        std::vector<Expr> idx{C(stage)};
+        std::vector<Expr> idx{copy_of(it->second)};
         for (const auto& i : n->indices) idx.push_back(mutate(i));
         return std::make_shared<ir::StoreNode>(it->second, idx, mutate(n->value), s->span);
       }
@@ -91,7 +94,7 @@ struct Instantiate : ir::Mutator {
     auto it = staged.find(r.buffer.get());
     if (it == staged.end()) return x;
     x.buffer = it->second;
-    x.starts.insert(x.starts.begin(), C(stage));
+    x.starts.insert(x.starts.begin(), copy_of(it->second));
     x.extents.insert(x.extents.begin(), C(1));
     return x;
   }
@@ -132,6 +135,51 @@ std::vector<Buffer> loop_allocs(const Stmt& body) {
   return out;
 }
 
+// Tiles allocated outside a pipelined loop (num_stages >= 2) whose values live within one
+// iteration of it (tile_facts.h loop_local_tiles: nothing outside the loop body references them
+// and each iteration overwrites all of it -- a copy, a fill or an elementwise map that reads none
+// of it -- before anything else in the body references it) have
+// their allocation moved to the top of the loop body, where MultiBuffer stages them as the tiles
+// the body allocates. Any other tile allocated outside (an accumulator, a tile written under an
+// `if` or by a partial write first, read after the loop) stays where it is, shared by the copies.
+struct SinkIterationLocal : ir::Mutator {
+  std::unordered_map<const ir::StmtNode*, std::vector<Stmt>> into;  // loop -> allocations moved into its body
+  std::unordered_set<const ir::StmtNode*> moved;                      // the allocations moved
+
+  explicit SinkIterationLocal(const ir::Kernel& k) {
+    std::vector<Stmt> all_allocs;
+    ir::for_each_stmt(k->body, [&](const Stmt& s) {
+      if (s->kind == ir::StmtKind::Alloc) all_allocs.push_back(s);
+    });
+    ir::for_each_stmt(k->body, [&](const Stmt& s) {
+      if (s->kind != ir::StmtKind::For) return;
+      auto* f = ir::as<ir::ForNode>(s);
+      if (f->for_kind != ir::ForKind::pipelined || f->num_stages <= 1) return;
+      auto local = cpu::loop_local_tiles(k, *f, /*maps=*/true);
+      if (local.empty()) return;
+      std::unordered_set<const ir::StmtNode*> inside;
+      ir::for_each_stmt(f->body, [&](const Stmt& x) { inside.insert(x.get()); });
+      for (const auto& a : all_allocs)  // in the kernel's order
+        if (!inside.count(a.get()) && !moved.count(a.get()) && local.count(ir::as<ir::AllocNode>(a)->buffer.get())) {
+          moved.insert(a.get());
+          into[s.get()].push_back(a);
+        }
+    });
+  }
+  Stmt mutate(const Stmt& s) override {
+    if (s && moved.count(s.get())) return nullptr;
+    Stmt m = ir::Mutator::mutate(s);
+    auto it = s ? into.find(s.get()) : into.end();
+    if (it == into.end()) return m;
+    auto* f = ir::as<ir::ForNode>(m);
+    std::vector<Stmt> body = it->second;
+    for (const auto& c : ir::as<ir::SeqNode>(f->body)->body) body.push_back(c);  // a sequence (loop_local_tiles)
+    return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages,
+                                         std::make_shared<ir::SeqNode>(body, f->body->span), m->span);
+  }
+  using ir::Mutator::mutate;
+};
+
 struct MultiBuffer : ir::Mutator {
   const target::AscendParams& hw;
   std::array<int64_t, kNumMems> used{};  // bytes of every tile of the kernel, per memory
@@ -165,6 +213,26 @@ struct MultiBuffer : ir::Mutator {
     return 2;
   }
 
+  // Copies of the L0A / L0B tiles of a loop body with S stages: expand_gemm made them (sized so
+  // that two copies of the body's L0 tiles fit, see expand_gemm.h); S copies when they fit, else
+  // the most that fit (the copy for iteration i is i % copies).
+  int64_t l0_stages(const Stmt& body, int64_t S, const std::function<bool(const Buffer&)>& shared) {
+    for (int64_t c = S; c > 1; --c) {
+      std::array<int64_t, kNumMems> need{};
+      ir::for_each_stmt(body, [&](const Stmt& x) {
+        if (x->kind != ir::StmtKind::Alloc) return;
+        const Buffer& b = ir::as<ir::AllocNode>(x)->buffer;
+        if (b->scope != Scope::L0A && b->scope != Scope::L0B) return;
+        Mem m = *mem_of(b->scope);
+        need[static_cast<int>(m)] += round_up(bytes_of(b), buffer_alignment(m)) * (shared(b) ? 1 : c);
+      });
+      if (need[static_cast<int>(Mem::L0A)] <= capacity_of(hw, Mem::L0A) &&
+          need[static_cast<int>(Mem::L0B)] <= capacity_of(hw, Mem::L0B))
+        return c;
+    }
+    return 1;
+  }
+
   Stmt mutate(const Stmt& s) override {
     if (!s || s->kind != ir::StmtKind::For) return ir::Mutator::mutate(s);
     auto* f = ir::as<ir::ForNode>(s);
@@ -189,22 +257,28 @@ struct MultiBuffer : ir::Mutator {
         moved.insert(ir::as<ir::CopyNode>(x)->dst.buffer.get());
       }
     });
+    auto is_l0 = [](const Buffer& b) { return b->scope == Scope::L0A || b->scope == Scope::L0B; };
+    auto shared = [&](const Buffer& b) {
+      bool pingpong = is_l0(b) && b->ndim() > 2;
+      // a compiler temporary no copy touches holds values of one iteration's vector code only
+      bool vector_temp = !b->temp_of.empty() && !moved.count(b.get());
+      return pingpong || vector_temp || whole.count(b.get()) > 0;
+    };
+    int64_t l0_copies = l0_stages(body, S, shared);
     std::unordered_map<const ir::BufferNode*, Buffer> staged;
     std::vector<Stmt> allocs;
     ir::for_each_stmt(body, [&](const Stmt& x) {
       if (x->kind != ir::StmtKind::Alloc) return;
       const Buffer& b = ir::as<ir::AllocNode>(x)->buffer;
-      bool pingpong = (b->scope == Scope::L0A || b->scope == Scope::L0B) && b->ndim() > 2;
-      // a compiler temporary no copy touches holds values of one iteration's vector code only
-      bool vector_temp = !b->temp_of.empty() && !moved.count(b.get());
-      if (pingpong || vector_temp || whole.count(b.get())) {
+      if (shared(b) || (is_l0(b) && l0_copies == 1)) {
         allocs.push_back(x);  // one tile shared by the copies
         return;
       }
-      std::vector<Expr> shape{C(S)};
+      std::vector<Expr> shape{C(is_l0(b) ? l0_copies : S)};
       for (const auto& d : b->shape) shape.push_back(d);
       auto mb = std::make_shared<ir::BufferNode>(b->name, b->dtype, shape, b->scope, b->span);
       mb->temp_of = b->temp_of;  // a temporary's copies stay temporaries
+      if (b->stages == 0) mb->stages = is_l0(b) ? l0_copies : S;  // (copies of copies: nested loops show all dims)
       Buffer nb = mb;
       staged[b.get()] = nb;
       allocs.push_back(std::make_shared<ir::AllocNode>(nb, x->span));
@@ -234,8 +308,10 @@ struct MultiBuffer : ir::Mutator {
 }  // namespace
 
 ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target& target) {
-  MultiBuffer m(kernel, target.ascend);
-  return m.mutate_kernel(kernel);
+  SinkIterationLocal sink(kernel);
+  ir::Kernel k = sink.moved.empty() ? kernel : sink.mutate_kernel(kernel);
+  MultiBuffer m(k, target.ascend);
+  return m.mutate_kernel(k);
 }
 
 }  // namespace tw::ascend

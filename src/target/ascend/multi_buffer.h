@@ -13,13 +13,25 @@
 //     if S*ko + 1 < n: <body with k = min + S*ko + 1, t -> t[1]>   # the If is dropped when S | n
 //     ...
 //
-// Every variable the body defines (lets, inner loops) is renamed in each copy. Tiles not copied:
+// Every variable the body defines (lets, inner loops) is renamed in each copy. A tile allocated
+// outside the loop (before it, as tilelang and examples/gemm.py write it) whose value lives within
+// one iteration is staged the same way: first its allocation moves to the top of the body. That
+// needs proof (tile_facts.h loop_local_tiles): nothing outside the body references it, and the
+// first statement of the body that references it overwrites all of it (a copy into the whole
+// tile, a fill, or an elementwise map over the whole tile that reads none of it). Otherwise (an
+// accumulator, a tile also used after the loop or by another loop, a tile first written in part,
+// under an `if` or in an inner loop) it stays one tile shared by the copies. Tiles not copied:
 // L0A/L0B tiles that already have a ping-pong dim (expand_gemm alternates them within one gemm),
 // tiles used as a whole by T.reduce (whole-buffer operands), and compiler temporaries (temp_of,
 // legalize_vector's float32 copies, ...) that no copy reads or writes: their values live within
 // one iteration's vector code, so more copies would only overlap vector work with itself. They are
 // allocated once before the loop and shared by the copies. num_stages <= 1 loops are left
-// alone; the pipelined loop becomes serial in every case.
+// alone; the pipelined loop becomes serial in every case. L0A/L0B tiles (expand_gemm's, sized so
+// that two copies of a body's L0 tiles fit) get S copies when the body's L0 tiles fit S times,
+// else the most that fit (the copy of iteration i is i % copies): num_stages=3 of a 128x256 fp16
+// gemm stages its L1 tiles 3 times and its L0 tiles twice. Staged tiles record the stage count
+// (BufferNode::stages) so that plan_memory's capacity error names them as the kernel wrote them
+// and hints at fewer stages.
 // A serial loop whose body allocates tiles it loads from GM (the seed's `for k in range(...)`
 // with tw.load) is pipelined with 2 stages when the extra copies fit: the bytes of every tile of
 // the kernel (counted as live at once, a conservative bound on plan_memory's placement) plus

@@ -318,6 +318,12 @@ std::string shape_str(const std::vector<int64_t>& sh) {
   return s;
 }
 
+// The shape of one copy of a staged buffer (multi_buffer's leading dim dropped), as the kernel wrote it.
+std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
+  if (d.stages > 0 && sh.size() > 1) sh.erase(sh.begin());
+  return sh;
+}
+
 // The capacity error of memory m: the buffers live together at the peak, the bytes needed, the
 // capacity, and as hint the leading matrix dimension of every buffer halved until it fits.
 [[noreturn]] void capacity_error(const Program& p, const target::Target& target, Mem m, const std::vector<Item>& items,
@@ -362,8 +368,10 @@ std::string shape_str(const std::vector<int64_t>& sh) {
     if (!d.temp_of.empty()) continue;
     if (!biggest || d.bytes > biggest->bytes) biggest = &d;
     listed.insert(d.name);
-    list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(d.shape) + " " + std::string(d.dtype.name()) + ", " +
-            std::to_string(d.bytes) + " B" + (temp_bytes.count(d.name) ? ", and " + temps_of(d.name) : "") + ")";
+    std::string staged = d.stages > 0 ? " x " + std::to_string(d.stages) + " stages of T.Pipelined" : "";
+    list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(tile_shape(d, d.shape)) + " " +
+            std::string(d.dtype.name()) + staged + ", " + std::to_string(d.bytes) + " B" +
+            (temp_bytes.count(d.name) ? ", and " + temps_of(d.name) : "") + ")";
   }
   for (const auto& o : owners)
     if (!listed.count(o)) list += (list.empty() ? "" : ", ") + std::string("the compiler temporaries for ") + o + " (" +
@@ -382,7 +390,8 @@ std::string shape_str(const std::vector<int64_t>& sh) {
         continue;
       }
       std::vector<int64_t> sh = d.shape;
-      size_t dim = sh.size() >= 2 ? sh.size() - 2 : 0;
+      size_t lead = d.stages > 0 ? 1 : 0;  // the stage dim stays
+      size_t dim = sh.size() >= lead + 2 ? sh.size() - 2 : lead;
       sh[dim] = std::max<int64_t>(1, sh[dim] >> halvings);
       it.bytes = (m != Mem::UB && sh.size() < 2) ? std::max<int64_t>(512, d.bytes >> halvings)  // implicit gemm L0
                                                  : tile_bytes(m, d.dtype, sh);
@@ -394,12 +403,32 @@ std::string shape_str(const std::vector<int64_t>& sh) {
     std::string s;
     for (size_t i : live)
       if (p.buffers[items[i].buffer].temp_of.empty())
-        s += (s.empty() ? "" : ", ") + p.buffers[items[i].buffer].name + " " + shape_str(shapes[i]);
+        s += (s.empty() ? "" : ", ") + p.buffers[items[i].buffer].name + " " +
+             shape_str(tile_shape(p.buffers[items[i].buffer], shapes[i]));
     if (s.empty()) s = "the tiles halved " + std::to_string(halvings) + " time(s)";
     hint = "a smaller tile that fits: " + s + " (" + std::to_string(tot) + " B)" +
            (reuse ? "" : "; or reuse one buffer for two tiles");
   }
   if (hint.empty()) hint = "use smaller tiles";
+  // Tiles staged by T.Pipelined (multi_buffer): the most stages that fit with the tiles as they are.
+  int64_t most = 0;
+  for (const Item& it : items) most = std::max(most, p.buffers[it.buffer].stages);
+  for (int64_t s = most - 1; s >= 1; --s) {
+    std::vector<Item> fewer = items;
+    for (Item& it : fewer) {
+      const BufferDecl& d = p.buffers[it.buffer];
+      if (d.stages <= s) continue;
+      std::vector<int64_t> sh = d.shape;
+      sh[0] = s;
+      it.bytes = tile_bytes(m, d.dtype, sh);
+    }
+    std::vector<int64_t> offsets;
+    int64_t tot = place(fewer, align, reuse, offsets);
+    if (tot > cap) continue;
+    hint += "; or fewer stages: T.Pipelined(..., num_stages=" + std::to_string(s) + ") fits (" + std::to_string(tot) +
+            " B)";
+    break;
+  }
   std::string where;
   if (reuse && peak_pos >= 0 && spans[peak_pos].known())
     where = " are live together at line " + std::to_string(spans[peak_pos].line) + " and";

@@ -44,7 +44,9 @@
 // together at the peak (all the memory's buffers without reuse), their shapes and sizes, the bytes
 // needed, the capacity of that memory on that chip, and as hint a smaller tile that fits (the
 // leading matrix dimension of every buffer of that memory halved until the placement fits;
-// compiler temporaries keep their size there, as legalize_vector's row chunks do).
+// compiler temporaries keep their size there, as legalize_vector's row chunks do). A tile staged
+// by T.Pipelined (BufferDecl::stages, multi_buffer) is named with the shape the kernel wrote and
+// its stage count, its stage dim is never halved, and the hint adds the most stages that fit.
 #pragma once
 
 #include <cstdint>

@@ -100,6 +100,7 @@ struct BufferDecl {
   Format format = Format::ND;  // informative
   ir::Span span;
   std::string temp_of;  // a compiler temporary: the user buffer it serves (ir::BufferNode::temp_of)
+  int64_t stages = 0;   // copies in the leading dim (ir::BufferNode::stages: multi_buffer), else 0
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -255,6 +255,7 @@ class Lowerer {
       auto shape = b->const_shape();
       Buf g = declare(b->name, geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
       p_.buffers.back().temp_of = b->temp_of;
+      p_.buffers.back().stages = b->stages;
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {

@@ -146,21 +146,54 @@ bool whole_tile(const Region& r) {
   return true;
 }
 
-std::unordered_set<const void*> loop_local_tiles(const Kernel& k, const ForNode& loop) {
+// The tile a nest of parallel loops from 0 over all of its dims stores at the loop variables (in
+// order) without reading it, or null.
+static const Buffer* map_overwrite(const Stmt& s) {
+  std::vector<const ForNode*> loops;
+  Stmt cur = s;
+  auto one = [](Stmt x) {  // a sequence of one statement is that statement
+    while (x && x->kind == StmtKind::Seq && static_cast<const SeqNode*>(x.get())->body.size() == 1)
+      x = static_cast<const SeqNode*>(x.get())->body[0];
+    return x;
+  };
+  for (cur = one(cur); cur && cur->kind == StmtKind::For; cur = one(static_cast<const ForNode*>(cur.get())->body)) {
+    loops.push_back(static_cast<const ForNode*>(cur.get()));
+    if (loops.back()->for_kind != ForKind::parallel) return nullptr;
+  }
+  if (!cur || cur->kind != StmtKind::Store) return nullptr;
+  const auto& st = *static_cast<const StoreNode*>(cur.get());
+  auto shape = st.buffer->const_shape();
+  if (st.buffer->scope == Scope::global || !shape || shape->size() != loops.size() ||
+      st.indices.size() != loops.size())
+    return nullptr;
+  for (size_t d = 0; d < loops.size(); ++d) {
+    auto mn = as_const_int(loops[d]->min), ex = as_const_int(loops[d]->extent);
+    if (!mn || *mn != 0 || !ex || *ex != (*shape)[d] || !is_var(st.indices[d], loops[d]->var)) return nullptr;
+  }
+  bool reads = false;
+  for_each_expr(cur, [&](const Expr& e) {
+    if (e && e->kind == ExprKind::Load) reads |= static_cast<const LoadNode*>(e.get())->buffer == st.buffer;
+  });
+  return reads ? nullptr : &st.buffer;
+}
+
+std::unordered_set<const void*> loop_local_tiles(const Kernel& k, const ForNode& loop, bool maps) {
   std::unordered_set<const void*> out;
   if (loop.for_kind == ForKind::parallel) return out;
   const std::vector<Stmt> body = stmts_of(loop.body);
   for (size_t i = 0; i < body.size(); ++i) {
     const Stmt& s = body[i];
     const Region* full = nullptr;
+    const Buffer* mapped = maps ? map_overwrite(s) : nullptr;
     if (s->kind == StmtKind::Copy) {
       const auto& c = *static_cast<const CopyNode*>(s.get());
       if (c.src.buffer != c.dst.buffer) full = &c.dst;
     } else if (s->kind == StmtKind::Fill) {
       full = &static_cast<const FillNode*>(s.get())->dst;
     }
-    if (!full || !whole_tile(*full) || out.count(full->buffer.get())) continue;
-    const Buffer& t = full->buffer;
+    if (!mapped && (!full || !whole_tile(*full))) continue;
+    const Buffer& t = mapped ? *mapped : full->buffer;
+    if (out.count(t.get())) continue;
     bool earlier = false;
     for (size_t j = 0; j < i && !earlier; ++j) earlier = references(body[j], t);
     if (!earlier && !referenced_outside(k->body, loop.body, t)) out.insert(t.get());

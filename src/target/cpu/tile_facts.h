@@ -1,5 +1,5 @@
 // Facts about tiles that the cpu target's decision passes (fuse_map_copy_out, fuse_map_reduce,
-// view_gemm_operands, view_rows) and codegen_cpu share: which copies can become views, which statements are full-tile maps, which tiles are local to one loop
+// view_gemm_operands, view_rows), codegen_cpu and the Ascend multi_buffer (loop_local_tiles) share: which copies can become views, which statements are full-tile maps, which tiles are local to one loop
 // iteration, who references a tile later; and the helper that records a pass's decisions as
 // annotations (ir::Annotation) on the statements it chose.
 #pragma once
@@ -49,8 +49,10 @@ bool whole_tile(const ir::Region& r);
 // buffer, or a fill of the whole tile). No value of such a tile flows from one iteration to the
 // next or out of the loop, so what is sound for a tile at the kernel's top level -- a
 // read-in-place view, a map fused with its copy-out or its row reduction with the tile not
-// written -- is sound in the body. Empty for parallel loops.
-std::unordered_set<const void*> loop_local_tiles(const ir::Kernel& k, const ir::ForNode& loop);
+// written -- is sound in the body. Empty for parallel loops. With maps, a full-tile elementwise
+// map that reads nothing of the tile (parallel loops from 0 over each of its dims storing it at the
+// loop variables) overwrites it too (the Ascend multi_buffer asks so; the cpu passes do not).
+std::unordered_set<const void*> loop_local_tiles(const ir::Kernel& k, const ir::ForNode& loop, bool maps = false);
 
 // Calls fn(seq, loop) for every sequence of k's body, loop being the innermost loop around it
 // (null at the kernel's top level), outer sequences first.

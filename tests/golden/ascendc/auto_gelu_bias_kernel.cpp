@@ -39,10 +39,10 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     const int32_t cid = GetBlockIdx();
     TPipe pipe;
     TBuf<TPosition::A1> tw_l1_buf;
-    pipe.InitBuffer(tw_l1_buf, 32768);
+    pipe.InitBuffer(tw_l1_buf, 65536);
     LocalTensor<uint8_t> tw_l1 = tw_l1_buf.Get<uint8_t>();
-    LocalTensor<float> x_s = tw_l1[0].ReinterpretCast<float>();  // L1 @0 +16384 float32 Nz [64, 64], line 6
-    LocalTensor<float> w_s = tw_l1[16384].ReinterpretCast<float>();  // L1 @16384 +16384 float32 Nz [64, 64], line 7
+    LocalTensor<float> x_s = tw_l1[0].ReinterpretCast<float>();  // L1 @0 +32768 float32 Nz [2, 64, 64], line 6
+    LocalTensor<float> w_s = tw_l1[32768].ReinterpretCast<float>();  // L1 @32768 +32768 float32 Nz [2, 64, 64], line 7
     TBuf<TPosition::A2> tw_l0a_buf;
     pipe.InitBuffer(tw_l0a_buf, 32768);
     LocalTensor<uint8_t> tw_l0a = tw_l0a_buf.Get<uint8_t>();
@@ -57,17 +57,19 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     LocalTensor<float> acc = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +16384 float32 Nz [64, 64], line 9
     pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
-    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
-    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(0);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
     SetFlag<HardEvent::FIX_M>(0);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     SetFlag<HardEvent::M_MTE1>(1);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
-      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
+      WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 12
       if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64)) {
         InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
@@ -84,8 +86,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.dstNzMatrixStride = 0;
         DataCopy(x_s, X_gm[((k_o * 128) + (by * 3200))], tw_p);  // line 12
       }
-      SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
-      WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
+      SetFlag<HardEvent::MTE2_MTE1>(2);  // line 12
+      WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 13
       if ((tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
         InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
@@ -102,8 +104,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.dstNzMatrixStride = 0;
         DataCopy(w_s, W_gm[((bx * 64) + (k_o * 11520))], tw_p);  // line 13
       }
-      SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
-      WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
+      SetFlag<HardEvent::MTE2_MTE1>(3);  // line 13
+      WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 14
       WaitFlag<HardEvent::M_MTE1>(0);  // line 14
       for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
@@ -117,8 +119,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           LoadData(x_s_l0[((tw_i_ * 8) * 128)], x_s[(tw_i_ * 128)], tw_p);  // line 14
         }
       }
-      SetFlag<HardEvent::MTE1_MTE2>(1);  // line 14
-      WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(0);  // line 14
+      WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 14
       {
         LoadData3DParamsV2<float> tw_p;
         tw_p.l1H = 64;
@@ -142,7 +144,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         LoadData(w_s_l0, w_s, tw_p);  // line 14
       }
       SetFlag<HardEvent::MTE1_M>(1);  // line 14
-      SetFlag<HardEvent::MTE1_MTE2>(0);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(1);  // line 14
       WaitFlag<HardEvent::MTE1_M>(1);  // line 14
       WaitFlag<HardEvent::FIX_M>(0);  // line 14
       {
@@ -157,11 +159,11 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       }
       SetFlag<HardEvent::M_FIX>(1);  // line 14
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
-      WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
+      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
       WaitFlag<HardEvent::M_MTE1>(1);  // line 14
       if (((k_o * 2) + 1) < 1) {
         if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
-          InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
+          InitConstValue(x_s[4096], InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
           PipeBarrier<PIPE_MTE2>();  // line 12
         }
         {
@@ -174,12 +176,12 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.dstNzC0Stride = 64;
           tw_p.dstNzNStride = 1;
           tw_p.dstNzMatrixStride = 0;
-          DataCopy(x_s, X_gm[((((k_o * 2) + 1) * 64) + (by * 3200))], tw_p);  // line 12
+          DataCopy(x_s[4096], X_gm[((((k_o * 2) + 1) * 64) + (by * 3200))], tw_p);  // line 12
         }
         SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
-        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
+        WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
         if ((tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
-          InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
+          InitConstValue(w_s[4096], InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
           PipeBarrier<PIPE_MTE2>();  // line 13
         }
         {
@@ -192,7 +194,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.dstNzC0Stride = 64;
           tw_p.dstNzNStride = 1;
           tw_p.dstNzMatrixStride = 0;
-          DataCopy(w_s, W_gm[((bx * 64) + (((k_o * 2) + 1) * 5760))], tw_p);  // line 13
+          DataCopy(w_s[4096], W_gm[((bx * 64) + (((k_o * 2) + 1) * 5760))], tw_p);  // line 13
         }
         SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
         WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
@@ -205,10 +207,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
             tw_p.sid = 0;
             tw_p.dstGap = 0;
             tw_p.ifTranspose = false;
-            LoadData(x_s_l0[(4096 + ((tw_i_ * 8) * 128))], x_s[(tw_i_ * 128)], tw_p);  // line 14
+            LoadData(x_s_l0[(4096 + ((tw_i_ * 8) * 128))], x_s[(4096 + (tw_i_ * 128))], tw_p);  // line 14
           }
         }
-        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
         WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
         {
           LoadData3DParamsV2<float> tw_p;
@@ -230,7 +231,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.filterSizeW = false;
           tw_p.filterSizeH = false;
           tw_p.fMatrixCtrl = false;
-          LoadData(w_s_l0[4096], w_s, tw_p);  // line 14
+          LoadData(w_s_l0[4096], w_s[4096], tw_p);  // line 14
         }
         SetFlag<HardEvent::MTE1_M>(0);  // line 14
         WaitFlag<HardEvent::MTE1_M>(0);  // line 14
@@ -245,10 +246,14 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           Mmad(acc, x_s_l0[4096], w_s_l0[4096], tw_p);  // line 14
         }
       } else {
-        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
-        WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 13
+        WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
       }
       SetFlag<HardEvent::M_FIX>(0);  // line 14
+      SetFlag<HardEvent::MTE2_MTE1>(4);  // line 12
+      WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
+      SetFlag<HardEvent::MTE2_MTE1>(5);  // line 13
+      WaitFlag<HardEvent::MTE2_MTE1>(5);  // line 14
       SetFlag<HardEvent::MTE1_MTE2>(3);  // line 14
       SetFlag<HardEvent::MTE1_M>(2);  // line 14
       WaitFlag<HardEvent::MTE1_M>(2);  // line 14
@@ -271,10 +276,12 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 17
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
     }
-    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
-    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
     WaitFlag<HardEvent::FIX_M>(0);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     WaitFlag<HardEvent::M_MTE1>(1);  // line 4
   }
   if ASCEND_IS_AIV {

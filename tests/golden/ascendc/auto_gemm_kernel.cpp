@@ -35,10 +35,10 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
     const int32_t cid = GetBlockIdx();
     TPipe pipe;
     TBuf<TPosition::A1> tw_l1_buf;
-    pipe.InitBuffer(tw_l1_buf, 32768);
+    pipe.InitBuffer(tw_l1_buf, 65536);
     LocalTensor<uint8_t> tw_l1 = tw_l1_buf.Get<uint8_t>();
-    LocalTensor<half> A_shared = tw_l1[0].ReinterpretCast<half>();  // L1 @0 +16384 float16 Nz [128, 64], line 6
-    LocalTensor<half> B_shared = tw_l1[16384].ReinterpretCast<half>();  // L1 @16384 +16384 float16 Nz [64, 128], line 7
+    LocalTensor<half> A_shared = tw_l1[0].ReinterpretCast<half>();  // L1 @0 +32768 float16 Nz [2, 128, 64], line 6
+    LocalTensor<half> B_shared = tw_l1[32768].ReinterpretCast<half>();  // L1 @32768 +32768 float16 Nz [2, 64, 128], line 7
     TBuf<TPosition::A2> tw_l0a_buf;
     pipe.InitBuffer(tw_l0a_buf, 32768);
     LocalTensor<uint8_t> tw_l0a = tw_l0a_buf.Get<uint8_t>();
@@ -53,17 +53,19 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
     LocalTensor<float> C_local = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +65536 float32 Nz [128, 128], line 8
     pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
-    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
-    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(0);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
     SetFlag<HardEvent::FIX_M>(0);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     SetFlag<HardEvent::M_MTE1>(1);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
-      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 11
+      WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 11
       if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) {
         InitConstValue(A_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 11
         PipeBarrier<PIPE_MTE2>();  // line 11
@@ -81,7 +83,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         DataCopy(A_shared, A_gm[((k_o * 128) + (by * 12800))], tw_p);  // line 11
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 11
-      WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 12
+      WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
       if (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128) {
         InitConstValue(B_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
@@ -142,9 +144,9 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         Mmad(C_local, A_shared_l0, B_shared_l0, tw_p);  // line 13
       }
       SetFlag<HardEvent::M_MTE1>(0);  // line 13
-      WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 11
+      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 11
       if ((tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) || (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
-        InitConstValue(A_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 11
+        InitConstValue(A_shared[8192], InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 11
         PipeBarrier<PIPE_MTE2>();  // line 11
       }
       {
@@ -157,12 +159,12 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         tw_p.dstNzC0Stride = 128;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(A_shared, A_gm[((((k_o * 2) + 1) * 64) + (by * 12800))], tw_p);  // line 11
+        DataCopy(A_shared[8192], A_gm[((((k_o * 2) + 1) * 64) + (by * 12800))], tw_p);  // line 11
       }
-      SetFlag<HardEvent::MTE2_MTE1>(0);  // line 11
-      WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 12
+      SetFlag<HardEvent::MTE2_MTE1>(2);  // line 11
+      WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 12
       if ((tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128)) {
-        InitConstValue(B_shared, InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 12
+        InitConstValue(B_shared[8192], InitConstValueParams<half>{1, static_cast<uint16_t>(512), 0, static_cast<half>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
       }
       {
@@ -175,10 +177,10 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
         tw_p.dstNzC0Stride = 64;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(B_shared, B_gm[((bx * 128) + (((k_o * 2) + 1) * 8320))], tw_p);  // line 12
+        DataCopy(B_shared[8192], B_gm[((bx * 128) + (((k_o * 2) + 1) * 8320))], tw_p);  // line 12
       }
-      SetFlag<HardEvent::MTE2_MTE1>(1);  // line 12
-      WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 13
+      SetFlag<HardEvent::MTE2_MTE1>(3);  // line 12
+      WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 13
       WaitFlag<HardEvent::M_MTE1>(1);  // line 13
       for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
@@ -189,11 +191,11 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
           tw_p.sid = 0;
           tw_p.dstGap = 3;
           tw_p.ifTranspose = false;
-          LoadData(A_shared_l0[(8192 + (tw_i_ * 256))], A_shared[((tw_i_ * 8) * 256)], tw_p);  // line 13
+          LoadData(A_shared_l0[(8192 + (tw_i_ * 256))], A_shared[(8192 + ((tw_i_ * 8) * 256))], tw_p);  // line 13
         }
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 13
-      WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 13
+      WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 13
       for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
           LoadData2DParams tw_p;
@@ -203,7 +205,7 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
           tw_p.sid = 0;
           tw_p.dstGap = 0;
           tw_p.ifTranspose = true;
-          LoadData(B_shared_l0[(8192 + ((tw_i_ * 8) * 256))], B_shared[(tw_i_ * 256)], tw_p);  // line 13
+          LoadData(B_shared_l0[(8192 + ((tw_i_ * 8) * 256))], B_shared[(8192 + (tw_i_ * 256))], tw_p);  // line 13
         }
       }
       SetFlag<HardEvent::MTE1_M>(1);  // line 13
@@ -235,10 +237,12 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       }
       SetFlag<HardEvent::FIX_M>(0);  // line 15
     }
-    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
-    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
     WaitFlag<HardEvent::FIX_M>(0);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
     WaitFlag<HardEvent::M_MTE1>(1);  // line 4
   }
 }

@@ -1,0 +1,211 @@
+"""T.Pipelined on the automatic Ascend pipeline (multi_buffer) with the tiles allocated before the
+loop, as examples/gemm.py (and tilelang) writes it: a tile whose value lives within one iteration
+is staged exactly as if the loop body allocated it; a tile that carries a value across iterations
+or out of the loop stays one tile; num_stages=3 gemms stage only the L0 copies that fit; a request
+that cannot fit is an error naming the kernel's own tiles and a fix.
+
+Results are checked against a float64 numpy reference in the 910B simulator with its checker
+(tolerances: examples/gemm.py's, atol 1e-5 * K, rtol 2e-3 for float16 inputs, 1e-5 for float32;
+the vector kernels below add exact multiples of 1/2, so their sums are exact). Shapes have tails in
+M, N and K. Simulated figures are a model's, not measurements on an NPU."""
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright import TilewrightError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import gemm  # noqa: E402
+from tilewright.testing import randn  # noqa: E402
+
+TARGET = "ascend910b"
+
+
+def simulate(kernel, *inputs):
+    prof = kernel.profile(*inputs)
+    assert prof["reports"] == [], "\n".join(prof["reports"])
+    outs = prof.outputs if isinstance(prof.outputs, (list, tuple)) else [prof.outputs]
+    return [np.asarray(o).astype(np.float64) for o in outs]
+
+
+def matmul_inside(M, N, K, block_M, block_N, block_K, dtype, num_stages):
+    """examples/gemm.py's kernel with A_shared / B_shared allocated in the loop body instead."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            C_local = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                A_shared = T.alloc_shared((block_M, block_K), dtype)
+                B_shared = T.alloc_shared((block_K, block_N), dtype)
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+GEMM_CASES = [  # (M, N, K, dtype, blocks, num_stages): every dimension has a tail
+    (200, 130, 100, "float16", (64, 64, 32), 1),
+    (200, 130, 100, "float16", (64, 64, 32), 2),
+    (200, 130, 100, "float16", (64, 64, 32), 3),
+    (200, 130, 100, "float32", (64, 64, 32), 2),
+    (200, 130, 100, "float32", (64, 64, 32), 3),
+    (75, 90, 70, "float32", (32, 64, 16), 1),
+    (300, 260, 520, "float16", (128, 256, 64), 3),  # L0B: two 32 KiB copies fit, not three
+    (1, 1, 1, "float16", (32, 32, 32), 2),
+]
+
+
+@pytest.mark.parametrize("M,N,K,dtype,blocks,stages", GEMM_CASES,
+                         ids=[f"{m}x{n}x{k}-{d}-{'x'.join(map(str, b))}-s{s}" for m, n, k, d, b, s in GEMM_CASES])
+def test_gemm_example_with_tiles_allocated_before_the_loop(M, N, K, dtype, blocks, stages):
+    bm, bn, bk = blocks
+    rng = np.random.default_rng(M * 7 + K + stages)
+    a = randn((M, K), dtype, seed=rng)
+    b = randn((K, N), dtype, seed=rng)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    before = tw.compile(gemm.matmul.__wrapped__(M, N, K, block_M=bm, block_N=bn, block_K=bk, dtype=dtype,
+                                                num_stages=stages), out_idx=[-1], target=TARGET)
+    inside = tw.compile(matmul_inside(M, N, K, bm, bn, bk, dtype, stages), out_idx=[-1], target=TARGET)
+    ir = before.get_ir("multi_buffer")
+    if stages > 1:  # staged as if allocated inside: the same Tile IR after multi_buffer (no lines in it)
+        assert ir == inside.get_ir("multi_buffer")
+        assert re.search(rf"alloc A_shared: L1 {dtype}\[{stages}, {bm}, {bk}\]", ir), ir
+        assert re.search(rf"alloc B_shared: L1 {dtype}\[{stages}, {bk}, {bn}\]", ir), ir
+    assert re.search(rf"alloc C_local: L0C float32\[{bm}, {bn}\]", ir), ir  # the accumulator: one tile
+    (got,) = simulate(before, a, b)
+    allow = 1e-5 * K + (1e-5 if dtype == "float32" else 2e-3) * np.abs(ref)
+    err = np.abs(got - ref)
+    assert np.all(err <= allow), f"{int((err > allow).sum())} elements off, max err {err.max():.3e}"
+
+
+def test_three_stage_gemm_stages_only_the_l0_copies_that_fit():
+    """128/256/64 float16 with num_stages=3 failed with "L0B overflow: B_shared_l0 (3x64x256 ...)",
+    a buffer the compiler made: expand_gemm sizes the L0 tiles for two copies; now L1 gets three
+    copies and L0A/L0B two (the copy for iteration i is i % 2)."""
+    k = tw.compile(gemm.matmul.__wrapped__(256, 256, 192, block_M=128, block_N=256, block_K=64, num_stages=3),
+                   out_idx=[-1], target=TARGET)
+    ir = k.get_ir("multi_buffer")
+    assert "alloc A_shared: L1 float16[3, 128, 64]" in ir and "alloc B_shared: L1 float16[3, 64, 256]" in ir, ir
+    assert "alloc B_shared_l0: L0B float16[2, 64, 256]" in ir, ir
+    assert "alloc A_shared_l0: L0A float16[2, 128, 64]" in ir, ir
+
+
+def _carried(M, N, bm):
+    """Tiles allocated before a pipelined loop that carry values: `s` accumulates over the
+    iterations, `last` is read after the loop (the last block), `half` is written half per iteration
+    (its other half keeps the value of the first iteration); `x` is iteration-local (staged)."""
+    @T.prim_func
+    def k(X: T.Tensor((M, N), "float32"), S: T.Tensor((bm, N), "float32"), L: T.Tensor((bm, N), "float32"),
+          H: T.Tensor((bm, N), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_fragment((bm, N), "float32")
+            last = T.alloc_fragment((bm, N), "float32")
+            half = T.alloc_fragment((bm, N), "float32")
+            x = T.alloc_fragment((bm, N), "float32")
+            T.clear(s)
+            T.fill(half, 1.0)
+            for r in T.Pipelined(T.ceildiv(M, bm), num_stages=2):
+                T.copy(X[r * bm, 0], x)
+                T.copy(X[r * bm, 0], last)
+                for i, j in T.Parallel(bm // 2, N):
+                    half[i, j] = half[i, j] + x[i, j]
+                for i, j in T.Parallel(bm, N):
+                    s[i, j] = s[i, j] + x[i, j] * 2.0 + half[i, j]
+            T.copy(s, S[0, 0])
+            T.copy(last, L[0, 0])
+            T.copy(half, H[0, 0])
+
+    return k
+
+
+@pytest.mark.parametrize("M,N,bm", [(64, 40, 16), (56, 24, 16), (16, 8, 16)])
+def test_tiles_that_carry_values_across_iterations_stay_one_tile(M, N, bm):
+    kernel = tw.compile(_carried(M, N, bm), out_idx=[1, 2, 3], target=TARGET)
+    ir = kernel.get_ir("multi_buffer")
+    for name in ("s", "last", "half"):
+        assert re.search(rf"alloc {name}: UB float32\[{bm}, {N}\]", ir), (name, ir)
+    if M > bm:  # one iteration: nothing to stage
+        assert re.search(rf"alloc x: UB float32\[2, {bm}, {N}\]", ir), ir
+    rng = np.random.default_rng(M + N)
+    x = (rng.integers(-8, 9, size=(M, N)) / 2.0).astype(np.float32)
+    blocks = [np.zeros((bm, N)) for _ in range(-(-M // bm))]
+    for r, blk in enumerate(blocks):
+        rows = x[r * bm:(r + 1) * bm].astype(np.float64)
+        blk[:rows.shape[0]] = rows  # rows past the tensor read as 0
+    s = np.zeros((bm, N))
+    half = np.ones((bm, N))
+    for blk in blocks:
+        half[:bm // 2] += blk[:bm // 2]
+        s += blk * 2.0 + half
+    got_s, got_last, got_half = simulate(kernel, x)
+    np.testing.assert_array_equal(got_s, s)
+    np.testing.assert_array_equal(got_half, half)
+    np.testing.assert_array_equal(got_last, blocks[-1])
+
+
+def _big_stages(bm, bn, bk, stages):
+    @T.prim_func
+    def k(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"), C: T.Tensor((512, 512), "float16")):
+        with T.Kernel(T.ceildiv(512, bn), T.ceildiv(512, bm)) as (bx, by):
+            A_shared = T.alloc_shared((bm, bk), "float16")  # @A
+            B_shared = T.alloc_shared((bk, bn), "float16")  # @B
+            C_local = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(512, bk), num_stages=stages):  # @loop
+                T.copy(A[by * bm, k * bk], A_shared)
+                T.copy(B[k * bk, bx * bn], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * bm, bx * bn])
+
+    return k
+
+
+def _line(tag):
+    with open(__file__) as f:
+        for n, text in enumerate(f, 1):
+            if text.rstrip().endswith(f"# {tag}") and "endswith" not in text:
+                return n
+    raise AssertionError(tag)
+
+
+def test_stages_that_cannot_fit_name_the_kernels_tiles_and_a_fix():
+    """3 stages of 128x256 and 256x256 float16 tiles need 576 KiB of L1 (512 KiB on the 910B2):
+    the error names A_shared and B_shared as written (their shapes, the stage count, the line of
+    the biggest), no compiler-made buffer, and hints at smaller tiles or fewer stages; both fit."""
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(_big_stages(128, 256, 256, 3), out_idx=[-1], target=TARGET)
+    m, hint = e.value.message, e.value.hint
+    assert m.startswith("L1 overflow: A_shared (128x256 float16 x 3 stages of T.Pipelined, 196608 B), "
+                        "B_shared (256x256 float16 x 3 stages of T.Pipelined, 393216 B)"), m
+    assert "holds 524032 B" in m, m
+    assert e.value.line == _line("@B"), (e.value.line, m)
+    assert "_l0" not in m + hint and "ws_" not in m + hint, (m, hint)
+    fit = re.match(r"a smaller tile that fits: A_shared (\d+)x256, B_shared (\d+)x256 \(\d+ B\); "
+                   r"or fewer stages: T\.Pipelined\(\.\.\., num_stages=(\d)\) fits", hint)
+    assert fit, hint
+    assert int(fit.group(3)) == 2, hint
+    tw.compile(_big_stages(128, 256, 256, 2), out_idx=[-1], target=TARGET)  # the stages the hint names
+
+
+def test_three_stage_gemm_no_longer_overflows_l0b():
+    """The issue's failure: num_stages=3 of examples/gemm.py with 128/256/64 blocks; it compiles
+    and gives numpy's result."""
+    M, N, K = 130, 260, 200
+    rng = np.random.default_rng(13)
+    a = randn((M, K), "float16", seed=rng)
+    b = randn((K, N), "float16", seed=rng)
+    kernel = tw.compile(gemm.matmul.__wrapped__(M, N, K, block_M=128, block_N=256, block_K=64, num_stages=3),
+                        out_idx=[-1], target=TARGET)
+    (got,) = simulate(kernel, a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.all(np.abs(got - ref) <= 1e-5 * K + 2e-3 * np.abs(ref))
