@@ -53,18 +53,20 @@ namespace tw::ir {
   X(Reduce, ReduceNode) X(CoreScope, CoreScopeNode) X(Sync, SyncNode)
 
 // X(enumerator, text-form name, infix symbol ("" = printed as a call name(a, b)), precedence of
-// the infix form (higher binds tighter; 10 = a call), Python ast class ("" = none), Python
-// `operator` function ("" = none)).
+// the infix form (higher binds tighter, Python's order: or < and < not < comparisons < | < ^ < &
+// < shifts < + - < * / // % < unary - ~ < kCallPrec = a call or an atom), Python ast class
+// ("" = none), Python `operator` function ("" = none)). And/Or are the logical `and`/`or` on
+// bools; BitAnd .. Shr are the bitwise operators and shifts on integers (docs/language.md).
 #define TW_BINOPS(X)                                          \
-  X(Add, "add", "+", 5, "Add", "add")                         \
-  X(Sub, "sub", "-", 5, "Sub", "sub")                         \
-  X(Mul, "mul", "*", 6, "Mult", "mul")                        \
-  X(Div, "div", "/", 6, "Div", "truediv")                     \
-  X(FloorDiv, "floordiv", "//", 6, "FloorDiv", "floordiv")    \
-  X(CeilDiv, "ceildiv", "", 10, "", "")                       \
-  X(Mod, "mod", "%", 6, "Mod", "mod")                         \
-  X(Min, "min", "", 10, "", "")                               \
-  X(Max, "max", "", 10, "", "")                               \
+  X(Add, "add", "+", 9, "Add", "add")                         \
+  X(Sub, "sub", "-", 9, "Sub", "sub")                         \
+  X(Mul, "mul", "*", 10, "Mult", "mul")                       \
+  X(Div, "div", "/", 10, "Div", "truediv")                    \
+  X(FloorDiv, "floordiv", "//", 10, "FloorDiv", "floordiv")   \
+  X(CeilDiv, "ceildiv", "", 12, "", "")                       \
+  X(Mod, "mod", "%", 10, "Mod", "mod")                        \
+  X(Min, "min", "", 12, "", "")                               \
+  X(Max, "max", "", 12, "", "")                               \
   X(EQ, "eq", "==", 4, "Eq", "eq")                            \
   X(NE, "ne", "!=", 4, "NotEq", "ne")                         \
   X(LT, "lt", "<", 4, "Lt", "lt")                             \
@@ -72,10 +74,19 @@ namespace tw::ir {
   X(GT, "gt", ">", 4, "Gt", "gt")                             \
   X(GE, "ge", ">=", 4, "GtE", "ge")                           \
   X(And, "and", "and", 2, "And", "")                          \
-  X(Or, "or", "or", 1, "Or", "")
+  X(Or, "or", "or", 1, "Or", "")                              \
+  X(BitAnd, "bitand", "&", 7, "BitAnd", "and_")               \
+  X(BitOr, "bitor", "|", 5, "BitOr", "or_")                   \
+  X(BitXor, "bitxor", "^", 6, "BitXor", "xor")                \
+  X(Shl, "shl", "<<", 8, "LShift", "lshift")                  \
+  X(Shr, "shr", ">>", 8, "RShift", "rshift")
 
-// X(enumerator, text-form name)
-#define TW_UNOPS(X) X(Neg, "neg") X(Not, "not")
+// Precedences of the text form beyond TW_BINOPS: `not x`, the unary `-x` and `~x` (and a negative
+// literal), and a call or an atom (never parenthesised).
+inline constexpr int kNotPrec = 3, kUnaryPrec = 11, kCallPrec = 12;
+
+// X(enumerator, text-form name, prefix symbol of the text form). BitNot is `~` on integers.
+#define TW_UNOPS(X) X(Neg, "neg", "-") X(Not, "not", "not ") X(BitNot, "bitnot", "~")
 
 // Elementwise math functions: X(name, arity, takes ints (abs keeps an int type; the others convert
 // an int argument to float32), the T.<name> docstring). The name is the enumerator, the text form
@@ -227,11 +238,16 @@ using Var = std::shared_ptr<const VarNode>;
 
 // Div is true division (float operands; the front end casts ints), FloorDiv/Mod follow Python
 // (floor) semantics on ints, CeilDiv is ceil(a / b) on ints. Comparisons and And/Or give bool.
+// BitAnd/BitOr/BitXor/Shl/Shr (and UnOp::BitNot) take integer operands of one type t (b bits) and
+// follow Python on t's two's complement bits: the count of a shift is taken modulo b (count &
+// (b - 1), so a negative count -k shifts by b - k), `<<` gives a * 2^count (wrapped into t where t
+// is stored, as every integer result), `>>` first wraps its left operand into t, then shifts
+// arithmetically for signed t, logically for uint8.
 enum class BinOp : uint8_t { TW_BINOPS(TW_ENUMERATOR) };
 std::string_view binop_name(BinOp op);  // "add" "sub" ... as used by the text form
 std::optional<BinOp> parse_binop(std::string_view name);
 std::string_view binop_symbol(BinOp op);  // "+" "//" "and" ...; the name for ops printed as calls
-int binop_prec(BinOp op);                 // of the infix form; 10 for ops printed as calls
+int binop_prec(BinOp op);                 // of the infix form; kCallPrec for ops printed as calls
 struct BinaryNode : ExprNode {
   BinOp op;
   Expr a, b;
@@ -242,7 +258,8 @@ struct BinaryNode : ExprNode {
 };
 
 enum class UnOp : uint8_t { TW_UNOPS(TW_ENUMERATOR) };
-std::string_view unop_name(UnOp op);  // "neg" "not"
+std::string_view unop_name(UnOp op);  // "neg" "not" "bitnot"
+std::string_view unop_symbol(UnOp op);  // "-" "not " "~": the prefix of the text form
 std::optional<UnOp> parse_unop(std::string_view name);
 struct UnaryNode : ExprNode {
   UnOp op;
@@ -593,7 +610,13 @@ Buffer buffer(std::string name, DType t, std::vector<Expr> shape, Scope scope, S
 
 // a op b on int64 with Python semantics (floor division/modulo; comparisons give 0/1), or nullopt
 // when the result is not an int64 (division by zero, overflow) or op is not integer arithmetic.
-std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b);
+// t is the operation's integer type, which the shifts need (BinaryNode above); the other
+// operators compute on int64 whatever t is.
+std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b, DType t = DTypeCode::i64);
+// The shift count of a shift on type t: count modulo t's bit width.
+int shift_count(int64_t count, DType t);
+// v wrapped into the integer type t (two's complement), as a store of v into t does.
+int64_t wrap_int(int64_t v, DType t);
 
 // Constant value of an integer expression after folding, or nullopt (also on overflow and
 // division by zero: never a trap).

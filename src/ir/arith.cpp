@@ -25,7 +25,9 @@ bool fits(int64_t v, DType t) {
   return false;  // not reached: the switch lists every enumerator
 }
 
-std::optional<int64_t> eval_int(BinOp op, int64_t a, int64_t b) { return ir::fold_int_binary(op, a, b); }
+std::optional<int64_t> eval_int(BinOp op, int64_t a, int64_t b, DType t = DTypeCode::i64) {
+  return ir::fold_int_binary(op, a, b, t);
+}
 
 // Whether x is exactly representable in a float type with p significand bits, smallest normal
 // exponent emin and largest finite value max (subnormals are conservatively refused).
@@ -102,7 +104,7 @@ Expr simplify_binary(BinOp op, Expr a, Expr b, DType t, const Span& s, const Exp
   if (!t.is_int()) return keep();  // float math is left alone
 
   if (ca && cb) {
-    if (auto r = eval_int(op, *ca, *cb); r && fits(*r, t)) return int_imm(*r, t, s);
+    if (auto r = eval_int(op, *ca, *cb, t); r && fits(*r, t)) return int_imm(*r, t, s);
     return keep();
   }
   if (ca && is_commutative(op)) {
@@ -159,7 +161,8 @@ Expr simplify_binary(BinOp op, Expr a, Expr b, DType t, const Span& s, const Exp
       if (structural_equal(a, b) && same_type) return a;
       break;
     case BinOp::Div: case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE: case BinOp::GT:
-    case BinOp::GE: case BinOp::And: case BinOp::Or:
+    case BinOp::GE: case BinOp::And: case BinOp::Or: case BinOp::BitAnd: case BinOp::BitOr:
+    case BinOp::BitXor: case BinOp::Shl: case BinOp::Shr:
       break;
   }
   return keep();
@@ -170,6 +173,11 @@ Expr simplify_unary(const UnaryNode* n, const Expr& a, const Expr& original) {
   if (n->op == UnOp::Neg && n->dtype.is_int()) {
     if (c && *c != std::numeric_limits<int64_t>::min() && fits(-*c, n->dtype)) return int_imm(-*c, n->dtype, n->span);
     if (a->kind == ExprKind::Unary && as<UnaryNode>(a)->op == UnOp::Neg && as<UnaryNode>(a)->a->dtype == n->dtype)
+      return as<UnaryNode>(a)->a;
+  }
+  if (n->op == UnOp::BitNot) {
+    if (c && fits(~*c, n->dtype)) return int_imm(~*c, n->dtype, n->span);
+    if (a->kind == ExprKind::Unary && as<UnaryNode>(a)->op == UnOp::BitNot && as<UnaryNode>(a)->a->dtype == n->dtype)
       return as<UnaryNode>(a)->a;
   }
   if (n->op == UnOp::Not) {

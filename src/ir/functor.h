@@ -85,8 +85,12 @@ bool is_nonneg(const Expr& e, const VarNonneg& var_nonneg) {
         case BinOp::Min: return is_nonneg(b->a, var_nonneg) && is_nonneg(b->b, var_nonneg);
         case BinOp::Max: return is_nonneg(b->a, var_nonneg) || is_nonneg(b->b, var_nonneg);
         case BinOp::Mod: return is_nonneg(b->b, var_nonneg);
+        case BinOp::BitAnd: return is_nonneg(b->a, var_nonneg) || is_nonneg(b->b, var_nonneg);
+        case BinOp::BitOr:
+        case BinOp::BitXor: return is_nonneg(b->a, var_nonneg) && is_nonneg(b->b, var_nonneg);
+        case BinOp::Shr: return b->dtype.code == DTypeCode::u8;  // wraps its operand into the type first
         case BinOp::Sub: case BinOp::Div: case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE:
-        case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or:
+        case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or: case BinOp::Shl:
           return false;
       }
       return false;

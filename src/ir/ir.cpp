@@ -123,6 +123,7 @@ constexpr std::array<std::string_view, enum_count<BinOp>> kBinOpNames{TW_BINOPS(
 constexpr std::array<std::string_view, enum_count<BinOp>> kBinOpSymbols{TW_BINOPS(TW_THIRD)};
 constexpr std::array<int, enum_count<BinOp>> kBinOpPrec{TW_BINOPS(TW_FOURTH)};
 constexpr std::array<std::string_view, enum_count<UnOp>> kUnOpNames{TW_UNOPS(TW_SECOND)};
+constexpr std::array<std::string_view, enum_count<UnOp>> kUnOpSymbols{TW_UNOPS(TW_THIRD)};
 constexpr std::array<std::string_view, enum_count<MathFn>> kMathNames{TW_MATH_FNS(TW_SPELLING)};
 constexpr std::array<int, enum_count<MathFn>> kMathArity{TW_MATH_FNS(TW_SECOND)};
 constexpr std::array<bool, enum_count<MathFn>> kMathTakesInt{TW_MATH_FNS(TW_THIRD)};
@@ -151,6 +152,7 @@ std::string_view binop_symbol(BinOp op) {
 int binop_prec(BinOp op) { return kBinOpPrec[static_cast<size_t>(op)]; }
 std::string_view unop_name(UnOp op) { return enum_name(kUnOpNames, op); }
 std::optional<UnOp> parse_unop(std::string_view n) { return enum_parse<UnOp>(kUnOpNames, n); }
+std::string_view unop_symbol(UnOp op) { return enum_name(kUnOpSymbols, op); }
 std::string_view mathfn_name(MathFn f) { return enum_name(kMathNames, f); }
 std::optional<MathFn> parse_mathfn(std::string_view n) { return enum_parse<MathFn>(kMathNames, n); }
 int mathfn_arity(MathFn f) { return kMathArity[static_cast<size_t>(f)]; }
@@ -361,6 +363,15 @@ void unify(Expr& a, Expr& b) {
 }
 
 bool is_compare(BinOp op) { return op >= BinOp::EQ && op <= BinOp::GE; }
+bool is_bitwise(BinOp op) { return op >= BinOp::BitAnd && op <= BinOp::Shr; }
+
+void check_bitwise(std::string_view what, DType t, const Span& s) {
+  if (t.is_int()) return;
+  throw Error(std::string(what) + " needs integer operands, got " + std::string(t.name()), s,
+              t.is_bool() ? "on bools use and / or / not (or & | ^ ~ between bool values in Python)"
+                          : "bitwise operators and shifts act on integers (int8, uint8, int32, int64); "
+                            "convert first, e.g. T.cast(x, \"int32\")");
+}
 }  // namespace
 
 Expr binary(BinOp op, Expr a, Expr b, Span s) {
@@ -383,6 +394,7 @@ Expr binary(BinOp op, Expr a, Expr b, Span s) {
   if ((op == BinOp::FloorDiv || op == BinOp::CeilDiv || op == BinOp::Mod) && !t.is_int())
     if (op != BinOp::Mod || !t.is_float())
       throw Error(std::string(binop_name(op)) + " needs integer operands, got " + std::string(t.name()), s);
+  if (is_bitwise(op)) check_bitwise("'" + std::string(binop_symbol(op)) + "'", t, s);
   if (is_compare(op)) t = DTypeCode::boolean;
   return std::make_shared<BinaryNode>(op, std::move(a), std::move(b), t, std::move(s));
 }
@@ -390,6 +402,7 @@ Expr binary(BinOp op, Expr a, Expr b, Span s) {
 Expr unary(UnOp op, Expr a, Span s) {
   if (op == UnOp::Not && !a->dtype.is_bool())
     throw Error("'not' needs a bool operand, got " + std::string(a->dtype.name()), s);
+  if (op == UnOp::BitNot) check_bitwise("'~'", a->dtype, s);
   DType t = a->dtype;
   return std::make_shared<UnaryNode>(op, std::move(a), t, std::move(s));
 }
@@ -459,7 +472,24 @@ std::optional<int64_t> floordiv_checked(int64_t a, int64_t b) {
 }
 }  // namespace
 
-std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b) {
+int shift_count(int64_t count, DType t) {
+  const int bits = t.is_int() ? t.bits() : 64;
+  return static_cast<int>(static_cast<uint64_t>(count) & static_cast<uint64_t>(bits - 1));
+}
+
+int64_t wrap_int(int64_t v, DType t) {
+  switch (t.code) {
+    case DTypeCode::i8: return static_cast<int8_t>(v);
+    case DTypeCode::u8: return static_cast<uint8_t>(v);
+    case DTypeCode::i32: return static_cast<int32_t>(v);
+    case DTypeCode::boolean: return v != 0;
+    case DTypeCode::i64: case DTypeCode::f16: case DTypeCode::bf16: case DTypeCode::f32: case DTypeCode::f64:
+      return v;
+  }
+  return v;  // not reached: the switch lists every enumerator
+}
+
+std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b, DType t) {
   int64_t r = 0;
   switch (op) {
     case BinOp::Add: if (__builtin_add_overflow(a, b, &r)) return std::nullopt; return r;
@@ -485,6 +515,11 @@ std::optional<int64_t> fold_int_binary(BinOp op, int64_t a, int64_t b) {
     case BinOp::LE: return a <= b;
     case BinOp::GT: return a > b;
     case BinOp::GE: return a >= b;
+    case BinOp::BitAnd: return a & b;
+    case BinOp::BitOr: return a | b;
+    case BinOp::BitXor: return a ^ b;
+    case BinOp::Shl: return static_cast<int64_t>(static_cast<uint64_t>(a) << shift_count(b, t));
+    case BinOp::Shr: return wrap_int(a, t) >> shift_count(b, t);  // arithmetic (C++20); uint8 wraps to >= 0
     case BinOp::Div: case BinOp::And: case BinOp::Or: return std::nullopt;
   }
   return std::nullopt;  // not reached: the switch lists every enumerator
@@ -502,15 +537,20 @@ std::optional<int64_t> as_const_int(const Expr& e) {
     case ExprKind::Unary: {
       auto* u = static_cast<const UnaryNode*>(e.get());
       auto v = as_const_int(u->a);
-      if (!v || u->op != UnOp::Neg || *v == std::numeric_limits<int64_t>::min()) return std::nullopt;
-      return -*v;
+      if (!v) return std::nullopt;
+      switch (u->op) {
+        case UnOp::BitNot: return ~*v;
+        case UnOp::Neg: if (*v == std::numeric_limits<int64_t>::min()) return std::nullopt; return -*v;
+        case UnOp::Not: return std::nullopt;
+      }
+      return std::nullopt;  // not reached: the switch lists every enumerator
     }
     case ExprKind::Binary: {
       auto* b = static_cast<const BinaryNode*>(e.get());
       if (!b->dtype.is_int()) return std::nullopt;
       auto x = as_const_int(b->a), y = as_const_int(b->b);
       if (!x || !y) return std::nullopt;
-      return fold_int_binary(b->op, *x, *y);
+      return fold_int_binary(b->op, *x, *y, b->dtype);
     }
     case ExprKind::FloatImm: case ExprKind::Var: case ExprKind::Call: case ExprKind::Select: case ExprKind::Load:
       return std::nullopt;

@@ -87,12 +87,12 @@ std::vector<Token> lex(std::string_view s, const std::string& file, int line = 1
       t.text = v;
       adv(j + 1 - i);
     } else {
-      static const char* kTwo[] = {"->", "//", "==", "!=", "<=", ">="};
+      static const char* kTwo[] = {"->", "//", "==", "!=", "<=", ">=", "<<", ">>"};
       t.kind = Tok::Punct;
       for (const char* two : kTwo)
         if (s.substr(i, 2) == two) t.text = two;
       if (t.text.empty()) {
-        if (std::string_view("()[]{},:=<>+-*/%@").find(c) == std::string_view::npos)
+        if (std::string_view("()[]{},:=<>+-*/%@&|^~").find(c) == std::string_view::npos)
           throw Error(std::string("unexpected character '") + c + "'", Span{file, line, col});
         t.text = std::string(1, c);
       }
@@ -703,19 +703,22 @@ class Parser {
       if (binop_prec(op) == prec && is_punct(t, binop_symbol(op))) return op;
     return std::nullopt;
   }
-  static constexpr int kCmpPrec = 4, kAddPrec = 5, kMulPrec = 6;
+  // The infix levels below the comparisons: | ^ & (<< >>) (+ -) (* / // %), each left-associative.
+  static constexpr int kCmpPrec = 4, kBitOrPrec = 5, kMulPrec = 10;
   Expr cmp_expr(const Span& p) {
-    Expr a = add_expr(p);
+    Expr a = infix_expr(p, kBitOrPrec);
     auto op = infix(peek(), kCmpPrec);
     if (!op) return a;
     const Token& t = next();
-    Expr b = add_expr(p);
+    Expr b = infix_expr(p, kBitOrPrec);
     if (infix(peek(), kCmpPrec))
       fail(peek(), "comparisons do not chain", "use 'and': (a < b) and (b < c), or parenthesise");
     return build(t, [&] { return binary(*op, a, b, node_span(t, p)); });
   }
-  Expr add_expr(const Span& p) { return left_assoc(p, kAddPrec, [&] { return mul_expr(p); }); }
-  Expr mul_expr(const Span& p) { return left_assoc(p, kMulPrec, [&] { return unary_expr(p); }); }
+  Expr infix_expr(const Span& p, int prec) {
+    if (prec > kMulPrec) return unary_expr(p);
+    return left_assoc(p, prec, [&] { return infix_expr(p, prec + 1); });
+  }
   // operand (op operand)* for the infix operators of one precedence, left to right.
   template <class F>
   Expr left_assoc(const Span& p, int prec, F&& operand) {
@@ -729,6 +732,12 @@ class Parser {
     return a;
   }
   Expr unary_expr(const Span& p) {
+    if (is_punct(peek(), "~")) {
+      const Token& t = next();
+      Nest nest(*this, t);
+      Expr a = unary_expr(p);
+      return build(t, [&] { return unary(UnOp::BitNot, a, node_span(t, p)); });
+    }
     if (is_punct(peek(), "-")) {
       const Token& t = next();
       if (peek().kind == Tok::Number) return number(next(), true, node_span(t, p), t);
@@ -803,7 +812,7 @@ class Parser {
       return int_imm(w == "true" ? 1 : 0, DTypeCode::boolean, s);
     }
     if (special_float(w)) return special(next(), false, s, t);
-    if (auto op = parse_binop(w); op && binop_prec(*op) == 10 && is_punct(peek(1), "(")) {  // min max ceildiv
+    if (auto op = parse_binop(w); op && binop_prec(*op) == kCallPrec && is_punct(peek(1), "(")) {  // min max ceildiv
       next();
       next();
       Expr a = expr(p);

@@ -115,13 +115,13 @@ bool is_negative_literal(const Expr& e) {
 int prec(const Expr& e) {
   switch (e->kind) {
     case ExprKind::Binary: return binop_prec(as<BinaryNode>(e)->op);
-    case ExprKind::Unary: return as<UnaryNode>(e)->op == UnOp::Not ? 3 : 7;
+    case ExprKind::Unary: return as<UnaryNode>(e)->op == UnOp::Not ? kNotPrec : kUnaryPrec;
     case ExprKind::IntImm:
-    case ExprKind::FloatImm: return is_negative_literal(e) ? 7 : 10;
+    case ExprKind::FloatImm: return is_negative_literal(e) ? kUnaryPrec : kCallPrec;
     case ExprKind::Var: case ExprKind::Call: case ExprKind::Cast: case ExprKind::Select: case ExprKind::Load:
-      return 10;
+      return kCallPrec;
   }
-  return 10;  // not reached: the switch lists every enumerator
+  return kCallPrec;  // not reached: the switch lists every enumerator
 }
 
 class Printer {
@@ -309,7 +309,7 @@ class Printer {
       if (i) s += ", ";
       s += i < r.starts.size() ? expr(r.starts[i], parent) : std::string("?");
       s += ":+";
-      s += i < r.extents.size() ? expr(r.extents[i], parent, 7) : std::string("?");
+      s += i < r.extents.size() ? expr(r.extents[i], parent, kUnaryPrec) : std::string("?");
     }
     return s + "]";
   }
@@ -342,16 +342,17 @@ class Printer {
       case ExprKind::Binary: {
         auto* n = as<BinaryNode>(e);
         int p = binop_prec(n->op);
-        if (p == 10) return cat({std::string(binop_name(n->op)), "(", expr(n->a, sp), ", ", expr(n->b, sp), ")"});
+        if (p == kCallPrec) return cat({std::string(binop_name(n->op)), "(", expr(n->a, sp), ", ", expr(n->b, sp), ")"});
         // Left-associative; comparisons do not chain, so they parenthesise both sides.
         int lp = p == 4 ? p + 1 : p;
         return cat({expr(n->a, sp, lp), " ", std::string(binop_symbol(n->op)), " ", expr(n->b, sp, p + 1)});
       }
       case ExprKind::Unary: {
         auto* n = as<UnaryNode>(e);
-        if (n->op == UnOp::Not) return "not " + expr(n->a, sp, 3);
-        bool lit = n->a->kind == ExprKind::IntImm || n->a->kind == ExprKind::FloatImm;
-        return "-" + expr(n->a, sp, lit ? 11 : 7);  // -(2) is a negation node, -2 a literal
+        if (n->op == UnOp::Not) return std::string(unop_symbol(n->op)) + expr(n->a, sp, kNotPrec);
+        bool lit = n->op == UnOp::Neg && (n->a->kind == ExprKind::IntImm || n->a->kind == ExprKind::FloatImm);
+        // -(2) is a negation node, -2 a literal
+        return std::string(unop_symbol(n->op)) + expr(n->a, sp, lit ? kCallPrec + 1 : kUnaryPrec);
       }
       case ExprKind::Call: {
         auto* n = as<CallNode>(e);

@@ -50,6 +50,10 @@ void to_rpn(const ir::Expr& e, const std::vector<ir::Var>& vars, std::vector<Dim
       return;
     case ir::ExprKind::Binary: {
       auto* b = static_cast<const ir::BinaryNode*>(e.get());
+      if (b->op == ir::BinOp::Shl || b->op == ir::BinOp::Shr) {  // their count depends on the type,
+        ok = false;                                              // which the terms do not carry
+        return;
+      }
       to_rpn(b->a, vars, out, ok);
       to_rpn(b->b, vars, out, ok);
       out.push_back({DimTerm::Op, 0, b->op});

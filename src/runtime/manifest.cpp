@@ -7,7 +7,7 @@ namespace tw::runtime {
 
 namespace {
 
-constexpr ir::BinOp kLastBinOp = ir::BinOp::Or;
+constexpr ir::BinOp kLastBinOp = ir::all_of<ir::BinOp>().back();
 
 std::string terms_text(const std::vector<DimTerm>& rpn) {
   if (rpn.empty()) return "-";

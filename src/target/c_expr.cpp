@@ -43,6 +43,21 @@ std::string CExprPrinter::lazy_select(const ir::SelectNode& n) const {
   return "(" + c + " ? " + t + " : " + f + ")";
 }
 
+namespace {
+// The C type of an integer dtype (the bitwise operators' casts).
+const char* c_int_type(ir::DType t) {
+  switch (t.code) {
+    case ir::DTypeCode::i8: return "int8_t";
+    case ir::DTypeCode::u8: return "uint8_t";
+    case ir::DTypeCode::i32: return "int32_t";
+    case ir::DTypeCode::i64: case ir::DTypeCode::boolean: case ir::DTypeCode::f16: case ir::DTypeCode::bf16:
+    case ir::DTypeCode::f32: case ir::DTypeCode::f64:
+      return "int64_t";
+  }
+  return "int64_t";  // not reached: the switch lists every enumerator
+}
+}  // namespace
+
 std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   std::string a = print(n.a), b = print(n.b);
   auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
@@ -53,6 +68,12 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   const bool fast = ints && nonneg(n.a) && nonneg(n.b);
   const auto divisor = ints ? ir::as_const_int(n.b) : std::nullopt;
   const bool plain = !d_.has_udiv || (divisor && *divisor > 0);
+  // A shift count modulo the type's width (ir.h): a literal when the count is a constant.
+  auto count = [&] {
+    const int bits = n.dtype.is_int() ? n.dtype.bits() : 64;
+    if (divisor) return std::to_string(ir::shift_count(*divisor, n.dtype));
+    return "(" + b + " & " + std::to_string(bits - 1) + ")";
+  };
   switch (n.op) {
     case BinOp::Add: return infix("+");
     case BinOp::Sub: return infix("-");
@@ -82,6 +103,13 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
     case BinOp::GE: return infix(">=");
     case BinOp::And: return infix("&&");
     case BinOp::Or: return infix("||");
+    case BinOp::BitAnd: return infix("&");
+    case BinOp::BitOr: return infix("|");
+    case BinOp::BitXor: return infix("^");
+    // No undefined behaviour: the left shift on uint64_t (wrapping), the right shift on the value
+    // wrapped into its type (arithmetic for signed types, as C++20 defines it; uint8 is >= 0).
+    case BinOp::Shl: return "((int64_t)((uint64_t)" + a + " << " + count() + "))";
+    case BinOp::Shr: return "((int64_t)(" + std::string(c_int_type(n.dtype)) + ")" + a + " >> " + count() + ")";
   }
   throw Error("internal: unknown binary operator " + std::to_string(static_cast<int>(n.op)), n.span);
 }
@@ -90,6 +118,7 @@ std::string CExprPrinter::unary(const ir::UnaryNode& n) const {
   switch (n.op) {
     case ir::UnOp::Neg: return "(-" + print(n.a) + ")";
     case ir::UnOp::Not: return "(!" + print(n.a) + ")";
+    case ir::UnOp::BitNot: return "(~" + print(n.a) + ")";
   }
   throw Error("internal: unknown unary operator " + std::to_string(static_cast<int>(n.op)), n.span);
 }

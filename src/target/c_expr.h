@@ -4,7 +4,9 @@
 // The shared rules live here: one case per ExprKind, constant integer arithmetic folded to a
 // literal, bool literals, every binary and unary operator's spelling, Python floor semantics of
 // `//`, `%` and ceildiv through the helper functions tw_floordiv / tw_floormod / tw_ceildiv (the
-// plain C operator when both operands are provably non-negative), tw_min / tw_max. A target is
+// plain C operator when both operands are provably non-negative), tw_min / tw_max, the bitwise
+// operators and shifts without undefined behaviour (`<<` on uint64_t, `>>` on the operand cast to
+// its type, the count masked to the width or folded: ir.h's semantics). A target is
 // a subclass that spells what differs (its hooks below): variables, literals' fine print, loads,
 // math calls, casts, select, and which optional helper functions its generated code has
 // (CDialect). It decides nothing about the program: the same expression always prints the same.

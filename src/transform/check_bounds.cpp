@@ -313,6 +313,7 @@ class BoundsChecker : public Visitor {
         return combine(std::max(a->lo, b->lo), std::max(a->hi, b->hi), *a, 1, *b, 1);
       case BinOp::Div: case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE: case BinOp::GT:
       case BinOp::GE: case BinOp::And: case BinOp::Or:
+      case BinOp::BitAnd: case BinOp::BitOr: case BinOp::BitXor: case BinOp::Shl: case BinOp::Shr:
         return std::nullopt;
     }
     return std::nullopt;  // not reached: the switch lists every enumerator

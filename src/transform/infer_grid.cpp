@@ -91,14 +91,15 @@ std::string expr_str(const Expr& e) {
         case BinOp::Mod: return operand(b->a, true) + " % " + operand(b->b, true);
         case BinOp::Div: return operand(b->a, true) + " / " + operand(b->b, true);
         case BinOp::CeilDiv: case BinOp::Min: case BinOp::Max: case BinOp::EQ: case BinOp::NE: case BinOp::LT:
-        case BinOp::LE: case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or:
+        case BinOp::LE: case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or: case BinOp::BitAnd:
+        case BinOp::BitOr: case BinOp::BitXor: case BinOp::Shl: case BinOp::Shr:
           break;
       }
       return std::string(binop_name(b->op)) + "(" + expr_str(b->a) + ", " + expr_str(b->b) + ")";
     }
     case ExprKind::Unary: {
       auto* u = as<UnaryNode>(e);
-      return (u->op == UnOp::Neg ? "-" : "not ") + expr_str(u->a);
+      return std::string(unop_symbol(u->op)) + expr_str(u->a);
     }
     case ExprKind::Cast: return expr_str(as<CastNode>(e)->value);
     case ExprKind::Load: {

@@ -101,4 +101,22 @@ TEST(CExpr, FloatDigits) {
   EXPECT_EQ(target::c_nan(true), "__builtin_nan(\"\")");
 }
 
+// Bitwise operators and shifts without undefined behaviour: the left shift on uint64_t, the
+// right shift on the value wrapped into its type, counts masked to the width.
+TEST(CExpr, BitwiseOperatorsAndShifts) {
+  Var x = var("x"), n = var("n"), u = var("u", DTypeCode::u8), w = var("w", DTypeCode::i8);
+  TestPrinter p(kPlain);
+  EXPECT_EQ(p.print(bin(BinOp::BitAnd, x, n)), "(x & n)");
+  EXPECT_EQ(p.print(bin(BinOp::BitOr, x, n)), "(x | n)");
+  EXPECT_EQ(p.print(bin(BinOp::BitXor, x, n)), "(x ^ n)");
+  EXPECT_EQ(p.print(unary(UnOp::BitNot, x)), "(~x)");
+  EXPECT_EQ(p.print(bin(BinOp::Shl, x, n)), "((int64_t)((uint64_t)x << (n & 31)))");
+  EXPECT_EQ(p.print(bin(BinOp::Shr, x, n)), "((int64_t)(int32_t)x >> (n & 31))");
+  EXPECT_EQ(p.print(bin(BinOp::Shl, x, int_imm(33))), "((int64_t)((uint64_t)x << 1))");
+  EXPECT_EQ(p.print(bin(BinOp::Shr, x, int_imm(-1))), "((int64_t)(int32_t)x >> 31)");
+  EXPECT_EQ(p.print(bin(BinOp::Shr, u, int_imm(9, DTypeCode::u8))), "((int64_t)(uint8_t)u >> 1)");
+  EXPECT_EQ(p.print(bin(BinOp::Shr, w, int_imm(7, DTypeCode::i8))), "((int64_t)(int8_t)w >> 7)");
+  EXPECT_EQ(p.print(bin(BinOp::BitXor, int_imm(6), int_imm(3))), "5");  // constants fold
+}
+
 }  // namespace

@@ -80,7 +80,7 @@ TEST(IrLists, EveryBinaryOperatorPrintsAndParsesBack) {
     body.push_back(std::make_shared<StoreNode>(e->dtype.is_bool() ? D : C, std::vector<Expr>{int_imm(2)}, e, Span{}));
     auto* n = as<BinaryNode>(e);  // (div converts int operands to float32)
     std::string a = print(n->a), b = print(n->b);
-    if (binop_prec(op) == 10)
+    if (binop_prec(op) == kCallPrec)
       EXPECT_EQ(print(e), std::string(binop_name(op)) + "(" + a + ", " + b + ")");
     else
       EXPECT_EQ(print(e), a + " " + std::string(binop_symbol(op)) + " " + b);

@@ -360,6 +360,29 @@ TEST(IrText, OneStatementBodyIsTheStatement) {
   EXPECT_TRUE(stmts_of(nullptr).empty());
 }
 
+// The bitwise operators and shifts: Python's precedence, printed with the fewest parentheses and
+// read back to the same tree.
+TEST(IrText, BitwiseOperatorsRoundTrip) {
+  std::unordered_map<std::string, Var> vars{{"a", var("a")}, {"b", var("b")}, {"c", var("c")}};
+  for (const char* text : {"a | b ^ c & a << 1 + b", "(a | b) ^ c", "(a ^ b) & c", "(a & b) << c",
+                           "a << b >> c", "a << (b >> c)", "(a << b) * c", "~a + ~(b * c)", "~-a", "-~a",
+                           "~(a | b) == c", "~5 & -3", "a // b % c >> 2"}) {
+    auto [e, end] = parse_expr_prefix(text, vars, L(1));
+    EXPECT_EQ(end, std::string::npos) << text;
+    EXPECT_EQ(print(e), text);
+  }
+  auto [e, end] = parse_expr_prefix("a | b ^ c & a << 1 + b", vars, L(1));
+  ASSERT_EQ(e->kind, ExprKind::Binary);
+  EXPECT_EQ(as<BinaryNode>(e)->op, BinOp::BitOr);
+  auto* x = as<BinaryNode>(as<BinaryNode>(e)->b);
+  EXPECT_EQ(x->op, BinOp::BitXor);
+  auto* y = as<BinaryNode>(x->b);
+  EXPECT_EQ(y->op, BinOp::BitAnd);
+  EXPECT_EQ(as<BinaryNode>(y->b)->op, BinOp::Shl);
+  EXPECT_EQ(as<BinaryNode>(as<BinaryNode>(y->b)->b)->op, BinOp::Add);
+  EXPECT_THROW(parse_expr_prefix("1.0 & 2.0", vars, L(1)), Error);
+}
+
 // Ascend expert mode: sub-block variable, core scopes and every kind of synchronisation.
 constexpr const char* kExpertText = R"(kernel ex(A: global float16[M, 64], C: global float16[M, 64] out)
     grid(cid = ceildiv(M, 64)) sub_block(vid) {

@@ -37,6 +37,44 @@ TEST(Simplify, FoldsIntegerConstants) {
   expect_simplifies(bin(BinOp::EQ, c(3), c(4)), c(0, DTypeCode::boolean));
 }
 
+// Bitwise operators and shifts fold with the semantics of ir.h (Python on the type's bits, shift
+// counts modulo the width), without undefined behaviour for counts >= 64 or negative counts.
+TEST(Simplify, FoldsBitwiseOperatorsAndShifts) {
+  const DType i8 = DTypeCode::i8, u8 = DTypeCode::u8, i64 = DTypeCode::i64;
+  expect_simplifies(bin(BinOp::BitAnd, c(12), c(10)), c(8));
+  expect_simplifies(bin(BinOp::BitOr, c(12), c(10)), c(14));
+  expect_simplifies(bin(BinOp::BitXor, c(12), c(10)), c(6));
+  expect_simplifies(bin(BinOp::BitAnd, c(-1), c(-2147483647 - 1)), c(-2147483647 - 1));
+  expect_simplifies(unary(UnOp::BitNot, c(5)), c(-6));
+  expect_simplifies(unary(UnOp::BitNot, c(-128, i8)), c(127, i8));
+  expect_simplifies(bin(BinOp::Shl, c(3), c(4)), c(48));
+  expect_simplifies(bin(BinOp::Shl, c(1), c(32)), c(1));    // int32: the count is 32 % 32 = 0
+  expect_simplifies(bin(BinOp::Shl, c(1), c(-1)), bin(BinOp::Shl, c(1), c(-1)));  // 1 << 31 leaves int32: kept
+  expect_simplifies(bin(BinOp::Shl, c(1, i64), c(-1, i64)), c(INT64_MIN, i64));  // i64: -1 % 64 = 63
+  expect_simplifies(bin(BinOp::Shl, c(5, i64), c(1000, i64)), c(5LL << (1000 % 64), i64));
+  expect_simplifies(bin(BinOp::Shr, c(-7), c(1)), c(-4));   // arithmetic: floor(-7 / 2)
+  expect_simplifies(bin(BinOp::Shr, c(-1), c(31)), c(-1));
+  expect_simplifies(bin(BinOp::Shr, c(-1), c(-1)), c(-1));  // count 31
+  expect_simplifies(bin(BinOp::Shr, c(200, u8), c(3, u8)), c(25, u8));
+  expect_simplifies(bin(BinOp::Shr, c(-128, i8), c(9, i8)), c(-64, i8));  // count 9 % 8 = 1
+  expect_simplifies(bin(BinOp::Shr, c(INT64_MIN, i64), c(64, i64)), c(INT64_MIN, i64));
+  // a result outside the type stays an expression (wrapped only when stored)
+  expect_simplifies(bin(BinOp::Shl, c(64, i8), c(1, i8)), bin(BinOp::Shl, c(64, i8), c(1, i8)));
+  expect_simplifies(unary(UnOp::BitNot, c(0, u8)), unary(UnOp::BitNot, c(0, u8)));
+  Var x = var("x");
+  expect_simplifies(unary(UnOp::BitNot, unary(UnOp::BitNot, x)), x);
+  EXPECT_EQ(fold_int_binary(BinOp::Shr, 255, 1, u8), 127);
+  EXPECT_EQ(fold_int_binary(BinOp::Shr, -1, 1, u8), 127);  // -1 wraps to 255 first
+  EXPECT_EQ(as_const_int(unary(UnOp::BitNot, c(7))), -8);
+}
+
+TEST(Simplify, BitwiseOperatorsNeedIntegers) {
+  EXPECT_THROW(bin(BinOp::BitAnd, float_imm(1.0), float_imm(2.0)), Error);
+  EXPECT_THROW(bin(BinOp::Shl, var("f", DTypeCode::f32), c(1)), Error);
+  EXPECT_THROW(unary(UnOp::BitNot, var("f", DTypeCode::f16)), Error);
+  EXPECT_THROW(bin(BinOp::BitOr, c(1, DTypeCode::boolean), c(0, DTypeCode::boolean)), Error);
+}
+
 TEST(Simplify, FloorSemanticsForNegativeNumbers) {
   // Python: -7 // 2 == -4, -7 % 2 == 1, 7 // -2 == -4, 7 % -2 == -1, ceil(-7 / 2) == -3.
   expect_simplifies(bin(BinOp::FloorDiv, c(-7), c(2)), c(-4));

@@ -36,7 +36,9 @@ def test_dtypes_and_operator_maps_come_from_the_lists():
     assert core._CMPOPS[ast.LtE][0] == "le" and core._CMPOPS[ast.NotEq][1](1, 2) is True
     assert {name for name, *_ in ir.BINARY_OPS} == {
         "add", "sub", "mul", "div", "floordiv", "ceildiv", "mod", "min", "max",
-        "eq", "ne", "lt", "le", "gt", "ge", "and", "or"}
+        "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "bitand", "bitor", "bitxor", "shl", "shr"}
+    assert core._BINOPS[ast.LShift][0] == "shl" and core._BINOPS[ast.BitXor][1](6, 3) == 5
+    assert ir.UNARY_OPS == ("neg", "not", "bitnot")
     # every IR operator with a Python operator is in one of the maps
     mapped = {v[0] for v in core._BINOPS.values()} | {v[0] for v in core._CMPOPS.values()}
     assert mapped == {name for name, _, _, py_op in ir.BINARY_OPS if py_op}

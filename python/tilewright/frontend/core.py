@@ -448,12 +448,18 @@ class Parser:
     def arith(self, op, a, b, node):
         pyop = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
                 "floordiv": operator.floordiv, "mod": operator.mod, "min": min, "max": max,
-                "ceildiv": lambda x, y: -(-x // y)}.get(op)
+                "ceildiv": lambda x, y: -(-x // y), "bitand": operator.and_, "bitor": operator.or_,
+                "bitxor": operator.xor, "shl": operator.lshift, "shr": operator.rshift}.get(op)
         if pyop is not None and _is_const(a) and _is_const(b):
+            if op == "shl" and _int_const(b) is not None and _int_const(b) > 64:
+                self.error(node, f"the constant {a} << {b} does not fit in 64 bits",
+                           "integer constants in kernels are 64-bit")
             try:
                 return pyop(a, b)
             except ZeroDivisionError:
                 self.error(node, "division by zero")
+            except (TypeError, ValueError) as e:  # a float operand of a bitwise operator, a negative count
+                self.error(node, f"cannot compute the constant: {e}")
         if op == "div":  # true division: an int literal becomes a float literal (i / 2 -> i / 2.0)
             a = float(a) if _int_const(a) is not None else a
             b = float(b) if _int_const(b) is not None else b
@@ -484,18 +490,17 @@ class Parser:
     def expr_BinOp(self, node):
         a, b = self.value(node.left), self.value(node.right)
         t = type(node.op)
+        if t in (ast.BitAnd, ast.BitOr, ast.BitXor) and not (_is_const(a) and _is_const(b)):
+            ea, eb = self.to_ir(a, node.left), self.to_ir(b, node.right)
+            if ea.dtype == "bool" and eb.dtype == "bool":  # logic on bools: and / or / !=
+                name = {ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "ne"}[t]
+                return ir.binary(name, ea, eb, self.span(node))
         if t in _BINOPS:
             return self.arith(_BINOPS[t][0], a, b, node)
         if t is ast.Pow:
             if _is_const(a) and _is_const(b):
                 return self.const_pow(a, b, node)
             return ir.call("pow", [self.to_ir(a, node.left), self.to_ir(b, node.right)], self.span(node))
-        if t in (ast.BitAnd, ast.BitOr):
-            if _is_const(a) and _is_const(b):
-                return (a & b) if t is ast.BitAnd else (a | b)
-            ea, eb = self.to_ir(a, node.left), self.to_ir(b, node.right)
-            if ea.dtype == "bool" and eb.dtype == "bool":
-                return ir.binary("and" if t is ast.BitAnd else "or", ea, eb, self.span(node))
         self.error(node, f"unsupported operator '{_op_symbol(node.op)}' in a kernel")
 
     def expr_UnaryOp(self, node):
@@ -515,7 +520,7 @@ class Parser:
             return ir.unary("neg", e, self.span(node))
         if t is ast.Not or (t is ast.Invert and e.dtype == "bool"):
             return ir.unary("not", e, self.span(node))
-        self.error(node, "'~' is only supported on bool values")
+        return ir.unary("bitnot", e, self.span(node))  # ~ on an integer (a float is an error there)
 
     def expr_BoolOp(self, node):
         vals = [self.value(v) for v in node.values]

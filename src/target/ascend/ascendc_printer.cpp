@@ -187,7 +187,12 @@ std::optional<Expr> div_exact(const Expr& e, int64_t d) {
     case BinOp::GT:
     case BinOp::GE:
     case BinOp::And:
-    case BinOp::Or: return std::nullopt;
+    case BinOp::Or:
+    case BinOp::BitAnd:
+    case BinOp::BitOr:
+    case BinOp::BitXor:
+    case BinOp::Shl:
+    case BinOp::Shr: return std::nullopt;
   }
   return std::nullopt;
 }

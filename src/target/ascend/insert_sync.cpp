@@ -98,7 +98,8 @@ Iv range_of(const Expr& e, const Ranges& r) {
           }
           return {};
         case ir::BinOp::Div: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE:
-        case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or: return {};
+        case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or:
+        case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl: case ir::BinOp::Shr: return {};
       }
       return {};
     }

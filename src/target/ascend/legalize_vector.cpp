@@ -5,6 +5,7 @@
 #include "target/ascend/vector_util.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -46,6 +47,12 @@ bool same_region(const ir::Region& a, const ir::Region& b) {
 const DType kF32{DTypeCode::f32};
 const DType kBF16{DTypeCode::bf16};
 const DType kF16{DTypeCode::f16};
+// Integer operators on tile data (docs/ascend.md "Integer operators").
+constexpr const char* kBitwiseHint =
+    "on Ascend tiles: int32 << and >> by a scalar count, // and % by a positive power-of-two constant; "
+    "& | ^ ~ work on scalars (block indices, loop variables, scalar parameters) and on the cpu target "
+    "(tw.compile(..., target=\"cpu\"))";
+const DType kI32{DTypeCode::i32};
 
 using vec::small_int;
 using vec::compute_type;  // (their maps compute exactly in float32 and wrap when stored, MapLowering::store)
@@ -128,7 +135,8 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
     }
     case ir::BinOp::Div: case ir::BinOp::FloorDiv: case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min:
     case ir::BinOp::Max: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE:
-    case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or:
+    case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or: case ir::BinOp::BitAnd:
+    case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl: case ir::BinOp::Shr:
       return std::nullopt;
   }
   return std::nullopt;
@@ -945,6 +953,9 @@ int MapLowering::build_uncached(const Expr& e) {
     }
     case ir::ExprKind::Unary: {
       auto* u = as<ir::UnaryNode>(e);
+      if (u->op == ir::UnOp::BitNot)
+        fail("'~' on " + std::string(e->dtype.name()) + " tile data is not supported on Ascend vector units yet", sp,
+             kBitwiseHint);
       if (u->op != ir::UnOp::Neg) fail("'not' on tile data has no vector instruction", sp);
       return neg(build(u->a), sp);
     }
@@ -958,10 +969,40 @@ int MapLowering::build_uncached(const Expr& e) {
           int y = build(b->b);
           return bin(b->op, x, y, sp);
         }
-        case ir::BinOp::FloorDiv: case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::EQ:
+        case ir::BinOp::Shl: case ir::BinOp::Shr: {  // int32 by a scalar count: ShiftLeft / ShiftRight
+          if (e->dtype != kI32)
+            fail("'" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
+                     " tile data: the Ascend vector units shift int32 only",
+                 sp, "convert first, e.g. T.cast(x, \"int32\") << 2");
+          int x = build(b->a);
+          int y = build(b->b);
+          if (nodes_[y].shape != Shape::Scalar)
+            fail("'" + std::string(ir::binop_symbol(b->op)) + "' by a per-element count on Ascend tiles", sp,
+                 "ShiftLeft/ShiftRight take one scalar count (a constant, a loop or block index, a scalar parameter)");
+          return bin(b->op, x, y, sp);
+        }
+        case ir::BinOp::FloorDiv: case ir::BinOp::Mod: {  // int32 by 2^k: x >> k, x - ((x >> k) << k), exact
+          auto d = ir::as_const_int(b->b);
+          if (e->dtype == kI32 && d && *d > 0 && (*d & (*d - 1)) == 0) {
+            int x = build(b->a);
+            int k = leaf_scalar(ir::int_imm(std::countr_zero(static_cast<uint64_t>(*d)), kI32, sp));
+            int q = bin(ir::BinOp::Shr, x, k, sp);
+            if (b->op == ir::BinOp::FloorDiv) return q;
+            return bin(ir::BinOp::Sub, x, bin(ir::BinOp::Shl, q, k, sp), sp);
+          }
+          fail("integer '" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
+                   " tile data: the Ascend vector units have no integer division",
+               sp, "divide int32 tiles by a positive power-of-two constant (an exact shift), or compute this map on the "
+                   "cpu target (tw.compile(..., target=\"cpu\"))");
+        }
+        case ir::BinOp::CeilDiv: case ir::BinOp::EQ:
         case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE:
         case ir::BinOp::And: case ir::BinOp::Or:
           break;
+        case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+          fail("'" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
+                   " tile data is not supported on Ascend vector units yet",
+               sp, kBitwiseHint);
       }
       fail("operator " + std::string(ir::binop_name(b->op)) + " on " + std::string(e->dtype.name()) +
                " tile data is not supported on Ascend vector units yet",
@@ -984,6 +1025,8 @@ int MapLowering::build_uncached(const Expr& e) {
           case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div:
           case ir::BinOp::FloorDiv: case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min:
           case ir::BinOp::Max: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::And: case ir::BinOp::Or:
+          case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl:
+          case ir::BinOp::Shr:
             fail("T.where(cond, scalar, tile) with a compound condition on Ascend", sp,
                  "write T.where(cond, tile, scalar): the masked value must be the scalar");
         }
@@ -1262,7 +1305,8 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
       case ir::BinOp::GE: lhs = b->a, rhs = b->b; break;
       case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
       case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::EQ:
-      case ir::BinOp::NE: case ir::BinOp::And: case ir::BinOp::Or:
+      case ir::BinOp::NE: case ir::BinOp::And: case ir::BinOp::Or: case ir::BinOp::BitAnd: case ir::BinOp::BitOr:
+      case ir::BinOp::BitXor: case ir::BinOp::Shl: case ir::BinOp::Shr:
         bad("only <, <=, >, >= comparisons (joined with 'and') become masks");
     }
     auto l = linearize(lhs, vi(), vj()), r = linearize(rhs, vi(), vj());

@@ -85,7 +85,8 @@ std::optional<int64_t> upper_bound(const Expr& e) {
     case ir::BinOp::Min:  // above
     case ir::BinOp::Sub: case ir::BinOp::Div: case ir::BinOp::Mod: case ir::BinOp::EQ: case ir::BinOp::NE:
     case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE: case ir::BinOp::And:
-    case ir::BinOp::Or: return std::nullopt;
+    case ir::BinOp::Or:
+    case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl: case ir::BinOp::Shr: return std::nullopt;
   }
   return std::nullopt;
 }

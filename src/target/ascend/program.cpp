@@ -1,6 +1,7 @@
 #include "target/ascend/program.h"
 
 #include <algorithm>
+#include <iterator>
 #include <initializer_list>
 
 namespace tw::ascend {
@@ -27,7 +28,7 @@ bool runs_aic(KernelType t) { return t != KernelType::AIV_ONLY && t != KernelTyp
 bool runs_aiv(KernelType t) { return t != KernelType::AIC_ONLY && t != KernelType::MIX_AIC_1_0; }
 std::string_view core_type_name(CoreType c) { return c == CoreType::AIC ? "AIC" : "AIV"; }
 std::string_view vec_binop_name(VecBinOp op) {
-  static constexpr std::string_view names[] = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+  static constexpr std::string_view names[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "ShiftLeft", "ShiftRight"};
   return names[static_cast<int>(op)];
 }
 std::string_view vec_unop_name(VecUnOp op) {
@@ -45,14 +46,19 @@ std::string_view round_mode_name(RoundMode m) {
 std::string_view vec_api_name(VecApi a) {
   static constexpr std::string_view names[] = {"Add",  "Sub",  "Mul", "Div", "Max",   "Min", "Adds",
                                                "Muls", "Maxs", "Mins", "Exp", "Ln",   "Sqrt", "Rsqrt",
-                                               "Abs",  "Relu", "Reciprocal", "Cast", "Duplicate"};
+                                               "Abs",  "Relu", "Reciprocal", "Cast", "Duplicate", "ShiftLeft",
+                                               "ShiftRight"};
+  static_assert(std::size(names) == kVecApiCount);
   return names[static_cast<int>(a)];
 }
 int vec_api_sources(VecApi a) {
   if (a <= VecApi::Min) return 2;
   return a == VecApi::Duplicate ? 0 : 1;
 }
-bool vec_api_has_scalar(VecApi a) { return (a >= VecApi::Adds && a <= VecApi::Mins) || a == VecApi::Duplicate; }
+bool vec_api_has_scalar(VecApi a) {
+  return (a >= VecApi::Adds && a <= VecApi::Mins) || a == VecApi::Duplicate || a == VecApi::ShiftLeft ||
+         a == VecApi::ShiftRight;
+}
 bool is_high_level_vector(const InstrOp& op) {
   return std::holds_alternative<VecBinary>(op) || std::holds_alternative<VecBinaryScalar>(op) ||
          std::holds_alternative<VecUnary>(op) || std::holds_alternative<VecCast>(op) ||

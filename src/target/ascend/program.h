@@ -346,14 +346,17 @@ struct FixpipeV220 {
 // (VecCallL2 / VecCallL0 / WholeReduce / Brcb): the printer and the simulator never see these.
 // Arithmetic on fp16 is computed exactly and rounded once (RNE); bf16 is not supported on AIV
 // (cast to fp32 first).
-enum class VecBinOp : uint8_t { Add, Sub, Mul, Div, Max, Min };
+// ShiftLeft/ShiftRight: only the scalar form (VecBinaryScalar), int32, count 0..31 (arithmetic
+// right shift: docs/ascend.md "Integer operators").
+enum class VecBinOp : uint8_t { Add, Sub, Mul, Div, Max, Min, ShiftLeft, ShiftRight };
+inline constexpr int kVecTensorBinOps = 6;  // Add .. Min: the ops with a tensor-tensor form
 enum class VecUnOp : uint8_t { Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal };
 enum class ReduceOp : uint8_t { Sum, Max, Min };
 enum class ReduceAxis : uint8_t { Row, Col };  // Row: one result per row; Col: one per column
 // AscendC RoundMode: CAST_RINT (nearest even), CAST_FLOOR, CAST_CEIL, CAST_TRUNC, CAST_ROUND
 // (half away from zero), CAST_NONE (RINT for float targets, TRUNC for int targets).
 enum class RoundMode : uint8_t { None, Rint, Floor, Ceil, Trunc, Round };
-std::string_view vec_binop_name(VecBinOp op);   // "Add" "Sub" "Mul" "Div" "Max" "Min"
+std::string_view vec_binop_name(VecBinOp op);   // "Add" "Sub" "Mul" "Div" "Max" "Min" "ShiftLeft" "ShiftRight"
 std::string_view vec_unop_name(VecUnOp op);     // "Exp" "Ln" "Sqrt" "Rsqrt" "Abs" "Relu" "Reciprocal"
 std::string_view reduce_op_name(ReduceOp op);   // "Sum" "Max" "Min"
 std::string_view round_mode_name(RoundMode m);  // "CAST_NONE" "CAST_RINT" ...
@@ -433,15 +436,16 @@ struct VecRowBroadcast {
 // The elementwise AscendC APIs. Binary: Add Sub Mul Div Max Min (dst, src0, src1). Scalar: Adds
 // Muls Maxs Mins (dst, src0, scalar converted to dtype). Unary: Exp Ln Sqrt Rsqrt Abs Relu
 // Reciprocal (dst, src0). Cast (dst, src0, round; dtype = destination, src_dtype = source).
-// Duplicate (dst, scalar).
+// Duplicate (dst, scalar). ShiftLeft ShiftRight (dst, src0, scalar count of the element type).
 enum class VecApi : uint8_t {
   Add, Sub, Mul, Div, Max, Min, Adds, Muls, Maxs, Mins,
-  Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal, Cast, Duplicate
+  Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal, Cast, Duplicate, ShiftLeft, ShiftRight
 };
+inline constexpr int kVecApiCount = 21;
 std::string_view vec_api_name(VecApi a);  // the AscendC function name
 // The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
 int vec_api_sources(VecApi a);
-bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate
+bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate/ShiftLeft/ShiftRight
 
 // Level-2 (counter mode): the first `count` elements of every operand, contiguous.
 //   Add(dst, src0, src1, count); Adds(dst, src0, static_cast<T>(scalar), count);

@@ -335,14 +335,14 @@ InstrOp parse_instr(Line& L) {
       c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum");
     });
   auto shape = [&](ir::Expr& rows, ir::Expr& cols) { std::tie(rows, cols) = L.dims(); };
-  if (auto op = by_name<VecBinOp>(name, 6, vec_binop_name)) {
+  if (auto op = by_name<VecBinOp>(name, kVecTensorBinOps, vec_binop_name)) {
     VecBinary c;
     c.op = *op, c.dst = vop_dst(), c.a = L.vop(), L.expect(","), c.b = L.vop(), c.dtype = L.dtype();
     shape(c.rows, c.cols);
     return c;
   }
   if (name.size() > 1 && name.back() == 's') {
-    if (auto op = by_name<VecBinOp>(std::string_view(name).substr(0, name.size() - 1), 6, vec_binop_name)) {
+    if (auto op = by_name<VecBinOp>(std::string_view(name).substr(0, name.size() - 1), 8, vec_binop_name)) {
       VecBinaryScalar c;
       c.op = *op, c.dst = vop_dst(), c.a = L.vop(), L.expect(","), c.scalar = L.expr(), c.dtype = L.dtype();
       shape(c.rows, c.cols);
@@ -380,7 +380,7 @@ InstrOp parse_instr(Line& L) {
     return c;
   }
   if (name.rfind("RowBroadcast", 0) == 0) {
-    auto op = by_name<VecBinOp>(std::string_view(name).substr(12), 6, vec_binop_name);
+    auto op = by_name<VecBinOp>(std::string_view(name).substr(12), kVecTensorBinOps, vec_binop_name);
     if (!op) L.fail("unknown row broadcast '" + name + "'", name_at);
     VecRowBroadcast c;
     c.op = *op, c.dst = vop_dst(), c.a = L.vop(), L.expect(","), c.vec = L.local(), c.dtype = L.dtype();
@@ -388,7 +388,7 @@ InstrOp parse_instr(Line& L) {
     return c;
   }
   if (name == "L2" || name == "L0") {
-    VecApi api = L.enum_word<VecApi>("vector API", 19, vec_api_name);
+    VecApi api = L.enum_word<VecApi>("vector API", kVecApiCount, vec_api_name);
     LocalRef dst, src0{-1, nullptr}, src1{-1, nullptr};
     ir::Expr scalar;
     dst = L.local();

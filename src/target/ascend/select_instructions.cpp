@@ -1248,9 +1248,27 @@ class Lowerer {
       case ir::BinOp::GT:
       case ir::BinOp::GE:
       case ir::BinOp::And:
-      case ir::BinOp::Or: break;  // no vector instruction
+      case ir::BinOp::Shl: op = VecBinOp::ShiftLeft; break;
+      case ir::BinOp::Shr: op = VecBinOp::ShiftRight; break;
+      case ir::BinOp::Or:
+      case ir::BinOp::BitAnd:
+      case ir::BinOp::BitOr:
+      case ir::BinOp::BitXor: break;  // no vector instruction
     }
     if (!op) fail("operator " + std::string(ir::binop_name(bn->op)) + " has no vector instruction");
+    if (*op == VecBinOp::ShiftLeft || *op == VecBinOp::ShiftRight) {
+      // ShiftLeft/ShiftRight(dst, src, scalar count): int32 tile << scalar; the count modulo 32 (ir.h)
+      auto fa = full(bn->a);
+      if (t != ir::DType(ir::DTypeCode::i32))
+        fail("'" + std::string(ir::binop_symbol(bn->op)) + "' on " + std::string(t.name()) +
+             " tile data: the AIV shifts int32 (of the language's types) only");
+      if (!fa || !scalar(bn->b))
+        fail("'" + std::string(ir::binop_symbol(bn->op)) + "' by a per-element count: ShiftLeft/ShiftRight take one "
+             "scalar count for the whole tile");
+      VecOperand src = *fa;
+      Expr count = ir::arith::simplify(ir::binary(ir::BinOp::BitAnd, bn->b, ir::int_imm(31, bn->b->dtype, sp), sp));
+      return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecBinaryScalar{*op, t, dst, src, count, r, c}; });
+    }
     bool commutes = *op == VecBinOp::Add || *op == VecBinOp::Mul || *op == VecBinOp::Max || *op == VecBinOp::Min;
     auto fa = full(bn->a), fb = full(bn->b);
     if (fa && fb) {
@@ -1389,7 +1407,12 @@ class Lowerer {
           case ir::BinOp::GT:
           case ir::BinOp::GE:
           case ir::BinOp::And:
-          case ir::BinOp::Or: return {};  // not bounded here
+          case ir::BinOp::Or:
+          case ir::BinOp::BitAnd:
+          case ir::BinOp::BitOr:
+          case ir::BinOp::BitXor:
+          case ir::BinOp::Shl:
+          case ir::BinOp::Shr: return {};  // not bounded here
         }
         return {};
       }

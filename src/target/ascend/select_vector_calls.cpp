@@ -38,7 +38,8 @@ int64_t known_factor(const Expr& e) {
     case BinOp::Min:
     case BinOp::Max: return std::gcd(fa, fb);
     case BinOp::Div: case BinOp::FloorDiv: case BinOp::CeilDiv: case BinOp::Mod: case BinOp::EQ: case BinOp::NE:
-    case BinOp::LT: case BinOp::LE: case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or: return 1;
+    case BinOp::LT: case BinOp::LE: case BinOp::GT: case BinOp::GE: case BinOp::And: case BinOp::Or:
+    case BinOp::BitAnd: case BinOp::BitOr: case BinOp::BitXor: case BinOp::Shl: case BinOp::Shr: return 1;
   }
   return 1;
 }
@@ -348,6 +349,9 @@ class Selector {
       case VecBinOp::Div: return VecApi::Div;
       case VecBinOp::Max: return VecApi::Max;
       case VecBinOp::Min: return VecApi::Min;
+      case VecBinOp::ShiftLeft: case VecBinOp::ShiftRight:
+        throw ir::Error("internal: a tensor-tensor " + std::string(vec_binop_name(op)) +
+                        " (the shifts have only the scalar form; select_instructions makes no other)");
     }
     return VecApi::Add;
   }
@@ -366,6 +370,8 @@ class Selector {
       case VecBinOp::Div: api = VecApi::Muls, s = ir::binary(BinOp::Div, ir::float_imm(1.0), s); break;
       case VecBinOp::Max: api = VecApi::Maxs; break;
       case VecBinOp::Min: api = VecApi::Mins; break;
+      case VecBinOp::ShiftLeft: api = VecApi::ShiftLeft; break;
+      case VecBinOp::ShiftRight: api = VecApi::ShiftRight; break;
     }
     elementwise({api, x.dtype, x.dtype, &x.dst, &x.a, nullptr, s, RoundMode::None}, x.rows, x.cols, out);
   }

@@ -46,6 +46,16 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
                         x.api == VecApi::Reciprocal;
   if (transcendental && !float_type(x.dt))
     out.push_back(call + " on " + dtn(x.dt) + ": the API takes half or float only: cast to float32 first");
+  if (x.api == VecApi::ShiftLeft || x.api == VecApi::ShiftRight) {
+    // ShiftLeft.md / ShiftRight.md (Atlas A2): int16_t/uint16_t/int32_t/uint32_t, a scalar count of
+    // the element type; a count outside 0 .. bits-1 is not documented (the compiler masks it)
+    if (x.dt != ir::DTypeCode::i32)
+      out.push_back(call + " on " + dtn(x.dt) + ": the API takes int16/uint16/int32/uint32 only (of the language's "
+                    "types int32): convert first");
+    else if (x.scalar < 0 || x.scalar > 31)
+      out.push_back(call + " by " + str(static_cast<int64_t>(x.scalar)) + ": the documented counts are 0..31 for "
+                    "int32 (the language takes the count modulo 32)");
+  }
   if (!x.l0) {
     if (x.mask < 1)
       out.push_back(call + " with count " + str(x.mask) + ": a call must process at least one element (a count <= 0 "

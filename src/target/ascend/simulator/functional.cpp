@@ -291,6 +291,10 @@ double binop(VecBinOp op, double a, double b, bool is_int) {
     case VecBinOp::Div: return is_int ? (b == 0 ? 0 : std::trunc(a / b)) : a / b;
     case VecBinOp::Max: return std::max(a, b);
     case VecBinOp::Min: return std::min(a, b);
+    // int32 only (api_rules.cpp), count in 0..31: the bits of a shifted, the right shift arithmetic
+    case VecBinOp::ShiftLeft:
+      return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(a)) << (static_cast<int>(b) & 31));
+    case VecBinOp::ShiftRight: return static_cast<int32_t>(static_cast<int64_t>(a)) >> (static_cast<int>(b) & 31);
   }
   return 0;
 }
@@ -300,7 +304,7 @@ void apply_bin(VecBinOp op, double* a, const double* b, int64_t n, bool is_int) 
     case VecBinOp::Add: for (int64_t i = 0; i < n; ++i) a[i] += b[i]; break;
     case VecBinOp::Sub: for (int64_t i = 0; i < n; ++i) a[i] -= b[i]; break;
     case VecBinOp::Mul: for (int64_t i = 0; i < n; ++i) a[i] *= b[i]; break;
-    case VecBinOp::Div: case VecBinOp::Max: case VecBinOp::Min:
+    case VecBinOp::Div: case VecBinOp::Max: case VecBinOp::Min: case VecBinOp::ShiftLeft: case VecBinOp::ShiftRight:
       for (int64_t i = 0; i < n; ++i) a[i] = binop(op, a[i], b[i], is_int);
       break;
   }
@@ -495,6 +499,9 @@ void Machine::functional(Core& c, const RInstr& r) {
               for (int64_t j = 0; j < x.mask; ++j) ra[j] = unop(op, ra[j]);
             } else if (x.api == VecApi::Duplicate) {
               std::fill(ra.begin(), ra.begin() + x.mask, sc);
+            } else if (x.api == VecApi::ShiftLeft || x.api == VecApi::ShiftRight) {
+              VecBinOp op = x.api == VecApi::ShiftLeft ? VecBinOp::ShiftLeft : VecBinOp::ShiftRight;
+              for (int64_t j = 0; j < x.mask; ++j) ra[j] = binop(op, ra[j], sc, is_int);
             }
             // int32 Add/Sub/Mul/Adds/Muls: exact while the result fits int32; dav-c220 does not
             // document the result beyond (the language wraps modulo 2^32), so that is a report

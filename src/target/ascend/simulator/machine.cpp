@@ -191,6 +191,7 @@ int Machine::compile_expr(const ir::Expr& e) {
     return static_cast<int>(cnodes.size() - 1);
   }
   CNode n{static_cast<uint8_t>(e->kind), 0, e->dtype.is_float()};
+  n.dtype = e->dtype.code;
   switch (e->kind) {
     case ir::ExprKind::IntImm:
       n.i = static_cast<const ir::IntImmNode*>(e.get())->value;
@@ -280,6 +281,9 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
           case ir::BinOp::GE: setb(x >= y); return v;
           case ir::BinOp::And: setb(x != 0 && y != 0); return v;
           case ir::BinOp::Or: setb(x != 0 || y != 0); return v;
+          case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl:
+          case ir::BinOp::Shr:
+            throw ir::Error("internal: ascend simulator: a bitwise operator on float operands (ir::binary rejects it)");
         }
         v.i = static_cast<int64_t>(v.f);
         return v;
@@ -303,6 +307,10 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
         case ir::BinOp::GE: v.i = x >= y; break;
         case ir::BinOp::And: v.i = x && y; break;
         case ir::BinOp::Or: v.i = x || y; break;
+        case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl:
+        case ir::BinOp::Shr:
+          v.i = *ir::fold_int_binary(op, x, y, n.dtype);  // never nullopt for these (ir.h)
+          break;
       }
       v.f = static_cast<double>(v.i);
       return v;
@@ -310,6 +318,7 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
     case ir::ExprKind::Unary: {
       Value a = eval(n.a, s);
       if (static_cast<ir::UnOp>(n.op) == ir::UnOp::Neg) return Value{-a.i, -a.f};
+      if (static_cast<ir::UnOp>(n.op) == ir::UnOp::BitNot) return Value{~a.i, static_cast<double>(~a.i)};
       int64_t x = a.i == 0 && a.f == 0;
       return Value{x, static_cast<double>(x)};
     }

@@ -26,6 +26,7 @@ struct CNode {
   int64_t i = 0;
   double f = 0;
   int slot = -1;
+  ir::DTypeCode dtype = ir::DTypeCode::i64;  // the node's type (the shifts need it)
 };
 struct Value {
   int64_t i = 0;
