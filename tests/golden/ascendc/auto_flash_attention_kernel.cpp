@@ -505,7 +505,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 43296);
+    pipe.InitBuffer(tw_ub_buf, 43552);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
     LocalTensor<float> scores_scale_prev = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 22
@@ -515,13 +515,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> scores_max = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 12
     LocalTensor<float> scores_max_prev = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 13
     LocalTensor<float> scores_scale = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +128 float32 ND [32], line 15
+    LocalTensor<float> scores_sum = tw_ub[42368].ReinterpretCast<float>();  // UB @42368 +128 float32 ND [32], line 15
     LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
     LocalTensor<float> scores_scale_prev3 = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +256 float32 ND [2, 32], line 22
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +32 float32 ND [8], line 27
-    LocalTensor<float> scores_max_part_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 31
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42272].ReinterpretCast<uint8_t>();  // UB @42272 +1024 uint8 ND [1024], line 42
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42496].ReinterpretCast<float>();  // UB @42496 +32 float32 ND [8], line 25
+    LocalTensor<float> scores_max_scaled_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 25
+    LocalTensor<float> scores_max_t_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +128 float32 ND [32], line 31
+    LocalTensor<float> scores_max_ln2_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 25
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42528].ReinterpretCast<uint8_t>();  // UB @42528 +1024 uint8 ND [1024], line 25
 
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
@@ -559,29 +561,29 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
           WaitFlag<HardEvent::MTE2_V>(1);  // line 25
           DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
-          PipeBarrier<PIPE_V>();  // line 27
-          Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
-          PipeBarrier<PIPE_V>();  // line 27
+          PipeBarrier<PIPE_V>();  // line 25
+          Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 25
+          PipeBarrier<PIPE_V>();  // line 25
           if (tw_min(((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 1), ((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 32)) < 64) {
             for (int32_t r_0_s0 = 0; r_0_s0 < 32; ++r_0_s0) {
               const int32_t hi_0_s0 = tw_min(tw_max(tw_min(((r_0_s0 + (((bx * 64) + (vid * 32)) - (k_v_o * 128))) + 1), 64), 0), 64);
-              PipeBarrier<PIPE_V>();  // line 27
+              PipeBarrier<PIPE_V>();  // line 25
               if (hi_0_s0 < 64) {
                 const int32_t blk_0_s0 = ((hi_0_s0 / 8) * 8);
                 const int32_t head_0_s0 = (hi_0_s0 - blk_0_s0);
                 if (head_0_s0 > 0) {
                   if (tw_max(tw_min(head_0_s0, 8), 0) > 0) {
-                    Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
+                    Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 25
                   }
                 }
-                PipeBarrier<PIPE_V>();  // line 27
+                PipeBarrier<PIPE_V>();  // line 25
                 if (tw_max(tw_min((64 - blk_0_s0), 64), 0) > 0) {
-                  Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 27
+                  Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-6.93147181e+29f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 25
                 }
-                PipeBarrier<PIPE_V>();  // line 27
+                PipeBarrier<PIPE_V>();  // line 25
                 if (head_0_s0 > 0) {
                   if (tw_max(tw_min(head_0_s0, 8), 0) > 0) {
-                    Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 27
+                    Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 25
                   }
                 }
               }
@@ -589,24 +591,25 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 30
           PipeBarrier<PIPE_V>();  // line 31
-          WholeReduceMax(scores_max_part_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
+          WholeReduceMax(scores_max_scaled_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
           PipeBarrier<PIPE_V>();  // line 31
-          Max(scores_max, scores_max, scores_max_part_0, 32);  // line 31
+          Muls(scores_max_t_0, scores_max_scaled_0, static_cast<float>(1.44269504f), 32);  // line 31
+          PipeBarrier<PIPE_V>();  // line 31
+          Max(scores_max, scores_max, scores_max_t_0, 32);  // line 31
           PipeBarrier<PIPE_V>();  // line 33
           Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
           PipeBarrier<PIPE_V>();  // line 33
           Muls(scores_scale, scores_scale, static_cast<float>(0.693147181f), 32);  // line 33
           PipeBarrier<PIPE_V>();  // line 33
           Exp(scores_scale, scores_scale, 32);  // line 33
-          PipeBarrier<PIPE_V>();  // line 42
-          Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
-          PipeBarrier<PIPE_V>();  // line 42
-          Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
-          PipeBarrier<PIPE_V>();  // line 42
-          Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
-          PipeBarrier<PIPE_V>();  // line 42
-          Exp(acc_s_ub, acc_s_ub, 2048);  // line 42
-          SetFlag<HardEvent::V_MTE3>(2);  // line 42
+          Muls(scores_max_ln2_0, scores_max, static_cast<float>(0.693147181f), 32);  // line 25
+          PipeBarrier<PIPE_V>();  // line 25
+          Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max_ln2_0, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 25
+          PipeBarrier<PIPE_V>();  // line 25
+          Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 25
+          PipeBarrier<PIPE_V>();  // line 25
+          Exp(acc_s_ub, acc_s_ub, 2048);  // line 25
+          SetFlag<HardEvent::V_MTE3>(2);  // line 25
           PipeBarrier<PIPE_V>();  // line 45
           WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
           Mul(logsum, logsum, scores_scale, 32);  // line 47
@@ -664,29 +667,29 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::MTE2_V>(3);  // line 25
             WaitFlag<HardEvent::MTE2_V>(3);  // line 25
             SetFlag<HardEvent::V_MTE2>(1);  // line 25
-            PipeBarrier<PIPE_V>();  // line 27
-            Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.18033688f), 2048);  // line 27
-            PipeBarrier<PIPE_V>();  // line 27
+            PipeBarrier<PIPE_V>();  // line 25
+            Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 25
+            PipeBarrier<PIPE_V>();  // line 25
             if (tw_min(((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 1), ((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 32)) < 64) {
               for (int32_t r_0_s1 = 0; r_0_s1 < 32; ++r_0_s1) {
                 const int32_t hi_0_s1 = tw_min(tw_max(tw_min(((r_0_s1 + (((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64))) + 1), 64), 0), 64);
-                PipeBarrier<PIPE_V>();  // line 27
+                PipeBarrier<PIPE_V>();  // line 25
                 if (hi_0_s1 < 64) {
                   const int32_t blk_0_s1 = ((hi_0_s1 / 8) * 8);
                   const int32_t head_0_s1 = (hi_0_s1 - blk_0_s1);
                   if (head_0_s1 > 0) {
                     if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
-                      Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                      Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 25
                     }
                   }
-                  PipeBarrier<PIPE_V>();  // line 27
+                  PipeBarrier<PIPE_V>();  // line 25
                   if (tw_max(tw_min((64 - blk_0_s1), 64), 0) > 0) {
-                    Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-1e+30f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 27
+                    Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-6.93147181e+29f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 25
                   }
-                  PipeBarrier<PIPE_V>();  // line 27
+                  PipeBarrier<PIPE_V>();  // line 25
                   if (head_0_s1 > 0) {
                     if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
-                      Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 27
+                      Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 25
                     }
                   }
                 }
@@ -694,24 +697,25 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             }
             DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 30
             PipeBarrier<PIPE_V>();  // line 31
-            WholeReduceMax(scores_max_part_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
+            WholeReduceMax(scores_max_scaled_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
             PipeBarrier<PIPE_V>();  // line 31
-            Max(scores_max, scores_max, scores_max_part_0, 32);  // line 31
+            Muls(scores_max_t_0, scores_max_scaled_0, static_cast<float>(1.44269504f), 32);  // line 31
+            PipeBarrier<PIPE_V>();  // line 31
+            Max(scores_max, scores_max, scores_max_t_0, 32);  // line 31
             PipeBarrier<PIPE_V>();  // line 33
             Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
             PipeBarrier<PIPE_V>();  // line 33
             Muls(scores_scale, scores_scale, static_cast<float>(0.693147181f), 32);  // line 33
             PipeBarrier<PIPE_V>();  // line 33
             Exp(scores_scale, scores_scale, 32);  // line 33
-            PipeBarrier<PIPE_V>();  // line 42
-            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 42
-            PipeBarrier<PIPE_V>();  // line 42
-            Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 42
-            PipeBarrier<PIPE_V>();  // line 42
-            Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.693147181f), 2048);  // line 42
-            PipeBarrier<PIPE_V>();  // line 42
-            Exp(acc_s_ub, acc_s_ub, 2048);  // line 42
-            SetFlag<HardEvent::V_MTE3>(2);  // line 42
+            Muls(scores_max_ln2_0, scores_max, static_cast<float>(0.693147181f), 32);  // line 25
+            PipeBarrier<PIPE_V>();  // line 25
+            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max_ln2_0, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 25
+            PipeBarrier<PIPE_V>();  // line 25
+            Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 25
+            PipeBarrier<PIPE_V>();  // line 25
+            Exp(acc_s_ub, acc_s_ub, 2048);  // line 25
+            SetFlag<HardEvent::V_MTE3>(2);  // line 25
             PipeBarrier<PIPE_V>();  // line 45
             WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
             Mul(logsum, logsum, scores_scale, 32);  // line 47
