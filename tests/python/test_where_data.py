@@ -152,17 +152,30 @@ def test_integer_mask_tiles(mask_dtype, target):
     np.testing.assert_array_equal(as_f64(got), np.where(m != 0, as_f64(x), as_f64(z)))
 
 
-def test_bool_mask_tile_on_ascend_names_the_alternative():
-    with pytest.raises(TilewrightError, match="uint8 or int8"):
-        elementwise(16, 64, 16, 64, "float32", TARGET, "bool_mask", "bool").get_source("ascendc")
-
-
-def test_bool_mask_tile_on_cpu():
+@pytest.mark.parametrize("target", TARGETS)
+def test_bool_mask_tiles(target):
+    """A bool mask tile as the condition (Ascend: its 0 / 1 bytes compared as uint8)."""
     M, N, bm, bn = 10, 24, 8, 16
     x, z = data((M, N), "float32", 13), data((M, N), "float32", 14)
     m = np.random.default_rng(15).random((M, N)) < 0.5
-    got = elementwise(M, N, bm, bn, "float32", "cpu", "bool_mask", "bool")(x, z, m)
+    got = run(elementwise(M, N, bm, bn, "float32", target, "bool_mask", "bool"), target, x, z, m)
     np.testing.assert_array_equal(got, np.where(m, x, z))
+
+
+def test_computed_bool_condition_error_on_ascend():
+    """Only loaded bool tiles are masks on Ascend; the error names what to write instead."""
+    @T.prim_func
+    def main(X: T.Tensor((8, 64), "float32"), B: T.Tensor((8, 64), "bool"), Y: T.Tensor((8, 64), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8, 64), "float32")
+            b = T.alloc_fragment((8, 64), "bool")
+            T.copy(X[0, 0], x)
+            T.copy(B[0, 0], b)
+            for i, j in T.Parallel(8, 64):
+                x[i, j] = T.where(b[i, j] != (bx > 0), x[i, j], 0)
+            T.copy(x, Y[0, 0])
+    with pytest.raises(TilewrightError, match="no bool vector arithmetic"):
+        tw.compile(main, target=TARGET, out_idx=[-1])
 
 
 def test_ascendc_prints_compare_and_select():

@@ -1082,11 +1082,8 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
     }
   }
   if (a < 0) {  // a value used as a condition: value != 0
-    if (c->dtype == DType(DTypeCode::boolean))
-      fail("T.where on a bool tile " + ir::print(c) + ": Ascend has no bool vector data", sp,
-           "load the mask as a uint8 or int8 tensor and write T.where(mask[i, j] != 0, ...)");
     a = build(c);
-    b = scalar_const(0, nodes_[a].dtype);
+    b = scalar_const(0, nodes_[a].dtype == DType(DTypeCode::boolean) ? DType(DTypeCode::u8) : nodes_[a].dtype);
   }
   auto mirror = [](ir::BinOp o) {
     return o == ir::BinOp::LT ? ir::BinOp::GT : o == ir::BinOp::GT ? ir::BinOp::LT : o == ir::BinOp::LE ? ir::BinOp::GE
@@ -1094,10 +1091,15 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   };
   if (nodes_[a].shape == Shape::Scalar) std::swap(a, b), op = mirror(op);
   auto vector_float = [](DType t) { return t == kF16 || t == kF32 ? t : kF32; };
+  // A bool tile holds one byte 0 / 1 per element: compared as those uint8 bytes (select_instructions
+  // converts its bytes as uint8); a computed bool value has no vector form.
   for (int k : {a, b})
-    if (nodes_[k].dtype == DType(DTypeCode::boolean))
-      fail("T.where on a bool tile: Ascend has no bool vector data", sp,
-           "load the mask as a uint8 or int8 tensor and write T.where(mask[i, j] != 0, ...)");
+    if (nodes_[k].dtype == DType(DTypeCode::boolean)) {
+      if (nodes_[k].kind != OpKind::Leaf || nodes_[k].shape == Shape::Scalar)
+        fail("T.where on the bool value " + ir::print(c) + ": Ascend has no bool vector arithmetic", sp,
+             "compare tile data directly (x[i, j] > 0), or load the mask as a bool / uint8 tile");
+      nodes_[k].dtype = DType(DTypeCode::u8);
+    }
   DType ct = vector_float(compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype)));
   a = materialize(to_type(a, ct, sp), Shape::Full, sp);
   b = to_type(b, ct, sp);

@@ -387,9 +387,9 @@ InstrOp parse_instr(Line& L) {
     if (L.at_buffer()) c.b = L.vop();
     else c.b = VecOperand{LocalRef{}, nullptr}, c.b_scalar = L.expr();
     c.cmp_dtype = L.dtype();
-    L.expect("?");
+    L.expect("then");
     c.x = L.vop();
-    L.expect(":");
+    L.expect("else");
     if (L.at_buffer()) c.y = L.vop();
     else c.y = VecOperand{LocalRef{}, nullptr}, c.y_scalar = L.expr();
     c.dtype = L.dtype();

@@ -128,7 +128,7 @@ struct InstrPrinter {
     std::string b = c.b.at.buffer >= 0 ? vop(p, c.b) : ex(c.b_scalar);
     std::string y = c.y.at.buffer >= 0 ? vop(p, c.y) : ex(c.y_scalar);
     return "Select" + std::string(cmp_mode_name(c.cmp)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " + b + " " +
-           dt(c.cmp_dtype) + " ? " + vop(p, c.x) + " : " + y + " " + dt(c.dtype) + shape(c.rows, c.cols);
+           dt(c.cmp_dtype) + " then " + vop(p, c.x) + " else " + y + " " + dt(c.dtype) + shape(c.rows, c.cols);
   }
   std::string operator()(const VecRowBroadcast& c) const {
     return "RowBroadcast" + std::string(vec_binop_name(c.op)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " +

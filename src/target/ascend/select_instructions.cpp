@@ -1189,6 +1189,8 @@ class Lowerer {
         auto a = full_any(x);
         if (!a) fail("the cast's source is not indexed like the destination");
         ir::DType from = a->second;
+        // a bool tile (legalize_vector's data-dependent T.where) holds bytes 0 / 1: converted as uint8
+        if (from == ir::DType(ir::DTypeCode::boolean)) from = ir::DType(ir::DTypeCode::u8);
         if (t.is_float() || !from.is_float()) rm = cast_round_mode(t, from);
         VecOperand src = a->first;
         bool bf16_f32 = (from == ir::DType(ir::DTypeCode::bf16) && t == ir::DType(ir::DTypeCode::f32)) ||
