@@ -226,6 +226,7 @@ class MapLowering {
   int build(const Expr& e);
   int build_uncached(const Expr& e);
   int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y, cond reads tile data
+  int index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp);  // a Where node
   int materialize(int x, Shape to, const Span& sp);
 
   // emission
@@ -997,18 +998,7 @@ int MapLowering::build_uncached(const Expr& e) {
       if (!is_scalar(other))
         fail("T.where whose masked value is not a scalar: Ascend masks write a constant (VecDup) over the masked "
              "columns", sp, "write T.where(cond, tile_expr, scalar)");
-      int x = build(keep);
-      x = materialize(x, Shape::Full, sp);
-      DType t = nodes_[x].dtype;
-      Node n;
-      n.kind = OpKind::Where;
-      n.shape = Shape::Full;
-      n.dtype = t;
-      n.args = {x};
-      n.cond = cond;
-      n.fill = ir::cast(other, t, sp);
-      n.span = sp;
-      return push(std::move(n));
+      return index_mask(build(keep), cond, other, sp);
     }
     case ir::ExprKind::Call: {
       auto* c = as<ir::CallNode>(e);
@@ -1035,6 +1025,21 @@ int MapLowering::build_uncached(const Expr& e) {
   fail("unsupported expression " + ir::print(e) + " in a T.Parallel map on Ascend", sp);
 }
 
+// x where the index condition cond holds, else the scalar fill (emit_where's masks).
+int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp) {
+  x = materialize(x, Shape::Full, sp);
+  DType t = nodes_[x].dtype;
+  Node n;
+  n.kind = OpKind::Where;
+  n.shape = Shape::Full;
+  n.dtype = t;
+  n.args = {x};
+  n.cond = cond;
+  n.fill = ir::cast(fill, t, sp);
+  n.span = sp;
+  return push(std::move(n));
+}
+
 // A data-dependent T.where: `and` / `or` / `not` become nested selects (c1 and c2 ? x : y =
 // c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a condition on
 // indices only the index mask (Where, the other value a scalar), a bare tile value v the
@@ -1052,17 +1057,7 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
       fail("T.where combining the index condition " + ir::print(c) + " with a data-dependent one, whose other value "
            "is a tile", sp, "write the index condition as its own T.where(cond, value, scalar), e.g. "
            "T.where(j < n, T.where(x[i, j] > 0, a[i, j], b[i, j]), 0)");
-    int k = materialize(x, Shape::Full, sp);
-    DType t = nodes_[k].dtype;
-    Node n;
-    n.kind = OpKind::Where;
-    n.shape = Shape::Full;
-    n.dtype = t;
-    n.args = {k};
-    n.cond = c;
-    n.fill = ir::cast(nodes_[y].scalar, t, sp);
-    n.span = sp;
-    return push(std::move(n));
+    return index_mask(x, c, nodes_[y].scalar, sp);
   }
   ir::BinOp op = ir::BinOp::NE;
   int a = -1, b = -1;
