@@ -80,6 +80,8 @@ def elementwise(M, N, bm, bn, dtype, target, case, mask_dtype="uint8"):
                     y[i, j] = T.where(x[i, j] > 0, x[i, j], z[i, j])
                 elif case == "nan_ne":
                     y[i, j] = T.where(x[i, j] != x[i, j], 7.0, x[i, j])
+                elif case == "if_then_else":
+                    y[i, j] = T.if_then_else(x[i, j] <= z[i, j], z[i, j], x[i, j] - z[i, j])
                 elif case == "mask_ne":
                     y[i, j] = T.where(m[i, j] != 0, x[i, j], z[i, j])
                 else:  # "bool_mask": a bool mask value as the condition
@@ -98,6 +100,7 @@ CASES = {  # numpy references on float64 x, z, mask and the global column index 
     "and_or": lambda x, z, m, c: np.where(((x > 0) & (z < 0.5)) | (m == 1), z, x),
     "not": lambda x, z, m, c: np.where(~(x > z), x, 0.25),
     "data_and_index": lambda x, z, m, c: np.where((c < 11) & (x > 0), x, 0),
+    "if_then_else": lambda x, z, m, c: np.where(x <= z, z, x - z),
 }
 
 
@@ -188,20 +191,24 @@ def test_ascendc_prints_compare_and_select():
 
 # ---- masked softmax --------------------------------------------------------------------------
 
-def masked_softmax(M, N, bm, dtype, target):
-    """Row softmax of S over the columns where Mask != 0 (uint8); a fully masked row gives 0."""
+def masked_softmax(M, N, bm, dtype, mask_dtype, target):
+    """Row softmax of S over the columns where Mask is true (bool) or nonzero (uint8); a fully
+    masked row gives 0."""
     @T.prim_func
-    def main(S: T.Tensor((M, N), dtype), Mask: T.Tensor((M, N), "uint8"), P: T.Tensor((M, N), dtype)):
+    def main(S: T.Tensor((M, N), dtype), Mask: T.Tensor((M, N), mask_dtype), P: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
             s = T.alloc_fragment((bm, N), dtype)
             f = T.alloc_fragment((bm, N), "float32")
-            msk = T.alloc_fragment((bm, N), "uint8")
+            msk = T.alloc_fragment((bm, N), mask_dtype)
             mx = T.alloc_fragment((bm,), "float32")
             sm = T.alloc_fragment((bm,), "float32")
             T.copy(S[bx * bm, 0], s)
             T.copy(Mask[bx * bm, 0], msk)
             for i, j in T.Parallel(bm, N):
-                f[i, j] = T.where(msk[i, j] != 0, s[i, j], NEG_INF)
+                if mask_dtype == "bool":
+                    f[i, j] = T.where(msk[i, j], s[i, j], NEG_INF)
+                else:
+                    f[i, j] = T.where(msk[i, j] != 0, s[i, j], NEG_INF)
             T.reduce_max(f, mx, dim=1)
             for i in T.Parallel(bm):
                 mx[i] = T.max(mx[i], -1.0e30)  # a fully masked row: exp(-inf - (-1e30)) = 0
@@ -217,18 +224,19 @@ def masked_softmax(M, N, bm, dtype, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mask_dtype", ["bool", "uint8"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_masked_softmax(dtype, target):
+def test_masked_softmax(dtype, mask_dtype, target):
     M, N, bm = 20, 48, 8
     s = data((M, N), dtype, 11)
-    mask = (np.random.default_rng(12).random((M, N)) < 0.6).astype(np.uint8)
-    mask[3] = 0  # a fully masked row
-    got = as_f64(run(masked_softmax(M, N, bm, dtype, target), target, s, mask))
-    x = np.where(mask != 0, as_f64(s), -np.inf)
+    mask = np.random.default_rng(12).random((M, N)) < 0.6
+    mask[3] = False  # a fully masked row
+    got = as_f64(run(masked_softmax(M, N, bm, dtype, mask_dtype, target), target, s, mask.astype(mask_dtype)))
+    x = np.where(mask, as_f64(s), -np.inf)
     mx = np.maximum(x.max(axis=1, keepdims=True), -1e30)
     e = np.exp(x - mx)
     tot = e.sum(axis=1, keepdims=True)
     ref = np.where(tot > 0, e / np.where(tot > 0, tot, 1), 0)
-    tol = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+    tol = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]  # the output's rounding
     np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
     assert (got[3] == 0).all()
