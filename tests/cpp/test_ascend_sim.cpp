@@ -922,6 +922,35 @@ TEST(AscendSimApiRules, Level0RepeatStridesAreUint8) {
                   .reports.empty());
 }
 
+// Compare / Select (issue 13): the lowering's form (level-0 Compare into a 32 B aligned mask in the
+// scratch area, level-2 Select) reports nothing; a level-2 Compare, an int32 Compare and a mask
+// that is not 32 B aligned are API rule reports at the line.
+TEST(AscendSimApiRules, CompareAndSelect) {
+  const VecOperand none{LocalRef{}, C(0)};
+  const ir::Expr zero = ir::float_imm(0.0, ir::DType(DTypeCode::f32));
+  EXPECT_TRUE(run_aiv({{VecSelect{CmpMode::GT, DTypeCode::f32, DTypeCode::f32, vo(1, 64), vo(0, 64), none, vo(0, 64), none,
+                                  zero, zero, C(4), C(64)}, 54}})
+                  .reports.empty());
+  EXPECT_TRUE(run_aiv({{VecSelect{CmpMode::NE, DTypeCode::f16, DTypeCode::f32, vo(1, 96), vo(0, 96), vo(0, 96),
+                                  vo(1, 96), vo(1, 96), {}, {}, C(3), C(40)}, 54}})
+                  .reports.empty());  // rows 96 apart: one pass per row
+  VecCallL2 l2{VecApi::Compare, DTypeCode::f32, DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)},
+               LocalRef{0, C(256)}, {}, RoundMode::None, C(64)};
+  auto r = run_aiv({{l2, 55}});
+  const sim::Report* rep = api_report(r, "level-2 (count) form needs count");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:55: API rule:"), std::string::npos) << rep->format();
+  VecCallL0 i32{VecApi::Compare, DTypeCode::i32, DTypeCode::i32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{0, C(256)},
+                {}, RoundMode::None, C(64), C(1), C(1), C(1), C(1), C(8), C(8), C(8)};
+  r = run_aiv({{i32, 56}});
+  EXPECT_NE(api_report(r, "takes half or float only"), nullptr) << r.summary();
+  VecCallL2 sel{VecApi::SelectScalar, DTypeCode::f32, DTypeCode::f32, LocalRef{0, C(0)}, LocalRef{0, C(0)}, LocalRef{},
+                zero, RoundMode::None, C(64)};
+  sel.sel = LocalRef{1, C(8)};
+  r = run_aiv({{sel, 57}});
+  EXPECT_NE(api_report(r, "selMask must start 32 B aligned"), nullptr) << r.summary();
+}
+
 // Brcb's repeatTimes is uint8 (8 rows a repeat): a row broadcast over 2048 rows is two Brcb calls
 // (2040 rows, then 8), every field in range.
 TEST(AscendSimApiRules, BrcbOverMoreThan2040RowsIsSplit) {

@@ -65,6 +65,48 @@ TEST(ProgramParser, RoundTripsEveryStageOfEveryGoldenExample) {
 }
 
 // Expert mode: the user's block and sub-block variables, lets, loops, flags and cross-core flags.
+// Data-dependent selects (VecSelect, then Compare / CompareScalar / Select / SelectScalar calls)
+// at every Program stage, with tile and scalar operands, a bool mask and a non-contiguous window.
+TEST(ProgramParser, RoundTripsDataDependentSelects) {
+  const char* text = R"(kernel sel(X: global float32[20, 48], M: global uint8[20, 48], B: global bool[20, 48], Y: global float32[20, 48] out)
+    grid(bx = 1) {
+  alloc x: fragment float32[20, 48]
+  alloc z: fragment float32[20, 64]
+  alloc m: fragment uint8[20, 48]
+  alloc b: fragment bool[20, 48]
+  copy X[0:+20, 0:+48] -> x
+  copy M[0:+20, 0:+48] -> m
+  copy B[0:+20, 0:+48] -> b
+  for i in parallel(0, 20) {
+    for j in parallel(0, 48) {
+      z[i, j] = where(m[i, j] != 0 and x[i, j] < 0.5, x[i, j], -1e+30)
+    }
+  }
+  for i in parallel(0, 20) {
+    for j in parallel(0, 48) {
+      x[i, j] = where(b[i, j] or x[i, j] >= z[i, j], z[i, j], x[i, j])
+    }
+  }
+  copy x -> Y[0:+20, 0:+48]
+}
+)";
+  ir::Kernel k = ir::parse_kernel(text, "sel.tir");
+  LoweredAscend low = lower_ascend(k, target::find_target("ascend910b"));
+  int programs = 0;
+  for (const auto& [stage, t] : low.stages) {
+    if (t.rfind("ascend_kernel ", 0) != 0) continue;
+    expect_round_trip(t, "sel after " + stage);
+    ++programs;
+  }
+  EXPECT_GT(programs, 0);
+  std::string final_text = print_program(*low.program);
+  EXPECT_NE(final_text.find("L0 CompareScalar"), std::string::npos) << final_text;
+  EXPECT_NE(final_text.find("L0 Compare "), std::string::npos) << final_text;
+  EXPECT_NE(final_text.find("L2 SelectScalar"), std::string::npos) << final_text;
+  EXPECT_NE(final_text.find("L2 Select "), std::string::npos) << final_text;
+  expect_round_trip(final_text, "sel");
+}
+
 TEST(ProgramParser, RoundTripsAnExpertKernel) {
   const char* text = R"(kernel ex(X: global float32[N, 32], Y: global float32[N, 32] out, s: float32)
     grid(blk = ceildiv(N, 16)) sub_block(half) {

@@ -2,7 +2,7 @@
 layer_norm, compiled for ascend910b by changing only the target, run in the 910B simulator
 against a float64 numpy reference with zero checker reports (fp32, fp16, bf16; a row count that
 is not a multiple of block_M and row lengths that are not whole 32 B blocks). Also the errors of
-legalize_vector (unsupported math, data-dependent masks) and the UB capacity error.
+legalize_vector (unsupported math, int32 data-dependent selects) and the UB capacity error.
 
 Tolerances: the examples' own (tw.testing.TOLERANCES, |got - ref| <= atol + rtol |ref|).
 Simulated results are a model's, not measurements on an NPU."""
@@ -175,22 +175,24 @@ def test_unsupported_math_is_an_error_at_its_line():
     assert f"{os.path.basename(THIS_FILE)}:{where('FLOOR')}:" in msg
 
 
-def test_data_dependent_where_is_an_error():
+def test_data_dependent_int32_where_is_an_error():
+    """A T.where on tile data becomes Compare + Select (tests/python/test_where_data.py); Select
+    takes half / float only, so selecting int32 values is an error at the line, with the fix."""
     @T.prim_func
-    def k(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+    def k(X: T.Tensor((64, 64), "int32"), Y: T.Tensor((64, 64), "int32")):
         with T.Kernel(1) as bx:
-            x = T.alloc_fragment((64, 64), "float32")
+            x = T.alloc_fragment((64, 64), "int32")
             T.copy(X[0, 0], x)
             for i, j in T.Parallel(64, 64):
-                x[i, j] = T.where(x[i, j] > 0, x[i, j], 0.0)  # @WHERE
+                x[i, j] = T.where(x[i, j] > 0, x[i, j], 0)  # @WHERE
             T.copy(x, Y[0, 0])
 
     with pytest.raises(TilewrightError) as e:
         tw.compile(k, out_idx=[-1], target=TARGET)
     msg = str(e.value)
-    assert "data-dependent mask" in msg
+    assert "selecting int32 values" in msg
     assert f"{os.path.basename(THIS_FILE)}:{where('WHERE')}:" in msg
-    assert "max/min" in msg
+    assert "select float32 values" in msg
 
 
 def test_rows_too_long_for_ub_are_a_capacity_error():

@@ -108,6 +108,18 @@ def test_golden_kernel_compiles(path, tmp_path):
     assert rc == 0 and out == "", f"{os.path.basename(path)} does not compile against {INCLUDE}:\n{out}"
 
 
+@pytest.mark.parametrize("case", ["masked_fill", "tiles_both_sides", "bool_mask"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_data_dependent_select_kernel_compiles(case, dtype, tmp_path):
+    """The Compare / CompareScalar / Select calls of a data-dependent T.where (test_where_data.py)."""
+    import test_where_data
+    k = test_where_data.elementwise(19, 40, 8, 16, dtype, "ascend910b", case, "bool" if case == "bool_mask" else "uint8")
+    src = k.get_source("ascendc")
+    assert "Select(" in src
+    rc, out = compile_cpp(src, tmp_path)
+    assert rc == 0 and out == "", f"{case} {dtype} does not compile against {INCLUDE}:\n{out}"
+
+
 @pytest.mark.parametrize("path", HOSTS, ids=os.path.basename)
 def test_golden_host_compiles(path, tmp_path):
     kernel = read(path.replace("_host.cpp", "_kernel.cpp"))

@@ -336,7 +336,7 @@ class KernelPrinter {
     L_.close();
   }
   std::string vec_args(VecApi api, DType t, DType st, const LocalRef& dst, const LocalRef& src0, const LocalRef& src1,
-                       const Expr& scalar, RoundMode round) const;
+                       const Expr& scalar, RoundMode round, CmpMode cmp, const LocalRef& sel) const;
 
  public:
   // one emitter per Instr kind
@@ -608,9 +608,21 @@ void KernelPrinter::emit(const FixpipeV220& c) {
 // ---------------------------------------------------------------------------------------------
 // Emitters: vector
 
+// The AscendC function of an API (SelectScalar is Select with SELMODE::VSEL_TENSOR_SCALAR_MODE).
+static std::string call_name(VecApi api) { return api == VecApi::SelectScalar ? "Select" : std::string(vec_api_name(api)); }
+
 // The arguments before the count / mask of an elementwise call (program.h, VecApi).
 std::string KernelPrinter::vec_args(VecApi api, DType t, DType st, const LocalRef& dst, const LocalRef& src0,
-                                    const LocalRef& src1, const Expr& s, RoundMode round) const {
+                                    const LocalRef& src1, const Expr& s, RoundMode round, CmpMode cmp,
+                                    const LocalRef& sel) const {
+  const DType u8{ir::DTypeCode::u8};
+  std::string mode = ", CMPMODE::" + std::string(cmp_mode_name(cmp));
+  if (api == VecApi::Compare) return loc(dst, u8) + ", " + loc(src0, st) + ", " + loc(src1, st) + mode;
+  if (api == VecApi::CompareScalar) return loc(dst, u8) + ", " + loc(src0, st) + ", " + scalar(s, st) + mode;
+  if (api == VecApi::Select)
+    return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + loc(src1, t) + ", SELMODE::VSEL_TENSOR_TENSOR_MODE";
+  if (api == VecApi::SelectScalar)
+    return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + scalar(s, t) + ", SELMODE::VSEL_TENSOR_SCALAR_MODE";
   std::string a = loc(dst, t);
   if (api == VecApi::Duplicate) return a + ", " + scalar(s, t);
   a += ", " + loc(src0, st);
@@ -621,7 +633,7 @@ std::string KernelPrinter::vec_args(VecApi api, DType t, DType st, const LocalRe
 }
 
 void KernelPrinter::emit(const VecCallL2& c) {
-  L_.call(std::string(vec_api_name(c.api)) + "(" + vec_args(c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) +
+  L_.call(call_name(c.api) + "(" + vec_args(c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round, c.cmp, c.sel) +
           ", " + ex(c.count) + ");");
 }
 
@@ -635,7 +647,7 @@ void KernelPrinter::emit(const VecCallL0& c) {
     case 1: params = "UnaryRepeatParams(" + ex(c.dst_blk) + ", " + ex(c.src0_blk) + ", " + ex(c.dst_rep) + ", " + ex(c.src0_rep) + ")"; break;
     default: params = ex(c.dst_blk) + ", " + ex(c.dst_rep); break;
   }
-  L_.call(std::string(vec_api_name(c.api)) + "(" + vec_args(c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) +
+  L_.call(call_name(c.api) + "(" + vec_args(c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round, c.cmp, LocalRef{}) +
           ", " + ex(c.mask) + ", " + ex(c.repeat) + ", " + params + ");");
 }
 

@@ -147,7 +147,7 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
 
 enum class Shape : uint8_t { Scalar, Full, Row, Col };
 
-enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where };
+enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel };
 
 struct Node {
   OpKind kind = OpKind::Leaf;
@@ -162,6 +162,7 @@ struct Node {
   ir::MathFn fn = ir::MathFn::exp;
   std::vector<int> args;
   Expr cond, fill;  // Where: keep where cond, else fill (scalar)
+  // Sel: args {a, b, x, y}, a bop b ? x : y (bop a comparison; a, x tiles, b, y tiles or scalars)
   bool floor = false;  // Cast float32 -> int32 rounding down (CAST_FLOOR), else the default mode
   Span span;
 };
@@ -232,6 +233,8 @@ class MapLowering {
   int call(ir::MathFn fn, int a, const Span& sp);
   int build(const Expr& e);
   int build_uncached(const Expr& e);
+  int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y, cond reads tile data
+  int index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp);  // a Where node
   int materialize(int x, Shape to, const Span& sp);
 
   // emission
@@ -801,6 +804,7 @@ double MapLowering::bound(int x) const {
     case OpKind::Cast: return std::min(range(n.dtype), bound(n.args[0]));
     case OpKind::Copy: return bound(n.args[0]);
     case OpKind::Where: return std::max(bound(n.args[0]), scalar(n.fill));
+    case OpKind::Sel: return std::max(bound(n.args[2]), bound(n.args[3]));
   }
   return HUGE_VAL;
 }
@@ -1012,6 +1016,7 @@ int MapLowering::build_uncached(const Expr& e) {
       auto* s = as<ir::SelectNode>(e);
       Expr cond = s->cond, keep = s->t, other = s->f;
       auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
+      if (has_load(cond)) return select_on(cond, build(keep), build(other), sp);
       if (!is_scalar(other) && is_scalar(keep)) {
         // where(c, s, tile) = where(not c, tile, s): negate a single comparison
         if (cond->kind != ir::ExprKind::Binary) fail("T.where with a scalar first value and a negated condition", sp);
@@ -1036,22 +1041,7 @@ int MapLowering::build_uncached(const Expr& e) {
       if (!is_scalar(other))
         fail("T.where whose masked value is not a scalar: Ascend masks write a constant (VecDup) over the masked "
              "columns", sp, "write T.where(cond, tile_expr, scalar)");
-      if (has_load(cond))
-        fail("T.where with a condition on tile data (a data-dependent mask) is not supported on Ascend vector units "
-             "yet", sp, "only conditions on indices (affine in the T.Parallel indices, block indices and loop variables) "
-             "become masks; compute the selection arithmetically (e.g. with max/min)");
-      int x = build(keep);
-      x = materialize(x, Shape::Full, sp);
-      DType t = nodes_[x].dtype;
-      Node n;
-      n.kind = OpKind::Where;
-      n.shape = Shape::Full;
-      n.dtype = t;
-      n.args = {x};
-      n.cond = cond;
-      n.fill = ir::cast(other, t, sp);
-      n.span = sp;
-      return push(std::move(n));
+      return index_mask(build(keep), cond, other, sp);
     }
     case ir::ExprKind::Call: {
       auto* c = as<ir::CallNode>(e);
@@ -1076,6 +1066,97 @@ int MapLowering::build_uncached(const Expr& e) {
       break;  // scalars (handled above)
   }
   fail("unsupported expression " + ir::print(e) + " in a T.Parallel map on Ascend", sp);
+}
+
+// x where the index condition cond holds, else the scalar fill (emit_where's masks).
+int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp) {
+  x = materialize(x, Shape::Full, sp);
+  DType t = nodes_[x].dtype;
+  Node n;
+  n.kind = OpKind::Where;
+  n.shape = Shape::Full;
+  n.dtype = t;
+  n.args = {x};
+  n.cond = cond;
+  n.fill = ir::cast(fill, t, sp);
+  n.span = sp;
+  return push(std::move(n));
+}
+
+// A data-dependent T.where: `and` / `or` / `not` become nested selects (c1 and c2 ? x : y =
+// c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a condition on
+// indices only the index mask (Where, the other value a scalar), a bare tile value v the
+// comparison v != 0. Compared values are float16 or float32 (wider or narrower types compared in
+// float32, exact for integers below 2^24), selected values float16 or float32 (compute_type).
+int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
+  if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And)
+    return select_on(as<ir::BinaryNode>(c)->a, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), y, sp);
+  if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::Or)
+    return select_on(as<ir::BinaryNode>(c)->a, x, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), sp);
+  if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
+    return select_on(as<ir::UnaryNode>(c)->a, y, x, sp);
+  if (!has_load(c)) {  // an index condition: the index mask, whose masked value is a scalar
+    if (nodes_[y].shape != Shape::Scalar)
+      fail("T.where combining the index condition " + ir::print(c) + " with a data-dependent one, whose other value "
+           "is a tile", sp, "write the index condition as its own T.where(cond, value, scalar), e.g. "
+           "T.where(j < n, T.where(x[i, j] > 0, a[i, j], b[i, j]), 0)");
+    return index_mask(x, c, nodes_[y].scalar, sp);
+  }
+  ir::BinOp op = ir::BinOp::NE;
+  int a = -1, b = -1;
+  if (c->kind == ir::ExprKind::Binary) {
+    auto* bn = as<ir::BinaryNode>(c);
+    switch (bn->op) {
+      case ir::BinOp::LT: case ir::BinOp::GT: case ir::BinOp::EQ: case ir::BinOp::LE: case ir::BinOp::GE:
+      case ir::BinOp::NE:
+        op = bn->op;
+        a = build(bn->a);
+        b = build(bn->b);
+        break;
+      case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
+      case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::And:
+      case ir::BinOp::Or:
+        break;
+    }
+  }
+  if (a < 0) {  // a value used as a condition: value != 0
+    a = build(c);
+    b = scalar_const(0, nodes_[a].dtype == DType(DTypeCode::boolean) ? DType(DTypeCode::u8) : nodes_[a].dtype);
+  }
+  auto mirror = [](ir::BinOp o) {
+    return o == ir::BinOp::LT ? ir::BinOp::GT : o == ir::BinOp::GT ? ir::BinOp::LT : o == ir::BinOp::LE ? ir::BinOp::GE
+           : o == ir::BinOp::GE ? ir::BinOp::LE : o;
+  };
+  if (nodes_[a].shape == Shape::Scalar) std::swap(a, b), op = mirror(op);
+  auto vector_float = [](DType t) { return t == kF16 || t == kF32 ? t : kF32; };
+  // A bool tile holds one byte 0 / 1 per element: compared as those uint8 bytes (select_instructions
+  // converts its bytes as uint8); a computed bool value has no vector form.
+  for (int k : {a, b})
+    if (nodes_[k].dtype == DType(DTypeCode::boolean)) {
+      if (nodes_[k].kind != OpKind::Leaf || nodes_[k].shape == Shape::Scalar)
+        fail("T.where on the bool value " + ir::print(c) + ": Ascend has no bool vector arithmetic", sp,
+             "compare tile data directly (x[i, j] > 0), or load the mask as a bool / uint8 tile");
+      nodes_[k].dtype = DType(DTypeCode::u8);
+    }
+  DType ct = vector_float(compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype)));
+  a = materialize(to_type(a, ct, sp), Shape::Full, sp);
+  b = to_type(b, ct, sp);
+  if (nodes_[b].shape != Shape::Scalar) b = materialize(b, Shape::Full, sp);
+  DType vt = compute_type(ir::promote(nodes_[x].dtype, nodes_[y].dtype));
+  if (vt != kF16 && vt != kF32)
+    fail("T.where selecting " + std::string(vt.name()) + " values on a condition on tile data: Ascend's Select takes "
+         "float16 or float32", sp, "select float32 values (T.cast the result to the integer type afterwards)");
+  x = materialize(to_type(x, vt, sp), Shape::Full, sp);
+  y = to_type(y, vt, sp);
+  if (nodes_[y].shape != Shape::Scalar) y = materialize(y, Shape::Full, sp);
+  Node n;
+  n.kind = OpKind::Sel;
+  n.shape = Shape::Full;
+  n.dtype = vt;
+  n.bop = op;
+  n.args = {a, b, x, y};
+  n.span = sp;
+  return push(std::move(n));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1266,6 +1347,9 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
       emit_where(n, at, out);
       return;
     }
+    case OpKind::Sel:
+      out.push_back(make_map(n.shape, at, ir::select(ir::binary(n.bop, arg(0), arg(1), sp), arg(2), arg(3), sp), sp));
+      return;
     case OpKind::Leaf: return;
   }
 }

@@ -38,7 +38,13 @@
 //    are filled, the head is restored. Bounds independent of the row index: one set of 2-D
 //    instructions over all rows (runtime column counts); row-dependent bounds (a causal
 //    diagonal): a scalar loop over the rows, skipping rows without masking, the whole loop
-//    skipped when no row of the tile needs masking. A condition on tile data is an error.
+//    skipped when no row of the tile needs masking.
+//  - T.where(cond, a, b) with cond reading tile data (select_on): `and` / `or` / `not` become
+//    nested selects, each comparison of tile data one select map
+//    dst = (x cmp y) ? a : b (x a tile, y a tile or scalar, compared in float16/float32; a, b
+//    float16/float32, a a tile, b a tile or scalar) that select_instructions makes a VecSelect
+//    (Compare + Select); index conditions inside keep the index mask above (their other value a
+//    scalar); a bare tile value v as condition is v != 0; bool tiles are an error naming uint8.
 //  - row reductions (last dim) of rows wider than one 256 B repeat: the columns are first folded
 //    in halves with full-rate elementwise max/min/add into UB temporaries (rows x cols/2, ...;
 //    one per dtype and shape, shared by all reductions: each is consumed right away)
@@ -66,7 +72,7 @@
 //    rows (chunks of 8 rows), stored into dst as before. Column reductions: the first chunk
 //    reduced into a float32 accumulator, every later row then added (max/min) in row order, the
 //    order the whole-tile column reduction uses, so results are bit-identical.
-//  - anything else that has no vector instruction (data-dependent where, reads with transposed
+//  - anything else that has no vector instruction (reads with transposed
 //    or strided indices, integer division, ...) is an ir::Error at the kernel source line.
 #pragma once
 

@@ -47,23 +47,27 @@ std::string_view vec_api_name(VecApi a) {
   static constexpr std::string_view names[] = {"Add",  "Sub",  "Mul", "Div", "Max",   "Min", "Adds",
                                                "Muls", "Maxs", "Mins", "Exp", "Ln",   "Sqrt", "Rsqrt",
                                                "Abs",  "Relu", "Reciprocal", "Cast", "Duplicate", "ShiftLeft",
-                                               "ShiftRight"};
+                                               "ShiftRight", "Compare", "CompareScalar", "Select", "SelectScalar"};
   static_assert(std::size(names) == kVecApiCount);
   return names[static_cast<int>(a)];
 }
+std::string_view cmp_mode_name(CmpMode m) {
+  static constexpr std::string_view names[] = {"LT", "GT", "EQ", "LE", "GE", "NE"};
+  return names[static_cast<int>(m)];
+}
 int vec_api_sources(VecApi a) {
-  if (a <= VecApi::Min) return 2;
+  if (a <= VecApi::Min || a == VecApi::Compare || a == VecApi::Select) return 2;
   return a == VecApi::Duplicate ? 0 : 1;
 }
 bool vec_api_has_scalar(VecApi a) {
   return (a >= VecApi::Adds && a <= VecApi::Mins) || a == VecApi::Duplicate || a == VecApi::ShiftLeft ||
-         a == VecApi::ShiftRight;
+         a == VecApi::ShiftRight || a == VecApi::CompareScalar || a == VecApi::SelectScalar;
 }
 bool is_high_level_vector(const InstrOp& op) {
   return std::holds_alternative<VecBinary>(op) || std::holds_alternative<VecBinaryScalar>(op) ||
          std::holds_alternative<VecUnary>(op) || std::holds_alternative<VecCast>(op) ||
          std::holds_alternative<VecDup>(op) || std::holds_alternative<VecReduce>(op) ||
-         std::holds_alternative<VecRowBroadcast>(op);
+         std::holds_alternative<VecRowBroadcast>(op) || std::holds_alternative<VecSelect>(op);
 }
 
 
@@ -81,6 +85,7 @@ Pipe pipe_of(const InstrOp& op) {
           [](const VecBinaryScalar&) { return Pipe::V; }, [](const VecUnary&) { return Pipe::V; },
           [](const VecCast&) { return Pipe::V; }, [](const VecDup&) { return Pipe::V; },
           [](const VecReduce&) { return Pipe::V; }, [](const VecRowBroadcast&) { return Pipe::V; },
+          [](const VecSelect&) { return Pipe::V; },
           [](const VecCallL2&) { return Pipe::V; }, [](const VecCallL0&) { return Pipe::V; },
           [](const WholeReduce&) { return Pipe::V; }, [](const Brcb&) { return Pipe::V; },
           [](const SetFlag& f) { return f.src; }, [](const WaitFlag& f) { return f.dst; },
@@ -95,7 +100,7 @@ std::string_view instr_name(const InstrOp& op) {
       "InitConstValue", "DataCopyNd2Nz", "DataCopyPadGmToUb", "DataCopyPadUbToGm", "DataCopyUbToUb",
       "LoadData2D", "LoadData3DV2", "FixpipeV220",
       "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecReduce",
-      "VecRowBroadcast", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
+      "VecRowBroadcast", "VecSelect", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
   return names[op.index()];
 }
 

@@ -420,6 +420,21 @@ struct VecRowBroadcast {
   LocalRef vec;
   ir::Expr rows, cols;
 };
+// The comparison of Compare / CompareScalar (AscendC CMPMODE). A comparison with NaN is false
+// (NE: true), as in IEEE 754.
+enum class CmpMode : uint8_t { LT, GT, EQ, LE, GE, NE };
+std::string_view cmp_mode_name(CmpMode m);  // "LT" "GT" "EQ" "LE" "GE" "NE"
+// dst[r][c] = (a[r][c] cmp b[r][c]) ? x[r][c] : y[r][c]: a data-dependent select. a and b are
+// cmp_dtype (b a scalar when b.at.buffer < 0: b_scalar), x, y and dst are dtype (y a scalar when
+// y.at.buffer < 0: y_scalar); both dtypes float16 or float32. AscendC: Compare / CompareScalar into
+// a uint8 bit mask (a UB scratch area), then Select (select_vector_calls.h).
+struct VecSelect {
+  CmpMode cmp;
+  ir::DType cmp_dtype, dtype;
+  VecOperand dst, a, b, x, y;
+  ir::Expr b_scalar, y_scalar;
+  ir::Expr rows, cols;
+};
 
 // Call-level vector instructions (pipe V). select_vector_calls replaces every high-level vector
 // instruction above with these; each is exactly one AscendC call whose arguments are its fields,
@@ -437,11 +452,21 @@ struct VecRowBroadcast {
 // Muls Maxs Mins (dst, src0, scalar converted to dtype). Unary: Exp Ln Sqrt Rsqrt Abs Relu
 // Reciprocal (dst, src0). Cast (dst, src0, round; dtype = destination, src_dtype = source).
 // Duplicate (dst, scalar). ShiftLeft ShiftRight (dst, src0, scalar count of the element type).
+//
+// Compare(dst, src0, src1, cmp, ...) and CompareScalar(dst, src0, scalar, cmp, ...) (level-0 only:
+// the level-2 form needs 256 B multiples): dtype = src_dtype = the compared type (half/float); dst
+// is a uint8 bit mask written contiguously (the destination strides are not used): bit e % 8 of
+// byte e / 8 holds element e's result, repeat i's 256 B / es bits start at byte i * 256 / es / 8,
+// and the bits of elements past `mask` in a repeat are written 0. Select(dst, sel, src0, src1 or
+// scalar, count) (level-2 only): dst[e] = bit e of sel ? src0[e] : src1[e] (Select,
+// SELMODE::VSEL_TENSOR_TENSOR_MODE) or the scalar (SelectScalar, printed as Select with
+// SELMODE::VSEL_TENSOR_SCALAR_MODE); half/float.
 enum class VecApi : uint8_t {
   Add, Sub, Mul, Div, Max, Min, Adds, Muls, Maxs, Mins,
-  Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal, Cast, Duplicate, ShiftLeft, ShiftRight
+  Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal, Cast, Duplicate, ShiftLeft, ShiftRight,
+  Compare, CompareScalar, Select, SelectScalar
 };
-inline constexpr int kVecApiCount = 21;
+inline constexpr int kVecApiCount = 25;
 std::string_view vec_api_name(VecApi a);  // the AscendC function name
 // The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
 int vec_api_sources(VecApi a);
@@ -458,6 +483,8 @@ struct VecCallL2 {
   ir::Expr scalar;             // Scalar APIs and Duplicate
   RoundMode round = RoundMode::None;
   ir::Expr count;
+  CmpMode cmp = CmpMode::LT;  // Compare / CompareScalar
+  LocalRef sel;               // Select / SelectScalar: the bit mask (buffer -1 otherwise)
 };
 // Level-0 (mask / repeat) form: Add(dst, src0, src1, mask, repeat, BinaryRepeatParams(dst_blk,
 // src0_blk, src1_blk, dst_rep, src0_rep, src1_rep)); Adds/Exp/Cast(..., mask, repeat,
@@ -472,6 +499,7 @@ struct VecCallL0 {
   ir::Expr mask, repeat;
   ir::Expr dst_blk, src0_blk, src1_blk;  // 32 B blocks (uint8)
   ir::Expr dst_rep, src0_rep, src1_rep;  // 32 B blocks (uint8)
+  CmpMode cmp = CmpMode::LT;             // Compare / CompareScalar
 };
 // WholeReduceSum/Max/Min(dst, src, mask, repeat, dst_rep, src_blk, src_rep[, ORDER_ONLY_VALUE for
 // Max/Min]): repeat i reduces its first `mask` source elements (level-0 addressing) to one value
@@ -532,7 +560,7 @@ using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, Loa
                              InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
                              DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecReduce,
-                             VecRowBroadcast, VecCallL2, VecCallL0, WholeReduce, Brcb, SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag,
+                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag,
                              CrossCoreWaitFlag>;
 
 // The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).
@@ -556,7 +584,7 @@ std::vector<ir::DType> cast_chain(ir::DType dst, ir::DType src);
 bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m);
 RoundMode cast_round_mode(ir::DType dst, ir::DType src);
 std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...
-// VecBinary .. VecRowBroadcast: the kinds select_vector_calls replaces (never printed or simulated).
+// VecBinary .. VecSelect: the kinds select_vector_calls replaces (never printed or simulated).
 bool is_high_level_vector(const InstrOp& op);
 // Whether op is a byte-level move (CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Fixpipe)
 // that select_move_calls replaces: the printer and the simulator accept only call-level moves.

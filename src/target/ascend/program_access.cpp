@@ -137,17 +137,29 @@ class Builder {
     flat(x.vec, AccessMode::Read, times(x.rows, x.dtype.bytes()));
     vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dtype);
   }
+  void operator()(const VecSelect& x) const {
+    vec(x.a, AccessMode::Read, x.rows, x.cols, x.cmp_dtype);
+    if (x.b.at.buffer >= 0) vec(x.b, AccessMode::Read, x.rows, x.cols, x.cmp_dtype);
+    vec(x.x, AccessMode::Read, x.rows, x.cols, x.dtype);
+    if (x.y.at.buffer >= 0) vec(x.y, AccessMode::Read, x.rows, x.cols, x.dtype);
+    vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dtype);
+  }
   void operator()(const VecCallL2& x) const {
     int n = vec_api_sources(x.api);
     if (n >= 1) flat(x.src0, AccessMode::Read, times(x.count, x.src_dtype.bytes()));
     if (n == 2) flat(x.src1, AccessMode::Read, times(x.count, x.src_dtype.bytes()));
+    if (x.api == VecApi::Select || x.api == VecApi::SelectScalar)  // one bit per element
+      flat(x.sel, AccessMode::Read, arith::ceildiv(x.count, K(8)));
     flat(x.dst, AccessMode::Write, times(x.count, x.dtype.bytes()));
   }
   void operator()(const VecCallL0& x) const {
     int n = vec_api_sources(x.api);
     if (n >= 1) level0(x.src0, AccessMode::Read, x.src_dtype.bytes(), x.mask, x.repeat, x.src0_blk, x.src0_rep);
     if (n == 2) level0(x.src1, AccessMode::Read, x.src_dtype.bytes(), x.mask, x.repeat, x.src1_blk, x.src1_rep);
-    level0(x.dst, AccessMode::Write, x.dtype.bytes(), x.mask, x.repeat, x.dst_blk, x.dst_rep);
+    if (x.api == VecApi::Compare || x.api == VecApi::CompareScalar)  // repeat * (256 / es) bits, contiguous
+      flat(x.dst, AccessMode::Write, times(x.repeat, 256 / x.dtype.bytes() / 8));
+    else
+      level0(x.dst, AccessMode::Write, x.dtype.bytes(), x.mask, x.repeat, x.dst_blk, x.dst_rep);
   }
   void operator()(const WholeReduce& x) const {
     int es = x.dtype.bytes();

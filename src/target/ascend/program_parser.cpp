@@ -379,6 +379,23 @@ InstrOp parse_instr(Line& L) {
     shape(c.rows, c.cols);
     return c;
   }
+  if (name.rfind("Select", 0) == 0 && name.size() == 8) {
+    auto cmp = by_name<CmpMode>(std::string_view(name).substr(6), 6, cmp_mode_name);
+    if (!cmp) L.fail("unknown select '" + name + "'", name_at);
+    VecSelect c;
+    c.cmp = *cmp, c.dst = vop_dst(), c.a = L.vop(), L.expect(",");
+    if (L.at_buffer()) c.b = L.vop();
+    else c.b = VecOperand{LocalRef{}, nullptr}, c.b_scalar = L.expr();
+    c.cmp_dtype = L.dtype();
+    L.expect("then");
+    c.x = L.vop();
+    L.expect("else");
+    if (L.at_buffer()) c.y = L.vop();
+    else c.y = VecOperand{LocalRef{}, nullptr}, c.y_scalar = L.expr();
+    c.dtype = L.dtype();
+    shape(c.rows, c.cols);
+    return c;
+  }
   if (name.rfind("RowBroadcast", 0) == 0) {
     auto op = by_name<VecBinOp>(std::string_view(name).substr(12), kVecTensorBinOps, vec_binop_name);
     if (!op) L.fail("unknown row broadcast '" + name + "'", name_at);
@@ -403,14 +420,19 @@ InstrOp parse_instr(Line& L) {
     auto [st, t] = L.dtype_pair(true);
     RoundMode round = RoundMode::None;
     if (api == VecApi::Cast) round = L.enum_word<RoundMode>("round mode", 6, round_mode_name);
+    CmpMode cmp = CmpMode::LT;
+    if (api == VecApi::Compare || api == VecApi::CompareScalar) cmp = L.enum_word<CmpMode>("compare mode", 6, cmp_mode_name);
+    LocalRef sel{-1, nullptr};
+    if (api == VecApi::Select || api == VecApi::SelectScalar) L.expect("sel="), sel = L.local();
     if (name == "L2") {
       VecCallL2 c;
       c.api = api, c.dtype = t, c.src_dtype = st, c.dst = dst, c.src0 = src0, c.src1 = src1, c.scalar = scalar;
-      c.round = round, c.count = L.field(" count");
+      c.round = round, c.count = L.field(" count"), c.cmp = cmp, c.sel = sel;
       return c;
     }
     VecCallL0 c;
     c.api = api, c.dtype = t, c.src_dtype = st, c.dst = dst, c.src0 = src0, c.src1 = src1, c.scalar = scalar;
+    c.cmp = cmp;
     c.round = round, c.mask = L.field(" mask"), c.repeat = L.field(" repeat");
     L.expect("blk=(");
     c.dst_blk = L.expr();

@@ -124,25 +124,35 @@ struct InstrPrinter {
     return std::string(c.axis == ReduceAxis::Row ? "RowReduce" : "ColReduce") + std::string(reduce_op_name(c.op)) +
            " " + vop(p, c.dst) + " <- " + vop(p, c.src) + " " + dt(c.dtype) + shape(c.rows, c.cols);
   }
+  std::string operator()(const VecSelect& c) const {
+    std::string b = c.b.at.buffer >= 0 ? vop(p, c.b) : ex(c.b_scalar);
+    std::string y = c.y.at.buffer >= 0 ? vop(p, c.y) : ex(c.y_scalar);
+    return "Select" + std::string(cmp_mode_name(c.cmp)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " + b + " " +
+           dt(c.cmp_dtype) + " then " + vop(p, c.x) + " else " + y + " " + dt(c.dtype) + shape(c.rows, c.cols);
+  }
   std::string operator()(const VecRowBroadcast& c) const {
     return "RowBroadcast" + std::string(vec_binop_name(c.op)) + " " + vop(p, c.dst) + " <- " + vop(p, c.a) + ", " +
            loc(p, c.vec) + " " + dt(c.dtype) + shape(c.rows, c.cols);
   }
   std::string vec_call(const char* form, VecApi api, ir::DType t, ir::DType st, const LocalRef& dst, const LocalRef& src0,
-                       const LocalRef& src1, const ir::Expr& scalar, RoundMode round) const {
+                       const LocalRef& src1, const ir::Expr& scalar, RoundMode round, CmpMode cmp,
+                       const LocalRef& sel) const {
     std::string s = std::string(form) + " " + std::string(vec_api_name(api)) + " " + loc(p, dst) + " <-";
     if (vec_api_sources(api) >= 1) s += " " + loc(p, src0);
     if (vec_api_sources(api) == 2) s += ", " + loc(p, src1);
     if (vec_api_has_scalar(api)) s += std::string(vec_api_sources(api) ? ", " : " ") + ex(scalar);
     s += " " + (t == st ? dt(t) : dt(st) + "->" + dt(t));
     if (api == VecApi::Cast) s += " " + std::string(round_mode_name(round));
+    if (api == VecApi::Compare || api == VecApi::CompareScalar) s += " " + std::string(cmp_mode_name(cmp));
+    if (api == VecApi::Select || api == VecApi::SelectScalar) s += " sel=" + loc(p, sel);
     return s;
   }
   std::string operator()(const VecCallL2& c) const {
-    return vec_call("L2", c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) + " count=" + ex(c.count);
+    return vec_call("L2", c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round, c.cmp, c.sel) +
+           " count=" + ex(c.count);
   }
   std::string operator()(const VecCallL0& c) const {
-    std::string s = vec_call("L0", c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round) +
+    std::string s = vec_call("L0", c.api, c.dtype, c.src_dtype, c.dst, c.src0, c.src1, c.scalar, c.round, c.cmp, LocalRef{}) +
                     " mask=" + ex(c.mask) + " repeat=" + ex(c.repeat) + " blk=(" + ex(c.dst_blk);
     int n = vec_api_sources(c.api);
     if (n >= 1) s += ", " + ex(c.src0_blk);

@@ -1190,6 +1190,8 @@ class Lowerer {
         auto a = full_any(x);
         if (!a) fail("the cast's source is not indexed like the destination");
         ir::DType from = a->second;
+        // a bool tile (legalize_vector's data-dependent T.where) holds bytes 0 / 1: converted as uint8
+        if (from == ir::DType(ir::DTypeCode::boolean)) from = ir::DType(ir::DTypeCode::u8);
         if (t.is_float() || !from.is_float()) rm = cast_round_mode(t, from);
         VecOperand src = a->first;
         bool bf16_f32 = (from == ir::DType(ir::DTypeCode::bf16) && t == ir::DType(ir::DTypeCode::f32)) ||
@@ -1219,6 +1221,47 @@ class Lowerer {
       return emit(VecBinaryScalar{t.is_float() ? VecBinOp::Mul : VecBinOp::Add, t, dst, src, one, r, c}, sp);
     }
     if (scalar(v)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
+    if (v->kind == ir::ExprKind::Select) {
+      // select(a cmp b, x, y): a, x tiles; b, y tiles or scalars (legalize_vector's form)
+      auto* sn = as<ir::SelectNode>(v);
+      if (sn->cond->kind != ir::ExprKind::Binary) fail("a select whose condition is not a comparison");
+      auto* cn = as<ir::BinaryNode>(sn->cond);
+      std::optional<CmpMode> cmp;
+      switch (cn->op) {
+        case ir::BinOp::LT: cmp = CmpMode::LT; break;
+        case ir::BinOp::GT: cmp = CmpMode::GT; break;
+        case ir::BinOp::EQ: cmp = CmpMode::EQ; break;
+        case ir::BinOp::LE: cmp = CmpMode::LE; break;
+        case ir::BinOp::GE: cmp = CmpMode::GE; break;
+        case ir::BinOp::NE: cmp = CmpMode::NE; break;
+        case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
+        case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::And:
+        case ir::BinOp::Or: break;
+      }
+      if (!cmp) fail("a select whose condition is not one comparison (<, >, ==, <=, >=, !=)");
+      ir::DType ct = cn->a->dtype;
+      auto tile_of = [&](const Expr& e, ir::DType want, const char* what) -> VecOperand {
+        auto f = full_any(e);
+        if (!f) fail(std::string(what) + " of the select is not a tile indexed like the destination");
+        if (f->second != want) fail(std::string(what) + " of the select is " + std::string(f->second.name()) + ", not " +
+                                    std::string(want.name()));
+        return f->first;
+      };
+      VecOperand a = tile_of(cn->a, ct, "the first compared operand");
+      VecOperand b{LocalRef{}, C(0)}, x = tile_of(sn->t, t, "the selected value"), y{LocalRef{}, C(0)};
+      Expr bs, ys;
+      if (scalar(cn->b)) bs = cn->b;
+      else b = tile_of(cn->b, ct, "the second compared operand");
+      if (scalar(sn->f)) ys = sn->f;
+      else y = tile_of(sn->f, t, "the other value");
+      for (ir::DType d : {ct, t})
+        if (d != ir::DType(ir::DTypeCode::f16) && d != ir::DType(ir::DTypeCode::f32))
+          fail("Compare and Select take float16 or float32, not " + std::string(d.name()));
+      std::vector<VecOperand*> ops{&dst, &a, &x};
+      if (!bs) ops.push_back(&b);
+      if (!ys) ops.push_back(&y);
+      return emit_v(ops, [&](Expr r, Expr c) { return VecSelect{*cmp, ct, t, dst, a, b, x, y, bs, ys, r, c}; });
+    }
     if (v->kind == ir::ExprKind::Call) {
       auto* c = as<ir::CallNode>(v);
       std::optional<VecUnOp> op = vector_instruction(c->fn);  // target/ascend/math_fns.h

@@ -703,6 +703,65 @@ class Selector {
     });
   }
 
+  // ---- data-dependent select
+
+  // Per pass over `count` contiguous elements: Compare / CompareScalar (level-0, one repeat per
+  // 256 B of the compared type, the last one masked) into a bit mask in the scratch area, then one
+  // level-2 Select / SelectScalar. Contiguous operands: one pass over the tile; else one pass per
+  // row (a Program For; every row starts on a 32 B block).
+  void expand(const VecSelect& x, std::vector<StmtPtr>& out) {
+    guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
+      const DType ct = x.cmp_dtype, t = x.dtype;
+      const int64_t ceb = ct.bytes(), eb = t.bytes(), P = 256 / ceb;
+      const bool has_b = x.b.at.buffer >= 0, has_y = x.y.at.buffer >= 0;
+      auto cols = cst(x.cols), rows = cst(x.rows);
+      if (!cols || !rows)
+        throw Error("a data-dependent T.where over a " + ir::print(x.rows) + " x " + ir::print(x.cols) +
+                        " tile with a run-time size is not supported (its bit mask lives in a scratch area of known size)",
+                    span_, "use a constant tile shape");
+      std::string c = ir::print(x.cols);
+      bool cont = *rows == 1;
+      if (!cont) {
+        cont = true;
+        for (const VecOperand* v : {&x.dst, &x.a, &x.b, &x.x, &x.y})
+          if (v->at.buffer >= 0 && ir::print(v->row_stride) != c) cont = false;
+      }
+      const int64_t n = cont ? *rows * *cols : *cols;
+      int buf = scratch(round_up((n + P - 1) / P * P / 8, 32));
+      const LocalRef bits{buf, C(scratch_base_)};
+      auto pass = [&](const std::function<LocalRef(const VecOperand&, int64_t)>& row, const Expr& count,
+                      std::vector<StmtPtr>& b) {
+        reuse_barrier(b);  // the scratch area may still be read by an earlier V instruction
+        along_row(count, P, b, [&](const Expr& j, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& bb) {
+          Expr e0 = mul(j, C(P));
+          VecCallL0 k{has_b ? VecApi::Compare : VecApi::CompareScalar, ct, ct, at(bits, mul(j, C(P / 8)), 1),
+                      at(row(x.a, ceb), e0, ceb), has_b ? at(row(x.b, ceb), e0, ceb) : LocalRef{}, x.b_scalar,
+                      RoundMode::None, mask, rep, C(1), C(1), C(1), C(8), C(8), C(8)};
+          k.cmp = x.cmp;
+          call(k, bb);
+        });
+        barrier(b);
+        VecCallL2 s{has_y ? VecApi::Select : VecApi::SelectScalar, t, t, row(x.dst, eb), row(x.x, eb),
+                    has_y ? row(x.y, eb) : LocalRef{}, x.y_scalar, RoundMode::None, count};
+        s.sel = bits;
+        call(s, b);
+      };
+      if (cont) {
+        pass([](const VecOperand& v, int64_t) { return v.at; }, C(n), o);
+        return;
+      }
+      aligned_rows(x.dst, t, x.rows, "destination");
+      aligned_rows(x.a, ct, x.rows, "first compared operand");
+      if (has_b) aligned_rows(x.b, ct, x.rows, "second compared operand");
+      aligned_rows(x.x, t, x.rows, "selected operand");
+      if (has_y) aligned_rows(x.y, t, x.rows, "other selected operand");
+      ir::Var r = ir::var("tw_row");
+      std::vector<StmtPtr> body;
+      pass([&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); }, x.cols, body);
+      o.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
+    });
+  }
+
   template <class T>
   void expand(const T&, std::vector<StmtPtr>&) {
     throw Error("internal: select_vector_calls met a non-vector instruction", span_);

@@ -170,13 +170,21 @@ class Verifier {
           if constexpr (requires { x.src; }) operand(x.src, in, "src");
           if constexpr (requires { x.dst; }) operand(x.dst, in, "dst");
           if constexpr (requires { x.a; }) operand(x.a, in, "a");
-          if constexpr (requires { x.b; }) operand(x.b, in, "b");
+          if constexpr (std::is_same_v<T, VecSelect>) {  // b and y may be scalars
+            if (x.b.at.buffer >= 0) operand(x.b, in, "b");
+            operand(x.x, in, "x");
+            if (x.y.at.buffer >= 0) operand(x.y, in, "y");
+          } else if constexpr (requires { x.b; }) {
+            operand(x.b, in, "b");
+          }
           if constexpr (requires { x.c; }) operand(x.c, in, "c");
           if constexpr (requires { x.vec; }) operand(x.vec, in, "vec");
           if constexpr (requires { x.src0; }) {  // call-level vector instructions: sources per API
             if (vec_api_sources(x.api) >= 1) operand(x.src0, in, "src0");
             if (vec_api_sources(x.api) == 2) operand(x.src1, in, "src1");
           }
+          if constexpr (requires { x.sel; })
+            if (x.api == VecApi::Select || x.api == VecApi::SelectScalar) operand(x.sel, in, "sel");
           if constexpr (std::is_same_v<T, SetFlag> || std::is_same_v<T, WaitFlag>) {
             if (!flag_pair_legal(core_, x.src, x.dst))
               fail(where() + ": `" + print_instr(p_, in, false) + "` is not a flag pair of this core", in.span);

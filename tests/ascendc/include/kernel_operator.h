@@ -679,6 +679,36 @@ void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode&
 template <typename T, typename U>
 void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& roundMode, const uint32_t count);
 
+// Compare / CompareScalar / Select: the prototypes of the AscendC Compare and Select pages
+// (docs/ascend.md "Data-dependent selects"); dst of a compare and selMask are uint8_t bit masks.
+// The enumerators are in the documented order; their numeric values are not checked here.
+enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
+enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
+template <typename T, typename U>
+void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, CMPMODE cmpMode,
+             uint32_t count);
+template <typename T, typename U, bool isSetMask = true>
+void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, CMPMODE cmpMode,
+             const uint64_t mask[], uint8_t repeatTime, const BinaryRepeatParams& repeatParams);
+template <typename T, typename U, bool isSetMask = true>
+void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, CMPMODE cmpMode,
+             const uint64_t mask, uint8_t repeatTime, const BinaryRepeatParams& repeatParams);
+template <typename T, typename U>
+void CompareScalar(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const T src1Scalar, CMPMODE cmpMode,
+                   uint32_t count);
+template <typename T, typename U, bool isSetMask = true>
+void CompareScalar(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const T src1Scalar, CMPMODE cmpMode,
+                   const uint64_t mask[], uint8_t repeatTime, const UnaryRepeatParams& repeatParams);
+template <typename T, typename U, bool isSetMask = true>
+void CompareScalar(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const T src1Scalar, CMPMODE cmpMode,
+                   const uint64_t mask, uint8_t repeatTime, const UnaryRepeatParams& repeatParams);
+template <typename T, typename U>
+void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const LocalTensor<T>& src0, T src1,
+            SELMODE selMode, uint32_t count);
+template <typename T, typename U>
+void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const LocalTensor<T>& src0,
+            const LocalTensor<T>& src1, SELMODE selMode, uint32_t count);
+
 #define TW_ASCENDC_DUPLICATE_DTYPE_CHECK                                                                  \
   {                                                                                                        \
     static_assert(tw_check::one_of<T, half, bfloat16_t, int16_t, uint16_t, int32_t, uint32_t, float>,      \

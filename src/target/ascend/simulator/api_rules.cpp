@@ -56,6 +56,20 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
       out.push_back(call + " by " + str(static_cast<int64_t>(x.scalar)) + ": the documented counts are 0..31 for "
                     "int32 (the language takes the count modulo 32)");
   }
+  bool compare = x.api == VecApi::Compare || x.api == VecApi::CompareScalar;
+  bool select = x.api == VecApi::Select || x.api == VecApi::SelectScalar;
+  if ((compare || select) && !float_type(x.dt))
+    out.push_back(call + " on " + dtn(x.dt) + ": on Atlas A2 the API takes half or float only: compare / select in "
+                  "float32 (or float16)");
+  if (compare && !x.l0)
+    out.push_back(call + ": the level-2 (count) form needs count * element size to be a multiple of 256 B: issue the "
+                  "level-0 form (mask / repeat)");
+  if (select && x.l0) out.push_back(call + ": only the level-2 (count) form with a tensor mask is modelled");
+  if (select && x.sel.off % 32 != 0)
+    out.push_back(call + " reads its bit mask at byte " + str(x.sel.off) + " of its buffer: selMask must start 32 B "
+                  "aligned");
+  if (compare && x.dst.off % 32 != 0)
+    out.push_back(call + " writes its bit mask at byte " + str(x.dst.off) + " of its buffer: dst must start 32 B aligned");
   if (!x.l0) {
     if (x.mask < 1)
       out.push_back(call + " with count " + str(x.mask) + ": a call must process at least one element (a count <= 0 "

@@ -221,7 +221,12 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           int n = vec_api_sources(x.api);
           if (n >= 1) level0_operand(operand, x.src0, ses, x.mask, x.repeat, x.blk[1], x.rep[1], false, n == 2 ? "src0" : "src");
           if (n == 2) level0_operand(operand, x.src1, ses, x.mask, x.repeat, x.blk[2], x.rep[2], false, "src1");
-          level0_operand(operand, x.dst, des, x.mask, x.repeat, x.blk[0], x.rep[0], true, "dst");
+          if (x.api == VecApi::Select || x.api == VecApi::SelectScalar)
+            operand(x.sel, Rect{0, 1, (x.mask * x.repeat + 7) / 8, 0}, false, 1, "selMask");
+          if (x.api == VecApi::Compare || x.api == VecApi::CompareScalar)  // the bits, contiguous (program.h)
+            operand(x.dst, Rect{0, 1, x.repeat * (256 / des / 8), 0}, true, 1, "dst (bit mask)");
+          else
+            level0_operand(operand, x.dst, des, x.mask, x.repeat, x.blk[0], x.rep[0], true, "dst");
         } else if constexpr (std::is_same_v<T, RWholeReduce>) {
           int es = es_of(x.dt);
           level0_operand(operand, x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, false, "src");
@@ -502,6 +507,30 @@ void Machine::functional(Core& c, const RInstr& r) {
             } else if (x.api == VecApi::ShiftLeft || x.api == VecApi::ShiftRight) {
               VecBinOp op = x.api == VecApi::ShiftLeft ? VecBinOp::ShiftLeft : VecBinOp::ShiftRight;
               for (int64_t j = 0; j < x.mask; ++j) ra[j] = binop(op, ra[j], sc, is_int);
+            } else if (x.api == VecApi::Compare || x.api == VecApi::CompareScalar) {
+              // repeat i's 256 B / es bits at byte i * 256 / es / 8, LSB first; bits past mask are 0;
+              // a comparison with NaN is false (NE: true)
+              const int64_t per = 256 / es_of(x.dt);
+              uint8_t* bits = base(c, x.dst).data + x.dst.off + i * (per / 8);
+              std::fill(bits, bits + per / 8, uint8_t{0});
+              for (int64_t j = 0; j < x.mask; ++j) {
+                double a = ra[j], b = x.api == VecApi::Compare ? rb[j] : sc;
+                bool v = false;
+                switch (x.cmp) {
+                  case CmpMode::LT: v = a < b; break;
+                  case CmpMode::GT: v = a > b; break;
+                  case CmpMode::EQ: v = a == b; break;
+                  case CmpMode::LE: v = a <= b; break;
+                  case CmpMode::GE: v = a >= b; break;
+                  case CmpMode::NE: v = a != b; break;
+                }
+                if (v) bits[j / 8] = static_cast<uint8_t>(bits[j / 8] | (1u << (j % 8)));
+              }
+              continue;
+            } else if (x.api == VecApi::Select || x.api == VecApi::SelectScalar) {
+              const uint8_t* bits = base(c, x.sel).data + x.sel.off;
+              for (int64_t j = 0; j < x.mask; ++j)
+                if (!((bits[j / 8] >> (j % 8)) & 1u)) ra[j] = x.api == VecApi::Select ? rb[j] : sc;
             }
             // int32 Add/Sub/Mul/Adds/Muls: exact while the result fits int32; dav-c220 does not
             // document the result beyond (the language wraps modulo 2^32), so that is a report

@@ -143,6 +143,8 @@ ROp build(const InstrOp& op, Get&& get) {
             if (vec_api_sources(x.api) == 2) r.src1 = loc(x.src1);
             r.scalar = get(x.scalar).f;
             r.mask = get(x.count).i, r.repeat = 1;
+            r.cmp = x.cmp;
+            if (x.sel.buffer >= 0) r.sel = loc(x.sel);
             return r;
           },
           [&](const VecCallL0& x) -> ROp {
@@ -153,6 +155,7 @@ ROp build(const InstrOp& op, Get&& get) {
             if (vec_api_sources(x.api) == 2) r.src1 = loc(x.src1);
             r.scalar = get(x.scalar).f;
             r.mask = get(x.mask).i, r.repeat = get(x.repeat).i;
+            r.cmp = x.cmp;
             r.blk[0] = get(x.dst_blk).i, r.blk[1] = get(x.src0_blk).i, r.blk[2] = get(x.src1_blk).i;
             r.rep[0] = get(x.dst_rep).i, r.rep[1] = get(x.src0_rep).i, r.rep[2] = get(x.src1_rep).i;
             return r;

@@ -85,7 +85,8 @@ struct RVecCall {
   bool l0 = false;
   ir::DTypeCode dt = ir::DTypeCode::f32, src_dt = ir::DTypeCode::f32;
   RoundMode round = RoundMode::None;
-  RMem dst, src0, src1;
+  RMem dst, src0, src1, sel;  // sel: Select's bit mask
+  CmpMode cmp = CmpMode::LT;
   double scalar = 0;
   int64_t mask = 0, repeat = 0;
   int64_t blk[3] = {1, 1, 1}, rep[3] = {0, 0, 0};  // dst, src0, src1 (32 B blocks)
