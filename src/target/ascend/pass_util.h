@@ -12,6 +12,7 @@
 #include "target/ascend/program.h"
 #include "tilewright/ir.h"
 #include "ir/arith.h"
+#include "ir/functor.h"
 
 namespace tw::ascend {
 
@@ -41,5 +42,19 @@ inline ir::Stmt ir_seq(std::vector<ir::Stmt> body, const ir::Span& sp) {
   if (body.size() == 1) return body[0];
   return std::make_shared<ir::SeqNode>(std::move(body), sp);
 }
+
+// Scalar reads of GM tensors: e (or s) with each subexpression that is (pointer-equal to) a key
+// of `map` replaced by its variable (the loads a ScalarLoad or a let reads into a variable).
+using ExprVarMap = std::vector<std::pair<ir::Var, ir::Expr>>;  // (variable, the expression it replaces)
+struct ReplaceExprs : ir::Mutator {
+  const ExprVarMap& map;
+  explicit ReplaceExprs(const ExprVarMap& m) : map(m) {}
+  using ir::Mutator::mutate;
+  ir::Expr mutate(const ir::Expr& x) override {
+    for (const auto& [v, y] : map)
+      if (y.get() == x.get()) return v;
+    return ir::Mutator::mutate(x);
+  }
+};
 
 }  // namespace tw::ascend
