@@ -662,8 +662,7 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
       for (const auto& i : l->indices)
         if (has_load(i) || std::any_of(local.begin(), local.end(), [&](const ir::VarNode* v) { return uses_var(i, v); }))
           return;
-      for (const auto& [v, y] : map)
-        if (y.get() == x.get()) return;
+      if (find_load(map, x)) return;
       Var v = ir::var(names_.fresh(l->buffer->name + "_s"), x->dtype, x->span);
       map.emplace_back(v, x);
       depth_[v.get()] = static_cast<int>(frames_.size()) - 1;

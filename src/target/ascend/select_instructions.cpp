@@ -572,8 +572,7 @@ class Lowerer {
     ExprVarMap map;
     for_each_subexpr(e, [&](const Expr& x) {
       if (x->kind != ir::ExprKind::Load || as<ir::LoadNode>(x)->buffer->scope != Scope::global) return;
-      for (const auto& [v, y] : map)
-        if (y.get() == x.get()) return;
+      if (find_load(map, x)) return;
       ir::Var v = ir::var(as<ir::LoadNode>(x)->buffer->name + "_s" + std::to_string(++scalar_loads_), x->dtype, sp);
       loads.push_back(gm_scalar_load(x, v, sp, what));
       map.emplace_back(v, x);
