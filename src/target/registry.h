@@ -68,6 +68,10 @@ struct AscendParams {
   int vec_overhead_cycles = 6;             // assumed: per vector instruction issue/drain
   // Scalar unit and queues.
   int scalar_issue_cycles = 1;             // assumed: scalar cycles to issue one instruction
+  // GlobalTensor::GetValue: the scalar unit reads GM through its per-core DataCache (64 B lines,
+  // GlobalTensor docs); a read of a cached line costs the hit figure, a miss gm_latency_cycles.
+  int scalar_dcache_line_bytes = 64;       // docs (Scalar读写数据 guide)
+  int scalar_dcache_hit_cycles = 4;        // assumed: a scalar load that hits the DataCache
   int pipe_queue_depth = 32;               // assumed: instructions a pipe queue holds before the scalar stalls
   int flag_latency_cycles = 2;             // assumed: SetFlag -> WaitFlag release
   int cross_flag_latency_cycles = 50;      // assumed: CrossCoreSetFlag -> waiting core

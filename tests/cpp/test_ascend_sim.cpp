@@ -7,6 +7,7 @@
 #include <random>
 
 #include "target/ascend/program.h"
+#include "target/ascend/program_parser.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
@@ -1145,6 +1146,98 @@ TEST(AscendSimApiRules, OverlappingBurstsWrapTheGapField) {
   ASSERT_NE(rep, nullptr) << r.summary();
   EXPECT_NE(rep->message.find("DataCopyExtParams.srcStride = -128"), std::string::npos) << rep->message;
   EXPECT_EQ(api_report(run_aiv({{copy(s), 58}}, 65536, {{s, 256}}), "the gap field"), nullptr);
+}
+
+// --- scalar reads of GM (GlobalTensor::GetValue, issue 13) ---------------------------------------
+
+// AIV: r = I[1] (ScalarLoad, pipe S), then row r of X (4 x 64 fp32) -> UB -> Y. With `write_i`, the
+// kernel first writes I by DMA (UB -> GM on MTE3, ordered before the read by a flag): the scalar
+// DataCache does not see that write, so the read is a `stale DataCache` report at its line.
+Program gather_row(bool write_i) {
+  Builder b("gather_row", KernelType::AIV_ONLY);
+  int X = b.tensor("X", DTypeCode::f32, {4, 64});
+  int I = b.tensor("I", DTypeCode::i32, {8}, write_i);
+  int Y = b.tensor("Y", DTypeCode::f32, {64}, true);
+  int x = b.buffer("x_ub", CoreType::AIV, Mem::UB, 0, 1024, DTypeCode::f32);
+  b.p.block_dim = C(1);
+  if (write_i) {
+    b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::f32, C(1), C(32), C(32), C(32)}, 60);
+    b.set(Pipe::MTE2, Pipe::MTE3, C(0), 61);
+    b.wait(Pipe::MTE2, Pipe::MTE3, C(0), 61);
+    b.emit(CopyUbToGm{at(x), gm(I, C(0)), DTypeCode::i32, C(1), C(32), C(32), C(32)}, 62);
+    b.set(Pipe::MTE3, Pipe::S, C(0), 63);
+    b.wait(Pipe::MTE3, Pipe::S, C(0), 63);
+  }
+  ir::Var r = ir::var("r", DTypeCode::i32);
+  b.emit(ScalarLoad{r, gm(I, C(4)), DTypeCode::i32}, 64);
+  b.emit(CopyGmToUb{gm(X, ir::binary(ir::BinOp::Mul, r, C(256))), at(x), DTypeCode::f32, C(1), C(256), C(256), C(256)}, 65);
+  b.set(Pipe::MTE2, Pipe::MTE3, C(0), 66);
+  b.wait(Pipe::MTE2, Pipe::MTE3, C(0), 66);
+  b.emit(CopyUbToGm{at(x), gm(Y, C(0)), DTypeCode::f32, C(1), C(256), C(256), C(256)}, 67);
+  b.p.aiv = b.take();
+  return b.p;
+}
+
+TEST(AscendSimScalarLoad, ReadsTheElementAndUsesItAsAnOffset) {
+  std::vector<float> x(256), y(64, 0);
+  for (int i = 0; i < 256; ++i) x[i] = static_cast<float>(i);
+  std::vector<int32_t> idx = {0, 3, 0, 0, 0, 0, 0, 0};
+  sim::Arg ia{reinterpret_cast<uint8_t*>(idx.data()), 32};
+  auto r = run_sim(gather_row(false), b2(), {arg(x), ia, arg(y)});
+  EXPECT_TRUE(r.reports.empty()) << r.summary();
+  for (int c = 0; c < 64; ++c) ASSERT_EQ(y[c], x[3 * 64 + c]) << c;
+  // printed as GlobalTensor::GetValue on the element index, in the program text as a ScalarLoad
+  std::string text = print_program(gather_row(false));
+  EXPECT_NE(text.find("S ScalarLoad r <- I[4] int32  @64"), std::string::npos) << text;
+  Program back = parse_program(text);
+  EXPECT_EQ(print_program(back), text);
+}
+
+TEST(AscendSimScalarLoad, MissAndHitCosts) {
+  // two reads of the same 64 B line: the first misses the DataCache (GM latency), the second hits
+  Builder b("two_reads", KernelType::AIV_ONLY);
+  int I = b.tensor("I", DTypeCode::i32, {16});
+  b.p.block_dim = C(1);
+  b.emit(ScalarLoad{ir::var("a", DTypeCode::i32), gm(I, C(0)), DTypeCode::i32}, 70);
+  b.p.aiv = b.take();
+  Program one = b.p;
+  b.emit(ScalarLoad{ir::var("a", DTypeCode::i32), gm(I, C(0)), DTypeCode::i32}, 70);
+  b.emit(ScalarLoad{ir::var("c", DTypeCode::i32), gm(I, C(60)), DTypeCode::i32}, 71);
+  b.p.aiv = b.take();
+  std::vector<int32_t> idx(16, 1);
+  sim::Arg ia{reinterpret_cast<uint8_t*>(idx.data()), 64};
+  auto r1 = run_sim(one, b2(), {ia});
+  auto r2 = run_sim(b.p, b2(), {ia});
+  EXPECT_TRUE(r1.reports.empty() && r2.reports.empty()) << r1.summary() << r2.summary();
+  EXPECT_EQ(r2.total_cycles - r1.total_cycles, b2().scalar_dcache_hit_cycles);
+  EXPECT_GE(r1.total_cycles, b2().gm_latency_cycles);
+}
+
+TEST(AscendSimScalarLoad, ReadOfGmWrittenByDmaIsStale) {
+  std::vector<float> x(256, 1.f), y(64, 0);
+  std::vector<int32_t> idx(8, 0);
+  sim::Arg ia{reinterpret_cast<uint8_t*>(idx.data()), 32};
+  auto r = run_sim(gather_row(true), b2(), {arg(x), ia, arg(y)});
+  const sim::Report* rep = find(r, sim::ReportKind::StaleDataCache);
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:64: stale DataCache: the scalar unit reads bytes [4, 8) of GM tensor I, "
+                               "which a DMA wrote earlier in this kernel run"),
+            std::string::npos)
+      << rep->format();
+  EXPECT_NE(rep->message.find("DataCacheCleanAndInvalid"), std::string::npos) << rep->message;
+}
+
+TEST(AscendSimScalarLoad, OutOfBoundsReadIsReported) {
+  Builder b("oob", KernelType::AIV_ONLY);
+  int I = b.tensor("I", DTypeCode::i32, {2});
+  b.p.block_dim = C(1);
+  b.emit(ScalarLoad{ir::var("a", DTypeCode::i32), gm(I, C(8)), DTypeCode::i32}, 72);
+  b.p.aiv = b.take();
+  std::vector<int32_t> idx(2, 1);
+  auto r = run_sim(b.p, b2(), {sim::Arg{reinterpret_cast<uint8_t*>(idx.data()), 8}});
+  const sim::Report* rep = find(r, sim::ReportKind::OutOfBounds);
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_EQ(rep->instrs.at(0).span.line, 72);
 }
 
 }  // namespace

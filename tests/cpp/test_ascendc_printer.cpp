@@ -352,6 +352,7 @@ Program all_kinds_program() {
   Expr S = I(256);
   p.aiv = seq({
       let(cols, min(N, I(200)), L(88)),
+      ins(ScalarLoad{ir::var("x3", DTypeCode::f16), gm(0, I(6)), DTypeCode::f16}, 88),
       ins(CrossCoreWaitFlag{I(3), Pipe::S}, 88),
       ins(CopyGmToUb{gm(-1, p.sub_block_idx * I(8192)), at(u0), DTypeCode::f32, I(32), I(256), I(256), I(1024)}, 89),
       ins(SetFlag{Pipe::MTE2, Pipe::V, I(1)}, 89),
@@ -439,7 +440,7 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
                            "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
                            "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
                            "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
-                           "tw_c_ < ((cols + 64 - 1) / 64)"})
+                           "tw_c_ < ((cols + 64 - 1) / 64)", "const half x3 = X_gm.GetValue(3);"})
     EXPECT_NE(k.find(call), std::string::npos) << "missing " << call << " in\n" << k;
   check_golden("all_kinds_kernel.cpp", k);
   EXPECT_EQ(print_program(parse_program(print_program(p), "all_kinds")), print_program(p));

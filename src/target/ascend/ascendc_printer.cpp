@@ -360,6 +360,7 @@ class KernelPrinter {
   void emit(const VecCallL0& c);
   void emit(const WholeReduce& c);
   void emit(const Brcb& c);
+  void emit(const ScalarLoad& c);
   template <class T>
   void emit(const T& x) {
     throw Error("internal: the AscendC printer met the high-level vector instruction " + std::string(instr_name(InstrOp(x))) +
@@ -449,7 +450,10 @@ void KernelPrinter::stmt(const StmtPtr& s, bool top) {
   if (!s) return;
   switch (s->kind) {
     case StmtKind::Seq: {
-      bool has_let = std::any_of(s->body.begin(), s->body.end(), [](const StmtPtr& b) { return b && b->kind == StmtKind::Let; });
+      bool has_let = std::any_of(s->body.begin(), s->body.end(), [](const StmtPtr& b) {
+        return b && (b->kind == StmtKind::Let ||
+                     (b->kind == StmtKind::Instr && std::holds_alternative<ScalarLoad>(b->instr.op)));
+      });
       if (has_let && !top) L_.open("");
       for (const auto& b : s->body) stmt(b, false);
       if (has_let && !top) L_.close();
@@ -657,6 +661,14 @@ void KernelPrinter::emit(const WholeReduce& c) {
           (c.op == ReduceOp::Sum ? "" : ", ReduceOrder::ORDER_ONLY_VALUE") + ");");
 }
 
+// GlobalTensor::GetValue (pipe S): the element index into the view of the load's dtype.
+void KernelPrinter::emit(const ScalarLoad& c) {
+  std::string idx = elem(c.src.offset, c.dtype.bytes());
+  ep_.bind(c.var, false);
+  L_.call("const " + ctype(c.var->dtype, span_) + " " + ep_.name(c.var) + " = " + gm_view(c.src.param, c.dtype) +
+          ".GetValue(" + idx + ");");
+}
+
 void KernelPrinter::emit(const Brcb& c) {
   L_.call("Brcb(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", static_cast<uint8_t>(" + ex(c.repeat) +
           "), BrcbRepeatParams(" + ex(c.dst_blk) + ", " + ex(c.dst_rep) + "));");
@@ -769,6 +781,7 @@ std::string KernelPrinter::run() {
                         [&](const DataCopyPadGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const DataCopyPadUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const FixpipeV220& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
+                        [&](const ScalarLoad& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [](const auto&) {}},
                in.op);
   };

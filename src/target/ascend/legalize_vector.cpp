@@ -278,6 +278,11 @@ class Legalizer {
                                                     const std::vector<int64_t>& ext, const Span& sp, DType want);
 
   std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
+  // The map with every element of a global tensor it reads at indices free of its own variables
+  // (batch norm's per-block `mean[b]`) read once into a let placed before it (`pre`): the scalar
+  // unit loads it (select_instructions' ScalarLoad) and the map uses it as a scalar operand
+  // (Adds, Muls, Duplicate). nullptr when there is none.
+  Stmt hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
                                       const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
@@ -627,6 +632,11 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   // Only maps over UB/global data are vector code; anything else is left for select_instructions.
   auto m = vec::vector_map(s);
   if (!m) return {s};
+  std::vector<Stmt> pre;
+  if (Stmt h = hoist_scalar_reads(s, *m, pre)) {
+    for (auto& x : rewrite_map(h, wrap_bound)) pre.push_back(std::move(x));
+    return pre;
+  }
   const std::vector<Var>& vars = m->vars;
   const std::vector<int64_t>& ext = m->ext;
   const Stmt& body = m->body;
@@ -647,6 +657,30 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
     });
   }
   return rewrite_map_whole(vars, ext, items, sp, wrap_bound);
+}
+
+Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre) {
+  std::vector<const ir::VarNode*> local;
+  for (const auto& v : m.vars) local.push_back(v.get());
+  for (const auto& it : m.items)
+    if (it->kind == ir::StmtKind::Let) local.push_back(as<ir::LetNode>(it)->var.get());
+  ExprVarMap map;
+  for (const auto& it : m.items)
+    ir::for_each_expr(it, [&](const Expr& x) {
+      if (x->kind != ir::ExprKind::Load) return;
+      auto* l = as<ir::LoadNode>(x);
+      if (l->buffer->scope != Scope::global) return;
+      for (const auto& i : l->indices)
+        if (has_load(i) || std::any_of(local.begin(), local.end(), [&](const ir::VarNode* v) { return uses_var(i, v); }))
+          return;
+      if (find_load(map, x)) return;
+      Var v = ir::var(names_.fresh(l->buffer->name + "_s"), x->dtype, x->span);
+      map.emplace_back(v, x);
+      depth_[v.get()] = static_cast<int>(frames_.size()) - 1;
+      pre.push_back(std::make_shared<ir::LetNode>(v, x, s->span));
+    });
+  if (map.empty()) return nullptr;
+  return ReplaceExprs(map).mutate(s);
 }
 
 std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,

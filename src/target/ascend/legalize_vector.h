@@ -28,6 +28,9 @@
 //  - Reads of a global tensor inside a map (W[j]) become a copy of the region the map reads into
 //    a UB tile, hoisted out of every enclosing loop whose variables the region does not use (and
 //    shared by the maps that read the same region there), unless the kernel writes that tensor.
+//    One element read at indices free of the map's variables (batch norm's per-block mean[b]) is
+//    read once into a let placed before the map (the scalar unit's ScalarLoad, select_instructions)
+//    and used as a scalar operand.
 //  - math: exp, log, sqrt and abs are instructions (in the compute dtype); expand_math has
 //    written the others with them; floor, ceil and pow with another exponent are errors.
 //  - T.where(cond, a, b) with cond a conjunction of comparisons affine in the map's indices (and

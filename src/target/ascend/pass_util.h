@@ -12,6 +12,8 @@
 #include "target/ascend/program.h"
 #include "tilewright/ir.h"
 #include "ir/arith.h"
+#include "ir/functor.h"
+#include "ir/printer.h"
 
 namespace tw::ascend {
 
@@ -41,5 +43,30 @@ inline ir::Stmt ir_seq(std::vector<ir::Stmt> body, const ir::Span& sp) {
   if (body.size() == 1) return body[0];
   return std::make_shared<ir::SeqNode>(std::move(body), sp);
 }
+
+// Scalar reads of GM tensors: e (or s) with each load equal to a key of `map` (the same buffer at
+// the same indices) replaced by its variable (the loads a ScalarLoad or a let reads into a variable).
+using ExprVarMap = std::vector<std::pair<ir::Var, ir::Expr>>;  // (variable, the load it replaces)
+inline bool same_load(const ir::Expr& a, const ir::Expr& b) {
+  if (a.get() == b.get()) return true;
+  if (a->kind != ir::ExprKind::Load || b->kind != ir::ExprKind::Load) return false;
+  auto* x = static_cast<const ir::LoadNode*>(a.get());
+  auto* y = static_cast<const ir::LoadNode*>(b.get());
+  return x->buffer == y->buffer && ir::print(a) == ir::print(b);
+}
+inline const ir::Var* find_load(const ExprVarMap& map, const ir::Expr& e) {
+  for (const auto& [v, y] : map)
+    if (same_load(y, e)) return &v;
+  return nullptr;
+}
+struct ReplaceExprs : ir::Mutator {
+  const ExprVarMap& map;
+  explicit ReplaceExprs(const ExprVarMap& m) : map(m) {}
+  using ir::Mutator::mutate;
+  ir::Expr mutate(const ir::Expr& x) override {
+    if (const ir::Var* v = find_load(map, x)) return *v;
+    return ir::Mutator::mutate(x);
+  }
+};
 
 }  // namespace tw::ascend

@@ -521,6 +521,22 @@ struct Brcb {
   ir::Expr repeat, dst_blk, dst_rep;
 };
 
+// Scalar unit -------------------------------------------------------------------------------
+
+// S. `T var = src.GetValue(offset / sizeof(T))` (AscendC GlobalTensor::GetValue, __inout_pipe__(S)):
+// the core's scalar unit reads one element of a GM tensor through its DataCache (64 B lines) and
+// binds it to `var`, visible in the rest of the enclosing Seq (like a Let). It runs in program order
+// on the scalar unit, so later offsets, counts, bounds and conditions may use `var`. The DataCache
+// is not coherent with DMA: a scalar read of GM bytes any core's DMA wrote earlier in the same run
+// needs DataCacheCleanAndInvalid first; the programs read only tensors the kernel never writes
+// (select_instructions rejects the rest) and the simulator reports a read of written bytes.
+// `src.offset` is in bytes and a multiple of the element size. dtype: an integer or float type.
+struct ScalarLoad {
+  ir::Var var;
+  GmRef src;
+  ir::DType dtype;
+};
+
 // Synchronisation ---------------------------------------------------------------------------
 
 // SetFlag<HardEvent::SRC_DST>(event) / WaitFlag<HardEvent::SRC_DST>(event). Event ids 0..7.
@@ -560,8 +576,8 @@ using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, Loa
                              InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
                              DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecReduce,
-                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag,
-                             CrossCoreWaitFlag>;
+                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, ScalarLoad, SetFlag,
+                             WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag>;
 
 // The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).
 Pipe pipe_of(const InstrOp& op);
@@ -609,7 +625,7 @@ using StmtPtr = std::shared_ptr<const Stmt>;
 //   For:   var in [0, value), body[0]          (for (int32_t var = 0; var < value; ++var))
 //   If:    value = condition, body[0] = then, else_body may be null
 //   Let:   var = value, visible in the rest of the enclosing Seq
-//   Instr: instr
+//   Instr: instr (a ScalarLoad binds its var like a Let)
 struct Stmt {
   StmtKind kind = StmtKind::Seq;
   std::vector<StmtPtr> body;

@@ -461,6 +461,13 @@ InstrOp parse_instr(Line& L) {
     c.repeat = L.field(" repeat"), c.dst_blk = L.field(" dst_blk"), c.dst_rep = L.field(" dst_rep");
     return c;
   }
+  if (name == "ScalarLoad") {  // ScalarLoad VAR <- GM dtype (binds VAR: ProgramParser::stmt defines it)
+    std::string v = L.word("the variable the load binds");
+    L.expect("<-");
+    GmRef src = L.gm();
+    ir::DType t = L.dtype();
+    return ScalarLoad{ir::var(v, t), src, t};
+  }
   auto pipe = [&] { return L.enum_word<Pipe>("pipe", 8, pipe_text); };
   if (name == "SetFlag" || name == "WaitFlag") {
     L.expect("<");
@@ -716,6 +723,10 @@ class ProgramParser {
       L.fail("instruction " + std::string(instr_name(op)) + " runs on pipe " + std::string(pipe_name(pipe_of(op))) +
                  ", not " + first,
              at);
+    if (auto* load = std::get_if<ScalarLoad>(&op)) {  // binds its variable like a let
+      vars_.erase(load->var->name);
+      define(load->var, L, at);
+    }
     ++i;
     return instr(std::move(op), span);
   }

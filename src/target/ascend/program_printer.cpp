@@ -171,6 +171,9 @@ struct InstrPrinter {
     return "Brcb " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + " repeat=" + ex(c.repeat) +
            " dst_blk=" + ex(c.dst_blk) + " dst_rep=" + ex(c.dst_rep);
   }
+  std::string operator()(const ScalarLoad& c) const {
+    return "ScalarLoad " + (c.var ? c.var->name : std::string("<null>")) + " <- " + gm(p, c.src) + " " + dt(c.dtype);
+  }
   std::string operator()(const SetFlag& c) const {
     return "SetFlag<" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ")";
   }

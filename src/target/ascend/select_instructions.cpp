@@ -106,6 +106,11 @@ class Lowerer {
     if (k_->sub_block_var) range_[k_->sub_block_var.get()] = {0, 1};  // the AIV of its AI Core
     for (const auto& v : p_.shape_vars) nonneg_.insert(v.get());
     map_params();
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {  // the tensors the kernel writes (no scalar reads of them)
+      if (s->kind == ir::StmtKind::Copy) written_.insert(as<ir::CopyNode>(s)->dst.buffer.get());
+      if (s->kind == ir::StmtKind::Gemm) written_.insert(as<ir::GemmNode>(s)->c.buffer.get());
+      if (s->kind == ir::StmtKind::Store) written_.insert(as<ir::StoreNode>(s)->buffer.get());
+    });
     // L0 tiles a gemm reads transposed (L0A declared KxM, L0B declared NxK: the orientation of the
     // L1 tile they are loaded from); the load into them picks a plain or a transposing LoadData.
     ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
@@ -404,8 +409,12 @@ class Lowerer {
         for (const auto& c : as<ir::SeqNode>(s)->body) {
           StmtPtr l = lower(c, inside);
           if (!l) continue;
-          any |= l->kind != StmtKind::Let;
-          out.push_back(l);
+          // a statement with hoisted scalar loads: the loads (and a let) bind in this Seq
+          std::vector<StmtPtr> parts = hoisted_.erase(l.get()) ? l->body : std::vector<StmtPtr>{l};
+          for (auto& x : parts) {
+            any |= !scalar_only(x);
+            out.push_back(std::move(x));
+          }
         }
         if (!any) return nullptr;
         return out.size() == 1 ? out[0] : seq(std::move(out), sp);
@@ -417,8 +426,13 @@ class Lowerer {
           if (core_ != CoreKind::V) return nullptr;
           return lower_map(f, sp);
         }
-        check_scalar(f->extent, sp, "the bound of loop " + q(f->var->name));
-        check_scalar(f->min, sp, "the start of loop " + q(f->var->name));
+        std::vector<StmtPtr> loads;
+        Expr f_extent = hoist_gm_loads(f->extent, sp, "the bound of loop " + q(f->var->name), loads);
+        Expr f_min = hoist_gm_loads(f->min, sp, "the start of loop " + q(f->var->name), loads);
+        if (!loads.empty()) {
+          StmtPtr l = lower(std::make_shared<ir::ForNode>(f->var, f_min, f_extent, f->for_kind, f->num_stages, f->body, f->span), inside);
+          return with_loads(std::move(loads), l, sp);
+        }
         bound(f->var.get(), nonneg(f->min), [&]() -> std::optional<std::pair<int64_t, int64_t>> {
           auto lo = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
           if (lo && ext && *ext >= 1) return std::make_pair(*lo, *lo + *ext - 1);
@@ -435,7 +449,10 @@ class Lowerer {
       case ir::StmtKind::If: {
         auto* n = as<ir::IfNode>(s);
         if (auto init = mma_init_pair(n)) return lower(*init, inside);
-        check_scalar(n->cond, sp, "the condition of this if");
+        std::vector<StmtPtr> loads;
+        Expr cond = hoist_gm_loads(n->cond, sp, "the condition of this if", loads);
+        if (!loads.empty())
+          return with_loads(std::move(loads), lower(std::make_shared<ir::IfNode>(cond, n->then_body, n->else_body, n->span), inside), sp);
         StmtPtr t = lower(n->then_body, inside);
         StmtPtr e = lower(n->else_body, inside);
         if (!t && !e) return nullptr;
@@ -443,10 +460,13 @@ class Lowerer {
       }
       case ir::StmtKind::Let: {
         auto* n = as<ir::LetNode>(s);
-        check_scalar(n->value, sp, "let " + q(n->var->name));
-        bool is_int = n->value->dtype.is_int();
-        bound(n->var.get(), is_int && nonneg(n->value), is_int ? bounds(n->value) : std::nullopt);
-        return let(n->var, n->value, sp);
+        if (auto load = gm_scalar_load(n->value, n->var, sp, "let " + q(n->var->name)))  // `page = table[b, j]`
+          return load;
+        std::vector<StmtPtr> loads;
+        Expr value = hoist_gm_loads(n->value, sp, "let " + q(n->var->name), loads);
+        bool is_int = value->dtype.is_int();
+        bound(n->var.get(), is_int && nonneg(value), is_int ? bounds(value) : std::nullopt);
+        return with_loads(std::move(loads), let(n->var, value, sp), sp);
       }
       case ir::StmtKind::Alloc: return nullptr;
       case ir::StmtKind::Store:
@@ -470,7 +490,20 @@ class Lowerer {
         if (!inside) outside_scope(s, "synchronisation");
         return lower_sync(as<ir::SyncNode>(s), sp);
       }
-      case ir::StmtKind::Copy:
+      case ir::StmtKind::Copy: {  // a GM element in a region's starts (`cache[table[b, j], :, :]`)
+        auto* n = as<ir::CopyNode>(s);
+        std::vector<StmtPtr> loads;
+        auto region = [&](const ir::Region& r) {
+          ir::Region out = r;
+          for (auto& e : out.starts) e = hoist_gm_loads(e, sp, "the region " + ir::print(r), loads);
+          return out;
+        };
+        ir::Region src = region(n->src), dst = region(n->dst);
+        if (!loads.empty())
+          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span), inside), sp);
+        if (!inside) outside_scope(s, "a tile op");
+        return lower_tile_op(s);
+      }
       case ir::StmtKind::Gemm:
       case ir::StmtKind::Fill:
       case ir::StmtKind::Reduce: {
@@ -491,18 +524,80 @@ class Lowerer {
     for_each_subexpr(e, [&](const Expr& x) {
       if (x->kind != ir::ExprKind::Load) return;
       if (auto_sync_)  // a portable kernel: a scalar (let, if condition, loop bound) read from a tile
-        throw Error(what + " reads element " + ir::print(x) + " of " +
-                        (as<ir::LoadNode>(x)->buffer->scope == Scope::global ? "tensor " : "tile ") +
-                        q(as<ir::LoadNode>(x)->buffer->name) +
-                        " as a scalar: on Ascend the scalar unit that runs lets, ifs and loop bounds does not read "
-                        "tensor or tile elements",
-                    sp, "keep the value in a tile and use it inside a T.Parallel map (a per-row vector v[i] or a "
-                        "column vector w[j] broadcasts it; T.if_then_else selects), or pass it as a scalar "
-                        "parameter of the kernel");
-      throw Error(what + " reads an element of " + q(as<ir::LoadNode>(x)->buffer->name) +
+        throw Error(what + " reads element " + ir::print(x) + " of tile " + q(as<ir::LoadNode>(x)->buffer->name) +
+                        " as a scalar: on Ascend the scalar unit reads GM tensor elements, not tile elements",
+                    sp, "read the value from the GM tensor the tile was copied from (a scalar read of a tensor "
+                        "parameter is allowed), or keep it in a tile and use it inside a T.Parallel map (a per-row "
+                        "vector v[i] or a column vector w[j] broadcasts it; T.if_then_else selects)");
+      throw Error(what + " reads an element of tile " + q(as<ir::LoadNode>(x)->buffer->name) +
                       ": scalar reads of tiles are not supported in Ascend expert mode",
-                  sp, "compute with whole-tile ops; pass scalars as kernel parameters");
+                  sp, "read the GM tensor instead (a scalar read of a tensor parameter is allowed), compute with "
+                      "whole-tile ops, or pass scalars as kernel parameters");
     });
+  }
+
+  // ---- scalar reads of GM tensors (GlobalTensor::GetValue on the scalar unit) ----
+  // `value` is exactly an element of a tensor parameter the kernel never writes: a ScalarLoad
+  // binding `var` (nullptr otherwise). A tensor the kernel writes is rejected: its DMA writes are
+  // not coherent with the scalar DataCache (program.h ScalarLoad).
+  StmtPtr gm_scalar_load(const Expr& value, const ir::Var& var, const Span& sp, const std::string& what) {
+    if (!value || value->kind != ir::ExprKind::Load) return nullptr;
+    auto* ld = as<ir::LoadNode>(value);
+    if (ld->buffer->scope != Scope::global) return nullptr;
+    auto it = params_.find(ld->buffer.get());
+    if (it == params_.end())
+      throw Error(what + " reads element " + ir::print(value) + " of the kernel's own global buffer " +
+                      q(ld->buffer->name) + " as a scalar: the kernel writes it by DMA, which the scalar unit's "
+                      "DataCache does not see",
+                  sp, "read a tensor parameter the kernel does not write, or keep the value in a tile and use it "
+                      "inside a T.Parallel map");
+    if (written_.count(ld->buffer.get()))
+      throw Error(what + " reads element " + ir::print(value) + " of tensor " + q(ld->buffer->name) +
+                      " as a scalar, but the kernel also writes " + q(ld->buffer->name) +
+                      ": on Ascend the scalar unit reads GM through a DataCache that DMA writes do not update",
+                  sp, "read scalars only from input tensors the kernel does not write (pass the values in a "
+                      "separate tensor)");
+    const auto& shape = ld->buffer->shape;
+    Expr off = C(0), stride = C(1);
+    for (size_t d = shape.size(); d-- > 0;) {
+      off = add(off, mul(idx32(ld->indices[d]), stride));
+      stride = mul(stride, shape[d]);
+    }
+    off = mul(off, C(ld->buffer->dtype.bytes()));
+    return emit(ScalarLoad{var, GmRef{it->second, off}, ld->buffer->dtype}, sp);
+  }
+  // `e` with each element of a tensor parameter it reads replaced by a variable a ScalarLoad
+  // (appended to `loads`) binds; tile elements stay an error (check_scalar).
+  Expr hoist_gm_loads(const Expr& e, const Span& sp, const std::string& what, std::vector<StmtPtr>& loads) {
+    if (!e) return e;
+    ExprVarMap map;
+    for_each_subexpr(e, [&](const Expr& x) {
+      if (x->kind != ir::ExprKind::Load || as<ir::LoadNode>(x)->buffer->scope != Scope::global) return;
+      if (find_load(map, x)) return;
+      ir::Var v = ir::var(as<ir::LoadNode>(x)->buffer->name + "_s" + std::to_string(++scalar_loads_), x->dtype, sp);
+      loads.push_back(gm_scalar_load(x, v, sp, what));
+      map.emplace_back(v, x);
+    });
+    Expr out = map.empty() ? e : ReplaceExprs(map).mutate(e);
+    check_scalar(out, sp, what);
+    return out;
+  }
+  // `s` after the loads its expressions need (a Seq the enclosing Seq splices, so the loads and a
+  // let bind in it); just `s` when there are none.
+  StmtPtr with_loads(std::vector<StmtPtr> loads, StmtPtr s, const Span& sp) {
+    if (loads.empty() || !s) return s;  // nothing of the statement on this core: no loads either
+    loads.push_back(std::move(s));
+    StmtPtr out = seq(std::move(loads), sp);
+    hoisted_.insert(out.get());
+    return out;
+  }
+  // Only scalar work (lets, scalar loads): a Seq of it alone is dropped for a core.
+  static bool scalar_only(const StmtPtr& s) {
+    if (s->kind == StmtKind::Let) return true;
+    if (s->kind == StmtKind::Instr) return std::holds_alternative<ScalarLoad>(s->instr.op);
+    if (s->kind == StmtKind::Seq)
+      return std::all_of(s->body.begin(), s->body.end(), [](const StmtPtr& b) { return scalar_only(b); });
+    return false;
   }
 
   // `if c { gemm(clear=true) } else { gemm(clear=false) }` on the same operands: T.mma(init=c).
@@ -1376,6 +1471,9 @@ class Lowerer {
   Program p_;
   CoreKind core_ = CoreKind::C;
   std::unordered_map<const ir::BufferNode*, int> params_;
+  std::unordered_set<const ir::BufferNode*> written_;  // tensors the kernel writes (copy, gemm, store)
+  std::unordered_set<const Stmt*> hoisted_;            // with_loads' Seqs, spliced by the enclosing Seq
+  int scalar_loads_ = 0;
   std::unordered_map<const ir::BufferNode*, Expr> ws_offset_;  // GM workspace buffers: byte offset
   std::unordered_map<const ir::BufferNode*, Buf> bufs_;
   Buf gemm_l0a_, gemm_l0b_;

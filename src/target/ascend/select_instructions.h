@@ -42,6 +42,10 @@
 //                             row stride 0; `if j < n` around the body makes a runtime
 //                             column count); an error for any other body
 //      fill (UB)              VecDup;   reduce (UB)  VecReduce (axis = last: Row, 0 of 2-D: Col)
+//  - scalar reads of GM tensors (an element in a let, loop bound, if condition or region start):
+//    ScalarLoad (GlobalTensor::GetValue on the scalar unit) before the statement; a let that is
+//    exactly one element binds its own variable. Only tensor parameters the kernel never writes
+//    (the scalar DataCache does not see DMA writes); scalar reads of tiles are errors;
 //  - T.set_flag / wait_flag / pipe_barrier / set_cross_flag / wait_cross_flag: exactly as written
 //    (there is no automatic synchronisation in expert mode).
 // Every error is an ir::Error at the kernel source line of the offending statement.

@@ -260,11 +260,17 @@ class Splitter {
         return std::make_shared<ir::IfNode>(n->cond, t, e, sp);
       }
       case StmtKind::Let: {
-        bool reads = false;
-        ir::for_each_expr(s, [&](const Expr& e) { reads |= e->kind == ir::ExprKind::Load; });
-        if (reads)
-          throw ir::Error("a scalar read from a tile cannot be shared by the Cube and Vector code", sp,
-                          "compute the value inside a T.Parallel loop");
+        // A GM tensor element is read by each core's scalar unit (the let is replicated on both
+        // sides); a tile lives on one unit, so its elements cannot feed both.
+        ir::for_each_expr(s, [&](const Expr& e) {
+          if (e->kind != ir::ExprKind::Load || ir::as<ir::LoadNode>(e)->buffer->scope == Scope::global) return;
+          throw ir::Error("let " + q(ir::as<ir::LetNode>(s)->var->name) + " reads element " + ir::print(e) +
+                              " of tile " + q(ir::as<ir::LoadNode>(e)->buffer->name) +
+                              " as a scalar: in a kernel with Cube and Vector code the let runs on both cores, and "
+                              "a tile lives on one of them",
+                          sp, "read the value from the GM tensor the tile was copied from (each core's scalar unit "
+                              "reads GM), or compute with it inside a T.Parallel map");
+        });
         return s;
       }
       case StmtKind::Alloc: {

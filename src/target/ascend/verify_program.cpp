@@ -97,6 +97,8 @@ class Verifier {
           if (!b) fail(where() + ": a statement list holds a null statement", s->span);
           stmt(b);
           if (b->kind == StmtKind::Let) lets.push_back(b->var.get());
+          if (auto* load = b->kind == StmtKind::Instr ? std::get_if<ScalarLoad>(&b->instr.op) : nullptr)
+            lets.push_back(load->var.get());
         }
         for (auto* v : lets) scope_.erase(v);
         break;
@@ -121,6 +123,10 @@ class Verifier {
         break;
       case StmtKind::Instr:
         instr(s->instr);
+        if (auto* load = std::get_if<ScalarLoad>(&s->instr.op)) {
+          if (!load->var) fail(where() + ": a ScalarLoad lacks its variable", s->instr.span);
+          scope_.insert(load->var.get());
+        }
         break;
     }
   }

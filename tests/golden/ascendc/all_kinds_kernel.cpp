@@ -166,6 +166,7 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[132096].ReinterpretCast<uint8_t>();  // UB @132096 +1024 uint8 ND [1024], line 98
 
     const int32_t cols = tw_min(N, 200);
+    const half x3 = X_gm.GetValue(3);  // line 88
     CrossCoreWaitFlag<2, PIPE_MTE2>(3);  // line 88
     DataCopyPad(u0, workspace_gm_f32[(v * 2048)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(24), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 89
     SetFlag<HardEvent::MTE2_V>(1);  // line 89

@@ -231,6 +231,9 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           int es = es_of(x.dt);
           level0_operand(operand, x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, false, "src");
           operand(x.dst, Rect{0, x.repeat, es, x.dst_rep * es}, true, es, "dst", false);
+        } else if constexpr (std::is_same_v<T, RScalarLoad>) {
+          invalid(!x.src.gm, "GetValue reads a GM tensor here");
+          operand(x.src, Rect{0, 1, es_of(x.dt), 0}, false, es_of(x.dt), "source");
         } else if constexpr (std::is_same_v<T, RBrcb>) {
           int es = es_of(x.dt);
           invalid(es != 2 && es != 4, "Brcb takes 16- or 32-bit elements");

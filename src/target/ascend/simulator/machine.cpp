@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ir/printer.h"
 #include "support/env.h"
@@ -19,6 +20,7 @@
 #include "target/ascend/simulator/api_rules.h"
 #include "target/ascend/simulator/checker.h"
 #include "target/ascend/simulator/functional_queue.h"
+#include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/timing.h"
 
 namespace tw::ascend::sim {
@@ -45,7 +47,7 @@ std::string_view report_kind_name(ReportKind k) {
   static constexpr std::string_view names[] = {
       "race", "same-pipe hazard", "out of bounds", "misaligned", "capacity", "illegal flag pair",
       "flag id out of range", "flag set twice", "unmatched set flag", "cross-core flag overflow",
-      "deadlock", "invalid instruction", "API rule", "int32 overflow"};
+      "deadlock", "invalid instruction", "API rule", "int32 overflow", "stale DataCache"};
   return names[static_cast<int>(k)];
 }
 
@@ -171,6 +173,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.repeat = get(x.repeat).i, r.dst_blk = get(x.dst_blk).i, r.dst_rep = get(x.dst_rep).i;
             return r;
           },
+          [&](const ScalarLoad& x) -> ROp { return RScalarLoad{gm(x.src), x.dtype.code}; },
           [&](const SetFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, true}; },
           [&](const WaitFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, false}; },
           [&](const PipeBarrier& x) -> ROp { return RBarrier{x.pipe}; },
@@ -420,6 +423,7 @@ void Machine::compile_stmt(const StmtPtr& s, Code& code) {
     case StmtKind::Instr: {
       BC bc = make_bc(BC::Instr);
       bc.instr = &s->instr;
+      if (auto* load = std::get_if<ScalarLoad>(&s->instr.op)) bc.slot = slot_of(load->var);
       build(s->instr.op, [&](const ir::Expr& e) {
         bc.exprs.push_back(compile_expr(e));
         return Value{};
@@ -458,6 +462,15 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
                     prog.span);
   if (!prog.block_idx) throw ir::Error("ascend simulator: program has no block_idx variable", prog.span);
   compile();
+  // the GM spaces scalar loads read (params, then the workspace): their DMA writes are recorded
+  gm_written_.resize(prog.params.size() + 1);
+  scalar_read_.assign(prog.params.size() + 1, 0);
+  for (const Code* code : {&aic_code_, &aiv_code_})
+    for (const BC& bc : code->ops)
+      if (bc.op == BC::Instr && bc.slot >= 0) {
+        int param = std::get<ScalarLoad>(bc.instr->op).src.param;
+        if (param < static_cast<int>(prog.params.size())) scalar_read_[param < 0 ? prog.params.size() : param] = 1;
+      }
   // base slot values: shape vars and scalars
   base_slots_.assign(nslots_, Value{});
   for (size_t i = 0; i < prog.shape_vars.size(); ++i)
@@ -858,6 +871,11 @@ void Machine::execute(Core& c, PipeState& ps, RInstr& r) {
         for (const auto& a : acc) checker->access(c, r.pipe, r.uid, a);
     }
   }
+  if (ok)  // the GM bytes DMA writes (the DataCache rule of scalar_load)
+    for (const auto& a : acc)
+      if (a.write && a.space <= static_cast<int>(prog.params.size()) && scalar_read_[a.space] && a.rect.rows > 0 &&
+          a.rect.row_bytes > 0)
+        gm_written_[a.space].push_back({a.rect.start, a.rect.end()});
   Cost k = timing->cost(c, r, start);
   ps.free = start + k.busy;
   ps.last_complete = std::max(ps.last_complete, ps.free + k.latency);
@@ -904,6 +922,44 @@ void Machine::issue(Core& c, RInstr r) {
     return;
   }
   if (!try_execute(c, ps, r)) ps.pending.push_back(std::move(r));
+}
+
+// GlobalTensor::GetValue: issued to pipe S like any scalar-unit instruction (bounds, the race
+// checker and the cost see it there); the scalar unit then waits for the value and binds it. The
+// DataCache is not coherent with DMA: reading bytes a DMA wrote earlier in this run is reported
+// (the value is then 0: the program has no defined one).
+void Machine::scalar_load(Core& c, const BC& bc, RInstr r) {
+  const auto load = std::get<RScalarLoad>(r.op);
+  const Instr* in = r.in;
+  bool valid = r.valid;
+  issue(c, std::move(r));
+  c.scalar_time = std::max(c.scalar_time, c.pipes[0].free);
+  Value v{};
+  int es = ir::DType(load.dt).bytes();
+  Span s = base(c, load.src);
+  int64_t lo = load.src.off, hi = lo + es;
+  bool in_bounds = valid && load.src.gm && s.data && lo >= 0 && hi <= s.size && lo % es == 0;
+  bool stale = false;
+  if (in_bounds)
+    for (const auto& [wlo, whi] : gm_written_[s.space]) stale = stale || (lo < whi && wlo < hi);
+  if (stale) {
+    report(ReportKind::StaleDataCache,
+           "the scalar unit reads bytes [" + std::to_string(lo) + ", " + std::to_string(hi) + ") of " +
+               space_name(s.space) + ", which a DMA wrote earlier in this kernel run: the scalar DataCache "
+               "is not coherent with DMA, so the read may return the old value (call DataCacheCleanAndInvalid "
+               "before it, or read only tensors the kernel does not write)",
+           {describe(c, in, c.scalar_time)});
+  } else if (in_bounds && opt.functional) {
+    const uint8_t* p = s.data + lo;
+    if (load.dt == ir::DTypeCode::i64) {
+      std::memcpy(&v.i, p, 8);
+      v.f = static_cast<double>(v.i);
+    } else {
+      v.f = num::load(p, load.dt);
+      v.i = ir::DType(load.dt).is_float() ? static_cast<int64_t>(std::trunc(v.f)) : static_cast<int64_t>(v.f);
+    }
+  }
+  c.slots[bc.slot] = v;
 }
 
 bool Machine::try_scalar_wait(Core& c) {
@@ -1004,7 +1060,8 @@ void Machine::step(Core& c) {
         break;
       case BC::Instr:
         ++c.pc;
-        issue(c, resolve(c, bc));
+        if (bc.slot >= 0) scalar_load(c, bc, resolve(c, bc));
+        else issue(c, resolve(c, bc));
         drain_wakes();
         break;
     }

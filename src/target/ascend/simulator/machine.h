@@ -7,6 +7,7 @@
 #include <list>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -93,11 +94,12 @@ struct RVecCall {
 };
 struct RWholeReduce { ReduceOp op; ir::DTypeCode dt; RMem dst, src; int64_t mask, repeat, dst_rep, src_blk, src_rep; };
 struct RBrcb { ir::DTypeCode dt; RMem dst, src; int64_t repeat, dst_blk, dst_rep; };
+struct RScalarLoad { RMem src; ir::DTypeCode dt; };  // GlobalTensor::GetValue (pipe S)
 struct RFlag { Pipe src, dst; int64_t event; bool set; };
 struct RBarrier { Pipe pipe; };
 struct RCross { int mode; int64_t id; bool set; };
 using ROp = std::variant<RInitConst, RNd2Nz, RDataCopy, RLoad2D, RLoad3D, RMmad, RFixpipe, RVecCall, RWholeReduce, RBrcb,
-                         RFlag, RBarrier, RCross>;
+                         RScalarLoad, RFlag, RBarrier, RCross>;
 
 struct RInstr {
   const Instr* in = nullptr;
@@ -120,7 +122,7 @@ struct Rect {
 
 struct BC {
   enum Op : uint8_t { Instr, Let, ForBegin, ForEnd, IfFalse, Jump, End } op = End;
-  int slot = -1, slot2 = -1;  // Let/For var; For extent slot
+  int slot = -1, slot2 = -1;  // Let/For/ScalarLoad var; For extent slot
   int expr = -1;              // value / extent / condition
   int target = -1;            // jump target
   const ascend::Instr* instr = nullptr;
@@ -201,6 +203,7 @@ struct Core {
   std::vector<uint8_t> mem[kNumMems];        // on-chip memories (GM unused)
   ApiRuleState api;
   int64_t mmad_mac_cycles = 0;
+  std::unordered_set<int64_t> dcache;  // the scalar DataCache: lines read (space << 40 | line)
 };
 
 class Checker;
@@ -259,6 +262,7 @@ class Machine {
   void start_block(Core& c);
   void step(Core& c);  // runs the scalar until blocked or finished
   void issue(Core& c, RInstr r);
+  void scalar_load(Core& c, const BC& bc, RInstr r);
   bool try_execute(Core& c, PipeState& ps, RInstr& r);  // false: unsatisfied wait
   void execute(Core& c, PipeState& ps, RInstr& r);
   bool try_scalar_wait(Core& c);
@@ -283,6 +287,9 @@ class Machine {
   int aic_phys_ = 0, aiv_phys_ = 0;
   int64_t workspace_bytes_ = 0;
   int64_t events_ = 0;  // executed instructions incl. flags (progress detection)
+  // GM byte ranges [lo, hi) each tensor parameter has been written in this run (the DataCache rule)
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> gm_written_;
+  std::vector<char> scalar_read_;  // per GM space: read by a ScalarLoad of the program
   // data effects on worker threads (functional_queue.h); null: on the calling thread. Last, so
   // it stops its workers before the cores they write are destroyed.
   std::unique_ptr<FunctionalQueue> queue_;

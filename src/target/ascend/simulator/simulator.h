@@ -56,6 +56,7 @@ enum class ReportKind : uint8_t {
   InvalidInstr,       // instruction not allowed on this core / kernel type, bad operands
   ApiRule,            // the printed AscendC call breaks a documented API rule (api_rules.h)
   IntOverflow,        // int32 vector arithmetic left int32 (dav-c220 does not document the result)
+  StaleDataCache,     // a scalar read of GM bytes a DMA wrote earlier in the run, without DataCacheCleanAndInvalid
 };
 std::string_view report_kind_name(ReportKind k);
 
