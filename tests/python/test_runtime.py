@@ -292,7 +292,7 @@ def test_dump_ir_writes_generated_source(child_script, tmp_path):
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
     (kdir,) = dump.glob("disk_cache_probe-*/cpu")
     files = sorted(os.listdir(kdir))
-    assert files[-1] == "10_codegen.cpp", files
+    assert files[-1] == "11_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
 
 

@@ -371,7 +371,9 @@ class Lowerer {
   // clip_low: rows before row 0 are skipped (skip_rows; the caller shifts its local side by as
   // many rows). GM <-> UB copies only: the Cube-side copies do not clip there yet (a checker
   // report, never silently shifted data).
-  GmWindow gm_window(const ir::Region& r, const Span& sp, bool clip_low = false) {
+  // tile_cols: the columns of the tile side; trailing size-1 dims of the tensor are dropped only
+  // when it has more than one (an (M, 1) tensor into an (M, 1) tile stays a column).
+  GmWindow gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, bool clip_low = false) {
     GmWindow g;
     auto ws = ws_offset_.find(r.buffer.get());
     g.param = ws != ws_offset_.end() ? -1 : params_.at(r.buffer.get());
@@ -390,7 +392,7 @@ class Lowerer {
     // Trailing dims of size 1 (X[a:b, :, 0] of an (S, D, 1) tensor) are dropped: the dim before
     // them is the last, contiguous one.
     auto size_one = [&](size_t d) { auto c = ir::as_const_int(shape[d]); return c && *c == 1 && ext[d] == 1; };
-    while (n > 1 && size_one(n - 1)) --n;
+    while (tile_cols != 1 && n > 1 && size_one(n - 1)) --n;
     g.cols = ext[n - 1];
     g.valid_cols = inside(idx32(r.starts[n - 1]), g.cols, shape[n - 1])
                        ? C(g.cols)
@@ -683,9 +685,9 @@ class Lowerer {
     };
     if (from == Scope::global && to == Scope::L1) {
       same_dtype("GM->L1");
-      GmWindow g = gm_window(n->src, sp);
-      cube_single(g, n->src, sp);
       Window w = window(n->dst, sp);
+      GmWindow g = gm_window(n->src, sp, w.cols);
+      cube_single(g, n->src, sp);
       int64_t c0 = c0_of(dt);
       auto r0 = ir::as_const_int(w.r0), cc0 = ir::as_const_int(w.c0);
       if (!r0 || *r0 != 0)
@@ -728,7 +730,7 @@ class Lowerer {
     }
     if (from == Scope::L0C && to == Scope::global) {
       Window s = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp);
+      GmWindow g = gm_window(n->dst, sp, s.cols);
       cube_single(g, n->dst, sp);
       check_same_2d(s.rows, s.cols, g.rows, g.cols, n, sp);
       bool ok = (st == ir::DType(ir::DTypeCode::f32) && dt.is_float() && dt.bits() <= 32) ||
@@ -747,8 +749,8 @@ class Lowerer {
     }
     if (from == Scope::global && to == Scope::UB) {
       same_dtype("GM->UB");
-      GmWindow g = gm_window(n->src, sp, /*clip_low=*/true);
       Window w = window(n->dst, sp);
+      GmWindow g = gm_window(n->src, sp, w.cols, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       // Tails read zeros: a copy that can be short pads its rows to 32 B with zeros and, when it
@@ -773,7 +775,7 @@ class Lowerer {
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
       Window w = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp, /*clip_low=*/true);
+      GmWindow g = gm_window(n->dst, sp, w.cols, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
