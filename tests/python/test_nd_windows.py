@@ -218,3 +218,37 @@ def test_window_shape_mismatch_is_a_located_error(target):
     msg = str(e.value)
     assert f":{line}" in msg, msg
     assert "2x8x64" in msg and "is 8x64" in msg, msg
+
+
+def expert_bshd_copy(B, S, H, D, M):
+    """Expert mode: Y[b, s, h, :] = 2 X[b, s, h, :] through a UB tile, one (M, D) window of the
+    BSHD tensor per (b, h, row block)."""
+    @T.prim_func
+    def main(X: T.Tensor((B, S, H, D), "float32"), Y: T.Tensor((B, S, H, D), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_UB((M, D), "float32")
+            with T.Scope("V"):
+                T.set_flag("MTE3", "V", 0)
+                for b in T.serial(B):
+                    for h in T.serial(H):
+                        for t in T.serial(T.ceildiv(S, M)):
+                            T.wait_flag("MTE3", "V", 0)
+                            T.set_flag("V", "MTE2", 0)
+                            T.wait_flag("V", "MTE2", 0)
+                            T.copy(X[b, t * M:(t + 1) * M, h, :], x)
+                            T.set_flag("MTE2", "V", 0)
+                            T.wait_flag("MTE2", "V", 0)
+                            T.add(x, x, x)
+                            T.set_flag("V", "MTE3", 0)
+                            T.wait_flag("V", "MTE3", 0)
+                            T.copy(x, Y[b, t * M:(t + 1) * M, h, :])
+                            T.set_flag("MTE3", "V", 0)
+                T.wait_flag("MTE3", "V", 0)
+    return tw.compile(main, target=TARGET, out_idx=[-1])
+
+
+def test_expert_mode_bshd_windows():
+    B, S, H, D, M = 2, 21, 3, 16, 8  # a 5-row tail block
+    x = randn((B, S, H, D), "float32", seed=9)
+    y = run_checked(expert_bshd_copy(B, S, H, D, M), x)
+    np.testing.assert_array_equal(np.asarray(y), x + x)
