@@ -252,3 +252,32 @@ def test_expert_mode_bshd_windows():
     x = randn((B, S, H, D), "float32", seed=9)
     y = run_checked(expert_bshd_copy(B, S, H, D, M), x)
     np.testing.assert_array_equal(np.asarray(y), x + x)
+
+
+def test_cube_side_window_of_several_calls_is_a_located_error():
+    # a (2, 16, 32) window of a (4, 24, 32) tensor into a gemm operand (L1 on Ascend): its two row
+    # blocks are not one run of rows; cpu copies it (one copy per outer index)
+    @tw.jit(out_idx=[2])
+    def gemm_rows(dtype="float16"):
+        @T.prim_func
+        def main(A: T.Tensor((4, 24, 32), dtype), B: T.Tensor((32, 16), dtype), C: T.Tensor((32, 16), "float32")):
+            with T.Kernel(1) as bx:
+                a = T.alloc_shared((32, 32), dtype)
+                b = T.alloc_shared((32, 16), dtype)
+                c = T.alloc_fragment((32, 16), "float32")
+                T.copy(A[0:2, 0:16, :], a)  # cube-window
+                T.copy(B, b)
+                T.gemm(a, b, c, clear_accum=True)
+                T.copy(c, C)
+
+        return main
+
+    a = randn((4, 24, 32), "float16", seed=10)
+    b = randn((32, 16), "float16", seed=11)
+    ref = a[0:2, 0:16].reshape(32, 32).astype(np.float64) @ b.astype(np.float64)
+    assert_close(np.asarray(gemm_rows(target="cpu")(a, b)), ref, (1e-2, 1e-2), "cpu gemm of a flattened window")
+    line, _ = marked_line(__file__, "cube-window")
+    with pytest.raises(TilewrightError) as e:
+        gemm_rows(target=TARGET)
+    msg = str(e.value)
+    assert f":{line}" in msg and "one 2-D window per call" in msg, msg
