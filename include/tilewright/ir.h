@@ -345,6 +345,11 @@ struct Region {
   std::vector<Expr> extents;
 };
 Region full_region(const Buffer& b);
+// N-D windows (docs/language.md, T.copy): the non-unit extents `wide` of one side of a copy and
+// `narrow` of the other (fewer dims) pair when narrow's first extent is the product of wide's first
+// k + 1 and the rest are equal: returns k, the number of wide's leading dims flattened into
+// narrow's first (its rows); nullopt when they do not pair (unknown extents, -1, never pair).
+std::optional<size_t> flattened_dims(const std::vector<int64_t>& wide, const std::vector<int64_t>& narrow);
 int height(const Region& r);  // of its tallest start or extent
 
 // ---------------------------------------------------------------------------------------------

@@ -268,6 +268,20 @@ std::optional<std::vector<int64_t>> BufferNode::const_shape() const {
   return out;
 }
 
+std::optional<size_t> flattened_dims(const std::vector<int64_t>& wide, const std::vector<int64_t>& narrow) {
+  if (narrow.empty() || wide.size() <= narrow.size()) return std::nullopt;
+  size_t k = wide.size() - narrow.size();
+  int64_t flat = 1;
+  for (size_t j = 0; j <= k; ++j) {
+    if (wide[j] < 0) return std::nullopt;
+    flat *= wide[j];
+  }
+  if (narrow[0] < 0 || flat != narrow[0]) return std::nullopt;
+  for (size_t j = 1; j < narrow.size(); ++j)
+    if (narrow[j] < 0 || wide[k + j] != narrow[j]) return std::nullopt;
+  return k;
+}
+
 Region full_region(const Buffer& b) {
   Region r{b, {}, {}};
   for (const auto& d : b->shape) {

@@ -419,10 +419,12 @@ class Verifier {
         auto* n = as<CopyNode>(s);
         auto a = region(n->src, sp, "copy", true);
         auto b = region(n->dst, sp, "copy", true);
-        if (drop_units(a) != drop_units(b))
+        auto ua = drop_units(a), ub = drop_units(b);
+        if (ua != ub && !flattened_dims(ua, ub) && !flattened_dims(ub, ua))
           fail(sp, "copy shape mismatch: " + print(n->src) + " is " + dims_text(a) + " but " + print(n->dst) + " is " +
                        dims_text(b),
-               "source and destination must have the same shape (dims of extent 1 are ignored)");
+               "source and destination must have the same shape (dims of extent 1 are ignored; a window with more "
+               "dims fills the other side's rows with its leading dims flattened: (2, 8, 64) -> (16, 64))");
         ascend_path(n->src.buffer->scope, n->dst.buffer->scope, sp);
         break;
       }

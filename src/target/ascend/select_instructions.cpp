@@ -70,14 +70,31 @@ struct Window {
   int64_t row_stride = 1;         // UB: elements between rows
 };
 
-// A place in a global tensor: byte offset of the region start and its 2-D extents/tails.
+// A non-unit dim of a GM window outside its 2-D part: the copy runs once per index (a loop).
+struct GmOuter {
+  int64_t count = 1;              // the window's extent in this dim
+  Expr valid;                     // the indices inside the tensor (a tail: fewer)
+  Expr stride;                    // elements between consecutive indices
+};
+
+// A place in a global tensor: byte offset of the region start and its 2-D extents/tails. The
+// window's unit dims are dropped: cols is the last dim, rows the innermost other non-unit dim, and
+// any further non-unit dims are `outer` (outermost first): the tile's rows are the window's
+// leading dims flattened row-major, one 2-D copy per outer index (dims whose strides continue the
+// rows' are merged into them).
 struct GmWindow {
   int param = -1;
   Expr offset;                    // bytes
-  int64_t rows = 1, cols = 1;     // region extents (last two dims)
+  int64_t rows = 1, cols = 1;     // extents of the 2-D part
   Expr valid_rows, valid_cols;    // min(extent, dim - start): tails
   Expr skip_rows = C(0);          // rows before row 0 of the tensor (a negative start): not copied
-  Expr row_stride;                // elements between rows (last dim of the tensor)
+  Expr row_stride;                // elements between rows
+  std::vector<GmOuter> outer;
+  int64_t total_rows() const {
+    int64_t r = rows;
+    for (const auto& o : outer) r *= o.count;
+    return r;
+  }
 };
 
 class Lowerer {
@@ -299,20 +316,35 @@ class Lowerer {
     w.buf = &b;
     if (b.mem == Mem::UB) {
       // dense row-major: offset of the start, 2-D view over the last two dims
+      // Unit dims are dropped: the rows are the innermost non-unit dim before the last; further
+      // non-unit dims must continue them (the region covers the dims between: one run of rows).
       Expr off = C(0);
       int64_t stride = 1;
+      std::vector<int64_t> strides(n);
       for (size_t d = n; d-- > 0;) {
+        strides[d] = stride;
         off = add(off, mul(idx32(r.starts[d]), C(stride)));
         stride *= d == n - 1 ? b.pcols : b.shape[d];
       }
-      for (size_t d = 0; d + 2 < n; ++d)
-        if (ext[d] != 1)
-          throw Error("UB region " + ir::print(r) + " is not a 2-D window: only the last two dims may have extent > 1",
-                      sp, "slice one row/matrix at a time");
       w.slice_off = mul(off, C(b.dtype.bytes()));
-      w.rows = n >= 2 ? ext[n - 2] : 1;
       w.cols = ext[n - 1];
       w.row_stride = b.pcols;
+      if (n < 2) return w;
+      size_t rd = n - 2;
+      while (rd > 0 && ext[rd] == 1) --rd;
+      if (ext[rd] == 1) rd = n - 2;
+      w.rows = ext[rd];
+      if (rd < n - 2) w.row_stride = strides[rd];
+      for (size_t d = rd; d-- > 0;) {
+        if (ext[d] == 1) continue;
+        if (strides[d] != w.rows * w.row_stride)
+          throw Error("UB region " + ir::print(r) + " of tile " + q(r.buffer->name) + " is not one 2-D window: dim " +
+                          std::to_string(d) + " steps " + std::to_string(strides[d]) + " elements, but the " +
+                          std::to_string(w.rows) + " rows inside it span " + std::to_string(w.rows * w.row_stride),
+                      sp, "copy whole inner dims (the region's dims after its first non-unit dim cover the tile), "
+                          "or copy one index of the outer dim at a time");
+        w.rows *= ext[d];
+      }
       return w;
     }
     Expr slice = C(0);
@@ -345,7 +377,9 @@ class Lowerer {
   // clip_low: rows before row 0 are skipped (skip_rows; the caller shifts its local side by as
   // many rows). GM <-> UB copies only: the Cube-side copies do not clip there yet (a checker
   // report, never silently shifted data).
-  GmWindow gm_window(const ir::Region& r, const Span& sp, bool clip_low = false) {
+  // tile_cols: the columns of the tile side; trailing size-1 dims of the tensor are dropped only
+  // when it has more than one (an (M, 1) tensor into an (M, 1) tile stays a column).
+  GmWindow gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, bool clip_low = false) {
     GmWindow g;
     auto ws = ws_offset_.find(r.buffer.get());
     g.param = ws != ws_offset_.end() ? -1 : params_.at(r.buffer.get());
@@ -353,40 +387,94 @@ class Lowerer {
     auto ext = const_extents(r, sp);
     size_t n = ext.size();
     Expr off = C(0), stride = C(1);
+    std::vector<Expr> strides(n);
     for (size_t d = n; d-- > 0;) {
+      strides[d] = stride;
       off = add(off, mul(idx32(r.starts[d]), stride));
       stride = mul(stride, shape[d]);
     }
-    for (size_t d = 0; d + 2 < n; ++d)
-      if (ext[d] != 1)
-        throw Error("GM region " + ir::print(r) + " is not a 2-D window: only the last two dims may have extent > 1", sp,
-                    "copy one matrix at a time");
     g.offset = mul(off, C(r.buffer->dtype.bytes()));
     if (ws != ws_offset_.end()) g.offset = add(ws->second, g.offset);
+    // Trailing dims of size 1 (X[a:b, :, 0] of an (S, D, 1) tensor) are dropped: the dim before
+    // them is the last, contiguous one.
+    auto size_one = [&](size_t d) { auto c = ir::as_const_int(shape[d]); return c && *c == 1 && ext[d] == 1; };
+    while (tile_cols != 1 && n > 1 && size_one(n - 1)) --n;
     g.cols = ext[n - 1];
     g.valid_cols = inside(idx32(r.starts[n - 1]), g.cols, shape[n - 1])
                        ? C(g.cols)
                        : valid_count(g.cols, shape[n - 1], idx32(r.starts[n - 1]));
-    g.row_stride = shape[n - 1];
-    if (n >= 2) {
-      g.rows = ext[n - 2];
-      Expr start = idx32(r.starts[n - 2]);
-      g.valid_rows = valid_count(g.rows, shape[n - 2], start);
-      if (inside(start, g.rows, shape[n - 2])) {
-        g.valid_rows = C(g.rows);
-      } else if (clip_low && !nonneg(start)) {
-        // A start that may be negative (bx * B - 64): the rows before row 0 are skipped, as on
-        // cpu (the GM side starts at row 0, the UB side that many rows in; GM -> UB reads zeros
-        // there through the tail fill).
-        g.skip_rows = min(max(C(0), sub(C(0), start)), C(g.rows));
-        g.valid_rows = max(C(0), sub(min(C(g.rows), sub(shape[n - 2], start)), g.skip_rows));
-        g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(r.buffer->dtype.bytes())));
-      }
-    } else {
+    if (n < 2) {
+      g.row_stride = shape[n - 1];
       g.rows = 1;
       g.valid_rows = C(1);
+      return g;
+    }
+    // The rows: the innermost non-unit dim before the last (the one before the last when all are unit).
+    size_t rd = n - 2;
+    while (rd > 0 && ext[rd] == 1) --rd;
+    if (ext[rd] == 1) rd = n - 2;
+    g.row_stride = rd == n - 2 ? shape[n - 1] : strides[rd];
+    g.rows = ext[rd];
+    Expr start = idx32(r.starts[rd]);
+    g.valid_rows = valid_count(g.rows, shape[rd], start);
+    if (inside(start, g.rows, shape[rd])) {
+      g.valid_rows = C(g.rows);
+    } else if (clip_low && !nonneg(start)) {
+      // A start that may be negative (bx * B - 64): the rows before row 0 are skipped, as on
+      // cpu (the GM side starts at row 0, the UB side that many rows in; GM -> UB reads zeros
+      // there through the tail fill).
+      g.skip_rows = min(max(C(0), sub(C(0), start)), C(g.rows));
+      g.valid_rows = max(C(0), sub(min(C(g.rows), sub(shape[rd], start)), g.skip_rows));
+      g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(r.buffer->dtype.bytes())));
+    }
+    for (size_t d = 0; d < rd; ++d) {
+      if (ext[d] == 1) continue;
+      Expr st = idx32(r.starts[d]);
+      if (clip_low && !nonneg(st))
+        throw Error("GM region " + ir::print(r) + ": the start of dim " + std::to_string(d) + " (" + ir::print(st) +
+                        ") may be negative; only the rows dim of a window may start before the tensor",
+                    sp, "start the outer dims of the window at 0 or later (clip them in the kernel)");
+      g.outer.push_back({ext[d], inside(st, ext[d], shape[d]) ? C(ext[d]) : valid_count(ext[d], shape[d], st),
+                         strides[d]});
+    }
+    // An outer dim whose stride continues the rows (rows x row_stride: nothing between them) and
+    // rows without a tail or a clipped start: one run of rows.
+    while (!g.outer.empty()) {
+      const GmOuter& o = g.outer.back();
+      auto gap = ir::as_const_int(simp(sub(o.stride, mul(C(g.rows), g.row_stride))));
+      auto vr = ir::as_const_int(g.valid_rows), skip = ir::as_const_int(g.skip_rows);
+      if (!gap || *gap != 0 || !vr || *vr != g.rows || !skip || *skip != 0) break;
+      g.valid_rows = simp(mul(o.valid, C(g.rows)));
+      g.rows *= o.count;
+      g.outer.pop_back();
     }
     return g;
+  }
+
+  // The copy `body(gm_bytes, row)` once per outer index of g: gm_bytes is the GM byte offset of
+  // that index's rows, row their first row in the tile. Indices past the tensor's end are skipped.
+  StmtPtr per_outer(const GmWindow& g, ir::DType t, const Span& sp,
+                    const std::function<StmtPtr(const Expr&, const Expr&)>& body) {
+    std::vector<ir::Var> vars;
+    Expr gm = C(0), row = C(0);
+    int64_t rows_per = g.rows;
+    for (size_t k = g.outer.size(); k-- > 0;) {
+      ir::Var v = ir::var("_w" + std::to_string(window_loops_++), ir::kIndexType, sp);
+      nonneg_.insert(v.get());
+      gm = add(gm, mul(v, g.outer[k].stride));
+      row = add(row, mul(v, C(rows_per)));
+      rows_per *= g.outer[k].count;
+      vars.push_back(v);
+    }
+    StmtPtr s = body(mul(gm, C(t.bytes())), row);
+    for (size_t k = g.outer.size(), i = 0; k-- > 0; ++i) s = for_(vars[i], g.outer[k].valid, s, sp);
+    return s;
+  }
+
+  // or_with(c): c, or c || (some outer index is past the tensor's end).
+  Expr or_outer_short(const GmWindow& g, Expr c) {
+    for (const auto& o : g.outer) c = simp(ir::binary(ir::BinOp::Or, c, ir::binary(ir::BinOp::LT, o.valid, C(o.count))));
+    return c;
   }
 
   LocalRef local(const Window& w, const Expr& extra = nullptr) const {
@@ -693,8 +781,9 @@ class Lowerer {
     };
     if (from == Scope::global && to == Scope::L1) {
       same_dtype("GM->L1");
-      GmWindow g = gm_window(n->src, sp);
       Window w = window(n->dst, sp);
+      GmWindow g = gm_window(n->src, sp, w.cols);
+      cube_single(g, n->src, sp);
       int64_t c0 = c0_of(dt);
       auto r0 = ir::as_const_int(w.r0), cc0 = ir::as_const_int(w.c0);
       if (!r0 || *r0 != 0)
@@ -737,7 +826,8 @@ class Lowerer {
     }
     if (from == Scope::L0C && to == Scope::global) {
       Window s = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp);
+      GmWindow g = gm_window(n->dst, sp, s.cols);
+      cube_single(g, n->dst, sp);
       check_same_2d(s.rows, s.cols, g.rows, g.cols, n, sp);
       bool ok = (st == ir::DType(ir::DTypeCode::f32) && dt.is_float() && dt.bits() <= 32) ||
                 (st == ir::DType(ir::DTypeCode::i32) && dt == ir::DType(ir::DTypeCode::i32));
@@ -755,8 +845,8 @@ class Lowerer {
     }
     if (from == Scope::global && to == Scope::UB) {
       same_dtype("GM->UB");
-      GmWindow g = gm_window(n->src, sp, /*clip_low=*/true);
       Window w = window(n->dst, sp);
+      GmWindow g = gm_window(n->src, sp, w.cols, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       // Tails read zeros: a copy that can be short pads its rows to 32 B with zeros and, when it
@@ -764,28 +854,31 @@ class Lowerer {
       // workspace: split_cube_vector's hand-off slots are read within the slot they were written to.
       Expr short_rows = simp(ir::binary(ir::BinOp::LT, g.valid_rows, C(g.rows)));
       Expr short_cols = simp(ir::binary(ir::BinOp::LT, g.valid_cols, C(g.cols)));
-      Expr is_short = simp(ir::binary(ir::BinOp::Or, short_rows, short_cols));
+      Expr is_short = or_outer_short(g, simp(ir::binary(ir::BinOp::Or, short_rows, short_cols)));
       auto never = ir::as_const_int(is_short);
       bool tail = g.param >= 0 && !(never && *never == 0);
-      StmtPtr copy = emit(CopyGmToUb{GmRef{g.param, g.offset}, local(w, mul(g.skip_rows, C(ub_stride * b))), dt,
-                                     g.valid_rows, mul(g.valid_cols, C(b)),
-                                     mul(g.row_stride, C(b)), C(ub_stride * b), tail},
-                          sp);
+      StmtPtr copy = per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
+        return emit(CopyGmToUb{GmRef{g.param, add(g.offset, gm)},
+                               local(w, mul(add(row, g.skip_rows), C(ub_stride * b))), dt, g.valid_rows,
+                               mul(g.valid_cols, C(b)), mul(g.row_stride, C(b)), C(ub_stride * b), tail},
+                    sp);
+      });
       if (!tail) return copy;
       auto col0 = ir::as_const_int(n->dst.starts.back());
       bool to_row_end = col0 && *col0 + g.cols == w.buf->cols;  // the bytes after each row are padding
-      return seq({zero_tile(w, g.rows, g.cols, ub_stride, is_short, sp, to_row_end), copy}, sp);
+      return seq({zero_tile(w, g.total_rows(), g.cols, ub_stride, is_short, sp, to_row_end), copy}, sp);
     }
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
       Window w = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp, /*clip_low=*/true);
+      GmWindow g = gm_window(n->dst, sp, w.cols, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
-      return emit(CopyUbToGm{local(w, mul(g.skip_rows, C(ub_stride * b))), GmRef{g.param, g.offset}, dt, g.valid_rows,
-                             mul(g.valid_cols, C(b)),
-                             C(ub_stride * b), mul(g.row_stride, C(b))},
-                  sp);
+      return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
+        return emit(CopyUbToGm{local(w, mul(add(row, g.skip_rows), C(ub_stride * b))), GmRef{g.param, add(g.offset, gm)},
+                               dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b))},
+                    sp);
+      });
     }
     if (from == Scope::UB && to == Scope::UB) {
       Window s = window(n->src, sp), d = window(n->dst, sp);
@@ -856,6 +949,17 @@ class Lowerer {
                 sp, "Ascend copies move 2-D windows of the same rows x cols");
   }
 
+  // Cube-side GM copies move one 2-D window: outer window dims that do not merge into its rows
+  // would need one Nd2Nz / Fixpipe per index into a part of the Nz matrix (not done yet).
+  void cube_single(const GmWindow& g, const ir::Region& r, const Span& sp) {
+    if (g.outer.empty()) return;
+    throw Error("GM region " + ir::print(r) + " has " + std::to_string(g.outer.size() + 2) +
+                    " non-unit dims whose rows are not one run of memory: a Cube-side copy (L1 / L0C) moves one 2-D "
+                    "window per call",
+                sp, "copy one index of the outer dim at a time into a row block of the tile (e.g. a loop over it: "
+                    "T.copy(X[i, r0:r1, c0:c1], t[i * R:(i + 1) * R, :])), or stage the copy through a UB tile");
+  }
+
   void check_window_origin(const Window& w, const ir::Region& r, const Span& sp) {
     auto r0 = ir::as_const_int(w.r0), c0 = ir::as_const_int(w.c0);
     if (!r0 || !c0 || *r0 != 0 || *c0 != 0)
@@ -866,17 +970,18 @@ class Lowerer {
   // The UB row stride of a GM<->UB copy (elements), checking the window shapes and alignment.
   int64_t ub_row_stride(const Window& w, const GmWindow& g, const ir::CopyNode* n, const Span& sp) {
     bool contiguous = w.rows == 1 || w.row_stride == w.cols;
-    if (!(w.rows == g.rows && w.cols == g.cols) && !(g.rows == 1 && contiguous && w.rows * w.cols == g.cols))
-      check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
+    int64_t g_rows = g.total_rows();
+    if (!(w.rows == g_rows && w.cols == g.cols) && !(g_rows == 1 && contiguous && w.rows * w.cols == g.cols))
+      check_same_2d(g_rows, g.cols, w.rows, w.cols, n, sp);
     // A GM column (one element per tensor row) and a UB row, or a GM row and a UB column tile
     // (K x 1: each element in its own 32 B block): each GM row moves as one DataCopyPad burst that
     // starts on a 32 B block of UB, so the two layouts cannot meet in one copy.
-    bool gm_column = g.rows > 1 && g.cols == 1, ub_column = w.rows > 1 && w.cols == 1;
+    bool gm_column = g_rows > 1 && g.cols == 1, ub_column = w.rows > 1 && w.cols == 1;
     if (gm_column != ub_column) {
       const ir::Region& gr = n->src.buffer->scope == Scope::global ? n->src : n->dst;
       const ir::Region& ur = n->src.buffer->scope == Scope::global ? n->dst : n->src;
-      std::string k = std::to_string(std::max(g.rows, g.cols));
-      throw Error("copy between " + ir::print(gr) + " (" + std::to_string(g.rows) + " x " + std::to_string(g.cols) +
+      std::string k = std::to_string(std::max(g_rows, g.cols));
+      throw Error("copy between " + ir::print(gr) + " (" + std::to_string(g_rows) + " x " + std::to_string(g.cols) +
                       " of tensor " + q(gr.buffer->name) + ") and " + ir::print(ur) + " (" + std::to_string(w.rows) +
                       " x " + std::to_string(w.cols) + " of tile " + q(ur.buffer->name) +
                       "): on Ascend each row a copy moves between GM and UB starts a new 32 B block of UB, so a " +
@@ -886,9 +991,9 @@ class Lowerer {
                                   "into it (maps and reductions work on it)"
                                 : "declare the tile 1-D, shape (" + k + ",), or copy a column of the tensor");
     }
-    int64_t stride = g.rows == 1 ? w.rows * w.cols : w.row_stride;
+    int64_t stride = g_rows == 1 ? w.rows * w.cols : w.row_stride;
     int64_t b = w.buf->dtype.bytes();
-    if (g.rows > 1 && (stride * b) % 32)
+    if (g_rows > 1 && (stride * b) % 32)
       throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": UB rows are " + std::to_string(stride * b) +
                       " B apart, not a multiple of 32 B",
                   sp, "make the UB tile's last dim a multiple of " + std::to_string(32 / b) + " elements (" +
@@ -1476,6 +1581,7 @@ class Lowerer {
   int scalar_loads_ = 0;
   std::unordered_map<const ir::BufferNode*, Expr> ws_offset_;  // GM workspace buffers: byte offset
   std::unordered_map<const ir::BufferNode*, Buf> bufs_;
+  int window_loops_ = 0;  // names of the loops over outer window dims
   Buf gemm_l0a_, gemm_l0b_;
   Expr pending_init_;
   std::unordered_set<const ir::BufferNode*> l0_transposed_;  // see run()

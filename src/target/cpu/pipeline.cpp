@@ -7,6 +7,7 @@
 #include "target/cpu/fuse_map_copy_out.h"
 #include "target/cpu/fuse_map_reduce.h"
 #include "target/cpu/pipeline_rows.h"
+#include "target/cpu/split_window_copies.h"
 #include "target/cpu/view_gemm_operands.h"
 #include "target/cpu/view_rows.h"
 #include "transform/coarsen_grid.h"
@@ -47,6 +48,9 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("infer_grid", transform::infer_grid);
   // Fold index arithmetic (block offsets, tile extents) so codegen sees constants.
   log.run("simplify", transform::simplify);
+  // A window with more non-unit dims than its tile fills the tile's rows with its leading dims
+  // flattened: one copy per index of the extra dims.
+  log.run("split_window_copies", split_window_copies);
   // Blocks with tiles of a few elements are merged, so their loops run over more rows.
   log.run("coarsen_grid", transform::coarsen_grid);
   // Per-column subexpressions of 2-D maps (batch norm's rsqrt(var[j] + eps)) once per column.

@@ -13,8 +13,9 @@ import re
 
 
 def column_slice(d):
-    """A (rows, 1) column slice of a 2-D tensor copied into a 1-D tile of more than one element."""
-    return d["kind"] in ("copy", "map") and bool(d.get("col")) and d["bm"] > 1
+    """A (rows, 1) column slice of a 2-D tensor copied into a 1-D tile of more than one element,
+    unless the tensor has a constant single column (then the column is contiguous: Ascend copies it)."""
+    return d["kind"] in ("copy", "map") and bool(d.get("col")) and d["bm"] > 1 and (d["sym"] or d["NA"] > 1)
 
 
 MISMATCH = ("mismatch",)
