@@ -2,7 +2,6 @@
 // ir::flattened_dims, the pairing rule the verifier and the pass share.
 #include <gtest/gtest.h>
 
-#include "cpu_pass_text.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "target/cpu/split_window_copies.h"
@@ -10,8 +9,8 @@
 namespace tw::cpu {
 namespace {
 
-std::string run(const std::string& text) { return ir::print(split_window_copies(test::parse_as_built(text))); }
-std::string same(const std::string& text) { return ir::print(test::parse_as_built(text)); }
+std::string run(const std::string& text) { return ir::print(split_window_copies(ir::parse_kernel(text))); }
+std::string same(const std::string& text) { return ir::print(ir::parse_kernel(text)); }
 
 TEST(FlattenedDims, LeadingDimsFlattenIntoRows) {
   EXPECT_EQ(ir::flattened_dims({2, 8, 64}, {16, 64}), std::optional<size_t>(1));

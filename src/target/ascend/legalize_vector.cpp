@@ -1149,7 +1149,8 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
         break;
       case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
       case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::And:
-      case ir::BinOp::Or:
+      case ir::BinOp::Or: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+      case ir::BinOp::Shl: case ir::BinOp::Shr:
         break;
     }
   }

@@ -1436,7 +1436,8 @@ class Lowerer {
         case ir::BinOp::NE: cmp = CmpMode::NE; break;
         case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
         case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::And:
-        case ir::BinOp::Or: break;
+        case ir::BinOp::Or: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+        case ir::BinOp::Shl: case ir::BinOp::Shr: break;
       }
       if (!cmp) fail("a select whose condition is not one comparison (<, >, ==, <=, >=, !=)");
       ir::DType ct = cn->a->dtype;
