@@ -352,7 +352,7 @@ def test_scalar_read_of_a_tile_error_names_the_portable_construct(form):
         what = "the condition of this if reads element t[0, 0] of tile 't' as a scalar"
     msg = compile_error(main)
     assert f":{where(form)}:" in msg
-    assert what in msg and "pass it as a scalar parameter" in msg
+    assert what in msg and "read the value from the GM tensor the tile was copied from" in msg
     assert "expert" not in msg
 
 

@@ -236,6 +236,9 @@ class GlobalTensor {
   void SetGlobalBuffer(__gm__ PrimType* buffer);
   GlobalTensor operator[](const uint64_t offset) const;
   uint64_t GetSize() const;
+  // GlobalTensor::GetValue (atlasascendc_api_07_00026): a scalar read on pipe S, through the core's
+  // DataCache
+  PrimType GetValue(const uint64_t offset) const;
 };
 
 template <TPosition pos = TPosition::LCM>
