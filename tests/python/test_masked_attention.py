@@ -118,3 +118,9 @@ def test_prefill_on_ascend_matches_reference(kw):
     assert_close(out, ref)
     cpu, _ = ma.run(1, 2, 1, 40, 40, 32, block_M=16, block_N=16, **kw)
     assert_close(out, cpu)
+
+
+def test_varlen_on_ascend_is_a_located_error_until_supported():
+    import tilewright as tw
+    with pytest.raises(tw.TilewrightError, match=r"masked_attention\.py:\d+:\d+: error"):
+        ma.run_varlen([20, 7], 2, 1, 32, causal=True, target="ascend910b", **SMALL)

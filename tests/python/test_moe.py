@@ -58,3 +58,17 @@ def test_align_by_expert_is_a_padded_counting_sort(tokens, experts, top_k, block
     assert runs == sorted(runs)
     counts = np.bincount(ids.ravel(), minlength=experts)
     assert [runs.count(e) for e in range(experts)] == [-(-c // block_M) for c in counts]
+
+
+def test_on_ascend_combine_matches_cpu_and_the_rest_is_a_located_error():
+    import tilewright as tw
+    tokens, ffn, top_k = 20, 48, 2
+    x, logits, w = moe.inputs(tokens, 32, ffn, 4, seed=2)
+    _, ids, weights = moe.moe(x, logits, w, top_k, block_M=16)
+    rows, _, slot = moe.align_by_expert(tokens, 4, top_k, 16)(ids)
+    y = np.random.default_rng(3).standard_normal((rows.shape[0], ffn)).astype(np.float32)
+    cpu = moe.combine(tokens, ffn, top_k, rows.shape[0])(y, slot, weights)
+    npu = moe.combine(tokens, ffn, top_k, rows.shape[0], target="ascend910b")(y, slot, weights)
+    assert_close(npu, cpu)
+    with pytest.raises(tw.TilewrightError, match=r"moe\.py:\d+:\d+: error"):
+        moe.topk_gating(tokens, 4, top_k, target="ascend910b")

@@ -79,3 +79,11 @@ def test_matches_torch_sdpa_with_gqa():
         qb = torch.from_numpy(q[b]).unsqueeze(1)                                    # (heads, 1, D)
         ref = F.scaled_dot_product_attention(qb, k, v, enable_gqa=True).squeeze(1).numpy()
         assert_close(out[b], ref)
+
+
+def test_on_ascend_a_located_error_until_supported():
+    # compared across targets: on ascend910b the kernel is not supported yet (a tile handed between
+    # the Cube and vector code under an `if`): a TilewrightError at the example's line, never a crash
+    import tilewright as tw
+    with pytest.raises(tw.TilewrightError, match=r"paged_attention\.py:\d+:\d+: error"):
+        pa.run(2, 4, 2, 32, 8, 40, target="ascend910b", lens=[9, 40])
