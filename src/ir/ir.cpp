@@ -184,6 +184,7 @@ const std::vector<AnnotationInfo> kAnnotations = {
     {"gemm_view", StmtKind::Alloc, 1, std::nullopt},     // view_gemm_operands
     {"row_view", StmtKind::Alloc, 1, std::nullopt},      // view_rows
     {"row_pipeline", StmtKind::Copy, 1, std::nullopt},   // pipeline_rows
+    {"prefetch_next", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers
 };
 
 namespace {

@@ -87,3 +87,29 @@ def test_on_ascend_a_located_error_until_supported():
     import tilewright as tw
     with pytest.raises(tw.TilewrightError, match=r"paged_attention\.py:\d+:\d+: error"):
         pa.run(2, 4, 2, 32, 8, 40, target="ascend910b", lens=[9, 40])
+
+
+@pytest.mark.parametrize("num_splits", [None, 3])
+def test_unused_block_table_entries_are_never_followed(num_splits):
+    # The cpu target prefetches the next step's pages from the block table (prefetch_gathers):
+    # entries past a sequence's pages hold garbage in vLLM (here huge and negative page numbers),
+    # and neither the kernel nor its prefetches may follow them (a wrong read would be a crash or
+    # a wrong output). 5 pages of 8 tokens per sequence at most, 1-5 of them used.
+    (q, kc, vc, bt, cl), _ = pa.run(3, 4, 2, 32, 8, 40, lens=[3, 17, 40])
+    bt = bt.copy()
+    for b, n in enumerate(cl):
+        bt[b, -(-int(n) // 8):] = [10**9, -(10**9), -1, 2**31 - 1, 7][:bt.shape[1] - (-(-int(n) // 8))]
+    if num_splits is None:
+        out = pa.paged_decode(3, 4, 2, 32, kc.shape[0], 8, bt.shape[1])(q, kc, vc, bt, cl)
+    else:
+        part, lse = pa.paged_decode_split(3, 4, 2, 32, kc.shape[0], 8, bt.shape[1], num_splits)(q, kc, vc, bt, cl)
+        out = pa.combine_splits(3, 4, num_splits, 32)(part, lse)
+    assert_close(out, pa.reference(q, kc, vc, bt, cl))
+
+
+def test_cpu_prefetches_the_next_steps_pages():
+    # the generated C++ requests the next step's pages (read from the block table) into L2
+    kern = pa.paged_decode(2, 4, 2, 32, 11, 8, 5)
+    src = kern.get_source("c++")
+    assert "prefetched into L2 (prefetch_gathers)" in src
+    assert src.count("__builtin_prefetch") == 2  # the K and the V page

@@ -11,6 +11,7 @@
 // folded away where the bounds are constants: that is how a copy is spelled in C++, not a choice
 // between programs (each path computes the same result), so it stays here.
 #include "target/cpu/codegen.h"
+#include "target/cpu/prefetch_gathers.h"
 
 #include <algorithm>
 #include <array>
@@ -244,6 +245,7 @@ class CodeGen {
   void emit_store(const StoreNode& n);
   void emit_alloc(const AllocNode& n);
   void emit_copy(const CopyNode& n);
+  void emit_prefetch_copy(const CopyNode& n);
   void emit_gemm(const GemmNode& n);
   void emit_fill(const FillNode& n);
   void emit_reduce(const ReduceNode& n);
@@ -399,6 +401,8 @@ class CodeGen {
   // row `row`, tw_jn elements), when t's view is live and has a source address for it
   void emit_prefetch_next(const Buffer& t, const std::string& row);
   std::unordered_map<const void*, View> views_;
+  // emitting a loop's next-iteration prefetches (prefetch_gathers): its copies only prefetch
+  bool prefetching_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -627,6 +631,13 @@ void CodeGen::emit_for(const ForNode& n) {
     open("for (int64_t " + v + " = " + expr(mn) + ", " + e + " = " + expr(end) + "; " + v + " < " + e + "; ++" + v + ")");
   }
   ++loop_depth_;
+  if (!prefetching_)
+    if (Stmt next = next_iteration_prefetches(n)) {
+      line("// the next iteration's gathered copy sources, prefetched into L2 (prefetch_gathers)");
+      prefetching_ = true;
+      emit(next);
+      prefetching_ = false;
+    }
   emit(n.body);
   --loop_depth_;
   close();
@@ -729,7 +740,45 @@ void CodeGen::set_view_col(const View& v, const RegionView* s, const std::string
 // region corners unless provable here): unchecked loops, memcpy rows when the dtypes match and
 // rows are contiguous. Masked path: the loops run over the destination's valid range only;
 // elements whose source lies outside the source buffer are written as 0.
+// A copy of next_iteration_prefetches: every cache line of its source rows requested into L2
+// (prefetcht1), when the region lies inside its tensor (the copy's masked path reads the rest
+// as zeros); nothing is written.
+void CodeGen::emit_prefetch_copy(const CopyNode& n) {
+  RegionView s = view(n.src);
+  line(line_comment(n.span) + "prefetch the source of copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
+  open("");
+  Idx sb = hoist(hoist_starts(s, "tw_s"), "tw_sb");
+  std::vector<std::string> conds;
+  bool never = false;
+  inside_conds(s, conds, &never);
+  if (never) {
+    line("// the region lies outside its tensor: nothing to prefetch");
+    close();
+    return;
+  }
+  int opened = open_if_all(conds) ? 1 : 0;
+  const int nl = static_cast<int>(s.dims.size());
+  const bool rows = nl > 0 && s.dims.back() == s.rank() - 1;  // contiguous innermost dim
+  const int loops = rows ? nl - 1 : nl;
+  for (int k = 0; k < loops; ++k) {
+    std::string v = "tw_i" + std::to_string(k);
+    open("for (int64_t " + v + " = 0; " + v + " < " + expr(s.ext[s.dims[k]]) + "; ++" + v + ")");
+  }
+  Idx off = offset(s, sb, loops);
+  std::string at = "(uintptr_t)(" + (cst(off) == 0 ? s.buf : s.buf + " + " + expr(off)) + ")";
+  if (rows) {
+    line("const uintptr_t tw_pa = " + at + ";");
+    line("for (uintptr_t tw_l = tw_pa & ~(uintptr_t)63; tw_l < tw_pa + " + expr(s.ext[s.dims.back()]) + " * sizeof(" +
+         storage_type(s.dtype) + "); tw_l += 64) __builtin_prefetch((const void*)tw_l, 0, 2);");
+  } else {
+    line("__builtin_prefetch((const void*)" + at + ", 0, 2);");
+  }
+  for (int k = 0; k < loops + opened; ++k) close();
+  close();
+}
+
 void CodeGen::emit_copy(const CopyNode& n) {
+  if (prefetching_) return emit_prefetch_copy(n);
   RegionView s = view(n.src), d = view(n.dst);
   if (s.dims.size() != d.dims.size())
     throw Error("copy from a region with " + std::to_string(s.dims.size()) + " non-unit dimension(s) of '" +

@@ -7,6 +7,7 @@
 #include "target/cpu/fuse_map_copy_out.h"
 #include "target/cpu/fuse_map_reduce.h"
 #include "target/cpu/pipeline_rows.h"
+#include "target/cpu/prefetch_gathers.h"
 #include "target/cpu/split_window_copies.h"
 #include "target/cpu/view_gemm_operands.h"
 #include "target/cpu/view_rows.h"
@@ -67,6 +68,9 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("view_gemm_operands", view_gemm_operands);
   // row tiles copied from such a tensor are read in place until a map overwrites them (@row_view)
   log.run("view_rows", view_rows);
+  // copies gathered through an index read from memory (paged KV cache pages) are prefetched one
+  // loop iteration ahead (@prefetch_next): the hardware prefetchers cannot guess their rows
+  log.run("prefetch_gathers", prefetch_gathers);
   // Tile ops lower one-to-one to loops and micro-kernel calls; pipelined loops run serially
   // (no asynchronous copies on a CPU: hardware prefetch plays that role).
   std::string source = codegen_cpu(log.kernel(), support::env().bounds_check);

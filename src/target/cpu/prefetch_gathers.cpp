@@ -1,0 +1,209 @@
+// prefetch_gathers (see prefetch_gathers.h).
+#include "target/cpu/prefetch_gathers.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/arith.h"
+#include "ir/functor.h"
+#include "target/cpu/tile_facts.h"
+
+namespace tw::cpu {
+
+using namespace tw::ir;
+
+namespace {
+
+constexpr const char* kName = "prefetch_next";
+
+struct Walk {
+  std::unordered_set<const void*> written;
+  std::unordered_map<const VarNode*, Expr> lets;  // every let seen so far (variables are unique)
+  std::vector<const ForNode*> loops;              // enclosing loops, outermost first
+  struct Cond {
+    Expr cond;
+    size_t depth;  // loops around the if
+  };
+  std::vector<Cond> conds;
+  std::unordered_map<const StmtNode*, Annotation> marks;
+
+  // The variables e reads, through the lets they name (transitively), into vars; *load when it
+  // reads memory. False when a read is of a tile or of a global tensor the kernel writes.
+  bool closure(const Expr& e, std::unordered_set<const VarNode*>& vars, bool& load) {
+    bool ok = true;
+    for_each_expr(e, [&](const Expr& x) {
+      if (!x) return;
+      if (x->kind == ExprKind::Load) {
+        const Buffer& b = static_cast<const LoadNode*>(x.get())->buffer;
+        load = true;
+        ok &= b->scope == Scope::global && !written.count(b.get());
+      } else if (x->kind == ExprKind::Var) {
+        auto* v = static_cast<const VarNode*>(x.get());
+        if (!vars.insert(v).second) return;
+        auto it = lets.find(v);
+        if (it != lets.end()) ok &= closure(it->second, vars, load);
+      }
+    });
+    return ok;
+  }
+  bool pure(const Expr& e) {
+    std::unordered_set<const VarNode*> vars;
+    bool load = false;
+    return closure(e, vars, load);
+  }
+
+  void consider(const Stmt& s) {
+    const auto& c = *as<CopyNode>(s);
+    if (c.src.buffer->scope != Scope::global || c.dst.buffer->scope == Scope::global) return;
+    std::unordered_set<const VarNode*> vars;
+    bool load = false, ok = true;
+    for (const auto& e : c.src.starts) ok &= closure(e, vars, load);
+    if (!ok || !load) return;  // not a gather: the hardware prefetchers follow affine rows
+    int64_t bytes = c.src.buffer->dtype.bytes();
+    for (const auto& e : c.src.extents) {
+      auto x = as_const_int(e);
+      if (!x) return;
+      bytes *= *x;
+    }
+    for (size_t i = 0; i < loops.size(); ++i) {
+      const ForNode& L = *loops[i];
+      if (L.for_kind == ForKind::parallel || !vars.count(L.var.get())) continue;
+      int64_t trips = 1;
+      bool fits = true;
+      for (size_t j = i + 1; j < loops.size() && fits; ++j) {
+        auto x = as_const_int(loops[j]->extent);
+        fits = x && loops[j]->for_kind != ForKind::parallel && pure(loops[j]->min);
+        if (fits) trips *= std::max<int64_t>(*x, 1);
+        fits = fits && bytes * trips <= kPrefetchBudget;
+      }
+      for (const auto& cd : conds)
+        if (cd.depth > i) fits = fits && pure(cd.cond);
+      if (!fits || bytes * trips > kPrefetchBudget) continue;
+      marks.emplace(s.get(), Annotation{kName, {static_cast<int64_t>(loops.size() - i)}});
+      return;
+    }
+  }
+
+  void walk(const Stmt& s) {
+    if (!s) return;
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const auto& c : as<SeqNode>(s)->body) walk(c);
+        return;
+      case StmtKind::For:
+        loops.push_back(as<ForNode>(s));
+        walk(as<ForNode>(s)->body);
+        loops.pop_back();
+        return;
+      case StmtKind::If:
+        conds.push_back({as<IfNode>(s)->cond, loops.size()});
+        walk(as<IfNode>(s)->then_body);
+        walk(as<IfNode>(s)->else_body);
+        conds.pop_back();
+        return;
+      case StmtKind::Let: lets.emplace(as<LetNode>(s)->var.get(), as<LetNode>(s)->value); return;
+      case StmtKind::Copy: consider(s); return;
+      case StmtKind::Store: case StmtKind::Alloc: case StmtKind::Gemm: case StmtKind::Fill:
+      case StmtKind::Reduce: case StmtKind::CoreScope: case StmtKind::Sync: return;
+    }
+  }
+};
+
+// The next iteration's skeleton of a loop body (next_iteration_prefetches): `sub` maps the
+// loop's variable to var + 1 and each variable bound inside to its fresh copy.
+struct Skeleton {
+  std::vector<std::pair<Var, Expr>> sub;
+
+  Var fresh(const Var& v) {
+    Var n = var(v->name + "_nx", v->dtype, v->span);
+    sub.emplace_back(v, n);
+    return n;
+  }
+
+  // depth: the loops between the prefetching loop and s
+  Stmt build(const Stmt& s, int64_t depth) {
+    if (!s) return nullptr;
+    switch (s->kind) {
+      case StmtKind::Seq: {
+        std::vector<Stmt> kept;
+        for (const auto& c : as<SeqNode>(s)->body) {
+          if (c->kind == StmtKind::Let) {
+            const auto& l = *as<LetNode>(c);
+            Expr value = substitute(l.value, sub);
+            kept.push_back(std::make_shared<LetNode>(fresh(l.var), value, l.span));
+          } else if (Stmt b = build(c, depth)) {
+            kept.push_back(b);
+          }
+        }
+        // only the lets that what follows them reads
+        std::unordered_set<const void*> used;
+        std::vector<Stmt> out;
+        bool any = false;
+        for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+          if ((*it)->kind == StmtKind::Let && !used.count(as<LetNode>(*it)->var.get())) continue;
+          any |= (*it)->kind != StmtKind::Let;
+          for_each_expr(*it, [&](const Expr& x) {
+            if (x && x->kind == ExprKind::Var) used.insert(x.get());
+          });
+          out.insert(out.begin(), *it);
+        }
+        return any ? std::make_shared<SeqNode>(std::move(out), s->span) : nullptr;
+      }
+      case StmtKind::For: {
+        const auto& f = *as<ForNode>(s);
+        if (f.for_kind == ForKind::parallel) return nullptr;
+        Expr mn = substitute(f.min, sub), ext = substitute(f.extent, sub);
+        Var v = fresh(f.var);
+        Stmt body = build(f.body, depth + 1);
+        return body ? std::make_shared<ForNode>(v, mn, ext, ForKind::serial, 0, body, f.span) : nullptr;
+      }
+      case StmtKind::If: {
+        const auto& i = *as<IfNode>(s);
+        Stmt t = build(i.then_body, depth), e = build(i.else_body, depth);
+        if (!t && !e) return nullptr;
+        return std::make_shared<IfNode>(substitute(i.cond, sub), t, e, i.span);
+      }
+      case StmtKind::Copy: {
+        const Annotation* a = find_annotation(s, kName);
+        if (!a || a->args.size() != 1 || a->args[0] != depth + 1) return nullptr;
+        const auto& c = *as<CopyNode>(s);
+        auto region = [&](const Region& r) {
+          Region o = r;
+          for (auto& e : o.starts) e = substitute(e, sub);
+          return o;
+        };
+        Stmt n = std::make_shared<CopyNode>(region(c.src), region(c.dst), c.span);
+        return with_annotation(n, *a);
+      }
+      case StmtKind::Let: case StmtKind::Store: case StmtKind::Alloc: case StmtKind::Gemm:
+      case StmtKind::Fill: case StmtKind::Reduce: case StmtKind::CoreScope: case StmtKind::Sync:
+        return nullptr;
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+Kernel prefetch_gathers(const Kernel& k) {
+  Walk w;
+  w.written = globals_written(k);
+  w.walk(k->body);
+  return annotate(k, w.marks);
+}
+
+Stmt next_iteration_prefetches(const ForNode& loop) {
+  if (loop.for_kind == ForKind::parallel) return nullptr;
+  bool any = false;
+  for_each_stmt(loop.body, [&](const Stmt& s) { any |= s->kind == StmtKind::Copy && find_annotation(s, kName); });
+  if (!any) return nullptr;
+  Skeleton sk;
+  Expr next = arith::add(loop.var, int_imm(1));
+  sk.sub.emplace_back(loop.var, next);
+  Stmt body = sk.build(loop.body, 0);
+  if (!body) return nullptr;
+  return std::make_shared<IfNode>(binary(BinOp::LT, next, arith::add(loop.min, loop.extent)), body, nullptr,
+                                  loop.span);
+}
+
+}  // namespace tw::cpu

@@ -1,0 +1,115 @@
+// prefetch_gathers: which gathered copies are prefetched one loop iteration ahead (before/after
+// Tile IR text), and the next-iteration statement codegen_cpu emits for the loop.
+#include <gtest/gtest.h>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "target/cpu/prefetch_gathers.h"
+
+namespace tw::cpu {
+namespace {
+
+std::string run(const std::string& text) { return ir::print(prefetch_gathers(ir::parse_kernel(text, "k.tw"))); }
+
+// paged decode's walk over a sequence's pages, `steps` pages per step: the page number is read
+// from the block table T; `mark` is the annotation of the K copy, `index` the table's index,
+// `inner` the extent of the per-step loop.
+std::string pages(const std::string& mark, const std::string& index = "j * 4 + jj", const std::string& inner = "4",
+                  const std::string& tile_rows = "64", const std::string& table = "T") {
+  return R"(kernel k(K: global float32[100, 16, 2, 128], T: global int32[2, 64], L: global int32[2], O: global float32[2, 2, 128] out)
+    grid(h = 2, b = 2) {
+  alloc k: shared float32[)" + tile_rows + R"(, 128]
+  alloc t: fragment int32[64]
+  alloc o: fragment float32[1, 128]
+  copy T[b:+1, 0:+64] -> t
+  let n: int32 = L[b]
+  for j in serial(0, ceildiv(n, 64)) {
+    for jj in serial(0, )" + inner + R"() {
+      if j * 4 + jj < ceildiv(n, 16) {
+        let page: int32 = )" + table + "[" + (table == "T" ? "b, " : "") + index + R"(]
+        )" + mark + R"(copy K[page:+1, 0:+16, h:+1, 0:+128] -> k[jj * 16:+16, 0:+128]
+      }
+    }
+    reduce sum k -> o axis=0 clear=false
+  }
+  copy o -> O[b:+1, h:+1, 0:+128]
+}
+)";
+}
+
+// The outermost loop the page depends on whose body fits the budget: the step (two loops out).
+TEST(PrefetchGathers, PageCopiesOfAStepPrefetchedForTheNextStep) {
+  EXPECT_EQ(run(pages("")), pages("@prefetch_next(2) "));
+}
+
+// 64 pages of 8 KiB per step (512 KiB) are over the budget: the next page of the same step
+// instead (one loop out).
+TEST(PrefetchGathers, OverBudgetStepFallsBackToTheInnerLoop) {
+  EXPECT_EQ(run(pages("", "j * 4 + jj", "64", "1024")), pages("@prefetch_next(1) ", "j * 4 + jj", "64", "1024"));
+}
+
+// The index depends on the step only: the inner loop is not a candidate.
+TEST(PrefetchGathers, IndexOfTheStepOnly) {
+  EXPECT_EQ(run(pages("", "j")), pages("@prefetch_next(2) ", "j"));
+}
+
+TEST(PrefetchGathers, LeavesOtherCopiesAlone) {
+  const std::string cases[] = {
+      // the index is read from a tile (it may change between iterations): no
+      pages("", "j * 4 + jj", "4", "64", "t"),
+      // an affine copy (no value read from memory in the address): the hardware prefetchers follow it
+      R"(kernel k(X: global float32[64, 128], O: global float32[128] out)
+    grid(bx = 1) {
+  alloc x: shared float32[16, 128]
+  alloc o: fragment float32[128]
+  for j in serial(0, 4) {
+    copy X[j * 16:+16, 0:+128] -> x
+    reduce sum x -> o axis=0 clear=false
+  }
+  copy o -> O[0:+128]
+}
+)",
+      // an index from a tensor the kernel writes
+      R"(kernel k(X: global float32[64, 128], I: global int32[4], O: global float32[128] out)
+    grid(bx = 1) {
+  alloc x: shared float32[1, 128]
+  alloc o: fragment float32[128]
+  for j in serial(0, 4) {
+    let r: int32 = I[j]
+    copy X[r:+1, 0:+128] -> x
+    reduce sum x -> o axis=0 clear=false
+    I[j] = 0
+  }
+  copy o -> O[0:+128]
+}
+)",
+  };
+  for (const auto& c : cases) EXPECT_EQ(run(c), ir::print(ir::parse_kernel(c, "k.tw"))) << c;
+}
+
+// What codegen_cpu emits at the top of the step loop's body: the next step's pages (j + 1), the
+// if and the let the copy needs (fresh variables), guarded by the loop's end.
+TEST(PrefetchGathers, NextIterationStatement) {
+  ir::Kernel k = prefetch_gathers(ir::parse_kernel(pages(""), "k.tw"));
+  const ir::ForNode* step = nullptr;
+  for (const auto& s : ir::stmts_of(k->body))
+    if (s->kind == ir::StmtKind::For) step = static_cast<const ir::ForNode*>(s.get());
+  ASSERT_NE(step, nullptr);
+  ir::Stmt next = next_iteration_prefetches(*step);
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(ir::print(next), R"(if j + 1 < ceildiv(n, 64) {
+  for jj_nx in serial(0, 4) {
+    if (j + 1) * 4 + jj_nx < ceildiv(n, 16) {
+      let page_nx: int32 = T[b, (j + 1) * 4 + jj_nx]
+      @prefetch_next(2) copy K[page_nx:+1, 0:+16, h:+1, 0:+128] -> k[jj_nx * 16:+16, 0:+128]
+    }
+  }
+}
+)");
+  // the inner loop has no copy of its own to prefetch
+  const auto* inner = static_cast<const ir::ForNode*>(ir::stmts_of(step->body)[0].get());
+  EXPECT_EQ(next_iteration_prefetches(*inner), nullptr);
+}
+
+}  // namespace
+}  // namespace tw::cpu
