@@ -132,6 +132,7 @@ GOAL_TEXT = {
     "rows": "softmax / log_softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth",
     "paged_bw": "paged decode attention (vLLM layout, GQA), 2 threads: >= 70% of measured copy bandwidth",
     "paged_torch": "paged decode attention: >= 1.5x torch SDPA on the gathered cache (when installed)",
+    "masked": "masked prefill (bool mask tensor, S 2048, D 128): >= 0.9x our causal flash attention's rate per unmasked element",
     "compile_cold": "cold compile of the gemm kernel (gemm runtime library cached): <= 0.5 s",
     "compile_disk": "new-process disk-cache hit: <= 30 ms",
     "call_overhead": "in-memory call overhead, tiny kernel: <= 10 us",
@@ -432,6 +433,9 @@ class Child:
         for dt in ("float32", "bfloat16"):
             if sel(f"paged_decode_{dt}"):
                 self.paged_decode(f"paged_decode_{dt}", dt)
+        for pattern in ("random", "causal"):
+            if sel(f"masked_prefill_{pattern}"):
+                self.masked_prefill(f"masked_prefill_{pattern}", pattern)
         if sel("call_overhead"):
             self.call_overhead()
         self.env["loadavg_end"] = os.getloadavg()
@@ -761,6 +765,37 @@ class Child:
         else:
             self.goal(case, "paged_torch", "torch not installed", ">= 1.5x", None)
 
+    def masked_prefill(self, name, pattern):
+        """examples/masked_attention.py's prefill with a bool mask tensor (cfg["attn"] shape), timed
+        side by side with examples/flash_attention.py's causal kernel (same blocks, 64/64): the
+        figure is useful flops per second, counting only the visible (query, key) pairs of each,
+        so the ratio is our rate per unmasked element against the causal kernel's. Patterns:
+        `random` (each pair visible with probability 0.7) and `causal` (the causal pattern given
+        as a tensor: the same visible pairs as the causal kernel, which skips the blocks above the
+        diagonal while a mask tensor is read in every block)."""
+        np, cfg = self.np, self.cfg
+        import masked_attention as ma
+        from flash_attention import flash_attention
+        B, H, S, D = cfg["attn"]
+        q, k_, v = (self.randn((B, H, S, D)) for _ in range(3))
+        vis = (self.rng.random((S, S)) < 0.7) if pattern == "random" else np.tril(np.ones((S, S), bool))
+        kv_len = np.full((B,), S, np.int32)
+        kern = ma.attention_prefill(B, H, H, S, S, D, mask="bool")
+        causal = flash_attention(B, H, S, D, True)
+        out = kern(q, k_, v, vis, kv_len)
+        chk = self.check(out[:, :1], ma.reference(q[:, :1], k_[:, :1], v[:, :1], vis), 2e-4, 1e-3,
+                         "float64 reference (head 0)")
+        impls = {"tilewright": lambda: kern(q, k_, v, vis, kv_len), "causal_flash": lambda: causal(q, k_, v)}
+        stats = self.timed(impls)
+        flops = 4.0 * B * H * D * float(vis.sum())
+        case = self.record(name, "masked", "GFLOP/s", flops, stats, config="64/64", check=chk,
+                           peak=self.peaks["fma_gflops"][str(self.n)],
+                           peer_work={"causal_flash": 4.0 * B * H * D * S * (S + 1) / 2},
+                           extra=dict(shape=dict(B=B, H=H, S=S, D=D, mask=pattern, visible=float(vis.mean())),
+                                      peer_notes={"causal_flash": "examples/flash_attention.py, causal, 64/64"}))
+        r = case["ratios"]["causal_flash"]
+        self.goal(case, "masked", f"{r:.2f}x our causal kernel per unmasked element", ">= 0.9x", r >= 0.9)
+
     def call_overhead(self):
         np = self.np
         from kernels import tiny_add
@@ -933,6 +968,7 @@ def case_names(cfg):
             + ["flash_attention_noncausal", "flash_attention_causal"]
             + [f"{op}_{M}x{N}" for op in ROW_OPS]
             + ["paged_decode_float32", "paged_decode_bfloat16"]
+            + ["masked_prefill_random", "masked_prefill_causal"]
             + ["compile_latency", "call_overhead"])
 
 
