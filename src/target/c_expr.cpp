@@ -101,8 +101,8 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
     case BinOp::LE: return infix("<=");
     case BinOp::GT: return infix(">");
     case BinOp::GE: return infix(">=");
-    case BinOp::And: return infix("&&");
-    case BinOp::Or: return infix("||");
+    case BinOp::And: return infix(eager_logic(n) ? "&" : "&&");
+    case BinOp::Or: return infix(eager_logic(n) ? "|" : "||");
     case BinOp::BitAnd: return infix("&");
     case BinOp::BitOr: return infix("|");
     case BinOp::BitXor: return infix("^");

@@ -59,6 +59,9 @@ class CExprPrinter {
   virtual std::string cast(const ir::CastNode& n) const = 0;
   // Default: lazy_select.
   virtual std::string select(const ir::SelectNode& n) const { return lazy_select(n); }
+  // May `a and b` / `a or b` evaluate both operands (`&` / `|`, no branch: loops around it can be
+  // vectorised)? Default: no, `&&` / `||` (the right operand may guard an out-of-range read).
+  virtual bool eager_logic(const ir::BinaryNode&) const { return false; }
 
  private:
   std::string binary(const ir::BinaryNode& n) const;

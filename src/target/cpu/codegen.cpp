@@ -66,8 +66,11 @@ std::string compute_type(DType t) {
   return "int64_t";
 }
 
-// Storage value (C++ expression `s` of storage_type(t)) -> compute value.
+// Storage value (C++ expression `s` of storage_type(t)) -> compute value. A bool is read as its
+// byte (tw_cpu::load_bool): g++ has no vector type for bool loads, which left every loop reading
+// a bool tile or tensor (a mask) scalar.
 std::string widen(DType t, const std::string& s) {
+  if (t.is_bool()) return "tw_cpu::load_bool(" + s + ")";
   if (storage_type(t) == compute_type(t)) return s;
   if (t.is_int()) return "(int64_t)" + s;
   return "tw_cpu::convert<" + compute_type(t) + ">(" + s + ")";
@@ -289,6 +292,7 @@ class CodeGen {
     std::string call(const CallNode& n) const override { return g.expr_call(n); }
     std::string cast(const CastNode& n) const override { return g.expr_cast(n); }
     std::string select(const SelectNode& n) const override { return g.expr_select(n); }
+    bool eager_logic(const BinaryNode& n) const override { return g.eager_safe(n.b); }
   };
   const CpuExprs exprs_{*this};
   std::string expr(const Expr& e) const { return exprs_.print(e); }
@@ -296,6 +300,9 @@ class CodeGen {
   std::string expr_call(const CallNode& n) const;
   std::string expr_cast(const CastNode& n) const;
   std::string expr_select(const SelectNode& n) const;
+  // Can e be evaluated whether or not its value is used (no load from a global tensor, no integer
+  // division)? Both arms of a select, the right operand of `and` / `or`.
+  bool eager_safe(const Expr& e) const;
   std::string expr_load(const LoadNode& n);
 
   // Sign analysis for the fast forms of floordiv / ceildiv / mod (CExprPrinter::nonneg).
@@ -1800,10 +1807,10 @@ std::string CodeGen::expr_cast(const CastNode& n) const {
   return "tw_cpu::convert<" + ct + ">(tw_cpu::convert<" + st + ">(" + v + "))";
 }
 
-// Both arms are evaluated (tw_select is a function) when that cannot fault: no load from a
-// global tensor (a where() often guards an out-of-range index) and no integer division. Then
-// g++ if-converts and vectorises loops around it; otherwise a plain (lazy) ?: is emitted.
-std::string CodeGen::expr_select(const SelectNode& n) const {
+// A global tensor's load often sits behind a guard of its index (a where(), an `and`); an integer
+// division by a value the guard excludes (0) is defined (tw_udiv) but not free. Tile loads are
+// inside their tile (check_bounds) or checked.
+bool CodeGen::eager_safe(const Expr& x) const {
   struct Safe : Visitor {
     bool ok = true;
     using Visitor::visit;
@@ -1817,9 +1824,14 @@ std::string CodeGen::expr_select(const SelectNode& n) const {
       Visitor::visit(e);
     }
   } safe;
-  safe.visit(n.t);
-  safe.visit(n.f);
-  if (!safe.ok) return exprs_.lazy_select(n);
+  safe.visit(x);
+  return safe.ok;
+}
+
+// Both arms are evaluated (tw_select is a function) when that cannot fault (eager_safe). Then
+// g++ if-converts and vectorises loops around it; otherwise a plain (lazy) ?: is emitted.
+std::string CodeGen::expr_select(const SelectNode& n) const {
+  if (!eager_safe(n.t) || !eager_safe(n.f)) return exprs_.lazy_select(n);
   std::string c = expr(n.cond), t = expr(n.t), f = expr(n.f);
   return "tw_select<" + compute_type(n.dtype) + ">(" + c + ", " + t + ", " + f + ")";
 }

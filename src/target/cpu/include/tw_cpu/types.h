@@ -34,6 +34,11 @@ struct bf16 {
   uint16_t bits;
 };
 
+// A bool in memory, read through its byte: g++ has no vector type for bool loads, so a loop that
+// reads a bool tile or tensor (an attention mask) was never vectorised; a byte load and a compare
+// are (any non-zero byte reads as true).
+inline bool load_bool(const bool& b) { return *reinterpret_cast<const unsigned char*>(&b) != 0; }
+
 namespace detail {
 inline uint32_t fbits(float f) { return __builtin_bit_cast(uint32_t, f); }
 inline float bitsf(uint32_t u) { return __builtin_bit_cast(float, u); }
