@@ -50,7 +50,8 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
     assert k.stages == ["input", "infer_grid", "simplify", "split_window_copies", "coarsen_grid",
-                        "hoist_map_invariants", "fuse_map_copy_out", "fuse_map_reduce", "pipeline_rows", "view_gemm_operands", "view_rows", "final"]
+                        "hoist_map_invariants", "fuse_map_copy_out", "fuse_map_reduce", "pipeline_rows", "view_gemm_operands", "view_rows",
+                        "prefetch_gathers", "final"]
     texts = {s: k.get_ir(s) for s in k.stages}
     assert k.get_ir() == texts["final"]
     for s, t in texts.items():
