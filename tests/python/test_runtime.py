@@ -87,7 +87,7 @@ def test_unknown_stage_lists_stages(ex_gemm):
         k.get_ir("lowered")
     assert ei.value.message == "no IR stage 'lowered' for kernel 'main'"
     assert ("input, infer_grid, simplify, split_window_copies, coarsen_grid, hoist_map_invariants, fuse_map_copy_out, "
-            "fuse_map_reduce, pipeline_rows, view_gemm_operands, view_rows, final") in ei.value.hint
+            "fuse_map_reduce, pipeline_rows, view_gemm_operands, view_rows, prefetch_gathers, final") in ei.value.hint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,11 +296,12 @@ def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
     # one file per pass stage, numbered in pipeline order ("final" is the last one's alias)
     assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir", "03_split_window_copies.tir",
                    "04_coarsen_grid.tir", "05_hoist_map_invariants.tir", "06_fuse_map_copy_out.tir",
-                   "07_fuse_map_reduce.tir", "08_pipeline_rows.tir", "09_view_gemm_operands.tir", "10_view_rows.tir"]
+                   "07_fuse_map_reduce.tir", "08_pipeline_rows.tir", "09_view_gemm_operands.tir", "10_view_rows.tir",
+                   "11_prefetch_gathers.tir"]
     for f in tir:
         stage = f[3:-4]
         assert (kdir / f).read_text() == r["stages"][stage]
-    assert r["stages"]["final"] == r["stages"]["view_rows"]
+    assert r["stages"]["final"] == r["stages"]["prefetch_gathers"]
 
 
 def test_dump_ir_writes_generated_source(child_script, tmp_path):
@@ -308,7 +309,7 @@ def test_dump_ir_writes_generated_source(child_script, tmp_path):
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
     (kdir,) = dump.glob("disk_cache_probe-*/cpu")
     files = sorted(os.listdir(kdir))
-    assert files[-1] == "11_codegen.cpp", files
+    assert files[-1] == "12_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
 
 
@@ -370,7 +371,8 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     cpu = sorted(os.listdir(kdir / "cpu"))
     assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "split_window_copies",
                                                       "coarsen_grid", "hoist_map_invariants", "fuse_map_copy_out", "fuse_map_reduce",
-                                                      "pipeline_rows", "view_gemm_operands", "view_rows", "codegen"], cpu
+                                                      "pipeline_rows", "view_gemm_operands", "view_rows", "prefetch_gathers",
+                                                      "codegen"], cpu
     assert [f[:2] for f in cpu] == [f"{i:02d}" for i in range(len(cpu))], cpu
 
 
