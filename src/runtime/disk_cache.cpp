@@ -306,11 +306,12 @@ std::string DiskCache::publish(const std::string& key, const std::string& name,
     std::string entry = entry_dir(key);
     std::string final_file = entry + "/" + name;
 
+    const uint64_t entry_bytes = m.size + format_manifest(m).size();
     for (int attempt = 0; attempt < 4; ++attempt) {
         if (rename(tmp.c_str(), entry.c_str()) == 0) {
             guard.path.clear();
             utimensat(AT_FDCWD, entry.c_str(), nullptr, 0);
-            evict(entry);
+            account(entry, entry_bytes);
             return final_file;
         }
         if (errno != EEXIST && errno != ENOTEMPTY) {
@@ -345,7 +346,7 @@ namespace {
 // with the number of entries (a list of them all, 100-odd bytes of heap per entry, raised the
 // process's heap high-water mark, and so its resident memory, with every new kernel published).
 template <class Visit>
-void for_each_entry(const std::string& dir, bool clean_stale, Visit&& visit) {
+void for_each_entry(const std::string& dir, bool clean_stale, std::atomic<uint64_t>& visited, Visit&& visit) {
     std::error_code ec;
     time_t now = time(nullptr);
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -373,6 +374,7 @@ void for_each_entry(const std::string& dir, bool clean_stale, Visit&& visit) {
                 if (lstat(f->path().c_str(), &fst) == 0 && S_ISREG(fst.st_mode))
                     bytes += static_cast<uint64_t>(fst.st_size);
             }
+            ++visited;
             visit(ep, bytes, est.st_mtim);
         }
     }
@@ -410,37 +412,103 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
     return KeyLock(fd, path);
 }
 
+// The usage index, <dir>/.usage: the cache's size in bytes (decimal) as the last publisher left
+// it, read and written under an flock on the file itself. It is what makes a publish O(1) in the
+// number of entries: only when it says the cache is over its limit does a publish scan the entries.
+class UsageIndex {
+public:
+    explicit UsageIndex(const std::string& dir) : path_(dir + "/.usage") {
+        fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd_ < 0)
+            throw std::runtime_error("cannot open the cache's usage index '" + path_ + "': " + std::strerror(errno));
+        struct stat st;
+        if (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+            close(fd_);
+            throw std::runtime_error("the cache's usage index '" + path_ +
+                                     "' is not a regular file of this user; remove it");
+        }
+        while (flock(fd_, LOCK_EX) != 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd_);
+            throw std::runtime_error("cannot lock '" + path_ + "': " + std::strerror(e));
+        }
+    }
+    UsageIndex(const UsageIndex&) = delete;
+    UsageIndex& operator=(const UsageIndex&) = delete;
+    ~UsageIndex() { close(fd_); }  // releases the flock
+
+    // The recorded size, or nullopt when there is none (a new cache, one written by an older
+    // version, a write cut short by a crash): the caller then scans.
+    std::optional<uint64_t> load() const {
+        char buf[32];
+        ssize_t n = pread(fd_, buf, sizeof buf, 0);
+        if (n < 2 || n > 21 || buf[n - 1] != '\n') return std::nullopt;
+        uint64_t v = 0;
+        for (ssize_t i = 0; i + 1 < n; ++i) {
+            if (buf[i] < '0' || buf[i] > '9') return std::nullopt;
+            v = v * 10 + static_cast<uint64_t>(buf[i] - '0');
+        }
+        return v;
+    }
+    void store(uint64_t bytes) const {
+        std::string text = std::to_string(bytes) + "\n";
+        // Truncated first, so that a crash mid-write leaves no parsable but wrong number.
+        if (ftruncate(fd_, 0) != 0 || pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+            throw std::runtime_error("cannot write the cache's usage index '" + path_ + "': " + std::strerror(errno));
+    }
+
+private:
+    std::string path_;
+    int fd_ = -1;
+};
+
 size_t DiskCache::entries() const {
     size_t n = 0;
-    for_each_entry(dir_, false, [&](const std::string&, uint64_t, const struct timespec&) { ++n; });
+    for_each_entry(dir_, false, scanned_, [&](const std::string&, uint64_t, const struct timespec&) { ++n; });
     return n;
 }
 
 void DiskCache::clear() {
+    UsageIndex index(dir_);
     std::vector<std::string> all;  // removed after the scan, not while its directories are read
-    for_each_entry(dir_, true, [&](const std::string& p, uint64_t, const struct timespec&) { all.push_back(p); });
+    for_each_entry(dir_, true, scanned_, [&](const std::string& p, uint64_t, const struct timespec&) { all.push_back(p); });
     for (const auto& p : all) remove_entry(p);
+    index.store(0);
 }
 
 uint64_t DiskCache::total_bytes() const {
     uint64_t total = 0;
-    for_each_entry(dir_, false, [&](const std::string&, uint64_t bytes, const struct timespec&) { total += bytes; });
+    for_each_entry(dir_, false, scanned_, [&](const std::string&, uint64_t bytes, const struct timespec&) { total += bytes; });
     return total;
 }
 
-void DiskCache::evict_to_limit() { evict(""); }
+void DiskCache::evict_to_limit() {
+    UsageIndex index(dir_);
+    index.store(evict("", max_bytes_));
+}
 
-// Two scans, neither holding the whole list: the first sums the sizes; when over the limit, the
+void DiskCache::account(const std::string& entry, uint64_t bytes) {
+    UsageIndex index(dir_);
+    std::optional<uint64_t> recorded = index.load();
+    // Without a record, one scan measures the cache (the new entry included).
+    uint64_t total = recorded ? *recorded + bytes : evict("", UINT64_MAX);
+    if (total > max_bytes_) total = evict(entry, max_bytes_ - max_bytes_ / 10);
+    index.store(total);
+}
+
+// Two scans, neither holding the whole list: the first sums the sizes; when over `target`, the
 // second keeps only the least recently used entries that must go (a max-heap by age, the newest
-// dropped while the rest still cover the excess), which it then removes, oldest first.
-void DiskCache::evict(const std::string& keep_entry) {
+// dropped while the rest still cover the excess), which it then removes, oldest first. Returns
+// the size left.
+uint64_t DiskCache::evict(const std::string& keep_entry, uint64_t target) {
     uint64_t total = 0;
-    for_each_entry(dir_, true, [&](const std::string&, uint64_t bytes, const struct timespec&) { total += bytes; });
-    if (total <= max_bytes_) return;
-    const uint64_t excess = total - max_bytes_;
+    for_each_entry(dir_, true, scanned_, [&](const std::string&, uint64_t bytes, const struct timespec&) { total += bytes; });
+    if (total <= target) return total;
+    const uint64_t excess = total - target;
     std::vector<EntryInfo> victims;  // a heap, newest on top
     uint64_t held = 0;
-    for_each_entry(dir_, false, [&](const std::string& p, uint64_t bytes, const struct timespec& mtime) {
+    for_each_entry(dir_, false, scanned_, [&](const std::string& p, uint64_t bytes, const struct timespec& mtime) {
         if (p == keep_entry) return;
         victims.push_back({p, bytes, mtime});
         std::push_heap(victims.begin(), victims.end(), older);
@@ -453,6 +521,7 @@ void DiskCache::evict(const std::string& keep_entry) {
     });
     std::sort_heap(victims.begin(), victims.end(), older);
     for (const auto& e : victims) remove_entry(e.path);
+    return total > held ? total - held : 0;
 }
 
 }  // namespace tw::runtime

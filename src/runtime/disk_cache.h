@@ -7,9 +7,13 @@
 // a lost race keeps the winner's entry), verified on every lookup (manifest bound to the key,
 // artefact a regular file owned by this user and not writable by others, size and sha256 as
 // recorded; a bad entry is a miss and is removed), and bounded in size by LRU eviction (a hit
-// touches the entry's mtime).
+// touches the entry's mtime). A lookup and a publish cost the same however many entries the
+// cache holds: the cache's size is kept in a small index (<dir>/.usage, under an flock), and the
+// entries are scanned only when a publish takes the cache over its limit; that scan then evicts
+// down to 90% of the limit, so it happens once per tenth of the limit published.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,9 +40,11 @@ public:
 
     // Moves `staged_file` into the cache as entry `key`/`name` (the staged file is consumed)
     // and returns the final path. If a valid entry already exists (another process won the
-    // race) that entry is kept, ours is discarded, and its path is returned. Then evicts to
-    // the size limit (never the entry just returned). Throws std::runtime_error on I/O errors
-    // and std::invalid_argument if `key` already holds an artefact with another name.
+    // race) that entry is kept, ours is discarded, and its path is returned. Then adds the new
+    // entry's size to the usage index and, if that takes the cache over its limit, evicts least
+    // recently used entries down to 90% of the limit (never the entry just returned). Throws
+    // std::runtime_error on I/O errors and std::invalid_argument if `key` already holds an
+    // artefact with another name.
     std::string publish(const std::string& key, const std::string& name,
                         const std::string& staged_file);
 
@@ -69,11 +75,15 @@ public:
     size_t entries() const;
     void clear();
 
-    // Removes least-recently-used entries until the total size is <= max_bytes; also removes
-    // temp/trash directories left behind by crashed processes (older than one hour). Like every
-    // scan of the entries (entries(), total_bytes()), it holds one entry at a time in memory (and
-    // the entries it removes), not a list of them all.
+    // Removes least-recently-used entries until the total size is <= max_bytes and records the
+    // size in the usage index; also removes temp/trash directories left behind by crashed
+    // processes (older than one hour). Like every scan of the entries (entries(), total_bytes()),
+    // it holds one entry at a time in memory (and the entries it removes), not a list of them all.
     void evict_to_limit();
+
+    // Entries visited by this instance's scans so far (tests: a lookup, or a publish that does
+    // not take the cache over its limit, visits none).
+    uint64_t scanned_entries() const { return scanned_.load(); }
 
     // Total bytes of all entries (artefacts + manifests).
     uint64_t total_bytes() const;
@@ -85,11 +95,13 @@ public:
     static constexpr const char* kManifestName = "manifest";
 
 private:
-    void evict(const std::string& keep_entry);
+    uint64_t evict(const std::string& keep_entry, uint64_t target);
+    void account(const std::string& entry, uint64_t bytes);
     void remove_entry(const std::string& entry);
 
     std::string dir_;
     uint64_t max_bytes_;
+    mutable std::atomic<uint64_t> scanned_{0};
 };
 
 }  // namespace tw::runtime

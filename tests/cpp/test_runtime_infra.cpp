@@ -669,8 +669,9 @@ TEST(DiskCache, PublishThenLookup) {
     EXPECT_EQ(other.lookup(key, "kernel.so"), path);
     EXPECT_FALSE(cache.lookup(key, "other.so"));
     EXPECT_FALSE(cache.lookup(key_of("kernel-b"), "kernel.so"));
-    EXPECT_EQ(list_dir(d / "cache"), std::vector<std::string>{key.substr(0, 2)})
+    EXPECT_EQ(list_dir(d / "cache"), (std::vector<std::string>{".usage", key.substr(0, 2)}))
         << "no temp dirs left behind";
+    EXPECT_EQ(read_file(d / "cache/.usage"), std::to_string(cache.total_bytes()) + "\n");
 }
 
 TEST(DiskCache, RejectsBadKeysAndNames) {
@@ -768,7 +769,8 @@ TEST(DiskCache, ConcurrentPublishersForkRace) {
     auto hit = cache.lookup(key, "kernel.so");
     ASSERT_TRUE(hit);
     EXPECT_EQ(read_file(*hit), content);
-    EXPECT_EQ(list_dir(dir), std::vector<std::string>{key.substr(0, 2)}) << "no temp/trash left";
+    EXPECT_EQ(list_dir(dir), (std::vector<std::string>{".usage", key.substr(0, 2)})) << "no temp/trash left";
+    EXPECT_EQ(read_file(dir + "/.usage"), std::to_string(cache.total_bytes()) + "\n") << "the winner's entry, once";
     EXPECT_EQ(list_dir(dir + "/" + key.substr(0, 2)), std::vector<std::string>{key});
     EXPECT_EQ(list_dir(cache.entry_dir(key)), (std::vector<std::string>{"kernel.so", "manifest"}));
 }
@@ -792,8 +794,118 @@ TEST(DiskCache, ConcurrentPublishersThreadRace) {
     for (auto& t : threads) t.join();
     for (auto& r : results) EXPECT_EQ(r, cache.entry_dir(key) + "/kernel.so");
     EXPECT_EQ(read_file(results[0]), "same");
-    EXPECT_EQ(list_dir(d / "cache"), std::vector<std::string>{key.substr(0, 2)});
+    EXPECT_EQ(list_dir(d / "cache"), (std::vector<std::string>{".usage", key.substr(0, 2)}));
+    EXPECT_EQ(read_file(d / "cache/.usage"), std::to_string(cache.total_bytes()) + "\n");
 }
+
+// A lookup (hit or miss) and a publish that keeps the cache under its limit cost the same however
+// many entries there are: none of them visits the entries (issue 11: every compile used to scan
+// the whole cache, twice once it was full). Only the first publish into a cache without a usage
+// index (one written by an older version) measures it, once.
+TEST(DiskCache, LookupAndPublishDoNotScanTheEntries) {
+    TempDir d;
+    std::string dir = d / "cache";
+    const int kEntries = 5000;
+    for (int i = 0; i < kEntries; ++i) {  // synthetic entries, as an older version left them
+        std::string key = key_of("synthetic-" + std::to_string(i));
+        std::string e = dir + "/" + key.substr(0, 2) + "/" + key;
+        fs::create_directories(e);
+        write_file(e + "/kernel.so", "0123456789");
+        write_file(e + "/manifest", "tilewright-cache-manifest 2\nkey " + key + "\nname kernel.so\nsize 10\nsha256 " +
+                                        support::sha256_hex("0123456789") + "\n");
+    }
+    rt::DiskCache cache(dir, uint64_t(1) << 30);
+    cache.publish(key_of("first"), "kernel.so", stage(d, "s", "first"));
+    EXPECT_EQ(cache.scanned_entries(), uint64_t(kEntries) + 1) << "no usage index yet: measured once";
+    const uint64_t after_first = cache.scanned_entries();
+    for (int i = 0; i < 50; ++i) {
+        std::string key = key_of("new-" + std::to_string(i));
+        EXPECT_FALSE(cache.lookup(key, "kernel.so"));
+        std::string p = cache.publish(key, "kernel.so", stage(d, "s", std::string(100 + i, 'n')));
+        EXPECT_EQ(cache.lookup(key, "kernel.so"), p);
+        EXPECT_TRUE(cache.lookup(key_of("synthetic-" + std::to_string(i * 97)), "kernel.so"));
+    }
+    EXPECT_EQ(cache.scanned_entries(), after_first) << "50 misses, publishes and hits visited entries";
+    rt::DiskCache other(dir, uint64_t(1) << 30);  // another process: the index is on disk
+    other.publish(key_of("other"), "kernel.so", stage(d, "s", "other"));
+    EXPECT_EQ(other.scanned_entries(), 0u);
+    EXPECT_EQ(read_file(dir + "/.usage"), std::to_string(other.total_bytes()) + "\n");
+}
+
+// Over the limit, a publish scans and evicts down to 90% of it, so the next tenth of the limit is
+// published without a scan: the visits per publish stay bounded by a constant, not by the number
+// of entries. The cache never stays above its limit.
+TEST(DiskCache, EvictionScansAreAmortised) {
+    TempDir d;
+    std::string dir = d / "cache";
+    const std::string payload(1000, 'p');
+    uint64_t entry_bytes;
+    {
+        rt::DiskCache probe(d / "probe", 1 << 20);
+        probe.publish(key_of("probe"), "kernel.so", stage(d, "s", payload));
+        entry_bytes = probe.total_bytes();
+    }
+    const int kRoom = 100, kPublishes = 600;
+    rt::DiskCache cache(dir, kRoom * entry_bytes);
+    int scans = 0;
+    for (int i = 0; i < kPublishes; ++i) {
+        uint64_t before = cache.scanned_entries();
+        cache.publish(key_of("amortised-" + std::to_string(i)), "kernel.so", stage(d, "s", payload));
+        if (cache.scanned_entries() != before) ++scans;
+        if (i % 25 == 0) EXPECT_LE(cache.total_bytes(), cache.max_bytes()) << i;  // (a scan, not counted)
+    }
+    // The first publish measures the empty cache; once full, one eviction (of kRoom / 10 + 1
+    // entries, down to 90%) per kRoom / 10 + 1 publishes.
+    const int evictions = (kPublishes - kRoom) / (kRoom / 10 + 1);
+    EXPECT_LE(scans, 1 + evictions + 1);
+    EXPECT_GE(scans, evictions);
+    EXPECT_LE(cache.total_bytes(), cache.max_bytes());
+    EXPECT_GE(cache.entries(), size_t(kRoom * 9 / 10));
+    EXPECT_EQ(read_file(dir + "/.usage"), std::to_string(cache.total_bytes()) + "\n");
+}
+
+// The usage index is a hint that only decides when to scan: missing or garbage, it is measured
+// again; clear() zeroes it; processes publishing at once under its lock add up exactly.
+TEST(DiskCache, UsageIndexRecoversAndAddsUpAcrossProcesses) {
+    TempDir d;
+    std::string dir = d / "cache";
+    {
+        rt::DiskCache cache(dir, 1 << 20);
+        cache.publish(key_of("u1"), "kernel.so", stage(d, "s", "one"));
+        write_file(dir + "/.usage", "garbage");
+        cache.publish(key_of("u2"), "kernel.so", stage(d, "s", "two"));
+        EXPECT_EQ(read_file(dir + "/.usage"), std::to_string(cache.total_bytes()) + "\n");
+        fs::remove(dir + "/.usage");
+        cache.publish(key_of("u3"), "kernel.so", stage(d, "s", "three"));
+        EXPECT_EQ(read_file(dir + "/.usage"), std::to_string(cache.total_bytes()) + "\n");
+        cache.clear();
+        EXPECT_EQ(read_file(dir + "/.usage"), "0\n");
+    }
+    const int kProcs = 6, kEach = 30;
+    std::vector<pid_t> pids;
+    for (int p = 0; p < kProcs; ++p) {
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            rt::DiskCache cache(dir, 1 << 30);
+            for (int i = 0; i < kEach; ++i) {
+                std::string name = "p" + std::to_string(p) + "-" + std::to_string(i);
+                cache.publish(key_of(name), "kernel.so", stage(d, name, std::string(50 + i * p, 'x')));
+            }
+            _exit(cache.scanned_entries() == 0 ? 0 : 1);
+        }
+        pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    }
+    rt::DiskCache cache(dir, 1 << 30);
+    EXPECT_EQ(cache.entries(), size_t(kProcs * kEach));
+    EXPECT_EQ(read_file(dir + "/.usage"), std::to_string(cache.total_bytes()) + "\n");
+}
+
 
 TEST(DiskCache, EvictsLeastRecentlyUsed) {
     TempDir d;

@@ -250,7 +250,8 @@ def kernel_entries(cache_dir):
     root = os.path.join(cache_dir, "kernels")
     if not os.path.isdir(root):
         return []
-    return [os.path.join(a, b) for a in os.listdir(root) for b in os.listdir(os.path.join(root, a))]
+    return [os.path.join(a, b) for a in os.listdir(root) if len(a) == 2  # not .usage, .locks, temp dirs
+            for b in os.listdir(os.path.join(root, a))]
 
 
 def test_disk_cache_across_processes(child_script, tmp_path):
