@@ -760,12 +760,18 @@ class Splitter {
         wt = ld;
       }
     }
-    Expr rows = ir::arith::mul(ir::arith::mul(block_sets(), C(h.slots)), C(sh[0]));
+    Expr rows = handoff_rows(h, sh[0]);
+    if (!h.to_vector && shape_of(ub)[0] == sh[0]) rows = ir::arith::mul(rows, C(2));  // a whole tile: one half per AIV
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
     if (!h.to_vector && ub->dtype != cube->dtype)
       h.cast = ir::buffer(ub->name + "_" + std::string(cube->dtype.name()), cube->dtype, ub->shape, Scope::UB, s->span);
     handoff_order_.push_back(s.get());
     return handoffs_[s.get()] = h;
+  }
+
+  // Rows of a hand-off's slots: one slot set per AI Core.
+  Expr handoff_rows(const Handoff& h, int64_t M) const {
+    return ir::arith::mul(ir::arith::mul(block_sets(), C(h.slots)), C(M));
   }
 
   Stmt sync(ir::SyncKind k, ir::AscendPipe p, int id, const Span& sp) {
@@ -819,10 +825,11 @@ class Splitter {
           src = h.cast;
         }
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE3, h.r, sp));
-        Stmt put = std::make_shared<ir::CopyNode>(ir::full_region(src), w, sp);
-        if (R == M)  // a whole tile (odd row count): both AIVs hold it, AIV 0 writes it; both set the flag
-          put = std::make_shared<ir::IfNode>(ir::binary(ir::BinOp::EQ, vid_, C(0), sp), put, nullptr, sp);
-        out.push_back(put);
+        // A whole tile (not row-split): both AIVs hold it and write it, each into its own half of
+        // the workspace (the Cube reads AIV 0's): both cores run the same instructions, so the
+        // flags insert_sync places around the copy are on every path.
+        if (R == M) w.starts[0] = ir::arith::add(w.starts[0], ir::arith::mul(vid_, handoff_rows(h, M)));
+        out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(src), w, sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE3, h.f, sp));
       }
     }
