@@ -51,7 +51,7 @@ def timing(kernel, *args):
     return p["time_us"], p["tflops"], p["cube_utilisation"]
 
 
-def paged_decode_rows(row, quick, pages_per_step=(4,)):
+def paged_decode_rows(row, quick, pages_per_step=(4, 16)):
     """Issue 13: paged decode (batch 8, 32 q heads / 8 kv heads, D 128, context 4096, page 16, fp16):
     K and V bytes read / simulated time, as % of the model's HBM bandwidth (goal >= 60%)."""
     import paged_attention as pa
