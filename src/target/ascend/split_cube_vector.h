@@ -60,8 +60,9 @@
 //    Each hand-off tile has its own M (paged decode: the G query rows of the scores and the
 //    N = pages x page rows of V). Tiles of an odd M (MHA's one query row, a page of 5 rows), and
 //    of an M whose tiles a copy or fill writes in part (a page into rows jj * page ..), stay whole:
-//    both AIVs compute them alike, AIV 0 alone writes them to GM and to the workspace of a hand-off
-//    to the Cube (`if vid == 0`), both still set and wait for the hand-off's flags.
+//    both AIVs compute them alike; AIV 0 alone stores them to GM (`if vid == 0`), and each AIV
+//    writes a hand-off to the Cube into its own half of the workspace (twice the rows; the Cube
+//    reads AIV 0's), so both run the same instructions and insert_sync's flags are on every path.
 // (Cube and vector software pipelining of the split loops: skew_cube_loops.h, rotate_vector_loops.h.)
 //
 // Why decisions 1-4 are one pass: 2. is decided on the state 1. tracks (which unit holds the
