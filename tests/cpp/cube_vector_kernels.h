@@ -479,4 +479,76 @@ inline constexpr const char* kOneUnitKernel = R"(kernel k(A: global float32[64, 
 }
 )";
 
+// examples/paged_attention.py paged_decode(1 seq, 2 heads, 2 kv heads (MHA: G = 1), D 16, page 4,
+// pages_per_step 2, fp16) after infer_scope: page copies under an `if`, a V tile masked by vector
+// code and handed to the Cube, hand-offs of 1 (scores) and 8 (V) rows.
+inline constexpr const char* kPagedDecodeInput = R"(kernel main(Q: global float16[1, 2, 16], K: global float16[4, 4, 2, 16], V: global float16[4, 4, 2, 16], block_tables: global int32[1, 3], context_lens: global int32[1], Out: global float16[1, 2, 16] out)
+    grid(h = 2, b = 1) {
+  alloc q: L1 float16[1, 16]
+  alloc k: L1 float16[8, 16]
+  alloc v: shared float16[8, 16]
+  alloc s: fragment float32[1, 8]
+  alloc p: L1 float16[1, 8]
+  alloc acc: fragment float32[1, 16]
+  alloc m: UB float32[1]
+  alloc m_prev: UB float32[1]
+  alloc rescale: UB float32[1]
+  alloc row_sum: UB float32[1]
+  alloc l: UB float32[1]
+  copy Q[b:+1, h:+1, 0:+16] -> q
+  fill acc = 0.0
+  fill l = 0.0
+  fill m = -1e+30
+  let n: int32 = context_lens[b]
+  let pages: int32 = ceildiv(n, 4)
+  for j in serial(0, ceildiv(pages, 2)) {
+    for jj in serial(0, 2) {
+      if j * 2 + jj < pages {
+        let page: int32 = block_tables[b, j * 2 + jj]
+        copy K[page:+1, 0:+4, h:+1, 0:+16] -> k[jj * 4:+4, 0:+16]
+        copy V[page:+1, 0:+4, h:+1, 0:+16] -> v[jj * 4:+4, 0:+16]
+      }
+    }
+    gemm q, k -> s trans_a=false trans_b=true clear=true
+    for i in parallel(0, 1) {
+      for c in parallel(0, 8) {
+        s[i, c] = where(j * 8 + c < n, s[i, c] * 0.36067376022224085, -1e+30)
+      }
+    }
+    copy m -> m_prev
+    reduce max s -> m axis=1 clear=false
+    for i_1 in parallel(0, 1) {
+      rescale[i_1] = exp2(m_prev[i_1] - m[i_1])
+    }
+    for i_2 in parallel(0, 1) {
+      for d in parallel(0, 16) {
+        acc[i_2, d] = acc[i_2, d] * rescale[i_2]
+      }
+    }
+    for i_3 in parallel(0, 1) {
+      for c_1 in parallel(0, 8) {
+        s[i_3, c_1] = exp2(s[i_3, c_1] - m[i_3])
+      }
+    }
+    reduce sum s -> row_sum axis=1 clear=true
+    for i_4 in parallel(0, 1) {
+      l[i_4] = l[i_4] * rescale[i_4] + row_sum[i_4]
+    }
+    for c_2 in parallel(0, 8) {
+      for d_1 in parallel(0, 16) {
+        v[c_2, d_1] = where(j * 8 + c_2 < n, v[c_2, d_1], 0.0f16)
+      }
+    }
+    copy s -> p
+    gemm p, v -> acc trans_a=false trans_b=false clear=false
+  }
+  for i_5 in parallel(0, 1) {
+    for d_2 in parallel(0, 16) {
+      acc[i_5, d_2] = acc[i_5, d_2] / l[i_5]
+    }
+  }
+  copy acc -> Out[b:+1, h:+1, 0:+16]
+}
+)";
+
 }  // namespace tw::ascend::testing

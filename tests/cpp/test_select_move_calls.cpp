@@ -118,6 +118,20 @@ TEST(SelectMoveCalls, TailsAreZeroedWithInitConstValueAndABarrier) {
                "dstNzC0Stride=64 dstNzNStride=1 dstNzMatrixStride=0  @6\n");
 }
 
+// A window of 16 rows (a page) inside a 64-row Nz tile: its tail zeroing covers those rows of each
+// of the 4 C0 strips (repeatTimes = strips, blockNum = window rows, dstGap = the other rows) and
+// is guarded by rows < window rows; Nd2Nz keeps the tile's strip stride.
+TEST(SelectMoveCalls, RowWindowTailZeroesItsRowsOfEachStrip) {
+  Rig r;
+  expect_calls(r.with(CopyGmToL1{r.x(), r.at(r.l1), DTypeCode::f16, r.n, C(64), C(64), C(64), C(64), DTypeCode::f16, C(16)}, 8),
+               "AIC:\n  MTE2 CopyGmToL1 l1[0] <- X[0] float16 rows=n cols=64 src_row_stride=64 window_rows=16 nz=64x64  @8\n",
+               "AIC:\n  if n < 16:\n"
+               "    MTE2 InitConstValue l1[0] float16 repeatTimes=64 * 2 // 32 blockNum=16 dstGap=64 - 16 initValue=0  @8\n"
+               "    MTE2 PipeBarrier<MTE2>  @8\n"
+               "  MTE2 DataCopyNd2Nz l1[0] <- X[0] float16 ndNum=1 nValue=n dValue=64 srcNdMatrixStride=0 srcDValue=64 "
+               "dstNzC0Stride=64 dstNzNStride=1 dstNzMatrixStride=0  @8\n");
+}
+
 TEST(SelectMoveCalls, ConstantPartialTileIsZeroedUnguarded) {
   Rig r;
   std::string after = code(select_move_calls(

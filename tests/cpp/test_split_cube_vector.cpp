@@ -33,6 +33,46 @@ TEST(SplitCubeVector, AttentionTwoGemms) {
   EXPECT_EQ(split(testing::kAttentionInput), testing::kAttentionSplit);
 }
 
+// Paged decode (issue 13): the if that copies a page into V (handed to the Cube in the previous
+// step: on both units) joins with the branch that copies nothing; the 1-row scores (odd) and the
+// 8-row V (written a page at a time) stay whole on both AIVs; each AIV writes V and P into its own
+// half of the workspace (twice the rows), the Cube reads AIV 0's half; only AIV 0 stores Out.
+TEST(SplitCubeVector, PagedDecodeIfJoinAndWholeTiles) {
+  std::string out = split(testing::kPagedDecodeInput);
+  auto has = [&](const std::string& line) { EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out; };
+  has("alloc v_ub: UB float16[8, 16]");
+  has("alloc s_ub: UB float32[1, 8]");
+  has("alloc ws_2: global float16[64, 16]");  // 2 blocks x 2 slots x 8 rows, x 2 AIVs
+  has("copy v_ub -> ws_2[((b * 2 + h) % 2 * 2 + j_v % 2) * 8 + vid * 32:+8, 0:+16]");
+  has("copy ws_2[((b * 2 + h) % 2 * 2 + j % 2) * 8:+8, 0:+16] -> v");
+  has("if vid == 0 {");
+}
+
+// Hand-off tiles of an even row count are halved per AIV, each count on its own: the scores
+// (2 rows: 1 per AIV) beside V (8 rows, written a page at a time: whole).
+TEST(SplitCubeVector, RowCountsSplitEachOnTheirOwn) {
+  std::string in = testing::kPagedDecodeInput;
+  auto replace_all = [&](const std::string& a, const std::string& b) {
+    for (size_t i = in.find(a); i != std::string::npos; i = in.find(a, i + b.size())) in.replace(i, a.size(), b);
+  };
+  // two query heads per kv head (G = 2): Q and Out get 2 heads per program
+  replace_all("Q: global float16[1, 2, 16]", "Q: global float16[1, 4, 16]");
+  replace_all("Out: global float16[1, 2, 16]", "Out: global float16[1, 4, 16]");
+  replace_all("copy Q[b:+1, h:+1, 0:+16]", "copy Q[b:+1, h * 2:+2, 0:+16]");
+  replace_all("-> Out[b:+1, h:+1, 0:+16]", "-> Out[b:+1, h * 2:+2, 0:+16]");
+  replace_all("float16[1, 16]", "float16[2, 16]");
+  replace_all("float32[1, 8]", "float32[2, 8]");
+  replace_all("float16[1, 8]", "float16[2, 8]");
+  replace_all("float32[1, 16]", "float32[2, 16]");
+  replace_all("float32[1]", "float32[2]");
+  replace_all("parallel(0, 1)", "parallel(0, 2)");
+  std::string out = split(in);
+  auto has = [&](const std::string& line) { EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out; };
+  has("alloc s_ub: UB float32[1, 8]");   // 2 rows: one per AIV
+  has("alloc acc_ub: UB float32[1, 16]");
+  has("alloc v_ub: UB float16[8, 16]");  // whole
+}
+
 TEST(SplitCubeVector, SingleUnitKernelUnchanged) {
   ir::Kernel k = ir::parse_kernel(testing::kOneUnitKernel);
   EXPECT_EQ(split_cube_vector(k, target::find_target("ascend910b2")), k);

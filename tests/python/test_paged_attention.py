@@ -81,12 +81,7 @@ def test_matches_torch_sdpa_with_gqa():
         assert_close(out[b], ref)
 
 
-def test_on_ascend_a_located_error_until_supported():
-    # compared across targets: on ascend910b the kernel is not supported yet (a tile handed between
-    # the Cube and vector code under an `if`): a TilewrightError at the example's line, never a crash
-    import tilewright as tw
-    with pytest.raises(tw.TilewrightError, match=r"paged_attention\.py:\d+:\d+: error"):
-        pa.run(2, 4, 2, 32, 8, 40, target="ascend910b", lens=[9, 40])
+# ascend910b: tests/python/test_paged_attention_ascend.py
 
 
 @pytest.mark.parametrize("num_splits", [None, 3])

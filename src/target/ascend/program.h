@@ -141,6 +141,10 @@ struct VecOperand {
 // may be partial, InitConstValue<fill_dtype> zeroes the whole tile first (the tile read as
 // fill_dtype; InitConstValue has no int8/uint8 form on dav-c220, so lowering zeroes 8-bit tiles
 // as half). Nd2NzParams fields are uint16: rows <= 16384, cols and src_row_stride <= 65535.
+// window_rows (when set): dst is a window of window_rows rows starting inside a taller Nz tile
+// whose strips are dst_rows rows long (a page of a paged KV tile at rows jj * page ..): only the
+// window's rows of each strip are written, and its tail zeroing is one InitConstValue repeat per
+// strip (blockNum = window_rows, dstGap = dst_rows - window_rows).
 struct CopyGmToL1 {
   GmRef src;
   LocalRef dst;
@@ -148,6 +152,7 @@ struct CopyGmToL1 {
   ir::Expr rows, cols, src_row_stride;
   ir::Expr dst_rows, dst_cols;
   ir::DType fill_dtype = ir::DTypeCode::f16;
+  ir::Expr window_rows;  // null: the window is the whole tile (dst_rows)
 };
 
 // MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...},

@@ -58,7 +58,10 @@ class Builder {
   void operator()(const CopyGmToL1& x) const {
     int es = x.dtype.bytes();
     gm(x.src, AccessMode::Read, x.rows, times(x.cols, es), times(x.src_row_stride, es));
-    flat(x.dst, AccessMode::Write, times(arith::mul(x.dst_rows, x.dst_cols), es));
+    if (!x.window_rows) return flat(x.dst, AccessMode::Write, times(arith::mul(x.dst_rows, x.dst_cols), es));
+    // a window of rows in each C0 strip (32 B per row), strips dst_rows rows apart
+    Expr strips = arith::floordiv(times(x.dst_cols, es), K(32));
+    local(x.dst, AccessMode::Write, strips, times(x.window_rows, 32), times(x.dst_rows, 32));
   }
   void operator()(const CopyGmToUb& x) const {
     gm(x.src, AccessMode::Read, x.n_rows, x.row_bytes, x.src_stride);

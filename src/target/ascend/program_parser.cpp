@@ -249,6 +249,7 @@ InstrOp parse_instr(Line& L) {
     CopyGmToL1 c;
     c.dst = L.local(), L.expect("<-"), c.src = L.gm(), c.dtype = L.dtype();
     c.rows = L.field(" rows"), c.cols = L.field(" cols"), c.src_row_stride = L.field(" src_row_stride");
+    if (L.accept("window_rows=")) c.window_rows = L.expr();
     L.expect("nz=");
     std::tie(c.dst_rows, c.dst_cols) = L.dims(L.find_top(" fill="));
     if (L.accept("fill=")) c.fill_dtype = L.dtype();

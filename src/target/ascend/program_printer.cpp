@@ -29,7 +29,7 @@ struct InstrPrinter {
   const Program& p;
   std::string operator()(const CopyGmToL1& c) const {
     return "CopyGmToL1 " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + " rows=" + ex(c.rows) +
-           " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + " nz=" + ex(c.dst_rows) + "x" +
+           " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + (c.window_rows ? " window_rows=" + ex(c.window_rows) : "") + " nz=" + ex(c.dst_rows) + "x" +
            ex(c.dst_cols) + (c.fill_dtype == ir::DType(ir::DTypeCode::f16) ? "" : " fill=" + dt(c.fill_dtype));
   }
   template <class C>

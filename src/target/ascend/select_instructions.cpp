@@ -786,23 +786,27 @@ class Lowerer {
       cube_single(g, n->src, sp);
       int64_t c0 = c0_of(dt);
       auto r0 = ir::as_const_int(w.r0), cc0 = ir::as_const_int(w.c0);
-      if (!r0 || *r0 != 0)
-        throw Error("copy GM->L1 into " + ir::print(n->dst) + ": the window must start at row 0 of the L1 matrix", sp,
-                    "an Nz matrix is stored column strip by column strip; copy whole-height windows (or use a "
-                    "leading dim for separate matrices)");
+      // A window of rows (a page of a paged KV tile): each C0 strip's rows r0 .. r0 + rows, one
+      // 32 B block per row, so any row (run-time too) starts a window.
+      bool rows_window = !(r0 && *r0 == 0 && w.rows == w.buf->rows);
+      if (rows_window && !(cc0 && *cc0 == 0 && w.cols == w.buf->cols))
+        throw Error("copy GM->L1 into " + ir::print(n->dst) + ": a window of both rows and columns of the L1 matrix", sp,
+                    "copy whole rows (all columns) of the Nz matrix, or whole-height column strips");
       if (!cc0 || *cc0 % c0 != 0)
         throw Error("copy GM->L1 into " + ir::print(n->dst) + ": the window's first column must be a constant "
                         "multiple of C0 = " + std::to_string(c0) + " (" + std::string(dt.name()) + ")",
                     sp, "Nz strips are C0 columns wide");
       check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
       Expr off = C(*cc0 / c0 * w.buf->prows * c0 * dt.bytes());
+      if (rows_window) off = ir::arith::mul(w.r0, C(c0 * dt.bytes()));
       if (auto rs = ir::as_const_int(g.row_stride); rs && *rs > 65535)
         throw Error("copy GM->L1 from " + ir::print(n->src) + ": the tensor's rows are " + std::to_string(*rs) +
                         " elements apart, but Nd2NzParams.srcDValue is a uint16 (at most 65535 elements)",
                     sp, "store the matrix transposed (rows of at most 65535 elements) or split it into narrower tensors");
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
-                             dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt},  // no InitConstValue<int8_t>
+                             dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt,  // no InitConstValue<int8_t>
+                             rows_window ? C(w.rows) : nullptr},
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {

@@ -18,7 +18,9 @@
 //    instruction. Kernel type: both scopes MIX_1_2; C only AIC_ONLY; V only AIV_ONLY, or MIX_1_2
 //    with an empty AIC when the code uses the sub-block index (so both AIVs of a block run);
 //  - tile ops become instructions (one each, except T.gemm on L1 operands):
-//      copy GM->L1            CopyGmToL1 (ND->Nz, tails = min(extent, tensor dim - start))
+//      copy GM->L1            CopyGmToL1 (ND->Nz, tails = min(extent, tensor dim - start)); into
+//                             whole rows r0 .. of the tile (any r0, run-time too): a window of
+//                             window_rows rows in each C0 strip, the strips dst_rows apart
 //      copy L1->L0A / L0B     LoadL0 (L0B from a KxN L1 tile: transpose; 16-bit types)
 //      gemm L0A x L0B -> L0C  Mmad (init = clear; an `if c: gemm(clear) else gemm()` pair, which
 //                             T.mma(init=cond) produces, becomes one Mmad with init = c)

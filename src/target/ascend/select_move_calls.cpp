@@ -90,7 +90,8 @@ class Selector {
   StmtPtr select(const CopyGmToL1& c, const StmtPtr&) {
     const char* call = "Nd2NzParams";
     auto rows = ir::as_const_int(c.rows), cols = ir::as_const_int(c.cols);
-    auto drows = ir::as_const_int(c.dst_rows), dcols = ir::as_const_int(c.dst_cols);
+    Expr win = c.window_rows ? c.window_rows : c.dst_rows;  // the rows of each strip this copy covers
+    auto drows = ir::as_const_int(win), dcols = ir::as_const_int(c.dst_cols);
     bool full = rows && cols && drows && dcols && *rows == *drows && *cols == *dcols;
     bool always_partial = rows && cols && drows && dcols && !full;
     std::vector<StmtPtr> out;
@@ -101,15 +102,20 @@ class Selector {
                     "dav-c220 has no 8-bit InitConstValue (a silent no-op; docs list half, int16, uint16, bfloat16, "
                     "float, int32, uint32)",
                     span_, "zero the tile through a 16-bit view (fill_dtype float16)");
-      Expr blocks = floordiv(mul(mul(c.dst_rows, c.dst_cols), C(c.dtype.bytes())), C(32));
-      StmtPtr fill = seq({ins(InitConstValue{c.dst, c.fill_dtype, C(1),
+      // the whole tile in one repeat; a window: its rows of each C0 strip (one 32 B block per row)
+      Expr strips = floordiv(mul(c.dst_cols, C(c.dtype.bytes())), C(32));
+      Expr repeat = c.window_rows ? strips : C(1);
+      Expr blocks = c.window_rows ? c.window_rows : floordiv(mul(mul(c.dst_rows, c.dst_cols), C(c.dtype.bytes())), C(32));
+      Expr gap = c.window_rows ? sub(c.dst_rows, c.window_rows) : C(0);
+      StmtPtr fill = seq({ins(InitConstValue{c.dst, c.fill_dtype,
+                                             field("InitConstValueParams", "repeatTimes", repeat, 0, kU16, "repeats"),
                                              field("InitConstValueParams", "blockNum", blocks, 0, kU16, "32 B blocks"),
-                                             C(0), C(0)}),
+                                             field("InitConstValueParams", "dstGap", gap, 0, kU16, "32 B blocks"), C(0)}),
                           ins(PipeBarrier{Pipe::MTE2})},
                          span_);
       if (!always_partial) {
         Expr cond;
-        if (!(rows && drows && *rows == *drows)) cond = ir::binary(BinOp::LT, c.rows, c.dst_rows);
+        if (!(rows && drows && *rows == *drows)) cond = ir::binary(BinOp::LT, c.rows, win);
         if (!(cols && dcols && *cols == *dcols)) {
           Expr cc = ir::binary(BinOp::LT, c.cols, c.dst_cols);
           cond = cond ? ir::binary(BinOp::Or, cond, cc) : cc;

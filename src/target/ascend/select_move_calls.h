@@ -7,6 +7,9 @@
 //   CopyGmToL1  -> [if (rows < dst_rows || cols < dst_cols)] { InitConstValue<fill_dtype> over the
 //                  whole Nz tile; PipeBarrier<PIPE_MTE2> }  DataCopyNd2Nz (Nd2NzParams). The guard
 //                  is left out when the copy is provably partial, the zeroing when it is provably full.
+//                  A window of rows (window_rows set): the guard compares rows with window_rows and
+//                  InitConstValue zeroes those rows of each C0 strip (repeatTimes = strips,
+//                  blockNum = window_rows, dstGap = dst_rows - window_rows).
 //   CopyGmToUb  -> DataCopyPadGmToUb: GM gap in bytes (stride - row bytes), UB gap in 32 B blocks
 //                  after the row rounded up to 32 B; rightPadding = the padded elements when `pad`.
 //   CopyUbToGm  -> DataCopyPadUbToGm (UB gap in 32 B blocks, GM gap in bytes).

@@ -248,15 +248,22 @@ class Splitter {
         State a = st, b = st;
         Stmt t = walk(n->then_body, a);
         Stmt e = n->else_body ? walk(n->else_body, b) : nullptr;
-        for (auto& [x, sd] : a)
-          if ((b.count(x) ? b[x] : Side::None) != sd)
+        // Join: a tile's value after the if is on the units that hold it after both branches (a
+        // branch that hands it over keeps the other unit's copy valid: Both meets X in X; a tile
+        // no branch or only one branch wrote has that branch's side).
+        auto side = [](State& m, Node x) { return m.count(x) ? m[x] : Side::None; };
+        State joined = a;
+        for (auto& [x, sd] : b) joined.emplace(x, sd);
+        for (auto& [x, sd] : joined) {
+          Side p = side(a, x), r = side(b, x);
+          if (p == r) continue;
+          if (p == Side::None || p == Side::Both) sd = r;
+          else if (r == Side::None || r == Side::Both) sd = p;
+          else
             throw ir::Error("tile " + q(mixed_.at(x).orig->name) + " ends on different units in the two branches of this if",
                             sp, "write the tile on the same unit (Cube gemm or vector code) in both branches");
-        for (auto& [x, sd] : b)
-          if (!a.count(x))
-            throw ir::Error("tile " + q(mixed_.at(x).orig->name) + " ends on different units in the two branches of this if",
-                            sp, "write the tile on the same unit (Cube gemm or vector code) in both branches");
-        st = a;
+        }
+        st = joined;
         return std::make_shared<ir::IfNode>(n->cond, t, e, sp);
       }
       case StmtKind::Let: {
@@ -423,8 +430,11 @@ class Splitter {
   // ---------------------------------------------------------------------------------------------
   // 2. Row split between the two AIVs
   Stmt row_split(const Stmt& body) {
-    std::unordered_set<Node> rows;
-    int64_t M = -1;
+    // Each hand-off tile brings its own row count: tiles of an even count M are cut to M / 2 rows
+    // per AIV; tiles of an odd count (one query row of an MHA decode) stay whole on both AIVs,
+    // which compute them alike, and only AIV 0 writes them out (GM stores and hand-offs to the Cube).
+    std::unordered_map<Node, int64_t> rows;
+    bool any = false;
     ir::for_each_stmt(body, [&](const Stmt& s) {
       if (!is_cross(s)) return;
       auto* c = ir::as<ir::CopyNode>(s);
@@ -433,53 +443,70 @@ class Splitter {
       if (sh.size() != 2)
         throw ir::Error("the Cube / Vector hand-off of " + q(u->name) + " needs a 2-D tile", s->span,
                         "hand over matrices (rows x columns)");
-      if (M >= 0 && sh[0] != M)
-        throw ir::Error("tiles handed between the Cube and the vector code have different row counts (" +
-                            std::to_string(M) + " and " + std::to_string(sh[0]) + ")",
-                        s->span, "use the same block_M for every tile the gemms and the vector code share");
-      M = sh[0];
-      rows.insert(u.get());
+      any = true;
+      if (sh[0] % 2 == 0) {
+        rows[u.get()] = sh[0];
+        split_rows_.insert(sh[0]);
+      }
     });
-    if (M < 0) return body;
-    if (M % 2 != 0)
-      throw ir::Error("the row count " + std::to_string(M) + " of the tiles handed to the vector code is odd", k_->span,
-                      "use an even block_M: each of the two Vector cores of an AI Core takes half of the rows");
-    rows_M_ = M;
+    if (!any) return body;
     // Propagate: tiles indexed by the row variable of a map over row tiles, reduce partners,
-    // UB -> UB copy partners.
+    // UB -> UB copy partners (each with the row count of the tile it is connected to).
     for (bool changed = true; changed;) {
       changed = false;
-      auto add = [&](const Buffer& b) {
-        if (b->scope == Scope::UB && b->const_shape() && shape_of(b)[0] == M && rows.insert(b.get()).second) changed = true;
+      auto add = [&](const Buffer& b, int64_t M) {
+        if (b->scope == Scope::UB && b->const_shape() && shape_of(b)[0] == M && rows.emplace(b.get(), M).second)
+          changed = true;
       };
+      auto row_of = [&](Node b) { auto it = rows.find(b); return it == rows.end() ? int64_t{-1} : it->second; };
       ir::for_each_stmt(body, [&](const Stmt& s) {
         if (is_map(s)) {
           auto* f = ir::as<ir::ForNode>(s);
           std::vector<std::pair<Buffer, std::vector<Expr>>> acc;
           collect_elem(s, acc);
-          bool row = false;
+          int64_t M = -1;
           for (auto& [b, idx] : acc)
-            if (rows.count(b.get()) && !idx.empty() && idx[0].get() == f->var.get()) row = true;
-          if (row)
+            if (row_of(b.get()) > 0 && !idx.empty() && idx[0].get() == f->var.get()) M = row_of(b.get());
+          if (M > 0)
             for (auto& [b, idx] : acc)
-              if (!idx.empty() && idx[0].get() == f->var.get()) add(b);
+              if (!idx.empty() && idx[0].get() == f->var.get()) add(b, M);
         } else if (s->kind == StmtKind::Reduce) {
           auto* r = ir::as<ir::ReduceNode>(s);
-          if (rows.count(r->src.get()) || rows.count(r->dst.get())) {
-            add(r->src);
-            add(r->dst);
+          int64_t M = std::max(row_of(r->src.get()), row_of(r->dst.get()));
+          if (M > 0) {
+            add(r->src, M);
+            add(r->dst, M);
           }
         } else if (s->kind == StmtKind::Copy && !is_cross(s)) {
           auto* c = ir::as<ir::CopyNode>(s);
-          if (c->src.buffer->scope == Scope::UB && c->dst.buffer->scope == Scope::UB &&
-              (rows.count(c->src.buffer.get()) || rows.count(c->dst.buffer.get()))) {
-            add(c->src.buffer);
-            add(c->dst.buffer);
+          int64_t M = std::max(row_of(c->src.buffer.get()), row_of(c->dst.buffer.get()));
+          if (c->src.buffer->scope == Scope::UB && c->dst.buffer->scope == Scope::UB && M > 0) {
+            add(c->src.buffer, M);
+            add(c->dst.buffer, M);
           }
         }
       });
     }
-    RowSplit rs(*this, rows, M);
+    // Row counts whose tiles are written in part by a copy or fill (a page of a paged KV tile: rows
+    // jj * page ..) stay whole: a copy's rows are not this AIV's rows.
+    std::unordered_set<int64_t> whole;
+    auto partial = [&](const Region& r) {
+      auto it = rows.find(r.buffer.get());
+      if (it == rows.end()) return;
+      auto s0 = ir::as_const_int(r.starts[0]);
+      auto e0 = ir::as_const_int(r.extents[0]);
+      if (!s0 || !e0 || *s0 != 0 || *e0 != it->second) whole.insert(it->second);
+    };
+    ir::for_each_stmt(body, [&](const Stmt& s) {
+      if (s->kind == StmtKind::Fill) partial(ir::as<ir::FillNode>(s)->dst);
+      if (s->kind == StmtKind::Copy && !is_cross(s)) {
+        partial(ir::as<ir::CopyNode>(s)->src);
+        partial(ir::as<ir::CopyNode>(s)->dst);
+      }
+    });
+    for (auto it = rows.begin(); it != rows.end();) it = whole.count(it->second) ? rows.erase(it) : std::next(it);
+    for (int64_t M : whole) split_rows_.erase(M);
+    RowSplit rs(*this, rows);
     return rs.mutate(body);
   }
 
@@ -494,17 +521,16 @@ class Splitter {
 
   struct RowSplit : ir::Mutator {
     Splitter& sp;
-    const std::unordered_set<Node>& rows;
-    int64_t M;
+    const std::unordered_map<Node, int64_t>& rows;  // split tile -> its row count M (M / 2 per AIV)
     std::unordered_map<Node, Buffer> half;
-    RowSplit(Splitter& s, const std::unordered_set<Node>& r, int64_t m) : sp(s), rows(r), M(m) {}
+    RowSplit(Splitter& s, const std::unordered_map<Node, int64_t>& r) : sp(s), rows(r) {}
 
     Buffer mutate_buffer(const Buffer& b) override {
       if (!rows.count(b.get())) return b;
       auto it = half.find(b.get());
       if (it != half.end()) return it->second;
       auto sh = b->shape;
-      sh[0] = C(M / 2);
+      sh[0] = C(rows.at(b.get()) / 2);
       return half[b.get()] = ir::buffer(b->name, b->dtype, sh, b->scope, b->span);
     }
     [[noreturn]] void not_local(const Span& span, const std::string& what) {
@@ -515,6 +541,7 @@ class Splitter {
     }
     Region row_region(const Region& r, const Span& span) {
       if (!rows.count(r.buffer.get())) return mutate_region(r);
+      int64_t M = rows.at(r.buffer.get());
       auto s0 = ir::as_const_int(r.starts[0]);
       auto e0 = ir::as_const_int(r.extents[0]);
       if (!s0 || !e0 || *s0 != 0 || *e0 != M) not_local(span, "a copy of part of the rows of " + q(r.buffer->name));
@@ -522,8 +549,9 @@ class Splitter {
       o.extents[0] = C(M / 2);
       return o;
     }
-    // GM region matching a row tile: its dim with extent M (the first) moves to this AIV's rows.
-    Region gm_rows(const Region& r, const Span& span) {
+    // GM region matching a row tile of M rows: its dim with extent M (the first) moves to this
+    // AIV's rows.
+    Region gm_rows(const Region& r, int64_t M, const Span& span) {
       for (size_t d = 0; d < r.extents.size(); ++d) {
         auto e = ir::as_const_int(r.extents[d]);
         if (e && *e == M) {
@@ -557,10 +585,17 @@ class Splitter {
         case StmtKind::Copy: {
           auto* c = ir::as<ir::CopyNode>(s);
           bool rs = rows.count(c->src.buffer.get()), rd = rows.count(c->dst.buffer.get());
-          if (!rs && !rd) return ir::Mutator::mutate(s);
+          if (!rs && !rd) {
+            // a whole (unsplit) tile: both AIVs hold it, AIV 0 stores it
+            if (c->src.buffer->scope == Scope::UB && c->dst.buffer->scope == Scope::global)
+              return std::make_shared<ir::IfNode>(ir::binary(ir::BinOp::EQ, sp.vid_, C(0), span), ir::Mutator::mutate(s),
+                                                  nullptr, span);
+            return ir::Mutator::mutate(s);
+          }
           if (is_cross(s)) return ir::Mutator::mutate(s);  // the hand-off picks this AIV's rows
-          Region a = rs ? row_region(c->src, span) : c->src.buffer->scope == Scope::global ? gm_rows(c->src, span) : c->src;
-          Region b = rd ? row_region(c->dst, span) : c->dst.buffer->scope == Scope::global ? gm_rows(c->dst, span) : c->dst;
+          int64_t M = rows.at((rs ? c->src : c->dst).buffer.get());
+          Region a = rs ? row_region(c->src, span) : c->src.buffer->scope == Scope::global ? gm_rows(c->src, M, span) : c->src;
+          Region b = rd ? row_region(c->dst, span) : c->dst.buffer->scope == Scope::global ? gm_rows(c->dst, M, span) : c->dst;
           if ((rs && !rd && c->dst.buffer->scope != Scope::global) || (rd && !rs && c->src.buffer->scope != Scope::global))
             not_local(span, "a copy between a row tile and a tile without rows");
           return std::make_shared<ir::CopyNode>(a, b, span);
@@ -580,9 +615,10 @@ class Splitter {
       auto* f = ir::as<ir::ForNode>(s);
       std::vector<std::pair<Buffer, std::vector<Expr>>> acc;
       collect_elem(s, acc);
-      bool touches = false;
-      for (auto& [b, idx] : acc) touches |= rows.count(b.get()) > 0;
-      if (!touches) return s;
+      int64_t M = -1;
+      for (auto& [b, idx] : acc)
+        if (rows.count(b.get())) M = rows.at(b.get());
+      if (M < 0) return s;
       const ir::VarNode* v = f->var.get();
       auto e = ir::as_const_int(f->extent);
       if (!e || *e != M) not_local(s->span, "a T.Parallel loop whose first extent is not the row count " + std::to_string(M));
@@ -602,12 +638,15 @@ class Splitter {
       };
       for (auto& [b, idx] : acc) {
         bool r = rows.count(b.get()) > 0;
+        if (r && rows.at(b.get()) != M)
+          not_local(s->span, "a T.Parallel loop over tiles of " + std::to_string(M) + " and " +
+                                 std::to_string(rows.at(b.get())) + " rows");
         for (size_t d = 0; d < idx.size(); ++d) {
           if (r && d == 0) {
             if (idx[0].get() != v) not_local(s->span, "an access to " + q(b->name) + " not indexed by the row variable");
             continue;
           }
-          if (uses_v(idx[d]))
+          if (b->scope != Scope::global && uses_v(idx[d]))  // (GM indices get the global row below)
             not_local(s->span, "an access to " + q(b->name) + " indexed by the row variable outside its first dim");
         }
       }
@@ -721,12 +760,18 @@ class Splitter {
         wt = ld;
       }
     }
-    Expr rows = ir::arith::mul(ir::arith::mul(block_sets(), C(h.slots)), C(sh[0]));
+    Expr rows = handoff_rows(h, sh[0]);
+    if (!h.to_vector && shape_of(ub)[0] == sh[0]) rows = ir::arith::mul(rows, C(2));  // a whole tile: one half per AIV
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
     if (!h.to_vector && ub->dtype != cube->dtype)
       h.cast = ir::buffer(ub->name + "_" + std::string(cube->dtype.name()), cube->dtype, ub->shape, Scope::UB, s->span);
     handoff_order_.push_back(s.get());
     return handoffs_[s.get()] = h;
+  }
+
+  // Rows of a hand-off's slots: one slot set per AI Core.
+  Expr handoff_rows(const Handoff& h, int64_t M) const {
+    return ir::arith::mul(ir::arith::mul(block_sets(), C(h.slots)), C(M));
   }
 
   Stmt sync(ir::SyncKind k, ir::AscendPipe p, int id, const Span& sp) {
@@ -780,6 +825,10 @@ class Splitter {
           src = h.cast;
         }
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE3, h.r, sp));
+        // A whole tile (not row-split): both AIVs hold it and write it, each into its own half of
+        // the workspace (the Cube reads AIV 0's): both cores run the same instructions, so the
+        // flags insert_sync places around the copy are on every path.
+        if (R == M) w.starts[0] = ir::arith::add(w.starts[0], ir::arith::mul(vid_, handoff_rows(h, M)));
         out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(src), w, sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE3, h.f, sp));
       }
@@ -792,7 +841,7 @@ class Splitter {
     auto sh = b->const_shape();
     if (!sh) return 0;
     int64_t n = b->dtype.bytes();
-    for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && rows_M_ > 0 && (*sh)[0] == rows_M_) ? rows_M_ / 2 : (*sh)[i];
+    for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && split_rows_.count((*sh)[0])) ? (*sh)[0] / 2 : (*sh)[i];
     return (n + 31) / 32 * 32;
   }
   // Whether `extra` more UB bytes fit next to every UB tile of the kernel and the staged ones
@@ -940,9 +989,9 @@ class Splitter {
       if (h.cast) top.push_back(std::make_shared<ir::AllocNode>(h.cast, sp));
       if (h.land && h.land_top) {
         Buffer x = h.land;  // row-split like the vector tiles
-        if (rows_M_ > 0 && shape_of(x)[0] == rows_M_) {
+        if (split_rows_.count(shape_of(x)[0])) {
           auto sh = x->shape;
-          sh[0] = C(rows_M_ / 2);
+          sh[0] = C(shape_of(x)[0] / 2);
           x = ir::buffer(x->name, x->dtype, sh, x->scope, x->span);
         }
         top.push_back(std::make_shared<ir::AllocNode>(x, sp));
@@ -950,9 +999,9 @@ class Splitter {
     }
     for (const auto& b : new_allocs_) {
       Buffer x = b;
-      if (x->scope == Scope::UB && rows_M_ > 0 && shape_of(x)[0] == rows_M_) {
+      if (x->scope == Scope::UB && split_rows_.count(shape_of(x)[0])) {
         auto sh = x->shape;
-        sh[0] = C(rows_M_ / 2);
+        sh[0] = C(shape_of(x)[0] / 2);
         x = ir::buffer(x->name, x->dtype, sh, x->scope, x->span);
       }
       top.push_back(std::make_shared<ir::AllocNode>(x, sp));
@@ -999,7 +1048,7 @@ class Splitter {
   std::vector<Acc> order_;
   std::vector<Buffer> new_allocs_;
   std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
-  int64_t rows_M_ = -1;
+  std::unordered_set<int64_t> split_rows_;  // row counts of the tiles cut in half between the AIVs
   std::unordered_map<const ir::BufferNode*, ir::DType> operand_dtype_;  // X_pv -> its gemm's A dtype
   int64_t staged_ub_ = 0;  // UB bytes of the staged hand-off landing tiles
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;

@@ -16,7 +16,10 @@
 //    incarnation holds X's value; a statement reading X on the other side is preceded by a
 //    hand-off copy (X -> X_ub or X_ub -> X). A fill (or a GM -> X copy) goes to the side of X's
 //    next access. Loops: the state at the back edge must match the entry (the body is re-walked
-//    from the joined state).
+//    from the joined state). An if joins its branches: a tile on both units in one branch and on
+//    one unit in the other is on that unit after the if (paged decode's page copies under
+//    `if j * P + jj < pages` into a V tile handed to the Cube in the previous step); a tile on the
+//    Cube in one branch and the Vector in the other is an error.
 // 2. Accumulating gemm on a vector-updated tile (flash attention's acc_o, rescaled by the vector
 //    code between gemms): `gemm A, B -> X` becomes `gemm A, B -> X_pv (L0C, clear)`, a hand-off
 //    X_pv -> X_pv_ub, and `X_ub = X_ub + X_pv_ub`: the same sum, on the vector side.
@@ -54,6 +57,12 @@
 //    vid * M / 2 ...: T.Parallel row extents halve (other uses of the row variable become
 //    row + vid * M / 2), GM and workspace row offsets move by vid * M / 2. Tiles without rows
 //    (a bias vector indexed by the column) are loaded whole by both AIVs.
+//    Each hand-off tile has its own M (paged decode: the G query rows of the scores and the
+//    N = pages x page rows of V). Tiles of an odd M (MHA's one query row, a page of 5 rows), and
+//    of an M whose tiles a copy or fill writes in part (a page into rows jj * page ..), stay whole:
+//    both AIVs compute them alike; AIV 0 alone stores them to GM (`if vid == 0`), and each AIV
+//    writes a hand-off to the Cube into its own half of the workspace (twice the rows; the Cube
+//    reads AIV 0's), so both run the same instructions and insert_sync's flags are on every path.
 // (Cube and vector software pipelining of the split loops: skew_cube_loops.h, rotate_vector_loops.h.)
 //
 // Why decisions 1-4 are one pass: 2. is decided on the state 1. tracks (which unit holds the
@@ -64,7 +73,8 @@
 // allocates the tiles of 2. at the top level. The Tile IR between separate passes cannot tell an
 // incarnation from a tile of the kernel, so splitting them would change the landing decisions or
 // the allocation order, and with them the generated code.
-// Errors (ir::Error at the statement, with a hint): a statement that is not row-local, an L0C
+// Errors (ir::Error at the statement, with a hint): a statement that is not row-local (a map over
+// tiles of two row counts included), an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
 // whose side differs between loop entry and back edge, more than 5 hand-offs (cross-core flag ids 0..10).
 #pragma once

@@ -949,7 +949,9 @@ void Machine::scalar_load(Core& c, const BC& bc, RInstr r) {
                "is not coherent with DMA, so the read may return the old value (call DataCacheCleanAndInvalid "
                "before it, or read only tensors the kernel does not write)",
            {describe(c, in, c.scalar_time)});
-  } else if (in_bounds && opt.functional) {
+  } else if (in_bounds) {
+    // timing-only runs read the value too (the caller's tensor is there): loop trip counts and
+    // addresses that come from GM (paged decode's context lengths and block table) are the real ones
     const uint8_t* p = s.data + lo;
     if (load.dt == ir::DTypeCode::i64) {
       std::memcpy(&v.i, p, 8);
