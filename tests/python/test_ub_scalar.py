@@ -174,3 +174,84 @@ def test_math_function_in_element_store_is_located_error():
     msg = str(e.value)
     assert "no math functions" in msg and "T.Parallel" in msg, msg
     assert f"test_ub_scalar.py:{marked_line(__file__, '@EXP-STORE')[0]}:" in msg, msg
+
+
+def test_element_store_into_tensor_names_the_fix():
+    @T.prim_func
+    def bad(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "int32")):
+        with T.Kernel(1) as b:
+            t = T.alloc_fragment((8,), "int32")
+            T.copy(X, t)
+            Y[t[0]] = 1  # @GM-STORE
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(bad, target=TARGET)
+    msg = str(e.value)
+    assert "element store into tensor 'Y'" in msg and "T.copy the tile to the tensor" in msg, msg
+    assert f"test_ub_scalar.py:{marked_line(__file__, '@GM-STORE')[0]}:" in msg, msg
+
+
+# ---- a map over a column: an element loop on the scalar unit (a scan along rows) -------------------
+
+def column_scan_kernel(M, N, dtype):
+    @T.prim_func
+    def column_scan(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(1) as b:
+            x = T.alloc_fragment((M, N), dtype)
+            T.copy(X, x)
+            for j in T.serial(1, N):
+                for i in T.Parallel(M):
+                    x[i, j] = x[i, j] + x[i, j - 1]
+            T.copy(x, Y)
+    return column_scan
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float16"])
+@pytest.mark.parametrize("M,N", [(5, 13), (1, 40), (8, 2)])
+def test_column_map_scan(target, dtype, M, N):
+    rng = np.random.default_rng(5)
+    if dtype == "int32":
+        X = rng.integers(-50, 50, (M, N)).astype(np.int32)
+    else:
+        X = rng.uniform(-1, 1, (M, N)).astype(dtype)
+    k = tw.compile(column_scan_kernel(M, N, dtype), out_idx=[1], target=target)
+    got = run(k, target, X)
+    if dtype == "int32":
+        np.testing.assert_array_equal(got, np.cumsum(X, axis=1).astype(np.int32))
+    else:
+        atol, rtol = TOL[dtype]
+        np.testing.assert_allclose(got.astype(np.float64), np.cumsum(X.astype(np.float64), axis=1), atol=atol * N, rtol=rtol)
+    if target == TARGET:  # no vector instruction for a column: GetValue / SetValue in a loop
+        prog = k.get_ir("select_instructions")
+        assert "ScalarStore x[" in prog and "Add" not in prog, prog
+
+
+# ---- an element store with a math function: a one-element vector instruction when aligned ----------
+
+def sqrt_element_kernel(n, at):
+    @T.prim_func
+    def sqrt_element(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as b:
+            t = T.alloc_fragment((n,), "float32")
+            T.copy(X, t)
+            t[at] = T.sqrt(t[at])  # @SQRT
+            T.copy(t, Y)
+    return sqrt_element
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n,at", [(1, 0), (13, 8)])
+def test_math_element_store_one_element_map(target, n, at):
+    X = np.random.default_rng(6).uniform(0.5, 4, n).astype(np.float32)
+    k = tw.compile(sqrt_element_kernel(n, at), out_idx=[1], target=target)
+    ref = X.copy()
+    ref[at] = np.sqrt(X[at])
+    np.testing.assert_allclose(run(k, target, X), ref, rtol=1e-6)
+
+
+def test_math_element_store_unaligned_is_located_error():
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(sqrt_element_kernel(13, 3), out_idx=[1], target=TARGET)
+    msg = str(e.value)
+    assert "no math functions" in msg, msg
+    assert f"test_ub_scalar.py:{marked_line(__file__, '@SQRT')[0]}:" in msg, msg

@@ -635,6 +635,11 @@ class Lowerer {
   // `t[i, j] = value` outside a T.Parallel map: SetValue on the scalar unit, the tile elements the
   // value reads loaded first (GetValue). The value is scalar-unit arithmetic: no math functions.
   StmtPtr lower_element_store(const ir::StoreNode* n, const Span& sp) {
+    if (n->buffer->scope == Scope::global)
+      throw Error("element store into tensor " + q(n->buffer->name) +
+                      " outside a T.Parallel map: on Ascend the scalar unit writes single elements of UB tiles only "
+                      "(its GM writes go through a DataCache the DMA does not see)",
+                  sp, "store into a tile (T.alloc_fragment) and T.copy the tile to the tensor once it is complete");
     if (n->buffer->scope != Scope::UB)
       throw Error("element store into " + std::string(ir::scope_name(n->buffer->scope)) + " tile " + q(n->buffer->name) +
                       ": the scalar unit writes single elements of UB tiles only",
@@ -644,8 +649,9 @@ class Lowerer {
       if (x->kind == ir::ExprKind::Call)
         throw Error("element store into tile " + q(n->buffer->name) + " computes " + ir::print(x) +
                         " on the scalar unit, which has no math functions on Ascend",
-                    sp, "compute it in a T.Parallel map over the tile (for i in T.Parallel(1): t[i] = T.sqrt(t[i]) "
-                        "writes the one element with a vector instruction)");
+                    sp, "compute it with vector code: a T.Parallel map over the tile, or one element whose place "
+                        "starts a 32-byte block (t[0], t[8] of float32), which runs as a one-element vector "
+                        "instruction");
     });
     std::vector<StmtPtr> loads;
     std::vector<Expr> idx;
