@@ -89,6 +89,7 @@ def align_by_expert(tokens, experts, top_k, block_M):
             fill = T.alloc_fragment((experts,), "int32")
             rows = T.alloc_fragment((n_rows,), "int32")
             block_expert = T.alloc_fragment((n_blocks,), "int32")
+            slot = T.alloc_fragment((tokens, top_k), "int32")
             T.fill(count, 0)
             T.fill(rows, tokens)          # padding slots: a token index past the end
             T.fill(block_expert, -1)      # row blocks past the last expert's run: nothing to do
@@ -106,10 +107,11 @@ def align_by_expert(tokens, experts, top_k, block_M):
                 for kk in T.serial(top_k):
                     e = Ids[t, kk]
                     rows[fill[e]] = t
-                    Slot[t, kk] = fill[e]
+                    slot[t, kk] = fill[e]
                     fill[e] = fill[e] + 1
             T.copy(rows, Rows)
             T.copy(block_expert, BlockExpert)
+            T.copy(slot, Slot)
 
     return main
 

@@ -72,6 +72,9 @@ struct AscendParams {
   // GlobalTensor docs); a read of a cached line costs the hit figure, a miss gm_latency_cycles.
   int scalar_dcache_line_bytes = 64;       // docs (Scalar读写数据 guide)
   int scalar_dcache_hit_cycles = 4;        // assumed: a scalar load that hits the DataCache
+  // LocalTensor::GetValue / SetValue: one UB element read or written by the scalar unit. Not
+  // published (the SetValue docs only warn that bulk use is slow); assumed equal to a DataCache hit.
+  int scalar_ub_access_cycles = 4;         // assumed
   int pipe_queue_depth = 32;               // assumed: instructions a pipe queue holds before the scalar stalls
   int flag_latency_cycles = 2;             // assumed: SetFlag -> WaitFlag release
   int cross_flag_latency_cycles = 50;      // assumed: CrossCoreSetFlag -> waiting core

@@ -1240,5 +1240,63 @@ TEST(AscendSimScalarLoad, OutOfBoundsReadIsReported) {
   EXPECT_EQ(rep->instrs.at(0).span.line, 72);
 }
 
+// --- scalar reads and writes of UB (LocalTensor::GetValue / SetValue, issue 13) ------------------
+
+// AIV: X (8 int32) -> UB; v = x[5] (GetValue); x[2] = v * 3 (SetValue); UB -> Y (after an MTE2 ->
+// MTE3 flag). With `flags`, the MTE2 -> S and S -> MTE3 flags order the scalar unit against the
+// DMA; without, the read, the write and the copy out are races.
+Program ub_scalar(bool flags) {
+  Builder b("ub_scalar", KernelType::AIV_ONLY);
+  int X = b.tensor("X", DTypeCode::i32, {8});
+  int Y = b.tensor("Y", DTypeCode::i32, {8}, true);
+  int x = b.buffer("x_ub", CoreType::AIV, Mem::UB, 0, 32, DTypeCode::i32);
+  b.p.block_dim = C(1);
+  b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::i32, C(1), C(32), C(32), C(32)}, 80);
+  b.set(Pipe::MTE2, Pipe::MTE3, C(1), 80);  // the copy out after the copy in (either way)
+  if (flags) {
+    b.set(Pipe::MTE2, Pipe::S, C(0), 81);
+    b.wait(Pipe::MTE2, Pipe::S, C(0), 81);
+  }
+  ir::Var v = ir::var("v", DTypeCode::i32);
+  b.emit(ScalarLoad{v, GmRef{}, DTypeCode::i32, at(x, C(20))}, 82);
+  b.emit(ScalarStore{at(x, C(8)), ir::binary(ir::BinOp::Mul, v, C(3)), DTypeCode::i32}, 83);
+  if (flags) {
+    b.set(Pipe::S, Pipe::MTE3, C(0), 84);
+    b.wait(Pipe::S, Pipe::MTE3, C(0), 84);
+  }
+  b.wait(Pipe::MTE2, Pipe::MTE3, C(1), 85);
+  b.emit(CopyUbToGm{at(x), gm(Y, C(0)), DTypeCode::i32, C(1), C(32), C(32), C(32)}, 85);
+  b.p.aiv = b.take();
+  return b.p;
+}
+
+TEST(AscendSimUbScalar, GetValueSetValueWithFlags) {
+  std::vector<int32_t> x = {0, 1, 2, 3, 4, 5, 6, 7}, y(8, 0);
+  sim::Arg xa{reinterpret_cast<uint8_t*>(x.data()), 32}, ya{reinterpret_cast<uint8_t*>(y.data()), 32};
+  auto r = run_sim(ub_scalar(true), b2(), {xa, ya});
+  EXPECT_TRUE(r.reports.empty()) << r.summary();
+  EXPECT_EQ(y, (std::vector<int32_t>{0, 1, 15, 3, 4, 5, 6, 7}));
+  std::string text = print_program(ub_scalar(true));
+  EXPECT_NE(text.find("S ScalarLoad v <- x_ub[20] int32  @82"), std::string::npos) << text;
+  EXPECT_NE(text.find("S ScalarStore x_ub[8] <- v * 3 int32  @83"), std::string::npos) << text;
+  EXPECT_EQ(print_program(parse_program(text)), text);
+}
+
+TEST(AscendSimUbScalar, MissingFlagsAreRacesAtTheLines) {
+  std::vector<int32_t> x(8, 1), y(8, 0);
+  sim::Arg xa{reinterpret_cast<uint8_t*>(x.data()), 32}, ya{reinterpret_cast<uint8_t*>(y.data()), 32};
+  auto r = run_sim(ub_scalar(false), b2(), {xa, ya});
+  std::string all = r.summary();
+  EXPECT_NE(all.find("add SetFlag<MTE2_S> after the first and WaitFlag<MTE2_S> before the second"), std::string::npos) << all;
+  EXPECT_NE(all.find("add SetFlag<S_MTE3> after the first and WaitFlag<S_MTE3> before the second"), std::string::npos) << all;
+  bool at82 = false, at85 = false;
+  for (const auto& rep : r.reports) {
+    EXPECT_EQ(rep.kind, sim::ReportKind::Race) << rep.format();
+    at82 |= rep.instrs.at(0).span.line == 82;
+    at85 |= rep.instrs.at(0).span.line == 85;
+  }
+  EXPECT_TRUE(at82 && at85) << all;
+}
+
 }  // namespace
 }  // namespace tw::ascend

@@ -350,6 +350,7 @@ Program all_kinds_program() {
       ins(PipeBarrier{Pipe::ALL}, 87),
   });
   Expr S = I(256);
+  auto u2e = ir::var("u2e", DTypeCode::f32);
   p.aiv = seq({
       let(cols, min(N, I(200)), L(88)),
       ins(ScalarLoad{ir::var("x3", DTypeCode::f16), gm(0, I(6)), DTypeCode::f16}, 88),
@@ -366,6 +367,8 @@ Program all_kinds_program() {
       ins(VecReduce{ReduceOp::Min, ReduceAxis::Row, DTypeCode::f32, vo(u2, I(1)), vo(u1, S), I(32), I(40)}, 96),
       ins(VecReduce{ReduceOp::Sum, ReduceAxis::Col, DTypeCode::f32, vo(u2, I(1)), vo(u1, S), I(32), cols}, 97),
       ins(VecRowBroadcast{VecBinOp::Mul, DTypeCode::f32, vo(u1, S), vo(u1, S), at(u2), I(32), I(256)}, 98),
+      ins(ScalarLoad{u2e, GmRef{}, DTypeCode::f32, at(u2, I(12))}, 98),
+      ins(ScalarStore{at(u2, I(8)), ir::binary(ir::BinOp::Add, u2e, F(1.0)), DTypeCode::f32}, 98),
       ins(SetFlag{Pipe::V, Pipe::MTE3, I(2)}, 98),
       ins(WaitFlag{Pipe::V, Pipe::MTE3, I(2)}, 99),
       ins(CopyUbToGm{at(u1), gm(1, p.sub_block_idx * I(32) * N * I(4)), DTypeCode::f32, I(32), N * I(4), I(1024), N * I(4)},
@@ -440,7 +443,8 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
                            "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
                            "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
                            "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
-                           "tw_c_ < ((cols + 64 - 1) / 64)", "const half x3 = X_gm.GetValue(3);"})
+                           "tw_c_ < ((cols + 64 - 1) / 64)", "const half x3 = X_gm.GetValue(3);",
+                           "const float u2e = u2.GetValue(3);", "u2.SetValue(2, static_cast<float>((u2e + 1.0f)));"})
     EXPECT_NE(k.find(call), std::string::npos) << "missing " << call << " in\n" << k;
   check_golden("all_kinds_kernel.cpp", k);
   EXPECT_EQ(print_program(parse_program(print_program(p), "all_kinds")), print_program(p));

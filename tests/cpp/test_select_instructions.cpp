@@ -349,8 +349,8 @@ TEST(SelectInstructions, UnmappableParallelBody) {
 TEST(SelectInstructions, MisplacedOps) {
   expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n  copy A[0:+8, 0:+64] -> x\n  scope V {\n  }\n}\n",
                "a tile op outside T.Scope", 4, "T.Scope(\"V\")");
-  expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n  scope V {\n    x[0, 0] = 1.0\n  }\n}\n",
-               "element store into 'x' is not supported", 5);
+  expect_error(std::string(kHead) + "  alloc c: L0C float32[16, 16]\n  scope C {\n    c[0, 0] = 1.0\n  }\n}\n",
+               "the scalar unit writes single elements of UB tiles only", 5);
   expect_error(std::string(kHead) + "  alloc c: L0C float32[16, 16]\n  scope C {\n    fill c = 0.0\n  }\n}\n",
                "only UB tiles can be filled", 5, "init=True");
   expect_error(std::string(kHead) + "  alloc x: shared float32[8, 64]\n  scope V {\n  }\n}\n",

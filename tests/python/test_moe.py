@@ -60,6 +60,20 @@ def test_align_by_expert_is_a_padded_counting_sort(tokens, experts, top_k, block
     assert [runs.count(e) for e in range(experts)] == [-(-c // block_M) for c in counts]
 
 
+@pytest.mark.parametrize("tokens,experts,top_k,block_M", [(100, 8, 2, 32), (1, 4, 1, 16), (33, 5, 5, 8)])
+def test_align_by_expert_on_ascend_matches_cpu(tokens, experts, top_k, block_M):
+    """The counting sort on ascend910b: scalar reads and element stores of UB tiles (GetValue /
+    SetValue on the Vector core's scalar unit), bit for bit the cpu result, no checker report."""
+    rng = np.random.default_rng(tokens)
+    ids = np.stack([rng.permutation(experts)[:top_k] for _ in range(tokens)]).astype(np.int32)
+    cpu = moe.align_by_expert(tokens, experts, top_k, block_M)(ids)
+    k = moe.align_by_expert(tokens, experts, top_k, block_M, target="ascend910b")
+    prof = k.profile(ids)
+    assert prof["reports"] == [], "\n".join(prof["reports"])
+    for got, want in zip(prof.outputs, cpu):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_on_ascend_combine_matches_cpu_and_the_rest_is_a_located_error():
     import tilewright as tw
     tokens, ffn, top_k = 20, 48, 2

@@ -24,8 +24,6 @@ def test_op_zoo_kernel_matches_numpy(name):
 # construct the Ascend lowering lacks (issue 13). The test fails when one of them starts to run
 # (remove it here) or when another op stops running (a portability regression).
 ASCEND_UNPORTED = {
-    "frobenius": "element store into a tile outside a T.Parallel map (a scalar accumulator)",
-    "cumsum": "a T.Parallel store that does not use every loop index in order (a scan)",
     "cross_entropy": "a T.Parallel read at a data-dependent index (a gather)",
     "argmax_mid": "T.where selecting int32 values on a condition on tile data (Select takes half/float)",
 }

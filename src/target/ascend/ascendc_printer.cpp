@@ -307,6 +307,7 @@ class KernelPrinter {
   std::string gm_view(int param, DType t) const;
   std::string gm(const GmRef& r, DType t) const;
   std::string loc(const LocalRef& r, DType t, const std::string& extra = "") const;
+  std::string tensor_view(const LocalRef& r, DType t) const;  // the buffer as a LocalTensor<t>, no offset
   std::string elem(const Expr& off_bytes, int64_t eb) const;
   std::string ex(const Expr& e) const { return ep_.print(e); }
   // DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, rsv} of either DataCopyPad direction.
@@ -361,6 +362,7 @@ class KernelPrinter {
   void emit(const WholeReduce& c);
   void emit(const Brcb& c);
   void emit(const ScalarLoad& c);
+  void emit(const ScalarStore& c);
   template <class T>
   void emit(const T& x) {
     throw Error("internal: the AscendC printer met the high-level vector instruction " + std::string(instr_name(InstrOp(x))) +
@@ -662,11 +664,24 @@ void KernelPrinter::emit(const WholeReduce& c) {
 }
 
 // GlobalTensor::GetValue (pipe S): the element index into the view of the load's dtype.
+// LocalTensor::GetValue (pipe S) for a UB source: the element index into the buffer's view.
 void KernelPrinter::emit(const ScalarLoad& c) {
-  std::string idx = elem(c.src.offset, c.dtype.bytes());
+  bool ub = c.ub.buffer >= 0;
+  std::string idx = elem(ub ? c.ub.offset : c.src.offset, c.dtype.bytes());
+  std::string src = ub ? tensor_view(c.ub, c.dtype) : gm_view(c.src.param, c.dtype);
   ep_.bind(c.var, false);
-  L_.call("const " + ctype(c.var->dtype, span_) + " " + ep_.name(c.var) + " = " + gm_view(c.src.param, c.dtype) +
-          ".GetValue(" + idx + ");");
+  L_.call("const " + ctype(c.var->dtype, span_) + " " + ep_.name(c.var) + " = " + src + ".GetValue(" + idx + ");");
+}
+
+// LocalTensor::SetValue (pipe S): the element index into the buffer's view, the value cast to it.
+void KernelPrinter::emit(const ScalarStore& c) {
+  L_.call(tensor_view(c.dst, c.dtype) + ".SetValue(" + elem(c.dst.offset, c.dtype.bytes()) + ", " + scalar(c.value, c.dtype) +
+          ");");
+}
+
+std::string KernelPrinter::tensor_view(const LocalRef& r, DType t) const {
+  const BufferDecl& b = buffer(r);
+  return b.dtype == t ? ident(b.name) : ident(b.name) + ".ReinterpretCast<" + ctype(t, span_) + ">()";
 }
 
 void KernelPrinter::emit(const Brcb& c) {
@@ -781,7 +796,9 @@ std::string KernelPrinter::run() {
                         [&](const DataCopyPadGmToUb& c) { views_.insert({c.src.param, c.dtype.code}); },
                         [&](const DataCopyPadUbToGm& c) { views_.insert({c.dst.param, c.dtype.code}); },
                         [&](const FixpipeV220& c) { views_.insert({c.dst.param, c.dst_dtype.code}); },
-                        [&](const ScalarLoad& c) { views_.insert({c.src.param, c.dtype.code}); },
+                        [&](const ScalarLoad& c) {
+                          if (c.ub.buffer < 0) views_.insert({c.src.param, c.dtype.code});
+                        },
                         [](const auto&) {}},
                in.op);
   };

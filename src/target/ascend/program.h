@@ -536,9 +536,26 @@ struct Brcb {
 // needs DataCacheCleanAndInvalid first; the programs read only tensors the kernel never writes
 // (select_instructions rejects the rest) and the simulator reports a read of written bytes.
 // `src.offset` is in bytes and a multiple of the element size. dtype: an integer or float type.
+// With `ub.buffer >= 0` it reads UB instead: `T var = ub.GetValue(offset / sizeof(T))` (AscendC
+// LocalTensor::GetValue, __inout_pipe__(S), index in elements; TPosition VECIN/VECCALC/VECOUT:
+// asc-devkit docs/api/context/LocalTensor简介.md). UB has no DataCache, but the scalar unit runs
+// beside the V/MTE pipes: bytes an MTE2 or V instruction wrote need SetFlag/WaitFlag<X_S> before
+// the read (insert_sync places them; the simulator's race checker reports a missing one).
 struct ScalarLoad {
   ir::Var var;
-  GmRef src;
+  GmRef src;  // unused (param -1, no offset) when ub.buffer >= 0
+  ir::DType dtype;
+  LocalRef ub;
+};
+// S. `dst.SetValue(offset / sizeof(T), (T)value)` (AscendC LocalTensor::SetValue, __inout_pipe__(S),
+// index in elements; CANN 9.0 API doc atlasascendc_api_07_00102): the scalar unit writes one
+// element of a UB buffer. Later V/MTE3 readers need SetFlag/WaitFlag<S_X> after it, and earlier
+// V/MTE readers or writers of those bytes need <X_S> before it (insert_sync; the checker reports a
+// missing one). The docs warn it is slow in bulk: the lowering uses it for single elements and
+// scalar-unit element loops only. dtype: a 16- or 32-bit float or an integer type.
+struct ScalarStore {
+  LocalRef dst;
+  ir::Expr value;
   ir::DType dtype;
 };
 
@@ -581,7 +598,7 @@ using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, Loa
                              InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
                              DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecReduce,
-                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, ScalarLoad, SetFlag,
+                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, ScalarLoad, ScalarStore, SetFlag,
                              WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag>;
 
 // The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).

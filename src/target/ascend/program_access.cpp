@@ -173,7 +173,11 @@ class Builder {
     flat(x.src, AccessMode::Read, times(x.repeat, 8 * x.dtype.bytes()));
     level0(x.dst, AccessMode::Write, 1, K(256), x.repeat, x.dst_blk, x.dst_rep);
   }
-  void operator()(const ScalarLoad& x) const { gm(x.src, AccessMode::Read, K(1), K(x.dtype.bytes()), K(0)); }
+  void operator()(const ScalarLoad& x) const {
+    if (x.ub.buffer >= 0) flat(x.ub, AccessMode::Read, K(x.dtype.bytes()));
+    else gm(x.src, AccessMode::Read, K(1), K(x.dtype.bytes()), K(0));
+  }
+  void operator()(const ScalarStore& x) const { flat(x.dst, AccessMode::Write, K(x.dtype.bytes())); }
   void operator()(const SetFlag&) const {}
   void operator()(const WaitFlag&) const {}
   void operator()(const PipeBarrier&) const {}

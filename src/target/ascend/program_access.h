@@ -32,6 +32,7 @@
 //                (level-0 addressing, program.h)
 //   WholeReduce  src: level-0 rows; dst: repeat values, dst_rep elements apart
 //   Brcb         src: repeat*8 elements; dst: level-0 rows of 8 full blocks
+//   ScalarLoad   GM src or UB src: one element;   ScalarStore  UB dst: one element
 //   SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag: none (their ordering is
 //                the consumers' business)
 // The call-level moves (InitConstValue .. FixpipeV220) are made by select_move_calls, the last

@@ -462,12 +462,23 @@ InstrOp parse_instr(Line& L) {
     c.repeat = L.field(" repeat"), c.dst_blk = L.field(" dst_blk"), c.dst_rep = L.field(" dst_rep");
     return c;
   }
-  if (name == "ScalarLoad") {  // ScalarLoad VAR <- GM dtype (binds VAR: ProgramParser::stmt defines it)
+  if (name == "ScalarLoad") {  // ScalarLoad VAR <- GM|UB dtype (binds VAR: ProgramParser::stmt defines it)
     std::string v = L.word("the variable the load binds");
     L.expect("<-");
-    GmRef src = L.gm();
-    ir::DType t = L.dtype();
-    return ScalarLoad{ir::var(v, t), src, t};
+    ScalarLoad c;
+    if (L.at_buffer()) c.ub = L.local();
+    else c.src = L.gm();
+    c.dtype = L.dtype();
+    c.var = ir::var(v, c.dtype);
+    return c;
+  }
+  if (name == "ScalarStore") {  // ScalarStore UB <- EXPR dtype
+    ScalarStore c;
+    c.dst = L.local();
+    L.expect("<-");
+    c.value = L.expr();
+    c.dtype = L.dtype();
+    return c;
   }
   auto pipe = [&] { return L.enum_word<Pipe>("pipe", 8, pipe_text); };
   if (name == "SetFlag" || name == "WaitFlag") {

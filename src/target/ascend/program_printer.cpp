@@ -172,7 +172,11 @@ struct InstrPrinter {
            " dst_blk=" + ex(c.dst_blk) + " dst_rep=" + ex(c.dst_rep);
   }
   std::string operator()(const ScalarLoad& c) const {
-    return "ScalarLoad " + (c.var ? c.var->name : std::string("<null>")) + " <- " + gm(p, c.src) + " " + dt(c.dtype);
+    return "ScalarLoad " + (c.var ? c.var->name : std::string("<null>")) + " <- " +
+           (c.ub.buffer >= 0 ? loc(p, c.ub) : gm(p, c.src)) + " " + dt(c.dtype);
+  }
+  std::string operator()(const ScalarStore& c) const {
+    return "ScalarStore " + loc(p, c.dst) + " <- " + ex(c.value) + " " + dt(c.dtype);
   }
   std::string operator()(const SetFlag& c) const {
     return "SetFlag<" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ")";

@@ -43,6 +43,11 @@ template <class F>
 void for_each_subexpr(const Expr& e, F&& fn) {
   ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, e->span), fn);
 }
+bool has_load(const Expr& e) {
+  bool found = false;
+  for_each_subexpr(e, [&](const Expr& x) { found = found || x->kind == ir::ExprKind::Load; });
+  return found;
+}
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
 
@@ -515,8 +520,8 @@ class Lowerer {
           return lower_map(f, sp);
         }
         std::vector<StmtPtr> loads;
-        Expr f_extent = hoist_gm_loads(f->extent, sp, "the bound of loop " + q(f->var->name), loads);
-        Expr f_min = hoist_gm_loads(f->min, sp, "the start of loop " + q(f->var->name), loads);
+        Expr f_extent = hoist_scalar_loads(f->extent, sp, "the bound of loop " + q(f->var->name), loads);
+        Expr f_min = hoist_scalar_loads(f->min, sp, "the start of loop " + q(f->var->name), loads);
         if (!loads.empty()) {
           StmtPtr l = lower(std::make_shared<ir::ForNode>(f->var, f_min, f_extent, f->for_kind, f->num_stages, f->body, f->span), inside);
           return with_loads(std::move(loads), l, sp);
@@ -538,7 +543,7 @@ class Lowerer {
         auto* n = as<ir::IfNode>(s);
         if (auto init = mma_init_pair(n)) return lower(*init, inside);
         std::vector<StmtPtr> loads;
-        Expr cond = hoist_gm_loads(n->cond, sp, "the condition of this if", loads);
+        Expr cond = hoist_scalar_loads(n->cond, sp, "the condition of this if", loads);
         if (!loads.empty())
           return with_loads(std::move(loads), lower(std::make_shared<ir::IfNode>(cond, n->then_body, n->else_body, n->span), inside), sp);
         StmtPtr t = lower(n->then_body, inside);
@@ -551,22 +556,13 @@ class Lowerer {
         if (auto load = gm_scalar_load(n->value, n->var, sp, "let " + q(n->var->name)))  // `page = table[b, j]`
           return load;
         std::vector<StmtPtr> loads;
-        Expr value = hoist_gm_loads(n->value, sp, "let " + q(n->var->name), loads);
+        Expr value = hoist_scalar_loads(n->value, sp, "let " + q(n->var->name), loads);
         bool is_int = value->dtype.is_int();
         bound(n->var.get(), is_int && nonneg(value), is_int ? bounds(value) : std::nullopt);
         return with_loads(std::move(loads), let(n->var, value, sp), sp);
       }
       case ir::StmtKind::Alloc: return nullptr;
-      case ir::StmtKind::Store:
-        if (auto_sync_)  // a portable kernel: the store is outside any T.Parallel map
-          throw Error("element store into tile " + q(as<ir::StoreNode>(s)->buffer->name) +
-                          " outside a T.Parallel map: on Ascend the Vector core writes whole tiles, not single elements",
-                      sp, "set whole rows with T.fill(t[r:r + 1, :], v), or keep the tile where an affine mask holds "
-                          "and write v elsewhere in a map: for i, j in T.Parallel(...): t[i, j] = "
-                          "T.if_then_else(i < r, t[i, j], v)");
-        throw Error("element store into " + q(as<ir::StoreNode>(s)->buffer->name) +
-                        " is not supported in Ascend expert mode",
-                    sp, "write whole tiles: T.fill, T.copy, vector ops (T.add, T.exp, ...) or a T.Parallel map");
+      case ir::StmtKind::Store: return lower_element_store(as<ir::StoreNode>(s), sp);
       case ir::StmtKind::CoreScope: {
         auto* n = as<ir::CoreScopeNode>(s);
         bool mine = (n->core == ir::CoreKind::C) == (core_ == CoreKind::C);
@@ -583,7 +579,7 @@ class Lowerer {
         std::vector<StmtPtr> loads;
         auto region = [&](const ir::Region& r) {
           ir::Region out = r;
-          for (auto& e : out.starts) e = hoist_gm_loads(e, sp, "the region " + ir::print(r), loads);
+          for (auto& e : out.starts) e = hoist_scalar_loads(e, sp, "the region " + ir::print(r), loads);
           return out;
         };
         ir::Region src = region(n->src), dst = region(n->dst);
@@ -608,20 +604,62 @@ class Lowerer {
                 "core: UB copies and vector ops)");
   }
 
+  // Loads left in a scalar expression after hoist_scalar_loads: elements of tiles the scalar unit
+  // cannot read (Cube-side buffers L1/L0*; UB tiles read by the Cube core's code).
   void check_scalar(const Expr& e, const Span& sp, const std::string& what) {
     for_each_subexpr(e, [&](const Expr& x) {
       if (x->kind != ir::ExprKind::Load) return;
-      if (auto_sync_)  // a portable kernel: a scalar (let, if condition, loop bound) read from a tile
-        throw Error(what + " reads element " + ir::print(x) + " of tile " + q(as<ir::LoadNode>(x)->buffer->name) +
-                        " as a scalar: on Ascend the scalar unit reads GM tensor elements, not tile elements",
-                    sp, "read the value from the GM tensor the tile was copied from (a scalar read of a tensor "
-                        "parameter is allowed), or keep it in a tile and use it inside a T.Parallel map (a per-row "
-                        "vector v[i] or a column vector w[j] broadcasts it; T.if_then_else selects)");
-      throw Error(what + " reads an element of tile " + q(as<ir::LoadNode>(x)->buffer->name) +
-                      ": scalar reads of tiles are not supported in Ascend expert mode",
-                  sp, "read the GM tensor instead (a scalar read of a tensor parameter is allowed), compute with "
-                      "whole-tile ops, or pass scalars as kernel parameters");
+      const ir::Buffer& b = as<ir::LoadNode>(x)->buffer;
+      if (b->scope == Scope::UB)  // the Cube core's copy of scalar code outside T.Scope
+        throw Error(what + " reads element " + ir::print(x) + " of UB tile " + q(b->name) +
+                        " in code the Cube core runs: a UB tile lives on the Vector core",
+                    sp, "read it inside with T.Scope(\"V\"): (the Vector core's scalar unit reads UB with GetValue), or "
+                        "read the GM tensor the tile was copied from");
+      throw Error(what + " reads element " + ir::print(x) + " of " + std::string(ir::scope_name(b->scope)) + " tile " +
+                      q(b->name) + " as a scalar: the scalar unit reads GM tensors (GetValue) and UB tiles (LocalTensor::GetValue), "
+                      "not the Cube core's L1/L0 buffers",
+                  sp, "copy the values to a UB tile (through GM), or read the GM tensor the tile was copied from");
     });
+  }
+
+  // ---- scalar reads and writes of UB tiles (LocalTensor::GetValue / SetValue on the scalar unit) ----
+  // The element of UB tile `ld` as a byte place of its buffer (rows padded as the tile's geometry says).
+  LocalRef ub_element(const ir::LoadNode* ld, const Span& sp) { return ub_element(ld->buffer, ld->indices, sp); }
+  LocalRef ub_element(const ir::Buffer& b, const std::vector<Expr>& indices, const Span& sp) {
+    ir::Region r{b, indices, std::vector<Expr>(indices.size(), C(1))};
+    return local(window(r, sp));
+  }
+  bool ub_readable(const Expr& x) const {
+    return x && x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer->scope == Scope::UB && core_ == CoreKind::V;
+  }
+  // `t[i, j] = value` outside a T.Parallel map: SetValue on the scalar unit, the tile elements the
+  // value reads loaded first (GetValue). The value is scalar-unit arithmetic: no math functions.
+  StmtPtr lower_element_store(const ir::StoreNode* n, const Span& sp) {
+    if (n->buffer->scope == Scope::global)
+      throw Error("element store into tensor " + q(n->buffer->name) +
+                      " outside a T.Parallel map: on Ascend the scalar unit writes single elements of UB tiles only "
+                      "(its GM writes go through a DataCache the DMA does not see)",
+                  sp, "store into a tile (T.alloc_fragment) and T.copy the tile to the tensor once it is complete");
+    if (n->buffer->scope != Scope::UB)
+      throw Error("element store into " + std::string(ir::scope_name(n->buffer->scope)) + " tile " + q(n->buffer->name) +
+                      ": the scalar unit writes single elements of UB tiles only",
+                  sp, "write whole tiles: T.fill, T.copy, vector ops or a T.Parallel map");
+    if (core_ != CoreKind::V) return nullptr;  // the Vector core's statement
+    for_each_subexpr(n->value, [&](const Expr& x) {
+      if (x->kind == ir::ExprKind::Call)
+        throw Error("element store into tile " + q(n->buffer->name) + " computes " + ir::print(x) +
+                        " on the scalar unit, which has no math functions on Ascend",
+                    sp, "compute it with vector code: a T.Parallel map over the tile, or one element whose place "
+                        "starts a 32-byte block (t[0], t[8] of float32), which runs as a one-element vector "
+                        "instruction");
+    });
+    std::vector<StmtPtr> loads;
+    std::vector<Expr> idx;
+    for (const auto& i : n->indices) idx.push_back(hoist_scalar_loads(i, sp, "the index of this element store", loads));
+    Expr value = hoist_scalar_loads(n->value, sp, "the value of this element store", loads);
+    LocalRef dst = ub_element(n->buffer, idx, sp);
+    StmtPtr st = emit(ScalarStore{dst, ir::cast(value, n->buffer->dtype, sp), n->buffer->dtype}, sp);
+    return loads.empty() ? st : with_loads(std::move(loads), st, sp);
   }
 
   // ---- scalar reads of GM tensors (GlobalTensor::GetValue on the scalar unit) ----
@@ -631,6 +669,21 @@ class Lowerer {
   StmtPtr gm_scalar_load(const Expr& value, const ir::Var& var, const Span& sp, const std::string& what) {
     if (!value || value->kind != ir::ExprKind::Load) return nullptr;
     auto* ld = as<ir::LoadNode>(value);
+    bool ub = ub_readable(value);
+    if (!ub && ld->buffer->scope != Scope::global) return nullptr;
+    // indices that read elements themselves (`cnt[e_s]`, `X[idx[i], 0]`): those loads first
+    std::vector<StmtPtr> loads;
+    std::vector<Expr> idx;
+    for (const auto& i : ld->indices) idx.push_back(hoist_scalar_loads(i, sp, what, loads));
+    if (!loads.empty()) {
+      StmtPtr st = gm_scalar_load(std::make_shared<ir::LoadNode>(ld->buffer, idx, value->dtype, value->span), var, sp, what);
+      return with_loads(std::move(loads), st, sp);
+    }
+    if (ub) {
+      ScalarLoad l;
+      l.var = var, l.dtype = ld->buffer->dtype, l.ub = ub_element(ld->buffer, idx, sp);
+      return emit(std::move(l), sp);
+    }
     if (ld->buffer->scope != Scope::global) return nullptr;
     auto it = params_.find(ld->buffer.get());
     if (it == params_.end())
@@ -654,19 +707,26 @@ class Lowerer {
     off = mul(off, C(ld->buffer->dtype.bytes()));
     return emit(ScalarLoad{var, GmRef{it->second, off}, ld->buffer->dtype}, sp);
   }
-  // `e` with each element of a tensor parameter it reads replaced by a variable a ScalarLoad
-  // (appended to `loads`) binds; tile elements stay an error (check_scalar).
-  Expr hoist_gm_loads(const Expr& e, const Span& sp, const std::string& what, std::vector<StmtPtr>& loads) {
+  // `e` with each element of a tensor parameter or (Vector core) UB tile it reads replaced by a
+  // variable a ScalarLoad (appended to `loads`) binds; other tile elements stay an error (check_scalar).
+  Expr hoist_scalar_loads(const Expr& e, const Span& sp, const std::string& what, std::vector<StmtPtr>& loads) {
     if (!e) return e;
-    ExprVarMap map;
-    for_each_subexpr(e, [&](const Expr& x) {
-      if (x->kind != ir::ExprKind::Load || as<ir::LoadNode>(x)->buffer->scope != Scope::global) return;
-      if (find_load(map, x)) return;
-      ir::Var v = ir::var(as<ir::LoadNode>(x)->buffer->name + "_s" + std::to_string(++scalar_loads_), x->dtype, sp);
-      loads.push_back(gm_scalar_load(x, v, sp, what));
-      map.emplace_back(v, x);
-    });
-    Expr out = map.empty() ? e : ReplaceExprs(map).mutate(e);
+    Expr out = e;
+    while (true) {  // innermost loads first: an index that reads an element (`cnt[ti[i]]`) is loaded before
+      ExprVarMap map;
+      for_each_subexpr(out, [&](const Expr& x) {
+        if (x->kind != ir::ExprKind::Load) return;
+        if (as<ir::LoadNode>(x)->buffer->scope != Scope::global && !ub_readable(x)) return;
+        for (const auto& i : as<ir::LoadNode>(x)->indices)
+          if (has_load(i)) return;
+        if (find_load(map, x)) return;
+        ir::Var v = ir::var(as<ir::LoadNode>(x)->buffer->name + "_s" + std::to_string(++scalar_loads_), x->dtype, sp);
+        loads.push_back(gm_scalar_load(x, v, sp, what));
+        map.emplace_back(v, x);
+      });
+      if (map.empty()) break;
+      out = ReplaceExprs(map).mutate(out);
+    }
     check_scalar(out, sp, what);
     return out;
   }
@@ -1229,6 +1289,8 @@ class Lowerer {
     std::vector<ir::Stmt> stores;
     if (body && body->kind == ir::StmtKind::Store) stores.push_back(body);
     else if (body && body->kind == ir::StmtKind::Seq) stores = as<ir::SeqNode>(body)->body;
+    if (column_map(stores, loops, sp))  // no vector instruction: an element loop on the scalar unit
+      return lower(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, f->body, sp), true);
     std::vector<StmtPtr> out;
     for (const auto& st : stores) {
       if (st->kind != ir::StmtKind::Store)
@@ -1240,6 +1302,29 @@ class Lowerer {
     }
     if (out.empty()) throw Error("empty T.Parallel map", sp);
     return out.size() == 1 ? out[0] : seq(std::move(out), sp);
+  }
+
+  // A 1-D map over a column of tiles (`x[i, j] = x[i, j] + x[i, j - 1]` over i, j fixed: a scan
+  // along rows): every store's loop index steps a dim of stride > 1. Vector operands start on 32 B
+  // blocks and a column's elements sit at any offset inside theirs, so no vector instruction
+  // covers it: the map runs as a serial loop of GetValue/SetValue on the scalar unit (docs/
+  // language.md "Element access"). Only plain stores whose value needs no math function.
+  bool column_map(const std::vector<ir::Stmt>& stores, const std::vector<Loop>& loops, const Span& sp) {
+    if (loops.size() != 1 || loops[0].extent < 0 || stores.empty()) return false;
+    for (const auto& st : stores) {
+      if (st->kind != ir::StmtKind::Store) return false;
+      auto* n = as<ir::StoreNode>(st);
+      if (n->buffer->scope != Scope::UB) return false;
+      bool call = false;
+      for_each_subexpr(n->value, [&](const Expr& x) { call |= x->kind == ir::ExprKind::Call; });
+      if (call) return false;
+      auto a = access(n->buffer, n->indices, loops, sp);
+      if (!a) return false;
+      bool strided = false;
+      for (size_t d = 0; d < a->var_of_dim.size(); ++d) strided |= a->var_of_dim[d] == 0 && a->stride[d] != 1;
+      if (!strided) return false;
+    }
+    return true;
   }
 
   static std::string map_hint() {

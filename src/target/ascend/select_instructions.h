@@ -47,7 +47,12 @@
 //  - scalar reads of GM tensors (an element in a let, loop bound, if condition or region start):
 //    ScalarLoad (GlobalTensor::GetValue on the scalar unit) before the statement; a let that is
 //    exactly one element binds its own variable. Only tensor parameters the kernel never writes
-//    (the scalar DataCache does not see DMA writes); scalar reads of tiles are errors;
+//    (the scalar DataCache does not see DMA writes);
+//  - scalar reads of UB tiles (Vector core): ScalarLoad from UB (LocalTensor::GetValue), the same
+//    way; element stores into UB tiles outside a map: ScalarStore (LocalTensor::SetValue) after the
+//    loads its value and indices need (no math functions: an error); a 1-D T.Parallel map over a
+//    column of tiles (no vector instruction: unaligned elements) runs as a serial loop of those.
+//    Elements of L1/L0 tiles and element stores into GM tensors are errors;
 //  - T.set_flag / wait_flag / pipe_barrier / set_cross_flag / wait_cross_flag: exactly as written
 //    (there is no automatic synchronisation in expert mode).
 // Every error is an ir::Error at the kernel source line of the offending statement.

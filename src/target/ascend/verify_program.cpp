@@ -191,6 +191,18 @@ class Verifier {
           }
           if constexpr (requires { x.sel; })
             if (x.api == VecApi::Select || x.api == VecApi::SelectScalar) operand(x.sel, in, "sel");
+          if constexpr (std::is_same_v<T, ScalarLoad> || std::is_same_v<T, ScalarStore>) {
+            const LocalRef& r = [&]() -> const LocalRef& {
+              if constexpr (std::is_same_v<T, ScalarLoad>) return x.ub;
+              else return x.dst;
+            }();
+            if constexpr (std::is_same_v<T, ScalarLoad>)
+              if (r.buffer >= 0) operand(r, in, "ub");
+            if constexpr (std::is_same_v<T, ScalarStore>)
+              check_expr(x.value, [&] { return where() + ": `" + print_instr(p_, in, false) + "`: the value"; }, in.span);
+            if (r.buffer >= 0 && p_.buffers[r.buffer].mem != Mem::UB)
+              fail(where() + ": `" + print_instr(p_, in, false) + "`: GetValue/SetValue address UB buffers only", in.span);
+          }
           if constexpr (std::is_same_v<T, SetFlag> || std::is_same_v<T, WaitFlag>) {
             if (!flag_pair_legal(core_, x.src, x.dst))
               fail(where() + ": `" + print_instr(p_, in, false) + "` is not a flag pair of this core", in.span);

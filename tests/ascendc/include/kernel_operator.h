@@ -225,6 +225,11 @@ class LocalTensor {
   template <typename U>
   LocalTensor<U> ReinterpretCast() const;
   uint32_t GetSize() const;
+  // LocalTensor::GetValue / SetValue (asc-devkit docs/api/context/LocalTensor简介.md; SetValue:
+  // atlasascendc_api_07_00102): __inout_pipe__(S), index in elements.
+  PrimType GetValue(const uint32_t index) const;
+  template <typename T1>
+  void SetValue(const uint32_t index, const T1 value) const;
 };
 
 template <typename T>

@@ -232,8 +232,11 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           level0_operand(operand, x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, false, "src");
           operand(x.dst, Rect{0, x.repeat, es, x.dst_rep * es}, true, es, "dst", false);
         } else if constexpr (std::is_same_v<T, RScalarLoad>) {
-          invalid(!x.src.gm, "GetValue reads a GM tensor here");
-          operand(x.src, Rect{0, 1, es_of(x.dt), 0}, false, es_of(x.dt), "source");
+          invalid(!x.src.gm && !mem_is(x.src, {Mem::UB}), "GetValue reads a GM tensor or a UB buffer (LocalTensor of TPosition VECIN/VECCALC/VECOUT)");
+          operand(x.src, Rect{0, 1, es_of(x.dt), 0}, false, es_of(x.dt), "source", false);
+        } else if constexpr (std::is_same_v<T, RScalarStore>) {
+          invalid(!mem_is(x.dst, {Mem::UB}), "SetValue writes a UB buffer (LocalTensor of TPosition VECIN/VECCALC/VECOUT)");
+          operand(x.dst, Rect{0, 1, es_of(x.dt), 0}, true, es_of(x.dt), "destination", false);
         } else if constexpr (std::is_same_v<T, RBrcb>) {
           int es = es_of(x.dt);
           invalid(es != 2 && es != 4, "Brcb takes 16- or 32-bit elements");
@@ -577,6 +580,10 @@ void Machine::functional(Core& c, const RInstr& r) {
             double out = v[0];
             store_row(dst + i * x.dst_rep * es, x.dt, 1, &out);
           }
+        } else if constexpr (std::is_same_v<T, RScalarStore>) {  // the value converted as a C++ cast to T does
+          uint8_t* dst = base(c, x.dst).data + x.dst.off;
+          if (ir::DType(x.dt).is_float()) num::store(dst, x.dt, x.value.f, RoundMode::Rint);
+          else num::store(dst, x.dt, static_cast<double>(x.value.i), RoundMode::Trunc);
         } else if constexpr (std::is_same_v<T, RBrcb>) {
           const int es = es_of(x.dt);
           const uint8_t* src = base(c, x.src).data + x.src.off;

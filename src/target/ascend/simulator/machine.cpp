@@ -173,7 +173,8 @@ ROp build(const InstrOp& op, Get&& get) {
             r.repeat = get(x.repeat).i, r.dst_blk = get(x.dst_blk).i, r.dst_rep = get(x.dst_rep).i;
             return r;
           },
-          [&](const ScalarLoad& x) -> ROp { return RScalarLoad{gm(x.src), x.dtype.code}; },
+          [&](const ScalarLoad& x) -> ROp { return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code}; },
+          [&](const ScalarStore& x) -> ROp { return RScalarStore{loc(x.dst), x.dtype.code, get(x.value)}; },
           [&](const SetFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, true}; },
           [&](const WaitFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, false}; },
           [&](const PipeBarrier& x) -> ROp { return RBarrier{x.pipe}; },
@@ -468,8 +469,10 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   for (const Code* code : {&aic_code_, &aiv_code_})
     for (const BC& bc : code->ops)
       if (bc.op == BC::Instr && bc.slot >= 0) {
-        int param = std::get<ScalarLoad>(bc.instr->op).src.param;
-        if (param < static_cast<int>(prog.params.size())) scalar_read_[param < 0 ? prog.params.size() : param] = 1;
+        const auto& load = std::get<ScalarLoad>(bc.instr->op);
+        int param = load.src.param;
+        if (load.ub.buffer < 0 && param < static_cast<int>(prog.params.size()))
+          scalar_read_[param < 0 ? prog.params.size() : param] = 1;
       }
   // base slot values: shape vars and scalars
   base_slots_.assign(nslots_, Value{});
@@ -938,9 +941,12 @@ void Machine::scalar_load(Core& c, const BC& bc, RInstr r) {
   int es = ir::DType(load.dt).bytes();
   Span s = base(c, load.src);
   int64_t lo = load.src.off, hi = lo + es;
-  bool in_bounds = valid && load.src.gm && s.data && lo >= 0 && hi <= s.size && lo % es == 0;
+  bool in_bounds = valid && s.data && lo >= 0 && hi <= s.size && lo % es == 0;
   bool stale = false;
-  if (in_bounds)
+  // UB (LocalTensor::GetValue): no DataCache; the value is the bytes once every data effect issued
+  // before (in the scheduler's order, which the race checker validated) has run
+  if (in_bounds && !load.src.gm && queue_) queue_->drain();
+  if (in_bounds && load.src.gm)
     for (const auto& [wlo, whi] : gm_written_[s.space]) stale = stale || (lo < whi && wlo < hi);
   if (stale) {
     report(ReportKind::StaleDataCache,

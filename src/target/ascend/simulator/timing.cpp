@@ -139,8 +139,14 @@ Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
         } else if constexpr (std::is_same_v<T, RWholeReduce>) {
           k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(static_cast<double>(x.repeat) * p_.vec_reduce_cycles_per_repeat));
         } else if constexpr (std::is_same_v<T, RScalarLoad>) {  // a DataCache hit, or a line fill from GM
+          if (!x.src.gm) {  // LocalTensor::GetValue: a UB read
+            k.busy = p_.scalar_ub_access_cycles;
+            return;
+          }
           int64_t line = (static_cast<int64_t>(m_.base(core, x.src).space) << 40) | (x.src.off / p_.scalar_dcache_line_bytes);
           k.busy = core.dcache.insert(line).second ? p_.gm_latency_cycles : p_.scalar_dcache_hit_cycles;
+        } else if constexpr (std::is_same_v<T, RScalarStore>) {  // LocalTensor::SetValue: a UB write
+          k.busy = p_.scalar_ub_access_cycles;
         } else if constexpr (std::is_same_v<T, RBrcb>) {
           k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(static_cast<double>(x.repeat) * 256.0 / p_.vec_bytes_per_cycle));
         }
