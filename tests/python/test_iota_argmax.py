@@ -189,3 +189,54 @@ def test_op_zoo_argmax_mid_on_ascend_matches_numpy_with_ties(shape):
     got = run_checked(op_zoo.argmax_mid(*shape, target=TARGET), x)
     np.testing.assert_array_equal(got, np.argmax(x, axis=1))
     np.testing.assert_array_equal(op_zoo.argmax_mid(*shape, target="cpu")(x), np.argmax(x, axis=1))
+
+
+@tw.jit(out_idx=[-1])
+def index_where(M, N, bm, bn, case, dtype):
+    """T.where on index conditions that are not an index mask (==, !=, `or`) or whose other value is
+    a tile: compared on index vectors on Ascend."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            x = T.alloc_fragment((bm, bn), dtype)
+            r = T.alloc_fragment((bm,), dtype)
+            y = T.alloc_fragment((bm, bn), dtype)
+            T.copy(X[by * bm, bx * bn], x)
+            T.reduce_max(x, r, dim=1)
+            for i, j in T.Parallel(bm, bn):
+                if case == "eq_tiles":
+                    y[i, j] = T.where(j == 3, r[i], x[i, j])
+                elif case == "ne_scalar":
+                    y[i, j] = T.where(i != j, x[i, j], 0)
+                elif case == "or":
+                    y[i, j] = T.where(i < 2 or j >= bn - 3, x[i, j], -1)
+                elif case == "lt_tiles":
+                    y[i, j] = T.where(bx * bn + j < 11, x[i, j], r[i])
+                elif case == "index_and_data":
+                    y[i, j] = T.where(j < 5 and x[i, j] > 0, x[i, j], r[i])
+            T.copy(y, Y[by * bm, bx * bn])
+    return main
+
+
+def index_where_ref(case, x, bm, bn):
+    M, N = x.shape
+    rr, cc = np.meshgrid(np.arange(M), np.arange(N), indexing="ij")
+    i, j = rr % bm, cc % bn
+    r = np.zeros_like(x)
+    for b0 in range(0, M, bm):
+        for c0 in range(0, N, bn):
+            blk = x[b0:b0 + bm, c0:c0 + bn]
+            r[b0:b0 + bm, c0:c0 + bn] = blk.max(axis=1, keepdims=True)
+    return {"eq_tiles": np.where(j == 3, r, x), "ne_scalar": np.where(i != j, x, 0),
+            "or": np.where((i < 2) | (j >= bn - 3), x, -1), "lt_tiles": np.where(cc < 11, x, r),
+            "index_and_data": np.where((j < 5) & (x > 0), x, r)}[case]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", ["eq_tiles", "ne_scalar", "or", "lt_tiles", "index_and_data"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_index_conditions_selected_on_index_vectors(target, case, dtype):
+    M, N, bm, bn = 16, 32, 8, 16  # whole tiles (the reference's per-tile max)
+    x = np.random.default_rng(3).standard_normal((M, N)).astype(dtype)
+    y = run(index_where(M, N, bm, bn, case, dtype, target=target), target, x)
+    np.testing.assert_array_equal(y, index_where_ref(case, x, bm, bn))
