@@ -240,3 +240,45 @@ def test_index_conditions_selected_on_index_vectors(target, case, dtype):
     x = np.random.default_rng(3).standard_normal((M, N)).astype(dtype)
     y = run(index_where(M, N, bm, bn, case, dtype, target=target), target, x)
     np.testing.assert_array_equal(y, index_where_ref(case, x, bm, bn))
+
+
+@tw.jit(out_idx=[-1])
+def index_into(M, N, bm, dtype):
+    """Y = i * 3 + j - 50 (tile-relative indices) stored into a tile of `dtype` (8-bit tiles:
+    computed in float32 and wrapped; bfloat16: converted)."""
+    @T.prim_func
+    def main(Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            y = T.alloc_fragment((bm, N), dtype)
+            for i, j in T.Parallel(bm, N):
+                y[i, j] = T.cast(i * 3 + j - 50, dtype)
+            T.copy(y, Y[bx * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "bfloat16", "float16", "float32", "int32"])
+def test_index_values_into_every_dtype(target, dtype):
+    from tilewright.testing import np_dtype
+    M, N, bm = 37, 40, 16  # a tail block
+    y = run(index_into(M, N, bm, dtype, target=target), target)
+    r, c = np.meshgrid(np.arange(M), np.arange(N), indexing="ij")
+    v = (r % bm) * 3 + c - 50
+    if dtype in ("int8", "uint8"):
+        ref = v.astype(np.int64).astype(np_dtype(dtype))  # wraps, as the language's conversion does
+    else:
+        ref = v.astype(np_dtype(dtype))
+    np.testing.assert_array_equal(np.asarray(y).astype(np.float64), ref.astype(np.float64))
+
+
+def test_index_values_in_row_chunks_on_ascend():
+    """64-row bfloat16 tiles are computed in row chunks of float32 (legalize_vector): the row index
+    becomes chunk offset + the chunk's own row index vector. An int8 tile in chunks is a located
+    error (its wrap-around must be proven exact, and the chunk offset has no static bound)."""
+    M, N, bm = 70, 40, 64
+    y = run_checked(index_into(M, N, bm, "bfloat16", target=TARGET))
+    r, c = np.meshgrid(np.arange(M), np.arange(N), indexing="ij")
+    np.testing.assert_array_equal(np.asarray(y).astype(np.float64), ((r % bm) * 3 + c - 50).astype(np.float64))
+    with pytest.raises(tw.TilewrightError, match=r"test_iota_argmax\.py:\d+:\d+: error: integer arithmetic stored into "
+                                                 r"int8 whose values may reach 2\^24"):
+        index_into(M, N, bm, "int8", target=TARGET)
