@@ -245,7 +245,7 @@ class MapLowering {
   int call(ir::MathFn fn, int a, const Span& sp);
   int build(const Expr& e);
   int build_uncached(const Expr& e);
-  int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y, cond reads tile data
+  int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y (data or index condition)
   int select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp);  // int32 values (definition)
   int64_t extent_of(const ir::VarNode* v) const {
     for (size_t k = 0; k < vars_.size(); ++k)
@@ -1141,10 +1141,12 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
 }
 
 // A data-dependent T.where: `and` / `or` / `not` become nested selects (c1 and c2 ? x : y =
-// c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a condition on
-// indices only the index mask (Where, the other value a scalar), a bare tile value v the
-// comparison v != 0. Compared values are float16 or float32 (wider or narrower types compared in
-// float32, exact for integers below 2^24), selected values float16 or float32 (compute_type).
+// c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a mask
+// condition on indices only (mask_condition) the index mask (Where) when the other value is a
+// scalar, other index comparisons like data (the indices as index vectors), a bare tile value v
+// the comparison v != 0. Compared values are float16 or float32 (wider or narrower types compared
+// in float32, exact for integers below 2^24), selected values float16 or float32 (compute_type),
+// or int32 (select_int32).
 int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And)
     return select_on(as<ir::BinaryNode>(c)->a, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), y, sp);

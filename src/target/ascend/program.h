@@ -400,8 +400,8 @@ struct VecDup {
   ir::Expr rows, cols;
 };
 // Index: dst[r][c] = first + r * cols + c (the row-major position; an iota). dtype int32, float32
-// or float16. AscendC: CreateVecIndex (select_vector_calls.h); rows == 1 or contiguous rows
-// (row_stride == cols), one level-2 call.
+// or float16. AscendC: CreateVecIndex (select_vector_calls.h): one level-2 call over contiguous
+// rows (one row, or row_stride == cols), else one per row.
 struct VecIndex {
   ir::DType dtype;
   VecOperand dst;
