@@ -49,6 +49,8 @@ def topk_gating(tokens, experts, top_k, block_M=16):
             ids = T.alloc_fragment((block_M, top_k), "int32")
             w = T.alloc_fragment((block_M, top_k), "float32")
             kept = T.alloc_fragment((block_M,), "float32")
+            T.fill(ids, 0)
+            T.fill(w, 0)
             T.copy(Logits[bx * block_M:(bx + 1) * block_M, :], p)
             T.reduce_max(p, best, dim=1)
             for i, e in T.Parallel(block_M, experts):
@@ -61,9 +63,9 @@ def topk_gating(tokens, experts, top_k, block_M=16):
                 for i, e in T.Parallel(block_M, experts):  # the lowest expert id holding the best
                     pick[i, e] = T.where(p[i, e] == best[i], e, experts)
                 T.reduce_min(pick, first, dim=1)
-                for i in T.Parallel(block_M):
-                    ids[i, kk] = first[i]
-                    w[i, kk] = best[i]
+                for i, c in T.Parallel(block_M, top_k):  # column kk of the results
+                    ids[i, c] = T.where(c == kk, first[i], ids[i, c])
+                    w[i, c] = T.where(c == kk, best[i], w[i, c])
                 for i, e in T.Parallel(block_M, experts):  # hide it for the next round
                     p[i, e] = T.where(e == first[i], -1.0, p[i, e])
             T.reduce_sum(w, kept, dim=1)

@@ -952,6 +952,29 @@ TEST(AscendSimApiRules, CompareAndSelect) {
   EXPECT_NE(api_report(r, "selMask must start 32 B aligned"), nullptr) << r.summary();
 }
 
+// CreateVecIndex (issue 13): the lowering's form (VecIndex: one level-2 call, or one per row of a
+// tile whose rows are not contiguous) reports nothing; a destination that is not 32 B aligned, an
+// element type the API does not take and the level-0 form are API rule reports at the line.
+TEST(AscendSimApiRules, CreateVecIndex) {
+  EXPECT_TRUE(run_aiv({{VecIndex{DTypeCode::i32, vo(1, 8), C(0), C(1), C(40)}, 60}}).reports.empty());
+  EXPECT_TRUE(run_aiv({{VecIndex{DTypeCode::f32, vo(1, 16), C(3), C(4), C(10)}, 60}}).reports.empty());  // per row
+  EXPECT_TRUE(run_aiv({{VecIndex{DTypeCode::f16, vo(1, 32), C(0), C(2), C(32)}, 60}}).reports.empty());
+  VecCallL2 odd{VecApi::CreateVecIndex, DTypeCode::i32, DTypeCode::i32, LocalRef{1, C(8)}, {}, {}, C(0), RoundMode::None,
+                C(16)};
+  auto r = run_aiv({{odd, 61}});
+  const sim::Report* rep = api_report(r, "dst must start 32 B aligned");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:61: API rule:"), std::string::npos) << rep->format();
+  VecCallL2 u8{VecApi::CreateVecIndex, DTypeCode::u8, DTypeCode::u8, LocalRef{1, C(0)}, {}, {}, C(0), RoundMode::None,
+               C(16)};
+  r = run_aiv({{u8, 62}});
+  EXPECT_NE(api_report(r, "takes int16/half/int32/float only"), nullptr) << r.summary();
+  VecCallL0 l0{VecApi::CreateVecIndex, DTypeCode::i32, DTypeCode::i32, LocalRef{1, C(0)}, {}, {}, C(0), RoundMode::None,
+               C(64), C(1), C(1), {}, {}, C(8), {}, {}};
+  r = run_aiv({{l0, 63}});
+  EXPECT_NE(api_report(r, "only the level-2 (count) form is modelled"), nullptr) << r.summary();
+}
+
 // Brcb's repeatTimes is uint8 (8 rows a repeat): a row broadcast over 2048 rows is two Brcb calls
 // (2040 rows, then 8), every field in range.
 TEST(AscendSimApiRules, BrcbOverMoreThan2040RowsIsSplit) {

@@ -225,7 +225,7 @@ class RandomProgram {
     }
   }
   InstrOp vector() {
-    switch (pick(20)) {
+    switch (pick(22)) {
       case 0: return CopyGmToUb{gm(), loc(false), dt(), expr(), expr(), expr(), expr(), pick(2) == 0};
       case 1: return CopyUbToGm{loc(false), gm(), dt(), expr(), expr(), expr(), expr()};
       case 2: return CopyUbToUb{loc(false), loc(false), dt(), expr(), expr(), expr(), expr()};
@@ -255,6 +255,12 @@ class RandomProgram {
       case 16: return Brcb{dt(), loc(false), loc(false), expr(), expr(), expr()};
       case 17: return WaitFlag{Pipe::MTE2, Pipe::V, expr()};
       case 18: return CrossCoreWaitFlag{expr(), pipe()};
+      case 19: return VecIndex{dt(), vop(), expr(), expr(), expr()};
+      case 20: {
+        ir::DType t = dt();
+        return VecCallL2{VecApi::CreateVecIndex, t, t, loc(false), LocalRef{-1, nullptr}, LocalRef{-1, nullptr}, expr(),
+                         RoundMode::None, expr()};
+      }
       default: return PipeBarrier{Pipe::V};
     }
   }

@@ -175,24 +175,24 @@ def test_unsupported_math_is_an_error_at_its_line():
     assert f"{os.path.basename(THIS_FILE)}:{where('FLOOR')}:" in msg
 
 
-def test_data_dependent_int32_where_is_an_error():
+def test_data_dependent_int32_where_selects_exactly():
     """A T.where on tile data becomes Compare + Select (tests/python/test_where_data.py); Select
-    takes half / float only, so selecting int32 values is an error at the line, with the fix."""
+    takes half / float only, so int32 values are selected through an int32 0/1 mask (issue 13,
+    legalize_vector's select_int32): exact for every int32 value (tests/python/test_iota_argmax.py)."""
     @T.prim_func
     def k(X: T.Tensor((64, 64), "int32"), Y: T.Tensor((64, 64), "int32")):
         with T.Kernel(1) as bx:
             x = T.alloc_fragment((64, 64), "int32")
             T.copy(X[0, 0], x)
             for i, j in T.Parallel(64, 64):
-                x[i, j] = T.where(x[i, j] > 0, x[i, j], 0)  # @WHERE
+                x[i, j] = T.where(x[i, j] > 0, x[i, j], 0)
             T.copy(x, Y[0, 0])
 
-    with pytest.raises(TilewrightError) as e:
-        tw.compile(k, out_idx=[-1], target=TARGET)
-    msg = str(e.value)
-    assert "selecting int32 values" in msg
-    assert f"{os.path.basename(THIS_FILE)}:{where('WHERE')}:" in msg
-    assert "select float32 values" in msg
+    x = np.random.default_rng(0).integers(-2**31, 2**31 - 1, (64, 64), dtype=np.int64).astype(np.int32)
+    x.flat[:2] = [-2**31, 2**31 - 1]
+    prof = tw.compile(k, out_idx=[-1], target=TARGET).profile(x)
+    assert prof["reports"] == [], "\n".join(prof["reports"])
+    np.testing.assert_array_equal(prof.outputs, np.where(x > 0, x, 0))
 
 
 def test_rows_too_long_for_ub_are_a_capacity_error():

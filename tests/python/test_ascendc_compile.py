@@ -120,6 +120,24 @@ def test_data_dependent_select_kernel_compiles(case, dtype, tmp_path):
     assert rc == 0 and out == "", f"{case} {dtype} does not compile against {INCLUDE}:\n{out}"
 
 
+@pytest.mark.parametrize("case", ["global", "int_where", "argmax"])
+def test_index_vector_kernel_compiles(case, tmp_path):
+    """CreateVecIndex (the loop index as a value) and the int32 select's Cast / Mul / Add calls
+    (test_iota_argmax.py)."""
+    import test_iota_argmax as t
+    if case == "global":
+        k = t.index_values(13, 37, 8, 16, "global", target="ascend910b")
+    elif case == "int_where":
+        k = t.int_where(13, 37, 8, 16, "tiles", target="ascend910b")
+    else:
+        k = t.arg_rows(13, 37, 8, "argmax", target="ascend910b")
+    src = k.get_source("ascendc")
+    assert ("CreateVecIndex(" in src) == (case != "int_where")
+    assert ("Select(" in src) == (case != "global")
+    rc, out = compile_cpp(src, tmp_path)
+    assert rc == 0 and out == "", f"{case} does not compile against {INCLUDE}:\n{out}"
+
+
 @pytest.mark.parametrize("path", HOSTS, ids=os.path.basename)
 def test_golden_host_compiles(path, tmp_path):
     kernel = read(path.replace("_host.cpp", "_kernel.cpp"))

@@ -25,7 +25,6 @@ def test_op_zoo_kernel_matches_numpy(name):
 # (remove it here) or when another op stops running (a portability regression).
 ASCEND_UNPORTED = {
     "cross_entropy": "a T.Parallel read at a data-dependent index (a gather)",
-    "argmax_mid": "T.where selecting int32 values on a condition on tile data (Select takes half/float)",
 }
 
 

@@ -630,7 +630,7 @@ std::string KernelPrinter::vec_args(VecApi api, DType t, DType st, const LocalRe
   if (api == VecApi::SelectScalar)
     return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + scalar(s, t) + ", SELMODE::VSEL_TENSOR_SCALAR_MODE";
   std::string a = loc(dst, t);
-  if (api == VecApi::Duplicate) return a + ", " + scalar(s, t);
+  if (api == VecApi::Duplicate || api == VecApi::CreateVecIndex) return a + ", " + scalar(s, t);
   a += ", " + loc(src0, st);
   if (api == VecApi::Cast) return a + ", RoundMode::" + std::string(round_mode_name(round));
   if (vec_api_sources(api) == 2) return a + ", " + loc(src1, t);

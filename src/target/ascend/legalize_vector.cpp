@@ -142,12 +142,21 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
   return std::nullopt;
 }
 
+// A condition the index masks (emit_where) take: <, <=, >, >= comparisons joined with `and`
+// (other index conditions, ==, != and `or`, are selected on index vectors: select_on).
+bool mask_condition(const Expr& c) {
+  if (c->kind != ir::ExprKind::Binary) return false;
+  auto* b = as<ir::BinaryNode>(c);
+  if (b->op == ir::BinOp::And) return mask_condition(b->a) && mask_condition(b->b);
+  return b->op == ir::BinOp::LT || b->op == ir::BinOp::LE || b->op == ir::BinOp::GT || b->op == ir::BinOp::GE;
+}
+
 // ---------------------------------------------------------------------------------------------
 // One T.Parallel store as a list of operations (SSA), then storage, then single-op maps.
 
 enum class Shape : uint8_t { Scalar, Full, Row, Col };
 
-enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel };
+enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota };
 
 struct Node {
   OpKind kind = OpKind::Leaf;
@@ -163,6 +172,8 @@ struct Node {
   std::vector<int> args;
   Expr cond, fill;  // Where: keep where cond, else fill (scalar)
   // Sel: args {a, b, x, y}, a bop b ? x : y (bop a comparison; a, x tiles, b, y tiles or scalars)
+  // Iota: the loop index `scalar` (a map variable) as a value: a row (i), column (j) or 1-D vector
+  // of the indices 0 .. extent-1 (CreateVecIndex)
   bool floor = false;  // Cast float32 -> int32 rounding down (CAST_FLOOR), else the default mode
   Span span;
 };
@@ -192,6 +203,7 @@ class MapLowering {
   std::vector<Node> nodes_;
   std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
   std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
+  Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
 
   const ir::VarNode* vi() const { return vars_.size() == 2 ? vars_[0].get() : nullptr; }
   const ir::VarNode* vj() const { return vars_.back().get(); }
@@ -233,7 +245,13 @@ class MapLowering {
   int call(ir::MathFn fn, int a, const Span& sp);
   int build(const Expr& e);
   int build_uncached(const Expr& e);
-  int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y, cond reads tile data
+  int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y (data or index condition)
+  int select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp);  // int32 values (definition)
+  int64_t extent_of(const ir::VarNode* v) const {
+    for (size_t k = 0; k < vars_.size(); ++k)
+      if (vars_[k].get() == v) return ext_[k];
+    return 0;
+  }
   int index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp);  // a Where node
   int materialize(int x, Shape to, const Span& sp);
 
@@ -896,6 +914,7 @@ double MapLowering::bound(int x) const {
     case OpKind::Copy: return bound(n.args[0]);
     case OpKind::Where: return std::max(bound(n.args[0]), scalar(n.fill));
     case OpKind::Sel: return std::max(bound(n.args[2]), bound(n.args[3]));
+    case OpKind::Iota: return static_cast<double>(extent_of(as<ir::VarNode>(n.scalar)));
   }
   return HUGE_VAL;
 }
@@ -1018,9 +1037,15 @@ int MapLowering::build_uncached(const Expr& e) {
       n.shape = shape_of_load(as<ir::LoadNode>(ir::load(n.buf, n.idx, sp)), sp);
       return push(std::move(n));
     }
-    case ir::ExprKind::Var:
-      fail("the loop index " + q(as<ir::VarNode>(e)->name) + " used as a value: vector instructions have no iota", sp,
-           "use indices only to address tiles, and in T.where conditions");
+    case ir::ExprKind::Var: {  // a map index as a value (the others are scalars, above)
+      Node n;
+      n.kind = OpKind::Iota;
+      n.shape = vars_.size() == 1 ? Shape::Full : e.get() == vi() ? Shape::Row : Shape::Col;
+      n.dtype = e->dtype;
+      n.scalar = e;
+      n.span = store_sp_;
+      return push(std::move(n));
+    }
     case ir::ExprKind::Cast: {
       const Expr& v = as<ir::CastNode>(e)->value;
       DType t = e->dtype;
@@ -1107,10 +1132,10 @@ int MapLowering::build_uncached(const Expr& e) {
       auto* s = as<ir::SelectNode>(e);
       Expr cond = s->cond, keep = s->t, other = s->f;
       auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
-      if (has_load(cond)) return select_on(cond, build(keep), build(other), sp);
-      if (!is_scalar(other) && is_scalar(keep)) {
+      if (has_load(cond) || !mask_condition(cond)) return select_on(cond, build(keep), build(other), sp);
+      if (!is_scalar(other) && is_scalar(keep) && cond->kind == ir::ExprKind::Binary &&
+          as<ir::BinaryNode>(cond)->op != ir::BinOp::And) {
         // where(c, s, tile) = where(not c, tile, s): negate a single comparison
-        if (cond->kind != ir::ExprKind::Binary) fail("T.where with a scalar first value and a negated condition", sp);
         auto* c = as<ir::BinaryNode>(cond);
         ir::BinOp neg;
         switch (c->op) {
@@ -1123,15 +1148,13 @@ int MapLowering::build_uncached(const Expr& e) {
           case ir::BinOp::Max: case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::And: case ir::BinOp::Or:
           case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl:
           case ir::BinOp::Shr:
-            fail("T.where(cond, scalar, tile) with a compound condition on Ascend", sp,
-                 "write T.where(cond, tile, scalar): the masked value must be the scalar");
+            neg = c->op;  // (mask_condition: not reached)
         }
         cond = ir::binary(neg, c->a, c->b, sp);
         std::swap(keep, other);
       }
-      if (!is_scalar(other))
-        fail("T.where whose masked value is not a scalar: Ascend masks write a constant (VecDup) over the masked "
-             "columns", sp, "write T.where(cond, tile_expr, scalar)");
+      // an index condition with a tile on both sides: compared on index vectors (select_on)
+      if (!is_scalar(other)) return select_on(cond, build(keep), build(other), sp);
       return index_mask(build(keep), cond, other, sp);
     }
     case ir::ExprKind::Call: {
@@ -1175,10 +1198,12 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
 }
 
 // A data-dependent T.where: `and` / `or` / `not` become nested selects (c1 and c2 ? x : y =
-// c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a condition on
-// indices only the index mask (Where, the other value a scalar), a bare tile value v the
-// comparison v != 0. Compared values are float16 or float32 (wider or narrower types compared in
-// float32, exact for integers below 2^24), selected values float16 or float32 (compute_type).
+// c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a mask
+// condition on indices only (mask_condition) the index mask (Where) when the other value is a
+// scalar, other index comparisons like data (the indices as index vectors), a bare tile value v
+// the comparison v != 0. Compared values are float16 or float32 (wider or narrower types compared
+// in float32, exact for integers below 2^24), selected values float16 or float32 (compute_type),
+// or int32 (select_int32).
 int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And)
     return select_on(as<ir::BinaryNode>(c)->a, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), y, sp);
@@ -1186,13 +1211,9 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
     return select_on(as<ir::BinaryNode>(c)->a, x, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), sp);
   if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
     return select_on(as<ir::UnaryNode>(c)->a, y, x, sp);
-  if (!has_load(c)) {  // an index condition: the index mask, whose masked value is a scalar
-    if (nodes_[y].shape != Shape::Scalar)
-      fail("T.where combining the index condition " + ir::print(c) + " with a data-dependent one, whose other value "
-           "is a tile", sp, "write the index condition as its own T.where(cond, value, scalar), e.g. "
-           "T.where(j < n, T.where(x[i, j] > 0, a[i, j], b[i, j]), 0)");
-    return index_mask(x, c, nodes_[y].scalar, sp);
-  }
+  // an index condition: the index mask when the other value is a scalar; else (or for ==, !=)
+  // compared like data, the loop indices as index vectors (CreateVecIndex)
+  if (!has_load(c) && nodes_[y].shape == Shape::Scalar && mask_condition(c)) return index_mask(x, c, nodes_[y].scalar, sp);
   ir::BinOp op = ir::BinOp::NE;
   int a = -1, b = -1;
   if (c->kind == ir::ExprKind::Binary) {
@@ -1235,6 +1256,7 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   b = to_type(b, ct, sp);
   if (nodes_[b].shape != Shape::Scalar) b = materialize(b, Shape::Full, sp);
   DType vt = compute_type(ir::promote(nodes_[x].dtype, nodes_[y].dtype));
+  if (vt == kI32) return select_int32(op, a, b, x, y, sp);
   if (vt != kF16 && vt != kF32)
     fail("T.where selecting " + std::string(vt.name()) + " values on a condition on tile data: Ascend's Select takes "
          "float16 or float32", sp, "select float32 values (T.cast the result to the integer type afterwards)");
@@ -1249,6 +1271,36 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   n.args = {a, b, x, y};
   n.span = sp;
   return push(std::move(n));
+}
+
+// a op b ? x : y with int32 values. Select takes half/float only (Select.md, Atlas A2), and the
+// documented Select is an element choice, not a bit move of other types, so the int32 values are
+// selected through arithmetic that is exact by the documented semantics of each call:
+// - both values below 2^24 in magnitude (bound(): loop indices, constants): converted to float32
+//   (exact for such integers), selected, converted back (Cast to int32 of an integral float: exact);
+// - otherwise the condition becomes an int32 0 / 1 mask m (Select of 1.0 / 0.0 in float32, Cast to
+//   int32) and the result x * m + y * (1 - m) in int32 Mul / Muls / Adds / Add: every product is a
+//   value or 0 and one of the two terms is 0, so no step leaves int32 and the result is x or y exactly.
+int MapLowering::select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp) {
+  auto sel = [&](int xx, int yy) {
+    Node n;
+    n.kind = OpKind::Sel;
+    n.shape = Shape::Full;
+    n.dtype = kF32;
+    n.bop = op;
+    n.args = {a, b, xx, yy};
+    n.span = sp;
+    return push(std::move(n));
+  };
+  auto operand = [&](int v, bool tile) {
+    v = to_type(v, kF32, sp);
+    return tile || nodes_[v].shape != Shape::Scalar ? materialize(v, Shape::Full, sp) : v;
+  };
+  constexpr double kExact = 16777216.0;  // 2^24
+  if (bound(x) < kExact && bound(y) < kExact) return to_type(sel(operand(x, true), operand(y, false)), kI32, sp);
+  int m = to_type(sel(operand(scalar_const(1, kI32), true), scalar_const(0.0, kF32)), kI32, sp);
+  int not_m = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, m, scalar_const(-1, kI32), sp), scalar_const(1, kI32), sp);
+  return bin(ir::BinOp::Add, bin(ir::BinOp::Mul, x, m, sp), bin(ir::BinOp::Mul, y, not_m, sp), sp);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1285,6 +1337,7 @@ Expr MapLowering::value_of(int id, const std::vector<Place>& place, Shape in) co
 
 void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double wrap_bound) {
   const Span& sp = st->span;
+  store_sp_ = sp;
   nodes_.clear();
   memo_.clear();
   // The destination must be a tile element indexed by every loop variable.
@@ -1442,6 +1495,7 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
     case OpKind::Sel:
       out.push_back(make_map(n.shape, at, ir::select(ir::binary(n.bop, arg(0), arg(1), sp), arg(2), arg(3), sp), sp));
       return;
+    case OpKind::Iota: out.push_back(make_map(n.shape, at, n.scalar, sp)); return;  // dst[k] = k: CreateVecIndex
     case OpKind::Leaf: return;
   }
 }

@@ -48,6 +48,12 @@
 //    float16/float32, a a tile, b a tile or scalar) that select_instructions makes a VecSelect
 //    (Compare + Select); index conditions inside keep the index mask above (their other value a
 //    scalar); a bare tile value v as condition is v != 0; bool tiles are an error naming uint8.
+//    int32 values: select_int32 (exact: through float32 below 2^24, else an int32 0/1 mask m and
+//    x * m + y * (1 - m)). Index conditions that are not a mask (==, !=, `or`) or whose other value
+//    is a tile are compared the same way, their indices as index vectors (below).
+//  - a map index used as a value (ids[i, j] = j, i * n + j): an int32 index vector of the map's
+//    rows (i), columns (j) or elements (1-D map), a 1-D map t[k] = k that select_instructions makes
+//    a VecIndex (CreateVecIndex), broadcast like a row / column vector.
 //  - row reductions (last dim) of rows wider than one 256 B repeat: the columns are first folded
 //    in halves with full-rate elementwise max/min/add into UB temporaries (rows x cols/2, ...;
 //    one per dtype and shape, shared by all reductions: each is consumed right away)

@@ -47,7 +47,8 @@ std::string_view vec_api_name(VecApi a) {
   static constexpr std::string_view names[] = {"Add",  "Sub",  "Mul", "Div", "Max",   "Min", "Adds",
                                                "Muls", "Maxs", "Mins", "Exp", "Ln",   "Sqrt", "Rsqrt",
                                                "Abs",  "Relu", "Reciprocal", "Cast", "Duplicate", "ShiftLeft",
-                                               "ShiftRight", "Compare", "CompareScalar", "Select", "SelectScalar"};
+                                               "ShiftRight", "Compare", "CompareScalar", "Select", "SelectScalar",
+                                               "CreateVecIndex"};
   static_assert(std::size(names) == kVecApiCount);
   return names[static_cast<int>(a)];
 }
@@ -57,16 +58,18 @@ std::string_view cmp_mode_name(CmpMode m) {
 }
 int vec_api_sources(VecApi a) {
   if (a <= VecApi::Min || a == VecApi::Compare || a == VecApi::Select) return 2;
-  return a == VecApi::Duplicate ? 0 : 1;
+  return a == VecApi::Duplicate || a == VecApi::CreateVecIndex ? 0 : 1;
 }
 bool vec_api_has_scalar(VecApi a) {
   return (a >= VecApi::Adds && a <= VecApi::Mins) || a == VecApi::Duplicate || a == VecApi::ShiftLeft ||
-         a == VecApi::ShiftRight || a == VecApi::CompareScalar || a == VecApi::SelectScalar;
+         a == VecApi::ShiftRight || a == VecApi::CompareScalar || a == VecApi::SelectScalar ||
+         a == VecApi::CreateVecIndex;
 }
 bool is_high_level_vector(const InstrOp& op) {
   return std::holds_alternative<VecBinary>(op) || std::holds_alternative<VecBinaryScalar>(op) ||
          std::holds_alternative<VecUnary>(op) || std::holds_alternative<VecCast>(op) ||
-         std::holds_alternative<VecDup>(op) || std::holds_alternative<VecReduce>(op) ||
+         std::holds_alternative<VecDup>(op) || std::holds_alternative<VecIndex>(op) ||
+         std::holds_alternative<VecReduce>(op) ||
          std::holds_alternative<VecRowBroadcast>(op) || std::holds_alternative<VecSelect>(op);
 }
 
@@ -84,6 +87,7 @@ Pipe pipe_of(const InstrOp& op) {
           [](const FixpipeV220&) { return Pipe::FIX; }, [](const VecBinary&) { return Pipe::V; },
           [](const VecBinaryScalar&) { return Pipe::V; }, [](const VecUnary&) { return Pipe::V; },
           [](const VecCast&) { return Pipe::V; }, [](const VecDup&) { return Pipe::V; },
+          [](const VecIndex&) { return Pipe::V; },
           [](const VecReduce&) { return Pipe::V; }, [](const VecRowBroadcast&) { return Pipe::V; },
           [](const VecSelect&) { return Pipe::V; },
           [](const VecCallL2&) { return Pipe::V; }, [](const VecCallL0&) { return Pipe::V; },
@@ -100,7 +104,7 @@ std::string_view instr_name(const InstrOp& op) {
       "CopyGmToL1", "CopyGmToUb", "CopyUbToGm", "CopyUbToUb", "LoadL0", "Mmad", "Fixpipe",
       "InitConstValue", "DataCopyNd2Nz", "DataCopyPadGmToUb", "DataCopyPadUbToGm", "DataCopyUbToUb",
       "LoadData2D", "LoadData3DV2", "FixpipeV220",
-      "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecReduce",
+      "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecIndex", "VecReduce",
       "VecRowBroadcast", "VecSelect", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "ScalarLoad", "ScalarStore", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
   return names[op.index()];
 }

@@ -404,6 +404,15 @@ struct VecDup {
   ir::Expr value;
   ir::Expr rows, cols;
 };
+// Index: dst[r][c] = first + r * cols + c (the row-major position; an iota). dtype int32, float32
+// or float16. AscendC: CreateVecIndex (select_vector_calls.h): one level-2 call over contiguous
+// rows (one row, or row_stride == cols), else one per row.
+struct VecIndex {
+  ir::DType dtype;
+  VecOperand dst;
+  ir::Expr first;
+  ir::Expr rows, cols;
+};
 // Row: dst[r] = reduce_c src[r][c] (dst contiguous, rows elements);
 // Col: dst[c] = reduce_r src[r][c] (dst contiguous, cols elements). Max/Min are exact. Sum follows
 // the AscendC calls (select_vector_calls.h): Row sums each 256 B chunk of a row with
@@ -466,16 +475,18 @@ struct VecSelect {
 // scalar, count) (level-2 only): dst[e] = bit e of sel ? src0[e] : src1[e] (Select,
 // SELMODE::VSEL_TENSOR_TENSOR_MODE) or the scalar (SelectScalar, printed as Select with
 // SELMODE::VSEL_TENSOR_SCALAR_MODE); half/float.
+// CreateVecIndex(dst, firstValue, count) (level-2 only here): dst[e] = firstValue + e for the first
+// count elements; int16/half/int32/float on Atlas A2, dst 32 B aligned (CreateVecIndex.md).
 enum class VecApi : uint8_t {
   Add, Sub, Mul, Div, Max, Min, Adds, Muls, Maxs, Mins,
   Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal, Cast, Duplicate, ShiftLeft, ShiftRight,
-  Compare, CompareScalar, Select, SelectScalar
+  Compare, CompareScalar, Select, SelectScalar, CreateVecIndex
 };
-inline constexpr int kVecApiCount = 25;
+inline constexpr int kVecApiCount = 26;
 std::string_view vec_api_name(VecApi a);  // the AscendC function name
 // The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
 int vec_api_sources(VecApi a);
-bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate/ShiftLeft/ShiftRight
+bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate/ShiftLeft/ShiftRight/CreateVecIndex
 
 // Level-2 (counter mode): the first `count` elements of every operand, contiguous.
 //   Add(dst, src0, src1, count); Adds(dst, src0, static_cast<T>(scalar), count);
@@ -597,7 +608,7 @@ struct CrossCoreWaitFlag {
 using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Mmad, Fixpipe,
                              InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
                              DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
-                             VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecReduce,
+                             VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecIndex, VecReduce,
                              VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, ScalarLoad, ScalarStore, SetFlag,
                              WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag>;
 

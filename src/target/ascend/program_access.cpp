@@ -131,6 +131,7 @@ class Builder {
     vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dst_dtype);
   }
   void operator()(const VecDup& x) const { vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dtype); }
+  void operator()(const VecIndex& x) const { vec(x.dst, AccessMode::Write, x.rows, x.cols, x.dtype); }
   void operator()(const VecReduce& x) const {
     vec(x.src, AccessMode::Read, x.rows, x.cols, x.dtype);
     flat(x.dst.at, AccessMode::Write, times(x.axis == ReduceAxis::Row ? x.rows : x.cols, x.dtype.bytes()));

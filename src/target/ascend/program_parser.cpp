@@ -370,6 +370,12 @@ InstrOp parse_instr(Line& L) {
     shape(c.rows, c.cols);
     return c;
   }
+  if (name == "Index") {
+    VecIndex c;
+    c.dst = vop_dst(), c.first = L.expr(), c.dtype = L.dtype();
+    shape(c.rows, c.cols);
+    return c;
+  }
   for (ReduceAxis axis : {ReduceAxis::Row, ReduceAxis::Col}) {
     std::string prefix = axis == ReduceAxis::Row ? "RowReduce" : "ColReduce";
     if (name.rfind(prefix, 0) != 0) continue;

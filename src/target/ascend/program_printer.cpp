@@ -120,6 +120,9 @@ struct InstrPrinter {
   std::string operator()(const VecDup& c) const {
     return "Duplicate " + vop(p, c.dst) + " <- " + ex(c.value) + " " + dt(c.dtype) + shape(c.rows, c.cols);
   }
+  std::string operator()(const VecIndex& c) const {
+    return "Index " + vop(p, c.dst) + " <- " + ex(c.first) + " " + dt(c.dtype) + shape(c.rows, c.cols);
+  }
   std::string operator()(const VecReduce& c) const {
     return std::string(c.axis == ReduceAxis::Row ? "RowReduce" : "ColReduce") + std::string(reduce_op_name(c.op)) +
            " " + vop(p, c.dst) + " <- " + vop(p, c.src) + " " + dt(c.dtype) + shape(c.rows, c.cols);

@@ -1465,6 +1465,13 @@ class Lowerer {
     };
 
     Expr v = st->value;
+    // The loop index as a value (legalize_vector's iota: a 1-D map dst[j] = j): CreateVecIndex.
+    if (v.get() == inner.var && loops.size() == 1) {
+      if (t != v->dtype) fail("the loop index is " + std::string(v->dtype.name()) + " but the destination is " +
+                              std::string(t.name()) + " (vector ops do not convert)");
+      vec_dtype_ok(t, sp, "vector op", true);
+      return emit(VecIndex{t, dst, ir::int_imm(0, t, sp), C(1), cols_e}, sp);
+    }
     // A conversion: cast<t>(load) (and floor/ceil inside for float -> int). bfloat16 <-> float32
     // conversions are available (only bf16 arithmetic is not).
     if (v->kind == ir::ExprKind::Cast && v->dtype == t) {

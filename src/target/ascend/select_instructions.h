@@ -39,7 +39,7 @@
 //                             The GM workspace (hand-offs) is read as written, without this
 //      copy UB->UB            CopyUbToUb, or VecCast when the dtypes differ
 //      T.Parallel on UB       VecBinary / VecBinaryScalar / VecUnary / VecCast / VecDup /
-//                             VecRowBroadcast / CopyUbToUb by the form of the body (see
+//                             VecRowBroadcast / CopyUbToUb / VecIndex (1-D t[j] = j) by the form of the body (see
 //                             match_map in the .cpp; a column vector w[j] is an operand with
 //                             row stride 0; `if j < n` around the body makes a runtime
 //                             column count); an error for any other body

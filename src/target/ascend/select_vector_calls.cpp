@@ -385,6 +385,24 @@ class Selector {
     elementwise({VecApi::Duplicate, x.dtype, x.dtype, &x.dst, nullptr, nullptr, x.value, RoundMode::None}, x.rows, x.cols, out);
   }
 
+  // The index (iota) dst[r][c] = first + r * cols + c: one level-2 CreateVecIndex over contiguous
+  // rows, else one per row (firstValue first + r * cols; each row's start 32 B aligned, as the API
+  // needs: the simulator reports a row that is not).
+  void expand(const VecIndex& x, std::vector<StmtPtr>& out) {
+    guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
+      if (contiguous({&x.dst}, x.rows, x.cols)) {
+        call(VecCallL2{VecApi::CreateVecIndex, x.dtype, x.dtype, x.dst.at, {}, {}, x.first, RoundMode::None,
+                       mul(x.rows, x.cols)}, o);
+        return;
+      }
+      ir::Var r = ir::var("tw_row");
+      Expr first = add(x.first, ir::cast(mul(r, x.cols), x.dtype));
+      VecCallL2 c{VecApi::CreateVecIndex, x.dtype, x.dtype, at(x.dst.at, mul(r, x.dst.row_stride), x.dtype.bytes()), {}, {},
+                  first, RoundMode::None, x.cols};
+      o.push_back(for_(r, x.rows, instr(c, span_), span_));
+    });
+  }
+
   // ---- reductions
 
   void expand(const VecReduce& x, std::vector<StmtPtr>& out) {

@@ -1,7 +1,7 @@
 // select_vector_calls: the vector instruction selection of the Ascend program.
 //
 // Replaces every high-level vector instruction (VecBinary, VecBinaryScalar, VecUnary, VecCast,
-// VecDup, VecReduce, VecRowBroadcast, VecSelect over rows x cols operands) with the call-level instructions
+// VecDup, VecIndex, VecReduce, VecRowBroadcast, VecSelect over rows x cols operands) with the call-level instructions
 // it prints as (VecCallL2, VecCallL0, WholeReduce, Brcb; program.h), plus the Program statements
 // around them, so the AscendC printer prints them 1:1 and the simulator executes what is printed.
 // Decisions (docs/ascend.md, "Vector calls"):
@@ -32,6 +32,8 @@
 //   contiguous, else a For over the rows), level-0 Compare / CompareScalar (one repeat per 256 B
 //   of the compared type, the last one masked; the level-2 form needs 256 B multiples) into a bit
 //   mask in the scratch area, a barrier, one level-2 Select / SelectScalar (constant shapes only).
+// - Index (VecIndex): one level-2 CreateVecIndex over contiguous rows, else one per row (a For,
+//   firstValue first + r * cols).
 // - PipeBarrier<PIPE_V> between the dependent calls of one expansion, and before an expansion that
 //   reuses the scratch area (unless the statement just before is one).
 // - Counts: an expansion whose rows or cols may be <= 0 is wrapped in If(rows > 0 && cols > 0);

@@ -733,6 +733,14 @@ template <typename T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& count) TW_ASCENDC_DUPLICATE_DTYPE_CHECK
 #undef TW_ASCENDC_DUPLICATE_DTYPE_CHECK
 
+// CreateVecIndex (docs: CreateVecIndex.md, Atlas A2: int16_t/half/int32_t/float): dst[e] = firstValue + e.
+// The count form takes dst by value, the level-0 forms by reference (as documented).
+template <typename T>
+void CreateVecIndex(LocalTensor<T> dst, const T& firstValue, uint32_t count);
+template <typename T>
+void CreateVecIndex(LocalTensor<T>& dst, const T& firstValue, uint64_t mask, uint8_t repeatTime, uint16_t dstBlkStride,
+                    uint8_t dstRepStride);
+
 // WholeReduceSum has no ReduceOrder; Max and Min take one (default: value then index).
 template <typename T, bool isSetMask = true>
 void WholeReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const uint64_t mask[],

@@ -56,6 +56,14 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
       out.push_back(call + " by " + str(static_cast<int64_t>(x.scalar)) + ": the documented counts are 0..31 for "
                     "int32 (the language takes the count modulo 32)");
   }
+  if (x.api == VecApi::CreateVecIndex) {
+    // CreateVecIndex.md (Atlas A2): int16_t/half/int32_t/float, dst 32 B aligned
+    if (x.dt != ir::DTypeCode::i32 && !float_type(x.dt))
+      out.push_back(call + " on " + dtn(x.dt) + ": the API takes int16/half/int32/float only");
+    if (x.l0) out.push_back(call + ": only the level-2 (count) form is modelled");
+    if (x.dst.off % 32 != 0)
+      out.push_back(call + " writes at byte " + str(x.dst.off) + " of its buffer: dst must start 32 B aligned");
+  }
   bool compare = x.api == VecApi::Compare || x.api == VecApi::CompareScalar;
   bool select = x.api == VecApi::Select || x.api == VecApi::SelectScalar;
   if ((compare || select) && !float_type(x.dt))

@@ -510,6 +510,8 @@ void Machine::functional(Core& c, const RInstr& r) {
               for (int64_t j = 0; j < x.mask; ++j) ra[j] = unop(op, ra[j]);
             } else if (x.api == VecApi::Duplicate) {
               std::fill(ra.begin(), ra.begin() + x.mask, sc);
+            } else if (x.api == VecApi::CreateVecIndex) {  // firstValue + e (level-2: one repeat of count)
+              for (int64_t j = 0; j < x.mask; ++j) ra[j] = sc + static_cast<double>(j);
             } else if (x.api == VecApi::ShiftLeft || x.api == VecApi::ShiftRight) {
               VecBinOp op = x.api == VecApi::ShiftLeft ? VecBinOp::ShiftLeft : VecBinOp::ShiftRight;
               for (int64_t j = 0; j < x.mask; ++j) ra[j] = binop(op, ra[j], sc, is_int);
