@@ -754,6 +754,11 @@ template <typename T>
 void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const uint8_t repeatTime,
           const BrcbRepeatParams& repeatParams);
 
+// Gather.md (the "first count elements" form): srcOffset holds uint32 byte offsets.
+template <typename T>
+void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<uint32_t>& srcOffset,
+            const uint32_t srcBaseAddr, const uint32_t count);
+
 // ---------------------------------------------------------------------------------------------
 // Synchronisation
 
