@@ -224,7 +224,7 @@ class RandomProgram {
     }
   }
   InstrOp vector() {
-    switch (pick(20)) {
+    switch (pick(21)) {
       case 0: return CopyGmToUb{gm(), loc(false), dt(), expr(), expr(), expr(), expr(), pick(2) == 0};
       case 1: return CopyUbToGm{loc(false), gm(), dt(), expr(), expr(), expr(), expr()};
       case 2: return CopyUbToUb{loc(false), loc(false), dt(), expr(), expr(), expr(), expr()};
@@ -252,6 +252,7 @@ class RandomProgram {
       }
       case 15: return WholeReduce{static_cast<ReduceOp>(pick(3)), dt(), loc(false), loc(false), expr(), expr(), expr(), expr(), expr()};
       case 16: return Brcb{dt(), loc(false), loc(false), expr(), expr(), expr()};
+      case 19: return Gather{dt(), loc(false), loc(false), loc(false), expr(), expr(), expr()};
       case 17: return WaitFlag{Pipe::MTE2, Pipe::V, expr()};
       case 18: return CrossCoreWaitFlag{expr(), pipe()};
       default: return PipeBarrier{Pipe::V};

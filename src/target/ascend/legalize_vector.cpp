@@ -1347,6 +1347,10 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   const auto& idx = l->indices;
   if (std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   const Buffer& src = l->buffer;
+  // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
+  // (shape_of_load and select_instructions name what it is: a transpose, a strided row)
+  if (plain_index(idx.back()) && vars_.size() == 2 && std::none_of(idx.begin(), idx.end(), [](const Expr& e) { return has_load(e); }))
+    return std::nullopt;
   const std::string what = "T.Parallel reads " + q(src->name) + " at the index " + ir::print(ir::load(src, idx));
   if (src->scope != Scope::UB)
     fail(what + ": a data-dependent or strided read of a global tensor has no vector instruction", sp,

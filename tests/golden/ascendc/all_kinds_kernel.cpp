@@ -208,6 +208,7 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
       const int32_t tw_mask_ = tw_min((256 - (tw_c_ * 64)), 64);
       Mul(u1[(tw_c_ * 64)], u1[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 32, BinaryRepeatParams(1, 1, 0, 32, 32, 1));  // line 98
     }
+    Gather(u1[256], u0, u2.ReinterpretCast<uint32_t>(), static_cast<uint32_t>(0), static_cast<uint32_t>(64));  // line 98
     SetFlag<HardEvent::V_MTE3>(2);  // line 98
     WaitFlag<HardEvent::V_MTE3>(2);  // line 99
     DataCopyPad(Y_gm[((v * 32) * N)], u1, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>((N * 4)), static_cast<uint32_t>(tw_floordiv((1024 - ((((N * 4) + 32 - 1) / 32) * 32)), 32)), static_cast<uint32_t>(((N * 4) - (N * 4))), 0});  // line 99
