@@ -652,6 +652,9 @@ TW_ASCENDC_SCALAR(Adds, half, float, int16_t, int32_t)
 TW_ASCENDC_SCALAR(Muls, half, float, int16_t, int32_t)
 TW_ASCENDC_SCALAR(Maxs, half, float, int16_t, int32_t)
 TW_ASCENDC_SCALAR(Mins, half, float, int16_t, int32_t)
+// ShiftLeft.md / ShiftRight.md (Atlas A2): the same three forms, int16/uint16/int32/uint32
+TW_ASCENDC_SCALAR(ShiftLeft, int16_t, uint16_t, int32_t, uint32_t)
+TW_ASCENDC_SCALAR(ShiftRight, int16_t, uint16_t, int32_t, uint32_t)
 #undef TW_ASCENDC_SCALAR
 
 #define TW_ASCENDC_UNARY(name, ...)                                                                     \
