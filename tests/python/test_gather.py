@@ -241,3 +241,39 @@ def test_gather_of_int8_is_a_located_error_on_ascend():
         tw.compile(g8, target=TARGET, out_idx=[-1])
     assert "Gather takes 16- and 32-bit elements, not int8" in ei.value.message
     assert ei.value.line == marked_line(THIS_FILE, "@g8")[0]
+
+
+def mixed(case, target):
+    """rowidx: a per-row start plus the column (y[i, j] = x[i, r[i] + j]: offsets from a row
+    vector and the iota); vec: a 2-D map gathering from a 1-D tile (every row reads the same one)."""
+    @T.prim_func
+    def main(X: T.Tensor((8, 40), "float32"), V: T.Tensor((40,), "float32"), I: T.Tensor((8, 16), "int32"),
+             R: T.Tensor((8,), "int32"), Y: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8, 40), "float32")
+            v = T.alloc_fragment((40,), "float32")
+            idx = T.alloc_fragment((8, 16), "int32")
+            r = T.alloc_fragment((8,), "int32")
+            y = T.alloc_fragment((8, 16), "float32")
+            T.copy(X, x)
+            T.copy(V, v)
+            T.copy(I, idx)
+            T.copy(R, r)
+            for i, j in T.Parallel(8, 16):
+                if case == "rowidx":
+                    y[i, j] = x[i, r[i] + j]
+                else:
+                    y[i, j] = v[idx[i, j]] + x[i, j]
+            T.copy(y, Y)
+    return tw.compile(main, target=target, out_idx=[-1])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", ["rowidx", "vec"])
+def test_gather_row_start_and_vector_source(case, target):
+    x, v = data((8, 40), "float32", 14), data((40,), "float32", 15)
+    idx = indices((8, 16), 24, 16)
+    r = idx[:, 0].copy()
+    got = run(mixed(case, target), target, x, v, idx, r)
+    ref = np.take_along_axis(x, r[:, None] + np.arange(16)[None, :], 1) if case == "rowidx" else v[idx] + x[:, :16]
+    np.testing.assert_array_equal(got, ref)
