@@ -277,3 +277,31 @@ def test_gather_row_start_and_vector_source(case, target):
     got = run(mixed(case, target), target, x, v, idx, r)
     ref = np.take_along_axis(x, r[:, None] + np.arange(16)[None, :], 1) if case == "rowidx" else v[idx] + x[:, :16]
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gather_after_a_store_to_its_index_tile(target):
+    """The map first rewrites the index tile, then two stores gather with it: the gather reads the
+    new indices (it is not done once ahead of the stores)."""
+    @T.prim_func
+    def main(X: T.Tensor((8, 24), "float32"), I: T.Tensor((8, 16), "int32"), Y: T.Tensor((8, 16), "float32"),
+             W: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8, 24), "float32")
+            idx = T.alloc_fragment((8, 16), "int32")
+            y = T.alloc_fragment((8, 16), "float32")
+            w = T.alloc_fragment((8, 16), "float32")
+            T.copy(X, x)
+            T.copy(I, idx)
+            for i, j in T.Parallel(8, 16):
+                idx[i, j] = 23 - idx[i, j]
+                y[i, j] = x[i, idx[i, j]]
+                w[i, j] = x[i, idx[i, j]] * 2
+            T.copy(y, Y)
+            T.copy(w, W)
+    k = tw.compile(main, target=target, out_idx=[-2, -1])
+    x, idx = data((8, 24), "float32", 17), indices((8, 16), 24, 18)
+    y, w = run(k, target, x, idx)
+    ref = np.take_along_axis(x, 23 - idx, 1)
+    np.testing.assert_array_equal(y, ref)
+    np.testing.assert_array_equal(w, ref * 2)

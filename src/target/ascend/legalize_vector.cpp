@@ -771,7 +771,7 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     stores.push_back(std::make_shared<ir::StoreNode>(st->buffer, idx, ir::substitute(st->value, lets), st->span));
   }
   // A gather several stores read (RoPE's x[i, 2 * j] and x[i, 2 * j + 1], read by both halves) is
-  // done once, into a temporary the stores then read, unless the map writes its tile.
+  // done once, into a temporary the stores then read, unless the map writes a tile it reads.
   {
     std::vector<Expr> seen;
     std::vector<int> users;
@@ -793,7 +793,11 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     std::vector<std::pair<Expr, Expr>> shared;  // (the gather, the temporary's element)
     for (size_t k = 0; k < seen.size(); ++k) {
       const Buffer& src = as<ir::LoadNode>(seen[k])->buffer;
-      bool written = std::any_of(stores.begin(), stores.end(), [&](const auto& st) { return st->buffer.get() == src.get(); });
+      bool written = false;  // a store of the map writes the tile or an index tile the gather reads
+      for_each_subexpr(seen[k], [&](const Expr& x) {
+        if (x->kind != ir::ExprKind::Load) return;
+        for (const auto& st : stores) written = written || st->buffer.get() == as<ir::LoadNode>(x)->buffer.get();
+      });
       if (users[k] < 2 || written) continue;
       std::vector<Expr> at(vars.begin(), vars.end());
       Buffer g = ub(src, "_g", src->dtype, ext, sp, out);
