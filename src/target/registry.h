@@ -65,6 +65,7 @@ struct AscendParams {
   double vec_transcendental_elems_per_cycle = 32;  // Exp, Ln, Sqrt, Div
   double vec_cast_elems_per_cycle = 64;    // Cast (32-bit)
   double vec_reduce_cycles_per_repeat = 7; // WholeReduce: 128 fp16 / 64 fp32 per 7 cycles
+  double vec_gather_elems_per_cycle = 5;   // Gather (A2/A3 throughput table, ascend-910b.md "Vector")
   int vec_overhead_cycles = 6;             // assumed: per vector instruction issue/drain
   // Scalar unit and queues.
   int scalar_issue_cycles = 1;             // assumed: scalar cycles to issue one instruction

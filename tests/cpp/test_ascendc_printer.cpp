@@ -369,6 +369,7 @@ Program all_kinds_program() {
       ins(VecRowBroadcast{VecBinOp::Mul, DTypeCode::f32, vo(u1, S), vo(u1, S), at(u2), I(32), I(256)}, 98),
       ins(ScalarLoad{u2e, GmRef{}, DTypeCode::f32, at(u2, I(12))}, 98),
       ins(ScalarStore{at(u2, I(8)), ir::binary(ir::BinOp::Add, u2e, F(1.0)), DTypeCode::f32}, 98),
+      ins(Gather{DTypeCode::f32, at(u1, I(1024)), at(u0), at(u2), I(0), I(64), I(256)}, 98),
       ins(SetFlag{Pipe::V, Pipe::MTE3, I(2)}, 98),
       ins(WaitFlag{Pipe::V, Pipe::MTE3, I(2)}, 99),
       ins(CopyUbToGm{at(u1), gm(1, p.sub_block_idx * I(32) * N * I(4)), DTypeCode::f32, I(32), N * I(4), I(1024), N * I(4)},
@@ -441,6 +442,7 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
   ASSERT_NO_THROW(k = print_ascendc_kernel(p));
   for (const char* call : {"DataCopy(", "DataCopyPad(", "InitConstValue(", "LoadData(", "Mmad(", "Fixpipe<", "Max(",
                            "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
+                           "Gather(u1[256], u0, u2.ReinterpretCast<uint32_t>(), static_cast<uint32_t>(0), static_cast<uint32_t>(64));",
                            "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
                            "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
                            "tw_c_ < ((cols + 64 - 1) / 64)", "const half x3 = X_gm.GetValue(3);",

@@ -469,6 +469,76 @@ TEST(LegalizeVector, TailMaskOverAllRows) {
 )");
 }
 
+// Gathers (docs/ascend.md "Gathers"): x[idx[j]] reads x at the byte offsets idx << 2 (the Gather
+// form x[off >> 2]); x[2 * j + 1] computes its offsets from the iota tile, which is built once
+// before the map from Duplicates.
+TEST(LegalizeVector, GathersComputeByteOffsetsAsTileData) {
+  EXPECT_EQ(after(R"(kernel k(X: global float32[16], I: global int32[8], Y: global float32[8])
+    grid(bx = 1) {
+  alloc x: UB float32[16]
+  alloc idx: UB int32[8]
+  alloc y: UB float32[8]
+  for j in parallel(0, 8) {
+    y[j] = x[idx[j]] + x[2 * j + 1]
+  }
+}
+)"), R"(kernel k(X: global float32[16], I: global int32[8], Y: global float32[8])
+    grid(bx = 1) {
+  alloc x: UB float32[16]
+  alloc idx: UB int32[8]
+  alloc y: UB float32[8]
+  alloc x_iota_0: UB int32[8]
+  for j_0 in parallel(0, 8) {
+    x_iota_0[j_0] = 7
+  }
+  for j_1 in parallel(0, 7) {
+    x_iota_0[j_1] = 6
+  }
+  for j_2 in parallel(0, 6) {
+    x_iota_0[j_2] = 5
+  }
+  for j_3 in parallel(0, 5) {
+    x_iota_0[j_3] = 4
+  }
+  for j_4 in parallel(0, 4) {
+    x_iota_0[j_4] = 3
+  }
+  for j_5 in parallel(0, 3) {
+    x_iota_0[j_5] = 2
+  }
+  for j_6 in parallel(0, 2) {
+    x_iota_0[j_6] = 1
+  }
+  for j_7 in parallel(0, 1) {
+    x_iota_0[j_7] = 0
+  }
+  alloc y_t_0: UB int32[8]
+  alloc y_t_1: UB float32[8]
+  for j_8 in parallel(0, 8) {
+    y_t_0[j_8] = idx[j_8] << 2
+  }
+  for j_9 in parallel(0, 8) {
+    y[j_9] = x[y_t_0[j_9] >> 2]
+  }
+  for j_10 in parallel(0, 8) {
+    y_t_0[j_10] = 2 * x_iota_0[j_10]
+  }
+  for j_11 in parallel(0, 8) {
+    y_t_0[j_11] = y_t_0[j_11] + 1
+  }
+  for j_12 in parallel(0, 8) {
+    y_t_0[j_12] = y_t_0[j_12] << 2
+  }
+  for j_13 in parallel(0, 8) {
+    y_t_1[j_13] = x[y_t_0[j_13] >> 2]
+  }
+  for j_14 in parallel(0, 8) {
+    y[j_14] = y[j_14] + y_t_1[j_14]
+  }
+}
+)");
+}
+
 void expect_error(const std::string& body, const std::string& msg, int line, const std::string& hint = "") {
   std::string text = "kernel k(W: global float32[64])\n    grid(bx = 1) {\n  alloc x: UB float32[8, 64]\n"
                      "  alloc m: UB float32[8]\n  for i in parallel(0, 8) {\n    for j in parallel(0, 64) {\n" +

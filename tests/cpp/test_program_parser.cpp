@@ -225,7 +225,7 @@ class RandomProgram {
     }
   }
   InstrOp vector() {
-    switch (pick(22)) {
+    switch (pick(23)) {
       case 0: return CopyGmToUb{gm(), loc(false), dt(), expr(), expr(), expr(), expr(), pick(2) == 0};
       case 1: return CopyUbToGm{loc(false), gm(), dt(), expr(), expr(), expr(), expr()};
       case 2: return CopyUbToUb{loc(false), loc(false), dt(), expr(), expr(), expr(), expr()};
@@ -261,6 +261,7 @@ class RandomProgram {
         return VecCallL2{VecApi::CreateVecIndex, t, t, loc(false), LocalRef{-1, nullptr}, LocalRef{-1, nullptr}, expr(),
                          RoundMode::None, expr()};
       }
+      case 21: return Gather{dt(), loc(false), loc(false), loc(false), expr(), expr(), expr()};
       default: return PipeBarrier{Pipe::V};
     }
   }

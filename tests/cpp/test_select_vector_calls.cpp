@@ -430,5 +430,57 @@ TEST(SelectVectorCallsSim, HighLevelKindsAreAnInternalError) {
   }
 }
 
+// Gather (program.h): dst[e] = src element at byte srcBaseAddr + srcOffset[e]; offsets written
+// here as int32 by Duplicate into c[512..] (bytes 2048..), the gather into c[0..].
+InstrOp gather_offsets(int64_t bytes, int64_t n) {
+  return VecCallL2{VecApi::Duplicate, DTypeCode::i32, DTypeCode::i32, LocalRef{1, C(2048)}, {}, {},
+                   ir::int_imm(bytes, DTypeCode::i32), RoundMode::None, C(n)};
+}
+
+TEST(SelectVectorCallsSim, GatherReadsTheElementsAtItsByteOffsets) {
+  SimProg s({gather_offsets(36, 8), PipeBarrier{Pipe::V},
+             Gather{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{1, C(2048)}, C(8), C(8), C(512)}});
+  auto r = s.run();
+  ASSERT_TRUE(r.reports.empty()) << r.summary();
+  EXPECT_EQ(std::vector<float>(s.y.begin(), s.y.begin() + 8), std::vector<float>(8, 11.f));  // byte 8 + 36: element 11
+}
+
+TEST(SelectVectorCallsSim, GatherOutsideItsSourceIsReportedAtTheLine) {
+  SimProg s({gather_offsets(64 * 4, 8), PipeBarrier{Pipe::V},
+             Gather{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{1, C(2048)}, C(0), C(8), C(64)}}, 40);
+  auto r = s.run();
+  ASSERT_FALSE(r.reports.empty());
+  const sim::Report& rep = r.reports.at(0);
+  EXPECT_EQ(rep.kind, sim::ReportKind::OutOfBounds) << r.summary();
+  EXPECT_NE(rep.message.find("Gather srcOffset[0] = 256 (srcBaseAddr 0) addresses byte 256 of a source of 64 elements"),
+            std::string::npos)
+      << rep.message;
+  EXPECT_EQ(rep.instrs.at(0).span.line, 41);
+  SimProg odd({gather_offsets(6, 8), PipeBarrier{Pipe::V},
+               Gather{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{1, C(2048)}, C(0), C(8), C(64)}});
+  auto r2 = odd.run();
+  ASSERT_FALSE(r2.reports.empty());
+  EXPECT_NE(r2.reports.at(0).message.find("not on an element"), std::string::npos) << r2.summary();
+}
+
+TEST(SelectVectorCallsSim, GatherApiRules) {
+  // the count form issues count / 64 repeats (float) as a uint8
+  SimProg big({Gather{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{1, C(2048)}, C(0), C(256 * 64), C(512)}});
+  auto r = big.run();
+  EXPECT_NE(api_report(r, "Gather count = 16384: the call issues count / 64 repeats as a uint8"), nullptr) << r.summary();
+  // no 8-bit form; dst may not overlap src
+  SimProg i8({Gather{DTypeCode::i8, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{1, C(2048)}, C(0), C(8), C(64)}});
+  auto r8 = i8.run();
+  ASSERT_FALSE(r8.reports.empty());
+  EXPECT_NE(r8.reports.at(0).message.find("dav-c220 gathers int16/uint16/half/bfloat16/int32/uint32/float elements only"),
+            std::string::npos)
+      << r8.summary();
+  SimProg same({gather_offsets(0, 8), PipeBarrier{Pipe::V},
+                Gather{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{1, C(0)}, LocalRef{1, C(2048)}, C(0), C(8), C(64)}});
+  auto rs = same.run();
+  ASSERT_FALSE(rs.reports.empty());
+  EXPECT_NE(rs.reports.at(0).message.find("Gather: dst overlaps src"), std::string::npos) << rs.summary();
+}
+
 }  // namespace
 }  // namespace tw::ascend

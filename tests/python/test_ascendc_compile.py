@@ -134,6 +134,17 @@ def test_index_vector_kernel_compiles(case, tmp_path):
     src = k.get_source("ascendc")
     assert ("CreateVecIndex(" in src) == (case != "int_where")
     assert ("Select(" in src) == (case != "global")
+
+
+@pytest.mark.parametrize("case", ["rows", "strided", "one_per_row"])
+def test_gather_kernel_compiles(case, tmp_path):
+    """The Gather calls (and the iota / offset arithmetic) of test_gather.py's kernels."""
+    import test_gather
+    k = {"rows": lambda: test_gather.rows_gather(19, 37, 21, 8, "float16", "ascend910b", "clamped_shifted"),
+         "strided": lambda: test_gather.strided(21, 64, 8, "bfloat16", "ascend910b"),
+         "one_per_row": lambda: test_gather.label_pick(13, 29, 8, "ascend910b")}[case]()
+    src = k.get_source("ascendc")
+    assert "Gather(" in src and ".ReinterpretCast<uint32_t>()" in src
     rc, out = compile_cpp(src, tmp_path)
     assert rc == 0 and out == "", f"{case} does not compile against {INCLUDE}:\n{out}"
 

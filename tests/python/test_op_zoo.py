@@ -24,7 +24,6 @@ def test_op_zoo_kernel_matches_numpy(name):
 # construct the Ascend lowering lacks (issue 13). The test fails when one of them starts to run
 # (remove it here) or when another op stops running (a portability regression).
 ASCEND_UNPORTED = {
-    "cross_entropy": "a T.Parallel read at a data-dependent index (a gather)",
 }
 
 

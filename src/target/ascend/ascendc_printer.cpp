@@ -361,6 +361,7 @@ class KernelPrinter {
   void emit(const VecCallL0& c);
   void emit(const WholeReduce& c);
   void emit(const Brcb& c);
+  void emit(const Gather& c);
   void emit(const ScalarLoad& c);
   void emit(const ScalarStore& c);
   template <class T>
@@ -687,6 +688,15 @@ std::string KernelPrinter::tensor_view(const LocalRef& r, DType t) const {
 void KernelPrinter::emit(const Brcb& c) {
   L_.call("Brcb(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", static_cast<uint8_t>(" + ex(c.repeat) +
           "), BrcbRepeatParams(" + ex(c.dst_blk) + ", " + ex(c.dst_rep) + "));");
+}
+
+// Gather(dst, src, srcOffset, srcBaseAddr, count): the offsets are the uint32 view of their tile
+// (Gather.md: LocalTensor<uint32_t> srcOffset).
+void KernelPrinter::emit(const Gather& c) {
+  std::string off = ident(buffer(c.offset).name) + ".ReinterpretCast<uint32_t>()";
+  if (std::string i = elem(c.offset.offset, 4); i != "0") off += "[" + i + "]";
+  L_.call("Gather(" + loc(c.dst, c.dtype) + ", " + loc(c.src, c.dtype) + ", " + off +
+          ", static_cast<uint32_t>(" + ex(c.base) + "), static_cast<uint32_t>(" + ex(c.count) + "));");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -90,6 +90,28 @@ bool has_load(const Expr& e) {
 
 using vec::pfor;
 
+// An index a vector operand addresses (select_instructions' access()): free of tile data and of
+// the map's variables, or one of them plus such a term. A tile read at any other index is a gather.
+bool plain_map_index(const Expr& e, const std::vector<Var>& vars) {
+  if (has_load(e)) return false;
+  auto is_var = [&](const Expr& x) {
+    return std::any_of(vars.begin(), vars.end(), [&](const Var& v) { return x.get() == v.get(); });
+  };
+  auto free = [&](const Expr& x) {
+    return std::none_of(vars.begin(), vars.end(), [&](const Var& v) { return uses_var(x, v.get()); });
+  };
+  if (free(e) || is_var(e)) return true;
+  if (e->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(e)->op != ir::BinOp::Add) return false;
+  auto* b = as<ir::BinaryNode>(e);
+  return (is_var(b->a) && free(b->b)) || (is_var(b->b) && free(b->a));
+}
+bool is_gather(const Expr& x, const std::vector<Var>& vars) {
+  if (x->kind != ir::ExprKind::Load || as<ir::LoadNode>(x)->buffer->scope != Scope::UB) return false;
+  for (const auto& i : as<ir::LoadNode>(x)->indices)
+    if (!plain_map_index(i, vars)) return true;
+  return false;
+}
+
 // The elementwise operation that merges two partial results of a reduction.
 ir::BinOp combine_op(ir::ReduceKind k) {
   return k == ir::ReduceKind::sum ? ir::BinOp::Add : k == ir::ReduceKind::max ? ir::BinOp::Max : ir::BinOp::Min;
@@ -156,7 +178,7 @@ bool mask_condition(const Expr& c) {
 
 enum class Shape : uint8_t { Scalar, Full, Row, Col };
 
-enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota };
+enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota, Gather };
 
 struct Node {
   OpKind kind = OpKind::Leaf;
@@ -175,6 +197,11 @@ struct Node {
   // Iota: the loop index `scalar` (a map variable) as a value: a row (i), column (j) or 1-D vector
   // of the indices 0 .. extent-1 (CreateVecIndex)
   bool floor = false;  // Cast float32 -> int32 rounding down (CAST_FLOOR), else the default mode
+  // Gather: buf[idx] with the gathered index replaced by args[0] (int32 byte offsets): the last
+  // index (a row gather), or with `flat` both indices of a 2-D tile of `pcols` elements a row
+  // (MapLowering::gather)
+  bool flat = false;
+  int64_t pcols = 0;
   Span span;
 };
 
@@ -253,6 +280,9 @@ class MapLowering {
     return 0;
   }
   int index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp);  // a Where node
+  bool plain_index(const Expr& e) const;                      // addressable by a vector operand
+  std::optional<int> gather(const ir::LoadNode* l, const Span& sp);  // a Gather node, or nullopt
+  int index_value(const Expr& e, const Buffer& owner, const Span& sp);  // an index as int32 data
   int materialize(int x, Shape to, const Span& sp);
 
   // emission
@@ -296,6 +326,11 @@ class Legalizer {
                                                     const std::vector<int64_t>& ext, const Span& sp, DType want);
 
   std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
+  // A UB int32 tile of n elements holding 0, 1, ..., n - 1: the values of a map variable used as
+  // data (gather indices). Built once per core scope, before its loops, from single-op maps:
+  // Duplicate(m - 1) over the first m elements for m = min(n, 8) down to 1, then
+  // t[w + j] = t[j] + w for w = 8, 16, 32, ... (every write starts on a 32 B block).
+  Buffer iota(int64_t n, const Buffer& owner, const Span& sp);
   // The map with every element of a global tensor it reads at indices free of its own variables
   // (batch norm's per-block `mean[b]`) read once into a let placed before it (`pre`): the scalar
   // unit loads it (select_instructions' ScalarLoad) and the map uses it as a scalar operand
@@ -380,6 +415,7 @@ class Legalizer {
     };
     std::vector<Staged> staged;  // global regions already copied into a UB tile in this frame
     std::map<std::string, Buffer> half_scratch;  // halve_rows' scratch tiles allocated in this frame
+    std::vector<std::pair<int64_t, Buffer>> iotas;  // iota tiles (by length) allocated in this frame
   };
   const ir::Kernel& k_;
   const target::Target& t_;
@@ -758,11 +794,46 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
   return ReplaceExprs(map).mutate(s);
 }
 
+Buffer Legalizer::iota(int64_t n, const Buffer& owner, const Span& sp) {
+  int d = needed_depth({});
+  for (const auto& [len, b] : frames_[d].iotas)
+    if (len == n) return b;
+  std::vector<Stmt> tmp;
+  Buffer t = ub(owner, "_iota", kI32, {n}, sp, tmp);
+  for (int64_t m = std::min<int64_t>(n, 8); m >= 1; --m) {
+    Var j = fresh_var("j", sp);
+    tmp.push_back(pfor(j, m, std::make_shared<ir::StoreNode>(t, std::vector<Expr>{j}, ir::int_imm(m - 1, kI32, sp), sp), sp));
+  }
+  for (int64_t w = 8; w < n; w *= 2) {
+    Var j = fresh_var("j", sp);
+    Expr v = ir::binary(ir::BinOp::Add, ir::load(t, {j}, sp), ir::int_imm(w, kI32, sp), sp);
+    tmp.push_back(pfor(j, std::min(w, n - w),
+                       std::make_shared<ir::StoreNode>(t, std::vector<Expr>{ir::binary(ir::BinOp::Add, C(w), j, sp)}, v, sp), sp));
+  }
+  std::vector<Stmt>& at = place_at(d);
+  for (auto& x : tmp) at.push_back(std::move(x));
+  frames_[d].iotas.push_back({n, t});
+  return t;
+}
+
+// Interleaving stores y[..., s*j + c] = v_c for c = 0 .. s-1 (s >= 2, j the map's last variable,
+// the leading indices the same and free of j): no vector instruction writes every s-th element,
+// so each v_c is stored into part c of a UB tile (parts a whole number of 32 B blocks apart), and
+// one gather map then interleaves the parts: y[..., k] = cat[..., (k % s) * part + k // s].
+struct Interleave {
+  Buffer dst, cat;
+  std::vector<Expr> lead;  // y's leading indices
+  int64_t stride = 0, part = 0;
+  std::vector<int> residue_at;  // the position of the store of each residue (-1: none yet)
+  int last = -1;                // the position of its last store
+};
+
 std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
                                                const std::vector<Stmt>& items, const Span& sp, double wrap_bound) {
   std::vector<Stmt> out;
   MapLowering ml(*this, vars, ext, sp);
   std::vector<std::pair<Var, Expr>> lets;
+  std::vector<std::shared_ptr<ir::StoreNode>> stores;  // the stores, lets substituted
   for (const auto& it : items) {
     if (it->kind == ir::StmtKind::Let) {
       auto* l = as<ir::LetNode>(it);
@@ -770,14 +841,148 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
       continue;
     }
     auto* st = as<ir::StoreNode>(it);
-    if (lets.empty()) {
-      ml.store(st, out, wrap_bound);
-    } else {
-      std::vector<Expr> idx;
-      for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
-      ir::StoreNode s2(st->buffer, idx, ir::substitute(st->value, lets), st->span);
-      ml.store(&s2, out);
+    std::vector<Expr> idx;
+    for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
+    stores.push_back(std::make_shared<ir::StoreNode>(st->buffer, idx, ir::substitute(st->value, lets), st->span));
+  }
+  // A gather several stores read (RoPE's x[i, 2 * j] and x[i, 2 * j + 1], read by both halves) is
+  // done once, into a temporary the stores then read, unless the map writes a tile it reads.
+  {
+    std::vector<Expr> seen;
+    std::vector<int> users;
+    for (const auto& st : stores) {
+      std::vector<Expr> here;
+      ir::for_each_expr(st, [&](const Expr& x) {
+        if (!is_gather(x, vars)) return;
+        for (const auto& h : here)
+          if (ir::structural_equal(h, x)) return;
+        here.push_back(x);
+      });
+      for (const auto& x : here) {
+        size_t k = 0;
+        while (k < seen.size() && !ir::structural_equal(seen[k], x)) ++k;
+        if (k == seen.size()) seen.push_back(x), users.push_back(0);
+        ++users[k];
+      }
     }
+    std::vector<std::pair<Expr, Expr>> shared;  // (the gather, the temporary's element)
+    for (size_t k = 0; k < seen.size(); ++k) {
+      const Buffer& src = as<ir::LoadNode>(seen[k])->buffer;
+      bool written = false;  // a store of the map writes the tile or an index tile the gather reads
+      for_each_subexpr(seen[k], [&](const Expr& x) {
+        if (x->kind != ir::ExprKind::Load) return;
+        for (const auto& st : stores) written = written || st->buffer.get() == as<ir::LoadNode>(x)->buffer.get();
+      });
+      if (users[k] < 2 || written) continue;
+      std::vector<Expr> at(vars.begin(), vars.end());
+      Buffer g = ub(src, "_g", src->dtype, ext, sp, out);
+      ir::StoreNode once(g, at, seen[k], seen[k]->span);
+      ml.store(&once, out);
+      shared.push_back({seen[k], ir::load(g, at, seen[k]->span)});
+    }
+    if (!shared.empty()) {
+      struct Share : ir::Mutator {
+        const std::vector<std::pair<Expr, Expr>>& m;
+        explicit Share(const std::vector<std::pair<Expr, Expr>>& m) : m(m) {}
+        using ir::Mutator::mutate;
+        Expr mutate(const Expr& x) override {
+          for (const auto& [from, to] : m)
+            if (ir::structural_equal(from, x)) return to;
+          return ir::Mutator::mutate(x);
+        }
+      } share(shared);
+      for (auto& st : stores)
+        st = std::make_shared<ir::StoreNode>(st->buffer, st->indices, share.mutate(st->value), st->span);
+    }
+  }
+  // the interleaving stores (s * j + c in the last index), grouped by destination
+  const ir::VarNode* vj = vars.back().get();
+  const ir::VarNode* vi = vars.size() == 2 ? vars[0].get() : nullptr;
+  std::vector<Interleave> groups;
+  std::vector<int> group_of(stores.size(), -1), residue(stores.size(), 0);
+  for (size_t k = 0; k < stores.size(); ++k) {
+    const auto& st = stores[k];
+    const Expr& last = st->indices.back();
+    if (has_load(last) || !uses_var(last, vj)) continue;
+    auto a = linearize(last, vi, vj);
+    if (!a || a->cj < 2 || a->ci != 0) continue;
+    auto c = ir::as_const_int(simp(a->rest));
+    std::vector<Expr> lead(st->indices.begin(), st->indices.end() - 1);
+    auto where = "T.Parallel stores into " + q(st->buffer->name) + " at " + ir::print(last);
+    if (!c || *c < 0 || *c >= a->cj)
+      throw Error(where + ": a strided store on Ascend must be one of y[..., s*j + c] for c = 0 .. s-1", st->span,
+                  "store every element of a row: y[i, " + std::to_string(a->cj) + " * j + c] for each c in 0.." +
+                      std::to_string(a->cj - 1) + " (the stores are interleaved with a gather)");
+    for (const auto& e : lead)
+      if (uses_var(e, vj) || has_load(e))
+        throw Error(where + ": the leading indices of a strided store must not use the column index", st->span);
+    int g = -1;
+    for (size_t x = 0; x < groups.size(); ++x)
+      if (groups[x].dst.get() == st->buffer.get()) g = static_cast<int>(x);
+    if (g < 0) {
+      Interleave n;
+      n.dst = st->buffer, n.lead = lead, n.stride = a->cj;
+      n.part = (ext.back() * st->buffer->dtype.bytes() + 31) / 32 * 32 / st->buffer->dtype.bytes();
+      n.residue_at.assign(a->cj, -1);
+      groups.push_back(std::move(n));
+      g = static_cast<int>(groups.size()) - 1;
+    }
+    Interleave& n = groups[g];
+    bool same_lead = n.stride == a->cj && n.lead.size() == lead.size();
+    for (size_t x = 0; same_lead && x < lead.size(); ++x) same_lead = ir::structural_equal(lead[x], n.lead[x]);
+    if (!same_lead)
+      throw Error(where + ": the strided stores into " + q(st->buffer->name) + " in one map must share the stride and the "
+                  "leading indices", st->span);
+    if (n.residue_at[*c] >= 0)
+      throw Error(where + ": element " + std::to_string(*c) + " of every group of " + std::to_string(n.stride) +
+                  " is stored twice", st->span);
+    n.residue_at[*c] = static_cast<int>(k);
+    n.last = static_cast<int>(k);
+    group_of[k] = g;
+    residue[k] = static_cast<int>(*c);
+  }
+  for (auto& n : groups)
+    for (int64_t c = 0; c < n.stride; ++c)
+      if (n.residue_at[c] < 0)
+        throw Error("T.Parallel stores into " + q(n.dst->name) + " every " + std::to_string(n.stride) +
+                        "-th element but not those at offset " + std::to_string(c) +
+                        ": on Ascend strided stores are an interleave of all of them",
+                    stores[n.last]->span, "store y[..., s*j + c] for every c in 0..s-1 in the same T.Parallel map");
+  for (size_t k = 0; k < stores.size(); ++k) {
+    const auto& st = stores[k];
+    if (group_of[k] < 0) {
+      ml.store(st.get(), out, lets.empty() ? wrap_bound : 0);
+      continue;
+    }
+    Interleave& n = groups[group_of[k]];
+    const Span& ssp = st->span;
+    if (!n.cat) {
+      std::vector<int64_t> shape{n.stride * n.part};
+      if (vi) shape.insert(shape.begin(), ext[0]);
+      n.cat = ub(n.dst, "_cat", n.dst->dtype, shape, ssp, out);
+    }
+    std::vector<Expr> cidx{add(C(residue[k] * n.part), vars.back())};
+    if (vi) cidx.insert(cidx.begin(), vars[0]);
+    ir::StoreNode part(n.cat, cidx, st->value, ssp);
+    ml.store(&part, out);
+    if (n.last != static_cast<int>(k)) continue;
+    // the interleave: y[lead, k] = cat[i, (k % s) * part + k // s]
+    Var kk = fresh_var(vars.back()->name, ssp);
+    Var ii = vi ? fresh_var(vars[0]->name, ssp) : Var();
+    Expr S = C(n.stride);
+    Expr col = ir::binary(ir::BinOp::Add,
+                          ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Mod, kk, S, ssp), C(n.part), ssp),
+                          ir::binary(ir::BinOp::FloorDiv, kk, S, ssp), ssp);
+    std::vector<Expr> src{col}, dst = n.lead;
+    if (vi) {
+      src.insert(src.begin(), ii);
+      for (auto& e : dst) e = ir::substitute(e, {{vars[0], ii}});
+    }
+    dst.push_back(kk);
+    Stmt m = std::make_shared<ir::StoreNode>(n.dst, dst, ir::load(n.cat, src, ssp), ssp);
+    m = pfor(kk, n.stride * ext.back(), m, ssp);
+    if (vi) m = pfor(ii, ext[0], m, ssp);
+    for (auto& x : rewrite_map(m)) out.push_back(std::move(x));
   }
   return out;
 }
@@ -915,6 +1120,7 @@ double MapLowering::bound(int x) const {
     case OpKind::Where: return std::max(bound(n.args[0]), scalar(n.fill));
     case OpKind::Sel: return std::max(bound(n.args[2]), bound(n.args[3]));
     case OpKind::Iota: return static_cast<double>(extent_of(as<ir::VarNode>(n.scalar)));
+    case OpKind::Gather: return range(n.dtype);
   }
   return HUGE_VAL;
 }
@@ -1022,6 +1228,7 @@ int MapLowering::build_uncached(const Expr& e) {
   switch (e->kind) {
     case ir::ExprKind::Load: {
       auto* l = as<ir::LoadNode>(e);
+      if (auto g = gather(l, sp)) return *g;
       Node n;
       n.kind = OpKind::Leaf;
       n.span = sp;
@@ -1180,6 +1387,89 @@ int MapLowering::build_uncached(const Expr& e) {
       break;  // scalars (handled above)
   }
   fail("unsupported expression " + ir::print(e) + " in a T.Parallel map on Ascend", sp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gathers (docs/ascend.md "Gathers"): a tile read at a data-dependent or strided index.
+
+bool MapLowering::plain_index(const Expr& e) const { return plain_map_index(e, vars_); }
+
+// The index expression e as int32 tile data: the map's variables used as values become reads of
+// an iota tile (Legalizer::iota), the rest is built like any map value (int32 vector arithmetic:
+// +, -, *, max, min, shifts, // and % by powers of two).
+int MapLowering::index_value(const Expr& e, const Buffer& owner, const Span& sp) {
+  struct AsData : ir::Mutator {
+    MapLowering& m;
+    const Buffer& owner;
+    const Span& sp;
+    AsData(MapLowering& m, const Buffer& o, const Span& s) : m(m), owner(o), sp(s) {}
+    using ir::Mutator::mutate;
+    Expr mutate(const Expr& x) override {
+      if (x->kind == ir::ExprKind::Load) return x;  // tile reads keep their indices
+      for (size_t k = 0; k < m.vars_.size(); ++k)
+        if (x.get() == m.vars_[k].get()) return ir::load(m.L_.iota(m.ext_[k], owner, sp), {m.vars_[k]}, sp);
+      return ir::Mutator::mutate(x);
+    }
+  } as_data(*this, owner, sp);
+  Expr v = as_data.mutate(e);
+  if (!v->dtype.is_int())
+    fail("the index " + ir::print(e) + " of " + q(owner->name) + " is " + std::string(v->dtype.name()), sp,
+         "index tiles with integers (an int32 index tile, T.cast(x, \"int32\"))");
+  if (v->dtype != kI32) v = ir::cast(v, kI32, sp);
+  int x = build(v);
+  if (nodes_[x].shape == Shape::Scalar || nodes_[x].shape == Shape::Row) x = materialize(x, Shape::Full, sp);
+  return to_type(x, kI32, sp);
+}
+
+// A read of a UB tile whose indices are not all (start + loop variable): one AscendC Gather per
+// row (select_instructions) from byte offsets computed as int32 tile data. Row gather: the last
+// index is gathered, the leading ones address a row (the map's row index, or free of the map's
+// variables): offsets = index << log2(element size), one per element (or one row of them shared
+// by every row when they depend on the column only). Flat gather (a 1-D map reading a 2-D tile,
+// e.g. x[i, label[i]]): the element's position in the whole tile, (row * pcols + col) << log2(es).
+std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
+  const auto& idx = l->indices;
+  if (std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
+  const Buffer& src = l->buffer;
+  // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
+  // (shape_of_load and select_instructions name what it is: a transpose, a strided row)
+  if (plain_index(idx.back()) && vars_.size() == 2 && std::none_of(idx.begin(), idx.end(), [](const Expr& e) { return has_load(e); }))
+    return std::nullopt;
+  const std::string what = "T.Parallel reads " + q(src->name) + " at the index " + ir::print(ir::load(src, idx));
+  if (src->scope != Scope::UB)
+    fail(what + ": a data-dependent or strided read of a global tensor has no vector instruction", sp,
+         "copy the rows it reads into a tile first (T.copy), then index the tile (a gather)");
+  DType t = src->dtype;
+  if (t.bytes() != 2 && t.bytes() != 4)
+    fail(what + ": Ascend's Gather takes 16- and 32-bit elements, not " + std::string(t.name()), sp,
+         "gather from a float16, bfloat16, float32 or int32 tile (T.copy the data into one first)");
+  const int64_t k = std::countr_zero(static_cast<uint64_t>(t.bytes()));
+  Node g;
+  g.kind = OpKind::Gather;
+  g.shape = Shape::Full;
+  g.dtype = t;
+  g.buf = src;
+  g.idx = idx;
+  g.span = sp;
+  bool row = true;
+  for (size_t d = 0; d + 1 < idx.size(); ++d) row = row && plain_index(idx[d]) && !uses_var(idx[d], vj());
+  int off;
+  if (row) {
+    off = index_value(idx.back(), src, sp);
+  } else if (vars_.size() == 1 && idx.size() == 2 && src->const_shape()) {
+    auto shape = *src->const_shape();
+    int64_t c0 = 32 / t.bytes();
+    g.pcols = shape[0] > 1 ? (shape[1] + c0 - 1) / c0 * c0 : shape[1];  // select_instructions' row pitch
+    g.flat = shape[0] > 1;  // one row: x[0, row * cols + col], the row gather of row 0 (exact for row 0,
+    if (!g.flat) g.idx = {C(0), C(0)};  // the only row in bounds)
+    off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, index_value(idx[0], src, sp), leaf_scalar(ir::int_imm(g.pcols, kI32, sp)), sp),
+              index_value(idx[1], src, sp), sp);
+  } else {
+    fail(what + ": Ascend gathers along the last dim of a tile (the other indices must be (start + row index))", sp,
+         "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]");
+  }
+  g.args = {bin(ir::BinOp::Shl, off, leaf_scalar(ir::int_imm(k, kI32, sp)), sp)};
+  return push(std::move(g));
 }
 
 // x where the index condition cond holds, else the scalar fill (emit_where's masks).
@@ -1342,6 +1632,11 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   memo_.clear();
   // The destination must be a tile element indexed by every loop variable.
   {
+    for (const auto& i : st->indices)
+      if (has_load(i))
+        fail("T.Parallel stores into " + q(st->buffer->name) + " at the data-dependent index " + ir::print(i) +
+                 " (a scatter): Ascend has no scatter instruction",
+             sp, "gather instead: compute each output element from the index of the element it reads");
     ir::LoadNode probe(st->buffer, st->indices, st->buffer->dtype, sp);
     bool ok = true;
     for (const auto& v : vars_) {
@@ -1381,7 +1676,8 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     return;  // x[i, j] = x[i, j] (e.g. a cast of a tile to its own dtype)
   if (nodes_[root].kind == OpKind::Leaf && dt == kBF16)  // a bfloat16 copy: exact through float32 (no bf16 ops)
     root = step_cast(step_cast(root, kF32, sp), kBF16, sp);
-  if (nodes_[root].kind == OpKind::Leaf) {  // a plain copy
+  if (nodes_[root].kind == OpKind::Leaf ||  // a plain copy; a gather from dst itself goes through a temporary
+      (nodes_[root].kind == OpKind::Gather && nodes_[root].buf.get() == st->buffer.get())) {
     Node c;
     c.kind = OpKind::Copy;
     c.shape = Shape::Full;
@@ -1400,6 +1696,9 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
       for (int a : nodes_[k].args) live[a] = 1;
   std::vector<int> last(n, -1);
   int last_dst_read = -1;
+  for (size_t k = 0; k < n; ++k)
+    if (live[k] && nodes_[k].kind == OpKind::Gather && nodes_[k].buf.get() == st->buffer.get())
+      last_dst_read = std::max(last_dst_read, static_cast<int>(k));
   for (size_t k = 0; k < n; ++k)
     if (live[k])
     for (int a : nodes_[k].args) {
@@ -1431,7 +1730,8 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     int ki = static_cast<int>(k);
     auto dead = [&](int holder) { return holder < 0 || last[holder] <= ki; };
     bool is_root = ki == root;
-    bool dst_ok = nd.shape == Shape::Full && nd.dtype == dt && dead(dst_holder) && last_dst_read <= ki;
+    bool dst_ok = nd.shape == Shape::Full && nd.dtype == dt && dead(dst_holder) && last_dst_read <= ki &&
+                  !(nd.kind == OpKind::Gather && nd.buf.get() == st->buffer.get());  // Gather: dst may not be src
     // A value still needed after the root cannot live in dst (never the case), and the root always does.
     if (is_root || dst_ok) {
       place[k] = dstp;
@@ -1496,6 +1796,17 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
       out.push_back(make_map(n.shape, at, ir::select(ir::binary(n.bop, arg(0), arg(1), sp), arg(2), arg(3), sp), sp));
       return;
     case OpKind::Iota: out.push_back(make_map(n.shape, at, n.scalar, sp)); return;  // dst[k] = k: CreateVecIndex
+    case OpKind::Gather: {
+      // src[..., off >> k]: the element at byte offset off (select_instructions' Gather form); flat:
+      // src[(off >> k) // pcols, (off >> k) % pcols]
+      int64_t k = std::countr_zero(static_cast<uint64_t>(n.dtype.bytes()));
+      Expr e = ir::binary(ir::BinOp::Shr, arg(0), ir::int_imm(k, kI32, sp), sp);
+      std::vector<Expr> idx = n.idx;
+      if (n.flat) idx = {ir::binary(ir::BinOp::FloorDiv, e, C(n.pcols), sp), ir::binary(ir::BinOp::Mod, e, C(n.pcols), sp)};
+      else idx.back() = e;
+      out.push_back(make_map(Shape::Full, at, ir::load(n.buf, idx, sp), sp));
+      return;
+    }
     case OpKind::Leaf: return;
   }
 }

@@ -81,8 +81,17 @@
 //    rows (chunks of 8 rows), stored into dst as before. Column reductions: the first chunk
 //    reduced into a float32 accumulator, every later row then added (max/min) in row order, the
 //    order the whole-tile column reduction uses, so results are bit-identical.
-//  - anything else that has no vector instruction (reads with transposed
-//    or strided indices, integer division, ...) is an ir::Error at the kernel source line.
+//  - gathers (docs/ascend.md "Gathers"): a read of a UB tile at an index that is not (start + loop
+//    variable) — data-dependent (x[i, idx[i, j]], x[i, label[i]]) or strided (x[i, 2 * j + 1]) —
+//    is a Gather node: its index computed as int32 tile data (the map's variables used as values
+//    read an iota tile made once per core scope, Legalizer::iota), shifted left by log2 of the
+//    element size into byte offsets, and emitted as the map dst = src[..., off >> k] (a row
+//    gather: the last index; a 1-D map over a 2-D tile: the flat form src[(off >> k) // pcols,
+//    (off >> k) % pcols]) that select_instructions makes Gather calls. A gather several stores of
+//    a map read is done once into a temporary. Interleaving stores y[..., s*j + c] = v_c (every c
+//    in 0..s-1) store each v_c into part c of a UB tile, then one gather map interleaves the parts.
+//  - anything else that has no vector instruction (transposed reads, a gather along a leading
+//    dim, a scatter, integer division, ...) is an ir::Error at the kernel source line.
 #pragma once
 
 #include "target/registry.h"

@@ -92,6 +92,7 @@ Pipe pipe_of(const InstrOp& op) {
           [](const VecSelect&) { return Pipe::V; },
           [](const VecCallL2&) { return Pipe::V; }, [](const VecCallL0&) { return Pipe::V; },
           [](const WholeReduce&) { return Pipe::V; }, [](const Brcb&) { return Pipe::V; },
+          [](const Gather&) { return Pipe::V; },
           [](const ScalarLoad&) { return Pipe::S; }, [](const ScalarStore&) { return Pipe::S; },
           [](const SetFlag& f) { return f.src; }, [](const WaitFlag& f) { return f.dst; },
           [](const PipeBarrier& b) { return b.pipe; }, [](const CrossCoreSetFlag& f) { return f.pipe; },
@@ -105,7 +106,7 @@ std::string_view instr_name(const InstrOp& op) {
       "InitConstValue", "DataCopyNd2Nz", "DataCopyPadGmToUb", "DataCopyPadUbToGm", "DataCopyUbToUb",
       "LoadData2D", "LoadData3DV2", "FixpipeV220",
       "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecIndex", "VecReduce",
-      "VecRowBroadcast", "VecSelect", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "ScalarLoad", "ScalarStore", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
+      "VecRowBroadcast", "VecSelect", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "Gather", "ScalarLoad", "ScalarStore", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
   return names[op.index()];
 }
 

@@ -537,6 +537,23 @@ struct Brcb {
   ir::Expr repeat, dst_blk, dst_rep;
 };
 
+// V. Gather(dst, src, srcOffset, srcBaseAddr, count) (AscendC Gather, the "first count elements"
+// form; asc-devkit docs 离散与聚合/Gather.md and impl/basic_api/dav_c220/kernel_operator_vec_gather_impl.h,
+// /work/shared/ascendc-api-facts.md "Gather"): dst[e] = the element of src at byte srcBaseAddr +
+// srcOffset[e], for e < count; srcOffset is a uint32 tensor of byte offsets (`offset`, in UB).
+// dtype: int16, uint16, half, bfloat16, int32, uint32, float (dav-c220 has no 8-bit form). dst,
+// src and srcOffset start on 32 B; dst must not overlap src; every offset (and srcBaseAddr) is a
+// multiple of the element size. The interface issues count / (256 B / es) full repeats as a uint8
+// and one masked repeat for the rest, so count < 256 * 256 / es. count 0 is no operation.
+// src_elems is not an API field but a fact of the program: the elements from src the kernel may
+// read (the tile row its index addresses). An address outside them is reported by the simulator
+// at the kernel's line (the device would read whatever the UB holds there).
+struct Gather {
+  ir::DType dtype;
+  LocalRef dst, src, offset;
+  ir::Expr base, count, src_elems;
+};
+
 // Scalar unit -------------------------------------------------------------------------------
 
 // S. `T var = src.GetValue(offset / sizeof(T))` (AscendC GlobalTensor::GetValue, __inout_pipe__(S)):
@@ -609,7 +626,7 @@ using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, Loa
                              InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
                              DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecIndex, VecReduce,
-                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, ScalarLoad, ScalarStore, SetFlag,
+                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, Gather, ScalarLoad, ScalarStore, SetFlag,
                              WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag>;
 
 // The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).

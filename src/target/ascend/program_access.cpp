@@ -174,6 +174,11 @@ class Builder {
     flat(x.src, AccessMode::Read, times(x.repeat, 8 * x.dtype.bytes()));
     level0(x.dst, AccessMode::Write, 1, K(256), x.repeat, x.dst_blk, x.dst_rep);
   }
+  void operator()(const Gather& x) const {
+    flat(x.offset, AccessMode::Read, times(x.count, 4));
+    flat(x.src, AccessMode::Read, times(x.src_elems, x.dtype.bytes()));  // any element of the row
+    flat(x.dst, AccessMode::Write, times(x.count, x.dtype.bytes()));
+  }
   void operator()(const ScalarLoad& x) const {
     if (x.ub.buffer >= 0) flat(x.ub, AccessMode::Read, K(x.dtype.bytes()));
     else gm(x.src, AccessMode::Read, K(1), K(x.dtype.bytes()), K(0));

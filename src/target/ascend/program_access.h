@@ -32,6 +32,8 @@
 //                (level-0 addressing, program.h)
 //   WholeReduce  src: level-0 rows; dst: repeat values, dst_rep elements apart
 //   Brcb         src: repeat*8 elements; dst: level-0 rows of 8 full blocks
+//   Gather       srcOffset: count uint32; src: src_elems elements (any of them may be read);
+//                dst: count elements
 //   ScalarLoad   GM src or UB src: one element;   ScalarStore  UB dst: one element
 //   SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag: none (their ordering is
 //                the consumers' business)

@@ -468,6 +468,13 @@ InstrOp parse_instr(Line& L) {
     c.repeat = L.field(" repeat"), c.dst_blk = L.field(" dst_blk"), c.dst_rep = L.field(" dst_rep");
     return c;
   }
+  if (name == "Gather") {
+    Gather c;
+    c.dst = L.local(), L.expect("<-"), c.src = L.local(), c.dtype = L.dtype();
+    L.expect("offset="), c.offset = L.local();
+    c.base = L.field(" base"), c.count = L.field(" count"), c.src_elems = L.field(" src_elems");
+    return c;
+  }
   if (name == "ScalarLoad") {  // ScalarLoad VAR <- GM|UB dtype (binds VAR: ProgramParser::stmt defines it)
     std::string v = L.word("the variable the load binds");
     L.expect("<-");

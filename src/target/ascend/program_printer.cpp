@@ -174,6 +174,10 @@ struct InstrPrinter {
     return "Brcb " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + " repeat=" + ex(c.repeat) +
            " dst_blk=" + ex(c.dst_blk) + " dst_rep=" + ex(c.dst_rep);
   }
+  std::string operator()(const Gather& c) const {
+    return "Gather " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + " offset=" + loc(p, c.offset) +
+           " base=" + ex(c.base) + " count=" + ex(c.count) + " src_elems=" + ex(c.src_elems);
+  }
   std::string operator()(const ScalarLoad& c) const {
     return "ScalarLoad " + (c.var ? c.var->name : std::string("<null>")) + " <- " +
            (c.ub.buffer >= 0 ? loc(p, c.ub) : gm(p, c.src)) + " " + dt(c.dtype);

@@ -1327,6 +1327,86 @@ class Lowerer {
     return true;
   }
 
+  // A gather (legalize_vector's form, docs/ascend.md "Gathers"): dst = src[r..., off >> k] (off an
+  // int32 UB tile of byte offsets, k = log2 of the element size; the leading indices address a row
+  // of src: the map's row index or free of the map's variables) is one Gather per row, its source
+  // that row of src; dst = src[(off >> k) // pcols, (off >> k) % pcols] (a 1-D map over a 2-D
+  // tile) one Gather over the whole tile. nullptr when the store is not a gather.
+  StmtPtr match_gather(const ir::StoreNode* st, const std::vector<Loop>& loops, const VecOperand& dst, int64_t rows,
+                       int64_t cols, const Span& sp) {
+    const Expr& v = st->value;
+    if (v->kind != ir::ExprKind::Load) return nullptr;
+    auto* l = as<ir::LoadNode>(v);
+    if (l->buffer->scope != Scope::UB || l->indices.empty()) return nullptr;
+    const ir::DType t = l->buffer->dtype;
+    const int64_t es = t.bytes();
+    // Shr(load of an int32 tile, log2(es)): the byte offsets' load
+    auto offsets = [&](const Expr& e) -> const ir::LoadNode* {
+      if (e->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(e)->op != ir::BinOp::Shr) return nullptr;
+      auto* b = as<ir::BinaryNode>(e);
+      auto k = ir::as_const_int(b->b);
+      if (b->a->kind != ir::ExprKind::Load || !k || (int64_t{1} << *k) != es) return nullptr;
+      auto* o = as<ir::LoadNode>(b->a);
+      return o->buffer->dtype == ir::DType(ir::DTypeCode::i32) ? o : nullptr;
+    };
+    const Expr& last = l->indices.back();
+    const ir::LoadNode* off = offsets(last);
+    bool flat = false;
+    if (!off && l->indices.size() == 2 && last->kind == ir::ExprKind::Binary &&
+        as<ir::BinaryNode>(last)->op == ir::BinOp::Mod && l->indices[0]->kind == ir::ExprKind::Binary &&
+        as<ir::BinaryNode>(l->indices[0])->op == ir::BinOp::FloorDiv) {
+      off = offsets(as<ir::BinaryNode>(last)->a);
+      flat = off != nullptr;
+    }
+    if (!off) return nullptr;
+    auto fail = [&](const std::string& why) -> StmtPtr {
+      throw Error("this T.Parallel gather is not an Ascend Gather: " + why, sp,
+                  "gather along the last dim of a float16/bfloat16/float32/int32 tile: x[i, idx[i, j]] or x[idx[j]]");
+    };
+    if (es != 2 && es != 4) fail("Gather takes 16- and 32-bit elements, not " + std::string(t.name()));
+    if (t != st->buffer->dtype) fail("the gathered tile and the destination differ in dtype");
+    if (cols < 0) fail("a run-time column count");
+    if (l->buffer.get() == st->buffer.get()) fail("the destination is the gathered tile (Gather.md: they may not overlap)");
+    const int64_t per = 256 / es;
+    if (cols >= 256 * per)
+      fail("rows of " + std::to_string(cols) + " elements: the Gather call issues count / " + std::to_string(per) +
+           " repeats as a uint8 (at most " + std::to_string(256 * per - 1) + " elements a call)");
+    const Buf& sb = buf(l->buffer, sp);
+    auto oacc = access(off->buffer, off->indices, loops, sp);
+    auto ostride = oacc ? full_stride(*oacc, loops.size()) : std::nullopt;
+    if (!ostride) fail("the offsets tile " + q(off->buffer->name) + " is not indexed like the destination");
+    LocalRef src{sb.index, C(0)};
+    Expr src_rs = C(0), src_elems;
+    if (flat) {
+      if (loops.size() != 1 || sb.shape.size() != 2) fail("a flat gather reads a 2-D tile in a 1-D map");
+      auto pc = ir::as_const_int(as<ir::BinaryNode>(last)->b);
+      if (!pc || *pc != sb.pcols) fail("the flat index does not use the tile's row pitch");
+      src_elems = C(sb.rows * sb.pcols);
+    } else {
+      std::vector<Expr> lead(l->indices.begin(), l->indices.end());
+      lead.back() = C(0);
+      auto sacc = access(l->buffer, lead, loops, sp);
+      if (!sacc) fail("the leading indices of " + q(l->buffer->name) + " are not (start + row index)");
+      for (size_t d = 0; d < sacc->var_of_dim.size(); ++d) {
+        if (sacc->var_of_dim[d] == static_cast<int>(loops.size()) - 1) fail("the column index addresses a leading dim");
+        if (sacc->var_of_dim[d] == 0 && loops.size() == 2) src_rs = C(sacc->stride[d]);
+      }
+      src.offset = sacc->offset;
+      src_elems = C(sb.shape.back());
+    }
+    auto one = [&](const Expr& r) {
+      auto row = [&](const LocalRef& at, const Expr& stride, int64_t bytes) {
+        return LocalRef{at.buffer, add(at.offset, mul(mul(r, stride), C(bytes)))};
+      };
+      return emit(Gather{t, row(dst.at, dst.row_stride, es), row(src, src_rs, es),
+                         row(LocalRef{oacc->buf->index, oacc->offset}, C(*ostride), 4), C(0), C(cols), src_elems},
+                  sp);
+    };
+    if (rows == 1) return one(C(0));
+    ir::Var r = ir::var("tw_row", ir::kIndexType, sp);
+    return for_(r, C(rows), one(r), sp);
+  }
+
   static std::string map_hint() {
     return "a map on UB must be one vector instruction per store: dst = a op b, a op scalar, a op v[i] (row "
            "broadcast), a op w[j] (column broadcast), exp/log/sqrt/rsqrt/abs(a), max(a, 0), 1 / a, cast(a), or a "
@@ -1499,6 +1579,7 @@ class Lowerer {
       if (scalar(x)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
       fail("a conversion of a computed value; compute in the source dtype, then T.cast");
     }
+    if (StmtPtr g = match_gather(st, loops, dst, rows, cols, sp)) return g;
     vec_dtype_ok(t, sp, "vector op", !v->dtype.is_float());
     if (v->dtype != t) fail("the value is " + std::string(v->dtype.name()) + " but the destination is " +
                             std::string(t.name()) + "; vector ops do not convert");

@@ -185,6 +185,7 @@ class Verifier {
           }
           if constexpr (requires { x.c; }) operand(x.c, in, "c");
           if constexpr (requires { x.vec; }) operand(x.vec, in, "vec");
+          if constexpr (std::is_same_v<T, Gather>) operand(x.offset, in, "offset");
           if constexpr (requires { x.src0; }) {  // call-level vector instructions: sources per API
             if (vec_api_sources(x.api) >= 1) operand(x.src0, in, "src0");
             if (vec_api_sources(x.api) == 2) operand(x.src1, in, "src1");

@@ -657,6 +657,9 @@ TW_ASCENDC_SCALAR(Adds, half, float, int16_t, int32_t)
 TW_ASCENDC_SCALAR(Muls, half, float, int16_t, int32_t)
 TW_ASCENDC_SCALAR(Maxs, half, float, int16_t, int32_t)
 TW_ASCENDC_SCALAR(Mins, half, float, int16_t, int32_t)
+// ShiftLeft.md / ShiftRight.md (Atlas A2): the same three forms, int16/uint16/int32/uint32
+TW_ASCENDC_SCALAR(ShiftLeft, int16_t, uint16_t, int32_t, uint32_t)
+TW_ASCENDC_SCALAR(ShiftRight, int16_t, uint16_t, int32_t, uint32_t)
 #undef TW_ASCENDC_SCALAR
 
 #define TW_ASCENDC_UNARY(name, ...)                                                                     \
@@ -766,6 +769,11 @@ TW_ASCENDC_WHOLE_REDUCE(WholeReduceMin)
 template <typename T>
 void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const uint8_t repeatTime,
           const BrcbRepeatParams& repeatParams);
+
+// Gather.md (the "first count elements" form): srcOffset holds uint32 byte offsets.
+template <typename T>
+void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<uint32_t>& srcOffset,
+            const uint32_t srcBaseAddr, const uint32_t count);
 
 // ---------------------------------------------------------------------------------------------
 // Synchronisation

@@ -219,6 +219,13 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
           [&](const RVecCall& x) { vec_call_rules(x, out); },
           [&](const RWholeReduce& x) { whole_reduce_rules(x, out); },
           [&](const RBrcb& x) { brcb_rules(x, out); },
+          [&](const RGather& x) {
+            // the interface issues count / (256 B / es) full repeats as a uint8 (dav-c220 Gather impl)
+            int64_t per = 256 / ir::DType(x.dt).bytes();
+            if (x.count < 0 || x.count / per > 255)
+              out.push_back("Gather count = " + str(x.count) + ": the call issues count / " + str(per) +
+                            " repeats as a uint8, so count must be below " + str(256 * per) + ": split the call");
+          },
           [](const auto&) {},
       },
       r.op);

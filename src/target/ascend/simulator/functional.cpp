@@ -237,6 +237,20 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
         } else if constexpr (std::is_same_v<T, RScalarStore>) {
           invalid(!mem_is(x.dst, {Mem::UB}), "SetValue writes a UB buffer (LocalTensor of TPosition VECIN/VECCALC/VECOUT)");
           operand(x.dst, Rect{0, 1, es_of(x.dt), 0}, true, es_of(x.dt), "destination", false);
+        } else if constexpr (std::is_same_v<T, RGather>) {
+          // Gather.md (Atlas A2): dst, src, srcOffset start on 32 B; dst and src are not the same memory
+          int es = es_of(x.dt);
+          invalid(es != 2 && es != 4, "Gather on " + std::string(ir::DType(x.dt).name()) + ": dav-c220 gathers "
+                  "int16/uint16/half/bfloat16/int32/uint32/float elements only (no 8-bit form)");
+          invalid(x.base % es != 0, "Gather srcBaseAddr " + std::to_string(x.base) + " is not a multiple of the element size");
+          if (x.count > 0 && ok) {
+            operand(x.offset, Rect{0, 1, x.count * 4, 0}, false, 4, "srcOffset");
+            operand(x.src, Rect{0, 1, x.src_elems * es, 0}, false, es, "src");
+            operand(x.dst, Rect{0, 1, x.count * es, 0}, true, es, "dst");
+            invalid(!x.dst.gm && x.dst.index == x.src.index && x.dst.off < x.src.off + x.src_elems * es &&
+                        x.src.off < x.dst.off + x.count * es,
+                    "Gather: dst overlaps src (Gather.md: source and destination may not share memory)");
+          }
         } else if constexpr (std::is_same_v<T, RBrcb>) {
           int es = es_of(x.dt);
           invalid(es != 2 && es != 4, "Brcb takes 16- or 32-bit elements");
@@ -586,6 +600,32 @@ void Machine::functional(Core& c, const RInstr& r) {
           uint8_t* dst = base(c, x.dst).data + x.dst.off;
           if (ir::DType(x.dt).is_float()) num::store(dst, x.dt, x.value.f, RoundMode::Rint);
           else num::store(dst, x.dt, static_cast<double>(x.value.i), RoundMode::Trunc);
+        } else if constexpr (std::is_same_v<T, RGather>) {
+          // dst[e] = the element at byte base + srcOffset[e] of src; an address outside the elements the
+          // program may read (src_elems: the tile row) or not on an element is reported and not read
+          const int es = es_of(x.dt);
+          const uint8_t* off = base(c, x.offset).data + x.offset.off;
+          const uint8_t* src = base(c, x.src).data + x.src.off;
+          uint8_t* dst = base(c, x.dst).data + x.dst.off;
+          bool reported = false;
+          for (int64_t e = 0; e < x.count; ++e) {
+            uint32_t o;
+            std::memcpy(&o, off + 4 * e, 4);
+            int64_t at = x.base + static_cast<int64_t>(o);
+            if (at % es != 0 || at + es > x.src_elems * es) {
+              if (!reported)
+                report(ReportKind::OutOfBounds,
+                       "Gather srcOffset[" + std::to_string(e) + "] = " + std::to_string(o) + " (srcBaseAddr " +
+                           std::to_string(x.base) + ") addresses byte " + std::to_string(at) + " of a source of " +
+                           std::to_string(x.src_elems) + " elements of " + std::to_string(es) + " B: " +
+                           (at % es != 0 ? "not on an element" : "an index outside the tile's dimension") +
+                           " (the device would read whatever the UB holds there); keep indices within the dimension",
+                       {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+              reported = true;
+              continue;
+            }
+            std::memcpy(dst + e * es, src + at, static_cast<size_t>(es));
+          }
         } else if constexpr (std::is_same_v<T, RBrcb>) {
           const int es = es_of(x.dt);
           const uint8_t* src = base(c, x.src).data + x.src.off;

@@ -173,6 +173,10 @@ ROp build(const InstrOp& op, Get&& get) {
             r.repeat = get(x.repeat).i, r.dst_blk = get(x.dst_blk).i, r.dst_rep = get(x.dst_rep).i;
             return r;
           },
+          [&](const Gather& x) -> ROp {
+            return RGather{x.dtype.code, loc(x.dst), loc(x.src), loc(x.offset), get(x.base).i, get(x.count).i,
+                           get(x.src_elems).i};
+          },
           [&](const ScalarLoad& x) -> ROp { return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code}; },
           [&](const ScalarStore& x) -> ROp { return RScalarStore{loc(x.dst), x.dtype.code, get(x.value)}; },
           [&](const SetFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, true}; },

@@ -147,6 +147,11 @@ Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
           k.busy = core.dcache.insert(line).second ? p_.gm_latency_cycles : p_.scalar_dcache_hit_cycles;
         } else if constexpr (std::is_same_v<T, RScalarStore>) {  // LocalTensor::SetValue: a UB write
           k.busy = p_.scalar_ub_access_cycles;
+        } else if constexpr (std::is_same_v<T, RGather>) {  // whole 256 B repeats at the gather rate
+          int64_t per_repeat = 256 / bytes_of(x.dt);
+          k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(
+                                                static_cast<double>(cdiv(x.count, per_repeat) * per_repeat) /
+                                                p_.vec_gather_elems_per_cycle));
         } else if constexpr (std::is_same_v<T, RBrcb>) {
           k.busy = p_.vec_overhead_cycles + static_cast<int64_t>(std::ceil(static_cast<double>(x.repeat) * 256.0 / p_.vec_bytes_per_cycle));
         }
