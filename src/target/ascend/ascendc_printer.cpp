@@ -361,6 +361,7 @@ class KernelPrinter {
   void emit(const WholeReduce& c);
   void emit(const Brcb& c);
   void emit(const ScalarLoad& c);
+  void emit(const SetAtomic& c);
   template <class T>
   void emit(const T& x) {
     throw Error("internal: the AscendC printer met the high-level vector instruction " + std::string(instr_name(InstrOp(x))) +
@@ -667,6 +668,11 @@ void KernelPrinter::emit(const ScalarLoad& c) {
   ep_.bind(c.var, false);
   L_.call("const " + ctype(c.var->dtype, span_) + " " + ep_.name(c.var) + " = " + gm_view(c.src.param, c.dtype) +
           ".GetValue(" + idx + ");");
+}
+
+// SetAtomicAdd<T>() / SetAtomicNone() (kernel_operator_set_atomic_intf.h; program.h SetAtomic).
+void KernelPrinter::emit(const SetAtomic& c) {
+  L_.call(c.add ? "SetAtomicAdd<" + ctype(*c.add, span_) + ">();" : std::string("SetAtomicNone();"));
 }
 
 void KernelPrinter::emit(const Brcb& c) {

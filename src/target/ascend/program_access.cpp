@@ -171,6 +171,7 @@ class Builder {
     level0(x.dst, AccessMode::Write, 1, K(256), x.repeat, x.dst_blk, x.dst_rep);
   }
   void operator()(const ScalarLoad& x) const { gm(x.src, AccessMode::Read, K(1), K(x.dtype.bytes()), K(0)); }
+  void operator()(const SetAtomic&) const {}  // a mode register of the core: no bytes
   void operator()(const SetFlag&) const {}
   void operator()(const WaitFlag&) const {}
   void operator()(const PipeBarrier&) const {}

@@ -260,7 +260,7 @@ InstrOp parse_instr(Line& L) {
     c.dst_stride = L.field(" dst_stride");
   };
   if (name == "CopyGmToUb") return move(CopyGmToUb{}, local, gm, [&](auto& c) { burst(c), c.pad = flag("pad"); });
-  if (name == "CopyUbToGm") return move(CopyUbToGm{}, gm, local, burst);
+  if (name == "CopyUbToGm") return move(CopyUbToGm{}, gm, local, [&](auto& c) { burst(c), c.atomic = flag("atomic"); });
   if (name == "CopyUbToUb") return move(CopyUbToUb{}, local, local, burst);
   if (name == "LoadL0") {
     LoadL0 c;
@@ -283,7 +283,7 @@ InstrOp parse_instr(Line& L) {
     return move(Fixpipe{}, gm, local, [&](auto& c) {
       std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
       c.m = L.field("m"), c.n = L.field("n"), c.src_rows = L.field("src_rows");
-      c.dst_row_stride = L.field("dst_row_stride"), c.relu = flag("relu");
+      c.dst_row_stride = L.field("dst_row_stride"), c.relu = flag("relu"), c.atomic = flag("atomic");
     });
   if (name == "InitConstValue") {
     InitConstValue c;
@@ -311,7 +311,7 @@ InstrOp parse_instr(Line& L) {
       c.paddingValue = L.field(" paddingValue");
     return c;
   }
-  if (name == "DataCopyPad") return move(DataCopyPadUbToGm{}, gm, local, ext);
+  if (name == "DataCopyPad") return move(DataCopyPadUbToGm{}, gm, local, [&](auto& c) { ext(c), c.atomic = flag("atomic"); });
   if (name == "DataCopy") return move(DataCopyUbToUb{}, local, local, ext);
   if (name == "LoadData2D")
     return move(LoadData2D{}, local, local, [&](auto& c) {
@@ -332,7 +332,7 @@ InstrOp parse_instr(Line& L) {
       c.dstStride = L.field("dstStride");
       L.expect("quantPre=");
       c.quantPre = L.enum_word<QuantMode>("quant mode", 3, quant_mode_name);
-      c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum");
+      c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum"), c.atomic = flag("atomic");
     });
   auto shape = [&](ir::Expr& rows, ir::Expr& cols) { std::tie(rows, cols) = L.dims(); };
   if (auto op = by_name<VecBinOp>(name, kVecTensorBinOps, vec_binop_name)) {
@@ -468,6 +468,8 @@ InstrOp parse_instr(Line& L) {
     ir::DType t = L.dtype();
     return ScalarLoad{ir::var(v, t), src, t};
   }
+  if (name == "SetAtomicAdd") return SetAtomic{L.dtype()};
+  if (name == "SetAtomicNone") return SetAtomic{};
   auto pipe = [&] { return L.enum_word<Pipe>("pipe", 8, pipe_text); };
   if (name == "SetFlag" || name == "WaitFlag") {
     L.expect("<");
