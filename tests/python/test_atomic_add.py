@@ -154,3 +154,25 @@ def test_misuse_is_a_located_error(case, message):
     with pytest.raises(TilewrightError, match=message) as e:
         tw.compile(bad_kernel(case))
     assert f"test_atomic_add.py:{line}:" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,K,parts,bm,bn,trans_A", [
+    (200, 130, 1000, 3, 64, 64, False),   # tails in M, N and the last K part
+    (1, 16, 300, 7, 16, 16, True),        # one row; 7 parts of 64: the last part reads past K (zeros)
+    (64, 64, 4096, 12, 64, 64, True),     # 12 programs add into every element
+])
+def test_splitk_gemm_matches_float64(target, M, N, K, parts, bm, bn, trans_A):
+    """examples/gemm.py matmul_splitk (issue 16): each K part's float32 partial is added into C with
+    T.atomic_add (Fixpipe in the atomic-add mode on Ascend). Tolerance: fp16 products are exact in
+    float32, the float32 sums round per add: atol 1e-5 * sqrt(K)-scaled values, rtol 1e-5."""
+    from tw_test_util import load_example
+    gemm = load_example("gemm")
+    rng = np.random.default_rng(M + K)
+    a = tw.testing.randn((K, M) if trans_A else (M, K), "float16", seed=rng)
+    b = tw.testing.randn((K, N), "float16", seed=rng)
+    c = np.zeros((M, N), np.float32)
+    k = gemm.matmul_splitk(M, N, K, parts, block_M=bm, block_N=bn, trans_A=trans_A, target=target)
+    run(k, target, a, b, c)
+    a64 = a.astype(np.float64).T if trans_A else a.astype(np.float64)
+    tw.testing.assert_close(c, a64 @ b.astype(np.float64), atol=1e-5 * K, rtol=1e-5)
