@@ -368,7 +368,8 @@ Program all_kinds_program() {
       ins(VecRowBroadcast{VecBinOp::Mul, DTypeCode::f32, vo(u1, S), vo(u1, S), at(u2), I(32), I(256)}, 98),
       ins(SetFlag{Pipe::V, Pipe::MTE3, I(2)}, 98),
       ins(WaitFlag{Pipe::V, Pipe::MTE3, I(2)}, 99),
-      ins(CopyUbToGm{at(u1), gm(1, p.sub_block_idx * I(32) * N * I(4)), DTypeCode::f32, I(32), N * I(4), I(1024), N * I(4)},
+      ins(CopyUbToGm{at(u1), gm(1, p.sub_block_idx * I(32) * N * I(4)), DTypeCode::f32, I(32), N * I(4), I(1024), N * I(4),
+                     /*atomic=*/true},
           99),
       ins(CrossCoreSetFlag{2, Pipe::MTE3, I(4)}, 99),
   });
@@ -439,7 +440,7 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
   for (const char* call : {"DataCopy(", "DataCopyPad(", "InitConstValue(", "LoadData(", "Mmad(", "Fixpipe<", "Max(",
                            "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
                            "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
-                           "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
+                           "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "SetAtomicAdd<float>();", "SetAtomicNone();", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
                            "tw_c_ < ((cols + 64 - 1) / 64)", "const half x3 = X_gm.GetValue(3);"})
     EXPECT_NE(k.find(call), std::string::npos) << "missing " << call << " in\n" << k;
   check_golden("all_kinds_kernel.cpp", k);
