@@ -80,11 +80,12 @@ def test_float16_values_added_into_float32(target):
     np.testing.assert_array_equal(out, x.astype(np.float64).sum(0).astype(np.float32))
 
 
-def test_bfloat16_on_cpu():
+@pytest.mark.parametrize("target", TARGETS)
+def test_bfloat16(target):
     S, M, N = 8, 9, 40
     x = small_values((S, M, N), "bfloat16", seed=2)
     out = np.zeros((M, N), x.dtype)
-    tw.compile(sum_kernel(S, M, N, 8, 32, "bfloat16", "bfloat16"))(x, out)
+    run(tw.compile(sum_kernel(S, M, N, 8, 32, "bfloat16", "bfloat16"), target=target), target, x, out)
     np.testing.assert_array_equal(out.astype(np.float64), x.astype(np.float64).sum(0))
 
 
@@ -176,3 +177,25 @@ def test_splitk_gemm_matches_float64(target, M, N, K, parts, bm, bn, trans_A):
     run(k, target, a, b, c)
     a64 = a.astype(np.float64).T if trans_A else a.astype(np.float64)
     tw.testing.assert_close(c, a64 @ b.astype(np.float64), atol=1e-5 * K, rtol=1e-5)
+
+
+def test_expert_mode_atomic_copy_from_ub():
+    """Ascend expert mode: a UB tile added into GM by every Vector core (a vector-only kernel: one AIV
+    per block, 4 blocks)."""
+    blocks = 4
+
+    @T.prim_func
+    def expert(X: T.Tensor((8, 64), "float32"), Y: T.Tensor((8, 64), "float32")):
+        with T.Kernel(blocks, is_npu=True) as (cid, vid):
+            with T.Scope("V"):
+                x = T.alloc_UB((8, 64), "float32")
+                T.copy(X, x)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.atomic_add(Y, x)
+
+    x = small_values((8, 64), "float32", seed=9)
+    y = small_values((8, 64), "float32", seed=10)
+    want = y.astype(np.float64) + blocks * x.astype(np.float64)
+    run_checked(tw.compile(expert, target=TARGET), x, y)
+    np.testing.assert_array_equal(y, want.astype(np.float32))
