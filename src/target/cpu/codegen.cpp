@@ -725,11 +725,6 @@ void CodeGen::set_view_col(const View& v, const RegionView* s, const std::string
   else line(v.col + " = " + cond + " ? (int64_t)(" + col + ") : -1; " + v.width + " = " + width + ";");
 }
 
-// copy(src -> dst): both regions are viewed with their unit dims dropped; the remaining dims
-// are paired in order. Fast path: both regions inside their buffers (checked at run time on the
-// region corners unless provable here): unchecked loops, memcpy rows when the dtypes match and
-// rows are contiguous. Masked path: the loops run over the destination's valid range only;
-// elements whose source lies outside the source buffer are written as 0.
 // T.atomic_add: dst += convert(src) element by element with tw_cpu::atomic_add (types.h), over the
 // elements inside both regions' buffers (a source element outside reads 0: adding it changes
 // nothing; a destination element outside is not written).
@@ -772,6 +767,11 @@ void CodeGen::emit_atomic_add(const CopyNode& n) {
   close();
 }
 
+// copy(src -> dst): both regions are viewed with their unit dims dropped; the remaining dims
+// are paired in order. Fast path: both regions inside their buffers (checked at run time on the
+// region corners unless provable here): unchecked loops, memcpy rows when the dtypes match and
+// rows are contiguous. Masked path: the loops run over the destination's valid range only;
+// elements whose source lies outside the source buffer are written as 0.
 void CodeGen::emit_copy(const CopyNode& n) {
   if (n.atomic) return emit_atomic_add(n);
   RegionView s = view(n.src), d = view(n.dst);
