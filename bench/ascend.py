@@ -120,6 +120,23 @@ def main() -> int:
         if n == 4096:
             _, _, u_seed = timing(seed_matmul(n, n, n, 128, 128, 64), a, a)
             row("seed matmul 4096^3, article blocks 128/128/64", u_seed * 100, 0, "%")
+    # issue 16: a large K with few output tiles (256 x 256: two 128 x 256 tiles for 24 Cube cores).
+    # Split-K (examples/gemm.py matmul_splitk): the grid adds the K parts, each program adds its
+    # float32 partial into C with T.atomic_add (Fixpipe in the atomic-add mode). A is passed as its
+    # transpose (K, M): a GM->L1 copy reads rows at most 65535 elements apart (Nd2NzParams).
+    gemm_ex = load("examples/gemm.py", "tw_bench_gemm")
+    M = N = 256
+    K = 16384 if opts.quick else 65536
+    at, b = np.zeros((K, M), np.float16), np.zeros((K, N), np.float16)
+    c = np.zeros((M, N), np.float32)
+    one = dict(block_M=128, block_N=256, block_K=64, trans_A=True, target=TARGET)
+    _, _, u_one = timing(gemm_ex.matmul_splitk(M, N, K, 1, **one), at, b, c)
+    for parts in (6, 12):
+        t_split, tf_split, u_split = timing(gemm_ex.matmul_splitk(M, N, K, parts, **one), at, b, c)
+        rows.append(dict(case=f"split-K gemm {M}x{N}x{K} fp16, {parts} parts", split_k=u_split * 100,
+                         one_part=u_one * 100, unit="% Cube", time_us=t_split, tflops=tf_split))
+        print(f"{f'split-K gemm {M}x{N}x{K}, {parts} parts, Cube util':44s} {u_split * 100:8.1f} "
+              f"{u_one * 100:8.1f} {'% (1 part)':12s} {t_split:7.1f} us", flush=True)
     B, H, D = 1, 16, 128
     for S in ([2048] if opts.quick else [2048, 8192]):
         for causal in (False, True):

@@ -17,6 +17,9 @@ Four kernels, as a serving engine runs them:
    (padding rows read as 0) and multiplies them with its expert's W on the matrix unit.
 4. `combine`: out[t] = sum_k w[t, k] * Y[slot[t, k]] — a gather per token, so the result does not
    depend on the order in which experts finish (no atomic adds).
+   `combine_atomic` is the scatter-add form beside it: program (n block, t, k) adds w[t, k] *
+   Y[slot[t, k]] into out[t] with T.atomic_add (the k programs of a token add into the same row in
+   any order: float results can differ in the last bits between runs; out must start zeroed).
 
 Usage: python examples/moe.py [tokens hidden ffn experts top_k]
 """
@@ -166,8 +169,25 @@ def combine(tokens, ffn, top_k, n_rows, block_N=256, dtype="float32"):
     return main
 
 
-def moe(x, logits, w, top_k, block_M=32, target="cpu"):
-    """The four kernels in order; returns (out, ids, weights)."""
+@tw.jit
+def combine_atomic(tokens, ffn, top_k, n_rows, block_N=256, dtype="float32"):
+    @T.prim_func
+    def main(Y: T.Tensor((n_rows, ffn), "float32"), Slot: T.Tensor((tokens, top_k), "int32"),
+             Weights: T.Tensor((tokens, top_k), "float32"), Out: T.Tensor((tokens, ffn), dtype)):
+        with T.Kernel(T.ceildiv(ffn, block_N), tokens, top_k) as (bx, t, kk):
+            y = T.alloc_fragment((block_N,), "float32")
+            T.copy(Y[Slot[t, kk], bx * block_N:(bx + 1) * block_N], y)
+            w = Weights[t, kk]
+            for j in T.Parallel(block_N):
+                y[j] = w * y[j]
+            T.atomic_add(Out[t, bx * block_N:(bx + 1) * block_N], y)
+
+    return main
+
+
+def moe(x, logits, w, top_k, block_M=32, target="cpu", atomic_combine=False):
+    """The four kernels in order; returns (out, ids, weights). atomic_combine: the scatter-add
+    combine (combine_atomic into a zeroed out) instead of the gather."""
     tokens, hidden = x.shape
     experts, _, ffn = w.shape
     dtype = str(x.dtype)
@@ -175,7 +195,11 @@ def moe(x, logits, w, top_k, block_M=32, target="cpu"):
     rows, block_expert, slot = align_by_expert(tokens, experts, top_k, block_M, target=target)(ids)
     y = grouped_gemm(tokens, hidden, ffn, experts, top_k, block_M=block_M, dtype=dtype, target=target)(
         x, w, rows, block_expert)
-    out = combine(tokens, ffn, top_k, rows.shape[0], dtype=dtype, target=target)(y, slot, weights)
+    if atomic_combine:
+        out = np.zeros((tokens, ffn), x.dtype)
+        combine_atomic(tokens, ffn, top_k, rows.shape[0], dtype=dtype, target=target)(y, slot, weights, out)
+    else:
+        out = combine(tokens, ffn, top_k, rows.shape[0], dtype=dtype, target=target)(y, slot, weights)
     return out, ids, weights
 
 
@@ -206,7 +230,9 @@ def check(tokens, hidden, ffn, experts, top_k, dtype="float32"):
     ref, ref_ids, ref_w = reference(x, logits, w, top_k)
     ok = bool((ids == ref_ids).all())
     print(f"  moe top-{top_k} ids {'match' if ok else 'DIFFER'}")
+    scatter, _, _ = moe(x, logits, w, top_k, atomic_combine=True)
     return report(f"moe tokens={tokens} hidden={hidden} ffn={ffn} experts={experts} top-{top_k} {dtype}", out, ref) \
+        and report("moe with the scatter-add combine (T.atomic_add)", scatter, ref) \
         and report("moe gate weights", weights, ref_w) and ok
 
 

@@ -465,9 +465,14 @@ struct AllocNode : StmtNode {
 // dst = convert(src). The two regions must have the same shape once dims of extent 1 are
 // dropped. Elements of src outside its buffer read as 0; elements of dst outside its buffer are
 // not written: this is how tails are handled.
+// atomic (T.atomic_add(dst, src), text `atomic_add src -> dst`): dst += convert(src) instead, each
+// element's read-add-write atomic with respect to the other blocks of the launch (dst a global
+// tensor, src a tile; the sum is rounded once to dst's dtype; docs/language.md "T.atomic_add").
 struct CopyNode : StmtNode {
   Region src, dst;
-  CopyNode(Region a, Region b, Span s) : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)) {
+  bool atomic = false;
+  CopyNode(Region a, Region b, Span s, bool at = false)
+      : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)), atomic(at) {
     height = node_height({ir::height(src), ir::height(dst)}, span);
   }
 };

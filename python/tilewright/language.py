@@ -55,7 +55,7 @@ from .prim_func import PrimFunc, prim_func
 __all__ = [
     "prim_func", "PrimFunc", "Tensor", "Buffer", "symbolic", "SymbolicDim", "DType", "Kernel",
     "alloc_shared", "alloc_fragment", "alloc_local", "alloc_L1", "alloc_L0A", "alloc_L0B", "alloc_L0C",
-    "alloc_UB", "copy", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
+    "alloc_UB", "copy", "atomic_add", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
     "Pipelined", "Parallel", "serial", "unroll", "ceildiv", "min", "max",
     "gelu", "where", "if_then_else", "cast", "infinity",
     # Ascend expert mode
@@ -116,6 +116,13 @@ copy = _marker("copy", """``T.copy(src, dst)``: copy a region with conversion to
 src/dst are buffers (whole), explicit slices ``A[a:b, c:d]`` or tile origins ``A[i, j]`` whose
 extent is taken from the other side. Out-of-range source elements read as 0, out-of-range
 destination elements are not written.""")
+atomic_add = _marker("atomic_add", """``T.atomic_add(dst, value)``: ``dst += value`` atomically with respect to the other blocks.
+
+dst is a global tensor region (a whole tensor, an explicit slice or a tile origin ``C[i * bm, j * bn]``
+whose extent is taken from the value, as T.copy's destination); value a tile (or tile slice) converted
+to dst's dtype, or a scalar added into the one element dst names. Elements outside dst's tensor are
+not written. dst's dtype: float32, float16, bfloat16 or int32. The order in which blocks add is not
+fixed: float results can differ in the last bits from run to run (docs/language.md).""")
 gemm = _marker("gemm", "``T.gemm(A, B, C, transpose_A=False, transpose_B=False, clear_accum=False)``: C (+)= op(A) @ op(B).")
 fill = _marker("fill", "``T.fill(buf, value)``: set every element.")
 clear = _marker("clear", "``T.clear(buf)``: fill with 0.")

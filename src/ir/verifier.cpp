@@ -417,8 +417,9 @@ class Verifier {
       case StmtKind::Copy: {
         no_tile_op_in_parallel(s);
         auto* n = as<CopyNode>(s);
-        auto a = region(n->src, sp, "copy", true);
-        auto b = region(n->dst, sp, "copy", true);
+        if (n->atomic) atomic_add(*n, sp);
+        auto a = region(n->src, sp, n->atomic ? "T.atomic_add" : "copy", true);
+        auto b = region(n->dst, sp, n->atomic ? "T.atomic_add" : "copy", true);
         auto ua = drop_units(a), ub = drop_units(b);
         if (ua != ub && !flattened_dims(ua, ub) && !flattened_dims(ub, ua))
           fail(sp, "copy shape mismatch: " + print(n->src) + " is " + dims_text(a) + " but " + print(n->dst) + " is " +
@@ -458,6 +459,25 @@ class Verifier {
       case StmtKind::Sync: sync(as<SyncNode>(s), s); break;
     }
     ctx_ = saved;
+  }
+
+  // T.atomic_add(dst, src): dst a global tensor of a dtype both targets add atomically (Ascend
+  // SetAtomicAdd<T>: int8/int16/half/bfloat16/int32/float; the language offers the float types and
+  // int32), src a tile.
+  void atomic_add(const CopyNode& n, const Span& sp) {
+    const Buffer& d = n.dst.buffer;
+    const Buffer& s = n.src.buffer;
+    if (d->scope != Scope::global)
+      fail(sp, "T.atomic_add: the destination " + q(d->name) + " is a " + std::string(scope_name(d->scope)) +
+                   " tile, not a global tensor",
+           "atomic_add adds into a kernel argument (GM); to add into a tile use T.Parallel: acc[i, j] += x[i, j]");
+    if (s->scope == Scope::global)
+      fail(sp, "T.atomic_add: the source " + q(s->name) + " is a global tensor",
+           "copy it into a tile first (T.copy(" + s->name + "[...], tile)) and add the tile");
+    DTypeCode c = d->dtype.code;
+    if (c != DTypeCode::f32 && c != DTypeCode::f16 && c != DTypeCode::bf16 && c != DTypeCode::i32)
+      fail(sp, "T.atomic_add into " + dt(d->dtype) + " tensor " + q(d->name) + " is not supported",
+           "atomic_add adds into float32, float16, bfloat16 or int32 tensors");
   }
 
   // Hardware data paths of the 910B (shared/ascend-910b.md "Pipes and data paths").

@@ -220,7 +220,10 @@ void bind_ir(nb::module_& m) {
       .def_ro("indices", &StoreNode::indices)
       .def_ro("value", &StoreNode::value);
   nb::class_<AllocNode, StmtNode>(m, "Alloc").def_ro("buffer", &AllocNode::buffer);
-  nb::class_<CopyNode, StmtNode>(m, "Copy").def_ro("src", &CopyNode::src).def_ro("dst", &CopyNode::dst);
+  nb::class_<CopyNode, StmtNode>(m, "Copy")
+      .def_ro("src", &CopyNode::src)
+      .def_ro("dst", &CopyNode::dst)
+      .def_ro("atomic", &CopyNode::atomic);
   nb::class_<GemmNode, StmtNode>(m, "Gemm")
       .def_ro("a", &GemmNode::a)
       .def_ro("b", &GemmNode::b)
@@ -369,9 +372,9 @@ void bind_ir(nb::module_& m) {
   m.def("alloc", [](Buffer b, const OptSpan& s) -> Stmt {
     return std::make_shared<AllocNode>(std::move(b), to_span(s));
   }, "buffer"_a, "span"_a = nb::none());
-  m.def("copy", [](Region src, Region dst, const OptSpan& s) -> Stmt {
-    return std::make_shared<CopyNode>(std::move(src), std::move(dst), to_span(s));
-  }, "src"_a, "dst"_a, "span"_a = nb::none());
+  m.def("copy", [](Region src, Region dst, const OptSpan& s, bool atomic) -> Stmt {
+    return std::make_shared<CopyNode>(std::move(src), std::move(dst), to_span(s), atomic);
+  }, "src"_a, "dst"_a, "span"_a = nb::none(), "atomic"_a = false);
   m.def("gemm", [](Region a, Region b, Region c, bool ta, bool tb, bool clear, const OptSpan& s) -> Stmt {
     return std::make_shared<GemmNode>(std::move(a), std::move(b), std::move(c), ta, tb, clear, to_span(s));
   }, "a"_a, "b"_a, "c"_a, "trans_a"_a = false, "trans_b"_a = false, "clear"_a = false, "span"_a = nb::none());

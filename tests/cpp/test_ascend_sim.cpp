@@ -1171,6 +1171,97 @@ TEST(AscendSimApiRules, OverlappingBurstsWrapTheGapField) {
   EXPECT_EQ(api_report(run_aiv({{copy(s), 58}}, 65536, {{s, 256}}), "the gap field"), nullptr);
 }
 
+// --- atomic add into GM (SetAtomicAdd / SetAtomicNone, T.atomic_add, issue 13) -------------------
+
+// AIV_ONLY, `blocks` blocks: each loads X (8 fp32) into UB and adds it into Y (8 fp32) with an
+// atomic UB -> GM copy (line 32): select_move_calls brackets it with SetAtomicAdd<float> /
+// SetAtomicNone. `plain_after`: a plain copy of the tile into Z follows (line 33).
+Program atomic_sum(int64_t blocks, bool plain_after = false) {
+  Builder b("atomic_sum", KernelType::AIV_ONLY);
+  int X = b.tensor("X", DTypeCode::f32, {8}), Y = b.tensor("Y", DTypeCode::f32, {8}, true);
+  int Z = b.tensor("Z", DTypeCode::f32, {blocks * 8}, true);
+  int x = b.buffer("x", CoreType::AIV, Mem::UB, 0, 32, DTypeCode::f32, 10);
+  b.p.block_dim = C(blocks);
+  b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::f32, C(1), C(32), C(32), C(32)}, 30);
+  b.set(Pipe::MTE2, Pipe::MTE3, C(0), 31);
+  b.wait(Pipe::MTE2, Pipe::MTE3, C(0), 31);
+  b.emit(CopyUbToGm{at(x), gm(Y, C(0)), DTypeCode::f32, C(1), C(32), C(32), C(32), true}, 32);
+  if (plain_after) b.emit(CopyUbToGm{at(x), gm(Z, mul(b.p.block_idx, C(32))), DTypeCode::f32, C(1), C(32), C(32), C(32)}, 33);
+  b.p.aiv = b.take();
+  return b.p;
+}
+
+TEST(AscendSimAtomic, ManyCoresAddIntoTheSameBytesWithoutReports) {
+  const int64_t blocks = 40;  // 40 AIVs, more than one wave on some
+  std::vector<float> x = {1, 2, 3, 4, -5, 6.5f, 0, 8}, y(8, 100.f), z(blocks * 8, 0.f);
+  for (int threads : {1, 3}) {
+    std::fill(y.begin(), y.end(), 100.f);
+    sim::Options o;
+    o.threads = threads;
+    auto r = run_sim(atomic_sum(blocks, true), b2(), {arg(x), arg(y), arg(z)}, {}, o);
+    EXPECT_TRUE(r.reports.empty()) << r.summary();  // atomic adds of different cores do not race
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], 100.f + blocks * x[i]) << i;  // exact: small integers and halves
+    for (int64_t i = 0; i < blocks * 8; ++i) ASSERT_EQ(z[i], x[i % 8]) << i;  // the plain copy after it writes
+  }
+  // the program brackets the copy with the mode; the printer prints the calls it holds
+  std::string text = print_program(calls(atomic_sum(2)));
+  EXPECT_NE(text.find("S SetAtomicAdd float32  @32"), std::string::npos) << text;
+  EXPECT_NE(text.find("blockCount=1 blockLen=32 srcStride=0 dstStride=0 atomic  @32"), std::string::npos) << text;
+  EXPECT_NE(text.find("S SetAtomicNone  @32"), std::string::npos) << text;
+  EXPECT_EQ(print_program(parse_program(text)), text);
+}
+
+// Call-level programs written by hand: the mode left on, a copy marked atomic without the mode, a
+// dtype that disagrees, and a plain read racing with the atomic writes.
+TEST(AscendSimAtomic, ModeMisuseIsReportedAtTheLine) {
+  auto program = [](bool set, bool reset, DTypeCode mode, bool mark) {
+    Builder b("mode", KernelType::AIV_ONLY);
+    int X = b.tensor("X", DTypeCode::f32, {8}), Y = b.tensor("Y", DTypeCode::f32, {8}, true);
+    int Z = b.tensor("Z", DTypeCode::f32, {8}, true);
+    int x = b.buffer("x", CoreType::AIV, Mem::UB, 0, 32, DTypeCode::f32, 10);
+    b.p.block_dim = C(1);
+    b.emit(DataCopyPadGmToUb{gm(X, C(0)), at(x), DTypeCode::f32, C(1), C(32), C(0), C(0), false, C(0), C(0), C(0)}, 40);
+    b.set(Pipe::MTE2, Pipe::MTE3, C(0), 41);
+    b.wait(Pipe::MTE2, Pipe::MTE3, C(0), 41);
+    if (set) b.emit(SetAtomic{ir::DType(mode)}, 42);
+    b.emit(DataCopyPadUbToGm{at(x), gm(Y, C(0)), DTypeCode::f32, C(1), C(32), C(0), C(0), mark}, 43);
+    if (reset) b.emit(SetAtomic{}, 44);
+    b.emit(DataCopyPadUbToGm{at(x), gm(Z, C(0)), DTypeCode::f32, C(1), C(32), C(0), C(0)}, 45);
+    b.p.aiv = b.take();
+    return b.p;
+  };
+  auto run = [&](const Program& p, std::vector<float>& y, std::vector<float>& z) {
+    std::vector<float> x(8, 2.f);
+    return run_sim(p, b2(), {arg(x), arg(y), arg(z)});
+  };
+  std::vector<float> y(8, 1.f), z(8, 1.f);
+  auto ok = run(program(true, true, DTypeCode::f32, true), y, z);
+  EXPECT_TRUE(ok.reports.empty()) << ok.summary();
+  EXPECT_EQ(y[0], 3.f);
+  EXPECT_EQ(z[0], 2.f);
+  // no SetAtomicNone: the plain copy at line 45 adds (as on the chip) and is reported; the block ends with it on
+  y.assign(8, 1.f), z.assign(8, 1.f);
+  auto left_on = run(program(true, false, DTypeCode::f32, true), y, z);
+  const sim::Report* rep = api_report(left_on, "a plain copy into GM is issued while the atomic mode is on");
+  ASSERT_NE(rep, nullptr) << left_on.summary();
+  EXPECT_NE(rep->format().find("kernel.py:45"), std::string::npos) << rep->format();
+  EXPECT_NE(api_report(left_on, "the block ends with the atomic mode on"), nullptr) << left_on.summary();
+  EXPECT_EQ(z[0], 3.f);
+  // marked atomic, no SetAtomicAdd: it overwrites (reported)
+  y.assign(8, 1.f), z.assign(8, 1.f);
+  auto unset = run(program(false, false, DTypeCode::f32, true), y, z);
+  ASSERT_NE(api_report(unset, "issued without SetAtomicAdd"), nullptr) << unset.summary();
+  EXPECT_EQ(y[0], 2.f);
+  // the mode's dtype is not the data's
+  auto wrong = run(program(true, true, DTypeCode::f16, true), y, z);
+  ASSERT_NE(api_report(wrong, "SetAtomicAdd<float16> is on but the copy writes float32"), nullptr) << wrong.summary();
+  // a dtype SetAtomicAdd does not have
+  auto u8 = run(program(true, true, DTypeCode::u8, true), y, z);
+  const sim::Report* bad = api_report(u8, "SetAtomicAdd<uint8>: the atomic add has int8, int16, half");
+  ASSERT_NE(bad, nullptr) << u8.summary();
+  EXPECT_NE(bad->format().find("kernel.py:42"), std::string::npos) << bad->format();
+}
+
 // --- scalar reads of GM (GlobalTensor::GetValue, issue 13) ---------------------------------------
 
 // AIV: r = I[1] (ScalarLoad, pipe S), then row r of X (4 x 64 fp32) -> UB -> Y. With `write_i`, the

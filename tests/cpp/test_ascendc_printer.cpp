@@ -372,7 +372,8 @@ Program all_kinds_program() {
       ins(Gather{DTypeCode::f32, at(u1, I(1024)), at(u0), at(u2), I(0), I(64), I(256)}, 98),
       ins(SetFlag{Pipe::V, Pipe::MTE3, I(2)}, 98),
       ins(WaitFlag{Pipe::V, Pipe::MTE3, I(2)}, 99),
-      ins(CopyUbToGm{at(u1), gm(1, p.sub_block_idx * I(32) * N * I(4)), DTypeCode::f32, I(32), N * I(4), I(1024), N * I(4)},
+      ins(CopyUbToGm{at(u1), gm(1, p.sub_block_idx * I(32) * N * I(4)), DTypeCode::f32, I(32), N * I(4), I(1024), N * I(4),
+                     /*atomic=*/true},
           99),
       ins(CrossCoreSetFlag{2, Pipe::MTE3, I(4)}, 99),
   });
@@ -444,7 +445,7 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
                            "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
                            "Gather(u1[256], u0, u2.ReinterpretCast<uint32_t>(), static_cast<uint32_t>(0), static_cast<uint32_t>(64));",
                            "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
-                           "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
+                           "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "SetAtomicAdd<float>();", "SetAtomicNone();", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",
                            "tw_c_ < ((cols + 64 - 1) / 64)", "const half x3 = X_gm.GetValue(3);",
                            "const float u2e = u2.GetValue(3);", "u2.SetValue(2, static_cast<float>((u2e + 1.0f)));"})
     EXPECT_NE(k.find(call), std::string::npos) << "missing " << call << " in\n" << k;

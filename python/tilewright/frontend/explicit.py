@@ -27,7 +27,7 @@ class PrimFuncParser(Parser):
         super().__init__(fn)
         self.out_idx = out_idx
         self.stmt_markers = {
-            "T.copy": self.op_copy, "T.gemm": self.op_gemm, "T.fill": self.op_fill, "T.clear": self.op_clear,
+            "T.copy": self.op_copy, "T.atomic_add": self.op_atomic_add, "T.gemm": self.op_gemm, "T.fill": self.op_fill, "T.clear": self.op_clear,
             "T.reduce_sum": lambda n: self.op_reduce(n, "sum"), "T.reduce_max": lambda n: self.op_reduce(n, "max"),
             "T.reduce_min": lambda n: self.op_reduce(n, "min"), "T.use_swizzle": self.op_use_swizzle,
         }
@@ -521,6 +521,42 @@ class PrimFuncParser(Parser):
             s = self.region(src, a["src"], None, "the source")
             d = self.region(dst, a["dst"], s.extents, "the destination")
         self.emit(ir.copy(s, d, self.span(node)))
+
+    def op_atomic_add(self, node):
+        """T.atomic_add(dst, value) (tilelang's name and argument order): dst += value, atomically
+        with respect to the other blocks. dst: a global tensor region (the window forms T.copy
+        accepts for a store); value: a tile (or a tile slice), or a scalar value added into the one
+        element dst names (through a 1-element tile)."""
+        a = self.call_args(node, "T.atomic_add", ["dst", "value"])
+        dst = self.operand_value(a["dst"])
+        sp = self.span(node)
+        v = self.expr(a["value"])
+        if isinstance(v, Operand) and v.is_point:  # one element: a scalar value
+            v = self.load_operand(v)
+        if not isinstance(v, (Buffer, Operand)):
+            if not (isinstance(dst, Operand) and dst.is_point):
+                self.error(a["dst"], "T.atomic_add of a scalar value needs one element of the destination",
+                           "index every dimension, e.g. T.atomic_add(Out[i, j], x), or add a tile")
+            d = self.region(dst, a["dst"], [ir.int_imm(1, "int32", sp)], "the destination")
+            if isinstance(v, Expr) and ir.as_const_int(v) is None:
+                # a let holds the value (a GM element it reads is a scalar read before the fill)
+                let = ir.var(self.fresh("atomic_value"), v.dtype, sp)
+                self.emit(ir.let(let, v, sp))
+                v = let
+            tmp = ir.buffer(self.fresh("atomic_tile"), d.buffer.dtype, [ir.int_imm(1, "int32", sp)], "fragment", sp)
+            self.emit(ir.alloc(tmp, sp))
+            self.emit(ir.fill(ir.Region(tmp, [ir.int_imm(0, "int32", sp)], [ir.int_imm(1, "int32", sp)]),
+                              self.fill_value(v, d.buffer.dtype, a["value"]), sp))
+            self.emit(ir.copy(ir.Region(tmp, [ir.int_imm(0, "int32", sp)], [ir.int_imm(1, "int32", sp)]), d, sp,
+                              atomic=True))
+            return
+        src = self.operand_value(a["value"])
+        if isinstance(src, Operand) and src.is_point:
+            self.error(a["value"], "T.atomic_add needs the extent of the value",
+                       "pass a whole tile or an explicit slice, e.g. T.atomic_add(C[i * bm, j * bn], C_tile)")
+        s = self.region(src, a["value"], None, "the value")
+        d = self.region(dst, a["dst"], s.extents, "the destination")
+        self.emit(ir.copy(s, d, sp, atomic=True))
 
     def flag(self, x, what):
         v = self.arg(x)

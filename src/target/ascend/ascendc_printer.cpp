@@ -364,6 +364,7 @@ class KernelPrinter {
   void emit(const Gather& c);
   void emit(const ScalarLoad& c);
   void emit(const ScalarStore& c);
+  void emit(const SetAtomic& c);
   template <class T>
   void emit(const T& x) {
     throw Error("internal: the AscendC printer met the high-level vector instruction " + std::string(instr_name(InstrOp(x))) +
@@ -683,6 +684,11 @@ void KernelPrinter::emit(const ScalarStore& c) {
 std::string KernelPrinter::tensor_view(const LocalRef& r, DType t) const {
   const BufferDecl& b = buffer(r);
   return b.dtype == t ? ident(b.name) : ident(b.name) + ".ReinterpretCast<" + ctype(t, span_) + ">()";
+}
+
+// SetAtomicAdd<T>() / SetAtomicNone() (kernel_operator_set_atomic_intf.h; program.h SetAtomic).
+void KernelPrinter::emit(const SetAtomic& c) {
+  L_.call(c.add ? "SetAtomicAdd<" + ctype(*c.add, span_) + ">();" : std::string("SetAtomicNone();"));
 }
 
 void KernelPrinter::emit(const Brcb& c) {

@@ -26,7 +26,7 @@ std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const i
     if (std::count(e.begin(), e.end(), -1)) return std::nullopt;
     ir::Buffer tmp = names.ub(c->src.buffer, "_" + std::string(dt.name()), dt, e, sp, out);
     out.push_back(vec::cast_map(ir::full_region(tmp), c->src, sp, names));
-    out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(tmp), c->dst, sp));
+    out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(tmp), c->dst, sp, c->atomic));
     return out;
   }
   if (from == ir::Scope::UB && to == ir::Scope::UB) {

@@ -94,6 +94,7 @@ Pipe pipe_of(const InstrOp& op) {
           [](const WholeReduce&) { return Pipe::V; }, [](const Brcb&) { return Pipe::V; },
           [](const Gather&) { return Pipe::V; },
           [](const ScalarLoad&) { return Pipe::S; }, [](const ScalarStore&) { return Pipe::S; },
+          [](const SetAtomic&) { return Pipe::S; },
           [](const SetFlag& f) { return f.src; }, [](const WaitFlag& f) { return f.dst; },
           [](const PipeBarrier& b) { return b.pipe; }, [](const CrossCoreSetFlag& f) { return f.pipe; },
           [](const CrossCoreWaitFlag& f) { return f.pipe; }},
@@ -106,8 +107,13 @@ std::string_view instr_name(const InstrOp& op) {
       "InitConstValue", "DataCopyNd2Nz", "DataCopyPadGmToUb", "DataCopyPadUbToGm", "DataCopyUbToUb",
       "LoadData2D", "LoadData3DV2", "FixpipeV220",
       "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecIndex", "VecReduce",
-      "VecRowBroadcast", "VecSelect", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "Gather", "ScalarLoad", "ScalarStore", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
+      "VecRowBroadcast", "VecSelect", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "Gather", "ScalarLoad", "ScalarStore", "SetAtomic", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
   return names[op.index()];
+}
+
+bool atomic_add_dtype(ir::DType t) {
+  using D = ir::DTypeCode;
+  return t.code == D::i8 || t.code == D::f16 || t.code == D::bf16 || t.code == D::i32 || t.code == D::f32;
 }
 
 bool is_byte_level_move(const InstrOp& op) {

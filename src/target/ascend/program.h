@@ -170,11 +170,13 @@ struct CopyGmToUb {
 };
 
 // MTE3. UB -> GM, DataCopyPad. Same fields as CopyGmToUb (src_stride multiple of 32).
+// atomic (T.atomic_add): the bytes are added into GM (see DataCopyPadUbToGm).
 struct CopyUbToGm {
   LocalRef src;
   GmRef dst;
   ir::DType dtype;
   ir::Expr n_rows, row_bytes, src_stride, dst_stride;
+  bool atomic = false;
 };
 
 // V. UB -> UB, DataCopy(dst, src, DataCopyParams) (strides and lengths multiples of 32 B).
@@ -220,13 +222,14 @@ struct Mmad {
 // FIX. L0C (Nz) -> GM (ND), Fixpipe(FixpipeParamsV220): the valid m x n part of the L0C matrix
 // of strip height src_rows (= Mp, multiple of 16) is converted (fp32 -> fp16/bf16/fp32 with
 // round-to-nearest-even, int32 -> int32; optional ReLU) and written row-major with
-// dst_row_stride elements between rows.
+// dst_row_stride elements between rows. atomic (T.atomic_add): added into GM (see FixpipeV220).
 struct Fixpipe {
   LocalRef src;
   GmRef dst;
   ir::DType src_dtype, dst_dtype;
   ir::Expr m, n, src_rows, dst_row_stride;
   bool relu = false;
+  bool atomic = false;
 };
 
 // Call-level data moves ---------------------------------------------------------------------
@@ -282,11 +285,14 @@ struct DataCopyPadGmToUb {
 // MTE3. DataCopyPad(dst GM, src UB, DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, 0}):
 // blockCount bursts (1..4095) of blockLen bytes; UB side: each burst takes blockLen rounded up to
 // 32 B, followed by srcStride 32 B blocks; GM side: dstStride bytes between bursts (all uint32).
+// atomic (T.atomic_add): the copy is meant to run under SetAtomicAdd<dtype> (SetAtomic), which
+// adds every element written into GM; the mark is what the simulator checks the mode against.
 struct DataCopyPadUbToGm {
   LocalRef src;
   GmRef dst;
   ir::DType dtype;
   ir::Expr blockCount, blockLen, srcStride, dstStride;
+  bool atomic = false;
 };
 
 // V. DataCopy(dst UB, src UB, DataCopyParams{blockCount, blockLen, srcStride, dstStride}): blockCount
@@ -334,7 +340,8 @@ std::string_view quant_mode_name(QuantMode q);  // "NoQuant" "F322F16" "F322BF16
 // srcStride, dstStride, quantPre, reluEn, ndNum}): the mSize x nSize part of the L0C Nz matrix whose
 // strip height is srcStride rows (a multiple of 16) is converted by quantPre (then ReLU when reluEn)
 // and written row-major, dstStride elements between rows. nSize, mSize, srcStride, ndNum uint16
-// (ndNum 1); dstStride uint32.
+// (ndNum 1); dstStride uint32. atomic: meant to run under SetAtomicAdd<dst_dtype> (SetAtomic): the
+// converted values are added into GM (as DataCopyPadUbToGm's atomic).
 struct FixpipeV220 {
   LocalRef src;
   GmRef dst;
@@ -343,6 +350,7 @@ struct FixpipeV220 {
   QuantMode quantPre = QuantMode::NoQuant;
   bool reluEn = false;
   ir::Expr ndNum;
+  bool atomic = false;
 };
 
 // High-level vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands; they
@@ -587,6 +595,21 @@ struct ScalarStore {
   ir::DType dtype;
 };
 
+// S. The core's atomic mode for copies into GM (AscendC kernel_operator_set_atomic_intf.h):
+// `add` set: SetAtomicAdd<add>(): every later copy into GM (DataCopyPad UB -> GM, Fixpipe L0C -> GM)
+// adds its elements into GM, the sum rounded to `add`, each element's add atomic with respect to
+// the other cores (A2 dtypes int8/int16/half/bfloat16/int32/float); unset: SetAtomicNone() ends
+// the mode. A scalar-unit register write: the mode travels with each copy issued after it, in
+// program order (docs/ascend.md "Atomic add"). select_move_calls brackets every copy marked
+// `atomic` with the pair; the simulator reports a copy whose `atomic` mark disagrees with the mode
+// it is issued under, and a block that ends with the mode on (it stays on for the core's next block).
+struct SetAtomic {
+  std::optional<ir::DType> add;
+};
+// The dtypes SetAtomicAdd<T> has on the 910B (Atlas A2): int8, int16, half, bfloat16, int32, float
+// (the IR has no int16).
+bool atomic_add_dtype(ir::DType t);
+
 // Synchronisation ---------------------------------------------------------------------------
 
 // SetFlag<HardEvent::SRC_DST>(event) / WaitFlag<HardEvent::SRC_DST>(event). Event ids 0..7.
@@ -626,7 +649,7 @@ using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, Loa
                              InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
                              DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecIndex, VecReduce,
-                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, Gather, ScalarLoad, ScalarStore, SetFlag,
+                             VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, Gather, ScalarLoad, ScalarStore, SetAtomic, SetFlag,
                              WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag>;
 
 // The pipe an instruction is issued to (SetFlag: src, WaitFlag: dst, barrier: its pipe).

@@ -184,6 +184,7 @@ class Builder {
     else gm(x.src, AccessMode::Read, K(1), K(x.dtype.bytes()), K(0));
   }
   void operator()(const ScalarStore& x) const { flat(x.dst, AccessMode::Write, K(x.dtype.bytes())); }
+  void operator()(const SetAtomic&) const {}  // a mode register of the core: no bytes
   void operator()(const SetFlag&) const {}
   void operator()(const WaitFlag&) const {}
   void operator()(const PipeBarrier&) const {}

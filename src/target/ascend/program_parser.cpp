@@ -261,7 +261,7 @@ InstrOp parse_instr(Line& L) {
     c.dst_stride = L.field(" dst_stride");
   };
   if (name == "CopyGmToUb") return move(CopyGmToUb{}, local, gm, [&](auto& c) { burst(c), c.pad = flag("pad"); });
-  if (name == "CopyUbToGm") return move(CopyUbToGm{}, gm, local, burst);
+  if (name == "CopyUbToGm") return move(CopyUbToGm{}, gm, local, [&](auto& c) { burst(c), c.atomic = flag("atomic"); });
   if (name == "CopyUbToUb") return move(CopyUbToUb{}, local, local, burst);
   if (name == "LoadL0") {
     LoadL0 c;
@@ -284,7 +284,7 @@ InstrOp parse_instr(Line& L) {
     return move(Fixpipe{}, gm, local, [&](auto& c) {
       std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
       c.m = L.field("m"), c.n = L.field("n"), c.src_rows = L.field("src_rows");
-      c.dst_row_stride = L.field("dst_row_stride"), c.relu = flag("relu");
+      c.dst_row_stride = L.field("dst_row_stride"), c.relu = flag("relu"), c.atomic = flag("atomic");
     });
   if (name == "InitConstValue") {
     InitConstValue c;
@@ -312,7 +312,7 @@ InstrOp parse_instr(Line& L) {
       c.paddingValue = L.field(" paddingValue");
     return c;
   }
-  if (name == "DataCopyPad") return move(DataCopyPadUbToGm{}, gm, local, ext);
+  if (name == "DataCopyPad") return move(DataCopyPadUbToGm{}, gm, local, [&](auto& c) { ext(c), c.atomic = flag("atomic"); });
   if (name == "DataCopy") return move(DataCopyUbToUb{}, local, local, ext);
   if (name == "LoadData2D")
     return move(LoadData2D{}, local, local, [&](auto& c) {
@@ -333,7 +333,7 @@ InstrOp parse_instr(Line& L) {
       c.dstStride = L.field("dstStride");
       L.expect("quantPre=");
       c.quantPre = L.enum_word<QuantMode>("quant mode", 3, quant_mode_name);
-      c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum");
+      c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum"), c.atomic = flag("atomic");
     });
   auto shape = [&](ir::Expr& rows, ir::Expr& cols) { std::tie(rows, cols) = L.dims(); };
   if (auto op = by_name<VecBinOp>(name, kVecTensorBinOps, vec_binop_name)) {
@@ -493,6 +493,8 @@ InstrOp parse_instr(Line& L) {
     c.dtype = L.dtype();
     return c;
   }
+  if (name == "SetAtomicAdd") return SetAtomic{L.dtype()};
+  if (name == "SetAtomicNone") return SetAtomic{};
   auto pipe = [&] { return L.enum_word<Pipe>("pipe", 8, pipe_text); };
   if (name == "SetFlag" || name == "WaitFlag") {
     L.expect("<");

@@ -40,7 +40,9 @@ struct InstrPrinter {
   std::string operator()(const CopyGmToUb& c) const {
     return burst("CopyGmToUb", loc(p, c.dst), gm(p, c.src), c) + (c.pad ? " pad" : "");
   }
-  std::string operator()(const CopyUbToGm& c) const { return burst("CopyUbToGm", gm(p, c.dst), loc(p, c.src), c); }
+  std::string operator()(const CopyUbToGm& c) const {
+    return burst("CopyUbToGm", gm(p, c.dst), loc(p, c.src), c) + (c.atomic ? " atomic" : "");
+  }
   std::string operator()(const CopyUbToUb& c) const { return burst("CopyUbToUb", loc(p, c.dst), loc(p, c.src), c); }
   std::string operator()(const LoadL0& c) const {
     return "LoadL0 " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + " src_rows=" + ex(c.src_rows) +
@@ -54,7 +56,7 @@ struct InstrPrinter {
   std::string operator()(const Fixpipe& c) const {
     return "Fixpipe " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.src_dtype) + "->" + dt(c.dst_dtype) +
            " m=" + ex(c.m) + " n=" + ex(c.n) + " src_rows=" + ex(c.src_rows) + " dst_row_stride=" +
-           ex(c.dst_row_stride) + (c.relu ? " relu" : "");
+           ex(c.dst_row_stride) + (c.relu ? " relu" : "") + (c.atomic ? " atomic" : "");
   }
   // call-level moves: the API call and its fields, as named by the API
   static std::string f(const char* name, const ir::Expr& e) { return std::string(" ") + name + "=" + ex(e); }
@@ -80,7 +82,8 @@ struct InstrPrinter {
                     : std::string());
   }
   std::string operator()(const DataCopyPadUbToGm& c) const {
-    return "DataCopyPad " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + ext(c);
+    return "DataCopyPad " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + ext(c) +
+           (c.atomic ? " atomic" : "");
   }
   std::string operator()(const DataCopyUbToUb& c) const {
     return "DataCopy " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.dtype) + ext(c);
@@ -98,7 +101,8 @@ struct InstrPrinter {
   std::string operator()(const FixpipeV220& c) const {
     return "FixpipeV220 " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.src_dtype) + "->" + dt(c.dst_dtype) +
            f("nSize", c.nSize) + f("mSize", c.mSize) + f("srcStride", c.srcStride) + f("dstStride", c.dstStride) +
-           " quantPre=" + std::string(quant_mode_name(c.quantPre)) + (c.reluEn ? " reluEn" : "") + f("ndNum", c.ndNum);
+           " quantPre=" + std::string(quant_mode_name(c.quantPre)) + (c.reluEn ? " reluEn" : "") + f("ndNum", c.ndNum) +
+           (c.atomic ? " atomic" : "");
   }
   static std::string shape(const ir::Expr& r, const ir::Expr& c) { return " " + ex(r) + "x" + ex(c); }
   std::string operator()(const VecBinary& c) const {
@@ -184,6 +188,9 @@ struct InstrPrinter {
   }
   std::string operator()(const ScalarStore& c) const {
     return "ScalarStore " + loc(p, c.dst) + " <- " + ex(c.value) + " " + dt(c.dtype);
+  }
+  std::string operator()(const SetAtomic& c) const {
+    return c.add ? "SetAtomicAdd " + dt(*c.add) : std::string("SetAtomicNone");
   }
   std::string operator()(const SetFlag& c) const {
     return "SetFlag<" + std::string(pipe_name(c.src)) + "_" + std::string(pipe_name(c.dst)) + ">(" + ex(c.event) + ")";

@@ -584,7 +584,7 @@ class Lowerer {
         };
         ir::Region src = region(n->src), dst = region(n->dst);
         if (!loads.empty())
-          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span), inside), sp);
+          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span, n->atomic), inside), sp);
         if (!inside) outside_scope(s, "a tile op");
         return lower_tile_op(s);
       }
@@ -904,7 +904,7 @@ class Lowerer {
                     sp, "L0C holds 16x16 fractals");
       Expr off = C((*c0 / 16 * s.buf->prows * 16 + *r0 * 16) * st.bytes());
       return emit(Fixpipe{local(s, off), GmRef{g.param, g.offset}, st, dt, g.valid_rows, g.valid_cols,
-                          C(s.buf->prows), g.row_stride, false},
+                          C(s.buf->prows), g.row_stride, false, n->atomic},
                   sp);
     }
     if (from == Scope::global && to == Scope::UB) {
@@ -940,7 +940,8 @@ class Lowerer {
       int64_t b = dt.bytes();
       return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
         return emit(CopyUbToGm{local(w, mul(add(row, g.skip_rows), C(ub_stride * b))), GmRef{g.param, add(g.offset, gm)},
-                               dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b))},
+                               dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)),
+                               n->atomic},
                     sp);
       });
     }

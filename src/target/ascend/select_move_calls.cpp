@@ -81,6 +81,12 @@ class Selector {
     return field(call, name, std::move(g), 0, hi, unit);
   }
   StmtPtr ins(InstrOp op) const { return instr(std::move(op), span_); }
+  // An atomic copy into GM (T.atomic_add) between SetAtomicAdd<t>() and SetAtomicNone() (program.h
+  // SetAtomic); a plain one as it is.
+  StmtPtr atomic_mode(bool atomic, ir::DType t, StmtPtr call) const {
+    if (!atomic) return call;
+    return seq({ins(SetAtomic{t}), std::move(call), ins(SetAtomic{})}, span_);
+  }
   // `if (n > 0)` unless n is a positive constant (blockCount 0 or a negative count is no call).
   StmtPtr guarded(const Expr& n, StmtPtr body) const {
     if (auto c = ir::as_const_int(n); c && *c >= 1) return body;
@@ -151,8 +157,8 @@ class Selector {
                         field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
                         gap(call, "srcStride", c.n_rows, floordiv(sub(c.src_stride, round32(c.row_bytes)), C(32)), kU32,
                             "32 B blocks"),
-                        gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes")};
-    return guarded(c.n_rows, ins(std::move(x)));
+                        gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes"), c.atomic};
+    return atomic_mode(c.atomic, c.dtype, guarded(c.n_rows, ins(std::move(x))));
   }
 
   StmtPtr select(const CopyUbToUb& c, const StmtPtr&) {
@@ -276,10 +282,11 @@ class Selector {
                       " has no quantPre mode (fp32 -> fp16/bf16/fp32, int32 -> int32)",
                   span_, "convert the result with a vector Cast instead");
     const char* call = "FixpipeParamsV220";
-    return ins(FixpipeV220{c.src, c.dst, c.src_dtype, c.dst_dtype, field(call, "nSize", c.n, 0, kU16, "columns"),
+    return atomic_mode(c.atomic, c.dst_dtype, ins(FixpipeV220{c.src, c.dst, c.src_dtype, c.dst_dtype, field(call, "nSize", c.n, 0, kU16, "columns"),
                            field(call, "mSize", c.m, 0, kU16, "rows"),
                            field(call, "srcStride", c.src_rows, 0, kU16, "rows of the L0C strip"),
-                           field(call, "dstStride", c.dst_row_stride, 0, kU32, "elements"), q, c.relu, C(1)});
+                           field(call, "dstStride", c.dst_row_stride, 0, kU32, "elements"), q, c.relu, C(1),
+                           c.atomic}));
   }
 
   // Everything else is kept as it is.

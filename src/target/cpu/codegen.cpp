@@ -249,6 +249,7 @@ class CodeGen {
   void emit_alloc(const AllocNode& n);
   void emit_copy(const CopyNode& n);
   void emit_prefetch_copy(const CopyNode& n);
+  void emit_atomic_add(const CopyNode& n);
   void emit_gemm(const GemmNode& n);
   void emit_fill(const FillNode& n);
   void emit_reduce(const ReduceNode& n);
@@ -742,6 +743,48 @@ void CodeGen::set_view_col(const View& v, const RegionView* s, const std::string
   else line(v.col + " = " + cond + " ? (int64_t)(" + col + ") : -1; " + v.width + " = " + width + ";");
 }
 
+// T.atomic_add: dst += convert(src) element by element with tw_cpu::atomic_add (types.h), over the
+// elements inside both regions' buffers (a source element outside reads 0: adding it changes
+// nothing; a destination element outside is not written).
+void CodeGen::emit_atomic_add(const CopyNode& n) {
+  RegionView s = view(n.src), d = view(n.dst);
+  const int nl = static_cast<int>(s.dims.size());
+  if (d.dims.size() != s.dims.size())
+    throw Error("T.atomic_add from a region with " + std::to_string(s.dims.size()) + " non-unit dimension(s) of '" +
+                    n.src.buffer->name + "' into one with " + std::to_string(d.dims.size()) + " of '" +
+                    n.dst.buffer->name + "'",
+                n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
+  for (int k = 0; k < nl; ++k)
+    if (!same(s.ext[s.dims[k]], d.ext[d.dims[k]]))
+      throw Error("T.atomic_add between regions of different shapes: extent " + expr(s.ext[s.dims[k]]) + " of '" +
+                      n.src.buffer->name + "' vs " + expr(d.ext[d.dims[k]]) + " of '" + n.dst.buffer->name + "'",
+                  n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
+  line(line_comment(n.span) + "atomic_add " + n.src.buffer->name + " -> " + n.dst.buffer->name);
+  open("");
+  Idx sb = hoist(hoist_starts(s, "tw_s"), "tw_sb"), db = hoist(hoist_starts(d, "tw_d"), "tw_db");
+  bool dst_never = false, src_never = false;
+  std::vector<std::string> conds = unit_dims_inside(d, dst_never);
+  for (auto& c : unit_dims_inside(s, src_never)) conds.push_back(c);
+  if (dst_never || src_never) {
+    line("// a unit dimension of a region lies outside its buffer: nothing to add");
+    close();
+    return;
+  }
+  int opened = open_if_all(conds) ? 1 : 0;
+  auto loopv = [](int k) { return "tw_i" + std::to_string(k); };
+  for (int k = 0; k < nl; ++k) {
+    Idx lo = imax(range_lo(d, d.dims[k]), range_lo(s, s.dims[k]));
+    Idx hi = imin(range_hi(d, d.dims[k]), range_hi(s, s.dims[k]));
+    open("for (int64_t " + loopv(k) + " = " + expr(lo) + "; " + loopv(k) + " < " + expr(hi) + "; ++" + loopv(k) + ")");
+    ++opened;
+  }
+  std::string val = s.buf + "[" + expr(offset(s, sb, nl)) + "]";
+  if (s.dtype != d.dtype) val = "tw_cpu::convert<" + storage_type(d.dtype) + ">(" + val + ")";
+  line("tw_cpu::atomic_add(&" + d.buf + "[" + expr(offset(d, db, nl)) + "], " + val + ");");
+  for (int j = 0; j < opened; ++j) close();
+  close();
+}
+
 // copy(src -> dst): both regions are viewed with their unit dims dropped; the remaining dims
 // are paired in order. Fast path: both regions inside their buffers (checked at run time on the
 // region corners unless provable here): unchecked loops, memcpy rows when the dtypes match and
@@ -786,6 +829,7 @@ void CodeGen::emit_prefetch_copy(const CopyNode& n) {
 
 void CodeGen::emit_copy(const CopyNode& n) {
   if (prefetching_) return emit_prefetch_copy(n);
+  if (n.atomic) return emit_atomic_add(n);
   RegionView s = view(n.src), d = view(n.dst);
   if (s.dims.size() != d.dims.size())
     throw Error("copy from a region with " + std::to_string(s.dims.size()) + " non-unit dimension(s) of '" +

@@ -23,7 +23,8 @@ bool fusable_copy_out(const Kernel& k, const ForNode* loop, const Stmt& map_s, c
   auto e1 = as_const_int(inner.extent);
   if (!e1 || *e1 < kOutChunk) return false;
   // the copy: the whole tile into a global tensor of the same dtype
-  if (cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype) return false;
+  if (cp.atomic || cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype)
+    return false;  // (an atomic add stays a separate read-add-write of the tile: codegen's emit_atomic_add)
   for (size_t d = 0; d < 2; ++d) {
     auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);
     if (!s0 || *s0 != 0 || !ex || *ex != shape[d]) return false;

@@ -59,7 +59,7 @@ Stmt split(const CopyNode* c) {
   }
   narrow.starts[nd[0]] = arith::add(narrow.starts[nd[0]], arith::mul(block, int_imm(rows, kIndexType, sp)));
   narrow.extents[nd[0]] = int_imm(rows, kIndexType, sp);
-  Stmt s = std::make_shared<CopyNode>(src_wide ? wide : narrow, src_wide ? narrow : wide, sp);
+  Stmt s = std::make_shared<CopyNode>(src_wide ? wide : narrow, src_wide ? narrow : wide, sp, c->atomic);
   for (size_t j = k; j-- > 0;)
     s = std::make_shared<ForNode>(vars[j], int_imm(0, kIndexType, sp), int_imm(we[wd[j]], kIndexType, sp),
                                   ForKind::serial, 0, s, sp);

@@ -789,4 +789,12 @@ void CrossCoreSetFlag(uint16_t flagId);
 template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>
 void CrossCoreWaitFlag(uint16_t flagId);
 
+// ---------------------------------------------------------------------------------------------
+// Atomic add into GM (include/basic_api/kernel_operator_set_atomic_intf.h): the GM-bound copies
+// (UB / L0C / L1 -> GM) after SetAtomicAdd<T>() add into GM; SetAtomicNone() ends the mode.
+
+template <typename T>
+void SetAtomicAdd();
+void SetAtomicNone();
+
 }  // namespace AscendC

@@ -213,7 +213,9 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     Gather(u1[256], u0, u2.ReinterpretCast<uint32_t>(), static_cast<uint32_t>(0), static_cast<uint32_t>(64));  // line 98
     SetFlag<HardEvent::V_MTE3>(2);  // line 98
     WaitFlag<HardEvent::V_MTE3>(2);  // line 99
+    SetAtomicAdd<float>();  // line 99
     DataCopyPad(Y_gm[((v * 32) * N)], u1, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>((N * 4)), static_cast<uint32_t>(tw_floordiv((1024 - ((((N * 4) + 32 - 1) / 32) * 32)), 32)), static_cast<uint32_t>(((N * 4) - (N * 4))), 0});  // line 99
+    SetAtomicNone();  // line 99
     CrossCoreSetFlag<2, PIPE_MTE3>(4);  // line 99
   }
 }

@@ -137,7 +137,7 @@ void Checker::conflict(Core& c, Pipe p, uint32_t uid, const Epoch& prev, bool pr
   (void)key;
 }
 
-void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, int64_t b, bool write) {
+void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, int64_t b, bool write, bool atomic) {
   if (a >= b) return;
   Shadow& s = shadow_[space];
   int t = tid(c, p);
@@ -182,9 +182,25 @@ void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, 
             }
           }
       }
+      if (!reported && !atomic)
+        for (const Epoch& w : g.aw)
+          if (w.uid != uid && !ordered(w, t)) {
+            conflict(c, p, uid, w, true, write, space, std::max(a, it->first), std::min(b, g.end));
+            reported = true;
+            break;
+          }
     }
     pos = g.end;
-    if (!write) {
+    if (atomic) {
+      bool found = false;
+      for (Epoch& w : g.aw)
+        if (w.tid == cur.tid) {
+          w = cur;
+          found = true;
+        }
+      if (!found) g.aw.push_back(cur);
+      ++it;
+    } else if (!write) {
       bool found = false;
       for (Epoch& r : g.r)
         if (r.tid == cur.tid) {
@@ -198,10 +214,12 @@ void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, 
     }
   }
   if (pos < b) gaps.emplace_back(pos, b);
-  if (write) {
-    s.emplace(a, Seg{b, cur, true, {}});
+  if (atomic) {
+    for (auto [x, y] : gaps) s.emplace(x, Seg{y, Epoch{}, false, {}, {cur}});
+  } else if (write) {
+    s.emplace(a, Seg{b, cur, true, {}, {}});
   } else {
-    for (auto [x, y] : gaps) s.emplace(x, Seg{y, Epoch{}, false, {cur}});
+    for (auto [x, y] : gaps) s.emplace(x, Seg{y, Epoch{}, false, {cur}, {}});
   }
 }
 
@@ -209,11 +227,11 @@ void Checker::access(Core& c, Pipe p, uint32_t uid, const Machine::Access& a) {
   const Rect& r = a.rect;
   if (r.rows <= 0 || r.row_bytes <= 0) return;
   if (r.rows == 1 || r.stride == r.row_bytes) {
-    access_range(c, p, uid, a.space, r.start, r.start + (r.rows - 1) * r.stride + r.row_bytes, a.write);
+    access_range(c, p, uid, a.space, r.start, r.start + (r.rows - 1) * r.stride + r.row_bytes, a.write, a.atomic);
     return;
   }
   for (int64_t i = 0; i < r.rows; ++i)
-    access_range(c, p, uid, a.space, r.start + i * r.stride, r.start + i * r.stride + r.row_bytes, a.write);
+    access_range(c, p, uid, a.space, r.start + i * r.stride, r.start + i * r.stride + r.row_bytes, a.write, a.atomic);
 }
 
 }  // namespace tw::ascend::sim

@@ -8,7 +8,9 @@
 // may start before an earlier one finished) except on M (Mmad accumulation chains are kept in
 // order by the Cube; documented assumption). A conflicting access (write/any or any/write on
 // overlapping bytes) whose previous access is not ordered before it is reported, whatever the
-// simulated timing was.
+// simulated timing was. Atomic writes (SetAtomicAdd copies into GM) do not conflict with each
+// other (the hardware adds them one at a time, in any order); they conflict with unordered plain
+// reads and writes of the same bytes.
 #pragma once
 
 #include <map>
@@ -48,6 +50,7 @@ class Checker {
     Epoch w;
     bool has_w;
     std::vector<Epoch> r;
+    std::vector<Epoch> aw;  // atomic writes (SetAtomicAdd) since the last plain write: one per thread
   };
   using Shadow = std::map<int64_t, Seg>;
   struct Record {
@@ -58,7 +61,7 @@ class Checker {
   bool ordered(const Epoch& prev, int t) const;
   void conflict(Core& c, Pipe p, uint32_t uid, const Epoch& prev, bool prev_write, bool write, int space,
                 int64_t a, int64_t b);
-  void access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, int64_t b, bool write);
+  void access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, int64_t b, bool write, bool atomic);
   uint32_t* vc(int t) { return &vcs_[static_cast<size_t>(t) * T_]; }
   const uint32_t* vc(int t) const { return &vcs_[static_cast<size_t>(t) * T_]; }
 

@@ -14,6 +14,7 @@ namespace {
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
 int es_of(ir::DTypeCode t) { return ir::DType(t).bytes(); }
+bool atomic_dtype(ir::DTypeCode t) { return atomic_add_dtype(ir::DType(t)); }
 // Element offsets in the fractal layouts (program.h, LoadL0 / Mmad): Nz with strips of `strip`
 // rows and width w (L1 with w = C0; L0C with w = 16), Zz (L0A, K1 = K / C0), Zn (L0B, N1 = N / 16).
 int64_t nz_off(int64_t r, int64_t c, int64_t strip, int64_t w) { return ((c / w) * strip + r) * w + c % w; }
@@ -166,8 +167,15 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           invalid(x.kind != RDataCopy::GmToUb && !mem_is(x.src, {Mem::UB}), "the source of this copy must be a UB buffer");
           invalid(x.kind != RDataCopy::UbToGm && !mem_is(x.dst, {Mem::UB}), "the destination of this copy must be a UB buffer");
           int64_t written = x.kind == RDataCopy::UbToGm ? x.len : x.ub_burst();
+          invalid(x.atomic && !atomic_dtype(x.dt),
+                  "SetAtomicAdd<" + std::string(ir::DType(x.dt).name()) + ">: the atomic add supports int8, int16, " +
+                      "half, bfloat16, int32 and float (AscendC SetAtomicAdd, Atlas A2)");
+          invalid(x.atomic && x.len % x.es() != 0, "an atomic DataCopyPad moves whole elements (blockLen " +
+                                                       std::to_string(x.len) + " B)");
           operand(x.src, Rect{0, x.count, x.bytes(), x.src_pitch()}, false, 1, "source");
+          size_t first = out.size();
           operand(x.dst, Rect{0, x.count, written, x.dst_pitch()}, true, 1, "destination");
+          for (size_t i = first; i < out.size(); ++i) out[i].atomic = x.atomic;
         } else if constexpr (std::is_same_v<T, RLoad2D>) {
           invalid(!mem_is(x.dst, {Mem::L0A, Mem::L0B}), "LoadData with LoadData2DParams writes an L0A or L0B buffer");
           invalid(!mem_is(x.src, {Mem::L1}), "LoadData with LoadData2DParams reads an L1 buffer");
@@ -212,7 +220,12 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                       std::string(ir::DType(x.from).name()) + " to " + std::string(ir::DType(x.to).name()) +
                       " (F322F16: float32 -> float16, F322BF16: float32 -> bfloat16, NoQuant: float32 or int32 unchanged)");
           operand(x.src, Rect{0, 1, x.src_stride * rup(x.n, 16) * 4, 0}, false, 4, "source (L0C)");
+          invalid(x.atomic && !atomic_dtype(x.to),
+                  "SetAtomicAdd<" + std::string(ir::DType(x.to).name()) + "> before Fixpipe: the atomic add supports " +
+                      "int8, int16, half, bfloat16, int32 and float (AscendC SetAtomicAdd, Atlas A2)");
+          size_t first = out.size();
           operand(x.dst, Rect{0, x.m, x.n * es, x.dst_stride * es}, true, es, "destination");
+          for (size_t i = first; i < out.size(); ++i) out[i].atomic = x.atomic;
         } else if constexpr (std::is_same_v<T, RVecCall>) {
           int des = es_of(x.dt), ses = es_of(x.src_dt);
           // Cast and Duplicate have bfloat16_t forms on dav-c220 (vconv_impl, duplicate_impl); no arithmetic does
@@ -387,6 +400,11 @@ void Machine::functional(Core& c, const RInstr& r) {
           int64_t lead = x.kind == RDataCopy::GmToUb ? x.left * es : 0;
           for (int64_t i = 0; i < x.count; ++i) {
             uint8_t* d = dst + i * x.dst_pitch();
+            if (x.atomic) {  // SetAtomicAdd: each element added into GM, the sum rounded once to dt
+              const uint8_t* sr = src + i * x.src_pitch();
+              for (int64_t k = 0; k + es <= x.len; k += es) num::store(d + k, x.dt, num::load(d + k, x.dt) + num::load(sr + k, x.dt));
+              continue;
+            }
             std::memmove(d + lead, src + i * x.src_pitch(), static_cast<size_t>(x.bytes()));
             if (x.kind != RDataCopy::GmToUb) continue;
             // DataCopyPad's padding (paddingValue when isPad) and the bytes up to the next 32 B
@@ -472,10 +490,30 @@ void Machine::functional(Core& c, const RInstr& r) {
           uint8_t* D = base(c, x.dst).data + x.dst.off;
           int es = es_of(x.to);
           int64_t Mp = x.src_stride;
+          uint8_t conv[4];  // atomic: the converted value, then added into GM (rounded once to `to`)
           for (int64_t i = 0; i < x.m; ++i) {
             uint8_t* drow = D + i * x.dst_stride * es;
             for (int64_t j = 0; j < x.n; ++j) {
               const uint8_t* s = S + nz_off(i, j, Mp, 16) * 4;
+              if (x.atomic) {
+                uint8_t* g = drow + j * es;
+                if (x.from == ir::DTypeCode::i32) {
+                  int32_t v;
+                  std::memcpy(&v, s, 4);
+                  if (x.relu && v < 0) v = 0;
+                  num::store(conv, x.to, static_cast<double>(v));
+                } else {
+                  float v;
+                  std::memcpy(&v, s, 4);
+                  if (x.relu && v < 0) v = 0;
+                  uint16_t h = 0;
+                  if (x.quant == QuantMode::F322F16) h = num::f32_to_f16(v), std::memcpy(conv, &h, 2);
+                  else if (x.quant == QuantMode::F322BF16) h = num::f32_to_bf16(v), std::memcpy(conv, &h, 2);
+                  else num::store(conv, x.to, v);
+                }
+                num::store(g, x.to, num::load(g, x.to) + num::load(conv, x.to));
+                continue;
+              }
               if (x.from == ir::DTypeCode::i32) {
                 int32_t v;
                 std::memcpy(&v, s, 4);

@@ -107,6 +107,7 @@ ROp build(const InstrOp& op, Get&& get) {
             RDataCopy r{RDataCopy::UbToGm, loc(x.src), gm(x.dst), x.dtype.code};
             r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
             r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
+            r.atomic = x.atomic;
             return r;
           },
           [&](const DataCopyUbToUb& x) -> ROp {
@@ -135,6 +136,7 @@ ROp build(const InstrOp& op, Get&& get) {
             RFixpipe r{loc(x.src), gm(x.dst), x.src_dtype.code, x.dst_dtype.code, 0, 0, 0, 0, 0, x.quantPre, x.reluEn};
             r.n = get(x.nSize).i, r.m = get(x.mSize).i, r.src_stride = get(x.srcStride).i;
             r.dst_stride = get(x.dstStride).i, r.nd_num = get(x.ndNum).i;
+            r.atomic = x.atomic;
             return r;
           },
           [&](const VecCallL2& x) -> ROp {
@@ -179,6 +181,9 @@ ROp build(const InstrOp& op, Get&& get) {
           },
           [&](const ScalarLoad& x) -> ROp { return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code}; },
           [&](const ScalarStore& x) -> ROp { return RScalarStore{loc(x.dst), x.dtype.code, get(x.value)}; },
+          [&](const SetAtomic&) -> ROp {
+            throw ir::Error("internal: SetAtomic is executed by the scalar unit (Machine::set_atomic), not issued");
+          },
           [&](const SetFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, true}; },
           [&](const WaitFlag& x) -> ROp { return RFlag{x.src, x.dst, get(x.event).i, false}; },
           [&](const PipeBarrier& x) -> ROp { return RBarrier{x.pipe}; },
@@ -429,6 +434,10 @@ void Machine::compile_stmt(const StmtPtr& s, Code& code) {
       BC bc = make_bc(BC::Instr);
       bc.instr = &s->instr;
       if (auto* load = std::get_if<ScalarLoad>(&s->instr.op)) bc.slot = slot_of(load->var);
+      if (std::holds_alternative<SetAtomic>(s->instr.op)) {  // the scalar unit's mode register: no operands
+        code.ops.push_back(std::move(bc));
+        break;
+      }
       build(s->instr.op, [&](const ir::Expr& e) {
         bc.exprs.push_back(compile_expr(e));
         return Value{};
@@ -898,6 +907,49 @@ void Machine::execute(Core& c, PipeState& ps, RInstr& r) {
   }
 }
 
+void Machine::set_atomic(Core& c, const SetAtomic& a, const Instr* in) {
+  c.scalar_time += chip.scalar_issue_cycles;
+  if (a.add && !atomic_add_dtype(*a.add))
+    report(ReportKind::ApiRule,
+           "SetAtomicAdd<" + std::string(a.add->name()) + ">: the atomic add has int8, int16, half, bfloat16, int32 "
+           "and float (AscendC SetAtomicAdd, Atlas A2)",
+           {describe(c, in, c.scalar_time)});
+  if (a.add) {
+    c.atomic = a.add->code;
+    c.atomic_set = in;
+  } else {
+    c.atomic.reset();
+    c.atomic_set = nullptr;
+  }
+}
+
+// The mode travels with the copy issued under it (program.h SetAtomic): a copy into GM adds when
+// the mode is on, whatever its mark says; a mark that disagrees with the mode is reported.
+void Machine::atomic_mode(Core& c, RInstr& r) {
+  bool* atomic = nullptr;
+  ir::DTypeCode dt{};
+  if (auto* x = std::get_if<RDataCopy>(&r.op); x && x->kind == RDataCopy::UbToGm) atomic = &x->atomic, dt = x->dt;
+  if (auto* x = std::get_if<RFixpipe>(&r.op)) atomic = &x->atomic, dt = x->to;
+  if (!atomic) return;
+  bool on = c.atomic.has_value();
+  if (*atomic && !on)
+    report(ReportKind::ApiRule,
+           "a copy meant to add into GM (T.atomic_add) is issued without SetAtomicAdd: it overwrites GM instead",
+           {describe(c, r.in, c.scalar_time)});
+  if (!*atomic && on)
+    report(ReportKind::ApiRule,
+           "a plain copy into GM is issued while the atomic mode is on (SetAtomicAdd<" +
+               std::string(ir::DType(*c.atomic).name()) + "> with no SetAtomicNone after the atomic copy): it adds into "
+               "GM instead of writing",
+           {describe(c, r.in, c.scalar_time), describe(c, c.atomic_set, c.scalar_time)});
+  if (*atomic && on && *c.atomic != dt)
+    report(ReportKind::ApiRule,
+           "SetAtomicAdd<" + std::string(ir::DType(*c.atomic).name()) + "> is on but the copy writes " +
+               std::string(ir::DType(dt).name()) + " elements: the mode's dtype must be the data's",
+           {describe(c, r.in, c.scalar_time), describe(c, c.atomic_set, c.scalar_time)});
+  *atomic = on;
+}
+
 void Machine::issue(Core& c, RInstr r) {
   int p = static_cast<int>(r.pipe);
   if (r.pipe == Pipe::ALL) p = 0;
@@ -1031,6 +1083,11 @@ void Machine::step(Core& c) {
       case BC::End: {
         for (auto& ps : c.pipes)
           if (!ps.pending.empty()) return;
+        if (c.atomic)
+          report(ReportKind::ApiRule,
+                 "the block ends with the atomic mode on (SetAtomicAdd<" + std::string(ir::DType(*c.atomic).name()) +
+                     "> without SetAtomicNone): every later copy into GM on " + c.name + " would add instead of write",
+                 {describe(c, c.atomic_set, c.scalar_time)});
         tpipe_destruct(c);
         if (++c.next_block < c.blocks.size()) {
           start_block(c);
@@ -1072,8 +1129,15 @@ void Machine::step(Core& c) {
         break;
       case BC::Instr:
         ++c.pc;
-        if (bc.slot >= 0) scalar_load(c, bc, resolve(c, bc));
-        else issue(c, resolve(c, bc));
+        if (bc.slot >= 0) {
+          scalar_load(c, bc, resolve(c, bc));
+        } else if (auto* a = std::get_if<SetAtomic>(&bc.instr->op)) {
+          set_atomic(c, *a, bc.instr);
+        } else {
+          RInstr r = resolve(c, bc);
+          atomic_mode(c, r);
+          issue(c, std::move(r));
+        }
         drain_wakes();
         break;
     }

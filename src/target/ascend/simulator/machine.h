@@ -57,6 +57,7 @@ struct RDataCopy {
   bool is_pad = false;
   int64_t left = 0, right = 0;
   double pad_value = 0;
+  bool atomic = false;  // UbToGm after SetAtomicAdd<dt>: added into GM (program.h DataCopyPadUbToGm)
   int es() const { return ir::DType(dt).bytes(); }
   int64_t bytes() const { return kind == UbToUb ? len * 32 : len; }  // data bytes of one burst
   // bytes one UB burst occupies (GM -> UB: padding elements + data rounded up to 32 B)
@@ -78,6 +79,7 @@ struct RMmad { RMem a, b, c; ir::DTypeCode in, acc; int64_t m, n, k; bool init; 
 struct RFixpipe {
   RMem src, dst; ir::DTypeCode from, to;
   int64_t n, m, src_stride, dst_stride, nd_num; QuantMode quant; bool relu;
+  bool atomic = false;  // after SetAtomicAdd<to>: the converted values are added into GM
 };
 // VecCallL2 / VecCallL0 (program.h). A level-2 call is executed as one repeat of `mask = count`
 // contiguous elements (block stride 1); `l0` keeps which form it was for the API rules and costs.
@@ -206,6 +208,10 @@ struct Core {
   ApiRuleState api;
   int64_t mmad_mac_cycles = 0;
   std::unordered_set<int64_t> dcache;  // the scalar DataCache: lines read (space << 40 | line)
+  // The atomic mode register (program.h SetAtomic): the dtype of SetAtomicAdd<T> while it is on,
+  // and the instruction that turned it on (for reports). It outlives a block, as on the chip.
+  std::optional<ir::DTypeCode> atomic;
+  const Instr* atomic_set = nullptr;
 };
 
 class Checker;
@@ -245,7 +251,9 @@ class Machine {
   // (out of bounds) and nothing was done.
   void functional(Core& c, const RInstr& r);
   // Bounds/alignment validation and access list (functional.cpp); rects are per operand.
-  struct Access { int space; Rect rect; bool write; };
+  // atomic: a write that adds into GM (SetAtomicAdd): atomic writes of different cores do not
+  // conflict with each other (checker.h), only with plain reads and writes.
+  struct Access { int space; Rect rect; bool write; bool atomic = false; };
   bool accesses(Core& c, const RInstr& r, std::vector<Access>& out);
 
  private:
@@ -265,6 +273,8 @@ class Machine {
   void step(Core& c);  // runs the scalar until blocked or finished
   void issue(Core& c, RInstr r);
   void scalar_load(Core& c, const BC& bc, RInstr r);
+  void set_atomic(Core& c, const SetAtomic& a, const Instr* in);
+  void atomic_mode(Core& c, RInstr& r);  // a copy into GM takes the core's atomic mode (reported if unmarked)
   bool try_execute(Core& c, PipeState& ps, RInstr& r);  // false: unsatisfied wait
   void execute(Core& c, PipeState& ps, RInstr& r);
   bool try_scalar_wait(Core& c);

@@ -177,4 +177,37 @@ inline To convert(From x) {
   }
 }
 
+// ----------------------------------------------------------------- atomic_add
+// *p += v, the read-add-write atomic with respect to other threads (T.atomic_add: the blocks of a
+// launch run concurrently on the thread pool). int32: one fetch-add (wraps). float: a
+// compare-and-swap loop on the bits (a float add, RNE); f16, bf16: the same on 16 bits, the sum
+// taken in double and rounded once to the storage type (RNE). Relaxed order: the launch's join orders the adds before the caller reads the tensor.
+// Which block adds first is not fixed, so float results can differ in the last bits between runs.
+namespace detail {
+typedef uint32_t __attribute__((may_alias)) u32_alias;
+typedef uint16_t __attribute__((may_alias)) u16_alias;
+template <class H>
+inline void atomic_add_half(H* p, H v) {
+  u16_alias* u = reinterpret_cast<u16_alias*>(p);
+  uint16_t old = __atomic_load_n(u, __ATOMIC_RELAXED);
+  for (;;) {
+    uint16_t next = convert<H>((double)to_f32(H{old}) + (double)to_f32(v)).bits;  // exact sum, one rounding
+    if (__atomic_compare_exchange_n(u, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+  }
+}
+}  // namespace detail
+inline void atomic_add(int32_t* p, int32_t v) {
+  __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+inline void atomic_add(float* p, float v) {
+  detail::u32_alias* u = reinterpret_cast<detail::u32_alias*>(p);
+  uint32_t old = __atomic_load_n(u, __ATOMIC_RELAXED);
+  for (;;) {
+    uint32_t next = detail::fbits(detail::bitsf(old) + v);
+    if (__atomic_compare_exchange_n(u, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+  }
+}
+inline void atomic_add(f16* p, f16 v) { detail::atomic_add_half(p, v); }
+inline void atomic_add(bf16* p, bf16 v) { detail::atomic_add_half(p, v); }
+
 }  // namespace tw_cpu
