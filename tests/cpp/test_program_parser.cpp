@@ -204,7 +204,8 @@ class RandomProgram {
 
   InstrOp cube() {
     switch (pick(12)) {
-      case 0: return CopyGmToL1{gm(), loc(true), dt(), expr(), expr(), expr(), expr(), expr(), pick(2) ? DTypeCode::f16 : DTypeCode::f32};
+      case 0: return CopyGmToL1{gm(), loc(true), dt(), expr(), expr(), expr(), expr(), expr(), pick(2) ? DTypeCode::f16 : DTypeCode::f32,
+                                pick(2) ? expr() : nullptr};
       case 1: return LoadL0{loc(true), loc(true), dt(), expr(), expr(), expr(), expr(), expr(), pick(2) == 0};
       case 2: return Mmad{loc(true), loc(true), loc(true), dt(), dt(), expr(), expr(), expr(), cond()};
       case 3: return Fixpipe{loc(true), gm(), dt(), dt(), expr(), expr(), expr(), expr(), pick(2) == 0};

@@ -141,6 +141,11 @@ struct VecOperand {
 // may be partial, InitConstValue<fill_dtype> zeroes the whole tile first (the tile read as
 // fill_dtype; InitConstValue has no int8/uint8 form on dav-c220, so lowering zeroes 8-bit tiles
 // as half). Nd2NzParams fields are uint16: rows <= 16384, cols and src_row_stride <= 65535.
+// A row window (win_rows set, e.g. one gathered row `T.copy(X[t, :], a[r, :])`): dst points at row
+// r0 of the Nz matrix (r0 * 32 bytes into each strip) and the copy fills only rows r0 ..
+// r0 + win_rows - 1 of it: rows x cols must fit the window, and a partial copy zeroes just the
+// window's rows (InitConstValue repeatTimes = dst_cols / C0 strips of win_rows blocks, dstGap
+// dst_rows - win_rows), never the rest of the tile. Unset (null): the whole strip height.
 struct CopyGmToL1 {
   GmRef src;
   LocalRef dst;
@@ -148,6 +153,7 @@ struct CopyGmToL1 {
   ir::Expr rows, cols, src_row_stride;
   ir::Expr dst_rows, dst_cols;
   ir::DType fill_dtype = ir::DTypeCode::f16;
+  ir::Expr win_rows;  // null: the window is the whole strip height dst_rows
 };
 
 // MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...},
@@ -234,7 +240,9 @@ struct Fixpipe {
 
 // MTE2. InitConstValue(dst, InitConstValueParams<dtype>{repeatTimes, blockNum, dstGap, initValue})
 // on an L1 buffer: repeatTimes times, writes blockNum 32 B blocks of initValue (as dtype), then
-// skips dstGap 32 B blocks. Fields uint16. dtype: half, int16, uint16, bfloat16, float, int32,
+// skips dstGap 32 B blocks. Fields uint16. A fill, not a move: select_instructions emits it for
+// `T.fill` of an L1 window (one call: a window of rows r0.. of every C0 strip it covers), and
+// select_move_calls for the tails of CopyGmToL1; plan_memory and insert_sync see its footprint. dtype: half, int16, uint16, bfloat16, float, int32,
 // uint32 (dav-c220 has no 8-bit form: it is a silent no-op there).
 struct InitConstValue {
   LocalRef dst;

@@ -58,7 +58,13 @@ class Builder {
   void operator()(const CopyGmToL1& x) const {
     int es = x.dtype.bytes();
     gm(x.src, AccessMode::Read, x.rows, times(x.cols, es), times(x.src_row_stride, es));
-    flat(x.dst, AccessMode::Write, times(arith::mul(x.dst_rows, x.dst_cols), es));
+    if (!x.win_rows) {
+      flat(x.dst, AccessMode::Write, times(arith::mul(x.dst_rows, x.dst_cols), es));
+      return;
+    }
+    // a row window: win_rows blocks of each C0 strip (dst_rows blocks apart)
+    local(x.dst, AccessMode::Write, arith::floordiv(times(x.dst_cols, es), K(32)), times(x.win_rows, 32),
+          times(x.dst_rows, 32));
   }
   void operator()(const CopyGmToUb& x) const {
     gm(x.src, AccessMode::Read, x.n_rows, x.row_bytes, x.src_stride);
@@ -102,7 +108,10 @@ class Builder {
     throw ir::Error("internal: program_access got the call-level move " + std::string(instr_name(op)) +
                     "; plan_memory and insert_sync run before select_move_calls makes it");
   }
-  void operator()(const InitConstValue& x) const { call_level(x); }
+  void operator()(const InitConstValue& x) const {  // repeatTimes runs of blockNum blocks, dstGap blocks between
+    local(x.dst, AccessMode::Write, x.repeatTimes, times(x.blockNum, 32),
+          times(arith::add(x.blockNum, x.dstGap), 32));
+  }
   void operator()(const DataCopyNd2Nz& x) const { call_level(x); }
   void operator()(const DataCopyPadGmToUb& x) const { call_level(x); }
   void operator()(const DataCopyPadUbToGm& x) const { call_level(x); }

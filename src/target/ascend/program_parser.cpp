@@ -250,7 +250,8 @@ InstrOp parse_instr(Line& L) {
     c.dst = L.local(), L.expect("<-"), c.src = L.gm(), c.dtype = L.dtype();
     c.rows = L.field(" rows"), c.cols = L.field(" cols"), c.src_row_stride = L.field(" src_row_stride");
     L.expect("nz=");
-    std::tie(c.dst_rows, c.dst_cols) = L.dims(L.find_top(" fill="));
+    std::tie(c.dst_rows, c.dst_cols) = L.dims(std::min(L.find_top(" win_rows="), L.find_top(" fill=")));
+    if (L.accept("win_rows=")) c.win_rows = L.expr();
     if (L.accept("fill=")) c.fill_dtype = L.dtype();
     return c;
   }

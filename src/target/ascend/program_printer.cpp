@@ -30,7 +30,7 @@ struct InstrPrinter {
   std::string operator()(const CopyGmToL1& c) const {
     return "CopyGmToL1 " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + " rows=" + ex(c.rows) +
            " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + " nz=" + ex(c.dst_rows) + "x" +
-           ex(c.dst_cols) + (c.fill_dtype == ir::DType(ir::DTypeCode::f16) ? "" : " fill=" + dt(c.fill_dtype));
+           ex(c.dst_cols) + (c.win_rows ? " win_rows=" + ex(c.win_rows) : "") + (c.fill_dtype == ir::DType(ir::DTypeCode::f16) ? "" : " fill=" + dt(c.fill_dtype));
   }
   template <class C>
   std::string burst(const char* name, const std::string& dst, const std::string& src, const C& c) const {

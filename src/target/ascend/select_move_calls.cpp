@@ -90,7 +90,8 @@ class Selector {
   StmtPtr select(const CopyGmToL1& c, const StmtPtr&) {
     const char* call = "Nd2NzParams";
     auto rows = ir::as_const_int(c.rows), cols = ir::as_const_int(c.cols);
-    auto drows = ir::as_const_int(c.dst_rows), dcols = ir::as_const_int(c.dst_cols);
+    const Expr& wrows = c.win_rows ? c.win_rows : c.dst_rows;  // the rows of the window filled
+    auto drows = ir::as_const_int(wrows), dcols = ir::as_const_int(c.dst_cols);
     bool full = rows && cols && drows && dcols && *rows == *drows && *cols == *dcols;
     bool always_partial = rows && cols && drows && dcols && !full;
     std::vector<StmtPtr> out;
@@ -101,15 +102,21 @@ class Selector {
                     "dav-c220 has no 8-bit InitConstValue (a silent no-op; docs list half, int16, uint16, bfloat16, "
                     "float, int32, uint32)",
                     span_, "zero the tile through a 16-bit view (fill_dtype float16)");
-      Expr blocks = floordiv(mul(mul(c.dst_rows, c.dst_cols), C(c.dtype.bytes())), C(32));
-      StmtPtr fill = seq({ins(InitConstValue{c.dst, c.fill_dtype, C(1),
-                                             field("InitConstValueParams", "blockNum", blocks, 0, kU16, "32 B blocks"),
-                                             C(0), C(0)}),
-                          ins(PipeBarrier{Pipe::MTE2})},
-                         span_);
+      const char* ic = "InitConstValueParams";
+      InitConstValue zero{c.dst, c.fill_dtype, C(1), nullptr, C(0), C(0)};
+      if (!c.win_rows) {
+        Expr blocks = floordiv(mul(mul(c.dst_rows, c.dst_cols), C(c.dtype.bytes())), C(32));
+        zero.blockNum = field(ic, "blockNum", blocks, 0, kU16, "32 B blocks");
+      } else {  // the window's rows of each C0 strip: one block per row, the other rows skipped
+        zero.repeatTimes = field(ic, "repeatTimes", floordiv(mul(c.dst_cols, C(c.dtype.bytes())), C(32)), 0, kU16,
+                                 "C0 strips");
+        zero.blockNum = field(ic, "blockNum", c.win_rows, 0, kU16, "32 B blocks");
+        zero.dstGap = field(ic, "dstGap", sub(c.dst_rows, c.win_rows), 0, kU16, "32 B blocks");
+      }
+      StmtPtr fill = seq({ins(std::move(zero)), ins(PipeBarrier{Pipe::MTE2})}, span_);
       if (!always_partial) {
         Expr cond;
-        if (!(rows && drows && *rows == *drows)) cond = ir::binary(BinOp::LT, c.rows, c.dst_rows);
+        if (!(rows && drows && *rows == *drows)) cond = ir::binary(BinOp::LT, c.rows, wrows);
         if (!(cols && dcols && *cols == *dcols)) {
           Expr cc = ir::binary(BinOp::LT, c.cols, c.dst_cols);
           cond = cond ? ir::binary(BinOp::Or, cond, cc) : cc;
