@@ -99,6 +99,36 @@ def test_grouped_gemm_on_ascend_matches_cpu_and_float64(tokens, hidden, ffn, exp
     assert_close(npu[written], cpu[written], atol=1e-5, rtol=1e-5)
 
 
+# The serving form (bench/ascend.py's MoE case): gather_rows permutes the tokens into the sorted,
+# padded order once, then grouped_gemm_sorted reads each row block as one tile (T.Pipelined K loop).
+@pytest.mark.parametrize("tokens,hidden,ffn,experts,top_k,blocks,dtype,out_dtype", [
+    (20, 64, 64, 4, 2, (16, 32, 32), "float16", "float32"), (37, 80, 48, 3, 1, (16, 32, 32), "float16", "float32"),
+    (1, 64, 64, 4, 2, (16, 64, 64), "float16", "float16"), (33, 65, 33, 5, 2, (16, 32, 32), "bfloat16", "float32"),
+    (50, 128, 96, 8, 2, (32, 64, 32), "float16", "float16")])
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_gather_rows_then_grouped_gemm_sorted(tokens, hidden, ffn, experts, top_k, blocks, dtype, out_dtype, target):
+    from ascend_util import run_checked
+    block_M, block_N, block_K = blocks
+    x, logits, w = moe.inputs(tokens, hidden, ffn, experts, dtype, seed=tokens + 7)
+    if experts >= 4:
+        logits[:, experts // 2:] -= 50.0  # the upper half of the experts get no token
+    ids, _ = moe.topk_gating(tokens, experts, top_k)(logits)
+    rows, block_expert, _ = moe.align_by_expert(tokens, experts, top_k, block_M)(ids)
+    n_rows = rows.shape[0]
+    run = (lambda k, *a: k(*a)) if target == "cpu" else run_checked
+    g = moe.gather_rows(tokens, hidden, n_rows, block_R=4, block_H=64, dtype=dtype, target=target)
+    xs = run(g, x, rows)
+    want = np.zeros((n_rows, hidden), x.dtype)
+    want[rows < tokens] = x[rows[rows < tokens]]
+    np.testing.assert_array_equal(xs.view(np.uint16) if dtype != "float32" else xs,
+                                  want.view(np.uint16) if dtype != "float32" else want)
+    k = moe.grouped_gemm_sorted(n_rows, hidden, ffn, experts, block_M=block_M, block_N=block_N, block_K=block_K,
+                                dtype=dtype, out_dtype=out_dtype, target=target)
+    y = run(k, xs, w, block_expert)
+    ref, written = grouped_reference(x, w, rows, block_expert, block_M)
+    assert_close(y[written], ref[written])
+
+
 def test_grouped_gemm_on_ascend_gathers_rows_into_l1():
     """The printed AscendC: one DataCopy (Nd2Nz) per gathered row at row r of the L1 tile (r * 32
     bytes into each strip) and one InitConstValue per padding row (16 strips' blocks skipped)."""
