@@ -140,6 +140,36 @@ def test_grouped_gemm_on_ascend_gathers_rows_into_l1():
     assert "InitConstValueParams<half>{4, 1, 15," in src.replace("static_cast<uint16_t>(", "").replace(")", ""), src
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_l1_row_blocks_keep_each_other(dtype):
+    """Two row blocks of one L1 tile copied from different tensors, the lower one second and with a
+    K tail: its tail fill zeroes only its own rows, not the block copied before it."""
+    import tilewright as tw
+    import tilewright.language as T
+    from ascend_util import run_checked
+
+    @T.prim_func
+    def k(X: T.Tensor((16, 40), dtype), Z: T.Tensor((8, 40), dtype), W: T.Tensor((48, 32), dtype),
+          Y: T.Tensor((24, 32), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((24, 48), dtype)
+            b = T.alloc_shared((48, 32), dtype)
+            acc = T.alloc_fragment((24, 32), "float32")
+            T.copy(Z[0:8, 0:48], a[16:24, :])
+            T.copy(X[0:16, 0:48], a[0:16, :])
+            T.copy(W, b)
+            T.gemm(a, b, acc, clear_accum=True)
+            T.copy(acc, Y)
+
+    from tilewright.testing import randn
+    rng = np.random.default_rng(9)
+    x, z, w = randn((16, 40), dtype, seed=rng), randn((8, 40), dtype, seed=rng), randn((48, 32), dtype, seed=rng)
+    ref = np.concatenate([x, z]).astype(np.float64)[:, :40] @ w.astype(np.float64)[:40]
+    got = run_checked(tw.compile(k, out_idx=[-1], target="ascend910b"), x, z, w)
+    assert_close(got, ref, atol=1e-4, rtol=1e-4)
+    assert_close(tw.compile(k, out_idx=[-1])(x, z, w), ref, atol=1e-4, rtol=1e-4)
+
+
 def test_l1_row_windows_out_of_reach_are_located_errors():
     """A row of an L1 tile indexed by a value read from GM (not provably inside the tile), and a
     fill of half a C0 strip, are errors at the user's line naming what to write instead."""

@@ -997,13 +997,14 @@ class Lowerer {
                     "T.copy(X[i, r0:r1, c0:c1], t[i * R:(i + 1) * R, :])), or stage the copy through a UB tile");
   }
 
-  // The rows of an L1 window that does not start at row 0 (null for a window from row 0: it is
-  // treated as the whole strip height): an Nz matrix keeps each row's C0 elements of a strip in one 32 B block, so rows
-  // r0 .. r0 + rows - 1 of every strip are a window one call can fill (a gathered row, a row block).
+  // The rows of an L1 window that is not the whole height of its tile (null for all rows from row
+  // 0: the whole strip height, padding rows included): an Nz matrix keeps each row's C0 elements of
+  // a strip in one 32 B block, so rows r0 .. r0 + rows - 1 of every strip are a window one call can
+  // fill (a gathered row, a row block), and a tail zeroes only those rows, never the tile's others.
   // The start must be provably inside the tile (a constant, or a loop variable / let with known bounds).
   Expr row_window(const Window& w, const ir::Region& r, const char* what, const Span& sp) {
     auto r0 = ir::as_const_int(w.r0);
-    if (r0 && *r0 == 0) return nullptr;  // from row 0: the whole strip height (tails zeroed to its end)
+    if (r0 && *r0 == 0 && w.rows >= w.buf->rows) return nullptr;
     auto b = bounds(w.r0);
     if (!b || b->first < 0 || b->second + w.rows > w.buf->rows)
       throw Error(std::string(what) + " " + ir::print(r) + ": rows " + ir::print(w.r0) + " .. +" +
