@@ -141,7 +141,8 @@ struct VecOperand {
 // may be partial, InitConstValue<fill_dtype> zeroes the whole tile first (the tile read as
 // fill_dtype; InitConstValue has no int8/uint8 form on dav-c220, so lowering zeroes 8-bit tiles
 // as half). Nd2NzParams fields are uint16: rows <= 16384, cols and src_row_stride <= 65535.
-// A row window (win_rows set, e.g. one gathered row `T.copy(X[t, :], a[r, :])`): dst points at row
+// A row window (win_rows set: a window of fewer rows than the tile, e.g. one gathered row
+// `T.copy(X[t, :], a[r, :])`): dst points at row
 // r0 of the Nz matrix (r0 * 32 bytes into each strip) and the copy fills only rows r0 ..
 // r0 + win_rows - 1 of it: rows x cols must fit the window, and a partial copy zeroes just the
 // window's rows (InitConstValue repeatTimes = dst_cols / C0 strips of win_rows blocks, dstGap

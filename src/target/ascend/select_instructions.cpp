@@ -772,7 +772,7 @@ class Lowerer {
   }
 
   // T.fill of an L1 window (MTE2): one InitConstValue over rows r0 .. r0 + rows - 1 of each C0
-  // strip the window covers (a window from row 0: the whole strip height, padding rows included).
+  // strip the window covers (all the tile's rows: the whole strip height, padding rows included).
   // InitConstValue has no 8-bit form on dav-c220: 8-bit tiles are zeroed as half (zero only).
   StmtPtr fill_l1(const ir::FillNode* n, const Span& sp) {
     Window w = window(n->dst, sp);
