@@ -82,7 +82,8 @@ def grouped_reference(x, w, rows, block_expert, block_M):
 # 33), one token, experts that get no token, top-k = every expert.
 @pytest.mark.parametrize("tokens,hidden,ffn,experts,top_k,block_M,dtype", [
     (20, 64, 64, 4, 2, 16, "float16"), (37, 80, 48, 3, 1, 16, "float16"), (1, 64, 64, 4, 2, 16, "float16"),
-    (20, 32, 48, 4, 4, 32, "float16"), (33, 65, 33, 5, 2, 16, "bfloat16"), (24, 128, 64, 4, 2, 16, "bfloat16")])
+    (20, 32, 48, 4, 4, 32, "float16"), (33, 65, 33, 5, 2, 16, "bfloat16"), (24, 128, 64, 4, 2, 16, "bfloat16"),
+    (20, 64, 48, 4, 2, 16, "float32")])
 def test_grouped_gemm_on_ascend_matches_cpu_and_float64(tokens, hidden, ffn, experts, top_k, block_M, dtype):
     from ascend_util import run_checked
     x, logits, w = moe.inputs(tokens, hidden, ffn, experts, dtype, seed=tokens + hidden)
