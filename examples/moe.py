@@ -21,6 +21,11 @@ Four kernels, as a serving engine runs them:
    Y[slot[t, k]] into out[t] with T.atomic_add (the k programs of a token add into the same row in
    any order: float results can differ in the last bits between runs; out must start zeroed).
 
+The serving form of step 3 (bench/ascend.py's MoE case): `gather_rows` permutes the tokens into the
+sorted, padded order once (Xs[s] = x[rows[s]]), then `grouped_gemm_sorted` reads each row block as
+one tile with a software-pipelined K loop. On the Ascend 910B each gathered row of `grouped_gemm` is
+its own DataCopy into the L1 tile, which the matrix unit cannot keep up with (docs/llm-kernels.md).
+
 Usage: python examples/moe.py [tokens hidden ffn experts top_k]
 """
 import sys
@@ -143,6 +148,53 @@ def grouped_gemm(tokens, hidden, ffn, experts, top_k, block_M=32, block_N=64, bl
                             T.copy(X[t, k * block_K:(k + 1) * block_K], a[r, :])
                         else:
                             T.fill(a[r, :], 0)
+                    T.copy(W[e, k * block_K:(k + 1) * block_K, bx * block_N:(bx + 1) * block_N], b)
+                    T.gemm(a, b, acc)
+                T.copy(acc, Y[by * block_M:(by + 1) * block_M, bx * block_N:(bx + 1) * block_N])
+
+    return main
+
+
+@tw.jit(out_idx=[2])
+def gather_rows(tokens, hidden, n_rows, block_R=8, block_H=4096, dtype="float32"):
+    """Xs[s] = X[rows[s]] (0 for padding slots): the tokens in the sorted, padded order, so that a
+    grouped GEMM reads each row block as one contiguous tile (what MoE serving stacks call the
+    permute / init-routing step)."""
+    @T.prim_func
+    def main(X: T.Tensor((tokens, hidden), dtype), Rows: T.Tensor((n_rows,), "int32"),
+             Xs: T.Tensor((n_rows, hidden), dtype)):
+        with T.Kernel(T.ceildiv(hidden, block_H), T.ceildiv(n_rows, block_R)) as (bx, by):
+            row = T.alloc_fragment((block_H,), dtype)
+            for r in T.serial(block_R):
+                s = by * block_R + r
+                if s < n_rows:
+                    t = Rows[s]
+                    if t < tokens:
+                        T.copy(X[t, bx * block_H:(bx + 1) * block_H], row)
+                    else:
+                        T.fill(row, 0)
+                    T.copy(row, Xs[s, bx * block_H:(bx + 1) * block_H])
+
+    return main
+
+
+@tw.jit(out_idx=[3])
+def grouped_gemm_sorted(n_rows, hidden, ffn, experts, block_M=128, block_N=256, block_K=64, num_stages=2,
+                        dtype="float16", out_dtype="float16"):
+    """The grouped GEMM on gathered rows (gather_rows): row block `by` of Xs times its expert's W,
+    each A tile one contiguous copy, the K loop software-pipelined (T.Pipelined)."""
+    @T.prim_func
+    def main(Xs: T.Tensor((n_rows, hidden), dtype), W: T.Tensor((experts, hidden, ffn), dtype),
+             BlockExpert: T.Tensor((n_rows // block_M,), "int32"), Y: T.Tensor((n_rows, ffn), out_dtype)):
+        with T.Kernel(T.ceildiv(ffn, block_N), n_rows // block_M) as (bx, by):
+            a = T.alloc_shared((block_M, block_K), dtype)
+            b = T.alloc_shared((block_K, block_N), dtype)
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            e = BlockExpert[by]
+            if e >= 0:
+                T.clear(acc)
+                for k in T.Pipelined(T.ceildiv(hidden, block_K), num_stages=num_stages):
+                    T.copy(Xs[by * block_M:(by + 1) * block_M, k * block_K:(k + 1) * block_K], a)
                     T.copy(W[e, k * block_K:(k + 1) * block_K, bx * block_N:(bx + 1) * block_N], b)
                     T.gemm(a, b, acc)
                 T.copy(acc, Y[by * block_M:(by + 1) * block_M, bx * block_N:(bx + 1) * block_N])

@@ -346,13 +346,43 @@ TEST(SelectInstructions, UnmappableParallelBody) {
                "neither a tile indexed like the destination, a scalar, nor a per-row vector", 8);
 }
 
+// Row windows of an L1 tile (examples/moe.py's gathered rows): a GM row copied into row r of the Nz
+// matrix starts r * 32 bytes into its first strip and fills only that row (window_rows=1); a fill of
+// one row is one InitConstValue of a block per strip (dstGap: the other rows); out-of-reach rows fail.
+TEST(SelectInstructions, L1RowWindows) {
+  const char* text = R"(kernel g(X: global float16[20, 40], R: global int32[16], Y: global float16[16, 40] out)
+    grid(cid = 1) sub_block(vid) {
+  alloc a: L1 float16[16, 48]
+  scope C {
+    for r in serial(0, 16) {
+      let t: int32 = R[r]
+      if t < 20 {
+        copy X[t:+1, 0:+40] -> a[r:+1, 0:+40]
+      } else {
+        fill a[r:+1, 0:+48] = 0.0f16
+      }
+    }
+  }
+}
+)";
+  std::string out = print_program(lower(text));
+  EXPECT_NE(out.find("CopyGmToL1 a[r * 32] <- X["), std::string::npos) << out;
+  EXPECT_NE(out.find("window_rows=1 nz=16x48"), std::string::npos) << out;
+  EXPECT_NE(out.find("InitConstValue a[r * 32] float16 repeatTimes=3 blockNum=1 dstGap=15 initValue=0.0f16"),
+            std::string::npos)
+      << out;
+  std::string bad = text;
+  bad.replace(bad.find("a[r:+1, 0:+40]"), 14, "a[t:+1, 0:+40]");
+  expect_error(bad, "are not provably inside it", 8, "T.serial(16)");
+}
+
 TEST(SelectInstructions, MisplacedOps) {
   expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n  copy A[0:+8, 0:+64] -> x\n  scope V {\n  }\n}\n",
                "a tile op outside T.Scope", 4, "T.Scope(\"V\")");
   expect_error(std::string(kHead) + "  alloc c: L0C float32[16, 16]\n  scope C {\n    c[0, 0] = 1.0\n  }\n}\n",
                "the scalar unit writes single elements of UB tiles only", 5);
   expect_error(std::string(kHead) + "  alloc c: L0C float32[16, 16]\n  scope C {\n    fill c = 0.0\n  }\n}\n",
-               "only UB tiles can be filled", 5, "init=True");
+               "only UB and L1 tiles can be filled", 5, "init=True");
   expect_error(std::string(kHead) + "  alloc x: shared float32[8, 64]\n  scope V {\n  }\n}\n",
                "expert mode places every tile itself", 3);
   expect_error(std::string(kHead) + "  alloc x: UB float32[8, 64]\n}\n", "has no T.Scope", 1);

@@ -149,6 +149,20 @@ def test_gather_kernel_compiles(case, tmp_path):
     assert rc == 0 and out == "", f"{case} does not compile against {INCLUDE}:\n{out}"
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_moe_grouped_gemm_kernel_compiles(dtype, tmp_path):
+    """examples/moe.py grouped_gemm: a DataCopy (Nd2Nz) into row r of an L1 tile and the
+    InitConstValue of one row (repeatTimes strips of one block, dstGap the other rows)."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import moe
+    k = moe.grouped_gemm(37, 80, 48, 3, 1, block_M=16, dtype=dtype, target="ascend910b")
+    src = k.get_source("ascendc")
+    assert "InitConstValue(a[(r * 16)]" in src, src
+    rc, out = compile_cpp(src, tmp_path)
+    assert rc == 0 and out == "", f"grouped_gemm {dtype} does not compile against {INCLUDE}:\n{out}"
+
+
 @pytest.mark.parametrize("path", HOSTS, ids=os.path.basename)
 def test_golden_host_compiles(path, tmp_path):
     kernel = read(path.replace("_host.cpp", "_kernel.cpp"))

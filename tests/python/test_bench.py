@@ -54,3 +54,7 @@ def test_ascend_bench_quick(tmp_path):
     gemm = rows["gemm 2048^3, Cube utilisation (128/256/64)"]
     assert 0 < gemm["automatic"] <= 100 and 0 < gemm["expert"] <= 100
     assert any(c.startswith("flash attn S=2048") for c in rows)
+    moe = rows["moe grouped gemm 1024x1024x2048 e8 top2, Cube util"]  # issue 13's case, quick size
+    assert 0 < moe["automatic"] <= 100
+    times = rows["moe 1024x1024x2048 times"]
+    assert times["gather_rows_us"] > 0 and times["grouped_gemm_us"] > 0

@@ -74,6 +74,157 @@ def test_align_by_expert_on_ascend_matches_cpu(tokens, experts, top_k, block_M):
         np.testing.assert_array_equal(got, want)
 
 
+def grouped_reference(x, w, rows, block_expert, block_M):
+    """float64 grouped GEMM: Y[s] = x[rows[s]] @ w[expert of s's block] (0 for padding rows);
+    also the mask of the rows a kernel writes (blocks with an expert)."""
+    tokens = x.shape[0]
+    ref = np.zeros((rows.shape[0], w.shape[2]))
+    written = np.zeros(rows.shape[0], bool)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    for s, t in enumerate(rows.tolist()):
+        e = int(block_expert[s // block_M])
+        if e < 0:
+            continue
+        written[s] = True
+        if t < tokens:
+            ref[s] = x64[t] @ w64[e]
+    return ref, written
+
+
+# grouped_gemm unchanged on ascend910b: each gathered row is one Nd2Nz DataCopy into row r of the L1
+# tile, each padding row one InitConstValue of that row. Tails in K (hidden 80, 65) and N (ffn 48,
+# 33), one token, experts that get no token, top-k = every expert.
+@pytest.mark.parametrize("tokens,hidden,ffn,experts,top_k,block_M,dtype", [
+    (20, 64, 64, 4, 2, 16, "float16"), (37, 80, 48, 3, 1, 16, "float16"), (1, 64, 64, 4, 2, 16, "float16"),
+    (20, 32, 48, 4, 4, 32, "float16"), (33, 65, 33, 5, 2, 16, "bfloat16"), (24, 128, 64, 4, 2, 16, "bfloat16"),
+    (20, 64, 48, 4, 2, 16, "float32")])
+def test_grouped_gemm_on_ascend_matches_cpu_and_float64(tokens, hidden, ffn, experts, top_k, block_M, dtype):
+    from ascend_util import run_checked
+    x, logits, w = moe.inputs(tokens, hidden, ffn, experts, dtype, seed=tokens + hidden)
+    if experts >= 4 and top_k < experts:
+        logits[:, experts // 2:] -= 50.0  # the upper half of the experts get no token
+    ids, _ = moe.topk_gating(tokens, experts, top_k)(logits)
+    rows, block_expert, _ = moe.align_by_expert(tokens, experts, top_k, block_M)(ids)
+    ref, written = grouped_reference(x, w, rows, block_expert, block_M)
+    assert written.any()
+    cpu = moe.grouped_gemm(tokens, hidden, ffn, experts, top_k, block_M=block_M, dtype=dtype)(x, w, rows, block_expert)
+    npu_k = moe.grouped_gemm(tokens, hidden, ffn, experts, top_k, block_M=block_M, dtype=dtype, target="ascend910b")
+    npu = run_checked(npu_k, x, w, rows, block_expert)
+    assert_close(npu[written], ref[written], atol=1e-5, rtol=1e-5)
+    assert_close(npu[written], cpu[written], atol=1e-5, rtol=1e-5)
+
+
+# The serving form (bench/ascend.py's MoE case): gather_rows permutes the tokens into the sorted,
+# padded order once, then grouped_gemm_sorted reads each row block as one tile (T.Pipelined K loop).
+@pytest.mark.parametrize("tokens,hidden,ffn,experts,top_k,blocks,dtype,out_dtype", [
+    (20, 64, 64, 4, 2, (16, 32, 32), "float16", "float32"), (37, 80, 48, 3, 1, (16, 32, 32), "float16", "float32"),
+    (1, 64, 64, 4, 2, (16, 64, 64), "float16", "float16"), (33, 65, 33, 5, 2, (16, 32, 32), "bfloat16", "float32"),
+    (50, 128, 96, 8, 2, (32, 64, 32), "float16", "float16")])
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_gather_rows_then_grouped_gemm_sorted(tokens, hidden, ffn, experts, top_k, blocks, dtype, out_dtype, target):
+    from ascend_util import run_checked
+    block_M, block_N, block_K = blocks
+    x, logits, w = moe.inputs(tokens, hidden, ffn, experts, dtype, seed=tokens + 7)
+    if experts >= 4:
+        logits[:, experts // 2:] -= 50.0  # the upper half of the experts get no token
+    ids, _ = moe.topk_gating(tokens, experts, top_k)(logits)
+    rows, block_expert, _ = moe.align_by_expert(tokens, experts, top_k, block_M)(ids)
+    n_rows = rows.shape[0]
+    run = (lambda k, *a: k(*a)) if target == "cpu" else run_checked
+    g = moe.gather_rows(tokens, hidden, n_rows, block_R=4, block_H=64, dtype=dtype, target=target)
+    xs = run(g, x, rows)
+    want = np.zeros((n_rows, hidden), x.dtype)
+    want[rows < tokens] = x[rows[rows < tokens]]
+    np.testing.assert_array_equal(xs.view(np.uint16) if dtype != "float32" else xs,
+                                  want.view(np.uint16) if dtype != "float32" else want)
+    k = moe.grouped_gemm_sorted(n_rows, hidden, ffn, experts, block_M=block_M, block_N=block_N, block_K=block_K,
+                                dtype=dtype, out_dtype=out_dtype, target=target)
+    y = run(k, xs, w, block_expert)
+    ref, written = grouped_reference(x, w, rows, block_expert, block_M)
+    assert_close(y[written], ref[written])
+
+
+def test_grouped_gemm_on_ascend_gathers_rows_into_l1():
+    """The printed AscendC: one DataCopy (Nd2Nz) per gathered row at row r of the L1 tile (r * 32
+    bytes into each strip) and one InitConstValue per padding row (16 strips' blocks skipped)."""
+    k = moe.grouped_gemm(20, 64, 64, 4, 2, block_M=16, dtype="float16", target="ascend910b")
+    prog = k.get_source("ascend_program")
+    assert "DataCopyNd2Nz a[r * 32] <- X[" in prog and "nValue=max(min(20 - t, 1), 0) dValue=64" in prog, prog
+    assert "InitConstValue a[r * 32] float16 repeatTimes=4 blockNum=1 dstGap=15 initValue=0.0f16" in prog, prog
+    src = k.get_source("ascendc")
+    assert "InitConstValueParams<half>{4, 1, 15," in src.replace("static_cast<uint16_t>(", "").replace(")", ""), src
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_l1_row_blocks_keep_each_other(dtype):
+    """Two row blocks of one L1 tile copied from different tensors, the lower one second and with a
+    K tail: its tail fill zeroes only its own rows, not the block copied before it."""
+    import tilewright as tw
+    import tilewright.language as T
+    from ascend_util import run_checked
+
+    @T.prim_func
+    def k(X: T.Tensor((16, 40), dtype), Z: T.Tensor((8, 40), dtype), W: T.Tensor((48, 32), dtype),
+          Y: T.Tensor((24, 32), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((24, 48), dtype)
+            b = T.alloc_shared((48, 32), dtype)
+            acc = T.alloc_fragment((24, 32), "float32")
+            T.copy(Z[0:8, 0:48], a[16:24, :])
+            T.copy(X[0:16, 0:48], a[0:16, :])
+            T.copy(W, b)
+            T.gemm(a, b, acc, clear_accum=True)
+            T.copy(acc, Y)
+
+    from tilewright.testing import randn
+    rng = np.random.default_rng(9)
+    x, z, w = randn((16, 40), dtype, seed=rng), randn((8, 40), dtype, seed=rng), randn((48, 32), dtype, seed=rng)
+    ref = np.concatenate([x, z]).astype(np.float64)[:, :40] @ w.astype(np.float64)[:40]
+    got = run_checked(tw.compile(k, out_idx=[-1], target="ascend910b"), x, z, w)
+    assert_close(got, ref, atol=1e-4, rtol=1e-4)
+    assert_close(tw.compile(k, out_idx=[-1])(x, z, w), ref, atol=1e-4, rtol=1e-4)
+
+
+def test_l1_row_windows_out_of_reach_are_located_errors():
+    """A row of an L1 tile indexed by a value read from GM (not provably inside the tile), and a
+    fill of half a C0 strip, are errors at the user's line naming what to write instead."""
+    import tilewright as tw
+    import tilewright.language as T
+
+    @T.prim_func
+    def by_value(X: T.Tensor((8, 64), "float16"), W: T.Tensor((64, 64), "float16"), Idx: T.Tensor((4,), "int32"),
+                 Y: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((16, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((16, 64), "float32")
+            T.fill(a, 0)
+            i = Idx[bx]
+            T.copy(X[0, :], a[i, :])
+            T.copy(W, b)
+            T.gemm(a, b, acc, clear_accum=True)
+            T.copy(acc, Y)
+
+    with pytest.raises(tw.TilewrightError, match=r"test_moe\.py:\d+:\d+: error: copy GM->L1 into a\[i.*not provably "
+                                                 r"inside it(.|\n)*for r in T\.serial\(16\)"):
+        tw.compile(by_value, target="ascend910b")
+
+    @T.prim_func
+    def half_strip(X: T.Tensor((16, 64), "float16"), W: T.Tensor((64, 64), "float16"), Y: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((16, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((16, 64), "float32")
+            T.copy(X, a)
+            T.fill(a[3, 0:8], 0)
+            T.copy(W, b)
+            T.gemm(a, b, acc, clear_accum=True)
+            T.copy(acc, Y)
+
+    with pytest.raises(tw.TilewrightError, match=r"test_moe\.py:\d+:\d+: error: T\.fill of a\[3.*whole C0 strips"):
+        tw.compile(half_strip, target="ascend910b")
+
+
 def test_on_ascend_combine_matches_cpu():
     tokens, ffn, top_k = 20, 48, 2
     x, logits, w = moe.inputs(tokens, 32, ffn, 4, seed=2)

@@ -9,7 +9,7 @@
 
 #include "ir/functor.h"
 #include "target/ascend/plan_memory.h"
-#include "target/cpu/tile_facts.h"  // loop_local_tiles (a Tile IR fact, target-neutral)
+#include "transform/tile_facts.h"
 #include "transform/simplify.h"
 
 namespace tw::ascend {
@@ -136,7 +136,7 @@ std::vector<Buffer> loop_allocs(const Stmt& body) {
 }
 
 // Tiles allocated outside a pipelined loop (num_stages >= 2) whose values live within one
-// iteration of it (tile_facts.h loop_local_tiles: nothing outside the loop body references them
+// iteration of it (transform/tile_facts.h loop_local_tiles: nothing outside the loop body references them
 // and each iteration overwrites all of it -- a copy, a fill or an elementwise map that reads none
 // of it -- before anything else in the body references it) have
 // their allocation moved to the top of the loop body, where MultiBuffer stages them as the tiles
@@ -155,7 +155,7 @@ struct SinkIterationLocal : ir::Mutator {
       if (s->kind != ir::StmtKind::For) return;
       auto* f = ir::as<ir::ForNode>(s);
       if (f->for_kind != ir::ForKind::pipelined || f->num_stages <= 1) return;
-      auto local = cpu::loop_local_tiles(k, *f, /*maps=*/true);
+      auto local = transform::loop_local_tiles(k, *f, /*maps=*/true);
       if (local.empty()) return;
       std::unordered_set<const ir::StmtNode*> inside;
       ir::for_each_stmt(f->body, [&](const Stmt& x) { inside.insert(x.get()); });

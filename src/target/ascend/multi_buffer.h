@@ -16,7 +16,7 @@
 // Every variable the body defines (lets, inner loops) is renamed in each copy. A tile allocated
 // outside the loop (before it, as tilelang and examples/gemm.py write it) whose value lives within
 // one iteration is staged the same way: first its allocation moves to the top of the body. That
-// needs proof (tile_facts.h loop_local_tiles): nothing outside the body references it, and the
+// needs proof (transform/tile_facts.h loop_local_tiles): nothing outside the body references it, and the
 // first statement of the body that references it overwrites all of it (a copy into the whole
 // tile, a fill, or an elementwise map over the whole tile that reads none of it). Otherwise (an
 // accumulator, a tile also used after the loop or by another loop, a tile first written in part,

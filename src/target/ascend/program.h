@@ -145,6 +145,12 @@ struct VecOperand {
 // whose strips are dst_rows rows long (a page of a paged KV tile at rows jj * page ..): only the
 // window's rows of each strip are written, and its tail zeroing is one InitConstValue repeat per
 // strip (blockNum = window_rows, dstGap = dst_rows - window_rows).
+// A row window is also how a gathered row lands (window_rows = 1,
+// `T.copy(X[t, :], a[r, :])`): dst points at row
+// r0 of the Nz matrix (r0 * 32 bytes into each strip) and the copy fills only rows r0 ..
+// r0 + window_rows - 1 of it: rows x cols must fit the window, and a partial copy zeroes just the
+// window's rows (InitConstValue repeatTimes = dst_cols / C0 strips of window_rows blocks, dstGap
+// dst_rows - window_rows), never the rest of the tile. Unset (null): the whole strip height.
 struct CopyGmToL1 {
   GmRef src;
   LocalRef dst;
@@ -242,7 +248,9 @@ struct Fixpipe {
 
 // MTE2. InitConstValue(dst, InitConstValueParams<dtype>{repeatTimes, blockNum, dstGap, initValue})
 // on an L1 buffer: repeatTimes times, writes blockNum 32 B blocks of initValue (as dtype), then
-// skips dstGap 32 B blocks. Fields uint16. dtype: half, int16, uint16, bfloat16, float, int32,
+// skips dstGap 32 B blocks. Fields uint16. A fill, not a move: select_instructions emits it for
+// `T.fill` of an L1 window (one call: a window of rows r0.. of every C0 strip it covers), and
+// select_move_calls for the tails of CopyGmToL1; plan_memory and insert_sync see its footprint. dtype: half, int16, uint16, bfloat16, float, int32,
 // uint32 (dav-c220 has no 8-bit form: it is a silent no-op there).
 struct InitConstValue {
   LocalRef dst;

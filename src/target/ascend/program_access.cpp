@@ -105,7 +105,10 @@ class Builder {
     throw ir::Error("internal: program_access got the call-level move " + std::string(instr_name(op)) +
                     "; plan_memory and insert_sync run before select_move_calls makes it");
   }
-  void operator()(const InitConstValue& x) const { call_level(x); }
+  void operator()(const InitConstValue& x) const {  // repeatTimes runs of blockNum blocks, dstGap blocks between
+    local(x.dst, AccessMode::Write, x.repeatTimes, times(x.blockNum, 32),
+          times(arith::add(x.blockNum, x.dstGap), 32));
+  }
   void operator()(const DataCopyNd2Nz& x) const { call_level(x); }
   void operator()(const DataCopyPadGmToUb& x) const { call_level(x); }
   void operator()(const DataCopyPadUbToGm& x) const { call_level(x); }

@@ -13,7 +13,8 @@
 //
 // Footprints (es = element size; round32(x) = x rounded up to 32 B):
 //   CopyGmToL1   GM src: rows x cols*es, src_row_stride*es apart; L1 dst: dst_rows*dst_cols*es
-//                (the whole Nz tile: tails are zero-filled)
+//                (the whole Nz tile: tails are zero-filled); with window_rows (a row window): dst_cols/C0
+//                rows of window_rows*32 B, dst_rows*32 apart
 //   CopyGmToUb   GM src: n_rows x row_bytes, src_stride apart; UB dst: n_rows x round32(row_bytes),
 //                dst_stride apart (each burst is written up to the next 32 B boundary)
 //   CopyUbToGm   UB src: n_rows x row_bytes, src_stride apart; GM dst: same, dst_stride apart
@@ -35,10 +36,12 @@
 //   Gather       srcOffset: count uint32; src: src_elems elements (any of them may be read);
 //                dst: count elements
 //   ScalarLoad   GM src or UB src: one element;   ScalarStore  UB dst: one element
+//   InitConstValue  L1 dst: repeatTimes rows of blockNum*32 B, (blockNum + dstGap)*32 apart
 //   SetFlag, WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag: none (their ordering is
 //                the consumers' business)
-// The call-level moves (InitConstValue .. FixpipeV220) are made by select_move_calls, the last
-// pass, after every consumer of this analysis: asking for one is an internal error.
+// The call-level moves (DataCopyNd2Nz .. FixpipeV220) are made by select_move_calls, the last
+// pass, after every consumer of this analysis: asking for one is an internal error (InitConstValue
+// is also a fill that select_instructions emits, so it has a footprint).
 //
 // The simulator does not use this analysis: it executes the call-level instructions with its own
 // addressing, so its checker is an independent oracle for the dependences insert_sync derives here.

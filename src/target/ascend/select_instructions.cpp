@@ -804,9 +804,10 @@ class Lowerer {
       case ir::StmtKind::Gemm: return lower_gemm(as<ir::GemmNode>(s), sp);
       case ir::StmtKind::Fill: {
         auto* n = as<ir::FillNode>(s);
+        if (n->dst.buffer->scope == Scope::L1) return fill_l1(n, sp);
         if (n->dst.buffer->scope != Scope::UB)
           throw Error("T.fill of " + std::string(ir::scope_name(n->dst.buffer->scope)) + " buffer " +
-                          q(n->dst.buffer->name) + ": only UB tiles can be filled (by the Vector core)",
+                          q(n->dst.buffer->name) + ": only UB and L1 tiles can be filled",
                       sp, "to start an accumulation from zero use T.mma(..., init=True) / T.gemm(..., clear_accum=True)");
         Window w = window(n->dst, sp);
         vec_aligned(w, n->dst, sp, "T.fill of");
@@ -830,6 +831,43 @@ class Lowerer {
     return nullptr;
   }
 
+  // T.fill of an L1 window (MTE2): one InitConstValue over rows r0 .. r0 + rows - 1 of each C0
+  // strip the window covers (all the tile's rows: the whole strip height, padding rows included).
+  // InitConstValue has no 8-bit form on dav-c220: 8-bit tiles are zeroed as half (zero only).
+  StmtPtr fill_l1(const ir::FillNode* n, const Span& sp) {
+    Window w = window(n->dst, sp);
+    ir::DType t = w.buf->dtype;
+    int64_t c0 = c0_of(t);
+    auto cc0 = ir::as_const_int(w.c0);
+    if (!cc0 || *cc0 % c0 != 0 || (w.cols % c0 != 0 && *cc0 + w.cols != w.buf->cols))
+      throw Error("T.fill of " + ir::print(n->dst) + ": an L1 window is filled in whole C0 strips (" +
+                      std::to_string(c0) + " " + std::string(t.name()) + " columns), but its columns start at " +
+                      ir::print(w.c0) + " and number " + std::to_string(w.cols),
+                  sp, "fill whole rows of the tile (t[r, :]), or columns starting and ending at multiples of " +
+                          std::to_string(c0));
+    check_scalar(n->value, sp, "T.fill value");
+    ir::DType ft = t;
+    Expr value = ir::cast(n->value, t, sp);
+    if (t.bytes() == 1) {
+      auto v = ir::as_const_int(value);
+      if (!v || *v != 0)
+        throw Error("T.fill of the " + std::string(t.name()) + " L1 tile " + q(n->dst.buffer->name) +
+                        " with a value other than 0: dav-c220 has no 8-bit InitConstValue",
+                    sp, "fill 8-bit L1 tiles with 0, or fill a UB tile and copy it");
+      ft = ir::DType(ir::DTypeCode::f16);
+      value = ir::float_imm(0.0, ft, sp);
+    }
+    Expr win = row_window(w, n->dst, "T.fill of", sp);
+    int64_t prows = w.buf->prows, rows = win ? w.rows : prows;
+    Expr off = add(C(*cc0 / c0 * prows * 32), mul(w.r0, C(32)));
+    int64_t strips = (w.cols + c0 - 1) / c0;
+    for (int64_t f : {strips, rows, prows - rows})
+      if (f > 65535)
+        throw Error("T.fill of " + ir::print(n->dst) + ": InitConstValueParams fields are uint16 (at most 65535)", sp,
+                    "use a smaller tile");
+    return emit(InitConstValue{local(w, off), ft, C(strips), C(rows), C(prows - rows), value}, sp);
+  }
+
   StmtPtr lower_copy(const ir::CopyNode* n, const Span& sp) {
     Scope from = n->src.buffer->scope, to = n->dst.buffer->scope;
     ir::DType st = n->src.buffer->dtype, dt = n->dst.buffer->dtype;
@@ -845,20 +883,15 @@ class Lowerer {
       GmWindow g = gm_window(n->src, sp, w.cols);
       cube_single(g, n->src, sp);
       int64_t c0 = c0_of(dt);
-      auto r0 = ir::as_const_int(w.r0), cc0 = ir::as_const_int(w.c0);
-      // A window of rows (a page of a paged KV tile): each C0 strip's rows r0 .. r0 + rows, one
-      // 32 B block per row, so any row (run-time too) starts a window.
-      bool rows_window = !(r0 && *r0 == 0 && w.rows == w.buf->rows);
-      if (rows_window && !(cc0 && *cc0 == 0 && w.cols == w.buf->cols))
-        throw Error("copy GM->L1 into " + ir::print(n->dst) + ": a window of both rows and columns of the L1 matrix", sp,
-                    "copy whole rows (all columns) of the Nz matrix, or whole-height column strips");
+      auto cc0 = ir::as_const_int(w.c0);
+      Expr win_rows = row_window(w, n->dst, "copy GM->L1 into", sp);
       if (!cc0 || *cc0 % c0 != 0)
         throw Error("copy GM->L1 into " + ir::print(n->dst) + ": the window's first column must be a constant "
                         "multiple of C0 = " + std::to_string(c0) + " (" + std::string(dt.name()) + ")",
                     sp, "Nz strips are C0 columns wide");
       check_same_2d(g.rows, g.cols, w.rows, w.cols, n, sp);
-      Expr off = C(*cc0 / c0 * w.buf->prows * c0 * dt.bytes());
-      if (rows_window) off = ir::arith::mul(w.r0, C(c0 * dt.bytes()));
+      // row r0 of an Nz strip starts r0 * 32 bytes into it
+      Expr off = add(C(*cc0 / c0 * w.buf->prows * c0 * dt.bytes()), mul(w.r0, C(32)));
       if (auto rs = ir::as_const_int(g.row_stride); rs && *rs > 65535)
         throw Error("copy GM->L1 from " + ir::print(n->src) + ": the tensor's rows are " + std::to_string(*rs) +
                         " elements apart, but Nd2NzParams.srcDValue is a uint16 (at most 65535 elements)",
@@ -866,7 +899,7 @@ class Lowerer {
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
                              dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt,  // no InitConstValue<int8_t>
-                             rows_window ? C(w.rows) : nullptr},
+                             win_rows},
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
@@ -1023,6 +1056,24 @@ class Lowerer {
                     "window per call",
                 sp, "copy one index of the outer dim at a time into a row block of the tile (e.g. a loop over it: "
                     "T.copy(X[i, r0:r1, c0:c1], t[i * R:(i + 1) * R, :])), or stage the copy through a UB tile");
+  }
+
+  // The rows of an L1 window that is not the whole height of its tile (null for all rows from row
+  // 0: the whole strip height, padding rows included): an Nz matrix keeps each row's C0 elements of
+  // a strip in one 32 B block, so rows r0 .. r0 + rows - 1 of every strip are a window one call can
+  // fill (a gathered row, a row block), and a tail zeroes only those rows, never the tile's others.
+  // The start must be provably inside the tile (a constant, or a loop variable / let with known bounds).
+  Expr row_window(const Window& w, const ir::Region& r, const char* what, const Span& sp) {
+    auto r0 = ir::as_const_int(w.r0);
+    if (r0 && *r0 == 0 && w.rows >= w.buf->rows) return nullptr;
+    auto b = bounds(w.r0);
+    if (!b || b->first < 0 || b->second + w.rows > w.buf->rows)
+      throw Error(std::string(what) + " " + ir::print(r) + ": rows " + ir::print(w.r0) + " .. +" +
+                      std::to_string(w.rows) + " of the L1 tile " + q(r.buffer->name) + " (" +
+                      std::to_string(w.buf->rows) + " rows) are not provably inside it",
+                  sp, "index the tile's rows with a loop variable of constant bounds (for r in T.serial(" +
+                          std::to_string(w.buf->rows) + ")) or a constant");
+    return C(w.rows);
   }
 
   void check_window_origin(const Window& w, const ir::Region& r, const Span& sp) {
