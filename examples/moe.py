@@ -71,9 +71,9 @@ def topk_gating(tokens, experts, top_k, block_M=16):
                 for i, e in T.Parallel(block_M, experts):  # the lowest expert id holding the best
                     pick[i, e] = T.where(p[i, e] == best[i], e, experts)
                 T.reduce_min(pick, first, dim=1)
-                for i, c in T.Parallel(block_M, top_k):  # column kk of the results
-                    ids[i, c] = T.where(c == kk, first[i], ids[i, c])
-                    w[i, c] = T.where(c == kk, best[i], w[i, c])
+                for i in T.Parallel(block_M):  # column kk of the results
+                    ids[i, kk] = first[i]
+                    w[i, kk] = best[i]
                 for i, e in T.Parallel(block_M, experts):  # hide it for the next round
                     p[i, e] = T.where(e == first[i], -1.0, p[i, e])
             T.reduce_sum(w, kept, dim=1)

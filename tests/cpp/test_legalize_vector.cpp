@@ -487,53 +487,31 @@ TEST(LegalizeVector, GathersComputeByteOffsetsAsTileData) {
   alloc x: UB float32[16]
   alloc idx: UB int32[8]
   alloc y: UB float32[8]
-  alloc x_iota_0: UB int32[8]
-  for j_0 in parallel(0, 8) {
-    x_iota_0[j_0] = 7
-  }
-  for j_1 in parallel(0, 7) {
-    x_iota_0[j_1] = 6
-  }
-  for j_2 in parallel(0, 6) {
-    x_iota_0[j_2] = 5
-  }
-  for j_3 in parallel(0, 5) {
-    x_iota_0[j_3] = 4
-  }
-  for j_4 in parallel(0, 4) {
-    x_iota_0[j_4] = 3
-  }
-  for j_5 in parallel(0, 3) {
-    x_iota_0[j_5] = 2
-  }
-  for j_6 in parallel(0, 2) {
-    x_iota_0[j_6] = 1
-  }
-  for j_7 in parallel(0, 1) {
-    x_iota_0[j_7] = 0
-  }
   alloc y_t_0: UB int32[8]
   alloc y_t_1: UB float32[8]
-  for j_8 in parallel(0, 8) {
-    y_t_0[j_8] = idx[j_8] << 2
+  for j_0 in parallel(0, 8) {
+    y_t_0[j_0] = idx[j_0] << 2
   }
-  for j_9 in parallel(0, 8) {
-    y[j_9] = x[y_t_0[j_9] >> 2]
+  for j_1 in parallel(0, 8) {
+    y[j_1] = x[y_t_0[j_1] >> 2]
   }
-  for j_10 in parallel(0, 8) {
-    y_t_0[j_10] = 2 * x_iota_0[j_10]
+  for j_2 in parallel(0, 8) {
+    y_t_0[j_2] = j_2
   }
-  for j_11 in parallel(0, 8) {
-    y_t_0[j_11] = y_t_0[j_11] + 1
+  for j_3 in parallel(0, 8) {
+    y_t_0[j_3] = 2 * y_t_0[j_3]
   }
-  for j_12 in parallel(0, 8) {
-    y_t_0[j_12] = y_t_0[j_12] << 2
+  for j_4 in parallel(0, 8) {
+    y_t_0[j_4] = y_t_0[j_4] + 1
   }
-  for j_13 in parallel(0, 8) {
-    y_t_1[j_13] = x[y_t_0[j_13] >> 2]
+  for j_5 in parallel(0, 8) {
+    y_t_0[j_5] = y_t_0[j_5] << 2
   }
-  for j_14 in parallel(0, 8) {
-    y[j_14] = y[j_14] + y_t_1[j_14]
+  for j_6 in parallel(0, 8) {
+    y_t_1[j_6] = x[y_t_0[j_6] >> 2]
+  }
+  for j_7 in parallel(0, 8) {
+    y[j_7] = y[j_7] + y_t_1[j_7]
   }
 }
 )");

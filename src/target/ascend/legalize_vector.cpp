@@ -330,7 +330,6 @@ class Legalizer {
   // data (gather indices). Built once per core scope, before its loops, from single-op maps:
   // Duplicate(m - 1) over the first m elements for m = min(n, 8) down to 1, then
   // t[w + j] = t[j] + w for w = 8, 16, 32, ... (every write starts on a 32 B block).
-  Buffer iota(int64_t n, const Buffer& owner, const Span& sp);
   // The map with every element of a global tensor it reads at indices free of its own variables
   // (batch norm's per-block `mean[b]`) read once into a let placed before it (`pre`): the scalar
   // unit loads it (select_instructions' ScalarLoad) and the map uses it as a scalar operand
@@ -415,7 +414,6 @@ class Legalizer {
     };
     std::vector<Staged> staged;  // global regions already copied into a UB tile in this frame
     std::map<std::string, Buffer> half_scratch;  // halve_rows' scratch tiles allocated in this frame
-    std::vector<std::pair<int64_t, Buffer>> iotas;  // iota tiles (by length) allocated in this frame
   };
   const ir::Kernel& k_;
   const target::Target& t_;
@@ -792,28 +790,6 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
     });
   if (map.empty()) return nullptr;
   return ReplaceExprs(map).mutate(s);
-}
-
-Buffer Legalizer::iota(int64_t n, const Buffer& owner, const Span& sp) {
-  int d = needed_depth({});
-  for (const auto& [len, b] : frames_[d].iotas)
-    if (len == n) return b;
-  std::vector<Stmt> tmp;
-  Buffer t = ub(owner, "_iota", kI32, {n}, sp, tmp);
-  for (int64_t m = std::min<int64_t>(n, 8); m >= 1; --m) {
-    Var j = fresh_var("j", sp);
-    tmp.push_back(pfor(j, m, std::make_shared<ir::StoreNode>(t, std::vector<Expr>{j}, ir::int_imm(m - 1, kI32, sp), sp), sp));
-  }
-  for (int64_t w = 8; w < n; w *= 2) {
-    Var j = fresh_var("j", sp);
-    Expr v = ir::binary(ir::BinOp::Add, ir::load(t, {j}, sp), ir::int_imm(w, kI32, sp), sp);
-    tmp.push_back(pfor(j, std::min(w, n - w),
-                       std::make_shared<ir::StoreNode>(t, std::vector<Expr>{ir::binary(ir::BinOp::Add, C(w), j, sp)}, v, sp), sp));
-  }
-  std::vector<Stmt>& at = place_at(d);
-  for (auto& x : tmp) at.push_back(std::move(x));
-  frames_[d].iotas.push_back({n, t});
-  return t;
 }
 
 // Interleaving stores y[..., s*j + c] = v_c for c = 0 .. s-1 (s >= 2, j the map's last variable,
@@ -1394,24 +1370,11 @@ int MapLowering::build_uncached(const Expr& e) {
 
 bool MapLowering::plain_index(const Expr& e) const { return plain_map_index(e, vars_); }
 
-// The index expression e as int32 tile data: the map's variables used as values become reads of
-// an iota tile (Legalizer::iota), the rest is built like any map value (int32 vector arithmetic:
+// The index expression e as int32 tile data: the map's variables used as values become index
+// vectors (CreateVecIndex, like any loop index used as a value), the rest is built like any map value (int32 vector arithmetic:
 // +, -, *, max, min, shifts, // and % by powers of two).
 int MapLowering::index_value(const Expr& e, const Buffer& owner, const Span& sp) {
-  struct AsData : ir::Mutator {
-    MapLowering& m;
-    const Buffer& owner;
-    const Span& sp;
-    AsData(MapLowering& m, const Buffer& o, const Span& s) : m(m), owner(o), sp(s) {}
-    using ir::Mutator::mutate;
-    Expr mutate(const Expr& x) override {
-      if (x->kind == ir::ExprKind::Load) return x;  // tile reads keep their indices
-      for (size_t k = 0; k < m.vars_.size(); ++k)
-        if (x.get() == m.vars_[k].get()) return ir::load(m.L_.iota(m.ext_[k], owner, sp), {m.vars_[k]}, sp);
-      return ir::Mutator::mutate(x);
-    }
-  } as_data(*this, owner, sp);
-  Expr v = as_data.mutate(e);
+  Expr v = e;  // the map variables in it become index vectors (OpKind::Iota, CreateVecIndex)
   if (!v->dtype.is_int())
     fail("the index " + ir::print(e) + " of " + q(owner->name) + " is " + std::string(v->dtype.name()), sp,
          "index tiles with integers (an int32 index tile, T.cast(x, \"int32\"))");
