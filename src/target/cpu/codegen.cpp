@@ -250,6 +250,7 @@ class CodeGen {
   void emit_copy(const CopyNode& n);
   void emit_prefetch_copy(const CopyNode& n);
   void emit_atomic_add(const CopyNode& n);
+  void check_same_shape(const RegionView& s, const RegionView& d, const CopyNode& n);
   void emit_gemm(const GemmNode& n);
   void emit_fill(const FillNode& n);
   void emit_reduce(const ReduceNode& n);
@@ -743,22 +744,28 @@ void CodeGen::set_view_col(const View& v, const RegionView* s, const std::string
   else line(v.col + " = " + cond + " ? (int64_t)(" + col + ") : -1; " + v.width + " = " + width + ";");
 }
 
+// A copy or atomic_add moves between regions of the same shape once unit dimensions are dropped.
+void CodeGen::check_same_shape(const RegionView& s, const RegionView& d, const CopyNode& n) {
+  const std::string what = n.atomic ? "T.atomic_add" : "copy";
+  if (s.dims.size() != d.dims.size())
+    throw Error(what + " from a region with " + std::to_string(s.dims.size()) + " non-unit dimension(s) of '" +
+                    n.src.buffer->name + "' into one with " + std::to_string(d.dims.size()) + " of '" +
+                    n.dst.buffer->name + "'",
+                n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
+  for (size_t k = 0; k < s.dims.size(); ++k)
+    if (!same(s.ext[s.dims[k]], d.ext[d.dims[k]]))
+      throw Error(what + " between regions of different shapes: extent " + expr(s.ext[s.dims[k]]) + " of '" +
+                      n.src.buffer->name + "' vs " + expr(d.ext[d.dims[k]]) + " of '" + n.dst.buffer->name + "'",
+                  n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
+}
+
 // T.atomic_add: dst += convert(src) element by element with tw_cpu::atomic_add (types.h), over the
 // elements inside both regions' buffers (a source element outside reads 0: adding it changes
 // nothing; a destination element outside is not written).
 void CodeGen::emit_atomic_add(const CopyNode& n) {
   RegionView s = view(n.src), d = view(n.dst);
+  check_same_shape(s, d, n);
   const int nl = static_cast<int>(s.dims.size());
-  if (d.dims.size() != s.dims.size())
-    throw Error("T.atomic_add from a region with " + std::to_string(s.dims.size()) + " non-unit dimension(s) of '" +
-                    n.src.buffer->name + "' into one with " + std::to_string(d.dims.size()) + " of '" +
-                    n.dst.buffer->name + "'",
-                n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
-  for (int k = 0; k < nl; ++k)
-    if (!same(s.ext[s.dims[k]], d.ext[d.dims[k]]))
-      throw Error("T.atomic_add between regions of different shapes: extent " + expr(s.ext[s.dims[k]]) + " of '" +
-                      n.src.buffer->name + "' vs " + expr(d.ext[d.dims[k]]) + " of '" + n.dst.buffer->name + "'",
-                  n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
   line(line_comment(n.span) + "atomic_add " + n.src.buffer->name + " -> " + n.dst.buffer->name);
   open("");
   Idx sb = hoist(hoist_starts(s, "tw_s"), "tw_sb"), db = hoist(hoist_starts(d, "tw_d"), "tw_db");
@@ -831,17 +838,8 @@ void CodeGen::emit_copy(const CopyNode& n) {
   if (prefetching_) return emit_prefetch_copy(n);
   if (n.atomic) return emit_atomic_add(n);
   RegionView s = view(n.src), d = view(n.dst);
-  if (s.dims.size() != d.dims.size())
-    throw Error("copy from a region with " + std::to_string(s.dims.size()) + " non-unit dimension(s) of '" +
-                    n.src.buffer->name + "' into one with " + std::to_string(d.dims.size()) + " of '" +
-                    n.dst.buffer->name + "'",
-                n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
+  check_same_shape(s, d, n);
   const int nl = static_cast<int>(s.dims.size());
-  for (int k = 0; k < nl; ++k)
-    if (!same(s.ext[s.dims[k]], d.ext[d.dims[k]]))
-      throw Error("copy between regions of different shapes: extent " + expr(s.ext[s.dims[k]]) + " of '" +
-                      n.src.buffer->name + "' vs " + expr(d.ext[d.dims[k]]) + " of '" + n.dst.buffer->name + "'",
-                  n.span, "the two regions must have the same shape once dimensions of extent 1 are dropped");
 
   line(line_comment(n.span) + "copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
   open("");
