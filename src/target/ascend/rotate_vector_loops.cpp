@@ -2,6 +2,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/functor.h"
 #include "target/ascend/core_split.h"
@@ -64,8 +65,6 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   }
   if (w == flat.size()) return s;
   std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
-  for (const auto& x : flat)
-    if (x->kind == StmtKind::Let) return s;
   std::vector<Stmt> body_allocs;  // tiles of the body (landing tiles): allocated first
   for (auto* part : {&A0, &B}) {
     std::vector<Stmt> rest;
@@ -91,6 +90,15 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   for (const auto& x : A) a.add(Keys(x));
   for (const auto& x : B) b.add(Keys(x));
   if (meet(b.writes, a.reads) || meet(b.writes, a.writes)) return s;
+  // Variables A defines (paged decode's `jj = 0` of a one-page step) stay in A's `if`: B, which
+  // runs L iterations later, must not use them.
+  std::unordered_set<const ir::VarNode*> a_defs;
+  for (const auto& x : A)
+    if (x->kind == StmtKind::Let) a_defs.insert(ir::as<ir::LetNode>(x)->var.get());
+  bool uses_a = false;
+  for (const auto& x : B)
+    ir::for_each_expr(x, [&](const Expr& e) { uses_a |= e->kind == ir::ExprKind::Var && a_defs.count(ir::as<ir::VarNode>(e)); });
+  if (uses_a) return s;
   // Tiles A writes and B reads: B(j - L) runs after A(j), so it reads A(j - L)'s value from the
   // last of a chain of copies.
   std::unordered_map<std::string, Buffer> prev;
