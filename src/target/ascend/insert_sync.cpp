@@ -773,29 +773,63 @@ class CoreSync {
   // q, once past the waits at slot w, before pipe p reaches the sets at slot s? A pipe past the
   // waits of slot t runs the sets of slots > t; a set at slot t' is before the waits of slot t'.
   // Waits and sets are Ends: a wait that emit() sinks into the `if` at kid t and a set it raises
-  // into the `if` at kid s - 1 = t may land in one branch in either order (wait_before_set).
+  // into the `if` at kid s - 1 = t (or a pair inside that kid) may land in one branch in either
+  // order; then the places emit() gives them decide (wait_before_set).
   struct End {
     int slot;
-    bool moved;  // sunk into kid slot (a wait) / risen into kid slot - 1 (a set)
-    auto key() const { return std::make_pair(slot, moved); }
+    bool moved;  // sunk into kid slot (a wait) / risen into kid slot - 1 (a set), or inside it
+    const SyncPair* pair = nullptr;  // whose wait / set (its places); null: unknown
+    auto key() const { return std::make_tuple(slot, moved, pair); }
   };
-  static bool wait_before_set(End w, End s) { return w.slot < s.slot && !(w.slot + 1 == s.slot && w.moved && s.moved); }
-  // Does emit() move sp's wait / set out of its slot into the `if` next to it (branch_places)?
-  bool wait_sinks(const SyncPair& sp) const {
+  bool wait_before_set(End w, End s) const {
+    if (w.slot >= s.slot) return false;
+    if (!(w.slot + 1 == s.slot && w.moved && s.moved)) return true;
+    return w.pair && s.pair && places_ordered(*w.pair, *s.pair);
+  }
+  std::vector<std::pair<int, int>> wait_places_of(const SyncPair& sp) const {
     int w = sp.carried ? sp.w - static_cast<int>(blocks_[sp.C].kids.size()) : sp.w;
     std::vector<std::pair<int, int>> places;
     branch_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, /*wait=*/true, places);
-    return places != std::vector<std::pair<int, int>>{{sp.C, w}};
+    return places;
+  }
+  // Does every set of pair sp come after a wait of pair wp on its path (their places in emit())?
+  // A wait at slot a of block W precedes a set at slot b of W when a < b (a set goes before the
+  // waits of its slot), and a set inside kid k of W when a <= k.
+  bool places_ordered(const SyncPair& wp, const SyncPair& sp) const {
+    auto waits = wait_places_of(wp);
+    for (auto [sb, ss] : set_places_of(sp)) {
+      bool ok = false;
+      for (auto [wb, ws] : waits) {
+        int blk = sb, idx = ss;
+        bool inner = false;
+        while (blk != wb && blk >= 0) {
+          int o = blocks_[blk].owner;
+          if (o < 0) {
+            blk = -1;
+            break;
+          }
+          idx = nodes_[o].index, blk = nodes_[o].block, inner = true;
+        }
+        if (blk == wb && (inner ? ws <= idx : ws < idx)) ok = true;
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+  // Does emit() move sp's wait / set out of its slot into the `if` next to it (branch_places)?
+  bool wait_sinks(const SyncPair& sp) const {
+    int w = sp.carried ? sp.w - static_cast<int>(blocks_[sp.C].kids.size()) : sp.w;
+    return wait_places_of(sp) != std::vector<std::pair<int, int>>{{sp.C, w}};
   }
   bool set_rises(const SyncPair& sp) const {
     return set_places_of(sp) != std::vector<std::pair<int, int>>{{sp.C, sp.s}};
   }
-  End wait_end(const SyncPair& sp, int offset = 0) const { return {sp.w + offset, wait_sinks(sp)}; }
-  End set_end(const SyncPair& sp, int offset = 0) const { return {sp.s + offset, set_rises(sp)}; }
+  End wait_end(const SyncPair& sp, int offset = 0) const { return {sp.w + offset, wait_sinks(sp), &sp}; }
+  End set_end(const SyncPair& sp, int offset = 0) const { return {sp.s + offset, set_rises(sp), &sp}; }
 
   bool reaches(int C, Pipe q, End w, Pipe p, End s) const {
     std::vector<std::pair<Pipe, End>> todo{{q, w}};
-    std::set<std::pair<Pipe, std::pair<int, bool>>> seen;
+    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
     while (!todo.empty()) {
       auto [x, t] = todo.back();
       todo.pop_back();
@@ -815,7 +849,7 @@ class CoreSync {
       if (sp.kind == SyncPair::Flag && sp.carried && !sp.relay && !sp.slot_x) {
         int n = static_cast<int>(blocks_[sp.C].kids.size());
         int w = sp.w - n;
-        bool ordered = w >= sp.s || reaches(sp.C, sp.q, End{w, wait_sinks(sp)}, sp.p, set_end(sp));
+        bool ordered = w >= sp.s || reaches(sp.C, sp.q, End{w, wait_sinks(sp), &sp}, sp.p, set_end(sp));
         if (!ordered && flag_pair_legal(core_, sp.q, sp.p)) {
           SyncPair g;
           g.p = sp.q, g.q = sp.p;
@@ -867,7 +901,7 @@ class CoreSync {
   bool reaches2(int C, Pipe q, End w, Pipe p, End s) const {
     int n = static_cast<int>(blocks_[C].kids.size());
     std::vector<std::pair<Pipe, End>> todo{{q, w}};
-    std::set<std::pair<Pipe, std::pair<int, bool>>> seen;
+    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
     while (!todo.empty()) {
       auto [x, t] = todo.back();
       todo.pop_back();
@@ -897,7 +931,7 @@ class CoreSync {
       k = nodes_[o].index;
       blk = nodes_[o].block;
     }
-    return {End{k + 1, true}, End{k, true}};
+    return {End{k + 1, true, &sp}, End{k, true, &sp}};
   }
   int lca_block(int x, int y) const {
     for (int b = x; b >= 0;) {
