@@ -153,7 +153,34 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
                                        f->num_stages, ir_seq(std::move(nb), sp), sp);
 }
 
+// Does s set one of ids (set_cross_flag on MTE3) anywhere inside?
+bool sets_any(const Stmt& s, const std::unordered_set<int>& ids) {
+  for (int id : cross_flag_ids(s, ir::SyncKind::set_cross_flag, ir::AscendPipe::MTE3))
+    if (ids.count(id)) return true;
+  return false;
+}
+
+bool hand_offs_rotate(const Stmt& s, const std::unordered_set<int>& ids, const std::unordered_set<int>& sent_ids,
+                      const std::unordered_set<int>& c2v) {
+  if (!s || !sets_any(s, ids)) return true;
+  if (s->kind == StmtKind::Seq) {
+    for (const auto& c : ir::as<ir::SeqNode>(s)->body)
+      if (!hand_offs_rotate(c, ids, sent_ids, c2v)) return false;
+    return true;
+  }
+  bool waits = false;  // a loop that never waits for the Cube cannot hold it up
+  for (int id : cross_flag_ids(s, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2)) waits |= c2v.count(id) > 0;
+  if (!waits) return true;
+  std::vector<Stmt> scratch;
+  return s->kind == StmtKind::For && !is_map(s) && rotate(s, sent_ids, c2v, scratch) != s;
+}
+
 }  // namespace
+
+bool vector_hand_offs_rotate(const ir::Stmt& vbody, const std::unordered_set<int>& ids) {
+  return hand_offs_rotate(vbody, ids, cross_flag_ids(vbody, ir::SyncKind::set_cross_flag, ir::AscendPipe::MTE3),
+                          cross_flag_ids(vbody, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2));
+}
 
 ir::Kernel rotate_vector_loops(const ir::Kernel& kernel, const target::Target&) {
   return rewrite_core_scope(kernel, ir::CoreKind::V, [](const ir::Stmt& body, std::vector<ir::Stmt>& allocs) {
