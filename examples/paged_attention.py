@@ -129,7 +129,7 @@ def paged_decode_split(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
             rescale = T.alloc_fragment((G,), "float32")
             row_sum = T.alloc_fragment((G,), "float32")
             l = T.alloc_fragment((G,), "float32")
-            lse = T.alloc_fragment((G,), "float32")
+            lse = T.alloc_fragment((G, 1), "float32")  # a column: copied into a column of Lse
             T.copy(Q[b, h * G:(h + 1) * G, :], q)
             T.fill(acc, 0)
             T.fill(l, 0)
@@ -161,10 +161,10 @@ def paged_decode_split(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
             # an empty split: acc = 0, l = 0 -> output 0 and lse ~ -1e30 (weight 0 when combined)
             for i, d in T.Parallel(G, head_dim):
                 acc[i, d] = acc[i, d] / T.max(l[i], 1e-30)
-            for i in T.Parallel(G):
-                lse[i] = m[i] + T.log2(T.max(l[i], 1e-30))
+            for i, z in T.Parallel(G, 1):
+                lse[i, z] = m[i] + T.log2(T.max(l[i], 1e-30))
             T.copy(acc, Part[b, h * G:(h + 1) * G, sp, :])
-            T.copy(lse, Lse[b, h * G:(h + 1) * G, sp])
+            T.copy(lse, Lse[b, h * G:(h + 1) * G, sp:sp + 1])
 
     return main
 

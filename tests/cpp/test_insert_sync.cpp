@@ -452,6 +452,56 @@ TEST(InsertSync, CarriedPairGetsAGuard) {
 )");
 }
 
+// Event-id sharing must see where emit() puts waits and sets (issue 13, paged decode with one
+// page per step): the MTE2 -> V pair of ua (top of the body) and the one of uc (inside the `if`)
+// looked ordered through the V -> MTE2 pair of ub, but that pair's wait sinks into the `if`,
+// right before the load of ub, after the set of uc's pair: MTE2 could set the shared id twice
+// before V's wait for ua (before the fix both pairs were MTE2_V(0)). A wait that sinks into the
+// `if` at kid w and a set that rises into it are not ordered (wait_before_set), so the two pairs
+// get their own ids. (The simulator's timing does not make this small program race; the golden
+// text pins the ids.)
+TEST(InsertSync, WaitSunkIntoAnIfDoesNotOrderASharedId) {
+  Builder b(KernelType::AIV_ONLY);
+  int ua = b.buf("ua", Mem::UB, 0, 1024), ub = b.buf("ub", Mem::UB, 1024, 1024), uc = b.buf("uc", Mem::UB, 2048, 1024),
+      ud = b.buf("ud", Mem::UB, 3072, 1024), ue = b.buf("ue", Mem::UB, 4096, 1024);
+  auto i = ir::var("i");
+  b.loop(i, 4, [&] {
+    b.load(ua, C(0), mul(i, C(1024)));
+    b.adds(ub, C(0), ua, C(0));
+    b.when(ir::binary(BinOp::LT, i, C(3)), [&] {
+      b.load(uc, C(0), C(1024));
+      b.adds(ud, C(0), uc, C(0));
+      b.load(ub, C(0), C(2048));  // WAW on ub: the V -> MTE2 wait sinks to here
+    });
+    b.adds(ue, C(0), ua, C(0));
+  });
+  Program out = insert_sync(b.aiv(), b2());
+  EXPECT_EQ(code(out), R"(AIV:
+  V SetFlag<V_MTE2>(1)
+  for i in range(4):
+    MTE2 WaitFlag<V_MTE2>(1)
+    MTE2 CopyGmToUb ua[0] <- X[i * 1024] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    MTE2 SetFlag<MTE2_V>(0)
+    V WaitFlag<MTE2_V>(0)
+    V Adds ub[0]/256 <- ua[0]/256, 1.0 float32 1x256
+    V SetFlag<V_MTE2>(0)
+    if i < 3:
+      MTE2 CopyGmToUb uc[0] <- X[1024] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE2 SetFlag<MTE2_V>(1)
+      V WaitFlag<MTE2_V>(1)
+      V Adds ud[0]/256 <- uc[0]/256, 1.0 float32 1x256
+      MTE2 WaitFlag<V_MTE2>(0)
+      MTE2 CopyGmToUb ub[0] <- X[2048] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    else:
+      MTE2 WaitFlag<V_MTE2>(0)
+    V Adds ue[0]/256 <- ua[0]/256, 1.0 float32 1x256
+    V SetFlag<V_MTE2>(1)
+  MTE2 WaitFlag<V_MTE2>(1)
+)") << code(out);
+  SimRun r = simulate(out);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+}
+
 TEST(InsertSync, NestedLoopAccumulation) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024), acc = b.buf("acc", Mem::UB, 1024, 1024);

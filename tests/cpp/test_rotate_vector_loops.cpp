@@ -123,6 +123,71 @@ TEST(RotateVectorLoops, TailWritingWhatTheHeadReadsUnchanged) {
   EXPECT_EQ(rotate(text), text);
 }
 
+// A variable the head defines (paged decode's `jj = 0` of a one-page step) stays in the head's
+// `if`: the loop is rotated when the tail does not use it, and unchanged when it does (the tail
+// runs three iterations later).
+const char* kHeadLet = R"(kernel k(X: global float32[4, 64], Y: global float32[4, 64] out)
+    grid(bx = 1) sub_block(vid) {
+  alloc ws0: global float32[64]
+  alloc ws1: global float32[64]
+  scope V {
+    alloc x: UB float32[64]
+    alloc y: UB float32[64]
+    for k in serial(0, 4) {
+      let r: int32 = 3 - k
+      copy X[r:+1, 0:+64] -> x
+      sync wait_cross_flag(3, MTE3)
+      copy x -> ws0
+      sync set_cross_flag(2, MTE3, 2)
+      sync wait_cross_flag(4, MTE2)
+      copy ws1 -> y
+      sync set_cross_flag(2, MTE2, 5)
+      copy y -> Y[TAIL:+1, 0:+64]
+    }
+  }
+}
+)";
+
+std::string head_let(const char* tail_row) {
+  std::string s = kHeadLet;
+  s.replace(s.find("TAIL"), 4, tail_row);
+  return s;
+}
+
+TEST(RotateVectorLoops, HeadVariableStaysInTheHead) {
+  const char* after = R"(kernel k(X: global float32[4, 64], Y: global float32[4, 64] out)
+    grid(bx = 1) sub_block(vid) {
+  alloc ws0: global float32[64]
+  alloc ws1: global float32[64]
+  scope V {
+    alloc x: UB float32[64]
+    alloc y: UB float32[64]
+    for k in serial(0, 7) {
+      if k < 4 {
+        let r: int32 = 3 - k
+        copy X[r:+1, 0:+64] -> x
+        sync wait_cross_flag(3, MTE3)
+        copy x -> ws0
+        sync set_cross_flag(2, MTE3, 2)
+      }
+      if k >= 3 {
+        sync wait_cross_flag(4, MTE2)
+        copy ws1 -> y
+        sync set_cross_flag(2, MTE2, 5)
+        copy y -> Y[k - 3:+1, 0:+64]
+      }
+    }
+  }
+}
+)";
+  EXPECT_EQ(rotate(head_let("k")), after);
+}
+
+TEST(RotateVectorLoops, TailUsingAHeadVariableUnchanged) {
+  std::string text = head_let("r");
+  EXPECT_EQ(rotate(text), ir::print(ir::parse_kernel(text)));
+}
+
 // A vector loop that hands nothing to the Cube (gemm + epilogue) is unchanged.
 TEST(RotateVectorLoops, NoVectorToCubeHandOffUnchanged) {
   const char* text = testing::kGemmEpilogueSplit;

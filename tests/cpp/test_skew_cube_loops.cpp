@@ -6,6 +6,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "target/ascend/rotate_vector_loops.h"
 #include "target/ascend/skew_cube_loops.h"
 #include "target/registry.h"
 
@@ -24,6 +25,22 @@ TEST(SkewCubeLoops, Attention) {
   const char* before = testing::kAttentionSplit;
   const char* after = testing::kAttentionSkewed;
   EXPECT_EQ(skew(before), after);
+}
+
+// Flash attention whose vector loop's tail also writes scores_max, which its head reads: the
+// vector loop cannot be rotated, so it reads S_j+1 only after P_j V_j, which a Cube loop three
+// iterations ahead would compute after S_j+3 (two slots: S_j+3 waits for S_j+1 to be read), a
+// deadlock. The Cube loop is left unchanged (vector_hand_offs_rotate).
+TEST(SkewCubeLoops, UnrotatedVectorLoopKeepsTheCubeLoopUnchanged) {
+  std::string text = testing::kAttentionSplit;
+  const std::string tail = "acc_o_ub[acc_o_i0, acc_o_i1] = acc_o_ub[acc_o_i0, acc_o_i1] + acc_o_pv_ub[acc_o_i0, acc_o_i1]\n        }\n      }\n";
+  size_t at = text.find(tail);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(text.find(tail, at + 1), std::string::npos);
+  text.insert(at + tail.size(), "      for i_9 in parallel(0, 32) {\n        scores_max[i_9] = scores_max[i_9] * 1.0\n      }\n");
+  std::string canonical = ir::print(ir::parse_kernel(text));
+  EXPECT_EQ(ir::print(rotate_vector_loops(ir::parse_kernel(text), target::find_target("ascend910b2"))), canonical);
+  EXPECT_EQ(skew(text), canonical);
 }
 
 // A loop that loads A, then waits for the vector code's tile P and multiplies: the load runs three

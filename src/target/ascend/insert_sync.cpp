@@ -772,17 +772,72 @@ class CoreSync {
   // Does a chain of intra flag pairs placed in block C (they run on every iteration) order pipe
   // q, once past the waits at slot w, before pipe p reaches the sets at slot s? A pipe past the
   // waits of slot t runs the sets of slots > t; a set at slot t' is before the waits of slot t'.
-  bool reaches(int C, Pipe q, int w, Pipe p, int s) const {
-    std::vector<std::pair<Pipe, int>> todo{{q, w}};
-    std::set<std::pair<Pipe, int>> seen;
+  // Waits and sets are Ends: a wait that emit() sinks into the `if` at kid t and a set it raises
+  // into the `if` at kid s - 1 = t (or a pair inside that kid) may land in one branch in either
+  // order; then the places emit() gives them decide (wait_before_set).
+  struct End {
+    int slot;
+    bool moved;  // sunk into kid slot (a wait) / risen into kid slot - 1 (a set), or inside it
+    const SyncPair* pair = nullptr;  // whose wait / set (its places); null: unknown
+    auto key() const { return std::make_tuple(slot, moved, pair); }
+  };
+  bool wait_before_set(End w, End s) const {
+    if (w.slot >= s.slot) return false;
+    if (!(w.slot + 1 == s.slot && w.moved && s.moved)) return true;
+    return w.pair && s.pair && places_ordered(*w.pair, *s.pair);
+  }
+  std::vector<std::pair<int, int>> wait_places_of(const SyncPair& sp) const {
+    int w = sp.carried ? sp.w - static_cast<int>(blocks_[sp.C].kids.size()) : sp.w;
+    std::vector<std::pair<int, int>> places;
+    branch_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, /*wait=*/true, places);
+    return places;
+  }
+  // Does every set of pair sp come after a wait of pair wp on its path (their places in emit())?
+  // A wait at slot a of block W precedes a set at slot b of W when a < b (a set goes before the
+  // waits of its slot), and a set inside kid k of W when a <= k.
+  bool places_ordered(const SyncPair& wp, const SyncPair& sp) const {
+    auto waits = wait_places_of(wp);
+    for (auto [sb, ss] : set_places_of(sp)) {
+      bool ok = false;
+      for (auto [wb, ws] : waits) {
+        int blk = sb, idx = ss;
+        bool inner = false;
+        while (blk != wb && blk >= 0) {
+          int o = blocks_[blk].owner;
+          if (o < 0) {
+            blk = -1;
+            break;
+          }
+          idx = nodes_[o].index, blk = nodes_[o].block, inner = true;
+        }
+        if (blk == wb && (inner ? ws <= idx : ws < idx)) ok = true;
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+  // Does emit() move sp's wait / set out of its slot into the `if` next to it (branch_places)?
+  bool wait_sinks(const SyncPair& sp) const {
+    int w = sp.carried ? sp.w - static_cast<int>(blocks_[sp.C].kids.size()) : sp.w;
+    return wait_places_of(sp) != std::vector<std::pair<int, int>>{{sp.C, w}};
+  }
+  bool set_rises(const SyncPair& sp) const {
+    return set_places_of(sp) != std::vector<std::pair<int, int>>{{sp.C, sp.s}};
+  }
+  End wait_end(const SyncPair& sp, int offset = 0) const { return {sp.w + offset, wait_sinks(sp), &sp}; }
+  End set_end(const SyncPair& sp, int offset = 0) const { return {sp.s + offset, set_rises(sp), &sp}; }
+
+  bool reaches(int C, Pipe q, End w, Pipe p, End s) const {
+    std::vector<std::pair<Pipe, End>> todo{{q, w}};
+    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
     while (!todo.empty()) {
       auto [x, t] = todo.back();
       todo.pop_back();
-      if (!seen.insert({x, t}).second) continue;
-      if (x == p && t < s) return true;
+      if (!seen.insert({x, t.key()}).second) continue;
+      if (x == p && wait_before_set(t, s)) return true;
       for (const SyncPair& g : pairs_)
-        if (g.kind == SyncPair::Flag && !g.carried && !g.guard && g.C == C && g.p == x && g.s > t)
-          todo.push_back({g.q, g.w});
+        if (g.kind == SyncPair::Flag && !g.carried && !g.guard && g.C == C && g.p == x && wait_before_set(t, set_end(g)))
+          todo.push_back({g.q, wait_end(g)});
     }
     return false;
   }
@@ -794,7 +849,7 @@ class CoreSync {
       if (sp.kind == SyncPair::Flag && sp.carried && !sp.relay && !sp.slot_x) {
         int n = static_cast<int>(blocks_[sp.C].kids.size());
         int w = sp.w - n;
-        bool ordered = w >= sp.s || reaches(sp.C, sp.q, w, sp.p, sp.s);
+        bool ordered = w >= sp.s || reaches(sp.C, sp.q, End{w, wait_sinks(sp), &sp}, sp.p, set_end(sp));
         if (!ordered && flag_pair_legal(core_, sp.q, sp.p)) {
           SyncPair g;
           g.p = sp.q, g.q = sp.p;
@@ -814,7 +869,7 @@ class CoreSync {
         int F = sp.C;
         if (blocks_[F].owner >= 0 && nodes_[blocks_[F].owner].kind == StmtKind::For) {
           int nF = static_cast<int>(blocks_[F].kids.size());
-          if (!reaches2(F, sp.q, sp.w, sp.p, sp.s + nF) && flag_pair_legal(core_, sp.q, sp.p)) {
+          if (!reaches2(F, sp.q, wait_end(sp), sp.p, set_end(sp, nF)) && flag_pair_legal(core_, sp.q, sp.p)) {
             auto key = std::make_tuple(F, sp.q, sp.p);
             auto it = body_guard.find(key);
             if (it == body_guard.end()) body_guard[key] = sp.s;
@@ -843,40 +898,40 @@ class CoreSync {
   // waits at slot w, ordered before pipe p reaches the sets at slot s by flag pairs placed
   // unconditionally in C (intra pairs in both iterations, carried ones from the first into the
   // second)?
-  bool reaches2(int C, Pipe q, int w, Pipe p, int s) const {
+  bool reaches2(int C, Pipe q, End w, Pipe p, End s) const {
     int n = static_cast<int>(blocks_[C].kids.size());
-    std::vector<std::pair<Pipe, int>> todo{{q, w}};
-    std::set<std::pair<Pipe, int>> seen;
+    std::vector<std::pair<Pipe, End>> todo{{q, w}};
+    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
     while (!todo.empty()) {
       auto [x, t] = todo.back();
       todo.pop_back();
-      if (!seen.insert({x, t}).second) continue;
-      if (x == p && t < s) return true;
+      if (!seen.insert({x, t.key()}).second) continue;
+      if (x == p && wait_before_set(t, s)) return true;
       for (const SyncPair& g : pairs_) {
         if (g.kind != SyncPair::Flag || g.guard || g.C != C || g.p != x) continue;
         if (!g.carried) {
           for (int o : {0, n})
-            if (g.s + o > t) todo.push_back({g.q, g.w + o});
-        } else if (!g.slot_x && t < n && g.s > t) {
-          todo.push_back({g.q, g.w});
+            if (wait_before_set(t, set_end(g, o))) todo.push_back({g.q, wait_end(g, o)});
+        } else if (!g.slot_x && t.slot < n && wait_before_set(t, set_end(g))) {
+          todo.push_back({g.q, wait_end(g)});
         }
       }
     }
     return false;
   }
 
-  // Where a pair's set / wait sits, seen from block B that contains its block: (set slot, wait
-  // slot) for reaches(): in B itself its slots; inside kid k of B: the set after the waits of
-  // slot k (k + 1), the wait before the sets of slot k + 1 (k).
-  std::pair<int, int> lifted(const SyncPair& sp, int B) const {
-    if (sp.C == B) return {sp.s, sp.w};
+  // Where a pair's set / wait sits, seen from block B that contains its block: (set, wait) for
+  // reaches(): in B itself its Ends; inside kid k of B: the set after the waits of slot k (k + 1),
+  // the wait before the sets of slot k + 1 (k), both inside kid k (moved).
+  std::pair<End, End> lifted(const SyncPair& sp, int B) const {
+    if (sp.C == B) return {set_end(sp), wait_end(sp)};
     int blk = sp.C, k = -1;
     while (blk != B) {
       int o = blocks_[blk].owner;
       k = nodes_[o].index;
       blk = nodes_[o].block;
     }
-    return {k + 1, k};
+    return {End{k + 1, true, &sp}, End{k, true, &sp}};
   }
   int lca_block(int x, int y) const {
     for (int b = x; b >= 0;) {
@@ -904,22 +959,19 @@ class CoreSync {
     int B = lca_block(x.C, y.C);
     auto [sx, wx] = lifted(x, B);
     auto [sy, wy] = lifted(y, B);
-    // a wait due at slot w may sink into kid w, a set due at slot s rise into kid s - 1
-    auto before = [&](int w, int s) {
-      return w < s && !(w + 1 == s && nodes_[blocks_[B].kids[w]].kind == StmtKind::If);
-    };
     const SyncPair *first = &x, *second = &y;
-    int w1 = wx, s2 = sy;
-    if (!before(wx, sy)) {
-      if (!before(wy, sx)) return false;
+    End w1 = wx, s2 = sy;
+    if (!wait_before_set(wx, sy)) {
+      if (!wait_before_set(wy, sx)) return false;
       first = &y, second = &x, w1 = wy, s2 = sx;
     }
     if (!reaches(B, x.q, w1, x.p, s2)) return false;
     int F = loop_body_around(B);
     if (F < 0) return true;
     int n = static_cast<int>(blocks_[F].kids.size());
-    int s1f = lifted(*first, F).first, w2f = lifted(*second, F).second;
-    return reaches2(F, x.q, w2f, x.p, s1f + n);
+    End s1f = lifted(*first, F).first, w2f = lifted(*second, F).second;
+    s1f.slot += n;
+    return reaches2(F, x.q, w2f, x.p, s1f);
   }
 
   // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones),

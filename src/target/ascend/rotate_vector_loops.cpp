@@ -2,6 +2,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/functor.h"
 #include "target/ascend/core_split.h"
@@ -64,8 +65,6 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   }
   if (w == flat.size()) return s;
   std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
-  for (const auto& x : flat)
-    if (x->kind == StmtKind::Let) return s;
   std::vector<Stmt> body_allocs;  // tiles of the body (landing tiles): allocated first
   for (auto* part : {&A0, &B}) {
     std::vector<Stmt> rest;
@@ -91,6 +90,15 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   for (const auto& x : A) a.add(Keys(x));
   for (const auto& x : B) b.add(Keys(x));
   if (meet(b.writes, a.reads) || meet(b.writes, a.writes)) return s;
+  // Variables A defines (paged decode's `jj = 0` of a one-page step) stay in A's `if`: B, which
+  // runs L iterations later, must not use them.
+  std::unordered_set<const ir::VarNode*> a_defs;
+  for (const auto& x : A)
+    if (x->kind == StmtKind::Let) a_defs.insert(ir::as<ir::LetNode>(x)->var.get());
+  bool uses_a = false;
+  for (const auto& x : B)
+    ir::for_each_expr(x, [&](const Expr& e) { uses_a |= e->kind == ir::ExprKind::Var && a_defs.count(ir::as<ir::VarNode>(e)); });
+  if (uses_a) return s;
   // Tiles A writes and B reads: B(j - L) runs after A(j), so it reads A(j - L)'s value from the
   // last of a chain of copies.
   std::unordered_map<std::string, Buffer> prev;
@@ -145,7 +153,34 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
                                        f->num_stages, ir_seq(std::move(nb), sp), sp);
 }
 
+// Does s set one of ids (set_cross_flag on MTE3) anywhere inside?
+bool sets_any(const Stmt& s, const std::unordered_set<int>& ids) {
+  for (int id : cross_flag_ids(s, ir::SyncKind::set_cross_flag, ir::AscendPipe::MTE3))
+    if (ids.count(id)) return true;
+  return false;
+}
+
+bool hand_offs_rotate(const Stmt& s, const std::unordered_set<int>& ids, const std::unordered_set<int>& sent_ids,
+                      const std::unordered_set<int>& c2v) {
+  if (!s || !sets_any(s, ids)) return true;
+  if (s->kind == StmtKind::Seq) {
+    for (const auto& c : ir::as<ir::SeqNode>(s)->body)
+      if (!hand_offs_rotate(c, ids, sent_ids, c2v)) return false;
+    return true;
+  }
+  bool waits = false;  // a loop that never waits for the Cube cannot hold it up
+  for (int id : cross_flag_ids(s, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2)) waits |= c2v.count(id) > 0;
+  if (!waits) return true;
+  std::vector<Stmt> scratch;
+  return s->kind == StmtKind::For && !is_map(s) && rotate(s, sent_ids, c2v, scratch) != s;
+}
+
 }  // namespace
+
+bool vector_hand_offs_rotate(const ir::Stmt& vbody, const std::unordered_set<int>& ids) {
+  return hand_offs_rotate(vbody, ids, cross_flag_ids(vbody, ir::SyncKind::set_cross_flag, ir::AscendPipe::MTE3),
+                          cross_flag_ids(vbody, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2));
+}
 
 ir::Kernel rotate_vector_loops(const ir::Kernel& kernel, const target::Target&) {
   return rewrite_core_scope(kernel, ir::CoreKind::V, [](const ir::Stmt& body, std::vector<ir::Stmt>& allocs) {

@@ -14,17 +14,26 @@
 // The hand-off to the Cube is a `set_cross_flag` on MTE3 in the vector scope, the wait for the
 // Cube a `wait_cross_flag` on MTE2 (split_cube_vector.h, 3.). Only the loops directly in the
 // vector scope (or in Seqs of it) are considered. Not applied when B writes what A reads or
-// writes, when the body defines variables, or when a tile A writes and B reads is not in UB.
+// writes, when B uses a variable A defines, or when a tile A writes and B reads is not in UB.
 // Kernels that were not split (no `scope V` at the top level) are returned unchanged.
 #pragma once
 
 #include "target/registry.h"
 #include "tilewright/ir.h"
 
+#include <unordered_set>
+
 namespace tw::ascend {
 
 inline constexpr int64_t kVectorLag = 3;  // B(j - 3) after A(j): the P V chain spans several softmaxes
 
 ir::Kernel rotate_vector_loops(const ir::Kernel& kernel, const target::Target& target);
+
+// Whether rotate_vector_loops rotates every loop of the vector scope body `vbody` that hands the
+// Cube a tile on one of `ids` (set_cross_flag on MTE3), and no such hand-off sits outside a loop
+// it considers. skew_cube_loops asks before it moves Cube work kCubeLag iterations ahead: with two
+// slots per hand-off, a Cube loop L = 3 ahead needs the vector loop to read S(j + 1) before it
+// waits for P V(j), which only the rotated loop does (else a deadlock from the fourth iteration).
+bool vector_hand_offs_rotate(const ir::Stmt& vbody, const std::unordered_set<int>& ids);
 
 }  // namespace tw::ascend

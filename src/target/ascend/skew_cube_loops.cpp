@@ -3,6 +3,7 @@
 #include "ir/functor.h"
 #include "target/ascend/core_split.h"
 #include "target/ascend/pass_util.h"
+#include "target/ascend/rotate_vector_loops.h"
 
 namespace tw::ascend {
 
@@ -15,15 +16,20 @@ using ir::Stmt;
 using ir::StmtKind;
 using Node = const ir::BufferNode*;
 
-// v2c: the ids the Cube waits on for Vector -> Cube hand-offs.
-Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c) {
+// v2c: the ids the Cube waits on for Vector -> Cube hand-offs; vbody: the vector scope's body.
+Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c, const Stmt& vbody) {
   if (!s) return s;
   if (s->kind == StmtKind::Seq) {
     std::vector<Stmt> out;
-    for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(skew(c, v2c));
+    for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(skew(c, v2c, vbody));
     return std::make_shared<ir::SeqNode>(std::move(out), s->span);
   }
   if (s->kind != StmtKind::For || is_map(s)) return s;
+  // The vector loops that feed this one must run their tails late too (see the header).
+  std::unordered_set<int> fed;
+  for (int id : cross_flag_ids(s, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2))
+    if (v2c.count(id)) fed.insert(id);
+  if (!vector_hand_offs_rotate(vbody, fed)) return s;
   auto* f = ir::as<ir::ForNode>(s);
   std::vector<Stmt> flat = flat_body(f->body);
   size_t w = 0;
@@ -90,8 +96,10 @@ Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c) {
 }  // namespace
 
 ir::Kernel skew_cube_loops(const ir::Kernel& kernel, const target::Target&) {
-  return rewrite_core_scope(kernel, ir::CoreKind::C, [](const ir::Stmt& body, std::vector<ir::Stmt>&) {
-    return skew(body, cross_flag_ids(body, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2));
+  ir::Stmt vbody;
+  rewrite_core_scope(kernel, ir::CoreKind::V, [&](const ir::Stmt& body, std::vector<ir::Stmt>&) { return vbody = body; });
+  return rewrite_core_scope(kernel, ir::CoreKind::C, [&](const ir::Stmt& body, std::vector<ir::Stmt>&) {
+    return skew(body, cross_flag_ids(body, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2), vbody);
   });
 }
 

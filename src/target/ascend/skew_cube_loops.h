@@ -12,7 +12,11 @@
 // The wait is a `wait_cross_flag` on MTE2 in the Cube scope: the Cube's side of a Vector -> Cube
 // hand-off (split_cube_vector.h, 3.). Only the loops directly in the Cube scope (or in Seqs of it)
 // are considered. Not applied when A allocates or has no work, when B writes what A reads or A
-// writes what B reads or writes (non-GM tiles), or when B uses a variable A defines.
+// writes what B reads or writes (non-GM tiles), when B uses a variable A defines, or when a
+// vector loop that hands this loop a tile will not be rotated by rotate_vector_loops
+// (vector_hand_offs_rotate): with two slots per hand-off the Cube, L ahead, writes S_j+L only
+// once the vector code read S_j+L-2, and an unrotated vector loop reads S_j+1 only after P_j V_j,
+// which the Cube computes after S_j+3: a deadlock.
 // Kernels that were not split (no `scope C` at the top level) are returned unchanged.
 #pragma once
 

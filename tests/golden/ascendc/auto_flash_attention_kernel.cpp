@@ -63,9 +63,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
-    SetFlag<HardEvent::FIX_M>(2);  // line 4
+    SetFlag<HardEvent::FIX_M>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
-    SetFlag<HardEvent::FIX_M>(3);  // line 4
     SetFlag<HardEvent::M_MTE1>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(2);  // line 4
     SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
@@ -99,7 +98,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 24
       for (int32_t k_o = 0; k_o < (((loop_range + 3) + 2 - 1) / 2); ++k_o) {
         WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
-        WaitFlag<HardEvent::FIX_M>(2);  // line 24
+        WaitFlag<HardEvent::FIX_M>(1);  // line 24
         WaitFlag<HardEvent::M_MTE1>(0);  // line 24
         if ((k_o * 2) < loop_range) {
           if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
@@ -170,13 +169,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
         }
-        SetFlag<HardEvent::M_FIX>(0);
-        WaitFlag<HardEvent::M_FIX>(0);
-        SetFlag<HardEvent::FIX_M>(1);  // line 25
         SetFlag<HardEvent::MTE1_M>(4);  // line 24
         WaitFlag<HardEvent::MTE1_M>(4);  // line 24
         SetFlag<HardEvent::M_MTE1>(0);  // line 24
-        WaitFlag<HardEvent::FIX_M>(3);  // line 51
         WaitFlag<HardEvent::M_MTE1>(1);  // line 51
         if ((k_o * 2) >= 3) {
           if (tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) < 64) {
@@ -261,9 +256,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.isBias = false;
             Mmad(acc_o_pv, acc_s_cast_l0_1, V_shared_l0_1, tw_p);  // line 51
           }
-          SetFlag<HardEvent::M_FIX>(2);  // line 51
+          SetFlag<HardEvent::M_FIX>(3);  // line 51
           CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
-          WaitFlag<HardEvent::M_FIX>(2);  // line 51
+          WaitFlag<HardEvent::M_FIX>(3);  // line 51
           {
             FixpipeParamsV220 tw_p;
             tw_p.nSize = 64;
@@ -277,6 +272,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
         }
+        SetFlag<HardEvent::M_FIX>(0);
+        WaitFlag<HardEvent::M_FIX>(0);
         SetFlag<HardEvent::MTE2_MTE1>(0);
         WaitFlag<HardEvent::MTE2_MTE1>(0);
         SetFlag<HardEvent::MTE1_MTE2>(0);  // line 51
@@ -285,7 +282,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::MTE1_M>(5);  // line 51
         SetFlag<HardEvent::M_MTE1>(1);  // line 51
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
-        WaitFlag<HardEvent::FIX_M>(1);  // line 24
+        WaitFlag<HardEvent::FIX_M>(0);  // line 51
         WaitFlag<HardEvent::M_MTE1>(2);  // line 24
         if (((k_o * 2) + 1) < (loop_range + 3)) {
           if (((k_o * 2) + 1) < loop_range) {
@@ -341,9 +338,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.isBias = false;
               Mmad(acc_s, Q_shared_l0[4096], K_shared_l0[4096], tw_p);  // line 24
             }
-            SetFlag<HardEvent::M_FIX>(1);  // line 24
+            SetFlag<HardEvent::M_FIX>(2);  // line 24
             CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 25
-            WaitFlag<HardEvent::M_FIX>(1);  // line 25
+            WaitFlag<HardEvent::M_FIX>(2);  // line 25
             {
               FixpipeParamsV220 tw_p;
               tw_p.nSize = 64;
@@ -355,16 +352,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.ndNum = 1;
               Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 25
             }
-            SetFlag<HardEvent::M_FIX>(3);  // line 24
-            WaitFlag<HardEvent::M_FIX>(3);  // line 25
-            SetFlag<HardEvent::FIX_M>(2);  // line 25
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
-          } else {
-            SetFlag<HardEvent::M_FIX>(3);  // line 24
-            WaitFlag<HardEvent::M_FIX>(3);  // line 25
-            SetFlag<HardEvent::FIX_M>(2);  // line 25
           }
-          WaitFlag<HardEvent::FIX_M>(0);  // line 51
           if (((k_o * 2) + 1) >= 3) {
             if (tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
@@ -448,9 +437,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.isBias = false;
               Mmad(acc_o_pv, acc_s_cast_l0_1[4096], V_shared_l0_1[4096], tw_p);  // line 51
             }
-            SetFlag<HardEvent::M_FIX>(2);  // line 51
+            SetFlag<HardEvent::M_FIX>(4);  // line 51
             CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
-            WaitFlag<HardEvent::M_FIX>(2);  // line 51
+            WaitFlag<HardEvent::M_FIX>(4);  // line 51
             {
               FixpipeParamsV220 tw_p;
               tw_p.nSize = 64;
@@ -462,23 +451,19 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.ndNum = 1;
               Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
             }
-            SetFlag<HardEvent::M_FIX>(4);  // line 51
-            WaitFlag<HardEvent::M_FIX>(4);  // line 51
-            SetFlag<HardEvent::FIX_M>(3);  // line 51
+            SetFlag<HardEvent::M_FIX>(5);  // line 24
+            WaitFlag<HardEvent::M_FIX>(5);  // line 25
+            SetFlag<HardEvent::FIX_M>(1);  // line 25
             CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
           } else {
-            SetFlag<HardEvent::M_FIX>(4);  // line 51
-            WaitFlag<HardEvent::M_FIX>(4);  // line 51
-            SetFlag<HardEvent::FIX_M>(3);  // line 51
+            SetFlag<HardEvent::M_FIX>(5);  // line 24
+            WaitFlag<HardEvent::M_FIX>(5);  // line 25
+            SetFlag<HardEvent::FIX_M>(1);  // line 25
           }
         } else {
-          SetFlag<HardEvent::M_FIX>(3);  // line 24
-          WaitFlag<HardEvent::M_FIX>(3);  // line 25
-          SetFlag<HardEvent::FIX_M>(2);  // line 25
-          SetFlag<HardEvent::M_FIX>(4);  // line 51
-          WaitFlag<HardEvent::M_FIX>(4);  // line 51
-          SetFlag<HardEvent::FIX_M>(3);  // line 51
-          WaitFlag<HardEvent::FIX_M>(0);  // line 51
+          SetFlag<HardEvent::M_FIX>(5);  // line 24
+          WaitFlag<HardEvent::M_FIX>(5);  // line 25
+          SetFlag<HardEvent::FIX_M>(1);  // line 25
         }
         SetFlag<HardEvent::MTE2_MTE1>(4);  // line 23
         WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
@@ -493,9 +478,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 4
     }
     WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
-    WaitFlag<HardEvent::FIX_M>(2);  // line 4
+    WaitFlag<HardEvent::FIX_M>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
-    WaitFlag<HardEvent::FIX_M>(3);  // line 4
     WaitFlag<HardEvent::M_MTE1>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(2);  // line 4
     WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
@@ -637,10 +621,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
             DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           }
-          SetFlag<HardEvent::MTE2_V>(2);  // line 51
+          SetFlag<HardEvent::MTE2_V>(3);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
-          WaitFlag<HardEvent::MTE2_V>(2);  // line 51
+          WaitFlag<HardEvent::MTE2_V>(3);  // line 51
           Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
         } else {
           WaitFlag<HardEvent::V_MTE2>(2);  // line 51
@@ -660,12 +644,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
               DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
             }
-            SetFlag<HardEvent::MTE2_V>(1);  // line 25
+            SetFlag<HardEvent::MTE2_V>(2);  // line 25
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-            WaitFlag<HardEvent::MTE2_V>(1);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(2);  // line 25
             DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
-            SetFlag<HardEvent::MTE2_V>(3);  // line 25
-            WaitFlag<HardEvent::MTE2_V>(3);  // line 25
+            SetFlag<HardEvent::MTE2_V>(4);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(4);  // line 25
             SetFlag<HardEvent::V_MTE2>(1);  // line 25
             PipeBarrier<PIPE_V>();  // line 25
             Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 25
@@ -715,27 +699,27 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 25
             PipeBarrier<PIPE_V>();  // line 25
             Exp(acc_s_ub, acc_s_ub, 2048);  // line 25
-            SetFlag<HardEvent::V_MTE3>(2);  // line 25
+            SetFlag<HardEvent::V_MTE3>(3);  // line 25
             PipeBarrier<PIPE_V>();  // line 45
             WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
             Mul(logsum, logsum, scores_scale, 32);  // line 47
             PipeBarrier<PIPE_V>();  // line 47
             Add(logsum, logsum, scores_sum, 32);  // line 47
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
-            WaitFlag<HardEvent::V_MTE3>(2);  // line 50
+            WaitFlag<HardEvent::V_MTE3>(3);  // line 50
             if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
               DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
             }
-            SetFlag<HardEvent::V_MTE3>(3);  // line 25
-            WaitFlag<HardEvent::V_MTE3>(3);  // line 50
+            SetFlag<HardEvent::V_MTE3>(4);  // line 25
+            WaitFlag<HardEvent::V_MTE3>(4);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
           } else {
-            SetFlag<HardEvent::MTE2_V>(3);  // line 25
-            WaitFlag<HardEvent::MTE2_V>(3);  // line 25
+            SetFlag<HardEvent::MTE2_V>(4);  // line 25
+            WaitFlag<HardEvent::MTE2_V>(4);  // line 25
             SetFlag<HardEvent::V_MTE2>(1);  // line 25
-            SetFlag<HardEvent::V_MTE3>(3);  // line 25
-            WaitFlag<HardEvent::V_MTE3>(3);  // line 50
+            SetFlag<HardEvent::V_MTE3>(4);  // line 25
+            WaitFlag<HardEvent::V_MTE3>(4);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
           }
           if (((k_v_o * 2) + 1) >= 3) {
@@ -748,26 +732,26 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
               DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
             }
-            SetFlag<HardEvent::MTE2_V>(2);  // line 51
+            SetFlag<HardEvent::MTE2_V>(3);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51
-            WaitFlag<HardEvent::MTE2_V>(2);  // line 51
+            WaitFlag<HardEvent::MTE2_V>(3);  // line 51
             Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
           } else {
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           }
         } else {
-          SetFlag<HardEvent::MTE2_V>(3);  // line 25
-          WaitFlag<HardEvent::MTE2_V>(3);  // line 25
+          SetFlag<HardEvent::MTE2_V>(4);  // line 25
+          WaitFlag<HardEvent::MTE2_V>(4);  // line 25
           SetFlag<HardEvent::V_MTE2>(1);  // line 25
-          SetFlag<HardEvent::V_MTE3>(3);  // line 25
-          WaitFlag<HardEvent::V_MTE3>(3);  // line 50
+          SetFlag<HardEvent::V_MTE3>(4);  // line 25
+          WaitFlag<HardEvent::V_MTE3>(4);  // line 50
           SetFlag<HardEvent::MTE3_V>(1);  // line 50
           WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           WaitFlag<HardEvent::MTE3_V>(0);  // line 25
         }
-        SetFlag<HardEvent::MTE2_V>(4);  // line 51
-        WaitFlag<HardEvent::MTE2_V>(4);  // line 51
+        SetFlag<HardEvent::MTE2_V>(5);  // line 51
+        WaitFlag<HardEvent::MTE2_V>(5);  // line 51
         SetFlag<HardEvent::V_MTE2>(2);  // line 51
       }
       PipeBarrier<PIPE_V>();  // line 55
