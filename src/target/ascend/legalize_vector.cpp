@@ -273,6 +273,7 @@ class MapLowering {
   int build(const Expr& e);
   int build_uncached(const Expr& e);
   int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y (data or index condition)
+  int push_select(ir::BinOp op, int a, int b, int x, int y, DType t, const Span& sp);
   int select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp);  // int32 values (definition)
   int64_t extent_of(const ir::VarNode* v) const {
     for (size_t k = 0; k < vars_.size(); ++k)
@@ -1516,10 +1517,15 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   x = materialize(to_type(x, vt, sp), Shape::Full, sp);
   y = to_type(y, vt, sp);
   if (nodes_[y].shape != Shape::Scalar) y = materialize(y, Shape::Full, sp);
+  return push_select(op, a, b, x, y, vt, sp);
+}
+
+// The Sel node a op b ? x : y of dtype t (operands already typed and materialised).
+int MapLowering::push_select(ir::BinOp op, int a, int b, int x, int y, DType t, const Span& sp) {
   Node n;
   n.kind = OpKind::Sel;
   n.shape = Shape::Full;
-  n.dtype = vt;
+  n.dtype = t;
   n.bop = op;
   n.args = {a, b, x, y};
   n.span = sp;
@@ -1535,16 +1541,7 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
 //   int32) and the result x * m + y * (1 - m) in int32 Mul / Muls / Adds / Add: every product is a
 //   value or 0 and one of the two terms is 0, so no step leaves int32 and the result is x or y exactly.
 int MapLowering::select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp) {
-  auto sel = [&](int xx, int yy) {
-    Node n;
-    n.kind = OpKind::Sel;
-    n.shape = Shape::Full;
-    n.dtype = kF32;
-    n.bop = op;
-    n.args = {a, b, xx, yy};
-    n.span = sp;
-    return push(std::move(n));
-  };
+  auto sel = [&](int xx, int yy) { return push_select(op, a, b, xx, yy, kF32, sp); };
   auto operand = [&](int v, bool tile) {
     v = to_type(v, kF32, sp);
     return tile || nodes_[v].shape != Shape::Scalar ? materialize(v, Shape::Full, sp) : v;
