@@ -81,22 +81,32 @@ def row_scan_kernel(B, N, dtype):
 TOL = {"float32": (1e-5, 1e-5), "float16": (2e-2, 1e-2)}
 
 
+def scan_input(rng, dtype, shape, bound):
+    """Integers in [-bound, bound) for int32, uniform in [-1, 1) otherwise."""
+    if dtype == "int32":
+        return rng.integers(-bound, bound, shape).astype(np.int32)
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+def check_cumsum_rows(got, X, dtype):
+    """got == the cumulative sum along each row: exact for int32, TOL (atol per element summed) else."""
+    if dtype == "int32":
+        np.testing.assert_array_equal(got, np.cumsum(X, axis=1).astype(np.int32))
+    else:
+        atol, rtol = TOL[dtype]
+        np.testing.assert_allclose(got.astype(np.float64), np.cumsum(X.astype(np.float64), axis=1),
+                                   atol=atol * X.shape[1], rtol=rtol)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", ["int32", "float32", "float16"])
 @pytest.mark.parametrize("B,N", [(3, 37), (2, 13), (1, 2)])
 def test_row_scan(target, dtype, B, N):
     rng = np.random.default_rng(2)
-    if dtype == "int32":
-        X = rng.integers(-1000, 1000, (B, N)).astype(np.int32)
-    else:
-        X = rng.uniform(-1, 1, (B, N)).astype(dtype)
+    X = scan_input(rng, dtype, (B, N), 1000)
     k = tw.compile(row_scan_kernel(B, N, dtype), out_idx=[1], target=target)
     got = run(k, target, X)
-    if dtype == "int32":
-        np.testing.assert_array_equal(got, np.cumsum(X, axis=1).astype(np.int32))
-    else:
-        atol, rtol = TOL[dtype]
-        np.testing.assert_allclose(got.astype(np.float64), np.cumsum(X.astype(np.float64), axis=1), atol=atol * N, rtol=rtol)
+    check_cumsum_rows(got, X, dtype)
 
 
 # ---- a scalar read feeding vector code: the element as a map's scalar operand ---------------------
@@ -210,17 +220,10 @@ def column_scan_kernel(M, N, dtype):
 @pytest.mark.parametrize("M,N", [(5, 13), (1, 40), (8, 2)])
 def test_column_map_scan(target, dtype, M, N):
     rng = np.random.default_rng(5)
-    if dtype == "int32":
-        X = rng.integers(-50, 50, (M, N)).astype(np.int32)
-    else:
-        X = rng.uniform(-1, 1, (M, N)).astype(dtype)
+    X = scan_input(rng, dtype, (M, N), 50)
     k = tw.compile(column_scan_kernel(M, N, dtype), out_idx=[1], target=target)
     got = run(k, target, X)
-    if dtype == "int32":
-        np.testing.assert_array_equal(got, np.cumsum(X, axis=1).astype(np.int32))
-    else:
-        atol, rtol = TOL[dtype]
-        np.testing.assert_allclose(got.astype(np.float64), np.cumsum(X.astype(np.float64), axis=1), atol=atol * N, rtol=rtol)
+    check_cumsum_rows(got, X, dtype)
     if target == TARGET:  # no vector instruction for a column: GetValue / SetValue in a loop
         prog = k.get_ir("select_instructions")
         assert "ScalarStore x[" in prog and "Add" not in prog, prog
