@@ -84,7 +84,7 @@
 //  - gathers (docs/ascend.md "Gathers"): a read of a UB tile at an index that is not (start + loop
 //    variable) — data-dependent (x[i, idx[i, j]], x[i, label[i]]) or strided (x[i, 2 * j + 1]) —
 //    is a Gather node: its index computed as int32 tile data (the map's variables used as values
-//    read an iota tile made once per core scope, Legalizer::iota), shifted left by log2 of the
+//    are index vectors, OpKind::Iota / CreateVecIndex), shifted left by log2 of the
 //    element size into byte offsets, and emitted as the map dst = src[..., off >> k] (a row
 //    gather: the last index; a 1-D map over a 2-D tile: the flat form src[(off >> k) // pcols,
 //    (off >> k) % pcols]) that select_instructions makes Gather calls. A gather several stores of
