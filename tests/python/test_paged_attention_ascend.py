@@ -4,12 +4,14 @@ one token) and split-KV, each against the cpu target and a float64 reference wit
 module's tolerance per dtype, with zero checker reports. (Issue 13; the simulator is slow in
 functional mode: small shapes.)
 
-What the cases exercise in split_cube_vector: the page copies under `if j * P + jj < pages`
-(an if that hands a tile over in one branch only), hand-off tiles of different row counts (the G
-query rows of the scores, the N = pages * page rows of V), odd row counts (MHA: one query row;
-page size 5: five V rows) kept whole on both AIVs; in select_instructions the GM -> L1 copy of a
-page into rows jj * page .. of the key tile (an Nz row window)."""
+What the cases exercise: cube_row_mask (the V mask `where(j * N + c < n, v, 0)` as an
+InitConstValue of V's rows past the context in L1: V never goes through UB; bfloat16 runs), in
+skew_cube_loops the split of the K / V page copies under `if j * P + jj < pages` (V's part moves to
+the lagged half), in split_cube_vector odd row counts (MHA: one query row) kept whole on both
+AIVs; in select_instructions the GM -> L1 copy of a page into rows jj * page .. of the key and
+value tiles (an Nz row window)."""
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -35,6 +37,10 @@ DECODE = [
     # the Cube's lag of 3: the rotated vector loop keeps the two S slots moving), an odd count
     (2, 8, 2, 32, 8, 40, [9, 40], "float16", 1),     # GQA, 2 and 5 pages
     (2, 3, 3, 16, 5, 17, [17, 5], "float32", 1),     # MHA, page size 5, 4 and 1 pages
+    # every page in one step (16 pages per step: more than the sequences have), bfloat16
+    (2, 8, 2, 32, 8, 40, [9, 40], "float16", 16),    # GQA
+    (2, 4, 1, 32, 8, 33, [1, 33], "bfloat16", 2),    # MQA bfloat16, one token
+    (2, 3, 3, 16, 5, 17, [17, 4], "bfloat16", 4),    # MHA bfloat16, page size 5
 ]
 
 
@@ -92,10 +98,52 @@ def test_paged_decode_split_on_ascend(case):
     assert_close(out, pa.reference(*inputs))
 
 
-# Not yet (a located error, never a crash): bfloat16, whose V mask is vector arithmetic the AIV
-# has no bfloat16 form of.
-def test_paged_decode_bfloat16_on_ascend_is_a_located_error():
-    import tilewright as tw
-    with pytest.raises(tw.TilewrightError, match=r"paged_attention\.py:\d+:\d+: error: vector op on bfloat16"):
-        pa.run(2, 4, 2, 32, 8, 40, dtype="bfloat16", target="ascend910b", lens=[9, 40])
+# bfloat16 (issue 13): the V mask runs on the Cube (cube_row_mask: an InitConstValue of the rows
+# past the context), so no bfloat16 vector arithmetic is needed; the scores and the softmax are fp32
+@pytest.mark.parametrize("pps", [1, 4])
+def test_paged_decode_bfloat16_on_ascend(pps):
+    inputs = pa.make_inputs(2, 8, 2, 32, 8, 40, "bfloat16", lens=[9, 40])
+    q, kc, vc, bt, cl = inputs
+    args = (2, 8, 2, 32, kc.shape[0], 8, bt.shape[1], "bfloat16")
+    out = run_checked(pa.paged_decode(*args, pages_per_step=pps, target="ascend910b"), *inputs)
+    assert out.dtype == q.dtype
+    assert_close(out, pa.reference(*inputs))
+    assert_close(out, pa.paged_decode(*args, pages_per_step=pps)(*inputs))
 
+
+# NaN in every cache slot the kernel must not read (pages outside the tables, slots past the length
+# in a used page), per dtype and pages per step (1, 4, 16: a step of one page, several, all of
+# them), with lengths of 1 token, a page minus one, a page plus one: the rows past the context are
+# zeroed on the Cube before P V (0 * NaN would be NaN), so the output is finite and exact.
+@pytest.mark.parametrize("dtype,pps", [("float16", 1), ("float16", 4), ("float16", 16),
+                                       ("bfloat16", 4), ("bfloat16", 16), ("float32", 4)])
+def test_paged_decode_nan_past_the_context_on_ascend(dtype, pps):
+    num_seqs, heads, kv_heads, dim, page = 3, 8, 2, 32, 8
+    lens = [1, page - 1, page + 1]
+    inputs = pa.make_inputs(num_seqs, heads, kv_heads, dim, page, 4 * page, dtype, lens=lens)
+    q, kc, vc, bt, cl = inputs
+    kc, vc = kc.copy(), vc.copy()
+    used = {int(p) for b, n in enumerate(cl) for p in bt[b, :-(-int(n) // page)]}
+    for blk in set(range(kc.shape[0])) - used:
+        kc[blk] = np.nan
+        vc[blk] = np.nan
+    for b, n in enumerate(cl):  # the slots past the length in the last used page
+        last = bt[b, (int(n) - 1) // page]
+        kc[last, (int(n) - 1) % page + 1:] = np.nan
+        vc[last, (int(n) - 1) % page + 1:] = np.nan
+    args = (num_seqs, heads, kv_heads, dim, kc.shape[0], page, bt.shape[1], dtype)
+    out = run_checked(pa.paged_decode(*args, pages_per_step=pps, target="ascend910b"), q, kc, vc, bt, cl)
+    assert np.isfinite(out.astype(np.float32)).all()
+    assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
+    assert_close(out, pa.paged_decode(*args, pages_per_step=pps)(q, kc, vc, bt, cl))
+
+
+def test_paged_decode_value_mask_runs_on_the_cube():
+    # the V tile never goes through UB: no vector copy of the value cache, one Cube -> Vector and
+    # one Vector -> Cube hand-off per step (S and P), V's tail rows zeroed by an InitConstValue
+    kern = pa.paged_decode(2, 8, 2, 32, 10, 8, 5, "float16", pages_per_step=4, target="ascend910b")
+    src = kern.get_source("ascendc")
+    assert "InitConstValue" in src
+    prog = kern.get_source("ascend_program")
+    assert "v_kept_" in prog
+    assert not re.search(r"\bv_(ub|in)\b", prog)
