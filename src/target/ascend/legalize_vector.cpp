@@ -774,20 +774,42 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
   for (const auto& v : m.vars) local.push_back(v.get());
   for (const auto& it : m.items)
     if (it->kind == ir::StmtKind::Let) local.push_back(as<ir::LetNode>(it)->var.get());
+  // UB tiles: one element at indices free of the map's variables but those of extent 1 (0 there),
+  // whose last index is free of them (else it is a row / column vector operand), of a tile the map
+  // does not store to (combine_splits' lse[i, sp] in a map over (1, head_dim)): the Vector core's
+  // scalar unit reads it (a ScalarLoad of UB).
+  std::vector<std::pair<Var, Expr>> unit;
+  for (size_t k = 0; k < m.vars.size(); ++k)
+    if (m.ext[k] == 1) unit.push_back({m.vars[k], C(0)});
+  std::unordered_set<const ir::BufferNode*> stored;
+  for (const auto& it : m.items)
+    if (it->kind == ir::StmtKind::Store) stored.insert(as<ir::StoreNode>(it)->buffer.get());
+  // Once the scalar unit reads such an element, the map's row vectors of one row (total[i]) are
+  // read with it: lse[i, sp] / total[i] is then one scalar operand (a Muls, no Brcb).
   ExprVarMap map;
+  bool ub_read = false;
+  for (bool one_row : {false, true})
   for (const auto& it : m.items)
     ir::for_each_expr(it, [&](const Expr& x) {
-      if (x->kind != ir::ExprKind::Load) return;
+      if (x->kind != ir::ExprKind::Load || (one_row && !ub_read)) return;
       auto* l = as<ir::LoadNode>(x);
-      if (l->buffer->scope != Scope::global) return;
-      for (const auto& i : l->indices)
+      bool ub = l->buffer->scope == Scope::UB;
+      if (!ub && l->buffer->scope != Scope::global) return;
+      if (ub && (stored.count(l->buffer.get()) || l->indices.empty() ||
+                 (!one_row && std::any_of(m.vars.begin(), m.vars.end(),
+                                          [&](const Var& v) { return uses_var(l->indices.back(), v.get()); }))))
+        return;
+      std::vector<Expr> idx;
+      for (const auto& i : l->indices) idx.push_back(ub ? simp(ir::substitute(i, unit)) : i);
+      for (const auto& i : idx)
         if (has_load(i) || std::any_of(local.begin(), local.end(), [&](const ir::VarNode* v) { return uses_var(i, v); }))
           return;
       if (find_load(map, x)) return;
+      ub_read = ub_read || ub;
       Var v = ir::var(names_.fresh(l->buffer->name + "_s"), x->dtype, x->span);
       map.emplace_back(v, x);
       depth_[v.get()] = static_cast<int>(frames_.size()) - 1;
-      pre.push_back(std::make_shared<ir::LetNode>(v, x, s->span));
+      pre.push_back(std::make_shared<ir::LetNode>(v, ir::load(l->buffer, idx, x->span), s->span));
     });
   if (map.empty()) return nullptr;
   return ReplaceExprs(map).mutate(s);
@@ -1040,9 +1062,10 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
     if (has_i) return Shape::Row;
     if (has_j) return Shape::Col;
   }
-  fail("T.Parallel reads one element " + q(l->buffer->name) + "[...] of a tile as a scalar: data-dependent scalars "
-       "have no vector instruction",
-       sp, "broadcast it as a row vector v[i] or column vector w[j], or pass a scalar parameter");
+  fail("T.Parallel reads one element " + q(l->buffer->name) + "[...] of a tile it stores to as a scalar: the scalar "
+       "unit would read it before the map's stores",
+       sp, "read the element into a variable before the map (s = t[0]), or broadcast it as a row vector v[i] or "
+           "column vector w[j]");
 }
 
 // One conversion as the Cast calls dav-c220 has (AscendC Cast, dav_c220 vconv): float32 <->

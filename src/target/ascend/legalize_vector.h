@@ -30,7 +30,10 @@
 //    shared by the maps that read the same region there), unless the kernel writes that tensor.
 //    One element read at indices free of the map's variables (batch norm's per-block mean[b]) is
 //    read once into a let placed before the map (the scalar unit's ScalarLoad, select_instructions)
-//    and used as a scalar operand.
+//    and used as a scalar operand. So is one element of a UB tile the map does not store to, at
+//    indices free of its variables but those of extent 1 (read at 0) and with a last index free of
+//    all of them (combine_splits' lse[i, sp] over one row: no vector operand addresses a tile
+//    column); a map with such a read reads its one-row vectors (total[i]) the same way.
 //  - math: exp, log, sqrt and abs are instructions (in the compute dtype); expand_math has
 //    written the others with them; floor, ceil and pow with another exponent are errors.
 //  - T.where(cond, a, b) with cond a conjunction of comparisons affine in the map's indices (and
