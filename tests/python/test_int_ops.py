@@ -351,6 +351,42 @@ def test_int32_bitwise_not_on_ascend(n):
     np.testing.assert_array_equal(got, wrap(~a.astype(np.int64), "int32"))
 
 
+def test_int32_row_and_column_operands_on_ascend():
+    """2-D maps whose divisor / dividend / count is a row vector v[i] or a column vector w[j]
+    (120 elements: a partial second repeat), every value an edge value."""
+    M, N = 5, 24
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "int32"), V: T.Tensor((M,), "int32"), W: T.Tensor((N,), "int32"),
+          C: T.Tensor((4, M, N), "int32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((M, N), "int32")
+            v = T.alloc_fragment((M,), "int32")
+            w = T.alloc_fragment((N,), "int32")
+            c = T.alloc_fragment((4, M, N), "int32")
+            T.copy(A[0, 0], a)
+            T.copy(V[0], v)
+            T.copy(W[0], w)
+            for i, j in T.Parallel(M, N):
+                c[0, i, j] = a[i, j] // v[i]
+                c[1, i, j] = w[j] % a[i, j]
+                c[2, i, j] = a[i, j] >> w[j]
+                c[3, i, j] = v[i] << w[j]
+            T.copy(c, C[0, 0, 0])
+    rng = np.random.default_rng(2)
+    e = edge_values("int32")
+    a = rng.choice(e, (M, N)).astype(np.int32)
+    v = rng.choice(e, M).astype(np.int32)
+    w = rng.choice(e, N).astype(np.int32)
+    x = a.astype(np.int64)
+    vv = np.broadcast_to(v[:, None], (M, N)).astype(np.int64)
+    ww = np.broadcast_to(w[None, :], (M, N)).astype(np.int64)
+    ref = np.stack([reference("floordiv", x, vv, "int32"), reference("mod", ww, x, "int32"),
+                    reference("shr", x, ww, "int32"), reference("shl", vv, ww, "int32")])
+    np.testing.assert_array_equal(run_checked(tw.compile(k, out_idx=[3], target=TARGET), a, v, w), ref)
+    np.testing.assert_array_equal(tw.compile(k, out_idx=[3])(a, v, w), ref)
+
+
 def unary_kernel_tiles(dtype, n, tile):
     @T.prim_func
     def k(A: T.Tensor((n,), dtype), C: T.Tensor((n,), dtype)):

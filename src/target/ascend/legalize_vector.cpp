@@ -1220,6 +1220,7 @@ int MapLowering::shift_by_tile(ir::BinOp op, int x, int n, const Span& sp) {
 // int32 (docs/ascend.md "Integer operators" has the proof sketch; tests/python/test_int_ops.py checks
 // edge values, a random sample and every int16-range dividend):
 //  1. d1 = d, or 1 where d == 0 (x1 = 0 there); x1 = INT32_MIN + 1 where x == INT32_MIN and d == -1
+//     (the indicators from clamps: [v == 0] = 1 - c * c, c = min(max(v, -1), 1))
 //     (for //: the quotient 2^31 is not an int32; its wrapped value is restored at the end).
 //  2. q0 = trunc(f(x1) / f(d1) * (1 - 2^-20)): the float quotient shrunk below |x1 / d1| (its error is
 //     below 5 * 2^-24 relative), so |q0 * d1| <= |x1| and r0 = x1 - q0 * d1 keeps x1's sign.
@@ -1242,11 +1243,15 @@ int MapLowering::int_divide(ir::BinOp op, int x, int d, const Span& sp) {
   constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
   // 1. d == 0 and INT32_MIN // -1: indicators z and e (0 / 1)
   int z, d1, m1;
-  if (tile_d) {
-    int df = materialize(to_type(d, kF32, sp), Shape::Full, sp);  // compared exactly: float(d) == 0 iff d == 0
-    z = select_int32(ir::BinOp::EQ, df, scalar_const(0.0, kF32), k32(1), k32(0), sp);
+  if (tile_d) {  // [v == 0] = 1 - c * c with c = min(max(v, -1), 1) (the sign): clamps, no compare
+    auto is_zero = [&](int v) {
+      int c = B(ir::BinOp::Min, B(ir::BinOp::Max, v, k32(-1)), k32(1));
+      return B(ir::BinOp::Add, B(ir::BinOp::Mul, B(ir::BinOp::Mul, c, c), k32(-1)), k32(1));
+    };
+    z = is_zero(d);
     d1 = B(ir::BinOp::Add, d, z);
-    m1 = floordiv ? select_int32(ir::BinOp::EQ, df, scalar_const(-1.0, kF32), k32(1), k32(0), sp) : -1;
+    // [d == -1] = [min(max(d, -2), 0) + 1 == 0]
+    m1 = floordiv ? is_zero(B(ir::BinOp::Add, B(ir::BinOp::Min, B(ir::BinOp::Max, d, k32(-2)), k32(0)), k32(1))) : -1;
   } else {
     const Expr ds = nodes_[d].scalar;  // a copy: leaf_scalar grows nodes_
     Expr is0 = ir::binary(ir::BinOp::EQ, ds, ir::int_imm(0, kI32, sp), sp);
