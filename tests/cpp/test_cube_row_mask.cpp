@@ -15,14 +15,8 @@ std::string run(const std::string& text) {
   return ir::print(cube_row_mask(ir::parse_kernel(text, "k.tw"), target::find_target("ascend910b2")));
 }
 
-// A paged-decode step reduced to the value side: V's page copied into v, v masked past the
-// context length n, then the P V gemm. `mask` is the map's body, `extra` statements after the gemm.
-std::string kernel(const std::string& mask, const std::string& extra = "", const std::string& loops = "c, d") {
-  std::string c = loops.substr(0, loops.find(',')), d = loops.substr(loops.find(' ') + 1);
-  bool row_outer = c == "c";
-  std::string outer = row_outer ? "c" : "d", inner = row_outer ? "d" : "c";
-  std::string oext = row_outer ? "8" : "16", iext = row_outer ? "16" : "8";
-  return R"(kernel main(V: global float16[4, 4, 16], lens: global int32[2], Out: global float32[2, 1, 16] out)
+// The kernel up to V's page copy inside the step loop, shared by kernel() and rewritten().
+const std::string kHead = R"(kernel main(V: global float16[4, 4, 16], lens: global int32[2], Out: global float32[2, 1, 16] out)
     grid(b = 2) {
   alloc v: shared float16[8, 16]
   alloc p: shared float16[1, 8]
@@ -32,7 +26,16 @@ std::string kernel(const std::string& mask, const std::string& extra = "", const
   let n: int32 = lens[b]
   for j in serial(0, 2) {
     copy V[j:+1, 0:+4, 0:+16] -> v[0:+4, 0:+16]
-    for )" + outer + " in parallel(0, " + oext + ") {\n      for " + inner + " in parallel(0, " + iext + ") {\n        " +
+)";
+
+// A paged-decode step reduced to the value side: V's page copied into v, v masked past the
+// context length n, then the P V gemm. `mask` is the map's body, `extra` statements after the gemm.
+std::string kernel(const std::string& mask, const std::string& extra = "", const std::string& loops = "c, d") {
+  std::string c = loops.substr(0, loops.find(',')), d = loops.substr(loops.find(' ') + 1);
+  bool row_outer = c == "c";
+  std::string outer = row_outer ? "c" : "d", inner = row_outer ? "d" : "c";
+  std::string oext = row_outer ? "8" : "16", iext = row_outer ? "16" : "8";
+  return kHead + R"(    for )" + outer + " in parallel(0, " + oext + ") {\n      for " + inner + " in parallel(0, " + iext + ") {\n        " +
          mask + R"(
       }
     }
@@ -44,17 +47,7 @@ std::string kernel(const std::string& mask, const std::string& extra = "", const
 }
 
 std::string rewritten(const std::string& cond, const std::string& value = "0.0f16") {
-  return R"(kernel main(V: global float16[4, 4, 16], lens: global int32[2], Out: global float32[2, 1, 16] out)
-    grid(b = 2) {
-  alloc v: shared float16[8, 16]
-  alloc p: shared float16[1, 8]
-  alloc acc: fragment float32[1, 16]
-  fill acc = 0.0
-  fill p = 1.0f16
-  let n: int32 = lens[b]
-  for j in serial(0, 2) {
-    copy V[j:+1, 0:+4, 0:+16] -> v[0:+4, 0:+16]
-    for c in serial(0, 8) {
+  return kHead + R"(    for c in serial(0, 8) {
       if c >= )" + cond + R"( {
         fill v[c:+1, 0:+16] = )" + value + R"(
       }
