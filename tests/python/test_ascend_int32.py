@@ -247,3 +247,59 @@ def test_expert_float32_to_int8_written_as_the_chain_matches_numpy():
     x = np.random.default_rng(5).uniform(-128.9, 127.9, (8, 64)).astype(np.float32)
     got = run_checked(tw.compile(k, out_idx=[1], target=TARGET), x)
     np.testing.assert_array_equal(got, np.trunc(x).astype(np.int8))
+
+
+# ---- int32 -> int8/uint8 and bfloat16 -> int32 conversions (found by the differential fuzzer) ------
+
+def narrowing_kernel(src, dst, M, N, bm, bn, arith):
+    """A (M, N) `src` tensor through an int32 tile (optionally x * 3 - 7 on it) into a `dst` tile
+    and out: the language wraps int32 into int8/uint8 modulo 256 for every value."""
+    @T.prim_func
+    def k(A: T.Tensor((M, N), src), B: T.Tensor((M, N), dst)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            x = T.alloc_fragment((bm, bn), "int32")
+            T.copy(A[by * bm, bx * bn], x)
+            if arith:
+                for i, j in T.Parallel(bm, bn):
+                    x[i, j] = x[i, j] * 3 - 7
+            o = T.alloc_fragment((bm, bn), dst)
+            T.copy(x, o)
+            T.copy(o, B[by * bm, bx * bn])
+    return k
+
+
+@pytest.mark.parametrize("dst", ["int8", "uint8"])
+@pytest.mark.parametrize("arith", [False, True])
+@pytest.mark.parametrize("M,N,bm,bn", [(7, 5, 8, 8), (33, 70, 16, 64), (1, 1, 1, 1)])
+def test_int32_to_int8_wraps_every_int32_value(dst, arith, M, N, bm, bn):
+    """Was an error ("may reach 2^24": the wrap went through float32); now exact in int32 on the
+    Vector unit, the extremes of int32 included, the same bits as cpu and numpy."""
+    rng = np.random.default_rng(M * 100 + N)
+    a = rng.integers(-2 ** 31, 2 ** 31, size=(M, N), dtype=np.int64) // (8 if arith else 1)
+    edge = [2 ** 28, -2 ** 28, 255, -129] if arith else [2 ** 31 - 1, -2 ** 31, 255, -129]
+    a.flat[:min(4, a.size)] = edge[:min(4, a.size)]
+    a = a.astype(np.int32)
+    v = a.astype(np.int64) * 3 - 7 if arith else a.astype(np.int64)
+    ref = v.astype(np.int32).astype(dst)
+    k = narrowing_kernel("int32", dst, M, N, bm, bn, arith)
+    np.testing.assert_array_equal(tw.compile(k, target="cpu", out_idx=[1])(a), ref)
+    np.testing.assert_array_equal(run_checked(tw.compile(k, target=TARGET, out_idx=[1]), a), ref)
+
+
+def test_bfloat16_to_int32_copy_truncates_like_cpu():
+    """Was "cast on bfloat16: the Vector core has no bfloat16 arithmetic" at the copy; now
+    bfloat16 -> float32 -> int32 (exact, then truncation toward zero), with a tail column."""
+    import ml_dtypes
+
+    @T.prim_func
+    def k(A: T.Tensor((9, 9), "bfloat16"), B: T.Tensor((9, 10), "int32")):
+        with T.Kernel(T.ceildiv(10, 4), T.ceildiv(9, 8)) as (bx, by):
+            x = T.alloc_fragment((8, 4), "int32")
+            T.copy(A[by * 8, bx * 4], x)
+            T.copy(x, B[by * 8, bx * 4])
+
+    a = (np.random.default_rng(5).standard_normal((9, 9)) * 1000).astype(ml_dtypes.bfloat16)
+    ref = np.zeros((9, 10), np.int32)
+    ref[:, :9] = np.trunc(a.astype(np.float64))
+    np.testing.assert_array_equal(tw.compile(k, target="cpu", out_idx=[1])(a), ref)
+    np.testing.assert_array_equal(run_checked(tw.compile(k, target=TARGET, out_idx=[1]), a), ref)

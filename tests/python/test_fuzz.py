@@ -37,15 +37,18 @@ def test_generator_covers_the_grammar():
     assert seen(lambda d: d["kind"]) == {"copy", "map", "reduce", "gemm"}
     assert seen(lambda d: d["sym"]) == {True, False}
     assert seen(lambda d: d["loop"]) == {"grid", "serial", "pipelined"}
-    assert seen(lambda d: d["dt_in"]) == set(grammar.DTYPES)
-    assert {"float32", "float16", "bfloat16", "int8"} <= seen(lambda d: d.get("dt_tile"))
+    assert seen(lambda d: d["dt_in"]) == set(grammar.MAP_DTYPES)
+    assert {"float32", "float16", "bfloat16", "int8", "int32"} <= seen(lambda d: d.get("dt_tile"))
     assert seen(lambda d: (d.get("ta"), d.get("tb"))) >= {(True, True), (False, False), (True, False), (False, True)}
     assert seen(lambda d: d.get("accum")) >= {"", "init", "add"}
     assert seen(lambda d: d.get("op")) >= {"sum", "max", "min"}
     assert seen(lambda d: d.get("dim")) >= {0, 1}
     assert seen(lambda d: d.get("fused")) >= {True, False}
     ops = {op[0] for d in descs for op in d.get("ops", []) + d.get("epilogue", [])}
-    assert ops == {"axpb", "max", "min", "abs", "sq", "exp", "cast", "add2"}
+    assert ops >= {"axpb", "max", "min", "abs", "sq", "exp", "cast", "add2", "where", "where2", "fdiv", "mod", "inv"}
+    assert ops <= set(grammar.OP_SOURCE)
+    many = [grammar.generate(s) for s in range(5000)]   # the rarer integer operations
+    assert {op[0] for d in many for op in d.get("ops", [])} == set(grammar.OP_SOURCE)
     assert any(d["M"] == 1 for d in descs) and any(d.get("N") == 1 and d.get("ndim", 2) == 2 for d in descs)
     assert any(d["M"] % d["bm"] and d.get("N", 1) % d.get("bn", 1) for d in descs)  # tails in both dims
     assert any(d["M"] < d["bm"] for d in descs)                                      # tile larger than tensor
@@ -84,6 +87,25 @@ def test_reference_of_a_copy_with_offset_and_cast():
     wrong[4, 0] = 7.0                           # a stale value in the tail
     problem = compare(d, [wrong.astype(np.float16)])
     assert problem and "1 of 15 elements off" in problem and "(4, 0)" in problem
+
+
+def test_reference_of_integer_operations_and_selects():
+    """The reference's int32 operations are Python's (floor division, modulo with the divisor's
+    sign, arithmetic shifts, two's complement bitwise), checked element by element."""
+    from fuzz.reference import OP_VALUE
+    xs = np.arange(-40, 41, dtype=np.float64)
+    for name, consts in grammar.INT_OPS.items():
+        for c in consts:
+            op = [name] if c is None else [name, c]
+            src = grammar.OP_SOURCE[name](op, "v", None)
+            expect = [eval(src, {"v": int(v)}) for v in xs]   # noqa: S307 (our own text)
+            assert np.array_equal(OP_VALUE[name](op, xs, None, "int32"), expect), src
+    y = xs[::-1]
+    for op in (["where", 0.3, -1.0], ["where2", 1.1]):
+        src = grammar.OP_SOURCE[op[0]](op, "x", "y")
+        assert src.startswith("T.where(")
+    assert np.array_equal(OP_VALUE["where"](["where", 0.3, -1.0], xs, None, "float32"), np.where(xs > 0.3, xs, -xs))
+    assert np.array_equal(OP_VALUE["where2"](["where2", 1.1], xs, y, "float32"), np.where(y > 1.1, xs, y))
 
 
 def test_reference_of_a_blocked_reduction():

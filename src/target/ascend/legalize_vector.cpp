@@ -267,6 +267,7 @@ class MapLowering {
   int step_cast(int x, DType t, const Span& sp);  // one Cast node (to_type chains them)
   double bound(int x) const;                         // a bound on |value| (integer maps)
   int wrap(int x, DType t, const Span& sp);          // integral float32 x wrapped into int8/uint8 t
+  int wrap_i32(int x, DType t, const Span& sp);      // int32 x wrapped into int8/uint8 t (every value)
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int neg(int x, const Span& sp);
@@ -1152,6 +1153,21 @@ int MapLowering::wrap(int x, DType t, const Span& sp) {
   return step_cast(step_cast(r, kF16, sp), t, sp);
 }
 
+// The language's wrap-around of any int32 value into int8/uint8, in int32 arithmetic that never
+// leaves int32 (the simulator reports int32 overflow): r = x - ((x >> 8) << 8) is x mod 256 in
+// [0, 255]; int8 takes (r + 128) mod 256 - 128 the same way. Then float16 and t (both exact for
+// values in the type's range).
+int MapLowering::wrap_i32(int x, DType t, const Span& sp) {
+  auto I = [&](int64_t v) { return leaf_scalar(ir::int_imm(v, kI32, sp)); };
+  auto mod256 = [&](int y) {
+    return bin(ir::BinOp::Sub, y, bin(ir::BinOp::Shl, bin(ir::BinOp::Shr, y, I(8), sp), I(8), sp), sp);
+  };
+  int r = mod256(x);
+  if (t == DType(DTypeCode::i8)) r = bin(ir::BinOp::Add, mod256(bin(ir::BinOp::Add, r, I(128), sp)), I(-128), sp);
+  nodes_[r].limit = 255.0;
+  return step_cast(to_type(r, kF16, sp), t, sp);
+}
+
 int MapLowering::materialize(int x, Shape to, const Span& sp) {
   if (nodes_[x].shape == to) return x;
   Node c;
@@ -1392,6 +1408,7 @@ int MapLowering::build_uncached(const Expr& e) {
       int x = build(v);
       if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
       if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
+        if (nodes_[x].dtype == kI32) return wrap_i32(x, t, sp);
         x = to_type(x, kF32, sp);
         check_exact(x, t, sp);
         return wrap(x, t, sp);
@@ -1782,8 +1799,10 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   const Expr& v = st->value;
   bool int_arith = v->dtype.is_int() && v->kind != ir::ExprKind::Load &&
                    !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
-  if (small_int(dt) && int_arith && !small_int(nodes_[root].dtype) && nodes_[root].dtype.is_int())
-    root = to_type(root, kF32, sp);  // int32 arithmetic: wrapped like the rest (check_exact decides)
+  if (small_int(dt) && int_arith && nodes_[root].dtype == kI32)
+    root = wrap_i32(root, dt, sp);  // int32 arithmetic: wrapped exactly in int32
+  else if (small_int(dt) && int_arith && !small_int(nodes_[root].dtype) && nodes_[root].dtype.is_int())
+    root = to_type(root, kF32, sp);  // other integer arithmetic: wrapped like the rest (check_exact decides)
   if (small_int(dt) && (int_arith || wrap_bound > 0) && nodes_[root].dtype == kF32) {
     if (wrap_bound <= 0) check_exact(root, dt, sp);
     root = wrap(root, dt, sp);

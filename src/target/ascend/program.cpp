@@ -228,7 +228,9 @@ std::vector<ir::DType> cast_chain(ir::DType dst, ir::DType src) {
     return a;
   };
   if (dst == src) return {};
-  if (src == bf16 && dst != f32 && dst != i32) return then({f32}, cast_chain(dst, f32));
+  // bfloat16 -> int32 goes through float32 too (exact), truncated there like every float -> int
+  // conversion: the Vector core takes bfloat16 operands only in Casts to and from float32
+  if (src == bf16 && dst != f32) return then({f32}, cast_chain(dst, f32));
   if (dst == bf16 && src != f32) return then(cast_chain(f32, src), {bf16});
   if (small(src) && dst != f16 && !small(dst)) return then({f16}, cast_chain(dst, f16));
   if (src == i32 && dst == f16) return {f32, f16};

@@ -7,7 +7,9 @@ Four kinds of programs, each one explicit-style kernel as docs/language.md teach
   either copy, tile origins with offsets (``A[by * bm + r0, bx * bn + c0]``), an input smaller or
   larger than the output (tails, origins past the end), 1-D or 2-D.
 * ``map``    a copy with ``T.Parallel`` maps on the tile in between: either one fused expression
-  or one map per operation; a second input tile added elementwise.
+  or one map per operation; a second input tile added elementwise; data-dependent selects
+  (``T.where`` on the tile's own values or the second tile's); int32 tiles with ``//``, ``%``,
+  shifts, ``~`` and bitwise ``& | ^`` (Python semantics: floor division, arithmetic shifts).
 * ``reduce`` ``T.reduce_sum/max/min`` over rows or columns, the reduced dimension either in one
   tile or walked by a serial/pipelined loop merging with ``clear=False``.
 * ``gemm``   ``T.gemm`` with transposes, a serial/pipelined K loop, an accumulator cleared or
@@ -21,12 +23,15 @@ than the tensor.
 
 ``generate(seed)`` is deterministic. The structure (kind, dtypes, blocks, loops, operations) is
 drawn from ``seed // GROUP`` and the shapes from ``seed``, so GROUP consecutive seeds with
-symbolic dimensions reuse one compiled kernel.
+symbolic dimensions reuse one compiled kernel. The later additions (int32 tiles, selects,
+integer operations) are drawn from a third stream, ``extension-<seed // GROUP>``, so the programs
+drawn before them are unchanged.
 """
 import random
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
+MAP_DTYPES = DTYPES + ("int32",)   # copies and maps also carry int32 (tensors and tiles)
 GROUP = 5  # consecutive seeds sharing one structure
 
 # elementwise operations of maps: name -> constants they may take
@@ -106,10 +111,73 @@ def _ops(rng, dtype, n, with_second, bound=None, limit=BOUND_LIMIT):
     return ops
 
 
+# the integer operations of int32 map tiles: name -> constants (divisors, shift counts, masks)
+INT_OPS = {"fdiv": (3, -2, 7, 1), "mod": (3, -2, 7), "shl": (1, 3), "shr": (1, 2), "inv": (None,),
+           "band": (5, -4, 0x0F0F), "bor": (5, -4, 0x0F0F), "bxor": (5, -4, 0x0F0F)}
+SELECT_C = {"float": (0.3, -0.7, 1.1), "int": (0, 1, -2)}
+
+
+def _int_op(rng, bound):
+    """An int32 map operation and the bound of its result (|values| < 2^15 on every path)."""
+    name = rng.choice(sorted(INT_OPS))
+    c = rng.choice(INT_OPS[name])
+    if name in ("fdiv", "mod", "shr"):
+        nb = bound if name != "mod" else abs(c)
+    elif name == "shl":
+        nb = bound * 2 ** c
+    elif name == "inv":
+        nb = bound + 1
+    else:   # bitwise with a constant: |x op c| <= max(|x|, |c|) rounded up to a power of two
+        nb = 2.0 ** max(int(bound).bit_length(), abs(c).bit_length()) * 2
+    return ([name] if c is None else [name, c]), nb
+
+
+def _extension_ops(xrng, dtype, with_second, bound, limit=BOUND_LIMIT):
+    """Operations appended to a map from the extension stream: a data-dependent select (any
+    tile type) and, on int32 tiles, integer operations."""
+    ops = []
+    integer = is_int(dtype)
+    for _ in range(xrng.choice((0, 1, 1, 2))):
+        r = xrng.random()
+        if dtype == "int32" and r < 0.6:
+            op, nb = _int_op(xrng, bound)
+        elif with_second and r < 0.8:
+            op, nb = ["where2", xrng.choice(SELECT_C["int" if integer else "float"])], \
+                max(bound, INT_INPUT_BOUND if integer else INPUT_BOUND)
+        else:
+            a = xrng.choice(INT_A if integer else FLOAT_A)
+            op, nb = ["where", xrng.choice(SELECT_C["int" if integer else "float"]), a], bound * max(1, abs(a))
+        if nb > limit or (dtype == "int8" and nb > 100):
+            continue
+        ops.append(op)
+        bound = nb
+    return ops
+
+
+def _bound(ops, dtype):
+    """The bound of a map's values after `ops` (as _ops tracks it)."""
+    integer = is_int(dtype)
+    b = INT_INPUT_BOUND if integer else INPUT_BOUND
+    for op in ops:
+        n = op[0]
+        if n == "axpb":
+            b = b * abs(op[1]) + abs(op[2])
+        elif n in ("max", "min"):
+            b = max(b, abs(op[1]))
+        elif n == "sq":
+            b = b * b
+        elif n == "exp":
+            b = 2.718281828459045 ** b
+        elif n == "add2":
+            b = b + (INT_INPUT_BOUND if integer else INPUT_BOUND)
+    return b
+
+
 def generate(seed):
     """The program description of `seed` (a dict of JSON values)."""
     srng = random.Random(f"structure-{seed // GROUP}")
     rng = random.Random(f"shape-{seed}")
+    xrng = random.Random(f"extension-{seed // GROUP}")
     kind = srng.choices(("copy", "map", "reduce", "gemm"), (25, 30, 20, 25))[0]
     sym = srng.random() < 0.75
     d = {"seed": seed, "kind": kind, "sym": sym}
@@ -125,10 +193,16 @@ def generate(seed):
         # 1-D: either a 1-D input or one column c0 of a 2-D input (a (rows, 1) slice into a 1-D tile)
         d["col"] = d["ndim"] == 1 and srng.random() < 0.4
         d["c0"] = srng.choice((0, 0, 0, 1, 5)) if d["ndim"] == 2 or d["col"] else 0
+        int32 = xrng.random() < 0.2   # int32 tensors and tile (extension stream)
+        if int32:
+            d["dt_tile"] = "int32"
+            d["dt_in"] = xrng.choice(("int32", "int32", d["dt_in"]))
+            d["dt_out"] = xrng.choice(("int32", "int32", d["dt_out"]))
         if kind == "map":
             d["second"] = srng.random() < 0.3
             d["ops"] = _ops(srng, d["dt_tile"], srng.randint(1, 4), d["second"])
             d["fused"] = srng.random() < 0.5
+            d["ops"] += _extension_ops(xrng, d["dt_tile"], d["second"], _bound(d["ops"], d["dt_tile"]))
         d["M"] = _dim(rng, d["bm"], sym)
         d["N"] = _dim(rng, d["bn"], sym) if d["ndim"] == 2 else 1
         if sym:   # a symbolic output dimension must be one of an input: A and B share M, N
@@ -231,6 +305,16 @@ OP_SOURCE = {
     "exp": lambda op, x, y: f"T.exp({x})",
     "cast": lambda op, x, y: f"T.cast({x}, {op[1]!r})",
     "add2": lambda op, x, y: f"{x} + {y}",
+    "where": lambda op, x, y: f"T.where({x} > {_lit(op[1])}, {x}, {x} * {_lit(op[2])})",
+    "where2": lambda op, x, y: f"T.where({y} > {_lit(op[1])}, {x}, {y})",
+    "fdiv": lambda op, x, y: f"{x} // {_lit(op[1])}",
+    "mod": lambda op, x, y: f"{x} % {_lit(op[1])}",
+    "shl": lambda op, x, y: f"{x} << {_lit(op[1])}",
+    "shr": lambda op, x, y: f"{x} >> {_lit(op[1])}",
+    "inv": lambda op, x, y: f"~{x}",
+    "band": lambda op, x, y: f"{x} & {_lit(op[1])}",
+    "bor": lambda op, x, y: f"{x} | {_lit(op[1])}",
+    "bxor": lambda op, x, y: f"{x} ^ {_lit(op[1])}",
 }
 
 

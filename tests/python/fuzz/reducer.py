@@ -36,6 +36,8 @@ def _valid(d):
             if grammar.is_int(d["dt_tile"]) and any(op[0] in ("exp", "cast") or isinstance(op[-1], float)
                                                     for op in d["ops"]):
                 return False
+            if d["dt_tile"] != "int32" and any(op[0] in grammar.INT_OPS for op in d["ops"]):
+                return False
     if k == "reduce" and d["loop"] == "grid":
         red, blk = (d["M"], d["bm"]) if d["dim"] == 0 else (d["N"], d["bn"])
         if red > blk:

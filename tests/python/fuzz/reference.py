@@ -76,7 +76,25 @@ OP_VALUE = {
     "exp": lambda op, x, y, dtype: np.exp(x),
     "cast": lambda op, x, y, dtype: convert(x, dtype, op[1]),
     "add2": lambda op, x, y, dtype: x + y,
+    "where": lambda op, x, y, dtype: np.where(x > op[1], x, x * op[2]),
+    "where2": lambda op, x, y, dtype: np.where(y > op[1], x, y),
+    "fdiv": lambda op, x, y, dtype: np.floor_divide(x, op[1]),
+    "mod": lambda op, x, y, dtype: np.mod(x, op[1]),
+    "shl": lambda op, x, y, dtype: x * 2.0 ** op[1],
+    "shr": lambda op, x, y, dtype: np.floor(x / 2.0 ** op[1]),
+    "inv": lambda op, x, y, dtype: -x - 1,
+    "band": lambda op, x, y, dtype: _bits(np.bitwise_and, x, op[1]),
+    "bor": lambda op, x, y, dtype: _bits(np.bitwise_or, x, op[1]),
+    "bxor": lambda op, x, y, dtype: _bits(np.bitwise_xor, x, op[1]),
 }
+
+
+def _bits(fn, x, c):
+    """A bitwise operation of integer-valued float64 `x` with the constant `c` (two's complement;
+    NaN stays NaN)."""
+    ok = ~np.isnan(x)
+    out = fn(np.where(ok, x, 0).astype(np.int64), c).astype(np.float64)
+    return np.where(ok, out, np.nan)
 
 
 def _apply(op, x, y, dtype):
