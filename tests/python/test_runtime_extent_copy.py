@@ -239,17 +239,6 @@ def test_a_run_time_extent_on_the_tile_alone_is_an_error():
     assert "has no counterpart on tensor" in msg and "Out[r0:r0 + rows, :]" in msg
 
 
-def test_a_run_time_extent_in_another_tile_op_is_an_error():
-    @T.prim_func
-    def bad(X: T.Tensor((64, 8), "float32"), n: T.int32):
-        with T.Kernel(4) as bx:
-            rows = T.min(16, n - bx * 16)
-            T.fill(X[bx * 16:bx * 16 + rows, :], 0)  # @fill
-    with pytest.raises(tw.TilewrightError) as e:
-        tw.compile(bad)
-    assert f"test_runtime_extent_copy.py:{where('fill')}:" in str(e.value)
-
-
 def test_a_block_count_beyond_its_field_is_reported_at_run_time():
     # a 4100-row UB tile whose run-time row count reaches 4100: DataCopyPad's blockCount is 1..4095
     # (a constant 4100 is a compile-time error; a run-time one a checker report at the copy's line)
