@@ -206,6 +206,12 @@ TEST(Verifier, CopyRunTimeExtent) {
                "copy: the extent min(128, M - by * 128) of tile 'A_s' is a run-time value", 6);
   expect_error(k.make({copy(Region{k.A, {c(0), c(0)}, {binary(BinOp::Min, c(256), k.M), c(64)}}, full_region(k.A_s), 6)}),
                "copy shape mismatch: A[0:+min(256, M), 0:+64] is 256x64 but A_s[0:+128, 0:+64] is 128x64", 6);
+  // only a plain T.copy takes one: not T.atomic_add, not a gemm operand
+  expect_error(k.make({std::make_shared<CopyNode>(full_region(k.A_s), g, L(8), true)}),
+               "T.atomic_add: the extent min(128, M - by * 128) of A[by * 128:+min(128, M - by * 128), 0:+64] is a "
+               "run-time value", 8);
+  expect_error(k.make({gemm(Region{k.A_s, {c(0), c(0)}, {rows, c(64)}}, full_region(k.B_s), full_region(k.C_f), 9)}),
+               "gemm: the extent min(128, M - by * 128) of A_s[0:+min(128, M - by * 128), 0:+64] is a run-time value", 9);
 }
 
 TEST(Verifier, GemmKMismatch) {

@@ -206,6 +206,45 @@ def test_gemm_operand_rows_on_both_targets(dtype):
         np.testing.assert_allclose(np.asarray(Ca)[:k], ref[:k], **tol)
 
 
+def gemm_cols(M, K, N, bn, dtype, target):
+    """C = A B over column blocks of B loaded with a run-time column count (GM -> L1, Nd2Nz with a
+    run-time dValue; the columns past n are zero columns of the product) and C stored with it
+    (L0C -> GM, Fixpipe with a run-time nSize: C's columns past n are not written)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), n: T.int32, C: T.Tensor((M, N), "float32"),
+             Z: T.Tensor((M, T.ceildiv(N, bn) * bn), "float32")):
+        with T.Kernel(T.ceildiv(N, bn)) as bx:
+            a = T.alloc_shared((M, K), dtype)
+            b = T.alloc_shared((K, bn), dtype)
+            c = T.alloc_fragment((M, bn), "float32")
+            c0 = bx * bn
+            cols = T.min(bn, n - c0)
+            T.copy(A, a)
+            T.copy(B[:, c0:c0 + cols], b)
+            T.gemm(a, b, c, clear_accum=True)
+            T.copy(c, Z[:, c0:c0 + bn])
+            T.copy(c, C[:, c0:c0 + cols])
+    return tw.compile(main, target=target, out_idx=[3, 4])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gemm_operand_columns_on_both_targets(dtype):
+    M, K, N, bn = 32, 32, 40, 16
+    A, B = inputs((M, K), dtype, seed=7), inputs((K, N), dtype, seed=8)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    kc, ka = gemm_cols(M, K, N, bn, dtype, "cpu"), gemm_cols(M, K, N, bn, dtype, TARGET)
+    for n in [0, 1, 5, 16, 37, 40, -2]:
+        _, Zc = kc(A, B, n)
+        Ca, Za = run_checked(ka, A, B, n)
+        k = max(0, min(n, N))
+        eZ = np.zeros((M, 48))
+        eZ[:, :k] = ref[:, :k]
+        tol = dict(atol=1e-4, rtol=1e-4) if dtype == "float32" else dict(atol=1e-2, rtol=1e-2)
+        np.testing.assert_allclose(Zc, eZ, **tol)
+        np.testing.assert_allclose(Za, eZ, **tol)
+        np.testing.assert_allclose(np.asarray(Ca)[:, :k], ref[:, :k], **tol)
+
+
 # ---- errors ------------------------------------------------------------------------------------
 
 def test_an_extent_without_a_constant_bound_is_an_error():
