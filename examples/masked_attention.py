@@ -131,7 +131,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
 def varlen_attention(total_tokens, num_seqs, heads, kv_heads, dim, max_seqlen, causal=False,
                      block_M=64, block_N=64, dtype="float32"):
     """Packed sequences: Q/K/V/Output [total_tokens, heads (kv_heads), dim]; program (bx, h, b)
-    handles query rows bx * block_M .. of sequence b (nothing when past its length)."""
+    handles query rows bx * block_M .. of sequence b (nothing when past its length). Its copies take
+    run-time extents (docs/language.md "Run-time extents"): it loads and stores only the rows of its
+    sequence, so it runs unchanged on cpu and ascend910b."""
     group = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * LOG2E
     neg_inf = float("-inf")
@@ -155,21 +157,26 @@ def varlen_attention(total_tokens, num_seqs, heads, kv_heads, dim, max_seqlen, c
             kv_head = by // group
             start = CuSeqlens[bz]
             n = CuSeqlens[bz + 1] - start
-            if bx * block_M < n:
-                T.copy(Q[start + bx * block_M:start + (bx + 1) * block_M, by, :], q)
+            r0 = bx * block_M
+            if r0 < n:
+                # the rows of this sequence only (run-time extents): the rest of a tile reads as 0
+                rows = T.min(block_M, n - r0)
+                T.copy(Q[start + r0:start + r0 + rows, by, :], q)
                 T.fill(acc_o, 0)
                 T.fill(logsum, 0)
                 T.fill(m, -1.0e30)
                 hi = T.ceildiv(n, block_N)
                 if causal:
-                    hi = T.min(hi, T.ceildiv((bx + 1) * block_M, block_N))
+                    hi = T.min(hi, T.ceildiv(r0 + block_M, block_N))
                 for kb in T.serial(hi):
-                    T.copy(K[start + kb * block_N:start + (kb + 1) * block_N, kv_head, :], k)
+                    k0 = kb * block_N
+                    cols = T.min(block_N, n - k0)  # the next sequence's keys are never read
+                    T.copy(K[start + k0:start + k0 + cols, kv_head, :], k)
                     T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True)
                     for i, j in T.Parallel(block_M, block_N):
-                        visible = kb * block_N + j < n
+                        visible = k0 + j < n  # the zero rows of k past the sequence score 0: hidden
                         if causal:
-                            visible = visible and kb * block_N + j <= bx * block_M + i
+                            visible = visible and k0 + j <= r0 + i
                         acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
                     T.copy(m, m_prev)
                     T.reduce_max(acc_s, m, dim=1, clear=False)
@@ -182,14 +189,12 @@ def varlen_attention(total_tokens, num_seqs, heads, kv_heads, dim, max_seqlen, c
                     T.reduce_sum(acc_s, row_sum, dim=1)
                     for i in T.Parallel(block_M):
                         logsum[i] = logsum[i] * rescale[i] + row_sum[i]
-                    T.copy(V[start + kb * block_N:start + (kb + 1) * block_N, kv_head, :], v)
-                    for j, d in T.Parallel(block_N, dim):  # the next sequence's keys: never read
-                        v[j, d] = T.where(kb * block_N + j < n, v[j, d], 0)
+                    T.copy(V[start + k0:start + k0 + cols, kv_head, :], v)  # rows past cols: zeros
                     T.copy(acc_s, acc_s_cast)
                     T.gemm(acc_s_cast, v, acc_o)
-                for i, d in T.Parallel(block_M, dim):  # rows of this sequence only
-                    if bx * block_M + i < n:
-                        Output[start + bx * block_M + i, by, d] = acc_o[i, d] / logsum[i]
+                for i, d in T.Parallel(block_M, dim):
+                    acc_o[i, d] = acc_o[i, d] / logsum[i]
+                T.copy(acc_o, Output[start + r0:start + r0 + rows, by, :])  # rows of this sequence only
 
     return main
 

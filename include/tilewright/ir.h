@@ -345,6 +345,17 @@ struct Region {
   std::vector<Expr> extents;
 };
 Region full_region(const Buffer& b);
+// A run-time extent of a copy (docs/language.md "Run-time extents"): on a global tensor's side of
+// T.copy an extent may be min(C, e) (or min(e, C)) with a constant C >= 1. The copy covers C elements of that dim;
+// those at index e or past it lie outside the copy's tensor region, as past a tail: they read as 0
+// and are not written. e <= 0 copies nothing from the tensor. Tile sides always have constant extents.
+struct RuntimeExtent {
+  int64_t bound;  // C
+  Expr value;     // e
+};
+std::optional<RuntimeExtent> runtime_extent(const Expr& extent);
+// The constant extent, or the bound C of a run-time extent; nullopt for any other expression.
+std::optional<int64_t> extent_bound(const Expr& extent);
 // N-D windows (docs/language.md, T.copy): the non-unit extents `wide` of one side of a copy and
 // `narrow` of the other (fewer dims) pair when narrow's first extent is the product of wide's first
 // k + 1 and the rest are equal: returns k, the number of wide's leading dims flattened into

@@ -245,6 +245,23 @@ int height(const std::vector<Stmt>& v) {
   for (const auto& s : v) h = std::max(h, height(s));
   return h;
 }
+std::optional<RuntimeExtent> runtime_extent(const Expr& extent) {
+  if (!extent || extent->kind != ExprKind::Binary) return std::nullopt;
+  auto* b = as<BinaryNode>(extent);
+  if (b->op != BinOp::Min) return std::nullopt;
+  auto ca = as_const_int(b->a), cb = as_const_int(b->b);
+  if (ca.has_value() == cb.has_value()) return std::nullopt;  // min(C, e) or min(e, C) (simplify's order)
+  int64_t c = ca ? *ca : *cb;
+  if (c < 1) return std::nullopt;
+  return RuntimeExtent{c, ca ? b->b : b->a};
+}
+
+std::optional<int64_t> extent_bound(const Expr& extent) {
+  if (auto c = as_const_int(extent)) return c;
+  if (auto r = runtime_extent(extent)) return r->bound;
+  return std::nullopt;
+}
+
 int height(const Region& r) { return std::max(height(r.starts), height(r.extents)); }
 
 int node_height(std::initializer_list<int> children, const Span& at) {

@@ -258,7 +258,10 @@ class Verifier {
 
   // ---- regions ----
   // Checks scope, rank and types; returns the constant extents when `need_const`.
-  std::vector<int64_t> region(const Region& r, const Span& ctx, const std::string& op, bool need_const) {
+  // runtime_ok (T.copy): a global region's extent may be a run-time extent min(C, e) (ir.h); its
+  // bound C stands for it here.
+  std::vector<int64_t> region(const Region& r, const Span& ctx, const std::string& op, bool need_const,
+                              bool runtime_ok = false) {
     check_buffer(r.buffer, ctx);
     const Buffer& b = r.buffer;
     if (static_cast<int>(r.starts.size()) != b->ndim() || r.extents.size() != r.starts.size())
@@ -270,10 +273,14 @@ class Verifier {
     std::vector<int64_t> ext;
     for (const auto& x : r.extents) {
       auto c = as_const_int(x);
+      if (!c && need_const && runtime_ext(r, x, ctx, op, runtime_ok)) c = runtime_extent(x)->bound;
       if (!c) {
         if (need_const)
           fail(ctx, op + ": extents must be constants, but " + print(r) + " has extent " + print(x),
-               "tile shapes are compile-time constants; guard tails with the global buffer's bounds instead");
+               op == "copy" ? "a copy of the rows that exist takes a run-time extent with a constant bound on the "
+                              "tensor's side: X[r0:r0 + rows] with rows = T.min(C, n - r0) (docs/language.md "
+                              "\"Run-time extents\")"
+                            : "tile shapes are compile-time constants; guard tails with the global buffer's bounds instead");
         ext.push_back(-1);
         continue;
       }
@@ -296,6 +303,20 @@ class Verifier {
       }
     }
     return ext;
+  }
+
+  // A run-time extent min(C, e) where one is allowed: on the global side of a T.copy.
+  bool runtime_ext(const Region& r, const Expr& x, const Span& ctx, const std::string& op, bool runtime_ok) {
+    if (!runtime_extent(x)) return false;
+    if (!runtime_ok)
+      fail(ctx, op + ": the extent " + print(x) + " of " + print(r) + " is a run-time value",
+           "only T.copy takes run-time extents (docs/language.md \"Run-time extents\"); give this op constant extents");
+    if (r.buffer->scope != Scope::global)
+      fail(ctx, op + ": the extent " + print(x) + " of tile " + q(r.buffer->name) + " is a run-time value; a tile's "
+                "side of a copy has constant extents",
+           "write the run-time extent on the tensor's slice and the whole window on the tile's (docs/language.md "
+           "\"Run-time extents\")");
+    return true;
   }
 
   static std::vector<int64_t> drop_units(const std::vector<int64_t>& v) {
@@ -418,8 +439,8 @@ class Verifier {
         no_tile_op_in_parallel(s);
         auto* n = as<CopyNode>(s);
         if (n->atomic) atomic_add(*n, sp);
-        auto a = region(n->src, sp, n->atomic ? "T.atomic_add" : "copy", true);
-        auto b = region(n->dst, sp, n->atomic ? "T.atomic_add" : "copy", true);
+        auto a = region(n->src, sp, n->atomic ? "T.atomic_add" : "copy", true, !n->atomic);
+        auto b = region(n->dst, sp, n->atomic ? "T.atomic_add" : "copy", true, !n->atomic);
         auto ua = drop_units(a), ub = drop_units(b);
         if (ua != ub && !flattened_dims(ua, ub) && !flattened_dims(ub, ua))
           fail(sp, "copy shape mismatch: " + print(n->src) + " is " + dims_text(a) + " but " + print(n->dst) + " is " +

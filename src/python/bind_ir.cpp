@@ -420,6 +420,7 @@ void bind_ir(nb::module_& m) {
   m.def("print_stmt", [](const Stmt& s, bool spans) { return print(s, PrintOptions{spans}); },
         "stmt"_a, "spans"_a = false);
   m.def("print_expr", [](const Expr& e) { return print(e); }, "expr"_a);
+  m.def("extent_bound", &extent_bound, "extent"_a);
   m.def("parse_kernel", [](const std::string& text, const std::string& filename) { return parse_kernel(text, filename); },
         "text"_a, "filename"_a = "<text>");
   m.def("verify", [](const Kernel& k) { verify(k); }, "kernel"_a);

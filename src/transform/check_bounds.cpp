@@ -175,7 +175,7 @@ class BoundsChecker : public Visitor {
     for (size_t d = 0; d < indices.size(); ++d) {
       auto dim = as_const_int(b->shape[d]);
       auto r = range(indices[d]);
-      auto ext = extents ? as_const_int((*extents)[d]) : std::optional<int64_t>(1);
+      auto ext = extents ? extent_bound((*extents)[d]) : std::optional<int64_t>(1);  // a run-time extent: its bound
       // a region's last index: same directions, so still exact when the start is
       if (r && (!ext || *ext < 1 || __builtin_add_overflow(r->hi, *ext - 1, &r->hi))) r.reset();
       bool inside = dim && r && r->lo >= 0 && r->hi < *dim;

@@ -192,6 +192,28 @@ TEST(Verifier, CopyNonConstantExtent) {
   expect_error(k.make({copy(r, full_region(k.A_s), 6)}), "copy: extents must be constants, but A[0:+M, 0:+64] has extent M", 6);
 }
 
+// A run-time extent min(C, e) (ir.h): on a copy's tensor side its bound C stands for it; on a
+// tile's side, or in another tile op, it is an error.
+TEST(Verifier, CopyRunTimeExtent) {
+  K k;
+  Expr rows = binary(BinOp::Min, c(128), binary(BinOp::Sub, k.M, mul(k.by, c(128))));
+  EXPECT_EQ(runtime_extent(rows)->bound, 128);
+  EXPECT_EQ(extent_bound(binary(BinOp::Min, k.M, c(7))), 7);  // simplify puts the constant second
+  EXPECT_FALSE(extent_bound(binary(BinOp::Max, k.M, c(7))));
+  Region g{k.A, {mul(k.by, c(128)), c(0)}, {rows, c(64)}};
+  EXPECT_NO_THROW(verify(k.make({copy(g, full_region(k.A_s), 6), copy(full_region(k.A_s), g, 7)})));
+  expect_error(k.make({copy(Region{k.A_s, {c(0), c(0)}, {rows, c(64)}}, reg(k.A, {{c(0), 128}, {c(0), 64}}), 6)}),
+               "copy: the extent min(128, M - by * 128) of tile 'A_s' is a run-time value", 6);
+  expect_error(k.make({copy(Region{k.A, {c(0), c(0)}, {binary(BinOp::Min, c(256), k.M), c(64)}}, full_region(k.A_s), 6)}),
+               "copy shape mismatch: A[0:+min(256, M), 0:+64] is 256x64 but A_s[0:+128, 0:+64] is 128x64", 6);
+  // only a plain T.copy takes one: not T.atomic_add, not a gemm operand
+  expect_error(k.make({std::make_shared<CopyNode>(full_region(k.A_s), g, L(8), true)}),
+               "T.atomic_add: the extent min(128, M - by * 128) of A[by * 128:+min(128, M - by * 128), 0:+64] is a "
+               "run-time value", 8);
+  expect_error(k.make({gemm(Region{k.A_s, {c(0), c(0)}, {rows, c(64)}}, full_region(k.B_s), full_region(k.C_f), 9)}),
+               "gemm: the extent min(128, M - by * 128) of A_s[0:+min(128, M - by * 128), 0:+64] is a run-time value", 9);
+}
+
 TEST(Verifier, GemmKMismatch) {
   K k;
   expect_error(k.make({gemm(full_region(k.A_s), full_region(k.A_s), full_region(k.C_f), 6)}),

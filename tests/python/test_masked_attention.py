@@ -120,7 +120,35 @@ def test_prefill_on_ascend_matches_reference(kw):
     assert_close(out, cpu)
 
 
-def test_varlen_on_ascend_is_a_located_error_until_supported():
-    import tilewright as tw
-    with pytest.raises(tw.TilewrightError, match=r"masked_attention\.py:\d+:\d+: error"):
-        ma.run_varlen([20, 7], 2, 1, 32, causal=True, target="ascend910b", **SMALL)
+# varlen_attention on ascend910b: its copies take run-time extents (the rows of the sequence), so
+# it runs unchanged; odd lengths, a one-token sequence, sequences longer than block_M (several row
+# blocks and a K/V tail), GQA; against cpu and float64.
+@pytest.mark.parametrize("seqlens,causal,dtype", [([20, 7], True, "float32"), ([1, 37, 16], False, "float32"),
+                                                  ([33, 1, 5], True, "float16"), ([18], False, "bfloat16")],
+                         ids=["20-7-causal", "1-37-16", "33-1-5-causal-fp16", "18-bf16"])
+def test_varlen_on_ascend_matches_cpu_and_reference(seqlens, causal, dtype):
+    out, ref = ma.run_varlen(seqlens, 4, 2, 32, causal=causal, dtype=dtype, target="ascend910b", **SMALL)
+    assert_close(out, ref)
+    cpu, _ = ma.run_varlen(seqlens, 4, 2, 32, causal=causal, dtype=dtype, **SMALL)
+    assert_close(out, cpu)
+
+
+def test_varlen_never_reads_the_next_sequence():
+    # K and V rows of the other sequences hold NaN for a program of sequence 1: the run-time row
+    # counts must keep them out (a whole-block load would read them into the tile)
+    seqlens = [5, 19, 6]
+    cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((30, h, 16)).astype(np.float32) for h in (2, 1, 1))
+    for target in ("cpu", "ascend910b"):
+        kern = ma.varlen_attention(30, 3, 2, 1, 16, 19, True, target=target, **SMALL)
+        outs = []
+        for poison in (False, True):
+            kk, vv = k.copy(), v.copy()
+            if poison:
+                kk[cu[2]:], vv[cu[2]:] = np.nan, np.nan
+                kk[:cu[1]], vv[:cu[1]] = np.nan, np.nan
+            outs.append(kern(q, kk, vv, cu))
+        ref = outs[0]
+        assert np.isfinite(outs[1][cu[1]:cu[2]]).all(), target
+        assert_close(outs[1][cu[1]:cu[2]], ref[cu[1]:cu[2]])

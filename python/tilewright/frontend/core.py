@@ -97,6 +97,7 @@ class Parser:
         self.fn = fn
         self.scopes = [{}]           # innermost last: name -> Binding
         self.dead = {}               # names assigned in closed inner blocks -> node
+        self.let_values = {}         # IR name of a let variable -> its value (run-time extents' bounds)
         self.used_names = set()      # IR names already taken (vars and buffers)
         self.shape_vars = {}         # symbolic dim name -> ir.Var
         self.blocks = []             # stack of statement lists being built
@@ -435,7 +436,8 @@ class Parser:
     # Arithmetic with Python folding ------------------------------------------------------------
 
     def difference(self, stop, start, node):
-        """stop - start, as a Python int when the two differ by a constant (A[i*b:(i+1)*b])."""
+        """stop - start, as a Python int when the two differ by a constant (A[i*b:(i+1)*b]), as the
+        addends of stop that start lacks when start's are among them (A[r0:r0 + rows] -> rows)."""
         fa, fb = _affine(stop), _affine(start)
         if fa is not None and fb is not None:
             terms = dict(fa[0])
@@ -443,7 +445,91 @@ class Parser:
                 terms[k] = terms.get(k, 0) - c
             if all(c == 0 for c in terms.values()):
                 return fa[1] - fb[1]
-        return self.arith("sub", stop, start, node)
+        rest = _addends(stop)
+        for a in _addends(start):
+            key = _addend_key(a)
+            hit = next((i for i, r in enumerate(rest) if _addend_key(r) == key), None)
+            if hit is None:
+                return self.arith("sub", stop, start, node)
+            rest.pop(hit)
+        out = 0
+        for r in rest:
+            out = self.arith("add", out, r, node)
+        return out
+
+    def extent_bound(self, e):
+        """A constant upper bound of a run-time extent (docs/language.md "Run-time extents"), through
+        T.min / T.max, + and the lets it reads; None when there is none."""
+        if isinstance(e, int) and not isinstance(e, bool):
+            return e
+        if not isinstance(e, Expr):
+            return None
+        c = ir.as_const_int(e)
+        if c is not None:
+            return c
+        if e.kind == "Var":
+            v = self.let_values.get(e.name)
+            return None if v is None else self.extent_bound(v)
+        if e.kind == "Cast" and e.dtype in ("int32", "int64"):
+            return self.extent_bound(e.value)
+        if e.kind == "Binary" and e.op in ("min", "max", "add"):
+            a, b = self.extent_bound(e.a), self.extent_bound(e.b)
+            if e.op == "min":
+                return b if a is None else a if b is None else min(a, b)
+            if a is not None and b is not None:
+                return max(a, b) if e.op == "max" else a + b
+        return None
+
+    def runtime_extents(self, s, d, nodes, op):
+        """T.copy's regions with run-time extents made explicit (ir.h, RuntimeExtent): on a tensor's
+        side min(C, e) with C the extent's constant bound; a tile's side takes the bound itself
+        (its window has constant extents; the rows past e are the tail)."""
+        regions, rt = [s, d], [False, False]
+        for k, r in enumerate(regions):
+            ext = list(r.extents)
+            for i, e in enumerate(ext):
+                if ir.as_const_int(e) is not None:
+                    continue
+                c = self.extent_bound(e)
+                sp = self.span(nodes[k])
+                if c is None:
+                    self.error(nodes[k], f"{op}: the extent {ir.print_expr(e)} of '{r.buffer.name}' in dimension {i} "
+                                         "is neither a constant nor bounded by one",
+                               "bound a run-time extent by the tile's size: rows = T.min(block_M, n - r0), then "
+                               "X[r0:r0 + rows, :] (docs/language.md \"Run-time extents\")")
+                if c < 1:
+                    self.error(nodes[k], f"{op}: the run-time extent {ir.print_expr(e)} of '{r.buffer.name}' is "
+                                         f"bounded by {c}: it never copies anything",
+                               "bound it by the tile's size, e.g. T.min(block_M, n - r0)")
+                rt[k] = True
+                if r.buffer.scope != "global":
+                    ext[i] = ir.int_imm(c, "int32", sp)
+                elif not (e.kind == "Binary" and e.op == "min" and c in (ir.as_const_int(e.a), ir.as_const_int(e.b))):
+                    ext[i] = ir.binary("min", ir.int_imm(c, e.dtype, sp), e, sp)
+            regions[k] = ir.Region(r.buffer, list(r.starts), ext)
+        for k in (0, 1):
+            other = regions[1 - k]
+            if rt[k] and regions[k].buffer.scope != "global" and not rt[1 - k] and other.buffer.scope == "global":
+                self.error(nodes[k], f"{op}: the run-time extent of tile '{regions[k].buffer.name}' has no "
+                                     f"counterpart on tensor '{other.buffer.name}'",
+                           "write the run-time extent on the tensor's slice too: T.copy(o[0:rows, :], "
+                           "Out[r0:r0 + rows, :]) (docs/language.md \"Run-time extents\")")
+            if rt[k] and regions[k].buffer.scope != "global" and other.buffer.scope != "global":
+                self.error(nodes[k], f"{op}: a run-time extent needs a tensor on one side; "
+                                     f"'{regions[0].buffer.name}' and '{regions[1].buffer.name}' are tiles",
+                           "copy the whole tiles (or constant slices) and mask the rows with T.where")
+        for k in (0, 1):
+            r, other = regions[k], regions[1 - k]
+            if r.buffer.scope != "global" or other.buffer.scope == "global":
+                continue
+            tile_max = max([ir.as_const_int(x) for x in other.extents] + [1])
+            for e in r.extents:
+                c = ir.extent_bound(e) if ir.as_const_int(e) is None else None
+                if c is not None and c > tile_max:
+                    self.error(nodes[k], f"{op}: the run-time extent {ir.print_expr(e)} of '{r.buffer.name}' can "
+                                         f"reach {c}, more than the tile window of '{other.buffer.name}' holds",
+                               f"bound it by the tile's size: T.min({tile_max}, ...)")
+        return regions
 
     def arith(self, op, a, b, node):
         pyop = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
@@ -820,6 +906,7 @@ class Parser:
             value = self.load_operand(value)
         if isinstance(value, Expr):
             v = ir.var(self.fresh(name), value.dtype, self.span(target))
+            self.let_values[v.name] = value
             self.emit(ir.let(v, value, self.span(node)))
             self.bind(name, v, "let", target)
         elif isinstance(value, Buffer):
@@ -1066,6 +1153,17 @@ def _affine(e):
             terms[t] = terms.get(t, 0) + sign * v
         return terms, a[1] + sign * b[1]
     return {("e", ir.print_expr(e)): 1}, 0
+
+
+def _addends(e):
+    """The terms of e's top-level + chain, left to right ([e] when it is not a sum)."""
+    if isinstance(e, Expr) and e.kind == "Binary" and e.op == "add":
+        return _addends(e.a) + _addends(e.b)
+    return [e]
+
+
+def _addend_key(e):
+    return ("c", e) if isinstance(e, (int, float)) else ("e", ir.print_expr(e)) if isinstance(e, Expr) else ("o", id(e))
 
 
 def _op_symbol(op):

@@ -520,6 +520,7 @@ class PrimFuncParser(Parser):
         else:
             s = self.region(src, a["src"], None, "the source")
             d = self.region(dst, a["dst"], s.extents, "the destination")
+        s, d = self.runtime_extents(s, d, (a["src"], a["dst"]), "T.copy")
         self.emit(ir.copy(s, d, self.span(node)))
 
     def op_atomic_add(self, node):

@@ -305,7 +305,7 @@ class Lowerer {
   std::vector<int64_t> const_extents(const ir::Region& r, const Span& sp) {
     std::vector<int64_t> out;
     for (const auto& e : r.extents) {
-      auto c = ir::as_const_int(e);
+      auto c = ir::extent_bound(e);  // a run-time extent's bound (gm_window clips to its value)
       if (!c) throw Error("region " + ir::print(r) + " needs constant extents", sp);
       out.push_back(*c);
     }
@@ -391,6 +391,17 @@ class Lowerer {
     const auto& shape = r.buffer->shape;
     auto ext = const_extents(r, sp);
     size_t n = ext.size();
+    // where dim d's indices end: the tensor's size, or before start + e for a run-time extent
+    // min(C, e) (ir.h): the indices past it are outside like a tail's
+    auto end = [&](size_t d) {
+      auto rt = ir::runtime_extent(r.extents[d]);
+      return rt ? min(shape[d], add(idx32(r.starts[d]), idx32(rt->value))) : shape[d];
+    };
+    for (size_t d = 0; d < n; ++d)  // a unit dim is dropped below: its run-time extent would be lost
+      if (auto rt = ir::runtime_extent(r.extents[d]); rt && rt->bound == 1)
+        throw Error("GM region " + ir::print(r) + ": the run-time extent " + ir::print(r.extents[d]) +
+                        " has the bound 1; on Ascend a run-time extent is one of the copy's rows or columns",
+                    sp, "guard the copy with an if instead (if " + ir::print(rt->value) + " >= 1: T.copy(...))");
     Expr off = C(0), stride = C(1);
     std::vector<Expr> strides(n);
     for (size_t d = n; d-- > 0;) {
@@ -405,9 +416,9 @@ class Lowerer {
     auto size_one = [&](size_t d) { auto c = ir::as_const_int(shape[d]); return c && *c == 1 && ext[d] == 1; };
     while (tile_cols != 1 && n > 1 && size_one(n - 1)) --n;
     g.cols = ext[n - 1];
-    g.valid_cols = inside(idx32(r.starts[n - 1]), g.cols, shape[n - 1])
+    g.valid_cols = inside(idx32(r.starts[n - 1]), g.cols, end(n - 1))
                        ? C(g.cols)
-                       : valid_count(g.cols, shape[n - 1], idx32(r.starts[n - 1]));
+                       : valid_count(g.cols, end(n - 1), idx32(r.starts[n - 1]));
     if (n < 2) {
       g.row_stride = shape[n - 1];
       g.rows = 1;
@@ -421,15 +432,15 @@ class Lowerer {
     g.row_stride = rd == n - 2 ? shape[n - 1] : strides[rd];
     g.rows = ext[rd];
     Expr start = idx32(r.starts[rd]);
-    g.valid_rows = valid_count(g.rows, shape[rd], start);
-    if (inside(start, g.rows, shape[rd])) {
+    g.valid_rows = valid_count(g.rows, end(rd), start);
+    if (inside(start, g.rows, end(rd))) {
       g.valid_rows = C(g.rows);
     } else if (clip_low && !nonneg(start)) {
       // A start that may be negative (bx * B - 64): the rows before row 0 are skipped, as on
       // cpu (the GM side starts at row 0, the UB side that many rows in; GM -> UB reads zeros
       // there through the tail fill).
       g.skip_rows = min(max(C(0), sub(C(0), start)), C(g.rows));
-      g.valid_rows = max(C(0), sub(min(C(g.rows), sub(shape[rd], start)), g.skip_rows));
+      g.valid_rows = max(C(0), sub(min(C(g.rows), sub(end(rd), start)), g.skip_rows));
       g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(r.buffer->dtype.bytes())));
     }
     for (size_t d = 0; d < rd; ++d) {
@@ -439,7 +450,7 @@ class Lowerer {
         throw Error("GM region " + ir::print(r) + ": the start of dim " + std::to_string(d) + " (" + ir::print(st) +
                         ") may be negative; only the rows dim of a window may start before the tensor",
                     sp, "start the outer dims of the window at 0 or later (clip them in the kernel)");
-      g.outer.push_back({ext[d], inside(st, ext[d], shape[d]) ? C(ext[d]) : valid_count(ext[d], shape[d], st),
+      g.outer.push_back({ext[d], inside(st, ext[d], end(d)) ? C(ext[d]) : valid_count(ext[d], end(d), st),
                          strides[d]});
     }
     // An outer dim whose stride continues the rows (rows x row_stride: nothing between them) and

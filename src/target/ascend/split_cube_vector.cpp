@@ -563,11 +563,14 @@ class Splitter {
     // AIV's rows.
     Region gm_rows(const Region& r, int64_t M, const Span& span) {
       for (size_t d = 0; d < r.extents.size(); ++d) {
-        auto e = ir::as_const_int(r.extents[d]);
+        auto e = ir::extent_bound(r.extents[d]);
         if (e && *e == M) {
           Region o = mutate_region(r);
-          o.starts[d] = ir::arith::add(o.starts[d], ir::arith::mul(sp.vid_, C(M / 2)));
-          o.extents[d] = C(M / 2);
+          Expr first = ir::arith::mul(sp.vid_, C(M / 2));  // this AIV's first row
+          o.starts[d] = ir::arith::add(o.starts[d], first);
+          // a run-time extent min(M, e) (ir.h): this AIV's half holds min(M / 2, e - first) of its rows
+          auto rt = ir::runtime_extent(o.extents[d]);
+          o.extents[d] = rt ? ir::binary(ir::BinOp::Min, C(M / 2), ir::arith::sub(rt->value, first)) : C(M / 2);
           return o;
         }
       }

@@ -165,6 +165,9 @@ struct RegionView {
   DType dtype;
   std::vector<Idx> start, ext, shape, stride;
   std::vector<int> dims;  // the dims with extent != 1, outermost first
+  // a run-time extent min(C, e) (ir.h): ext is C, limit e (null for other dims); indices at
+  // start + e or past it lie outside the region as past the buffer's end
+  std::vector<Idx> limit;
   int rank() const { return static_cast<int>(start.size()); }
   // start + ext <= shape, when provable at generation time
   bool fits_above(int d) const {
@@ -352,7 +355,8 @@ class CodeGen {
   // Valid loop range [lo, hi) of loop dim k of v (elements inside the buffer).
   Idx range_lo(const RegionView& v, int d) const { return nonneg(v.start[d]) ? ic(0) : imax(ic(0), neg(v.start[d])); }
   Idx range_hi(const RegionView& v, int d) const {
-    return v.fits_above(d) ? v.ext[d] : imin(v.ext[d], sub(v.shape[d], v.start[d]));
+    Idx hi = v.fits_above(d) ? v.ext[d] : imin(v.ext[d], sub(v.shape[d], v.start[d]));
+    return v.limit[d] ? imin(hi, v.limit[d]) : hi;
   }
   // Conditions (C++ strings) that the unit dims of v are inside the buffer; sets never if one fails statically.
   std::vector<std::string> unit_dims_inside(const RegionView& v, bool& never) const;
@@ -1774,7 +1778,9 @@ RegionView CodeGen::view(const Region& r) {
   v.shape = shape_of(b);
   for (int d = 0; d < b->ndim(); ++d) {
     v.start.push_back(idx(r.starts[d]));
-    Idx e = idx(r.extents[d]);
+    auto rt = runtime_extent(r.extents[d]);
+    v.limit.push_back(rt ? idx(rt->value) : Idx{});
+    Idx e = rt ? ic(rt->bound) : idx(r.extents[d]);
     if (cst(e) && *cst(e) <= 0)
       throw Error("region of '" + b->name + "' has extent " + expr(e) + " in dimension " + std::to_string(d), b->span);
     v.ext.push_back(nonneg_idx(e));
@@ -1806,6 +1812,7 @@ void CodeGen::inside_conds(const RegionView& v, std::vector<std::string>& out, b
     if (!nonneg(v.start[d])) out.push_back(expr(v.start[d]) + " >= 0");
     if (!v.overflows_above(d) && !v.fits_above(d))
       out.push_back(expr(add(v.start[d], v.ext[d])) + " <= " + expr(v.shape[d]));
+    if (v.limit[d]) out.push_back(expr(v.limit[d]) + " >= " + expr(v.ext[d]));  // the run-time extent is whole
   }
 }
 
@@ -1818,6 +1825,7 @@ std::vector<std::string> CodeGen::unit_dims_inside(const RegionView& v, bool& ne
     if (!nonneg(st)) out.push_back(expr(st) + " >= 0");
     if (v.overflows_above(d)) never = true;
     else if (!v.fits_above(d)) out.push_back(expr(st) + " < " + expr(v.shape[d]));
+    if (v.limit[d]) out.push_back(expr(v.limit[d]) + " >= 1");
   }
   return out;
 }
