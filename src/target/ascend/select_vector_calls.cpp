@@ -724,9 +724,14 @@ class Selector {
   // ---- data-dependent select
 
   // Per pass over `count` contiguous elements: Compare / CompareScalar (level-0, one repeat per
-  // 256 B of the compared type, the last one masked) into a bit mask in the scratch area, then one
-  // level-2 Select / SelectScalar. Contiguous operands: one pass over the tile; else one pass per
-  // row (a Program For; every row starts on a 32 B block).
+  // 256 B of the compared type) into a bit mask in the scratch area, then level-2 Select /
+  // SelectScalar. Compare and Select address the mask 32 B aligned (api_rules), and a repeat writes
+  // P / 8 bytes (8 for float32, 16 for float16), so the whole repeats go in calls of a multiple of
+  // 32 B of mask (at most 252 repeats), and a partial last repeat (count % P elements) writes its
+  // bits at the next 32 B boundary. When that is not where they follow the whole repeats', the
+  // Select is two calls: the whole repeats' elements, then the tail's (its operands start on a
+  // 256 B boundary of the compared type). Contiguous operands: one pass over the tile; else one
+  // pass per row (a Program For; every row starts on a 32 B block).
   void expand(const VecSelect& x, std::vector<StmtPtr>& out) {
     guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
       const DType ct = x.cmp_dtype, t = x.dtype;
@@ -745,27 +750,44 @@ class Selector {
           if (v->at.buffer >= 0 && ir::print(v->row_stride) != c) cont = false;
       }
       const int64_t n = cont ? *rows * *cols : *cols;
-      int buf = scratch(round_up((n + P - 1) / P * P / 8, 32));
+      const int64_t full = n / P, tail = n % P;
+      const int64_t tail_at = round_up(full * P / 8, 32);  // the partial repeat's mask byte
+      const bool split = tail > 0 && tail_at != full * P / 8;
+      int buf = scratch(round_up(tail > 0 ? tail_at + P / 8 : full * P / 8, 32));
       const LocalRef bits{buf, C(scratch_base_)};
-      auto pass = [&](const std::function<LocalRef(const VecOperand&, int64_t)>& row, const Expr& count,
-                      std::vector<StmtPtr>& b) {
+      auto pass = [&](const std::function<LocalRef(const VecOperand&, int64_t)>& row, std::vector<StmtPtr>& b) {
         reuse_barrier(b);  // the scratch area may still be read by an earlier V instruction
-        along_row(count, P, b, [&](const Expr& j, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& bb) {
-          Expr e0 = mul(j, C(P));
-          VecCallL0 k{has_b ? VecApi::Compare : VecApi::CompareScalar, ct, ct, at(bits, mul(j, C(P / 8)), 1),
+        auto compare = [&](const Expr& e0, const LocalRef& dst, const Expr& mask, const Expr& rep,
+                           std::vector<StmtPtr>& bb) {
+          VecCallL0 k{has_b ? VecApi::Compare : VecApi::CompareScalar, ct, ct, dst,
                       at(row(x.a, ceb), e0, ceb), has_b ? at(row(x.b, ceb), e0, ceb) : LocalRef{}, x.b_scalar,
                       RoundMode::None, mask, rep, C(1), C(1), C(1), C(8), C(8), C(8)};
           k.cmp = x.cmp;
           call(k, bb);
+        };
+        guarded(C(full), C(1), b, [&](std::vector<StmtPtr>& g) {
+          level0(C(full), C(P), P, g, [&](const Chunk& k, std::vector<StmtPtr>& bb) {
+            compare(mul(k.r0, C(P)), at(bits, mul(k.r0, C(P / 8)), 1), k.mask, k.rep, bb);
+          }, kMaxRepeat / 4 * 4);  // whole 32 B of mask per call (P / 8 = 8 or 16 bytes a repeat)
         });
+        if (tail > 0) compare(C(full * P), at(bits, C(tail_at), 1), C(tail), C(1), b);
         barrier(b);
-        VecCallL2 s{has_y ? VecApi::Select : VecApi::SelectScalar, t, t, row(x.dst, eb), row(x.x, eb),
-                    has_y ? row(x.y, eb) : LocalRef{}, x.y_scalar, RoundMode::None, count};
-        s.sel = bits;
-        call(s, b);
+        auto select = [&](int64_t e0, int64_t count, const LocalRef& sel) {
+          VecCallL2 s{has_y ? VecApi::Select : VecApi::SelectScalar, t, t, at(row(x.dst, eb), C(e0), eb),
+                      at(row(x.x, eb), C(e0), eb), has_y ? at(row(x.y, eb), C(e0), eb) : LocalRef{}, x.y_scalar,
+                      RoundMode::None, C(count)};
+          s.sel = sel;
+          call(s, b);
+        };
+        if (!split) {
+          select(0, n, bits);
+        } else {
+          select(0, full * P, bits);
+          select(full * P, tail, at(bits, C(tail_at), 1));
+        }
       };
       if (cont) {
-        pass([](const VecOperand& v, int64_t) { return v.at; }, C(n), o);
+        pass([](const VecOperand& v, int64_t) { return v.at; }, o);
         return;
       }
       aligned_rows(x.dst, t, x.rows, "destination");
@@ -775,7 +797,7 @@ class Selector {
       if (has_y) aligned_rows(x.y, t, x.rows, "other selected operand");
       ir::Var r = ir::var("tw_row");
       std::vector<StmtPtr> body;
-      pass([&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); }, x.cols, body);
+      pass([&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); }, body);
       o.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
     });
   }
