@@ -349,6 +349,8 @@ class Selector {
       case VecBinOp::Div: return VecApi::Div;
       case VecBinOp::Max: return VecApi::Max;
       case VecBinOp::Min: return VecApi::Min;
+      case VecBinOp::And: return VecApi::And;
+      case VecBinOp::Or: return VecApi::Or;
       case VecBinOp::ShiftLeft: case VecBinOp::ShiftRight:
         throw ir::Error("internal: a tensor-tensor " + std::string(vec_binop_name(op)) +
                         " (the shifts have only the scalar form; select_instructions makes no other)");
@@ -358,7 +360,29 @@ class Selector {
   static VecApi unary_api(VecUnOp op) { return static_cast<VecApi>(static_cast<int>(VecApi::Exp) + static_cast<int>(op)); }
 
   void expand(const VecBinary& x, std::vector<StmtPtr>& out) {
+    if (x.op == VecBinOp::And || x.op == VecBinOp::Or) return bitwise(x, out);
     elementwise({binary_api(x.op), x.dtype, x.dtype, &x.dst, &x.a, &x.b, {}, RoundMode::None}, x.rows, x.cols, out);
+  }
+  // int32 a & b, a | b: And / Or on the tiles' int16 lanes (program.h vec_api_lane_bytes), two lanes
+  // an element: one level-2 call of 2 * rows * cols lanes over contiguous operands, else one per row
+  // (2 * cols lanes; every row starts on a 32 B block).
+  void bitwise(const VecBinary& x, std::vector<StmtPtr>& out) {
+    const VecApi api = binary_api(x.op);
+    const int64_t eb = x.dtype.bytes(), lanes = eb / vec_api_lane_bytes(api, x.dtype);
+    guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
+      if (contiguous({&x.dst, &x.a, &x.b}, x.rows, x.cols)) {
+        call(VecCallL2{api, x.dtype, x.dtype, x.dst.at, x.a.at, x.b.at, {}, RoundMode::None,
+                       mul(mul(x.rows, x.cols), C(lanes))}, o);
+        return;
+      }
+      aligned_rows(x.dst, x.dtype, x.rows, "destination");
+      aligned_rows(x.a, x.dtype, x.rows, "first source");
+      aligned_rows(x.b, x.dtype, x.rows, "second source");
+      ir::Var r = ir::var("tw_row");
+      auto row = [&](const VecOperand& v) { return at(v.at, mul(r, v.row_stride), eb); };
+      VecCallL2 c{api, x.dtype, x.dtype, row(x.dst), row(x.a), row(x.b), {}, RoundMode::None, mul(x.cols, C(lanes))};
+      o.push_back(for_(r, x.rows, instr(c, span_), span_));
+    });
   }
   void expand(const VecBinaryScalar& x, std::vector<StmtPtr>& out) {
     VecApi api = VecApi::Adds;
@@ -372,6 +396,9 @@ class Selector {
       case VecBinOp::Min: api = VecApi::Mins; break;
       case VecBinOp::ShiftLeft: api = VecApi::ShiftLeft; break;
       case VecBinOp::ShiftRight: api = VecApi::ShiftRight; break;
+      case VecBinOp::And: case VecBinOp::Or:
+        throw ir::Error("internal: a tile-scalar " + std::string(vec_binop_name(x.op)) +
+                        " (And/Or have only the tensor form; select_instructions makes no other)");
     }
     elementwise({api, x.dtype, x.dtype, &x.dst, &x.a, nullptr, s, RoundMode::None}, x.rows, x.cols, out);
   }
