@@ -975,6 +975,28 @@ TEST(AscendSimApiRules, CreateVecIndex) {
   EXPECT_NE(api_report(r, "only the level-2 (count) form is modelled"), nullptr) << r.summary();
 }
 
+// int32 & and | (issue 13): And / Or on the int16 lanes of int32 buffers (program.h
+// vec_api_lane_bytes). The lowering's forms (one level-2 call over contiguous rows, one per row of
+// padded rows) report nothing; on any other dtype the call is an API rule report at the line (the
+// API takes int16_t/uint16_t), and a level-0 mask counts 16-bit lanes (at most 128).
+TEST(AscendSimApiRules, AndOrOnInt16LanesOfInt32) {
+  EXPECT_TRUE(run_aiv({{VecBinary{VecBinOp::And, DTypeCode::i32, vo(1, 64), vo(0, 64), vo(0, 64), C(4), C(64)}, 64}})
+                  .reports.empty());
+  EXPECT_TRUE(run_aiv({{VecBinary{VecBinOp::Or, DTypeCode::i32, vo(1, 16), vo(0, 16), vo(1, 16), C(5), C(13)}, 64}})
+                  .reports.empty());  // rows padded to 16 elements: one call per row
+  VecCallL2 f32{VecApi::And, DTypeCode::f32, DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{0, C(256)},
+                {}, RoundMode::None, C(128)};
+  auto r = run_aiv({{f32, 65}});
+  const sim::Report* rep = api_report(r, "takes int16_t/uint16_t lanes");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:65: API rule:"), std::string::npos) << rep->format();
+  VecCallL0 wide{VecApi::Or, DTypeCode::i32, DTypeCode::i32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{0, C(256)},
+                 {}, RoundMode::None, C(129), C(1), C(1), C(1), C(1), C(8), C(8), C(8)};
+  EXPECT_FALSE(run_aiv({{wide, 66}}).reports.empty());
+  wide.mask = C(128);
+  EXPECT_TRUE(run_aiv({{wide, 66}}).reports.empty());
+}
+
 // Brcb's repeatTimes is uint8 (8 rows a repeat): a row broadcast over 2048 rows is two Brcb calls
 // (2040 rows, then 8), every field in range.
 TEST(AscendSimApiRules, BrcbOverMoreThan2040RowsIsSplit) {

@@ -232,7 +232,11 @@ class RandomProgram {
       case 3: return DataCopyPadGmToUb{gm(), loc(false), dt(), expr(), expr(), expr(), expr(), pick(2) == 0, expr(), expr(), expr()};
       case 4: return DataCopyPadUbToGm{loc(false), gm(), dt(), expr(), expr(), expr(), expr()};
       case 5: return DataCopyUbToUb{loc(false), loc(false), dt(), expr(), expr(), expr(), expr()};
-      case 6: return VecBinary{static_cast<VecBinOp>(pick(6)), dt(), vop(), vop(), vop(), expr(), expr()};
+      case 6: {  // the tensor-tensor ops: Add .. Min, And, Or
+        int k = pick(8);
+        VecBinOp op = k < 6 ? static_cast<VecBinOp>(k) : k == 6 ? VecBinOp::And : VecBinOp::Or;
+        return VecBinary{op, dt(), vop(), vop(), vop(), expr(), expr()};
+      }
       case 7: return VecBinaryScalar{static_cast<VecBinOp>(pick(6)), dt(), vop(), vop(), pick(2) ? expr() : ir::Expr(p_.params[2].var), expr(), expr()};
       case 8: return VecUnary{static_cast<VecUnOp>(pick(7)), dt(), vop(), vop(), expr(), expr()};
       case 9: return VecCast{dt(), dt(), static_cast<RoundMode>(pick(6)), vop(), vop(), expr(), expr()};

@@ -120,6 +120,19 @@ def test_data_dependent_select_kernel_compiles(case, dtype, tmp_path):
     assert rc == 0 and out == "", f"{case} {dtype} does not compile against {INCLUDE}:\n{out}"
 
 
+@pytest.mark.parametrize("case", ["xor", "scalars"])
+def test_int32_bitwise_kernel_compiles(case, tmp_path):
+    """int32 & | ^ (test_int_ops.py): And / Or on ReinterpretCast<int16_t>() views, Duplicate of the
+    scalar, the int32 Sub of ^."""
+    import test_int_ops as t
+    import tilewright as tw
+    k = t.binary_kernel("xor", "int32", 300, 64) if case == "xor" else t.bitwise_scalar_kernel(289, 128)
+    src = tw.compile(k, target="ascend910b").get_source("ascendc")
+    assert "And(" in src and "Or(" in src and "ReinterpretCast<int16_t>()" in src
+    rc, out = compile_cpp(src, tmp_path)
+    assert rc == 0 and out == "", f"{case} does not compile against {INCLUDE}:\n{out}"
+
+
 @pytest.mark.parametrize("case", ["global", "int_where", "argmax"])
 def test_index_vector_kernel_compiles(case, tmp_path):
     """CreateVecIndex (the loop index as a value) and the int32 select's Cast / Mul / Add calls

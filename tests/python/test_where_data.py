@@ -240,3 +240,77 @@ def test_masked_softmax(dtype, mask_dtype, target):
     tol = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]  # the output's rounding
     np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
     assert (got[3] == 0).all()
+
+
+# ---- element counts that are not a multiple of a repeat ----------------------------------------
+
+def where_counts_kernel(shape, dtype, target, in_place=False):
+    """y = where(x > z, x, z) over one tile of 1-D `shape` (in place: x = where(x > 0, x, 0));
+    y = where(x > z, x - z, z) over a 2-D one."""
+    if len(shape) == 2:
+        M, N = shape
+
+        @T.prim_func
+        def main2(X: T.Tensor((M, N), dtype), Z: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((M, N), dtype)
+                z = T.alloc_fragment((M, N), dtype)
+                y = T.alloc_fragment((M, N), dtype)
+                T.copy(X[0, 0], x)
+                T.copy(Z[0, 0], z)
+                for i, j in T.Parallel(M, N):
+                    y[i, j] = T.where(x[i, j] > z[i, j], x[i, j] - z[i, j], z[i, j])
+                T.copy(y, Y[0, 0])
+        return tw.compile(main2, target=target, out_idx=[-1])
+    n = shape[0]
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), dtype), Z: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((n,), dtype)
+            T.copy(X[0], x)
+            if in_place:
+                for i in T.Parallel(n):
+                    x[i] = T.where(x[i] > 0, x[i], 0)
+                T.copy(x, Y[0])
+            else:
+                z = T.alloc_fragment((n,), dtype)
+                y = T.alloc_fragment((n,), dtype)
+                T.copy(Z[0], z)
+                for i in T.Parallel(n):
+                    y[i] = T.where(x[i] > z[i], x[i], z[i])
+                T.copy(y, Y[0])
+    return tw.compile(main, target=target, out_idx=[-1])
+
+
+def counts_data(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if dtype == "int32":
+        return rng.integers(-1000, 1000, shape).astype(np.int32)
+    return rng.standard_normal(shape).astype(np_dtype(dtype))
+
+
+# Compare writes 8 (float32) or 16 (float16) bytes of bit mask a repeat; Compare and Select address
+# the mask 32 B aligned. Counts around a repeat (64 float32 elements) and past 252 repeats (the
+# largest whole-32 B number of repeats in one call); 2-D tiles take the contiguous pass, or one pass
+# per row when rows are padded.
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("shape", [(1,), (63,), (64,), (65,), (127,), (200,), (3, 65), (2, 200), (5, 1)])
+def test_where_on_data_counts_cpu_vs_ascend(shape, dtype):
+    x, z = counts_data(shape, dtype, 21), counts_data(shape, dtype, 22)
+    z.flat[::5] = x.flat[::5]  # equal pairs pick z
+    xf, zf = as_f64(x), as_f64(z)
+    ref = np.where(xf > zf, xf, zf) if len(shape) == 1 else np.where(xf > zf, xf - zf, zf)
+    ref = ref.astype(np_dtype(dtype) if dtype != "int32" else np.int32)
+    got = {t: run(where_counts_kernel(shape, dtype, t), t, x, z) for t in TARGETS}
+    np.testing.assert_array_equal(got["cpu"], ref)
+    np.testing.assert_array_equal(got[TARGET], got["cpu"])
+
+
+@pytest.mark.parametrize("dtype,n", [("float32", 252 * 64 + 65), ("float16", 252 * 128 + 129)])
+def test_where_on_data_past_one_compare_call(dtype, n):
+    x = counts_data((n,), dtype, 23)
+    ref = np.where(as_f64(x) > 0, as_f64(x), 0).astype(np_dtype(dtype))
+    got = {t: run(where_counts_kernel((n,), dtype, t, in_place=True), t, x, x) for t in TARGETS}
+    np.testing.assert_array_equal(got["cpu"], ref)
+    np.testing.assert_array_equal(got[TARGET], got["cpu"])

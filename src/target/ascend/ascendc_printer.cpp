@@ -307,6 +307,7 @@ class KernelPrinter {
   std::string gm_view(int param, DType t) const;
   std::string gm(const GmRef& r, DType t) const;
   std::string loc(const LocalRef& r, DType t, const std::string& extra = "") const;
+  std::string loc_int16(const LocalRef& r) const;
   std::string tensor_view(const LocalRef& r, DType t) const;  // the buffer as a LocalTensor<t>, no offset
   std::string elem(const Expr& off_bytes, int64_t eb) const;
   std::string ex(const Expr& e) const { return ep_.print(e); }
@@ -419,6 +420,13 @@ std::string KernelPrinter::loc(const LocalRef& r, DType t, const std::string& ex
   if (b.dtype != t) base += ".ReinterpretCast<" + ctype(t, span_) + ">()";
   std::string i = elem(r.offset, t.bytes());
   if (!extra.empty()) i = i == "0" ? extra : i + " + " + extra;
+  return i == "0" ? base : base + "[" + i + "]";
+}
+
+// The int16_t view of a UB operand (And / Or lanes: program.h vec_api_lane_bytes).
+std::string KernelPrinter::loc_int16(const LocalRef& r) const {
+  std::string base = ident(buffer(r).name) + ".ReinterpretCast<int16_t>()";
+  std::string i = elem(r.offset, 2);
   return i == "0" ? base : base + "[" + i + "]";
 }
 
@@ -631,6 +639,7 @@ std::string KernelPrinter::vec_args(VecApi api, DType t, DType st, const LocalRe
     return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + loc(src1, t) + ", SELMODE::VSEL_TENSOR_TENSOR_MODE";
   if (api == VecApi::SelectScalar)
     return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + scalar(s, t) + ", SELMODE::VSEL_TENSOR_SCALAR_MODE";
+  if (api == VecApi::And || api == VecApi::Or) return loc_int16(dst) + ", " + loc_int16(src0) + ", " + loc_int16(src1);
   std::string a = loc(dst, t);
   if (api == VecApi::Duplicate || api == VecApi::CreateVecIndex) return a + ", " + scalar(s, t);
   a += ", " + loc(src0, st);

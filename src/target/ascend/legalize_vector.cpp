@@ -50,8 +50,9 @@ const DType kBF16{DTypeCode::bf16};
 const DType kF16{DTypeCode::f16};
 // Integer operators on tile data (docs/ascend.md "Integer operators").
 constexpr const char* kBitwiseHint =
-    "on Ascend tiles: int32 ~, <<, >>, // and %; & | ^ work on scalars (block indices, loop variables, "
-    "scalar parameters) and on the cpu target (tw.compile(..., target=\"cpu\"))";
+    "on Ascend tiles: int32 &, |, ^, ~, <<, >>, // and % (convert first: T.cast(x, \"int32\")); all of them work "
+    "on scalars (block indices, loop variables, scalar parameters) and on the cpu target "
+    "(tw.compile(..., target=\"cpu\"))";
 const DType kI32{DTypeCode::i32};
 
 using vec::small_int;
@@ -276,6 +277,7 @@ class MapLowering {
   int shift_by_tile(ir::BinOp op, int x, int n, const Span& sp);        // x << n, x >> n, n per element
   int int_divide(ir::BinOp op, int x, int d, const Span& sp);           // Python x // d, x % d
   int bit_not(int x, const Span& sp);                                    // ~x = -1 - x
+  int bitwise(ir::BinOp op, int x, int y, const Span& sp);              // x & y, x | y, x ^ y (int32)
   int call(ir::MathFn fn, int a, const Span& sp);
   int build(const Expr& e);
   int build_uncached(const Expr& e);
@@ -1234,6 +1236,24 @@ int MapLowering::bit_not(int x, const Span& sp) {
   return bin(ir::BinOp::Sub, ones, x, sp);
 }
 
+// int32 x & y, x | y: one And / Or of two int32 tiles of the map's shape (a scalar, row or column
+// operand is materialized first: And / Or have no scalar or broadcast form), which
+// select_vector_calls issues on the tiles' int16 lanes. x ^ y = (x | y) - (x & y): the bits of
+// x & y are a subset of those of x | y, so the subtraction borrows nowhere, is the bits of x | y
+// without those of x & y, and never leaves int32 (a sign bit in x & y is one in x | y too).
+int MapLowering::bitwise(ir::BinOp op, int x, int y, const Span& sp) {
+  x = to_type(x, kI32, sp);
+  y = to_type(y, kI32, sp);
+  if (nodes_[x].shape == Shape::Scalar && nodes_[y].shape == Shape::Scalar)
+    return leaf_scalar(ir::binary(op, nodes_[x].scalar, nodes_[y].scalar, sp));
+  Shape s = combine(nodes_[x].shape, nodes_[y].shape);
+  x = materialize(x, s, sp);
+  y = materialize(y, s, sp);
+  if (op == ir::BinOp::BitXor)
+    return bin(ir::BinOp::Sub, bin(ir::BinOp::BitOr, x, y, sp), bin(ir::BinOp::BitAnd, x, y, sp), sp);
+  return bin(op, x, y, sp);
+}
+
 // int32 x << n / x >> n with a per-element count n: s = n mod 32 = n - ((n >> 5) << 5) (in 0..31),
 // then for each bit k of s (b = (s >> k) - ((s >> (k + 1)) << 1), 0 or 1) x = sh * b + x * (1 - b)
 // with sh = x shifted by the scalar 2^k (ShiftLeft / ShiftRight): one of the two products is 0 and
@@ -1478,10 +1498,23 @@ int MapLowering::build_uncached(const Expr& e) {
         case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE:
         case ir::BinOp::And: case ir::BinOp::Or:
           break;
-        case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor:
-          fail("'" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
-                   " tile data is not supported on Ascend vector units yet",
-               sp, kBitwiseHint);
+        case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: {
+          if (e->dtype != kI32 && !small_int(e->dtype))
+            fail("'" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
+                     " tile data: the Ascend vector units do bitwise operations on int32 tiles only",
+                 sp, kBitwiseHint);
+          int x = build(b->a);
+          int y = build(b->b);
+          if (e->dtype == kI32) return bitwise(b->op, x, y, sp);
+          // int8/uint8 values (exact float32 integers, |v| < 2^24) in int32: the result's magnitude
+          // is below twice the larger operand's (the next power of two); the store wraps it
+          check_exact(x, e->dtype, sp);
+          check_exact(y, e->dtype, sp);
+          double lim = 2 * std::max(bound(x), bound(y));
+          int r = to_type(bitwise(b->op, to_type(x, kI32, sp), to_type(y, kI32, sp), sp), compute_type(e->dtype), sp);
+          nodes_[r].limit = lim;
+          return r;
+        }
       }
       fail("operator " + std::string(ir::binop_name(b->op)) + " on " + std::string(e->dtype.name()) +
                " tile data is not supported on Ascend vector units yet",

@@ -93,12 +93,15 @@
 //    (off >> k) % pcols]) that select_instructions makes Gather calls. A gather several stores of
 //    a map read is done once into a temporary. Interleaving stores y[..., s*j + c] = v_c (every c
 //    in 0..s-1) store each v_c into part c of a UB tile, then one gather map interleaves the parts.
+//  - int32 & and | as one And / Or of two int32 tiles (a scalar or vector operand broadcast first;
+//    select_vector_calls issues them on the int16 lanes), ^ as (a | b) - (a & b) (bitwise);
+//    int8/uint8 values in int32 the same way (bitwise).
 //  - int32 integer operators without one instruction (docs/ascend.md "Integer operators"): ~x as
 //    -1 - x, shifts by a per-element count bit by bit (bit_not, shift_by_tile), // and % by any
 //    divisor from two shrunk float32 quotient estimates and sign-bit corrections (int_divide;
 //    int8/uint8 values divided in int32); no int32 step leaves int32.
 //  - anything else that has no vector instruction (transposed reads, a gather along a leading
-//    dim, a scatter, & | ^ on tiles, ...) is an ir::Error at the kernel source line.
+//    dim, a scatter, ~ and shifts of int8/uint8 tiles, ...) is an ir::Error at the kernel source line.
 #pragma once
 
 #include "target/registry.h"

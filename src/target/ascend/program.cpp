@@ -28,7 +28,7 @@ bool runs_aic(KernelType t) { return t != KernelType::AIV_ONLY && t != KernelTyp
 bool runs_aiv(KernelType t) { return t != KernelType::AIC_ONLY && t != KernelType::MIX_AIC_1_0; }
 std::string_view core_type_name(CoreType c) { return c == CoreType::AIC ? "AIC" : "AIV"; }
 std::string_view vec_binop_name(VecBinOp op) {
-  static constexpr std::string_view names[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "ShiftLeft", "ShiftRight"};
+  static constexpr std::string_view names[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "ShiftLeft", "ShiftRight", "And", "Or"};
   return names[static_cast<int>(op)];
 }
 std::string_view vec_unop_name(VecUnOp op) {
@@ -48,7 +48,7 @@ std::string_view vec_api_name(VecApi a) {
                                                "Muls", "Maxs", "Mins", "Exp", "Ln",   "Sqrt", "Rsqrt",
                                                "Abs",  "Relu", "Reciprocal", "Cast", "Duplicate", "ShiftLeft",
                                                "ShiftRight", "Compare", "CompareScalar", "Select", "SelectScalar",
-                                               "CreateVecIndex"};
+                                               "CreateVecIndex", "And", "Or"};
   static_assert(std::size(names) == kVecApiCount);
   return names[static_cast<int>(a)];
 }
@@ -57,9 +57,10 @@ std::string_view cmp_mode_name(CmpMode m) {
   return names[static_cast<int>(m)];
 }
 int vec_api_sources(VecApi a) {
-  if (a <= VecApi::Min || a == VecApi::Compare || a == VecApi::Select) return 2;
+  if (a <= VecApi::Min || a == VecApi::Compare || a == VecApi::Select || a == VecApi::And || a == VecApi::Or) return 2;
   return a == VecApi::Duplicate || a == VecApi::CreateVecIndex ? 0 : 1;
 }
+int vec_api_lane_bytes(VecApi a, ir::DType t) { return a == VecApi::And || a == VecApi::Or ? 2 : t.bytes(); }
 bool vec_api_has_scalar(VecApi a) {
   return (a >= VecApi::Adds && a <= VecApi::Mins) || a == VecApi::Duplicate || a == VecApi::ShiftLeft ||
          a == VecApi::ShiftRight || a == VecApi::CompareScalar || a == VecApi::SelectScalar ||

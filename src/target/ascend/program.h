@@ -369,7 +369,9 @@ struct FixpipeV220 {
 // (cast to fp32 first).
 // ShiftLeft/ShiftRight: only the scalar form (VecBinaryScalar), int32, count 0..31 (arithmetic
 // right shift: docs/ascend.md "Integer operators").
-enum class VecBinOp : uint8_t { Add, Sub, Mul, Div, Max, Min, ShiftLeft, ShiftRight };
+// And/Or: int32 tiles only, tensor-tensor only (VecBinary), on the bits: select_vector_calls issues
+// AscendC's And/Or on the tiles' int16 lanes (VecApi::And below).
+enum class VecBinOp : uint8_t { Add, Sub, Mul, Div, Max, Min, ShiftLeft, ShiftRight, And, Or };
 inline constexpr int kVecTensorBinOps = 6;  // Add .. Min: the ops with a tensor-tensor form
 enum class VecUnOp : uint8_t { Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal };
 enum class ReduceOp : uint8_t { Sum, Max, Min };
@@ -496,9 +498,15 @@ struct VecSelect {
 enum class VecApi : uint8_t {
   Add, Sub, Mul, Div, Max, Min, Adds, Muls, Maxs, Mins,
   Exp, Ln, Sqrt, Rsqrt, Abs, Relu, Reciprocal, Cast, Duplicate, ShiftLeft, ShiftRight,
-  Compare, CompareScalar, Select, SelectScalar, CreateVecIndex
+  Compare, CompareScalar, Select, SelectScalar, CreateVecIndex, And, Or
 };
-inline constexpr int kVecApiCount = 26;
+inline constexpr int kVecApiCount = 28;
+// The bytes of one lane of a call: its dtype's, except And / Or, which AscendC offers on
+// int16_t/uint16_t only (And.md, Or.md, Atlas A2): their dtype names the operand buffers' type
+// (int32), their count / mask / block and repeat strides count 16-bit lanes (two per int32
+// element: the bitwise result is the same), and they print as And<int16_t> on ReinterpretCast<int16_t>()
+// views of every operand.
+int vec_api_lane_bytes(VecApi a, ir::DType t);
 std::string_view vec_api_name(VecApi a);  // the AscendC function name
 // The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
 int vec_api_sources(VecApi a);

@@ -336,7 +336,9 @@ InstrOp parse_instr(Line& L) {
       c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum"), c.atomic = flag("atomic");
     });
   auto shape = [&](ir::Expr& rows, ir::Expr& cols) { std::tie(rows, cols) = L.dims(); };
-  if (auto op = by_name<VecBinOp>(name, kVecTensorBinOps, vec_binop_name)) {
+  auto tensor_op = by_name<VecBinOp>(name, kVecTensorBinOps, vec_binop_name);
+  if (!tensor_op && (name == "And" || name == "Or")) tensor_op = name == "And" ? VecBinOp::And : VecBinOp::Or;
+  if (auto op = tensor_op) {
     VecBinary c;
     c.op = *op, c.dst = vop_dst(), c.a = L.vop(), L.expect(","), c.b = L.vop(), c.dtype = L.dtype();
     shape(c.rows, c.cols);

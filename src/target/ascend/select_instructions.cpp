@@ -1778,9 +1778,9 @@ class Lowerer {
       case ir::BinOp::And:
       case ir::BinOp::Shl: op = VecBinOp::ShiftLeft; break;
       case ir::BinOp::Shr: op = VecBinOp::ShiftRight; break;
+      case ir::BinOp::BitAnd: op = VecBinOp::And; break;
+      case ir::BinOp::BitOr: op = VecBinOp::Or; break;
       case ir::BinOp::Or:
-      case ir::BinOp::BitAnd:
-      case ir::BinOp::BitOr:
       case ir::BinOp::BitXor: break;  // no vector instruction
     }
     if (!op) fail("operator " + std::string(ir::binop_name(bn->op)) + " has no vector instruction");
@@ -1796,6 +1796,15 @@ class Lowerer {
       VecOperand src = *fa;
       Expr count = ir::arith::simplify(ir::binary(ir::BinOp::BitAnd, bn->b, ir::int_imm(31, bn->b->dtype, sp), sp));
       return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecBinaryScalar{*op, t, dst, src, count, r, c}; });
+    }
+    if (*op == VecBinOp::And || *op == VecBinOp::Or) {
+      // int32 tiles on both sides (legalize_vector materializes a scalar or vector operand first)
+      auto fa = full(bn->a), fb = full(bn->b);
+      if (t != ir::DType(ir::DTypeCode::i32) || !fa || !fb)
+        fail("'" + std::string(ir::binop_symbol(bn->op)) + "' on " + std::string(t.name()) +
+             " tile data: And/Or take two int32 tiles here");
+      VecOperand a = *fa, b = *fb;
+      return emit_v({&dst, &a, &b}, [&](Expr r, Expr c) { return VecBinary{*op, t, dst, a, b, r, c}; });
     }
     bool commutes = *op == VecBinOp::Add || *op == VecBinOp::Mul || *op == VecBinOp::Max || *op == VecBinOp::Min;
     auto fa = full(bn->a), fb = full(bn->b);

@@ -349,6 +349,8 @@ class Selector {
       case VecBinOp::Div: return VecApi::Div;
       case VecBinOp::Max: return VecApi::Max;
       case VecBinOp::Min: return VecApi::Min;
+      case VecBinOp::And: return VecApi::And;
+      case VecBinOp::Or: return VecApi::Or;
       case VecBinOp::ShiftLeft: case VecBinOp::ShiftRight:
         throw ir::Error("internal: a tensor-tensor " + std::string(vec_binop_name(op)) +
                         " (the shifts have only the scalar form; select_instructions makes no other)");
@@ -358,7 +360,29 @@ class Selector {
   static VecApi unary_api(VecUnOp op) { return static_cast<VecApi>(static_cast<int>(VecApi::Exp) + static_cast<int>(op)); }
 
   void expand(const VecBinary& x, std::vector<StmtPtr>& out) {
+    if (x.op == VecBinOp::And || x.op == VecBinOp::Or) return bitwise(x, out);
     elementwise({binary_api(x.op), x.dtype, x.dtype, &x.dst, &x.a, &x.b, {}, RoundMode::None}, x.rows, x.cols, out);
+  }
+  // int32 a & b, a | b: And / Or on the tiles' int16 lanes (program.h vec_api_lane_bytes), two lanes
+  // an element: one level-2 call of 2 * rows * cols lanes over contiguous operands, else one per row
+  // (2 * cols lanes; every row starts on a 32 B block).
+  void bitwise(const VecBinary& x, std::vector<StmtPtr>& out) {
+    const VecApi api = binary_api(x.op);
+    const int64_t eb = x.dtype.bytes(), lanes = eb / vec_api_lane_bytes(api, x.dtype);
+    guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
+      if (contiguous({&x.dst, &x.a, &x.b}, x.rows, x.cols)) {
+        call(VecCallL2{api, x.dtype, x.dtype, x.dst.at, x.a.at, x.b.at, {}, RoundMode::None,
+                       mul(mul(x.rows, x.cols), C(lanes))}, o);
+        return;
+      }
+      aligned_rows(x.dst, x.dtype, x.rows, "destination");
+      aligned_rows(x.a, x.dtype, x.rows, "first source");
+      aligned_rows(x.b, x.dtype, x.rows, "second source");
+      ir::Var r = ir::var("tw_row");
+      auto row = [&](const VecOperand& v) { return at(v.at, mul(r, v.row_stride), eb); };
+      VecCallL2 c{api, x.dtype, x.dtype, row(x.dst), row(x.a), row(x.b), {}, RoundMode::None, mul(x.cols, C(lanes))};
+      o.push_back(for_(r, x.rows, instr(c, span_), span_));
+    });
   }
   void expand(const VecBinaryScalar& x, std::vector<StmtPtr>& out) {
     VecApi api = VecApi::Adds;
@@ -372,6 +396,9 @@ class Selector {
       case VecBinOp::Min: api = VecApi::Mins; break;
       case VecBinOp::ShiftLeft: api = VecApi::ShiftLeft; break;
       case VecBinOp::ShiftRight: api = VecApi::ShiftRight; break;
+      case VecBinOp::And: case VecBinOp::Or:
+        throw ir::Error("internal: a tile-scalar " + std::string(vec_binop_name(x.op)) +
+                        " (And/Or have only the tensor form; select_instructions makes no other)");
     }
     elementwise({api, x.dtype, x.dtype, &x.dst, &x.a, nullptr, s, RoundMode::None}, x.rows, x.cols, out);
   }
@@ -724,9 +751,14 @@ class Selector {
   // ---- data-dependent select
 
   // Per pass over `count` contiguous elements: Compare / CompareScalar (level-0, one repeat per
-  // 256 B of the compared type, the last one masked) into a bit mask in the scratch area, then one
-  // level-2 Select / SelectScalar. Contiguous operands: one pass over the tile; else one pass per
-  // row (a Program For; every row starts on a 32 B block).
+  // 256 B of the compared type) into a bit mask in the scratch area, then level-2 Select /
+  // SelectScalar. Compare and Select address the mask 32 B aligned (api_rules), and a repeat writes
+  // P / 8 bytes (8 for float32, 16 for float16), so the whole repeats go in calls of a multiple of
+  // 32 B of mask (at most 252 repeats), and a partial last repeat (count % P elements) writes its
+  // bits at the next 32 B boundary. When that is not where they follow the whole repeats', the
+  // Select is two calls: the whole repeats' elements, then the tail's (its operands start on a
+  // 256 B boundary of the compared type). Contiguous operands: one pass over the tile; else one
+  // pass per row (a Program For; every row starts on a 32 B block).
   void expand(const VecSelect& x, std::vector<StmtPtr>& out) {
     guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
       const DType ct = x.cmp_dtype, t = x.dtype;
@@ -745,27 +777,44 @@ class Selector {
           if (v->at.buffer >= 0 && ir::print(v->row_stride) != c) cont = false;
       }
       const int64_t n = cont ? *rows * *cols : *cols;
-      int buf = scratch(round_up((n + P - 1) / P * P / 8, 32));
+      const int64_t full = n / P, tail = n % P;
+      const int64_t tail_at = round_up(full * P / 8, 32);  // the partial repeat's mask byte
+      const bool split = tail > 0 && tail_at != full * P / 8;
+      int buf = scratch(round_up(tail > 0 ? tail_at + P / 8 : full * P / 8, 32));
       const LocalRef bits{buf, C(scratch_base_)};
-      auto pass = [&](const std::function<LocalRef(const VecOperand&, int64_t)>& row, const Expr& count,
-                      std::vector<StmtPtr>& b) {
+      auto pass = [&](const std::function<LocalRef(const VecOperand&, int64_t)>& row, std::vector<StmtPtr>& b) {
         reuse_barrier(b);  // the scratch area may still be read by an earlier V instruction
-        along_row(count, P, b, [&](const Expr& j, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& bb) {
-          Expr e0 = mul(j, C(P));
-          VecCallL0 k{has_b ? VecApi::Compare : VecApi::CompareScalar, ct, ct, at(bits, mul(j, C(P / 8)), 1),
+        auto compare = [&](const Expr& e0, const LocalRef& dst, const Expr& mask, const Expr& rep,
+                           std::vector<StmtPtr>& bb) {
+          VecCallL0 k{has_b ? VecApi::Compare : VecApi::CompareScalar, ct, ct, dst,
                       at(row(x.a, ceb), e0, ceb), has_b ? at(row(x.b, ceb), e0, ceb) : LocalRef{}, x.b_scalar,
                       RoundMode::None, mask, rep, C(1), C(1), C(1), C(8), C(8), C(8)};
           k.cmp = x.cmp;
           call(k, bb);
+        };
+        guarded(C(full), C(1), b, [&](std::vector<StmtPtr>& g) {
+          level0(C(full), C(P), P, g, [&](const Chunk& k, std::vector<StmtPtr>& bb) {
+            compare(mul(k.r0, C(P)), at(bits, mul(k.r0, C(P / 8)), 1), k.mask, k.rep, bb);
+          }, kMaxRepeat / 4 * 4);  // whole 32 B of mask per call (P / 8 = 8 or 16 bytes a repeat)
         });
+        if (tail > 0) compare(C(full * P), at(bits, C(tail_at), 1), C(tail), C(1), b);
         barrier(b);
-        VecCallL2 s{has_y ? VecApi::Select : VecApi::SelectScalar, t, t, row(x.dst, eb), row(x.x, eb),
-                    has_y ? row(x.y, eb) : LocalRef{}, x.y_scalar, RoundMode::None, count};
-        s.sel = bits;
-        call(s, b);
+        auto select = [&](int64_t e0, int64_t count, const LocalRef& sel) {
+          VecCallL2 s{has_y ? VecApi::Select : VecApi::SelectScalar, t, t, at(row(x.dst, eb), C(e0), eb),
+                      at(row(x.x, eb), C(e0), eb), has_y ? at(row(x.y, eb), C(e0), eb) : LocalRef{}, x.y_scalar,
+                      RoundMode::None, C(count)};
+          s.sel = sel;
+          call(s, b);
+        };
+        if (!split) {
+          select(0, n, bits);
+        } else {
+          select(0, full * P, bits);
+          select(full * P, tail, at(bits, C(tail_at), 1));
+        }
       };
       if (cont) {
-        pass([](const VecOperand& v, int64_t) { return v.at; }, C(n), o);
+        pass([](const VecOperand& v, int64_t) { return v.at; }, o);
         return;
       }
       aligned_rows(x.dst, t, x.rows, "destination");
@@ -775,7 +824,7 @@ class Selector {
       if (has_y) aligned_rows(x.y, t, x.rows, "other selected operand");
       ir::Var r = ir::var("tw_row");
       std::vector<StmtPtr> body;
-      pass([&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); }, x.cols, body);
+      pass([&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); }, body);
       o.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
     });
   }

@@ -30,8 +30,12 @@
 //   with block stride 0.
 // - Select (VecSelect): per pass over contiguous elements (the whole tile when every operand is
 //   contiguous, else a For over the rows), level-0 Compare / CompareScalar (one repeat per 256 B
-//   of the compared type, the last one masked; the level-2 form needs 256 B multiples) into a bit
-//   mask in the scratch area, a barrier, one level-2 Select / SelectScalar (constant shapes only).
+//   of the compared type; calls of at most 252 repeats; a masked last repeat writes its bits at the
+//   next 32 B boundary; the level-2 form needs 256 B multiples) into a bit mask in the scratch
+//   area, a barrier, one level-2 Select / SelectScalar, or two (whole repeats, tail) when the
+//   tail's bits do not follow on a 32 B boundary (constant shapes only).
+// - And / Or (VecBinary, int32): one level-2 call on the int16 lanes (2 * count) over contiguous
+//   operands, else one per row.
 // - Index (VecIndex): one level-2 CreateVecIndex over contiguous rows, else one per row (a For,
 //   firstValue first + r * cols).
 // - PipeBarrier<PIPE_V> between the dependent calls of one expansion, and before an expansion that

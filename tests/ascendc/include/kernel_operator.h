@@ -623,6 +623,9 @@ TW_ASCENDC_BINARY(Mul, half, float, int16_t, int32_t)
 TW_ASCENDC_BINARY(Div, half, float)
 TW_ASCENDC_BINARY(Max, half, float, int16_t, int32_t)
 TW_ASCENDC_BINARY(Min, half, float, int16_t, int32_t)
+// And.md / Or.md (Atlas A2): int16_t / uint16_t only
+TW_ASCENDC_BINARY(And, int16_t, uint16_t)
+TW_ASCENDC_BINARY(Or, int16_t, uint16_t)
 #undef TW_ASCENDC_BINARY
 
 // Tensor-scalar calls: the scalar is either the element type or (second form) a type whose

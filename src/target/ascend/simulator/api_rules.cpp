@@ -64,6 +64,11 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
     if (x.dst.off % 32 != 0)
       out.push_back(call + " writes at byte " + str(x.dst.off) + " of its buffer: dst must start 32 B aligned");
   }
+  // And.md / Or.md (Atlas A2): int16_t/uint16_t only; the calls lowering makes work on the 16-bit lanes of
+  // int32 buffers (program.h vec_api_lane_bytes), so their dtype is int32
+  if ((x.api == VecApi::And || x.api == VecApi::Or) && (x.dt != ir::DTypeCode::i32 || x.src_dt != ir::DTypeCode::i32))
+    out.push_back(call + " on " + dtn(x.dt) + ": the API takes int16_t/uint16_t lanes; Tilewright issues it on the int16 "
+                  "view of int32 tiles only");
   bool compare = x.api == VecApi::Compare || x.api == VecApi::CompareScalar;
   bool select = x.api == VecApi::Select || x.api == VecApi::SelectScalar;
   if ((compare || select) && !float_type(x.dt))
@@ -84,7 +89,7 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
                     "is no call: guard it with `if (count > 0)`)");
     return;
   }
-  mask_rule(call, x.mask, std::max(ir::DType(x.dt).bytes(), ir::DType(x.src_dt).bytes()), out);
+  mask_rule(call, x.mask, std::max(vec_api_lane_bytes(x.api, x.dt), vec_api_lane_bytes(x.api, x.src_dt)), out);
   u8(call, "repeatTimes", x.repeat, out);
   static const char* blk[] = {"dstBlkStride", "src0BlkStride", "src1BlkStride"};
   static const char* rep[] = {"dstRepStride", "src0RepStride", "src1RepStride"};

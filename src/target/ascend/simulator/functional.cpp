@@ -227,7 +227,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           operand(x.dst, Rect{0, x.m, x.n * es, x.dst_stride * es}, true, es, "destination");
           for (size_t i = first; i < out.size(); ++i) out[i].atomic = x.atomic;
         } else if constexpr (std::is_same_v<T, RVecCall>) {
-          int des = es_of(x.dt), ses = es_of(x.src_dt);
+          int des = vec_api_lane_bytes(x.api, x.dt), ses = vec_api_lane_bytes(x.api, x.src_dt);
           // Cast and Duplicate have bfloat16_t forms on dav-c220 (vconv_impl, duplicate_impl); no arithmetic does
           invalid(x.dt == ir::DTypeCode::bf16 && x.api != VecApi::Cast && x.api != VecApi::Duplicate,
                   "bf16 arithmetic is not available on the AIV: cast to float32 first");
@@ -334,6 +334,9 @@ double binop(VecBinOp op, double a, double b, bool is_int) {
     case VecBinOp::ShiftLeft:
       return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(a)) << (static_cast<int>(b) & 31));
     case VecBinOp::ShiftRight: return static_cast<int32_t>(static_cast<int64_t>(a)) >> (static_cast<int>(b) & 31);
+    // (And / Or calls run on raw 16-bit lanes, below; these are the int32 values' for completeness)
+    case VecBinOp::And: return static_cast<double>(static_cast<int64_t>(a) & static_cast<int64_t>(b));
+    case VecBinOp::Or: return static_cast<double>(static_cast<int64_t>(a) | static_cast<int64_t>(b));
   }
   return 0;
 }
@@ -344,6 +347,7 @@ void apply_bin(VecBinOp op, double* a, const double* b, int64_t n, bool is_int) 
     case VecBinOp::Sub: for (int64_t i = 0; i < n; ++i) a[i] -= b[i]; break;
     case VecBinOp::Mul: for (int64_t i = 0; i < n; ++i) a[i] *= b[i]; break;
     case VecBinOp::Div: case VecBinOp::Max: case VecBinOp::Min: case VecBinOp::ShiftLeft: case VecBinOp::ShiftRight:
+    case VecBinOp::And: case VecBinOp::Or:
       for (int64_t i = 0; i < n; ++i) a[i] = binop(op, a[i], b[i], is_int);
       break;
   }
@@ -548,6 +552,21 @@ void Machine::functional(Core& c, const RInstr& r) {
             uint8_t tmp[8];
             num::store(tmp, x.dt, x.scalar);
             sc = num::load(tmp, x.dt);
+          }
+          if (x.api == VecApi::And || x.api == VecApi::Or) {  // the bits of 16-bit lanes (program.h)
+            for (int64_t i = 0; i < x.repeat; ++i) {
+              const uint8_t *s0 = addr(x.src0, 1, i), *s1 = addr(x.src1, 2, i);
+              uint8_t* d = addr(x.dst, 0, i);
+              std::vector<uint16_t> v(x.mask);  // all lanes read before any is written
+              for (int64_t j = 0; j < x.mask; ++j) {
+                uint16_t a, b;
+                std::memcpy(&a, s0 + (j / 16) * x.blk[1] * 32 + (j % 16) * 2, 2);
+                std::memcpy(&b, s1 + (j / 16) * x.blk[2] * 32 + (j % 16) * 2, 2);
+                v[j] = static_cast<uint16_t>(x.api == VecApi::And ? (a & b) : (a | b));
+              }
+              for (int64_t j = 0; j < x.mask; ++j) std::memcpy(d + (j / 16) * x.blk[0] * 32 + (j % 16) * 2, &v[j], 2);
+            }
+            return;
           }
           for (int64_t i = 0; i < x.repeat; ++i) {
             if (n >= 1) gather(addr(x.src0, 1, i), x.src_dt, x.mask, x.blk[1], ra.data());

@@ -127,7 +127,7 @@ Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
           gm_move(x.dst, rect, static_cast<double>(x.m * x.n * es),
                   std::min(p_.fixpipe_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);
         } else if constexpr (std::is_same_v<T, RVecCall>) {
-          int es = std::max(bytes_of(x.dt), bytes_of(x.src_dt));
+          int es = std::max(vec_api_lane_bytes(x.api, x.dt), vec_api_lane_bytes(x.api, x.src_dt));
           int64_t per_repeat = 256 / es;  // elements of one 256 B repeat
           // a level-2 call runs ceil(count / per_repeat) repeats; a masked repeat costs a whole one
           int64_t repeats = x.l0 ? x.repeat : cdiv(x.mask, per_repeat);
