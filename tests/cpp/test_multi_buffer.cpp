@@ -30,17 +30,22 @@ TEST(MultiBuffer, PipelinedLoopGetsStagedTiles) {
     grid(bx = 1) {
   alloc acc: L0C float32[128, 128]
   alloc a: L1 float16[2, 128, 64]
-  for k_o in serial(0, 2) {
+  for k_o in serial(0, 1) {
     {
       copy A[0:+128, k_o * 2 * 64:+64] -> a[0:+1, 0:+128, 0:+64]
       let kk_s0: int32 = k_o * 2 * 2
       gemm a[0:+1, 0:+128, 0:+64], a[0:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
-    if k_o * 2 + 1 < 3 {
+    {
       copy A[0:+128, (k_o * 2 + 1) * 64:+64] -> a[1:+1, 0:+128, 0:+64]
       let kk_s1: int32 = (k_o * 2 + 1) * 2
       gemm a[1:+1, 0:+128, 0:+64], a[1:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
+  }
+  {
+    copy A[0:+128, 2 * 64:+64] -> a[0:+1, 0:+128, 0:+64]
+    let kk_r0: int32 = 2 * 2
+    gemm a[0:+1, 0:+128, 0:+64], a[0:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
   }
   copy acc -> C
 }
@@ -104,15 +109,19 @@ TEST(MultiBuffer, TileAllocatedBeforeThePipelinedLoopIsStagedAsIfAllocatedInside
     grid(bx = 1) {
   alloc acc: L0C float32[128, 128]
   alloc a: L1 float16[2, 128, 64]
-  for k_o in serial(0, 2) {
+  for k_o in serial(0, 1) {
     {
       copy A[0:+128, k_o * 2 * 64:+64] -> a[0:+1, 0:+128, 0:+64]
       gemm a[0:+1, 0:+128, 0:+64], a[0:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
-    if k_o * 2 + 1 < 3 {
+    {
       copy A[0:+128, (k_o * 2 + 1) * 64:+64] -> a[1:+1, 0:+128, 0:+64]
       gemm a[1:+1, 0:+128, 0:+64], a[1:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
+  }
+  {
+    copy A[0:+128, 2 * 64:+64] -> a[0:+1, 0:+128, 0:+64]
+    gemm a[0:+1, 0:+128, 0:+64], a[0:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
   }
   copy acc -> C
 }
@@ -200,25 +209,23 @@ TEST(MultiBuffer, L0TilesGetTheCopiesThatFit) {
   alloc b: L1 float16[3, 64, 256]
   alloc a_l0: L0A float16[2, 128, 64]
   alloc b_l0: L0B float16[2, 64, 256]
-  for k_o in serial(0, 1) {
-    {
-      copy B[k_o * 3 * 64:+64, 0:+256] -> b[0:+1, 0:+64, 0:+256]
-      copy A[0:+128, k_o * 3 * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
-      copy b[0:+1, 0:+64, 0:+256] -> b_l0[0:+1, 0:+64, 0:+256]
-      gemm a_l0[0:+1, 0:+128, 0:+64], b_l0[0:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
-    }
-    {
-      copy B[(k_o * 3 + 1) * 64:+64, 0:+256] -> b[1:+1, 0:+64, 0:+256]
-      copy A[0:+128, (k_o * 3 + 1) * 64:+64] -> a_l0[1:+1, 0:+128, 0:+64]
-      copy b[1:+1, 0:+64, 0:+256] -> b_l0[1:+1, 0:+64, 0:+256]
-      gemm a_l0[1:+1, 0:+128, 0:+64], b_l0[1:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
-    }
-    {
-      copy B[(k_o * 3 + 2) * 64:+64, 0:+256] -> b[2:+1, 0:+64, 0:+256]
-      copy A[0:+128, (k_o * 3 + 2) * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
-      copy b[2:+1, 0:+64, 0:+256] -> b_l0[0:+1, 0:+64, 0:+256]
-      gemm a_l0[0:+1, 0:+128, 0:+64], b_l0[0:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
-    }
+  {
+    copy B[0 * 64:+64, 0:+256] -> b[0:+1, 0:+64, 0:+256]
+    copy A[0:+128, 0 * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
+    copy b[0:+1, 0:+64, 0:+256] -> b_l0[0:+1, 0:+64, 0:+256]
+    gemm a_l0[0:+1, 0:+128, 0:+64], b_l0[0:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
+  }
+  {
+    copy B[1 * 64:+64, 0:+256] -> b[1:+1, 0:+64, 0:+256]
+    copy A[0:+128, 1 * 64:+64] -> a_l0[1:+1, 0:+128, 0:+64]
+    copy b[1:+1, 0:+64, 0:+256] -> b_l0[1:+1, 0:+64, 0:+256]
+    gemm a_l0[1:+1, 0:+128, 0:+64], b_l0[1:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
+  }
+  {
+    copy B[2 * 64:+64, 0:+256] -> b[2:+1, 0:+64, 0:+256]
+    copy A[0:+128, 2 * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
+    copy b[2:+1, 0:+64, 0:+256] -> b_l0[0:+1, 0:+64, 0:+256]
+    gemm a_l0[0:+1, 0:+128, 0:+64], b_l0[0:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
   }
   copy acc -> C
 }
