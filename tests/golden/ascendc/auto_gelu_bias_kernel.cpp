@@ -61,12 +61,16 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
     SetFlag<HardEvent::FIX_M>(0);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    SetFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    SetFlag<HardEvent::M_MTE1>(1);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
       const int32_t by = (blk / 2);
+      const int32_t k_o = 0;
       WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 12
-      if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (50 < 64)) {
+      if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64)) {
         InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
       }
@@ -74,34 +78,34 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
         tw_p.nValue = tw_max(tw_min((70 - (by * 64)), 64), 0);
-        tw_p.dValue = 50;
+        tw_p.dValue = tw_max(tw_min((50 - (k_o * 128)), 64), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 50;
         tw_p.dstNzC0Stride = 64;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(x_s, X_gm[(by * 3200)], tw_p);  // line 12
+        DataCopy(x_s, X_gm[((k_o * 128) + (by * 3200))], tw_p);  // line 12
       }
-      SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
+      SetFlag<HardEvent::MTE2_MTE1>(2);  // line 12
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 13
-      if ((50 < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
+      if ((tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
         InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = 50;
+        tw_p.nValue = tw_max(tw_min((50 - (k_o * 128)), 64), 0);
         tw_p.dValue = tw_max(tw_min((90 - (bx * 64)), 64), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 90;
         tw_p.dstNzC0Stride = 64;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(w_s, W_gm[(bx * 64)], tw_p);  // line 13
+        DataCopy(w_s, W_gm[((bx * 64) + (k_o * 11520))], tw_p);  // line 13
       }
-      SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
-      WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
+      SetFlag<HardEvent::MTE2_MTE1>(3);  // line 13
+      WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 14
       WaitFlag<HardEvent::M_MTE1>(0);  // line 14
       for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
         {
@@ -116,7 +120,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         }
       }
       SetFlag<HardEvent::MTE1_MTE2>(0);  // line 14
-      WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
+      WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 14
       {
         LoadData3DParamsV2<float> tw_p;
         tw_p.l1H = 64;
@@ -139,24 +143,124 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.fMatrixCtrl = false;
         LoadData(w_s_l0, w_s, tw_p);  // line 14
       }
-      SetFlag<HardEvent::MTE1_M>(0);  // line 14
+      SetFlag<HardEvent::MTE1_M>(1);  // line 14
       SetFlag<HardEvent::MTE1_MTE2>(1);  // line 14
-      WaitFlag<HardEvent::MTE1_M>(0);  // line 14
+      WaitFlag<HardEvent::MTE1_M>(1);  // line 14
       WaitFlag<HardEvent::FIX_M>(0);  // line 14
       {
         MmadParams tw_p;
         tw_p.m = 64;
         tw_p.n = 64;
         tw_p.k = 64;
-        tw_p.cmatrixInitVal = true;
+        tw_p.cmatrixInitVal = ((k_o * 2) == 0);
         tw_p.cmatrixSource = false;
         tw_p.isBias = false;
         Mmad(acc, x_s_l0, w_s_l0, tw_p);  // line 14
       }
-      SetFlag<HardEvent::M_FIX>(0);  // line 14
+      SetFlag<HardEvent::M_FIX>(1);  // line 14
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
+      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
+      WaitFlag<HardEvent::M_MTE1>(1);  // line 14
+      if (((k_o * 2) + 1) < 1) {
+        if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
+          InitConstValue(x_s[4096], InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
+          PipeBarrier<PIPE_MTE2>();  // line 12
+        }
+        {
+          Nd2NzParams tw_p;
+          tw_p.ndNum = 1;
+          tw_p.nValue = tw_max(tw_min((70 - (by * 64)), 64), 0);
+          tw_p.dValue = tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0);
+          tw_p.srcNdMatrixStride = 0;
+          tw_p.srcDValue = 50;
+          tw_p.dstNzC0Stride = 64;
+          tw_p.dstNzNStride = 1;
+          tw_p.dstNzMatrixStride = 0;
+          DataCopy(x_s[4096], X_gm[((((k_o * 2) + 1) * 64) + (by * 3200))], tw_p);  // line 12
+        }
+        SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
+        WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
+        if ((tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
+          InitConstValue(w_s[4096], InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
+          PipeBarrier<PIPE_MTE2>();  // line 13
+        }
+        {
+          Nd2NzParams tw_p;
+          tw_p.ndNum = 1;
+          tw_p.nValue = tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0);
+          tw_p.dValue = tw_max(tw_min((90 - (bx * 64)), 64), 0);
+          tw_p.srcNdMatrixStride = 0;
+          tw_p.srcDValue = 90;
+          tw_p.dstNzC0Stride = 64;
+          tw_p.dstNzNStride = 1;
+          tw_p.dstNzMatrixStride = 0;
+          DataCopy(w_s[4096], W_gm[((bx * 64) + (((k_o * 2) + 1) * 5760))], tw_p);  // line 13
+        }
+        SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
+        WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
+        for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
+          {
+            LoadData2DParams tw_p;
+            tw_p.startIndex = 0;
+            tw_p.repeatTimes = 8;
+            tw_p.srcStride = 4;
+            tw_p.sid = 0;
+            tw_p.dstGap = 0;
+            tw_p.ifTranspose = false;
+            LoadData(x_s_l0[(4096 + ((tw_i_ * 8) * 128))], x_s[(4096 + (tw_i_ * 128))], tw_p);  // line 14
+          }
+        }
+        WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
+        {
+          LoadData3DParamsV2<float> tw_p;
+          tw_p.l1H = 64;
+          tw_p.l1W = 1;
+          tw_p.channelSize = 64;
+          tw_p.kExtension = 64;
+          tw_p.mExtension = 64;
+          tw_p.kStartPt = 0;
+          tw_p.mStartPt = 0;
+          tw_p.strideW = 1;
+          tw_p.strideH = 1;
+          tw_p.filterW = 1;
+          tw_p.filterH = 1;
+          tw_p.dilationFilterW = 1;
+          tw_p.dilationFilterH = 1;
+          tw_p.enTranspose = false;
+          tw_p.enSmallK = false;
+          tw_p.filterSizeW = false;
+          tw_p.filterSizeH = false;
+          tw_p.fMatrixCtrl = false;
+          LoadData(w_s_l0[4096], w_s[4096], tw_p);  // line 14
+        }
+        SetFlag<HardEvent::MTE1_M>(0);  // line 14
+        WaitFlag<HardEvent::MTE1_M>(0);  // line 14
+        {
+          MmadParams tw_p;
+          tw_p.m = 64;
+          tw_p.n = 64;
+          tw_p.k = 64;
+          tw_p.cmatrixInitVal = (((k_o * 2) + 1) == 0);
+          tw_p.cmatrixSource = false;
+          tw_p.isBias = false;
+          Mmad(acc, x_s_l0[4096], w_s_l0[4096], tw_p);  // line 14
+        }
+      } else {
+        WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
+      }
+      SetFlag<HardEvent::M_FIX>(0);  // line 14
+      SetFlag<HardEvent::MTE2_MTE1>(4);  // line 12
+      WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
+      SetFlag<HardEvent::MTE2_MTE1>(5);  // line 13
+      WaitFlag<HardEvent::MTE2_MTE1>(5);  // line 14
+      SetFlag<HardEvent::MTE1_MTE2>(3);  // line 14
+      SetFlag<HardEvent::MTE1_M>(2);  // line 14
+      WaitFlag<HardEvent::MTE1_M>(2);  // line 14
+      SetFlag<HardEvent::M_MTE1>(1);  // line 14
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 17
       WaitFlag<HardEvent::M_FIX>(0);  // line 17
+      WaitFlag<HardEvent::M_FIX>(1);  // line 17
       {
         FixpipeParamsV220 tw_p;
         tw_p.nSize = 64;
@@ -176,6 +280,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
     WaitFlag<HardEvent::FIX_M>(0);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
+    WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 4
+    WaitFlag<HardEvent::M_MTE1>(1);  // line 4
   }
   if ASCEND_IS_AIV {
     const int32_t cid = GetBlockIdx() / 2;
