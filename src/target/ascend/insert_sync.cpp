@@ -412,15 +412,20 @@ class CoreSync {
     reduce();
     // Precise pairs first; pipe pairs whose event ids then run out fall back to covering pairs
     // (fewer pairs, but they may hold a pipe behind unrelated work) in both directions (guards).
+    // The colouring kept is the last one unless an earlier one has fewer PIPE_ALLs (alls()).
+    std::vector<SyncPair> best;
     for (;;) {
       pairs_.clear();
       place();
       guard_carried();
       std::set<std::pair<Pipe, Pipe>> failed = colour();
+      if (!best.empty() && alls(best) < alls(pairs_)) std::swap(best, pairs_);
+      best = pairs_;
       size_t before = loose_.size();
       for (auto [x, y] : failed) loose_.insert({x, y}), loose_.insert({y, x});
       if (failed.empty() || loose_.size() == before) break;
     }
+    pairs_ = std::move(best);
     return emit(root_);
   }
 
@@ -1011,6 +1016,7 @@ class CoreSync {
   // (reaches), and around the nearest enclosing loop the second's wait is ordered before the
   // first's set in the next iteration.
   bool may_share(const SyncPair& x, const SyncPair& y) const {
+    if (x.carried || y.carried) return x.carried != y.carried && may_share_carried(x.carried ? x : y, x.carried ? y : x);
     int B = lca_block(x.C, y.C);
     auto [sx, wx] = lifted(x, B);
     auto [sy, wy] = lifted(y, B);
@@ -1029,13 +1035,61 @@ class CoreSync {
     return reaches2(F, x.q, w2f, x.p, s1f);
   }
 
+  // May carried pair k (set at slot s of loop body C, waited in the next iteration) share its id
+  // with intra pair x of the same body? Per iteration the id is then used as: k's wait (of the
+  // previous iteration's set, or of the set before the loop), x's set, x's wait, k's set, which
+  // alternate when chains of flag pairs placed unconditionally in C order the waiting pipe past
+  // k's wait before the setting pipe reaches x's set, and past x's wait before it reaches k's set.
+  // (multi_buffer's unrolled bodies: the MTE1 -> MTE2 pair that frees L1 copy c for step st + S
+  // of the same body and the carried one that frees it for step st of the next body.) The set
+  // before the loop is waited at k's first wait, the last set at the drain after the loop.
+  bool may_share_carried(const SyncPair& k, const SyncPair& x) const {
+    if (k.C != x.C || k.guarded || x.guarded || k.hoist < 0) return false;
+    int n = static_cast<int>(blocks_[k.C].kids.size());
+    End kw{k.w - n, wait_sinks(k), &k};
+    return wait_before_set(wait_end(x), set_end(k)) && reaches(k.C, x.q, wait_end(x), x.p, set_end(k)) &&
+           wait_before_set(kw, set_end(x)) && reaches(k.C, x.q, kw, x.p, set_end(x));
+  }
+
   // Event ids: every pair of one pipe pair gets its own ids (slotted pairs m consecutive ones),
   // except intra pairs whose uses provably alternate (may_share), which share one. Otherwise an
   // id is only reused by the same pair in later iterations, where the reverse dependence
   // (b(i) -> a(i+1), or a(i+m) for slotted pairs) orders the next set after the previous wait;
   // two different pairs sharing an id could see the second set fire before the first wait.
   // Relays are coloured last. Pairs that do not fit become PIPE_ALL at their wait point.
+  int depth(const SyncPair& sp) const {  // loops around the pair's block
+    int d = 0;
+    for (int b = sp.C; b >= 0 && blocks_[b].owner >= 0; b = nodes_[blocks_[b].owner].block)
+      d += nodes_[blocks_[b].owner].kind == StmtKind::For;
+    return d;
+  }
+  // The PIPE_ALLs of a colouring, counted per loop depth, deepest first (compared as a vector:
+  // one in a loop body costs more than any number outside it).
+  std::vector<int> alls(const std::vector<SyncPair>& ps) const {
+    std::vector<int> n(8, 0);
+    for (const SyncPair& sp : ps)
+      if (sp.kind == SyncPair::All) ++n[7 - std::min(depth(sp), 7)];
+    return n;
+  }
+
+  // Pairs are coloured in placement order; when some do not fit, once more with the pairs of
+  // deeper loops first (a pair after a loop, taking an id first, can leave a pair of the loop
+  // body, which runs every iteration, without one), keeping the colouring with fewer PIPE_ALLs.
   std::set<std::pair<Pipe, Pipe>> colour() {
+    std::vector<int> order(pairs_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    const std::vector<SyncPair> saved = pairs_;
+    std::set<std::pair<Pipe, Pipe>> failed = colour(order);
+    if (failed.empty()) return failed;
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return depth(saved[x]) > depth(saved[y]); });
+    std::vector<SyncPair> first = std::move(pairs_);
+    pairs_ = saved;
+    std::set<std::pair<Pipe, Pipe>> again = colour(order);
+    if (alls(pairs_) < alls(first)) return again;
+    pairs_ = std::move(first);
+    return failed;
+  }
+  std::set<std::pair<Pipe, Pipe>> colour(const std::vector<int>& order) {
     std::set<std::pair<Pipe, Pipe>> failed;
     std::map<std::pair<Pipe, Pipe>, int> next;
     std::map<std::pair<Pipe, Pipe>, std::vector<std::vector<int>>> groups;  // shareable ids: id -> pairs
@@ -1048,10 +1102,10 @@ class CoreSync {
       return b;
     };
     for (int pass = 0; pass < 2; ++pass)
-      for (size_t i = 0; i < pairs_.size(); ++i) {
+      for (int i : order) {
         SyncPair& sp = pairs_[i];
         if (sp.kind != SyncPair::Flag || (pass == 1 && !sp.relay)) continue;
-        bool shareable = pass == 0 && !sp.relay && !sp.carried && !sp.guard && !sp.slot_x;
+        bool shareable = pass == 0 && !sp.relay && !sp.guard && !sp.slot_x;
         int b = -1;
         if (shareable) {
           auto& gs = groups[{sp.p, sp.q}];

@@ -8,10 +8,17 @@
 // [min, min + n):
 //
 //   alloc t: scope dtype[S, shape...]            # for every tile allocated in the body
-//   for ko in serial(ceildiv(n, S)):
-//     <body with k = min + S*ko,     t -> t[0]>
-//     if S*ko + 1 < n: <body with k = min + S*ko + 1, t -> t[1]>   # the If is dropped when S | n
+//   for ko in serial(ceildiv(n, U)):
+//     <body with k = min + U*ko,     t -> t[0]>
+//     if U*ko + 1 < n: <body with k = min + U*ko + 1, t -> t[1 % S]>   # the If is dropped when U | n
 //     ...
+//
+// When U > S and n is constant, the loop runs n / U times without `if`s and the last n % U
+// iterations follow it: <body with k = min + U*(n / U) + r, t -> t[r % S]> for r < n % U.
+//
+// U = lcm(S, L0 copies) (below): every copy of the body uses the copy of each tile that its global
+// iteration i selects, i % S (L1, UB) and i % (L0 copies), so consecutive iterations always use
+// different copies, across the unrolled body's boundary too (3 stages, 2 L0 copies: U = 6).
 //
 // Every variable the body defines (lets, inner loops) is renamed in each copy. A tile allocated
 // outside the loop (before it, as tilelang and examples/gemm.py write it) whose value lives within
