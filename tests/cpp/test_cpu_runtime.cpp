@@ -77,8 +77,8 @@ void run_gemm_case(int M, int N, int K, bool tA, bool tB, bool acc, int pad, uin
   long bad = 0;
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
-      const double* ai = &a[(size_t)i * K];
-      const double* bj = &bt[(size_t)j * K];
+      const double* ai = a.data() + (size_t)i * K;  // not &a[..]: a is empty when K = 0
+      const double* bj = bt.data() + (size_t)j * K;
       double s = 0, sa = 0;
       for (int k = 0; k < K; ++k) { s += ai[k] * bj[k]; sa += std::fabs(ai[k] * bj[k]); }
       double c0 = acc ? to_d(C0[(size_t)i * ldc + j]) : 0.0;

@@ -672,6 +672,40 @@ TEST(InsertSync, PingPongHalvesGetOneFlagPerHalfAndOverlap) {
   EXPECT_LT(r2.result.total_cycles, r1.result.total_cycles);
 }
 
+// Row windows indexed by a loop variable (a page copied into rows r * page .. of a tile): copies
+// of different iterations into disjoint rows need no PipeBarrier<MTE2> between them; rows that
+// overlap from one iteration to the next (a step smaller than the rows) keep it.
+Program row_windows(int64_t step) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 4096), y = b.buf("y", Mem::UB, 4096, 4096);
+  auto r = ir::var("r");
+  b.loop(r, 4, [&] {
+    b.emit(CopyGmToUb{GmRef{0, mul(r, C(1024))}, LocalRef{x, mul(r, C(step))}, DTypeCode::f32, C(1), C(512), C(512), C(512)});
+  });
+  b.emit(VecUnary{VecUnOp::Exp, DTypeCode::f32, Builder::v(y, C(0)), Builder::v(x, C(0)), C(4), C(256)});
+  b.store(y, C(0), C(0));
+  return b.aiv();
+}
+
+TEST(InsertSync, DisjointRowWindowsOfALoopAreNotFenced) {
+  Program apart = insert_sync(row_windows(1024), b2()), overlapping = insert_sync(row_windows(256), b2());
+  EXPECT_EQ(code(apart), R"(AIV:
+  for r in range(4):
+    MTE2 CopyGmToUb x[r * 1024] <- X[r * 1024] float32 n_rows=1 row_bytes=512 src_stride=512 dst_stride=512
+  MTE2 SetFlag<MTE2_V>(0)
+  V WaitFlag<MTE2_V>(0)
+  V Exp y[0]/256 <- x[0]/256 float32 4x256
+  V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 CopyUbToGm Y[0] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+)") << code(apart);
+  EXPECT_EQ(count<PipeBarrier>(overlapping), 1) << code(overlapping);
+  for (const Program* q : {&apart, &overlapping}) {
+    SimRun run = simulate(*q);
+    EXPECT_TRUE(run.result.reports.empty()) << reports(run.result);
+  }
+}
+
 // The event-id budget comes from the target: with one usable id per pipe pair (flag_event_ids = 3,
 // the top two kept free) the ping-pong halves cannot get one flag each; the pairs that do not
 // fit become PipeBarrier<ALL> at their wait points. The result still runs clean, the same.

@@ -532,6 +532,17 @@ void expect_error(const std::string& body, const std::string& msg, int line, con
   }
 }
 
+// One element of a UB tile the map does not store to (m[0]; lse[i, sp] over one row) is read by
+// the scalar unit into a let before the map and used as a scalar operand (a Muls).
+TEST(LegalizeVector, TileElementReadBeforeTheMap) {
+  std::string text = "kernel k(W: global float32[64])\n    grid(bx = 1) {\n  alloc x: UB float32[8, 64]\n"
+                     "  alloc m: UB float32[8]\n  for i in parallel(0, 8) {\n    for j in parallel(0, 64) {\n"
+                     "      x[i, j] = x[i, j] * m[3]\n    }\n  }\n}\n";
+  std::string out = ir::print(legalize(text));
+  EXPECT_NE(out.find("let m_s_0: float32 = m[3]"), std::string::npos) << out;
+  EXPECT_NE(out.find("x[i_0, j_0] = x[i_0, j_0] * m_s_0"), std::string::npos) << out;
+}
+
 // Everything without a vector instruction is an error at the line of the store.
 TEST(LegalizeVector, ErrorsNameTheLineAndTheFix) {
   expect_error("      x[i, j] = floor(x[i, j])", "T.floor is not supported on Ascend vector units yet", 7,
@@ -540,7 +551,8 @@ TEST(LegalizeVector, ErrorsNameTheLineAndTheFix) {
   expect_error("      x[i, j] = where(2 * j < 5, x[i, j], 0.0)", "the column index has coefficient -2", 7, "+-1");
   expect_error("      x[i, j] = x[j // 8, i]", "transposed", 7, "transpose");
   expect_error("      m[i] = x[i, j]", "does not use every loop index", 7, "reduction");
-  expect_error("      x[i, j] = x[i, j] * m[0]", "data-dependent scalars", 7, "row vector");
+  // (m[0] alone is read by the scalar unit before the map: the map stores to x here)
+  expect_error("      x[i, j] = x[i, j] * x[0, 0]", "of a tile it stores to as a scalar", 7, "before the map");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -463,6 +463,21 @@ TEST(SelectVectorCallsSim, GatherOutsideItsSourceIsReportedAtTheLine) {
   EXPECT_NE(r2.reports.at(0).message.find("not on an element"), std::string::npos) << r2.summary();
 }
 
+// srcBaseAddr is a uint32: a negative base (a hand-written or parsed Program) would address bytes
+// before the source (before the UB for the first buffer: found by make sanitize's review). It is an
+// invalid instruction, not executed.
+TEST(SelectVectorCallsSim, GatherWithANegativeBaseIsInvalid) {
+  SimProg s({gather_offsets(0, 8), PipeBarrier{Pipe::V},
+             Gather{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{1, C(2048)}, C(-4), C(8), C(64)}}, 70);
+  auto r = s.run();
+  ASSERT_FALSE(r.reports.empty());
+  const sim::Report& rep = r.reports.at(0);
+  EXPECT_EQ(rep.kind, sim::ReportKind::InvalidInstr) << r.summary();
+  EXPECT_NE(rep.message.find("Gather srcBaseAddr -4 is negative (the field is uint32)"), std::string::npos) << rep.message;
+  EXPECT_EQ(rep.instrs.at(0).span.line, 71);
+  EXPECT_EQ(std::vector<float>(s.y.begin(), s.y.begin() + 8), std::vector<float>(8, -1.f));  // dst left as it was
+}
+
 TEST(SelectVectorCallsSim, GatherApiRules) {
   // the count form issues count / 64 repeats (float) as a uint8
   SimProg big({Gather{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{1, C(2048)}, C(0), C(256 * 64), C(512)}});

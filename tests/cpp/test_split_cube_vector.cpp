@@ -73,6 +73,42 @@ TEST(SplitCubeVector, RowCountsSplitEachOnTheirOwn) {
   has("alloc v_ub: UB float16[8, 16]");  // whole
 }
 
+// A row loop (qk_rope_proj's table rows gathered by position into c[r, :]): split like the map's
+// rows, each AIV copying the 32 rows it computes on; the condition on r gets the global row.
+std::string with_row_loop(const std::string& body) {
+  std::string in = testing::kGemmEpilogueInput;
+  auto replace = [&](const std::string& a, const std::string& b) {
+    size_t i = in.find(a);
+    EXPECT_NE(i, std::string::npos) << a;
+    in.replace(i, a.size(), b);
+  };
+  replace("  alloc acc: fragment float32[64, 64]\n", "  alloc acc: fragment float32[64, 64]\n  alloc c: UB float32[64, 64]\n");
+  replace("  copy bias[bx * 64:+64] -> b_s\n", "  copy bias[bx * 64:+64] -> b_s\n  for r in serial(0, 64) {\n" + body + "  }\n");
+  replace("* (1.0 + erf(", "* c[i, j] * (1.0 + erf(");
+  return in;
+}
+
+TEST(SplitCubeVector, RowLoopSplitLikeTheMapRows) {
+  std::string out = split(with_row_loop("    if by * 64 + r < 100 {\n      copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n    }\n"));
+  auto has = [&](const std::string& line) { EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out; };
+  has("alloc c: UB float32[32, 64]");
+  has("for r_v in serial(0, 32) {");
+  has("if by * 64 + (r_v + vid * 32) < 100 {");
+  has("copy W[r_v + vid * 32:+1, 0:+64] -> c[r_v:+1, 0:+64]");
+  has("alloc acc_ub: UB float32[32, 64]");
+}
+
+TEST(SplitCubeVector, RowLoopTouchingAnotherRowIsAnError) {
+  std::string in = with_row_loop("    copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n    c[63 - r, 0] = 1.0\n");
+  try {
+    split(in);
+    FAIL() << "expected an error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a loop over rows that accesses 'c' at other rows than the loop's own"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(SplitCubeVector, SingleUnitKernelUnchanged) {
   ir::Kernel k = ir::parse_kernel(testing::kOneUnitKernel);
   EXPECT_EQ(split_cube_vector(k, target::find_target("ascend910b2")), k);

@@ -163,6 +163,28 @@ def test_moe_grouped_gemm_kernel_compiles(dtype, tmp_path):
     assert rc == 0 and out == "", f"grouped_gemm {dtype} does not compile against {INCLUDE}:\n{out}"
 
 
+@pytest.mark.parametrize("case", ["combine_splits", "qk_rope_proj"])
+def test_combine_and_rope_projection_kernels_compile(case, tmp_path):
+    """examples/paged_attention.py combine_splits (GetValue of UB tiles, Muls by their quotient, a
+    vector operand at a run-time row) and examples/rope.py qk_rope_proj (each AIV's row loop of
+    table copies after the gemm)."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import paged_attention
+    import rope
+    if case == "combine_splits":
+        k = paged_attention.combine_splits(2, 3, 3, 64, "float16", target="ascend910b")
+        want = ["lse.GetValue(", "total.GetValue(", "Muls("]
+    else:
+        k = rope.qk_rope_proj(45, 96, 2, 64, 96, True, dtype="float16", target="ascend910b")
+        want = ["GetSubBlockIdx()", "Pos_gm.GetValue(", "Gather("]
+    src = k.get_source("ascendc")
+    for w in want:
+        assert w in src, w
+    rc, out = compile_cpp(src, tmp_path)
+    assert rc == 0 and out == "", f"{case} does not compile against {INCLUDE}:\n{out}"
+
+
 @pytest.mark.parametrize("path", HOSTS, ids=os.path.basename)
 def test_golden_host_compiles(path, tmp_path):
     kernel = read(path.replace("_host.cpp", "_kernel.cpp"))

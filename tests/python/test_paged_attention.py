@@ -108,3 +108,24 @@ def test_cpu_prefetches_the_next_steps_pages():
     src = kern.get_source("c++")
     assert "prefetched into L2 (prefetch_gathers)" in src
     assert src.count("__builtin_prefetch") == 2  # the K and the V page
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("heads", [(4, 2), (4, 1), (3, 3)], ids=["gqa", "mqa", "mha"])
+def test_nan_past_the_context_at_page_edges(heads, dtype):
+    # contexts 1, block_size - 1, block_size + 1 and a full step: the slots past each context
+    # hold NaN, and the cpu kernel writes zeros only into the value rows past it (the mask map
+    # keeps the other rows: tests/python/test_cpu_row_keep_map.py)
+    nh, kvh, bs = *heads, 8
+    lens = [1, bs - 1, bs + 1, 4 * bs]
+    (q, kc, vc, bt, cl), _ = pa.run(4, nh, kvh, 24, bs, 4 * bs, dtype=dtype, lens=lens, seed=5)
+    kc, vc = kc.copy(), vc.copy()
+    for b, n in enumerate(lens):
+        last = bt[b, (n - 1) // bs]
+        kc[last, (n - 1) % bs + 1:] = np.nan
+        vc[last, (n - 1) % bs + 1:] = np.nan
+    kern = pa.paged_decode(4, nh, kvh, 24, kc.shape[0], bs, bt.shape[1], dtype)
+    out = kern(q, kc, vc, bt, cl)
+    assert np.isfinite(out.astype(np.float32)).all()
+    assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
+    assert "map keeping the rows of v where the condition holds" in kern.get_source("c++")

@@ -67,3 +67,26 @@ def test_rope_on_ascend_matches_cpu_and_reference(interleaved, tokens, heads, di
     y = run_checked(rope.rope(tokens, heads, dim, 64, interleaved, dtype=dtype, target="ascend910b"), x, cos, sin, pos)
     assert_close(y, rope.reference(x, cos, sin, pos, interleaved))
     assert_close(y, rope.rope(tokens, heads, dim, 64, interleaved, dtype=dtype)(x, cos, sin, pos))
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["half_split", "interleaved"])
+@pytest.mark.parametrize("tokens,hidden,heads,dim,dtype", [
+    (45, 96, 2, 64, "float32"),   # a tail block of 13 tokens: rows past `tokens` are skipped
+    (5, 130, 1, 32, "float16"),   # one block, AIV 1's rows all past the end
+    (40, 64, 1, 128, "bfloat16"), (1, 64, 2, 64, "float16")])
+def test_qk_rope_proj_on_ascend_matches_cpu_and_reference(interleaved, tokens, hidden, heads, dim, dtype):
+    """The same kernel unchanged on the 910B simulator (checker on): the Cube computes X @ W, each
+    AIV gathers the table rows of the block_M / 2 tokens it owns (`for r in T.serial(block_M)` is
+    a row loop, split like a map's rows: split_cube_vector) and rotates its half of the
+    accumulator."""
+    from ascend_util import run_checked
+    rng = np.random.default_rng(tokens + dim)
+    cos, sin = rope.tables(96, dim)
+    pos = rng.integers(0, 96, size=tokens).astype(np.int32)
+    x = randn((tokens, hidden), dtype, seed=rng)
+    w = randn((hidden, heads * dim), dtype, seed=rng, scale=hidden ** -0.5)
+    kern = rope.qk_rope_proj(tokens, hidden, heads, dim, 96, interleaved, dtype=dtype, target="ascend910b")
+    out = run_checked(kern, x, w, cos, sin, pos)
+    proj = (x.astype(np.float64) @ w.astype(np.float64)).reshape(tokens, heads, dim)
+    assert_close(out, rope.reference(proj, cos, sin, pos, interleaved))
+    assert_close(out, rope.qk_rope_proj(tokens, hidden, heads, dim, 96, interleaved, dtype=dtype)(x, w, cos, sin, pos))

@@ -37,6 +37,10 @@ struct Access {
   std::string slot;               // non-empty: offset = (X % m) * H + [slo, shi), key = "X|m|H"
   Expr slot_x;
   int64_t m = 0, h = 0, slo = 0, shi = 0;
+  // offset = V * step + c (V a variable): the strided rectangle at V = 0 starts at step_lo (rows,
+  // row_bytes, stride as above); add_dep compares the iterations of V's loop exactly
+  const ir::VarNode* step_var = nullptr;
+  int64_t step = 0, step_lo = 0;
 };
 
 bool is_gm(int space) { return space >= kSpaceWorkspace; }
@@ -141,6 +145,34 @@ std::optional<SlotMatch> match_slot(const Expr& e) {
   return std::nullopt;
 }
 
+// V * H [+ c] (V a variable, H > 0 and c constants), either operand order.
+struct StepMatch {
+  const ir::VarNode* v;
+  int64_t h, c;
+};
+std::optional<StepMatch> match_step(const Expr& e) {
+  if (!e || e->kind != ir::ExprKind::Binary) return std::nullopt;
+  auto* b = ir::as<ir::BinaryNode>(e);
+  if (b->op == ir::BinOp::Add) {
+    for (int side = 0; side < 2; ++side) {
+      auto c = cint(side ? b->a : b->b);
+      auto inner = c ? match_step(side ? b->b : b->a) : std::nullopt;
+      if (inner) {
+        inner->c += *c;
+        return inner;
+      }
+    }
+    return std::nullopt;
+  }
+  if (b->op != ir::BinOp::Mul) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const Expr& v = side ? b->b : b->a;
+    auto h = cint(side ? b->a : b->b);
+    if (h && *h > 0 && v && v->kind == ir::ExprKind::Var) return StepMatch{ir::as<ir::VarNode>(v), *h, 0};
+  }
+  return std::nullopt;
+}
+
 using Env = std::vector<std::pair<ir::Var, Expr>>;
 
 // The accesses of one instruction (program_access's regions, placed in physical spaces): counts
@@ -185,6 +217,9 @@ struct AccessBuilder {
       a.slot_x = s->x, a.m = s->m;
       a.slo = s->c + *x.start, a.shi = a.slo + *x.bytes;
       a.lo = base + a.slo, a.hi = std::min(end, base + (s->m - 1) * s->h + a.shi);
+    } else if (auto st = match_step(off); st && x.start && x.bytes && x.rows && x.row_bytes) {
+      a.step_var = st->v, a.step = st->h, a.step_lo = base + st->c + *x.start;
+      a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
     }
     out.push_back(a);
   }
@@ -542,8 +577,28 @@ class CoreSync {
     const Node& nb = nodes_[b];
     Ov ov = Ov::None;
     const Access* slot_acc = nullptr;
+    // Carried by the loop of V, two accesses at V * step + c (a page copy into rows jj * page ..
+    // of a tile) touch different bytes in different iterations when their rectangles shifted by
+    // 1 .. extent - 1 steps never meet: no dependence between iterations.
+    auto iterations_disjoint = [&](const Access& x, const Access& y) {
+      if (!carried || loop < 0 || !x.step_var || x.step_var != y.step_var || x.step != y.step || x.space != y.space)
+        return false;
+      const StmtPtr& f = nodes_[loop].stmt;
+      auto ext = cint(f->value);
+      if (f->var.get() != x.step_var || !ext || *ext > 64) return false;
+      for (int64_t d = 1; d < *ext; ++d) {
+        Access xs = x, ys = y;
+        xs.rect = ys.rect = true;
+        xs.lo = x.step_lo + d * x.step, ys.lo = y.step_lo;
+        if (rect_overlap(xs, ys)) return false;
+        xs.lo = x.step_lo, ys.lo = y.step_lo + d * y.step;
+        if (rect_overlap(xs, ys)) return false;
+      }
+      return true;
+    };
     for (const Access& x : na.acc) {
       for (const Access& y : nb.acc) {
+        if (iterations_disjoint(x, y)) continue;
         Ov o = conflict(x, y);
         if (o == Ov::Plain) {
           ov = Ov::Plain;

@@ -12,7 +12,10 @@
 //    + operand offset, so buffers sharing bytes after plan_memory's reuse conflict) and GM (one per
 //    tensor parameter, one for the workspace). Non-constant offsets overlap conservatively within
 //    the buffer; offsets of the form `(X % m) * H + c` (ping-pong halves) are "slotted": two such
-//    accesses with the same X, m, H conflict only in the same slot. Read-read never conflicts, so
+//    accesses with the same X, m, H conflict only in the same slot; offsets `V * H + c` (V a
+//    variable: a page copied into rows jj * page .. of a tile) are compared exactly for a
+//    dependence carried by V's loop (constant extent <= 64): the rectangles of iterations
+//    1 .. extent - 1 apart never meeting, the iterations are independent. Read-read never conflicts, so
 //    GM inputs never written cause nothing; GM write-after-write is left unordered (each output
 //    element is written by one tile: two writes of one GM byte by one core are not expected in
 //    generated code and would be a lowering bug, not a sync problem).

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -49,9 +50,8 @@ const DType kBF16{DTypeCode::bf16};
 const DType kF16{DTypeCode::f16};
 // Integer operators on tile data (docs/ascend.md "Integer operators").
 constexpr const char* kBitwiseHint =
-    "on Ascend tiles: int32 << and >> by a scalar count, // and % by a positive power-of-two constant; "
-    "& | ^ ~ work on scalars (block indices, loop variables, scalar parameters) and on the cpu target "
-    "(tw.compile(..., target=\"cpu\"))";
+    "on Ascend tiles: int32 ~, <<, >>, // and %; & | ^ work on scalars (block indices, loop variables, "
+    "scalar parameters) and on the cpu target (tw.compile(..., target=\"cpu\"))";
 const DType kI32{DTypeCode::i32};
 
 using vec::small_int;
@@ -202,6 +202,7 @@ struct Node {
   // (MapLowering::gather)
   bool flat = false;
   int64_t pcols = 0;
+  double limit = HUGE_VAL;  // a bound on |value| proven where the node is made (bound(): int8 quotients)
   Span span;
 };
 
@@ -269,6 +270,11 @@ class MapLowering {
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int neg(int x, const Span& sp);
+  // int32 operators without one vector instruction (docs/ascend.md "Integer operators"): exact
+  // compositions whose every int32 step stays inside int32 (the simulator reports any that leaves)
+  int shift_by_tile(ir::BinOp op, int x, int n, const Span& sp);        // x << n, x >> n, n per element
+  int int_divide(ir::BinOp op, int x, int d, const Span& sp);           // Python x // d, x % d
+  int bit_not(int x, const Span& sp);                                    // ~x = -1 - x
   int call(ir::MathFn fn, int a, const Span& sp);
   int build(const Expr& e);
   int build_uncached(const Expr& e);
@@ -774,20 +780,42 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
   for (const auto& v : m.vars) local.push_back(v.get());
   for (const auto& it : m.items)
     if (it->kind == ir::StmtKind::Let) local.push_back(as<ir::LetNode>(it)->var.get());
+  // UB tiles: one element at indices free of the map's variables but those of extent 1 (0 there),
+  // whose last index is free of them (else it is a row / column vector operand), of a tile the map
+  // does not store to (combine_splits' lse[i, sp] in a map over (1, head_dim)): the Vector core's
+  // scalar unit reads it (a ScalarLoad of UB).
+  std::vector<std::pair<Var, Expr>> unit;
+  for (size_t k = 0; k < m.vars.size(); ++k)
+    if (m.ext[k] == 1) unit.push_back({m.vars[k], C(0)});
+  std::unordered_set<const ir::BufferNode*> stored;
+  for (const auto& it : m.items)
+    if (it->kind == ir::StmtKind::Store) stored.insert(as<ir::StoreNode>(it)->buffer.get());
+  // Once the scalar unit reads such an element, the map's row vectors of one row (total[i]) are
+  // read with it: lse[i, sp] / total[i] is then one scalar operand (a Muls, no Brcb).
   ExprVarMap map;
+  bool ub_read = false;
+  for (bool one_row : {false, true})
   for (const auto& it : m.items)
     ir::for_each_expr(it, [&](const Expr& x) {
-      if (x->kind != ir::ExprKind::Load) return;
+      if (x->kind != ir::ExprKind::Load || (one_row && !ub_read)) return;
       auto* l = as<ir::LoadNode>(x);
-      if (l->buffer->scope != Scope::global) return;
-      for (const auto& i : l->indices)
+      bool ub = l->buffer->scope == Scope::UB;
+      if (!ub && l->buffer->scope != Scope::global) return;
+      if (ub && (stored.count(l->buffer.get()) || l->indices.empty() ||
+                 (!one_row && std::any_of(m.vars.begin(), m.vars.end(),
+                                          [&](const Var& v) { return uses_var(l->indices.back(), v.get()); }))))
+        return;
+      std::vector<Expr> idx;
+      for (const auto& i : l->indices) idx.push_back(ub ? simp(ir::substitute(i, unit)) : i);
+      for (const auto& i : idx)
         if (has_load(i) || std::any_of(local.begin(), local.end(), [&](const ir::VarNode* v) { return uses_var(i, v); }))
           return;
       if (find_load(map, x)) return;
+      ub_read = ub_read || ub;
       Var v = ir::var(names_.fresh(l->buffer->name + "_s"), x->dtype, x->span);
       map.emplace_back(v, x);
       depth_[v.get()] = static_cast<int>(frames_.size()) - 1;
-      pre.push_back(std::make_shared<ir::LetNode>(v, x, s->span));
+      pre.push_back(std::make_shared<ir::LetNode>(v, ir::load(l->buffer, idx, x->span), s->span));
     });
   if (map.empty()) return nullptr;
   return ReplaceExprs(map).mutate(s);
@@ -1040,9 +1068,10 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
     if (has_i) return Shape::Row;
     if (has_j) return Shape::Col;
   }
-  fail("T.Parallel reads one element " + q(l->buffer->name) + "[...] of a tile as a scalar: data-dependent scalars "
-       "have no vector instruction",
-       sp, "broadcast it as a row vector v[i] or column vector w[j], or pass a scalar parameter");
+  fail("T.Parallel reads one element " + q(l->buffer->name) + "[...] of a tile it stores to as a scalar: the scalar "
+       "unit would read it before the map's stores",
+       sp, "read the element into a variable before the map (s = t[0]), or broadcast it as a row vector v[i] or "
+           "column vector w[j]");
 }
 
 // One conversion as the Cast calls dav-c220 has (AscendC Cast, dav_c220 vconv): float32 <->
@@ -1073,6 +1102,7 @@ int MapLowering::step_cast(int x, DType t, const Span& sp) {
 
 double MapLowering::bound(int x) const {
   const Node& n = nodes_[x];
+  if (n.limit < HUGE_VAL) return n.limit;
   auto range = [](DType t) {
     return t == DType(DTypeCode::i8) ? 128.0 : t == DType(DTypeCode::u8) ? 255.0 : HUGE_VAL;
   };
@@ -1179,6 +1209,119 @@ int MapLowering::neg(int x, const Span& sp) {
   return bin(ir::BinOp::Mul, x, scalar_const(-1, compute_type(n.dtype)), sp);
 }
 
+// ~x = -1 - x on int32: a tile of -1 minus x (never leaves int32: ~INT32_MIN = INT32_MAX). Not as
+// bin(Sub, -1, x), which bin rewrites as x * -1 + -1 (-INT32_MIN leaves int32).
+int MapLowering::bit_not(int x, const Span& sp) {
+  x = to_type(x, kI32, sp);
+  if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::unary(ir::UnOp::BitNot, nodes_[x].scalar, sp));
+  int ones = materialize(scalar_const(-1, kI32), nodes_[x].shape, sp);
+  return bin(ir::BinOp::Sub, ones, x, sp);
+}
+
+// int32 x << n / x >> n with a per-element count n: s = n mod 32 = n - ((n >> 5) << 5) (in 0..31),
+// then for each bit k of s (b = (s >> k) - ((s >> (k + 1)) << 1), 0 or 1) x = sh * b + x * (1 - b)
+// with sh = x shifted by the scalar 2^k (ShiftLeft / ShiftRight): one of the two products is 0 and
+// the other a value, so no int32 step leaves int32; five steps shift by s (arithmetic for >>).
+int MapLowering::shift_by_tile(ir::BinOp op, int x, int n, const Span& sp) {
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  x = to_type(x, kI32, sp);
+  int s = bin(ir::BinOp::Sub, n, bin(ir::BinOp::Shl, bin(ir::BinOp::Shr, n, k32(5), sp), k32(5), sp), sp);
+  int sk = s;  // s >> k
+  for (int k = 0; k < 5; ++k) {
+    int next = k < 4 ? bin(ir::BinOp::Shr, s, k32(k + 1), sp) : -1;
+    int b = next < 0 ? sk : bin(ir::BinOp::Sub, sk, bin(ir::BinOp::Shl, next, k32(1), sp), sp);
+    int sh = bin(op, x, k32(int64_t{1} << k), sp);
+    int keep = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, b, k32(-1), sp), k32(1), sp);  // 1 - b
+    x = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, sh, b, sp), bin(ir::BinOp::Mul, x, keep, sp), sp);
+    sk = next;
+  }
+  return x;
+}
+
+// Python x // d and x % d on int32 (x // 0 == 0, x % 0 == x, INT32_MIN // -1 wraps to INT32_MIN),
+// exactly, from Cast / Div / Muls in float32 and int32 Add / Sub / Mul / shifts that never leave
+// int32 (docs/ascend.md "Integer operators" has the proof sketch; tests/python/test_int_ops.py checks
+// edge values, a random sample and every int16-range dividend):
+//  1. d1 = d, or 1 where d == 0 (x1 = 0 there); x1 = INT32_MIN + 1 where x == INT32_MIN and d == -1
+//     (the indicators from clamps: [v == 0] = 1 - c * c, c = min(max(v, -1), 1))
+//     (for //: the quotient 2^31 is not an int32; its wrapped value is restored at the end).
+//  2. q0 = trunc(f(x1) / f(d1) * (1 - 2^-20)): the float quotient shrunk below |x1 / d1| (its error is
+//     below 5 * 2^-24 relative), so |q0 * d1| <= |x1| and r0 = x1 - q0 * d1 keeps x1's sign.
+//  3. q1 the same from r0 (|r0 / d1| < 3300): q0 + q1 is trunc(x1 / d1) or one short of it in
+//     magnitude; r1 = r0 - q1 * d1 (sign of x1, |r1| < 2 |d1|).
+//  4. In the negative domain (nr = -|r1|, nd = -|d1|, both int32): c = (nd - nr >= 0) (|r1| >= |d1|)
+//     steps the truncated quotient once more; then the floor step when x1 and d1 differ in sign and the
+//     remainder is not 0 (q - 1, r + d1).
+int MapLowering::int_divide(ir::BinOp op, int x, int d, const Span& sp) {
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  auto B = [&](ir::BinOp o, int a, int b) { return bin(o, a, b, sp); };
+  auto S = [&](int a, int b) {  // a - b as a Sub of tiles (bin writes s - t as t * -1 + s: -INT32_MIN)
+    if (nodes_[b].shape != Shape::Scalar && nodes_[a].shape != nodes_[b].shape) a = materialize(a, Shape::Full, sp);
+    if (nodes_[a].shape != Shape::Scalar && nodes_[b].shape != Shape::Scalar && nodes_[a].shape != nodes_[b].shape)
+      b = materialize(b, Shape::Full, sp);
+    return bin(ir::BinOp::Sub, a, b, sp);
+  };
+  const bool floordiv = op == ir::BinOp::FloorDiv;
+  const bool tile_d = nodes_[d].shape != Shape::Scalar;
+  constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
+  // 1. d == 0 and INT32_MIN // -1: indicators z and e (0 / 1)
+  int z, d1, m1;
+  if (tile_d) {  // [v == 0] = 1 - c * c with c = min(max(v, -1), 1) (the sign): clamps, no compare
+    auto is_zero = [&](int v) {
+      int c = B(ir::BinOp::Min, B(ir::BinOp::Max, v, k32(-1)), k32(1));
+      return B(ir::BinOp::Add, B(ir::BinOp::Mul, B(ir::BinOp::Mul, c, c), k32(-1)), k32(1));
+    };
+    z = is_zero(d);
+    d1 = B(ir::BinOp::Add, d, z);
+    // [d == -1] = [min(max(d, -2), 0) + 1 == 0]
+    m1 = floordiv ? is_zero(B(ir::BinOp::Add, B(ir::BinOp::Min, B(ir::BinOp::Max, d, k32(-2)), k32(0)), k32(1))) : -1;
+  } else {
+    const Expr ds = nodes_[d].scalar;  // a copy: leaf_scalar grows nodes_
+    Expr is0 = ir::binary(ir::BinOp::EQ, ds, ir::int_imm(0, kI32, sp), sp);
+    z = leaf_scalar(ir::select(is0, ir::int_imm(1, kI32, sp), ir::int_imm(0, kI32, sp), sp));
+    d1 = leaf_scalar(ir::select(is0, ir::int_imm(1, kI32, sp), ds, sp));
+    m1 = leaf_scalar(ir::select(ir::binary(ir::BinOp::EQ, ds, ir::int_imm(-1, kI32, sp), sp), ir::int_imm(1, kI32, sp),
+                                ir::int_imm(0, kI32, sp), sp));
+  }
+  auto zero = [&](int v) { auto c = nodes_[v].shape == Shape::Scalar ? ir::as_const_int(nodes_[v].scalar) : std::nullopt; return c && *c == 0; };
+  int x1 = zero(z) ? x : B(ir::BinOp::Mul, x, B(ir::BinOp::Add, B(ir::BinOp::Mul, z, k32(-1)), k32(1)));
+  int e = -1;
+  if (floordiv && !zero(m1)) {
+    e = B(ir::BinOp::Mul, S(B(ir::BinOp::Max, x1, k32(kMin + 1)), x1), m1);
+    x1 = B(ir::BinOp::Add, x1, e);
+  }
+  // 2, 3. two shrunk float estimates
+  const int df = to_type(d1, kF32, sp);
+  const int shrink = scalar_const(1.0 - std::ldexp(1.0, -20), kF32);
+  auto estimate = [&](int num) {  // trunc(f(num) / f(d1) * (1 - 2^-20)), |estimate| <= |num / d1|
+    int qf = B(ir::BinOp::Mul, B(ir::BinOp::Div, to_type(num, kF32, sp), df), shrink);
+    return to_type(qf, kI32, sp);  // Cast float32 -> int32: CAST_TRUNC (cast_round_mode)
+  };
+  int q0 = estimate(x1);
+  int r0 = S(x1, B(ir::BinOp::Mul, q0, d1));
+  int q1 = estimate(r0);
+  int r1 = S(r0, B(ir::BinOp::Mul, q1, d1));
+  // 4. signs: sx, sd (1 when negative), gx = 2 sx - 1, gd = 2 sd - 1 (-1 for >= 0, 1 for < 0)
+  auto neg_bit = [&](int v) { return B(ir::BinOp::Mul, B(ir::BinOp::Shr, v, k32(31)), k32(-1)); };
+  auto sign_factor = [&](int sv) { return B(ir::BinOp::Add, B(ir::BinOp::Mul, sv, k32(2)), k32(-1)); };
+  int sx = neg_bit(x1), sd = neg_bit(d1);
+  int gx = sign_factor(sx), gd = sign_factor(sd);
+  int nr = B(ir::BinOp::Mul, r1, gx), nd = B(ir::BinOp::Mul, d1, gd);
+  int c = B(ir::BinOp::Add, B(ir::BinOp::Shr, S(nd, nr), k32(31)), k32(1));
+  int nr2 = S(nr, B(ir::BinOp::Mul, c, nd));
+  int dsx = S(sx, sd);
+  int f = B(ir::BinOp::Mul, B(ir::BinOp::Mul, dsx, dsx), neg_bit(nr2));  // floor step: signs differ, r != 0
+  if (!floordiv) {
+    int r = B(ir::BinOp::Add, B(ir::BinOp::Mul, nr2, gx), B(ir::BinOp::Mul, d1, f));
+    return zero(z) ? r : B(ir::BinOp::Add, r, B(ir::BinOp::Mul, x, z));  // x % 0 == x
+  }
+  int q = B(ir::BinOp::Add, B(ir::BinOp::Add, q0, q1), B(ir::BinOp::Mul, c, B(ir::BinOp::Mul, gx, gd)));
+  q = S(q, f);
+  if (e >= 0)  // INT32_MIN // -1: q = INT32_MAX here; the wrapped 2^31 is -q - 1
+    q = S(B(ir::BinOp::Mul, q, B(ir::BinOp::Add, B(ir::BinOp::Mul, e, k32(-2)), k32(1))), e);
+  return q;
+}
+
 int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
   Node n;
   n.kind = OpKind::Call;
@@ -1257,9 +1400,12 @@ int MapLowering::build_uncached(const Expr& e) {
     }
     case ir::ExprKind::Unary: {
       auto* u = as<ir::UnaryNode>(e);
-      if (u->op == ir::UnOp::BitNot)
-        fail("'~' on " + std::string(e->dtype.name()) + " tile data is not supported on Ascend vector units yet", sp,
-             kBitwiseHint);
+      if (u->op == ir::UnOp::BitNot) {
+        if (e->dtype != kI32)
+          fail("'~' on " + std::string(e->dtype.name()) + " tile data: the Ascend vector units do bitwise "
+               "operations on int32 tiles only", sp, kBitwiseHint);
+        return bit_not(build(u->a), sp);
+      }
       if (u->op != ir::UnOp::Neg) fail("'not' on tile data has no vector instruction", sp);
       return neg(build(u->a), sp);
     }
@@ -1280,9 +1426,7 @@ int MapLowering::build_uncached(const Expr& e) {
                  sp, "convert first, e.g. T.cast(x, \"int32\") << 2");
           int x = build(b->a);
           int y = build(b->b);
-          if (nodes_[y].shape != Shape::Scalar)
-            fail("'" + std::string(ir::binop_symbol(b->op)) + "' by a per-element count on Ascend tiles", sp,
-                 "ShiftLeft/ShiftRight take one scalar count (a constant, a loop or block index, a scalar parameter)");
+          if (nodes_[y].shape != Shape::Scalar) return shift_by_tile(b->op, x, to_type(y, kI32, sp), sp);
           return bin(b->op, x, y, sp);
         }
         case ir::BinOp::FloorDiv: case ir::BinOp::Mod: {  // int32 by 2^k: x >> k, x - ((x >> k) << k), exact
@@ -1294,10 +1438,24 @@ int MapLowering::build_uncached(const Expr& e) {
             if (b->op == ir::BinOp::FloorDiv) return q;
             return bin(ir::BinOp::Sub, x, bin(ir::BinOp::Shl, q, k, sp), sp);
           }
+          if (e->dtype == kI32) {
+            int x = build(b->a);
+            int d = build(b->b);
+            return int_divide(b->op, to_type(x, kI32, sp), to_type(d, kI32, sp), sp);
+          }
+          if (small_int(e->dtype)) {  // int8/uint8 values (exact float32 integers) divided in int32
+            int x = build(b->a);
+            int d = build(b->b);
+            check_exact(x, e->dtype, sp);
+            check_exact(d, e->dtype, sp);
+            int r = to_type(int_divide(b->op, to_type(x, kI32, sp), to_type(d, kI32, sp), sp), compute_type(e->dtype), sp);
+            // |x // d| <= |x| (x // 0 == 0); |x % d| < |d|, x % 0 == x: the store's wrap is exact
+            nodes_[r].limit = b->op == ir::BinOp::FloorDiv ? bound(x) : std::max(bound(x), bound(d));
+            return r;
+          }
           fail("integer '" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
-                   " tile data: the Ascend vector units have no integer division",
-               sp, "divide int32 tiles by a positive power-of-two constant (an exact shift), or compute this map on the "
-                   "cpu target (tw.compile(..., target=\"cpu\"))");
+                   " tile data is not supported on Ascend vector units",
+               sp, "compute it in int32 (T.cast(x, \"int32\")), or on the cpu target (tw.compile(..., target=\"cpu\"))");
         }
         case ir::BinOp::CeilDiv: case ir::BinOp::EQ:
         case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE:

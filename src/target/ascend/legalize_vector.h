@@ -30,7 +30,10 @@
 //    shared by the maps that read the same region there), unless the kernel writes that tensor.
 //    One element read at indices free of the map's variables (batch norm's per-block mean[b]) is
 //    read once into a let placed before the map (the scalar unit's ScalarLoad, select_instructions)
-//    and used as a scalar operand.
+//    and used as a scalar operand. So is one element of a UB tile the map does not store to, at
+//    indices free of its variables but those of extent 1 (read at 0) and with a last index free of
+//    all of them (combine_splits' lse[i, sp] over one row: no vector operand addresses a tile
+//    column); a map with such a read reads its one-row vectors (total[i]) the same way.
 //  - math: exp, log, sqrt and abs are instructions (in the compute dtype); expand_math has
 //    written the others with them; floor, ceil and pow with another exponent are errors.
 //  - T.where(cond, a, b) with cond a conjunction of comparisons affine in the map's indices (and
@@ -90,8 +93,12 @@
 //    (off >> k) % pcols]) that select_instructions makes Gather calls. A gather several stores of
 //    a map read is done once into a temporary. Interleaving stores y[..., s*j + c] = v_c (every c
 //    in 0..s-1) store each v_c into part c of a UB tile, then one gather map interleaves the parts.
+//  - int32 integer operators without one instruction (docs/ascend.md "Integer operators"): ~x as
+//    -1 - x, shifts by a per-element count bit by bit (bit_not, shift_by_tile), // and % by any
+//    divisor from two shrunk float32 quotient estimates and sign-bit corrections (int_divide;
+//    int8/uint8 values divided in int32); no int32 step leaves int32.
 //  - anything else that has no vector instruction (transposed reads, a gather along a leading
-//    dim, a scatter, integer division, ...) is an ir::Error at the kernel source line.
+//    dim, a scatter, & | ^ on tiles, ...) is an ir::Error at the kernel source line.
 #pragma once
 
 #include "target/registry.h"

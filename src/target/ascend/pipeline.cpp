@@ -1,6 +1,7 @@
 #include "target/ascend/pipeline.h"
 
 #include "target/ascend/convert_copies.h"
+#include "target/ascend/cube_row_mask.h"
 #include "target/ascend/expand_gemm.h"
 #include "target/ascend/expand_int8_fill.h"
 #include "target/ascend/expand_math.h"
@@ -59,6 +60,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   };
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
+  log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
   log.run("infer_scope", with_target(infer_scope));              // shared/fragment -> L1/L0C/UB
   log.run("split_cube_vector", with_target(split_cube_vector));  // C/V code, GM workspaces, cross flags
   log.run("skew_cube_loops", with_target(skew_cube_loops));      // Cube loops: work before a wait 3 steps ahead

@@ -519,6 +519,7 @@ class Lowerer {
           if (core_ != CoreKind::V) return nullptr;
           return lower_map(f, sp);
         }
+        if (auto t = row_tail_fill(f, inside, sp)) return *t;
         std::vector<StmtPtr> loads;
         Expr f_extent = hoist_scalar_loads(f->extent, sp, "the bound of loop " + q(f->var->name), loads);
         Expr f_min = hoist_scalar_loads(f->min, sp, "the start of loop " + q(f->var->name), loads);
@@ -831,10 +832,52 @@ class Lowerer {
     return nullptr;
   }
 
+  // A row-tail fill (cube_row_mask.h): `for r in serial(0, R) { if r >= e { fill X[.., r:+1, cols]
+  // = z } }` on an L1 tile of at least R rows, e free of r: the rows lo .. R - 1 with lo =
+  // max(min(e, R), 0), as one InitConstValue over those rows of each C0 strip the columns cover
+  // (blockNum and dstGap at run time; no call when lo == R). nullopt for any other loop.
+  std::optional<StmtPtr> row_tail_fill(const ir::ForNode* f, bool inside, const Span& sp) {
+    auto mn = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
+    if (f->for_kind != ir::ForKind::serial || !mn || *mn != 0 || !ext || *ext < 1 || !f->body ||
+        f->body->kind != ir::StmtKind::If)
+      return std::nullopt;
+    auto* i = as<ir::IfNode>(f->body);
+    if (i->else_body || !i->then_body || i->then_body->kind != ir::StmtKind::Fill || i->cond->kind != ir::ExprKind::Binary)
+      return std::nullopt;
+    auto mentions = [&](const Expr& e) {
+      bool found = false;
+      for_each_subexpr(e, [&](const Expr& x) { found = found || x.get() == f->var.get(); });
+      return found;
+    };
+    auto* c = as<ir::BinaryNode>(i->cond);
+    if (c->op != ir::BinOp::GE || c->a.get() != f->var.get() || mentions(c->b)) return std::nullopt;
+    auto* n = as<ir::FillNode>(i->then_body);
+    const ir::Region& r = n->dst;
+    size_t nd = r.starts.size();
+    if (r.buffer->scope != Scope::L1 || nd < 2 || r.starts[nd - 2].get() != f->var.get()) return std::nullopt;
+    auto one = ir::as_const_int(r.extents[nd - 2]);
+    if (!one || *one != 1) return std::nullopt;
+    for (size_t d = 0; d < nd; ++d)
+      if (d != nd - 2 && (mentions(r.starts[d]) || mentions(r.extents[d]))) return std::nullopt;
+    if (!inside) outside_scope(i->then_body, "a tile op");
+    if (*ext > buf(r.buffer, sp).rows) return std::nullopt;  // the general path reports the rows outside
+    std::vector<StmtPtr> loads;
+    Expr e = hoist_scalar_loads(c->b, sp, "the condition of this if", loads);
+    ir::Var lo = ir::var(r.buffer->name + "_kept_" + std::to_string(++row_tails_), ir::kIndexType, sp);
+    Expr rows = C(*ext);
+    StmtPtr fill = fill_l1(n, sp, std::make_pair(Expr(lo), sub(rows, lo)));
+    StmtPtr out = seq({let(lo, max(min(ir::cast(e, ir::kIndexType, sp), rows), C(0)), sp),
+                       if_(ir::binary(ir::BinOp::LT, lo, rows, sp), fill, nullptr, sp)},
+                      sp);
+    return loads.empty() ? out : with_loads(std::move(loads), out, sp);
+  }
+
   // T.fill of an L1 window (MTE2): one InitConstValue over rows r0 .. r0 + rows - 1 of each C0
   // strip the window covers (all the tile's rows: the whole strip height, padding rows included).
   // InitConstValue has no 8-bit form on dav-c220: 8-bit tiles are zeroed as half (zero only).
-  StmtPtr fill_l1(const ir::FillNode* n, const Span& sp) {
+  // run_rows (a row-tail fill): the window's first row and row count at run time instead (the
+  // caller proves them inside the tile).
+  StmtPtr fill_l1(const ir::FillNode* n, const Span& sp, std::optional<std::pair<Expr, Expr>> run_rows = std::nullopt) {
     Window w = window(n->dst, sp);
     ir::DType t = w.buf->dtype;
     int64_t c0 = c0_of(t);
@@ -857,15 +900,16 @@ class Lowerer {
       ft = ir::DType(ir::DTypeCode::f16);
       value = ir::float_imm(0.0, ft, sp);
     }
-    Expr win = row_window(w, n->dst, "T.fill of", sp);
-    int64_t prows = w.buf->prows, rows = win ? w.rows : prows;
-    Expr off = add(C(*cc0 / c0 * prows * 32), mul(w.r0, C(32)));
+    Expr win = run_rows ? nullptr : row_window(w, n->dst, "T.fill of", sp);
+    int64_t prows = w.buf->prows;
+    Expr rows = run_rows ? run_rows->second : C(win ? w.rows : prows);
+    Expr off = add(C(*cc0 / c0 * prows * 32), mul(run_rows ? run_rows->first : w.r0, C(32)));
     int64_t strips = (w.cols + c0 - 1) / c0;
-    for (int64_t f : {strips, rows, prows - rows})
+    for (int64_t f : {strips, prows})  // rows and the gap are at most prows
       if (f > 65535)
         throw Error("T.fill of " + ir::print(n->dst) + ": InitConstValueParams fields are uint16 (at most 65535)", sp,
                     "use a smaller tile");
-    return emit(InitConstValue{local(w, off), ft, C(strips), C(rows), C(prows - rows), value}, sp);
+    return emit(InitConstValue{local(w, off), ft, C(strips), rows, sub(C(prows), rows), value}, sp);
   }
 
   StmtPtr lower_copy(const ir::CopyNode* n, const Span& sp) {
@@ -1809,6 +1853,7 @@ class Lowerer {
   std::unordered_set<const ir::BufferNode*> written_;  // tensors the kernel writes (copy, gemm, store)
   std::unordered_set<const Stmt*> hoisted_;            // with_loads' Seqs, spliced by the enclosing Seq
   int scalar_loads_ = 0;
+  int row_tails_ = 0;  // names of the row-tail fills' first rows
   std::unordered_map<const ir::BufferNode*, Expr> ws_offset_;  // GM workspace buffers: byte offset
   std::unordered_map<const ir::BufferNode*, Buf> bufs_;
   int window_loops_ = 0;  // names of the loops over outer window dims

@@ -1,5 +1,7 @@
 #include "target/ascend/skew_cube_loops.h"
 
+#include <functional>
+
 #include "ir/functor.h"
 #include "target/ascend/core_split.h"
 #include "target/ascend/pass_util.h"
@@ -15,6 +17,53 @@ using ir::Scope;
 using ir::Stmt;
 using ir::StmtKind;
 using Node = const ir::BufferNode*;
+
+// A nest of loops, ifs (without else), lets and copies (the page copies of paged decode).
+bool copy_nest(const Stmt& s) {
+  switch (s->kind) {
+    case StmtKind::Seq: {
+      for (const auto& c : ir::as<ir::SeqNode>(s)->body)
+        if (!copy_nest(c)) return false;
+      return true;
+    }
+    case StmtKind::For: return copy_nest(ir::as<ir::ForNode>(s)->body);
+    case StmtKind::If: return !ir::as<ir::IfNode>(s)->else_body && copy_nest(ir::as<ir::IfNode>(s)->then_body);
+    case StmtKind::Let:
+    case StmtKind::Copy: return true;
+    default: return false;
+  }
+}
+
+// A copy nest with only the copies whose destination `keep` accepts (the loops, ifs and lets around
+// them stay); nullptr when none is left.
+Stmt restrict_copies(const Stmt& s, const std::function<bool(Node)>& keep) {
+  switch (s->kind) {
+    case StmtKind::Copy: return keep(ir::as<ir::CopyNode>(s)->dst.buffer.get()) ? s : nullptr;
+    case StmtKind::Let: return s;
+    case StmtKind::Seq: {
+      std::vector<Stmt> out;
+      bool any = false;
+      for (const auto& c : ir::as<ir::SeqNode>(s)->body) {
+        Stmt r = restrict_copies(c, keep);
+        if (!r) continue;
+        any |= r->kind != StmtKind::Let;
+        out.push_back(r);
+      }
+      return any ? ir_seq(std::move(out), s->span) : nullptr;
+    }
+    case StmtKind::For: {
+      auto* f = ir::as<ir::ForNode>(s);
+      Stmt b = restrict_copies(f->body, keep);
+      return b ? std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, b, s->span) : nullptr;
+    }
+    case StmtKind::If: {
+      auto* i = ir::as<ir::IfNode>(s);
+      Stmt t = restrict_copies(i->then_body, keep);
+      return t ? std::make_shared<ir::IfNode>(i->cond, t, nullptr, s->span) : nullptr;
+    }
+    default: return s;
+  }
+}
 
 // v2c: the ids the Cube waits on for Vector -> Cube hand-offs; vbody: the vector scope's body.
 Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c, const Stmt& vbody) {
@@ -36,27 +85,55 @@ Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c, const Stmt& vbody) 
   while (w < flat.size() && !is_cross_sync(flat[w], ir::SyncKind::wait_cross_flag, v2c)) ++w;
   if (w == 0 || w == flat.size()) return s;
   std::vector<Stmt> A0(flat.begin(), flat.begin() + static_cast<long>(w)), B(flat.begin() + static_cast<long>(w), flat.end());
-  // Statements of A that only feed B (flash attention's V load) move to the front of B.
+  // Statements of A that only feed B (flash attention's V load) move to the front of B. A nest of
+  // copies that feeds both (paged decode's `if j * P + jj < pages: copy K page; copy V page`) is
+  // split first: the copies into tiles B uses move, the others stay (the loops, ifs and lets are
+  // repeated around each part). The lets of A a moved statement uses are substituted into it.
   std::vector<Stmt> A, moved;
   {
     TileAccess b0;
     for (const auto& x : B) b0.visit(x);
+    auto feeds = [&](Node n) { return n->scope != Scope::global && (b0.reads.count(n) || b0.writes.count(n)); };
+    std::vector<Stmt> split;
+    for (const auto& x : A0) {
+      TileAccess t;
+      t.visit(x);
+      bool to_b = false, to_a = false;
+      for (Node n : t.writes) (feeds(n) ? to_b : to_a) = true;
+      if (to_b && to_a && x->kind != StmtKind::Copy && copy_nest(x)) {
+        split.push_back(restrict_copies(x, [&](Node n) { return !feeds(n); }));
+        split.push_back(restrict_copies(x, feeds));
+      } else {
+        split.push_back(x);
+      }
+    }
+    A0 = std::move(split);
     std::vector<TileAccess> acc(A0.size());
-    for (size_t i = 0; i < A0.size(); ++i) acc[i].visit(A0[i]);
+    std::vector<bool> moving(A0.size());
     for (size_t i = 0; i < A0.size(); ++i) {
+      acc[i].visit(A0[i]);
       bool feeds_b = false;
-      for (Node n : acc[i].writes) feeds_b |= n->scope != Scope::global && (b0.reads.count(n) || b0.writes.count(n));
-      if (!feeds_b || A0[i]->kind == StmtKind::Sync || A0[i]->kind == StmtKind::Let) {
+      for (Node n : acc[i].writes) feeds_b |= feeds(n);
+      moving[i] = feeds_b && A0[i]->kind != StmtKind::Sync && A0[i]->kind != StmtKind::Let;
+    }
+    std::vector<std::pair<ir::Var, Expr>> lets;  // A's lets so far, their values substituted
+    for (size_t i = 0; i < A0.size(); ++i) {
+      if (A0[i]->kind == StmtKind::Let) {
+        auto* l = ir::as<ir::LetNode>(A0[i]);
+        lets.emplace_back(l->var, ir::substitute(l->value, lets));
+      }
+      if (!moving[i]) {
         A.push_back(A0[i]);
         continue;
       }
-      for (size_t j = i + 1; j < A0.size(); ++j)
+      for (size_t j = i + 1; j < A0.size(); ++j) {
+        if (moving[j]) continue;
         for (Node n : acc[i].writes)
           if (acc[j].reads.count(n) || acc[j].writes.count(n)) return s;
-      for (size_t j = i + 1; j < A0.size(); ++j)
         for (Node n : acc[j].writes)
           if (acc[i].reads.count(n)) return s;
-      moved.push_back(A0[i]);
+      }
+      moved.push_back(ir::substitute(A0[i], lets));
     }
     B.insert(B.begin(), moved.begin(), moved.end());
   }

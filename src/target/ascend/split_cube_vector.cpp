@@ -488,13 +488,23 @@ class Splitter {
       });
     }
     // Row counts whose tiles are written in part by a copy or fill (a page of a paged KV tile: rows
-    // jj * page ..) stay whole: a copy's rows are not this AIV's rows.
+    // jj * page ..) stay whole: a copy's rows are not this AIV's rows. A copy or fill of row r of a
+    // row loop over the M rows (`for r in T.serial(M)`: RowSplit::row_loop) is this AIV's row.
+    std::unordered_map<const ir::VarNode*, int64_t> row_loops;  // serial loops from 0: var -> extent
+    ir::for_each_stmt(body, [&](const Stmt& s) {
+      if (s->kind != StmtKind::For || is_map(s)) return;
+      auto* f = ir::as<ir::ForNode>(s);
+      auto m = ir::as_const_int(f->min), e = ir::as_const_int(f->extent);
+      if (f->for_kind == ir::ForKind::serial && m && *m == 0 && e) row_loops[f->var.get()] = *e;
+    });
     std::unordered_set<int64_t> whole;
     auto partial = [&](const Region& r) {
       auto it = rows.find(r.buffer.get());
       if (it == rows.end()) return;
       auto s0 = ir::as_const_int(r.starts[0]);
       auto e0 = ir::as_const_int(r.extents[0]);
+      auto rl = row_loops.find(r.starts[0]->kind == ir::ExprKind::Var ? ir::as<ir::VarNode>(r.starts[0]) : nullptr);
+      if (rl != row_loops.end() && rl->second == it->second && e0 && *e0 == 1) return;
       if (!s0 || !e0 || *s0 != 0 || *e0 != it->second) whole.insert(it->second);
     };
     ir::for_each_stmt(body, [&](const Stmt& s) {
@@ -600,8 +610,10 @@ class Splitter {
             not_local(span, "a copy between a row tile and a tile without rows");
           return std::make_shared<ir::CopyNode>(a, b, span);
         }
-        case StmtKind::Seq:
         case StmtKind::For:
+          if (Stmt r = row_loop(s)) return r;
+          break;
+        case StmtKind::Seq:
         case StmtKind::If:
         case StmtKind::Let:
         case StmtKind::Alloc:
@@ -611,6 +623,101 @@ class Splitter {
       }
       return ir::Mutator::mutate(s);
     }
+    // A serial loop over the M rows of row tiles that touches each at its own row r only (`for r in
+    // T.serial(M): p = Pos[..r]; T.copy(Cos[p, :], c[r, :])`: table rows gathered by position):
+    // this AIV runs its rows r = vid * M / 2 + lr, lr < M / 2, like a map's. nullptr when the loop
+    // does not index a row tile by its variable.
+    Stmt row_loop(const Stmt& s) {
+      auto* f = ir::as<ir::ForNode>(s);
+      const ir::VarNode* v = f->var.get();
+      auto lo = ir::as_const_int(f->min), n = ir::as_const_int(f->extent);
+      bool touches = false;
+      std::string bad;
+      int64_t M = -1;  // the row count of the tiles it touches
+      auto at_row = [&](const Buffer& b, const Expr& start, const Expr* extent) {
+        if (!rows.count(b.get())) return;
+        bool mine = start.get() == v && (!extent || ir::as_const_int(*extent).value_or(0) == 1) &&
+                    (M < 0 || rows.at(b.get()) == M);
+        if (start.get() == v && M < 0) M = rows.at(b.get());
+        touches = touches || start.get() == v;
+        if (!mine && bad.empty()) bad = q(b->name);
+      };
+      ir::for_each_stmt(f->body, [&](const Stmt& x) {
+        switch (x->kind) {
+          case StmtKind::Copy:
+            for (const Region* r : {&ir::as<ir::CopyNode>(x)->src, &ir::as<ir::CopyNode>(x)->dst})
+              at_row(r->buffer, r->starts[0], &r->extents[0]);
+            break;
+          case StmtKind::Fill: {
+            const Region& r = ir::as<ir::FillNode>(x)->dst;
+            at_row(r.buffer, r.starts[0], &r.extents[0]);
+            break;
+          }
+          case StmtKind::Reduce:
+            for (const Buffer* b : {&ir::as<ir::ReduceNode>(x)->src, &ir::as<ir::ReduceNode>(x)->dst})
+              at_row(*b, C(-1), nullptr);
+            break;
+          case StmtKind::Store: {
+            auto* st = ir::as<ir::StoreNode>(x);
+            at_row(st->buffer, st->indices[0], nullptr);
+            break;
+          }
+          case StmtKind::Seq: case StmtKind::For: case StmtKind::If: case StmtKind::Let: case StmtKind::Alloc:
+          case StmtKind::Gemm: case StmtKind::CoreScope: case StmtKind::Sync: break;
+        }
+      });
+      ir::for_each_expr(f->body, [&](const Expr& e) {
+        if (e->kind == ir::ExprKind::Load) at_row(ir::as<ir::LoadNode>(e)->buffer, ir::as<ir::LoadNode>(e)->indices[0], nullptr);
+      });
+      if (!touches) return nullptr;
+      if (!bad.empty())
+        not_local(s->span, "a loop over rows that accesses " + bad + " at other rows than the loop's own (r, one row)");
+      if (f->for_kind != ir::ForKind::serial || !lo || *lo != 0 || !n || *n != M)
+        not_local(s->span, "a loop over rows that is not T.serial(" + std::to_string(M) + ") over all rows of its tiles");
+      Var lv = ir::var(f->var->name, f->var->dtype, f->var->span);
+      RowSub sub(*this, v, lv, ir::arith::add(lv, ir::arith::mul(sp.vid_, C(M / 2))));
+      return std::make_shared<ir::ForNode>(lv, f->min, C(M / 2), f->for_kind, f->num_stages, sub.mutate(f->body), s->span);
+    }
+    // The body of a map or row loop over row variable v on this AIV's rows: row tiles are indexed
+    // by the local row lv (a region of a row loop: its row v), every other use of v is the global
+    // row g.
+    struct RowSub : ir::Mutator {
+      RowSplit& rs;
+      const ir::VarNode* v;
+      Var lv;
+      Expr g;
+      RowSub(RowSplit& r, const ir::VarNode* vv, Var l, Expr gg) : rs(r), v(vv), lv(std::move(l)), g(std::move(gg)) {}
+      Buffer mutate_buffer(const Buffer& b) override { return rs.mutate_buffer(b); }
+      std::vector<Expr> local(const std::vector<Expr>& idx) {
+        std::vector<Expr> o{lv};
+        for (size_t d = 1; d < idx.size(); ++d) o.push_back(mutate(idx[d]));
+        return o;
+      }
+      Expr mutate(const Expr& e) override {
+        if (!e) return e;
+        if (e.get() == v) return g;
+        if (e->kind == ir::ExprKind::Load) {
+          auto* l = ir::as<ir::LoadNode>(e);
+          if (rs.rows.count(l->buffer.get())) return ir::load(rs.mutate_buffer(l->buffer), local(l->indices), e->span);
+        }
+        return ir::Mutator::mutate(e);
+      }
+      Region mutate_region(const Region& r) override {
+        if (!rs.rows.count(r.buffer.get())) return ir::Mutator::mutate_region(r);
+        Region o{rs.mutate_buffer(r.buffer), local(r.starts), r.extents};
+        for (size_t d = 1; d < o.extents.size(); ++d) o.extents[d] = mutate(r.extents[d]);
+        return o;
+      }
+      Stmt mutate(const Stmt& st) override {
+        if (st && st->kind == StmtKind::Store) {
+          auto* n = ir::as<ir::StoreNode>(st);
+          if (rs.rows.count(n->buffer.get()))
+            return std::make_shared<ir::StoreNode>(rs.mutate_buffer(n->buffer), local(n->indices), mutate(n->value),
+                                                   st->span);
+        }
+        return ir::Mutator::mutate(st);
+      }
+    };
     Stmt map(const Stmt& s) {
       auto* f = ir::as<ir::ForNode>(s);
       std::vector<std::pair<Buffer, std::vector<Expr>>> acc;
@@ -652,39 +759,7 @@ class Splitter {
       }
       // Rows of this AIV: row tiles keep the local index, every other use is the global row.
       Var lv = ir::var(f->var->name, f->var->dtype, f->var->span);
-      Expr global_row = ir::arith::add(lv, ir::arith::mul(sp.vid_, C(M / 2)));
-      struct Sub : ir::Mutator {
-        RowSplit& rs;
-        const ir::VarNode* v;
-        Var lv;
-        Expr g;
-        Sub(RowSplit& r, const ir::VarNode* vv, Var l, Expr gg) : rs(r), v(vv), lv(std::move(l)), g(std::move(gg)) {}
-        Buffer mutate_buffer(const Buffer& b) override { return rs.mutate_buffer(b); }
-        Expr mutate(const Expr& e) override {
-          if (!e) return e;
-          if (e.get() == v) return g;
-          if (e->kind == ir::ExprKind::Load) {
-            auto* l = ir::as<ir::LoadNode>(e);
-            if (rs.rows.count(l->buffer.get())) {
-              std::vector<Expr> idx{lv};
-              for (size_t d = 1; d < l->indices.size(); ++d) idx.push_back(mutate(l->indices[d]));
-              return ir::load(rs.mutate_buffer(l->buffer), idx, e->span);
-            }
-          }
-          return ir::Mutator::mutate(e);
-        }
-        Stmt mutate(const Stmt& st) override {
-          if (st && st->kind == StmtKind::Store) {
-            auto* n = ir::as<ir::StoreNode>(st);
-            if (rs.rows.count(n->buffer.get())) {
-              std::vector<Expr> idx{lv};
-              for (size_t d = 1; d < n->indices.size(); ++d) idx.push_back(mutate(n->indices[d]));
-              return std::make_shared<ir::StoreNode>(rs.mutate_buffer(n->buffer), idx, mutate(n->value), st->span);
-            }
-          }
-          return ir::Mutator::mutate(st);
-        }
-      } sub(*this, v, lv, global_row);
+      RowSub sub(*this, v, lv, ir::arith::add(lv, ir::arith::mul(sp.vid_, C(M / 2))));
       Stmt body = sub.mutate(f->body);
       return std::make_shared<ir::ForNode>(lv, f->min, C(M / 2), f->for_kind, f->num_stages, body, s->span);
     }

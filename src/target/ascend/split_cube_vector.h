@@ -55,11 +55,14 @@
 //    rows of a hand-off tile (dim 0 = M, indexed by the outer T.Parallel variable, reduced along
 //    another axis, copied to / from each other) are cut to M / 2 rows; AIV vid handles rows
 //    vid * M / 2 ...: T.Parallel row extents halve (other uses of the row variable become
-//    row + vid * M / 2), GM and workspace row offsets move by vid * M / 2. Tiles without rows
+//    row + vid * M / 2), GM and workspace row offsets move by vid * M / 2; a row loop (`for r in
+//    T.serial(M)` touching each row tile at row r only: copies into c[r, :], element accesses at
+//    row r) is split the same way (qk_rope_proj's table rows gathered by position). Tiles without rows
 //    (a bias vector indexed by the column) are loaded whole by both AIVs.
 //    Each hand-off tile has its own M (paged decode: the G query rows of the scores and the
 //    N = pages x page rows of V). Tiles of an odd M (MHA's one query row, a page of 5 rows), and
-//    of an M whose tiles a copy or fill writes in part (a page into rows jj * page ..), stay whole:
+//    of an M whose tiles a copy or fill writes in part (a page into rows jj * page ..; not a row
+//    loop's row r), stay whole:
 //    both AIVs compute them alike; AIV 0 alone stores them to GM (`if vid == 0`), and each AIV
 //    writes a hand-off to the Cube into its own half of the workspace (twice the rows; the Cube
 //    reads AIV 0's), so both run the same instructions and insert_sync's flags are on every path.

@@ -252,6 +252,7 @@ class CodeGen {
   void emit_atomic_add(const CopyNode& n);
   void check_same_shape(const RegionView& s, const RegionView& d, const CopyNode& n);
   void emit_gemm(const GemmNode& n);
+  bool emit_row_keep_map(const Stmt& s);
   void emit_fill(const FillNode& n);
   void emit_reduce(const ReduceNode& n);
   // map + copy-out fusion (fuse_map_copy_out.h); false: `map` has no @fuse_copy_out
@@ -572,7 +573,7 @@ void CodeGen::emit(const Stmt& s) {
   if (!s) return;
   switch (s->kind) {
     case StmtKind::Seq: return emit_seq(*as<SeqNode>(s));
-    case StmtKind::For: return emit_for(*as<ForNode>(s));
+    case StmtKind::For: return emit_row_keep_map(s) ? void() : emit_for(*as<ForNode>(s));
     case StmtKind::If: return emit_if(*as<IfNode>(s));
     case StmtKind::Let: return emit_let(*as<LetNode>(s));
     case StmtKind::Store: return emit_store(*as<StoreNode>(s));
@@ -650,6 +651,26 @@ void CodeGen::emit_for(const ForNode& n) {
   emit(n.body);
   --loop_depth_;
   close();
+}
+
+// A map keeping its tile's rows where a row condition holds (tile_facts.h row_keep_map: `t[i,
+// j] = T.where(p, t[i, j], e)`) writes only the rows where p fails: `for i: if (!p) for j: t[i,
+// j] = e`. The kept rows were copies of themselves (paged decode's V mask: a full pass over the
+// tile every step, of which only the last step's tail rows change). Not while t is read through
+// a view (the map would be what fills the tile) nor in checked mode.
+bool CodeGen::emit_row_keep_map(const Stmt& s) {
+  const SelectNode* sel = row_keep_map(s);
+  if (!sel || bounds_check_) return false;
+  const StoreNode* st = full_tile_map(s);
+  if (live_views_.count(st->buffer.get()) || row_views_.count(st->buffer.get())) return false;
+  const auto& outer = *as<ForNode>(s);
+  const auto& inner = *as<ForNode>(outer.body);
+  line(line_comment(st->span) + "map keeping the rows of " + st->buffer->name + " where the condition holds: only the others are written");
+  Stmt fill = std::make_shared<ForNode>(inner.var, inner.min, inner.extent, inner.for_kind, inner.num_stages,
+                                        std::make_shared<StoreNode>(st->buffer, st->indices, sel->f, st->span), inner.span);
+  Stmt row = std::make_shared<IfNode>(unary(UnOp::Not, sel->cond, sel->cond->span), fill, nullptr, st->span);
+  emit_for(ForNode(outer.var, outer.min, outer.extent, ForKind::serial, 0, row, outer.span));
+  return true;
 }
 
 void CodeGen::emit_if(const IfNode& n) {

@@ -79,6 +79,27 @@ const StoreNode* full_tile_map(const Stmt& s) {
   return other_read ? nullptr : st;
 }
 
+const SelectNode* row_keep_map(const Stmt& s) {
+  const StoreNode* st = full_tile_map(s);
+  if (!st || st->value->kind != ExprKind::Select) return nullptr;
+  const auto& sel = *static_cast<const SelectNode*>(st->value.get());
+  // the kept value: t itself (full_tile_map: every load of t is t[i, j]), of t's dtype
+  if (sel.t->kind != ExprKind::Load || static_cast<const LoadNode*>(sel.t.get())->buffer != st->buffer ||
+      sel.t->dtype != st->buffer->dtype)
+    return nullptr;
+  const Var& col = static_cast<const ForNode*>(static_cast<const ForNode*>(s.get())->body.get())->var;
+  bool ok = true;
+  auto check = [&](const Expr& root, bool col_too) {
+    for_each_expr(root, [&](const Expr& e) {
+      if (e && e->kind == ExprKind::Load && static_cast<const LoadNode*>(e.get())->buffer == st->buffer) ok = false;
+      if (col_too && is_var(e, col)) ok = false;
+    });
+  };
+  check(sel.cond, true);
+  check(sel.f, false);
+  return ok ? &sel : nullptr;
+}
+
 bool used_after(const Kernel& k, const Stmt& s, const Buffer& t) {
   bool after = false, later_use = false;
   for_each_stmt(k->body, [&](const Stmt& x) {

@@ -36,6 +36,12 @@ std::unordered_set<const void*> globals_written(const ir::Kernel& k);
 // t[i, j] = f(...)` over a whole 2-D tile t (loops from 0 over t's shape), reading t only at [i, j].
 const ir::StoreNode* full_tile_map(const ir::Stmt& s);
 
+// The select of a full-tile map keeping the rows of its tile where a row condition holds, or
+// null: `t[i, j] = T.where(p, t[i, j], e)` with p reading neither j nor t and e not reading t
+// (paged decode's `v[c, d] = T.where(j * N + c < n, v[c, d], 0)`). Rows where p holds are left
+// as they are, so codegen_cpu writes e only into the rows where p fails.
+const ir::SelectNode* row_keep_map(const ir::Stmt& s);
+
 // Does any leaf statement after s, in the order of the kernel's text, reference t?
 bool used_after(const ir::Kernel& k, const ir::Stmt& s, const ir::Buffer& t);
 

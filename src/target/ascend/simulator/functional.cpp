@@ -255,6 +255,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           int es = es_of(x.dt);
           invalid(es != 2 && es != 4, "Gather on " + std::string(ir::DType(x.dt).name()) + ": dav-c220 gathers "
                   "int16/uint16/half/bfloat16/int32/uint32/float elements only (no 8-bit form)");
+          invalid(x.base < 0, "Gather srcBaseAddr " + std::to_string(x.base) + " is negative (the field is uint32)");
           invalid(x.base % es != 0, "Gather srcBaseAddr " + std::to_string(x.base) + " is not a multiple of the element size");
           if (x.count > 0 && ok) {
             operand(x.offset, Rect{0, 1, x.count * 4, 0}, false, 4, "srcOffset");
