@@ -266,8 +266,8 @@ def test_listed_blocks_keep_the_ascend_pipeline():
     """Simulated cycles are deterministic: an all-visible mask walked through its lists (the key
     block read from KvIdx, the kind from Blocks) costs about what the mask-free kernel does over
     the same blocks (the loop holds no `if` around the Cube's work; with one, the Cube and Vector
-    work of successive blocks did not overlap and it cost 1.9x), and the causal pattern as a mask
-    tensor about what the causal kernel does."""
+    work of successive blocks did not overlap: 80.5 us against 46.2 here), and the causal pattern
+    as a mask tensor about what the causal kernel does."""
     B, H, S, D = 1, 4, 1024, 128
     q = np.zeros((B, H, S, D), np.float16)
     lens = np.full((B,), S, np.int32)
