@@ -287,3 +287,13 @@ def test_listed_blocks_keep_the_ascend_pipeline():
     t_causal = us(ma.attention_prefill(B, H, H, S, S, D, causal=True, **kw), unused, dense)
     assert t_list < 1.1 * t_plain, (t_list, t_plain)
     assert t_tril < 1.1 * t_causal, (t_tril, t_causal)
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_all_hidden_mask_lists_nothing_and_gives_zeros(target):
+    # every list empty: no query block runs an iteration; every row saw no key, so every row is 0
+    mask = np.zeros((37, 40), bool)
+    blocks, pos, idx = ma.prefill_blocks(mask, 16, 16, target)
+    assert not blocks.any() and not pos.any() and not idx.any()
+    out, ref, _ = prefill(mask, B=1, H=2, KVH=1, D=32, target=target)
+    assert (out == 0).all() and (ref == 0).all()
