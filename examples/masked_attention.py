@@ -11,6 +11,10 @@ with M[i, j] = 0 where query i may see key j and -inf elsewhere, as PyTorch's
 - window=w: also j > i - w (the w most recent keys including i itself: a sliding window);
 - mask="bool": a (seq_q, seq_kv) bool tensor, True = visible (SDPA's bool attn_mask);
 - mask="additive": a (seq_q, seq_kv) float32 tensor added to the scaled scores (-inf hides);
+- with a mask tensor, its block tables (`prefill_blocks(mask, block_M, block_N)`, computed once and
+  reused across heads and layers): the block summary, per (query block, key block) 0 = nothing
+  visible (skipped), 1 = partial (the mask applied), 2 = all visible, nothing added (no mask work),
+  and per query block the compacted list of its non-empty key blocks, which the key loop walks;
 - kv_len: a (batch,) int32 tensor of valid key counts per sequence (padding on the right);
 - varlen_attention: sequences packed along the token axis, [total_tokens, heads, head_dim], with
   cu_seqlens [num_seqs + 1] int32 (sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1]).
@@ -35,6 +39,14 @@ LOG2E = 1.4426950408889634
 @tw.jit(out_idx=[-1])
 def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD", causal=False, window=None,
                       mask=None, padded=False, block_M=64, block_N=64, dtype="float32"):
+    """Blocks, KvPos, KvIdx: the mask tensor's block tables, `prefill_blocks(Mask, block_M, block_N)`
+    (read only with a mask tensor; `dense_blocks(seq_q, seq_kv, block_M, block_N)` otherwise, or to
+    compute every block with the mask applied). Blocks is the block summary (0 = nothing visible,
+    1 = the mask is applied, 2 = no mask work), KvIdx[qb, :] the key blocks with a visible element,
+    in order, and KvPos[qb, kb] how many of them come before key block kb: the key loop of query
+    block qb runs over KvIdx[qb, KvPos[qb, lo]:KvPos[qb, hi]] (lo .. hi: the key blocks causal,
+    window and KvLen leave), so empty blocks cost nothing and the loop holds no `if` around the
+    Cube's work (on ascend910b such an `if` stops the Cube / Vector pipelining)."""
     group = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * LOG2E  # base 2: exp2 below
     neg_inf = float("-inf")
@@ -47,6 +59,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     @T.prim_func
     def main(Q: T.Tensor(shape(seq_q, heads), dtype), K: T.Tensor(shape(seq_kv, kv_heads), dtype),
              V: T.Tensor(shape(seq_kv, kv_heads), dtype), Mask: T.Tensor((seq_q, seq_kv), mask_dtype),
+             Blocks: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N)), "int32"),
+             KvPos: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N) + 1), "int32"),
+             KvIdx: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N)), "int32"),
              KvLen: T.Tensor((batch,), "int32"), Output: T.Tensor(shape(seq_q, heads), dtype)):
         with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch) as (bx, by, bz):
             q = T.alloc_shared((block_M, dim), dtype)
@@ -76,28 +91,49 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
             lo = 0
             if window is not None:
                 lo = T.max(bx * block_M - window + 1, 0) // block_N
-            for kb in T.serial(lo, hi):
+            first = lo  # no mask tensor (decided when the kernel is built): the key blocks lo .. hi
+            last = hi
+            if mask is not None:  # the non-empty ones among them: a stretch of the compacted list
+                first = KvPos[bx, lo]
+                last = KvPos[bx, hi]
+            for t in T.serial(first, last):
+                if mask is None:
+                    kb = t
+                    blk = 2
+                else:
+                    kb = KvIdx[bx, t]
+                    blk = Blocks[bx, kb]  # 1 apply the mask, 2 all visible (0 never listed)
                 if layout == "BHSD":
                     T.copy(K[bz, kv_head, kb * block_N:(kb + 1) * block_N, :], k)
                 else:
                     T.copy(K[bz, kb * block_N:(kb + 1) * block_N, kv_head, :], k)
                 T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True)
-                if mask is not None:
+                if blk == 1:  # a partial block: the mask's elements (-inf hides) and the rest
                     T.copy(Mask[bx * block_M:(bx + 1) * block_M, kb * block_N:(kb + 1) * block_N], msk)
-                for i, j in T.Parallel(block_M, block_N):
-                    qi = bx * block_M + i
-                    kj = kb * block_N + j
-                    visible = kj < n_kv
-                    if causal:
-                        visible = visible and kj <= qi
-                    if window is not None:
-                        visible = visible and kj > qi - window
-                    if mask == "bool":
-                        visible = visible and msk[i, j]
-                    s = acc_s[i, j] * scale
-                    if mask == "additive":
-                        s = s + msk[i, j] * LOG2E
-                    acc_s[i, j] = T.where(visible, s, neg_inf)
+                    for i, j in T.Parallel(block_M, block_N):
+                        qi = bx * block_M + i
+                        kj = kb * block_N + j
+                        visible = kj < n_kv
+                        if causal:
+                            visible = visible and kj <= qi
+                        if window is not None:
+                            visible = visible and kj > qi - window
+                        if mask == "bool":
+                            visible = visible and msk[i, j]
+                        s = acc_s[i, j] * scale
+                        if mask == "additive":
+                            s = s + msk[i, j] * LOG2E
+                        acc_s[i, j] = T.where(visible, s, neg_inf)
+                else:  # no mask tensor, or a block it shows whole: no mask work
+                    for i, j in T.Parallel(block_M, block_N):
+                        qi = bx * block_M + i
+                        kj = kb * block_N + j
+                        visible = kj < n_kv
+                        if causal:
+                            visible = visible and kj <= qi
+                        if window is not None:
+                            visible = visible and kj > qi - window
+                        acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):
@@ -125,6 +161,86 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
     return main
+
+
+@tw.jit(out_idx=[-1])
+def block_mask_kernel(seq_q, seq_kv, block_M=64, block_N=64, mask="bool"):
+    """The block summary of a (seq_q, seq_kv) mask tensor for attention_prefill's `Blocks`: one
+    int32 per (query block, key block), 0 = no element visible (the block is skipped), 2 = every
+    element visible with nothing to add (bool: all True; additive: all 0; the block needs no mask
+    work), 1 = otherwise (the mask is applied). Elements past the mask's edge do not count."""
+    mask_dtype = "bool" if mask == "bool" else "float32"
+
+    @T.prim_func
+    def main(Mask: T.Tensor((seq_q, seq_kv), mask_dtype),
+             Blocks: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N)), "int32")):
+        with T.Kernel(T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N)) as (bx, by):
+            msk = T.alloc_fragment((block_M, block_N), mask_dtype)
+            seen = T.alloc_fragment((block_M, block_N), "float32")  # 1 where visible, 0 hidden or outside
+            plain = T.alloc_fragment((block_M, block_N), "float32")  # 0 where visible with no work, else 1
+            rows = T.alloc_fragment((block_M,), "float32")
+            any_seen = T.alloc_fragment((1,), "float32")
+            any_work = T.alloc_fragment((1,), "float32")
+            code = T.alloc_fragment((1,), "int32")
+            T.copy(Mask[bx * block_M:(bx + 1) * block_M, by * block_N:(by + 1) * block_N], msk)
+            for i, j in T.Parallel(block_M, block_N):
+                inside = bx * block_M + i < seq_q and by * block_N + j < seq_kv
+                if mask == "bool":
+                    vis = msk[i, j]
+                    free = msk[i, j]
+                else:  # -inf hides; 0 adds nothing
+                    vis = msk[i, j] > float("-inf")
+                    free = msk[i, j] == 0
+                seen[i, j] = T.where(inside and vis, 1.0, 0.0)
+                plain[i, j] = T.where(inside and not free, 1.0, 0.0)
+            T.reduce_max(seen, rows, dim=1)
+            T.reduce_max(rows, any_seen)
+            T.reduce_max(plain, rows, dim=1)
+            T.reduce_max(rows, any_work)
+            for i in T.Parallel(1):
+                code[i] = T.where(any_seen[i] == 0, 0, T.where(any_work[i] == 0, 2, 1))
+            T.copy(code, Blocks[bx, by:by + 1])
+
+    return main
+
+
+def block_mask(mask, block_M=64, block_N=64, target="cpu"):
+    """attention_prefill's `Blocks` for a bool or additive (float32) mask tensor, computed by
+    block_mask_kernel on `target`: compute it once and reuse it across heads, layers and calls
+    that share the mask (and the block sizes)."""
+    mask = np.asarray(mask)
+    kind = "bool" if mask.dtype == np.bool_ else "additive"
+    return block_mask_kernel(*mask.shape, block_M, block_N, kind, target=target)(mask)
+
+
+def block_lists(blocks):
+    """The compacted per-query-block lists of a block summary (numpy; as FlexAttention's
+    `kv_num_blocks` / `kv_indices`): KvIdx[qb, :n] = the key blocks kb with blocks[qb, kb] != 0 in
+    increasing order (n of them; the rest of the row is 0, never read), and KvPos[qb, kb] = how many
+    of them lie before key block kb (KvPos[qb, 0] = 0, KvPos[qb, -1] = n), so the non-empty blocks
+    among key blocks lo .. hi are KvIdx[qb, KvPos[qb, lo]:KvPos[qb, hi]]. Both int32."""
+    blocks = np.asarray(blocks)
+    nz = blocks != 0
+    pos = np.zeros((blocks.shape[0], blocks.shape[1] + 1), np.int32)
+    np.cumsum(nz, axis=1, out=pos[:, 1:])
+    order = np.argsort(~nz, axis=1, kind="stable").astype(np.int32)  # the non-empty first, in order
+    idx = np.where(np.arange(blocks.shape[1]) < pos[:, -1:], order, 0).astype(np.int32)
+    return pos, idx
+
+
+def prefill_blocks(mask, block_M=64, block_N=64, target="cpu"):
+    """attention_prefill's (Blocks, KvPos, KvIdx) for a mask tensor: its block summary (block_mask,
+    on `target`) and the summary's compacted lists (block_lists). Compute once per mask and block
+    sizes; reuse across heads, layers and calls."""
+    blocks = block_mask(mask, block_M, block_N, target)
+    return (blocks, *block_lists(blocks))
+
+
+def dense_blocks(seq_q, seq_kv, block_M=64, block_N=64):
+    """(Blocks, KvPos, KvIdx) listing every block as partial: the mask applied everywhere, as a
+    dense mask would be; also what to pass when the kernel has no mask tensor (then unread)."""
+    blocks = np.ones((-(-seq_q // block_M), -(-seq_kv // block_N)), np.int32)
+    return (blocks, *block_lists(blocks))
 
 
 @tw.jit(out_idx=[-1])
@@ -243,8 +359,9 @@ def inputs(B, H, KVH, Sq, Skv, D, layout="BHSD", dtype="float32", seed=0):
 
 
 def run(B, H, KVH, Sq, Skv, D, layout="BHSD", causal=False, window=None, mask=None, padded=False,
-        dtype="float32", seed=0, target="cpu", **blocks):
-    """Inputs, the kernel's output and the float64 reference of one configuration."""
+        dtype="float32", seed=0, target="cpu", summary=True, **blocks):
+    """Inputs, the kernel's output and the float64 reference of one configuration; summary=False
+    passes dense_blocks (every block computed with the mask applied)."""
     q, k, v, rng = inputs(B, H, KVH, Sq, Skv, D, layout, dtype, seed)
     m = rng.random((Sq, Skv)) < 0.7 if mask == "bool" else \
         np.where(rng.random((Sq, Skv)) < 0.2, -np.inf, rng.standard_normal((Sq, Skv))).astype(np.float32) \
@@ -252,7 +369,9 @@ def run(B, H, KVH, Sq, Skv, D, layout="BHSD", causal=False, window=None, mask=No
     lens = rng.integers(1, Skv + 1, size=B).astype(np.int32) if padded else np.full(B, Skv, np.int32)
     kern = attention_prefill(B, H, KVH, Sq, Skv, D, layout, causal, window, mask, padded, dtype=dtype,
                              target=target, **blocks)
-    out = kern(q, k, v, m, lens)
+    bm, bn = blocks.get("block_M", 64), blocks.get("block_N", 64)
+    tables = prefill_blocks(m, bm, bn, target) if summary and mask is not None else dense_blocks(Sq, Skv, bm, bn)
+    out = kern(q, k, v, m, *tables, lens)
     vis = np.stack([visibility(Sq, Skv, causal, window, m if mask == "bool" else None, lens[b]) for b in range(B)])
     return out, reference(q, k, v, vis, m.astype(np.float64) if mask == "additive" else None, layout)
 

@@ -49,13 +49,13 @@ def test_rows_that_see_no_key_are_zero():
     mask = np.ones((20, 20), bool)
     mask[[0, 7, 19]] = False
     kern = ma.attention_prefill(1, 2, 2, 20, 20, 16, "BHSD", False, None, "bool", False, **SMALL)
-    out = kern(q, k, v, mask, np.array([20], np.int32))
+    out = kern(q, k, v, mask, *ma.prefill_blocks(mask, 16, 16), np.array([20], np.int32))
     assert (out[:, :, [0, 7, 19]] == 0).all()
     assert_close(out, ma.reference(q, k, v, mask))
     add = np.zeros((20, 20), np.float32)
     add[3] = -np.inf
     kern = ma.attention_prefill(1, 2, 2, 20, 20, 16, "BHSD", False, None, "additive", False, **SMALL)
-    out = kern(q, k, v, add, np.array([20], np.int32))
+    out = kern(q, k, v, add, *ma.prefill_blocks(add, 16, 16), np.array([20], np.int32))
     assert np.isfinite(out).all() and (out[:, :, 3] == 0).all()
     assert_close(out, ma.reference(q, k, v, None, add.astype(np.float64)))
 
@@ -68,7 +68,7 @@ def test_padding_is_never_read():
     k[0, :, 11:] = np.nan
     v[0, :, 11:] = np.nan
     kern = ma.attention_prefill(2, 2, 1, 30, 30, 16, "BHSD", False, None, None, True, **SMALL)
-    out = kern(q, k, v, np.zeros((30, 30), np.float32), lens)
+    out = kern(q, k, v, np.zeros((30, 30), np.float32), *ma.dense_blocks(30, 30, 16, 16), lens)  # no mask: unread
     assert np.isfinite(out).all()
     vis = np.stack([ma.visibility(30, 30, kv_len=n) for n in lens])
     assert_close(out, ma.reference(q, np.nan_to_num(k), np.nan_to_num(v), vis))
@@ -90,7 +90,8 @@ def test_matches_torch_sdpa():
     for kw, sd in [(dict(causal=True), dict(is_causal=True)), (dict(mask="bool"), dict(attn_mask=torch.from_numpy(mask)))]:
         kern = ma.attention_prefill(2, 4, 2, 29, 29, 32, "BHSD", kw.get("causal", False), None, kw.get("mask"), False,
                                     **SMALL)
-        out = kern(q, k, v, mask if "mask" in kw else np.zeros((29, 29), np.float32), np.full(2, 29, np.int32))
+        out = kern(q, k, v, mask if "mask" in kw else np.zeros((29, 29), np.float32), *ma.prefill_blocks(mask, 16, 16),
+                   np.full(2, 29, np.int32))
         ref = F.scaled_dot_product_attention(*(torch.from_numpy(x) for x in (q, k, v)), enable_gqa=True, **sd)
         assert_close(out, ref.numpy())
 
