@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/cpu_executable.h"
 #include "runtime/cpu_launch.h"
 #include "runtime/disk_cache.h"
 #include "support/sha256.h"
@@ -121,6 +122,7 @@ void load_gemm_runtime(const std::string& dir, const runtime::Manifest& m) {
     if (f.name == m.runtime && loaded->count(f.sha256)) return;  // verified when it was loaded
   std::string digest;
   auto v = load_verified(dir, m, m.runtime, "gemm runtime library", &digest);
+  runtime::configure_gemm_runtime(v->lib);
   (*loaded)[digest] = std::move(v);
 }
 
