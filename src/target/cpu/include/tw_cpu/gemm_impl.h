@@ -25,6 +25,10 @@
 //       becomes 0 (e.g. 2^-70 * 2^-70 into a zero accumulator), where the widening path keeps
 //       them. Otherwise the error bound is that of the fp32 path: one fp32
 //       rounding per k (tests/cpp/test_cpu_runtime.cpp: Gemm.BF16PairsTight, BF16PairsDazFtz).
+//   (bf16, bf16, float) and (int8_t, int8_t, int32_t) on targets with AMX (__AMX_TILE__,
+//       __AMX_BF16__, __AMX_INT8__, e.g. -march=native on Sapphire Rapids) when the process has
+//       tile permission: gemm_amx, TDPBF16PS / TDPBSSD on 16 x 64-byte tiles (see "AMX path" at
+//       the end of this file: blocking, packing, numerics, the permission and its fallback).
 //   (int8_t, int8_t, int32_t): exact int32 accumulation (wrap-around on overflow,
 //       which needs K > ~130000 with extreme values).
 //       * AVX512-VNNI: vpdpbusd (u8 x s8).  A is packed as u8 = a + 128 and the
