@@ -16,7 +16,6 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/cpu_executable.h"
 #include "runtime/cpu_launch.h"
 #include "runtime/disk_cache.h"
 #include "support/sha256.h"

@@ -337,14 +337,6 @@ void clear_cpu_cache(bool disk) {
 
 std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
 
-void configure_gemm_runtime(const SharedLibrary& lib) {
-  using Setup = const char* (*)(int);
-  if (auto setup = reinterpret_cast<Setup>(lib.try_symbol("tw_cpu_gemm_amx_setup"))) {
-    const std::string line = setup(support::env().cpu_amx ? 1 : 0);
-    log(line.find("refused") != std::string::npos ? LogLevel::warning : LogLevel::info, line);
-  }
-}
-
 std::string gemm_runtime_soname() {
   static const std::string name = "libtw_gemm_" + runtime_library_key().substr(0, 16) + ".so";
   return name;

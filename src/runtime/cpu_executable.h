@@ -8,7 +8,6 @@
 #include <string>
 
 #include "target/registry.h"
-#include "runtime/toolchain.h"
 #include "tilewright/runtime.h"
 
 namespace tw::runtime {
@@ -47,10 +46,6 @@ std::string gemm_runtime_library();
 // libtw_gemm_<16 hex digits of its key>.so: one name per toolchain, so libraries built by
 // different toolchains never stand in for each other.
 std::string gemm_runtime_soname();
-// Tells a gemm runtime library just loaded (the cache's or an artifact's) whether it may use the
-// AMX tile unit (TW_CPU_AMX) and logs which bf16 / int8 gemm path the process takes (a refused
-// tile permission is a warning). Call before any kernel that links against it runs.
-void configure_gemm_runtime(const SharedLibrary& lib);
 
 // The generated C++ and the stack bytes of one block's tiles of a CPU executable; nullopt for
 // an executable of another target.
