@@ -121,6 +121,7 @@ void load_gemm_runtime(const std::string& dir, const runtime::Manifest& m) {
     if (f.name == m.runtime && loaded->count(f.sha256)) return;  // verified when it was loaded
   std::string digest;
   auto v = load_verified(dir, m, m.runtime, "gemm runtime library", &digest);
+  runtime::configure_gemm_runtime(v->lib);
   (*loaded)[digest] = std::move(v);
 }
 

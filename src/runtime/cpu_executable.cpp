@@ -271,6 +271,7 @@ std::string load_runtime_library() {
   std::lock_guard<std::mutex> g(mu);
   if (!loaded) {
     loaded = new SharedLibrary(path);
+    configure_gemm_runtime(*loaded);
     g_runtime_loaded = true;
   }
   return path;

@@ -1,5 +1,6 @@
 #include "runtime/toolchain.h"
 
+#include "runtime/log.h"
 #include "support/env.h"
 
 #include <dlfcn.h>
@@ -303,6 +304,14 @@ void* SharedLibrary::symbol(const std::string& name) const {
         throw std::runtime_error("symbol '" + name + "' not found in '" + path_ + "': " + e +
                                  " (is it declared extern \"C\"?)");
     return p;
+}
+
+void configure_gemm_runtime(const SharedLibrary& lib) {
+  using Setup = const char* (*)(int);
+  if (auto setup = reinterpret_cast<Setup>(lib.try_symbol("tw_cpu_gemm_amx_setup"))) {
+    const std::string line = setup(support::env().cpu_amx ? 1 : 0);
+    log(line.find("refused") != std::string::npos ? LogLevel::warning : LogLevel::info, line);
+  }
 }
 
 }  // namespace tw::runtime

@@ -87,4 +87,9 @@ private:
     std::string path_;
 };
 
+// Tells a gemm runtime library just loaded (the cache's or an artifact's) whether it may use the
+// AMX tile unit (TW_CPU_AMX) and logs which bf16 / int8 gemm path the process takes (a refused
+// tile permission is a warning). Call before any kernel that links against it runs.
+void configure_gemm_runtime(const SharedLibrary& lib);
+
 }  // namespace tw::runtime

@@ -105,6 +105,7 @@ Env read_env() {
     e.frozen = read_bool("TW_FROZEN");
     e.bounds_check = read_bool("TW_BOUNDS_CHECK");
     e.progress = get("TW_PROGRESS") ? read_bool("TW_PROGRESS") : true;
+    e.cpu_amx = get("TW_CPU_AMX") ? read_bool("TW_CPU_AMX") : true;
     return e;
 }
 

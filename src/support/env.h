@@ -19,6 +19,7 @@ struct Env {
     bool frozen;                // TW_FROZEN
     bool bounds_check;          // TW_BOUNDS_CHECK: cpu kernels check every element index
     bool progress;              // TW_PROGRESS
+    bool cpu_amx;               // TW_CPU_AMX: the gemm runtime may use the AMX tile unit (default on)
 };
 
 // Reads and validates the environment now. Throws std::invalid_argument naming the

@@ -22,6 +22,23 @@
 using tw_cpu::bf16;
 using tw_cpu::f16;
 
+#if defined(__AMX_TILE__)
+// Built with AMX (tw_cpu_runtime_tests_sapphirerapids, or native on an AMX host): on a CPU
+// without AMX every test is skipped (their code may use any instruction -march enables).
+// CPUID leaf 7: EDX bit 24 AMX-TILE, 22 AMX-BF16, 25 AMX-INT8; compiled for baseline x86-64.
+__attribute__((target("arch=x86-64"))) static bool cpu_has_amx() {
+  unsigned a = 7, b = 0, c = 0, d = 0;
+  __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+  return (d >> 24 & 1) && (d >> 22 & 1) && (d >> 25 & 1);
+}
+struct AmxHostCheck : testing::Environment {
+  void SetUp() override {
+    if (!cpu_has_amx()) GTEST_SKIP() << "built for AMX (-march with AMX-TILE/BF16/INT8), but this CPU has no AMX";
+  }
+};
+static testing::Environment* const g_amx_check = testing::AddGlobalTestEnvironment(new AmxHostCheck);
+#endif
+
 namespace {
 
 uint32_t fb(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
@@ -420,6 +437,65 @@ TEST(Gemm, BF16PairsDazFtz) {
 }
 #endif
 
+// Edge sizes of the micro-kernels' blocks (16-row / 16-column tiles, 32 bf16 or 64 int8 k per
+// tile row on AMX; 14 x 32 on AVX-512): every (M, N, K) from {1, 15, 16, 17, 31, 33}, every
+// transpose, accumulate on and off; bf16 with the tight fp32-accumulation bound, int8 exact.
+TEST(Gemm, TileEdgeSizes) {
+  const int sizes[] = {1, 15, 16, 17, 31, 33};
+  uint32_t seed = 800;
+  for (int M : sizes)
+    for (int N : sizes)
+      for (int K : sizes) {
+        const int t = (int)(seed % 8), pad = (int)(seed % 3);
+        run_gemm_case<bf16, float>(M, N, K, t & 1, t >> 1 & 1, t >> 2 & 1, pad, seed, /*tight=*/true);
+        run_gemm_case<int8_t, int32_t>(M, N, K, t >> 1 & 1, t & 1, !(t >> 2 & 1), pad, seed + 1);
+        seed += 2;
+      }
+}
+// A larger ragged shape over several K blocks, row blocks and column blocks, every transpose.
+TEST(Gemm, RaggedLarge) {
+  for (int t = 0; t < 4; ++t) {
+    run_gemm_case<bf16, float>(1025, 369, 741, t & 1, t >> 1, t == 1, 1 + t, 900 + t, /*tight=*/true);
+    run_gemm_case<int8_t, int32_t>(1025, 369, 741, t & 1, t >> 1, t == 2, 1 + t, 910 + t);
+  }
+}
+
+// Which bf16 / int8 path a build takes and the fallback: with AMX compiled in, the tile unit is
+// used when the kernel grants the permission (it does on Linux >= 5.16 with AMX); amx_allow(false)
+// (what TW_CPU_AMX=0 makes the runtime do; a refused permission takes the same branch) switches
+// the process to the AVX-512 paths, which must give the same int8 results and bf16 results within
+// the same bound.
+TEST(Gemm, AmxPathAndFallback) {
+  namespace d = tw_cpu::detail;
+#if defined(TW_CPU_AMX)
+  ASSERT_EQ(d::amx_permission_errno(), 0) << "the kernel refused AMX tile permission on an AMX CPU";
+  EXPECT_TRUE(d::amx_usable());
+#else
+  EXPECT_FALSE(d::amx_usable());
+#endif
+  const int M = 67, N = 45, K = 300;
+  std::mt19937 g(77);
+  std::vector<int8_t> A((size_t)M * K), B((size_t)K * N);
+  for (auto& v : A) v = make_val<int8_t>(g);
+  for (auto& v : B) v = make_val<int8_t>(g);
+  std::vector<int32_t> C1((size_t)M * N), C2((size_t)M * N);
+  tw_cpu::gemm<int8_t, int8_t, int32_t>(M, N, K, A.data(), K, false, B.data(), N, false, C1.data(), N, false);
+  d::amx_allow(false);
+  EXPECT_FALSE(d::amx_usable());
+  tw_cpu::gemm<int8_t, int8_t, int32_t>(M, N, K, A.data(), K, false, B.data(), N, false, C2.data(), N, false);
+  run_gemm_case<bf16, float>(M, N, K, false, true, true, 1, 78, /*tight=*/true);
+  run_gemm_case<int8_t, int32_t>(M, N, K, true, false, false, 1, 79);
+  d::amx_allow(true);
+  EXPECT_EQ(C1, C2);
+#if defined(TW_CPU_AMX)
+  EXPECT_TRUE(d::amx_usable());
+  EXPECT_STREQ(tw_cpu_gemm_amx_setup(0), "gemm runtime: AMX disabled (TW_CPU_AMX=0): bf16 and int8 gemms use the AVX-512 paths");
+  EXPECT_FALSE(d::amx_usable());
+  EXPECT_STREQ(tw_cpu_gemm_amx_setup(1), "gemm runtime: AMX tiles in use for bf16 (TDPBF16PS) and int8 (TDPBSSD) gemms");
+  EXPECT_TRUE(d::amx_usable());
+#endif
+}
+
 TEST(Gemm, F32Large) {
   for (int tA = 0; tA < 2; ++tA)
     for (int tB = 0; tB < 2; ++tB) run_gemm_case<float, float>(1000, 777, 513, tA, tB, (tA ^ tB), 9, 100 + tA * 2 + tB);
@@ -694,7 +770,7 @@ void run_large_k_case(bool transA, uint32_t seed) {
         for (int j = 0; j < nb; ++j) C[(size_t)(i0 + i) * N + j0 + j] = c[(size_t)i * nb + j];
       // after the row's first block every A tile of the row is cached, and after its last block
       // the same packed copies still are (none was packed again)
-      const int tag = (int)sizeof(T) * 2 + (transA ? 1 : 0) + (kPairK<T> == 2 ? 16 : 0);
+      const int tag = packed_tag<T>(transA, std::is_same_v<T, bf16> && amx_usable());
       int missing = 0, moved = 0;
       for (int k0 = 0, t = 0; k0 < K; k0 += KB, ++t) {
         const T* a = transA ? A.data() + (size_t)k0 * M + i0 : A.data() + (size_t)i0 * K + k0;

@@ -119,6 +119,7 @@ def run(tmp_path, cache, kind, M=70, N=45, K=100, extra=None):
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["ok"], f"{kind} {M}x{N}x{K}: wrong results"
     r["built_runtime"] = "compiled the gemm runtime library" in p.stderr
+    r["stderr"] = p.stderr
     return r
 
 
@@ -291,3 +292,25 @@ def test_an_exported_gemm_library_is_self_contained(tmp_path):
     x = np.arange(37 * 53, dtype=np.float32).reshape(37, 53) % 7 - 3
     y = np.arange(53 * 29, dtype=np.float32).reshape(53, 29) % 5 - 2
     np.testing.assert_array_equal(kernel(x, y), x @ y)
+
+
+def _host_has_amx():
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l for l in f if l.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return {"amx_tile", "amx_bf16", "amx_int8"} <= set(flags)
+
+
+def test_amx_switch_and_its_log_line(tmp_path):
+    # TW_CPU_AMX=0 keeps the int8 / bf16 gemms off the AMX tile unit (the AVX-512 paths, as when the
+    # kernel refuses the tile permission); the runtime logs which path it takes when it loads the
+    # gemm runtime library. Both give exact int8 results (a tail in every dimension).
+    off = run(tmp_path, tmp_path / "cache", "int8", 70, 45, 100, extra={"TW_CPU_AMX": "0"})
+    on = run(tmp_path, tmp_path / "cache", "int8", 70, 45, 100)
+    if _host_has_amx():
+        assert "AMX disabled (TW_CPU_AMX=0): bf16 and int8 gemms use the AVX-512 paths" in off["stderr"]
+        assert ("AMX tiles in use" in on["stderr"]) or ("refused AMX tile permission" in on["stderr"])
+    else:
+        assert "built without AMX" in off["stderr"] and "built without AMX" in on["stderr"]

@@ -25,6 +25,10 @@
 //       becomes 0 (e.g. 2^-70 * 2^-70 into a zero accumulator), where the widening path keeps
 //       them. Otherwise the error bound is that of the fp32 path: one fp32
 //       rounding per k (tests/cpp/test_cpu_runtime.cpp: Gemm.BF16PairsTight, BF16PairsDazFtz).
+//   (bf16, bf16, float) and (int8_t, int8_t, int32_t) on targets with AMX (__AMX_TILE__,
+//       __AMX_BF16__, __AMX_INT8__, e.g. -march=native on Sapphire Rapids) when the process has
+//       tile permission: gemm_amx, TDPBF16PS / TDPBSSD on 16 x 64-byte tiles (see "AMX path" at
+//       the end of this file: blocking, packing, numerics, the permission and its fallback).
 //   (int8_t, int8_t, int32_t): exact int32 accumulation (wrap-around on overflow,
 //       which needs K > ~130000 with extreme values).
 //       * AVX512-VNNI: vpdpbusd (u8 x s8).  A is packed as u8 = a + 128 and the
@@ -48,9 +52,15 @@
 #include "simd.h"
 #include "types.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if defined(__AMX_TILE__)
+#include <immintrin.h>
 #endif
 
 namespace tw_cpu {
@@ -323,6 +333,13 @@ inline constexpr int kPairK = same<T, bf16> ? 2 : 1;
 template <class T>
 inline constexpr int kPairK = 1;
 #endif
+
+// The packed-operand caches' key tag of an A or B block: element type, transpose and packed
+// layout (widened, bf16 k pairs, or AMX tiles: gemm_amx's blocks)
+template <class T>
+inline int packed_tag(bool trans, bool amx) {
+  return (int)sizeof(T) * 2 + (trans ? 1 : 0) + (amx ? 32 : kPairK<T> == 2 ? 16 : 0);
+}
 
 template <class T>
 TW_CPU_INLINE float ld32(const T* p) {
@@ -1088,9 +1105,8 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
 
   // a stable A with K <= KC (one K block): pack all of its rows once per launch and thread
   // (row blocks ic are multiples of kMR, so block ic starts at panel offset ic * kw(K))
-  // cache keys: element type, transpose and packed layout (bf16 pairs differ from widened f16)
-  const int tag_a = (int)sizeof(T) * 2 + (transA ? 1 : 0) + (kDp ? 16 : 0);
-  const int tag_b = (int)sizeof(T) * 2 + (transB ? 1 : 0) + (kDp ? 16 : 0);
+  const int tag_a = packed_tag<T>(transA, false);
+  const int tag_b = packed_tag<T>(transB, false);
   bool a_packed = false;
   bool a_filled = false;  // this call packed A into the cache (the next K step's is likely unpacked)
   // A B tile spanning every column of B (not transposed, ldb == N) means the grid has one column
@@ -1406,5 +1422,314 @@ inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA,
   }
 }
 
+// ================================================================ AMX path
+// Targets with AMX (__AMX_TILE__, __AMX_BF16__, __AMX_INT8__: -march=native on Sapphire Rapids
+// and later) run the (bf16, bf16 -> float) and (int8, int8 -> int32) packed gemms on the tile
+// unit when the process may use it (amx_usable()). Eight tile registers of 16 rows x 64 bytes:
+// tmm0..3 hold a 32 x 32 block of C (2 x 2 tiles of 16 x 16 fp32 / int32), tmm4..5 two A tiles
+// (16 rows x 64 bytes of k: 32 bf16 or 64 int8 each), tmm6..7 two B tiles (16 rows of k groups
+// x 16 columns: a k group is the 4 bytes of one column holding 2 bf16 or 4 int8 consecutive k).
+// Each k step of 64 bytes: 4 tile loads, 4 tile products (TDPBF16PS / TDPBSSD, 16 x 16 x 32
+// bf16 or 16 x 16 x 64 int8 multiply-adds each).
+// Packing: B in 32-column panels of rows of k groups x 32 columns (128 bytes a row: the two B
+// tiles side by side; bf16 through the existing k-pair packer pack_b_f32<bf16>, int8 as groups
+// of 4 consecutive k), the k groups of a panel padded with zero rows to a multiple of 16. A into whole tiles: [16-row panel][64-byte k step][16 rows][64 bytes],
+// zero-filled beyond the last row and k. int8 runs as plain s8 x s8 (TDPBSSD): no +128 offset,
+// no column correction. A block of C is loaded into the accumulator tiles (accumulate or a
+// later K block) and stored back with tile loads/stores when whole (32 x 32), through a 32 x 32
+// stack tile otherwise (row and column tails).
+// Tile state: the process asks the kernel for permission once (arch_prctl ARCH_REQ_XCOMP_PERM,
+// XFEATURE_XTILEDATA; Linux >= 5.16); refused (or disabled by the runtime: TW_CPU_AMX=0, see
+// amx_allow) -> the AVX-512 paths above. Each gemm call loads the tile configuration on its own
+// thread (ldtilecfg) and releases the tiles (tilerelease) before it returns, so the tile state
+// is never live outside a gemm call (no cost to other code's context switches / AVX-512 state).
+// Numerics: bf16 as the AVX512-BF16 path (TDPBF16PS: each product of two bf16 is exact in fp32,
+// each accumulation rounded to nearest even, MXCSR not consulted, input and output subnormals
+// read / flushed as zero; the order of the accumulations inside one tile product is the
+// implementation's), so the same one-rounding-per-k bound holds (Gemm.BF16PairsTight,
+// BF16PairsDazFtz). int8: exact int32 (wrap-around on overflow, as above).
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AMX_INT8__) && \
+    defined(TW_CPU_BF16_DP) && defined(TW_CPU_I8_VNNI) && defined(__linux__)
+#define TW_CPU_AMX 1
+static_assert(kNR == 32, "the AMX path reads 32-column B panels (two 16-column tiles)");
+inline constexpr int kAmxKCB = 1024;  // K block: bytes of k per row (512 bf16, 1024 int8)
+inline constexpr int kAmxMC = 256;    // rows per A block (multiple of 32)
+inline constexpr int kAmxNC = 1024;   // columns per B block (multiple of 32)
+#endif
+
+// Whether this process uses the tile unit: the runtime's choice (amx_allow) and the kernel's
+// permission, asked for once per process on first use (thread-safe).
+inline int& amx_allowed_flag() {
+  static int allowed = 1;  // accessed with atomics
+  return allowed;
+}
+inline long amx_permission_errno() {  // 0: granted; else the errno of the refused request
+#if defined(TW_CPU_AMX)
+  static const long err = [] {
+    // ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 (asm/prctl.h, the SDM's XSAVE state components)
+    const long rc = syscall(SYS_arch_prctl, 0x1023L, 18L);
+    return rc == 0 ? 0L : (long)errno;
+  }();
+  return err;
+#else
+  return ENOSYS;
+#endif
+}
+inline bool amx_usable() {
+#if defined(TW_CPU_AMX)
+  return __atomic_load_n(&amx_allowed_flag(), __ATOMIC_RELAXED) && amx_permission_errno() == 0;
+#else
+  return false;
+#endif
+}
+// allow = false: never use the tile unit in this process (never asks the kernel either): the
+// AVX-512 paths, as when the permission is refused. true: use it when the permission is granted.
+inline void amx_allow(bool allow) {
+  __atomic_store_n(&amx_allowed_flag(), allow ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+#if defined(TW_CPU_AMX)
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+// The tile configuration of this thread for the duration of a gemm call.
+struct AmxScope {
+  AmxScope() {
+    static const AmxTileConfig cfg;
+    _tile_loadconfig(&cfg);
+  }
+  ~AmxScope() { _tile_release(); }
+};
+
+// A block rows [0, mc), k [0, kc) of op(A) -> nkt whole tiles per 16-row panel (see above).
+template <class T>
+inline void pack_a_amx(int mc, int kc, const T* A, long lda, bool transA, char* Ap) {
+  constexpr int E = 64 / (int)sizeof(T);  // elements per tile row
+  const int nkt = (kc + E - 1) / E;
+  const int mpad = (mc + 15) / 16 * 16;
+  for (int i0 = 0; i0 < mpad; i0 += 16) {
+    char* panel = Ap + (long)i0 * nkt * 64;
+    for (int r = 0; r < 16; ++r) {
+      const int i = i0 + r;
+      if (i >= mc) {
+        for (int t = 0; t < nkt; ++t) __builtin_memset(panel + ((long)t * 16 + r) * 64, 0, 64);
+        continue;
+      }
+      if (!transA) {
+        const T* src = A + (long)i * lda;
+        for (int t = 0; t < nkt; ++t) {
+          char* d = panel + ((long)t * 16 + r) * 64;
+          const int n = kc - t * E < E ? kc - t * E : E;
+          __builtin_memcpy(d, src + (long)t * E, (size_t)n * sizeof(T));
+          if (n < E) __builtin_memset(d + n * sizeof(T), 0, (size_t)(E - n) * sizeof(T));
+        }
+      } else {
+        for (int t = 0; t < nkt; ++t) {
+          T* d = reinterpret_cast<T*>(panel + ((long)t * 16 + r) * 64);
+          const int n = kc - t * E < E ? kc - t * E : E;
+          for (int q = 0; q < n; ++q) d[q] = A[(long)(t * E + q) * lda + i];
+          for (int q = n; q < E; ++q) d[q] = T{};
+        }
+      }
+    }
+  }
+}
+
+// B block k [0, kc), cols [0, nc) of op(B) -> 32-column panels of nkt * 16 rows of 128 bytes.
+template <class T>
+inline void pack_b_amx(int kc, int nc, const T* B, long ldb, bool transB, char* Bp) {
+  constexpr int E = 64 / (int)sizeof(T);
+  const int nkt = (kc + E - 1) / E;
+  const int kg = (kc + (int)(4 / sizeof(T)) - 1) / (int)(4 / sizeof(T));  // k groups written
+  for (int j0 = 0; j0 < nc; j0 += kNR) {
+    const int nr = nc - j0 < kNR ? nc - j0 : kNR;
+    char* panel = Bp + (long)j0 / kNR * nkt * 2048;
+    const T* src = transB ? B + (long)j0 * ldb : B + j0;
+    if constexpr (same<T, bf16>) {
+      pack_b_f32<bf16>(kc, nr, src, ldb, transB, (float*)panel);
+    } else {  // 4 consecutive k of a column per 32-bit element, s8 as is (no correction)
+      const long sk = transB ? 1 : ldb, sj = transB ? ldb : 1;
+      for (int g = 0; g < kg; ++g) {
+        uint8_t* d = (uint8_t*)panel + (long)g * 128;
+        const int nv = kc - 4 * g < 4 ? kc - 4 * g : 4;
+        for (int q = 0; q < 4; ++q) {
+          const int8_t* s = src + (long)(4 * g + q) * sk;
+          if (q < nv)
+            for (int j = 0; j < nr; ++j) d[4 * j + q] = (uint8_t)s[(long)j * sj];
+          else
+            for (int j = 0; j < nr; ++j) d[4 * j + q] = 0;
+        }
+        for (int j = nr; j < kNR; ++j) __builtin_memset(d + 4 * j, 0, 4);
+      }
+    }
+    __builtin_memset(panel + (long)kg * 128, 0, (size_t)(nkt * 16 - kg) * 128);
+  }
+}
+
+// C[P*16 x 32] (+)= A panels x B panel over nkt k steps; P = 1 or 2 row panels. C's row stride
+// ldcb in bytes; acc: start from C, else from zero.
+template <class T, int P>
+__attribute__((noinline)) void ukr_amx(int nkt, const char* __restrict A, const char* __restrict B,
+                                       char* C, long ldcb, bool acc, const char* next_c = nullptr) {
+  const char* A1 = A + (long)nkt * 1024;
+  // A tiles come from L2 (the A block, one 32-row panel per call): fetch them two k steps
+  // ahead into L1 (measured ~10% over none; the last steps fetch the next call's panel)
+  constexpr int kPfA = 2;
+  if (acc) {
+    _tile_loadd(0, C, ldcb);
+    _tile_loadd(1, C + 64, ldcb);
+    if constexpr (P == 2) {
+      _tile_loadd(2, C + 16 * ldcb, ldcb);
+      _tile_loadd(3, C + 16 * ldcb + 64, ldcb);
+    }
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    if constexpr (P == 2) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+  }
+  for (int t = 0; t < nkt; ++t) {
+    _tile_loadd(6, B, 128);
+    _tile_loadd(7, B + 64, 128);
+    if (kPfA) for (int l = 0; l < 1024; l += 64) { __builtin_prefetch(A + kPfA * 1024 + l); if (P == 2) __builtin_prefetch(A1 + kPfA * 1024 + l); }
+    _tile_loadd(4, A, 64);
+    if constexpr (same<T, bf16>) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+    } else {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+    }
+    if constexpr (P == 2) {
+      _tile_loadd(5, A1, 64);
+      if constexpr (same<T, bf16>) {
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      } else {
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+      }
+      A1 += 1024;
+    }
+    // the next call's C block (its 32 rows x 128 bytes), a few lines per k step: a tile load
+    // of C rows not in the cache waits on each of them
+    if (next_c) {
+      const int r0 = (int)((long)t * 32 / nkt), r1 = (int)((long)(t + 1) * 32 / nkt);
+      for (int r = r0; r < r1; ++r) {
+        __builtin_prefetch(next_c + r * ldcb, 1);
+        __builtin_prefetch(next_c + r * ldcb + 64, 1);
+      }
+    }
+    A += 1024;
+    B += 2048;
+  }
+  _tile_stored(0, C, ldcb);
+  _tile_stored(1, C + 64, ldcb);
+  if constexpr (P == 2) {
+    _tile_stored(2, C + 16 * ldcb, ldcb);
+    _tile_stored(3, C + 16 * ldcb + 64, ldcb);
+  }
+}
+
+// The packed gemm on the tile unit: T = bf16 (TC = float) or int8_t (TC = int32_t).
+// A stable A (B) with one K block is packed once per launch and reused from the packed-A cache
+// (the shared packed-B arena) as gemm_f32 does, under tags of their own (packed_tag, amx).
+template <class T, class TC>
+void gemm_amx(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
+              bool transB, TC* C, long ldc, bool accumulate, bool a_stable, bool b_stable) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) scale_zero(M, N, C, ldc);
+    return;
+  }
+  constexpr int E = 64 / (int)sizeof(T);
+  constexpr int KC = kAmxKCB / (int)sizeof(T);
+  const int kcmax = K < KC ? K : KC;
+  const int nktmax = (kcmax + E - 1) / E;
+  const int mcpad = ((M < kAmxMC ? M : kAmxMC) + 31) / 32 * 32;
+  const int ncpad = ((N < kAmxNC ? N : kAmxNC) + kNR - 1) / kNR * kNR;
+  char* Ap = (char*)gemm_scratch(0).get((size_t)mcpad * nktmax * 64);
+  char* Bp = (char*)gemm_scratch(1).get((size_t)ncpad / kNR * nktmax * 2048 + kPackSlack * 4);
+  auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
+  auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+  const char* a_all = nullptr;  // all M rows packed (K <= KC): block ic starts at row ic
+  const bool a_reused = transB || ldb != N;  // as in gemm_f32: one column block reads A once
+  if (a_stable && K <= KC && a_reused) {
+    bool fresh = false;
+    const size_t bytes = (size_t)(M + 15) / 16 * 16 * nktmax * 64;
+    float* c = packed_a_cache().find_or_add(A, lda, M, K, packed_tag<T>(transA, true),
+                                           bytes / 4 + kPackSlack, &fresh);
+    if (c) {
+      if (fresh) pack_a_amx(M, K, A, lda, transA, (char*)c);
+      a_all = (const char*)c;
+    }
+  }
+  const char* b_all = nullptr;  // the whole B packed (K <= KC, N <= NC), shared by the launch's blocks
+  if (b_stable && K <= KC && N <= kAmxNC) {
+    bool fill = false;
+    SharedPackedB::Slot* slot = nullptr;
+    float* q = shared_packed_b().acquire(B, ldb, K, N, packed_tag<T>(transB, true),
+                                         (size_t)ncpad / kNR * nktmax * 2048 / 4 + kPackSlack, &fill, &slot);
+    if (q) {
+      if (fill) {
+        pack_b_amx(K, N, B, ldb, transB, (char*)q);
+        SharedPackedB::publish(slot);
+      }
+      b_all = (const char*)q;
+    }
+  }
+  AmxScope tiles;
+  alignas(64) TC tmp[32][32];
+  for (int jc = 0; jc < N; jc += kAmxNC) {
+    const int nc = N - jc < kAmxNC ? N - jc : kAmxNC;
+    for (int pc = 0; pc < K; pc += KC) {
+      const int kc = K - pc < KC ? K - pc : KC;
+      const int nkt = (kc + E - 1) / E;
+      const bool acc = accumulate || pc > 0;
+      const char* bpk = b_all;
+      if (!bpk) {
+        pack_b_amx(kc, nc, b_at(pc, jc), ldb, transB, Bp);
+        bpk = Bp;
+      }
+      for (int ic = 0; ic < M; ic += kAmxMC) {
+        const int mc = M - ic < kAmxMC ? M - ic : kAmxMC;
+        const char* apk = a_all ? a_all + (long)ic * nkt * 64 : Ap;
+        if (!a_all) pack_a_amx(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        for (int jr = 0; jr < nc; jr += kNR) {
+          const int nr = nc - jr < kNR ? nc - jr : kNR;
+          const char* bp = bpk + (long)jr / kNR * nkt * 2048;
+          for (int ir = 0; ir < mc; ir += 32) {
+            const int mr = mc - ir < 32 ? mc - ir : 32;
+            const char* ap = apk + (long)ir * nkt * 64;
+            TC* cp = C + (long)(ic + ir) * ldc + jc + jr;
+            if (mr == 32 && nr == 32) {
+              const char* next = ir + 32 < mc ? (const char*)(cp + 32 * ldc) : nullptr;
+              ukr_amx<T, 2>(nkt, ap, bp, (char*)cp, ldc * (long)sizeof(TC), acc, next);
+              continue;
+            }
+            // row or column tail: through the stack tile
+            for (int i = 0; i < 32; ++i)
+              for (int j = 0; j < 32; ++j) tmp[i][j] = acc && i < mr && j < nr ? cp[(long)i * ldc + j] : TC(0);
+            if (mr > 16) ukr_amx<T, 2>(nkt, ap, bp, (char*)tmp, sizeof(tmp[0]), true);
+            else ukr_amx<T, 1>(nkt, ap, bp, (char*)tmp, sizeof(tmp[0]), true);
+            for (int i = 0; i < mr; ++i)
+              for (int j = 0; j < nr; ++j) cp[(long)i * ldc + j] = tmp[i][j];
+          }
+        }
+      }
+    }
+  }
+}
+#endif  // TW_CPU_AMX
+
 }  // namespace detail
 }  // namespace tw_cpu
+
+// Defined in gemm_runtime.cpp: the runtime's switch for the AMX path (TW_CPU_AMX), called once
+// right after it loads the library; returns the line it logs.
+extern "C" const char* tw_cpu_gemm_amx_setup(int allow);

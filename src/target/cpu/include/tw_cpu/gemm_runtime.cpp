@@ -5,6 +5,8 @@
 // per-instruction-set C++ tests compile it too.
 #include "gemm_impl.h"
 
+#include <stdio.h>
+
 namespace tw_cpu {
 namespace detail {
 
@@ -24,13 +26,41 @@ void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f1
 void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const bf16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
               long /*b_col*/, long /*b_width*/) {
+#if defined(TW_CPU_AMX)
+  if (amx_usable()) return gemm_amx<bf16, float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
+#endif
   gemm_f32<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 }
 void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
-              long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool /*a_stable*/,
-              bool /*b_stable*/, long /*b_col*/, long /*b_width*/) {
+              long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool a_stable,
+              bool b_stable, long /*b_col*/, long /*b_width*/) {
+#if defined(TW_CPU_AMX)
+  if (amx_usable()) return gemm_amx<int8_t, int32_t>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
+#endif
+  (void)a_stable;
+  (void)b_stable;
   gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
 }
 
 }  // namespace detail
 }  // namespace tw_cpu
+
+// Called by the runtime right after it loads this library, before any gemm runs: allow = 0
+// (TW_CPU_AMX=0) keeps the tile unit off for the process. Returns a line for the runtime's log
+// saying which bf16 / int8 gemm path this process takes and why.
+extern "C" __attribute__((visibility("default"))) const char* tw_cpu_gemm_amx_setup(int allow) {
+  using namespace tw_cpu::detail;
+  amx_allow(allow != 0);
+#if defined(TW_CPU_AMX)
+  if (!allow) return "gemm runtime: AMX disabled (TW_CPU_AMX=0): bf16 and int8 gemms use the AVX-512 paths";
+  static char msg[200];
+  const long err = amx_permission_errno();
+  if (err == 0) return "gemm runtime: AMX tiles in use for bf16 (TDPBF16PS) and int8 (TDPBSSD) gemms";
+  snprintf(msg, sizeof msg,
+           "gemm runtime: the kernel refused AMX tile permission (arch_prctl ARCH_REQ_XCOMP_PERM: errno %ld): "
+           "bf16 and int8 gemms use the AVX-512 paths", err);
+  return msg;
+#else
+  return "gemm runtime: built without AMX (this instruction set has none)";
+#endif
+}
