@@ -34,7 +34,8 @@ def test_generator_covers_the_grammar():
     descs = [grammar.generate(s) for s in range(CORPUS_SEED, CORPUS_SEED + CORPUS_N)]
     assert grammar.generate(123) == grammar.generate(123)
     seen = lambda f: {f(d) for d in descs}  # noqa: E731
-    assert seen(lambda d: d["kind"]) == {"copy", "map", "reduce", "gemm"}
+    assert seen(lambda d: d["kind"]) == {"copy", "map", "reduce", "gemm", "gather"}
+    assert seen(lambda d: (d["kind"], d.get("ndim"))) >= {("gather", 1), ("gather", 2)}
     assert seen(lambda d: d["sym"]) == {True, False}
     assert seen(lambda d: d["loop"]) == {"grid", "serial", "pipelined"}
     assert seen(lambda d: d["dt_in"]) == set(grammar.MAP_DTYPES)

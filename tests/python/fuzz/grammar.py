@@ -1,7 +1,7 @@
 """The fuzzer's program grammar: a program description (a JSON-able dict) drawn from a seed, and
 the Tilewright kernel source that it denotes.
 
-Four kinds of programs, each one explicit-style kernel as docs/language.md teaches:
+Five kinds of programs, each one explicit-style kernel as docs/language.md teaches:
 
 * ``copy``   A --T.copy--> tile --T.copy--> B: casts between float32/float16/bfloat16/int8 on
   either copy, tile origins with offsets (``A[by * bm + r0, bx * bn + c0]``), an input smaller or
@@ -12,6 +12,9 @@ Four kinds of programs, each one explicit-style kernel as docs/language.md teach
   shifts, ``~`` and bitwise ``& | ^`` (Python semantics: floor division, arithmetic shifts).
 * ``reduce`` ``T.reduce_sum/max/min`` over rows or columns, the reduced dimension either in one
   tile or walked by a serial/pipelined loop merging with ``clear=False``.
+* ``gather`` a map reading a tile at data-dependent indices from an int32 index tensor: a row
+  gather ``y[i, j] = x[i, ix[i, j]]`` or a flat one ``y[i] = x[i, lab[i]]`` (one element per row,
+  cross-entropy's label logit), indices anywhere in the tile (its zero-filled tail included).
 * ``gemm``   ``T.gemm`` with transposes, a serial/pipelined K loop, an accumulator cleared or
   loaded from an input C0, an optional ``T.Parallel`` epilogue, a cast on the way out.
 
@@ -231,6 +234,16 @@ def generate(seed):
             d[red] = min(d[red], d[blk]) if d[red] else d[red]
         # a second pass (a second loop) summing the squares into a second output B2
         d["sumsq"] = srng.random() < 0.3
+    elif kind == "gemm" and xrng.random() < 0.25:   # a gather program (extension stream)
+        d["kind"] = "gather"
+        d["loop"] = "grid"
+        d["ndim"] = xrng.choice((1, 2))
+        d["dt_in"] = d["dt_tile"] = d["dt_out"] = xrng.choice(MAP_DTYPES)
+        d["bm"], d["bn"] = _block(xrng), _block(xrng, (1, 2, 4, 8, 16, 32, 64, 128), (1, 1, 2, 3, 4, 3, 2, 1))
+        d["M"] = _dim(rng, d["bm"], sym)
+        d["N"] = _dim(rng, d["bn"], sym)
+        if d["ndim"] == 1:   # the flat form reads whole rows: one tile spans N
+            d["N"] = min(d["N"], d["bn"]) if d["N"] else d["N"]
     else:  # gemm
         d["dt_in"] = srng.choice(DTYPES)
         integer = is_int(d["dt_in"])
@@ -279,6 +292,12 @@ def tensors(d):
         out = ("N",) if d["dim"] == 0 else ("M",)
         return [("A", ("M", "N"), d["dt_in"], False), ("B", out, d["dt_out"], True)] + \
             ([("B2", out, d["dt_out"], True)] if d.get("sumsq") else [])
+    if k == "gather":
+        if d["ndim"] == 1:
+            return [("A", ("M", "N"), d["dt_in"], False), ("Idx", ("M",), "int32", False),
+                    ("B", ("M",), d["dt_in"], True)]
+        return [("A", ("M", "N"), d["dt_in"], False), ("Idx", ("M", "N"), "int32", False),
+                ("B", ("M", "N"), d["dt_in"], True)]
     a = ("K", "M") if d["ta"] else ("M", "K")
     b = ("N", "K") if d["tb"] else ("K", "N")
     ts = [("A", a, d["dt_in"], False), ("B", b, d["dt_in"], False)]
@@ -415,6 +434,20 @@ def _body(d):
             body += one_pass("T.reduce_sum", "r2", "k2", _map_lines([["sq"]], True, "x", ("i", "j"), None, (bm, bn)))
             body.append(f"T.copy(r2, {dst('B2')})")
         return [f"with {grid}:"] + ["    " + s for s in body]
+    if k == "gather":
+        dt = d["dt_in"]
+        if d["ndim"] == 1:
+            body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"ix = T.alloc_fragment(({bm},), 'int32')",
+                    f"y = T.alloc_fragment(({bm},), {dt!r})", f"T.copy(A[by * {bm}, 0], x)",
+                    f"T.copy(Idx[by * {bm}], ix)", f"for i in T.Parallel({bm}):", "    y[i] = x[i, ix[i]]",
+                    f"T.copy(y, B[by * {bm}])"]
+            return [f"with T.Kernel(T.ceildiv({dim('M')}, {bm})) as by:"] + ["    " + s for s in body]
+        body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"ix = T.alloc_fragment(({bm}, {bn}), 'int32')",
+                f"y = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"T.copy(A[by * {bm}, bx * {bn}], x)",
+                f"T.copy(Idx[by * {bm}, bx * {bn}], ix)", f"for i, j in T.Parallel({bm}, {bn}):",
+                "    y[i, j] = x[i, ix[i, j]]", f"T.copy(y, B[by * {bm}, bx * {bn}])"]
+        return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + \
+            ["    " + s for s in body]
     # gemm
     bk = d["bk"]
     adt, acc = d["dt_in"], acc_dtype(d)

@@ -38,6 +38,8 @@ def _valid(d):
                 return False
             if d["dt_tile"] != "int32" and any(op[0] in grammar.INT_OPS for op in d["ops"]):
                 return False
+    if k == "gather" and d["ndim"] == 1 and d["N"] > d["bn"]:
+        return False
     if k == "reduce" and d["loop"] == "grid":
         red, blk = (d["M"], d["bm"]) if d["dim"] == 0 else (d["N"], d["bn"])
         if red > blk:

@@ -57,10 +57,13 @@ def inputs(d):
     [-4, 4], integers in [-8, 8] (exact in every dtype, so copies and gemms are exact)."""
     rng = np.random.default_rng(d["seed"])
     arrays = []
-    for _, dims, dt, out in tensors(d):
+    for name, dims, dt, out in tensors(d):
         if out:
             continue
         shape = shape_of(d, dims)
+        if d["kind"] == "gather" and name == "Idx":   # tile column indices, the zero-filled tail included
+            arrays.append(rng.integers(0, d["bn"], size=shape).astype(np.int32))
+            continue
         ints = rng.integers(-8, 9, size=shape)
         arrays.append((ints if is_int(dt) else ints / 2.0).astype(np_dtype(dt)))
     return arrays
@@ -159,7 +162,20 @@ def reference(d):
         if d.get("sumsq"):
             outs.append(_reduce(d, convert(x * x, d["dt_tile"], d["dt_tile"]), "sum", tr))
         return outs, tr
+    if k == "gather":
+        return [_gather(d, ins[0], ins[1].astype(np.int64))], tr
     return [_gemm(d, ins, tr)], tr
+
+
+def _gather(d, a, idx):
+    """y = x[i, idx] on each block's tile (A's block, zero past A's end): exact."""
+    M, N, bn = d["M"], d["N"], d["bn"]
+    if d["ndim"] == 1:
+        rows = np.arange(M)
+        return np.where(idx < N, a[rows, np.minimum(idx, max(N - 1, 0))], 0.0) if N else np.zeros(M)
+    col = (np.arange(N) // bn * bn)[None, :] + idx   # the source column of each element
+    rows = np.arange(M)[:, None]
+    return np.where(col < N, a[rows, np.minimum(col, N - 1)], 0.0) if M and N else np.zeros((M, N))
 
 
 def _reduce(d, x, op, tr):
