@@ -276,6 +276,7 @@ class MapLowering {
   // compositions whose every int32 step stays inside int32 (the simulator reports any that leaves)
   int shift_by_tile(ir::BinOp op, int x, int n, const Span& sp);        // x << n, x >> n, n per element
   int int_divide(ir::BinOp op, int x, int d, const Span& sp);           // Python x // d, x % d
+  int divide_pow2(ir::BinOp op, int x, int k, const Span& sp);          // x // 2^k, x % 2^k (int32)
   int bit_not(int x, const Span& sp);                                    // ~x = -1 - x
   int bitwise(ir::BinOp op, int x, int y, const Span& sp);              // x & y, x | y, x ^ y (int32)
   int call(ir::MathFn fn, int a, const Span& sp);
@@ -1161,13 +1162,20 @@ int MapLowering::wrap(int x, DType t, const Span& sp) {
 // values in the type's range).
 int MapLowering::wrap_i32(int x, DType t, const Span& sp) {
   auto I = [&](int64_t v) { return leaf_scalar(ir::int_imm(v, kI32, sp)); };
-  auto mod256 = [&](int y) {
-    return bin(ir::BinOp::Sub, y, bin(ir::BinOp::Shl, bin(ir::BinOp::Shr, y, I(8), sp), I(8), sp), sp);
-  };
-  int r = mod256(x);
-  if (t == DType(DTypeCode::i8)) r = bin(ir::BinOp::Add, mod256(bin(ir::BinOp::Add, r, I(128), sp)), I(-128), sp);
+  int r = divide_pow2(ir::BinOp::Mod, x, 8, sp);
+  if (t == DType(DTypeCode::i8))
+    r = bin(ir::BinOp::Add, divide_pow2(ir::BinOp::Mod, bin(ir::BinOp::Add, r, I(128), sp), 8, sp), I(-128), sp);
   nodes_[r].limit = 255.0;
   return step_cast(to_type(r, kF16, sp), t, sp);
+}
+
+// int32 x // 2^k = x >> k and x % 2^k = x - ((x >> k) << k) (Python's floor semantics: the shift
+// is arithmetic), exact for every int32 x.
+int MapLowering::divide_pow2(ir::BinOp op, int x, int k, const Span& sp) {
+  int kk = leaf_scalar(ir::int_imm(k, kI32, sp));
+  int q = bin(ir::BinOp::Shr, x, kk, sp);
+  if (op == ir::BinOp::FloorDiv) return q;
+  return bin(ir::BinOp::Sub, x, bin(ir::BinOp::Shl, q, kk, sp), sp);
 }
 
 int MapLowering::materialize(int x, Shape to, const Span& sp) {
@@ -1469,11 +1477,7 @@ int MapLowering::build_uncached(const Expr& e) {
         case ir::BinOp::FloorDiv: case ir::BinOp::Mod: {  // int32 by 2^k: x >> k, x - ((x >> k) << k), exact
           auto d = ir::as_const_int(b->b);
           if (e->dtype == kI32 && d && *d > 0 && (*d & (*d - 1)) == 0) {
-            int x = build(b->a);
-            int k = leaf_scalar(ir::int_imm(std::countr_zero(static_cast<uint64_t>(*d)), kI32, sp));
-            int q = bin(ir::BinOp::Shr, x, k, sp);
-            if (b->op == ir::BinOp::FloorDiv) return q;
-            return bin(ir::BinOp::Sub, x, bin(ir::BinOp::Shl, q, k, sp), sp);
+            return divide_pow2(b->op, build(b->a), std::countr_zero(static_cast<uint64_t>(*d)), sp);
           }
           if (e->dtype == kI32) {
             int x = build(b->a);
