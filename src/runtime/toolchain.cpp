@@ -221,7 +221,13 @@ std::string cpu_features() {
 }
 
 std::vector<std::string> default_compile_flags() {
-    return {"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    // -mprefer-vector-width=512: GCC's and Clang's tunings for AVX-512 cores (Ice Lake, Sapphire
+    // Rapids, Zen 4) auto-vectorise with 256-bit vectors, while the runtime headers' explicit
+    // vectors (tw_cpu/simd.h) are 512-bit there. A generated map that stores a chunk with ymm
+    // stores and a fused reduction that reloads it with one zmm load cannot forward the stores:
+    // a stall per chunk (rms_norm 8192x4096 ran at 45-50% of copy bandwidth, 78-91% with this
+    // flag; docs/performance.md). Without AVX-512 the flag has no effect.
+    return {"-O3", "-march=native", "-mprefer-vector-width=512", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
 }
 
 namespace {

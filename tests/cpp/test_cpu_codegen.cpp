@@ -8,6 +8,7 @@
 #include "target/cpu/view_gemm_operands.h"
 #include "target/cpu/view_rows.h"
 #include "runtime/cpu_executable.h"
+#include "runtime/toolchain.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -161,8 +162,9 @@ std::unique_ptr<Library> build(const std::string& source, const std::string& tag
   std::string dir = made;
   std::string cpp = dir + "/" + tag + ".cpp", so = dir + "/" + tag + ".so", log = dir + "/" + tag + ".log";
   std::ofstream(cpp) << source;
-  std::vector<std::string> argv{"g++", "-O3", "-march=native", "-std=c++20", "-fPIC", "-shared",
-                                "-I" + repo_dir() + "/src/target/cpu/include"};
+  std::vector<std::string> argv{"g++"};
+  for (const auto& f : tw::runtime::default_compile_flags()) argv.push_back(f);
+  argv.push_back("-I" + repo_dir() + "/src/target/cpu/include");
   argv.insert(argv.end(), {"-o", so, cpp});
   // kernels that call tw_cpu::gemm link against the gemm runtime library (loaded into this
   // process by gemm_runtime_library()), as the runtime's compile does

@@ -470,7 +470,8 @@ TEST(Toolchain, CpuFeaturesSortedAndConsistent) {
 
 TEST(Toolchain, DefaultFlags) {
     auto f = rt::default_compile_flags();
-    for (const char* want : {"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"})
+    for (const char* want : {"-O3", "-march=native", "-mprefer-vector-width=512", "-std=c++20", "-fPIC", "-shared",
+                             "-fno-plt"})
         EXPECT_NE(std::find(f.begin(), f.end(), want), f.end()) << want;
 }
 
