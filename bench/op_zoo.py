@@ -17,7 +17,8 @@ tests/python/test_op_zoo.py runs every op once on small odd shapes (correctness 
 
 Ops of the issue's list not in the zoo: see MISSING below (none today). Peers to read with care: numpy has no
 erf, so gelu_erf's numpy peer is np.vectorize(math.erf) (its ratio means nothing); frobenius runs
-as one program (a reduction across programs needs an atomic add, which the language lacks).
+as one program (so one thread), the one-kernel form of a norm: across programs the sum of squares
+would be `T.atomic_add`ed into a zeroed output and its square root taken in a second step.
 """
 from __future__ import annotations
 
@@ -304,8 +305,8 @@ def _l2(shape, rng):
 
 @tw.jit(out_idx=[-1])
 def frobenius(M, N, block_M=8):
-    """One program walks the row blocks (a whole-tensor reduction across programs would need an
-    atomic add, which the language does not have yet)."""
+    """One program walks the row blocks: the square root needs the whole sum, which a reduction
+    across programs (`T.atomic_add` into a zeroed output) only has after the kernel."""
     @T.prim_func
     def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((1,), "float32")):
         with T.Kernel(1) as bx:
