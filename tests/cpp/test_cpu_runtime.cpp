@@ -1001,6 +1001,8 @@ TEST(Math, Exp) {
   EXPECT_EQ(tw_cpu::exp(88.8f), INFINITY);
   EXPECT_EQ(tw_cpu::exp(1000.f), INFINITY);
   EXPECT_EQ(tw_cpu::exp(-200.f), 0.0f);
+  EXPECT_EQ(tw_cpu::exp(std::nextafter(-104.0f, -INFINITY)), 0.0f);
+  EXPECT_EQ(tw_cpu::exp(-1.0e30f), 0.0f);
   EXPECT_EQ(tw_cpu::exp(0.f), 1.0f);
   EXPECT_TRUE(std::isnan(tw_cpu::exp(NAN)));
   EXPECT_GT(tw_cpu::exp(-100.f), 0.0f);  // subnormal, not flushed
@@ -1026,7 +1028,12 @@ TEST(Math, Exp2) {
   EXPECT_EQ(tw_cpu::exp2(128.0f), INFINITY);
   EXPECT_EQ(tw_cpu::exp2(-INFINITY), 0.0f);
   EXPECT_EQ(tw_cpu::exp2(-151.0f), 0.0f);
+  // below -151 (softmax's masked scores): 0 by a select, with no underflowing multiply
+  EXPECT_EQ(tw_cpu::exp2(std::nextafter(-151.0f, -INFINITY)), 0.0f);
+  EXPECT_EQ(tw_cpu::exp2(-1.0e30f), 0.0f);
+  EXPECT_GT(tw_cpu::exp2(-149.0f), 0.0f);  // subnormal, not flushed
   EXPECT_TRUE(std::isnan(tw_cpu::exp2(NAN)));
+  EXPECT_TRUE(std::isnan(tw_cpu::exp2(-NAN)));
 }
 
 TEST(Math, Log) {

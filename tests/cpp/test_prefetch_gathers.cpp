@@ -87,6 +87,53 @@ TEST(PrefetchGathers, LeavesOtherCopiesAlone) {
   for (const auto& c : cases) EXPECT_EQ(run(c), ir::print(ir::parse_kernel(c, "k.tw"))) << c;
 }
 
+// A gathered block of whole rows: masked prefill's key loop over a compacted list of key blocks
+// (`kb = I[t]`), `rows` rows of `dim` floats of one head, one contiguous run of rows * dim * 4
+// bytes in K.
+std::string blocks(const std::string& mark, int rows, int dim, int heads = 2) {
+  const std::string r = std::to_string(rows), d = std::to_string(dim);
+  return R"(kernel k(K: global float32[)" + std::to_string(heads) + ", 2048, " + d +
+         R"(], I: global int32[32], O: global float32[2, )" + d + R"(] out)
+    grid(h = 2) {
+  alloc k: shared float32[)" + r + ", " + d + R"(]
+  alloc o: fragment float32[)" + d + R"(]
+  for t in serial(0, 32) {
+    let kb: int32 = I[t]
+    )" + mark + "copy K[h:+1, kb * " + r + ":+" + r + ", 0:+" + d + R"(] -> k
+    reduce sum k -> o axis=0 clear=false
+  }
+  copy o -> O[h:+1, 0:+)" + d + R"(]
+}
+)";
+}
+
+// kStreamedRun: a source of at least 4 KiB in one contiguous run is left to the hardware
+// prefetchers (64 rows x 512 B = 32 KiB; 8 rows x 512 B = 4 KiB); a shorter run is prefetched
+// (4 rows x 512 B = 2 KiB; one float), and so is a large block whose rows are apart (the BSHD
+// layout: 64 rows of 512 B, one head's row in every 1 KiB; paged decode's pages above likewise).
+TEST(PrefetchGathers, LongContiguousRunsLeftToTheHardware) {
+  EXPECT_EQ(run(blocks("", 64, 128)), blocks("", 64, 128));
+  EXPECT_EQ(run(blocks("", 8, 128)), blocks("", 8, 128));
+  EXPECT_EQ(run(blocks("", 4, 128)), blocks("@prefetch_next(1) ", 4, 128));
+  EXPECT_EQ(run(blocks("", 1, 1)), blocks("@prefetch_next(1) ", 1, 1));
+  // one head: K[0:+1, ...] covers the head dim whole; the run is still the block's rows
+  EXPECT_EQ(run(blocks("", 64, 128, 1)), blocks("", 64, 128, 1));
+  const std::string bshd = R"(kernel k(K: global float32[2048, 2, 128], I: global int32[32], O: global float32[2, 128] out)
+    grid(h = 2) {
+  alloc k: shared float32[64, 128]
+  alloc o: fragment float32[128]
+  for t in serial(0, 32) {
+    let kb: int32 = I[t]
+    @copy K[kb * 64:+64, h:+1, 0:+128] -> k
+    reduce sum k -> o axis=0 clear=false
+  }
+  copy o -> O[h:+1, 0:+128]
+}
+)";
+  auto with = [&](const std::string& mark) { return bshd.substr(0, bshd.find('@')) + mark + bshd.substr(bshd.find('@') + 1); };
+  EXPECT_EQ(run(with("")), with("@prefetch_next(1) "));
+}
+
 // What codegen_cpu emits at the top of the step loop's body: the next step's pages (j + 1), the
 // if and the let the copy needs (fresh variables), guarded by the loop's end.
 TEST(PrefetchGathers, NextIterationStatement) {

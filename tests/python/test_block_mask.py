@@ -193,6 +193,24 @@ def test_skipped_blocks_are_never_read():
     assert_close(out, ma.reference(q, np.nan_to_num(k), np.nan_to_num(v), mask))
 
 
+@pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
+def test_cpu_prefetches_only_scattered_sources(layout):
+    # the key blocks come from KvIdx (a gather): in BHSD a K / V block is 64 rows of 512 bytes in
+    # one 32 KiB run, left to the hardware prefetchers (prefetch_gathers' kStreamedRun); in BSHD
+    # with 2 kv heads its rows are 1 KiB apart, and the mask block's 64-byte rows 2048 apart:
+    # those are prefetched one block ahead
+    kern = ma.attention_prefill(1, 4, 2, 256, 256, 128, layout, mask="bool")
+    src = kern.get_source("c++")
+    blocks_prefetched = layout == "BSHD"
+    assert ("prefetch the source of copy K -> k" in src) == blocks_prefetched
+    assert ("prefetch the source of copy V -> v" in src) == blocks_prefetched
+    assert "prefetch the source of copy Mask -> msk" in src
+    q, k, v, rng = ma.inputs(1, 4, 2, 256, 256, 128, layout)
+    mask = block_pattern(256, 256, 64, 64, seed=3)
+    out = kern(q, k, v, mask, *ma.prefill_blocks(mask), np.array([256], np.int32))
+    assert_close(out, ma.reference(q, k, v, mask, layout=layout))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_prefill_with_summary_low_precision(dtype):
     out, ref, _ = prefill(block_pattern(50, 50, 16, 16, seed=5), D=32, dtype=dtype)

@@ -110,6 +110,15 @@ def test_cpu_prefetches_the_next_steps_pages():
     assert src.count("__builtin_prefetch") == 2  # the K and the V page
 
 
+def test_cpu_leaves_contiguous_pages_to_the_hardware_prefetcher():
+    # one kv head, head_dim 128 fp32, page 16: a page is one contiguous 8 KiB run, which the
+    # hardware prefetchers stream (prefetch_gathers' kStreamedRun): no software prefetch
+    (q, kc, vc, bt, cl), _ = pa.run(2, 4, 1, 128, 16, 70, lens=[70, 17], seed=4)
+    kern = pa.paged_decode(2, 4, 1, 128, kc.shape[0], 16, bt.shape[1])
+    assert "__builtin_prefetch" not in kern.get_source("c++")
+    assert_close(kern(q, kc, vc, bt, cl), pa.reference(q, kc, vc, bt, cl))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("heads", [(4, 2), (4, 1), (3, 3)], ids=["gqa", "mqa", "mha"])
 def test_nan_past_the_context_at_page_edges(heads, dtype):

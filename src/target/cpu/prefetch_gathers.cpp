@@ -16,6 +16,19 @@ namespace {
 
 constexpr const char* kName = "prefetch_next";
 
+// The bytes of r's longest contiguous run in its (dense, row-major) tensor: the innermost dims it
+// covers whole and the extent of the next one (r's extents are constants here).
+int64_t contiguous_run(const Region& r) {
+  int64_t run = r.buffer->dtype.bytes();
+  for (int d = r.buffer->ndim() - 1; d >= 0; --d) {
+    auto e = as_const_int(r.extents[d]);
+    auto n = as_const_int(r.buffer->shape[d]);
+    run *= e ? *e : 1;
+    if (!e || !n || *e != *n) break;
+  }
+  return run;
+}
+
 struct Walk {
   std::unordered_set<const void*> written;
   std::unordered_map<const VarNode*, Expr> lets;  // every let seen so far (variables are unique)
@@ -65,6 +78,7 @@ struct Walk {
       if (!x) return;
       bytes *= *x;
     }
+    if (contiguous_run(c.src) >= kStreamedRun) return;  // the hardware prefetchers stream it  // the hardware prefetchers stream it
     for (size_t i = 0; i < loops.size(); ++i) {
       const ForNode& L = *loops[i];
       if (L.for_kind == ForKind::parallel || !vars.count(L.var.get())) continue;

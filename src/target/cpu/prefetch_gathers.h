@@ -11,6 +11,12 @@ namespace tw::cpu {
 // Sapphire Rapids: the rows of this iteration and of the next stay in it).
 inline constexpr int64_t kPrefetchBudget = 256 << 10;
 
+// A gathered copy whose source is one contiguous run of at least this many bytes (a block of
+// whole rows: masked prefill's 64-row K / V blocks, 16-32 KiB) is left to the hardware
+// prefetchers, which stream it once its first lines miss; smaller runs (paged decode's 512-byte
+// rows of one kv head, 4 KiB apart) are prefetched.
+inline constexpr int64_t kStreamedRun = 4 << 10;
+
 // A copy from a global tensor into a tile whose source address depends on a value read from
 // memory (a page number read from a block table, a token id: `page = block_tables[b, j];
 // T.copy(K[page, :, h, :], k)`) is a gather the hardware prefetchers cannot follow: each copy
