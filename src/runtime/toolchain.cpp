@@ -221,7 +221,17 @@ std::string cpu_features() {
 }
 
 std::vector<std::string> default_compile_flags() {
-    return {"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    std::vector<std::string> f{"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    // On AVX-512 hosts the hand-written vectors (tw_cpu/simd.h: reductions, gemm, row kernels)
+    // are 512-bit, but g++ and clang++ tune -march=native on Intel cores (icelake-server,
+    // sapphirerapids) to auto-vectorise with 256-bit vectors, so every T.Parallel map and
+    // elementwise loop ran at half the width of the code around it. Flash attention's maps (the
+    // exp2 of the scores, the mask, the rescale) ran 1.5-1.7x faster at 512 bits on a Sapphire
+    // Rapids core (docs/performance.md); on Zen 4, which executes 512-bit operations as two
+    // 256-bit halves, the width is neutral for throughput.
+    const std::string feats = " " + cpu_features() + " ";
+    if (feats.find(" avx512f ") != std::string::npos) f.push_back("-mprefer-vector-width=512");
+    return f;
 }
 
 namespace {

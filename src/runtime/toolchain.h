@@ -27,7 +27,7 @@ CompilerInfo probe_compiler(const std::string& cxx);
 std::string cpu_features();
 
 // Flags every kernel is compiled with (before caller extras): -O3 -march=native -std=c++20
-// -fPIC -shared -fno-plt.
+// -fPIC -shared -fno-plt, and -mprefer-vector-width=512 on hosts with AVX-512F (cpu_features()).
 std::vector<std::string> default_compile_flags();
 
 struct CompileResult {
