@@ -93,15 +93,14 @@ TW_CPU_INLINE float exp_scaled(float r, int32_t ni) {
 TW_CPU_INLINE float exp(float x) {
   using namespace detail;
   uint32_t u = fbits(x);
-  // unsigned: x <= -104, -Inf, -NaN give +0 (e^-104 < 2^-150 rounds to 0; NaN restored at the
-  // end) by a select, and compute e^0 meanwhile: arithmetic that underflows costs a microcode
-  // assist per vector instruction on Intel cores (~150 cycles: 11x the whole map when every
-  // lane is a softmax's masked -1e30)
-  const bool zero = u >= 0xc2d00000u;
-  u = zero ? 0u : u;
+  u = u < 0xc2d00000u ? u : 0xc2d00000u;  // unsigned: x < -104, -Inf, -NaN -> -104
+  // those (e^-104 < 2^-150 rounds to +0) give +0 by a select and compute e^0 meanwhile:
+  // arithmetic that underflows costs a microcode assist per vector instruction on Intel cores
+  // (~150 cycles: 11x the whole map when every lane is a softmax's masked -1e30)
+  const bool zero = u == 0xc2d00000u;
   int32_t v = (int32_t)u;
   v = v < 0x42b20000 ? v : 0x42b20000;  // signed: x > 89, +Inf, +NaN -> 89 (negatives kept)
-  float xc = bitsf((uint32_t)v);        // in [-104, 89]: finite (NaN restored at the end)
+  float xc = fsel(zero, 0.0f, bitsf((uint32_t)v));  // in [-104, 89]: finite (NaN restored at the end)
   const float kShift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + 127: fbits(t) low bits = n + 127
   const float kShift1 = 12582912.0f;          // fbits(t1) low bits = n1
   float t = fmadd(xc, 1.44269504088896341f, kShift);
