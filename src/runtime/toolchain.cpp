@@ -221,13 +221,19 @@ std::string cpu_features() {
 }
 
 std::vector<std::string> default_compile_flags() {
-    // -mprefer-vector-width=512: GCC's and Clang's tunings for AVX-512 cores (Ice Lake, Sapphire
-    // Rapids, Zen 4) auto-vectorise with 256-bit vectors, while the runtime headers' explicit
-    // vectors (tw_cpu/simd.h) are 512-bit there. A generated map that stores a chunk with ymm
-    // stores and a fused reduction that reloads it with one zmm load cannot forward the stores:
-    // a stall per chunk (rms_norm 8192x4096 ran at 45-50% of copy bandwidth, 78-91% with this
-    // flag; docs/performance.md). Without AVX-512 the flag has no effect.
-    return {"-O3", "-march=native", "-mprefer-vector-width=512", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    std::vector<std::string> f{"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    // On AVX-512 hosts the hand-written vectors (tw_cpu/simd.h: reductions, gemm, row kernels)
+    // are 512-bit, but g++ and clang++ tune -march=native on Intel cores (icelake-server,
+    // sapphirerapids) to auto-vectorise with 256-bit vectors, so every T.Parallel map and
+    // elementwise loop ran at half the width of the code around it. Flash attention's maps (the
+    // exp2 of the scores, the mask, the rescale) ran 1.5-1.7x faster at 512 bits on a Sapphire
+    // Rapids core (docs/performance.md); on Zen 4, which executes 512-bit operations as two
+    // 256-bit halves, the width is neutral for throughput. One width on both sides also lets a
+    // fused map + row reduction hand its chunks through L1: two 256-bit stores reloaded by one
+    // 512-bit load cannot be store-forwarded (rms_norm 2.3x -> 4.0x numpy on that core).
+    const std::string feats = " " + cpu_features() + " ";
+    if (feats.find(" avx512f ") != std::string::npos) f.push_back("-mprefer-vector-width=512");
+    return f;
 }
 
 namespace {

@@ -26,8 +26,8 @@ CompilerInfo probe_compiler(const std::string& cxx);
 // "avx avx2 avx512bw avx512f avx512vl f16c fma". Stable across runs; part of cache keys.
 std::string cpu_features();
 
-// Flags every kernel is compiled with (before caller extras): -O3 -march=native
-// -mprefer-vector-width=512 -std=c++20 -fPIC -shared -fno-plt.
+// Flags every kernel is compiled with (before caller extras): -O3 -march=native -std=c++20
+// -fPIC -shared -fno-plt, and -mprefer-vector-width=512 on hosts with AVX-512F (cpu_features()).
 std::vector<std::string> default_compile_flags();
 
 struct CompileResult {

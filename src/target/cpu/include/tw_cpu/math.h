@@ -92,13 +92,15 @@ TW_CPU_INLINE float exp_scaled(float r, int32_t ni) {
 // round-to-integer shifts whose low bits are n + 127 and n1: no float -> int conversions.
 TW_CPU_INLINE float exp(float x) {
   using namespace detail;
-  // x < -104 gives 0 by a select, computed from x = 0 (no underflow: see exp2)
-  const bool zero = x < -104.0f;
-  uint32_t u = fbits(fsel(zero, 0.0f, x));
-  u = u < 0xc2d00000u ? u : 0xc2d00000u;  // unsigned: -NaN -> -104
+  uint32_t u = fbits(x);
+  u = u < 0xc2d00000u ? u : 0xc2d00000u;  // unsigned: x < -104, -Inf, -NaN -> -104
+  // those (e^-104 < 2^-150 rounds to +0) give +0 by a select and compute e^0 meanwhile:
+  // arithmetic that underflows costs a microcode assist per vector instruction on Intel cores
+  // (~150 cycles: 11x the whole map when every lane is a softmax's masked -1e30)
+  const bool zero = u == 0xc2d00000u;
   int32_t v = (int32_t)u;
   v = v < 0x42b20000 ? v : 0x42b20000;  // signed: x > 89, +Inf, +NaN -> 89 (negatives kept)
-  float xc = bitsf((uint32_t)v);        // in [-104, 89]: finite (NaN restored at the end)
+  float xc = fsel(zero, 0.0f, bitsf((uint32_t)v));  // in [-104, 89]: finite (NaN restored at the end)
   const float kShift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + 127: fbits(t) low bits = n + 127
   const float kShift1 = 12582912.0f;          // fbits(t1) low bits = n1
   float t = fmadd(xc, 1.44269504088896341f, kShift);
@@ -119,12 +121,12 @@ TW_CPU_INLINE float exp(float x) {
 // |f ln2| <= ln2/2 (f ln2 computed with a two-part ln2), scaled by 2^n in two factors.
 TW_CPU_INLINE float exp2(float x) {
   using namespace detail;
-  // x < -151 (a masked score: -Inf, -1e30) gives 0 by a select, computed from x = 0: scaling
-  // into the underflow costs a microcode assist per vector on Intel cores (~17x the whole
-  // function when half the lanes underflow), and softmax feeds it a -Inf for every hidden score
-  const bool zero = x < -151.0f;
   float xc = fsel(x > 129.0f, 129.0f, x);
-  xc = fsel(zero, 0.0f, xc);  // NaN stays NaN
+  // x <= -150 (2^x <= 2^-150 rounds to +0) by a select, computing 2^0 meanwhile: no underflow
+  // in the arithmetic (see exp: a microcode assist per vector instruction on Intel cores, which
+  // a causal or tail-masked softmax hits on every masked lane). NaN stays NaN.
+  const bool zero = xc <= -150.0f;
+  xc = fsel(zero, 0.0f, xc);
   const float kShift = 12582912.0f;  // 1.5 * 2^23: float add rounds to integer
   float t = xc + kShift;
   float n = t - kShift;
