@@ -221,13 +221,19 @@ std::string cpu_features() {
 }
 
 std::vector<std::string> default_compile_flags() {
-    // -mprefer-vector-width=512: GCC's and Clang's tunings for AVX-512 cores (Ice Lake, Sapphire
-    // Rapids, Zen 4) auto-vectorise with 256-bit vectors, while the runtime headers' explicit
-    // vectors (tw_cpu/simd.h) are 512-bit there. A generated map that stores a chunk with ymm
-    // stores and a fused reduction that reloads it with one zmm load cannot forward the stores:
-    // a stall per chunk (rms_norm 8192x4096 ran at 45-50% of copy bandwidth, 78-91% with this
-    // flag; docs/performance.md). Without AVX-512 the flag has no effect.
-    return {"-O3", "-march=native", "-mprefer-vector-width=512", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    std::vector<std::string> flags = {"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+#if defined(__x86_64__) || defined(__i386__)
+    // -mprefer-vector-width=512: GCC's and Clang's tunings for AVX-512 cores (g++ 12: Ice Lake,
+    // Rocket Lake, Sapphire Rapids) auto-vectorise with 256-bit vectors, while the runtime
+    // headers' explicit vectors (tw_cpu/simd.h) are 512-bit there. A generated map that stores a
+    // chunk with ymm stores and a fused reduction that reloads it with one zmm load cannot
+    // forward the stores: a stall per chunk (rms_norm 8192x4096 ran at 45-50% of copy bandwidth,
+    // 78-91% with this flag; docs/performance.md). Only where AVX-512 is there: the option is
+    // x86-only (an aarch64 g++ rejects it), and without AVX-512 both sides are 256-bit already.
+    static const bool avx512 = (" " + cpu_features() + " ").find(" avx512f ") != std::string::npos;
+    if (avx512) flags.insert(flags.begin() + 2, "-mprefer-vector-width=512");
+#endif
+    return flags;
 }
 
 namespace {

@@ -27,7 +27,7 @@ CompilerInfo probe_compiler(const std::string& cxx);
 std::string cpu_features();
 
 // Flags every kernel is compiled with (before caller extras): -O3 -march=native
-// -mprefer-vector-width=512 -std=c++20 -fPIC -shared -fno-plt.
+// [-mprefer-vector-width=512 on x86 hosts with AVX-512] -std=c++20 -fPIC -shared -fno-plt.
 std::vector<std::string> default_compile_flags();
 
 struct CompileResult {

@@ -3,7 +3,7 @@
 // The unit includes only tw_cpu/abi.h and tw_cpu/tw_cpu.h and exports the symbols of the
 // binary interface (tw_cpu/abi.h): tw_abi_version, tw_grid (grid extents from the shape
 // variables and scalar parameters) and tw_block (runs one block). It is meant to be compiled
-// with runtime::default_compile_flags() (`-O3 -march=native -mprefer-vector-width=512 ...`)
+// with runtime::default_compile_flags() (`-O3 -march=native [-mprefer-vector-width=512] ...`)
 // and `-I<repo>/src/target/cpu/include`.
 //
 // Lowering, in short (details at each emitter in codegen.cpp):
