@@ -161,12 +161,14 @@ def log_softmax(N, block_M=8):
             row_sum = T.alloc_fragment((block_M,), "float32")
             T.copy(X[bx * block_M, 0], x)
             T.reduce_max(x, row_max, dim=1)
+            # one tile per map: exp(x - max) feeds only the sum (the cpu target fuses the map into
+            # the reduction and never writes e), and x is read in place until the last map, whose
+            # rows go straight to Y; a map that also wrote x - max back would copy X into x first
             for i, j in T.Parallel(block_M, N):
-                x[i, j] = x[i, j] - row_max[i]
-                e[i, j] = T.exp(x[i, j])
+                e[i, j] = T.exp(x[i, j] - row_max[i])
             T.reduce_sum(e, row_sum, dim=1)
             for i, j in T.Parallel(block_M, N):
-                x[i, j] = x[i, j] - T.log(row_sum[i])
+                x[i, j] = x[i, j] - row_max[i] - T.log(row_sum[i])
             T.copy(x, Y[bx * block_M, 0])
     return main
 

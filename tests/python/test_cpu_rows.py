@@ -1,0 +1,108 @@
+"""The four row kernels of issue 16's bandwidth goal (examples/softmax.py, rms_norm.py,
+layer_norm.py and the op zoo's log_softmax) on the cpu target against float64 numpy: odd shapes
+(one element, rows of 4097 and of 5, row counts that are not a multiple of block_M), fp32 / fp16 /
+bf16 where the kernel takes a dtype, and inputs / outputs that start 16 or 64 bytes into a page
+(numpy's large arrays start 16 bytes in) with outputs large enough for the streaming-store path
+(>= 8 MiB). Correctness only: no timing."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+from tilewright.testing import assert_close, np_dtype, randn
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "bench")]
+
+import layer_norm  # noqa: E402
+import op_zoo  # noqa: E402
+import rms_norm  # noqa: E402
+import softmax  # noqa: E402
+
+
+def _log_softmax_ref(x):
+    s = x.astype(np.float64) - x.astype(np.float64).max(axis=1, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
+
+
+# name -> (builder (the @tw.jit function), number of weight vectors, float64 reference, dtypes)
+KERNELS = {
+    "softmax": (softmax.softmax, 0, softmax.reference, ("float32", "float16", "bfloat16")),
+    "log_softmax": (op_zoo.log_softmax, 0, _log_softmax_ref, ("float32",)),
+    "rms_norm": (rms_norm.rms_norm, 1, rms_norm.reference, ("float32", "float16", "bfloat16")),
+    "layer_norm": (layer_norm.layer_norm, 2, layer_norm.reference, ("float32", "float16", "bfloat16")),
+}
+TOL = {"float32": (1e-5, 1e-5), "float16": (4e-3, 4e-3), "bfloat16": (3e-2, 3e-2)}
+
+
+def _inputs(name, M, N, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = randn((M, N), dtype, scale=3.0 if "softmax" in name else 1.0, seed=rng)
+    return x, [randn((N,), dtype, seed=rng) for _ in range(KERNELS[name][1])]
+
+
+def _check(name, y, x, ws, dtype):
+    want = KERNELS[name][2](x, *ws)
+    atol, rtol = TOL[dtype]
+    assert_close(y.astype(np.float64), want, atol=atol, rtol=rtol, msg=f"{name} {x.shape} {dtype}")
+
+
+SHAPES = [(1, 1), (3, 4097), (8193, 5), (37, 300)]  # 8193 and 37 rows: a partial last block of 8
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_row_kernel_fp32_odd_shapes(name, shape):
+    M, N = shape
+    x, ws = _inputs(name, M, N, "float32")
+    y = KERNELS[name][0](N)(x, *ws)
+    _check(name, y, x, ws, "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["softmax", "rms_norm", "layer_norm"])
+def test_row_kernel_half_precision(name, dtype):
+    M, N = 37, 4097
+    x, ws = _inputs(name, M, N, dtype)
+    y = KERNELS[name][0](N, dtype=dtype)(x, *ws)
+    assert y.dtype == np_dtype(dtype)
+    _check(name, y, x, ws, dtype)
+
+
+def _at_offset(shape, dtype, offset):
+    """An array of `shape` whose data starts `offset` bytes past a 4 KiB page boundary."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + 8192, np.uint8)
+    start = (-raw.ctypes.data) % 4096 + offset
+    a = raw[start:start + nbytes].view(dtype).reshape(shape)
+    assert a.ctypes.data % 4096 == offset
+    return a
+
+
+@pytest.mark.parametrize("offsets", [(16, 16), (64, 64), (0, 16), (16, 64), (0, 0)], ids=lambda o: f"x+{o[0]}_y+{o[1]}")
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_row_kernel_page_offsets_streaming_path(name, offsets):
+    """Input and preallocated output at numpy's page offset (+16 B), a cache line in (+64 B) and
+    page-aligned; 521 x 4099 fp32 is 8.2 MiB, so the output takes the streaming-store path (its
+    unaligned head and tail included), and 521 rows end in a partial block."""
+    M, N = 521, 4099
+    x0, ws = _inputs(name, M, N, "float32", seed=3)
+    x = _at_offset((M, N), np.float32, offsets[0])
+    x[...] = x0
+    y = _at_offset((M, N), np.float32, offsets[1])
+    y[...] = np.nan
+    k = tw.compile(KERNELS[name][0].__wrapped__(N))  # no out_idx: writes into the given output
+    k(x, *ws, y)
+    _check(name, y, x0, ws, "float32")
+
+
+def test_log_softmax_fuses_like_softmax():
+    """The op zoo's log-softmax writes one tile per map: exp(x - max) is fused into the row sum
+    (its tile never written), x is read from X in place, and the last map streams to Y through
+    the row pipeline, as softmax does."""
+    src = op_zoo.log_softmax(4096).get_source("c++")
+    assert "elided: x is only read (loads, reductions), from X in place" in src
+    assert "e itself is not written" in src
+    assert "row pipeline: 3 row passes" in src
