@@ -149,6 +149,22 @@ TEST(SelectMoveCalls, SymbolicRowCountIsGuarded) {
                "srcStride=(256 - ceildiv(256, 32) * 32) // 32 dstStride=256 - 256  @8\n");
 }
 
+// An empty count (docs/ascend.md "Empty counts"): Fixpipe's mSize / nSize are 1.. in CANN 8.5, so
+// sizes that are not positive constants issue the call under `if (m > 0 and n > 0)`; DataCopyPad's
+// blockLen and Nd2Nz's nValue / dValue take 0 (a NOP), so a run-time column count is not guarded.
+TEST(SelectMoveCalls, RunTimeFixpipeSizesAreGuardedColumnCountsAreNot) {
+  Rig r;
+  expect_calls(r.with(Fixpipe{r.at(r.l0c), r.x(), DTypeCode::f32, DTypeCode::f32, r.n, C(48), C(32), C(64)}, 9),
+               "AIC:\n  FIX Fixpipe X[0] <- l0c[0] float32->float32 m=n n=48 src_rows=32 dst_row_stride=64  @9\n",
+               "AIC:\n  if n > 0:\n    FIX FixpipeV220 X[0] <- l0c[0] float32->float32 nSize=48 mSize=n srcStride=32 "
+               "dstStride=64 quantPre=NoQuant ndNum=1  @9\n");
+  std::string both = code(select_move_calls(
+      r.with(Fixpipe{r.at(r.l0c), r.x(), DTypeCode::f32, DTypeCode::f32, r.n, r.n, C(32), C(64)}, 9), b2()));
+  EXPECT_NE(both.find("if n > 0 and n > 0:"), std::string::npos) << both;
+  std::string cols = code(select_move_calls(r.with(CopyUbToGm{r.at(r.ub), r.x(), DTypeCode::f32, C(2), r.n, C(256), C(256)}, 10), b2()));
+  EXPECT_EQ(cols.find("if "), std::string::npos) << cols;
+}
+
 TEST(SelectMoveCalls, GmGapsAreBytesUbGapsAre32BBlocks) {
   Rig r;
   // 4 rows of 24 B: 40 B apart in GM (gap 16 B), 64 B apart in UB (the row rounds to 32 B, gap 1 block)
@@ -318,6 +334,52 @@ TEST(SimulateMoveCalls, DataCopyPadFieldsAsDocumented) {
   EXPECT_TRUE(res.reports.empty()) << res.summary();
   // burst 0 reads X[0..1], burst 1 starts 8 + 4 bytes later: X[3..4]; UB bursts 32 + 32 B apart
   EXPECT_EQ(yv, (std::vector<float>{7, 0, 1, 7, 7, 3, 4, 7}));
+}
+
+// Empty counts as documented (docs/ascend.md "Empty counts"): DataCopyPad with blockLen 0 (the
+// CANN 8.5 library's range 0..2097151; the 2026 docs: a NOP on A2/A3) and Nd2Nz with nValue or
+// dValue 0 (0 in the documented ranges) do nothing and report nothing; Fixpipe with mSize or nSize 0
+// (1.. in CANN 8.5) is an API rule report at the call's line.
+TEST(SimulateMoveCalls, EmptyCountsAsDocumented) {
+  sim::Options o;
+  o.check = true;
+  auto z = ir::var("z");
+  {
+    Rig r(KernelType::AIV_ONLY);
+    KernelParam y;
+    y.name = "Y", y.dtype = DTypeCode::f32, y.shape = {C(8)}, y.is_output = true;
+    r.p.params.push_back(y);
+    DataCopyPadGmToUb in{GmRef{0, C(0)}, r.at(r.ub), DTypeCode::f32, C(2), z, C(0), C(0), true, C(0), C(0), C(7)};
+    DataCopyPadUbToGm out{r.at(r.ub), GmRef{1, C(0)}, DTypeCode::f32, C(2), z, C(0), C(0)};
+    r.p.aiv = seq({let(z, C(0), L(29)), instr(in, L(30)), instr(SetFlag{Pipe::MTE2, Pipe::MTE3, C(0)}, L(30)),
+                   instr(WaitFlag{Pipe::MTE2, Pipe::MTE3, C(0)}, L(31)), instr(out, L(31))});
+    std::vector<float> x(64 * 64, 1.f), yv(8, -1.f);
+    auto res = sim::run(r.p, b2().ascend, {arg(x), arg(yv)}, {}, o);
+    EXPECT_TRUE(res.reports.empty()) << res.summary();
+    EXPECT_EQ(yv, std::vector<float>(8, -1.f));  // nothing written
+  }
+  {
+    Rig r(KernelType::AIC_ONLY);
+    for (int zero_rows = 0; zero_rows < 2; ++zero_rows) {
+      Expr nv = zero_rows ? Expr(z) : C(16), dv = zero_rows ? C(16) : Expr(z);
+      DataCopyNd2Nz nd{GmRef{0, C(0)}, r.at(r.l1f), DTypeCode::f32, C(1), nv, dv, C(0), C(64), C(16), C(1), C(0)};
+      std::vector<float> x(64 * 64, 1.f);
+      auto res = sim::run(r.with(nd, 33, {let(z, C(0), L(33))}), b2().ascend, {arg(x)}, {}, o);
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+    }
+    for (int zero_rows = 0; zero_rows < 2; ++zero_rows) {
+      Expr m = zero_rows ? Expr(z) : C(16), n = zero_rows ? C(16) : Expr(z);
+      FixpipeV220 f{r.at(r.l0c), GmRef{0, C(0)}, DTypeCode::f32, DTypeCode::f32, n, m, C(16), C(64),
+                    QuantMode::NoQuant, false, C(1)};
+      std::vector<float> x(64 * 64, 1.f);
+      auto res = sim::run(r.with(f, 44, {let(z, C(0), L(44))}), b2().ascend, {arg(x)}, {}, o);
+      const sim::Report* bad = find(res, sim::ReportKind::ApiRule,
+                                    zero_rows ? "Fixpipe with mSize 0, nSize 16" : "Fixpipe with mSize 16, nSize 0");
+      ASSERT_NE(bad, nullptr) << res.summary();
+      EXPECT_EQ(bad->instrs.at(0).span.line, 44);
+      EXPECT_NE(bad->message.find("guard it"), std::string::npos) << bad->message;
+    }
+  }
 }
 
 // InitConstValue writes repeatTimes x (blockNum blocks, then dstGap blocks skipped): its extent is

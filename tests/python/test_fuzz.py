@@ -55,6 +55,17 @@ def test_generator_covers_the_grammar():
     assert any(d["M"] < d["bm"] for d in descs)                                      # tile larger than tensor
     assert any(d.get("r0") or d.get("c0") for d in descs)                            # offsets
     assert any(d.get("col") for d in descs) and any(d.get("sumsq") for d in descs)
+    # the fourth stream: run-time extents (both axes, empty ones), N-D windows, atomic adds, loops of
+    # 1 / 2 / 5 / 7 steps, symbolic dimensions of 0
+    assert seen(lambda d: d["kind"] if "rt" in d else None) >= {"copy", "map", "gemm"}
+    assert seen(lambda d: d.get("rt", {}).get("axis")) >= {0, 1}
+    assert seen(lambda d: d.get("rt", {}).get("store")) >= {True, False}
+    assert {d["n"] for d in descs if "rt" in d} >= {0, -2, 1}
+    assert seen(lambda d: d.get("atomic")) >= {1, 2, 3}
+    assert seen(lambda d: d.get("nd", {}).get("pos")) >= {0, 1}
+    assert any(d["sym"] and 0 in (d["M"], d.get("N")) for d in descs)
+    steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
+    assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)
     assert len({grammar.source(d) for d in descs}) < 0.7 * len(descs)
 
@@ -88,6 +99,33 @@ def test_reference_of_a_copy_with_offset_and_cast():
     wrong[4, 0] = 7.0                           # a stale value in the tail
     problem = compare(d, [wrong.astype(np.float16)])
     assert problem and "1 of 15 elements off" in problem and "(4, 0)" in problem
+
+
+def test_reference_of_run_time_extents_atomic_adds_and_nd_windows():
+    """A run-time row count n (rows at n or past it read 0; a store of `cnt` rows leaves the rest
+    undefined), a unit dim h of a 3-D input, T.atomic_add of the tile S times into B."""
+    base = {"seed": 3, "kind": "copy", "sym": False, "ndim": 2, "dt_in": "float32", "dt_tile": "float32",
+            "dt_out": "float32", "bm": 4, "bn": 4, "loop": "grid", "stages": 2, "r0": 0, "c0": 0,
+            "M": 6, "N": 3, "MA": 6, "NA": 3}
+    d = dict(base, rt={"axis": 0, "store": False}, n=5)
+    a, lens = inputs(d)
+    assert lens.tolist() == [5] and "cnt = T.min(4, n - by * 4)" in grammar.source(d)
+    (out,), _ = reference(d)
+    assert np.array_equal(out[:5], a[:5]) and not out[5:].any()
+    d = dict(d, rt={"axis": 1, "store": True}, n=2)
+    (out,), _ = reference(d)
+    assert np.array_equal(out[:, :2], a[:, :2]) and np.isnan(out[:, 2:]).all()
+    assert "T.copy(x[:, 0:cnt], B[by * 4:by * 4 + 4, bx * 4:bx * 4 + cnt])" in grammar.source(d)
+    d = dict(base, nd={"pos": 1, "h": 1}, H=3)
+    a3, = inputs(d)
+    assert a3.shape == (6, 3, 3) and "A[by * 4:by * 4 + 4, 1, bx * 4:bx * 4 + 4]" in grammar.source(d)
+    (out,), _ = reference(d)
+    assert np.array_equal(out, a3[:, 1, :])
+    d = dict(base, atomic=3, dt_out="float16")
+    a, b = inputs(d)
+    (out,), _ = reference(d)
+    assert np.array_equal(out, b.astype(np.float64) + 3 * a) and "as (bx, by, s)" in grammar.source(d)
+    assert [t[0] for t in grammar.checked(d)] == ["B"] and grammar.out_index(d) == []
 
 
 def test_reference_of_integer_operations_and_selects():

@@ -87,10 +87,18 @@ class Selector {
     if (!atomic) return call;
     return seq({ins(SetAtomic{t}), std::move(call), ins(SetAtomic{})}, span_);
   }
-  // `if (n > 0)` unless n is a positive constant (blockCount 0 or a negative count is no call).
-  StmtPtr guarded(const Expr& n, StmtPtr body) const {
-    if (auto c = ir::as_const_int(n); c && *c >= 1) return body;
-    return if_(ir::binary(BinOp::GT, n, C(0)), std::move(body), nullptr, span_);
+  // `if (n > 0 && ...)` over the counts that are not positive constants: an empty (or negative)
+  // count issues no call. DataCopyPad's blockCount (a negative count would wrap) and Fixpipe's
+  // mSize / nSize (1.. in CANN 8.5: docs/ascend.md "Empty counts") are guarded; DataCopyPad's
+  // blockLen and Nd2Nz's nValue / dValue take 0 (a NOP).
+  StmtPtr guarded(std::initializer_list<Expr> counts, StmtPtr body) const {
+    Expr cond;
+    for (const Expr& n : counts) {
+      if (auto c = ir::as_const_int(n); c && *c >= 1) continue;
+      Expr t = ir::binary(BinOp::GT, n, C(0));
+      cond = cond ? ir::binary(BinOp::And, cond, t) : t;
+    }
+    return cond ? if_(cond, std::move(body), nullptr, span_) : body;
   }
 
   StmtPtr select(const CopyGmToL1& c, const StmtPtr&) {
@@ -147,7 +155,7 @@ class Selector {
                         gap(call, "dstStride", c.n_rows, floordiv(sub(c.dst_stride, round32(c.row_bytes)), C(32)), kU32,
                             "32 B blocks"),
                         c.pad, C(0), field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0)};
-    return guarded(c.n_rows, ins(std::move(x)));
+    return guarded({c.n_rows}, ins(std::move(x)));
   }
 
   StmtPtr select(const CopyUbToGm& c, const StmtPtr&) {
@@ -158,7 +166,7 @@ class Selector {
                         gap(call, "srcStride", c.n_rows, floordiv(sub(c.src_stride, round32(c.row_bytes)), C(32)), kU32,
                             "32 B blocks"),
                         gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes"), c.atomic};
-    return atomic_mode(c.atomic, c.dtype, guarded(c.n_rows, ins(std::move(x))));
+    return atomic_mode(c.atomic, c.dtype, guarded({c.n_rows}, ins(std::move(x))));
   }
 
   StmtPtr select(const CopyUbToUb& c, const StmtPtr&) {
@@ -169,7 +177,7 @@ class Selector {
                      field(call, "blockLen", blk(c.row_bytes), 0, kU16, "32 B blocks"),
                      gap(call, "srcStride", c.n_rows, blk(sub(c.src_stride, c.row_bytes)), kU16, "32 B blocks"),
                      gap(call, "dstStride", c.n_rows, blk(sub(c.dst_stride, c.row_bytes)), kU16, "32 B blocks")};
-    return guarded(c.n_rows, ins(std::move(x)));
+    return guarded({c.n_rows}, ins(std::move(x)));
   }
 
   StmtPtr select(const LoadL0& c, const StmtPtr&) {
@@ -282,11 +290,12 @@ class Selector {
                       " has no quantPre mode (fp32 -> fp16/bf16/fp32, int32 -> int32)",
                   span_, "convert the result with a vector Cast instead");
     const char* call = "FixpipeParamsV220";
-    return atomic_mode(c.atomic, c.dst_dtype, ins(FixpipeV220{c.src, c.dst, c.src_dtype, c.dst_dtype, field(call, "nSize", c.n, 0, kU16, "columns"),
-                           field(call, "mSize", c.m, 0, kU16, "rows"),
-                           field(call, "srcStride", c.src_rows, 0, kU16, "rows of the L0C strip"),
-                           field(call, "dstStride", c.dst_row_stride, 0, kU32, "elements"), q, c.relu, C(1),
-                           c.atomic}));
+    StmtPtr x = ins(FixpipeV220{c.src, c.dst, c.src_dtype, c.dst_dtype, field(call, "nSize", c.n, 0, 4095, "columns"),
+                                field(call, "mSize", c.m, 0, 8192, "rows"),
+                                field(call, "srcStride", c.src_rows, 0, kU16, "rows of the L0C strip"),
+                                field(call, "dstStride", c.dst_row_stride, 0, kU32, "elements"), q, c.relu, C(1),
+                                c.atomic});
+    return atomic_mode(c.atomic, c.dst_dtype, guarded({c.m, c.n}, std::move(x)));
   }
 
   // Everything else is kept as it is.

@@ -434,7 +434,6 @@ class Splitter {
     // per AIV; tiles of an odd count (one query row of an MHA decode) stay whole on both AIVs,
     // which compute them alike, and only AIV 0 writes them out (GM stores and hand-offs to the Cube).
     std::unordered_map<Node, int64_t> rows;
-    bool any = false;
     ir::for_each_stmt(body, [&](const Stmt& s) {
       if (!is_cross(s)) return;
       auto* c = ir::as<ir::CopyNode>(s);
@@ -443,13 +442,14 @@ class Splitter {
       if (sh.size() != 2)
         throw ir::Error("the Cube / Vector hand-off of " + q(u->name) + " needs a 2-D tile", s->span,
                         "hand over matrices (rows x columns)");
-      any = true;
       if (sh[0] % 2 == 0) {
         rows[u.get()] = sh[0];
         split_rows_.insert(sh[0]);
       }
     });
-    if (!any) return body;
+    // No hand-off (Cube and vector code side by side, not talking): every tile stays whole on both
+    // AIVs, and AIV 0 alone stores to GM below, as for a whole tile (both storing the same bytes is
+    // a race; both adding them, with T.atomic_add, would add twice).
     // Propagate: tiles indexed by the row variable of a map over row tiles, reduce partners,
     // UB -> UB copy partners (each with the row count of the tile it is connected to).
     for (bool changed = true; changed;) {

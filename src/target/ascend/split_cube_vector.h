@@ -66,6 +66,8 @@
 //    both AIVs compute them alike; AIV 0 alone stores them to GM (`if vid == 0`), and each AIV
 //    writes a hand-off to the Cube into its own half of the workspace (twice the rows; the Cube
 //    reads AIV 0's), so both run the same instructions and insert_sync's flags are on every path.
+//    Vector code that takes no hand-off at all (Cube and vector work side by side) is whole on both
+//    AIVs the same way: AIV 0 alone stores to GM.
 // (Cube and vector software pipelining of the split loops: skew_cube_loops.h, rotate_vector_loops.h.)
 //
 // Why decisions 1-4 are one pass: 2. is decided on the state 1. tracks (which unit holds the

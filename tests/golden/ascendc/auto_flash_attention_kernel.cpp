@@ -156,16 +156,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           SetFlag<HardEvent::M_FIX>(1);  // line 24
           CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 25
           WaitFlag<HardEvent::M_FIX>(1);  // line 25
-          {
-            FixpipeParamsV220 tw_p;
-            tw_p.nSize = 64;
-            tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64), 0);
-            tw_p.srcStride = 64;
-            tw_p.dstStride = 64;
-            tw_p.quantPre = QuantMode_t::NoQuant;
-            tw_p.reluEn = false;
-            tw_p.ndNum = 1;
-            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 25
+          if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64), 0) > 0) {
+            {
+              FixpipeParamsV220 tw_p;
+              tw_p.nSize = 64;
+              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64), 0);
+              tw_p.srcStride = 64;
+              tw_p.dstStride = 64;
+              tw_p.quantPre = QuantMode_t::NoQuant;
+              tw_p.reluEn = false;
+              tw_p.ndNum = 1;
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 25
+            }
           }
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
         }
@@ -259,16 +261,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           SetFlag<HardEvent::M_FIX>(3);  // line 51
           CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
           WaitFlag<HardEvent::M_FIX>(3);  // line 51
-          {
-            FixpipeParamsV220 tw_p;
-            tw_p.nSize = 64;
-            tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0);
-            tw_p.srcStride = 64;
-            tw_p.dstStride = 64;
-            tw_p.quantPre = QuantMode_t::NoQuant;
-            tw_p.reluEn = false;
-            tw_p.ndNum = 1;
-            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+          if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0) > 0) {
+            {
+              FixpipeParamsV220 tw_p;
+              tw_p.nSize = 64;
+              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0);
+              tw_p.srcStride = 64;
+              tw_p.dstStride = 64;
+              tw_p.quantPre = QuantMode_t::NoQuant;
+              tw_p.reluEn = false;
+              tw_p.ndNum = 1;
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+            }
           }
           CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
         }
@@ -341,16 +345,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::M_FIX>(2);  // line 24
             CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 25
             WaitFlag<HardEvent::M_FIX>(2);  // line 25
-            {
-              FixpipeParamsV220 tw_p;
-              tw_p.nSize = 64;
-              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64), 0);
-              tw_p.srcStride = 64;
-              tw_p.dstStride = 64;
-              tw_p.quantPre = QuantMode_t::NoQuant;
-              tw_p.reluEn = false;
-              tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 25
+            if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64), 0) > 0) {
+              {
+                FixpipeParamsV220 tw_p;
+                tw_p.nSize = 64;
+                tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64), 0);
+                tw_p.srcStride = 64;
+                tw_p.dstStride = 64;
+                tw_p.quantPre = QuantMode_t::NoQuant;
+                tw_p.reluEn = false;
+                tw_p.ndNum = 1;
+                Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 25
+              }
             }
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
           }
@@ -440,16 +446,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::M_FIX>(4);  // line 51
             CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
             WaitFlag<HardEvent::M_FIX>(4);  // line 51
-            {
-              FixpipeParamsV220 tw_p;
-              tw_p.nSize = 64;
-              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0);
-              tw_p.srcStride = 64;
-              tw_p.dstStride = 64;
-              tw_p.quantPre = QuantMode_t::NoQuant;
-              tw_p.reluEn = false;
-              tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+            if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0) > 0) {
+              {
+                FixpipeParamsV220 tw_p;
+                tw_p.nSize = 64;
+                tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0);
+                tw_p.srcStride = 64;
+                tw_p.dstStride = 64;
+                tw_p.quantPre = QuantMode_t::NoQuant;
+                tw_p.reluEn = false;
+                tw_p.ndNum = 1;
+                Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+              }
             }
             SetFlag<HardEvent::M_FIX>(5);  // line 24
             WaitFlag<HardEvent::M_FIX>(5);  // line 25

@@ -261,16 +261,18 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 17
       WaitFlag<HardEvent::M_FIX>(0);  // line 17
       WaitFlag<HardEvent::M_FIX>(1);  // line 17
-      {
-        FixpipeParamsV220 tw_p;
-        tw_p.nSize = 64;
-        tw_p.mSize = tw_max(tw_min((256 - ((((by * 2) + bx) % 4) * 64)), 64), 0);
-        tw_p.srcStride = 64;
-        tw_p.dstStride = 64;
-        tw_p.quantPre = QuantMode_t::NoQuant;
-        tw_p.reluEn = false;
-        tw_p.ndNum = 1;
-        Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((by * 2) + bx) % 4) * 4096)], acc, tw_p);  // line 17
+      if (tw_max(tw_min((256 - ((((by * 2) + bx) % 4) * 64)), 64), 0) > 0) {
+        {
+          FixpipeParamsV220 tw_p;
+          tw_p.nSize = 64;
+          tw_p.mSize = tw_max(tw_min((256 - ((((by * 2) + bx) % 4) * 64)), 64), 0);
+          tw_p.srcStride = 64;
+          tw_p.dstStride = 64;
+          tw_p.quantPre = QuantMode_t::NoQuant;
+          tw_p.reluEn = false;
+          tw_p.ndNum = 1;
+          Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((by * 2) + bx) % 4) * 4096)], acc, tw_p);  // line 17
+        }
       }
       SetFlag<HardEvent::FIX_M>(0);  // line 17
       CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 17

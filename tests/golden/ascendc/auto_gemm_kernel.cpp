@@ -224,16 +224,18 @@ extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C,
       SetFlag<HardEvent::M_FIX>(0);  // line 13
       SetFlag<HardEvent::M_MTE1>(1);  // line 13
       WaitFlag<HardEvent::M_FIX>(0);  // line 15
-      {
-        FixpipeParamsV220 tw_p;
-        tw_p.nSize = tw_max(tw_min((130 - (bx * 128)), 128), 0);
-        tw_p.mSize = tw_max(tw_min((200 - (by * 128)), 128), 0);
-        tw_p.srcStride = 128;
-        tw_p.dstStride = 130;
-        tw_p.quantPre = QuantMode_t::F322F16;
-        tw_p.reluEn = false;
-        tw_p.ndNum = 1;
-        Fixpipe<half, float, CFG_ROW_MAJOR>(C_gm[((bx * 128) + (by * 16640))], C_local, tw_p);  // line 15
+      if ((tw_max(tw_min((200 - (by * 128)), 128), 0) > 0) && (tw_max(tw_min((130 - (bx * 128)), 128), 0) > 0)) {
+        {
+          FixpipeParamsV220 tw_p;
+          tw_p.nSize = tw_max(tw_min((130 - (bx * 128)), 128), 0);
+          tw_p.mSize = tw_max(tw_min((200 - (by * 128)), 128), 0);
+          tw_p.srcStride = 128;
+          tw_p.dstStride = 130;
+          tw_p.quantPre = QuantMode_t::F322F16;
+          tw_p.reluEn = false;
+          tw_p.ndNum = 1;
+          Fixpipe<half, float, CFG_ROW_MAJOR>(C_gm[((bx * 128) + (by * 16640))], C_local, tw_p);  // line 15
+        }
       }
       SetFlag<HardEvent::FIX_M>(0);  // line 15
     }

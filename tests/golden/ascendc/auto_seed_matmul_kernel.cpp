@@ -244,16 +244,18 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       SetFlag<HardEvent::M_FIX>(0);  // line 14
       SetFlag<HardEvent::M_MTE1>(1);  // line 14
       WaitFlag<HardEvent::M_FIX>(0);  // line 16
-      {
-        FixpipeParamsV220 tw_p;
-        tw_p.nSize = tw_max(tw_min((130 - (bx * 128)), 128), 0);
-        tw_p.mSize = tw_max(tw_min((200 - (by * 128)), 128), 0);
-        tw_p.srcStride = 128;
-        tw_p.dstStride = 130;
-        tw_p.quantPre = QuantMode_t::NoQuant;
-        tw_p.reluEn = false;
-        tw_p.ndNum = 1;
-        Fixpipe<float, float, CFG_ROW_MAJOR>(out_gm[((bx * 128) + (by * 16640))], acc, tw_p);  // line 16
+      if ((tw_max(tw_min((200 - (by * 128)), 128), 0) > 0) && (tw_max(tw_min((130 - (bx * 128)), 128), 0) > 0)) {
+        {
+          FixpipeParamsV220 tw_p;
+          tw_p.nSize = tw_max(tw_min((130 - (bx * 128)), 128), 0);
+          tw_p.mSize = tw_max(tw_min((200 - (by * 128)), 128), 0);
+          tw_p.srcStride = 128;
+          tw_p.dstStride = 130;
+          tw_p.quantPre = QuantMode_t::NoQuant;
+          tw_p.reluEn = false;
+          tw_p.ndNum = 1;
+          Fixpipe<float, float, CFG_ROW_MAJOR>(out_gm[((bx * 128) + (by * 16640))], acc, tw_p);  // line 16
+        }
       }
       SetFlag<HardEvent::FIX_M>(0);  // line 16
     }

@@ -159,16 +159,18 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
     }
     SetFlag<HardEvent::M_FIX>(0);  // line 23
     WaitFlag<HardEvent::M_FIX>(0);  // line 23
-    {
-      FixpipeParamsV220 tw_p;
-      tw_p.nSize = nt;
-      tw_p.mSize = mt;
-      tw_p.srcStride = 128;
-      tw_p.dstStride = N;
-      tw_p.quantPre = QuantMode_t::F322F16;
-      tw_p.reluEn = false;
-      tw_p.ndNum = 1;
-      Fixpipe<half, float, CFG_ROW_MAJOR>(C_gm[(((bm * 128) * N) + (bn * 128))], C_l0c, tw_p);  // line 23
+    if ((mt > 0) && (nt > 0)) {
+      {
+        FixpipeParamsV220 tw_p;
+        tw_p.nSize = nt;
+        tw_p.mSize = mt;
+        tw_p.srcStride = 128;
+        tw_p.dstStride = N;
+        tw_p.quantPre = QuantMode_t::F322F16;
+        tw_p.reluEn = false;
+        tw_p.ndNum = 1;
+        Fixpipe<half, float, CFG_ROW_MAJOR>(C_gm[(((bm * 128) * N) + (bn * 128))], C_l0c, tw_p);  // line 23
+      }
     }
   }
 }

@@ -28,7 +28,16 @@ than the tensor.
 drawn from ``seed // GROUP`` and the shapes from ``seed``, so GROUP consecutive seeds with
 symbolic dimensions reuse one compiled kernel. The later additions (int32 tiles, selects,
 integer operations) are drawn from a third stream, ``extension-<seed // GROUP>``, so the programs
-drawn before them are unchanged.
+drawn before them are unchanged. A fourth pair of streams (``extension2-<seed // GROUP>`` for the
+structure, ``extension2-shape-<seed>`` for values) adds, to programs drawn before them:
+
+* run-time extents: copy/map rows or columns ``T.min(b, n - start)`` with ``n = Lens[0]`` read from
+  an int32 tensor (0, negative, inside and past the tensor), on the load and (or not) the store;
+* N-D GM windows: a 3-D input with a unit dim (``A[h, rows, cols]`` or ``A[rows, h, cols]``) into a
+  2-D tile;
+* ``T.atomic_add`` as the store (B an input added into, 1 to 3 grid blocks adding the same tile);
+* serial / pipelined loops of 1, 2, 5 or 7 steps (a tail in the last);
+* symbolic dimensions of 0.
 """
 import random
 
@@ -261,7 +270,56 @@ def generate(seed):
         d["M"] = _dim(rng, d["bm"], sym)
         d["N"] = _dim(rng, d["bn"], sym)
         d["K"] = max(1, _dim(rng, d["bk"], False))
+    _extension2(d, seed)
     return d
+
+
+ATOMIC_DTYPES = ("float32", "float16", "bfloat16", "int32")
+
+
+def _trips(d, vrng, blk):
+    """A looped dimension walked in 1, 2, 5 or 7 steps of `blk`, a tail in the last."""
+    return (vrng.choice((1, 2, 5, 7)) - 1) * blk + vrng.randint(1, blk)
+
+
+def _extension2(d, seed):
+    """The fourth stream's constructs (module docstring), added to `d` in place."""
+    yrng = random.Random(f"extension2-{seed // GROUP}")
+    vrng = random.Random(f"extension2-shape-{seed}")
+    k = d["kind"]
+    if k in ("copy", "map") and not d.get("col"):
+        if d["ndim"] == 2 and yrng.random() < 0.2:
+            d["nd"] = {"pos": yrng.choice((0, 1)), "h": yrng.choice((0, 1, 2))}
+            d["H"] = d["nd"]["h"] + 1 + vrng.randint(0, 2)
+        if yrng.random() < 0.15:
+            d["atomic"] = yrng.choice((1, 2, 3))
+            if d["dt_out"] not in ATOMIC_DTYPES:
+                d["dt_out"] = yrng.choice(ATOMIC_DTYPES)
+        if yrng.random() < 0.3:
+            axis = 0 if d["ndim"] == 1 else yrng.choice((0, 1))
+            d["rt"] = {"axis": axis, "store": not d.get("atomic") and yrng.random() < 0.6}
+    if k == "gemm" and yrng.random() < 0.25:   # A's rows (M) or B's columns (N) at run time
+        d["rt"] = {"axis": yrng.choice((0, 1)), "store": yrng.random() < 0.6}
+    loop_dim = {"copy": "M" if d.get("ndim") == 1 else "N", "map": "M" if d.get("ndim") == 1 else "N",
+                "reduce": "M" if d.get("dim") == 0 else "N", "gemm": "K"}.get(k)
+    changed = None
+    if loop_dim and d["loop"] != "grid" and yrng.random() < 0.35:
+        blk = {"M": d["bm"], "N": d["bn"], "K": d.get("bk")}[loop_dim]
+        d[loop_dim] = changed = _trips(d, vrng, blk)
+    if d["sym"] and k != "gather" and vrng.random() < 0.06:
+        d[vrng.choice(("M", "N") if d.get("ndim", 2) == 2 else ("M",))] = 0
+        changed = True
+    if k in ("copy", "map") and changed is not None:   # A's dims follow B's (as generate() draws them)
+        if d["sym"]:
+            d["MA"] = d["M"]
+            d["NA"] = d["NA"] if d.get("col") else d["N"]
+        elif loop_dim == "M":
+            d["MA"] = max(1, d["M"] + d["r0"])
+        else:
+            d["NA"] = max(1, d["N"] + d["c0"])
+    if "rt" in d:
+        size = d["M"] if d["rt"]["axis"] == 0 else d["N"]
+        d["n"] = vrng.choice((0, 1, size, max(0, size - 1), size // 2, size + 3, -2))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,6 +334,8 @@ def tensors(d):
     k = d["kind"]
     if k in ("copy", "map"):
         a_dims = ("M", "N") if d["sym"] else ("MA", "NA")
+        if d.get("nd"):   # a unit dim h of H before the rows or between rows and columns
+            a_dims = ("H",) + a_dims if d["nd"]["pos"] == 0 else (a_dims[0], "H", a_dims[1])
         if d.get("col"):
             ins = [("A", (a_dims[0], "NA"), d["dt_in"])]
             out = ("B", ("M",), d["dt_out"])
@@ -287,7 +347,9 @@ def tensors(d):
             out = ("B", ("M", "N"), d["dt_out"])
         if k == "map" and d["second"]:
             ins.append(("A2", ins[0][1], d["dt_in"]))
-        return [t + (False,) for t in ins] + [out + (True,)]
+        if "rt" in d:
+            ins.append(("Lens", (1,), "int32"))
+        return [t + (False,) for t in ins] + [out + (not d.get("atomic"),)]
     if k == "reduce":
         out = ("N",) if d["dim"] == 0 else ("M",)
         return [("A", ("M", "N"), d["dt_in"], False), ("B", out, d["dt_out"], True)] + \
@@ -303,11 +365,13 @@ def tensors(d):
     ts = [("A", a, d["dt_in"], False), ("B", b, d["dt_in"], False)]
     if d["accum"]:
         ts.append(("C0", ("M", "N"), acc_dtype(d), False))
+    if "rt" in d:
+        ts.append(("Lens", (1,), "int32", False))
     return ts + [("C", ("M", "N"), d["dt_out"], True)]
 
 
 def shape_of(d, dims):
-    return tuple(d[n] for n in dims)
+    return tuple(d[n] if isinstance(n, str) else n for n in dims)
 
 
 def _lit(v):
@@ -364,6 +428,8 @@ def _loop(d, var, extent):
 
 
 def _dimtext(d, name):
+    if not isinstance(name, str):
+        return str(name)
     return name if d["sym"] else str(d[name])
 
 
@@ -388,17 +454,42 @@ def _body(d):
             grid = (f"T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by)"
                     if d["loop"] == "grid" else f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by")
             src, dst = f"[by * {bm}{r0}, bx * {bn}{c0}]", f"[by * {bm}, bx * {bn}]"
+        if d.get("atomic", 1) > 1:   # S blocks of a last grid dim add the same tile
+            head, names = grid[:grid.rindex(") as ")], grid[grid.rindex(") as ") + 5:]
+            grid = f"{head}, {d['atomic']}) as ({names.strip('()')}, s)"
         lines.append(f"with {grid}:")
         body = [f"x = T.alloc_fragment({shape}, {d['dt_tile']!r})"]
         second = k == "map" and d["second"]
         if second:
             body.append(f"y = T.alloc_fragment({shape}, {d['dt_tile']!r})")
-        inner = [f"T.copy(A{src}, x)"]
+        rt = d.get("rt")
+        if rt or d.get("nd"):   # explicit slices: a run-time extent `cnt`, a unit dim h
+            ri = [f"by * {bm}{r0}", "cnt" if rt and rt["axis"] == 0 else str(bm)]
+            ci = [f"bx * {bn}{c0}", "cnt" if rt and rt["axis"] == 1 else str(bn)]
+            idxs = [f"{ri[0]}:{ri[0]} + {ri[1]}"] + ([] if one else [f"{ci[0]}:{ci[0]} + {ci[1]}"])
+            if d.get("nd"):
+                idxs.insert(0 if d["nd"]["pos"] == 0 else 1, str(d["nd"]["h"]))
+            src = f"[{', '.join(idxs)}]"
+        if rt:
+            body.append("n = Lens[0]")
+        inner = []
+        if rt:
+            var, blk = ("by", bm) if rt["axis"] == 0 else ("bx", bn)
+            inner.append(f"cnt = T.min({blk}, n - {var} * {blk})")
+        inner.append(f"T.copy(A{src}, x)")
         if second:
             inner.append(f"T.copy(A2{src}, y)")
         if k == "map":
             inner += _map_lines(d["ops"], d["fused"], "x", idx, "y" if second else None, ext)
-        inner.append(f"T.copy(x, B{dst})")
+        if d.get("atomic"):
+            inner.append(f"T.atomic_add(B{dst}, x)")
+        elif rt and rt["store"]:
+            tile = "x[0:cnt]" if one else ("x[0:cnt, :]" if rt["axis"] == 0 else "x[:, 0:cnt]")
+            rows = f"by * {bm}:by * {bm} + " + ("cnt" if rt["axis"] == 0 else str(bm))
+            cols = "" if one else f", bx * {bn}:bx * {bn} + " + ("cnt" if rt["axis"] == 1 else str(bn))
+            inner.append(f"T.copy({tile}, B[{rows}{cols}])")
+        else:
+            inner.append(f"T.copy(x, B{dst})")
         if d["loop"] == "grid":
             body += inner
         else:
@@ -455,11 +546,21 @@ def _body(d):
     b_shape = f"({bn}, {bk})" if d["tb"] else f"({bk}, {bn})"
     a_src = f"A[k * {bk}, by * {bm}]" if d["ta"] else f"A[by * {bm}, k * {bk}]"
     b_src = f"B[bx * {bn}, k * {bk}]" if d["tb"] else f"B[k * {bk}, bx * {bn}]"
+    rt = d.get("rt")
+    if rt:   # explicit slices, `cnt` rows of A (columns of B) at run time
+        sl = lambda st, e: f"{st}:{st} + {e}"  # noqa: E731
+        am, bnn = sl(f"by * {bm}", "cnt" if rt["axis"] == 0 else bm), sl(f"bx * {bn}", "cnt" if rt["axis"] == 1 else bn)
+        kk = sl(f"k * {bk}", bk)
+        a_src = f"A[{kk}, {am}]" if d["ta"] else f"A[{am}, {kk}]"
+        b_src = f"B[{bnn}, {kk}]" if d["tb"] else f"B[{kk}, {bnn}]"
     flags = "".join([", transpose_A=True" if d["ta"] else "", ", transpose_B=True" if d["tb"] else ""])
     body = [f"a = T.alloc_shared({a_shape}, {adt!r})", f"b = T.alloc_shared({b_shape}, {adt!r})",
             f"acc = T.alloc_fragment(({bm}, {bn}), {acc!r})"]
     if d["accum"] == "add":
         body.append(f"c0 = T.alloc_fragment(({bm}, {bn}), {acc!r})")
+    if rt:
+        var, blk = ("by", bm) if rt["axis"] == 0 else ("bx", bn)
+        body += ["n = Lens[0]", f"cnt = T.min({blk}, n - {var} * {blk})"]
     body.append(f"T.copy(C0[by * {bm}, bx * {bn}], acc)" if d["accum"] == "init" else "T.clear(acc)")
     body.append(_loop(d, "k", f"T.ceildiv({dim('K')}, {bk})"))
     body += [f"    T.copy({a_src}, a)", f"    T.copy({b_src}, b)", f"    T.gemm(a, b, acc{flags})"]
@@ -468,7 +569,13 @@ def _body(d):
         body += _map_lines([["add2"]], True, "acc", ("i", "j"), "c0", (bm, bn))
     if d["epilogue"]:
         body += _map_lines(d["epilogue"], True, "acc", ("i", "j"), None, (bm, bn))
-    body.append(f"T.copy(acc, C[by * {bm}, bx * {bn}])")
+    if rt and rt["store"]:
+        tile = "acc[0:cnt, :]" if rt["axis"] == 0 else "acc[:, 0:cnt]"
+        rows = f"by * {bm}:by * {bm} + " + ("cnt" if rt["axis"] == 0 else str(bm))
+        cols = f"bx * {bn}:bx * {bn} + " + ("cnt" if rt["axis"] == 1 else str(bn))
+        body.append(f"T.copy({tile}, C[{rows}, {cols}])")
+    else:
+        body.append(f"T.copy(acc, C[by * {bm}, bx * {bn}])")
     return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + ["    " + s for s in body]
 
 
@@ -488,7 +595,7 @@ def source(d):
     KERNEL_NAME. The seed is in the description, not in the text (so programs that differ only
     in their symbolic shapes have the same text and share a compiled kernel)."""
     ts = tensors(d)
-    names = sorted({n for _, shape, _, _ in ts for n in shape})
+    names = sorted({n for _, shape, _, _ in ts for n in shape if isinstance(n, str)})
     lines = ["import tilewright.language as T", ""]
     if d["sym"]:
         lines += [f"{n} = T.symbolic({n!r})" for n in names] + [""]
@@ -503,3 +610,9 @@ def source(d):
 
 def out_index(d):
     return [i for i, t in enumerate(tensors(d)) if t[3]]
+
+
+def checked(d):
+    """The tensors compared with the reference: the outputs, or the tensor added into in place."""
+    ts = tensors(d)
+    return [t for t in ts if t[3]] or [t for t in ts if t[0] == "B"]

@@ -33,7 +33,16 @@ def _gemm(d, dtypes, pred):
     return d["kind"] == "gemm" and d["dt_in"] in dtypes and pred(d)
 
 
+def rt_bound_one(d):
+    """A run-time extent along a dimension whose tile block is 1 (docs/ascend.md "Run-time extents")."""
+    rt = d.get("rt")
+    return bool(rt) and (d["bm"] if rt["axis"] == 0 else d["bn"]) == 1
+
+
 UNSUPPORTED = [
+    ("ascend910b", rt_bound_one,
+     "a run-time extent of bound 1 (a dimension the window drops): on Ascend a run-time extent is one of "
+     "the copy's rows or columns (the error names the fix: an if)"),
     ("ascend910b", column_slice,
      "a tensor column copied into a 1-D tile: DataCopyPad starts every UB row on a 32 B boundary, so the "
      "column cannot land compact in a 1-D tile (the error suggests a (K, 1) tile)"),

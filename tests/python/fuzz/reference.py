@@ -16,7 +16,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .grammar import FLOATS, acc_dtype, is_int, shape_of, tensors
+from .grammar import FLOATS, acc_dtype, checked, is_int, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
 # within 2 ulp; the Ascend vector units may compute float16 maps in float16). A program's
@@ -63,6 +63,9 @@ def inputs(d):
         shape = shape_of(d, dims)
         if d["kind"] == "gather" and name == "Idx":   # tile column indices, the zero-filled tail included
             arrays.append(rng.integers(0, d["bn"], size=shape).astype(np.int32))
+            continue
+        if name == "Lens":   # the run-time extent's n (not drawn from rng: the other inputs stay)
+            arrays.append(np.array([d["n"]], np.int32))
             continue
         ints = rng.integers(-8, 9, size=shape)
         arrays.append((ints if is_int(dt) else ints / 2.0).astype(np_dtype(dt)))
@@ -150,12 +153,29 @@ def reference(d):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
         offs = (d["r0"],) if d["ndim"] == 1 else (d["r0"], d["c0"])
         col = (lambda a: a[:, d["c0"]]) if d.get("col") else (lambda a: a)  # noqa: E731
-        x = convert(_shifted(col(ins[0]), shape, offs), d["dt_in"], d["dt_tile"])
+        if d.get("nd"):
+            h = d["nd"]["h"]
+            col = (lambda a: a[h]) if d["nd"]["pos"] == 0 else (lambda a: a[:, h, :])  # noqa: E731
+        rt = d.get("rt")
+        # a run-time extent: the elements at index n or past it along its axis read as 0
+        keep = _before_n(shape, rt["axis"], d["n"]) if rt else np.ones(shape, bool)
+        x = convert(np.where(keep, _shifted(col(ins[0]), shape, offs), 0.0), d["dt_in"], d["dt_tile"])
         tr.see(x)
         if k == "map":
-            y = convert(_shifted(col(ins[1]), shape, offs), d["dt_in"], d["dt_tile"]) if d["second"] else None
+            y = None
+            if d["second"]:
+                y = convert(np.where(keep, _shifted(col(ins[1]), shape, offs), 0.0), d["dt_in"], d["dt_tile"])
             x = _map(d["ops"], d["fused"], x, y, d["dt_tile"], tr)
-        return [convert(x, d["dt_tile"], d["dt_out"])], tr
+        out = convert(x, d["dt_tile"], d["dt_out"])
+        if d.get("atomic"):   # B (an input) plus the tile, S times, each add rounded once
+            b = ins[-1]
+            for _ in range(d["atomic"]):
+                b = convert(tr.see(b + out), d["dt_out"], d["dt_out"])
+                tr.steps += 1
+            return [b], tr
+        if rt and rt["store"]:   # not written past n: undefined
+            out = np.where(keep, out, np.nan)
+        return [out], tr
     if k == "reduce":
         x = convert(ins[0], d["dt_in"], d["dt_tile"])
         outs = [_reduce(d, x, d["op"], tr)]
@@ -165,6 +185,12 @@ def reference(d):
     if k == "gather":
         return [_gather(d, ins[0], ins[1].astype(np.int64))], tr
     return [_gemm(d, ins, tr)], tr
+
+
+def _before_n(shape, axis, n):
+    """The elements of `shape` whose index along `axis` is below n."""
+    idx = np.arange(shape[axis]) < n
+    return np.broadcast_to(idx if axis == len(shape) - 1 else idx[:, None], shape) if len(shape) == 2 else idx
 
 
 def _gather(d, a, idx):
@@ -217,6 +243,12 @@ def _gemm(d, ins, tr):
         a = a.T
     if d["tb"]:
         b = b.T
+    rt = d.get("rt")
+    if rt:   # A's rows (B's columns) at n or past it read as 0
+        if rt["axis"] == 0:
+            a = np.where(np.arange(a.shape[0])[:, None] < d["n"], a, 0.0)
+        else:
+            b = np.where(np.arange(b.shape[1])[None, :] < d["n"], b, 0.0)
     acc_dt = acc_dtype(d)
     acc = (ins[2] if d["accum"] == "init" else 0.0) + a @ b
     tr.see(np.abs(a) @ np.abs(b))
@@ -226,7 +258,11 @@ def _gemm(d, ins, tr):
     if d["accum"] == "add":
         acc = convert(tr.see(acc + ins[2]), acc_dt, acc_dt)
     acc = _map(d["epilogue"], True, acc, None, acc_dt, tr)
-    return convert(acc, acc_dt, d["dt_out"])
+    out = convert(acc, acc_dt, d["dt_out"])
+    if rt and rt["store"]:   # not written past n: undefined
+        shape = (d["M"], d["N"])
+        out = np.where(_before_n(shape, rt["axis"], d["n"]), out, np.nan)
+    return out
 
 
 def path_dtypes(d):
@@ -253,13 +289,14 @@ def compare(d, outputs):
     """None when every output matches the reference within its tolerance, else a short text."""
     refs, tr = reference(d)
     problems = []
-    names = [t for t in tensors(d) if t[3]]
+    names = checked(d)
     for (name, _, dt, _), got, ref in zip(names, outputs, refs):
         got = np.asarray(got)
         if got.shape != ref.shape:
             problems.append(f"{name}: shape {got.shape}, expected {ref.shape}")
             continue
-        got = got.astype(np.float64)
+        with np.errstate(invalid="ignore"):   # never-written elements of an undefined output
+            got = got.astype(np.float64)
         atol, rtol = tolerance(d, dt, tr)
         atol = np.broadcast_to(atol, ref.shape)
         defined = ~np.isnan(ref)

@@ -138,7 +138,8 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
           },
           [&](const RNd2Nz& x) {
             const char* s = "Nd2NzParams";
-            fits(out, s, "ndNum", x.nd_num, 0, kU16);
+            // 0 in ndNum, nValue or dValue is documented (CANN 8.5 and 2026 docs): the call does nothing
+            fits(out, s, "ndNum", x.nd_num, 0, 4095);
             fits(out, s, "nValue", x.n, 0, 16384);
             fits(out, s, "dValue", x.d, 0, kU16);
             fits(out, s, "srcNdMatrixStride", x.src_nd_stride, 0, kU16);
@@ -154,12 +155,18 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             bool ub_ub = x.kind == RDataCopy::UbToUb;
             const char* call = ub_ub ? "DataCopy(UB, UB, DataCopyParams)" : "DataCopyPad";
             const char* s = ub_ub ? "DataCopyParams" : "DataCopyExtParams";
-            if (x.count < 1 || x.count > 4095)
-              out.push_back(std::string(call) + " with blockCount " + str(x.count) +
-                            ": the count of bursts is 1..4095 (DataCopyPad docs; the field is uint16)" +
-                            (x.count < 1 ? ": a row count <= 0 must not issue the call (guard it)" : ": copy at most 4095 rows per call"));
+            // DataCopyPad: blockCount 0..4095 and blockLen 0..2097151, a 0 in either a NOP (the CANN 8.5
+            // library's range checks, the 2026 docs for A2/A3); DataCopy(UB, UB): blockCount 1..4095
+            if (x.count < (ub_ub ? 1 : 0) || x.count > 4095)
+              out.push_back(std::string(call) + " with blockCount " + str(x.count) + ": the count of bursts is " +
+                            (ub_ub ? "1" : "0") + "..4095 (the field is uint16)" +
+                            (x.count < 1 ? ": a negative row count would wrap: do not issue the call (guard it)"
+                                         : ": copy at most 4095 rows per call"));
+            if (ub_ub)
+              fits(out, s, "blockLen", x.len, 0, kU16);
+            else
+              fits(out, s, "blockLen", x.len, 0, 2097151);
             int64_t wide = ub_ub ? kU16 : kU32;
-            fits(out, s, "blockLen", x.len, 0, wide);
             // The gaps between bursts are unsigned: a stride shorter than the burst would wrap.
             if (x.count > 1 && (x.src_stride < 0 || x.dst_stride < 0))
               out.push_back(std::string(call) + " with " + s + "." + (x.src_stride < 0 ? "srcStride = " + str(x.src_stride)
@@ -195,9 +202,15 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             fits(out, s, "mStartPt", x.mstart, 0, kU16);
           },
           [&](const RFixpipe& x) {
+            // NZ2ND (CFG_ROW_MAJOR): nSize 1..4095, mSize 1..8192 (CANN 8.5 Fixpipe docs; a 0 is a NOP
+            // only in the 2026 docs)
             const char* s = "FixpipeParamsV220";
-            fits(out, s, "nSize", x.n, 0, kU16);
-            fits(out, s, "mSize", x.m, 0, kU16);
+            if (x.n < 1 || x.m < 1)
+              out.push_back("Fixpipe with mSize " + str(x.m) + ", nSize " + str(x.n) +
+                            ": each is at least 1 (CANN 8.5 Fixpipe docs; a 0 is a NOP only in the 2026 docs): an "
+                            "empty tile must not issue the call (guard it)");
+            fits(out, s, "nSize", x.n, 0, 4095);
+            fits(out, s, "mSize", x.m, 0, 8192);
             fits(out, s, "srcStride", x.src_stride, 0, kU16);
             fits(out, s, "dstStride", x.dst_stride, 0, kU32);
           },
