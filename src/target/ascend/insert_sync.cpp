@@ -590,7 +590,9 @@ class CoreSync {
         return false;
       const StmtPtr& f = nodes_[loop].stmt;
       auto ext = cint(f->value);
-      if (f->var.get() != x.step_var || !ext || *ext > 64) return false;
+      // 2 (ext - 1) rectangle pairs of min(rows) rows each: bounded (a gathered row copied into
+      // row r of a 128- or 256-row Nz tile: 4-16 strips, ext = block_M)
+      if (f->var.get() != x.step_var || !ext || *ext * std::min(x.rows, y.rows) > (int64_t{1} << 16)) return false;
       for (int64_t d = 1; d < *ext; ++d) {
         Access xs = x, ys = y;
         xs.rect = ys.rect = true;

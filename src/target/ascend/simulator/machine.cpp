@@ -11,6 +11,7 @@
 #include "target/ascend/simulator/machine.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstring>
 
@@ -1078,6 +1079,7 @@ void Machine::step(Core& c) {
   while (true) {
     if (c.blocked != Core::None && !try_scalar_wait(c)) return;
     drain_wakes();
+    if (c.scalar_time > horizon_) return;  // the other cores' turn (run())
     const BC& bc = ops[c.pc];
     switch (bc.op) {
       case BC::End: {
@@ -1213,7 +1215,17 @@ Result Machine::run() {
     c.scalar_time = timing->launch();
     start_block(c);
   }
+  // Turns of kTurnCycles: each round lets every core issue up to kTurnCycles past the earliest
+  // unfinished core's scalar time. When no core moves (the earliest ones wait for a core past the
+  // horizon), the next round's horizon follows the earliest core that is not waiting, then no
+  // horizon at all; when no core moves even then, the run ends (finish() reports a deadlock).
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  int stuck = 0;
   while (true) {
+    int64_t lo = kNever;
+    for (auto& c : cores)
+      if (!c.finished && (stuck == 0 || c.blocked == Core::None)) lo = std::min(lo, c.scalar_time);
+    horizon_ = stuck >= 2 || lo > kNever - kTurnCycles ? kNever : lo + kTurnCycles;
     bool all = true, progress = false;
     for (auto& c : cores) {
       if (c.finished) continue;
@@ -1226,7 +1238,14 @@ Result Machine::run() {
         progress = true;
       if (!c.finished) all = false;
     }
-    if (all || !progress) break;
+    if (all) break;
+    if (progress) {
+      stuck = 0;
+    } else if (horizon_ == kNever) {
+      break;
+    } else {
+      ++stuck;
+    }
   }
   if (queue_) queue_->drain();
   finish();

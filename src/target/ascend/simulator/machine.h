@@ -270,7 +270,7 @@ class Machine {
   Value eval_node(const CNode& n, const std::vector<Value>& slots) const;
   RInstr resolve(Core& c, const BC& bc);
   void start_block(Core& c);
-  void step(Core& c);  // runs the scalar until blocked or finished
+  void step(Core& c);  // runs the scalar until blocked, finished or past horizon_
   void issue(Core& c, RInstr r);
   void scalar_load(Core& c, const BC& bc, RInstr r);
   void set_atomic(Core& c, const SetAtomic& a, const Instr* in);
@@ -299,6 +299,11 @@ class Machine {
   int aic_phys_ = 0, aiv_phys_ = 0;
   int64_t workspace_bytes_ = 0;
   int64_t events_ = 0;  // executed instructions incl. flags (progress detection)
+  // The cores take turns (run()): a core's scalar unit stops issuing once its time passes the
+  // horizon, so the shared L2 and HBM see the cores' accesses in about the order of simulated
+  // time, not one core's whole run after another's (the L2's LRU order is an order in time).
+  static constexpr int64_t kTurnCycles = 1024;
+  int64_t horizon_ = 0;
   // GM byte ranges [lo, hi) each tensor parameter has been written in this run (the DataCache rule)
   std::vector<std::vector<std::pair<int64_t, int64_t>>> gm_written_;
   std::vector<char> scalar_read_;  // per GM space: read by a ScalarLoad of the program
