@@ -78,7 +78,7 @@ struct Walk {
       if (!x) return;
       bytes *= *x;
     }
-    if (contiguous_run(c.src) >= kStreamedRun) return;  // the hardware prefetchers stream it  // the hardware prefetchers stream it
+    if (contiguous_run(c.src) >= kStreamedRun) return;  // the hardware prefetchers stream it
     for (size_t i = 0; i < loops.size(); ++i) {
       const ForNode& L = *loops[i];
       if (L.for_kind == ForKind::parallel || !vars.count(L.var.get())) continue;

@@ -160,12 +160,10 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             if (x.count < (ub_ub ? 1 : 0) || x.count > 4095)
               out.push_back(std::string(call) + " with blockCount " + str(x.count) + ": the count of bursts is " +
                             (ub_ub ? "1" : "0") + "..4095 (the field is uint16)" +
-                            (x.count < 1 ? ": a negative row count would wrap: do not issue the call (guard it)"
-                                         : ": copy at most 4095 rows per call"));
-            if (ub_ub)
-              fits(out, s, "blockLen", x.len, 0, kU16);
-            else
-              fits(out, s, "blockLen", x.len, 0, 2097151);
+                            (x.count < 0   ? ": a negative row count would wrap: do not issue the call (guard it)"
+                             : x.count < 1 ? ": an empty row count must not issue the call (guard it)"
+                                           : ": copy at most 4095 rows per call"));
+            fits(out, s, "blockLen", x.len, 0, ub_ub ? kU16 : 2097151);
             int64_t wide = ub_ub ? kU16 : kU32;
             // The gaps between bursts are unsigned: a stride shorter than the burst would wrap.
             if (x.count > 1 && (x.src_stride < 0 || x.dst_stride < 0))

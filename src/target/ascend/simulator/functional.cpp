@@ -399,7 +399,8 @@ void Machine::functional(Core& c, const RInstr& r) {
                 std::memcpy(d + whole * x.c0_stride * 32, s + whole * 32, static_cast<size_t>((x.d - whole * c0) * es));
             }
         } else if constexpr (std::is_same_v<T, RDataCopy>) {
-          // DataCopyPad with blockCount or blockLen 0 is a NOP: no padding either (docs/ascend.md "Empty counts")
+          // DataCopyPad with blockLen 0 is a NOP: no padding either (blockCount 0 runs no row below;
+          // docs/ascend.md "Empty counts")
           if (x.kind != RDataCopy::UbToUb && x.len <= 0) return;
           const uint8_t* src = base(c, x.src).data + x.src.off;
           uint8_t* dst = base(c, x.dst).data + x.dst.off;
