@@ -716,15 +716,17 @@ class Child:
                   ">= 70%", p >= 70.0)
 
     def paged_decode(self, name, dtype):
-        """examples/paged_attention.py's decode kernel at memory speed: the figure is the KV cache
-        bytes each call must read (every sequence's pages, K and V, once) per second, against the
-        copy peak. Peers: numpy (gather each sequence's pages, then attention per kv head, fp32) and
+        """examples/paged_attention.py's decode kernel (its cpu form, paged_decode_pages: whole
+        pages) at memory speed: the figure is the KV cache bytes each call must read (every
+        sequence's pages, K and V, once) per second, against the copy peak. Peers: numpy (gather each sequence's pages, then attention per kv head, fp32) and
         torch SDPA with enable_gqa on the cache gathered beforehand (its gather is not timed)."""
         np, cfg = self.np, self.cfg
         import paged_attention as pa
         ns, nh, kvh, D, bs, ctx = cfg["paged"]
         q, kc, vc, bt, cl = pa.make_inputs(ns, nh, kvh, D, bs, ctx, dtype, seed=self.rng, lens=[ctx] * ns)
-        kern = pa.paged_decode(ns, nh, kvh, D, kc.shape[0], bs, bt.shape[1], dtype)
+        # the cpu form: one program per sequence over all kv heads, reading whole pages
+        kern = pa.paged_decode_pages(ns, nh, kvh, D, kc.shape[0], bs, bt.shape[1], dtype)
+        kp, vp = pa.page_view(kc), pa.page_view(vc)
         group = nh // kvh
         kf, vf, qf = (a.astype(np.float32) for a in (kc, vc, q))
 
@@ -739,8 +741,8 @@ class Child:
                     out[b, g * group:(g + 1) * group] = (s / s.sum(axis=1, keepdims=True)) @ v[:, g]
             return out
         tol = (2e-4, 1e-3) if dtype == "float32" else (2e-2, 2e-2)
-        chk = self.check(kern(q, kc, vc, bt, cl), numpy_ref(), *tol, "numpy fp32 over the gathered pages")
-        impls = {"tilewright": lambda: kern(q, kc, vc, bt, cl), "numpy": numpy_ref}
+        chk = self.check(kern(q, kp, vp, bt, cl), numpy_ref(), *tol, "numpy fp32 over the gathered pages")
+        impls = {"tilewright": lambda: kern(q, kp, vp, bt, cl), "numpy": numpy_ref}
         if self.torch:
             torch = self.torch
             tdt = torch.float32 if dtype == "float32" else torch.bfloat16
@@ -748,7 +750,7 @@ class Child:
             tv = torch.from_numpy(vf[bt].reshape(ns, -1, kvh, D)[:, :ctx]).to(tdt).permute(0, 2, 1, 3).contiguous()
             tq = torch.from_numpy(qf).to(tdt).unsqueeze(2)  # (ns, nh, 1, D)
             sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, enable_gqa=True)  # noqa: E731
-            chk_t = self.check(kern(q, kc, vc, bt, cl), sdpa().squeeze(2).float().numpy(), *tol, "torch SDPA")
+            chk_t = self.check(kern(q, kp, vp, bt, cl), sdpa().squeeze(2).float().numpy(), *tol, "torch SDPA")
             chk = chk if not chk["ok"] else chk_t
             impls["torch"] = sdpa
         stats = self.timed(impls)

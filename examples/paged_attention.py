@@ -18,7 +18,10 @@ on the gathered cache. One program per (kv head, sequence) handles the query hea
 head together (a (G, head_dim) tile, G = num_heads // num_kv_heads: the cache is read once per
 kv head), reading page numbers from the block table and walking only the sequence's pages
 (online softmax, as examples/flash_attention.py), `pages_per_step` pages side by side per step
-(one gemm over their keys). Cache slots past a sequence's length (the tail
+(one gemm over their keys). `paged_decode_pages` is the cpu form: one program per sequence over
+all kv heads, reading each page whole (one contiguous block of kv_heads * head_dim columns)
+rather than a head's strided rows of it (docs/llm-kernels.md: 2x faster on cpu; ascend910b runs
+`paged_decode`). Cache slots past a sequence's length (the tail
 of its last page) may hold anything, NaN included: their scores are masked and their values zeroed
 before the P V product (0 * NaN would be NaN), as vLLM does. The split-KV variant gives each program a
 range of pages (more programs when there are few sequences) and writes a partial output and its
@@ -96,6 +99,79 @@ def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_
             for i, d in T.Parallel(G, head_dim):
                 acc[i, d] = acc[i, d] / l[i]
             T.copy(acc, Out[b, h * G:(h + 1) * G, :])
+
+    return main
+
+
+@tw.jit(out_idx=[5])
+def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_size, max_blocks,
+                       dtype="float32", pages_per_step=4):
+    """The cpu form of `paged_decode`: one program per sequence covering all kv heads, so each
+    page of the cache is read whole, as one contiguous [block_size, kv_heads * head_dim] block
+    (64 KiB fp32 at 16 x 8 x 128) that the hardware prefetchers follow, instead of block_size rows
+    of head_dim elements, kv_heads * head_dim apart, per (kv head, sequence) program. The caches
+    are passed as `key_cache.reshape(num_blocks, block_size, -1)` (the same memory, a view: no
+    copy). Per kv head h, the query heads h * G .. (h + 1) * G - 1 multiply the columns
+    h * head_dim .. (h + 1) * head_dim - 1 of the step's pages. cpu only: on ascend910b the gemms
+    into row slices of the score and output fragments are an error (use `paged_decode` there)."""
+    G = num_heads // num_kv_heads
+    W = num_kv_heads * head_dim
+    scale = (1.0 / head_dim) ** 0.5 * LOG2E
+    cache = (num_blocks, block_size, W)
+    N = pages_per_step * block_size
+
+    @T.prim_func
+    def main(Q: T.Tensor((num_seqs, num_heads, head_dim), dtype), K: T.Tensor(cache, dtype),
+             V: T.Tensor(cache, dtype), block_tables: T.Tensor((num_seqs, max_blocks), "int32"),
+             context_lens: T.Tensor((num_seqs,), "int32"), Out: T.Tensor((num_seqs, num_heads, head_dim), dtype)):
+        with T.Kernel(num_seqs) as b:
+            q = T.alloc_shared((num_heads, head_dim), dtype)
+            k = T.alloc_shared((N, W), dtype)
+            v = T.alloc_shared((N, W), dtype)
+            s = T.alloc_fragment((num_heads, N), "float32")
+            p = T.alloc_fragment((num_heads, N), dtype)
+            acc = T.alloc_fragment((num_heads, head_dim), "float32")
+            m = T.alloc_fragment((num_heads,), "float32")
+            m_prev = T.alloc_fragment((num_heads,), "float32")
+            rescale = T.alloc_fragment((num_heads,), "float32")
+            row_sum = T.alloc_fragment((num_heads,), "float32")
+            l = T.alloc_fragment((num_heads,), "float32")
+            T.copy(Q[b, :, :], q)
+            T.fill(acc, 0)
+            T.fill(l, 0)
+            T.fill(m, NEG_INF)
+            n = context_lens[b]
+            pages = T.ceildiv(n, block_size)
+            for j in T.serial(T.ceildiv(pages, pages_per_step)):
+                for jj in T.serial(pages_per_step):  # whole pages: all kv heads' keys and values
+                    if j * pages_per_step + jj < pages:
+                        page = block_tables[b, j * pages_per_step + jj]
+                        T.copy(K[page, :, :], k[jj * block_size:(jj + 1) * block_size, :])
+                        T.copy(V[page, :, :], v[jj * block_size:(jj + 1) * block_size, :])
+                for h in T.serial(num_kv_heads):
+                    T.gemm(q[h * G:(h + 1) * G, :], k[:, h * head_dim:(h + 1) * head_dim], s[h * G:(h + 1) * G, :],
+                           transpose_B=True, clear_accum=True)
+                for i, c in T.Parallel(num_heads, N):
+                    s[i, c] = T.where(j * N + c < n, s[i, c] * scale, NEG_INF)
+                T.copy(m, m_prev)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i in T.Parallel(num_heads):
+                    rescale[i] = T.exp2(m_prev[i] - m[i])
+                for i, d in T.Parallel(num_heads, head_dim):
+                    acc[i, d] = acc[i, d] * rescale[i]
+                for i, c in T.Parallel(num_heads, N):
+                    s[i, c] = T.exp2(s[i, c] - m[i])
+                T.reduce_sum(s, row_sum, dim=1)
+                for i in T.Parallel(num_heads):
+                    l[i] = l[i] * rescale[i] + row_sum[i]
+                for c, d in T.Parallel(N, W):  # slots past the length: never read (stale, even NaN)
+                    v[c, d] = T.where(j * N + c < n, v[c, d], 0)
+                T.copy(s, p)
+                for h in T.serial(num_kv_heads):
+                    T.gemm(p[h * G:(h + 1) * G, :], v[:, h * head_dim:(h + 1) * head_dim], acc[h * G:(h + 1) * G, :])
+            for i, d in T.Parallel(num_heads, head_dim):
+                acc[i, d] = acc[i, d] / l[i]
+            T.copy(acc, Out[b, :, :])
 
     return main
 
@@ -215,6 +291,12 @@ def reference(q, key_cache, value_cache, block_tables, context_lens):
     return out
 
 
+def page_view(cache):
+    """A vLLM cache [num_blocks, block_size, kv_heads, head_dim] as the [num_blocks, block_size,
+    kv_heads * head_dim] that `paged_decode_pages` takes: the same memory (a view)."""
+    return cache.reshape(cache.shape[0], cache.shape[1], -1)
+
+
 def make_inputs(num_seqs, num_heads, num_kv_heads, head_dim, block_size, max_context, dtype="float32",
                 seed=0, lens=None):
     """Random inputs: each sequence's pages are distinct random blocks of a cache with a few spare
@@ -233,11 +315,15 @@ def make_inputs(num_seqs, num_heads, num_kv_heads, head_dim, block_size, max_con
 
 
 def run(num_seqs, num_heads, num_kv_heads, head_dim, block_size, max_context, dtype="float32",
-        num_splits=None, target="cpu", **kw):
-    """Inputs and the kernel's output (split-KV with `num_splits`, then combined)."""
+        num_splits=None, target="cpu", pages=False, **kw):
+    """Inputs and the kernel's output (split-KV with `num_splits`, then combined; the whole-page
+    form `paged_decode_pages` with `pages`)."""
     q, kc, vc, bt, cl = make_inputs(num_seqs, num_heads, num_kv_heads, head_dim, block_size, max_context, dtype, **kw)
     num_blocks, max_blocks = kc.shape[0], bt.shape[1]
-    if num_splits is None:
+    if pages:
+        out = paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_size, max_blocks,
+                                 dtype, target=target)(q, page_view(kc), page_view(vc), bt, cl)
+    elif num_splits is None:
         out = paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_size, max_blocks,
                            dtype, target=target)(q, kc, vc, bt, cl)
     else:
@@ -247,15 +333,16 @@ def run(num_seqs, num_heads, num_kv_heads, head_dim, block_size, max_context, dt
     return (q, kc, vc, bt, cl), out
 
 
-def check(*shape, dtype="float32", num_splits=None, target="cpu"):
-    inputs, out = run(*shape, dtype=dtype, num_splits=num_splits, target=target)
-    split = f" splits={num_splits}" if num_splits else ""
-    return report(f"paged_decode {shape} {dtype}{split} {target}", out, reference(*inputs))
+def check(*shape, dtype="float32", num_splits=None, target="cpu", pages=False):
+    inputs, out = run(*shape, dtype=dtype, num_splits=num_splits, target=target, pages=pages)
+    form = f" splits={num_splits}" if num_splits else " pages" if pages else ""
+    return report(f"paged_decode {shape} {dtype}{form} {target}", out, reference(*inputs))
 
 
 def main(argv):
     shape = tuple(int(x) for x in argv[:6]) if len(argv) >= 6 else (3, 8, 2, 64, 16, 300)
-    cases = [dict(), dict(num_splits=4), dict(dtype="bfloat16"), dict(dtype="float16", num_splits=3)]
+    cases = [dict(), dict(num_splits=4), dict(dtype="bfloat16"), dict(dtype="float16", num_splits=3),
+             dict(pages=True), dict(dtype="bfloat16", pages=True)]
     finish(all([check(*shape, **c) for c in cases]))
 
 

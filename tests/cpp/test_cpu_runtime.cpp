@@ -496,6 +496,35 @@ TEST(Gemm, AmxPathAndFallback) {
 #endif
 }
 
+// bf16 gemms of at most 4 rows skip the tile unit (amx_pays): the runtime's result is the
+// AVX-512 path's bit for bit (decode attention's 4-row tiles: 4 x 16 x 128 with B transposed,
+// 4 x 128 x 16), and from 5 rows the tile unit's when the process may use it.
+TEST(Gemm, BF16FewRowsSkipTiles) {
+  namespace d = tw_cpu::detail;
+  EXPECT_FALSE(d::amx_pays(1));
+  EXPECT_FALSE(d::amx_pays(4));
+  EXPECT_TRUE(d::amx_pays(5));
+  std::mt19937 g(91);
+  const int shapes[][3] = {{1, 37, 129}, {2, 16, 128}, {3, 33, 17}, {4, 16, 128}, {4, 128, 16}, {5, 40, 70}, {16, 32, 64}};
+  for (const auto& sh : shapes)
+    for (int tB = 0; tB < 2; ++tB) {
+      const int M = sh[0], N = sh[1], K = sh[2];
+      std::vector<bf16> A((size_t)M * K), B((size_t)K * N);
+      for (auto& v : A) v = make_val<bf16>(g);
+      for (auto& v : B) v = make_val<bf16>(g);
+      const long ldb = tB ? K : N;
+      std::vector<float> C1((size_t)M * N, 0.5f), C2 = C1;
+      tw_cpu::gemm<bf16, bf16, float>(M, N, K, A.data(), K, false, B.data(), ldb, tB, C1.data(), N, true);
+#if defined(TW_CPU_AMX)
+      if (d::amx_pays(M) && d::amx_usable())
+        d::gemm_amx<bf16, float>(M, N, K, A.data(), K, false, B.data(), ldb, tB, C2.data(), N, true, false, false);
+      else
+#endif
+        d::gemm_f32<bf16>(M, N, K, A.data(), K, false, B.data(), ldb, tB, C2.data(), N, true, false, false);
+      EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << M << "x" << N << "x" << K << " tB " << tB;
+    }
+}
+
 TEST(Gemm, F32Large) {
   for (int tA = 0; tA < 2; ++tA)
     for (int tB = 0; tB < 2; ++tB) run_gemm_case<float, float>(1000, 777, 513, tA, tB, (tA ^ tB), 9, 100 + tA * 2 + tB);

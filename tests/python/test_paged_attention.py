@@ -138,3 +138,63 @@ def test_nan_past_the_context_at_page_edges(heads, dtype):
     assert np.isfinite(out.astype(np.float32)).all()
     assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
     assert "map keeping the rows of v where the condition holds" in kern.get_source("c++")
+
+
+# paged_decode_pages: the cpu form (one program per sequence over all kv heads, whole pages)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:6])))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_paged_decode_pages_matches_reference(shape, dtype):
+    *dims, lens = shape
+    inputs, out = pa.run(*dims, dtype=dtype, lens=lens, pages=True)
+    assert out.shape == inputs[0].shape and out.dtype == inputs[0].dtype
+    assert_close(out, pa.reference(*inputs))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("pages_per_step", [1, 3, 4])
+def test_paged_decode_pages_context_edges(dtype, pages_per_step):
+    # contexts 1, 15, 16, 17 and 4095 of page 16 (256 pages, the last one partly used), GQA 8 / 2;
+    # the block table is a shuffle of an odd number of blocks (make_inputs: 5 * 256 + 3); the slots
+    # past each context and every block no sequence uses hold NaN; the block table entries past a
+    # sequence's pages hold garbage page numbers (never followed, prefetches included)
+    lens = [1, 15, 16, 17, 4095]
+    q, kc, vc, bt, cl = pa.make_inputs(5, 8, 2, 32, 16, 4095, dtype, seed=11, lens=lens)
+    kc, vc, bt = kc.copy(), vc.copy(), bt.copy()
+    used = {int(p) for b, n in enumerate(lens) for p in bt[b, :-(-n // 16)]}
+    for blk in set(range(kc.shape[0])) - used:
+        kc[blk] = np.nan
+        vc[blk] = np.nan
+    for b, n in enumerate(lens):
+        last = bt[b, (n - 1) // 16]
+        kc[last, (n - 1) % 16 + 1:] = np.nan
+        vc[last, (n - 1) % 16 + 1:] = np.nan
+        garbage = [10**9, -(10**9), -1, 2**31 - 1] * bt.shape[1]
+        bt[b, -(-n // 16):] = garbage[:bt.shape[1] - (-(-n // 16))]
+    kern = pa.paged_decode_pages(5, 8, 2, 32, kc.shape[0], 16, bt.shape[1], dtype, pages_per_step)
+    out = kern(q, pa.page_view(kc), pa.page_view(vc), bt, cl)
+    assert np.isfinite(out.astype(np.float32)).all()
+    assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
+
+
+def test_paged_decode_pages_agrees_with_the_per_head_kernel_and_torch():
+    # the same inputs through both forms (vLLM's 4-D cache for paged_decode, its page view for
+    # paged_decode_pages: no copy) and torch SDPA with enable_gqa on the gathered cache
+    (q, kc, vc, bt, cl), out = pa.run(3, 8, 2, 64, 16, 200, lens=[200, 1, 33], pages=True, seed=2)
+    assert np.shares_memory(pa.page_view(kc), kc)
+    # a whole page is one contiguous run (16 x 2 x 64 fp32 = 8 KiB): left to the hardware
+    # prefetchers (prefetch_gathers emits no software prefetch for it)
+    src = pa.paged_decode_pages(3, 8, 2, 64, kc.shape[0], 16, bt.shape[1]).get_source("c++")
+    assert "__builtin_prefetch" not in src
+    per_head = pa.paged_decode(3, 8, 2, 64, kc.shape[0], 16, bt.shape[1])(q, kc, vc, bt, cl)
+    assert_close(out, per_head)
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    for b in range(3):
+        n = int(cl[b])
+        pages = bt[b, :-(-n // 16)]
+        k = torch.from_numpy(kc[pages].reshape(-1, 2, 64)[:n]).permute(1, 0, 2)
+        v = torch.from_numpy(vc[pages].reshape(-1, 2, 64)[:n]).permute(1, 0, 2)
+        ref = F.scaled_dot_product_attention(torch.from_numpy(q[b]).unsqueeze(1), k, v, enable_gqa=True)
+        assert_close(out[b], ref.squeeze(1).numpy())

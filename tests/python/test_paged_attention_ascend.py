@@ -77,6 +77,15 @@ def test_paged_decode_on_ascend_never_reads_past_the_context():
     assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
 
 
+def test_paged_decode_pages_is_a_clear_error_on_ascend():
+    # the cpu form (one program per sequence, per-kv-head gemms into row slices of the score and
+    # output fragments) is not supported by the Cube/Vector split: an error at the gemm's line
+    # with the fix, never a crash or a silent fallback; paged_decode is the ascend910b form
+    import tilewright as tw
+    with pytest.raises(tw.TilewrightError, match=r"paged_attention\.py:\d+:\d+: error: gemm accumulates into part of 'acc'"):
+        pa.paged_decode_pages(2, 8, 2, 32, 2 * 5 + 3, 8, 5, "float16", target="ascend910b")
+
+
 # split-KV on ascend910b (partial outputs and base-2 log-sum-exp), combined on cpu
 @pytest.mark.parametrize("case", [(2, 4, 2, 32, 8, 40, [9, 40], "float16", 2),
                                   (2, 8, 2, 32, 8, 40, [9, 40], "float16", 2),   # G = 4: 2 lse rows per AIV

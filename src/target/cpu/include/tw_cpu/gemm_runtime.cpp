@@ -27,7 +27,7 @@ void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const b
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
               long /*b_col*/, long /*b_width*/) {
 #if defined(TW_CPU_AMX)
-  if (amx_usable()) return gemm_amx<bf16, float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
+  if (amx_usable() && amx_pays(M)) return gemm_amx<bf16, float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 #endif
   gemm_f32<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 }
