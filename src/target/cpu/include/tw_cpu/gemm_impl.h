@@ -615,7 +615,13 @@ inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float*
         }
       }
     } else {
-      // op(B)(k,j) = B[j*ldb + k]
+      // op(B)(k,j) = B[j*ldb + k]. As for A's rows (pack_a_f32): the next micro-panel's rows are
+      // fetched into L2 first when they lie far apart (packing a 128 x 128 tile of a 1024-wide
+      // B.T measured 1.7-2.6x faster with it, side by side; the op zoo's matmul_transposed_b).
+      if (j0 + nr < nc && ldb * (long)sizeof(T) >= 4096) {
+        const int rn = nc - j0 - nr < kNR ? nc - j0 - nr : kNR;
+        for (int i = 0; i < rn; ++i) prefetch_l2((uintptr_t)(B + (long)(j0 + nr + i) * ldb), kc * (long)sizeof(T));
+      }
       pack_transpose<kNR, G>(B + (long)j0 * ldb, ldb, nr, kc, dst);
     }
   }
