@@ -452,6 +452,64 @@ TEST(Gemm, TileEdgeSizes) {
         seed += 2;
       }
 }
+// Row panels (panel_rows): every panel of a block covers its rows exactly once, no panel is
+// taller than kMR, the panels stay where the packed layout puts them (panel p at p * kMR rows'
+// worth of floats), and a remainder under kSplitBelow rows after a full panel is balanced with
+// it (14 + 2 -> 8 + 8 on AVX-512) whenever the two heights can both reach kSplitBelow - 1.
+TEST(Gemm, PanelRowsPartition) {
+  namespace d = tw_cpu::detail;
+  for (int mc = 1; mc <= d::kMC; ++mc) {
+    const int np = (mc + d::kMR - 1) / d::kMR;
+    int next = 0;
+    for (int p = 0; p < np; ++p) {
+      const d::PanelRows pr = d::panel_rows(mc, p);
+      EXPECT_EQ(pr.r0, next) << "mc " << mc << " panel " << p;
+      EXPECT_GE(pr.h, 1) << "mc " << mc << " panel " << p;
+      EXPECT_LE(pr.h, d::kMR) << "mc " << mc << " panel " << p;
+      next = pr.r0 + pr.h;
+    }
+    EXPECT_EQ(next, mc) << "mc " << mc;
+    const int rem = mc % d::kMR;
+    if (mc > d::kMR && rem > 0 && rem < d::kSplitBelow && d::kMR + rem >= 2 * d::kSplitBelow - 1) {
+      const d::PanelRows a = d::panel_rows(mc, np - 2), b = d::panel_rows(mc, np - 1);
+      EXPECT_LE(a.h - b.h, 1) << "mc " << mc;
+      EXPECT_GE(b.h, d::kSplitBelow - 1) << "mc " << mc;
+    }
+  }
+}
+// Every row count of a block and past it (each remainder of the 14-row (AVX-512) / 6-row (AVX2)
+// panels, the balanced split, several row blocks) for fp32, f16 and bf16 (tight bound), against
+// the float64 reference; N = 37 and 5 (a full 32-column strip + tail, a tail alone), K odd. Then
+// the same product through the stable-A path (the whole A packed once into the per-thread cache
+// and read by a second call) must be bit for bit the first call's result.
+template <class T>
+void run_row_tails(uint32_t seed) {
+  namespace d = tw_cpu::detail;
+  const int ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 14, 15, 16, 17, 18, 27, 28, 29, 30, 31, 43, 57, 64, 113, 127,
+                    128, 129, d::kMC - 1, d::kMC, d::kMC + 1, d::kMC + 2, d::kMC + 3, d::kMC + 15, 2 * d::kMC + 2};
+  for (int M : ms)
+    for (int N : {37, 5}) {
+      const int K = 19 + (int)(seed % 3);
+      run_gemm_case<T, float>(M, N, K, seed & 1, seed >> 1 & 1, seed >> 2 & 1, (int)(seed % 3), seed,
+                              /*tight=*/!std::is_same_v<T, float>);
+      std::mt19937 g(seed);
+      const long ldb = N + 3;  // ldb != N: the packed A is kept for reuse (a_reused)
+      std::vector<T> A((size_t)M * K), B((size_t)K * ldb);
+      for (auto& v : A) v = make_val<T>(g);
+      for (auto& v : B) v = make_val<T>(g);
+      std::vector<float> c0((size_t)M * N), c1((size_t)M * N), c2((size_t)M * N);
+      tw_cpu::gemm<T, T, float>(M, N, K, A.data(), K, false, B.data(), ldb, false, c0.data(), N, false);
+      tw_cpu::new_launch();
+      tw_cpu::gemm<T, T, float>(M, N, K, A.data(), K, false, B.data(), ldb, false, c1.data(), N, false, true);
+      tw_cpu::gemm<T, T, float>(M, N, K, A.data(), K, false, B.data(), ldb, false, c2.data(), N, false, true);
+      EXPECT_EQ(std::memcmp(c0.data(), c1.data(), c0.size() * sizeof(float)), 0) << "M " << M << " N " << N;
+      EXPECT_EQ(std::memcmp(c0.data(), c2.data(), c0.size() * sizeof(float)), 0) << "M " << M << " N " << N;
+      ++seed;
+    }
+}
+TEST(Gemm, RowTailsF32) { run_row_tails<float>(1200); }
+TEST(Gemm, RowTailsF16) { run_row_tails<f16>(1300); }
+TEST(Gemm, RowTailsBF16) { run_row_tails<bf16>(1400); }
 // A larger ragged shape over several K blocks, row blocks and column blocks, every transpose.
 TEST(Gemm, RaggedLarge) {
   for (int t = 0; t < 4; ++t) {

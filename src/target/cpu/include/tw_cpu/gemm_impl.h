@@ -40,7 +40,8 @@
 //   -> ic (MC rows, pack A block mc x kc, MR-tall micro-panels) -> jr -> ir
 //   -> register-blocked micro-kernel MR x NR with broadcast-FMA.
 //   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
-//   use smaller-MR kernels (8/4/2/1 rows), column tails go through a small stack tile.
+//   use a micro-kernel of their own height (a remainder under 4 rows shares the last full
+//   panel in two balanced ones: panel_rows), column tails go through a small stack tile.
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
 //   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
 //   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
@@ -322,6 +323,30 @@ inline constexpr int kVF = simd::kVF;
 inline constexpr int kNR = kNV * kVF;
 inline constexpr int kFirstSub = kMR > 8 ? 8 : kMR > 4 ? 4 : kMR > 2 ? 2 : 1;
 
+// Row panels of an fp32 A block (packing and micro-kernel calls agree through panel_rows).
+// A block of mc rows (mc <= kMC) has ceil(mc / kMR) panels, panel p stored at floats
+// p * kMR * kw of the packed block (kMR x kw each, rows past its height zero-filled). Panel p
+// holds rows [p * kMR, p * kMR + kMR) except at the end: a remainder of fewer than kSplitBelow
+// rows after at least one full panel shares the last full panel's rows in two balanced panels
+// (kMR + rem rows: 14 + 2 -> 8 + 8 on AVX-512), because a micro-kernel of fewer than 4 rows
+// keeps too few accumulators in flight to cover the FMA latency (a 2 x 32 call runs at about
+// half the FMA rate; a 128-row block was 9 x 14 + 2). Every height has its own micro-kernel
+// (ukr_f32_rows), so any other remainder is one call.
+inline constexpr int kSplitBelow = 4;
+struct PanelRows {
+  int r0, h;  // first row (within the block) and height
+};
+TW_CPU_INLINE PanelRows panel_rows(int mc, int p) {
+  const int full = mc / kMR, rem = mc - full * kMR;
+  if (rem > 0 && rem < kSplitBelow && full > 0 && p >= full - 1 && kMR + rem >= 2 * kSplitBelow - 1) {
+    const int h1 = (kMR + rem + 1) / 2;
+    if (p == full - 1) return PanelRows{p * kMR, h1};
+    return PanelRows{(full - 1) * kMR + h1, kMR + rem - h1};
+  }
+  const int r0 = p * kMR;
+  return PanelRows{r0, mc - r0 < kMR ? mc - r0 : kMR};
+}
+
 // bf16 with AVX512-BF16: k values per packed element of the (bf16, bf16 -> float) gemm. 2: the
 // operands are packed as bf16 k pairs and the micro-kernel uses vdpbf16ps (see the header
 // comment); 1 (every other type and target): widened to fp32 while packing.
@@ -463,16 +488,19 @@ TW_CPU_INLINE void prefetch_l2(uintptr_t p, long bytes) {
     __builtin_prefetch((const char*)l, 0, 2);
 }
 
-// A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of kMR rows,
-// layout Ap[panel][k][kMR], rows beyond mc zero-filled. kPairK<T> == 2: element k of a row
-// is the bf16 pair (2k, 2k + 1), (kc + 1) / 2 of them.
+// A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of up to kMR rows (panel_rows:
+// blocks of kMC rows, each split into its panels), layout Ap[panel][k][kMR], rows beyond a
+// panel's height zero-filled. kPairK<T> == 2: element k of a row is the bf16 pair (2k, 2k + 1),
+// (kc + 1) / 2 of them.
 template <class T>
 inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float* Ap) {
   constexpr int G = kPairK<T>;
   const int kw = (kc + G - 1) / G;
-  for (int i0 = 0; i0 < mc; i0 += kMR) {
-    int mr = mc - i0 < kMR ? mc - i0 : kMR;
-    float* dst = Ap + (long)i0 * kw;
+  for (int p0 = 0; p0 < mc; p0 += kMR) {
+    const int ib = p0 / kMC * kMC;  // the row block of this panel
+    const PanelRows pr = panel_rows(mc - ib < kMC ? mc - ib : kMC, (p0 - ib) / kMR);
+    const int i0 = ib + pr.r0, mr = pr.h;
+    float* dst = Ap + (long)p0 * kw;
     if constexpr (G == 2) {
       if (transA) {  // rows 2k and 2k + 1 of A interleaved
         for (int k = 0; k < kw; ++k) {
@@ -504,9 +532,9 @@ inline void pack_a_f32(int mc, int kc, const T* A, long lda, bool transA, float*
       // op(A)(i,k) = A[i*lda + k]: transpose while packing. The rows of the next panel are
       // fetched into L2 first: rows far apart (a tile of a wide matrix) are not followed by the
       // hardware prefetchers, and the transpose would wait on each line in turn.
-      if (i0 + kMR < mc && lda * (long)sizeof(T) >= 4096) {
-        const int rn = mc - i0 - kMR < kMR ? mc - i0 - kMR : kMR;
-        for (int i = 0; i < rn; ++i) prefetch_l2((uintptr_t)(A + (long)(i0 + kMR + i) * lda), kc * (long)sizeof(T));
+      if (i0 + mr < mc && lda * (long)sizeof(T) >= 4096) {
+        const int rn = mc - i0 - mr < kMR ? mc - i0 - mr : kMR;
+        for (int i = 0; i < rn; ++i) prefetch_l2((uintptr_t)(A + (long)(i0 + mr + i) * lda), kc * (long)sizeof(T));
       }
       pack_transpose<kMR>(A + (long)i0 * lda, lda, mr, kc, dst);
     }
@@ -587,7 +615,13 @@ inline void pack_b_f32(int kc, int nc, const T* B, long ldb, bool transB, float*
         }
       }
     } else {
-      // op(B)(k,j) = B[j*ldb + k]
+      // op(B)(k,j) = B[j*ldb + k]. As for A's rows (pack_a_f32): the next micro-panel's rows are
+      // fetched into L2 first when they lie far apart (packing a 128 x 128 tile of a 1024-wide
+      // B.T measured 1.7-2.6x faster with it, side by side; the op zoo's matmul_transposed_b).
+      if (j0 + nr < nc && ldb * (long)sizeof(T) >= 4096) {
+        const int rn = nc - j0 - nr < kNR ? nc - j0 - nr : kNR;
+        for (int i = 0; i < rn; ++i) prefetch_l2((uintptr_t)(B + (long)(j0 + nr + i) * ldb), kc * (long)sizeof(T));
+      }
       pack_transpose<kNR, G>(B + (long)j0 * ldb, ldb, nr, kc, dst);
     }
   }
@@ -699,27 +733,13 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   store_acc<R>(c, C, ldc, acc, nr);
 }
 
-// rows [0, mr) with mr < kMR: decompose into 8/4/2/1-row kernels.
-template <int R, bool kDp = false>
-TW_CPU_INLINE void ukr_f32_tail(int mr, long kc, const float* A, long as, const float* B,
-                                long bs, float* C, long ldc, bool acc, int nr) {
-  if (mr >= R) {
-    ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr);
-    A += R;
-    C += (long)R * ldc;
-    mr -= R;
-  }
-  if constexpr (R > 1) {
-    if (mr > 0) ukr_f32_tail<R / 2, kDp>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
-  }
-}
-
-TW_CPU_INLINE void ukr_f32_any(int mr, long kc, const float* A, long as, const float* B,
-                               long bs, float* C, long ldc, bool acc, int nr) {
-  if (mr == kMR)
-    ukr_f32<kMR>(kc, A, as, B, bs, C, ldc, acc, nr);
-  else
-    ukr_f32_tail<kFirstSub>(mr, kc, A, as, B, bs, C, ldc, acc, nr);
+// one micro-kernel call of mr rows (1 <= mr <= kMR): ukr_f32<mr>
+template <bool kDp = false, int R = kMR>
+TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const float* B, long bs,
+                                float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
+                                long pf2_lines = 0) {
+  if (mr == R) ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
 }
 
 template <class TC>
@@ -1093,10 +1113,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
         bool acc = accumulate || pc > 0;
         pack_a_f32(M, kc, a_at(0, pc), lda, transA, Ap);
         for (int j = 0; j < nfull; j += kNR)
-          ukr_f32_any(M, kc, Ap, kMR, b_at(pc, j), ldb, C + j, ldc, acc, kNR);
+          ukr_f32_rows(M, kc, Ap, kMR, b_at(pc, j), ldb, C + j, ldc, acc, kNR);
         if (Bt) {
           pack_b_f32(kc, N - nfull, b_at(pc, nfull), ldb, false, Bt);
-          ukr_f32_any(M, kc, Ap, kMR, Bt, kNR, C + nfull, ldc, acc, N - nfull);
+          ukr_f32_rows(M, kc, Ap, kMR, Bt, kNR, C + nfull, ldc, acc, N - nfull);
         }
       }
       return;
@@ -1169,7 +1189,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b),
            (size_t)ncpad * kw(K));
   }
-  if (pf.n) pf.spread(((N + kNR - 1) / kNR) * (M / kMR));  // the full-height micro-kernel calls
+  if (pf.n) pf.spread(((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR));  // the micro-kernel calls
   // This call packed A into the cache, so the next call (the next K step of the same rows) will
   // most likely pack the A tile right behind it: fetch its source rows during this call.
   RowsPrefetch pfa;
@@ -1207,18 +1227,13 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
           int nr = nc - jr < kNR ? nc - jr : kNR;
           const float* bp = Bp + (long)jr * kwc;
           for (int ir = 0; ir < mc; ir += kMR) {
-            int mr = mc - ir < kMR ? mc - ir : kMR;
+            const PanelRows pr = panel_rows(mc, ir / kMR);
             pfb.step();
             pfa.step();
-            if (mr == kMR) {
-              long m = 0;
-              const char* q = pf.take(&m);
-              ukr_f32<kMR, kDp>(kwc, ap + (long)ir * kwc, kMR, bp, kNR,
-                                C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr, q, m < kwc ? m : kwc);
-            } else {
-              ukr_f32_tail<kFirstSub, kDp>(mr, kwc, ap + (long)ir * kwc, kMR, bp, kNR,
-                                      C + (long)(ic + ir) * ldc + jc + jr, ldc, acc, nr);
-            }
+            long m = 0;
+            const char* q = pf.take(&m);
+            ukr_f32_rows<kDp>(pr.h, kwc, ap + (long)ir * kwc, kMR, bp, kNR,
+                              C + (long)(ic + pr.r0) * ldc + jc + jr, ldc, acc, nr, q, m < kwc ? m : kwc);
           }
         }
       }
