@@ -44,12 +44,14 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             for k in T.Pipelined(loop_range, num_stages=2):
                 T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_shared)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, clear_accum=True)
+                T.copy(scores_max, scores_max_prev)
+                # the mask map right before the row max (and exp2 right before the row sum): the
+                # cpu target computes each pair as one pass over the score tile's rows
                 for i, j in T.Parallel(block_M, block_N):
                     if is_causal:
                         acc_s[i, j] = T.where(bx * block_M + i >= k * block_N + j, acc_s[i, j] * scale, neg_inf)
                     else:
                         acc_s[i, j] = T.where(k * block_N + j < seq_len, acc_s[i, j] * scale, neg_inf)
-                T.copy(scores_max, scores_max_prev)
                 T.reduce_max(acc_s, scores_max, dim=1, clear=False)
                 for i in T.Parallel(block_M):
                     scores_scale[i] = T.exp2(scores_max_prev[i] - scores_max[i])

@@ -1281,4 +1281,42 @@ TEST(Math, VectorLoopMatchesScalar) {
   vector_matches_scalar("erf", [](float v) { return tw_cpu::erf(v); });
 }
 
+// The lane folds of the row reductions (simd.h fold_sum / fold_max / fold_min): max and min are
+// the lanes' max and min wherever they sit (lane permutations, infinities, -0 vs +0 by value);
+// the sum is the pairwise grouping by halves, exact on small integers and checked bit for bit
+// against that grouping on random values.
+TEST(Simd, FoldLanes) {
+  using tw_cpu::simd::kVF;
+  using tw_cpu::simd::vf;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 100.0f);
+  for (int trial = 0; trial < 2000; ++trial) {
+    vf v;
+    float lanes[kVF];
+    for (int i = 0; i < kVF; ++i) {
+      float x = nd(rng);
+      if (trial % 7 == 1 && i == trial % kVF) x = -INFINITY;
+      if (trial % 11 == 2 && i == (trial / 3) % kVF) x = INFINITY;
+      if (trial % 5 == 3) x = std::nearbyint(x);
+      lanes[i] = x;
+      v[i] = x;
+    }
+    float mx = -INFINITY, mn = INFINITY;
+    for (float x : lanes) mx = std::max(mx, x), mn = std::min(mn, x);
+    EXPECT_EQ(tw_cpu::simd::fold_max(v), mx);
+    EXPECT_EQ(tw_cpu::simd::fold_min(v), mn);
+    float pw[kVF];
+    std::copy(lanes, lanes + kVF, pw);
+    for (int h = kVF / 2; h >= 1; h /= 2)
+      for (int i = 0; i < h; ++i) pw[i] = pw[i] + pw[i + h];
+    const float got = tw_cpu::simd::fold_sum(v);
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(pw[0])) << got << " vs " << pw[0];
+    if (trial % 5 == 3 && std::isfinite(pw[0])) {  // integers: exact in any order
+      double exact = 0;
+      for (float x : lanes) exact += x;
+      EXPECT_EQ((double)got, exact);
+    }
+  }
+}
+
 }  // namespace

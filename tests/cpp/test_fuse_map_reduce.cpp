@@ -45,6 +45,37 @@ TEST(FuseMapReduce, TileReadLaterIsKept) {
   EXPECT_EQ(run(exp_sum("128", "", later)), exp_sum("128", "@fuse_reduce(1) ", later));
 }
 
+// In a loop: a tile each iteration overwrites first (a copy into the whole tile) and nothing
+// reads later is not written (0); a tile a gemm overwrites (not an iteration-local tile to the
+// pass, tile_facts.h) is written (1), and it is still fused.
+TEST(FuseMapReduce, InLoops) {
+  auto loop = [](const std::string& first, const std::string& mark) {
+    return R"(kernel k(X: global float32[8, 128], W: global float32[128, 128], Y: global float32[8] out)
+    grid(bx = 2) {
+  alloc e: fragment float32[4, 128]
+  alloc x: shared float32[4, 128]
+  alloc w: shared float32[128, 128]
+  alloc s: fragment float32[4]
+  fill s = 0.0
+  for t in serial(0, 3) {
+)" + first + R"(    )" + mark + R"(for i in parallel(0, 4) {
+      for j in parallel(0, 128) {
+        e[i, j] = exp(e[i, j])
+      }
+    }
+    reduce sum e -> s axis=1 clear=false
+  }
+  copy s -> Y[bx * 4:+4]
+}
+)";
+  };
+  const std::string copy = "    copy X[bx * 4:+4, 0:+128] -> e\n";
+  const std::string gemm = "    copy X[bx * 4:+4, 0:+128] -> x\n    copy W -> w\n"
+                           "    gemm x, w -> e trans_a=false trans_b=false clear=true\n";
+  EXPECT_EQ(run(loop(copy, "")), loop(copy, "@fuse_reduce(0) "));
+  EXPECT_EQ(run(loop(gemm, "")), loop(gemm, "@fuse_reduce(1) "));
+}
+
 TEST(FuseMapReduce, LeavesOtherPairsAlone) {
   const std::string cases[] = {
       // rows shorter than 16 elements (a narrow softmax)

@@ -187,6 +187,12 @@ std::string vec_combine(ReduceKind kind, const std::string& a, const std::string
   return b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
 }
 
+// The lanes of the vector accumulator v combined into one float (tw_cpu::simd::fold_*: by halves).
+std::string vec_fold_lanes(ReduceKind kind, const std::string& v) {
+  const char* f = kind == ReduceKind::sum ? "fold_sum" : kind == ReduceKind::max ? "fold_max" : "fold_min";
+  return std::string("tw_cpu::simd::") + f + "(" + v + ")";
+}
+
 // ---------------------------------------------------------------------------------------------
 // The generator
 
@@ -1207,8 +1213,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
   close();
   emit_vec_fold(rd.reduce_kind);
-  line("float tw_r = " + neutral + ";");
-  line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_r = " + combine("tw_r", "tw_v0[tw_j]") + ";");
+  line("float tw_r = " + vec_fold_lanes(rd.reduce_kind, "tw_v0") + ";");
   line("tw_r = " + combine("tw_r", "tw_acc") + ";");
   std::string at = dn + "[" + vi + "]";
   line(at + " = " + (rd.clear ? "tw_r" : combine(at, "tw_r")) + ";");
@@ -1375,9 +1380,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     if (!g.rd) continue;
     open("if (" + pre[q] + "on)");
     emit_vec_fold(g.rd->reduce_kind, pre[q] + "v");
-    line("float tw_r = " + neutral[q] + ";");
-    line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_r = " +
-         combine(g.rd->reduce_kind, "tw_r", pre[q] + "v0[tw_j]") + ";");
+    line("float tw_r = " + vec_fold_lanes(g.rd->reduce_kind, pre[q] + "v0") + ";");
     line("tw_r = " + combine(g.rd->reduce_kind, "tw_r", pre[q] + "acc") + ";");
     std::string at = buf_name(g.rd->dst) + "[" + rows[q] + "]";
     line(at + " = " + (g.rd->clear ? "tw_r" : combine(g.rd->reduce_kind, at, "tw_r")) + ";");
@@ -1661,8 +1664,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       line("int64_t tw_r = 0;");
       emit_vec_reduce(n.reduce_kind, "tw_row", R_s, "tw_r");
       emit_vec_fold(n.reduce_kind);
-      line(A + " tw_acc = " + neutral + ";");
-      line("for (int tw_j = 0; tw_j < tw_cpu::simd::kVF; ++tw_j) tw_acc = " + combine("tw_acc", "tw_v0[tw_j]") + ";");
+      line(A + " tw_acc = " + vec_fold_lanes(n.reduce_kind, "tw_v0") + ";");
       line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");
       store("tw_o", "tw_acc");
     } else if (R >= 2 * kParts) {

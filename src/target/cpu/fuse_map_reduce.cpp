@@ -11,11 +11,11 @@ using namespace tw::ir;
 namespace {
 
 // The conditions of fuse_map_reduce.h for the map `map_s` (storing `st`) and the statement after it.
-bool fusable_reduce(const Kernel& k, const ForNode* loop, const Stmt& map_s, const StoreNode& st, const Stmt& red_s) {
+bool fusable_reduce(const Stmt& map_s, const StoreNode& st, const Stmt& red_s) {
   if (red_s->kind != StmtKind::Reduce) return false;
   const auto& rd = *as<ReduceNode>(red_s);
   const Buffer& t = st.buffer;
-  if (!fusable(k, loop, t) || rd.src != t || rd.axis != 1 || t->dtype.code != DTypeCode::f32 ||
+  if (rd.src != t || rd.axis != 1 || t->dtype.code != DTypeCode::f32 ||
       rd.dst->dtype.code != DTypeCode::f32 || rd.dst == t)
     return false;
   auto shape = *t->const_shape();
@@ -38,8 +38,12 @@ Kernel fuse_map_reduce(const Kernel& k) {
   for_each_seq(k, [&](const SeqNode& seq, const ForNode* loop) {
     for (size_t i = 0; i + 1 < seq.body.size(); ++i) {
       const Stmt& red_s = seq.body[i + 1];
-      if (const StoreNode* st = full_tile_map(seq.body[i]); st && fusable_reduce(k, loop, seq.body[i], *st, red_s))
-        marks.emplace(seq.body[i].get(), Annotation{"fuse_reduce", {used_after(k, red_s, st->buffer) ? 1 : 0}});
+      if (const StoreNode* st = full_tile_map(seq.body[i]); st && fusable_reduce(seq.body[i], *st, red_s)) {
+        // t is written (keep) unless nothing reads it later; in a loop whose iterations do not
+        // each overwrite t first, the next iteration may read it: written too
+        const bool keep = !fusable(k, loop, st->buffer) || used_after(k, red_s, st->buffer);
+        marks.emplace(seq.body[i].get(), Annotation{"fuse_reduce", {keep ? 1 : 0}});
+      }
     }
   });
   return annotate(k, marks);

@@ -12,10 +12,10 @@ namespace tw::cpu {
 // as one pass that computes each row in chunks of kOutChunk elements and reduces each chunk
 // while it is in L1 (four vector accumulators). keep = 1 when a later statement references t
 // (the chunks are written to t), 0 when none does (t itself is not written: the chunks go to a
-// local buffer). Not for rows shorter than 16 elements (a narrow softmax: the per-row vector
-// accumulators and their fold cost more than the row; the map and the reduce's short-row path
-// vectorise across rows), and only outside loops or for a tile local to the enclosing loop's
-// iterations (tile_facts.h loop_local_tiles).
+// local buffer; only outside loops or for a tile local to the enclosing loop's iterations,
+// tile_facts.h loop_local_tiles: elsewhere keep = 1, as a later iteration may read t). Not for
+// rows shorter than 16 elements (a narrow softmax: the per-row vector accumulators and their fold
+// cost more than the row; the map and the reduce's short-row path vectorise across rows).
 ir::Kernel fuse_map_reduce(const ir::Kernel& k);
 
 }  // namespace tw::cpu

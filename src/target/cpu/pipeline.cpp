@@ -4,6 +4,7 @@
 #include "ir/printer.h"
 #include "support/env.h"
 #include "target/cpu/codegen.h"
+#include "target/cpu/alias_tile_copies.h"
 #include "target/cpu/fuse_map_copy_out.h"
 #include "target/cpu/fuse_map_reduce.h"
 #include "target/cpu/pipeline_rows.h"
@@ -56,6 +57,9 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("coarsen_grid", transform::coarsen_grid);
   // Per-column subexpressions of 2-D maps (batch norm's rsqrt(var[j] + eps)) once per column.
   log.run("hoist_map_invariants", transform::hoist_map_invariants);
+  // A same-dtype copy of a whole tile whose copy is only read while the source is unchanged: the
+  // readers read the source (flash attention's float32 P tile, read by the P V gemm in place).
+  log.run("alias_tile_copies", alias_tile_copies);
   // Decisions codegen carries out, recorded as annotations (@name) on the statements they concern:
   // a map whose tile is copied out next is computed straight into the destination (@fuse_copy_out)
   log.run("fuse_map_copy_out", fuse_map_copy_out);

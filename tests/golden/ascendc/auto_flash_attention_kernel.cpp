@@ -154,8 +154,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mmad(acc_s, Q_shared_l0, K_shared_l0, tw_p);  // line 24
           }
           SetFlag<HardEvent::M_FIX>(1);  // line 24
-          CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 25
-          WaitFlag<HardEvent::M_FIX>(1);  // line 25
+          CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 26
+          WaitFlag<HardEvent::M_FIX>(1);  // line 26
           if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64), 0) > 0) {
             {
               FixpipeParamsV220 tw_p;
@@ -166,10 +166,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.quantPre = QuantMode_t::NoQuant;
               tw_p.reluEn = false;
               tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 25
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 26
             }
           }
-          CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
+          CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
         }
         SetFlag<HardEvent::MTE1_M>(4);  // line 24
         WaitFlag<HardEvent::MTE1_M>(4);  // line 24
@@ -343,8 +343,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               Mmad(acc_s, Q_shared_l0[4096], K_shared_l0[4096], tw_p);  // line 24
             }
             SetFlag<HardEvent::M_FIX>(2);  // line 24
-            CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 25
-            WaitFlag<HardEvent::M_FIX>(2);  // line 25
+            CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 26
+            WaitFlag<HardEvent::M_FIX>(2);  // line 26
             if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64), 0) > 0) {
               {
                 FixpipeParamsV220 tw_p;
@@ -355,10 +355,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
                 tw_p.quantPre = QuantMode_t::NoQuant;
                 tw_p.reluEn = false;
                 tw_p.ndNum = 1;
-                Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 25
+                Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 26
               }
             }
-            CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 25
+            CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
           }
           if (((k_o * 2) + 1) >= 3) {
             if (tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) < 64) {
@@ -460,18 +460,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               }
             }
             SetFlag<HardEvent::M_FIX>(5);  // line 24
-            WaitFlag<HardEvent::M_FIX>(5);  // line 25
-            SetFlag<HardEvent::FIX_M>(1);  // line 25
+            WaitFlag<HardEvent::M_FIX>(5);  // line 26
+            SetFlag<HardEvent::FIX_M>(1);  // line 26
             CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
           } else {
             SetFlag<HardEvent::M_FIX>(5);  // line 24
-            WaitFlag<HardEvent::M_FIX>(5);  // line 25
-            SetFlag<HardEvent::FIX_M>(1);  // line 25
+            WaitFlag<HardEvent::M_FIX>(5);  // line 26
+            SetFlag<HardEvent::FIX_M>(1);  // line 26
           }
         } else {
           SetFlag<HardEvent::M_FIX>(5);  // line 24
-          WaitFlag<HardEvent::M_FIX>(5);  // line 25
-          SetFlag<HardEvent::FIX_M>(1);  // line 25
+          WaitFlag<HardEvent::M_FIX>(5);  // line 26
+          SetFlag<HardEvent::FIX_M>(1);  // line 26
         }
         SetFlag<HardEvent::MTE2_MTE1>(4);  // line 23
         WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
@@ -510,12 +510,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> scores_sum = tw_ub[42368].ReinterpretCast<float>();  // UB @42368 +128 float32 ND [32], line 15
     LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
     LocalTensor<float> scores_scale_prev3 = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +256 float32 ND [2, 32], line 22
-    LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 25
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42496].ReinterpretCast<float>();  // UB @42496 +32 float32 ND [8], line 25
-    LocalTensor<float> scores_max_scaled_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 25
+    LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 26
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42496].ReinterpretCast<float>();  // UB @42496 +32 float32 ND [8], line 26
+    LocalTensor<float> scores_max_scaled_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 26
     LocalTensor<float> scores_max_t_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_ln2_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 25
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42528].ReinterpretCast<uint8_t>();  // UB @42528 +1024 uint8 ND [1024], line 25
+    LocalTensor<float> scores_max_ln2_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 26
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42528].ReinterpretCast<uint8_t>();  // UB @42528 +1024 uint8 ND [1024], line 26
 
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
@@ -535,53 +535,53 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       Duplicate(logsum, static_cast<float>(0.0f), 32);  // line 19
       Duplicate(scores_max, static_cast<float>(-1e+30f), 32);  // line 20
       const int32_t loop_range_v = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
-      PipeBarrier<PIPE_V>();  // line 30
+      PipeBarrier<PIPE_V>();  // line 25
       for (int32_t k_v_o = 0; k_v_o < (((loop_range_v + 3) + 2 - 1) / 2); ++k_v_o) {
         DataCopy(scores_scale_prev3, scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
         PipeBarrier<PIPE_V>();  // line 22
         DataCopy(scores_scale_prev2, scores_scale_prev, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
         PipeBarrier<PIPE_V>();  // line 22
         DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
-        WaitFlag<HardEvent::MTE3_V>(1);  // line 25
         if ((k_v_o * 2) < loop_range_v) {
-          CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
-          WaitFlag<HardEvent::V_MTE2>(1);  // line 25
+          DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
+          CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
           if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-            DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+            DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
           }
-          SetFlag<HardEvent::MTE2_V>(1);  // line 25
-          CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-          WaitFlag<HardEvent::MTE2_V>(1);  // line 25
-          DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
-          PipeBarrier<PIPE_V>();  // line 25
-          Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 25
-          PipeBarrier<PIPE_V>();  // line 25
+          SetFlag<HardEvent::MTE2_V>(1);  // line 26
+          CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
+          WaitFlag<HardEvent::MTE2_V>(1);  // line 26
+          WaitFlag<HardEvent::MTE3_V>(1);  // line 26
+          DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 26
+          PipeBarrier<PIPE_V>();  // line 26
+          Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
+          PipeBarrier<PIPE_V>();  // line 26
           if (tw_min(((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 1), ((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 32)) < 64) {
             for (int32_t r_0_s0 = 0; r_0_s0 < 32; ++r_0_s0) {
               const int32_t hi_0_s0 = tw_min(tw_max(tw_min(((r_0_s0 + (((bx * 64) + (vid * 32)) - (k_v_o * 128))) + 1), 64), 0), 64);
-              PipeBarrier<PIPE_V>();  // line 25
+              PipeBarrier<PIPE_V>();  // line 26
               if (hi_0_s0 < 64) {
                 const int32_t blk_0_s0 = ((hi_0_s0 / 8) * 8);
                 const int32_t head_0_s0 = (hi_0_s0 - blk_0_s0);
                 if (head_0_s0 > 0) {
                   if (tw_max(tw_min(head_0_s0, 8), 0) > 0) {
-                    Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 25
+                    Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 26
                   }
                 }
-                PipeBarrier<PIPE_V>();  // line 25
+                PipeBarrier<PIPE_V>();  // line 26
                 if (tw_max(tw_min((64 - blk_0_s0), 64), 0) > 0) {
-                  Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-6.93147181e+29f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 25
+                  Duplicate(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], static_cast<float>(-6.93147181e+29f), tw_max(tw_min((64 - blk_0_s0), 64), 0));  // line 26
                 }
-                PipeBarrier<PIPE_V>();  // line 25
+                PipeBarrier<PIPE_V>();  // line 26
                 if (head_0_s0 > 0) {
                   if (tw_max(tw_min(head_0_s0, 8), 0) > 0) {
-                    Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 25
+                    Muls(acc_s_ub[((r_0_s0 * 64) + blk_0_s0)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s0, 8), 0));  // line 26
                   }
                 }
               }
             }
           }
-          DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 30
           PipeBarrier<PIPE_V>();  // line 31
           WholeReduceMax(scores_max_scaled_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
           PipeBarrier<PIPE_V>();  // line 31
@@ -594,14 +594,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Muls(scores_scale, scores_scale, static_cast<float>(0.693147181f), 32);  // line 33
           PipeBarrier<PIPE_V>();  // line 33
           Exp(scores_scale, scores_scale, 32);  // line 33
-          Muls(scores_max_ln2_0, scores_max, static_cast<float>(0.693147181f), 32);  // line 25
-          PipeBarrier<PIPE_V>();  // line 25
-          Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max_ln2_0, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 25
-          PipeBarrier<PIPE_V>();  // line 25
-          Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 25
-          PipeBarrier<PIPE_V>();  // line 25
-          Exp(acc_s_ub, acc_s_ub, 2048);  // line 25
-          SetFlag<HardEvent::V_MTE3>(2);  // line 25
+          Muls(scores_max_ln2_0, scores_max, static_cast<float>(0.693147181f), 32);  // line 26
+          PipeBarrier<PIPE_V>();  // line 26
+          Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max_ln2_0, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 26
+          PipeBarrier<PIPE_V>();  // line 26
+          Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 26
+          PipeBarrier<PIPE_V>();  // line 26
+          Exp(acc_s_ub, acc_s_ub, 2048);  // line 26
+          SetFlag<HardEvent::V_MTE3>(2);  // line 26
           PipeBarrier<PIPE_V>();  // line 45
           WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
           Mul(logsum, logsum, scores_scale, 32);  // line 47
@@ -614,7 +614,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
-          WaitFlag<HardEvent::V_MTE2>(1);  // line 25
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
+          WaitFlag<HardEvent::MTE3_V>(1);  // line 26
         }
         SetFlag<HardEvent::V_MTE3>(0);
         WaitFlag<HardEvent::V_MTE3>(0);
@@ -629,10 +630,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
             DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           }
-          SetFlag<HardEvent::MTE2_V>(3);  // line 51
+          SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
-          WaitFlag<HardEvent::MTE2_V>(3);  // line 51
+          WaitFlag<HardEvent::MTE2_V>(2);  // line 51
           Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
         } else {
           WaitFlag<HardEvent::V_MTE2>(2);  // line 51
@@ -646,48 +647,48 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           DataCopy(scores_scale_prev2, scores_scale_prev, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
           PipeBarrier<PIPE_V>();  // line 22
           DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
-          WaitFlag<HardEvent::MTE3_V>(0);  // line 25
           if (((k_v_o * 2) + 1) < loop_range_v) {
-            CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 25
+            DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
+            CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
             if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-              DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 25
+              DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
             }
-            SetFlag<HardEvent::MTE2_V>(2);  // line 25
-            CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 25
-            WaitFlag<HardEvent::MTE2_V>(2);  // line 25
-            DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
-            SetFlag<HardEvent::MTE2_V>(4);  // line 25
-            WaitFlag<HardEvent::MTE2_V>(4);  // line 25
-            SetFlag<HardEvent::V_MTE2>(1);  // line 25
-            PipeBarrier<PIPE_V>();  // line 25
-            Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 25
-            PipeBarrier<PIPE_V>();  // line 25
+            SetFlag<HardEvent::MTE2_V>(3);  // line 26
+            CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
+            WaitFlag<HardEvent::MTE2_V>(3);  // line 26
+            WaitFlag<HardEvent::MTE3_V>(0);  // line 26
+            DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 26
+            SetFlag<HardEvent::MTE2_V>(4);  // line 26
+            WaitFlag<HardEvent::MTE2_V>(4);  // line 26
+            SetFlag<HardEvent::V_MTE2>(1);  // line 26
+            PipeBarrier<PIPE_V>();  // line 26
+            Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
+            PipeBarrier<PIPE_V>();  // line 26
             if (tw_min(((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 1), ((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 32)) < 64) {
               for (int32_t r_0_s1 = 0; r_0_s1 < 32; ++r_0_s1) {
                 const int32_t hi_0_s1 = tw_min(tw_max(tw_min(((r_0_s1 + (((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64))) + 1), 64), 0), 64);
-                PipeBarrier<PIPE_V>();  // line 25
+                PipeBarrier<PIPE_V>();  // line 26
                 if (hi_0_s1 < 64) {
                   const int32_t blk_0_s1 = ((hi_0_s1 / 8) * 8);
                   const int32_t head_0_s1 = (hi_0_s1 - blk_0_s1);
                   if (head_0_s1 > 0) {
                     if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
-                      Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 25
+                      Muls(acc_s_ub_keep_0, acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 26
                     }
                   }
-                  PipeBarrier<PIPE_V>();  // line 25
+                  PipeBarrier<PIPE_V>();  // line 26
                   if (tw_max(tw_min((64 - blk_0_s1), 64), 0) > 0) {
-                    Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-6.93147181e+29f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 25
+                    Duplicate(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], static_cast<float>(-6.93147181e+29f), tw_max(tw_min((64 - blk_0_s1), 64), 0));  // line 26
                   }
-                  PipeBarrier<PIPE_V>();  // line 25
+                  PipeBarrier<PIPE_V>();  // line 26
                   if (head_0_s1 > 0) {
                     if (tw_max(tw_min(head_0_s1, 8), 0) > 0) {
-                      Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 25
+                      Muls(acc_s_ub[((r_0_s1 * 64) + blk_0_s1)], acc_s_ub_keep_0, static_cast<float>(1.0f), tw_max(tw_min(head_0_s1, 8), 0));  // line 26
                     }
                   }
                 }
               }
             }
-            DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 30
             PipeBarrier<PIPE_V>();  // line 31
             WholeReduceMax(scores_max_scaled_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
             PipeBarrier<PIPE_V>();  // line 31
@@ -700,14 +701,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Muls(scores_scale, scores_scale, static_cast<float>(0.693147181f), 32);  // line 33
             PipeBarrier<PIPE_V>();  // line 33
             Exp(scores_scale, scores_scale, 32);  // line 33
-            Muls(scores_max_ln2_0, scores_max, static_cast<float>(0.693147181f), 32);  // line 25
-            PipeBarrier<PIPE_V>();  // line 25
-            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max_ln2_0, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 25
-            PipeBarrier<PIPE_V>();  // line 25
-            Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 25
-            PipeBarrier<PIPE_V>();  // line 25
-            Exp(acc_s_ub, acc_s_ub, 2048);  // line 25
-            SetFlag<HardEvent::V_MTE3>(3);  // line 25
+            Muls(scores_max_ln2_0, scores_max, static_cast<float>(0.693147181f), 32);  // line 26
+            PipeBarrier<PIPE_V>();  // line 26
+            Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_max_ln2_0, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 26
+            PipeBarrier<PIPE_V>();  // line 26
+            Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 26
+            PipeBarrier<PIPE_V>();  // line 26
+            Exp(acc_s_ub, acc_s_ub, 2048);  // line 26
+            SetFlag<HardEvent::V_MTE3>(3);  // line 26
             PipeBarrier<PIPE_V>();  // line 45
             WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
             Mul(logsum, logsum, scores_scale, 32);  // line 47
@@ -718,17 +719,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
               DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
             }
-            SetFlag<HardEvent::V_MTE3>(4);  // line 25
+            SetFlag<HardEvent::V_MTE3>(4);  // line 26
             WaitFlag<HardEvent::V_MTE3>(4);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
           } else {
-            SetFlag<HardEvent::MTE2_V>(4);  // line 25
-            WaitFlag<HardEvent::MTE2_V>(4);  // line 25
-            SetFlag<HardEvent::V_MTE2>(1);  // line 25
-            SetFlag<HardEvent::V_MTE3>(4);  // line 25
+            SetFlag<HardEvent::MTE2_V>(4);  // line 26
+            WaitFlag<HardEvent::MTE2_V>(4);  // line 26
+            SetFlag<HardEvent::V_MTE2>(1);  // line 26
+            SetFlag<HardEvent::V_MTE3>(4);  // line 26
             WaitFlag<HardEvent::V_MTE3>(4);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
+            WaitFlag<HardEvent::MTE3_V>(0);  // line 26
           }
           if (((k_v_o * 2) + 1) >= 3) {
             PipeBarrier<PIPE_V>();  // line 37
@@ -740,23 +742,23 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
               DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
             }
-            SetFlag<HardEvent::MTE2_V>(3);  // line 51
+            SetFlag<HardEvent::MTE2_V>(2);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51
-            WaitFlag<HardEvent::MTE2_V>(3);  // line 51
+            WaitFlag<HardEvent::MTE2_V>(2);  // line 51
             Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
           } else {
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           }
         } else {
-          SetFlag<HardEvent::MTE2_V>(4);  // line 25
-          WaitFlag<HardEvent::MTE2_V>(4);  // line 25
-          SetFlag<HardEvent::V_MTE2>(1);  // line 25
-          SetFlag<HardEvent::V_MTE3>(4);  // line 25
+          SetFlag<HardEvent::MTE2_V>(4);  // line 26
+          WaitFlag<HardEvent::MTE2_V>(4);  // line 26
+          SetFlag<HardEvent::V_MTE2>(1);  // line 26
+          SetFlag<HardEvent::V_MTE3>(4);  // line 26
           WaitFlag<HardEvent::V_MTE3>(4);  // line 50
           SetFlag<HardEvent::MTE3_V>(1);  // line 50
           WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-          WaitFlag<HardEvent::MTE3_V>(0);  // line 25
+          WaitFlag<HardEvent::MTE3_V>(0);  // line 26
         }
         SetFlag<HardEvent::MTE2_V>(5);  // line 51
         WaitFlag<HardEvent::MTE2_V>(5);  // line 51

@@ -1,0 +1,118 @@
+// alias_tile_copies (see alias_tile_copies.h).
+#include "target/cpu/alias_tile_copies.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/functor.h"
+#include "target/cpu/tile_facts.h"
+
+namespace tw::cpu {
+
+using namespace tw::ir;
+
+namespace {
+
+// Does statement s (a leaf or a compound one) write buffer b?
+bool writes(const Stmt& s, const Buffer& b) {
+  bool hit = false;
+  for_each_stmt(s, [&](const Stmt& x) {
+    switch (x->kind) {
+      case StmtKind::Copy: hit |= as<CopyNode>(x)->dst.buffer == b; break;
+      case StmtKind::Gemm: hit |= as<GemmNode>(x)->c.buffer == b; break;
+      case StmtKind::Fill: hit |= as<FillNode>(x)->dst.buffer == b; break;
+      case StmtKind::Reduce: hit |= as<ReduceNode>(x)->dst == b; break;
+      case StmtKind::Store: hit |= as<StoreNode>(x)->buffer == b; break;
+      case StmtKind::Seq: case StmtKind::For: case StmtKind::If: case StmtKind::Let:
+      case StmtKind::Alloc: case StmtKind::CoreScope: case StmtKind::Sync: break;  // no tile write
+    }
+  });
+  return hit;
+}
+
+// Is u referenced anywhere in k (allocation aside) but in the copy c and in `allowed`?
+bool referenced_elsewhere(const Kernel& k, const StmtNode* c, const std::unordered_set<const StmtNode*>& allowed,
+                          const Buffer& u) {
+  struct V : Visitor {
+    const StmtNode* c;
+    const std::unordered_set<const StmtNode*>& allowed;
+    const Buffer& u;
+    bool hit = false;
+    V(const StmtNode* cp, const std::unordered_set<const StmtNode*>& a, const Buffer& b) : c(cp), allowed(a), u(b) {}
+    void visit(const Stmt& s) override {
+      if (!s || s.get() == c || allowed.count(s.get()) || s->kind == StmtKind::Alloc) return;
+      Visitor::visit(s);
+    }
+    using Visitor::visit;
+    void visit_buffer(const Buffer& b) override { hit |= b == u; }
+  } v(c, allowed, u);
+  v.visit(k->body);
+  for (const auto& p : k->params) v.hit |= p.buffer == u;
+  return v.hit;
+}
+
+// The copy's destination when body[i] is such a copy (alias_tile_copies.h), else null.
+const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i) {
+  if (body[i]->kind != StmtKind::Copy) return nullptr;
+  const auto& c = *as<CopyNode>(body[i]);
+  const Buffer& t = c.src.buffer;
+  const Buffer& u = c.dst.buffer;
+  if (c.atomic || t == u || t->dtype != u->dtype || !whole_tile(c.src) || !whole_tile(c.dst) ||
+      *t->const_shape() != *u->const_shape())
+    return nullptr;
+  size_t last = i;
+  std::unordered_set<const StmtNode*> readers;
+  for (size_t j = i + 1; j < body.size(); ++j)
+    if (references(body[j], u)) {
+      if (writes(body[j], u)) return nullptr;
+      readers.insert(body[j].get());
+      last = j;
+    }
+  if (readers.empty() || referenced_elsewhere(k, body[i].get(), readers, u)) return nullptr;
+  for (size_t j = i + 1; j <= last; ++j)
+    if (writes(body[j], t)) return nullptr;
+  return &u;
+}
+
+}  // namespace
+
+Kernel alias_tile_copies(const Kernel& k) {
+  std::unordered_map<const void*, Buffer> rename;  // u -> t
+  std::unordered_set<const StmtNode*> drop;        // the copies and u's allocations
+  std::unordered_set<const void*> kept;            // the t's: not renamed themselves
+  for_each_seq(k, [&](const SeqNode& seq, const ForNode*) {
+    for (size_t i = 0; i < seq.body.size(); ++i)
+      if (const Buffer* u = aliasable(k, seq.body, i); u && !rename.count(u->get()) && !kept.count(u->get())) {
+        const Buffer& t = as<CopyNode>(seq.body[i])->src.buffer;
+        if (rename.count(t.get())) continue;  // one step at a time: t is itself renamed
+        rename.emplace(u->get(), t);
+        kept.insert(t.get());
+        drop.insert(seq.body[i].get());
+      }
+  });
+  if (rename.empty()) return k;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    if (s->kind == StmtKind::Alloc && rename.count(as<AllocNode>(s)->buffer.get())) drop.insert(s.get());
+  });
+  struct M : Mutator {
+    const std::unordered_map<const void*, Buffer>& rename;
+    const std::unordered_set<const StmtNode*>& drop;
+    M(const std::unordered_map<const void*, Buffer>& r, const std::unordered_set<const StmtNode*>& d)
+        : rename(r), drop(d) {}
+    using Mutator::mutate;
+    Stmt mutate(const Stmt& s) override {
+      if (s && drop.count(s.get())) return nullptr;
+      Stmt m = Mutator::mutate(s);
+      if (m && m != s)
+        for (const auto& a : s->annotations) m = with_annotation(m, a);
+      return m;
+    }
+    Buffer mutate_buffer(const Buffer& b) override {
+      auto it = rename.find(b.get());
+      return it == rename.end() ? b : it->second;
+    }
+  } mut(rename, drop);
+  return mut.mutate_kernel(k);
+}
+
+}  // namespace tw::cpu
