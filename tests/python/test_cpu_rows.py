@@ -162,3 +162,49 @@ def test_row_parts_in_pipeline_and_fused_passes(shape):
     m = x64.max(axis=1, keepdims=True)
     s = (np.exp(x64 - m) * np.exp(-m)).sum(axis=1, keepdims=True)
     assert_close(k(x).astype(np.float64), x64 / np.sqrt(s + 1.0), atol=1e-5, rtol=1e-5, msg=f"{shape}")
+
+
+@pytest.mark.parametrize("name,passes", [("rms_norm", 2), ("layer_norm", 3)])
+def test_norms_run_as_row_pipeline(name, passes):
+    """rms_norm's rsqrt and layer_norm's mean / rsqrt are per-row scalar maps between the row
+    passes: they run on the row the pass before them finished, inside the row pipeline, so the
+    reductions overlap the streaming stores and the next block's prefetches."""
+    src = KERNELS[name][0](4096).get_source("c++")
+    assert f"row pipeline: {passes} row passes" in src
+    pipe = src[src.index("row pipeline"):src.index("// tail: the statements as written")]
+    assert pipe.count("per-row map on the row pass") == passes - 1
+    assert "tw_cpu::rsqrt(" in pipe
+
+
+@tw.jit(out_idx=[-1])
+def _row_map_reads_tile(N, block_M=8):
+    """A per-row map that reads a 2-D tile (x[i, 0]): not a row scalar map, so no pipeline."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            sq = T.alloc_fragment((block_M, N), "float32")
+            ss = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            for i, j in T.Parallel(block_M, N):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, ss, dim=1)
+            for i in T.Parallel(block_M):
+                ss[i] = ss[i] + x[i, 0]
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = x[i, j] / ss[i]
+            T.copy(x, Y[bx * block_M, 0])
+    return main
+
+
+@pytest.mark.parametrize("shape", [(3, 4097), (37, 300)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_row_map_reading_a_tile_is_left_out_of_the_pipeline(shape):
+    M, N = shape
+    k = _row_map_reads_tile(N)
+    assert "row pipeline" not in k.get_source("c++")
+    x = (np.random.default_rng(1).random((M, N)) + 0.5).astype(np.float32)
+    x64 = x.astype(np.float64)
+    ss = (x64 * x64).sum(axis=1, keepdims=True) + x64[:, :1]
+    assert_close(k(x).astype(np.float64), x64 / ss, atol=1e-6, rtol=1e-5, msg=f"{shape}")

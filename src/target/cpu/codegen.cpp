@@ -29,6 +29,7 @@
 #include "target/c_expr.h"
 #include "target/cpu/tile_facts.h"
 #include "target/cpu/math_fns.h"
+#include "target/cpu/pipeline_rows.h"
 #include "transform/check_bounds.h"
 #include "transform/hoist_map_invariants.h"
 
@@ -1273,13 +1274,19 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     const ForNode* inner = nullptr;
     Stmt map = nullptr;  // kMapReduce: the map statement (its @fuse_reduce)
     Expr value = nullptr;  // the map's value, its per-row parts as variables (row_parts)
+    std::vector<const ForNode*> row_maps;  // per-row scalar maps after this pass (row_scalar_map)
   };
   std::vector<Stage> stages;
   std::optional<CopyOutPlan> cpl;
   size_t k = k0;
   while (k < k0 + len && !cpl) {
     const Stmt& s = n.body[k];
-    if (s->kind == StmtKind::Reduce) {
+    const ForNode* rm = nullptr;
+    if (!stages.empty()) rm = row_scalar_map(s, (*(stages[0].st ? stages[0].st->buffer : stages[0].rd->src)->const_shape())[0]);
+    if (rm) {
+      stages.back().row_maps.push_back(rm);
+      ++k;
+    } else if (s->kind == StmtKind::Reduce) {
       stages.push_back({kReduce, as<ReduceNode>(s)});
       ++k;
     } else if (k + 1 < k0 + len && (cpl = plan_map_copy_out(s, n.body[k + 1]))) {
@@ -1344,6 +1351,9 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       for (int u = 0; u < K; ++u) {
         if (stages[u].st) unfinished.insert(stages[u].st->buffer.get());
         if (stages[u].rd && u >= q) unfinished.insert(stages[u].rd->dst.get());
+        for (const ForNode* m : stages[u].row_maps)
+          for (const auto& c : stmts_of(m->body))
+            if (u >= q) unfinished.insert(as<StoreNode>(c)->buffer.get());
       }
       std::vector<std::pair<Var, Expr>> parts;
       stages[q].value = row_parts(*g.st, *g.outer, *g.inner, unfinished, parts);
@@ -1442,6 +1452,13 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     line("tw_r = " + combine(g.rd->reduce_kind, "tw_r", pre[q] + "acc") + ";");
     std::string at = buf_name(g.rd->dst) + "[" + rows[q] + "]";
     line(at + " = " + (g.rd->clear ? "tw_r" : combine(g.rd->reduce_kind, at, "tw_r")) + ";");
+    for (const ForNode* m : g.row_maps) {  // the per-row maps after this pass, on the row it finished
+      line(line_comment(m->span) + "per-row map on the row pass " + std::to_string(q) + " finished");
+      open("");
+      line("const int64_t " + bind(m->var, true) + " = " + rows[q] + ";");
+      emit(m->body);
+      close();
+    }
     close();
   }
   close();  // steps
