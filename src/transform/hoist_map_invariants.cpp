@@ -12,11 +12,34 @@ namespace {
 using namespace ir;
 
 struct Facts {
-  bool row = false;     // mentions the row variable
-  bool col = false;     // mentions the column variable
-  bool costly = false;  // holds a math call or a division
-  bool pure = true;     // loads only tiles the map does not write
+  bool with = false;     // mentions `with`
+  bool without = false;  // mentions `without`
+  bool costly = false;   // holds a math call or a division
+  bool pure = true;      // loads only non-global buffers outside `written`
 };
+
+Facts facts(const Expr& e, const VarNode* with, const VarNode* without, const std::set<const BufferNode*>& written) {
+  Facts f;
+  for_each_expr(e, [&](const Expr& x) {
+    switch (x->kind) {
+      case ExprKind::Var:
+        f.with |= x.get() == with;
+        f.without |= x.get() == without;
+        break;
+      case ExprKind::Call: f.costly = true; break;
+      case ExprKind::Binary: f.costly |= as<BinaryNode>(x)->op == BinOp::Div; break;
+      case ExprKind::Load: {
+        const auto& b = as<LoadNode>(x)->buffer;
+        f.pure &= b->scope != Scope::global && !written.count(b.get());
+        break;
+      }
+      case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Unary: case ExprKind::Cast:
+      case ExprKind::Select:
+        break;
+    }
+  });
+  return f;
+}
 
 class Hoister : public Mutator {
  public:
@@ -71,56 +94,8 @@ class Hoister : public Mutator {
   using Mutator::mutate;
 
  private:
-  Facts facts(const Expr& e) const {
-    Facts f;
-    for_each_expr(e, [&](const Expr& x) {
-      switch (x->kind) {
-        case ExprKind::Var:
-          f.row |= x.get() == row_;
-          f.col |= x.get() == col_.get();
-          break;
-        case ExprKind::Call: f.costly = true; break;
-        case ExprKind::Binary: f.costly |= as<BinaryNode>(x)->op == BinOp::Div; break;
-        case ExprKind::Load: {
-          const auto& b = as<LoadNode>(x)->buffer;
-          f.pure &= b->scope != Scope::global && !written_.count(b.get());
-          break;
-        }
-        case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Unary: case ExprKind::Cast:
-        case ExprKind::Select:
-          break;
-      }
-    });
-    return f;
-  }
-
-  // e with its maximal hoistable subexpressions replaced by loads of their tiles.
   Expr rewrite(const Expr& e) {
-    Facts f = facts(e);
-    if (!f.row) {
-      if (!f.col || !f.costly) return e;  // nothing below is worth hoisting
-      // g++ contracts a product feeding an add into an fma (-ffp-contract=fast, its default):
-      // a product (or its negation) stays in the map, only its operands may be hoisted, so the
-      // map's adds see the same operands and round the same way.
-      bool product = (e->kind == ExprKind::Binary && as<BinaryNode>(e)->op == BinOp::Mul) ||
-                     (e->kind == ExprKind::Unary && as<UnaryNode>(e)->op == UnOp::Neg);
-      if (!product && f.pure && (e->dtype.code == DTypeCode::f32 || e->dtype.code == DTypeCode::f64))
-        return load(tile_for(e), {col_}, e->span);
-    }
-    struct Sub : Mutator {
-      Hoister& h;
-      bool top = true;
-      explicit Sub(Hoister& x) : h(x) {}
-      Expr mutate(const Expr& x) override {
-        if (top) {  // e itself: rebuild its children
-          top = false;
-          return Mutator::mutate(x);
-        }
-        return h.rewrite(x);
-      }
-      using Mutator::mutate;
-    } sub(*this);
-    return sub.mutate(e);
+    return replace_invariants(e, col_.get(), row_, written_, [&](const Expr& x) { return load(tile_for(x), {col_}, x->span); });
   }
 
   Buffer tile_for(const Expr& e) {
@@ -147,6 +122,33 @@ class Hoister : public Mutator {
 };
 
 }  // namespace
+
+Expr replace_invariants(const Expr& e, const VarNode* with, const VarNode* without,
+                        const std::set<const BufferNode*>& written, const std::function<Expr(const Expr&)>& replace) {
+  Facts f = facts(e, with, without, written);
+  if (!f.without) {
+    if (!f.with || !f.costly) return e;  // nothing below is worth replacing
+    bool product = (e->kind == ExprKind::Binary && as<BinaryNode>(e)->op == BinOp::Mul) ||
+                   (e->kind == ExprKind::Unary && as<UnaryNode>(e)->op == UnOp::Neg);
+    if (!product && f.pure && (e->dtype.code == DTypeCode::f32 || e->dtype.code == DTypeCode::f64)) return replace(e);
+  }
+  struct Sub : Mutator {
+    const std::function<Expr(const Expr&)>& rec;
+    bool top = true;
+    explicit Sub(const std::function<Expr(const Expr&)>& r) : rec(r) {}
+    Expr mutate(const Expr& x) override {
+      if (top) {  // e itself: rebuild its children
+        top = false;
+        return Mutator::mutate(x);
+      }
+      return rec(x);
+    }
+    using Mutator::mutate;
+  };
+  std::function<Expr(const Expr&)> rec = [&](const Expr& x) { return replace_invariants(x, with, without, written, replace); };
+  Sub sub(rec);
+  return sub.mutate(e);
+}
 
 ir::Kernel hoist_map_invariants(const ir::Kernel& k) {
   std::set<std::string> names;

@@ -2,6 +2,9 @@
 // pipeline runs it after coarsen_grid).
 #pragma once
 
+#include <functional>
+#include <set>
+
 #include "tilewright/ir.h"
 
 namespace tw::transform {
@@ -19,5 +22,17 @@ namespace tw::transform {
 // bfloat16 values are computed in float32 by the cpu target, so a float16 tile would round),
 // so results are bit-identical.
 ir::Kernel hoist_map_invariants(const ir::Kernel& k);
+
+// The rule both users share: e with each maximal float32/float64 subexpression that mentions
+// `with` but not `without`, holds a math call or a division, and loads only non-global buffers
+// outside `written` replaced by replace(subexpression) -- except a product or its negation, which
+// g++ (-ffp-contract=fast, its default) may fuse with the add it feeds into an fma: its operands
+// are taken instead, so the adds see the same operands and round the same way. The replaced value
+// is computed by the same operations: results are bit-identical. hoist_map_invariants uses it per
+// column (with = the column variable, without = the row's); codegen_cpu per row of a fused map
+// (with = the row variable, without = the column's).
+ir::Expr replace_invariants(const ir::Expr& e, const ir::VarNode* with, const ir::VarNode* without,
+                            const std::set<const ir::BufferNode*>& written,
+                            const std::function<ir::Expr(const ir::Expr&)>& replace);
 
 }  // namespace tw::transform

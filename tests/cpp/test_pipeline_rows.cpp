@@ -84,5 +84,47 @@ TEST(PipelineRows, LeavesOtherRunsAlone) {
   for (const auto& c : cases) EXPECT_EQ(run(c), same(c)) << c;
 }
 
+// rms_norm: the sum of squares fused with its row sum, a per-row scalar map `row_map` on s, the
+// scaling fused with the copy-out
+std::string rms(const std::string& copy_mark, const std::string& row_map) {
+  return R"(kernel rms(X: global float32[16, 128], Y: global float32[16, 128] out)
+    grid(bx = 4) {
+  alloc x: fragment float32[4, 128]
+  alloc q: fragment float32[4, 128]
+  alloc s: fragment float32[4]
+  copy X[bx * 4:+4, 0:+128] -> x
+  @fuse_reduce(0) for i in parallel(0, 4) {
+    for j in parallel(0, 128) {
+      q[i, j] = x[i, j] * x[i, j]
+    }
+  }
+  reduce sum q -> s axis=1 clear=true
+  for r in parallel(0, 4) {
+    )" + row_map + R"(
+  }
+  @fuse_copy_out for i2 in parallel(0, 4) {
+    for j2 in parallel(0, 128) {
+      x[i2, j2] = x[i2, j2] * s[i2]
+    }
+  }
+  )" + copy_mark + R"(copy x -> Y[bx * 4:+4, 0:+128]
+}
+)";
+}
+
+// A per-row scalar map between the passes joins the run (the annotation counts it).
+TEST(PipelineRows, RowScalarMapJoinsTheRun) {
+  const std::string m = "s[r] = rsqrt(s[r] / 128.0 + 0.5)";
+  EXPECT_EQ(run(rms("", m)), same(rms("@row_pipeline(5) ", m)));
+}
+
+// A row map that reads another row of s (or a 2-D tile) is not row-local: no run.
+TEST(PipelineRows, RowMapReadingAnotherRowEndsTheRun) {
+  for (const std::string m : {"s[r] = s[r] + s[0]", "s[r] = s[r] + x[r, 0]"}) {
+    const std::string c = rms("", m);
+    EXPECT_EQ(run(c), same(c)) << m;
+  }
+}
+
 }  // namespace
 }  // namespace tw::cpu

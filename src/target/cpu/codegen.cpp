@@ -29,7 +29,9 @@
 #include "target/c_expr.h"
 #include "target/cpu/tile_facts.h"
 #include "target/cpu/math_fns.h"
+#include "target/cpu/pipeline_rows.h"
 #include "transform/check_bounds.h"
+#include "transform/hoist_map_invariants.h"
 
 namespace tw::cpu {
 
@@ -285,6 +287,10 @@ class CodeGen {
   void emit_range(const SeqNode& n, size_t from, size_t to);
   // map + row reduction fusion (fuse_map_reduce.h); false: `map` has no @fuse_reduce
   bool emit_map_reduce(const Stmt& map, const Stmt& reduce);
+  // A fused row map's value with its per-row parts as variables (row_parts in the .cpp)
+  Expr row_parts(const StoreNode& st, const ForNode& outer, const ForNode& inner,
+                 const std::set<const BufferNode*>& written, std::vector<std::pair<Var, Expr>>& parts);
+  void emit_row_parts(const std::vector<std::pair<Var, Expr>>& parts);
   // float32 row reduction of ptr[q .. n) into the vectors tw_v0..tw_v3 (four at a time, then
   // one into tw_v0; q is left at the scalar tail), and their lane-wise fold into tw_v0
   void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,
@@ -1097,6 +1103,28 @@ std::optional<CodeGen::CopyOutPlan> CodeGen::plan_map_copy_out(const Stmt& map_s
   return CopyOutPlan{stp, &outer, &inner, &cp, d, td, shape[0], shape[1]};
 }
 
+// The per-row parts of a fused row map's value (transform::replace_invariants with the row
+// variable: log(row_sum[i]) in log-softmax's last map) as float variables, to be computed once
+// per row where the row is bound (emit_row_parts): g++ moves them out of the vectorised column
+// loop but not out of the chunk loop around it, so they were computed once per chunk of
+// kOutChunk. `written`: buffers whose elements for the row are not final when the row starts.
+Expr CodeGen::row_parts(const StoreNode& st, const ForNode& outer, const ForNode& inner,
+                        const std::set<const BufferNode*>& written, std::vector<std::pair<Var, Expr>>& parts) {
+  return transform::replace_invariants(st.value, outer.var.get(), inner.var.get(), written, [&](const Expr& x) {
+    for (const auto& [v, e] : parts)
+      if (structural_equal(e, x)) return Expr(v);
+    Var v = ir::var("tw_row" + std::to_string(parts.size()), x->dtype, x->span);
+    parts.emplace_back(v, x);
+    return Expr(v);
+  });
+}
+
+void CodeGen::emit_row_parts(const std::vector<std::pair<Var, Expr>>& parts) {
+  for (const auto& [v, e] : parts)
+    line("const " + std::string(e->dtype.code == DTypeCode::f64 ? "double" : "float") + " " + bind(v, false) +
+         " = " + expr(e) + ";  // once per row");
+}
+
 bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   auto plan = plan_map_copy_out(map_s, copy_s);
   if (!plan) return false;
@@ -1123,6 +1151,9 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   std::string C = std::to_string(kOutChunk), E1 = std::to_string(*e1);
   std::string vi = bind(outer.var, true);
   open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(*e0) + "; ++" + vi + ")");
+  std::vector<std::pair<Var, Expr>> parts;
+  const Expr value = row_parts(st, outer, inner, {t.get()}, parts);
+  emit_row_parts(parts);
   Idx row = td.size() == 2 ? add(db, mul(code(vi, true), d.stride[d.dims[0]])) : db;
   line("float* const tw_out = " + (cst(row) == 0 ? d.buf : d.buf + " + " + expr(row)) + ";");
   // with streaming stores the chunks start at vector boundaries of the output: a short first
@@ -1137,7 +1168,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   std::string vj = bind(inner.var, true);
   line("#pragma GCC ivdep");
   open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-  line("tw_buf[" + vj + " - tw_j0] = " + narrow(t->dtype, st.value->dtype, expr(st.value)) + ";");
+  line("tw_buf[" + vj + " - tw_j0] = " + narrow(t->dtype, value->dtype, expr(value)) + ";");
   close();
   line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
   close();
@@ -1195,6 +1226,9 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
   std::string vi = bind(outer.var, true);
   open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(E0) + "; ++" + vi + ")");
+  std::vector<std::pair<Var, Expr>> parts;
+  const Expr value = row_parts(*st, outer, inner, {t.get(), rd.dst.get()}, parts);
+  emit_row_parts(parts);
   line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
   line("float tw_acc = " + neutral + ";");
   if (!keep) line("alignas(64) float tw_buf[" + C + "];");
@@ -1206,7 +1240,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   std::string vj = bind(inner.var, true);
   line("#pragma GCC ivdep");
   open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-  line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, st->value->dtype, expr(st->value)) + ";");
+  line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, value->dtype, expr(value)) + ";");
   close();
   line("int64_t tw_q = 0;");
   emit_vec_reduce(rd.reduce_kind, "tw_c", "tw_jn", "tw_q");
@@ -1243,13 +1277,21 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     const StoreNode* st = nullptr;   // kMapReduce, kMapCopy
     const ForNode* outer = nullptr;
     const ForNode* inner = nullptr;
+    Stmt map = nullptr;  // kMapReduce: the map statement (its @fuse_reduce)
+    Expr value = nullptr;  // the map's value, its per-row parts as variables (row_parts)
+    std::vector<const ForNode*> row_maps;  // per-row scalar maps after this pass (row_scalar_map)
   };
   std::vector<Stage> stages;
   std::optional<CopyOutPlan> cpl;
   size_t k = k0;
   while (k < k0 + len && !cpl) {
     const Stmt& s = n.body[k];
-    if (s->kind == StmtKind::Reduce) {
+    const ForNode* rm = nullptr;
+    if (!stages.empty()) rm = row_scalar_map(s, (*(stages[0].st ? stages[0].st->buffer : stages[0].rd->src)->const_shape())[0]);
+    if (rm) {
+      stages.back().row_maps.push_back(rm);
+      ++k;
+    } else if (s->kind == StmtKind::Reduce) {
       stages.push_back({kReduce, as<ReduceNode>(s)});
       ++k;
     } else if (k + 1 < k0 + len && (cpl = plan_map_copy_out(s, n.body[k + 1]))) {
@@ -1257,7 +1299,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       k += 2;
     } else if (const StoreNode* st = k + 1 < k0 + len ? plan_map_reduce(s, n.body[k + 1]) : nullptr) {
       const auto* outer = as<ForNode>(s);
-      stages.push_back({kMapReduce, as<ReduceNode>(n.body[k + 1]), st, outer, as<ForNode>(outer->body)});
+      stages.push_back({kMapReduce, as<ReduceNode>(n.body[k + 1]), st, outer, as<ForNode>(outer->body), s});
       k += 2;
     } else {
       break;
@@ -1307,6 +1349,28 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
            pre[q] + "v2 = " + pre[q] + "v0, " + pre[q] + "v3 = " + pre[q] + "v0;");
       line("float " + pre[q] + "acc = " + neutral[q] + ";");
     }
+    if (g.st) {  // per-row parts of the map, from what the passes before it finished on this row
+      // (the reductions of the passes before it are final on this row; no part reads a tile the
+      // run maps into, whose reads the view state of the emission order would misprint here)
+      std::set<const BufferNode*> unfinished;
+      for (int u = 0; u < K; ++u) {
+        if (stages[u].st) unfinished.insert(stages[u].st->buffer.get());
+        if (stages[u].rd && u >= q) unfinished.insert(stages[u].rd->dst.get());
+        for (const ForNode* m : stages[u].row_maps)
+          for (const auto& c : stmts_of(m->body))
+            if (u >= q) unfinished.insert(as<StoreNode>(c)->buffer.get());
+      }
+      std::vector<std::pair<Var, Expr>> parts;
+      stages[q].value = row_parts(*g.st, *g.outer, *g.inner, unfinished, parts);
+      if (!parts.empty()) {
+        for (const auto& [v, e] : parts)
+          line(std::string(e->dtype.code == DTypeCode::f64 ? "double " : "float ") + bind(v, false) + " = 0;");
+        open("if (" + pre[q] + "on)");
+        line("const int64_t " + bind(g.outer->var, true) + " = " + rows[q] + ";");
+        for (const auto& [v, e] : parts) line(bind(v, false) + " = " + expr(e) + ";  // once per row");
+        close();
+      }
+    }
     if (g.kind == kMapCopy) {
       Idx row = add(db, mul(code(rows[q], true), d.stride[d.dims[0]]));
       line("float* const tw_out = " + pre[q] + "on ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
@@ -1324,7 +1388,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     std::string vj = bind(g.inner->var, true);
     line("#pragma GCC ivdep");
     open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-    line("tw_buf[" + vj + " - tw_j0] = " + narrow(g.st->buffer->dtype, g.st->value->dtype, expr(g.st->value)) + ";");
+    line("tw_buf[" + vj + " - tw_j0] = " + narrow(g.st->buffer->dtype, g.value->dtype, expr(g.value)) + ";");
     close();
     line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
   };
@@ -1353,12 +1417,19 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       const Buffer& t = g.st->buffer;
       line("const int64_t " + bind(g.outer->var, true) + " = " + rows[q] + ";");
       emit_prefetch_next(t, rows[q]);
-      // (the tile is always written: a later pass of the run or a later statement may read it)
-      line("float* const tw_c = " + buf_name(t) + " + " + rows[q] + " * " + E1s + " + tw_j0;");
+      // the tile is written only when a later statement reads it (@fuse_reduce(keep)), as in
+      // emit_map_reduce: else the chunk stays in a local buffer and the tile's rows are not
+      // written to the cache for nothing
+      if (find_annotation(g.map, "fuse_reduce")->args.at(0) != 0) {
+        line("float* const tw_c = " + buf_name(t) + " + " + rows[q] + " * " + E1s + " + tw_j0;");
+      } else {
+        line("alignas(64) float tw_buf[" + C + "];");
+        line("float* const tw_c = tw_buf;");
+      }
       std::string vj = bind(g.inner->var, true);
       line("#pragma GCC ivdep");
       open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-      line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, g.st->value->dtype, expr(g.st->value)) + ";");
+      line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, g.value->dtype, expr(g.value)) + ";");
       close();
       live_views_.erase(t.get());  // the map overwrote the tile: later passes read the tile
     }
@@ -1384,6 +1455,13 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     line("tw_r = " + combine(g.rd->reduce_kind, "tw_r", pre[q] + "acc") + ";");
     std::string at = buf_name(g.rd->dst) + "[" + rows[q] + "]";
     line(at + " = " + (g.rd->clear ? "tw_r" : combine(g.rd->reduce_kind, at, "tw_r")) + ";");
+    for (const ForNode* m : g.row_maps) {  // the per-row maps after this pass, on the row it finished
+      line(line_comment(m->span) + "per-row map on the row pass " + std::to_string(q) + " finished");
+      open("");
+      line("const int64_t " + bind(m->var, true) + " = " + rows[q] + ";");
+      emit(m->body);
+      close();
+    }
     close();
   }
   close();  // steps

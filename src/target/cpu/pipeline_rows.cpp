@@ -11,6 +11,33 @@ namespace tw::cpu {
 
 using namespace tw::ir;
 
+const ForNode* row_scalar_map(const Stmt& s, int64_t E0) {
+  if (!s || s->kind != StmtKind::For) return nullptr;
+  const auto* f = as<ForNode>(s);
+  if (f->for_kind != ForKind::parallel || as_const_int(f->min) != std::optional<int64_t>(0) ||
+      as_const_int(f->extent) != std::optional<int64_t>(E0) || !f->body)
+    return nullptr;
+  auto row_vec = [&](const Buffer& b, const std::vector<Expr>& idx) {  // [E0] at [i] or [E0, 1] at [i, 0]
+    auto sh = b->const_shape();
+    if (!sh || b->dtype.code != DTypeCode::f32 || b->scope == Scope::global || idx.empty() || !is_var(idx[0], f->var))
+      return false;
+    if (sh->size() == 1) return (*sh)[0] == E0 && idx.size() == 1;
+    return sh->size() == 2 && (*sh)[0] == E0 && (*sh)[1] == 1 && idx.size() == 2 &&
+           as_const_int(idx[1]) == std::optional<int64_t>(0);
+  };
+  bool ok = true;
+  for (const auto& c : stmts_of(f->body)) {
+    if (c->kind != StmtKind::Store) return nullptr;
+    const auto* st = as<StoreNode>(c);
+    ok = ok && row_vec(st->buffer, st->indices);
+    for_each_expr(st->value, [&](const Expr& e) {
+      if (e->kind == ExprKind::Load) ok = ok && row_vec(as<LoadNode>(e)->buffer, as<LoadNode>(e)->indices);
+      if (e->kind == ExprKind::Var) ok = ok && e.get() == f->var.get();  // no other variable
+    });
+  }
+  return ok ? f : nullptr;
+}
+
 namespace {
 
 // The number of statements of the row pipeline starting at body[k0], 0 if none starts there.
@@ -35,9 +62,15 @@ size_t row_run(const std::vector<Stmt>& body, size_t k0) {
     return sh && b->dtype.code == DTypeCode::f32 && b->scope != Scope::global && E0 >= 0 &&
            ((sh->size() == 1 && (*sh)[0] == E0) || (sh->size() == 2 && (*sh)[0] == E0 && (*sh)[1] == 1));
   };
+  std::vector<const ForNode*> row_maps;
   size_t k = k0;
   while (k < body.size() && !cp) {
     const Stmt& s = body[k];
+    if (!stages.empty() && row_scalar_map(s, E0)) {  // between passes (after one)
+      row_maps.push_back(as<ForNode>(s));
+      ++k;
+      continue;
+    }
     if (s->kind == StmtKind::Reduce) {
       const auto& rd = *as<ReduceNode>(s);
       if (rd.axis != 1 || rd.src == rd.dst || !tile_ok(rd.src) || !vec_ok(rd.dst)) break;
@@ -71,6 +104,8 @@ size_t row_run(const std::vector<Stmt>& body, size_t k0) {
     if (g.st) written.insert(g.st->buffer.get());
     if (g.rd) written.insert(g.rd->dst.get());
   }
+  for (const ForNode* m : row_maps)
+    for (const auto& c : stmts_of(m->body)) written.insert(as<StoreNode>(c)->buffer.get());
   const Buffer& G = cp->dst.buffer;
   bool ok = true;
   for (const auto& g : stages) {

@@ -21,6 +21,18 @@ namespace tw::cpu {
 // buffer; the copy's destination is read by no pass. Tails (destination rows outside the tensor)
 // run the statements as written. Runs are found left to right, as codegen_cpu emits: a statement
 // that a run or a fused pair took does not start another run.
+//
+// Between the passes a run may hold per-row scalar maps (row_scalar_map: rms_norm's
+// `ss[i] = rsqrt(ss[i] / N + eps)`, layer_norm's `mean[i] = mean[i] / N`): codegen_cpu runs each
+// on row s - k at the end of step s, after pass k (the pass before it) finished that row, so the
+// next pass reads it at step s + 1 as in program order. Without them rms_norm and layer_norm had
+// no pipeline: their reduction passes ran with no memory traffic in flight (12-25% of each block's
+// time), the streaming stores and the next block's prefetches only in the last pass.
 ir::Kernel pipeline_rows(const ir::Kernel& k);
+
+// A per-row scalar map over an [E0] row vector: `for i in T.Parallel(E0)` (from 0) whose body
+// only stores into float32 [E0] / [E0, 1] tiles at [i] / [i, 0] and only loads such tiles at
+// those indices (constants and math calls otherwise); its loop, or null.
+const ir::ForNode* row_scalar_map(const ir::Stmt& s, int64_t E0);
 
 }  // namespace tw::cpu
