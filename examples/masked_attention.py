@@ -145,12 +145,13 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 T.reduce_sum(acc_s, row_sum, dim=1)
                 for i in T.Parallel(block_M):
                     logsum[i] = logsum[i] * rescale[i] + row_sum[i]
+                # the valid keys only (a run-time extent): v's rows past n_kv read as 0, so the
+                # padding's values are never read and v needs no mask pass (the copy stays a view)
+                cols = T.min(block_N, n_kv - kb * block_N)
                 if layout == "BHSD":
-                    T.copy(V[bz, kv_head, kb * block_N:(kb + 1) * block_N, :], v)
+                    T.copy(V[bz, kv_head, kb * block_N:kb * block_N + cols, :], v)
                 else:
-                    T.copy(V[bz, kb * block_N:(kb + 1) * block_N, kv_head, :], v)
-                for j, d in T.Parallel(block_N, dim):  # keys past the end (padding): never read
-                    v[j, d] = T.where(kb * block_N + j < n_kv, v[j, d], 0)
+                    T.copy(V[bz, kb * block_N:kb * block_N + cols, kv_head, :], v)
                 T.copy(acc_s, acc_s_cast)
                 T.gemm(acc_s_cast, v, acc_o)
             for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0

@@ -134,6 +134,40 @@ TEST(PrefetchGathers, LongContiguousRunsLeftToTheHardware) {
   EXPECT_EQ(run(with("")), with("@prefetch_next(1) "));
 }
 
+// A run-time extent (masked prefill's V block: the valid keys of a listed block) counts at its
+// bound, and the next iteration's prefetch covers the bound's rows (a prefetch reads nothing into
+// the program; the copy itself stops at the count).
+TEST(PrefetchGathers, RunTimeExtentCountsAtItsBound) {
+  const std::string text = R"(kernel k(K: global float32[2048, 2, 128], I: global int32[32], L: global int32[1], O: global float32[2, 128] out)
+    grid(h = 2) {
+  alloc k: shared float32[64, 128]
+  alloc o: fragment float32[128]
+  let n: int32 = L[0]
+  for t in serial(0, 32) {
+    let kb: int32 = I[t]
+    let cols: int32 = min(64, n - kb * 64)
+    @copy K[kb * 64:+min(64, cols), h:+1, 0:+128] -> k
+    reduce sum k -> o axis=0 clear=false
+  }
+  copy o -> O[h:+1, 0:+128]
+}
+)";
+  auto with = [&](const std::string& mark) { return text.substr(0, text.find('@')) + mark + text.substr(text.find('@') + 1); };
+  ir::Kernel k = prefetch_gathers(ir::parse_kernel(with(""), "k.tw"));
+  EXPECT_EQ(ir::print(k), with("@prefetch_next(1) "));
+  const ir::ForNode* loop = nullptr;
+  for (const auto& s : ir::stmts_of(k->body))
+    if (s->kind == ir::StmtKind::For) loop = static_cast<const ir::ForNode*>(s.get());
+  ASSERT_NE(loop, nullptr);
+  ir::Stmt next = next_iteration_prefetches(*loop);
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(ir::print(next), R"(if t + 1 < 32 {
+  let kb_nx: int32 = I[t + 1]
+  @prefetch_next(1) copy K[kb_nx * 64:+64, h:+1, 0:+128] -> k
+}
+)");
+}
+
 // What codegen_cpu emits at the top of the step loop's body: the next step's pages (j + 1), the
 // if and the let the copy needs (fresh variables), guarded by the loop's end.
 TEST(PrefetchGathers, NextIterationStatement) {

@@ -74,6 +74,45 @@ def test_padding_is_never_read():
     assert_close(out, ma.reference(q, np.nan_to_num(k), np.nan_to_num(v), vis))
 
 
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_padding_with_a_mask_tensor_is_never_read(target):
+    # a bool mask tensor with its tables and right padding: the V rows past each length (NaN, in a
+    # tail of a key block and in whole blocks) come in through the run-time extent of the V copy
+    # as zeros, the K rows' scores are hidden; the same on cpu and ascend910b
+    q, k, v, rng = ma.inputs(2, 2, 1, 40, 40, 32)
+    lens = np.array([21, 40], np.int32)
+    k, v = k.copy(), v.copy()
+    k[0, :, 21:] = np.nan
+    v[0, :, 21:] = np.nan
+    mask = rng.random((40, 40)) < 0.7
+    kern = ma.attention_prefill(2, 2, 1, 40, 40, 32, "BHSD", False, None, "bool", True, target=target, **SMALL)
+    out = kern(q, k, v, mask, *ma.prefill_blocks(mask, 16, 16), lens)
+    assert np.isfinite(out).all()
+    vis = np.stack([ma.visibility(40, 40, mask=mask, kv_len=n) for n in lens])
+    assert_close(out, ma.reference(q, np.nan_to_num(k), np.nan_to_num(v), vis))
+
+
+def test_value_blocks_are_read_in_place_on_cpu():
+    # the V block is a gemm operand viewed in the V tensor (its copy takes the valid rows with a
+    # run-time extent, so no mask pass writes the tile): no per-block copy or pack of a fresh tile
+    for layout in ("BHSD", "BSHD"):
+        src = ma.attention_prefill(1, 4, 2, 256, 256, 128, layout, mask="bool").get_source("c++")
+        assert "elided: v is only read (by gemm), from V in place" in src
+        assert "keeping the rows of v" not in src
+
+
+@pytest.mark.parametrize("pattern", ["window", "causal"])
+def test_long_odd_sequence_with_default_blocks(pattern):
+    # S 2047 with the 64 x 64 blocks the benchmark uses: a tail block of 63 rows and keys, the
+    # sliding window's partial and full blocks, the causal pattern given as a tensor
+    S = 2047
+    q, k, v, _ = ma.inputs(1, 2, 1, S, S, 32)
+    vis = ma.visibility(S, S, causal=True, window=256 if pattern == "window" else None)
+    kern = ma.attention_prefill(1, 2, 1, S, S, 32, mask="bool")
+    out = kern(q, k, v, vis, *ma.prefill_blocks(vis), np.array([S], np.int32))
+    assert_close(out, ma.reference(q, k, v, vis))
+
+
 @pytest.mark.parametrize("seqlens", [[37], [1, 20, 5], [16, 16, 33]])
 @pytest.mark.parametrize("causal", [False, True])
 def test_varlen_matches_per_sequence_reference(seqlens, causal):
@@ -87,11 +126,13 @@ def test_matches_torch_sdpa():
     q, k, v, rng = ma.inputs(2, 4, 2, 29, 29, 32)
     mask = rng.random((29, 29)) < 0.6
     mask[:, 0] = True  # every row sees a key (SDPA gives NaN for rows that see none)
-    for kw, sd in [(dict(causal=True), dict(is_causal=True)), (dict(mask="bool"), dict(attn_mask=torch.from_numpy(mask)))]:
+    add = np.where(mask, rng.standard_normal((29, 29)), -np.inf).astype(np.float32)
+    for kw, sd, m in [(dict(causal=True), dict(is_causal=True), np.zeros((29, 29), np.float32)),
+                      (dict(mask="bool"), dict(attn_mask=torch.from_numpy(mask)), mask),
+                      (dict(mask="additive"), dict(attn_mask=torch.from_numpy(add)), add)]:
         kern = ma.attention_prefill(2, 4, 2, 29, 29, 32, "BHSD", kw.get("causal", False), None, kw.get("mask"), False,
                                     **SMALL)
-        out = kern(q, k, v, mask if "mask" in kw else np.zeros((29, 29), np.float32), *ma.prefill_blocks(mask, 16, 16),
-                   np.full(2, 29, np.int32))
+        out = kern(q, k, v, m, *ma.prefill_blocks(mask, 16, 16), np.full(2, 29, np.int32))
         ref = F.scaled_dot_product_attention(*(torch.from_numpy(x) for x in (q, k, v)), enable_gqa=True, **sd)
         assert_close(out, ref.numpy())
 

@@ -245,6 +245,62 @@ def test_gemm_operand_columns_on_both_targets(dtype):
         np.testing.assert_allclose(np.asarray(Ca)[:, :k], ref[:, :k], **tol)
 
 
+def gathered_rows(M, N, K, bm, nblk, dtype, target):
+    """Per row block bx of A, over the key blocks kb = Idx[bx, t] of the table (their rows past n
+    are zero: a run-time count min(bm, n - kb * bm), kb read from the table): S = A_bx Kb^T / 2
+    (Cube), its copy into dtype (Vector), C_bx = C_bx / 2 + S Vb (Vector, Cube), as masked
+    prefill's key loop. On cpu the K and V tiles are gemm views of K and V in place (no copy); on
+    ascend910b the Cube loop is skewed (skew_cube_loops: Q K^T 3 iterations ahead, the table read
+    substituted into the V copy's count) and the count's table read is hoisted into a scalar load."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), Kt: T.Tensor((K, N), dtype), Vt: T.Tensor((K, N), dtype),
+             Idx: T.Tensor((M // bm, nblk), "int32"), n: T.int32, C: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // bm) as bx:
+            a = T.alloc_shared((bm, N), dtype)
+            k = T.alloc_shared((bm, N), dtype)
+            v = T.alloc_shared((bm, N), dtype)
+            s = T.alloc_fragment((bm, bm), "float32")
+            p = T.alloc_fragment((bm, bm), dtype)
+            c = T.alloc_fragment((bm, N), "float32")
+            T.copy(A[bx * bm:(bx + 1) * bm, :], a)
+            T.fill(c, 0)
+            for t in T.serial(nblk):
+                kb = Idx[bx, t]
+                rows = T.min(bm, n - kb * bm)
+                T.copy(Kt[kb * bm:kb * bm + rows, :], k)
+                T.gemm(a, k, s, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(bm, bm):
+                    p[i, j] = s[i, j] * 0.5
+                for i, d in T.Parallel(bm, N):
+                    c[i, d] = c[i, d] * 0.5
+                T.copy(Vt[kb * bm:kb * bm + rows, :], v)
+                T.gemm(p, v, c)
+            T.copy(c, C[bx * bm:(bx + 1) * bm, :])
+    return tw.compile(main, target=target, out_idx=[5])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_gathered_row_blocks_with_run_time_counts(dtype):
+    M, N, K, bm, nblk = 32, 32, 40, 16, 3  # K / V: 2 whole row blocks and a tail of 8 rows
+    A, Kt, Vt = (inputs(sh, dtype, seed=9 + x) for x, sh in enumerate([(M, N), (K, N), (K, N)]))
+    idx = np.array([[2, 0, 1], [1, 2, 2]], np.int32)
+    kc, ka = gathered_rows(M, N, K, bm, nblk, dtype, "cpu"), gathered_rows(M, N, K, bm, nblk, dtype, TARGET)
+    src = kc.get_source("c++")
+    assert "elided: k is only read (by gemm), from Kt in place" in src
+    assert "elided: v is only read (by gemm), from Vt in place" in src
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == "float32" else dict(atol=5e-2, rtol=2e-2)
+    for n in [40, 37, 17, 0]:
+        Kz, Vz = (np.concatenate([x.astype(np.float64)[:n], np.zeros((nblk * bm - min(n, K), N))]) for x in (Kt, Vt))
+        ref = np.zeros((M, N))
+        for r in range(M // bm):
+            Ar = A[r * bm:(r + 1) * bm].astype(np.float64)
+            for t in range(nblk):
+                kb = slice(idx[r, t] * bm, (idx[r, t] + 1) * bm)
+                ref[r * bm:(r + 1) * bm] = ref[r * bm:(r + 1) * bm] * 0.5 + (Ar @ Kz[kb].T * 0.5) @ Vz[kb]
+        np.testing.assert_allclose(kc(A, Kt, Vt, idx, n), ref, **tol)
+        np.testing.assert_allclose(run_checked(ka, A, Kt, Vt, idx, n), ref, **tol)
+
+
 # ---- errors ------------------------------------------------------------------------------------
 
 def test_an_extent_without_a_constant_bound_is_an_error():

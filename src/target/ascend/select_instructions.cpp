@@ -587,11 +587,12 @@ class Lowerer {
         return lower_sync(as<ir::SyncNode>(s), sp);
       }
       case ir::StmtKind::Copy: {  // a GM element in a region's starts (`cache[table[b, j], :, :]`)
-        auto* n = as<ir::CopyNode>(s);
+        auto* n = as<ir::CopyNode>(s);  // or in a run-time extent (`min(C, n - KvIdx[b, t] * C)`)
         std::vector<StmtPtr> loads;
         auto region = [&](const ir::Region& r) {
           ir::Region out = r;
           for (auto& e : out.starts) e = hoist_scalar_loads(e, sp, "the region " + ir::print(r), loads);
+          for (auto& e : out.extents) e = hoist_scalar_loads(e, sp, "the extent of region " + ir::print(r), loads);
           return out;
         };
         ir::Region src = region(n->src), dst = region(n->dst);

@@ -17,11 +17,12 @@ namespace {
 constexpr const char* kName = "prefetch_next";
 
 // The bytes of r's longest contiguous run in its (dense, row-major) tensor: the innermost dims it
-// covers whole and the extent of the next one (r's extents are constants here).
+// covers whole and the extent of the next one (r's extents are constants or run-time extents,
+// counted at their bound, here).
 int64_t contiguous_run(const Region& r) {
   int64_t run = r.buffer->dtype.bytes();
   for (int d = r.buffer->ndim() - 1; d >= 0; --d) {
-    auto e = as_const_int(r.extents[d]);
+    auto e = extent_bound(r.extents[d]);
     auto n = as_const_int(r.buffer->shape[d]);
     run *= e ? *e : 1;
     if (!e || !n || *e != *n) break;
@@ -74,7 +75,7 @@ struct Walk {
     if (!ok || !load) return;  // not a gather: the hardware prefetchers follow affine rows
     int64_t bytes = c.src.buffer->dtype.bytes();
     for (const auto& e : c.src.extents) {
-      auto x = as_const_int(e);
+      auto x = extent_bound(e);  // a run-time extent: its bound (the prefetch covers the bound)
       if (!x) return;
       bytes *= *x;
     }
@@ -184,6 +185,10 @@ struct Skeleton {
         auto region = [&](const Region& r) {
           Region o = r;
           for (auto& e : o.starts) e = substitute(e, sub);
+          // a run-time extent's bound: the rows up to it inside the tensor are prefetched (a
+          // prefetch reads nothing into the program; the copy itself still stops at the count)
+          for (auto& e : o.extents)
+            if (auto b = extent_bound(e)) e = int_imm(*b);
           return o;
         };
         Stmt n = std::make_shared<CopyNode>(region(c.src), region(c.dst), c.span);

@@ -28,6 +28,8 @@ inline constexpr int64_t kStreamedRun = 4 << 10;
 //    next iteration reads exactly what that iteration will read, nothing out of bounds,
 //  * the loops between L and the copy have constant extents, and the copy's bytes times their
 //    trips are at most kPrefetchBudget.
+// A run-time extent of the source (min(C, e), ir.h) counts at its bound C, and the prefetch covers
+// the bound's rows that lie inside the tensor.
 // The outermost such L is chosen (the farthest ahead that fits: a whole step of a paged decode
 // kernel's pages, not the next page of the same step). codegen_cpu carries it out with
 // next_iteration_prefetches below.

@@ -8,7 +8,8 @@ namespace tw::cpu {
 using namespace tw::ir;
 
 // Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
-// innermost paired dim is contiguous when the tile's rows are longer than 1.
+// innermost paired dim is contiguous when the tile's rows are longer than 1. A run-time extent
+// takes its bound: the copy's fast path requires it whole, its masked path clips at it.
 bool viewable_copy(const CopyNode& c) {
   const Buffer& d = c.dst.buffer;
   auto shape = d->const_shape();
@@ -21,7 +22,7 @@ bool viewable_copy(const CopyNode& c) {
     if (!st || *st != 0 || !ex || *ex != (*shape)[i]) return false;
   }
   for (const auto& e : c.src.extents) {
-    auto x = as_const_int(e);
+    auto x = extent_bound(e);  // a run-time extent min(C, e) counts as C: its rows past e are a tail
     if (!x) return false;
     sext.push_back(*x);
   }

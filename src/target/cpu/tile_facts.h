@@ -26,7 +26,8 @@ inline constexpr int kOutChunk = 64;
 
 // Structural conditions of a read-in-place view of a tile (view_gemm_operands, view_rows): the
 // copy fills a whole 2-D tile from a global region of the same dtype whose innermost paired dim
-// is contiguous when the tile's rows are longer than 1.
+// is contiguous when the tile's rows are longer than 1. The source's extents may be run-time
+// extents (ir.h: their bound counts; the fast path needs them whole, the masked path clips).
 bool viewable_copy(const ir::CopyNode& c);
 
 // The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
