@@ -281,3 +281,55 @@ def test_cube_side_window_of_several_calls_is_a_located_error():
         gemm_rows(target=TARGET)
     msg = str(e.value)
     assert f":{line}" in msg and "one 2-D window per call" in msg, msg
+
+
+@tw.jit(out_idx=[1])
+def shifted_unit_dim_copy(M, H, N, h, shift, dtype):
+    """Y[i, :] = X[i + shift, h, :] + 1 through a (1, N) tile: the unit dim's index runs past M in the
+    last `shift` programs (those windows are empty: the tile keeps the fill of a tail, 0)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, H, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(M) as i:
+            t = T.alloc_fragment((1, N), "float32")
+            T.copy(X[i + shift, h, :], t)
+            for r, c in T.Parallel(1, N):
+                t[r, c] = t[r, c] + 1
+            T.copy(t, Y[i, :])
+
+    return main
+
+
+@tw.jit(out_idx=[])
+def shifted_unit_dim_store(M, H, N, h, shift, dtype):
+    """Y[i + shift, h, :] = X[i, :]: the stores of the last `shift` programs fall past M (dropped)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, H, N), dtype)):
+        with T.Kernel(M) as i:
+            t = T.alloc_shared((1, N), dtype)
+            T.copy(X[i, :], t)
+            T.copy(t, Y[i + shift, h, :])
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_unit_dim_index_past_the_end_is_an_empty_window(dtype, target):
+    # fuzz seed 132081: on ascend910b the dropped unit dim's index was not clipped (a read past the
+    # tensor, reported by the checker); now the window is empty there, as on cpu
+    M, H, N, h, shift = 7, 3, 40, 2, 3
+    x = data((M, H, N), dtype, 5)
+    k = shifted_unit_dim_copy(M, H, N, h, shift, dtype, target=target)
+    y = run(k, target, x)
+    ref = np.ones((M, N), np.float64)
+    ref[:M - shift] += x[shift:, h, :].astype(np.float64)
+    assert_close(np.asarray(y).astype(np.float64), ref, TOLERANCES[dtype], f"unit dim past the end {dtype} {target}")
+    src = data((M, N), dtype, 6)
+    out = np.full((M, H, N), 7, dtype=x.dtype)
+    ks = shifted_unit_dim_store(M, H, N, h, shift, dtype, target=target)
+    run(ks, target, src, out)
+    want = np.full((M, H, N), 7, dtype=x.dtype)
+    want[shift:, h, :] = src[:M - shift]
+    np.testing.assert_array_equal(out, want)

@@ -443,6 +443,11 @@ class Lowerer {
       g.valid_rows = max(C(0), sub(min(C(g.rows), sub(end(rd), start)), g.skip_rows));
       g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(r.buffer->dtype.bytes())));
     }
+    // A dropped unit dim whose index may be past the tensor's end (A[by + 3, 0, :] with by + 3
+    // >= M): the window is then empty, as on cpu (no rows read or written).
+    for (size_t d = 0; d + 1 < n; ++d)
+      if (d != rd && ext[d] == 1 && !inside(idx32(r.starts[d]), 1, end(d)))
+        g.valid_rows = simp(mul(g.valid_rows, valid_count(1, end(d), idx32(r.starts[d]))));
     for (size_t d = 0; d < rd; ++d) {
       if (ext[d] == 1) continue;
       Expr st = idx32(r.starts[d]);
