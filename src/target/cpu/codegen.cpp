@@ -1119,10 +1119,11 @@ Expr CodeGen::row_parts(const StoreNode& st, const ForNode& outer, const ForNode
   });
 }
 
+// The C type of a per-row part (row_parts: float32 or float64 values)
+static std::string row_part_type(const Expr& e) { return e->dtype.code == DTypeCode::f64 ? "double" : "float"; }
+
 void CodeGen::emit_row_parts(const std::vector<std::pair<Var, Expr>>& parts) {
-  for (const auto& [v, e] : parts)
-    line("const " + std::string(e->dtype.code == DTypeCode::f64 ? "double" : "float") + " " + bind(v, false) +
-         " = " + expr(e) + ";  // once per row");
+  for (const auto& [v, e] : parts) line("const " + row_part_type(e) + " " + bind(v, false) + " = " + expr(e) + ";  // once per row");
 }
 
 bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
@@ -1364,7 +1365,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       stages[q].value = row_parts(*g.st, *g.outer, *g.inner, unfinished, parts);
       if (!parts.empty()) {
         for (const auto& [v, e] : parts)
-          line(std::string(e->dtype.code == DTypeCode::f64 ? "double " : "float ") + bind(v, false) + " = 0;");
+          line(row_part_type(e) + " " + bind(v, false) + " = 0;");
         open("if (" + pre[q] + "on)");
         line("const int64_t " + bind(g.outer->var, true) + " = " + rows[q] + ";");
         for (const auto& [v, e] : parts) line(bind(v, false) + " = " + expr(e) + ";  // once per row");
