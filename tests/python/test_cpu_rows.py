@@ -164,6 +164,21 @@ def test_row_parts_in_pipeline_and_fused_passes(shape):
     assert_close(k(x).astype(np.float64), x64 / np.sqrt(s + 1.0), atol=1e-5, rtol=1e-5, msg=f"{shape}")
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (37, 300)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_row_parts_kernel_on_ascend(shape):
+    # the same kernel, unchanged, in the 910B simulator (checker on) against the same reference
+    # and the cpu result (wider rows: the two (8, N) float32 tiles overflow UB, a located error)
+    from ascend_util import run_checked
+    M, N = shape
+    x = randn((M, N), "float32", scale=2.0, seed=np.random.default_rng(M))
+    x64 = x.astype(np.float64)
+    m = x64.max(axis=1, keepdims=True)
+    s = (np.exp(x64 - m) * np.exp(-m)).sum(axis=1, keepdims=True)
+    y = np.asarray(run_checked(_row_parts_kernel(N, target="ascend910b"), x), np.float64)
+    assert_close(y, x64 / np.sqrt(s + 1.0), atol=1e-5, rtol=1e-5, msg=f"ascend910b {shape}")
+    assert_close(y, _row_parts_kernel(N)(x).astype(np.float64), atol=1e-5, rtol=1e-5, msg=f"cpu vs ascend910b {shape}")
+
+
 @pytest.mark.parametrize("name,passes", [("rms_norm", 2), ("layer_norm", 3)])
 def test_norms_run_as_row_pipeline(name, passes):
     """rms_norm's rsqrt and layer_norm's mean / rsqrt are per-row scalar maps between the row
