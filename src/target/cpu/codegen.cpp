@@ -296,6 +296,8 @@ class CodeGen {
   void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,
                        const std::string& acc = "tw_v");
   void emit_vec_fold(ReduceKind kind, const std::string& acc = "tw_v");
+  // one chunk of a fused row map: dst[j - tw_j0] = value for j in [tw_j0, tw_j0 + tw_jn)
+  void emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value);
 
   // --- expressions: the shared scalar-C printer (target/c_expr.h) in the CPU dialect; its hooks
   // are the expr_* methods (what the CPU spells its own way). Values are in compute_type(e->dtype).
@@ -1166,11 +1168,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   line("alignas(64) float tw_buf[" + C + "];");
   line("tw_jn = tw_j0 < tw_h ? tw_h - tw_j0 : tw_min(" + C + ", " + E1 + " - tw_j0);");
   emit_prefetch_next(t, vi);
-  std::string vj = bind(inner.var, true);
-  line("#pragma GCC ivdep");
-  open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-  line("tw_buf[" + vj + " - tw_j0] = " + narrow(t->dtype, value->dtype, expr(value)) + ";");
-  close();
+  emit_chunk_map("tw_buf", inner, t->dtype, value);
   line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
   close();
   close();
@@ -1238,11 +1236,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   emit_prefetch_next(t, vi);
   std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
   line("float* const tw_c = " + chunk + ";");
-  std::string vj = bind(inner.var, true);
-  line("#pragma GCC ivdep");
-  open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-  line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, value->dtype, expr(value)) + ";");
-  close();
+  emit_chunk_map("tw_c", inner, t->dtype, value);
   line("int64_t tw_q = 0;");
   emit_vec_reduce(rd.reduce_kind, "tw_c", "tw_jn", "tw_q");
   line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
@@ -1386,11 +1380,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     line("alignas(64) float tw_buf[" + C + "];");
     line("const int64_t " + bind(g.outer->var, true) + " = " + rows[K - 1] + ";");
     emit_prefetch_next(g.st->buffer, rows[K - 1]);
-    std::string vj = bind(g.inner->var, true);
-    line("#pragma GCC ivdep");
-    open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-    line("tw_buf[" + vj + " - tw_j0] = " + narrow(g.st->buffer->dtype, g.value->dtype, expr(g.value)) + ";");
-    close();
+    emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value);
     line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
   };
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
@@ -1427,11 +1417,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
         line("alignas(64) float tw_buf[" + C + "];");
         line("float* const tw_c = tw_buf;");
       }
-      std::string vj = bind(g.inner->var, true);
-      line("#pragma GCC ivdep");
-      open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
-      line("tw_c[" + vj + " - tw_j0] = " + narrow(t->dtype, g.value->dtype, expr(g.value)) + ";");
-      close();
+      emit_chunk_map("tw_c", *g.inner, t->dtype, g.value);
       live_views_.erase(t.get());  // the map overwrote the tile: later passes read the tile
     }
     line("int64_t tw_q = 0;");
@@ -1480,6 +1466,26 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   live_views_.erase(cpl->st->buffer.get());
   close();
   return k - k0;
+}
+
+// One chunk of a fused row map (map + copy-out, map + reduce, the row pipeline's maps). A float32
+// value that is a math function with an in-place chunk form (math_fns.h: exp, exp2) of a float32
+// argument computes the argument into the chunk, then calls the function over it: on AVX-512 a
+// vector form g++ cannot derive from the scalar one (vscalefps; the same bits, tw_cpu/math.h).
+void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value) {
+  const DType f32(DTypeCode::f32);
+  const CallNode* call = value->kind == ExprKind::Call ? as<CallNode>(value) : nullptr;
+  const char* chunk_fn = call && dst_dtype == f32 && call->dtype == f32 && call->args.size() == 1 &&
+                                 call->args[0]->dtype == f32
+                             ? math_pattern(call->fn).chunk
+                             : nullptr;
+  const Expr& v = chunk_fn ? call->args[0] : value;
+  std::string vj = bind(inner.var, true);
+  line("#pragma GCC ivdep");
+  open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");
+  line(dst + "[" + vj + " - tw_j0] = " + narrow(dst_dtype, v->dtype, expr(v)) + ";");
+  close();
+  if (chunk_fn) line(std::string(chunk_fn) + "(" + dst + ", tw_jn);");
 }
 
 void CodeGen::emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,

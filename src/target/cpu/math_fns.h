@@ -1,8 +1,10 @@
 // The cpu target's row for each elementwise math function (ir::MathFn, TW_MATH_FNS in ir.h): the
 // C++ the code generator prints for a float32 argument (float16 and bfloat16 compute in float32)
 // and for a float64 argument; $0 and $1 stand for the arguments. The float32 rows call the
-// branch-free vectorisable functions of tw_cpu/math.h. A new MathFn is a -Wswitch warning here
-// until it has its row.
+// branch-free vectorisable functions of tw_cpu/math.h. `chunk`, where not null, is the function's
+// in-place form over a float32 chunk of a row (tw_cpu/math.h exp_chunk): the chunked row maps
+// whose whole value is the call compute its argument into the chunk, then call it. A new MathFn
+// is a -Wswitch warning here until it has its row.
 #pragma once
 
 #include "tilewright/ir.h"
@@ -12,12 +14,13 @@ namespace tw::cpu {
 struct MathPattern {
   const char* f32;
   const char* f64;
+  const char* chunk = nullptr;
 };
 
 inline MathPattern math_pattern(ir::MathFn f) {
   switch (f) {
-    case ir::MathFn::exp: return {"tw_cpu::exp($0)", "__builtin_exp($0)"};
-    case ir::MathFn::exp2: return {"tw_cpu::exp2($0)", "__builtin_exp2($0)"};
+    case ir::MathFn::exp: return {"tw_cpu::exp($0)", "__builtin_exp($0)", "tw_cpu::exp_chunk"};
+    case ir::MathFn::exp2: return {"tw_cpu::exp2($0)", "__builtin_exp2($0)", "tw_cpu::exp2_chunk"};
     case ir::MathFn::log: return {"tw_cpu::log($0)", "__builtin_log($0)"};
     case ir::MathFn::log2: return {"(tw_cpu::log($0) * 1.44269504088896341f)", "__builtin_log2($0)"};
     case ir::MathFn::sqrt: return {"tw_cpu::sqrt($0)", "__builtin_sqrt($0)"};
