@@ -143,9 +143,10 @@ TW_CPU_INLINE float exp2(float x) {
 // same value as exp() / exp2() for every float, bit for bit (a NaN gives a NaN, quieted), on
 // every target. On AVX-512 the vector form applies 2^n with vscalefps, which rounds once and
 // gives the subnormal and overflowing results itself: 12 vector operations per 16 values instead
-// of the ~25 of the auto-vectorised bit manipulation and selects (both clamps are one masked
-// vminps, NaN kept as its second operand; the lanes that round to +0 are zeroed by the masks, so
-// nothing underflows there, see exp). Elsewhere the scalar functions in an auto-vectorised loop.
+// of the ~25 of the auto-vectorised bit manipulation and selects (the upper clamp is one vminps,
+// NaN kept as its second operand; the lanes that round to +0 are zeroed by vscalefps's mask, so
+// nothing underflows there, see exp; a subnormal result still costs an assist, as in exp).
+// Elsewhere the scalar functions in an auto-vectorised loop.
 #if defined(__AVX512F__)
 namespace detail {
 typedef unsigned short mask16;
@@ -157,14 +158,22 @@ TW_CPU_INLINE simd::vf exp_poly_v(simd::vf r) {
   p = simd::fma(p, r, splat(kExpC1));
   return simd::fma(p, r, splat(1.0f));
 }
-// the lanes x > lo or NaN (_CMP_NLE_UQ), and min(hi, x) there (NaN -> x), +0 elsewhere
+// the lanes x > lo or NaN (_CMP_NLE_UQ)
 TW_CPU_INLINE mask16 live_lanes(simd::vf x, float lo) {
   return __builtin_ia32_cmpps512_mask(x, simd::splat(lo), 6 /*_CMP_NLE_UQ*/, (mask16)-1, 4 /*CUR_DIRECTION*/);
 }
-TW_CPU_INLINE simd::vf clamp_live(simd::vf x, float hi, mask16 live) {
-  return __builtin_ia32_minps512_mask(simd::splat(hi), x, simd::vf{}, live, 4);
+// min(hi, x) as vminps(hi, x): a NaN x is kept (the second operand). The dead lanes (x <= lo, -Inf,
+// -1e30) compute on x as it is: large finite or infinite values, never a subnormal, and their
+// result is zeroed by scalef_live's mask, which also keeps a masked-off underflow from costing a
+// microcode assist (measured: lanes of -105 as fast as lanes of 0)
+TW_CPU_INLINE simd::vf clamp_hi(simd::vf x, float hi) {
+#if defined(__clang__)
+  return __builtin_ia32_minps512(simd::splat(hi), x, 4);
+#else  // (g++ turns the select `h < x ? h : x` into a compare and a masked move)
+  return __builtin_ia32_minps512_mask(simd::splat(hi), x, simd::vf{}, (mask16)-1, 4);
+#endif
 }
-TW_CPU_INLINE simd::vf scalef_live(simd::vf p, simd::vf n, mask16 live) {  // p * 2^n, rounded once
+TW_CPU_INLINE simd::vf scalef_live(simd::vf p, simd::vf n, mask16 live) {  // p * 2^n, rounded once; +0 off live
   return __builtin_ia32_scalefps512_mask(p, n, simd::vf{}, live, 4);
 }
 // e^x for 16 lanes: exp()'s reduction (n = round(x log2e) by one fused multiply-add with the
@@ -172,7 +181,7 @@ TW_CPU_INLINE simd::vf scalef_live(simd::vf p, simd::vf n, mask16 live) {  // p 
 TW_CPU_INLINE simd::vf exp_v(simd::vf x) {
   using simd::splat;
   const mask16 live = live_lanes(x, -104.0f);  // x <= -104 and -Inf: +0 (as exp's select)
-  const simd::vf xc = clamp_live(x, 89.0f, live);
+  const simd::vf xc = clamp_hi(x, 89.0f);
   const simd::vf sh = splat(12582912.0f);  // 1.5 * 2^23
   const simd::vf n = simd::fma(xc, splat(1.44269504088896341f), sh) - sh;
   simd::vf r = simd::fma(n, splat(-0.693145751953125f), xc);
@@ -183,7 +192,7 @@ TW_CPU_INLINE simd::vf exp_v(simd::vf x) {
 TW_CPU_INLINE simd::vf exp2_v(simd::vf x) {
   using simd::splat;
   const mask16 live = live_lanes(x, -150.0f);  // x <= -150 and -Inf: +0 (as exp2's select)
-  const simd::vf xc = clamp_live(x, 129.0f, live);
+  const simd::vf xc = clamp_hi(x, 129.0f);
   const simd::vf sh = splat(12582912.0f);
   const simd::vf n = (xc + sh) - sh;
   const simd::vf f = xc - n;
