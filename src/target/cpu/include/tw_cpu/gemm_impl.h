@@ -45,7 +45,8 @@
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
 //   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
 //   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
-//   strip of wider rows shares whole-row products across blocks (gemv_shared_rows).
+//   strip (under 2048 columns) of wider rows shares whole-row products across blocks
+//   (gemv_shared_rows).
 //   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
