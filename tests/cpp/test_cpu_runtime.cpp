@@ -286,8 +286,11 @@ TEST(Gemm, F32GemvDotsAndColumns) {
 }
 // M = 1 on strips of B's rows (gemv_shared_rows): a tile program's loop as the op zoo's matvec
 // runs it (blocks of `bn` columns of B's `width`-long rows, K in steps of `ks`, numpy's 16-byte
-// offset), on 1 or 2 threads splitting the blocks as the launcher does. The whole-row products
-// must end up in the shared arena (the path is taken), and every block's result must equal,
+// offset), on 1, 2 or 3 threads splitting the blocks as the launcher does. With blocks narrower
+// than kGvShareCols the whole-row products must end up in the shared arena (the path is taken);
+// with wider ones (and their narrow tail block) none may (each block streams its own strip: no
+// second pass over B) and each wide block's result must equal, bit for bit, the plain gemv's.
+// Every other block's result (the tail's too) must equal,
 // bit for bit, the strip-by-strip computation it replaces (sums from zero, added into C), whichever
 // thread computed which product; and it must be within the fp32 bound of a float64 reference.
 void run_shared_rows(int width, int K, int bn, int ks, bool tA, int threads, uint32_t seed) {
@@ -311,20 +314,21 @@ void run_shared_rows(int width, int K, int bn, int ks, bool tA, int threads, uin
     }
   };
   tw_cpu::new_launch();
-  if (threads == 1) {
-    for (int bx = 0; bx < blocks; ++bx) block(bx);
-  } else {
-    std::thread t([&] { for (int bx = blocks / 2; bx < blocks; ++bx) block(bx); });
-    for (int bx = 0; bx < blocks / 2; ++bx) block(bx);
-    t.join();
+  {  // thread t runs blocks [t * blocks / threads, (t + 1) * blocks / threads), the caller the first
+    std::vector<std::thread> ts;
+    auto share = [&](int t) { for (int bx = t * blocks / threads; bx < (t + 1) * blocks / threads; ++bx) block(bx); };
+    for (int t = 1; t < threads; ++t) ts.emplace_back(share, t);
+    share(0);
+    for (auto& t : ts) t.join();
   }
-  // the path was taken: every K step's whole-row product is in the shared arena
+  // the path was taken for narrow blocks (every K step's whole-row product is in the shared
+  // arena), and not for wide ones
+  const bool shared = bn < tw_cpu::detail::kGvShareCols;
   for (int k0 = 0; k0 < K; k0 += ks) {
     const float* a = tA ? A + (long)k0 * lda : A + k0;
-    EXPECT_NE(tw_cpu::detail::shared_packed_b().find(B + (long)k0 * width, width, std::min(ks, K - k0), width,
-                                                     64 + (tA ? 1 : 0), a, lda),
-              nullptr)
-        << "k0=" << k0;
+    const float* prod = tw_cpu::detail::shared_packed_b().find(B + (long)k0 * width, width, std::min(ks, K - k0),
+                                                               width, 64 + (tA ? 1 : 0), a, lda);
+    EXPECT_EQ(prod != nullptr, shared) << "k0=" << k0 << " bn=" << bn;
   }
   // expected, bit for bit: each strip's sums from zero (the lane-wise gemv), added into C
   std::vector<float> t((size_t)bn);
@@ -334,6 +338,11 @@ void run_shared_rows(int width, int K, int bn, int ks, bool tA, int threads, uin
     for (int k0 = 0; k0 < K; k0 += ks) {
       const int kc = std::min(ks, K - k0);
       const float* a = tA ? A + (long)k0 * lda : A + k0;
+      if (!shared && n == bn) {  // wide blocks: the plain gemv, accumulating into C row by row
+        tw_cpu::detail::gemv_f32<1>(n, kc, a, lda, tA, B + (long)k0 * width + bx * bn, width, E.data() + bx * bn,
+                                    n, k0 > 0);
+        continue;
+      }
       tw_cpu::detail::gemv_f32<1>(n, kc, a, lda, tA, B + (long)k0 * width + bx * bn, width, t.data(), n, false);
       for (int j = 0; j < n; ++j) E[(size_t)(bx * bn + j)] = k0 > 0 ? E[(size_t)(bx * bn + j)] + t[j] : t[j];
     }
@@ -357,11 +366,14 @@ void run_shared_rows(int width, int K, int bn, int ks, bool tA, int threads, uin
 }
 TEST(Gemm, F32GemvSharedWholeRows) {
   uint32_t seed = 4000;
-  for (int threads = 1; threads <= 2; ++threads)
+  for (int threads = 1; threads <= 3; ++threads)
     for (int tA = 0; tA < 2; ++tA) {
       run_shared_rows(1024, 256, 128, 128, tA, threads, seed++);
       run_shared_rows(1000, 131, 128, 32, tA, threads, seed++);  // tails: a narrow last block, a short K step
       run_shared_rows(515, 9, 37, 4, tA, threads, seed++);
+      // wide blocks stream their own strips; the 5-column tail block does not start a product
+      run_shared_rows(4101, 37, 2048, 16, tA, threads, seed++);
+      run_shared_rows(6144, 9, 2048, 8, tA, threads, seed++);
     }
 }
 TEST(Gemm, F16Shapes) { run_all_small<f16, float>(2); }

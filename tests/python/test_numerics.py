@@ -277,6 +277,19 @@ def test_gemm_matvec_strips_share_whole_row_products(tA):
     assert np.array_equal(c, kern(a, b)), "the matvec's result changed between launches"
 
 
+@pytest.mark.parametrize("tA", [False, True], ids=["A", "At"])
+def test_gemm_matvec_wide_strips_stream_alone(tA):
+    """A matvec in column blocks of 2048 or more columns: each block streams its own strip (no
+    whole-row product: kGvShareCols in gemm_impl.h), and the narrow last block (5 columns) does
+    not start one. Numerics against float64, the same result over two launches."""
+    M, N, K = 1, 4101, 77
+    a, b, ref = gemm_inputs(M, N, K, "float32", tA, False, seed=23)
+    kern = gemm_kernel(M, N, K, 16, 2048, 32, "float32", "float32", tA=tA)
+    c = kern(a, b)
+    assert_close(c, ref, *gemm_tol(K, "float32"), what=f"matvec wide strips tA={tA}")
+    assert np.array_equal(c, kern(a, b)), "the matvec's result changed between launches"
+
+
 @pytest.mark.parametrize("M,N,tA,tB", [(1, 300, False, True), (1, 300, True, True), (300, 1, False, False),
                                        (300, 1, False, True), (300, 1, True, False), (300, 1, True, True)])
 def test_gemm_gemv_shapes_every_transpose(M, N, tA, tB):

@@ -52,9 +52,9 @@ inline void new_launch() { __atomic_fetch_add(&detail::g_launch_epoch, 1, __ATOM
 // threads for the rest of the launch (SharedPackedB in gemm_impl.h), with the launcher's
 // row-major block order.
 // b_col, b_width: B's tile is columns [b_col, b_col + N) of rows b_width elements long (a view
-// in place in a tensor; b_col = -1: unknown). With M = 1 and both operands stable, the product of
-// A with B's whole rows is computed once per launch and shared by the blocks that own the other
-// columns (gemv_shared_rows in gemm_impl.h): a whole-row stream instead of strips.
+// in place in a tensor; b_col = -1: unknown). With M = 1, both operands stable and a narrow strip,
+// the product of A with B's whole rows is computed once per launch and shared by the blocks that
+// own the other columns (gemv_shared_rows in gemm_impl.h): a whole-row stream instead of strips.
 template <class TA, class TB, class TC>
 inline void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const TB* B, long ldb,
                  bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false,

@@ -45,7 +45,8 @@
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
 //   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
 //   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
-//   strip of wider rows shares whole-row products across blocks (gemv_shared_rows).
+//   strip (under 2048 columns) of wider rows shares whole-row products across blocks
+//   (gemv_shared_rows).
 //   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
@@ -976,14 +977,32 @@ inline void gemv_other(int M, int N, int K, const float* A, long lda, bool trans
 // product being computed by another thread computes its own strip instead. Both compute each
 // column's sum from zero with the same FMAs in the same k order (gemv_f32 is lane-wise), so the
 // result does not depend on which thread computed what: C (+)= that sum, bit for bit.
+//
+// Only narrow strips share (N < kGvShareCols, gemv_shares_rows): a strip of 8 KiB or more per row
+// streams at the whole-row rate on its own, and sharing it costs work, since a call that finds the
+// product being filled computes its strip privately: two half-width blocks on two threads read
+// 1.5 rows per row (one whole, one half) and ran at one core's rate (1/2048/64, 2 threads: 8.0 ->
+// 10.7 GB/s side by side, load ~8). The last strip of the rows (b_col + N == b_width: a tail that
+// may be narrower than the blocks before it) uses a product the other blocks left but never
+// starts one: when they did not share (wide blocks), a whole-row product for its few columns
+// would read all of B again.
+inline constexpr long kGvShareCols = 2048;
+inline bool gemv_shares_rows(int M, int N, bool a_stable, bool b_stable, long b_col, long b_width) {
+  return M == 1 && a_stable && b_stable && b_col >= 0 && b_width >= 2L * N && N < kGvShareCols &&
+         b_col + N <= b_width && b_width <= (1L << 24);
+}
 inline void gemv_shared_rows(int N, int K, const float* A, long lda, bool transA, const float* B,
                              long ldb, long b_col, long b_width, float* C, bool acc) {
   const float* row0 = B - b_col;
   constexpr int kTag = 64;  // distinct from the packed-B panels' tags (< 32)
+  const int tag = kTag + (transA ? 1 : 0);
   bool fill = false;
   SharedPackedB::Slot* slot = nullptr;
-  const float* prod = shared_packed_b().acquire(row0, ldb, K, (int)b_width, kTag + (transA ? 1 : 0),
-                                                (size_t)b_width + kPackSlack, &fill, &slot, A, lda);
+  const float* prod =
+      b_col + N == b_width
+          ? shared_packed_b().find(row0, ldb, K, (int)b_width, tag, A, lda)
+          : shared_packed_b().acquire(row0, ldb, K, (int)b_width, tag, (size_t)b_width + kPackSlack, &fill,
+                                      &slot, A, lda);
   if (prod && fill) {
     gemv_f32<1>((int)b_width, K, A, lda, transA, row0, ldb, const_cast<float*>(prod), b_width, false);
     SharedPackedB::publish(slot);
@@ -1087,8 +1106,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   if constexpr (same<T, float>) {
     const GemmPath path = gemm_path(M, N, transA, transB);
     if (path == GemmPath::gemv_rows && M <= 2 && !transB) {
-      if (M == 1 && a_stable && b_stable && b_col >= 0 && b_width >= 2L * N &&
-          b_col + N <= b_width && b_width <= (1L << 24))
+      if (gemv_shares_rows(M, N, a_stable, b_stable, b_col, b_width))
         gemv_shared_rows(N, K, A, lda, transA, B, ldb, b_col, b_width, C, accumulate);
       else if (M == 1) gemv_f32<1>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
       else gemv_f32<2>(N, K, A, lda, transA, B, ldb, C, ldc, accumulate);
