@@ -42,6 +42,8 @@
 //   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
 //   use a micro-kernel of their own height (a remainder under 4 rows shares the last full
 //   panel in two balanced ones: panel_rows), column tails go through a small stack tile.
+//   An fp32 A read by one call only (not transposed, one row block, one K block: a_in_place)
+//   is not packed: its micro-kernel (ukr_f32_ra) broadcasts from A's rows in place.
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
 //   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
 //   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
