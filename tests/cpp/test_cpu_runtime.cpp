@@ -607,6 +607,83 @@ TEST(Gemm, I8Large) {
 }
 
 // repeated tile calls with accumulate (the codegen pattern) + scratch reuse of various sizes
+// fp32 A read in place by the micro-kernel (a_in_place: not transposed, one row block, one K
+// block, rows not 4 KiB apart, no overlap with C) instead of packed. Every row count 1..30 (each
+// micro-kernel height on AVX-512 / AVX2 / SSE, the balanced row tails), N and K in {1, 3, 17, 129}
+// (column tails, K = 1), padded leading dimensions, B transposed or not, accumulate or not: the
+// float64 reference (1e-4 of sum |a b| + |c0|), the path taken exactly for the packed-path shapes
+// (gemm_path), and bit for bit the packed path's result (the same A given transposed, K x M,
+// which is packed: the same products in the same order).
+TEST(Gemm, F32InPlaceA) {
+  namespace d = tw_cpu::detail;
+  uint32_t seed = 3000;
+  long in_place = 0, packed_calls = 0;
+  for (int M = 1; M <= 30; ++M)
+    for (int N : {1, 3, 17, 129})
+      for (int K : {1, 3, 17, 129}) {
+        const int pad = (int)(seed % 3) * 3, tB = (int)(seed >> 1 & 1), acc = (int)(seed >> 2 & 1);
+        run_gemm_case<float, float>(M, N, K, false, tB, acc, pad, seed);
+        std::mt19937 g(seed++);
+        const long lda = K + pad, ldat = M + pad, ldb = (tB ? K : N) + pad, ldc = N + pad;
+        std::vector<float> A((size_t)M * lda), At((size_t)K * ldat), B((size_t)(tB ? N : K) * ldb), C((size_t)M * ldc);
+        for (auto& v : A) v = make_val<float>(g);
+        for (auto& v : B) v = make_val<float>(g);
+        for (auto& v : C) v = make_val<float>(g);
+        for (int i = 0; i < M; ++i)
+          for (int k = 0; k < K; ++k) At[(size_t)k * ldat + i] = A[(size_t)i * lda + k];
+        std::vector<float> C1 = C;
+        const long before = d::a_in_place_calls();
+        tw_cpu::gemm<float, float, float>(M, N, K, A.data(), lda, false, B.data(), ldb, tB, C.data(), ldc, acc);
+        const bool took = d::a_in_place_calls() > before;
+        const bool want = d::gemm_path(M, N, false, tB) == d::GemmPath::packed;
+        EXPECT_EQ(took, want) << "M " << M << " N " << N << " K " << K << " tB " << tB;
+        in_place += took;
+        tw_cpu::gemm<float, float, float>(M, N, K, At.data(), ldat, true, B.data(), ldb, tB, C1.data(), ldc, acc);
+        EXPECT_EQ(d::a_in_place_calls(), before + took) << "a transposed A is packed";
+        packed_calls += !took;
+        if (took)  // (N = 1 and the skinny shapes take other paths for A and A^T)
+          EXPECT_EQ(std::memcmp(C.data(), C1.data(), C.size() * sizeof(float)), 0)
+              << "in place vs packed: M " << M << " N " << N << " K " << K << " tB " << tB << " acc " << acc;
+      }
+  EXPECT_GT(in_place, 100);
+  EXPECT_GT(packed_calls, 10);
+}
+// When A is not read in place: transposed, more rows than one row block or more k than one K
+// block, rows 4 KiB apart (one L1 set), A overlapping C, a stable A found packed in the cache. An
+// A overlapping C (the product written over its own operand) stays right.
+TEST(Gemm, F32InPlaceAChoice) {
+  namespace d = tw_cpu::detail;
+  std::vector<float> buf(4096 * 160 + 4096, 0.5f);
+  float *A = buf.data(), *C = buf.data() + 256 * 160;
+  EXPECT_TRUE(d::a_in_place(128, 128, 128, A, 128, false, C, 128));
+  EXPECT_TRUE(d::a_in_place(d::kMC, 128, d::kKC, A, d::kKC + 3, false, C, 128));
+  EXPECT_FALSE(d::a_in_place(128, 128, 128, A, 128, true, C, 128));
+  EXPECT_FALSE(d::a_in_place(d::kMC + 1, 128, 128, A, 128, false, C, 128));
+  EXPECT_FALSE(d::a_in_place(128, 128, d::kKC + 1, A, d::kKC + 1, false, C, 128));
+  EXPECT_FALSE(d::a_in_place(128, 128, 128, A, 1024, false, C, 128));
+  EXPECT_FALSE(d::a_in_place(64, 128, 128, A, 128, false, A + 63 * 128, 128));  // C starts in A's last row
+  EXPECT_FALSE(d::a_in_place(64, 64, 128, A + 64, 128, false, A, 128));        // interleaved rows
+  EXPECT_TRUE(d::a_in_place(64, 128, 128, A, 128, false, A + 64 * 128, 128));   // C right behind A
+  // C = A B with C on top of A (M = K): packed, so the product is of the old A
+  const int M = 40, K = 40, N = 40;
+  std::mt19937 g(3100);
+  std::vector<float> X((size_t)M * K), B((size_t)K * N);
+  for (auto& v : X) v = make_val<float>(g);
+  for (auto& v : B) v = make_val<float>(g);
+  std::vector<float> want((size_t)M * N), X0 = X;
+  tw_cpu::gemm<float, float, float>(M, N, K, X0.data(), K, false, B.data(), N, false, want.data(), N, false);
+  const long before = d::a_in_place_calls();
+  tw_cpu::gemm<float, float, float>(M, N, K, X.data(), K, false, B.data(), N, false, X.data(), N, false);
+  EXPECT_EQ(d::a_in_place_calls(), before);
+  EXPECT_EQ(std::memcmp(X.data(), want.data(), X.size() * sizeof(float)), 0);
+  // a stable A (one K block, reused: ldb != N) is packed once into the cache, not read in place
+  std::vector<float> Bw((size_t)K * (N + 8)), C2((size_t)M * N);
+  for (auto& v : Bw) v = make_val<float>(g);
+  tw_cpu::new_launch();
+  tw_cpu::gemm<float, float, float>(M, N, K, X0.data(), K, false, Bw.data(), N + 8, false, C2.data(), N, false, true);
+  EXPECT_EQ(d::a_in_place_calls(), before);
+}
+
 TEST(Gemm, TileAccumulateLoop) {
   const int M = 128, N = 128, K = 512, KB = 64;
   std::mt19937 g(7);

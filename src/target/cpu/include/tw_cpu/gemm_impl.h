@@ -42,6 +42,8 @@
 //   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
 //   use a micro-kernel of their own height (a remainder under 4 rows shares the last full
 //   panel in two balanced ones: panel_rows), column tails go through a small stack tile.
+//   An fp32 A read by one call only (not transposed, one row block, one K block: a_in_place)
+//   is not packed: its micro-kernel (ukr_f32_ra) broadcasts from A's rows in place.
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
 //   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
 //   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
@@ -743,6 +745,66 @@ TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const 
   else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
 }
 
+// The same product with A read in place from R rows of a row-major fp32 matrix (A[i * lda + k],
+// not transposed, not packed): the broadcasts load from R rows instead of one packed k row, in
+// the same order, so the result is bit for bit that of ukr_f32 on the packed copy. Rows are
+// addressed in groups of four from one pointer each (p, p + lda, p + 2 lda, p + 3 lda: base +
+// index addressing, 6 registers for 14 rows). For an A that is read by one call only (a tile
+// the kernel computes: flash attention's probabilities), packing it cost a transposing copy of
+// the whole tile every call (gemm_f32: a_in_place).
+template <int R>
+__attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, long lda,
+                                          const float* __restrict B, long bs,
+                                          float* __restrict C, long ldc, bool acc, int nr,
+                                          const char* pf2 = nullptr, long pf2_lines = 0) {
+  using simd::vf;
+  constexpr int NG = (R + 3) / 4;
+  const float* a[NG];
+#pragma GCC unroll 4
+  for (int g = 0; g < NG; ++g) a[g] = A + (long)(4 * g) * lda;
+  const long l2 = 2 * lda, l3 = 3 * lda;
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    __builtin_prefetch(C + (long)i * ldc, 1);
+    __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
+  }
+  vf c[R][kNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] = vf{};
+
+  const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;  // B's prefetch distance, as in ukr_f32
+  for (long k = 0; k < kc; ++k) {
+    vf b[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const float* p = a[i / 4] + k;
+      const float x = i % 4 == 0 ? p[0] : i % 4 == 1 ? p[lda] : i % 4 == 2 ? p[l2] : p[l3];
+      vf s = simd::splat(x);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(s, b[v], c[i][v]);
+    }
+    if (k < pf2_lines) __builtin_prefetch(pf2 + 64 * k, 0, 2);
+    B += bs;
+  }
+
+  store_acc<R>(c, C, ldc, acc, nr);
+}
+
+// one in-place-A micro-kernel call of mr rows (1 <= mr <= kMR): ukr_f32_ra<mr>
+template <int R = kMR>
+TW_CPU_INLINE void ukr_f32_ra_rows(int mr, long kc, const float* A, long lda, const float* B, long bs,
+                                   float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
+                                   long pf2_lines = 0) {
+  if (mr == R) ukr_f32_ra<R>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+  else if constexpr (R > 1) ukr_f32_ra_rows<R - 1>(mr, kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+}
+
 template <class TC>
 inline void scale_zero(int M, int N, TC* C, long ldc) {
   for (int i = 0; i < M; ++i)
@@ -1020,6 +1082,28 @@ inline void gemv_shared_rows(int N, int K, const float* A, long lda, bool transA
     for (int j = 0; j < N; ++j) C[j] = prod[j];
 }
 
+// Whether gemm_f32 reads an fp32 A in place (ukr_f32_ra) instead of packing it: A not
+// transposed (row-major rows to broadcast from), one row block and one K block (M <= kMC,
+// K <= kKC: the packed copy would serve this call alone, so packing is a transposing copy of
+// the whole of A per call; a stable A packed once into the per-thread cache is read from there
+// instead, gemm_f32 decides that first), rows not a multiple of 4 KiB apart (every row's current
+// line would fall into one L1 set: 14 rows in a 12-way set), and A's rows not overlapping C (a
+// packed copy is taken before C is written; rows read in place are read again by the later
+// column strips).
+inline bool a_in_place(int M, int N, int K, const float* A, long lda, bool transA, const float* C,
+                       long ldc) {
+  if (transA || M > kMC || K > kKC || (lda * (long)sizeof(float)) % 4096 == 0) return false;
+  const uintptr_t a0 = (uintptr_t)A, a1 = (uintptr_t)(A + (long)(M - 1) * lda + K);
+  const uintptr_t c0 = (uintptr_t)C, c1 = (uintptr_t)(C + (long)(M - 1) * ldc + N);
+  return a1 <= c0 || c1 <= a0;
+}
+
+// Calls of gemm_f32 on this thread that read A in place (tests look at it).
+inline long& a_in_place_calls() {
+  static thread_local long n = 0;
+  return n;
+}
+
 // Up to two packed ranges fetched into L2 a few cache lines at a time: take() hands each
 // full-height micro-kernel call a chunk, which it prefetches one line per k, so that the whole
 // of them is requested by the end of the current gemm call.
@@ -1208,6 +1292,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
            (size_t)ncpad * kw(K));
   }
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR));  // the micro-kernel calls
+  // fp32 A read in place by the micro-kernels instead of packed (a_in_place)
+  bool a_direct = false;
+  if constexpr (same<T, float>) a_direct = !a_packed && a_in_place(M, N, K, A, lda, transA, C, ldc);
+  if (a_direct) ++a_in_place_calls();
   // This call packed A into the cache, so the next call (the next K step of the same rows) will
   // most likely pack the A tile right behind it: fetch its source rows during this call.
   RowsPrefetch pfa;
@@ -1240,7 +1328,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
         int mc = M - ic < kMC ? M - ic : kMC;
         const float* ap = Ap;
         if (a_packed) ap = Ap + (long)ic * kwc;
-        else pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        else if (!a_direct) pack_a_f32(mc, kc, a_at(ic, pc), lda, transA, Ap);
         for (int jr = 0; jr < nc; jr += kNR) {
           int nr = nc - jr < kNR ? nc - jr : kNR;
           const float* bp = Bp + (long)jr * kwc;
@@ -1250,8 +1338,15 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             pfa.step();
             long m = 0;
             const char* q = pf.take(&m);
-            ukr_f32_rows<kDp>(pr.h, kwc, ap + (long)ir * kwc, kMR, bp, kNR,
-                              C + (long)(ic + pr.r0) * ldc + jc + jr, ldc, acc, nr, q, m < kwc ? m : kwc);
+            float* cp = C + (long)(ic + pr.r0) * ldc + jc + jr;
+            if constexpr (same<T, float>)
+              if (a_direct) {
+                ukr_f32_ra_rows(pr.h, kc, (const float*)A + (long)(ic + pr.r0) * lda + pc, lda, bp, kNR,
+                                cp, ldc, acc, nr, q, m < kc ? m : kc);
+                continue;
+              }
+            ukr_f32_rows<kDp>(pr.h, kwc, ap + (long)ir * kwc, kMR, bp, kNR, cp, ldc, acc, nr, q,
+                              m < kwc ? m : kwc);
           }
         }
       }
