@@ -46,6 +46,8 @@
 //   straight from memory. GEMV calls (fp32: M <= 2, or M = 1 / N = 1 with any transposes) pack
 //   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
 //   strip of wider rows shares whole-row products across blocks (gemv_shared_rows).
+//   Small-M calls (gemm_small: M <= 8 f16 / bf16, bf16 from 5 rows only off AMX; fp32 with a
+//   tile-sized B, transposed or M > 2) pack nothing: B read in place, widened in registers.
 //   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
