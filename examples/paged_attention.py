@@ -107,13 +107,17 @@ def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_
 def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_size, max_blocks,
                        dtype="float32", pages_per_step=4):
     """The cpu form of `paged_decode`: one program per sequence covering all kv heads, so each
-    page of the cache is read whole, as one contiguous [block_size, kv_heads * head_dim] block
-    (64 KiB fp32 at 16 x 8 x 128) that the hardware prefetchers follow, instead of block_size rows
-    of head_dim elements, kv_heads * head_dim apart, per (kv head, sequence) program. The caches
-    are passed as `key_cache.reshape(num_blocks, block_size, -1)` (the same memory, a view: no
-    copy). Per kv head h, the query heads h * G .. (h + 1) * G - 1 multiply the columns
-    h * head_dim .. (h + 1) * head_dim - 1 of the step's pages. cpu only: on ascend910b the gemms
-    into row slices of the score and output fragments are an error (use `paged_decode` there)."""
+    page of the cache is read whole, one contiguous [block_size, kv_heads * head_dim] block (64 KiB
+    fp32 at 16 x 8 x 128), instead of block_size rows of head_dim elements, kv_heads * head_dim
+    apart, per (kv head, sequence) program. The caches are passed as
+    `key_cache.reshape(num_blocks, block_size, -1)` (the same memory, a view: no copy). Per kv head
+    h, the query heads h * G .. (h + 1) * G - 1 multiply the columns h * head_dim .. (h + 1) *
+    head_dim - 1 of each page. A page's tiles `k` and `v` are only read by the gemms, so they are
+    views of the cache (read in place, never copied: docs/language.md "Run-time extents"); the
+    value page is copied with a run-time extent, the slots inside the length, so the slots past it
+    read as 0 and need no mask pass (which would write the tile and force a copy). cpu only: on
+    ascend910b the gemms into row slices of the score and output fragments are an error (use
+    `paged_decode` there)."""
     G = num_heads // num_kv_heads
     W = num_kv_heads * head_dim
     scale = (1.0 / head_dim) ** 0.5 * LOG2E
@@ -126,8 +130,8 @@ def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
              context_lens: T.Tensor((num_seqs,), "int32"), Out: T.Tensor((num_seqs, num_heads, head_dim), dtype)):
         with T.Kernel(num_seqs) as b:
             q = T.alloc_shared((num_heads, head_dim), dtype)
-            k = T.alloc_shared((N, W), dtype)
-            v = T.alloc_shared((N, W), dtype)
+            k = T.alloc_shared((block_size, W), dtype)  # one page: read in place (a view)
+            v = T.alloc_shared((block_size, W), dtype)
             s = T.alloc_fragment((num_heads, N), "float32")
             p = T.alloc_fragment((num_heads, N), dtype)
             acc = T.alloc_fragment((num_heads, head_dim), "float32")
@@ -143,15 +147,15 @@ def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
             n = context_lens[b]
             pages = T.ceildiv(n, block_size)
             for j in T.serial(T.ceildiv(pages, pages_per_step)):
-                for jj in T.serial(pages_per_step):  # whole pages: all kv heads' keys and values
+                for jj in T.serial(pages_per_step):  # whole pages: all kv heads' keys
                     if j * pages_per_step + jj < pages:
                         page = block_tables[b, j * pages_per_step + jj]
-                        T.copy(K[page, :, :], k[jj * block_size:(jj + 1) * block_size, :])
-                        T.copy(V[page, :, :], v[jj * block_size:(jj + 1) * block_size, :])
-                for h in T.serial(num_kv_heads):
-                    T.gemm(q[h * G:(h + 1) * G, :], k[:, h * head_dim:(h + 1) * head_dim], s[h * G:(h + 1) * G, :],
-                           transpose_B=True, clear_accum=True)
-                for i, c in T.Parallel(num_heads, N):
+                        T.copy(K[page, :, :], k)  # only read by the gemms: the page in place
+                        for h in T.serial(num_kv_heads):
+                            T.gemm(q[h * G:(h + 1) * G, :], k[:, h * head_dim:(h + 1) * head_dim],
+                                   s[h * G:(h + 1) * G, jj * block_size:(jj + 1) * block_size],
+                                   transpose_B=True, clear_accum=True)
+                for i, c in T.Parallel(num_heads, N):  # keys past the length (pages past it too)
                     s[i, c] = T.where(j * N + c < n, s[i, c] * scale, NEG_INF)
                 T.copy(m, m_prev)
                 T.reduce_max(s, m, dim=1, clear=False)
@@ -164,11 +168,17 @@ def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
                 T.reduce_sum(s, row_sum, dim=1)
                 for i in T.Parallel(num_heads):
                     l[i] = l[i] * rescale[i] + row_sum[i]
-                for c, d in T.Parallel(N, W):  # slots past the length: never read (stale, even NaN)
-                    v[c, d] = T.where(j * N + c < n, v[c, d], 0)
                 T.copy(s, p)
-                for h in T.serial(num_kv_heads):
-                    T.gemm(p[h * G:(h + 1) * G, :], v[:, h * head_dim:(h + 1) * head_dim], acc[h * G:(h + 1) * G, :])
+                for jj in T.serial(pages_per_step):
+                    if j * pages_per_step + jj < pages:
+                        page = block_tables[b, j * pages_per_step + jj]
+                        # the slots inside the length only (a run-time extent): v's rows past it
+                        # read as 0, so stale slots (even NaN) are never read and v stays a view
+                        rows = T.min(block_size, n - (j * pages_per_step + jj) * block_size)
+                        T.copy(V[page, 0:rows, :], v)
+                        for h in T.serial(num_kv_heads):
+                            T.gemm(p[h * G:(h + 1) * G, jj * block_size:(jj + 1) * block_size],
+                                   v[:, h * head_dim:(h + 1) * head_dim], acc[h * G:(h + 1) * G, :])
             for i, d in T.Parallel(num_heads, head_dim):
                 acc[i, d] = acc[i, d] / l[i]
             T.copy(acc, Out[b, :, :])

@@ -70,7 +70,7 @@ double to_d(int32_t x) { return x; }
 // u = 2^-24 (first order; the 1.01 covers the higher-order term). Otherwise 1e-4 relative.
 template <class T, class TC>
 void run_gemm_case(int M, int N, int K, bool tA, bool tB, bool acc, int pad, uint32_t seed,
-                   bool tight = false) {
+                   bool tight = false, bool small = false) {
   std::mt19937 g(seed);
   long lda = (tA ? M : K) + pad, ldb = (tB ? K : N) + pad, ldc = N + pad;
   long arows = tA ? K : M, brows = tB ? N : K;
@@ -83,7 +83,11 @@ void run_gemm_case(int M, int N, int K, bool tA, bool tB, bool acc, int pad, uin
     else v = (TC)std::uniform_int_distribution<int>(-1000, 1000)(g);
   }
   std::vector<TC> C0 = C;
-  tw_cpu::gemm<T, T, TC>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, C.data(), ldc, acc);
+  if constexpr (!std::is_same_v<T, int8_t>) {
+    if (small)  // the small-M path itself, whatever gemm_run's dispatch picks for the shape
+      tw_cpu::detail::gemm_small<T>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, C.data(), ldc, acc);
+  }
+  if (!small) tw_cpu::gemm<T, T, TC>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, C.data(), ldc, acc);
 
   // double reference on materialised op(A) (M x K) and op(B)^T (N x K)
   std::vector<double> a((size_t)M * K), bt((size_t)N * K);
@@ -396,6 +400,46 @@ TEST(Gemm, BF16PairsTight) {
         for (int acc = 0; acc < 2; ++acc)
           run_gemm_case<bf16, float>(s.M, s.N, s.K, tA, tB, acc, s.pad, seed++, /*tight=*/true);
 }
+// The small-M path (gemm_small: nothing packed, f16 / bf16 widened in registers): every M up to
+// kSmallM, odd N and K (column and K tails of every width class: 1, 3, 17, 129), leading-dimension
+// padding (odd: rows at odd element offsets), every transpose, accumulate on and off, with the
+// tight fp32-accumulation bound; called directly, and through tw_cpu::gemm (gemm_run's dispatch).
+template <class T>
+void small_m_cases(uint32_t seed) {
+  for (int M = 1; M <= tw_cpu::detail::kSmallM; ++M)
+    for (int N : {1, 3, 17, 129})
+      for (int K : {1, 3, 17, 129})
+        for (int tA = 0; tA < 2; ++tA)
+          for (int tB = 0; tB < 2; ++tB) {
+            const int acc = (M + N + K) % 2, pad = (M + tA + tB) % 2 ? 3 : 0;
+            run_gemm_case<T, float>(M, N, K, tA, tB, acc, pad, seed++, /*tight=*/true, /*small=*/true);
+            run_gemm_case<T, float>(M, N, K, tA, tB, !acc, 3 - pad, seed++, /*tight=*/true);
+          }
+}
+TEST(Gemm, SmallMInPlaceF32) { small_m_cases<float>(900); }
+TEST(Gemm, SmallMInPlaceBF16) { small_m_cases<bf16>(5000); }
+TEST(Gemm, SmallMInPlaceF16) { small_m_cases<f16>(9000); }
+// f16 / bf16 specials through the small path: inf, NaN and subnormals widened exactly (no DAZ)
+TEST(Gemm, SmallMWidensSpecials) {
+  const int M = 3, N = 5, K = 4;
+  for (int tB = 0; tB < 2; ++tB) {
+    std::vector<bf16> A((size_t)M * K, tw_cpu::from_f32<bf16>(1.0f)), B((size_t)K * N, tw_cpu::from_f32<bf16>(0.0f));
+    std::vector<float> C((size_t)M * N, 7.0f);
+    A[0] = bf16{0x0001};  // 2^-133: a subnormal bf16, kept (the widening path has no DAZ)
+    auto b_at = [&](int k, int j) -> bf16& { return tB ? B[(size_t)j * K + k] : B[(size_t)k * N + j]; };
+    b_at(0, 0) = tw_cpu::from_f32<bf16>(0x1p100f);
+    b_at(1, 1) = bf16{0x7f80};  // +inf
+    b_at(2, 2) = bf16{0x7fc0};  // NaN
+    tw_cpu::gemm<bf16, bf16, float>(M, N, K, A.data(), K, false, B.data(), tB ? K : N, tB, C.data(), N, false);
+    EXPECT_EQ(C[0], 0x1p-33f) << "tB=" << tB;
+    EXPECT_EQ(C[1 * N + 0], 0x1p100f);
+    for (int i = 0; i < M; ++i) {
+      EXPECT_TRUE(std::isinf(C[i * N + 1]) && C[i * N + 1] > 0);
+      EXPECT_TRUE(std::isnan(C[i * N + 2]));
+      EXPECT_EQ(C[i * N + 3], 0.0f);
+    }
+  }
+}
 TEST(Gemm, BF16LargeTight) {
   for (int tA = 0; tA < 2; ++tA)
     for (int tB = 0; tB < 2; ++tB)
@@ -566,16 +610,17 @@ TEST(Gemm, AmxPathAndFallback) {
 #endif
 }
 
-// bf16 gemms of at most 4 rows skip the tile unit (amx_pays): the runtime's result is the
-// AVX-512 path's bit for bit (decode attention's 4-row tiles: 4 x 16 x 128 with B transposed,
-// 4 x 128 x 16), and from 5 rows the tile unit's when the process may use it.
+// bf16 gemms of at most 4 rows skip the tile unit (amx_pays): the runtime's result is the small-M
+// path's bit for bit (decode attention's 4-row tiles: 4 x 16 x 128 with B transposed,
+// 4 x 128 x 16), from 5 rows the tile unit's when the process may use it, else up to kSmallM rows
+// the small-M path's and from kSmallM + 1 the packed driver's.
 TEST(Gemm, BF16FewRowsSkipTiles) {
   namespace d = tw_cpu::detail;
   EXPECT_FALSE(d::amx_pays(1));
   EXPECT_FALSE(d::amx_pays(4));
   EXPECT_TRUE(d::amx_pays(5));
   std::mt19937 g(91);
-  const int shapes[][3] = {{1, 37, 129}, {2, 16, 128}, {3, 33, 17}, {4, 16, 128}, {4, 128, 16}, {5, 40, 70}, {16, 32, 64}};
+  const int shapes[][3] = {{1, 37, 129}, {2, 16, 128}, {3, 33, 17}, {4, 16, 128}, {4, 128, 16}, {5, 40, 70}, {8, 33, 70}, {9, 40, 70}, {16, 32, 64}};
   for (const auto& sh : shapes)
     for (int tB = 0; tB < 2; ++tB) {
       const int M = sh[0], N = sh[1], K = sh[2];
@@ -590,6 +635,9 @@ TEST(Gemm, BF16FewRowsSkipTiles) {
         d::gemm_amx<bf16, float>(M, N, K, A.data(), K, false, B.data(), ldb, tB, C2.data(), N, true, false, false);
       else
 #endif
+      if (d::small_m_path(M))
+        d::gemm_small<bf16>(M, N, K, A.data(), K, false, B.data(), ldb, tB, C2.data(), N, true);
+      else
         d::gemm_f32<bf16>(M, N, K, A.data(), K, false, B.data(), ldb, tB, C2.data(), N, true, false, false);
       EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float))) << M << "x" << N << "x" << K << " tB " << tB;
     }

@@ -152,15 +152,14 @@ def test_paged_decode_pages_matches_reference(shape, dtype):
     assert_close(out, pa.reference(*inputs))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("pages_per_step", [1, 3, 4])
-def test_paged_decode_pages_context_edges(dtype, pages_per_step):
-    # contexts 1, 15, 16, 17 and 4095 of page 16 (256 pages, the last one partly used), GQA 8 / 2;
+def check_pages_context_edges(dtype, pages_per_step, num_heads=8, num_kv_heads=2):
+    # contexts 1, 15, 16, 17 and 4095 of page 16 (256 pages, the last one partly used);
     # the block table is a shuffle of an odd number of blocks (make_inputs: 5 * 256 + 3); the slots
     # past each context and every block no sequence uses hold NaN; the block table entries past a
     # sequence's pages hold garbage page numbers (never followed, prefetches included)
     lens = [1, 15, 16, 17, 4095]
-    q, kc, vc, bt, cl = pa.make_inputs(5, 8, 2, 32, 16, 4095, dtype, seed=11, lens=lens)
+    nh, kvh = num_heads, num_kv_heads
+    q, kc, vc, bt, cl = pa.make_inputs(5, nh, kvh, 32, 16, 4095, dtype, seed=11, lens=lens)
     kc, vc, bt = kc.copy(), vc.copy(), bt.copy()
     used = {int(p) for b, n in enumerate(lens) for p in bt[b, :-(-n // 16)]}
     for blk in set(range(kc.shape[0])) - used:
@@ -172,10 +171,35 @@ def test_paged_decode_pages_context_edges(dtype, pages_per_step):
         vc[last, (n - 1) % 16 + 1:] = np.nan
         garbage = [10**9, -(10**9), -1, 2**31 - 1] * bt.shape[1]
         bt[b, -(-n // 16):] = garbage[:bt.shape[1] - (-(-n // 16))]
-    kern = pa.paged_decode_pages(5, 8, 2, 32, kc.shape[0], 16, bt.shape[1], dtype, pages_per_step)
+    kern = pa.paged_decode_pages(5, nh, kvh, 32, kc.shape[0], 16, bt.shape[1], dtype, pages_per_step)
     out = kern(q, pa.page_view(kc), pa.page_view(vc), bt, cl)
     assert np.isfinite(out.astype(np.float32)).all()
     assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
+    return kern
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("pages_per_step", [1, 3, 4])
+def test_paged_decode_pages_context_edges(dtype, pages_per_step):
+    check_pages_context_edges(dtype, pages_per_step)  # GQA 8 / 2
+
+
+@pytest.mark.parametrize("heads,dtype", [((4, 4), "float32"), ((4, 2), "float16"), ((6, 2), "bfloat16"),
+                                         ((8, 1), "float16")], ids=["mha-G1", "gqa-G2", "gqa-G3", "mqa-G8"])
+def test_paged_decode_pages_context_edges_per_group(heads, dtype):
+    # the per-kv-head gemms have G = num_heads / num_kv_heads rows (1, 2, 3, 8: the gemm runtime's
+    # small-M path, nothing packed) against one page read in place
+    check_pages_context_edges(dtype, 4, *heads)
+
+
+def test_paged_decode_pages_reads_the_pages_in_place():
+    # a page's K and V tiles are only read by the gemms: views of the cache (no copy on the fast
+    # path), the value page's run-time extent replacing a mask pass over v; only a partly used
+    # last page is copied (its rows past the length read as 0)
+    src = pa.paged_decode_pages(2, 8, 2, 32, 2 * 5 + 3, 16, 5).get_source("c++")
+    assert "elided: k is only read (by gemm), from K in place" in src
+    assert "elided: v is only read (by gemm), from V in place" in src
+    assert "map keeping the rows of v" not in src
 
 
 def test_paged_decode_pages_agrees_with_the_per_head_kernel_and_torch():

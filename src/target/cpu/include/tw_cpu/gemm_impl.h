@@ -49,6 +49,8 @@
 //   nothing: gemm_path() picks row streaming or dot products along contiguous K, and an M = 1
 //   strip (under 2048 columns) of wider rows shares whole-row products across blocks
 //   (gemv_shared_rows).
+//   Small-M calls (gemm_small: M <= 8 f16 / bf16, bf16 from 5 rows only off AMX; fp32 with a
+//   tile-sized B, transposed or M > 2) pack nothing: B read in place, widened in registers.
 //   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
@@ -1161,6 +1163,223 @@ struct RowsPrefetch {
     for (int q = 0; q < per && next < rows; ++q, ++next) prefetch_l2(base + (uintptr_t)(next * ld), bytes);
   }
 };
+
+// ------------------------------------------------ small-M gemms, nothing packed
+// gemm_small: C (+)= op(A) op(B) for M <= kSmallM rows (the tile programs' decode shapes: a few
+// query heads against a page of keys, Q K^T with B transposed and P V with B not), reading B
+// where it lies: nothing packed, every f16 / bf16 element of B widened to fp32 in registers as it
+// is loaded, fp32 FMA accumulation (the same numerics as the widening packed
+// path: exact products, one fp32 rounding per k). For such shapes the packed driver's cost is the
+// packing itself: both operands packed per call (bf16: 4 x 64 x 128 and 4 x 128 x 64 at
+// 2.9-3.8 us a call where the FMAs are ~0.4 us).
+//   op(A) is read in place when it is fp32 and not transposed, else first widened / gathered into
+//     fp32 rows (M x K, scratch slot 0: a few KiB, negligible next to B).
+//   B not transposed (small_rows): B's rows streamed kSmNV vectors of columns at a time, each
+//     element of op(A) broadcast; C's R x kSmNV block lives in registers over all of K.
+//   B transposed (small_dots): dot products along the contiguous K of op(A)'s rows and B's rows,
+//     R rows of A against 4 rows of B at a time (16 accumulators), each folded at the end.
+// Column and K tails use partial vectors (masked loads on AVX-512 fp32, a zero-filled widened
+// copy otherwise); a zero-filled lane adds 0 * 0.
+inline constexpr int kSmallM = 8;
+inline constexpr int kSmNV = 4;
+
+// gemm_run's dispatch (gemm_runtime.cpp): f16 and bf16 gemms of 1 .. kSmallM rows take
+// gemm_small (bf16 from 5 rows only where the AMX tile unit is not in use: amx_pays); fp32 ones
+// when B has at most kSmallMaxB elements (a tile: within L2; larger products keep the cache
+// blocking of the packed / skinny drivers) and B is transposed or M > 2 (M <= 2 with B not
+// transposed is gemv_f32's). Measured per call against the packed driver (Sapphire Rapids, one
+// thread, B in cache, 4 rows): bf16 4 x 16 x 128 with B transposed 2.7x, 4 x 128 x 16 2.5x,
+// 4 x 64 x 128 1.4x, 4 x 128 x 64 2.6x; fp32 4 x 16 x 128 (B transposed) 4.5x, 4 x 128 x 16 1.3x;
+// bf16 8 x 64 x 128 (B transposed) 0.77x the tile unit's speed, hence amx_pays first.
+inline bool small_m_path(int M) { return M >= 1 && M <= kSmallM; }
+inline constexpr long kSmallMaxB = 1L << 16;
+
+typedef uint16_t vh_u __attribute__((vector_size(simd::kVecBytes / 2), aligned(2), may_alias));
+typedef uint32_t vu32 __attribute__((vector_size(simd::kVecBytes)));
+typedef int32_t vi32 __attribute__((vector_size(simd::kVecBytes)));
+
+// kVF elements from p widened to fp32
+TW_CPU_INLINE simd::vf ldw(const float* p) { return simd::loadu(p); }
+TW_CPU_INLINE simd::vf ldw(const bf16* p) {
+#if defined(__AVX512F__)  // one vpmovzxwd from memory (the generic conversion splits it in halves)
+  typedef short v16s_u __attribute__((vector_size(32), aligned(2), may_alias));
+  typedef int v16s32 __attribute__((vector_size(64)));
+  const v16s32 x = __builtin_ia32_pmovzxwd512_mask(*reinterpret_cast<const v16s_u*>(p), v16s32{}, (unsigned short)-1);
+#else
+  const vu32 x = __builtin_convertvector(*reinterpret_cast<const vh_u*>(p), vu32);
+#endif
+  return (simd::vf)(x << 16);
+}
+TW_CPU_INLINE simd::vf ldw(const f16* p) {  // the vector form of to_f32(f16), as load8
+  const vu32 x = __builtin_convertvector(*reinterpret_cast<const vh_u*>(p), vu32);
+  const vu32 em = x & 0x7fffu;
+  const vu32 sign = (x & 0x8000u) << 16;
+  const vu32 norm = (em << 13) + (112u << 23);
+  const simd::vf subf = __builtin_convertvector((vi32)em, simd::vf) * 0x1p-24f;
+  const vu32 infnan = (em << 13) | 0x7f800000u;
+  const vu32 r = em < 0x400u ? (vu32)subf : (em >= 0x7c00u ? infnan : norm);
+  return (simd::vf)(r | sign);
+}
+// the first r (0 < r <= kVF) elements from p widened, the other lanes 0 (nothing past p + r read)
+template <class T>
+TW_CPU_INLINE simd::vf ldw_n(const T* p, int r) {
+  if constexpr (same<T, float>) {
+    return gv_load_n(p, r);
+  } else {
+    alignas(64) float t[kVF] = {};
+    for (int l = 0; l < r; ++l) t[l] = to_f32(p[l]);
+    return simd::load(t);
+  }
+}
+
+// C[i][j0 .. j0 + V * kVF) for i < R; kFull false: one partial vector of r columns (V = 1)
+template <int R, int V, bool kFull, class T>
+TW_CPU_INLINE void small_rows_block(int K, const float* __restrict A, long ak, long ai,
+                                   const T* __restrict B, long ldb, float* __restrict C, long ldc,
+                                   bool acc, int r) {
+  using simd::vf;
+  vf c[R][V];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v)
+      c[i][v] = !acc ? vf{} : kFull ? simd::loadu(C + i * ldc + v * kVF) : gv_load_n(C + i * ldc, r);
+  for (int k = 0; k < K; ++k) {
+    const T* b = B + (long)k * ldb;
+    vf bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = kFull ? ldw(b + v * kVF) : ldw_n(b, r);
+    for (int i = 0; i < R; ++i) {
+      const vf a = simd::splat(A[(long)k * ak + i * ai]);
+      for (int v = 0; v < V; ++v) c[i][v] = simd::fma(a, bv[v], c[i][v]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) {
+      if (kFull)
+        simd::storeu(C + i * ldc + v * kVF, c[i][v]);
+      else
+        gv_store_n(C + i * ldc, c[i][v], r);
+    }
+}
+template <int R, class T>
+inline void small_rows(int N, int K, const float* A, long ak, long ai, const T* B, long ldb, float* C,
+                       long ldc, bool acc) {
+  constexpr int V = R <= 4 ? kSmNV : kSmNV / 2;  // R x V accumulators: 16 at most
+  int j = 0;
+  for (; j + V * kVF <= N; j += V * kVF)
+    small_rows_block<R, V, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF);
+  for (; j + kVF <= N; j += kVF) small_rows_block<R, 1, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF);
+  if (j < N) small_rows_block<R, 1, false>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, N - j);
+}
+
+// C[i][j] (+)= dot(A row i, B row j) for i < R, j < J: K contiguous in both
+template <int R, int J, class TA, class TB>
+TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, const TB* __restrict B,
+                                    long ldb, float* __restrict C, long ldc, bool acc) {
+  using simd::vf;
+  vf s[R][J];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < J; ++j) s[i][j] = vf{};
+  int k = 0;
+  for (; k + kVF <= K; k += kVF) {
+    vf b[J];
+    for (int j = 0; j < J; ++j) b[j] = ldw(B + j * ldb + k);
+    for (int i = 0; i < R; ++i) {
+      const vf a = ldw(A + i * lda + k);
+      for (int j = 0; j < J; ++j) s[i][j] = simd::fma(a, b[j], s[i][j]);
+    }
+  }
+  if (k < K) {
+    vf b[J];
+    for (int j = 0; j < J; ++j) b[j] = ldw_n(B + j * ldb + k, K - k);
+    for (int i = 0; i < R; ++i) {
+      const vf a = ldw_n(A + i * lda + k, K - k);
+      for (int j = 0; j < J; ++j) s[i][j] = simd::fma(a, b[j], s[i][j]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float t[J];
+#if defined(__AVX512F__)
+    if constexpr (J == 4) {  // the four sums of row i folded together: 8 shuffles, 5 adds
+      const vf x01 = __builtin_shufflevector(s[i][0], s[i][1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                     __builtin_shufflevector(s[i][0], s[i][1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const vf x23 = __builtin_shufflevector(s[i][2], s[i][3], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                     __builtin_shufflevector(s[i][2], s[i][3], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      vf x = __builtin_shufflevector(x01, x23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+             __builtin_shufflevector(x01, x23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+      x += __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+      x += __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+      for (int j = 0; j < 4; ++j) t[j] = x[4 * j];
+    } else
+#endif
+    {
+      for (int j = 0; j < J; ++j) t[j] = simd::fold_sum(s[i][j]);
+    }
+    for (int j = 0; j < J; ++j) C[i * ldc + j] = acc ? C[i * ldc + j] + t[j] : t[j];
+  }
+}
+template <int R, class TA, class TB>
+inline void small_dots(int N, int K, const TA* A, long lda, const TB* B, long ldb, float* C, long ldc,
+                       bool acc) {
+  int j = 0;
+  for (; j + 4 <= N; j += 4) small_dots_block<R, 4>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
+  for (; j < N; ++j) small_dots_block<R, 1>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
+}
+
+// rows [i, i + R) of C through f<R>(i), R = 4 while at least 4 are left, then the remainder
+template <class F>
+TW_CPU_INLINE void small_row_groups(int M, F&& f) {
+  int i = 0;
+  for (; i + 4 <= M; i += 4) f.template operator()<4>(i);
+  switch (M - i) {
+    case 3: f.template operator()<3>(i); break;
+    case 2: f.template operator()<2>(i); break;
+    case 1: f.template operator()<1>(i); break;
+    default: break;
+  }
+}
+
+template <class T>
+__attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long lda, bool transA,
+                                          const T* B, long ldb, bool transB, float* C, long ldc,
+                                          bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) scale_zero(M, N, C, ldc);
+    return;
+  }
+  // op(A) as fp32 rows of K: in place for fp32 not transposed, else widened / gathered once into
+  // scratch (M x K: at most kSmallM rows, so a few KiB), which the loops below then read as fp32
+  // (a broadcast from memory per element, no conversion in the inner loops)
+  const float* a;
+  long ld;
+  if constexpr (same<T, float>) {
+    a = A;
+    ld = lda;
+  }
+  if (!same<T, float> || transA) {
+    float* w = (float*)gemm_scratch(0).get(sizeof(float) * ((size_t)M * K + kPackSlack));
+    for (int i = 0; i < M; ++i) {
+      float* wi = w + (long)i * K;
+      int k = 0;
+      if (!transA) {
+        for (; k + kVF <= K; k += kVF) simd::storeu(wi + k, ldw(A + (long)i * lda + k));
+        if (k < K) gv_store_n(wi + k, ldw_n(A + (long)i * lda + k, K - k), K - k);
+      } else {
+        for (; k < K; ++k) wi[k] = to_f32(A[(long)k * lda + i]);
+      }
+    }
+    a = w;
+    ld = K;
+  }
+  if (!transB) {
+    small_row_groups(M, [&]<int R>(int i) {
+      small_rows<R>(N, K, a + i * ld, 1, ld, B, ldb, C + i * ldc, ldc, accumulate);
+    });
+  } else {
+    small_row_groups(M, [&]<int R>(int i) {
+      small_dots<R>(N, K, a + i * ld, ld, B, ldb, C + i * ldc, ldc, accumulate);
+    });
+  }
+}
 
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,

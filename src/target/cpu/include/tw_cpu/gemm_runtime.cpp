@@ -15,12 +15,17 @@ uint64_t g_launch_epoch = 1;
 void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
               long b_col, long b_width) {
+  // a few rows against a tile-sized B (within L2): gemm_small (gemm_impl.h). M <= 2 with B not
+  // transposed stays gemv_f32's (rows streamed, whole-row products shared across blocks)
+  if (small_m_path(M) && (long)N * K <= kSmallMaxB && (transB || M > 2))
+    return gemm_small<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
   gemm_f32<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable,
                   b_col, b_width);
 }
 void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
               long /*b_col*/, long /*b_width*/) {
+  if (small_m_path(M)) return gemm_small<f16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
   gemm_f32<f16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 }
 void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const bf16* B, long ldb,
@@ -29,6 +34,8 @@ void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const b
 #if defined(TW_CPU_AMX)
   if (amx_usable() && amx_pays(M)) return gemm_amx<bf16, float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 #endif
+  // up to 4 rows (more without the tile unit: up to kSmallM): gemm_small, nothing packed
+  if (small_m_path(M)) return gemm_small<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
   gemm_f32<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 }
 void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
