@@ -162,6 +162,17 @@ class Lowerer {
       if (g->trans_a && g->a.buffer->scope == Scope::L0A) l0_transposed_.insert(g->a.buffer.get());
       if (g->trans_b && g->b.buffer->scope == Scope::L0B) l0_transposed_.insert(g->b.buffer.get());
     });
+    // L1 tiles a 32-bit K x N B is loaded from into L0B (LoadData3DParamsV2 reads channelSize =
+    // N rounded up to 16 columns, whole 16-column fractals of L0B): their columns are padded to 16,
+    // not to C0 = 8, so the load stays inside the tile (the extra columns only feed output
+    // columns past N, which Fixpipe does not write).
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
+      if (s->kind != ir::StmtKind::Copy) return;
+      auto* c = as<ir::CopyNode>(s);
+      if (c->src.buffer->scope == Scope::L1 && c->dst.buffer->scope == Scope::L0B && c->src.buffer->dtype.bytes() == 4 &&
+          !l0_transposed_.count(c->dst.buffer.get()))
+        load3d_src_.insert(c->src.buffer.get());
+    });
     plan_buffers();
 
     bool has_c = false, has_v = false, uses_vid = false;
@@ -301,7 +312,14 @@ class Lowerer {
     };
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
-      Buf g = declare(b->name, geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
+      Buf geo = geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp);
+      if (load3d_src_.count(b.get()) && geo.pcols % 16) {  // (see run())
+        int64_t matrices = geo.bytes / geo.slice_bytes;
+        geo.pcols = round_up(geo.pcols, 16);
+        geo.slice_bytes = geo.prows * geo.pcols * b->dtype.bytes();
+        geo.bytes = geo.slice_bytes * matrices;
+      }
+      Buf g = declare(b->name, geo, sp, *shape);
       p_.buffers.back().temp_of = b->temp_of;
       p_.buffers.back().stages = b->stages;
       bufs_[b.get()] = g;
@@ -957,7 +975,12 @@ class Lowerer {
       if (st != dt)
         throw Error(std::string("copy ") + path + " cannot convert " + std::string(st.name()) + " to " +
                         std::string(dt.name()),
-                    sp, "copy into a buffer of the same dtype; convert in UB with T.cast, or on the way out of L0C");
+                    sp, std::string(to == Scope::L1 ? "the Cube's copies (GM -> L1 Nd2Nz) move data unconverted: pass the "
+                                                      "tensor in the tile's dtype, or copy it into a tile of its own dtype "
+                                                      "and convert that tile in a T.Parallel map (p[i, j] = x[i, j]), which "
+                                                      "runs on the Vector core and hands the result to the Cube"
+                                                    : "copy into a buffer of the same dtype; convert in UB with T.cast, or "
+                                                      "on the way out of L0C"));
     };
     if (from == Scope::global && to == Scope::L1) {
       same_dtype("GM->L1");
@@ -1932,6 +1955,7 @@ class Lowerer {
   std::unordered_set<const ir::BufferNode*> l0_transposed_;  // see run()
   // Integer variables proven >= 0 (block and shape variables, loops from a non-negative start,
   // lets of non-negative values): region starts built from them need no clipping at row 0.
+  std::unordered_set<const ir::BufferNode*> load3d_src_;  // L1 tiles of 32-bit K x N B operands (run())
   std::unordered_set<const ir::VarNode*> nonneg_;
   bool nonneg(const Expr& e) const {
     if (auto r = bounds(e); r && r->first >= 0) return true;

@@ -419,13 +419,14 @@ class Splitter {
     if (mixed(src)) {
       Side have = st[src.get()];
       if (mixed(dst) || dst->scope == Scope::global) {
+        // On the Cube only L0C -> GM (Fixpipe); L0C -> L1 has no move in the program: a copy
+        // into another mixed tile runs on the Vector core (after the hand-off of src).
         sd = have == Side::None || have == Side::Both ? Side::V : have;
-        if (sd == Side::C && (mixed_.at(src.get()).cube->scope != Scope::L0C ||
-                              (mixed(dst) && mixed_.at(dst.get()).cube->scope != Scope::L1)))
-          sd = Side::V;
+        if (sd == Side::C && (mixed_.at(src.get()).cube->scope != Scope::L0C || mixed(dst))) sd = Side::V;
       } else if (dst->scope == Scope::L1) {
-        // L0C -> L1 stays on the Cube; a vector value goes UB -> (GM) -> L1: a hand-off.
-        sd = covers(have, Side::C) && mixed_.at(src.get()).cube->scope == Scope::L0C ? Side::C : Side::V;
+        // The value goes UB -> (GM) -> L1: a hand-off (after the hand-off of an L0C value to the
+        // Vector core: the program has no L0C -> L1 move).
+        sd = Side::V;
       } else {
         sd = side_of(dst) == Side::None ? Side::V : side_of(dst);
       }
