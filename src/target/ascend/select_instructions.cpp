@@ -583,10 +583,8 @@ class Lowerer {
           return with_loads(std::move(loads), l, sp);
         }
         bound(f->var.get(), nonneg(f->min), [&]() -> std::optional<std::pair<int64_t, int64_t>> {
-          // [min, min + extent - 1] over the bounds of both (the variable exists only while the
-          // loop runs, so an extent that may be 0 bounds it as well)
-          auto lo = bounds(f->min), ext = bounds(f->extent);
-          if (lo && ext && ext->second >= 1) return std::make_pair(lo->first, lo->second + ext->second - 1);
+          auto lo = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
+          if (lo && ext && *ext >= 1) return std::make_pair(*lo, *lo + *ext - 1);
           return std::nullopt;
         }());
         StmtPtr body = lower(f->body, inside);
@@ -1972,9 +1970,9 @@ class Lowerer {
     else range_.erase(v);
   }
   // Constant bounds [lo, hi] of integer variables: block indices (0 .. grid - 1 for a constant
-  // grid), the sub-block index (0 .. 1), loops with bounded starts and extents, lets of bounded values.
+  // grid), the sub-block index (0 .. 1), loops with constant bounds, lets of bounded values.
   std::unordered_map<const ir::VarNode*, std::pair<int64_t, int64_t>> range_;
-  // Interval arithmetic over + - * floordiv ceildiv % min max (constants and bounded variables): the
+  // Interval arithmetic over + - * floordiv min max (constants and bounded variables): the
   // bounds of integer expression e, or nullopt when some part is unbounded (or too large).
   std::optional<std::pair<int64_t, int64_t>> bounds(const Expr& e) const {
     using R = std::optional<std::pair<int64_t, int64_t>>;
@@ -1998,8 +1996,6 @@ class Lowerer {
         auto* b = as<ir::BinaryNode>(e);
         if (!b->dtype.is_int()) return {};
         R x = bounds(b->a), y = bounds(b->b);
-        if (b->op == ir::BinOp::Mod && !x && y && y->first == y->second && y->first > 0)
-          return ok(0, y->first - 1);  // floor modulo by a positive constant, of any value
         if (!x || !y) return {};
         auto [a0, a1] = *x;
         auto [b0, b1] = *y;
@@ -2015,20 +2011,11 @@ class Lowerer {
             auto fd = [&](int64_t v) { return v >= 0 ? v / b0 : -((-v + b0 - 1) / b0); };
             return ok(fd(a0), fd(a1));
           }
-          case ir::BinOp::CeilDiv: {
-            if (b0 != b1 || b0 <= 0) return {};
-            auto cd = [&](int64_t v) { return v >= 0 ? (v + b0 - 1) / b0 : -((-v) / b0); };
-            return ok(cd(a0), cd(a1));
-          }
-          case ir::BinOp::Mod: {  // floor modulo by a positive constant: in [0, b - 1]
-            if (b0 != b1 || b0 <= 0) return {};
-            auto fd = [&](int64_t v) { return v >= 0 ? v / b0 : -((-v + b0 - 1) / b0); };
-            if (fd(a0) == fd(a1)) return ok(a0 - fd(a0) * b0, a1 - fd(a1) * b0);  // one period: monotone
-            return ok(0, b0 - 1);
-          }
           case ir::BinOp::Min: return ok(std::min(a0, b0), std::min(a1, b1));
           case ir::BinOp::Max: return ok(std::max(a0, b0), std::max(a1, b1));
           case ir::BinOp::Div:
+          case ir::BinOp::CeilDiv:
+          case ir::BinOp::Mod:
           case ir::BinOp::EQ:
           case ir::BinOp::NE:
           case ir::BinOp::LT:
