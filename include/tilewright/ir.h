@@ -156,8 +156,10 @@ class Error : public std::runtime_error {
   std::string hint_;
 };
 
-// Formats "file:line:col: error: msg" plus the source line and a caret (the file is read if present).
-std::string format_error(const std::string& message, const Span& span, const std::string& hint);
+// Formats "file:line:col: error: msg" plus the source line and a caret (the file is read if present);
+// `kind` replaces "error" (a compile note: "note").
+std::string format_error(const std::string& message, const Span& span, const std::string& hint,
+                         const char* kind = "error");
 
 // ---------------------------------------------------------------------------------------------
 // Data types

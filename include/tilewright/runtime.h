@@ -29,6 +29,14 @@ class Executable {
   std::vector<std::string> stage_names() const;
   // True if the compiled code came from the on-disk cache rather than a compiler run.
   virtual bool from_disk_cache() const { return false; }
+  // Compile notes: what the compiler chose in place of what the kernel asked (a T.Pipelined loop
+  // run with fewer stages than num_stages on Ascend), each "file:line:col: note: ..." with the
+  // source line, and the kernel line it is about. The Python front end shows them as warnings.
+  struct Note {
+    std::string text;
+    ir::Span span;
+  };
+  const std::vector<Note>& notes() const { return notes_; }
 
   // The calling convention (parameters, shape variables) without the IR; computed once.
   const Signature& signature() const;
@@ -44,6 +52,7 @@ class Executable {
   ir::Kernel kernel_;
   std::string target_;
   std::vector<std::pair<std::string, std::string>> stages_;
+  std::vector<Note> notes_;
 
  private:
   mutable std::once_flag signature_once_;

@@ -14,7 +14,7 @@ import linecache
 import os
 import sys
 
-__all__ = ["TilewrightError", "user_location"]
+__all__ = ["TilewrightError", "TilewrightWarning", "user_location"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -67,3 +67,10 @@ class TilewrightError(Exception):
 
     def __reduce__(self):  # picklable (multiprocessing, pytest-xdist)
         return (type(self), (self.message, self.file, self.line, self.col, self.hint))
+
+
+class TilewrightWarning(UserWarning):
+    """A compile note about a user's kernel: what the compiler chose in place of what the kernel
+    asked (e.g. ``T.Pipelined(..., num_stages=3)`` run with 2 stages on Ascend, where 3 copies of
+    the loop's tiles do not fit). The message is ``file:line:col: note: ...`` with the source line;
+    the warning is attributed to that kernel line. ``kernel.notes`` lists them too."""

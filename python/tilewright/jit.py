@@ -6,13 +6,14 @@ import functools
 import inspect
 import threading
 import time
+import warnings
 import weakref
 
 import numpy as _np
 
 from . import _C
 from .benchmark import active_timer as _active_timer
-from .errors import TilewrightError, user_location
+from .errors import TilewrightError, TilewrightWarning, user_location
 from .language import PrimFunc
 from .log import progress as _progress
 
@@ -43,6 +44,15 @@ class Kernel:
         self._compile_s = compile_s
         self._simulated = executable.simulated
         _live_kernels.add(self)
+        for text, file, line in executable.notes:  # compile notes: at the kernel line they are about
+            warnings.warn_explicit(text, TilewrightWarning, file or "<kernel>", line)
+
+    @property
+    def notes(self) -> list:
+        """The compile notes (``file:line:col: note: ...``): what the compiler chose in place of
+        what the kernel asked, e.g. fewer T.Pipelined stages than num_stages where those do not fit
+        on Ascend. Each is also issued as a :class:`TilewrightWarning` when the kernel is compiled."""
+        return [text for text, _, _ in self._exe.notes]
 
     def __call__(self, *args):
         self._calls += 1

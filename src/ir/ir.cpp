@@ -22,14 +22,14 @@ static std::string read_source_line(const std::string& file, int line) {
   return {};
 }
 
-std::string format_error(const std::string& message, const Span& span, const std::string& hint) {
+std::string format_error(const std::string& message, const Span& span, const std::string& hint, const char* kind) {
   std::ostringstream os;
   if (span.known()) {
     os << (span.file.empty() ? "<kernel>" : span.file) << ":" << span.line;
     if (span.col > 0) os << ":" << span.col;
     os << ": ";
   }
-  os << "error: " << message;
+  os << kind << ": " << message;
   std::string src = read_source_line(span.file, span.line);
   if (!src.empty()) {
     os << "\n    " << src << "\n    ";

@@ -377,6 +377,13 @@ void bind_runtime(nb::module_& m) {
       .def("ir", &Executable::ir, nb::arg("stage") = "final")
       .def("stage_names", &Executable::stage_names)
       .def_prop_ro("from_disk_cache", &Executable::from_disk_cache)
+      .def_prop_ro("notes",
+                   [](const Executable& e) {
+                     // (text, file, line) of every compile note
+                     std::vector<std::tuple<std::string, std::string, int>> out;
+                     for (const auto& n : e.notes()) out.emplace_back(n.text, n.span.file, n.span.line);
+                     return out;
+                   })
       .def_prop_ro("simulated",
                    [](const Executable& e) { return dynamic_cast<const runtime::AscendExecutable*>(&e) != nullptr; })
       .def("input_specs",

@@ -16,6 +16,7 @@ AscendExecutable::AscendExecutable(ascend::LoweredAscend lowered, const target::
   kernel_ = lowered.kernel;
   target_ = target.name;
   stages_ = std::move(lowered.stages);
+  for (const auto& n : program_->notes) notes_.push_back({ir::format_error(n.message, n.span, "", "note"), n.span});
 }
 
 std::string AscendExecutable::source(std::string_view lang) const {

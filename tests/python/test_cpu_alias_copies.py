@@ -52,7 +52,7 @@ def _bf16(x):  # round to nearest even bfloat16, back in float64
 # A loop of steps: s = A_t @ B_t, then (what `between` does), then p = s (a copy), then the readers
 # of p: O += p @ C_t and, with `map_reader`, R += p elementwise. The reference follows the same
 # steps in float64.
-def _kernel(between, map_reader=False, dtype_p="float32", write_p=False):
+def _kernel(between, map_reader=False, dtype_p="float32", write_p=False, target="cpu"):
     M, K, N, steps = 32, 16, 24, 3
 
     @tw.jit(out_idx=[3, 4])
@@ -109,7 +109,7 @@ def _kernel(between, map_reader=False, dtype_p="float32", write_p=False):
         o += p @ c
         if map_reader:
             r += p * s
-    kern = k()
+    kern = k(target=target)  # (test_ascend_alias_copies.py: the same kernels on ascend910b)
     return kern, (A, Bm, C), (o, r)
 
 

@@ -82,8 +82,10 @@ def test_paged_decode_pages_is_a_clear_error_on_ascend():
     # output fragments) is not supported by the Cube/Vector split: an error at the gemm's line
     # with the fix, never a crash or a silent fallback; paged_decode is the ascend910b form
     import tilewright as tw
-    with pytest.raises(tw.TilewrightError, match=r"paged_attention\.py:\d+:\d+: error: gemm accumulates into part of 'acc'"):
+    # (docs/ascend.md "Gemms into part of a fragment": what supporting it would take)
+    with pytest.raises(tw.TilewrightError, match=r"paged_attention\.py:\d+:\d+: error: gemm accumulates into part of 'acc'") as e:
         pa.paged_decode_pages(2, 8, 2, 32, 2 * 5 + 3, 8, 5, "float16", target="ascend910b")
+    assert "paged_decode does per kv head" in str(e.value)  # the hint names the form that runs there
 
 
 # split-KV on ascend910b (partial outputs and base-2 log-sum-exp), combined on cpu

@@ -94,6 +94,21 @@ struct Rescope : ir::Mutator {
 ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
   Roles roles;
   roles.visit(kernel->body);
+  // A copy from a gemm result that only the Cube uses into a gemm operand (`T.copy(s, p)`, then
+  // `T.gemm(p, ...)`): the 910B program has no L0C -> L1 move, so both tiles get the vector role
+  // too and the copy runs on the Vector core between two hand-offs (L0C -> GM -> UB, UB -> GM ->
+  // L1), as a T.Parallel copy would. (A result the vector code also uses is already on both
+  // units: split_cube_vector hands it to the operand from UB, flash attention's P.)
+  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
+    if (s->kind != ir::StmtKind::Copy) return;
+    auto* c = ir::as<ir::CopyNode>(s);
+    auto src = roles.role.find(c->src.buffer.get()), dst = roles.role.find(c->dst.buffer.get());
+    if (src == roles.role.end() || dst == roles.role.end()) return;
+    if (src->second == kAccumulator && (dst->second & kOperand)) {
+      src->second |= kVector;
+      dst->second |= kVector;
+    }
+  });
   Rescope m(roles);
   return m.mutate_kernel(kernel);
 }

@@ -9,7 +9,10 @@
 //  - vector: an element load or store (T.Parallel bodies, scalar code), a reduce operand
 //                                                                     -> UB
 //  - copies and fills give no role (they follow the tile's other uses); a tile with no role at
-//    all (only copied) is a vector tile (UB): the AIV moves it.
+//    all (only copied) is a vector tile (UB): the AIV moves it. Except a copy from an accumulator
+//    only the Cube uses into an operand (`T.copy(s, p)` between two gemms): the program has no L0C -> L1 move, so
+//    both tiles also get the vector role and the copy runs on the Vector core between two
+//    hand-offs (the data path a T.Parallel copy takes).
 // A tile with both a Cube and a vector role (flash attention's score tile: gemm result, then
 // softmax) keeps its portable scope: split_cube_vector gives it one incarnation per core and
 // hands the data over through GM. A tile that is both operand and accumulator of T.gemm is an

@@ -185,8 +185,9 @@ struct SinkIterationLocal : ir::Mutator {
 
 struct MultiBuffer : ir::Mutator {
   const target::AscendParams& hw;
+  int64_t max_stages;  // 0: as the loops ask
   std::array<int64_t, kNumMems> used{};  // bytes of every tile of the kernel, per memory
-  explicit MultiBuffer(const ir::Kernel& k, const target::AscendParams& h) : hw(h) {
+  MultiBuffer(const ir::Kernel& k, const target::AscendParams& h, int64_t most) : hw(h), max_stages(most) {
     ir::for_each_stmt(k->body, [&](const Stmt& s) {
       if (s->kind != ir::StmtKind::Alloc) return;
       const Buffer& b = ir::as<ir::AllocNode>(s)->buffer;
@@ -242,6 +243,7 @@ struct MultiBuffer : ir::Mutator {
     if (f->for_kind != ir::ForKind::pipelined && f->for_kind != ir::ForKind::serial) return ir::Mutator::mutate(s);
     Stmt body = mutate(f->body);  // inner loops first
     int64_t S = f->for_kind == ir::ForKind::pipelined ? f->num_stages : auto_stages(body);
+    if (max_stages > 0) S = std::min(S, max_stages);
     if (S <= 1) {  // no copies: the loop (pipelined or not) becomes a plain serial loop
       if (f->for_kind == ir::ForKind::serial && body == f->body) return s;
       return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, body, s->span);
@@ -328,10 +330,10 @@ struct MultiBuffer : ir::Mutator {
 
 }  // namespace
 
-ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target& target) {
+ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target& target, int64_t max_stages) {
   SinkIterationLocal sink(kernel);
   ir::Kernel k = sink.moved.empty() ? kernel : sink.mutate_kernel(kernel);
-  MultiBuffer m(k, target.ascend);
+  MultiBuffer m(k, target.ascend, max_stages);
   return m.mutate_kernel(k);
 }
 

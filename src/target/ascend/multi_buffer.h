@@ -39,6 +39,10 @@
 // gemm stages its L1 tiles 3 times and its L0 tiles twice. Staged tiles record the stage count
 // (BufferNode::stages) so that plan_memory's capacity error names them as the kernel wrote them
 // and hints at fewer stages.
+// num_stages is a performance hint: when the staged tiles do not fit (plan_memory's CapacityError
+// names the stage count of the staged tiles live at the peak), lower_ascend lowers the kernel
+// again with max_stages one lower, down to 1, and notes every loop that runs with fewer stages
+// than it asked (Program::notes: a TilewrightWarning at the loop's line, a comment in the AscendC).
 // A serial loop whose body allocates tiles it loads from GM (the seed's `for k in range(...)`
 // with tw.load) is pipelined with 2 stages when the extra copies fit: the bytes of every tile of
 // the kernel (counted as live at once, a conservative bound on plan_memory's placement) plus
@@ -50,6 +54,8 @@
 
 namespace tw::ascend {
 
-ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target& target);
+// max_stages > 0: no loop gets more copies than that (lower_ascend's retry when the stages asked
+// for do not fit: num_stages is a performance hint).
+ir::Kernel multi_buffer(const ir::Kernel& kernel, const target::Target& target, int64_t max_stages = 0);
 
 }  // namespace tw::ascend

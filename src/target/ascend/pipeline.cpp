@@ -1,5 +1,7 @@
 #include "target/ascend/pipeline.h"
 
+#include <optional>
+
 #include "target/ascend/convert_copies.h"
 #include "target/ascend/cube_row_mask.h"
 #include "target/ascend/expand_gemm.h"
@@ -21,6 +23,7 @@
 #include "target/ascend/skew_cube_loops.h"
 #include "target/ascend/split_cube_vector.h"
 #include "target/ascend/verify_program.h"
+#include "ir/functor.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
 #include "transform/simplify.h"
@@ -54,7 +57,8 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
 // documents what it decides); the Tile IR passes turn the kernel into the expert form, which the
 // same instruction selection lowers; the program passes then place buffers and synchronise.
-Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target) {
+// max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry).
+Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages) {
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
@@ -71,7 +75,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("expand_int8_fill", with_target(expand_int8_fill));    // int8/uint8 fills -> maps
   log.run("convert_copies", with_target(convert_copies));        // converting / UB->UB copies -> copies + maps
   log.run("legalize_vector", with_target(legalize_vector));      // one vector instruction per statement
-  log.run("multi_buffer", with_target(multi_buffer));            // T.Pipelined stages -> buffer copies
+  log.run("multi_buffer", [&](const ir::Kernel& k) { return multi_buffer(k, target, max_stages); });  // T.Pipelined stages -> buffer copies
   log.run("map_grid", with_target(map_grid));                    // grid -> cores, L2-friendly order
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   const ProgramStage check{target};  // program passes: verified and recorded like the Tile IR ones
@@ -85,12 +89,41 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
 
 }  // namespace
 
+// T.Pipelined(..., num_stages=S) is a performance hint: when the stage copies do not fit (a
+// capacity error whose peak holds staged tiles), the kernel is lowered again with one stage
+// fewer, down to 1 (a capacity error then stays an error), and every loop that asked for more
+// gets a note at its line naming the count used and why.
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
-  transform::PassLog log(input, target.name);  // verifies the user's kernel: errors point at the user's lines
-  Program p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target);
-  auto program = std::make_shared<const Program>(std::move(p));
-  log.dump("ascend_program.txt", print_program(*program));
-  return LoweredAscend{log.kernel(), std::move(program), log.stages()};
+  int64_t max_stages = 0;
+  std::optional<CapacityError> first;  // the overflow with the stages as asked
+  for (;;) {
+    transform::PassLog log(input, target.name);  // verifies the user's kernel: errors point at the user's lines
+    Program p;
+    try {
+      p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target, max_stages);
+    } catch (const CapacityError& e) {
+      if (input->is_npu() || e.stages <= 1) throw;
+      if (!first) first = e;
+      max_stages = e.stages - 1;
+      continue;
+    }
+    if (first)
+      ir::for_each_stmt(input->body, [&](const ir::Stmt& s) {
+        if (s->kind != ir::StmtKind::For) return;
+        auto* f = ir::as<ir::ForNode>(s);
+        if (f->for_kind != ir::ForKind::pipelined || f->num_stages <= max_stages) return;
+        p.notes.push_back({"T.Pipelined(..., num_stages=" + std::to_string(f->num_stages) + ") runs with " +
+                               std::to_string(max_stages) + " stage" + (max_stages == 1 ? "" : "s") + " on " +
+                               target.name + ": with " + std::to_string(f->num_stages) + " the staged tiles overflow " +
+                               std::string(mem_name(first->mem)) + " (" + std::to_string(first->needed) + " B needed, " +
+                               std::to_string(first->capacity) + " B available); num_stages is a hint, the most "
+                               "stages that fit are used",
+                           s->span});
+      });
+    auto program = std::make_shared<const Program>(std::move(p));
+    log.dump("ascend_program.txt", print_program(*program));
+    return LoweredAscend{log.kernel(), std::move(program), log.stages()};
+  }
 }
 
 }  // namespace tw::ascend

@@ -434,10 +434,12 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
   if (reuse && peak_pos >= 0 && spans[peak_pos].known())
     where = " are live together at line " + std::to_string(spans[peak_pos].line) + " and";
   std::string core = m == Mem::UB ? "AIV" : "AIC";
-  throw ir::Error(std::string(mem_name(m)) + " overflow: " + list + where + " need " + std::to_string(used) +
-                      " B but the " + core + "'s " + std::string(mem_name(m)) + " on " + target.name + " holds " +
-                      std::to_string(cap) + " B",
-                  biggest ? biggest->span : p.span, hint);
+  int64_t live_stages = 0;
+  for (size_t i : live) live_stages = std::max(live_stages, p.buffers[items[i].buffer].stages);
+  throw CapacityError(std::string(mem_name(m)) + " overflow: " + list + where + " need " + std::to_string(used) +
+                          " B but the " + core + "'s " + std::string(mem_name(m)) + " on " + target.name + " holds " +
+                          std::to_string(cap) + " B",
+                      biggest ? biggest->span : p.span, hint, m, used, cap, live_stages);
 }
 
 }  // namespace

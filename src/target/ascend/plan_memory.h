@@ -58,6 +58,19 @@
 
 namespace tw::ascend {
 
+// The capacity error (above). `stages`: the most copies a T.Pipelined-staged buffer live at the
+// peak has (BufferDecl::stages; 0 when none is live there), so that lower_ascend can lower the
+// kernel again with fewer stages (num_stages is a performance hint).
+class CapacityError : public ir::Error {
+ public:
+  CapacityError(std::string message, ir::Span span, std::string hint, Mem m, int64_t needed, int64_t capacity,
+                int64_t stages)
+      : ir::Error(std::move(message), std::move(span), std::move(hint)),
+        mem(m), needed(needed), capacity(capacity), stages(stages) {}
+  Mem mem;
+  int64_t needed, capacity, stages;
+};
+
 Program plan_memory(const Program& program, const target::Target& target, bool reuse);
 
 // Alignment in bytes of a buffer start in memory m.

@@ -757,6 +757,14 @@ struct Program {
   // InitBuffer calls, which waits for them before any instruction, so every event id is free.
   // false (tests only): the events stay set until the kernel ends; the simulator models both.
   bool tpipe_destroy = true;
+  // What the compiler chose in place of what the kernel asked, each at its source line (a
+  // T.Pipelined loop run with fewer stages than num_stages: lower_ascend). The runtime shows them
+  // as warnings; the AscendC printer prints them in the kernel's header comment.
+  struct Note {
+    std::string message;
+    ir::Span span;
+  };
+  std::vector<Note> notes;
 
   int find_buffer(std::string_view name) const;  // -1 if none
   int64_t& pool(CoreType c, Mem m) { return pool_bytes[static_cast<int>(c)][static_cast<int>(m)]; }

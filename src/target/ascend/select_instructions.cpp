@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -50,6 +51,26 @@ bool has_load(const Expr& e) {
 }
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
+
+// Whether integer index e is a multiple of m for every value of its variables (sums, differences
+// and products of constants and variables; anything else: not known, false).
+bool multiple_of(const Expr& e, int64_t m) {
+  if (m == 1) return true;
+  if (auto c = ir::as_const_int(e)) return *c % m == 0;
+  if (e->kind == ir::ExprKind::Cast) return multiple_of(ir::as<ir::CastNode>(e)->value, m);
+  if (e->kind != ir::ExprKind::Binary) return false;
+  auto* b = ir::as<ir::BinaryNode>(e);
+  switch (b->op) {
+    case ir::BinOp::Add:
+    case ir::BinOp::Sub: return multiple_of(b->a, m) && multiple_of(b->b, m);
+    case ir::BinOp::Mul: {
+      for (const auto& [x, y] : {std::pair{b->a, b->b}, std::pair{b->b, b->a}})
+        if (auto c = ir::as_const_int(x)) return multiple_of(y, m / std::gcd(m, std::abs(*c) == 0 ? m : std::abs(*c)));
+      return multiple_of(b->a, m) || multiple_of(b->b, m);
+    }
+    default: return false;
+  }
+}
 
 
 
@@ -140,6 +161,17 @@ class Lowerer {
       auto* g = as<ir::GemmNode>(s);
       if (g->trans_a && g->a.buffer->scope == Scope::L0A) l0_transposed_.insert(g->a.buffer.get());
       if (g->trans_b && g->b.buffer->scope == Scope::L0B) l0_transposed_.insert(g->b.buffer.get());
+    });
+    // L1 tiles a 32-bit K x N B is loaded from into L0B (LoadData3DParamsV2 reads channelSize =
+    // N rounded up to 16 columns, whole 16-column fractals of L0B): their columns are padded to 16,
+    // not to C0 = 8, so the load stays inside the tile (the extra columns only feed output
+    // columns past N, which Fixpipe does not write).
+    ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
+      if (s->kind != ir::StmtKind::Copy) return;
+      auto* c = as<ir::CopyNode>(s);
+      if (c->src.buffer->scope == Scope::L1 && c->dst.buffer->scope == Scope::L0B && c->src.buffer->dtype.bytes() == 4 &&
+          !l0_transposed_.count(c->dst.buffer.get()))
+        load3d_src_.insert(c->src.buffer.get());
     });
     plan_buffers();
 
@@ -280,7 +312,14 @@ class Lowerer {
     };
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
-      Buf g = declare(b->name, geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp), sp, *shape);
+      Buf geo = geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp);
+      if (load3d_src_.count(b.get()) && geo.pcols % 16) {  // (see run())
+        int64_t matrices = geo.bytes / geo.slice_bytes;
+        geo.pcols = round_up(geo.pcols, 16);
+        geo.slice_bytes = geo.prows * geo.pcols * b->dtype.bytes();
+        geo.bytes = geo.slice_bytes * matrices;
+      }
+      Buf g = declare(b->name, geo, sp, *shape);
       p_.buffers.back().temp_of = b->temp_of;
       p_.buffers.back().stages = b->stages;
       bufs_[b.get()] = g;
@@ -936,7 +975,12 @@ class Lowerer {
       if (st != dt)
         throw Error(std::string("copy ") + path + " cannot convert " + std::string(st.name()) + " to " +
                         std::string(dt.name()),
-                    sp, "copy into a buffer of the same dtype; convert in UB with T.cast, or on the way out of L0C");
+                    sp, std::string(to == Scope::L1 ? "the Cube's copies (GM -> L1 Nd2Nz) move data unconverted: pass the "
+                                                      "tensor in the tile's dtype, or copy it into a tile of its own dtype "
+                                                      "and convert that tile in a T.Parallel map (p[i, j] = x[i, j]), which "
+                                                      "runs on the Vector core and hands the result to the Cube"
+                                                    : "copy into a buffer of the same dtype; convert in UB with T.cast, or "
+                                                      "on the way out of L0C"));
     };
     if (from == Scope::global && to == Scope::L1) {
       same_dtype("GM->L1");
@@ -979,6 +1023,7 @@ class Lowerer {
                         "(and LoadDataWithTranspose for 32-bit types into L0B)",
                     sp, b ? "use float16/bfloat16/float32 operands" : "use float16/bfloat16 operands, or store A as MxK");
       if (declared_t) std::swap(d.rows, d.cols);  // LoadL0's destination is the logical MxK / KxN matrix
+      check_l1_fractal_origin(s, n->src, dt, b && transpose && dt.bytes() == 4, sp);
       int64_t rmul = b ? (transpose ? 16 : c0_of(dt)) : 16, cmul = b ? 16 : c0_of(dt);
       return emit(load_l0(s, d, dt, transpose, rmul, cmul), sp);
     }
@@ -1178,6 +1223,26 @@ class Lowerer {
     return stride;
   }
 
+  // The L1 window a LoadL0 reads (the region r of an Nz tile): LoadData 2D moves whole 512 B
+  // fractals, 16 rows x C0 columns of the Nz strips, so the window starts on a fractal: a row
+  // that is a multiple of 16 and a column that is a multiple of C0 (a window inside a fractal
+  // would be read from the fractal's first row / column: other rows' data). The transposing
+  // 32-bit load into L0B (Load3Dv2: mStartPt / kStartPt) addresses rows and columns itself.
+  void check_l1_fractal_origin(const Window& s, const ir::Region& r, ir::DType t, bool load3d, const Span& sp) {
+    if (load3d) return;
+    const int64_t c0 = c0_of(t);
+    bool rows_ok = multiple_of(s.r0, 16), cols_ok = multiple_of(s.c0, c0);
+    if (rows_ok && cols_ok) return;
+    std::string what = !rows_ok ? "row " + ir::print(r.starts[r.starts.size() - 2]) + " (a multiple of 16 is needed)"
+                                : "column " + ir::print(r.starts.back()) + " (a multiple of " + std::to_string(c0) +
+                                      " for " + std::string(t.name()) + " is needed)";
+    throw Error("the L1 window " + ir::print(r) + " (a gemm operand) starts at " + what +
+                    ": the Cube loads L1 into L0 in whole 16 x " + std::to_string(c0) + " fractals (LoadData)",
+                sp, "make the window start on a fractal (rows in multiples of 16, columns in multiples of " +
+                        std::to_string(c0) + "), or copy the rows from global memory into a tile of their own "
+                        "(T.copy(X[r0:r0 + n, :], x_part)) and pass that tile to T.gemm");
+  }
+
   LoadL0 load_l0(const Window& s, const Window& d, ir::DType t, bool transpose, int64_t rmul, int64_t cmul) {
     return LoadL0{local(s), local(d), t, C(s.buf->prows), s.r0, s.c0, C(round_up(d.rows, rmul)),
                   C(round_up(d.cols, cmul)), transpose};
@@ -1227,6 +1292,8 @@ class Lowerer {
       Window la{&gemm_l0a_, C(0), C(0), C(0), m, k, 1}, lb{&gemm_l0b_, C(0), C(0), C(0), k, n, 1};
       Expr ev = C(kGemmEventId);
       std::vector<StmtPtr> out;
+      check_l1_fractal_origin(a, g->a, t, false, sp);
+      check_l1_fractal_origin(b, g->b, t, g->trans_b == false && t.bytes() == 4, sp);
       LoadL0 lda = load_l0(a, la, t, g->trans_a, 16, c0_of(t));
       LoadL0 ldb = load_l0(b, lb, t, !g->trans_b, c0_of(t), 16);
       out.push_back(emit(lda, sp));
@@ -1888,6 +1955,7 @@ class Lowerer {
   std::unordered_set<const ir::BufferNode*> l0_transposed_;  // see run()
   // Integer variables proven >= 0 (block and shape variables, loops from a non-negative start,
   // lets of non-negative values): region starts built from them need no clipping at row 0.
+  std::unordered_set<const ir::BufferNode*> load3d_src_;  // L1 tiles of 32-bit K x N B operands (run())
   std::unordered_set<const ir::VarNode*> nonneg_;
   bool nonneg(const Expr& e) const {
     if (auto r = bounds(e); r && r->first >= 0) return true;

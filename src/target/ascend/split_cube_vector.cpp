@@ -27,6 +27,12 @@ using ir::Var;
 using Node = const ir::BufferNode*;
 
 
+// The working alternative for gemms into part of a tile the vector code also writes (docs/ascend.md
+// "Gemms into part of a fragment").
+constexpr const char* kWholeFragment =
+    "make each gemm write a whole fragment: give each row group its own program in the grid (as "
+    "examples/paged_attention.py's paged_decode does per kv head), or gemm into the whole tile";
+
 bool portable(Scope s) { return s == Scope::shared || s == Scope::fragment; }
 
 std::vector<int64_t> shape_of(const Buffer& b) { return *b->const_shape(); }
@@ -353,6 +359,13 @@ class Splitter {
       return ir_seq(std::move(out), sp);
     }
     Side have = st[cb.get()];
+    // A clearing gemm into part of a tile whose value is on the vector side alone: the rest of
+    // the tile stays in UB while the gemm's part lands in L0C (a tile is on one unit at a time).
+    if (g->clear && have == Side::V && !is_full(g->c))
+      throw ir::Error("gemm writes part of " + q(cb->name) + " (" + ir::print(g->c) + "), whose other elements the "
+                          "vector code wrote: on Ascend the gemm's part is on the Cube (L0C) and the rest on the Vector "
+                          "core, so the tile would be split between the two",
+                      sp, kWholeFragment);
     if (g->clear || have == Side::None || covers(have, Side::C)) {
       st[cb.get()] = Side::C;
       out.push_back(std::make_shared<ir::GemmNode>(a, b, with_buffer(g->c, inc(cb, Side::C)), g->trans_a, g->trans_b,
@@ -362,8 +375,10 @@ class Splitter {
     // Accumulating gemm into a tile the vector code updated: gemm into a fresh L0C tile, hand it
     // over, add it on the vector side.
     if (!is_full(g->c))
-      throw ir::Error("gemm accumulates into part of " + q(cb->name) + ", which the vector code also updates", sp,
-                      "accumulate into a whole fragment");
+      throw ir::Error("gemm accumulates into part of " + q(cb->name) + " (" + ir::print(g->c) +
+                          "), which the vector code also updates: on Ascend the gemm's part is on the Cube (L0C) "
+                          "and the rest on the Vector core",
+                      sp, kWholeFragment);
     const Mixed& m = mixed_.at(cb.get());
     auto& made = partial_[s.get()];  // loops are walked more than once: one pair per gemm
     if (!made.first) {
@@ -404,13 +419,14 @@ class Splitter {
     if (mixed(src)) {
       Side have = st[src.get()];
       if (mixed(dst) || dst->scope == Scope::global) {
+        // On the Cube only L0C -> GM (Fixpipe); L0C -> L1 has no move in the program: a copy
+        // into another mixed tile runs on the Vector core (after the hand-off of src).
         sd = have == Side::None || have == Side::Both ? Side::V : have;
-        if (sd == Side::C && (mixed_.at(src.get()).cube->scope != Scope::L0C ||
-                              (mixed(dst) && mixed_.at(dst.get()).cube->scope != Scope::L1)))
-          sd = Side::V;
+        if (sd == Side::C && (mixed_.at(src.get()).cube->scope != Scope::L0C || mixed(dst))) sd = Side::V;
       } else if (dst->scope == Scope::L1) {
-        // L0C -> L1 stays on the Cube; a vector value goes UB -> (GM) -> L1: a hand-off.
-        sd = covers(have, Side::C) && mixed_.at(src.get()).cube->scope == Scope::L0C ? Side::C : Side::V;
+        // The value goes UB -> (GM) -> L1: a hand-off (after the hand-off of an L0C value to the
+        // Vector core: the program has no L0C -> L1 move).
+        sd = Side::V;
       } else {
         sd = side_of(dst) == Side::None ? Side::V : side_of(dst);
       }
