@@ -1193,6 +1193,9 @@ inline constexpr int kSmNV = 4;
 // bf16 8 x 64 x 128 (B transposed) 0.77x the tile unit's speed, hence amx_pays first.
 inline bool small_m_path(int M) { return M >= 1 && M <= kSmallM; }
 inline constexpr long kSmallMaxB = 1L << 16;
+inline bool small_f32_path(int M, int N, int K, bool transB) {
+  return small_m_path(M) && (long)N * K <= kSmallMaxB && (transB || M > 2);
+}
 
 typedef uint16_t vh_u __attribute__((vector_size(simd::kVecBytes / 2), aligned(2), may_alias));
 typedef uint32_t vu32 __attribute__((vector_size(simd::kVecBytes)));

@@ -17,7 +17,7 @@ void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const 
               long b_col, long b_width) {
   // a few rows against a tile-sized B (within L2): gemm_small (gemm_impl.h). M <= 2 with B not
   // transposed stays gemv_f32's (rows streamed, whole-row products shared across blocks)
-  if (small_m_path(M) && (long)N * K <= kSmallMaxB && (transB || M > 2))
+  if (small_f32_path(M, N, K, transB))
     return gemm_small<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
   gemm_f32<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable,
                   b_col, b_width);
