@@ -687,6 +687,21 @@ TW_CPU_INLINE void store_acc(const V (&c)[R][kNV], T* __restrict C, long ldc, bo
   }
 }
 
+// The fp32 micro-kernels' start: C is read only at the end, so its rows are fetched now (a tile
+// accumulator often lives in L2); the accumulators start at zero.
+template <int R>
+TW_CPU_INLINE void start_acc(simd::vf (&c)[R][kNV], const float* C, long ldc) {
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    __builtin_prefetch(C + (long)i * ldc, 1);
+    __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) c[i][v] = simd::vf{};
+}
+
 // acc[R][kNR] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
 // kDp: A and B hold bf16 k pairs (kc of them) and each step is a vdpbf16ps instead of an FMA.
 template <int R, bool kDp = false>
@@ -698,17 +713,8 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
   // ahead on the same row (one full micro-kernel call of lead time).
   const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;
-  // C is read only at the end: fetch its rows now (a tile accumulator often lives in L2)
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
-    __builtin_prefetch(C + (long)i * ldc, 1);
-    __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
-  }
   vf c[R][kNV];
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) c[i][v] = vf{};
+  start_acc<R>(c, C, ldc);
 
   for (long k = 0; k < kc; ++k) {
     vf b[kNV];
@@ -765,16 +771,8 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
 #pragma GCC unroll 4
   for (int g = 0; g < NG; ++g) a[g] = A + (long)(4 * g) * lda;
   const long l2 = 2 * lda, l3 = 3 * lda;
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
-    __builtin_prefetch(C + (long)i * ldc, 1);
-    __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
-  }
   vf c[R][kNV];
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) c[i][v] = vf{};
+  start_acc<R>(c, C, ldc);
 
   const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;  // B's prefetch distance, as in ukr_f32
   for (long k = 0; k < kc; ++k) {
