@@ -89,6 +89,8 @@ TEST(ViewGemmOperands, AccumulatorLeftAloneWhereItMustBeATile) {
   // a window the blocks of bz share (it does not depend on bz)
   const std::string g3 = "grid(bx = 2, by = 2, bz = 2)";
   EXPECT_EQ(run(k_loop("", "", "", w, "float32", g3)), k_loop(v, "", "", w, "float32", g3));
+  // windows of neighbouring blocks overlap (placed 16 rows apart, 32 rows tall)
+  EXPECT_EQ(run(k_loop("", "", "", "C[bx * 16:+32, by * 24:+24]")), k_loop(v, "", "", "C[bx * 16:+32, by * 24:+24]"));
   // the destination is read too
   const std::string read_c = "  alloc d: fragment float32[32, 24]\n  copy C[bx * 32:+32, by * 24:+24] -> d\n";
   EXPECT_EQ(run(k_loop("", "", read_c)), k_loop(v, "", read_c));

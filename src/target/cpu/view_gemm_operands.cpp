@@ -116,12 +116,53 @@ bool clears_tile(const Stmt& s) {
          !std::signbit(as<FloatImmNode>(v)->value);
 }
 
+// Does the window start e place blocks apart along its dim: at most one block index b in it, in a
+// term `b * s` (or `b`) with s >= extent added to terms without block indices? Records b.
+bool window_term(const Kernel& k, const Expr& e, int64_t extent, std::unordered_set<const void*>& placed) {
+  auto block_var = [&](const Expr& x) {
+    for (const Var& b : k->block_vars)
+      if (is_var(x, b)) return static_cast<const void*>(b.get());
+    return static_cast<const void*>(nullptr);
+  };
+  auto has_block_var = [&](const Expr& x) {
+    bool hit = false;
+    for_each_expr(x, [&](const Expr& y) { hit |= y && block_var(y) != nullptr; });
+    return hit;
+  };
+  std::vector<Expr> terms{e}, rest;
+  const void* found = nullptr;
+  while (!terms.empty()) {
+    Expr t = terms.back();
+    terms.pop_back();
+    if (t->kind == ExprKind::Binary && as<BinaryNode>(t)->op == BinOp::Add) {
+      terms.push_back(as<BinaryNode>(t)->a);
+      terms.push_back(as<BinaryNode>(t)->b);
+      continue;
+    }
+    if (!has_block_var(t)) continue;
+    const void* b = block_var(t);
+    int64_t s = 1;
+    if (!b && t->kind == ExprKind::Binary && as<BinaryNode>(t)->op == BinOp::Mul) {
+      const auto& m = *as<BinaryNode>(t);
+      for (const auto& [v, f] : {std::pair{m.a, m.b}, std::pair{m.b, m.a}})
+        if (block_var(v) && as_const_int(f)) {
+          b = block_var(v);
+          s = *as_const_int(f);
+        }
+    }
+    if (!b || found || s < extent) return false;
+    found = b;
+  }
+  if (found) placed.insert(found);
+  return true;
+}
+
 // Accumulator tiles computed in place in their destination (view_gemm_operands.h, @gemm_out): in
 // one sequence, a clear of tile t, then statements that reference t only as the whole C of gemms
 // (reading neither t as A/B nor the destination), then a copy of the whole of t into a global
 // region of t's dtype with contiguous rows that no other statement of the kernel references and
-// whose place depends on every block index of a grid of more than one block (two blocks never
-// share a window); t referenced nowhere else.
+// that every block index of a grid of more than one block places a window apart (window_term:
+// two blocks never share a window); t referenced nowhere else.
 std::unordered_map<const void*, int64_t> out_tiles(const Kernel& k) {
   std::unordered_map<const void*, int64_t> out;
   for_each_seq(k, [&](const SeqNode& seq, const ForNode*) {
@@ -168,15 +209,14 @@ std::unordered_map<const void*, int64_t> out_tiles(const Kernel& k) {
       if (tnd == 2 && (as_const_int(c.dst.extents[nd[0]]) != shape[0] || as_const_int(c.dst.extents[nd[1]]) != shape[1]))
         continue;
       if (tnd == 1 && as_const_int(c.dst.extents[nd[0]]) != (shape[0] != 1 ? shape[0] : shape[1])) continue;
-      // every block index of a grid of more than one block places the window
-      std::unordered_set<const void*> vars;
-      for (const Expr& e : c.dst.starts)
-        for_each_expr(e, [&](const Expr& x) {
-          if (x && x->kind == ExprKind::Var) vars.insert(x.get());
-        });
-      for (size_t b = 0; b < k->block_vars.size() && b < k->grid.size(); ++b) {
+      // no two blocks share a window: each block index of a grid of more than one block places it
+      // along one dim, as a term `b * s` with s at least the window's extent there
+      std::unordered_set<const void*> placed;
+      for (size_t d = 0; ok && d < c.dst.starts.size(); ++d)
+        ok = window_term(k, c.dst.starts[d], *as_const_int(c.dst.extents[d]), placed);
+      for (size_t b = 0; ok && b < k->block_vars.size() && b < k->grid.size(); ++b) {
         auto n = as_const_int(k->grid[b]);
-        if (!(n && *n == 1) && !vars.count(k->block_vars[b].get())) ok = false;
+        if (!(n && *n == 1) && !placed.count(k->block_vars[b].get())) ok = false;
       }
       std::unordered_set<const StmtNode*> copy_only{out_copy};
       if (!ok || referenced_except(k, allowed, t) || referenced_except(k, copy_only, g)) continue;
