@@ -182,6 +182,7 @@ const std::vector<AnnotationInfo> kAnnotations = {
     {"fuse_copy_out", StmtKind::For, 0, StmtKind::Copy},  // fuse_map_copy_out
     {"fuse_reduce", StmtKind::For, 1, StmtKind::Reduce},  // fuse_map_reduce
     {"gemm_view", StmtKind::Alloc, 1, std::nullopt},     // view_gemm_operands
+    {"gemm_out", StmtKind::Alloc, 1, std::nullopt},      // view_gemm_operands
     {"row_view", StmtKind::Alloc, 1, std::nullopt},      // view_rows
     {"row_pipeline", StmtKind::Copy, 1, std::nullopt},   // pipeline_rows
     {"prefetch_next", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers

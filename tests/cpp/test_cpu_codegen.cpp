@@ -549,16 +549,21 @@ TEST(CpuCodegen, GeneratedSourceShape) {
         "extern \"C\" void tw_grid(const TwArgs* tw_args, int64_t tw_ext[3])",
         "extern \"C\" void tw_block(const TwArgs* tw_args, int64_t tw_bx, int64_t tw_by, int64_t tw_bz)",
         "alignas(64) float A_shared[2048];", "alignas(64) float C_local[4096];",
-        "tw_cpu::gemm((A_shared_rows < 64 ? A_shared_rows : 64), (B_shared_cols < 64 ? B_shared_cols : 64), "
+        // the accumulator computed in place in C's window (@gemm_out), the first gemm overwriting
+        "const int64_t tw_gm = (C_local_rows < (A_shared_rows < 64 ? A_shared_rows : 64) ? C_local_rows : "
+        "(A_shared_rows < 64 ? A_shared_rows : 64));",
+        "const bool tw_gshrunk = C_local_fresh && (tw_gm < C_local_rows || tw_gn < C_local_cols);",
+        "tw_cpu::gemm(tw_gm, tw_gn, "
         "(B_shared_rows < (A_shared_cols < 32 ? A_shared_cols : 32) ? B_shared_rows : (A_shared_cols < 32 ? A_shared_cols : 32)), "
-        "A_shared_p, A_shared_ld, false, B_shared_p, B_shared_ld, false, C_local, 64, "
-        "/*accumulate=*/true, /*a_stable=*/A_shared_p != A_shared, /*b_stable=*/B_shared_p != B_shared, "
+        "A_shared_p, A_shared_ld, false, B_shared_p, B_shared_ld, false, C_local_p, C_local_ld, "
+        "/*accumulate=*/!C_local_fresh || tw_gshrunk, /*a_stable=*/A_shared_p != A_shared, /*b_stable=*/B_shared_p != B_shared, "
         "/*b_col=*/B_shared_col, /*b_width=*/B_shared_width);",
+        "C_local_p = C + tw_db;", "C_local_fresh = false;", "copy C_local -> C: computed in place by its gemms",
         "B_shared_col = tw_s1; B_shared_width = N;", "B_shared_col = B_shared_rows > 0 && B_shared_cols > 0 ? (int64_t)(tw_s1) : -1; B_shared_width = N;",
         "tw_cpu::new_launch();",
         "A_shared_p = A + tw_sb;", "A_shared_p = A_shared;",
-        "// fast path", "__builtin_memcpy(", "// masked path", "// elided: the gemm reads the live part of A in place",
-        "A_shared_p = A_shared_rows > 0 && A_shared_cols > 0 ? A + tw_sb : A_shared;", "#pragma GCC ivdep", "// line 11: copy A -> A_shared",
+        "// fast path", "// masked path", "// elided: the gemm reads the live part of A in place",
+        "A_shared_p = A_shared_rows > 0 && A_shared_cols > 0 ? A + tw_sb : A_shared;", "// line 11: copy A -> A_shared",
         "// line 13: gemm", "// pipelined(num_stages=3)", "float* __restrict A = (float*)tw_args->params[0];",
         "const int64_t M = tw_args->shape_vars[0];"})
     EXPECT_NE(src.find(want), std::string::npos) << "missing: " << want << "\n" << src;

@@ -63,9 +63,10 @@ def test_get_ir_stages(ex_gemm):
     assert "grid(bx = 1, by = 1)" in texts["final"]
     assert "for k in pipelined(0, 1, stages=2)" in texts["final"]
     assert texts["hoist_map_invariants"] == texts["simplify"]
-    # the gemm reads its operand tiles in place in A and B (view_gemm_operands' annotations)
+    # the gemm reads its operand tiles in place in A and B and accumulates in place in C
+    # (view_gemm_operands' annotations)
     assert texts["final"] == texts["simplify"].replace("alloc A_shared", "@gemm_view(1) alloc A_shared").replace(
-        "alloc B_shared", "@gemm_view(1) alloc B_shared")
+        "alloc B_shared", "@gemm_view(1) alloc B_shared").replace("alloc C_local", "@gemm_out(1) alloc C_local")
 
 
 def test_get_ir_of_tile_loops_shows_inferred_grid():

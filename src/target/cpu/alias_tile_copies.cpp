@@ -30,27 +30,6 @@ bool writes(const Stmt& s, const Buffer& b) {
   return hit;
 }
 
-// Is u referenced anywhere in k (allocation aside) but in the copy c and in `allowed`?
-bool referenced_elsewhere(const Kernel& k, const StmtNode* c, const std::unordered_set<const StmtNode*>& allowed,
-                          const Buffer& u) {
-  struct V : Visitor {
-    const StmtNode* c;
-    const std::unordered_set<const StmtNode*>& allowed;
-    const Buffer& u;
-    bool hit = false;
-    V(const StmtNode* cp, const std::unordered_set<const StmtNode*>& a, const Buffer& b) : c(cp), allowed(a), u(b) {}
-    void visit(const Stmt& s) override {
-      if (!s || s.get() == c || allowed.count(s.get()) || s->kind == StmtKind::Alloc) return;
-      Visitor::visit(s);
-    }
-    using Visitor::visit;
-    void visit_buffer(const Buffer& b) override { hit |= b == u; }
-  } v(c, allowed, u);
-  v.visit(k->body);
-  for (const auto& p : k->params) v.hit |= p.buffer == u;
-  return v.hit;
-}
-
 // The copy's destination when body[i] is such a copy (alias_tile_copies.h), else null.
 const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i) {
   if (body[i]->kind != StmtKind::Copy) return nullptr;
@@ -68,7 +47,11 @@ const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i
       readers.insert(body[j].get());
       last = j;
     }
-  if (readers.empty() || referenced_elsewhere(k, body[i].get(), readers, u)) return nullptr;
+  std::unordered_set<const StmtNode*> allowed = readers;
+  allowed.insert(body[i].get());
+  bool param = false;
+  for (const auto& p : k->params) param |= p.buffer == u;
+  if (readers.empty() || param || referenced_except(k, allowed, u)) return nullptr;
   for (size_t j = i + 1; j <= last; ++j)
     if (writes(body[j], t)) return nullptr;
   return &u;

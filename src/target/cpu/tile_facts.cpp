@@ -111,6 +111,23 @@ bool used_after(const Kernel& k, const Stmt& s, const Buffer& t) {
   return later_use;
 }
 
+bool referenced_except(const Kernel& k, const std::unordered_set<const StmtNode*>& allowed, const Buffer& b) {
+  struct V : Visitor {
+    const std::unordered_set<const StmtNode*>& allowed;
+    const Buffer& b;
+    bool hit = false;
+    V(const std::unordered_set<const StmtNode*>& a, const Buffer& u) : allowed(a), b(u) {}
+    void visit(const Stmt& s) override {
+      if (!s || allowed.count(s.get()) || s->kind == StmtKind::Alloc) return;
+      Visitor::visit(s);
+    }
+    using Visitor::visit;
+    void visit_buffer(const Buffer& x) override { hit |= x == b; }
+  } v(allowed, b);
+  v.visit(k->body);
+  return v.hit;
+}
+
 void for_each_seq(const Kernel& k, const std::function<void(const SeqNode&, const ForNode*)>& fn) {
   struct V : Visitor {
     const std::function<void(const SeqNode&, const ForNode*)>& f;

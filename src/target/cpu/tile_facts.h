@@ -46,6 +46,11 @@ const ir::SelectNode* row_keep_map(const ir::Stmt& s);
 // Does any leaf statement after s, in the order of the kernel's text, reference t?
 bool used_after(const ir::Kernel& k, const ir::Stmt& s, const ir::Buffer& t);
 
+// Is b referenced anywhere in k's body but in the statements `allowed` (and their subtrees) and
+// in allocations? (Kernel parameters are not looked at: a global tensor is always one.)
+bool referenced_except(const ir::Kernel& k, const std::unordered_set<const ir::StmtNode*>& allowed,
+                       const ir::Buffer& b);
+
 // Calls fn(seq, loop) for every sequence of k's body, loop being the innermost loop around it
 // (null at the kernel's top level), outer sequences first.
 void for_each_seq(const ir::Kernel& k, const std::function<void(const ir::SeqNode&, const ir::ForNode*)>& fn);

@@ -1,6 +1,7 @@
 // view_gemm_operands (see view_gemm_operands.h).
 #include "target/cpu/view_gemm_operands.h"
 
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -102,6 +103,129 @@ std::unordered_set<const void*> live_extent_tiles(const Kernel& k, const std::un
 }
 
 
+// A fill of a whole 2-D tile with zero (T.clear)?
+bool clears_tile(const Stmt& s) {
+  if (s->kind != StmtKind::Fill) return false;
+  const auto& f = *as<FillNode>(s);
+  const Buffer& t = f.dst.buffer;
+  auto shape = t->const_shape();
+  if (t->scope == Scope::global || !shape || shape->size() != 2 || !whole_tile(f.dst)) return false;
+  const Expr& v = f.value;
+  if (v->kind == ExprKind::IntImm) return as_const_int(v) == 0;
+  return v->kind == ExprKind::FloatImm && as<FloatImmNode>(v)->value == 0.0 &&
+         !std::signbit(as<FloatImmNode>(v)->value);
+}
+
+// Does the window start e place blocks apart along its dim: at most one block index b in it, in a
+// term `b * s` (or `b`) with s >= extent added to terms without block indices? Records b.
+bool window_term(const Kernel& k, const Expr& e, int64_t extent, std::unordered_set<const void*>& placed) {
+  auto block_var = [&](const Expr& x) {
+    for (const Var& b : k->block_vars)
+      if (is_var(x, b)) return static_cast<const void*>(b.get());
+    return static_cast<const void*>(nullptr);
+  };
+  auto has_block_var = [&](const Expr& x) {
+    bool hit = false;
+    for_each_expr(x, [&](const Expr& y) { hit |= y && block_var(y) != nullptr; });
+    return hit;
+  };
+  std::vector<Expr> terms{e}, rest;
+  const void* found = nullptr;
+  while (!terms.empty()) {
+    Expr t = terms.back();
+    terms.pop_back();
+    if (t->kind == ExprKind::Binary && as<BinaryNode>(t)->op == BinOp::Add) {
+      terms.push_back(as<BinaryNode>(t)->a);
+      terms.push_back(as<BinaryNode>(t)->b);
+      continue;
+    }
+    if (!has_block_var(t)) continue;
+    const void* b = block_var(t);
+    int64_t s = 1;
+    if (!b && t->kind == ExprKind::Binary && as<BinaryNode>(t)->op == BinOp::Mul) {
+      const auto& m = *as<BinaryNode>(t);
+      for (const auto& [v, f] : {std::pair{m.a, m.b}, std::pair{m.b, m.a}})
+        if (block_var(v) && as_const_int(f)) {
+          b = block_var(v);
+          s = *as_const_int(f);
+        }
+    }
+    if (!b || found || s < extent) return false;
+    found = b;
+  }
+  if (found) placed.insert(found);
+  return true;
+}
+
+// Accumulator tiles computed in place in their destination (view_gemm_operands.h, @gemm_out): in
+// one sequence, a clear of tile t, then statements that reference t only as the whole C of gemms
+// (reading neither t as A/B nor the destination), then a copy of the whole of t into a global
+// region of t's dtype with contiguous rows that no other statement of the kernel references and
+// that every block index of a grid of more than one block places a window apart (window_term:
+// two blocks never share a window); t referenced nowhere else.
+std::unordered_map<const void*, int64_t> out_tiles(const Kernel& k) {
+  std::unordered_map<const void*, int64_t> out;
+  for_each_seq(k, [&](const SeqNode& seq, const ForNode*) {
+    for (size_t i = 0; i < seq.body.size(); ++i) {
+      if (!clears_tile(seq.body[i])) continue;
+      const Buffer& t = as<FillNode>(seq.body[i])->dst.buffer;
+      std::unordered_set<const StmtNode*> allowed{seq.body[i].get()};
+      const CopyNode* out_copy = nullptr;
+      bool ok = true;
+      for (size_t j = i + 1; ok && !out_copy && j < seq.body.size(); ++j) {
+        const Stmt& s = seq.body[j];
+        if (!references(s, t)) continue;
+        if (s->kind == StmtKind::Copy && as<CopyNode>(s)->src.buffer == t) {
+          out_copy = as<CopyNode>(s);
+          allowed.insert(s.get());
+          break;
+        }
+        for_each_stmt(s, [&](const Stmt& x) {
+          if (x->kind == StmtKind::Gemm) {
+            const auto& g = *as<GemmNode>(x);
+            if (g.c.buffer == t) {
+              ok = ok && whole_tile(g.c) && g.a.buffer != t && g.b.buffer != t;
+              allowed.insert(x.get());
+            }
+          }
+        });
+      }
+      if (!ok || !out_copy) continue;
+      const CopyNode& c = *out_copy;
+      const Buffer& g = c.dst.buffer;
+      if (c.atomic || g->scope != Scope::global || g->dtype != t->dtype || !whole_tile(c.src)) continue;
+      // the destination region: constant extents, the tile's two dims its last two non-unit ones
+      // with the columns contiguous (the mirror of viewable_copy)
+      auto shape = *t->const_shape();
+      std::vector<int> nd;
+      for (size_t d = 0; ok && d < c.dst.extents.size(); ++d) {
+        auto e = as_const_int(c.dst.extents[d]);
+        ok = e.has_value();
+        if (ok && *e != 1) nd.push_back(static_cast<int>(d));
+      }
+      const int tnd = (shape[0] != 1) + (shape[1] != 1);
+      if (!ok || static_cast<int>(nd.size()) != tnd) continue;
+      if (shape[1] != 1 && nd.back() != static_cast<int>(c.dst.extents.size()) - 1) continue;
+      if (tnd == 2 && (as_const_int(c.dst.extents[nd[0]]) != shape[0] || as_const_int(c.dst.extents[nd[1]]) != shape[1]))
+        continue;
+      if (tnd == 1 && as_const_int(c.dst.extents[nd[0]]) != (shape[0] != 1 ? shape[0] : shape[1])) continue;
+      // no two blocks share a window: each block index of a grid of more than one block places it
+      // along one dim, as a term `b * s` with s at least the window's extent there
+      std::unordered_set<const void*> placed;
+      for (size_t d = 0; ok && d < c.dst.starts.size(); ++d)
+        ok = window_term(k, c.dst.starts[d], *as_const_int(c.dst.extents[d]), placed);
+      for (size_t b = 0; ok && b < k->block_vars.size() && b < k->grid.size(); ++b) {
+        auto n = as_const_int(k->grid[b]);
+        if (!(n && *n == 1) && !placed.count(k->block_vars[b].get())) ok = false;
+      }
+      std::unordered_set<const StmtNode*> copy_only{out_copy};
+      if (!ok || referenced_except(k, allowed, t) || referenced_except(k, copy_only, g)) continue;
+      out[t.get()] = static_cast<int64_t>(allowed.size()) - 2;  // the gemms
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 Kernel view_gemm_operands(const Kernel& k) {
@@ -109,7 +233,7 @@ Kernel view_gemm_operands(const Kernel& k) {
   const std::unordered_set<const void*> live = live_extent_tiles(k, elidable);
   std::unordered_map<const void*, int64_t> args;
   for (const void* b : elidable) args[b] = live.count(b) ? 1 : 0;
-  return annotate_tiles(k, "gemm_view", args);
+  return annotate_tiles(annotate_tiles(k, "gemm_view", args), "gemm_out", out_tiles(k));
 }
 
 }  // namespace tw::cpu
