@@ -1177,6 +1177,10 @@ struct RowsPrefetch {
 //     element of op(A) broadcast; C's R x kSmNV block lives in registers over all of K.
 //   B transposed (small_dots): dot products along the contiguous K of op(A)'s rows and B's rows,
 //     R rows of A against 4 rows of B at a time (16 accumulators), each folded at the end.
+//   bf16 is widened in halves (small_rows_split_block, small_dots_block): 2 kVF bf16 read as 32-bit
+//     pairs, even elements x << 16, odd x & 0xffff0000 (1.10-1.13x per call in cache against a
+//     widening load and shift per kVF; vdpbf16ps measured no faster here: docs/performance.md
+//     "Session 15").
 // Column and K tails use partial vectors (masked loads on AVX-512 fp32, a zero-filled widened
 // copy otherwise); a zero-filled lane adds 0 * 0.
 inline constexpr int kSmallM = 8;
