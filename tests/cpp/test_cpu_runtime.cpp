@@ -419,6 +419,22 @@ void small_m_cases(uint32_t seed) {
 TEST(Gemm, SmallMInPlaceF32) { small_m_cases<float>(900); }
 TEST(Gemm, SmallMInPlaceBF16) { small_m_cases<bf16>(5000); }
 TEST(Gemm, SmallMInPlaceF16) { small_m_cases<f16>(9000); }
+// bf16 through gemm_small's halves (2 kVF bf16 read as 32-bit pairs, even and odd elements
+// widened apart: B rows in blocks of 4 kVF columns, B transposed with op(A)'s rows reordered per
+// 2 kVF k): the paged-decode shapes, widths and depths at and around those blocks on every
+// vector width (AVX-512 32 / 64, AVX2 16 / 32, SSE 8 / 16), with the K and column tails after
+// them, op(A) transposed (gathered, then reordered) or not, leading-dimension padding
+TEST(Gemm, SmallMBF16Halves) {
+  uint32_t seed = 7000;
+  const int shapes[][3] = {{4, 16, 128}, {4, 128, 16}, {4, 64, 64}, {3, 95, 63}, {2, 33, 32}, {1, 64, 31},
+                           {4, 17, 97}, {8, 129, 33}, {5, 48, 16}, {7, 96, 65}};
+  for (const auto& sh : shapes)
+    for (int tA = 0; tA < 2; ++tA)
+      for (int tB = 0; tB < 2; ++tB)
+        for (int pad : {0, 5})
+          run_gemm_case<bf16, float>(sh[0], sh[1], sh[2], tA, tB, (seed & 1) != 0, pad, seed++, /*tight=*/true,
+                                     /*small=*/true);
+}
 // f16 / bf16 specials through the small path: inf, NaN and subnormals widened exactly (no DAZ)
 TEST(Gemm, SmallMWidensSpecials) {
   const int M = 3, N = 5, K = 4;

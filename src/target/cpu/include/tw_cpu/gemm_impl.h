@@ -59,6 +59,7 @@
 #include "types.h"
 
 #include <errno.h>
+#include <utility>
 #include <stdlib.h>
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -1176,6 +1177,10 @@ struct RowsPrefetch {
 //     element of op(A) broadcast; C's R x kSmNV block lives in registers over all of K.
 //   B transposed (small_dots): dot products along the contiguous K of op(A)'s rows and B's rows,
 //     R rows of A against 4 rows of B at a time (16 accumulators), each folded at the end.
+//   bf16 is widened in halves (small_rows_split_block, small_dots_block): 2 kVF bf16 read as 32-bit
+//     pairs, even elements x << 16, odd x & 0xffff0000 (1.10-1.13x per call in cache against a
+//     widening load and shift per kVF; vdpbf16ps measured no faster here: docs/performance.md
+//     "Session 15").
 // Column and K tails use partial vectors (masked loads on AVX-512 fp32, a zero-filled widened
 // copy otherwise); a zero-filled lane adds 0 * 0.
 inline constexpr int kSmallM = 8;
@@ -1233,6 +1238,61 @@ TW_CPU_INLINE simd::vf ldw_n(const T* p, int r) {
   }
 }
 
+// bf16 split in halves: 2 kVF bf16 from p as one vector of 32-bit pairs; its low halves (the even
+// elements 0, 2, .., 2 kVF - 2) widened are x << 16, its high halves (the odd ones) x & 0xffff0000:
+// two plain vector operations where ldw takes a widening load and a shift per kVF elements
+typedef uint32_t vu32_u __attribute__((vector_size(simd::kVecBytes), aligned(2), may_alias));
+TW_CPU_INLINE vu32 ld_pairs(const bf16* p) { return *reinterpret_cast<const vu32_u*>(p); }
+TW_CPU_INLINE simd::vf even_f32(vu32 x) { return (simd::vf)(x << 16); }
+TW_CPU_INLINE simd::vf odd_f32(vu32 x) { return (simd::vf)(x & 0xffff0000u); }
+// lanes of the even elements e and the odd ones o put back in order: the first kVF elements
+// (zip_lo) and the next kVF (zip_hi)
+template <size_t... I>
+TW_CPU_INLINE simd::vf zip_lo(simd::vf e, simd::vf o, std::index_sequence<I...>) {
+  return __builtin_shufflevector(e, o, (I % 2 ? kVF + I / 2 : I / 2)...);
+}
+template <size_t... I>
+TW_CPU_INLINE simd::vf zip_hi(simd::vf e, simd::vf o, std::index_sequence<I...>) {
+  return __builtin_shufflevector(e, o, (I % 2 ? kVF + kVF / 2 + I / 2 : kVF / 2 + I / 2)...);
+}
+
+// B not transposed, bf16: C[i][j0 .. j0 + 2 kVF V) for i < R, each 2 kVF columns of a row of B
+// read as pairs and widened in halves (even and odd columns in their own accumulators, put back
+// in column order once, at the end, then C added when accumulating)
+template <int R, int V>
+TW_CPU_INLINE void small_rows_split_block(int K, const float* __restrict A, long ak, long ai,
+                                          const bf16* __restrict B, long ldb, float* __restrict C, long ldc,
+                                          bool acc) {
+  using simd::vf;
+  vf ce[R][V], co[R][V];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) ce[i][v] = co[i][v] = vf{};
+  for (int k = 0; k < K; ++k) {
+    const bf16* b = B + (long)k * ldb;
+    vf be[V], bo[V];
+    for (int v = 0; v < V; ++v) {
+      const vu32 x = ld_pairs(b + 2 * kVF * v);
+      be[v] = even_f32(x);
+      bo[v] = odd_f32(x);
+    }
+    for (int i = 0; i < R; ++i) {
+      const vf a = simd::splat(A[(long)k * ak + i * ai]);
+      for (int v = 0; v < V; ++v) {
+        ce[i][v] = simd::fma(a, be[v], ce[i][v]);
+        co[i][v] = simd::fma(a, bo[v], co[i][v]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) {
+      float* c = C + i * ldc + 2 * kVF * v;
+      const vf lo = zip_lo(ce[i][v], co[i][v], std::make_index_sequence<kVF>{});
+      const vf hi = zip_hi(ce[i][v], co[i][v], std::make_index_sequence<kVF>{});
+      simd::storeu(c, acc ? simd::loadu(c) + lo : lo);
+      simd::storeu(c + kVF, acc ? simd::loadu(c + kVF) + hi : hi);
+    }
+}
+
 // C[i][j0 .. j0 + V * kVF) for i < R; kFull false: one partial vector of r columns (V = 1)
 template <int R, int V, bool kFull, class T>
 TW_CPU_INLINE void small_rows_block(int K, const float* __restrict A, long ak, long ai,
@@ -1265,6 +1325,9 @@ inline void small_rows(int N, int K, const float* A, long ak, long ai, const T* 
                        long ldc, bool acc) {
   constexpr int V = R <= 4 ? kSmNV : kSmNV / 2;  // R x V accumulators: 16 at most
   int j = 0;
+  if constexpr (same<T, bf16>)
+    for (; j + V * kVF <= N; j += V * kVF)
+      small_rows_split_block<R, V / 2>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc);
   for (; j + V * kVF <= N; j += V * kVF)
     small_rows_block<R, V, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF);
   for (; j + kVF <= N; j += kVF) small_rows_block<R, 1, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF);
@@ -1280,6 +1343,19 @@ TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, con
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < J; ++j) s[i][j] = vf{};
   int k = 0;
+  if constexpr (same<TB, bf16>)  // op(A)'s rows hold each 2 kVF k as the even ones, then the odd ones
+    for (; k + 2 * kVF <= K; k += 2 * kVF) {
+      vf be[J], bo[J];
+      for (int j = 0; j < J; ++j) {
+        const vu32 x = ld_pairs(B + j * ldb + k);
+        be[j] = even_f32(x);
+        bo[j] = odd_f32(x);
+      }
+      for (int i = 0; i < R; ++i) {
+        const vf ae = simd::loadu(A + i * lda + k), ao = simd::loadu(A + i * lda + k + kVF);
+        for (int j = 0; j < J; ++j) s[i][j] = simd::fma(ao, bo[j], simd::fma(ae, be[j], s[i][j]));
+      }
+    }
   for (; k + kVF <= K; k += kVF) {
     vf b[J];
     for (int j = 0; j < J; ++j) b[j] = ldw(B + j * ldb + k);
@@ -1362,10 +1438,24 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
       float* wi = w + (long)i * K;
       int k = 0;
       if (!transA) {
+        if constexpr (same<T, bf16>)  // small_dots' order: each 2 kVF k as the even ones, then the odd
+          if (transB)
+            for (; k + 2 * kVF <= K; k += 2 * kVF) {
+              const vu32 x = ld_pairs(A + (long)i * lda + k);
+              simd::storeu(wi + k, even_f32(x));
+              simd::storeu(wi + k + kVF, odd_f32(x));
+            }
         for (; k + kVF <= K; k += kVF) simd::storeu(wi + k, ldw(A + (long)i * lda + k));
         if (k < K) gv_store_n(wi + k, ldw_n(A + (long)i * lda + k, K - k), K - k);
       } else {
         for (; k < K; ++k) wi[k] = to_f32(A[(long)k * lda + i]);
+        if constexpr (same<T, bf16>)
+          if (transB)  // small_dots' order (above)
+            for (int k0 = 0; k0 + 2 * kVF <= K; k0 += 2 * kVF) {
+              float t[2 * kVF];
+              for (int l = 0; l < 2 * kVF; ++l) t[l % 2 * kVF + l / 2] = wi[k0 + l];
+              __builtin_memcpy(wi + k0, t, sizeof t);
+            }
       }
     }
     a = w;
