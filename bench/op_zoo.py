@@ -7,6 +7,7 @@ tolerance and timed side by side with numpy (and PyTorch when importable).
     python bench/op_zoo.py                       # every op, 1 and 2 threads
     python bench/op_zoo.py --threads 1 --ops softmax,sum_mid
     python bench/op_zoo.py --list
+    python bench/op_zoo.py --cpu-arch x86-64-v3  # the AVX2 code (and the peers' AVX2 kernels), as bench/run.py
     python bench/op_zoo.py --target ascend910b   # portability: each kernel unchanged on the simulator
 
 Each thread count runs in its own child process (TW_NUM_THREADS = OPENBLAS_NUM_THREADS =
@@ -655,6 +656,8 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--target", default="cpu", help="another target (ascend910b): no timing; each op's kernel, "
                     "unchanged, runs at its small shape and is checked (portability count)")
+    ap.add_argument("--cpu-arch", default=None, metavar="ARCH",
+                    help="compile for ARCH (TW_CPU_ARCH); peers on AVX2 too when ARCH has no AVX-512 (bench/run.py)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     filters = [f for f in opts.ops.split(",") if f]
@@ -670,10 +673,12 @@ def main(argv=None):
     if opts.child:
         child(names, opts.child)
         return 0
-    from run import peer_env
+    import run
+    run.CPU_ARCH = opts.cpu_arch
     print("Under load, timings vary; the ratios (same process, alternating batches) are the figures to read.")
+    print(f"compiled for: {run.cpu_arch_note(opts.cpu_arch)}")
     for n in (int(t) for t in opts.threads.split(",")):
-        r = subprocess.run([sys.executable, __file__, "--child", str(n), "--ops", ",".join(names)], env=peer_env(n))
+        r = subprocess.run([sys.executable, __file__, "--child", str(n), "--ops", ",".join(names)], env=run.peer_env(n))
         if r.returncode != 0:
             return r.returncode
     return 0

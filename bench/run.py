@@ -5,6 +5,7 @@
     python bench/run.py --threads 1 --cases gemm_fp32,softmax
     python bench/run.py --quick              # small sizes: a smoke run of every path
     python bench/run.py --list               # the case names
+    python bench/run.py --cpu-arch x86-64-v3 # the AVX2 code paths (an AVX2 proxy on an AVX-512 host)
 
 How it measures (docs/performance.md has a run and the goals):
 
@@ -27,6 +28,11 @@ How it measures (docs/performance.md has a run and the goals):
   short pause so the other library's spinning threads are asleep) with a repeat count chosen
   so the case takes about 1-3 s; the median time is reported.
 * Block sizes: a few configurations per case are timed briefly and the fastest is measured.
+* --cpu-arch ARCH: Tilewright compiles for ARCH (TW_CPU_ARCH, a g++ -march value) and, when
+  ARCH has no AVX-512, the peers take their AVX2 code too (OPENBLAS_CORETYPE=Haswell for numpy's
+  OpenBLAS, ATEN_CPU_CAPABILITY=avx2 for PyTorch); the peak probe is compiled for ARCH. On an
+  AVX-512 machine this is an AVX2 PROXY: the instruction set of a Zen 3 / Haswell server, not its
+  caches (Zen 3: 512 KiB L2 per core) or latencies. Printed in the header, recorded in the JSON.
 * Compile latency runs in fresh subprocesses: a cold compile with an empty TW_CACHE_DIR, then a
   new process that hits the disk cache (time of the compile call alone), and the in-memory call
   overhead of a tiny kernel (median of many calls).
@@ -159,14 +165,43 @@ def host_compiler() -> str:
     return os.environ.get("TW_CXX") or os.environ.get("CXX") or "g++"
 
 
+def cpu_arch_env(arch) -> dict:
+    """What --cpu-arch ARCH sets in the children: TW_CPU_ARCH for us and, when ARCH has no AVX-512,
+    the peers' AVX2 kernels (numpy's OpenBLAS: OPENBLAS_CORETYPE=Haswell; PyTorch:
+    ATEN_CPU_CAPABILITY=avx2). {} for the default (native: everyone at the host's best)."""
+    if not arch or arch == "native":
+        return {}
+    from tilewright import _C  # the target's features, as Tilewright reads them (an unknown ARCH fails here)
+    env = dict(TW_CPU_ARCH=arch)
+    if "avx512f" not in _C.target_cpu_features(arch).split():
+        env.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2")
+    return env
+
+
+CPU_ARCH = None  # --cpu-arch (main sets it; op_zoo too)
+
+
 def peer_env(threads: int) -> dict:
-    """The child environment: one thread count for everyone, numpy at its best."""
+    """The child environment: one thread count for everyone, numpy at its best (or, with
+    --cpu-arch, everyone on that instruction set: cpu_arch_env)."""
     env = dict(os.environ)
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ATEN_CPU_CAPABILITY", "TW_CPU_ARCH"):
         env.pop(var, None)
     n = str(threads)
     env.update(TW_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n, MKL_NUM_THREADS=n)
+    env.update(cpu_arch_env(CPU_ARCH))
     return env
+
+
+def cpu_arch_note(arch) -> str:
+    """The header line for --cpu-arch."""
+    env = cpu_arch_env(arch)
+    if not env:
+        return "code for this machine's CPU (-march=native; peers at their best)"
+    peers = (" peers on AVX2 too: " + ", ".join(f"{k}={v}" for k, v in env.items() if k != "TW_CPU_ARCH")
+             if len(env) > 1 else " peers at their best")
+    return (f"-march={arch} (TW_CPU_ARCH);{peers}. An ISA PROXY on this core: its caches and latencies are "
+            "this machine's, not the target's (Zen 3: 512 KiB L2 per core, other latencies)")
 
 
 def lscpu() -> dict:
@@ -201,7 +236,8 @@ def git_state() -> dict:
 # machine peaks (bench/peaks.cpp through ctypes)
 # ------------------------------------------------------------------------------------------------
 
-PEAK_FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-pthread"]
+def peak_flags() -> list:
+    return ["-O3", f"-march={CPU_ARCH or 'native'}", "-std=c++17", "-shared", "-fPIC", "-pthread"]
 
 
 def build_peaks() -> ctypes.CDLL:
@@ -211,14 +247,14 @@ def build_peaks() -> ctypes.CDLL:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError) as e:
         raise SystemExit(f"bench: cannot run the host compiler '{cxx}': {e}")
-    key = hashlib.sha256(src.read_bytes() + version.encode() + " ".join(PEAK_FLAGS).encode()
+    key = hashlib.sha256(src.read_bytes() + version.encode() + " ".join(peak_flags()).encode()
                          + platform.machine().encode()).hexdigest()[:16]
     cache = Path(tempfile.gettempdir()) / f"tilewright-bench-{os.getuid()}"
     cache.mkdir(mode=0o700, exist_ok=True)
     so = cache / f"peaks-{key}.so"
     if not so.exists():
         tmp = cache / f"peaks-{key}.{os.getpid()}.so"
-        r = subprocess.run([cxx, *PEAK_FLAGS, str(src), "-o", str(tmp)], capture_output=True, text=True)
+        r = subprocess.run([cxx, *peak_flags(), str(src), "-o", str(tmp)], capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"bench: compiling bench/peaks.cpp failed:\n{r.stderr}")
         os.replace(tmp, so)
@@ -286,19 +322,21 @@ class Child:
             blas_architecture=b.get("architecture"), blas_threads=b.get("num_threads"),
             blas_threading_layer=b.get("threading_layer"),
             OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE"), OPENBLAS_L2_SIZE=os.environ.get("OPENBLAS_L2_SIZE"),
-            loadavg_start=os.getloadavg())
+            cpu_arch=tw._C.cpu_arch(), loadavg_start=os.getloadavg())
         try:
             import torch
             torch.set_num_threads(threads)
             self.torch = torch
-            self.env.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
+            self.env.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
+                            torch_cpu_capability=torch.backends.cpu.get_cpu_capability())
         except ImportError:
             self.torch = None
             self.env.update(torch=None)
         log(f"[{threads} thread(s)] tilewright {tw.__version__} with {self.env['tilewright_threads']} thread(s); "
             f"numpy {np.__version__} / {b.get('internal_api')} {b.get('version')} core {b.get('architecture')} "
             f"with {b.get('num_threads')} thread(s); torch: "
-            + (f"{self.env['torch']} with {self.env.get('torch_threads')} thread(s)" if self.torch else "not installed"))
+            + (f"{self.env['torch']} ({self.env['torch_cpu_capability']}) with {self.env.get('torch_threads')} thread(s)"
+               if self.torch else "not installed") + f"; -march={self.env['cpu_arch']}")
         if self.env["tilewright_threads"] != threads or (blas and b.get("num_threads") != threads):
             log("  WARNING: thread counts differ from the requested one")
 
@@ -1010,12 +1048,17 @@ def main(argv=None):
     ap.add_argument("--cases", default="", help="comma-separated substrings: run only matching cases")
     ap.add_argument("--json", default=None, help="where to write the results (default bench/results/<timestamp>.json)")
     ap.add_argument("--list", action="store_true", help="print the case names and exit")
+    ap.add_argument("--cpu-arch", default=None, metavar="ARCH",
+                    help="compile Tilewright for ARCH (TW_CPU_ARCH, a g++ -march value, e.g. x86-64-v3); without "
+                         "AVX-512 in ARCH, numpy and torch take their AVX2 kernels too (an ISA proxy: see below)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--peaks", default=None, help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     opts.filters = [f.strip() for f in opts.cases.split(",") if f.strip()]
     cfg = QUICK if opts.quick else FULL
+    global CPU_ARCH
+    CPU_ARCH = opts.cpu_arch
 
     if opts.child is not None:
         return child_main(opts)
@@ -1035,8 +1078,13 @@ def main(argv=None):
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     host = dict(cpu=lscpu(), python=sys.version.split()[0], platform=platform.platform(), git=git_state(),
                 loadavg_start=os.getloadavg(), mem_gib=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1))
+    try:
+        host["cpu_arch"] = dict(arch=CPU_ARCH or "native", env=cpu_arch_env(CPU_ARCH), note=cpu_arch_note(CPU_ARCH))
+    except ValueError as e:
+        ap.error(f"--cpu-arch: {e}")
     log(f"Tilewright bench {stamp}{' (quick)' if opts.quick else ''}: {host['cpu']['model']}, {host['cpu']['cpus']} CPUs, "
         f"ISA {' '.join(host['cpu']['isa'])}; load average {host['loadavg_start'][0]:.2f}")
+    log(f"compiled for: {host['cpu_arch']['note']}")
     peaks = measure_peaks(threads, cfg)
 
     run_cases = [c for c in selected if c not in ("compile_latency",)]
@@ -1047,7 +1095,8 @@ def main(argv=None):
         for n in threads if run_cases else []:
             out = Path(tmp) / f"child-{n}.json"
             cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(n), "--child-out", str(out),
-                   "--peaks", str(pk), "--cases", opts.cases] + (["--quick"] if opts.quick else [])
+                   "--peaks", str(pk), "--cases", opts.cases] + (["--quick"] if opts.quick else []) \
+                + (["--cpu-arch", CPU_ARCH] if CPU_ARCH else [])
             t0 = time.time()
             r = subprocess.run(cmd, env=peer_env(n))
             if not out.exists():

@@ -92,7 +92,9 @@ def machine_id(target: str) -> str:
     """What a tuning result depends on besides the kernel: the host CPU and compiler (cpu), or
     the target's model (simulated targets)."""
     if _C.target_info(target)["kind"] == "cpu":
-        return f"{platform.machine()} {_C.cpu_features()} {_C.compiler_identity()} threads={_C.num_threads()}"
+        arch = _C.cpu_arch()  # the code tuned is compiled for it (TW_CPU_ARCH); native: the host
+        arch = "" if arch == "native" else f" arch={arch} ({_C.target_cpu_features(arch)})"
+        return f"{platform.machine()} {_C.cpu_features()}{arch} {_C.compiler_identity()} threads={_C.num_threads()}"
     return f"simulator {_C.find_target(target)}"
 
 

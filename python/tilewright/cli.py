@@ -170,7 +170,7 @@ def cmd_doctor(opts) -> int:
     ok = True
     try:
         ident = _C.compiler_identity()
-        flags = " ".join(_C.compile_flags())
+        flags = " ".join(_C.compile_flags(_C.cpu_arch()))
         out.append(f"host compiler : {ident}")
         out.append(f"  flags       : {flags}")
     except Exception as e:  # noqa: BLE001 - reported, not raised: doctor explains what is missing
@@ -178,12 +178,23 @@ def cmd_doctor(opts) -> int:
         out.append(f"host compiler : NOT USABLE: {e}")
         out.append("  -> the cpu target cannot compile kernels; install g++ or set TW_CXX")
     feats = _C.cpu_features()
-    fs = set(feats.split())
+    arch = _C.cpu_arch()
+    try:  # the GEMM path is the one compiled for TW_CPU_ARCH's features, not necessarily the host's
+        target = _C.target_cpu_features(arch)
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        ok, target = False, ""
+        out.append(f"TW_CPU_ARCH   : NOT USABLE: {e}")
+    fs = set(target.split())
     path = ("AVX-512 packed micro-kernels" if "avx512f" in fs else
             "AVX2/FMA packed micro-kernels" if "avx" in fs else "portable micro-kernels (no AVX: slower GEMM)")
     out.append(f"CPU           : {_cpu_model()}, {os.cpu_count()} CPUs, "
                f"{_C.num_threads()} kernel threads (TW_NUM_THREADS)")
     out.append(f"  features    : {feats or '(none detected)'}")
+    if arch != "native":
+        missing = sorted(fs - set(feats.split()))
+        ok &= not missing
+        out.append(f"  compiled for: -march={arch} (TW_CPU_ARCH): {target or '(no listed features)'}"
+                   + (f"; NOT RUNNABLE HERE, this CPU lacks {' '.join(missing)}" if missing else ""))
     out.append(f"  GEMM path   : {path}" + (", bf16 dot products (avx512bf16)" if "avx512bf16" in fs else ""))
     root = pathlib.Path(_C.cache_dir())
     entries = _cache_entries(root)

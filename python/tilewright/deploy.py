@@ -33,7 +33,7 @@ __all__ = ["export", "read_manifest", "precompile", "freeze", "frozen", "kernel_
            "cli_export", "cli_precompile"]
 
 
-def export(kernels, directory, name: str = None) -> list:
+def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
     """Writes ``kernels`` (a :class:`Kernel` or a list of them, all for one target) into
     ``directory`` as one artifact and returns the paths written (the manifest last).
 
@@ -42,7 +42,11 @@ def export(kernels, directory, name: str = None) -> list:
     shapes — symbolic dimensions stay symbolic —, target, CPU features required, compiler,
     Tilewright version, sha256 of every file). Ascend targets: each kernel's AscendC project in
     ``<kernel>/`` and the manifest. ``name`` defaults to the kernel's name (one kernel) or
-    ``"kernels"``."""
+    ``"kernels"``. ``cpu_arch`` (cpu): the g++ ``-march`` value to compile the library for, e.g.
+    ``"x86-64-v3"`` for any AVX2 + FMA server (Zen 3, Haswell and later) or ``"znver3"``; default
+    this process's (``TW_CPU_ARCH``, else ``native``: this machine's CPU). It may be one this
+    machine cannot run: nothing exported is loaded here; the manifest records the architecture
+    and the CPU features it needs, which the C++ runtime checks before loading."""
     if isinstance(kernels, Kernel):
         kernels = [kernels]
     kernels = list(kernels)
@@ -52,13 +56,13 @@ def export(kernels, directory, name: str = None) -> list:
                                   hint="pass kernels returned by tw.compile / a @tw.jit function")
     if name is None:
         name = kernels[0].name if len(kernels) == 1 else "kernels"
-    files, _ = _C.export_artifact([k._exe for k in kernels], os.fspath(directory), name)
+    files, _ = _C.export_artifact([k._exe for k in kernels], os.fspath(directory), name, cpu_arch or "")
     return [pathlib.Path(f) for f in files]
 
 
 def read_manifest(directory) -> dict:
     """The manifest of an exported artifact as a dict: ``tilewright`` (version), ``target``,
-    ``abi``/``compiler``/``cpu_features``/``library`` (cpu), ``runtime`` (cpu, when a kernel calls
+    ``abi``/``compiler``/``cpu_arch``/``cpu_features``/``library`` (cpu), ``runtime`` (cpu, when a kernel calls
     gemm: the gemm runtime library shipped next to ``library``), ``files`` and ``kernels`` (name,
     symbol, shape_vars, params with name, dtype, output, shape or scalar)."""
     return _C.read_manifest(os.fspath(directory))
@@ -214,11 +218,14 @@ def _export_main(argv) -> int:
                  "a kernel, a spec (factory, args[, target]) or a list of them")
     ap.add_argument("-o", "--output", required=True, help="artifact directory to write")
     ap.add_argument("--name", default=None, help="library name (a C identifier; prefixes the symbols)")
+    ap.add_argument("--cpu-arch", default=None, metavar="ARCH",
+                    help="g++ -march value to compile for, e.g. x86-64-v3 (any AVX2 + FMA CPU), znver3, "
+                         "skylake-avx512 (default: TW_CPU_ARCH, else native: this machine)")
     a = ap.parse_args(argv)
     kernels = _kernels_from(_load_attr(a.source, "SPECS"))
     if not kernels:
         raise TilewrightError(f"{a.source} lists no kernels", hint="list at least one (factory, args, target)")
-    for p in export(kernels, a.output, a.name):
+    for p in export(kernels, a.output, a.name, cpu_arch=a.cpu_arch):
         print(p)
     return 0
 
@@ -239,7 +246,7 @@ def _precompile_main(argv) -> int:
 
 
 def cli_export(argv: list) -> int:
-    """``tilewright export FILE.py[:NAME] -o DIR [--name LIB]``; returns the exit status."""
+    """``tilewright export FILE.py[:NAME] -o DIR [--name LIB] [--cpu-arch ARCH]``; returns the exit status."""
     return _run_cli(_export_main, list(argv))
 
 

@@ -507,22 +507,26 @@ void bind_runtime(nb::module_& m) {
   m.def("target_aliases", &target::target_aliases);
   m.def("num_threads", [] { return runtime::default_pool().size(); });
   m.def("cpu_features", &runtime::cpu_features);
+  m.def("cpu_arch", &runtime::cpu_arch);
+  m.def("target_cpu_features", [](const std::string& arch) { return runtime::target_cpu_features(arch); },
+        nb::arg("arch"));
   m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
-  m.def("compile_flags", &runtime::default_compile_flags);
+  m.def("compile_flags", [](const std::string& arch) { return runtime::default_compile_flags(arch); },
+        nb::arg("arch"));
   m.def("cache_dir", [] { return support::env().cache_dir; });
 
   // Deployment (python/tilewright/deploy.py).
   m.def("export_artifact",
         [](const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
-           const std::string& name) {
+           const std::string& name, const std::string& cpu_arch) {
           runtime::ExportResult r;
           {
             nb::gil_scoped_release release;
-            r = runtime::export_artifact(kernels, dir, name);
+            r = runtime::export_artifact(kernels, dir, name, cpu_arch);
           }
           return std::make_pair(r.files, r.library_from_cache);
         },
-        nb::arg("kernels"), nb::arg("dir"), nb::arg("name"));
+        nb::arg("kernels"), nb::arg("dir"), nb::arg("name"), nb::arg("cpu_arch") = "");
   m.def("read_manifest", [](const std::string& dir) {
     const std::string path = dir + "/" + runtime::kManifestFile;
     std::ifstream f(path, std::ios::binary);
@@ -536,6 +540,7 @@ void bind_runtime(nb::module_& m) {
     if (!m.library.empty()) {
       d["abi"] = m.abi;
       d["compiler"] = m.compiler;
+      d["cpu_arch"] = m.cpu_arch;
       d["cpu_features"] = m.cpu_features;
       d["library"] = m.library;
       if (!m.runtime.empty()) d["runtime"] = m.runtime;

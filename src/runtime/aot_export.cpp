@@ -89,7 +89,7 @@ std::string export_header(const std::vector<Signature>& sigs, const std::string&
 }
 
 ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
-                             const std::string& name) {
+                             const std::string& name, const std::string& cpu_arch_in) {
   if (kernels.empty()) throw ir::Error("nothing to export", {}, "pass at least one compiled kernel");
   if (!is_c_identifier(name))
     throw ir::Error("library name '" + name + "' is not a C identifier", {},
@@ -156,9 +156,17 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
       m.kernels[i].symbol = library_symbol(sigs[i].kernel);
       m.kernels[i].tile_bytes = c->tile_bytes;
     }
+    const std::string arch = cpu_arch_in.empty() ? cpu_arch() : cpu_arch_in;
+    try {
+      m.cpu_features = target_cpu_features(arch);
+    } catch (const std::invalid_argument& e) {
+      throw ir::Error(e.what(), sigs.front().span, "pass --cpu-arch (cpu_arch=) native or a -march value the host "
+                                                   "compiler accepts, e.g. x86-64-v3");
+    }
+    m.cpu_arch = arch;
     // One kernel: the same source as its in-process compile, so the disk cache has it.
     const std::string source = library_source(sigs, sources);
-    SharedObject so = shared_object(source, "kernel library '" + name + "'", sigs.front().span);
+    SharedObject so = shared_object(source, "kernel library '" + name + "'", sigs.front().span, arch);
     result.library_from_cache = so.from_cache;
     m.library = "lib" + name + ".so";
     fs::path lib = d / m.library, tmp = d / (m.library + ".tmp");
@@ -168,10 +176,10 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
     if (source.find(cpu::kGemmCall) != std::string::npos) {
       // The library depends on the gemm runtime library (by soname, found next to it through its
       // $ORIGIN run path): shipped in the directory, verified and loaded first by the AOT runtime.
-      m.runtime = gemm_runtime_soname();
+      m.runtime = gemm_runtime_soname(arch);
       fs::path rt = d / m.runtime, rt_tmp = d / (m.runtime + ".tmp");
       try {
-        fs::copy_file(gemm_runtime_library(), rt_tmp, fs::copy_options::overwrite_existing);
+        fs::copy_file(gemm_runtime_library(arch), rt_tmp, fs::copy_options::overwrite_existing);
         fs::rename(rt_tmp, rt);
       } catch (const ir::Error&) {
         throw;
@@ -186,7 +194,6 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
     write_text(header, export_header(sigs, name));
     m.abi = TW_CPU_ABI_VERSION;
     m.compiler = host_compiler().identity;
-    m.cpu_features = cpu_features();
     m.files.push_back(file_entry(lib));
     m.files.push_back(file_entry(header));
     result.files.push_back(lib.string());

@@ -39,13 +39,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::set<std::string> words(const std::string& s) {
-  std::istringstream in(s);
-  std::set<std::string> out;
-  for (std::string w; in >> w;) out.insert(w);
-  return out;
-}
-
 // A library loaded through the open descriptor of the file that was verified. The descriptor
 // stays open while the library is loaded: glibc knows a library loaded as /proc/self/fd/<n> by
 // that name, and a dlopen of the same name returns the library already loaded, so the number
@@ -186,15 +179,12 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
     throw ir::Error("artifact " + dir + " uses kernel ABI version " + std::to_string(m.abi) + ", this runtime (" +
                         TILEWRIGHT_VERSION + ") speaks version " + std::to_string(TW_CPU_ABI_VERSION),
                     {}, kReexport);
-  std::set<std::string> have = words(runtime::cpu_features()), missing;
-  for (const auto& f : words(m.cpu_features))
-    if (!have.count(f)) missing.insert(f);
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& f : missing) list += (list.empty() ? "" : " ") + f;
-    throw ir::Error("artifact " + dir + " was compiled for CPU features this CPU lacks: " + list, {},
-                    std::string(kReexport) + " (or on the oldest CPU of the fleet)");
-  }
+  const std::string missing = runtime::missing_cpu_features(m.cpu_features);
+  if (!missing.empty())
+    throw ir::Error("artifact " + dir + " was compiled for CPU features this CPU lacks: " + missing +
+                        (m.cpu_arch.empty() ? "" : " (-march=" + m.cpu_arch + ")"), {},
+                    std::string(kReexport) + " (or export with --cpu-arch set to the oldest CPU of the fleet, "
+                                             "e.g. x86-64-v3)");
   auto a = std::shared_ptr<Artifact>(new Artifact());
   a->dir_ = dir;
   a->target_ = m.target;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -163,12 +164,32 @@ class CpuExecutable final : public Executable {
   tw_block_fn block_ = nullptr;
 };
 
-// What every CPU cache key covers besides the code: version, ABI, compiler, flags, CPU, headers.
-std::string toolchain_key_text() {
+// What every CPU cache key covers besides the code: version, ABI, compiler, flags (with the
+// -march value, TW_CPU_ARCH), the target's CPU features (this host's for "native"), headers.
+std::string toolchain_key_text(const std::string& arch) {
   std::string k = "tilewright " TILEWRIGHT_VERSION "\nabi " + std::to_string(TW_CPU_ABI_VERSION) + "\ncompiler " +
                   host_compiler().identity + "\nflags";
-  for (const auto& f : default_compile_flags()) k += " " + f;
-  return k + "\ncpu " + cpu_features() + "\nheaders " + embedded_headers_hash();
+  for (const auto& f : default_compile_flags(arch)) k += " " + f;
+  return k + "\ncpu " + target_cpu_features(arch) + "\nheaders " + embedded_headers_hash();
+}
+
+// Code built for `arch` must not be loaded into this process when it may use instructions this
+// CPU lacks (it would die of SIGILL at the first one): the same rule as an artifact's load
+// (artifact.cpp, its manifest's cpu_features).
+void require_runs_here(const std::string& arch, const ir::Span& span) {
+  std::string missing;
+  try {
+    missing = missing_cpu_features(target_cpu_features(arch));
+  } catch (const std::invalid_argument& e) {
+    throw ir::Error(e.what(), span, "set TW_CPU_ARCH to native or to a -march value the host compiler accepts");
+  }
+  if (!missing.empty())
+    throw ir::Error("TW_CPU_ARCH=" + arch + " compiles code for CPU features this CPU lacks (" + missing +
+                        "): it would stop the process (SIGILL), so it is not run here",
+                    span,
+                    "unset TW_CPU_ARCH (native) or pick an architecture this CPU has (e.g. x86-64-v3 for AVX2 + "
+                    "FMA); to build for another machine without running here, export instead: "
+                    "python -m tilewright.deploy export --cpu-arch " + arch + " ...");
 }
 
 // The gemm runtime library: tw_cpu/gemm_runtime.cpp (gemm_impl.h's packing routines,
@@ -182,10 +203,13 @@ std::string toolchain_key_text() {
 
 // Its key: the toolchain part of every kernel's key (the library's source is among the embedded
 // headers) and its name. Every kernel key includes it.
-std::string runtime_library_key() { return support::sha256_hex(toolchain_key_text() + "\nlibrary tw_cpu/gemm_runtime.cpp"); }
+std::string runtime_library_key(const std::string& arch) {
+  return support::sha256_hex(toolchain_key_text(arch) + "\nlibrary tw_cpu/gemm_runtime.cpp");
+}
 
-std::string cache_key(const std::string& source) {
-  return support::sha256_hex(toolchain_key_text() + "\nruntime " + runtime_library_key() + "\nsource\n" + source);
+std::string cache_key(const std::string& source, const std::string& arch) {
+  return support::sha256_hex(toolchain_key_text(arch) + "\nruntime " + runtime_library_key(arch) + "\nsource\n" +
+                             source);
 }
 
 // A failed compile: the machine ran out of disk or memory, or the compiler was killed (not the
@@ -220,7 +244,7 @@ void log_compile(const CompileResult& r, const std::string& what, std::chrono::s
 
 // Compiles the runtime library from the header directory (verified right before the compiler
 // reads it) into work_root()/tmp.
-std::string build_runtime_library(const std::string& key) {
+std::string build_runtime_library(const std::string& key, const std::string& arch) {
   const std::string include_dir = cpu_include_dir();
   fs::path tmp = work_root() / "tmp";
   ensure_private_dir(tmp.string(), "temporary directory");
@@ -228,7 +252,7 @@ std::string build_runtime_library(const std::string& key) {
   const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
   const std::string what = "the gemm runtime library (first compile with this compiler and CPU)";
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, lib, {"-Wl,-soname," + gemm_runtime_soname()}, {include_dir});
+  CompileResult r = compile_shared_object(src, lib, {"-Wl,-soname," + gemm_runtime_soname(arch)}, {include_dir}, {}, arch);
   log_compile(r, what, t0);
   if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib);
   return lib;
@@ -238,13 +262,14 @@ std::string build_runtime_library(const std::string& key) {
 // like a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built
 // once across processes under the key's lock); with the cache disabled, built once per process
 // in the private work directory.
-std::string runtime_library_path() {
-  const std::string key = runtime_library_key(), name = gemm_runtime_soname();
+std::string runtime_library_path(const std::string& arch) {
+  const std::string key = runtime_library_key(arch), name = gemm_runtime_soname(arch);
   if (support::env().cache_disabled) {
     static std::mutex mu;
-    static std::string path;
+    static std::map<std::string, std::string> paths;  // by arch
     std::lock_guard<std::mutex> g(mu);
-    if (path.empty() || !fs::exists(path)) path = build_runtime_library(key);
+    std::string& path = paths[arch];
+    if (path.empty() || !fs::exists(path)) path = build_runtime_library(key, arch);
     return path;
   }
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
@@ -255,19 +280,20 @@ std::string runtime_library_path() {
                     "building it now is refused", {},
                     "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
                     "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
-  return disk_cache().publish(key, name, build_runtime_library(key));
+  return disk_cache().publish(key, name, build_runtime_library(key, arch));
 }
 
-// Loads the runtime library into this process once (right after its lookup verified it, as a
-// kernel library is) and returns the verified path a kernel library links against. Kept loaded
-// for the life of the process: kernel libraries loaded later resolve their dependency on its
-// soname to this copy.
+// Loads the runtime library of this process's architecture (TW_CPU_ARCH) into it once (right
+// after its lookup verified it, as a kernel library is) and returns the verified path a kernel
+// library links against. Kept loaded for the life of the process: kernel libraries loaded later
+// resolve their dependency on its soname to this copy.
 std::atomic<bool> g_runtime_loaded{false};
 
 std::string load_runtime_library() {
   static std::mutex mu;
   static SharedLibrary* loaded = nullptr;  // never unloaded: kernels may run until exit
-  const std::string path = runtime_library_path();
+  require_runs_here(cpu_arch(), {});
+  const std::string path = runtime_library_path(cpu_arch());
   std::lock_guard<std::mutex> g(mu);
   if (!loaded) {
     loaded = new SharedLibrary(path);
@@ -277,8 +303,14 @@ std::string load_runtime_library() {
   return path;
 }
 
+// The runtime library a kernel for `arch` links against: this process's, loaded, or (an export
+// for another architecture) only built.
+std::string runtime_library_for(const std::string& arch) {
+  return arch == cpu_arch() ? load_runtime_library() : runtime_library_path(arch);
+}
+
 std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
-                           const std::string& key) {
+                           const std::string& key, const std::string& arch) {
   fs::path tmp = work_root() / "tmp";
   ensure_private_dir(tmp.string(), "temporary directory");
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
@@ -297,15 +329,15 @@ std::string compile_source(const std::string& source, const std::string& what, c
   const bool gemm = source.find(cpu::kGemmCall) != std::string::npos;
   std::vector<std::string> link, flags;
   if (gemm) {
-    link.push_back(load_runtime_library());
+    link.push_back(runtime_library_for(arch));
     flags.push_back("-Wl,-rpath,$ORIGIN");  // an exported library finds the runtime next to it
   }
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, so, flags, {include_dir}, link);
+  CompileResult r = compile_shared_object(src, so, flags, {include_dir}, link, arch);
   if (!r.ok && gemm && !fs::exists(link[0])) {
     // the library was evicted between its lookup and the link (another process filled the cache)
-    link[0] = load_runtime_library();
-    r = compile_shared_object(src, so, flags, {include_dir}, link);
+    link[0] = runtime_library_for(arch);
+    r = compile_shared_object(src, so, flags, {include_dir}, link, arch);
   }
   log_compile(r, what, t0);
   if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so);
@@ -337,12 +369,11 @@ void clear_cpu_cache(bool disk) {
 
 std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
 
-std::string gemm_runtime_soname() {
-  static const std::string name = "libtw_gemm_" + runtime_library_key().substr(0, 16) + ".so";
-  return name;
+std::string gemm_runtime_soname(const std::string& arch) {
+  return "libtw_gemm_" + runtime_library_key(arch).substr(0, 16) + ".so";
 }
 
-std::string gemm_runtime_library() { return load_runtime_library(); }
+std::string gemm_runtime_library(const std::string& arch) { return runtime_library_for(arch); }
 
 // The cache, the disk, the compiler: an environment problem, reported as such (not as a bug).
 [[noreturn]] static void environment_error(const std::string& what, const ir::Span& span, const std::exception& e) {
@@ -351,8 +382,9 @@ std::string gemm_runtime_library() { return load_runtime_library(); }
                   "kernel; docs/environment.md lists the settings");
 }
 
-SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span) {
-  const std::string key = cache_key(source);
+SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span,
+                           const std::string& arch) {
+  const std::string key = cache_key(source, arch);
   const bool use_disk = !support::env().cache_disabled;
   try {
     std::optional<std::string> path;
@@ -371,7 +403,7 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
       throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
                       "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
                       "tw.freeze() / TW_FROZEN=1");
-    std::string so = compile_source(source, what, span, key);
+    std::string so = compile_source(source, what, span, key, arch);
     if (!use_disk) return {so, false, true};
     std::string published = disk_cache().publish(key, "kernel.so", so);
     fs::remove(so);
@@ -383,7 +415,7 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
   }
 }
 
-static void evict_shared_object(const std::string& source) { disk_cache().remove(cache_key(source)); }
+static void evict_shared_object(const std::string& source) { disk_cache().remove(cache_key(source, cpu_arch())); }
 
 std::optional<CpuCode> cpu_code(const Executable& exe) {
   auto* c = dynamic_cast<const CpuExecutable*>(&exe);
@@ -392,12 +424,13 @@ std::optional<CpuCode> cpu_code(const Executable& exe) {
 }
 
 std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const target::Target& target) {
+  require_runs_here(cpu_arch(), kernel->span);
   cpu::LoweredCpu lowered = cpu::lower_cpu(kernel);
   // Compiled as a library of one kernel (cpu_library.h), so exporting it alone reuses the object.
   const std::string source = library_source({signature_of(lowered.kernel, target.name)}, {lowered.source});
 
   // In memory, the signature matters too (which parameters are outputs does not change the C++).
-  const std::string memory_key = support::sha256_hex(cache_key(source) + "\n" + lowered.stages.back().second);
+  const std::string memory_key = support::sha256_hex(cache_key(source, cpu_arch()) + "\n" + lowered.stages.back().second);
   if (auto hit = memory_cache().get(memory_key)) return hit;
   // Compiled without a lock, so different kernels compile in parallel (tw.precompile; the disk
   // cache's key lock keeps one compile per key across threads and processes).

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/toolchain.h"
 #include "target/registry.h"
 #include "tilewright/runtime.h"
 
@@ -42,10 +43,12 @@ std::string cpu_include_dir();
 // and returns its path, verified like any disk cache entry (or private to this process when the
 // cache is disabled), compiled on the first miss. Throws std::runtime_error / ir::Error as a
 // kernel compile does.
-std::string gemm_runtime_library();
+// `arch`: the -march value (default this process's, TW_CPU_ARCH); for another architecture (an
+// export for another machine) the library is built and verified but not loaded.
+std::string gemm_runtime_library(const std::string& arch = cpu_arch());
 // libtw_gemm_<16 hex digits of its key>.so: one name per toolchain, so libraries built by
 // different toolchains never stand in for each other.
-std::string gemm_runtime_soname();
+std::string gemm_runtime_soname(const std::string& arch = cpu_arch());
 
 // The generated C++ and the stack bytes of one block's tiles of a CPU executable; nullopt for
 // an executable of another target.
@@ -64,6 +67,7 @@ struct SharedObject {
 };
 // `what` names the code in messages ("kernel 'x'"); `span` is where errors point. A miss while
 // the cache is frozen (frozen()) is an ir::Error instead of a compile.
-SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span);
+SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span,
+                           const std::string& arch = cpu_arch());
 
 }  // namespace tw::runtime

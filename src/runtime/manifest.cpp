@@ -103,6 +103,7 @@ std::string print_manifest(const Manifest& m) {
   if (!m.library.empty()) {
     o += "abi " + std::to_string(m.abi) + "\n";
     o += "compiler " + m.compiler + "\n";
+    o += "cpu_arch " + m.cpu_arch + "\n";
     o += "cpu_features " + m.cpu_features + "\n";
     o += "library " + m.library + "\n";
     if (!m.runtime.empty()) o += "runtime " + m.runtime + "\n";
@@ -142,6 +143,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     else if (key == "target") m.target = t[1];
     else if (key == "abi") m.abi = static_cast<int>(r.integer(t[1]));
     else if (key == "compiler") m.compiler = t[1];
+    else if (key == "cpu_arch") m.cpu_arch = t[1];
     else if (key == "cpu_features") m.cpu_features = t[1];
     else if (key == "library") m.library = t[1];
     else if (key == "runtime") m.runtime = t[1];

@@ -7,6 +7,7 @@
 //   target <target name>
 //   abi <TW_CPU_ABI_VERSION>                       (cpu)
 //   compiler <first line of --version>             (cpu)
+//   cpu_arch <-march value it was compiled for>    (cpu; "native": the exporting machine)
 //   cpu_features <sorted ISA features required>    (cpu; may be empty)
 //   library <file name of the shared object>       (cpu)
 //   runtime <file name of the gemm runtime library> (cpu, when a kernel calls gemm: loaded
@@ -53,6 +54,7 @@ struct Manifest {
   std::string target;
   int abi = 0;               // cpu: TW_CPU_ABI_VERSION of the library
   std::string compiler;      // cpu
+  std::string cpu_arch;      // cpu: the -march value (TW_CPU_ARCH / export's cpu_arch)
   std::string cpu_features;  // cpu: space-separated, sorted
   std::string library;       // cpu: the shared object's file name
   std::string runtime;       // cpu: the gemm runtime library's file name (its soname), or ""

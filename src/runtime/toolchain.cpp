@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -154,29 +155,64 @@ const CompilerInfo& host_compiler() {
     return *info;
 }
 
+namespace {
+
+// The ISA features that matter to code generation, each with its /proc/cpuinfo flag (what this
+// host has) and the compiler's macro (what code compiled with -march=X may use), under one name.
+struct IsaFeature {
+    const char* proc;   // /proc/cpuinfo flag
+    const char* macro;  // predefined by g++ / clang++ -march=X
+    const char* name;   // ours: cpu_features(), target_cpu_features(), manifests
+};
+constexpr IsaFeature kIsa[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    {"sse4_2", "__SSE4_2__", "sse4.2"},     {"popcnt", "__POPCNT__", "popcnt"},
+    {"abm", "__LZCNT__", "lzcnt"},          {"bmi1", "__BMI__", "bmi"},
+    {"bmi2", "__BMI2__", "bmi2"},           {"movbe", "__MOVBE__", "movbe"},
+    {"avx", "__AVX__", "avx"},              {"avx2", "__AVX2__", "avx2"},
+    {"fma", "__FMA__", "fma"},              {"f16c", "__F16C__", "f16c"},
+    {"avx_vnni", "__AVXVNNI__", "avxvnni"}, {"gfni", "__GFNI__", "gfni"},
+    {"vaes", "__VAES__", "vaes"},           {"vpclmulqdq", "__VPCLMULQDQ__", "vpclmulqdq"},
+    {"avx512f", "__AVX512F__", "avx512f"},  {"avx512bw", "__AVX512BW__", "avx512bw"},
+    {"avx512vl", "__AVX512VL__", "avx512vl"}, {"avx512dq", "__AVX512DQ__", "avx512dq"},
+    {"avx512cd", "__AVX512CD__", "avx512cd"}, {"avx512ifma", "__AVX512IFMA__", "avx512ifma"},
+    {"avx512_vnni", "__AVX512VNNI__", "avx512vnni"}, {"avx512_bf16", "__AVX512BF16__", "avx512bf16"},
+    {"avx512_fp16", "__AVX512FP16__", "avx512fp16"}, {"avx512vbmi", "__AVX512VBMI__", "avx512vbmi"},
+    {"avx512_vbmi2", "__AVX512VBMI2__", "avx512vbmi2"}, {"avx512_bitalg", "__AVX512BITALG__", "avx512bitalg"},
+    {"avx512_vpopcntdq", "__AVX512VPOPCNTDQ__", "avx512vpopcntdq"},
+    {"amx_tile", "__AMX_TILE__", "amx-tile"}, {"amx_bf16", "__AMX_BF16__", "amx-bf16"},
+    {"amx_int8", "__AMX_INT8__", "amx-int8"},
+    // AMD-only instructions that -march=znver* assumes (an Intel core lacks them).
+    {"sse4a", "__SSE4A__", "sse4a"},        {"clzero", "__CLZERO__", "clzero"},
+    {"mwaitx", "__MWAITX__", "mwaitx"},     {"fma4", "__FMA4__", "fma4"},
+    {"xop", "__XOP__", "xop"},              {"tbm", "__TBM__", "tbm"},
+#elif defined(__aarch64__)
+    {"asimd", "__ARM_NEON", "neon"},        {"asimdhp", "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC", "fp16"},
+    {"asimddp", "__ARM_FEATURE_DOTPROD", "dotprod"}, {"i8mm", "__ARM_FEATURE_MATMUL_INT8", "i8mm"},
+    {"bf16", "__ARM_FEATURE_BF16", "bf16"}, {"sve", "__ARM_FEATURE_SVE", "sve"},
+    {"sve2", "__ARM_FEATURE_SVE2", "sve2"}, {"sme", "__ARM_FEATURE_SME", "sme"},
+#endif
+};
+
+std::string joined(const std::set<std::string>& words) {
+    std::string s;
+    for (const auto& w : words) s += (s.empty() ? "" : " ") + w;
+    return s;
+}
+
+std::set<std::string> split_words(const std::string& s) {
+    std::set<std::string> out;
+    std::istringstream in(s);
+    for (std::string w; in >> w;) out.insert(w);
+    return out;
+}
+
+}  // namespace
+
 std::string cpu_features() {
     static const std::string cached = [] {
-        // Map from the kernel's /proc/cpuinfo flag names to ours. /proc/cpuinfo only lists
-        // features the OS has enabled (e.g. AVX-512 state saved by XSAVE), which is what we need.
-        static const std::pair<const char*, const char*> kMap[] = {
-#if defined(__x86_64__) || defined(__i386__)
-            {"sse4_2", "sse4.2"},       {"avx", "avx"},
-            {"avx2", "avx2"},           {"fma", "fma"},
-            {"f16c", "f16c"},           {"bmi2", "bmi2"},
-            {"avx_vnni", "avxvnni"},    {"avx512f", "avx512f"},
-            {"avx512bw", "avx512bw"},   {"avx512vl", "avx512vl"},
-            {"avx512dq", "avx512dq"},   {"avx512cd", "avx512cd"},
-            {"avx512_vnni", "avx512vnni"}, {"avx512_bf16", "avx512bf16"},
-            {"avx512_fp16", "avx512fp16"}, {"avx512vbmi", "avx512vbmi"},
-            {"amx_tile", "amx-tile"},   {"amx_bf16", "amx-bf16"},
-            {"amx_int8", "amx-int8"},
-#elif defined(__aarch64__)
-            {"asimd", "neon"},          {"asimdhp", "fp16"},
-            {"asimddp", "dotprod"},     {"i8mm", "i8mm"},
-            {"bf16", "bf16"},           {"sve", "sve"},
-            {"sve2", "sve2"},           {"sme", "sme"},
-#endif
-        };
+        // /proc/cpuinfo only lists features the OS has enabled (e.g. AVX-512 state saved by
+        // XSAVE), which is what we need.
         std::set<std::string> flags;
         std::ifstream in("/proc/cpuinfo");
         std::string line;
@@ -185,14 +221,13 @@ std::string cpu_features() {
             if (line.rfind("flags", 0) != 0 && line.rfind("Features", 0) != 0) continue;
             size_t colon = line.find(':');
             if (colon == std::string::npos) continue;
-            std::istringstream words(line.substr(colon + 1));
-            for (std::string w; words >> w;) flags.insert(w);
+            flags = split_words(line.substr(colon + 1));
             break;  // the first CPU is representative
         }
         std::set<std::string> out;
         if (!flags.empty()) {
-            for (const auto& [proc, ours] : kMap)
-                if (flags.count(proc)) out.insert(ours);
+            for (const auto& f : kIsa)
+                if (flags.count(f.proc)) out.insert(f.name);
         } else {
 #if defined(__x86_64__) || defined(__i386__)
             // No /proc (unusual sandbox): ask the CPU directly.
@@ -207,22 +242,56 @@ std::string cpu_features() {
             if (__builtin_cpu_supports("avx512cd")) out.insert("avx512cd");
             if (__builtin_cpu_supports("avx512vnni")) out.insert("avx512vnni");
             if (__builtin_cpu_supports("sse4.2")) out.insert("sse4.2");
+            if (__builtin_cpu_supports("popcnt")) out.insert("popcnt");
+            if (__builtin_cpu_supports("bmi")) out.insert("bmi");
             if (__builtin_cpu_supports("bmi2")) out.insert("bmi2");
 #endif
         }
-        std::string s;
-        for (const auto& f : out) {
-            if (!s.empty()) s += ' ';
-            s += f;
-        }
-        return s;
+        return joined(out);
     }();
     return cached;
 }
 
-std::vector<std::string> default_compile_flags() {
-    std::vector<std::string> f{"-O3", "-march=native", "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
-    // On AVX-512 hosts the hand-written vectors (tw_cpu/simd.h: reductions, gemm, row kernels)
+std::string cpu_arch() { return support::env().cpu_arch; }
+
+std::string target_cpu_features(const std::string& arch) {
+    if (arch == "native") return cpu_features();
+    static std::mutex mu;
+    static std::map<std::string, std::string> cache;  // arch -> features (valid arches only)
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(arch); it != cache.end()) return it->second;
+    // The compiler's own view of -march=<arch>: its predefined macros (no code is compiled).
+    ProcessResult pr = run_process({host_compiler().path, "-march=" + arch, "-dM", "-E", "-x", "c++", "/dev/null"});
+    if (!pr.error.empty() || pr.exit_code != 0) {
+        std::string why = pr.output.substr(0, pr.output.find('\n'));
+        throw std::invalid_argument(
+            "the CPU architecture '" + arch + "' (TW_CPU_ARCH, or the export's cpu_arch) is not one the host "
+            "compiler (" + host_compiler().identity + ") knows" + (why.empty() ? pr.error : ": " + why) +
+            ". Use native (this machine), or a -march value such as x86-64-v3 (AVX2 + FMA), x86-64-v4 "
+            "(AVX-512), haswell, znver3, skylake-avx512, sapphirerapids (`g++ --help=target` lists them).");
+    }
+    std::set<std::string> macros, out;
+    std::istringstream lines(pr.output);
+    for (std::string l; std::getline(lines, l);) {
+        std::istringstream w(l);
+        std::string define, name;
+        if (w >> define >> name && define == "#define") macros.insert(name);
+    }
+    for (const auto& f : kIsa)
+        if (macros.count(f.macro)) out.insert(f.name);
+    return cache[arch] = joined(out);
+}
+
+std::string missing_cpu_features(const std::string& required) {
+    std::set<std::string> have = split_words(cpu_features()), missing;
+    for (const auto& f : split_words(required))
+        if (!have.count(f)) missing.insert(f);
+    return joined(missing);
+}
+
+std::vector<std::string> default_compile_flags(const std::string& arch) {
+    std::vector<std::string> f{"-O3", "-march=" + arch, "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    // On AVX-512 targets the hand-written vectors (tw_cpu/simd.h: reductions, gemm, row kernels)
     // are 512-bit, but g++ and clang++ tune -march=native on Intel cores (icelake-server,
     // sapphirerapids) to auto-vectorise with 256-bit vectors, so every T.Parallel map and
     // elementwise loop ran at half the width of the code around it. Flash attention's maps (the
@@ -231,8 +300,8 @@ std::vector<std::string> default_compile_flags() {
     // 256-bit halves, the width is neutral for throughput. One width on both sides also lets a
     // fused map + row reduction hand its chunks through L1: two 256-bit stores reloaded by one
     // 512-bit load cannot be store-forwarded (rms_norm 2.3x -> 4.0x numpy on that core).
-    const std::string feats = " " + cpu_features() + " ";
-    if (feats.find(" avx512f ") != std::string::npos) f.push_back("-mprefer-vector-width=512");
+    // The TARGET's features decide (TW_CPU_ARCH), not the host's.
+    if (split_words(target_cpu_features(arch)).count("avx512f")) f.push_back("-mprefer-vector-width=512");
     return f;
 }
 
@@ -257,8 +326,9 @@ CompileResult compile_shared_object(const std::string& source_path,
                                     const std::string& output_path,
                                     const std::vector<std::string>& extra_flags,
                                     const std::vector<std::string>& include_dirs,
-                                    const std::vector<std::string>& link_inputs) {
-    std::vector<std::string> args = default_compile_flags();
+                                    const std::vector<std::string>& link_inputs,
+                                    const std::string& arch) {
+    std::vector<std::string> args = default_compile_flags(arch);
     args.insert(args.end(), extra_flags.begin(), extra_flags.end());
     for (const auto& d : include_dirs) args.push_back("-I" + d);
     args.push_back("-o");

@@ -26,9 +26,24 @@ CompilerInfo probe_compiler(const std::string& cxx);
 // "avx avx2 avx512bw avx512f avx512vl f16c fma". Stable across runs; part of cache keys.
 std::string cpu_features();
 
-// Flags every kernel is compiled with (before caller extras): -O3 -march=native -std=c++20
-// -fPIC -shared -fno-plt, and -mprefer-vector-width=512 on hosts with AVX-512F (cpu_features()).
-std::vector<std::string> default_compile_flags();
+// The CPU architecture kernels and the gemm runtime are compiled for in this process (the g++
+// -march value): TW_CPU_ARCH, default "native" (this machine).
+std::string cpu_arch();
+
+// The ISA features (cpu_features()'s names) code compiled with -march=`arch` may use: for
+// "native" cpu_features(), else read from the host compiler's predefined macros (once per arch).
+// Throws std::invalid_argument naming TW_CPU_ARCH and the fix when the compiler does not know
+// `arch`.
+std::string target_cpu_features(const std::string& arch);
+
+// The features in `required` (space-separated) that this CPU lacks, sorted; "" when none. Code
+// that needs any of them must not run here (it would die of SIGILL).
+std::string missing_cpu_features(const std::string& required);
+
+// Flags every kernel is compiled with (before caller extras): -O3 -march=<arch> -std=c++20
+// -fPIC -shared -fno-plt, and -mprefer-vector-width=512 when `arch` has AVX-512F
+// (target_cpu_features(arch)).
+std::vector<std::string> default_compile_flags(const std::string& arch = cpu_arch());
 
 struct CompileResult {
     bool ok = false;                // compiler ran and exited with status 0
@@ -37,7 +52,7 @@ struct CompileResult {
     int exit_code = -1;             // exit status; -1 if it could not run or died by a signal
 };
 
-// Runs: <host_compiler().path> <default flags> <extra_flags> -I<dir>... -o <output> <source>
+// Runs: <host_compiler().path> <default flags for `arch`> <extra_flags> -I<dir>... -o <output> <source>
 // <link_inputs>... (objects or shared libraries linked in, e.g. the gemm runtime library).
 // Never throws for compile errors (ok=false, log has the diagnostics); throws
 // std::runtime_error only when no compiler is found.
@@ -45,7 +60,8 @@ CompileResult compile_shared_object(const std::string& source_path,
                                     const std::string& output_path,
                                     const std::vector<std::string>& extra_flags,
                                     const std::vector<std::string>& include_dirs,
-                                    const std::vector<std::string>& link_inputs = {});
+                                    const std::vector<std::string>& link_inputs = {},
+                                    const std::string& arch = cpu_arch());
 
 struct ProcessResult {
     int exit_code = -1;      // -1 if the program could not be started or died by a signal

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
@@ -106,6 +107,18 @@ Env read_env() {
     e.bounds_check = read_bool("TW_BOUNDS_CHECK");
     e.progress = get("TW_PROGRESS") ? read_bool("TW_PROGRESS") : true;
     e.cpu_amx = get("TW_CPU_AMX") ? read_bool("TW_CPU_AMX") : true;
+    e.cpu_arch = "native";
+    if (const char* a = get("TW_CPU_ARCH")) {
+        // A -march value: a word, never a flag or a path. Whether the compiler knows it is
+        // checked on first use (runtime::target_cpu_features), which needs the compiler.
+        std::string s(a);
+        bool word = s.size() <= 64 && (std::isalnum(static_cast<unsigned char>(s[0])) != 0);
+        for (char c : s) word = word && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+        if (!word)
+            bad("TW_CPU_ARCH", a, "native or a -march value of the host compiler, e.g. x86-64-v3, haswell, znver3, "
+                                  "skylake-avx512 (letters, digits, '-', '_', '.')");
+        e.cpu_arch = s;
+    }
     return e;
 }
 

@@ -20,6 +20,7 @@ struct Env {
     bool bounds_check;          // TW_BOUNDS_CHECK: cpu kernels check every element index
     bool progress;              // TW_PROGRESS
     bool cpu_amx;               // TW_CPU_AMX: the gemm runtime may use the AMX tile unit (default on)
+    std::string cpu_arch;       // TW_CPU_ARCH: the -march value of kernels and the gemm runtime ("native")
 };
 
 // Reads and validates the environment now. Throws std::invalid_argument naming the

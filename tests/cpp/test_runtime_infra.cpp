@@ -100,7 +100,7 @@ unsigned mode_of(const std::string& p) {
 
 void clear_tw_env(ScopedEnv& e) {
     for (const char* n : {"TW_CACHE_DIR", "TW_CACHE_DISABLE", "TW_CACHE_MAX_BYTES", "TW_DUMP_IR",
-                          "TW_CXX", "CXX", "TW_NUM_THREADS", "TW_VERBOSE", "XDG_CACHE_HOME"})
+                          "TW_CXX", "CXX", "TW_NUM_THREADS", "TW_VERBOSE", "XDG_CACHE_HOME", "TW_CPU_ARCH"})
         e.set(n, nullptr);
 }
 
@@ -131,6 +131,7 @@ TEST(Env, Defaults) {
     EXPECT_EQ(v.num_threads, support::available_cpus());
     EXPECT_GE(v.num_threads, 1);
     EXPECT_FALSE(v.verbose);
+    EXPECT_EQ(v.cpu_arch, "native");
 }
 
 TEST(Env, Overrides) {
@@ -159,6 +160,8 @@ TEST(Env, Overrides) {
     EXPECT_EQ(support::read_env().cache_max_bytes, 12345u);
     e.set("TW_CACHE_DISABLE", "0");
     EXPECT_FALSE(support::read_env().cache_disabled);
+    e.set("TW_CPU_ARCH", "x86-64-v3");
+    EXPECT_EQ(support::read_env().cpu_arch, "x86-64-v3");
 }
 
 TEST(Env, InvalidValuesNameTheVariable) {
@@ -171,7 +174,10 @@ TEST(Env, InvalidValuesNameTheVariable) {
                    Case{"TW_CACHE_MAX_BYTES", "lots"}, Case{"TW_CACHE_MAX_BYTES", "10Q"},
                    Case{"TW_CACHE_MAX_BYTES", "0"}, Case{"TW_CACHE_MAX_BYTES", "-5"},
                    Case{"TW_CACHE_MAX_BYTES", "99999999999999999999999"},
-                   Case{"TW_CACHE_DISABLE", "maybe"}, Case{"TW_VERBOSE", "2"}}) {
+                   Case{"TW_CACHE_DISABLE", "maybe"}, Case{"TW_VERBOSE", "2"},
+                   // a -march value is one word, never a flag or anything a shell would read
+                   Case{"TW_CPU_ARCH", "-O0"}, Case{"TW_CPU_ARCH", "x86-64 -mavx512f"},
+                   Case{"TW_CPU_ARCH", "haswell;rm"}, Case{"TW_CPU_ARCH", "../x"}}) {
         ScopedEnv e;
         clear_tw_env(e);
         e.set(c.var, c.value);
@@ -466,6 +472,44 @@ TEST(Toolchain, CpuFeaturesSortedAndConsistent) {
     EXPECT_EQ(has, static_cast<bool>(__builtin_cpu_supports("avx512f"))) << f;
 #endif
     std::printf("[ features ] %s\n", f.c_str());
+}
+
+TEST(Toolchain, TargetCpuFeaturesFromTheCompiler) {
+    EXPECT_EQ(rt::target_cpu_features("native"), rt::cpu_features());
+#if defined(__x86_64__)
+    // x86-64-v3: AVX2 + FMA + BMI2 + F16C, no AVX-512, no AMD-only instructions
+    std::set<std::string> v3;
+    {
+        std::istringstream in(rt::target_cpu_features("x86-64-v3"));
+        for (std::string w; in >> w;) v3.insert(w);
+    }
+    for (const char* f : {"avx", "avx2", "fma", "f16c", "bmi2", "sse4.2"}) EXPECT_TRUE(v3.count(f)) << f;
+    for (const auto& f : v3) EXPECT_EQ(f.find("avx512"), std::string::npos) << f;
+    EXPECT_FALSE(v3.count("amx-tile"));
+    EXPECT_FALSE(v3.count("sse4a"));
+    EXPECT_NE(rt::target_cpu_features("znver3").find("sse4a"), std::string::npos);  // AMD-only
+    EXPECT_NE(rt::target_cpu_features("skylake-avx512").find("avx512f"), std::string::npos);
+    // flags follow the target: 512-bit auto-vectorisation only for an AVX-512 target
+    auto f = rt::default_compile_flags("x86-64-v3");
+    EXPECT_NE(std::find(f.begin(), f.end(), "-march=x86-64-v3"), f.end());
+    EXPECT_EQ(std::find(f.begin(), f.end(), "-mprefer-vector-width=512"), f.end());
+    f = rt::default_compile_flags("skylake-avx512");
+    EXPECT_NE(std::find(f.begin(), f.end(), "-mprefer-vector-width=512"), f.end());
+    // what the host lacks: nothing of x86-64-v3 on any AVX2 host; made-up features always
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        EXPECT_EQ(rt::missing_cpu_features(rt::target_cpu_features("x86-64-v3")), "");
+#endif
+    EXPECT_EQ(rt::missing_cpu_features("avx9000 " + rt::cpu_features() + " zz-feature"), "avx9000 zz-feature");
+    EXPECT_EQ(rt::missing_cpu_features(""), "");
+}
+
+TEST(Toolchain, UnknownCpuArchNamesTheKnobAndTheFix) {
+    std::string msg = error_of([] { rt::target_cpu_features("no-such-cpu-9"); });
+    EXPECT_NE(msg.find("'no-such-cpu-9'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("TW_CPU_ARCH"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("x86-64-v3"), std::string::npos) << msg;
+    // a failed probe is not cached as a success
+    EXPECT_EQ(error_of([] { rt::target_cpu_features("no-such-cpu-9"); }), msg);
 }
 
 TEST(Toolchain, DefaultFlags) {

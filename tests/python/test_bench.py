@@ -58,3 +58,25 @@ def test_ascend_bench_quick(tmp_path):
     assert 0 < moe["automatic"] <= 100
     times = rows["moe 1024x1024x2048 times"]
     assert times["gather_rows_us"] > 0 and times["grouped_gemm_us"] > 0
+
+
+def test_bench_cpu_arch_sets_everyone_on_the_same_instruction_set(monkeypatch):
+    # --cpu-arch ARCH: TW_CPU_ARCH for us; without AVX-512 in ARCH, the peers' AVX2 kernels too
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import run
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")   # the caller's settings do not leak in
+    monkeypatch.setenv("TW_CPU_ARCH", "haswell")
+    monkeypatch.setattr(run, "CPU_ARCH", None)
+    env = run.peer_env(2)
+    assert "TW_CPU_ARCH" not in env and "OPENBLAS_CORETYPE" not in env and env["TW_NUM_THREADS"] == "2"
+    assert run.cpu_arch_env("native") == {}
+    monkeypatch.setattr(run, "CPU_ARCH", "x86-64-v3")
+    env = run.peer_env(1)
+    assert env["TW_CPU_ARCH"] == "x86-64-v3" and env["OPENBLAS_CORETYPE"] == "Haswell"
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert "PROXY" in run.cpu_arch_note("x86-64-v3") and "Zen 3" in run.cpu_arch_note("x86-64-v3")
+    # an AVX-512 target keeps the peers at their best
+    assert run.cpu_arch_env("skylake-avx512") == {"TW_CPU_ARCH": "skylake-avx512"}

@@ -76,6 +76,7 @@ def test_export_writes_library_header_and_manifest(tmp_path):
     m = deploy.read_manifest(tmp_path / "a")
     assert m["target"] == "cpu" and m["tilewright"] == tw.__version__ and m["library"] == "libaxpb.so"
     assert m["cpu_features"] == tw._C.cpu_features() and m["compiler"] == tw._C.compiler_identity()
+    assert m["cpu_arch"] == "native"
     (kern,) = m["kernels"]
     assert kern["name"] == "axpb" and kern["symbol"] == "tw_axpb" and kern["shape_vars"] == ["M"]
     assert kern["params"] == [
@@ -262,6 +263,58 @@ def test_consumer_refuses_a_damaged_gemm_runtime_library(consumer, gemm_artifact
     if damage == "runtime":
         assert "does not match its manifest" in r.stderr
     assert "hint:" in r.stderr
+
+
+def _avx512_instructions(path):
+    r = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)], capture_output=True, text=True, check=True)
+    return [l for l in r.stdout.splitlines() if "%zmm" in l or "{%k" in l]
+
+
+@pytest.mark.skipif(not {"avx2", "fma"} <= set(tw._C.cpu_features().split()) or not shutil.which("objdump"),
+                    reason="needs an AVX2 + FMA host and objdump")
+def test_export_for_another_cpu_arch_round_trip(consumer, gemm_artifact, tmp_path, capsys):
+    # Built in this (native) process for any AVX2 + FMA server: the library and the gemm runtime
+    # library shipped with it carry no AVX-512, the manifest says what they need, the C++ runtime
+    # runs them (this host has those features) and gets the in-process result.
+    d = gemm_artifact
+    spec = tmp_path / "gemm_spec.py"
+    spec.write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'tests' / 'python')!r})\n"
+                    "from test_deploy import small_gemm\nONE = small_gemm()\n")
+    assert deploy.cli_export([f"{spec}:ONE", "-o", str(tmp_path / "v3"), "--cpu-arch", "x86-64-v3"]) == 0
+    m = deploy.read_manifest(tmp_path / "v3")
+    assert m["cpu_arch"] == "x86-64-v3" and m["cpu_features"] == tw._C.target_cpu_features("x86-64-v3")
+    assert "avx2" in m["cpu_features"].split() and "avx512f" not in m["cpu_features"]
+    assert m["runtime"] != deploy.read_manifest(d / "art")["runtime"]  # its own gemm runtime library
+    for lib in (m["library"], m["runtime"]):
+        assert not _avx512_instructions(tmp_path / "v3" / lib), lib
+    r = run_consumer(consumer, tmp_path / "v3", "small_gemm", d / "ref.npy", d / "a.npy", d / "b.npy",
+                     "--threads", 2, "--launches", 3)
+    assert r.returncode == 0, r.stderr
+    assert "ok: 2 threads x 3 launches of small_gemm match the reference" in r.stdout
+    # an architecture the compiler does not know: the option named, nothing written
+    assert deploy.cli_export([f"{spec}:ONE", "-o", str(tmp_path / "bad"), "--cpu-arch", "no-such-cpu-9"]) == 1
+    err = capsys.readouterr().err
+    assert "'no-such-cpu-9'" in err and "cpu_arch" in err and "x86-64-v3" in err, err
+    assert not (tmp_path / "bad" / "tilewright.manifest").exists()
+
+
+def test_export_for_a_cpu_this_host_lacks_is_refused_by_the_runtime(consumer, gemm_artifact, tmp_path):
+    have = set(tw._C.cpu_features().split())
+    for arch in ("znver3", "sapphirerapids", "skylake-avx512"):
+        lacks = set(tw._C.target_cpu_features(arch).split()) - have
+        if lacks:
+            break
+    else:
+        pytest.skip("this host runs the code of every architecture tried")
+    k = small_gemm()
+    deploy.export(k, tmp_path / "art", cpu_arch=arch)   # compiled, never loaded here
+    m = deploy.read_manifest(tmp_path / "art")
+    assert m["cpu_arch"] == arch and lacks <= set(m["cpu_features"].split())
+    d = gemm_artifact
+    r = run_consumer(consumer, tmp_path / "art", "small_gemm", d / "ref.npy", d / "a.npy", d / "b.npy")
+    assert r.returncode == 1, r.stdout + r.stderr   # refused before anything loads: no SIGILL
+    assert "was compiled for CPU features this CPU lacks: " + " ".join(sorted(lacks)) in r.stderr, r.stderr
+    assert f"(-march={arch})" in r.stderr and "--cpu-arch" in r.stderr, r.stderr
 
 
 def test_consumer_runs_the_artifact_from_several_threads(consumer, artifact):

@@ -3,7 +3,7 @@
 // The unit includes only tw_cpu/abi.h and tw_cpu/tw_cpu.h and exports the symbols of the
 // binary interface (tw_cpu/abi.h): tw_abi_version, tw_grid (grid extents from the shape
 // variables and scalar parameters) and tw_block (runs one block). It is meant to be compiled
-// with runtime::default_compile_flags() (`-O3 -march=native ...`, 512-bit auto-vectorisation
+// with runtime::default_compile_flags() (`-O3 -march=<TW_CPU_ARCH, default native> ...`, 512-bit auto-vectorisation
 // on AVX-512 hosts)
 // and `-I<repo>/src/target/cpu/include`.
 //
