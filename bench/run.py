@@ -30,7 +30,8 @@ How it measures (docs/performance.md has a run and the goals):
 * Block sizes: a few configurations per case are timed briefly and the fastest is measured.
 * --cpu-arch ARCH: Tilewright compiles for ARCH (TW_CPU_ARCH, a g++ -march value) and, when
   ARCH has no AVX-512, the peers take their AVX2 code too (OPENBLAS_CORETYPE=Haswell for numpy's
-  OpenBLAS, ATEN_CPU_CAPABILITY=avx2 for PyTorch); the peak probe is compiled for ARCH. On an
+  OpenBLAS; ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2 for
+  PyTorch and the MKL / oneDNN its matmuls call); the peak probe is compiled for ARCH. On an
   AVX-512 machine this is an AVX2 PROXY: the instruction set of a Zen 3 / Haswell server, not its
   caches (Zen 3: 512 KiB L2 per core) or latencies. Printed in the header, recorded in the JSON.
 * Compile latency runs in fresh subprocesses: a cold compile with an empty TW_CACHE_DIR, then a
@@ -167,14 +168,18 @@ def host_compiler() -> str:
 
 def cpu_arch_env(arch) -> dict:
     """What --cpu-arch ARCH sets in the children: TW_CPU_ARCH for us and, when ARCH has no AVX-512,
-    the peers' AVX2 kernels (numpy's OpenBLAS: OPENBLAS_CORETYPE=Haswell; PyTorch:
-    ATEN_CPU_CAPABILITY=avx2). {} for the default (native: everyone at the host's best)."""
+    the peers' AVX2 kernels (numpy's OpenBLAS: OPENBLAS_CORETYPE=Haswell; PyTorch: its own kernels
+    ATEN_CPU_CAPABILITY=avx2, the MKL and oneDNN libraries its matmuls and SDPA call
+    MKL_ENABLE_INSTRUCTIONS=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2: without these two, torch's fp32 matmul
+    ran MKL's AVX-512 code and its bf16 matmul oneDNN's AMX code on an AVX2 proxy run). {} for the
+    default (native: everyone at the host's best)."""
     if not arch or arch == "native":
         return {}
     from tilewright import _C  # the target's features, as Tilewright reads them (an unknown ARCH fails here)
     env = dict(TW_CPU_ARCH=arch)
     if "avx512f" not in _C.target_cpu_features(arch).split():
-        env.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2")
+        env.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2",
+                   MKL_ENABLE_INSTRUCTIONS="AVX2", ONEDNN_MAX_CPU_ISA="AVX2")
     return env
 
 
@@ -185,7 +190,8 @@ def peer_env(threads: int) -> dict:
     """The child environment: one thread count for everyone, numpy at its best (or, with
     --cpu-arch, everyone on that instruction set: cpu_arch_env)."""
     env = dict(os.environ)
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ATEN_CPU_CAPABILITY", "TW_CPU_ARCH"):
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
+                "ONEDNN_MAX_CPU_ISA", "TW_CPU_ARCH"):
         env.pop(var, None)
     n = str(threads)
     env.update(TW_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n, MKL_NUM_THREADS=n)

@@ -77,6 +77,7 @@ def test_bench_cpu_arch_sets_everyone_on_the_same_instruction_set(monkeypatch):
     env = run.peer_env(1)
     assert env["TW_CPU_ARCH"] == "x86-64-v3" and env["OPENBLAS_CORETYPE"] == "Haswell"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2" and env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
     assert "PROXY" in run.cpu_arch_note("x86-64-v3") and "Zen 3" in run.cpu_arch_note("x86-64-v3")
     # an AVX-512 target keeps the peers at their best
     assert run.cpu_arch_env("skylake-avx512") == {"TW_CPU_ARCH": "skylake-avx512"}
