@@ -5,8 +5,9 @@ Vector instruction starts on a 32 B block, and a GM -> UB DataCopyPad writes eac
 
 - a load into a window that ends inside a 32 B block of a wider tile (`T.copy(A[3:20, 5:70],
   t[0:17, 0:65])` of an 80-column float32 tile) overwrote columns 65..71 of every row with
-  DataCopyPad's dummy bytes: a silent wrong answer after a `T.fill(t, 0)`. Now a located error with
-  the alternatives; windows ending on a block or at the tile's last column keep the other columns;
+  DataCopyPad's dummy bytes: a silent wrong answer after a `T.fill(t, 0)`. Now the load lands in a
+  tile of the window's shape and a vector copy (exact masks) moves it into the window
+  (convert_copies); a window select_instructions cannot stage (3-D) is a located error;
 - a store from a window starting inside a block (`t[2:19, 7:40]`) and a map reading a column shift
   that is not a whole block (rope's `x[i, j + half]` with half = 65) were simulator reports
   (misaligned) at run time; now located errors at compile time naming the alternative.
@@ -54,19 +55,25 @@ def window_load(M, N, r0, r1, c0, c1, tm, tn, dtype):
     return main
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
-def test_load_into_a_window_ending_inside_a_32_byte_block_is_an_error(dtype):
-    msg = compile_error(window_load(40, 80, 3, 20, 5, 70, 32, 80, dtype))
-    assert f":{where('load')}:" in msg, msg
-    last = 71 if dtype != "float16" else 79
-    assert (f"copy GM->UB into t[0:+17, 0:+65]: the window ends at column 65 of tile 't' (80 columns), inside a 32 B "
-            f"block; DataCopyPad writes each row up to the next 32 B boundary, which would overwrite columns 65 .. "
-            f"{last}") in msg, msg
+def test_a_3d_load_window_ending_inside_a_32_byte_block_is_an_error():
+    @T.prim_func
+    def main(A: T.Tensor((2, 8, 80), "float32"), B: T.Tensor((2, 8, 80), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((2, 8, 80), "float32")
+            T.fill(t, 3)
+            T.copy(A[0:2, 0:8, 0:65], t[0:2, 0:8, 0:65])  # @load3d
+            T.copy(t, B)
+    msg = compile_error(main)
+    assert f":{where('load3d')}:" in msg, msg
+    assert ("copy GM->UB into t[0:+2, 0:+8, 0:+65]: the window ends at column 65 of tile 't' (80 columns), inside a "
+            "32 B block; DataCopyPad writes each row up to the next 32 B boundary, which would overwrite columns "
+            "65 .. 71") in msg, msg
     assert "or at the tile's last column" in msg
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "bfloat16"])
 @pytest.mark.parametrize("shape", [
+    (40, 80, 3, 20, 5, 70, 32, 80),    # ends at column 65, inside a block: staged, columns 65.. kept
     (40, 80, 3, 20, 5, 69, 32, 80),    # ends at column 64: a block boundary in every dtype
     (40, 80, 3, 20, 5, 70, 17, 65),    # ends at the tile's last column (the rest is row padding)
     (33, 17, 1, 2, 3, 4, 1, 1),        # one element
@@ -74,12 +81,34 @@ def test_load_into_a_window_ending_inside_a_32_byte_block_is_an_error(dtype):
 ])
 def test_window_loads_that_keep_the_rest_of_the_tile(dtype, shape):
     M, N, r0, r1, c0, c1, tm, tn = shape
-    a = np.random.default_rng(0).integers(-50, 50, (M, N)).astype(dtype)
+    a = np.random.default_rng(0).integers(-50, 50, (M, N)).astype(tw.testing.np_dtype(dtype))
     ref = np.full((tm, tn), -1.0)
     ref[:r1 - r0, :c1 - c0] = a[r0:r1, c0:c1]
     k = window_load(*shape, dtype)
     cpu = tw.compile(k, target="cpu", out_idx=[-1])(a)
     npu = run_checked(tw.compile(k, target=TARGET, out_idx=[-1]), a)
+    assert_close(cpu, ref, (0, 0), "cpu")
+    assert_close(npu, ref, (0, 0), "ascend")
+
+
+def test_window_loads_in_a_row_loop_and_with_a_run_time_row_count():
+    @T.prim_func
+    def main(A: T.Tensor((16, 80), "float16"), n: T.int32, B: T.Tensor((16, 96), "float16")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((16, 96), "float16")
+            T.fill(t, 3)
+            for r in T.serial(2):
+                T.copy(A[r * 4:(r + 1) * 4, 1:66], t[r * 4:(r + 1) * 4, 0:65])
+            cnt = T.min(8, n)
+            T.copy(A[0:cnt, 0:65], t[8:16, 0:65])   # rows past cnt read as 0
+            T.copy(t, B)
+    a = np.random.default_rng(3).integers(-50, 50, (16, 80)).astype(np.float16)
+    ref = np.full((16, 96), 3.0)
+    ref[:8, :65] = a[:8, 1:66]
+    ref[8:13, :65] = a[0:5, :65]
+    ref[13:, :65] = 0
+    cpu = tw.compile(main, target="cpu", out_idx=[-1])(a, 5)
+    npu = run_checked(tw.compile(main, target=TARGET, out_idx=[-1]), a, 5)
     assert_close(cpu, ref, (0, 0), "cpu")
     assert_close(npu, ref, (0, 0), "ascend")
 

@@ -188,6 +188,9 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             fits(out, s, "srcStride", x.src_stride, 0, kU16);
             fits(out, s, "dstGap", x.dst_gap, 0, kU16);
             if (x.sid != 0) out.push_back("LoadData2DParams.sid = " + str(x.sid) + ": the field is reserved, set it to 0");
+            if (x.transpose && x.dt != ir::DTypeCode::f16)  // the program has no 16-bit integer dtype
+              out.push_back("LoadData with ifTranspose on " + dtn(x.dt) + ": the transposing load is documented for "
+                            "uint16_t, int16_t and half only (Load2D.md): transpose 16-bit data through a half view");
           },
           [&](const RLoad3D& x) {
             const char* s = "LoadData3DParamsV2";
