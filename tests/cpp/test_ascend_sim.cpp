@@ -1068,6 +1068,26 @@ TEST(AscendSimApiRules, MmadWithOneRowIsGemv) {
   ASSERT_NE(api_report(res, "m = 1 runs as GEMV"), nullptr) << res.summary();
 }
 
+// session 15's rule audit: no bfloat16 / 8-bit arithmetic on the AIV, no 8-bit Duplicate
+TEST(AscendSimApiRules, VectorCallsHaveNoBf16Or8BitArithmetic) {
+  auto call = [](VecApi api, DTypeCode t) {
+    return VecCallL2{api, t, t, LocalRef{1, C(0)}, LocalRef{0, C(0)},
+                     api == VecApi::Add ? LocalRef{0, C(256)} : LocalRef{}, C(1), RoundMode::None, C(64)};
+  };
+  for (auto [api, t, bad] : {std::tuple{VecApi::Add, DTypeCode::bf16, true}, std::tuple{VecApi::Muls, DTypeCode::i8, true},
+                             std::tuple{VecApi::Duplicate, DTypeCode::u8, true}, std::tuple{VecApi::Add, DTypeCode::f16, false},
+                             std::tuple{VecApi::Duplicate, DTypeCode::bf16, false}, std::tuple{VecApi::Add, DTypeCode::i32, false}}) {
+    auto r = run_aiv({{call(api, t), 64}});
+    const sim::Report* rep = api_report(r, "the Vector core has no");
+    if (bad) {
+      ASSERT_NE(rep, nullptr) << r.summary();
+      EXPECT_NE(rep->format().find("kernel.py:64: API rule:"), std::string::npos) << rep->format();
+    } else {
+      EXPECT_EQ(rep, nullptr) << r.summary();
+    }
+  }
+}
+
 // session 15's rule audit: L0C is 64 B aligned in general, but an Mmad destination starts on a
 // 1 KiB boundary (ascend-910b.md, buffer table); only the memory alignment (64 B) was checked
 TEST(AscendSimApiRules, MmadDestinationStartsOnAKibibyte) {
