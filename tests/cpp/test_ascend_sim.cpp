@@ -1068,6 +1068,64 @@ TEST(AscendSimApiRules, MmadWithOneRowIsGemv) {
   ASSERT_NE(api_report(res, "m = 1 runs as GEMV"), nullptr) << res.summary();
 }
 
+// session 15's rule audit: no bfloat16 / 8-bit arithmetic on the AIV, no 8-bit Duplicate
+TEST(AscendSimApiRules, VectorCallsHaveNoBf16Or8BitArithmetic) {
+  auto call = [](VecApi api, DTypeCode t) {
+    return VecCallL2{api, t, t, LocalRef{1, C(0)}, LocalRef{0, C(0)},
+                     api == VecApi::Add ? LocalRef{0, C(256)} : LocalRef{}, C(1), RoundMode::None, C(64)};
+  };
+  for (auto [api, t, bad] : {std::tuple{VecApi::Add, DTypeCode::bf16, true}, std::tuple{VecApi::Muls, DTypeCode::i8, true},
+                             std::tuple{VecApi::Duplicate, DTypeCode::u8, true}, std::tuple{VecApi::Add, DTypeCode::f16, false},
+                             std::tuple{VecApi::Duplicate, DTypeCode::bf16, false}, std::tuple{VecApi::Add, DTypeCode::i32, false}}) {
+    auto r = run_aiv({{call(api, t), 64}});
+    const sim::Report* rep = api_report(r, "the Vector core has no");
+    if (bad) {
+      ASSERT_NE(rep, nullptr) << r.summary();
+      EXPECT_NE(rep->format().find("kernel.py:64: API rule:"), std::string::npos) << rep->format();
+    } else {
+      EXPECT_EQ(rep, nullptr) << r.summary();
+    }
+  }
+}
+
+// session 15's rule audit: L0C is 64 B aligned in general, but an Mmad destination starts on a
+// 1 KiB boundary (ascend-910b.md, buffer table); only the memory alignment (64 B) was checked
+TEST(AscendSimApiRules, MmadDestinationStartsOnAKibibyte) {
+  for (int64_t off : {0, 512, 2048, 64}) {
+    CubeRig r;
+    r.b.emit(Mmad{at(r.a0), at(r.b0), at(r.c0, C(off)), DTypeCode::f16, DTypeCode::f32, C(16), C(16), C(16),
+                  ir::int_imm(1)},
+             66);
+    auto res = r.run();
+    const sim::Report* rep = api_report(res, "the destination must start on a 1 KiB boundary");
+    if (off % 1024 == 0) {
+      EXPECT_EQ(rep, nullptr) << res.summary();
+    } else {
+      ASSERT_NE(rep, nullptr) << res.summary();
+      EXPECT_NE(rep->message.find("Mmad writes L0C at address " + std::to_string(off)), std::string::npos)
+          << rep->message;
+      EXPECT_EQ(rep->instrs.at(0).span.line, 66);
+    }
+  }
+}
+
+// session 15's rule audit: LoadData2D's ifTranspose is documented for uint16/int16/half only
+// (Load2D.md); select_move_calls transposes bfloat16 fractals through a half view
+TEST(AscendSimApiRules, TransposingLoadData2DTakesHalf) {
+  for (auto dt : {DTypeCode::f16, DTypeCode::bf16}) {
+    CubeRig r;
+    r.b.emit(LoadData2D{at(r.l1), at(r.a0), dt, C(0), C(1), C(1), C(0), C(0), true}, 67);
+    auto res = r.run();
+    const sim::Report* rep = api_report(res, "the transposing load is documented for uint16_t, int16_t and half only");
+    if (dt == DTypeCode::f16) {
+      EXPECT_EQ(rep, nullptr) << res.summary();
+    } else {
+      ASSERT_NE(rep, nullptr) << res.summary();
+      EXPECT_EQ(rep->instrs.at(0).span.line, 67);
+    }
+  }
+}
+
 TEST(AscendSimApiRules, Int8InitConstValueIsANoOpOnTheDevice) {
   for (auto fill : {DTypeCode::i8, DTypeCode::f16}) {
     Builder b("cube", KernelType::AIC_ONLY);

@@ -48,3 +48,15 @@ def test_norms_with_unit_dims_match_cpu_and_numpy(M, N, bm, dtype):
         npu = run_checked(make(TARGET), *inputs)
         assert_close(cpu, ref, TOLERANCES[dtype], what + " on cpu")
         assert_close(npu, ref, TOLERANCES[dtype], what + " on " + TARGET)
+
+
+@pytest.mark.parametrize("M,N", [(1, 1), (17, 1), (1, 33), (3, 2)])
+def test_expert_vector_ops_on_unit_dims(M, N):
+    # examples/ascend/softmax_expert.py: T.sub(x, x, mx[:, None]) over a (block_M, 1) tile left the
+    # map's unit-extent loop out of the destination's index ("the destination 'x' is not indexed by
+    # every loop variable", session 15); a unit dim of the destination's extent is indexed now
+    sys.path.insert(0, os.path.join(ROOT, "examples", "ascend"))
+    import softmax_expert
+    x = randn((M, N), "float32", scale=3.0, seed=np.random.default_rng(0))
+    y = softmax_expert.softmax(M, N)(x)
+    assert_close(y, softmax_expert.reference(x), (1e-6, 1e-5), "ascend expert softmax")

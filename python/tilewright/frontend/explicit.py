@@ -357,7 +357,9 @@ class PrimFuncParser(Parser):
         for k, (ext, rd) in enumerate(dims):
             oext = out_dims[off + k][0]
             if ext == oext:
-                if rd is not None and ext != 1:
+                # a unit dim of the destination's extent is indexed too (x[i, j] over a (16, 1) tile:
+                # the map's loops must all index the destination; session 15, softmax_expert N = 1)
+                if rd is not None:
                     st = ir.as_const_int(r.starts[rd])
                     idx[rd] = self.arith("add", r.starts[rd] if st is None else st, loop_vars[off + k], node)
             elif ext != 1:

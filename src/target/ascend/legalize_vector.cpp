@@ -1850,6 +1850,10 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     return;  // x[i, j] = x[i, j] (e.g. a cast of a tile to its own dtype)
   if (nodes_[root].kind == OpKind::Leaf && dt == kBF16)  // a bfloat16 copy: exact through float32 (no bf16 ops)
     root = step_cast(step_cast(root, kF32, sp), kBF16, sp);
+  // an 8-bit copy: exact through float16 (the vector copy is an Adds, which has no 8-bit form; the
+  // simulator's API rule found it, session 15)
+  if (nodes_[root].kind == OpKind::Leaf && small_int(dt) && nodes_[root].dtype == dt)
+    root = step_cast(step_cast(root, kF16, sp), dt, sp);
   if (nodes_[root].kind == OpKind::Leaf ||  // a plain copy; a gather from dst itself goes through a temporary
       (nodes_[root].kind == OpKind::Gather && nodes_[root].buf.get() == st->buffer.get())) {
     Node c;

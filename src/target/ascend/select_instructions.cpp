@@ -1049,6 +1049,7 @@ class Lowerer {
     if (from == Scope::global && to == Scope::UB) {
       same_dtype("GM->UB");
       Window w = window(n->dst, sp);
+      ub_copy_window_ok(w, n->dst, /*load=*/true, sp);
       GmWindow g = gm_window(n->src, sp, w.cols, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
@@ -1074,6 +1075,7 @@ class Lowerer {
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
       Window w = window(n->src, sp);
+      ub_copy_window_ok(w, n->src, /*load=*/false, sp);
       GmWindow g = gm_window(n->dst, sp, w.cols, /*clip_low=*/true);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
@@ -1388,6 +1390,38 @@ class Lowerer {
                         std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
   }
 
+  // The UB window of a GM <-> UB copy (DataCopyPad): each row's burst starts on a 32 B block of
+  // UB, and a load writes each row up to the next 32 B boundary (the bytes after the data are
+  // padding zeros or unspecified). So a window must start on a 32 B block, and a load's window
+  // must end on one or at the tile's last column: a load into t[:, 0:65] of an 80-column float32
+  // tile would overwrite columns 65..71 (session 15: a silent wrong answer after a T.fill of t;
+  // a misaligned start was a simulator report). Automatic kernels only: an expert copy is the
+  // DataCopyPad it names (the simulator writes garbage after the burst and reports a misaligned
+  // address).
+  void ub_copy_window_ok(const Window& w, const ir::Region& r, bool load, const Span& sp) {
+    if (!auto_sync_) return;
+    const std::string what = load ? "copy GM->UB into" : "copy UB->GM from";
+    vec_aligned(w, r, sp, what);
+    auto col0 = ir::as_const_int(r.starts.back());
+    if (!col0) return;
+    int64_t b = w.buf->dtype.bytes(), per = 32 / b;
+    if ((*col0 * b) % 32)
+      throw Error(what + " " + ir::print(r) + ": the window starts at column " + std::to_string(*col0) + " of tile " +
+                      q(r.buffer->name) + ", not on a 32 B block; DataCopyPad moves each row from / to a 32 B "
+                      "boundary of UB",
+                  sp, "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
+                          std::string(w.buf->dtype.name()) + "), or copy the whole rows t[r0:r1, :]");
+    int64_t end = *col0 + w.cols;
+    if (load && (end * b) % 32 && end < w.buf->cols)
+      throw Error(what + " " + ir::print(r) + ": the window ends at column " + std::to_string(end) + " of tile " +
+                      q(r.buffer->name) + " (" + std::to_string(w.buf->cols) + " columns), inside a 32 B block; "
+                      "DataCopyPad writes each row up to the next 32 B boundary, which would overwrite columns " +
+                      std::to_string(end) + " .. " + std::to_string(std::min((end + per - 1) / per * per, w.buf->cols) - 1),
+                  sp, "end the window at a multiple of " + std::to_string(per) + " columns (" +
+                          std::string(w.buf->dtype.name()) + ") or at the tile's last column (t[r0:r1, c0:]), or copy "
+                          "into a tile of its own and combine the tiles in a T.Parallel map");
+  }
+
   static VecOperand vop(const Window& w) { return VecOperand{LocalRef{w.buf->index, w.slice_off}, C(w.row_stride)}; }
 
   // Operands whose rows are contiguous (row_stride == cols) are treated as one row: rows x cols
@@ -1663,6 +1697,41 @@ class Lowerer {
     return has0;
   }
 
+  // e modulo 32 when the terms that are not multiples of 32 are constants (byte offsets: a row
+  // index times a 32 B row pitch is 0), nullopt otherwise.
+  static std::optional<int64_t> mod32(const Expr& e) {
+    if (auto c = ir::as_const_int(e)) return ((*c % 32) + 32) % 32;
+    if (e->kind != ir::ExprKind::Binary) return std::nullopt;
+    auto* b = as<ir::BinaryNode>(e);
+    if (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) {
+      auto x = mod32(b->a), y = mod32(b->b);
+      if (!x || !y) return std::nullopt;
+      return ((b->op == ir::BinOp::Add ? *x + *y : *x - *y) % 32 + 32) % 32;
+    }
+    if (b->op == ir::BinOp::Mul) {
+      auto x = mod32(b->a), y = mod32(b->b);
+      if ((x && *x == 0) || (y && *y == 0)) return 0;
+      if (x && y) return (*x * *y) % 32;
+    }
+    return std::nullopt;
+  }
+  // A vector operand of a map starts on a 32 B block of UB (every operand address of a Vector
+  // instruction is): x[i, j + 65] of a float32 tile starts 260 B into each row. Before session 15
+  // it was a simulator report (misaligned) at run time; no vector instruction can read it.
+  void map_operand_aligned(const Access& a, const std::vector<Expr>& idx, const Span& sp) {
+    auto m = mod32(a.offset);
+    if (!m || *m == 0) return;
+    int64_t per = 32 / a.buf->dtype.bytes();
+    std::string at;
+    for (size_t d = 0; d < idx.size(); ++d) at += (d ? ", " : "") + ir::print(idx[d]);
+    throw Error("this T.Parallel map reads or writes " + q(a.buffer->name) + "[" + at + "], which starts " +
+                    std::to_string(*m) + " bytes into a 32 B block of UB; on Ascend the Vector core's operands start "
+                    "on 32 B blocks",
+                sp, "shift by a multiple of " + std::to_string(per) + " columns (" + std::string(a.buf->dtype.name()) +
+                        "), or copy the shifted columns from global memory into a tile of their own (T.copy(X[r0:r1, c0 + s:c0 + s + n], u)) "
+                        "and map over that tile");
+  }
+
   StmtPtr match_map(const ir::StoreNode* st, const std::vector<Loop>& loops, const Span& sp) {
     auto fail = [&](const std::string& why) -> StmtPtr {
       throw Error("this T.Parallel body is not a vector instruction: " + why, sp, map_hint());
@@ -1677,6 +1746,7 @@ class Lowerer {
     const Loop& inner = loops.back();
     int64_t cols = inner.extent;  // -1: a runtime extent (inner.ext)
     Expr cols_e = inner.extent >= 0 ? C(inner.extent) : inner.ext;
+    map_operand_aligned(*dacc, st->indices, sp);
     VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, loops.size() == 2 ? C(*dstride) : cols_e};
 
     auto is_load = [](const Expr& e) { return e->kind == ir::ExprKind::Load; };
@@ -1687,6 +1757,7 @@ class Lowerer {
       if (!a) return std::nullopt;
       auto s = full_stride(*a, loops.size());
       if (!s) return std::nullopt;
+      map_operand_aligned(*a, as<ir::LoadNode>(e)->indices, sp);
       return std::make_pair(VecOperand{LocalRef{a->buf->index, a->offset}, loops.size() == 2 ? C(*s) : cols_e},
                             a->buf->dtype);
     };
@@ -1701,6 +1772,7 @@ class Lowerer {
       if (!is_load(e)) return std::nullopt;
       auto a = load_acc(e);
       if (!a || !row_vector(*a, loops.size()) || a->buf->dtype != t) return std::nullopt;
+      map_operand_aligned(*a, as<ir::LoadNode>(e)->indices, sp);
       return LocalRef{a->buf->index, a->offset};
     };
     auto scalar = [&](const Expr& e) { return invariant(e, loops); };

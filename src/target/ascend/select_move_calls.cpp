@@ -233,7 +233,9 @@ class Selector {
     // read from source fractal base + i * step + j * sstride (fractal f of the Nz matrix at f * 512 B).
     const char* call = "LoadData2DParams";
     LoadData2D x;
-    x.dtype = c.dtype;
+    // A transposing LoadData2D is documented for uint16/int16/half only (Load2D.md): a bfloat16
+    // fractal is transposed through a half view (the same bits move; session 15's rule audit)
+    x.dtype = c.transpose && c.dtype == ir::DType(DTypeCode::bf16) ? ir::DType(DTypeCode::f16) : c.dtype;
     x.startIndex = C(0);
     x.sid = C(0);
     x.ifTranspose = c.transpose;

@@ -38,6 +38,13 @@ structure, ``extension2-shape-<seed>`` for values) adds, to programs drawn befor
 * ``T.atomic_add`` as the store (B an input added into, 1 to 3 grid blocks adding the same tile);
 * serial / pipelined loops of 1, 2, 5 or 7 steps (a tail in the last);
 * symbolic dimensions of 0.
+
+A fifth stream (``extension3-<seed // GROUP>``) adds **tile windows**: a row reduction (dim 1, no
+second pass) whose tile has ``pad`` more columns than its block, filled before the loop with a value
+that takes part in every block's reduction (1 for sums, -3.5 / 3.5 for max / min; -7 / 7 on int8),
+each block loaded into the window ``x[0:bm, 0:bn]`` (on Ascend a window that ends inside a 32 B
+block is staged: a load straight into it would overwrite the filled columns); with a serial or
+pipelined loop the tile is allocated and filled before the loop.
 """
 import random
 
@@ -271,7 +278,15 @@ def generate(seed):
         d["N"] = _dim(rng, d["bn"], sym)
         d["K"] = max(1, _dim(rng, d["bk"], False))
     _extension2(d, seed)
+    _extension3(d, seed)
     return d
+
+
+def _extension3(d, seed):
+    """The fifth stream's constructs (module docstring), added to `d` in place."""
+    zrng = random.Random(f"extension3-{seed // GROUP}")
+    if d["kind"] == "reduce" and d["dim"] == 1 and not d.get("sumsq") and zrng.random() < 0.8:
+        d["pad"] = zrng.choice((1, 3, 7, 9, 16))
 
 
 ATOMIC_DTYPES = ("float32", "float16", "bfloat16", "int32")
@@ -508,15 +523,20 @@ def _body(d):
             grid, kept, red_ext, red_blk = f"T.Kernel(T.ceildiv({dim('N')}, {bn})) as bx", bn, dim("M"), bm
             src = lambda r: f"A[{r}, bx * {bn}]"  # noqa: E731
             dst = lambda out: f"{out}[bx * {bn}]"  # noqa: E731
-        body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"r = T.alloc_fragment(({kept},), {dt!r})"]
+        pad = d.get("pad", 0)
+        body = [f"x = T.alloc_fragment(({bm}, {bn + pad}), {dt!r})", f"r = T.alloc_fragment(({kept},), {dt!r})"]
         if d.get("sumsq"):
             body.append(f"r2 = T.alloc_fragment(({kept},), {dt!r})")
+        xw = "x"
+        if pad:   # a wider tile: its columns past the block hold the identity, the blocks land in a window
+            body.append(f"T.fill(x, {_lit(pad_value(d['op'], dt))})")
+            xw = f"x[0:{bm}, 0:{bn}]"
 
         def one_pass(fn, r, var, pre):
             if d["loop"] == "grid":
-                return [f"T.copy({src(0)}, x)"] + pre + [f"{fn}(x, {r}, dim={d['dim']})"]
+                return [f"T.copy({src(0)}, {xw})"] + pre + [f"{fn}(x, {r}, dim={d['dim']})"]
             return ([f"T.fill({r}, {reduce_identity_text(fn[len('T.reduce_'):], dt)})",
-                     _loop(d, var, f"T.ceildiv({red_ext}, {red_blk})"), f"    T.copy({src(f'{var} * {red_blk}')}, x)"]
+                     _loop(d, var, f"T.ceildiv({red_ext}, {red_blk})"), f"    T.copy({src(f'{var} * {red_blk}')}, {xw})"]
                     + ["    " + s for s in pre] + [f"    {fn}(x, {r}, dim={d['dim']}, clear=False)"])
 
         body += one_pass(fn, "r", "k", [])
@@ -577,6 +597,15 @@ def _body(d):
     else:
         body.append(f"T.copy(acc, C[by * {bm}, bx * {bn}])")
     return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + ["    " + s for s in body]
+
+
+def pad_value(op, dtype):
+    """The value a tile window program fills its tile's extra columns with: it takes part in every
+    block's reduction (not the identity, so a load that overwrote it shows)."""
+    if op == "sum":
+        return 1.0
+    v = 7.0 if is_int(dtype) else 3.5
+    return -v if op == "max" else v
 
 
 def reduce_identity_text(op, dtype):

@@ -16,7 +16,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .grammar import FLOATS, acc_dtype, checked, is_int, shape_of, tensors
+from .grammar import FLOATS, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
 # within 2 ulp; the Ascend vector units may compute float16 maps in float16). A program's
@@ -216,6 +216,11 @@ def _reduce(d, x, op, tr):
         nblocks = 1
     pad = np.zeros((kept, nblocks * blk))
     pad[:, :red] = x
+    if d.get("pad"):   # a wider tile: every block's row also holds `pad` filled columns
+        p = d["pad"]
+        fill = np.full((kept, nblocks, p), pad_value(op, dt))
+        pad = np.concatenate([pad.reshape(kept, nblocks, blk), fill], axis=2).reshape(kept, nblocks * (blk + p))
+        blk += p
     fn = {"sum": np.sum, "max": np.max, "min": np.min}[op]
     if op == "sum":   # the terms' magnitudes, summed in an unspecified order within a block
         tr.see(np.sum(np.abs(pad), axis=1))

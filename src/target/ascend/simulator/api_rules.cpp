@@ -42,6 +42,14 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
                   std::string(round_mode_name(x.round)) + ": this conversion accepts only CAST_NONE (Cast.md, table 4); "
                   "on dav-c220 any other mode issues no instruction and the destination keeps stale data: lower it "
                   "with cast_round_mode()");
+  // ascend-910b.md "Vector": no bfloat16 arithmetic on the AIV (and none on 8-bit types: their calls
+  // are Cast and, for bfloat16, Duplicate); Duplicate has no 8-bit form on dav-c220 (session 15's
+  // rule audit: the per-call dtype was not checked for these)
+  bool arith = (x.api <= VecApi::Mins && x.api != VecApi::Div) || x.api == VecApi::Abs || x.api == VecApi::Relu;
+  bool byte = x.dt == ir::DTypeCode::i8 || x.dt == ir::DTypeCode::u8;
+  if ((arith && (byte || x.dt == ir::DTypeCode::bf16)) || (x.api == VecApi::Duplicate && byte))
+    out.push_back(call + " on " + dtn(x.dt) + ": the Vector core has no " + dtn(x.dt) + " form of this call "
+                  "(no bfloat16 or 8-bit arithmetic, no 8-bit Duplicate): compute in float32 (or float16) and cast");
   bool transcendental = x.api == VecApi::Div || (x.api >= VecApi::Exp && x.api <= VecApi::Rsqrt) ||
                         x.api == VecApi::Reciprocal;
   if (transcendental && !float_type(x.dt))
@@ -188,6 +196,9 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             fits(out, s, "srcStride", x.src_stride, 0, kU16);
             fits(out, s, "dstGap", x.dst_gap, 0, kU16);
             if (x.sid != 0) out.push_back("LoadData2DParams.sid = " + str(x.sid) + ": the field is reserved, set it to 0");
+            if (x.transpose && x.dt != ir::DTypeCode::f16)  // the program has no 16-bit integer dtype
+              out.push_back("LoadData with ifTranspose on " + dtn(x.dt) + ": the transposing load is documented for "
+                            "uint16_t, int16_t and half only (Load2D.md): transpose 16-bit data through a half view");
           },
           [&](const RLoad3D& x) {
             const char* s = "LoadData3DParamsV2";

@@ -219,7 +219,10 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                   "Fixpipe quantPre " + std::string(quant_mode_name(x.quant)) + " does not convert " +
                       std::string(ir::DType(x.from).name()) + " to " + std::string(ir::DType(x.to).name()) +
                       " (F322F16: float32 -> float16, F322BF16: float32 -> bfloat16, NoQuant: float32 or int32 unchanged)");
-          operand(x.src, Rect{0, 1, x.src_stride * rup(x.n, 16) * 4, 0}, false, 4, "source (L0C)");
+          // mSize rows of each 16-column strip, strips srcStride rows apart: a window starting at
+          // row 16 of its tile reads no byte past the tile (session 15: the footprint was whole
+          // strips from the start, an out-of-bounds report for a valid acc[16:32, :] copy)
+          operand(x.src, Rect{0, rup(x.n, 16) / 16, x.m * 16 * 4, x.src_stride * 16 * 4}, false, 4, "source (L0C)");
           invalid(x.atomic && !atomic_dtype(x.to),
                   "SetAtomicAdd<" + std::string(ir::DType(x.to).name()) + "> before Fixpipe: the atomic add supports " +
                       "int8, int16, half, bfloat16, int32 and float (AscendC SetAtomicAdd, Atlas A2)");

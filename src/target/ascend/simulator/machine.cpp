@@ -672,6 +672,16 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
     thread_local std::vector<std::string> broken;
     broken.clear();
     check_api_rules(r, c.api, broken);
+    // Mmad's destination starts on a 1 KiB boundary of L0C (one 16x16 float32 / int32 fractal;
+    // ascend-910b.md, buffer table): plan_memory places L0C tiles there and lowering writes whole
+    // tiles from (0, 0); a hand-built program may not (session 15's rule audit)
+    if (auto* x = std::get_if<RMmad>(&r.op); x && !x->c.gm && x->c.index >= 0 &&
+                                             x->c.index < static_cast<int>(prog.buffers.size())) {
+      int64_t at = prog.buffers[x->c.index].offset + x->c.off;
+      if (at % 1024)
+        broken.push_back("Mmad writes L0C at address " + std::to_string(at) +
+                         ": the destination must start on a 1 KiB boundary (a 16x16 fractal of the accumulator)");
+    }
     for (auto& m : broken) report(ReportKind::ApiRule, std::move(m), {describe(c, r.in, c.scalar_time)});
   }
   return r;
