@@ -192,5 +192,114 @@ TEST(PrefetchGathers, NextIterationStatement) {
   EXPECT_EQ(next_iteration_prefetches(*inner), nullptr);
 }
 
+// paged_decode_pages' key loop: a whole page (16 x 1024 of `dt`, read in place: @gemm_view) per
+// iteration, read by one gemm per kv head h of a `width`-column strip; `mark` is the copy's
+// annotation, `gemm` where the gemms go ("in": after the copy, "out": after the loops too).
+std::string page_strips(const std::string& mark, const std::string& dt = "bfloat16", const std::string& width = "128",
+                        const std::string& loop = "serial") {
+  return R"(kernel k(Q: global )" + dt + R"([2, 32, 128], K: global )" + dt +
+         R"([100, 16, 1024], T: global int32[2, 64], L: global int32[2], O: global float32[2, 32, 64] out)
+    grid(b = 2) {
+  @gemm_view(0) alloc q: shared )" + dt + R"([32, 128]
+  @gemm_view(0) alloc k: shared )" + dt + R"([16, 1024]
+  alloc s: fragment float32[32, 64]
+  copy Q[b:+1, 0:+32, 0:+128] -> q
+  let n: int32 = L[b]
+  let pages: int32 = ceildiv(n, 16)
+  for j in serial(0, ceildiv(pages, 4)) {
+    for jj in )" + loop + R"((0, 4) {
+      if j * 4 + jj < pages {
+        let page: int32 = T[b, j * 4 + jj]
+        )" + mark + R"(copy K[page:+1, 0:+16, 0:+1024] -> k
+        for h in serial(0, 8) {
+          gemm q[h * 4:+4, 0:+128], k[0:+16, h * 128:+)" + width + R"(] -> s[h * 4:+4, jj * 16:+16] trans_a=false trans_b=true clear=true
+        }
+      }
+    }
+    copy s -> O[b:+1, 0:+32, 0:+64]
+  }
+}
+)";
+}
+
+// A 32 KiB page (a contiguous run: no @prefetch_next) read in 256-byte strips by 8 gemms:
+// @prefetch_slices for 16-bit dtypes; fp32 (measured slower with it), a gemm reading the whole
+// tile (masked prefill's key block) and an unrolled loop of constant trips without an if are
+// left alone or annotated as the rule says.
+TEST(PrefetchGathers, PageStripsReadInPlacePrefetchedPerCall) {
+  EXPECT_EQ(run(page_strips("")), page_strips("@prefetch_slices "));
+  EXPECT_EQ(run(page_strips("", "float16")), page_strips("@prefetch_slices ", "float16"));
+  EXPECT_EQ(run(page_strips("", "float32")), page_strips("", "float32"));
+  // the whole page per gemm (one kv head of 1024 columns): left to the hardware
+  const std::string whole = page_strips("", "bfloat16", "1024");
+  EXPECT_EQ(run(whole), whole);
+  // the page loop is parallel: no next iteration
+  const std::string par = page_strips("", "bfloat16", "128", "parallel");
+  EXPECT_EQ(run(par), par);
+}
+
+// What codegen_cpu emits at the top of the page loop's body: the next page (jj + 1, not bounded
+// by the loop's extent: the last page of a step reads the first of the next step), the if and
+// the let the copy needs, the table read only where its indices lie inside the table.
+TEST(PrefetchGathers, NextPageSlicesStatement) {
+  ir::Kernel k = prefetch_gathers(ir::parse_kernel(page_strips(""), "k.tw"));
+  const ir::ForNode* step = nullptr;
+  for (const auto& s : ir::stmts_of(k->body))
+    if (s->kind == ir::StmtKind::For) step = static_cast<const ir::ForNode*>(s.get());
+  ASSERT_NE(step, nullptr);
+  const auto* pages = static_cast<const ir::ForNode*>(ir::stmts_of(step->body)[0].get());
+  EXPECT_EQ(next_page_slices(*step), nullptr);  // the copy is the page loop's
+  EXPECT_EQ(next_iteration_prefetches(*pages), nullptr);
+  ir::Stmt next = next_page_slices(*pages);
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(ir::print(next), R"(if j * 4 + (jj + 1) < pages {
+  if 0 <= b and b < 2 and 0 <= j * 4 + (jj + 1) and j * 4 + (jj + 1) < 64 {
+    let page_nx: int32 = T[b, j * 4 + (jj + 1)]
+    @prefetch_slices copy K[page_nx:+1, 0:+16, 0:+1024] -> k
+  }
+}
+)");
+}
+
+// A page index without an if (every iteration reads the table): the guard on the table read is
+// all that keeps the last iteration's next index (past the table) from being read; an index
+// read from the table twice (a page number that indexes another table) is guarded inside out.
+TEST(PrefetchGathers, NextPageSlicesGuardEveryTableRead) {
+  const std::string text = R"(kernel k(Q: global bfloat16[32, 128], K: global bfloat16[100, 16, 1024], T: global int32[64], P: global int32[100], O: global float32[32, 16] out)
+    grid(b = 1) {
+  @gemm_view(0) alloc q: shared bfloat16[32, 128]
+  @gemm_view(0) alloc k: shared bfloat16[16, 1024]
+  alloc s: fragment float32[32, 16]
+  copy Q -> q
+  for j in serial(0, 64) {
+    let page: int32 = P[T[j]]
+    @copy K[page:+1, 0:+16, 0:+1024] -> k
+    for h in serial(0, 8) {
+      gemm q[h * 4:+4, 0:+128], k[0:+16, h * 128:+128] -> s[h * 4:+4, 0:+16] trans_a=false trans_b=true clear=false
+    }
+  }
+  copy s -> O
+}
+)";
+  auto with = [&](const std::string& mark) {
+    return text.substr(0, text.find("@copy")) + mark + text.substr(text.find("@copy") + 1);
+  };
+  ir::Kernel k = prefetch_gathers(ir::parse_kernel(with(""), "k.tw"));
+  EXPECT_EQ(ir::print(k), with("@prefetch_slices "));
+  const ir::ForNode* loop = nullptr;
+  for (const auto& s : ir::stmts_of(k->body))
+    if (s->kind == ir::StmtKind::For) loop = static_cast<const ir::ForNode*>(s.get());
+  ASSERT_NE(loop, nullptr);
+  ir::Stmt next = next_page_slices(*loop);
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(ir::print(next), R"({
+  if 0 <= j + 1 and j + 1 < 64 and 0 <= T[j + 1] and T[j + 1] < 100 {
+    let page_nx: int32 = P[T[j + 1]]
+    @prefetch_slices copy K[page_nx:+1, 0:+16, 0:+1024] -> k
+  }
+}
+)");
+}
+
 }  // namespace
 }  // namespace tw::cpu

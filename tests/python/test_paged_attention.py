@@ -3,6 +3,7 @@ split-KV variant against a float64 reference over the gathered pages, on odd sha
 page-boundary contexts, MQA / GQA / MHA, head dims that are not powers of two, block sizes 1-16,
 more splits than pages (empty splits), each dtype with the testing module's tolerance."""
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -152,15 +153,24 @@ def test_paged_decode_pages_matches_reference(shape, dtype):
     assert_close(out, pa.reference(*inputs))
 
 
-def check_pages_context_edges(dtype, pages_per_step, num_heads=8, num_kv_heads=2):
+def check_pages_context_edges(dtype, pages_per_step, num_heads=8, num_kv_heads=2, head_dim=32):
     # contexts 1, 15, 16, 17 and 4095 of page 16 (256 pages, the last one partly used);
-    # the block table is a shuffle of an odd number of blocks (make_inputs: 5 * 256 + 3); the slots
-    # past each context and every block no sequence uses hold NaN; the block table entries past a
-    # sequence's pages hold garbage page numbers (never followed, prefetches included)
+    # the block table is a shuffle of an odd number of blocks (make_inputs: 5 * 256 + 3) with the
+    # cache's last block as the longest sequence's last page and second page (so a next-page
+    # prefetch ends at the cache's end); the slots past each context and every block no sequence
+    # uses hold NaN; the block table entries past a sequence's pages hold garbage page numbers
+    # (never followed, prefetches included)
     lens = [1, 15, 16, 17, 4095]
     nh, kvh = num_heads, num_kv_heads
-    q, kc, vc, bt, cl = pa.make_inputs(5, nh, kvh, 32, 16, 4095, dtype, seed=11, lens=lens)
+    q, kc, vc, bt, cl = pa.make_inputs(5, nh, kvh, head_dim, 16, 4095, dtype, seed=11, lens=lens)
     kc, vc, bt = kc.copy(), vc.copy(), bt.copy()
+    last_block = kc.shape[0] - 1
+    for j in (255, 1):
+        where = np.argwhere(bt == last_block)
+        if len(where):
+            bt[tuple(where[0])] = bt[4, j]
+        bt[4, j] = last_block
+        last_block -= 1
     used = {int(p) for b, n in enumerate(lens) for p in bt[b, :-(-n // 16)]}
     for blk in set(range(kc.shape[0])) - used:
         kc[blk] = np.nan
@@ -171,7 +181,7 @@ def check_pages_context_edges(dtype, pages_per_step, num_heads=8, num_kv_heads=2
         vc[last, (n - 1) % 16 + 1:] = np.nan
         garbage = [10**9, -(10**9), -1, 2**31 - 1] * bt.shape[1]
         bt[b, -(-n // 16):] = garbage[:bt.shape[1] - (-(-n // 16))]
-    kern = pa.paged_decode_pages(5, nh, kvh, 32, kc.shape[0], 16, bt.shape[1], dtype, pages_per_step)
+    kern = pa.paged_decode_pages(5, nh, kvh, head_dim, kc.shape[0], 16, bt.shape[1], dtype, pages_per_step)
     out = kern(q, pa.page_view(kc), pa.page_view(vc), bt, cl)
     assert np.isfinite(out.astype(np.float32)).all()
     assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
@@ -190,6 +200,98 @@ def test_paged_decode_pages_context_edges_per_group(heads, dtype):
     # the per-kv-head gemms have G = num_heads / num_kv_heads rows (1, 2, 3, 8: the gemm runtime's
     # small-M path, nothing packed) against one page read in place
     check_pages_context_edges(dtype, 4, *heads)
+
+
+@pytest.mark.parametrize("heads,dtype,pages_per_step", [((8, 2), "bfloat16", 4), ((6, 2), "float16", 3),
+                                                        ((8, 4), "bfloat16", 1)], ids=["gqa-G4", "gqa-G3", "gqa-pps1"])
+def test_paged_decode_pages_strip_prefetch_context_edges(heads, dtype, pages_per_step):
+    # head_dim 128: a 16-bit page of 2-4 kv heads is 8-16 KiB, read in place by one gemm per kv
+    # head of a 256-byte strip of each row; each call first prefetches its strip of the next page
+    # (prefetch_gathers @prefetch_slices: the last page of a step prefetches the next step's first,
+    # a sequence's last page nothing, garbage table entries nothing)
+    kern = check_pages_context_edges(dtype, pages_per_step, *heads, head_dim=128)
+    src = kern.get_source("c++")
+    assert src.count("strip of the next page, prefetched into L2") == 2  # the K and the V gemm
+
+
+def test_paged_decode_pages_strip_prefetch_code():
+    # where it is emitted and how it is bounded: the next table entry read only inside the table
+    # (its index checked against the table's 5 columns), and only while the next page is one the
+    # sequence has; the next page's pointer only set when the page lies inside the cache (13
+    # blocks); the strip prefetched before each per-kv-head gemm call. Not for float32 (measured
+    # slower with it: docs/performance.md) nor for a page one gemm reads whole (MQA)
+    src = pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5, "bfloat16").get_source("c++")
+    assert "k_nx = nullptr;" in src and "v_nx = nullptr;" in src
+    assert "if ((((j * 4) + (jj + 1)) < pages)) {" in src
+    assert "(0 <= ((j * 4) + (jj + 1)))) & (((j * 4) + (jj + 1)) < 5)" in src
+    for t in "KV":  # the next K and V page: inside the cache
+        assert re.search(r"if \(tw_s0 >= 0 && \(tw_s0 \+ 1\) <= 13\) \{\s*" + t.lower() + "_nx = " + t + r" \+ tw_sb;", src)
+    for t in "kv":
+        strip = src.index(f"{t}'s strip of the next page")
+        assert src.index(f"if ({t}_nx) {{") < strip < src.index("tw_cpu::gemm(", strip)
+    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5).get_source("c++")
+    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 1, 128, 13, 16, 5, "bfloat16").get_source("c++")
+
+
+def _int32_before_a_guard_page(a):
+    # a copy of the int32 array a that ends where an inaccessible page begins: a read past its end
+    # is a segmentation fault, not a silently wrong value
+    import ctypes
+    import mmap
+    size = -(-a.nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+    m = mmap.mmap(-1, size + mmap.PAGESIZE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert libc.mprotect(addr + size, mmap.PAGESIZE, 0) == 0  # PROT_NONE
+    out = np.frombuffer(m, dtype=np.int32, count=a.size, offset=size - a.nbytes).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def test_page_strip_prefetch_never_reads_past_the_block_table():
+    # a page loop without an `if`: every table entry is a page, and the last iteration's next
+    # index lies past the table, which ends at an inaccessible page; the table's read for the
+    # next page is guarded by its extent (prefetch_gathers @prefetch_slices). The table holds the
+    # cache's last block too (its strips end at the cache's end).
+    import tilewright as tw
+    import tilewright.language as T
+    from tilewright.testing import randn
+
+    S, KVH, MB, NB, G = 3, 2, 5, 9, 4
+
+    @T.prim_func
+    def page_scores(Q: T.Tensor((S, KVH * G, 128), "bfloat16"), K: T.Tensor((NB, 16, KVH * 128), "bfloat16"),
+                    BT: T.Tensor((S, MB), "int32"), Out: T.Tensor((S, KVH * G, 16), "float32")):
+        with T.Kernel(S) as b:
+            q = T.alloc_shared((KVH * G, 128), "bfloat16")
+            k = T.alloc_shared((16, KVH * 128), "bfloat16")
+            s = T.alloc_fragment((KVH * G, 16), "float32")
+            T.copy(Q[b, :, :], q)
+            T.fill(s, 0)
+            for j in T.serial(MB):
+                page = BT[b, j]
+                T.copy(K[page, :, :], k)
+                for h in T.serial(KVH):
+                    T.gemm(q[h * G:(h + 1) * G, :], k[:, h * 128:(h + 1) * 128], s[h * G:(h + 1) * G, :],
+                           transpose_B=True)
+            T.copy(s, Out[b, :, :])
+
+    kern = tw.compile(page_scores, out_idx=[3])
+    assert kern.get_source("c++").count("strip of the next page") == 1
+    rng = np.random.default_rng(7)
+    q, kc = randn((S, KVH * G, 128), "bfloat16", seed=rng), randn((NB, 16, KVH * 128), "bfloat16", seed=rng)
+    bt = rng.integers(0, NB, size=(S, MB)).astype(np.int32)
+    bt[-1, -1] = bt[0, 0] = NB - 1
+    guarded = _int32_before_a_guard_page(bt)
+    out = kern(q, kc, guarded)
+    qf, kf = q.astype(np.float64), kc.astype(np.float64)
+    ref = np.zeros((S, KVH * G, 16))
+    for b in range(S):
+        for j in range(MB):
+            for h in range(KVH):
+                ref[b, h * G:(h + 1) * G] += qf[b, h * G:(h + 1) * G] @ kf[bt[b, j], :, h * 128:(h + 1) * 128].T
+    assert_close(out, ref, atol=2e-2, rtol=1e-2)
 
 
 def test_paged_decode_pages_reads_the_pages_in_place():

@@ -260,6 +260,9 @@ class CodeGen {
   void emit_alloc(const AllocNode& n);
   void emit_copy(const CopyNode& n);
   void emit_prefetch_copy(const CopyNode& n);
+  void emit_slice_source(const CopyNode& n);
+  // before a gemm call: the strip r of a tile with a next source (@prefetch_slices) prefetched there
+  void emit_slice_prefetch(const Region& r);
   void emit_atomic_add(const CopyNode& n);
   void check_same_shape(const RegionView& s, const RegionView& d, const CopyNode& n);
   void emit_gemm(const GemmNode& n);
@@ -412,6 +415,8 @@ class CodeGen {
     // gemm operands: where the view lies in its tensor's rows: column col of rows `width` long
     // (col = -1 when the tile itself is read), for the gemm runtime's whole-row GEMV (gemm.h)
     std::string col, width;
+    // tiles copied @prefetch_slices: the next iteration's source (null: none) and its leading dim
+    std::string nx, nx_ld;
   };
   // the statement setting a gemm operand view's col/width to the source region s (or to "the
   // tile itself" when s is null or its columns are not its tensor's last dimension)
@@ -441,6 +446,10 @@ class CodeGen {
   void emit_out_view(const FillNode& n, OutView& o);
   // emitting a loop's next-iteration prefetches (prefetch_gathers): its copies only prefetch
   bool prefetching_ = false;
+  // the tiles some copy into which is @prefetch_slices; emitting next_page_slices: its copies
+  // only set their tile's next source
+  std::unordered_set<const void*> slice_tiles_;
+  bool slicing_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -514,6 +523,8 @@ std::string CodeGen::run() {
   // the views the passes decided (view_gemm_operands, view_rows); checked mode (TW_BOUNDS_CHECK)
   // reads every tile element through its checked index: no row views
   for_each_stmt(k_->body, [&](const Stmt& s) {
+    if (s->kind == StmtKind::Copy && find_annotation(s, "prefetch_slices"))
+      slice_tiles_.insert(as<CopyNode>(s)->dst.buffer.get());
     if (s->kind != StmtKind::Alloc) return;
     const void* b = as<AllocNode>(s)->buffer.get();
     if (const Annotation* a = find_annotation(s, "gemm_view")) {
@@ -683,6 +694,18 @@ void CodeGen::emit_for(const ForNode& n) {
       emit(next);
       prefetching_ = false;
     }
+  if (!prefetching_ && !slicing_)
+    if (Stmt next = next_page_slices(n)) {
+      line("// the next iteration's sources of the tiles gemms read in strips (prefetch_gathers @prefetch_slices)");
+      std::string reset;
+      for_each_stmt(next, [&](const Stmt& s) {
+        if (s->kind == StmtKind::Copy) reset += views_.at(as<CopyNode>(s)->dst.buffer.get()).nx + " = nullptr; ";
+      });
+      line(reset.substr(0, reset.size() - 1));
+      slicing_ = true;
+      emit(next);
+      slicing_ = false;
+    }
   emit(n.body);
   --loop_depth_;
   close();
@@ -771,6 +794,13 @@ void CodeGen::emit_alloc(const AllocNode& n) {
       v.width = name_for(reinterpret_cast<const char*>(&n) + 6, name + "_width");
       line("[[maybe_unused]] int64_t " + v.col + " = -1, " + v.width + " = 0;  // " + name +
            " is columns [col, col + " + std::to_string(v.cols) + ") of rows `width` long (-1: the tile)");
+    }
+    if (elidable_.count(b.get()) && slice_tiles_.count(b.get())) {
+      v.nx = name_for(reinterpret_cast<const char*>(&n) + 7, name + "_nx");
+      v.nx_ld = name_for(reinterpret_cast<const char*>(&n) + 8, name + "_nx_ld");
+      line("[[maybe_unused]] const " + storage_type(b->dtype) + "* " + v.nx + " = nullptr;  // the next page's source (" +
+           "prefetch_gathers @prefetch_slices): its strips are prefetched before each gemm call");
+      line("[[maybe_unused]] int64_t " + v.nx_ld + " = 0;");
     }
     if (live_tiles_.count(b.get())) {
       v.rows = (*shape)[0];
@@ -890,8 +920,51 @@ void CodeGen::emit_prefetch_copy(const CopyNode& n) {
   close();
 }
 
+// A copy of next_page_slices: its tile's next source set to the region's start when the region
+// lies inside its tensor (else it stays null: nothing is prefetched).
+void CodeGen::emit_slice_source(const CopyNode& n) {
+  const View& v = views_.at(n.dst.buffer.get());
+  RegionView s = view(n.src);
+  RegionView d = view(n.dst);
+  line(line_comment(n.span) + "the next source of copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
+  open("");
+  Idx sb = hoist(hoist_starts(s, "tw_s"), "tw_sb");
+  std::vector<std::string> conds;
+  bool never = false;
+  inside_conds(s, conds, &never);
+  if (never) {
+    line("// the region lies outside its tensor: nothing to prefetch");
+    close();
+    return;
+  }
+  int opened = open_if_all(conds) ? 1 : 0;
+  line(v.nx + " = " + (cst(sb) == 0 ? s.buf : s.buf + " + " + expr(sb)) + ";");
+  line(v.nx_ld + " = " + (cst(d.ext[0]) != 1 ? expr(s.stride[s.dims[0]]) : std::to_string(v.cols)) + ";");
+  for (int k = 0; k < opened; ++k) close();
+  close();
+}
+
+void CodeGen::emit_slice_prefetch(const Region& r) {
+  auto it = views_.find(r.buffer.get());
+  if (it == views_.end() || it->second.nx.empty()) return;
+  const View& w = it->second;
+  RegionView v = view(r);
+  auto cols = cst(v.ext[1]);
+  if (!cols || *cols >= w.cols) return;  // a whole-tile reader: left to the hardware (prefetch_gathers.h)
+  Idx off = add(mul(v.start[0], code(w.nx_ld, true)), v.start[1]);
+  open("if (" + w.nx + ")");
+  line("// " + r.buffer->name + "'s strip of the next page, prefetched into L2 (prefetch_gathers @prefetch_slices)");
+  open("for (int64_t tw_r = 0; tw_r < " + expr(v.ext[0]) + "; ++tw_r)");
+  line("const uintptr_t tw_pa = (uintptr_t)(" + w.nx + " + " + expr(off) + " + tw_r * " + w.nx_ld + ");");
+  line("for (uintptr_t tw_l = tw_pa & ~(uintptr_t)63; tw_l < tw_pa + " + std::to_string(*cols) + " * sizeof(" +
+       storage_type(v.dtype) + "); tw_l += 64) __builtin_prefetch((const void*)tw_l, 0, 2);");
+  close();
+  close();
+}
+
 void CodeGen::emit_copy(const CopyNode& n) {
   if (prefetching_) return emit_prefetch_copy(n);
+  if (slicing_) return emit_slice_source(n);
   if (n.atomic) return emit_atomic_add(n);
   if (auto it = out_views_.find(n.src.buffer.get()); it != out_views_.end() && !it->second.fresh.empty()) {
     // the gemms computed the tile in its window (@gemm_out): no copy, unless none ran
@@ -1654,6 +1727,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
                            : fresh.empty() ? "true"
                            : shrunk.empty() ? "!" + fresh
                                             : "!" + fresh + " || " + shrunk;
+  emit_slice_prefetch(n.a);
+  emit_slice_prefetch(n.b);
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
     open("for (int64_t tw_i = 0; tw_i < " + full_m + "; ++tw_i)");

@@ -15,6 +15,7 @@ using namespace tw::ir;
 namespace {
 
 constexpr const char* kName = "prefetch_next";
+constexpr const char* kSlices = "prefetch_slices";
 
 // The bytes of r's longest contiguous run in its (dense, row-major) tensor: the innermost dims it
 // covers whole and the extent of the next one (r's extents are constants or run-time extents,
@@ -32,6 +33,8 @@ int64_t contiguous_run(const Region& r) {
 
 struct Walk {
   std::unordered_set<const void*> written;
+  std::unordered_set<const void*> gemm_views;  // tiles with @gemm_view (view_gemm_operands)
+  Stmt root;                                   // the kernel's body
   std::unordered_map<const VarNode*, Expr> lets;  // every let seen so far (variables are unique)
   std::vector<const ForNode*> loops;              // enclosing loops, outermost first
   struct Cond {
@@ -79,7 +82,7 @@ struct Walk {
       if (!x) return;
       bytes *= *x;
     }
-    if (contiguous_run(c.src) >= kStreamedRun) return;  // the hardware prefetchers stream it
+    if (contiguous_run(c.src) >= kStreamedRun) return consider_slices(s, vars);  // streamed whole
     for (size_t i = 0; i < loops.size(); ++i) {
       const ForNode& L = *loops[i];
       if (L.for_kind == ForKind::parallel || !vars.count(L.var.get())) continue;
@@ -97,6 +100,36 @@ struct Walk {
       marks.emplace(s.get(), Annotation{kName, {static_cast<int64_t>(loops.size() - i)}});
       return;
     }
+  }
+
+  // A long gathered run read in place by gemms that each read a column strip of it (@prefetch_slices:
+  // see prefetch_gathers.h for the rule).
+  void consider_slices(const Stmt& s, const std::unordered_set<const VarNode*>& vars) {
+    const auto& c = *as<CopyNode>(s);
+    const Buffer& t = c.dst.buffer;
+    if (!gemm_views.count(t.get()) || c.src.buffer->dtype.bytes() != 2 || t->ndim() != 2 || loops.empty()) return;
+    const ForNode& L = *loops.back();
+    if (L.for_kind == ForKind::parallel || !vars.count(L.var.get())) return;
+    for (const auto& cd : conds)
+      if (cd.depth == loops.size() && !pure(cd.cond)) return;
+    auto cols = as_const_int(t->shape[1]);
+    int inside = 0, all = 0;
+    bool strips = cols.has_value();
+    auto count = [&](const Stmt& body, int& n) {
+      for_each_stmt(body, [&](const Stmt& x) {
+        if (x->kind != StmtKind::Gemm) return;
+        const auto& g = *as<GemmNode>(x);
+        for (const Region* r : {&g.a, &g.b}) {
+          if (r->buffer != t) continue;
+          ++n;
+          auto e = as_const_int(r->extents[1]);
+          strips = strips && e && *e < *cols;
+        }
+      });
+    };
+    count(L.body, inside);
+    count(root, all);
+    if (strips && inside > 0 && inside == all) marks.emplace(s.get(), Annotation{kSlices, {}});
   }
 
   void walk(const Stmt& s) {
@@ -128,11 +161,34 @@ struct Walk {
 // loop's variable to var + 1 and each variable bound inside to its fresh copy.
 struct Skeleton {
   std::vector<std::pair<Var, Expr>> sub;
+  // next_page_slices: no loops, the copies @prefetch_slices, and every load of a let or a condition
+  // read only where its indices lie inside its tensor (the next iteration may be past the loop)
+  bool slices = false;
 
   Var fresh(const Var& v) {
     Var n = var(v->name + "_nx", v->dtype, v->span);
     sub.emplace_back(v, n);
     return n;
+  }
+
+  // The condition that every load of e (a load's indices first: they may load too) reads inside its
+  // tensor (0 <= index < extent in each dim, left to right so `and` guards what follows); null
+  // when e loads nothing.
+  static Expr loads_inside(const Expr& e) {
+    std::vector<const LoadNode*> loads;  // parents before children: reversed below
+    for_each_expr(e, [&](const Expr& x) {
+      if (x && x->kind == ExprKind::Load) loads.push_back(static_cast<const LoadNode*>(x.get()));
+    });
+    Expr all;
+    for (auto it = loads.rbegin(); it != loads.rend(); ++it)
+      for (size_t d = 0; d < (*it)->indices.size(); ++d) {
+        Expr i = (*it)->indices[d], n = (*it)->buffer->shape[d];
+        if (i->dtype != kIndexType) i = cast(i, kIndexType);
+        if (n->dtype != kIndexType) n = cast(n, kIndexType);
+        for (Expr c : {binary(BinOp::LE, int_imm(0), i), binary(BinOp::LT, i, n)})
+          all = all ? binary(BinOp::And, all, c) : c;
+      }
+    return all;
   }
 
   // depth: the loops between the prefetching loop and s
@@ -160,13 +216,19 @@ struct Skeleton {
           for_each_expr(*it, [&](const Expr& x) {
             if (x && x->kind == ExprKind::Var) used.insert(x.get());
           });
+          // a let that loads: it and what follows it only where the loads are inside their tensors
+          if (Expr g = slices && (*it)->kind == StmtKind::Let ? loads_inside(as<LetNode>(*it)->value) : nullptr) {
+            out.insert(out.begin(), *it);
+            out = {std::make_shared<IfNode>(g, std::make_shared<SeqNode>(std::move(out), s->span), nullptr, s->span)};
+            continue;
+          }
           out.insert(out.begin(), *it);
         }
         return any ? std::make_shared<SeqNode>(std::move(out), s->span) : nullptr;
       }
       case StmtKind::For: {
         const auto& f = *as<ForNode>(s);
-        if (f.for_kind == ForKind::parallel) return nullptr;
+        if (f.for_kind == ForKind::parallel || slices) return nullptr;
         Expr mn = substitute(f.min, sub), ext = substitute(f.extent, sub);
         Var v = fresh(f.var);
         Stmt body = build(f.body, depth + 1);
@@ -176,11 +238,17 @@ struct Skeleton {
         const auto& i = *as<IfNode>(s);
         Stmt t = build(i.then_body, depth), e = build(i.else_body, depth);
         if (!t && !e) return nullptr;
-        return std::make_shared<IfNode>(substitute(i.cond, sub), t, e, i.span);
+        Expr cond = substitute(i.cond, sub);
+        if (Expr g = slices ? loads_inside(cond) : nullptr) {  // no else: it would run where the loads fail
+          if (!t) return nullptr;
+          cond = binary(BinOp::And, g, cond, i.span);
+          e = nullptr;
+        }
+        return std::make_shared<IfNode>(cond, t, e, i.span);
       }
       case StmtKind::Copy: {
-        const Annotation* a = find_annotation(s, kName);
-        if (!a || a->args.size() != 1 || a->args[0] != depth + 1) return nullptr;
+        const Annotation* a = find_annotation(s, slices ? kSlices : kName);
+        if (!a || (!slices && (a->args.size() != 1 || a->args[0] != depth + 1))) return nullptr;
         const auto& c = *as<CopyNode>(s);
         auto region = [&](const Region& r) {
           Region o = r;
@@ -207,6 +275,10 @@ struct Skeleton {
 Kernel prefetch_gathers(const Kernel& k) {
   Walk w;
   w.written = globals_written(k);
+  w.root = k->body;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    if (s->kind == StmtKind::Alloc && find_annotation(s, "gemm_view")) w.gemm_views.insert(as<AllocNode>(s)->buffer.get());
+  });
   w.walk(k->body);
   return annotate(k, w.marks);
 }
@@ -223,6 +295,17 @@ Stmt next_iteration_prefetches(const ForNode& loop) {
   if (!body) return nullptr;
   return std::make_shared<IfNode>(binary(BinOp::LT, next, arith::add(loop.min, loop.extent)), body, nullptr,
                                   loop.span);
+}
+
+Stmt next_page_slices(const ForNode& loop) {
+  if (loop.for_kind == ForKind::parallel) return nullptr;
+  bool any = false;
+  for_each_stmt(loop.body, [&](const Stmt& s) { any |= s->kind == StmtKind::Copy && find_annotation(s, kSlices); });
+  if (!any) return nullptr;
+  Skeleton sk;
+  sk.slices = true;
+  sk.sub.emplace_back(loop.var, arith::add(loop.var, int_imm(1)));
+  return sk.build(loop.body, 0);
 }
 
 }  // namespace tw::cpu

@@ -33,6 +33,26 @@ inline constexpr int64_t kStreamedRun = 4 << 10;
 // The outermost such L is chosen (the farthest ahead that fits: a whole step of a paged decode
 // kernel's pages, not the next page of the same step). codegen_cpu carries it out with
 // next_iteration_prefetches below.
+//
+// A gathered copy whose source is a run of kStreamedRun bytes or more gets `@prefetch_slices`
+// instead when its tile is read in place (@gemm_view) by gemms that each read a strip of the
+// tile's columns (paged_decode_pages: a whole page, 16 x 1024 bf16 = 32 KiB, read in place by 8
+// per-kv-head gemms of 16 x 128 each), all inside the innermost enclosing loop L, which is not
+// parallel, whose variable the address depends on and which holds the copy with no loop in
+// between (only ifs and lets, whose values and conditions read only global tensors the kernel
+// never writes), and its dtype is 16-bit (bfloat16, float16). codegen_cpu then issues, before
+// each such gemm call, prefetches of the same strip of the copy's source at L's next iteration:
+// the next page's slice that the same gemm will read one page later (next_page_slices below).
+// Why per call: the hardware prefetchers stream a page's rows once they are read in order, but
+// the per-kv-head calls read each 2 KiB row 256 bytes at a time, and a call (~1000
+// instructions) needs its 64 lines at its start, so a bf16 page's memory time and the calls'
+// arithmetic did not overlap; issued one page ahead, a call's lines arrive while the calls
+// before it compute. The 16-bit rule is measured (performance.md, "Issue 13, CPU", sessions 15
+// and 16): bf16 gained 1.1-1.2x, fp32 lost (0.88-0.95x: its calls already run at a sequential
+// read's speed, their arithmetic hidden under the memory time, and the prefetches only add
+// instructions and compete for the line fill buffers). A whole-tile reader (masked prefill's
+// 64-row K / V blocks) keeps leaving the run to the hardware (session 12: a burst of the next
+// block's lines cost 1.1x).
 ir::Kernel prefetch_gathers(const ir::Kernel& k);
 
 // For a loop of a kernel after prefetch_gathers: `if var + 1 < min + extent { ... }` holding the
@@ -42,5 +62,19 @@ ir::Kernel prefetch_gathers(const ir::Kernel& k);
 // prefetches of their source rows into L2 (nothing is written). Null when no copy is annotated
 // for this loop.
 ir::Stmt next_iteration_prefetches(const ir::ForNode& loop);
+
+// For a loop L of a kernel after prefetch_gathers: the ifs and lets of its body that lead to the
+// copies `@prefetch_slices` for it, with fresh variables and L's variable replaced by var + 1
+// (not bounded by L's extent: the last page of one step prefetches the first of the next step
+// when the page index is flat, as `j * pages_per_step + jj`), every load of a let or a condition
+// read only where its indices lie inside its tensor (`0 <= i < n` per dim, which guards the
+// let and everything after it), and the copies themselves, still annotated. codegen_cpu emits
+// it at the top of L's body: each copy sets its tile's "next source" pointer (null unless the
+// region lies inside its tensor), and each gemm reading a strip of the tile prefetches that
+// strip from it before its call. A next iteration L does not run (the last page, a page index
+// that is not flat) may prefetch lines of some other page of the cache or nothing, never an
+// address outside the tensor, and never reads an index outside the block table. Null when no
+// copy is annotated for this loop.
+ir::Stmt next_page_slices(const ir::ForNode& loop);
 
 }  // namespace tw::cpu
