@@ -196,9 +196,9 @@ TEST(PrefetchGathers, NextIterationStatement) {
 // iteration, read by one gemm per kv head h of a `width`-column strip; `mark` is the copy's
 // annotation, `gemm` where the gemms go ("in": after the copy, "out": after the loops too).
 std::string page_strips(const std::string& mark, const std::string& dt = "bfloat16", const std::string& width = "128",
-                        const std::string& loop = "serial") {
-  return R"(kernel k(Q: global )" + dt + R"([2, 32, 128], K: global )" + dt +
-         R"([100, 16, 1024], T: global int32[2, 64], L: global int32[2], O: global float32[2, 32, 64] out)
+                        const std::string& loop = "serial", const std::string& blocks = "100") {
+  return R"(kernel k(Q: global )" + dt + R"([2, 32, 128], K: global )" + dt + "[" + blocks +
+         R"(, 16, 1024], T: global int32[2, 64], L: global int32[2], O: global float32[2, 32, 64] out)
     grid(b = 2) {
   @gemm_view(0) alloc q: shared )" + dt + R"([32, 128]
   @gemm_view(0) alloc k: shared )" + dt + R"([16, 1024]
@@ -222,10 +222,10 @@ std::string page_strips(const std::string& mark, const std::string& dt = "bfloat
 )";
 }
 
-// A 32 KiB page (a contiguous run: no @prefetch_next) read in 256-byte strips by 8 gemms:
-// @prefetch_slices for 16-bit dtypes; fp32 (measured slower with it), a gemm reading the whole
-// tile (masked prefill's key block) and an unrolled loop of constant trips without an if are
-// left alone or annotated as the rule says.
+// A 32 KiB page (a contiguous run: no @prefetch_next) read in 256-byte strips by 8 gemms of a
+// 3.2 MiB cache: @prefetch_slices for 16-bit dtypes; not for fp32 (measured slower with it), a
+// gemm reading the whole tile (masked prefill's key block), a parallel page loop, or a cache of
+// at most kL2ResidentTensor (32 pages: 1 MiB, in L2 once read).
 TEST(PrefetchGathers, PageStripsReadInPlacePrefetchedPerCall) {
   EXPECT_EQ(run(page_strips("")), page_strips("@prefetch_slices "));
   EXPECT_EQ(run(page_strips("", "float16")), page_strips("@prefetch_slices ", "float16"));
@@ -236,6 +236,9 @@ TEST(PrefetchGathers, PageStripsReadInPlacePrefetchedPerCall) {
   // the page loop is parallel: no next iteration
   const std::string par = page_strips("", "bfloat16", "128", "parallel");
   EXPECT_EQ(run(par), par);
+  const std::string small = page_strips("", "bfloat16", "128", "serial", "32");
+  EXPECT_EQ(run(small), small);
+  EXPECT_EQ(run(page_strips("", "bfloat16", "128", "serial", "33")), page_strips("@prefetch_slices ", "bfloat16", "128", "serial", "33"));
 }
 
 // What codegen_cpu emits at the top of the page loop's body: the next page (jj + 1, not bounded

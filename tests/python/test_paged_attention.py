@@ -217,20 +217,22 @@ def test_paged_decode_pages_strip_prefetch_context_edges(heads, dtype, pages_per
 def test_paged_decode_pages_strip_prefetch_code():
     # where it is emitted and how it is bounded: the next table entry read only inside the table
     # (its index checked against the table's 5 columns), and only while the next page is one the
-    # sequence has; the next page's pointer only set when the page lies inside the cache (13
+    # sequence has; the next page's pointer only set when the page lies inside the cache (300
     # blocks); the strip prefetched before each per-kv-head gemm call. Not for float32 (measured
-    # slower with it: docs/performance.md) nor for a page one gemm reads whole (MQA)
-    src = pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5, "bfloat16").get_source("c++")
+    # slower with it: docs/performance.md), nor for a page one gemm reads whole (MQA), nor for a
+    # cache that stays in L2 (13 blocks, 104 KiB)
+    src = pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5, "bfloat16").get_source("c++")
     assert "k_nx = nullptr;" in src and "v_nx = nullptr;" in src
     assert "if ((((j * 4) + (jj + 1)) < pages)) {" in src
     assert "(0 <= ((j * 4) + (jj + 1)))) & (((j * 4) + (jj + 1)) < 5)" in src
     for t in "KV":  # the next K and V page: inside the cache
-        assert re.search(r"if \(tw_s0 >= 0 && \(tw_s0 \+ 1\) <= 13\) \{\s*" + t.lower() + "_nx = " + t + r" \+ tw_sb;", src)
+        assert re.search(r"if \(tw_s0 >= 0 && \(tw_s0 \+ 1\) <= 300\) \{\s*" + t.lower() + "_nx = " + t + r" \+ tw_sb;", src)
     for t in "kv":
         strip = src.index(f"{t}'s strip of the next page")
         assert src.index(f"if ({t}_nx) {{") < strip < src.index("tw_cpu::gemm(", strip)
-    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5).get_source("c++")
-    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 1, 128, 13, 16, 5, "bfloat16").get_source("c++")
+    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5).get_source("c++")
+    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 1, 128, 300, 16, 5, "bfloat16").get_source("c++")
+    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5, "bfloat16").get_source("c++")
 
 
 def _int32_before_a_guard_page(a):
@@ -258,7 +260,7 @@ def test_page_strip_prefetch_never_reads_past_the_block_table():
     import tilewright.language as T
     from tilewright.testing import randn
 
-    S, KVH, MB, NB, G = 3, 2, 5, 9, 4
+    S, KVH, MB, NB, G = 3, 2, 5, 300, 4  # a 2.3 MiB cache: more than stays in L2
 
     @T.prim_func
     def page_scores(Q: T.Tensor((S, KVH * G, 128), "bfloat16"), K: T.Tensor((NB, 16, KVH * 128), "bfloat16"),

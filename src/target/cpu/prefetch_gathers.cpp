@@ -112,6 +112,12 @@ struct Walk {
     if (L.for_kind == ForKind::parallel || !vars.count(L.var.get())) return;
     for (const auto& cd : conds)
       if (cd.depth == loops.size() && !pure(cd.cond)) return;
+    int64_t tensor = c.src.buffer->dtype.bytes();
+    for (const auto& d : c.src.buffer->shape) {
+      auto n = as_const_int(d);
+      tensor = n && tensor <= kL2ResidentTensor ? tensor * std::max<int64_t>(*n, 0) : kL2ResidentTensor + 1;
+    }
+    if (tensor <= kL2ResidentTensor) return;  // stays in L2 once read
     auto cols = as_const_int(t->shape[1]);
     int inside = 0, all = 0;
     bool strips = cols.has_value();

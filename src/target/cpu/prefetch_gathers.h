@@ -17,6 +17,11 @@ inline constexpr int64_t kPrefetchBudget = 256 << 10;
 // rows of one kv head, 4 KiB apart) are prefetched.
 inline constexpr int64_t kStreamedRun = 4 << 10;
 
+// A tensor of at most this many bytes (the smaller L2 of the two: Zen 4's 1 MiB) stays in L2 once
+// read: its strips are not prefetched per call (@prefetch_slices), which only adds instructions
+// there (measured 0.80-0.84x with every page in L1 / L2; performance.md, session 16).
+inline constexpr int64_t kL2ResidentTensor = 1 << 20;
+
 // A copy from a global tensor into a tile whose source address depends on a value read from
 // memory (a page number read from a block table, a token id: `page = block_tables[b, j];
 // T.copy(K[page, :, h, :], k)`) is a gather the hardware prefetchers cannot follow: each copy
@@ -40,7 +45,8 @@ inline constexpr int64_t kStreamedRun = 4 << 10;
 // per-kv-head gemms of 16 x 128 each), all inside the innermost enclosing loop L, which is not
 // parallel, whose variable the address depends on and which holds the copy with no loop in
 // between (only ifs and lets, whose values and conditions read only global tensors the kernel
-// never writes), and its dtype is 16-bit (bfloat16, float16). codegen_cpu then issues, before
+// never writes), its dtype is 16-bit (bfloat16, float16), and its tensor is larger than
+// kL2ResidentTensor (or of a shape unknown here). codegen_cpu then issues, before
 // each such gemm call, prefetches of the same strip of the copy's source at L's next iteration:
 // the next page's slice that the same gemm will read one page later (next_page_slices below).
 // Why per call: the hardware prefetchers stream a page's rows once they are read in order, but
