@@ -1043,6 +1043,91 @@ TEST(Gemm, LargeKTileRows) {
   run_large_k_case<f16>(true, 34);
 }
 
+// A tile program's launch computing C in place (@gemm_out: the first K step of each block
+// overwrites its window of C, the others accumulate), blocks in the launcher's row-major order,
+// rows [r0, r1) of the grid on this thread with the columns of each row rotated by `rot`
+// (cpu_launch.cpp). Returns the calls that fetched the next block's first tiles (BlockWalk).
+long run_tile_walk(const float* A, const float* B, float* C, int M, int N, int K, long ld_a, long ld_b,
+                   long ld_c, int MB, int NB, int KB, int r0, int r1, int rot) {
+  using namespace tw_cpu::detail;
+  const long before = block_walk().prefetches;
+  const int nbx = (N + NB - 1) / NB;
+  for (int by = r0; by < r1; ++by)
+    for (int t = 0; t < nbx; ++t) {
+      const int bx = (t + rot) % nbx;
+      const int i0 = by * MB, j0 = bx * NB, mb = std::min(MB, M - i0), nb = std::min(NB, N - j0);
+      for (int k0 = 0; k0 < K; k0 += KB) {
+        const float* a = A + (long)i0 * ld_a + k0;
+        const float* b = B + (long)k0 * ld_b + j0;
+        tw_cpu::gemm<float, float, float>(mb, nb, std::min(KB, K - k0), a, ld_a, false, b, ld_b, false,
+                                          C + (long)i0 * ld_c + j0, ld_c, k0 > 0, true, true, j0, ld_b);
+        const bool packed = gemm_path(mb, nb, false, false) == GemmPath::packed &&
+                            !small_f32_path(mb, nb, std::min(KB, K - k0), false);
+        if (k0 == 0 && packed) {  // the block's first call: its tiles are the walk's first ones
+          EXPECT_EQ(block_walk().a0, (const void*)a);
+          EXPECT_EQ(block_walk().b0, (const void*)b);
+        }
+      }
+    }
+  return block_walk().prefetches - before;
+}
+
+// The next block's first tiles fetched at the last K step of a block (BlockWalk in gemm_impl.h):
+// tails in M, N and K (a last K step shallower than the first: the prediction uses the block's
+// first depth), padded leading dimensions, one row of blocks, one column of blocks, 2 threads
+// with rotated rows; float64 reference over every element, C filled with NaN first (every
+// element is overwritten by its block's first K step).
+TEST(Gemm, BlockWalkNextBlock) {
+  struct Case { int M, N, K, MB, NB, KB, pad, threads; };
+  for (const Case& c : {Case{2 * 64 + 17, 3 * 96 + 7, 3 * 128 + 11, 64, 96, 128, 0, 1},
+                        Case{3 * 28, 4 * 64, 2 * 64, 28, 64, 64, 16, 1},
+                        Case{45, 5 * 32 + 9, 200, 45, 32, 64, 3, 1},
+                        Case{4 * 30 + 1, 33, 130, 30, 64, 64, 0, 1},
+                        Case{4 * 32 + 3, 4 * 64 + 5, 3 * 64 + 1, 32, 64, 64, 5, 2}}) {
+    SCOPED_TRACE(testing::Message() << c.M << "x" << c.N << "x" << c.K << " blocks " << c.MB << "/" << c.NB
+                                    << "/" << c.KB << " pad " << c.pad << " threads " << c.threads);
+    std::mt19937 g(c.M * 7 + c.N);
+    const long la = c.K + c.pad, lb = c.N + c.pad, lc = c.N + c.pad;
+    std::vector<float> A((size_t)c.M * la), B((size_t)c.K * lb), C((size_t)c.M * lc, NAN);
+    for (auto& v : A) v = make_val<float>(g);
+    for (auto& v : B) v = make_val<float>(g);
+    const int rows = (c.M + c.MB - 1) / c.MB, nbx = (c.N + c.NB - 1) / c.NB;
+    tw_cpu::new_launch();
+    long fetched = 0;
+    if (c.threads == 1) {
+      fetched = run_tile_walk(A.data(), B.data(), C.data(), c.M, c.N, c.K, la, lb, lc, c.MB, c.NB, c.KB, 0, rows, 0);
+      // every block fetches the next one's first tiles at its last K step (the first block at
+      // every step: none of its next K step's tiles is packed yet, only its first A tile), and
+      // with a shallower last K step at the step before it too (NextPrefetch looks for the next
+      // step's tiles at this step's depth); none when B's tile spans every column (one column
+      // block: A is not cached, gemm_f32's a_reused)
+      const long steps = (c.K + c.KB - 1) / c.KB, blocks = (long)rows * nbx;
+      const long expect = steps + blocks - 1 + (c.K % c.KB ? blocks - 1 : 0);
+      EXPECT_EQ(fetched, nbx == 1 && c.pad == 0 ? 0 : expect);
+    } else {
+      std::atomic<long> sum{0};
+      std::vector<std::thread> th;
+      for (int t = 0; t < c.threads; ++t)
+        th.emplace_back([&, t] {
+          sum += run_tile_walk(A.data(), B.data(), C.data(), c.M, c.N, c.K, la, lb, lc, c.MB, c.NB, c.KB,
+                               rows * t / c.threads, rows * (t + 1) / c.threads, t * nbx / c.threads);
+        });
+      for (auto& t : th) t.join();
+      EXPECT_GT(sum.load(), 0);
+    }
+    for (int i = 0; i < c.M; ++i)
+      for (int j = 0; j < c.N; ++j) {
+        double s = 0, sa = 0;
+        for (int k = 0; k < c.K; ++k) {
+          const double p = (double)A[(size_t)i * la + k] * B[(size_t)k * lb + j];
+          s += p;
+          sa += std::fabs(p);
+        }
+        ASSERT_NEAR(C[(size_t)i * lc + j], s, 2e-6 * sa + 1e-6) << i << "," << j;
+      }
+  }
+}
+
 // ------------------------------------------------------------------ conversions
 double f16_value(uint16_t h) {
   int e = (h >> 10) & 0x1f, m = h & 0x3ff;

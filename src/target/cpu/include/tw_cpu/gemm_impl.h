@@ -1163,6 +1163,28 @@ struct RowsPrefetch {
   }
 };
 
+// A tile program's K walk as this thread sees it: a call whose A and B tiles are not the
+// previous call's next K step (NextPrefetch's guess) starts a block, and its tiles are the
+// block's first. When a call finds neither of its next K step's tiles packed (most likely the
+// block's last K step), the next block is most likely the next column block of the same block
+// row (the launcher's row-major order; the last one wraps to column 0: the next block row's, or
+// the same row's first columns under a rotated 2-thread share), whose first call reads the A
+// tile this block started with and the B panel beside this block's first: both packed already
+// after the first block row, but read on demand from L3 by that call (1024^3 in 64/256/256
+// blocks, 1 thread: the first K step's calls ran 1.5x slower per flop than the others).
+struct BlockWalk {
+  const void* next_a = nullptr;  // the previous call's next K step
+  const void* next_b = nullptr;
+  const void* a0 = nullptr;  // the current block's first tiles and depth
+  const void* b0 = nullptr;
+  int k0 = 0;
+  long prefetches = 0;  // calls that fetched a next block's tiles (tests look at it)
+};
+inline BlockWalk& block_walk() {
+  static thread_local BlockWalk w;
+  return w;
+}
+
 // ------------------------------------------------ small-M gemms, nothing packed
 // gemm_small: C (+)= op(A) op(B) for M <= kSmallM rows (the tile programs' decode shapes: a few
 // query heads against a page of keys, Q K^T with B transposed and P V with B not), reading B
@@ -1582,8 +1604,9 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   // micro-kernel calls: streamed from L3 or memory on demand they cost 5-10% of the rate.
   // A wrong guess (the last K step) only costs a few prefetches of data nobody reads.
   NextPrefetch pf;
+  const T* an = transA ? A + (long)K * lda : A + K;  // the next K step's tiles
+  const T* bn = transB ? B + K : B + (long)K * ldb;
   if (a_packed) {
-    const T* an = transA ? A + (long)K * lda : A + K;
     const int mpad = (M + kMR - 1) / kMR * kMR;
     pf.add(packed_a_cache().find(an, lda, M, K, tag_a),
            (size_t)mpad * kw(K));
@@ -1596,10 +1619,24 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     const uintptr_t next_rows = (uintptr_t)A + (uintptr_t)M * (uintptr_t)K * sizeof(T);
     pf.add((const float*)next_rows, (size_t)M * K * sizeof(T) / sizeof(float));
   }
-  if (Bshared) {
-    const T* bn = transB ? B + K : B + (long)K * ldb;
-    pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b),
-           (size_t)ncpad * kw(K));
+  if (Bshared) pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b), (size_t)ncpad * kw(K));
+  BlockWalk& walk = block_walk();
+  if (A != walk.next_a || B != walk.next_b) {  // not the previous call's next K step
+    walk.a0 = A;
+    walk.b0 = B;
+    walk.k0 = K;
+  }
+  walk.next_a = an;
+  walk.next_b = bn;
+  if (pf.n == 0 && a_packed && Bshared && b_col >= 0 && !transB) {
+    // B's columns are known (b_col): the next column block's first panel is at b0 + N or, past
+    // the last full column block, at b0 - b_col (column 0); its depth is the block's first K
+    const T* b0 = (const T*)walk.b0;
+    const T* b1 = b_col + 2 * (long)N <= b_width ? b0 + N : b0 - b_col;
+    const int k0 = walk.k0;
+    pf.add(packed_a_cache().find(walk.a0, lda, M, k0, tag_a), (size_t)((M + kMR - 1) / kMR * kMR) * kw(k0));
+    pf.add(shared_packed_b().find(b1, ldb, k0, N, tag_b), (size_t)ncpad * kw(k0));
+    walk.prefetches += pf.n > 0;
   }
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR));  // the micro-kernel calls
   // fp32 A read in place by the micro-kernels instead of packed (a_in_place)
