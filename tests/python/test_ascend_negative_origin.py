@@ -215,3 +215,40 @@ def test_sliding_window_scores_read_zeros_before_the_first_key():
     npu = run_checked(tw.compile(main, target=TARGET, out_idx=[-1]), q, kt)
     assert np.array_equal(cpu.astype(np.float64), ref)
     assert np.array_equal(npu.astype(np.float64), ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_constant_starts_before_the_tensor(dtype):
+    # constant negative starts (not only bx * B - off): a load at (-3, -5) and a gemm operand at
+    # row -5 (an early build dropped a constant skip: a silent shift found by the differential hunt)
+    M, K, N = 20, 32, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), Y: T.Tensor((16, K), dtype),
+             C: T.Tensor((16, N), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((16, K), dtype)
+            a = T.alloc_shared((16, K), dtype)
+            w = T.alloc_shared((N, K), dtype)
+            c = T.alloc_fragment((16, N), "float32")
+            T.copy(X[-3, -5], t)
+            T.copy(t, Y)
+            T.clear(c)
+            T.copy(X[-5, 0], a)
+            T.copy(W, w)
+            T.gemm(a, w, c, transpose_B=True)
+            T.copy(c, C)
+
+    x = randint((M, K), dtype, seed=3, low=-3, high=4)
+    w = randint((N, K), dtype, seed=4, low=-3, high=4)
+    xf = x.astype(np.float64)
+    y_ref = np.zeros((16, K))
+    y_ref[3:, 5:] = xf[:13, :K - 5]
+    a_ref = np.zeros((16, K))
+    a_ref[5:] = xf[:11]
+    c_ref = a_ref @ w.astype(np.float64).T
+    for target in ("cpu", TARGET):
+        k = tw.compile(main, target=target, out_idx=[-2, -1])
+        y, c = k(x, w) if target == "cpu" else run_checked(k, x, w)
+        assert np.array_equal(y.astype(np.float64), y_ref), target
+        assert np.array_equal(c.astype(np.float64), c_ref), target

@@ -49,6 +49,11 @@ bool has_load(const Expr& e) {
   for_each_subexpr(e, [&](const Expr& x) { found = found || x->kind == ir::ExprKind::Load; });
   return found;
 }
+// null for the constant 0 (an optional program field left unset), e otherwise.
+Expr zero_or_null(const Expr& e) {
+  auto c = ir::as_const_int(e);
+  return c && *c == 0 ? nullptr : e;
+}
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
 
@@ -1043,7 +1048,7 @@ class Lowerer {
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
                              dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt,  // no InitConstValue<int8_t>
-                             win_rows, ir::as_const_int(g.skip_rows) ? nullptr : g.skip_rows},
+                             win_rows, zero_or_null(g.skip_rows)},
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
@@ -1110,7 +1115,7 @@ class Lowerer {
         return emit(CopyGmToUb{GmRef{g.param, add(g.offset, gm)},
                                local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), col_shift)), dt,
                                g.valid_rows, mul(g.valid_cols, C(b)), mul(g.row_stride, C(b)), C(ub_stride * b), tail,
-                               ir::as_const_int(left) ? nullptr : left},
+                               zero_or_null(left)},
                     sp);
       });
       if (!tail) return copy;
