@@ -119,7 +119,7 @@ struct GmWindow {
   int64_t rows = 1, cols = 1;     // extents of the 2-D part
   Expr valid_rows, valid_cols;    // min(extent, dim - start): tails
   Expr skip_rows = C(0);          // rows before row 0 of the tensor (a negative start): not copied
-  Expr skip_cols = C(0);          // columns before column 0 (ColClip): the GM side starts that many in
+  Expr skip_cols = C(0);          // columns before column 0 (a negative start): not copied
   Expr row_stride;                // elements between rows
   std::vector<GmOuter> outer;
   int64_t total_rows() const {
