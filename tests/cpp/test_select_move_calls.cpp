@@ -132,6 +132,36 @@ TEST(SelectMoveCalls, RowWindowTailZeroesItsRowsOfEachStrip) {
                "dstNzC0Stride=64 dstNzNStride=1 dstNzMatrixStride=0  @8\n");
 }
 
+// A window that starts before row 0 of its tensor (skip_rows rows of it): the zero fill covers
+// the whole tile from its origin, the Nd2Nz writes skip_rows Nz rows (32 B each) further in.
+TEST(SelectMoveCalls, SkippedRowsLandFurtherIntoEachStrip) {
+  Rig r;
+  ir::Var s = ir::var("s");
+  std::string after = code(select_move_calls(
+      r.with(CopyGmToL1{r.x(), r.at(r.l1), DTypeCode::f16, r.n, C(64), C(64), C(64), C(64), DTypeCode::f16, nullptr, s},
+             7),
+      b2()));
+  EXPECT_NE(after.find("if n < 64:\n    MTE2 InitConstValue l1[0] float16"), std::string::npos) << after;
+  EXPECT_NE(after.find("DataCopyNd2Nz l1[s * 32] <- X[0] float16 ndNum=1 nValue=n"), std::string::npos) << after;
+}
+
+// A window that starts before column 0 (GM -> UB): leftPadding places the data `left` elements
+// into the 32 B block the destination points at; rightPadding and the UB gap count them.
+TEST(SelectMoveCalls, LeftPaddingShiftsTheColumnsOfEachBurst) {
+  Rig r;
+  ir::Var left = ir::var("left");
+  std::string after = code(select_move_calls(
+      r.with(CopyGmToUb{r.x(), r.at(r.ub), DTypeCode::f32, C(4), C(20), C(256), C(64), true, left}, 9), b2()));
+  EXPECT_NE(after.find("isPad leftPadding=left rightPadding=(ceildiv(left * 4 + 20, 32) * 32 - (left * 4 + 20)) // 4"),
+            std::string::npos)
+      << after;
+  EXPECT_NE(after.find("dstStride=(64 - ceildiv(left * 4 + 20, 32) * 32) // 32"), std::string::npos) << after;
+  // the program text carries it (printed only when set)
+  std::string before = print_program(r.with(CopyGmToUb{r.x(), r.at(r.ub), DTypeCode::f32, C(1), C(20), C(256), C(64), true,
+                                                       C(3)}, 9));
+  EXPECT_NE(before.find("pad left=3"), std::string::npos) << before;
+}
+
 TEST(SelectMoveCalls, ConstantPartialTileIsZeroedUnguarded) {
   Rig r;
   std::string after = code(select_move_calls(

@@ -218,14 +218,15 @@ def test_out_of_bounds_copy():
         with T.Kernel(1, is_npu=True) as (cid, vid):
             a = T.alloc_UB((8, 64), "float32")
             with T.Scope("V"):
-                # a negative row start is clipped (as on cpu); a negative column start is not
-                T.copy(X[vid * 8, vid * 32 - 32], a)  # @OOB  (AIV 0 starts 32 columns before X)
+                # negative row starts and load column starts are clipped (as on cpu); a store's
+                # column start off a 32 B block is not (the UB side of a DataCopyPad starts on one)
+                T.copy(X[vid * 8, 0], a)
                 T.set_flag("MTE2", "MTE3", 0)
                 T.wait_flag("MTE2", "MTE3", 0)
-                T.copy(a, Y[vid * 8, 0])
+                T.copy(a, Y[vid * 8, vid * 32 - 3])  # @OOB  (AIV 0 writes 3 columns before Y)
     p = compile_npu(oob).profile(X16)
     r = only_kind(p["reports"], "out of bounds", "OOB")
-    assert "source reads bytes [-128, 1920) of GM tensor X, which has 4096 bytes" in r, r
+    assert "destination writes bytes [-12, 2036) of GM tensor Y, which has 4096 bytes" in r, r
     assert "AIV 0" in r
 
 

@@ -1,14 +1,26 @@
-"""Copies whose origin lies before row 0 of a tensor (issue 10, "no silent wrong answer"): a
-window offset computed as bx * B - OFF (causal / sliding-window kernels) starts at a negative row
-for the first blocks. On cpu the rows before row 0 read zeros (GM -> tile) and are not written
-(tile -> GM); on ascend910b the GM <-> UB copies now skip those rows the same way (they read
-and wrote GM before the tensor: a checker report). cpu vs ascend910b (checker on, zero reports)
-vs numpy."""
+"""Copies whose origin lies before row 0 or column 0 of a tensor (issue 10, "no silent wrong
+answer"; session 16): a window offset computed as bx * B - OFF (causal / sliding-window kernels)
+starts at a negative row or column for the first blocks. On cpu the rows and columns before 0 read
+zeros (GM -> tile) and are not written (tile -> GM). On ascend910b:
+
+- GM <-> UB rows: skipped the same way (they read and wrote GM before the tensor: a checker report);
+- GM -> UB columns: the GM side starts at column 0, the UB side whole 32 B blocks in and the rest
+  through DataCopyPad's leftPadding (zeros);
+- UB -> GM columns: skipped when the start is a multiple of the 32 B block (the UB side must start
+  on a block); another start that is negative at run time stays a checker report;
+- GM -> L1 rows (gemm operands): the Nd2Nz writes skip_rows Nz rows further into every strip, the
+  tile's zero fill covers the skipped rows;
+- L0C -> GM rows (Fixpipe): skipped when the start is a multiple of 16 (an L0C fractal row);
+  another start stays a checker report.
+
+cpu vs ascend910b (checker on, zero reports) vs numpy."""
 import numpy as np
 import pytest
 
 import tilewright as tw
 import tilewright.language as T
+from tilewright.testing import np_dtype, randint
+
 from ascend_util import TARGET, run_checked
 
 M, N, B = 32, 16, 8
@@ -63,24 +75,180 @@ def test_store_to_a_negative_row_drops_those_rows(off, dtype):
     assert np.array_equal(npu[: M - off].astype(np.float64), ref)
 
 
-def test_cube_side_copy_from_a_negative_row_is_reported_not_shifted():
-    # GM -> L1 does not clip at row 0 yet: the simulator's checker reports the read before the
-    # tensor (the data is never silently shifted)
-    K = 16
+def shifted_cols(off, dtype, target, store, roff=5):
+    """Loads (store=False): Y[r, c] = X[r - roff, c - off] (zeros before row / column 0); stores:
+    Y[r - roff, c - off] = X[r, c] + 1 for rows and columns >= 0 (8 x CB blocks)."""
+    @T.prim_func
+    def main(X: T.Tensor((NR, NC), dtype), Y: T.Tensor((NR, NC), dtype)):
+        with T.Kernel(T.ceildiv(NC, CB), T.ceildiv(NR, 8)) as (bx, by):
+            t = T.alloc_fragment((8, CB), dtype)
+            if store:
+                T.copy(X[by * 8, bx * CB], t)
+                for i, j in T.Parallel(8, CB):
+                    t[i, j] = t[i, j] + 1
+                T.copy(t, Y[by * 8 - roff, bx * CB - off])
+            else:
+                T.copy(X[by * 8 - roff, bx * CB - off], t)
+                T.copy(t, Y[by * 8, bx * CB])
+    return tw.compile(main, target=target, out_idx=[-1])
+
+
+NR, NC, CB = 21, 100, 32
+
+
+def odd_data(shape, dtype):
+    return (np.arange(int(np.prod(shape))).reshape(shape) % 113 + 1).astype(np_dtype(dtype))  # exact in every dtype
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8"])
+@pytest.mark.parametrize("off", [3, 16, 32, 40])  # inside a block, whole blocks, the whole window, more
+def test_load_from_a_negative_column_reads_zeros_there(off, dtype):
+    x = odd_data((NR, NC), dtype)
+    xf = x.astype(np.float64)
+    ref = np.zeros((NR, NC))
+    for r in range(NR):
+        for c in range(NC):
+            if r - 5 >= 0 and c - off >= 0:
+                ref[r, c] = xf[r - 5, c - off]
+    cpu = shifted_cols(off, dtype, "cpu", False)(x)
+    npu = run_checked(shifted_cols(off, dtype, TARGET, False), x)
+    assert np.array_equal(cpu.astype(np.float64), ref)
+    assert np.array_equal(npu.astype(np.float64), ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("off", [16, 32])  # whole 32 B blocks of both dtypes
+def test_store_to_a_negative_column_drops_those_columns(off, dtype):
+    x = odd_data((NR, NC), dtype)
+    ref = x.astype(np.float64)[5:, off:] + 1
+    cpu = shifted_cols(off, dtype, "cpu", True)(x)
+    npu = run_checked(shifted_cols(off, dtype, TARGET, True), x)
+    assert np.array_equal(cpu[: NR - 5, : NC - off].astype(np.float64), ref)
+    assert np.array_equal(npu[: NR - 5, : NC - off].astype(np.float64), ref)
+
+
+def test_store_to_a_negative_column_inside_a_block_is_reported_not_shifted():
+    # the UB side of a DataCopyPad starts on a 32 B block: 3 float32 columns cannot be skipped
+    # there, so the store is not clipped and a run that writes before the tensor is reported
+    x = odd_data((NR, NC), "float32")
+    prof = shifted_cols(3, "float32", TARGET, True).profile(x)
+    assert any("out of bounds" in r and "GM tensor Y" in r for r in prof["reports"]), prof["reports"]
+
+
+def gemm_shifted(M, K, N, bm, a_off, c_off, dtype):
+    """C[bx*bm - c_off + i] = (A[bx*bm - a_off + i] @ W) for rows >= 0 (A's rows before 0 read 0)."""
+    acc = "int32" if dtype == "int8" else "float32"
 
     @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), W: T.Tensor((K, K), "float16"), C: T.Tensor((M, K), "float32")):
-        with T.Kernel(T.ceildiv(M, 16)) as bx:
-            a = T.alloc_shared((16, K), "float16")
-            w = T.alloc_shared((K, K), "float16")
-            c = T.alloc_fragment((16, K), "float32")
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), C: T.Tensor((M, N), acc)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            a = T.alloc_shared((bm, K), dtype)
+            w = T.alloc_shared((N, K), dtype)
+            c = T.alloc_fragment((bm, N), acc)
             T.clear(c)
-            T.copy(A[bx * 16 - 8, 0], a)
+            T.copy(A[bx * bm - a_off, 0], a)
             T.copy(W[0, 0], w)
-            T.gemm(a, w, c)
-            T.copy(c, C[bx * 16, 0])
+            T.gemm(a, w, c, transpose_B=True)
+            T.copy(c, C[bx * bm - c_off, 0])
+    return main
 
-    a = np.ones((M, K), np.float16)
-    w = np.ones((K, K), np.float16)
-    prof = tw.compile(main, target=TARGET, out_idx=[-1]).profile(a, w)
-    assert any("out of bounds" in r and "GM tensor A" in r for r in prof["reports"]), prof["reports"]
+
+def gemm_ref(a, w, a_off, c_off):
+    M = a.shape[0]
+    sh = np.zeros((M, a.shape[1]))
+    sh[a_off:] = a.astype(np.float64)[: M - a_off]
+    full = sh @ w.astype(np.float64).T
+    return full[c_off:]  # rows 0 .. M - c_off - 1 of C
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "int8"])
+@pytest.mark.parametrize("a_off,c_off", [(5, 0), (16, 0), (40, 0), (0, 16), (7, 32)])
+def test_gemm_operand_and_result_at_negative_rows(a_off, c_off, dtype):
+    M, K, N, bm = 45, 40, 24, 16  # row tails, K not a multiple of C0 for 16-bit types
+    a = randint((M, K), dtype, seed=7, low=-3, high=4)  # small integers: exact products and sums
+    w = randint((N, K), dtype, seed=8, low=-3, high=4)
+    ref = gemm_ref(a, w, a_off, c_off)
+    k = gemm_shifted(M, K, N, bm, a_off, c_off, dtype)
+    cpu = tw.compile(k, target="cpu", out_idx=[-1])(a, w)
+    npu = run_checked(tw.compile(k, target=TARGET, out_idx=[-1]), a, w)
+    n = M - c_off
+    assert np.array_equal(cpu[:n].astype(np.float64), ref)
+    assert np.array_equal(npu[:n].astype(np.float64), ref)
+
+
+def test_gemm_result_at_a_negative_row_inside_a_fractal_is_reported_not_shifted():
+    # Fixpipe's L0C source starts on a 16-row fractal row here: a skip of 8 rows is not clipped,
+    # and the run that writes before the tensor is reported
+    rng = np.random.default_rng(8)
+    a = rng.integers(-3, 4, (48, 32)).astype(np.float16)
+    w = rng.integers(-3, 4, (16, 32)).astype(np.float16)
+    prof = tw.compile(gemm_shifted(48, 32, 16, 16, 0, 8, "float16"), target=TARGET, out_idx=[-1]).profile(a, w)
+    assert any("out of bounds" in r and "GM tensor C" in r for r in prof["reports"]), prof["reports"]
+
+
+def test_sliding_window_scores_read_zeros_before_the_first_key():
+    # S[i, j] = Q[i] . K[bx*bq - W + j]: the key window of the first blocks starts before row 0
+    S, D, bq, W = 40, 32, 16, 16
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), "float16"), Kt: T.Tensor((S, D), "float16"), O: T.Tensor((S, W + bq), "float32")):
+        with T.Kernel(T.ceildiv(S, bq)) as bx:
+            q = T.alloc_shared((bq, D), "float16")
+            k = T.alloc_shared((W + bq, D), "float16")
+            s = T.alloc_fragment((bq, W + bq), "float32")
+            T.clear(s)
+            T.copy(Q[bx * bq, 0], q)
+            T.copy(Kt[bx * bq - W, 0], k)
+            T.gemm(q, k, s, transpose_B=True)
+            T.copy(s, O[bx * bq, 0])
+
+    rng = np.random.default_rng(2)
+    q = rng.integers(-3, 4, (S, D)).astype(np.float16)
+    kt = rng.integers(-3, 4, (S, D)).astype(np.float16)
+    ref = np.zeros((S, W + bq))
+    for i in range(S):
+        for j in range(W + bq):
+            kr = i // bq * bq - W + j
+            if 0 <= kr < S:
+                ref[i, j] = q[i].astype(np.float64) @ kt[kr].astype(np.float64)
+    cpu = tw.compile(main, target="cpu", out_idx=[-1])(q, kt)
+    npu = run_checked(tw.compile(main, target=TARGET, out_idx=[-1]), q, kt)
+    assert np.array_equal(cpu.astype(np.float64), ref)
+    assert np.array_equal(npu.astype(np.float64), ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_constant_starts_before_the_tensor(dtype):
+    # constant negative starts (not only bx * B - off): a load at (-3, -5) and a gemm operand at
+    # row -5 (an early build dropped a constant skip: a silent shift found by the differential hunt)
+    M, K, N = 20, 32, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), Y: T.Tensor((16, K), dtype),
+             C: T.Tensor((16, N), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((16, K), dtype)
+            a = T.alloc_shared((16, K), dtype)
+            w = T.alloc_shared((N, K), dtype)
+            c = T.alloc_fragment((16, N), "float32")
+            T.copy(X[-3, -5], t)
+            T.copy(t, Y)
+            T.clear(c)
+            T.copy(X[-5, 0], a)
+            T.copy(W, w)
+            T.gemm(a, w, c, transpose_B=True)
+            T.copy(c, C)
+
+    x = randint((M, K), dtype, seed=3, low=-3, high=4)
+    w = randint((N, K), dtype, seed=4, low=-3, high=4)
+    xf = x.astype(np.float64)
+    y_ref = np.zeros((16, K))
+    y_ref[3:, 5:] = xf[:13, :K - 5]
+    a_ref = np.zeros((16, K))
+    a_ref[5:] = xf[:11]
+    c_ref = a_ref @ w.astype(np.float64).T
+    for target in ("cpu", TARGET):
+        k = tw.compile(main, target=target, out_idx=[-2, -1])
+        y, c = k(x, w) if target == "cpu" else run_checked(k, x, w)
+        assert np.array_equal(y.astype(np.float64), y_ref), target
+        assert np.array_equal(c.astype(np.float64), c_ref), target

@@ -212,7 +212,9 @@ def test_grouped_gemm_on_ascend_gathers_rows_into_l1():
     bytes into each strip) and one InitConstValue per padding row (16 strips' blocks skipped)."""
     k = moe.grouped_gemm(20, 64, 64, 4, 2, block_M=16, dtype="float16", target="ascend910b")
     prog = k.get_source("ascend_program")
-    assert "DataCopyNd2Nz a[r * 32] <- X[" in prog and "nValue=max(min(20 - t, 1), 0) dValue=64" in prog, prog
+    # t comes from GM (not provably >= 0): a row before row 0 would be skipped, as on cpu
+    assert "DataCopyNd2Nz a[r * 32 + min(max(0 - t, 0), 1) * 32] <- X[" in prog, prog
+    assert "nValue=max(min(20 - t, 1) - min(max(0 - t, 0), 1), 0) dValue=64" in prog, prog
     assert "InitConstValue a[r * 32] float16 repeatTimes=4 blockNum=1 dstGap=15 initValue=0.0f16" in prog, prog
     src = k.get_source("ascendc")
     assert "InitConstValueParams<half>{4, 1, 15," in src.replace("static_cast<uint16_t>(", "").replace(")", ""), src

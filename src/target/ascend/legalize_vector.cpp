@@ -749,6 +749,12 @@ class Legalizer {
 
 std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   const Span& sp = s->span;
+  if (s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::serial) {
+    // vec::region_map's serial loop over the leading dims of an N-D region: its body is the map
+    auto* f = as<ir::ForNode>(s);
+    return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0,
+                                          ir_seq(rewrite_map(f->body, wrap_bound), sp), sp)};
+  }
   // Only maps over UB/global data are vector code; anything else is left for select_instructions.
   auto m = vec::vector_map(s);
   if (!m) return {s};

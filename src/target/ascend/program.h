@@ -151,6 +151,10 @@ struct VecOperand {
 // r0 + window_rows - 1 of it: rows x cols must fit the window, and a partial copy zeroes just the
 // window's rows (InitConstValue repeatTimes = dst_cols / C0 strips of window_rows blocks, dstGap
 // dst_rows - window_rows), never the rest of the tile. Unset (null): the whole strip height.
+// skip_rows (when set, a run-time count): the window's first skip_rows rows lie before row 0 of the
+// tensor (a start like bx * B - 64): the Nd2Nz writes the rows x cols it reads skip_rows rows (32 B
+// each) further into every strip; the zero fill covers the skipped rows (rows < the window's rows
+// whenever skip_rows > 0), so they read 0 as on cpu.
 struct CopyGmToL1 {
   GmRef src;
   LocalRef dst;
@@ -159,6 +163,7 @@ struct CopyGmToL1 {
   ir::Expr dst_rows, dst_cols;
   ir::DType fill_dtype = ir::DTypeCode::f16;
   ir::Expr window_rows;  // null: the window is the whole tile (dst_rows)
+  ir::Expr skip_rows;    // null: 0
 };
 
 // MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...},
@@ -167,12 +172,16 @@ struct CopyGmToL1 {
 // destination burst is written up to the next 32 B boundary: the bytes after row_bytes are zero
 // when `pad` (rightPadding = those bytes / element size), unspecified values otherwise (the
 // simulator writes garbage there). Bytes between the 32 B-rounded bursts are not written.
+// left (when set, needs pad): each destination burst starts with `left` zero elements (leftPadding,
+// under 32 B) before its row_bytes: a window that starts before column 0 of its tensor lands the
+// columns it reads that many elements into the 32 B block dst points at.
 struct CopyGmToUb {
   GmRef src;
   LocalRef dst;
   ir::DType dtype;
   ir::Expr n_rows, row_bytes, src_stride, dst_stride;
   bool pad = false;
+  ir::Expr left;  // null: 0
 };
 
 // MTE3. UB -> GM, DataCopyPad. Same fields as CopyGmToUb (src_stride multiple of 32).

@@ -65,7 +65,8 @@ class Builder {
   }
   void operator()(const CopyGmToUb& x) const {
     gm(x.src, AccessMode::Read, x.n_rows, x.row_bytes, x.src_stride);
-    local(x.dst, AccessMode::Write, x.n_rows, round_to(x.row_bytes, 32), x.dst_stride);
+    Expr lead = x.left ? arith::add(times(x.left, x.dtype.bytes()), x.row_bytes) : x.row_bytes;  // leftPadding first
+    local(x.dst, AccessMode::Write, x.n_rows, round_to(lead, 32), x.dst_stride);
   }
   void operator()(const CopyUbToGm& x) const {
     local(x.src, AccessMode::Read, x.n_rows, x.row_bytes, x.src_stride);

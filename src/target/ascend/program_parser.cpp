@@ -250,6 +250,7 @@ InstrOp parse_instr(Line& L) {
     c.dst = L.local(), L.expect("<-"), c.src = L.gm(), c.dtype = L.dtype();
     c.rows = L.field(" rows"), c.cols = L.field(" cols"), c.src_row_stride = L.field(" src_row_stride");
     if (L.accept("window_rows=")) c.window_rows = L.expr();
+    if (L.accept("skip_rows=")) c.skip_rows = L.expr();
     L.expect("nz=");
     std::tie(c.dst_rows, c.dst_cols) = L.dims(L.find_top(" fill="));
     if (L.accept("fill=")) c.fill_dtype = L.dtype();
@@ -260,7 +261,11 @@ InstrOp parse_instr(Line& L) {
     c.n_rows = L.field(" n_rows"), c.row_bytes = L.field(" row_bytes"), c.src_stride = L.field(" src_stride"),
     c.dst_stride = L.field(" dst_stride");
   };
-  if (name == "CopyGmToUb") return move(CopyGmToUb{}, local, gm, [&](auto& c) { burst(c), c.pad = flag("pad"); });
+  if (name == "CopyGmToUb")
+    return move(CopyGmToUb{}, local, gm, [&](auto& c) {
+      burst(c), c.pad = flag("pad");
+      if (L.accept("left=")) c.left = L.expr();
+    });
   if (name == "CopyUbToGm") return move(CopyUbToGm{}, gm, local, [&](auto& c) { burst(c), c.atomic = flag("atomic"); });
   if (name == "CopyUbToUb") return move(CopyUbToUb{}, local, local, burst);
   if (name == "LoadL0") {

@@ -29,7 +29,8 @@ struct InstrPrinter {
   const Program& p;
   std::string operator()(const CopyGmToL1& c) const {
     return "CopyGmToL1 " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + " rows=" + ex(c.rows) +
-           " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + (c.window_rows ? " window_rows=" + ex(c.window_rows) : "") + " nz=" + ex(c.dst_rows) + "x" +
+           " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + (c.window_rows ? " window_rows=" + ex(c.window_rows) : "") +
+           (c.skip_rows ? " skip_rows=" + ex(c.skip_rows) : "") + " nz=" + ex(c.dst_rows) + "x" +
            ex(c.dst_cols) + (c.fill_dtype == ir::DType(ir::DTypeCode::f16) ? "" : " fill=" + dt(c.fill_dtype));
   }
   template <class C>
@@ -38,7 +39,8 @@ struct InstrPrinter {
            " row_bytes=" + ex(c.row_bytes) + " src_stride=" + ex(c.src_stride) + " dst_stride=" + ex(c.dst_stride);
   }
   std::string operator()(const CopyGmToUb& c) const {
-    return burst("CopyGmToUb", loc(p, c.dst), gm(p, c.src), c) + (c.pad ? " pad" : "");
+    return burst("CopyGmToUb", loc(p, c.dst), gm(p, c.src), c) + (c.pad ? " pad" : "") +
+           (c.left ? " left=" + ex(c.left) : "");
   }
   std::string operator()(const CopyUbToGm& c) const {
     return burst("CopyUbToGm", gm(p, c.dst), loc(p, c.src), c) + (c.atomic ? " atomic" : "");

@@ -49,6 +49,11 @@ bool has_load(const Expr& e) {
   for_each_subexpr(e, [&](const Expr& x) { found = found || x->kind == ir::ExprKind::Load; });
   return found;
 }
+// null for the constant 0 (an optional program field left unset), e otherwise.
+Expr zero_or_null(const Expr& e) {
+  auto c = ir::as_const_int(e);
+  return c && *c == 0 ? nullptr : e;
+}
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
 
@@ -114,6 +119,7 @@ struct GmWindow {
   int64_t rows = 1, cols = 1;     // extents of the 2-D part
   Expr valid_rows, valid_cols;    // min(extent, dim - start): tails
   Expr skip_rows = C(0);          // rows before row 0 of the tensor (a negative start): not copied
+  Expr skip_cols = C(0);          // columns before column 0 (a negative start): not copied
   Expr row_stride;                // elements between rows
   std::vector<GmOuter> outer;
   int64_t total_rows() const {
@@ -418,12 +424,20 @@ class Lowerer {
     p_.workspace_bytes = add(p_.workspace_bytes, mul(simp(ir::binary(ir::BinOp::CeilDiv, bytes, C(512))), C(512)));
   }
 
-  // clip_low: rows before row 0 are skipped (skip_rows; the caller shifts its local side by as
-  // many rows). GM <-> UB copies only: the Cube-side copies do not clip there yet (a checker
-  // report, never silently shifted data).
+  // Starts before the tensor (bx * B - 64 in causal and sliding-window kernels): row_clip k > 0
+  // skips the rows before row 0 (skip_rows) when the start is a multiple of k, col_clip k > 0 the
+  // columns before column 0 (skip_cols) likewise; the GM offset starts past them and the caller
+  // shifts its local side by as many rows / columns. k = 1 (any start): GM <-> UB rows (a UB row
+  // stride), GM -> L1 rows (an Nz row of 32 B), GM -> UB columns (whole 32 B blocks of UB, the rest
+  // through DataCopyPad's leftPadding). k > 1: where the local side can only start on a unit of k
+  // (UB -> GM columns: a 32 B block; Fixpipe rows: an L0C fractal row of 16), the skip is clamped
+  // to whole units of the window (when the window lies wholly before the tensor its valid count is
+  // 0 and nothing moves). Other starts that may be negative are not clipped: a run in which they
+  // are is the simulator checker's out-of-bounds report (never silently shifted data).
   // tile_cols: the columns of the tile side; trailing size-1 dims of the tensor are dropped only
   // when it has more than one (an (M, 1) tensor into an (M, 1) tile stays a column).
-  GmWindow gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, bool clip_low = false) {
+  GmWindow gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, int64_t row_clip = 0,
+                     int64_t col_clip = 0) {
     GmWindow g;
     auto ws = ws_offset_.find(r.buffer.get());
     g.param = ws != ws_offset_.end() ? -1 : params_.at(r.buffer.get());
@@ -455,9 +469,16 @@ class Lowerer {
     auto size_one = [&](size_t d) { auto c = ir::as_const_int(shape[d]); return c && *c == 1 && ext[d] == 1; };
     while (tile_cols != 1 && n > 1 && size_one(n - 1)) --n;
     g.cols = ext[n - 1];
-    g.valid_cols = inside(idx32(r.starts[n - 1]), g.cols, end(n - 1))
-                       ? C(g.cols)
-                       : valid_count(g.cols, end(n - 1), idx32(r.starts[n - 1]));
+    Expr cstart = idx32(r.starts[n - 1]);
+    int64_t es = r.buffer->dtype.bytes();
+    if (inside(cstart, g.cols, end(n - 1))) {
+      g.valid_cols = C(g.cols);
+    } else if (auto c = clip_low(cstart, g.cols, end(n - 1), col_clip)) {
+      std::tie(g.skip_cols, g.valid_cols) = *c;
+      g.offset = add(g.offset, mul(g.skip_cols, C(es)));
+    } else {
+      g.valid_cols = valid_count(g.cols, end(n - 1), cstart);
+    }
     if (n < 2) {
       g.row_stride = shape[n - 1];
       g.rows = 1;
@@ -474,13 +495,11 @@ class Lowerer {
     g.valid_rows = valid_count(g.rows, end(rd), start);
     if (inside(start, g.rows, end(rd))) {
       g.valid_rows = C(g.rows);
-    } else if (clip_low && !nonneg(start)) {
-      // A start that may be negative (bx * B - 64): the rows before row 0 are skipped, as on
-      // cpu (the GM side starts at row 0, the UB side that many rows in; GM -> UB reads zeros
-      // there through the tail fill).
-      g.skip_rows = min(max(C(0), sub(C(0), start)), C(g.rows));
-      g.valid_rows = max(C(0), sub(min(C(g.rows), sub(end(rd), start)), g.skip_rows));
-      g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(r.buffer->dtype.bytes())));
+    } else if (auto c = clip_low(start, g.rows, end(rd), row_clip)) {
+      // the GM side starts at row 0, the local side that many rows in (a load reads zeros there
+      // through the tail fill)
+      std::tie(g.skip_rows, g.valid_rows) = *c;
+      g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(es)));
     }
     // A dropped unit dim whose index may be past the tensor's end (A[by + 3, 0, :] with by + 3
     // >= M): the window is then empty, as on cpu (no rows read or written).
@@ -490,7 +509,7 @@ class Lowerer {
     for (size_t d = 0; d < rd; ++d) {
       if (ext[d] == 1) continue;
       Expr st = idx32(r.starts[d]);
-      if (clip_low && !nonneg(st))
+      if (row_clip && !nonneg(st))
         throw Error("GM region " + ir::print(r) + ": the start of dim " + std::to_string(d) + " (" + ir::print(st) +
                         ") may be negative; only the rows dim of a window may start before the tensor",
                     sp, "start the outer dims of the window at 0 or later (clip them in the kernel)");
@@ -509,6 +528,16 @@ class Lowerer {
       g.outer.pop_back();
     }
     return g;
+  }
+
+  // (skip, valid) of a window dim that may start before index 0 (gm_window's row_clip / col_clip
+  // `unit`): skip = the indices before 0, clamped to the window's whole units; valid = the indices
+  // inside [0, end). nullopt: not clipped (unit 0, a start provably >= 0, or not a multiple of unit).
+  std::optional<std::pair<Expr, Expr>> clip_low(const Expr& start, int64_t extent, const Expr& end, int64_t unit) const {
+    if (unit <= 0 || nonneg(start) || !multiple_of(start, unit)) return std::nullopt;
+    Expr before = max(C(0), sub(C(0), start));
+    Expr valid = max(C(0), sub(min(C(extent), sub(end, start)), min(before, C(extent))));
+    return std::make_pair(min(before, C(extent / unit * unit)), valid);
   }
 
   // The copy `body(gm_bytes, row)` once per outer index of g: gm_bytes is the GM byte offset of
@@ -602,7 +631,22 @@ class Lowerer {
         Expr cond = hoist_scalar_loads(n->cond, sp, "the condition of this if", loads);
         if (!loads.empty())
           return with_loads(std::move(loads), lower(std::make_shared<ir::IfNode>(cond, n->then_body, n->else_body, n->span), inside), sp);
-        StmtPtr t = lower(n->then_body, inside);
+        StmtPtr t;
+        {
+          // the then-branch knows the condition's lower bound on its variable (skew_cube_loops'
+          // `if (k_o * 2 >= 3)` around a load of rows (k_o * 2 - 3) * 64: no clip at row 0)
+          auto known = cond_low(n->cond);
+          std::optional<int64_t> saved;
+          if (known) {
+            if (auto it = low_.find(known->first); it != low_.end()) saved = it->second;
+            low_[known->first] = std::max(known->second, saved.value_or(known->second));
+          }
+          t = lower(n->then_body, inside);
+          if (known) {
+            if (saved) low_[known->first] = *saved;
+            else low_.erase(known->first);
+          }
+        }
         StmtPtr e = lower(n->else_body, inside);
         if (!t && !e) return nullptr;
         return if_(n->cond, or_empty(t), e, sp);
@@ -985,7 +1029,7 @@ class Lowerer {
     if (from == Scope::global && to == Scope::L1) {
       same_dtype("GM->L1");
       Window w = window(n->dst, sp);
-      GmWindow g = gm_window(n->src, sp, w.cols);
+      GmWindow g = gm_window(n->src, sp, w.cols, /*row_clip=*/1);
       cube_single(g, n->src, sp);
       int64_t c0 = c0_of(dt);
       auto cc0 = ir::as_const_int(w.c0);
@@ -1004,7 +1048,7 @@ class Lowerer {
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
                              dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt,  // no InitConstValue<int8_t>
-                             win_rows},
+                             win_rows, zero_or_null(g.skip_rows)},
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
@@ -1029,7 +1073,7 @@ class Lowerer {
     }
     if (from == Scope::L0C && to == Scope::global) {
       Window s = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp, s.cols);
+      GmWindow g = gm_window(n->dst, sp, s.cols, /*row_clip=*/16);  // L0C rows: within a 16-row fractal
       cube_single(g, n->dst, sp);
       check_same_2d(s.rows, s.cols, g.rows, g.cols, n, sp);
       bool ok = (st == ir::DType(ir::DTypeCode::f32) && dt.is_float() && dt.bits() <= 32) ||
@@ -1041,7 +1085,8 @@ class Lowerer {
       if (!r0 || !c0 || *r0 % 16 || *c0 % 16)
         throw Error("copy L0C->GM from " + ir::print(n->src) + ": the window must start at constant multiples of 16",
                     sp, "L0C holds 16x16 fractals");
-      Expr off = C((*c0 / 16 * s.buf->prows * 16 + *r0 * 16) * st.bytes());
+      // rows before the tensor's row 0 (skip_rows, a multiple of 16): the source starts past them
+      Expr off = add(C((*c0 / 16 * s.buf->prows * 16 + *r0 * 16) * st.bytes()), mul(g.skip_rows, C(16 * st.bytes())));
       return emit(Fixpipe{local(s, off), GmRef{g.param, g.offset}, st, dt, g.valid_rows, g.valid_cols,
                           C(s.buf->prows), g.row_stride, false, n->atomic},
                   sp);
@@ -1050,9 +1095,14 @@ class Lowerer {
       same_dtype("GM->UB");
       Window w = window(n->dst, sp);
       ub_copy_window_ok(w, n->dst, /*load=*/true, sp);
-      GmWindow g = gm_window(n->src, sp, w.cols, /*clip_low=*/true);
+      GmWindow g = gm_window(n->src, sp, w.cols, /*row_clip=*/1, /*col_clip=*/1);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
+      // skipped columns (a start before column 0): the UB side moves on by their whole 32 B
+      // blocks and DataCopyPad's leftPadding places the rest (zeros, under 32 B)
+      Expr skip_blocks = simp(ir::binary(ir::BinOp::FloorDiv, mul(g.skip_cols, C(b)), C(32)));
+      Expr left = simp(sub(g.skip_cols, mul(skip_blocks, C(32 / b))));
+      Expr col_shift = mul(skip_blocks, C(32));
       // Tails read zeros: a copy that can be short pads its rows to 32 B with zeros and, when it
       // is short, runs after a VecDup of 0 over the tile (select_instructions.h). Not for the GM
       // workspace: split_cube_vector's hand-off slots are read within the slot they were written to.
@@ -1063,8 +1113,9 @@ class Lowerer {
       bool tail = g.param >= 0 && !(never && *never == 0);
       StmtPtr copy = per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
         return emit(CopyGmToUb{GmRef{g.param, add(g.offset, gm)},
-                               local(w, mul(add(row, g.skip_rows), C(ub_stride * b))), dt, g.valid_rows,
-                               mul(g.valid_cols, C(b)), mul(g.row_stride, C(b)), C(ub_stride * b), tail},
+                               local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), col_shift)), dt,
+                               g.valid_rows, mul(g.valid_cols, C(b)), mul(g.row_stride, C(b)), C(ub_stride * b), tail,
+                               zero_or_null(left)},
                     sp);
       });
       if (!tail) return copy;
@@ -1076,11 +1127,12 @@ class Lowerer {
       same_dtype("UB->GM");
       Window w = window(n->src, sp);
       ub_copy_window_ok(w, n->src, /*load=*/false, sp);
-      GmWindow g = gm_window(n->dst, sp, w.cols, /*clip_low=*/true);
+      GmWindow g = gm_window(n->dst, sp, w.cols, /*row_clip=*/1, /*col_clip=*/32 / dt.bytes());
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
-        return emit(CopyUbToGm{local(w, mul(add(row, g.skip_rows), C(ub_stride * b))), GmRef{g.param, add(g.offset, gm)},
+        return emit(CopyUbToGm{local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
+                               GmRef{g.param, add(g.offset, gm)},
                                dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)),
                                n->atomic},
                     sp);
@@ -2031,7 +2083,81 @@ class Lowerer {
   std::unordered_set<const ir::VarNode*> nonneg_;
   bool nonneg(const Expr& e) const {
     if (auto r = bounds(e); r && r->first >= 0) return true;
+    if (auto l = lower(e); l && *l >= 0) return true;
     return ir::is_nonneg(e, [&](const ir::VarNode* v) { return nonneg_.count(v) > 0; });
+  }
+  // Lower bounds of integer variables from the conditions of the ifs around the statement being
+  // lowered (`if (v * a + b >= c)`, a > 0: v >= ceil((c - b) / a)).
+  std::unordered_map<const ir::VarNode*, int64_t> low_;
+  // A lower bound of integer expression e: constants, variables (low_, range_, 0 when proven >= 0),
+  // sums, differences with a constant and products by a non-negative constant; nullopt otherwise.
+  std::optional<int64_t> lower(const Expr& e) const {
+    constexpr int64_t kBig = int64_t{1} << 40;
+    if (auto c = ir::as_const_int(e)) return std::abs(*c) < kBig ? std::optional<int64_t>{*c} : std::nullopt;
+    if (e->kind == ir::ExprKind::Var) {
+      auto* v = as<ir::VarNode>(e);
+      std::optional<int64_t> l;
+      if (auto it = low_.find(v); it != low_.end()) l = it->second;
+      if (auto it = range_.find(v); it != range_.end()) l = std::max(l.value_or(it->second.first), it->second.first);
+      if (nonneg_.count(v)) l = std::max<int64_t>(l.value_or(0), 0);
+      return l;
+    }
+    if (e->kind == ir::ExprKind::Cast) {
+      auto* c = as<ir::CastNode>(e);
+      if (!c->dtype.is_int() || !c->value->dtype.is_int() || c->dtype.bits() < c->value->dtype.bits()) return {};
+      return lower(c->value);
+    }
+    if (e->kind != ir::ExprKind::Binary || !e->dtype.is_int()) return {};
+    auto* b = as<ir::BinaryNode>(e);
+    auto cb = ir::as_const_int(b->b), ca = ir::as_const_int(b->a);
+    auto small = [&](std::optional<int64_t> x) { return x && std::abs(*x) < kBig ? x : std::nullopt; };
+    switch (b->op) {
+      case ir::BinOp::Add: {
+        auto x = lower(b->a), y = lower(b->b);
+        return x && y ? small(*x + *y) : std::nullopt;
+      }
+      case ir::BinOp::Sub: {
+        auto x = lower(b->a);
+        return x && cb ? small(*x - *cb) : std::nullopt;
+      }
+      case ir::BinOp::Mul: {
+        const Expr& other = cb ? b->a : b->b;
+        auto k = cb ? cb : ca;
+        auto x = k && *k >= 0 && *k < kBig ? lower(other) : std::nullopt;
+        return x ? small(*x * *k) : std::nullopt;
+      }
+      default: return {};
+    }
+  }
+  // (v, lo) when cond is `v * a + b >= c` or `v * a + b > c` (constants a > 0, b, c): v >= lo.
+  std::optional<std::pair<const ir::VarNode*, int64_t>> cond_low(const Expr& cond) const {
+    if (cond->kind != ir::ExprKind::Binary) return {};
+    auto* c = as<ir::BinaryNode>(cond);
+    auto rhs = ir::as_const_int(c->b);
+    if ((c->op != ir::BinOp::GE && c->op != ir::BinOp::GT) || !rhs) return {};
+    int64_t bound = *rhs + (c->op == ir::BinOp::GT ? 1 : 0);
+    Expr lhs = c->a;
+    int64_t a = 1, off = 0;
+    if (lhs->kind == ir::ExprKind::Binary) {  // v * a + b, v * a - b, v + b, v * a
+      auto* x = as<ir::BinaryNode>(lhs);
+      if (auto k = ir::as_const_int(x->b); k && (x->op == ir::BinOp::Add || x->op == ir::BinOp::Sub)) {
+        off = x->op == ir::BinOp::Add ? *k : -*k;
+        lhs = x->a;
+      }
+    }
+    if (lhs->kind == ir::ExprKind::Binary) {
+      auto* x = as<ir::BinaryNode>(lhs);
+      auto k = ir::as_const_int(x->b);
+      if (x->op != ir::BinOp::Mul || !k || *k <= 0) return {};
+      a = *k;
+      lhs = x->a;
+    }
+    if (lhs->kind != ir::ExprKind::Var || !lhs->dtype.is_int() || std::abs(bound) > (int64_t{1} << 40) ||
+        std::abs(off) > (int64_t{1} << 40))
+      return {};
+    int64_t need = bound - off;  // v * a >= need
+    int64_t lo = need >= 0 ? (need + a - 1) / a : -((-need) / a);
+    return std::make_pair(as<ir::VarNode>(lhs), lo);
   }
   // Records what is known of variable v as it is bound (a variable bound again loses what was
   // known of its previous value).

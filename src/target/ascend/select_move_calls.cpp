@@ -138,7 +138,9 @@ class Selector {
       }
       out.push_back(fill);
     }
-    out.push_back(ins(DataCopyNd2Nz{c.src, c.dst, c.dtype, C(1), field(call, "nValue", c.rows, 0, 16384, "rows"),
+    LocalRef at = c.dst;  // rows before the tensor's row 0 stay the fill's zeros
+    if (c.skip_rows) at.offset = add(at.offset, mul(c.skip_rows, C(32)));
+    out.push_back(ins(DataCopyNd2Nz{c.src, at, c.dtype, C(1), field(call, "nValue", c.rows, 0, 16384, "rows"),
                                     field(call, "dValue", c.cols, 0, kU16, "elements"), C(0),
                                     field(call, "srcDValue", c.src_row_stride, 0, kU16, "elements"),
                                     field(call, "dstNzC0Stride", c.dst_rows, 0, kU16, "32 B blocks"), C(1), C(0)}));
@@ -147,14 +149,18 @@ class Selector {
 
   StmtPtr select(const CopyGmToUb& c, const StmtPtr&) {
     const char* call = "DataCopyExtParams";
-    Expr right = c.pad ? floordiv(sub(round32(c.row_bytes), c.row_bytes), C(c.dtype.bytes())) : C(0);
+    if (c.left && !c.pad) throw Error("internal: CopyGmToUb with leftPadding but no padding", span_);
+    Expr left = c.left ? c.left : C(0);
+    Expr lead = mul(left, C(c.dtype.bytes()));  // the burst's bytes in UB: leftPadding, then the data
+    Expr right = c.pad ? floordiv(sub(round32(add(lead, c.row_bytes)), add(lead, c.row_bytes)), C(c.dtype.bytes())) : C(0);
     DataCopyPadGmToUb x{c.src, c.dst, c.dtype,
                         field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
                         field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
                         gap(call, "srcStride", c.n_rows, sub(c.src_stride, c.row_bytes), kU32, "bytes"),
-                        gap(call, "dstStride", c.n_rows, floordiv(sub(c.dst_stride, round32(c.row_bytes)), C(32)), kU32,
-                            "32 B blocks"),
-                        c.pad, C(0), field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0)};
+                        gap(call, "dstStride", c.n_rows, floordiv(sub(c.dst_stride, round32(add(lead, c.row_bytes))), C(32)),
+                            kU32, "32 B blocks"),
+                        c.pad, field("DataCopyPadExtParams", "leftPadding", left, 0, kU8, "elements"),
+                        field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0)};
     return guarded({c.n_rows}, ins(std::move(x)));
   }
 

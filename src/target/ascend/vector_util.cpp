@@ -109,13 +109,15 @@ std::optional<ir::Stmt> region_map(const ir::Region& dst, const ir::Region& src,
     same = a && b && *a == *b;
   }
   auto dd = dims(dst, same), sd = dims(src, same);
-  if (!dd || !sd || dd->size() != sd->size() || dd->size() > 2 || dd->empty()) return std::nullopt;
+  if (!dd || !sd || dd->size() != sd->size() || dd->empty()) return std::nullopt;
   for (size_t i = 0; i < dd->size(); ++i)
     if ((*dd)[i].second != (*sd)[i].second) return std::nullopt;
+  // more than two non-unit dims: a serial loop over the leading ones around a 2-D map
+  size_t lead = dd->size() > 2 ? dd->size() - 2 : 0;
   std::vector<ir::Var> vars;
   std::vector<int64_t> ext;
   for (auto& [d, e] : *dd) {
-    vars.push_back(names.fresh_var(d + 1 == dst.extents.size() ? "j" : "i", sp));
+    vars.push_back(names.fresh_var(vars.size() < lead ? "w" : d + 1 == dst.extents.size() ? "j" : "i", sp));
     ext.push_back(e);
   }
   auto index = [&](const ir::Region& r, const Dims& d) {
@@ -125,7 +127,9 @@ std::optional<ir::Stmt> region_map(const ir::Region& dst, const ir::Region& src,
   };
   ir::Expr v = f(ir::load(src.buffer, index(src, *sd), sp));
   ir::Stmt body = std::make_shared<ir::StoreNode>(dst.buffer, index(dst, *dd), v, sp);
-  for (size_t k = vars.size(); k-- > 0;) body = pfor(vars[k], ext[k], body, sp);
+  for (size_t k = vars.size(); k-- > 0;)
+    body = k >= lead ? pfor(vars[k], ext[k], body, sp)
+                     : std::make_shared<ir::ForNode>(vars[k], C(0), C(ext[k]), ir::ForKind::serial, 0, body, sp);
   return body;
 }
 

@@ -59,7 +59,8 @@ std::vector<int64_t> const_extents(const ir::Region& r);
 // same rank and extents map every dim, extent-1 dims included (an (8, 1) tile stays a 2-D map
 // whose column loop has extent 1, so its stores index every loop variable); regions of
 // different ranks (a tensor row -> a 1-D tile) map their non-unit dims, and when no dim is
-// wider than 1 their last dims. nullopt when the shapes differ or are more than 2-D.
+// wider than 1 their last dims; more than two non-unit dims: serial loops over the leading ones
+// around a 2-D map of the last two. nullopt when the shapes differ.
 std::optional<ir::Stmt> region_map(const ir::Region& dst, const ir::Region& src, const ir::Span& sp,
                                    const std::function<ir::Expr(ir::Expr)>& f, Names& names);
 

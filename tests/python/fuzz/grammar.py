@@ -45,6 +45,12 @@ that takes part in every block's reduction (1 for sums, -3.5 / 3.5 for max / min
 each block loaded into the window ``x[0:bm, 0:bn]`` (on Ascend a window that ends inside a 32 B
 block is staged: a load straight into it would overwrite the filled columns); with a serial or
 pipelined loop the tile is allocated and filled before the loop.
+
+A sixth stream (``extension4-<seed // GROUP>``, values from ``extension4-shape-<seed>``) adds
+**origins before the tensor** (session 16): a copy/map's load origin ``A[by * bm + r0, bx * bn + c0]``
+with a negative ``r0`` and / or ``c0`` (inside the first 32 B block, whole blocks, a whole tile or
+more), as causal and sliding-window kernels compute ``bx * B - 64``: the rows and columns before 0
+read as zeros.
 """
 import random
 
@@ -279,7 +285,20 @@ def generate(seed):
         d["K"] = max(1, _dim(rng, d["bk"], False))
     _extension2(d, seed)
     _extension3(d, seed)
+    _extension4(d, seed)
     return d
+
+
+def _extension4(d, seed):
+    """The sixth stream's constructs (module docstring), added to `d` in place."""
+    wrng = random.Random(f"extension4-{seed // GROUP}")
+    vrng = random.Random(f"extension4-shape-{seed}")
+    if d["kind"] not in ("copy", "map") or d.get("col") or wrng.random() >= 0.25:
+        return
+    axes = ("r0",) if d["ndim"] == 1 else wrng.choice((("r0",), ("c0",), ("r0", "c0")))
+    for a in axes:
+        blk = d["bm"] if a == "r0" else d["bn"]
+        d[a] = -vrng.choice((1, 3, 8, 16, blk, blk + 5))
 
 
 def _extension3(d, seed):

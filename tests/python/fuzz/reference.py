@@ -136,11 +136,17 @@ def _map(ops, fused, x, y, dtype, tr):
 
 
 def _shifted(a, shape, offsets):
-    """out[i, ...] = a[i + offset, ...], 0 outside `a` (the copy's zero fill)."""
+    """out[i, ...] = a[i + offset, ...], 0 outside `a` (the copy's zero fill; offsets may be
+    negative: the indices before 0 read 0 too)."""
     out = np.zeros(shape, np.float64)
-    src = tuple(slice(o, min(o + s, n)) for o, s, n in zip(offsets, shape, a.shape))
-    region = a[src]
-    out[tuple(slice(0, r) for r in region.shape)] = region
+    src, dst = [], []
+    for o, s, n in zip(offsets, shape, a.shape):
+        lo, hi = max(0, -o), min(s, n - o)   # out indices whose source lies inside a
+        if hi <= lo:
+            return out
+        src.append(slice(lo + o, hi + o))
+        dst.append(slice(lo, hi))
+    out[tuple(dst)] = a[tuple(src)]
     return out
 
 
