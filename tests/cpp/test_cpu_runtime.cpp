@@ -456,6 +456,92 @@ TEST(Gemm, SmallMWidensSpecials) {
     }
   }
 }
+// f16 specials through the packed path (M > kSmallM: packing widens with load8): subnormal,
+// inf, NaN, the largest finite value and -0 widened exactly; both transposes of A and B
+TEST(Gemm, PackedF16WidensSpecials) {
+  const int M = 19, N = 21, K = 11;  // row and column tails, K below the 8-wide packing block
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB) {
+      std::vector<f16> A((size_t)M * K, tw_cpu::from_f32<f16>(1.0f)), B((size_t)K * N, tw_cpu::from_f32<f16>(0.0f));
+      std::vector<float> C((size_t)M * N, 7.0f);
+      auto a_at = [&](int i, int k) -> f16& { return tA ? A[(size_t)k * M + i] : A[(size_t)i * K + k]; };
+      auto b_at = [&](int k, int j) -> f16& { return tB ? B[(size_t)j * K + k] : B[(size_t)k * N + j]; };
+      a_at(0, 0) = f16{0x0001};                   // 2^-24, the smallest subnormal f16
+      a_at(M - 1, 0) = f16{0x83ff};               // -(2^-14 - 2^-24), the largest subnormal, negative
+      b_at(0, 0) = tw_cpu::from_f32<f16>(4096.0f);  // row 0: 2^-24 * 2^12 = 2^-12
+      b_at(0, N - 1) = f16{0x7bff};               // 65504: column N-1 = a(i,0) * 65504
+      b_at(1, 1) = f16{0x7c00};                   // +inf
+      b_at(2, 2) = f16{0x7e00};                   // NaN
+      b_at(3, 3) = f16{0x8000};                   // -0: column 3 is (+0) + (-0) ... = +0
+      tw_cpu::gemm<f16, f16, float>(M, N, K, A.data(), tA ? M : K, tA, B.data(), tB ? K : N, tB, C.data(), N, false);
+      EXPECT_EQ(C[0], 0x1p-12f) << "tA=" << tA << " tB=" << tB;
+      EXPECT_EQ(C[N - 1], 65504.0f * 0x1p-24f);
+      EXPECT_EQ(C[(size_t)(M - 1) * N], -(0x1p-14f - 0x1p-24f) * 4096.0f);
+      EXPECT_EQ(C[(size_t)(M - 1) * N + N - 1], -(0x1p-14f - 0x1p-24f) * 65504.0f);
+      for (int i = 0; i < M; ++i) {
+        EXPECT_TRUE(std::isinf(C[(size_t)i * N + 1]) && C[(size_t)i * N + 1] > 0) << i;
+        EXPECT_TRUE(std::isnan(C[(size_t)i * N + 2])) << i;
+        EXPECT_EQ(fb(C[(size_t)i * N + 3]), 0u) << i;
+        if (i > 0 && i < M - 1) EXPECT_EQ(C[(size_t)i * N], 4096.0f) << i;
+      }
+    }
+}
+// int8 -> int32 at the extremes, exact for every input (the AVX2 path multiplies sign-extended
+// int16 pairs with vpmaddwd: -128 x -128 pairs sum to 32768, which an int16 result could not hold,
+// so this is the case a vpmaddubsw kernel would get wrong): all -128, all 127, -128 against 127,
+// a checkerboard of both, and random values with -128 forced on the diagonal; K = 1, odd, one
+// past the AVX2 k pair, one past a K block (512 k on AVX2) and over two blocks; row / column tails
+TEST(Gemm, I8Extremes) {
+  const int shapes[][3] = {{1, 1, 1}, {7, 17, 1}, {6, 16, 3}, {13, 35, 513}, {25, 40, 1037}, {64, 48, 2}};
+  uint32_t seed = 7000;
+  for (const auto& sh : shapes) {
+    const int M = sh[0], N = sh[1], K = sh[2];
+    for (int pat = 0; pat < 5; ++pat)
+      for (int tA = 0; tA < 2; ++tA)
+        for (int tB = 0; tB < 2; ++tB) {
+          std::mt19937 g(seed++);
+          std::vector<int8_t> A((size_t)M * K), B((size_t)K * N);
+          auto va = [&](int i, int k) -> int8_t {
+            switch (pat) {
+              case 0: return -128;
+              case 1: return 127;
+              case 2: return -128;
+              case 3: return (i + k) % 2 ? -128 : 127;
+              default: return i == k % M ? -128 : (int8_t)std::uniform_int_distribution<int>(-128, 127)(g);
+            }
+          };
+          auto vb = [&](int k, int j) -> int8_t {
+            switch (pat) {
+              case 0: return -128;
+              case 1: return 127;
+              case 2: return 127;
+              case 3: return (k + j) % 2 ? -128 : 127;
+              default: return j == k % N ? -128 : (int8_t)std::uniform_int_distribution<int>(-128, 127)(g);
+            }
+          };
+          for (int i = 0; i < M; ++i)
+            for (int k = 0; k < K; ++k) A[tA ? (size_t)k * M + i : (size_t)i * K + k] = va(i, k);
+          for (int k = 0; k < K; ++k)
+            for (int j = 0; j < N; ++j) B[tB ? (size_t)j * K + k : (size_t)k * N + j] = vb(k, j);
+          const bool acc = (tA + tB) % 2;
+          std::vector<int32_t> C((size_t)M * N, acc ? -12345 : 777);
+          tw_cpu::gemm<int8_t, int8_t, int32_t>(M, N, K, A.data(), tA ? M : K, tA, B.data(), tB ? K : N, tB,
+                                                C.data(), N, acc);
+          long bad = 0;
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) {
+              int64_t ref = acc ? -12345 : 0;
+              for (int k = 0; k < K; ++k)
+                ref += (int64_t)A[tA ? (size_t)k * M + i : (size_t)i * K + k] * B[tB ? (size_t)j * K + k : (size_t)k * N + j];
+              if (C[(size_t)i * N + j] != ref && bad++ < 3)
+                ADD_FAILURE() << "M=" << M << " N=" << N << " K=" << K << " pattern " << pat << " tA=" << tA
+                              << " tB=" << tB << " at (" << i << "," << j << ") got " << C[(size_t)i * N + j]
+                              << " want " << ref;
+            }
+          if (pat == 0) EXPECT_EQ(C[0], (acc ? -12345 : 0) + 16384 * K);  // the reference itself
+        }
+  }
+}
 TEST(Gemm, BF16LargeTight) {
   for (int tA = 0; tA < 2; ++tA)
     for (int tB = 0; tB < 2; ++tB)
@@ -1149,6 +1235,35 @@ TEST(Convert, F16ToF32All) {
       ASSERT_EQ((double)got, ref) << h;
       ASSERT_EQ(std::signbit(got), (bool)(h & 0x8000)) << h;
     }
+  }
+}
+
+// The vector widenings of f16 that the gemm's packing (load8) and its small-M path (ldw) use:
+// vcvtph2ps where the target has F16C (x86-64-v3 and up), the integer form otherwise. Both give
+// to_f32's value for every f16 bit pattern (subnormals exact, no DAZ); a NaN stays a NaN with
+// its sign and payload (vcvtph2ps quietens a signalling one: bit 22 may be set).
+TEST(Convert, F16VectorWidenAll) {
+  using tw_cpu::detail::v8f;
+  constexpr int W = tw_cpu::simd::kVF;
+  std::vector<f16> h(65536 + W);
+  for (uint32_t i = 0; i < 65536 + W; ++i) h[i] = f16{(uint16_t)i};
+  auto check = [&](uint32_t i, float got, const char* what) {
+    const float want = tw_cpu::to_f32(h[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << what << " " << i;
+      ASSERT_EQ(fb(got) & ~(1u << 22), fb(want) & ~(1u << 22)) << what << " payload " << i;
+    } else {
+      ASSERT_EQ(fb(got), fb(want)) << what << " " << i;
+    }
+  };
+  for (uint32_t i = 0; i < 65536; i += 8) {
+    v8f o;
+    tw_cpu::detail::load8(h.data() + i, o);
+    for (int l = 0; l < 8; ++l) check(i + l, o[l], "load8");
+  }
+  for (uint32_t i = 0; i < 65536; i += W) {
+    const tw_cpu::simd::vf o = tw_cpu::detail::ldw(h.data() + i);
+    for (int l = 0; l < W; ++l) check(i + l, o[l], "ldw");
   }
 }
 

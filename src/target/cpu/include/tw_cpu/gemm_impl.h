@@ -391,6 +391,14 @@ TW_CPU_INLINE void load8(const bf16* p, v8f& o) {
   v8u x = __builtin_convertvector(*reinterpret_cast<const v8h_u*>(p), v8u);
   o = (v8f)(x << 16);
 }
+#if defined(__F16C__)
+// vcvtph2ps (F16C: x86-64-v3, every AVX-512 core): exact, as to_f32(f16) for every input
+// (subnormals widened exactly, MXCSR.DAZ does not apply to half inputs); a NaN stays a NaN (a
+// signalling one comes back quiet). One instruction per 8 elements instead of ~12 (the
+// integer form below), which is most of the cost of packing f16 operands
+typedef short v8s_u __attribute__((vector_size(16), aligned(2), may_alias));
+TW_CPU_INLINE void load8(const f16* p, v8f& o) { o = __builtin_ia32_vcvtph2ps256(*reinterpret_cast<const v8s_u*>(p)); }
+#else
 TW_CPU_INLINE void load8(const f16* p, v8f& o) {  // vector form of to_f32(f16)
   v8u x = __builtin_convertvector(*reinterpret_cast<const v8h_u*>(p), v8u);
   v8u em = x & 0x7fffu;
@@ -401,6 +409,7 @@ TW_CPU_INLINE void load8(const f16* p, v8f& o) {  // vector form of to_f32(f16)
   v8u r = em < 0x400u ? (v8u)subf : (em >= 0x7c00u ? infnan : norm);
   o = (v8f)(r | sign);
 }
+#endif
 TW_CPU_INLINE void store8(float* p, const v8f& v) { *reinterpret_cast<v8f_u*>(p) = v; }
 
 // in-place 8x8 transpose: x[t][c] -> x[c][t]
@@ -1239,6 +1248,15 @@ TW_CPU_INLINE simd::vf ldw(const bf16* p) {
   return (simd::vf)(x << 16);
 }
 TW_CPU_INLINE simd::vf ldw(const f16* p) {  // the vector form of to_f32(f16), as load8
+#if defined(__AVX512F__) && defined(__F16C__)
+  typedef short v16s_u __attribute__((vector_size(32), aligned(2), may_alias));
+  return __builtin_ia32_vcvtph2ps512_mask(*reinterpret_cast<const v16s_u*>(p), simd::vf{}, (unsigned short)-1, 4);
+#elif defined(__F16C__)
+  static_assert(sizeof(simd::vf) == sizeof(v8f));
+  v8f o;
+  load8(p, o);
+  return o;
+#else
   const vu32 x = __builtin_convertvector(*reinterpret_cast<const vh_u*>(p), vu32);
   const vu32 em = x & 0x7fffu;
   const vu32 sign = (x & 0x8000u) << 16;
@@ -1247,6 +1265,7 @@ TW_CPU_INLINE simd::vf ldw(const f16* p) {  // the vector form of to_f32(f16), a
   const vu32 infnan = (em << 13) | 0x7f800000u;
   const vu32 r = em < 0x400u ? (vu32)subf : (em >= 0x7c00u ? infnan : norm);
   return (simd::vf)(r | sign);
+#endif
 }
 // the first r (0 < r <= kVF) elements from p widened, the other lanes 0 (nothing past p + r read)
 template <class T>
@@ -1810,6 +1829,13 @@ __attribute__((noinline)) void ukr_i8(long ng, const int32_t* __restrict A,
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < kNV; ++v) c[i][v] = vi{};
+#if defined(TW_CPU_I8_MADDWD)
+  // two k groups per iteration: a k group is 2 x R x kNV vector ALU operations (vpmaddwd,
+  // vpaddd) and an Intel core runs them on 3 ports only, shared with the loop's scalar counter
+  // and pointer updates (micro-kernel on L1 operands, Sapphire Rapids at -march=x86-64-v3: 57-58
+  // -> 59-61 GMAC/s, the exact mix's ceiling; docs/performance.md, "Session 16")
+#pragma GCC unroll 2
+#endif
   for (long g = 0; g < ng; ++g) {
     vi b[kNV];
 #pragma GCC unroll 4

@@ -294,11 +294,21 @@ TW_CPU_INLINE float tanh(float x) {
   p = fmadd(p, z, 1.333311373e-01f);
   p = fmadd(p, z, -3.333333201e-01f);
   float small = fmadd(ax * z, p, ax);
-  // otherwise 1 - 2/(e^{2|x|} + 1)   (e -> Inf gives exactly 1)
-  float e = tw_cpu::exp(2.0f * ax);
+  // otherwise 1 - 2/(e^{2|x|} + 1), |x| clamped to 9.5 first (tanh(x) rounds to 1 from 9.02 on:
+  // 2/(e^19 + 1) < 2^-25), so that e^{2|x|} = 2^n p(r) with n in [0, 28]: exp's reduction and
+  // polynomial without its special cases (no overflow, no underflow, no NaN: restored at the
+  // end), 2^n from the shift's low bits. With the general exp the map took 1.36-1.38x as long
+  // on AVX2 (Sapphire Rapids, -march=x86-64-v3; the same error over a dense sweep)
+  float ac = fsel(ax < 9.5f, ax, 9.5f);
+  const float kShift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + 127: fbits(t) low bits = n + 127
+  float t = fmadd(ac, 2.88539008177792681f, kShift);  // 2 log2(e)
+  float n = t - kShift;
+  float r = fmadd(n, -0.693145751953125f, 2.0f * ac);  // ln2 hi (16 bits): n*hi exact
+  r = fmadd(n, -1.428606765330187e-06f, r);           // ln2 lo
+  float e = exp_poly(r) * bitsf(fbits(t) << 23);       // * 2^n: exact
   float big = 1.0f - 2.0f / (e + 1.0f);
-  float r = fsel(ax < 0.55f, small, big);
-  return copysign_(r, x);  // NaN: big is NaN, sign copied, still NaN
+  float res = fsel(ax < 0.55f, small, big);
+  return fsel(x == x, copysign_(res, x), x);
 }
 
 TW_CPU_INLINE float erf(float x) {
