@@ -329,8 +329,8 @@ inline constexpr int kKC = 256, kMC = 4 * 32, kNC = 512;
 // AVX2: k steps per iteration of ukr_f32's main loop, after the k steps that carry a line of the
 // next call's operands (pf2). A 6 x 16 step is 21 instructions for 12 FMAs (6 cycles at two FMAs
 // a cycle); one k per iteration added a compare and branch on pf2, a loop compare and branch and
-// three increments (the fp32 gemm 1024^3 on the AVX2 proxy 1.11-1.19x faster with 8, side by
-// side: docs/performance.md "Session 16"). AVX-512's 14 x 32 step (28 FMAs) keeps one k.
+// three increments (the tile programs' fp32 gemm 1024^3 on the AVX2 proxy 1.15-1.18x faster,
+// side by side: docs/performance.md "Session 16"). AVX-512's 14 x 32 step (28 FMAs) keeps one k.
 inline constexpr int kKU = 8;
 #endif
 inline constexpr int kVF = simd::kVF;
