@@ -610,6 +610,59 @@ TEST(Gemm, TileEdgeSizes) {
         seed += 2;
       }
 }
+// The fp32 micro-kernel's k loop (ukr_f32) for every height 1..kMR and depth 1..41: the k steps
+// that carry a line of the next call's operands (pf2_lines: none, fewer than kc, all, more) and
+// the rest (AVX2: 8 k steps per iteration and a remainder), B packed (bs = kNR) or streamed
+// (bs > kNR), full and partial column strips, accumulate on and off. Every k step is one FMA per
+// element in k order, so with FMA the result is bit for bit a scalar fmaf chain (SSE2: mul + add,
+// within a K-scaled bound).
+TEST(Gemm, MicroKernelDepths) {
+  namespace d = tw_cpu::detail;
+  std::mt19937 rng(1600);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  std::vector<char> lines(64 * 64, 0);
+  for (int R = 1; R <= d::kMR; ++R)
+    for (int kc = 1; kc <= 41; ++kc)
+      for (int pf : {0, 3, kc, kc + 5}) {
+        const long bs = (kc + pf) % 2 ? d::kNR : d::kNR + 5;
+        const int nr = kc % 3 == 0 ? d::kNR - 3 : d::kNR;
+        const bool acc = kc % 2 == 0;
+        const long ldc = d::kNR + 7;
+        std::vector<float> A((size_t)kc * d::kMR + 16), B((size_t)kc * bs + 16 + 8 * d::kNR),
+            C((size_t)R * ldc), C0;
+        for (auto& x : A) x = U(rng);
+        for (auto& x : B) x = U(rng);
+        for (auto& x : C) x = U(rng);
+        C0 = C;
+        d::ukr_f32_rows(R, kc, A.data(), d::kMR, B.data(), bs, C.data(), ldc, acc, nr, lines.data(), pf);
+        for (int i = 0; i < R; ++i)
+          for (int j = 0; j < (int)ldc; ++j) {
+            const float got = C[(size_t)i * ldc + j];
+            if (j >= nr) {
+              ASSERT_EQ(got, C0[(size_t)i * ldc + j]) << "column past nr written: R " << R << " kc " << kc;
+              continue;
+            }
+            float r = 0.0f;
+            double bound = 0.0;
+            for (int k = 0; k < kc; ++k) {
+              const float a = A[(size_t)k * d::kMR + i], b = B[(size_t)k * bs + j];
+#if defined(__FMA__) || defined(__AVX512F__)
+              r = std::fma(a, b, r);
+#else
+              r = r + a * b;
+#endif
+              bound += std::fabs((double)a * b);
+            }
+            const float want = acc ? C0[(size_t)i * ldc + j] + r : r;
+#if defined(__FMA__) || defined(__AVX512F__)
+            (void)bound;
+            ASSERT_EQ(got, want) << "R " << R << " kc " << kc << " pf2 " << pf << " i " << i << " j " << j;
+#else
+            ASSERT_NEAR(got, want, 1e-6 * (bound + 2.0)) << "R " << R << " kc " << kc << " i " << i << " j " << j;
+#endif
+          }
+      }
+}
 // Row panels (panel_rows): every panel of a block covers its rows exactly once, no panel is
 // taller than kMR, the panels stay where the packed layout puts them (panel p at p * kMR rows'
 // worth of floats), and a remainder under kSplitBelow rows after a full panel is balanced with

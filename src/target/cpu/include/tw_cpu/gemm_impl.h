@@ -325,6 +325,14 @@ inline constexpr int kKC = 256, kMC = 6 * 24, kNC = 1024;
 inline constexpr int kMR = 4, kNV = 2;   // 4 x 8 fp32 tile (SSE2 / generic)
 inline constexpr int kKC = 256, kMC = 4 * 32, kNC = 512;
 #endif
+#if defined(__AVX__) && !defined(__AVX512F__)
+// AVX2: k steps per iteration of ukr_f32's main loop, after the k steps that carry a line of the
+// next call's operands (pf2). A 6 x 16 step is 21 instructions for 12 FMAs (6 cycles at two FMAs
+// a cycle); one k per iteration added a compare and branch on pf2, a loop compare and branch and
+// three increments (the tile programs' fp32 gemm 1024^3 on the AVX2 proxy 1.15-1.18x faster,
+// side by side: docs/performance.md "Session 16"). AVX-512's 14 x 32 step (28 FMAs) keeps one k.
+inline constexpr int kKU = 8;
+#endif
 inline constexpr int kVF = simd::kVF;
 inline constexpr int kNR = kNV * kVF;
 inline constexpr int kFirstSub = kMR > 8 ? 8 : kMR > 4 ? 4 : kMR > 2 ? 2 : 1;
@@ -726,6 +734,34 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   vf c[R][kNV];
   start_acc<R>(c, C, ldc);
 
+#if defined(__AVX__) && !defined(__AVX512F__)
+  // AVX2: the k steps that carry a line of pf2 first, then the rest kKU at a time (the same
+  // steps in the same order, so the same result as one k per iteration)
+  (void)kDp;  // bf16 k pairs need AVX512-BF16
+  auto step = [&]() __attribute__((always_inline)) {
+    vf b[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      vf a = simd::splat(A[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(a, b[v], c[i][v]);
+    }
+    A += as;
+    B += bs;
+  };
+  const long kp = pf2_lines < kc ? pf2_lines : kc;
+  long k = 0;
+  for (; k < kp; ++k) {
+    __builtin_prefetch(pf2 + 64 * k, 0, 2);
+    step();
+  }
+#pragma GCC unroll kKU
+  for (; k < kc; ++k) step();
+#else
   for (long k = 0; k < kc; ++k) {
     vf b[kNV];
     // software prefetch of B a few k ahead (matters when B is streamed unpacked)
@@ -750,6 +786,7 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
     A += as;
     B += bs;
   }
+#endif
 
   store_acc<R>(c, C, ldc, acc, nr);
 }
