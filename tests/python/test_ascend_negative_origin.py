@@ -252,3 +252,37 @@ def test_constant_starts_before_the_tensor(dtype):
         y, c = k(x, w) if target == "cpu" else run_checked(k, x, w)
         assert np.array_equal(y.astype(np.float64), y_ref), target
         assert np.array_equal(c.astype(np.float64), c_ref), target
+
+
+def middle_index_load(off, h, dtype, target):
+    """Y[r, c] = X[r - off, h, c] for c < n (a run-time count), zeros where r - off < 0: a window of
+    a 3-D tensor whose unit leading dim starts before 0 and whose rows are the middle index's
+    (fuzzer seeds 163485-163489, session 16)."""
+    H, NB = 3, 8
+
+    @T.prim_func
+    def main(X: T.Tensor((M, H, N), dtype), Lens: T.Tensor((1,), "int32"), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, NB), M) as (bx, by):
+            t = T.alloc_fragment((1, NB), "float32")
+            n = Lens[0]
+            cnt = T.min(NB, n - bx * NB)
+            T.copy(X[by - off:by - off + 1, h, bx * NB:bx * NB + cnt], t)
+            for i, j in T.Parallel(1, NB):
+                t[i, j] = t[i, j] + 1
+            T.copy(t[:, 0:cnt], Y[by:by + 1, bx * NB:bx * NB + cnt])
+    return tw.compile(main, target=target, out_idx=[-1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("off,h,n", [(16, 2, 9), (6, 1, 16), (1, 0, 3), (40, 2, 16)])
+def test_unit_leading_dim_before_row_0_reads_zeros(off, h, n, dtype):
+    x = (np.arange(M * 3 * N).reshape(M, 3, N) % 251 + 1).astype(dtype)
+    lens = np.array([n], dtype=np.int32)
+    ref = np.ones((M, N))
+    for r in range(M):
+        if 0 <= r - off < M:
+            ref[r] = x[r - off, h].astype(np.float64) + 1
+    cpu = middle_index_load(off, h, dtype, "cpu")(x, lens)
+    npu = run_checked(middle_index_load(off, h, dtype, TARGET), x, lens)
+    assert np.array_equal(cpu[:, :n].astype(np.float64), ref[:, :n])
+    assert np.array_equal(npu[:, :n].astype(np.float64), ref[:, :n])

@@ -501,11 +501,16 @@ class Lowerer {
       std::tie(g.skip_rows, g.valid_rows) = *c;
       g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(es)));
     }
-    // A dropped unit dim whose index may be past the tensor's end (A[by + 3, 0, :] with by + 3
-    // >= M): the window is then empty, as on cpu (no rows read or written).
-    for (size_t d = 0; d + 1 < n; ++d)
-      if (d != rd && ext[d] == 1 && !inside(idx32(r.starts[d]), 1, end(d)))
-        g.valid_rows = simp(mul(g.valid_rows, valid_count(1, end(d), idx32(r.starts[d]))));
+    // A dropped unit dim whose index may lie outside the tensor (A[by + 3, 0, :] with by + 3 >= M,
+    // A[by - 16, 2, :] with by < 16): the window is then empty, as on cpu (no rows read or
+    // written; a load's tile reads zeros through the tail fill).
+    for (size_t d = 0; d + 1 < n; ++d) {
+      Expr st = idx32(r.starts[d]);
+      if (d == rd || ext[d] != 1 || inside(st, 1, end(d))) continue;
+      Expr v = valid_count(1, end(d), st);
+      if (!nonneg(st)) v = max(C(0), min(min(C(1), sub(end(d), st)), add(st, C(1))));
+      g.valid_rows = simp(mul(g.valid_rows, v));
+    }
     for (size_t d = 0; d < rd; ++d) {
       if (ext[d] == 1) continue;
       Expr st = idx32(r.starts[d]);
