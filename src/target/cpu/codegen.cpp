@@ -259,6 +259,7 @@ class CodeGen {
   void emit_store(const StoreNode& n);
   void emit_alloc(const AllocNode& n);
   void emit_copy(const CopyNode& n);
+  bool open_inside_source(const CopyNode& n, const std::string& what, RegionView& s, Idx& sb, int& opened);
   void emit_prefetch_copy(const CopyNode& n);
   void emit_slice_source(const CopyNode& n);
   // before a gemm call: the strip r of a tile with a next source (@prefetch_slices) prefetched there
@@ -886,20 +887,31 @@ void CodeGen::emit_atomic_add(const CopyNode& n) {
 // A copy of next_iteration_prefetches: every cache line of its source rows requested into L2
 // (prefetcht1), when the region lies inside its tensor (the copy's masked path reads the rest
 // as zeros); nothing is written.
-void CodeGen::emit_prefetch_copy(const CopyNode& n) {
-  RegionView s = view(n.src);
-  line(line_comment(n.span) + "prefetch the source of copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
+// The shared start of both: a scope with the source's starts hoisted (sb) and, when the region is
+// not provably inside its tensor, an if on it (opened: 1). False when it provably lies outside:
+// the scope is closed again and nothing is emitted.
+bool CodeGen::open_inside_source(const CopyNode& n, const std::string& what, RegionView& s, Idx& sb,
+                                 int& opened) {
+  line(line_comment(n.span) + what + " of copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
   open("");
-  Idx sb = hoist(hoist_starts(s, "tw_s"), "tw_sb");
+  sb = hoist(hoist_starts(s, "tw_s"), "tw_sb");
   std::vector<std::string> conds;
   bool never = false;
   inside_conds(s, conds, &never);
   if (never) {
     line("// the region lies outside its tensor: nothing to prefetch");
     close();
-    return;
+    return false;
   }
-  int opened = open_if_all(conds) ? 1 : 0;
+  opened = open_if_all(conds) ? 1 : 0;
+  return true;
+}
+
+void CodeGen::emit_prefetch_copy(const CopyNode& n) {
+  RegionView s = view(n.src);
+  Idx sb;
+  int opened = 0;
+  if (!open_inside_source(n, "prefetch the source", s, sb, opened)) return;
   const int nl = static_cast<int>(s.dims.size());
   const bool rows = nl > 0 && s.dims.back() == s.rank() - 1;  // contiguous innermost dim
   const int loops = rows ? nl - 1 : nl;
@@ -926,18 +938,9 @@ void CodeGen::emit_slice_source(const CopyNode& n) {
   const View& v = views_.at(n.dst.buffer.get());
   RegionView s = view(n.src);
   RegionView d = view(n.dst);
-  line(line_comment(n.span) + "the next source of copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
-  open("");
-  Idx sb = hoist(hoist_starts(s, "tw_s"), "tw_sb");
-  std::vector<std::string> conds;
-  bool never = false;
-  inside_conds(s, conds, &never);
-  if (never) {
-    line("// the region lies outside its tensor: nothing to prefetch");
-    close();
-    return;
-  }
-  int opened = open_if_all(conds) ? 1 : 0;
+  Idx sb;
+  int opened = 0;
+  if (!open_inside_source(n, "the next source", s, sb, opened)) return;
   line(v.nx + " = " + (cst(sb) == 0 ? s.buf : s.buf + " + " + expr(sb)) + ";");
   line(v.nx_ld + " = " + (cst(d.ext[0]) != 1 ? expr(s.stride[s.dims[0]]) : std::to_string(v.cols)) + ";");
   for (int k = 0; k < opened; ++k) close();
