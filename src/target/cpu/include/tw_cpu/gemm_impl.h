@@ -66,7 +66,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
-#if defined(__AMX_TILE__)
+#if defined(__AMX_TILE__) || (defined(__AVX512VNNI__) && defined(__AVX512F__))
 #include <immintrin.h>
 #endif
 
@@ -1808,6 +1808,32 @@ TW_CPU_INLINE int32_t group_i8(const int8_t* p, long stride, int nvalid, bool is
 #endif
 }
 
+#if defined(TW_CPU_I8_VNNI)
+TW_CPU_INLINE uint32_t word4(const int8_t* p) {  // 4 consecutive bytes as one word (any alignment)
+  uint32_t w;
+  __builtin_memcpy(&w, p, 4);
+  return w;
+}
+// 4 rows of kNR = 32 bytes, ld bytes apart -> 32 words, word j = (r0[j], r1[j], r2[j], r3[j]):
+// the VNNI group of column j (byte interleaves within 16-byte halves)
+TW_CPU_INLINE void interleave4_rows(const int8_t* src, long ld, int32_t* d) {
+  static_assert(kNR == 32, "two 16-column halves");
+  for (int h = 0; h < 2; ++h) {
+    const __m128i x0 = _mm_loadu_si128((const __m128i*)(src + 16 * h));
+    const __m128i x1 = _mm_loadu_si128((const __m128i*)(src + ld + 16 * h));
+    const __m128i x2 = _mm_loadu_si128((const __m128i*)(src + 2 * ld + 16 * h));
+    const __m128i x3 = _mm_loadu_si128((const __m128i*)(src + 3 * ld + 16 * h));
+    const __m128i a = _mm_unpacklo_epi8(x0, x1), b = _mm_unpackhi_epi8(x0, x1);
+    const __m128i c = _mm_unpacklo_epi8(x2, x3), e = _mm_unpackhi_epi8(x2, x3);
+    __m128i* o = (__m128i*)(d + 16 * h);
+    _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(a, c));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a, c));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(b, e));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(b, e));
+  }
+}
+#endif
+
 // A block mc x kc (kc in k values) -> Ap[panel][g][kMR]
 inline void pack_a_i8(int mc, int kc, const int8_t* A, long lda, bool transA, int32_t* Ap) {
   const int ng = (kc + kKG - 1) / kKG;
@@ -1818,6 +1844,13 @@ inline void pack_a_i8(int mc, int kc, const int8_t* A, long lda, bool transA, in
     for (int g = 0; g < ng; ++g) {
       int nvalid = kc - g * kKG < kKG ? kc - g * kKG : kKG;
       int32_t* d = dst + (long)g * kMR;
+#if defined(TW_CPU_I8_VNNI)
+      if (sk == 1 && nvalid == 4) {  // a row's 4 k of the group are one word: load, flip the signs
+        for (int i = 0; i < mr; ++i) d[i] = (int32_t)(word4(A + (long)(i0 + i) * si + (long)g * 4) ^ 0x80808080u);
+        for (int i = mr; i < kMR; ++i) d[i] = 0;
+        continue;
+      }
+#endif
       for (int i = 0; i < mr; ++i)
         d[i] = group_i8(A + (long)(i0 + i) * si + (long)g * kKG * sk, sk, nvalid, true);
       for (int i = mr; i < kMR; ++i) d[i] = 0;
@@ -1837,6 +1870,17 @@ inline void pack_b_i8(int kc, int nc, const int8_t* B, long ldb, bool transB, in
       int nvalid = kc - g * kKG < kKG ? kc - g * kKG : kKG;
       int32_t* d = dst + (long)g * kNR;
       const int8_t* src = B + (long)g * kKG * sk + (long)j0 * sj;
+#if defined(TW_CPU_I8_VNNI)
+      if (nvalid == 4 && (transB || nr == kNR)) {
+        if (transB) {  // a column's 4 k are one word
+          for (int j = 0; j < nr; ++j) d[j] = (int32_t)word4(src + (long)j * sj);
+          for (int j = nr; j < kNR; ++j) d[j] = 0;
+        } else {
+          interleave4_rows(src, sk, d);
+        }
+        continue;
+      }
+#endif
       if (!transB && kKG == 1 && nr == kNR) {
         for (int j = 0; j < kNR; ++j) d[j] = src[j];
       } else {
@@ -1845,11 +1889,14 @@ inline void pack_b_i8(int kc, int nc, const int8_t* B, long ldb, bool transB, in
       }
     }
 #if defined(TW_CPU_I8_VNNI)
-    for (int j = 0; j < kNR; ++j) corr[j0 + j] = 0;
-    for (int k = 0; k < kc; ++k) {
-      const int8_t* src = B + (long)k * sk + (long)j0 * sj;
-      for (int j = 0; j < nr; ++j) corr[j0 + j] += 128 * (int32_t)src[(long)j * sj];
-    }
+    // 128 * the column sums, from the packed panel: vpdpbusd of bytes 1 (u8) with the packed B
+    // (s8) adds a group's 4 values per column (padding is 0); the same int32 sums as adding the
+    // values one by one (integer addition in any order)
+    simd::vi s[kNV] = {};
+    const simd::vi ones = simd::splati(0x01010101);
+    for (int g = 0; g < ng; ++g)
+      for (int v = 0; v < kNV; ++v) s[v] = dot_i8(s[v], ones, simd::loadi(dst + (long)g * kNR + v * kVF));
+    for (int v = 0; v < kNV; ++v) simd::storeui(corr + j0 + v * kVF, s[v] * 128);
 #else
     (void)corr;
 #endif
