@@ -50,7 +50,8 @@
 //   strip (under 2048 columns) of wider rows shares whole-row products across blocks
 //   (gemv_shared_rows).
 //   Small-M calls (gemm_small: M <= 8 f16 / bf16, bf16 from 5 rows only off AMX; fp32 with a
-//   tile-sized B, transposed or M > 2) pack nothing: B read in place, widened in registers.
+//   tile-sized B, transposed or M > 2) pack nothing: B read in place, widened in registers (bf16
+//   on AVX512-BF16 targets without AMX: vdpbf16ps on the pairs, with its DAZ / FTZ).
 //   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
@@ -366,6 +367,12 @@ TW_CPU_INLINE PanelRows panel_rows(int mc, int p) {
 // comment); 1 (every other type and target): widened to fp32 while packing.
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 #define TW_CPU_BF16_DP 1
+// gemm_small's bf16 products by vdpbf16ps too (dp_small), except on AMX targets: on the Sapphire
+// Rapids core it measured no faster for Q K^T and 1.18x slower for P V (docs/performance.md,
+// session 15); on Zen 4 1.4-1.8x faster (session 17)
+#if !defined(__AMX_TILE__)
+#define TW_CPU_SMALL_DP 1
+#endif
 template <class T>
 inline constexpr int kPairK = same<T, bf16> ? 2 : 1;
 #else
@@ -1247,8 +1254,10 @@ inline BlockWalk& block_walk() {
 //     R rows of A against 4 rows of B at a time (16 accumulators), each folded at the end.
 //   bf16 is widened in halves (small_rows_split_block, small_dots_block): 2 kVF bf16 read as 32-bit
 //     pairs, even elements x << 16, odd x & 0xffff0000 (1.10-1.13x per call in cache against a
-//     widening load and shift per kVF; vdpbf16ps measured no faster here: docs/performance.md
-//     "Session 15").
+//     widening load and shift per kVF; vdpbf16ps measured no faster on Sapphire Rapids:
+//     docs/performance.md "Session 15"). With AVX512-BF16 and no AMX (Zen 4) and op(A) not
+//     transposed, bf16 runs vdpbf16ps on the pairs in place instead (dp_small: the packed bf16
+//     path's DAZ / FTZ numerics; paged decode bf16 1.4-1.8x faster there, "Session 17").
 // Column and K tails use partial vectors (masked loads on AVX-512 fp32, a zero-filled widened
 // copy otherwise); a zero-filled lane adds 0 * 0.
 inline constexpr int kSmallM = 8;
@@ -1412,6 +1421,32 @@ inline void small_rows(int N, int K, const float* A, long ak, long ai, const T* 
   if (j < N) small_rows_block<R, 1, false>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, N - j);
 }
 
+// C[i][j] (+)= the sum of s[i][j]'s lanes, i < R, j < J
+template <int R, int J>
+TW_CPU_INLINE void dots_store(const simd::vf (&s)[R][J], float* __restrict C, long ldc, bool acc) {
+  using simd::vf;
+  for (int i = 0; i < R; ++i) {
+    float t[J];
+#if defined(__AVX512F__)
+    if constexpr (J == 4) {  // the four sums of row i folded together: 8 shuffles, 5 adds
+      const vf x01 = __builtin_shufflevector(s[i][0], s[i][1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                     __builtin_shufflevector(s[i][0], s[i][1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      const vf x23 = __builtin_shufflevector(s[i][2], s[i][3], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                     __builtin_shufflevector(s[i][2], s[i][3], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      vf x = __builtin_shufflevector(x01, x23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+             __builtin_shufflevector(x01, x23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+      x += __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+      x += __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+      for (int j = 0; j < 4; ++j) t[j] = x[4 * j];
+    } else
+#endif
+    {
+      for (int j = 0; j < J; ++j) t[j] = simd::fold_sum(s[i][j]);
+    }
+    for (int j = 0; j < J; ++j) C[i * ldc + j] = acc ? C[i * ldc + j] + t[j] : t[j];
+  }
+}
+
 // C[i][j] (+)= dot(A row i, B row j) for i < R, j < J: K contiguous in both
 template <int R, int J, class TA, class TB>
 TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, const TB* __restrict B,
@@ -1450,26 +1485,7 @@ TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, con
       for (int j = 0; j < J; ++j) s[i][j] = simd::fma(a, b[j], s[i][j]);
     }
   }
-  for (int i = 0; i < R; ++i) {
-    float t[J];
-#if defined(__AVX512F__)
-    if constexpr (J == 4) {  // the four sums of row i folded together: 8 shuffles, 5 adds
-      const vf x01 = __builtin_shufflevector(s[i][0], s[i][1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-                     __builtin_shufflevector(s[i][0], s[i][1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-      const vf x23 = __builtin_shufflevector(s[i][2], s[i][3], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-                     __builtin_shufflevector(s[i][2], s[i][3], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-      vf x = __builtin_shufflevector(x01, x23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-             __builtin_shufflevector(x01, x23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-      x += __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-      x += __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-      for (int j = 0; j < 4; ++j) t[j] = x[4 * j];
-    } else
-#endif
-    {
-      for (int j = 0; j < J; ++j) t[j] = simd::fold_sum(s[i][j]);
-    }
-    for (int j = 0; j < J; ++j) C[i * ldc + j] = acc ? C[i * ldc + j] + t[j] : t[j];
-  }
+  dots_store<R, J>(s, C, ldc, acc);
 }
 template <int R, class TA, class TB>
 inline void small_dots(int N, int K, const TA* A, long lda, const TB* B, long ldb, float* C, long ldc,
@@ -1478,6 +1494,111 @@ inline void small_dots(int N, int K, const TA* A, long lda, const TB* B, long ld
   for (; j + 4 <= N; j += 4) small_dots_block<R, 4>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
   for (; j < N; ++j) small_dots_block<R, 1>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
 }
+
+#if defined(TW_CPU_SMALL_DP)
+// bf16 on AVX512-BF16 targets without AMX (Zen 4): vdpbf16ps on the bf16 pairs where they lie
+// (dp_dots_block, dp_rows_block), two products per fp32 lane and instruction and no widening;
+// the numerics of the packed bf16 path (the header comment: DAZ / FTZ, each of a pair's two
+// additions rounded: the same one rounding per k as an FMA).
+typedef short v32hi_dp __attribute__((vector_size(64)));
+// 32 bf16 from p as one vector (its bits), or the first n < 32 and zeros (nothing past p + n read)
+TW_CPU_INLINE simd::vf ld_bf16x32(const bf16* p) { return (simd::vf)ld_pairs(p); }
+TW_CPU_INLINE simd::vf ld_bf16x32_n(const bf16* p, int n) {
+  return (simd::vf)__builtin_ia32_loaddquhi512_mask((const short*)p, v32hi_dp{}, (unsigned)((1ull << n) - 1));
+}
+// C[i][j] (+)= dot(A row i, B row j) for i < R, j < J, K contiguous in both, 32 k per vdpbf16ps
+template <int R, int J>
+TW_CPU_INLINE void dp_dots_block(int K, const bf16* __restrict A, long lda, const bf16* __restrict B, long ldb,
+                                 float* __restrict C, long ldc, bool acc) {
+  using simd::vf;
+  vf s[R][J];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < J; ++j) s[i][j] = vf{};
+  int k = 0;
+  for (; k + 2 * kVF <= K; k += 2 * kVF) {
+    vf b[J];
+    for (int j = 0; j < J; ++j) b[j] = ld_bf16x32(B + j * ldb + k);
+    for (int i = 0; i < R; ++i) {
+      const vf a = ld_bf16x32(A + i * lda + k);
+      for (int j = 0; j < J; ++j) s[i][j] = dot_bf16(s[i][j], a, b[j]);
+    }
+  }
+  if (k < K) {
+    vf b[J];
+    for (int j = 0; j < J; ++j) b[j] = ld_bf16x32_n(B + j * ldb + k, K - k);
+    for (int i = 0; i < R; ++i) {
+      const vf a = ld_bf16x32_n(A + i * lda + k, K - k);
+      for (int j = 0; j < J; ++j) s[i][j] = dot_bf16(s[i][j], a, b[j]);
+    }
+  }
+  dots_store<R, J>(s, C, ldc, acc);
+}
+// C[i][j0 .. j0 + 32 V) (+)= A[i][:] B[:, j0 ..] for i < R, B not transposed: rows k and k + 1 of
+// B interleaved into pairs (vpunpcklwd / vpunpckhwd: per 128-bit lane, columns 0-3 and 4-7 of its
+// 8), A's pair (a[i][k], a[i][k + 1]) broadcast; the columns put back in order at the end.
+// kFull false: V = 1 and the first r < 32 columns only
+template <int R, int V, bool kFull>
+TW_CPU_INLINE void dp_rows_block(int K, const bf16* __restrict A, long lda, const bf16* __restrict B, long ldb,
+                                 float* __restrict C, long ldc, bool acc, int r) {
+  using simd::vf;
+  typedef short v32s __attribute__((vector_size(64)));
+  vf lo[R][V], hi[R][V];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) lo[i][v] = hi[i][v] = vf{};
+  for (int k = 0; k < K; k += 2) {
+    const bf16* b0 = B + (long)k * ldb;
+    vf pl[V], ph[V];
+    for (int v = 0; v < V; ++v) {
+      const bf16* b = b0 + 2 * kVF * v;
+      const v32s x = (v32s)(kFull ? ld_bf16x32(b) : ld_bf16x32_n(b, r));
+      const v32s y = k + 1 >= K ? v32s{} : (v32s)(kFull ? ld_bf16x32(b + ldb) : ld_bf16x32_n(b + ldb, r));
+      pl[v] = (vf)__builtin_shufflevector(x, y, 0, 32, 1, 33, 2, 34, 3, 35, 8, 40, 9, 41, 10, 42, 11, 43, 16, 48, 17,
+                                          49, 18, 50, 19, 51, 24, 56, 25, 57, 26, 58, 27, 59);
+      ph[v] = (vf)__builtin_shufflevector(x, y, 4, 36, 5, 37, 6, 38, 7, 39, 12, 44, 13, 45, 14, 46, 15, 47, 20, 52,
+                                          21, 53, 22, 54, 23, 55, 28, 60, 29, 61, 30, 62, 31, 63);
+    }
+    for (int i = 0; i < R; ++i) {
+      uint32_t u = A[i * lda + k].bits;  // the pair as one 32-bit element (a broadcast load)
+      if (k + 1 < K) __builtin_memcpy(&u, A + i * lda + k, 4);
+      const vf a = (vf)(vu32{} + u);
+      for (int v = 0; v < V; ++v) {
+        lo[i][v] = dot_bf16(lo[i][v], a, pl[v]);
+        hi[i][v] = dot_bf16(hi[i][v], a, ph[v]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) {
+      float* c = C + i * ldc + 2 * kVF * v;
+      const vf c0 = __builtin_shufflevector(lo[i][v], hi[i][v], 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+      const vf c1 = __builtin_shufflevector(lo[i][v], hi[i][v], 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      if (kFull) {
+        simd::storeu(c, acc ? simd::loadu(c) + c0 : c0);
+        simd::storeu(c + kVF, acc ? simd::loadu(c + kVF) + c1 : c1);
+      } else {
+        const int r0 = r < kVF ? r : kVF;
+        gv_store_n(c, acc ? gv_load_n(c, r0) + c0 : c0, r0);
+        if (r > kVF) gv_store_n(c + kVF, acc ? gv_load_n(c + kVF, r - kVF) + c1 : c1, r - kVF);
+      }
+    }
+}
+// gemm_small's bf16 calls with op(A) not transposed on these targets: B transposed (dp_dots_block,
+// R rows against 4 rows of B) or not (dp_rows_block, 64 or 32 columns at a time)
+template <int R>
+inline void dp_small(int N, int K, const bf16* A, long lda, const bf16* B, long ldb, bool transB, float* C, long ldc,
+                     bool acc) {
+  int j = 0;
+  if (transB) {
+    for (; j + 4 <= N; j += 4) dp_dots_block<R, 4>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
+    for (; j < N; ++j) dp_dots_block<R, 1>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
+    return;
+  }
+  constexpr int V = R <= 4 ? 2 : 1;  // 2 R V accumulators: 16 at most
+  for (; j + 2 * kVF * V <= N; j += 2 * kVF * V) dp_rows_block<R, V, true>(K, A, lda, B + j, ldb, C + j, ldc, acc, 0);
+  for (; j + 2 * kVF <= N; j += 2 * kVF) dp_rows_block<R, 1, true>(K, A, lda, B + j, ldb, C + j, ldc, acc, 0);
+  if (j < N) dp_rows_block<R, 1, false>(K, A, lda, B + j, ldb, C + j, ldc, acc, N - j);
+}
+#endif
 
 // rows [i, i + R) of C through f<R>(i), R = 4 while at least 4 are left, then the remainder
 template <class F>
@@ -1501,6 +1622,13 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
     if (!accumulate) scale_zero(M, N, C, ldc);
     return;
   }
+#if defined(TW_CPU_SMALL_DP)
+  if constexpr (same<T, bf16>)
+    if (!transA)
+      return small_row_groups(M, [&]<int R>(int i) {
+        dp_small<R>(N, K, A + (long)i * lda, lda, B, ldb, transB, C + (long)i * ldc, ldc, accumulate);
+      });
+#endif
   // op(A) as fp32 rows of K: in place for fp32 not transposed, else widened / gathered once into
   // scratch (M x K: at most kSmallM rows, so a few KiB), which the loops below then read as fp32
   // (a broadcast from memory per element, no conversion in the inner loops)
