@@ -712,15 +712,37 @@ TW_CPU_INLINE void store_acc(const V (&c)[R][kNV], T* __restrict C, long ldc, bo
   }
 }
 
-// The fp32 micro-kernels' start: C is read only at the end, so its rows are fetched now (a tile
-// accumulator often lives in L2); the accumulators start at zero.
+// C's R rows (kNR floats each) requested for writing: the micro-kernel reads and writes them at
+// its end (a tile accumulator often lives in L2)
 template <int R>
-TW_CPU_INLINE void start_acc(simd::vf (&c)[R][kNV], const float* C, long ldc) {
+TW_CPU_INLINE void prefetch_c(const float* C, long ldc) {
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
     __builtin_prefetch(C + (long)i * ldc, 1);
     __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
   }
+}
+
+// When ukr_f32 requests C's rows: kCLateK k steps before its end, or at its start (-1). On Zen 4
+// (AVX-512 run as two 256-bit halves: a 14 x 32 k step takes 28 cycles, 16 of them ~450 cycles,
+// enough for L2 or L3) C's lines fetched at the start were most likely evicted again by the
+// operand streams before the write-back (14 rows of a power-of-two-wide C fall into one or two
+// sets of the 8-way 32 KiB L1): fetched 16 k steps before the end, the tile programs' fp32 gemm
+// ran 1-3% faster side by side (docs/performance.md "Session 17: the fp32 gemm on Zen 4"). g++ 12
+// names Zen 4 znver3 (with AVX-512, which Zen 3 lacks), later compilers znver4. Elsewhere (Intel's
+// 48 KiB 12-way L1, two 512-bit FMA pipes: half the cycles per k step; Zen 5) not measured, so
+// unchanged. A prefetch only: results are the same either way.
+#if defined(__AVX512F__) && (defined(__znver3__) || defined(__znver4__))
+inline constexpr long kCLateK = 16;
+#else
+inline constexpr long kCLateK = -1;
+#endif
+
+// The fp32 micro-kernels' start: the accumulators at zero, and C's rows requested unless kLate
+// (ukr_f32 with kCLateK >= 0 requests them near its end instead).
+template <int R, bool kLate = false>
+TW_CPU_INLINE void start_acc(simd::vf (&c)[R][kNV], const float* C, long ldc) {
+  if constexpr (!kLate) prefetch_c<R>(C, ldc);
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
@@ -739,7 +761,7 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   // ahead on the same row (one full micro-kernel call of lead time).
   const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;
   vf c[R][kNV];
-  start_acc<R>(c, C, ldc);
+  start_acc<R, (kCLateK >= 0)>(c, C, ldc);
 
 #if defined(__AVX__) && !defined(__AVX512F__)
   // AVX2: the k steps that carry a line of pf2 first, then the rest kKU at a time (the same
@@ -769,7 +791,9 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 #pragma GCC unroll kKU
   for (; k < kc; ++k) step();
 #else
+  const long k_c = kCLateK < 0 ? -1 : kc > kCLateK ? kc - kCLateK : 0;  // C's rows requested (kCLateK)
   for (long k = 0; k < kc; ++k) {
+    if (k == k_c) prefetch_c<R>(C, ldc);
     vf b[kNV];
     // software prefetch of B a few k ahead (matters when B is streamed unpacked)
 #pragma GCC unroll 4

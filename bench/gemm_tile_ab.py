@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Side-by-side timing of gemm runtime variants (gemm_impl.h from different include directories)
+on examples/gemm.py's fp32 tile program, with numpy and torch in the same rounds.
+
+    python bench/gemm_tile_ab.py main=/tmp/main/include new=src/target/cpu/include \
+        --shapes 1024,1024,1024,64,256,256 256,256,16384,64,128,128 --rounds 12 --threads 1
+
+Each variant's include directory (one holding tw_cpu/gemm_impl.h) is compiled with
+bench/gemm_tile_ab.cpp at the runtime's flags into a shared library; all are loaded into this
+process. A shape is M,N,K,block_M,block_N,block_K[,batch]. Every round times each implementation
+(best of a few calls), alternating the order; printed per implementation: the best and median
+rates, and against the first variant the median of the per-round time ratios (> 1: the first is
+faster) and the ratio of the best times. --cpu-time times the calling thread's CPU time
+(1 thread only: on a loaded machine wall time is mostly waiting for a core). --hot: every call
+reads the first block's tiles (the operands stay cached: the micro-kernels' and driver's ceiling).
+Outputs are checked against a float64 reference and compared bit for bit with the first variant's.
+"""
+import argparse
+import ctypes
+import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def build(name, inc, flags):
+    src = HERE / "gemm_tile_ab.cpp"
+    text = src.read_bytes() + b"".join(p.read_bytes() for p in sorted(Path(inc, "tw_cpu").glob("*")))
+    key = hashlib.sha256(text + " ".join(flags).encode()).hexdigest()[:16]
+    out = Path("/tmp") / f"tw_gemm_tile_ab_{name}_{key}.so"
+    if not out.exists():
+        cmd = ["g++", "-O3", "-std=c++20", "-fPIC", "-shared", "-fvisibility=hidden", *flags, f"-I{inc}",
+               str(src), "-o", str(out), "-lpthread"]
+        subprocess.run(cmd, check=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("variants", nargs="+", help="name=include_dir")
+    ap.add_argument("--shapes", nargs="+", default=["1024,1024,1024,64,256,256"])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cpu-time", action="store_true")
+    ap.add_argument("--hot", action="store_true")
+    ap.add_argument("--march", default="native")
+    opts = ap.parse_args()
+    n = opts.threads
+    if opts.cpu_time and n != 1:
+        sys.exit("--cpu-time needs --threads 1")
+    os.environ.update(OPENBLAS_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n), MKL_NUM_THREADS=str(n))
+    os.environ.pop("OPENBLAS_CORETYPE", None)
+    import numpy as np
+    try:
+        import torch
+        torch.set_num_threads(n)
+    except ImportError:
+        torch = None
+    clock = time.thread_time if opts.cpu_time else time.perf_counter
+    flags = [f"-march={opts.march}", "-mprefer-vector-width=512"]
+    libs = {}
+    for v in opts.variants:
+        name, _, inc = v.partition("=")
+        lib = ctypes.CDLL(str(build(name, inc, flags)), mode=os.RTLD_LOCAL)
+        lib.ab_launch.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] * 3
+        lib.ab_setup(n, int(opts.hot))
+        libs[name] = lib
+    rng = np.random.default_rng(0)
+    for shape in opts.shapes:
+        v = [int(x) for x in shape.split(",")]
+        M, N, K, bm, bn, bk = v[:6]
+        batch = v[6] if len(v) > 6 else 1
+        a = rng.standard_normal((batch, M, K)).astype(np.float32)
+        b = rng.standard_normal((batch, K, N)).astype(np.float32)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        impls, outs = {}, {}
+        for name, lib in libs.items():
+            c = outs[name] = np.empty((batch, M, N), np.float32)
+            impls[name] = (lambda lib=lib, c=c: lib.ab_launch(M, N, K, bm, bn, bk, batch, a.ctypes.data,
+                                                               b.ctypes.data, c.ctypes.data))
+        a2, b2 = (a[0], b[0]) if batch == 1 else (a, b)
+        impls["numpy"] = lambda: a2 @ b2
+        if torch is not None:
+            ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
+            impls["torch"] = lambda: torch.matmul(ta, tb)
+        for f in impls.values():
+            f()
+        first = next(iter(libs))
+        for name, c in outs.items():
+            if not opts.hot:
+                err = np.abs(c - ref) / (2e-6 * K + 1e-5 + 1e-5 * np.abs(ref))
+                assert err.max() <= 1.0, f"{name}: {err.max():.2f} of the tolerance"
+            if not np.array_equal(c, outs[first]):
+                print(f"  {name}: not bit-identical to {first}")
+        t0 = time.perf_counter()
+        impls[first]()
+        reps = max(1, int(0.15 / max(time.perf_counter() - t0, 1e-6)))
+        times = {k: [] for k in impls}
+        for r in range(opts.rounds):
+            for k in (list(impls) if r % 2 == 0 else list(impls)[::-1]):
+                best = float("inf")
+                for _ in range(reps):
+                    s = clock()
+                    impls[k]()
+                    best = min(best, clock() - s)
+                times[k].append(best)
+        flops = 2.0 * M * N * K * batch
+        print(f"{batch}x{M}x{N}x{K} blocks {bm}/{bn}/{bk}, {n} thread(s), {opts.rounds} rounds of best-of-{reps}, "
+              f"{'thread CPU' if opts.cpu_time else 'wall'} time, load {os.getloadavg()[0]:.1f}")
+        for k, t in times.items():
+            line = f"  {k:10s} best {flops / min(t) / 1e9:7.1f} GFLOP/s  median {flops / statistics.median(t) / 1e9:7.1f}"
+            if k != first:
+                ratio = statistics.median(t[i] / times[first][i] for i in range(opts.rounds))
+                line += f"   {first} speed / {k}: median {ratio:.3f}, best {min(t) / min(times[first]):.3f}"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
