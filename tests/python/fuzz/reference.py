@@ -158,6 +158,11 @@ def reference(d):
     if k in ("copy", "map"):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
         offs = (d["r0"],) if d["ndim"] == 1 else (d["r0"], d["c0"])
+        stores = (d.get("s0", 0),) if d["ndim"] == 1 else (d.get("s0", 0), d.get("s1", 0))
+        out_shape = shape
+        if any(stores):   # stored s before its origin: the tiles are computed over whole blocks
+            blocks = (d["bm"],) if d["ndim"] == 1 else (d["bm"], d["bn"])
+            shape = tuple(-(-n // b) * b for n, b in zip(shape, blocks))
         col = (lambda a: a[:, d["c0"]]) if d.get("col") else (lambda a: a)  # noqa: E731
         if d.get("nd"):
             h = d["nd"]["h"]
@@ -181,6 +186,18 @@ def reference(d):
             return [b], tr
         if rt and rt["store"]:   # not written past n: undefined
             out = np.where(keep, out, np.nan)
+        if any(stores):   # B[p] = tile value p + s (the indices before 0 dropped); never written: undefined
+            src = tuple(slice(s, min(n + s, e)) for s, n, e in zip(stores, out_shape, shape))
+            dst = tuple(slice(0, max(0, x.stop - x.start)) for x in src)
+            written = all(x.stop > x.start for x in src)
+
+            def moved(a, fill):   # the tile-shaped array a as B sees it (the tracker's magnitudes too)
+                b = np.full(out_shape, fill)
+                if written:
+                    b[dst] = np.broadcast_to(a, shape)[src]
+                return b
+            out = moved(out, np.nan)
+            tr.scale = moved(tr.scale, 0.0)
         return [out], tr
     if k == "reduce":
         x = convert(ins[0], d["dt_in"], d["dt_tile"])
