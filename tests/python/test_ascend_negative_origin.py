@@ -191,6 +191,28 @@ def test_atomic_add_before_column_0_inside_a_block(dtype):
         assert np.array_equal(y.astype(np.float64), ref), target
 
 
+def test_expert_store_before_column_0_inside_a_block():
+    # expert mode: the head's scalar moves are fenced by PipeBarrier<PIPE_ALL> (no flags of its own);
+    # AIV 0 stores 3 columns before Y's column 0 (was the out-of-bounds report of test_ascend.py)
+    @T.prim_func
+    def main(X: T.Tensor((16, 64), "float32"), Y: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_UB((8, 64), "float32")
+            with T.Scope("V"):
+                T.copy(X[vid * 8, 0], a)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(a, Y[vid * 8, vid * 32 - 3])
+
+    x = odd_data((16, 64), "float32")
+    y = np.zeros((16, 64), np.float32)
+    run_checked(tw.compile(main, target=TARGET), x, y)
+    ref = np.zeros((16, 64))
+    ref[0:8, 0:61] = x[0:8, 3:64]
+    ref[8:16, 29:64] = x[8:16, 0:35]
+    assert np.array_equal(y.astype(np.float64), ref)
+
+
 def gemm_shifted(M, K, N, bm, a_off, c_off, dtype):
     """C[bx*bm - c_off + i] = (A[bx*bm - a_off + i] @ W) for rows >= 0 (A's rows before 0 read 0)."""
     acc = "int32" if dtype == "int8" else "float32"

@@ -125,6 +125,7 @@ struct GmWindow {
   // the caller's row_clip / col_clip unit): the start expression (null: none). The caller clips it
   // another way or reports it (gm_window's comment).
   Expr unclipped_rows, unclipped_cols;
+  Expr col_start;                 // the columns' start (the window's last kept dim)
   std::vector<GmOuter> outer;
   int64_t total_rows() const {
     int64_t r = rows;
@@ -479,6 +480,7 @@ class Lowerer {
     while (tile_cols != 1 && n > 1 && size_one(n - 1)) --n;
     g.cols = ext[n - 1];
     Expr cstart = idx32(r.starts[n - 1]);
+    g.col_start = cstart;
     int64_t es = r.buffer->dtype.bytes();
     if (inside(cstart, g.cols, end(n - 1))) {
       g.valid_cols = C(g.cols);
@@ -554,6 +556,24 @@ class Lowerer {
     if (auto r = bounds(e)) lo = r->first;
     if (auto l = lower(e)) lo = std::max(lo.value_or(*l), *l);
     return lo;
+  }
+  // Whether integer expression e has a negative constant lower bound: some block or step reaches the
+  // statement with e < 0 (as far as the bounds are tight).
+  bool reaches_negative(const Expr& e) const {
+    auto lo = low_bound(e);
+    return lo && *lo < 0;
+  }
+  // The Cube's column clips (GM -> L1 in C0 strips, Fixpipe in 16-column fractals, session 17) are
+  // made for starts that reach a negative value; a column start of unknown range keeps the unclipped
+  // copy it had before (the checker reports it when it is negative at run time), so kernels whose
+  // block indices the bounds cannot prove non-negative (map_grid's swizzled bx = in_panel //
+  // panel_rows in the seed matmul) keep their code.
+  GmWindow cube_gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, int64_t row_clip, int64_t col_clip) {
+    GmWindow g = gm_window(r, sp, tile_cols, row_clip, col_clip);
+    auto none = ir::as_const_int(g.skip_cols);
+    if ((g.unclipped_cols || !none || *none != 0) && !reaches_negative(g.col_start))
+      g = gm_window(r, sp, tile_cols, row_clip, 0);
+    return g;
   }
   // A located error for a window start that lies before row / column 0 of its tensor in some run that
   // reaches the copy (its lower bound is negative) on a path that cannot skip those rows / columns.
@@ -1069,7 +1089,7 @@ class Lowerer {
       int64_t c0 = c0_of(dt);
       // columns before column 0: whole C0 strips of the Nz tile (an Nz row keeps a strip's C0 columns
       // in one 32 B block, and the Nd2Nz destination starts on a block)
-      GmWindow g = gm_window(n->src, sp, w.cols, /*row_clip=*/1, /*col_clip=*/c0);
+      GmWindow g = cube_gm_window(n->src, sp, w.cols, /*row_clip=*/1, /*col_clip=*/c0);
       if (g.unclipped_cols)
         start_before_tensor(g.unclipped_cols, n->src, "column",
                             "a GM->L1 copy (DataCopy with Nd2NzParams) skips columns only in whole C0 strips of " +
@@ -1123,7 +1143,7 @@ class Lowerer {
       Window s = window(n->src, sp);
       // rows and columns before the tensor: whole 16 x 16 fractals of L0C (a Fixpipe source starting
       // inside a fractal is not documented for FixpipeParamsV220)
-      GmWindow g = gm_window(n->dst, sp, s.cols, /*row_clip=*/16, /*col_clip=*/16);
+      GmWindow g = cube_gm_window(n->dst, sp, s.cols, /*row_clip=*/16, /*col_clip=*/16);
       for (auto [start, dim] : {std::pair{g.unclipped_rows, "row"}, std::pair{g.unclipped_cols, "column"}})
         if (start)
           start_before_tensor(start, n->dst, dim,
