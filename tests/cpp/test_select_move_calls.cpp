@@ -145,6 +145,30 @@ TEST(SelectMoveCalls, SkippedRowsLandFurtherIntoEachStrip) {
   EXPECT_NE(after.find("DataCopyNd2Nz l1[s * 32] <- X[0] float16 ndNum=1 nValue=n"), std::string::npos) << after;
 }
 
+// A window that starts before column 0 of its tensor (skip_cols columns, a multiple of C0; session
+// 17): the zero fill covers the whole tile, the Nd2Nz writes skip_cols / C0 strips (dst_rows x 32 B
+// each) further in; the program text carries the field and parses back.
+TEST(SelectMoveCalls, SkippedColumnsLandWholeStripsFurtherIn) {
+  Rig r;
+  ir::Var s = ir::var("s");
+  Program p = r.with(CopyGmToL1{r.x(), r.at(r.l1), DTypeCode::f16, C(64), r.n, C(64), C(64), C(64), DTypeCode::f16,
+                                nullptr, nullptr, s},
+                     7);
+  std::string after = code(select_move_calls(p, b2()));
+  EXPECT_NE(after.find("if n < 64:\n    MTE2 InitConstValue l1[0] float16"), std::string::npos) << after;
+  EXPECT_NE(after.find("DataCopyNd2Nz l1[s * 2 * 64] <- X[0] float16 ndNum=1 nValue=64 dValue=n"), std::string::npos)
+      << after;
+  std::string text = print_program(p);
+  EXPECT_NE(text.find(" skip_cols=s nz=64x64"), std::string::npos) << text;
+  // (constants: the rig's variables are not declared in the program text)
+  std::string fixed = print_program(r.with(
+      CopyGmToL1{r.x(), r.at(r.l1), DTypeCode::f16, C(64), C(40), C(64), C(64), C(64), DTypeCode::f16, nullptr, nullptr,
+                 C(16)},
+      7));
+  EXPECT_NE(fixed.find(" skip_cols=16 nz=64x64"), std::string::npos) << fixed;
+  EXPECT_EQ(print_program(parse_program(fixed, "k.prog")), fixed);
+}
+
 // A window that starts before column 0 (GM -> UB): leftPadding places the data `left` elements
 // into the 32 B block the destination points at; rightPadding and the UB gap count them.
 TEST(SelectMoveCalls, LeftPaddingShiftsTheColumnsOfEachBurst) {

@@ -218,16 +218,16 @@ def test_out_of_bounds_copy():
         with T.Kernel(1, is_npu=True) as (cid, vid):
             a = T.alloc_UB((8, 64), "float32")
             with T.Scope("V"):
-                # negative row starts and load column starts are clipped (as on cpu); a store's
-                # column start off a 32 B block is not (the UB side of a DataCopyPad starts on one)
+                # GM windows before or past the tensor are clipped (as on cpu; stores before column 0
+                # at any start since session 17); a UB window past its tile is not
                 T.copy(X[vid * 8, 0], a)
                 T.set_flag("MTE2", "MTE3", 0)
                 T.wait_flag("MTE2", "MTE3", 0)
-                T.copy(a, Y[vid * 8, vid * 32 - 3])  # @OOB  (AIV 0 writes 3 columns before Y)
+                T.copy(a[vid * 4:vid * 4 + 8, :], Y[vid * 8, 0])  # @OOB  (AIV 1 reads rows 4 .. 11 of 8)
     p = compile_npu(oob).profile(X16)
     r = only_kind(p["reports"], "out of bounds", "OOB")
-    assert "destination writes bytes [-12, 2036) of GM tensor Y, which has 4096 bytes" in r, r
-    assert "AIV 0" in r
+    assert "source reads bytes [1024, 3072) of buffer a (UB), which has 2048 bytes" in r, r
+    assert "AIV 1" in r
 
 
 def test_cross_flag_overflow():

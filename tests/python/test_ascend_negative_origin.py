@@ -7,11 +7,14 @@ zeros (GM -> tile) and are not written (tile -> GM). On ascend910b:
 - GM -> UB columns: the GM side starts at column 0, the UB side whole 32 B blocks in and the rest
   through DataCopyPad's leftPadding (zeros);
 - UB -> GM columns: skipped when the start is a multiple of the 32 B block (the UB side must start
-  on a block); another start that is negative at run time stays a checker report;
+  on a block); at any other start (session 17) the columns from the first block boundary at or after
+  the skip are stored from their block and the head before it (under one block) through the scalar
+  unit and a one-block-per-row scratch tile;
 - GM -> L1 rows (gemm operands): the Nd2Nz writes skip_rows Nz rows further into every strip, the
-  tile's zero fill covers the skipped rows;
-- L0C -> GM rows (Fixpipe): skipped when the start is a multiple of 16 (an L0C fractal row);
-  another start stays a checker report.
+  tile's zero fill covers the skipped rows; columns (session 17) in whole C0 strips, another start
+  whose lower bound is negative a compile-time error at the copy;
+- L0C -> GM rows and columns (Fixpipe): skipped in whole 16 x 16 fractals; another start whose lower
+  bound is negative is a compile-time error at the copy (session 17; it was a checker report).
 
 cpu vs ascend910b (checker on, zero reports) vs numpy."""
 import numpy as np
@@ -116,8 +119,11 @@ def test_load_from_a_negative_column_reads_zeros_there(off, dtype):
     assert np.array_equal(npu.astype(np.float64), ref)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("off", [16, 32])  # whole 32 B blocks of both dtypes
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "int32"])
+# whole 32 B blocks of float32 / float16 (16, 32), inside a block (3, 19: a head of 5 / 13 float32
+# columns before the next block), the whole first window (32) and more (40: the second block's
+# window starts 8 before column 0, a whole block of float32 but not of float16)
+@pytest.mark.parametrize("off", [3, 16, 19, 32, 40])
 def test_store_to_a_negative_column_drops_those_columns(off, dtype):
     x = odd_data((NR, NC), dtype)
     ref = x.astype(np.float64)[5:, off:] + 1
@@ -127,12 +133,84 @@ def test_store_to_a_negative_column_drops_those_columns(off, dtype):
     assert np.array_equal(npu[: NR - 5, : NC - off].astype(np.float64), ref)
 
 
-def test_store_to_a_negative_column_inside_a_block_is_reported_not_shifted():
-    # the UB side of a DataCopyPad starts on a 32 B block: 3 float32 columns cannot be skipped
-    # there, so the store is not clipped and a run that writes before the tensor is reported
-    x = odd_data((NR, NC), "float32")
-    prof = shifted_cols(3, "float32", TARGET, True).profile(x)
-    assert any("out of bounds" in r and "GM tensor Y" in r for r in prof["reports"]), prof["reports"]
+def test_store_before_column_0_inside_a_block_moves_the_head_by_the_scalar_unit():
+    # the head (the columns before the first 32 B block boundary inside the tensor) is stored from a
+    # one-block-per-row scratch tile under a run-time if; the rest from its block as before
+    k = shifted_cols(3, "float32", TARGET, True)
+    prog = k.get_source("ascend_program")
+    assert "_head_" in prog and "ScalarStore" in prog, prog
+    src = k.get_source("ascendc")
+    assert "SetValue" in src and "GetValue" in src
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("off", [0, 3, 13, 40])  # not negative, inside a block, past one, the whole window
+def test_store_before_column_0_at_a_run_time_start(off, dtype):
+    # the start `bx * 24 - s` of a scalar parameter s: its range is unknown, so every store takes the
+    # head path; 3-D output (a unit leading dim h) and a float16 block of 16 columns
+    H, R, C, CB = 2, 6, 50, 24
+
+    @T.prim_func
+    def main(X: T.Tensor((R, C), dtype), s: T.int32, Y: T.Tensor((H, R, C), dtype)):
+        with T.Kernel(T.ceildiv(C, CB), H) as (bx, h):
+            t = T.alloc_fragment((R, CB), dtype)
+            T.copy(X[0, bx * CB], t)
+            for i, j in T.Parallel(R, CB):
+                t[i, j] = t[i, j] + h
+            T.copy(t, Y[h, 0, bx * CB - s])
+
+    x = odd_data((R, C), dtype)
+    ref = np.stack([x.astype(np.float64)[:, off:] + h for h in range(H)])
+    cpu = tw.compile(main, target="cpu", out_idx=[-1])(x, off)
+    npu = run_checked(tw.compile(main, target=TARGET, out_idx=[-1]), x, off)
+    assert np.array_equal(cpu[:, :, : C - off].astype(np.float64), ref)
+    assert np.array_equal(npu[:, :, : C - off].astype(np.float64), ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_atomic_add_before_column_0_inside_a_block(dtype):
+    # Y += X shifted 5 columns left, in 16-column blocks: the first block's head (columns 5 .. 7 of
+    # float32 / int32, 5 .. 15 of bfloat16) goes through the scratch tile, added as the rest is
+    R, C, CB, off = 4, 40, 16, 5
+
+    @T.prim_func
+    def main(X: T.Tensor((R, C), dtype), Y: T.Tensor((R, C), dtype)):
+        with T.Kernel(T.ceildiv(C, CB)) as bx:
+            t = T.alloc_fragment((R, CB), dtype)
+            T.copy(X[0, bx * CB], t)
+            T.atomic_add(Y[0, bx * CB - off], t)
+
+    x = odd_data((R, C), dtype)
+    y0 = odd_data((R, C), dtype)[:, ::-1].copy()
+    ref = y0.astype(np.float64)
+    ref[:, : C - off] += x.astype(np.float64)[:, off:]
+    for target in ("cpu", TARGET):
+        y = y0.copy()
+        k = tw.compile(main, target=target)
+        k(x, y) if target == "cpu" else run_checked(k, x, y)  # Y is added into in place
+        assert np.array_equal(y.astype(np.float64), ref), target
+
+
+def test_expert_store_before_column_0_inside_a_block():
+    # expert mode: the head's scalar moves are fenced by PipeBarrier<PIPE_ALL> (no flags of its own);
+    # AIV 0 stores 3 columns before Y's column 0 (was the out-of-bounds report of test_ascend.py)
+    @T.prim_func
+    def main(X: T.Tensor((16, 64), "float32"), Y: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_UB((8, 64), "float32")
+            with T.Scope("V"):
+                T.copy(X[vid * 8, 0], a)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(a, Y[vid * 8, vid * 32 - 3])
+
+    x = odd_data((16, 64), "float32")
+    y = np.zeros((16, 64), np.float32)
+    run_checked(tw.compile(main, target=TARGET), x, y)
+    ref = np.zeros((16, 64))
+    ref[0:8, 0:61] = x[0:8, 3:64]
+    ref[8:16, 29:64] = x[8:16, 0:35]
+    assert np.array_equal(y.astype(np.float64), ref)
 
 
 def gemm_shifted(M, K, N, bm, a_off, c_off, dtype):
@@ -176,14 +254,62 @@ def test_gemm_operand_and_result_at_negative_rows(a_off, c_off, dtype):
     assert np.array_equal(npu[:n].astype(np.float64), ref)
 
 
-def test_gemm_result_at_a_negative_row_inside_a_fractal_is_reported_not_shifted():
-    # Fixpipe's L0C source starts on a 16-row fractal row here: a skip of 8 rows is not clipped,
-    # and the run that writes before the tensor is reported
-    rng = np.random.default_rng(8)
-    a = rng.integers(-3, 4, (48, 32)).astype(np.float16)
-    w = rng.integers(-3, 4, (16, 32)).astype(np.float16)
-    prof = tw.compile(gemm_shifted(48, 32, 16, 16, 0, 8, "float16"), target=TARGET, out_idx=[-1]).profile(a, w)
-    assert any("out of bounds" in r and "GM tensor C" in r for r in prof["reports"]), prof["reports"]
+def test_gemm_result_at_a_negative_row_inside_a_fractal_is_a_located_error():
+    # Fixpipe's L0C source starts on a 16-row fractal: a skip of 8 rows cannot be clipped, and
+    # the first block's start bx * 16 - 8 is -8 (it was a checker report at run time)
+    with pytest.raises(tw.TilewrightError, match=r"(?s)test_ascend_negative_origin\.py:\d+.*first row .* lies "
+                       r"before row 0 of tensor 'C' in some blocks or steps \(it can be -8\).*multiple of 16 rows"):
+        tw.compile(gemm_shifted(48, 32, 16, 16, 0, 8, "float16"), target=TARGET, out_idx=[-1])
+
+
+def gemm_cols(M, K, N, bm, a_coff, c_coff, dtype):
+    """C[by, r, c] = sum_k A[r, k - a_coff * (1 - by)] W[c + c_coff * (1 - by), k]: grid row by = 0
+    reads A from column -a_coff and stores from column -c_coff (the columns before 0 read zeros /
+    are not written); by = 1 from column 0."""
+    acc = "int32" if dtype == "int8" else "float32"
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), C: T.Tensor((2, M, N), acc)):
+        with T.Kernel(T.ceildiv(M, bm), 2) as (bx, by):
+            a = T.alloc_shared((bm, K), dtype)
+            w = T.alloc_shared((N, K), dtype)
+            c = T.alloc_fragment((bm, N), acc)
+            T.clear(c)
+            T.copy(A[bx * bm, by * a_coff - a_coff], a)
+            T.copy(W[0, 0], w)
+            T.gemm(a, w, c, transpose_B=True)
+            T.copy(c, C[by, bx * bm, by * c_coff - c_coff])
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "int8"])
+@pytest.mark.parametrize("a_coff,c_coff", [(32, 0), (64, 0), (0, 16), (32, 32), (96, 0)])
+def test_gemm_operand_and_result_at_negative_columns(a_coff, c_coff, dtype):
+    # A's window skips whole C0 strips (16 / 16 / 8 / 32 columns), C's whole 16-column fractals;
+    # a_coff 96 > K: the first grid row's A tile is all zeros
+    M, K, N, bm = 45, 72, 48, 16
+    a = randint((M, K), dtype, seed=5, low=-3, high=4)
+    w = randint((N, K), dtype, seed=6, low=-3, high=4)
+    af, wf = a.astype(np.float64), w.astype(np.float64)
+    sh = np.zeros((M, K))
+    if a_coff < K:
+        sh[:, a_coff:] = af[:, : K - a_coff]
+    ref0 = (sh @ wf.T)[:, c_coff:]  # grid row 0: columns 0 .. N - c_coff - 1 of C[0]
+    ref1 = af @ wf.T
+    k = gemm_cols(M, K, N, bm, a_coff, c_coff, dtype)
+    for target in ("cpu", TARGET):
+        kk = tw.compile(k, target=target, out_idx=[-1])
+        c = kk(a, w) if target == "cpu" else run_checked(kk, a, w)
+        assert np.array_equal(c[0, :, : N - c_coff].astype(np.float64), ref0), target
+        assert np.array_equal(c[1].astype(np.float64), ref1), target
+
+
+@pytest.mark.parametrize("a_coff,c_coff,what", [(8, 0, "first column by \\* 8 - 8 lies before column 0 of tensor 'A'"),
+                                                (0, 8, "first column by \\* 8 - 8 lies before column 0 of tensor 'C'")])
+def test_gemm_columns_before_0_inside_a_strip_are_located_errors(a_coff, c_coff, what):
+    # float16: an Nz strip is 16 columns, an L0C fractal 16 columns: a skip of 8 cannot be clipped
+    with pytest.raises(tw.TilewrightError, match=r"(?s)test_ascend_negative_origin\.py:\d+.*" + what):
+        tw.compile(gemm_cols(45, 72, 48, 16, a_coff, c_coff, "float16"), target=TARGET, out_idx=[-1])
 
 
 def test_sliding_window_scores_read_zeros_before_the_first_key():

@@ -176,6 +176,26 @@ def test_moe_grouped_gemm_kernel_compiles(dtype, tmp_path):
     assert rc == 0 and out == "", f"grouped_gemm {dtype} does not compile against {INCLUDE}:\n{out}"
 
 
+@pytest.mark.parametrize("case", ["store_head_float32", "store_head_int8", "l1_columns"])
+def test_stores_and_operands_before_the_tensor_compile(case, tmp_path):
+    """test_ascend_negative_origin.py's kernels: a store before column 0 at an unaligned start (the
+    head's GetValue / SetValue into the scratch tile and its DataCopyPad, session 17) and a gemm
+    operand and result clipped in whole C0 strips / 16-column fractals."""
+    import tilewright as tw
+    import test_ascend_negative_origin as neg
+    if case == "l1_columns":
+        k = tw.compile(neg.gemm_cols(45, 72, 48, 16, 32, 16, "float16"), target="ascend910b", out_idx=[-1])
+        want = ["DataCopy(", "Fixpipe<"]
+    else:
+        k = neg.shifted_cols(3, case.rsplit("_", 1)[1], "ascend910b", True)
+        want = [".GetValue(", ".SetValue(", "DataCopyPad("]
+    src = k.get_source("ascendc")
+    for w in want:
+        assert w in src, w
+    rc, out = compile_cpp(src, tmp_path)
+    assert rc == 0 and out == "", f"{case} does not compile against {INCLUDE}:\n{out}"
+
+
 @pytest.mark.parametrize("case", ["combine_splits", "qk_rope_proj"])
 def test_combine_and_rope_projection_kernels_compile(case, tmp_path):
     """examples/paged_attention.py combine_splits (GetValue of UB tiles, Muls by their quotient, a

@@ -64,6 +64,9 @@ def test_generator_covers_the_grammar():
     assert seen(lambda d: d.get("atomic")) >= {1, 2, 3}
     assert seen(lambda d: d.get("nd", {}).get("pos")) >= {0, 1}
     assert any(d["sym"] and 0 in (d["M"], d.get("N")) for d in descs)
+    # the seventh stream: store origins before the tensor (rows, columns, inside a 32 B block)
+    assert any(d.get("s0") for d in descs) and any(d.get("s1") for d in descs)
+    assert any(d.get("s1") in (1, 3) for d in descs)
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)

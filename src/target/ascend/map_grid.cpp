@@ -4,6 +4,9 @@
 #include "ir/functor.h"
 #include "ir/arith.h"
 
+#include <set>
+#include <string>
+
 namespace tw::ascend {
 
 namespace {
@@ -42,10 +45,25 @@ ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target) {
   for (const auto& g : grid) nblocks = bin(BinOp::Mul, nblocks, g);
   Expr block_dim = bin(BinOp::Min, C(cores), nblocks);
 
-  ir::Var cid = ir::var("cid", ir::kIndexType, sp);
-  ir::Var vid = split ? kernel->sub_block_var : ir::var("vid", ir::kIndexType, sp);
-  ir::Var t = ir::var("t", ir::kIndexType, sp);
-  ir::Var blk = ir::var("blk", ir::kIndexType, sp);
+  // The loop's names, unless the kernel uses one (a tile named t: the printed AscendC declared the
+  // loop counter `int32_t t` over the tile `LocalTensor t` and did not compile): then name_0, ...
+  std::set<std::string> taken;
+  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
+    if (s->kind == ir::StmtKind::Alloc) taken.insert(ir::as<ir::AllocNode>(s)->buffer->name);
+    if (s->kind == ir::StmtKind::For) taken.insert(ir::as<ir::ForNode>(s)->var->name);
+    if (s->kind == ir::StmtKind::Let) taken.insert(ir::as<ir::LetNode>(s)->var->name);
+  });
+  for (const auto& p : kernel->params) taken.insert(p.name());
+  for (const auto& v : kernel->block_vars) taken.insert(v->name);
+  auto var = [&](const std::string& base) {
+    std::string n = base;
+    for (int i = 0; !taken.insert(n).second; ++i) n = base + "_" + std::to_string(i);
+    return ir::var(n, ir::kIndexType, sp);
+  };
+  ir::Var cid = var("cid");
+  ir::Var vid = split ? kernel->sub_block_var : var("vid");
+  ir::Var t = var("t");
+  ir::Var blk = var("blk");
 
   std::vector<ir::Stmt> lets;
   lets.push_back(std::make_shared<ir::LetNode>(blk, bin(BinOp::Add, cid, bin(BinOp::Mul, t, block_dim)), sp));
@@ -53,9 +71,9 @@ ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target) {
   auto g1 = grid.size() >= 2 ? ir::as_const_int(grid[1]) : std::nullopt;
   if (!split && grid.size() == 2 && g0 && g1 && *g0 > 1 && *g1 > kPanel) {
     // Panels of kPanel rows of by; by fastest inside a panel (the last panel may be shorter).
-    ir::Var panel = ir::var("panel", ir::kIndexType, sp);
-    ir::Var rows = ir::var("panel_rows", ir::kIndexType, sp);
-    ir::Var in = ir::var("in_panel", ir::kIndexType, sp);
+    ir::Var panel = var("panel");
+    ir::Var rows = var("panel_rows");
+    ir::Var in = var("in_panel");
     lets.push_back(std::make_shared<ir::LetNode>(panel, bin(BinOp::FloorDiv, blk, C(kPanel * *g0)), sp));
     lets.push_back(std::make_shared<ir::LetNode>(in, bin(BinOp::Mod, blk, C(kPanel * *g0)), sp));
     lets.push_back(std::make_shared<ir::LetNode>(

@@ -155,6 +155,9 @@ struct VecOperand {
 // tensor (a start like bx * B - 64): the Nd2Nz writes the rows x cols it reads skip_rows rows (32 B
 // each) further into every strip; the zero fill covers the skipped rows (rows < the window's rows
 // whenever skip_rows > 0), so they read 0 as on cpu.
+// skip_cols (when set, a run-time count, a multiple of C0): the window's first skip_cols columns lie
+// before column 0: the Nd2Nz writes skip_cols / C0 strips (dst_rows x 32 B each) further in; the
+// zero fill covers the skipped strips.
 struct CopyGmToL1 {
   GmRef src;
   LocalRef dst;
@@ -164,6 +167,7 @@ struct CopyGmToL1 {
   ir::DType fill_dtype = ir::DTypeCode::f16;
   ir::Expr window_rows;  // null: the window is the whole tile (dst_rows)
   ir::Expr skip_rows;    // null: 0
+  ir::Expr skip_cols;    // null: 0
 };
 
 // MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...},

@@ -251,6 +251,7 @@ InstrOp parse_instr(Line& L) {
     c.rows = L.field(" rows"), c.cols = L.field(" cols"), c.src_row_stride = L.field(" src_row_stride");
     if (L.accept("window_rows=")) c.window_rows = L.expr();
     if (L.accept("skip_rows=")) c.skip_rows = L.expr();
+    if (L.accept("skip_cols=")) c.skip_cols = L.expr();
     L.expect("nz=");
     std::tie(c.dst_rows, c.dst_cols) = L.dims(L.find_top(" fill="));
     if (L.accept("fill=")) c.fill_dtype = L.dtype();

@@ -30,7 +30,8 @@ struct InstrPrinter {
   std::string operator()(const CopyGmToL1& c) const {
     return "CopyGmToL1 " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + " rows=" + ex(c.rows) +
            " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + (c.window_rows ? " window_rows=" + ex(c.window_rows) : "") +
-           (c.skip_rows ? " skip_rows=" + ex(c.skip_rows) : "") + " nz=" + ex(c.dst_rows) + "x" +
+           (c.skip_rows ? " skip_rows=" + ex(c.skip_rows) : "") +
+           (c.skip_cols ? " skip_cols=" + ex(c.skip_cols) : "") + " nz=" + ex(c.dst_rows) + "x" +
            ex(c.dst_cols) + (c.fill_dtype == ir::DType(ir::DTypeCode::f16) ? "" : " fill=" + dt(c.fill_dtype));
   }
   template <class C>

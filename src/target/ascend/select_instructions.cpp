@@ -121,6 +121,11 @@ struct GmWindow {
   Expr skip_rows = C(0);          // rows before row 0 of the tensor (a negative start): not copied
   Expr skip_cols = C(0);          // columns before column 0 (a negative start): not copied
   Expr row_stride;                // elements between rows
+  // A rows / columns start that may lie before 0 of the tensor but was not clipped (not a multiple of
+  // the caller's row_clip / col_clip unit): the start expression (null: none). The caller clips it
+  // another way or reports it (gm_window's comment).
+  Expr unclipped_rows, unclipped_cols;
+  Expr col_start;                 // the columns' start (the window's last kept dim)
   std::vector<GmOuter> outer;
   int64_t total_rows() const {
     int64_t r = rows;
@@ -300,22 +305,6 @@ class Lowerer {
       gemm_span = s->span;
     });
 
-    // Geometry only: plan_memory gives every buffer its address and checks the capacity.
-    auto declare = [&](const std::string& name, Buf b, const Span& sp, const std::vector<int64_t>& shape) {
-      BufferDecl d;
-      d.name = name;
-      d.core = b.mem == Mem::UB ? CoreType::AIV : CoreType::AIC;
-      d.mem = b.mem;
-      d.bytes = b.bytes;
-      d.dtype = b.dtype;
-      d.shape = shape;
-      d.format = b.mem == Mem::L1 ? Format::Nz : b.mem == Mem::L0A ? Format::Zz : b.mem == Mem::L0B ? Format::Zn
-                 : b.mem == Mem::L0C ? Format::Nz : Format::ND;
-      d.span = sp;
-      b.index = static_cast<int>(p_.buffers.size());
-      p_.buffers.push_back(d);
-      return b;
-    };
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
       Buf geo = geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp);
@@ -338,6 +327,23 @@ class Lowerer {
       bb.mem = Mem::L0B; bb.slice_bytes = bb.bytes = need_b;
       gemm_l0b_ = declare("_gemm_L0B", bb, gemm_span, {need_b / gemm_t.bytes()});
     }
+  }
+
+  // Geometry only: plan_memory gives every buffer its address and checks the capacity.
+  Buf declare(const std::string& name, Buf b, const Span& sp, const std::vector<int64_t>& shape) {
+    BufferDecl d;
+    d.name = name;
+    d.core = b.mem == Mem::UB ? CoreType::AIV : CoreType::AIC;
+    d.mem = b.mem;
+    d.bytes = b.bytes;
+    d.dtype = b.dtype;
+    d.shape = shape;
+    d.format = b.mem == Mem::L1 ? Format::Nz : b.mem == Mem::L0A ? Format::Zz : b.mem == Mem::L0B ? Format::Zn
+               : b.mem == Mem::L0C ? Format::Nz : Format::ND;
+    d.span = sp;
+    b.index = static_cast<int>(p_.buffers.size());
+    p_.buffers.push_back(d);
+    return b;
   }
 
   const Buf& buf(const ir::Buffer& b, const Span& sp) {
@@ -432,8 +438,12 @@ class Lowerer {
   // through DataCopyPad's leftPadding). k > 1: where the local side can only start on a unit of k
   // (UB -> GM columns: a 32 B block; Fixpipe rows: an L0C fractal row of 16), the skip is clamped
   // to whole units of the window (when the window lies wholly before the tensor its valid count is
-  // 0 and nothing moves). Other starts that may be negative are not clipped: a run in which they
-  // are is the simulator checker's out-of-bounds report (never silently shifted data).
+  // 0 and nothing moves). A start that may be negative but is not a provable multiple of k is not
+  // clipped here: gm_window returns it in unclipped_rows / unclipped_cols and the caller either clips
+  // it another way (UB -> GM columns: the head of the window through the scalar unit) or, when its
+  // lower bound is negative (some block reaches the copy with a start before 0), reports a located
+  // error (start_before_tensor); a start of unknown range that is negative at run time is the
+  // simulator checker's out-of-bounds report (never silently shifted data).
   // tile_cols: the columns of the tile side; trailing size-1 dims of the tensor are dropped only
   // when it has more than one (an (M, 1) tensor into an (M, 1) tile stays a column).
   GmWindow gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, int64_t row_clip = 0,
@@ -470,6 +480,7 @@ class Lowerer {
     while (tile_cols != 1 && n > 1 && size_one(n - 1)) --n;
     g.cols = ext[n - 1];
     Expr cstart = idx32(r.starts[n - 1]);
+    g.col_start = cstart;
     int64_t es = r.buffer->dtype.bytes();
     if (inside(cstart, g.cols, end(n - 1))) {
       g.valid_cols = C(g.cols);
@@ -478,6 +489,7 @@ class Lowerer {
       g.offset = add(g.offset, mul(g.skip_cols, C(es)));
     } else {
       g.valid_cols = valid_count(g.cols, end(n - 1), cstart);
+      if (col_clip > 0 && !nonneg(cstart)) g.unclipped_cols = cstart;
     }
     if (n < 2) {
       g.row_stride = shape[n - 1];
@@ -500,6 +512,8 @@ class Lowerer {
       // through the tail fill)
       std::tie(g.skip_rows, g.valid_rows) = *c;
       g.offset = add(g.offset, mul(mul(g.skip_rows, g.row_stride), C(es)));
+    } else if (row_clip > 0 && !nonneg(start)) {
+      g.unclipped_rows = start;
     }
     // A dropped unit dim whose index may lie outside the tensor (A[by + 3, 0, :] with by + 3 >= M,
     // A[by - 16, 2, :] with by < 16): the window is then empty, as on cpu (no rows read or
@@ -533,6 +547,44 @@ class Lowerer {
       g.outer.pop_back();
     }
     return g;
+  }
+
+  // The constant lower bound of integer expression e (block, loop and let bounds, the ifs around the
+  // statement), when there is one.
+  std::optional<int64_t> low_bound(const Expr& e) const {
+    std::optional<int64_t> lo;
+    if (auto r = bounds(e)) lo = r->first;
+    if (auto l = lower(e)) lo = std::max(lo.value_or(*l), *l);
+    return lo;
+  }
+  // Whether integer expression e has a negative constant lower bound: some block or step reaches the
+  // statement with e < 0 (as far as the bounds are tight).
+  bool reaches_negative(const Expr& e) const {
+    auto lo = low_bound(e);
+    return lo && *lo < 0;
+  }
+  // The Cube's column clips (GM -> L1 in C0 strips, Fixpipe in 16-column fractals, session 17) are
+  // made for starts that reach a negative value; a column start of unknown range keeps the unclipped
+  // copy it had before (the checker reports it when it is negative at run time), so kernels whose
+  // block indices the bounds cannot prove non-negative (map_grid's swizzled bx = in_panel //
+  // panel_rows in the seed matmul) keep their code.
+  GmWindow cube_gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, int64_t row_clip, int64_t col_clip) {
+    GmWindow g = gm_window(r, sp, tile_cols, row_clip, col_clip);
+    auto none = ir::as_const_int(g.skip_cols);
+    if ((g.unclipped_cols || !none || *none != 0) && !reaches_negative(g.col_start))
+      g = gm_window(r, sp, tile_cols, row_clip, 0);
+    return g;
+  }
+  // A located error for a window start that lies before row / column 0 of its tensor in some run that
+  // reaches the copy (its lower bound is negative) on a path that cannot skip those rows / columns.
+  void start_before_tensor(const Expr& start, const ir::Region& r, const char* dim, const std::string& why,
+                           const std::string& hint, const Span& sp) const {
+    auto lo = low_bound(start);
+    if (!lo || *lo >= 0) return;  // unknown range: the checker reports a negative start at run time
+    throw Error("copy to / from " + ir::print(r) + ": the window's first " + dim + " " + ir::print(start) +
+                    " lies before " + dim + " 0 of tensor " + q(r.buffer->name) + " in some blocks or steps (it can be " +
+                    std::to_string(*lo) + "), and " + why,
+                sp, hint);
   }
 
   // (skip, valid) of a window dim that may start before index 0 (gm_window's row_clip / col_clip
@@ -1034,9 +1086,20 @@ class Lowerer {
     if (from == Scope::global && to == Scope::L1) {
       same_dtype("GM->L1");
       Window w = window(n->dst, sp);
-      GmWindow g = gm_window(n->src, sp, w.cols, /*row_clip=*/1);
-      cube_single(g, n->src, sp);
       int64_t c0 = c0_of(dt);
+      // columns before column 0: whole C0 strips of the Nz tile (an Nz row keeps a strip's C0 columns
+      // in one 32 B block, and the Nd2Nz destination starts on a block)
+      GmWindow g = cube_gm_window(n->src, sp, w.cols, /*row_clip=*/1, /*col_clip=*/c0);
+      if (g.unclipped_cols)
+        start_before_tensor(g.unclipped_cols, n->src, "column",
+                            "a GM->L1 copy (DataCopy with Nd2NzParams) skips columns only in whole C0 strips of " +
+                                std::to_string(c0) + " " + std::string(dt.name()) + " columns: the Nz tile keeps each row's " +
+                                std::to_string(c0) + " columns of a strip in one 32 B block",
+                            "start the window a multiple of " + std::to_string(c0) + " columns before the tensor (e.g. "
+                                "bx * " + std::to_string(c0) + " - " + std::to_string(c0) + "): the columns before 0 then "
+                                "read zeros, as on cpu",
+                            sp);
+      cube_single(g, n->src, sp);
       auto cc0 = ir::as_const_int(w.c0);
       Expr win_rows = row_window(w, n->dst, "copy GM->L1 into", sp);
       if (!cc0 || *cc0 % c0 != 0)
@@ -1053,7 +1116,7 @@ class Lowerer {
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
                              dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt,  // no InitConstValue<int8_t>
-                             win_rows, zero_or_null(g.skip_rows)},
+                             win_rows, zero_or_null(g.skip_rows), zero_or_null(g.skip_cols)},
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
@@ -1078,7 +1141,19 @@ class Lowerer {
     }
     if (from == Scope::L0C && to == Scope::global) {
       Window s = window(n->src, sp);
-      GmWindow g = gm_window(n->dst, sp, s.cols, /*row_clip=*/16);  // L0C rows: within a 16-row fractal
+      // rows and columns before the tensor: whole 16 x 16 fractals of L0C (a Fixpipe source starting
+      // inside a fractal is not documented for FixpipeParamsV220)
+      GmWindow g = cube_gm_window(n->dst, sp, s.cols, /*row_clip=*/16, /*col_clip=*/16);
+      for (auto [start, dim] : {std::pair{g.unclipped_rows, "row"}, std::pair{g.unclipped_cols, "column"}})
+        if (start)
+          start_before_tensor(start, n->dst, dim,
+                              std::string("a store from L0C (Fixpipe) skips ") + dim + "s only in whole 16 x 16 "
+                              "fractals: its source starts on a fractal (a start inside one is not documented for "
+                              "FixpipeParamsV220)",
+                              std::string("start the window at a multiple of 16 ") + dim + "s (e.g. bx * 16 - 16), or "
+                              "copy the accumulator into a fragment in a T.Parallel map (f[i, j] = c[i, j]) and store "
+                              "that: the Vector core's copy skips any rows",
+                              sp);
       cube_single(g, n->dst, sp);
       check_same_2d(s.rows, s.cols, g.rows, g.cols, n, sp);
       bool ok = (st == ir::DType(ir::DTypeCode::f32) && dt.is_float() && dt.bits() <= 32) ||
@@ -1091,7 +1166,9 @@ class Lowerer {
         throw Error("copy L0C->GM from " + ir::print(n->src) + ": the window must start at constant multiples of 16",
                     sp, "L0C holds 16x16 fractals");
       // rows before the tensor's row 0 (skip_rows, a multiple of 16): the source starts past them
-      Expr off = add(C((*c0 / 16 * s.buf->prows * 16 + *r0 * 16) * st.bytes()), mul(g.skip_rows, C(16 * st.bytes())));
+      // (skip_cols, a multiple of 16: that many strips of prows x 16)
+      Expr off = add(C((*c0 / 16 * s.buf->prows * 16 + *r0 * 16) * st.bytes()),
+                     add(mul(g.skip_rows, C(16 * st.bytes())), mul(g.skip_cols, C(s.buf->prows * st.bytes()))));
       return emit(Fixpipe{local(s, off), GmRef{g.param, g.offset}, st, dt, g.valid_rows, g.valid_cols,
                           C(s.buf->prows), g.row_stride, false, n->atomic},
                   sp);
@@ -1133,6 +1210,7 @@ class Lowerer {
       Window w = window(n->src, sp);
       ub_copy_window_ok(w, n->src, /*load=*/false, sp);
       GmWindow g = gm_window(n->dst, sp, w.cols, /*row_clip=*/1, /*col_clip=*/32 / dt.bytes());
+      if (g.unclipped_cols) return store_before_column_0(n, w, sp);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
@@ -1214,6 +1292,67 @@ class Lowerer {
 
   // Cube-side GM copies move one 2-D window: outer window dims that do not merge into its rows
   // would need one Nd2Nz / Fixpipe per index into a part of the Nz matrix (not done yet).
+  // A UB -> GM copy whose first column may lie before column 0 of the tensor at a start that is not
+  // a provable multiple of the 32 B block (T.copy(t, Y[r, bx * 8 - 3]) in float32). The UB side of
+  // DataCopyPad starts on a 32 B block, so the skipped columns cannot simply be stepped over: with
+  // skip the columns before 0 (0 when the start is not negative) and a the first block boundary at
+  // or after it, the columns from a are stored from their block as usual, and the head, columns
+  // skip .. a - 1 (fewer than one block), is moved by the scalar unit (GetValue / SetValue) into a
+  // scratch tile of one 32 B block per row and stored from there to column 0, only when it is not
+  // empty (a run-time if: the blocks whose start is negative and not on a block boundary).
+  StmtPtr store_before_column_0(const ir::CopyNode* n, const Window& w, const Span& sp) {
+    ir::DType dt = n->dst.buffer->dtype;
+    int64_t b = dt.bytes(), blk = 32 / b;
+    GmWindow g = gm_window(n->dst, sp, w.cols, /*row_clip=*/1, /*col_clip=*/1);
+    int64_t ub_stride = ub_row_stride(w, g, n, sp);
+    Expr skip = g.skip_cols;
+    Expr a = simp(mul(ir::binary(ir::BinOp::CeilDiv, skip, C(blk)), C(blk)));
+    Expr head = simp(max(C(0), min(sub(a, skip), g.valid_cols)));
+    Expr rest = simp(sub(g.valid_cols, head));
+    auto it = head_scratch_.find(n);
+    if (it == head_scratch_.end()) {
+      Buf s;
+      s.mem = Mem::UB, s.dtype = dt, s.shape = {g.rows, blk}, s.rows = g.rows, s.cols = blk, s.pcols = blk;
+      s.slice_bytes = s.bytes = g.rows * 32;
+      std::string name = "_head_" + n->src.buffer->name;
+      while (p_.find_buffer(name) >= 0) name += "_";
+      it = head_scratch_.emplace(n, declare(name, s, sp, {g.rows, blk}).index).first;
+      p_.buffers.back().temp_of = n->src.buffer->name;  // a capacity error names the tile it serves
+    }
+    int scratch = it->second;
+    return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
+      Expr first = add(row, g.skip_rows);  // the tile row of the first row stored
+      StmtPtr main = emit(CopyUbToGm{local(w, add(mul(first, C(ub_stride * b)), mul(a, C(b)))),
+                                     GmRef{g.param, add(add(g.offset, gm), mul(head, C(b)))}, dt, g.valid_rows,
+                                     mul(rest, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)), n->atomic},
+                          sp);
+      ir::Var r = ir::var("_hr" + std::to_string(window_loops_++), ir::kIndexType, sp);
+      ir::Var j = ir::var("_hc" + std::to_string(window_loops_++), ir::kIndexType, sp);
+      ir::Var v = ir::var("_hv" + std::to_string(window_loops_++), dt, sp);
+      nonneg_.insert(r.get());
+      nonneg_.insert(j.get());
+      ScalarLoad ld;
+      ld.var = v, ld.dtype = dt;
+      ld.ub = local(w, mul(add(mul(add(first, r), C(ub_stride)), add(skip, j)), C(b)));
+      StmtPtr move = seq({emit(std::move(ld), sp),
+                          emit(ScalarStore{LocalRef{scratch, mul(add(mul(r, C(blk)), j), C(b))}, v, dt}, sp)},
+                         sp);
+      std::vector<StmtPtr> body;
+      if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));  // expert mode: no flags of its own
+      body.push_back(for_(r, g.valid_rows, for_(j, head, move, sp), sp));
+      if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
+      body.push_back(emit(CopyUbToGm{LocalRef{scratch, C(0)}, GmRef{g.param, add(g.offset, gm)}, dt, g.valid_rows,
+                                     mul(head, C(b)), C(32), mul(g.row_stride, C(b)), n->atomic},
+                          sp));
+      if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
+      StmtPtr h = if_(simp(ir::binary(ir::BinOp::GT, head, C(0))), seq(std::move(body), sp), nullptr, sp);
+      // the rest may be empty (a window that ends before the next block boundary): its UB side then
+      // points past the window
+      return seq({h, if_(simp(ir::binary(ir::BinOp::GT, rest, C(0))), main, nullptr, sp)}, sp);
+    });
+  }
+  std::unordered_map<const ir::CopyNode*, int> head_scratch_;  // store_before_column_0's scratch tiles
+
   void cube_single(const GmWindow& g, const ir::Region& r, const Span& sp) {
     if (g.outer.empty()) return;
     throw Error("GM region " + ir::print(r) + " has " + std::to_string(g.outer.size() + 2) +

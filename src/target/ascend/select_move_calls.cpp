@@ -138,8 +138,9 @@ class Selector {
       }
       out.push_back(fill);
     }
-    LocalRef at = c.dst;  // rows before the tensor's row 0 stay the fill's zeros
+    LocalRef at = c.dst;  // rows and columns before the tensor's row / column 0 stay the fill's zeros
     if (c.skip_rows) at.offset = add(at.offset, mul(c.skip_rows, C(32)));
+    if (c.skip_cols) at.offset = add(at.offset, mul(mul(c.skip_cols, C(c.dtype.bytes())), c.dst_rows));  // C0 elements = 32 B
     out.push_back(ins(DataCopyNd2Nz{c.src, at, c.dtype, C(1), field(call, "nValue", c.rows, 0, 16384, "rows"),
                                     field(call, "dValue", c.cols, 0, kU16, "elements"), C(0),
                                     field(call, "srcDValue", c.src_row_stride, 0, kU16, "elements"),

@@ -51,6 +51,13 @@ A sixth stream (``extension4-<seed // GROUP>``, values from ``extension4-shape-<
 with a negative ``r0`` and / or ``c0`` (inside the first 32 B block, whole blocks, a whole tile or
 more), as causal and sliding-window kernels compute ``bx * B - 64``: the rows and columns before 0
 read as zeros.
+
+A seventh stream (``extension5-<seed // GROUP>``, values from ``extension5-shape-<seed>``) adds
+**stores before the tensor** (session 17): a copy/map's store origin ``B[by * bm - s0, bx * bn - s1]``
+(not an atomic add, not a run-time extent's store) with ``s0`` and / or ``s1`` drawn as the sixth
+stream's offsets, a gemm's ``C[by * bm - s0, bx * bn - s1]`` with multiples of 16 (16, 32, the
+block): the rows and columns before 0 are not written, and the tile rows / columns past the
+output's end land inside it (the reference computes the tile over the whole blocks).
 """
 import random
 
@@ -286,7 +293,22 @@ def generate(seed):
     _extension2(d, seed)
     _extension3(d, seed)
     _extension4(d, seed)
+    _extension5(d, seed)
     return d
+
+
+def _extension5(d, seed):
+    """The seventh stream's constructs (module docstring), added to `d` in place."""
+    wrng = random.Random(f"extension5-{seed // GROUP}")
+    vrng = random.Random(f"extension5-shape-{seed}")
+    if (d["kind"] not in ("copy", "map", "gemm") or d.get("atomic") or d.get("rt", {}).get("store")
+            or wrng.random() >= 0.25):
+        return
+    axes = ("s0",) if d.get("ndim") == 1 else wrng.choice((("s0",), ("s1",), ("s0", "s1")))
+    for a in axes:
+        blk = d["bm"] if a == "s0" else d["bn"]
+        # a gemm's result leaves L0C in whole 16 x 16 fractals (Fixpipe): multiples of 16 only
+        d[a] = vrng.choice((16, 32, blk) if d["kind"] == "gemm" else (1, 3, 8, 16, blk, blk + 5))
 
 
 def _extension4(d, seed):
@@ -479,15 +501,17 @@ def _body(d):
         ext = (bm,) if one else (bm, bn)
         r0 = f" + {d['r0']}" if d["r0"] else ""
         c0 = f" + {d['c0']}" if d["c0"] else ""
+        s0 = f" - {d['s0']}" if d.get("s0") else ""   # a store origin before the tensor (seventh stream)
+        s1 = f" - {d['s1']}" if d.get("s1") else ""
         if one:
             grid = f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by" if d["loop"] == "grid" else "T.Kernel(1) as bz"
-            src, dst = f"[by * {bm}{r0}]", f"[by * {bm}]"
+            src, dst = f"[by * {bm}{r0}]", f"[by * {bm}{s0}]"
             if d.get("col"):
                 src = f"[by * {bm}{r0}:by * {bm}{r0} + {bm}, {d['c0']}]"
         else:
             grid = (f"T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by)"
                     if d["loop"] == "grid" else f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by")
-            src, dst = f"[by * {bm}{r0}, bx * {bn}{c0}]", f"[by * {bm}, bx * {bn}]"
+            src, dst = f"[by * {bm}{r0}, bx * {bn}{c0}]", f"[by * {bm}{s0}, bx * {bn}{s1}]"
         if d.get("atomic", 1) > 1:   # S blocks of a last grid dim add the same tile
             head, names = grid[:grid.rindex(") as ")], grid[grid.rindex(") as ") + 5:]
             grid = f"{head}, {d['atomic']}) as ({names.strip('()')}, s)"
@@ -614,7 +638,9 @@ def _body(d):
         cols = f"bx * {bn}:bx * {bn} + " + ("cnt" if rt["axis"] == 1 else str(bn))
         body.append(f"T.copy({tile}, C[{rows}, {cols}])")
     else:
-        body.append(f"T.copy(acc, C[by * {bm}, bx * {bn}])")
+        s0 = f" - {d['s0']}" if d.get("s0") else ""   # a store origin before the tensor (seventh stream)
+        s1 = f" - {d['s1']}" if d.get("s1") else ""
+        body.append(f"T.copy(acc, C[by * {bm}{s0}, bx * {bn}{s1}])")
     return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + ["    " + s for s in body]
 
 

@@ -158,6 +158,11 @@ def reference(d):
     if k in ("copy", "map"):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
         offs = (d["r0"],) if d["ndim"] == 1 else (d["r0"], d["c0"])
+        stores = (d.get("s0", 0),) if d["ndim"] == 1 else (d.get("s0", 0), d.get("s1", 0))
+        out_shape = shape
+        if any(stores):   # stored s before its origin: the tiles are computed over whole blocks
+            blocks = (d["bm"],) if d["ndim"] == 1 else (d["bm"], d["bn"])
+            shape = tuple(-(-n // b) * b for n, b in zip(shape, blocks))
         col = (lambda a: a[:, d["c0"]]) if d.get("col") else (lambda a: a)  # noqa: E731
         if d.get("nd"):
             h = d["nd"]["h"]
@@ -181,6 +186,8 @@ def reference(d):
             return [b], tr
         if rt and rt["store"]:   # not written past n: undefined
             out = np.where(keep, out, np.nan)
+        if any(stores):
+            out = _stored(out, out_shape, stores, tr)
         return [out], tr
     if k == "reduce":
         x = convert(ins[0], d["dt_in"], d["dt_tile"])
@@ -191,6 +198,31 @@ def reference(d):
     if k == "gather":
         return [_gather(d, ins[0], ins[1].astype(np.int64))], tr
     return [_gemm(d, ins, tr)], tr
+
+
+def _stored(out, out_shape, stores, tr):
+    """The output as a store `s` before its origin leaves it (the seventh stream): out is the
+    computed tile values over whole blocks; B[p] = out[p + s] (the indices before 0 dropped), the
+    elements never written undefined (NaN). The tracker's magnitudes move with the values."""
+    shape = out.shape
+    src = tuple(slice(s, min(n + s, e)) for s, n, e in zip(stores, out_shape, shape))
+    dst = tuple(slice(0, max(0, x.stop - x.start)) for x in src)
+    written = all(x.stop > x.start for x in src)
+
+    def moved(a, fill):
+        b = np.full(out_shape, fill)
+        if written:
+            b[dst] = np.broadcast_to(a, shape)[src]
+        return b
+    tr.scale = moved(tr.scale, 0.0)
+    return moved(out, np.nan)
+
+
+def _whole_blocks(x, rows, cols):
+    """x zero-padded to rows x cols (a tile past the tensor's end reads zeros)."""
+    out = np.zeros((rows, cols))
+    out[:x.shape[0], :x.shape[1]] = x
+    return out
 
 
 def _before_n(shape, axis, n):
@@ -254,6 +286,12 @@ def _gemm(d, ins, tr):
         a = a.T
     if d["tb"]:
         b = b.T
+    stores = (d.get("s0", 0), d.get("s1", 0))
+    if any(stores):   # stored before its origin: the tiles over whole blocks (zeros past the tensors)
+        mp, np_ = -(-d["M"] // d["bm"]) * d["bm"], -(-d["N"] // d["bn"]) * d["bn"]
+        a, b = _whole_blocks(a, mp, a.shape[1]), _whole_blocks(b, b.shape[0], np_)
+        if d["accum"]:
+            ins = ins[:2] + [_whole_blocks(ins[2], mp, np_)] + ins[3:]
     rt = d.get("rt")
     if rt:   # A's rows (B's columns) at n or past it read as 0
         if rt["axis"] == 0:
@@ -273,6 +311,8 @@ def _gemm(d, ins, tr):
     if rt and rt["store"]:   # not written past n: undefined
         shape = (d["M"], d["N"])
         out = np.where(_before_n(shape, rt["axis"], d["n"]), out, np.nan)
+    if any(stores):
+        out = _stored(out, (d["M"], d["N"]), stores, tr)
     return out
 
 
