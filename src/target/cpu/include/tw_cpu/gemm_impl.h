@@ -1308,7 +1308,8 @@ typedef int32_t vi32 __attribute__((vector_size(simd::kVecBytes)));
 // kVF elements from p widened to fp32
 TW_CPU_INLINE simd::vf ldw(const float* p) { return simd::loadu(p); }
 TW_CPU_INLINE simd::vf ldw(const bf16* p) {
-#if defined(__AVX512F__)  // one vpmovzxwd from memory (the generic conversion splits it in halves)
+#if defined(__AVX512F__) && !defined(__clang__)  // one vpmovzxwd from memory (GCC's generic
+                                                 // conversion splits it in halves; clang's does not)
   typedef short v16s_u __attribute__((vector_size(32), aligned(2), may_alias));
   typedef int v16s32 __attribute__((vector_size(64)));
   const v16s32 x = __builtin_ia32_pmovzxwd512_mask(*reinterpret_cast<const v16s_u*>(p), v16s32{}, (unsigned short)-1);
@@ -1528,7 +1529,11 @@ typedef short v32hi_dp __attribute__((vector_size(64)));
 // 32 bf16 from p as one vector (its bits), or the first n < 32 and zeros (nothing past p + n read)
 TW_CPU_INLINE simd::vf ld_bf16x32(const bf16* p) { return (simd::vf)ld_pairs(p); }
 TW_CPU_INLINE simd::vf ld_bf16x32_n(const bf16* p, int n) {
+#if defined(__clang__)  // clang's form of the builtin takes a vector pointer
+  return (simd::vf)__builtin_ia32_loaddquhi512_mask((const v32hi_dp*)p, v32hi_dp{}, (unsigned)((1ull << n) - 1));
+#else
   return (simd::vf)__builtin_ia32_loaddquhi512_mask((const short*)p, v32hi_dp{}, (unsigned)((1ull << n) - 1));
+#endif
 }
 // C[i][j] (+)= dot(A row i, B row j) for i < R, j < J, K contiguous in both, 32 k per vdpbf16ps
 template <int R, int J>

@@ -63,6 +63,20 @@ TW_CPU_INLINE vf fma(vf a, vf b, vf c) {
 #endif
 }
 
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
+// One vector to a vector-aligned p with a non-temporal store (vmovntps). clang has no
+// __builtin_ia32_movntps512 / 256; its __builtin_nontemporal_store emits the same instruction.
+TW_CPU_INLINE void stream_store(float* p, vf v) {
+#if defined(__clang__)
+  __builtin_nontemporal_store(v, reinterpret_cast<vf*>(p));
+#elif defined(__AVX512F__)
+  __builtin_ia32_movntps512(p, v);
+#else
+  __builtin_ia32_movntps256(p, v);
+#endif
+}
+#endif
+
 // Copies `bytes` with non-temporal (streaming) stores where the target has them: for large
 // outputs written once (the stores bypass the caches and skip the read-for-ownership, one
 // third less memory traffic than a plain copy). Call stream_fence() after the last one.
@@ -77,12 +91,7 @@ TW_CPU_INLINE void stream_copy(void* dst, const void* src, size_t bytes) {
   s += head;
   bytes -= head;
   for (; bytes >= (size_t)kVecBytes; bytes -= kVecBytes, d += kVecBytes, s += kVecBytes) {
-    vf v = loadu(reinterpret_cast<const float*>(s));
-#if defined(__AVX512F__)
-    __builtin_ia32_movntps512(reinterpret_cast<float*>(d), v);
-#else
-    __builtin_ia32_movntps256(reinterpret_cast<float*>(d), v);
-#endif
+    stream_store(reinterpret_cast<float*>(d), loadu(reinterpret_cast<const float*>(s)));
   }
   __builtin_memcpy(d, s, bytes);
 #else
@@ -122,13 +131,7 @@ TW_CPU_INLINE void store_chunk(float* dst, const float* buf, int64_t n, bool nt)
 #if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
   if (nt && ((uintptr_t)dst & (uintptr_t)(kVecBytes - 1)) == 0) {
     int64_t i = 0;
-    for (; i + kVF <= n; i += kVF) {
-#if defined(__AVX512F__)
-      __builtin_ia32_movntps512(dst + i, load(buf + i));
-#else
-      __builtin_ia32_movntps256(dst + i, load(buf + i));
-#endif
-    }
+    for (; i + kVF <= n; i += kVF) stream_store(dst + i, load(buf + i));
     __builtin_memcpy(dst + i, buf + i, (size_t)(n - i) * sizeof(float));
     return;
   }
