@@ -148,8 +148,8 @@ TW_CPU_INLINE float exp2(float x) {
 // nothing underflows there, see exp; a subnormal result still costs an assist, as in exp).
 // With AVX2 + FMA, exp_chunk takes a vector form for the vectors whose 8 results are all normal
 // floats (x in [-86, 88]: a softmax's x - max on ordinary data): exp()'s reduction and polynomial
-// and p * 2^n in one multiply (exact there, as exp()'s two factors are), 14 vector operations per 8
-// values instead of ~25; any other vector (NaN, +-Inf, subnormal or overflowing results, a
+// and p * 2^n in one multiply (exact there, as exp()'s two factors are), 15 vector operations per 8
+// values (with the range test) instead of ~25; any other vector (NaN, +-Inf, subnormal or overflowing results, a
 // masked -1e30) runs exp() on its lanes. Elsewhere the scalar functions in an auto-vectorised loop.
 namespace detail {
 TW_CPU_INLINE simd::vf exp_poly_v(simd::vf r) {
