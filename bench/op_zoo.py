@@ -13,7 +13,9 @@ tolerance and timed side by side with numpy (and PyTorch when importable).
 Each thread count runs in its own child process (TW_NUM_THREADS = OPENBLAS_NUM_THREADS =
 OMP_NUM_THREADS = n, as bench/run.py does). Timing: one warm-up call each (checked), then
 alternating batches (ours, numpy, torch; three rounds), the median per call. The machine may be
-shared: the ratios (same process, alternating batches) are the figures to read.
+shared: the ratios (same process, alternating batches) are the figures to read. Each thread count
+ends with the geometric means of the ratios (numpy: every op but gelu_erf, whose peer is not
+numpy's own) and the ops below 1.0x numpy.
 tests/python/test_op_zoo.py runs every op once on small odd shapes (correctness only).
 
 Ops of the issue's list not in the zoo: see MISSING below (none today). Peers to read with care: numpy has no
@@ -44,6 +46,9 @@ import tilewright.language as T  # noqa: E402
 # ops of the list that cannot be written today, with the construct that is missing
 MISSING = {
 }
+# ops whose numpy peer is not numpy's own fp32 op (numpy has no erf): left out of the numpy
+# geometric mean and of the "below 1.0x numpy" list
+NO_NUMPY_PEER = {"gelu_erf"}
 
 
 @dataclass
@@ -613,6 +618,8 @@ def child(names, threads):
     except ImportError:
         torch = None
     rng = np.random.default_rng(0)
+    ratios = {"numpy": [], "torch": []}
+    below = []
     for name in names:
         make, _, large = OPS[name]
         case = make(large, rng)
@@ -625,6 +632,18 @@ def child(names, threads):
         r_t = f"{t['torch'] / t['tilewright']:6.2f}x" if "torch" in t else "   n/a"
         print(f"{name:22s} {threads}T {str(large):22s} {t['tilewright'] * 1e3:9.3f} ms  vs numpy {r_np:6.2f}x  "
               f"vs torch {r_t}  check {'ok' if ok else 'FAILED'} ({worst:.2f} of tol)", flush=True)
+        if name not in NO_NUMPY_PEER:
+            ratios["numpy"].append(r_np)
+            if r_np < 1.0:
+                below.append(f"{name} {r_np:.2f}x")
+        if "torch" in t:
+            ratios["torch"].append(t["torch"] / t["tilewright"])
+    for peer, rs in ratios.items():
+        if rs:
+            gm = math.exp(sum(math.log(r) for r in rs) / len(rs))
+            print(f"geometric mean {threads}T vs {peer}: {gm:.2f}x over {len(rs)} ops", flush=True)
+    if ratios["numpy"]:
+        print(f"below 1.0x numpy {threads}T: {', '.join(below) if below else 'none'}", flush=True)
 
 
 def portability(names, target) -> int:

@@ -31,7 +31,8 @@ How it measures (docs/performance.md has a run and the goals):
 * --cpu-arch ARCH: Tilewright compiles for ARCH (TW_CPU_ARCH, a g++ -march value) and, when
   ARCH has no AVX-512, the peers take their AVX2 code too (OPENBLAS_CORETYPE=Haswell for numpy's
   OpenBLAS; ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2 for
-  PyTorch and the MKL / oneDNN its matmuls call); the peak probe is compiled for ARCH. On an
+  PyTorch and the MKL / oneDNN its matmuls call; NPY_DISABLE_CPU_FEATURES=<its AVX-512 dispatch
+  targets> for numpy's own ufuncs: tanh, exp, ...); the peak probe is compiled for ARCH. On an
   AVX-512 machine this is an AVX2 PROXY: the instruction set of a Zen 3 / Haswell server, not its
   caches (Zen 3: 512 KiB L2 per core) or latencies. Printed in the header, recorded in the JSON.
 * Compile latency runs in fresh subprocesses: a cold compile with an empty TW_CACHE_DIR, then a
@@ -171,7 +172,8 @@ def cpu_arch_env(arch) -> dict:
     the peers' AVX2 kernels (numpy's OpenBLAS: OPENBLAS_CORETYPE=Haswell; PyTorch: its own kernels
     ATEN_CPU_CAPABILITY=avx2, the MKL and oneDNN libraries its matmuls and SDPA call
     MKL_ENABLE_INSTRUCTIONS=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2: without these two, torch's fp32 matmul
-    ran MKL's AVX-512 code and its bf16 matmul oneDNN's AMX code on an AVX2 proxy run). {} for the
+    ran MKL's AVX-512 code and its bf16 matmul oneDNN's AMX code on an AVX2 proxy run) and numpy's
+    own ufuncs NPY_DISABLE_CPU_FEATURES=<its AVX-512 dispatch targets>. {} for the
     default (native: everyone at the host's best)."""
     if not arch or arch == "native":
         return {}
@@ -180,7 +182,18 @@ def cpu_arch_env(arch) -> dict:
     if "avx512f" not in _C.target_cpu_features(arch).split():
         env.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2",
                    MKL_ENABLE_INSTRUCTIONS="AVX2", ONEDNN_MAX_CPU_ISA="AVX2")
+        # numpy's own ufuncs (tanh, exp, ...) dispatch at run time too: without this its AVX-512
+        # tanh (6.4 ms for 4096x4096 into a preallocated output on Zen 4, against 45.6 ms for
+        # its AVX2 one) was the peer of our AVX2 code
+        env.update(NPY_DISABLE_CPU_FEATURES=" ".join(numpy_avx512_targets()))
     return env
+
+
+def numpy_avx512_targets() -> list:
+    """numpy's run-time dispatch targets that need AVX-512 (X86_V4, AVX512_*; the names of this
+    numpy build, which NPY_DISABLE_CPU_FEATURES takes)."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+    return [t for t in __cpu_dispatch__ if t == "X86_V4" or t.startswith("AVX512")]
 
 
 CPU_ARCH = None  # --cpu-arch (main sets it; op_zoo too)
@@ -191,7 +204,7 @@ def peer_env(threads: int) -> dict:
     --cpu-arch, everyone on that instruction set: cpu_arch_env)."""
     env = dict(os.environ)
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
-                "ONEDNN_MAX_CPU_ISA", "TW_CPU_ARCH"):
+                "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES", "TW_CPU_ARCH"):
         env.pop(var, None)
     n = str(threads)
     env.update(TW_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n, MKL_NUM_THREADS=n)

@@ -78,6 +78,11 @@ def test_bench_cpu_arch_sets_everyone_on_the_same_instruction_set(monkeypatch):
     assert env["TW_CPU_ARCH"] == "x86-64-v3" and env["OPENBLAS_CORETYPE"] == "Haswell"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2"
     assert env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2" and env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    # numpy's own ufuncs leave their AVX-512 dispatch targets (names of this numpy build)
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+    off = env["NPY_DISABLE_CPU_FEATURES"].split()
+    assert set(off) == {t for t in __cpu_dispatch__ if t == "X86_V4" or t.startswith("AVX512")}
+    assert not any(t in off for t in ("X86_V3", "X86_V2"))
     assert "PROXY" in run.cpu_arch_note("x86-64-v3") and "Zen 3" in run.cpu_arch_note("x86-64-v3")
     # an AVX-512 target keeps the peers at their best
     assert run.cpu_arch_env("skylake-avx512") == {"TW_CPU_ARCH": "skylake-avx512"}
