@@ -548,6 +548,39 @@ TEST(Gemm, I8Extremes) {
         }
   }
 }
+// The int8 packers around their vector chunks (AVX2: 16 k of a row of A and 16 columns of two rows
+// of B widened at once, scalar group_i8 for the rest): K on both sides of 16 and 32 (the chunk
+// boundary and the odd pair), N at, below and above a 16-column panel, row counts around the
+// 6-row panel, leading dimensions wider than the operands (tiles of larger matrices, rows at odd
+// byte offsets), every transpose, random full-range values: exact against an int64 reference.
+TEST(Gemm, I8PackBoundaries) {
+  uint32_t seed = 7600;
+  for (int M : {5, 6, 7, 13})
+    for (int N : {15, 16, 17, 33})
+      for (int K : {15, 16, 17, 31, 32, 33})
+        for (int t = 0; t < 4; ++t) {
+          const bool tA = t & 1, tB = t & 2;
+          const long lda = (tA ? M : K) + 3, ldb = (tB ? K : N) + 5;
+          std::mt19937 g(seed++);
+          std::uniform_int_distribution<int> d(-128, 127);
+          std::vector<int8_t> A((size_t)(tA ? K : M) * lda), B((size_t)(tB ? N : K) * ldb);
+          for (auto& x : A) x = (int8_t)d(g);
+          for (auto& x : B) x = (int8_t)d(g);
+          auto a = [&](int i, int k) { return (int64_t)A[tA ? (size_t)k * lda + i : (size_t)i * lda + k]; };
+          auto b = [&](int k, int j) { return (int64_t)B[tB ? (size_t)j * ldb + k : (size_t)k * ldb + j]; };
+          std::vector<int32_t> C((size_t)M * N, 99);
+          tw_cpu::gemm<int8_t, int8_t, int32_t>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, C.data(), N, t == 3);
+          long bad = 0;
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) {
+              int64_t ref = t == 3 ? 99 : 0;
+              for (int k = 0; k < K; ++k) ref += a(i, k) * b(k, j);
+              if (C[(size_t)i * N + j] != ref && bad++ < 3)
+                ADD_FAILURE() << "M=" << M << " N=" << N << " K=" << K << " tA=" << tA << " tB=" << tB << " at (" << i
+                              << "," << j << ") got " << C[(size_t)i * N + j] << " want " << ref;
+            }
+        }
+}
 TEST(Gemm, BF16LargeTight) {
   for (int tA = 0; tA < 2; ++tA)
     for (int tB = 0; tB < 2; ++tB)

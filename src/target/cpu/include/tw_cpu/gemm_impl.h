@@ -1991,9 +1991,49 @@ TW_CPU_INLINE void interleave4_rows(const int8_t* src, long ld, int32_t* d) {
 }
 #endif
 
+#if defined(TW_CPU_I8_MADDWD)
+// AVX2: 16 int8 of a row sign-extended to int16 at once (vpmovsxbw). A pair group (k, k + 1) of
+// one row or column is the int32 (int16 at k) | (int16 at k + 1) << 16, so 16 consecutive int8 of a
+// row of A widened in order are its 8 groups, and two rows of B (k, k + 1) widened and interleaved
+// element by element are the groups of 16 columns. The scalar group_i8 per pair held a third of a
+// tile program's int8 gemm (1024^3 in 128/256/128 blocks, both operands packed every call: 29% of
+// the samples against 59% in the micro-kernel, AVX2 proxy on a Zen 4 core, docs/performance.md
+// "Session 17: the AVX2 paths on an AMD core").
+typedef int8_t v16qs_u __attribute__((vector_size(16), aligned(1), may_alias));
+typedef int16_t v16hs __attribute__((vector_size(32)));
+typedef int16_t v16hs_u __attribute__((vector_size(32), aligned(1), may_alias));
+TW_CPU_INLINE v16hs widen16_i8(const int8_t* p) {
+  return __builtin_convertvector(*reinterpret_cast<const v16qs_u*>(p), v16hs);
+}
+#endif
+
 // A block mc x kc (kc in k values) -> Ap[panel][g][kMR]
 inline void pack_a_i8(int mc, int kc, const int8_t* A, long lda, bool transA, int32_t* Ap) {
   const int ng = (kc + kKG - 1) / kKG;
+#if defined(TW_CPU_I8_MADDWD)
+  if (!transA) {  // row by row: 16 k (8 groups) widened at once, stored down the panel's column
+    for (int i0 = 0; i0 < mc; i0 += kMR) {
+      const int mr = mc - i0 < kMR ? mc - i0 : kMR;
+      int32_t* dst = Ap + (long)i0 * ng;
+      for (int i = 0; i < kMR; ++i) {
+        int32_t* d = dst + i;
+        int g = 0;
+        if (i < mr) {
+          const int8_t* p = A + (long)(i0 + i) * lda;
+          for (; 2 * g + 16 <= kc; g += 8) {
+            alignas(32) int32_t t[8];
+            *reinterpret_cast<v16hs_u*>(t) = widen16_i8(p + 2 * g);
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) d[(long)(g + q) * kMR] = t[q];
+          }
+          for (; g < ng; ++g) d[(long)g * kMR] = group_i8(p + 2 * g, 1, kc - 2 * g < 2 ? kc - 2 * g : 2, true);
+        }
+        for (; g < ng; ++g) d[(long)g * kMR] = 0;
+      }
+    }
+    return;
+  }
+#endif
   const long sk = transA ? lda : 1, si = transA ? 1 : lda;  // element strides
   for (int i0 = 0; i0 < mc; i0 += kMR) {
     int mr = mc - i0 < kMR ? mc - i0 : kMR;
@@ -2035,6 +2075,17 @@ inline void pack_b_i8(int kc, int nc, const int8_t* B, long ldb, bool transB, in
         } else {
           interleave4_rows(src, sk, d);
         }
+        continue;
+      }
+#endif
+#if defined(TW_CPU_I8_MADDWD)
+      static_assert(kNR == 16, "two rows of 16 int8 widen into one k-pair group of a B panel");
+      if (!transB && nr == kNR) {  // rows 2g and 2g + 1 (or zero past K), interleaved
+        const v16hs w0 = widen16_i8(src), w1 = nvalid > 1 ? widen16_i8(src + ldb) : v16hs{};
+        *reinterpret_cast<v16hs_u*>(d) =
+            __builtin_shufflevector(w0, w1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        *reinterpret_cast<v16hs_u*>(d + 8) =
+            __builtin_shufflevector(w0, w1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
         continue;
       }
 #endif
