@@ -4,28 +4,14 @@
 // (bench/gemm_tile_ab.py compiles this file once per variant's include directory). Not a test.
 //   g++ -O3 -march=native -mprefer-vector-width=512 -std=c++20 -fPIC -shared -fvisibility=hidden \
 //       -I <include dir> bench/gemm_tile_ab.cpp -o variant.so -lpthread
-#include "tw_cpu/gemm_impl.h"
+// the runtime's own entry points (gemm_run, g_launch_epoch), built with this variant's headers
+#include "tw_cpu/gemm_runtime.cpp"
 
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <time.h>
 #include <vector>
-
-namespace tw_cpu {
-namespace detail {
-uint64_t g_launch_epoch = 1;
-// gemm_runtime.cpp's fp32 entry point (the other dtypes are not needed here)
-void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
-              bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width) {
-  if (small_f32_path(M, N, K, transB))
-    return gemm_small<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
-  gemm_f32<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable,
-                  b_col, b_width);
-}
-}  // namespace detail
-}  // namespace tw_cpu
 
 namespace {
 struct Job {

@@ -5,7 +5,7 @@ on examples/gemm.py's fp32 tile program, with numpy and torch in the same rounds
     python bench/gemm_tile_ab.py main=/tmp/main/include new=src/target/cpu/include \
         --shapes 1024,1024,1024,64,256,256 256,256,16384,64,128,128 --rounds 12 --threads 1
 
-Each variant's include directory (one holding tw_cpu/gemm_impl.h) is compiled with
+Each variant's include directory (one holding tw_cpu/gemm_impl.h and gemm_runtime.cpp) is compiled with
 bench/gemm_tile_ab.cpp at the runtime's flags into a shared library; all are loaded into this
 process. A shape is M,N,K,block_M,block_N,block_K[,batch]. Every round times each implementation
 (best of a few calls), alternating the order; printed per implementation: the best and median
