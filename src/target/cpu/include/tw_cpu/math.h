@@ -57,39 +57,34 @@ TW_CPU_INLINE float copysign_(float mag, float sgn) {
 inline constexpr float kInf = __builtin_inff();
 inline constexpr float kNaN = __builtin_nanf("");
 
-// e^r for |r| <= ln2/2 (+ rounding): degree-5 polynomial 1 + r q(r), q fitted for the minimax
-// relative error of the whole (9.2e-8 before rounding; 1.63e-7 after, measured exhaustively over
-// every float input of exp with a normal result).
-inline constexpr float kExpC5 = 8.290272206e-03f, kExpC4 = 4.189816117e-02f, kExpC3 = 1.666763872e-01f,
-                       kExpC2 = 4.999914765e-01f, kExpC1 = 9.999997020e-01f;
-TW_CPU_INLINE float exp_poly(float r) {
-  float p = kExpC5;
-  p = fmadd(p, r, kExpC4);
-  p = fmadd(p, r, kExpC3);
-  p = fmadd(p, r, kExpC2);
-  p = fmadd(p, r, kExpC1);
-  return fmadd(p, r, 1.0f);
-}
-
-// 2^f for |f| <= 1/2: the same polynomial in f (e^r with r = f ln2: coefficient k is kExpCk
-// ln2^k, rounded once), so exp2 needs no reduction f -> f ln2 (a multiply and a fused
+// A degree-5 polynomial 1 + x (c1 + x (c2 + x (c3 + x (c4 + x c5)))), evaluated by Horner's rule in
+// fused multiply-adds (poly5; a vector form below for the chunk functions).
+struct Poly5 {
+  float c5, c4, c3, c2, c1;
+};
+// e^r for |r| <= ln2/2 (+ rounding): q fitted for the minimax relative error of the whole (9.2e-8
+// before rounding; 1.63e-7 after, measured exhaustively over every float input of exp with a
+// normal result).
+inline constexpr Poly5 kExpPoly = {8.290272206e-03f, 4.189816117e-02f, 1.666763872e-01f, 4.999914765e-01f,
+                                   9.999997020e-01f};
+// 2^f for |f| <= 1/2: the same polynomial in f (e^r with r = f ln2: coefficient k is kExpPoly's
+// times ln2^k, rounded once), so exp2 needs no reduction f -> f ln2 (a multiply and a fused
 // multiply-add fewer per value). Measured over every float with a normal result: rel error
 // 1.74e-7 with FMA, 1.98e-7 without.
-inline constexpr float kExp2C5 = 1.326465863e-03f, kExp2C4 = 9.671566077e-03f, kExp2C3 = 5.550734699e-02f,
-                       kExp2C2 = 2.402224094e-01f, kExp2C1 = 6.931470037e-01f;
-TW_CPU_INLINE float exp2_poly(float f) {
-  float p = kExp2C5;
-  p = fmadd(p, f, kExp2C4);
-  p = fmadd(p, f, kExp2C3);
-  p = fmadd(p, f, kExp2C2);
-  p = fmadd(p, f, kExp2C1);
-  return fmadd(p, f, 1.0f);
+inline constexpr Poly5 kExp2Poly = {1.326465863e-03f, 9.671566077e-03f, 5.550734699e-02f, 2.402224094e-01f,
+                                    6.931470037e-01f};
+TW_CPU_INLINE float poly5(float x, const Poly5& c) {
+  float p = fmadd(c.c5, x, c.c4);
+  p = fmadd(p, x, c.c3);
+  p = fmadd(p, x, c.c2);
+  p = fmadd(p, x, c.c1);
+  return fmadd(p, x, 1.0f);
 }
 
-// 2^f * 2^n for |f| <= 1/2 and n in [-151, 129]: exp2_poly, then 2^n applied in two factors (each
+// 2^f * 2^n for |f| <= 1/2 and n in [-151, 129]: kExp2Poly, then 2^n applied in two factors (each
 // a normal float), so subnormal and overflowing results round correctly.
 TW_CPU_INLINE float exp2_scaled(float f, int32_t ni) {
-  float p = exp2_poly(f);
+  float p = poly5(f, kExp2Poly);
   int32_t n1 = ni >> 1, n2 = ni - n1;
   float s1 = bitsf((uint32_t)(n1 + 127) << 23);
   float s2 = bitsf((uint32_t)(n2 + 127) << 23);
@@ -98,7 +93,7 @@ TW_CPU_INLINE float exp2_scaled(float f, int32_t ni) {
 
 }  // namespace detail
 
-// e^x: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, degree-5 polynomial (exp_poly),
+// e^x: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, degree-5 polynomial (kExpPoly),
 // result scaled by 2^n in two factors 2^n1 * 2^(n - n1), n1 ~ n/2.
 // Written for the auto-vectoriser (g++ -O3; one AVX-512 vector costs 10 FMA-pipe and
 // ~10 integer/add/select operations): the clamps are integer minimums on the bits (g++
@@ -125,7 +120,7 @@ TW_CPU_INLINE float exp(float x) {
   float n = t - kShift;
   float r = fmadd(n, -0.693145751953125f, xc);  // ln2 hi (16 bits): n*hi exact
   r = fmadd(n, -1.428606765330187e-06f, r);     // ln2 lo
-  float p = exp_poly(r);                         // in [0.7, 1.42]
+  float p = poly5(r, kExpPoly);                  // in [0.7, 1.42]
   uint32_t e = fbits(t), e1 = fbits(t1);
   // n1 in [-76, 65], n - n1 in [-76, 65]: both powers are normal; the bits above the 9 low
   // ones (the shift constant's) leave through the top of the 32-bit shift
@@ -134,7 +129,7 @@ TW_CPU_INLINE float exp(float x) {
   return fsel(x == x, fsel(zero, 0.0f, y), x);
 }
 
-// 2^x: x = n + f with n = round(x) (exact), 2^f by exp2_poly on |f| <= 1/2, scaled by 2^n in two
+// 2^x: x = n + f with n = round(x) (exact), 2^f by kExp2Poly on |f| <= 1/2, scaled by 2^n in two
 // factors.
 TW_CPU_INLINE float exp2(float x) {
   using namespace detail;
@@ -166,13 +161,13 @@ TW_CPU_INLINE float exp2(float x) {
 // values (with the range test) instead of ~25; any other vector (NaN, +-Inf, subnormal or overflowing results, a
 // masked -1e30) runs exp() on its lanes. Elsewhere the scalar functions in an auto-vectorised loop.
 namespace detail {
-TW_CPU_INLINE simd::vf exp_poly_v(simd::vf r) {
+TW_CPU_INLINE simd::vf poly5(simd::vf x, const Poly5& c) {  // poly5 for kVF lanes
   using simd::splat;
-  simd::vf p = simd::fma(r, splat(kExpC5), splat(kExpC4));
-  p = simd::fma(p, r, splat(kExpC3));
-  p = simd::fma(p, r, splat(kExpC2));
-  p = simd::fma(p, r, splat(kExpC1));
-  return simd::fma(p, r, splat(1.0f));
+  simd::vf p = simd::fma(x, splat(c.c5), splat(c.c4));
+  p = simd::fma(p, x, splat(c.c3));
+  p = simd::fma(p, x, splat(c.c2));
+  p = simd::fma(p, x, splat(c.c1));
+  return simd::fma(p, x, splat(1.0f));
 }
 }  // namespace detail
 #if defined(__AVX512F__)
@@ -206,19 +201,11 @@ TW_CPU_INLINE simd::vf exp_v(simd::vf x) {
   const simd::vf n = simd::fma(xc, splat(1.44269504088896341f), sh) - sh;
   simd::vf r = simd::fma(n, splat(-0.693145751953125f), xc);
   r = simd::fma(n, splat(-1.428606765330187e-06f), r);
-  return scalef_live(exp_poly_v(r), n, live);
-}
-TW_CPU_INLINE simd::vf exp2_poly_v(simd::vf f) {
-  using simd::splat;
-  simd::vf p = simd::fma(f, splat(kExp2C5), splat(kExp2C4));
-  p = simd::fma(p, f, splat(kExp2C3));
-  p = simd::fma(p, f, splat(kExp2C2));
-  p = simd::fma(p, f, splat(kExp2C1));
-  return simd::fma(p, f, splat(1.0f));
+  return scalef_live(poly5(r, kExpPoly), n, live);
 }
 // 2^x for 16 lanes: exp2()'s steps, 2^n by vscalefps. With AVX512DQ, f = x - round(x) is one
 // vreduceps (imm 0: round to nearest even, as exp2's shift under the default rounding mode) and
-// n = x - f: two operations instead of three. With exp2_poly, a flash-attention score tile's
+// n = x - f: two operations instead of three. With kExp2Poly, a flash-attention score tile's
 // exp2 + row sum pass takes 11% fewer cycles on a Zen 4 core (docs/performance.md "Session 17").
 TW_CPU_INLINE simd::vf exp2_v(simd::vf x) {
   const mask16 live = live_lanes(x, -150.0f);  // x <= -150 and -Inf: +0 (as exp2's select)
@@ -235,7 +222,7 @@ TW_CPU_INLINE simd::vf exp2_v(simd::vf x) {
   const simd::vf n = (xc + sh) - sh;
   const simd::vf f = xc - n;
 #endif
-  return scalef_live(exp2_poly_v(f), n, live);
+  return scalef_live(poly5(f, kExp2Poly), n, live);
 }
 template <class F>
 TW_CPU_INLINE void apply_chunk(float* c, int64_t n, F f) {
@@ -261,7 +248,7 @@ TW_CPU_INLINE simd::vf exp_normal_v(simd::vf x) {
   const simd::vf n = t - sh;
   simd::vf r = simd::fma(n, splat(-0.693145751953125f), x);
   r = simd::fma(n, splat(-1.428606765330187e-06f), r);
-  return exp_poly_v(r) * (simd::vf)((simd::vi)t << 23);
+  return poly5(r, kExpPoly) * (simd::vf)((simd::vi)t << 23);
 }
 }  // namespace detail
 TW_CPU_INLINE void exp_chunk(float* c, int64_t n) {
@@ -374,7 +361,7 @@ TW_CPU_INLINE float tanh(float x) {
   float n = t - kShift;
   float r = fmadd(n, -0.693145751953125f, 2.0f * ac);  // ln2 hi (16 bits): n*hi exact
   r = fmadd(n, -1.428606765330187e-06f, r);           // ln2 lo
-  float e = exp_poly(r) * bitsf(fbits(t) << 23);       // * 2^n: exact
+  float e = poly5(r, kExpPoly) * bitsf(fbits(t) << 23);  // * 2^n: exact
   float big = 1.0f - 2.0f / (e + 1.0f);
   float res = fsel(ax < 0.55f, small, big);
   return fsel(x == x, copysign_(res, x), x);
