@@ -132,6 +132,24 @@ ROW_OPS = ("softmax", "log_softmax", "rms_norm", "layer_norm")
 # the masked prefill cases (masked_prefill), one per mask pattern
 MASK_PATTERNS = ("random", "causal", "window", "blocksparse")
 
+
+
+def mask_pattern(np, rng, pattern, S, bm=64, bn=64):
+    """The (S, S) bool mask of a masked prefill case (MASK_PATTERNS; True = visible): `random`
+    (each pair with probability 0.7, from rng), `causal`, `window` (causal, the 256 most recent
+    keys) or `blocksparse` (half the bm x bn blocks, from rng, and the diagonal ones)."""
+    i, j = np.arange(S)[:, None], np.arange(S)[None, :]
+    if pattern == "random":
+        return rng.random((S, S)) < 0.7
+    if pattern == "causal":
+        return j <= i
+    if pattern == "window":
+        return (j <= i) & (j > i - 256)
+    nb = -(-S // bm)
+    keep = (rng.random((nb, nb)) < 0.5) | np.eye(nb, dtype=bool)
+    return np.kron(keep, np.ones((bm, bn), bool))[:S, :S]
+
+
 GOAL_TEXT = {
     "gemm_numpy": "fp32 gemm, best blocks: >= 1.0x numpy at the same thread count",
     "gemm_peak": "fp32 gemm, best blocks, 1 thread: >= 80% of measured FMA peak",
@@ -846,17 +864,7 @@ class Child:
         B, H, S, D = cfg["attn"]
         bm = bn = 64
         q, k_, v = (self.randn((B, H, S, D)) for _ in range(3))
-        i, j = np.arange(S)[:, None], np.arange(S)[None, :]
-        if pattern == "random":
-            vis = self.rng.random((S, S)) < 0.7
-        elif pattern == "causal":
-            vis = j <= i
-        elif pattern == "window":
-            vis = (j <= i) & (j > i - 256)
-        else:
-            nb = -(-S // bm)
-            keep = (self.rng.random((nb, nb)) < 0.5) | np.eye(nb, dtype=bool)
-            vis = np.kron(keep, np.ones((bm, bn), bool))[:S, :S]
+        vis = mask_pattern(np, self.rng, pattern, S, bm, bn)
         kv_len = np.full((B,), S, np.int32)
         kern = ma.attention_prefill(B, H, H, S, S, D, mask="bool", block_M=bm, block_N=bn)
         causal = flash_attention(B, H, S, D, True)

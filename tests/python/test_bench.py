@@ -86,3 +86,42 @@ def test_bench_cpu_arch_sets_everyone_on_the_same_instruction_set(monkeypatch):
     assert "PROXY" in run.cpu_arch_note("x86-64-v3") and "Zen 3" in run.cpu_arch_note("x86-64-v3")
     # an AVX-512 target keeps the peers at their best
     assert run.cpu_arch_env("skylake-avx512") == {"TW_CPU_ARCH": "skylake-avx512"}
+
+
+def test_mask_patterns_are_the_example_masks():
+    """bench/run.py's masked prefill masks: the window and causal ones are the example's
+    `visibility`; random and block-sparse keep their fractions; the same rng gives the same mask."""
+    import numpy as np
+    sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "examples")]
+    try:
+        import masked_attention as ma
+        import run
+    finally:
+        del sys.path[:2]
+    S = 300
+    assert np.array_equal(run.mask_pattern(np, None, "window", S), ma.visibility(S, S, causal=True, window=256))
+    assert np.array_equal(run.mask_pattern(np, None, "causal", S), ma.visibility(S, S, causal=True))
+    rnd = run.mask_pattern(np, np.random.default_rng(1), "random", S)
+    assert rnd.shape == (S, S) and abs(rnd.mean() - 0.7) < 0.01
+    assert np.array_equal(rnd, run.mask_pattern(np, np.random.default_rng(1), "random", S))
+    bs = run.mask_pattern(np, np.random.default_rng(2), "blocksparse", S, 64, 64)
+    assert bs.shape == (S, S) and bs[:64, :64].all() and bs[256:, 256:].all()  # the diagonal blocks
+    blocks = bs[:256, :256].reshape(4, 64, 4, 64)
+    assert np.array_equal(blocks.all(axis=(1, 3)), blocks.any(axis=(1, 3)))  # whole blocks only
+
+
+def test_masked_ceiling_small():
+    """bench/masked_ceiling.py at a small size: every pattern's output checked against float64,
+    the block classes counted, and the ceilings ordered (a finer grain computes less)."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "masked_ceiling.py"), "--seq", "320", "--rounds", "1",
+                        "--patterns", "window,random,causal,blocksparse"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"bench/masked_ceiling.py failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    out = r.stdout
+    errs = [float(line.rsplit(" ", 1)[1]) for line in out.splitlines() if "error vs float64" in line]
+    assert len(errs) == 4 and max(errs) < 1e-5, out
+    window = out.split("\nwindow:")[1].split("\nrandom:")[0]
+    # 5 query blocks: diagonal blocks partial, and query block 4's first key block (the far edge)
+    assert "blocks 0 / 1 / 2 per head 10 / 6 / 9" in window
+    cover = [float(line.split(": ")[1].split(" of")[0]) for line in window.splitlines() if "sub-tiles skipped" in line]
+    assert cover == sorted(cover, reverse=True) and cover[0] == 0.75 and cover[1] == 0.625, window

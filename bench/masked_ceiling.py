@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Masked prefill: where the time goes per block class, and the ceiling of skipping work inside
+the partially visible blocks (docs/performance.md, "Issue 13, CPU", session 18).
+
+    python bench/masked_ceiling.py --threads 1 --patterns window,random --rounds 7
+
+bench/run.py's masked_prefill shapes and masks (B 1, H 8, S 2048, D 128, 64 x 64 blocks, fp32),
+examples/masked_attention.py's kernel timed side by side with examples/flash_attention.py's
+causal kernel, alternating, best of 3 calls per round (1 thread: the process's CPU time, the
+figure a shared machine disturbs least; more: wall time). Per pattern:
+
+* `tables`: the kernel with the mask's block tables (what the bench times);
+* `full only`: the same with only the fully visible blocks listed (the partial ones dropped:
+  wrong results, timing only): the floor of any scheme that keeps the full blocks whole;
+* `no blocks`: nothing listed: the per-query-block work alone (Q load, output).
+
+Then, per granularity g, the ceiling of a kernel that computes in each partial block only its
+g x g sub-tiles with a visible element, at the partial blocks' measured cost per computed score
+and with no cost for the finer grain: time = full only + a_g (tables - full only), a_g the
+fraction of the partial blocks' area such sub-tiles cover (g = 1: the visible fraction). The
+ratio is per unmasked element against the causal kernel, as the bench's goal (>= 0.9x).
+"""
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--patterns", default="window,random")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--seq", type=int, default=2048)
+    args = ap.parse_args()
+    os.environ["TW_NUM_THREADS"] = str(args.threads)  # read once, at import
+    root = Path(__file__).resolve().parent
+    sys.path[:0] = [str(root), str(root.parent / "examples")]
+    import numpy as np
+    import masked_attention as ma
+    from flash_attention import flash_attention
+    from run import MASK_PATTERNS, mask_pattern
+
+    B, H, S, D, bm, bn = 1, 8, args.seq, 128, 64, 64
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((B, H, S, D)).astype(np.float32) for _ in range(3))
+    kv_len = np.full((B,), S, np.int32)
+    kern = ma.attention_prefill(B, H, H, S, S, D, mask="bool", block_M=bm, block_N=bn)
+    causal = flash_attention(B, H, S, D, True)
+    clock = time.process_time if args.threads == 1 else time.perf_counter
+
+    def tables(blocks):
+        blocks = np.asarray(blocks, np.int32)
+        return (blocks, *ma.block_lists(blocks))
+
+    impls, info = {"causal": lambda: causal(q, k, v)}, {}
+    for p in args.patterns.split(","):
+        if p not in MASK_PATTERNS:
+            sys.exit(f"unknown pattern {p!r}: one of {', '.join(MASK_PATTERNS)}")
+        vis = mask_pattern(np, rng, p, S, bm, bn)
+        blocks = np.asarray(ma.prefill_blocks(vis, bm, bn)[0])
+        variants = {"tables": tables(blocks), "full only": tables(np.where(blocks == 2, 2, 0)),
+                    "no blocks": tables(np.zeros_like(blocks))}
+        for name, t in variants.items():
+            impls[(p, name)] = lambda vis=vis, t=t: kern(q, k, v, vis, *t, kv_len)
+        ref = ma.reference(q[:, :1], k[:, :1], v[:, :1], vis)
+        err = float(np.abs(impls[(p, "tables")]()[:, :1] - ref).max())
+        # the partial blocks' area covered by g x g sub-tiles with a visible element
+        nq, nk = blocks.shape
+        pad = np.zeros((nq * bm, nk * bn), bool)
+        pad[:S, :S] = vis
+        part = np.kron(blocks == 1, np.ones((bm, bn), bool))
+        cover = {}
+        for g in (32, 16, 8, 1):
+            sub = pad.reshape(nq * bm // g, g, nk * bn // g, g).any(axis=(1, 3))
+            cover[g] = float((np.kron(sub, np.ones((g, g), bool)) & part).sum() / max(part.sum(), 1))
+        info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover)
+    for fn in impls.values():
+        fn()
+    res = {n: [] for n in impls}
+    for _ in range(args.rounds):
+        for n, fn in impls.items():
+            best = float("inf")
+            for _ in range(3):
+                t0 = clock()
+                fn()
+                best = min(best, clock() - t0)
+            res[n].append(best)
+    med = {n: float(np.median(v)) for n, v in res.items()}
+    lo = {n: min(v) for n, v in res.items()}
+    pairs_c = S * (S + 1) / 2
+    print(f"masked prefill B {B} H {H} S {S} D {D}, 64 x 64 blocks, fp32, {args.threads} thread(s), "
+          f"{'CPU' if args.threads == 1 else 'wall'} time, {args.rounds} rounds of best-of-3; "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"causal kernel: min {lo['causal'] * 1e3:.2f} ms, median {med['causal'] * 1e3:.2f} ms")
+    for p, d in info.items():
+        vis, blocks = d["vis"], d["blocks"]
+        n0, n1, n2 = (int((blocks == c).sum()) for c in (0, 1, 2))
+
+        def ratio(t):
+            return (vis.sum() / t) / (pairs_c / med["causal"])
+        print(f"\n{p}: visible {vis.mean():.4f}, blocks 0 / 1 / 2 per head {n0} / {n1} / {n2}, "
+              f"error vs float64 (head 0) {d['err']:.1e}")
+        for name in ("tables", "full only", "no blocks"):
+            print(f"  {name:10s} min {lo[(p, name)] * 1e3:8.2f} ms  median {med[(p, name)] * 1e3:8.2f} ms")
+        t_m, t_f, t_0 = (med[(p, n)] for n in ("tables", "full only", "no blocks"))
+        blk = B * H
+        if n1:
+            print(f"  per partial block {(t_m - t_f) / (n1 * blk) * 1e6:.1f} us; per query block with no "
+                  f"block {t_0 / (blocks.shape[0] * blk) * 1e6:.1f} us")
+        if n2:
+            print(f"  per full block, with its share of the packs {(t_f - t_0) / (n2 * blk) * 1e6:.1f} us")
+        print(f"  measured: {ratio(t_m):.3f}x the causal kernel per unmasked element (medians)")
+        for g, a in d["cover"].items():
+            t = t_f + a * (t_m - t_f)
+            print(f"  ceiling, {g} x {g} sub-tiles skipped: {a:.3f} of the partial area computed -> "
+                  f"{ratio(t):.3f}x")
+
+
+if __name__ == "__main__":
+    main()
