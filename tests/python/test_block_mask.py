@@ -211,6 +211,29 @@ def test_cpu_prefetches_only_scattered_sources(layout):
     assert_close(out, ma.reference(q, k, v, mask, layout=layout))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("additive", [False, True], ids=["bool", "additive"])
+def test_single_visible_elements(dtype, additive):
+    # one visible key per query row (a random key: most blocks partial with a single element,
+    # the rest empty), row 5 sees none: the output row is that key's value row, exactly as
+    # softmax of one score gives (additive: the visible element adds a normal value, which
+    # cancels), and 0 for row 5
+    sq, skv = 45, 61
+    rng = np.random.default_rng(4)
+    key = rng.integers(0, skv, sq)
+    vis = np.zeros((sq, skv), bool)
+    vis[np.arange(sq), key] = True
+    vis[5] = False
+    mask = np.where(vis, rng.standard_normal((sq, skv)), -np.inf).astype(np.float32) if additive else vis
+    blocks = ma.prefill_blocks(mask, 16, 16)[0]
+    assert set(np.unique(blocks)) <= {0, 1} and (blocks == 1).any()
+    out, ref, (q, k, v) = prefill(mask, dtype=dtype)
+    assert_close(out, ref)
+    want = np.repeat(v.astype(np.float32), 2, axis=1)[:, :, key]  # query head h reads kv head h // 2
+    want[:, :, 5] = 0
+    np.testing.assert_array_equal(out.astype(np.float32), want)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_prefill_with_summary_low_precision(dtype):
     out, ref, _ = prefill(block_pattern(50, 50, 16, 16, seed=5), D=32, dtype=dtype)
