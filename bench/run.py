@@ -133,7 +133,6 @@ ROW_OPS = ("softmax", "log_softmax", "rms_norm", "layer_norm")
 MASK_PATTERNS = ("random", "causal", "window", "blocksparse")
 
 
-
 def mask_pattern(np, rng, pattern, S, bm=64, bn=64):
     """The (S, S) bool mask of a masked prefill case (MASK_PATTERNS; True = visible): `random`
     (each pair with probability 0.7, from rng), `causal`, `window` (causal, the 256 most recent
