@@ -2314,8 +2314,9 @@ class Lowerer {
   // Constant bounds [lo, hi] of integer variables: block indices (0 .. grid - 1 for a constant
   // grid), the sub-block index (0 .. 1), loops with constant bounds, lets of bounded values.
   std::unordered_map<const ir::VarNode*, std::pair<int64_t, int64_t>> range_;
-  // Interval arithmetic over + - * floordiv min max (constants and bounded variables): the
-  // bounds of integer expression e, or nullopt when some part is unbounded (or too large).
+  // Interval arithmetic over + - * floordiv min max and % by a positive constant (constants and
+  // bounded variables): the bounds of integer expression e, or nullopt when some part is unbounded
+  // (or too large).
   std::optional<std::pair<int64_t, int64_t>> bounds(const Expr& e) const {
     using R = std::optional<std::pair<int64_t, int64_t>>;
     constexpr int64_t kBig = int64_t{1} << 40;  // products of two bounded values stay in int64
@@ -2338,6 +2339,12 @@ class Lowerer {
         auto* b = as<ir::BinaryNode>(e);
         if (!b->dtype.is_int()) return {};
         R x = bounds(b->a), y = bounds(b->b);
+        // floor modulo by a positive constant c lies in [0, c - 1] whatever the dividend (map_grid's
+        // `by = (blk / 2) % 2`); a dividend already inside [0, c - 1] keeps its range
+        if (b->op == ir::BinOp::Mod && y && y->first == y->second && y->first > 0) {
+          if (x && x->first >= 0 && x->second < y->first) return x;
+          return ok(0, y->first - 1);
+        }
         if (!x || !y) return {};
         auto [a0, a1] = *x;
         auto [b0, b1] = *y;
@@ -2357,7 +2364,7 @@ class Lowerer {
           case ir::BinOp::Max: return ok(std::max(a0, b0), std::max(a1, b1));
           case ir::BinOp::Div:
           case ir::BinOp::CeilDiv:
-          case ir::BinOp::Mod:
+          case ir::BinOp::Mod:  // a non-constant or non-positive divisor (a positive constant: above)
           case ir::BinOp::EQ:
           case ir::BinOp::NE:
           case ir::BinOp::LT:
