@@ -490,3 +490,42 @@ def test_one_element_int8_window_before_the_tensor(off, m):
         k = tw.compile(main, target=target, out_idx=[-1])
         got = k(a) if target == "cpu" else run_checked(k, a)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("r_off,c_off", [(32, 16), (0, 16), (16, 32)])
+def test_gemm_result_before_the_tensor_on_a_swizzled_grid(r_off, c_off, dtype):
+    # fuzzer seed 182446 (session 18): a 2 x 5 grid is walked in panels (map_grid: bx = in_panel //
+    # panel_rows), whose indices the bounds could not prove >= 0, so the Fixpipe column start
+    # bx * 16 - 16 kept its unclipped copy and wrote before C (the checker's report). The grid-stride
+    # index blk = cid + t * block_dim lies in [0, blocks - 1] (stride_bounds), which bounds the panel
+    # indices: the start reaches -16 and is clipped in whole fractals.
+    M, K, N = 65, 41, 17
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, 16), T.ceildiv(M, 16)) as (bx, by):
+            a = T.alloc_shared((16, 16), dtype)
+            b = T.alloc_shared((16, 16), dtype)
+            acc = T.alloc_fragment((16, 16), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, 16), num_stages=3):
+                T.copy(A[by * 16, k * 16], a)
+                T.copy(B[k * 16, bx * 16], b)
+                T.gemm(a, b, acc)
+            T.copy(acc, C[by * 16 - r_off, bx * 16 - c_off])
+
+    a = randint((M, K), dtype, seed=1, low=-3, high=4)
+    b = randint((K, N), dtype, seed=2, low=-3, high=4)
+    full = np.zeros((80, 32))
+    full[:M, :N] = a.astype(np.float64) @ b.astype(np.float64)  # tiles past the end compute zeros
+    want = np.full((M, N), 9.0)
+    for i in range(M):
+        for j in range(N):
+            if i + r_off < 80 and j + c_off < 32:
+                want[i, j] = full[i + r_off, j + c_off]
+    for target in ("cpu", TARGET):
+        c = np.full((M, N), 9.0, np.float32)
+        k = tw.compile(main, target=target)
+        k(a, b, c) if target == "cpu" else run_checked(k, a, b, c)
+        np.testing.assert_array_equal(c.astype(np.float64), want, err_msg=target)

@@ -680,6 +680,8 @@ class Lowerer {
         if (run_time(f->min)) runtime_.insert(f->var.get());
         else runtime_.erase(f->var.get());
         let_values_.erase(f->var.get());
+        if (auto mn0 = ir::as_const_int(f->min); mn0 && *mn0 == 0) loop_extent_[f->var.get()] = f->extent;
+        else loop_extent_.erase(f->var.get());
         bound(f->var.get(), nonneg(f->min), [&]() -> std::optional<std::pair<int64_t, int64_t>> {
           auto lo = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
           if (lo && ext && *ext >= 1) return std::make_pair(*lo, *lo + *ext - 1);
@@ -727,7 +729,7 @@ class Lowerer {
         std::vector<StmtPtr> loads;
         Expr value = hoist_scalar_loads(n->value, sp, "let " + q(n->var->name), loads);
         bool is_int = value->dtype.is_int();
-        bound(n->var.get(), is_int && nonneg(value), is_int ? bounds(value) : std::nullopt);
+        bound(n->var.get(), is_int && nonneg(value), is_int ? stride_bounds(value) : std::nullopt);
         if (run_time(value)) runtime_.insert(n->var.get());
         else runtime_.erase(n->var.get());
         if (is_int) let_values_[n->var.get()] = value;
@@ -2247,6 +2249,33 @@ class Lowerer {
   // read from GM, and lets / loop variables computed from them.
   std::unordered_set<const ir::VarNode*> runtime_;
   LetValues let_values_;  // integer lets (multiple_of looks through them)
+  LetValues loop_extent_;  // extents of loops from 0
+  // The bounds of a let's value; a grid-stride index `x + t * c` (constant c > 0) of a loop
+  // `for t in range(ceildiv(E - x, c))` (constant E: map_grid's `blk = cid + t * block_dim`) lies in
+  // [lower(x), E - 1] (x + t * c < E for every t of the loop), which interval arithmetic loses.
+  std::optional<std::pair<int64_t, int64_t>> stride_bounds(const Expr& e) const {
+    auto r = bounds(e);
+    if (r || e->kind != ir::ExprKind::Binary) return r;
+    auto* b = as<ir::BinaryNode>(e);
+    if (b->op != ir::BinOp::Add) return r;
+    for (const auto& [x, m] : {std::pair{b->a, b->b}, std::pair{b->b, b->a}}) {
+      if (m->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(m)->op != ir::BinOp::Mul) continue;
+      auto* mb = as<ir::BinaryNode>(m);
+      auto c = ir::as_const_int(mb->b);
+      if (!c || *c <= 0 || mb->a->kind != ir::ExprKind::Var) continue;
+      auto it = loop_extent_.find(as<ir::VarNode>(mb->a));
+      if (it == loop_extent_.end() || it->second->kind != ir::ExprKind::Binary) continue;
+      auto* ext = as<ir::BinaryNode>(it->second);  // ceildiv(E - x, c)
+      auto ec = ir::as_const_int(ext->b);
+      if (ext->op != ir::BinOp::CeilDiv || !ec || *ec != *c || ext->a->kind != ir::ExprKind::Binary) continue;
+      auto* sb = as<ir::BinaryNode>(ext->a);
+      auto E = ir::as_const_int(sb->a);
+      auto lo = lower(x);
+      if (sb->op != ir::BinOp::Sub || !E || !ir::structural_equal(sb->b, x) || !lo || *lo > *E - 1) continue;
+      return std::make_pair(*lo, *E - 1);
+    }
+    return r;
+  }
   bool run_time(const Expr& e) const {
     bool found = false;
     for_each_subexpr(e, [&](const Expr& x) {
@@ -2375,6 +2404,7 @@ class Lowerer {
           if (x && x->first >= 0 && x->second < y->first) return x;
           return ok(0, y->first - 1);
         }
+        if (b->op == ir::BinOp::Mod && y && y->first >= 1) return ok(0, y->second - 1);  // a divisor in [b0, b1]
         if (!x || !y) return {};
         auto [a0, a1] = *x;
         auto [b0, b1] = *y;
@@ -2386,6 +2416,7 @@ class Lowerer {
             return ok(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
           }
           case ir::BinOp::FloorDiv: {
+            if (b0 != b1 && b0 >= 1 && a0 >= 0) return ok(a0 / b1, a1 / b0);  // a divisor in [b0, b1], b0 >= 1
             if (b0 != b1 || b0 <= 0) return {};
             auto fd = [&](int64_t v) { return v >= 0 ? v / b0 : -((-v + b0 - 1) / b0); };
             return ok(fd(a0), fd(a1));

@@ -75,14 +75,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       PipeBarrier<PIPE_MTE2>();  // line 17
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 17
-      if ((tw_max(tw_min((100 - (bx * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) < 64) {
+      if (tw_max(tw_min((100 - (bx * 64)), 64), 0) < 64) {
         InitConstValue(Q_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 17
         PipeBarrier<PIPE_MTE2>();  // line 17
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = (tw_max(tw_min((100 - (bx * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0));
+        tw_p.nValue = tw_max(tw_min((100 - (bx * 64)), 64), 0);
         tw_p.dValue = 64;
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 64;
@@ -99,14 +99,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::FIX_M>(1);  // line 24
         WaitFlag<HardEvent::M_MTE1>(0);  // line 24
         if ((k_o * 2) < loop_range) {
-          if ((tw_max(tw_min((100 - (k_o * 128)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) < 64) {
+          if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
             InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
             PipeBarrier<PIPE_MTE2>();  // line 23
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = (tw_max(tw_min((100 - (k_o * 128)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0));
+            tw_p.nValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -168,14 +168,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
         }
         if ((k_o * 2) >= 3) {
-          if ((tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) < 64) {
+          if (tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) < 64) {
             InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
             PipeBarrier<PIPE_MTE2>();  // line 49
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = (tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0));
+            tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -272,14 +272,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::FIX_M>(0);  // line 51
         if (((k_o * 2) + 1) < (loop_range + 3)) {
           if (((k_o * 2) + 1) < loop_range) {
-            if ((tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) < 64) {
+            if (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
               InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
               PipeBarrier<PIPE_MTE2>();  // line 23
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0));
+              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -341,14 +341,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
           }
           if (((k_o * 2) + 1) >= 3) {
-            if ((tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) < 64) {
+            if (tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
               PipeBarrier<PIPE_MTE2>();  // line 49
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = (tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0));
+              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -725,8 +725,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       Div(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
       SetFlag<HardEvent::V_MTE3>(1);  // line 55
       WaitFlag<HardEvent::V_MTE3>(1);  // line 58
-      if ((tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) * tw_max(tw_min((1 - bz), 1), 0)) > 0) {
-        DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>((tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) * tw_max(tw_min((1 - bz), 1), 0))), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
+      if (tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) > 0) {
+        DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
       }
       SetFlag<HardEvent::MTE3_V>(2);  // line 58
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
