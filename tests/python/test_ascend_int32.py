@@ -303,3 +303,29 @@ def test_bfloat16_to_int32_copy_truncates_like_cpu():
     ref[:, :9] = np.trunc(a.astype(np.float64))
     np.testing.assert_array_equal(tw.compile(k, target="cpu", out_idx=[1])(a), ref)
     np.testing.assert_array_equal(run_checked(tw.compile(k, target=TARGET, out_idx=[1]), a), ref)
+
+
+def test_overflow_of_never_written_tile_elements_says_so():
+    # session 18 hunt: a map over a whole (1, 32) int32 tile of which a copy loaded 17 columns
+    # multiplies the other 15, never written, which hold the simulator's 0x7B fill (2071690107):
+    # `* 2` leaves int32 there. cpu never stores them, so its answer is right; the simulator's report
+    # stays (the Vector unit computes on those lanes) but names the cause and the fix.
+    S, D = 15, 17
+
+    @T.prim_func
+    def main(X: T.Tensor((S, 1, D), "int32"), Y: T.Tensor((1, S, D), "int32")):
+        with T.Kernel(S) as bx:
+            t = T.alloc_fragment((1, 32), "int32")
+            T.copy(X[bx:bx + 1, 0, 0:D], t[0:1, 0:D])
+            for i, j in T.Parallel(1, 32):
+                t[i, j] = t[i, j] * 2
+            T.copy(t[0:1, 0:D], Y[0, bx:bx + 1, 0:D])
+
+    x = np.arange(S * D, dtype=np.int32).reshape(S, 1, D)
+    cpu = tw.compile(main, target="cpu", out_idx=[-1])(x)
+    np.testing.assert_array_equal(cpu, (x * 2).transpose(1, 0, 2))
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(main, target=TARGET, out_idx=[-1])(x)
+    msg = e.value.message
+    assert "int32 overflow: int32 Muls gives 4143380214" in msg and "(bytes 0x7B)" in msg, msg
+    assert "compute over the written window only, or fill the tile first" in msg, msg

@@ -312,6 +312,60 @@ def test_gemm_columns_before_0_inside_a_strip_are_located_errors(a_coff, c_coff,
         tw.compile(gemm_cols(45, 72, 48, 16, a_coff, c_coff, "float16"), target=TARGET, out_idx=[-1])
 
 
+def gemm_cols_run_time(M, K, N, bm, dtype):
+    """C[r, c + t] = sum_k A[r, k + s] W[c, k] with s = Off[0] * C0 (16 columns, int8 32) and
+    t = Off[1] * 16 read from GM: column starts of unknown range (session 18) on both Cube paths,
+    A's GM -> L1 copy (whole C0 strips) and C's Fixpipe (whole 16-column fractals)."""
+    acc = "int32" if dtype == "int8" else "float32"
+    c0 = 32 if dtype == "int8" else 16
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), Off: T.Tensor((2,), "int32"),
+             C: T.Tensor((M, N), acc)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            s = Off[0] * c0
+            t = Off[1] * 16
+            a = T.alloc_shared((bm, K), dtype)
+            w = T.alloc_shared((N, K), dtype)
+            c = T.alloc_fragment((bm, N), acc)
+            T.clear(c)
+            T.copy(A[bx * bm, s], a)
+            T.copy(W[0, 0], w)
+            T.gemm(a, w, c, transpose_B=True)
+            T.copy(c, C[bx * bm, t])
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int8"])
+@pytest.mark.parametrize("s,t", [(0, 0), (-1, 0), (-2, -1), (1, 0), (-5, 0), (0, -3), (-1, 1)])
+def test_gemm_columns_at_run_time_starts_before_0(s, t, dtype):
+    # the columns before 0 are skipped in whole C0 strips and L0C fractals, as for starts the bounds
+    # know (a run-time start that is not a provable multiple of C0 stays the checker's report)
+    c0 = 32 if dtype == "int8" else 16
+    M, K, N, bm = 45, 64, 48, 16
+    a = randint((M, K), dtype, seed=7, low=-3, high=4)
+    w = randint((N, K), dtype, seed=8, low=-3, high=4)
+    off = np.array([s, t], np.int32)
+    af, wf = a.astype(np.float64), w.astype(np.float64)
+    sh = np.zeros((M, K))
+    for k in range(K):
+        if 0 <= k + c0 * s < K:
+            sh[:, k] = af[:, k + c0 * s]
+    full = sh @ wf.T  # the tile's columns c land at C[:, c + 16 t]
+    cpu = None
+    for target in ("cpu", TARGET):
+        kk = tw.compile(gemm_cols_run_time(M, K, N, bm, dtype), target=target)
+        c = np.full((M, N), 5, np.int32 if dtype == "int8" else np.float32)
+        kk(a, w, off, c) if target == "cpu" else run_checked(kk, a, w, off, c)
+        want = np.full((M, N), 5.0)
+        for col in range(N):
+            if 0 <= col + 16 * t < N:
+                want[:, col + 16 * t] = full[:, col]
+        assert np.array_equal(c.astype(np.float64), want), target
+        cpu = c if cpu is None else cpu
+    assert np.array_equal(cpu, c)
+
+
 def test_sliding_window_scores_read_zeros_before_the_first_key():
     # S[i, j] = Q[i] . K[bx*bq - W + j]: the key window of the first blocks starts before row 0
     S, D, bq, W = 40, 32, 16, 16
@@ -412,3 +466,66 @@ def test_unit_leading_dim_before_row_0_reads_zeros(off, h, n, dtype):
     npu = run_checked(middle_index_load(off, h, dtype, TARGET), x, lens)
     assert np.array_equal(cpu[:, :n].astype(np.float64), ref[:, :n])
     assert np.array_equal(npu[:, :n].astype(np.float64), ref[:, :n])
+
+
+@pytest.mark.parametrize("off", [3, 8, 16])
+@pytest.mark.parametrize("m", [1, 5, 20])
+def test_one_element_int8_window_before_the_tensor(off, m):
+    # fuzzer seeds 182565-182569 (session 18): a 1-D int8 load of one element into a float32 tile,
+    # staged through a 1-element int8 tile whose zero fill was an int8 Duplicate (no such call on
+    # dav-c220: the simulator's API-rule report); it is a float16 Duplicate now, as for other
+    # int8 tiles (the padding byte after the element is zeroed too)
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M,), "int8"), B: T.Tensor((M,), "int8")):
+        with T.Kernel(T.ceildiv(M, 1)) as by:
+            x = T.alloc_fragment((1,), "float32")
+            T.copy(A[by - off], x)
+            T.copy(x, B[by])
+
+    a = randint((m,), "int8", seed=m, low=-100, high=100)
+    want = np.array([a[i - off] if i >= off else 0 for i in range(m)], np.int8)
+    for target in ("cpu", TARGET):
+        k = tw.compile(main, target=target, out_idx=[-1])
+        got = k(a) if target == "cpu" else run_checked(k, a)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("r_off,c_off", [(32, 16), (0, 16), (16, 32)])
+def test_gemm_result_before_the_tensor_on_a_swizzled_grid(r_off, c_off, dtype):
+    # fuzzer seed 182446 (session 18): a 2 x 5 grid is walked in panels (map_grid: bx = in_panel //
+    # panel_rows), whose indices the bounds could not prove >= 0, so the Fixpipe column start
+    # bx * 16 - 16 kept its unclipped copy and wrote before C (the checker's report). The grid-stride
+    # index blk = cid + t * block_dim lies in [0, blocks - 1] (stride_bounds), which bounds the panel
+    # indices: the start reaches -16 and is clipped in whole fractals.
+    M, K, N = 65, 41, 17
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, 16), T.ceildiv(M, 16)) as (bx, by):
+            a = T.alloc_shared((16, 16), dtype)
+            b = T.alloc_shared((16, 16), dtype)
+            acc = T.alloc_fragment((16, 16), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, 16), num_stages=3):
+                T.copy(A[by * 16, k * 16], a)
+                T.copy(B[k * 16, bx * 16], b)
+                T.gemm(a, b, acc)
+            T.copy(acc, C[by * 16 - r_off, bx * 16 - c_off])
+
+    a = randint((M, K), dtype, seed=1, low=-3, high=4)
+    b = randint((K, N), dtype, seed=2, low=-3, high=4)
+    full = np.zeros((80, 32))
+    full[:M, :N] = a.astype(np.float64) @ b.astype(np.float64)  # tiles past the end compute zeros
+    want = np.full((M, N), 9.0)
+    for i in range(M):
+        for j in range(N):
+            if i + r_off < 80 and j + c_off < 32:
+                want[i, j] = full[i + r_off, j + c_off]
+    for target in ("cpu", TARGET):
+        c = np.full((M, N), 9.0, np.float32)
+        k = tw.compile(main, target=target)
+        k(a, b, c) if target == "cpu" else run_checked(k, a, b, c)
+        np.testing.assert_array_equal(c.astype(np.float64), want, err_msg=target)

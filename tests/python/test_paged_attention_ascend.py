@@ -160,6 +160,23 @@ def test_paged_decode_value_mask_runs_on_the_cube():
     assert not re.search(r"\bv_(ub|in)\b", prog)
 
 
+@pytest.mark.parametrize("pps", [4, 16])
+def test_paged_decode_needs_no_pipe_all(pps):
+    # bench/ascend.py's shape. The hand-off copies' slots `(b * 8 + h) % 24` are provably inside the
+    # workspace (`%` range reasoning, session 18): their copies lose the `if count > 0` guards and
+    # their UB accesses become exact, which splits the rotated vector loop's carried V -> MTE2
+    # dependences into one per half; with their guards the MTE2 -> V ids ran out and insert_sync
+    # put a PipeBarrier<PIPE_ALL> at the end of the loop (sessions 14 and 16 reverted `%` for it).
+    # Now carried pairs of a pipe pair whose ids still run out merge (set at the later, wait at the
+    # earlier slot), as the guarded program's whole-buffer accesses had them: no PIPE_ALL.
+    B, H, KVH, D, page, ctx = 8, 32, 8, 128, 16, 1024
+    k = pa.paged_decode(B, H, KVH, D, B * ctx // page, page, ctx // page, "float16", pages_per_step=pps,
+                        target="ascend910b")
+    prog = k.get_source("ascend_program")
+    assert "PipeBarrier<ALL>" not in prog
+    assert "if max(min(192 - " not in prog  # the hand-off guards are gone
+
+
 def test_paged_decode_simulated_throughput_floor():
     # bench/ascend.py's case (timing-only simulation: deterministic): 8 sequences, 32 / 8 heads,
     # D 128, context 4096, page 16, fp16, 4 pages per step: 65.0% of the modelled HBM bandwidth

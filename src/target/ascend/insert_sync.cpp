@@ -412,18 +412,26 @@ class CoreSync {
     reduce();
     // Precise pairs first; pipe pairs whose event ids then run out fall back to covering pairs
     // (fewer pairs, but they may hold a pipe behind unrelated work) in both directions (guards).
-    // The colouring kept is the last one unless an earlier one has fewer PIPE_ALLs (alls()).
+    // When ids still run out, carried pairs of those pipe pairs merge (merge_, place()).
+    // The colouring kept is the last one unless an earlier one has fewer PIPE_ALLs (alls()); a
+    // colouring with merged carried pairs only when it has fewer than every earlier one.
     std::vector<SyncPair> best;
     for (;;) {
       pairs_.clear();
       place();
       guard_carried();
       std::set<std::pair<Pipe, Pipe>> failed = colour();
-      if (!best.empty() && alls(best) < alls(pairs_)) std::swap(best, pairs_);
+      if (!best.empty() && (merge_.empty() ? alls(best) < alls(pairs_) : alls(best) <= alls(pairs_)))
+        std::swap(best, pairs_);
       best = pairs_;
-      size_t before = loose_.size();
-      for (auto [x, y] : failed) loose_.insert({x, y}), loose_.insert({y, x});
-      if (failed.empty() || loose_.size() == before) break;
+      size_t before = loose_.size() + merge_.size();
+      const std::set<std::pair<Pipe, Pipe>> was_loose = loose_;
+      for (auto [x, y] : failed) {
+        // failed again with covering pairs: merge carried pairs too (place())
+        if (was_loose.count({x, y})) merge_.insert({x, y}), merge_.insert({y, x});
+        loose_.insert({x, y}), loose_.insert({y, x});
+      }
+      if (failed.empty() || loose_.size() + merge_.size() == before) break;
     }
     pairs_ = std::move(best);
     return emit(root_);
@@ -444,6 +452,7 @@ class CoreSync {
   std::map<std::tuple<int, int, bool>, int> dep_index_;
   std::vector<SyncPair> pairs_;
   std::set<std::pair<Pipe, Pipe>> loose_;  // pipe pairs placed with covering pairs (ids ran out)
+  std::set<std::pair<Pipe, Pipe>> merge_;  // loose pipe pairs whose ids still ran out: carried pairs merge
 
   int new_block(int owner) {
     blocks_.push_back(Block{owner, {}});
@@ -790,6 +799,21 @@ class CoreSync {
           sp.bs.push_back(d->b);
           sp.as.push_back(d->a);
         }
+      // Ids of this pipe pair ran out even with covering pairs (merge_): a carried dependence joins
+      // a carried pair of the same loop body and pipe pair, which then sets at the later of the two
+      // set slots and waits at the earlier of the two wait slots (still after both a's and before
+      // both b's of the next iteration). A rotated vector loop's two halves (paged decode) then share
+      // one carried pair and its guard instead of taking two ids of each pipe pair (and a PIPE_ALL).
+      if (!covered && d->carried && merge_.count({pa, pb}))
+        for (SyncPair& sp : pairs_)
+          if (sp.kind == SyncPair::Flag && sp.carried && sp.C == d->C && sp.p == pa && sp.q == pb && sp.slot == d->slot &&
+              sp.hoist == outermost_loop(d->loop)) {
+            covered = true;
+            sp.s = std::max(sp.s, s), sp.w = std::min(sp.w, w);
+            sp.bs.push_back(d->b);
+            sp.as.push_back(d->a);
+            break;
+          }
       if (covered) continue;
       SyncPair sp;
       sp.p = pa, sp.q = pb;

@@ -59,19 +59,26 @@ Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, 
 
 // Whether integer index e is a multiple of m for every value of its variables (sums, differences
 // and products of constants and variables; anything else: not known, false).
-bool multiple_of(const Expr& e, int64_t m) {
+// lets: the values of let-bound variables (`s = off * 16`), looked through when given.
+using LetValues = std::unordered_map<const ir::VarNode*, Expr>;
+bool multiple_of(const Expr& e, int64_t m, const LetValues* lets = nullptr) {
   if (m == 1) return true;
   if (auto c = ir::as_const_int(e)) return *c % m == 0;
-  if (e->kind == ir::ExprKind::Cast) return multiple_of(ir::as<ir::CastNode>(e)->value, m);
+  if (e->kind == ir::ExprKind::Cast) return multiple_of(ir::as<ir::CastNode>(e)->value, m, lets);
+  if (e->kind == ir::ExprKind::Var && lets) {
+    auto it = lets->find(ir::as<ir::VarNode>(e));
+    return it != lets->end() && multiple_of(it->second, m, lets);
+  }
   if (e->kind != ir::ExprKind::Binary) return false;
   auto* b = ir::as<ir::BinaryNode>(e);
   switch (b->op) {
     case ir::BinOp::Add:
-    case ir::BinOp::Sub: return multiple_of(b->a, m) && multiple_of(b->b, m);
+    case ir::BinOp::Sub: return multiple_of(b->a, m, lets) && multiple_of(b->b, m, lets);
     case ir::BinOp::Mul: {
       for (const auto& [x, y] : {std::pair{b->a, b->b}, std::pair{b->b, b->a}})
-        if (auto c = ir::as_const_int(x)) return multiple_of(y, m / std::gcd(m, std::abs(*c) == 0 ? m : std::abs(*c)));
-      return multiple_of(b->a, m) || multiple_of(b->b, m);
+        if (auto c = ir::as_const_int(x))
+          return multiple_of(y, m / std::gcd(m, std::abs(*c) == 0 ? m : std::abs(*c)), lets);
+      return multiple_of(b->a, m, lets) || multiple_of(b->b, m, lets);
     }
     default: return false;
   }
@@ -238,6 +245,7 @@ class Lowerer {
         kp.is_tensor = false;
         kp.dtype = ip.scalar->dtype;
         kp.var = ip.scalar;
+        runtime_.insert(ip.scalar.get());
       }
       p_.params.push_back(std::move(kp));
     }
@@ -564,14 +572,15 @@ class Lowerer {
     return lo && *lo < 0;
   }
   // The Cube's column clips (GM -> L1 in C0 strips, Fixpipe in 16-column fractals, session 17) are
-  // made for starts that reach a negative value; a column start of unknown range keeps the unclipped
-  // copy it had before (the checker reports it when it is negative at run time), so kernels whose
-  // block indices the bounds cannot prove non-negative (map_grid's swizzled bx = in_panel //
-  // panel_rows in the seed matmul) keep their code.
+  // made for starts that reach a negative value, and (session 18) for starts that depend on a value
+  // known only at run time (a scalar parameter, an element read from GM: `k * bk + off * 16`), which
+  // may be negative in some call. A start of unknown range built from block indices alone keeps the
+  // unclipped copy it had before, so kernels whose block indices the bounds cannot prove
+  // non-negative (map_grid's swizzled bx = in_panel // panel_rows in the seed matmul) keep their code.
   GmWindow cube_gm_window(const ir::Region& r, const Span& sp, int64_t tile_cols, int64_t row_clip, int64_t col_clip) {
     GmWindow g = gm_window(r, sp, tile_cols, row_clip, col_clip);
     auto none = ir::as_const_int(g.skip_cols);
-    if ((g.unclipped_cols || !none || *none != 0) && !reaches_negative(g.col_start))
+    if ((g.unclipped_cols || !none || *none != 0) && !reaches_negative(g.col_start) && !run_time(g.col_start))
       g = gm_window(r, sp, tile_cols, row_clip, 0);
     return g;
   }
@@ -591,7 +600,7 @@ class Lowerer {
   // `unit`): skip = the indices before 0, clamped to the window's whole units; valid = the indices
   // inside [0, end). nullopt: not clipped (unit 0, a start provably >= 0, or not a multiple of unit).
   std::optional<std::pair<Expr, Expr>> clip_low(const Expr& start, int64_t extent, const Expr& end, int64_t unit) const {
-    if (unit <= 0 || nonneg(start) || !multiple_of(start, unit)) return std::nullopt;
+    if (unit <= 0 || nonneg(start) || !multiple_of(start, unit, &let_values_)) return std::nullopt;
     Expr before = max(C(0), sub(C(0), start));
     Expr valid = max(C(0), sub(min(C(extent), sub(end, start)), min(before, C(extent))));
     return std::make_pair(min(before, C(extent / unit * unit)), valid);
@@ -668,6 +677,11 @@ class Lowerer {
           StmtPtr l = lower(std::make_shared<ir::ForNode>(f->var, f_min, f_extent, f->for_kind, f->num_stages, f->body, f->span), inside);
           return with_loads(std::move(loads), l, sp);
         }
+        if (run_time(f->min)) runtime_.insert(f->var.get());
+        else runtime_.erase(f->var.get());
+        let_values_.erase(f->var.get());
+        if (auto mn0 = ir::as_const_int(f->min); mn0 && *mn0 == 0) loop_extent_[f->var.get()] = f->extent;
+        else loop_extent_.erase(f->var.get());
         bound(f->var.get(), nonneg(f->min), [&]() -> std::optional<std::pair<int64_t, int64_t>> {
           auto lo = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
           if (lo && ext && *ext >= 1) return std::make_pair(*lo, *lo + *ext - 1);
@@ -715,7 +729,11 @@ class Lowerer {
         std::vector<StmtPtr> loads;
         Expr value = hoist_scalar_loads(n->value, sp, "let " + q(n->var->name), loads);
         bool is_int = value->dtype.is_int();
-        bound(n->var.get(), is_int && nonneg(value), is_int ? bounds(value) : std::nullopt);
+        bound(n->var.get(), is_int && nonneg(value), is_int ? stride_bounds(value) : std::nullopt);
+        if (run_time(value)) runtime_.insert(n->var.get());
+        else runtime_.erase(n->var.get());
+        if (is_int) let_values_[n->var.get()] = value;
+        else let_values_.erase(n->var.get());
         return with_loads(std::move(loads), let(n->var, value, sp), sp);
       }
       case ir::StmtKind::Alloc: return nullptr;
@@ -863,6 +881,7 @@ class Lowerer {
       stride = mul(stride, shape[d]);
     }
     off = mul(off, C(ld->buffer->dtype.bytes()));
+    runtime_.insert(var.get());
     return emit(ScalarLoad{var, GmRef{it->second, off}, ld->buffer->dtype}, sp);
   }
   // `e` with each element of a tensor parameter or (Vector core) UB tile it reads replaced by a
@@ -1266,8 +1285,9 @@ class Lowerer {
       r = 1;
     }
     // Duplicate has no 8-bit form on dav-c220: zero bytes as float16 pairs (UB rows are 32 B, so
-    // the row stride is even); an odd run also zeroes the padding byte after it.
-    if (t.bytes() == 1 && stride % 2 == 0 && (c % 2 == 0 || to_row_end)) {
+    // the row stride is even; one run needs none); an odd run also zeroes the padding byte after it
+    // (a 1-element int8 tile of a 1-D copy from before the tensor: fuzzer seeds 182565-182569).
+    if (t.bytes() == 1 && (r == 1 || stride % 2 == 0) && (c % 2 == 0 || to_row_end)) {
       dup_t = ir::DType(ir::DTypeCode::f16);
       c = (c + 1) / 2;
       d.row_stride = C(r == 1 ? c : stride / 2);
@@ -2225,6 +2245,45 @@ class Lowerer {
   // lets of non-negative values): region starts built from them need no clipping at row 0.
   std::unordered_set<const ir::BufferNode*> load3d_src_;  // L1 tiles of 32-bit K x N B operands (run())
   std::unordered_set<const ir::VarNode*> nonneg_;
+  // Variables whose value depends on a value known only at run time: scalar parameters, elements
+  // read from GM, and lets / loop variables computed from them.
+  std::unordered_set<const ir::VarNode*> runtime_;
+  LetValues let_values_;  // integer lets (multiple_of looks through them)
+  LetValues loop_extent_;  // extents of loops from 0
+  // The bounds of a let's value; a grid-stride index `x + t * c` (constant c > 0) of a loop
+  // `for t in range(ceildiv(E - x, c))` (constant E: map_grid's `blk = cid + t * block_dim`) lies in
+  // [lower(x), E - 1] (x + t * c < E for every t of the loop), which interval arithmetic loses.
+  std::optional<std::pair<int64_t, int64_t>> stride_bounds(const Expr& e) const {
+    auto r = bounds(e);
+    if (r || e->kind != ir::ExprKind::Binary) return r;
+    auto* b = as<ir::BinaryNode>(e);
+    if (b->op != ir::BinOp::Add) return r;
+    for (const auto& [x, m] : {std::pair{b->a, b->b}, std::pair{b->b, b->a}}) {
+      if (m->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(m)->op != ir::BinOp::Mul) continue;
+      auto* mb = as<ir::BinaryNode>(m);
+      auto c = ir::as_const_int(mb->b);
+      if (!c || *c <= 0 || mb->a->kind != ir::ExprKind::Var) continue;
+      auto it = loop_extent_.find(as<ir::VarNode>(mb->a));
+      if (it == loop_extent_.end() || it->second->kind != ir::ExprKind::Binary) continue;
+      auto* ext = as<ir::BinaryNode>(it->second);  // ceildiv(E - x, c)
+      auto ec = ir::as_const_int(ext->b);
+      if (ext->op != ir::BinOp::CeilDiv || !ec || *ec != *c || ext->a->kind != ir::ExprKind::Binary) continue;
+      auto* sb = as<ir::BinaryNode>(ext->a);
+      auto E = ir::as_const_int(sb->a);
+      auto lo = lower(x);
+      if (sb->op != ir::BinOp::Sub || !E || !ir::structural_equal(sb->b, x) || !lo || *lo > *E - 1) continue;
+      return std::make_pair(*lo, *E - 1);
+    }
+    return r;
+  }
+  bool run_time(const Expr& e) const {
+    bool found = false;
+    for_each_subexpr(e, [&](const Expr& x) {
+      found = found || x->kind == ir::ExprKind::Load ||
+              (x->kind == ir::ExprKind::Var && runtime_.count(as<ir::VarNode>(x)) > 0);
+    });
+    return found;
+  }
   bool nonneg(const Expr& e) const {
     if (auto r = bounds(e); r && r->first >= 0) return true;
     if (auto l = lower(e); l && *l >= 0) return true;
@@ -2314,8 +2373,9 @@ class Lowerer {
   // Constant bounds [lo, hi] of integer variables: block indices (0 .. grid - 1 for a constant
   // grid), the sub-block index (0 .. 1), loops with constant bounds, lets of bounded values.
   std::unordered_map<const ir::VarNode*, std::pair<int64_t, int64_t>> range_;
-  // Interval arithmetic over + - * floordiv min max (constants and bounded variables): the
-  // bounds of integer expression e, or nullopt when some part is unbounded (or too large).
+  // Interval arithmetic over + - * floordiv min max and % by a positive constant (constants and
+  // bounded variables): the bounds of integer expression e, or nullopt when some part is unbounded
+  // (or too large).
   std::optional<std::pair<int64_t, int64_t>> bounds(const Expr& e) const {
     using R = std::optional<std::pair<int64_t, int64_t>>;
     constexpr int64_t kBig = int64_t{1} << 40;  // products of two bounded values stay in int64
@@ -2338,6 +2398,13 @@ class Lowerer {
         auto* b = as<ir::BinaryNode>(e);
         if (!b->dtype.is_int()) return {};
         R x = bounds(b->a), y = bounds(b->b);
+        // floor modulo by a positive constant c lies in [0, c - 1] whatever the dividend (map_grid's
+        // `by = (blk / 2) % 2`); a dividend already inside [0, c - 1] keeps its range
+        if (b->op == ir::BinOp::Mod && y && y->first == y->second && y->first > 0) {
+          if (x && x->first >= 0 && x->second < y->first) return x;
+          return ok(0, y->first - 1);
+        }
+        if (b->op == ir::BinOp::Mod && y && y->first >= 1) return ok(0, y->second - 1);  // a divisor in [b0, b1]
         if (!x || !y) return {};
         auto [a0, a1] = *x;
         auto [b0, b1] = *y;
@@ -2349,6 +2416,7 @@ class Lowerer {
             return ok(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
           }
           case ir::BinOp::FloorDiv: {
+            if (b0 != b1 && b0 >= 1 && a0 >= 0) return ok(a0 / b1, a1 / b0);  // a divisor in [b0, b1], b0 >= 1
             if (b0 != b1 || b0 <= 0) return {};
             auto fd = [&](int64_t v) { return v >= 0 ? v / b0 : -((-v + b0 - 1) / b0); };
             return ok(fd(a0), fd(a1));
@@ -2357,7 +2425,7 @@ class Lowerer {
           case ir::BinOp::Max: return ok(std::max(a0, b0), std::max(a1, b1));
           case ir::BinOp::Div:
           case ir::BinOp::CeilDiv:
-          case ir::BinOp::Mod:
+          case ir::BinOp::Mod:  // a non-constant or non-positive divisor (a positive constant: above)
           case ir::BinOp::EQ:
           case ir::BinOp::NE:
           case ir::BinOp::LT:

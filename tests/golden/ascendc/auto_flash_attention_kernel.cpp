@@ -65,8 +65,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::FIX_M>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
-    SetFlag<HardEvent::M_MTE1>(1);  // line 4
-    SetFlag<HardEvent::M_MTE1>(2);  // line 4
     SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
@@ -77,14 +75,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 4
       PipeBarrier<PIPE_MTE2>();  // line 17
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 17
-      if (((tw_max(tw_min((100 - (bx * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0)) < 64) {
+      if (tw_max(tw_min((100 - (bx * 64)), 64), 0) < 64) {
         InitConstValue(Q_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 17
         PipeBarrier<PIPE_MTE2>();  // line 17
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = ((tw_max(tw_min((100 - (bx * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0));
+        tw_p.nValue = tw_max(tw_min((100 - (bx * 64)), 64), 0);
         tw_p.dValue = 64;
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 64;
@@ -101,14 +99,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::FIX_M>(1);  // line 24
         WaitFlag<HardEvent::M_MTE1>(0);  // line 24
         if ((k_o * 2) < loop_range) {
-          if (((tw_max(tw_min((100 - (k_o * 128)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0)) < 64) {
+          if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
             InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
             PipeBarrier<PIPE_MTE2>();  // line 23
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = ((tw_max(tw_min((100 - (k_o * 128)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0));
+            tw_p.nValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -156,34 +154,28 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           SetFlag<HardEvent::M_FIX>(1);  // line 24
           CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 26
           WaitFlag<HardEvent::M_FIX>(1);  // line 26
-          if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64), 0) > 0) {
-            {
-              FixpipeParamsV220 tw_p;
-              tw_p.nSize = 64;
-              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 64)), 64), 0);
-              tw_p.srcStride = 64;
-              tw_p.dstStride = 64;
-              tw_p.quantPre = QuantMode_t::NoQuant;
-              tw_p.reluEn = false;
-              tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 26
-            }
+          {
+            FixpipeParamsV220 tw_p;
+            tw_p.nSize = 64;
+            tw_p.mSize = 64;
+            tw_p.srcStride = 64;
+            tw_p.dstStride = 64;
+            tw_p.quantPre = QuantMode_t::NoQuant;
+            tw_p.reluEn = false;
+            tw_p.ndNum = 1;
+            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 26
           }
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
         }
-        SetFlag<HardEvent::MTE1_M>(4);  // line 24
-        WaitFlag<HardEvent::MTE1_M>(4);  // line 24
-        SetFlag<HardEvent::M_MTE1>(0);  // line 24
-        WaitFlag<HardEvent::M_MTE1>(1);  // line 51
         if ((k_o * 2) >= 3) {
-          if (((tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0)) < 64) {
+          if (tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) < 64) {
             InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
             PipeBarrier<PIPE_MTE2>();  // line 49
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = ((tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0));
+            tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -193,14 +185,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             DataCopy(V_shared, V_gm[(((((k_o * 2) - 3) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
           }
           CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
-          if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0) < 64) {
-            InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
-            PipeBarrier<PIPE_MTE2>();  // line 50
-          }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0);
+            tw_p.nValue = 64;
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
@@ -261,18 +249,16 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           SetFlag<HardEvent::M_FIX>(3);  // line 51
           CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
           WaitFlag<HardEvent::M_FIX>(3);  // line 51
-          if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0) > 0) {
-            {
-              FixpipeParamsV220 tw_p;
-              tw_p.nSize = 64;
-              tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 64)), 64), 0);
-              tw_p.srcStride = 64;
-              tw_p.dstStride = 64;
-              tw_p.quantPre = QuantMode_t::NoQuant;
-              tw_p.reluEn = false;
-              tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
-            }
+          {
+            FixpipeParamsV220 tw_p;
+            tw_p.nSize = 64;
+            tw_p.mSize = 64;
+            tw_p.srcStride = 64;
+            tw_p.dstStride = 64;
+            tw_p.quantPre = QuantMode_t::NoQuant;
+            tw_p.reluEn = false;
+            tw_p.ndNum = 1;
+            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
           }
           CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
         }
@@ -282,22 +268,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::MTE2_MTE1>(0);
         SetFlag<HardEvent::MTE1_MTE2>(0);  // line 51
         SetFlag<HardEvent::FIX_M>(0);  // line 51
-        SetFlag<HardEvent::MTE1_M>(5);  // line 51
-        WaitFlag<HardEvent::MTE1_M>(5);  // line 51
-        SetFlag<HardEvent::M_MTE1>(1);  // line 51
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
         WaitFlag<HardEvent::FIX_M>(0);  // line 51
-        WaitFlag<HardEvent::M_MTE1>(2);  // line 24
         if (((k_o * 2) + 1) < (loop_range + 3)) {
           if (((k_o * 2) + 1) < loop_range) {
-            if (((tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0)) < 64) {
+            if (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
               InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
               PipeBarrier<PIPE_MTE2>();  // line 23
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = ((tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0));
+              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -345,30 +327,28 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::M_FIX>(2);  // line 24
             CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 26
             WaitFlag<HardEvent::M_FIX>(2);  // line 26
-            if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64), 0) > 0) {
-              {
-                FixpipeParamsV220 tw_p;
-                tw_p.nSize = 64;
-                tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 64)), 64), 0);
-                tw_p.srcStride = 64;
-                tw_p.dstStride = 64;
-                tw_p.quantPre = QuantMode_t::NoQuant;
-                tw_p.reluEn = false;
-                tw_p.ndNum = 1;
-                Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 26
-              }
+            {
+              FixpipeParamsV220 tw_p;
+              tw_p.nSize = 64;
+              tw_p.mSize = 64;
+              tw_p.srcStride = 64;
+              tw_p.dstStride = 64;
+              tw_p.quantPre = QuantMode_t::NoQuant;
+              tw_p.reluEn = false;
+              tw_p.ndNum = 1;
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 26
             }
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
           }
           if (((k_o * 2) + 1) >= 3) {
-            if (((tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0)) < 64) {
+            if (tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
               PipeBarrier<PIPE_MTE2>();  // line 49
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = ((tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0));
+              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -378,14 +358,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               DataCopy(V_shared, V_gm[(((((k_o * 2) + -2) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
             }
             CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
-            if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0) < 64) {
-              InitConstValue(acc_s_cast, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 50
-              PipeBarrier<PIPE_MTE2>();  // line 50
-            }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0);
+              tw_p.nValue = 64;
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
@@ -446,18 +422,16 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::M_FIX>(4);  // line 51
             CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
             WaitFlag<HardEvent::M_FIX>(4);  // line 51
-            if (tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0) > 0) {
-              {
-                FixpipeParamsV220 tw_p;
-                tw_p.nSize = 64;
-                tw_p.mSize = tw_max(tw_min((512 - ((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 64)), 64), 0);
-                tw_p.srcStride = 64;
-                tw_p.dstStride = 64;
-                tw_p.quantPre = QuantMode_t::NoQuant;
-                tw_p.reluEn = false;
-                tw_p.ndNum = 1;
-                Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
-              }
+            {
+              FixpipeParamsV220 tw_p;
+              tw_p.nSize = 64;
+              tw_p.mSize = 64;
+              tw_p.srcStride = 64;
+              tw_p.dstStride = 64;
+              tw_p.quantPre = QuantMode_t::NoQuant;
+              tw_p.reluEn = false;
+              tw_p.ndNum = 1;
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
             }
             SetFlag<HardEvent::M_FIX>(5);  // line 24
             WaitFlag<HardEvent::M_FIX>(5);  // line 26
@@ -476,8 +450,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         SetFlag<HardEvent::MTE2_MTE1>(4);  // line 23
         WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
         SetFlag<HardEvent::MTE1_MTE2>(1);  // line 24
-        SetFlag<HardEvent::M_MTE1>(2);  // line 24
-        PipeBarrier<PIPE_ALL>();  // line 24
+        SetFlag<HardEvent::MTE1_M>(4);  // line 24
+        WaitFlag<HardEvent::MTE1_M>(4);  // line 24
+        SetFlag<HardEvent::M_MTE1>(0);  // line 24
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 24
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
@@ -488,8 +463,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     WaitFlag<HardEvent::FIX_M>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
-    WaitFlag<HardEvent::M_MTE1>(1);  // line 4
-    WaitFlag<HardEvent::M_MTE1>(2);  // line 4
     WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
   }
   if ASCEND_IS_AIV {
@@ -517,8 +490,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> scores_max_ln2_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 26
     LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42528].ReinterpretCast<uint8_t>();  // UB @42528 +1024 uint8 ND [1024], line 26
 
-    SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
+    SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::V_MTE2>(2);  // line 4
     SetFlag<HardEvent::MTE3_V>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
@@ -546,9 +519,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
           WaitFlag<HardEvent::V_MTE2>(1);  // line 26
-          if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-            DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
-          }
+          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
           SetFlag<HardEvent::MTE2_V>(1);  // line 26
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
           WaitFlag<HardEvent::MTE2_V>(1);  // line 26
@@ -609,17 +580,18 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Add(logsum, logsum, scores_sum, 32);  // line 47
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
           WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-          if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
-          }
+          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
-          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
           WaitFlag<HardEvent::MTE3_V>(1);  // line 26
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
         }
         SetFlag<HardEvent::V_MTE3>(0);
         WaitFlag<HardEvent::V_MTE3>(0);
         SetFlag<HardEvent::MTE3_V>(0);  // line 50
+        SetFlag<HardEvent::MTE2_V>(4);  // line 26
+        WaitFlag<HardEvent::MTE2_V>(4);  // line 26
+        SetFlag<HardEvent::V_MTE2>(1);  // line 26
         if ((k_v_o * 2) >= 3) {
           PipeBarrier<PIPE_V>();  // line 37
           Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
@@ -627,9 +599,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
           WaitFlag<HardEvent::V_MTE2>(2);  // line 51
-          if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
-          }
+          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
@@ -650,17 +620,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           if (((k_v_o * 2) + 1) < loop_range_v) {
             DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
-            if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-              DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
-            }
+            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
             SetFlag<HardEvent::MTE2_V>(3);  // line 26
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
             WaitFlag<HardEvent::MTE2_V>(3);  // line 26
             WaitFlag<HardEvent::MTE3_V>(0);  // line 26
             DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 26
-            SetFlag<HardEvent::MTE2_V>(4);  // line 26
-            WaitFlag<HardEvent::MTE2_V>(4);  // line 26
-            SetFlag<HardEvent::V_MTE2>(1);  // line 26
             PipeBarrier<PIPE_V>();  // line 26
             Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
             PipeBarrier<PIPE_V>();  // line 26
@@ -716,17 +681,12 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Add(logsum, logsum, scores_sum, 32);  // line 47
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
             WaitFlag<HardEvent::V_MTE3>(3);  // line 50
-            if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-              DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
-            }
+            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
             SetFlag<HardEvent::V_MTE3>(4);  // line 26
             WaitFlag<HardEvent::V_MTE3>(4);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
           } else {
-            SetFlag<HardEvent::MTE2_V>(4);  // line 26
-            WaitFlag<HardEvent::MTE2_V>(4);  // line 26
-            SetFlag<HardEvent::V_MTE2>(1);  // line 26
             SetFlag<HardEvent::V_MTE3>(4);  // line 26
             WaitFlag<HardEvent::V_MTE3>(4);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
@@ -739,9 +699,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-            if (tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0) > 0) {
-              DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((512 - (((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
-            }
+            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
             SetFlag<HardEvent::MTE2_V>(2);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51
@@ -751,9 +709,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           }
         } else {
-          SetFlag<HardEvent::MTE2_V>(4);  // line 26
-          WaitFlag<HardEvent::MTE2_V>(4);  // line 26
-          SetFlag<HardEvent::V_MTE2>(1);  // line 26
           SetFlag<HardEvent::V_MTE3>(4);  // line 26
           WaitFlag<HardEvent::V_MTE3>(4);  // line 50
           SetFlag<HardEvent::MTE3_V>(1);  // line 50
@@ -770,15 +725,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       Div(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
       SetFlag<HardEvent::V_MTE3>(1);  // line 55
       WaitFlag<HardEvent::V_MTE3>(1);  // line 58
-      if (((tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0)) > 0) {
-        DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(((tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) * tw_max(tw_min((1 - bz), 1), 0)) * tw_max(tw_min((2 - by), 1), 0))), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
+      if (tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) > 0) {
+        DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
       }
       SetFlag<HardEvent::MTE3_V>(2);  // line 58
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
     }
-    WaitFlag<HardEvent::V_MTE2>(1);  // line 4
     WaitFlag<HardEvent::MTE3_V>(1);  // line 4
+    WaitFlag<HardEvent::V_MTE2>(1);  // line 4
     WaitFlag<HardEvent::V_MTE2>(2);  // line 4
     WaitFlag<HardEvent::MTE3_V>(2);  // line 4
   }

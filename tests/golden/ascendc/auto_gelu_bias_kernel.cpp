@@ -261,18 +261,16 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 17
       WaitFlag<HardEvent::M_FIX>(0);  // line 17
       WaitFlag<HardEvent::M_FIX>(1);  // line 17
-      if (tw_max(tw_min((256 - ((((by * 2) + bx) % 4) * 64)), 64), 0) > 0) {
-        {
-          FixpipeParamsV220 tw_p;
-          tw_p.nSize = 64;
-          tw_p.mSize = tw_max(tw_min((256 - ((((by * 2) + bx) % 4) * 64)), 64), 0);
-          tw_p.srcStride = 64;
-          tw_p.dstStride = 64;
-          tw_p.quantPre = QuantMode_t::NoQuant;
-          tw_p.reluEn = false;
-          tw_p.ndNum = 1;
-          Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((by * 2) + bx) % 4) * 4096)], acc, tw_p);  // line 17
-        }
+      {
+        FixpipeParamsV220 tw_p;
+        tw_p.nSize = 64;
+        tw_p.mSize = 64;
+        tw_p.srcStride = 64;
+        tw_p.dstStride = 64;
+        tw_p.quantPre = QuantMode_t::NoQuant;
+        tw_p.reluEn = false;
+        tw_p.ndNum = 1;
+        Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((by * 2) + bx) % 4) * 4096)], acc, tw_p);  // line 17
       }
       SetFlag<HardEvent::FIX_M>(0);  // line 17
       CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 17
@@ -316,9 +314,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       DataCopyPad(b_s, bias_gm[(bx * 64)], DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(tw_floordiv((((((tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4) + 32 - 1) / 32) * 32) - (tw_max(tw_min((90 - (bx * 64)), 64), 0) * 4)), 4)), static_cast<float>(0)});  // line 16
       CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 17
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 17
-      if (tw_max(tw_min((256 - (((((by * 2) + bx) % 4) * 64) + (vid * 32))), 32), 0) > 0) {
-        DataCopyPad(acc_ub, workspace_gm_f32[((((((by * 2) + bx) % 4) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((256 - (((((by * 2) + bx) % 4) * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 17
-      }
+      DataCopyPad(acc_ub, workspace_gm_f32[((((((by * 2) + bx) % 4) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 17
       SetFlag<HardEvent::MTE2_V>(0);  // line 17
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 17
       WaitFlag<HardEvent::MTE2_V>(0);  // line 19

@@ -623,14 +623,26 @@ void Machine::functional(Core& c, const RInstr& r) {
             if (x.dt == ir::DTypeCode::i32 && x.api <= VecApi::Muls)
               for (int64_t j = 0; j < x.mask; ++j)
                 if (!num::fits<int32_t>(ra[j])) {
+                  // an operand that is the fill of never-written on-chip memory (kPoisonByte x 4): say so
+                  // (a map over a whole tile of which a copy loaded only a window; session 18 hunt)
+                  bool poison = false;
+                  for (int k = 1; k <= n; ++k) {
+                    const uint8_t* lane = addr(k == 1 ? x.src0 : x.src1, k, i) + (j / 8) * x.blk[k] * 32 + (j % 8) * 4;
+                    poison = poison || std::all_of(lane, lane + 4, [](uint8_t b) { return b == kPoisonByte; });
+                  }
                   report(ReportKind::IntOverflow,
                          "int32 " + std::string(vec_api_name(x.api)) + " gives " +
                              std::to_string(static_cast<long long>(ra[j])) + " (element " + std::to_string(j) +
                              " of repeat " + std::to_string(i) +
                              "), outside int32: the 910B documentation does not say what the Vector unit stores "
                              "then (the language wraps modulo 2^32; wrap or saturation only an NPU run can tell), "
-                             "so the simulator does not guess; keep int32 values and sums within int32 "
-                             "(or compute in float32)",
+                             "so the simulator does not guess; " +
+                             (poison ? std::string("an operand is 2071690107 (bytes 0x7B), the simulator's fill of "
+                                                   "on-chip memory no instruction wrote: the map computes on tile "
+                                                   "elements no copy or map wrote (columns past the window a copy "
+                                                   "loaded?); compute over the written window only, or fill the "
+                                                   "tile first")
+                                     : std::string("keep int32 values and sums within int32 (or compute in float32)")),
                          {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
                   break;
                 }
