@@ -18,6 +18,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
     scale = (1.0 / dim) ** 0.5 * 1.4426950408889634  # 1/sqrt(D), in base 2 (exp2 below)
     shape = (batch, heads, seq_len, dim)
     neg_inf = -1.0e30  # finite "minus infinity": fully masked rows stay NaN-free
+    masked = is_causal or seq_len % block_N != 0  # some score tile has keys to mask
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
@@ -34,6 +35,8 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             scores_scale = T.alloc_fragment((block_M,), "float32")
             scores_sum = T.alloc_fragment((block_M,), "float32")
             logsum = T.alloc_fragment((block_M,), "float32")
+            if not masked:
+                row_max = T.alloc_fragment((block_M,), "float32")
 
             T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], Q_shared)
             T.fill(acc_o, 0)
@@ -45,20 +48,30 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
                 T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_shared)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, clear_accum=True)
                 T.copy(scores_max, scores_max_prev)
-                # the mask map right before the row max (and exp2 right before the row sum): the
-                # cpu target computes each pair as one pass over the score tile's rows
-                for i, j in T.Parallel(block_M, block_N):
-                    if is_causal:
-                        acc_s[i, j] = T.where(bx * block_M + i >= k * block_N + j, acc_s[i, j] * scale, neg_inf)
-                    else:
-                        acc_s[i, j] = T.where(k * block_N + j < seq_len, acc_s[i, j] * scale, neg_inf)
-                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                if masked:
+                    # the mask map right before the row max (and exp2 right before the row sum):
+                    # the cpu target computes each pair as one pass over the score tile's rows
+                    for i, j in T.Parallel(block_M, block_N):
+                        if is_causal:
+                            acc_s[i, j] = T.where(bx * block_M + i >= k * block_N + j, acc_s[i, j] * scale, neg_inf)
+                        else:
+                            acc_s[i, j] = T.where(k * block_N + j < seq_len, acc_s[i, j] * scale, neg_inf)
+                    T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                else:
+                    # no key masked: the row max of the raw scores, scaled (on the cpu target a pass
+                    # that only reads the tile), and the scale applied in exp2's argument
+                    T.reduce_max(acc_s, row_max, dim=1)
+                    for i in T.Parallel(block_M):
+                        scores_max[i] = T.max(scores_max[i], row_max[i] * scale)
                 for i in T.Parallel(block_M):
                     scores_scale[i] = T.exp2(scores_max_prev[i] - scores_max[i])
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] = acc_o[i, j] * scores_scale[i]
                 for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] - scores_max[i])
+                    if masked:
+                        acc_s[i, j] = T.exp2(acc_s[i, j] - scores_max[i])
+                    else:
+                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i])
                 T.reduce_sum(acc_s, scores_sum, dim=1)
                 for i in T.Parallel(block_M):
                     logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
@@ -92,7 +105,7 @@ def check(B, H, S, D, is_causal, dtype="float32"):
 def main(argv):
     B, H, S, D = (int(x) for x in argv[:4]) if len(argv) >= 4 else (1, 2, 300, 64)
     cases = [(B, H, S, D, False), (B, H, S, D, True), (1, 2, 257, 128, False), (1, 2, 257, 128, True),
-             (1, 1, 130, 64, True, "float16")]
+             (1, 2, 256, 128, False), (1, 1, 130, 64, True, "float16"), (1, 1, 128, 64, False, "float16")]
     finish(all([check(*c) for c in cases]))
 
 

@@ -119,8 +119,10 @@ def test_flash_attention_throughput_floor(S, causal, bm, bn, floor):
 
 def test_flash_attention_row_reductions_halve_first():
     """legalize_vector folds the 128 fp32 columns of each score row in halves (one full-rate Max /
-    Add over 64 columns) before the one-repeat-per-row WholeReduce; numerics are covered above."""
-    kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")
+    Add over 64 columns) before the one-repeat-per-row WholeReduce; numerics are covered above.
+    Causal: the example's form with a mask map before the row max (a non-causal kernel whose
+    seq_len is a multiple of block_N takes the row max of the raw scores)."""
+    kern = build(flash_attention.flash_attention, 1, 2, 256, 128, True, block_M=128, block_N=128, dtype="float16")
     src = kern.get_source("ascend_program")
     aiv = src[src.index("AIV:"):]
     # (the program's call-level instructions, select_vector_calls)
@@ -138,8 +140,8 @@ def test_flash_attention_row_reductions_halve_first():
 def test_flash_attention_exp2_is_one_exp():
     """fold_exp2_scale keeps the scores scaled by ln 2 from the scale multiply to exp2 (the scale
     constant times ln 2; the row max scaled back), so exp2(s - max) is one full-tile Exp without
-    a full-tile multiply by ln 2; numerics are covered above."""
-    kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")
+    a full-tile multiply by ln 2; numerics are covered above. Causal, as the test above."""
+    kern = build(flash_attention.flash_attention, 1, 2, 256, 128, True, block_M=128, block_N=128, dtype="float16")
     src = kern.get_source("ascend_program")
     aiv = src[src.index("AIV:"):]
     scale = (1.0 / 128) ** 0.5 * 1.4426950408889634 * 0.6931471805599453

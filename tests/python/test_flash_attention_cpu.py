@@ -72,3 +72,27 @@ def test_peaked_scores_underflow_to_zero():
     for causal in (False, True):
         out = fa.flash_attention(1, 1, S, D, causal)(q, k, v)
         check(out, fa.reference(q, k, v, causal), "float32", f"peaked causal={causal}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("blocks", [(64, 64), (64, 128), (128, 128)], ids=lambda b: f"{b[0]}x{b[1]}")
+def test_unmasked_form(blocks, dtype):
+    # non-causal with seq_len a multiple of block_N: no key is masked, so the example takes the row
+    # max of the raw scores (no map before it: a pass that only reads the tile) and scales in exp2's
+    # argument; two query blocks or more, several key blocks
+    S, D = 256, 128
+    out, ref = run(1, 2, S, D, False, dtype=dtype, block_M=blocks[0], block_N=blocks[1], seed=4)
+    check(out, ref, dtype, f"unmasked {blocks} {dtype}")
+    src = fa.flash_attention(1, 2, S, D, False, block_M=blocks[0], block_N=blocks[1], dtype=dtype).get_source()
+    assert "reduce_max acc_s -> row_max" in src and "fused with reduce_max" not in src
+
+
+def test_unmasked_form_peaked_scores():
+    # the unmasked form with probabilities that underflow to +0 (scores 12x wider than randn's) and
+    # a row max that moves between key blocks (the rescale of acc_o and logsum)
+    rng = np.random.default_rng(5)
+    S, D = 256, 64
+    q, k = ((rng.standard_normal((1, 1, S, D)) * 12).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((1, 1, S, D)).astype(np.float32)
+    out = fa.flash_attention(1, 1, S, D, False, block_M=64, block_N=64)(q, k, v)
+    check(out, fa.reference(q, k, v, False), "float32", "unmasked peaked")
