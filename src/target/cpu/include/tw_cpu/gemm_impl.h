@@ -2168,8 +2168,12 @@ TW_CPU_INLINE void ukr_i8_tail(int mr, long ng, const int32_t* A, const int32_t*
   }
 }
 
+// A stable A (B) with one K block is packed once per launch and reused from the packed-A cache
+// (the shared packed-B arena, with B's column corrections stored after the panel) as gemm_f32
+// does: a tile program's blocks of one row (column) otherwise repacked the same tile per call.
 inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
-                    long ldb, bool transB, int32_t* C, long ldc, bool accumulate) {
+                    long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool a_stable = false,
+                    bool b_stable = false) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
@@ -2187,16 +2191,50 @@ inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA,
   int32_t* corr = (int32_t*)gemm_scratch(2).get(sizeof(int32_t) * (size_t)ncpad);
   auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
   auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+  // one K block (K <= KCk): a stable A packed whole (row blocks ic are multiples of kMR, so
+  // block ic starts at panel offset ic * ngmax) and a stable B with one column block
+  const int32_t* a_all = nullptr;
+  const bool a_reused = transB || ldb != N;  // as in gemm_f32: one column block reads A once
+  if (a_stable && K <= KCk && a_reused) {
+    static_assert(kMC % kMR == 0, "row blocks must be whole micro-panels");
+    static_assert(sizeof(int32_t) == sizeof(float), "the packed-A cache holds 4-byte elements");
+    bool fresh = false;
+    const size_t words = (size_t)((M + kMR - 1) / kMR * kMR) * ngmax;
+    float* c = packed_a_cache().find_or_add(A, lda, M, K, packed_tag<int8_t>(transA, false), words + kPackSlack,
+                                           &fresh);
+    if (c) {
+      if (fresh) pack_a_i8(M, K, A, lda, transA, (int32_t*)c);
+      a_all = (const int32_t*)c;
+    }
+  }
+  const int32_t* b_all = nullptr;  // the packed panel, then its ncpad column corrections
+  if (b_stable && K <= KCk && N <= kNC) {
+    bool fill = false;
+    SharedPackedB::Slot* slot = nullptr;
+    const size_t words = (size_t)ncpad * ngmax;
+    float* q = shared_packed_b().acquire(B, ldb, K, N, packed_tag<int8_t>(transB, false),
+                                         words + ncpad + kPackSlack, &fill, &slot);
+    if (q) {
+      if (fill) {
+        pack_b_i8(K, N, B, ldb, transB, (int32_t*)q, (int32_t*)q + words);
+        SharedPackedB::publish(slot);
+      }
+      b_all = (const int32_t*)q;
+      corr = (int32_t*)q + words;
+    }
+  }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += KCk) {
       int kc = K - pc < KCk ? K - pc : KCk;
       int ng = (kc + kKG - 1) / kKG;
       bool acc = accumulate || pc > 0;
-      pack_b_i8(kc, nc, b_at(pc, jc), ldb, transB, Bp, corr);
+      if (b_all) Bp = (int32_t*)b_all;
+      else pack_b_i8(kc, nc, b_at(pc, jc), ldb, transB, Bp, corr);
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
-        pack_a_i8(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        if (a_all) Ap = (int32_t*)a_all + (long)ic * ng;
+        else pack_a_i8(mc, kc, a_at(ic, pc), lda, transA, Ap);
         for (int jr = 0; jr < nc; jr += kNR) {
           int nr = nc - jr < kNR ? nc - jr : kNR;
           const int32_t* bp = Bp + (long)jr * ng;
