@@ -157,6 +157,12 @@ struct PackedCache {
         return (const float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
     return nullptr;
   }
+  // where find_or_add would place a new block of `floats` now (nullptr: not placed, or no arena yet)
+  const float* next_place(size_t floats) const {
+    floats = (floats + 15) / 16 * 16;
+    if (!arena.ptr || floats > cap_floats / 4) return nullptr;
+    return (const float*)arena.ptr + (used + floats > cap_floats ? 0 : used);
+  }
   // the packed block for this key, or nullptr; *fresh = true when the caller must fill it
   float* find_or_add(const void* p, long ld, int r, int c, int tag, size_t floats, bool* fresh) {
     uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
@@ -257,6 +263,21 @@ struct SharedPackedB {
       if ((st & 3) == 2 && same_key(s, p, ld, k, n, tag, p2, ld2)) return arena + s.off;
     }
     return nullptr;
+  }
+  // where the next panel claimed in this launch would go (nullptr: the arena is full)
+  const float* next_place(size_t floats) const {
+    if (!arena) return nullptr;
+    const uint64_t e = (__atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED) << 40) & kEpochMask;
+    const uint64_t a = __atomic_load_n(&alloc, __ATOMIC_RELAXED);
+    const size_t used = (a & kEpochMask) == e ? (size_t)(a & ~kEpochMask) : 0;
+    return used + floats > kCapFloats ? nullptr : arena + used;
+  }
+  // Requests the first slot this key probes into L2: the table (1 MiB) is read at one slot per
+  // lookup, a cache miss each (about a fifth of the driver's time in the op zoo's large-K
+  // matmul), so a tile program's gemm asks for the slot of the K step after its next one, whose
+  // lookup comes a call later.
+  void prefetch(const void* p, long ld, int k, int n, int tag) const {
+    __builtin_prefetch(&slot[hash(p, ld, k, n, tag, nullptr) & (kSlots - 1)], 0, 2);
   }
   // The shared panel for this key; *fill = true when the caller must pack it and then call
   // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
@@ -1832,7 +1853,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     const uintptr_t next_rows = (uintptr_t)A + (uintptr_t)M * (uintptr_t)K * sizeof(T);
     pf.add((const float*)next_rows, (size_t)M * K * sizeof(T) / sizeof(float));
   }
-  if (Bshared) pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b), (size_t)ncpad * kw(K));
+  if (Bshared) {
+    pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b), (size_t)ncpad * kw(K));
+    shared_packed_b().prefetch(transB ? bn + K : bn + (long)K * ldb, ldb, K, N, tag_b);
+  }
   BlockWalk& walk = block_walk();
   if (A != walk.next_a || B != walk.next_b) {  // not the previous call's next K step
     walk.a0 = A;
@@ -1851,6 +1875,14 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     pf.add(shared_packed_b().find(b1, ldb, k0, N, tag_b), (size_t)ncpad * kw(k0));
     walk.prefetches += pf.n > 0;
   }
+  // This call packed its A tile (B panel) into the cache: the next call most likely packs the
+  // next K step's right after it. Fetch those lines too, so that the next pack's stores do not
+  // wait on lines last written a whole ring ago (in memory or L3 by now).
+  if (a_filled) {
+    const size_t f = (size_t)((M + kMR - 1) / kMR * kMR) * kw(K);
+    pf.add(packed_a_cache().next_place(f + kPackSlack), f);
+  }
+  if (b_filled) pf.add(shared_packed_b().next_place((size_t)ncpad * kw(K) + kPackSlack), (size_t)ncpad * kw(K));
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR));  // the micro-kernel calls
   // fp32 A read in place by the micro-kernels instead of packed (a_in_place)
   bool a_direct = false;
