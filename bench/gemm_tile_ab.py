@@ -15,7 +15,9 @@ faster) and the ratio of the best times. --cpu-time times the calling thread's C
 reads the first block's tiles (the operands stay cached: the micro-kernels' and driver's ceiling). --march ARCH without AVX-512
 (x86-64-v3: the AVX2 proxy) puts numpy's OpenBLAS and torch on their AVX2 kernels too, as
 bench/run.py's --cpu-arch does.
-Outputs are checked against a float64 reference and compared bit for bit with the first variant's.
+--dtype int8: int8 operands and an int32 C (the int8 tile program; numpy and torch time fp32 of the
+same values). Outputs are checked against a float64 reference (int8: exactly) and compared bit for
+bit with the first variant's.
 """
 import argparse
 import ctypes
