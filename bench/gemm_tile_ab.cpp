@@ -1,4 +1,4 @@
-// The fp32 tile program of examples/gemm.py (after @gemm_out: per block, per K step one gemm_run
+// The fp32 (or int8 -> int32) tile program of examples/gemm.py (after @gemm_out: per block, per K step one gemm_run
 // on A and B tiles viewed in place, both stable, C computed in its window) replayed against one
 // build of the gemm runtime, for side-by-side comparisons of gemm_impl.h variants in one process
 // (bench/gemm_tile_ab.py compiles this file once per variant's include directory). Not a test.
@@ -16,8 +16,9 @@
 namespace {
 struct Job {
   int M, N, K, bm, bn, bk, batch;
-  const float *A, *B;
-  float* C;
+  const void *A, *B;
+  void* C;
+  bool i8;  // int8 operands, int32 C (else fp32)
 };
 Job g_job;
 int g_threads = 1;
@@ -29,7 +30,8 @@ int g_pending = 0;
 
 // Thread t's share of the grid, as cpu_launch.cpp hands it out: blocks in row-major order (bx
 // fastest), contiguous shares, each share's rows starting at column t * e0 / threads.
-void run_share(int t) {
+template <class T, class TC>
+void run_share_t(int t) {
   const Job& j = g_job;
   const long e0 = (j.N + j.bn - 1) / j.bn, e1 = (j.M + j.bm - 1) / j.bm, total = e0 * e1 * j.batch;
   const long rows = total / e0;
@@ -37,19 +39,23 @@ void run_share(int t) {
     const long r = i / e0, by = r % e1, bz = r / e1;
     long bx = i % e0;
     if (g_threads > 1) bx = (bx + (r * g_threads / rows) * e0 / g_threads) % e0;
-    const float* A = j.A + bz * j.M * (long)j.K;
-    const float* B = j.B + bz * j.K * (long)j.N;
-    float* C = j.C + bz * j.M * (long)j.N + by * j.bm * (long)j.N + bx * j.bn;
+    const T* A = (const T*)j.A + bz * j.M * (long)j.K;
+    const T* B = (const T*)j.B + bz * j.K * (long)j.N;
+    TC* C = (TC*)j.C + bz * j.M * (long)j.N + by * j.bm * (long)j.N + bx * j.bn;
     const int mm = j.M - by * j.bm < j.bm ? j.M - by * j.bm : j.bm;
     const int nn = j.N - bx * j.bn < j.bn ? j.N - bx * j.bn : j.bn;
     for (int k0 = 0; k0 < j.K; k0 += j.bk) {
       const int kc = j.K - k0 < j.bk ? j.K - k0 : j.bk;
-      const float* a = g_hot ? A : A + by * j.bm * (long)j.K + k0;
-      const float* b = g_hot ? B : B + (long)k0 * j.N + bx * j.bn;
+      const T* a = g_hot ? A : A + by * j.bm * (long)j.K + k0;
+      const T* b = g_hot ? B : B + (long)k0 * j.N + bx * j.bn;
       tw_cpu::detail::gemm_run(mm, nn, kc, a, j.K, false, b, j.N, false, C, j.N, k0 > 0, true, true,
                                bx * j.bn, j.N);
     }
   }
+}
+void run_share(int t) {
+  if (g_job.i8) run_share_t<int8_t, int32_t>(t);
+  else run_share_t<float, float>(t);
 }
 void worker(int t) {
   long seen = 0;
@@ -76,11 +82,12 @@ API void ab_setup(int threads, int hot) {
     workers.back().detach();
   }
 }
-// One launch of the tile program: C[batch][M][N] = A[batch][M][K] B[batch][K][N] in bm/bn/bk blocks.
-API void ab_launch(int M, int N, int K, int bm, int bn, int bk, int batch, const float* A, const float* B,
-                   float* C) {
+// One launch of the tile program: C[batch][M][N] = A[batch][M][K] B[batch][K][N] in bm/bn/bk blocks,
+// fp32 (i8 = 0) or int8 operands with an int32 C (i8 = 1).
+API void ab_launch(int M, int N, int K, int bm, int bn, int bk, int batch, const void* A, const void* B,
+                   void* C, int i8) {
   tw_cpu::new_launch();
-  g_job = Job{M, N, K, bm, bn, bk, batch, A, B, C};
+  g_job = Job{M, N, K, bm, bn, bk, batch, A, B, C, i8 != 0};
   if (g_threads > 1) {
     {
       std::lock_guard<std::mutex> l(g_mu);

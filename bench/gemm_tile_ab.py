@@ -12,8 +12,12 @@ process. A shape is M,N,K,block_M,block_N,block_K[,batch]. Every round times eac
 rates, and against the first variant the median of the per-round time ratios (> 1: the first is
 faster) and the ratio of the best times. --cpu-time times the calling thread's CPU time
 (1 thread only: on a loaded machine wall time is mostly waiting for a core). --hot: every call
-reads the first block's tiles (the operands stay cached: the micro-kernels' and driver's ceiling).
-Outputs are checked against a float64 reference and compared bit for bit with the first variant's.
+reads the first block's tiles (the operands stay cached: the micro-kernels' and driver's ceiling). --march ARCH without AVX-512
+(x86-64-v3: the AVX2 proxy) puts numpy's OpenBLAS and torch on their AVX2 kernels too, as
+bench/run.py's --cpu-arch does.
+--dtype int8: int8 operands and an int32 C (the int8 tile program; numpy and torch time fp32 of the
+same values). Outputs are checked against a float64 reference (int8: exactly) and compared bit for
+bit with the first variant's.
 """
 import argparse
 import ctypes
@@ -49,12 +53,22 @@ def main():
     ap.add_argument("--cpu-time", action="store_true")
     ap.add_argument("--hot", action="store_true")
     ap.add_argument("--march", default="native")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "int8"],
+                    help="int8: int8 operands, int32 C, exact; numpy times float32 of the same values")
     opts = ap.parse_args()
     n = opts.threads
     if opts.cpu_time and n != 1:
         sys.exit("--cpu-time needs --threads 1")
     os.environ.update(OPENBLAS_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n), MKL_NUM_THREADS=str(n))
     os.environ.pop("OPENBLAS_CORETYPE", None)
+    if opts.march != "native" and "TW_AB_PEER_ENV" not in os.environ:
+        # the peers on the same instruction set (bench/run.py's --cpu-arch): their libraries read
+        # it when loaded, and cpu_arch_env imports numpy, so run again with it set
+        sys.path.insert(0, str(HERE))
+        import run
+        env = dict(os.environ, TW_AB_PEER_ENV="1")
+        env.update({k: v for k, v in run.cpu_arch_env(opts.march).items() if k != "TW_CPU_ARCH"})
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
     import numpy as np
     try:
         import torch
@@ -67,7 +81,7 @@ def main():
     for v in opts.variants:
         name, _, inc = v.partition("=")
         lib = ctypes.CDLL(str(build(name, inc, flags)), mode=os.RTLD_LOCAL)
-        lib.ab_launch.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] * 3
+        lib.ab_launch.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] * 3 + [ctypes.c_int]
         lib.ab_setup(n, int(opts.hot))
         libs[name] = lib
     rng = np.random.default_rng(0)
@@ -75,15 +89,22 @@ def main():
         v = [int(x) for x in shape.split(",")]
         M, N, K, bm, bn, bk = v[:6]
         batch = v[6] if len(v) > 6 else 1
-        a = rng.standard_normal((batch, M, K)).astype(np.float32)
-        b = rng.standard_normal((batch, K, N)).astype(np.float32)
+        i8 = opts.dtype == "int8"
+        if i8:
+            a = rng.integers(-128, 128, (batch, M, K), dtype=np.int8)
+            b = rng.integers(-128, 128, (batch, K, N), dtype=np.int8)
+        else:
+            a = rng.standard_normal((batch, M, K)).astype(np.float32)
+            b = rng.standard_normal((batch, K, N)).astype(np.float32)
         ref = a.astype(np.float64) @ b.astype(np.float64)
         impls, outs = {}, {}
         for name, lib in libs.items():
-            c = outs[name] = np.empty((batch, M, N), np.float32)
+            c = outs[name] = np.empty((batch, M, N), np.int32 if i8 else np.float32)
             impls[name] = (lambda lib=lib, c=c: lib.ab_launch(M, N, K, bm, bn, bk, batch, a.ctypes.data,
-                                                               b.ctypes.data, c.ctypes.data))
+                                                               b.ctypes.data, c.ctypes.data, int(i8)))
         a2, b2 = (a[0], b[0]) if batch == 1 else (a, b)
+        if i8:
+            a2, b2 = a2.astype(np.float32), b2.astype(np.float32)
         impls["numpy"] = lambda: a2 @ b2
         if torch is not None:
             ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
@@ -92,7 +113,9 @@ def main():
             f()
         first = next(iter(libs))
         for name, c in outs.items():
-            if not opts.hot:
+            if not opts.hot and i8:
+                assert np.array_equal(c, ref.astype(np.int32)), f"{name}: not exact"
+            elif not opts.hot:
                 err = np.abs(c - ref) / (2e-6 * K + 1e-5 + 1e-5 * np.abs(ref))
                 assert err.max() <= 1.0, f"{name}: {err.max():.2f} of the tolerance"
             if not np.array_equal(c, outs[first]):

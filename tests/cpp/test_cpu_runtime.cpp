@@ -1221,6 +1221,83 @@ TEST(Gemm, LargeKTileRows) {
   run_large_k_case<f16>(true, 34);
 }
 
+// An int8 tile program with A and B stable (gemm_i8 packs each A tile once per launch into the
+// packed-A cache and each B panel once into the shared packed-B arena, with its column
+// corrections): blocks of MB x NB walking K in steps of KB, the launcher's row-major order, tails
+// in M, N and K, every transpose of A and B, padded leading dimensions, C in place (the first K
+// step overwrites). Exact against an int64 reference; after each block its tiles are in the
+// caches (not under AMX: gemm_amx's own tags); a second launch on changed values (new epoch:
+// nothing of the first may be reused) exact too. threads = 2: the block rows split between two
+// threads running at once (the B panels shared between them, or packed privately when the other
+// thread is filling one).
+void run_i8_tile_case(int M, int N, int K, int MB, int NB, int KB, bool tA, bool tB, int pad, uint32_t seed,
+                      int threads = 1) {
+  using namespace tw_cpu::detail;
+  SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K << " blocks " << MB << "/" << NB << "/" << KB
+                                  << " tA " << tA << " tB " << tB << " pad " << pad << " threads " << threads);
+  std::mt19937 g(seed);
+  const long lda = (tA ? M : K) + pad, ldb = (tB ? K : N) + pad, ldc = N + pad;
+  std::vector<int8_t> A((size_t)(tA ? K : M) * lda), B((size_t)(tB ? N : K) * ldb);
+  std::vector<int32_t> C((size_t)M * ldc);
+  for (int launch = 0; launch < 2; ++launch) {
+    for (auto& v : A) v = (int8_t)(g() % 256 - 128);
+    for (auto& v : B) v = (int8_t)(g() % 256 - 128);
+    if (launch == 0) {  // the extremes: the u8 offset and the column corrections at their limits
+      for (size_t t = 0; t < A.size(); t += 3) A[t] = -128;
+      for (size_t t = 1; t < B.size(); t += 5) B[t] = -128;
+    }
+    std::fill(C.begin(), C.end(), 0x5a5a5a5a);
+    tw_cpu::new_launch();
+    const int rows = (M + MB - 1) / MB;
+    auto run_rows = [&](int r0, int r1) {
+      for (int i0 = r0 * MB; i0 < std::min(M, r1 * MB); i0 += MB)
+        for (int j0 = 0; j0 < N; j0 += NB) {
+          const int mb = std::min(MB, M - i0), nb = std::min(NB, N - j0);
+          for (int k0 = 0; k0 < K; k0 += KB) {
+            const int kb = std::min(KB, K - k0);
+            const int8_t* a = tA ? A.data() + (size_t)k0 * lda + i0 : A.data() + (size_t)i0 * lda + k0;
+            const int8_t* b = tB ? B.data() + (size_t)j0 * ldb + k0 : B.data() + (size_t)k0 * ldb + j0;
+            tw_cpu::gemm<int8_t, int8_t, int32_t>(mb, nb, kb, a, lda, tA, b, ldb, tB, C.data() + (size_t)i0 * ldc + j0,
+                                                  ldc, k0 > 0, /*a_stable=*/true, /*b_stable=*/true);
+            if (amx_usable()) continue;
+            const bool a_cached = (tB || ldb != nb) && kb <= kKCG * kKG;  // gemm_i8's a_reused, one K block
+            EXPECT_EQ(packed_a_cache().find(a, lda, mb, kb, packed_tag<int8_t>(tA, false)) != nullptr, a_cached)
+                << i0 << "," << j0 << "," << k0;
+            if (threads == 1)  // (with two, the other thread may hold the slot while filling it)
+              EXPECT_EQ(shared_packed_b().find(b, ldb, kb, nb, packed_tag<int8_t>(tB, false)) != nullptr,
+                        kb <= kKCG * kKG && nb <= kNC)
+                  << i0 << "," << j0 << "," << k0;
+          }
+        }
+    };
+    if (threads == 1) {
+      run_rows(0, rows);
+    } else {
+      std::thread other(run_rows, rows / 2, rows);
+      run_rows(0, rows / 2);
+      other.join();
+    }
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        int64_t s = 0;
+        for (int k = 0; k < K; ++k)
+          s += (int64_t)(tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+               (tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+        ASSERT_EQ(C[(size_t)i * ldc + j], (int32_t)s) << "launch " << launch << " at " << i << "," << j;
+      }
+  }
+}
+TEST(Gemm, I8TileProgramStable) {
+  run_i8_tile_case(2 * 64 + 17, 3 * 96 + 7, 3 * 128 + 11, 64, 96, 128, false, false, 0, 41);
+  run_i8_tile_case(2 * 64 + 17, 3 * 96 + 7, 3 * 128 + 11, 64, 96, 128, true, false, 3, 42);
+  run_i8_tile_case(45, 5 * 32 + 9, 201, 45, 32, 64, false, true, 5, 43);
+  run_i8_tile_case(4 * 30 + 1, 33, 130, 30, 64, 64, true, true, 0, 44);
+  run_i8_tile_case(70, 64, 1, 32, 64, 1, false, false, 0, 45);       // K = 1 steps; one column block
+  run_i8_tile_case(33, 40, 2 * 1024 + 3, 33, 40, 1024 + 1, false, false, 1, 46);  // K steps past one K block
+  run_i8_tile_case(8 * 32 + 5, 3 * 64 + 1, 5 * 128 + 9, 32, 64, 128, false, false, 2, 47, 2);
+  run_i8_tile_case(6 * 16 + 3, 2 * 48 + 7, 4 * 64 + 1, 16, 48, 64, true, true, 0, 48, 2);
+}
+
 // A tile program's launch computing C in place (@gemm_out: the first K step of each block
 // overwrites its window of C, the others accumulate), blocks in the launcher's row-major order,
 // rows [r0, r1) of the grid on this thread with the columns of each row rotated by `rot`

@@ -157,6 +157,12 @@ struct PackedCache {
         return (const float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
     return nullptr;
   }
+  // where find_or_add would place a new block of `floats` now (nullptr: not placed, or no arena yet)
+  const float* next_place(size_t floats) const {
+    floats = (floats + 15) / 16 * 16;
+    if (!arena.ptr || floats > cap_floats / 4) return nullptr;
+    return (const float*)arena.ptr + (used + floats > cap_floats ? 0 : used);
+  }
   // the packed block for this key, or nullptr; *fresh = true when the caller must fill it
   float* find_or_add(const void* p, long ld, int r, int c, int tag, size_t floats, bool* fresh) {
     uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
@@ -257,6 +263,21 @@ struct SharedPackedB {
       if ((st & 3) == 2 && same_key(s, p, ld, k, n, tag, p2, ld2)) return arena + s.off;
     }
     return nullptr;
+  }
+  // where the next panel claimed in this launch would go (nullptr: the arena is full)
+  const float* next_place(size_t floats) const {
+    if (!arena) return nullptr;
+    const uint64_t e = (__atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED) << 40) & kEpochMask;
+    const uint64_t a = __atomic_load_n(&alloc, __ATOMIC_RELAXED);
+    const size_t used = (a & kEpochMask) == e ? (size_t)(a & ~kEpochMask) : 0;
+    return used + floats > kCapFloats ? nullptr : arena + used;
+  }
+  // Requests the first slot this key probes into L2: the table (1 MiB) is read at one slot per
+  // lookup, a cache miss each (about a fifth of the driver's time in the op zoo's large-K
+  // matmul), so a tile program's gemm asks for the slot of the K step after its next one, whose
+  // lookup comes a call later.
+  void prefetch(const void* p, long ld, int k, int n, int tag) const {
+    __builtin_prefetch(&slot[hash(p, ld, k, n, tag, nullptr) & (kSlots - 1)], 0, 2);
   }
   // The shared panel for this key; *fill = true when the caller must pack it and then call
   // publish(). nullptr: pack privately (arena full, table crowded, or another thread is
@@ -1832,7 +1853,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     const uintptr_t next_rows = (uintptr_t)A + (uintptr_t)M * (uintptr_t)K * sizeof(T);
     pf.add((const float*)next_rows, (size_t)M * K * sizeof(T) / sizeof(float));
   }
-  if (Bshared) pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b), (size_t)ncpad * kw(K));
+  if (Bshared) {
+    pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b), (size_t)ncpad * kw(K));
+    shared_packed_b().prefetch(transB ? bn + K : bn + (long)K * ldb, ldb, K, N, tag_b);
+  }
   BlockWalk& walk = block_walk();
   if (A != walk.next_a || B != walk.next_b) {  // not the previous call's next K step
     walk.a0 = A;
@@ -1851,6 +1875,14 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     pf.add(shared_packed_b().find(b1, ldb, k0, N, tag_b), (size_t)ncpad * kw(k0));
     walk.prefetches += pf.n > 0;
   }
+  // This call packed its A tile (B panel) into the cache: the next call most likely packs the
+  // next K step's right after it. Fetch those lines too, so that the next pack's stores do not
+  // wait on lines last written a whole ring ago (in memory or L3 by now).
+  if (a_filled) {
+    const size_t f = (size_t)((M + kMR - 1) / kMR * kMR) * kw(K);
+    pf.add(packed_a_cache().next_place(f + kPackSlack), f);
+  }
+  if (b_filled) pf.add(shared_packed_b().next_place((size_t)ncpad * kw(K) + kPackSlack), (size_t)ncpad * kw(K));
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR));  // the micro-kernel calls
   // fp32 A read in place by the micro-kernels instead of packed (a_in_place)
   bool a_direct = false;
@@ -2168,8 +2200,12 @@ TW_CPU_INLINE void ukr_i8_tail(int mr, long ng, const int32_t* A, const int32_t*
   }
 }
 
+// A stable A (B) with one K block is packed once per launch and reused from the packed-A cache
+// (the shared packed-B arena, with B's column corrections stored after the panel) as gemm_f32
+// does: a tile program's blocks of one row (column) otherwise repacked the same tile per call.
 inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
-                    long ldb, bool transB, int32_t* C, long ldc, bool accumulate) {
+                    long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool a_stable = false,
+                    bool b_stable = false) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
@@ -2187,16 +2223,50 @@ inline void gemm_i8(int M, int N, int K, const int8_t* A, long lda, bool transA,
   int32_t* corr = (int32_t*)gemm_scratch(2).get(sizeof(int32_t) * (size_t)ncpad);
   auto a_at = [&](int i, int k) { return transA ? A + (long)k * lda + i : A + (long)i * lda + k; };
   auto b_at = [&](int k, int j) { return transB ? B + (long)j * ldb + k : B + (long)k * ldb + j; };
+  // one K block (K <= KCk): a stable A packed whole (row blocks ic are multiples of kMR, so
+  // block ic starts at panel offset ic * ngmax) and a stable B with one column block
+  const int32_t* a_all = nullptr;
+  const bool a_reused = transB || ldb != N;  // as in gemm_f32: one column block reads A once
+  if (a_stable && K <= KCk && a_reused) {
+    static_assert(kMC % kMR == 0, "row blocks must be whole micro-panels");
+    static_assert(sizeof(int32_t) == sizeof(float), "the packed-A cache holds 4-byte elements");
+    bool fresh = false;
+    const size_t words = (size_t)((M + kMR - 1) / kMR * kMR) * ngmax;
+    float* c = packed_a_cache().find_or_add(A, lda, M, K, packed_tag<int8_t>(transA, false), words + kPackSlack,
+                                           &fresh);
+    if (c) {
+      if (fresh) pack_a_i8(M, K, A, lda, transA, (int32_t*)c);
+      a_all = (const int32_t*)c;
+    }
+  }
+  const int32_t* b_all = nullptr;  // the packed panel, then its ncpad column corrections
+  if (b_stable && K <= KCk && N <= kNC) {
+    bool fill = false;
+    SharedPackedB::Slot* slot = nullptr;
+    const size_t words = (size_t)ncpad * ngmax;
+    float* q = shared_packed_b().acquire(B, ldb, K, N, packed_tag<int8_t>(transB, false),
+                                         words + ncpad + kPackSlack, &fill, &slot);
+    if (q) {
+      if (fill) {
+        pack_b_i8(K, N, B, ldb, transB, (int32_t*)q, (int32_t*)q + words);
+        SharedPackedB::publish(slot);
+      }
+      b_all = (const int32_t*)q;
+      corr = (int32_t*)q + words;
+    }
+  }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += KCk) {
       int kc = K - pc < KCk ? K - pc : KCk;
       int ng = (kc + kKG - 1) / kKG;
       bool acc = accumulate || pc > 0;
-      pack_b_i8(kc, nc, b_at(pc, jc), ldb, transB, Bp, corr);
+      if (b_all) Bp = (int32_t*)b_all;
+      else pack_b_i8(kc, nc, b_at(pc, jc), ldb, transB, Bp, corr);
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
-        pack_a_i8(mc, kc, a_at(ic, pc), lda, transA, Ap);
+        if (a_all) Ap = (int32_t*)a_all + (long)ic * ng;
+        else pack_a_i8(mc, kc, a_at(ic, pc), lda, transA, Ap);
         for (int jr = 0; jr < nc; jr += kNR) {
           int nr = nc - jr < kNR ? nc - jr : kNR;
           const int32_t* bp = Bp + (long)jr * ng;

@@ -44,9 +44,7 @@ void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const
 #if defined(TW_CPU_AMX)
   if (amx_usable()) return gemm_amx<int8_t, int32_t>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 #endif
-  (void)a_stable;
-  (void)b_stable;
-  gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate);
+  gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 }
 
 }  // namespace detail
