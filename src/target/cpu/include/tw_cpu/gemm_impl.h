@@ -1301,6 +1301,20 @@ inline bool small_f32_path(int M, int N, int K, bool transB) {
   return small_m_path(M) && (long)N * K <= kSmallMaxB && (transB || M > 2);
 }
 
+// x, kept in a register: g++ otherwise folds a vector loaded once and used by several FMAs back
+// into each FMA as a memory operand (vfmadd231ps (mem)), one load per use instead of one per
+// vector, and the small gemms' loops then issue 20 loads per 16 FMAs (load-bound; docs/performance.md
+// "Session 18: fp32 gemm_small")
+TW_CPU_INLINE void held(simd::vf& x) {
+#if defined(__x86_64__) && defined(__SSE2__)
+  __asm__("" : "+v"(x));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(x));
+#else
+  (void)x;
+#endif
+}
+
 typedef uint16_t vh_u __attribute__((vector_size(simd::kVecBytes / 2), aligned(2), may_alias));
 typedef uint32_t vu32 __attribute__((vector_size(simd::kVecBytes)));
 typedef int32_t vi32 __attribute__((vector_size(simd::kVecBytes)));
@@ -1418,7 +1432,10 @@ TW_CPU_INLINE void small_rows_block(int K, const float* __restrict A, long ak, l
   for (int k = 0; k < K; ++k) {
     const T* b = B + (long)k * ldb;
     vf bv[V];
-    for (int v = 0; v < V; ++v) bv[v] = kFull ? ldw(b + v * kVF) : ldw_n(b, r);
+    for (int v = 0; v < V; ++v) {
+      bv[v] = kFull ? ldw(b + v * kVF) : ldw_n(b, r);
+      held(bv[v]);
+    }
     for (int i = 0; i < R; ++i) {
       const vf a = simd::splat(A[(long)k * ak + i * ai]);
       for (int v = 0; v < V; ++v) c[i][v] = simd::fma(a, bv[v], c[i][v]);
@@ -1446,10 +1463,68 @@ inline void small_rows(int N, int K, const float* A, long ak, long ai, const T* 
   if (j < N) small_rows_block<R, 1, false>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, N - j);
 }
 
+#if defined(__AVX512F__)
+// the lanes of x and y summed pairwise by a step of the fold tree below: lane l of the result is
+// x's or y's lanes I[l] + J[l] (indices into x then y, as __builtin_shufflevector)
+template <int... I>
+struct Lanes {};
+template <int... I, int... J>
+TW_CPU_INLINE simd::vf fold_step(simd::vf x, simd::vf y, Lanes<I...>, Lanes<J...>) {
+  return __builtin_shufflevector(x, y, I...) + __builtin_shufflevector(x, y, J...);
+}
+// the 4 x 4 sums of s's lanes as one vector, lane 4 i + j the sum of s[i][j]: a transpose-and-add
+// tree (30 shuffles, 15 adds) where folding each row's four vectors alone takes 32 shuffles and 20
+// adds and leaves 16 scalars to extract
+TW_CPU_INLINE simd::vf fold_4x4(const simd::vf (&s)[4][4]) {
+  using simd::vf;
+  // x's 256-bit halves added, then y's: lanes 0-7 x's partial sums, 8-15 y's
+  auto h = [](vf x, vf y) {
+    return fold_step(x, y, Lanes<0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23>{},
+                     Lanes<8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31>{});
+  };
+  // two h results (x, y and z, w): 128-bit blocks 0-3 the partial sums of x, y, z, w
+  auto q = [](vf a, vf b) {
+    return fold_step(a, b, Lanes<0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27>{},
+                     Lanes<4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31>{});
+  };
+  // in each 128-bit block: lanes 0, 1 a's 2 partial sums, lanes 2, 3 b's
+  auto d = [](vf a, vf b) {
+    return fold_step(a, b, Lanes<0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29>{},
+                     Lanes<2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31>{});
+  };
+  // in each 128-bit block: a's two sums, then b's
+  auto e = [](vf a, vf b) {
+    return fold_step(a, b, Lanes<0, 2, 16, 18, 4, 6, 20, 22, 8, 10, 24, 26, 12, 14, 28, 30>{},
+                     Lanes<1, 3, 17, 19, 5, 7, 21, 23, 9, 11, 25, 27, 13, 15, 29, 31>{});
+  };
+  vf u[4];  // u[j]: block i the partial sums of s[i][j]
+  for (int j = 0; j < 4; ++j) u[j] = q(h(s[0][j], s[1][j]), h(s[2][j], s[3][j]));
+  return e(d(u[0], u[1]), d(u[2], u[3]));
+}
+#endif
+
 // C[i][j] (+)= the sum of s[i][j]'s lanes, i < R, j < J
 template <int R, int J>
 TW_CPU_INLINE void dots_store(const simd::vf (&s)[R][J], float* __restrict C, long ldc, bool acc) {
   using simd::vf;
+#if defined(__AVX512F__)
+  if constexpr (R == 4 && J == 4) {
+    typedef float v4f __attribute__((vector_size(16)));
+    const vf x = fold_4x4(s);
+    const v4f row[4] = {__builtin_shufflevector(x, x, 0, 1, 2, 3), __builtin_shufflevector(x, x, 4, 5, 6, 7),
+                        __builtin_shufflevector(x, x, 8, 9, 10, 11), __builtin_shufflevector(x, x, 12, 13, 14, 15)};
+    for (int i = 0; i < 4; ++i) {
+      v4f t = row[i];
+      if (acc) {
+        v4f c;
+        __builtin_memcpy(&c, C + i * ldc, sizeof c);
+        t += c;
+      }
+      __builtin_memcpy(C + i * ldc, &t, sizeof t);
+    }
+    return;
+  }
+#endif
   for (int i = 0; i < R; ++i) {
     float t[J];
 #if defined(__AVX512F__)
@@ -1496,9 +1571,13 @@ TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, con
     }
   for (; k + kVF <= K; k += kVF) {
     vf b[J];
-    for (int j = 0; j < J; ++j) b[j] = ldw(B + j * ldb + k);
+    for (int j = 0; j < J; ++j) {
+      b[j] = ldw(B + j * ldb + k);
+      held(b[j]);
+    }
     for (int i = 0; i < R; ++i) {
-      const vf a = ldw(A + i * lda + k);
+      vf a = ldw(A + i * lda + k);
+      held(a);
       for (int j = 0; j < J; ++j) s[i][j] = simd::fma(a, b[j], s[i][j]);
     }
   }
