@@ -1284,6 +1284,49 @@ inline BlockWalk& block_walk() {
 //     path's DAZ / FTZ numerics; paged decode bf16 1.4-1.8x faster there, "Session 17").
 // Column and K tails use partial vectors (masked loads on AVX-512 fp32, a zero-filled widened
 // copy otherwise); a zero-filled lane adds 0 * 0.
+// The next call's B (the same strip of the next page: codegen's @prefetch_slices, passed as
+// tw_cpu::gemm's next_b), requested into L2 a few cache lines per step of gemm_small's loops rather
+// than all before the call: a prefetch that misses holds a miss buffer until its line arrives (on
+// Zen 4 as a load does), so 64-128 prefetches issued at once stall the call's own loads behind
+// them, where spread over the call they overlap its arithmetic (paged decode fp32 1.22x on Zen 4,
+// one thread, pages cold: docs/performance.md "Session 18"). `rows` rows of `row_bytes` bytes,
+// `ld` bytes apart; `steps`: how many times the loops call step() (an estimate: finish() issues
+// whatever is left). prefetcht1: t0 and nta measured 0.85-0.88x of none on Zen 4.
+struct StripPrefetch {
+  const char* p = nullptr;  // the current row's first line; null: nothing (left) to prefetch
+  long ld = 0;
+  int row_lines = 0, rows_left = 0, line = 0, per = 0;
+  StripPrefetch() = default;
+  StripPrefetch(const void* base, long ld_bytes, int rows, long row_bytes, long steps) {
+    if (!base || rows <= 0 || row_bytes <= 0) return;
+    const uintptr_t a = (uintptr_t)base;
+    p = (const char*)(a & ~(uintptr_t)63);
+    ld = ld_bytes;
+    row_lines = (int)(((a & 63) + row_bytes + 63) / 64);
+    rows_left = rows;
+    const long lines = (long)rows * row_lines;
+    per = (int)(steps > 0 ? (lines + steps - 1) / steps : lines);
+  }
+  TW_CPU_INLINE void one() {
+    __builtin_prefetch(p + line * 64L, 0, 2);
+    if (++line == row_lines) {
+      line = 0;
+      p = --rows_left ? p + ld : nullptr;
+    }
+  }
+  TW_CPU_INLINE void step() {
+    if (!p) return;
+    for (int c = 0; c < per && p; ++c) one();
+  }
+  void finish() {
+    while (p) one();
+  }
+};
+// all of a strip at once (the gemm paths other than gemm_small)
+inline void prefetch_strip(const void* base, long ld_bytes, int rows, long row_bytes) {
+  StripPrefetch(base, ld_bytes, rows, row_bytes, 1).finish();
+}
+
 inline constexpr int kSmallM = 8;
 inline constexpr int kSmNV = 4;
 
@@ -1388,12 +1431,13 @@ TW_CPU_INLINE simd::vf zip_hi(simd::vf e, simd::vf o, std::index_sequence<I...>)
 template <int R, int V>
 TW_CPU_INLINE void small_rows_split_block(int K, const float* __restrict A, long ak, long ai,
                                           const bf16* __restrict B, long ldb, float* __restrict C, long ldc,
-                                          bool acc) {
+                                          bool acc, StripPrefetch& pf) {
   using simd::vf;
   vf ce[R][V], co[R][V];
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) ce[i][v] = co[i][v] = vf{};
   for (int k = 0; k < K; ++k) {
+    pf.step();
     const bf16* b = B + (long)k * ldb;
     vf be[V], bo[V];
     for (int v = 0; v < V; ++v) {
@@ -1423,13 +1467,14 @@ TW_CPU_INLINE void small_rows_split_block(int K, const float* __restrict A, long
 template <int R, int V, bool kFull, class T>
 TW_CPU_INLINE void small_rows_block(int K, const float* __restrict A, long ak, long ai,
                                    const T* __restrict B, long ldb, float* __restrict C, long ldc,
-                                   bool acc, int r) {
+                                   bool acc, int r, StripPrefetch& pf) {
   using simd::vf;
   vf c[R][V];
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v)
       c[i][v] = !acc ? vf{} : kFull ? simd::loadu(C + i * ldc + v * kVF) : gv_load_n(C + i * ldc, r);
   for (int k = 0; k < K; ++k) {
+    pf.step();
     const T* b = B + (long)k * ldb;
     vf bv[V];
     for (int v = 0; v < V; ++v) {
@@ -1451,16 +1496,16 @@ TW_CPU_INLINE void small_rows_block(int K, const float* __restrict A, long ak, l
 }
 template <int R, class T>
 inline void small_rows(int N, int K, const float* A, long ak, long ai, const T* B, long ldb, float* C,
-                       long ldc, bool acc) {
+                       long ldc, bool acc, StripPrefetch& pf) {
   constexpr int V = R <= 4 ? kSmNV : kSmNV / 2;  // R x V accumulators: 16 at most
   int j = 0;
   if constexpr (same<T, bf16>)
     for (; j + V * kVF <= N; j += V * kVF)
-      small_rows_split_block<R, V / 2>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc);
+      small_rows_split_block<R, V / 2>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, pf);
   for (; j + V * kVF <= N; j += V * kVF)
-    small_rows_block<R, V, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF);
-  for (; j + kVF <= N; j += kVF) small_rows_block<R, 1, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF);
-  if (j < N) small_rows_block<R, 1, false>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, N - j);
+    small_rows_block<R, V, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF, pf);
+  for (; j + kVF <= N; j += kVF) small_rows_block<R, 1, true>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, kVF, pf);
+  if (j < N) small_rows_block<R, 1, false>(K, A, ak, ai, B + j, ldb, C + j, ldc, acc, N - j, pf);
 }
 
 #if defined(__AVX512F__)
@@ -1550,7 +1595,7 @@ TW_CPU_INLINE void dots_store(const simd::vf (&s)[R][J], float* __restrict C, lo
 // C[i][j] (+)= dot(A row i, B row j) for i < R, j < J: K contiguous in both
 template <int R, int J, class TA, class TB>
 TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, const TB* __restrict B,
-                                    long ldb, float* __restrict C, long ldc, bool acc) {
+                                    long ldb, float* __restrict C, long ldc, bool acc, StripPrefetch& pf) {
   using simd::vf;
   vf s[R][J];
   for (int i = 0; i < R; ++i)
@@ -1558,6 +1603,7 @@ TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, con
   int k = 0;
   if constexpr (same<TB, bf16>)  // op(A)'s rows hold each 2 kVF k as the even ones, then the odd ones
     for (; k + 2 * kVF <= K; k += 2 * kVF) {
+      pf.step();
       vf be[J], bo[J];
       for (int j = 0; j < J; ++j) {
         const vu32 x = ld_pairs(B + j * ldb + k);
@@ -1570,6 +1616,7 @@ TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, con
       }
     }
   for (; k + kVF <= K; k += kVF) {
+    pf.step();
     vf b[J];
     for (int j = 0; j < J; ++j) {
       b[j] = ldw(B + j * ldb + k);
@@ -1593,10 +1640,10 @@ TW_CPU_INLINE void small_dots_block(int K, const TA* __restrict A, long lda, con
 }
 template <int R, class TA, class TB>
 inline void small_dots(int N, int K, const TA* A, long lda, const TB* B, long ldb, float* C, long ldc,
-                       bool acc) {
+                       bool acc, StripPrefetch& pf) {
   int j = 0;
-  for (; j + 4 <= N; j += 4) small_dots_block<R, 4>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
-  for (; j < N; ++j) small_dots_block<R, 1>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
+  for (; j + 4 <= N; j += 4) small_dots_block<R, 4>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc, pf);
+  for (; j < N; ++j) small_dots_block<R, 1>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc, pf);
 }
 
 #if defined(TW_CPU_SMALL_DP)
@@ -1617,13 +1664,14 @@ TW_CPU_INLINE simd::vf ld_bf16x32_n(const bf16* p, int n) {
 // C[i][j] (+)= dot(A row i, B row j) for i < R, j < J, K contiguous in both, 32 k per vdpbf16ps
 template <int R, int J>
 TW_CPU_INLINE void dp_dots_block(int K, const bf16* __restrict A, long lda, const bf16* __restrict B, long ldb,
-                                 float* __restrict C, long ldc, bool acc) {
+                                 float* __restrict C, long ldc, bool acc, StripPrefetch& pf) {
   using simd::vf;
   vf s[R][J];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < J; ++j) s[i][j] = vf{};
   int k = 0;
   for (; k + 2 * kVF <= K; k += 2 * kVF) {
+    pf.step();
     vf b[J];
     for (int j = 0; j < J; ++j) b[j] = ld_bf16x32(B + j * ldb + k);
     for (int i = 0; i < R; ++i) {
@@ -1647,13 +1695,14 @@ TW_CPU_INLINE void dp_dots_block(int K, const bf16* __restrict A, long lda, cons
 // kFull false: V = 1 and the first r < 32 columns only
 template <int R, int V, bool kFull>
 TW_CPU_INLINE void dp_rows_block(int K, const bf16* __restrict A, long lda, const bf16* __restrict B, long ldb,
-                                 float* __restrict C, long ldc, bool acc, int r) {
+                                 float* __restrict C, long ldc, bool acc, int r, StripPrefetch& pf) {
   using simd::vf;
   typedef short v32s __attribute__((vector_size(64)));
   vf lo[R][V], hi[R][V];
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) lo[i][v] = hi[i][v] = vf{};
   for (int k = 0; k < K; k += 2) {
+    pf.step();
     const bf16* b0 = B + (long)k * ldb;
     vf pl[V], ph[V];
     for (int v = 0; v < V; ++v) {
@@ -1694,17 +1743,17 @@ TW_CPU_INLINE void dp_rows_block(int K, const bf16* __restrict A, long lda, cons
 // R rows against 4 rows of B) or not (dp_rows_block, 64 or 32 columns at a time)
 template <int R>
 inline void dp_small(int N, int K, const bf16* A, long lda, const bf16* B, long ldb, bool transB, float* C, long ldc,
-                     bool acc) {
+                     bool acc, StripPrefetch& pf) {
   int j = 0;
   if (transB) {
-    for (; j + 4 <= N; j += 4) dp_dots_block<R, 4>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
-    for (; j < N; ++j) dp_dots_block<R, 1>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc);
+    for (; j + 4 <= N; j += 4) dp_dots_block<R, 4>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc, pf);
+    for (; j < N; ++j) dp_dots_block<R, 1>(K, A, lda, B + j * ldb, ldb, C + j, ldc, acc, pf);
     return;
   }
   constexpr int V = R <= 4 ? 2 : 1;  // 2 R V accumulators: 16 at most
-  for (; j + 2 * kVF * V <= N; j += 2 * kVF * V) dp_rows_block<R, V, true>(K, A, lda, B + j, ldb, C + j, ldc, acc, 0);
-  for (; j + 2 * kVF <= N; j += 2 * kVF) dp_rows_block<R, 1, true>(K, A, lda, B + j, ldb, C + j, ldc, acc, 0);
-  if (j < N) dp_rows_block<R, 1, false>(K, A, lda, B + j, ldb, C + j, ldc, acc, N - j);
+  for (; j + 2 * kVF * V <= N; j += 2 * kVF * V) dp_rows_block<R, V, true>(K, A, lda, B + j, ldb, C + j, ldc, acc, 0, pf);
+  for (; j + 2 * kVF <= N; j += 2 * kVF) dp_rows_block<R, 1, true>(K, A, lda, B + j, ldb, C + j, ldc, acc, 0, pf);
+  if (j < N) dp_rows_block<R, 1, false>(K, A, lda, B + j, ldb, C + j, ldc, acc, N - j, pf);
 }
 #endif
 
@@ -1724,18 +1773,29 @@ TW_CPU_INLINE void small_row_groups(int M, F&& f) {
 template <class T>
 __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long lda, bool transA,
                                           const T* B, long ldb, bool transB, float* C, long ldc,
-                                          bool accumulate) {
+                                          bool accumulate, const T* next_b = nullptr, long next_ldb = 0) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
     return;
   }
+  // next_b's strip (op(B)'s shape, rows next_ldb apart) prefetched over the loops' steps: about
+  // one step per kVF k (B transposed) or per k (not), per block of columns and group of 4 rows
+  // (bf16 steps over pairs of k: 2 kVF k, or 2 k)
+  constexpr int G = same<T, bf16> ? 2 : 1;
+  const int groups = (M + 3) / 4;
+  const long steps = transB ? (long)groups * (N / 4 + N % 4) * ((K + kVF - 1) / kVF / G)
+                            : (long)groups * ((N + kSmNV * kVF - 1) / (kSmNV * kVF)) * K / G;
+  StripPrefetch pf(next_b, next_ldb * (long)sizeof(T), transB ? N : K, (long)(transB ? K : N) * (long)sizeof(T),
+                   steps);
 #if defined(TW_CPU_SMALL_DP)
   if constexpr (same<T, bf16>)
-    if (!transA)
-      return small_row_groups(M, [&]<int R>(int i) {
-        dp_small<R>(N, K, A + (long)i * lda, lda, B, ldb, transB, C + (long)i * ldc, ldc, accumulate);
+    if (!transA) {
+      small_row_groups(M, [&]<int R>(int i) {
+        dp_small<R>(N, K, A + (long)i * lda, lda, B, ldb, transB, C + (long)i * ldc, ldc, accumulate, pf);
       });
+      return pf.finish();
+    }
 #endif
   // op(A) as fp32 rows of K: in place for fp32 not transposed, else widened / gathered once into
   // scratch (M x K: at most kSmallM rows, so a few KiB), which the loops below then read as fp32
@@ -1777,13 +1837,14 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
   }
   if (!transB) {
     small_row_groups(M, [&]<int R>(int i) {
-      small_rows<R>(N, K, a + i * ld, 1, ld, B, ldb, C + i * ldc, ldc, accumulate);
+      small_rows<R>(N, K, a + i * ld, 1, ld, B, ldb, C + i * ldc, ldc, accumulate, pf);
     });
   } else {
     small_row_groups(M, [&]<int R>(int i) {
-      small_dots<R>(N, K, a + i * ld, ld, B, ldb, C + i * ldc, ldc, accumulate);
+      small_dots<R>(N, K, a + i * ld, ld, B, ldb, C + i * ldc, ldc, accumulate, pf);
     });
   }
+  pf.finish();
 }
 
 template <class T>
