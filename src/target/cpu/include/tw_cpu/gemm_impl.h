@@ -1285,8 +1285,8 @@ inline BlockWalk& block_walk() {
 // Column and K tails use partial vectors (masked loads on AVX-512 fp32, a zero-filled widened
 // copy otherwise); a zero-filled lane adds 0 * 0.
 // The next call's B (the same strip of the next page: codegen's @prefetch_slices, passed as
-// tw_cpu::gemm's next_b), requested into L2 a few cache lines per step of gemm_small's loops rather
-// than all before the call: a prefetch that misses holds a miss buffer until its line arrives (on
+// tw_cpu::gemm's next_b), requested into L2 a few cache lines per step of gemm_small's fp32 and
+// vdpbf16ps loops rather than all before the call (the f16 / bf16 widening paths: all at the start): a prefetch that misses holds a miss buffer until its line arrives (on
 // Zen 4 as a load does), so 64-128 prefetches issued at once stall the call's own loads behind
 // them, where spread over the call they overlap its arithmetic (paged decode fp32 1.22x on Zen 4,
 // one thread, pages cold: docs/performance.md "Issue 13, CPU", session 18). `rows` rows of `row_bytes` bytes,
