@@ -436,6 +436,50 @@ TEST(Gemm, SmallMBF16Halves) {
           run_gemm_case<bf16, float>(sh[0], sh[1], sh[2], tA, tB, (seed & 1) != 0, pad, seed++, /*tight=*/true,
                                      /*small=*/true);
 }
+// next_b (tw_cpu::gemm's prefetch hint: the same strip of the next page, prefetched during the
+// call, spread over gemm_small's loops or all at the start on the other paths) never changes C:
+// every dtype, the paged-decode shapes and odd ones (column and K tails, one row, M past 4 and
+// past kSmallM: the packed driver), each transpose, accumulate on and off, the next strip at
+// another leading dimension; bit for bit against the call without it, and within the tight
+// fp32-accumulation bound of a float64 reference (run_gemm_case, same shapes)
+template <class T>
+void next_strip_cases(uint32_t seed) {
+  const int shapes[][3] = {{4, 16, 128}, {4, 128, 16}, {1, 1, 1}, {3, 17, 33}, {8, 129, 17}, {5, 64, 3},
+                           {4, 16, 0}, {12, 40, 70}};
+  for (const auto& sh : shapes)
+    for (int tB = 0; tB < 2; ++tB)
+      for (int tA = 0; tA < 2; ++tA) {
+        const int M = sh[0], N = sh[1], K = sh[2];
+        std::mt19937 g(seed++);
+        const long lda = tA ? M : K, ldb = (tB ? K : N) + 3, brows = tB ? N : K;
+        const long nldb = ldb + 64;  // the next strip's rows lie farther apart
+        std::vector<T> A((size_t)std::max<long>(1, (long)M * K)), B((size_t)std::max<long>(1, brows * ldb)),
+            NB((size_t)std::max<long>(1, brows * nldb));
+        for (auto& v : A) v = make_val<T>(g);
+        for (auto& v : B) v = make_val<T>(g);
+        for (auto& v : NB) v = make_val<T>(g);
+        for (int acc = 0; acc < 2; ++acc) {
+          std::vector<float> C0((size_t)M * N + 1);
+          for (auto& v : C0) v = std::uniform_real_distribution<float>(-1.f, 1.f)(g);
+          std::vector<float> c1 = C0, c2 = C0, c3 = C0;
+          if (M <= tw_cpu::detail::kSmallM) {
+            tw_cpu::detail::gemm_small<T>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, c1.data(), N, acc);
+            tw_cpu::detail::gemm_small<T>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, c2.data(), N, acc,
+                                          NB.data(), nldb);
+          }
+          tw_cpu::gemm<T, T, float>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, c3.data(), N, acc, false, false,
+                                    -1, 0, NB.data(), nldb);
+          std::vector<float> ref = C0;
+          tw_cpu::gemm<T, T, float>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, ref.data(), N, acc);
+          EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float))) << M << " " << N << " " << K;
+          EXPECT_EQ(0, std::memcmp(ref.data(), c3.data(), ref.size() * sizeof(float))) << M << " " << N << " " << K;
+        }
+        run_gemm_case<T, float>(M, N, K, tA, tB, (seed & 1) != 0, 1, seed, /*tight=*/true, M <= tw_cpu::detail::kSmallM);
+      }
+}
+TEST(Gemm, NextStripHintF32) { next_strip_cases<float>(11000); }
+TEST(Gemm, NextStripHintBF16) { next_strip_cases<bf16>(12000); }
+TEST(Gemm, NextStripHintF16) { next_strip_cases<f16>(13000); }
 // f16 / bf16 specials through the small path: inf, NaN and subnormals widened exactly (no DAZ;
 // with AVX512-BF16 and no AMX, bf16 with op(A) not transposed takes vdpbf16ps: a subnormal reads as 0)
 TEST(Gemm, SmallMWidensSpecials) {

@@ -206,20 +206,21 @@ def test_paged_decode_pages_context_edges_per_group(heads, dtype):
                                                         ((8, 4), "bfloat16", 1)], ids=["gqa-G4", "gqa-G3", "gqa-pps1"])
 def test_paged_decode_pages_strip_prefetch_context_edges(heads, dtype, pages_per_step):
     # head_dim 128: a 16-bit page of 2-4 kv heads is 8-16 KiB, read in place by one gemm per kv
-    # head of a 256-byte strip of each row; each call first prefetches its strip of the next page
-    # (prefetch_gathers @prefetch_slices: the last page of a step prefetches the next step's first,
-    # a sequence's last page nothing, garbage table entries nothing)
+    # head of a 256-byte strip of each row; each call is passed its strip of the next page, which
+    # it prefetches over its loops (prefetch_gathers @prefetch_slices, gemm.h next_b: the last page
+    # of a step prefetches the next step's first, a sequence's last page nothing, garbage table
+    # entries nothing)
     kern = check_pages_context_edges(dtype, pages_per_step, *heads, head_dim=128)
     src = kern.get_source("c++")
-    assert src.count("strip of the next page, prefetched into L2") == 2  # the K and the V gemm
+    assert src.count("/*next_b=*/") == 2  # the K and the V gemm
 
 
 def test_paged_decode_pages_strip_prefetch_code():
     # where it is emitted and how it is bounded: the next table entry read only inside the table
     # (its index checked against the table's 5 columns), and only while the next page is one the
     # sequence has; the next page's pointer only set when the page lies inside the cache (300
-    # blocks); the strip prefetched before each per-kv-head gemm call. Not for float32 (measured
-    # slower with it: docs/performance.md), nor for a page one gemm reads whole (MQA), nor for a
+    # blocks); the strip passed to each per-kv-head gemm call (next_b: null when there is no next
+    # page), bfloat16 and float32 alike; not for a page one gemm reads whole (MQA), nor for a
     # cache that stays in L2 (13 blocks, 104 KiB)
     src = pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5, "bfloat16").get_source("c++")
     assert "k_nx = nullptr;" in src and "v_nx = nullptr;" in src
@@ -227,12 +228,12 @@ def test_paged_decode_pages_strip_prefetch_code():
     assert "(0 <= ((j * 4) + (jj + 1)))) & (((j * 4) + (jj + 1)) < 5)" in src
     for t in "KV":  # the next K and V page: inside the cache
         assert re.search(r"if \(tw_s0 >= 0 && \(tw_s0 \+ 1\) <= 300\) \{\s*" + t.lower() + "_nx = " + t + r" \+ tw_sb;", src)
-    for t in "kv":
-        strip = src.index(f"{t}'s strip of the next page")
-        assert src.index(f"if ({t}_nx) {{") < strip < src.index("tw_cpu::gemm(", strip)
-    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5).get_source("c++")
-    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 1, 128, 300, 16, 5, "bfloat16").get_source("c++")
-    assert "strip of the next page" not in pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5, "bfloat16").get_source("c++")
+    assert "/*next_b=*/k_nx ? k_nx + (h * 128) : nullptr, /*next_ldb=*/k_nx_ld);" in src
+    assert "/*next_b=*/v_nx ? v_nx + (h_1 * 128) : nullptr, /*next_ldb=*/v_nx_ld);" in src
+    assert "__builtin_prefetch" not in src  # the gemm runtime prefetches
+    assert pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5).get_source("c++").count("/*next_b=*/") == 2  # float32
+    assert "next_b" not in pa.paged_decode_pages(2, 8, 1, 128, 300, 16, 5, "bfloat16").get_source("c++")
+    assert "next_b" not in pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5, "bfloat16").get_source("c++")
 
 
 def _int32_before_a_guard_page(a):
@@ -280,7 +281,7 @@ def test_page_strip_prefetch_never_reads_past_the_block_table():
             T.copy(s, Out[b, :, :])
 
     kern = tw.compile(page_scores, out_idx=[3])
-    assert kern.get_source("c++").count("strip of the next page") == 1
+    assert kern.get_source("c++").count("/*next_b=*/") == 1
     rng = np.random.default_rng(7)
     q, kc = randn((S, KVH * G, 128), "bfloat16", seed=rng), randn((NB, 16, KVH * 128), "bfloat16", seed=rng)
     bt = rng.integers(0, NB, size=(S, MB)).astype(np.int32)

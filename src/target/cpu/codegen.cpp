@@ -264,6 +264,8 @@ class CodeGen {
   void emit_slice_source(const CopyNode& n);
   // before a gemm call: the strip r of a tile with a next source (@prefetch_slices) prefetched there
   void emit_slice_prefetch(const Region& r);
+  // the arguments next_b, next_ldb of a gemm call reading a strip r of such a tile ("" if none)
+  std::string slice_next(const Region& r);
   void emit_atomic_add(const CopyNode& n);
   void check_same_shape(const RegionView& s, const RegionView& d, const CopyNode& n);
   void emit_gemm(const GemmNode& n);
@@ -945,6 +947,17 @@ void CodeGen::emit_slice_source(const CopyNode& n) {
   line(v.nx_ld + " = " + (cst(d.ext[0]) != 1 ? expr(s.stride[s.dims[0]]) : std::to_string(v.cols)) + ";");
   for (int k = 0; k < opened; ++k) close();
   close();
+}
+
+std::string CodeGen::slice_next(const Region& r) {
+  auto it = views_.find(r.buffer.get());
+  if (it == views_.end() || it->second.nx.empty()) return "";
+  const View& w = it->second;
+  RegionView v = view(r);
+  auto cols = cst(v.ext[1]);
+  if (!cols || *cols >= w.cols) return "";  // a whole-tile reader: left to the hardware (prefetch_gathers.h)
+  Idx off = add(mul(v.start[0], code(w.nx_ld, true)), v.start[1]);
+  return ", /*next_b=*/" + w.nx + " ? " + w.nx + " + " + expr(off) + " : nullptr, /*next_ldb=*/" + w.nx_ld;
 }
 
 void CodeGen::emit_slice_prefetch(const Region& r) {
@@ -1730,8 +1743,16 @@ void CodeGen::emit_gemm(const GemmNode& n) {
                            : fresh.empty() ? "true"
                            : shrunk.empty() ? "!" + fresh
                                             : "!" + fresh + " || " + shrunk;
+  // the next page's strip: B's passed to the call (prefetched during it, spread over gemm_small's
+  // loops: gemm.h), A's prefetched here
   emit_slice_prefetch(n.a);
-  emit_slice_prefetch(n.b);
+  const std::string next_b = slice_next(n.b);
+  if (!next_b.empty()) {
+    if (stable.empty()) stable = ", /*a_stable=*/" + a_st;
+    if (b_st == "false" && b_col.empty()) stable += ", /*b_stable=*/" + b_st;
+    if (b_col.empty()) stable += ", /*b_col=*/-1, /*b_width=*/0";
+    stable += next_b;
+  }
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
     open("for (int64_t tw_i = 0; tw_i < " + full_m + "; ++tw_i)");

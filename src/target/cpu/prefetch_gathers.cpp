@@ -107,7 +107,7 @@ struct Walk {
   void consider_slices(const Stmt& s, const std::unordered_set<const VarNode*>& vars) {
     const auto& c = *as<CopyNode>(s);
     const Buffer& t = c.dst.buffer;
-    if (!gemm_views.count(t.get()) || c.src.buffer->dtype.bytes() != 2 || t->ndim() != 2 || loops.empty()) return;
+    if (!gemm_views.count(t.get()) || (c.src.buffer->dtype.bytes() != 2 && c.src.buffer->dtype.bytes() != 4) || t->ndim() != 2 || loops.empty()) return;
     const ForNode& L = *loops.back();
     if (L.for_kind == ForKind::parallel || !vars.count(L.var.get())) return;
     for (const auto& cd : conds)

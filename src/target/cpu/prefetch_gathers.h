@@ -45,18 +45,19 @@ inline constexpr int64_t kL2ResidentTensor = 1 << 20;
 // per-kv-head gemms of 16 x 128 each), all inside the innermost enclosing loop L, which is not
 // parallel, whose variable the address depends on and which holds the copy with no loop in
 // between (only ifs and lets, whose values and conditions read only global tensors the kernel
-// never writes), its dtype is 16-bit (bfloat16, float16), and its tensor is larger than
-// kL2ResidentTensor (or of a shape unknown here). codegen_cpu then issues, before
-// each such gemm call, prefetches of the same strip of the copy's source at L's next iteration:
-// the next page's slice that the same gemm will read one page later (next_page_slices below).
+// never writes), its dtype is 16- or 32-bit (bfloat16, float16, float32), and its tensor is larger
+// than kL2ResidentTensor (or of a shape unknown here). codegen_cpu then passes each such gemm call
+// the same strip of the copy's source at L's next iteration (tw_cpu::gemm's next_b: the next
+// page's slice that the same gemm will read one page later, next_page_slices below), which the
+// call prefetches into L2 a few lines per step of its loops (an A strip is prefetched before the call).
 // Why per call: the hardware prefetchers stream a page's rows once they are read in order, but
 // the per-kv-head calls read each 2 KiB row 256 bytes at a time, and a call (~1000
 // instructions) needs its 64 lines at its start, so a bf16 page's memory time and the calls'
 // arithmetic did not overlap; issued one page ahead, a call's lines arrive while the calls
-// before it compute. The 16-bit rule is measured (performance.md, "Issue 13, CPU", sessions 15
-// and 16): bf16 gained 1.1-1.2x, fp32 lost (0.88-0.95x: its calls already run at a sequential
-// read's speed, their arithmetic hidden under the memory time, and the prefetches only add
-// instructions and compete for the line fill buffers). A whole-tile reader (masked prefill's
+// before it compute. Measured (performance.md, "Issue 13, CPU", sessions 15, 16 and 18): bf16
+// gained 1.1-1.2x with the strip prefetched all before the call; fp32 lost that way (0.88-0.95x on
+// Sapphire Rapids, 1.00x on Zen 4: 128 prefetches at once hold the line fill buffers its own
+// loads need) and gains 1.2x on Zen 4 with them spread over the call (session 18). A whole-tile reader (masked prefill's
 // 64-row K / V blocks) keeps leaving the run to the hardware (session 12: a burst of the next
 // block's lines cost 1.1x).
 ir::Kernel prefetch_gathers(const ir::Kernel& k);

@@ -29,16 +29,17 @@ extern uint64_t g_launch_epoch;
 // The entry points of the gemm runtime library (defined in gemm_runtime.cpp).
 void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width);
+              long b_col, long b_width, const float* next_b = nullptr, long next_ldb = 0);
 void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width);
+              long b_col, long b_width, const f16* next_b = nullptr, long next_ldb = 0);
 void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const bf16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width);
+              long b_col, long b_width, const bf16* next_b = nullptr, long next_ldb = 0);
 void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
               long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool a_stable,
-              bool b_stable, long b_col, long b_width);
+              bool b_stable, long b_col, long b_width,
+              const int8_t* next_b = nullptr, long next_ldb = 0);
 
 }  // namespace detail
 
@@ -55,10 +56,14 @@ inline void new_launch() { __atomic_fetch_add(&detail::g_launch_epoch, 1, __ATOM
 // in place in a tensor; b_col = -1: unknown). With M = 1, both operands stable and a narrow strip,
 // the product of A with B's whole rows is computed once per launch and shared by the blocks that
 // own the other columns (gemv_shared_rows in gemm_impl.h): a whole-row stream instead of strips.
+// next_b, next_ldb: the B of a later call (the same strip of the next page: codegen's
+// @prefetch_slices), prefetched into L2 during this one (spread over gemm_small's loops, else all
+// at the start); null: none. Only a hint: nothing is read from it.
 template <class TA, class TB, class TC>
 inline void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const TB* B, long ldb,
                  bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false,
-                 bool b_stable = false, long b_col = -1, long b_width = 0) {
+                 bool b_stable = false, long b_col = -1, long b_width = 0, const TB* next_b = nullptr,
+                 long next_ldb = 0) {
   static_assert(detail::same<TA, TB>, "tw_cpu::gemm: TA and TB must be the same type");
   static_assert(detail::same<TA, float> || detail::same<TA, f16> || detail::same<TA, bf16> ||
                     detail::same<TA, int8_t>,
@@ -66,7 +71,7 @@ inline void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const 
   static_assert(detail::same<TA, int8_t> ? detail::same<TC, int32_t> : detail::same<TC, float>,
                 "tw_cpu::gemm: float/f16/bf16 inputs need TC=float, int8 inputs TC=int32_t");
   detail::gemm_run(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable,
-                   b_stable, b_col, b_width);
+                   b_stable, b_col, b_width, next_b, next_ldb);
 }
 
 }  // namespace tw_cpu
