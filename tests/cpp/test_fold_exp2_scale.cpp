@@ -91,5 +91,57 @@ TEST(FoldExp2Scale, OtherReadsOfTheTileInBetweenKeepIt) {
   EXPECT_EQ(after(text), ir::print(ir::parse_kernel(text, "vec.tw")));
 }
 
+// exp2 with the scale in its argument (flash attention when no key is masked): the constant
+// and the row vector scaled by ln 2, one Exp over the tile (no multiply by ln 2 after the Sub).
+TEST(FoldExp2Scale, ScaleInsideExp2BecomesOneExp) {
+  EXPECT_EQ(after(R"(kernel k(S: global float32[8, 64])
+    grid(bx = 1) {
+  alloc s: UB float32[8, 64]
+  alloc m: UB float32[8]
+  copy S -> s
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      s[i, j] = exp2(0.125 * s[i, j] - m[i])
+    }
+  }
+  copy s -> S
+}
+)"), R"(kernel k(S: global float32[8, 64])
+    grid(bx = 1) {
+  alloc s: UB float32[8, 64]
+  alloc m: UB float32[8]
+  copy S -> s
+  alloc m_ln2_0: UB float32[8]
+  for i_0 in parallel(0, 8) {
+    m_ln2_0[i_0] = m[i_0] * 0.6931471805599453
+  }
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      s[i, j] = exp(s[i, j] * 0.08664339756999316 - m_ln2_0[i])
+    }
+  }
+  copy s -> S
+}
+)");
+}
+
+// The subtrahend not a row vector of the tile (here a column vector, then a scalar): unchanged.
+TEST(FoldExp2Scale, ScaleInsideExp2NeedsARowVector) {
+  for (const char* sub : {"m[j]", "0.5"}) {
+    std::string text = std::string(R"(kernel k(S: global float32[8, 64])
+    grid(bx = 1) {
+  alloc s: UB float32[8, 64]
+  alloc m: UB float32[64]
+  for i in parallel(0, 8) {
+    for j in parallel(0, 64) {
+      s[i, j] = exp2(s[i, j] * 0.125 - )") + sub + R"()
+    }
+  }
+}
+)";
+    EXPECT_EQ(after(text), ir::print(ir::parse_kernel(text, "vec.tw"))) << sub;
+  }
+}
+
 }  // namespace
 }  // namespace tw::ascend

@@ -154,6 +154,24 @@ def test_flash_attention_exp2_is_one_exp():
     assert "L2 Exp acc_s_ub[0] <- acc_s_ub[0] float32 count=8192" in aiv
 
 
+def test_flash_attention_unmasked_exp2_is_one_exp():
+    """No key masked (non-causal, S a multiple of block_N): the example takes the row max of the raw
+    scores and writes exp2(s * scale - m); fold_exp2_scale makes it exp(s * (scale ln 2) - m ln 2),
+    the row max scaled once per row, so the full-tile work is the same as the masked form's (Muls,
+    Sub, Exp: no Muls by ln 2 after the Sub); numerics are covered by FA_CASES above."""
+    kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")
+    src = kern.get_source("ascend_program")
+    aiv = src[src.index("AIV:"):]
+    scale = (1.0 / 128) ** 0.5 * 1.4426950408889634 * 0.6931471805599453
+    assert f"L2 Muls acc_s_ub[0] <- acc_s_ub[0], {scale!r} float32 count=8192" in aiv
+    assert "Muls acc_s_ub[0] <- acc_s_ub[0], 0.6931471805599453" not in aiv
+    assert "L2 Muls scores_max_ln2_0[0] <- scores_max[0], 0.6931471805599453 float32 count=64" in aiv
+    assert "Brcb tw_vec_scratch[0] <- scores_max_ln2_0[0] float32 repeat=8 dst_blk=1 dst_rep=8" in aiv
+    assert "L2 Exp acc_s_ub[0] <- acc_s_ub[0] float32 count=8192" in aiv
+    full_tile = [ln for ln in aiv.splitlines() if "acc_s_ub[0] <- acc_s_ub[0]" in ln and "count=8192" in ln]
+    assert len(full_tile) == 2 * len([ln for ln in full_tile if "Exp" in ln]), full_tile  # one Muls per Exp
+
+
 def test_flash_attention_handoffs_are_fp16():
     """fp16 flash attention hands S, P and P V over in fp16 (GM write traffic, shared by all cores,
     bounds the kernel): P V lands in an fp16 UB tile and is widened to fp32 before the add."""

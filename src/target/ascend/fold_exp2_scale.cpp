@@ -105,6 +105,61 @@ Stmt remap2(const Stmt& map, const Expr& value) {
   return std::make_shared<ir::ForNode>(fi->var, fi->min, fi->extent, fi->for_kind, fi->num_stages, nj, fi->span);
 }
 
+// E: X[i, j] = exp2(X[i, j] * K - m[i]) (K constant, either order; m a UB row vector of X's rows):
+// K and the load of m, else nullopt.
+struct ScaledExp2 {
+  double K;
+  const ir::LoadNode* m;
+};
+std::optional<ScaledExp2> as_scaled_exp2(const Map2& c) {
+  if (c.value->kind != ir::ExprKind::Call) return std::nullopt;
+  auto* call = as<ir::CallNode>(c.value);
+  if (call->fn != ir::MathFn::exp2 || call->args.size() != 1 || call->args[0]->kind != ir::ExprKind::Binary)
+    return std::nullopt;
+  auto* sub = as<ir::BinaryNode>(call->args[0]);
+  if (sub->op != ir::BinOp::Sub || !sub->b || sub->b->kind != ir::ExprKind::Load) return std::nullopt;
+  auto K = scaled_elem(sub->a, c);
+  auto* ml = as<ir::LoadNode>(sub->b);
+  auto msh = ml->buffer->const_shape();
+  if (!K || ml->buffer.get() == c.x.get() || ml->indices.size() != 1 || !is_var(ml->indices[0], c.i) || !msh ||
+      msh->size() != 1 || (*msh)[0] != c.rows || ml->buffer->scope != Scope::UB)
+    return std::nullopt;
+  return ScaledExp2{*K, ml};
+}
+
+// exp2 with the scale in its argument, as flash attention writes it when no key is masked (the
+// row max taken of the raw scores):
+//   E: X[i, j] = exp2(X[i, j] * K - m[i])
+// becomes
+//   m2[i] = m[i] * ln 2;  X[i, j] = exp(X[i, j] * (K ln 2) - m2[i])
+// Muls + Sub + Exp over the tile instead of Muls + Sub + Muls + Exp (expand_math's exp2).
+std::vector<Stmt> fold_scaled_exp2(const std::vector<Stmt>& body, vec::Names& names) {
+  std::vector<Stmt> out;
+  for (const Stmt& s : body) {
+    auto E = as_map2(s);
+    auto se = E ? as_scaled_exp2(*E) : std::nullopt;
+    if (!se) {
+      out.push_back(s);
+      continue;
+    }
+    const Span& sp = E->span;
+    DType t = E->x->dtype;
+    const double ln2 = M_LN2;
+    Buffer m2 = names.ub(se->m->buffer, "_ln2", se->m->buffer->dtype, {E->rows}, sp, out);
+    Var i = names.fresh_var("i", sp);
+    Stmt sc = std::make_shared<ir::StoreNode>(
+        m2, std::vector<Expr>{i},
+        ir::binary(ir::BinOp::Mul, ir::load(se->m->buffer, {i}, sp), ir::float_imm(ln2, se->m->buffer->dtype, sp), sp),
+        sp);
+    out.push_back(vec::pfor(i, E->rows, sc, sp));
+    Expr xk = ir::binary(ir::BinOp::Mul, ir::load(E->x, {ir::Expr(as_var(s, 0)), ir::Expr(as_var(s, 1))}, sp),
+                         ir::float_imm(se->K * ln2, t, sp), sp);
+    Expr ev = ir::call(ir::MathFn::exp, {ir::binary(ir::BinOp::Sub, xk, ir::load(m2, {se->m->indices[0]}, sp), sp)}, sp);
+    out.push_back(remap2(s, ev));
+  }
+  return out;
+}
+
 std::vector<Stmt> fold_list(const std::vector<Stmt>& body, vec::Names& names) {
   std::vector<Stmt> out = body;
   const double ln2 = M_LN2;
@@ -204,7 +259,7 @@ std::vector<Stmt> fold_list(const std::vector<Stmt>& body, vec::Names& names) {
     }
     out = std::move(fixed);
   }
-  return out;
+  return fold_scaled_exp2(out, names);
 }
 
 }  // namespace
