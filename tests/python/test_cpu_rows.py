@@ -179,6 +179,25 @@ def test_row_parts_kernel_on_ascend(shape):
     assert_close(y, _row_parts_kernel(N)(x).astype(np.float64), atol=1e-5, rtol=1e-5, msg=f"cpu vs ascend910b {shape}")
 
 
+@pytest.mark.parametrize("offsets", [(16, 16), (16, 64)], ids=lambda o: f"x+{o[0]}_y+{o[1]}")
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_row_pipeline_short_rows_streaming_path(name, offsets):
+    """The row pipeline's copy-out takes its full chunks in rotated order (half a 4 KiB page
+    on, kRotChunks), fewer when a row has few: 7001 x 301 fp32 is 8.4 MiB (streaming stores), so
+    a row is an unaligned head, 4 full chunks (rotated by 2) and a tail; every element of the
+    NaN-filled output must be written once with the row's value."""
+    M, N = 7001, 301
+    x0, ws = _inputs(name, M, N, "float32", seed=5)
+    x = _at_offset((M, N), np.float32, offsets[0])
+    x[...] = x0
+    y = _at_offset((M, N), np.float32, offsets[1])
+    y[...] = np.nan
+    k = tw.compile(KERNELS[name][0].__wrapped__(N))
+    assert "tw_rot" in k.get_source("c++")
+    k(x, *ws, y)
+    _check(name, y, x0, ws, "float32")
+
+
 @pytest.mark.parametrize("name,passes", [("rms_norm", 2), ("layer_norm", 3)])
 def test_norms_run_as_row_pipeline(name, passes):
     """rms_norm's rsqrt and layer_norm's mean / rsqrt are per-row scalar maps between the row

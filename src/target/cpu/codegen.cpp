@@ -1367,8 +1367,9 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
 //
 // The run of row passes that pipeline_rows found (@row_pipeline(n) on its copy-out, the n
 // statements ending there) is emitted skewed by one row in one loop: step s runs pass k on row
-// s - k, all passes chunk by chunk (kOutChunk elements) side by side. Tails (destination rows
-// outside the tensor) run the statements as written.
+// s - k, all passes chunk by chunk (kOutChunk elements) side by side, the copy-out's full chunks
+// in rotated order (kRotChunks: no 4 KiB aliasing of its stores with the other passes' loads).
+// Tails (destination rows outside the tensor) run the statements as written.
 
 size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   size_t len = 0;  // the statements of the run starting at k0
@@ -1420,6 +1421,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
 
   const int K = static_cast<int>(stages.size());
   const std::string C = std::to_string(kOutChunk), E0s = std::to_string(E0), E1s = std::to_string(E1);
+  const std::string R = std::to_string(kRotChunks);
   line(line_comment(cpl->cp->span) + "row pipeline: " + std::to_string(K) +
        " row passes skewed by one row (pass k on row s - k at step s), chunk by chunk side by side");
   open("");
@@ -1482,7 +1484,10 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       line("float* const tw_out = " + pre[q] + "on ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
       line("const int64_t tw_h = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
            "sizeof(float))) : 0;");
-      line("int64_t tw_cj = tw_h;  // full chunks of this pass start at a vector boundary of the output");
+      // its full chunks start at a vector boundary of the output (tw_h), in rotated order (kRotChunks)
+      line("const int64_t tw_nf = (" + E1s + " - tw_h) / " + C + ";  // full chunks");
+      line("const int64_t tw_rot = tw_nf > " + R + " ? " + R + " : tw_nf / 2;  // the first: half a 4 KiB page on");
+      line("int64_t tw_ck = 0;  // full chunks done");
     }
   }
   // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
@@ -1498,11 +1503,13 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
-    if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row
-      open("if (" + pre[q] + "on && tw_cj + " + C + " <= " + E1s + ")");
-      line("const int64_t tw_j0 = tw_cj;");
+    if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row, rotated
+      open("if (" + pre[q] + "on && tw_ck < tw_nf)");
+      line("int64_t tw_cc = tw_ck + tw_rot;");
+      line("if (tw_cc >= tw_nf) tw_cc -= tw_nf;");
+      line("const int64_t tw_j0 = tw_h + tw_cc * " + C + ";");
       copy_chunk(g, C);
-      line("tw_cj += " + C + ";");
+      line("++tw_ck;");
       close();
       continue;
     }
@@ -1540,8 +1547,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   open("if (" + pre[K - 1] + "on)");
   line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
   open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
-  line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_cj;");
-  copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h : " + E1s + " - tw_cj");
+  line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h + tw_nf * " + C + ";");
+  copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h : " + E1s + " - tw_j0");
   close();
   close();
   for (int q = 0; q < K; ++q) {
