@@ -1488,7 +1488,6 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
            "sizeof(float))) : 0;");
       // its full chunks start at a vector boundary of the output (tw_h), in rotated order (kRotChunks)
       line("const int64_t tw_nf = (" + E1s + " - tw_h) / " + C + ";  // full chunks");
-      line("const int64_t tw_rot = tw_nf > " + R + " ? " + R + " : tw_nf / 2;  // the first: half a 4 KiB page on");
       line("int64_t tw_ck = 0;  // full chunks done");
     }
   }
@@ -1514,6 +1513,14 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
         pf_view = b, pf_q = q;
     });
   }
+  // The copy-out's full chunks are rotated (kRotChunks) in a pipeline with an arithmetic-bound
+  // pass (a map with an in-place chunk function), where the loads that 4K-alias its stores stall
+  // the core; the memory-bound norms keep the row order (rotated, rms_norm ran 14% slower from
+  // memory on the AVX2 proxy and no faster natively; docs/performance.md, session 18).
+  bool hot = false;
+  for (const Stage& g : stages) hot = hot || (g.st && chunk_call(g.value, g.st->buffer->dtype));
+  if (hot) line("const int64_t tw_rot = tw_nf > " + R + " ? " + R + " : tw_nf / 2;  // the first chunk: half a 4 KiB page on");
+  else line("const int64_t tw_rot = 0;  // row order: no arithmetic-bound pass");
   // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
   // A full chunk (full: jn is the literal C) without streaming stores is computed into the output
   // directly, not into the buffer and copied: one store per vector instead of two (a Zen 4 core

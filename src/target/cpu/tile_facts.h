@@ -32,7 +32,8 @@ inline constexpr int kOutChunk = 64;
 // it (4 KiB aliasing). Rotated, the stores run half a page away from every reader's column.
 // Softmax 8192x4096 from memory on a Zen 4 core: 0.93 TSC cycles per element with the output 16 B
 // into a page like the input, 0.75 with it at offset 0 or 2064, 0.77 rotated (docs/performance.md,
-// session 18). The chunks are independent: the same results in any order.
+// session 18). The chunks are independent: the same results in any order. Only in pipelines with
+// an arithmetic-bound pass (exp, exp2): the memory-bound norms keep the row order (emit_row_pipeline).
 inline constexpr int kRotChunks = 2048 / (kOutChunk * 4);
 
 // Structural conditions of a read-in-place view of a tile (view_gemm_operands, view_rows): the
