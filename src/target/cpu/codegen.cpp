@@ -1520,7 +1520,6 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   bool hot = false;
   for (const Stage& g : stages) hot = hot || (g.st && chunk_call(g.value, g.st->buffer->dtype));
   if (hot) line("const int64_t tw_rot = tw_nf > " + R + " ? " + R + " : tw_nf / 2;  // the first chunk: half a 4 KiB page on");
-  else line("const int64_t tw_rot = 0;  // row order: no arithmetic-bound pass");
   // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
   // A full chunk (full: jn is the literal C) without streaming stores is computed into the output
   // directly, not into the buffer and copied: one store per vector instead of two (a Zen 4 core
@@ -1548,9 +1547,13 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     const Stage& g = stages[q];
     if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row, rotated
       open("if (" + pre[q] + "on && tw_ck < tw_nf)");
-      line("int64_t tw_cc = tw_ck + tw_rot;");
-      line("if (tw_cc >= tw_nf) tw_cc -= tw_nf;");
-      line("const int64_t tw_j0 = tw_h + tw_cc * " + C + ";");
+      if (hot) {
+        line("int64_t tw_cc = tw_ck + tw_rot;");
+        line("if (tw_cc >= tw_nf) tw_cc -= tw_nf;");
+        line("const int64_t tw_j0 = tw_h + tw_cc * " + C + ";");
+      } else {
+        line("const int64_t tw_j0 = tw_h + tw_ck * " + C + ";  // row order: no arithmetic-bound pass");
+      }
       copy_chunk(g, C, true);
       line("++tw_ck;");
       close();
