@@ -111,6 +111,18 @@ def test_log_softmax_fuses_like_softmax():
     assert "float* const tw_c = e +" not in src
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_next_block_prefetch_in_the_exp_pass(name):
+    """The next block's prefetch of X (read in place) is issued once per chunk, by the row
+    pipeline's exp pass (the arithmetic-bound one), not beside the copy-out's streaming stores:
+    for log_softmax, whose exp pass writes another tile, it used to be the copy-out's."""
+    src = KERNELS[name][0](4096).get_source("c++")
+    pipe = src[src.index("row pipeline:"):src.index("// tail: the statements as written")]
+    assert pipe.count("__builtin_prefetch(x_next") == 1
+    pf = pipe.index("__builtin_prefetch(x_next")
+    assert pipe.index("if (tw_p1_on)") < pf < pipe.index("tw_cpu::exp_chunk(")
+
+
 def test_log_softmax_log_once_per_row():
     """log(row_sum[i]) in the last map is computed once per row (a variable set where the row
     starts), not once per 64-element chunk: g++ moved it out of the vectorised column loop but
