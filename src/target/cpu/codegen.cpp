@@ -1523,9 +1523,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
   // A full chunk (full: jn is the literal C) without streaming stores is computed into the output
   // directly, not into the buffer and copied: one store per vector instead of two (a Zen 4 core
-  // takes two cycles per 512-bit store). With streaming stores it keeps the buffer: streamed from
-  // registers (no buffer) the memory-bound norms ran 2-13% slower from memory on Zen 4 while
-  // softmax ran 6% faster (docs/performance.md, session 18).
+  // takes two cycles per 512-bit store). With streaming stores it goes through the buffer,
+  // streamed in address order with no alignment test (stream_chunk; docs/performance.md, session 18).
   auto copy_chunk = [&](const Stage& g, const std::string& jn, bool full) {
     line("const int64_t tw_jn = " + jn + ";");
     line("const int64_t " + bind(g.outer->var, true) + " = " + rows[K - 1] + ";");
@@ -1538,8 +1537,12 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     }
     line("alignas(64) float tw_buf[" + C + "];");
     emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value);
-    line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
-    if (full) close();
+    if (full) {  // streaming: tw_out + tw_j0 is vector aligned (tw_h)
+      line("tw_cpu::simd::stream_chunk(tw_out + tw_j0, tw_buf, tw_jn);");
+      close();
+    } else {
+      line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+    }
   };
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
