@@ -111,6 +111,18 @@ def test_log_softmax_fuses_like_softmax():
     assert "float* const tw_c = e +" not in src
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_next_block_prefetch_in_the_exp_pass(name):
+    """The next block's prefetch of X (read in place) is issued once per chunk, by the row
+    pipeline's exp pass (the arithmetic-bound one), not beside the copy-out's streaming stores:
+    for log_softmax, whose exp pass writes another tile, it used to be the copy-out's."""
+    src = KERNELS[name][0](4096).get_source("c++")
+    pipe = src[src.index("row pipeline:"):src.index("// tail: the statements as written")]
+    assert pipe.count("__builtin_prefetch(x_next") == 1
+    pf = pipe.index("__builtin_prefetch(x_next")
+    assert pipe.index("if (tw_p1_on)") < pf < pipe.index("tw_cpu::exp_chunk(")
+
+
 def test_log_softmax_log_once_per_row():
     """log(row_sum[i]) in the last map is computed once per row (a variable set where the row
     starts), not once per 64-element chunk: g++ moved it out of the vectorised column loop but
@@ -177,6 +189,27 @@ def test_row_parts_kernel_on_ascend(shape):
     y = np.asarray(run_checked(_row_parts_kernel(N, target="ascend910b"), x), np.float64)
     assert_close(y, x64 / np.sqrt(s + 1.0), atol=1e-5, rtol=1e-5, msg=f"ascend910b {shape}")
     assert_close(y, _row_parts_kernel(N)(x).astype(np.float64), atol=1e-5, rtol=1e-5, msg=f"cpu vs ascend910b {shape}")
+
+
+@pytest.mark.parametrize("offsets", [(16, 16), (16, 64)], ids=lambda o: f"x+{o[0]}_y+{o[1]}")
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_row_pipeline_short_rows_streaming_path(name, offsets):
+    """The row pipeline's copy-out takes its full chunks in rotated order (half a 4 KiB page
+    on, kRotChunks; softmax and log_softmax, whose exp pass is arithmetic-bound), fewer when a row
+    has few: 7001 x 301 fp32 is 8.4 MiB (streaming stores), so a row is an unaligned head, 4 full
+    chunks (rotated by 2) and a tail; every element of the NaN-filled output must be written once
+    with the row's value."""
+    M, N = 7001, 301
+    x0, ws = _inputs(name, M, N, "float32", seed=5)
+    x = _at_offset((M, N), np.float32, offsets[0])
+    x[...] = x0
+    y = _at_offset((M, N), np.float32, offsets[1])
+    y[...] = np.nan
+    k = tw.compile(KERNELS[name][0].__wrapped__(N))
+    rotated = "tw_rot" in k.get_source("c++")
+    assert rotated == (name in ("softmax", "log_softmax"))
+    k(x, *ws, y)
+    _check(name, y, x0, ws, "float32")
 
 
 @pytest.mark.parametrize("name,passes", [("rms_norm", 2), ("layer_norm", 3)])

@@ -1380,8 +1380,11 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
 //
 // The run of row passes that pipeline_rows found (@row_pipeline(n) on its copy-out, the n
 // statements ending there) is emitted skewed by one row in one loop: step s runs pass k on row
-// s - k, all passes chunk by chunk (kOutChunk elements) side by side. Tails (destination rows
-// outside the tensor) run the statements as written.
+// s - k, all passes chunk by chunk (kOutChunk elements) side by side, the copy-out's full chunks
+// in rotated order (kRotChunks: no 4 KiB aliasing of its stores with the other passes' loads).
+// Tails (destination rows outside the tensor) run the statements as written.
+
+static const char* chunk_call(const Expr& value, DType dst_dtype);
 
 size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   size_t len = 0;  // the statements of the run starting at k0
@@ -1433,6 +1436,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
 
   const int K = static_cast<int>(stages.size());
   const std::string C = std::to_string(kOutChunk), E0s = std::to_string(E0), E1s = std::to_string(E1);
+  const std::string R = std::to_string(kRotChunks);
   line(line_comment(cpl->cp->span) + "row pipeline: " + std::to_string(K) +
        " row passes skewed by one row (pass k on row s - k at step s), chunk by chunk side by side");
   open("");
@@ -1495,27 +1499,79 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       line("float* const tw_out = " + pre[q] + "on ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
       line("const int64_t tw_h = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
            "sizeof(float))) : 0;");
-      line("int64_t tw_cj = tw_h;  // full chunks of this pass start at a vector boundary of the output");
+      // its full chunks start at a vector boundary of the output (tw_h), in rotated order (kRotChunks)
+      line("const int64_t tw_nf = (" + E1s + " - tw_h) / " + C + ";  // full chunks");
+      line("int64_t tw_ck = 0;  // full chunks done");
     }
   }
+  // The next block's prefetch of a tile read in place (view_rows) goes with the first map + reduce
+  // pass whose map is an in-place chunk function (exp, exp2) and reads that view: the
+  // arithmetic-bound pass, whose memory is otherwise idle. Else each map pass that ends a view
+  // issues it (emit_prefetch_next), as outside the pipeline. log_softmax's prefetch moved from its
+  // copy-out (beside the streaming stores) to its exp pass: 0.72 -> 0.63 TSC cycles per element
+  // from memory on a Zen 4 core (docs/performance.md, session 18); layer_norm and rms_norm, with
+  // no such pass, ran 4-6% slower with it in an earlier pass, so they keep it in the copy-out.
+  Buffer pf_view;
+  int pf_q = -1;
+  for (int q = 0; q < K && pf_q < 0; ++q) {
+    const Stage& g = stages[q];
+    if (g.kind != kMapReduce || !chunk_call(g.value, g.st->buffer->dtype)) continue;
+    for_each_expr(g.inner->body, [&](const Expr& e) {
+      if (pf_q >= 0 || !e || e->kind != ExprKind::Load) return;
+      const Buffer& b = as<LoadNode>(e)->buffer;
+      auto it = views_.find(b.get());
+      bool written_before = false;  // an earlier pass's map overwrote the tile: no view left here
+      for (int u = 0; u < q; ++u) written_before = written_before || (stages[u].st && stages[u].st->buffer == b);
+      if (live_views_.count(b.get()) && it != views_.end() && !it->second.pf.empty() && !written_before)
+        pf_view = b, pf_q = q;
+    });
+  }
+  // The copy-out's full chunks are rotated (kRotChunks) in a pipeline with an arithmetic-bound
+  // pass (a map with an in-place chunk function), where the loads that 4K-alias its stores stall
+  // the core; the memory-bound norms keep the row order (rotated, rms_norm ran 14% slower from
+  // memory on the AVX2 proxy and no faster natively; docs/performance.md, session 18).
+  bool hot = false;
+  for (const Stage& g : stages) hot = hot || (g.st && chunk_call(g.value, g.st->buffer->dtype));
+  if (hot) line("const int64_t tw_rot = tw_nf > " + R + " ? " + R + " : tw_nf / 2;  // the first chunk: half a 4 KiB page on");
   // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
-  auto copy_chunk = [&](const Stage& g, const std::string& jn) {
+  // A full chunk (full: jn is the literal C) without streaming stores is computed into the output
+  // directly, not into the buffer and copied: one store per vector instead of two (a Zen 4 core
+  // takes two cycles per 512-bit store). With streaming stores it goes through the buffer,
+  // streamed in address order with no alignment test (stream_chunk; docs/performance.md, session 18).
+  auto copy_chunk = [&](const Stage& g, const std::string& jn, bool full) {
     line("const int64_t tw_jn = " + jn + ";");
-    line("alignas(64) float tw_buf[" + C + "];");
     line("const int64_t " + bind(g.outer->var, true) + " = " + rows[K - 1] + ";");
-    emit_prefetch_next(g.st->buffer, rows[K - 1]);
+    if (g.st->buffer != pf_view) emit_prefetch_next(g.st->buffer, rows[K - 1]);
+    if (full) {
+      open("if (!tw_nt)");
+      line("float* const tw_o = tw_out + tw_j0;");
+      emit_chunk_map("tw_o", *g.inner, g.st->buffer->dtype, g.value);
+      open_else();
+    }
+    line("alignas(64) float tw_buf[" + C + "];");
     emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value);
-    line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+    if (full) {  // streaming: tw_out + tw_j0 is vector aligned (tw_h)
+      line("tw_cpu::simd::stream_chunk(tw_out + tw_j0, tw_buf, tw_jn);");
+      close();
+    } else {
+      line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+    }
   };
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
-    if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row
-      open("if (" + pre[q] + "on && tw_cj + " + C + " <= " + E1s + ")");
-      line("const int64_t tw_j0 = tw_cj;");
-      copy_chunk(g, C);
-      line("tw_cj += " + C + ";");
+    if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row, rotated
+      open("if (" + pre[q] + "on && tw_ck < tw_nf)");
+      if (hot) {
+        line("int64_t tw_cc = tw_ck + tw_rot;");
+        line("if (tw_cc >= tw_nf) tw_cc -= tw_nf;");
+        line("const int64_t tw_j0 = tw_h + tw_cc * " + C + ";");
+      } else {
+        line("const int64_t tw_j0 = tw_h + tw_ck * " + C + ";  // row order: no arithmetic-bound pass");
+      }
+      copy_chunk(g, C, true);
+      line("++tw_ck;");
       close();
       continue;
     }
@@ -1531,7 +1587,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     } else {  // map + reduce: the chunk is computed, written to the tile when read later, and reduced
       const Buffer& t = g.st->buffer;
       line("const int64_t " + bind(g.outer->var, true) + " = " + rows[q] + ";");
-      emit_prefetch_next(t, rows[q]);
+      if (q == pf_q) emit_prefetch_next(pf_view, rows[q]);
+      else if (t != pf_view) emit_prefetch_next(t, rows[q]);
       // the tile is written only when a later statement reads it (@fuse_reduce(keep)), as in
       // emit_map_reduce: else the chunk stays in a local buffer and the tile's rows are not
       // written to the cache for nothing
@@ -1553,8 +1610,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   open("if (" + pre[K - 1] + "on)");
   line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
   open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
-  line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_cj;");
-  copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h : " + E1s + " - tw_cj");
+  line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h + tw_nf * " + C + ";");
+  copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h : " + E1s + " - tw_j0", false);
   close();
   close();
   for (int q = 0; q < K; ++q) {
@@ -1596,14 +1653,18 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
 // value that is a math function with an in-place chunk form (math_fns.h: exp, exp2) of a float32
 // argument computes the argument into the chunk, then calls the function over it: on AVX-512 a
 // vector form g++ cannot derive from the scalar one (vscalefps; the same bits, tw_cpu/math.h).
-void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value) {
+// The in-place chunk function of a fused row map's value (exp_chunk, exp2_chunk), null if none.
+static const char* chunk_call(const Expr& value, DType dst_dtype) {
   const DType f32(DTypeCode::f32);
   const CallNode* call = value->kind == ExprKind::Call ? as<CallNode>(value) : nullptr;
-  const char* chunk_fn = call && dst_dtype == f32 && call->dtype == f32 && call->args.size() == 1 &&
-                                 call->args[0]->dtype == f32
-                             ? math_pattern(call->fn).chunk
-                             : nullptr;
-  const Expr& v = chunk_fn ? call->args[0] : value;
+  return call && dst_dtype == f32 && call->dtype == f32 && call->args.size() == 1 && call->args[0]->dtype == f32
+             ? math_pattern(call->fn).chunk
+             : nullptr;
+}
+
+void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value) {
+  const char* chunk_fn = chunk_call(value, dst_dtype);
+  const Expr& v = chunk_fn ? as<CallNode>(value)->args[0] : value;
   std::string vj = bind(inner.var, true);
   line("#pragma GCC ivdep");
   open("for (int64_t " + vj + " = tw_j0; " + vj + " < tw_j0 + tw_jn; ++" + vj + ")");

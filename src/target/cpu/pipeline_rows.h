@@ -12,7 +12,8 @@ namespace tw::cpu {
 // dim of extent 1; at least two passes -- handles each row independently in every pass. Its
 // copy-out gets `@row_pipeline(n)` (n: the statements of the run, the copy included), and
 // codegen_cpu skews the passes by one row and runs them in one loop: step s runs pass k on row
-// s - k, all passes chunk by chunk (kOutChunk elements) side by side. The streaming stores of the
+// s - k, all passes chunk by chunk (kOutChunk elements) side by side (the copy-out's in rotated
+// order when a pass is arithmetic-bound: kRotChunks). The streaming stores of the
 // copy-out then overlap the arithmetic of the passes before it (softmax's exp) instead of
 // following it, and a reduction that only loads runs beside arithmetic-bound work. Sound when
 // every access to a buffer written by a pass of the run is row-local (row i of an [E0, E1] tile

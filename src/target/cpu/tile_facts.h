@@ -23,6 +23,18 @@ using transform::whole_tile;
 // Fused row passes (map + copy-out, map + reduce, the row pipeline) compute each row in chunks
 // of this many float32 elements, in L1.
 inline constexpr int kOutChunk = 64;
+// The row pipeline's copy-out pass takes its full chunks in rotated order, starting this many
+// chunks (half a 4 KiB page of float32) into the row. Unrotated, its chunk k starts at the
+// output's first vector boundary (column tw_h + 64k) while the passes before it read column 64k:
+// with the input and output at the same page offset (numpy's and torch's arrays of one size, 16 B
+// into a page) its stores overlap, in address bits 11:0, the loads of chunk k + 1 that the next
+// step of the chunk loop issues, and a load that matches an older store in those bits waits for
+// it (4 KiB aliasing). Rotated, the stores run half a page away from every reader's column.
+// Softmax 8192x4096 from memory on a Zen 4 core: 0.93 TSC cycles per element with the output 16 B
+// into a page like the input, 0.75 with it at offset 0 or 2064, 0.77 rotated (docs/performance.md,
+// session 18). The chunks are independent: the same results in any order. Only in pipelines with
+// an arithmetic-bound pass (exp, exp2): the memory-bound norms keep the row order (emit_row_pipeline).
+inline constexpr int kRotChunks = 2048 / (kOutChunk * 4);
 
 // Structural conditions of a read-in-place view of a tile (view_gemm_operands, view_rows): the
 // copy fills a whole 2-D tile from a global region of the same dtype whose innermost paired dim
