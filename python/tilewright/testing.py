@@ -143,7 +143,14 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
 
 def rng(seed=0):
     """``numpy.random.Generator`` for a seed (a Generator passes through)."""
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if isinstance(seed, np.random.Generator):
+        return seed
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as e:
+        from .errors import TilewrightError, user_location
+        raise TilewrightError(f"seed {seed!r} is not a random seed ({e})",
+                              *user_location(), hint="pass a non-negative int or a numpy.random.Generator") from None
 
 
 def randn(shape, dtype="float32", *, seed=0, scale=1.0):
