@@ -651,3 +651,18 @@ def test_relative_cache_dir_is_made_absolute(tmp_path):
     out = _env_child(tmp_path, {"TW_CACHE_DIR": "-1", "TW_DUMP_IR": "-dump"}, tmp_path)
     assert out == f"OK {tmp_path / '-1' / 'kernels'}", out
     assert [p.name for p in (tmp_path / "-dump").iterdir()][0].startswith("neg-")
+
+
+def test_register_torch_op_checks_its_arguments():
+    """Bad op names leaked torch's parser errors (ValueError, RuntimeError), a non-kernel an
+    AttributeError; a kernel writing an input in place was registered as mutating nothing, which
+    torch.compile would trust."""
+    pytest.importorskip("torch")
+    k = tw.compile(_axpy, out_idx=[-1])
+    for name in ("::axpy", "a::b::c", "r6::a-b", "axpy", 5):
+        with pytest.raises(TilewrightError, match="is not 'namespace::op_name'"):
+            tw.register_torch_op(name, k)
+    with pytest.raises(TilewrightError, match="takes a compiled tilewright Kernel, got 5"):
+        tw.register_torch_op("r6::five", 5)
+    with pytest.raises(TilewrightError, match="writes its input.s. 'A' in place"):
+        tw.register_torch_op("r6::doubled", tw.compile(_doubled_in_place))
