@@ -666,3 +666,42 @@ def test_register_torch_op_checks_its_arguments():
         tw.register_torch_op("r6::five", 5)
     with pytest.raises(TilewrightError, match="writes its input.s. 'A' in place"):
         tw.register_torch_op("r6::doubled", tw.compile(_doubled_in_place))
+
+
+@tw.jit(out_idx=[-1])
+def _scale_factory(n, block=8):
+    @T.prim_func
+    def scale(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            a = T.alloc_fragment((block,), "float32")
+            T.copy(A[bx * block], a)
+            for i in T.Parallel(block):
+                a[i] = a[i] * 2.0
+            T.copy(a, B[bx * block])
+    return scale
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"configs": [5]}, "configs must be a list of tw.Config (or dicts), got 5"),
+    ({"configs": "abc"}, "configs must be a list of tw.Config (or dicts), got 'abc'"),
+    ({"configs": tw.Config(block=4)}, "configs must be a list of tw.Config (or dicts), got block=4"),
+    ({"configs": [tw.Config(block=4)], "rep": float("nan")}, "rep (nan) > 0"),
+    ({"configs": [tw.Config(block=4)], "warmup": -1}, "warmup (-1) must be >= 0"),
+    ({"configs": [tw.Config(block=4)], "prune_factor": -1}, "prune_factor -1 must be a number >= 1"),
+    ({"configs": [tw.Config(block=4)], "executor": 5}, "executor 5 is not a concurrent.futures.Executor"),
+])
+def test_autotune_arguments_are_checked(kwargs, message):
+    """Non-mapping configs leaked a TypeError, a bad executor an AttributeError in the middle of a
+    sweep, a negative prune_factor pruned every configuration, a NaN budget reached do_bench."""
+    with pytest.raises(TilewrightError) as e:
+        tw.autotune(**kwargs)(_scale_factory)
+    assert message in e.value.message
+
+
+def test_autotune_of_a_plain_function_and_a_bad_prune_are_errors():
+    with pytest.raises(TilewrightError, match="decorates a @tw.jit kernel factory"):
+        tw.autotune(configs=[tw.Config(block=4)])(lambda n, block: None)
+    tuner = tw.autotune(configs=[tw.Config(block=4), tw.Config(block=8)], prune=lambda c, **k: None,
+                        executor="inline", verbose=False)(_scale_factory)
+    with pytest.raises(TilewrightError, match=r"prune\(\) must return a list of configurations, got \[None\]"):
+        tuner.tune(64)
