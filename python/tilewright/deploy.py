@@ -72,7 +72,9 @@ def freeze(on: bool = True) -> None:
     """Freezes the kernel cache of this process: from now on a kernel that is not already
     compiled (in memory or in the disk cache) is an error instead of a compile. ``freeze(False)``
     undoes it (``TW_FROZEN=1`` cannot be undone)."""
-    _C.freeze(bool(on))
+    if not isinstance(on, bool):  # freeze("no") would freeze
+        raise TilewrightError(f"freeze() takes a bool, got {on!r}", hint="tw.freeze() or tw.freeze(False)")
+    _C.freeze(on)
 
 
 def frozen() -> bool:
@@ -116,6 +118,11 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
     loaded, not compiled. ``progress`` (True: stderr, or a file object, or False) reports each
     kernel as it finishes with its time. The first failure is raised after the others finish.
     Typically followed by :func:`freeze` in a service."""
+    if isinstance(specs, (str, bytes)) or not hasattr(specs, "__iter__"):
+        raise TilewrightError(f"precompile() takes a list of kernel specs, got {specs!r}",
+                              hint="tw.precompile([(factory, args), (factory, args, target), ...])")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise TilewrightError(f"precompile(workers=...) must be a positive int, got {workers!r}")
     specs = [_normalise(s) for s in specs]
     out = [None] * len(specs)
     stream = sys.stderr if progress is True else (progress or None)

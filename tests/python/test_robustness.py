@@ -705,3 +705,16 @@ def test_autotune_of_a_plain_function_and_a_bad_prune_are_errors():
                         executor="inline", verbose=False)(_scale_factory)
     with pytest.raises(TilewrightError, match=r"prune\(\) must return a list of configurations, got \[None\]"):
         tuner.tune(64)
+
+
+def test_freeze_and_precompile_check_their_arguments():
+    """freeze("no") froze the cache (bool("no") is True); precompile(5) and workers="x" leaked
+    TypeErrors."""
+    with pytest.raises(TilewrightError, match="freeze.. takes a bool, got 'no'"):
+        tw.freeze("no")
+    assert not tw.frozen()
+    with pytest.raises(TilewrightError, match="takes a list of kernel specs, got 5"):
+        tw.precompile(5)
+    for workers in ("x", 0, -1, True):
+        with pytest.raises(TilewrightError, match="workers=.... must be a positive int"):
+            tw.precompile([], workers=workers)
