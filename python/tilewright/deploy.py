@@ -49,6 +49,12 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
     and the CPU features it needs, which the C++ runtime checks before loading."""
     if isinstance(kernels, Kernel):
         kernels = [kernels]
+    if not hasattr(kernels, "__iter__") or isinstance(kernels, (str, bytes)):
+        raise TilewrightError(f"cannot export {kernels!r}: not a compiled kernel or a list of them",
+                              hint="pass kernels returned by tw.compile / a @tw.jit function")
+    for what, value in (("name", name), ("cpu_arch", cpu_arch)):
+        if value is not None and not isinstance(value, str):
+            raise TilewrightError(f"export({what}=...) takes a str, got {value!r}")
     kernels = list(kernels)
     for k in kernels:
         if not isinstance(k, Kernel):

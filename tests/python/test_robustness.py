@@ -718,3 +718,14 @@ def test_freeze_and_precompile_check_their_arguments():
     for workers in ("x", 0, -1, True):
         with pytest.raises(TilewrightError, match="workers=.... must be a positive int"):
             tw.precompile([], workers=workers)
+
+
+def test_export_name_and_cpu_arch_must_be_strings(tmp_path):
+    """A non-str name or cpu_arch leaked nanobind's TypeError ("Invoked with types ...")."""
+    k = tw.compile(_axpy, out_idx=[-1])
+    with pytest.raises(TilewrightError, match=r"export\(name=...\) takes a str, got 5"):
+        tw.deploy.export([k], tmp_path, name=5)
+    with pytest.raises(TilewrightError, match=r"export\(cpu_arch=...\) takes a str, got 5"):
+        tw.deploy.export([k], tmp_path, cpu_arch=5)
+    with pytest.raises(TilewrightError, match="cannot export 5: not a compiled kernel or a list of them"):
+        tw.deploy.export(5, tmp_path)
