@@ -729,3 +729,24 @@ def test_export_name_and_cpu_arch_must_be_strings(tmp_path):
         tw.deploy.export([k], tmp_path, cpu_arch=5)
     with pytest.raises(TilewrightError, match="cannot export 5: not a compiled kernel or a list of them"):
         tw.deploy.export(5, tmp_path)
+
+
+def test_testing_helpers_check_their_arguments():
+    """tw.testing: randint wrapped values outside the dtype ([-8, 8) as uint8 gave 252 ...);
+    assert_close compared int64 through float64, so values past 2**53 that differ by 1 passed;
+    a bad dtype name, atol='x' and load_fn(5) leaked numpy's / Python's exceptions."""
+    tt = tw.testing
+    with pytest.raises(TilewrightError, match=r"randint: \[-8, 8\) does not fit in uint8 \[0, 255\]"):
+        tt.randint((4,), "uint8", low=-8, high=8)
+    assert tt.randint((64,), "uint8", low=0, high=256).dtype == np.uint8
+    assert set(np.unique(tt.randint((64,), "int8", low=-128, high=128))) <= set(range(-128, 128))
+    with pytest.raises(AssertionError, match="not close: 1 of 1"):
+        tt.assert_close(np.array([2**62], np.int64), np.array([2**62 + 1], np.int64))
+    tt.assert_close(np.array([2**62], np.int64), np.array([2**62], np.int64))
+    for bad in ("x", -1, float("nan")):
+        with pytest.raises(TilewrightError, match="must be a finite number >= 0"):
+            tt.assert_close(np.ones(2), np.ones(2), atol=bad)
+    with pytest.raises(TilewrightError, match="'float7' is not a dtype"):
+        tt.randn((2,), "float7")
+    with pytest.raises(TilewrightError, match="5 does not name a function"):
+        tt.load_fn(5)
