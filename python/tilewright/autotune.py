@@ -38,6 +38,7 @@ import platform
 import stat
 import sys
 import time
+from collections.abc import Iterable, Mapping
 
 from . import _C
 from .errors import TilewrightError
@@ -220,6 +221,28 @@ class Autotuner:
     def __init__(self, fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose):
         if not configs:
             raise TilewrightError("@tw.autotune needs at least one configuration", hint="configs=[tw.Config(block_M=64), ...]")
+        if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Iterable):
+            bad = configs
+        else:
+            configs = list(configs)
+            bad = next((c for c in configs if not isinstance(c, Mapping)), None)
+        if bad is not None:
+            raise TilewrightError(f"@tw.autotune configs must be a list of tw.Config (or dicts), got {bad!r}",
+                                  hint="configs=[tw.Config(block_M=64), ...]")
+        from .benchmark import _finite
+        if not (_finite(warmup) and _finite(rep) and warmup >= 0 and rep > 0):
+            raise TilewrightError(f"@tw.autotune: warmup ({warmup!r}) must be >= 0 and rep ({rep!r}) > 0 "
+                                  "(finite numbers, in ms)")
+        if not ((_finite(prune_factor) or prune_factor == float("inf")) and prune_factor >= 1):
+            raise TilewrightError(f"@tw.autotune: prune_factor {prune_factor!r} must be a number >= 1 (inf: no pruning)",
+                                  hint="configurations whose roofline estimate exceeds prune_factor x the best "
+                                       "one's are not timed; 2.0 is the default")
+        if executor is not None and executor != "inline" and not callable(getattr(executor, "submit", None)):
+            raise TilewrightError(f"@tw.autotune: executor {executor!r} is not a concurrent.futures.Executor",
+                                  hint="pass an Executor, \"inline\", or None for local processes")
+        if not hasattr(fn, "_tw_jit_cache") and "target" not in _parameters(fn):
+            raise TilewrightError(f"@tw.autotune decorates a @tw.jit kernel factory, got {fn!r}",
+                                  hint="put @tw.autotune(...) above @tw.jit(...)")
         self.fn = fn
         self.configs = [c if isinstance(c, Config) else Config(**c) for c in configs]
         self.key = list(key)
@@ -306,7 +329,12 @@ class Autotuner:
         self.last_call = (args, kwargs)
         configs = list(self.configs)
         if self.prune is not None:
-            configs = list(self.prune(configs, **key_values))
+            pruned = self.prune(configs, **key_values)
+            pruned = list(pruned) if isinstance(pruned, Iterable) and not isinstance(pruned, (str, bytes, Mapping)) else [pruned]
+            if not all(isinstance(c, Mapping) for c in pruned):
+                raise TilewrightError(f"autotune '{self.__name__}': prune() must return a list of configurations, "
+                                      f"got {pruned!r}")
+            configs = [c if isinstance(c, Config) else Config(**c) for c in pruned]
             if not configs:
                 raise TilewrightError(f"autotune '{self.__name__}': prune() removed every configuration")
         n = len(configs)
@@ -416,6 +444,13 @@ class Autotuner:
             self._memory[mkey] = cfg
         self.best_config = cfg
         return self.fn(*args, **kwargs, **cfg, target=target)
+
+
+def _parameters(fn):
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # not introspectable (a builtin)
+        return {}
 
 
 def autotune(configs, key=(), prune=None, executor=None, warmup=25, rep=100, prune_factor=2.0, verbose=True):

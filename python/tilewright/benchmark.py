@@ -7,6 +7,8 @@ deterministic, so one timed run is enough and warmup/rep do not apply.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import statistics
 import threading
 import time
@@ -64,6 +66,11 @@ def _summarise(times_ms, quantiles, return_mode):
     return float({"min": min, "max": max, "mean": statistics.fmean, "median": statistics.median}[return_mode](times_ms))
 
 
+def _finite(v) -> bool:
+    """A real number (not a bool, a string, NaN or an infinity)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean", flush_cache=False):
     """Runtime of ``fn()`` in milliseconds.
 
@@ -82,11 +89,12 @@ def do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean", flush_c
         raise TilewrightError(f"do_bench: return_mode {return_mode!r} is not one of {', '.join(_RETURN_MODES)}",
                               hint="use return_mode='median' (or quantiles=[...])")
     if quantiles is not None:
-        quantiles = list(quantiles)
-        if not quantiles or not all(0.0 <= q <= 1.0 for q in quantiles):
-            raise TilewrightError(f"do_bench: quantiles {quantiles!r} must be a non-empty list of values in [0, 1]")
-    if warmup < 0 or rep <= 0:
-        raise TilewrightError(f"do_bench: warmup ({warmup}) must be >= 0 and rep ({rep}) > 0 (both in ms)")
+        quantiles_arg = quantiles
+        quantiles = list(quantiles) if hasattr(quantiles, "__iter__") and not isinstance(quantiles, str) else None
+        if not quantiles or not all(_finite(q) and 0.0 <= q <= 1.0 for q in quantiles):
+            raise TilewrightError(f"do_bench: quantiles {quantiles_arg!r} must be a non-empty list of values in [0, 1]")
+    if not (_finite(warmup) and _finite(rep) and warmup >= 0 and rep > 0):
+        raise TilewrightError(f"do_bench: warmup ({warmup!r}) must be >= 0 and rep ({rep!r}) > 0 (both finite numbers, in ms)")
 
     with simulated_timer() as first:
         t0 = time.perf_counter()

@@ -49,6 +49,12 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
     and the CPU features it needs, which the C++ runtime checks before loading."""
     if isinstance(kernels, Kernel):
         kernels = [kernels]
+    if not hasattr(kernels, "__iter__") or isinstance(kernels, (str, bytes)):
+        raise TilewrightError(f"cannot export {kernels!r}: not a compiled kernel or a list of them",
+                              hint="pass kernels returned by tw.compile / a @tw.jit function")
+    for what, value in (("name", name), ("cpu_arch", cpu_arch)):
+        if value is not None and not isinstance(value, str):
+            raise TilewrightError(f"export({what}=...) takes a str, got {value!r}")
     kernels = list(kernels)
     for k in kernels:
         if not isinstance(k, Kernel):
@@ -72,7 +78,9 @@ def freeze(on: bool = True) -> None:
     """Freezes the kernel cache of this process: from now on a kernel that is not already
     compiled (in memory or in the disk cache) is an error instead of a compile. ``freeze(False)``
     undoes it (``TW_FROZEN=1`` cannot be undone)."""
-    _C.freeze(bool(on))
+    if not isinstance(on, bool):  # freeze("no") would freeze
+        raise TilewrightError(f"freeze() takes a bool, got {on!r}", hint="tw.freeze() or tw.freeze(False)")
+    _C.freeze(on)
 
 
 def frozen() -> bool:
@@ -116,6 +124,11 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
     loaded, not compiled. ``progress`` (True: stderr, or a file object, or False) reports each
     kernel as it finishes with its time. The first failure is raised after the others finish.
     Typically followed by :func:`freeze` in a service."""
+    if isinstance(specs, (str, bytes)) or not hasattr(specs, "__iter__"):
+        raise TilewrightError(f"precompile() takes a list of kernel specs, got {specs!r}",
+                              hint="tw.precompile([(factory, args), (factory, args, target), ...])")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise TilewrightError(f"precompile(workers=...) must be a positive int, got {workers!r}")
     specs = [_normalise(s) for s in specs]
     out = [None] * len(specs)
     stream = sys.stderr if progress is True else (progress or None)

@@ -43,6 +43,7 @@ class Kernel:
         self._calls = 0
         self._compile_s = compile_s
         self._simulated = executable.simulated
+        self._written = frozenset(executable.written_inputs())  # inputs the kernel writes in place
         _live_kernels.add(self)
         for text, file, line in executable.notes:  # compile notes: at the kernel line they are about
             warnings.warn_explicit(text, TilewrightWarning, file or "<kernel>", line)
@@ -54,11 +55,15 @@ class Kernel:
         on Ascend. Each is also issued as a :class:`TilewrightWarning` when the kernel is compiled."""
         return [text for text, _, _ in self._exe.notes]
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         self._calls += 1
-        args, torch_out = _prepare_args(args)
         timer = _active_timer()
         try:
+            if kwargs:
+                raise TilewrightError(f"kernel '{self.name}' takes its arguments by position, got keyword "
+                                      f"argument(s) {', '.join(map(repr, kwargs))}",
+                                      hint="pass them in parameter order: " + self._signature())
+            args, torch_out = _prepare_args(args, self)
             if timer is not None:
                 if self._simulated:
                     prof = self.profile(*args)
@@ -82,6 +87,9 @@ class Kernel:
             where = f" (kernel '{self.name}' is defined at {file}:{line})" if line > 0 else ""
             raise TilewrightError(e.message + where, call_file, call_line, 0, e.hint) from None
         return _to_torch(out) if torch_out else out
+
+    def _signature(self) -> str:
+        return f"{self.name}({', '.join(name for name, *_ in self._exe.input_specs())})"
 
     def stats(self) -> dict:
         """``name``, ``target``, ``calls`` (of this object), ``compile_s`` (seconds its compile,
@@ -164,7 +172,10 @@ class Kernel:
         its :class:`Profile` (cycles, time at the chip clock, per-pipe busy %, Cube utilisation,
         TFLOP/s, checker reports). ``functional=False`` skips the arithmetic (timing only; outputs
         are left unset). ``trace=path`` also writes a Chrome/Perfetto trace."""
-        args, torch_out = _prepare_args(args)
+        try:
+            args, torch_out = _prepare_args(args, self)
+        except TilewrightError as e:
+            raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
         with _progress(f"simulating kernel '{self.name}' on {self.target}"):
             outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
         if trace is not None:
@@ -181,6 +192,9 @@ class Kernel:
     def get_ir(self, stage: str = "final") -> str:
         """The IR text after a pipeline stage (Tile IR; on Ascend also the Program after each
         program pass); ``stages`` lists them, ``"final"`` is the last."""
+        if not isinstance(stage, str):
+            raise TilewrightError(f"get_ir() takes a stage name (a str), got {stage!r}",
+                                  hint="one of: final, " + ", ".join(self.stages))
         return self._exe.ir(stage)
 
     @property
@@ -196,22 +210,46 @@ class Kernel:
         return f"<tilewright.Kernel {self.name} target={self.target}>"
 
 
-def _prepare_args(args):
-    """(args with strided numpy arrays / torch tensors made contiguous, whether any was a torch
-    tensor). Non-contiguous views are copied (the kernels take dense row-major tensors)."""
+def _prepare_args(args, kernel):
+    """(args with strided or read-only numpy arrays / non-contiguous torch tensors copied, whether
+    any was a torch tensor). The kernels take dense row-major tensors, so such an input is copied;
+    but a tensor the kernel writes in place cannot be (the writes would go to the copy): there it
+    is an error naming the argument."""
     torch_in = False
     fixed = None
     for i, a in enumerate(args):
         if isinstance(a, _np.ndarray):
-            if not a.flags.c_contiguous:
-                fixed = fixed or list(args)
-                fixed[i] = _np.ascontiguousarray(a)
+            flags = a.flags
+            if flags.c_contiguous and flags.writeable:
+                continue
+            problem = "is not contiguous" if not flags.c_contiguous else "is read-only"
+            copy = lambda a=a: _np.array(a, order="C")  # noqa: E731
         elif type(a).__module__.startswith("torch"):
             torch_in = True
-            if not a.is_contiguous():
-                fixed = fixed or list(args)
-                fixed[i] = a.contiguous()
+            if a.is_contiguous():
+                continue
+            problem = "is not contiguous"
+            copy = a.contiguous
+        else:
+            continue
+        if i in kernel._written:
+            raise TilewrightError(f"argument {i} ('{_input_name(kernel, i)}') of kernel '{kernel.name}' {problem}, "
+                                  "and the kernel writes it in place: its writes would go to a copy",
+                                  hint="pass a writable C-contiguous array (numpy.ascontiguousarray(a), "
+                                       "tensor.contiguous()) and read the result from it")
+        try:
+            fixed = fixed or list(args)
+            fixed[i] = copy()
+        except (ValueError, MemoryError, RuntimeError) as e:
+            raise TilewrightError(f"argument {i} ('{_input_name(kernel, i)}') of kernel '{kernel.name}' {problem} "
+                                  f"and cannot be copied to a contiguous one: {e}",
+                                  hint="pass a C-contiguous array of the kernel's shape") from None
     return (tuple(fixed) if fixed else args), torch_in
+
+
+def _input_name(kernel, i):
+    specs = kernel._exe.input_specs()
+    return specs[i][0] if i < len(specs) else "?"
 
 
 def _to_torch(out):
@@ -414,6 +452,9 @@ def clear_cache(disk: bool = False) -> None:
     """Empties every @tw.jit cache and the in-memory kernel cache; a kernel library is unloaded
     once no :class:`Kernel` object refers to it. ``disk=True`` also removes every entry of the
     disk cache (later compiles run the host compiler again)."""
+    if not isinstance(disk, bool):
+        raise TilewrightError(f"clear_cache(disk=...) takes a bool, got {disk!r}",
+                              hint="clear_cache() empties the in-memory caches, clear_cache(disk=True) also the disk cache")
     for c in list(_jit_caches):
         with c.lock:
             c.cache.clear()

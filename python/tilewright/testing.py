@@ -17,6 +17,8 @@ import datetime as _dt
 import importlib
 import importlib.util
 import json
+import math
+import numbers
 import os
 import pathlib
 import platform
@@ -45,7 +47,13 @@ def np_dtype(name):
     if isinstance(name, str) and name == "bfloat16":
         from .jit import _bf16_dtype  # ml_dtypes, imported on first use (it costs ~1 s)
         return np.dtype(_bf16_dtype())
-    return np.dtype(name)
+    try:
+        return np.dtype(name)
+    except TypeError as e:
+        from .errors import TilewrightError, user_location
+        raise TilewrightError(f"{name!r} is not a dtype ({e})", *user_location(),
+                              hint="a dtype name: float16, bfloat16, float32, float64, int8, int32, int64, uint8, "
+                                   "bool") from None
 
 
 def _dtype_name(x) -> str:
@@ -111,6 +119,10 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
     a_np, e_np = _to_numpy(actual), _to_numpy(expected)
     if a_np.shape != e_np.shape:
         raise AssertionError(f"{prefix}shape mismatch: actual {a_np.shape}, expected {e_np.shape}")
+    for what, v in (("atol", atol), ("rtol", rtol)):
+        if v is not None and not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            from .errors import TilewrightError, user_location
+            raise TilewrightError(f"assert_close: {what}={v!r} must be a finite number >= 0", *user_location())
     d_atol, d_rtol = tolerance(da, de)
     atol = d_atol if atol is None else float(atol)
     rtol = d_rtol if rtol is None else float(rtol)
@@ -118,6 +130,8 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - e)
         ok = diff <= atol + rtol * np.abs(e)
+        if atol == 0 and rtol == 0 and a_np.dtype.kind in "biu" and e_np.dtype.kind in "biu":
+            ok = a_np == e_np  # exact: int64 values past 2**53 that differ by 1 are equal as float64
         nan_a, nan_e = np.isnan(a), np.isnan(e)
         ok |= equal_nan & nan_a & nan_e
         inf = np.isinf(a) | np.isinf(e)
@@ -143,7 +157,14 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
 
 def rng(seed=0):
     """``numpy.random.Generator`` for a seed (a Generator passes through)."""
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if isinstance(seed, np.random.Generator):
+        return seed
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as e:
+        from .errors import TilewrightError, user_location
+        raise TilewrightError(f"seed {seed!r} is not a random seed ({e})",
+                              *user_location(), hint="pass a non-negative int or a numpy.random.Generator") from None
 
 
 def randn(shape, dtype="float32", *, seed=0, scale=1.0):
@@ -159,7 +180,14 @@ def rand(shape, dtype="float32", *, seed=0, low=0.0, high=1.0):
 
 def randint(shape, dtype="int32", *, seed=0, low=-8, high=8):
     """Uniform integers in [low, high) of ``shape`` from ``seed``."""
-    return rng(seed).integers(low, high, size=shape).astype(np_dtype(dtype))
+    dt = np_dtype(dtype)
+    info = np.iinfo(dt) if dt.kind in "iu" else None if dt.kind != "b" else np.iinfo(np.uint8)
+    lo, hi = (0, 1) if dt.kind == "b" else (info.min, info.max) if info is not None else (None, None)
+    if lo is not None and not (lo <= low and high - 1 <= hi):
+        from .errors import TilewrightError, user_location
+        raise TilewrightError(f"randint: [{low}, {high}) does not fit in {dt.name} [{lo}, {hi}] (the values would wrap)",
+                              *user_location(), hint=f"pass low >= {lo} and high <= {hi + 1}")
+    return rng(seed).integers(low, high, size=shape).astype(dt)
 
 
 def _versions():
@@ -199,6 +227,8 @@ def _fn_spec(fn):
 def load_fn(spec: str):
     """The callable named by ``"module:qualname"`` (a module name or a path to a .py file)."""
     from .errors import TilewrightError
+    if not isinstance(spec, str):
+        raise TilewrightError(f"{spec!r} does not name a function", hint="write module:function or file.py:function")
     mod_name, _, qual = spec.partition(":")
     if not qual:
         raise TilewrightError(f"'{spec}' does not name a function", hint="write module:function or file.py:function")

@@ -10,9 +10,13 @@ running it. torch is optional: importing tilewright never imports it.
 """
 from __future__ import annotations
 
+import re
+
 from .errors import TilewrightError
 
 __all__ = ["register_torch_op"]
+
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 
 def register_torch_op(name: str, kernel):
     """Registers ``kernel`` (a :class:`~tilewright.Kernel`) as the custom op ``name``
@@ -22,9 +26,19 @@ def register_torch_op(name: str, kernel):
     except ImportError as e:
         raise TilewrightError("register_torch_op needs PyTorch, which is not installed",
                               hint="pip install torch (Tilewright itself does not depend on it)") from e
-    if "::" not in name:
-        raise TilewrightError(f"torch op name '{name}' has no namespace", hint="write it as 'namespace::op_name'")
+    if not isinstance(name, str) or not _OP_NAME.fullmatch(name):
+        raise TilewrightError(f"torch op name {name!r} is not 'namespace::op_name' (two identifiers)",
+                              hint="write it as 'namespace::op_name', e.g. 'mylib::matmul'")
+    from .jit import Kernel
+    if not isinstance(kernel, Kernel):
+        raise TilewrightError(f"register_torch_op takes a compiled tilewright Kernel, got {kernel!r}",
+                              hint="pass tw.compile(prim_func, out_idx=[...]) or a @tw.jit function's result")
     specs = kernel._exe.input_specs()
+    if kernel._written:
+        written = ", ".join(f"'{specs[i][0]}'" for i in sorted(kernel._written))
+        raise TilewrightError(f"kernel '{kernel.name}' writes its input(s) {written} in place; a torch op from "
+                              "register_torch_op mutates nothing (torch.compile relies on that)",
+                              hint="make the written tensors outputs (out_idx=[...]) so the op returns them")
     n_out = len(kernel._exe.output_dtypes)
     if n_out == 0:
         raise TilewrightError(f"kernel '{kernel.name}' has no output parameter; a torch op must return something",

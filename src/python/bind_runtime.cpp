@@ -20,11 +20,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "ir/functor.h"
 #include "ir/parser.h"
 #include "runtime/aot_export.h"
 #include "runtime/ascend_executable.h"
@@ -82,9 +84,17 @@ nb::dlpack::dtype to_dlpack(ir::DType t) {
 // Converts one Python argument. Arrays are viewed, never copied.
 // A number for a scalar parameter: Python or numpy ints (anything with __index__) and floats.
 Arg to_scalar(nb::handle h) {
+  // A float 0-d array or tensor (numpy.array(2.0), torch.tensor(2.0)) has __index__ too, which
+  // refuses it: then it is read through __float__ below.
+  nb::object i;
   if (PyIndex_Check(h.ptr())) {
-    nb::object i = nb::steal(PyNumber_Index(h.ptr()));
-    if (!i.is_valid()) throw nb::python_error();
+    i = nb::steal(PyNumber_Index(h.ptr()));
+    if (!i.is_valid()) {
+      nb::python_error err;  // takes the pending exception
+      if (!err.matches(PyExc_TypeError) || !nb::hasattr(h, "__float__")) throw err;
+    }
+  }
+  if (i.is_valid()) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
     if (overflow) throw ir::Error("integer " + nb::cast<std::string>(nb::str(h)) + " does not fit in 64 bits");
@@ -119,10 +129,21 @@ Arg to_arg(nb::handle h, bool scalar_param, std::vector<nb::object>& keep_alive)
     }
   }
   nb::ndarray<> a;
-  if (!nb::try_cast(src, a, false))
+  if (!nb::try_cast(src, a, false)) {
+    // An object that has __dlpack__ but refuses it (a numpy array of byte order '>', of dtype
+    // object, a meta tensor): its own reason is the useful part of the message.
+    std::string why;
+    if (nb::hasattr(src, "__dlpack__")) {
+      try {
+        src.attr("__dlpack__")();
+      } catch (nb::python_error& e) {
+        why = std::string(": ") + nb::cast<std::string>(nb::str(e.value()));
+      }
+    }
     throw ir::Error("cannot use an object of type '" + nb::cast<std::string>(nb::str(nb::type_name(h.type()))) +
-                        "' as a kernel argument",
+                        "' as a kernel argument" + why,
                     {}, "pass a numpy array, an object with __dlpack__, or a Python number");
+  }
   TensorArg t;
   t.data = a.data();
   auto dt = bf16 ? std::optional<ir::DType>(ir::DTypeCode::bf16) : from_dlpack(a.dtype());
@@ -386,6 +407,31 @@ void bind_runtime(nb::module_& m) {
                    })
       .def_prop_ro("simulated",
                    [](const Executable& e) { return dynamic_cast<const runtime::AscendExecutable*>(&e) != nullptr; })
+      .def("written_inputs",
+           [](const Executable& e) {
+             // Indices (among the non-output parameters) of the tensors the kernel writes in
+             // place: a store, or the destination of a copy, fill, gemm or reduction.
+             std::set<const ir::BufferNode*> written;
+             auto region = [&](const ir::Region& r) { written.insert(r.buffer.get()); };
+             ir::for_each_stmt(e.kernel()->body, [&](const ir::Stmt& s) {
+               switch (s->kind) {
+                 case ir::StmtKind::Store: written.insert(static_cast<const ir::StoreNode*>(s.get())->buffer.get()); break;
+                 case ir::StmtKind::Copy: region(static_cast<const ir::CopyNode*>(s.get())->dst); break;
+                 case ir::StmtKind::Fill: region(static_cast<const ir::FillNode*>(s.get())->dst); break;
+                 case ir::StmtKind::Gemm: region(static_cast<const ir::GemmNode*>(s.get())->c); break;
+                 case ir::StmtKind::Reduce: written.insert(static_cast<const ir::ReduceNode*>(s.get())->dst.get()); break;
+                 default: break;
+               }
+             });
+             std::vector<int> out;
+             int i = 0;
+             for (const auto& p : e.kernel()->params) {
+               if (p.is_output) continue;
+               if (p.buffer && written.count(p.buffer.get())) out.push_back(i);
+               ++i;
+             }
+             return out;
+           })
       .def("input_specs",
            [](const Executable& e) {
              // (name, constant shape or None, dtype name, is a tensor) of every non-output parameter

@@ -1,5 +1,6 @@
 #include "support/env.h"
 
+#include <filesystem>
 #include <sched.h>
 #include <unistd.h>
 
@@ -67,6 +68,14 @@ int read_int(const char* name, int dflt, long lo, long hi, const char* accepted)
     return static_cast<int>(n);
 }
 
+std::string absolute_dir(const char* name, const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(dir, ec);
+    if (ec) bad(name, dir.c_str(), ("a directory (made absolute against the working directory, which failed: " +
+                                    ec.message() + ")").c_str());
+    return p.string();
+}
+
 }  // namespace
 
 int available_cpus() {
@@ -91,9 +100,13 @@ Env read_env() {
     } else {
         e.cache_dir = "/tmp/tilewright-cache-" + std::to_string(static_cast<long>(getuid()));
     }
+    // Relative directories are made absolute now, against the working directory at start-up: a
+    // later chdir must not move the cache, and a relative path starting with '-' must not reach
+    // the compiler's command line as an option (`-I-1/include`).
+    e.cache_dir = absolute_dir("TW_CACHE_DIR", e.cache_dir);
     e.cache_disabled = read_bool("TW_CACHE_DISABLE");
     e.cache_max_bytes = read_bytes("TW_CACHE_MAX_BYTES", 2ull << 30);
-    if (const char* d = get("TW_DUMP_IR")) e.dump_ir_dir = d;
+    if (const char* d = get("TW_DUMP_IR")) e.dump_ir_dir = absolute_dir("TW_DUMP_IR", d);
     if (const char* c = get("TW_CXX")) e.cxx = c;
     else if (const char* c2 = get("CXX")) e.cxx = c2;
     else e.cxx = "g++";

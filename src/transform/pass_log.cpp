@@ -50,10 +50,22 @@ void PassLog::dump(const std::string& name, const std::string& text) const { wri
 
 void PassLog::write(size_t index, const std::string& file, const std::string& text) const {
   if (dump_dir_.empty()) return;
-  std::filesystem::create_directories(dump_dir_);
+  // TW_DUMP_IR naming a file, a place that cannot be written or a full disk is the user's to fix:
+  // an error at the kernel naming the variable, never a std::filesystem exception or a silently
+  // missing dump.
+  auto fail = [&](const std::string& why) {
+    throw ir::Error("TW_DUMP_IR: cannot write the IR dump to '" + dump_dir_ + "': " + why, kernel_->span,
+                    "set TW_DUMP_IR to a writable directory, or unset it");
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(dump_dir_, ec);
+  if (ec) fail(ec.message());
   char prefix[8];
   std::snprintf(prefix, sizeof prefix, "%02zu_", index);
-  std::ofstream(std::filesystem::path(dump_dir_) / (prefix + file)) << text;
+  std::ofstream out(std::filesystem::path(dump_dir_) / (prefix + file));
+  out << text;
+  out.close();
+  if (!out) fail("writing " + std::string(prefix) + file + " failed");
 }
 
 }  // namespace tw::transform

@@ -473,3 +473,280 @@ def test_tile_dimension_beyond_int64_is_a_located_error():
                 T.copy(A[0], t)
                 T.copy(t, C[0])
     assert "does not fit in 64 bits" in ei.value.message and ei.value.line > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Session 18 hostile-input hunt (docs/testing.md): arguments a careless caller passes
+
+
+@T.prim_func
+def _doubled_in_place(A: T.Tensor((16,), "float32")):  # written in place: no output
+    with T.Kernel(1) as bx:
+        a = T.alloc_fragment((16,), "float32")
+        T.copy(A[0], a)
+        for i in T.Parallel(16):
+            a[i] = a[i] * 2.0
+        T.copy(a, A[0])
+
+
+@T.prim_func
+def _axpy(X: T.Tensor(("M", 8), "float32"), alpha: T.float32, Y: T.Tensor(("M", 8), "float32")):
+    with T.Kernel(T.ceildiv(T.symbolic("M"), 4)) as bx:
+        x = T.alloc_fragment((4, 8), "float32")
+        T.copy(X[bx * 4, 0], x)
+        for i, j in T.Parallel(4, 8):
+            x[i, j] = alpha * x[i, j] + 1.0
+        T.copy(x, Y[bx * 4, 0])
+
+
+@T.prim_func
+def _add_int(A: T.Tensor((4,), "int32"), s: T.int32, B: T.Tensor((4,), "int32")):
+    with T.Kernel(1) as bx:
+        for i in T.serial(4):
+            B[i] = A[i] + s
+
+
+def test_in_place_argument_that_would_be_copied_is_an_error():
+    """Strided and read-only arrays are copied before the call (the kernels take dense ones): for
+    an input the kernel writes, the writes went to the copy and the caller's array was silently
+    left unchanged. Now an error at the call; a dense writable array is still written."""
+    k = tw.compile(_doubled_in_place)
+    base = np.ones(32, np.float32)
+    with pytest.raises(TilewrightError) as e:
+        k(base[::2])  # @strided_in_place
+    at(e, "@strided_in_place", "argument 0 ('A') of kernel '_doubled_in_place' is not contiguous, and the kernel "
+                              "writes it in place")
+    assert "numpy.ascontiguousarray" in e.value.hint
+    assert (base == 1).all()
+    ro = np.ones(16, np.float32)
+    ro.setflags(write=False)
+    with pytest.raises(TilewrightError) as e:
+        k(ro)  # @read_only_in_place
+    at(e, "@read_only_in_place", "is read-only, and the kernel writes it in place")
+    with pytest.raises(TilewrightError, match="is not contiguous, and the kernel writes it in place"):
+        k(np.broadcast_to(np.ones(1, np.float32), (16,)))
+    dense = np.arange(16, dtype=np.float32)
+    k(dense)
+    assert np.array_equal(dense, 2 * np.arange(16, dtype=np.float32))
+
+
+def test_in_place_torch_tensor_that_would_be_copied_is_an_error():
+    torch = pytest.importorskip("torch")
+    k = tw.compile(_doubled_in_place)
+    t = torch.ones(32)
+    with pytest.raises(TilewrightError, match="is not contiguous, and the kernel writes it in place"):
+        k(t[::2])
+    assert bool((t == 1).all())
+    dense = torch.arange(16, dtype=torch.float32)
+    k(dense)
+    assert torch.equal(dense, 2 * torch.arange(16, dtype=torch.float32))
+
+
+def test_read_only_and_strided_inputs_are_read():
+    """A read-only input (numpy cannot export it by DLPack) was refused as "cannot use an object of
+    type 'ndarray'"; inputs the kernel only reads are copied, whatever their layout."""
+    k = tw.compile(_axpy, out_idx=[-1])
+    x = np.arange(40, dtype=np.float32).reshape(5, 8)
+    want = 2 * x + 1
+    ro = x.copy()
+    ro.setflags(write=False)
+    for arg in (ro, np.frombuffer(x.tobytes(), np.float32).reshape(5, 8), np.asfortranarray(x),
+                x[::-1][::-1], np.broadcast_to(x[:1], (5, 8))):
+        got = k(arg, 2.0)
+        assert np.array_equal(got, 2 * np.asarray(arg) + 1)
+    assert k._written == frozenset()
+    assert np.array_equal(k(x, 2.0), want)
+    assert tw.compile(_doubled_in_place)._written == frozenset({0})
+
+
+def test_zero_dim_arrays_and_tensors_are_scalars():
+    """numpy.array(2.0) and torch.tensor(2.0) for a float scalar leaked a TypeError from their
+    __index__ (and the first fix aborted the process inside nanobind for the tensor)."""
+    k = tw.compile(_axpy, out_idx=[-1])
+    x = np.ones((4, 8), np.float32)
+    for alpha in (np.array(2.0), np.array(2.0, np.float32), np.float32(2.0), np.array(2)):
+        assert np.array_equal(k(x, alpha), np.full((4, 8), 3.0, np.float32))
+    ki = tw.compile(_add_int, out_idx=[-1])
+    assert np.array_equal(ki(np.zeros(4, np.int32), np.array(3)), np.full(4, 3, np.int32))
+    with pytest.raises(TilewrightError, match="is an integer .int32., got a float"):
+        ki(np.zeros(4, np.int32), np.array(3.0))
+    torch = pytest.importorskip("torch")
+    assert np.array_equal(k(x, torch.tensor(2.0)), np.full((4, 8), 3.0, np.float32))
+    assert np.array_equal(ki(np.zeros(4, np.int32), torch.tensor(3)), np.full(4, 3, np.int32))
+    with pytest.raises(TilewrightError, match="is an integer .int32., got a float"):
+        ki(np.zeros(4, np.int32), torch.tensor(3.0))
+
+
+def test_keyword_arguments_to_a_kernel_are_an_error():
+    k = tw.compile(_axpy, out_idx=[-1])
+    with pytest.raises(TilewrightError) as e:
+        k(np.ones((4, 8), np.float32), alpha=2.0)  # @kwargs_call
+    at(e, "@kwargs_call", "kernel '_axpy' takes its arguments by position, got keyword argument(s) 'alpha'")
+    assert "_axpy(X, alpha)" in e.value.hint
+
+
+def test_array_that_refuses_dlpack_names_the_reason():
+    k = tw.compile(_axpy, out_idx=[-1])
+    with pytest.raises(TilewrightError, match="cannot use an object of type 'ndarray' as a kernel argument: .*byte order"):
+        k(np.ones((4, 8), ">f4"), 2.0)
+
+
+def test_odd_helper_arguments_are_errors():
+    k = tw.compile(_axpy, out_idx=[-1])
+    with pytest.raises(TilewrightError, match=r"get_ir\(\) takes a stage name"):
+        k.get_ir(5)
+    with pytest.raises(TilewrightError, match=r"clear_cache\(disk=...\) takes a bool"):
+        tw.clear_cache(disk="no")
+    with pytest.raises(TilewrightError, match="seed 'x' is not a random seed"):
+        tw.testing.randn((2,), seed="x")
+    for kwargs in ({"rep": float("inf")}, {"warmup": float("nan")}, {"rep": "5"}, {"rep": True}):
+        with pytest.raises(TilewrightError, match="must be >= 0 and rep"):
+            tw.do_bench(lambda: None, **kwargs)
+    for q in (0.5, ["a"], [float("nan")], "0.5"):
+        with pytest.raises(TilewrightError, match="must be a non-empty list of values in"):
+            tw.do_bench(lambda: None, quantiles=q)
+    assert tw.do_bench(lambda: None, rep=np.int64(2), warmup=np.float32(1)) >= 0
+
+
+_ENV_CHILD = textwrap.dedent("""
+    import sys
+    import tilewright as tw
+    import tilewright.language as T
+
+    @T.prim_func
+    def neg(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                B[i] = -A[i]
+    try:
+        tw.compile(neg, out_idx=[-1])
+        print("OK", tw.cache_info()["disk"]["dir"])
+    except tw.TilewrightError as e:
+        print("ERR", e.message)
+""")
+
+
+def _env_child(tmp_path, env_update, cwd):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update(env_update)
+    script = tmp_path / "env_child.py"
+    script.write_text(_ENV_CHILD)
+    p = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip().splitlines()[-1]
+
+
+def test_dump_ir_naming_a_file_is_an_error(tmp_path):
+    """TW_DUMP_IR naming a file leaked a std::filesystem exception (RuntimeError)."""
+    (tmp_path / "afile").write_text("x")
+    out = _env_child(tmp_path, {"TW_DUMP_IR": str(tmp_path / "afile"), "TW_CACHE_DIR": str(tmp_path / "c")}, tmp_path)
+    assert out.startswith(f"ERR TW_DUMP_IR: cannot write the IR dump to '{tmp_path / 'afile'}/neg-"), out
+    assert "Not a directory" in out, out
+
+
+def test_relative_cache_dir_is_made_absolute(tmp_path):
+    """TW_CACHE_DIR=-1 (a relative path starting with '-') reached g++ as an option and failed as
+    an "internal compiler error"; a relative path is now made absolute when the environment is read
+    (a later chdir does not move the cache either)."""
+    out = _env_child(tmp_path, {"TW_CACHE_DIR": "-1", "TW_DUMP_IR": "-dump"}, tmp_path)
+    assert out == f"OK {tmp_path / '-1' / 'kernels'}", out
+    assert [p.name for p in (tmp_path / "-dump").iterdir()][0].startswith("neg-")
+
+
+def test_register_torch_op_checks_its_arguments():
+    """Bad op names leaked torch's parser errors (ValueError, RuntimeError), a non-kernel an
+    AttributeError; a kernel writing an input in place was registered as mutating nothing, which
+    torch.compile would trust."""
+    pytest.importorskip("torch")
+    k = tw.compile(_axpy, out_idx=[-1])
+    for name in ("::axpy", "a::b::c", "r6::a-b", "axpy", 5):
+        with pytest.raises(TilewrightError, match="is not 'namespace::op_name'"):
+            tw.register_torch_op(name, k)
+    with pytest.raises(TilewrightError, match="takes a compiled tilewright Kernel, got 5"):
+        tw.register_torch_op("r6::five", 5)
+    with pytest.raises(TilewrightError, match="writes its input.s. 'A' in place"):
+        tw.register_torch_op("r6::doubled", tw.compile(_doubled_in_place))
+
+
+@tw.jit(out_idx=[-1])
+def _scale_factory(n, block=8):
+    @T.prim_func
+    def scale(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            a = T.alloc_fragment((block,), "float32")
+            T.copy(A[bx * block], a)
+            for i in T.Parallel(block):
+                a[i] = a[i] * 2.0
+            T.copy(a, B[bx * block])
+    return scale
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"configs": [5]}, "configs must be a list of tw.Config (or dicts), got 5"),
+    ({"configs": "abc"}, "configs must be a list of tw.Config (or dicts), got 'abc'"),
+    ({"configs": tw.Config(block=4)}, "configs must be a list of tw.Config (or dicts), got block=4"),
+    ({"configs": [tw.Config(block=4)], "rep": float("nan")}, "rep (nan) > 0"),
+    ({"configs": [tw.Config(block=4)], "warmup": -1}, "warmup (-1) must be >= 0"),
+    ({"configs": [tw.Config(block=4)], "prune_factor": -1}, "prune_factor -1 must be a number >= 1"),
+    ({"configs": [tw.Config(block=4)], "executor": 5}, "executor 5 is not a concurrent.futures.Executor"),
+])
+def test_autotune_arguments_are_checked(kwargs, message):
+    """Non-mapping configs leaked a TypeError, a bad executor an AttributeError in the middle of a
+    sweep, a negative prune_factor pruned every configuration, a NaN budget reached do_bench."""
+    with pytest.raises(TilewrightError) as e:
+        tw.autotune(**kwargs)(_scale_factory)
+    assert message in e.value.message
+
+
+def test_autotune_of_a_plain_function_and_a_bad_prune_are_errors():
+    with pytest.raises(TilewrightError, match="decorates a @tw.jit kernel factory"):
+        tw.autotune(configs=[tw.Config(block=4)])(lambda n, block: None)
+    tuner = tw.autotune(configs=[tw.Config(block=4), tw.Config(block=8)], prune=lambda c, **k: None,
+                        executor="inline", verbose=False)(_scale_factory)
+    with pytest.raises(TilewrightError, match=r"prune\(\) must return a list of configurations, got \[None\]"):
+        tuner.tune(64)
+
+
+def test_freeze_and_precompile_check_their_arguments():
+    """freeze("no") froze the cache (bool("no") is True); precompile(5) and workers="x" leaked
+    TypeErrors."""
+    with pytest.raises(TilewrightError, match="freeze.. takes a bool, got 'no'"):
+        tw.freeze("no")
+    assert not tw.frozen()
+    with pytest.raises(TilewrightError, match="takes a list of kernel specs, got 5"):
+        tw.precompile(5)
+    for workers in ("x", 0, -1, True):
+        with pytest.raises(TilewrightError, match="workers=.... must be a positive int"):
+            tw.precompile([], workers=workers)
+
+
+def test_export_name_and_cpu_arch_must_be_strings(tmp_path):
+    """A non-str name or cpu_arch leaked nanobind's TypeError ("Invoked with types ...")."""
+    k = tw.compile(_axpy, out_idx=[-1])
+    with pytest.raises(TilewrightError, match=r"export\(name=...\) takes a str, got 5"):
+        tw.deploy.export([k], tmp_path, name=5)
+    with pytest.raises(TilewrightError, match=r"export\(cpu_arch=...\) takes a str, got 5"):
+        tw.deploy.export([k], tmp_path, cpu_arch=5)
+    with pytest.raises(TilewrightError, match="cannot export 5: not a compiled kernel or a list of them"):
+        tw.deploy.export(5, tmp_path)
+
+
+def test_testing_helpers_check_their_arguments():
+    """tw.testing: randint wrapped values outside the dtype ([-8, 8) as uint8 gave 252 ...);
+    assert_close compared int64 through float64, so values past 2**53 that differ by 1 passed;
+    a bad dtype name, atol='x' and load_fn(5) leaked numpy's / Python's exceptions."""
+    tt = tw.testing
+    with pytest.raises(TilewrightError, match=r"randint: \[-8, 8\) does not fit in uint8 \[0, 255\]"):
+        tt.randint((4,), "uint8", low=-8, high=8)
+    assert tt.randint((64,), "uint8", low=0, high=256).dtype == np.uint8
+    assert set(np.unique(tt.randint((64,), "int8", low=-128, high=128))) <= set(range(-128, 128))
+    with pytest.raises(AssertionError, match="not close: 1 of 1"):
+        tt.assert_close(np.array([2**62], np.int64), np.array([2**62 + 1], np.int64))
+    tt.assert_close(np.array([2**62], np.int64), np.array([2**62], np.int64))
+    for bad in ("x", -1, float("nan")):
+        with pytest.raises(TilewrightError, match="must be a finite number >= 0"):
+            tt.assert_close(np.ones(2), np.ones(2), atol=bad)
+    with pytest.raises(TilewrightError, match="'float7' is not a dtype"):
+        tt.randn((2,), "float7")
+    with pytest.raises(TilewrightError, match="5 does not name a function"):
+        tt.load_fn(5)
