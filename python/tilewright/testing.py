@@ -17,8 +17,6 @@ import datetime as _dt
 import importlib
 import importlib.util
 import json
-import math
-import numbers
 import os
 import pathlib
 import platform
@@ -119,8 +117,9 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
     a_np, e_np = _to_numpy(actual), _to_numpy(expected)
     if a_np.shape != e_np.shape:
         raise AssertionError(f"{prefix}shape mismatch: actual {a_np.shape}, expected {e_np.shape}")
+    from .benchmark import _finite
     for what, v in (("atol", atol), ("rtol", rtol)):
-        if v is not None and not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+        if v is not None and not (_finite(v) and v >= 0):
             from .errors import TilewrightError, user_location
             raise TilewrightError(f"assert_close: {what}={v!r} must be a finite number >= 0", *user_location())
     d_atol, d_rtol = tolerance(da, de)

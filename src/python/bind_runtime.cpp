@@ -20,13 +20,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <mutex>
 #include <utility>
 #include <vector>
 
-#include "ir/functor.h"
 #include "ir/parser.h"
 #include "runtime/aot_export.h"
 #include "runtime/ascend_executable.h"
@@ -37,6 +35,7 @@
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "target/registry.h"
+#include "transform/tile_facts.h"
 #include "tune/roofline.h"
 #include "tilewright/runtime.h"
 #include "tilewright/version.h"
@@ -411,18 +410,7 @@ void bind_runtime(nb::module_& m) {
            [](const Executable& e) {
              // Indices (among the non-output parameters) of the tensors the kernel writes in
              // place: a store, or the destination of a copy, fill, gemm or reduction.
-             std::set<const ir::BufferNode*> written;
-             auto region = [&](const ir::Region& r) { written.insert(r.buffer.get()); };
-             ir::for_each_stmt(e.kernel()->body, [&](const ir::Stmt& s) {
-               switch (s->kind) {
-                 case ir::StmtKind::Store: written.insert(static_cast<const ir::StoreNode*>(s.get())->buffer.get()); break;
-                 case ir::StmtKind::Copy: region(static_cast<const ir::CopyNode*>(s.get())->dst); break;
-                 case ir::StmtKind::Fill: region(static_cast<const ir::FillNode*>(s.get())->dst); break;
-                 case ir::StmtKind::Gemm: region(static_cast<const ir::GemmNode*>(s.get())->c); break;
-                 case ir::StmtKind::Reduce: written.insert(static_cast<const ir::ReduceNode*>(s.get())->dst.get()); break;
-                 default: break;
-               }
-             });
+             const auto written = transform::globals_written(e.kernel());
              std::vector<int> out;
              int i = 0;
              for (const auto& p : e.kernel()->params) {

@@ -119,4 +119,24 @@ std::unordered_set<const void*> loop_local_tiles(const Kernel& k, const ForNode&
   return out;
 }
 
+// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
+std::unordered_set<const void*> globals_written(const Kernel& k) {
+  std::unordered_set<const void*> out;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    auto w = [&](const Buffer& b) {
+      if (b && b->scope == Scope::global) out.insert(b.get());
+    };
+    switch (s->kind) {
+      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
+      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
+      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
+      case StmtKind::Seq: case StmtKind::For: case StmtKind::If: case StmtKind::Let:
+      case StmtKind::Alloc: case StmtKind::CoreScope: case StmtKind::Sync: break;  // no tile op
+    }
+  });
+  return out;
+}
+
 }  // namespace tw::transform

@@ -19,6 +19,11 @@ bool references(const ir::Stmt& s, const ir::Buffer& b);
 // Does anything outside the subtree `inside` of `root` reference t (its allocation aside)?
 bool referenced_outside(const ir::Stmt& root, const ir::Stmt& inside, const ir::Buffer& t);
 
+// The global tensors a kernel writes (by copy, store, fill, reduce or gemm): the cpu passes that
+// read global tensors in place, and the Python binding that refuses a copied argument the
+// kernel writes (Executable.written_inputs).
+std::unordered_set<const void*> globals_written(const ir::Kernel& k);
+
 // The whole of a tile (constant shape, region at 0 with the tile's extents)?
 bool whole_tile(const ir::Region& r);
 

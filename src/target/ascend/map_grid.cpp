@@ -1,10 +1,10 @@
 #include "target/ascend/map_grid.h"
 #include "target/ascend/pass_util.h"
+#include "target/ascend/vector_util.h"
 
 #include "ir/functor.h"
 #include "ir/arith.h"
 
-#include <set>
 #include <string>
 
 namespace tw::ascend {
@@ -47,19 +47,8 @@ ir::Kernel map_grid(const ir::Kernel& kernel, const target::Target& target) {
 
   // The loop's names, unless the kernel uses one (a tile named t: the printed AscendC declared the
   // loop counter `int32_t t` over the tile `LocalTensor t` and did not compile): then name_0, ...
-  std::set<std::string> taken;
-  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
-    if (s->kind == ir::StmtKind::Alloc) taken.insert(ir::as<ir::AllocNode>(s)->buffer->name);
-    if (s->kind == ir::StmtKind::For) taken.insert(ir::as<ir::ForNode>(s)->var->name);
-    if (s->kind == ir::StmtKind::Let) taken.insert(ir::as<ir::LetNode>(s)->var->name);
-  });
-  for (const auto& p : kernel->params) taken.insert(p.name());
-  for (const auto& v : kernel->block_vars) taken.insert(v->name);
-  auto var = [&](const std::string& base) {
-    std::string n = base;
-    for (int i = 0; !taken.insert(n).second; ++i) n = base + "_" + std::to_string(i);
-    return ir::var(n, ir::kIndexType, sp);
-  };
+  vec::Names names(kernel);
+  auto var = [&](const std::string& base) { return names.var(base, sp); };
   ir::Var cid = var("cid");
   ir::Var vid = split ? kernel->sub_block_var : var("vid");
   ir::Var t = var("t");

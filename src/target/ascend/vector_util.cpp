@@ -32,6 +32,10 @@ std::string Names::fresh(const std::string& base) {
 
 ir::Var Names::fresh_var(const std::string& base, const ir::Span& sp) { return ir::var(fresh(base), ir::kIndexType, sp); }
 
+ir::Var Names::var(const std::string& base, const ir::Span& sp) {
+  return ir::var(names_.insert(base).second ? base : fresh(base), ir::kIndexType, sp);
+}
+
 ir::Buffer Names::ub(const ir::Buffer& owner, const std::string& suffix, ir::DType t, const std::vector<int64_t>& shape,
                      const ir::Span& sp, std::vector<ir::Stmt>& out) {
   std::vector<ir::Expr> sh;

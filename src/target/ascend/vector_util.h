@@ -29,6 +29,8 @@ class Names {
   explicit Names(const ir::Kernel& kernel);
   std::string fresh(const std::string& base);
   ir::Var fresh_var(const std::string& base, const ir::Span& sp);
+  // base itself while the kernel does not use it (recorded), else fresh(base)
+  ir::Var var(const std::string& base, const ir::Span& sp);
   // A UB temporary named after (and, in capacity errors, counted with) the buffer it serves; its
   // alloc is appended to out.
   ir::Buffer ub(const ir::Buffer& owner, const std::string& suffix, ir::DType t, const std::vector<int64_t>& shape,

@@ -34,27 +34,6 @@ bool viewable_copy(const CopyNode& c) {
   return (*shape)[1] == 1 || sd.back() == static_cast<int>(sext.size()) - 1;
 }
 
-// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
-std::unordered_set<const void*> globals_written(const Kernel& k) {
-  std::unordered_set<const void*> out;
-  for_each_stmt(k->body, [&](const Stmt& s) {
-    auto w = [&](const Buffer& b) {
-      if (b && b->scope == Scope::global) out.insert(b.get());
-    };
-    switch (s->kind) {
-      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
-      case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
-      case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
-      case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
-      case StmtKind::Gemm: w(static_cast<const GemmNode*>(s.get())->c.buffer); break;
-      case StmtKind::Seq: case StmtKind::For: case StmtKind::If: case StmtKind::Let:
-      case StmtKind::Alloc: case StmtKind::CoreScope: case StmtKind::Sync: break;  // no tile op
-    }
-  });
-  return out;
-}
-
-
 const StoreNode* full_tile_map(const Stmt& s) {
   if (!s || s->kind != StmtKind::For) return nullptr;
   const auto& outer = *static_cast<const ForNode*>(s.get());

@@ -14,6 +14,7 @@
 
 namespace tw::cpu {
 
+using transform::globals_written;
 using transform::is_var;
 using transform::loop_local_tiles;
 using transform::referenced_outside;
@@ -41,9 +42,6 @@ inline constexpr int kRotChunks = 2048 / (kOutChunk * 4);
 // is contiguous when the tile's rows are longer than 1. The source's extents may be run-time
 // extents (ir.h: their bound counts; the fast path needs them whole, the masked path clips).
 bool viewable_copy(const ir::CopyNode& c);
-
-// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
-std::unordered_set<const void*> globals_written(const ir::Kernel& k);
 
 // The store of a full-tile elementwise map into a tile, or null: `for i, j in T.Parallel(E0, E1):
 // t[i, j] = f(...)` over a whole 2-D tile t (loops from 0 over t's shape), reading t only at [i, j].

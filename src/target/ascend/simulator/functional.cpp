@@ -625,6 +625,7 @@ void Machine::functional(Core& c, const RInstr& r) {
                 if (!num::fits<int32_t>(ra[j])) {
                   // an operand that is the fill of never-written on-chip memory (kPoisonByte x 4): say so
                   // (a map over a whole tile of which a copy loaded only a window; session 18 hunt)
+                  static_assert(kPoisonByte == 0x7B, "the report below names the fill's value");
                   bool poison = false;
                   for (int k = 1; k <= n; ++k) {
                     const uint8_t* lane = addr(k == 1 ? x.src0 : x.src1, k, i) + (j / 8) * x.blk[k] * 32 + (j % 8) * 4;

@@ -1335,7 +1335,8 @@ struct StripPrefetch {
   TW_CPU_INLINE void step() {
     if (!q) return;
     const char* e = q + per < row_end ? q + per : row_end;
-    for (; q < e; q += 64) __builtin_prefetch(q, 0, 2);
+    prefetch_l2((uintptr_t)q, e - q);
+    q = e;
     if (q == row_end) {
       if (--rows_left == 0) {
         q = nullptr;
@@ -1351,7 +1352,7 @@ struct StripPrefetch {
 };
 // all of a strip at once (the gemm paths other than gemm_small)
 inline void prefetch_strip(const void* base, long ld_bytes, int rows, long row_bytes) {
-  StripPrefetch(base, ld_bytes, rows, row_bytes, 1).finish();
+  for (int r = 0; r < rows; ++r) prefetch_l2((uintptr_t)base + (uintptr_t)(r * ld_bytes), row_bytes);
 }
 
 inline constexpr int kSmallM = 8;
