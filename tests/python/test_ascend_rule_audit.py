@@ -123,22 +123,3 @@ def test_fixpipe_of_a_row_window_of_the_accumulator(dtype):
         else:
             run_checked(k, a, b, c)
         assert_close(c, ref, tol, target)
-
-
-def test_gemm_with_global_operands_is_a_user_error_with_the_fix():
-    # docs/language.md's gemm_i8 example multiplies global tensors; on Ascend that was an error
-    # whose hint said "internal: infer_scope and split_cube_vector place gemm operands"
-    @T.prim_func
-    def gemm_i8(A: T.Tensor((4, 8), "int8"), B: T.Tensor((8, 4), "int8"), C: T.Tensor((4, 4), "int32")):
-        with T.Kernel(1) as bx:
-            acc = T.alloc_fragment((4, 4), "int32")
-            T.gemm(A, B, acc, clear_accum=True)  # @gm_gemm
-            T.copy(acc, C)
-    with pytest.raises(tw.TilewrightError) as e:
-        tw.compile(gemm_i8, target=TARGET, out_idx=[-1])
-    msg = str(e.value)
-    line = [i for i, s in enumerate(open(__file__).read().splitlines(), 1) if s.endswith("# @gm_gemm")][0]
-    assert f":{line}:" in msg, msg
-    assert "'A' is a global tensor; on Ascend the Cube multiplies tiles in L1" in msg, msg
-    assert "copy the operand into a T.alloc_shared tile first" in msg
-    assert "internal" not in msg

@@ -237,18 +237,9 @@ class Expander {
     return seq(std::move(out), sp);
   }
 
-  // A gemm whose operands are not L1 / L1 / L0C: an internal error (no fallback).
+  // A gemm whose operands are not L1 / L1 / L0C: an internal error (no fallback; global operands
+  // were staged by stage_gemm_operands).
   [[noreturn]] static void reject_placement(const ir::GemmNode* g, const ir::Span& sp) {
-    // A global operand is the language's (docs/language.md T.gemm), not the Cube's: a user error
-    // with the form that runs (it was the internal hint below until session 15)
-    for (const ir::Region* r : {&g->a, &g->b, &g->c})
-      if (r->buffer->scope == ir::Scope::global)
-        throw ir::Error("gemm " + ir::print(g->a) + " x " + ir::print(g->b) + " -> " + ir::print(g->c) + ": " +
-                            q(r->buffer->name) + " is a global tensor; on Ascend the Cube multiplies tiles in L1 "
-                            "into an accumulator in L0C",
-                        sp, r == &g->c ? "gemm into a T.alloc_fragment tile and T.copy it into the tensor"
-                                       : "copy the operand into a T.alloc_shared tile first: T.copy(" + ir::print(*r) +
-                                             ", t); T.gemm(t, ...)");
     throw ir::Error("gemm " + ir::print(g->a) + " x " + ir::print(g->b) + " -> " + ir::print(g->c) +
                         ": operands in " + std::string(ir::scope_name(g->a.buffer->scope)) + " / " +
                         std::string(ir::scope_name(g->b.buffer->scope)) + " / " +

@@ -1152,7 +1152,8 @@ class Lowerer {
         throw Error("copy L1->" + std::string(b ? "L0B" : "L0A") + " of a " + std::string(dt.name()) + " " +
                         (b ? "KxN" : "KxM") + " tile needs a transposing load, which LoadData does for 16-bit types " +
                         "(and LoadDataWithTranspose for 32-bit types into L0B)",
-                    sp, b ? "use float16/bfloat16/float32 operands" : "use float16/bfloat16 operands, or store A as MxK");
+                    sp, b ? "use float16/bfloat16/float32 operands, or store B as NxK (transpose_B=True)"
+                          : "use float16/bfloat16 operands, or store A as MxK (transpose_A=False)");
       if (declared_t) std::swap(d.rows, d.cols);  // LoadL0's destination is the logical MxK / KxN matrix
       check_l1_fractal_origin(s, n->src, dt, b && transpose && dt.bytes() == 4, sp);
       int64_t rmul = b ? (transpose ? 16 : c0_of(dt)) : 16, cmul = b ? 16 : c0_of(dt);
