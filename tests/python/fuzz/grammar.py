@@ -58,6 +58,12 @@ A seventh stream (``extension5-<seed // GROUP>``, values from ``extension5-shape
 stream's offsets, a gemm's ``C[by * bm - s0, bx * bn - s1]`` with multiples of 16 (16, 32, the
 block): the rows and columns before 0 are not written, and the tile rows / columns past the
 output's end land inside it (the reference computes the tile over the whole blocks).
+
+An eighth stream (``extension6-<seed // GROUP>``) adds **gemm operands straight from global
+tensors** (session 19): A, B or both passed to ``T.gemm`` as slices of the tensors
+(``A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk]``) instead of staged tiles, as cpu kernels write
+them (on Ascend stage_gemm_operands stages them). A gemm region is not clipped on cpu, so M, N and K
+are rounded up to whole blocks (0 stays 0) and run-time extents are not drawn with it.
 """
 import random
 
@@ -294,7 +300,18 @@ def generate(seed):
     _extension3(d, seed)
     _extension4(d, seed)
     _extension5(d, seed)
+    _extension6(d, seed)
     return d
+
+
+def _extension6(d, seed):
+    """The eighth stream's constructs (module docstring), added to `d` in place."""
+    grng = random.Random(f"extension6-{seed // GROUP}")
+    if d["kind"] != "gemm" or d.get("rt") or grng.random() >= 0.3:
+        return
+    d["gm"] = grng.choice(("a", "b", "ab"))
+    for dim, blk in (("M", "bm"), ("N", "bn"), ("K", "bk")):
+        d[dim] = -(-d[dim] // d[blk]) * d[blk]
 
 
 def _extension5(d, seed):
@@ -616,9 +633,15 @@ def _body(d):
         kk = sl(f"k * {bk}", bk)
         a_src = f"A[{kk}, {am}]" if d["ta"] else f"A[{am}, {kk}]"
         b_src = f"B[{bnn}, {kk}]" if d["tb"] else f"B[{kk}, {bnn}]"
+    gm = d.get("gm", "")   # operands read by the gemm straight from the tensor (eighth stream)
+    if gm:
+        sl = lambda v, b: f"{v} * {b}:({v} + 1) * {b}"  # noqa: E731
+        a_gm = f"A[{sl('k', bk)}, {sl('by', bm)}]" if d["ta"] else f"A[{sl('by', bm)}, {sl('k', bk)}]"
+        b_gm = f"B[{sl('bx', bn)}, {sl('k', bk)}]" if d["tb"] else f"B[{sl('k', bk)}, {sl('bx', bn)}]"
     flags = "".join([", transpose_A=True" if d["ta"] else "", ", transpose_B=True" if d["tb"] else ""])
-    body = [f"a = T.alloc_shared({a_shape}, {adt!r})", f"b = T.alloc_shared({b_shape}, {adt!r})",
-            f"acc = T.alloc_fragment(({bm}, {bn}), {acc!r})"]
+    body = ([] if "a" in gm else [f"a = T.alloc_shared({a_shape}, {adt!r})"]) + \
+        ([] if "b" in gm else [f"b = T.alloc_shared({b_shape}, {adt!r})"]) + \
+        [f"acc = T.alloc_fragment(({bm}, {bn}), {acc!r})"]
     if d["accum"] == "add":
         body.append(f"c0 = T.alloc_fragment(({bm}, {bn}), {acc!r})")
     if rt:
@@ -626,7 +649,8 @@ def _body(d):
         body += ["n = Lens[0]", f"cnt = T.min({blk}, n - {var} * {blk})"]
     body.append(f"T.copy(C0[by * {bm}, bx * {bn}], acc)" if d["accum"] == "init" else "T.clear(acc)")
     body.append(_loop(d, "k", f"T.ceildiv({dim('K')}, {bk})"))
-    body += [f"    T.copy({a_src}, a)", f"    T.copy({b_src}, b)", f"    T.gemm(a, b, acc{flags})"]
+    body += ([] if "a" in gm else [f"    T.copy({a_src}, a)"]) + ([] if "b" in gm else [f"    T.copy({b_src}, b)"])
+    body.append(f"    T.gemm({a_gm if 'a' in gm else 'a'}, {b_gm if 'b' in gm else 'b'}, acc{flags})")
     if d["accum"] == "add":
         body.append(f"T.copy(C0[by * {bm}, bx * {bn}], c0)")
         body += _map_lines([["add2"]], True, "acc", ("i", "j"), "c0", (bm, bn))

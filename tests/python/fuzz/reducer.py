@@ -50,6 +50,10 @@ def _valid(d):
             return False
         if integer and any(isinstance(op[-1], float) for op in d["epilogue"]):
             return False
+        # gemm operands read from the tensors (grammar's eighth stream): whole blocks, no run-time
+        # extents (cpu does not clip a gemm region)
+        if d.get("gm") and (d.get("rt") or any(d[n] % d[b] for n, b in (("M", "bm"), ("N", "bn"), ("K", "bk")))):
+            return False
     return True
 
 
@@ -85,6 +89,10 @@ def candidates(d):
         for f in ("ta", "tb"):
             if d[f]:
                 out.append(_set(d, **{f: False}))
+        if d.get("gm") == "ab":   # one operand staged by the kernel, or both
+            out += [_set(d, gm="a"), _set(d, gm="b")]
+        if d.get("gm"):
+            out.append(_set(d, gm=None))
     if d.get("sumsq"):
         out.append(_set(d, sumsq=False))
     for f in ("dt_in", "dt_tile", "dt_out"):
