@@ -67,6 +67,9 @@ def test_generator_covers_the_grammar():
     # the seventh stream: store origins before the tensor (rows, columns, inside a 32 B block)
     assert any(d.get("s0") for d in descs) and any(d.get("s1") for d in descs)
     assert any(d.get("s1") in (1, 3) for d in descs)
+    # the eighth stream: gemm operands straight from the tensors, whole blocks
+    assert seen(lambda d: d.get("gm")) >= {"a", "b", "ab"} and any(d.get("wholek") for d in many)
+    assert all(d[n] % d[b] == 0 for d in descs if d.get("gm") for n, b in (("M", "bm"), ("N", "bn"), ("K", "bk")))
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)

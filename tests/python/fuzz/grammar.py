@@ -62,8 +62,9 @@ output's end land inside it (the reference computes the tile over the whole bloc
 An eighth stream (``extension6-<seed // GROUP>``) adds **gemm operands straight from global
 tensors** (session 19): A, B or both passed to ``T.gemm`` as slices of the tensors
 (``A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk]``) instead of staged tiles, as cpu kernels write
-them (on Ascend stage_gemm_operands stages them). A gemm region is not clipped on cpu, so M, N and K
-are rounded up to whole blocks (0 stays 0) and run-time extents are not drawn with it.
+them (on Ascend stage_gemm_operands stages them), or (``wholek``, constant shapes) one gemm over the
+whole K of both slices without a K loop. A gemm region is not clipped on cpu, so M, N and K are
+rounded up to whole blocks (0 stays 0) and run-time extents are not drawn with it.
 """
 import random
 
@@ -309,7 +310,10 @@ def _extension6(d, seed):
     grng = random.Random(f"extension6-{seed // GROUP}")
     if d["kind"] != "gemm" or d.get("rt") or grng.random() >= 0.3:
         return
-    d["gm"] = grng.choice(("a", "b", "ab"))
+    # wholek: no K loop, one gemm over K (a constant) of both tensors' slices, walked by the
+    # compiler (on Ascend in pipelined chunks when the staged tiles pass 64 KiB)
+    d["wholek"] = not d["sym"] and grng.random() < 0.5
+    d["gm"] = "ab" if d["wholek"] else grng.choice(("a", "b", "ab"))
     for dim, blk in (("M", "bm"), ("N", "bn"), ("K", "bk")):
         d[dim] = -(-d[dim] // d[blk]) * d[blk]
 
@@ -648,9 +652,15 @@ def _body(d):
         var, blk = ("by", bm) if rt["axis"] == 0 else ("bx", bn)
         body += ["n = Lens[0]", f"cnt = T.min({blk}, n - {var} * {blk})"]
     body.append(f"T.copy(C0[by * {bm}, bx * {bn}], acc)" if d["accum"] == "init" else "T.clear(acc)")
-    body.append(_loop(d, "k", f"T.ceildiv({dim('K')}, {bk})"))
-    body += ([] if "a" in gm else [f"    T.copy({a_src}, a)"]) + ([] if "b" in gm else [f"    T.copy({b_src}, b)"])
-    body.append(f"    T.gemm({a_gm if 'a' in gm else 'a'}, {b_gm if 'b' in gm else 'b'}, acc{flags})")
+    if d.get("wholek"):   # one gemm over the whole K of the tensors' slices (constant K)
+        kk = f"0:{dim('K')}"
+        a_gm = f"A[{kk}, {sl('by', bm)}]" if d["ta"] else f"A[{sl('by', bm)}, {kk}]"
+        b_gm = f"B[{sl('bx', bn)}, {kk}]" if d["tb"] else f"B[{kk}, {sl('bx', bn)}]"
+        body.append(f"T.gemm({a_gm}, {b_gm}, acc{flags})")
+    else:
+        body.append(_loop(d, "k", f"T.ceildiv({dim('K')}, {bk})"))
+        body += ([] if "a" in gm else [f"    T.copy({a_src}, a)"]) + ([] if "b" in gm else [f"    T.copy({b_src}, b)"])
+        body.append(f"    T.gemm({a_gm if 'a' in gm else 'a'}, {b_gm if 'b' in gm else 'b'}, acc{flags})")
     if d["accum"] == "add":
         body.append(f"T.copy(C0[by * {bm}, bx * {bn}], c0)")
         body += _map_lines([["add2"]], True, "acc", ("i", "j"), "c0", (bm, bn))

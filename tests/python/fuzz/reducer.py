@@ -90,9 +90,11 @@ def candidates(d):
             if d[f]:
                 out.append(_set(d, **{f: False}))
         if d.get("gm") == "ab":   # one operand staged by the kernel, or both
-            out += [_set(d, gm="a"), _set(d, gm="b")]
+            out += [_set(d, gm="a", wholek=None), _set(d, gm="b", wholek=None)]
+        if d.get("wholek"):
+            out.append(_set(d, wholek=False))
         if d.get("gm"):
-            out.append(_set(d, gm=None))
+            out.append(_set(d, gm=None, wholek=None))
     if d.get("sumsq"):
         out.append(_set(d, sumsq=False))
     for f in ("dt_in", "dt_tile", "dt_out"):
