@@ -112,6 +112,23 @@ def test_odd_shapes_and_k_chunks(M, N, K, clear):
         np.testing.assert_array_equal(f64(c), ref, err_msg=target)
 
 
+@pytest.mark.parametrize("dtype,ta,tb,M,N,K", [
+    ("float16", True, False, 48, 80, 1000),    # A K x M and B K x N: chunks of rows, a row tail
+    ("bfloat16", False, False, 128, 128, 777),
+    ("float32", False, True, 64, 64, 600),     # chunks of 128, a tail of 88
+    ("int8", False, True, 96, 64, 1500),       # K fractal 32: chunks of 384, a tail of 348
+    ("float16", True, True, 16, 16, 4100),     # chunks of 1024, a tail of 4
+])
+def test_k_chunks_in_every_orientation(dtype, ta, tb, M, N, K):
+    build, ash, bsh = gemm_global(M, N, K, dtype, ta, tb, True)
+    rng = np.random.default_rng(K)
+    a, b = values(ash, dtype, rng), values(bsh, dtype, rng)
+    c0 = np.zeros((M, N), tw.testing.np_dtype(ACC[dtype]))
+    ref = mat(a, ta) @ mat(b, tb)
+    for target, (c,) in run_both(build, [a, b, c0], [2]).items():
+        np.testing.assert_array_equal(f64(c), ref, err_msg=target)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "int8"])
 @pytest.mark.parametrize("pipelined", [False, True])
 def test_gridded_slices_accumulated_by_a_k_loop(dtype, pipelined):
