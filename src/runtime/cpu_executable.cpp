@@ -43,12 +43,14 @@ const fs::path& work_root() {
     const support::Env& e = support::env();
     if (!e.cache_disabled) {
       ensure_private_dir(e.cache_dir, "cache directory (TW_CACHE_DIR)");
+      ensure_safe_ancestors(e.cache_dir, "cache directory (TW_CACHE_DIR)");
       return fs::path(e.cache_dir);
     }
     static std::string tmp = (fs::temp_directory_path() / "tilewright-XXXXXX").string();
     if (!mkdtemp(tmp.data()))
       throw std::runtime_error("cannot create a private temporary directory '" + tmp + "': " + std::strerror(errno) +
                                "; set TMPDIR to a writable directory");
+    ensure_safe_ancestors(tmp, "private temporary directory (TW_CACHE_DISABLE=1, under TMPDIR)");
     static const pid_t owner = getpid();
     std::atexit([] {
       if (getpid() != owner) return;  // a forked child leaves its parent's directory alone
@@ -315,15 +317,21 @@ std::string compile_source(const std::string& source, const std::string& what, c
   ensure_private_dir(tmp.string(), "temporary directory");
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
+  // Removes the generated source if anything below fails (a full disk while the headers are
+  // written, the runtime library evicted and not rebuildable), so failures leave nothing in tmp/;
+  // an internal compiler error keeps it for the report (compile_failed decides).
+  struct SourceGuard {
+    std::string path;
+    ~SourceGuard() {
+      std::error_code ec;
+      if (!path.empty()) fs::remove(path, ec);
+    }
+  } guard{src};
   {
     std::ofstream out(src);
     out << source;
     out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(src, ec);
-      throw std::runtime_error("cannot write the generated source to '" + src + "' (disk full?)");
-    }
+    if (!out) throw std::runtime_error("cannot write the generated source to '" + src + "' (disk full?)");
   }
   const std::string include_dir = cpu_include_dir();  // verified right before the compiler reads it
   const bool gemm = source.find(cpu::kGemmCall) != std::string::npos;
@@ -340,6 +348,7 @@ std::string compile_source(const std::string& source, const std::string& what, c
     r = compile_shared_object(src, so, flags, {include_dir}, link, arch);
   }
   log_compile(r, what, t0);
+  guard.path.clear();
   if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so);
   fs::remove(src);
   return so;

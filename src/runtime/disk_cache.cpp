@@ -194,6 +194,48 @@ void ensure_private_dir(const std::string& dir, const std::string& what) {
     }
 }
 
+namespace {
+
+// Why another user could rename entries of directory `st` (so replace what is below it), or "".
+std::string foreign_control(const struct stat& st) {
+    if (st.st_uid != 0 && st.st_uid != geteuid())
+        return "is owned by uid " + std::to_string(st.st_uid) + " (neither this user nor root)";
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return std::string("is writable by other users without the sticky bit (mode ") + mode + ")";
+    }
+    return "";
+}
+
+}  // namespace
+
+void ensure_safe_ancestors(const std::string& dir, const std::string& what) {
+    // The path as written (its links live in these directories too) and the one it resolves to.
+    std::error_code ec;
+    const fs::path lexical = fs::absolute(dir, ec).lexically_normal();
+    const fs::path resolved = fs::canonical(dir, ec);
+    if (ec) throw std::runtime_error("cannot resolve " + what + " '" + dir + "': " + ec.message());
+    for (const fs::path& path : {lexical, resolved}) {
+        fs::path a = path;
+        while (!a.empty() && a.filename().empty()) a = a.parent_path();  // a trailing '/'
+        for (a = a.parent_path(); !a.empty(); a = a.parent_path()) {
+            struct stat st;
+            if (stat(a.c_str(), &st) != 0)
+                throw std::runtime_error("cannot access '" + a.string() + "', a parent of " + what + " '" + dir +
+                                         "': " + std::strerror(errno));
+            const std::string why = foreign_control(st);
+            if (!why.empty())
+                throw std::runtime_error(
+                    "refusing to use " + what + " '" + dir + "': its parent directory '" + a.string() + "' " + why +
+                    ", so another user could replace the directory, and the code Tilewright loads from it, after "
+                    "it is checked; set TW_CACHE_DIR to a directory whose parents only you or root can write "
+                    "(e.g. ~/.cache/tilewright), or fix that directory's owner / mode");
+            if (a == a.root_path()) break;
+        }
+    }
+}
+
 DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
     : dir_(std::move(dir)), max_bytes_(max_bytes) {
     while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
@@ -228,6 +270,20 @@ std::optional<std::string> DiskCache::lookup(const std::string& key, const std::
         remove_entry(entry);
         return std::nullopt;
     };
+
+    // The prefix directory and the entry must be directories of this user (not links, e.g. to a
+    // directory outside the cache) that nobody else can write: what is below them is what we load.
+    // A bad one is removed by its name in the cache, never by what a link points at.
+    auto private_dir = [](const struct stat& ds) {
+        return S_ISDIR(ds.st_mode) && ds.st_uid == geteuid() && !(ds.st_mode & (S_IWGRP | S_IWOTH));
+    };
+    const std::string prefix = entry.substr(0, entry.rfind('/'));
+    struct stat ds;
+    if (lstat(prefix.c_str(), &ds) == 0 && !private_dir(ds)) {
+        remove_entry(prefix);  // renames the link itself (or the directory) away, then removes it
+        return std::nullopt;
+    }
+    if (lstat(entry.c_str(), &ds) == 0 && !private_dir(ds)) return corrupt();
 
     std::string text;
     if (!read_small_file(entry + "/" + kManifestName, text)) {
