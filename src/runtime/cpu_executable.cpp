@@ -260,6 +260,12 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   return lib;
 }
 
+void log_lock_timeout(const std::string& what) {
+  log(LogLevel::warning, "another process has held the cache's lock on " + what + " for " +
+                             std::to_string(DiskCache::kLockWait.count() / 1000) +
+                             " s (stopped, or its compiler hung?): compiling it here as well");
+}
+
 // The path of the runtime library, built on the first miss. In the disk cache it is an entry
 // like a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built
 // once across processes under the key's lock); with the cache disabled, built once per process
@@ -276,6 +282,7 @@ std::string runtime_library_path(const std::string& arch) {
   }
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
   DiskCache::KeyLock lock = disk_cache().lock(key);
+  if (!lock.held()) log_lock_timeout("the gemm runtime library");
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
   if (support::frozen())
     throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
@@ -402,6 +409,7 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
       path = disk_cache().lookup(key, "kernel.so");
       if (!path) {  // another process may be compiling this key: wait for it, then look again
         key_lock.emplace(disk_cache().lock(key));
+        if (!key_lock->held()) log_lock_timeout(what);
         path = disk_cache().lookup(key, "kernel.so");
       }
     }

@@ -451,7 +451,7 @@ DiskCache::KeyLock::~KeyLock() {
     close(fd_);  // releases the flock
 }
 
-DiskCache::KeyLock DiskCache::lock(const std::string& key) {
+DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::milliseconds max_wait) {
     check_args(key, "x");
     std::string dir = dir_ + "/.locks";
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
@@ -459,13 +459,22 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
     std::string path = dir + "/" + key;
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) throw std::runtime_error("cannot open lock file '" + path + "': " + std::strerror(errno));
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
-        int e = errno;
-        close(fd);
-        throw std::runtime_error("cannot lock '" + path + "': " + std::strerror(e));
+    // Polled rather than blocking, and bounded: a holder that makes no progress (a stopped
+    // process, a hung compiler) must not hang every process that needs this key.
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 100000)) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return KeyLock(fd, path);
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            int e = errno;
+            close(fd);
+            throw std::runtime_error("cannot lock '" + path + "': " + std::strerror(e));
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            close(fd);
+            return KeyLock(-1, "");  // not held: the caller builds the key itself
+        }
+        usleep(nap);
     }
-    return KeyLock(fd, path);
 }
 
 // The usage index, <dir>/.usage: the cache's size in bytes (decimal) as the last publisher left

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -62,8 +63,12 @@ public:
     // processes missing the same key run the compiler once. The kernel drops a flock when its
     // holder dies, so a crashed process never leaves a stale lock behind; the lock file is
     // removed on release (a waiter then holds an unlinked file and finds the published entry).
+    // The wait is bounded by `max_wait`: a holder that makes no progress (a stopped process, a
+    // hung compiler) does not hang the others; past it the returned lock is not held(), and the
+    // caller builds the key itself (publish keeps one entry if both finish).
     class KeyLock {
     public:
+        bool held() const { return fd_ >= 0; }
         KeyLock(KeyLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
         KeyLock(const KeyLock&) = delete;
         KeyLock& operator=(const KeyLock&) = delete;
@@ -75,7 +80,8 @@ public:
         int fd_;
         std::string path_;
     };
-    KeyLock lock(const std::string& key);
+    static constexpr std::chrono::milliseconds kLockWait{600'000};  // 10 minutes: a very slow compile
+    KeyLock lock(const std::string& key, std::chrono::milliseconds max_wait = kLockWait);
 
     // Number of entries; removes every entry (tw.clear_cache(disk=True)).
     size_t entries() const;
