@@ -43,14 +43,17 @@ const fs::path& work_root() {
     const support::Env& e = support::env();
     if (!e.cache_disabled) {
       ensure_private_dir(e.cache_dir, "cache directory (TW_CACHE_DIR)");
-      ensure_safe_ancestors(e.cache_dir, "cache directory (TW_CACHE_DIR)");
+      ensure_safe_ancestors(e.cache_dir, "cache directory (TW_CACHE_DIR)",
+                            "set TW_CACHE_DIR to a directory whose parents only you or root can write "
+                            "(e.g. ~/.cache/tilewright)");
       return fs::path(e.cache_dir);
     }
     static std::string tmp = (fs::temp_directory_path() / "tilewright-XXXXXX").string();
+    ensure_safe_ancestors(tmp, "private temporary directory (TW_CACHE_DISABLE=1)",
+                          "set TMPDIR to a directory only you can write, or one with the sticky bit such as /tmp");
     if (!mkdtemp(tmp.data()))
       throw std::runtime_error("cannot create a private temporary directory '" + tmp + "': " + std::strerror(errno) +
                                "; set TMPDIR to a writable directory");
-    ensure_safe_ancestors(tmp, "private temporary directory (TW_CACHE_DISABLE=1, under TMPDIR)");
     static const pid_t owner = getpid();
     std::atexit([] {
       if (getpid() != owner) return;  // a forked child leaves its parent's directory alone

@@ -210,11 +210,11 @@ std::string foreign_control(const struct stat& st) {
 
 }  // namespace
 
-void ensure_safe_ancestors(const std::string& dir, const std::string& what) {
+void ensure_safe_ancestors(const std::string& dir, const std::string& what, const std::string& fix) {
     // The path as written (its links live in these directories too) and the one it resolves to.
     std::error_code ec;
     const fs::path lexical = fs::absolute(dir, ec).lexically_normal();
-    const fs::path resolved = fs::canonical(dir, ec);
+    const fs::path resolved = fs::weakly_canonical(dir, ec);  // `dir` itself may not exist yet
     if (ec) throw std::runtime_error("cannot resolve " + what + " '" + dir + "': " + ec.message());
     for (const fs::path& path : {lexical, resolved}) {
         fs::path a = path;
@@ -229,8 +229,7 @@ void ensure_safe_ancestors(const std::string& dir, const std::string& what) {
                 throw std::runtime_error(
                     "refusing to use " + what + " '" + dir + "': its parent directory '" + a.string() + "' " + why +
                     ", so another user could replace the directory, and the code Tilewright loads from it, after "
-                    "it is checked; set TW_CACHE_DIR to a directory whose parents only you or root can write "
-                    "(e.g. ~/.cache/tilewright), or fix that directory's owner / mode");
+                    "it is checked; " + fix + ", or fix that directory's owner / mode");
             if (a == a.root_path()) break;
         }
     }

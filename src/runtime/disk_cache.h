@@ -31,8 +31,9 @@ void ensure_private_dir(const std::string& dir, const std::string& what);
 // Checks every directory above `dir` (as written, and with its links resolved): each must be
 // owned by this user or root and not writable by group/others unless sticky (like /tmp), or
 // another user could rename `dir` away and put their own in its place between a lookup's
-// verification and the dlopen. Throws std::runtime_error naming the directory and the fix.
-void ensure_safe_ancestors(const std::string& dir, const std::string& what);
+// verification and the dlopen. `dir` need not exist yet. Throws std::runtime_error naming the
+// directory and `fix` (e.g. "set TW_CACHE_DIR to ...").
+void ensure_safe_ancestors(const std::string& dir, const std::string& what, const std::string& fix);
 
 class DiskCache {
 public:

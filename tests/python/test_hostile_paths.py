@@ -227,6 +227,13 @@ def test_cache_under_a_directory_others_can_write_is_refused(tmp_path):
     link_dir.chmod(0o777)
     out = _child(tmp_path, {"TW_CACHE_DIR": str(link_dir / "c")})
     assert f"its parent directory '{link_dir}' is writable by other users" in out, out
+    # TW_CACHE_DISABLE=1: the private temporary directory under such a TMPDIR (none is made).
+    out = _child(tmp_path, {"TW_CACHE_DISABLE": "1", "TMPDIR": str(link_dir)})
+    assert out.startswith(f"ERR cannot build kernel 'neg': refusing to use private temporary directory "
+                          f"(TW_CACHE_DISABLE=1) '{link_dir}/tilewright-XXXXXX': its parent directory '{link_dir}' "
+                          "is writable by other users"), out
+    assert "set TMPDIR to a directory only you can write, or one with the sticky bit such as /tmp" in out, out
+    assert sorted(p.name for p in link_dir.iterdir()) == ["c"]
     # A parent owned by another (non-root) user: they can rename what is in it.
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o755)
