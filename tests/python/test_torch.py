@@ -114,6 +114,14 @@ def test_custom_op_of_an_in_place_kernel_declares_the_mutation():
     assert torch.equal(x, 2 * ref)
     assert torch.equal(r, 2 * ref + ref + 1)
 
+    @torch.compile(fullgraph=True)
+    def g(base):  # a strided view, mutated inside a compiled graph
+        op(base[::2])
+        return base + 0
+
+    base = torch.ones(14)
+    assert torch.equal(g(base), torch.tensor([2.0, 1.0] * 7)) and torch.equal(base, torch.tensor([2.0, 1.0] * 7))
+
 
 def test_custom_op_with_outputs_and_an_in_place_input():
     op = tw.register_torch_op("tw_test::accumulate", accumulate(5))
