@@ -26,7 +26,7 @@ import sys
 import time
 
 from . import _C
-from .errors import TilewrightError
+from .errors import TilewrightError, user_location
 from .jit import Kernel, kernel_stats
 
 __all__ = ["export", "read_manifest", "precompile", "freeze", "frozen", "kernel_stats",
@@ -62,7 +62,20 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
                                   hint="pass kernels returned by tw.compile / a @tw.jit function")
     if name is None:
         name = kernels[0].name if len(kernels) == 1 else "kernels"
-    files, _ = _C.export_artifact([k._exe for k in kernels], os.fspath(directory), name, cpu_arch or "")
+    try:
+        path = os.fspath(directory)
+    except TypeError:
+        path = None
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise TilewrightError(f"export() takes a directory path (a non-empty str or os.PathLike), got "
+                              f"{directory!r}", *user_location(), hint="pass e.g. 'build/kernels'")
+    try:
+        files, _ = _C.export_artifact([k._exe for k in kernels], path, name, cpu_arch or "")
+    except TilewrightError as e:
+        if e.line > 0:  # located at a kernel's definition
+            raise
+        # The directory, the disk, the name: the mistake is at the call.
+        raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
     return [pathlib.Path(f) for f in files]
 
 

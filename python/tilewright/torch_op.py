@@ -4,9 +4,13 @@
     y = op(a, b)                                   # also inside torch.compile(fullgraph=True)
 
 The op takes the kernel's inputs as tensors (scalar parameters as Python numbers) and returns its
-outputs as new tensors; it mutates nothing. Its fake (meta) implementation computes the output
-shapes and dtypes from the kernel's signature, so ``torch.compile`` traces through it without
-running it. torch is optional: importing tilewright never imports it.
+outputs as new tensors (None when it has none). Inputs the kernel writes in place
+(``Executable.written_inputs()``: stores and copy / fill / gemm / reduce destinations) are
+declared mutated (``mutates_args`` and ``Tensor(a!)`` in the schema), so ``torch.compile`` and
+autograd know the op changes them; every other input is declared read-only, which the kernel
+guarantees. Its fake (meta) implementation computes the output shapes and dtypes from the
+kernel's signature, so ``torch.compile`` traces through it without running it. torch is
+optional: importing tilewright never imports it.
 """
 from __future__ import annotations
 
@@ -34,32 +38,51 @@ def register_torch_op(name: str, kernel):
         raise TilewrightError(f"register_torch_op takes a compiled tilewright Kernel, got {kernel!r}",
                               hint="pass tw.compile(prim_func, out_idx=[...]) or a @tw.jit function's result")
     specs = kernel._exe.input_specs()
-    if kernel._written:
-        written = ", ".join(f"'{specs[i][0]}'" for i in sorted(kernel._written))
-        raise TilewrightError(f"kernel '{kernel.name}' writes its input(s) {written} in place; a torch op from "
-                              "register_torch_op mutates nothing (torch.compile relies on that)",
-                              hint="make the written tensors outputs (out_idx=[...]) so the op returns them")
+    mutated = sorted(kernel._written)  # positions among the inputs, all tensors
     n_out = len(kernel._exe.output_dtypes)
-    if n_out == 0:
-        raise TilewrightError(f"kernel '{kernel.name}' has no output parameter; a torch op must return something",
+    if n_out == 0 and not mutated:
+        raise TilewrightError(f"kernel '{kernel.name}' has no output parameter and writes none of its inputs; "
+                              "a torch op of it would do nothing",
                               hint="declare outputs with out_idx=[...] or tw.output(...)")
-    params = [f"{'Tensor' if is_tensor else _scalar_type(dtype)} {pname}" for pname, _, dtype, is_tensor in specs]
-    ret = "Tensor" if n_out == 1 else "(" + ", ".join(["Tensor"] * n_out) + ")"
+    params = []
+    for i, (pname, _, dtype, is_tensor) in enumerate(specs):
+        # Each mutated tensor gets its own alias set: the op writes it and returns no alias of it.
+        kind = f"Tensor({_alias_set(mutated.index(i))}!)" if i in mutated else "Tensor" if is_tensor \
+            else _scalar_type(dtype)
+        params.append(f"{kind} {pname}")
+    ret = "()" if n_out == 0 else "Tensor" if n_out == 1 else "(" + ", ".join(["Tensor"] * n_out) + ")"
     schema = "(" + ", ".join(params) + ") -> " + ret
 
     def impl(*args):
-        return kernel(*args)
+        # A torch op writes any tensor in place, whatever its strides; the kernel takes dense ones
+        # (and refuses a strided one it writes, whose copy would lose the writes): run it on a
+        # dense copy and write that back.
+        strided = [(i, args[i]) for i in mutated if isinstance(args[i], torch.Tensor) and not args[i].is_contiguous()]
+        if strided:
+            args = list(args)
+            for i, t in strided:
+                args[i] = t.contiguous()
+        out = kernel(*args)
+        for i, t in strided:
+            t.copy_(args[i])
+        return out
 
-    op = torch.library.custom_op(name, impl, mutates_args=(), schema=schema)
+    op = torch.library.custom_op(name, impl, mutates_args=[specs[i][0] for i in mutated], schema=schema)
 
     def fake(*args):
         shapes = [(list(a.shape), _tw_dtype(a.dtype)) if isinstance(a, torch.Tensor) else ([], "") for a in args]
-        outs = [torch.empty(shape, dtype=getattr(torch, dt), device=args[0].device if args else "cpu")
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
+        outs = [torch.empty(shape, dtype=getattr(torch, dt), device=device)
                 for shape, dt in kernel._exe.output_specs(shapes)]
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
     op.register_fake(fake)
     return op
+
+
+def _alias_set(k: int) -> str:
+    """The k-th alias set name of a schema: a .. z, then a1 .. z1, ..."""
+    return "abcdefghijklmnopqrstuvwxyz"[k % 26] + (str(k // 26) if k >= 26 else "")
 
 
 def _scalar_type(dtype):

@@ -1,6 +1,8 @@
 // export_artifact (aot_export.h): the library, its C header and its manifest.
 #include "runtime/aot_export.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -41,15 +43,35 @@ ManifestFile file_entry(const fs::path& p) {
   return {p.filename().string(), support::sha256_file_hex(p.string()), static_cast<uint64_t>(fs::file_size(p))};
 }
 
-void write_text(const fs::path& p, const std::string& text) {
-  fs::path tmp = p;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f) throw ir::Error("cannot write " + tmp.string(), {}, "check that the export directory is writable");
+// The temporary files of one export (<file>.tmp, renamed into place when complete): removed if
+// the export fails part way (a full disk, a read-only file system), so none is left behind.
+struct Temporaries {
+  std::vector<fs::path> paths;
+  fs::path add(const fs::path& p) {
+    fs::path tmp = p;
+    tmp += ".tmp";
+    paths.push_back(tmp);
+    return tmp;
   }
+  ~Temporaries() {
+    std::error_code ec;
+    for (const auto& t : paths) fs::remove(t, ec);
+  }
+};
+
+void write_text(const fs::path& p, const std::string& text, Temporaries& temps) {
+  fs::path tmp = temps.add(p);
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();  // a full disk shows at the flush: checked, or a truncated file would be shipped
+  if (!f) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
   fs::rename(tmp, p);
+}
+
+void copy_into(const fs::path& from, const fs::path& to, Temporaries& temps) {
+  fs::path tmp = temps.add(to);
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
+  fs::rename(tmp, to);
 }
 
 }  // namespace
@@ -88,6 +110,10 @@ std::string export_header(const std::vector<Signature>& sigs, const std::string&
   return o;
 }
 
+static ExportResult write_artifact(const std::vector<std::shared_ptr<const Executable>>& kernels,
+                                   const std::vector<Signature>& sigs, const fs::path& d, const std::string& name,
+                                   const std::string& cpu_arch_in, Temporaries& temps);
+
 ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
                              const std::string& name, const std::string& cpu_arch_in) {
   if (kernels.empty()) throw ir::Error("nothing to export", {}, "pass at least one compiled kernel");
@@ -123,8 +149,24 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
   std::error_code ec;
   fs::create_directories(d, ec);
   if (ec || !fs::is_directory(d))
-    throw ir::Error("cannot create the export directory " + dir + ": " + ec.message(), {},
-                    "pass a writable directory");
+    throw ir::Error("cannot create the export directory " + dir + ": " + (ec ? ec.message() : "not a directory"),
+                    {}, "pass a writable directory");
+  Temporaries temps;
+  try {
+    return write_artifact(kernels, sigs, d, name, cpu_arch_in, temps);
+  } catch (const ir::Error&) {
+    throw;
+  } catch (const std::exception& e) {  // the directory, the disk: an environment problem
+    throw ir::Error("cannot write the artifact into the export directory " + dir + ": " + e.what(), {},
+                    "pass a directory that is writable and has free space (not one on a read-only or full "
+                    "file system, nor under /proc or /sys)");
+  }
+}
+
+static ExportResult write_artifact(const std::vector<std::shared_ptr<const Executable>>& kernels,
+                                   const std::vector<Signature>& sigs, const fs::path& d, const std::string& name,
+                                   const std::string& cpu_arch_in, Temporaries& temps) {
+  const std::string dir = d.string(), target = kernels.front()->target();
   fs::remove(d / kManifestFile);  // an interrupted export must not leave a stale manifest
 
   Manifest m;
@@ -140,7 +182,7 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
       fs::create_directories(d / sigs[i].kernel);
       for (const auto& [file, text] : a->ascendc_files()) {
         fs::path p = d / sigs[i].kernel / file;
-        write_text(p, text);
+        write_text(p, text, temps);
         ManifestFile f = file_entry(p);
         f.name = sigs[i].kernel + "/" + file;
         m.files.push_back(std::move(f));
@@ -169,18 +211,22 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
     SharedObject so = shared_object(source, "kernel library '" + name + "'", sigs.front().span, arch);
     result.library_from_cache = so.from_cache;
     m.library = "lib" + name + ".so";
-    fs::path lib = d / m.library, tmp = d / (m.library + ".tmp");
-    fs::copy_file(so.path, tmp, fs::copy_options::overwrite_existing);
+    fs::path lib = d / m.library;
+    try {
+      copy_into(so.path, lib, temps);
+    } catch (...) {
+      std::error_code rm;
+      if (so.temporary) fs::remove(so.path, rm);
+      throw;
+    }
     if (so.temporary) fs::remove(so.path);
-    fs::rename(tmp, lib);
     if (source.find(cpu::kGemmCall) != std::string::npos) {
       // The library depends on the gemm runtime library (by soname, found next to it through its
       // $ORIGIN run path): shipped in the directory, verified and loaded first by the AOT runtime.
       m.runtime = gemm_runtime_soname(arch);
-      fs::path rt = d / m.runtime, rt_tmp = d / (m.runtime + ".tmp");
+      fs::path rt = d / m.runtime;
       try {
-        fs::copy_file(gemm_runtime_library(arch), rt_tmp, fs::copy_options::overwrite_existing);
-        fs::rename(rt_tmp, rt);
+        copy_into(gemm_runtime_library(arch), rt, temps);
       } catch (const ir::Error&) {
         throw;
       } catch (const std::exception& e) {
@@ -191,7 +237,7 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
       result.files.push_back(rt.string());
     }
     fs::path header = d / (name + ".h");
-    write_text(header, export_header(sigs, name));
+    write_text(header, export_header(sigs, name), temps);
     m.abi = TW_CPU_ABI_VERSION;
     m.compiler = host_compiler().identity;
     m.files.push_back(file_entry(lib));
@@ -199,7 +245,7 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
     result.files.push_back(lib.string());
     result.files.push_back(header.string());
   }
-  write_text(d / kManifestFile, print_manifest(m));
+  write_text(d / kManifestFile, print_manifest(m), temps);
   result.files.push_back((d / kManifestFile).string());
   return result;
 }

@@ -43,9 +43,14 @@ const fs::path& work_root() {
     const support::Env& e = support::env();
     if (!e.cache_disabled) {
       ensure_private_dir(e.cache_dir, "cache directory (TW_CACHE_DIR)");
+      ensure_safe_ancestors(e.cache_dir, "cache directory (TW_CACHE_DIR)",
+                            "set TW_CACHE_DIR to a directory whose parents only you or root can write "
+                            "(e.g. ~/.cache/tilewright)");
       return fs::path(e.cache_dir);
     }
     static std::string tmp = (fs::temp_directory_path() / "tilewright-XXXXXX").string();
+    ensure_safe_ancestors(tmp, "private temporary directory (TW_CACHE_DISABLE=1)",
+                          "set TMPDIR to a directory only you can write, or one with the sticky bit such as /tmp");
     if (!mkdtemp(tmp.data()))
       throw std::runtime_error("cannot create a private temporary directory '" + tmp + "': " + std::strerror(errno) +
                                "; set TMPDIR to a writable directory");
@@ -258,6 +263,12 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   return lib;
 }
 
+void log_lock_timeout(const std::string& what) {
+  log(LogLevel::warning, "another process has held the cache's lock on " + what + " for " +
+                             std::to_string(DiskCache::kLockWait.count() / 1000) +
+                             " s (stopped, or its compiler hung?): compiling it here as well");
+}
+
 // The path of the runtime library, built on the first miss. In the disk cache it is an entry
 // like a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built
 // once across processes under the key's lock); with the cache disabled, built once per process
@@ -274,6 +285,7 @@ std::string runtime_library_path(const std::string& arch) {
   }
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
   DiskCache::KeyLock lock = disk_cache().lock(key);
+  if (!lock.held()) log_lock_timeout("the gemm runtime library");
   if (auto hit = disk_cache().lookup(key, name)) return *hit;
   if (support::frozen())
     throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
@@ -315,15 +327,21 @@ std::string compile_source(const std::string& source, const std::string& what, c
   ensure_private_dir(tmp.string(), "temporary directory");
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
+  // Removes the generated source if anything below fails (a full disk while the headers are
+  // written, the runtime library evicted and not rebuildable), so failures leave nothing in tmp/;
+  // an internal compiler error keeps it for the report (compile_failed decides).
+  struct SourceGuard {
+    std::string path;
+    ~SourceGuard() {
+      std::error_code ec;
+      if (!path.empty()) fs::remove(path, ec);
+    }
+  } guard{src};
   {
     std::ofstream out(src);
     out << source;
     out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(src, ec);
-      throw std::runtime_error("cannot write the generated source to '" + src + "' (disk full?)");
-    }
+    if (!out) throw std::runtime_error("cannot write the generated source to '" + src + "' (disk full?)");
   }
   const std::string include_dir = cpu_include_dir();  // verified right before the compiler reads it
   const bool gemm = source.find(cpu::kGemmCall) != std::string::npos;
@@ -340,6 +358,7 @@ std::string compile_source(const std::string& source, const std::string& what, c
     r = compile_shared_object(src, so, flags, {include_dir}, link, arch);
   }
   log_compile(r, what, t0);
+  guard.path.clear();
   if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so);
   fs::remove(src);
   return so;
@@ -393,6 +412,7 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
       path = disk_cache().lookup(key, "kernel.so");
       if (!path) {  // another process may be compiling this key: wait for it, then look again
         key_lock.emplace(disk_cache().lock(key));
+        if (!key_lock->held()) log_lock_timeout(what);
         path = disk_cache().lookup(key, "kernel.so");
       }
     }

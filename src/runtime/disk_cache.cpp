@@ -194,6 +194,47 @@ void ensure_private_dir(const std::string& dir, const std::string& what) {
     }
 }
 
+namespace {
+
+// Why another user could rename entries of directory `st` (so replace what is below it), or "".
+std::string foreign_control(const struct stat& st) {
+    if (st.st_uid != 0 && st.st_uid != geteuid())
+        return "is owned by uid " + std::to_string(st.st_uid) + " (neither this user nor root)";
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return std::string("is writable by other users without the sticky bit (mode ") + mode + ")";
+    }
+    return "";
+}
+
+}  // namespace
+
+void ensure_safe_ancestors(const std::string& dir, const std::string& what, const std::string& fix) {
+    // The path as written (its links live in these directories too) and the one it resolves to.
+    std::error_code ec;
+    const fs::path lexical = fs::absolute(dir, ec).lexically_normal();
+    const fs::path resolved = fs::weakly_canonical(dir, ec);  // `dir` itself may not exist yet
+    if (ec) throw std::runtime_error("cannot resolve " + what + " '" + dir + "': " + ec.message());
+    for (const fs::path& path : {lexical, resolved}) {
+        fs::path a = path;
+        while (!a.empty() && a.filename().empty()) a = a.parent_path();  // a trailing '/'
+        for (a = a.parent_path(); !a.empty(); a = a.parent_path()) {
+            struct stat st;
+            if (stat(a.c_str(), &st) != 0)
+                throw std::runtime_error("cannot access '" + a.string() + "', a parent of " + what + " '" + dir +
+                                         "': " + std::strerror(errno));
+            const std::string why = foreign_control(st);
+            if (!why.empty())
+                throw std::runtime_error(
+                    "refusing to use " + what + " '" + dir + "': its parent directory '" + a.string() + "' " + why +
+                    ", so another user could replace the directory, and the code Tilewright loads from it, after "
+                    "it is checked; " + fix + ", or fix that directory's owner / mode");
+            if (a == a.root_path()) break;
+        }
+    }
+}
+
 DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
     : dir_(std::move(dir)), max_bytes_(max_bytes) {
     while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
@@ -228,6 +269,20 @@ std::optional<std::string> DiskCache::lookup(const std::string& key, const std::
         remove_entry(entry);
         return std::nullopt;
     };
+
+    // The prefix directory and the entry must be directories of this user (not links, e.g. to a
+    // directory outside the cache) that nobody else can write: what is below them is what we load.
+    // A bad one is removed by its name in the cache, never by what a link points at.
+    auto private_dir = [](const struct stat& ds) {
+        return S_ISDIR(ds.st_mode) && ds.st_uid == geteuid() && !(ds.st_mode & (S_IWGRP | S_IWOTH));
+    };
+    const std::string prefix = entry.substr(0, entry.rfind('/'));
+    struct stat ds;
+    if (lstat(prefix.c_str(), &ds) == 0 && !private_dir(ds)) {
+        remove_entry(prefix);  // renames the link itself (or the directory) away, then removes it
+        return std::nullopt;
+    }
+    if (lstat(entry.c_str(), &ds) == 0 && !private_dir(ds)) return corrupt();
 
     std::string text;
     if (!read_small_file(entry + "/" + kManifestName, text)) {
@@ -395,7 +450,7 @@ DiskCache::KeyLock::~KeyLock() {
     close(fd_);  // releases the flock
 }
 
-DiskCache::KeyLock DiskCache::lock(const std::string& key) {
+DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::milliseconds max_wait) {
     check_args(key, "x");
     std::string dir = dir_ + "/.locks";
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
@@ -403,13 +458,22 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
     std::string path = dir + "/" + key;
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) throw std::runtime_error("cannot open lock file '" + path + "': " + std::strerror(errno));
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
-        int e = errno;
-        close(fd);
-        throw std::runtime_error("cannot lock '" + path + "': " + std::strerror(e));
+    // Polled rather than blocking, and bounded: a holder that makes no progress (a stopped
+    // process, a hung compiler) must not hang every process that needs this key.
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 100000)) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return KeyLock(fd, path);
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            int e = errno;
+            close(fd);
+            throw std::runtime_error("cannot lock '" + path + "': " + std::strerror(e));
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            close(fd);
+            return KeyLock(-1, "");  // not held: the caller builds the key itself
+        }
+        usleep(nap);
     }
-    return KeyLock(fd, path);
 }
 
 // The usage index, <dir>/.usage: the cache's size in bytes (decimal) as the last publisher left

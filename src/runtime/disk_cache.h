@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,6 +27,13 @@ namespace tw::runtime {
 // is wrong and how to fix it otherwise; never changes the mode of an existing directory.
 // `what` names the directory in messages (e.g. "cache directory").
 void ensure_private_dir(const std::string& dir, const std::string& what);
+
+// Checks every directory above `dir` (as written, and with its links resolved): each must be
+// owned by this user or root and not writable by group/others unless sticky (like /tmp), or
+// another user could rename `dir` away and put their own in its place between a lookup's
+// verification and the dlopen. `dir` need not exist yet. Throws std::runtime_error naming the
+// directory and `fix` (e.g. "set TW_CACHE_DIR to ...").
+void ensure_safe_ancestors(const std::string& dir, const std::string& what, const std::string& fix);
 
 class DiskCache {
 public:
@@ -56,8 +64,12 @@ public:
     // processes missing the same key run the compiler once. The kernel drops a flock when its
     // holder dies, so a crashed process never leaves a stale lock behind; the lock file is
     // removed on release (a waiter then holds an unlinked file and finds the published entry).
+    // The wait is bounded by `max_wait`: a holder that makes no progress (a stopped process, a
+    // hung compiler) does not hang the others; past it the returned lock is not held(), and the
+    // caller builds the key itself (publish keeps one entry if both finish).
     class KeyLock {
     public:
+        bool held() const { return fd_ >= 0; }
         KeyLock(KeyLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
         KeyLock(const KeyLock&) = delete;
         KeyLock& operator=(const KeyLock&) = delete;
@@ -69,7 +81,8 @@ public:
         int fd_;
         std::string path_;
     };
-    KeyLock lock(const std::string& key);
+    static constexpr std::chrono::milliseconds kLockWait{600'000};  // 10 minutes: a very slow compile
+    KeyLock lock(const std::string& key, std::chrono::milliseconds max_wait = kLockWait);
 
     // Number of entries; removes every entry (tw.clear_cache(disk=True)).
     size_t entries() const;

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -1182,5 +1183,36 @@ TEST(DiskCache, KeyLockSerialisesProcesses) {
     int st = 0;
     waitpid(pid, &st, 0);
     auto lock = cache.lock(key_of("crash"));  // does not block
-    SUCCEED();
+    EXPECT_TRUE(lock.held());
+}
+
+TEST(DiskCache, KeyLockWaitIsBounded) {
+    // A holder that makes no progress (here: stopped) must not hang the others: past the bound
+    // the waiter gets a lock that is not held and builds the key itself.
+    TempDir d;
+    std::string dir = d / "cache";
+    rt::DiskCache cache(dir, 1 << 20);
+    const std::string key = key_of("stuck");
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        auto lock = rt::DiskCache(dir, 1 << 20).lock(key);
+        char c = 1;
+        (void)!write(ready[1], &c, 1);
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    auto lock = cache.lock(key, std::chrono::milliseconds(300));
+    EXPECT_FALSE(lock.held());
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    auto free_lock = cache.lock(key, std::chrono::milliseconds(300));  // the holder died: the lock is free
+    EXPECT_TRUE(free_lock.held());
+    close(ready[0]);
+    close(ready[1]);
 }

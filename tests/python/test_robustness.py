@@ -655,8 +655,7 @@ def test_relative_cache_dir_is_made_absolute(tmp_path):
 
 def test_register_torch_op_checks_its_arguments():
     """Bad op names leaked torch's parser errors (ValueError, RuntimeError), a non-kernel an
-    AttributeError; a kernel writing an input in place was registered as mutating nothing, which
-    torch.compile would trust."""
+    AttributeError. (A kernel writing an input in place is registered as mutating it: test_torch.py.)"""
     pytest.importorskip("torch")
     k = tw.compile(_axpy, out_idx=[-1])
     for name in ("::axpy", "a::b::c", "r6::a-b", "axpy", 5):
@@ -664,8 +663,17 @@ def test_register_torch_op_checks_its_arguments():
             tw.register_torch_op(name, k)
     with pytest.raises(TilewrightError, match="takes a compiled tilewright Kernel, got 5"):
         tw.register_torch_op("r6::five", 5)
-    with pytest.raises(TilewrightError, match="writes its input.s. 'A' in place"):
-        tw.register_torch_op("r6::doubled", tw.compile(_doubled_in_place))
+    with pytest.raises(TilewrightError) as e:
+        tw.register_torch_op("r6::reads_only", tw.compile(_reads_only))
+    assert "has no output parameter and writes none of its inputs" in e.value.message
+    assert "out_idx" in e.value.hint
+
+
+@T.prim_func
+def _reads_only(A: T.Tensor((4,), "float32")):  # no output, writes nothing
+    with T.Kernel(1) as bx:
+        a = T.alloc_fragment((4,), "float32")
+        T.copy(A[0], a)
 
 
 @tw.jit(out_idx=[-1])
