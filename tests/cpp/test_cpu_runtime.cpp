@@ -1920,4 +1920,36 @@ TEST(Simd, FoldLanes) {
   }
 }
 
+// The row pipeline's full chunks with streaming stores: stream_chunk (n floats, each vector
+// reloaded from the buffer) and stream_chunk64 (64 floats from registers, one asm statement)
+// write exactly the chunk's floats, bit for bit (NaN payloads, -0, subnormals), at every
+// vector-aligned place of a row, and nothing around it; values computed into the buffer just
+// before the call (as the generated code does, so g++ may keep them in registers).
+TEST(Simd, StreamChunks) {
+  using tw_cpu::simd::kVecBytes;
+  constexpr int kN = 64, kRow = 4 * kN + 3 * 16;
+  alignas(64) float row[kRow + 64];
+  const uint32_t specials[] = {0x7fc01234u, 0x80000000u, 0x00000001u, 0x7f800000u, 0xff800000u};
+  for (int variant = 0; variant < 2; ++variant) {
+    for (int at = 0; at + kN <= kRow; at += kVecBytes / 4) {
+      for (float& x : row) x = -7.5f;
+      alignas(64) float buf[kN];
+      for (int i = 0; i < kN; ++i) buf[i] = static_cast<float>(at * 100 + i) * 0.37f;
+      for (int k = 0; k < 5; ++k) buf[(at + 13 * k) % kN] = std::bit_cast<float>(specials[k]);
+      float want[kN];
+      std::memcpy(want, buf, sizeof(want));
+      if (variant == 0)
+        tw_cpu::simd::stream_chunk(row + at, buf, kN);
+      else
+        tw_cpu::simd::stream_chunk64(row + at, buf);
+      tw_cpu::simd::stream_fence();
+      for (int j = 0; j < kRow + 64; ++j) {
+        const float w = j >= at && j < at + kN ? want[j - at] : -7.5f;
+        ASSERT_EQ(std::bit_cast<uint32_t>(row[j]), std::bit_cast<uint32_t>(w))
+            << (variant ? "stream_chunk64" : "stream_chunk") << " at " << at << ", element " << j;
+      }
+    }
+  }
+}
+
 }  // namespace

@@ -198,7 +198,8 @@ def test_row_pipeline_short_rows_streaming_path(name, offsets):
     on, kRotChunks; softmax and log_softmax, whose exp pass is arithmetic-bound), fewer when a row
     has few: 7001 x 301 fp32 is 8.4 MiB (streaming stores), so a row is an unaligned head, 4 full
     chunks (rotated by 2) and a tail; every element of the NaN-filled output must be written once
-    with the row's value."""
+    with the row's value. Those two stream their full chunks from registers (stream_chunk64), the
+    memory-bound norms through the buffer (stream_chunk)."""
     M, N = 7001, 301
     x0, ws = _inputs(name, M, N, "float32", seed=5)
     x = _at_offset((M, N), np.float32, offsets[0])
@@ -208,6 +209,7 @@ def test_row_pipeline_short_rows_streaming_path(name, offsets):
     k = tw.compile(KERNELS[name][0].__wrapped__(N))
     rotated = "tw_rot" in k.get_source("c++")
     assert rotated == (name in ("softmax", "log_softmax"))
+    assert ("tw_cpu::simd::stream_chunk64(" in k.get_source("c++")) == rotated
     k(x, *ws, y)
     _check(name, y, x0, ws, "float32")
 

@@ -1537,7 +1537,12 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   // A full chunk (full: jn is the literal C) without streaming stores is computed into the output
   // directly, not into the buffer and copied: one store per vector instead of two (a Zen 4 core
   // takes two cycles per 512-bit store). With streaming stores it goes through the buffer,
-  // streamed in address order with no alignment test (stream_chunk; docs/performance.md, session 18).
+  // streamed in address order with no alignment test (stream_chunk; docs/performance.md, session 18):
+  // in a pipeline with an arithmetic-bound pass from registers (stream_chunk64: g++ drops the
+  // buffer; softmax 5-7% faster from memory on AVX2, 3-6% natively, on a Zen 4 core), in the
+  // memory-bound norms each vector reloaded from the buffer before its store (stream_chunk: they
+  // ran 12-16% slower from registers; docs/performance.md, session 19).
+  static_assert(kOutChunk == 64, "stream_chunk64 streams 64 floats");
   auto copy_chunk = [&](const Stage& g, const std::string& jn, bool full) {
     line("const int64_t tw_jn = " + jn + ";");
     line("const int64_t " + bind(g.outer->var, true) + " = " + rows[K - 1] + ";");
@@ -1551,7 +1556,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     line("alignas(64) float tw_buf[" + C + "];");
     emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value);
     if (full) {  // streaming: tw_out + tw_j0 is vector aligned (tw_h)
-      line("tw_cpu::simd::stream_chunk(tw_out + tw_j0, tw_buf, tw_jn);");
+      line(hot ? "tw_cpu::simd::stream_chunk64(tw_out + tw_j0, tw_buf);"
+               : "tw_cpu::simd::stream_chunk(tw_out + tw_j0, tw_buf, tw_jn);");
       close();
     } else {
       line("tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");

@@ -70,6 +70,9 @@ TW_CPU_INLINE vf fma(vf a, vf b, vf c) {
 // addresses in stream_copy / store_chunk / stream_chunk): g++ reorders the builtin's (0x40, 0x80,
 // 0x00, 0xc0 within a 256-byte chunk), and in order the memory-bound row kernels ran 5-8% faster
 // from memory on a Zen 4 core, layer_norm 15% on its AVX2 build (docs/performance.md, session 18).
+// g++ then keeps stream_chunk's buffer in memory and reloads each vector before its store, which
+// is what those kernels gain from (in order from registers they ran 12-16% slower, session 19);
+// stream_chunk64 streams a chunk from registers in order, for the arithmetic-bound ones.
 TW_CPU_INLINE void stream_store(float* p, vf v) {
 #if defined(__clang__)
   __builtin_nontemporal_store(v, reinterpret_cast<vf*>(p));
@@ -151,6 +154,34 @@ TW_CPU_INLINE void stream_chunk(float* dst, const float* buf, int64_t n) {
   for (int64_t i = 0; i < n; i += kVF) stream_store(dst + i, load(buf + i));
 #else
   __builtin_memcpy(dst, buf, (size_t)n * sizeof(float));
+#endif
+}
+// A full chunk of 64 floats (256 bytes: the row pipeline's chunk) from buf to the vector-aligned
+// dst with streaming stores from registers, in address order: one asm statement whose inputs are
+// the chunk's vectors, so g++ computes them into registers and drops buf, where stream_chunk's
+// per-vector asm statements keep buf in memory and reload each vector before its store. For
+// the row pipelines with an arithmetic-bound pass (from memory on a Zen 4 core, TSC cycles per
+// element: softmax 5-7% fewer on its AVX2 build, 3-6% natively; log_softmax 3-6% and 0-2%);
+// the memory-bound norms ran 12-16% slower with it than with stream_chunk (docs/performance.md,
+// session 19).
+TW_CPU_INLINE void stream_chunk64(float* dst, const float* buf) {
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__)) && !defined(__clang__)
+  struct Chunk {
+    float f[64];
+  };
+#if defined(__AVX512F__)
+  asm volatile("vmovntps %2, (%1)\n\tvmovntps %3, 64(%1)\n\tvmovntps %4, 128(%1)\n\tvmovntps %5, 192(%1)"
+               : "=m"(*reinterpret_cast<Chunk*>(dst))
+               : "r"(dst), "v"(load(buf)), "v"(load(buf + 16)), "v"(load(buf + 32)), "v"(load(buf + 48)));
+#else
+  asm volatile("vmovntps %2, (%1)\n\tvmovntps %3, 32(%1)\n\tvmovntps %4, 64(%1)\n\tvmovntps %5, 96(%1)\n\t"
+               "vmovntps %6, 128(%1)\n\tvmovntps %7, 160(%1)\n\tvmovntps %8, 192(%1)\n\tvmovntps %9, 224(%1)"
+               : "=m"(*reinterpret_cast<Chunk*>(dst))
+               : "r"(dst), "x"(load(buf)), "x"(load(buf + 8)), "x"(load(buf + 16)), "x"(load(buf + 24)),
+                 "x"(load(buf + 32)), "x"(load(buf + 40)), "x"(load(buf + 48)), "x"(load(buf + 56)));
+#endif
+#else
+  stream_chunk(dst, buf, 64);
 #endif
 }
 TW_CPU_INLINE void stream_fence() {
