@@ -14,7 +14,8 @@ with M[i, j] = 0 where query i may see key j and -inf elsewhere, as PyTorch's
 - with a mask tensor, its block tables (`prefill_blocks(mask, block_M, block_N)`, computed once and
   reused across heads and layers): the block summary, per (query block, key block) 0 = nothing
   visible (skipped), 1 = partial (the mask applied), 2 = all visible, nothing added (no mask work),
-  and per query block the compacted list of its non-empty key blocks, which the key loop walks;
+  per query block the compacted list of its non-empty key blocks, which the key loop walks, and per
+  block the band of diagonals holding its visible elements (`block_bands`);
 - kv_len: a (batch,) int32 tensor of valid key counts per sequence (padding on the right);
 - varlen_attention: sequences packed along the token axis, [total_tokens, heads, head_dim], with
   cu_seqlens [num_seqs + 1] int32 (sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1]).
@@ -46,7 +47,15 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     in order, and KvPos[qb, kb] how many of them come before key block kb: the key loop of query
     block qb runs over KvIdx[qb, KvPos[qb, lo]:KvPos[qb, hi]] (lo .. hi: the key blocks causal,
     window and KvLen leave), so empty blocks cost nothing and the loop holds no `if` around the
-    Cube's work (on ascend910b such an `if` stops the Cube / Vector pipelining)."""
+    Cube's work (on ascend910b such an `if` stops the Cube / Vector pipelining).
+
+    Bands[qb, kb] = (lo, hi): the diagonals (key - query, within the block) of the block's visible
+    elements (`block_bands`), met with those causal and window leave: both gemms take that band
+    (docs/language.md "Bands"), Q K^T as c_band (scores outside it are not needed: the mask pass
+    sets them to -inf) and P V as a_band (P is exactly 0 outside it: exp2(-inf - m) = 0, so the
+    skipped terms are 0 * V). On cpu the gemm runtime then skips the micro-tiles of the score
+    past the band and trims each row panel's K range of P V (a sliding window's partial blocks
+    are half hidden); the results are the same either way (ascend910b computes whole tiles)."""
     group = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * LOG2E  # base 2: exp2 below
     neg_inf = float("-inf")
@@ -62,6 +71,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
              Blocks: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N)), "int32"),
              KvPos: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N) + 1), "int32"),
              KvIdx: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N)), "int32"),
+             Bands: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N), 2), "int32"),
              KvLen: T.Tensor((batch,), "int32"), Output: T.Tensor(shape(seq_q, heads), dtype)):
         with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch) as (bx, by, bz):
             q = T.alloc_shared((block_M, dim), dtype)
@@ -103,11 +113,23 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 else:
                     kb = KvIdx[bx, t]
                     blk = Blocks[bx, kb]  # 1 apply the mask, 2 all visible (0 never listed)
+                # the block's band of diagonals d = j - i with a visible element (full: 1 - block_M
+                # <= d < block_N): what causal and window leave, and the mask tensor's (Bands)
+                off = bx * block_M - kb * block_N  # element (i, j): key - query = j - i - off
+                d_lo = 1 - block_M
+                d_hi = block_N
+                if causal:
+                    d_hi = T.min(d_hi, off + 1)
+                if window is not None:
+                    d_lo = T.max(d_lo, off - window + 1)
+                if mask is not None:
+                    d_lo = T.max(d_lo, Bands[bx, kb, 0])
+                    d_hi = T.min(d_hi, Bands[bx, kb, 1])
                 if layout == "BHSD":
                     T.copy(K[bz, kv_head, kb * block_N:(kb + 1) * block_N, :], k)
                 else:
                     T.copy(K[bz, kb * block_N:(kb + 1) * block_N, kv_head, :], k)
-                T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True)
+                T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True, c_band=(d_lo, d_hi))
                 if blk == 1:  # a partial block: the mask's elements (-inf hides) and the rest
                     T.copy(Mask[bx * block_M:(bx + 1) * block_M, kb * block_N:(kb + 1) * block_N], msk)
                     for i, j in T.Parallel(block_M, block_N):
@@ -153,7 +175,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 else:
                     T.copy(V[bz, kb * block_N:kb * block_N + cols, kv_head, :], v)
                 T.copy(acc_s, acc_s_cast)
-                T.gemm(acc_s_cast, v, acc_o)
+                T.gemm(acc_s_cast, v, acc_o, a_band=(d_lo, d_hi))  # P is 0 outside the band
             for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0
                 acc_o[i, d] = T.where(logsum[i] > 0, acc_o[i, d] / logsum[i], 0)
             if layout == "BHSD":
@@ -229,19 +251,40 @@ def block_lists(blocks):
     return pos, idx
 
 
+def block_bands(mask, block_M=64, block_N=64):
+    """attention_prefill's `Bands` for a bool or additive (float32) mask tensor (numpy): per
+    (query block, key block) the int32 pair (lo, hi), lo <= j - i < hi the diagonals of the
+    block's visible elements (i, j: row and column within the block; -inf hides); (0, 0) for a
+    block with none. A sliding window's partial blocks are triangles: half their diagonals."""
+    mask = np.asarray(mask)
+    vis = mask if mask.dtype == np.bool_ else mask > -np.inf
+    sq, skv = vis.shape
+    nq, nk = -(-sq // block_M), -(-skv // block_N)
+    pad = np.zeros((nq * block_M, nk * block_N), bool)
+    pad[:sq, :skv] = vis
+    pad = pad.reshape(nq, block_M, nk, block_N)
+    d = (np.arange(block_N)[None, :] - np.arange(block_M)[:, None]).astype(np.int32)[None, :, None, :]
+    lo = np.where(pad, d, block_N).min(axis=(1, 3))
+    hi = np.where(pad, d + 1, 1 - block_M).max(axis=(1, 3))
+    seen = pad.any(axis=(1, 3))
+    return np.stack([np.where(seen, lo, 0), np.where(seen, hi, 0)], axis=-1).astype(np.int32)
+
+
 def prefill_blocks(mask, block_M=64, block_N=64, target="cpu"):
-    """attention_prefill's (Blocks, KvPos, KvIdx) for a mask tensor: its block summary (block_mask,
-    on `target`) and the summary's compacted lists (block_lists). Compute once per mask and block
-    sizes; reuse across heads, layers and calls."""
+    """attention_prefill's (Blocks, KvPos, KvIdx, Bands) for a mask tensor: its block summary
+    (block_mask, on `target`), the summary's compacted lists (block_lists) and the blocks' bands
+    (block_bands). Compute once per mask and block sizes; reuse across heads, layers and calls."""
     blocks = block_mask(mask, block_M, block_N, target)
-    return (blocks, *block_lists(blocks))
+    return (blocks, *block_lists(blocks), block_bands(mask, block_M, block_N))
 
 
 def dense_blocks(seq_q, seq_kv, block_M=64, block_N=64):
-    """(Blocks, KvPos, KvIdx) listing every block as partial: the mask applied everywhere, as a
-    dense mask would be; also what to pass when the kernel has no mask tensor (then unread)."""
+    """(Blocks, KvPos, KvIdx, Bands) listing every block as partial with every diagonal: the mask
+    applied everywhere, as a dense mask would be; also what to pass when the kernel has no mask
+    tensor (then unread)."""
     blocks = np.ones((-(-seq_q // block_M), -(-seq_kv // block_N)), np.int32)
-    return (blocks, *block_lists(blocks))
+    bands = np.broadcast_to(np.array([1 - block_M, block_N], np.int32), blocks.shape + (2,)).copy()
+    return (blocks, *block_lists(blocks), bands)
 
 
 @tw.jit(out_idx=[-1])

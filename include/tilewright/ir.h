@@ -492,13 +492,21 @@ struct CopyNode : StmtNode {
 
 // C = (clear ? 0 : C) + op(A) * op(B); A, B, C are 2-D regions; op transposes when trans_*.
 // Accumulation in C's dtype (float32 for float inputs, int32 for int8 inputs).
+// band (T.gemm's a_band / c_band, text `band_a=(lo, hi)` / `band_c=(lo, hi)`; docs/language.md
+// "Bands"), a performance hint over the diagonals d = column - row, lo <= d < hi (int
+// expressions): a: op(A)[i, k] is 0 outside the band (the program's promise; its terms may be
+// skipped); c: only C's elements inside the band are needed (the others may be left unwritten).
+enum class GemmBand : uint8_t { none, a, c };
 struct GemmNode : StmtNode {
   Region a, b, c;
   bool trans_a, trans_b, clear;
-  GemmNode(Region x, Region y, Region z, bool ta, bool tb, bool cl, Span s)
+  GemmBand band;
+  Expr band_lo, band_hi;  // null without a band
+  GemmNode(Region x, Region y, Region z, bool ta, bool tb, bool cl, Span s, GemmBand bd = GemmBand::none,
+           Expr lo = nullptr, Expr hi = nullptr)
       : StmtNode(StmtKind::Gemm, std::move(s)), a(std::move(x)), b(std::move(y)), c(std::move(z)),
-        trans_a(ta), trans_b(tb), clear(cl) {
-    height = node_height({ir::height(a), ir::height(b), ir::height(c)}, span);
+        trans_a(ta), trans_b(tb), clear(cl), band(bd), band_lo(std::move(lo)), band_hi(std::move(hi)) {
+    height = node_height({ir::height(a), ir::height(b), ir::height(c), ir::height(band_lo), ir::height(band_hi)}, span);
   }
 };
 

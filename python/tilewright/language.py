@@ -123,7 +123,11 @@ whose extent is taken from the value, as T.copy's destination); value a tile (or
 to dst's dtype, or a scalar added into the one element dst names. Elements outside dst's tensor are
 not written. dst's dtype: float32, float16, bfloat16 or int32. The order in which blocks add is not
 fixed: float results can differ in the last bits from run to run (docs/language.md).""")
-gemm = _marker("gemm", "``T.gemm(A, B, C, transpose_A=False, transpose_B=False, clear_accum=False)``: C (+)= op(A) @ op(B).")
+gemm = _marker("gemm", """``T.gemm(A, B, C, transpose_A=False, transpose_B=False, clear_accum=False, a_band=None,
+c_band=None)``: C (+)= op(A) @ op(B). A band ``(lo, hi)`` (integers, run-time values allowed) names the
+diagonals lo <= column - row < hi (docs/language.md "Bands"), a performance hint: ``a_band``, op(A) is
+zero outside it (its terms may be skipped: P @ V); ``c_band``, only C's elements inside it are needed
+(the others may be left unwritten: Q @ K^T before a mask that hides them).""")
 fill = _marker("fill", "``T.fill(buf, value)``: set every element.")
 clear = _marker("clear", "``T.clear(buf)``: fill with 0.")
 reduce_sum = _marker("reduce_sum", "``T.reduce_sum(src, dst, dim=-1, clear=True)``.")

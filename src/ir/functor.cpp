@@ -67,6 +67,8 @@ void Visitor::visit(const Stmt& s) {
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);
       visit_region(n->a); visit_region(n->b); visit_region(n->c);
+      if (n->band_lo) visit(n->band_lo);
+      if (n->band_hi) visit(n->band_hi);
       return;
     }
     case StmtKind::Fill: visit_region(as<FillNode>(s)->dst); visit(as<FillNode>(s)->value); return;
@@ -216,8 +218,9 @@ Stmt Mutator::mutate(const Stmt& s) {
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);
       auto a = mutate_region(n->a), b = mutate_region(n->b), c = mutate_region(n->c);
-      if (same(a, n->a) && same(b, n->b) && same(c, n->c)) return s;
-      return std::make_shared<GemmNode>(a, b, c, n->trans_a, n->trans_b, n->clear, n->span);
+      Expr lo = n->band_lo ? mutate(n->band_lo) : nullptr, hi = n->band_hi ? mutate(n->band_hi) : nullptr;
+      if (same(a, n->a) && same(b, n->b) && same(c, n->c) && lo == n->band_lo && hi == n->band_hi) return s;
+      return std::make_shared<GemmNode>(a, b, c, n->trans_a, n->trans_b, n->clear, n->span, n->band, lo, hi);
     }
     case StmtKind::Fill: {
       auto* n = as<FillNode>(s);

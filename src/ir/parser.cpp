@@ -592,16 +592,28 @@ class Parser {
     expect("->");
     Region c = region(sp);
     bool ta = false, tb = false, clear = false;
+    GemmBand band = GemmBand::none;
+    Expr lo, hi;
     while (peek().kind == Tok::Ident && is_punct(peek(1), "=")) {
       const Token& k = next();
       next();
+      if (k.text == "band_a" || k.text == "band_c") {  // band_a=(lo, hi)
+        band = k.text == "band_a" ? GemmBand::a : GemmBand::c;
+        expect("(");
+        lo = expr(sp);
+        expect(",");
+        hi = expr(sp);
+        expect(")");
+        continue;
+      }
       bool v = bool_value(next());
       if (k.text == "trans_a") ta = v;
       else if (k.text == "trans_b") tb = v;
       else if (k.text == "clear") clear = v;
-      else fail(k, "unknown gemm option '" + k.text + "'", "options: trans_a, trans_b, clear");
+      else fail(k, "unknown gemm option '" + k.text + "'", "options: trans_a, trans_b, clear, band_a, band_c");
     }
-    return std::make_shared<GemmNode>(std::move(a), std::move(b), std::move(c), ta, tb, clear, sp);
+    return std::make_shared<GemmNode>(std::move(a), std::move(b), std::move(c), ta, tb, clear, sp, band,
+                                      std::move(lo), std::move(hi));
   }
 
   Stmt reduce_stmt(const Span& sp) {

@@ -241,7 +241,10 @@ class Printer {
       case StmtKind::Gemm: {
         auto* n = as<GemmNode>(s);
         line(cat({pre, "gemm ", region(n->a, sp), ", ", region(n->b, sp), " -> ", region(n->c, sp),
-                  " trans_a=", boolstr(n->trans_a), " trans_b=", boolstr(n->trans_b), " clear=", boolstr(n->clear)}));
+                  " trans_a=", boolstr(n->trans_a), " trans_b=", boolstr(n->trans_b), " clear=", boolstr(n->clear),
+                  n->band == GemmBand::none ? ""
+                  : cat({n->band == GemmBand::a ? " band_a=(" : " band_c=(", expr(n->band_lo, sp), ", ",
+                         expr(n->band_hi, sp), ")"})}));
         return;
       }
       case StmtKind::Fill: {

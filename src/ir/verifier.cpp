@@ -698,6 +698,11 @@ class Verifier {
       fail(sp, "gemm shape mismatch: M differs (" + std::to_string(m) + " vs " + std::to_string(c0) + "): " + shapes, hint);
     if (nn != c1)
       fail(sp, "gemm shape mismatch: N differs (" + std::to_string(nn) + " vs " + std::to_string(c1) + "): " + shapes, hint);
+    if (n->band != GemmBand::none) {
+      if (!n->band_lo || !n->band_hi) fail(sp, "gemm: a band needs both bounds (lo, hi)");
+      int_expr(n->band_lo, sp, "gemm band's lower bound");
+      int_expr(n->band_hi, sp, "gemm band's upper bound");
+    }
   }
 
   void reduce(const ReduceNode* n, const Stmt& s) {

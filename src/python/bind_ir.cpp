@@ -230,7 +230,12 @@ void bind_ir(nb::module_& m) {
       .def_ro("c", &GemmNode::c)
       .def_ro("trans_a", &GemmNode::trans_a)
       .def_ro("trans_b", &GemmNode::trans_b)
-      .def_ro("clear", &GemmNode::clear);
+      .def_ro("clear", &GemmNode::clear)
+      .def_prop_ro("band", [](const GemmNode& n) {
+        return std::string(n.band == GemmBand::a ? "a" : n.band == GemmBand::c ? "c" : "");
+      })
+      .def_ro("band_lo", &GemmNode::band_lo)
+      .def_ro("band_hi", &GemmNode::band_hi);
   nb::class_<FillNode, StmtNode>(m, "Fill").def_ro("dst", &FillNode::dst).def_ro("value", &FillNode::value);
   nb::class_<ReduceNode, StmtNode>(m, "Reduce")
       .def_ro("src", &ReduceNode::src)
@@ -375,9 +380,16 @@ void bind_ir(nb::module_& m) {
   m.def("copy", [](Region src, Region dst, const OptSpan& s, bool atomic) -> Stmt {
     return std::make_shared<CopyNode>(std::move(src), std::move(dst), to_span(s), atomic);
   }, "src"_a, "dst"_a, "span"_a = nb::none(), "atomic"_a = false);
-  m.def("gemm", [](Region a, Region b, Region c, bool ta, bool tb, bool clear, const OptSpan& s) -> Stmt {
-    return std::make_shared<GemmNode>(std::move(a), std::move(b), std::move(c), ta, tb, clear, to_span(s));
-  }, "a"_a, "b"_a, "c"_a, "trans_a"_a = false, "trans_b"_a = false, "clear"_a = false, "span"_a = nb::none());
+  m.def("gemm", [](Region a, Region b, Region c, bool ta, bool tb, bool clear, const OptSpan& s,
+                   const std::string& band, std::optional<Expr> lo, std::optional<Expr> hi) -> Stmt {
+    if (band != "" && band != "a" && band != "c")
+      throw std::invalid_argument("gemm: band must be '', 'a' or 'c', got '" + band + "'");
+    if (band != "" && (!lo || !hi)) throw std::invalid_argument("gemm: a band needs both bounds");
+    return std::make_shared<GemmNode>(std::move(a), std::move(b), std::move(c), ta, tb, clear, to_span(s),
+                                      band == "a" ? GemmBand::a : band == "c" ? GemmBand::c : GemmBand::none,
+                                      band == "" ? nullptr : *lo, band == "" ? nullptr : *hi);
+  }, "a"_a, "b"_a, "c"_a, "trans_a"_a = false, "trans_b"_a = false, "clear"_a = false, "span"_a = nb::none(),
+     "band"_a = "", "band_lo"_a = nb::none(), "band_hi"_a = nb::none());
   m.def("fill", [](Region dst, Expr v, const OptSpan& s) -> Stmt {
     return std::make_shared<FillNode>(std::move(dst), std::move(v), to_span(s));
   }, "dst"_a, "value"_a, "span"_a = nb::none());

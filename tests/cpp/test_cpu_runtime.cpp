@@ -987,6 +987,90 @@ TEST(Gemm, TileAccumulateLoop) {
     }
 }
 
+// T.gemm's bands (gemm.h Band) against float64. a_band: op(A) zeroed outside the band (the
+// caller's promise), then every element of C checked (accumulated or overwritten); c_band: the
+// elements inside the band checked, C pre-filled with a sentinel (the others are unspecified).
+// Odd shapes (tails of rows and columns, one element, more rows than a row block, more k than a
+// K block), bands empty, full, one diagonal, ending mid micro-tile, past either edge.
+template <class T>
+long run_band_case(int M, int N, int K, bool tA, bool tB, bool acc, int kind, long lo, long hi, uint32_t seed) {
+  std::mt19937 g(seed);
+  const long lda = tA ? M + 1 : K + 3, ldb = tB ? K + 2 : N + 1, ldc = N + 5;
+  std::vector<T> A((size_t)std::max<long>(1, (tA ? K : M) * lda)), B((size_t)std::max<long>(1, (tB ? N : K) * ldb));
+  for (auto& v : A) v = make_val<T>(g);
+  for (auto& v : B) v = make_val<T>(g);
+  auto a_at = [&](int i, int k) -> T& { return tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]; };
+  auto b_at = [&](int k, int j) -> T& { return tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]; };
+  if (kind == 1)
+    for (int i = 0; i < M; ++i)
+      for (int k = 0; k < K; ++k)
+        if (k - i < lo || k - i >= hi) a_at(i, k) = tw_cpu::from_f32<T>(0.0f);
+  const float sentinel = 12345.0f;
+  std::vector<float> C((size_t)std::max<long>(1, (long)M * ldc), sentinel);
+  if (acc)
+    for (auto& v : C) v = make_val<float>(g);
+  std::vector<float> C0 = C;
+  tw_cpu::gemm<T, T, float>(M, N, K, A.data(), lda, tA, B.data(), ldb, tB, C.data(), ldc, acc, false, false, -1, 0,
+                            nullptr, 0, tw_cpu::Band{kind, lo, hi});
+  long bad = 0, skipped = 0;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const bool in = j - i >= lo && j - i < hi;
+      const float got = C[(size_t)i * ldc + j];
+      if (kind == 2 && !in) {
+        skipped += got == sentinel;
+        continue;
+      }
+      double r = acc ? C0[(size_t)i * ldc + j] : 0.0, sa = std::fabs(r);
+      for (int k = 0; k < K; ++k) {
+        const double p = to_d(a_at(i, k)) * to_d(b_at(k, j));
+        r += p;
+        sa += std::fabs(p);
+      }
+      if (!(std::fabs(got - r) <= 1e-4 * sa + 1e-30) && bad++ < 5)
+        ADD_FAILURE() << "band " << kind << " (" << lo << ", " << hi << ") M " << M << " N " << N << " K " << K
+                      << " tA " << tA << " tB " << tB << " acc " << acc << ": at (" << i << ", " << j << ") got "
+                      << got << " want " << r;
+    }
+  for (int i = 0; i < M; ++i)  // C's padding untouched
+    for (long j = N; j < ldc; ++j)
+      if (C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j] && bad++ < 5) ADD_FAILURE() << "band wrote C's padding";
+  EXPECT_EQ(bad, 0);
+  return skipped;
+}
+
+template <class T>
+void band_cases(uint32_t seed) {
+  for (int M : {1, 5, 14, 29, 64, 141})
+    for (int N : {1, 33, 64, 100})
+      for (int K : {1, 13, 64, 300}) {
+        const long bands[][2] = {{-100000, 100000}, {5, 5}, {0, 1}, {-7, 3}, {-20, 18}, {1 - M, 1},
+                                 {N - 3, N + 100}, {-M - 5, -M + 2}, {K - 1, K + 40}, {3, 2}};
+        for (const auto& b : bands)
+          for (int kind : {1, 2}) {
+            const bool tA = seed % 3 == 0, tB = seed % 2 == 0, acc = seed % 5 < 2;
+            run_band_case<T>(M, N, K, tA, tB, acc, kind, b[0], b[1], seed++);
+          }
+      }
+}
+TEST(Gemm, BandF32) { band_cases<float>(21000); }
+TEST(Gemm, BandF16) { band_cases<f16>(22000); }
+TEST(Gemm, BandBF16) { band_cases<bf16>(23000); }
+
+// The band skips work where the packed path runs: a 64 x 64 causal score (Q K^T, K 128) leaves
+// the micro-tiles wholly above the diagonal unwritten (the sentinel stays), and P V with P's
+// upper triangle zero gives the full product with each row panel's K trimmed.
+TEST(Gemm, BandSkipsMicroTiles) {
+  namespace d = tw_cpu::detail;
+  ASSERT_EQ(d::gemm_path(64, 64, false, true), d::GemmPath::packed);
+  const long skipped = run_band_case<float>(64, 64, 128, false, true, false, 2, -63, 1, 99);
+  EXPECT_GT(skipped, 0) << "no micro-tile above the diagonal was skipped";
+  if (d::kMR == 14 && d::kNR == 32)  // AVX-512: rows 0-13 and 14-27 of columns 32-63, wholly past it
+    EXPECT_EQ(skipped, 2 * 14 * 32);
+  run_band_case<float>(64, 128, 64, false, false, true, 1, -63, 1, 100);
+  run_band_case<float>(64, 128, 64, false, false, false, 1, -63, 1, 101);
+}
+
 // a_stable: packed A blocks are reused across calls within a launch (same pointer and shape),
 // and dropped by new_launch(). The tile loop runs over several block columns (reuse), then A
 // changes in place and a new launch must see the new data.

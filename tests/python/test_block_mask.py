@@ -104,7 +104,7 @@ def lists_reference(blocks):
 @pytest.mark.parametrize("sq,skv,bm,bn", SHAPES + [(100, 300, 16, 16)])
 def test_lists_match_numpy(sq, skv, bm, bn):
     mask = block_pattern(sq, skv, bm, bn, seed=sq + 3 * skv)
-    blocks, pos, idx = ma.prefill_blocks(mask, bm, bn)
+    blocks, pos, idx, _ = ma.prefill_blocks(mask, bm, bn)
     ref_pos, ref_idx = lists_reference(summary_reference(mask, bm, bn))
     assert pos.dtype == idx.dtype == np.int32
     np.testing.assert_array_equal(pos, ref_pos)
@@ -115,14 +115,14 @@ def test_lists_match_numpy(sq, skv, bm, bn):
 
 def test_lists_all_visible_all_hidden_and_an_empty_query_block():
     nq, nk = 3, 4  # (37, 53) in 16 x 16 blocks
-    _, pos, idx = ma.prefill_blocks(np.ones((37, 53), bool), 16, 16)
+    _, pos, idx, _ = ma.prefill_blocks(np.ones((37, 53), bool), 16, 16)
     np.testing.assert_array_equal(pos, np.tile(np.arange(nk + 1), (nq, 1)))
     np.testing.assert_array_equal(idx, np.tile(np.arange(nk), (nq, 1)))
-    _, pos, idx = ma.prefill_blocks(np.full((37, 53), -np.inf, np.float32), 16, 16)
+    _, pos, idx, _ = ma.prefill_blocks(np.full((37, 53), -np.inf, np.float32), 16, 16)
     assert not pos.any() and not idx.any()  # nothing listed: every query block's loop is empty
     mask = block_pattern(37, 53, 16, 16, seed=9)
     mask[16:32] = False  # query block 1 sees nothing: its count is 0 at every key block
-    blocks, pos, idx = ma.prefill_blocks(mask, 16, 16)
+    blocks, pos, idx, _ = ma.prefill_blocks(mask, 16, 16)
     assert not pos[1].any() and not idx[1].any()
     np.testing.assert_array_equal(ma.dense_blocks(37, 53, 16, 16)[2], np.tile(np.arange(nk), (nq, 1)))
     # a list from a hand-written summary: the summary's kind is not the list's business, only != 0
@@ -334,7 +334,106 @@ def test_listed_blocks_keep_the_ascend_pipeline():
 def test_all_hidden_mask_lists_nothing_and_gives_zeros(target):
     # every list empty: no query block runs an iteration; every row saw no key, so every row is 0
     mask = np.zeros((37, 40), bool)
-    blocks, pos, idx = ma.prefill_blocks(mask, 16, 16, target)
+    blocks, pos, idx, _ = ma.prefill_blocks(mask, 16, 16, target)
     assert not blocks.any() and not pos.any() and not idx.any()
     out, ref, _ = prefill(mask, B=1, H=2, KVH=1, D=32, target=target)
     assert (out == 0).all() and (ref == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# the blocks' bands (block_bands) and the gemms that take them (T.gemm's a_band / c_band)
+
+def bands_reference(mask, bm, bn):
+    """numpy, block by block: (min, max + 1) of j - i over the visible elements; (0, 0) if none."""
+    vis = mask if mask.dtype == np.bool_ else mask > -np.inf
+    nq, nk = -(-mask.shape[0] // bm), -(-mask.shape[1] // bn)
+    out = np.zeros((nq, nk, 2), np.int32)
+    for a in range(nq):
+        for b in range(nk):
+            i, j = np.nonzero(vis[a * bm:(a + 1) * bm, b * bn:(b + 1) * bn])
+            if len(i):
+                out[a, b] = (int((j - i).min()), int((j - i).max()) + 1)
+    return out
+
+
+def window_mask(sq, skv, w):
+    i, j = np.arange(sq)[:, None], np.arange(skv)[None, :]
+    return (j <= i) & (j > i - w)
+
+
+@pytest.mark.parametrize("additive", [False, True], ids=["bool", "additive"])
+@pytest.mark.parametrize("sq,skv,bm,bn", SHAPES)
+def test_bands_match_numpy(sq, skv, bm, bn, additive):
+    mask = block_pattern(sq, skv, bm, bn, seed=5 * sq + skv, additive=additive)
+    bands = ma.prefill_blocks(mask, bm, bn)[3]
+    assert bands.dtype == np.int32 and bands.shape == (-(-sq // bm), -(-skv // bn), 2)
+    np.testing.assert_array_equal(bands, bands_reference(mask, bm, bn))
+    w = window_mask(sq, skv, 7)
+    np.testing.assert_array_equal(ma.block_bands(w, bm, bn), bands_reference(w, bm, bn))
+    # dense_blocks: every diagonal of every block
+    d = ma.dense_blocks(sq, skv, bm, bn)[3]
+    assert (d[..., 0] == 1 - bm).all() and (d[..., 1] == bn).all()
+
+
+@pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
+@pytest.mark.parametrize("sq,w", [(77, 20), (64, 16), (50, 1), (33, 100)])
+def test_window_mask_with_bands_is_exact(sq, w, layout):
+    # a sliding window as a bool tensor: its partial blocks are triangles, so the gemms skip micro
+    # tiles (16 x 16 blocks: M = 16 > one micro panel, the packed path); the same as every diagonal
+    # (dense bands) and as float64
+    mask = window_mask(sq, sq, w)
+    out, ref, _ = prefill(mask, layout=layout)
+    assert_close(out, ref)
+    t = ma.prefill_blocks(mask, 16, 16)
+    whole, _, _ = prefill(mask, layout=layout, tables=(*t[:3], ma.dense_blocks(sq, sq, 16, 16)[3]))
+    assert_close(out, whole, atol=1e-6, rtol=1e-5)
+
+
+def test_bands_with_default_blocks():
+    # 64 x 64 blocks (the bench's), the window as a mask tensor and as causal + window (the band
+    # then from the formulas, Bands unread); the gemm calls carry the band
+    S, w = 200, 40
+    mask = window_mask(S, S, w)
+    q, k, v, _ = ma.inputs(1, 2, 2, S, S, 32)
+    kern = ma.attention_prefill(1, 2, 2, S, S, 32, "BHSD", False, None, "bool", False)
+    out = kern(q, k, v, mask, *ma.prefill_blocks(mask), np.array([S], np.int32))
+    assert_close(out, ma.reference(q, k, v, mask))
+    causal = ma.attention_prefill(1, 2, 2, S, S, 32, "BHSD", True, w, None, False)
+    out2 = causal(q, k, v, np.zeros((S, S), np.float32), *ma.dense_blocks(S, S), np.array([S], np.int32))
+    assert_close(out2, ma.reference(q, k, v, mask))
+    src = kern.get_source("c++")
+    assert src.count("tw_cpu::Band{") == 2, "Q K^T (c_band) and P V (a_band) take the block's band"
+    assert "tw_cpu::Band{2," in src and "tw_cpu::Band{1," in src
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_bands_on_both_targets(target):
+    # ascend910b drops the bands (a hint: its Cube multiplies whole tiles); the same results
+    mask = window_mask(40, 40, 12)
+    out, ref, _ = prefill(mask, B=1, H=2, KVH=1, D=32, target=target)
+    assert_close(out, ref)
+
+
+def test_gemm_band_front_end_errors():
+    import tilewright as tw
+    import tilewright.language as T
+
+    def build(kw):
+        ab, cb = kw.get("a_band"), kw.get("c_band")
+
+        @T.prim_func
+        def main(A: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
+            with T.Kernel(1) as bx:
+                a = T.alloc_shared((32, 32), "float32")
+                c = T.alloc_fragment((32, 32), "float32")
+                T.copy(A, a)
+                T.gemm(a, a, c, clear_accum=True, a_band=ab, c_band=cb)
+                T.copy(c, C)
+        return main
+
+    with pytest.raises(tw.TilewrightError, match="a_band or c_band, not both"):
+        build(dict(a_band=(0, 1), c_band=(0, 1)))
+    with pytest.raises(tw.TilewrightError, match="must be a pair"):
+        build(dict(c_band=3))
+    assert "band_c=(-4, 5)" in build(dict(c_band=(-4, 5))).script()
+    assert "band_a=(" not in build(dict(c_band=None)).script()

@@ -569,7 +569,8 @@ class PrimFuncParser(Parser):
 
     def op_gemm(self, node):
         a = self.call_args(node, "T.gemm", ["A", "B", "C"],
-                           {"transpose_A": False, "transpose_B": False, "clear_accum": False})
+                           {"transpose_A": False, "transpose_B": False, "clear_accum": False,
+                            "a_band": None, "c_band": None})
         regions = []
         for k in ("A", "B", "C"):
             v = self.operand_value(a[k])
@@ -582,7 +583,25 @@ class PrimFuncParser(Parser):
         ta = self.flag(a["transpose_A"], "transpose_A")
         tb = self.flag(a["transpose_B"], "transpose_B")
         cl = self.flag(a["clear_accum"], "clear_accum")
-        self.emit(ir.gemm(regions[0], regions[1], regions[2], ta, tb, cl, self.span(node)))
+        band, lo, hi = self.gemm_band(node, a["a_band"], a["c_band"])
+        self.emit(ir.gemm(regions[0], regions[1], regions[2], ta, tb, cl, self.span(node), band, lo, hi))
+
+    def gemm_band(self, node, a_band, c_band):
+        """T.gemm's a_band / c_band (docs/language.md "Bands"): ('a' or 'c' or '', lo, hi)."""
+        given = [(k, x, self.arg(x)) for k, x in (("a", a_band), ("c", c_band))]
+        given = [g for g in given if g[2] is not None]  # None (also a Python variable holding it): no band
+        if not given:
+            return "", None, None
+        if len(given) == 2:
+            self.error(node, "T.gemm takes a_band or c_band, not both",
+                       "a_band on a product whose A is zero outside the band (P @ V), c_band on one whose "
+                       "result is needed only inside it (Q @ K^T)")
+        k, x, v = given[0]
+        at = x if isinstance(x, ast.AST) else node
+        if not isinstance(v, (tuple, list)) or len(v) != 2:
+            self.error(at, f"T.gemm's {k}_band must be a pair (lo, hi) of integers, got {self.describe(v)}",
+                       f"e.g. {k}_band=(lo, hi): the diagonals lo <= column - row < hi")
+        return k, self.index_expr(v[0], at), self.index_expr(v[1], at)
 
     def fill_value(self, value, dtype, node):
         sp = self.span(node)

@@ -24,6 +24,7 @@
 #include "target/ascend/split_cube_vector.h"
 #include "target/ascend/stage_gemm_operands.h"
 #include "target/ascend/verify_program.h"
+#include "target/ascend/vector_util.h"
 #include "ir/functor.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
@@ -42,10 +43,24 @@ struct ProgramStage {
   }
 };
 
+// T.gemm's a_band / c_band (docs/language.md "Bands") are a performance hint that the Cube does not
+// use: it multiplies whole tiles, a valid result of either band (a_band: the skipped terms are 0;
+// c_band: the elements outside the band may hold anything). Dropped before any pass reads the
+// gemms, so their bounds' expressions (scalar reads) do not reach the Cube's code.
+ir::Kernel drop_gemm_bands(const ir::Kernel& kernel) {
+  ir::Stmt body = vec::rewrite_stmts(kernel->body, [](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
+    if (s->kind != ir::StmtKind::Gemm || ir::as<ir::GemmNode>(s)->band == ir::GemmBand::none) return std::nullopt;
+    auto* n = ir::as<ir::GemmNode>(s);
+    return std::vector<ir::Stmt>{std::make_shared<ir::GemmNode>(n->a, n->b, n->c, n->trans_a, n->trans_b, n->clear, n->span)};
+  });
+  return vec::with_body(kernel, body);
+}
+
 // Expert mode: the user placed every tile and wrote every flag; the pipeline only translates tile
 // ops to instructions and gives each buffer its own static address (no reuse: the user's flags
 // only protect the buffers they name).
 Program lower_expert_kernel(transform::PassLog& log, const target::Target& target) {
+  log.run("drop_gemm_bands", drop_gemm_bands);
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   const ProgramStage check{target};  // program passes: verified and recorded like the Tile IR ones
   Program p = log.run("select_instructions", log.kernel(), [&](const ir::Kernel& k) { return select_instructions(k, target); }, check);
@@ -63,6 +78,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
+  log.run("drop_gemm_bands", drop_gemm_bands);
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles

@@ -1820,6 +1820,14 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (b_col.empty()) stable += ", /*b_col=*/-1, /*b_width=*/0";
     stable += next_b;
   }
+  if (n.band != GemmBand::none) {  // T.gemm's a_band / c_band: the last argument (gemm.h Band)
+    if (stable.empty()) stable = ", /*a_stable=*/" + a_st;
+    if (stable.find("b_stable") == std::string::npos) stable += ", /*b_stable=*/" + b_st;
+    if (stable.find("b_col") == std::string::npos) stable += ", /*b_col=*/-1, /*b_width=*/0";
+    if (next_b.empty()) stable += ", /*next_b=*/(const " + storage_type(tb) + "*)nullptr, /*next_ldb=*/0";
+    stable += ", tw_cpu::Band{" + std::string(n.band == GemmBand::a ? "1" : "2") + ", (long)(" + expr(n.band_lo) +
+              "), (long)(" + expr(n.band_hi) + ")}";
+  }
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
     open("for (int64_t tw_i = 0; tw_i < " + full_m + "; ++tw_i)");

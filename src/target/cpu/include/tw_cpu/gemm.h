@@ -20,6 +20,19 @@
 #include "types.h"
 
 namespace tw_cpu {
+
+// A band of diagonals of a gemm (T.gemm's a_band / c_band, docs/language.md "Bands"): kind 1
+// (a_band): op(A)[i][k] is 0 wherever k - i is outside [lo, hi), so the terms of those k are
+// skipped (exact: each is 0 * B); kind 2 (c_band): only C[i][j] with lo <= j - i < hi are needed,
+// the others may be left unwritten (their values unspecified after the call). Only a performance
+// hint: computing everything is a valid result of either. The packed fp32 / f16 / bf16 path skips
+// whole micro-tiles (c_band) or trims each micro-panel's K range (a_band); gemm_small, the GEMV
+// paths and int8 compute everything. kind 0: no band.
+struct Band {
+  int kind = 0;
+  long lo = 0, hi = 0;
+};
+
 namespace detail {
 
 // The launch counter: packed operands cached by the gemm runtime belong to one launch.
@@ -29,17 +42,20 @@ extern uint64_t g_launch_epoch;
 // The entry points of the gemm runtime library (defined in gemm_runtime.cpp).
 void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width, const float* next_b = nullptr, long next_ldb = 0);
+              long b_col, long b_width, const float* next_b = nullptr, long next_ldb = 0,
+              Band band = Band{});
 void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width, const f16* next_b = nullptr, long next_ldb = 0);
+              long b_col, long b_width, const f16* next_b = nullptr, long next_ldb = 0,
+              Band band = Band{});
 void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const bf16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width, const bf16* next_b = nullptr, long next_ldb = 0);
+              long b_col, long b_width, const bf16* next_b = nullptr, long next_ldb = 0,
+              Band band = Band{});
 void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
               long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool a_stable,
               bool b_stable, long b_col, long b_width,
-              const int8_t* next_b = nullptr, long next_ldb = 0);
+              const int8_t* next_b = nullptr, long next_ldb = 0, Band band = Band{});
 
 }  // namespace detail
 
@@ -59,11 +75,12 @@ inline void new_launch() { __atomic_fetch_add(&detail::g_launch_epoch, 1, __ATOM
 // next_b, next_ldb: the B of a later call (the same strip of the next page: codegen's
 // @prefetch_slices), prefetched into L2 during this one (spread over gemm_small's loops, else all
 // at the start); null: none. Only a hint: nothing is read from it.
+// band: see Band above.
 template <class TA, class TB, class TC>
 inline void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const TB* B, long ldb,
                  bool transB, TC* C, long ldc, bool accumulate, bool a_stable = false,
                  bool b_stable = false, long b_col = -1, long b_width = 0, const TB* next_b = nullptr,
-                 long next_ldb = 0) {
+                 long next_ldb = 0, Band band = Band{}) {
   static_assert(detail::same<TA, TB>, "tw_cpu::gemm: TA and TB must be the same type");
   static_assert(detail::same<TA, float> || detail::same<TA, f16> || detail::same<TA, bf16> ||
                     detail::same<TA, int8_t>,
@@ -71,7 +88,7 @@ inline void gemm(int M, int N, int K, const TA* A, long lda, bool transA, const 
   static_assert(detail::same<TA, int8_t> ? detail::same<TC, int32_t> : detail::same<TC, float>,
                 "tw_cpu::gemm: float/f16/bf16 inputs need TC=float, int8 inputs TC=int32_t");
   detail::gemm_run(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable,
-                   b_stable, b_col, b_width, next_b, next_ldb);
+                   b_stable, b_col, b_width, next_b, next_ldb, band);
 }
 
 }  // namespace tw_cpu

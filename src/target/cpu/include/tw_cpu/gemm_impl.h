@@ -1878,10 +1878,26 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
   pf.finish();
 }
 
+// T.gemm's band (gemm.h Band) on one micro-tile of gemm_f32: C's rows [r0, r0 + h) and columns
+// [j0, j0 + nr), the K block [pc, pc + kc). skip: nothing of the tile is needed (c_band: no
+// element of the band in it; a_band: op(A)'s rows are 0 over the whole K block); else [k0, k1)
+// (within the block) holds every k where one of the rows may be non-zero (a_band), or the block.
+struct BandTile {
+  bool skip;
+  int k0, k1;
+};
+TW_CPU_INLINE BandTile band_tile(const Band& b, long r0, int h, long j0, int nr, long pc, int kc) {
+  if (b.kind == 2) return BandTile{j0 + nr - 1 - r0 < b.lo || j0 - (r0 + h - 1) >= b.hi, 0, kc};
+  long k0 = r0 + b.lo - pc, k1 = r0 + h - 1 + b.hi - pc;  // a_band: the rows' bands, merged
+  k0 = k0 < 0 ? 0 : k0;
+  k1 = k1 > kc ? kc : k1;
+  return k0 >= k1 ? BandTile{true, 0, 0} : BandTile{false, (int)k0, (int)k1};
+}
+
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable,
-              bool b_stable, long b_col = -1, long b_width = 0) {
+              bool b_stable, long b_col = -1, long b_width = 0, Band band = Band{}) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) scale_zero(M, N, C, ldc);
@@ -2081,14 +2097,24 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             long m = 0;
             const char* q = pf.take(&m);
             float* cp = C + (long)(ic + pr.r0) * ldc + jc + jr;
-            if constexpr (same<T, float>)
-              if (a_direct) {
-                ukr_f32_ra_rows(pr.h, kc, (const float*)A + (long)(ic + pr.r0) * lda + pc, lda, bp, kNR,
-                                cp, ldc, acc, nr, q, m < kc ? m : kc);
+            int ks = 0, kn = kwc;  // the packed K range computed: all of it, but with a band
+            if (band.kind) {
+              const BandTile t = band_tile(band, ic + pr.r0, pr.h, jc + jr, nr, pc, kc);
+              if (t.skip) {  // a_band overwriting C: the tile's product is 0; c_band: left unwritten
+                if (!acc && band.kind == 1) scale_zero(pr.h, nr, cp, ldc);
                 continue;
               }
-            ukr_f32_rows<kDp>(pr.h, kwc, ap + (long)ir * kwc, kMR, bp, kNR, cp, ldc, acc, nr, q,
-                              m < kwc ? m : kwc);
+              ks = t.k0 / G;
+              kn = (t.k1 + G - 1) / G - ks;
+            }
+            if constexpr (same<T, float>)
+              if (a_direct) {
+                ukr_f32_ra_rows(pr.h, kn, (const float*)A + (long)(ic + pr.r0) * lda + pc + ks, lda,
+                                bp + (long)ks * kNR, kNR, cp, ldc, acc, nr, q, m < kn ? m : kn);
+                continue;
+              }
+            ukr_f32_rows<kDp>(pr.h, kn, ap + (long)ir * kwc + (long)ks * kMR, kMR, bp + (long)ks * kNR, kNR,
+                              cp, ldc, acc, nr, q, m < kn ? m : kn);
           }
         }
       }

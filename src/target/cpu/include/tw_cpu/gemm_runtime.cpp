@@ -23,26 +23,26 @@ void prefetch_next_b(int N, int K, const T* next_b, long next_ldb, bool transB) 
 
 void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long b_col, long b_width, const float* next_b, long next_ldb) {
+              long b_col, long b_width, const float* next_b, long next_ldb, Band band) {
   // a few rows against a tile-sized B (within L2): gemm_small (gemm_impl.h). M <= 2 with B not
   // transposed stays gemv_f32's (rows streamed, whole-row products shared across blocks)
   if (small_f32_path(M, N, K, transB))
     return gemm_small<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, next_b, next_ldb);
   prefetch_next_b(N, K, next_b, next_ldb, transB);
   gemm_f32<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable,
-                  b_col, b_width);
+                  b_col, b_width, band);
 }
 void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long /*b_col*/, long /*b_width*/, const f16* next_b, long next_ldb) {
+              long /*b_col*/, long /*b_width*/, const f16* next_b, long next_ldb, Band band) {
   if (small_m_path(M))
     return gemm_small<f16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, next_b, next_ldb);
   prefetch_next_b(N, K, next_b, next_ldb, transB);
-  gemm_f32<f16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
+  gemm_f32<f16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable, -1, 0, band);
 }
 void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const bf16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
-              long /*b_col*/, long /*b_width*/, const bf16* next_b, long next_ldb) {
+              long /*b_col*/, long /*b_width*/, const bf16* next_b, long next_ldb, Band band) {
 #if defined(TW_CPU_AMX)
   if (amx_usable() && amx_pays(M)) {
     prefetch_next_b(N, K, next_b, next_ldb, transB);
@@ -53,11 +53,11 @@ void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const b
   if (small_m_path(M))
     return gemm_small<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, next_b, next_ldb);
   prefetch_next_b(N, K, next_b, next_ldb, transB);
-  gemm_f32<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
+  gemm_f32<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable, -1, 0, band);
 }
 void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
               long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool a_stable,
-              bool b_stable, long /*b_col*/, long /*b_width*/, const int8_t* next_b, long next_ldb) {
+              bool b_stable, long /*b_col*/, long /*b_width*/, const int8_t* next_b, long next_ldb, Band /*band*/) {
   prefetch_next_b(N, K, next_b, next_ldb, transB);
 #if defined(TW_CPU_AMX)
   if (amx_usable()) return gemm_amx<int8_t, int32_t>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
