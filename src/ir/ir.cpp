@@ -186,7 +186,7 @@ const std::vector<AnnotationInfo> kAnnotations = {
     {"row_view", StmtKind::Alloc, 1, std::nullopt},      // view_rows
     {"row_pipeline", StmtKind::Copy, 1, std::nullopt},   // pipeline_rows
     {"prefetch_next", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers
-    {"prefetch_slices", StmtKind::Copy, 0, std::nullopt},  // prefetch_gathers
+    {"prefetch_slices", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers
 };
 
 namespace {

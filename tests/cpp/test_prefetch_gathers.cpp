@@ -228,9 +228,10 @@ std::string page_strips(const std::string& mark, const std::string& dt = "bfloat
 // tile (masked prefill's key block), a parallel page loop, or a cache of at most kL2ResidentTensor
 // (32 pages: 1 MiB, in L2 once read).
 TEST(PrefetchGathers, PageStripsReadInPlacePrefetchedPerCall) {
-  EXPECT_EQ(run(page_strips("")), page_strips("@prefetch_slices "));
-  EXPECT_EQ(run(page_strips("", "float16")), page_strips("@prefetch_slices ", "float16"));
-  EXPECT_EQ(run(page_strips("", "float32")), page_strips("@prefetch_slices ", "float32"));
+  EXPECT_EQ(run(page_strips("")), page_strips("@prefetch_slices(1) "));
+  EXPECT_EQ(run(page_strips("", "float16")), page_strips("@prefetch_slices(1) ", "float16"));
+  // fp32: kSliceLead32 pages ahead
+  EXPECT_EQ(run(page_strips("", "float32")), page_strips("@prefetch_slices(4) ", "float32"));
   // the whole page per gemm (one kv head of 1024 columns): left to the hardware
   const std::string whole = page_strips("", "bfloat16", "1024");
   EXPECT_EQ(run(whole), whole);
@@ -239,10 +240,10 @@ TEST(PrefetchGathers, PageStripsReadInPlacePrefetchedPerCall) {
   EXPECT_EQ(run(par), par);
   const std::string small = page_strips("", "bfloat16", "128", "serial", "32");
   EXPECT_EQ(run(small), small);
-  EXPECT_EQ(run(page_strips("", "bfloat16", "128", "serial", "33")), page_strips("@prefetch_slices ", "bfloat16", "128", "serial", "33"));
+  EXPECT_EQ(run(page_strips("", "bfloat16", "128", "serial", "33")), page_strips("@prefetch_slices(1) ", "bfloat16", "128", "serial", "33"));
 }
 
-// What codegen_cpu emits at the top of the page loop's body: the next page (jj + 1, not bounded
+// What codegen_cpu emits at the top of the page loop's body (bf16): the next page (jj + 1, not bounded
 // by the loop's extent: the last page of a step reads the first of the next step), the if and
 // the let the copy needs, the table read only where its indices lie inside the table.
 TEST(PrefetchGathers, NextPageSlicesStatement) {
@@ -259,7 +260,26 @@ TEST(PrefetchGathers, NextPageSlicesStatement) {
   EXPECT_EQ(ir::print(next), R"(if j * 4 + (jj + 1) < pages {
   if 0 <= b and b < 2 and 0 <= j * 4 + (jj + 1) and j * 4 + (jj + 1) < 64 {
     let page_nx: int32 = T[b, j * 4 + (jj + 1)]
-    @prefetch_slices copy K[page_nx:+1, 0:+16, 0:+1024] -> k
+    @prefetch_slices(1) copy K[page_nx:+1, 0:+16, 0:+1024] -> k
+  }
+}
+)");
+}
+
+// fp32 pages: the same page of the next step (kSliceLead32 = 4 pages ahead, the step's 4 pages),
+// guarded as the next page is.
+TEST(PrefetchGathers, NextPageSlicesFp32FourPagesAhead) {
+  ir::Kernel k = prefetch_gathers(ir::parse_kernel(page_strips("", "float32"), "k.tw"));
+  const ir::ForNode* step = nullptr;
+  for (const auto& s : ir::stmts_of(k->body))
+    if (s->kind == ir::StmtKind::For) step = static_cast<const ir::ForNode*>(s.get());
+  ASSERT_NE(step, nullptr);
+  ir::Stmt next = next_page_slices(*static_cast<const ir::ForNode*>(ir::stmts_of(step->body)[0].get()));
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(ir::print(next), R"(if j * 4 + (jj + 4) < pages {
+  if 0 <= b and b < 2 and 0 <= j * 4 + (jj + 4) and j * 4 + (jj + 4) < 64 {
+    let page_nx: int32 = T[b, j * 4 + (jj + 4)]
+    @prefetch_slices(4) copy K[page_nx:+1, 0:+16, 0:+1024] -> k
   }
 }
 )");
@@ -289,7 +309,7 @@ TEST(PrefetchGathers, NextPageSlicesGuardEveryTableRead) {
     return text.substr(0, text.find("@copy")) + mark + text.substr(text.find("@copy") + 1);
   };
   ir::Kernel k = prefetch_gathers(ir::parse_kernel(with(""), "k.tw"));
-  EXPECT_EQ(ir::print(k), with("@prefetch_slices "));
+  EXPECT_EQ(ir::print(k), with("@prefetch_slices(1) "));
   const ir::ForNode* loop = nullptr;
   for (const auto& s : ir::stmts_of(k->body))
     if (s->kind == ir::StmtKind::For) loop = static_cast<const ir::ForNode*>(s.get());
@@ -299,7 +319,7 @@ TEST(PrefetchGathers, NextPageSlicesGuardEveryTableRead) {
   EXPECT_EQ(ir::print(next), R"({
   if 0 <= j + 1 and j + 1 < 64 and 0 <= T[j + 1] and T[j + 1] < 100 {
     let page_nx: int32 = P[T[j + 1]]
-    @prefetch_slices copy K[page_nx:+1, 0:+16, 0:+1024] -> k
+    @prefetch_slices(1) copy K[page_nx:+1, 0:+16, 0:+1024] -> k
   }
 }
 )");

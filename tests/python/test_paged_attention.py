@@ -203,13 +203,15 @@ def test_paged_decode_pages_context_edges_per_group(heads, dtype):
 
 
 @pytest.mark.parametrize("heads,dtype,pages_per_step", [((8, 2), "bfloat16", 4), ((6, 2), "float16", 3),
-                                                        ((8, 4), "bfloat16", 1)], ids=["gqa-G4", "gqa-G3", "gqa-pps1"])
+                                                        ((8, 4), "bfloat16", 1), ((8, 2), "float32", 4),
+                                                        ((6, 2), "float32", 1)],
+                         ids=["gqa-G4", "gqa-G3", "gqa-pps1", "fp32-G4", "fp32-pps1"])
 def test_paged_decode_pages_strip_prefetch_context_edges(heads, dtype, pages_per_step):
     # head_dim 128: a 16-bit page of 2-4 kv heads is 8-16 KiB, read in place by one gemm per kv
     # head of a 256-byte strip of each row; each call is passed its strip of the next page, which
     # it prefetches over its loops (prefetch_gathers @prefetch_slices, gemm.h next_b: the last page
     # of a step prefetches the next step's first, a sequence's last page nothing, garbage table
-    # entries nothing)
+    # entries nothing; fp32 the page 4 ahead: a sequence's last 4 pages nothing)
     kern = check_pages_context_edges(dtype, pages_per_step, *heads, head_dim=128)
     src = kern.get_source("c++")
     assert src.count("/*next_b=*/") == 2  # the K and the V gemm
@@ -231,7 +233,10 @@ def test_paged_decode_pages_strip_prefetch_code():
     assert "/*next_b=*/k_nx ? k_nx + (h * 128) : nullptr, /*next_ldb=*/k_nx_ld);" in src
     assert "/*next_b=*/v_nx ? v_nx + (h_1 * 128) : nullptr, /*next_ldb=*/v_nx_ld);" in src
     assert "__builtin_prefetch" not in src  # the gemm runtime prefetches
-    assert pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5).get_source("c++").count("/*next_b=*/") == 2  # float32
+    f32 = pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5).get_source("c++")
+    assert f32.count("/*next_b=*/") == 2  # float32: the page 4 ahead (prefetch_gathers kSliceLead32)
+    assert "if ((((j * 4) + (jj + 4)) < pages)) {" in f32 and "(jj + 1)" not in f32
+    assert "(0 <= ((j * 4) + (jj + 4)))) & (((j * 4) + (jj + 4)) < 5)" in f32
     assert "next_b" not in pa.paged_decode_pages(2, 8, 1, 128, 300, 16, 5, "bfloat16").get_source("c++")
     assert "next_b" not in pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5, "bfloat16").get_source("c++")
 
@@ -252,11 +257,13 @@ def _int32_before_a_guard_page(a):
     return out
 
 
-def test_page_strip_prefetch_never_reads_past_the_block_table():
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_page_strip_prefetch_never_reads_past_the_block_table(dtype):
     # a page loop without an `if`: every table entry is a page, and the last iteration's next
-    # index lies past the table, which ends at an inaccessible page; the table's read for the
-    # next page is guarded by its extent (prefetch_gathers @prefetch_slices). The table holds the
-    # cache's last block too (its strips end at the cache's end).
+    # index lies past the table (the last 4 iterations' for fp32, 4 pages ahead), which ends at an
+    # inaccessible page; the table's read for the next page is guarded by its extent
+    # (prefetch_gathers @prefetch_slices). The table holds the cache's last block too (its strips
+    # end at the cache's end).
     import tilewright as tw
     import tilewright.language as T
     from tilewright.testing import randn
@@ -264,11 +271,11 @@ def test_page_strip_prefetch_never_reads_past_the_block_table():
     S, KVH, MB, NB, G = 3, 2, 5, 300, 4  # a 2.3 MiB cache: more than stays in L2
 
     @T.prim_func
-    def page_scores(Q: T.Tensor((S, KVH * G, 128), "bfloat16"), K: T.Tensor((NB, 16, KVH * 128), "bfloat16"),
+    def page_scores(Q: T.Tensor((S, KVH * G, 128), dtype), K: T.Tensor((NB, 16, KVH * 128), dtype),
                     BT: T.Tensor((S, MB), "int32"), Out: T.Tensor((S, KVH * G, 16), "float32")):
         with T.Kernel(S) as b:
-            q = T.alloc_shared((KVH * G, 128), "bfloat16")
-            k = T.alloc_shared((16, KVH * 128), "bfloat16")
+            q = T.alloc_shared((KVH * G, 128), dtype)
+            k = T.alloc_shared((16, KVH * 128), dtype)
             s = T.alloc_fragment((KVH * G, 16), "float32")
             T.copy(Q[b, :, :], q)
             T.fill(s, 0)
@@ -283,7 +290,7 @@ def test_page_strip_prefetch_never_reads_past_the_block_table():
     kern = tw.compile(page_scores, out_idx=[3])
     assert kern.get_source("c++").count("/*next_b=*/") == 1
     rng = np.random.default_rng(7)
-    q, kc = randn((S, KVH * G, 128), "bfloat16", seed=rng), randn((NB, 16, KVH * 128), "bfloat16", seed=rng)
+    q, kc = randn((S, KVH * G, 128), dtype, seed=rng), randn((NB, 16, KVH * 128), dtype, seed=rng)
     bt = rng.integers(0, NB, size=(S, MB)).astype(np.int32)
     bt[-1, -1] = bt[0, 0] = NB - 1
     guarded = _int32_before_a_guard_page(bt)

@@ -1,6 +1,7 @@
 // prefetch_gathers (see prefetch_gathers.h).
 #include "target/cpu/prefetch_gathers.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -135,7 +136,8 @@ struct Walk {
     };
     count(L.body, inside);
     count(root, all);
-    if (strips && inside > 0 && inside == all) marks.emplace(s.get(), Annotation{kSlices, {}});
+    const int64_t lead = c.src.buffer->dtype.bytes() == 4 ? kSliceLead32 : 1;
+    if (strips && inside > 0 && inside == all) marks.emplace(s.get(), Annotation{kSlices, {lead}});
   }
 
   void walk(const Stmt& s) {
@@ -308,9 +310,15 @@ Stmt next_page_slices(const ForNode& loop) {
   bool any = false;
   for_each_stmt(loop.body, [&](const Stmt& s) { any |= s->kind == StmtKind::Copy && find_annotation(s, kSlices); });
   if (!any) return nullptr;
+  // the least lead of the loop's copies (one substitution serves them all)
+  int64_t lead = 0;
+  for_each_stmt(loop.body, [&](const Stmt& s) {
+    if (const Annotation* a = s->kind == StmtKind::Copy ? find_annotation(s, kSlices) : nullptr)
+      lead = lead ? std::min(lead, a->args.at(0)) : a->args.at(0);
+  });
   Skeleton sk;
   sk.slices = true;
-  sk.sub.emplace_back(loop.var, arith::add(loop.var, int_imm(1)));
+  sk.sub.emplace_back(loop.var, arith::add(loop.var, int_imm(lead)));
   return sk.build(loop.body, 0);
 }
 

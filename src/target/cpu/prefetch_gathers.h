@@ -22,6 +22,15 @@ inline constexpr int64_t kStreamedRun = 4 << 10;
 // there (measured 0.80-0.84x with every page in L1 / L2; performance.md, session 16).
 inline constexpr int64_t kL2ResidentTensor = 1 << 20;
 
+// How many iterations ahead of a 32-bit (fp32) @prefetch_slices copy its next page lies: paged
+// decode's fp32 pages (64 KiB at 8 kv heads x 128) 4 pages ahead of the same phase (the same
+// page of the next step at 4 pages per step) read 1.06-1.07x faster on Zen 4 than the next page
+// (1 and 2 threads, the pages cold, the arrays on 2 MiB pages as numpy's; 1.02-1.07x on 4 KiB
+// pages; 1.01x with the pages in L2), 2 pages ahead 1.02x, 6 and 8 no better than 4. 16-bit
+// pages (32 KiB bf16) take the next page: 4 ahead 0.97-0.99x, 8 ahead 0.92-0.94x, 2 ahead 1.00x
+// (docs/performance.md "Issue 13, CPU", session 19).
+inline constexpr int64_t kSliceLead32 = 4;
+
 // A copy from a global tensor into a tile whose source address depends on a value read from
 // memory (a page number read from a block table, a token id: `page = block_tables[b, j];
 // T.copy(K[page, :, h, :], k)`) is a gather the hardware prefetchers cannot follow: each copy
@@ -39,16 +48,16 @@ inline constexpr int64_t kL2ResidentTensor = 1 << 20;
 // kernel's pages, not the next page of the same step). codegen_cpu carries it out with
 // next_iteration_prefetches below.
 //
-// A gathered copy whose source is a run of kStreamedRun bytes or more gets `@prefetch_slices`
-// instead when its tile is read in place (@gemm_view) by gemms that each read a strip of the
+// A gathered copy whose source is a run of kStreamedRun bytes or more gets `@prefetch_slices(lead)`
+// (lead: kSliceLead32 for 32-bit dtypes, else 1) instead when its tile is read in place (@gemm_view) by gemms that each read a strip of the
 // tile's columns (paged_decode_pages: a whole page, 16 x 1024 bf16 = 32 KiB, read in place by 8
 // per-kv-head gemms of 16 x 128 each), all inside the innermost enclosing loop L, which is not
 // parallel, whose variable the address depends on and which holds the copy with no loop in
 // between (only ifs and lets, whose values and conditions read only global tensors the kernel
 // never writes), its dtype is 16- or 32-bit (bfloat16, float16, float32), and its tensor is larger
 // than kL2ResidentTensor (or of a shape unknown here). codegen_cpu then passes each such gemm call
-// the same strip of the copy's source at L's next iteration (tw_cpu::gemm's next_b: the next
-// page's slice that the same gemm will read one page later, next_page_slices below), which the
+// the same strip of the copy's source `lead` iterations of L ahead (tw_cpu::gemm's next_b: the
+// slice of the page that the same gemm will read `lead` pages later, next_page_slices below), which the
 // call prefetches into L2 a few lines per step of its loops (an A strip is prefetched before the call).
 // Why per call: the hardware prefetchers stream a page's rows once they are read in order, but
 // the per-kv-head calls read each 2 KiB row 256 bytes at a time, and a call (~1000
@@ -71,14 +80,15 @@ ir::Kernel prefetch_gathers(const ir::Kernel& k);
 ir::Stmt next_iteration_prefetches(const ir::ForNode& loop);
 
 // For a loop L of a kernel after prefetch_gathers: the ifs and lets of its body that lead to the
-// copies `@prefetch_slices` for it, with fresh variables and L's variable replaced by var + 1
-// (not bounded by L's extent: the last page of one step prefetches the first of the next step
-// when the page index is flat, as `j * pages_per_step + jj`), every load of a let or a condition
+// copies `@prefetch_slices(lead)` for it, with fresh variables and L's variable replaced by var +
+// lead (the least lead of its copies; not bounded by L's extent: the last page of one step
+// prefetches the first of the next step when the page index is flat, as `j * pages_per_step +
+// jj`), every load of a let or a condition
 // read only where its indices lie inside its tensor (`0 <= i < n` per dim, which guards the
 // let and everything after it), and the copies themselves, still annotated. codegen_cpu emits
 // it at the top of L's body: each copy sets its tile's "next source" pointer (null unless the
 // region lies inside its tensor), and each gemm reading a strip of the tile prefetches that
-// strip from it before its call. A next iteration L does not run (the last page, a page index
+// strip from it before its call. An iteration `lead` ahead that L does not run (the last pages, a page index
 // that is not flat) may prefetch lines of some other page of the cache or nothing, never an
 // address outside the tensor, and never reads an index outside the block table. Null when no
 // copy is annotated for this loop.
