@@ -42,7 +42,7 @@
 //     each Mmad reads the slot the LoadData before it in the same iteration wrote) is no longer
 //     live through the loops around it, and two gemms in a row whose K steps each take more than
 //     half of L0A / L0B fit. Not the default: the extra reuse it allows (any read of part of a
-//     buffer) costs synchronisation between the pipes that share the bytes (+1.5% cycles on 12
+//     buffer) costs synchronisation between the pipes that share the bytes (up to +1.6% cycles on 12
 //     of 300 fuzz programs that fit either way, docs/ascend.md).
 //  4. Placement: buffers by decreasing size (then first use, then declaration), each at the
 //     lowest aligned offset whose bytes overlap no already placed buffer with an intersecting
