@@ -242,3 +242,55 @@ def test_staged_operands_past_l1_are_an_error_at_the_gemm():
     msg = str(e.value)
     assert f":{line_of('# @big_ab')}:" in msg, msg
     assert "do not fit L1 (511 KiB)" in msg and "gemm blocks of at most 256 rows and 256 columns" in msg, msg
+
+
+@pytest.mark.parametrize("bm,bn", [(128, 64), (64, 128)])
+@pytest.mark.parametrize("staged", [False, True])
+def test_two_gemms_in_a_row_whose_l0_steps_take_more_than_half_of_l0(bm, bn, staged):
+    # Two gemms into one accumulator, each with K steps of more than half of L0A (bm = 128: 2 x
+    # 128 x 80 float16) or L0B (bn = 128): their L0 tiles are never used together. Until session
+    # 19 (h-ascend7b) plan_memory's loop-carried check compared each read of one slot with the
+    # whole two-slot tile, kept both tiles live through the grid loop and reported an L0 overflow.
+    # Whole-K gemms of global slices (K = 1000 in pipelined chunks), or tiles staged by hand in two
+    # T.Pipelined loops (K steps of 160).
+    M, N, K, bk = 2 * bm, 2 * bn, 1000 if not staged else 960, 160
+    dt = "float16"
+
+    def build(target):
+        if not staged:
+            @T.prim_func
+            def main(A: T.Tensor((M, K), dt), B: T.Tensor((K, N), dt), A2: T.Tensor((M, K), dt),
+                     B2: T.Tensor((K, N), dt), C: T.Tensor((M, N), "float32")):
+                with T.Kernel(N // bn, M // bm) as (bx, by):
+                    c = T.alloc_fragment((bm, bn), "float32")
+                    T.gemm(A[by * bm:(by + 1) * bm, :], B[:, bx * bn:(bx + 1) * bn], c, clear_accum=True)
+                    T.gemm(A2[by * bm:(by + 1) * bm, :], B2[:, bx * bn:(bx + 1) * bn], c)
+                    T.copy(c, C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+        else:
+            @T.prim_func
+            def main(A: T.Tensor((M, K), dt), B: T.Tensor((K, N), dt), A2: T.Tensor((M, K), dt),
+                     B2: T.Tensor((K, N), dt), C: T.Tensor((M, N), "float32")):
+                with T.Kernel(N // bn, M // bm) as (bx, by):
+                    a = T.alloc_shared((bm, bk), dt)
+                    b = T.alloc_shared((bk, bn), dt)
+                    a2 = T.alloc_shared((bm, bk), dt)
+                    b2 = T.alloc_shared((bk, bn), dt)
+                    c = T.alloc_fragment((bm, bn), "float32")
+                    T.clear(c)
+                    for k in T.Pipelined(K // bk, num_stages=2):
+                        T.copy(A[by * bm, k * bk], a)
+                        T.copy(B[k * bk, bx * bn], b)
+                        T.gemm(a, b, c)
+                    for k in T.Pipelined(K // bk, num_stages=2):
+                        T.copy(A2[by * bm, k * bk], a2)
+                        T.copy(B2[k * bk, bx * bn], b2)
+                        T.gemm(a2, b2, c)
+                    T.copy(c, C[by * bm, bx * bn])
+        return tw.compile(main, target=target, out_idx=[])
+    rng = np.random.default_rng(9)
+    a, a2 = values((M, K), dt, rng), values((M, K), dt, rng)
+    b, b2 = values((K, N), dt, rng), values((K, N), dt, rng)
+    c0 = np.zeros((M, N), np.float32)
+    ref = f64(a) @ f64(b) + f64(a2) @ f64(b2)
+    for target, (c,) in run_both(build, [a, b, a2, b2, c0], [4]).items():
+        np.testing.assert_array_equal(f64(c), ref, err_msg=target)

@@ -70,6 +70,10 @@ def test_generator_covers_the_grammar():
     # the eighth stream: gemm operands straight from the tensors, whole blocks
     assert seen(lambda d: d.get("gm")) >= {"a", "b", "ab"} and any(d.get("wholek") for d in many)
     assert all(d[n] % d[b] == 0 for d in descs if d.get("gm") for n, b in (("M", "bm"), ("N", "bn"), ("K", "bk")))
+    # ... and wholek programs whose K passes one staged chunk (Ascend walks it in chunks with a tail)
+    longk = [d for d in (grammar.generate(s) for s in range(20000)) if d.get("longk")]   # 10 groups
+    assert longk and all(d["wholek"] and d["K"] > grammar.longk_chunk(d) and not d["epilogue"] for d in longk)
+    assert {d["dt_in"] for d in longk} == set(grammar.DTYPES)
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)

@@ -577,8 +577,7 @@ class PrimFuncParser(Parser):
             if isinstance(v, Operand) and v.is_point:
                 self.error(a[k], f"gemm operand {k} must be a whole buffer or an explicit slice")
             r = self.region(v, a[k], None, f"gemm operand {k}")
-            if len(r.extents) != 2:
-                self.error(a[k], f"gemm operand {k} must be 2-D, got {len(r.extents)} dimension(s)")
+            self.check_gemm_region(r, a[k], k)
             regions.append(r)
         ta = self.flag(a["transpose_A"], "transpose_A")
         tb = self.flag(a["transpose_B"], "transpose_B")
@@ -602,6 +601,31 @@ class PrimFuncParser(Parser):
             self.error(at, f"T.gemm's {k}_band must be a pair (lo, hi) of integers, got {self.describe(v)}",
                        f"e.g. {k}_band=(lo, hi): the diagonals lo <= column - row < hi")
         return k, self.index_expr(v[0], at), self.index_expr(v[1], at)
+
+    def check_gemm_region(self, r, node, role):
+        """A gemm operand is a matrix: its last two dimensions; any dimensions before them must have
+        extent 1 (``Q[b, h, 0:M, 0:D]``, BHSD), as the IR verifier and both targets require."""
+        name = r.buffer.name
+        n = len(r.extents)
+        if n < 2:
+            self.error(node, f"gemm operand {role} ('{name}') must be a matrix (2-D region), got {n} dimension(s)",
+                       "slice two dimensions, e.g. T.gemm(A[0:M, 0:K], ...), or allocate the tile 2-D")
+        ext = [ir.as_const_int(e) for e in r.extents]
+        extra = [d for d in range(n - 2) if ext[d] != 1]
+        if not extra:
+            return
+        text = lambda d: str(ext[d]) if ext[d] is not None else "a run-time extent"  # noqa: E731
+        wide = [d for d in range(n) if ext[d] != 1]
+        if len(wide) <= 2:   # a matrix in other dimensions (BSHD: Q[b, 0:M, h, 0:D])
+            self.error(node, f"gemm operand {role} ('{name}') is a matrix in dimensions {tuple(wide)} of {n}; "
+                             "a gemm takes the last two dimensions of a region (those before them of extent 1)",
+                       f"T.copy the slice into a 2-D tile first and pass the tile, e.g. "
+                       f"T.copy({name}[b, 0:M, h, 0:K], {name}_s) then T.gemm({name}_s, ...)")
+        d = extra[0]
+        self.error(node, f"gemm operand {role} ('{name}'): dimension {d} of {n} has extent {text(d)}; a gemm takes "
+                         "the last two dimensions of a region and those before them must have extent 1",
+                   f"index dimension {d} with one value, e.g. {name}[b, h, 0:M, 0:K] for a BHSD tensor "
+                   "(a gemm per value: a loop or the launch grid)")
 
     def fill_value(self, value, dtype, node):
         sp = self.span(node)

@@ -109,7 +109,7 @@ struct Access {
   // The conditional regions around the access, outermost first: (region id, loops enclosing it).
   // A region is one branch of an `if` or the body of a loop that may run no iteration.
   std::vector<std::pair<int, int>> guards;
-  std::optional<int64_t> offset, extent;  // writes: constant byte offset, upper bound of bytes
+  std::optional<int64_t> offset, extent;  // constant byte offset, upper bound of bytes
 };
 
 struct Loop {
@@ -175,11 +175,10 @@ class Walker {
           if (r.buffer < 0 || r.buffer >= static_cast<int>(accesses.size())) continue;
           bool write = r.mode == AccessMode::Write;
           Access a{pos, write, if_loops_, guards_, std::nullopt, std::nullopt};
-          if (write) {  // constant byte offset, upper bound of the bytes covered
-            auto off = ir::as_const_int(r.offset), start = ir::as_const_int(r.start);
-            if (off && start) a.offset = *off + *start;
-            a.extent = evaluate(r, upper_bound).bytes;
-          }
+          // constant byte offset, upper bound of the bytes covered (a write) or read (a read)
+          auto off = ir::as_const_int(r.offset), start = ir::as_const_int(r.start);
+          if (off && start) a.offset = *off + *start;
+          a.extent = evaluate(r, upper_bound).bytes;
           accesses[r.buffer].push_back(a);
         }
         break;
@@ -205,20 +204,25 @@ std::vector<int> regions_inside(const Access& a, int depth) {
 
 // True when some read of the buffer in loop l may read a value of the previous iteration: the
 // writes before it in the iteration that run whenever the read runs (not under an `if` or a
-// possibly empty loop inside l that does not also enclose the read) do not cover bytes [0, need).
-bool carried(const std::vector<Access>& acc, const Loop& l, int64_t need) {
-  auto covers = [&](std::vector<std::pair<int64_t, int64_t>> covered) {
+// possibly empty loop inside l that does not also enclose the read) do not cover the bytes it
+// reads: [offset, offset + extent) for a read at a constant offset (one slot of a stage-indexed
+// tile whose stages the unrolled loop addresses by constants) when `slots`, else all of [0, need).
+bool carried(const std::vector<Access>& acc, const Loop& l, int64_t need, bool slots) {
+  auto covers = [&](std::vector<std::pair<int64_t, int64_t>> covered, int64_t lo, int64_t hi) {
     std::sort(covered.begin(), covered.end());
-    int64_t upto = 0;
+    int64_t upto = lo;
     for (auto [a, b] : covered) {
+      if (b <= upto) continue;
       if (a > upto) return false;
-      upto = std::max(upto, b);
+      upto = b;
     }
-    return upto >= need;
+    return upto >= hi;
   };
   for (size_t r = 0; r < acc.size(); ++r) {
     const Access& a = acc[r];
     if (a.pos < l.first || a.pos >= l.end || a.write) continue;
+    const bool slot = slots && a.offset && a.extent && *a.extent > 0;
+    const int64_t lo = slot ? *a.offset : 0, hi = slot ? *a.offset + *a.extent : need;
     std::vector<int> rg = regions_inside(a, l.depth);
     std::vector<std::pair<int64_t, int64_t>> covered;
     for (size_t w = 0; w < r; ++w) {
@@ -228,12 +232,12 @@ bool carried(const std::vector<Access>& acc, const Loop& l, int64_t need) {
       if (wg.size() > rg.size() || !std::equal(wg.begin(), wg.end(), rg.begin())) continue;
       covered.push_back({*x.offset, *x.offset + *x.extent});
     }
-    if (!covers(covered)) return true;
+    if (!covers(covered, lo, hi)) return true;
   }
   return false;
 }
 
-Lifetime lifetime(const std::vector<Access>& acc, const std::vector<Loop>& loops, int64_t need) {
+Lifetime lifetime(const std::vector<Access>& acc, const std::vector<Loop>& loops, int64_t need, bool slots) {
   Lifetime t;
   if (acc.empty()) return t;
   t.lo = acc.front().pos;
@@ -241,7 +245,7 @@ Lifetime lifetime(const std::vector<Access>& acc, const std::vector<Loop>& loops
   for (const Loop& l : loops) {  // innermost first
     bool inside = std::any_of(acc.begin(), acc.end(), [&](const Access& a) { return a.pos >= l.first && a.pos < l.end; });
     if (!inside) continue;
-    if (t.lo < l.first || t.hi >= l.end || carried(acc, l, need)) {
+    if (t.lo < l.first || t.hi >= l.end || carried(acc, l, need, slots)) {
       t.lo = std::min(t.lo, l.first);
       t.hi = std::max(t.hi, l.end - 1);
     }
@@ -468,24 +472,33 @@ Program plan_memory(const Program& program, const target::Target& target, bool r
     Mem m = static_cast<Mem>(mi);
     if (m == Mem::GM) continue;
     const Walker& w = m == Mem::UB ? aiv : aic;
-    std::vector<Item> items;
-    for (size_t b = 0; b < out.buffers.size(); ++b) {
-      const BufferDecl& d = out.buffers[b];
-      if (d.mem != m) continue;
-      Item it{static_cast<int>(b), d.bytes, {}};
-      if (reuse) {
-        int64_t numel = 1;
-        for (auto x : d.shape) numel *= x;
-        int64_t need = m == Mem::UB ? numel * d.dtype.bytes() : d.bytes;
-        it.life = lifetime(w.accesses[b], w.loops, need);
-      } else {
-        it.life = Lifetime{0, 0};  // every buffer live throughout
+    // whole-buffer liveness first; slot liveness (rule 3) only when that overflows
+    auto items_of = [&](bool slots) {
+      std::vector<Item> items;
+      for (size_t b = 0; b < out.buffers.size(); ++b) {
+        const BufferDecl& d = out.buffers[b];
+        if (d.mem != m) continue;
+        Item it{static_cast<int>(b), d.bytes, {}};
+        if (reuse) {
+          int64_t numel = 1;
+          for (auto x : d.shape) numel *= x;
+          int64_t need = m == Mem::UB ? numel * d.dtype.bytes() : d.bytes;
+          it.life = lifetime(w.accesses[b], w.loops, need, slots);
+        } else {
+          it.life = Lifetime{0, 0};  // every buffer live throughout
+        }
+        items.push_back(it);
       }
-      items.push_back(it);
-    }
+      return items;
+    };
+    std::vector<Item> items = items_of(false);
     if (items.empty()) continue;
     std::vector<int64_t> offsets;
     int64_t used = place(items, buffer_alignment(m), reuse, offsets);
+    if (used > capacity_of(target.ascend, m) && reuse) {
+      items = items_of(true);
+      used = place(items, buffer_alignment(m), reuse, offsets);
+    }
     if (used > capacity_of(target.ascend, m)) capacity_error(out, target, m, items, used, reuse, w.spans);
     for (size_t i = 0; i < items.size(); ++i) out.buffers[items[i].buffer].offset = offsets[i];
   }

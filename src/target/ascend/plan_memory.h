@@ -35,6 +35,15 @@
 //     ones past a tail are never meaningful). So accumulators (Mmad with an init that is not the
 //     constant true, a VecBinary reading its own destination), read-modify-write updates and
 //     stage-indexed (multi-buffered) writes keep their buffer for the whole loop.
+//     Slot liveness (session 19), only when the placement below overflows with the rule above:
+//     a read at a constant byte offset needs only the bytes it reads, [offset, offset + its
+//     upper bound of bytes), covered by such writes (the other bytes of the buffer are not read
+//     there). So an L0 tile of two slots at constant offsets (expand_gemm's unrolled K steps:
+//     each Mmad reads the slot the LoadData before it in the same iteration wrote) is no longer
+//     live through the loops around it, and two gemms in a row whose K steps each take more than
+//     half of L0A / L0B fit. Not the default: the extra reuse it allows (any read of part of a
+//     buffer) costs synchronisation between the pipes that share the bytes (up to +1.6% cycles on 12
+//     of 300 fuzz programs that fit either way, docs/ascend.md).
 //  4. Placement: buffers by decreasing size (then first use, then declaration), each at the
 //     lowest aligned offset whose bytes overlap no already placed buffer with an intersecting
 //     lifetime (first fit). If that overflows, placement in order of first use is tried too.

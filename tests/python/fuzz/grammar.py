@@ -63,8 +63,10 @@ An eighth stream (``extension6-<seed // GROUP>``) adds **gemm operands straight 
 tensors** (session 19): A, B or both passed to ``T.gemm`` as slices of the tensors
 (``A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk]``) instead of staged tiles, as cpu kernels write
 them (on Ascend stage_gemm_operands stages them), or (``wholek``, constant shapes) one gemm over the
-whole K of both slices without a K loop. A gemm region is not clipped on cpu, so M, N and K are
-rounded up to whole blocks (0 stays 0) and run-time extents are not drawn with it.
+whole K of both slices without a K loop; half of the ``wholek`` programs (``longk``, session 19)
+draw K past one staged chunk (64 KiB of A and B tiles: Ascend walks K in pipelined chunks, the last
+a run-time tail), with at most 2 x 2 blocks and no epilogue. A gemm region is not clipped on cpu,
+so M, N and K are rounded up to whole blocks (0 stays 0) and run-time extents are not drawn with it.
 """
 import random
 
@@ -316,6 +318,25 @@ def _extension6(d, seed):
     d["gm"] = "ab" if d["wholek"] else grng.choice(("a", "b", "ab"))
     for dim, blk in (("M", "bm"), ("N", "bn"), ("K", "bk")):
         d[dim] = -(-d[dim] // d[blk]) * d[blk]
+    # longk (wholek only, drawn last so the draws above stay): K past one staged chunk (Ascend
+    # walks it in pipelined chunks, the last one a run-time tail), at most 2 x 2 blocks and no
+    # epilogue (its bound assumes K <= 70) to keep the run short
+    if d["wholek"] and grng.random() < 0.5:
+        kc = longk_chunk(d)
+        extra = grng.choice((1, kc // 2 + 5, kc + 1))
+        d["K"] = -(-(kc + extra) // d["bk"]) * d["bk"]
+        d["M"], d["N"] = min(d["M"], 2 * d["bm"]), min(d["N"], 2 * d["bn"])
+        d["epilogue"] = []
+        d["longk"] = True
+
+
+def longk_chunk(d):
+    """stage_gemm_operands's K chunk for a wholek program (docs/ascend.md "Gemm operands in global
+    tensors"): the largest multiple of the K fractal whose staged A and B tiles fit 64 KiB."""
+    es = {"int8": 1, "float16": 2, "bfloat16": 2, "float32": 4}[d["dt_in"]]
+    kg = max(16, 32 // es)
+    per_k = (-(-d["bm"] // 16) * 16 + -(-d["bn"] // 16) * 16) * es
+    return max(kg, 65536 // per_k // kg * kg)
 
 
 def _extension5(d, seed):
