@@ -1291,8 +1291,10 @@ struct BlockWalk {
   long prefetches = 0;  // calls that fetched a next block's tiles (tests look at it)
   // A stable A tile holding whole rows (lda == K: no next K step) read by a run of calls (flash
   // attention's Q block against every key block): the run's A, its calls so far and the length
-  // of the previous run, whose last calls fetch the next row block's source (see gemm_f32)
+  // of the previous run, whose last calls fetch the next row block's source (see gemm_f32); a
+  // new launch starts a new run (the same A may come back)
   const void* run_a = nullptr;
+  uint64_t run_epoch = 0;
   int run_calls = 0, last_run = 0;
 };
 inline BlockWalk& block_walk() {
@@ -2074,15 +2076,18 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     // first call) is fetched a quarter per call over the last four calls, when the previous
     // run's length says they are the last (fetched earlier, the operand streams of the calls in
     // between would evict it from L2 again)
-    if (A != walk.run_a) {
+    const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    if (A != walk.run_a || ep != walk.run_epoch) {
       walk.last_run = walk.run_calls;
       walk.run_a = A;
+      walk.run_epoch = ep;
       walk.run_calls = 0;
     }
     const int left = walk.last_run - ++walk.run_calls;
     if (left >= 0 && left < 4) {
       const int r0 = M * (3 - left) / 4, r1 = M * (4 - left) / 4;
-      pfa.set((uintptr_t)(A + (long)(M + r0) * lda), lda * (long)sizeof(T), r1 - r0, (long)K * sizeof(T), pfa_steps);
+      const uintptr_t es = sizeof(T);  // integer addresses: the rows may lie past the operand
+      pfa.set((uintptr_t)A + (uintptr_t)(M + r0) * lda * es, lda * (long)es, r1 - r0, (long)K * es, pfa_steps);
     }
   }
   for (int jc = 0; jc < N; jc += kNC) {
