@@ -1226,6 +1226,51 @@ TEST(Gemm, TallSkinnyWholeRowTiles) {
     }
 }
 
+// Flash attention's walk: each row block of Q (whole rows: lda == K) against every key tile
+// (B transposed, whole rows: ldb == K), runs of calls on one A whose lengths vary (causal: the
+// run of row block r covers key tiles 0..r), both operands stable: the next key tile's source is
+// fetched while the shared panels are packed, the next row block's during a run's last calls
+// (past the end of Q and K for the last ones). Results vs float64, then against the first pass
+// (the second pass reads every packed operand from the caches); the run bookkeeping checked.
+TEST(Gemm, AttentionWalk) {
+  using namespace tw_cpu::detail;
+  for (int causal = 0; causal < 2; ++causal)
+    for (int mb : {64, 14, 9}) {
+      const int S = 300, D = 40, nb = 48;
+      std::mt19937 g(31 + mb + causal);
+      std::vector<float> Q((size_t)S * D), K((size_t)S * D);
+      for (auto& x : Q) x = make_val<float>(g);
+      for (auto& x : K) x = make_val<float>(g);
+      std::vector<float> C((size_t)S * S, 0.0f), C1;
+      for (int pass = 0; pass < 2; ++pass) {
+        tw_cpu::new_launch();
+        for (int i0 = 0; i0 < S; i0 += mb) {
+          const int m = std::min(mb, S - i0);
+          const int j1 = causal ? std::min(S, i0 + m) : S;
+          int calls = 0;
+          for (int j0 = 0; j0 < j1; j0 += nb, ++calls) {
+            const int n = std::min(nb, S - j0);
+            tw_cpu::gemm<float, float, float>(m, n, D, Q.data() + (size_t)i0 * D, D, false, K.data() + (size_t)j0 * D, D,
+                                              true, C.data() + (size_t)i0 * S + j0, S, false, /*a_stable=*/true,
+                                              /*b_stable=*/true);
+          }
+          if (m > kSmallM) {  // (a last block of a few rows takes gemm_small: nothing packed)
+            EXPECT_EQ(block_walk().run_a, (const void*)(Q.data() + (size_t)i0 * D)) << "causal " << causal << " mb " << mb;
+            EXPECT_EQ(block_walk().run_calls, calls);
+          }
+        }
+        if (pass == 1) ASSERT_EQ(C, C1) << "causal " << causal << " mb " << mb;
+        C1 = C;
+      }
+      for (int i = 0; i < S; ++i)
+        for (int j = 0; j < (causal ? (i / mb + 1) * mb : S) && j < S; ++j) {
+          double s = 0;
+          for (int k = 0; k < D; ++k) s += (double)Q[(size_t)i * D + k] * K[(size_t)j * D + k];
+          ASSERT_NEAR(C[(size_t)i * S + j], s, 1e-5 * D) << "causal " << causal << " mb " << mb << " at " << i << "," << j;
+        }
+    }
+}
+
 TEST(Gemm, StableBSharedPanels) {
   run_stable_b_case<float>(200, 160, 256, 64, 64, 64, false, 1, false, 21);
   run_stable_b_case<float>(150, 130, 200, 48, 40, 48, false, 1, false, 22);   // tails in M, N, K

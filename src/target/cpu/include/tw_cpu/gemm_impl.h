@@ -147,11 +147,21 @@ struct PackedCache {
   int n = 0;  // e[0 .. n): oldest first
   size_t used = 0;  // where the next block goes
   Entry e[kEntries];
+  // One bit per hash of an entry's pointer, set when the entry is added, all cleared with the
+  // entries at a new epoch (dropped entries keep theirs): a key whose bit is clear is not held,
+  // so a lookup that misses (gemm_f32's guess of the next K step's A tile, wrong for every call
+  // of a tile program whose A does not walk K: flash attention's Q K^T, 4096 calls a launch)
+  // costs one bit test instead of a scan of up to kEntries entries.
+  uint64_t seen[kEntries / 16] = {};
+  static unsigned bit(const void* p) {
+    return (unsigned)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 54);  // 10 bits: 1024
+  }
+  bool maybe_held(const void* p) const { return seen[bit(p) / 64] >> (bit(p) % 64) & 1; }
   Scratch arena{true};
   explicit PackedCache(size_t cap) : cap_floats(cap) {}
   // the packed block for this key if this launch already holds it (no insertion), else nullptr
   const float* find(const void* p, long ld, int r, int c, int tag) {
-    if (epoch != __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED)) return nullptr;
+    if (epoch != __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED) || !maybe_held(p)) return nullptr;
     for (int i = n - 1; i >= 0; --i)
       if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag)
         return (const float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
@@ -170,8 +180,9 @@ struct PackedCache {
       epoch = ep;
       n = 0;
       used = 0;
+      for (auto& w : seen) w = 0;
     }
-    for (int i = n - 1; i >= 0; --i)
+    for (int i = maybe_held(p) ? n - 1 : -1; i >= 0; --i)
       if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag) {
         *fresh = false;
         return (float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
@@ -187,6 +198,7 @@ struct PackedCache {
     }
     n = m;
     e[n++] = Entry{p, ld, r, c, tag, used, floats};
+    seen[bit(p) / 64] |= uint64_t(1) << (bit(p) % 64);
     float* q = (float*)arena.get(cap_floats * sizeof(float)) + used;
     used += floats;
     *fresh = true;
@@ -1277,6 +1289,13 @@ struct BlockWalk {
   const void* b0 = nullptr;
   int k0 = 0;
   long prefetches = 0;  // calls that fetched a next block's tiles (tests look at it)
+  // A stable A tile holding whole rows (lda == K: no next K step) read by a run of calls (flash
+  // attention's Q block against every key block): the run's A, its calls so far and the length
+  // of the previous run, whose last calls fetch the next row block's source (see gemm_f32); a
+  // new launch starts a new run (the same A may come back)
+  const void* run_a = nullptr;
+  uint64_t run_epoch = 0;
+  int run_calls = 0, last_run = 0;
 };
 inline BlockWalk& block_walk() {
   static thread_local BlockWalk w;
@@ -2005,7 +2024,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   // A wrong guess (the last K step) only costs a few prefetches of data nobody reads.
   NextPrefetch pf;
   const T* an = transA ? A + (long)K * lda : A + K;  // the next K step's tiles
-  const T* bn = transB ? B + K : B + (long)K * ldb;
+  // B transposed with K its whole rows (ldb == K: flash attention's key tile) has no next K
+  // step: the next call's tile is the rows right behind it (the next key block)
+  const bool bk = !transB || ldb != K;
+  const T* bn = transB ? (bk ? B + K : B + (long)N * ldb) : B + (long)K * ldb;
   if (a_packed) {
     const int mpad = (M + kMR - 1) / kMR * kMR;
     pf.add(packed_a_cache().find(an, lda, M, K, tag_a),
@@ -2021,7 +2043,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   }
   if (Bshared) {
     pf.add(shared_packed_b().find(bn, ldb, K, N, tag_b), (size_t)ncpad * kw(K));
-    shared_packed_b().prefetch(transB ? bn + K : bn + (long)K * ldb, ldb, K, N, tag_b);
+    shared_packed_b().prefetch(transB ? bn + (bk ? K : (long)N * ldb) : bn + (long)K * ldb, ldb, K, N, tag_b);
   }
   BlockWalk& walk = block_walk();
   if (A != walk.next_a || B != walk.next_b) {  // not the previous call's next K step
@@ -2057,11 +2079,32 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   // This call packed A into the cache, so the next call (the next K step of the same rows) will
   // most likely pack the A tile right behind it: fetch its source rows during this call.
   RowsPrefetch pfa;
-  if (a_filled) {
-    const long steps = (long)((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR);
+  const long pfa_steps = (long)((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR);
+  const bool a_rows = a_packed && !transA && lda == K;  // whole rows: the next tile is the next rows
+  if (a_filled && !a_rows) {
     const uintptr_t a0 = (uintptr_t)A, es = sizeof(T);
-    if (transA) pfa.set(a0 + (uintptr_t)K * lda * es, lda * (long)es, K, (long)M * es, steps);
-    else pfa.set(a0 + (uintptr_t)K * es, lda * (long)es, M, (long)K * es, steps);
+    if (transA) pfa.set(a0 + (uintptr_t)K * lda * es, lda * (long)es, K, (long)M * es, pfa_steps);
+    else pfa.set(a0 + (uintptr_t)K * es, lda * (long)es, M, (long)K * es, pfa_steps);
+  }
+  if (a_rows) {
+    // A run of calls on one such tile is most likely followed by a run on the next M rows, as
+    // long as the previous run: that tile's source (in memory or L3, packed by the next run's
+    // first call) is fetched a quarter per call over the last four calls, when the previous
+    // run's length says they are the last (fetched earlier, the operand streams of the calls in
+    // between would evict it from L2 again)
+    const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
+    if (A != walk.run_a || ep != walk.run_epoch) {
+      walk.last_run = walk.run_calls;
+      walk.run_a = A;
+      walk.run_epoch = ep;
+      walk.run_calls = 0;
+    }
+    const int left = walk.last_run - ++walk.run_calls;
+    if (left >= 0 && left < 4) {
+      const int r0 = M * (3 - left) / 4, r1 = M * (4 - left) / 4;
+      const uintptr_t es = sizeof(T);  // integer addresses: the rows may lie past the operand
+      pfa.set((uintptr_t)A + (uintptr_t)(M + r0) * lda * es, lda * (long)es, r1 - r0, (long)K * es, pfa_steps);
+    }
   }
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
@@ -2078,10 +2121,12 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       // when this call found its panel shared and packed: the next one most likely is too
       // (fetched by NextPrefetch above); when this call packed it, the next one is likely not.
       RowsPrefetch pfb;
+      const long pfb_steps = (long)((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
       if (!transB && (!Bshared || b_filled))
         pfb.set((uintptr_t)B + ((uintptr_t)(pc + kc) * ldb + jc) * sizeof(T), ldb * (long)sizeof(T), kc,
-                (long)nc * sizeof(T),
-                (long)((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR));
+                (long)nc * sizeof(T), pfb_steps);
+      else if (!bk && b_filled)  // the next key tile's rows (bn), which the next call packs
+        pfb.set((uintptr_t)bn, ldb * (long)sizeof(T), N, (long)K * sizeof(T), pfb_steps);
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
         const float* ap = Ap;
