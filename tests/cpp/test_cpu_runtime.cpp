@@ -1328,6 +1328,64 @@ TEST(Gemm, PackedCacheRing) {
   }
 }
 
+// The packed-A cache under a random mix of adds and lookups (the queue of entries, the lookup hint
+// and the per-bucket counts): a block found is the one last added under its key with its contents
+// intact (no newer block overlaps a live entry), keys never added and those of an earlier launch
+// are not found, and the most recent blocks that fit in the arena beside the newest are always
+// found. Block sizes vary (a wrap leaves a gap at the arena's end), keys repeat (lookups of the
+// entries after the last hit, and far from it) and share buckets (neighbouring addresses).
+TEST(Gemm, PackedCacheRandomMix) {
+  using namespace tw_cpu::detail;
+  static char keys[300];
+  std::mt19937 g(7);
+  tw_cpu::new_launch();
+  PackedCache pc(4096);
+  std::vector<std::pair<int, size_t>> added;  // (key, floats) of every block added, in order
+  std::vector<size_t> size_of(300, 0);    // floats of each key's last block
+  std::vector<int> version(300, -1);      // what the last block of each key holds
+  for (int it = 0; it < 20000; ++it) {
+    const int key = (int)(g() % 300);
+    if (g() % 3 == 0) {  // lookup only
+      const float* f = pc.find(keys + key, 64, 6, 128, 8);
+      if (version[key] < 0) {
+        ASSERT_EQ(f, nullptr) << it;
+      } else if (f) {
+        ASSERT_EQ(f[0], (float)version[key]) << it;
+        ASSERT_EQ(f[size_of[key] - 1], (float)version[key]) << it;
+      }
+      continue;
+    }
+    bool fresh = false;
+    const size_t floats = 16 * (1 + g() % 60);  // up to 960 floats: at most a quarter of 4096
+    float* q = pc.find_or_add(keys + key, 64, 6, 128, 8, floats, &fresh);
+    ASSERT_NE(q, nullptr);
+    if (fresh) {
+      for (size_t t = 0; t < floats; ++t) q[t] = (float)it;
+      version[key] = it;
+      size_of[key] = floats;
+      added.push_back({key, floats});
+    } else {
+      ASSERT_EQ(q[0], (float)version[key]) << it;
+      ASSERT_EQ(q[size_of[key] - 1], (float)version[key]) << it;
+    }
+    // the newest blocks whose sizes sum to at most half the arena are all still there (a wrap
+    // wastes less than a quarter, and the blocks it drops early lie further back)
+    size_t sum = 0;
+    std::vector<bool> seen(300, false);
+    for (int i = (int)added.size() - 1; i >= 0; --i) {
+      const auto [k, f] = added[i];
+      sum += f;
+      if (sum > 2048) break;
+      if (seen[k]) continue;  // an older block of a key added again
+      seen[k] = true;
+      ASSERT_NE(pc.find(keys + k, 64, 6, 128, 8), nullptr) << it << " key " << k;
+    }
+  }
+  EXPECT_EQ(pc.find(keys + 1, 64, 6, 128, 9), nullptr);  // another tag
+  tw_cpu::new_launch();
+  for (int k = 0; k < 300; ++k) ASSERT_EQ(pc.find(keys + k, 64, 6, 128, 8), nullptr);
+}
+
 // A large-K tile program (the op zoo's matmul_large_k shape, scaled): blocks of MB x NB walk K in
 // steps of KB with A and B stable, one thread, the launcher's row-major block order. A block row's
 // packed A tiles fit the thread's packed-A arena but two rows do not: the second column block of

@@ -134,8 +134,16 @@ inline Scratch& gemm_scratch(int slot) {
 // blocks is 128 tiles of 35 KiB a row) still finds the tiles its previous block packed most
 // recently. (Dropping every entry when full made each block row after the first re-pack up to
 // 105 of its 128 tiles in the op zoo's large-K matmul: 827 packs a launch instead of 512.)
+// The entries are a queue in placement order (oldest first), which is also their order around
+// the ring, so the blocks a new one overwrites are always at its front: adding is O(1), no
+// compaction. Lookups first try the entries right after the last one found (a tile program's
+// next K step was packed right after the current one), and a miss whose key bucket holds no
+// entry needs no scan (the first column block of a large-K row, whose tiles are all new: the
+// scans and the compaction were a quarter of gemm_f32's own time in the op zoo's large-K matmul,
+// session 19).
 struct PackedCache {
-  static constexpr int kEntries = 256;
+  static constexpr int kEntries = 256;  // a power of two: the queue's ring of entries
+  static constexpr int kBuckets = 1024;
   struct Entry {
     const void* p;
     long ld;
@@ -144,28 +152,43 @@ struct PackedCache {
   };
   size_t cap_floats;
   uint64_t epoch = 0;
-  int n = 0;  // e[0 .. n): oldest first
-  size_t used = 0;  // where the next block goes
+  int head = 0, n = 0;  // the live entries: e[(head + i) % kEntries] for i < n, oldest first
+  int hint = 0;         // the entry last found or added
+  size_t used = 0;      // where the next block goes
   Entry e[kEntries];
-  // One bit per hash of an entry's pointer, set when the entry is added, all cleared with the
-  // entries at a new epoch (dropped entries keep theirs): a key whose bit is clear is not held,
-  // so a lookup that misses (gemm_f32's guess of the next K step's A tile, wrong for every call
-  // of a tile program whose A does not walk K: flash attention's Q K^T, 4096 calls a launch)
-  // costs one bit test instead of a scan of up to kEntries entries.
-  uint64_t seen[kEntries / 16] = {};
-  static unsigned bit(const void* p) {
-    return (unsigned)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 54);  // 10 bits: 1024
-  }
-  bool maybe_held(const void* p) const { return seen[bit(p) / 64] >> (bit(p) % 64) & 1; }
+  uint16_t count[kBuckets] = {};  // live entries per key bucket
   Scratch arena{true};
   explicit PackedCache(size_t cap) : cap_floats(cap) {}
+  static int bucket(const void* p, int tag) {
+    const uint64_t h = ((uint64_t)(uintptr_t)p >> 2) * 0x9E3779B97F4A7C15ull ^ (uint64_t)tag;
+    return (int)(h >> 54);  // top 10 bits
+  }
+  bool same(const Entry& x, const void* p, long ld, int r, int c, int tag) const {
+    return x.p == p && x.ld == ld && x.r == r && x.c == c && x.tag == tag;
+  }
+  // the ring index of the live entry with this key, or -1
+  int locate(const void* p, long ld, int r, int c, int tag) {
+    if (n == 0 || count[bucket(p, tag)] == 0) return -1;
+    for (int d = 0; d < 2; ++d) {  // the last hit and the entry after it
+      const int j = (hint + d) & (kEntries - 1);
+      if (((j - head) & (kEntries - 1)) < n && same(e[j], p, ld, r, c, tag)) return hint = j;
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      const int j = (head + i) & (kEntries - 1);
+      if (same(e[j], p, ld, r, c, tag)) return hint = j;
+    }
+    return -1;
+  }
+  void pop() {
+    --count[bucket(e[head].p, e[head].tag)];
+    head = (head + 1) & (kEntries - 1);
+    --n;
+  }
   // the packed block for this key if this launch already holds it (no insertion), else nullptr
   const float* find(const void* p, long ld, int r, int c, int tag) {
-    if (epoch != __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED) || !maybe_held(p)) return nullptr;
-    for (int i = n - 1; i >= 0; --i)
-      if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag)
-        return (const float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
-    return nullptr;
+    if (epoch != __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED)) return nullptr;
+    const int j = locate(p, ld, r, c, tag);
+    return j < 0 ? nullptr : (const float*)arena.get(cap_floats * sizeof(float)) + e[j].off;
   }
   // where find_or_add would place a new block of `floats` now (nullptr: not placed, or no arena yet)
   const float* next_place(size_t floats) const {
@@ -178,27 +201,29 @@ struct PackedCache {
     uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
     if (ep != epoch) {
       epoch = ep;
-      n = 0;
+      head = n = hint = 0;
       used = 0;
-      for (auto& w : seen) w = 0;
+      __builtin_memset(count, 0, sizeof count);
     }
-    for (int i = maybe_held(p) ? n - 1 : -1; i >= 0; --i)
-      if (e[i].p == p && e[i].ld == ld && e[i].r == r && e[i].c == c && e[i].tag == tag) {
-        *fresh = false;
-        return (float*)arena.get(cap_floats * sizeof(float)) + e[i].off;
-      }
+    const int j = locate(p, ld, r, c, tag);
+    if (j >= 0) {
+      *fresh = false;
+      return (float*)arena.get(cap_floats * sizeof(float)) + e[j].off;
+    }
     floats = (floats + 15) / 16 * 16;
     if (floats > cap_floats / 4) return nullptr;
-    if (used + floats > cap_floats) used = 0;
-    // drop the entries the new block overwrites, and the oldest one when the table is full
-    int m = 0;
-    for (int i = 0; i < n; ++i) {
-      const bool overlaps = e[i].off < used + floats && used < e[i].off + e[i].len;
-      if (!overlaps && !(n == kEntries && i == 0)) e[m++] = e[i];
+    if (used + floats > cap_floats) {  // start over at the arena's start: the blocks from `used`
+      while (n > 0 && e[head].off >= used) pop();  // to its end (the oldest) go first
+      used = 0;
     }
-    n = m;
-    e[n++] = Entry{p, ld, r, c, tag, used, floats};
-    seen[bit(p) / 64] |= uint64_t(1) << (bit(p) % 64);
+    // drop the entries the new block overwrites (the oldest: the front), and the oldest one
+    // when the table is full
+    while (n > 0 && (n == kEntries || (e[head].off < used + floats && used < e[head].off + e[head].len))) pop();
+    const int t = (head + n) & (kEntries - 1);
+    e[t] = Entry{p, ld, r, c, tag, used, floats};
+    ++n;
+    ++count[bucket(p, tag)];
+    hint = t;
     float* q = (float*)arena.get(cap_floats * sizeof(float)) + used;
     used += floats;
     *fresh = true;
