@@ -1,4 +1,6 @@
 """Helpers shared by the Ascend tests of the automatic pipeline (tests/python/test_ascend_auto*.py)."""
+import numpy as np
+
 import tilewright as tw
 
 TARGET = "ascend910b"
@@ -20,3 +22,31 @@ def assert_close(got, ref, tolerances, what):
     """|got - ref| <= atol + rtol |ref| elementwise, with (atol, rtol) = tolerances."""
     atol, rtol = tolerances
     tw.testing.assert_close(got, ref, atol=atol, rtol=rtol, msg=what)
+
+
+# gemm operand dtypes and their accumulators (tests of T.gemm on both targets)
+ACC = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "int8": "int32"}
+
+
+def exact_values(shape, dtype, rng):
+    """Small integers and halves, exact in every dtype (int8: -4..4): sums of a few stay exact in
+    float32, so cpu, ascend910b and a float64 reference agree exactly."""
+    if dtype == "int8":
+        return rng.integers(-4, 5, shape).astype(np.int8)
+    v = rng.integers(-6, 7, shape) / 2.0
+    return v.astype(tw.testing.np_dtype(dtype))
+
+
+def run_both(kernel_of, args, outs):
+    """Runs kernel_of(target) on cpu and on ascend910b (checker on) on copies of args; returns,
+    per target, the arrays at the indices outs."""
+    res = {}
+    for target in ("cpu", TARGET):
+        a = [x.copy() for x in args]
+        k = kernel_of(target)
+        if target == "cpu":
+            k(*a)
+        else:
+            run_checked(k, *a)
+        res[target] = [a[i] for i in outs]
+    return res

@@ -10,31 +10,8 @@ import pytest
 
 import tilewright as tw
 import tilewright.language as T
-from ascend_util import TARGET, run_checked
+from ascend_util import ACC, TARGET, exact_values as values, run_both, run_checked
 
-ACC = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "int8": "int32"}
-
-
-def values(shape, dtype, rng):
-    if dtype == "int8":
-        return rng.integers(-4, 5, shape).astype(np.int8)
-    v = rng.integers(-6, 7, shape) / 2.0
-    return v.astype(tw.testing.np_dtype(dtype))
-
-
-def run_both(kernel_of, args, outs):
-    """Runs the kernel on cpu and on ascend910b (checker on) on copies of args; returns the
-    arrays at the indices outs of each."""
-    res = {}
-    for target in ("cpu", TARGET):
-        a = [x.copy() for x in args]
-        k = kernel_of(target)
-        if target == "cpu":
-            k(*a)
-        else:
-            run_checked(k, *a)
-        res[target] = [a[i] for i in outs]
-    return res
 
 
 def f64(x):

@@ -12,29 +12,8 @@ import pytest
 
 import tilewright as tw
 import tilewright.language as T
-from ascend_util import TARGET, run_checked
+from ascend_util import ACC, TARGET, exact_values as values, run_both
 
-ACC = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "int8": "int32"}
-
-
-def values(shape, dtype, rng):
-    if dtype == "int8":
-        return rng.integers(-4, 5, shape).astype(np.int8)
-    v = rng.integers(-6, 7, shape) / 2.0
-    return v.astype(tw.testing.np_dtype(dtype))
-
-
-def run_both(kernel_of, args, out):
-    res = {}
-    for target in ("cpu", TARGET):
-        a = [x.copy() for x in args]
-        k = kernel_of(target)
-        if target == "cpu":
-            k(*a)
-        else:
-            run_checked(k, *a)
-        res[target] = a[out]
-    return res
 
 
 def scores_global(B, H, S, L, D, bm, dtype):
@@ -108,9 +87,9 @@ def test_bhsd_operands_from_global_tensors(dtype, B, H, S, L, D, bm):
     rng = np.random.default_rng(7)
     q, k = values((B, H, S, D), dtype, rng), values((B, H, L, D), dtype, rng)
     o = np.full((B, H, S, L), -99, dtype=tw.testing.np_dtype(ACC[dtype]))
-    res = run_both(scores_global(B, H, S, L, D, bm, dtype), [q, k, o], 2)
+    res = run_both(scores_global(B, H, S, L, D, bm, dtype), [q, k, o], [2])
     ref = reference(q, k)
-    for target, got in res.items():
+    for target, (got,) in res.items():
         np.testing.assert_array_equal(got.astype(np.float64), ref, err_msg=target)
 
 
@@ -120,9 +99,9 @@ def test_bhsd_operands_through_3d_shared_tiles(dtype, B, H, S, L, D, bl):
     rng = np.random.default_rng(11)
     q, k = values((B, H, S, D), dtype, rng), values((B, H, L, D), dtype, rng)
     o = np.full((B, H, S, L), -99, dtype=tw.testing.np_dtype(ACC[dtype]))
-    res = run_both(scores_shared(B, H, S, L, D, bl, dtype), [q, k, o], 2)
+    res = run_both(scores_shared(B, H, S, L, D, bl, dtype), [q, k, o], [2])
     ref = reference(q, k)
-    for target, got in res.items():
+    for target, (got,) in res.items():
         np.testing.assert_array_equal(got.astype(np.float64), ref, err_msg=target)
 
 
@@ -132,9 +111,9 @@ def test_bshd_operands_through_the_copy_the_error_names(dtype):
     rng = np.random.default_rng(13)
     q, k = values((B, S, H, D), dtype, rng), values((B, L, H, D), dtype, rng)
     o = np.full((B, H, S, L), -99, dtype=tw.testing.np_dtype(ACC[dtype]))
-    res = run_both(scores_bshd(B, S, H, L, D, dtype), [q, k, o], 2)
+    res = run_both(scores_bshd(B, S, H, L, D, dtype), [q, k, o], [2])
     ref = np.einsum("bshd,blhd->bhsl", q.astype(np.float64), k.astype(np.float64))
-    for target, got in res.items():
+    for target, (got,) in res.items():
         np.testing.assert_array_equal(got.astype(np.float64), ref, err_msg=target)
 
 
