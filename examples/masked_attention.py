@@ -135,7 +135,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     for i, j in T.Parallel(block_M, block_N):
                         qi = bx * block_M + i
                         kj = kb * block_N + j
-                        visible = kj < n_kv
+                        # rows past seq_q hidden too: the mask tile's rows there are stale, and
+                        # the bands (Bands, from the mask tensor) promise P = 0 outside them
+                        visible = kj < n_kv and qi < seq_q
                         if causal:
                             visible = visible and kj <= qi
                         if window is not None:
@@ -143,7 +145,8 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                         if mask == "bool":
                             visible = visible and msk[i, j]
                         s = acc_s[i, j] * scale
-                        if mask == "additive":
+                        if mask == "additive":  # -inf hides: the score there is outside the band
+                            visible = visible and msk[i, j] > neg_inf
                             s = s + msk[i, j] * LOG2E
                         acc_s[i, j] = T.where(visible, s, neg_inf)
                 else:  # no mask tensor, or a block it shows whole: no mask work

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -194,6 +195,18 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
                         "'",
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
                     "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
+  } catch (const tw_cpu::BandError& e) {  // T.gemm's band promise, verified in checked mode (tw_cpu/check.h)
+    const ir::Span at = e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span;
+    const std::string band = std::string(e.which) + "=(" + std::to_string(e.lo) + ", " + std::to_string(e.hi) + ")";
+    if (e.row < 0)
+      throw ir::Error("gemm " + band + " in kernel '" + sig.kernel + "' has lo > hi", at,
+                      "pass lo <= hi (the band is lo <= column - row < hi; (lo, lo) is empty)");
+    char value[32];
+    std::snprintf(value, sizeof value, "%.9g", e.value);
+    throw ir::Error("gemm " + band + " in kernel '" + sig.kernel + "' is broken: op(A)[" + std::to_string(e.row) +
+                        ", " + std::to_string(e.col_k) + "] ('" + e.buffer + "') is " + value +
+                        ", not 0, outside the band (k - i = " + std::to_string(e.col_k - e.row) + ")",
+                    at, "widen the band to cover k - i = " + std::to_string(e.col_k - e.row) + ", or zero A there");
   }
 }
 

@@ -437,3 +437,133 @@ def test_gemm_band_front_end_errors():
         build(dict(c_band=3))
     assert "band_c=(-4, 5)" in build(dict(c_band=(-4, 5))).script()
     assert "band_a=(" not in build(dict(c_band=None)).script()
+
+
+# Checked mode (TW_BOUNDS_CHECK=1, read once per process: a child) verifies the band promises:
+# a_band's op(A) is exactly 0 outside the band, else a located error naming the element and the
+# fix; lo > hi is a located error; c_band computes whole tiles and makes C outside the band NaN.
+BAND_CHILD = '''
+import sys
+import numpy as np
+import tilewright as tw
+import tilewright.language as T
+from tilewright.testing import np_dtype
+
+
+def a_band_kernel(dt, trans):
+    @T.prim_func
+    def banded(A: T.Tensor((24, 40) if trans else (40, 24), dt), B: T.Tensor((24, 20), dt),
+               Band: T.Tensor((2,), "int32"), C: T.Tensor((40, 20), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((24, 40) if trans else (40, 24), dt)
+            b = T.alloc_shared((24, 20), dt)
+            c = T.alloc_fragment((40, 20), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, transpose_A=trans, clear_accum=True, a_band=(Band[0], Band[1]))  # @a_band_gemm
+            T.copy(c, C)
+    return tw.compile(banded, out_idx=[-1])
+
+
+def c_band_kernel(dt, cdt):
+    @T.prim_func
+    def banded(A: T.Tensor((40, 24), dt), B: T.Tensor((24, 20), dt), Band: T.Tensor((2,), "int32"),
+               C: T.Tensor((40, 20), cdt)):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((40, 24), dt)
+            b = T.alloc_shared((24, 20), dt)
+            c = T.alloc_fragment((40, 20), cdt)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, clear_accum=True, c_band=(Band[0], Band[1]))  # @c_band_gemm
+            T.copy(c, C)
+    return tw.compile(banded, out_idx=[-1])
+
+
+def inside(rows, cols, lo, hi):
+    d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+    return (d >= lo) & (d < hi)
+
+
+def attempt(kern, *args):
+    try:
+        return kern(*args)
+    except tw.TilewrightError as e:
+        print("ERR", type(e).__name__, e.line, e.message, "|", e.hint)
+        return None
+
+
+rng = np.random.default_rng(7)
+band = np.array([-3, 5], np.int32)
+for dt, trans in (("float32", False), ("float16", True), ("bfloat16", False)):
+    kern = a_band_kernel(dt, trans)
+    opa = rng.standard_normal((40, 24)) * inside(40, 24, -3, 5)
+    b = rng.standard_normal((24, 20))
+    a = np.ascontiguousarray(opa.T if trans else opa).astype(np_dtype(dt))
+    bb = b.astype(np_dtype(dt))
+    out = attempt(kern, a, bb, band)  # the promise holds: the product, no error
+    a64 = a.astype(np.float64)
+    ref = (a64.T if trans else a64) @ bb.astype(np.float64)
+    print("KEPT", dt, out is not None and np.allclose(out, ref, rtol=1e-3, atol=1e-3))
+    bad = a.copy()
+    bad[(9, 2) if trans else (2, 9)] = 0.5  # op(A)[2, 9]: k - i = 7, outside [-3, 5)
+    attempt(kern, bad, bb, band)
+    attempt(kern, a, bb, np.array([4, 1], np.int32))
+
+for dt, cdt in (("float32", "float32"), ("int8", "int32")):
+    kern = c_band_kernel(dt, cdt)
+    if dt == "int8":
+        a = rng.integers(-5, 6, (40, 24)).astype(np.int8)
+        b = rng.integers(-5, 6, (24, 20)).astype(np.int8)
+    else:
+        a = rng.standard_normal((40, 24)).astype(np.float32)
+        b = rng.standard_normal((24, 20)).astype(np.float32)
+    out = kern(a, b, np.array([-6, 3], np.int32))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    m = inside(40, 20, -6, 3)
+    poison = np.isnan(out) if cdt == "float32" else out == np.iinfo(np.int32).min
+    print("CBAND", cdt, bool(np.allclose(out[m], ref[m], rtol=1e-4, atol=1e-4)), bool(poison[~m].all()),
+          bool(not poison[m].any()))
+    attempt(kern, a, b, np.array([3, -6], np.int32))
+print("DONE")
+'''
+
+
+def _checked_run(tmp_path, args, source=None):
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
+    if source is not None:
+        (tmp_path / "child.py").write_text(source)
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_band_promises_in_checked_mode(tmp_path):
+    p = _checked_run(tmp_path, [str(tmp_path / "child.py")], BAND_CHILD)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.strip().splitlines()
+    assert out[-1] == "DONE", p.stdout
+    lines = BAND_CHILD.splitlines()
+    a_line = next(i for i, ln in enumerate(lines) if "@a_band_gemm" in ln) + 1
+    c_line = next(i for i, ln in enumerate(lines) if "@c_band_gemm" in ln) + 1
+    errs = [ln for ln in out if ln.startswith("ERR")]
+    for dt in ("float32", "float16", "bfloat16"):
+        assert f"KEPT {dt} True" in out, p.stdout
+    broken = (f"ERR TilewrightError {a_line} gemm a_band=(-3, 5) in kernel 'banded' is broken: op(A)[2, 9] ('a') is 0.5, "
+              "not 0, outside the band (k - i = 7) | widen the band to cover k - i = 7, or zero A there")
+    assert errs.count(broken) == 3, p.stdout
+    empty = f"ERR TilewrightError {a_line} gemm a_band=(4, 1) in kernel 'banded' has lo > hi | pass lo <= hi"
+    assert sum(e.startswith(empty) for e in errs) == 3, p.stdout
+    assert "CBAND float32 True True True" in out and "CBAND int32 True True True" in out, p.stdout
+    c_empty = f"ERR TilewrightError {c_line} gemm c_band=(3, -6) in kernel 'banded' has lo > hi | pass lo <= hi"
+    assert sum(e.startswith(c_empty) for e in errs) == 2, p.stdout
+    assert len(errs) == 8, p.stdout
+
+
+def test_masked_attention_example_in_checked_mode(tmp_path):
+    # every case of the example (causal, window, bool / additive masks, padding, varlen) with both
+    # gemms' bands verified; S = 80: partial blocks and tails of the 64 x 64 blocks
+    p = _checked_run(tmp_path, [str(ROOT / "examples" / "masked_attention.py"), "1", "2", "1", "80", "32"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "OK", p.stdout

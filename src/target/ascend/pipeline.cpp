@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "target/ascend/convert_copies.h"
+#include "target/ascend/drop_gemm_bands.h"
 #include "target/ascend/cube_row_mask.h"
 #include "target/ascend/expand_gemm.h"
 #include "target/ascend/expand_int8_fill.h"
@@ -43,19 +44,6 @@ struct ProgramStage {
   }
 };
 
-// T.gemm's a_band / c_band (docs/language.md "Bands") are a performance hint that the Cube does not
-// use: it multiplies whole tiles, a valid result of either band (a_band: the skipped terms are 0;
-// c_band: the elements outside the band may hold anything). Dropped before any pass reads the
-// gemms, so their bounds' expressions (scalar reads) do not reach the Cube's code.
-ir::Kernel drop_gemm_bands(const ir::Kernel& kernel) {
-  ir::Stmt body = vec::rewrite_stmts(kernel->body, [](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
-    if (s->kind != ir::StmtKind::Gemm || ir::as<ir::GemmNode>(s)->band == ir::GemmBand::none) return std::nullopt;
-    auto* n = ir::as<ir::GemmNode>(s);
-    return std::vector<ir::Stmt>{std::make_shared<ir::GemmNode>(n->a, n->b, n->c, n->trans_a, n->trans_b, n->clear, n->span)};
-  });
-  return vec::with_body(kernel, body);
-}
-
 // Expert mode: the user placed every tile and wrote every flag; the pipeline only translates tile
 // ops to instructions and gives each buffer its own static address (no reuse: the user's flags
 // only protect the buffers they name).
@@ -78,7 +66,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
-  log.run("drop_gemm_bands", drop_gemm_bands);
+  log.run("drop_gemm_bands", drop_gemm_bands);                   // T.gemm bands: the Cube computes whole tiles
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles

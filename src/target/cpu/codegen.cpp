@@ -1820,7 +1820,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (b_col.empty()) stable += ", /*b_col=*/-1, /*b_width=*/0";
     stable += next_b;
   }
-  if (n.band != GemmBand::none) {  // T.gemm's a_band / c_band: the last argument (gemm.h Band)
+  // checked mode computes a c_band product whole (then marks C outside the band, below)
+  if (n.band != GemmBand::none && !(bounds_check_ && n.band == GemmBand::c)) {  // T.gemm's a_band / c_band: the last argument (gemm.h Band)
     if (stable.empty()) stable = ", /*a_stable=*/" + a_st;
     if (stable.find("b_stable") == std::string::npos) stable += ", /*b_stable=*/" + b_st;
     if (stable.find("b_col") == std::string::npos) stable += ", /*b_col=*/-1, /*b_width=*/0";
@@ -1835,9 +1836,24 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     close();
     close();
   }
+  // checked mode verifies the band's promise (tw_cpu/check.h): lo <= hi; a_band: op(A)'s live part
+  // is exactly 0 outside the band (else a located error); c_band: C's elements outside it are NaN
+  const std::string at = std::to_string(n.span.line) + ", " + std::to_string(n.span.col);
+  const bool check_band = bounds_check_ && n.band != GemmBand::none;
+  const std::string band_lo = check_band ? "(int64_t)(" + expr(n.band_lo) + ")" : "";
+  const std::string band_hi = check_band ? "(int64_t)(" + expr(n.band_hi) + ")" : "";
+  if (bounds_check_ && n.band == GemmBand::a)
+    line("tw_cpu::check_band_a((int64_t)(" + Ms + "), (int64_t)(" + Ks + "), " + a.ptr + ", " + expr(a.ld) + ", " +
+         (n.trans_a ? "true" : "false") + ", " + band_lo + ", " + band_hi + ", " + at + ", \"" + n.a.buffer->name +
+         "\");");
+  if (bounds_check_ && n.band == GemmBand::c)
+    line("tw_cpu::check_band(" + band_lo + ", " + band_hi + ", " + at + ", \"c_band\", \"" + n.a.buffer->name + "\");");
   line(kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + expr(a.ld) + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + expr(b.ld) + ", " + (n.trans_b ? "true" : "false") + ", " +
        c.ptr + ", " + expr(c.ld) + ", /*accumulate=*/" + accumulate + stable + ");");
+  if (bounds_check_ && n.band == GemmBand::c)
+    line("tw_cpu::poison_outside_band((int64_t)(" + full_m + "), (int64_t)(" + full_n + "), " + c.ptr + ", " +
+         expr(c.ld) + ", " + band_lo + ", " + band_hi + ");");
   if (!shrunk.empty()) close();
   if (!fresh.empty()) line(fresh + " = false;");
 }

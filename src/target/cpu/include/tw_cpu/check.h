@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include <tw_cpu/types.h>
+
 namespace tw_cpu {
 
 struct BoundsError {
@@ -25,6 +27,47 @@ inline int64_t checked_index(int64_t i, int64_t n, int line, int col, const char
   if (static_cast<uint64_t>(i) >= static_cast<uint64_t>(n)) [[unlikely]]
     bounds_fail(line, col, buffer, dim, i, n);
   return i;
+}
+
+// T.gemm's band promises (docs/language.md "Bands"), verified in checked mode: a band with
+// lo > hi (row = -1), or an element of op(A) outside an a_band that is not exactly 0.
+struct BandError {
+  int line, col;      // of the gemm in the kernel's source
+  const char* which;  // "a_band" / "c_band"
+  const char* buffer; // A's name (an identifier)
+  int64_t lo, hi;
+  int64_t row, col_k;  // the element of op(A); row = -1: lo > hi
+  double value;
+};
+
+inline void check_band(int64_t lo, int64_t hi, int line, int col, const char* which, const char* buffer) {
+  if (lo > hi) [[unlikely]]
+    throw BandError{line, col, which, buffer, lo, hi, -1, -1, 0.0};
+}
+
+// a_band: op(A) (M x K, A transposed when trans) is exactly 0 wherever k - i lies outside [lo, hi).
+template <class T>
+void check_band_a(int64_t M, int64_t K, const T* A, int64_t lda, bool trans, int64_t lo, int64_t hi, int line,
+                  int col, const char* buffer) {
+  check_band(lo, hi, line, col, "a_band", buffer);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      if (k - i >= lo && k - i < hi) continue;
+      const float x = to_f32(trans ? A[k * lda + i] : A[i * lda + k]);  // exact for every gemm input dtype
+      if (!(x == 0.0f)) [[unlikely]]
+        throw BandError{line, col, "a_band", buffer, lo, hi, i, k, static_cast<double>(x)};
+    }
+}
+
+// c_band: the gemm computed whole tiles; C's elements outside the band (j - i outside [lo, hi))
+// are unspecified, made visible: NaN (int32 C: -2^31), so that a later read shows in any check.
+inline float band_poison(float) { return __builtin_nanf(""); }
+inline int32_t band_poison(int32_t) { return INT32_MIN; }
+template <class T>
+void poison_outside_band(int64_t M, int64_t N, T* C, int64_t ldc, int64_t lo, int64_t hi) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      if (j - i < lo || j - i >= hi) C[i * ldc + j] = band_poison(T{});
 }
 
 }  // namespace tw_cpu
