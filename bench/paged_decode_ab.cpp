@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -142,13 +143,19 @@ __m512i stream_read(const char* p, long bytes) {
 }
 std::atomic<long long> sink{0};
 
-float out_f32(const std::vector<char>& out, int es, long i) {
-  if (es == 4) return reinterpret_cast<const float*>(out.data())[i];
-  const uint32_t b = uint32_t(reinterpret_cast<const uint16_t*>(out.data())[i]) << 16;
+// element i of an fp32 (es 4) or bf16 (es 2) array, as fp32
+float out_f32_raw(const char* p, int es, long i) {
+  if (es == 4) {
+    float f;
+    memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  const uint32_t b = uint32_t(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
   float f;
   memcpy(&f, &b, 4);
   return f;
 }
+float out_f32(const std::vector<char>& out, int es, long i) { return out_f32_raw(out.data(), es, i); }
 
 }  // namespace
 
@@ -288,10 +295,37 @@ int main(int argc, char** argv) {
     printf("  %-40s / first: wall median %.3f (min %.3f), CPU median %.3f (min %.3f)\n", es[i].name.c_str(), wm, wn,
            cm, cn);
   }
-  for (int i = 1; i < nk; ++i) {
-    double d = 0;
-    for (long j = 0; j < NS * NH * D; ++j) d = std::max(d, (double)std::abs(out_f32(es[i].out, ES, j) - out_f32(es[0].out, ES, j)));
-    printf("  %s: max |out - first's out| %.3g\n", es[i].name.c_str(), d);
+  // every variant's output against float64 attention over the same pages (bench/run.py's check)
+  std::vector<double> ref((long)NS * NH * D);
+  auto elem = [&](const char* c, long i) { return (double)out_f32_raw(c, ES, i); };
+  for (int b = 0; b < NS; ++b)
+    for (int h = 0; h < NH; ++h) {
+      const int g = h / (NH / KVH);
+      std::vector<double> sc(CTX);
+      double mx = -1e300;
+      for (int t = 0; t < CTX; ++t) {
+        const long row = ((long)bt[b * MB + t / BS] * BS + t % BS) * W + (long)g * D;
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += elem(Q.data(), ((long)b * NH + h) * D + d) * elem(K, row + d);
+        sc[t] = dot / std::sqrt((double)D);
+        mx = std::max(mx, sc[t]);
+      }
+      double sum = 0;
+      for (int t = 0; t < CTX; ++t) sum += sc[t] = std::exp(sc[t] - mx);
+      double* o = &ref[((long)b * NH + h) * D];
+      for (int d = 0; d < D; ++d) o[d] = 0;
+      for (int t = 0; t < CTX; ++t) {
+        const long row = ((long)bt[b * MB + t / BS] * BS + t % BS) * W + (long)g * D;
+        for (int d = 0; d < D; ++d) o[d] += sc[t] / sum * elem(V, row + d);
+      }
+    }
+  for (int i = 0; i < nk; ++i) {
+    double err = 0, diff = 0;
+    for (long j = 0; j < NS * NH * D; ++j) {
+      err = std::max(err, std::abs(out_f32(es[i].out, ES, j) - ref[j]));
+      diff = std::max(diff, (double)std::abs(out_f32(es[i].out, ES, j) - out_f32(es[0].out, ES, j)));
+    }
+    printf("  %s: max error vs float64 %.3g, max |out - first's out| %.3g\n", es[i].name.c_str(), err, diff);
   }
   return sink.load() == 42 ? 3 : 0;
 }

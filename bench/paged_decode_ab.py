@@ -37,14 +37,14 @@ def kernel_source(dtype):
     return pa.paged_decode_pages(ns, nh, kvh, d, ns * mb + 3, bs, mb, dtype).get_kernel_source()
 
 
-def build(name, inc, src, march):
+def build(inc, src, march):
     flags = ["-O3", f"-march={march}", "-std=c++20", "-fPIC", "-shared", "-fno-plt"]
     if march != "x86-64-v3":
         flags.append("-mprefer-vector-width=512")
     runtime = Path(inc, "tw_cpu", "gemm_runtime.cpp")
     text = src.read_bytes() + b"".join(p.read_bytes() for p in sorted(Path(inc, "tw_cpu").glob("*")))
     key = hashlib.sha256(text + " ".join(flags).encode()).hexdigest()[:16]
-    out = Path("/tmp") / f"tw_paged_decode_ab_{name}_{key}.so"
+    out = Path("/tmp") / f"tw_paged_decode_ab_{key}.so"
     if not out.exists():
         subprocess.run(["g++", *flags, f"-I{inc}", str(src), str(runtime), "-o", str(out)], check=True)
     return out
@@ -74,7 +74,7 @@ def main():
         inc, _, ksrc = rest.partition("@")
         if not name or not Path(inc, "tw_cpu", "gemm_impl.h").exists():
             ap.error(f"{v}: expected name=include_dir with tw_cpu/gemm_impl.h in it")
-        libs.append(str(build(name, inc, Path(ksrc) if ksrc else src, opts.march)))
+        libs.append(str(build(inc, Path(ksrc) if ksrc else src, opts.march)))
     exe = Path("/tmp") / "tw_paged_decode_ab"
     subprocess.run(["g++", "-O2", "-march=native", "-std=c++20", f"-I{ROOT / 'src/target/cpu/include'}",
                     str(HERE / "paged_decode_ab.cpp"), "-o", str(exe), "-ldl", "-lpthread"], check=True)
