@@ -33,6 +33,10 @@
 
 #include "tw_cpu/abi.h"
 
+#if !defined(__AVX512F__)
+#error "bench/paged_decode_ab.cpp reads with AVX-512 vectors: build it on an AVX-512 host (-march=native)"
+#endif
+
 namespace {
 
 double now_s() {

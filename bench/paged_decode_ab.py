@@ -16,7 +16,8 @@ header: threads released together by a spin barrier, wall and per-thread CPU tim
 end gap). --pages cold (a shuffled block table over all pages, the L3 flushed between calls), hot
 (every page number in 0-3: the arithmetic's ceiling) or seq (the pages in memory order). On a loaded
 machine wall time is time slicing: read the CPU times (each thread's) and the per-round ratios.
-docs/performance.md "Issue 13, CPU" (sessions 17-20) has what it measured.
+The harness reads with AVX-512 vectors: an AVX-512 host (the variants may still be built for
+--march x86-64-v3). docs/performance.md "Issue 13, CPU" (sessions 17-20) has what it measured.
 """
 import argparse
 import hashlib

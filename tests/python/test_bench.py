@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -127,6 +129,8 @@ def test_masked_ceiling_small():
     assert cover == sorted(cover, reverse=True) and cover[0] == 0.75 and cover[1] == 0.625, window
 
 
+@pytest.mark.skipif(not (pathlib.Path("/proc/cpuinfo").exists() and " avx512f" in pathlib.Path("/proc/cpuinfo").read_text()),
+                    reason="bench/paged_decode_ab.cpp reads with AVX-512 vectors")
 def test_paged_decode_ab_checks_every_variant():
     """bench/paged_decode_ab.py, one round on pages in L2: it runs, and every variant's output is
     checked against float64 attention over the same pages (bf16 output: a few bf16 ulps of values
