@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -125,3 +127,22 @@ def test_masked_ceiling_small():
     assert "blocks 0 / 1 / 2 per head 10 / 6 / 9" in window
     cover = [float(line.split(": ")[1].split(" of")[0]) for line in window.splitlines() if "sub-tiles skipped" in line]
     assert cover == sorted(cover, reverse=True) and cover[0] == 0.75 and cover[1] == 0.625, window
+
+
+@pytest.mark.skipif(not (pathlib.Path("/proc/cpuinfo").exists() and " avx512f" in pathlib.Path("/proc/cpuinfo").read_text()),
+                    reason="bench/paged_decode_ab.cpp reads with AVX-512 vectors")
+def test_paged_decode_ab_checks_every_variant():
+    """bench/paged_decode_ab.py, one round on pages in L2: it runs, and every variant's output is
+    checked against float64 attention over the same pages (bf16 output: a few bf16 ulps of values
+    below 1) and against the first variant's (the same runtime twice: identical)."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "paged_decode_ab.py"), "a=src/target/cpu/include",
+                        "b=src/target/cpu/include", "--dtype", "bfloat16", "--threads", "2", "--rounds", "1",
+                        "--pages", "hot"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"bench/paged_decode_ab.py failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    checks = [line for line in r.stdout.splitlines() if "max error vs float64" in line]
+    assert len(checks) == 2, r.stdout
+    for line in checks:
+        err = float(line.split("vs float64 ")[1].split(",")[0])
+        same = float(line.rsplit(" ", 1)[1])
+        assert err < 1e-2 and same == 0.0, r.stdout
+    assert "probe: the kernel's read order" in r.stdout and "stream: the same bytes" in r.stdout

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Side-by-side timing of paged decode variants (bench/run.py's paged_decode case: the generated
+`paged_decode_pages` kernel of examples/paged_attention.py) against a page-read probe and a plain
+streaming read of the same bytes, on 1 or 2 threads, in one process.
+
+    python bench/paged_decode_ab.py main=/tmp/main/include new=src/target/cpu/include \
+        --dtype bfloat16 --threads 2 --rounds 12 --pages cold
+    python bench/paged_decode_ab.py base=src/target/cpu/include edited=src/target/cpu/include@/tmp/k.cpp
+
+A variant is name=INCLUDE_DIR (one holding tw_cpu/gemm_impl.h and gemm_runtime.cpp: its gemm
+runtime) with, after @, a kernel source to use instead of the one this tilewright generates (an
+edited copy of it: `--dump PATH` writes the generated one). Each is compiled with the runtime's
+flags (-O3 -march=ARCH, 512-bit vectors on AVX-512) into one shared library; bench/paged_decode_ab.cpp
+loads them all and times them round by round, alternating, beside the two read probes (see its
+header: threads released together by a spin barrier, wall and per-thread CPU time, start skew and
+end gap). --pages cold (a shuffled block table over all pages, the L3 flushed between calls), hot
+(every page number in 0-3: the arithmetic's ceiling) or seq (the pages in memory order). On a loaded
+machine wall time is time slicing: read the CPU times (each thread's) and the per-round ratios.
+The harness reads with AVX-512 vectors: an AVX-512 host (the variants may still be built for
+--march x86-64-v3). docs/performance.md "Issue 13, CPU" (sessions 17-20) has what it measured.
+"""
+import argparse
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SHAPE = (8, 32, 8, 128, 16, 4096)  # sequences, heads, kv heads, head dim, page, context (the .cpp's)
+
+
+def kernel_source(dtype):
+    sys.path.insert(0, str(ROOT / "examples"))
+    import paged_attention as pa
+    ns, nh, kvh, d, bs, ctx = SHAPE
+    mb = ctx // bs
+    return pa.paged_decode_pages(ns, nh, kvh, d, ns * mb + 3, bs, mb, dtype).get_kernel_source()
+
+
+def build(inc, src, march):
+    flags = ["-O3", f"-march={march}", "-std=c++20", "-fPIC", "-shared", "-fno-plt"]
+    if march != "x86-64-v3":
+        flags.append("-mprefer-vector-width=512")
+    runtime = Path(inc, "tw_cpu", "gemm_runtime.cpp")
+    text = src.read_bytes() + b"".join(p.read_bytes() for p in sorted(Path(inc, "tw_cpu").glob("*")))
+    key = hashlib.sha256(text + " ".join(flags).encode()).hexdigest()[:16]
+    out = Path("/tmp") / f"tw_paged_decode_ab_{key}.so"
+    if not out.exists():
+        subprocess.run(["g++", *flags, f"-I{inc}", str(src), str(runtime), "-o", str(out)], check=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("variants", nargs="*", help="name=include_dir[@kernel_source.cpp]")
+    ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    ap.add_argument("--threads", type=int, default=1, choices=[1, 2])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--pages", default="cold", choices=["cold", "hot", "seq"])
+    ap.add_argument("--march", default="native")
+    ap.add_argument("--dump", help="write the generated kernel source here and stop")
+    opts = ap.parse_args()
+    src = Path("/tmp") / f"tw_paged_decode_ab_{opts.dtype}.cpp"
+    generated = kernel_source(opts.dtype)
+    if opts.dump:
+        Path(opts.dump).write_text(generated)
+        return
+    if not opts.variants:
+        ap.error("name at least one variant (name=include_dir)")
+    src.write_text(generated)
+    libs = []
+    for v in opts.variants:
+        name, _, rest = v.partition("=")
+        inc, _, ksrc = rest.partition("@")
+        if not name or not Path(inc, "tw_cpu", "gemm_impl.h").exists():
+            ap.error(f"{v}: expected name=include_dir with tw_cpu/gemm_impl.h in it")
+        libs.append(str(build(inc, Path(ksrc) if ksrc else src, opts.march)))
+    exe = Path("/tmp") / "tw_paged_decode_ab"
+    subprocess.run(["g++", "-O2", "-march=native", "-std=c++20", f"-I{ROOT / 'src/target/cpu/include'}",
+                    str(HERE / "paged_decode_ab.cpp"), "-o", str(exe), "-ldl", "-lpthread"], check=True)
+    es = "4" if opts.dtype == "float32" else "2"
+    print("variants: " + ", ".join(f"{v.partition('=')[0]} = {lib}" for v, lib in zip(opts.variants, libs)))
+    subprocess.run([str(exe), es, str(opts.threads), str(opts.rounds), opts.pages, *libs], check=True)
+
+
+if __name__ == "__main__":
+    main()
