@@ -15,7 +15,11 @@ figure a shared machine disturbs least; more: wall time). Per pattern:
   whole blocks, as before the bands (session 18);
 * `full only`: the same with only the fully visible blocks listed (the partial ones dropped:
   wrong results, timing only): the floor of any scheme that keeps the full blocks whole;
-* `no blocks`: nothing listed: the per-query-block work alone (Q load, output).
+* `no blocks`: nothing listed: the per-query-block work alone (Q load, output);
+* `first full`: only the first fully visible block of each query block listed (timing only):
+  with `full only`, the marginal cost of a full block and the fixed cost per query block with any
+  block (its Q pack, and as many K and V packs: one per key block and launch), which a pattern
+  with few blocks per query block pays on few blocks (session 20).
 
 Then, per granularity g, the ceiling of a kernel that computes in each partial block only its
 g x g sub-tiles with a visible element, at the partial blocks' measured cost per computed score
@@ -64,8 +68,10 @@ def main():
         vis = mask_pattern(np, rng, p, S, bm, bn)
         blocks, bands = (np.asarray(t) for t in ma.prefill_blocks(vis, bm, bn)[::3])
         full = ma.dense_blocks(S, S, bm, bn)[3]  # every diagonal: the gemms compute whole blocks
+        only_full = np.where(blocks == 2, 2, 0)
+        first_full = np.where(np.cumsum(only_full == 2, axis=1) == 1, only_full, 0)
         variants = {"tables": tables(blocks, bands), "whole blocks": tables(blocks, full),
-                    "full only": tables(np.where(blocks == 2, 2, 0), bands),
+                    "full only": tables(only_full, bands), "first full": tables(first_full, bands),
                     "no blocks": tables(np.zeros_like(blocks), bands)}
         for name, t in variants.items():
             impls[(p, name)] = lambda vis=vis, t=t: kern(q, k, v, vis, *t, kv_len)
@@ -80,7 +86,7 @@ def main():
         for g in (32, 16, 8, 1):
             sub = pad.reshape(nq * bm // g, g, nk * bn // g, g).any(axis=(1, 3))
             cover[g] = float((np.kron(sub, np.ones((g, g), bool)) & part).sum() / max(part.sum(), 1))
-        info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover)
+        info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover, n_first=int((first_full == 2).sum()))
     for fn in impls.values():
         fn()
     res = {n: [] for n in impls}
@@ -107,7 +113,7 @@ def main():
             return (vis.sum() / t) / (pairs_c / med["causal"])
         print(f"\n{p}: visible {vis.mean():.4f}, blocks 0 / 1 / 2 per head {n0} / {n1} / {n2}, "
               f"error vs float64 (head 0) {d['err']:.1e}")
-        for name in ("tables", "whole blocks", "full only", "no blocks"):
+        for name in ("tables", "whole blocks", "full only", "first full", "no blocks"):
             print(f"  {name:12s} min {lo[(p, name)] * 1e3:8.2f} ms  median {med[(p, name)] * 1e3:8.2f} ms")
         t_b, t_m, t_f, t_0 = (med[(p, n)] for n in ("tables", "whole blocks", "full only", "no blocks"))
         blk = B * H
@@ -117,6 +123,14 @@ def main():
                   f"block {t_0 / (blocks.shape[0] * blk) * 1e6:.1f} us")
         if n2:
             print(f"  per full block, with its share of the packs {(t_f - t_0) / (n2 * blk) * 1e6:.1f} us")
+        n_1 = d["n_first"]
+        if n2 > n_1:  # two points: 1 and (on average) n2 / n_1 full blocks per query block
+            t_1 = med[(p, "first full")]
+            marg = (t_f - t_1) / ((n2 - n_1) * blk)
+            fixed = t_1 - n_1 * blk * marg
+            print(f"  per full block, marginal {marg * 1e6:.1f} us; fixed per query block with a block "
+                  f"(its Q pack, a key block's K and V packs, the rest) {fixed / (n_1 * blk) * 1e6:.1f} us, "
+                  f"{fixed / t_b:.1%} of the tables' time")
         rb = [(vis.sum() / a) / (pairs_c / c) for a, c in zip(res[(p, "tables")], res["causal"])]
         rw = [(vis.sum() / a) / (pairs_c / c) for a, c in zip(res[(p, "whole blocks")], res["causal"])]
         print(f"  measured: {ratio(t_b):.3f}x the causal kernel per unmasked element with bands, "

@@ -194,3 +194,31 @@ def test_varlen_never_reads_the_next_sequence():
         ref = outs[0]
         assert np.isfinite(outs[1][cu[1]:cu[2]]).all(), target
         assert_close(outs[1][cu[1]:cu[2]], ref[cu[1]:cu[2]])
+
+
+# A mask tensor alone (no causal, window or padding) with seq_kv a multiple of block_N: block
+# classes 0, 1 and 2 mixed (2: the branch without the mask tensor), rows that see no key, one-row
+# queries, on cpu and ascend910b against float64
+@pytest.mark.parametrize("mask", ["bool", "additive"])
+@pytest.mark.parametrize("sq,skv", [(1, 16), (33, 48), (40, 64)])
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_mask_tensor_block_classes_mixed(mask, sq, skv, target):
+    q, k, v, rng = ma.inputs(1, 2, 1, sq, skv, 16, seed=3)
+    nq, nk = -(-sq // 16), skv // 16
+    kind = rng.integers(0, 3, size=(nq, nk))  # 0 hidden, 1 a random pattern, 2 all visible
+    kind[0, 0] = 2
+    vis = np.kron(kind == 2, np.ones((16, 16), bool))[:sq] | (np.kron(kind == 1, np.ones((16, 16), bool))[:sq]
+                                                            & (rng.random((sq, skv)) < 0.5))
+    dark = sq // 2 + 1 if sq > 1 else None
+    if dark is not None:
+        vis[dark] = False  # a row that sees no key
+    m = vis if mask == "bool" else np.where(vis, np.where(np.kron(kind == 2, np.ones((16, 16)))[:sq] > 0, 0.0,
+                                                          rng.standard_normal((sq, skv))), -np.inf).astype(np.float32)
+    tables = ma.prefill_blocks(m, 16, 16)
+    assert (np.asarray(tables[0]) == 2).any()
+    kern = ma.attention_prefill(1, 2, 1, sq, skv, 16, "BHSD", False, None, mask, False, target=target, **SMALL)
+    out = kern(q, k, v, m, *tables, np.array([skv], np.int32))
+    if dark is not None:
+        assert (out[:, :, dark] == 0).all()
+    ref = ma.reference(q, k, v, vis, None if mask == "bool" else np.where(vis, m, 0).astype(np.float64))
+    assert_close(out, ref)
