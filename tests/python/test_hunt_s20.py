@@ -1,0 +1,182 @@
+"""Session 20's odd-shape hunt (h-hunt8, docs/testing.md "Session 20: ... (h-hunt8)"): the defects it
+found, each as a minimal test against float64 numpy (and cpu against ascend910b, simulator with
+its checker on). The tests marked xfail(strict=True) describe open defects in files owned by other
+work; they fail today and turn into an XPASS failure once fixed (then drop the marker)."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright.testing import assert_close
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+
+import masked_attention as ma  # noqa: E402
+from ascend_util import TARGET, exact_values, run_checked  # noqa: E402
+
+
+def _checked_child(tmp_path, source):
+    """Runs `source` in a child with TW_BOUNDS_CHECK=1 (read once per process)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
+    (tmp_path / "child.py").write_text(source)
+    return subprocess.run([sys.executable, str(tmp_path / "child.py")], env=env, capture_output=True, text=True,
+                          timeout=900, cwd=str(ROOT))
+
+
+# ---------------------------------------------------------------------------------------------
+# examples/masked_attention.py: a sliding window with a mask tensor when seq_q > seq_kv.
+# The first key block of query block bx is lo = max(bx * block_M - window + 1, 0) // block_N,
+# which passes ceil(seq_kv / block_N) when the query blocks reach past the keys; KvPos[bx, lo]
+# (line `first = KvPos[bx, lo]`) then indexes past KvPos's last column, and the compiler rejects
+# the kernel ("index lo of 'KvPos' reaches 2, outside dimension 1 of size 2"). Those query rows
+# see no key (window): the output there is 0. Without a mask tensor the same shapes run.
+
+@pytest.mark.xfail(strict=True, reason="masked_attention.py: window + mask tensor with seq_q > seq_kv indexes "
+                                       "KvPos[bx, lo] past its last column (lo not clamped to hi)")
+@pytest.mark.parametrize("mask", ["bool", "additive"])
+def test_window_with_a_mask_tensor_and_more_queries_than_keys(mask):
+    out, ref = ma.run(1, 2, 1, 33, 16, 8, window=1, mask=mask, block_M=16, block_N=16)
+    assert_close(out, ref)
+
+
+@pytest.mark.parametrize("sq,skv,window", [(33, 16, 1), (65, 2, 33), (40, 17, 3)])
+def test_window_without_a_mask_tensor_and_more_queries_than_keys(sq, skv, window):
+    out, ref = ma.run(1, 2, 1, sq, skv, 8, window=window, block_M=16, block_N=16)
+    assert_close(out, ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# examples/masked_attention.py in checked mode: a key block whose mask band (Bands, from
+# block_bands) and causal / window band do not meet gives d_lo > d_hi, and checked mode reports
+# "gemm c_band=(-2, -15) ... has lo > hi" at the Q K^T gemm, although the inputs are valid (the
+# block is listed because the mask shows an element in it, in rows causal hides). Unchecked, the
+# empty band computes nothing and the mask pass hides the block: the result is right.
+
+ATT_CHILD = '''
+import sys
+import numpy as np
+sys.path.insert(0, "examples")
+import masked_attention as ma
+import tilewright as tw
+from tilewright.testing import assert_close
+try:
+    out, ref = ma.run(1, 1, 1, 3, 32, 16, causal=True, mask="bool", block_M=32, block_N=16)
+    assert_close(out, ref)
+    print("OK")
+except tw.TilewrightError as e:
+    print("ERR", e.message)
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="masked_attention.py: an empty band (d_lo > d_hi) of a listed block is an "
+                                       "error in checked mode; clamp it to an empty (lo, lo)")
+def test_causal_mask_block_with_an_empty_band_in_checked_mode(tmp_path):
+    p = _checked_child(tmp_path, ATT_CHILD)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "OK", p.stdout
+
+
+def test_causal_mask_block_with_an_empty_band_unchecked():
+    for target in ("cpu", TARGET):
+        out, ref = ma.run(1, 1, 1, 3, 32, 16, causal=True, mask="bool", block_M=32, block_N=16, target=target)
+        assert_close(out, ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# T.gemm with operands straight from global tensors (docs/language.md T.gemm), in a user's K
+# loop of 128-wide slices where K is not a multiple of 128: the last slice reaches past the
+# tensor's K. ascend910b stages the operands with T.copy semantics (outside the tensor reads as
+# 0) and gives the exact product; cpu passes the slice's pointer to the gemm unclipped
+# (src/target/cpu/codegen.cpp emit_gemm: "gemm does not clip", global regions unchecked), so it
+# reads the next rows of A and memory past B's end: wrong values or NaN, silently, and
+# TW_BOUNDS_CHECK=1 does not report it.
+
+def _gemm_k_loop(M, N, K, bk, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            c = T.alloc_fragment((M, N), "float32")
+            T.clear(c)
+            for ko in T.serial(T.ceildiv(K, bk)):
+                T.gemm(A[0:M, ko * bk:(ko + 1) * bk], B[ko * bk:(ko + 1) * bk, 0:N], c)
+            T.copy(c, C)
+    return main
+
+
+def _k_loop_inputs(M, N, K, dtype):
+    rng = np.random.default_rng(0)
+    return exact_values((M, K), dtype, rng), exact_values((K, N), dtype, rng)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gemm_global_k_tail_on_ascend(dtype):
+    a, b = _k_loop_inputs(16, 16, 200, dtype)
+    out = run_checked(tw.compile(_gemm_k_loop(16, 16, 200, 128, dtype), target=TARGET, out_idx=[2]), a, b)
+    np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64))
+
+
+@pytest.mark.xfail(strict=True, reason="cpu codegen: T.gemm on a global slice past the tensor's end reads out of "
+                                       "bounds (ascend910b reads 0 there, as T.copy does)")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gemm_global_k_tail_on_cpu(dtype):
+    a, b = _k_loop_inputs(16, 16, 200, dtype)
+    # B's rows past K as NaN in the same allocation, so a read past the tensor shows
+    bb = np.full((256, 16), np.nan, b.dtype)
+    bb[:200] = b
+    out = tw.compile(_gemm_k_loop(16, 16, 200, 128, dtype), out_idx=[2])(a, bb[:200])
+    np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+# T.gemm on global tensors on ascend910b, a whole K of 600 in one gemm (no user K loop), 32 x 16
+# blocks of float16 / bfloat16: stage_gemm_operands keeps all of K in L1 (its staged tiles,
+# (32 + 16) * 600 * 2 B, fit kStageBytes = 64 KiB), and expand_gemm then needs an L0 K step that
+# is a multiple of 16 and divides 600 (none does) while all of K does not fit L0A twice: "no K
+# step fits two L0A tiles of 32 rows and two L0B tiles of 16 columns", with a hint to use smaller
+# blocks (smaller blocks fail the same way; 32 x 32, K = 1000 or float32 run). cpu runs it.
+
+def _gemm_whole_k(M, N, K, bm, bn, dtype, tb):
+    bsh = (N, K) if tb else (K, N)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor(bsh, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            c = T.alloc_fragment((bm, bn), "float32")
+            if tb:
+                T.gemm(A[by * bm:(by + 1) * bm, 0:K], B[bx * bn:(bx + 1) * bn, 0:K], c, transpose_B=True,
+                       clear_accum=True)
+            else:
+                T.gemm(A[by * bm:(by + 1) * bm, 0:K], B[0:K, bx * bn:(bx + 1) * bn], c, clear_accum=True)
+            T.copy(c, C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+    return main
+
+
+def _whole_k_case(M, N, K, bm, bn, dtype, tb, target):
+    rng = np.random.default_rng(1)
+    a = exact_values((M, K), dtype, rng)
+    opb = exact_values((K, N), dtype, rng)
+    b = np.ascontiguousarray(opb.T) if tb else opb
+    kern = tw.compile(_gemm_whole_k(M, N, K, bm, bn, dtype, tb), target=target, out_idx=[2])
+    out = kern(a, b) if target == "cpu" else run_checked(kern, a, b)
+    np.testing.assert_array_equal(out, a.astype(np.float64) @ opb.astype(np.float64))
+
+
+@pytest.mark.parametrize("args", [(33, 15, 600, 32, 32, "float16", True), (33, 15, 1000, 32, 16, "float16", True),
+                                  (33, 15, 600, 32, 16, "float32", True)])
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+def test_gemm_global_whole_k_runs(args, target):
+    _whole_k_case(*args, target)
+
+
+@pytest.mark.xfail(strict=True, reason="ascend: stage_gemm_operands keeps K = 600 whole in L1, expand_gemm finds no "
+                                       "L0 K step (a multiple of 16 dividing 600) that fits")
+@pytest.mark.parametrize("args", [(33, 15, 600, 32, 16, "float16", True), (33, 15, 600, 16, 32, "bfloat16", False)])
+def test_gemm_global_whole_k_600_on_ascend(args):
+    _whole_k_case(*args, TARGET)
