@@ -241,3 +241,54 @@ def test_autotune_of_attention_with_a_mask_tensor_does_not_crash(tmp_path):
                        timeout=900, cwd=str(ROOT))
     assert p.returncode == 0, f"exit status {p.returncode}: {p.stderr[-2000:]}"
     assert p.stdout.strip().splitlines()[-1] == "OK", p.stdout
+
+
+# The same unclipped operand in the M direction: a whole-K gemm on a global slice
+# A[by * bm:(by + 1) * bm, 0:K] whose rows pass the tensor's last row (M = 1, bm = 16) reads
+# bm - 1 rows past the end of A. Here A ends at a guard page (PROT_NONE): the cpu kernel dies of
+# SIGSEGV, with TW_BOUNDS_CHECK=1 too (numpy arrays of a few MiB end at unmapped memory just the
+# same). ascend910b gives the product (tests above). Expected on cpu: the product.
+
+GUARD_CHILD = '''
+import ctypes, mmap, sys
+import numpy as np
+import tilewright as tw
+import tilewright.language as T
+M, N, K, bm, bn = 1, 16, 1024, 16, 16
+
+
+@T.prim_func
+def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+    with T.Kernel(1, T.ceildiv(M, bm)) as (bx, by):
+        c = T.alloc_fragment((bm, bn), "float32")
+        T.gemm(A[by * bm:(by + 1) * bm, 0:K], B[0:K, 0:N], c, clear_accum=True)
+        T.copy(c, C[by * bm:(by + 1) * bm, 0:N])
+
+
+kern = tw.compile(main, out_idx=[2])
+nbytes = M * K * 4
+buf = mmap.mmap(-1, nbytes + mmap.PAGESIZE)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(addr + nbytes), mmap.PAGESIZE, 0) == 0
+a = np.frombuffer(buf, np.float32, count=M * K).reshape(M, K)
+a[:] = np.arange(K) % 5 - 2
+b = (np.arange(K * N).reshape(K, N) % 3 - 1).astype(np.float32)
+out = kern(a, b)
+print("OK" if np.array_equal(out, a.astype(np.float64) @ b) else "WRONG")
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="cpu codegen: T.gemm on a global slice past the tensor's last row reads "
+                                       "out of bounds (SIGSEGV at a guard page)")
+def test_gemm_global_row_tail_on_cpu_at_a_guard_page(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env["TW_CACHE_DIR"] = str(tmp_path / "cache")
+    (tmp_path / "child.py").write_text(GUARD_CHILD)
+    p = subprocess.run([sys.executable, str(tmp_path / "child.py")], env=env, capture_output=True, text=True,
+                       timeout=900, cwd=str(ROOT))
+    assert p.returncode == 0, f"exit status {p.returncode}: {p.stderr[-2000:]}"
+    assert p.stdout.strip().splitlines()[-1] == "OK", p.stdout
+
+
+def test_gemm_global_row_tail_on_ascend():
+    _whole_k_case(1, 16, 1024, 16, 16, "float32", False, TARGET)
