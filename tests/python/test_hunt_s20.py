@@ -162,7 +162,9 @@ def test_gemm_global_k_tail_on_cpu(dtype):
 # (32 + 16) * 600 * 2 B, fit kStageBytes = 64 KiB), and expand_gemm then needs an L0 K step that
 # is a multiple of 16 and divides 600 (none does) while all of K does not fit L0A twice: "no K
 # step fits two L0A tiles of 32 rows and two L0B tiles of 16 columns", with a hint to use smaller
-# blocks (smaller blocks fail the same way; 32 x 32, K = 1000 or float32 run). cpu runs it.
+# blocks (smaller blocks fail the same way; 32 x 32, K = 1000 or float32 run). The same with
+# float32, K = 200 and 16 x 64 blocks (staged (16 + 64) * 200 * 4 B < 64 KiB; two L0B tiles of
+# 208 x 64 float32 do not fit 64 KiB, and no multiple of 16 divides 200). cpu runs them.
 
 def _gemm_whole_k(M, N, K, bm, bn, dtype, tb):
     bsh = (N, K) if tb else (K, N)
@@ -197,10 +199,11 @@ def test_gemm_global_whole_k_runs(args, target):
     _whole_k_case(*args, target)
 
 
-@pytest.mark.xfail(strict=True, reason="ascend: stage_gemm_operands keeps K = 600 whole in L1, expand_gemm finds no "
-                                       "L0 K step (a multiple of 16 dividing 600) that fits")
-@pytest.mark.parametrize("args", [(33, 15, 600, 32, 16, "float16", True), (33, 15, 600, 16, 32, "bfloat16", False)])
-def test_gemm_global_whole_k_600_on_ascend(args):
+@pytest.mark.xfail(strict=True, reason="ascend: stage_gemm_operands keeps all of K in L1, expand_gemm finds no L0 K "
+                                       "step (a multiple of 16 dividing K) that fits")
+@pytest.mark.parametrize("args", [(33, 15, 600, 32, 16, "float16", True), (33, 15, 600, 16, 32, "bfloat16", False),
+                                  (33, 3, 200, 16, 64, "float32", True)])
+def test_gemm_global_whole_k_without_an_l0_step_on_ascend(args):
     _whole_k_case(*args, TARGET)
 
 
