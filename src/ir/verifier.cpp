@@ -659,7 +659,6 @@ class Verifier {
         fail(sp, std::string("gemm: operand ") + role + " " + print(r) + " must be a 2-D region, got " + dims_text(e));
       // the matrix: its last two dims, or in a global tensor any dim and the last (ir.h gemm_matrix_dims)
       auto [rd, cd] = gemm_matrix_dims(r);
-      if (r.buffer->scope != Scope::global) rd = e.size() - 2;
       for (size_t i = 0; i < e.size(); ++i)
         if (i != rd && i != cd && e[i] != 1)
           fail(sp, std::string("gemm: operand ") + role + " " + print(r) + " must be a 2-D region, got " + dims_text(e),

@@ -28,7 +28,7 @@ class Stager {
     // fragment of float32 / int32. from_end 2: the matrix's rows, 1: its columns.
     auto mdim = [](const Region& r, size_t from_end) {
       auto [rows, cols] = ir::gemm_matrix_dims(r);
-      return global(r) ? (from_end == 2 ? rows : cols) : r.extents.size() - from_end;
+      return from_end == 2 ? rows : cols;
     };
     auto dim = [&](const Region& r, size_t from_end) { return *ir::as_const_int(r.extents[mdim(r, from_end)]); };
     const int64_t ar = dim(g->a, 2), ac = dim(g->a, 1), br = dim(g->b, 2), bc = dim(g->b, 1);

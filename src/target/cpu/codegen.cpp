@@ -1702,8 +1702,10 @@ void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
 }
 
 // gemm: the last two dims of each region are the matrix (rows, cols), or in a global tensor the
-// last and any other (gemm_matrix_dims); the other dims must have extent 1. The pointer is the region's first element, the leading dimension the buffer's row
-// length, so gemm works in place on tiles and on global tensors alike.
+// last and any other (gemm_matrix_dims); the other dims must have extent 1. The pointer is the
+// region's first element, the leading dimension the rows' stride (the buffer's row length unless
+// a global tensor's rows lie further out), so gemm works in place on tiles and on global tensors
+// alike.
 void CodeGen::emit_gemm(const GemmNode& n) {
   struct Mat { std::string ptr; Idx rows, cols, ld; };
   auto mat = [&](const Region& r, const char* what) {
@@ -1720,7 +1722,7 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     // the matrix's dims (ir.h gemm_matrix_dims): a global tensor's rows may lie further out
     // (BSHD), a strided view: ld is the rows' stride
     auto [rows, cols] = gemm_matrix_dims(r);
-    const int rd = r.buffer->scope == Scope::global ? static_cast<int>(rows) : rk - 2, cd = static_cast<int>(cols);
+    const int rd = static_cast<int>(rows), cd = static_cast<int>(cols);
     for (int d = 0; d < rk; ++d)
       if (d != rd && d != cd && cst(v.ext[d]) != 1)
         throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name +
