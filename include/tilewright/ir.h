@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tw::ir {
@@ -347,6 +348,12 @@ struct Region {
   std::vector<Expr> extents;
 };
 Region full_region(const Buffer& b);
+// The dimensions of a gemm operand region that hold its matrix (docs/language.md "T.gemm"):
+// {rows, cols}. cols is the last dimension. In a tile rows is the one before it; in a global
+// tensor the last one before it whose extent is not 1, or the one before the last when all are 1
+// (BSHD: Q[b, r0:r0 + M, h, 0:D], rows H * D elements apart). The verifier requires every other
+// dimension to have extent 1. Needs rank >= 2.
+std::pair<size_t, size_t> gemm_matrix_dims(const Region& r);
 // A run-time extent of a copy (docs/language.md "Run-time extents"): on a global tensor's side of
 // T.copy an extent may be min(C, e) (or min(e, C)) with a constant C >= 1. The copy covers C elements of that dim;
 // those at index e or past it lie outside the copy's tensor region, as past a tail: they read as 0

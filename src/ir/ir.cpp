@@ -311,6 +311,14 @@ Region full_region(const Buffer& b) {
   return r;
 }
 
+std::pair<size_t, size_t> gemm_matrix_dims(const Region& r) {
+  const size_t n = r.extents.size(), cols = n - 1;
+  if (r.buffer->scope != Scope::global) return {n - 2, cols};
+  for (size_t d = cols; d-- > 0;)
+    if (as_const_int(r.extents[d]) != 1) return {d, cols};
+  return {n - 2, cols};
+}
+
 std::vector<Var> KernelNode::shape_vars() const {
   std::vector<Var> out;
   auto add = [&](const Expr& e, auto&& self) -> void {

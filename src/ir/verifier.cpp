@@ -657,11 +657,14 @@ class Verifier {
       auto e = region(r, sp, "gemm", true);
       if (e.size() < 2)
         fail(sp, std::string("gemm: operand ") + role + " " + print(r) + " must be a 2-D region, got " + dims_text(e));
-      for (size_t i = 0; i + 2 < e.size(); ++i)
-        if (e[i] != 1)
+      // the matrix: its last two dims, or in a global tensor any dim and the last (ir.h gemm_matrix_dims)
+      auto [rd, cd] = gemm_matrix_dims(r);
+      for (size_t i = 0; i < e.size(); ++i)
+        if (i != rd && i != cd && e[i] != 1)
           fail(sp, std::string("gemm: operand ") + role + " " + print(r) + " must be a 2-D region, got " + dims_text(e),
-               "slice leading dims to extent 1");
-      return std::make_pair(e[e.size() - 2], e[e.size() - 1]);
+               r.buffer->scope == Scope::global ? "slice all dims but the rows' and the last to extent 1"
+                                                : "slice leading dims to extent 1");
+      return std::make_pair(e[rd], e[cd]);
     };
     auto [a0, a1] = two_d(n->a, "A");
     auto [b0, b1] = two_d(n->b, "B");

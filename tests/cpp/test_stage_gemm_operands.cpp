@@ -37,6 +37,32 @@ TEST(StageGemmOperands, GlobalOperandsGoThroughSharedTiles) {
 )");
 }
 
+TEST(StageGemmOperands, BshdRegionsAreChunkedInTheirMatrixDims) {
+  // BSHD operands (rows in dim 1, a unit head dim between them and the columns, ir.h
+  // gemm_matrix_dims): K = 1000 is cut in A's dim 3 and in B's dim 1, the others kept
+  EXPECT_EQ(run(R"(kernel mm(Q: global float16[2, 64, 3, 1000], V: global float16[2, 1000, 3, 64], C: global float32[64, 64])
+    grid(h = 3) {
+  alloc acc: fragment float32[64, 64]
+  gemm Q[1:+1, 0:+64, h:+1, 0:+1000], V[1:+1, 0:+1000, h:+1, 0:+64] -> acc trans_a=false trans_b=false clear=true
+  copy acc -> C
+}
+)"),
+            R"(kernel mm(Q: global float16[2, 64, 3, 1000], V: global float16[2, 1000, 3, 64], C: global float32[64, 64])
+    grid(h = 3) {
+  alloc acc: fragment float32[64, 64]
+  alloc Q_l1: shared float16[64, 256]
+  alloc V_l1: shared float16[256, 64]
+  fill acc = 0.0
+  for k in pipelined(0, 4, stages=2) {
+    copy Q[1:+1, 0:+64, h:+1, k * 256:+min(256, 1000 - k * 256)] -> Q_l1
+    copy V[1:+1, k * 256:+min(256, 1000 - k * 256), h:+1, 0:+64] -> V_l1
+    gemm Q_l1, V_l1 -> acc trans_a=false trans_b=false clear=false
+  }
+  copy acc -> C
+}
+)");
+}
+
 TEST(StageGemmOperands, LongKIsWalkedInPipelinedChunksWithARuntimeTail) {
   // (64 + 64) rows x 2 B = 256 B a K column: chunks of 256 (64 KiB), the last one 1000 - 768 = 232
   EXPECT_EQ(run(R"(kernel mm(A: global float16[64, 1000], B: global float16[1000, 64], C: global float32[64, 64])

@@ -603,27 +603,39 @@ class PrimFuncParser(Parser):
         return k, self.index_expr(v[0], at), self.index_expr(v[1], at)
 
     def check_gemm_region(self, r, node, role):
-        """A gemm operand is a matrix: its last two dimensions; any dimensions before them must have
-        extent 1 (``Q[b, h, 0:M, 0:D]``, BHSD), as the IR verifier and both targets require."""
+        """A gemm operand is a matrix: its last two dimensions, those before them of extent 1
+        (``Q[b, h, 0:M, 0:D]``, BHSD); in a global tensor the rows may be any dimension before the
+        last, the others of extent 1 (``Q[b, 0:M, h, 0:D]``, BSHD: rows H * D elements apart). The
+        IR verifier's rule (ir.h gemm_matrix_dims), which both targets take."""
         name = r.buffer.name
         n = len(r.extents)
         if n < 2:
             self.error(node, f"gemm operand {role} ('{name}') must be a matrix (2-D region), got {n} dimension(s)",
                        "slice two dimensions, e.g. T.gemm(A[0:M, 0:K], ...), or allocate the tile 2-D")
         ext = [ir.as_const_int(e) for e in r.extents]
-        extra = [d for d in range(n - 2) if ext[d] != 1]
+        glob = r.buffer.scope == "global"
+        wide = [d for d in range(n) if ext[d] != 1]
+        rows = ([d for d in wide if d < n - 1] or [n - 2])[-1] if glob else n - 2
+        extra = [d for d in range(n) if d not in (rows, n - 1) and ext[d] != 1]
         if not extra:
             return
         text = lambda d: str(ext[d]) if ext[d] is not None else "a run-time extent"  # noqa: E731
-        wide = [d for d in range(n) if ext[d] != 1]
-        if len(wide) <= 2:   # a matrix in other dimensions (BSHD: Q[b, 0:M, h, 0:D])
+        if len(wide) <= 2:   # a matrix in other dimensions
+            if glob:         # its columns not the last dimension: not contiguous
+                self.error(node, f"gemm operand {role} ('{name}') is a matrix in dimensions {tuple(wide)} of {n}; "
+                                 "a gemm on a global tensor takes its columns from the last dimension "
+                                 "(contiguous), its rows from any other",
+                           f"T.copy the slice into a 2-D tile first and pass the tile, e.g. "
+                           f"T.copy({name}[...], {name}_s) then T.gemm({name}_s, ...) (the copy transposes "
+                           "nothing: slice so the last dimension is the matrix's columns)")
             self.error(node, f"gemm operand {role} ('{name}') is a matrix in dimensions {tuple(wide)} of {n}; "
-                             "a gemm takes the last two dimensions of a region (those before them of extent 1)",
-                       f"T.copy the slice into a 2-D tile first and pass the tile, e.g. "
-                       f"T.copy({name}[b, 0:M, h, 0:K], {name}_s) then T.gemm({name}_s, ...)")
+                             f"a gemm on a {r.buffer.scope} tile takes the last two dimensions of a region "
+                             "(those before them of extent 1)",
+                       f"allocate {name} with the matrix in its last two dimensions, e.g. "
+                       f"T.alloc_shared((M, K), ...), or pass the global tensor's slice to the gemm")
         d = extra[0]
         self.error(node, f"gemm operand {role} ('{name}'): dimension {d} of {n} has extent {text(d)}; a gemm takes "
-                         "the last two dimensions of a region and those before them must have extent 1",
+                         "a matrix (two dimensions of a region) and the other dimensions must have extent 1",
                    f"index dimension {d} with one value, e.g. {name}[b, h, 0:M, 0:K] for a BHSD tensor "
                    "(a gemm per value: a loop or the launch grid)")
 

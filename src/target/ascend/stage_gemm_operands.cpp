@@ -23,9 +23,14 @@ class Stager {
 
   std::optional<std::vector<Stmt>> stage(const ir::GemmNode* g, const ir::Span& sp) {
     if (!global(g->a) && !global(g->b)) return std::nullopt;
-    // the verifier checked the user's gemm: 2-D regions of constant extents (leading ones 1),
-    // K equal in A and B, C a fragment of float32 / int32
-    auto dim = [](const Region& r, size_t from_end) { return *ir::as_const_int(r.extents[r.extents.size() - from_end]); };
+    // the verifier checked the user's gemm: 2-D regions of constant extents (the others 1; a
+    // global tensor's rows may be any dim, BSHD: ir.h gemm_matrix_dims), K equal in A and B, C a
+    // fragment of float32 / int32. from_end 2: the matrix's rows, 1: its columns.
+    auto mdim = [](const Region& r, size_t from_end) {
+      auto [rows, cols] = ir::gemm_matrix_dims(r);
+      return from_end == 2 ? rows : cols;
+    };
+    auto dim = [&](const Region& r, size_t from_end) { return *ir::as_const_int(r.extents[mdim(r, from_end)]); };
     const int64_t ar = dim(g->a, 2), ac = dim(g->a, 1), br = dim(g->b, 2), bc = dim(g->b, 1);
     const int64_t M = g->trans_a ? ac : ar, K = g->trans_a ? ar : ac, N = g->trans_b ? br : bc;
     const ir::DType t = g->a.buffer->dtype;
@@ -63,7 +68,7 @@ class Stager {
     // an operand in K chunk k: the region with its K dimension (kdim counted from the end) cut
     auto chunk = [&](Region r, size_t kdim) {
       if (!k) return r;
-      size_t d = r.extents.size() - kdim;
+      size_t d = mdim(r, kdim);
       r.starts[d] = simp(ir::binary(BinOp::Add, r.starts[d], ir::binary(BinOp::Mul, k, C(kc), sp), sp));
       Expr left = simp(ir::binary(BinOp::Sub, C(K), ir::binary(BinOp::Mul, k, C(kc), sp), sp));
       r.extents[d] = K % kc == 0 ? C(kc) : ir::binary(BinOp::Min, C(kc), left, sp);

@@ -6,7 +6,9 @@
 // verifier's rule) becomes the form a user writes for the Cube, which multiplies tiles in L1:
 //  - a global A (B) is copied into a T.alloc_shared tile of its dtype, `<tensor>_l1` (L1 after
 //    infer_scope), and the gemm reads the tile. Elements past the tensor read as 0 (T.copy's
-//    tails; on cpu a gemm region past its tensor is out of bounds);
+//    tails; on cpu a gemm region past its tensor is out of bounds). A region whose rows are not
+//    the tensor's second-last dim (BSHD `Q[b, r0:r0 + M, h, 0:D]`, ir.h gemm_matrix_dims) is
+//    copied the same way: T.copy takes N-D windows of global tensors;
 //  - K chunks: the staged tiles of one K step hold at most kStageBytes (rows rounded up to 16 x
 //    the step x the element size). A larger K is walked by a T.Pipelined loop of 2 stages over
 //    chunks of kc, the largest multiple of the K fractal (16, 32 for int8) that fits; C is cleared

@@ -1701,9 +1701,11 @@ void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
   line(v0 + " = " + vec_combine(kind, v0, v2) + ";");
 }
 
-// gemm: the last two dims of each region are the matrix (rows, cols); leading dims must have
-// extent 1. The pointer is the region's first element, the leading dimension the buffer's row
-// length, so gemm works in place on tiles and on global tensors alike.
+// gemm: the last two dims of each region are the matrix (rows, cols), or in a global tensor the
+// last and any other (gemm_matrix_dims); the other dims must have extent 1. The pointer is the
+// region's first element, the leading dimension the rows' stride (the buffer's row length unless
+// a global tensor's rows lie further out), so gemm works in place on tiles and on global tensors
+// alike.
 void CodeGen::emit_gemm(const GemmNode& n) {
   struct Mat { std::string ptr; Idx rows, cols, ld; };
   auto mat = [&](const Region& r, const char* what) {
@@ -1717,8 +1719,12 @@ void CodeGen::emit_gemm(const GemmNode& n) {
       for (int d = 0; d < rk; ++d)
         for (const Idx& i : {v.start[d], add(v.start[d], sub(v.ext[d], ic(1)))})
           line("(void)" + expr(checked_index(i, v.shape[d], r.buffer, d, n.span)) + ";");
-    for (int d = 0; d + 2 < rk; ++d)
-      if (cst(v.ext[d]) != 1)
+    // the matrix's dims (ir.h gemm_matrix_dims): a global tensor's rows may lie further out
+    // (BSHD), a strided view: ld is the rows' stride
+    auto [rows, cols] = gemm_matrix_dims(r);
+    const int rd = static_cast<int>(rows), cd = static_cast<int>(cols);
+    for (int d = 0; d < rk; ++d)
+      if (d != rd && d != cd && cst(v.ext[d]) != 1)
         throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name +
                         "') must have extent 1 in all but its last two dimensions",
                     n.span, "select one matrix of a batch with a region of extent 1");
@@ -1729,7 +1735,7 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     }
     Idx off = ic(0);
     for (int d = 0; d < rk; ++d) off = add(off, mul(v.start[d], v.stride[d]));
-    return Mat{cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")", v.ext[rk - 2], v.ext[rk - 1], v.shape[rk - 1]};
+    return Mat{cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")", v.ext[rd], v.ext[cd], v.stride[rd]};
   };
   DType ta = n.a.buffer->dtype, tb = n.b.buffer->dtype, tc = n.c.buffer->dtype;
   bool float_ok = ta == tb && (ta.code == DTypeCode::f32 || ta.code == DTypeCode::f16 || ta.code == DTypeCode::bf16) &&
