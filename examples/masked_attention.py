@@ -25,6 +25,7 @@ head h // (heads // kv_heads).
 
 Usage: python examples/masked_attention.py [B H KVH S D]
 """
+import os
 import sys
 
 import numpy as np
@@ -35,6 +36,7 @@ import tilewright.language as T
 from tilewright.testing import finish, randn, report
 
 LOG2E = 1.4426950408889634
+_TW_DIR = os.path.dirname(os.path.abspath(tw.__file__)) + os.sep
 
 
 @tw.jit(out_idx=[-1])
@@ -157,8 +159,8 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                         qi = bx * block_M + i
                         kj = kb * block_N + j
                         visible = kj < n_kv
-                        if mask is not None:  # rows past seq_q hidden: Bands holds rows < seq_q only
-                            visible = visible and qi < seq_q
+                        if mask is not None and seq_q % block_M:  # rows past seq_q hidden: Bands
+                            visible = visible and qi < seq_q  # (the mask's) holds rows < seq_q only
                         if causal:
                             visible = visible and kj <= qi
                         if window is not None:
@@ -302,6 +304,15 @@ def varlen_attention(total_tokens, num_seqs, heads, kv_heads, dim, max_seqlen, c
     handles query rows bx * block_M .. of sequence b (nothing when past its length). Its copies take
     run-time extents (docs/language.md "Run-time extents"): it loads and stores only the rows of its
     sequence, so it runs unchanged on cpu and ascend910b."""
+    if total_tokens < 1 or max_seqlen < 1:  # every sequence empty: tensors of size 0, no kernel
+        frame = sys._getframe(1)  # the caller's line, past tilewright's own frames (@tw.jit)
+        while frame is not None and frame.f_code.co_filename.startswith(_TW_DIR):
+            frame = frame.f_back
+        raise tw.TilewrightError(f"varlen_attention: total_tokens {total_tokens}, max_seqlen {max_seqlen}: every "
+                                 "sequence is empty, there is nothing to compute (a kernel's tensor dimensions "
+                                 "must be positive)", *((frame.f_code.co_filename, frame.f_lineno) if frame else ()),
+                                 hint="skip the call when cu_seqlens[-1] == 0: the output is the empty "
+                                      "np.empty((0, heads, dim), dtype)")
     group = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * LOG2E
     neg_inf = float("-inf")
