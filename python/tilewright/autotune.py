@@ -389,7 +389,7 @@ class Autotuner:
             functools.partial(_compile_task, self._module, self._qualname)
         time_fn = functools.partial(_time_config, self.fn) if here else \
             functools.partial(_time_task, self._module, self._qualname)
-        if not here and self.inputs is not None:
+        if not here and simulated and self.inputs is not None:  # cpu workers only compile
             import pickle
             try:
                 pickle.dumps(self.inputs)
@@ -399,7 +399,7 @@ class Autotuner:
                                       hint="define it at the top level of a module (workers import it by name), "
                                            "or tune with executor=\"inline\"") from None
         try:
-            futs = [ex.submit(compile_fn, args, kwargs, dict(c), target, peaks, self.inputs,
+            futs = [ex.submit(compile_fn, args, kwargs, dict(c), target, peaks, self.inputs if simulated else None,
                               self._params(args, kwargs, c)) for c in configs]
             for r, f in zip(report, futs):
                 res = f.result()

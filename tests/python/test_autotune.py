@@ -180,5 +180,13 @@ def test_inputs_must_be_callable_and_picklable_for_worker_processes(fresh_tuner)
         tuner = tw.autotune(configs=tune_kernels.add_one.configs, executor=ex, verbose=False,
                             inputs=lambda kernel, **p: kernel.example_inputs())(tune_kernels.add_one.fn)
         with pytest.raises(tw.TilewrightError, match="cannot be sent to the executor's workers") as e:
-            tuner.tune(4096)
+            tuner.tune(4096, target="ascend910b")
     assert "top level" in e.value.hint
+    # on cpu the workers only compile: the lambda stays in this process
+    calls = []
+    with cf.ProcessPoolExecutor(1) as ex:
+        tuner = tw.autotune(configs=[tw.Config(block=64), tw.Config(block=256)], executor=ex, verbose=False,
+                            inputs=lambda kernel, **p: calls.append(p["block"]) or kernel.example_inputs())(
+            tune_kernels.add_one.fn)
+        tuner.tune(1000)
+    assert sorted(calls) == [64, 256]
