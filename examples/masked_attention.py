@@ -25,6 +25,7 @@ head h // (heads // kv_heads).
 
 Usage: python examples/masked_attention.py [B H KVH S D]
 """
+import os
 import sys
 
 import numpy as np
@@ -35,6 +36,7 @@ import tilewright.language as T
 from tilewright.testing import finish, randn, report
 
 LOG2E = 1.4426950408889634
+_TW_DIR = os.path.dirname(os.path.abspath(tw.__file__)) + os.sep
 
 
 @tw.jit(out_idx=[-1])
@@ -99,8 +101,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
             if causal:
                 hi = T.min(hi, T.ceildiv((bx + 1) * block_M, block_N))
             lo = 0
-            if window is not None:
-                lo = T.max(bx * block_M - window + 1, 0) // block_N
+            if window is not None:  # clamped to hi: with seq_q > seq_kv a query block can lie
+                # wholly past the keys' window (its rows see no key: the loop is empty)
+                lo = T.min(T.max(bx * block_M - window + 1, 0) // block_N, hi)
             first = lo  # no mask tensor (decided when the kernel is built): the key blocks lo .. hi
             last = hi
             if mask is not None:  # the non-empty ones among them: a stretch of the compacted list
@@ -124,7 +127,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     d_lo = T.max(d_lo, off - window + 1)
                 if mask is not None:
                     d_lo = T.max(d_lo, Bands[bx, kb, 0])
-                    d_hi = T.min(d_hi, Bands[bx, kb, 1])
+                    # the mask's band and causal / window's may not meet (a block listed for rows
+                    # that causal hides): then the empty band (d_lo, d_lo), nothing visible
+                    d_hi = T.max(T.min(d_hi, Bands[bx, kb, 1]), d_lo)
                 if layout == "BHSD":
                     T.copy(K[bz, kv_head, kb * block_N:(kb + 1) * block_N, :], k)
                 else:
@@ -154,6 +159,8 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                         qi = bx * block_M + i
                         kj = kb * block_N + j
                         visible = kj < n_kv
+                        if mask is not None and seq_q % block_M:  # rows past seq_q hidden: Bands
+                            visible = visible and qi < seq_q  # (the mask's) holds rows < seq_q only
                         if causal:
                             visible = visible and kj <= qi
                         if window is not None:
@@ -297,6 +304,15 @@ def varlen_attention(total_tokens, num_seqs, heads, kv_heads, dim, max_seqlen, c
     handles query rows bx * block_M .. of sequence b (nothing when past its length). Its copies take
     run-time extents (docs/language.md "Run-time extents"): it loads and stores only the rows of its
     sequence, so it runs unchanged on cpu and ascend910b."""
+    if total_tokens < 1 or max_seqlen < 1:  # every sequence empty: tensors of size 0, no kernel
+        frame = sys._getframe(1)  # the caller's line, past tilewright's own frames (@tw.jit)
+        while frame is not None and frame.f_code.co_filename.startswith(_TW_DIR):
+            frame = frame.f_back
+        raise tw.TilewrightError(f"varlen_attention: total_tokens {total_tokens}, max_seqlen {max_seqlen}: every "
+                                 "sequence is empty, there is nothing to compute (a kernel's tensor dimensions "
+                                 "must be positive)", *((frame.f_code.co_filename, frame.f_lineno) if frame else ()),
+                                 hint="skip the call when cu_seqlens[-1] == 0: the output is the empty "
+                                      "np.empty((0, heads, dim), dtype)")
     group = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * LOG2E
     neg_inf = float("-inf")
@@ -405,20 +421,39 @@ def inputs(B, H, KVH, Sq, Skv, D, layout="BHSD", dtype="float32", seed=0):
             randn(shp(Skv, KVH), dtype, seed=rng), rng)
 
 
-def run(B, H, KVH, Sq, Skv, D, layout="BHSD", causal=False, window=None, mask=None, padded=False,
-        dtype="float32", seed=0, target="cpu", summary=True, **blocks):
-    """Inputs, the kernel's output and the float64 reference of one configuration; summary=False
-    passes dense_blocks (every block computed with the mask applied)."""
+def prefill_args(B, H, KVH, Sq, Skv, D, layout="BHSD", mask=None, padded=False, dtype="float32", seed=0,
+                 target="cpu", summary=True, block_M=64, block_N=64):
+    """Seeded inputs of attention_prefill (Q, K, V, Mask, Blocks, KvPos, KvIdx, Bands, KvLen): a
+    random mask (bool: 70% visible; additive: 20% -inf), its block tables for these block sizes
+    (summary=False: dense_blocks), random lengths 1 .. Skv when padded."""
     q, k, v, rng = inputs(B, H, KVH, Sq, Skv, D, layout, dtype, seed)
     m = rng.random((Sq, Skv)) < 0.7 if mask == "bool" else \
         np.where(rng.random((Sq, Skv)) < 0.2, -np.inf, rng.standard_normal((Sq, Skv))).astype(np.float32) \
         if mask == "additive" else np.zeros((Sq, Skv), np.float32)
     lens = rng.integers(1, Skv + 1, size=B).astype(np.int32) if padded else np.full(B, Skv, np.int32)
+    tables = prefill_blocks(m, block_M, block_N, target) if summary and mask is not None else \
+        dense_blocks(Sq, Skv, block_M, block_N)
+    return (q, k, v, m, *tables, lens)
+
+
+def tune_inputs(kernel, batch, heads, kv_heads, seq_q, seq_kv, dim, layout, mask, padded, dtype, block_M, block_N,
+                **_):
+    """`@tw.autotune(..., inputs=tune_inputs)` over attention_prefill: valid inputs for each
+    configuration (the block tables depend on block_M and block_N; random int32 tables would be
+    read as indices out of range)."""
+    return prefill_args(batch, heads, kv_heads, seq_q, seq_kv, dim, layout, mask, padded, dtype,
+                        target=kernel.target, block_M=block_M, block_N=block_N)
+
+
+def run(B, H, KVH, Sq, Skv, D, layout="BHSD", causal=False, window=None, mask=None, padded=False,
+        dtype="float32", seed=0, target="cpu", summary=True, **blocks):
+    """Inputs, the kernel's output and the float64 reference of one configuration; summary=False
+    passes dense_blocks (every block computed with the mask applied)."""
     kern = attention_prefill(B, H, KVH, Sq, Skv, D, layout, causal, window, mask, padded, dtype=dtype,
                              target=target, **blocks)
-    bm, bn = blocks.get("block_M", 64), blocks.get("block_N", 64)
-    tables = prefill_blocks(m, bm, bn, target) if summary and mask is not None else dense_blocks(Sq, Skv, bm, bn)
-    out = kern(q, k, v, m, *tables, lens)
+    args = prefill_args(B, H, KVH, Sq, Skv, D, layout, mask, padded, dtype, seed, target, summary, **blocks)
+    q, k, v, m, lens = args[0], args[1], args[2], args[3], args[-1]
+    out = kern(*args)
     vis = np.stack([visibility(Sq, Skv, causal, window, m if mask == "bool" else None, lens[b]) for b in range(B)])
     return out, reference(q, k, v, vis, m.astype(np.float64) if mask == "additive" else None, layout)
 

@@ -20,6 +20,11 @@ A sweep has three phases:
 3. **time** the rest with :func:`tilewright.do_bench` (wall clock on cpu, in this process, one at
    a time; on Ascend the checked functional simulation, on the executor).
 
+The kernels run on ``inputs(kernel, **params)`` when given (``params``: the factory's arguments
+for that configuration, the call's, the configuration's and the defaults), else on
+``kernel.example_inputs()``: random values, so a kernel with an int32 / int64 input (which it
+may read as indices: block tables, lengths) needs ``inputs=`` (else a ``TilewrightError``).
+
 The best configuration per (factory, key values, target, machine, Tilewright version) is saved
 under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by later
 processes. One line per configuration is printed while tuning (``verbose=False`` silences it).
@@ -153,13 +158,35 @@ def _peaks(target):
     return info["peak_fp16_tflops"] * 1e12, info["hbm_tbps"] * 1e12, info["l2_tbps"] * 1e12
 
 
-def _estimate(kernel, peaks, inputs_seed=0):
+_INDEX_DTYPES = ("int32", "int64")
+
+
+def _timing_inputs(kernel, inputs, params, name):
+    """The inputs a configuration is run on: ``inputs(kernel, **params)`` (the user's), or the
+    kernel's seeded example inputs when it has no int32 / int64 input. Random integers are no valid
+    block table or length (examples/masked_attention.py's KvIdx, paged_decode's table): run on them,
+    the kernel reads outside its tensors, so such a kernel needs ``inputs=``."""
+    if inputs is not None:
+        got = inputs(kernel, **params)
+        return tuple(got) if isinstance(got, (tuple, list)) else (got,)
+    ints = [n for n, _, dtype, _ in kernel._exe.input_specs() if dtype in _INDEX_DTYPES]
+    if ints:
+        raise TilewrightError(f"autotune '{name}': the kernel's input{'s' if len(ints) > 1 else ''} "
+                              f"{', '.join(repr(n) for n in ints)} {'are' if len(ints) > 1 else 'is'} integer: random "
+                              "example inputs may be invalid there (indices or lengths out of range), so the "
+                              "tuner does not time on them",
+                              hint="pass @tw.autotune(..., inputs=fn) with fn(kernel, **params) returning valid "
+                                   "inputs for one configuration (params: the factory's arguments, config included)")
+    return kernel.example_inputs()
+
+
+def _estimate(kernel, peaks, inputs=None, params=None, name="kernel"):
     """(estimate in seconds or None, detail) of a compiled kernel (phase 2): the roofline bound
     against ``peaks`` (see _peaks) on cpu, the simulator's timing model on Ascend."""
     if _C.target_info(kernel.target)["kind"] == "cpu":
         t = kernel._exe.roofline_seconds(*peaks)
         return t, "roofline" if t is not None else "no estimate (non-constant loop bounds)"
-    prof = kernel.profile(*kernel.example_inputs(inputs_seed), functional=False, check=False)
+    prof = kernel.profile(*_timing_inputs(kernel, inputs, params, name), functional=False, check=False)
     return prof["time_us"] * 1e-6, "simulator timing model"
 
 
@@ -169,32 +196,33 @@ def _quiet_worker():
     log._PROGRESS = False
 
 
-def _compile_task(module, qualname, args, kwargs, cfg, target, peaks):
+def _compile_task(module, qualname, args, kwargs, cfg, target, peaks, inputs, params):
     """Phase 1 on a worker: compile one configuration and estimate it. Returns
     ("ok", estimate_s, detail) or ("dropped", reason)."""
     _quiet_worker()
-    return _compile_config(_resolve(module, qualname), args, kwargs, cfg, target, peaks)
+    return _compile_config(_resolve(module, qualname), args, kwargs, cfg, target, peaks, inputs, params)
 
 
-def _compile_config(factory, args, kwargs, cfg, target, peaks):
+def _compile_config(factory, args, kwargs, cfg, target, peaks, inputs, params):
     try:
         kernel = factory(*args, **kwargs, **cfg, target=target)
-        est, detail = _estimate(kernel, peaks)
     except TilewrightError as e:
         return ("dropped", e.message.splitlines()[0])
+    # not a reason to drop one configuration: no valid inputs (_timing_inputs) fails them all
+    est, detail = _estimate(kernel, peaks, inputs, params, getattr(factory, "__name__", "kernel"))
     return ("ok", est, detail)
 
 
-def _time_task(module, qualname, args, kwargs, cfg, target, warmup, rep):
+def _time_task(module, qualname, args, kwargs, cfg, target, warmup, rep, inputs, params):
     """Phase 3 on a worker (simulated targets): the checked simulation's time in ms."""
     _quiet_worker()
-    return _time_config(_resolve(module, qualname), args, kwargs, cfg, target, warmup, rep)
+    return _time_config(_resolve(module, qualname), args, kwargs, cfg, target, warmup, rep, inputs, params)
 
 
-def _time_config(factory, args, kwargs, cfg, target, warmup, rep):
+def _time_config(factory, args, kwargs, cfg, target, warmup, rep, inputs, params):
     from .benchmark import do_bench
     kernel = factory(*args, **kwargs, **cfg, target=target)
-    inputs = kernel.example_inputs()
+    inputs = _timing_inputs(kernel, inputs, params, getattr(factory, "__name__", "kernel"))
     prof = kernel.profile(*inputs)
     if prof["reports"]:
         return ("dropped", "simulator checker: " + prof["reports"][0].splitlines()[0])
@@ -218,7 +246,7 @@ class Autotuner:
     """The object ``@tw.autotune`` returns. Calling it returns the best :class:`~tilewright.Kernel`
     for the arguments; ``best_config`` and ``report`` describe the last sweep."""
 
-    def __init__(self, fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose):
+    def __init__(self, fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose, inputs=None):
         if not configs:
             raise TilewrightError("@tw.autotune needs at least one configuration", hint="configs=[tw.Config(block_M=64), ...]")
         if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Iterable):
@@ -240,6 +268,9 @@ class Autotuner:
         if executor is not None and executor != "inline" and not callable(getattr(executor, "submit", None)):
             raise TilewrightError(f"@tw.autotune: executor {executor!r} is not a concurrent.futures.Executor",
                                   hint="pass an Executor, \"inline\", or None for local processes")
+        if inputs is not None and not callable(inputs):
+            raise TilewrightError(f"@tw.autotune: inputs {inputs!r} is not callable",
+                                  hint="inputs=fn with fn(kernel, **params) returning the kernel's inputs")
         if not hasattr(fn, "_tw_jit_cache") and "target" not in _parameters(fn):
             raise TilewrightError(f"@tw.autotune decorates a @tw.jit kernel factory, got {fn!r}",
                                   hint="put @tw.autotune(...) above @tw.jit(...)")
@@ -247,6 +278,7 @@ class Autotuner:
         self.configs = [c if isinstance(c, Config) else Config(**c) for c in configs]
         self.key = list(key)
         self.prune = prune
+        self.inputs = inputs
         self.executor = executor
         self.warmup, self.rep = warmup, rep
         self.prune_factor = prune_factor
@@ -277,6 +309,12 @@ class Autotuner:
         bound = self._signature.bind_partial(*args, **kwargs)
         names = self.key or list(bound.arguments)
         return {n: bound.arguments.get(n, self._signature.parameters[n].default) for n in names}
+
+    def _params(self, args, kwargs, cfg):
+        """The factory's arguments for one configuration (``inputs=`` gets them)."""
+        bound = self._signature.bind_partial(*args, **{**kwargs, **cfg})
+        bound.apply_defaults()
+        return dict(bound.arguments)
 
     def _store_path(self, key_values, target):
         text = json.dumps({"kernel": f"{self._module}:{self._qualname}", "key": {k: repr(v) for k, v in key_values.items()},
@@ -351,8 +389,18 @@ class Autotuner:
             functools.partial(_compile_task, self._module, self._qualname)
         time_fn = functools.partial(_time_config, self.fn) if here else \
             functools.partial(_time_task, self._module, self._qualname)
+        if not here and simulated and self.inputs is not None:  # cpu workers only compile
+            import pickle
+            try:
+                pickle.dumps(self.inputs)
+            except Exception as e:  # noqa: BLE001 - any pickling failure: the same advice
+                raise TilewrightError(f"autotune '{self.__name__}': inputs={self.inputs!r} cannot be sent to the "
+                                      f"executor's workers ({type(e).__name__}: {e})",
+                                      hint="define it at the top level of a module (workers import it by name), "
+                                           "or tune with executor=\"inline\"") from None
         try:
-            futs = [ex.submit(compile_fn, args, kwargs, dict(c), target, peaks) for c in configs]
+            futs = [ex.submit(compile_fn, args, kwargs, dict(c), target, peaks, self.inputs if simulated else None,
+                              self._params(args, kwargs, c)) for c in configs]
             for r, f in zip(report, futs):
                 res = f.result()
                 if res[0] == "dropped":
@@ -370,8 +418,8 @@ class Autotuner:
                     self._line(report, r, simulated)
             todo = [r for r in report if r["status"] == "compiled"]
             if simulated:
-                futs = [ex.submit(time_fn, args, kwargs, dict(r["config"]), target, self.warmup, self.rep)
-                        for r in todo]
+                futs = [ex.submit(time_fn, args, kwargs, dict(r["config"]), target, self.warmup, self.rep,
+                                  self.inputs, self._params(args, kwargs, r["config"])) for r in todo]
                 for r, f in zip(todo, futs):
                     res = f.result()
                     if res[0] == "dropped":
@@ -386,7 +434,7 @@ class Autotuner:
             from .benchmark import do_bench
             for r in todo:
                 kernel = self.fn(*args, **kwargs, **r["config"], target=target)
-                inputs = kernel.example_inputs()
+                inputs = _timing_inputs(kernel, self.inputs, self._params(args, kwargs, r["config"]), self.__name__)
                 r.update(status="timed", ms=do_bench(lambda: kernel(*inputs), warmup=self.warmup, rep=self.rep,
                                                      return_mode="median"))
                 self._line(report, r, simulated)
@@ -453,14 +501,17 @@ def _parameters(fn):
         return {}
 
 
-def autotune(configs, key=(), prune=None, executor=None, warmup=25, rep=100, prune_factor=2.0, verbose=True):
+def autotune(configs, key=(), prune=None, executor=None, warmup=25, rep=100, prune_factor=2.0, verbose=True,
+             inputs=None):
     """Decorates a ``@tw.jit`` factory (see the module docstring). ``configs``: a list of
     :class:`Config` (or dicts) of factory keyword arguments; ``key``: the factory parameters whose
     values start a new sweep (default: all arguments of the call); ``prune``: optional
     ``prune(configs, **key_args) -> configs``; ``executor``: a ``concurrent.futures.Executor``
     (e.g. ``dask.distributed.Client(...).get_executor()``), ``"inline"`` for none, default local
     processes; ``warmup``/``rep``: :func:`tilewright.do_bench` budgets in ms; ``prune_factor``:
-    roofline pruning threshold."""
+    roofline pruning threshold; ``inputs``: optional ``inputs(kernel, **params) -> tuple`` of the
+    kernel's inputs to time on (``params``: the factory's arguments, configuration included;
+    needed when the kernel has an int32 / int64 input, e.g. a block table)."""
     def deco(fn):
-        return Autotuner(fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose)
+        return Autotuner(fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose, inputs)
     return deco

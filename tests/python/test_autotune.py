@@ -142,3 +142,51 @@ def test_cli_tune_plot(fresh_tuner, tmp_path):
     png = tmp_path / "roofline.png"
     assert main(["tune", "tune_kernels:matmul", "128", "128", "128", "--target", "ascend910b", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# A kernel with int32 inputs read as indices (examples/masked_attention.py's block tables): random
+# example inputs would read outside its tensors (h-hunt8: SIGSEGV), so the tuner refuses them and
+# times on `inputs(kernel, **params)`, which gets each configuration's arguments (the tables depend
+# on block_M / block_N). cpu and ascend910b (the simulator's estimate and checked timing use them).
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_inputs_callable_for_a_kernel_with_index_tables(fresh_tuner, target):
+    import masked_attention as ma
+    configs = [tw.Config(block_M=16, block_N=16), tw.Config(block_M=32, block_N=16)]
+    args = (1, 2, 1, 33, 40, 16, "BHSD", True, None, "bool", False)
+    refused = tw.autotune(configs=configs, executor="inline", verbose=False)(ma.attention_prefill)
+    with pytest.raises(tw.TilewrightError, match="'Blocks', 'KvPos', 'KvIdx', 'Bands', 'KvLen' are integer") as e:
+        refused.tune(*args, target=target)
+    assert "inputs=fn" in e.value.hint
+    seen = []
+
+    def inputs(kernel, **params):
+        seen.append(params)
+        return ma.tune_inputs(kernel, **params)
+    tuner = tw.autotune(configs=configs, executor="inline", verbose=False, inputs=inputs)(ma.attention_prefill)
+    best = tuner.tune(*args, target=target)
+    assert [r["status"] for r in tuner.report] == ["timed", "timed"]
+    assert {(p["block_M"], p["block_N"]) for p in seen} == {(16, 16), (32, 16)}
+    assert all(p["seq_q"] == 33 and p["causal"] is True and p["dtype"] == "float32" for p in seen)
+    q, k, v, mask, *tables, lens = ma.prefill_args(*args[:6], mask="bool", target=target, **best)
+    out = tuner(*args, target=target)(q, k, v, mask, *tables, lens)
+    assert_close = tw.testing.assert_close
+    assert_close(out, ma.reference(q, k, v, ma.visibility(33, 40, causal=True, mask=mask)))
+
+
+def test_inputs_must_be_callable_and_picklable_for_worker_processes(fresh_tuner):
+    with pytest.raises(tw.TilewrightError, match="inputs 3 is not callable"):
+        tw.autotune(configs=tune_kernels.add_one.configs, inputs=3)(tune_kernels.add_one.fn)
+    with cf.ProcessPoolExecutor(1) as ex:
+        tuner = tw.autotune(configs=tune_kernels.add_one.configs, executor=ex, verbose=False,
+                            inputs=lambda kernel, **p: kernel.example_inputs())(tune_kernels.add_one.fn)
+        with pytest.raises(tw.TilewrightError, match="cannot be sent to the executor's workers") as e:
+            tuner.tune(4096, target="ascend910b")
+    assert "top level" in e.value.hint
+    # on cpu the workers only compile: the lambda stays in this process
+    calls = []
+    with cf.ProcessPoolExecutor(1) as ex:
+        tuner = tw.autotune(configs=[tw.Config(block=64), tw.Config(block=256)], executor=ex, verbose=False,
+                            inputs=lambda kernel, **p: calls.append(p["block"]) or kernel.example_inputs())(
+            tune_kernels.add_one.fn)
+        tuner.tune(1000)
+    assert sorted(calls) == [64, 256]

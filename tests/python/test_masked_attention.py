@@ -222,3 +222,22 @@ def test_mask_tensor_block_classes_mixed(mask, sq, skv, target):
         assert (out[:, :, dark] == 0).all()
     ref = ma.reference(q, k, v, vis, None if mask == "bool" else np.where(vis, m, 0).astype(np.float64))
     assert_close(out, ref)
+
+
+# A sliding window with a mask tensor when seq_q > seq_kv (h-hunt8's find, fixed by h-maskfix8): a
+# query block wholly past the keys' window starts its key loop at lo = hi (no key: output 0), with
+# causal too; bool and additive masks, cpu and ascend910b against float64.
+@pytest.mark.parametrize("sq,skv,window,causal", [(33, 16, 1, False), (40, 17, 3, True), (65, 2, 33, False),
+                                                  (17, 1, 1, True)])
+@pytest.mark.parametrize("mask", ["bool", "additive"])
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_window_with_a_mask_tensor_and_more_queries_than_keys(sq, skv, window, causal, mask, target):
+    out, ref = ma.run(1, 2, 1, sq, skv, 16, window=window, causal=causal, mask=mask, target=target, **SMALL)
+    assert_close(out, ref)
+
+
+def test_varlen_with_every_sequence_empty_is_a_located_error():
+    import tilewright as tw
+    with pytest.raises(tw.TilewrightError, match="every sequence is empty") as e:
+        ma.varlen_attention(0, 3, 2, 1, 16, 0)
+    assert e.value.file == __file__ and "skip the call" in e.value.hint
