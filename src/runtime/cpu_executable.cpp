@@ -126,13 +126,12 @@ DiskCache& disk_cache() {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, std::string so_path, bool from_cache,
-                const std::string& symbol)
+  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, const SharedObject& so, const std::string& symbol)
       : source_(std::move(lowered.source)),
       tile_bytes_(lowered.tile_bytes),
-      so_path_(std::move(so_path)),
-      from_cache_(from_cache),
-      lib_(so_path_) {
+      so_path_(so.path),
+      from_cache_(so.from_cache),
+      lib_(so.load()) {
     kernel_ = lowered.kernel;
     target_ = target;
     stages_ = std::move(lowered.stages);
@@ -263,6 +262,14 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   return lib;
 }
 
+// The entry just published, verified through the descriptor the caller loads it by. Another
+// process may evict it at once (a cache far too small for its kernels): an error saying so.
+DiskCache::Verified published(const std::string& key, const std::string& name) {
+  if (auto hit = disk_cache().lookup_open(key, name)) return std::move(*hit);
+  throw std::runtime_error("the cache entry '" + disk_cache().entry_dir(key) + "' was evicted by another process "
+                           "before it could be loaded; raise TW_CACHE_MAX_BYTES");
+}
+
 void log_lock_timeout(const std::string& what) {
   log(LogLevel::warning, "another process has held the cache's lock on " + what + " for " +
                              std::to_string(DiskCache::kLockWait.count() / 1000) +
@@ -273,7 +280,7 @@ void log_lock_timeout(const std::string& what) {
 // like a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built
 // once across processes under the key's lock); with the cache disabled, built once per process
 // in the private work directory.
-std::string runtime_library_path(const std::string& arch) {
+SharedObject runtime_library(const std::string& arch) {
   const std::string key = runtime_library_key(arch), name = gemm_runtime_soname(arch);
   if (support::env().cache_disabled) {
     static std::mutex mu;
@@ -281,18 +288,25 @@ std::string runtime_library_path(const std::string& arch) {
     std::lock_guard<std::mutex> g(mu);
     std::string& path = paths[arch];
     if (path.empty() || !fs::exists(path)) path = build_runtime_library(key, arch);
-    return path;
+    return {path, false, false, std::nullopt};
   }
-  if (auto hit = disk_cache().lookup(key, name)) return *hit;
-  DiskCache::KeyLock lock = disk_cache().lock(key);
-  if (!lock.held()) log_lock_timeout("the gemm runtime library");
-  if (auto hit = disk_cache().lookup(key, name)) return *hit;
-  if (support::frozen())
-    throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
-                    "building it now is refused", {},
-                    "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
-                    "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
-  return disk_cache().publish(key, name, build_runtime_library(key, arch));
+  auto hit = disk_cache().lookup_open(key, name);
+  if (!hit) {
+    DiskCache::KeyLock lock = disk_cache().lock(key);
+    if (!lock.held()) log_lock_timeout("the gemm runtime library");
+    hit = disk_cache().lookup_open(key, name);
+    if (!hit) {
+      if (support::frozen())
+        throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
+                        "building it now is refused", {},
+                        "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
+                        "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
+      disk_cache().publish(key, name, build_runtime_library(key, arch));
+      hit = published(key, name);
+    }
+  }
+  const std::string path = hit->path();
+  return {path, true, false, std::move(hit)};
 }
 
 // Loads the runtime library of this process's architecture (TW_CPU_ARCH) into it once (right
@@ -305,20 +319,20 @@ std::string load_runtime_library() {
   static std::mutex mu;
   static SharedLibrary* loaded = nullptr;  // never unloaded: kernels may run until exit
   require_runs_here(cpu_arch(), {});
-  const std::string path = runtime_library_path(cpu_arch());
+  const SharedObject lib = runtime_library(cpu_arch());
   std::lock_guard<std::mutex> g(mu);
   if (!loaded) {
-    loaded = new SharedLibrary(path);
+    loaded = new SharedLibrary(lib.load());
     configure_gemm_runtime(*loaded);
     g_runtime_loaded = true;
   }
-  return path;
+  return lib.path;
 }
 
 // The runtime library a kernel for `arch` links against: this process's, loaded, or (an export
 // for another architecture) only built.
 std::string runtime_library_for(const std::string& arch) {
-  return arch == cpu_arch() ? load_runtime_library() : runtime_library_path(arch);
+  return arch == cpu_arch() ? load_runtime_library() : runtime_library(arch).path;
 }
 
 std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
@@ -406,28 +420,33 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
   const std::string key = cache_key(source, arch);
   const bool use_disk = !support::env().cache_disabled;
   try {
-    std::optional<std::string> path;
+    std::optional<DiskCache::Verified> hit;
     std::optional<DiskCache::KeyLock> key_lock;
     if (use_disk) {
-      path = disk_cache().lookup(key, "kernel.so");
-      if (!path) {  // another process may be compiling this key: wait for it, then look again
+      hit = disk_cache().lookup_open(key, "kernel.so");
+      if (!hit) {  // another process may be compiling this key: wait for it, then look again
         key_lock.emplace(disk_cache().lock(key));
         if (!key_lock->held()) log_lock_timeout(what);
-        path = disk_cache().lookup(key, "kernel.so");
+        hit = disk_cache().lookup_open(key, "kernel.so");
       }
     }
     log(LogLevel::debug, what + " key " + key.substr(0, 16) + ": " +
-                             (path ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled")));
-    if (path) return {*path, true, false};
+                             (hit ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled")));
+    if (hit) {
+      const std::string path = hit->path();
+      return {path, true, false, std::move(hit)};
+    }
     if (support::frozen())
       throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
                       "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
                       "tw.freeze() / TW_FROZEN=1");
     std::string so = compile_source(source, what, span, key, arch);
-    if (!use_disk) return {so, false, true};
-    std::string published = disk_cache().publish(key, "kernel.so", so);
+    if (!use_disk) return {so, false, true, std::nullopt};
+    disk_cache().publish(key, "kernel.so", so);
     fs::remove(so);
-    return {published, false, false};
+    DiskCache::Verified fresh = published(key, "kernel.so");
+    const std::string path = fresh.path();
+    return {path, false, false, std::move(fresh)};
   } catch (const ir::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -468,7 +487,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   }
   std::shared_ptr<CpuExecutable> exe;
   try {
-    exe = std::make_shared<CpuExecutable>(lowered, target.name, so.path, so.from_cache, symbol);
+    exe = std::make_shared<CpuExecutable>(lowered, target.name, so, symbol);
   } catch (const std::exception& e) {
     if (!so.from_cache) throw;
     // Verified against its key, but it does not load (e.g. written by an incompatible build):
@@ -480,7 +499,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
       environment_error(what, kernel->span, e2);
     }
     so = shared_object(source, what, kernel->span);
-    exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so.path, so.from_cache, symbol);
+    exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so, symbol);
   }
   if (so.temporary) fs::remove(so.path);  // the mapping stays valid after unlink
   memory_cache().put(memory_key, exe);
