@@ -119,9 +119,10 @@ MemoryCache& memory_cache() {
 
 std::atomic<int64_t> g_loaded_kernels{0};
 
+// Never destroyed: a thread may still compile while the process exits (a daemon thread).
 DiskCache& disk_cache() {
-  static DiskCache cache((work_root() / "kernels").string(), support::env().cache_max_bytes);
-  return cache;
+  static DiskCache* cache = new DiskCache((work_root() / "kernels").string(), support::env().cache_max_bytes);
+  return *cache;
 }
 
 class CpuExecutable final : public Executable {
@@ -246,12 +247,32 @@ void log_compile(const CompileResult& r, const std::string& what, std::chrono::s
   log(LogLevel::debug, "compiler command: " + cmd);
 }
 
+// The directory of compile temporaries (work_root()/tmp, private). A process killed while it
+// compiles (SIGTERM, SIGKILL: nothing unwinds to remove them) leaves its source and a partial
+// library there: files older than an hour (no compile takes that long) are removed, once per
+// process, the first time it compiles.
+fs::path temporaries_dir() {
+  const fs::path tmp = work_root() / "tmp";
+  ensure_private_dir(tmp.string(), "temporary directory");
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const auto now = fs::file_time_type::clock::now();
+    std::error_code ec;
+    for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code e2;
+      if (!it->is_regular_file(e2) || it->is_symlink(e2)) continue;
+      const auto t = fs::last_write_time(it->path(), e2);
+      if (!e2 && now - t > std::chrono::hours(1)) fs::remove(it->path(), e2);
+    }
+  });
+  return tmp;
+}
+
 // Compiles the runtime library from the header directory (verified right before the compiler
 // reads it) into work_root()/tmp.
 std::string build_runtime_library(const std::string& key, const std::string& arch) {
   const std::string include_dir = cpu_include_dir();
-  fs::path tmp = work_root() / "tmp";
-  ensure_private_dir(tmp.string(), "temporary directory");
+  const fs::path tmp = temporaries_dir();
   const std::string lib = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".so")).string();
   const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
   const std::string what = "the gemm runtime library (first compile with this compiler and CPU)";
@@ -337,8 +358,7 @@ std::string runtime_library_for(const std::string& arch) {
 
 std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
                            const std::string& key, const std::string& arch) {
-  fs::path tmp = work_root() / "tmp";
-  ensure_private_dir(tmp.string(), "temporary directory");
+  const fs::path tmp = temporaries_dir();
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
   // Removes the generated source if anything below fails (a full disk while the headers are
