@@ -233,3 +233,25 @@ def test_compile_temporaries_of_killed_processes_are_removed(tmp_path):
     p = _run(tmp_path, "check(scale(5.0), 5.0)")
     assert p.returncode == 0, p.stderr[-2000:]
     assert sorted(f.name for f in tmp.iterdir()) == ["young.cpp"]
+
+
+def test_ctrl_c_to_the_process_group_during_a_compile(tmp_path):
+    """Ctrl-C in a terminal reaches the compiler too, which dies, and the compile fails; the
+    KeyboardInterrupt then fired while that error was being made into a TilewrightError, which
+    nanobind reported as a RuntimeError wrapping the traceback. It is a KeyboardInterrupt."""
+    p = _start(tmp_path, COMPILE_ONE, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "compiling"
+        import time
+        tmp = tmp_path / "cache" / "tmp"
+        deadline = time.monotonic() + 60
+        while not (tmp.is_dir() and any(tmp.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the source is written: the compiler is about to run
+        time.sleep(0.05)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert "done" not in out, (out, err[-2000:])
+    assert err.rstrip().endswith("KeyboardInterrupt"), err[-2000:]
+    assert "RuntimeError" not in err and "Exception ignored" not in err, err[-2000:]
