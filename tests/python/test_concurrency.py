@@ -255,3 +255,38 @@ def test_ctrl_c_to_the_process_group_during_a_compile(tmp_path):
     assert "done" not in out, (out, err[-2000:])
     assert err.rstrip().endswith("KeyboardInterrupt"), err[-2000:]
     assert "RuntimeError" not in err and "Exception ignored" not in err, err[-2000:]
+
+
+def test_fork_while_other_threads_run_kernels(tmp_path):
+    """fork() while other threads are inside kernel calls: the launch lock, held by a thread that
+    does not exist in the child, was copied held, and the child's first call hung (9 of 12 forks).
+    The child makes the launch locks afresh."""
+    body = """
+        import signal
+        k = scale(2.0)
+        s = slow(n=1 << 20, reps=32)
+        ones = np.ones(1 << 20, np.float32)
+        want = s(ones)
+        stop = False
+        def calls():
+            while not stop:
+                s(ones); check(k, 2.0)
+        ts = [threading.Thread(target=calls) for _ in range(2)]
+        [t.start() for t in ts]
+        statuses = []
+        for _ in range(6):
+            time.sleep(0.2)
+            pid = os.fork()
+            if pid == 0:
+                signal.alarm(30)  # a hang ends as SIGALRM (status 14)
+                ok = np.array_equal(s(ones), want)
+                check(k, 2.0)
+                os._exit(0 if ok else 3)
+            statuses.append(os.waitpid(pid, 0)[1])
+        stop = True
+        [t.join() for t in ts]
+        print("statuses", statuses)
+    """
+    p = _run(tmp_path, body, env_update={"TW_NUM_THREADS": "2"}, timeout=400)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "statuses [0, 0, 0, 0, 0, 0]", p.stdout
