@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -374,6 +375,19 @@ struct LoadedLibraries {
     std::set<std::pair<ElfW(Addr), std::string>> loaded;  // every library: address, first name
 };
 
+// Never destroyed; made afresh in a forked child (held by another thread of the parent at the
+// fork, it would be held forever there).
+std::mutex* g_loader_mutex = nullptr;
+
+std::mutex& loader_mutex() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        g_loader_mutex = new std::mutex();
+        pthread_atfork(nullptr, nullptr, [] { g_loader_mutex = new std::mutex(); });
+    });
+    return *g_loader_mutex;
+}
+
 int note_library(struct dl_phdr_info* info, size_t, void* data) {
     auto* libs = static_cast<LoadedLibraries*>(data);
     const char* name = info->dlpi_name ? info->dlpi_name : "";
@@ -396,10 +410,10 @@ SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
                                  " (Tilewright loads verified libraries through /proc/self/fd: mount /proc)");
     if (::fstat(fd, &st) != 0)
         throw std::runtime_error("cannot load '" + path + "': fstat: " + std::strerror(errno));
-    // One load at a time: the names in use are read, one chosen and loaded under this lock.
-    static std::mutex mu;
+    // One load at a time, and no unload meanwhile (close() takes this lock too): the names in
+    // use are read, one chosen and loaded under it, and a library found loaded stays loaded.
     static auto* names = new std::vector<FdName>();  // never destroyed: loads may follow static destructors
-    std::lock_guard<std::mutex> g(mu);
+    std::lock_guard<std::mutex> g(loader_mutex());
     LoadedLibraries libs;
     dl_iterate_phdr(note_library, &libs);
     names->erase(std::remove_if(names->begin(), names->end(),
@@ -417,7 +431,9 @@ SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
         struct link_map* lm = nullptr;
         if (dlinfo(lib.handle_, RTLD_DI_LINKMAP, &lm) != 0 || !lm) {
             const char* e = dlerror();
-            throw std::runtime_error("cannot load shared library '" + path + "': dlinfo: " + (e ? e : "no link map"));
+            const std::string why = e ? e : "no link map";
+            dlclose(std::exchange(lib.handle_, nullptr));  // not close(): the lock is held here
+            throw std::runtime_error("cannot load shared library '" + path + "': dlinfo: " + why);
         }
         return std::make_pair(std::move(lib), lm);
     };
@@ -426,7 +442,10 @@ SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
     for (const auto& a : *names)
         if (a.dev == st.st_dev && a.ino == st.st_ino) {
             auto [lib, lm] = open_as(kFdPrefix + std::to_string(a.n));
-            if (lm->l_addr != a.addr) throw std::runtime_error("cannot load '" + path + "': glibc gave another library");
+            if (lm->l_addr != a.addr || a.holder != (lm->l_name ? lm->l_name : "")) {
+                dlclose(std::exchange(lib.handle_, nullptr));
+                throw std::runtime_error("cannot load '" + path + "': glibc gave another library");
+            }
             return std::move(lib);
         }
     std::set<long> taken = std::move(libs.fd_names);
@@ -469,6 +488,7 @@ SharedLibrary& SharedLibrary::operator=(SharedLibrary&& o) noexcept {
 
 void SharedLibrary::close() {
     if (handle_) {
+        std::lock_guard<std::mutex> g(loader_mutex());  // not while from_fd looks at what is loaded
         dlclose(handle_);
         handle_ = nullptr;
     }
