@@ -13,7 +13,9 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <cxxabi.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -44,6 +46,52 @@ namespace nb = nanobind;
 using namespace tw;
 
 namespace {
+
+// Taking the GIL back in a daemon thread while the interpreter finalizes makes CPython (3.11,
+// 3.12) end that thread with pthread_exit(), whose forced unwind cannot cross nanobind's
+// dispatch (which catches everything) or a noexcept frame: a kernel call or a compile that
+// ended in a daemon thread while the process exited aborted it ("terminate called without an
+// active exception", SIGABRT). Such a thread is parked instead, holding nothing (what CPython
+// 3.14 does with daemon threads at exit); the process is ending and takes it along.
+[[noreturn]] void park_forever() {
+  for (;;) pause();
+}
+
+// nb::gil_scoped_release, except that taking the GIL back survives finalization (above).
+class ReleaseGil {
+ public:
+  ReleaseGil() : state_(PyEval_SaveThread()) {}
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+  ~ReleaseGil() {
+    try {
+      PyEval_RestoreThread(state_);
+    } catch (abi::__forced_unwind&) {
+      park_forever();
+    }
+  }
+
+ private:
+  PyThreadState* state_;
+};
+
+// nb::gil_scoped_acquire, likewise (the log sink, called from threads that compile).
+class AcquireGil {
+ public:
+  AcquireGil() {
+    try {
+      state_ = PyGILState_Ensure();
+    } catch (abi::__forced_unwind&) {
+      park_forever();
+    }
+  }
+  AcquireGil(const AcquireGil&) = delete;
+  AcquireGil& operator=(const AcquireGil&) = delete;
+  ~AcquireGil() { PyGILState_Release(state_); }
+
+ private:
+  PyGILState_STATE state_;
+};
 
 std::optional<ir::DType> from_dlpack(nb::dlpack::dtype t) {
   using C = nb::dlpack::dtype_code;
@@ -309,7 +357,7 @@ nb::list call(const Executable& exe, nb::args args) {
   Prepared p;
   prepare(exe, args, p);
   {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     exe.launch(p.inputs, p.out_ptrs, p.binding);
   }
   return p.outs;
@@ -327,7 +375,7 @@ nb::tuple simulate(const Executable& exe, nb::list args, bool functional, bool c
   prepare(exe, args, p);
   std::shared_ptr<const ascend::sim::Result> r;
   {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     r = ascend->simulate(p.inputs, p.out_ptrs, p.binding, ascend::sim::Options{functional, check, trace, 64});
   }
   nb::dict d;
@@ -475,7 +523,7 @@ void bind_runtime(nb::module_& m) {
   // The GIL is released while lowering and running the host compiler, so other Python threads
   // (progress lines, tw.precompile's parallel compiles) keep running during a compile.
   m.def("compile", &tw::compile, nb::arg("kernel"), nb::arg("target") = "cpu",
-        nb::call_guard<nb::gil_scoped_release>(),  // kernels compile in parallel from threads (tw.precompile)
+        nb::call_guard<ReleaseGil>(),  // kernels compile in parallel from threads (tw.precompile)
         "Compile a Tile IR kernel for a target; identical requests share one executable.");
   m.def("cache_info", [] {
     runtime::CpuCacheInfo c = runtime::cpu_cache_info();
@@ -502,11 +550,15 @@ void bind_runtime(nb::module_& m) {
     auto holder = std::make_shared<nb::object>(fn);
     runtime::set_log_sink([holder](runtime::LogLevel level, const std::string& msg) {
       if (!Py_IsInitialized()) return;
-      nb::gil_scoped_acquire gil;
+      AcquireGil gil;
       try {
         (*holder)(static_cast<int>(level), msg);
       } catch (nb::python_error& e) {
-        e.discard_as_unraisable("tilewright log sink");
+        // A signal handled while the sink ran (Ctrl-C during a compile: the sink is the only
+        // Python code a compile runs) must not be lost with the sink's error: raised again once
+        // the compile returns to Python.
+        if (e.matches(PyExc_KeyboardInterrupt)) PyErr_SetInterrupt();
+        else e.discard_as_unraisable("tilewright log sink");
       }
     });
   }, nb::arg("fn").none(), "Route runtime log lines to fn(level, message) (None: stderr when TW_VERBOSE).");
@@ -555,7 +607,7 @@ void bind_runtime(nb::module_& m) {
            const std::string& name, const std::string& cpu_arch) {
           runtime::ExportResult r;
           {
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             r = runtime::export_artifact(kernels, dir, name, cpu_arch);
           }
           return std::make_pair(r.files, r.library_from_cache);

@@ -17,10 +17,17 @@ NB_MODULE(_C, m) {
     try {
       std::rethrow_exception(p);
     } catch (const tw::ir::Error& e) {
-      nb::object cls = nb::module_::import_("tilewright.errors").attr("TilewrightError");
-      const auto& s = e.span();
-      nb::object err = cls(e.message(), s.file, s.line, s.col, e.hint());
-      PyErr_SetObject(cls.ptr(), err.ptr());
+      try {
+        nb::object cls = nb::module_::import_("tilewright.errors").attr("TilewrightError");
+        const auto& s = e.span();
+        nb::object err = cls(e.message(), s.file, s.line, s.col, e.hint());
+        PyErr_SetObject(cls.ptr(), err.ptr());
+      } catch (nb::python_error& pe) {
+        // Python code raised while the error was being made: a signal's KeyboardInterrupt (Ctrl-C
+        // reached the compiler too, whose death is the error), a MemoryError. That is what the
+        // caller sees, not nanobind's RuntimeError wrapping its traceback.
+        pe.restore();
+      }
     }
   });
   nb::module_ ir = m.def_submodule("ir", "Tile IR builder");

@@ -213,7 +213,8 @@ static ExportResult write_artifact(const std::vector<std::shared_ptr<const Execu
     m.library = "lib" + name + ".so";
     fs::path lib = d / m.library;
     try {
-      copy_into(so.path, lib, temps);
+      // Copied from the descriptor its bytes were verified through (a cache hit), not by its path.
+      copy_into(so.verified ? "/proc/self/fd/" + std::to_string(so.verified->fd()) : so.path, lib, temps);
     } catch (...) {
       std::error_code rm;
       if (so.temporary) fs::remove(so.path, rm);

@@ -39,11 +39,8 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// A library loaded through the open descriptor of the file that was verified. The descriptor
-// stays open while the library is loaded: glibc knows a library loaded as /proc/self/fd/<n> by
-// that name, and a dlopen of the same name returns the library already loaded, so the number
-// must not be reused meanwhile (and a number whose name is held by a library that was never
-// unmapped is skipped when loading).
+// A library loaded through the open descriptor of the file that was verified
+// (SharedLibrary::from_fd); the descriptor is closed with it.
 struct VerifiedLibrary {
   runtime::SharedLibrary lib;
   int fd = -1;
@@ -84,20 +81,8 @@ std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const run
                     {}, kReexport);
   if (sha256) *sha256 = digest;
   try {
-    for (int tries = 0;; ++tries) {
-      const std::string path = "/proc/self/fd/" + std::to_string(v->fd);
-      void* stale = dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
-      if (!stale) {
-        v->lib = runtime::SharedLibrary(path);
-        return v;
-      }
-      dlclose(stale);  // a library that stayed mapped holds this name: move to another number
-      int moved = ::fcntl(v->fd, F_DUPFD_CLOEXEC, v->fd + 1);
-      if (moved < 0 || tries == 1024)
-        throw std::runtime_error(std::string("no free descriptor to load it through: ") + std::strerror(errno));
-      ::close(v->fd);
-      v->fd = moved;
-    }
+    v->lib = runtime::SharedLibrary::from_fd(v->fd, so);
+    return v;
   } catch (const std::exception& e) {
     throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
   }

@@ -119,20 +119,20 @@ MemoryCache& memory_cache() {
 
 std::atomic<int64_t> g_loaded_kernels{0};
 
+// Never destroyed: a thread may still compile while the process exits (a daemon thread).
 DiskCache& disk_cache() {
-  static DiskCache cache((work_root() / "kernels").string(), support::env().cache_max_bytes);
-  return cache;
+  static DiskCache* cache = new DiskCache((work_root() / "kernels").string(), support::env().cache_max_bytes);
+  return *cache;
 }
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, std::string so_path, bool from_cache,
-                const std::string& symbol)
+  CpuExecutable(cpu::LoweredCpu lowered, const std::string& target, const SharedObject& so, const std::string& symbol)
       : source_(std::move(lowered.source)),
       tile_bytes_(lowered.tile_bytes),
-      so_path_(std::move(so_path)),
-      from_cache_(from_cache),
-      lib_(so_path_) {
+      so_path_(so.path),
+      from_cache_(so.from_cache),
+      lib_(so.load()) {
     kernel_ = lowered.kernel;
     target_ = target;
     stages_ = std::move(lowered.stages);
@@ -247,12 +247,32 @@ void log_compile(const CompileResult& r, const std::string& what, std::chrono::s
   log(LogLevel::debug, "compiler command: " + cmd);
 }
 
+// The directory of compile temporaries (work_root()/tmp, private). A process killed while it
+// compiles (SIGTERM, SIGKILL: nothing unwinds to remove them) leaves its source and a partial
+// library there: files older than an hour (no compile takes that long) are removed, once per
+// process, the first time it compiles.
+fs::path temporaries_dir() {
+  const fs::path tmp = work_root() / "tmp";
+  ensure_private_dir(tmp.string(), "temporary directory");
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const auto now = fs::file_time_type::clock::now();
+    std::error_code ec;
+    for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code e2;
+      if (!it->is_regular_file(e2) || it->is_symlink(e2)) continue;
+      const auto t = fs::last_write_time(it->path(), e2);
+      if (!e2 && now - t > std::chrono::hours(1)) fs::remove(it->path(), e2);
+    }
+  });
+  return tmp;
+}
+
 // Compiles the runtime library from the header directory (verified right before the compiler
 // reads it) into work_root()/tmp.
 std::string build_runtime_library(const std::string& key, const std::string& arch) {
   const std::string include_dir = cpu_include_dir();
-  fs::path tmp = work_root() / "tmp";
-  ensure_private_dir(tmp.string(), "temporary directory");
+  const fs::path tmp = temporaries_dir();
   const std::string lib = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".so")).string();
   const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
   const std::string what = "the gemm runtime library (first compile with this compiler and CPU)";
@@ -261,6 +281,14 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   log_compile(r, what, t0);
   if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib);
   return lib;
+}
+
+// The entry just published, verified through the descriptor the caller loads it by. Another
+// process may evict it at once (a cache far too small for its kernels): an error saying so.
+DiskCache::Verified published(const std::string& key, const std::string& name) {
+  if (auto hit = disk_cache().lookup_open(key, name)) return std::move(*hit);
+  throw std::runtime_error("the cache entry '" + disk_cache().entry_dir(key) + "' was evicted by another process "
+                           "before it could be loaded; raise TW_CACHE_MAX_BYTES");
 }
 
 void log_lock_timeout(const std::string& what) {
@@ -273,7 +301,7 @@ void log_lock_timeout(const std::string& what) {
 // like a kernel's (verified on every lookup: owner, mode, size, sha256 bound to its key; built
 // once across processes under the key's lock); with the cache disabled, built once per process
 // in the private work directory.
-std::string runtime_library_path(const std::string& arch) {
+SharedObject runtime_library(const std::string& arch) {
   const std::string key = runtime_library_key(arch), name = gemm_runtime_soname(arch);
   if (support::env().cache_disabled) {
     static std::mutex mu;
@@ -281,18 +309,25 @@ std::string runtime_library_path(const std::string& arch) {
     std::lock_guard<std::mutex> g(mu);
     std::string& path = paths[arch];
     if (path.empty() || !fs::exists(path)) path = build_runtime_library(key, arch);
-    return path;
+    return {path, false, false, std::nullopt};
   }
-  if (auto hit = disk_cache().lookup(key, name)) return *hit;
-  DiskCache::KeyLock lock = disk_cache().lock(key);
-  if (!lock.held()) log_lock_timeout("the gemm runtime library");
-  if (auto hit = disk_cache().lookup(key, name)) return *hit;
-  if (support::frozen())
-    throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
-                    "building it now is refused", {},
-                    "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
-                    "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
-  return disk_cache().publish(key, name, build_runtime_library(key, arch));
+  auto hit = disk_cache().lookup_open(key, name);
+  if (!hit) {
+    DiskCache::KeyLock lock = disk_cache().lock(key);
+    if (!lock.held()) log_lock_timeout("the gemm runtime library");
+    hit = disk_cache().lookup_open(key, name);
+    if (!hit) {
+      if (support::frozen())
+        throw ir::Error("the kernel cache is frozen, but the gemm runtime library is not in it (evicted or damaged): "
+                        "building it now is refused", {},
+                        "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
+                        "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
+      disk_cache().publish(key, name, build_runtime_library(key, arch));
+      hit = published(key, name);
+    }
+  }
+  const std::string path = hit->path();
+  return {path, true, false, std::move(hit)};
 }
 
 // Loads the runtime library of this process's architecture (TW_CPU_ARCH) into it once (right
@@ -305,26 +340,25 @@ std::string load_runtime_library() {
   static std::mutex mu;
   static SharedLibrary* loaded = nullptr;  // never unloaded: kernels may run until exit
   require_runs_here(cpu_arch(), {});
-  const std::string path = runtime_library_path(cpu_arch());
+  const SharedObject lib = runtime_library(cpu_arch());
   std::lock_guard<std::mutex> g(mu);
   if (!loaded) {
-    loaded = new SharedLibrary(path);
+    loaded = new SharedLibrary(lib.load());
     configure_gemm_runtime(*loaded);
     g_runtime_loaded = true;
   }
-  return path;
+  return lib.path;
 }
 
 // The runtime library a kernel for `arch` links against: this process's, loaded, or (an export
 // for another architecture) only built.
 std::string runtime_library_for(const std::string& arch) {
-  return arch == cpu_arch() ? load_runtime_library() : runtime_library_path(arch);
+  return arch == cpu_arch() ? load_runtime_library() : runtime_library(arch).path;
 }
 
 std::string compile_source(const std::string& source, const std::string& what, const ir::Span& span,
                            const std::string& key, const std::string& arch) {
-  fs::path tmp = work_root() / "tmp";
-  ensure_private_dir(tmp.string(), "temporary directory");
+  const fs::path tmp = temporaries_dir();
   std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
   std::string src = stem + ".cpp", so = stem + ".so";
   // Removes the generated source if anything below fails (a full disk while the headers are
@@ -406,28 +440,33 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
   const std::string key = cache_key(source, arch);
   const bool use_disk = !support::env().cache_disabled;
   try {
-    std::optional<std::string> path;
+    std::optional<DiskCache::Verified> hit;
     std::optional<DiskCache::KeyLock> key_lock;
     if (use_disk) {
-      path = disk_cache().lookup(key, "kernel.so");
-      if (!path) {  // another process may be compiling this key: wait for it, then look again
+      hit = disk_cache().lookup_open(key, "kernel.so");
+      if (!hit) {  // another process may be compiling this key: wait for it, then look again
         key_lock.emplace(disk_cache().lock(key));
         if (!key_lock->held()) log_lock_timeout(what);
-        path = disk_cache().lookup(key, "kernel.so");
+        hit = disk_cache().lookup_open(key, "kernel.so");
       }
     }
     log(LogLevel::debug, what + " key " + key.substr(0, 16) + ": " +
-                             (path ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled")));
-    if (path) return {*path, true, false};
+                             (hit ? "disk cache hit" : (use_disk ? "disk cache miss" : "cache disabled")));
+    if (hit) {
+      const std::string path = hit->path();
+      return {path, true, false, std::move(hit)};
+    }
     if (support::frozen())
       throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
                       "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
                       "tw.freeze() / TW_FROZEN=1");
     std::string so = compile_source(source, what, span, key, arch);
-    if (!use_disk) return {so, false, true};
-    std::string published = disk_cache().publish(key, "kernel.so", so);
+    if (!use_disk) return {so, false, true, std::nullopt};
+    disk_cache().publish(key, "kernel.so", so);
     fs::remove(so);
-    return {published, false, false};
+    DiskCache::Verified fresh = published(key, "kernel.so");
+    const std::string path = fresh.path();
+    return {path, false, false, std::move(fresh)};
   } catch (const ir::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -468,7 +507,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   }
   std::shared_ptr<CpuExecutable> exe;
   try {
-    exe = std::make_shared<CpuExecutable>(lowered, target.name, so.path, so.from_cache, symbol);
+    exe = std::make_shared<CpuExecutable>(lowered, target.name, so, symbol);
   } catch (const std::exception& e) {
     if (!so.from_cache) throw;
     // Verified against its key, but it does not load (e.g. written by an incompatible build):
@@ -480,7 +519,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
       environment_error(what, kernel->span, e2);
     }
     so = shared_object(source, what, kernel->span);
-    exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so.path, so.from_cache, symbol);
+    exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so, symbol);
   }
   if (so.temporary) fs::remove(so.path);  // the mapping stays valid after unlink
   memory_cache().put(memory_key, exe);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/disk_cache.h"
 #include "runtime/toolchain.h"
 #include "target/registry.h"
 #include "tilewright/runtime.h"
@@ -64,6 +65,10 @@ struct SharedObject {
   std::string path;
   bool from_cache = false;
   bool temporary = false;  // the disk cache is disabled: the caller removes `path` when done
+  // From the disk cache: the descriptor its bytes were verified through, to load it by
+  // (SharedLibrary::from_fd); empty for a temporary one (compiled by this process, private).
+  std::optional<DiskCache::Verified> verified;
+  SharedLibrary load() const { return verified ? SharedLibrary::from_fd(verified->fd(), path) : SharedLibrary(path); }
 };
 // `what` names the code in messages ("kernel 'x'"); `span` is where errors point. A miss while
 // the cache is frozen (frozen()) is an ir::Error instead of a compile.

@@ -47,9 +47,29 @@ ScalarSlot to_slot(const Arg& a, ir::DType t) {
 // Blocks whose tiles need more than this run on a thread with a large stack, not the caller's.
 constexpr int64_t kCallerStackTileBytes = int64_t(1) << 20;
 
+// The launch lock and BigStackThread's, made afresh in a forked child: fork() copies a mutex as
+// it is, and one held by another thread of the parent (a kernel running while Python forked)
+// would be held forever in the child, whose next call hung. The child has no other thread, so
+// nothing else can hold them there. Never destroyed (the old ones are left behind, as held).
+std::mutex* g_launch_mutex = nullptr;
+std::mutex* g_big_stack_mutex = nullptr;
+
+void make_launch_mutexes() {
+  g_launch_mutex = new std::mutex();
+  g_big_stack_mutex = new std::mutex();
+}
+
+void init_launch_mutexes() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    make_launch_mutexes();
+    pthread_atfork(nullptr, nullptr, make_launch_mutexes);
+  });
+}
+
 std::mutex& launch_mutex() {
-  static std::mutex* m = new std::mutex();  // never destroyed
-  return *m;
+  init_launch_mutexes();
+  return *g_launch_mutex;
 }
 
 // Runs launches whose tiles do not fit the caller's stack: one long-lived thread with the pool
@@ -60,9 +80,9 @@ std::mutex& launch_mutex() {
 class BigStackThread {
  public:
   static BigStackThread& get() {
-    static std::mutex m;
     static BigStackThread* t = nullptr;  // never destroyed (a worker may outlive static destructors)
-    std::lock_guard<std::mutex> g(m);
+    init_launch_mutexes();
+    std::lock_guard<std::mutex> g(*g_big_stack_mutex);
     if (!t || t->pid_ != getpid()) t = new BigStackThread();  // a forked child's copy has no thread
     return *t;
   }

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/log.h"
 #include "support/sha256.h"
 
 namespace fs = std::filesystem;
@@ -235,8 +236,8 @@ void ensure_safe_ancestors(const std::string& dir, const std::string& what, cons
     }
 }
 
-DiskCache::DiskCache(std::string dir, uint64_t max_bytes)
-    : dir_(std::move(dir)), max_bytes_(max_bytes) {
+DiskCache::DiskCache(std::string dir, uint64_t max_bytes, std::chrono::milliseconds usage_wait)
+    : dir_(std::move(dir)), max_bytes_(max_bytes), usage_wait_(usage_wait) {
     while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
     if (dir_.empty()) throw std::invalid_argument("DiskCache: empty cache directory");
     ensure_private_dir(dir_, "cache directory");
@@ -262,10 +263,29 @@ void DiskCache::remove_entry(const std::string& entry) {
     }
 }
 
+DiskCache::Verified& DiskCache::Verified::operator=(Verified&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) close(fd_);
+        path_ = std::move(o.path_);
+        fd_ = o.fd_;
+        o.fd_ = -1;
+    }
+    return *this;
+}
+
+DiskCache::Verified::~Verified() {
+    if (fd_ >= 0) close(fd_);
+}
+
 std::optional<std::string> DiskCache::lookup(const std::string& key, const std::string& name) {
+    if (auto hit = lookup_open(key, name)) return hit->path();
+    return std::nullopt;
+}
+
+std::optional<DiskCache::Verified> DiskCache::lookup_open(const std::string& key, const std::string& name) {
     check_args(key, name);
     std::string entry = entry_dir(key);
-    auto corrupt = [&]() -> std::optional<std::string> {
+    auto corrupt = [&]() -> std::optional<Verified> {
         remove_entry(entry);
         return std::nullopt;
     };
@@ -295,22 +315,27 @@ std::optional<std::string> DiskCache::lookup(const std::string& key, const std::
     if (m->name != name) return std::nullopt;  // a valid entry holding another artefact
 
     // The artefact must be a regular file (not a link) of this user that nobody else can write,
-    // with the size and sha256 recorded for this key: checked on every lookup, just before the
-    // caller loads it, so a swapped or modified file is never loaded.
+    // with the size and sha256 recorded for this key: checked on every lookup, on the open file
+    // the caller then loads (lookup_open), so a swapped or modified file is never loaded. lstat
+    // first: a FIFO or device planted there is refused without being opened.
     std::string file = entry + "/" + name;
+    auto bad_file = [&](const struct stat& st) {
+        return !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
+               static_cast<uint64_t>(st.st_size) != m->size;
+    };
     struct stat st;
-    if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & (S_IWGRP | S_IWOTH)) || static_cast<uint64_t>(st.st_size) != m->size)
-        return corrupt();
+    if (lstat(file.c_str(), &st) != 0 || bad_file(st)) return corrupt();
+    Verified hit(file, open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (hit.fd() < 0 || fstat(hit.fd(), &st) != 0 || bad_file(st)) return corrupt();
     std::string digest;
     try {
-        digest = support::sha256_file_hex(file);
+        digest = support::sha256_fd_hex(hit.fd(), file);
     } catch (const std::runtime_error&) {
         return corrupt();
     }
     if (digest != m->sha256) return corrupt();
     utimensat(AT_FDCWD, entry.c_str(), nullptr, 0);  // LRU: mark as recently used
-    return file;
+    return std::optional<Verified>(std::move(hit));
 }
 
 std::string DiskCache::publish(const std::string& key, const std::string& name,
@@ -479,9 +504,14 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::millisec
 // The usage index, <dir>/.usage: the cache's size in bytes (decimal) as the last publisher left
 // it, read and written under an flock on the file itself. It is what makes a publish O(1) in the
 // number of entries: only when it says the cache is over its limit does a publish scan the entries.
+// It is bookkeeping, never needed to find or load an entry: the lock is polled for at most
+// `max_wait`, and an index whose holder makes no progress (a stopped process) is not held(): the
+// caller goes on without it (load() gives nullopt, store() does nothing), so the recorded size
+// misses that change until a later scan measures the cache again (it is scanned when the record
+// says the cache is over its limit, or is missing).
 class UsageIndex {
 public:
-    explicit UsageIndex(const std::string& dir) : path_(dir + "/.usage") {
+    UsageIndex(const std::string& dir, std::chrono::milliseconds max_wait) : path_(dir + "/.usage") {
         fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd_ < 0)
             throw std::runtime_error("cannot open the cache's usage index '" + path_ + "': " + std::strerror(errno));
@@ -491,20 +521,35 @@ public:
             throw std::runtime_error("the cache's usage index '" + path_ +
                                      "' is not a regular file of this user; remove it");
         }
-        while (flock(fd_, LOCK_EX) != 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd_);
-            throw std::runtime_error("cannot lock '" + path_ + "': " + std::strerror(e));
+        const auto deadline = std::chrono::steady_clock::now() + max_wait;
+        for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 50000)) {
+            if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+            if (errno != EWOULDBLOCK && errno != EINTR) {
+                int e = errno;
+                close(fd_);
+                throw std::runtime_error("cannot lock '" + path_ + "': " + std::strerror(e));
+            }
+            if (std::chrono::steady_clock::now() >= deadline) break;
+            usleep(nap);
         }
+        close(fd_);
+        fd_ = -1;
+        log(LogLevel::warning, "the kernel cache's usage index '" + path_ + "' has been locked by another process for " +
+                                   std::to_string(max_wait.count()) + " ms (stopped or hung?): going on without "
+                                   "updating it (the recorded size is corrected by a later scan of the cache); "
+                                   "continue or end that process (fuser " + path_ + " names it)");
     }
+    bool held() const { return fd_ >= 0; }
     UsageIndex(const UsageIndex&) = delete;
     UsageIndex& operator=(const UsageIndex&) = delete;
-    ~UsageIndex() { close(fd_); }  // releases the flock
+    ~UsageIndex() {
+        if (fd_ >= 0) close(fd_);  // releases the flock
+    }
 
     // The recorded size, or nullopt when there is none (a new cache, one written by an older
     // version, a write cut short by a crash): the caller then scans.
     std::optional<uint64_t> load() const {
+        if (fd_ < 0) return std::nullopt;
         char buf[32];
         ssize_t n = pread(fd_, buf, sizeof buf, 0);
         if (n < 2 || n > 21 || buf[n - 1] != '\n') return std::nullopt;
@@ -516,6 +561,7 @@ public:
         return v;
     }
     void store(uint64_t bytes) const {
+        if (fd_ < 0) return;
         std::string text = std::to_string(bytes) + "\n";
         // Truncated first, so that a crash mid-write leaves no parsable but wrong number.
         if (ftruncate(fd_, 0) != 0 || pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
@@ -534,7 +580,7 @@ size_t DiskCache::entries() const {
 }
 
 void DiskCache::clear() {
-    UsageIndex index(dir_);
+    UsageIndex index(dir_, usage_wait_);
     std::vector<std::string> all;  // removed after the scan, not while its directories are read
     for_each_entry(dir_, true, scanned_, [&](const std::string& p, uint64_t, const struct timespec&) { all.push_back(p); });
     for (const auto& p : all) remove_entry(p);
@@ -548,12 +594,12 @@ uint64_t DiskCache::total_bytes() const {
 }
 
 void DiskCache::evict_to_limit() {
-    UsageIndex index(dir_);
+    UsageIndex index(dir_, usage_wait_);
     index.store(evict("", max_bytes_));
 }
 
 void DiskCache::account(const std::string& entry, uint64_t bytes) {
-    UsageIndex index(dir_);
+    UsageIndex index(dir_, usage_wait_);
     std::optional<uint64_t> recorded = index.load();
     // Without a record, one scan measures the cache (the new entry included).
     uint64_t total = recorded ? *recorded + bytes : evict("", UINT64_MAX);

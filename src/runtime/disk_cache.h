@@ -8,7 +8,8 @@
 // artefact a regular file owned by this user and not writable by others, size and sha256 as
 // recorded; a bad entry is a miss and is removed), and bounded in size by LRU eviction (a hit
 // touches the entry's mtime). A lookup and a publish cost the same however many entries the
-// cache holds: the cache's size is kept in a small index (<dir>/.usage, under an flock), and the
+// cache holds: the cache's size is kept in a small index (<dir>/.usage, under an flock whose wait
+// is bounded: a stuck holder makes a publish skip the update, never fail or hang), and the
 // entries are scanned only when a publish takes the cache over its limit; that scan then evicts
 // down to 90% of the limit, so it happens once per tenth of the limit published.
 #pragma once
@@ -39,12 +40,37 @@ class DiskCache {
 public:
     // Creates `dir` (and missing parents) with mode 0700. Throws std::runtime_error if `dir`
     // exists but is not a directory owned by this user or is writable by group/others.
-    DiskCache(std::string dir, uint64_t max_bytes);
+    // `usage_wait` bounds the wait for the usage index's lock (publish, clear, evict_to_limit):
+    // past it they go on without updating the index (a warning is logged), so a stopped process
+    // holding it stalls nobody for longer; a lookup never takes it.
+    static constexpr std::chrono::milliseconds kUsageWait{5'000};
+    DiskCache(std::string dir, uint64_t max_bytes, std::chrono::milliseconds usage_wait = kUsageWait);
 
     // Path of the verified artefact `name` of entry `key`, or nullopt (miss). A corrupt or
     // partial entry is removed and reported as a miss. A hit refreshes the entry's LRU time.
     // key: 2..128 chars of [0-9A-Za-z_-]; name: a plain file name (not "manifest").
     std::optional<std::string> lookup(const std::string& key, const std::string& name);
+
+    // An artefact verified through an open descriptor: load it through `fd`
+    // (SharedLibrary::from_fd), not by `path`, so that the bytes loaded are the bytes verified.
+    class Verified {
+    public:
+        Verified(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+        Verified(Verified&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) { o.fd_ = -1; }
+        Verified& operator=(Verified&& o) noexcept;
+        Verified(const Verified&) = delete;
+        Verified& operator=(const Verified&) = delete;
+        ~Verified();
+        const std::string& path() const { return path_; }
+        int fd() const { return fd_; }
+
+    private:
+        std::string path_;
+        int fd_;
+    };
+    // lookup(), keeping open the descriptor the artefact was verified through (the checks and the
+    // sha256 are made on the open file, not on its path).
+    std::optional<Verified> lookup_open(const std::string& key, const std::string& name);
 
     // Moves `staged_file` into the cache as entry `key`/`name` (the staged file is consumed)
     // and returns the final path. If a valid entry already exists (another process won the
@@ -114,6 +140,7 @@ private:
 
     std::string dir_;
     uint64_t max_bytes_;
+    std::chrono::milliseconds usage_wait_;
     mutable std::atomic<uint64_t> scanned_{0};
 };
 

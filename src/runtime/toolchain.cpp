@@ -4,6 +4,8 @@
 #include "support/env.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -23,6 +25,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 extern char** environ;
 
@@ -351,6 +354,124 @@ SharedLibrary::SharedLibrary(const std::string& path) : path_(path) {
     }
 }
 
+namespace {
+
+constexpr char kFdPrefix[] = "/proc/self/fd/";
+
+// A name /proc/self/fd/<n> a library was loaded under by from_fd: glibc keeps it as the library's
+// first name, or, when the file was already loaded under another name (matched by device and
+// inode), as an alias of that library. Either way the name stays bound to that library while it
+// stays loaded (its load address and first name), however the number is reused.
+struct FdName {
+    long n;
+    dev_t dev;
+    ino_t ino;
+    ElfW(Addr) addr;
+    std::string holder;
+};
+
+struct LoadedLibraries {
+    std::set<long> fd_names;                              // first names /proc/self/fd/<n>
+    std::set<std::pair<ElfW(Addr), std::string>> loaded;  // every library: address, first name
+};
+
+// Never destroyed; made afresh in a forked child (held by another thread of the parent at the
+// fork, it would be held forever there).
+std::mutex* g_loader_mutex = nullptr;
+
+std::mutex& loader_mutex() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        g_loader_mutex = new std::mutex();
+        pthread_atfork(nullptr, nullptr, [] { g_loader_mutex = new std::mutex(); });
+    });
+    return *g_loader_mutex;
+}
+
+int note_library(struct dl_phdr_info* info, size_t, void* data) {
+    auto* libs = static_cast<LoadedLibraries*>(data);
+    const char* name = info->dlpi_name ? info->dlpi_name : "";
+    libs->loaded.emplace(info->dlpi_addr, name);
+    if (std::strncmp(name, kFdPrefix, sizeof kFdPrefix - 1) == 0) {
+        char* end = nullptr;
+        long n = std::strtol(name + sizeof kFdPrefix - 1, &end, 10);
+        if (end && *end == '\0' && n >= 0) libs->fd_names.insert(n);
+    }
+    return 0;
+}
+
+}  // namespace
+
+SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
+    struct stat st;
+    if (::stat((kFdPrefix + std::to_string(fd)).c_str(), &st) != 0)
+        throw std::runtime_error("cannot load '" + path + "' through the descriptor it was verified through: " +
+                                 kFdPrefix + std::to_string(fd) + ": " + std::strerror(errno) +
+                                 " (Tilewright loads verified libraries through /proc/self/fd: mount /proc)");
+    if (::fstat(fd, &st) != 0)
+        throw std::runtime_error("cannot load '" + path + "': fstat: " + std::strerror(errno));
+    // One load at a time, and no unload meanwhile (close() takes this lock too): the names in
+    // use are read, one chosen and loaded under it, and a library found loaded stays loaded.
+    static auto* names = new std::vector<FdName>();  // never destroyed: loads may follow static destructors
+    std::lock_guard<std::mutex> g(loader_mutex());
+    LoadedLibraries libs;
+    dl_iterate_phdr(note_library, &libs);
+    names->erase(std::remove_if(names->begin(), names->end(),
+                                [&](const FdName& a) { return !libs.loaded.count({a.addr, a.holder}); }),
+                 names->end());
+    auto open_as = [&](const std::string& name) {
+        SharedLibrary lib;
+        dlerror();
+        lib.handle_ = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib.handle_) {
+            const char* e = dlerror();
+            throw std::runtime_error("cannot load shared library '" + path + "': " + (e ? e : "unknown dlopen error"));
+        }
+        lib.path_ = path;
+        struct link_map* lm = nullptr;
+        if (dlinfo(lib.handle_, RTLD_DI_LINKMAP, &lm) != 0 || !lm) {
+            const char* e = dlerror();
+            const std::string why = e ? e : "no link map";
+            dlclose(std::exchange(lib.handle_, nullptr));  // not close(): the lock is held here
+            throw std::runtime_error("cannot load shared library '" + path + "': dlinfo: " + why);
+        }
+        return std::make_pair(std::move(lib), lm);
+    };
+    // The same file loaded already through a name of ours: that name, which glibc finds without
+    // opening anything, so no new alias is added for each load of a library that stays loaded.
+    for (const auto& a : *names)
+        if (a.dev == st.st_dev && a.ino == st.st_ino) {
+            auto [lib, lm] = open_as(kFdPrefix + std::to_string(a.n));
+            if (lm->l_addr != a.addr || a.holder != (lm->l_name ? lm->l_name : "")) {
+                dlclose(std::exchange(lib.handle_, nullptr));
+                throw std::runtime_error("cannot load '" + path + "': glibc gave another library");
+            }
+            return std::move(lib);
+        }
+    std::set<long> taken = std::move(libs.fd_names);
+    for (const auto& a : *names) taken.insert(a.n);
+    // The lowest free number whose name no loaded library holds (at most taken.size() tries; the
+    // duplicates are closed once the library is loaded).
+    int n = fd;
+    std::vector<int> dups;
+    struct CloseDups {
+        std::vector<int>& fds;
+        ~CloseDups() {
+            for (int d : fds) ::close(d);
+        }
+    } close_dups{dups};
+    while (taken.count(n)) {
+        n = ::fcntl(fd, F_DUPFD_CLOEXEC, n + 1);
+        if (n < 0)
+            throw std::runtime_error("cannot load '" + path + "': no free descriptor to load it through: " +
+                                     std::strerror(errno));
+        dups.push_back(n);
+    }
+    auto [lib, lm] = open_as(kFdPrefix + std::to_string(n));
+    names->push_back({n, st.st_dev, st.st_ino, lm->l_addr, lm->l_name ? lm->l_name : ""});
+    return std::move(lib);
+}
+
 SharedLibrary::~SharedLibrary() { close(); }
 
 SharedLibrary::SharedLibrary(SharedLibrary&& o) noexcept
@@ -367,6 +488,7 @@ SharedLibrary& SharedLibrary::operator=(SharedLibrary&& o) noexcept {
 
 void SharedLibrary::close() {
     if (handle_) {
+        std::lock_guard<std::mutex> g(loader_mutex());  // not while from_fd looks at what is loaded
         dlclose(handle_);
         handle_ = nullptr;
     }

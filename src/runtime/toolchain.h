@@ -79,6 +79,16 @@ public:
     // Throws std::runtime_error with dlerror() text. A path without '/' is taken relative
     // to the working directory (not searched on the library path).
     explicit SharedLibrary(const std::string& path);
+    // Loads the file open at `fd`, whose bytes the caller verified through that descriptor, by
+    // dlopen of /proc/self/fd/<n>: what is loaded is the file verified, whatever `path` names by
+    // then (a file renamed over it between the check and the load changes nothing). `path` names
+    // it in messages and path(). The caller keeps and closes `fd` (it may close it at once).
+    // glibc knows such a library by the name /proc/self/fd/<n> and hands the library already
+    // loaded under a name to a dlopen of that name, so a number whose name a loaded library holds
+    // is skipped (the file is loaded through a duplicate with a free name). Throws
+    // std::runtime_error, naming the fix, where /proc/self/fd is not available (no silent load
+    // by path).
+    static SharedLibrary from_fd(int fd, const std::string& path);
     ~SharedLibrary();
     SharedLibrary(SharedLibrary&& other) noexcept;
     SharedLibrary& operator=(SharedLibrary&& other) noexcept;

@@ -1,5 +1,6 @@
 // Tests for the runtime infrastructure: env knobs, thread pool, toolchain, disk cache.
 #include "runtime/disk_cache.h"
+#include "runtime/log.h"
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "support/env.h"
@@ -10,6 +11,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -591,6 +593,69 @@ TEST(Toolchain, LinkAgainstALoadedSharedLibraryBySoname) {
     rt::SharedLibrary dep(d / "dep_b.so");
     rt::SharedLibrary lib(d / "k.so");
     EXPECT_EQ(lib.function<int (*)(int)>("tw_call")(6), 43);
+}
+
+// SharedLibrary::from_fd loads the bytes open at the descriptor, whatever the path names by then;
+// and the names /proc/self/fd/<n> glibc keeps (a library's first name, or an alias it adds when a
+// file already loaded is opened again under such a name) never hand back the wrong library once
+// the number is reused for another file.
+TEST(Toolchain, LoadThroughTheVerifiedDescriptor) {
+    TempDir d;
+    for (int k : {1, 2}) {
+        write_file(d / ("w" + std::to_string(k) + ".cpp"),
+                   "extern \"C\" int tw_which() { return " + std::to_string(k) + "; }\n");
+        rt::CompileResult r = rt::compile_shared_object(d / ("w" + std::to_string(k) + ".cpp"),
+                                                        d / ("w" + std::to_string(k) + ".so"), {}, {});
+        ASSERT_TRUE(r.ok) << r.log;
+    }
+    auto which = [](const rt::SharedLibrary& lib) { return lib.function<int (*)()>("tw_which")(); };
+    // Verified (opened) w1.so, then w2.so renamed over its path before the load: w1 is loaded.
+    int fd1 = open((d / "w1.so").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd1, 0);
+    fs::copy_file(d / "w2.so", d / "w2copy.so");
+    fs::rename(d / "w2copy.so", d / "w1.so");
+    rt::SharedLibrary one = rt::SharedLibrary::from_fd(fd1, d / "w1.so");
+    EXPECT_EQ(which(one), 1);
+    EXPECT_EQ(one.path(), d / "w1.so");
+    // The same file opened again (another descriptor) while loaded: glibc returns the loaded
+    // library and keeps /proc/self/fd/<n2> as an alias of it. Closed, n2 is the next number open()
+    // returns; the other file loaded through it must be the other file, not the alias's holder.
+    int fd1b = fcntl(fd1, F_DUPFD_CLOEXEC, 0);
+    ASSERT_GE(fd1b, 0);
+    rt::SharedLibrary again = rt::SharedLibrary::from_fd(fd1b, d / "w1.so");
+    EXPECT_EQ(which(again), 1);
+    close(fd1b);
+    int fd2 = open((d / "w2.so").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_EQ(fd2, fd1b);
+    rt::SharedLibrary two = rt::SharedLibrary::from_fd(fd2, d / "w2.so");
+    EXPECT_EQ(which(two), 2);
+    // fd1's number, closed while w1 stays loaded under its name, is skipped the same way.
+    close(fd1);
+    close(fd2);
+    int fd3 = open((d / "w1.so").c_str(), O_RDONLY | O_CLOEXEC);  // now w2's bytes (renamed over)
+    ASSERT_EQ(fd3, fd1);
+    rt::SharedLibrary three = rt::SharedLibrary::from_fd(fd3, d / "w1.so");
+    EXPECT_EQ(which(three), 2);
+    close(fd3);
+    // A cache entry replaced between its verification (lookup_open) and its load: the bytes
+    // verified are loaded (by path, the replacement would be).
+    rt::DiskCache cache(d / "cache", 1 << 24);
+    const std::string key = support::sha256_hex("toctou");
+    fs::copy_file(d / "w2.so", d / "staged.so");  // w2's bytes: tw_which() == 2
+    cache.publish(key, "kernel.so", d / "staged.so");
+    auto hit = cache.lookup_open(key, "kernel.so");
+    ASSERT_TRUE(hit);
+    write_file(d / "w3.cpp", "extern \"C\" int tw_which() { return 3; }\n");
+    ASSERT_TRUE(rt::compile_shared_object(d / "w3.cpp", d / "w3.so", {}, {}).ok);
+    fs::rename(d / "w3.so", hit->path());
+    rt::SharedLibrary verified = rt::SharedLibrary::from_fd(hit->fd(), hit->path());
+    EXPECT_EQ(which(verified), 2);
+    EXPECT_EQ(which(rt::SharedLibrary(hit->path())), 3);
+    EXPECT_FALSE(cache.lookup_open(key, "kernel.so"));  // the replaced entry is a miss (and removed)
+
+    std::string msg = error_of([&] { rt::SharedLibrary::from_fd(1 << 20, d / "w1.so"); });
+    EXPECT_NE(msg.find("/proc/self/fd/1048576"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("mount /proc"), std::string::npos) << msg;
 }
 
 TEST(Toolchain, CompileErrorIsReported) {
@@ -1184,6 +1249,56 @@ TEST(DiskCache, KeyLockSerialisesProcesses) {
     waitpid(pid, &st, 0);
     auto lock = cache.lock(key_of("crash"));  // does not block
     EXPECT_TRUE(lock.held());
+}
+
+TEST(DiskCache, UsageLockWaitIsBounded) {
+    // The usage index is bookkeeping: a process stopped while it holds the index's lock must not
+    // stall a publish (or clear) for longer than the bound, and a lookup never takes the lock.
+    // Past the bound the index is not updated and a warning names it.
+    TempDir d;
+    std::string dir = d / "cache";
+    rt::DiskCache cache(dir, 1 << 20, std::chrono::milliseconds(300));
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        int fd = open((dir + "/.usage").c_str(), O_RDWR | O_CREAT, 0600);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+        char c = 1;
+        (void)!write(ready[1], &c, 1);
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    std::vector<std::string> warnings;
+    rt::set_log_sink([&](rt::LogLevel level, const std::string& m) {
+        if (level == rt::LogLevel::warning) warnings.push_back(m);
+    });
+    const std::string key = key_of("stalled");
+    auto t0 = std::chrono::steady_clock::now();
+    std::string path = cache.publish(key, "kernel.so", stage(d, "s", "0123456789"));
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rt::set_log_sink({});
+    EXPECT_LT(s, 4.0);  // the bound is 0.3 s; generous for a loaded machine, far below "forever"
+    EXPECT_EQ(cache.lookup(key, "kernel.so"), path);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find(dir + "/.usage"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("continue or end that process"), std::string::npos) << warnings[0];
+    cache.clear();  // also bounded; the entries are removed all the same
+    EXPECT_EQ(cache.entries(), 0u);
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    // The holder died: the next publish holds the index and records a size again.
+    cache.publish(key_of("after"), "kernel.so", stage(d, "s", "0123456789"));
+    std::ifstream in(dir + "/.usage");
+    uint64_t recorded = 0;
+    ASSERT_TRUE(in >> recorded);
+    EXPECT_EQ(recorded, cache.total_bytes());
+    close(ready[0]);
+    close(ready[1]);
 }
 
 TEST(DiskCache, KeyLockWaitIsBounded) {

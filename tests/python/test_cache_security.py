@@ -186,3 +186,74 @@ def test_corrupt_header_dir_is_rewritten(child, tmp_path):
         f.write("")  # truncated by a crash
     run(child, cache, 3.0)
     run(child, cache, 4.0)
+
+
+def test_stopped_holder_of_the_usage_index_stalls_no_process(child, tmp_path):
+    """A process stopped while it holds the usage index's lock (kernels/.usage) delays a publish
+    by the bound (5 s) and a lookup not at all: the index is bookkeeping, skipped with a warning
+    naming it and the fix, never a hang."""
+    cache = tmp_path / "c"
+    (cache / "kernels").mkdir(parents=True, mode=0o700)
+    cache.chmod(0o700)
+    usage = cache / "kernels" / ".usage"
+    holder = subprocess.Popen(
+        [PY, "-c", "import fcntl, os, signal, sys\n"
+                   "f = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('locked', flush=True)\n"
+                   "os.kill(os.getpid(), signal.SIGSTOP)\n", str(usage)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        p = run(child, cache, a=3.0, expect_ok=False)  # a miss: compiled, then published
+        assert p.returncode == 0, p.stderr
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        assert r == {"disk": False, "ok": True}
+        assert str(usage) in p.stderr and "continue or end that process" in p.stderr, p.stderr
+        p = run(child, cache, a=3.0, expect_ok=False)  # a hit: never takes the index's lock
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout.strip().splitlines()[-1]) == {"disk": True, "ok": True}
+        assert "usage index" not in p.stderr, p.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run(child, cache, a=4.0) == {"disk": False, "ok": True}
+    assert usage.read_text().strip().isdigit()  # recorded again once the holder is gone
+
+
+RELOAD = textwrap.dedent("""
+    import numpy as np
+    import tilewright as tw
+    import tilewright.language as T
+
+    def build(a):
+        @T.prim_func
+        def reload_probe(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+            with T.Kernel(2) as bx:
+                for i in T.Parallel(32):
+                    Y[bx * 32 + i] = X[bx * 32 + i] * a
+        return tw.compile(reload_probe, out_idx=[-1])
+
+    x = np.arange(64, dtype=np.float32)
+    held = []
+    for rep in range(3):
+        for a in (2.0, 3.0, 5.0, 7.0):
+            tw.clear_cache(disk=False)  # each compile loads the library from the disk cache again
+            k = build(a)
+            held.append((a, k))
+            for b, h in held:
+                assert np.array_equal(h(x), x * np.float32(b)), (rep, a, b)
+    print("OK", sum(h.from_disk_cache for _, h in held))
+""")
+
+
+def test_libraries_loaded_again_while_loaded_are_the_right_ones(tmp_path):
+    """Kernels are loaded through /proc/self/fd/<n> (the descriptor they were verified through).
+    glibc keeps such a name bound to the library loaded under it, also as an alias when the same
+    file is loaded again while loaded; reusing the number for another kernel must still load that
+    kernel (every kernel held is called again after each load)."""
+    script = tmp_path / "reload.py"
+    script.write_text(RELOAD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env["TW_CACHE_DIR"] = str(tmp_path / "c")
+    p = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[-2:] == ["OK", "8"], p.stdout  # 4 compiled, then 8 loads from disk
