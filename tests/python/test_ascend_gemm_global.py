@@ -271,3 +271,51 @@ def test_two_gemms_in_a_row_whose_l0_steps_take_more_than_half_of_l0(bm, bn, sta
     ref = f64(a) @ f64(b) + f64(a2) @ f64(b2)
     for target, (c,) in run_both(build, [a, b, a2, b2, c0], [4]).items():
         np.testing.assert_array_equal(f64(c), ref, err_msg=target)
+
+
+# An L0 K step that does not divide K (docs/ascend.md "Session 20: ... (h-ascendk8)"): when two
+# L0A / L0B tiles of all of K do not fit and no multiple of the K fractal (16, 32 for int8) that
+# fits divides K, expand_gemm takes the largest multiple that fits and a shorter last step (the
+# last Mmad's k is the K left). Until session 20 "no K step fits ..." (tests/python/test_hunt_s20.py).
+# Blocks of bm x bn; chunk: the user's K loop over slices of chunk columns (None: one whole-K gemm).
+# The L1 and L0 steps are named in the comments (ascend910b: kStageBytes 64 KiB, L0A / L0B 64 KiB).
+@pytest.mark.parametrize("dtype,K,bm,bn,tb,chunk", [
+    ("float16", 600, 32, 16, True, None),     # all of K in L1; L0 steps 512 + 88
+    ("bfloat16", 600, 32, 16, False, None),   # the same, B K x N
+    ("float32", 200, 16, 64, True, None),     # L0 steps 128 + 72
+    ("float32", 200, 16, 64, False, None),    # B K x N (the 32-bit transposing load), 128 + 72
+    ("int8", 600, 64, 16, True, None),        # K fractal 32: 512 + 88
+    ("float16", 1000, 32, 16, True, None),    # L1 chunks 672 + 328 (run-time tail), L0 steps of 336
+    ("float16", 17, 32, 16, False, None),     # one step of 17
+    ("int8", 17, 64, 16, True, None),
+    ("float32", 600, 16, 64, True, 200),      # a K loop of 3 gemms of K 200: L0 steps 128 + 72
+    ("bfloat16", 1200, 32, 16, False, 600),   # 2 gemms of K 600: 512 + 88
+    ("int8", 1200, 64, 16, True, 600),        # 2 gemms of K 600: 512 + 88
+])
+def test_l0_k_step_not_dividing_k(dtype, K, bm, bn, tb, chunk):
+    M, N = 2 * bm, 2 * bn   # whole blocks: on cpu a gemm on a slice past the tensor is out of bounds
+    acc = ACC[dtype]
+    bsh = (N, K) if tb else (K, N)
+    ck = chunk or K
+
+    def build(target):
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor(bsh, dtype), C: T.Tensor((M, N), acc)):
+            with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+                c = T.alloc_fragment((bm, bn), acc)
+                T.clear(c)
+                for k in T.serial(T.ceildiv(K, ck)):
+                    if tb:
+                        T.gemm(A[by * bm:(by + 1) * bm, k * ck:(k + 1) * ck],
+                               B[bx * bn:(bx + 1) * bn, k * ck:(k + 1) * ck], c, transpose_B=True)
+                    else:
+                        T.gemm(A[by * bm:(by + 1) * bm, k * ck:(k + 1) * ck],
+                               B[k * ck:(k + 1) * ck, bx * bn:(bx + 1) * bn], c)
+                T.copy(c, C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+        return tw.compile(main, target=target, out_idx=[])
+    rng = np.random.default_rng(K + bm)
+    a, b = values((M, K), dtype, rng), values(bsh, dtype, rng)
+    c0 = np.zeros((M, N), tw.testing.np_dtype(acc))
+    ref = f64(a) @ mat(b, tb)
+    for target, (c,) in run_both(build, [a, b, c0], [2]).items():
+        np.testing.assert_array_equal(f64(c), ref, err_msg=target)

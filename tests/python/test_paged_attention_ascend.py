@@ -41,6 +41,9 @@ DECODE = [
     (2, 8, 2, 32, 8, 40, [9, 40], "float16", 16),    # GQA
     (2, 4, 1, 32, 8, 33, [1, 33], "bfloat16", 2),    # MQA bfloat16, one token
     (2, 3, 3, 16, 5, 17, [17, 4], "bfloat16", 4),    # MHA bfloat16, page size 5
+    # head dim 40 in float32, 4 pages of 32 per step: Q K^T's L0 K steps are 32 + 8 (no multiple
+    # of 16 divides 40; "no K step fits" until session 20, h-ascendk8)
+    (2, 4, 1, 40, 32, 150, [33, 150], "float32", 4),
 ]
 
 

@@ -140,15 +140,17 @@ class Expander {
       int64_t kp = round_up(kl0, kg);
       return 2 * Mp * kp * es <= l0a && 2 * kp * Np * es <= l0b;
     };
+    // All of K when it fits; else the largest multiple of kg that fits and divides K; else the
+    // largest that fits, the last step shorter (its window starts on a fractal, and its Mmad's k
+    // is the K left, as a whole K that is not a fractal multiple is).
     int64_t kL0 = 0;
     if (fits(K)) {
       kL0 = K;
     } else {
-      for (int64_t c = K / kg * kg; c >= kg; c -= kg)
-        if (K % c == 0 && fits(c)) {
-          kL0 = c;
-          break;
-        }
+      for (int64_t c = K / kg * kg; c >= kg && !kL0; c -= kg)
+        if (K % c == 0 && fits(c)) kL0 = c;
+      for (int64_t c = K / kg * kg; c >= kg && !kL0; c -= kg)
+        if (fits(c)) kL0 = c;
     }
     if (kL0 == 0)
       throw ir::Error("gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " (" +
@@ -157,7 +159,7 @@ class Expander {
                           std::to_string(l0a / 1024) + " KiB each" +
                           (share > 1 ? ", L0 shared by the " + std::to_string(share) + " gemms of the loop" : "") + ")",
                       sp, "use smaller block_M / block_N (e.g. 128 x 128 for 16-bit types, 128 x 64 for float32)");
-    int64_t steps = K / kL0;
+    int64_t steps = (K + kL0 - 1) / kL0;
     if (steps > kMaxSteps)
       throw ir::Error("gemm K extent " + std::to_string(K) + " needs " + std::to_string(steps) + " L0 steps of " +
                           std::to_string(kL0) + " (at most " + std::to_string(kMaxSteps) + " are unrolled)",
@@ -201,10 +203,11 @@ class Expander {
       ir::Region ra = g->a, rb = g->b;
       size_t ka = g->trans_a ? ra.starts.size() - 2 : ra.starts.size() - 1;
       size_t kb = g->trans_b ? rb.starts.size() - 1 : rb.starts.size() - 2;
+      const int64_t ks = std::min(kL0, K - s * kL0);  // this step's K
       ra.starts[ka] = simp(ir::binary(BinOp::Add, ra.starts[ka], C(s * kL0)));
-      ra.extents[ka] = C(kL0);
+      ra.extents[ka] = C(ks);
       rb.starts[kb] = simp(ir::binary(BinOp::Add, rb.starts[kb], C(s * kL0)));
-      rb.extents[kb] = C(kL0);
+      rb.extents[kb] = C(ks);
       auto l0_region = [&](const Buffer& b, int64_t r, int64_t c) {
         ir::Region x;
         x.buffer = b;
@@ -218,8 +221,8 @@ class Expander {
         x.extents.push_back(C(c));
         return x;
       };
-      ir::Region da = g->trans_a ? l0_region(a0, kL0, M) : l0_region(a0, M, kL0);
-      ir::Region db = g->trans_b ? l0_region(b0, N, kL0) : l0_region(b0, kL0, N);
+      ir::Region da = g->trans_a ? l0_region(a0, ks, M) : l0_region(a0, M, ks);
+      ir::Region db = g->trans_b ? l0_region(b0, N, ks) : l0_region(b0, ks, N);
       out.push_back(std::make_shared<ir::CopyNode>(ra, da, sp));
       out.push_back(std::make_shared<ir::CopyNode>(rb, db, sp));
       Expr step_init = s == 0 ? init : nullptr;

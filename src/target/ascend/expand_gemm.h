@@ -5,8 +5,12 @@
 // (after infer_scope). For `gemm A, B -> C` with A (MxK or KxM with trans_a), B (KxN or NxK with
 // trans_b) in L1 and C in L0C:
 //  - the K extent is cut into steps of kL0 elements: the largest kL0 (all of K, else a multiple
-//    of 16 dividing K) such that two L0A tiles of Mp x kL0 and two L0B tiles of kL0 x Np fit in
-//    L0A / L0B (Mp, Np = M, N rounded up to 16): two, so that loading step s + 1 overlaps the
+//    of the K fractal kg (16, 32 for int8) dividing K, else the largest multiple of kg, the last
+//    step the K left, shorter) such that two L0A tiles of Mp x kL0 and two L0B tiles of kL0 x Np
+//    fit in L0A / L0B (Mp, Np = M, N rounded up to 16). A last step that is not a fractal multiple
+//    is what a whole K of 17 is: its window starts on a fractal, the load copies whole fractals
+//    (L1's padding is zeros) and the Mmad's k is the K left (the Cube ignores the fractal's
+//    columns past k: ascend-910b.md). Two L0 tiles, so that loading step s + 1 overlaps the
 //    Mmad of step s (ping-pong; with one step the two copies come from multi_buffer instead);
 //    the gemms of one loop body (innermost enclosing loop, nested ones counted) share L0A / L0B:
 //    each is sized for capacity / their number (plan_memory keeps stage-indexed tiles for the
