@@ -789,9 +789,14 @@ TW_CPU_INLINE void prefetch_c(const float* C, long ldc) {
 // ran 1-3% faster side by side (docs/performance.md "Session 17: the fp32 gemm on Zen 4"). g++ 12
 // names Zen 4 znver3 (with AVX-512, which Zen 3 lacks), later compilers znver4. Elsewhere (Intel's
 // 48 KiB 12-way L1, two 512-bit FMA pipes: half the cycles per k step; Zen 5) not measured, so
-// unchanged. A prefetch only: results are the same either way.
+// unchanged. AVX2 (6 x 16 tile, 6 cycles a k step with two 256-bit FMA pipes): 32 k steps before
+// the end, ~190 cycles; on the Zen 4 AVX2 proxy the op zoo's large-K tile program ran 1.2-1.6%
+// faster, 1024^3 0.7% (docs/performance.md "Session 20: large K and the middle-axis reductions on
+// AVX2"); measured on no Intel or Zen 3 core. A prefetch only: results are the same either way.
 #if defined(__AVX512F__) && (defined(__znver3__) || defined(__znver4__))
 inline constexpr long kCLateK = 16;
+#elif defined(__AVX__) && !defined(__AVX512F__)
+inline constexpr long kCLateK = 32;
 #else
 inline constexpr long kCLateK = -1;
 #endif
@@ -866,6 +871,10 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
           if (k < kc) step();
         }
       }
+  const long kl = kc > kCLateK ? kc - kCLateK : 0;  // C's rows requested kCLateK steps before the end
+#pragma GCC unroll kKU
+  for (; k < kl; ++k) step();
+  prefetch_c<R>(C, ldc);
 #pragma GCC unroll kKU
   for (; k < kc; ++k) step();
 #else
