@@ -789,14 +789,9 @@ TW_CPU_INLINE void prefetch_c(const float* C, long ldc) {
 // ran 1-3% faster side by side (docs/performance.md "Session 17: the fp32 gemm on Zen 4"). g++ 12
 // names Zen 4 znver3 (with AVX-512, which Zen 3 lacks), later compilers znver4. Elsewhere (Intel's
 // 48 KiB 12-way L1, two 512-bit FMA pipes: half the cycles per k step; Zen 5) not measured, so
-// unchanged. AVX2 (6 x 16 tile, 6 cycles a k step with two 256-bit FMA pipes): 32 k steps before
-// the end, ~190 cycles; on the Zen 4 AVX2 proxy the op zoo's large-K tile program ran 1.2-1.6%
-// faster, 1024^3 0.7% (docs/performance.md "Session 20: large K and the middle-axis reductions on
-// AVX2"); measured on no Intel or Zen 3 core. A prefetch only: results are the same either way.
+// unchanged. A prefetch only: results are the same either way.
 #if defined(__AVX512F__) && (defined(__znver3__) || defined(__znver4__))
 inline constexpr long kCLateK = 16;
-#elif defined(__AVX__) && !defined(__AVX512F__)
-inline constexpr long kCLateK = 32;
 #else
 inline constexpr long kCLateK = -1;
 #endif
@@ -812,22 +807,13 @@ TW_CPU_INLINE void start_acc(simd::vf (&c)[R][kNV], const float* C, long ldc) {
     for (int v = 0; v < kNV; ++v) c[i][v] = simd::vf{};
 }
 
-// `rows` rows of `lines` cache lines each, `ld` bytes apart from `p`: a share of RowsPrefetch's
-// range handed to one micro-kernel call (kFoldRows)
-struct RowLines {
-  uintptr_t p = 0;
-  long ld = 0;
-  int rows = 0, lines = 0;
-};
-
 // acc[R][kNR] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
 // kDp: A and B hold bf16 k pairs (kc of them) and each step is a vdpbf16ps instead of an FMA.
 template <int R, bool kDp = false>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
                                        float* __restrict C, long ldc, bool acc, int nr,
-                                       const char* pf2 = nullptr, long pf2_lines = 0,
-                                       const RowLines* rows = nullptr) {
+                                       const char* pf2 = nullptr, long pf2_lines = 0) {
   using simd::vf;
   // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
   // ahead on the same row (one full micro-kernel call of lead time).
@@ -860,25 +846,9 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
     __builtin_prefetch(pf2 + 64 * k, 0, 2);
     step();
   }
-  // then the lines of the driver's strided rows (kFoldRows), one per k step; any left over
-  // once K runs out are requested at the end
-  if (rows)
-    for (int g = 0; g < 2; ++g)
-      for (int r = 0; r < rows[g].rows; ++r) {
-        const char* q = (const char*)(rows[g].p + (uintptr_t)(r * rows[g].ld));
-        for (int l = 0; l < rows[g].lines; ++l, ++k) {
-          __builtin_prefetch(q + 64 * l, 0, 2);
-          if (k < kc) step();
-        }
-      }
-  const long kl = kc > kCLateK ? kc - kCLateK : 0;  // C's rows requested kCLateK steps before the end
-#pragma GCC unroll kKU
-  for (; k < kl; ++k) step();
-  prefetch_c<R>(C, ldc);
 #pragma GCC unroll kKU
   for (; k < kc; ++k) step();
 #else
-  (void)rows;
   const long k_c = kCLateK < 0 ? -1 : kc > kCLateK ? kc - kCLateK : 0;  // C's rows requested (kCLateK)
   for (long k = 0; k < kc; ++k) {
     if (k == k_c) prefetch_c<R>(C, ldc);
@@ -914,9 +884,9 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 template <bool kDp = false, int R = kMR>
 TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const float* B, long bs,
                                 float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
-                                long pf2_lines = 0, const RowLines* rows = nullptr) {
-  if (mr == R) ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines, rows);
-  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines, rows);
+                                long pf2_lines = 0) {
+  if (mr == R) ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
 }
 
 // The same product with A read in place from R rows of a row-major fp32 matrix (A[i * lda + k],
@@ -1326,34 +1296,7 @@ struct RowsPrefetch {
   TW_CPU_INLINE void step() {
     for (int q = 0; q < per && next < rows; ++q, ++next) prefetch_l2(base + (uintptr_t)(next * ld), bytes);
   }
-  // the next `per` rows as a micro-kernel call's share (kFoldRows), instead of step()
-  TW_CPU_INLINE RowLines take() {
-    RowLines r;
-    const int n = rows - next < per ? rows - next : per;
-    if (n <= 0) return r;
-    const uintptr_t p = base + (uintptr_t)(next * ld);
-    r.p = p & ~(uintptr_t)63;
-    r.ld = ld;
-    r.rows = n;
-    r.lines = (int)(((p & 63) + bytes + 63) / 64);
-    next += n;
-    return r;
-  }
 };
-// a share taken but not handed to ukr_f32 (the in-place-A kernel, a skipped band tile): all now
-TW_CPU_INLINE void prefetch_rows(const RowLines& r) {
-  for (int i = 0; i < r.rows; ++i) prefetch_l2(r.p + (uintptr_t)(i * r.ld), 64L * r.lines);
-}
-
-// AVX2: RowsPrefetch's rows are requested by the micro-kernel one line per k step (ukr_f32's
-// `rows`) rather than in a burst before each call (step()): a burst of prefetches that miss
-// holds the miss buffers that the call's own loads of B from L2 need. (AVX-512: step(), as
-// before; its micro-kernel is not changed here.)
-#if defined(__AVX__) && !defined(__AVX512F__)
-inline constexpr bool kFoldRows = true;
-#else
-inline constexpr bool kFoldRows = false;
-#endif
 
 // A tile program's K walk as this thread sees it: a call whose A and B tiles are not the
 // previous call's next K step (NextPrefetch's guess) starts a block, and its tiles are the
@@ -2219,14 +2162,8 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
           const float* bp = Bp + (long)jr * kwc;
           for (int ir = 0; ir < mc; ir += kMR) {
             const PanelRows pr = panel_rows(mc, ir / kMR);
-            RowLines rl[2];
-            if constexpr (kFoldRows) {
-              rl[0] = pfb.take();
-              rl[1] = pfa.take();
-            } else {
-              pfb.step();
-              pfa.step();
-            }
+            pfb.step();
+            pfa.step();
             long m = 0;
             const char* q = pf.take(&m);
             float* cp = C + (long)(ic + pr.r0) * ldc + jc + jr;
@@ -2234,10 +2171,6 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             if (band.kind) {
               const BandTile t = band_tile(band, ic + pr.r0, pr.h, jc + jr, nr, pc, kc);
               if (t.skip) {  // a_band overwriting C: the tile's product is 0; c_band: left unwritten
-                if constexpr (kFoldRows) {
-                  prefetch_rows(rl[0]);
-                  prefetch_rows(rl[1]);
-                }
                 if (!acc && band.kind == 1) scale_zero(pr.h, nr, cp, ldc);
                 continue;
               }
@@ -2246,16 +2179,12 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             }
             if constexpr (same<T, float>)
               if (a_direct) {
-                if constexpr (kFoldRows) {
-                  prefetch_rows(rl[0]);
-                  prefetch_rows(rl[1]);
-                }
                 ukr_f32_ra_rows(pr.h, kn, (const float*)A + (long)(ic + pr.r0) * lda + pc + ks, lda,
                                 bp + (long)ks * kNR, kNR, cp, ldc, acc, nr, q, m < kn ? m : kn);
                 continue;
               }
             ukr_f32_rows<kDp>(pr.h, kn, ap + (long)ir * kwc + (long)ks * kMR, kMR, bp + (long)ks * kNR, kNR,
-                              cp, ldc, acc, nr, q, m < kn ? m : kn, kFoldRows ? rl : nullptr);
+                              cp, ldc, acc, nr, q, m < kn ? m : kn);
           }
         }
       }
