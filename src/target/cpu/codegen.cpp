@@ -1818,7 +1818,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     const Idx k0 = hoist(imax(ca.on ? ca.lo[1] : ic(0), cb.on ? cb.lo[0] : ic(0)), "tw_gk0");
     line("const int64_t tw_gm1 = " + (ca.on ? lower(Ms, M, ca.hi[0]) : Ms) + ";");
     line("const int64_t tw_gn1 = " + (cb.on ? lower(Ns, N, cb.hi[1]) : Ns) + ";");
-    const Idx k_hi = ca.on && cb.on ? imin(ca.hi[1], cb.hi[0]) : ca.on ? ca.hi[1] : cb.hi[0];
+    const Idx k_hi = ca.on && cb.on && expr(ca.hi[1]) != expr(cb.hi[0]) ? imin(ca.hi[1], cb.hi[0])
+                     : ca.on ? ca.hi[1] : cb.hi[0];
     line("const int64_t tw_gk1 = " + lower(Ks, Ka, k_hi) + ";");
     std::string empty = "tw_gm1 <= " + expr(m0) + " || tw_gn1 <= " + expr(n0) + " || tw_gk1 <= " + expr(k0);
     if (ca.never || cb.never) empty = "true";
