@@ -191,6 +191,65 @@ def test_window_negative_column_start_on_ascend(start):
 
 
 # ---------------------------------------------------------------------------------------------
+# Bands (docs/language.md "Bands"): the diagonals count from the regions' first elements, also
+# when the part inside the tensor starts later (the clipped product's band is shifted to match).
+# 48 x 48 windows take the packed path that uses the band (gemm.h Band).
+
+BAND_W, BAND_K = 48, 64
+
+
+def band_window(kind):
+    @T.prim_func
+    def main(A: T.Tensor((T.symbolic("M"), T.symbolic("K")), "float32"),
+             B: T.Tensor((T.symbolic("K"), T.symbolic("N")), "float32"), r0: T.int32, k0: T.int32, c0: T.int32,
+             lo: T.int32, hi: T.int32, D: T.Tensor((BAND_W, BAND_W), "float32")):
+        with T.Kernel(1) as bx:
+            c = T.alloc_fragment((BAND_W, BAND_W), "float32")
+            if kind == "a":
+                T.gemm(A[r0:r0 + BAND_W, k0:k0 + BAND_K], B[k0:k0 + BAND_K, c0:c0 + BAND_W], c, clear_accum=True,
+                       a_band=(lo, hi))
+            else:
+                T.gemm(A[r0:r0 + BAND_W, k0:k0 + BAND_K], B[k0:k0 + BAND_K, c0:c0 + BAND_W], c, clear_accum=True,
+                       c_band=(lo, hi))
+            T.copy(c, D)
+    return main
+
+
+BAND_CASES = [(0, 0, 0, -4, 9), (-7, -5, -3, -4, 9), (30, 20, 10, -10, 3), (-20, 0, 5, 0, 1), (5, -30, 0, -2, 40)]
+
+
+def band_case(kern, kind, r0, k0, c0, lo, hi, M=60, N=50, K=70):
+    rng = np.random.default_rng(7)
+    a = exact_values((M, K), "float32", rng)
+    b = exact_values((K, N), "float32", rng)
+    rows, cols = np.indices((M, K))
+    if kind == "a":  # the promise: op(A) is 0 outside the band, in the window's indices
+        a[~(((cols - k0) - (rows - r0) >= lo) & ((cols - k0) - (rows - r0) < hi))] = 0
+    out = kern(poisoned(a, 8), poisoned(b, 80), r0, k0, c0, lo, hi)
+    ref = window_ref_sized(a, b, r0, k0, c0)
+    i, j = np.indices(ref.shape)
+    keep = np.ones(ref.shape, bool) if kind == "a" else (j - i >= lo) & (j - i < hi)
+    np.testing.assert_array_equal(np.where(keep, out, 0), np.where(keep, ref, 0),
+                                  err_msg=f"{kind}_band, (r0, k0, c0, lo, hi) = {(r0, k0, c0, lo, hi)}")
+
+
+def window_ref_sized(a, b, r0, k0, c0):
+    pa = np.zeros((a.shape[0] + 256, a.shape[1] + 256))
+    pa[128:128 + a.shape[0], 128:128 + a.shape[1]] = a
+    pb = np.zeros((b.shape[0] + 256, b.shape[1] + 256))
+    pb[128:128 + b.shape[0], 128:128 + b.shape[1]] = b
+    return pa[128 + r0:128 + r0 + BAND_W, 128 + k0:128 + k0 + BAND_K] @ pb[128 + k0:128 + k0 + BAND_K,
+                                                                           128 + c0:128 + c0 + BAND_W]
+
+
+@pytest.mark.parametrize("kind", ["a", "c"])
+def test_bands_of_a_clipped_window(kind):
+    kern = tw.compile(band_window(kind), out_idx=[7])
+    for case in BAND_CASES:
+        band_case(kern, kind, *case)
+
+
+# ---------------------------------------------------------------------------------------------
 # Checked mode (TW_BOUNDS_CHECK=1) reports nothing for a region outside the tensor (it is legal)
 # and gives the same product; a global C stays an error.
 
@@ -208,6 +267,10 @@ for dtype in ["float32", "int8"]:
     kern = tw.compile(g.window(g.M_, g.N_, g.K_, dtype, False, False, True), out_idx=[5])
     for s in g.STARTS:
         np.testing.assert_array_equal(kern(a, b, *s), g.window_ref(opa, opb, *s, True))
+for kind in "ac":  # checked mode verifies the a_band promise on the clipped part (shifted band)
+    kern = tw.compile(g.band_window(kind), out_idx=[7])
+    for case in g.BAND_CASES:
+        g.band_case(kern, kind, *case)
 print("OK")
 '''
 

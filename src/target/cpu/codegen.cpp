@@ -1815,7 +1815,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
       return e == expr(full) ? expr(hi) : "(" + expr(hi) + " < " + e + " ? " + expr(hi) + " : " + e + ")";
     };
     const Idx m0 = hoist(ca.on ? ca.lo[0] : ic(0), "tw_gm0"), n0 = hoist(cb.on ? cb.lo[1] : ic(0), "tw_gn0");
-    const Idx k0 = hoist(imax(ca.on ? ca.lo[1] : ic(0), cb.on ? cb.lo[0] : ic(0)), "tw_gk0");
+    const Idx k0 = hoist(ca.on && cb.on && expr(ca.lo[1]) != expr(cb.lo[0]) ? imax(ca.lo[1], cb.lo[0])
+                         : ca.on ? ca.lo[1] : cb.lo[0], "tw_gk0");
     line("const int64_t tw_gm1 = " + (ca.on ? lower(Ms, M, ca.hi[0]) : Ms) + ";");
     line("const int64_t tw_gn1 = " + (cb.on ? lower(Ns, N, cb.hi[1]) : Ns) + ";");
     const Idx k_hi = ca.on && cb.on && expr(ca.hi[1]) != expr(cb.hi[0]) ? imin(ca.hi[1], cb.hi[0])
