@@ -1705,7 +1705,7 @@ void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
 // extent 1. The pointer is the region's first element, the leading dimension the buffer's row
 // length, so gemm works in place on tiles and on global tensors alike.
 void CodeGen::emit_gemm(const GemmNode& n) {
-  struct Mat { std::string ptr; Idx rows, cols, ld; };
+  struct Mat { std::string ptr; Idx rows, cols, ld; int rd, cd; };  // rd, cd: the region's matrix dims
   auto mat = [&](const Region& r, const char* what) {
     if (r.buffer->ndim() < 2)
       throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name + "') must be a 2-D region", n.span);
@@ -1725,11 +1725,13 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (auto it = views_.find(r.buffer.get()); it != views_.end()) {
       Idx ld = code(it->second.ld, true);
       Idx off = add(mul(v.start[0], ld), v.start[1]);
-      return Mat{cst(off) == 0 ? it->second.ptr : "(" + it->second.ptr + " + " + expr(off) + ")", v.ext[0], v.ext[1], ld};
+      return Mat{cst(off) == 0 ? it->second.ptr : "(" + it->second.ptr + " + " + expr(off) + ")", v.ext[0], v.ext[1], ld,
+                 0, 1};
     }
     Idx off = ic(0);
     for (int d = 0; d < rk; ++d) off = add(off, mul(v.start[d], v.stride[d]));
-    return Mat{cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")", v.ext[rk - 2], v.ext[rk - 1], v.shape[rk - 1]};
+    return Mat{cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")", v.ext[rk - 2], v.ext[rk - 1], v.shape[rk - 1],
+               rk - 2, rk - 1};
   };
   DType ta = n.a.buffer->dtype, tb = n.b.buffer->dtype, tc = n.c.buffer->dtype;
   bool float_ok = ta == tb && (ta.code == DTypeCode::f32 || ta.code == DTypeCode::f16 || ta.code == DTypeCode::bf16) &&
@@ -1789,20 +1791,20 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   // [m0, m1) and cols outside [n0, n1) get nothing (cleared when the gemm overwrites C), and an
   // empty part (also: a leading unit dim outside the tensor) multiplies nothing.
   struct Clip { bool on = false; Idx lo[2], hi[2]; std::vector<std::string> conds; bool never = false; };
-  auto clip = [&](const Region& r, bool trans) {
+  auto clip = [&](const Region& r, const Mat& x, bool trans) {
     Clip c;
     if (r.buffer->scope != Scope::global || !unproved_.count(&r)) return c;
     RegionView v = view(r);
     c.on = true;
     c.conds = unit_dims_inside(v, c.never);
     for (int q = 0; q < 2; ++q) {  // q: op's rows, cols
-      const int d = v.rank() - 2 + (trans ? 1 - q : q);
+      const int d = (q == 0) != trans ? x.rd : x.cd;
       c.lo[q] = range_lo(v, d);
       c.hi[q] = range_hi(v, d);
     }
     return c;
   };
-  const Clip ca = clip(n.a, n.trans_a), cb = clip(n.b, n.trans_b);
+  const Clip ca = clip(n.a, a, n.trans_a), cb = clip(n.b, b, n.trans_b);
   const std::string c_whole = c.ptr;  // C's first element (the clipped product's may lie past it)
   std::string none, band_shift;  // clipped: "nothing to multiply"; the band's offset in the clipped product
   const bool block = ca.on || cb.on || ((n.clear || !fresh.empty()) && (!a_m.empty() || !b_n.empty()));
@@ -1848,9 +1850,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
         return;
       }
       RegionView v = view(r);
-      const int rk = v.rank();
-      Idx off = add(mul(row, v.stride[rk - 2]), col);
-      for (int d = 0; d < rk; ++d) off = add(off, mul(v.start[d], v.stride[d]));
+      Idx off = add(mul(row, x.ld), col);  // ld: the rows' stride
+      for (int d = 0; d < v.rank(); ++d) off = add(off, mul(v.start[d], v.stride[d]));
       x.ptr = cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")";
     };
     at(a, n.a, ca, n.trans_a, m0, k0);
