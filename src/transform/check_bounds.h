@@ -25,7 +25,9 @@
 // an `if` too). The cpu target checks exactly these indices at run time (a TilewrightError at the
 // access's line, never a write past the tile); accesses of global tensors are checked at run time
 // only under TW_BOUNDS_CHECK=1. The tile regions of a gemm (the one tile op that does not clip
-// its regions to their buffers) are checked the same way: start .. start + extent - 1 per dim.
+// its tile regions to their buffers) are checked the same way: start .. start + extent - 1 per dim.
+// A gemm operand region of a global tensor is never an error (it reads zeros outside the tensor,
+// as T.copy does): the Region is recorded when not proved inside, and the cpu target clips it.
 #pragma once
 
 #include <unordered_set>
@@ -35,7 +37,8 @@
 namespace tw::transform {
 
 // Throws ir::Error at the access's source line for the first provably out-of-bounds access.
-// Returns the LoadNode / StoreNode / GemmNode pointers of the tile accesses not proved in bounds.
+// Returns the LoadNode / StoreNode / GemmNode pointers of the tile accesses not proved in bounds,
+// and the Region pointers of global gemm operands not proved inside their tensors.
 std::unordered_set<const void*> check_bounds(const ir::Kernel& kernel);
 
 }  // namespace tw::transform

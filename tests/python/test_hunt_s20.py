@@ -114,7 +114,8 @@ def test_band_promise_cases_unchecked(target):
 # 0) and gives the exact product; cpu passes the slice's pointer to the gemm unclipped
 # (src/target/cpu/codegen.cpp emit_gemm: "gemm does not clip", global regions unchecked), so it
 # reads the next rows of A and memory past B's end: wrong values or NaN, silently, and
-# TW_BOUNDS_CHECK=1 does not report it.
+# TW_BOUNDS_CHECK=1 does not report it. Fixed by h-gemmclip8: cpu clips such a region at run time
+# (tests/python/test_gemm_global_clip.py).
 
 def _gemm_k_loop(M, N, K, bk, dtype):
     @T.prim_func
@@ -140,8 +141,6 @@ def test_gemm_global_k_tail_on_ascend(dtype):
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64))
 
 
-@pytest.mark.xfail(strict=True, reason="cpu codegen: T.gemm on a global slice past the tensor's end reads out of "
-                                       "bounds (ascend910b reads 0 there, as T.copy does)")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_gemm_global_k_tail_on_cpu(dtype):
     a, b = _k_loop_inputs(16, 16, 200, dtype)
@@ -257,7 +256,7 @@ def test_autotune_of_attention_with_a_mask_tensor_does_not_crash(tmp_path):
 # A[by * bm:(by + 1) * bm, 0:K] whose rows pass the tensor's last row (M = 1, bm = 16) reads
 # bm - 1 rows past the end of A. Here A ends at a guard page (PROT_NONE): the cpu kernel dies of
 # SIGSEGV, with TW_BOUNDS_CHECK=1 too (numpy arrays of a few MiB end at unmapped memory just the
-# same). ascend910b gives the product (tests above). Expected on cpu: the product.
+# same). ascend910b gives the product (tests above). Expected on cpu: the product (fixed by h-gemmclip8).
 
 GUARD_CHILD = '''
 import ctypes, mmap, sys
@@ -288,8 +287,6 @@ print("OK" if np.array_equal(out, a.astype(np.float64) @ b) else "WRONG")
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="cpu codegen: T.gemm on a global slice past the tensor's last row reads "
-                                       "out of bounds (SIGSEGV at a guard page)")
 def test_gemm_global_row_tail_on_cpu_at_a_guard_page(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env["TW_CACHE_DIR"] = str(tmp_path / "cache")

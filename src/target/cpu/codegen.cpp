@@ -1707,14 +1707,14 @@ void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
 // a global tensor's rows lie further out), so gemm works in place on tiles and on global tensors
 // alike.
 void CodeGen::emit_gemm(const GemmNode& n) {
-  struct Mat { std::string ptr; Idx rows, cols, ld; };
+  struct Mat { std::string ptr; Idx rows, cols, ld; int rd, cd; };  // rd, cd: the region's matrix dims
   auto mat = [&](const Region& r, const char* what) {
     if (r.buffer->ndim() < 2)
       throw Error(std::string("gemm operand ") + what + " ('" + r.buffer->name + "') must be a 2-D region", n.span);
     RegionView v = view(r);
     int rk = v.rank();
-    // gemm does not clip: a tile region check_bounds did not prove inside its tile has its first
-    // and last index checked.
+    // gemm does not clip tile regions: one check_bounds did not prove inside its tile has its
+    // first and last index checked (global operands are clipped below).
     if (unproved_.count(&n) && r.buffer->scope != Scope::global)
       for (int d = 0; d < rk; ++d)
         for (const Idx& i : {v.start[d], add(v.start[d], sub(v.ext[d], ic(1)))})
@@ -1731,11 +1731,12 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (auto it = views_.find(r.buffer.get()); it != views_.end()) {
       Idx ld = code(it->second.ld, true);
       Idx off = add(mul(v.start[0], ld), v.start[1]);
-      return Mat{cst(off) == 0 ? it->second.ptr : "(" + it->second.ptr + " + " + expr(off) + ")", v.ext[0], v.ext[1], ld};
+      return Mat{cst(off) == 0 ? it->second.ptr : "(" + it->second.ptr + " + " + expr(off) + ")", v.ext[0], v.ext[1], ld,
+                 0, 1};
     }
     Idx off = ic(0);
     for (int d = 0; d < rk; ++d) off = add(off, mul(v.start[d], v.stride[d]));
-    return Mat{cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")", v.ext[rd], v.ext[cd], v.stride[rd]};
+    return Mat{cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")", v.ext[rd], v.ext[cd], v.stride[rd], rd, cd};
   };
   DType ta = n.a.buffer->dtype, tb = n.b.buffer->dtype, tc = n.c.buffer->dtype;
   bool float_ok = ta == tb && (ta.code == DTypeCode::f32 || ta.code == DTypeCode::f16 || ta.code == DTypeCode::bf16) &&
@@ -1789,7 +1790,83 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   const std::string full_m = c_m.empty() ? expr(M) : c_m, full_n = c_n.empty() ? expr(N) : c_n;
   line(line_comment(n.span) + "gemm " + n.c.buffer->name + (n.clear ? " = " : " += ") + n.a.buffer->name +
        (n.trans_a ? "^T" : "") + " * " + n.b.buffer->name + (n.trans_b ? "^T" : ""));
-  if ((n.clear || !fresh.empty()) && (!a_m.empty() || !b_n.empty())) {
+  // A global operand region check_bounds did not prove inside its tensor reads zeros outside it
+  // (docs/language.md T.gemm, as T.copy): the product runs on the part inside, [lo, hi) of op(A)'s
+  // rows (M) and cols (K), op(B)'s rows (K, met with A's) and cols (N). The rows of C outside
+  // [m0, m1) and cols outside [n0, n1) get nothing (cleared when the gemm overwrites C), and an
+  // empty part (also: a leading unit dim outside the tensor) multiplies nothing.
+  struct Clip { bool on = false; Idx lo[2], hi[2]; std::vector<std::string> conds; bool never = false; };
+  auto clip = [&](const Region& r, const Mat& x, bool trans) {
+    Clip c;
+    if (r.buffer->scope != Scope::global || !unproved_.count(&r)) return c;
+    RegionView v = view(r);
+    c.on = true;
+    c.conds = unit_dims_inside(v, c.never);
+    for (int q = 0; q < 2; ++q) {  // q: op's rows, cols
+      const int d = (q == 0) != trans ? x.rd : x.cd;
+      c.lo[q] = range_lo(v, d);
+      c.hi[q] = range_hi(v, d);
+    }
+    return c;
+  };
+  const Clip ca = clip(n.a, a, n.trans_a), cb = clip(n.b, b, n.trans_b);
+  const std::string c_whole = c.ptr;  // C's first element (the clipped product's may lie past it)
+  std::string none, band_shift;  // clipped: "nothing to multiply"; the band's offset in the clipped product
+  const bool block = ca.on || cb.on || ((n.clear || !fresh.empty()) && (!a_m.empty() || !b_n.empty()));
+  if (ca.on || cb.on) {
+    open("");
+    line("// " + std::string(ca.on ? n.a.buffer->name : "") + (ca.on && cb.on ? ", " : "") +
+         (cb.on ? n.b.buffer->name : "") + " clipped to the tensor (outside reads as 0)");
+    // min(e, hi), e a bound of the full extent (hi <= the full extent: range_hi)
+    auto lower = [&](const std::string& e, const Idx& full, const Idx& hi) {
+      return e == expr(full) ? expr(hi) : "(" + expr(hi) + " < " + e + " ? " + expr(hi) + " : " + e + ")";
+    };
+    const Idx m0 = hoist(ca.on ? ca.lo[0] : ic(0), "tw_gm0"), n0 = hoist(cb.on ? cb.lo[1] : ic(0), "tw_gn0");
+    const Idx k0 = hoist(ca.on && cb.on && expr(ca.lo[1]) != expr(cb.lo[0]) ? imax(ca.lo[1], cb.lo[0])
+                         : ca.on ? ca.lo[1] : cb.lo[0], "tw_gk0");
+    line("const int64_t tw_gm1 = " + (ca.on ? lower(Ms, M, ca.hi[0]) : Ms) + ";");
+    line("const int64_t tw_gn1 = " + (cb.on ? lower(Ns, N, cb.hi[1]) : Ns) + ";");
+    const Idx k_hi = ca.on && cb.on && expr(ca.hi[1]) != expr(cb.hi[0]) ? imin(ca.hi[1], cb.hi[0])
+                     : ca.on ? ca.hi[1] : cb.hi[0];
+    line("const int64_t tw_gk1 = " + lower(Ks, Ka, k_hi) + ";");
+    std::string empty = "tw_gm1 <= " + expr(m0) + " || tw_gn1 <= " + expr(n0) + " || tw_gk1 <= " + expr(k0);
+    if (ca.never || cb.never) empty = "true";
+    for (const Clip* c : {&ca, &cb})
+      for (const std::string& cond : c->conds) empty += " || !(" + cond + ")";
+    none = "tw_gnone";
+    line("const bool " + none + " = " + empty + ";");
+    if (n.clear || !fresh.empty()) {
+      shrunk = "tw_gshrunk";
+      std::string cond = none + " || tw_gm1 < " + full_m + " || tw_gn1 < " + full_n;
+      if (cst(m0) != 0) cond += " || " + expr(m0) + " > 0";
+      if (cst(n0) != 0) cond += " || " + expr(n0) + " > 0";
+      line("const bool " + shrunk + " = " + (n.clear ? cond : fresh + " && (" + cond + ")") + ";");
+    }
+    auto diff = [&](const std::string& hi, const Idx& lo) { return cst(lo) == 0 ? hi : "(" + hi + " - " + expr(lo) + ")"; };
+    Ms = diff("tw_gm1", m0);
+    Ns = diff("tw_gn1", n0);
+    Ks = diff("tw_gk1", k0);
+    // the operands' and C's first element in the clipped product (a pointer only formed when it lies inside)
+    auto at = [&](Mat& x, const Region& r, const Clip& c, bool trans, const Idx& q0, const Idx& q1) {
+      const Idx row = trans ? q1 : q0, col = trans ? q0 : q1;
+      if (!c.on) {
+        Idx off = add(mul(row, x.ld), col);
+        if (cst(off) != 0) x.ptr = "(" + x.ptr + " + " + expr(off) + ")";
+        return;
+      }
+      RegionView v = view(r);
+      Idx off = add(mul(row, x.ld), col);  // ld: the rows' stride
+      for (int d = 0; d < v.rank(); ++d) off = add(off, mul(v.start[d], v.stride[d]));
+      x.ptr = cst(off) == 0 ? v.buf : "(" + v.buf + " + " + expr(off) + ")";
+    };
+    at(a, n.a, ca, n.trans_a, m0, k0);
+    at(b, n.b, cb, n.trans_b, k0, n0);
+    Idx c_off = add(mul(m0, c.ld), n0);
+    if (cst(c_off) != 0) c.ptr = "(" + c.ptr + " + " + expr(c_off) + ")";
+    // the band's diagonal (k - i for a_band, j - i for c_band) in the clipped product's indices
+    const Idx shift = sub(n.band == GemmBand::a ? k0 : n0, m0);
+    if (cst(shift) != 0) band_shift = " - (" + expr(shift) + ")";
+  } else if (block) {
     open("");
     Ms = expr(hoist(code(Ms, true), "tw_gm"));
     Ns = expr(hoist(code(Ns, true), "tw_gn"));
@@ -1833,12 +1910,12 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (stable.find("b_col") == std::string::npos) stable += ", /*b_col=*/-1, /*b_width=*/0";
     if (next_b.empty()) stable += ", /*next_b=*/(const " + storage_type(tb) + "*)nullptr, /*next_ldb=*/0";
     stable += ", tw_cpu::Band{" + std::string(n.band == GemmBand::a ? "1" : "2") + ", (long)(" + expr(n.band_lo) +
-              "), (long)(" + expr(n.band_hi) + ")}";
+              band_shift + "), (long)(" + expr(n.band_hi) + band_shift + ")}";
   }
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
     open("for (int64_t tw_i = 0; tw_i < " + full_m + "; ++tw_i)");
-    line("for (int64_t tw_j = 0; tw_j < " + full_n + "; ++tw_j) " + c.ptr + "[tw_i * " + expr(c.ld) + " + tw_j] = 0;");
+    line("for (int64_t tw_j = 0; tw_j < " + full_n + "; ++tw_j) " + c_whole + "[tw_i * " + expr(c.ld) + " + tw_j] = 0;");
     close();
     close();
   }
@@ -1848,19 +1925,20 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   const bool check_band = bounds_check_ && n.band != GemmBand::none;
   const std::string band_lo = check_band ? "(int64_t)(" + expr(n.band_lo) + ")" : "";
   const std::string band_hi = check_band ? "(int64_t)(" + expr(n.band_hi) + ")" : "";
+  const std::string guard = none.empty() ? "" : "if (!" + none + ") ";
   if (bounds_check_ && n.band == GemmBand::a)
-    line("tw_cpu::check_band_a((int64_t)(" + Ms + "), (int64_t)(" + Ks + "), " + a.ptr + ", " + expr(a.ld) + ", " +
-         (n.trans_a ? "true" : "false") + ", " + band_lo + ", " + band_hi + ", " + at + ", \"" + n.a.buffer->name +
-         "\");");
+    line(guard + "tw_cpu::check_band_a((int64_t)(" + Ms + "), (int64_t)(" + Ks + "), " + a.ptr + ", " + expr(a.ld) +
+         ", " + (n.trans_a ? "true" : "false") + ", (int64_t)(" + expr(n.band_lo) + band_shift + "), (int64_t)(" +
+         expr(n.band_hi) + band_shift + "), " + at + ", \"" + n.a.buffer->name + "\");");
   if (bounds_check_ && n.band == GemmBand::c)
     line("tw_cpu::check_band(" + band_lo + ", " + band_hi + ", " + at + ", \"c_band\", \"" + n.a.buffer->name + "\");");
-  line(kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + expr(a.ld) + ", " +
+  line(guard + kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + expr(a.ld) + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + expr(b.ld) + ", " + (n.trans_b ? "true" : "false") + ", " +
        c.ptr + ", " + expr(c.ld) + ", /*accumulate=*/" + accumulate + stable + ");");
   if (bounds_check_ && n.band == GemmBand::c)
-    line("tw_cpu::poison_outside_band((int64_t)(" + full_m + "), (int64_t)(" + full_n + "), " + c.ptr + ", " +
+    line("tw_cpu::poison_outside_band((int64_t)(" + full_m + "), (int64_t)(" + full_n + "), " + c_whole + ", " +
          expr(c.ld) + ", " + band_lo + ", " + band_hi + ");");
-  if (!shrunk.empty()) close();
+  if (block) close();
   if (!fresh.empty()) line(fresh + " = false;");
 }
 
