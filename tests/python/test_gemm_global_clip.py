@@ -292,3 +292,40 @@ def test_global_c_is_still_an_error():
             T.gemm(A[0:8, 0:8], B[0:8, 0:8], C[0:8, 0:8])
     with pytest.raises(tw.TilewrightError):
         tw.compile(main)
+
+
+# ---------------------------------------------------------------------------------------------
+# BSHD regions (the rows a stride H * D apart, docs/language.md T.gemm) on the clipped path: a
+# user's loop over 32-wide head-dim slices of Q[b, rows, h, :] and K[b, keys, h, :] with S, L and
+# D symbolic (nothing proved): the last row block reaches past S, the last slices past D. The
+# memory just past each tensor is poisoned.
+
+def bshd_k_loop(bm=16, bl=16, bk=32):
+    S, L, D = T.symbolic("S"), T.symbolic("L"), T.symbolic("D")
+
+    @T.prim_func
+    def main(Q: T.Tensor((2, S, 3, D), "float32"), K: T.Tensor((2, L, 3, D), "float32"),
+             O: T.Tensor((2, 3, S, L), "float32")):
+        with T.Kernel(T.ceildiv(L, bl), T.ceildiv(S, bm), 6) as (bx, by, bz):
+            c = T.alloc_fragment((bm, bl), "float32")
+            T.clear(c)
+            for ko in T.serial(T.ceildiv(D, bk)):
+                T.gemm(Q[bz // 3, by * bm:(by + 1) * bm, bz % 3, ko * bk:(ko + 1) * bk],
+                       K[bz // 3, bx * bl:(bx + 1) * bl, bz % 3, ko * bk:(ko + 1) * bk], c, transpose_B=True)
+            T.copy(c, O[bz // 3, bz % 3, by * bm:(by + 1) * bm, bx * bl:(bx + 1) * bl])
+    return main
+
+
+def test_bshd_regions_clipped_on_cpu():
+    kern = tw.compile(bshd_k_loop(), out_idx=[2])
+    rng = np.random.default_rng(5)
+    for S, L, D in [(17, 5, 40), (1, 33, 1), (16, 16, 32), (40, 3, 70)]:
+        q = exact_values((2, S, 3, D), "float32", rng)
+        k = exact_values((2, L, 3, D), "float32", rng)
+        qp = np.full(q.size + 4096, np.nan, np.float32)
+        qp[:q.size] = q.ravel()
+        kp = np.full(k.size + 4096, np.nan, np.float32)
+        kp[:k.size] = k.ravel()
+        out = kern(qp[:q.size].reshape(q.shape), kp[:k.size].reshape(k.shape))
+        ref = np.einsum("bshd,blhd->bhsl", f64(q), f64(k))
+        np.testing.assert_array_equal(out, ref, err_msg=f"S, L, D = {S}, {L}, {D}")
