@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -159,7 +160,6 @@ def test_sigint_during_a_long_call(tmp_path):
     p = subprocess.Popen([PY, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
-        import time
         time.sleep(0.5)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
@@ -186,6 +186,17 @@ COMPILE_ONE = """
 """
 
 
+def _wait_for_generated_source(p, tmp_path):
+    """Waits until the child `p` (running COMPILE_ONE) has written its generated source into the
+    cache's tmp/ (its compiler is about to run, or running); returns that directory."""
+    assert p.stdout.readline().strip() == "compiling"
+    tmp = tmp_path / "cache" / "tmp"
+    deadline = time.monotonic() + 60
+    while not (tmp.is_dir() and any(tmp.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return tmp
+
+
 def test_ctrl_c_during_a_compile_is_not_lost(tmp_path):
     """SIGINT while the compiler runs: the only Python code a compile runs is the log sink, which
     the signal's KeyboardInterrupt hit, and the sink's errors were discarded ("Exception ignored
@@ -194,7 +205,6 @@ def test_ctrl_c_during_a_compile_is_not_lost(tmp_path):
     p = _start(tmp_path, COMPILE_ONE)
     try:
         assert p.stdout.readline().strip() == "compiling"
-        import time
         time.sleep(0.05)  # the compiler takes far longer than this
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
@@ -214,12 +224,7 @@ def test_compile_temporaries_of_killed_processes_are_removed(tmp_path):
     compiles; younger ones (another process's compile) are left alone."""
     p = _start(tmp_path, COMPILE_ONE, start_new_session=True)
     try:
-        assert p.stdout.readline().strip() == "compiling"
-        import time
-        tmp = tmp_path / "cache" / "tmp"
-        deadline = time.monotonic() + 60
-        while not (tmp.is_dir() and any(tmp.iterdir())) and time.monotonic() < deadline:
-            time.sleep(0.01)  # until the generated source is written
+        tmp = _wait_for_generated_source(p, tmp_path)
         os.killpg(p.pid, signal.SIGKILL)  # the process and its compiler, as a terminal's kill would
         p.wait(timeout=60)
     finally:
@@ -241,12 +246,7 @@ def test_ctrl_c_to_the_process_group_during_a_compile(tmp_path):
     nanobind reported as a RuntimeError wrapping the traceback. It is a KeyboardInterrupt."""
     p = _start(tmp_path, COMPILE_ONE, start_new_session=True)
     try:
-        assert p.stdout.readline().strip() == "compiling"
-        import time
-        tmp = tmp_path / "cache" / "tmp"
-        deadline = time.monotonic() + 60
-        while not (tmp.is_dir() and any(tmp.iterdir())) and time.monotonic() < deadline:
-            time.sleep(0.01)  # the source is written: the compiler is about to run
+        tmp = _wait_for_generated_source(p, tmp_path)
         time.sleep(0.05)
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=120)
