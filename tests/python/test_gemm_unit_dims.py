@@ -84,7 +84,7 @@ def bshd_global(Bt, S, H, L, D, bm, dtype, ta, tb):
     tensors (the matrix in dimensions 1 and 3): A is Q[b, r0:r0 + bm, h, :] (ta: its transpose,
     stored (B, D, H, S), the row start in dimension 3), B is K[b, 0:L, h, :] transposed (tb) or
     stored (B, D, H, L). Row starts are run-time values (bx * bm); the last block of S % bm rows is
-    a gemm of its own (a tail inside the tensor: a gemm region does not clip on cpu)."""
+    a gemm of its own (a tail inside the tensor; regions past it are test_gemm_global_clip.py's)."""
     acc = ACC[dtype]
     a_shape = (Bt, D, H, S) if ta else (Bt, S, H, D)
     b_shape = (Bt, L, H, D) if tb else (Bt, D, H, L)
