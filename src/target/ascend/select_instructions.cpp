@@ -1118,6 +1118,21 @@ class Lowerer {
                                 "bx * " + std::to_string(c0) + " - " + std::to_string(c0) + "): the columns before 0 then "
                                 "read zeros, as on cpu",
                             sp);
+      if (g.unclipped_cols) {
+        // a start of unknown range (a scalar parameter, an element read from GM): the whole C0
+        // strips before column 0 are clipped at run time (a start that is a multiple of C0 then
+        // reads exact zeros there) and a window wholly before the tensor moves nothing; a rest inside
+        // a strip cannot be clipped (the Nd2Nz destination starts on a 32 B block): the copy then
+        // reads across the start of its row, the simulator checker's out-of-bounds report (never
+        // silent: the read always crosses the row's start)
+        Expr before = max(C(0), sub(C(0), g.unclipped_cols));
+        Expr skip = simp(min(mul(ir::binary(ir::BinOp::FloorDiv, before, C(c0)), C(c0)), C(g.cols / c0 * c0)));
+        g.skip_cols = skip;
+        // wholly before the tensor (start + cols <= 0; fewer columns than a strip skip none): nothing
+        Expr any = mul(max(C(0), add(g.unclipped_cols, C(g.cols))), C(g.cols));
+        g.valid_cols = simp(max(C(0), min(sub(g.valid_cols, skip), any)));
+        g.offset = add(g.offset, mul(skip, C(dt.bytes())));
+      }
       cube_single(g, n->src, sp);
       auto cc0 = ir::as_const_int(w.c0);
       Expr win_rows = row_window(w, n->dst, "copy GM->L1 into", sp);

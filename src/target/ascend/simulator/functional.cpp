@@ -154,6 +154,20 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           if (x.n > 0 && x.d > 0)
             for (int64_t i = 0; i < x.nd_num && ok; ++i) {
               operand(x.src, Rect{i * x.src_nd_stride * es, x.n, x.d * es, x.src_d * es}, false, es, "source");
+              // Inside the allocation is not enough: a source row must lie in one row of its tensor
+              // (a window before column 0 or past the last column reads the neighbouring row's
+              // elements, which the allocation bounds do not catch). Whole rows from column 0 are
+              // contiguous rows of the tensor.
+              int64_t w = ok && x.src.gm && x.src.index >= 0 ? gm_row_elems_[x.src.index] : 0;
+              for (int64_t rr = 0; w > 0 && rr < x.n && ok; ++rr) {
+                int64_t at = x.src.off / es + i * x.src_nd_stride + rr * x.src_d, col = at % w;
+                if (col + x.d > w && !(col == 0 && x.d % w == 0))
+                  fail(ReportKind::OutOfBounds,
+                       "source row " + std::to_string(rr) + " reads " + std::to_string(x.d) + " elements from column " +
+                           std::to_string(col) + " of GM tensor " + prog.params[x.src.index].name + ", whose rows have " +
+                           std::to_string(w) + " elements: it reads past the row into the next one (a window that " +
+                           "starts before column 0 or ends past the last column; on the device: other elements)");
+              }
               int64_t base = i * x.nz_matrix_stride * es, strips = x.d / c0, tail = x.d % c0;
               if (x.n_stride == 1 && strips > 0)  // whole C0 strips: n * 32 contiguous bytes each
                 operand(x.dst, Rect{base, strips, x.n * 32, x.c0_stride * 32}, true, es, "destination");

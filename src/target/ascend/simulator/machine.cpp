@@ -502,6 +502,9 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   // 0 blocks (an empty dimension, e.g. M = 0): nothing is launched, the result is empty
   if (blocks < 0) throw ir::Error("ascend simulator: block_dim must not be negative, got " + std::to_string(blocks), prog.span);
   workspace_bytes_ = eval_expr(prog.workspace_bytes);
+  gm_row_elems_.assign(prog.params.size(), 0);
+  for (size_t i = 0; i < prog.params.size(); ++i)
+    if (prog.params[i].is_tensor && prog.params[i].shape.size() >= 2) gm_row_elems_[i] = eval_expr(prog.params[i].shape.back());
   if (opt.functional) workspace.assign(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 0)), 0);
   if ((!runs_aiv(prog.kernel_type) && prog.aiv) || (!runs_aic(prog.kernel_type) && prog.aic))
     throw ir::Error("ascend simulator: kernel type " + std::string(kernel_type_name(prog.kernel_type)) +

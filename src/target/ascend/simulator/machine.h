@@ -298,6 +298,9 @@ class Machine {
   std::unordered_map<uint64_t, bool> report_keys_;
   int aic_phys_ = 0, aiv_phys_ = 0;
   int64_t workspace_bytes_ = 0;
+  // per parameter: a tensor's row length in elements (its last dimension; 0 for scalars and 1-D
+  // tensors): an Nd2Nz source row must lie inside one row of its tensor (accesses)
+  std::vector<int64_t> gm_row_elems_;
   int64_t events_ = 0;  // executed instructions incl. flags (progress detection)
   // The cores take turns (run()): a core's scalar unit stops issuing once its time passes the
   // horizon, so the shared L2 and HBM see the cores' accesses in about the order of simulated
