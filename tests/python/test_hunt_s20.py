@@ -1,7 +1,7 @@
 """Session 20's odd-shape hunt (h-hunt8, docs/testing.md "Session 20: ... (h-hunt8)"): the defects it
 found, each as a minimal test against float64 numpy (and cpu against ascend910b, simulator with
-its checker on). The tests marked xfail(strict=True) describe open defects in files owned by other
-work; they fail today and turn into an XPASS failure once fixed (then drop the marker)."""
+its checker on). Each was a strict xfail until its fix landed the same session (h-gemmclip8,
+h-ascendk8, h-maskfix8); they now guard the fixes."""
 import os
 import pathlib
 import subprocess
