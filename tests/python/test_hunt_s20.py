@@ -21,10 +21,13 @@ import masked_attention as ma  # noqa: E402
 from ascend_util import TARGET, exact_values, run_checked  # noqa: E402
 
 
-def _checked_child(tmp_path, source):
-    """Runs `source` in a child with TW_BOUNDS_CHECK=1 (read once per process)."""
+def _child(tmp_path, source, checked=False):
+    """Runs `source` in a child process (a crash is its exit status), with TW_BOUNDS_CHECK=1 when
+    `checked` (read once per process) and its own cache."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
+    env["TW_CACHE_DIR"] = str(tmp_path / "cache")
+    if checked:
+        env["TW_BOUNDS_CHECK"] = "1"
     (tmp_path / "child.py").write_text(source)
     return subprocess.run([sys.executable, str(tmp_path / "child.py")], env=env, capture_output=True, text=True,
                           timeout=900, cwd=str(ROOT))
@@ -90,7 +93,7 @@ for name, run in [("empty band", lambda: assert_close(*ma.run(1, 1, 1, 3, 32, 16
 
 
 def test_band_promises_of_masked_attention_in_checked_mode(tmp_path):
-    p = _checked_child(tmp_path, ATT_CHILD)
+    p = _child(tmp_path, checked=True, source=ATT_CHILD)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-2:] == ["OK empty band", "OK full block, rows past seq_q"], p.stdout
 
@@ -240,11 +243,7 @@ print("OK")
 
 
 def test_autotune_of_attention_with_a_mask_tensor_does_not_crash(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env["TW_CACHE_DIR"] = str(tmp_path / "cache")
-    (tmp_path / "child.py").write_text(TUNE_CHILD)
-    p = subprocess.run([sys.executable, str(tmp_path / "child.py")], env=env, capture_output=True, text=True,
-                       timeout=900, cwd=str(ROOT))
+    p = _child(tmp_path, TUNE_CHILD)
     assert p.returncode == 0, f"exit status {p.returncode}: {p.stderr[-2000:]}"
     lines = p.stdout.strip().splitlines()
     assert lines[-1] == "OK", p.stdout
@@ -288,11 +287,7 @@ print("OK" if np.array_equal(out, a.astype(np.float64) @ b) else "WRONG")
 
 
 def test_gemm_global_row_tail_on_cpu_at_a_guard_page(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env["TW_CACHE_DIR"] = str(tmp_path / "cache")
-    (tmp_path / "child.py").write_text(GUARD_CHILD)
-    p = subprocess.run([sys.executable, str(tmp_path / "child.py")], env=env, capture_output=True, text=True,
-                       timeout=900, cwd=str(ROOT))
+    p = _child(tmp_path, GUARD_CHILD)
     assert p.returncode == 0, f"exit status {p.returncode}: {p.stderr[-2000:]}"
     assert p.stdout.strip().splitlines()[-1] == "OK", p.stdout
 
