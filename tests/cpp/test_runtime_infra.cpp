@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -1251,6 +1252,46 @@ TEST(DiskCache, KeyLockSerialisesProcesses) {
     EXPECT_TRUE(lock.held());
 }
 
+// A child process that takes a lock (`take`, run in the child: false = it could not) and then
+// stops itself (SIGSTOP) holding it: a holder that makes no progress. end() kills it (the lock is
+// then free); the destructor does too if the test did not.
+class StoppedHolder {
+ public:
+  explicit StoppedHolder(const std::function<bool()>& take) {
+    if (pipe(ready_) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (!take()) _exit(1);
+      char c = 1;
+      (void)!write(ready_[1], &c, 1);
+      raise(SIGSTOP);
+      _exit(0);
+    }
+    char c;
+    ok_ = pid_ > 0 && read(ready_[0], &c, 1) == 1;
+  }
+  StoppedHolder(const StoppedHolder&) = delete;
+  StoppedHolder& operator=(const StoppedHolder&) = delete;
+  ~StoppedHolder() {
+    end();
+    close(ready_[0]);
+    close(ready_[1]);
+  }
+  bool holding() const { return ok_; }  // the child took the lock and stopped
+  void end() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+
+ private:
+  int ready_[2] = {-1, -1};
+  pid_t pid_ = -1;
+  bool ok_ = false;
+};
+
 TEST(DiskCache, UsageLockWaitIsBounded) {
     // The usage index is bookkeeping: a process stopped while it holds the index's lock must not
     // stall a publish (or clear) for longer than the bound, and a lookup never takes the lock.
@@ -1258,20 +1299,11 @@ TEST(DiskCache, UsageLockWaitIsBounded) {
     TempDir d;
     std::string dir = d / "cache";
     rt::DiskCache cache(dir, 1 << 20, std::chrono::milliseconds(300));
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
+    StoppedHolder holder([&] {
         int fd = open((dir + "/.usage").c_str(), O_RDWR | O_CREAT, 0600);
-        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
-        char c = 1;
-        (void)!write(ready[1], &c, 1);
-        raise(SIGSTOP);
-        _exit(0);
-    }
-    char c;
-    ASSERT_EQ(read(ready[0], &c, 1), 1);
+        return fd >= 0 && flock(fd, LOCK_EX) == 0;
+    });
+    ASSERT_TRUE(holder.holding());
     std::vector<std::string> warnings;
     rt::set_log_sink([&](rt::LogLevel level, const std::string& m) {
         if (level == rt::LogLevel::warning) warnings.push_back(m);
@@ -1288,17 +1320,13 @@ TEST(DiskCache, UsageLockWaitIsBounded) {
     EXPECT_NE(warnings[0].find("continue or end that process"), std::string::npos) << warnings[0];
     cache.clear();  // also bounded; the entries are removed all the same
     EXPECT_EQ(cache.entries(), 0u);
-    kill(pid, SIGKILL);
-    int st = 0;
-    waitpid(pid, &st, 0);
+    holder.end();
     // The holder died: the next publish holds the index and records a size again.
     cache.publish(key_of("after"), "kernel.so", stage(d, "s", "0123456789"));
     std::ifstream in(dir + "/.usage");
     uint64_t recorded = 0;
     ASSERT_TRUE(in >> recorded);
     EXPECT_EQ(recorded, cache.total_bytes());
-    close(ready[0]);
-    close(ready[1]);
 }
 
 TEST(DiskCache, KeyLockWaitIsBounded) {
@@ -1308,26 +1336,14 @@ TEST(DiskCache, KeyLockWaitIsBounded) {
     std::string dir = d / "cache";
     rt::DiskCache cache(dir, 1 << 20);
     const std::string key = key_of("stuck");
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        auto lock = rt::DiskCache(dir, 1 << 20).lock(key);
-        char c = 1;
-        (void)!write(ready[1], &c, 1);
-        raise(SIGSTOP);
-        _exit(0);
-    }
-    char c;
-    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    StoppedHolder holder([&] {
+        static auto held = rt::DiskCache(dir, 1 << 20).lock(key);  // kept while the child is stopped
+        return held.held();
+    });
+    ASSERT_TRUE(holder.holding());
     auto lock = cache.lock(key, std::chrono::milliseconds(300));
     EXPECT_FALSE(lock.held());
-    kill(pid, SIGKILL);
-    int st = 0;
-    waitpid(pid, &st, 0);
+    holder.end();
     auto free_lock = cache.lock(key, std::chrono::milliseconds(300));  // the holder died: the lock is free
     EXPECT_TRUE(free_lock.held());
-    close(ready[0]);
-    close(ready[1]);
 }
