@@ -1,6 +1,7 @@
 #include "target/ascend/infer_scope.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/functor.h"
 
@@ -65,10 +66,32 @@ struct Roles : ir::Visitor {
   using ir::Visitor::visit;
 };
 
+// Every buffer referenced outside its allocation.
+struct Used : ir::Visitor {
+  std::unordered_set<const ir::BufferNode*> used;
+  void visit(const ir::Stmt& s) override {
+    if (s && s->kind == ir::StmtKind::Alloc) return;
+    ir::Visitor::visit(s);
+  }
+  void visit_buffer(const Buffer& b) override { used.insert(b.get()); }
+  using ir::Visitor::visit;
+};
+
 struct Rescope : ir::Mutator {
   const Roles& roles;
+  const Used& uses;
   std::unordered_map<const ir::BufferNode*, Buffer> done;
-  explicit Rescope(const Roles& r) : roles(r) {}
+  Rescope(const Roles& r, const Used& u) : roles(r), uses(u) {}
+
+  ir::Stmt mutate(const ir::Stmt& s) override {
+    if (s && s->kind == ir::StmtKind::Alloc) {
+      const Buffer& b = ir::as<ir::AllocNode>(s)->buffer;
+      if (portable(b) && !uses.used.count(b.get()))  // a tile never used: no memory, no unit
+        return std::make_shared<ir::SeqNode>(std::vector<ir::Stmt>{}, s->span);
+    }
+    return ir::Mutator::mutate(s);
+  }
+  using ir::Mutator::mutate;
 
   Buffer mutate_buffer(const Buffer& b) override {
     if (!portable(b)) return b;
@@ -109,7 +132,9 @@ ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
       dst->second |= kVector;
     }
   });
-  Rescope m(roles);
+  Used uses;
+  uses.visit(kernel->body);
+  Rescope m(roles, uses);
   return m.mutate_kernel(kernel);
 }
 

@@ -17,6 +17,8 @@
 // softmax) keeps its portable scope: split_cube_vector gives it one incarnation per core and
 // hands the data over through GM. A tile that is both operand and accumulator of T.gemm is an
 // error. Tiles that already have an Ascend scope and global tensors are left as they are.
+// A portable tile the kernel never uses (only allocated) is dropped: it needs no memory, and as a
+// UB tile it made a Cube-only kernel look like it needed the Vector core too (session 21, h-hunt9a).
 #pragma once
 
 #include "target/registry.h"
