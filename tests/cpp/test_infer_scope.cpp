@@ -114,5 +114,31 @@ TEST(InferScope, MixedTilesKeepTheirScope) {
 )");
 }
 
+// A tile the kernel never uses is dropped (session 21, hunt9a F9): as a UB tile next to a gemm it
+// made a Cube-only kernel look like it needed the Vector core, and split_cube_vector then found no
+// vector code ("internal: ... found no code for one unit").
+TEST(InferScope, UnusedTilesAreDropped) {
+  EXPECT_EQ(run(R"(kernel mm(A: global float16[16, 16], C: global float32[16, 16] out)
+    grid(bx = 1) {
+  alloc c: fragment float32[16, 16]
+  alloc a: shared float16[16, 16]
+  alloc u: fragment float32[16, 16]
+  alloc s: shared float16[16, 32]
+  copy A -> a
+  gemm a, a -> c trans_a=false trans_b=false clear=true
+  copy c -> C
+}
+)"),
+            R"(kernel mm(A: global float16[16, 16], C: global float32[16, 16] out)
+    grid(bx = 1) {
+  alloc c: L0C float32[16, 16]
+  alloc a: L1 float16[16, 16]
+  copy A -> a
+  gemm a, a -> c trans_a=false trans_b=false clear=true
+  copy c -> C
+}
+)");
+}
+
 }  // namespace
 }  // namespace tw::ascend
