@@ -958,3 +958,56 @@ def test_nan_through_max_min_same_on_both_targets():
     cpu, npu = (_run(tw.compile(max_min_nan(), target=t, out_idx=[1, 2, 3, 4, 5]), t, x) for t in TARGETS)
     for a, b in zip(cpu, npu):
         np.testing.assert_array_equal(a, b)          # NaN == NaN positions compare equal here
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F10: int32 equality in T.where compares in float32 on ascend910b: "
+                                                    "argmax of int32 values >= 2^24 is silently wrong",
+                                                    raises=AssertionError))
+def test_argmax_of_large_int32(target):
+    x = np.array([[2 ** 24, 2 ** 24 + 1, 5, 2 ** 24 + 1], [2 ** 30, 2 ** 30 + 64, 2 ** 30 + 1, 0],
+                  [-2 ** 31, -2 ** 31 + 1, -2 ** 31 + 3, -2 ** 31 + 2]], np.int32)
+    imax, _ = _run(tw.compile(argmax_rows(4, 8, "int32"), target=target, out_idx=[1, 2]), target, x)
+    np.testing.assert_array_equal(imax, np.argmax(x, 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# the tile-loops style (docs/language.md "The tile-loops style"): its matmul_scale example
+
+TL_M = tw.symbolic("M")
+TL_N, TL_K, TL_BM, TL_BN, TL_BK = 24, 40, 8, 8, 16
+
+
+def tile_loops_matmul(target, epilogue):
+    def matmul_scale(A: tw.Tensor((TL_M, TL_K), "float16"), B: tw.Tensor((TL_K, TL_N), "float16"), s: float):
+        out = tw.output((TL_M, TL_N), dtype="float32")
+        for by in range(tw.ceildiv(TL_M, TL_BM)):
+            for bx in range(tw.ceildiv(TL_N, TL_BN)):
+                acc = tw.accumulator((TL_BM, TL_BN), dtype="float32")
+                for k in range(tw.ceildiv(TL_K, TL_BK)):
+                    a = tw.load(A, (by * TL_BM, k * TL_BK), (TL_BM, TL_BK))
+                    b = tw.load(B, (k * TL_BK, bx * TL_BN), (TL_BK, TL_BN))
+                    acc += tw.matmul(a, b)
+                if epilogue:
+                    for i in range(TL_BM):
+                        for j in range(TL_BN):
+                            acc[i, j] = acc[i, j] * s
+                tw.store(out, (by * TL_BM, bx * TL_BN), acc)
+        return out
+    return tw.compile(matmul_scale, target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M", [1, 13, 40])
+def test_tile_loops_matmul(M, target):
+    rng = np.random.default_rng(24)
+    a, b = exact_values((M, TL_K), "float16", rng), exact_values((TL_K, TL_N), "float16", rng)
+    _close(_run(tile_loops_matmul(target, False), target, a, b, 0.5), a.astype(np.float64) @ b.astype(np.float64))
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F11: the docs' tile-loops matmul_scale (an element-wise "
+                                                    "epilogue on the accumulator) is an error on ascend910b"))
+@pytest.mark.parametrize("M", [1, 13])
+def test_tile_loops_matmul_epilogue(M, target):
+    rng = np.random.default_rng(24)
+    a, b = exact_values((M, TL_K), "float16", rng), exact_values((TL_K, TL_N), "float16", rng)
+    _close(_run(tile_loops_matmul(target, True), target, a, b, 0.5), 0.5 * (a.astype(np.float64) @ b.astype(np.float64)))
