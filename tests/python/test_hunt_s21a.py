@@ -1011,3 +1011,54 @@ def test_tile_loops_matmul_epilogue(M, target):
     rng = np.random.default_rng(24)
     a, b = exact_values((M, TL_K), "float16", rng), exact_values((TL_K, TL_N), "float16", rng)
     _close(_run(tile_loops_matmul(target, True), target, a, b, 0.5), 0.5 * (a.astype(np.float64) @ b.astype(np.float64)))
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions of 8-bit and bool tiles: uint8 / int8 max, min, sum (wrapping), bool any / all (F12)
+
+def reduce_rows(N, bm, dtype, op):
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), dtype)
+            y = T.alloc_fragment((bm,), dtype)
+            T.copy(X[bx * bm, 0], x)
+            if op == "max":
+                T.reduce_max(x, y, dim=1)
+            elif op == "min":
+                T.reduce_min(x, y, dim=1)
+            else:
+                T.reduce_sum(x, y, dim=1)
+            T.copy(y, Y[bx * bm])
+    return main
+
+
+def _reduce_rows_case(M, N, bm, dtype, op, target):
+    rng = np.random.default_rng(25)
+    if dtype == "bool":
+        x = rng.random((M, N)) < 0.9
+    else:
+        lo, hi = (0, 256) if dtype == "uint8" else (-128, 128)
+        x = rng.integers(lo, hi, (M, N)).astype(np_dtype(dtype))
+    x64 = x.astype(np.int64)
+    ref = {"max": x64.max(1), "min": x64.min(1), "sum": x64.sum(1)}[op]
+    ref = (ref + 128) % 256 - 128 if dtype == "int8" else ref % 256      # sums wrap into the dtype
+    y = _run(tw.compile(reduce_rows(N, bm, dtype, op), target=target, out_idx=[1]), target, x)
+    np.testing.assert_array_equal(y.astype(np.int64), ref)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("op", ["max", "min", "sum"])
+@pytest.mark.parametrize("M,N,bm,dtype", [(13, 37, 8, "uint8"), (1, 1, 8, "int8"), (5, 300, 4, "int8")])
+def test_reduce_of_8bit_tiles(M, N, bm, dtype, op, target):
+    _reduce_rows_case(M, N, bm, dtype, op, target)
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F12: reduce_max / reduce_min of a bool tile is 'conversion from "
+                                                    "uint8 to float32' on ascend910b"))
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("M,N,bm", [(13, 37, 8), (1, 1, 8)])
+def test_reduce_of_a_bool_tile(M, N, bm, op, target):
+    _reduce_rows_case(M, N, bm, "bool", op, target)
