@@ -1062,3 +1062,152 @@ def test_reduce_of_8bit_tiles(M, N, bm, dtype, op, target):
 @pytest.mark.parametrize("M,N,bm", [(13, 37, 8), (1, 1, 8)])
 def test_reduce_of_a_bool_tile(M, N, bm, op, target):
     _reduce_rows_case(M, N, bm, "bool", op, target)
+
+
+# ---------------------------------------------------------------------------------------------
+# layer norm with a scalar eps and a run-time `if` on a flag tensor; a causal softmax with a
+# column offset (index conditions); an embedding lookup by a scalar read; split-K with atomic_add;
+# a grid of 1000 blocks
+
+def layer_norm(N, bm):
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), G: T.Tensor((N,), "float32"), eps: T.float32,
+             Fl: T.Tensor((1,), "int32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            g = T.alloc_fragment((N,), "float32")
+            sq = T.alloc_fragment((bm, N), "float32")
+            mu = T.alloc_fragment((bm,), "float32")
+            var = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            T.copy(G, g)
+            T.reduce_sum(x, mu, dim=1)
+            for i in T.Parallel(bm):
+                mu[i] = mu[i] / N
+            for i, j in T.Parallel(bm, N):
+                x[i, j] = x[i, j] - mu[i]
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, var, dim=1)
+            for i in T.Parallel(bm):
+                var[i] = T.rsqrt(var[i] / N + eps)
+            if Fl[0] > 0:
+                for i, j in T.Parallel(bm, N):
+                    x[i, j] = x[i, j] * var[i] * g[j]
+            T.copy(x, Y[bx * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("flag", [0, 1])
+@pytest.mark.parametrize("M,N,bm", [(1, 1, 8), (13, 37, 8), (5, 300, 4), (0, 8, 8)])
+def test_layer_norm_with_a_flag(M, N, bm, flag, target):
+    rng = np.random.default_rng(26)
+    x, g = rng.standard_normal((M, N)).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+    xc = x.astype(np.float64) - x.astype(np.float64).mean(1, keepdims=True)
+    ref = xc / np.sqrt((xc * xc).mean(1, keepdims=True) + 1e-5) * g if flag else xc
+    y = _run(tw.compile(layer_norm(N, bm), target=target, out_idx=[4]), target, x, g, 1e-5,
+             np.array([flag], np.int32))
+    _close(y, ref, 1e-4, 1e-4)
+
+
+def causal_softmax(S, bm, off, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((S, S + off), dtype), Y: T.Tensor((S, S + off), dtype)):
+        with T.Kernel(T.ceildiv(S, bm)) as bx:
+            x = T.alloc_fragment((bm, S + off), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            s = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            for i, j in T.Parallel(bm, S + off):
+                x[i, j] = T.where(j <= bx * bm + i + off, x[i, j] * 0.5, -T.infinity("float32"))
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(bm, S + off):
+                x[i, j] = T.exp2(x[i, j] - mx[i])
+            T.reduce_sum(x, s, dim=1)
+            for i, j in T.Parallel(bm, S + off):
+                x[i, j] = x[i, j] / s[i]
+            T.copy(x, Y[bx * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("S,bm,off,dtype", [(1, 8, 0, "float32"), (13, 8, 3, "float16"), (37, 32, 5, "float32"),
+                                            (200, 64, 1, "float16")])
+def test_causal_softmax_with_an_offset(S, bm, off, dtype, target):
+    x = np.random.default_rng(27).standard_normal((S, S + off)).astype(np_dtype(dtype))
+    v = np.where(np.arange(S + off)[None, :] <= np.arange(S)[:, None] + off, x.astype(np.float64) * 0.5, -np.inf)
+    e = np.exp2(v - v.max(1, keepdims=True))
+    y = _run(tw.compile(causal_softmax(S, bm, off, dtype), target=target, out_idx=[1]), target, x)
+    _close(y, e / e.sum(1, keepdims=True), TOL[dtype], TOL[dtype])
+
+
+def embedding(V, D, B, bd):
+    @T.prim_func
+    def main(W: T.Tensor((V, D), "bfloat16"), Ids: T.Tensor((B,), "int32"), Y: T.Tensor((B, D), "float32")):
+        with T.Kernel(T.ceildiv(D, bd), B) as (bx, b):
+            t = T.alloc_fragment((1, bd), "float32")
+            T.copy(W[Ids[b], bx * bd], t)
+            for i, j in T.Parallel(1, bd):
+                t[i, j] = t[i, j] * 2.0
+            T.copy(t, Y[b, bx * bd])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("V,D,B,bd", [(1, 1, 1, 8), (37, 100, 5, 32), (1000, 7, 13, 16)])
+def test_embedding_lookup(V, D, B, bd, target):
+    rng = np.random.default_rng(28)
+    w = rng.integers(-8, 9, (V, D)).astype(ml_dtypes.bfloat16)
+    ids = rng.integers(0, V, B).astype(np.int32)
+    _close(_run(tw.compile(embedding(V, D, B, bd), target=target, out_idx=[2]), target, w, ids),
+           w.astype(np.float64)[ids] * 2)
+
+
+def split_k(M, N, K, bm, bn, bk, S):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), S) as (bx, by, s):
+            a = T.alloc_shared((bm, bk), "float16")
+            b = T.alloc_shared((bk, bn), "float16")
+            c = T.alloc_fragment((bm, bn), "float32")
+            T.clear(c)
+            for k in T.serial(T.ceildiv(T.ceildiv(K, bk), S)):
+                kk = s + k * S
+                T.copy(A[by * bm, kk * bk], a)
+                T.copy(B[kk * bk, bx * bn], b)
+                T.gemm(a, b, c)
+            T.atomic_add(C[by * bm, bx * bn], c)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,K,bm,bn,bk,S", [(1, 1, 1, 16, 16, 16, 1), (19, 33, 100, 16, 32, 32, 3),
+                                              (5, 7, 40, 16, 16, 16, 4)])
+def test_split_k_with_atomic_add(M, N, K, bm, bn, bk, S, target):
+    rng = np.random.default_rng(29)
+    a, b = exact_values((M, K), "float16", rng), exact_values((K, N), "float16", rng)
+    c = np.zeros((M, N), np.float32)                      # atomic_add adds into a zeroed input
+    _run(tw.compile(split_k(M, N, K, bm, bn, bk, S), target=target), target, a, b, c)
+    _close(c, a.astype(np.float64) @ b.astype(np.float64))
+
+
+def index_map(M, N, bm, bn):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            x = T.alloc_fragment((bm, bn), "float32")
+            T.copy(X[by * bm, bx * bn], x)
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = x[i, j] + (by * bm + i) * 1000 + bx * bn + j
+            T.copy(x, Y[by * bm, bx * bn])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,bm,bn", [(1000, 77, 8, 8), (3, 5000, 2, 16)])
+def test_many_blocks(M, N, bm, bn, target):
+    x = np.random.default_rng(30).integers(-8, 9, (M, N)).astype(np.float32)
+    r, c = np.meshgrid(np.arange(M), np.arange(N), indexing="ij")
+    _close(_run(tw.compile(index_map(M, N, bm, bn), target=target, out_idx=[1]), target, x), x + r * 1000.0 + c)
