@@ -1231,3 +1231,20 @@ def float_mod(n):
 def test_float_mod(target):
     x = np.array([-7.5, -2.0, -0.5, 0.0, 0.5, 3.0, 7.25, 1e6], np.float32)
     _close(_run(tw.compile(float_mod(8), target=target, out_idx=[1]), target, x), x.astype(np.float64) % 2, 1e-6, 1e-6)
+
+
+def global_copy(M, N, bm, src, dst):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), src), Y: T.Tensor((M, N), dst)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            T.copy(X[bx * bm:(bx + 1) * bm, 0:N], Y[bx * bm:(bx + 1) * bm, 0:N])
+    return main
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F14: a global -> global T.copy is an error on ascend910b whose "
+                                                    "hint lists Ascend data paths, not a portable fix"))
+@pytest.mark.parametrize("M,N,bm,src,dst", [(1, 1, 8, "float32", "float32"), (13, 37, 8, "float32", "float16"),
+                                            (100, 3, 32, "int8", "int32")])
+def test_global_to_global_copy(M, N, bm, src, dst, target):
+    x = np.random.default_rng(31).integers(-8, 9, (M, N)).astype(np_dtype(src))
+    _close(_run(tw.compile(global_copy(M, N, bm, src, dst), target=target, out_idx=[1]), target, x), x)
