@@ -1248,3 +1248,47 @@ def global_copy(M, N, bm, src, dst):
 def test_global_to_global_copy(M, N, bm, src, dst, target):
     x = np.random.default_rng(31).integers(-8, 9, (M, N)).astype(np_dtype(src))
     _close(_run(tw.compile(global_copy(M, N, bm, src, dst), target=target, out_idx=[1]), target, x), x)
+
+
+def half_maps(n, dt, odt):
+    @T.prim_func
+    def main(X: T.Tensor((n,), dt), Y: T.Tensor((n,), odt), Z: T.Tensor((n,), odt)):
+        with T.Kernel(1) as bx:
+            h = T.alloc_fragment((n,), dt)
+            y = T.alloc_fragment((n,), odt)
+            z = T.alloc_fragment((n,), odt)
+            T.copy(X, h)
+            for i in T.Parallel(n):
+                y[i] = (h[i] + 1000.0) - 1000.0          # docs/language.md: computed in float32, rounded once
+                z[i] = h[i] * 2.0
+            T.copy(y, Y)
+            T.copy(z, Z)
+    return main
+
+
+HALF_X = np.array([0.1, 0.3, 1.5, -0.7, 3.14159, 65504, -65504, 0.01], np.float32)
+
+
+def _half_maps_case(dt, odt, target):
+    h = HALF_X.astype(np_dtype(dt))
+    y, z = _run(tw.compile(half_maps(8, dt, odt), target=target, out_idx=[1, 2]), target, h)
+    v32 = h.astype(np.float32)
+    with np.errstate(over="ignore"):
+        ry = ((v32 + np.float32(1000)) - np.float32(1000)).astype(np_dtype(odt))    # float32 arithmetic, one rounding
+        rz = (v32 * np.float32(2)).astype(np_dtype(odt))
+    np.testing.assert_array_equal(y.astype(np.float64), ry.astype(np.float64))
+    np.testing.assert_array_equal(z.astype(np.float64), rz.astype(np.float64))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("odt", ["bfloat16", "float32"])
+def test_bfloat16_map_rounding(odt, target):
+    _half_maps_case("bfloat16", odt, target)
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F15: float16 maps round every operation to float16 on ascend910b "
+                                                    "(docs/language.md: computed in float32, rounded once)",
+                                                    raises=AssertionError))
+@pytest.mark.parametrize("odt", ["float16", "float32"])
+def test_float16_map_rounding(odt, target):
+    _half_maps_case("float16", odt, target)
