@@ -1292,3 +1292,26 @@ def test_bfloat16_map_rounding(odt, target):
 @pytest.mark.parametrize("odt", ["float16", "float32"])
 def test_float16_map_rounding(odt, target):
     _half_maps_case("float16", odt, target)
+
+
+def half_row_sum(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M,), "float16")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "float16")
+            y = T.alloc_fragment((M,), "float16")
+            T.copy(X, x)
+            T.reduce_sum(x, y, dim=1)
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F15: a float16 row sum accumulates in float16 on ascend910b "
+                                                    "(docs/language.md: in float32, rounded once)",
+                                                    raises=AssertionError))
+def test_float16_row_sum_rounded_once(target):
+    x = np.ones((2, 256), np.float16)
+    x[0, 0] = 2048                                   # 2303, rounded once: 2304
+    x[1] = (np.random.default_rng(32).standard_normal(256) * 10).astype(np.float16)
+    y = _run(tw.compile(half_row_sum(2, 256), target=target, out_idx=[1]), target, x)
+    np.testing.assert_array_equal(y, x.astype(np.float64).sum(1).astype(np.float16))
