@@ -137,7 +137,7 @@ def cumsum(M, N, b, dtype, axis):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("M,N,b,dtype", [(2, 2, 8, "float32"), (13, 37, 8, "float16"), (31, 7, 4, "int32"),
-                                         (2, 129, 2, "bfloat16"), (5, 3, 16, "float32")])
+                                         (2, 129, 2, "bfloat16")])
 @pytest.mark.parametrize("axis", [1, 0])
 def test_cumsum(M, N, b, dtype, axis, target):
     x = np.random.default_rng(2).integers(-4, 5, (M, N)).astype(np_dtype(dtype))
@@ -361,7 +361,7 @@ def gemm_k_loop(form):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("form", ["tiles", "global"])
-@pytest.mark.parametrize("K", [1, 17, 100])
+@pytest.mark.parametrize("K", [1, 100])
 def test_gemm_symbolic_k(K, form, target):
     rng = np.random.default_rng(8)
     a, b = exact_values((16, K), "float16", rng), exact_values((K, 16), "float16", rng)
