@@ -1315,3 +1315,66 @@ def test_float16_row_sum_rounded_once(target):
     x[1] = (np.random.default_rng(32).standard_normal(256) * 10).astype(np.float16)
     y = _run(tw.compile(half_row_sum(2, 256), target=target, out_idx=[1]), target, x)
     np.testing.assert_array_equal(y, x.astype(np.float64).sum(1).astype(np.float16))
+
+
+# ---------------------------------------------------------------------------------------------
+# a map over a 3-D tile (F16) and the 2-D forms that run on both targets
+
+def map_3d(S, H, D, bs, form):
+    @T.prim_func
+    def tile3(X: T.Tensor((S, H, D), "float32"), Sc: T.Tensor((H,), "float32"), Y: T.Tensor((S, H, D), "float32")):
+        with T.Kernel(T.ceildiv(S, bs)) as bx:
+            x = T.alloc_fragment((bs, H, D), "float32")
+            sc = T.alloc_fragment((H,), "float32")
+            T.copy(X[bx * bs:(bx + 1) * bs, 0:H, 0:D], x)
+            T.copy(Sc, sc)
+            for s, h, d in T.Parallel(bs, H, D):
+                x[s, h, d] = x[s, h, d] * sc[h] + d
+            T.copy(x, Y[bx * bs:(bx + 1) * bs, 0:H, 0:D])
+
+    @T.prim_func
+    def per_head(X: T.Tensor((S, H, D), "float32"), Sc: T.Tensor((H,), "float32"), Y: T.Tensor((S, H, D), "float32")):
+        with T.Kernel(T.ceildiv(S, bs)) as bx:
+            x = T.alloc_fragment((bs, D), "float32")
+            for h in T.serial(H):
+                T.copy(X[bx * bs:(bx + 1) * bs, h, 0:D], x)
+                sh = Sc[h]
+                for s, d in T.Parallel(bs, D):
+                    x[s, d] = x[s, d] * sh + d
+                T.copy(x, Y[bx * bs:(bx + 1) * bs, h, 0:D])
+
+    @T.prim_func
+    def flat(X: T.Tensor((S, H, D), "float32"), Sc: T.Tensor((H,), "float32"), Y: T.Tensor((S, H, D), "float32")):
+        with T.Kernel(T.ceildiv(S, bs)) as bx:
+            x = T.alloc_fragment((bs * H, D), "float32")
+            sc = T.alloc_fragment((bs * H,), "float32")
+            T.copy(X[bx * bs:(bx + 1) * bs, 0:H, 0:D], x)
+            for r in T.serial(bs * H):
+                sc[r] = Sc[r % H]
+            for r, d in T.Parallel(bs * H, D):
+                x[r, d] = x[r, d] * sc[r] + d
+            T.copy(x, Y[bx * bs:(bx + 1) * bs, 0:H, 0:D])
+    return {"tile3": tile3, "per_head": per_head, "flat": flat}[form]
+
+
+MAP_3D = [(1, 1, 8, 4), (13, 3, 16, 4), (7, 2, 64, 8)]
+
+
+def _map_3d_case(S, H, D, bs, form, target):
+    rng = np.random.default_rng(33)
+    x, sc = rng.integers(-8, 9, (S, H, D)).astype(np.float32), rng.integers(-2, 3, H).astype(np.float32)
+    y = _run(tw.compile(map_3d(S, H, D, bs, form), target=target, out_idx=[2]), target, x, sc)
+    _close(y, x.astype(np.float64) * sc[None, :, None] + np.arange(D)[None, None, :])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("form", ["per_head", "flat"])
+@pytest.mark.parametrize("S,H,D,bs", MAP_3D)
+def test_map_over_3d_data_with_2d_tiles(S, H, D, bs, form, target):
+    _map_3d_case(S, H, D, bs, form, target)
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F16: a T.Parallel map over a 3-D tile is an error on ascend910b"))
+@pytest.mark.parametrize("S,H,D,bs", MAP_3D)
+def test_map_over_a_3d_tile(S, H, D, bs, target):
+    _map_3d_case(S, H, D, bs, "tile3", target)
