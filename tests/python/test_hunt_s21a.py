@@ -1378,3 +1378,52 @@ def test_map_over_3d_data_with_2d_tiles(S, H, D, bs, form, target):
 @pytest.mark.parametrize("S,H,D,bs", MAP_3D)
 def test_map_over_a_3d_tile(S, H, D, bs, target):
     _map_3d_case(S, H, D, bs, "tile3", target)
+
+
+# ---------------------------------------------------------------------------------------------
+# a counting histogram in a tile (element loads / stores at data indices), and an index past the
+# tile: cpu's located error; ascend910b's checker report (F17: not inside the tile's 32 B padding)
+
+def tile_histogram(N, E):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "int32"), Cnt: T.Tensor((E,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((N,), "int32")
+            cnt = T.alloc_fragment((E,), "int32")
+            T.copy(X, x)
+            T.clear(cnt)
+            for i in T.serial(N):
+                e = x[i]
+                cnt[e] = cnt[e] + 1
+            T.copy(cnt, Cnt)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("N,E", [(1, 2), (37, 5), (200, 8), (9, 3)])
+def test_tile_histogram(N, E, target):
+    x = np.random.default_rng(34).integers(0, E, N).astype(np.int32)
+    np.testing.assert_array_equal(_run(tw.compile(tile_histogram(N, E), target=target, out_idx=[1]), target, x),
+                                  np.bincount(x, minlength=E))
+
+
+def _bad_index_reported(target, bad):
+    x = np.array([0, 1, bad, 2], np.int32)
+    k = tw.compile(tile_histogram(4, 3), target=target, out_idx=[1])
+    if target == "cpu":
+        with pytest.raises(tw.TilewrightError, match="out of bounds for dimension 0 of 'cnt'"):
+            k(x)
+    else:
+        assert any("out of bounds" in r for r in k.profile(x)["reports"])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tile_index_past_the_padding(target):
+    _bad_index_reported(target, 20)
+
+
+@pytest.mark.parametrize("target", _on_ascend_xfail("F17: an element index past the tile but inside its 32 B UB padding "
+                                                    "is not reported on ascend910b", raises=AssertionError))
+@pytest.mark.parametrize("bad", [3, 7])
+def test_tile_index_past_the_tile_in_its_padding(bad, target):
+    _bad_index_reported(target, bad)
