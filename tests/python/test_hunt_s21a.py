@@ -1427,3 +1427,48 @@ def test_tile_index_past_the_padding(target):
 @pytest.mark.parametrize("bad", [3, 7])
 def test_tile_index_past_the_tile_in_its_padding(bad, target):
     _bad_index_reported(target, bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# an online (chunked) logsumexp: running max and rescaled sum, a masked last chunk
+
+def online_logsumexp(N, bm, bn, dtype):
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            m = T.alloc_fragment((bm,), "float32")
+            mnew = T.alloc_fragment((bm,), "float32")
+            l = T.alloc_fragment((bm,), "float32")
+            s = T.alloc_fragment((bm,), "float32")
+            T.fill(m, -T.infinity("float32"))
+            T.clear(l)
+            for k in T.serial(T.ceildiv(N, bn)):
+                T.copy(X[bx * bm, k * bn], x)
+                for i, j in T.Parallel(bm, bn):
+                    x[i, j] = T.where(k * bn + j < N, x[i, j], -T.infinity("float32"))
+                T.reduce_max(x, mnew, dim=1)
+                for i in T.Parallel(bm):
+                    mnew[i] = T.max(mnew[i], m[i])
+                for i, j in T.Parallel(bm, bn):
+                    x[i, j] = T.exp(x[i, j] - mnew[i])
+                T.reduce_sum(x, s, dim=1)
+                for i in T.Parallel(bm):
+                    l[i] = l[i] * T.exp(m[i] - mnew[i]) + s[i]
+                    m[i] = mnew[i]
+            for i in T.Parallel(bm):
+                l[i] = T.log(l[i]) + m[i]
+            T.copy(l, Y[bx * bm])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,bm,bn,dtype", [(1, 1, 8, 8, "float32"), (13, 37, 8, 16, "float16"),
+                                             (5, 1000, 4, 128, "bfloat16"), (33, 64, 16, 64, "float32")])
+def test_online_logsumexp(M, N, bm, bn, dtype, target):
+    x = (np.random.default_rng(35).standard_normal((M, N)) * 5).astype(np_dtype(dtype))
+    v = x.astype(np.float64)
+    ref = np.log(np.exp(v - v.max(1, keepdims=True)).sum(1)) + v.max(1)
+    _close(_run(tw.compile(online_logsumexp(N, bm, bn, dtype), target=target, out_idx=[1]), target, x), ref, 1e-5, 1e-5)
