@@ -18,6 +18,12 @@ How it measures (docs/performance.md has a run and the goals):
   FMA loop keeps as many independent accumulators as fit in the vector registers (12 with AVX2,
   24 with AVX-512: more than FMA latency x pipes on any current core); the core clock, from a
   chain of dependent integer adds, turns GFLOP/s into flops per cycle (32 on two 256-bit pipes).
+* Memory-bound cases (row-wise kernels, paged decode): their goal's "% of copy" is against the
+  same copy loop (bench/peaks.cpp, tw_copy_probe_*) at the same thread count, over two arrays of
+  half the case's bytes each, with the stores that won the session probe, timed in the case's own
+  rounds (its batch right after Tilewright's, same process): median over median (and min over min
+  beside it), so the kernel and its reference see the same moment of a shared machine's memory.
+  The session probe's figure is kept next to it (pct_peak, the table's "% peak").
 * Each thread count runs in its own child process (Tilewright reads TW_NUM_THREADS once), with
   TW_NUM_THREADS = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = n and OPENBLAS_CORETYPE /
   OPENBLAS_L2_SIZE removed, so numpy runs its best kernel; threadpoolctl confirms the thread
