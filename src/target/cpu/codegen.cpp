@@ -1675,7 +1675,7 @@ void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType
   std::string vj = bind(inner.var, true);
   // with a chunk function, the argument goes into a local buffer that g++ keeps in registers (it
   // does not escape), and the function writes dst from it: one store per vector, not the
-  // argument's store, its reload and the result's store over it (softmax -6-7% cycles per element
+  // argument's store, its reload and the result's store over it (softmax -7% cycles per element
   // on a Zen 4 core; docs/performance.md, session 21)
   if (chunk_fn) {
     open("");

@@ -150,7 +150,7 @@ TW_CPU_INLINE float exp2(float x) {
 // exp / exp2 over a chunk of a row, d[i] = exp(s[i]) for i in [0, n) (d may be s). The generated
 // row maps whose value is exp(...) or exp2(...) compute the argument into a local 64-float buffer
 // and call this from it into the tile or the output: g++ keeps such a buffer, which does not
-// escape, in registers, so the argument is never stored (softmax 6-7% fewer cycles on a Zen 4
+// escape, in registers, so the argument is never stored (softmax 7% fewer cycles on a Zen 4
 // core, docs/performance.md "Session 21 ... (h-rows9)"; computed into the destination and
 // transformed in place, each vector was stored twice and reloaded once). The
 // same value as exp() / exp2() for every float, bit for bit (a NaN gives a NaN, quieted), on
