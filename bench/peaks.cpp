@@ -11,6 +11,11 @@
 //                                      best of short trials over about `secs`
 //   tw_peak_copy_gbs(threads, bytes, nt) GB/s (1e9) of a copy loop, bytes read + bytes written,
 //                                      over two arrays of `bytes` each; nt=1 uses streaming stores
+//   tw_copy_probe_new(threads, bytes)  the same copy loop kept ready (two arrays of `bytes`, each
+//   tw_copy_probe_run(probe, nt)       thread's share first touched by it) so a caller can time
+//   tw_copy_probe_free(probe)          single passes between its own calls: one pass of
+//                                      tw_copy_probe_run copies every byte once and returns its
+//                                      seconds (release to last finish, like tw_peak_copy_gbs)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -230,31 +235,69 @@ double tw_peak_core_ghz(double seconds) {
 #endif
 }
 
-// Copy `bytes` from one array to another (each thread its contiguous share), best of `reps`
-// after one untimed pass (which also faults the pages in). Counts bytes read + bytes written.
-double tw_peak_copy_gbs(int threads, double bytes, int nt, int reps) {
+struct CopyProbe {
+  int threads;
+  size_t per;  // floats per thread, a multiple of 64
+  float* src;
+  float* dst;
+};
+
+// Two 64-byte aligned arrays of about `bytes` each (rounded down to 64 floats per thread), each
+// thread's share first touched by the thread that will copy it. nullptr when out of memory.
+void* tw_copy_probe_new(int threads, double bytes) {
   if (threads < 1) threads = 1;
-  if (reps < 1) reps = 1;
   size_t n = (size_t)(bytes / sizeof(float)) / (64 * threads) * (64 * threads);
-  size_t sz = n * sizeof(float);
-  float* src = static_cast<float*>(std::aligned_alloc(64, sz));
-  float* dst = static_cast<float*>(std::aligned_alloc(64, sz));
-  if (!src || !dst) return -1.0;
-  size_t per = n / threads;
-  // first touch by the thread that will copy the range
-  run_threads(threads, [&](int t) {
-    for (size_t i = t * per; i < (t + 1) * per; ++i) src[i] = (float)(i & 1023);
-    std::memset(dst + t * per, 0, per * sizeof(float));
-  });
-  double best = 1e30;
-  for (int r = 0; r < reps + 1; ++r) {
-    double dt = run_threads(threads, [&](int t) { copy_range(src + t * per, dst + t * per, per, nt != 0); });
-    if (r > 0) best = std::min(best, dt);
+  if (n == 0) n = 64 * (size_t)threads;
+  auto* p = new CopyProbe{threads, n / threads, nullptr, nullptr};
+  p->src = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  p->dst = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  if (!p->src || !p->dst) {
+    std::free(p->src);
+    std::free(p->dst);
+    delete p;
+    return nullptr;
   }
-  g_sink = dst[n / 2] + dst[n - 1];
-  std::free(src);
-  std::free(dst);
-  return 2.0 * (double)sz / best * 1e-9;
+  run_threads(threads, [&](int t) {
+    for (size_t i = t * p->per; i < (t + 1) * p->per; ++i) p->src[i] = (float)(i & 1023);
+    std::memset(p->dst + t * p->per, 0, p->per * sizeof(float));
+  });
+  return p;
+}
+
+// Bytes one pass reads + writes.
+double tw_copy_probe_bytes(void* probe) {
+  auto* p = static_cast<CopyProbe*>(probe);
+  return 2.0 * (double)(p->per * p->threads * sizeof(float));
+}
+
+// One pass, each thread copying its contiguous share; seconds from the release to the last finish.
+double tw_copy_probe_run(void* probe, int nt) {
+  auto* p = static_cast<CopyProbe*>(probe);
+  double dt = run_threads(p->threads, [&](int t) { copy_range(p->src + t * p->per, p->dst + t * p->per, p->per, nt != 0); });
+  g_sink = p->dst[p->per / 2];
+  return dt;
+}
+
+void tw_copy_probe_free(void* probe) {
+  auto* p = static_cast<CopyProbe*>(probe);
+  if (!p) return;
+  std::free(p->src);
+  std::free(p->dst);
+  delete p;
+}
+
+// Copy `bytes` from one array to another (each thread its contiguous share), best of `reps`
+// after one untimed pass. Counts bytes read + bytes written.
+double tw_peak_copy_gbs(int threads, double bytes, int nt, int reps) {
+  if (reps < 1) reps = 1;
+  void* p = tw_copy_probe_new(threads, bytes);
+  if (!p) return -1.0;
+  tw_copy_probe_run(p, nt);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) best = std::min(best, tw_copy_probe_run(p, nt));
+  double gbs = tw_copy_probe_bytes(p) / best * 1e-9;
+  tw_copy_probe_free(p);
+  return gbs;
 }
 
 }  // extern "C"

@@ -2034,8 +2034,8 @@ TEST(Math, VectorLoopMatchesScalar) {
   vector_matches_scalar("erf", [](float v) { return tw_cpu::erf(v); });
 }
 
-// exp_chunk / exp2_chunk (the in-place forms the generated row maps call; on AVX-512 vscalefps
-// applies 2^n) give the scalar functions' bits (NaN for NaN) on every float pattern of a dense
+// exp_chunk / exp2_chunk (dst, src, n: the forms the generated row maps call, from a local chunk
+// into the tile or output; in place too; on AVX-512 vscalefps applies 2^n) give the scalar functions' bits (NaN for NaN) on every float pattern of a dense
 // sweep (both signs, every 251st pattern: the ranges below -104 / -150, the subnormal results, the
 // overflows) and the specials, in chunks of every length 0..70 at every alignment mod 16 floats
 // (the masked last vector). The whole 2^32 patterns were checked once by a stand-alone loop.
@@ -2046,11 +2046,11 @@ TEST(Math, ExpChunkMatchesScalar) {
                   88.72283f, -103.97f, -150.0f, 129.0f, 128.0f, -149.5f, -87.34f, -1.0e30f})
     x.push_back(s);
   const int64_t n = (int64_t)x.size();
-  std::vector<float> e(x), e2(x);
+  std::vector<float> e(x.size(), 7.0f), e2(x);  // exp from x into e; exp2 in place in e2
   for (int64_t i = 0, len = 0; i < n; i += len) {  // chunks of 0..70 floats, starting anywhere
     len = std::min<int64_t>(n - i, (i / 3) % 71);
-    tw_cpu::exp_chunk(e.data() + i, len);
-    tw_cpu::exp2_chunk(e2.data() + i, len);
+    tw_cpu::exp_chunk(e.data() + i, x.data() + i, len);
+    tw_cpu::exp2_chunk(e2.data() + i, e2.data() + i, len);
     if (len == 0) len = 1, e[i] = tw_cpu::exp(x[i]), e2[i] = tw_cpu::exp2(x[i]);
   }
   long bad = 0;
@@ -2063,10 +2063,13 @@ TEST(Math, ExpChunkMatchesScalar) {
       ADD_FAILURE() << "exp2_chunk(" << x[i] << ") = " << e2[i] << ", exp2 " << want2;
   }
   EXPECT_EQ(bad, 0);
-  // a chunk's length is respected: the floats past it are not written
-  std::vector<float> c(40, 1.0f);
-  tw_cpu::exp_chunk(c.data() + 3, 21);
-  for (int i = 0; i < 40; ++i) EXPECT_EQ(c[i], i >= 3 && i < 24 ? tw_cpu::exp(1.0f) : 1.0f) << i;
+  // a chunk's length is respected: the floats past it are not written, the source is not written
+  std::vector<float> c(40, 1.0f), src(40, 2.0f);
+  tw_cpu::exp_chunk(c.data() + 3, src.data() + 3, 21);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(c[i], i >= 3 && i < 24 ? tw_cpu::exp(2.0f) : 1.0f) << i;
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(src[i], 2.0f) << i;
+  tw_cpu::exp2_chunk(c.data() + 3, c.data() + 3, 21);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(c[i], i >= 3 && i < 24 ? tw_cpu::exp2(tw_cpu::exp(2.0f)) : 1.0f) << i;
 }
 
 // The lane folds of the row reductions (simd.h fold_sum / fold_max / fold_min): max and min are

@@ -45,6 +45,71 @@ def test_bench_quick_smoke(tmp_path):
         assert {"goal", "case", "threads", "measured", "target", "met"} <= set(g)
         assert g["met"] in (True, False, None)
 
+    # the memory-bound case's % of copy is against the copy loop timed in its own rounds (the
+    # stores that won the session probe), the session probe's figure kept beside it
+    sm = next(c for c in data["cases"] if c["name"] == "softmax_512x1024")
+    ci = sm["copy_interleaved"]
+    nt_won = data["peaks"]["copy_gbs_streaming_stores"]["1"] >= data["peaks"]["copy_gbs_regular_stores"]["1"]
+    assert ci["stores"] == ("streaming" if nt_won else "regular")
+    assert ci["array_bytes"] == sm["work"] / 2 and ci["reps"] == sm["tilewright"]["reps"]
+    assert 0 < ci["min_s"] <= ci["median_s"] and ci["rate"] == pytest.approx(sm["work"] / ci["median_s"] / 1e9)
+    assert sm["pct_copy_interleaved"] == pytest.approx(100 * sm["tilewright"]["rate"] / ci["rate"])
+    assert sm["pct_copy_interleaved_min"] > 0 and "copy" not in sm["peers"] and "copy" not in sm["ratios"]
+    assert sm["pct_peak"] == pytest.approx(100 * sm["tilewright"]["rate"] / data["peaks"]["copy_gbs"]["1"])
+    (goal,) = [g for g in data["goals"] if g["case"] == "softmax_512x1024"]
+    assert goal["measured"].startswith(f"{sm['pct_copy_interleaved']:.0f}% of the interleaved copy")
+    assert goal["met"] == (sm["pct_copy_interleaved"] >= 70.0)
+    assert "% copy now" in r.stdout
+
+
+def _bench_module():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import run
+    finally:
+        sys.path.pop(0)
+    return run
+
+
+def test_copy_probe_copies_and_times_one_pass():
+    """bench/peaks.cpp's copy probe (the interleaved reference): one pass copies every element, on
+    1 and 2 threads, and reports a positive time; the session probe's figure comes from it."""
+    import ctypes
+    import numpy as np
+    run = _bench_module()
+    lib = run.build_peaks()
+    for threads in (1, 2):
+        p = lib.tw_copy_probe_new(threads, 1 << 20)
+        assert p
+        try:
+            n = int(lib.tw_copy_probe_bytes(p) / 2 / 4)
+            assert n == (1 << 18) // (64 * threads) * (64 * threads)
+            for nt in (0, 1):
+                assert lib.tw_copy_probe_run(p, nt) > 0
+                cp = ctypes.cast(p, ctypes.POINTER(ctypes.c_void_p))  # CopyProbe {int; size_t; float*; float*}
+                src = np.ctypeslib.as_array(ctypes.cast(cp[2], ctypes.POINTER(ctypes.c_float)), (n,))
+                dst = np.ctypeslib.as_array(ctypes.cast(cp[3], ctypes.POINTER(ctypes.c_float)), (n,))
+                assert np.array_equal(src, (np.arange(n) & 1023).astype(np.float32))
+                assert np.array_equal(dst, src)
+                dst[:] = -1
+        finally:
+            lib.tw_copy_probe_free(p)
+    assert lib.tw_peak_copy_gbs(2, float(1 << 20), 1, 2) > 0
+
+
+def test_copy_goal_reads_the_interleaved_copy():
+    """The rows / paged_bw goal text and verdict: against the interleaved copy's median rate, the
+    session probe's percentage beside it; paged decode's goal is for 2 threads only."""
+    run = _bench_module()
+    case = dict(group="rowwise", threads=2, check=dict(ok=True), tilewright=dict(rate=35.0),
+                copy_interleaved=dict(rate=50.0), pct_copy_interleaved=70.0)
+    text, met = run.copy_goal(case, 56.0)
+    assert met is True and text == "70% of the interleaved copy (35.0 of 50.0 GB/s; 62% of the session probe's 56.0)"
+    assert run.copy_goal(dict(case, pct_copy_interleaved=69.9), 56.0)[1] is False
+    assert run.copy_goal(dict(case, check=dict(ok=False)), 56.0)[1] is False
+    assert run.copy_goal(dict(case, group="paged", threads=1), 56.0)[1] is None
+    assert run.copy_goal(dict(case, group="paged"), 56.0)[1] is True
+
 
 def test_ascend_bench_quick(tmp_path):
     """bench/ascend.py --quick: the automatic pipeline beside the expert kernels (simulated)."""
@@ -64,11 +129,7 @@ def test_ascend_bench_quick(tmp_path):
 
 def test_bench_cpu_arch_sets_everyone_on_the_same_instruction_set(monkeypatch):
     # --cpu-arch ARCH: TW_CPU_ARCH for us; without AVX-512 in ARCH, the peers' AVX2 kernels too
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import run
-    finally:
-        sys.path.pop(0)
+    run = _bench_module()
     monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")   # the caller's settings do not leak in
     monkeypatch.setenv("TW_CPU_ARCH", "haswell")
     monkeypatch.setattr(run, "CPU_ARCH", None)

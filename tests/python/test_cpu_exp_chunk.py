@@ -1,6 +1,6 @@
 """Row maps whose whole value is exp(...) or exp2(...) of float32 (softmax, log_softmax, a map +
-row sum, a map + copy-out): the CPU code generator computes the argument into the chunk and calls
-tw_cpu::exp_chunk / exp2_chunk over it (on AVX-512 a vscalefps form, bit for bit the scalar
+row sum, a map + copy-out): the CPU code generator computes the argument into a local chunk and
+calls tw_cpu::exp_chunk / exp2_chunk from it into the destination (on AVX-512 a vscalefps form, bit for bit the scalar
 function: tests/cpp/test_cpu_runtime.cpp Math.ExpChunkMatchesScalar). Checked here: the generated
 C++ calls the chunk form where the value is the call and not where it is not (the call inside a
 larger expression, a float16 tile); results against float64 numpy on odd shapes (one row, one
@@ -8,6 +8,7 @@ column, 4095 columns, tail blocks); and, bit for bit, against the same kernel wr
 chunk form does not fire (`exp(a) + 0.0`, exact: exp never gives -0), with specials (NaN, +-Inf,
 -1e30 as a masked score, 89, -104) in the inputs. Correctness only: no timing."""
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -139,8 +140,10 @@ def test_generated_code_calls_the_chunk_form_where_the_value_is_the_call():
         src = tw.compile(prim).get_source("c++")
         n = src.count("tw_cpu::exp_chunk(") + src.count("tw_cpu::exp2_chunk(")
         assert (n > 0) == bool(fires), (prim, n)
-        if fires:  # the chunk holds the argument, then the call runs over it
-            assert "_chunk(tw_c, tw_jn);" in src or "_chunk(tw_buf, tw_jn);" in src
+        if fires:  # the argument goes into a local chunk (kept in registers), the call writes the destination from it
+            assert src.count("alignas(64) float tw_a[64];") == n, (prim, n)
+            calls = re.findall(r"tw_cpu::exp2?_chunk\((\w+), tw_a, tw_jn\);", src)
+            assert len(calls) == n and set(calls) <= {"tw_c", "tw_buf", "tw_o"}, (prim, calls)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -2,8 +2,8 @@
 // C++ the code generator prints for a float32 argument (float16 and bfloat16 compute in float32)
 // and for a float64 argument; $0 and $1 stand for the arguments. The float32 rows call the
 // branch-free vectorisable functions of tw_cpu/math.h. `chunk`, where not null, is the function's
-// in-place form over a float32 chunk of a row (tw_cpu/math.h exp_chunk): the chunked row maps
-// whose whole value is the call compute its argument into the chunk, then call it. A new MathFn
+// form over a float32 chunk of a row (tw_cpu/math.h exp_chunk(dst, src, n)): the chunked row maps
+// whose whole value is the call compute its argument into a local chunk, then call it. A new MathFn
 // is a -Wswitch warning here until it has its row.
 #pragma once
 

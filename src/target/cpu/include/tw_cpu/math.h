@@ -147,8 +147,12 @@ TW_CPU_INLINE float exp2(float x) {
   return fsel(zero, 0.0f, exp2_scaled(f, ni));
 }
 
-// exp / exp2 in place over a chunk c[0, n) of a row (the generated row maps whose value is
-// exp(...) or exp2(...): the argument is computed into the chunk, then this runs over it). The
+// exp / exp2 over a chunk of a row, d[i] = exp(s[i]) for i in [0, n) (d may be s). The generated
+// row maps whose value is exp(...) or exp2(...) compute the argument into a local 64-float buffer
+// and call this from it into the tile or the output: g++ keeps such a buffer, which does not
+// escape, in registers, so the argument is never stored (softmax 7% fewer cycles on a Zen 4
+// core, docs/performance.md "Session 21 ... (h-rows9)"; computed into the destination and
+// transformed in place, each vector was stored twice and reloaded once). The
 // same value as exp() / exp2() for every float, bit for bit (a NaN gives a NaN, quieted), on
 // every target. On AVX-512 the vector form applies 2^n with vscalefps, which rounds once and
 // gives the subnormal and overflowing results itself: 12 vector operations per 16 values instead
@@ -225,18 +229,18 @@ TW_CPU_INLINE simd::vf exp2_v(simd::vf x) {
   return scalef_live(poly5(f, kExp2Poly), n, live);
 }
 template <class F>
-TW_CPU_INLINE void apply_chunk(float* c, int64_t n, F f) {
+TW_CPU_INLINE void apply_chunk(float* d, const float* s, int64_t n, F f) {
   int64_t i = 0;
-  for (; i + simd::kVF <= n; i += simd::kVF) simd::storeu(c + i, f(simd::loadu(c + i)));
+  for (; i + simd::kVF <= n; i += simd::kVF) simd::storeu(d + i, f(simd::loadu(s + i)));
   if (i < n) {  // the last < 16 values: masked load and store
     const mask16 k = (mask16)((1u << (n - i)) - 1u);
-    simd::vf v = __builtin_ia32_loadups512_mask(c + i, simd::vf{}, k);
-    __builtin_ia32_storeups512_mask(c + i, f(v), k);
+    simd::vf v = __builtin_ia32_loadups512_mask(s + i, simd::vf{}, k);
+    __builtin_ia32_storeups512_mask(d + i, f(v), k);
   }
 }
 }  // namespace detail
-TW_CPU_INLINE void exp_chunk(float* c, int64_t n) { detail::apply_chunk(c, n, detail::exp_v); }
-TW_CPU_INLINE void exp2_chunk(float* c, int64_t n) { detail::apply_chunk(c, n, detail::exp2_v); }
+TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp_v); }
+TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp2_v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 namespace detail {
 // e^x for 8 lanes with normal results (x in [-86, 88], so n in [-125, 127]): exp()'s n (the same
@@ -251,29 +255,29 @@ TW_CPU_INLINE simd::vf exp_normal_v(simd::vf x) {
   return poly5(r, kExpPoly) * (simd::vf)((simd::vi)t << 23);
 }
 }  // namespace detail
-TW_CPU_INLINE void exp_chunk(float* c, int64_t n) {
+TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) {
   for (int64_t i = 0; i < n; i += simd::kVF) {
     const int64_t m = n - i < simd::kVF ? n - i : simd::kVF;  // the last vector may be short
     if (m == simd::kVF) {
-      const simd::vf x = simd::loadu(c + i);
+      const simd::vf x = simd::loadu(s + i);
       const simd::vi in = (x >= simd::splat(-86.0f)) & (x <= simd::splat(88.0f));  // false for NaN
       if (__builtin_ia32_movmskps256((simd::vf)in) == 0xff) {
-        simd::storeu(c + i, detail::exp_normal_v(x));
+        simd::storeu(d + i, detail::exp_normal_v(x));
         continue;
       }
     }
-    for (int64_t k = 0; k < m; ++k) c[i + k] = tw_cpu::exp(c[i + k]);
+    for (int64_t k = 0; k < m; ++k) d[i + k] = tw_cpu::exp(s[i + k]);
   }
 }
-TW_CPU_INLINE void exp2_chunk(float* c, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) c[i] = tw_cpu::exp2(c[i]);
+TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp2(s[i]);
 }
 #else
-TW_CPU_INLINE void exp_chunk(float* c, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) c[i] = tw_cpu::exp(c[i]);
+TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp(s[i]);
 }
-TW_CPU_INLINE void exp2_chunk(float* c, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) c[i] = tw_cpu::exp2(c[i]);
+TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp2(s[i]);
 }
 #endif
 
