@@ -355,7 +355,8 @@ def reduce_mid(A, B, C, kind, block_C=512, dtype="float32"):
     tile reduced over dim 0. (tests/python/test_cpu_reduce.py runs it on odd shapes and dtypes.)
     block_C 512 (2 KiB of each row per program): 64x256x1024 fp32 took 12-14% less time than with
     256 on a Zen 4 core, natively and on AVX2, sum and max alike; 1024 (whole rows) 30-60% more
-    (docs/performance.md, session 19)."""
+    (docs/performance.md, session 19). Since whole rows are reduced one row a step (session 21),
+    1024 takes 20-23% less time than 512 (docs/performance.md, session 21)."""
     @T.prim_func
     def main(X: T.Tensor((A, B, C), dtype), Y: T.Tensor((A, C), dtype)):
         with T.Kernel(T.ceildiv(C, block_C), A) as (bx, by):

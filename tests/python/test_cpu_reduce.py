@@ -1,7 +1,8 @@
 """Reductions over a tile axis that is not the innermost one on the CPU (docs/performance.md,
 "Issue 16, CPU reductions and tiny programs"): the generated code accumulates whole rows of
-vectors (four source rows per pass over a row of accumulators) and reads a tile that a copy
-filled from a global tensor in place. Results against float64 numpy on odd shapes: row counts
+vectors (four source rows per pass over a row of accumulators; one row a step when float32
+rows of 256 B to 4 KiB lie back to back in the source) and reads a tile that a copy filled from
+a global tensor in place. Results against float64 numpy on odd shapes: row counts
 below, at and past the four-row group, column tails, padded (zero) rows of a tail block, an
 empty grid (short rows), every reduce kind and the dtypes that take other accumulators."""
 import pathlib
@@ -48,6 +49,48 @@ def test_middle_axis_reduce_other_dtypes(dtype, kind):
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-3, atol=2e-2)
     else:
         np.testing.assert_allclose(got, want.astype(dtype), rtol=1e-12 if dtype == "float64" else 0)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("B", [1, 3, 4, 37])
+@pytest.mark.parametrize("offset", [0, 1, 5, 15])
+def test_middle_axis_reduce_over_whole_rows_walks_one_row_a_step(kind, B, offset):
+    """A float32 tile of whole rows (block_C == C: the view's rows lie back to back in X) is
+    reduced one row a step, its loads aligned by a scalar head per row (X starting `offset`
+    floats past a 64-byte boundary). Per element the rows are combined in the same order as by
+    the four-row passes of column blocks: the same bits."""
+    rng = np.random.default_rng(100 + B + offset)
+    C = 301
+    buf = np.empty(5 * B * C + 16, np.float32)
+    start = (-(buf.ctypes.data // 4) + offset) % 16  # X at `offset` floats past a 64-byte boundary
+    x = buf[start:start + 5 * B * C].reshape(5, B, C)
+    assert x.ctypes.data % 64 == 4 * offset
+    x[...] = _data((5, B, C), "float32", rng)
+    k = reduce_mid(5, B, C, kind, C, "float32")
+    got = k(x)
+    np.testing.assert_allclose(got, REDUCE[kind](x.astype(np.float64), axis=1), rtol=1e-6, atol=1e-6 * B * 3)
+    np.testing.assert_array_equal(got, reduce_mid(5, B, C, kind, 64, "float32")(x))  # column blocks
+    src = k.get_source("c++")
+    assert "if (x_ld == 301)" in src  # the rows of the view are contiguous: one row a step
+    assert '__asm__ volatile("" ::: "memory");' in src  # g++ may not interleave two rows' streams
+
+
+@pytest.mark.parametrize("C, dtype", [(63, "float32"), (1025, "float32"), (140, "float16"), (140, "float64"),
+                                      (140, "int32")])
+def test_middle_axis_reduce_over_whole_rows_keeps_four_row_passes_outside_float32_256_b_to_4_kib(C, dtype):
+    """Shorter float32 rows are bound by the loop, longer ones were not measured; other dtypes
+    keep the four-row passes (and their own accumulator types)."""
+    x = _data((2, 9, C), dtype, np.random.default_rng(C))
+    k = reduce_mid(2, 9, C, "sum", C, dtype)
+    want = x.astype(np.float64).sum(axis=1)
+    if dtype == "float16":
+        np.testing.assert_allclose(k(x).astype(np.float64), want, rtol=1e-3, atol=2e-2)
+    elif dtype == "int32":
+        np.testing.assert_array_equal(k(x), want.astype(dtype))
+    else:
+        np.testing.assert_allclose(k(x), want, rtol=1e-6, atol=1e-5)
+    src = k.get_source("c++")
+    assert "if (x_ld ==" not in src and "for (; tw_r + 4 <= 9; tw_r += 4)" in src
 
 
 @pytest.mark.parametrize("kind", ["sum", "max"])

@@ -2169,6 +2169,15 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     // the accumulators so that each accumulator vector is loaded and stored once per four rows;
     // per element the rows are still combined in order (the same result as row by row).
     // (Software prefetches of the rows ahead measured no gain, or a loss, on Zen 4.)
+    // float32 rows of 256 B to 4 KiB read in place that lie back to back in the source (the
+    // view's leading dimension is the tile's width) are walked one row a step instead: one
+    // ascending stream, which the hardware prefetcher follows across 4 KiB pages, where four-row
+    // passes are interleaved streams that start cold on every page (docs/performance.md, session
+    // 21 h-avx2mid9). The empty asm after each row keeps g++ from unroll-and-jamming two rows into
+    // one step (two streams again). The loads are 64-byte aligned (a scalar head up to the rows'
+    // first line boundary: 512-bit loads that cross lines cost the lone stream 40-80%), and the
+    // accumulators lie at the rows' page offset + 2 KiB (the same offset mod 64, and far from
+    // the rows' low 12 address bits, where a step's stores and the next step's loads would alias).
     std::string I = std::to_string(inner), R_s = std::to_string(R);
     std::string base = "(tw_o * " + R_s + ")";
     std::string ld = I;
@@ -2178,11 +2187,29 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       src = v.ptr;
       ld = v.ld;
     }
-    line("alignas(64) " + A + " tw_acc[" + I + "];");
+    const bool one_row = viewed && st.code == DTypeCode::f32 && inner >= 64 && inner <= 1024;
+    if (one_row) {
+      line("alignas(4096) unsigned char tw_accb[" + I + " * sizeof(float) + 4096];");
+      line("float* const tw_acc = (float*)(tw_accb + (((uintptr_t)" + src + " + 2048) & 4095));");
+    } else {
+      line("alignas(64) " + A + " tw_acc[" + I + "];");
+    }
     line("#pragma GCC ivdep");
     line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + neutral + ";");
     line("int64_t tw_r = 0;");
     auto row_ptr = [&](const std::string& r) { return src + " + (" + base + " + " + r + ") * " + ld; };
+    if (one_row) {
+      open("if (" + ld + " == " + I + ")");
+      line("const int64_t tw_h = tw_min((int64_t)(((64 - ((uintptr_t)" + src + " & 63)) & 63) / sizeof(float)), (int64_t)" + I + ");");
+      open("for (; tw_r < " + R_s + "; ++tw_r)");
+      line("const float* const tw_p0 = " + row_ptr("tw_r") + ";");
+      line("for (int64_t tw_j = 0; tw_j < tw_h; ++tw_j) tw_acc[tw_j] = " + combine("tw_acc[tw_j]", "tw_p0[tw_j]") + ";");
+      line("#pragma GCC ivdep");
+      line("for (int64_t tw_j = tw_h; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + combine("tw_acc[tw_j]", "tw_p0[tw_j]") + ";");
+      line("__asm__ volatile(\"\" ::: \"memory\");  // one stream: no unroll-and-jam of the rows");
+      close();
+      close();
+    }
     constexpr int kRows = 4;
     if (R >= kRows) {
       open("for (; tw_r + " + std::to_string(kRows) + " <= " + R_s + "; tw_r += " + std::to_string(kRows) + ")");
