@@ -67,6 +67,9 @@ def inputs(d):
         if name == "Lens":   # the run-time extent's n (not drawn from rng: the other inputs stay)
             arrays.append(np.array([d["n"]], np.int32))
             continue
+        if shape == ():   # a run-time start, a scalar parameter (ninth stream; not drawn from rng)
+            arrays.append(int(d["starts"][name]))
+            continue
         ints = rng.integers(-8, 9, size=shape)
         arrays.append((ints if is_int(dt) else ints / 2.0).astype(np_dtype(dt)))
     return arrays
@@ -153,11 +156,12 @@ def _shifted(a, shape, offsets):
 def reference(d):
     """([float64 arrays of the outputs], Tracker) of the program on inputs(d)."""
     tr = Tracker()
-    ins = [x.astype(np.float64) for x in inputs(d)]
+    ins = [np.asarray(x, np.float64) for x in inputs(d)]
     k = d["kind"]
     if k in ("copy", "map"):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
-        offs = (d["r0"],) if d["ndim"] == 1 else (d["r0"], d["c0"])
+        st = d.get("starts", {})   # run-time starts (ninth stream)
+        offs = (d["r0"] + st.get("ro", 0),) if d["ndim"] == 1 else (d["r0"] + st.get("ro", 0), d["c0"] + st.get("co", 0))
         stores = (d.get("s0", 0),) if d["ndim"] == 1 else (d.get("s0", 0), d.get("s1", 0))
         out_shape = shape
         if any(stores):   # stored s before its origin: the tiles are computed over whole blocks
@@ -282,10 +286,23 @@ def _reduce(d, x, op, tr):
 
 def _gemm(d, ins, tr):
     a, b = ins[0], ins[1]
+    bshd = d.get("bshd", {})   # a 4-D tensor's matrix at [b, :, h, :] (ninth stream)
+    if "a" in bshd:
+        a = a[bshd["a"][0], :, bshd["a"][2], :]
+    if "b" in bshd:
+        b = b[bshd["b"][0], :, bshd["b"][2], :]
     if d["ta"]:
         a = a.T
     if d["tb"]:
         b = b.T
+    if "starts" in d or bshd:   # the regions the blocks read at their run-time starts, zeros outside
+        st = d["starts"] if "starts" in d else {}
+        mp, np_ = -(-d["M"] // d["bm"]) * d["bm"], -(-d["N"] // d["bn"]) * d["bn"]
+        kp = d["K"] if d.get("wholek") else -(-d["K"] // d["bk"]) * d["bk"]
+        a = _shifted(a, (mp, kp), (st.get("ra", 0), st.get("ka", 0)))
+        b = _shifted(b, (kp, np_), (st.get("kb", 0), st.get("nb", 0)))
+        if not (d.get("s0") or d.get("s1")):   # else the tiles over whole blocks (below)
+            a, b = a[:d["M"]], b[:, :d["N"]]
     stores = (d.get("s0", 0), d.get("s1", 0))
     if any(stores):   # stored before its origin: the tiles over whole blocks (zeros past the tensors)
         mp, np_ = -(-d["M"] // d["bm"]) * d["bm"], -(-d["N"] // d["bn"]) * d["bn"]
