@@ -83,6 +83,9 @@ def test_generator_covers_the_grammar():
     assert seen(lambda d: tuple(sorted(d.get("bshd", {})))) >= {(), ("a",), ("b",), ("a", "b")}
     assert any(d.get("bshd") and d.get("gm") for d in many) and any(d.get("starts") and d.get("wholek") for d in many)
     assert any(known.strip_start_before_l1(d) for d in descs)
+    # the tenth stream: a_band / c_band of gemms (a global band, run-time per block)
+    assert {(d["band"][0], d["ta"]) for d in many if d.get("band")} == {("a", False), ("a", True), ("c", False), ("c", True)}
+    assert any(d.get("band") and d.get("gm") for d in descs) and grammar.generate(7895)["band"] and grammar.generate(7895)["wholek"]
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)
@@ -182,6 +185,27 @@ def test_reference_of_run_time_starts_and_bshd_gemm_operands():
     assert known.strip_start_before_l1(dict(g, starts={"nb": -19}))   # its second block starts at -3
     assert not known.strip_start_before_l1(dict(g, starts={"nb": -19}, N=16))   # one block, wholly before
     assert not known.strip_start_before_l1(dict(g, starts={"nb": -3, "kb": 40}))   # B's rows all past K
+
+
+def test_reference_of_gemm_bands():
+    """The tenth stream: an a_band program's op(A) is 0 outside the global band (the promise the
+    gemm may rely on), a c_band program's C outside it is undefined (NaN in the reference)."""
+    g = {"seed": 6, "kind": "gemm", "sym": False, "dt_in": "float32", "dt_out": "float32", "ta": True, "tb": False,
+         "bm": 16, "bn": 16, "bk": 16, "loop": "serial", "stages": 2, "accum": "", "epilogue": [],
+         "M": 20, "N": 17, "K": 24, "band": ["a", -5, 3]}
+    a, b = inputs(g)
+    diag = np.arange(24)[:, None] - np.arange(20)[None, :]     # A is K x M: op(A)[i, k] = A[k, i], k - i
+    assert not a[(diag < -5) | (diag >= 3)].any() and a[(diag >= -5) & (diag < 3)].any()
+    assert "a_band=(-5 + by * 16 - k * 16, 3 + by * 16 - k * 16)" in grammar.source(g)
+    (out,), _ = reference(g)
+    assert np.array_equal(out, a.T.astype(np.float64) @ b)
+    c = dict(g, ta=False, band=["c", 0, 4])
+    a, b = inputs(c)
+    assert "c_band=(0 + by * 16 - bx * 16, 4 + by * 16 - bx * 16)" in grammar.source(c)
+    (out,), _ = reference(c)
+    diag = np.arange(17)[None, :] - np.arange(20)[:, None]
+    inside = (diag >= 0) & (diag < 4)
+    assert np.array_equal(out[inside], (a.astype(np.float64) @ b)[inside]) and np.isnan(out[~inside]).all()
 
 
 def test_reference_of_integer_operations_and_selects():

@@ -82,6 +82,13 @@ values; session 21) adds **run-time starts** and **BSHD gemm regions**:
   (the eighth stream's ``gm``, ``wholek``), partly or wholly outside the tensor (zeros there);
 * BSHD operands: A and / or B a 4-D tensor ``(Bt, rows, H, cols)`` whose matrix is
   ``X[b, r:r + e, h, c:c + f]`` (rows H x cols elements apart), staged or read in place.
+
+A tenth stream (``extension8-<seed // GROUP>``; session 21) adds **bands** to gemms without the
+ninth stream's constructs: ``c_band`` or ``a_band`` of a global band of diagonals ``LO <= col - row
+< HI`` of C (of op(A): its columns are K), written per block relative to the regions' first
+elements (``c_band=(LO + by * bm - bx * bn, HI + by * bm - bx * bn)``, ``a_band=(LO + by * bm -
+k * bk, ...)``: run-time expressions of the block's position). An ``a_band`` program's op(A) is 0
+outside the band (the promise); a ``c_band`` program's C outside the band is undefined.
 """
 import random
 
@@ -320,7 +327,17 @@ def generate(seed):
     _extension5(d, seed)
     _extension6(d, seed)
     _extension7(d, seed)
+    _extension8(d, seed)
     return d
+
+
+def _extension8(d, seed):
+    """The tenth stream's bands (module docstring), added to `d` in place."""
+    brng = random.Random(f"extension8-{seed // GROUP}")
+    if d["kind"] != "gemm" or "starts" in d or "bshd" in d or brng.random() >= 0.25:
+        return
+    lo = brng.choice((-64, -16, -5, 0, 3))
+    d["band"] = [brng.choice(("a", "c")), lo, lo + brng.choice((1, 8, 16, 33, 64, 200))]
 
 
 def _start(vrng, blk, size):
@@ -728,6 +745,10 @@ def _body(d):
         a_src = a_gm = _operand(d, "a", True)
         b_src = b_gm = _operand(d, "b", True)
     flags = "".join([", transpose_A=True" if d["ta"] else "", ", transpose_B=True" if d["tb"] else ""])
+    if d.get("band"):   # a band of the global diagonals, relative to the block's regions (tenth stream)
+        op, lo, hi = d["band"]
+        rel = f" + by * {bm} - bx * {bn}" if op == "c" else (f" + by * {bm}" if d.get("wholek") else f" + by * {bm} - k * {bk}")
+        flags += f", {op}_band=({lo}{rel}, {hi}{rel})"
     body = ([] if "a" in gm else [f"a = T.alloc_shared({a_shape}, {adt!r})"]) + \
         ([] if "b" in gm else [f"b = T.alloc_shared({b_shape}, {adt!r})"]) + \
         [f"acc = T.alloc_fragment(({bm}, {bn}), {acc!r})"]

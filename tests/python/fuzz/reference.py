@@ -71,6 +71,9 @@ def inputs(d):
             arrays.append(int(d["starts"][name]))
             continue
         ints = rng.integers(-8, 9, size=shape)
+        if name == "A" and d.get("band", [""])[0] == "a":   # an a_band's promise: op(A) 0 outside the band
+            ints = np.where(_in_band(shape[::-1] if d["ta"] else shape, d["band"]).T if d["ta"]
+                            else _in_band(shape, d["band"]), ints, 0)
         arrays.append((ints if is_int(dt) else ints / 2.0).astype(np_dtype(dt)))
     return arrays
 
@@ -284,6 +287,12 @@ def _reduce(d, x, op, tr):
     return convert(acc, dt, d["dt_out"])
 
 
+def _in_band(shape, band):
+    """The elements (row, col) of a 2-D `shape` with band[1] <= col - row < band[2]."""
+    diag = np.arange(shape[1])[None, :] - np.arange(shape[0])[:, None]
+    return (diag >= band[1]) & (diag < band[2])
+
+
 def _gemm(d, ins, tr):
     a, b = ins[0], ins[1]
     bshd = d.get("bshd", {})   # a 4-D tensor's matrix at [b, :, h, :] (ninth stream)
@@ -325,6 +334,8 @@ def _gemm(d, ins, tr):
         acc = convert(tr.see(acc + ins[2]), acc_dt, acc_dt)
     acc = _map(d["epilogue"], True, acc, None, acc_dt, tr)
     out = convert(acc, acc_dt, d["dt_out"])
+    if d.get("band", [""])[0] == "c":   # C outside a c_band: undefined
+        out = np.where(_in_band(out.shape, d["band"]), out, np.nan)
     if rt and rt["store"]:   # not written past n: undefined
         shape = (d["M"], d["N"])
         out = np.where(_before_n(shape, rt["axis"], d["n"]), out, np.nan)
