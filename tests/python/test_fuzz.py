@@ -86,6 +86,8 @@ def test_generator_covers_the_grammar():
     # the tenth stream: a_band / c_band of gemms (a global band, run-time per block)
     assert {(d["band"][0], d["ta"]) for d in many if d.get("band")} == {("a", False), ("a", True), ("c", False), ("c", True)}
     assert any(d.get("band") and d.get("gm") for d in descs) and grammar.generate(7895)["band"] and grammar.generate(7895)["wholek"]
+    # the eleventh stream: gathers along the tile's leading dim
+    assert any(d.get("gaxis") == 0 for d in many) and all(d["kind"] == "gather" for d in many if "gaxis" in d)
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)
@@ -185,6 +187,18 @@ def test_reference_of_run_time_starts_and_bshd_gemm_operands():
     assert known.strip_start_before_l1(dict(g, starts={"nb": -19}))   # its second block starts at -3
     assert not known.strip_start_before_l1(dict(g, starts={"nb": -19}, N=16))   # one block, wholly before
     assert not known.strip_start_before_l1(dict(g, starts={"nb": -3, "kb": 40}))   # B's rows all past K
+
+
+def test_reference_of_a_gather_along_the_leading_dim():
+    """y[i, j] = x[ix[i, j], j] of each block's tile, rows past A's end reading 0."""
+    d = {"seed": 7, "kind": "gather", "sym": False, "loop": "grid", "ndim": 2, "dt_in": "float32",
+         "dt_tile": "float32", "dt_out": "float32", "bm": 4, "bn": 8, "M": 6, "N": 5, "gaxis": 0}
+    a, idx = inputs(d)
+    assert idx.min() >= 0 and idx.max() < 4 and "y[i, j] = x[ix[i, j], j]" in grammar.source(d)
+    (out,), _ = reference(d)
+    expect = [[a[i // 4 * 4 + idx[i, j], j] if i // 4 * 4 + idx[i, j] < 6 else 0.0 for j in range(5)] for i in range(6)]
+    assert np.array_equal(out, expect)
+    assert known.unsupported(d, "ascend910b") and not known.unsupported(d, "cpu")
 
 
 def test_reference_of_gemm_bands():

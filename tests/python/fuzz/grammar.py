@@ -89,6 +89,11 @@ ninth stream's constructs: ``c_band`` or ``a_band`` of a global band of diagonal
 elements (``c_band=(LO + by * bm - bx * bn, HI + by * bm - bx * bn)``, ``a_band=(LO + by * bm -
 k * bk, ...)``: run-time expressions of the block's position). An ``a_band`` program's op(A) is 0
 outside the band (the promise); a ``c_band`` program's C outside the band is undefined.
+
+An eleventh stream (``extension9-<seed // GROUP>``; session 21) makes 30% of the 2-D gather
+programs gather along the tile's **leading** dim, ``y[i, j] = x[ix[i, j], j]`` (indices in
+``[0, bm)``): cpu runs it; on Ascend it is a documented error at the line (Gather works along the
+last dim).
 """
 import random
 
@@ -328,6 +333,8 @@ def generate(seed):
     _extension6(d, seed)
     _extension7(d, seed)
     _extension8(d, seed)
+    if d["kind"] == "gather" and d["ndim"] == 2 and random.Random(f"extension9-{seed // GROUP}").random() < 0.3:
+        d["gaxis"] = 0   # the eleventh stream: a gather along the tile's leading dim
     return d
 
 
@@ -719,7 +726,8 @@ def _body(d):
         body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"ix = T.alloc_fragment(({bm}, {bn}), 'int32')",
                 f"y = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"T.copy(A[by * {bm}, bx * {bn}], x)",
                 f"T.copy(Idx[by * {bm}, bx * {bn}], ix)", f"for i, j in T.Parallel({bm}, {bn}):",
-                "    y[i, j] = x[i, ix[i, j]]", f"T.copy(y, B[by * {bm}, bx * {bn}])"]
+                "    y[i, j] = " + ("x[ix[i, j], j]" if d.get("gaxis") == 0 else "x[i, ix[i, j]]"),
+                f"T.copy(y, B[by * {bm}, bx * {bn}])"]
         return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + \
             ["    " + s for s in body]
     # gemm

@@ -62,6 +62,9 @@ UNSUPPORTED = [
      "converts int32 only to int32 (the automatic pipeline does not route the conversion through UB)"),
     ("ascend910b", lambda d: d["kind"] == "gather" and d["dt_in"] == "int8",
      "a gather from an int8 tile: dav-c220's Gather has no 8-bit form (docs/ascend.md \"Gathers\")"),
+    ("ascend910b", lambda d: d["kind"] == "gather" and d.get("gaxis") == 0,
+     "a gather along a tile's leading dim: the vector Gather reads along the last dim (docs/language.md "
+     "\"Gathers\")"),
     ("ascend910b", lambda d: _gemm(d, ("float32",), lambda d: d["ta"]),
      "a float32 A stored KxM (transpose_A): the 32-bit transposing load exists only into L0B"),
 ]

@@ -62,7 +62,8 @@ def inputs(d):
             continue
         shape = shape_of(d, dims)
         if d["kind"] == "gather" and name == "Idx":   # tile column indices, the zero-filled tail included
-            arrays.append(rng.integers(0, d["bn"], size=shape).astype(np.int32))
+            rows = d.get("gaxis") == 0   # a gather along the leading dim: row indices (eleventh stream)
+            arrays.append(rng.integers(0, d["bm" if rows else "bn"], size=shape).astype(np.int32))
             continue
         if name == "Lens":   # the run-time extent's n (not drawn from rng: the other inputs stay)
             arrays.append(np.array([d["n"]], np.int32))
@@ -244,6 +245,10 @@ def _gather(d, a, idx):
     if d["ndim"] == 1:
         rows = np.arange(M)
         return np.where(idx < N, a[rows, np.minimum(idx, max(N - 1, 0))], 0.0) if N else np.zeros(M)
+    if d.get("gaxis") == 0:   # y[i, j] = x[idx[i, j], j]: the source row of each element
+        row = (np.arange(M) // d["bm"] * d["bm"])[:, None] + idx
+        cols = np.arange(N)[None, :]
+        return np.where(row < M, a[np.minimum(row, M - 1), cols], 0.0) if M and N else np.zeros((M, N))
     col = (np.arange(N) // bn * bn)[None, :] + idx   # the source column of each element
     rows = np.arange(M)[:, None]
     return np.where(col < N, a[rows, np.minimum(col, N - 1)], 0.0) if M and N else np.zeros((M, N))
