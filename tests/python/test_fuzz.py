@@ -76,7 +76,7 @@ def test_generator_covers_the_grammar():
     assert {d["dt_in"] for d in longk} == set(grammar.DTYPES)
     # the ninth stream: run-time starts (scalar parameters) of copies/maps and of gemm operand
     # regions (negative, inside a 32 B block, wholly before, past the end), BSHD gemm operands
-    assert {a for d in many for a in d.get("starts", {})} == {"ro", "co", "ra", "ka", "kb", "nb"}
+    assert {a for d in many for a in d.get("starts", {})} == {"ro", "co", "ra", "ka", "kb", "nb", "so", "sc"}
     vals = {v for d in many for v in d.get("starts", {}).values()}
     assert {-1, -3, -8, -16, 0, 1, 5} <= vals and any(v < -40 for v in vals)
     assert {d["kind"] for d in descs if "starts" in d} == {"copy", "map", "gemm"}
@@ -86,6 +86,9 @@ def test_generator_covers_the_grammar():
     # the tenth stream: a_band / c_band of gemms (a global band, run-time per block)
     assert {(d["band"][0], d["ta"]) for d in many if d.get("band")} == {("a", False), ("a", True), ("c", False), ("c", True)}
     assert any(d.get("band") and d.get("gm") for d in descs) and grammar.generate(7895)["band"] and grammar.generate(7895)["wholek"]
+    # the twelfth stream: run-time store starts of copies / maps, before and after the origin
+    ss = [v for d in many for k, v in d.get("starts", {}).items() if k in ("so", "sc")]
+    assert min(ss) < -16 and max(ss) > 16 and 0 in ss
     # the eleventh stream: gathers along the tile's leading dim
     assert any(d.get("gaxis") == 0 for d in many) and all(d["kind"] == "gather" for d in many if "gaxis" in d)
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
@@ -187,6 +190,21 @@ def test_reference_of_run_time_starts_and_bshd_gemm_operands():
     assert known.strip_start_before_l1(dict(g, starts={"nb": -19}))   # its second block starts at -3
     assert not known.strip_start_before_l1(dict(g, starts={"nb": -19}, N=16))   # one block, wholly before
     assert not known.strip_start_before_l1(dict(g, starts={"nb": -3, "kb": 40}))   # B's rows all past K
+
+
+def test_reference_of_run_time_store_starts():
+    """B[by * bm + so, bx * bn + sc] = tile: rows / columns moved before 0 are dropped, the output's
+    first rows / columns past a positive start never written (undefined)."""
+    d = {"seed": 8, "kind": "copy", "sym": False, "ndim": 2, "dt_in": "float32", "dt_tile": "float32",
+         "dt_out": "float32", "bm": 4, "bn": 4, "loop": "grid", "stages": 2, "r0": 0, "c0": 0,
+         "M": 6, "N": 7, "MA": 8, "NA": 7, "starts": {"so": -3, "sc": 2}}
+    a, sc, so = inputs(d)
+    assert (sc, so) == (2, -3) and "T.copy(x, B[by * 4 + so, bx * 4 + sc])" in grammar.source(d)
+    (out,), _ = reference(d)
+    tiles = np.zeros((8, 8))
+    tiles[:8, :7] = a                     # whole blocks, A's rows 6-7 (past B's M) included
+    assert np.isnan(out[:, :2]).all() and np.isnan(out[5:, :]).all()
+    assert np.array_equal(out[:5, 2:], tiles[3:8, 0:5])
 
 
 def test_reference_of_a_gather_along_the_leading_dim():

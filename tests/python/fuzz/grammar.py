@@ -94,6 +94,12 @@ An eleventh stream (``extension9-<seed // GROUP>``; session 21) makes 30% of the
 programs gather along the tile's **leading** dim, ``y[i, j] = x[ix[i, j], j]`` (indices in
 ``[0, bm)``): cpu runs it; on Ascend it is a documented error at the line (Gather works along the
 last dim).
+
+A twelfth stream (``extension10-<seed // GROUP>``, values from ``extension10-shape-<seed>``;
+session 21) adds **run-time store starts** to 20% of the copy/map programs whose store is a plain
+``T.copy`` at the block's origin (no atomic add, run-time extent store or seventh-stream shift):
+``B[by * bm + so, bx * bn + sc]`` with ``int32`` scalar parameters (negative: the rows / columns
+before 0 are not written; positive: the output's first rows / columns are never written).
 """
 import random
 
@@ -335,7 +341,21 @@ def generate(seed):
     _extension8(d, seed)
     if d["kind"] == "gather" and d["ndim"] == 2 and random.Random(f"extension9-{seed // GROUP}").random() < 0.3:
         d["gaxis"] = 0   # the eleventh stream: a gather along the tile's leading dim
+    _extension10(d, seed)
     return d
+
+
+def _extension10(d, seed):
+    """The twelfth stream's run-time store starts (module docstring), added to `d` in place."""
+    wrng = random.Random(f"extension10-{seed // GROUP}")
+    vrng = random.Random(f"extension10-shape-{seed}")
+    if (d["kind"] not in ("copy", "map") or d.get("col") or d.get("atomic") or d.get("rt", {}).get("store")
+            or d.get("s0") or d.get("s1") or wrng.random() >= 0.2):
+        return
+    axes = ("so",) if d["ndim"] == 1 else wrng.choice((("so",), ("sc",), ("so", "sc")))
+    for a in axes:
+        blk, size = (d["bm"], d["M"]) if a == "so" else (d["bn"], d["N"])
+        d.setdefault("starts", {})[a] = vrng.choice((0, -1, -3, -8, -16, -blk, -blk - 5, 1, 5, blk, size, -size - blk))
 
 
 def _extension8(d, seed):
@@ -630,6 +650,8 @@ def _body(d):
         c0 += " + co" if "co" in starts else ""
         s0 = f" - {d['s0']}" if d.get("s0") else ""   # a store origin before the tensor (seventh stream)
         s1 = f" - {d['s1']}" if d.get("s1") else ""
+        s0 += " + so" if "so" in starts else ""   # run-time store starts (twelfth stream)
+        s1 += " + sc" if "sc" in starts else ""
         if one:
             grid = f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by" if d["loop"] == "grid" else "T.Kernel(1) as bz"
             src, dst = f"[by * {bm}{r0}]", f"[by * {bm}{s0}]"

@@ -166,7 +166,8 @@ def reference(d):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
         st = d.get("starts", {})   # run-time starts (ninth stream)
         offs = (d["r0"] + st.get("ro", 0),) if d["ndim"] == 1 else (d["r0"] + st.get("ro", 0), d["c0"] + st.get("co", 0))
-        stores = (d.get("s0", 0),) if d["ndim"] == 1 else (d.get("s0", 0), d.get("s1", 0))
+        # B[p] = tile[p + s]: the seventh stream's s0 / s1, minus the twelfth's run-time store starts
+        stores = (d.get("s0", 0) - st.get("so", 0), d.get("s1", 0) - st.get("sc", 0))[:d["ndim"]]
         out_shape = shape
         if any(stores):   # stored s before its origin: the tiles are computed over whole blocks
             blocks = (d["bm"],) if d["ndim"] == 1 else (d["bm"], d["bn"])
@@ -209,13 +210,16 @@ def reference(d):
 
 
 def _stored(out, out_shape, stores, tr):
-    """The output as a store `s` before its origin leaves it (the seventh stream): out is the
-    computed tile values over whole blocks; B[p] = out[p + s] (the indices before 0 dropped), the
-    elements never written undefined (NaN). The tracker's magnitudes move with the values."""
+    """The output as a store `s` before its origin leaves it (the seventh stream; s < 0: after it,
+    the twelfth): out is the computed tile values over whole blocks; B[p] = out[p + s] where
+    0 <= p + s < the blocks' end, the elements never written undefined (NaN). The tracker's
+    magnitudes move with the values."""
     shape = out.shape
-    src = tuple(slice(s, min(n + s, e)) for s, n, e in zip(stores, out_shape, shape))
-    dst = tuple(slice(0, max(0, x.stop - x.start)) for x in src)
-    written = all(x.stop > x.start for x in src)
+    lo = [max(0, -s) for s in stores]   # the first output index written
+    hi = [max(lo_, min(n, e - s)) for lo_, s, n, e in zip(lo, stores, out_shape, shape)]
+    src = tuple(slice(a + s, b + s) for a, b, s in zip(lo, hi, stores))
+    dst = tuple(slice(a, b) for a, b in zip(lo, hi))
+    written = all(b > a for a, b in zip(lo, hi))
 
     def moved(a, fill):
         b = np.full(out_shape, fill)
