@@ -8,6 +8,10 @@ checks the fix. Never narrow the grammar instead.
 UNSUPPORTED: (target, predicate, reason) for programs the documentation says a target does not
 support: there the target must raise a TilewrightError (a clear error); a crash, a hang or a
 result is still checked like any other.
+
+EXPECTED_REPORTS: programs on which the documentation says a target's checker reports (a case the
+target cannot run exactly, reported at the line): there the report is the expected outcome, and a
+clean run is an error.
 """
 import re
 
