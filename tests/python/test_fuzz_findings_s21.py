@@ -90,3 +90,51 @@ def test_l1_window_inside_a_strip_before_column_0_is_reported():
     assert any("out of bounds" in x for x in reports)
     exact, reports = _run_both(kernel, (A, B, 0, -16), _window_ref(B[0, :, 2, :].astype(np.float64), 0, -16))
     assert exact and not reports
+
+
+def _whole_k_gemm(ash, K):
+    """C = A's window [0:32, ka:ka + K] (a BSHD A's matrix at [0, :, 1, :]) @ B, one whole-K gemm on
+    global operands: ascend910b stages K in chunks (float16 32 x 32 blocks: 512 and a run-time tail)."""
+    @T.prim_func
+    def k(A: T.Tensor(ash, "float16"), B: T.Tensor((K, 32), "float16"), ka: T.int32, C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1) as bx:
+            acc = T.alloc_fragment((32, 32), "float32")
+            T.clear(acc)
+            if len(ash) == 4:
+                T.gemm(A[0, 0:32, 1, ka:ka + K], B[0:K, 0:32], acc)
+            else:
+                T.gemm(A[0:32, ka:ka + K], B[0:K, 0:32], acc)
+            T.copy(acc, C[0, 0])
+    return k
+
+
+@pytest.mark.xfail(strict=True, reason="F2 (OPEN): a chunked whole-K window wholly before the tensor whose last "
+                   "(run-time tail) chunk ends at column 0 inside a C0 strip reads before the tensor on ascend910b "
+                   "(a report on a 2-D A, a silent wrong answer on a BSHD A)")
+@pytest.mark.parametrize("ash, ka", [((40, 1000), -1000), ((1, 40, 2, 1000), -1000), ((1, 40, 2, 1000), -1001)])
+def test_chunked_whole_k_window_wholly_before_the_tensor(ash, ka):
+    """ka = -1000 (-1001) with K = 1000: the operand window [ka, ka + K) is wholly before A, so C is 0
+    exactly, with no checker report (docs/language.md: a window wholly before the tensor is exact)."""
+    K = 1000
+    rng = np.random.default_rng(0)
+    A = (rng.integers(-4, 5, ash) / 2).astype(np.float16)
+    B = (rng.integers(-4, 5, (K, 32)) / 2).astype(np.float16)
+    exact, reports = _run_both(_whole_k_gemm(ash, K), (A, B, ka), np.zeros((32, 32)))
+    assert exact and not reports, (exact, reports[:1])
+
+
+@pytest.mark.parametrize("ka", [-1008, -1016, -992])
+def test_chunked_whole_k_window_neighbours(ka):
+    """Neighbours of F2's starts that are exact today: -1008 (a multiple of C0 = 16, wholly before),
+    -1016 (wholly before, inside a strip) and -992 (a multiple of C0 reaching 8 columns into A)."""
+    K = 1000
+    ash = (1, 40, 2, K)
+    rng = np.random.default_rng(0)
+    A = (rng.integers(-4, 5, ash) / 2).astype(np.float16)
+    B = (rng.integers(-4, 5, (K, 32)) / 2).astype(np.float16)
+    wa = np.zeros((32, K))
+    lo, hi = max(0, ka), min(K, ka + K)
+    if hi > lo:
+        wa[:, lo - ka:hi - ka] = A[0, :32, 1, lo:hi]
+    exact, reports = _run_both(_whole_k_gemm(ash, K), (A, B, ka), wa @ B.astype(np.float64))
+    assert exact and not reports
