@@ -369,8 +369,10 @@ def _extension8(d, seed):
 
 def _start(vrng, blk, size):
     """A run-time start offset for a block of `blk` along a tensor dimension of `size`: 0, small,
-    negative (inside one 32 B block, whole blocks, the block, wholly before), at or past the end."""
-    return vrng.choice((0, 0, 1, 5, -1, -3, -8, -16, -32, -blk, -blk - 5, size, size + 3, -size - blk))
+    negative (inside one 32 B block, whole blocks, the block, wholly before: by a block, by one
+    element, ending at 0), at or past the end."""
+    return vrng.choice((0, 0, 1, 5, -1, -3, -8, -16, -32, -blk, -blk - 5, size, size + 3, -size - blk,
+                        -size - 1, -size))
 
 
 def _extension7(d, seed):

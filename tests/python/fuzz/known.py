@@ -34,6 +34,10 @@ KNOWN_BUGS = [
      "fuzz9-findings F1: a GM -> L1 window that starts k whole tensor rows before column 0 (inside a C0 "
      "strip) reads the previous rows without the checker's report (functional.cpp's per-row check "
      "exempts col == 0 && d % cols == 0)", False),
+    ("F2_chunked_window_wholly_before", "ascend910b", ("mismatch", "checker"), None, lambda d: chunked_before(d),
+     "fuzz9-findings F2: a whole-K gemm whose K is staged in chunks (longk), its operand's K window (the "
+     "tensor's columns) wholly before the tensor at a start that is no multiple of C0: the last chunk reads "
+     "before the tensor (a report, or on a BSHD operand a silent wrong answer)", False),
 ]
 
 
@@ -139,6 +143,16 @@ def whole_rows_before(d):
         n = min(cols - s, w) - skip
         return n > 0 and (s + skip) % cols == 0 and n % cols == 0
     return all(exempt(*x) for x in wins)
+
+
+def chunked_before(d):
+    """Open bug F2 (fuzz9), over-approximated: a longk program (K staged in chunks on Ascend) with a
+    run-time K start of an operand whose columns are K (A not transposed, B transposed) that puts the
+    window wholly before the tensor at a start that is no multiple of C0."""
+    starts = d.get("starts", {})
+    names = ([] if d["ta"] else ["ka"]) + (["kb"] if d["tb"] else [])
+    c0 = _c0(d["dt_in"])
+    return bool(d.get("longk")) and any(n in starts and starts[n] + d["K"] <= 0 and starts[n] % c0 for n in names)
 
 
 # (name, target, predicate, report pattern, description): programs on which the target's checker
