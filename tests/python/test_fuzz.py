@@ -74,6 +74,23 @@ def test_generator_covers_the_grammar():
     longk = [d for d in (grammar.generate(s) for s in range(20000)) if d.get("longk")]   # 10 groups
     assert longk and all(d["wholek"] and d["K"] > grammar.longk_chunk(d) and not d["epilogue"] for d in longk)
     assert {d["dt_in"] for d in longk} == set(grammar.DTYPES)
+    # the ninth stream: run-time starts (scalar parameters) of copies/maps and of gemm operand
+    # regions (negative, inside a 32 B block, wholly before, past the end), BSHD gemm operands
+    assert {a for d in many for a in d.get("starts", {})} == {"ro", "co", "ra", "ka", "kb", "nb", "so", "sc"}
+    vals = {v for d in many for v in d.get("starts", {}).values()}
+    assert {-1, -3, -8, -16, 0, 1, 5} <= vals and any(v < -40 for v in vals)
+    assert {d["kind"] for d in descs if "starts" in d} == {"copy", "map", "gemm"}
+    assert seen(lambda d: tuple(sorted(d.get("bshd", {})))) >= {(), ("a",), ("b",), ("a", "b")}
+    assert any(d.get("bshd") and d.get("gm") for d in many) and any(d.get("starts") and d.get("wholek") for d in many)
+    assert any(known.strip_start_before_l1(d) for d in descs)
+    # the tenth stream: a_band / c_band of gemms (a global band, run-time per block)
+    assert {(d["band"][0], d["ta"]) for d in many if d.get("band")} == {("a", False), ("a", True), ("c", False), ("c", True)}
+    assert any(d.get("band") and d.get("gm") for d in descs) and grammar.generate(7895)["band"] and grammar.generate(7895)["wholek"]
+    # the twelfth stream: run-time store starts of copies / maps, before and after the origin
+    ss = [v for d in many for k, v in d.get("starts", {}).items() if k in ("so", "sc")]
+    assert min(ss) < -16 and max(ss) > 16 and 0 in ss
+    # the eleventh stream: gathers along the tile's leading dim
+    assert any(d.get("gaxis") == 0 for d in many) and all(d["kind"] == "gather" for d in many if "gaxis" in d)
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)
@@ -136,6 +153,91 @@ def test_reference_of_run_time_extents_atomic_adds_and_nd_windows():
     (out,), _ = reference(d)
     assert np.array_equal(out, b.astype(np.float64) + 3 * a) and "as (bx, by, s)" in grammar.source(d)
     assert [t[0] for t in grammar.checked(d)] == ["B"] and grammar.out_index(d) == []
+
+
+def test_reference_of_run_time_starts_and_bshd_gemm_operands():
+    """The ninth stream: a copy's load origin plus scalar parameters (zeros outside the tensor);
+    gemm regions at run-time starts of a BSHD A (rows H x K apart) and a 2-D B, zeros outside;
+    the Ascend report expected of a window starting inside a C0 strip before column 0."""
+    d = {"seed": 4, "kind": "copy", "sym": False, "ndim": 2, "dt_in": "float32", "dt_tile": "float32",
+         "dt_out": "float32", "bm": 4, "bn": 4, "loop": "grid", "stages": 2, "r0": 1, "c0": 0,
+         "M": 5, "N": 6, "MA": 6, "NA": 6, "starts": {"ro": -3, "co": 2}}
+    a, ro, co = inputs(d)
+    assert (ro, co) == (2, -3) or (ro, co) == (-3, 2)
+    assert "A[by * 4 + 1 + ro, bx * 4 + co]" in grammar.source(d) and "co: T.int32, ro: T.int32" in grammar.source(d)
+    (out,), _ = reference(d)
+    full = np.zeros((5 + 8, 6 + 8))
+    full[4:10, 4:10] = a                   # a at offset 4: A[i + 1 - 3, j + 2]
+    assert np.array_equal(out, full[4 + 1 - 3:4 + 1 - 3 + 5, 4 + 2:4 + 2 + 6])
+    g = {"seed": 5, "kind": "gemm", "sym": False, "dt_in": "float16", "dt_out": "float32", "ta": False, "tb": False,
+         "bm": 16, "bn": 16, "bk": 16, "loop": "serial", "stages": 2, "accum": "", "epilogue": [],
+         "M": 20, "N": 17, "K": 24, "starts": {"ra": -5, "ka": 3, "nb": -16}, "bshd": {"a": [1, 2, 2, 3]}}
+    a4, b, ka, nb, ra = inputs(g)
+    assert a4.shape == (2, 20, 3, 24) and (ka, nb, ra) == (3, -16, -5)
+    src = grammar.source(g)
+    assert "T.copy(A[1, by * 16 + ra:by * 16 + ra + 16, 2, k * 16 + ka:k * 16 + ka + 16], a)" in src
+    assert "T.copy(B[k * 16:k * 16 + 16, bx * 16 + nb:bx * 16 + nb + 16], b)" in src
+    (out,), _ = reference(g)
+    pa = np.zeros((32 + 40, 32 + 40))
+    pa[20:40, 20:44] = a4[1, :, 2, :]
+    pb = np.zeros((32 + 40, 32 + 40))
+    pb[20:44, 20:37] = b
+    wa = pa[20 - 5:20 - 5 + 20, 20 + 3:20 + 3 + 32]          # rows ra.., K blocks ka.. (2 blocks of 16)
+    wb = pb[20:20 + 32, 20 - 16:20 - 16 + 17]
+    assert np.array_equal(out, wa.astype(np.float64) @ wb)
+    assert not known.strip_start_before_l1(g)             # -16 is a whole float16 strip: clipped exactly
+    assert known.strip_start_before_l1(dict(g, starts={"nb": -3}))
+    assert known.strip_start_before_l1(dict(g, starts={"nb": -19}))   # its second block starts at -3
+    assert not known.strip_start_before_l1(dict(g, starts={"nb": -19}, N=16))   # one block, wholly before
+    assert not known.strip_start_before_l1(dict(g, starts={"nb": -3, "kb": 40}))   # B's rows all past K
+
+
+def test_reference_of_run_time_store_starts():
+    """B[by * bm + so, bx * bn + sc] = tile: rows / columns moved before 0 are dropped, the output's
+    first rows / columns past a positive start never written (undefined)."""
+    d = {"seed": 8, "kind": "copy", "sym": False, "ndim": 2, "dt_in": "float32", "dt_tile": "float32",
+         "dt_out": "float32", "bm": 4, "bn": 4, "loop": "grid", "stages": 2, "r0": 0, "c0": 0,
+         "M": 6, "N": 7, "MA": 8, "NA": 7, "starts": {"so": -3, "sc": 2}}
+    a, sc, so = inputs(d)
+    assert (sc, so) == (2, -3) and "T.copy(x, B[by * 4 + so, bx * 4 + sc])" in grammar.source(d)
+    (out,), _ = reference(d)
+    tiles = np.zeros((8, 8))
+    tiles[:8, :7] = a                     # whole blocks, A's rows 6-7 (past B's M) included
+    assert np.isnan(out[:, :2]).all() and np.isnan(out[5:, :]).all()
+    assert np.array_equal(out[:5, 2:], tiles[3:8, 0:5])
+
+
+def test_reference_of_a_gather_along_the_leading_dim():
+    """y[i, j] = x[ix[i, j], j] of each block's tile, rows past A's end reading 0."""
+    d = {"seed": 7, "kind": "gather", "sym": False, "loop": "grid", "ndim": 2, "dt_in": "float32",
+         "dt_tile": "float32", "dt_out": "float32", "bm": 4, "bn": 8, "M": 6, "N": 5, "gaxis": 0}
+    a, idx = inputs(d)
+    assert idx.min() >= 0 and idx.max() < 4 and "y[i, j] = x[ix[i, j], j]" in grammar.source(d)
+    (out,), _ = reference(d)
+    expect = [[a[i // 4 * 4 + idx[i, j], j] if i // 4 * 4 + idx[i, j] < 6 else 0.0 for j in range(5)] for i in range(6)]
+    assert np.array_equal(out, expect)
+    assert known.unsupported(d, "ascend910b") and not known.unsupported(d, "cpu")
+
+
+def test_reference_of_gemm_bands():
+    """The tenth stream: an a_band program's op(A) is 0 outside the global band (the promise the
+    gemm may rely on), a c_band program's C outside it is undefined (NaN in the reference)."""
+    g = {"seed": 6, "kind": "gemm", "sym": False, "dt_in": "float32", "dt_out": "float32", "ta": True, "tb": False,
+         "bm": 16, "bn": 16, "bk": 16, "loop": "serial", "stages": 2, "accum": "", "epilogue": [],
+         "M": 20, "N": 17, "K": 24, "band": ["a", -5, 3]}
+    a, b = inputs(g)
+    diag = np.arange(24)[:, None] - np.arange(20)[None, :]     # A is K x M: op(A)[i, k] = A[k, i], k - i
+    assert not a[(diag < -5) | (diag >= 3)].any() and a[(diag >= -5) & (diag < 3)].any()
+    assert "a_band=(-5 + by * 16 - k * 16, 3 + by * 16 - k * 16)" in grammar.source(g)
+    (out,), _ = reference(g)
+    assert np.array_equal(out, a.T.astype(np.float64) @ b)
+    c = dict(g, ta=False, band=["c", 0, 4])
+    a, b = inputs(c)
+    assert "c_band=(0 + by * 16 - bx * 16, 4 + by * 16 - bx * 16)" in grammar.source(c)
+    (out,), _ = reference(c)
+    diag = np.arange(17)[None, :] - np.arange(20)[:, None]
+    inside = (diag >= 0) & (diag < 4)
+    assert np.array_equal(out[inside], (a.astype(np.float64) @ b)[inside]) and np.isnan(out[~inside]).all()
 
 
 def test_reference_of_integer_operations_and_selects():

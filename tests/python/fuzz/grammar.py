@@ -65,8 +65,41 @@ tensors** (session 19): A, B or both passed to ``T.gemm`` as slices of the tenso
 them (on Ascend stage_gemm_operands stages them), or (``wholek``, constant shapes) one gemm over the
 whole K of both slices without a K loop; half of the ``wholek`` programs (``longk``, session 19)
 draw K past one staged chunk (64 KiB of A and B tiles: Ascend walks K in pipelined chunks, the last
-a run-time tail), with at most 2 x 2 blocks and no epilogue. A gemm region is not clipped on cpu,
-so M, N and K are rounded up to whole blocks (0 stays 0) and run-time extents are not drawn with it.
+a run-time tail), with at most 2 x 2 blocks and no epilogue. A gemm region was not clipped on cpu
+then (session 19), so M, N and K are rounded up to whole blocks (0 stays 0) and run-time extents are
+not drawn with it (the ninth stream's starts now reach outside the tensors).
+
+A ninth stream (``extension7-<seed // GROUP>`` for the structure, ``extension7-shape-<seed>`` for
+values; session 21) adds **run-time starts** and **BSHD gemm regions**:
+
+* a copy/map's load origin plus ``int32`` scalar parameters ``ro`` / ``co``
+  (``A[by * bm + r0 + ro, bx * bn + c0 + co]``): run-time row / column starts, negative (inside the
+  first 32 B block, whole blocks, the tile or more: wholly before the tensor), 0, or at / past the
+  end (GM -> UB copies, zeros outside the tensor);
+* a gemm's operand regions at run-time starts: scalar parameters ``ra`` (A's rows, M), ``ka`` (A's
+  K), ``kb`` (B's K), ``nb`` (B's columns, N) added to the regions' starts, for staged operands
+  (GM -> L1 copies into the shared tiles) and for operands read by ``T.gemm`` from the tensors
+  (the eighth stream's ``gm``, ``wholek``), partly or wholly outside the tensor (zeros there);
+* BSHD operands: A and / or B a 4-D tensor ``(Bt, rows, H, cols)`` whose matrix is
+  ``X[b, r:r + e, h, c:c + f]`` (rows H x cols elements apart), staged or read in place.
+
+A tenth stream (``extension8-<seed // GROUP>``; session 21) adds **bands** to gemms without the
+ninth stream's constructs: ``c_band`` or ``a_band`` of a global band of diagonals ``LO <= col - row
+< HI`` of C (of op(A): its columns are K), written per block relative to the regions' first
+elements (``c_band=(LO + by * bm - bx * bn, HI + by * bm - bx * bn)``, ``a_band=(LO + by * bm -
+k * bk, ...)``: run-time expressions of the block's position). An ``a_band`` program's op(A) is 0
+outside the band (the promise); a ``c_band`` program's C outside the band is undefined.
+
+An eleventh stream (``extension9-<seed // GROUP>``; session 21) makes 30% of the 2-D gather
+programs gather along the tile's **leading** dim, ``y[i, j] = x[ix[i, j], j]`` (indices in
+``[0, bm)``): cpu runs it; on Ascend it is a documented error at the line (Gather works along the
+last dim).
+
+A twelfth stream (``extension10-<seed // GROUP>``, values from ``extension10-shape-<seed>``;
+session 21) adds **run-time store starts** to 20% of the copy/map programs whose store is a plain
+``T.copy`` at the block's origin (no atomic add, run-time extent store or seventh-stream shift):
+``B[by * bm + so, bx * bn + sc]`` with ``int32`` scalar parameters (negative: the rows / columns
+before 0 are not written; positive: the output's first rows / columns are never written).
 """
 import random
 
@@ -304,7 +337,67 @@ def generate(seed):
     _extension4(d, seed)
     _extension5(d, seed)
     _extension6(d, seed)
+    _extension7(d, seed)
+    _extension8(d, seed)
+    if d["kind"] == "gather" and d["ndim"] == 2 and random.Random(f"extension9-{seed // GROUP}").random() < 0.3:
+        d["gaxis"] = 0   # the eleventh stream: a gather along the tile's leading dim
+    _extension10(d, seed)
     return d
+
+
+def _extension10(d, seed):
+    """The twelfth stream's run-time store starts (module docstring), added to `d` in place."""
+    wrng = random.Random(f"extension10-{seed // GROUP}")
+    vrng = random.Random(f"extension10-shape-{seed}")
+    if (d["kind"] not in ("copy", "map") or d.get("col") or d.get("atomic") or d.get("rt", {}).get("store")
+            or d.get("s0") or d.get("s1") or wrng.random() >= 0.2):
+        return
+    axes = ("so",) if d["ndim"] == 1 else wrng.choice((("so",), ("sc",), ("so", "sc")))
+    for a in axes:
+        blk, size = (d["bm"], d["M"]) if a == "so" else (d["bn"], d["N"])
+        d.setdefault("starts", {})[a] = vrng.choice((0, -1, -3, -8, -16, -blk, -blk - 5, 1, 5, blk, size, -size - blk))
+
+
+def _extension8(d, seed):
+    """The tenth stream's bands (module docstring), added to `d` in place."""
+    brng = random.Random(f"extension8-{seed // GROUP}")
+    if d["kind"] != "gemm" or "starts" in d or "bshd" in d or brng.random() >= 0.25:
+        return
+    lo = brng.choice((-64, -16, -5, 0, 3))
+    d["band"] = [brng.choice(("a", "c")), lo, lo + brng.choice((1, 8, 16, 33, 64, 200))]
+
+
+def _start(vrng, blk, size):
+    """A run-time start offset for a block of `blk` along a tensor dimension of `size`: 0, small,
+    negative (inside one 32 B block, whole blocks, the block, wholly before: by a block, by one
+    element, ending at 0), at or past the end."""
+    return vrng.choice((0, 0, 1, 5, -1, -3, -8, -16, -32, -blk, -blk - 5, size, size + 3, -size - blk,
+                        -size - 1, -size))
+
+
+def _extension7(d, seed):
+    """The ninth stream's constructs (module docstring), added to `d` in place."""
+    wrng = random.Random(f"extension7-{seed // GROUP}")
+    vrng = random.Random(f"extension7-shape-{seed}")
+    k = d["kind"]
+    if k in ("copy", "map") and not d.get("col") and wrng.random() < 0.2:
+        axes = ("ro",) if d["ndim"] == 1 else wrng.choice((("ro",), ("co",), ("ro", "co")))
+        size = {"ro": d["MA"], "co": d["NA"]}
+        d["starts"] = {a: _start(vrng, d["bm"] if a == "ro" else d["bn"], size[a]) for a in axes}
+    elif k == "gemm" and not d.get("rt") and wrng.random() < 0.35:
+        axes = [a for a in ("ra", "ka", "kb", "nb") if wrng.random() < 0.5] or [wrng.choice(("ra", "ka", "kb", "nb"))]
+        blk = {"ra": d["bm"], "ka": d["bk"], "kb": d["bk"], "nb": d["bn"]}
+        size = {"ra": d["M"], "ka": d["K"], "kb": d["K"], "nb": d["N"]}
+        d["starts"] = {a: _start(vrng, blk[a], size[a]) for a in axes}
+        if wrng.random() < 0.3:   # A's and B's K starts the same (the usual window of a K loop)
+            d["starts"]["ka"] = d["starts"]["kb"] = d["starts"].get("ka", 0)
+        # BSHD operands: [b, Bt, h, H] of the 4-D tensor (Bt, rows, H, cols) holding the matrix at [b, :, h, :]
+        bshd = {}
+        for op in wrng.choice(((), ("a",), ("b",), ("a", "b"))):
+            b, h = wrng.choice((0, 1)), wrng.choice((0, 1, 2))
+            bshd[op] = [b, b + wrng.choice((1, 2)), h, h + wrng.choice((1, 2))]
+        if bshd:
+            d["bshd"] = bshd
 
 
 def _extension6(d, seed):
@@ -447,6 +540,7 @@ def tensors(d):
             ins.append(("A2", ins[0][1], d["dt_in"]))
         if "rt" in d:
             ins.append(("Lens", (1,), "int32"))
+        ins += _scalars(d)
         return [t + (False,) for t in ins] + [out + (not d.get("atomic"),)]
     if k == "reduce":
         out = ("N",) if d["dim"] == 0 else ("M",)
@@ -460,12 +554,22 @@ def tensors(d):
                 ("B", ("M", "N"), d["dt_in"], True)]
     a = ("K", "M") if d["ta"] else ("M", "K")
     b = ("N", "K") if d["tb"] else ("K", "N")
+    bshd = d.get("bshd", {})   # a 4-D (Bt, rows, H, cols) tensor (ninth stream)
+    if "a" in bshd:
+        a = (bshd["a"][1], a[0], bshd["a"][3], a[1])
+    if "b" in bshd:
+        b = (bshd["b"][1], b[0], bshd["b"][3], b[1])
     ts = [("A", a, d["dt_in"], False), ("B", b, d["dt_in"], False)]
     if d["accum"]:
         ts.append(("C0", ("M", "N"), acc_dtype(d), False))
     if "rt" in d:
         ts.append(("Lens", (1,), "int32", False))
-    return ts + [("C", ("M", "N"), d["dt_out"], True)]
+    return ts + [t + (False,) for t in _scalars(d)] + [("C", ("M", "N"), d["dt_out"], True)]
+
+
+def _scalars(d):
+    """The ninth stream's int32 scalar parameters (run-time starts), shape ()."""
+    return [(name, (), "int32") for name in sorted(d.get("starts", {}))]
 
 
 def shape_of(d, dims):
@@ -543,8 +647,13 @@ def _body(d):
         ext = (bm,) if one else (bm, bn)
         r0 = f" + {d['r0']}" if d["r0"] else ""
         c0 = f" + {d['c0']}" if d["c0"] else ""
+        starts = d.get("starts", {})   # run-time starts, scalar parameters (ninth stream)
+        r0 += " + ro" if "ro" in starts else ""
+        c0 += " + co" if "co" in starts else ""
         s0 = f" - {d['s0']}" if d.get("s0") else ""   # a store origin before the tensor (seventh stream)
         s1 = f" - {d['s1']}" if d.get("s1") else ""
+        s0 += " + so" if "so" in starts else ""   # run-time store starts (twelfth stream)
+        s1 += " + sc" if "sc" in starts else ""
         if one:
             grid = f"T.Kernel(T.ceildiv({dim('M')}, {bm})) as by" if d["loop"] == "grid" else "T.Kernel(1) as bz"
             src, dst = f"[by * {bm}{r0}]", f"[by * {bm}{s0}]"
@@ -641,7 +750,8 @@ def _body(d):
         body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"ix = T.alloc_fragment(({bm}, {bn}), 'int32')",
                 f"y = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"T.copy(A[by * {bm}, bx * {bn}], x)",
                 f"T.copy(Idx[by * {bm}, bx * {bn}], ix)", f"for i, j in T.Parallel({bm}, {bn}):",
-                "    y[i, j] = x[i, ix[i, j]]", f"T.copy(y, B[by * {bm}, bx * {bn}])"]
+                "    y[i, j] = " + ("x[ix[i, j], j]" if d.get("gaxis") == 0 else "x[i, ix[i, j]]"),
+                f"T.copy(y, B[by * {bm}, bx * {bn}])"]
         return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + \
             ["    " + s for s in body]
     # gemm
@@ -663,7 +773,14 @@ def _body(d):
         sl = lambda v, b: f"{v} * {b}:({v} + 1) * {b}"  # noqa: E731
         a_gm = f"A[{sl('k', bk)}, {sl('by', bm)}]" if d["ta"] else f"A[{sl('by', bm)}, {sl('k', bk)}]"
         b_gm = f"B[{sl('bx', bn)}, {sl('k', bk)}]" if d["tb"] else f"B[{sl('k', bk)}, {sl('bx', bn)}]"
+    if "starts" in d or "bshd" in d:   # run-time starts, BSHD operands (ninth stream)
+        a_src = a_gm = _operand(d, "a", True)
+        b_src = b_gm = _operand(d, "b", True)
     flags = "".join([", transpose_A=True" if d["ta"] else "", ", transpose_B=True" if d["tb"] else ""])
+    if d.get("band"):   # a band of the global diagonals, relative to the block's regions (tenth stream)
+        op, lo, hi = d["band"]
+        rel = f" + by * {bm} - bx * {bn}" if op == "c" else (f" + by * {bm}" if d.get("wholek") else f" + by * {bm} - k * {bk}")
+        flags += f", {op}_band=({lo}{rel}, {hi}{rel})"
     body = ([] if "a" in gm else [f"a = T.alloc_shared({a_shape}, {adt!r})"]) + \
         ([] if "b" in gm else [f"b = T.alloc_shared({b_shape}, {adt!r})"]) + \
         [f"acc = T.alloc_fragment(({bm}, {bn}), {acc!r})"]
@@ -677,6 +794,8 @@ def _body(d):
         kk = f"0:{dim('K')}"
         a_gm = f"A[{kk}, {sl('by', bm)}]" if d["ta"] else f"A[{sl('by', bm)}, {kk}]"
         b_gm = f"B[{sl('bx', bn)}, {kk}]" if d["tb"] else f"B[{kk}, {sl('bx', bn)}]"
+        if "starts" in d or "bshd" in d:
+            a_gm, b_gm = _operand(d, "a", False), _operand(d, "b", False)
         body.append(f"T.gemm({a_gm}, {b_gm}, acc{flags})")
     else:
         body.append(_loop(d, "k", f"T.ceildiv({dim('K')}, {bk})"))
@@ -697,6 +816,30 @@ def _body(d):
         s1 = f" - {d['s1']}" if d.get("s1") else ""
         body.append(f"T.copy(acc, C[by * {bm}{s0}, bx * {bn}{s1}])")
     return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + ["    " + s for s in body]
+
+
+def _operand(d, op, step):
+    """The region text of gemm operand `op` ("a" or "b") of a ninth-stream program: K step k's
+    block (`step`) or the whole K, each start plus its run-time start if drawn, a BSHD tensor's
+    matrix at [b, :, h, :]."""
+    starts = d.get("starts", {})
+    kdim = (f"k * {d['bk']}", str(d["bk"])) if step else ("0", _dimtext(d, "K"))
+    if op == "a":
+        other, name, k_rows, (o_off, k_off) = (f"by * {d['bm']}", str(d["bm"])), "A", d["ta"], ("ra", "ka")
+    else:
+        other, name, k_rows, (o_off, k_off) = (f"bx * {d['bn']}", str(d["bn"])), "B", not d["tb"], ("nb", "kb")
+
+    def sl(base, off):
+        st = base[0]
+        if off in starts:
+            st = off if st == "0" else f"{st} + {off}"
+        return f"{st}:{st} + {base[1]}"
+    ko, oo = sl(kdim, k_off), sl(other, o_off)
+    rows, cols = (ko, oo) if k_rows else (oo, ko)
+    if op in d.get("bshd", {}):
+        b, _, h, _ = d["bshd"][op]
+        return f"{name}[{b}, {rows}, {h}, {cols}]"
+    return f"{name}[{rows}, {cols}]"
 
 
 def pad_value(op, dtype):
@@ -730,6 +873,9 @@ def source(d):
         lines += [f"{n} = T.symbolic({n!r})" for n in names] + [""]
     params = []
     for name, shape, dt, _ in ts:
+        if shape == ():   # a scalar parameter
+            params.append(f"{name}: T.{dt}")
+            continue
         dims = ", ".join(_dimtext(d, n) for n in shape) + ("," if len(shape) == 1 else "")
         params.append(f"{name}: T.Tensor(({dims}), {dt!r})")
     lines += ["", "@T.prim_func", f"def {KERNEL_NAME}({', '.join(params)}):"]

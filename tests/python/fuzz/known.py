@@ -8,6 +8,10 @@ checks the fix. Never narrow the grammar instead.
 UNSUPPORTED: (target, predicate, reason) for programs the documentation says a target does not
 support: there the target must raise a TilewrightError (a clear error); a crash, a hang or a
 result is still checked like any other.
+
+EXPECTED_REPORTS: programs on which the documentation says a target's checker reports (a case the
+target cannot run exactly, reported at the line): there the report is the expected outcome, and a
+clean run is an error.
 """
 import re
 
@@ -26,6 +30,14 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
 KNOWN_BUGS = [
+    ("F1_whole_rows_before_unreported", "ascend910b", ("mismatch", "error"), None, lambda d: whole_rows_before(d),
+     "fuzz9-findings F1: a GM -> L1 window that starts k whole tensor rows before column 0 (inside a C0 "
+     "strip) reads the previous rows without the checker's report (functional.cpp's per-row check "
+     "exempts col == 0 && d % cols == 0)", False),
+    ("F2_chunked_window_wholly_before", "ascend910b", ("mismatch", "checker"), None, lambda d: chunked_before(d),
+     "fuzz9-findings F2: a whole-K gemm whose K is staged in chunks (longk), its operand's K window (the "
+     "tensor's columns) wholly before the tensor at a start that is no multiple of C0: the last chunk reads "
+     "before the tensor (a report, or on a BSHD operand a silent wrong answer)", False),
 ]
 
 
@@ -58,9 +70,108 @@ UNSUPPORTED = [
      "converts int32 only to int32 (the automatic pipeline does not route the conversion through UB)"),
     ("ascend910b", lambda d: d["kind"] == "gather" and d["dt_in"] == "int8",
      "a gather from an int8 tile: dav-c220's Gather has no 8-bit form (docs/ascend.md \"Gathers\")"),
+    ("ascend910b", lambda d: d["kind"] == "gather" and d.get("gaxis") == 0,
+     "a gather along a tile's leading dim: the vector Gather reads along the last dim (docs/language.md "
+     "\"Gathers\")"),
     ("ascend910b", lambda d: _gemm(d, ("float32",), lambda d: d["ta"]),
      "a float32 A stored KxM (transpose_A): the 32-bit transposing load exists only into L0B"),
 ]
+
+
+def _c0(dtype):
+    """Elements of `dtype` in one 32 B block: the column strip of an Nz L1 tile (C0)."""
+    return 32 // {"int8": 1, "float16": 2, "bfloat16": 2, "float32": 4}[dtype]
+
+
+def _blocks(off, step, width, count):
+    """(start, width) of the `count` blocks of a region that starts at `off` and moves by `step`."""
+    return [(j * step + off, width) for j in range(count)]
+
+
+def strip_starts(d):
+    """[(start, width, cols)] of a ninth-stream gemm's GM -> L1 operand windows (Ascend copies
+    every operand into L1) that start, at run time, inside a C0 strip before the tensor's column 0
+    and reach into it (s < 0, s % C0 != 0, s + width > 0), for operands whose rows the copy reads
+    (some row block overlaps the tensor); cols is the tensor's last dimension."""
+    starts = d.get("starts")
+    if d["kind"] != "gemm" or not starts:
+        return []
+    nm, nn = -(-d["M"] // d["bm"]), -(-d["N"] // d["bn"])
+    if not nm * nn:   # an empty grid copies nothing
+        return []
+    c0 = _c0(d["dt_in"])
+    whole = d.get("wholek")
+    kb = (1, d["K"]) if whole else (-(-d["K"] // d["bk"]), d["bk"])   # (blocks, width) along K
+    dims = {   # the run-time start's name -> (blocks of (start, width), the tensor's size there)
+        "m": (_blocks(starts.get("ra", 0), d["bm"], d["bm"], nm), d["M"]),
+        "n": (_blocks(starts.get("nb", 0), d["bn"], d["bn"], nn), d["N"]),
+        "ka": (_blocks(starts.get("ka", 0), d["bk"], kb[1], kb[0]), d["K"]),
+        "kb": (_blocks(starts.get("kb", 0), d["bk"], kb[1], kb[0]), d["K"]),
+    }
+    # (rows, cols, the run-time start of the columns) of op A's and op B's tensors
+    ops = [("ka", "m", "ra") if d["ta"] else ("m", "ka", "ka"), ("n", "kb", "kb") if d["tb"] else ("kb", "n", "nb")]
+    out = []
+    for rows, cols, name in ops:
+        if name not in starts:
+            continue
+        (rblocks, rsize), (cblocks, csize) = dims[rows], dims[cols]
+        if not any(r < rsize and r + w > 0 for r, w in rblocks):
+            continue
+        out += [(c, w, csize) for c, w in cblocks if c < 0 and c % c0 and c + w > 0]
+    return out
+
+
+def strip_start_before_l1(d):
+    """A ninth-stream gemm with an operand window of strip_starts: Ascend's GM -> L1 copy cannot
+    clip it (docs/ascend.md "Session 20: negative run-time column starts of L1 copies"); the checker
+    reports it at the copy's or gemm's line."""
+    return bool(strip_starts(d))
+
+
+def whole_rows_before(d):
+    """Open bug F1 (fuzz9): every strip_starts window of `d` starts, after the copy skips the whole
+    strips before column 0, a whole number of tensor rows before its row and reads a whole number of
+    rows (col 0, d % cols == 0): the simulator's per-row check exempts that as "whole rows from column
+    0", so the read of the previous rows goes unreported (a silent wrong answer or a clean run)."""
+    wins = strip_starts(d)
+    if not wins:
+        return False
+    c0 = _c0(d["dt_in"])
+
+    def exempt(s, w, cols):
+        skip = min(-s // c0 * c0, w // c0 * c0)
+        n = min(cols - s, w) - skip
+        return n > 0 and (s + skip) % cols == 0 and n % cols == 0
+    return all(exempt(*x) for x in wins)
+
+
+def chunked_before(d):
+    """Open bug F2 (fuzz9), over-approximated: a longk program (K staged in chunks on Ascend) with a
+    run-time K start of an operand whose columns are K (A not transposed, B transposed) that puts the
+    window wholly before the tensor at a start that is no multiple of C0."""
+    starts = d.get("starts", {})
+    names = ([] if d["ta"] else ["ka"]) + (["kb"] if d["tb"] else [])
+    c0 = _c0(d["dt_in"])
+    return bool(d.get("longk")) and any(n in starts and starts[n] + d["K"] <= 0 and starts[n] % c0 for n in names)
+
+
+# (name, target, predicate, report pattern, description): programs on which the target's checker
+# must report (the documented located report of a case the target cannot run exactly). Reports that
+# all match the pattern are "ok"; no report is an "error" (the case went unreported), another
+# report a "checker" failure, a disagreement still a "mismatch".
+EXPECTED_REPORTS = [
+    ("strip_start_before_l1", "ascend910b", strip_start_before_l1, r"out of bounds: source (reads bytes|row)",
+     "a run-time column start inside a C0 strip before the tensor, on a GM -> L1 copy (a gemm operand)"),
+]
+
+
+def expected_report(d, target, reports=None):
+    """The name of the entry of EXPECTED_REPORTS that `d` on `target` matches (and, given the
+    checker's `reports`, that every report matches), or None."""
+    for name, tgt, pred, pattern, _ in EXPECTED_REPORTS:
+        if tgt == target and pred(d) and (reports is None or all(re.search(pattern, r) for r in reports)):
+            return name
+    return None
 
 
 def known_bug(d, target, status, message=""):

@@ -3,8 +3,9 @@
 Greedy: from the failing description, try every simplification of one field (drop a map
 operation, float32 instead of another dtype, no transpose, no accumulation, the launch grid
 instead of a loop, constant instead of symbolic shapes, offsets 0, smaller shapes and tiles,
-1-D); keep the first that still fails with the same status on the same target with the same
-message (runner.signature) and is not explained by a known bug, and start again, until no
+1-D, one run-time start fewer or 0, a 2-D operand instead of a BSHD one, no band); keep the
+first that still fails with the same status on the same target with the same message
+(runner.signature) and is not explained by a known bug, and start again, until no
 simplification keeps the failure or the run budget is spent. Each candidate runs through the
 same isolated workers as the fuzzer.
 """
@@ -95,6 +96,16 @@ def candidates(d):
             out.append(_set(d, wholek=False))
         if d.get("gm"):
             out.append(_set(d, gm=None, wholek=None))
+    if d.get("band"):   # the tenth stream's band
+        out.append(_set(d, band=None))
+    for key in sorted(d.get("starts", {})):   # the ninth stream's run-time starts: one fewer, or 0
+        rest = {k: v for k, v in d["starts"].items() if k != key}
+        out.append(_set(d, starts=rest or None))
+        if d["starts"][key]:
+            out.append(_set(d, starts=dict(d["starts"], **{key: 0})))
+    for op in sorted(d.get("bshd", {})):   # a 2-D operand instead of a BSHD one
+        rest = {k: v for k, v in d["bshd"].items() if k != op}
+        out.append(_set(d, bshd=rest or None))
     if d.get("sumsq"):
         out.append(_set(d, sumsq=False))
     for f in ("dt_in", "dt_tile", "dt_out"):

@@ -62,12 +62,19 @@ def inputs(d):
             continue
         shape = shape_of(d, dims)
         if d["kind"] == "gather" and name == "Idx":   # tile column indices, the zero-filled tail included
-            arrays.append(rng.integers(0, d["bn"], size=shape).astype(np.int32))
+            rows = d.get("gaxis") == 0   # a gather along the leading dim: row indices (eleventh stream)
+            arrays.append(rng.integers(0, d["bm" if rows else "bn"], size=shape).astype(np.int32))
             continue
         if name == "Lens":   # the run-time extent's n (not drawn from rng: the other inputs stay)
             arrays.append(np.array([d["n"]], np.int32))
             continue
+        if shape == ():   # a run-time start, a scalar parameter (ninth stream; not drawn from rng)
+            arrays.append(int(d["starts"][name]))
+            continue
         ints = rng.integers(-8, 9, size=shape)
+        if name == "A" and d.get("band", [""])[0] == "a":   # an a_band's promise: op(A) 0 outside the band
+            ints = np.where(_in_band(shape[::-1] if d["ta"] else shape, d["band"]).T if d["ta"]
+                            else _in_band(shape, d["band"]), ints, 0)
         arrays.append((ints if is_int(dt) else ints / 2.0).astype(np_dtype(dt)))
     return arrays
 
@@ -153,12 +160,14 @@ def _shifted(a, shape, offsets):
 def reference(d):
     """([float64 arrays of the outputs], Tracker) of the program on inputs(d)."""
     tr = Tracker()
-    ins = [x.astype(np.float64) for x in inputs(d)]
+    ins = [np.asarray(x, np.float64) for x in inputs(d)]
     k = d["kind"]
     if k in ("copy", "map"):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
-        offs = (d["r0"],) if d["ndim"] == 1 else (d["r0"], d["c0"])
-        stores = (d.get("s0", 0),) if d["ndim"] == 1 else (d.get("s0", 0), d.get("s1", 0))
+        st = d.get("starts", {})   # run-time starts (ninth stream)
+        offs = (d["r0"] + st.get("ro", 0),) if d["ndim"] == 1 else (d["r0"] + st.get("ro", 0), d["c0"] + st.get("co", 0))
+        # B[p] = tile[p + s]: the seventh stream's s0 / s1, minus the twelfth's run-time store starts
+        stores = (d.get("s0", 0) - st.get("so", 0), d.get("s1", 0) - st.get("sc", 0))[:d["ndim"]]
         out_shape = shape
         if any(stores):   # stored s before its origin: the tiles are computed over whole blocks
             blocks = (d["bm"],) if d["ndim"] == 1 else (d["bm"], d["bn"])
@@ -201,13 +210,16 @@ def reference(d):
 
 
 def _stored(out, out_shape, stores, tr):
-    """The output as a store `s` before its origin leaves it (the seventh stream): out is the
-    computed tile values over whole blocks; B[p] = out[p + s] (the indices before 0 dropped), the
-    elements never written undefined (NaN). The tracker's magnitudes move with the values."""
+    """The output as a store `s` before its origin leaves it (the seventh stream; s < 0: after it,
+    the twelfth): out is the computed tile values over whole blocks; B[p] = out[p + s] where
+    0 <= p + s < the blocks' end, the elements never written undefined (NaN). The tracker's
+    magnitudes move with the values."""
     shape = out.shape
-    src = tuple(slice(s, min(n + s, e)) for s, n, e in zip(stores, out_shape, shape))
-    dst = tuple(slice(0, max(0, x.stop - x.start)) for x in src)
-    written = all(x.stop > x.start for x in src)
+    lo = [max(0, -s) for s in stores]   # the first output index written
+    hi = [max(lo_, min(n, e - s)) for lo_, s, n, e in zip(lo, stores, out_shape, shape)]
+    src = tuple(slice(a + s, b + s) for a, b, s in zip(lo, hi, stores))
+    dst = tuple(slice(a, b) for a, b in zip(lo, hi))
+    written = all(b > a for a, b in zip(lo, hi))
 
     def moved(a, fill):
         b = np.full(out_shape, fill)
@@ -237,6 +249,10 @@ def _gather(d, a, idx):
     if d["ndim"] == 1:
         rows = np.arange(M)
         return np.where(idx < N, a[rows, np.minimum(idx, max(N - 1, 0))], 0.0) if N else np.zeros(M)
+    if d.get("gaxis") == 0:   # y[i, j] = x[idx[i, j], j]: the source row of each element
+        row = (np.arange(M) // d["bm"] * d["bm"])[:, None] + idx
+        cols = np.arange(N)[None, :]
+        return np.where(row < M, a[np.minimum(row, M - 1), cols], 0.0) if M and N else np.zeros((M, N))
     col = (np.arange(N) // bn * bn)[None, :] + idx   # the source column of each element
     rows = np.arange(M)[:, None]
     return np.where(col < N, a[rows, np.minimum(col, N - 1)], 0.0) if M and N else np.zeros((M, N))
@@ -280,12 +296,31 @@ def _reduce(d, x, op, tr):
     return convert(acc, dt, d["dt_out"])
 
 
+def _in_band(shape, band):
+    """The elements (row, col) of a 2-D `shape` with band[1] <= col - row < band[2]."""
+    diag = np.arange(shape[1])[None, :] - np.arange(shape[0])[:, None]
+    return (diag >= band[1]) & (diag < band[2])
+
+
 def _gemm(d, ins, tr):
     a, b = ins[0], ins[1]
+    bshd = d.get("bshd", {})   # a 4-D tensor's matrix at [b, :, h, :] (ninth stream)
+    if "a" in bshd:
+        a = a[bshd["a"][0], :, bshd["a"][2], :]
+    if "b" in bshd:
+        b = b[bshd["b"][0], :, bshd["b"][2], :]
     if d["ta"]:
         a = a.T
     if d["tb"]:
         b = b.T
+    if "starts" in d or bshd:   # the regions the blocks read at their run-time starts, zeros outside
+        st = d["starts"] if "starts" in d else {}
+        mp, np_ = -(-d["M"] // d["bm"]) * d["bm"], -(-d["N"] // d["bn"]) * d["bn"]
+        kp = d["K"] if d.get("wholek") else -(-d["K"] // d["bk"]) * d["bk"]
+        a = _shifted(a, (mp, kp), (st.get("ra", 0), st.get("ka", 0)))
+        b = _shifted(b, (kp, np_), (st.get("kb", 0), st.get("nb", 0)))
+        if not (d.get("s0") or d.get("s1")):   # else the tiles over whole blocks (below)
+            a, b = a[:d["M"]], b[:, :d["N"]]
     stores = (d.get("s0", 0), d.get("s1", 0))
     if any(stores):   # stored before its origin: the tiles over whole blocks (zeros past the tensors)
         mp, np_ = -(-d["M"] // d["bm"]) * d["bm"], -(-d["N"] // d["bn"]) * d["bn"]
@@ -308,6 +343,8 @@ def _gemm(d, ins, tr):
         acc = convert(tr.see(acc + ins[2]), acc_dt, acc_dt)
     acc = _map(d["epilogue"], True, acc, None, acc_dt, tr)
     out = convert(acc, acc_dt, d["dt_out"])
+    if d.get("band", [""])[0] == "c":   # C outside a c_band: undefined
+        out = np.where(_in_band(out.shape, d["band"]), out, np.nan)
     if rt and rt["store"]:   # not written past n: undefined
         shape = (d["M"], d["N"])
         out = np.where(_before_n(shape, rt["axis"], d["n"]), out, np.nan)
