@@ -1109,6 +1109,7 @@ class Lowerer {
       // columns before column 0: whole C0 strips of the Nz tile (an Nz row keeps a strip's C0 columns
       // in one 32 B block, and the Nd2Nz destination starts on a block)
       GmWindow g = cube_gm_window(n->src, sp, w.cols, /*row_clip=*/1, /*col_clip=*/c0);
+      Expr col_start;
       if (g.unclipped_cols)
         start_before_tensor(g.unclipped_cols, n->src, "column",
                             "a GM->L1 copy (DataCopy with Nd2NzParams) skips columns only in whole C0 strips of " +
@@ -1132,6 +1133,9 @@ class Lowerer {
         Expr any = mul(max(C(0), add(g.unclipped_cols, C(g.cols))), C(g.cols));
         g.valid_cols = simp(max(C(0), min(sub(g.valid_cols, skip), any)));
         g.offset = add(g.offset, mul(skip, C(dt.bytes())));
+        // where the read starts in its row: negative for a rest inside a strip (the checker's report;
+        // a per-row check of the bytes alone misses a start whole tensor rows before column 0)
+        col_start = simp(add(g.unclipped_cols, skip));
       }
       cube_single(g, n->src, sp);
       auto cc0 = ir::as_const_int(w.c0);
@@ -1150,7 +1154,7 @@ class Lowerer {
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
                              dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt,  // no InitConstValue<int8_t>
-                             win_rows, zero_or_null(g.skip_rows), zero_or_null(g.skip_cols)},
+                             win_rows, zero_or_null(g.skip_rows), zero_or_null(g.skip_cols), col_start},
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
