@@ -95,3 +95,40 @@ def test_l1_window_whole_strips_before_column_0_stay_exact(bshape, dtype):
             got = run_checked(npu, A, B, r, c)
             assert np.array_equal(np.asarray(got, np.float64), _window_ref(mat.astype(np.float64), r, c)), (r, c)
 
+
+# --- hunt9a F5: row-by-row store of a 1-D UB tile at a misaligned run-time start ------------------
+
+def _rows_of_1d_tile(R, C, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((R * C,), dtype), Y: T.Tensor((R, C), dtype)):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((R * C,), dtype)
+            T.copy(X, y)
+            for r in T.serial(R):
+                T.copy(y[r * C:(r + 1) * C], Y[r, 0:C])  # MARK-F5
+    return main
+
+
+@pytest.mark.parametrize("R, C, dtype", [(3, 8, "float16"), (5, 4, "float32"), (2, 3, "float32"), (4, 3, "int32"),
+                                         (3, 16, "int8")])
+def test_1d_tile_rows_at_a_misaligned_start_is_a_compile_error(R, C, dtype):
+    """hunt9a F5: the UB source y[r * C:] starts r * C * es bytes into the tile, not a 32 B block for
+    r = 1: it compiled and every run was the checker's misaligned report. Now a located compile-time
+    error naming the step and the fix; cpu runs it."""
+    x = (np.arange(R * C) % 50 + 1).astype(np_dtype(dtype))
+    out = tw.compile(_rows_of_1d_tile(R, C, dtype), target="cpu", out_idx=[-1])(x)
+    assert np.array_equal(out, x.reshape(R, C))
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_rows_of_1d_tile(R, C, dtype), target=TARGET, out_idx=[-1])
+    msg = str(e.value)
+    assert "test_ascend_fixes_s21.py" in msg and "not on a 32 B block" in msg and "when r = 1" in msg, msg
+    assert "2-D tile" in msg, msg
+
+
+@pytest.mark.parametrize("R, C, dtype", [(3, 8, "float32"), (2, 16, "float16"), (2, 32, "int8")])
+def test_1d_tile_rows_at_aligned_starts_run(R, C, dtype):
+    """Rows of whole 32 B blocks stay legal and exact on ascend910b."""
+    x = (np.arange(R * C) % 50 + 1).astype(np_dtype(dtype))
+    got = run_checked(tw.compile(_rows_of_1d_tile(R, C, dtype), target=TARGET, out_idx=[-1]), x)
+    assert np.array_equal(got, x.reshape(R, C))
+

@@ -1615,15 +1615,74 @@ class Lowerer {
 
   // Vector instructions start on 32 B blocks of UB: a window at a constant offset that is not a
   // multiple of 32 B is an error here (the checker would report it at run time).
+  // Session 21 (hunt9a F5): also a start computed from loop variables / block indices with constant
+  // bounds that is not a multiple of 32 B in some step (y[r * 3:(r + 1) * 3] of a float32 tile in a
+  // serial loop: 12 B at r = 1): it compiled and was the checker's report in every run.
   void vec_aligned(const Window& w, const ir::Region& r, const Span& sp, const std::string& what) {
     auto off = ir::as_const_int(w.slice_off);
-    if (!off || *off % 32 == 0) return;
+    std::string where;
+    if (off) {
+      if (*off % 32 == 0) return;
+    } else {
+      auto bad = misaligned_step(w.slice_off);
+      if (!bad) return;
+      off = bad->first;
+      where = " when " + bad->second;
+    }
     int64_t per = 32 / w.buf->dtype.bytes();
+    bool one_d = r.starts.size() == 1;
     throw Error(what + " " + ir::print(r) + ": the window starts " + std::to_string(*off) + " bytes into tile " +
-                    q(r.buffer->name) + ", not on a 32 B block; on Ascend the Vector core reads and writes UB from 32 B "
-                    "boundaries",
-                sp, "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
-                        std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
+                    q(r.buffer->name) + where + ", not on a 32 B block; on Ascend the Vector core and DataCopyPad read "
+                    "and write UB from 32 B boundaries",
+                sp, one_d ? "start the window at a multiple of " + std::to_string(per) + " elements (" +
+                                std::string(w.buf->dtype.name()) + "), or give the tile one row per window: a 2-D tile " +
+                                "t[R, C] copied whole (T.copy(t, Y[0:R, 0:C])) or row by row (t[r:r + 1, :]); each row of a 2-D "
+                                "UB tile starts on a 32 B block"
+                          : "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
+                                std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
+  }
+  // A byte offset that is not a multiple of 32 in some step: (the offset, "v = 1, ...") for the first
+  // such assignment of the offset's variables within their constant bounds (loops, block indices,
+  // lets), nullopt when it is a multiple of 32 in every assignment or some variable has no constant
+  // bounds (a run-time value: the checker reports a misaligned address at run time).
+  std::optional<std::pair<int64_t, std::string>> misaligned_step(const Expr& e) {
+    if (multiple_of(e, 32, &let_values_)) return std::nullopt;
+    std::vector<const ir::VarNode*> vars;
+    bool loads = false;
+    for_each_subexpr(e, [&](const Expr& x) {
+      loads = loads || x->kind == ir::ExprKind::Load;
+      if (x->kind == ir::ExprKind::Var && std::find(vars.begin(), vars.end(), as<ir::VarNode>(x)) == vars.end())
+        vars.push_back(as<ir::VarNode>(x));
+    });
+    if (loads) return std::nullopt;
+    int64_t combos = 1;
+    std::vector<std::pair<int64_t, int64_t>> rs;
+    for (const auto* v : vars) {
+      auto it = range_.find(v);
+      if (it == range_.end() || it->second.second < it->second.first) return std::nullopt;
+      rs.push_back(it->second);
+      combos *= it->second.second - it->second.first + 1;
+      if (combos > 4096) return std::nullopt;
+    }
+    auto saved = range_;
+    std::vector<int64_t> at(vars.size());
+    for (size_t i = 0; i < vars.size(); ++i) at[i] = rs[i].first;
+    std::optional<std::pair<int64_t, std::string>> found;
+    for (int64_t k = 0; k < combos && !found; ++k) {
+      for (size_t i = 0; i < vars.size(); ++i) range_[vars[i]] = {at[i], at[i]};
+      auto b = bounds(e);
+      if (b && b->first == b->second && b->first % 32 != 0) {
+        std::string s;
+        for (size_t i = 0; i < vars.size(); ++i) s += (i ? ", " : "") + vars[i]->name + " = " + std::to_string(at[i]);
+        found = std::make_pair(b->first, s);
+      }
+      for (size_t i = 0; i < vars.size(); ++i) {  // next assignment
+        if (++at[i] <= rs[i].second) break;
+        at[i] = rs[i].first;
+      }
+    }
+    range_ = std::move(saved);
+    return found;
   }
 
   // The UB window of a GM <-> UB copy (DataCopyPad): each row's burst starts on a 32 B block of
