@@ -132,3 +132,139 @@ def test_1d_tile_rows_at_aligned_starts_run(R, C, dtype):
     got = run_checked(tw.compile(_rows_of_1d_tile(R, C, dtype), target=TARGET, out_idx=[-1]), x)
     assert np.array_equal(got, x.reshape(R, C))
 
+
+# --- hunt9a F1: T.floor / T.ceil on ascend910b ---------------------------------------------------
+
+def _rounding(fn, dtype, M, N, bm=8, bn=32):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            x = T.alloc_fragment((bm, bn), dtype)
+            y = T.alloc_fragment((bm, bn), dtype)
+            T.copy(X[by * bm, bx * bn], x)
+            if fn == "floor":
+                for i, j in T.Parallel(bm, bn):
+                    y[i, j] = T.floor(x[i, j])
+            else:
+                for i, j in T.Parallel(bm, bn):
+                    y[i, j] = T.ceil(x[i, j])
+            T.copy(y, Y[by * bm, bx * bn])
+    return main
+
+
+def _rounding_inputs(M, N, dtype, rng):
+    big = {"float32": 2.0 ** 23, "float16": 1024.0, "bfloat16": 128.0}[dtype]
+    special = [0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.0, -2.0, 0.3, -0.3, 0.999, -0.999, 1e-30, -1e-30,
+               big - 0.5, -(big - 0.5), big, -big, big + 2, -(big + 2), 3e38 if dtype != "float16" else 6e4,
+               np.inf, -np.inf, np.nan, 2.0 ** 31, -(2.0 ** 31) - 2 ** 9, 1e10, -1e10]
+    if dtype == "float16":
+        special = [x for x in special if not abs(x) > 6e4] + [np.inf]
+    special = special[3:] + special[:3]  # a 1 x 1 tile gets -0.5
+    v = rng.uniform(-300, 300, M * N)
+    k = min(len(special), v.size)
+    v[:k] = special[:k]
+    return v.reshape(M, N).astype(np_dtype(dtype))
+
+
+@pytest.mark.parametrize("fn", ["floor", "ceil"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("M, N", [(13, 37), (1, 1), (8, 32)])
+def test_floor_ceil_on_ascend(fn, dtype, M, N):
+    """hunt9a F1: T.floor / T.ceil were an error on ascend910b; now Cast with CAST_FLOOR (through
+    float32), exact vs numpy (integers past 2^23, inf and NaN as they are) and vs cpu."""
+    rng = np.random.default_rng(21)
+    x = _rounding_inputs(M, N, dtype, rng)
+    ref = getattr(np, fn)(x.astype(np.float64))
+    for target in ("cpu", TARGET):
+        k = tw.compile(_rounding(fn, dtype, M, N), target=target, out_idx=[-1])
+        got = k(x) if target == "cpu" else run_checked(k, x)
+        got = np.asarray(got, np.float64)
+        assert np.array_equal(got, ref, equal_nan=True), (target, x[got != ref], got[got != ref])
+
+
+def test_floor_quantize_on_ascend():
+    """hunt9a F1's kernel: an int8 quantize, round half up (floor(x / s + 0.5)) and clamp."""
+    @T.prim_func
+    def main(X: T.Tensor((13, 37), "float32"), S: T.Tensor((13,), "float32"), Q: T.Tensor((13, 37), "int8")):
+        with T.Kernel(2, 2) as (bx, by):
+            x = T.alloc_fragment((8, 32), "float32")
+            s = T.alloc_fragment((8,), "float32")
+            q = T.alloc_fragment((8, 32), "int8")
+            T.copy(X[by * 8, bx * 32], x)
+            T.copy(S[by * 8], s)
+            for i, j in T.Parallel(8, 32):
+                r = T.floor(x[i, j] / s[i] + 0.5)
+                q[i, j] = T.cast(T.min(T.max(r, -128.0), 127.0), "int8")
+            T.copy(q, Q[by * 8, bx * 32])
+
+    rng = np.random.default_rng(5)
+    x = (rng.integers(-600, 600, (13, 37)) / 4).astype(np.float32)  # halves and quarters: ties exact
+    s = np.full(13, 0.5, np.float32)
+    ref = np.clip(np.floor(x.astype(np.float64) / 0.5 + 0.5), -128, 127).astype(np.int8)
+    out = tw.compile(main, target="cpu", out_idx=[-1])(x, s)
+    assert np.array_equal(out, ref)
+    got = run_checked(tw.compile(main, target=TARGET, out_idx=[-1]), x, s)
+    assert np.array_equal(got, ref)
+
+
+# --- hunt9a F6: computed bool outputs ----------------------------------------------------------
+
+def _threshold(op, dtype="float32", M=37, N=3, bm=16):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), B: T.Tensor((M, N), "bool")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), dtype)
+            b = T.alloc_fragment((bm, N), "bool")
+            T.copy(X[bx * bm, 0], x)
+            if op == "gt":
+                for i, j in T.Parallel(bm, N):
+                    b[i, j] = x[i, j] > 200.0
+            elif op == "eq":
+                for i, j in T.Parallel(bm, N):
+                    b[i, j] = x[i, j] == x[i, (j + 1) % N]
+            else:
+                for i, j in T.Parallel(bm, N):
+                    b[i, j] = x[i, j] != 0
+            T.copy(b, B[bx * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("op", ["gt", "eq", "ne0"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_bool_output_from_a_comparison(op, dtype):
+    """hunt9a F6: a comparison stored into a bool tile was an error naming 'operator gt on bool tile
+    data'; now a Select of 1 / 0 and a Cast to the bool tile's bytes, exact vs numpy (NaN compares
+    false, != 0 true) on both targets."""
+    rng = np.random.default_rng(6)
+    x = rng.integers(150, 250, (37, 3)).astype(np_dtype(dtype))
+    x[::4, 1] = 0
+    x[1::5] = x[1::5, :1]  # equal neighbours
+    if dtype != "int32":
+        x[2, 0] = np.nan
+    ref = {"gt": x > 200, "eq": x == np.roll(x, -1, axis=1), "ne0": x != 0}[op]
+    for target in ("cpu", TARGET):
+        k = tw.compile(_threshold(op, dtype), target=target, out_idx=[-1])
+        got = k(x) if target == "cpu" else run_checked(k, x)
+        assert got.dtype == np.bool_ and np.array_equal(got, ref), target
+
+
+@pytest.mark.parametrize("src", ["uint8", "float32", "int32"])
+def test_copy_into_a_bool_tensor_converts_to_nonzero(src):
+    """hunt9a F6: T.copy of a uint8 (or any) tile into a bool tensor is x != 0 (numpy's astype(bool));
+    it was an error naming an internal float16 -> bool Cast."""
+    @T.prim_func
+    def main(U: T.Tensor((37, 5), src), B: T.Tensor((37, 5), "bool")):
+        with T.Kernel(3) as bx:
+            u = T.alloc_fragment((16, 5), src)
+            T.copy(U[bx * 16, 0], u)
+            T.copy(u, B[bx * 16, 0])
+
+    rng = np.random.default_rng(7)
+    u = rng.integers(0, 4, (37, 5)).astype(np_dtype(src))
+    u[0, :4] = [255 if src == "uint8" else -1, 128 if src == "uint8" else 0.5, 1, 0]
+    ref = u.astype(np.bool_)
+    for target in ("cpu", TARGET):
+        k = tw.compile(main, target=target, out_idx=[-1])
+        got = k(u) if target == "cpu" else run_checked(k, u)
+        assert got.dtype == np.bool_ and np.array_equal(got, ref), target
+

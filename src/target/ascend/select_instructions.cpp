@@ -2103,6 +2103,8 @@ class Lowerer {
     // conversions are available (only bf16 arithmetic is not).
     if (v->kind == ir::ExprKind::Cast && v->dtype == t) {
       Expr x = as<ir::CastNode>(v)->value;
+      // into a bool tile: its bytes 0 / 1 as uint8 (legalize_vector converts only 0 / 1 values to bool)
+      if (t == ir::DType(ir::DTypeCode::boolean)) t = ir::DType(ir::DTypeCode::u8);
       RoundMode rm = RoundMode::Trunc;  // float -> int; every other pair: cast_round_mode below
       if (x->kind == ir::ExprKind::Call && (as<ir::CallNode>(x)->fn == ir::MathFn::floor ||
                                             as<ir::CallNode>(x)->fn == ir::MathFn::ceil) && t.is_int()) {
