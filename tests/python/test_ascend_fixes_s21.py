@@ -268,3 +268,85 @@ def test_copy_into_a_bool_tensor_converts_to_nonzero(src):
         got = k(u) if target == "cpu" else run_checked(k, u)
         assert got.dtype == np.bool_ and np.array_equal(got, ref), target
 
+
+# --- hunt9a F3: T.reduce_* over the last axis of a 3-D tile -----------------------------------------
+
+def _reduce_3d(B, M, N, bm, dtype, kind):
+    @T.prim_func
+    def main(X: T.Tensor((B, M, N), dtype), Y: T.Tensor((B, M), dtype)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((B, bm, N), dtype)
+            y = T.alloc_fragment((B, bm), dtype)
+            T.copy(X[0:B, bx * bm:(bx + 1) * bm, 0:N], x)
+            if kind == "sum":
+                T.reduce_sum(x, y, dim=2)
+            elif kind == "max":
+                T.reduce_max(x, y, dim=2)
+            else:
+                T.reduce_min(x, y, dim=2)
+            T.copy(y, Y[0:B, bx * bm:(bx + 1) * bm])
+    return main
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("B, M, N, bm, dtype", [(3, 13, 37, 8, "float32"), (5, 4, 16, 4, "int32"),
+                                                (2, 7, 300, 8, "bfloat16"), (3, 9, 20, 3, "float16"),
+                                                (1, 8, 5, 8, "float32")])
+def test_reduce_last_axis_of_a_3d_tile(B, M, N, bm, dtype, kind):
+    """hunt9a F3: a reduction over the last axis of a (B, bm, N) tile was 'reduce over a tile of more
+    than 2 dims'; now one row reduction per matrix, exact (small integers) vs numpy on both targets."""
+    x = np.random.default_rng(3).integers(-8, 9, (B, M, N)).astype(np_dtype(dtype))
+    ref = {"sum": np.sum, "max": np.max, "min": np.min}[kind](x.astype(np.float64), axis=2)
+    for target in ("cpu", TARGET):
+        k = tw.compile(_reduce_3d(B, M, N, bm, dtype, kind), target=target, out_idx=[-1])
+        got = k(x) if target == "cpu" else run_checked(k, x)
+        assert np.array_equal(np.asarray(got, np.float64), ref), target
+
+
+def test_reduce_first_axis_of_a_3d_tile_names_the_loop():
+    """The first axis of a 3-D tile stays an error on ascend910b; its hint names the loop that runs."""
+    @T.prim_func
+    def main(X: T.Tensor((3, 8, 16), "float32"), Y: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((3, 8, 16), "float32")
+            y = T.alloc_fragment((8, 16), "float32")
+            T.copy(X, x)
+            T.reduce_sum(x, y, dim=0)
+            T.copy(y, Y)
+
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, target=TARGET, out_idx=[-1])
+    assert "T.serial loop over b" in str(e.value) and "test_ascend_fixes_s21.py" in str(e.value)
+
+
+# --- hunt9a F4 / F2: hints that name the form that runs ----------------------------------------------
+
+def test_copy_1d_tile_to_2d_window_names_the_reshape_map():
+    @T.prim_func
+    def main(X: T.Tensor((24,), "float32"), Y: T.Tensor((3, 8), "float32")):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((24,), "float32")
+            T.copy(X, y)
+            T.copy(y, Y[0:3, 0:8])
+
+    x = np.arange(24, dtype=np.float32)
+    assert np.array_equal(tw.compile(main, target="cpu", out_idx=[-1])(x), x.reshape(3, 8))
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, target=TARGET, out_idx=[-1])
+    assert "y2[i, j] = y[i * 8 + j]" in str(e.value), str(e.value)
+
+
+def test_transposing_map_names_the_identity_gemm():
+    @T.prim_func
+    def main(X: T.Tensor((8, 16), "float32"), Y: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8, 16), "float32")
+            y = T.alloc_fragment((16, 8), "float32")
+            T.copy(X, x)
+            for j, i in T.Parallel(16, 8):
+                y[j, i] = x[i, j]
+            T.copy(y, Y)
+
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, target=TARGET, out_idx=[-1])
+    assert "transpose_B=True" in str(e.value) and "int32 / uint8 tiles have no such route" in str(e.value)

@@ -1072,7 +1072,9 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
   }
   if (has_i && has_j && dim_of_i > last_dim_of_j)
     fail("T.Parallel reads " + q(l->buffer->name) + " transposed (the row index in a later dim than the column index)",
-         sp, "transposes have no vector instruction here; transpose through a gemm or store the data transposed");
+         sp, "transposes have no vector instruction here: store the data transposed, or (float16 / bfloat16 / float32 / "
+             "int8 tiles) transpose on the Cube as I @ x^T: T.gemm(eye, x_shared, c, transpose_B=True) with eye an (n, n) "
+             "identity shared tile (T.where(i == j, 1, 0)); int32 / uint8 tiles have no such route");
   if (has_i && has_j) return Shape::Full;
   if (vars_.size() == 1) {
     if (has_j) return Shape::Full;

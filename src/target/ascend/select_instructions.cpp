@@ -1327,7 +1327,9 @@ class Lowerer {
     if (r1 * c1 == r2 * c2 && (r1 == 1 || r2 == 1) && (c1 == 1 || c2 == 1)) return;  // a vector either way
     throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": the windows are " + std::to_string(r1) +
                     "x" + std::to_string(c1) + " and " + std::to_string(r2) + "x" + std::to_string(c2),
-                sp, "Ascend copies move 2-D windows of the same rows x cols");
+                sp, "Ascend copies move 2-D windows of the same rows x cols; reshape in UB with a T.Parallel map into a tile "
+                    "of the other window's shape (y2[i, j] = y[i * " + std::to_string(r1 > 1 ? c1 : c2) + " + j] for a 1-D tile y), "
+                    "then copy that tile");
   }
 
   // Cube-side GM copies move one 2-D window: outer window dims that do not merge into its rows
@@ -1564,9 +1566,31 @@ class Lowerer {
                       std::string(d.dtype.name()) + "): an expert-mode reduction writes its source's dtype",
                   sp, "reduce into a tile of the source's dtype, then T.copy it into the other dtype");
     size_t r = s.shape.size();
-    for (size_t i = 0; i + 2 < r; ++i)
-      if (s.shape[i] != 1) throw Error("reduce over a tile of more than 2 dims", sp, "reduce 2-D tiles");
+    int64_t lead = 1;  // the matrices of a tile of more than 2 dims (the product of its leading dims)
+    for (size_t i = 0; i + 2 < r; ++i) lead *= s.shape[i];
+    ReduceOp op = n->reduce_kind == ir::ReduceKind::sum ? ReduceOp::Sum
+                  : n->reduce_kind == ir::ReduceKind::max ? ReduceOp::Max : ReduceOp::Min;
     int64_t rows = r >= 2 ? s.shape[r - 2] : 1, cols = s.shape[r - 1];
+    if (lead > 1) {
+      // (session 21, hunt9a F3) over the last axis: one row reduction per matrix. UB tiles are
+      // row-major with rows padded to pcols, so matrix b starts b * rows padded rows into the source,
+      // and its results b rows (of d.pcols) into the destination (dst's shape is src's without the
+      // last dim: its last dim is rows): every start is on a 32 B block.
+      if (n->axis != static_cast<int>(r) - 1 || lead > 256)
+        throw Error("reduce over axis " + std::to_string(n->axis) + " of a " + std::to_string(r) + "-D tile" +
+                        (lead > 256 ? " of " + std::to_string(lead) + " matrices" : ""),
+                    sp, "over the last axis of at most 256 matrices it runs; over another axis of a tile of more than "
+                        "2 dims, add the 2-D tiles x[b, :, :] in a T.serial loop over b (acc[i, j] += x[b, i, j]), or "
+                        "reduce a 2-D tile");
+      std::vector<StmtPtr> per;
+      int64_t es = s.dtype.bytes();
+      for (int64_t b = 0; b < lead; ++b) {
+        VecOperand so{LocalRef{s.index, C(b * rows * s.pcols * es)}, C(s.pcols)};
+        VecOperand dop{LocalRef{d.index, C(b * d.pcols * es)}, C(rows)};
+        per.push_back(emit(VecReduce{op, ReduceAxis::Row, s.dtype, dop, so, C(rows), C(cols)}, sp));
+      }
+      return seq(std::move(per), sp);
+    }
     ReduceAxis axis;
     if (n->axis == static_cast<int>(r) - 1) axis = ReduceAxis::Row;
     else if (r >= 2 && n->axis == static_cast<int>(r) - 2) axis = ReduceAxis::Col;
@@ -1574,8 +1598,6 @@ class Lowerer {
                      "reduce rows (dim=1) or columns (dim=0) of a 2-D tile");
     VecOperand so{LocalRef{s.index, C(0)}, C(s.pcols)};  // rows are padded to 32 B (geometry)
     VecOperand dop{LocalRef{d.index, C(0)}, C(axis == ReduceAxis::Row ? rows : cols)};
-    ReduceOp op = n->reduce_kind == ir::ReduceKind::sum ? ReduceOp::Sum
-                  : n->reduce_kind == ir::ReduceKind::max ? ReduceOp::Max : ReduceOp::Min;
     return emit(VecReduce{op, axis, s.dtype, dop, so, C(rows), C(cols)}, sp);
   }
 
