@@ -90,10 +90,10 @@ def test_l1_window_whole_strips_before_column_0_stay_exact(bshape, dtype):
     A = np.eye(16).astype(np_dtype(dtype))
     mat = B if B.ndim == 2 else B[0, :, 2, :]
     npu = tw.compile(_l1_window(bshape, dtype), target=TARGET, out_idx=[-1])
-    for r, c in [(0, 0), (1, 0), (0, -C0[dtype]), (1, -16), (0, -40), (0, 1)]:
-        if c == -C0[dtype] or c >= 0 or c + 16 <= 0 or -c % C0[dtype] == 0:
-            got = run_checked(npu, A, B, r, c)
-            assert np.array_equal(np.asarray(got, np.float64), _window_ref(mat.astype(np.float64), r, c)), (r, c)
+    # non-negative, a whole strip before column 0, a window wholly before the tensor
+    for r, c in [(0, 0), (1, 0), (0, 1), (0, -C0[dtype]), (1, -16), (0, -40)]:
+        got = run_checked(npu, A, B, r, c)
+        assert np.array_equal(np.asarray(got, np.float64), _window_ref(mat.astype(np.float64), r, c)), (r, c)
 
 
 # --- hunt9a F5: row-by-row store of a 1-D UB tile at a misaligned run-time start ------------------
