@@ -350,3 +350,20 @@ def test_transposing_map_names_the_identity_gemm():
     with pytest.raises(tw.TilewrightError) as e:
         tw.compile(main, target=TARGET, out_idx=[-1])
     assert "transpose_B=True" in str(e.value) and "int32 / uint8 tiles have no such route" in str(e.value)
+
+
+def test_map_over_a_3d_tile_names_the_2d_forms():
+    """hunt9a F16 (not lowered): a T.Parallel map over a 3-D tile stays an error on ascend910b; its
+    hint names the 2-D forms that run."""
+    @T.prim_func
+    def main(X: T.Tensor((4, 3, 16), "float32"), Y: T.Tensor((4, 3, 16), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 3, 16), "float32")
+            T.copy(X, x)
+            for s, h, d in T.Parallel(4, 3, 16):
+                x[s, h, d] = x[s, h, d] * 2.0
+            T.copy(x, Y)
+
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, target=TARGET, out_idx=[-1])
+    assert "T.serial loop" in str(e.value) and "(B * rows, cols) tile" in str(e.value), str(e.value)

@@ -1816,7 +1816,8 @@ class Lowerer {
                     "only the innermost extent of a vector map may be a runtime value");
     if (loops.size() > 2)
       throw Error("T.Parallel map over " + std::to_string(loops.size()) + " dims: vector instructions cover 2-D tiles",
-                  sp, "map 2-D tiles (rows x cols)");
+                  sp, "map 2-D tiles (rows x cols): loop over the leading index in a T.serial loop with a 2-D tile (copied "
+                      "from the N-D window X[s0:s1, h, 0:D]), or copy the window into a (B * rows, cols) tile and map that");
     std::vector<ir::Stmt> stores;
     if (body && body->kind == ir::StmtKind::Store) stores.push_back(body);
     else if (body && body->kind == ir::StmtKind::Seq) stores = as<ir::SeqNode>(body)->body;
