@@ -545,8 +545,6 @@ TEST(LegalizeVector, TileElementReadBeforeTheMap) {
 
 // Everything without a vector instruction is an error at the line of the store.
 TEST(LegalizeVector, ErrorsNameTheLineAndTheFix) {
-  expect_error("      x[i, j] = floor(x[i, j])", "T.floor is not supported on Ascend vector units yet", 7,
-               "exp/log/sqrt");
   expect_error("      x[i, j] = pow(x[i, j], 1.7)", "T.pow with exponent 1.7 is not supported", 7, "supported exponents");
   expect_error("      x[i, j] = where(2 * j < 5, x[i, j], 0.0)", "the column index has coefficient -2", 7, "+-1");
   expect_error("      x[i, j] = x[j // 8, i]", "transposed", 7, "transpose");

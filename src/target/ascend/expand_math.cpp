@@ -68,7 +68,7 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
       return nullptr;  // legalize_vector reports the exponent
     }
     case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt: case ir::MathFn::abs:  // instructions
-    case ir::MathFn::floor: case ir::MathFn::ceil:  // none: legalize_vector reports them
+    case ir::MathFn::floor: case ir::MathFn::ceil:  // legalize_vector: a CAST_FLOOR Cast (floor_ceil)
       return nullptr;
   }
   return nullptr;

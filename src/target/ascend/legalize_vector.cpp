@@ -280,6 +280,8 @@ class MapLowering {
   int bit_not(int x, const Span& sp);                                    // ~x = -1 - x
   int bitwise(ir::BinOp op, int x, int y, const Span& sp);              // x & y, x | y, x ^ y (int32)
   int call(ir::MathFn fn, int a, const Span& sp);
+  int floor_ceil(bool ceil, int x, DType t, const Span& sp);  // T.floor / T.ceil of float tile data
+  int bool_value(const Expr& cond, const Span& sp);  // a comparison's value as bool bytes 0 / 1
   int build(const Expr& e);
   int build_uncached(const Expr& e);
   int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y (data or index condition)
@@ -1070,7 +1072,9 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
   }
   if (has_i && has_j && dim_of_i > last_dim_of_j)
     fail("T.Parallel reads " + q(l->buffer->name) + " transposed (the row index in a later dim than the column index)",
-         sp, "transposes have no vector instruction here; transpose through a gemm or store the data transposed");
+         sp, "transposes have no vector instruction here: store the data transposed, or (float16 / bfloat16 / float32 / "
+             "int8 tiles) transpose on the Cube as I @ x^T: T.gemm(eye, x_shared, c, transpose_B=True) with eye an (n, n) "
+             "identity shared tile (T.where(i == j, 1, 0)); int32 / uint8 tiles have no such route");
   if (has_i && has_j) return Shape::Full;
   if (vars_.size() == 1) {
     if (has_j) return Shape::Full;
@@ -1093,6 +1097,14 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
   DType from = nodes_[x].dtype;
   if (from == t) return x;
   if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::cast(nodes_[x].scalar, t, sp));
+  if (t == DType(DTypeCode::boolean)) {  // x != 0 (a NaN is true), as one byte 0 / 1 (bool_value)
+    if (from == DType(DTypeCode::boolean)) return x;
+    DType ct = from == kF16 || small_int(from) ? kF16 : kF32;  // exact for x != 0 (int32: nonzero stays so)
+    int a = materialize(to_type(x, ct, sp), Shape::Full, sp);
+    int one = materialize(scalar_const(1.0, kF16), Shape::Full, sp);
+    return step_cast(push_select(ir::BinOp::NE, a, scalar_const(0.0, ct), one, scalar_const(0.0, kF16), kF16, sp),
+                     DType(DTypeCode::boolean), sp);
+  }
   for (DType s : cast_chain(t, from)) x = step_cast(x, s, sp);
   return x;
 }
@@ -1372,6 +1384,38 @@ int MapLowering::int_divide(ir::BinOp op, int x, int d, const Span& sp) {
   return q;
 }
 
+// A computed bool (a comparison, and / or / not of them; session 21, hunt9a F6): Select of 1 / 0 in
+// float16 on the condition, then a Cast to the bool tile's bytes (select_instructions converts to a
+// bool tile as to uint8: one byte 0 / 1 per element, the layout of a bool tensor).
+int MapLowering::bool_value(const Expr& cond, const Span& sp) {
+  int one = scalar_const(1.0, kF16), zero = scalar_const(0.0, kF16);
+  return step_cast(select_on(cond, one, zero, sp), DType(DTypeCode::boolean), sp);
+}
+
+// T.floor / T.ceil of float tile data (session 21, hunt9a F1): in float32, Cast to int32 with
+// CAST_FLOOR and back (both exact for |v| < 2^23, where every float32 has a fraction to drop and the
+// integer fits), kept only where |v| < 2^23: a larger magnitude is already an integer, and inf and
+// NaN compare false and stay as they are. ceil(v) = -floor(-v). float16 / bfloat16 go through float32
+// (the result is an integer of at most the input's magnitude + 1, exact in the input's type).
+// floor(-0.0) is +0.0 here (numpy and cpu: -0.0; equal as numbers); ceil keeps -0.0 (ceil(-0.5)).
+int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
+  int xf = materialize(to_type(x, kF32, sp), Shape::Full, sp);
+  int v = ceil ? neg(xf, sp) : xf;
+  Node c;  // a fresh Cast (step_cast shares a plain one: T.cast(x, "int32") truncates)
+  c.kind = OpKind::Cast;
+  c.shape = nodes_[v].shape;
+  c.dtype = kI32;
+  c.args = {v};
+  c.floor = true;
+  c.span = sp;
+  int f = to_type(push(std::move(c)), kF32, sp);
+  if (ceil) f = neg(f, sp);
+  f = materialize(f, Shape::Full, sp);
+  int mag = materialize(call(ir::MathFn::abs, xf, sp), Shape::Full, sp);
+  int r = push_select(ir::BinOp::LT, mag, scalar_const(8388608.0, kF32), f, xf, kF32, sp);
+  return to_type(r, t, sp);
+}
+
 int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
   Node n;
   n.kind = OpKind::Call;
@@ -1457,6 +1501,7 @@ int MapLowering::build_uncached(const Expr& e) {
                "operations on int32 tiles only", sp, kBitwiseHint);
         return bit_not(build(u->a), sp);
       }
+      if (u->op == ir::UnOp::Not && e->dtype == DType(DTypeCode::boolean)) return bool_value(e, sp);
       if (u->op != ir::UnOp::Neg) fail("'not' on tile data has no vector instruction", sp);
       return neg(build(u->a), sp);
     }
@@ -1504,9 +1549,11 @@ int MapLowering::build_uncached(const Expr& e) {
                    " tile data is not supported on Ascend vector units",
                sp, "compute it in int32 (T.cast(x, \"int32\")), or on the cpu target (tw.compile(..., target=\"cpu\"))");
         }
-        case ir::BinOp::CeilDiv: case ir::BinOp::EQ:
-        case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT: case ir::BinOp::GE:
-        case ir::BinOp::And: case ir::BinOp::Or:
+        case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT:
+        case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or:
+          if (e->dtype == DType(DTypeCode::boolean)) return bool_value(e, sp);
+          break;
+        case ir::BinOp::CeilDiv:
           break;
         case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: {
           if (e->dtype != kI32 && !small_int(e->dtype))
@@ -1571,8 +1618,10 @@ int MapLowering::build_uncached(const Expr& e) {
         case ir::MathFn::pow:
           fail("T.pow with exponent " + ir::print(c->args[1]) + " is not supported on Ascend vector units yet", sp,
                "supported exponents: 1, 2, 3, 0.5, -0.5, -1; write x ** y as T.exp(y * T.log(x)) for x > 0");
+        case ir::MathFn::floor: case ir::MathFn::ceil:
+          return floor_ceil(c->fn == ir::MathFn::ceil, x, t, sp);
         case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::rsqrt: case ir::MathFn::sigmoid:
-        case ir::MathFn::silu: case ir::MathFn::tanh: case ir::MathFn::erf: case ir::MathFn::floor: case ir::MathFn::ceil:
+        case ir::MathFn::silu: case ir::MathFn::tanh: case ir::MathFn::erf:
           break;
       }
       fail("T." + std::string(ir::mathfn_name(c->fn)) + " is not supported on Ascend vector units yet", sp,

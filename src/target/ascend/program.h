@@ -158,6 +158,11 @@ struct VecOperand {
 // skip_cols (when set, a run-time count, a multiple of C0): the window's first skip_cols columns lie
 // before column 0: the Nd2Nz writes skip_cols / C0 strips (dst_rows x 32 B each) further in; the
 // zero fill covers the skipped strips.
+// col_start (when set): the tensor column the read starts at (the window's run-time column start
+// plus skip_cols), set where it may be negative at run time (a start of unknown sign that is not a
+// whole number of strips before column 0): such a read cannot be clipped on this path (an Nz row
+// keeps a strip's C0 columns in one 32 B block) and crosses its row's start; the simulator's checker
+// reports it (checker metadata, carried to DataCopyNd2Nz; not an API field, not in the AscendC text).
 struct CopyGmToL1 {
   GmRef src;
   LocalRef dst;
@@ -168,6 +173,7 @@ struct CopyGmToL1 {
   ir::Expr window_rows;  // null: the window is the whole tile (dst_rows)
   ir::Expr skip_rows;    // null: 0
   ir::Expr skip_cols;    // null: 0
+  ir::Expr col_start;    // null: the read starts at a column >= 0 (checker metadata, above)
 };
 
 // MTE2. GM -> UB, AscendC DataCopyPad(dst, src, DataCopyExtParams{n_rows, row_bytes, ...},
@@ -284,6 +290,7 @@ struct DataCopyNd2Nz {
   LocalRef dst;
   ir::DType dtype;
   ir::Expr ndNum, nValue, dValue, srcNdMatrixStride, srcDValue, dstNzC0Stride, dstNzNStride, dstNzMatrixStride;
+  ir::Expr col_start;  // null, or CopyGmToL1::col_start (checker metadata, not printed in AscendC)
 };
 
 // MTE2. DataCopyPad(dst UB, src GM, DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, 0},

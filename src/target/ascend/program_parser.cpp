@@ -252,6 +252,7 @@ InstrOp parse_instr(Line& L) {
     if (L.accept("window_rows=")) c.window_rows = L.expr();
     if (L.accept("skip_rows=")) c.skip_rows = L.expr();
     if (L.accept("skip_cols=")) c.skip_cols = L.expr();
+    if (L.accept("col_start=")) c.col_start = L.expr();
     L.expect("nz=");
     std::tie(c.dst_rows, c.dst_cols) = L.dims(L.find_top(" fill="));
     if (L.accept("fill=")) c.fill_dtype = L.dtype();
@@ -304,6 +305,7 @@ InstrOp parse_instr(Line& L) {
       c.srcNdMatrixStride = L.field("srcNdMatrixStride"), c.srcDValue = L.field("srcDValue");
       c.dstNzC0Stride = L.field("dstNzC0Stride"), c.dstNzNStride = L.field("dstNzNStride");
       c.dstNzMatrixStride = L.field("dstNzMatrixStride");
+      if (L.accept("col_start=")) c.col_start = L.expr();
     });
   auto ext = [&](auto& c) {
     c.dtype = L.dtype();

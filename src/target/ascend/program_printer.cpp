@@ -31,7 +31,8 @@ struct InstrPrinter {
     return "CopyGmToL1 " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + " rows=" + ex(c.rows) +
            " cols=" + ex(c.cols) + " src_row_stride=" + ex(c.src_row_stride) + (c.window_rows ? " window_rows=" + ex(c.window_rows) : "") +
            (c.skip_rows ? " skip_rows=" + ex(c.skip_rows) : "") +
-           (c.skip_cols ? " skip_cols=" + ex(c.skip_cols) : "") + " nz=" + ex(c.dst_rows) + "x" +
+           (c.skip_cols ? " skip_cols=" + ex(c.skip_cols) : "") +
+           (c.col_start ? " col_start=" + ex(c.col_start) : "") + " nz=" + ex(c.dst_rows) + "x" +
            ex(c.dst_cols) + (c.fill_dtype == ir::DType(ir::DTypeCode::f16) ? "" : " fill=" + dt(c.fill_dtype));
   }
   template <class C>
@@ -71,7 +72,7 @@ struct InstrPrinter {
     return "DataCopyNd2Nz " + loc(p, c.dst) + " <- " + gm(p, c.src) + " " + dt(c.dtype) + f("ndNum", c.ndNum) +
            f("nValue", c.nValue) + f("dValue", c.dValue) + f("srcNdMatrixStride", c.srcNdMatrixStride) +
            f("srcDValue", c.srcDValue) + f("dstNzC0Stride", c.dstNzC0Stride) + f("dstNzNStride", c.dstNzNStride) +
-           f("dstNzMatrixStride", c.dstNzMatrixStride);
+           f("dstNzMatrixStride", c.dstNzMatrixStride) + (c.col_start ? " col_start=" + ex(c.col_start) : "");
   }
   template <class C>
   static std::string ext(const C& c) {

@@ -1109,6 +1109,7 @@ class Lowerer {
       // columns before column 0: whole C0 strips of the Nz tile (an Nz row keeps a strip's C0 columns
       // in one 32 B block, and the Nd2Nz destination starts on a block)
       GmWindow g = cube_gm_window(n->src, sp, w.cols, /*row_clip=*/1, /*col_clip=*/c0);
+      Expr col_start;
       if (g.unclipped_cols)
         start_before_tensor(g.unclipped_cols, n->src, "column",
                             "a GM->L1 copy (DataCopy with Nd2NzParams) skips columns only in whole C0 strips of " +
@@ -1132,6 +1133,9 @@ class Lowerer {
         Expr any = mul(max(C(0), add(g.unclipped_cols, C(g.cols))), C(g.cols));
         g.valid_cols = simp(max(C(0), min(sub(g.valid_cols, skip), any)));
         g.offset = add(g.offset, mul(skip, C(dt.bytes())));
+        // where the read starts in its row: negative for a rest inside a strip (the checker's report;
+        // a per-row check of the bytes alone misses a start whole tensor rows before column 0)
+        col_start = simp(add(g.unclipped_cols, skip));
       }
       cube_single(g, n->src, sp);
       auto cc0 = ir::as_const_int(w.c0);
@@ -1150,7 +1154,7 @@ class Lowerer {
       return emit(CopyGmToL1{GmRef{g.param, g.offset}, local(w, off), dt, g.valid_rows, g.valid_cols, g.row_stride,
                              C(w.buf->prows), C(round_up(w.cols, c0)),
                              dt.bytes() == 1 ? ir::DType(ir::DTypeCode::f16) : dt,  // no InitConstValue<int8_t>
-                             win_rows, zero_or_null(g.skip_rows), zero_or_null(g.skip_cols)},
+                             win_rows, zero_or_null(g.skip_rows), zero_or_null(g.skip_cols), col_start},
                   sp);
     }
     if (from == Scope::L1 && (to == Scope::L0A || to == Scope::L0B)) {
@@ -1323,7 +1327,9 @@ class Lowerer {
     if (r1 * c1 == r2 * c2 && (r1 == 1 || r2 == 1) && (c1 == 1 || c2 == 1)) return;  // a vector either way
     throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": the windows are " + std::to_string(r1) +
                     "x" + std::to_string(c1) + " and " + std::to_string(r2) + "x" + std::to_string(c2),
-                sp, "Ascend copies move 2-D windows of the same rows x cols");
+                sp, "Ascend copies move 2-D windows of the same rows x cols; reshape in UB with a T.Parallel map into a tile "
+                    "of the other window's shape (y2[i, j] = y[i * " + std::to_string(r1 > 1 ? c1 : c2) + " + j] for a 1-D tile y), "
+                    "then copy that tile");
   }
 
   // Cube-side GM copies move one 2-D window: outer window dims that do not merge into its rows
@@ -1560,9 +1566,31 @@ class Lowerer {
                       std::string(d.dtype.name()) + "): an expert-mode reduction writes its source's dtype",
                   sp, "reduce into a tile of the source's dtype, then T.copy it into the other dtype");
     size_t r = s.shape.size();
-    for (size_t i = 0; i + 2 < r; ++i)
-      if (s.shape[i] != 1) throw Error("reduce over a tile of more than 2 dims", sp, "reduce 2-D tiles");
+    int64_t lead = 1;  // the matrices of a tile of more than 2 dims (the product of its leading dims)
+    for (size_t i = 0; i + 2 < r; ++i) lead *= s.shape[i];
+    ReduceOp op = n->reduce_kind == ir::ReduceKind::sum ? ReduceOp::Sum
+                  : n->reduce_kind == ir::ReduceKind::max ? ReduceOp::Max : ReduceOp::Min;
     int64_t rows = r >= 2 ? s.shape[r - 2] : 1, cols = s.shape[r - 1];
+    if (lead > 1) {
+      // (session 21, hunt9a F3) over the last axis: one row reduction per matrix. UB tiles are
+      // row-major with rows padded to pcols, so matrix b starts b * rows padded rows into the source,
+      // and its results b rows (of d.pcols) into the destination (dst's shape is src's without the
+      // last dim: its last dim is rows): every start is on a 32 B block.
+      if (n->axis != static_cast<int>(r) - 1 || lead > 256)
+        throw Error("reduce over axis " + std::to_string(n->axis) + " of a " + std::to_string(r) + "-D tile" +
+                        (lead > 256 ? " of " + std::to_string(lead) + " matrices" : ""),
+                    sp, "over the last axis of at most 256 matrices it runs; over another axis of a tile of more than "
+                        "2 dims, add the 2-D tiles x[b, :, :] in a T.serial loop over b (acc[i, j] += x[b, i, j]), or "
+                        "reduce a 2-D tile");
+      std::vector<StmtPtr> per;
+      int64_t es = s.dtype.bytes();
+      for (int64_t b = 0; b < lead; ++b) {
+        VecOperand so{LocalRef{s.index, C(b * rows * s.pcols * es)}, C(s.pcols)};
+        VecOperand dop{LocalRef{d.index, C(b * d.pcols * es)}, C(rows)};
+        per.push_back(emit(VecReduce{op, ReduceAxis::Row, s.dtype, dop, so, C(rows), C(cols)}, sp));
+      }
+      return seq(std::move(per), sp);
+    }
     ReduceAxis axis;
     if (n->axis == static_cast<int>(r) - 1) axis = ReduceAxis::Row;
     else if (r >= 2 && n->axis == static_cast<int>(r) - 2) axis = ReduceAxis::Col;
@@ -1570,8 +1598,6 @@ class Lowerer {
                      "reduce rows (dim=1) or columns (dim=0) of a 2-D tile");
     VecOperand so{LocalRef{s.index, C(0)}, C(s.pcols)};  // rows are padded to 32 B (geometry)
     VecOperand dop{LocalRef{d.index, C(0)}, C(axis == ReduceAxis::Row ? rows : cols)};
-    ReduceOp op = n->reduce_kind == ir::ReduceKind::sum ? ReduceOp::Sum
-                  : n->reduce_kind == ir::ReduceKind::max ? ReduceOp::Max : ReduceOp::Min;
     return emit(VecReduce{op, axis, s.dtype, dop, so, C(rows), C(cols)}, sp);
   }
 
@@ -1611,15 +1637,74 @@ class Lowerer {
 
   // Vector instructions start on 32 B blocks of UB: a window at a constant offset that is not a
   // multiple of 32 B is an error here (the checker would report it at run time).
+  // Session 21 (hunt9a F5): also a start computed from loop variables / block indices with constant
+  // bounds that is not a multiple of 32 B in some step (y[r * 3:(r + 1) * 3] of a float32 tile in a
+  // serial loop: 12 B at r = 1): it compiled and was the checker's report in every run.
   void vec_aligned(const Window& w, const ir::Region& r, const Span& sp, const std::string& what) {
     auto off = ir::as_const_int(w.slice_off);
-    if (!off || *off % 32 == 0) return;
+    std::string where;
+    if (off) {
+      if (*off % 32 == 0) return;
+    } else {
+      auto bad = misaligned_step(w.slice_off);
+      if (!bad) return;
+      off = bad->first;
+      where = " when " + bad->second;
+    }
     int64_t per = 32 / w.buf->dtype.bytes();
+    bool one_d = r.starts.size() == 1;
     throw Error(what + " " + ir::print(r) + ": the window starts " + std::to_string(*off) + " bytes into tile " +
-                    q(r.buffer->name) + ", not on a 32 B block; on Ascend the Vector core reads and writes UB from 32 B "
-                    "boundaries",
-                sp, "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
-                        std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
+                    q(r.buffer->name) + where + ", not on a 32 B block; on Ascend the Vector core and DataCopyPad read "
+                    "and write UB from 32 B boundaries",
+                sp, one_d ? "start the window at a multiple of " + std::to_string(per) + " elements (" +
+                                std::string(w.buf->dtype.name()) + "), or give the tile one row per window: a 2-D tile " +
+                                "t[R, C] copied whole (T.copy(t, Y[0:R, 0:C])) or row by row (t[r:r + 1, :]); each row of a 2-D "
+                                "UB tile starts on a 32 B block"
+                          : "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
+                                std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
+  }
+  // A byte offset that is not a multiple of 32 in some step: (the offset, "v = 1, ...") for the first
+  // such assignment of the offset's variables within their constant bounds (loops, block indices,
+  // lets), nullopt when it is a multiple of 32 in every assignment or some variable has no constant
+  // bounds (a run-time value: the checker reports a misaligned address at run time).
+  std::optional<std::pair<int64_t, std::string>> misaligned_step(const Expr& e) {
+    if (multiple_of(e, 32, &let_values_)) return std::nullopt;
+    std::vector<const ir::VarNode*> vars;
+    bool loads = false;
+    for_each_subexpr(e, [&](const Expr& x) {
+      loads = loads || x->kind == ir::ExprKind::Load;
+      if (x->kind == ir::ExprKind::Var && std::find(vars.begin(), vars.end(), as<ir::VarNode>(x)) == vars.end())
+        vars.push_back(as<ir::VarNode>(x));
+    });
+    if (loads) return std::nullopt;
+    int64_t combos = 1;
+    std::vector<std::pair<int64_t, int64_t>> rs;
+    for (const auto* v : vars) {
+      auto it = range_.find(v);
+      if (it == range_.end() || it->second.second < it->second.first) return std::nullopt;
+      rs.push_back(it->second);
+      combos *= it->second.second - it->second.first + 1;
+      if (combos > 4096) return std::nullopt;
+    }
+    auto saved = range_;
+    std::vector<int64_t> at(vars.size());
+    for (size_t i = 0; i < vars.size(); ++i) at[i] = rs[i].first;
+    std::optional<std::pair<int64_t, std::string>> found;
+    for (int64_t k = 0; k < combos && !found; ++k) {
+      for (size_t i = 0; i < vars.size(); ++i) range_[vars[i]] = {at[i], at[i]};
+      auto b = bounds(e);
+      if (b && b->first == b->second && b->first % 32 != 0) {
+        std::string s;
+        for (size_t i = 0; i < vars.size(); ++i) s += (i ? ", " : "") + vars[i]->name + " = " + std::to_string(at[i]);
+        found = std::make_pair(b->first, s);
+      }
+      for (size_t i = 0; i < vars.size(); ++i) {  // next assignment
+        if (++at[i] <= rs[i].second) break;
+        at[i] = rs[i].first;
+      }
+    }
+    range_ = std::move(saved);
+    return found;
   }
 
   // The UB window of a GM <-> UB copy (DataCopyPad): each row's burst starts on a 32 B block of
@@ -1731,7 +1816,8 @@ class Lowerer {
                     "only the innermost extent of a vector map may be a runtime value");
     if (loops.size() > 2)
       throw Error("T.Parallel map over " + std::to_string(loops.size()) + " dims: vector instructions cover 2-D tiles",
-                  sp, "map 2-D tiles (rows x cols)");
+                  sp, "map 2-D tiles (rows x cols): loop over the leading index in a T.serial loop with a 2-D tile (copied "
+                      "from the N-D window X[s0:s1, h, 0:D]), or copy the window into a (B * rows, cols) tile and map that");
     std::vector<ir::Stmt> stores;
     if (body && body->kind == ir::StmtKind::Store) stores.push_back(body);
     else if (body && body->kind == ir::StmtKind::Seq) stores = as<ir::SeqNode>(body)->body;
@@ -2040,6 +2126,8 @@ class Lowerer {
     // conversions are available (only bf16 arithmetic is not).
     if (v->kind == ir::ExprKind::Cast && v->dtype == t) {
       Expr x = as<ir::CastNode>(v)->value;
+      // into a bool tile: its bytes 0 / 1 as uint8 (legalize_vector converts only 0 / 1 values to bool)
+      if (t == ir::DType(ir::DTypeCode::boolean)) t = ir::DType(ir::DTypeCode::u8);
       RoundMode rm = RoundMode::Trunc;  // float -> int; every other pair: cast_round_mode below
       if (x->kind == ir::ExprKind::Call && (as<ir::CallNode>(x)->fn == ir::MathFn::floor ||
                                             as<ir::CallNode>(x)->fn == ir::MathFn::ceil) && t.is_int()) {

@@ -144,7 +144,8 @@ class Selector {
     out.push_back(ins(DataCopyNd2Nz{c.src, at, c.dtype, C(1), field(call, "nValue", c.rows, 0, 16384, "rows"),
                                     field(call, "dValue", c.cols, 0, kU16, "elements"), C(0),
                                     field(call, "srcDValue", c.src_row_stride, 0, kU16, "elements"),
-                                    field(call, "dstNzC0Stride", c.dst_rows, 0, kU16, "32 B blocks"), C(1), C(0)}));
+                                    field(call, "dstNzC0Stride", c.dst_rows, 0, kU16, "32 B blocks"), C(1), C(0),
+                                    c.col_start}));
     return out.size() == 1 ? out[0] : seq(std::move(out), span_);
   }
 

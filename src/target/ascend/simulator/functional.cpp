@@ -151,6 +151,17 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
         } else if constexpr (std::is_same_v<T, RNd2Nz>) {
           int es = es_of(x.dt), c0 = 32 / es;
           invalid(!mem_is(x.dst, {Mem::L1}), "DataCopy with Nd2NzParams writes an L1 buffer");
+          // a window before column 0 that the compiler could not clip (a run-time start inside a C0
+          // strip, CopyGmToL1::col_start): each row reads the previous row's last elements, also when
+          // the start is whole tensor rows before column 0 (which the per-row check below cannot tell
+          // from a read of whole rows)
+          if (x.n > 0 && x.d > 0 && x.col_start < 0 && x.src.gm && x.src.index >= 0)
+            fail(ReportKind::OutOfBounds,
+                 "source rows start at column " + std::to_string(x.col_start) + " of GM tensor " +
+                     prog.params[x.src.index].name + ", before column 0: each row reads the end of the row before it " +
+                     "(a window that starts before column 0 inside a strip of " + std::to_string(c0) +
+                     " columns cannot be clipped on the Cube's copy; on the device: other elements). Start the window " +
+                     "a multiple of " + std::to_string(c0) + " columns before the tensor, or copy it through a UB tile");
           if (x.n > 0 && x.d > 0)
             for (int64_t i = 0; i < x.nd_num && ok; ++i) {
               operand(x.src, Rect{i * x.src_nd_stride * es, x.n, x.d * es, x.src_d * es}, false, es, "source");

@@ -94,6 +94,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.src_nd_stride = get(x.srcNdMatrixStride).i, r.src_d = get(x.srcDValue).i;
             r.c0_stride = get(x.dstNzC0Stride).i, r.n_stride = get(x.dstNzNStride).i;
             r.nz_matrix_stride = get(x.dstNzMatrixStride).i;
+            if (x.col_start) r.col_start = get(x.col_start).i;
             return r;
           },
           [&](const DataCopyPadGmToUb& x) -> ROp {

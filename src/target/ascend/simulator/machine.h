@@ -47,6 +47,7 @@ struct RInitConst { RMem dst; ir::DTypeCode dt; int64_t repeat, blocks, gap; dou
 struct RNd2Nz {
   RMem src, dst; ir::DTypeCode dt;
   int64_t nd_num, n, d, src_nd_stride, src_d, c0_stride, n_stride, nz_matrix_stride;
+  int64_t col_start = 0;  // DataCopyNd2Nz::col_start (0 when not set): negative = a read before column 0
 };
 // DataCopyPad (GM -> UB, UB -> GM) and DataCopy (UB -> UB) in the API's fields; the byte geometry
 // the fields describe is given by the member functions.
