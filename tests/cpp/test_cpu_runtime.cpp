@@ -1328,64 +1328,6 @@ TEST(Gemm, PackedCacheRing) {
   }
 }
 
-// Where packed A blocks go: a stable tile holding whole rows of its operand (lda == K; == M
-// transposed) in the small ring, the K steps of a larger K and blocks over a quarter of the small
-// ring in the large one; lookups find both. Whole-row tiles asked for again after the small ring
-// dropped them (a launch that comes back to a block row only after many others) spill the rest
-// of the launch's whole-row tiles to the large ring, and the next launch starts small again.
-TEST(Gemm, PackedACacheRings) {
-  using namespace tw_cpu::detail;
-  static char keys[4096];
-  const int tag = packed_tag<float>(false, false), tag_t = packed_tag<float>(true, false);
-  auto& pa = packed_a_cache();
-  auto in = [](PackedCache& ring, const float* q) {
-    const float* base = (const float*)ring.arena.ptr;
-    return base && q >= base && q < base + ring.cap_floats;
-  };
-  bool fresh = false;
-  tw_cpu::new_launch();
-  float* w = pa.find_or_add(keys, 128, 64, 128, tag, 70 * 128, &fresh);  // a query block's Q (whole rows)
-  ASSERT_NE(w, nullptr);
-  EXPECT_TRUE(fresh);
-  EXPECT_TRUE(in(pa.small, w));
-  float* wt = pa.find_or_add(keys + 1, 64, 64, 128, tag_t, 70 * 128, &fresh);  // transposed: lda == M
-  EXPECT_TRUE(in(pa.small, wt));
-  float* k = pa.find_or_add(keys + 2, 4096, 64, 128, tag, 70 * 128, &fresh);  // a K step of a large K
-  EXPECT_TRUE(in(pa.large, k));
-  float* big = pa.find_or_add(keys + 3, 256, 140, 256, tag, 140 * 256, &fresh);  // whole rows, 140 KiB
-  EXPECT_TRUE(in(pa.large, big));
-  EXPECT_EQ(pa.find(keys, 128, 64, 128, tag), w);
-  EXPECT_EQ(pa.find(keys + 1, 64, 64, 128, tag_t), wt);
-  EXPECT_EQ(pa.find(keys + 2, 4096, 64, 128, tag), k);
-  EXPECT_EQ(pa.find(keys + 3, 256, 140, 256, tag), big);
-  EXPECT_EQ(pa.find_or_add(keys, 128, 64, 128, tag, 70 * 128, &fresh), w);
-  EXPECT_FALSE(fresh);
-  // 40 whole-row tiles of 35 KiB, then the first again: the small ring (7 of them) dropped it
-  const size_t f = 70 * 128;
-  for (int i = 0; i < 40; ++i) {
-    float* q = pa.find_or_add(keys + 100 + i, 128, 64, 128, tag, f, &fresh);
-    EXPECT_TRUE(fresh && in(pa.small, q)) << i;
-  }
-  EXPECT_EQ(pa.find(keys + 100, 128, 64, 128, tag), nullptr);
-  float* again = pa.find_or_add(keys + 100, 128, 64, 128, tag, f, &fresh);
-  EXPECT_TRUE(fresh);
-  EXPECT_TRUE(in(pa.small, again));  // packed once more; from now on the large ring
-  float* last = pa.find_or_add(keys + 139, 128, 64, 128, tag, f, &fresh);  // still in the small ring
-  EXPECT_FALSE(fresh);
-  EXPECT_TRUE(in(pa.small, last));
-  std::vector<float*> spilled;
-  for (int i = 0; i < 40; ++i) {
-    spilled.push_back(pa.find_or_add(keys + 200 + i, 128, 64, 128, tag, f, &fresh));
-    EXPECT_TRUE(fresh && in(pa.large, spilled.back())) << i;
-  }
-  for (int i = 0; i < 40; ++i) EXPECT_EQ(pa.find(keys + 200 + i, 128, 64, 128, tag), spilled[i]) << i;
-  tw_cpu::new_launch();  // a new launch: nothing found, whole-row tiles in the small ring again
-  EXPECT_EQ(pa.find(keys + 200, 128, 64, 128, tag), nullptr);
-  EXPECT_EQ(pa.find(keys, 128, 64, 128, tag), nullptr);
-  float* q = pa.find_or_add(keys + 200, 128, 64, 128, tag, f, &fresh);
-  EXPECT_TRUE(fresh && in(pa.small, q));
-}
-
 // The packed-A cache under a random mix of adds and lookups (the queue of entries, the lookup hint
 // and the per-bucket counts): a block found is the one last added under its key with its contents
 // intact (no newer block overlaps a live entry), keys never added and those of an earlier launch

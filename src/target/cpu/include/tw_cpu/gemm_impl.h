@@ -230,71 +230,8 @@ struct PackedCache {
     return q;
   }
 };
-// Where a packed A block goes. A tile holding whole rows of its operand (lda == K, or == M
-// transposed) has no next K step in its block row: the next few calls read it (the next blocks of
-// its row, or flash attention's loop over key blocks reading one query block's Q), then most likely
-// nothing does. Placed in the 8 MiB ring, each such block lands on lines last used a whole ring
-// ago, long out of L2, and its pack waits on them (the window's Q pack, one per query block: 2.7x
-// K's for the same bytes, session 20); a 256 KiB ring of their own reuses lines still in L2. The
-// K steps of a large K, which a block row reads again at its next column block, and blocks over
-// 64 KiB keep the large ring. A whole-row block that is asked for again after the small ring
-// dropped it (blocks run in an order that comes back to a row only after many others) sends the
-// thread's whole-row blocks to the large ring for the rest of the launch: `seen` remembers the
-// keys of the last kSeen blocks the small ring took.
-struct PackedACache {
-  static constexpr size_t kSmallFloats = size_t(64) << 10;  // 256 KiB: blocks up to 64 KiB
-  static constexpr int kSeen = 256;
-  PackedCache large{size_t(2) << 20}, small{kSmallFloats};
-  uint64_t epoch = 0;
-  bool spill = false;  // this launch: whole-row blocks go to the large ring
-  int seen_n = 0, seen_at = 0;  // the last min(adds, kSeen) keys the small ring took; the next slot
-  uint64_t seen[kSeen];
-  static bool whole_rows(long ld, int r, int c, int tag) { return (tag & 1) ? ld == r : ld == c; }
-  static uint64_t key(const void* p, long ld, int r, int c, int tag) {
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
-    h ^= ((uint64_t)ld << 1 ^ (uint64_t)r << 21 ^ (uint64_t)c << 37 ^ (uint64_t)tag << 58) * 0xC2B2AE3D27D4EB4Full;
-    return h;
-  }
-  // the packed block for this key if this launch already holds it, in either ring
-  const float* find(const void* p, long ld, int r, int c, int tag) {
-    const float* q = whole_rows(ld, r, c, tag) ? small.find(p, ld, r, c, tag) : nullptr;
-    return q ? q : large.find(p, ld, r, c, tag);
-  }
-  bool use_small(long ld, int r, int c, int tag, size_t floats) {
-    const uint64_t ep = __atomic_load_n(&g_launch_epoch, __ATOMIC_RELAXED);
-    if (ep != epoch) {
-      epoch = ep;
-      spill = false;
-      seen_n = seen_at = 0;
-    }
-    return !spill && whole_rows(ld, r, c, tag) && (floats + 15) / 16 * 16 <= kSmallFloats / 4;
-  }
-  float* find_or_add(const void* p, long ld, int r, int c, int tag, size_t floats, bool* fresh) {
-    if (!use_small(ld, r, c, tag, floats)) {
-      const float* q = whole_rows(ld, r, c, tag) ? small.find(p, ld, r, c, tag) : nullptr;
-      if (q) {  // packed in the small ring before this launch spilled
-        *fresh = false;
-        return (float*)q;
-      }
-      return large.find_or_add(p, ld, r, c, tag, floats, fresh);
-    }
-    float* q = small.find_or_add(p, ld, r, c, tag, floats, fresh);
-    if (q && *fresh) {
-      const uint64_t h = key(p, ld, r, c, tag);
-      for (int i = 0; i < seen_n && !spill; ++i) spill = seen[i] == h;  // added before, dropped since
-      seen[seen_at] = h;
-      seen_at = (seen_at + 1) % kSeen;
-      seen_n += seen_n < kSeen;
-    }
-    return q;
-  }
-  // where find_or_add would place a new block of `floats` with this key's shape now
-  const float* next_place(long ld, int r, int c, int tag, size_t floats) {
-    return (use_small(ld, r, c, tag, floats) ? small : large).next_place(floats);
-  }
-};
-inline PackedACache& packed_a_cache() {  // allocated on first use, per thread
-  static thread_local PackedACache a;
+inline PackedCache& packed_a_cache() {  // 8 MiB per thread, allocated on first use
+  static thread_local PackedCache a(size_t(2) << 20);
   return a;
 }
 
@@ -2156,7 +2093,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   // wait on lines last written a whole ring ago (in memory or L3 by now).
   if (a_filled) {
     const size_t f = (size_t)((M + kMR - 1) / kMR * kMR) * kw(K);
-    pf.add(packed_a_cache().next_place(lda, M, K, tag_a, f + kPackSlack), f);
+    pf.add(packed_a_cache().next_place(f + kPackSlack), f);
   }
   if (b_filled) pf.add(shared_packed_b().next_place((size_t)ncpad * kw(K) + kPackSlack), (size_t)ncpad * kw(K));
   if (pf.n) pf.spread(((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR));  // the micro-kernel calls
