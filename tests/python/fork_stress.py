@@ -4,13 +4,15 @@ Worker threads call a gemm kernel (through the gemm runtime library), small maps
 (on the kernel thread pool), compile new kernels, hit the memory cache (tw.compile of the same
 function, a tw.jit function), log at DEBUG through the "tilewright" logger and run an autotune
 now and then, while the main thread forks again and again (os.fork and multiprocessing with
-fork). Every child calls the kernels, checks them, compiles a new kernel and checks it, within a
-timeout. A child still running at the timeout is a hang: its C++ stacks (gdb -batch, where gdb
+fork). Every child calls the kernels, checks them, compiles a new kernel and the one the
+parent's compile thread was compiling at the fork (its cache lock maybe held then), and checks
+them, within a timeout. A child still running at the timeout is a hang: its C++ stacks (gdb -batch, where gdb
 is installed) and Python stacks (faulthandler) are written to --dump, then it is killed.
 
     python tests/python/fork_stress.py --forks 300 --seed 1 --dump /tmp/fork-dumps
 
-Prints one line per fork and a summary; exit status 0 when no child hung or failed.
+Prints one line per fork (its exit status and how long it took) and a summary; exit status 0
+when no child hung or failed.
 tests/python/test_fork.py runs a small, fixed version of it."""
 import argparse
 import os
@@ -111,8 +113,9 @@ LONG_WANT = None
 class Load:
     """The worker threads of the parent; `errors` collects what any of them raised."""
 
-    def __init__(self, seed, autotune):
+    def __init__(self, seed, autotune, log_pause):
         self.stop = threading.Event()
+        self.log_pause = log_pause
         self.errors = []
         self.counts = {}
         self.seed = seed
@@ -120,6 +123,7 @@ class Load:
         self.long = long_map()
         self.hit_prim = scale(3.0)
         self.autotune = autotune
+        self.compiling = None  # the kernel the compile thread is compiling (or last compiled)
         global LONG_WANT
         LONG_WANT = self.long(ONES)
         fns = [self.gemm_calls, self.map_calls, self.long_calls, self.compiles, self.cache_hits, self.logs]
@@ -149,6 +153,7 @@ class Load:
 
     def compiles(self, i):
         a = 1000.0 + self.seed * 100000 + i  # a new kernel every time (new for the disk cache too)
+        self.compiling = a
         check_scale(tw.compile(scale(a), out_idx=[-1]), a)
 
     def cache_hits(self, i):
@@ -158,7 +163,7 @@ class Load:
 
     def logs(self, i):
         logging.getLogger("tilewright").debug("fork stress log line %d", i)
-        time.sleep(0.001)
+        time.sleep(self.log_pause)
         check_scale(jit_scale(5.0), 5.0)
 
     def tunes(self, i):
@@ -193,6 +198,8 @@ def child_work(index, seed, dump, timeout, compile_new):
     if compile_new:
         a = -1000.0 - seed * 100000 - index  # new in this child
         check_scale(tw.compile(scale(a), out_idx=[-1]), a)
+        if LOAD.compiling is not None:  # the one a thread of the parent was compiling at the fork
+            check_scale(tw.compile(scale(LOAD.compiling), out_idx=[-1]), LOAD.compiling)
     logging.getLogger("tilewright").debug("child %d done", index)
     faulthandler.cancel_dump_traceback_later()
     f.close()
@@ -238,14 +245,35 @@ def _dump_hung(pid, dump):
     return path
 
 
-def run(forks, seed, timeout, dump, autotune=True, compile_new=True, quiet=False):
+class FdHandler(logging.Handler):
+    """Writes each record with one os.write, no Python file object. A logging.FileHandler's
+    buffered file has a lock of its own, which CPython does not remake in a forked child: a
+    child forked while another thread wrote through it hung at its next line there (located by
+    this harness: BufferedWriter.write waiting in _enter_buffered_busy, under the log sink). That
+    is CPython's, for any buffered stream shared by threads across a fork; --buffered-log keeps
+    it in (logging's own locks are remade in the child)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def emit(self, record):
+        try:
+            os.write(self.fd, (self.format(record) + "\n").encode())
+        except Exception:  # noqa: BLE001 - logging's convention
+            self.handleError(record)
+
+
+def run(forks, seed, timeout, dump, autotune=True, compile_new=True, quiet=False, log_pause=0.001,
+        buffered_log=False):
     global LOAD
     os.makedirs(dump, exist_ok=True)
     logging.getLogger("tilewright").setLevel(logging.DEBUG)
-    handler = logging.FileHandler(os.path.join(dump, "log.txt"))
+    log_path = os.path.join(dump, "log.txt")
+    handler = logging.FileHandler(log_path) if buffered_log else FdHandler(log_path)
     logging.getLogger("tilewright").addHandler(handler)
     rng = random.Random(seed)
-    LOAD = Load(seed, autotune)
+    LOAD = Load(seed, autotune, log_pause)
     for t in LOAD.threads:
         t.start()
     ctx = multiprocessing.get_context("fork")
@@ -304,8 +332,13 @@ def main():
     ap.add_argument("--dump", default="/tmp/tw-fork-stress")
     ap.add_argument("--no-autotune", action="store_true")
     ap.add_argument("--no-child-compile", action="store_true")
+    ap.add_argument("--buffered-log", action="store_true",
+                    help="log through a logging.FileHandler (CPython's buffered-file lock, see FdHandler)")
+    ap.add_argument("--log-pause", type=float, default=0.001,
+                    help="seconds the logging thread sleeps between lines (0: as fast as it can)")
     a = ap.parse_args()
-    r = run(a.forks, a.seed, a.timeout, a.dump, autotune=not a.no_autotune, compile_new=not a.no_child_compile)
+    r = run(a.forks, a.seed, a.timeout, a.dump, autotune=not a.no_autotune, compile_new=not a.no_child_compile,
+              log_pause=a.log_pause, buffered_log=a.buffered_log)
     print(f"forks {r['forks']} hung {len(r['hung'])} failed {len(r['failed'])} thread errors {len(r['errors'])}")
     print("thread iterations", r["counts"])
     for h in r["hung"]:
