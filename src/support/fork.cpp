@@ -57,7 +57,10 @@ ForkSafeMutex::ForkSafeMutex(bool leaf) : leaf_(leaf) {
 
 ForkSafeMutex& fork_safe_mutex(bool leaf) { return *new ForkSafeMutex(leaf); }
 
-uint64_t fork_generation() { return g_generation.load(std::memory_order_relaxed); }
+uint64_t fork_generation() {
+  ForkHandlers::install();  // counted from the first question on (a pool asks when it is made)
+  return g_generation.load(std::memory_order_relaxed);
+}
 
 void register_held_lock(int fd) {
   ForkHandlers::install();
