@@ -466,7 +466,7 @@ void for_each_entry(const std::string& dir, bool clean_stale, std::atomic<uint64
 // otherwise last as long as that copy; the child closes the copies registered (support/fork.h).
 void release_flock(int fd) {
     flock(fd, LOCK_UN);
-    support::unregister_held_lock(fd);
+    support::keep_in_forked_child(fd);
     close(fd);
 }
 
@@ -498,7 +498,7 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::millisec
     const auto deadline = std::chrono::steady_clock::now() + max_wait;
     for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 100000)) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            support::register_held_lock(fd);  // a forked child closes its copy
+            support::close_in_forked_child(fd);  // a forked child closes its copy
             return KeyLock(fd, path);
         }
         if (errno != EWOULDBLOCK && errno != EINTR) {
@@ -537,7 +537,7 @@ public:
         const auto deadline = std::chrono::steady_clock::now() + max_wait;
         for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 50000)) {
             if (flock(fd_, LOCK_EX | LOCK_NB) == 0) {
-                support::register_held_lock(fd_);  // a forked child closes its copy
+                support::close_in_forked_child(fd_);  // a forked child closes its copy
                 return;
             }
             if (errno != EWOULDBLOCK && errno != EINTR) {

@@ -89,6 +89,10 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
         r.error = std::string("pipe2: ") + std::strerror(errno);
         return r;
     }
+    // A process forked by another thread meanwhile must not keep the write end: the read below
+    // would not see EOF while it lived (support/fork.h).
+    support::close_in_forked_child(fds[0]);
+    support::close_in_forked_child(fds[1]);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -97,8 +101,10 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     pid_t pid = -1;
     int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
+    support::keep_in_forked_child(fds[1]);
     close(fds[1]);
     if (rc != 0) {
+        support::keep_in_forked_child(fds[0]);
         close(fds[0]);
         r.error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
         return r;
@@ -115,6 +121,7 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
             break;
         }
     }
+    support::keep_in_forked_child(fds[0]);
     close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {

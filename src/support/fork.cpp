@@ -12,7 +12,7 @@ namespace {
 
 std::atomic<ForkSafeMutex*> g_mutexes{nullptr};  // every ForkSafeMutex, newest first
 std::atomic<uint64_t> g_generation{0};
-std::atomic<int> g_held_locks[kMaxHeldLocks];  // descriptors holding an flock, -1 for none
+std::atomic<int> g_child_closed[kMaxChildClosedFds];  // descriptors a child closes, -1 for none
 
 }  // namespace
 
@@ -31,14 +31,14 @@ struct ForkHandlers {
     // beyond its lock word, and nothing in this process waits on the old one).
     for (ForkSafeMutex* m = g_mutexes.load(); m; m = m->next_) new (&m->m_) std::mutex();
     g_generation.fetch_add(1);
-    for (auto& slot : g_held_locks) {
+    for (auto& slot : g_child_closed) {
       int fd = slot.exchange(-1);
       if (fd >= 0) close(fd);
     }
   }
   static void install() {
     static const bool once = [] {
-      for (auto& slot : g_held_locks) slot.store(-1);
+      for (auto& slot : g_child_closed) slot.store(-1);
       pthread_atfork(prepare, parent, child);
       return true;
     }();
@@ -62,16 +62,16 @@ uint64_t fork_generation() {
   return g_generation.load(std::memory_order_relaxed);
 }
 
-void register_held_lock(int fd) {
+void close_in_forked_child(int fd) {
   ForkHandlers::install();
-  for (auto& slot : g_held_locks) {
+  for (auto& slot : g_child_closed) {
     int none = -1;
     if (slot.compare_exchange_strong(none, fd)) return;
   }
 }
 
-void unregister_held_lock(int fd) {
-  for (auto& slot : g_held_locks) {
+void keep_in_forked_child(int fd) {
+  for (auto& slot : g_child_closed) {
     int expected = fd;
     if (slot.compare_exchange_strong(expected, -1)) return;
   }

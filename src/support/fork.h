@@ -45,13 +45,15 @@ ForkSafeMutex& fork_safe_mutex(bool leaf = false);
 // records it and, seeing another value, knows its threads are not in this process.
 uint64_t fork_generation();
 
-// A file descriptor holding an flock: a forked child closes its copy of every registered one, so
-// that the lock ends with the parent's (or the parent's death), not with the child's life. The
-// holder registers it once the lock is taken and, to release it, unlocks (flock LOCK_UN, which
-// releases it for every copy), unregisters, then closes. At most kMaxHeldLocks at once; more are
-// held correctly, only the child keeps its copy of the extra ones (released by LOCK_UN as well).
-constexpr int kMaxHeldLocks = 64;
-void register_held_lock(int fd);
-void unregister_held_lock(int fd);
+// Descriptors a forked child closes its copy of: ones whose copy in the child would change what
+// the parent sees. An flock's (the lock belongs to the open file both copies share: it would
+// last as long as the child; the holder also unlocks with LOCK_UN before closing, which releases
+// it for every copy) and the write end of a pipe the parent reads to EOF (a compiler's output:
+// the child's copy kept the parent's read from ever ending, and its compile hung while the
+// child lived). Registered while the parent uses it; unregistered before it is closed. At most
+// kMaxChildClosedFds at once; the extra ones are not closed in a child.
+constexpr int kMaxChildClosedFds = 64;
+void close_in_forked_child(int fd);
+void keep_in_forked_child(int fd);
 
 }  // namespace tw::support

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -1476,5 +1477,43 @@ TEST(Fork, CacheLockHeldAtForkIsFreeInTheChildOnceReleased) {
     holder.join();
     int status = 0;
     waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The write end of a pipe the parent reads to EOF (run_process: a compiler's output), open at a
+// fork made by another thread: the child's copy kept the read from ending while the child lived
+// (the parent's compile hung; with the child waiting for that compile's cache lock, both did).
+// Registered descriptors are closed in the child.
+TEST(Fork, ChildClosesItsCopyOfAPipeTheParentReadsToEof) {
+    int out[2], go[2];
+    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe(go), 0);
+    support::close_in_forked_child(out[0]);
+    support::close_in_forked_child(out[1]);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(20);
+        close(go[1]);
+        char c;
+        (void)!read(go[0], &c, 1);  // lives until the parent has seen EOF (or gave up)
+        _exit(0);
+    }
+    close(go[0]);
+    support::keep_in_forked_child(out[1]);
+    close(out[1]);
+    struct pollfd p = {out[0], POLLIN, 0};
+    const int ready = poll(&p, 1, 5000);  // EOF at once when no copy of the write end is left
+    char buf[16];
+    const ssize_t n = ready == 1 ? read(out[0], buf, sizeof buf) : -1;
+    char c = 1;
+    (void)!write(go[1], &c, 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    support::keep_in_forked_child(out[0]);
+    close(out[0]);
+    close(go[1]);
+    EXPECT_EQ(ready, 1);
+    EXPECT_EQ(n, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
