@@ -74,6 +74,8 @@ def test_fork_stress_harness_small(tmp_path):
     dumps = ""
     if (tmp_path / "dump").is_dir():
         for f in sorted((tmp_path / "dump").glob("*-*.txt")):
-            dumps += f"--- {f.name}\n" + f.read_text()[-4000:]
+            text = f.read_text()
+            main = text.find("Thread 1 ")  # gdb prints the main thread last: its innermost frames
+            dumps += f"--- {f.name}\n" + (text[main:main + 4000] if main >= 0 else text[-4000:])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + dumps
     assert "forks 12 hung 0 failed 0 thread errors 0" in r.stdout, r.stdout
