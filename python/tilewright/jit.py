@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import os
 import threading
 import time
 import warnings
@@ -372,7 +373,7 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
         return lambda f: jit(f, out_idx=out_idx, target=target)
 
     cache: collections.OrderedDict = collections.OrderedDict()  # least recently used first
-    lock = threading.Lock()
+    state = _JitCache(cache)
     default_target = target
     takes_target = "target" in inspect.signature(fn).parameters
 
@@ -387,7 +388,7 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
             raise TilewrightError(f"@tw.jit function '{fn.__name__}' got an argument that cannot be a cache key: {bad}",
                                   hint="pass ints, floats, strings, dtypes or tuples of them; tw.jit compiles one "
                                        "kernel per distinct argument values") from None
-        with lock:
+        with state.lock:
             kernel = cache.get(key)
             if kernel is not None:
                 cache.move_to_end(key)
@@ -397,7 +398,7 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
             raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func "
                                   f"or a function written with tile loops, got {prim!r}")
         kernel = _build(prim, tgt, out_idx)
-        with lock:
+        with state.lock:
             cache[key] = kernel
             cache.move_to_end(key)
             while len(cache) > _C.memory_cache_max():  # TW_MEMORY_CACHE_MAX
@@ -405,8 +406,8 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
         return kernel
 
     wrapper.cache = cache
-    wrapper._tw_jit_cache = _JitCache(cache, lock)  # the registry holds it weakly: it lives as long as wrapper
-    _jit_caches.add(wrapper._tw_jit_cache)
+    wrapper._tw_jit_cache = state  # the registry holds it weakly: it lives as long as wrapper
+    _jit_caches.add(state)
     return wrapper
 
 
@@ -419,13 +420,26 @@ def _hashable(value) -> bool:
 
 
 class _JitCache:
-    """One @tw.jit function's cache, registered (weakly) for cache_info() and clear_cache()."""
+    """One @tw.jit function's cache and its lock, registered (weakly) for cache_info(),
+    clear_cache() and fork()."""
 
-    def __init__(self, cache, lock):
-        self.cache, self.lock = cache, lock
+    def __init__(self, cache):
+        self.cache, self.lock = cache, threading.Lock()
 
 
 _jit_caches: "weakref.WeakSet[_JitCache]" = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    # A thread of the parent may have held a cache's lock at the fork (it is held only between
+    # bytecodes of dict updates, but a thread can lose the GIL there): it would be held forever
+    # in the child, whose next call of that function would hang. The dicts are whole (every
+    # update is one bytecode), so only the locks are made afresh.
+    for jc in list(_jit_caches):
+        jc.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def cache_info() -> dict:

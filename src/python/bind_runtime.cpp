@@ -32,6 +32,7 @@
 #include "runtime/ascend_executable.h"
 #include "runtime/cpu_executable.h"
 #include "support/env.h"
+#include "support/fork.h"
 #include "runtime/log.h"
 #include "runtime/manifest.h"
 #include "runtime/thread_pool.h"
@@ -219,12 +220,12 @@ constexpr size_t kPoolMaxBuffers = 4;
 constexpr size_t kPoolMaxBytes = size_t(1) << 30;
 
 struct BigBufferPool {
-  std::mutex mu;
+  support::ForkSafeMutex& mu = support::fork_safe_mutex(/*leaf=*/true);  // munmap runs outside it
   std::vector<std::pair<size_t, void*>> free;  // (bytes, mapping)
   size_t bytes = 0;
   void* get(size_t n) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<support::ForkSafeMutex> lock(mu);
       for (size_t i = 0; i < free.size(); ++i)
         if (free[i].first == n) {
           void* p = free[i].second;
@@ -242,7 +243,7 @@ struct BigBufferPool {
   }
   void put(size_t n, void* p) noexcept {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<support::ForkSafeMutex> lock(mu);
       if (free.size() < kPoolMaxBuffers && bytes + n <= kPoolMaxBytes) {
         free.emplace_back(n, p);
         bytes += n;

@@ -18,6 +18,7 @@
 
 #include "runtime/cpu_launch.h"
 #include "runtime/disk_cache.h"
+#include "support/fork.h"
 #include "support/sha256.h"
 #include "runtime/manifest.h"
 #include "runtime/toolchain.h"
@@ -92,9 +93,9 @@ std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const run
 // it keeps the runtime's state, and glibc would not unmap it anyway), before the library that
 // depends on it.
 void load_gemm_runtime(const std::string& dir, const runtime::Manifest& m) {
-  static std::mutex mu;
+  static auto& mu = support::fork_safe_mutex();  // held across the load: unlocked in a forked child
   static auto* loaded = new std::map<std::string, std::unique_ptr<VerifiedLibrary>>();  // by sha256
-  std::lock_guard<std::mutex> g(mu);
+  std::lock_guard<support::ForkSafeMutex> g(mu);
   for (const auto& f : m.files)
     if (f.name == m.runtime && loaded->count(f.sha256)) return;  // verified when it was loaded
   std::string digest;

@@ -20,6 +20,7 @@
 #include "runtime/cpu_library.h"
 #include "runtime/disk_cache.h"
 #include "support/env.h"
+#include "support/fork.h"
 #include "support/sha256.h"
 #include "runtime/header_dir.h"
 #include "runtime/log.h"
@@ -77,7 +78,7 @@ std::string unique_suffix() {
 class MemoryCache {
  public:
   std::shared_ptr<const Executable> get(const std::string& key) {
-    std::lock_guard<std::mutex> g(mu_);
+    std::lock_guard<support::ForkSafeMutex> g(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return nullptr;
     lru_.splice(lru_.begin(), lru_, it->second);
@@ -85,7 +86,7 @@ class MemoryCache {
   }
   void put(const std::string& key, std::shared_ptr<const Executable> exe) {
     std::vector<std::shared_ptr<const Executable>> evicted;  // released outside the lock
-    std::lock_guard<std::mutex> g(mu_);
+    std::lock_guard<support::ForkSafeMutex> g(mu_);
     if (index_.count(key)) return;
     lru_.emplace_front(key, std::move(exe));
     index_[key] = lru_.begin();
@@ -96,18 +97,19 @@ class MemoryCache {
     }
   }
   size_t size() {
-    std::lock_guard<std::mutex> g(mu_);
+    std::lock_guard<support::ForkSafeMutex> g(mu_);
     return lru_.size();
   }
   void clear() {
     std::list<std::pair<std::string, std::shared_ptr<const Executable>>> old;
-    std::lock_guard<std::mutex> g(mu_);
+    std::lock_guard<support::ForkSafeMutex> g(mu_);
     old.swap(lru_);
     index_.clear();
   }
 
  private:
-  std::mutex mu_;
+  // A leaf lock (support/fork.h): a fork waits for it, so a forked child sees the cache whole.
+  support::ForkSafeMutex& mu_ = support::fork_safe_mutex(/*leaf=*/true);
   std::list<std::pair<std::string, std::shared_ptr<const Executable>>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
 };
@@ -304,9 +306,9 @@ void log_lock_timeout(const std::string& what) {
 SharedObject runtime_library(const std::string& arch) {
   const std::string key = runtime_library_key(arch), name = gemm_runtime_soname(arch);
   if (support::env().cache_disabled) {
-    static std::mutex mu;
+    static auto& mu = support::fork_safe_mutex();  // held across a build: unlocked in a forked child
     static std::map<std::string, std::string> paths;  // by arch
-    std::lock_guard<std::mutex> g(mu);
+    std::lock_guard<support::ForkSafeMutex> g(mu);
     std::string& path = paths[arch];
     if (path.empty() || !fs::exists(path)) path = build_runtime_library(key, arch);
     return {path, false, false, std::nullopt};
@@ -337,11 +339,11 @@ SharedObject runtime_library(const std::string& arch) {
 std::atomic<bool> g_runtime_loaded{false};
 
 std::string load_runtime_library() {
-  static std::mutex mu;
+  static auto& mu = support::fork_safe_mutex();  // held across the load: unlocked in a forked child
   static SharedLibrary* loaded = nullptr;  // never unloaded: kernels may run until exit
   require_runs_here(cpu_arch(), {});
   const SharedObject lib = runtime_library(cpu_arch());
-  std::lock_guard<std::mutex> g(mu);
+  std::lock_guard<support::ForkSafeMutex> g(mu);
   if (!loaded) {
     loaded = new SharedLibrary(lib.load());
     configure_gemm_runtime(*loaded);

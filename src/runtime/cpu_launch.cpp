@@ -2,7 +2,6 @@
 #include "runtime/cpu_launch.h"
 
 #include <pthread.h>
-#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdio>
@@ -13,6 +12,7 @@
 #include <stdexcept>
 
 #include "runtime/thread_pool.h"
+#include "support/fork.h"
 #include "tw_cpu/check.h"
 #include "tw_cpu/types.h"
 
@@ -47,29 +47,11 @@ ScalarSlot to_slot(const Arg& a, ir::DType t) {
 // Blocks whose tiles need more than this run on a thread with a large stack, not the caller's.
 constexpr int64_t kCallerStackTileBytes = int64_t(1) << 20;
 
-// The launch lock and BigStackThread's, made afresh in a forked child: fork() copies a mutex as
-// it is, and one held by another thread of the parent (a kernel running while Python forked)
-// would be held forever in the child, whose next call hung. The child has no other thread, so
-// nothing else can hold them there. Never destroyed (the old ones are left behind, as held).
-std::mutex* g_launch_mutex = nullptr;
-std::mutex* g_big_stack_mutex = nullptr;
-
-void make_launch_mutexes() {
-  g_launch_mutex = new std::mutex();
-  g_big_stack_mutex = new std::mutex();
-}
-
-void init_launch_mutexes() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    make_launch_mutexes();
-    pthread_atfork(nullptr, nullptr, make_launch_mutexes);
-  });
-}
-
-std::mutex& launch_mutex() {
-  init_launch_mutexes();
-  return *g_launch_mutex;
+// The launch lock, held across a launch: a forked child gets it unlocked (support/fork.h), since
+// a thread of the parent inside a kernel call at the fork would hold it forever there.
+support::ForkSafeMutex& launch_mutex() {
+  static auto& mu = support::fork_safe_mutex();
+  return mu;
 }
 
 // Runs launches whose tiles do not fit the caller's stack: one long-lived thread with the pool
@@ -81,9 +63,10 @@ class BigStackThread {
  public:
   static BigStackThread& get() {
     static BigStackThread* t = nullptr;  // never destroyed (a worker may outlive static destructors)
-    init_launch_mutexes();
-    std::lock_guard<std::mutex> g(*g_big_stack_mutex);
-    if (!t || t->pid_ != getpid()) t = new BigStackThread();  // a forked child's copy has no thread
+    static auto& mu = support::fork_safe_mutex();  // a forked child gets it unlocked
+    std::lock_guard<support::ForkSafeMutex> g(mu);
+    // A forked child's copy has no thread (and its locks may be held): the child starts its own.
+    if (!t || t->fork_generation_ != support::fork_generation()) t = new BigStackThread();
     return *t;
   }
 
@@ -100,7 +83,7 @@ class BigStackThread {
   }
 
  private:
-  BigStackThread() : pid_(getpid()) {
+  BigStackThread() : fork_generation_(support::fork_generation()) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
@@ -130,7 +113,7 @@ class BigStackThread {
     }
   }
 
-  const pid_t pid_;
+  const uint64_t fork_generation_;
   std::mutex call_, m_;
   std::condition_variable cv_;
   std::function<void()>* job_ = nullptr;
@@ -171,8 +154,8 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
   // Launches are serialised (the pool serialises their blocks anyway): tw_grid starts a new
   // epoch of the gemm runtime's packed-operand caches, whose shared arena must not be reused
   // while blocks of another launch still read it.
-  std::unique_lock<std::mutex> serial;
-  if (!in_parallel_region()) serial = std::unique_lock<std::mutex>(launch_mutex());
+  std::unique_lock<support::ForkSafeMutex> serial;
+  if (!in_parallel_region()) serial = std::unique_lock<support::ForkSafeMutex>(launch_mutex());
   int64_t ext[3] = {1, 1, 1};
   entry.grid(&args, ext);
   const int64_t e0 = ext[0], e1 = ext[1];

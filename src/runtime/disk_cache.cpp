@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/log.h"
+#include "support/fork.h"
 #include "support/sha256.h"
 
 namespace fs = std::filesystem;
@@ -460,6 +461,15 @@ void for_each_entry(const std::string& dir, bool clean_stale, std::atomic<uint64
     }
 }
 
+// Releases the flock `fd` holds and closes it. Unlocked first: a child forked while it was held
+// has a copy of the descriptor, and the lock (of the open file, which both copies share) would
+// otherwise last as long as that copy; the child closes the copies registered (support/fork.h).
+void release_flock(int fd) {
+    flock(fd, LOCK_UN);
+    support::keep_in_forked_child(fd);
+    close(fd);
+}
+
 // Least recently used first; equal times by path.
 bool older(const EntryInfo& a, const EntryInfo& b) {
     if (a.mtime.tv_sec != b.mtime.tv_sec) return a.mtime.tv_sec < b.mtime.tv_sec;
@@ -472,7 +482,7 @@ bool older(const EntryInfo& a, const EntryInfo& b) {
 DiskCache::KeyLock::~KeyLock() {
     if (fd_ < 0) return;
     unlink(path_.c_str());
-    close(fd_);  // releases the flock
+    release_flock(fd_);
 }
 
 DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::milliseconds max_wait) {
@@ -487,7 +497,10 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::millisec
     // process, a hung compiler) must not hang every process that needs this key.
     const auto deadline = std::chrono::steady_clock::now() + max_wait;
     for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 100000)) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return KeyLock(fd, path);
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            support::close_in_forked_child(fd);  // a forked child closes its copy
+            return KeyLock(fd, path);
+        }
         if (errno != EWOULDBLOCK && errno != EINTR) {
             int e = errno;
             close(fd);
@@ -523,7 +536,10 @@ public:
         }
         const auto deadline = std::chrono::steady_clock::now() + max_wait;
         for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 50000)) {
-            if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+            if (flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+                support::close_in_forked_child(fd_);  // a forked child closes its copy
+                return;
+            }
             if (errno != EWOULDBLOCK && errno != EINTR) {
                 int e = errno;
                 close(fd_);
@@ -543,7 +559,7 @@ public:
     UsageIndex(const UsageIndex&) = delete;
     UsageIndex& operator=(const UsageIndex&) = delete;
     ~UsageIndex() {
-        if (fd_ >= 0) close(fd_);  // releases the flock
+        if (fd_ >= 0) release_flock(fd_);
     }
 
     // The recorded size, or nullopt when there is none (a new cache, one written by an older

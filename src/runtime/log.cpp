@@ -5,13 +5,15 @@
 #include <mutex>
 
 #include "support/env.h"
+#include "support/fork.h"
 
 namespace tw::runtime {
 namespace {
 
-std::mutex& sink_mutex() {
-  static std::mutex* mu = new std::mutex;  // never destroyed: logging may happen at exit
-  return *mu;
+// A leaf lock (support/fork.h): held only to copy the sink's pointer (never while it runs).
+support::ForkSafeMutex& sink_mutex() {
+  static auto& mu = support::fork_safe_mutex(/*leaf=*/true);  // never destroyed: logging may happen at exit
+  return mu;
 }
 
 std::shared_ptr<const LogSink>& sink_slot() {
@@ -23,14 +25,17 @@ std::shared_ptr<const LogSink>& sink_slot() {
 
 void set_log_sink(LogSink sink) {
   auto p = sink ? std::make_shared<const LogSink>(std::move(sink)) : nullptr;
-  std::lock_guard<std::mutex> lock(sink_mutex());
-  sink_slot() = std::move(p);
+  {
+    std::lock_guard<support::ForkSafeMutex> lock(sink_mutex());
+    sink_slot().swap(p);
+  }
+  // the old sink is released here, outside the lock
 }
 
 void log(LogLevel level, const std::string& message) {
   std::shared_ptr<const LogSink> sink;
   {
-    std::lock_guard<std::mutex> lock(sink_mutex());
+    std::lock_guard<support::ForkSafeMutex> lock(sink_mutex());
     sink = sink_slot();
   }
   try {

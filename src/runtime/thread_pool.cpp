@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include "support/env.h"
+#include "support/fork.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -22,7 +23,6 @@ namespace tw::runtime {
 namespace {
 
 thread_local bool t_in_parallel = false;
-std::atomic<bool> g_forked{false};
 
 void futex_wait(std::atomic<uint32_t>* addr, uint32_t expected) {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, nullptr,
@@ -57,12 +57,6 @@ bool spin_until(Pred pred) {
     }
 }
 
-struct ForkGuard {
-    ForkGuard() {
-        pthread_atfork(nullptr, nullptr, [] { g_forked.store(true, std::memory_order_relaxed); });
-    }
-};
-
 }  // namespace
 
 bool in_parallel_region() { return t_in_parallel; }
@@ -74,6 +68,10 @@ bool in_parallel_region() { return t_in_parallel; }
 struct ThreadPool::Impl {
     int size = 1;
     std::vector<pthread_t> threads;
+    // The process the workers run in (support::fork_generation()): in a forked child they do
+    // not exist, and whatever they or a caller held at the fork stays as it was.
+    uint64_t fork_generation = support::fork_generation();
+    bool forked() const { return fork_generation != support::fork_generation(); }
 
     std::mutex call_mutex;  // serialises concurrent external callers
 
@@ -158,7 +156,7 @@ struct ThreadPool::Impl {
     }
 
     void stop_workers() {
-        if (g_forked.load(std::memory_order_relaxed)) return;  // the workers are not ours
+        if (forked()) return;  // the workers are not in this process
         stop.store(true, std::memory_order_release);
         state.fetch_add(2);  // a change every worker observes
         futex_wake_all(&state);
@@ -212,7 +210,6 @@ struct ThreadPool::Impl {
 };
 
 ThreadPool::ThreadPool(int n) : impl_(std::make_unique<Impl>()) {
-    static ForkGuard fork_guard;
     if (n < 1)
         throw std::invalid_argument("ThreadPool size must be >= 1, got " + std::to_string(n));
     impl_->size = n;
@@ -245,18 +242,33 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::size() const { return impl_->size; }
 
+bool ThreadPool::workers_here() const { return !impl_->forked(); }
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
     if (n <= 0) return;
-    if (n == 1 || impl_->size == 1 || t_in_parallel ||
-        g_forked.load(std::memory_order_relaxed)) {
+    // A pool made before a fork, used in the child (default_pool() makes the child its own):
+    // its workers are not there, so the caller runs every index.
+    if (n == 1 || impl_->size == 1 || t_in_parallel || impl_->forked()) {
         for (int64_t i = 0; i < n; ++i) fn(i);
         return;
     }
     impl_->run(n, fn);
 }
 
+// One per process: a forked child makes its own on first use (the parent's workers are not in
+// it). The parent's copy is left as it is (never destroyed: its workers and locks are not ours).
+std::atomic<ThreadPool*> g_default_pool{nullptr};
+
 ThreadPool& default_pool() {
-    static ThreadPool* pool = new ThreadPool(support::env().num_threads);  // never destroyed
+    ThreadPool* pool = g_default_pool.load(std::memory_order_acquire);
+    if (pool && pool->workers_here()) return *pool;
+    static auto& mu = support::fork_safe_mutex();
+    std::lock_guard<support::ForkSafeMutex> g(mu);
+    pool = g_default_pool.load(std::memory_order_acquire);
+    if (!pool || !pool->workers_here()) {
+        pool = new ThreadPool(support::env().num_threads);  // never destroyed
+        g_default_pool.store(pool, std::memory_order_release);
+    }
     return *pool;
 }
 

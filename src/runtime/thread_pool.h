@@ -31,6 +31,9 @@ public:
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const;
+    // False in a process forked after the pool started (its workers are in the parent only):
+    // parallel_for then runs every index on the caller.
+    bool workers_here() const;
     void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
 
     // Stack size of worker threads, in bytes.
@@ -43,7 +46,8 @@ private:
 };
 
 // The process-wide pool, sized by env().num_threads (TW_NUM_THREADS). Created on first use
-// and intentionally never destroyed (safe to use from other static destructors).
+// and intentionally never destroyed (safe to use from other static destructors). A forked
+// child makes its own on first use.
 ThreadPool& default_pool();
 
 // True while the current thread is executing inside a parallel_for (worker or caller).

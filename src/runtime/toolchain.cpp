@@ -2,6 +2,7 @@
 
 #include "runtime/log.h"
 #include "support/env.h"
+#include "support/fork.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -88,6 +89,10 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
         r.error = std::string("pipe2: ") + std::strerror(errno);
         return r;
     }
+    // A process forked by another thread meanwhile must not keep the write end: the read below
+    // would not see EOF while it lived (support/fork.h).
+    support::close_in_forked_child(fds[0]);
+    support::close_in_forked_child(fds[1]);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -96,8 +101,10 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     pid_t pid = -1;
     int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
+    support::keep_in_forked_child(fds[1]);
     close(fds[1]);
     if (rc != 0) {
+        support::keep_in_forked_child(fds[0]);
         close(fds[0]);
         r.error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
         return r;
@@ -114,6 +121,7 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
             break;
         }
     }
+    support::keep_in_forked_child(fds[0]);
     close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
@@ -151,9 +159,9 @@ CompilerInfo probe_compiler(const std::string& cxx) {
 
 const CompilerInfo& host_compiler() {
     // Not a magic static: a failed probe must be retried (and rethrown) on the next call.
-    static std::mutex mu;
+    static auto& mu = support::fork_safe_mutex();  // held across the probe: a forked child gets it unlocked
     static std::unique_ptr<CompilerInfo> info;
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<support::ForkSafeMutex> lock(mu);
     if (!info) info = std::make_unique<CompilerInfo>(probe_compiler(support::env().cxx));
     return *info;
 }
@@ -259,9 +267,9 @@ std::string cpu_arch() { return support::env().cpu_arch; }
 
 std::string target_cpu_features(const std::string& arch) {
     if (arch == "native") return cpu_features();
-    static std::mutex mu;
+    static auto& mu = support::fork_safe_mutex();  // held across a compiler run: unlocked in a forked child
     static std::map<std::string, std::string> cache;  // arch -> features (valid arches only)
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<support::ForkSafeMutex> lock(mu);
     if (auto it = cache.find(arch); it != cache.end()) return it->second;
     // The compiler's own view of -march=<arch>: its predefined macros (no code is compiled).
     ProcessResult pr = run_process({host_compiler().path, "-march=" + arch, "-dM", "-E", "-x", "c++", "/dev/null"});
@@ -375,17 +383,12 @@ struct LoadedLibraries {
     std::set<std::pair<ElfW(Addr), std::string>> loaded;  // every library: address, first name
 };
 
-// Never destroyed; made afresh in a forked child (held by another thread of the parent at the
-// fork, it would be held forever there).
-std::mutex* g_loader_mutex = nullptr;
-
-std::mutex& loader_mutex() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        g_loader_mutex = new std::mutex();
-        pthread_atfork(nullptr, nullptr, [] { g_loader_mutex = new std::mutex(); });
-    });
-    return *g_loader_mutex;
+// Held across a dlopen: a forked child gets it unlocked (support/fork.h). The list of names it
+// guards is edited in short steps (before and after the dlopen); only a fork landing inside one
+// of them leaves the child a half-edited list.
+support::ForkSafeMutex& loader_mutex() {
+    static auto& mu = support::fork_safe_mutex();
+    return mu;
 }
 
 int note_library(struct dl_phdr_info* info, size_t, void* data) {
@@ -413,7 +416,7 @@ SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
     // One load at a time, and no unload meanwhile (close() takes this lock too): the names in
     // use are read, one chosen and loaded under it, and a library found loaded stays loaded.
     static auto* names = new std::vector<FdName>();  // never destroyed: loads may follow static destructors
-    std::lock_guard<std::mutex> g(loader_mutex());
+    std::lock_guard<support::ForkSafeMutex> g(loader_mutex());
     LoadedLibraries libs;
     dl_iterate_phdr(note_library, &libs);
     names->erase(std::remove_if(names->begin(), names->end(),
@@ -488,7 +491,7 @@ SharedLibrary& SharedLibrary::operator=(SharedLibrary&& o) noexcept {
 
 void SharedLibrary::close() {
     if (handle_) {
-        std::lock_guard<std::mutex> g(loader_mutex());  // not while from_fd looks at what is loaded
+        std::lock_guard<support::ForkSafeMutex> g(loader_mutex());  // not while from_fd looks at what is loaded
         dlclose(handle_);
         handle_ = nullptr;
     }

@@ -4,12 +4,14 @@
 #include "runtime/thread_pool.h"
 #include "runtime/toolchain.h"
 #include "support/env.h"
+#include "support/fork.h"
 #include "support/sha256.h"
 
 #include <gtest/gtest.h>
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -393,6 +395,29 @@ TEST(ThreadPool, ChildAfterForkRunsSerially) {
     int status = 0;
     waitpid(pid, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(ThreadPool, ForkedChildMakesItsOwnDefaultPool) {
+    rt::ThreadPool* parent = &rt::default_pool();
+    std::atomic<int> n{0};
+    parent->parallel_for(8, [&](int64_t) { ++n; });
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(20);  // a hang ends as SIGALRM
+        EXPECT_FALSE(parent->workers_here());
+        rt::ThreadPool& own = rt::default_pool();
+        std::atomic<int> count{0};
+        own.parallel_for(1000, [&](int64_t) { ++count; });
+        bool ok = &own != parent && own.workers_here() && own.size() == support::env().num_threads &&
+                  count.load() == 1000 && &rt::default_pool() == &own;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    EXPECT_EQ(&rt::default_pool(), parent);
+    EXPECT_TRUE(parent->workers_here());
 }
 
 TEST(ThreadPool, DefaultPoolSizeFollowsEnv) {
@@ -1346,4 +1371,149 @@ TEST(DiskCache, KeyLockWaitIsBounded) {
     holder.end();
     auto free_lock = cache.lock(key, std::chrono::milliseconds(300));  // the holder died: the lock is free
     EXPECT_TRUE(free_lock.held());
+}
+
+
+// fork() while other threads hold Tilewright's locks (docs/testing.md, "fork"): the child gets
+// them unlocked, whether held across work by a thread that does not exist in the child (made
+// afresh) or a leaf lock some thread takes and drops all the time (the fork waits for it).
+TEST(Fork, ChildGetsLocksOtherThreadsHeld) {
+    auto& across = support::fork_safe_mutex();
+    auto& leaf = support::fork_safe_mutex(/*leaf=*/true);
+    std::mutex m;
+    std::condition_variable cv;
+    bool held = false, done = false;
+    std::thread holder([&] {
+        std::lock_guard<support::ForkSafeMutex> g(across);
+        std::unique_lock<std::mutex> lk(m);
+        held = true;
+        cv.notify_all();
+        cv.wait(lk, [&] { return done; });
+    });
+    {
+        std::unique_lock<std::mutex> lk(m);
+        cv.wait(lk, [&] { return held; });
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<long> rounds{0};
+    std::thread churn([&] {
+        while (!stop) {
+            std::lock_guard<support::ForkSafeMutex> g(leaf);
+            ++rounds;
+        }
+    });
+    while (rounds.load() < 1000) std::this_thread::yield();
+    const uint64_t generation = support::fork_generation();
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(20);  // a hang ends as SIGALRM
+        across.lock();
+        leaf.lock();
+        _exit(support::fork_generation() == generation + 1 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    EXPECT_EQ(support::fork_generation(), generation);
+    stop = true;
+    churn.join();
+    {
+        std::lock_guard<std::mutex> lk(m);
+        done = true;
+    }
+    cv.notify_all();
+    holder.join();
+    EXPECT_TRUE(leaf.try_lock());  // the parent's locks are as they were: free once released
+    leaf.unlock();
+    EXPECT_TRUE(across.try_lock());
+    across.unlock();
+}
+
+// A cache key's lock held by another thread at the fork, and the child waiting for it: the
+// child's copy of the holder's descriptor kept the flock (of the open file both copies share)
+// after the holder unlinked and closed it, and the child, polling that same file, waited for
+// its own copy for the key lock's whole bound. The holder unlocks before closing, and the child
+// closes its copies of held locks at the fork.
+TEST(Fork, CacheLockHeldAtForkIsFreeInTheChildOnceReleased) {
+    TempDir d;
+    std::string dir = d / "cache";
+    rt::DiskCache cache(dir, 1 << 20);
+    const std::string key = key_of("held at fork");
+    std::mutex m;
+    std::condition_variable cv;
+    int stage = 0;  // 1: the thread holds the lock; 2: release it; 3: released
+    std::thread holder([&] {
+        auto lock = cache.lock(key);
+        std::unique_lock<std::mutex> lk(m);
+        stage = lock.held() ? 1 : -1;
+        cv.notify_all();
+        cv.wait(lk, [&] { return stage == 2; });
+        { rt::DiskCache::KeyLock gone = std::move(lock); }
+        stage = 3;
+        cv.notify_all();
+    });
+    {
+        std::unique_lock<std::mutex> lk(m);
+        cv.wait(lk, [&] { return stage != 0; });
+        ASSERT_EQ(stage, 1);
+    }
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(20);
+        rt::DiskCache child_cache(dir, 1 << 20);
+        // Waits from before the release (the parent releases 0.3 s after the fork).
+        auto lock = child_cache.lock(key, std::chrono::milliseconds(5000));
+        _exit(lock.held() ? 0 : 1);
+    }
+    usleep(300000);
+    {
+        std::unique_lock<std::mutex> lk(m);
+        stage = 2;
+        cv.notify_all();
+        cv.wait(lk, [&] { return stage == 3; });
+    }
+    holder.join();
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The write end of a pipe the parent reads to EOF (run_process: a compiler's output), open at a
+// fork made by another thread: the child's copy kept the read from ending while the child lived
+// (the parent's compile hung; with the child waiting for that compile's cache lock, both did).
+// Registered descriptors are closed in the child.
+TEST(Fork, ChildClosesItsCopyOfAPipeTheParentReadsToEof) {
+    int out[2], go[2];
+    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe(go), 0);
+    support::close_in_forked_child(out[0]);
+    support::close_in_forked_child(out[1]);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(20);
+        close(go[1]);
+        char c;
+        (void)!read(go[0], &c, 1);  // lives until the parent has seen EOF (or gave up)
+        _exit(0);
+    }
+    close(go[0]);
+    support::keep_in_forked_child(out[1]);
+    close(out[1]);
+    struct pollfd p = {out[0], POLLIN, 0};
+    const int ready = poll(&p, 1, 5000);  // EOF at once when no copy of the write end is left
+    char buf[16];
+    const ssize_t n = ready == 1 ? read(out[0], buf, sizeof buf) : -1;
+    char c = 1;
+    (void)!write(go[1], &c, 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    support::keep_in_forked_child(out[0]);
+    close(out[0]);
+    close(go[1]);
+    EXPECT_EQ(ready, 1);
+    EXPECT_EQ(n, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
