@@ -739,3 +739,98 @@ def test_pipelined_expert_loop_with_tails(M, N, R):
     p = compile_npu(main, out_idx=[-1]).profile(x)
     assert p["reports"] == []
     np.testing.assert_array_equal(p.outputs, 2 * x)
+
+
+# ---------------------------------------------------------------------------------------------
+# The dtype of each vector call against its A2 page (asc-devkit docs/api/context/<Call>.md)
+
+def unary_kernel(dt, op):
+    @T.prim_func
+    def main(X: T.Tensor((4, 64), dt), Y: T.Tensor((4, 64), dt)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_UB((4, 64), dt)
+            y = T.alloc_UB((4, 64), dt)
+            with T.Scope("V"):
+                T.copy(X, x)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                if op == "abs":
+                    T.abs(y, x)  # @UNARY_ABS
+                elif op == "relu":
+                    T.relu(y, x)
+                elif op == "add":
+                    T.add(y, x, x)
+                else:
+                    T.mul(y, x, 3)
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("dt", ["int32", "float16", "float32"])
+@pytest.mark.parametrize("op", ["relu", "add", "muls"])
+def test_int32_and_float_calls_the_a2_pages_list(dt, op):
+    # Relu: half/int32/float; Add: half/int16/int32/float; Muls: half/int16/float/int32 (Atlas A2)
+    x = ints((4, 64), dt, 18, -5, 6)
+    p = compile_npu(unary_kernel(dt, op), out_idx=[-1]).profile(x)
+    assert p["reports"] == []
+    X = f64(x)
+    np.testing.assert_array_equal(f64(p.outputs), {"relu": np.maximum(X, 0), "add": 2 * X, "muls": 3 * X}[op])
+
+
+@pytest.mark.parametrize("dt", ["int8", "uint8"])
+def test_8_bit_arithmetic_in_expert_mode_is_an_api_rule_at_the_op(dt):
+    x = ints((4, 64), dt, 19, 0, 6)
+    p = compile_npu(unary_kernel(dt, "abs"), out_idx=[-1]).profile(x)
+    assert p["reports"] and p["reports"][0].startswith(at("UNARY_ABS") + "API rule: Abs (level-2) on " + dt), p["reports"]
+
+
+def abs_is_refused(k, x):
+    """Abs has no int32 form on Atlas A2 (Abs.md: half, float): the kernel must be refused at the
+    T.abs line (a compile error, or the simulator's API rule)."""
+    try:
+        p = compile_npu(k, out_idx=[-1]).profile(x)
+    except TilewrightError as e:
+        return e.line == line("UNARY_ABS")
+    return any(r.startswith(at("UNARY_ABS") + "API rule: Abs") for r in p["reports"])
+
+
+@pytest.mark.xfail(strict=True, reason="F6: Abs<int32_t> is printed and simulated, but dav-c220's Abs takes half/float only")
+def test_expert_abs_of_int32_is_refused_at_the_line():
+    assert abs_is_refused(unary_kernel("int32", "abs"), ints((4, 64), "int32", 20, -5, 6))
+
+
+def auto_abs_kernel(M, N, dt):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), Y: T.Tensor((M, N), dt)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), dt)
+            T.copy(X, x)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = T.abs(x[i, j])
+            T.copy(x, Y)
+    return main
+
+
+@pytest.mark.parametrize("dt", ["float16", "float32", "int8"])
+def test_automatic_abs_on_both_targets(dt):
+    x = ints((3, 37), dt, 21, -5, 6)
+    want = np.abs(f64(x))
+    cpu = tw.compile(auto_abs_kernel(3, 37, dt), target="cpu", out_idx=[-1])(x)
+    p = compile_npu(auto_abs_kernel(3, 37, dt), out_idx=[-1]).profile(x)
+    assert p["reports"] == []
+    np.testing.assert_array_equal(f64(cpu), want)
+    np.testing.assert_array_equal(f64(p.outputs), want)
+
+
+@pytest.mark.xfail(strict=True, reason="F6: the automatic pipeline prints Abs on an int32 tile (not a dav-c220 call)")
+def test_automatic_abs_of_int32_issues_only_documented_calls():
+    x = ints((3, 37), "int32", 22, -5, 6)
+    k = compile_npu(auto_abs_kernel(3, 37, "int32"), out_idx=[-1])
+    p = k.profile(x)
+    assert p["reports"] == []
+    np.testing.assert_array_equal(f64(p.outputs), np.abs(f64(x)))
+    src = k.get_source("ascendc")
+    # the only tile is int32: any Abs call is the int32 form
+    assert "Abs(" not in src, [ln for ln in src.splitlines() if "Abs(" in ln]
