@@ -834,3 +834,69 @@ def test_automatic_abs_of_int32_issues_only_documented_calls():
     src = k.get_source("ascendc")
     # the only tile is int32: any Abs call is the int32 form
     assert "Abs(" not in src, [ln for ln in src.splitlines() if "Abs(" in ln]
+
+
+# ---------------------------------------------------------------------------------------------
+# GM -> UB copies: what the UB elements after the copied part hold
+
+def ub_window_copy_kernel(n, w):
+    @T.prim_func
+    def main(X: T.Tensor((2, n), "float32"), Y: T.Tensor((2, w), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            u = T.alloc_UB((2, w), "float32")
+            with T.Scope("V"):
+                T.fill(u, 7.0)
+                T.pipe_barrier("ALL")
+                T.copy(X, u[0:2, 0:n])  # @UB_WINDOW_COPY
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(u, Y)
+    return main
+
+
+def test_copy_into_a_window_of_whole_32_byte_blocks_keeps_the_rest():
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    p = compile_npu(ub_window_copy_kernel(8, 16), out_idx=[-1]).profile(x)
+    assert p["reports"] == []
+    want = np.full((2, 16), 7.0, np.float32)
+    want[:, :8] = x
+    np.testing.assert_array_equal(p.outputs, want)
+
+
+def test_tail_copy_zeroes_the_rest_of_the_tile():
+    # the short GM window of the last columns: the tile is zeroed first (expert tails, docs/ascend.md Limits)
+    @T.prim_func
+    def main(X: T.Tensor((2, 20), "float32"), Y: T.Tensor((2, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            u = T.alloc_UB((2, 16), "float32")
+            with T.Scope("V"):
+                T.fill(u, 7.0)
+                T.pipe_barrier("ALL")
+                T.copy(X[0, 16], u)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(u, Y)
+    x = np.arange(40, dtype=np.float32).reshape(2, 20)
+    p = compile_npu(main, out_idx=[-1]).profile(x)
+    assert p["reports"] == []
+    want = np.zeros((2, 16), np.float32)
+    want[:, :4] = x[:, 16:]
+    np.testing.assert_array_equal(p.outputs, want)
+
+
+@pytest.mark.xfail(strict=True, reason="F7: DataCopyPad's dummy bytes overwrite u[:, 3:8] (filled with 7) with "
+                                       "garbage and nothing reports it")
+def test_copy_into_a_window_ending_inside_a_block_is_refused_or_keeps_the_rest():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    try:
+        p = compile_npu(ub_window_copy_kernel(3, 16), out_idx=[-1]).profile(x)
+    except TilewrightError as e:
+        assert e.line == line("UB_WINDOW_COPY"), e
+        return
+    if p["reports"]:
+        assert any(r.startswith(at("UB_WINDOW_COPY")) or f"{THIS}:{line('UB_WINDOW_COPY')}" in r
+                   for r in p["reports"]), p["reports"]
+        return
+    want = np.full((2, 16), 7.0, np.float32)
+    want[:, :3] = x
+    np.testing.assert_array_equal(p.outputs, want)
