@@ -1501,7 +1501,11 @@ class Lowerer {
     ir::DType t = g->a.buffer->dtype;
     auto [m, k, n] = gemm_dims(*g);
     for (int64_t d : {m, n, k})
-      if (d > 4095) throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp);
+      if (d > 4095)
+        throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp,
+                    d == k ? "split K: several gemms over K windows of A and B (e.g. two halves), each after the "
+                             "first accumulating into C (clear_accum=False / init=False)"
+                           : "use a smaller tile (at most 4095 rows and columns per gemm)");
     // Mmad with m = 1 runs as GEMV (A read as ND, not Zz; Mmad docs): compute a whole fractal row
     // instead (rows 1..15 of the L0A fractal and of L0C are padding; Fixpipe writes the valid row).
     const int64_t mm = m == 1 ? 16 : m;
