@@ -182,7 +182,38 @@ def mmad_kernel(adt, bdt, cdt):
     ("int8", "int8", "float32", "int8 inputs accumulate in int32"),
 ])
 def test_illegal_mmad_dtype_pairs_are_errors_at_the_mma(adt, bdt, cdt, want):
-    located(lambda: compile_npu(mmad_kernel(adt, bdt, cdt)), "MMAD", want)
+    err = located(lambda: compile_npu(mmad_kernel(adt, bdt, cdt)), "MMAD", want)
+    # F3 (fixed): the Cube's copies do not convert, so the hint no longer says "copy converts"
+    assert "copy converts" not in err.hint, err.hint
+
+
+def int8_gemm_kernel(K):
+    @T.prim_func
+    def main(A: T.Tensor((16, K), "int8"), B: T.Tensor((16, K), "int8"), C: T.Tensor((16, 16), "int32")):
+        with T.Kernel(1, is_npu=True) as cid:
+            a1 = T.alloc_L1((16, K), "int8")
+            b1 = T.alloc_L1((16, K), "int8")
+            c0 = T.alloc_L0C((16, 16), "int32")
+            with T.Scope("C"):
+                T.copy(A, a1)
+                T.copy(B, b1)
+                T.set_flag("MTE2", "MTE1", 0)
+                T.wait_flag("MTE2", "MTE1", 0)
+                T.gemm(a1, b1, c0, transpose_B=True, clear_accum=True)  # @INT8_GEMM
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(c0, C)
+    return main
+
+
+def test_int8_gemm_k_past_the_mmad_limit_names_the_split():
+    # a 64 KiB L0A holds 16 x 4096 int8: K = 4096 passes Mmad's k <= 4095 (F5: the error had no hint)
+    located(lambda: compile_npu(int8_gemm_kernel(4096)), "INT8_GEMM", "gemm dimension 4096 exceeds the Mmad limit 4095",
+            "split K")
+    a, b = ints((16, 4064), "int8", 24), ints((16, 4064), "int8", 25)
+    p = compile_npu(int8_gemm_kernel(4064), out_idx=[-1]).profile(a, b)
+    assert p["reports"] == []
+    np.testing.assert_array_equal(p.outputs, a.astype(np.int64) @ b.astype(np.int64).T)
 
 
 def test_l0a_over_capacity_names_the_buffer_and_a_tile_that_fits():
@@ -368,7 +399,9 @@ def test_data_copy_pad_block_count_past_4095_is_an_error_at_the_copy():
                 T.set_flag("MTE2", "MTE3", 0)
                 T.wait_flag("MTE2", "MTE3", 0)
                 T.copy(a, Y)
-    located(lambda: compile_npu(main), "BLOCK_COUNT", "DataCopyExtParams.blockCount = 5000 (rows)", "at most 4095 rows")
+    err = located(lambda: compile_npu(main), "BLOCK_COUNT", "DataCopyExtParams.blockCount = 5000 (rows) is above 4095",
+                  "at most 4095 rows")
+    assert "-4294967295" not in err.message      # F4 (fixed): the guard's internal lower bound was printed
 
 
 def test_ub_over_capacity_is_an_error_at_the_first_buffer():
@@ -453,12 +486,37 @@ def test_row_broadcast_at_odd_shapes_matches_float64(M, N, op):
     run_vec(M, N, "float32", op)
 
 
-@pytest.mark.xfail(strict=True, raises=TilewrightError,
-                   reason="F2: a row broadcast over a one-row tile becomes a 1-D map whose r[0] is no vector operand")
 @pytest.mark.parametrize("N", [1, 8, 13])
 @pytest.mark.parametrize("op", ["bsub", "bdiv"])
-def test_row_broadcast_over_one_row(N, op):
-    run_vec(1, N, "float32", op)
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_row_broadcast_over_one_row(N, op, dt):
+    # F2 (fixed): the frontend dropped the unit row dim, so the map was 1-D and r[0] no vector operand
+    run_vec(1, N, dt, op)
+
+
+def test_row_broadcast_over_a_one_row_window():
+    # (row 8: r[8] starts a 32 B block; r[3] would be the located misalignment error)
+    @T.prim_func
+    def main(X: T.Tensor((16, 24), "float32"), Y: T.Tensor((16, 24), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_UB((16, 24), "float32")
+            r = T.alloc_UB((16,), "float32")
+            with T.Scope("V"):
+                T.copy(X, x)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                T.reduce_max(x, r, dim=1)
+                T.pipe_barrier("V")
+                T.sub(x[8:9, :], x[8:9, :], r[8:9, None])
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(x, Y)
+    x = (ints((16, 24), "float32", 23, 1, 9) / 4).astype(np.float32)
+    p = compile_npu(main, out_idx=[-1]).profile(x)
+    assert p["reports"] == []
+    want = f64(x)
+    want[8] -= want[8].max()
+    np.testing.assert_array_equal(f64(p.outputs), want)
 
 
 # ---------------------------------------------------------------------------------------------
