@@ -124,26 +124,36 @@ def test_missing_pipe_m_barrier_between_small_mmads_is_an_api_rule_at_the_mma():
     assert "ceil(m/16) * ceil(n/16) = 4 < 10" in p["reports"][0] and "PipeBarrier<PIPE_M>" in p["reports"][0]
 
 
-def test_l0_tiles_reloaded_before_the_mmad_finished_are_reported_at_the_load():
-    # no M -> MTE1 flag: the next step's LoadData overwrites a0 / b0 while Mmad may still read them
-    a, b = cube_inputs(32, 32, 64)
-    p = compile_npu(cube_kernel(32, 32, 64, reuse_flag=False), out_idx=[-1]).profile(a, b)
-    assert p["reports"] and p["reports"][0].startswith(at("CUBE_LOAD_A"))
-    # with the same-pipe order written, the cross-pipe race remains, with the flag that fixes it
-    p = compile_npu(cube_kernel(32, 32, 64, reuse_flag=False, mte1_barrier=True), out_idx=[-1]).profile(a, b)
-    r = p["reports"][0]
-    assert r.startswith(at("CUBE_LOAD_A") + "race: "), r
-    assert "read by M on AIC 0" in r and "add SetFlag<M_MTE1> after the first and WaitFlag<M_MTE1>" in r, r
-
-
-@pytest.mark.xfail(strict=True, reason="F1: the checker names only the same-pipe WAW (fix: PipeBarrier<PIPE_MTE1>), "
-                                       "not the M -> MTE1 race whose flag is the fix")
 def test_l0_tiles_reloaded_before_the_mmad_finished_name_the_m_mte1_flag():
+    # no M -> MTE1 flag: the next step's LoadData overwrites a0 / b0 while Mmad may still read them.
+    # F1 (fixed): the report named the same-pipe WAW between the two loads (PipeBarrier<PIPE_MTE1>, not the
+    # fix); now the M -> MTE1 race, whose flag also orders the two loads
     a, b = cube_inputs(32, 32, 64)
-    p = compile_npu(cube_kernel(32, 32, 64, reuse_flag=False), out_idx=[-1]).profile(a, b)
-    r = p["reports"][0]
-    assert r.startswith(at("CUBE_LOAD_A") + "race: "), r
-    assert "SetFlag<M_MTE1>" in r, r
+    for mte1_barrier in (False, True):
+        p = compile_npu(cube_kernel(32, 32, 64, reuse_flag=False, mte1_barrier=mte1_barrier), out_idx=[-1]).profile(a, b)
+        assert p["reports"]
+        r = p["reports"][0]
+        assert r.startswith(at("CUBE_LOAD_A") + "race: "), r
+        assert "read by M on AIC 0" in r and "add SetFlag<M_MTE1> after the first and WaitFlag<M_MTE1>" in r, r
+        assert not any("same-pipe hazard" in x for x in p["reports"]), p["reports"]
+
+
+def test_two_loads_into_one_tile_without_a_barrier_are_a_same_pipe_hazard():
+    # nothing reads the first load's bytes before the second overwrites them: the same-pipe report stays
+    @T.prim_func
+    def main(A: T.Tensor((16, 32), "float16"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as cid:
+            a1 = T.alloc_L1((16, 32), "float16")
+            a0 = T.alloc_L0A((16, 16), "float16")
+            with T.Scope("C"):
+                T.copy(A, a1)
+                T.set_flag("MTE2", "MTE1", 0)
+                T.wait_flag("MTE2", "MTE1", 0)
+                T.copy(a1[0:16, 0:16], a0)
+                T.copy(a1[0:16, 16:32], a0)  # @SECOND_LOAD
+    p = compile_npu(main).profile(ints((16, 32), "float16", 26), np.zeros((16, 16), np.float32))
+    assert p["reports"] and p["reports"][0].startswith(at("SECOND_LOAD") + "same-pipe hazard: "), p["reports"]
+    assert "PipeBarrier<PIPE_MTE1>" in p["reports"][0]
 
 
 # ---------------------------------------------------------------------------------------------
