@@ -988,10 +988,12 @@ def test_cross_core_sets_all_consumed():
     assert compile_npu(cross_left_set_kernel(3, True)).profile(np.zeros((16, 64), np.float32))["reports"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="F8: cross-core sets left pending at the end of the kernel are not reported "
-                                       "(a local flag left set is)")
 @pytest.mark.parametrize("n", [1, 3])
 def test_cross_core_sets_left_pending_are_reported(n):
+    # F8 (fixed): a local flag left set was reported, a cross-core one was not
     p = compile_npu(cross_left_set_kernel(n, False)).profile(np.zeros((16, 64), np.float32))
-    assert p["reports"] and p["reports"][0].startswith(at("CROSS_LEFT_SET")), p["reports"]
-    assert "AIV 1" in p["reports"][0]
+    assert len(p["reports"]) == 1, p["reports"]
+    r = p["reports"][0]
+    assert r.startswith(at("CROSS_LEFT_SET") + "unmatched set flag: cross-core flag 4 of AIV 1 has "
+                        f"{n} set(s) never waited for"), r
+    assert "add the matching CrossCoreWaitFlag on AIV 1" in r, r
