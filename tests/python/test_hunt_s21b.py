@@ -997,3 +997,41 @@ def test_cross_core_sets_left_pending_are_reported(n):
     assert r.startswith(at("CROSS_LEFT_SET") + "unmatched set flag: cross-core flag 4 of AIV 1 has "
                         f"{n} set(s) never waited for"), r
     assert "add the matching CrossCoreWaitFlag on AIV 1" in r, r
+
+
+@pytest.mark.parametrize("M,N", [(3, 13), (2, 257), (16, 130)])
+def test_independent_ops_sharing_the_compiler_scratch_need_no_user_barrier(M, N):
+    # two wide row reductions and two row broadcasts with no data dependence between them (so no
+    # pipe_barrier written): their expansions reuse tw_vec_scratch, which the compiler fences itself
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), W: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32"),
+             Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_UB((M, N), "float32")
+            w = T.alloc_UB((M, N), "float32")
+            y = T.alloc_UB((M, N), "float32")
+            z = T.alloc_UB((M, N), "float32")
+            r = T.alloc_UB((M,), "float32")
+            q = T.alloc_UB((M,), "float32")
+            with T.Scope("V"):
+                T.copy(X, x)
+                T.copy(W, w)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                T.reduce_max(x, r, dim=1)
+                T.reduce_max(w, q, dim=1)
+                T.pipe_barrier("V")
+                T.sub(y, x, r[:, None])
+                T.sub(z, w, q[:, None])
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(y, Y)
+                T.copy(z, Z)
+    rng = np.random.default_rng(27)
+    x, w = rng.standard_normal((M, N)).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    p = compile_npu(main, out_idx=[2, 3]).profile(x, w)
+    assert p["reports"] == []
+    Y, Z = p.outputs
+    # one float32 subtraction per element (correctly rounded, as numpy's float32 one)
+    np.testing.assert_array_equal(Y, x - x.max(1)[:, None])
+    np.testing.assert_array_equal(Z, w - w.max(1)[:, None])
