@@ -1035,3 +1035,47 @@ def test_independent_ops_sharing_the_compiler_scratch_need_no_user_barrier(M, N)
     # one float32 subtraction per element (correctly rounded, as numpy's float32 one)
     np.testing.assert_array_equal(Y, x - x.max(1)[:, None])
     np.testing.assert_array_equal(Z, w - w.max(1)[:, None])
+
+
+def f32_mma_kernel(M, N, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, is_npu=True) as cid:
+            a1 = T.alloc_L1((M, K), "float32")
+            b1 = T.alloc_L1((K, N), "float32")
+            a0 = T.alloc_L0A((M, K), "float32")
+            b0 = T.alloc_L0B((K, N), "float32")
+            c0 = T.alloc_L0C((M, N), "float32")
+            with T.Scope("C"):
+                T.copy(A, a1)
+                T.copy(B, b1)
+                T.set_flag("MTE2", "MTE1", 0)
+                T.wait_flag("MTE2", "MTE1", 0)
+                T.copy(a1, a0)
+                T.copy(b1, b0)  # @F32_B_LOAD  (K x N float32: LoadData3DParamsV2, whole 16 x 16 fractals)
+                T.set_flag("MTE1", "M", 0)
+                T.wait_flag("MTE1", "M", 0)
+                T.mma(a0, b0, c0, init=True)
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(c0, C)
+    return main
+
+
+def run_f32_mma(M, N, K):
+    a, b = ints((M, K), "float32", 28), ints((K, N), "float32", 29)
+    p = compile_npu(f32_mma_kernel(M, N, K), out_idx=[-1]).profile(a, b)
+    assert p["reports"] == [], p["reports"]
+    np.testing.assert_array_equal(f64(p.outputs), f64(a) @ f64(b))
+
+
+@pytest.mark.parametrize("M,N,K", [(16, 16, 16), (17, 24, 32), (3, 40, 48)])
+def test_float32_kxn_b_in_l0b_with_k_a_multiple_of_16(M, N, K):
+    run_f32_mma(M, N, K)
+
+
+@pytest.mark.xfail(strict=True, reason="F10: the expert L0B tile is planned with K rounded to 8 (C0), the float32 "
+                                       "transposing load writes K rounded to 16: out of bounds, load skipped")
+@pytest.mark.parametrize("M,N,K", [(16, 16, 8), (17, 24, 24), (3, 40, 40), (1, 8, 1)])
+def test_float32_kxn_b_in_l0b_with_any_k(M, N, K):
+    run_f32_mma(M, N, K)
