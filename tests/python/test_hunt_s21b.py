@@ -1079,3 +1079,33 @@ def test_float32_kxn_b_in_l0b_with_k_a_multiple_of_16(M, N, K):
 @pytest.mark.parametrize("M,N,K", [(16, 16, 8), (17, 24, 24), (3, 40, 40), (1, 8, 1)])
 def test_float32_kxn_b_in_l0b_with_any_k(M, N, K):
     run_f32_mma(M, N, K)
+
+
+@pytest.mark.parametrize("M,N,K", [(16, 16, 8), (17, 24, 24), (3, 40, 40), (1, 8, 1)])
+def test_float32_b_stored_n_by_k_at_any_k(M, N, K):
+    # the form F10's hint can name: B stored N x K, loaded untransposed, T.gemm(..., transpose_B=True)
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((N, K), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, is_npu=True) as cid:
+            a1 = T.alloc_L1((M, K), "float32")
+            b1 = T.alloc_L1((N, K), "float32")
+            a0 = T.alloc_L0A((M, K), "float32")
+            b0 = T.alloc_L0B((N, K), "float32")
+            c0 = T.alloc_L0C((M, N), "float32")
+            with T.Scope("C"):
+                T.copy(A, a1)
+                T.copy(B, b1)
+                T.set_flag("MTE2", "MTE1", 0)
+                T.wait_flag("MTE2", "MTE1", 0)
+                T.copy(a1, a0)
+                T.copy(b1, b0)
+                T.set_flag("MTE1", "M", 0)
+                T.wait_flag("MTE1", "M", 0)
+                T.gemm(a0, b0, c0, transpose_B=True, clear_accum=True)
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(c0, C)
+    a, b = ints((M, K), "float32", 30), ints((N, K), "float32", 31)
+    p = compile_npu(main, out_idx=[-1]).profile(a, b)
+    assert p["reports"] == []
+    np.testing.assert_array_equal(f64(p.outputs), f64(a) @ f64(b).T)
