@@ -1109,3 +1109,67 @@ def test_float32_b_stored_n_by_k_at_any_k(M, N, K):
     p = compile_npu(main, out_idx=[-1]).profile(a, b)
     assert p["reports"] == []
     np.testing.assert_array_equal(f64(p.outputs), f64(a) @ f64(b).T)
+
+
+def cast_kernel(sdt, ddt, rnd="none"):
+    @T.prim_func
+    def main(X: T.Tensor((4, 64), sdt), Y: T.Tensor((4, 64), ddt)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_UB((4, 64), sdt)
+            y = T.alloc_UB((4, 64), ddt)
+            with T.Scope("V"):
+                T.copy(X, x)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                T.cast(y, x, round=rnd)  # @CAST
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("sdt,ddt,mode", [
+    ("float32", "int32", "CAST_TRUNC"), ("float16", "int32", "CAST_TRUNC"), ("float16", "int8", "CAST_TRUNC"),
+    ("int32", "float32", "CAST_RINT"), ("float32", "float16", "CAST_RINT"), ("float16", "float32", "CAST_NONE"),
+    ("bfloat16", "float32", "CAST_NONE"), ("int8", "float16", "CAST_NONE"),
+])
+def test_expert_casts_print_a_mode_table_4_lists(sdt, ddt, mode):
+    # Cast.md table 4 (Atlas A2): float -> int32 and half -> int32 have no CAST_NONE; widening casts only CAST_NONE
+    if sdt in ("float32", "float16", "bfloat16"):
+        x = (ints((4, 64), "float32", 32, -20, 20) / 4).astype(tw.testing.np_dtype(sdt))
+    else:
+        x = ints((4, 64), sdt, 32, -20, 20)
+    k = compile_npu(cast_kernel(sdt, ddt), out_idx=[-1])
+    p = k.profile(x)
+    assert p["reports"] == []
+    want = np.trunc(f64(x)) if ddt.startswith("int") else f64(x)
+    np.testing.assert_array_equal(f64(p.outputs), want)
+    casts = [ln for ln in k.get_source("ascendc").splitlines() if "Cast(" in ln]
+    assert len(casts) == 1 and f"RoundMode::{mode}" in casts[0], casts
+
+
+@pytest.mark.xfail(strict=True, reason="F11: Cast int32 -> half on dav-c220 is vconv_deq (scaled by SetDeqScale, "
+                                       "round mode ignored); printed without SetDeqScale, simulated as a plain "
+                                       "conversion")
+def test_expert_cast_int32_to_float16_is_a_documented_conversion():
+    x = ints((4, 64), "int32", 33, -20, 20)
+    try:
+        k = compile_npu(cast_kernel("int32", "float16"), out_idx=[-1])
+    except TilewrightError as e:                 # refused at the line (hint: through float32)
+        assert e.line == line("CAST") and "float32" in (e.message + (e.hint or "")), e
+        return
+    p = k.profile(x)
+    assert p["reports"] == []
+    np.testing.assert_array_equal(f64(p.outputs), f64(x))
+    src = k.get_source("ascendc")
+    direct = [ln for ln in src.splitlines() if "Cast(y, x," in ln]
+    assert not direct or "SetDeqScale" in src, direct
+
+
+@pytest.mark.xfail(strict=True, raises=TilewrightError,
+                   reason="F12: Cast bfloat16 -> int32 (an A2 Cast) is refused as bfloat16 arithmetic")
+def test_expert_cast_bfloat16_to_int32():
+    x = (ints((4, 64), "float32", 34, -20, 20) / 4).astype(tw.testing.np_dtype("bfloat16"))
+    p = compile_npu(cast_kernel("bfloat16", "int32"), out_idx=[-1]).profile(x)
+    assert p["reports"] == []
+    np.testing.assert_array_equal(f64(p.outputs), np.trunc(f64(x)))
