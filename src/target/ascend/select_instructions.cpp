@@ -1594,7 +1594,8 @@ class Lowerer {
     }
     std::string what = "conversion from " + std::string(from.name()) + " to " + std::string(to.name()) +
                        ": dav-c220 has no Cast for this pair (its Casts: float32 <-> float16 / bfloat16 / int32, "
-                       "float16 <-> int8 / uint8 / int32, bfloat16 -> int32)";
+                       "float16 <-> int8 / uint8, float16 -> int32, bfloat16 -> int32; int32 -> float16 is a "
+                       "dequantizing Cast scaled by SetDeqScale's register)";
     if (chained)
       throw Error(what, sp, "convert in steps, through one UB tile per dtype: " + steps +
                                 " (each step a T.copy / T.cast between tiles, exact for the values the conversion "
