@@ -673,7 +673,11 @@ class Verifier {
     if (ta != tb)
       fail(sp, "gemm: A and B must have the same dtype, but " + q(n->a.buffer->name) + " is " + dt(ta) + " and " +
                    q(n->b.buffer->name) + " is " + dt(tb),
-           "copy one operand into a tile of the other's dtype first (copy converts)");
+           n->a.buffer->scope == Scope::L0A || n->a.buffer->scope == Scope::L1 || n->b.buffer->scope == Scope::L0B ||
+                   n->b.buffer->scope == Scope::L1
+               ? "give both operands one dtype: the Cube's copies (GM -> L1 -> L0) do not convert; convert on the "
+                 "Vector core (T.cast in UB) and hand the data over through GM"
+               : "copy one operand into a tile of the other's dtype first (copy converts)");
     Scope cs = n->c.buffer->scope;
     if (cs != Scope::fragment && cs != Scope::L0C)
       fail(sp, "gemm: accumulator C " + q(n->c.buffer->name) + " must be a fragment (or L0C) buffer, got " +

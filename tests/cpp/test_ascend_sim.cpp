@@ -850,6 +850,8 @@ TEST(AscendSimApiRules, CastPairsAndChains) {
   EXPECT_FALSE(cast_pair_available(D::bf16, D::i32));
   EXPECT_FALSE(cast_pair_available(D::i8, D::f32));
   EXPECT_FALSE(cast_pair_available(D::i8, D::i32));
+  EXPECT_FALSE(cast_pair_available(D::f16, D::i32));  // a dequantizing Cast (SetDeqScale), not a conversion
+  EXPECT_TRUE(cast_pair_available(D::i32, D::f16));
   auto names = [](D dst, D src) {
     std::string out;
     for (ir::DType t : cast_chain(dst, src)) out += std::string(t.name()) + " ";

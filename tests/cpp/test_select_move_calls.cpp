@@ -317,7 +317,7 @@ TEST(SelectMoveCalls, ConstantFieldOverflowIsAnErrorAtTheLine) {
   expect_error(r.with(CopyGmToL1{r.x(), r.at(r.l1), DTypeCode::f16, C(16), C(64), C(70000), C(16), C(64)}, 20), 20,
                "Nd2NzParams.srcDValue = 70000 (elements) is outside 0..65535");
   expect_error(r.with(CopyGmToUb{r.x(), r.at(r.ub), DTypeCode::f32, C(4096), C(4), C(4), C(32)}, 21), 21,
-               "DataCopyExtParams.blockCount = 4096 (rows) is outside");
+               "DataCopyExtParams.blockCount = 4096 (rows) is above 4095");
   expect_error(r.with(CopyUbToUb{r.at(r.ub), r.at(r.ub2), DTypeCode::f32, C(2), C(32) , C(32 * 70000), C(32)}, 22), 22,
                "DataCopyParams.srcStride = 69999 (32 B blocks) is outside 0..65535");
   expect_error(r.with(LoadL0{r.at(r.l1), r.at(r.l0a), DTypeCode::f16, C(4096), C(0), C(0), C(4096), C(16 * 256), false}, 23),

@@ -173,7 +173,8 @@ CHAINS = [  # (from, to, the chain named in the hint, or None: no exact chain)
     ("float32", "uint8", "float32 -> int32 -> float32 -> float16 -> uint8"),
     ("int8", "float32", "int8 -> float16 -> float32"),
     ("uint8", "int32", "uint8 -> float16 -> int32"),
-    ("int32", "float16", None),   # float16 <-> int32 is a Cast pair: no error
+    ("int32", "float16", "int32 -> float32 -> float16"),   # dav-c220's int32 -> half Cast dequantizes (F11)
+    ("float16", "int32", None),   # half -> int32 is a Cast pair: no error
     ("float16", "bfloat16", "float16 -> float32 -> bfloat16"),
     ("bfloat16", "float16", "bfloat16 -> float32 -> float16"),
     ("int32", "int8", "no chain"),

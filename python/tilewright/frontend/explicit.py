@@ -292,9 +292,18 @@ class PrimFuncParser(Parser):
 
     # Vector tile ops (expanded to T.Parallel maps) ----------------------------------------------
 
-    def tile_view(self, node, name, what):
+    @staticmethod
+    def _has_new_axis(node):
+        """``x[:, None]``: a subscript with a None index (a per-row vector broadcast)."""
+        if not isinstance(node, ast.Subscript):
+            return False
+        elts = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return any(isinstance(e, ast.Constant) and e.value is None for e in elts)
+
+    def tile_view(self, node, name, what, min_dims=1):
         """A tile operand of a vector op: (region, dims) where dims lists, per logical dimension,
-        (extent, region dim or None for a new axis from ``x[:, None]``)."""
+        (extent, region dim or None for a new axis from ``x[:, None]``); leading unit dims are
+        dropped down to `min_dims` dims."""
         new_axes = []
         if isinstance(node, ast.Subscript):
             sl = node.slice
@@ -314,16 +323,16 @@ class PrimFuncParser(Parser):
                 if v.is_point:
                     self.error(node, f"{name}: {what} must be a tile (a buffer or a slice), not one element")
                 r = self.region(v, node, None, what)
-                return r, self._dims(r, new_axes, node, name)
+                return r, self._dims(r, new_axes, node, name, min_dims)
         v = self.expr(node)
         if isinstance(v, Operand) and v.is_point:
             return None, None  # one element: a scalar operand
         if not isinstance(v, (Buffer, Operand)):
             return None, None
         r = self.region(v, node, None, what)
-        return r, self._dims(r, [], node, name)
+        return r, self._dims(r, [], node, name, min_dims)
 
-    def _dims(self, r, new_axes, node, name):
+    def _dims(self, r, new_axes, node, name, min_dims=1):
         exts = []
         for e in r.extents:
             c = ir.as_const_int(e)
@@ -333,12 +342,12 @@ class PrimFuncParser(Parser):
         dims = [(x, i) for i, x in enumerate(exts)]
         for pos in new_axes:
             dims.insert(pos, (1, None))
-        while len(dims) > 1 and dims[0][0] == 1:  # leading unit dims (e.g. a stage index)
+        while len(dims) > min_dims and dims[0][0] == 1:  # leading unit dims (e.g. a stage index)
             dims.pop(0)
         return dims
 
-    def vec_dst(self, node, a, name):
-        r, dims = self.tile_view(a["dst"], name, "the destination")
+    def vec_dst(self, node, a, name, min_dims=1):
+        r, dims = self.tile_view(a["dst"], name, "the destination", min_dims)
         if r is None:
             self.error(a["dst"], f"{name}: the destination must be a tile buffer or a slice of one")
         if r.buffer.scope == "global":
@@ -403,9 +412,12 @@ class PrimFuncParser(Parser):
         if len(node.args) + len(node.keywords) < 3 and op in ("max", "min"):
             self.error(node, f"{name}(a, b) computes a value; as a statement write {name}(dst, a, b)")
         a = self.call_args(node, name, ["dst", "a", "b"])
-        dst, ddims = self.vec_dst(node, a, name)
-        ra, adims = self.tile_view(a["a"], name, "operand a")
-        rb, bdims = self.tile_view(a["b"], name, "operand b")
+        # a per-row broadcast (v[:, None]) keeps the map 2-D when the tile has one row (its unit row dim
+        # is not dropped: a 1-D map would read v[0] as one UB element, which is no vector operand)
+        md = 2 if self._has_new_axis(a["a"]) or self._has_new_axis(a["b"]) else 1
+        dst, ddims = self.vec_dst(node, a, name, md)
+        ra, adims = self.tile_view(a["a"], name, "operand a", md)
+        rb, bdims = self.tile_view(a["b"], name, "operand b", md)
         dt = dst.buffer.dtype
         if ra is None:
             if rb is not None and op in ("add", "mul", "max", "min"):  # scalar op tile: commute

@@ -1089,7 +1089,7 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
 }
 
 // One conversion as the Cast calls dav-c220 has (AscendC Cast, dav_c220 vconv): float32 <->
-// float16/bfloat16/int32, float16 <-> int8/uint8/int32, bfloat16 -> int32. The other pairs are
+// float16/bfloat16/int32, float16 <-> int8/uint8, float16 -> int32, bfloat16 -> int32. The other pairs are
 // chained (cast_chain, program.h): every intermediate step is exact for the values the conversion
 // is defined on, so the result is the language's (one rounding into a float type; float32 ->
 // int8/uint8 truncates in its first step, to int32).

@@ -698,7 +698,8 @@ bool flag_pair_legal(CoreType t, Pipe src, Pipe dst);
 // those and int -> int, CAST_RINT into a float type, CAST_TRUNC float -> int.
 bool cast_widening_exact(ir::DType dst, ir::DType src);
 // The Cast pairs dav-c220 has (AscendC Cast, dav_c220 vconv_impl): float32 <-> float16 / bfloat16 /
-// int32, float16 <-> int8 / uint8 / int32, bfloat16 -> int32.
+// int32, float16 <-> int8 / uint8, float16 -> int32, bfloat16 -> int32 (int32 -> float16 is a
+// dequantizing Cast scaled by SetDeqScale's register, not a conversion: not a pair here).
 bool cast_pair_available(ir::DType dst, ir::DType src);
 // The dtypes a conversion src -> dst steps through as Casts (the last one is dst; empty when
 // src == dst): bfloat16 <-> float16 via float32; int8/uint8 -> float32/bfloat16/int32 via float16;

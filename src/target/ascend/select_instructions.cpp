@@ -1507,7 +1507,11 @@ class Lowerer {
     ir::DType t = g->a.buffer->dtype;
     auto [m, k, n] = gemm_dims(*g);
     for (int64_t d : {m, n, k})
-      if (d > 4095) throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp);
+      if (d > 4095)
+        throw Error("gemm dimension " + std::to_string(d) + " exceeds the Mmad limit 4095", sp,
+                    d == k ? "split K: several gemms over K windows of A and B (e.g. two halves), each after the "
+                             "first accumulating into C (clear_accum=False / init=False)"
+                           : "use a smaller tile (at most 4095 rows and columns per gemm)");
     // Mmad with m = 1 runs as GEMV (A read as ND, not Zz; Mmad docs): compute a whole fractal row
     // instead (rows 1..15 of the L0A fractal and of L0C are padding; Fixpipe writes the valid row).
     const int64_t mm = m == 1 ? 16 : m;
@@ -1616,7 +1620,8 @@ class Lowerer {
     }
     std::string what = "conversion from " + std::string(from.name()) + " to " + std::string(to.name()) +
                        ": dav-c220 has no Cast for this pair (its Casts: float32 <-> float16 / bfloat16 / int32, "
-                       "float16 <-> int8 / uint8 / int32, bfloat16 -> int32)";
+                       "float16 <-> int8 / uint8, float16 -> int32, bfloat16 -> int32; int32 -> float16 is a "
+                       "dequantizing Cast scaled by SetDeqScale's register)";
     if (chained)
       throw Error(what, sp, "convert in steps, through one UB tile per dtype: " + steps +
                                 " (each step a T.copy / T.cast between tiles, exact for the values the conversion "
@@ -2142,10 +2147,11 @@ class Lowerer {
         if (from == ir::DType(ir::DTypeCode::boolean)) from = ir::DType(ir::DTypeCode::u8);
         if (t.is_float() || !from.is_float()) rm = cast_round_mode(t, from);
         VecOperand src = a->first;
-        bool bf16_f32 = (from == ir::DType(ir::DTypeCode::bf16) && t == ir::DType(ir::DTypeCode::f32)) ||
-                        (t == ir::DType(ir::DTypeCode::bf16) && from == ir::DType(ir::DTypeCode::f32));
+        // a Cast is no arithmetic: a bfloat16 side is fine for the pairs dav-c220 has (bfloat16 <-> float32,
+        // bfloat16 -> int32; cast_pair_ok rejects the others)
+        bool bf16 = from == ir::DType(ir::DTypeCode::bf16) || t == ir::DType(ir::DTypeCode::bf16);
         cast_pair_ok(t, from, sp);
-        if (!bf16_f32) vec_dtype_ok(from, sp, "cast", true);
+        if (!bf16) vec_dtype_ok(from, sp, "cast", true);
         return emit_v({&dst, &src}, [&](Expr r, Expr c) { return VecCast{t, from, rm, dst, src, r, c}; });
       }
       if (scalar(x)) return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });

@@ -54,9 +54,11 @@ class Selector {
  private:
   // A field of the call: a constant outside [lo, hi] is an error at the instruction's line.
   Expr field(const char* call, const char* name, Expr e, int64_t lo, int64_t hi, const std::string& what) const {
+    // (a negative lo only lets run-time counts through to their guards: the field itself starts at 0 or 1)
     if (auto c = ir::as_const_int(e); c && (*c < lo || *c > hi))
-      throw Error(std::string(call) + "." + name + " = " + std::to_string(*c) + " (" + what + ") is outside " +
-                      std::to_string(lo) + ".." + std::to_string(hi) + ", the range of the field",
+      throw Error(std::string(call) + "." + name + " = " + std::to_string(*c) + " (" + what + ") is " +
+                      (lo < 0 ? "above " + std::to_string(hi) + ", the largest value of the field"
+                              : "outside " + std::to_string(lo) + ".." + std::to_string(hi) + ", the range of the field"),
                   span_, hint(name));
     return e;
   }

@@ -169,18 +169,23 @@ void Checker::access_range(Core& c, Pipe p, uint32_t uid, int space, int64_t a, 
     }
     Seg& g = it->second;
     if (!reported) {
-      if (g.has_w && g.w.uid != uid && !ordered(g.w, t)) {
-        conflict(c, p, uid, g.w, true, write, space, std::max(a, it->first), std::min(b, g.end));
-        reported = true;
-      } else if (write) {
+      // One report per access: the unordered earlier write, else an unordered earlier read (a write).
+      // A write whose only unordered write is its own pipe's (a same-pipe hazard) reports another
+      // pipe's unordered read of the bytes first: that read followed the earlier write, so the flag
+      // that orders this write after the read orders it after both (a PipeBarrier would not: L0
+      // reloaded while the Mmad still reads it names M -> MTE1, session 21 hunt F1).
+      const Epoch* hit = g.has_w && g.w.uid != uid && !ordered(g.w, t) ? &g.w : nullptr;
+      bool hit_write = hit != nullptr;
+      if (write && (!hit || static_cast<int>(hit->tid) == t))
         for (const Epoch& r : g.r)
-          if (r.uid != uid) {
-            if (!ordered(r, t)) {
-              conflict(c, p, uid, r, false, write, space, std::max(a, it->first), std::min(b, g.end));
-              reported = true;
-              break;
-            }
+          if (r.uid != uid && !ordered(r, t) && (!hit || static_cast<int>(r.tid) != t)) {
+            hit = &r;
+            hit_write = false;
+            break;
           }
+      if (hit) {
+        conflict(c, p, uid, *hit, hit_write, write, space, std::max(a, it->first), std::min(b, g.end));
+        reported = true;
       }
       if (!reported && !atomic)
         for (const Epoch& w : g.aw)

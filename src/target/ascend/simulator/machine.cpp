@@ -1192,6 +1192,20 @@ void Machine::finish() {
                  "before the kernel ends)",
              ins);
     }
+    // cross-core sets that arrived and were never waited for: each id is a counter that outlives the
+    // block (a later block of this core, or the next kernel, would pass its CrossCoreWaitFlag at once);
+    // Set and Wait are used in pairs (CrossCoreSetFlag docs; session 21 hunt F8)
+    for (size_t id = 0; id < c.cross.size(); ++id) {
+      if (c.cross[id].empty()) continue;
+      std::vector<ReportInstr> ins;
+      if (checker && c.cross[id].front().uid) ins.push_back(checker->describe(c.cross[id].front().uid));
+      report(ReportKind::UnmatchedSetFlag,
+             "cross-core flag " + std::to_string(id) + " of " + c.name + " has " + std::to_string(c.cross[id].size()) +
+                 " set(s) never waited for when the kernel ends (CrossCoreSetFlag and CrossCoreWaitFlag are used in "
+                 "pairs: a left-over set would release a later wait on this core at once): add the matching "
+                 "CrossCoreWaitFlag on " + c.name + ", or set only for the cores that wait",
+             ins);
+    }
   }
   int64_t total = timing->drained();
   for (auto& c : cores) {
