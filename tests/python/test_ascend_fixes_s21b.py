@@ -294,3 +294,11 @@ def test_windows_on_blocks_or_at_the_row_end_keep_the_rest(n, w, start):
     want = np.full((2, w), 7.0, np.float32)
     want[:, start:start + n] = x
     np.testing.assert_array_equal(out, want)
+
+
+def test_window_starting_inside_a_block_stays_the_misaligned_report():
+    # a start inside a 32 B block is no address DataCopyPad can write: the simulator's `misaligned`
+    # report at the line (test_ascend.py::test_misaligned_ub_address), not this check
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    p = tw.compile(ub_window(3, 16, start=2), target=TARGET, out_idx=[-1]).profile(x)
+    assert any(r.startswith(f"{THIS}:{line('UB_WINDOW')}: misaligned") for r in p["reports"]), p["reports"]

@@ -547,8 +547,8 @@ class PrimFuncParser(Parser):
         if es is None or row is None or start is None or ext is None:
             return
         end = start + ext
-        if end >= row or end * es % 32 == 0:
-            return
+        if start * es % 32 != 0 or end >= row or end * es % 32 == 0:
+            return  # (a start inside a block is the simulator's `misaligned` report)
         block = 32 // es
         clobbered = min(row, -(-end // block) * block)
         self.error(node, f"T.copy GM -> UB into '{d.buffer.name}' columns {start}:{end}: the window ends inside a "
