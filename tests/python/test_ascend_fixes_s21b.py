@@ -302,3 +302,21 @@ def test_window_starting_inside_a_block_stays_the_misaligned_report():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     p = tw.compile(ub_window(3, 16, start=2), target=TARGET, out_idx=[-1]).profile(x)
     assert any(r.startswith(f"{THIS}:{line('UB_WINDOW')}: misaligned") for r in p["reports"]), p["reports"]
+
+
+def auto_abs_tile_op():
+    @T.prim_func
+    def main(X: T.Tensor((3, 37), "int32"), Y: T.Tensor((3, 37), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((3, 37), "int32")
+            y = T.alloc_fragment((3, 37), "int32")
+            T.copy(X, x)
+            T.abs(y, x)  # the tile-op form in an automatic kernel: a map, lowered by expand_math
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_int32_abs_tile_op_in_an_automatic_kernel(target):
+    x = ints((3, 37), "int32", 9, -100, 100)
+    np.testing.assert_array_equal(run(tw.compile(auto_abs_tile_op(), target=target, out_idx=[-1]), target, x), np.abs(x))

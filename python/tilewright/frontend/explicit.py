@@ -446,7 +446,7 @@ class PrimFuncParser(Parser):
                                  "vector ops do not convert", "convert first with T.cast(dst, src)")
         if not dt.startswith(("float", "bfloat")) and op not in ("abs", "relu"):
             self.error(node, f"{name} needs a float tile, got {dt}")
-        if op == "abs" and dt == "int32":
+        if op == "abs" and dt == "int32" and self.npu:  # (automatic kernels: expand_math)
             # Abs.md (Atlas A2): half / float only; Muls and Max have int32 forms
             self.error(node, "T.abs on an int32 tile: dav-c220's Abs takes half/float only",
                        "compute |x| as T.mul(neg, x, -1) then T.max(dst, x, neg) (neg: an int32 tile of the same "
