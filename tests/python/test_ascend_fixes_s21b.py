@@ -320,3 +320,31 @@ def auto_abs_tile_op():
 def test_int32_abs_tile_op_in_an_automatic_kernel(target):
     x = ints((3, 37), "int32", 9, -100, 100)
     np.testing.assert_array_equal(run(tw.compile(auto_abs_tile_op(), target=target, out_idx=[-1]), target, x), np.abs(x))
+
+
+def k_loop_with_epilogue():
+    K = T.symbolic("K")
+
+    @T.prim_func
+    def main(A: T.Tensor((32, K), "float16"), B: T.Tensor((K, 32), "float16"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(2) as bx:
+            c = T.alloc_fragment((16, 32), "float32")
+            a = T.alloc_shared((16, 32), "float16")
+            b = T.alloc_shared((32, 32), "float16")
+            T.clear(c)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[bx * 16, k * 32], a)
+                T.copy(B[k * 32, 0], b)
+                T.gemm(a, b, c)
+            for i, j in T.Parallel(16, 32):  # a Vector epilogue: Cube and Vector split
+                c[i, j] = c[i, j] + 1.0
+            T.copy(c, C[bx * 16, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("K", [0, 70])
+def test_k_zero_with_a_vector_epilogue(K, target):
+    a, b = ints((32, K), "float16", 10), ints((K, 32), "float16", 11)
+    k = tw.compile(k_loop_with_epilogue(), target=target, out_idx=[2])
+    exact(run(k, target, a, b), a.astype(np.float64) @ b.astype(np.float64) + 1)
