@@ -925,6 +925,23 @@ TEST(AscendSimApiRules, Level0RepeatStridesAreUint8) {
                   .reports.empty());
 }
 
+// Abs.md (Atlas A2): half / float only (hunt9b F6: the level-2 form's int32 check is a debug assert,
+// so Abs<int32_t> compiles and issues vabs on int32 data): an API rule report at the line.
+TEST(AscendSimApiRules, AbsTakesHalfOrFloatOnly) {
+  auto abs = [](DTypeCode t) {
+    return VecCallL2{VecApi::Abs, t, t, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{}, {}, RoundMode::None, C(64)};
+  };
+  for (DTypeCode t : {DTypeCode::f32, DTypeCode::f16}) {
+    auto ok = run_aiv({{abs(t), 58}});
+    EXPECT_EQ(api_report(ok, "Abs"), nullptr) << ok.summary();
+  }
+  auto r = run_aiv({{abs(DTypeCode::i32), 58}});
+  const sim::Report* rep = api_report(r, "Abs (level-2) on int32: the API takes half or float only");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:58: API rule:"), std::string::npos) << rep->format();
+  EXPECT_NE(rep->format().find("Max(x, Muls(x, -1))"), std::string::npos) << rep->format();
+}
+
 // Compare / Select (issue 13): the lowering's form (level-0 Compare into a 32 B aligned mask in the
 // scratch area, level-2 Select) reports nothing; a level-2 Compare, an int32 Compare and a mask
 // that is not 32 B aligned are API rule reports at the line.

@@ -458,6 +458,11 @@ class PrimFuncParser(Parser):
                                  "vector ops do not convert", "convert first with T.cast(dst, src)")
         if not dt.startswith(("float", "bfloat")) and op not in ("abs", "relu"):
             self.error(node, f"{name} needs a float tile, got {dt}")
+        if op == "abs" and dt == "int32" and self.npu:  # (automatic kernels: expand_math)
+            # Abs.md (Atlas A2): half / float only; Muls and Max have int32 forms
+            self.error(node, "T.abs on an int32 tile: dav-c220's Abs takes half/float only",
+                       "compute |x| as T.mul(neg, x, -1) then T.max(dst, x, neg) (neg: an int32 tile of the same "
+                       "shape; exact but for INT_MIN, whose negation overflows)")
         sp = self.span(node)
 
         def value(lv):
@@ -535,7 +540,34 @@ class PrimFuncParser(Parser):
             s = self.region(src, a["src"], None, "the source")
             d = self.region(dst, a["dst"], s.extents, "the destination")
         s, d = self.runtime_extents(s, d, (a["src"], a["dst"]), "T.copy")
+        if self.npu:
+            self.check_ub_window_end(s, d, a["dst"])
         self.emit(ir.copy(s, d, self.span(node)))
+
+    _BYTES = {"float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1}
+
+    def check_ub_window_end(self, s, d, node):
+        """Expert GM -> UB: DataCopyPad writes each row's burst up to the end of its 32 B block (its
+        dummy bytes, docs/ascend.md "Windows of UB tiles"), so a window that ends inside a block
+        before the end of the tile's row would overwrite the tile's next elements with garbage."""
+        if s.buffer.scope != "global" or d.buffer.scope != "UB":
+            return
+        es = self._BYTES.get(d.buffer.dtype)
+        row = d.buffer.shape[-1]
+        row = row if isinstance(row, int) else ir.as_const_int(row)
+        start, ext = ir.as_const_int(d.starts[-1]), ir.as_const_int(d.extents[-1])
+        if es is None or row is None or start is None or ext is None:
+            return
+        end = start + ext
+        if start * es % 32 != 0 or end >= row or end * es % 32 == 0:
+            return  # (a start inside a block is the simulator's `misaligned` report)
+        block = 32 // es
+        clobbered = min(row, -(-end // block) * block)
+        self.error(node, f"T.copy GM -> UB into '{d.buffer.name}' columns {start}:{end}: the window ends inside a "
+                         f"32 B block, before the end of the tile's row ({row} columns): DataCopyPad fills the rest "
+                         f"of the block with dummy bytes, so columns {end}:{clobbered} would hold garbage",
+                   f"end the window on a 32 B block (a multiple of {block} {d.buffer.dtype} columns) or at the "
+                   f"row's end (e.g. a tile of its own, {ext} columns wide)")
 
     def op_atomic_add(self, node):
         """T.atomic_add(dst, value) (tilelang's name and argument order): dst += value, atomically

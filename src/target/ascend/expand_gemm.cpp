@@ -22,6 +22,7 @@ Stmt seq(std::vector<Stmt> v, const ir::Span& sp) { return std::make_shared<ir::
 struct Loop {
   ir::Var var;
   Expr min;
+  Expr extent;
   int64_t gemms;  // gemms on L1 operands in the loop's body (nested ones included)
 };
 
@@ -64,12 +65,22 @@ class Expander {
       }
       case ir::StmtKind::For: {
         auto* f = ir::as<ir::ForNode>(s);
-        loops_.push_back({f->var, f->min, count_gemms(f->body)});
+        loops_.push_back({f->var, f->min, f->extent, count_gemms(f->body)});
         Stmt body = visit(f->body);
         loops_.pop_back();
         // A pending clear left inside the loop (no gemm reached it) stays pending at this depth.
         for (auto& [b, p] : pending_) p.loops = std::min(p.loops, loops_.size());
-        return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
+        Stmt loop = std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
+        // The clears folded into a first gemm inside this loop whose loops may run 0 times: after
+        // the loop, when they did, the clear itself (a gemm of zero tiles with init).
+        std::vector<Stmt> out{loop};
+        for (size_t i = 0; i < zero_guards_.size();) {
+          if (zero_guards_[i].depth != loops_.size()) { ++i; continue; }
+          ZeroGuard z = zero_guards_[i];
+          zero_guards_.erase(zero_guards_.begin() + static_cast<std::ptrdiff_t>(i));
+          out.push_back(std::make_shared<ir::IfNode>(z.none_ran, zero_gemm(z), nullptr, z.span));
+        }
+        return out.size() == 1 ? loop : seq(std::move(out), s->span);
       }
       case ir::StmtKind::If: {
         auto* n = ir::as<ir::IfNode>(s);
@@ -192,6 +203,7 @@ class Expander {
         init = init ? ir::binary(BinOp::And, init, c, sp) : c;
       }
       if (!init) init = ir::int_imm(1, ir::DTypeCode::boolean, sp);
+      guard_zero_trips(g, it->second.loops, sp);
       pending_.erase(it);
     }
 
@@ -240,6 +252,80 @@ class Expander {
     return seq(std::move(out), sp);
   }
 
+  // The first gemm into a cleared accumulator, inside loops depth .. loops_.size() - 1 (the clear
+  // is at depth): when one of those loops may run 0 times (its trip count is not a constant >= 1),
+  // no gemm may run and the accumulator would keep whatever L0C held. Records the clear to run
+  // after loop `depth` when one of them ran 0 times.
+  void guard_zero_trips(const ir::GemmNode* g, size_t depth, const ir::Span& sp) {
+    Expr none_ran;
+    for (size_t i = depth; i < loops_.size(); ++i) {
+      auto e = ir::as_const_int(simp(loops_[i].extent));
+      if (e && *e >= 1) continue;
+      for (size_t j = depth; j < i; ++j)
+        if (uses(loops_[i].extent, loops_[j].var))
+          throw ir::Error("the first gemm into the cleared accumulator '" + g->c.buffer->name + "' is in a loop over " +
+                              loops_[i].var->name + " whose trip count " + ir::print(loops_[i].extent) +
+                              " depends on the outer loop variable " + loops_[j].var->name + " and may be 0",
+                          sp, "on Ascend the clear happens in the first gemm: clear the accumulator inside the loop "
+                              "over " + loops_[j].var->name + ", or give the inner loop at least one iteration");
+      Expr z = ir::binary(BinOp::LE, loops_[i].extent, C(0), sp);
+      none_ran = none_ran ? ir::binary(BinOp::Or, none_ran, z, sp) : z;
+    }
+    if (!none_ran) return;
+    for (const Expr& e : g->c.starts)
+      for (size_t j = depth; j < loops_.size(); ++j)
+        if (uses(e, loops_[j].var))
+          throw ir::Error("the first gemm into the cleared accumulator '" + g->c.buffer->name + "' writes the window " +
+                              ir::print(g->c) + ", which moves with the loop variable " + loops_[j].var->name +
+                              ", in a loop that may run 0 times",
+                          sp, "on Ascend the clear happens in the first gemm: clear the accumulator window inside "
+                              "that loop");
+    ir::DType t = g->a.buffer->dtype;
+    int64_t M = g->c.extents.size() >= 2 ? ir::as_const_int(g->c.extents[g->c.extents.size() - 2]).value_or(0) : 0;
+    int64_t N = ir::as_const_int(g->c.extents.back()).value_or(0);
+    zero_guards_.push_back({depth, none_ran, g->c, t, M, N, sp});
+  }
+
+  static bool uses(const Expr& e, const ir::Var& v) {
+    bool hit = false;
+    ir::for_each_expr(e, [&](const Expr& x) { hit = hit || x.get() == v.get(); });
+    return hit;
+  }
+
+  struct ZeroGuard {
+    size_t depth;    // the clear's loop depth: the guard follows loop `depth`
+    Expr none_ran;   // true when no gemm of the loops ran
+    ir::Region c;    // the accumulator window of the first gemm
+    ir::DType dtype; // its operands' dtype
+    int64_t M, N;
+    ir::Span span;
+  };
+
+  // The clear as a gemm of two zeroed L1 tiles (M x kg and N x kg, one fractal of K, B transposed:
+  // the plain L0 loads every dtype has) with init: Mmad is the only write into L0C.
+  Stmt zero_gemm(const ZeroGuard& z) {
+    const int64_t kg = std::max<int64_t>(16, 32 / z.dtype.bytes());
+    Buffer za = ir::buffer(z.c.buffer->name + "_zero_a", z.dtype, {C(round_up(z.M, 16)), C(kg)}, Scope::L1, z.span);
+    Buffer zb = ir::buffer(z.c.buffer->name + "_zero_b", z.dtype, {C(round_up(z.N, 16)), C(kg)}, Scope::L1, z.span);
+    auto window = [](const Buffer& b, int64_t r, int64_t c) {
+      ir::Region x;
+      x.buffer = b;
+      x.starts = {C(0), C(0)};
+      x.extents = {C(r), C(c)};
+      return x;
+    };
+    ir::Region ra = window(za, z.M, kg), rb = window(zb, z.N, kg);
+    Expr zero = z.dtype.is_float() ? ir::float_imm(0.0, z.dtype, z.span) : ir::int_imm(0, z.dtype, z.span);
+    auto gemm = std::make_shared<ir::GemmNode>(ra, rb, z.c, false, /*trans_b=*/true, /*clear=*/true, z.span);
+    std::vector<Stmt> out;
+    out.push_back(std::make_shared<ir::AllocNode>(za, z.span));
+    out.push_back(std::make_shared<ir::AllocNode>(zb, z.span));
+    out.push_back(std::make_shared<ir::FillNode>(ir::full_region(za), zero, z.span));  // whole C0 strips
+    out.push_back(std::make_shared<ir::FillNode>(ir::full_region(zb), zero, z.span));
+    out.push_back(expand(gemm.get(), z.span));
+    return seq(std::move(out), z.span);
+  }
+
   // A gemm whose operands are not L1 / L1 / L0C: an internal error (no fallback; global operands
   // were staged by stage_gemm_operands).
   [[noreturn]] static void reject_placement(const ir::GemmNode* g, const ir::Span& sp) {
@@ -256,6 +342,7 @@ class Expander {
   int ifs_ = 0;
   int counter_ = 0;
   std::unordered_map<const ir::BufferNode*, Pending> pending_;
+  std::vector<ZeroGuard> zero_guards_;
 };
 
 }  // namespace

@@ -25,6 +25,12 @@
 // (Mmad cmatrixInitVal): its init condition is `v == min` for every loop entered since the fill,
 // and step == 0. A fill with another value, a first gemm under an If, or a read of C before any
 // gemm is an error at the line. gemm(clear_accum=True) initialises at its first step.
+// When a loop entered since the fill may run 0 times (its trip count is not a constant >= 1, e.g.
+// ceildiv(K, 32) with a symbolic K), no gemm may run: after the outermost such loop (the one at the
+// fill's depth), `if (any of those trip counts <= 0)` runs the clear as a gemm of two zero-filled
+// L1 tiles (M x kg, and N x kg with transpose_B) with init, so C holds zeros. A trip count that depends on a loop
+// variable entered since the fill, or a C window that moves with one, is then an error at the
+// gemm (the guard cannot name it). Constant trip counts cost nothing.
 #pragma once
 
 #include "target/registry.h"

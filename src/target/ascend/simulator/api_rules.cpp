@@ -54,6 +54,10 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
                         x.api == VecApi::Reciprocal;
   if (transcendental && !float_type(x.dt))
     out.push_back(call + " on " + dtn(x.dt) + ": the API takes half or float only: cast to float32 first");
+  // Abs.md (Atlas A2): half / float only (the level-2 form's int32 check is a debug assert: on the
+  // device it issues vabs on int32 data); 8-bit and bfloat16 are reported above
+  if (x.api == VecApi::Abs && x.dt == ir::DTypeCode::i32)
+    out.push_back(call + " on int32: the API takes half or float only: compute |x| as Max(x, Muls(x, -1))");
   if (x.api == VecApi::ShiftLeft || x.api == VecApi::ShiftRight) {
     // ShiftLeft.md / ShiftRight.md (Atlas A2): int16_t/uint16_t/int32_t/uint32_t, a scalar count of
     // the element type; a count outside 0 .. bits-1 is not documented (the compiler masks it)
