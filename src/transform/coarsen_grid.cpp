@@ -202,10 +202,162 @@ class Widen : public Mutator {
   std::map<const BufferNode*, Buffer> widened_;
 };
 
+// --- Column blocks merged into whole rows -----------------------------------------------------
+
+// A grid axis bx over column blocks of width W (the reduce_mid pattern: Y[a, c] = sum_b X[a, b, c],
+// grid (ceildiv(C, W), A), each program a (B, W) tile of X): every tile's last dimension is W, and
+// every tensor is touched only by copies between a whole tile and the region whose last dimension
+// starts at bx * W (W long) and whose other starts are free of bx.
+struct ColumnAnalysis {
+  const VarNode* bx = nullptr;
+  int64_t width = -1;  // W: every tile's last dimension
+  std::set<const BufferNode*> tiles;
+  std::vector<Buffer> tensors;
+
+  bool is_column_offset(const Expr& e) const {
+    if (width == 1) return e->kind == ExprKind::Var && e.get() == bx;
+    if (e->kind != ExprKind::Binary) return false;
+    auto* b = as<BinaryNode>(e);
+    auto var_times = [&](const Expr& v, const Expr& c) { return v->kind == ExprKind::Var && v.get() == bx && is_const(c, width); };
+    return b->op == BinOp::Mul && (var_times(b->a, b->b) || var_times(b->b, b->a));
+  }
+
+  bool is_whole_tile(const Region& r) const {
+    if (!tiles.count(r.buffer.get())) return false;
+    auto shape = *r.buffer->const_shape();
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!is_const(r.starts[d], 0) || !is_const(r.extents[d], shape[d])) return false;
+    return true;
+  }
+
+  bool is_block_columns(const Region& r) {
+    if (r.buffer->scope != Scope::global || r.starts.empty() || r.starts.size() != r.buffer->shape.size()) return false;
+    const size_t last = r.starts.size() - 1;
+    if (!is_column_offset(r.starts[last]) || !is_const(r.extents[last], width)) return false;
+    for (size_t d = 0; d < last; ++d)
+      if (mentions(r.starts[d], bx) || mentions(r.extents[d], bx)) return false;
+    tensors.push_back(r.buffer);
+    return true;
+  }
+
+  bool stmt_ok(const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const auto& c : as<SeqNode>(s)->body)
+          if (!stmt_ok(c)) return false;
+        return true;
+      case StmtKind::Alloc: return true;  // checked before the walk
+      case StmtKind::Copy: {
+        auto* c = as<CopyNode>(s);
+        if (c->atomic) return false;
+        bool src_tile = tiles.count(c->src.buffer.get()), dst_tile = tiles.count(c->dst.buffer.get());
+        if (src_tile && dst_tile) return is_whole_tile(c->src) && is_whole_tile(c->dst);
+        if (src_tile) return is_whole_tile(c->src) && is_block_columns(c->dst);
+        if (dst_tile) return is_whole_tile(c->dst) && is_block_columns(c->src);
+        return false;
+      }
+      case StmtKind::Fill: {
+        auto* f = as<FillNode>(s);
+        return is_whole_tile(f->dst) && !mentions(f->value, bx);
+      }
+      case StmtKind::Reduce: {  // over a leading axis: the columns stay the last axis
+        auto* r = as<ReduceNode>(s);
+        return tiles.count(r->src.get()) && tiles.count(r->dst.get()) && r->src->ndim() >= 2 &&
+               r->axis >= 0 && r->axis < r->src->ndim() - 1;
+      }
+      case StmtKind::For: case StmtKind::If: case StmtKind::Let: case StmtKind::Store: case StmtKind::Gemm:
+      case StmtKind::CoreScope: case StmtKind::Sync:
+        return false;
+    }
+    return false;  // not reached: the switch lists every enumerator
+  }
+};
+
+class WidenColumns : public Mutator {
+ public:
+  WidenColumns(const ColumnAnalysis& a, int64_t merged) : a_(a), width_(merged) {}
+
+  Buffer mutate_buffer(const Buffer& b) override {
+    if (!a_.tiles.count(b.get())) return b;
+    auto it = widened_.find(b.get());
+    if (it != widened_.end()) return it->second;
+    auto shape = b->shape;
+    shape.back() = int_imm(width_, shape.back()->dtype, shape.back()->span);
+    return widened_[b.get()] = buffer(b->name, b->dtype, shape, b->scope, b->span);
+  }
+
+  Region mutate_region(const Region& r) override {
+    Region out{mutate_buffer(r.buffer), r.starts, r.extents};
+    out.extents.back() = int_imm(width_, r.extents.back()->dtype, r.extents.back()->span);
+    if (r.buffer->scope == Scope::global)  // bx * W (checked) -> 0: the one merged block
+      out.starts.back() = int_imm(0, r.starts.back()->dtype, r.starts.back()->span);
+    return out;
+  }
+
+ private:
+  const ColumnAnalysis& a_;
+  int64_t width_;
+  std::map<const BufferNode*, Buffer> widened_;
+};
+
+ir::Kernel coarsen_columns(const ir::Kernel& k) {
+  if (k->block_vars.size() < 2 || k->is_npu()) return k;
+  // The tiles: constant shapes sharing their last dimension W.
+  ColumnAnalysis base;
+  int64_t tile_bytes = 0;
+  bool tiles_ok = true;
+  for_each_stmt(k->body, [&](const Stmt& s) {
+    if (s->kind != StmtKind::Alloc) return;
+    const auto& b = as<AllocNode>(s)->buffer;
+    auto shape = b->const_shape();
+    if (!shape || shape->empty() || shape->back() < 1 || (base.width >= 0 && shape->back() != base.width)) {
+      tiles_ok = false;
+      return;
+    }
+    base.width = shape->back();
+    int64_t n = b->dtype.bytes();
+    for (int64_t d : *shape) n *= d;
+    tile_bytes += n;
+    base.tiles.insert(b.get());
+  });
+  if (!tiles_ok || base.tiles.empty()) return k;
+
+  for (size_t axis = 0; axis < k->block_vars.size(); ++axis) {
+    auto g = as_const_int(k->grid[axis]);
+    if (!g || *g < 2) continue;
+    int64_t programs = 1;  // after merging: the other axes
+    bool programs_known = true;
+    for (size_t o = 0; o < k->grid.size(); ++o) {
+      if (o == axis) continue;
+      auto e = as_const_int(k->grid[o]);
+      if (!e) programs_known = false;
+      else programs *= *e;
+    }
+    if (!programs_known || programs < kCoarsenMinPrograms) continue;
+    const int64_t merged = *g * base.width;
+    if (tile_bytes * *g > kCoarsenMaxColumnTileBytes) continue;
+    ColumnAnalysis a = base;
+    a.bx = k->block_vars[axis].get();
+    if (!a.stmt_ok(k->body) || a.tensors.empty()) continue;
+    bool rows_ok = true;  // the blocks cover whole rows of at most kCoarsenMaxRowBytes
+    for (const auto& t : a.tensors) {
+      auto d = as_const_int(t->shape.back());
+      rows_ok &= d && (*d + a.width - 1) / a.width == *g && *d * t->dtype.bytes() <= kCoarsenMaxRowBytes;
+    }
+    if (!rows_ok) continue;
+    WidenColumns w(a, merged);
+    Stmt body = w.mutate(k->body);
+    auto grid = k->grid;
+    grid[axis] = int_imm(1, grid[axis]->dtype, grid[axis]->span);
+    return std::make_shared<KernelNode>(k->name, k->params, k->block_vars, grid, body, k->span, k->sub_block_var);
+  }
+  return k;
+}
+
 }  // namespace
 
 ir::Kernel coarsen_grid(const ir::Kernel& k) {
-  if (k->block_vars.size() != 1 || k->is_npu()) return k;
+  if (k->block_vars.size() != 1 || k->is_npu()) return coarsen_columns(k);
   Analysis a;
   a.bx = k->block_vars[0].get();
   bool tiles_ok = true;

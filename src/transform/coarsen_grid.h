@@ -28,7 +28,30 @@ namespace tw::transform {
 //    then computed from the same row of the tiles alone.
 // F is the largest power of two with F * (largest tile) <= kCoarsenMergedTileElems, at most
 // kCoarsenMaxFactor, and no larger than the grid needs when its extent is a constant.
+//
+// A grid of two or more axes gets a second rule: an axis bx over column blocks of width W whose
+// blocks together read whole rows (op zoo's reduce_mid, Y[a, c] = sum_b X[a, b, c] over (B, W)
+// tiles with W < C: each program read half of every 4 KiB row, and the hardware prefetcher
+// streams only across rows read back to back) is merged into ONE program per value of the other
+// axes, over whole rows: every tile's last dimension becomes G * W (G the axis's extent), every
+// tensor region's column start 0, and the axis's extent 1. Columns are independent, so results
+// are bit-identical; columns past a row's end are handled by the same masked copies as before.
+// Applies only when all of these hold:
+//  - G is a constant >= 2, and the other axes are constants whose product (the programs left)
+//    is at least kCoarsenMinPrograms (2 x 8 threads);
+//  - every tile has a constant shape whose last dimension is W, and the merged tiles take at most
+//    kCoarsenMaxColumnTileBytes;
+//  - the body is a sequence of: tile allocations; copies between a whole tile and the tensor
+//    region whose last dimension starts at bx * W and is W long (other starts and extents free of
+//    bx), or between two whole tiles; fills of whole tiles with values free of bx; reductions
+//    over a tile axis other than the last (no maps, no loops);
+//  - every tensor so accessed has a constant last dimension D with ceildiv(D, W) == G and rows
+//    of at most kCoarsenMaxRowBytes (the range where one row a step wins, docs/performance.md).
 ir::Kernel coarsen_grid(const ir::Kernel& k);
+
+inline constexpr int64_t kCoarsenMinPrograms = 16;
+inline constexpr int64_t kCoarsenMaxColumnTileBytes = int64_t(2) << 20;
+inline constexpr int64_t kCoarsenMaxRowBytes = 4096;
 
 inline constexpr int64_t kCoarsenMaxTileElems = 64;
 inline constexpr int64_t kCoarsenMergedTileElems = 256;

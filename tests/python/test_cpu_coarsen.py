@@ -3,7 +3,12 @@ reductions and tiny programs"): a 1-D grid of blocks whose tiles hold a few elem
 over (M, 1) in blocks of 8 rows) is merged into programs of 32-64 blocks, so the vector loops
 run across the merged rows. Rows are independent, so results must be bit-identical to the
 unmerged kernel (a twin the pass leaves alone: it holds one more, larger tile) and match
-float64 on tails (M not a multiple of the merged rows), one row, one column and no rows."""
+float64 on tails (M not a multiple of the merged rows), one row, one column and no rows.
+
+A grid axis over column blocks that together read whole rows (op zoo's reduce_mid) is merged
+into one program over whole rows per value of the other axes, when at least 16 programs remain;
+checked the same way (bit-identical to a twin the pass leaves alone, close to float64) at column
+counts that are not a multiple of the block, one block, and B of 1, 3 and 37."""
 import pathlib
 import sys
 
@@ -79,3 +84,72 @@ def test_merged_log_softmax_matches_float64(M, N):
     k = log_softmax(N)
     assert "ceildiv(M, 8)" not in grid_of(k, "coarsen_grid")
     np.testing.assert_allclose(k(x), ref_softmax(x, log=True), rtol=1e-6, atol=1e-6)
+
+
+@tw.jit(out_idx=[-1])
+def reduce_mid(A, B, C, kind, block_C, dtype="float32", twin=False):
+    """bench/op_zoo.py's reduce_mid; twin=True adds an unused (1, 8) tile, which keeps the kernel
+    out of coarsening (its tiles no longer share their last dimension)."""
+    @T.prim_func
+    def main(X: T.Tensor((A, B, C), dtype), Y: T.Tensor((A, C), dtype)):
+        with T.Kernel(T.ceildiv(C, block_C), A) as (bx, by):
+            x = T.alloc_fragment((B, block_C), dtype)
+            s = T.alloc_fragment((block_C,), dtype)
+            if twin:
+                unused = T.alloc_fragment((1, 8), dtype)  # noqa: F841
+            T.copy(X[by, 0:B, bx * block_C:(bx + 1) * block_C], x)
+            if kind == "sum":
+                T.reduce_sum(x, s, dim=0)
+            elif kind == "max":
+                T.reduce_max(x, s, dim=0)
+            else:
+                T.reduce_min(x, s, dim=0)
+            T.copy(s, Y[by, bx * block_C])
+    return main
+
+
+@pytest.mark.parametrize("A,C,block_C,merged", [
+    (64, 1024, 512, True),    # the op zoo's case: 2 half rows -> 1 whole row
+    (16, 1000, 256, True),    # a tail block
+    (17, 301, 64, True),      # 5 blocks, the last 45 columns
+    (16, 200, 256, False),    # one block already
+    (15, 1024, 512, False),   # 15 programs left: too few for the threads
+    (64, 2048, 512, False),   # rows of 8 KiB: over 4 KiB
+])
+def test_column_blocks_merged_when_they_cover_rows(A, C, block_C, merged):
+    k = reduce_mid(A, 3, C, "sum", block_C)
+    blocks = -(-C // block_C)
+    assert grid_of(k, "simplify") == f"grid(bx = {blocks}, by = {A}) {{"
+    want = f"grid(bx = 1, by = {A}) {{" if merged else f"grid(bx = {blocks}, by = {A}) {{"
+    assert grid_of(k, "coarsen_grid") == want
+    assert grid_of(reduce_mid(A, 3, C, "sum", block_C, twin=True), "coarsen_grid") == f"grid(bx = {blocks}, by = {A}) {{"
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("B", [1, 3, 37])
+@pytest.mark.parametrize("A,C,block_C", [(16, 1000, 256), (17, 301, 64), (20, 1024, 512), (16, 7, 2), (16, 1, 1)])
+def test_merged_column_blocks_are_bit_identical_and_match_float64(kind, B, A, C, block_C):
+    rng = np.random.default_rng(A * 1000 + B * 10 + C)
+    x = rng.standard_normal((A, B, C)).astype(np.float32)
+    k = reduce_mid(A, B, C, kind, block_C)
+    assert grid_of(k, "coarsen_grid") == f"grid(bx = 1, by = {A}) {{"  # merged, or one block already
+    got = k(x)
+    assert got.shape == (A, C)
+    np.testing.assert_array_equal(got, reduce_mid(A, B, C, kind, block_C, twin=True)(x))
+    red = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
+    np.testing.assert_allclose(got, red(x.astype(np.float64), axis=1), rtol=1e-5, atol=1e-6 + 2.4e-7 * B)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_merged_column_blocks_other_dtypes(dtype):
+    A, B, C, block_C = 16, 5, 300, 128
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((A, B, C)) * 100).astype(dtype)
+    k = reduce_mid(A, B, C, "sum", block_C, dtype=dtype)
+    assert grid_of(k, "coarsen_grid") == f"grid(bx = 1, by = {A}) {{"
+    got = k(x)
+    np.testing.assert_array_equal(got, reduce_mid(A, B, C, "sum", block_C, dtype=dtype, twin=True)(x))
+    if dtype == "int32":
+        np.testing.assert_array_equal(got, x.sum(axis=1, dtype=np.int32))
+    else:
+        np.testing.assert_allclose(got, x.sum(axis=1), rtol=1e-12, atol=1e-9)
