@@ -841,6 +841,33 @@ TEST(AscendSimApiRules, WideningCastAcceptsOnlyCastNone) {
   EXPECT_EQ(cast_round_mode(DTypeCode::i32, DTypeCode::f32), RoundMode::Trunc);
 }
 
+// hunt9b F11 (h-ascfix9d): a Cast int32_t -> half is vconv_deq on dav-c220 (Cast.md table 4: used with
+// SetDeqScale; the round mode has no effect), scaled by a register Tilewright never sets: reported in
+// any mode. float / half -> int32_t have no CAST_NONE form (dav_c220 vconv_impl: nothing issued).
+TEST(AscendSimApiRules, Int32ToHalfDequantizesAndFloatToInt32NeedsAMode) {
+  auto cast = [](DTypeCode dst, DTypeCode src, RoundMode m) {
+    return std::pair<InstrOp, int>{VecCast{dst, src, m, vo(1, 64), vo(0, 64), C(4), C(64)}, 60};
+  };
+  for (RoundMode m : {RoundMode::None, RoundMode::Rint}) {
+    auto deq = run_aiv({cast(DTypeCode::f16, DTypeCode::i32, m)});
+    const sim::Report* rep = api_report(deq, "vconv_deq");
+    ASSERT_NE(rep, nullptr) << deq.summary();
+    EXPECT_NE(rep->format().find("kernel.py:60: API rule: Cast from int32 to float16: on dav-c220 this is vconv_deq"),
+              std::string::npos) << rep->format();
+  }
+  EXPECT_TRUE(cast_dequantizes(DTypeCode::f16, DTypeCode::i32));
+  EXPECT_FALSE(cast_dequantizes(DTypeCode::f32, DTypeCode::i32));
+  EXPECT_FALSE(cast_dequantizes(DTypeCode::i32, DTypeCode::f16));
+  for (DTypeCode src : {DTypeCode::f32, DTypeCode::f16}) {
+    auto none = run_aiv({cast(DTypeCode::i32, src, RoundMode::None)});
+    ASSERT_NE(api_report(none, "has no CAST_NONE form"), nullptr) << none.summary();
+    // (the UB's 0x7B bytes as float32 are past int32: only the API rules are looked at)
+    auto trunc = run_aiv({cast(DTypeCode::i32, src, RoundMode::Trunc)});
+    for (const auto& r : trunc.reports) EXPECT_NE(r.kind, sim::ReportKind::ApiRule) << r.format();
+  }
+  EXPECT_TRUE(run_aiv({cast(DTypeCode::f32, DTypeCode::i32, RoundMode::Rint)}).reports.empty());
+}
+
 // dav-c220 has Casts for some pairs only; the others are chained (legalize_vector lowers them so,
 // expert mode names the chain in its error).
 TEST(AscendSimApiRules, CastPairsAndChains) {

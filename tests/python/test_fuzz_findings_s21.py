@@ -62,16 +62,13 @@ CASES = [  # (B's shape, dtype, r, c)
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="F1 (OPEN): the simulator's per-row check of a GM -> L1 copy exempts a "
-                   "window that starts whole tensor rows before column 0 (col 0, d % cols == 0): the read of "
-                   "the previous rows is neither clipped nor reported")
 @pytest.mark.parametrize("bshape, dtype, r, c", CASES)
 def test_l1_window_whole_rows_before_column_0_is_reported(bshape, dtype, r, c):
     """A GM -> L1 window whose run-time column start lies inside the first C0 strip before column 0
     cannot be clipped (docs/language.md, docs/ascend.md "Session 20: negative run-time column starts
-    of L1 copies"): the checker must report it at the copy's line, as it does for c = -3. When the
-    start is a whole number of the tensor's rows before (c = -cols, the window's columns a multiple
-    of cols) the copy reads the previous row(s) and nothing is reported."""
+    of L1 copies"): the checker must report it at the copy's line, as it does for c = -3, also when
+    the start is a whole number of the tensor's rows before (c = -cols, the window's columns a
+    multiple of cols: F1, fixed by h-ascfix9)."""
     B = (np.arange(int(np.prod(bshape))).reshape(bshape) % 7 + 1).astype(dtype)
     A = np.eye(16).astype(dtype)
     ref = _window_ref(_matrix(B).astype(np.float64), r, c)
@@ -108,13 +105,11 @@ def _whole_k_gemm(ash, K):
     return k
 
 
-@pytest.mark.xfail(strict=True, reason="F2 (OPEN): a chunked whole-K window wholly before the tensor whose last "
-                   "(run-time tail) chunk ends at column 0 inside a C0 strip reads before the tensor on ascend910b "
-                   "(a report on a 2-D A, a silent wrong answer on a BSHD A)")
 @pytest.mark.parametrize("ash, ka", [((40, 1000), -1000), ((1, 40, 2, 1000), -1000), ((1, 40, 2, 1000), -1001)])
 def test_chunked_whole_k_window_wholly_before_the_tensor(ash, ka):
     """ka = -1000 (-1001) with K = 1000: the operand window [ka, ka + K) is wholly before A, so C is 0
-    exactly, with no checker report (docs/language.md: a window wholly before the tensor is exact)."""
+    exactly, with no checker report (docs/language.md: a window wholly before the tensor is exact).
+    F2, fixed by h-ascfix9d: the last chunk (a run-time tail of 488) now moves nothing."""
     K = 1000
     rng = np.random.default_rng(0)
     A = (rng.integers(-4, 5, ash) / 2).astype(np.float16)
@@ -125,7 +120,7 @@ def test_chunked_whole_k_window_wholly_before_the_tensor(ash, ka):
 
 @pytest.mark.parametrize("ka", [-1008, -1016, -992])
 def test_chunked_whole_k_window_neighbours(ka):
-    """Neighbours of F2's starts that are exact today: -1008 (a multiple of C0 = 16, wholly before),
+    """Neighbours of F2's starts, exact before its fix too: -1008 (a multiple of C0 = 16, wholly before),
     -1016 (wholly before, inside a strip) and -992 (a multiple of C0 reaching 8 columns into A)."""
     K = 1000
     ash = (1, 40, 2, K)

@@ -248,8 +248,7 @@ def test_quantize_int8(M, N, bm, bn, target):
     _close(q, np.clip(np.trunc(np.where(v >= 0, v + 0.5, v - 0.5)), -128, 127), atol=1)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F1: T.floor is rejected on ascend910b and its hint names no "
-                                                    "working alternative"))
+@pytest.mark.parametrize("target", TARGETS)   # F1 fixed by h-ascfix9 (legalize_vector lowers floor)
 def test_floor_quantize(target):
     x, s, v = _quant_inputs(13, 37)
     q = _run(tw.compile(quantize(13, 37, 8, 32, "floor"), target=target, out_idx=[2]), target, x, s)
@@ -587,9 +586,7 @@ def test_transpose_map_on_cpu():
         np.testing.assert_array_equal(tw.compile(transpose_map(M, N, bm, bn, dtype), out_idx=[1])(x), x.T)
 
 
-@pytest.mark.xfail(strict=True, reason="F2: a transposing map is an error on ascend910b whose hint does not name the "
-                                       "form that runs (I @ x^T with transpose_B=True)")
-@pytest.mark.parametrize("dtype", ["float16", "int32"])
+@pytest.mark.parametrize("dtype", ["float16", "int32"])   # F2 fixed by h-ascfix9 (the hint names I @ x^T)
 def test_transpose_map_on_ascend(dtype):
     x = np.random.default_rng(13).integers(-100, 100, (13, 37)).astype(np_dtype(dtype))
     try:
@@ -652,9 +649,10 @@ def reduce_3d(B, M, N, bm, dtype, dim):
 REDUCE_3D = [(3, 13, 37, 8, "float32"), (5, 4, 16, 4, "int32"), (2, 7, 300, 8, "bfloat16")]
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F3: T.reduce_* over a 3-D tile is an error on ascend910b "
-                                                    "(hint 'reduce 2-D tiles')"))
-@pytest.mark.parametrize("dim", [0, 2])
+@pytest.mark.parametrize("dim, target", [(0, "cpu"), (2, "cpu"), (2, TARGET)] + [  # dim=2 fixed by h-ascfix9
+    pytest.param(0, TARGET, marks=pytest.mark.xfail(strict=True, raises=tw.TilewrightError, reason=(
+        "F3: T.reduce_* over the first axis of a 3-D tile is an error on ascend910b (the hint names the "
+        "serial loop adding 2-D tiles)")))])
 @pytest.mark.parametrize("B,M,N,bm,dtype", REDUCE_3D)
 def test_reduce_3d_tile(B, M, N, bm, dtype, dim, target):
     x = np.random.default_rng(15).integers(-8, 9, (B, M, N)).astype(np_dtype(dtype))
@@ -734,13 +732,22 @@ def test_copy_1d_tile_and_2d_window(R, C, dtype, how, target):
         _close(_run(tw.compile(copy_1d_2d(R, C, dtype, how), target=target, out_idx=[1]), target, x), x.reshape(R, C))
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F5: row slices of a 1-D UB tile at starts that are not 32 B "
-                                                    "aligned compile, then the checker reports the misaligned copy",
-                                                    raises=AssertionError))
 @pytest.mark.parametrize("R,C,dtype", [(3, 8, "float16"), (5, 4, "float32"), (2, 3, "int32")])
-def test_copy_1d_tile_rows_to_2d(R, C, dtype, target):
+def test_copy_1d_tile_rows_to_2d(R, C, dtype):
     x = np.random.default_rng(18).integers(-8, 9, R * C).astype(np_dtype(dtype))
-    _close(_run(tw.compile(copy_1d_2d(R, C, dtype, "rows"), target=target, out_idx=[1]), target, x), x.reshape(R, C))
+    _close(_run(tw.compile(copy_1d_2d(R, C, dtype, "rows"), target="cpu", out_idx=[1]), "cpu", x), x.reshape(R, C))
+
+
+@pytest.mark.parametrize("R,C,dtype", [(3, 8, "float16"), (5, 4, "float32"), (2, 3, "int32")])
+def test_copy_1d_tile_rows_to_2d_is_located_on_ascend(R, C, dtype):
+    """F5 (h-ascfix9): row r of the 1-D tile starts r * C elements in, off a 32 B block for r = 1: a
+    compile-time error at the copy's line naming the misaligned step and the 2-D tile that runs."""
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(copy_1d_2d(R, C, dtype, "rows"), target=TARGET, out_idx=[1])
+    es = np.dtype(np_dtype(dtype)).itemsize
+    assert f"starts {C * es} bytes into tile 'y' when r = 1" in str(e.value), str(e.value)
+    assert e.value.source_line.strip().startswith("T.copy(y[r * C:(r + 1) * C]"), e.value.source_line
+    assert "2-D tile" in (e.value.hint or ""), e.value.hint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -820,8 +827,7 @@ def test_threshold_into_uint8(P, C, bp, target):
                                        target, x), (x > 200).astype(np.uint8))
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F6: a comparison stored into a bool tile is an error on "
-                                                    "ascend910b ('operator gt on bool tile data')"))
+@pytest.mark.parametrize("target", TARGETS)   # F6 fixed by h-ascfix9
 @pytest.mark.parametrize("P,C,bp", [(1, 3, 8), (37, 3, 16)])
 def test_bool_output_from_a_comparison(P, C, bp, target):
     x = np.random.default_rng(20).integers(0, 256, (P, C)).astype(np.float32)
@@ -829,8 +835,7 @@ def test_bool_output_from_a_comparison(P, C, bp, target):
                                        target, x), x > 200)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F6: a uint8 -> bool copy is an error on ascend910b ('conversion "
-                                                    "from float16 to bool')"))
+@pytest.mark.parametrize("target", TARGETS)   # F6 fixed by h-ascfix9
 @pytest.mark.parametrize("P,C,bp", [(1, 3, 8), (37, 3, 16)])
 def test_uint8_to_bool_copy(P, C, bp, target):
     u = np.random.default_rng(21).integers(0, 3, (P, C)).astype(np.uint8)

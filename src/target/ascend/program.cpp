@@ -242,6 +242,10 @@ std::vector<ir::DType> cast_chain(ir::DType dst, ir::DType src) {
   return {dst};
 }
 
+bool cast_dequantizes(ir::DType dst, ir::DType src) {
+  return dst.code == ir::DTypeCode::f16 && src.code == ir::DTypeCode::i32;
+}
+
 bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m) {
   return !cast_widening_exact(dst, src) || m == RoundMode::None;
 }

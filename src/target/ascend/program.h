@@ -707,6 +707,11 @@ bool cast_pair_available(ir::DType dst, ir::DType src);
 // Every step is exact for the values the language defines the conversion on, so the result is
 // rounded once. legalize_vector lowers conversions this way; expert mode names the chain.
 std::vector<ir::DType> cast_chain(ir::DType dst, ir::DType src);
+// A Cast int32_t -> half on dav-c220 is no conversion but a dequantization (Cast.md table 4: the
+// round mode has no effect, used with SetDeqScale; dav_c220 vconv_impl issues vconv_deq): it
+// multiplies by the DEQSCALE register, which Tilewright never sets. The conversion is the chain
+// int32 -> float32 -> float16 (cast_chain); the simulator's API rules report the call.
+bool cast_dequantizes(ir::DType dst, ir::DType src);
 bool cast_round_mode_legal(ir::DType dst, ir::DType src, RoundMode m);
 RoundMode cast_round_mode(ir::DType dst, ir::DType src);
 std::string_view instr_name(const InstrOp& op);  // "CopyGmToL1", "Mmad", ...

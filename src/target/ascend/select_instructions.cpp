@@ -183,13 +183,17 @@ class Lowerer {
     // L1 tiles a 32-bit K x N B is loaded from into L0B (LoadData3DParamsV2 reads channelSize =
     // N rounded up to 16 columns, whole 16-column fractals of L0B): their columns are padded to 16,
     // not to C0 = 8, so the load stays inside the tile (the extra columns only feed output
-    // columns past N, which Fixpipe does not write).
+    // columns past N, which Fixpipe does not write). The L0B tile it writes: the load writes whole
+    // 16 x 16 fractals (K rounded up to 16 too, load_l0's rmul), so its rows are padded to 16, not
+    // to C0 = 8, as the automatic pipeline's staged K is (hunt9b F10: K = 8 wrote past the tile).
     ir::for_each_stmt(k_->body, [&](const ir::Stmt& s) {
       if (s->kind != ir::StmtKind::Copy) return;
       auto* c = as<ir::CopyNode>(s);
       if (c->src.buffer->scope == Scope::L1 && c->dst.buffer->scope == Scope::L0B && c->src.buffer->dtype.bytes() == 4 &&
-          !l0_transposed_.count(c->dst.buffer.get()))
+          !l0_transposed_.count(c->dst.buffer.get())) {
         load3d_src_.insert(c->src.buffer.get());
+        load3d_dst_.insert(c->dst.buffer.get());
+      }
     });
     plan_buffers();
 
@@ -316,9 +320,11 @@ class Lowerer {
     for (const auto& [b, sp] : allocs) {
       auto shape = b->const_shape();
       Buf geo = geometry(*mem_of(b->scope), b->dtype, *shape, b->name, sp);
-      if (load3d_src_.count(b.get()) && geo.pcols % 16) {  // (see run())
+      bool cols16 = load3d_src_.count(b.get()) && geo.pcols % 16, rows16 = load3d_dst_.count(b.get()) && geo.prows % 16;
+      if (cols16 || rows16) {  // (see run())
         int64_t matrices = geo.bytes / geo.slice_bytes;
-        geo.pcols = round_up(geo.pcols, 16);
+        if (cols16) geo.pcols = round_up(geo.pcols, 16);
+        if (rows16) geo.prows = round_up(geo.prows, 16);
         geo.slice_bytes = geo.prows * geo.pcols * b->dtype.bytes();
         geo.bytes = geo.slice_bytes * matrices;
       }
@@ -1129,8 +1135,10 @@ class Lowerer {
         Expr before = max(C(0), sub(C(0), g.unclipped_cols));
         Expr skip = simp(min(mul(ir::binary(ir::BinOp::FloorDiv, before, C(c0)), C(c0)), C(g.cols / c0 * c0)));
         g.skip_cols = skip;
-        // wholly before the tensor (start + cols <= 0; fewer columns than a strip skip none): nothing
-        Expr any = mul(max(C(0), add(g.unclipped_cols, C(g.cols))), C(g.cols));
+        // wholly before the tensor (start + the columns it reads <= 0; fewer columns than a strip skip
+        // none): nothing. The columns it reads are valid_cols, not the window's bound g.cols: a
+        // run-time extent (the tail of a K chunk, stage_gemm_operands: 488 of 512) ends earlier
+        Expr any = mul(max(C(0), add(g.unclipped_cols, g.valid_cols)), C(g.cols));
         g.valid_cols = simp(max(C(0), min(sub(g.valid_cols, skip), any)));
         g.offset = add(g.offset, mul(skip, C(dt.bytes())));
         // where the read starts in its row: negative for a rest inside a strip (the checker's report;
@@ -2354,6 +2362,7 @@ class Lowerer {
   // Integer variables proven >= 0 (block and shape variables, loops from a non-negative start,
   // lets of non-negative values): region starts built from them need no clipping at row 0.
   std::unordered_set<const ir::BufferNode*> load3d_src_;  // L1 tiles of 32-bit K x N B operands (run())
+  std::unordered_set<const ir::BufferNode*> load3d_dst_;  // the L0B tiles they are loaded into (run())
   std::unordered_set<const ir::VarNode*> nonneg_;
   // Variables whose value depends on a value known only at run time: scalar parameters, elements
   // read from GM, and lets / loop variables computed from them.

@@ -29,16 +29,7 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # description, skip). skip=True: the bug corrupts or stops the worker (host memory, hangs), so the
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
-KNOWN_BUGS = [
-    ("F1_whole_rows_before_unreported", "ascend910b", ("mismatch", "error"), None, lambda d: whole_rows_before(d),
-     "fuzz9-findings F1: a GM -> L1 window that starts k whole tensor rows before column 0 (inside a C0 "
-     "strip) reads the previous rows without the checker's report (functional.cpp's per-row check "
-     "exempts col == 0 && d % cols == 0)", False),
-    ("F2_chunked_window_wholly_before", "ascend910b", ("mismatch", "checker"), None, lambda d: chunked_before(d),
-     "fuzz9-findings F2: a whole-K gemm whose K is staged in chunks (longk), its operand's K window (the "
-     "tensor's columns) wholly before the tensor at a start that is no multiple of C0: the last chunk reads "
-     "before the tensor (a report, or on a BSHD operand a silent wrong answer)", False),
-]
+KNOWN_BUGS = []   # none open (session 21: fuzz9 F1 fixed by h-ascfix9, F2 by h-ascfix9d)
 
 
 def _gemm(d, dtypes, pred):
@@ -124,35 +115,9 @@ def strip_starts(d):
 def strip_start_before_l1(d):
     """A ninth-stream gemm with an operand window of strip_starts: Ascend's GM -> L1 copy cannot
     clip it (docs/ascend.md "Session 20: negative run-time column starts of L1 copies"); the checker
-    reports it at the copy's or gemm's line."""
+    reports it at the copy's or gemm's line, also when the start is whole tensor rows before column 0
+    ("source rows start at column c ... before column 0", fuzz9 F1, fixed by h-ascfix9)."""
     return bool(strip_starts(d))
-
-
-def whole_rows_before(d):
-    """Open bug F1 (fuzz9): every strip_starts window of `d` starts, after the copy skips the whole
-    strips before column 0, a whole number of tensor rows before its row and reads a whole number of
-    rows (col 0, d % cols == 0): the simulator's per-row check exempts that as "whole rows from column
-    0", so the read of the previous rows goes unreported (a silent wrong answer or a clean run)."""
-    wins = strip_starts(d)
-    if not wins:
-        return False
-    c0 = _c0(d["dt_in"])
-
-    def exempt(s, w, cols):
-        skip = min(-s // c0 * c0, w // c0 * c0)
-        n = min(cols - s, w) - skip
-        return n > 0 and (s + skip) % cols == 0 and n % cols == 0
-    return all(exempt(*x) for x in wins)
-
-
-def chunked_before(d):
-    """Open bug F2 (fuzz9), over-approximated: a longk program (K staged in chunks on Ascend) with a
-    run-time K start of an operand whose columns are K (A not transposed, B transposed) that puts the
-    window wholly before the tensor at a start that is no multiple of C0."""
-    starts = d.get("starts", {})
-    names = ([] if d["ta"] else ["ka"]) + (["kb"] if d["tb"] else [])
-    c0 = _c0(d["dt_in"])
-    return bool(d.get("longk")) and any(n in starts and starts[n] + d["K"] <= 0 and starts[n] % c0 for n in names)
 
 
 # (name, target, predicate, report pattern, description): programs on which the target's checker

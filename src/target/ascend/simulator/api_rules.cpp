@@ -42,6 +42,17 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
                   std::string(round_mode_name(x.round)) + ": this conversion accepts only CAST_NONE (Cast.md, table 4); "
                   "on dav-c220 any other mode issues no instruction and the destination keeps stale data: lower it "
                   "with cast_round_mode()");
+  if (x.api == VecApi::Cast && cast_dequantizes(x.dt, x.src_dt))
+    out.push_back("Cast from " + dtn(x.src_dt) + " to " + dtn(x.dt) + ": on dav-c220 this is vconv_deq, a "
+                  "dequantization that multiplies by the DEQSCALE register (Cast.md, table 4: the round mode has no "
+                  "effect, used with SetDeqScale), which the program never sets (the simulator models no scale): "
+                  "convert through float32 (cast_chain)");
+  // dav_c220 vconv_impl: half -> int32_t and float -> int32_t have no CAST_NONE form (an assert on the
+  // device, nothing issued); the lowering truncates (cast_round_mode)
+  if (x.api == VecApi::Cast && x.dt == ir::DTypeCode::i32 && float_type(x.src_dt) && x.round == RoundMode::None)
+    out.push_back("Cast from " + dtn(x.src_dt) + " to int32 with RoundMode::CAST_NONE: this conversion has no "
+                  "CAST_NONE form on dav-c220 (dav_c220 vconv_impl: an assert, nothing is issued): pick a rounding mode "
+                  "(cast_round_mode: CAST_TRUNC)");
   // ascend-910b.md "Vector": no bfloat16 arithmetic on the AIV (and none on 8-bit types: their calls
   // are Cast and, for bfloat16, Duplicate); Duplicate has no 8-bit form on dav-c220 (session 15's
   // rule audit: the per-call dtype was not checked for these)
