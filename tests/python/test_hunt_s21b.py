@@ -1074,10 +1074,9 @@ def test_float32_kxn_b_in_l0b_with_k_a_multiple_of_16(M, N, K):
     run_f32_mma(M, N, K)
 
 
-@pytest.mark.xfail(strict=True, reason="F10: the expert L0B tile is planned with K rounded to 8 (C0), the float32 "
-                                       "transposing load writes K rounded to 16: out of bounds, load skipped")
 @pytest.mark.parametrize("M,N,K", [(16, 16, 8), (17, 24, 24), (3, 40, 40), (1, 8, 1)])
 def test_float32_kxn_b_in_l0b_with_any_k(M, N, K):
+    # F10, fixed by h-ascfix9d: the tile's K is planned rounded to 16, as the load writes
     run_f32_mma(M, N, K)
 
 
