@@ -1422,8 +1422,7 @@ def test_tile_index_past_the_padding(target):
     _bad_index_reported(target, 20)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F17: an element index past the tile but inside its 32 B UB padding "
-                                                    "is not reported on ascend910b", raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F17: fixed by h-ascfix9c
 @pytest.mark.parametrize("bad", [3, 7])
 def test_tile_index_past_the_tile_in_its_padding(bad, target):
     _bad_index_reported(target, bad)
