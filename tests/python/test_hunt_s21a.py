@@ -960,9 +960,7 @@ def test_nan_through_max_min_same_on_both_targets():
         np.testing.assert_array_equal(a, b)          # NaN == NaN positions compare equal here
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F10: int32 equality in T.where compares in float32 on ascend910b: "
-                                                    "argmax of int32 values >= 2^24 is silently wrong",
-                                                    raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F10: fixed by h-ascfix9c
 def test_argmax_of_large_int32(target):
     x = np.array([[2 ** 24, 2 ** 24 + 1, 5, 2 ** 24 + 1], [2 ** 30, 2 ** 30 + 64, 2 ** 30 + 1, 0],
                   [-2 ** 31, -2 ** 31 + 1, -2 ** 31 + 3, -2 ** 31 + 2]], np.int32)

@@ -285,6 +285,7 @@ class MapLowering {
   int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y (data or index condition)
   int push_select(ir::BinOp op, int a, int b, int x, int y, DType t, const Span& sp);
   int select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp);  // int32 values (definition)
+  int int32_order_key(int a, int b, const Span& sp);  // float32 d: sign(d) = sign(a - b), int32 a, b (definition)
   int64_t extent_of(const ir::VarNode* v) const {
     for (size_t k = 0; k < vars_.size(); ++k)
       if (vars_[k].get() == v) return ext_[k];
@@ -1673,8 +1674,9 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
 // c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a mask
 // condition on indices only (mask_condition) the index mask (Where) when the other value is a
 // scalar, other index comparisons like data (the indices as index vectors), a bare tile value v
-// the comparison v != 0. Compared values are float16 or float32 (wider or narrower types compared
-// in float32, exact for integers below 2^24), selected values float16 or float32 (compute_type),
+// the comparison v != 0. Compared values are float32 (float16 and narrower types converted exactly;
+// int32 values that may reach 2^24 compared through int32_order_key, exact for every int32),
+// selected values float32 (compute_type),
 // or int32 (select_int32).
 int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And)
@@ -1724,6 +1726,11 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
       nodes_[k].dtype = DType(DTypeCode::u8);
     }
   DType ct = vector_float(compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype)));
+  if (ir::promote(nodes_[a].dtype, nodes_[b].dtype) == kI32 && nodes_[a].dtype.is_int() && nodes_[b].dtype.is_int() &&
+      std::max(bound(a), bound(b)) >= 16777216.0) {
+    a = int32_order_key(a, b, sp);  // exact for every int32: a op b as d op 0
+    b = scalar_const(0.0, kF32);
+  }
   a = materialize(to_type(a, ct, sp), Shape::Full, sp);
   b = to_type(b, ct, sp);
   if (nodes_[b].shape != Shape::Scalar) b = materialize(b, Shape::Full, sp);
@@ -1736,6 +1743,23 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   y = to_type(y, vt, sp);
   if (nodes_[y].shape != Shape::Scalar) y = materialize(y, Shape::Full, sp);
   return push_select(op, a, b, x, y, vt, sp);
+}
+
+// A float32 value d with the sign of a - b (zero exactly when a == b) for int32 a, b of any
+// magnitude (a float32 compare of a and b is exact below 2^24 only): a = 256 ha + la with
+// ha = a >> 8 (arithmetic) and la in [0, 255], likewise b; hd = ha - hb and ld = la - lb are exact
+// int32 (no overflow: |hd| < 2^24, |ld| <= 255) and exact in float32, and d = hd * 256 + ld: when
+// hd != 0, |hd * 256| >= 256 > |ld|, so the rounded sum keeps hd's sign and is not 0; when hd == 0,
+// d = ld exactly. So d op 0 is a op b for ==, !=, <, <=, >, >=.
+int MapLowering::int32_order_key(int a, int b, const Span& sp) {
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  a = to_type(a, kI32, sp);
+  b = to_type(b, kI32, sp);
+  int ha = bin(ir::BinOp::Shr, a, k32(8), sp), hb = bin(ir::BinOp::Shr, b, k32(8), sp);
+  int la = bin(ir::BinOp::Sub, a, bin(ir::BinOp::Shl, ha, k32(8), sp), sp);
+  int lb = bin(ir::BinOp::Sub, b, bin(ir::BinOp::Shl, hb, k32(8), sp), sp);
+  int hd = to_type(bin(ir::BinOp::Sub, ha, hb, sp), kF32, sp), ld = to_type(bin(ir::BinOp::Sub, la, lb, sp), kF32, sp);
+  return bin(ir::BinOp::Add, bin(ir::BinOp::Mul, hd, scalar_const(256.0, kF32), sp), ld, sp);
 }
 
 // The Sel node a op b ? x : y of dtype t (operands already typed and materialised).

@@ -47,8 +47,9 @@
 //    skipped when no row of the tile needs masking.
 //  - T.where(cond, a, b) with cond reading tile data (select_on): `and` / `or` / `not` become
 //    nested selects, each comparison of tile data one select map
-//    dst = (x cmp y) ? a : b (x a tile, y a tile or scalar, compared in float16/float32; a, b
-//    float16/float32, a a tile, b a tile or scalar) that select_instructions makes a VecSelect
+//    dst = (x cmp y) ? a : b (x a tile, y a tile or scalar, compared in float32 -- int32 values
+//    that may reach 2^24 as the sign of an exact int32 key, int32_order_key; a, b float32, a a
+//    tile, b a tile or scalar) that select_instructions makes a VecSelect
 //    (Compare + Select); index conditions inside keep the index mask above (their other value a
 //    scalar); a bare tile value v as condition is v != 0; bool tiles are an error naming uint8.
 //    int32 values: select_int32 (exact: through float32 below 2^24, else an int32 0/1 mask m and
