@@ -1284,9 +1284,7 @@ def test_bfloat16_map_rounding(odt, target):
     _half_maps_case("bfloat16", odt, target)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F15: float16 maps round every operation to float16 on ascend910b "
-                                                    "(docs/language.md: computed in float32, rounded once)",
-                                                    raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F15: fixed by h-ascfix9c
 @pytest.mark.parametrize("odt", ["float16", "float32"])
 def test_float16_map_rounding(odt, target):
     _half_maps_case("float16", odt, target)
@@ -1304,9 +1302,7 @@ def half_row_sum(M, N):
     return main
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F15: a float16 row sum accumulates in float16 on ascend910b "
-                                                    "(docs/language.md: in float32, rounded once)",
-                                                    raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F15: fixed by h-ascfix9c
 def test_float16_row_sum_rounded_once(target):
     x = np.ones((2, 256), np.float16)
     x[0, 0] = 2048                                   # 2303, rounded once: 2304
