@@ -232,6 +232,7 @@ class MapLowering {
   std::vector<Node> nodes_;
   std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
   std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
+  bool single_f16_ = false;  // the store is one float16 +, -, * (MapLowering::store)
   Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
 
   const ir::VarNode* vi() const { return vars_.size() == 2 ? vars_[0].get() : nullptr; }
@@ -1218,6 +1219,7 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   // max / min of two float16 tiles in float16: exact, so the same values as through float32
   if ((op == ir::BinOp::Max || op == ir::BinOp::Min) && nodes_[a].dtype == kF16 && nodes_[b].dtype == kF16)
     t = kF16;
+  if (single_f16_ && exact_f16(a) && exact_f16(b)) t = kF16;
   if (nodes_[a].shape != Shape::Scalar || nodes_[b].shape != Shape::Scalar) {
     a = to_type(a, t, sp);
     b = to_type(b, t, sp);
@@ -1876,7 +1878,16 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     (void)shape_of_load(&probe, sp);
   }
   DType dt = st->buffer->dtype;
+  // One +, - or * of two float16 tile elements / constants stored into a float16 tile: in float16,
+  // rounded once, which is the float32 result rounded once (float32 has 2 * 11 + 2 bits: the double
+  // rounding is exact for these operations), without float32 copies (a column map's strided operand
+  // has no Cast of its own).
+  auto plain = [](const Expr& e) { return e->kind == ir::ExprKind::Load || e->kind == ir::ExprKind::FloatImm; };
+  const auto* one = st->value->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(st->value) : nullptr;
+  single_f16_ = dt == kF16 && one && st->value->dtype == kF16 && plain(one->a) && plain(one->b) &&
+                (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
   int root = build(st->value);
+  single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
     if (nodes_[root].shape == Shape::Scalar) {
       root = leaf_scalar(ir::cast(nodes_[root].scalar, dt, sp));

@@ -71,7 +71,8 @@
 //    stored (or cast to int8/uint8) with the same formula; a bound on |values| proves it exact
 //    (< 2^24), else an ir::Error at the map's line.
 //  - float16 maps and sums are computed in float32 and rounded once when stored (docs/language.md;
-//    compute_type); copies, max / min of two float16 tiles, compares and selects of float16 values
+//    compute_type); copies, one +, -, * of two float16 values into a float16 tile (rounded once
+//    either way), max / min of two float16 tiles, compares and selects of float16 values
 //    (and constants float16 holds exactly) and reduce_max / reduce_min stay float16 (exact).
 //  - conversions (cast maps: the user's and convert_copies'): bfloat16 is only converted, never
 //    computed on: its arithmetic is done in float32 (rounded once to bfloat16 at the store; a
