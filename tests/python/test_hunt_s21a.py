@@ -964,9 +964,7 @@ def test_nan_through_max_min_same_on_both_targets():
         np.testing.assert_array_equal(a, b)          # NaN == NaN positions compare equal here
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F10: int32 equality in T.where compares in float32 on ascend910b: "
-                                                    "argmax of int32 values >= 2^24 is silently wrong",
-                                                    raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F10: fixed by h-ascfix9c
 def test_argmax_of_large_int32(target):
     x = np.array([[2 ** 24, 2 ** 24 + 1, 5, 2 ** 24 + 1], [2 ** 30, 2 ** 30 + 64, 2 ** 30 + 1, 0],
                   [-2 ** 31, -2 ** 31 + 1, -2 ** 31 + 3, -2 ** 31 + 2]], np.int32)
@@ -1290,9 +1288,7 @@ def test_bfloat16_map_rounding(odt, target):
     _half_maps_case("bfloat16", odt, target)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F15: float16 maps round every operation to float16 on ascend910b "
-                                                    "(docs/language.md: computed in float32, rounded once)",
-                                                    raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F15: fixed by h-ascfix9c
 @pytest.mark.parametrize("odt", ["float16", "float32"])
 def test_float16_map_rounding(odt, target):
     _half_maps_case("float16", odt, target)
@@ -1310,9 +1306,7 @@ def half_row_sum(M, N):
     return main
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F15: a float16 row sum accumulates in float16 on ascend910b "
-                                                    "(docs/language.md: in float32, rounded once)",
-                                                    raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F15: fixed by h-ascfix9c
 def test_float16_row_sum_rounded_once(target):
     x = np.ones((2, 256), np.float16)
     x[0, 0] = 2048                                   # 2303, rounded once: 2304
@@ -1426,8 +1420,7 @@ def test_tile_index_past_the_padding(target):
     _bad_index_reported(target, 20)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F17: an element index past the tile but inside its 32 B UB padding "
-                                                    "is not reported on ascend910b", raises=AssertionError))
+@pytest.mark.parametrize("target", TARGETS)  # F17: fixed by h-ascfix9c
 @pytest.mark.parametrize("bad", [3, 7])
 def test_tile_index_past_the_tile_in_its_padding(bad, target):
     _bad_index_reported(target, bad)

@@ -57,9 +57,9 @@ const DType kI32{DTypeCode::i32};
 
 using vec::small_int;
 using vec::compute_type;  // (their maps compute exactly in float32 and wrap when stored, MapLowering::store)
-bool narrow(DType t) { return t == kBF16 || small_int(t); }
+bool narrow(DType t) { return t == kBF16 || t == kF16 || small_int(t); }
 
-// Row chunks (see the header): the float32 temporaries of bfloat16/int8/uint8 tiles hold at most
+// Row chunks (see the header): the float32 temporaries of float16/bfloat16/int8/uint8 tiles hold at most
 // kChunkBytes (rows padded to 32 B), and at least `granule` rows (a chunk's rows of a row vector
 // start on a 32 B block: 8 rows of float32, 32 of int8; 1 without row vectors); the chunk's rows
 // are a multiple of the granule. 0 when one chunk holds all `rows`.
@@ -232,6 +232,7 @@ class MapLowering {
   std::vector<Node> nodes_;
   std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
   std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
+  bool single_f16_ = false;  // the store is one float16 +, -, * (MapLowering::store)
   Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
 
   const ir::VarNode* vi() const { return vars_.size() == 2 ? vars_[0].get() : nullptr; }
@@ -287,6 +288,21 @@ class MapLowering {
   int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y (data or index condition)
   int push_select(ir::BinOp op, int a, int b, int x, int y, DType t, const Span& sp);
   int select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp);  // int32 values (definition)
+  // A float16 value, or a scalar constant float16 holds exactly.
+  bool exact_f16(int x) const {
+    const Node& n = nodes_[x];
+    if (n.dtype == kF16) return true;
+    if (n.shape != Shape::Scalar) return false;
+    double v = 0;
+    if (auto c = ir::as_const_int(n.scalar)) v = static_cast<double>(*c);
+    else if (n.scalar->kind == ir::ExprKind::FloatImm) v = as<ir::FloatImmNode>(n.scalar)->value;
+    else return false;
+    if (v == 0) return true;
+    int e = 0;
+    double m = std::frexp(std::fabs(v), &e);  // |v| = m 2^e, m in [0.5, 1)
+    return e <= 16 && e >= -13 && std::ldexp(m, 11) == std::floor(std::ldexp(m, 11));  // normal, 11 bits
+  }
+  int int32_order_key(int a, int b, const Span& sp);  // float32 d: sign(d) = sign(a - b), int32 a, b (definition)
   int64_t extent_of(const ir::VarNode* v) const {
     for (size_t k = 0; k < vars_.size(); ++k)
       if (vars_[k].get() == v) return ext_[k];
@@ -360,7 +376,7 @@ class Legalizer {
   }
 
   // The chunk granule (chunk_rows) of a 2-D map body (stores and lets; j: its column variable)
-  // that computes on bfloat16/int8/uint8 values (its temporaries are float32) and whose elements
+  // that computes on float16/bfloat16/int8/uint8 values (its temporaries are float32) and whose elements
   // depend on their own row only (each load of a tile the map stores to reads exactly the stored
   // element), so the rows can be computed chunk by chunk; 0 for other maps (not chunked).
   static int64_t chunk_granule(const std::vector<Stmt>& items, const ir::VarNode* j) {
@@ -627,7 +643,10 @@ class Legalizer {
     DType st = r->src->dtype, dt = r->dst->dtype;
     // int32 into int32: exact int32 calls (select_vector_calls' int32 row reduce), not float32
     const DType kI32{DTypeCode::i32};
-    DType ct = (st == kF16 || st == kF32 || (st == kI32 && dt == kI32)) ? st : kF32;
+    // float16 max/min in float16 (exact: the same values as in float32), its sums in float32
+    // (docs/language.md: accumulated in float32, rounded once into dst)
+    bool f16_exact = st == kF16 && r->reduce_kind != ir::ReduceKind::sum;
+    DType ct = (f16_exact || st == kF32 || (st == kI32 && dt == kI32)) ? st : kF32;
     auto shape_of = [](const Buffer& b) { return *b->const_shape(); };
     std::vector<int64_t> sshape = shape_of(r->src);
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
@@ -674,7 +693,7 @@ class Legalizer {
     for (auto& x : rewrite_map(body, wraps ? sum_bound(r, *r->dst->const_shape(), sp) : 0)) out.push_back(std::move(x));
   }
 
-  // A reduction of a bfloat16/int8/uint8 rows x cols tile in row chunks of rc rows (see the
+  // A reduction of a float16/bfloat16/int8/uint8 rows x cols tile in row chunks of rc rows (see the
   // header), each converted into a chunk-sized float32 tile. Row reductions: each chunk's rows
   // reduced (halved first when per_repeat > 0) and copied into its rows of a float32 vector of
   // all rows (rc is a multiple of 8: 32 B aligned), which is then stored into dst. Column
@@ -1209,6 +1228,10 @@ int MapLowering::materialize(int x, Shape to, const Span& sp) {
 
 int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   DType t = compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype));
+  // max / min of two float16 tiles in float16: exact, so the same values as through float32
+  if ((op == ir::BinOp::Max || op == ir::BinOp::Min) && nodes_[a].dtype == kF16 && nodes_[b].dtype == kF16)
+    t = kF16;
+  if (single_f16_ && exact_f16(a) && exact_f16(b)) t = kF16;
   if (nodes_[a].shape != Shape::Scalar || nodes_[b].shape != Shape::Scalar) {
     a = to_type(a, t, sp);
     b = to_type(b, t, sp);
@@ -1722,9 +1745,10 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
 // c1 ? (c2 ? x : y) : y), a comparison of tile data one Sel node (Compare + Select), a mask
 // condition on indices only (mask_condition) the index mask (Where) when the other value is a
 // scalar, other index comparisons like data (the indices as index vectors), a bare tile value v
-// the comparison v != 0. Compared values are float16 or float32 (wider or narrower types compared
-// in float32, exact for integers below 2^24), selected values float16 or float32 (compute_type),
-// or int32 (select_int32).
+// the comparison v != 0. Compared values are float32 (narrower types converted exactly; float16
+// ones, with constants float16 holds exactly, in float16; int32 values that may reach 2^24 through
+// int32_order_key, exact for every int32), selected values float32 (compute_type), float16 (float16
+// values and exact constants) or int32 (select_int32).
 int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And)
     return select_on(as<ir::BinaryNode>(c)->a, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), y, sp);
@@ -1773,10 +1797,19 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
       nodes_[k].dtype = DType(DTypeCode::u8);
     }
   DType ct = vector_float(compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype)));
+  // float16 operands (and constants float16 holds exactly) compare and select in float16: exact,
+  // the same results as through float32, without float32 copies of the tiles
+  if (exact_f16(a) && exact_f16(b)) ct = kF16;
+  if (ir::promote(nodes_[a].dtype, nodes_[b].dtype) == kI32 && nodes_[a].dtype.is_int() && nodes_[b].dtype.is_int() &&
+      std::max(bound(a), bound(b)) >= 16777216.0) {
+    a = int32_order_key(a, b, sp);  // exact for every int32: a op b as d op 0
+    b = scalar_const(0.0, kF32);
+  }
   a = materialize(to_type(a, ct, sp), Shape::Full, sp);
   b = to_type(b, ct, sp);
   if (nodes_[b].shape != Shape::Scalar) b = materialize(b, Shape::Full, sp);
   DType vt = compute_type(ir::promote(nodes_[x].dtype, nodes_[y].dtype));
+  if (nodes_[x].dtype == kF16 && exact_f16(y)) vt = kF16;
   if (vt == kI32) return select_int32(op, a, b, x, y, sp);
   if (vt != kF16 && vt != kF32)
     fail("T.where selecting " + std::string(vt.name()) + " values on a condition on tile data: Ascend's Select takes "
@@ -1785,6 +1818,23 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   y = to_type(y, vt, sp);
   if (nodes_[y].shape != Shape::Scalar) y = materialize(y, Shape::Full, sp);
   return push_select(op, a, b, x, y, vt, sp);
+}
+
+// A float32 value d with the sign of a - b (zero exactly when a == b) for int32 a, b of any
+// magnitude (a float32 compare of a and b is exact below 2^24 only): a = 256 ha + la with
+// ha = a >> 8 (arithmetic) and la in [0, 255], likewise b; hd = ha - hb and ld = la - lb are exact
+// int32 (no overflow: |hd| < 2^24, |ld| <= 255) and exact in float32, and d = hd * 256 + ld: when
+// hd != 0, |hd * 256| >= 256 > |ld|, so the rounded sum keeps hd's sign and is not 0; when hd == 0,
+// d = ld exactly. So d op 0 is a op b for ==, !=, <, <=, >, >=.
+int MapLowering::int32_order_key(int a, int b, const Span& sp) {
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  a = to_type(a, kI32, sp);
+  b = to_type(b, kI32, sp);
+  int ha = bin(ir::BinOp::Shr, a, k32(8), sp), hb = bin(ir::BinOp::Shr, b, k32(8), sp);
+  int la = bin(ir::BinOp::Sub, a, bin(ir::BinOp::Shl, ha, k32(8), sp), sp);
+  int lb = bin(ir::BinOp::Sub, b, bin(ir::BinOp::Shl, hb, k32(8), sp), sp);
+  int hd = to_type(bin(ir::BinOp::Sub, ha, hb, sp), kF32, sp), ld = to_type(bin(ir::BinOp::Sub, la, lb, sp), kF32, sp);
+  return bin(ir::BinOp::Add, bin(ir::BinOp::Mul, hd, scalar_const(256.0, kF32), sp), ld, sp);
 }
 
 // The Sel node a op b ? x : y of dtype t (operands already typed and materialised).
@@ -1877,7 +1927,16 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     (void)shape_of_load(&probe, sp);
   }
   DType dt = st->buffer->dtype;
+  // One +, - or * of two float16 tile elements / constants stored into a float16 tile: in float16,
+  // rounded once, which is the float32 result rounded once (float32 has 2 * 11 + 2 bits: the double
+  // rounding is exact for these operations), without float32 copies (a column map's strided operand
+  // has no Cast of its own).
+  auto plain = [](const Expr& e) { return e->kind == ir::ExprKind::Load || e->kind == ir::ExprKind::FloatImm; };
+  const auto* one = st->value->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(st->value) : nullptr;
+  single_f16_ = dt == kF16 && one && st->value->dtype == kF16 && plain(one->a) && plain(one->b) &&
+                (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
   int root = build(st->value);
+  single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
     if (nodes_[root].shape == Shape::Scalar) {
       root = leaf_scalar(ir::cast(nodes_[root].scalar, dt, sp));

@@ -47,8 +47,10 @@
 //    skipped when no row of the tile needs masking.
 //  - T.where(cond, a, b) with cond reading tile data (select_on): `and` / `or` / `not` become
 //    nested selects, each comparison of tile data one select map
-//    dst = (x cmp y) ? a : b (x a tile, y a tile or scalar, compared in float16/float32; a, b
-//    float16/float32, a a tile, b a tile or scalar) that select_instructions makes a VecSelect
+//    dst = (x cmp y) ? a : b (x a tile, y a tile or scalar, compared in float32 -- float16 ones
+//    in float16, int32 values that may reach 2^24 as the sign of an exact int32 key,
+//    int32_order_key; a, b float32 or float16, a a tile, b a tile or scalar) that
+//    select_instructions makes a VecSelect
 //    (Compare + Select); index conditions inside keep the index mask above (their other value a
 //    scalar); a bare tile value v as condition is v != 0; bool tiles are an error naming uint8.
 //    int32 values: select_int32 (exact: through float32 below 2^24, else an int32 0/1 mask m and
@@ -68,13 +70,17 @@
 //  - int8/uint8 map arithmetic (no AIV int8 arithmetic): computed in float32 and wrapped when
 //    stored (or cast to int8/uint8) with the same formula; a bound on |values| proves it exact
 //    (< 2^24), else an ir::Error at the map's line.
+//  - float16 maps and sums are computed in float32 and rounded once when stored (docs/language.md;
+//    compute_type); copies, one +, -, * of two float16 values into a float16 tile (rounded once
+//    either way), max / min of two float16 tiles, compares and selects of float16 values
+//    (and constants float16 holds exactly) and reduce_max / reduce_min stay float16 (exact).
 //  - conversions (cast maps: the user's and convert_copies'): bfloat16 is only converted, never
 //    computed on: its arithmetic is done in float32 (rounded once to bfloat16 at the store; a
 //    bfloat16 copy is two exact Casts). Every conversion is a chain of the Cast pairs dav-c220 has (MapLowering::
 //    to_type): bf16 <-> f16/int8 through f32, int8/uint8 -> f32/bf16/i32 through f16, f32 -> int8
 //    as f32 -> i32 (trunc) -> f32 -> f16 -> int8, i32 -> f16 through f32.
 //  - row chunks: a 2-D map (with float32 temporaries: not a single Cast), conversion or
-//    reduction that computes a bfloat16/int8/uint8 tile in float32 runs over chunks of rows when
+//    reduction that computes a float16/bfloat16/int8/uint8 tile in float32 runs over chunks of rows when
 //    the tile has more rows than one chunk (chunk_rows): a serial loop over the full chunks, then
 //    a tail of rows % chunk rows, with chunk-sized temporaries. A chunk's float32 temporary holds
 //    at most 4 KiB (rows padded to 32 B, at least one row); its rows are a multiple of the 32 B

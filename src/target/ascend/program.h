@@ -618,6 +618,9 @@ struct ScalarLoad {
   GmRef src;  // unused (param -1, no offset) when ub.buffer >= 0
   ir::DType dtype;
   LocalRef ub;
+  // UB: the end (bytes from the buffer's start) of the tile's last element; the simulator reports an
+  // element past it (inside the allocation's 32 B padding) as out of bounds. 0: the buffer's size.
+  int64_t tile_end = 0;
 };
 // S. `dst.SetValue(offset / sizeof(T), (T)value)` (AscendC LocalTensor::SetValue, __inout_pipe__(S),
 // index in elements; CANN 9.0 API doc atlasascendc_api_07_00102): the scalar unit writes one
@@ -629,6 +632,7 @@ struct ScalarStore {
   LocalRef dst;
   ir::Expr value;
   ir::DType dtype;
+  int64_t tile_end = 0;  // as ScalarLoad's
 };
 
 // S. The core's atomic mode for copies into GM (AscendC kernel_operator_set_atomic_intf.h):

@@ -811,6 +811,14 @@ class Lowerer {
     ir::Region r{b, indices, std::vector<Expr>(indices.size(), C(1))};
     return local(window(r, sp));
   }
+  // The end (bytes from the buffer's start) of UB tile b's last element: rows padded to pcols, the
+  // last row's padding excluded (ScalarLoad::tile_end).
+  int64_t ub_tile_end(const ir::Buffer& b, const Span& sp) {
+    const Buf& t = buf(b, sp);
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
+    return t.shape.empty() ? 0 : ((rows - 1) * t.pcols + t.shape.back()) * t.dtype.bytes();
+  }
   bool ub_readable(const Expr& x) const {
     return x && x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer->scope == Scope::UB && core_ == CoreKind::V;
   }
@@ -840,7 +848,7 @@ class Lowerer {
     for (const auto& i : n->indices) idx.push_back(hoist_scalar_loads(i, sp, "the index of this element store", loads));
     Expr value = hoist_scalar_loads(n->value, sp, "the value of this element store", loads);
     LocalRef dst = ub_element(n->buffer, idx, sp);
-    StmtPtr st = emit(ScalarStore{dst, ir::cast(value, n->buffer->dtype, sp), n->buffer->dtype}, sp);
+    StmtPtr st = emit(ScalarStore{dst, ir::cast(value, n->buffer->dtype, sp), n->buffer->dtype, ub_tile_end(n->buffer, sp)}, sp);
     return loads.empty() ? st : with_loads(std::move(loads), st, sp);
   }
 
@@ -864,6 +872,7 @@ class Lowerer {
     if (ub) {
       ScalarLoad l;
       l.var = var, l.dtype = ld->buffer->dtype, l.ub = ub_element(ld->buffer, idx, sp);
+      l.tile_end = ub_tile_end(ld->buffer, sp);
       return emit(std::move(l), sp);
     }
     if (ld->buffer->scope != Scope::global) return nullptr;

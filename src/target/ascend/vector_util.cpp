@@ -10,7 +10,9 @@ namespace tw::ascend::vec {
 bool small_int(ir::DType t) { return t == ir::DType(ir::DTypeCode::i8) || t == ir::DType(ir::DTypeCode::u8); }
 
 ir::DType compute_type(ir::DType t) {
-  return t == ir::DType(ir::DTypeCode::bf16) || small_int(t) ? ir::DType(ir::DTypeCode::f32) : t;
+  return t == ir::DType(ir::DTypeCode::bf16) || t == ir::DType(ir::DTypeCode::f16) || small_int(t)
+             ? ir::DType(ir::DTypeCode::f32)
+             : t;
 }
 
 Names::Names(const ir::Kernel& k) {

@@ -16,9 +16,10 @@ namespace tw::ascend::vec {
 
 // int8 / uint8: no vector arithmetic (computed in float32), no 8-bit Duplicate.
 bool small_int(ir::DType t);
-// The dtype vector arithmetic on values of dtype t is done in: bfloat16 has no AIV arithmetic, and
-// int8/uint8 none the language's wrap-around could use (legalize_vector computes their maps
-// exactly in float32 and wraps them when stored).
+// The dtype vector arithmetic on values of dtype t is done in: float32 for float16 and bfloat16
+// (docs/language.md: computed in float32, rounded once when stored; bfloat16 has no AIV arithmetic
+// at all), and for int8/uint8, which have none the language's wrap-around could use
+// (legalize_vector computes their maps exactly in float32 and wraps them when stored).
 ir::DType compute_type(ir::DType t);
 
 // The names a kernel uses (parameters, block variables, buffers, loop and let variables);

@@ -136,6 +136,17 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
   auto invalid = [&](bool cond, const std::string& msg) {
     if (cond) fail(ReportKind::InvalidInstr, msg);
   };
+  // A scalar-unit element of a UB tile past the tile's last element (tile_end > 0: program.h
+  // ScalarLoad), inside the allocation's 32 B padding, which the allocation bound above accepts.
+  auto past_tile = [&](const RMem& m, ir::DTypeCode dt, int64_t tile_end, const char* what) {
+    int es = es_of(dt);
+    if (!ok || m.gm || tile_end <= 0 || m.off + es <= tile_end) return;
+    fail(ReportKind::OutOfBounds, std::string(what) + " bytes [" + std::to_string(m.off) + ", " + std::to_string(m.off + es) +
+                                      ") of tile " + prog.buffers[m.index].name + ", whose last element ends at byte " +
+                                      std::to_string(tile_end) + " (elements of " + std::to_string(es) +
+                                      " B): an index outside the tile's dimension (the bytes " +
+                                      "after it are the allocation's padding); keep indices within the tile");
+  };
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -275,9 +286,11 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
         } else if constexpr (std::is_same_v<T, RScalarLoad>) {
           invalid(!x.src.gm && !mem_is(x.src, {Mem::UB}), "GetValue reads a GM tensor or a UB buffer (LocalTensor of TPosition VECIN/VECCALC/VECOUT)");
           operand(x.src, Rect{0, 1, es_of(x.dt), 0}, false, es_of(x.dt), "source", false);
+          past_tile(x.src, x.dt, x.tile_end, "GetValue reads");
         } else if constexpr (std::is_same_v<T, RScalarStore>) {
           invalid(!mem_is(x.dst, {Mem::UB}), "SetValue writes a UB buffer (LocalTensor of TPosition VECIN/VECCALC/VECOUT)");
           operand(x.dst, Rect{0, 1, es_of(x.dt), 0}, true, es_of(x.dt), "destination", false);
+          past_tile(x.dst, x.dt, x.tile_end, "SetValue writes");
         } else if constexpr (std::is_same_v<T, RGather>) {
           // Gather.md (Atlas A2): dst, src, srcOffset start on 32 B; dst and src are not the same memory
           int es = es_of(x.dt);

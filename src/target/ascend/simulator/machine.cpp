@@ -181,8 +181,10 @@ ROp build(const InstrOp& op, Get&& get) {
             return RGather{x.dtype.code, loc(x.dst), loc(x.src), loc(x.offset), get(x.base).i, get(x.count).i,
                            get(x.src_elems).i};
           },
-          [&](const ScalarLoad& x) -> ROp { return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code}; },
-          [&](const ScalarStore& x) -> ROp { return RScalarStore{loc(x.dst), x.dtype.code, get(x.value)}; },
+          [&](const ScalarLoad& x) -> ROp {
+            return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code, x.ub.buffer >= 0 ? x.tile_end : 0};
+          },
+          [&](const ScalarStore& x) -> ROp { return RScalarStore{loc(x.dst), x.dtype.code, get(x.value), x.tile_end}; },
           [&](const SetAtomic&) -> ROp {
             throw ir::Error("internal: SetAtomic is executed by the scalar unit (Machine::set_atomic), not issued");
           },
