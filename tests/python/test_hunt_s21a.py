@@ -950,9 +950,7 @@ def test_infinities_through_max_min_agree():
             np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="F7: NaN through T.max / T.min and reduce_max / reduce_min differs between cpu "
-                                       "and ascend910b and depends on operand order / position")
-def test_nan_through_max_min_same_on_both_targets():
+def test_nan_through_max_min_same_on_both_targets():  # F7, fixed (h-nan9: numpy's rule on both targets)
     x = np.array([[np.nan, 1, 2, 3], [1, np.nan, -np.inf, 5], [1, 2, 3, np.nan], [np.nan] * 4, [0, 0, 0, 0],
                   [-1, np.nan, 1, 0]], np.float32)
     cpu, npu = (_run(tw.compile(max_min_nan(), target=t, out_idx=[1, 2, 3, 4, 5]), t, x) for t in TARGETS)
