@@ -271,7 +271,6 @@ class MapLowering {
   int wrap_i32(int x, DType t, const Span& sp);      // int32 x wrapped into int8/uint8 t (every value)
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
-  int max_min(ir::BinOp op, int a, int b, const Span& sp);  // float T.max / T.min: NaN propagated
   int neg(int x, const Span& sp);
   // int32 operators without one vector instruction (docs/ascend.md "Integer operators"): exact
   // compositions whose every int32 step stays inside int32 (the simulator reports any that leaves)
@@ -620,41 +619,6 @@ class Legalizer {
     return src;
   }
 
-  // A float max/min reduction res = reduce(src) propagates NaN (docs/language.md) whatever the
-  // Vector unit's WholeReduceMax/Min and Max/Min give for a NaN element (undocumented: docs/ascend.md
-  // "NaN through Max / Min"): a flag tile f = src == src ? 0 : 1, its max along the same axis (0 / 1
-  // values: no NaN reaches the Vector unit's rule), then res = flag > 0 ? NaN : res.
-  void flag_nan(const Buffer& src, const Buffer& res, int axis, const Span& sp, std::vector<Stmt>& out) {
-    const DType t = src->dtype;
-    const std::vector<int64_t> sshape = *src->const_shape(), dshape = *res->const_shape();
-    Buffer f = ub(src, "_nan", t, sshape, sp, out);
-    Buffer any = ub(res, "_nan", t, dshape, sp, out);
-    auto map = [&](const std::vector<int64_t>& dims, auto&& store) {
-      std::vector<Var> vars;
-      std::vector<Expr> idx;
-      for (size_t d = 0; d < dims.size(); ++d) {
-        vars.push_back(fresh_var(d + 1 == dims.size() ? "j" : "i", sp));
-        idx.push_back(vars.back());
-      }
-      Stmt body = store(idx);
-      for (size_t k = vars.size(); k-- > 0;) body = pfor(vars[k], dims[k], body, sp);
-      for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
-    };
-    map(sshape, [&](const std::vector<Expr>& idx) {
-      Expr x = ir::load(src, idx, sp);
-      return std::make_shared<ir::StoreNode>(
-          f, idx, ir::select(ir::binary(ir::BinOp::EQ, x, x, sp), ir::float_imm(0.0, t), ir::float_imm(1.0, t), sp), sp);
-    });
-    out.push_back(std::make_shared<ir::ReduceNode>(f, any, ir::ReduceKind::max, axis, true, sp));
-    map(dshape, [&](const std::vector<Expr>& idx) {
-      return std::make_shared<ir::StoreNode>(
-          res, idx,
-          ir::select(ir::binary(ir::BinOp::GT, ir::load(any, idx, sp), ir::float_imm(0.0, t), sp),
-                     ir::float_imm(std::numeric_limits<double>::quiet_NaN(), t), ir::load(res, idx, sp), sp),
-          sp);
-    });
-  }
-
   std::vector<Stmt> rewrite_reduce(const ir::ReduceNode* r, const Stmt& s) {
     const Span& sp = s->span;
     if (r->src->scope != Scope::UB || r->dst->scope != Scope::UB) return {s};
@@ -667,8 +631,7 @@ class Legalizer {
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
     int64_t per_repeat = 256 / ct.bytes();
     bool wide = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
-    const bool nan = r->reduce_kind != ir::ReduceKind::sum && ct.is_float();  // flag_nan
-    if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
+    if (r->clear && ct == st && dt == st && !wide) return {s};
     if (int64_t rc = sshape.size() == 2 && ct != st ? chunk_rows(sshape[0], sshape[1], r->axis == 1 ? 32 / ct.bytes() : 1) : 0)
       return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, sp);
     std::vector<Stmt> out;
@@ -680,12 +643,10 @@ class Legalizer {
     if (wide) src = halve_rows(src, r->reduce_kind, per_repeat, sp, out);
     if (r->clear && dt == ct) {
       out.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, true, sp));
-      if (nan) flag_nan(src, r->dst, r->axis, sp, out);
       return out;
     }
     Buffer res = ub(r->dst, "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
-    if (nan) flag_nan(src, res, r->axis, sp, out);
     store_reduced(r, res, ct, shape_of(r->dst), sp, out);
     return out;
   }
@@ -737,7 +698,6 @@ class Legalizer {
              if (per_repeat) t = halve_rows(t, r->reduce_kind, per_repeat, sp, o);
              Buffer res = ub(r->dst, "_part", ct, {rows}, sp, o);
              o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, 1, true, sp));
-             if (r->reduce_kind != ir::ReduceKind::sum) flag_nan(t, res, 1, sp, o);
              Var i = fresh_var("i", sp);
              Stmt m = pfor(i, rows, std::make_shared<ir::StoreNode>(all, std::vector<Expr>{add(off, i)},
                                                                     ir::load(res, {i}, sp), sp), sp);
@@ -750,7 +710,6 @@ class Legalizer {
     Buffer acc = ub(r->dst, "_part", ct, {cols}, sp, out);
     Buffer first = convert(C(0), rc, out);
     out.push_back(std::make_shared<ir::ReduceNode>(first, acc, r->reduce_kind, 0, true, sp));
-    if (r->reduce_kind != ir::ReduceKind::sum) flag_nan(first, acc, 0, sp, out);
     int64_t rest = shape[0] - rc;
     auto fold = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
       Buffer t = convert(add(off, C(rc)), rows, o);
@@ -1273,30 +1232,6 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   return push(std::move(n));
 }
 
-// T.max / T.min of floats propagate NaN (docs/language.md) whatever the Vector unit's Max / Min (and
-// Relu) give for a NaN operand, which the 910B documentation does not say (docs/ascend.md "NaN through
-// Max / Min"): r = Max(a, b), then for each operand o that may be NaN r = r >= o ? r : NaN (Min:
-// r <= o). The comparison holds for the max (min) of two numbers and fails when o or r is NaN; a
-// float constant operand (relu's 0) needs no check. Integers have no NaN: Max / Min alone.
-int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
-  int r = bin(op, a, b, sp);
-  const DType t = nodes_[r].dtype;
-  if (!t.is_float() || nodes_[r].shape == Shape::Scalar) return r;
-  for (int o : {a, b}) {
-    const Expr& c = nodes_[o].scalar;
-    if (nodes_[o].shape == Shape::Scalar && c &&
-        (c->kind == ir::ExprKind::IntImm ||
-         (c->kind == ir::ExprKind::FloatImm && !std::isnan(as<ir::FloatImmNode>(c)->value))))
-      continue;
-    int v = to_type(o, t, sp);
-    if (nodes_[v].shape != Shape::Scalar) v = materialize(v, Shape::Full, sp);
-    r = materialize(r, Shape::Full, sp);
-    r = push_select(op == ir::BinOp::Max ? ir::BinOp::GE : ir::BinOp::LE, r, v, r,
-                    scalar_const(std::numeric_limits<double>::quiet_NaN(), t), t, sp);
-  }
-  return r;
-}
-
 int MapLowering::neg(int x, const Span& sp) {
   const Node& n = nodes_[x];
   if (n.kind == OpKind::Bin && n.bop == ir::BinOp::Mul && nodes_[n.args[1]].shape == Shape::Scalar) {
@@ -1533,7 +1468,6 @@ int MapLowering::build_uncached(const Expr& e) {
           if (b->op == ir::BinOp::Div && !e->dtype.is_float()) break;
           int x = build(b->a);  // operands in source order (deterministic instruction order)
           int y = build(b->b);
-          if (b->op == ir::BinOp::Max || b->op == ir::BinOp::Min) return max_min(b->op, x, y, sp);
           return bin(b->op, x, y, sp);
         }
         case ir::BinOp::Shl: case ir::BinOp::Shr: {  // int32 by a scalar count: ShiftLeft / ShiftRight

@@ -470,29 +470,25 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 52128);
+    pipe.InitBuffer(tw_ub_buf, 43552);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
-    LocalTensor<float> acc_o_pv_ub = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +8192 float32 ND [32, 64], line 4
-    LocalTensor<float> scores_scale_prev = tw_ub[49408].ReinterpretCast<float>();  // UB @49408 +128 float32 ND [32], line 22
-    LocalTensor<float> scores_scale_prev2 = tw_ub[49536].ReinterpretCast<float>();  // UB @49536 +128 float32 ND [32], line 22
+    LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
+    LocalTensor<float> scores_scale_prev = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 22
+    LocalTensor<float> scores_scale_prev2 = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 22
     LocalTensor<float> acc_s_ub = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 9
     LocalTensor<float> acc_o_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 11
-    LocalTensor<float> scores_max = tw_ub[49920].ReinterpretCast<float>();  // UB @49920 +128 float32 ND [32], line 12
-    LocalTensor<float> scores_max_prev = tw_ub[50048].ReinterpretCast<float>();  // UB @50048 +128 float32 ND [32], line 13
-    LocalTensor<float> scores_scale = tw_ub[49664].ReinterpretCast<float>();  // UB @49664 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[50944].ReinterpretCast<float>();  // UB @50944 +128 float32 ND [32], line 15
-    LocalTensor<float> logsum = tw_ub[49792].ReinterpretCast<float>();  // UB @49792 +128 float32 ND [32], line 16
-    LocalTensor<float> scores_scale_prev3 = tw_ub[49152].ReinterpretCast<float>();  // UB @49152 +256 float32 ND [2, 32], line 22
+    LocalTensor<float> scores_max = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 12
+    LocalTensor<float> scores_max_prev = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 13
+    LocalTensor<float> scores_scale = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 14
+    LocalTensor<float> scores_sum = tw_ub[42368].ReinterpretCast<float>();  // UB @42368 +128 float32 ND [32], line 15
+    LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
+    LocalTensor<float> scores_scale_prev3 = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +256 float32 ND [2, 32], line 22
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 26
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[51072].ReinterpretCast<float>();  // UB @51072 +32 float32 ND [8], line 26
-    LocalTensor<float> scores_max_scaled_0 = tw_ub[50176].ReinterpretCast<float>();  // UB @50176 +128 float32 ND [32], line 26
-    LocalTensor<float> acc_s_ub_nan_0 = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 31
-    LocalTensor<float> scores_max_scaled_0_nan_0 = tw_ub[50304].ReinterpretCast<float>();  // UB @50304 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_scaled_0_t_0 = tw_ub[50432].ReinterpretCast<float>();  // UB @50432 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_t_0 = tw_ub[50560].ReinterpretCast<float>();  // UB @50560 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_t_1 = tw_ub[50688].ReinterpretCast<float>();  // UB @50688 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_ln2_0 = tw_ub[50816].ReinterpretCast<float>();  // UB @50816 +128 float32 ND [32], line 26
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[51104].ReinterpretCast<uint8_t>();  // UB @51104 +1024 uint8 ND [1024], line 26
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42496].ReinterpretCast<float>();  // UB @42496 +32 float32 ND [8], line 26
+    LocalTensor<float> scores_max_scaled_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 26
+    LocalTensor<float> scores_max_t_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +128 float32 ND [32], line 31
+    LocalTensor<float> scores_max_ln2_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 26
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42528].ReinterpretCast<uint8_t>();  // UB @42528 +1024 uint8 ND [1024], line 26
 
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
@@ -559,30 +555,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           }
           PipeBarrier<PIPE_V>();  // line 31
           WholeReduceMax(scores_max_scaled_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
-          Duplicate(acc_s_ub_nan_0, static_cast<float>(0.0f), 2048);  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          Compare(tw_vec_scratch_, acc_s_ub, acc_s_ub, CMPMODE::EQ, 64, 32, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          Select(acc_s_ub_nan_0, tw_vec_scratch_, acc_s_ub_nan_0, static_cast<float>(1.0f), SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          WholeReduceMax(scores_max_scaled_0_nan_0, acc_s_ub_nan_0, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
-          Duplicate(scores_max_scaled_0_t_0, static_cast<float>(__builtin_nanf("")), 32);  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          CompareScalar(tw_vec_scratch_, scores_max_scaled_0_nan_0, static_cast<float>(0.0f), CMPMODE::GT, 32, 1, UnaryRepeatParams(1, 1, 8, 8));  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          Select(scores_max_scaled_0, tw_vec_scratch_, scores_max_scaled_0_t_0, scores_max_scaled_0, SELMODE::VSEL_TENSOR_TENSOR_MODE, 32);  // line 31
           PipeBarrier<PIPE_V>();  // line 31
           Muls(scores_max_t_0, scores_max_scaled_0, static_cast<float>(1.44269504f), 32);  // line 31
           PipeBarrier<PIPE_V>();  // line 31
-          Max(scores_max_t_1, scores_max, scores_max_t_0, 32);  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          Compare(tw_vec_scratch_, scores_max_t_1, scores_max, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          Select(scores_max, tw_vec_scratch_, scores_max_t_1, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          Compare(tw_vec_scratch_, scores_max, scores_max_t_0, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
-          PipeBarrier<PIPE_V>();  // line 31
-          Select(scores_max, tw_vec_scratch_, scores_max, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
+          Max(scores_max, scores_max, scores_max_t_0, 32);  // line 31
           PipeBarrier<PIPE_V>();  // line 33
           Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
           PipeBarrier<PIPE_V>();  // line 33
@@ -680,30 +656,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             }
             PipeBarrier<PIPE_V>();  // line 31
             WholeReduceMax(scores_max_scaled_0, acc_s_ub, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
-            Duplicate(acc_s_ub_nan_0, static_cast<float>(0.0f), 2048);  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            Compare(tw_vec_scratch_, acc_s_ub, acc_s_ub, CMPMODE::EQ, 64, 32, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            Select(acc_s_ub_nan_0, tw_vec_scratch_, acc_s_ub_nan_0, static_cast<float>(1.0f), SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            WholeReduceMax(scores_max_scaled_0_nan_0, acc_s_ub_nan_0, 64, 32, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 31
-            Duplicate(scores_max_scaled_0_t_0, static_cast<float>(__builtin_nanf("")), 32);  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            CompareScalar(tw_vec_scratch_, scores_max_scaled_0_nan_0, static_cast<float>(0.0f), CMPMODE::GT, 32, 1, UnaryRepeatParams(1, 1, 8, 8));  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            Select(scores_max_scaled_0, tw_vec_scratch_, scores_max_scaled_0_t_0, scores_max_scaled_0, SELMODE::VSEL_TENSOR_TENSOR_MODE, 32);  // line 31
             PipeBarrier<PIPE_V>();  // line 31
             Muls(scores_max_t_0, scores_max_scaled_0, static_cast<float>(1.44269504f), 32);  // line 31
             PipeBarrier<PIPE_V>();  // line 31
-            Max(scores_max_t_1, scores_max, scores_max_t_0, 32);  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            Compare(tw_vec_scratch_, scores_max_t_1, scores_max, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            Select(scores_max, tw_vec_scratch_, scores_max_t_1, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            Compare(tw_vec_scratch_, scores_max, scores_max_t_0, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
-            PipeBarrier<PIPE_V>();  // line 31
-            Select(scores_max, tw_vec_scratch_, scores_max, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
+            Max(scores_max, scores_max, scores_max_t_0, 32);  // line 31
             PipeBarrier<PIPE_V>();  // line 33
             Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
             PipeBarrier<PIPE_V>();  // line 33

@@ -41,17 +41,14 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
     const int32_t vid = 0;
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 21568);
+    pipe.InitBuffer(tw_ub_buf, 16640);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> x = tw_ub[0].ReinterpretCast<float>();  // UB @0 +9728 float32 ND [8, 300], line 6
-    LocalTensor<float> row_max = tw_ub[19456].ReinterpretCast<float>();  // UB @19456 +32 float32 ND [8], line 7
+    LocalTensor<float> row_max = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 7
     LocalTensor<float> row_sum = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 8
     LocalTensor<half> x_float16_0 = tw_ub[9728].ReinterpretCast<half>();  // UB @9728 +4864 float16 ND [8, 300], line 9
-    LocalTensor<float> x_nan_0 = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +9728 float32 ND [8, 300], line 10
-    LocalTensor<float> row_max_nan_0 = tw_ub[19488].ReinterpretCast<float>();  // UB @19488 +32 float32 ND [8], line 10
-    LocalTensor<float> row_max_t_0 = tw_ub[9728].ReinterpretCast<float>();  // UB @9728 +32 float32 ND [8], line 10
     LocalTensor<half> x_float16_1 = tw_ub[9728].ReinterpretCast<half>();  // UB @9728 +4864 float16 ND [8, 300], line 22
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[19520].ReinterpretCast<uint8_t>();  // UB @19520 +2048 uint8 ND [2048], line 10
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[14592].ReinterpretCast<uint8_t>();  // UB @14592 +2048 uint8 ND [2048], line 10
 
     SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
@@ -89,36 +86,6 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
       Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x[256], 44, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
       PipeBarrier<PIPE_V>();  // line 10
       WholeReduceMax(row_max, tw_vec_scratch_.ReinterpretCast<float>(), 64, 8, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
-      for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
-        const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 64)), 64);
-        Duplicate(x_nan_0[(tw_c_ * 64)], static_cast<float>(0.0f), tw_mask_, 8, 1, 38);  // line 10
-      }
-      PipeBarrier<PIPE_V>();  // line 10
-      for (int32_t tw_row_ = 0; tw_row_ < 8; ++tw_row_) {
-        PipeBarrier<PIPE_V>();  // line 10
-        Compare(tw_vec_scratch_, x[(tw_row_ * 304)], x[(tw_row_ * 304)], CMPMODE::EQ, 64, 4, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 10
-        Compare(tw_vec_scratch_[32], x[((tw_row_ * 304) + 256)], x[((tw_row_ * 304) + 256)], CMPMODE::EQ, 44, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 10
-        PipeBarrier<PIPE_V>();  // line 10
-        Select(x_nan_0[(tw_row_ * 304)], tw_vec_scratch_, x_nan_0[(tw_row_ * 304)], static_cast<float>(1.0f), SELMODE::VSEL_TENSOR_SCALAR_MODE, 300);  // line 10
-      }
-      PipeBarrier<PIPE_V>();  // line 10
-      Muls(tw_vec_scratch_.ReinterpretCast<float>(), x_nan_0, static_cast<float>(1.0f), 64, 8, UnaryRepeatParams(1, 1, 8, 38));  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x_nan_0[64], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x_nan_0[128], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x_nan_0[192], 64, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      Max(tw_vec_scratch_.ReinterpretCast<float>(), tw_vec_scratch_.ReinterpretCast<float>(), x_nan_0[256], 44, 8, BinaryRepeatParams(1, 1, 1, 8, 8, 38));  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      WholeReduceMax(row_max_nan_0, tw_vec_scratch_.ReinterpretCast<float>(), 64, 8, 1, 1, 8, ReduceOrder::ORDER_ONLY_VALUE);  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      Duplicate(row_max_t_0, static_cast<float>(__builtin_nanf("")), 8);  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      CompareScalar(tw_vec_scratch_, row_max_nan_0, static_cast<float>(0.0f), CMPMODE::GT, 8, 1, UnaryRepeatParams(1, 1, 8, 8));  // line 10
-      PipeBarrier<PIPE_V>();  // line 10
-      Select(row_max, tw_vec_scratch_, row_max_t_0, row_max, SELMODE::VSEL_TENSOR_TENSOR_MODE, 8);  // line 10
       PipeBarrier<PIPE_V>();  // line 13
       Brcb(tw_vec_scratch_.ReinterpretCast<float>(), row_max, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 13
       PipeBarrier<PIPE_V>();  // line 13
