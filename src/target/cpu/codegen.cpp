@@ -182,11 +182,13 @@ struct RegionView {
   }
 };
 
-// Lane-wise combine of two float32 vectors for a reduction: a sum adds; max/min select
-// `b > a ? b : a` (a NaN element never replaces an accumulator, in any grouping).
+// Lane-wise combine of two float32 vectors for a reduction: a sum adds; max/min propagate NaN
+// (docs/language.md): `b != b ? b : (b > a ? b : a)`, a max (vmaxps keeps a NaN accumulator) and
+// one unordered compare + blend that lets a NaN element in; b is the element or the other group.
 std::string vec_combine(ReduceKind kind, const std::string& a, const std::string& b) {
   if (kind == ReduceKind::sum) return a + " + " + b;
-  return b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+  return b + " != " + b + " ? " + b + " : (" + b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a +
+         ")";
 }
 
 // The lanes of the vector accumulator v combined into one float (tw_cpu::simd::fold_*: by halves).
@@ -466,10 +468,12 @@ namespace {
 // operands are known non-negative), min/max as selects so loops vectorise.
 inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
 inline int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }
-inline float tw_min(float a, float b) { return b < a ? b : a; }
-inline float tw_max(float a, float b) { return a < b ? b : a; }
-inline double tw_min(double a, double b) { return b < a ? b : a; }
-inline double tw_max(double a, double b) { return a < b ? b : a; }
+// float min/max propagate NaN in either operand (numpy's np.minimum/np.maximum, docs/language.md):
+// the select (vminps/vmaxps keeps a) and one unordered compare + blend for b
+inline float tw_min(float a, float b) { return b != b ? b : (b < a ? b : a); }
+inline float tw_max(float a, float b) { return b != b ? b : (a < b ? b : a); }
+inline double tw_min(double a, double b) { return b != b ? b : (b < a ? b : a); }
+inline double tw_max(double a, double b) { return b != b ? b : (a < b ? b : a); }
 template <class T>
 inline T tw_select(bool c, T a, T b) { return c ? a : b; }  // both arms already evaluated
 // float arms as a bit select: g++ does not if-convert a float ?: whose arms hold arithmetic

@@ -363,14 +363,22 @@ void scatter(uint8_t* p, ir::DTypeCode t, int64_t n, int64_t blk, const double* 
   for (int64_t j = 0; j * epb < n; ++j) store_row(p + j * blk * 32, t, std::min(epb, n - j * epb), in + j * epb, m);
 }
 
+// Max / Min of a NaN and a number: the 910B documentation does not say what the Vector unit gives
+// (docs/ascend.md "NaN through Max / Min"), so the simulator models the rule a lowering can least
+// rely on: the number (the NaN is dropped, whichever operand it is); two NaNs give NaN. The language
+// propagates NaN (docs/language.md), so a lowering that leaves a NaN to Max / Min shows in the
+// differential tests.
+inline double max_dropping_nan(double a, double b) { return a != a ? b : b != b ? a : std::max(a, b); }
+inline double min_dropping_nan(double a, double b) { return a != a ? b : b != b ? a : std::min(a, b); }
+
 double binop(VecBinOp op, double a, double b, bool is_int) {
   switch (op) {
     case VecBinOp::Add: return a + b;
     case VecBinOp::Sub: return a - b;
     case VecBinOp::Mul: return a * b;
     case VecBinOp::Div: return is_int ? (b == 0 ? 0 : std::trunc(a / b)) : a / b;
-    case VecBinOp::Max: return std::max(a, b);
-    case VecBinOp::Min: return std::min(a, b);
+    case VecBinOp::Max: return max_dropping_nan(a, b);
+    case VecBinOp::Min: return min_dropping_nan(a, b);
     // int32 only (api_rules.cpp), count in 0..31: the bits of a shifted, the right shift arithmetic
     case VecBinOp::ShiftLeft:
       return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(a)) << (static_cast<int>(b) & 31));
@@ -402,7 +410,7 @@ inline double unop(VecUnOp op, double x) {
     case VecUnOp::Sqrt: return std::sqrt(x);
     case VecUnOp::Rsqrt: return 1.0 / std::sqrt(x);
     case VecUnOp::Abs: return std::fabs(x);
-    case VecUnOp::Relu: return x > 0 ? x : 0.0;
+    case VecUnOp::Relu: return x > 0 ? x : 0.0;  // NaN gives 0: dropped, as Max (max_dropping_nan)
     case VecUnOp::Reciprocal: return 1.0 / x;
   }
   return 0;
@@ -695,7 +703,10 @@ void Machine::functional(Core& c, const RInstr& r) {
             return std::clamp(num::f16_to_f32(num::f32_to_f16(v)), -65504.f, 65504.f);
           };
           auto comb = [&](float a, float b) {
-            return x.op == ReduceOp::Sum ? rnd(a + b) : x.op == ReduceOp::Max ? std::max(a, b) : std::min(a, b);
+            // Max / Min: a NaN element dropped (max_dropping_nan above)
+            return x.op == ReduceOp::Sum ? rnd(a + b)
+                   : x.op == ReduceOp::Max ? static_cast<float>(max_dropping_nan(a, b))
+                                            : static_cast<float>(min_dropping_nan(a, b));
           };
           if (x.mask <= 0) return;
           ra.resize(x.mask);

@@ -128,8 +128,9 @@ TW_CPU_INLINE float fold_lanes(vf v, F f) {
   return v[0];
 }
 TW_CPU_INLINE float fold_sum(vf v) { return fold_lanes(v, [](vf a, vf b) { return a + b; }); }
-TW_CPU_INLINE float fold_max(vf v) { return fold_lanes(v, [](vf a, vf b) { return b > a ? b : a; }); }
-TW_CPU_INLINE float fold_min(vf v) { return fold_lanes(v, [](vf a, vf b) { return b < a ? b : a; }); }
+// max/min propagate NaN (any lane NaN gives NaN; docs/language.md T.reduce_*)
+TW_CPU_INLINE float fold_max(vf v) { return fold_lanes(v, [](vf a, vf b) { return b != b ? b : (b > a ? b : a); }); }
+TW_CPU_INLINE float fold_min(vf v) { return fold_lanes(v, [](vf a, vf b) { return b != b ? b : (b < a ? b : a); }); }
 
 // Stores n floats of a (64-byte aligned) chunk buffer to dst: with streaming stores when `nt`
 // and dst is vector aligned (the rows of a large output, see stream_copy), else ordinary stores.

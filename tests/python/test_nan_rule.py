@@ -1,0 +1,281 @@
+"""The NaN rule of T.max / T.min and T.reduce_max / T.reduce_min (docs/language.md): numpy's. An
+elementwise max/min is NaN when either operand is NaN, in either operand order and in the scalar
+forms; a max/min reduction (clear=True, and the clear=False merge with dst) is NaN when any element
+(or dst) is NaN. Checked against np.maximum / np.minimum / np.max / np.min at odd shapes, NaN first,
+in the middle, last, in every lane of a vector and in the tail, all-NaN rows, next to -inf/inf, for
+float16 / bfloat16 / float32. Exact comparisons (max/min pick an element: no rounding; a float16 /
+bfloat16 value is exact in float32). +0 / -0 order is unspecified: the inputs avoid -0.
+
+ascend910b does not follow the rule yet (F7 of /work/hunt9a-findings.md): its lowering leaves NaN to
+the Vector unit's Max / Min / WholeReduceMax/Min, whose NaN rule the 910B documentation does not
+give, and the simulator models that rule adversarially (a NaN operand dropped; docs/ascend.md
+"Session 21: NaN through Max / Min (h-nan9)"); its cases are strict xfails. A fix-up lowering was
+measured and reverted (it halved the automatic flash attention's simulated throughput).
+"""
+import sys
+import pathlib
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright.testing import np_dtype
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ascend_util import TARGET, run_checked  # noqa: E402
+
+DTYPES = ["float32", "float16", "bfloat16"]
+ASCEND_XFAIL = pytest.param(TARGET, marks=pytest.mark.xfail(
+    strict=True, reason="F7: ascend910b's max/min lowering leaves NaN to the chip's undocumented Max/Min rule "
+    "(the simulator drops a NaN operand)", raises=AssertionError))
+TARGETS = ["cpu", ASCEND_XFAIL]
+
+
+def _run(kernel, target, *args):
+    return kernel(*args) if target == "cpu" else run_checked(kernel, *args)
+
+
+def _same(got, ref):
+    """Equal values, NaN where the reference has NaN (compared in float64)."""
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float64), np.asarray(ref).astype(np.float64))
+
+
+def _with_nans(shape, dtype, seed, frac=0.15):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-20, 21, shape).astype(np.float64)
+    x[x == 0] = 1                                    # no signed zeros (their order is unspecified)
+    u = rng.random(shape)
+    x[u < frac] = np.nan
+    x[(u >= frac) & (u < frac + 0.05)] = np.inf
+    x[(u >= frac + 0.05) & (u < frac + 0.1)] = -np.inf
+    return x.astype(np_dtype(dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise: both operand orders, tile-tile, tile-constant, tile-runtime scalar (cpu: a map
+# writing a global tensor; ascend910b's forms are in test_elementwise_tiles_propagate_nan)
+
+def elementwise(M, N, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype), s: T.float32,
+             O: T.Tensor((8, M, N), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), dtype)
+            y = T.alloc_fragment((M, N), dtype)
+            T.copy(X, x)
+            T.copy(Y, y)
+            for i, j in T.Parallel(M, N):
+                O[0, i, j] = T.max(x[i, j], y[i, j])
+                O[1, i, j] = T.max(y[i, j], x[i, j])
+                O[2, i, j] = T.min(x[i, j], y[i, j])
+                O[3, i, j] = T.min(y[i, j], x[i, j])
+                O[4, i, j] = T.max(x[i, j], 0.0)
+                O[5, i, j] = T.max(0.0, x[i, j])
+                O[6, i, j] = T.min(x[i, j], s)
+                O[7, i, j] = T.max(s, x[i, j])
+    return main
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,N", [(1, 1), (3, 37), (2, 130)])
+@pytest.mark.parametrize("s", [2.5, float("nan"), float("-inf")])
+def test_elementwise_max_min_propagate_nan(M, N, s, dtype):
+    x, y = _with_nans((M, N), dtype, 1), _with_nans((M, N), dtype, 2)
+    o = tw.compile(elementwise(M, N, dtype), target="cpu", out_idx=[3])(x, y, s)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    sd = np.float64(np.asarray(s, np.float32).astype(np_dtype(dtype)))
+    for k, ref in enumerate([np.maximum(x64, y64), np.maximum(y64, x64), np.minimum(x64, y64), np.minimum(y64, x64),
+                             np.maximum(x64, 0.0), np.maximum(0.0, x64), np.minimum(x64, sd), np.maximum(sd, x64)]):
+        _same(o[k], ref)
+
+
+def elementwise_tiles(M, N, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype), s: T.float32,
+             O0: T.Tensor((M, N), dtype), O1: T.Tensor((M, N), dtype), O2: T.Tensor((M, N), dtype),
+             O3: T.Tensor((M, N), dtype), O4: T.Tensor((M, N), dtype), O5: T.Tensor((M, N), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), dtype)
+            y = T.alloc_fragment((M, N), dtype)
+            o0 = T.alloc_fragment((M, N), dtype)
+            o1 = T.alloc_fragment((M, N), dtype)
+            o2 = T.alloc_fragment((M, N), dtype)
+            o3 = T.alloc_fragment((M, N), dtype)
+            o4 = T.alloc_fragment((M, N), dtype)
+            o5 = T.alloc_fragment((M, N), dtype)
+            T.copy(X, x)
+            T.copy(Y, y)
+            for i, j in T.Parallel(M, N):
+                o0[i, j] = T.max(x[i, j], y[i, j])
+                o1[i, j] = T.min(y[i, j], x[i, j])
+                o2[i, j] = T.max(x[i, j], 0.0)
+                o3[i, j] = T.max(0.0, x[i, j])
+                o4[i, j] = T.min(x[i, j], s)
+                o5[i, j] = T.max(s, x[i, j])
+            T.copy(o0, O0)
+            T.copy(o1, O1)
+            T.copy(o2, O2)
+            T.copy(o3, O3)
+            T.copy(o4, O4)
+            T.copy(o5, O5)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("s", [2.5, float("nan")])
+def test_elementwise_tiles_propagate_nan(s, dtype, target):
+    M, N = 4, 72
+    x, y = _with_nans((M, N), dtype, 3), _with_nans((M, N), dtype, 4)
+    outs = _run(tw.compile(elementwise_tiles(M, N, dtype), target=target, out_idx=[3, 4, 5, 6, 7, 8]), target, x, y, s)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    sd = np.float64(np.asarray(s, np.float32).astype(np_dtype(dtype)))
+    for got, ref in zip(outs, [np.maximum(x64, y64), np.minimum(y64, x64), np.maximum(x64, 0.0), np.maximum(0.0, x64),
+                               np.minimum(x64, sd), np.maximum(sd, x64)]):
+        _same(got, ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions along rows (dim=1) and columns (dim=0), clear=True and the clear=False merge
+
+def reduce2d(M, N, dim, dtype):
+    R = M if dim == 1 else N
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), D: T.Tensor((R,), dtype), Mx: T.Tensor((R,), dtype),
+             Mn: T.Tensor((R,), dtype), Mx2: T.Tensor((R,), dtype), Mn2: T.Tensor((R,), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), dtype)
+            mx = T.alloc_fragment((R,), dtype)
+            mn = T.alloc_fragment((R,), dtype)
+            T.copy(X, x)
+            T.reduce_max(x, mx, dim=dim)
+            T.reduce_min(x, mn, dim=dim)
+            T.copy(mx, Mx)
+            T.copy(mn, Mn)
+            T.copy(D, mx)
+            T.copy(D, mn)
+            T.reduce_max(x, mx, dim=dim, clear=False)
+            T.reduce_min(x, mn, dim=dim, clear=False)
+            T.copy(mx, Mx2)
+            T.copy(mn, Mn2)
+    return main
+
+
+def _rows_placed(N, dtype):
+    """Rows with NaN first, in the middle, last, all-NaN, none, next to -inf/inf, and one NaN in each
+    of the first 40 positions (every lane of the cpu's float32 vector accumulators: 16 lanes with
+    AVX-512, 8 with AVX2) and in the tail."""
+    rows = []
+    base = (np.arange(N) % 7 - 3).astype(np.float64)
+    base[base == 0] = 5
+    for pos in sorted({0, N // 2, N - 1} | set(range(0, min(N, 40)))):
+        r = base.copy()
+        r[pos] = np.nan
+        rows.append(r)
+    rows.append(np.full(N, np.nan))
+    rows.append(base.copy())
+    r = base.copy()
+    r[0], r[-1] = -np.inf, np.inf
+    rows.append(r)
+    r = np.full(N, -np.inf)
+    r[N // 2] = np.nan
+    rows.append(r)
+    r = np.full(N, np.inf)
+    r[-1] = np.nan
+    rows.append(r)
+    return np.array(rows).astype(np_dtype(dtype))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", [1, 5, 64, 67, 300])
+def test_row_reduce_propagates_nan(N, dtype, target):
+    x = _rows_placed(N, dtype)
+    M = x.shape[0]
+    d = np.where(np.arange(M) % 5 == 0, np.nan, np.where(np.arange(M) % 5 == 1, np.inf, 2.0)).astype(np_dtype(dtype))
+    mx, mn, mx2, mn2 = _run(tw.compile(reduce2d(M, N, 1, dtype), target=target, out_idx=[2, 3, 4, 5]), target, x, d)
+    x64, d64 = x.astype(np.float64), d.astype(np.float64)
+    _same(mx, x64.max(1))
+    _same(mn, x64.min(1))
+    _same(mx2, np.maximum(d64, x64.max(1)))
+    _same(mn2, np.minimum(d64, x64.min(1)))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", [1, 3, 67])
+def test_col_reduce_propagates_nan(N, dtype, target):
+    x = _rows_placed(N, dtype).T.copy()          # the placed rows as columns
+    M, R = x.shape
+    d = np.where(np.arange(R) % 3 == 0, np.nan, 1.0).astype(np_dtype(dtype))
+    mx, mn, mx2, mn2 = _run(tw.compile(reduce2d(N, R, 0, dtype), target=target, out_idx=[2, 3, 4, 5]), target, x, d)
+    x64, d64 = x.astype(np.float64), d.astype(np.float64)
+    _same(mx, x64.max(0))
+    _same(mn, x64.min(0))
+    _same(mx2, np.maximum(d64, x64.max(0)))
+    _same(mn2, np.minimum(d64, x64.min(0)))
+
+
+def reduce_middle(A, B, C, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((A, B, C), dtype), Mx: T.Tensor((A, C), dtype), Mn: T.Tensor((A, C), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((A, B, C), dtype)
+            mx = T.alloc_fragment((A, C), dtype)
+            mn = T.alloc_fragment((A, C), dtype)
+            T.copy(X, x)
+            T.reduce_max(x, mx, dim=1)
+            T.reduce_min(x, mn, dim=1)
+            T.copy(mx, Mx)
+            T.copy(mn, Mn)
+    return main
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("A,B,C", [(2, 1, 3), (3, 9, 37), (2, 33, 70)])
+def test_middle_axis_reduce_propagates_nan(A, B, C, dtype):
+    x = _with_nans((A, B, C), dtype, 7, frac=0.05)
+    mx, mn = tw.compile(reduce_middle(A, B, C, dtype), target="cpu", out_idx=[1, 2])(x)
+    _same(mx, x.astype(np.float64).max(1))
+    _same(mn, x.astype(np.float64).min(1))
+
+
+# a map feeding the reduction (the cpu's fused map + reduce row pass) and a row max used after it,
+# as softmax does: a NaN element makes the row max NaN, and the row's outputs NaN
+
+def softmax_rows(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Mx: T.Tensor((M,), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            t = T.alloc_fragment((M, N), "float32")
+            mx = T.alloc_fragment((M,), "float32")
+            sm = T.alloc_fragment((M,), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(M, N):
+                t[i, j] = x[i, j] * 2.0
+            T.reduce_max(t, mx, dim=1)
+            for i, j in T.Parallel(M, N):
+                t[i, j] = T.exp(x[i, j] * 2.0 - mx[i])
+            T.reduce_sum(t, sm, dim=1)
+            for i, j in T.Parallel(M, N):
+                t[i, j] = t[i, j] / sm[i]
+            T.copy(mx, Mx)
+            T.copy(t, Y)
+    return main
+
+
+@pytest.mark.parametrize("N", [7, 64, 257])
+def test_fused_map_row_max_propagates_nan(N):
+    x = _rows_placed(N, "float32")
+    x = np.where(np.isinf(x), 1.0, x).astype(np.float32)      # finite, so the softmax of NaN-free rows is finite
+    M = x.shape[0]
+    mx, y = tw.compile(softmax_rows(M, N), target="cpu", out_idx=[1, 2])(x)
+    ref_mx = (2.0 * x.astype(np.float64)).max(1)
+    _same(mx, ref_mx)
+    nan_rows = np.isnan(ref_mx)
+    assert np.isnan(y[nan_rows]).all()
+    e = np.exp(2.0 * x[~nan_rows].astype(np.float64) - ref_mx[~nan_rows, None])
+    tw.testing.assert_close(y[~nan_rows].astype(np.float64), e / e.sum(1, keepdims=True), atol=1e-6, rtol=1e-5)
