@@ -9,31 +9,7 @@ import tilewright as tw
 import tilewright.language as T
 
 from ascend_util import TARGET
-
-
-def f32_mma(M, N, K):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1, is_npu=True) as cid:
-            a1 = T.alloc_L1((M, K), "float32")
-            b1 = T.alloc_L1((K, N), "float32")
-            a0 = T.alloc_L0A((M, K), "float32")
-            b0 = T.alloc_L0B((K, N), "float32")
-            c0 = T.alloc_L0C((M, N), "float32")
-            with T.Scope("C"):
-                T.copy(A, a1)
-                T.copy(B, b1)
-                T.set_flag("MTE2", "MTE1", 0)
-                T.wait_flag("MTE2", "MTE1", 0)
-                T.copy(a1, a0)
-                T.copy(b1, b0)
-                T.set_flag("MTE1", "M", 0)
-                T.wait_flag("MTE1", "M", 0)
-                T.mma(a0, b0, c0, init=True)
-                T.set_flag("M", "FIX", 0)
-                T.wait_flag("M", "FIX", 0)
-                T.copy(c0, C)
-    return main
+from test_hunt_s21b import f32_mma_kernel as f32_mma
 
 
 @pytest.mark.parametrize("M,N,K", [(16, 16, 8), (17, 24, 24), (3, 40, 40), (1, 8, 1), (16, 16, 16), (5, 9, 17)])

@@ -16,6 +16,7 @@ import tilewright.language as T
 from tilewright import TilewrightError
 
 from ascend_util import TARGET
+import tw_test_util
 from tw_test_util import marked_line
 
 THIS = __file__
@@ -35,20 +36,11 @@ def compile_npu(prim, out_idx=None):
 
 
 def located(fn, marker, *parts):
-    """fn() raises a TilewrightError at the marked line whose message (and hint) hold `parts`."""
-    with pytest.raises(TilewrightError) as e:
-        fn()
-    err = e.value
-    assert err.file == THIS and err.line == line(marker), (err.file, err.line, err.message)
-    text = err.message + " | " + (err.hint or "")
-    for p in parts:
-        assert p in text, text
-    return err
+    """fn() raises a TilewrightError at the line marked `# @marker` whose message (and hint) hold `parts`."""
+    return tw_test_util.located(fn, THIS, "@" + marker, *parts)
 
 
-def ints(shape, dtype, seed, lo=-3, hi=4):
-    """Small integers: exact in every dtype, sums exact in float32."""
-    return np.random.default_rng(seed).integers(lo, hi, shape).astype(tw.testing.np_dtype(dtype))
+ints = tw_test_util.small_ints
 
 
 def f64(x):

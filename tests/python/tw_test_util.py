@@ -40,3 +40,25 @@ def assert_located(exc_info, path, marker, message):
     assert isinstance(e, TilewrightError), repr(e)
     assert message in e.message, e.message
     assert (e.file, e.line) == (path, marked_line(path, marker)[0]), str(e)
+
+
+def located(fn, path, marker, *parts):
+    """fn() raises a TilewrightError at the line of `path` marked `# marker` whose message (and
+    hint) hold every one of `parts`; returns the error."""
+    import pytest
+    from tilewright import TilewrightError
+    with pytest.raises(TilewrightError) as e:
+        fn()
+    err = e.value
+    assert err.file == path and err.line == marked_line(path, marker)[0], (err.file, err.line, err.message)
+    text = err.message + " | " + (err.hint or "")
+    for p in parts:
+        assert p in text, text
+    return err
+
+
+def small_ints(shape, dtype, seed, lo=-3, hi=4):
+    """Small integers in `dtype`: exact in every dtype, sums exact in float32."""
+    import numpy as np
+    import tilewright as tw
+    return np.random.default_rng(seed).integers(lo, hi, shape).astype(tw.testing.np_dtype(dtype))
