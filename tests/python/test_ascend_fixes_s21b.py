@@ -200,6 +200,29 @@ def test_int32_abs_of_int_min():
     assert len(reports) == 1 and reports[0].startswith(f"{THIS}:{line('ABS_1D')}: int32 overflow: int32 Muls"), reports
 
 
+def abs_in_a_condition(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "int32"), Y: T.Tensor((M, N), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "int32")
+            T.copy(X, x)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = T.where(~T.abs(x[i, j]) > -3, 1, 2)
+            T.copy(x, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_int32_abs_in_a_where_condition(target):
+    # an int |x| in a T.where condition (kept as written by expand_math) is also Max(x, Muls(x, -1))
+    # (the fuzz corpus's seeds 67 / 69 after the merge of h-ascfix9b with h-ascfix9c)
+    x = ints((3, 37), "int32", 7, -5, 6)
+    k = tw.compile(abs_in_a_condition(3, 37), target=target, out_idx=[-1])
+    exact(run(k, target, x), np.where(~np.abs(x) > -3, 1, 2).astype(np.float64))
+    if target != "cpu":
+        assert "Abs(" not in k.get_source("ascendc")
+
+
 @pytest.mark.parametrize("dt", ["float16", "float32"])
 def test_float_abs_keeps_the_abs_call(dt):
     k = tw.compile(auto_abs(3, 37, dt), target=TARGET, out_idx=[-1])

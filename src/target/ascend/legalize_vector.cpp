@@ -1635,7 +1635,12 @@ int MapLowering::build_uncached(const Expr& e) {
       DType t = compute_type(nodes_[x].dtype);
       x = to_type(x, t, sp);
       switch (c->fn) {
-        case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt: case ir::MathFn::abs:
+        case ir::MathFn::abs:
+          // dav-c220's Abs takes half / float only (docs/ascend.md): an int |x| left here (e.g. in a
+          // T.where condition, which expand_math keeps as written) as max(x, x * -1), as expand_math does
+          if (t.is_int()) return bin(ir::BinOp::Max, x, neg(x, sp), sp);
+          return call(c->fn, x, sp);
+        case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt:
           return call(c->fn, x, sp);
         // the others are expanded by expand_math (pipeline.cpp) where they can be; what is left:
         case ir::MathFn::pow:
