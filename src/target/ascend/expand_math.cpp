@@ -67,12 +67,7 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
       if (ce && *ce == -1) return bin(B::Div, K(1), x);
       return nullptr;  // legalize_vector reports the exponent
     }
-    case ir::MathFn::abs:
-      // dav-c220's Abs takes half / float only (docs/ascend.md): |x| of int32 as max(x, x * -1)
-      // (Muls and Max have int32 forms; exact but for INT_MIN, whose negation overflows: the
-      // simulator reports it, as any int32 overflow)
-      if (t.is_int()) return bin(B::Max, x, bin(B::Mul, x, ir::int_imm(-1, t, sp)));
-      return nullptr;
+    case ir::MathFn::abs:  // an instruction for floats; int |x| in legalize_vector (conditions too)
     case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt:  // instructions
     case ir::MathFn::floor: case ir::MathFn::ceil:  // legalize_vector: a CAST_FLOOR Cast (floor_ceil)
       return nullptr;

@@ -13,9 +13,6 @@
 //    erf(x) = s * (1 - P(t) exp(-x^2)), t = 1 / (1 + p |x|), s = clamp(x * 2^100, -1, 1), in
 //             float32 (Abramowitz & Stegun 7.1.26: abs error <= 1.5e-7; <= 4e-7 with fp32 rounding)
 //    pow(x, c) for c in {1, 2, 3, 0.5, -0.5, -1}
-//    abs(x) of int32 = max(x, x * -1)  (dav-c220's Abs is half/float only; Muls and Max have
-//                                      int32 forms; exact but for INT_MIN, whose negation
-//                                      overflows: the simulator reports it, as any int32 overflow)
 // Each expansion computes in the dtype the vector units compute x in (float32 for bfloat16) and
 // is cast back to the call's dtype, so the expression keeps its type. Calls on scalars (no tile
 // data, no map index) stay: they are scalar code. floor, ceil and pow with another exponent stay

@@ -1636,8 +1636,9 @@ int MapLowering::build_uncached(const Expr& e) {
       x = to_type(x, t, sp);
       switch (c->fn) {
         case ir::MathFn::abs:
-          // dav-c220's Abs takes half / float only (docs/ascend.md): an int |x| left here (e.g. in a
-          // T.where condition, which expand_math keeps as written) as max(x, x * -1), as expand_math does
+          // dav-c220's Abs takes half / float only (docs/ascend.md): int |x| as max(x, x * -1) (Muls
+          // and Max have int32 forms; exact but for INT_MIN, whose negation overflows: the simulator
+          // reports it, as any int32 overflow). Here, not in expand_math: conditions reach this too.
           if (t.is_int()) return bin(ir::BinOp::Max, x, neg(x, sp), sp);
           return call(c->fn, x, sp);
         case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt:
