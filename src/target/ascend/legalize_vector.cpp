@@ -282,6 +282,7 @@ class MapLowering {
   int bitwise(ir::BinOp op, int x, int y, const Span& sp);              // x & y, x | y, x ^ y (int32)
   int call(ir::MathFn fn, int a, const Span& sp);
   int floor_ceil(bool ceil, int x, DType t, const Span& sp);  // T.floor / T.ceil of float tile data
+  int float_mod(int x, int y, const Span& sp);                 // Python's x % y of float tile data, in float32
   int bool_value(const Expr& cond, const Span& sp);  // a comparison's value as bool bytes 0 / 1
   int build(const Expr& e);
   int build_uncached(const Expr& e);
@@ -1124,6 +1125,13 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
     return step_cast(push_select(ir::BinOp::NE, a, scalar_const(0.0, ct), one, scalar_const(0.0, kF16), kF16, sp),
                      DType(DTypeCode::boolean), sp);
   }
+  if (from == DType(DTypeCode::boolean)) {  // a bool tile's bytes 0 / 1 converted as uint8 (select_instructions reads them so)
+    if (nodes_[x].kind != OpKind::Leaf)
+      fail("a computed bool value converted to " + std::string(t.name()) + ": Ascend has no bool vector arithmetic", sp,
+           "compute the number directly, e.g. T.where(x[i, j] > 0, 1.0, 0.0)");
+    nodes_[x].dtype = DType(DTypeCode::u8);
+    return to_type(x, t, sp);
+  }
   for (DType s : cast_chain(t, from)) x = step_cast(x, s, sp);
   return x;
 }
@@ -1439,6 +1447,21 @@ int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
   return to_type(r, t, sp);
 }
 
+// x % y of float tile data with Python's sign rule (the result has y's sign; session 22, hunt9a F13):
+// r = x - floor(x / y) * y in float32, then r + y where r and y differ in sign (x / y rounded up to
+// an integer: 0.3 % 0.1). Exact where x / y, its floor and the product are (y a power of two, small
+// integers); otherwise within the roundings of those three float32 steps. x % 0, inf % y: NaN.
+// float16 / bfloat16 operands are computed in float32 and rounded once when stored.
+int MapLowering::float_mod(int x, int y, const Span& sp) {
+  x = to_type(x, kF32, sp);
+  y = to_type(y, kF32, sp);
+  int f = floor_ceil(false, bin(ir::BinOp::Div, x, y, sp), kF32, sp);
+  int r = materialize(bin(ir::BinOp::Sub, x, bin(ir::BinOp::Mul, f, y, sp), sp), Shape::Full, sp);
+  int ry = materialize(bin(ir::BinOp::Add, r, y, sp), Shape::Full, sp);
+  int sign = materialize(bin(ir::BinOp::Mul, r, y, sp), Shape::Full, sp);
+  return push_select(ir::BinOp::LT, sign, scalar_const(0.0, kF32), ry, r, kF32, sp);
+}
+
 int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
   Node n;
   n.kind = OpKind::Call;
@@ -1567,6 +1590,10 @@ int MapLowering::build_uncached(const Expr& e) {
             // |x // d| <= |x| (x // 0 == 0); |x % d| < |d|, x % 0 == x: the store's wrap is exact
             nodes_[r].limit = b->op == ir::BinOp::FloorDiv ? bound(x) : std::max(bound(x), bound(d));
             return r;
+          }
+          if (b->op == ir::BinOp::Mod && e->dtype.is_float()) {
+            int x = build(b->a);
+            return float_mod(x, build(b->b), sp);
           }
           fail("integer '" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
                    " tile data is not supported on Ascend vector units",
