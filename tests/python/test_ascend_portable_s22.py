@@ -360,3 +360,28 @@ def test_row_scan_of_a_gemm_result(target):
         located(lambda: tw.compile(gemm_row_scan(False), target=target, out_idx=[2]), __file__,
                 "scan on the accumulator", "on the Cube side at the start of this loop",
                 "copy the tile before the loop with a map")
+
+
+def bool_to_number(n, dtype):
+    """A bool tile and a computed bool (a comparison) converted to a number: their bytes 0 / 1."""
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), B: T.Tensor((n,), "bool"), Y: T.Tensor((n,), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((n,), "float32")
+            b = T.alloc_fragment((n,), "bool")
+            y = T.alloc_fragment((n,), dtype)
+            T.copy(X, x)
+            T.copy(B, b)
+            for i in T.Parallel(n):
+                y[i] = T.cast(x[i] > 0, dtype) * 2 + T.cast(b[i], dtype)
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n,dtype", [(37, "float32"), (1, "float16"), (300, "int32"), (37, "uint8"), (64, "bfloat16")])
+def test_bool_values_converted_to_numbers(n, dtype, target):
+    rng = np.random.default_rng(15)
+    x, b = rng.standard_normal(n).astype(np.float32), rng.random(n) < 0.5
+    y = _run(tw.compile(bool_to_number(n, dtype), target=target, out_idx=[2]), target, x, b)
+    _exact(y, 2 * (x > 0) + b)

@@ -1125,10 +1125,7 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
     return step_cast(push_select(ir::BinOp::NE, a, scalar_const(0.0, ct), one, scalar_const(0.0, kF16), kF16, sp),
                      DType(DTypeCode::boolean), sp);
   }
-  if (from == DType(DTypeCode::boolean)) {  // a bool tile's bytes 0 / 1 converted as uint8 (select_instructions reads them so)
-    if (nodes_[x].kind != OpKind::Leaf)
-      fail("a computed bool value converted to " + std::string(t.name()) + ": Ascend has no bool vector arithmetic", sp,
-           "compute the number directly, e.g. T.where(x[i, j] > 0, 1.0, 0.0)");
+  if (from == DType(DTypeCode::boolean)) {  // bool bytes 0 / 1 (a bool tile's, or bool_value's Cast) converted as uint8
     nodes_[x].dtype = DType(DTypeCode::u8);
     return to_type(x, t, sp);
   }
