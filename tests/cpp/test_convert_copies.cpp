@@ -43,31 +43,6 @@ TEST(ConvertCopies, ConvertingCopiesGoThroughATileOfTheGlobalDtype) {
 )");
 }
 
-// GM -> GM (session 22, hunt9a F14): through UB tiles of at most 16 KiB each, the last dim first:
-// 8 x 3000 float32 -> float16 in chunks of 1 x 3000 rows (a serial loop); an 8 x 0 copy is nothing.
-TEST(ConvertCopies, GlobalToGlobalCopiesGoThroughUbInChunks) {
-  EXPECT_EQ(after(R"(kernel k(X: global float32[8, 3000], Y: global float16[8, 3000])
-    grid(bx = 1) {
-  copy X[0:+8, 0:+3000] -> Y[0:+8, 0:+3000]
-  copy X[0:+8, 0:+0] -> Y[0:+8, 0:+0]
-}
-)"), R"(kernel k(X: global float32[8, 3000], Y: global float16[8, 3000])
-    grid(bx = 1) {
-  for k_0 in serial(0, 8) {
-    alloc Y_stage_0: UB float32[1, 3000]
-    copy X[k_0:+1, 0:+3000] -> Y_stage_0
-    alloc Y_stage_1: UB float16[1, 3000]
-    for i_0 in parallel(0, 1) {
-      for j_0 in parallel(0, 3000) {
-        Y_stage_1[i_0, j_0] = cast<float16>(Y_stage_0[i_0, j_0])
-      }
-    }
-    copy Y_stage_1 -> Y[k_0:+1, 0:+3000]
-  }
-}
-)");
-}
-
 // UB -> UB: a cast map between dtypes, a copy map otherwise (a tensor row -> a 1-D tile too);
 // same-dtype GM <-> UB copies stay.
 TEST(ConvertCopies, UbToUbCopiesBecomeMaps) {

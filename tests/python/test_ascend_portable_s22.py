@@ -8,7 +8,7 @@ on ascend910b (simulator, checker on) against a float64 numpy reference at odd s
   F12 reduce_max / reduce_min of a bool tile (any / all): its bytes converted as uint8 (legalize_vector).
   F13 float x % y with Python's sign rule: x - floor(x / y) * y in float32, + y where the signs
       differ (legalize_vector float_mod).
-  F14 a global -> global T.copy: staged through UB tiles in chunks of 16 KiB (convert_copies).
+  F14 a global -> global T.copy: staged through fragment tiles in chunks of 16 KiB (stage_global_copies).
 
 Tolerances: exact (0) for small-integer data (gemms of exact_values, bool reductions, copies of
 integers); float % of values exact in float32 where x / y and its floor are exact (y a power of
@@ -385,3 +385,46 @@ def test_bool_values_converted_to_numbers(n, dtype, target):
     x, b = rng.standard_normal(n).astype(np.float32), rng.random(n) < 0.5
     y = _run(tw.compile(bool_to_number(n, dtype), target=target, out_idx=[2]), target, x, b)
     _exact(y, 2 * (x > 0) + b)
+
+
+def g2g_with_a_gemm():
+    """A global -> global copy next to a gemm (a kernel of both units): the staged tile is Vector code."""
+    @T.prim_func
+    def main(A: T.Tensor((37, 20), "float16"), B: T.Tensor((20, 33), "float16"), C: T.Tensor((37, 33), "float32"),
+             A2: T.Tensor((37, 20), "float32")):
+        with T.Kernel(2, 3) as (bx, by):
+            c = T.alloc_fragment((16, 32), "float32")
+            T.gemm(A[by * 16:(by + 1) * 16, 0:20], B[0:20, bx * 32:(bx + 1) * 32], c, clear_accum=True)
+            T.copy(c, C[by * 16, bx * 32])
+            if bx == 0:
+                T.copy(A[by * 16:(by + 1) * 16, 0:20], A2[by * 16:(by + 1) * 16, 0:20])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_global_to_global_copy_next_to_a_gemm(target):
+    rng = np.random.default_rng(16)
+    a, b = exact_values((37, 20), "float16", rng), exact_values((20, 33), "float16", rng)
+    c, a2 = _run(tw.compile(g2g_with_a_gemm(), target=target, out_idx=[2, 3]), target, a, b)
+    _exact(c, a.astype(np.float64) @ b.astype(np.float64))
+    _exact(a2, a)
+
+
+def g2g_row(n):
+    """A tensor row into a 1-D tensor: windows of different shapes, (1, n) and (n,)."""
+    @T.prim_func
+    def main(X: T.Tensor((3, n), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as bx:
+            T.copy(X[2, 0:n], Y[0:n])  # row into a vector
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n", [37, 5000])
+def test_global_to_global_copy_of_a_row(n, target):
+    x = np.random.default_rng(17).integers(-8, 9, (3, n)).astype(np.float32)
+    if target != "cpu" and n > 4096:                   # more than one 16 KiB staging tile
+        located(lambda: tw.compile(g2g_row(n), target=target, out_idx=[1]), __file__, "row into a vector",
+                "windows of different shapes", "copy through a tile in chunks")
+        return
+    _exact(_run(tw.compile(g2g_row(n), target=target, out_idx=[1]), target, x), x[2])

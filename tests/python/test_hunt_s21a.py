@@ -1241,7 +1241,7 @@ def global_copy(M, N, bm, src, dst):
     return main
 
 
-@pytest.mark.parametrize("target", TARGETS)  # F14: fixed by h-port10b (convert_copies stages it through UB)
+@pytest.mark.parametrize("target", TARGETS)  # F14: fixed by h-port10b (stage_global_copies)
 @pytest.mark.parametrize("M,N,bm,src,dst", [(1, 1, 8, "float32", "float32"), (13, 37, 8, "float32", "float16"),
                                             (100, 3, 32, "int8", "int32")])
 def test_global_to_global_copy(M, N, bm, src, dst, target):

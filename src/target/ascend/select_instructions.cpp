@@ -1301,10 +1301,6 @@ class Lowerer {
                              mul(dop.row_stride, C(b))},
                   sp);
     }
-    if (from == Scope::global && to == Scope::global)  // convert_copies stages the others through UB
-      throw Error("copy global -> global between windows of different shapes larger than one UB staging tile", sp,
-                  "copy through a tile in chunks: t = T.alloc_fragment(<chunk shape>, dtype); T.copy(<src chunk>, t); "
-                  "T.copy(t, <dst chunk>)");
     throw Error("copy " + std::string(ir::scope_name(from)) + " -> " + std::string(ir::scope_name(to)) +
                     " is not supported by the Ascend program yet",
                 sp, "supported: GM->L1, L1->L0A, L1->L0B, L0C->GM, GM->UB, UB->GM, UB->UB");
