@@ -428,3 +428,25 @@ def test_global_to_global_copy_of_a_row(n, target):
                 "windows of different shapes", "copy through a tile in chunks")
         return
     _exact(_run(tw.compile(g2g_row(n), target=target, out_idx=[1]), target, x), x[2])
+
+
+def float_mod_scalar_first():
+    @T.prim_func
+    def main(X: T.Tensor((8, 37), "float32"), Y: T.Tensor((8, 37), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8, 37), "float32")
+            y = T.alloc_fragment((8, 37), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(8, 37):
+                y[i, j] = 7.5 % x[i, j] + (x[i, j] + 1.0) % 3.0
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_float_mod_of_a_scalar_by_a_tile(target):
+    """Halves (exact) by halves of small integers: every float32 step is exact, so the result is."""
+    rng = np.random.default_rng(18)
+    x = (rng.integers(1, 9, (8, 37)) * np.where(rng.random((8, 37)) < 0.5, -0.5, 0.5)).astype(np.float32)
+    y = _run(tw.compile(float_mod_scalar_first(), target=target, out_idx=[1]), target, x)
+    _exact(y, np.mod(7.5, x.astype(np.float64)) + np.mod(x.astype(np.float64) + 1, 3))
