@@ -1425,7 +1425,9 @@ int MapLowering::bool_value(const Expr& cond, const Span& sp) {
 // integer fits), kept only where |v| < 2^23: a larger magnitude is already an integer, and inf and
 // NaN compare false and stay as they are. ceil(v) = -floor(-v). float16 / bfloat16 go through float32
 // (the result is an integer of at most the input's magnitude + 1, exact in the input's type).
-// floor(-0.0) is +0.0 here (numpy and cpu: -0.0; equal as numbers); ceil keeps -0.0 (ceil(-0.5)).
+// A zero result takes the input's sign, as numpy, C and cpu give (floor(-0.0) = -0.0, ceil(0.0) =
+// 0.0, ceil(-0.5) = -0.0; session 22, hunt10a F1): the int32 round trip gives +0.0, its negation
+// -0.0, so where the result is 0 it is v * 0 (0 of v's sign: v is finite there).
 int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
   int xf = materialize(to_type(x, kF32, sp), Shape::Full, sp);
   int v = ceil ? neg(xf, sp) : xf;
@@ -1439,6 +1441,8 @@ int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
   int f = to_type(push(std::move(c)), kF32, sp);
   if (ceil) f = neg(f, sp);
   f = materialize(f, Shape::Full, sp);
+  int zero = materialize(bin(ir::BinOp::Mul, xf, scalar_const(0.0, kF32), sp), Shape::Full, sp);
+  f = materialize(push_select(ir::BinOp::EQ, f, scalar_const(0.0, kF32), zero, f, kF32, sp), Shape::Full, sp);
   int mag = materialize(call(ir::MathFn::abs, xf, sp), Shape::Full, sp);
   int r = push_select(ir::BinOp::LT, mag, scalar_const(8388608.0, kF32), f, xf, kF32, sp);
   return to_type(r, t, sp);
@@ -1976,9 +1980,10 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   }
   root = materialize(root, Shape::Full, sp);
   // Integer arithmetic stored into an int8/uint8 tile wraps (docs/language.md); it was computed
-  // in float32 (compute_type), exact while every intermediate value stays below 2^24.
+  // in float32 (compute_type), exact while every intermediate value stays below 2^24. So does an
+  // integer element of another type stored as it is (int32 -> int8 as T.cast does: hunt10a F9).
   const Expr& v = st->value;
-  bool int_arith = v->dtype.is_int() && v->kind != ir::ExprKind::Load &&
+  bool int_arith = v->dtype.is_int() && (v->kind != ir::ExprKind::Load || v->dtype != dt) &&
                    !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
   if (small_int(dt) && int_arith && nodes_[root].dtype == kI32)
     root = wrap_i32(root, dt, sp);  // int32 arithmetic: wrapped exactly in int32

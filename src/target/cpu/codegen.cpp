@@ -2359,6 +2359,14 @@ std::string CodeGen::expr_call(const CallNode& n) const {
   else if (!n.dtype.is_float())
     throw Error(std::string(mathfn_name(n.fn)) + " needs a float argument, got " + std::string(n.dtype.name()), n.span);
   else pattern = n.dtype.code == DTypeCode::f64 ? math_pattern(n.fn).f64 : math_pattern(n.fn).f32;
+  // x ** 0.5 is sqrt(x) and x ** -0.5 is 1 / sqrt(x) (docs/language.md, as numpy's and torch's sqrt and
+  // ascend910b give: -0.0 -> -0.0 / -inf, -inf -> NaN; C's pow gives +0.0 / +inf, +inf / +0.0)
+  if (n.fn == MathFn::pow && n.args.size() == 2 && n.args[1]->kind == ExprKind::FloatImm) {
+    const double e = as<FloatImmNode>(n.args[1])->value;
+    const bool f64 = n.dtype.code == DTypeCode::f64;
+    if (e == 0.5 || e == -0.5) pattern = f64 ? math_pattern(MathFn::sqrt).f64 : math_pattern(MathFn::sqrt).f32;
+    if (e == -0.5) pattern = f64 ? "(1.0 / " + pattern + ")" : "(1.0f / " + pattern + ")";
+  }
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '$' && i + 1 < pattern.size()) {
