@@ -314,6 +314,43 @@ def test_float_to_int_truncates_in_range_values(dst, how, target):
     np.testing.assert_array_equal(y, np.trunc(x).astype(np_dtype(dst)))
 
 
+INT_NARROW = [0, 1, -1, 127, 128, -128, -129, 255, 256, 300, 2 ** 31 - 1, -2 ** 31]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("how", ["copy", "cast"])
+@pytest.mark.parametrize("dst", ["int8", "uint8"])
+def test_int32_to_narrow_int_wraps(dst, how, target):
+    # integer -> narrower integer: modular wrap-around (docs/language.md "Dtype conversions")
+    x = np.array(INT_NARROW, np.int32)
+    k = copy_kernel(len(x), "int32", dst) if how == "copy" else convert_kernel(len(x), "int32", dst, True)
+    y = _run(tw.compile(k, target=target, out_idx=[1]), target, x)
+    np.testing.assert_array_equal(y, x.astype(np_dtype(dst)))
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
+    strict=True, raises=tw.TilewrightError, reason="F9: ascend910b rejects a store of int32 into an int8 / uint8 "
+    "tile ('no chain of Casts gives this conversion exactly') though T.cast of the same value works"))])
+@pytest.mark.parametrize("dst", ["int8", "uint8"])
+def test_int32_store_into_narrow_int_tile(dst, target):
+    x = np.array(INT_NARROW, np.int32)
+    y = _run(tw.compile(convert_kernel(len(x), "int32", dst, False), target=target, out_idx=[1]), target, x)
+    np.testing.assert_array_equal(y, x.astype(np_dtype(dst)))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("how", ["copy", "store", "cast"])
+@pytest.mark.parametrize("dst", ["float32", "float16", "bfloat16"])
+def test_int32_to_float_rounds_to_nearest_even(dst, how, target):
+    # 2^24 + 1 and 2^31 - 1 round (ties to even) in float32, 2049 / 2051 in float16, 257 / 259 in
+    # bfloat16; 65520 and 70000 overflow float16 to inf
+    x = np.array([0, 1, -1, 16777217, -16777217, 16777219, 2 ** 31 - 1, -2 ** 31, 2 ** 31 - 65, 2 ** 31 - 64,
+                  2049, 2051, 65504, 65519, 65520, 70000, -70000, 257, 259, 33554435], np.int32)
+    k = copy_kernel(len(x), "int32", dst) if how == "copy" else convert_kernel(len(x), "int32", dst, how == "cast")
+    y = _run(tw.compile(k, target=target, out_idx=[1]), target, x)
+    _assert_same(y, _cast(x, dst), 0, x, what=f"{dst} {how} {target}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Reductions of rows (and columns) with infinities, -0.0, denormals, huge values whose float16 sum
 # overflows, -inf with +inf (NaN)
