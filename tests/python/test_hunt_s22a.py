@@ -691,3 +691,29 @@ def test_paged_decode_split_context_len_zero_is_zero(target):
 def test_paged_decode_context_len_zero_is_zero(form, target):
     out = _paged(form, target)
     assert (out[[0, 2]] == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# MoE gating with a NaN / +inf logit and an all-tied row (F12)
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_moe_gating_tied_row_takes_the_lower_ids(target):
+    moe = load_example("moe")
+    logits = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+    logits[7] = 1.0
+    logits[3] = -1e30    # softmax of equal huge negatives: uniform
+    ids, w = moe.topk_gating(10, 4, 2, target=target)(logits)
+    assert ids[7].tolist() == [0, 1] and ids[3].tolist() == [0, 1]
+    np.testing.assert_array_equal(w[[3, 7]], np.full((2, 2), 0.5, np.float32))
+
+
+@pytest.mark.xfail(strict=True, reason="F12: topk_gating gives expert id == experts (out of range) for a token with "
+                   "a NaN or +inf logit (the == best idiom with a NaN max, F7)")
+@pytest.mark.parametrize("target", TARGETS)
+def test_moe_gating_nan_logit_ids_in_range(target):
+    moe = load_example("moe")
+    logits = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+    logits[2, 1] = nan
+    logits[5, 3] = inf
+    ids, _ = moe.topk_gating(10, 4, 2, target=target)(logits)
+    assert ((ids >= 0) & (ids < 4)).all(), ids.tolist()
