@@ -717,3 +717,62 @@ def test_moe_gating_nan_logit_ids_in_range(target):
     logits[5, 3] = inf
     ids, _ = moe.topk_gating(10, 4, 2, target=target)(logits)
     assert ((ids >= 0) & (ids < 4)).all(), ids.tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalars read from a tensor holding NaN, +-inf, -0.0: `if` on them, and their use in maps
+
+def scalar_kernel(n):
+    @T.prim_func
+    def main(S: T.Tensor((2,), "float32"), X: T.Tensor((n,), "float32"), Y: T.Tensor((6, n), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((n,), "float32")
+            y = T.alloc_fragment((6, n), "float32")
+            T.copy(X[0], x)
+            v = S[0]
+            u = S[1]
+            if v > 0.0:
+                T.fill(y[0, :], 1.0)
+            else:
+                T.fill(y[0, :], 2.0)
+            if v != v:
+                T.fill(y[1, :], 3.0)
+            else:
+                T.fill(y[1, :], 4.0)
+            for i in T.Parallel(n):
+                y[2, i] = x[i] * v
+                y[3, i] = x[i] + T.max(v, u)
+                y[4, i] = T.where(x[i] > v, x[i], u)
+                y[5, i] = x[i] / v
+            T.copy(y, Y[0, 0])
+    return main
+
+
+SCALAR_X = np.array([1.0, -1.0, 0.0, -0.0, inf, -inf, nan, 2.0], np.float32)
+
+
+def _scalar_ref(v, u):
+    xd = SCALAR_X.astype(np.float64)
+    with np.errstate(all="ignore"):
+        return np.stack([np.full(8, 1.0 if v > 0 else 2.0), np.full(8, 3.0 if v != v else 4.0), xd * v,
+                         xd + np.maximum(v, u), np.where(xd > v, xd, u), xd / v])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("s", [[nan, 1.0], [inf, -inf], [-0.0, 0.0], [-inf, 5.0]])
+def test_scalar_reads_of_special_values(s, target):
+    S = np.array(s, np.float32)
+    y = _run(tw.compile(scalar_kernel(8), target=target, out_idx=[2]), target, S, SCALAR_X)
+    ref = _scalar_ref(np.float64(S[0]), np.float64(S[1]))
+    for r in range(6):
+        if r == 3 and s[0] == -0.0:
+            ref[r] = np.abs(ref[r]) * np.sign(y[r])   # which zero T.max returns is unspecified (docs)
+        _assert_same(y[r], ref[r], 0, SCALAR_X, zero_sign=r in (2, 5), what=f"row {r}")
+
+
+@pytest.mark.xfail(strict=True, reason="F13: the known ascend910b max/min NaN rule (nan10), on the scalar unit: "
+                   "T.max(0.0, NaN) of two scalar reads is 0.0")
+def test_scalar_max_with_nan_on_ascend():
+    S = np.array([0.0, nan], np.float32)
+    y = run_checked(tw.compile(scalar_kernel(8), target=TARGET, out_idx=[2]), S, SCALAR_X)
+    assert np.isnan(y[3]).all()
