@@ -776,3 +776,23 @@ def test_scalar_max_with_nan_on_ascend():
     S = np.array([0.0, nan], np.float32)
     y = run_checked(tw.compile(scalar_kernel(8), target=TARGET, out_idx=[2]), S, SCALAR_X)
     assert np.isnan(y[3]).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("seqlens", [[5, 0, 7], [0, 3]])
+def test_varlen_attention_with_an_empty_sequence(seqlens, target):
+    # a sequence of length 0 among others: its neighbours are right, nothing is NaN
+    # (run_varlen's float64 reference cannot take n = 0, so the reference is built here)
+    ma = load_example("masked_attention")
+    cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
+    total = int(cu[-1])
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((total, h, 16)).astype(np.float32) for h in (2, 1, 1))
+    out = ma.varlen_attention(total, len(seqlens), 2, 1, 16, max(seqlens), True, target=target, **SMALL)(q, k, v, cu)
+    ref = np.zeros((total, 2, 16))
+    for b, n in enumerate(seqlens):
+        if n:
+            sl = slice(cu[b], cu[b + 1])
+            seq = [x[sl].transpose(1, 0, 2)[None] for x in (q, k, v)]
+            ref[sl] = ma.reference(*seq, ma.visibility(n, n, True))[0].transpose(1, 0, 2)
+    tw.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
