@@ -822,3 +822,48 @@ def test_half_scalar_parameter_is_rounded(sdt, target):
     for v in (0.1, 70000.0, 1.0001):
         y = _run(tw.compile(half_scalar_kernel(sdt), target=target, out_idx=[2]), target, np.zeros(4, np.float32), v)
         _assert_same(y, np.full(4, _cast(v, sdt).astype(np.float64)), 0, what=f"{sdt} {v}")
+
+
+# ---------------------------------------------------------------------------------------------
+# F15 (fixed by h-hunt10a, frontend): a scalar parameter annotated with a factory's dtype argument
+# (`s: sdt`, sdt = "float16") was "name 'sdt' is not defined" (the string was taken for a postponed
+# annotation and its source re-evaluated where the factory's locals are not visible)
+
+def closure_scalar_kernel(sdt, xdt):
+    @T.prim_func
+    def main(X: T.Tensor((4,), xdt), s: sdt, Y: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                Y[i] = X[i] + s
+    return main
+
+
+@pytest.mark.parametrize("sdt", ["float16", T.float16, "fp16", "int32"])
+def test_scalar_parameter_annotated_with_a_factory_argument(sdt):
+    y = tw.compile(closure_scalar_kernel(sdt, "float32"), out_idx=[2])(np.zeros(4, np.float32), 3)
+    np.testing.assert_array_equal(y, np.full(4, 3.0, np.float32))
+
+
+POSTPONED = '''from __future__ import annotations
+import tilewright.language as T
+DT = "float32"
+
+
+@T.prim_func
+def main(X: T.Tensor((4,), DT), s: T.float16, n: T.int32, Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(4):
+            Y[i] = X[i] + s + n
+'''
+
+
+def test_postponed_annotations_still_evaluated(tmp_path):
+    # with `from __future__ import annotations` every annotation is a string of source: evaluated
+    import importlib.util
+    path = tmp_path / "tw_postponed_kernel.py"
+    path.write_text(POSTPONED)
+    spec = importlib.util.spec_from_file_location("tw_postponed_kernel", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    y = tw.compile(mod.main, out_idx=[3])(np.zeros(4, np.float32), 0.1, 2)
+    np.testing.assert_array_equal(y, np.full(4, np.float32(np.float16(0.1)) + 2, np.float32))
