@@ -867,3 +867,30 @@ def test_postponed_annotations_still_evaluated(tmp_path):
     spec.loader.exec_module(mod)
     y = tw.compile(mod.main, out_idx=[3])(np.zeros(4, np.float32), 0.1, 2)
     np.testing.assert_array_equal(y, np.full(4, np.float32(np.float16(0.1)) + 2, np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# A map storing a constant (0.5, +-inf) into a tile (F16 on ascend910b for bfloat16)
+
+def constant_map_kernel(dtype):
+    @T.prim_func
+    def main(Y: T.Tensor((3, 4), dtype)):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((3, 4), dtype)
+            for i in T.Parallel(4):
+                y[0, i] = 0.5
+                y[1, i] = T.infinity(dtype)
+                y[2, i] = -T.infinity(dtype)
+            T.copy(y, Y[0, 0])
+    return main
+
+
+@pytest.mark.parametrize("dtype,target", [("float32", "cpu"), ("float32", TARGET), ("float16", "cpu"),
+                                          ("float16", TARGET), ("bfloat16", "cpu"),
+                                          pytest.param("bfloat16", TARGET, marks=pytest.mark.xfail(
+                                              strict=True, raises=tw.TilewrightError,
+                                              reason="F16: ascend910b: a constant stored into a bfloat16 tile by "
+                                              "a map is 'no bfloat16 arithmetic' (T.fill works)"))])
+def test_constant_map_into_tile(dtype, target):
+    y = _run(tw.compile(constant_map_kernel(dtype), target=target, out_idx=[0]), target)
+    _assert_same(y, np.array([[0.5] * 4, [inf] * 4, [-inf] * 4]), 0)
