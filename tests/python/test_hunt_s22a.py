@@ -940,3 +940,34 @@ def test_int32_atomic_add_overflow(target):
             return   # reported, as a Vector int32 overflow is: the other accepted outcome
         assert not reports, reports
     np.testing.assert_array_equal(out, wrapped)
+
+
+# ---------------------------------------------------------------------------------------------
+# Guarded selects whose unselected side is NaN / inf (docs: "both sides may be evaluated")
+
+def guarded_kernel(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((5, n), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((n,), "float32")
+            y = T.alloc_fragment((5, n), "float32")
+            T.copy(X[0], x)
+            for i in T.Parallel(n):
+                y[0, i] = T.where(x[i] > 0, T.log(x[i]), 0.0)
+                y[1, i] = T.where(x[i] != 0, 1.0 / x[i], 0.0)
+                y[2, i] = T.where(x[i] > 0, T.sqrt(x[i]), -1.0)
+                y[3, i] = T.where(x[i] == x[i], x[i], 0.0) * 2.0
+                y[4, i] = T.where(T.abs(x[i]) < T.infinity("float32"), x[i], 0.0)
+            T.copy(y, Y[0, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_guarded_selects_hide_nan_and_inf(target):
+    x = np.array([0.0, -0.0, -1.0, 2.0, inf, -inf, nan, 1e-40], np.float32)
+    y = _run(tw.compile(guarded_kernel(8), target=target, out_idx=[1]), target, x)
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = np.stack([np.where(xd > 0, np.log(xd), 0), np.where(xd != 0, 1 / xd, 0), np.where(xd > 0, np.sqrt(xd), -1),
+                        np.where(xd == xd, xd, 0) * 2, np.where(np.abs(xd) < inf, xd, 0)])
+    _assert_same(y, _cast(ref, "float32"), 1e-5)
