@@ -186,8 +186,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     T.copy(V[bz, kb * block_N:kb * block_N + cols, kv_head, :], v)
                 T.copy(acc_s, acc_s_cast)
                 T.gemm(acc_s_cast, v, acc_o, a_band=(d_lo, d_hi))  # P is 0 outside the band
-            for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0
-                acc_o[i, d] = T.where(logsum[i] > 0, acc_o[i, d] / logsum[i], 0)
+            for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0 (one that saw a key has
+                # logsum >= 1; NaN from NaN / inf in Q or K stays NaN, as in SDPA)
+                acc_o[i, d] = T.where(logsum[i] == 0, 0, acc_o[i, d] / logsum[i])
             if layout == "BHSD":
                 T.copy(acc_o, Output[bz, by, bx * block_M:(bx + 1) * block_M, :])
             else:
