@@ -687,7 +687,7 @@ def test_prefill_additive_minus_1e9_row_matches_torch(target):
 
 
 # ---------------------------------------------------------------------------------------------
-# Paged decode with a sequence of context length 0 (F6, fixed: every form gives 0)
+# Paged decode with a sequence of context length 0 (F6: two forms give NaN, the split form 0)
 
 def _paged(form, target):
     pa = load_example("paged_attention")
@@ -703,10 +703,10 @@ def test_paged_decode_split_context_len_zero_is_zero(target):
     assert (out[[0, 2]] == 0).all()
 
 
+@pytest.mark.xfail(strict=True, reason="F6: paged_decode / paged_decode_pages give NaN for a sequence of context "
+                   "length 0 (0 / 0); paged_decode_split gives 0")
 @pytest.mark.parametrize("form,target", [("decode", "cpu"), ("decode", TARGET), ("pages", "cpu")])
 def test_paged_decode_context_len_zero_is_zero(form, target):
-    # F6 (fixed by h-hunt10a): paged_decode / paged_decode_pages gave NaN (0 / 0) for a sequence of
-    # context length 0, paged_decode_split 0; all give 0 now
     out = _paged(form, target)
     assert (out[[0, 2]] == 0).all()
 
