@@ -96,8 +96,8 @@ def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_
                     v[c, d] = T.where(j * N + c < n, v[c, d], 0)  # (stale data, even NaN)
                 T.copy(s, p)
                 T.gemm(p, v, acc)
-            for i, d in T.Parallel(G, head_dim):  # context length 0: no key, 0 (as the split form)
-                acc[i, d] = T.where(l[i] == 0, 0, acc[i, d] / l[i])
+            for i, d in T.Parallel(G, head_dim):
+                acc[i, d] = acc[i, d] / l[i]
             T.copy(acc, Out[b, h * G:(h + 1) * G, :])
 
     return main
@@ -179,8 +179,8 @@ def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
                         for h in T.serial(num_kv_heads):
                             T.gemm(p[h * G:(h + 1) * G, jj * block_size:(jj + 1) * block_size],
                                    v[:, h * head_dim:(h + 1) * head_dim], acc[h * G:(h + 1) * G, :])
-            for i, d in T.Parallel(num_heads, head_dim):  # context length 0: 0
-                acc[i, d] = T.where(l[i] == 0, 0, acc[i, d] / l[i])
+            for i, d in T.Parallel(num_heads, head_dim):
+                acc[i, d] = acc[i, d] / l[i]
             T.copy(acc, Out[b, :, :])
 
     return main
