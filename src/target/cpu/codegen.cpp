@@ -89,15 +89,17 @@ std::string narrow(DType to, DType from, const std::string& s) {
 constexpr target::CDialect kCpuDialect{
     .paren_negative_ints = true, .has_udiv = true, .has_fmod = true, .printer = "CPU code generator"};
 
-// A float32 literal holds the value rounded to float (its 9 digits read back exactly).
+// A float32 literal holds the value rounded to float (its 9 digits read back exactly); one past
+// float's range (1e39) rounds to +-inf and is printed as the infinity.
 std::string float_lit(double v, DType t) {
   bool dbl = t.code == DTypeCode::f64;
+  if (!dbl) v = static_cast<double>(static_cast<float>(v));
   if (std::isnan(v)) return target::c_nan(dbl);
   if (std::isinf(v)) {
     std::string s = dbl ? "__builtin_inf()" : "__builtin_inff()";
     return v < 0 ? "(-" + s + ")" : s;
   }
-  std::string s = target::c_float_digits(dbl ? v : static_cast<double>(static_cast<float>(v)), dbl);
+  std::string s = target::c_float_digits(v, dbl);
   return v < 0 ? "(" + s + ")" : s;
 }
 
