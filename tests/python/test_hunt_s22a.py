@@ -151,8 +151,7 @@ def floor_ceil_kernel(n, dtype):
     return main
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, reason="F1: ascend910b T.floor(-0.0) is +0.0 and T.ceil(+0.0) is -0.0"))])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_floor_ceil_keep_the_sign_of_zero(dtype, target):
     # numpy / torch / C: floor and ceil of a zero are that zero; of -1e-45 -1 and -0.0, of 1e-45 0 and 1
@@ -242,8 +241,6 @@ def test_pow_half_away_from_negative_zero_and_minus_inf_agrees():
         _assert_same(y, _cast(ref, "float32"), 1e-5, what=target)
 
 
-@pytest.mark.xfail(strict=True, reason="F2: x ** 0.5 / x ** -0.5 at -0.0 and -inf: cpu follows C pow (+0, +inf, "
-                   "+inf, +0), ascend910b sqrt / rsqrt (-0, NaN, -inf, NaN)")
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_pow_half_of_negative_zero_and_minus_inf_agrees_across_targets(dtype):
     x = _cast([-0.0, -inf], dtype)
@@ -345,9 +342,7 @@ def test_int32_to_narrow_int_wraps(dst, how, target):
     np.testing.assert_array_equal(y, x.astype(np_dtype(dst)))
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, raises=tw.TilewrightError, reason="F9: ascend910b rejects a store of int32 into an int8 / uint8 "
-    "tile ('no chain of Casts gives this conversion exactly') though T.cast of the same value works"))])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dst", ["int8", "uint8"])
 def test_int32_store_into_narrow_int_tile(dst, target):
     x = np.array(INT_NARROW, np.int32)
@@ -411,9 +406,7 @@ def fill_kernel(n, dtype, v):
     return main
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, reason="F11: ascend910b saturates an out-of-range integer T.fill (int8 300 -> 127); the docs' "
-    "rule (and cpu) wraps (44)"))])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype,v", [("int8", 300), ("uint8", -1), ("uint8", 300), ("int32", 2 ** 31)])
 def test_fill_int_tile_out_of_range_wraps(dtype, v, target):
     y = _run(tw.compile(fill_kernel(3, dtype, v), target=target, out_idx=[0]), target)
@@ -573,7 +566,8 @@ def argmax_kernel(M, N, dtype):
             T.copy(X[0, 0], x)
             T.reduce_max(x, best, dim=1)
             for i, j in T.Parallel(M, N):
-                pick[i, j] = T.where(x[i, j] == best[i], j, N)
+                # the documented idiom (docs/language.md "The loop index as a value"): a NaN row's first NaN
+                pick[i, j] = T.where(x[i, j] == best[i] or x[i, j] != x[i, j], j, N)
             T.reduce_min(pick, idx, dim=1)
             T.copy(idx, I[0])
     return main
@@ -595,8 +589,6 @@ def test_argmax_idiom_with_infinities_and_signed_zeros(dtype, target):
     np.testing.assert_array_equal(got, np.argmax(x.astype(np.float64), 1))
 
 
-@pytest.mark.xfail(strict=True, reason="F7: the documented argmax idiom gives N (past the row) for a row with NaN; "
-                   "numpy and torch give the first NaN")
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_argmax_idiom_row_with_nan(dtype):
     # cpu only: on ascend910b the max of a NaN row is the open max/min NaN rule (test_nan_rule.py)
@@ -659,8 +651,6 @@ def test_prefill_nan_in_q_or_k_propagates(target):
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
 
 
-@pytest.mark.xfail(strict=True, reason="F5: an additive mask row of finfo(float32).min gives 0 (mask * log2(e) "
-                   "overflows to -inf; the running max starts at -1e30); torch SDPA gives the mean of V")
 @pytest.mark.parametrize("target", TARGETS)
 def test_prefill_finfo_min_additive_row(target):
     ma = load_example("masked_attention")
@@ -703,8 +693,6 @@ def test_paged_decode_split_context_len_zero_is_zero(target):
     assert (out[[0, 2]] == 0).all()
 
 
-@pytest.mark.xfail(strict=True, reason="F6: paged_decode / paged_decode_pages give NaN for a sequence of context "
-                   "length 0 (0 / 0); paged_decode_split gives 0")
 @pytest.mark.parametrize("form,target", [("decode", "cpu"), ("decode", TARGET), ("pages", "cpu")])
 def test_paged_decode_context_len_zero_is_zero(form, target):
     out = _paged(form, target)
@@ -725,8 +713,6 @@ def test_moe_gating_tied_row_takes_the_lower_ids(target):
     np.testing.assert_array_equal(w[[3, 7]], np.full((2, 2), 0.5, np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="F12: topk_gating gives expert id == experts (out of range) for a token with "
-                   "a NaN or +inf logit (the == best idiom with a NaN max, F7)")
 @pytest.mark.parametrize("target", TARGETS)
 def test_moe_gating_nan_logit_ids_in_range(target):
     moe = load_example("moe")
@@ -832,9 +818,7 @@ def half_scalar_kernel(sdt):
     return main
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, reason="F14: ascend910b keeps a float16 / bfloat16 scalar parameter's float32 value (0.1, 70000) "
-    "instead of rounding it to its dtype"))])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("sdt", ["float16", "bfloat16"])
 def test_half_scalar_parameter_is_rounded(sdt, target):
     for v in (0.1, 70000.0, 1.0001):
@@ -905,10 +889,7 @@ def constant_map_kernel(dtype):
 
 @pytest.mark.parametrize("dtype,target", [("float32", "cpu"), ("float32", TARGET), ("float16", "cpu"),
                                           ("float16", TARGET), ("bfloat16", "cpu"),
-                                          pytest.param("bfloat16", TARGET, marks=pytest.mark.xfail(
-                                              strict=True, raises=tw.TilewrightError,
-                                              reason="F16: ascend910b: a constant stored into a bfloat16 tile by "
-                                              "a map is 'no bfloat16 arithmetic' (T.fill works)"))])
+                                          ("bfloat16", TARGET)])
 def test_constant_map_into_tile(dtype, target):
     y = _run(tw.compile(constant_map_kernel(dtype), target=target, out_idx=[0]), target)
     _assert_same(y, np.array([[0.5] * 4, [inf] * 4, [-inf] * 4]), 0)
@@ -942,9 +923,7 @@ def test_atomic_add_of_special_values(dtype, target):
     _assert_same(out, ref, 0, zero_sign=True)
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, reason="F17: ascend910b saturates an overflowing int32 atomic add silently (cpu wraps; a Vector "
-    "int32 overflow is a checker report)"))])
+@pytest.mark.parametrize("target", TARGETS)
 def test_int32_atomic_add_overflow(target):
     x = np.array([[2 ** 31 - 1, -2 ** 31, 2 ** 31 - 1, 5], [1, -1, 2 ** 31 - 1, 5], [0, 0, 0, 5]], np.int64)
     out = np.zeros(4, np.int32)
