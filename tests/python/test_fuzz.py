@@ -288,6 +288,12 @@ def test_reference_of_special_values():
     (ref,), _ = reference(i)
     assert np.isnan(ref[np.isnan(a)]).all() and compare(i, [np.where(np.isnan(ref), 7.0, ref).astype(np.float32)]) is None
     assert known.known_bug(dict(s, ops=[["max", 0.0]]), "ascend910b", "mismatch")
+    # a copy keeps -0.0 (checked), an integer tile turns it into +0
+    c = dict(s, kind="copy", special=["-0"])
+    c.pop("ops")
+    a = inputs(c)[0]
+    assert np.signbit(a[a == 0]).any() and compare(c, [np.abs(a)]) and compare(c, [a]) is None
+    assert not np.signbit(reference(dict(c, dt_tile="int32"))[0][0]).any()
 
 
 def test_reference_of_3d_tiles():

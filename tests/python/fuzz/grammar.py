@@ -100,6 +100,30 @@ session 21) adds **run-time store starts** to 20% of the copy/map programs whose
 ``T.copy`` at the block's origin (no atomic add, run-time extent store or seventh-stream shift):
 ``B[by * bm + so, bx * bn + sc]`` with ``int32`` scalar parameters (negative: the rows / columns
 before 0 are not written; positive: the output's first rows / columns are never written).
+
+A thirteenth stream (``extension11-<seed // GROUP>``, values from ``extension11-shape-<seed>``;
+session 22) gives 60% of the gather programs and 30% of the plain copies (no other stream's
+construct) a **gather form** (``GFORMS``): strided reads ``y[i, j] = x[i, s * j + c]`` (``stride1``,
+A (M, NS) with NS about s * N) and ``x[s * i + c, j]`` (``stride0``), a transposed read ``x[j, i]``
+(``trans``), 1-D gathers ``y[i] = x[ix[i]]`` from a tile spanning A (``flat1``), at clamped indices
+``x[T.min(T.max(ix[i], 0), bn - 1)]`` drawn 5 below 0 to 5 past the tile (``clamp1``), the same
+along a leading dim (``clamp0``), and one index outside the tile (``oob1``: on cpu a
+TilewrightError at the line, on ascend910b the simulator's report). The strided forms have
+constant shapes (B's strided dim is no dimension of an input).
+
+A fourteenth stream (``extension12-<seed // GROUP>``) puts **special values** in the inputs of 25%
+of the programs with float inputs: ``special`` lists which of inf, -inf, NaN, -0.0, the dtype's
+smallest subnormal and huge magnitudes (2^100; 2^14 for float16) replace about 30% of the float
+input elements (reference.inputs, positions and values from their own numpy stream, so the other
+inputs stay). Huge values only where no sum of them can overflow in another order (not in gemms,
+sums or atomic adds); subnormals not in bfloat16 gemms (cpu's vdpbf16ps reads them as 0, documented);
+on integer map / reduce tiles only -0.0 and subnormals (inf and NaN convert to undefined integers).
+The kernel source is the one without them.
+
+A fifteenth stream (``extension13-<seed // GROUP>``, values from ``extension13-shape-<seed>``) makes
+half of the grid-walked maps and reductions without another stream's construct **3-D**: (H, rows,
+cols) tensors, (bh, bm, bn) tiles on a 3-D grid, ``T.Parallel(bh, bm, bn)`` maps, reductions over
+axis 2 or 1 of the tile.
 """
 import random
 
