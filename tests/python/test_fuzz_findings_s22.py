@@ -58,3 +58,35 @@ def test_f1_gemm_zero_rows_times_inf_ascend():
 def test_f1_gemm_zero_rows_times_inf_cpu():
     args, ref = _f1_case()
     assert _same(_run("cpu", args), ref)
+
+
+def _d3_unit_last_dim(src_dt, tile_dt):
+    @T.prim_func
+    def k(A: T.Tensor((3, 16, 1), src_dt), B: T.Tensor((3, 16), tile_dt)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((3, 16, 1), tile_dt)
+            r = T.alloc_fragment((3, 16), tile_dt)
+            T.copy(A[0, 0, 0], x)          # a converting copy into a 3-D tile whose last dim is 1
+            T.reduce_min(x, r, dim=2)
+            T.copy(r, B[0, 0])
+    return k
+
+
+F2_CASES = [("int8", "float16"), ("float32", "float16"), ("int8", "float32")]
+
+
+@pytest.mark.parametrize("src_dt,tile_dt", F2_CASES)
+def test_f2_3d_unit_last_dim_convert_cpu(src_dt, tile_dt):
+    a = (np.arange(48) % 7 - 3).reshape(3, 16, 1).astype(src_dt)
+    out = tw.compile(_d3_unit_last_dim(src_dt, tile_dt), target="cpu", out_idx=[-1])(a)
+    assert np.array_equal(np.asarray(out, np.float64), a[:, :, 0].astype(np.float64))
+
+
+@pytest.mark.xfail(strict=True, reason="fuzz10 F2 (OPEN): ascend910b refuses a converting copy into a 3-D tile "
+                   "whose last dim is 1 with a T.Parallel map error")
+@pytest.mark.parametrize("src_dt,tile_dt", F2_CASES)
+def test_f2_3d_unit_last_dim_convert_ascend(src_dt, tile_dt):
+    a = (np.arange(48) % 7 - 3).reshape(3, 16, 1).astype(src_dt)
+    prof = tw.compile(_d3_unit_last_dim(src_dt, tile_dt), target="ascend910b", out_idx=[-1]).profile(a)
+    out = prof.outputs[0] if isinstance(prof.outputs, (list, tuple)) else prof.outputs
+    assert not prof["reports"] and np.array_equal(np.asarray(out, np.float64), a[:, :, 0].astype(np.float64))

@@ -43,6 +43,11 @@ def gemm_zeros_times_specials(d):
     return d["kind"] == "gemm" and bool(d.get("special")) and any(k in d for k in ("rt", "starts", "s0", "s1"))
 
 
+def d3_convert_unit_last_dim(d):
+    """A fifteenth-stream (3-D) program whose load converts into a tile whose last dim is 1."""
+    return bool(d.get("d3")) and d["bn"] == 1 and d["dt_in"] != d["dt_tile"]
+
+
 KNOWN_BUGS = [
     ("nan_max_min_ascend", "ascend910b", MISMATCH, None, max_min_of_specials,
      "ascend910b's Max / Min with a NaN operand: not numpy's NaN propagation (docs/language.md "
@@ -50,6 +55,9 @@ KNOWN_BUGS = [
     ("gemm_zero_rows_cpu", "cpu", MISMATCH, None, gemm_zeros_times_specials,
      "cpu's gemm skips an operand tile's zero-filled rows (past a run-time count, outside the tensor, a tail): "
      "0 * inf gives 0 instead of NaN (fuzz10 F1, OPEN; tests/python/test_fuzz_findings_s22.py)", False),
+    ("d3_convert_unit_last_dim", "ascend910b", ("error",), r"is not a vector instruction", d3_convert_unit_last_dim,
+     "a converting T.copy into a 3-D tile whose last dim is 1 is refused with a T.Parallel map error at the copy "
+     "(fuzz10 F2, OPEN; tests/python/test_fuzz_findings_s22.py)", False),
 ]
 
 
