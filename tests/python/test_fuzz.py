@@ -297,6 +297,19 @@ def test_reference_of_special_values():
     assert not np.signbit(r[r == 0]).any()
 
 
+def test_reducer_simplifies_the_new_streams():
+    """Special values one fewer or none, a 2-D tile for a 3-D one; an out-of-range index stays in B."""
+    d = {"seed": 9, "kind": "reduce", "sym": False, "dt_in": "float32", "dt_tile": "float32", "dt_out": "float32",
+         "op": "max", "dim": 1, "bm": 4, "bn": 8, "loop": "grid", "stages": 2, "M": 5, "N": 6, "sumsq": False,
+         "d3": {"bh": 2}, "H": 3, "special": ["nan", "inf"]}
+    cands = reducer.candidates(d)
+    assert {tuple(c.get("special", ())) for c in cands} >= {(), ("nan",), ("inf",)}
+    assert any("d3" not in c and "H" not in c for c in cands)
+    g = {"seed": 3, "kind": "gather", "sym": False, "loop": "grid", "ndim": 1, "dt_in": "float32",
+         "dt_tile": "float32", "dt_out": "float32", "bm": 8, "bn": 8, "M": 9, "N": 5, "gform": "oob1", "oob": [6, 9]}
+    assert all(c["M"] > 6 for c in reducer.candidates(g))
+
+
 def test_reference_of_3d_tiles():
     """The fifteenth stream: a map of (bh, bm, bn) tiles of 3-D tensors, a reduction of them over
     axis 1 or 2 (the tile's rows past the tensor reading 0 take part in max / min)."""
