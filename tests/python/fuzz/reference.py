@@ -7,7 +7,11 @@ written, map expressions compute in a wider type and round once when stored, ``c
 reductions round into the destination after each merge, gemm accumulates in float32/int32.
 Arithmetic is float64 (exact for the small integers and halves the inputs are made of); an
 element whose value is undefined by the language (a float converted to an integer out of its
-range) is NaN in the reference and not compared.
+range) is NaN in the reference and not compared. With special input values (the fourteenth stream:
+inf, NaN, -0.0, subnormals, huge) the float64 arithmetic gives IEEE results (numpy's NaN
+propagation for max / min, as the docs say), a fused float map's intermediate past float32's range
+becomes inf (float16 / bfloat16 compute in float32), and ``compare`` tells a NaN value (NaN only with
+the special values: the output must be NaN) from an undefined element.
 
 TOLERANCES is the one place that says how close a target must be.
 """
