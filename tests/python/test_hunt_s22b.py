@@ -179,7 +179,6 @@ print(add_one.best_config)
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="F5: the stored best config outlives an edit of the kernel that makes it fail")
 def test_an_edited_kernel_is_tuned_again(tmp_path):
     script = tmp_path / "tuned.py"
     script.write_text(TUNED)
