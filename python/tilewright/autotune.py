@@ -25,9 +25,10 @@ for that configuration, the call's, the configuration's and the defaults), else 
 ``kernel.example_inputs()``: random values, so a kernel with an int32 / int64 input (which it
 may read as indices: block tables, lengths) needs ``inputs=`` (else a ``TilewrightError``).
 
-The best configuration per (factory, its source text, key values, target, machine, Tilewright version) is saved
-under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by later
-processes (one that no longer compiles is dropped and tuned again). One line per configuration is printed while tuning (``verbose=False`` silences it).
+The best configuration per (factory, its source text, key values, target, machine, Tilewright
+version) is saved under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and
+reused by later processes (one that no longer compiles is dropped and tuned again). One line per
+configuration is printed while tuning (``verbose=False`` silences it).
 """
 from __future__ import annotations
 
