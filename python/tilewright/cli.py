@@ -19,6 +19,7 @@ import platform
 import shutil
 import stat
 import sys
+import tempfile
 
 from . import _C
 from .errors import TilewrightError
@@ -173,6 +174,16 @@ def cmd_doctor(opts) -> int:
         flags = " ".join(_C.compile_flags(_C.cpu_arch()))
         out.append(f"host compiler : {ident}")
         out.append(f"  flags       : {flags}")
+        with tempfile.TemporaryDirectory() as d:  # --version alone does not show a missing `as` / `ld`
+            src = pathlib.Path(d) / "probe.cpp"
+            src.write_text('extern "C" int tw_probe() { return 1; }\n')
+            built, log = _C.compile_probe(str(src), str(pathlib.Path(d) / "probe.so"))
+        if not built:
+            ok = False
+            tail = "\n".join("    " + line for line in log.strip().splitlines()[-4:])
+            out.append(f"  build test  : NOT USABLE: a one-line shared library did not build:\n{tail}")
+            out.append("  -> the cpu target cannot compile kernels; install a complete compiler (g++ with binutils) "
+                       "or set TW_CXX")
     except Exception as e:  # noqa: BLE001 - reported, not raised: doctor explains what is missing
         ok = False
         out.append(f"host compiler : NOT USABLE: {e}")
