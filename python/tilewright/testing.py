@@ -321,6 +321,8 @@ class Reference:
             tol = m["tolerance"]
             tol["atol"], tol["rtol"]  # noqa: B018 - present
         except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+            if "allow_pickle" in str(e):  # numpy's advice to unpickle the file: never for a damaged store
+                raise self._damaged(f"{self.npz} is not an .npz archive") from None
             raise self._damaged(f"{type(e).__name__}: {e}") from None
         return tuple(arrays.get("input", ())), tuple(arrays.get("output", ())), m
 
