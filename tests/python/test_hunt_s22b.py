@@ -278,3 +278,13 @@ def test_one_factory_at_two_shapes_in_one_export(tmp_path):
     tw.export([scaled(4, 2.0), scaled(8, 2.0)], str(tmp_path / "art"), name="svc")
     names = [k["name"] for k in read_manifest(str(tmp_path / "art"))["kernels"]]
     assert len(set(names)) == 2 and all(n.startswith("scale_k") for n in names)
+
+
+def test_the_source_tree_without_its_core_says_how_to_get_it():
+    """Another interpreter (here this one without its site-packages, so without the editable
+    install's finder) importing the source tree: F10, Python's "circular import" guess before."""
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python")
+    r = subprocess.run([sys.executable, "-S", "-c", "import tilewright"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": src})
+    assert r.returncode == 1
+    assert "compiled core (tilewright._C) cannot be imported by" in r.stderr and "pip install ." in r.stderr, r.stderr
