@@ -288,3 +288,27 @@ def test_the_source_tree_without_its_core_says_how_to_get_it():
                        timeout=120, env={**os.environ, "PYTHONPATH": src})
     assert r.returncode == 1
     assert "compiled core (tilewright._C) cannot be imported by" in r.stderr and "pip install ." in r.stderr, r.stderr
+
+
+def test_the_consumer_example_refuses_bad_counts(tmp_path):
+    """examples/cpp/main.cpp, the program the reader copies: `--threads abc` aborted
+    (std::stoi), `--threads 100000` died in std::thread ("terminate called"), `--threads 0`
+    printed "ok: 0 threads ... match" having checked nothing (F11)."""
+    import importlib.util
+    root = pathlib.Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("tw_consumer_build_s22b", root / "examples" / "cpp" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    consumer = build.build_consumer(tmp_path / "consumer")
+    scale_art = tmp_path / "art"
+    seed_mm.export(str(scale_art))
+    a, b = mm_inputs()
+    for name, x in (("a", a), ("b", b), ("ref", seed_mm(a, b))):
+        np.save(tmp_path / f"{name}.npy", x)
+    base = [str(consumer), str(scale_art), "seed_mm", *(str(tmp_path / f"{n}.npy") for n in ("ref", "a", "b"))]
+    for flag, value in (("--threads", "abc"), ("--threads", "0"), ("--threads", "100000"), ("--launches", "0"),
+                        ("--bench", "-1"), ("--launches", "2x")):
+        r = subprocess.run(base + [flag, value], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and f"{flag} takes a whole number" in r.stderr, (flag, value, r.stderr)
+    r = subprocess.run(base + ["--threads", "2", "--launches", "3"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "ok: 2 threads x 3 launches of seed_mm" in r.stdout, r.stderr
