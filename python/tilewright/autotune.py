@@ -444,8 +444,11 @@ class Autotuner:
         timed = [r for r in report if r["status"] == "timed"]
         if not timed:
             reasons = "; ".join(f"{r['config']!r}: {r.get('reason', r['status'])}" for r in report)
+            frozen = all("frozen" in str(r.get("reason", "")) for r in report)
             raise TilewrightError(f"autotune '{self.__name__}' for {target}: no configuration could be run ({reasons})",
-                                  hint="add configurations that fit the target's buffers")
+                                  hint=f"tune before freezing: tw.precompile([({self.__name__}, args, target)]) tunes and "
+                                       f"stores the winner, then tw.freeze()" if frozen else
+                                       "add configurations that fit the target's buffers")
         best = min(timed, key=lambda r: r["ms"])
         self.report = report
         self.best_config = best["config"]

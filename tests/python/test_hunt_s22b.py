@@ -312,3 +312,37 @@ def test_the_consumer_example_refuses_bad_counts(tmp_path):
         assert r.returncode == 2 and f"{flag} takes a whole number" in r.stderr, (flag, value, r.stderr)
     r = subprocess.run(base + ["--threads", "2", "--launches", "3"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ok: 2 threads x 3 launches of seed_mm" in r.stdout, r.stderr
+
+
+FROZEN_TUNE = """
+import numpy as np, tilewright as tw, tilewright.language as T
+@tw.autotune(configs=[tw.Config(block=8), tw.Config(block=16)], key=["n"], executor="inline", verbose=False)
+@tw.jit(out_idx=[-1])
+def plus_two(n, block=4):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    B[bx * block + i] = A[bx * block + i] + 2.0
+    return main
+tw.freeze()
+try:
+    plus_two(97)
+except tw.TilewrightError as e:
+    print(e)
+tw.freeze(False)
+x = np.arange(97, dtype=np.float32)
+assert np.array_equal(plus_two(97)(x), x + 2)   # unfrozen: tuned, served
+"""
+
+
+def test_tuning_in_a_frozen_process_says_to_precompile(tmp_path):
+    """A frozen service meeting a key it never tuned (fresh cache: nothing precompiled): every
+    configuration is refused; the hint said "add configurations that fit the target's buffers" (F12)."""
+    script = tmp_path / "frozen_tune.py"
+    script.write_text(FROZEN_TUNE)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr[-800:]
+    assert "no configuration could be run" in r.stdout and "tw.precompile([(plus_two, args, target)])" in r.stdout, r.stdout
