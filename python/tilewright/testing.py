@@ -219,6 +219,18 @@ def _load_array(a, name):
     return a.view(np_dtype("bfloat16")) if name == "bfloat16" else a.astype(np_dtype(name), copy=False)
 
 
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _as_torch(a, name):
+    """A stored input that was a torch tensor goes back to the function as one (CPU)."""
+    import torch
+    if name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.array(a))
+
+
 def _fn_spec(fn):
     """"module:qualname" of an importable function, else None."""
     mod, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
@@ -317,7 +329,8 @@ class Reference:
                         if list(a.shape) != list(d["shape"]):
                             raise ValueError(f"{kind} {i} has shape {list(a.shape)} in {self.npz.name} but "
                                              f"{d['shape']} in {self.manifest_path.name}")
-                        arrays.setdefault(kind, []).append(_load_array(a, d["dtype"]))
+                        a = _load_array(a, d["dtype"])
+                        arrays.setdefault(kind, []).append(_as_torch(a, d["dtype"]) if d.get("torch") else a)
             tol = m["tolerance"]
             tol["atol"], tol["rtol"]  # noqa: B018 - present
         except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
@@ -343,7 +356,8 @@ class Reference:
         manifest = {
             "format": 1,
             "seed": self.seed,
-            "inputs": [{"shape": list(a.shape), "dtype": d} for a, d in ins],
+            "inputs": [{"shape": list(a.shape), "dtype": d, **({"torch": True} if _is_torch(x) else {})}
+                       for (a, d), x in zip(ins, _as_tuple(inputs))],
             "outputs": [{"shape": list(a.shape), "dtype": d} for a, d in outs],
             "tolerance": {"atol": atol if self.atol is None else self.atol,
                           "rtol": rtol if self.rtol is None else self.rtol},

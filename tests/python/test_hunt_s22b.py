@@ -346,3 +346,16 @@ def test_tuning_in_a_frozen_process_says_to_precompile(tmp_path):
                        env={**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache")})
     assert r.returncode == 0, r.stderr[-800:]
     assert "no configuration could be run" in r.stdout and "tw.precompile([(plus_two, args, target)])" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_torch_inputs_are_replayed_as_torch(tmp_path, dtype):
+    """The article compares a custom kernel with the framework's operator: a torch function's
+    stored inputs came back as numpy arrays (relu(): argument 'input' must be Tensor) (F13)."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 5).to(getattr(torch, dtype))
+    ref = tw.testing.Reference(tmp_path / "t")
+    ref.check(torch.relu, (x,))
+    got = tw.testing.Reference(tmp_path / "t").check(torch.relu)
+    assert isinstance(got, torch.Tensor) and got.dtype == x.dtype
+    assert json.loads((tmp_path / "t.json").read_text())["inputs"][0]["torch"] is True
