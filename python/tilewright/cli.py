@@ -361,7 +361,12 @@ def main(argv=None) -> int:
     p.add_argument("--fn", default=None, help="MODULE:FUNC or FILE.py:FUNC (default: the one in the manifest)")
     sub.add_parser("export", help="export a kernel (tilewright.deploy)", add_help=False)
     sub.add_parser("precompile", help="precompile kernels into the cache (tilewright.deploy)", add_help=False)
-    opts = parser.parse_args(argv)
+    opts, extra = parser.parse_known_args(argv)
+    if opts.command == "tune":  # the factory's arguments may come after --target (argparse stops at an option)
+        opts.args += [a for a in extra if not a.startswith("-")]
+        extra = [a for a in extra if a.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     handler = {"doctor": cmd_doctor, "targets": cmd_targets, "cache": cmd_cache, "tune": cmd_tune,
                "check": cmd_check}[opts.command]
     try:

@@ -359,3 +359,34 @@ def test_torch_inputs_are_replayed_as_torch(tmp_path, dtype):
     got = tw.testing.Reference(tmp_path / "t").check(torch.relu)
     assert isinstance(got, torch.Tensor) and got.dtype == x.dtype
     assert json.loads((tmp_path / "t.json").read_text())["inputs"][0]["torch"] is True
+
+
+TUNE_CLI = '''
+import tilewright as tw, tilewright.language as T
+@tw.autotune(configs=[tw.Config(block=8), tw.Config(block=32)], key=["n", "dtype"], executor="inline")
+@tw.jit(out_idx=[-1])
+def add_c(n, dtype="float32", block=4):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    B[bx * block + i] = A[bx * block + i] + 1.0
+    return main
+'''
+
+
+@pytest.mark.parametrize("order", ["keyword after --target", "keyword before --target"])
+def test_tune_cli_takes_keyword_arguments_after_the_options(tmp_path, monkeypatch, capsys, order):
+    """docs/workflow.md's `tilewright tune ...:tuned_matmul 1024 --target ascend910b dtype=float16`
+    was "unrecognized arguments: dtype=float16" (F14)."""
+    from tilewright import cli
+    monkeypatch.setattr(at, "tune_dir", lambda: tmp_path / "tune")
+    f = tmp_path / "tune_cli_s22b.py"
+    f.write_text(TUNE_CLI)
+    args = ["tune", f"{f}:add_c", "40"] + (["--target", "cpu", "dtype=float16"] if order.endswith("after --target")
+                                           else ["dtype=float16", "--target", "cpu"])
+    assert cli.main(args) == 0
+    assert "add_c" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["doctor", "--bogus"])
