@@ -310,7 +310,7 @@ class Autotuner:
     def _key_values(self, args, kwargs):
         bound = self._signature.bind_partial(*args, **kwargs)
         names = self.key or list(bound.arguments)
-        return {n: bound.arguments.get(n, self._signature.parameters[n].default) for n in names}
+        return {n: _key_value(bound.arguments.get(n, self._signature.parameters[n].default)) for n in names}
 
     def _params(self, args, kwargs, cfg):
         """The factory's arguments for one configuration (``inputs=`` gets them)."""
@@ -513,6 +513,17 @@ class Autotuner:
             stored.unlink(missing_ok=True)
             del self._memory[mkey]
             return self(*args, target=target, **kwargs)
+
+
+def _key_value(v):
+    """Equal numbers are one key: 4096, numpy.int64(4096) and numpy.int32(4096) (a shape taken from
+    an array) tune once, not once per type (keys are stored by repr)."""
+    import numbers
+    if isinstance(v, bool) or not isinstance(v, numbers.Number):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    return float(v) if isinstance(v, numbers.Real) else v
 
 
 def _code_id(fn):

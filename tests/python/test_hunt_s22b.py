@@ -390,3 +390,28 @@ def test_tune_cli_takes_keyword_arguments_after_the_options(tmp_path, monkeypatc
     assert "add_c" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["doctor", "--bogus"])
+
+
+def test_numpy_integers_are_the_same_tuning_key(tmp_path, monkeypatch):
+    """add_one(4096) then add_one(numpy.int64(4096)) tuned twice (keys by repr) (F16)."""
+    import tilewright.language as T
+    monkeypatch.setattr(at, "tune_dir", lambda: tmp_path / "tune")
+
+    @tw.autotune(configs=[tw.Config(block=8), tw.Config(block=32)], key=["n"], executor="inline", verbose=False)
+    @tw.jit(out_idx=[-1])
+    def plus_one_s22b(n, block=4):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(T.ceildiv(n, block)) as bx:
+                for i in T.Parallel(block):
+                    if bx * block + i < n:
+                        B[bx * block + i] = A[bx * block + i] + 1.0
+        return main
+
+    sweeps = []
+    real_tune = plus_one_s22b.tune
+    monkeypatch.setattr(plus_one_s22b, "tune", lambda *a, **k: sweeps.append(a) or real_tune(*a, **k))
+    x = np.arange(77, dtype=np.float32)
+    for n in (77, np.int64(77), np.int32(77), np.uint16(77)):
+        np.testing.assert_array_equal(plus_one_s22b(n)(x), x + 1)
+    assert len(sweeps) == 1 and len(list((tmp_path / "tune").glob("*.json"))) == 2   # one result + the peaks
