@@ -444,11 +444,16 @@ class Autotuner:
         timed = [r for r in report if r["status"] == "timed"]
         if not timed:
             reasons = "; ".join(f"{r['config']!r}: {r.get('reason', r['status'])}" for r in report)
-            frozen = all("frozen" in str(r.get("reason", "")) for r in report)
+            why = {str(r.get("reason", r["status"])) for r in report}
+            if all("frozen" in w for w in why):
+                hint = (f"tune before freezing: tw.precompile([({self.__name__}, args, target)]) tunes and stores the "
+                        f"winner, then tw.freeze()")
+            elif len(why) == 1 and len(report) > 1:
+                hint = "every configuration failed the same way: an error in the factory, not in a block size"
+            else:
+                hint = "add configurations that fit the target's buffers"
             raise TilewrightError(f"autotune '{self.__name__}' for {target}: no configuration could be run ({reasons})",
-                                  hint=f"tune before freezing: tw.precompile([({self.__name__}, args, target)]) tunes and "
-                                       f"stores the winner, then tw.freeze()" if frozen else
-                                       "add configurations that fit the target's buffers")
+                                  hint=hint)
         best = min(timed, key=lambda r: r["ms"])
         self.report = report
         self.best_config = best["config"]

@@ -415,3 +415,25 @@ def test_numpy_integers_are_the_same_tuning_key(tmp_path, monkeypatch):
     for n in (77, np.int64(77), np.int32(77), np.uint16(77)):
         np.testing.assert_array_equal(plus_one_s22b(n)(x), x + 1)
     assert len(sweeps) == 1 and len(list((tmp_path / "tune").glob("*.json"))) == 2   # one result + the peaks
+
+
+def test_configurations_failing_alike_point_at_the_factory(tmp_path, monkeypatch):
+    """Every configuration failing with one error (a factory bug) was told to "add configurations
+    that fit the target's buffers"."""
+    import tilewright.language as T
+    monkeypatch.setattr(at, "tune_dir", lambda: tmp_path / "tune")
+
+    @tw.autotune(configs=[tw.Config(block=8), tw.Config(block=32)], key=["n"], executor="inline", verbose=False)
+    @tw.jit(out_idx=[-1])
+    def broken_s22b(n, block=4):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(T.ceildiv(n, block)) as bx:
+                for i in T.Parallel(block):
+                    B[bx * block + i] = A[bx * block + i]
+            return main  # the mistake: inside the prim_func
+        return main
+
+    with pytest.raises(TilewrightError) as e:
+        broken_s22b(64)
+    assert "failed the same way: an error in the factory" in str(e.value), str(e.value)
