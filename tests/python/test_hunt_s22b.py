@@ -437,3 +437,15 @@ def test_configurations_failing_alike_point_at_the_factory(tmp_path, monkeypatch
     with pytest.raises(TilewrightError) as e:
         broken_s22b(64)
     assert "failed the same way: an error in the factory" in str(e.value), str(e.value)
+
+
+def test_cache_prune_takes_the_byte_counts_the_knob_takes(capsys):
+    """`tilewright cache prune --max-bytes 500M` was "invalid int value" although
+    TW_CACHE_MAX_BYTES=500M is the documented form, and `--max-bytes -5` was taken (F18)."""
+    from tilewright.cli import _byte_count
+    assert [_byte_count(t) for t in ("500M", "2g", "3KiB", "7B", "0", "1")] == [500 << 20, 2 << 30, 3072, 7, 0, 1]
+    from tilewright import cli
+    for bad in ("-5", "1.5G", "abc", "2gib"):
+        with pytest.raises(SystemExit):
+            cli.main(["cache", "prune", f"--max-bytes={bad}"])
+        assert "is not a byte count" in capsys.readouterr().err
