@@ -449,3 +449,27 @@ def test_cache_prune_takes_the_byte_counts_the_knob_takes(capsys):
         with pytest.raises(SystemExit):
             cli.main(["cache", "prune", f"--max-bytes={bad}"])
         assert "is not a byte count" in capsys.readouterr().err
+
+
+SM = tw.symbolic("SM")
+
+
+@tw.compile
+def scale_rows_s22b(A: tw.Tensor((SM, 8), "float32"), s: float, n: "int32"):
+    out = tw.output((SM, 8), dtype="float32")
+    for by in range(tw.ceildiv(SM, 4)):
+        t = tw.load(A, (by * 4, 0), (4, 8))
+        for i in range(4):
+            for j in range(8):
+                t[i, j] = t[i, j] * s + n
+        tw.store(out, (by * 4, 0), t)
+    return out
+
+
+def test_a_kernel_with_scalar_parameters_in_a_reference_store(tmp_path):
+    """The scalars were stored as shape (1,) arrays (F4) and replayed to the kernel, which refused
+    them ("pass a Python or numpy number"): no kernel with a scalar parameter could be stored."""
+    a = tw.testing.randn((13, 8), seed=0)
+    ref = tw.testing.Reference(tmp_path / "sr", seed=0)
+    ref.check(scale_rows_s22b, (a, 0.5, 3), expected=lambda a, s, n: a.astype(np.float64) * s + n)
+    assert tw.testing.Reference(tmp_path / "sr").check(scale_rows_s22b).shape == (13, 8)
