@@ -473,3 +473,19 @@ def test_a_kernel_with_scalar_parameters_in_a_reference_store(tmp_path):
     ref = tw.testing.Reference(tmp_path / "sr", seed=0)
     ref.check(scale_rows_s22b, (a, 0.5, 3), expected=lambda a, s, n: a.astype(np.float64) * s + n)
     assert tw.testing.Reference(tmp_path / "sr").check(scale_rows_s22b).shape == (13, 8)
+
+
+SVC_TUNED = TUNE_CLI.replace('executor="inline"', 'executor=None') + '''
+SPECS = [(add_c, (40,), "cpu"), (add_c, (40, "float16"), "cpu")]
+'''
+
+
+def test_precompile_specs_with_an_autotuned_factory(tmp_path):
+    """The tuner's worker processes import the factory by module name; the spec file was loaded
+    as '_tw_deploy_<stem>', which no worker can import: every spec failed (F19)."""
+    (tmp_path / "svc_tuned_s22b.py").write_text(SVC_TUNED)
+    r = subprocess.run([sys.executable, "-m", "tilewright.deploy", "precompile", "svc_tuned_s22b.py", "-j", "2"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.returncode == 0 and "FAILED" not in r.stderr, r.stderr[-1500:]
+    assert "precompiled 2 kernel(s)" in r.stderr
