@@ -484,8 +484,9 @@ def test_precompile_specs_with_an_autotuned_factory(tmp_path):
     """The tuner's worker processes import the factory by module name; the spec file was loaded
     as '_tw_deploy_<stem>', which no worker can import: every spec failed (F19)."""
     (tmp_path / "svc_tuned_s22b.py").write_text(SVC_TUNED)
-    r = subprocess.run([sys.executable, "-m", "tilewright.deploy", "precompile", "svc_tuned_s22b.py", "-j", "2"],
+    r = subprocess.run([sys.executable, "-m", "tilewright", "precompile", "svc_tuned_s22b.py", "-j", "2"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env={**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache")})
     assert r.returncode == 0 and "FAILED" not in r.stderr, r.stderr[-1500:]
     assert "precompiled 2 kernel(s)" in r.stderr
+    assert "RuntimeWarning" not in r.stderr   # `-m tilewright.deploy` warned (runpy): F20
