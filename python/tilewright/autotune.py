@@ -25,9 +25,10 @@ for that configuration, the call's, the configuration's and the defaults), else 
 ``kernel.example_inputs()``: random values, so a kernel with an int32 / int64 input (which it
 may read as indices: block tables, lengths) needs ``inputs=`` (else a ``TilewrightError``).
 
-The best configuration per (factory, key values, target, machine, Tilewright version) is saved
-under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by later
-processes. One line per configuration is printed while tuning (``verbose=False`` silences it).
+The best configuration per (factory, its source text, key values, target, machine, Tilewright
+version) is saved under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and
+reused by later processes (one that no longer compiles is dropped and tuned again). One line per
+configuration is printed while tuning (``verbose=False`` silences it).
 """
 from __future__ import annotations
 
@@ -291,6 +292,7 @@ class Autotuner:
         self.__doc__ = getattr(fn, "__doc__", None)
         self._module = getattr(fn, "__module__", None)
         self._qualname = getattr(fn, "__qualname__", self.__name__)
+        self._code = _code_id(fn)
         wrapped = getattr(fn, "__wrapped__", fn)
         self._signature = inspect.signature(wrapped)
         config_names = {k for c in self.configs for k in c}
@@ -308,7 +310,7 @@ class Autotuner:
     def _key_values(self, args, kwargs):
         bound = self._signature.bind_partial(*args, **kwargs)
         names = self.key or list(bound.arguments)
-        return {n: bound.arguments.get(n, self._signature.parameters[n].default) for n in names}
+        return {n: _key_value(bound.arguments.get(n, self._signature.parameters[n].default)) for n in names}
 
     def _params(self, args, kwargs, cfg):
         """The factory's arguments for one configuration (``inputs=`` gets them)."""
@@ -319,7 +321,8 @@ class Autotuner:
     def _store_path(self, key_values, target):
         text = json.dumps({"kernel": f"{self._module}:{self._qualname}", "key": {k: repr(v) for k, v in key_values.items()},
                            "target": _C.find_target(target), "machine": machine_id(target),
-                           "version": _C.__version__, "configs": [repr(c) for c in self.configs]}, sort_keys=True)
+                           "version": _C.__version__, "configs": [repr(c) for c in self.configs],
+                           "code": self._code}, sort_keys=True)
         return tune_dir() / (hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
 
     def _load(self, path):
@@ -441,8 +444,16 @@ class Autotuner:
         timed = [r for r in report if r["status"] == "timed"]
         if not timed:
             reasons = "; ".join(f"{r['config']!r}: {r.get('reason', r['status'])}" for r in report)
+            why = {str(r.get("reason", r["status"])) for r in report}
+            if all("frozen" in w for w in why):
+                hint = (f"tune before freezing: tw.precompile([({self.__name__}, args, target)]) tunes and stores the "
+                        f"winner, then tw.freeze()")
+            elif len(why) == 1 and len(report) > 1:
+                hint = "every configuration failed the same way: an error in the factory, not in a block size"
+            else:
+                hint = "add configurations that fit the target's buffers"
             raise TilewrightError(f"autotune '{self.__name__}' for {target}: no configuration could be run ({reasons})",
-                                  hint="add configurations that fit the target's buffers")
+                                  hint=hint)
         best = min(timed, key=lambda r: r["ms"])
         self.report = report
         self.best_config = best["config"]
@@ -485,13 +496,51 @@ class Autotuner:
         key_values = self._key_values(args, kwargs)
         mkey = (tuple(sorted((k, repr(v)) for k, v in key_values.items())), target)
         cfg = self._memory.get(mkey)
+        stored = None
         if cfg is None:
-            cfg = self._load(self._store_path(key_values, target))
+            path = self._store_path(key_values, target)
+            cfg = self._load(path)
             if cfg is None:
                 cfg = self.tune(*args, target=target, **kwargs)
+            else:
+                stored = path
             self._memory[mkey] = cfg
         self.best_config = cfg
-        return self.fn(*args, **kwargs, **cfg, target=target)
+        try:
+            return self.fn(*args, **kwargs, **cfg, target=target)
+        except TilewrightError as e:
+            if stored is None:
+                raise
+            # a stored result that no longer builds (the kernel, or what it calls, was edited since
+            # it was tuned): drop it and tune again, where that configuration is dropped with its reason
+            self._say(f"tilewright: the stored best configuration {cfg!r} of '{self.__name__}' ({stored}) no longer "
+                      f"compiles ({e.message}); tuning again")
+            stored.unlink(missing_ok=True)
+            del self._memory[mkey]
+            return self(*args, target=target, **kwargs)
+
+
+def _key_value(v):
+    """Equal numbers are one key: 4096, numpy.int64(4096) and numpy.int32(4096) (a shape taken from
+    an array) tune once, not once per type (keys are stored by repr)."""
+    import numbers
+    if isinstance(v, bool) or not isinstance(v, numbers.Number):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    return float(v) if isinstance(v, numbers.Real) else v
+
+
+def _code_id(fn):
+    """A digest of the factory's source (its code object's bytecode and constants when the source
+    is not at hand): a stored result is tuned again after the factory is edited."""
+    f = inspect.unwrap(fn)
+    try:
+        text = inspect.getsource(f)
+    except (OSError, TypeError):
+        code = getattr(f, "__code__", None)
+        text = repr((code.co_code, code.co_consts)) if code is not None else ""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _parameters(fn):

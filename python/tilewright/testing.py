@@ -104,8 +104,10 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
     with their indices and values; ``msg`` is prefixed to it."""
     if isinstance(actual, (tuple, list)) or isinstance(expected, (tuple, list)):
         if not (isinstance(actual, (tuple, list)) and isinstance(expected, (tuple, list))) or len(actual) != len(expected):
-            raise AssertionError(f"{msg + ': ' if msg else ''}cannot compare {type(actual).__name__} of "
-                                 f"{len(actual) if hasattr(actual, '__len__') else '?'} with {type(expected).__name__}")
+            def what(x):
+                return f"a {type(x).__name__} of {len(x)}" if isinstance(x, (tuple, list)) else f"one {type(x).__name__}"
+            raise AssertionError(f"{msg + ': ' if msg else ''}cannot compare {what(actual)} (actual) with "
+                                 f"{what(expected)} (expected)")
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_close(a, e, atol=atol, rtol=rtol, equal_nan=equal_nan, check_dtype=check_dtype,
                          msg=f"{msg + ', ' if msg else ''}output {i}")
@@ -202,17 +204,31 @@ def _as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def _store_array(x):
-    """(array for .npz, dtype name): bfloat16 is stored as its uint16 bits."""
-    a = _to_numpy(x)
+def _store_array(x, what):
+    """(array for .npz, dtype name): bfloat16 is stored as its uint16 bits; a 0-d value stays 0-d."""
+    if x is None:
+        from .errors import TilewrightError
+        raise TilewrightError(f"Reference: the {what} is None: there is nothing to store",
+                              hint="return the outputs (a kernel that writes in place: return the written array)")
+    a = np.asarray(_to_numpy(x), order="C")
     name = _dtype_name(x)
-    if name == "bfloat16":
-        return np.ascontiguousarray(a).view(np.uint16), name
-    return np.ascontiguousarray(a), name
+    return (a.view(np.uint16) if name == "bfloat16" else a), name
 
 
 def _load_array(a, name):
     return a.view(np_dtype("bfloat16")) if name == "bfloat16" else a.astype(np_dtype(name), copy=False)
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _as_torch(a, name):
+    """A stored input that was a torch tensor goes back to the function as one (CPU)."""
+    import torch
+    if name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.array(a))
 
 
 def _fn_spec(fn):
@@ -261,6 +277,8 @@ class Reference:
     None: a golden run), saves everything, and checks ``fn`` against them; every later time,
     loads the stored inputs, runs ``fn`` on them and compares with the stored outputs at the
     stored tolerance (``inputs`` and ``expected`` are then not used). Returns ``fn``'s outputs.
+    The default tolerance is that of the less precise of ``fn``'s and the reference's dtypes. A
+    store with a file missing or damaged is a TilewrightError, never recreated;
     ``Reference(path, update=True)`` rewrites the store."""
 
     def __init__(self, path, *, seed=None, atol=None, rtol=None, update=False):
@@ -274,7 +292,19 @@ class Reference:
 
     @property
     def exists(self) -> bool:
-        return self.npz.exists() and self.manifest_path.exists()
+        """Both files are there; one without the other is a damaged store (an error, never
+        recreated behind the caller's back)."""
+        there = [p.exists() for p in (self.npz, self.manifest_path)]
+        if there[0] != there[1]:
+            missing = self.manifest_path if there[0] else self.npz
+            raise self._damaged(f"{missing} is missing")
+        return there[0]
+
+    def _damaged(self, why):
+        from .errors import TilewrightError
+        return TilewrightError(f"the reference store {self.path} is damaged: {why}",
+                               hint=f"restore it (e.g. from version control), or rewrite it from the current function "
+                                    f"with tw.testing.Reference({str(self.path)!r}, update=True)")
 
     def manifest(self) -> dict:
         from .errors import TilewrightError
@@ -286,20 +316,48 @@ class Reference:
 
     def load(self):
         """(inputs tuple, expected outputs tuple, manifest)."""
+        import zipfile
         m = self.manifest()
-        with np.load(self.npz) as z:
-            ins = tuple(_load_array(z[f"input{i}"], d["dtype"]) for i, d in enumerate(m["inputs"]))
-            outs = tuple(_load_array(z[f"output{i}"], d["dtype"]) for i, d in enumerate(m["outputs"]))
-        return ins, outs, m
+        try:
+            if not isinstance(m, dict):
+                raise ValueError(f"{self.manifest_path} holds a {type(m).__name__}, not a manifest")
+            with np.load(self.npz) as z:
+                arrays = {}
+                for kind in ("input", "output"):
+                    for i, d in enumerate(m[kind + "s"]):
+                        a = z[f"{kind}{i}"]
+                        if list(a.shape) != list(d["shape"]):
+                            raise ValueError(f"{kind} {i} has shape {list(a.shape)} in {self.npz.name} but "
+                                             f"{d['shape']} in {self.manifest_path.name}")
+                        a = _load_array(a, d["dtype"])
+                        arrays.setdefault(kind, []).append(_as_torch(a, d["dtype"]) if d.get("torch") else a)
+            tol = m["tolerance"]
+            tol["atol"], tol["rtol"]  # noqa: B018 - present
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+            if "allow_pickle" in str(e):  # numpy's advice to unpickle the file: never for a damaged store
+                raise self._damaged(f"{self.npz} is not an .npz archive") from None
+            raise self._damaged(f"{type(e).__name__}: {e}") from None
+        return tuple(arrays.get("input", ())), tuple(arrays.get("output", ())), m
 
-    def save(self, inputs, outputs, fn=None):
-        ins = [_store_array(x) for x in _as_tuple(inputs)]
-        outs = [_store_array(x) for x in _as_tuple(outputs)]
-        atol, rtol = tolerance(*[d for _, d in outs]) if outs else (0.0, 0.0)
+    def save(self, inputs, outputs, fn=None, actual=None):
+        """Stores ``inputs`` and the reference ``outputs``; the default tolerance is that of the
+        less precise of the outputs and ``actual`` (what the function under test returns: a
+        float32 kernel checked against float64 outputs gets float32's)."""
+        ins = [_store_array(x, "input") for x in _as_tuple(inputs)]
+        outs = [_store_array(x, "reference output") for x in _as_tuple(outputs)]
+        dtypes = [d for _, d in outs] + [_dtype_name(x) for x in _as_tuple(actual) if x is not None]
+        atol, rtol = (0.0, 0.0)
+        if outs and (self.atol is None or self.rtol is None):
+            try:
+                atol, rtol = tolerance(*dtypes)
+            except ValueError as e:
+                from .errors import TilewrightError
+                raise TilewrightError(f"Reference {self.path}: {e}", hint="pass atol= and rtol= to Reference") from None
         manifest = {
             "format": 1,
             "seed": self.seed,
-            "inputs": [{"shape": list(a.shape), "dtype": d} for a, d in ins],
+            "inputs": [{"shape": list(a.shape), "dtype": d, **({"torch": True} if _is_torch(x) else {})}
+                       for (a, d), x in zip(ins, _as_tuple(inputs))],
             "outputs": [{"shape": list(a.shape), "dtype": d} for a, d in outs],
             "tolerance": {"atol": atol if self.atol is None else self.atol,
                           "rtol": rtol if self.rtol is None else self.rtol},
@@ -324,8 +382,15 @@ class Reference:
                 raise TilewrightError(f"no reference stored at {self.npz} and no inputs given",
                                       hint="call check(fn, inputs, expected) once to create it")
             inputs = _as_tuple(inputs)
-            ref = fn(*inputs) if expected is None else expected(*inputs)
-            self.save(inputs, ref, fn)
+            if expected is None:  # a golden run
+                ref = actual = fn(*inputs)
+            else:
+                ref, actual = expected(*inputs), fn(*inputs)
+            if actual is None:
+                from .errors import TilewrightError
+                raise TilewrightError(f"Reference {self.path}: the function returned None: there is nothing to compare",
+                                      hint="return the outputs (a kernel that writes in place: return the written array)")
+            self.save(inputs, ref, fn, actual)
         ins, outs, m = self.load()
         got = fn(*ins)
         tol = m["tolerance"]

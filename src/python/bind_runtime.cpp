@@ -600,6 +600,12 @@ void bind_runtime(nb::module_& m) {
   m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
   m.def("compile_flags", [](const std::string& arch) { return runtime::default_compile_flags(arch); },
         nb::arg("arch"));
+  // `tilewright doctor`: builds `source` into the shared library `output` as kernels are built
+  // (the host compiler, the default flags); (ok, the compiler's log).
+  m.def("compile_probe", [](const std::string& source, const std::string& output) {
+    runtime::CompileResult r = runtime::compile_shared_object(source, output, {}, {});
+    return std::make_pair(r.ok, r.log);
+  }, nb::arg("source"), nb::arg("output"));
   m.def("cache_dir", [] { return support::env().cache_dir; });
 
   // Deployment (python/tilewright/deploy.py).

@@ -235,6 +235,18 @@ std::string cache_key(const std::string& source, const std::string& arch) {
                              "):\n" + log + "\nfree disk space/memory in " + (work_root() / "tmp").string() +
                              " or set TW_CACHE_DIR/TMPDIR");
   }
+  // The driver could not run a tool of its own (no binutils `as` / `ld`, no `cc1plus` on PATH):
+  // the toolchain is incomplete, the generated C++ was never compiled.
+  for (const char* cause : {"cannot execute", "cannot find 'ld'", "cannot find 'as'"}) {
+    if (r.log.find(cause) == std::string::npos) continue;
+    std::error_code ec;
+    if (own_src) fs::remove(src, ec);
+    fs::remove(out, ec);
+    throw std::runtime_error("the host compiler (" + host_compiler().path + ") could not build " + what +
+                             ": its toolchain is incomplete (" + cause + "):\n" + log +
+                             "\ninstall a complete compiler (e.g. `apt-get install g++`, which brings binutils' as and "
+                             "ld), put its tools on PATH, or set TW_CXX; `tilewright doctor` checks the toolchain");
+  }
   throw ir::Error("internal compiler error: the C++ generated for " + what + " did not compile:\n" + log, span,
                   "this is a Tilewright bug; the generated source is kept at " + src);
 }
