@@ -341,13 +341,12 @@ def _deploy(name, argv) -> int:
 
 def _byte_count(text: str) -> int:
     """`--max-bytes`: a count of bytes >= 0 with an optional binary suffix K, M, G, T (as
-    TW_CACHE_MAX_BYTES takes it: 500M)."""
-    import re
-    m = re.fullmatch(r"(\d+)(B|([KMGTkmgt])(iB)?)?", text.strip())
-    if not m or (m.group(4) and m.group(3).islower()):
+    TW_CACHE_MAX_BYTES takes it: 500M; the one parser, support/env.cpp)."""
+    n = _C.parse_byte_count(text.strip())
+    if n is None:
         raise argparse.ArgumentTypeError(f"'{text}' is not a byte count (a whole number >= 0, optionally with K, M, G "
                                          f"or T: e.g. 500M)")
-    return int(m.group(1)) * 1024 ** (" KMGT".index(m.group(3).upper()) if m.group(3) else 0)
+    return n
 
 
 def main(argv=None) -> int:

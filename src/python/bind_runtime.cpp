@@ -607,6 +607,8 @@ void bind_runtime(nb::module_& m) {
     return std::make_pair(r.ok, r.log);
   }, nb::arg("source"), nb::arg("output"));
   m.def("cache_dir", [] { return support::env().cache_dir; });
+  // a byte count as TW_CACHE_MAX_BYTES takes it (`tilewright cache prune --max-bytes 500M`); None if malformed
+  m.def("parse_byte_count", &support::parse_byte_count, nb::arg("text"));
 
   // Deployment (python/tilewright/deploy.py).
   m.def("export_artifact",

@@ -33,28 +33,37 @@ bool read_bool(const char* name) {
     bad(name, v, "1 or 0 (also true/false, yes/no, on/off)");
 }
 
-// Parses a non-negative integer with an optional binary suffix K, M, G, T (KiB, MiB, ...).
-uint64_t read_bytes(const char* name, uint64_t dflt) {
-    const char* v = get(name);
-    if (!v) return dflt;
-    const char* accepted = "a positive byte count, optionally with a suffix K, M, G or T "
-                           "(powers of 1024), e.g. 2G or 500M";
-    if (*v < '0' || *v > '9') bad(name, v, accepted);
+}  // namespace
+
+std::optional<uint64_t> parse_byte_count(const std::string& v) {
+    if (v.empty() || v[0] < '0' || v[0] > '9') return std::nullopt;
     errno = 0;
     char* end = nullptr;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno == ERANGE) bad(name, v, accepted);
+    unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (errno == ERANGE) return std::nullopt;
     uint64_t mult = 1;
-    std::string suffix(end);
+    const std::string suffix(end);
     if (suffix == "" || suffix == "B") mult = 1;
     else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
     else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
     else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
     else if (suffix == "T" || suffix == "t" || suffix == "TiB") mult = 1ull << 40;
-    else bad(name, v, accepted);
-    if (n == 0) bad(name, v, accepted);
-    if (n > UINT64_MAX / mult) bad(name, v, accepted);
+    else return std::nullopt;
+    if (n > UINT64_MAX / mult) return std::nullopt;
     return n * mult;
+}
+
+namespace {
+
+// A positive byte count (parse_byte_count), or `dflt` when unset.
+uint64_t read_bytes(const char* name, uint64_t dflt) {
+    const char* v = get(name);
+    if (!v) return dflt;
+    const char* accepted = "a positive byte count, optionally with a suffix K, M, G or T "
+                           "(powers of 1024), e.g. 2G or 500M";
+    const std::optional<uint64_t> n = parse_byte_count(v);
+    if (!n || *n == 0) bad(name, v, accepted);
+    return *n;
 }
 
 // An integer in [lo, hi], or `dflt` when unset.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace tw::support {
@@ -22,6 +23,10 @@ struct Env {
     bool cpu_amx;               // TW_CPU_AMX: the gemm runtime may use the AMX tile unit (default on)
     std::string cpu_arch;       // TW_CPU_ARCH: the -march value of kernels and the gemm runtime ("native")
 };
+
+// A byte count: a whole number >= 0 with an optional binary suffix K, M, G, T (also k, KiB, ...;
+// powers of 1024) or B, as TW_CACHE_MAX_BYTES takes it; nullopt when malformed or past 2^64.
+std::optional<uint64_t> parse_byte_count(const std::string& text);
 
 // Reads and validates the environment now. Throws std::invalid_argument naming the
 // variable and the accepted form when a value is malformed. Used by tests.

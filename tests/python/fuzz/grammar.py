@@ -117,7 +117,8 @@ smallest subnormal and huge magnitudes (2^100; 2^14 for float16) replace about 3
 input elements (reference.inputs, positions and values from their own numpy stream, so the other
 inputs stay). Huge values only where no sum of them can overflow in another order (not in gemms,
 sums or atomic adds); subnormals not in bfloat16 gemms (cpu's vdpbf16ps reads them as 0, documented);
-on integer map / reduce tiles only -0.0 and subnormals (inf and NaN convert to undefined integers).
+on integer map / reduce tiles and atomic adds into integer tensors only -0.0 and subnormals (inf and
+NaN convert to undefined integers, whose sums may leave the type: an int32-overflow report).
 The kernel source is the one without them.
 
 A fifteenth stream (``extension13-<seed // GROUP>``, values from ``extension13-shape-<seed>``) makes
@@ -426,8 +427,9 @@ def _extension12(d, seed):
         return
     # (a bfloat16 gemm on cpu reads subnormals as 0: vdpbf16ps, docs/language.md)
     vals = ["inf", "-inf", "nan", "-0"] + ([] if d["kind"] == "gemm" and d["dt_in"] == "bfloat16" else ["denorm"])
-    if d["kind"] in ("map", "reduce") and is_int(d["dt_tile"]):
-        # arithmetic on the undefined integers that inf / NaN convert to may overflow (a checker report)
+    if (d["kind"] in ("map", "reduce") and is_int(d["dt_tile"])) or (d.get("atomic") and is_int(d["dt_out"])):
+        # arithmetic (or an atomic add) on the undefined integers that inf / NaN convert to may overflow
+        # (a checker report: the simulator does not guess what the chip stores then)
         d["special"] = wrng.sample(["-0", "denorm"], wrng.randint(1, 2))
         return
     ops = {op[0] for op in d.get("ops", []) + d.get("epilogue", [])}
