@@ -41,7 +41,8 @@
 //   -> register-blocked micro-kernel MR x NR with broadcast-FMA.
 //   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
 //   use a micro-kernel of their own height (a remainder under 4 rows shares the last full
-//   panel in two balanced ones: panel_rows), column tails go through a small stack tile.
+//   panel in two balanced ones: panel_rows), column tails go through a small stack tile; a
+//   tail of at most NR / 4 columns runs ukr_f32_cols instead (panels' rows along the lanes).
 //   An fp32 A read by one call only (not transposed, one row block, one K block: a_in_place)
 //   is not packed: its micro-kernel (ukr_f32_ra) broadcasts from A's rows in place.
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
