@@ -213,6 +213,7 @@ struct ColumnAnalysis {
   int64_t width = -1;  // W: every tile's last dimension
   std::set<const BufferNode*> tiles;
   std::vector<Buffer> tensors;
+  std::set<const VarNode*> column_vars;  // the column variable of every map
 
   bool is_column_offset(const Expr& e) const {
     if (width == 1) return e->kind == ExprKind::Var && e.get() == bx;
@@ -265,11 +266,96 @@ struct ColumnAnalysis {
         return tiles.count(r->src.get()) && tiles.count(r->dst.get()) && r->src->ndim() >= 2 &&
                r->axis >= 0 && r->axis < r->src->ndim() - 1;
       }
-      case StmtKind::For: case StmtKind::If: case StmtKind::Let: case StmtKind::Store: case StmtKind::Gemm:
+      case StmtKind::For: {
+        auto* f = as<ForNode>(s);
+        if (f->for_kind == ForKind::parallel) return map_ok(s);
+        // A loop every block runs alike (bounds free of bx): its body, checked as above, is
+        // per column, so running it over the merged columns keeps each column's steps in order.
+        return !mentions(f->min, bx) && !mentions(f->extent, bx) && stmt_ok(f->body);
+      }
+      case StmtKind::Let: {  // the same value in every block (such a loop over one step becomes one)
+        bool loads = false;
+        for_each_expr(as<LetNode>(s)->value, [&](const Expr& x) { loads |= x->kind == ExprKind::Load; });
+        return !loads && !mentions(as<LetNode>(s)->value, bx);
+      }
+      case StmtKind::If: case StmtKind::Store: case StmtKind::Gemm:
       case StmtKind::CoreScope: case StmtKind::Sync:
         return false;
     }
     return false;  // not reached: the switch lists every enumerator
+  }
+
+  // A map (a nest of parallel loops) that is per column: one of its loops, over 0..W, is the
+  // column variable c; every tile access has c as its last index and c appears nowhere else (a
+  // value computed from c would change with the merged columns); no tensor accesses, no bx.
+  bool map_ok(const Stmt& s) {
+    const VarNode* col = nullptr;  // the last index of the first store
+    for_each_stmt(s, [&](const Stmt& x) {
+      if (!col && x->kind == StmtKind::Store) {
+        const auto& idx = as<StoreNode>(x)->indices;
+        if (!idx.empty() && idx.back()->kind == ExprKind::Var) col = as<VarNode>(idx.back());
+      }
+    });
+    if (!col || !map_stmt_ok(s, col, false)) return false;
+    column_vars.insert(col);
+    return true;
+  }
+
+  bool map_stmt_ok(const Stmt& s, const VarNode* col, bool col_bound) const {
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const auto& c : as<SeqNode>(s)->body)
+          if (!map_stmt_ok(c, col, col_bound)) return false;
+        return true;
+      case StmtKind::For: {
+        auto* f = as<ForNode>(s);
+        if (f->for_kind != ForKind::parallel || !map_expr_ok(f->min, col) || !map_expr_ok(f->extent, col)) return false;
+        if (f->var.get() == col) {
+          if (!is_const(f->min, 0) || !is_const(f->extent, width)) return false;
+          col_bound = true;
+        }
+        return map_stmt_ok(f->body, col, col_bound);
+      }
+      case StmtKind::Store: {
+        auto* st = as<StoreNode>(s);
+        return col_bound && tiles.count(st->buffer.get()) && indices_ok(st->indices, col) && map_expr_ok(st->value, col);
+      }
+      case StmtKind::If: case StmtKind::Let: case StmtKind::Alloc: case StmtKind::Copy: case StmtKind::Gemm:
+      case StmtKind::Fill: case StmtKind::Reduce: case StmtKind::CoreScope: case StmtKind::Sync:
+        return false;
+    }
+    return false;  // not reached: the switch lists every enumerator
+  }
+
+  bool indices_ok(const std::vector<Expr>& idx, const VarNode* col) const {
+    if (idx.empty() || idx.back()->kind != ExprKind::Var || idx.back().get() != col) return false;
+    for (size_t d = 0; d + 1 < idx.size(); ++d)
+      if (!map_expr_ok(idx[d], col)) return false;
+    return true;
+  }
+
+  bool map_expr_ok(const Expr& e, const VarNode* col) const {
+    switch (e->kind) {
+      case ExprKind::IntImm:
+      case ExprKind::FloatImm: return true;
+      case ExprKind::Var: return e.get() != col && e.get() != bx;
+      case ExprKind::Binary: return map_expr_ok(as<BinaryNode>(e)->a, col) && map_expr_ok(as<BinaryNode>(e)->b, col);
+      case ExprKind::Unary: return map_expr_ok(as<UnaryNode>(e)->a, col);
+      case ExprKind::Cast: return map_expr_ok(as<CastNode>(e)->value, col);
+      case ExprKind::Select: {
+        auto* s = as<SelectNode>(e);
+        return map_expr_ok(s->cond, col) && map_expr_ok(s->t, col) && map_expr_ok(s->f, col);
+      }
+      case ExprKind::Call:
+        for (const auto& a : as<CallNode>(e)->args)
+          if (!map_expr_ok(a, col)) return false;
+        return true;
+      case ExprKind::Load: {
+        auto* l = as<LoadNode>(e);
+        return tiles.count(l->buffer.get()) && indices_ok(l->indices, col);
+      }
+    }
+    return false;
   }
 };
 
@@ -293,6 +379,16 @@ class WidenColumns : public Mutator {
       out.starts.back() = int_imm(0, r.starts.back()->dtype, r.starts.back()->span);
     return out;
   }
+
+  Stmt mutate(const Stmt& s) override {
+    if (s && s->kind == StmtKind::For && a_.column_vars.count(as<ForNode>(s)->var.get())) {
+      auto* f = as<ForNode>(s);
+      return std::make_shared<ForNode>(f->var, f->min, int_imm(width_, f->extent->dtype, f->extent->span), f->for_kind,
+                                       f->num_stages, mutate(f->body), f->span);
+    }
+    return Mutator::mutate(s);
+  }
+  using Mutator::mutate;
 
  private:
   const ColumnAnalysis& a_;

@@ -34,8 +34,9 @@ namespace tw::transform {
 // tiles with W < C: each program read half of every 4 KiB row, and the hardware prefetcher
 // streams only across rows read back to back) is merged into ONE program per value of the other
 // axes, over whole rows: every tile's last dimension becomes G * W (G the axis's extent), every
-// tensor region's column start 0, and the axis's extent 1. Columns are independent, so results
-// are bit-identical; columns past a row's end are handled by the same masked copies as before.
+// tensor region's column start 0, every map's column loop G * W long, and the axis's extent 1.
+// Columns are independent, so results are bit-identical; columns past a row's end are handled
+// by the same masked copies as before.
 // Applies only when all of these hold:
 //  - G is a constant >= 2, and the other axes are constants whose product (the programs left)
 //    is at least kCoarsenMinPrograms (2 x 8 threads);
@@ -44,7 +45,11 @@ namespace tw::transform {
 //  - the body is a sequence of: tile allocations; copies between a whole tile and the tensor
 //    region whose last dimension starts at bx * W and is W long (other starts and extents free of
 //    bx), or between two whole tiles; fills of whole tiles with values free of bx; reductions
-//    over a tile axis other than the last (no maps, no loops);
+//    over a tile axis other than the last; lets of values free of bx and of loads; loops whose
+//    bounds are free of bx around such a sequence (argmax_mid's walk over B: every block runs
+//    the same steps, each column's in the same order); T.Parallel maps with one loop over the W columns whose variable is the last
+//    index of every tile access and appears nowhere else (no tensor accesses, no bx) -- every
+//    column of a tile is then computed from the same column of the tiles alone;
 //  - every tensor so accessed has a constant last dimension D with ceildiv(D, W) == G and rows
 //    of at most kCoarsenMaxRowBytes (the range where one row a step wins, docs/performance.md).
 ir::Kernel coarsen_grid(const ir::Kernel& k);

@@ -771,6 +771,69 @@ TEST(Gemm, PanelRowsPartition) {
     }
   }
 }
+// The column-tail kernel (ukr_f32_cols: a strip of at most kColTail columns, P panels at once,
+// the rows along the lanes): every panel count 1..kColPanels with the driver's panel heights
+// (panel_rows of every block height up to kColPanels panels, the balanced split included), depths
+// 1..33, accumulate on and off, each column of the strip. Every k step is one FMA in k order, so
+// with FMA the result is bit for bit a scalar fmaf chain, as ukr_f32's (SSE2: mul + add, within a
+// K-scaled bound); rows past a panel's height and C's other columns untouched.
+TEST(Gemm, ColumnTailKernel) {
+  namespace d = tw_cpu::detail;
+  std::mt19937 rng(1700);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  for (int mc = 1; mc <= d::kColPanels * d::kMR; ++mc)
+    for (int kc : {1, 2, 7, 16, 33}) {
+      const int np = (mc + d::kMR - 1) / d::kMR;
+      const long ps = (long)d::kMR * kc, ldc = d::kColTail + 3;
+      const bool acc = (mc + kc) % 2 == 0;
+      std::vector<float> A((size_t)np * ps + d::kPackSlack), B((size_t)kc * d::kNR), C((size_t)mc * ldc), C0;
+      for (auto& x : A) x = U(rng);
+      for (auto& x : B) x = U(rng);
+      for (auto& x : C) x = U(rng);
+      C0 = C;
+      d::PanelRows pr[d::kColPanels];
+      for (int p = 0; p < np; ++p) pr[p] = d::panel_rows(mc, p);
+      const int j = mc % d::kColTail;
+      d::ukr_f32_cols_n(np, kc, A.data(), ps, B.data() + j, C.data() + j, ldc, pr, acc);
+      std::vector<float> want = C0;  // column j of each panel's rows: lane r of panel p is row r0 + r
+      for (int p = 0; p < np; ++p)
+        for (int r = 0; r < pr[p].h; ++r) {
+          float x = 0.0f;
+          for (int k = 0; k < kc; ++k) {
+            const float a = A[(size_t)p * ps + (size_t)k * d::kMR + r], b = B[(size_t)k * d::kNR + j];
+#if defined(__FMA__) || defined(__AVX512F__)
+            x = std::fma(a, b, x);
+#else
+            x = x + a * b;
+#endif
+          }
+          float& w = want[(size_t)(pr[p].r0 + r) * ldc + j];
+          w = acc ? w + x : x;
+        }
+      for (size_t e = 0; e < C.size(); ++e) {
+#if defined(__FMA__) || defined(__AVX512F__)
+        ASSERT_EQ(C[e], want[e]) << "mc " << mc << " kc " << kc << " row " << e / ldc << " col " << e % ldc;
+#else
+        ASSERT_NEAR(C[e], want[e], 1e-6 * (kc + 2.0)) << "mc " << mc << " kc " << kc << " row " << e / ldc;
+#endif
+      }
+    }
+}
+// Whole gemms whose last column strip is a narrow tail (1..kColTail columns after full strips:
+// ukr_f32_cols; kColTail + 1: ukr_f32), over one and several row blocks (more panels than
+// kColPanels), one and two K blocks (accumulating into C), every transpose, fp32 and bf16 (tight).
+TEST(Gemm, ColumnTailShapes) {
+  namespace d = tw_cpu::detail;
+  uint32_t seed = 1800;
+  for (int t = 1; t <= d::kColTail + 1; ++t)
+    for (int M : {9, 64, d::kMC + 7})
+      for (int K : {5, 300}) {
+        const int N = 2 * d::kNR + t, tr = (int)(seed % 4);
+        run_gemm_case<float, float>(M, N, K, tr & 1, tr >> 1, seed % 3 != 0, (int)(seed % 2), seed);
+        run_gemm_case<bf16, float>(M, N, K, tr >> 1, tr & 1, seed % 3 == 0, 1, seed + 1, /*tight=*/true);
+        seed += 2;
+      }
+}
 // Every row count of a block and past it (each remainder of the 14-row (AVX-512) / 6-row (AVX2)
 // panels, the balanced split, several row blocks) for fp32, f16 and bf16 (tight bound), against
 // the float64 reference; N = 37 and 5 (a full 32-column strip + tail, a tail alone), K odd. Then

@@ -8,7 +8,9 @@ float64 on tails (M not a multiple of the merged rows), one row, one column and 
 A grid axis over column blocks that together read whole rows (op zoo's reduce_mid) is merged
 into one program over whole rows per value of the other axes, when at least 16 programs remain;
 checked the same way (bit-identical to a twin the pass leaves alone, close to float64) at column
-counts that are not a multiple of the block, one block, and B of 1, 3 and 37."""
+counts that are not a multiple of the block, one block, and B of 1, 3 and 37. The same for the
+op zoo's argmax_mid, whose blocks walk B in a loop around a copy and a map (exact against numpy,
+ties included), and kept out when a map value depends on the column index or the block."""
 import pathlib
 import sys
 
@@ -153,3 +155,60 @@ def test_merged_column_blocks_other_dtypes(dtype):
         np.testing.assert_array_equal(got, x.sum(axis=1, dtype=np.int32))
     else:
         np.testing.assert_allclose(got, x.sum(axis=1), rtol=1e-12, atol=1e-9)
+
+
+@tw.jit(out_idx=[-1])
+def argmax_mid(A, B, C, block_C, twin=False, use_column=False, use_bx=False):
+    """bench/op_zoo.py's argmax_mid (a loop over B around a copy and a map); twin=True adds an
+    unused (1, 8) tile, which keeps the kernel out of coarsening. use_column / use_bx make a map
+    value depend on the column index or the block (kept out: such a value changes with the merge)."""
+    @T.prim_func
+    def main(X: T.Tensor((A, B, C), "float32"), Y: T.Tensor((A, C), "int32")):
+        with T.Kernel(T.ceildiv(C, block_C), A) as (bx, by):
+            x = T.alloc_fragment((block_C,), "float32")
+            best = T.alloc_fragment((block_C,), "float32")
+            idx = T.alloc_fragment((block_C,), "int32")
+            if twin:
+                unused = T.alloc_fragment((1, 8), "float32")  # noqa: F841
+            T.fill(best, -T.infinity("float32"))
+            T.fill(idx, 0)
+            for b in T.serial(B):
+                T.copy(X[by, b, bx * block_C:(bx + 1) * block_C], x)
+                for j in T.Parallel(block_C):
+                    idx[j] = T.where(x[j] > best[j], b + (j if use_column else 0) + (bx if use_bx else 0), idx[j])
+                    best[j] = T.max(best[j], x[j])
+            T.copy(idx, Y[by, bx * block_C])
+    return main
+
+
+@pytest.mark.parametrize("A,C,block_C,merged", [
+    (64, 1024, 256, True),    # the op zoo's case: 4 quarter rows -> 1 whole row
+    (17, 301, 64, True),      # 5 blocks, the last 45 columns
+    (16, 200, 256, False),    # one block already
+    (15, 1024, 256, False),   # 15 programs left: too few for the threads
+])
+def test_column_blocks_with_loop_and_map_merged(A, C, block_C, merged):
+    blocks = -(-C // block_C)
+    want = f"grid(bx = 1, by = {A}) {{" if merged else f"grid(bx = {blocks}, by = {A}) {{"
+    k = argmax_mid(A, 3, C, block_C)
+    assert grid_of(k, "coarsen_grid") == want
+    if merged:  # the map's column loop runs over the whole row
+        assert f"for j in parallel(0, {blocks * block_C})" in k.get_ir("coarsen_grid")
+    kept = f"grid(bx = {blocks}, by = {A}) {{"
+    assert grid_of(argmax_mid(A, 3, C, block_C, twin=True), "coarsen_grid") == kept
+    assert grid_of(argmax_mid(A, 3, C, block_C, use_column=True), "coarsen_grid") == kept
+    assert grid_of(argmax_mid(A, 3, C, block_C, use_bx=True), "coarsen_grid") == kept
+
+
+@pytest.mark.parametrize("B", [1, 3, 37])
+@pytest.mark.parametrize("A,C,block_C", [(16, 1000, 256), (17, 301, 64), (16, 1024, 256), (16, 7, 2), (16, 1, 1)])
+def test_merged_argmax_is_bit_identical_and_matches_numpy(B, A, C, block_C):
+    rng = np.random.default_rng(A * 1000 + B * 10 + C)
+    x = rng.standard_normal((A, B, C)).astype(np.float32)
+    x[:, B // 2, ::5] = x[:, 0, ::5]  # ties: the first index wins
+    k = argmax_mid(A, B, C, block_C)
+    assert grid_of(k, "coarsen_grid") == f"grid(bx = 1, by = {A}) {{"  # merged, or one block already
+    got = k(x)
+    assert got.shape == (A, C) and got.dtype == np.int32
+    np.testing.assert_array_equal(got, argmax_mid(A, B, C, block_C, twin=True)(x))
+    np.testing.assert_array_equal(got, np.argmax(x, axis=1))

@@ -41,7 +41,8 @@
 //   -> register-blocked micro-kernel MR x NR with broadcast-FMA.
 //   Packing pads with zeros, so the micro-kernel never reads out of bounds; row tails
 //   use a micro-kernel of their own height (a remainder under 4 rows shares the last full
-//   panel in two balanced ones: panel_rows), column tails go through a small stack tile.
+//   panel in two balanced ones: panel_rows), column tails go through a small stack tile; a
+//   tail of at most NR / 4 columns runs ukr_f32_cols instead (panels' rows along the lanes).
 //   An fp32 A read by one call only (not transposed, one row block, one K block: a_in_place)
 //   is not packed: its micro-kernel (ukr_f32_ra) broadcasts from A's rows in place.
 //   Skinny calls (M <= MR, fp32, B not transposed) skip B packing and stream B
@@ -887,6 +888,46 @@ TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const 
                                 long pf2_lines = 0) {
   if (mr == R) ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
   else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+}
+
+// A column tail of nr <= kColTail columns (the op zoo's matmul 1025x369x741 in 128-column blocks
+// ends every row of blocks in 113 = 7 x 16 + 1 columns on AVX2) costs ukr_f32 a whole kNR-wide
+// strip per panel. ukr_f32_cols runs P panels of one such column at once with the panels' rows
+// along the vector lanes instead: a panel's kMR rows of one k are contiguous in the packed A
+// (kVF >= kMR; the lanes past them read the next k's rows or the packed buffer's slack,
+// kPackSlack, and are dropped), so a k step is P loads and P FMAs (P chains in flight) where
+// ukr_f32 spends kMR * kNV FMAs per panel. Per element the same FMAs in the same k order from
+// zero, so the result is ukr_f32's bit for bit. ps: floats from one panel to the next; B: the
+// column in the packed strip (stride kNR); pr: the P panels' rows (C + pr[p].r0 * ldc).
+inline constexpr int kColTail = kNR / 4;
+inline constexpr int kColPanels = 8;
+static_assert(kVF >= kMR, "ukr_f32_cols keeps a panel's rows in one vector");
+
+template <int P>
+__attribute__((noinline)) void ukr_f32_cols(long kc, const float* __restrict A, long ps, const float* __restrict B,
+                                            float* __restrict C, long ldc, const PanelRows* pr, bool acc) {
+  using simd::vf;
+  vf c[P];
+#pragma GCC unroll 16
+  for (int p = 0; p < P; ++p) c[p] = vf{};
+  for (long k = 0; k < kc; ++k) {
+    const vf b = simd::splat(B[k * kNR]);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) c[p] = simd::fma(simd::loadu(A + p * ps + k * kMR), b, c[p]);
+  }
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float t[kVF];
+    simd::storeu(t, c[p]);
+    float* cp = C + (long)pr[p].r0 * ldc;
+    for (int r = 0; r < pr[p].h; ++r) cp[r * ldc] = acc ? cp[r * ldc] + t[r] : t[r];
+  }
+}
+
+template <int P = kColPanels>
+TW_CPU_INLINE void ukr_f32_cols_n(int np, long kc, const float* A, long ps, const float* B, float* C, long ldc,
+                                  const PanelRows* pr, bool acc) {
+  if (np == P) ukr_f32_cols<P>(kc, A, ps, B, C, ldc, pr, acc);
+  else if constexpr (P > 1) ukr_f32_cols_n<P - 1>(np, kc, A, ps, B, C, ldc, pr, acc);
 }
 
 // The same product with A read in place from R rows of a row-major fp32 matrix (A[i * lda + k],
@@ -2160,6 +2201,25 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
         for (int jr = 0; jr < nc; jr += kNR) {
           int nr = nc - jr < kNR ? nc - jr : kNR;
           const float* bp = Bp + (long)jr * kwc;
+          if (nr <= kColTail && !kDp && !band.kind && !a_direct) {  // a narrow column tail: ukr_f32_cols
+            const int np = (mc + kMR - 1) / kMR;
+            for (int p = 0; p < np; ++p) {  // the prefetches the panels' ukr_f32 calls would issue
+              pfb.step();
+              pfa.step();
+              long m = 0;
+              const char* q = pf.take(&m);
+              for (long l = 0; l < m && l < kwc; ++l) __builtin_prefetch(q + 64 * l, 0, 2);
+            }
+            PanelRows pr[kColPanels];
+            for (int p0 = 0; p0 < np; p0 += kColPanels) {
+              const int n = np - p0 < kColPanels ? np - p0 : kColPanels;
+              for (int p = 0; p < n; ++p) pr[p] = panel_rows(mc, p0 + p);
+              for (int j = 0; j < nr; ++j)
+                ukr_f32_cols_n(n, kwc, ap + (long)p0 * kMR * kwc, (long)kMR * kwc, bp + j, C + (long)ic * ldc + jc + jr + j,
+                               ldc, pr, acc);
+            }
+            continue;
+          }
           for (int ir = 0; ir < mc; ir += kMR) {
             const PanelRows pr = panel_rows(mc, ir / kMR);
             pfb.step();
