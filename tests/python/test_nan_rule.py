@@ -6,11 +6,9 @@ in the middle, last, in every lane of a vector and in the tail, all-NaN rows, ne
 float16 / bfloat16 / float32. Exact comparisons (max/min pick an element: no rounding; a float16 /
 bfloat16 value is exact in float32). +0 / -0 order is unspecified: the inputs avoid -0.
 
-ascend910b does not follow the rule yet (F7 of /work/hunt9a-findings.md): its lowering leaves NaN to
-the Vector unit's Max / Min / WholeReduceMax/Min, whose NaN rule the 910B documentation does not
-give, and the simulator models that rule adversarially (a NaN operand dropped; docs/ascend.md
-"Session 21: NaN through Max / Min (h-nan9)"); its cases are strict xfails. A fix-up lowering was
-measured and reverted (it halved the automatic flash attention's simulated throughput).
+ascend910b follows the rule whatever the Vector unit's Max / Min / WholeReduceMax/Min give for a NaN
+operand (undocumented; the simulator drops a NaN operand, adversarially): legalize_vector's NaN
+fix-ups (docs/ascend.md "Session 22: NaN through Max / Min, cheaply (h-nan10)").
 """
 import sys
 import pathlib
@@ -26,10 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
 
 DTYPES = ["float32", "float16", "bfloat16"]
-ASCEND_XFAIL = pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, reason="F7: ascend910b's max/min lowering leaves NaN to the chip's undocumented Max/Min rule "
-    "(the simulator drops a NaN operand)", raises=AssertionError))
-TARGETS = ["cpu", ASCEND_XFAIL]
+TARGETS = ["cpu", TARGET]
 
 
 def _run(kernel, target, *args):
