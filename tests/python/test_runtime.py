@@ -50,7 +50,8 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
     assert k.stages == ["input", "infer_grid", "simplify", "split_window_copies", "coarsen_grid",
-                        "hoist_map_invariants", "alias_tile_copies", "fuse_map_copy_out", "fuse_map_reduce", "pipeline_rows",
+                        "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
+                        "pipeline_rows",
                         "view_gemm_operands", "view_rows",
                         "prefetch_gathers", "final"]
     texts = {s: k.get_ir(s) for s in k.stages}
@@ -357,7 +358,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     assert numbers == [f"{i:02d}" for i in range(len(files))], files  # one file per number, in order
     names = [f[3:].rsplit(".", 1)[0] for f in files]
     tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "stage_gemm_operands", "cube_row_mask",
-               "infer_scope", "split_cube_vector", "skew_cube_loops",
+               "infer_scope", "mark_nan_unobserved", "split_cube_vector", "skew_cube_loops",
                "rotate_vector_loops", "expand_gemm", "fold_exp2_scale", "expand_math", "expand_int8_fill",
                "convert_copies", "legalize_vector", "multi_buffer", "map_grid", "simplify_2"]
     program = ["select_instructions", "plan_memory", "insert_sync", "select_vector_calls", "select_move_calls",
@@ -374,7 +375,8 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     assert "SetFlag" not in stages["ascend910b"]["plan_memory"]
     cpu = sorted(os.listdir(kdir / "cpu"))
     assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "split_window_copies",
-                                                      "coarsen_grid", "hoist_map_invariants", "alias_tile_copies", "fuse_map_copy_out", "fuse_map_reduce",
+                                                      "coarsen_grid", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
+                                                      "fuse_map_copy_out", "fuse_map_reduce",
                                                       "pipeline_rows", "view_gemm_operands", "view_rows", "prefetch_gathers",
                                                       "codegen"], cpu
     assert [f[:2] for f in cpu] == [f"{i:02d}" for i in range(len(cpu))], cpu

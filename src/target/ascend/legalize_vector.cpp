@@ -712,10 +712,11 @@ class Legalizer {
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
     int64_t per_repeat = 256 / ct.bytes();
     bool wide = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
-    const bool nan = r->reduce_kind != ir::ReduceKind::sum && ct.is_float();  // flag_nan
+    // flag_nan, unless no output can see the NaN (transform/nan_unobserved.h)
+    const bool nan = r->reduce_kind != ir::ReduceKind::sum && ct.is_float() && !ir::find_annotation(s, "nan_unobserved");
     if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
     if (int64_t rc = sshape.size() == 2 && ct != st ? chunk_rows(sshape[0], sshape[1], r->axis == 1 ? 32 / ct.bytes() : 1) : 0)
-      return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, sp);
+      return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, nan, sp);
     std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
@@ -763,7 +764,8 @@ class Legalizer {
   // all rows (rc is a multiple of 8: 32 B aligned), which is then stored into dst. Column
   // reductions: the first chunk reduced into a float32 accumulator, then every further row added
   // (max/min) into it in row order, as the whole-tile reduction does; then stored into dst.
-  std::vector<Stmt> reduce_in_chunks(const ir::ReduceNode* r, DType ct, int64_t rc, int64_t per_repeat, const Span& sp) {
+  std::vector<Stmt> reduce_in_chunks(const ir::ReduceNode* r, DType ct, int64_t rc, int64_t per_repeat, bool nan,
+                                     const Span& sp) {
     auto shape = *r->src->const_shape();
     int64_t cols = shape[1];
     std::vector<Stmt> out;
@@ -784,7 +786,7 @@ class Legalizer {
              if (per_repeat) t = halve_rows(t, r->reduce_kind, per_repeat, sp, o);
              Buffer res = ub(r->dst, "_part", ct, {rows}, sp, o);
              o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, 1, true, sp));
-             if (r->reduce_kind != ir::ReduceKind::sum) flag_nan(whole, res, 1, per_repeat, sp, o);
+             if (nan) flag_nan(whole, res, 1, per_repeat, sp, o);
              Var i = fresh_var("i", sp);
              Stmt m = pfor(i, rows, std::make_shared<ir::StoreNode>(all, std::vector<Expr>{add(off, i)},
                                                                     ir::load(res, {i}, sp), sp), sp);
@@ -797,7 +799,7 @@ class Legalizer {
     Buffer acc = ub(r->dst, "_part", ct, {cols}, sp, out);
     Buffer first = convert(C(0), rc, out);
     out.push_back(std::make_shared<ir::ReduceNode>(first, acc, r->reduce_kind, 0, true, sp));
-    if (r->reduce_kind != ir::ReduceKind::sum) flag_nan(first, acc, 0, 0, sp, out);  // the fold's Max / Min: max_min
+    if (nan) flag_nan(first, acc, 0, 0, sp, out);  // the fold's Max / Min: max_min
     int64_t rest = shape[0] - rc;
     auto fold = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
       Buffer t = convert(add(off, C(rc)), rows, o);
