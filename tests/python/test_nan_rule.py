@@ -406,3 +406,28 @@ def test_scalar_max_min_propagate_nan(s, t, target):
     if target != "cpu":
         src = k.get_source("ascendc")
         assert "tw_fmax(" in src and "tw_fmin(" in src
+
+
+def scalar_reads_max():
+    @T.prim_func
+    def main(X: T.Tensor((8,), "float32"), S: T.Tensor((2,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            y = T.alloc_fragment((8,), "float32")
+            T.copy(X, x)
+            v = S[0]
+            u = S[1]
+            for i in T.Parallel(8):
+                y[i] = x[i] + T.max(v, u)
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("s", [[0.0, float("nan")], [float("nan"), 1.0], [2.0, -1.0]])
+def test_scalar_reads_max_propagates_nan(s, target):
+    """hunt10a F13: T.max of two scalars read from a tensor (ascend910b: the scalar unit)."""
+    x = np.arange(8, dtype=np.float32)
+    S = np.array(s, np.float32)
+    y = _run(tw.compile(scalar_reads_max(), target=target, out_idx=[2]), target, x, S)
+    _same(y, x + np.maximum(S[0], S[1]))
