@@ -431,3 +431,29 @@ def test_scalar_reads_max_propagates_nan(s, target):
     S = np.array(s, np.float32)
     y = _run(tw.compile(scalar_reads_max(), target=target, out_idx=[2]), target, x, S)
     _same(y, x + np.maximum(S[0], S[1]))
+
+
+def clamped_fns(dtype):
+    @T.prim_func
+    def main(X: T.Tensor((4, 64), dtype), Y: T.Tensor((4, 4, 64), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 64), dtype)
+            y = T.alloc_fragment((4, 4, 64), dtype)
+            T.copy(X, x)
+            for i, j in T.Parallel(4, 64):
+                y[0, i, j] = T.tanh(x[i, j])
+                y[1, i, j] = T.erf(x[i, j])
+                y[2, i, j] = T.sigmoid(x[i, j])
+                y[3, i, j] = T.max(T.min(x[i, j], 1.0), -1.0)
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_clamps_of_math_functions_propagate_nan(dtype, target):
+    """hunt10a F8: expand_math's clamps (tanh's Min(Max(x, -9), 9), erf's) are T.max / T.min too."""
+    x = _with_nans((4, 64), dtype, 8)
+    y = _run(tw.compile(clamped_fns(dtype), target=target, out_idx=[1]), target, x)
+    for k in range(4):
+        np.testing.assert_array_equal(np.isnan(y[k]), np.isnan(x.astype(np.float64)), err_msg=f"function {k}")
