@@ -384,6 +384,8 @@ std::string_view stmtkind_name(StmtKind k);  // "Seq" "For" ...
 // back by the parser. The verifier accepts the names of kAnnotations on the statements it lists
 // there. An annotation is a promise the pass that wrote it proved; a pass that rebuilds an
 // annotated node (Mutator) drops it, so the passes that write them run last in their pipeline.
+// Except a reduction's @nan_unobserved, a promise about values that rebuilds keep
+// (transform/nan_unobserved.h).
 struct Annotation {
   std::string name;
   std::vector<int64_t> args;

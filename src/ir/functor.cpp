@@ -233,7 +233,9 @@ Stmt Mutator::mutate(const Stmt& s) {
       auto* n = as<ReduceNode>(s);
       auto a = mutate_buffer(n->src), b = mutate_buffer(n->dst);
       if (a == n->src && b == n->dst) return s;
-      return std::make_shared<ReduceNode>(a, b, n->reduce_kind, n->axis, n->clear, n->span);
+      auto r = std::make_shared<ReduceNode>(a, b, n->reduce_kind, n->axis, n->clear, n->span);
+      r->annotations = n->annotations;  // nan_unobserved: a promise about values, kept (mark_nan_unobserved)
+      return r;
     }
     case StmtKind::CoreScope: {
       auto* n = as<CoreScopeNode>(s);

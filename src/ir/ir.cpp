@@ -187,6 +187,7 @@ const std::vector<AnnotationInfo> kAnnotations = {
     {"row_pipeline", StmtKind::Copy, 1, std::nullopt},   // pipeline_rows
     {"prefetch_next", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers
     {"prefetch_slices", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers
+    {"nan_unobserved", StmtKind::Reduce, 0, std::nullopt},  // mark_nan_unobserved (kept by rebuilds)
 };
 
 namespace {

@@ -93,8 +93,8 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
       }
       if (!fast) return fn("tw_floormod");
       return plain ? infix("%") : fn("tw_umod");
-    case BinOp::Min: return fn("tw_min");
-    case BinOp::Max: return fn("tw_max");
+    case BinOp::Min: return fn(!ints && d_.has_fminmax ? "tw_fmin" : "tw_min");
+    case BinOp::Max: return fn(!ints && d_.has_fminmax ? "tw_fmax" : "tw_max");
     case BinOp::EQ: return infix("==");
     case BinOp::NE: return infix("!=");
     case BinOp::LT: return infix("<");

@@ -30,6 +30,10 @@ struct CDialect {
   bool has_udiv = false;
   // tw_fmod(a, b): float modulo with Python semantics. Without it a float `%` is an error.
   bool has_fmod = false;
+  // tw_fmin(a, b) / tw_fmax(a, b): a float min / max of scalars on float operands, NaN when either
+  // is NaN (docs/language.md T.max / T.min). Without them a float min / max prints tw_min / tw_max
+  // (the target's own, which must keep that rule).
+  bool has_fminmax = false;
   // Named in errors: "... is not supported by the <printer>".
   const char* printer = "C printer";
 };

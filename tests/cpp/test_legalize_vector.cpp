@@ -269,6 +269,8 @@ TEST(LegalizeVector, OneGlobalElementBecomesAScalarLet) {
 
 // reduce clear=False into a temporary + max; a bf16 reduce through fp32 (the converting copies of
 // this test's first version: test_convert_copies.cpp).
+// A float max reduction takes its NaN flag (flag_nan: x != x ? x : -0.0 summed, added to the
+// result), and the clear=False merge is the elementwise max with its NaN fix-ups (max_min).
 TEST(LegalizeVector, MergingReduceAndBfloat16Reduce) {
   EXPECT_EQ(after(R"(kernel k(X: global bfloat16[16, 64], Y: global float16[16, 64])
     grid(bx = 2) {
@@ -287,19 +289,37 @@ TEST(LegalizeVector, MergingReduceAndBfloat16Reduce) {
   alloc bm: UB bfloat16[8]
   alloc m_part_0: UB float32[8]
   reduce max x -> m_part_0 axis=1 clear=true
-  for j_0_0 in parallel(0, 8) {
-    m[j_0_0] = max(m[j_0_0], m_part_0[j_0_0])
+  alloc x_nan_0: UB float32[8, 64]
+  for i_0_0 in parallel(0, 8) {
+    for j_0_0 in parallel(0, 64) {
+      x_nan_0[i_0_0, j_0_0] = where(x[i_0_0, j_0_0] != x[i_0_0, j_0_0], x[i_0_0, j_0_0], -0.0)
+    }
+  }
+  alloc m_part_0_nan_0: UB float32[8]
+  reduce sum x_nan_0 -> m_part_0_nan_0 axis=1 clear=true
+  for j_1_0 in parallel(0, 8) {
+    m_part_0[j_1_0] = m_part_0[j_1_0] + m_part_0_nan_0[j_1_0]
+  }
+  alloc m_t_0: UB float32[8]
+  for j_2_0 in parallel(0, 8) {
+    m_t_0[j_2_0] = max(m[j_2_0], m_part_0[j_2_0])
+  }
+  for j_2_1 in parallel(0, 8) {
+    m[j_2_1] = where(m_t_0[j_2_1] >= m[j_2_1], m_t_0[j_2_1], nan)
+  }
+  for j_2_2 in parallel(0, 8) {
+    m[j_2_2] = where(m[j_2_2] >= m_part_0[j_2_2], m[j_2_2], nan)
   }
   alloc b_f32_0: UB float32[8, 64]
-  for i_0_0 in parallel(0, 8) {
-    for j_1_0 in parallel(0, 64) {
-      b_f32_0[i_0_0, j_1_0] = cast<float32>(b[i_0_0, j_1_0])
+  for i_1_0 in parallel(0, 8) {
+    for j_3_0 in parallel(0, 64) {
+      b_f32_0[i_1_0, j_3_0] = cast<float32>(b[i_1_0, j_3_0])
     }
   }
   alloc bm_part_0: UB float32[8]
   reduce sum b_f32_0 -> bm_part_0 axis=1 clear=true
-  for j_2_0 in parallel(0, 8) {
-    bm[j_2_0] = cast<bfloat16>(bm_part_0[j_2_0])
+  for j_4_0 in parallel(0, 8) {
+    bm[j_4_0] = cast<bfloat16>(bm_part_0[j_4_0])
   }
 }
 )");

@@ -954,10 +954,7 @@ def test_infinities_through_max_min_agree():
             np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="F7: NaN through T.max / T.min and reduce_max / reduce_min: cpu follows "
-                                       "numpy's rule (h-nan9), ascend910b's lowering leaves NaN to the chip's "
-                                       "undocumented Max / Min rule (the simulator drops a NaN operand)")
-def test_nan_through_max_min_same_on_both_targets():
+def test_nan_through_max_min_same_on_both_targets():  # F7: fixed by h-nan10
     x = np.array([[np.nan, 1, 2, 3], [1, np.nan, -np.inf, 5], [1, 2, 3, np.nan], [np.nan] * 4, [0, 0, 0, 0],
                   [-1, np.nan, 1, 0]], np.float32)
     cpu, npu = (_run(tw.compile(max_min_nan(), target=t, out_idx=[1, 2, 3, 4, 5]), t, x) for t in TARGETS)

@@ -6,11 +6,9 @@ in the middle, last, in every lane of a vector and in the tail, all-NaN rows, ne
 float16 / bfloat16 / float32. Exact comparisons (max/min pick an element: no rounding; a float16 /
 bfloat16 value is exact in float32). +0 / -0 order is unspecified: the inputs avoid -0.
 
-ascend910b does not follow the rule yet (F7 of /work/hunt9a-findings.md): its lowering leaves NaN to
-the Vector unit's Max / Min / WholeReduceMax/Min, whose NaN rule the 910B documentation does not
-give, and the simulator models that rule adversarially (a NaN operand dropped; docs/ascend.md
-"Session 21: NaN through Max / Min (h-nan9)"); its cases are strict xfails. A fix-up lowering was
-measured and reverted (it halved the automatic flash attention's simulated throughput).
+ascend910b follows the rule whatever the Vector unit's Max / Min / WholeReduceMax/Min give for a NaN
+operand (undocumented; the simulator drops a NaN operand, adversarially): legalize_vector's NaN
+fix-ups (docs/ascend.md "Session 22: NaN through Max / Min, cheaply (h-nan10)").
 """
 import sys
 import pathlib
@@ -26,10 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
 
 DTYPES = ["float32", "float16", "bfloat16"]
-ASCEND_XFAIL = pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, reason="F7: ascend910b's max/min lowering leaves NaN to the chip's undocumented Max/Min rule "
-    "(the simulator drops a NaN operand)", raises=AssertionError))
-TARGETS = ["cpu", ASCEND_XFAIL]
+TARGETS = ["cpu", TARGET]
 
 
 def _run(kernel, target, *args):
@@ -190,7 +185,7 @@ def _rows_placed(N, dtype):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("N", [1, 5, 64, 67, 300])
+@pytest.mark.parametrize("N", [1, 5, 64, 67, 300, 128, 256])  # 128, 256: halved rows (the flag of the first halving's pairs)
 def test_row_reduce_propagates_nan(N, dtype, target):
     x = _rows_placed(N, dtype)
     M = x.shape[0]
@@ -279,3 +274,186 @@ def test_fused_map_row_max_propagates_nan(N):
     assert np.isnan(y[nan_rows]).all()
     e = np.exp(2.0 * x[~nan_rows].astype(np.float64) - ref_mx[~nan_rows, None])
     tw.testing.assert_close(y[~nan_rows].astype(np.float64), e / e.sum(1, keepdims=True), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("N", [7, 64, 257, 256])
+def test_fused_map_row_max_stored_propagates_nan(N, target):
+    """The row max is stored (an output): on ascend910b its NaN flag stays (no @nan_unobserved)."""
+    x = _rows_placed(N, "float32")
+    x = np.where(np.isinf(x), 1.0, x).astype(np.float32)
+    M = x.shape[0]
+    k = tw.compile(softmax_rows(M, N), target=target, out_idx=[1, 2])
+    mx, y = _run(k, target, x)
+    ref_mx = (2.0 * x.astype(np.float64)).max(1)
+    _same(mx, ref_mx)
+    nan_rows = np.isnan(ref_mx)
+    assert np.isnan(y[nan_rows]).all()
+    e = np.exp(2.0 * x[~nan_rows].astype(np.float64) - ref_mx[~nan_rows, None])
+    tw.testing.assert_close(y[~nan_rows].astype(np.float64), e / e.sum(1, keepdims=True), atol=1e-6, rtol=1e-5)
+    assert "@nan_unobserved" not in k.get_ir("mark_nan_unobserved")
+
+
+# ---------------------------------------------------------------------------------------------
+# ascend910b skips the NaN flag of a row max no output can observe (transform/nan_unobserved.h):
+# softmax and flash attention, NaN rows checked against numpy; and kernels where it must stay
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+import flash_attention  # noqa: E402
+import softmax  # noqa: E402
+
+
+def _unobserved(k):
+    return k.get_ir("mark_nan_unobserved").count("@nan_unobserved")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("N", [64, 300, 1024])
+def test_softmax_nan_rows_without_the_flag(N, target):
+    x = np.random.default_rng(5).standard_normal((19, N)).astype(np.float32)
+    x[3, N // 2] = np.nan
+    x[7, :] = np.nan
+    x[11, 0] = np.nan
+    x[12, 1] = np.inf               # no NaN: inf - inf gives NaN in the reference too
+    k = softmax.softmax(N, target=target)
+    assert _unobserved(k) == 1
+    y = _run(k, target, x)
+    ref = softmax.reference(x)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    tw.testing.assert_close(np.nan_to_num(y), np.nan_to_num(ref), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_nan_rows_without_the_flag(causal, target):
+    rng = np.random.default_rng(6)
+    q, kk, v = (rng.standard_normal((1, 2, 130, 64)).astype(np.float32) for _ in range(3))
+    q[0, 0, 5, 3] = np.nan          # one query row
+    kk[0, 1, 100, 7] = np.nan       # one key: every query row of head 1 that sees it
+    k = flash_attention.flash_attention(1, 2, 130, 64, causal, target=target)
+    assert _unobserved(k) == 1
+    o = _run(k, target, q, kk, v)
+    ref = flash_attention.reference(q, kk, v, causal)
+    np.testing.assert_array_equal(np.isnan(o), np.isnan(ref))
+    tw.testing.assert_close(np.nan_to_num(o), np.nan_to_num(ref), atol=2e-4, rtol=1e-3)
+
+
+def row_max_used(M, N, use):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            mx = T.alloc_fragment((M,), "float32")
+            sm = T.alloc_fragment((M,), "float32")
+            T.copy(X, x)
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(M, N):
+                if use == "where":          # the max decides a select: x < max keeps finite values
+                    x[i, j] = T.where(x[i, j] < mx[i], 0.0, 1.0)
+                elif use == "no_sum":       # exp(x - max) stored without the row sum
+                    x[i, j] = T.exp(x[i, j] - mx[i])
+                else:                       # the row sum of the other tile: a NaN never reaches it
+                    x[i, j] = mx[i] + 0.0 * X[i, j]
+            if use == "sum":
+                T.reduce_sum(x, sm, dim=1)
+                for i, j in T.Parallel(M, N):
+                    x[i, j] = x[i, j] / sm[i]
+            T.copy(x, Y)
+    return main
+
+
+@pytest.mark.parametrize("use", ["where", "no_sum", "sum"])
+def test_row_max_whose_nan_is_observed_keeps_the_flag(use):
+    M, N = 8, 64
+    x = np.random.default_rng(7).standard_normal((M, N)).astype(np.float32)
+    x[2, 9] = np.nan
+    x[5, :] = np.nan
+    outs = []
+    for target in ("cpu", TARGET):
+        k = tw.compile(row_max_used(M, N, use), target=target, out_idx=[1])
+        assert _unobserved(k) == 0
+        outs.append(_run(k, target, x))
+    np.testing.assert_array_equal(np.isnan(outs[0]), np.isnan(outs[1]))
+    tw.testing.assert_close(np.nan_to_num(outs[1]), np.nan_to_num(outs[0]), atol=1e-6, rtol=1e-5)
+
+
+def scalar_max_min():
+    @T.prim_func
+    def main(X: T.Tensor((4, 8), "float32"), s: T.float32, t: T.float32, O0: T.Tensor((4, 8), "float32"),
+             O1: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 8), "float32")
+            o0 = T.alloc_fragment((4, 8), "float32")
+            o1 = T.alloc_fragment((4, 8), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(4, 8):
+                o0[i, j] = x[i, j] + T.max(s, t)
+                o1[i, j] = x[i, j] + T.min(t, s)
+            T.copy(o0, O0)
+            T.copy(o1, O1)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("s,t", [(float("nan"), 1.0), (1.0, float("nan")), (2.0, -3.0), (float("nan"), float("nan"))])
+def test_scalar_max_min_propagate_nan(s, t, target):
+    """T.max / T.min of two scalars: the scalar unit on ascend910b (the printed tw_fmax / tw_fmin)."""
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    k = tw.compile(scalar_max_min(), target=target, out_idx=[3, 4])
+    o0, o1 = _run(k, target, x, s, t)
+    _same(o0, x + np.maximum(np.float32(s), np.float32(t)))
+    _same(o1, x + np.minimum(np.float32(t), np.float32(s)))
+    if target != "cpu":
+        src = k.get_source("ascendc")
+        assert "tw_fmax(" in src and "tw_fmin(" in src
+
+
+def scalar_reads_max():
+    @T.prim_func
+    def main(X: T.Tensor((8,), "float32"), S: T.Tensor((2,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            y = T.alloc_fragment((8,), "float32")
+            T.copy(X, x)
+            v = S[0]
+            u = S[1]
+            for i in T.Parallel(8):
+                y[i] = x[i] + T.max(v, u)
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("s", [[0.0, float("nan")], [float("nan"), 1.0], [2.0, -1.0]])
+def test_scalar_reads_max_propagates_nan(s, target):
+    """hunt10a F13: T.max of two scalars read from a tensor (ascend910b: the scalar unit)."""
+    x = np.arange(8, dtype=np.float32)
+    S = np.array(s, np.float32)
+    y = _run(tw.compile(scalar_reads_max(), target=target, out_idx=[2]), target, x, S)
+    _same(y, x + np.maximum(S[0], S[1]))
+
+
+def clamped_fns(dtype):
+    @T.prim_func
+    def main(X: T.Tensor((4, 64), dtype), Y: T.Tensor((4, 4, 64), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 64), dtype)
+            y = T.alloc_fragment((4, 4, 64), dtype)
+            T.copy(X, x)
+            for i, j in T.Parallel(4, 64):
+                y[0, i, j] = T.tanh(x[i, j])
+                y[1, i, j] = T.erf(x[i, j])
+                y[2, i, j] = T.sigmoid(x[i, j])
+                y[3, i, j] = T.max(T.min(x[i, j], 1.0), -1.0)
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_clamps_of_math_functions_propagate_nan(dtype, target):
+    """hunt10a F8: expand_math's clamps (tanh's Min(Max(x, -9), 9), erf's) are T.max / T.min too."""
+    x = _with_nans((4, 64), dtype, 8)
+    y = _run(tw.compile(clamped_fns(dtype), target=target, out_idx=[1]), target, x)
+    for k in range(4):
+        np.testing.assert_array_equal(np.isnan(y[k]), np.isnan(x.astype(np.float64)), err_msg=f"function {k}")

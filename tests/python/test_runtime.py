@@ -50,7 +50,8 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
     assert k.stages == ["input", "infer_grid", "simplify", "split_window_copies", "coarsen_grid",
-                        "hoist_map_invariants", "alias_tile_copies", "fuse_map_copy_out", "fuse_map_reduce", "pipeline_rows",
+                        "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
+                        "pipeline_rows",
                         "view_gemm_operands", "view_rows",
                         "prefetch_gathers", "final"]
     texts = {s: k.get_ir(s) for s in k.stages}
@@ -89,7 +90,8 @@ def test_unknown_stage_lists_stages(ex_gemm):
         k.get_ir("lowered")
     assert ei.value.message == "no IR stage 'lowered' for kernel 'main'"
     assert ("input, infer_grid, simplify, split_window_copies, coarsen_grid, hoist_map_invariants, alias_tile_copies, "
-            "fuse_map_copy_out, fuse_map_reduce, pipeline_rows, view_gemm_operands, view_rows, prefetch_gathers, final") in ei.value.hint
+            "mark_nan_unobserved, fuse_map_copy_out, fuse_map_reduce, pipeline_rows, view_gemm_operands, view_rows, "
+            "prefetch_gathers, final") in ei.value.hint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,8 +301,8 @@ def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
     # one file per pass stage, numbered in pipeline order ("final" is the last one's alias)
     assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir", "03_split_window_copies.tir",
                    "04_coarsen_grid.tir", "05_hoist_map_invariants.tir", "06_alias_tile_copies.tir",
-                   "07_fuse_map_copy_out.tir", "08_fuse_map_reduce.tir", "09_pipeline_rows.tir",
-                   "10_view_gemm_operands.tir", "11_view_rows.tir", "12_prefetch_gathers.tir"]
+                   "07_mark_nan_unobserved.tir", "08_fuse_map_copy_out.tir", "09_fuse_map_reduce.tir",
+                   "10_pipeline_rows.tir", "11_view_gemm_operands.tir", "12_view_rows.tir", "13_prefetch_gathers.tir"]
     for f in tir:
         stage = f[3:-4]
         assert (kdir / f).read_text() == r["stages"][stage]
@@ -312,7 +314,7 @@ def test_dump_ir_writes_generated_source(child_script, tmp_path):
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
     (kdir,) = dump.glob("disk_cache_probe-*/cpu")
     files = sorted(os.listdir(kdir))
-    assert files[-1] == "13_codegen.cpp", files
+    assert files[-1] == "14_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
 
 
@@ -358,7 +360,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     names = [f[3:].rsplit(".", 1)[0] for f in files]
     tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "serial_maps", "stage_global_copies",
                "stage_gemm_operands", "cube_row_mask",
-               "infer_scope", "split_cube_vector", "skew_cube_loops",
+               "infer_scope", "mark_nan_unobserved", "split_cube_vector", "skew_cube_loops",
                "rotate_vector_loops", "expand_gemm", "fold_exp2_scale", "expand_math", "expand_int8_fill",
                "convert_copies", "legalize_vector", "multi_buffer", "map_grid", "simplify_2"]
     program = ["select_instructions", "plan_memory", "insert_sync", "select_vector_calls", "select_move_calls",
@@ -375,7 +377,8 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     assert "SetFlag" not in stages["ascend910b"]["plan_memory"]
     cpu = sorted(os.listdir(kdir / "cpu"))
     assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "split_window_copies",
-                                                      "coarsen_grid", "hoist_map_invariants", "alias_tile_copies", "fuse_map_copy_out", "fuse_map_reduce",
+                                                      "coarsen_grid", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
+                                                      "fuse_map_copy_out", "fuse_map_reduce",
                                                       "pipeline_rows", "view_gemm_operands", "view_rows", "prefetch_gathers",
                                                       "codegen"], cpu
     assert [f[:2] for f in cpu] == [f"{i:02d}" for i in range(len(cpu))], cpu

@@ -206,7 +206,8 @@ std::optional<Expr> div_exact(const Expr& e, int64_t d) {
 class ExprPrinter final : public target::CExprPrinter {
  public:
   ExprPrinter()
-      : CExprPrinter({.paren_negative_ints = false, .has_udiv = false, .has_fmod = false, .printer = "AscendC printer"}) {}
+      : CExprPrinter({.paren_negative_ints = false, .has_udiv = false, .has_fmod = false, .has_fminmax = true,
+                      .printer = "AscendC printer"}) {}
   void bind(const ir::Var& v, bool nonneg) { bind_as(v, ident(v->name), nonneg); }
   void bind_as(const ir::Var& v, const std::string& n, bool nonneg) {
     names_[v.get()] = n;
@@ -256,7 +257,11 @@ std::string helpers(const std::string& qual) {
              "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n" +
          q + "int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }\n" +
          q + "int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }\n" +
-         q + "int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }\n";
+         q + "int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }\n" +
+         // float scalars (T.max / T.min of two scalars): NaN when either operand is (numpy's rule);
+         // the simulator's scalar unit evaluates exactly these (simulator/machine.cpp)
+         q + "float tw_fmin(float a, float b) { return a != a ? a : b != b ? b : b < a ? b : a; }\n" +
+         q + "float tw_fmax(float a, float b) { return a != a ? a : b != b ? b : a < b ? b : a; }\n";
 }
 
 // ---------------------------------------------------------------------------------------------

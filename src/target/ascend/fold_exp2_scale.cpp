@@ -250,7 +250,9 @@ std::vector<Stmt> fold_list(const std::vector<Stmt>& body, vec::Names& names) {
       std::vector<Stmt> pre;
       Buffer tmp = names.ub(r->dst, "_scaled", r->dst->dtype, {W->rows}, sp, pre);
       for (auto& x : pre) fixed.push_back(x);
-      fixed.push_back(std::make_shared<ir::ReduceNode>(r->src, tmp, ir::ReduceKind::max, 1, true, r->span));
+      auto red = std::make_shared<ir::ReduceNode>(r->src, tmp, ir::ReduceKind::max, 1, true, r->span);
+      red->annotations = r->annotations;  // nan_unobserved: the max reaches dst only through an exact max
+      fixed.push_back(std::move(red));
       Var i = names.fresh_var("i", r->span);
       Expr back = ir::binary(ir::BinOp::Mul, ir::load(tmp, {i}, r->span), fimm(1.0 / ln2), r->span);
       Expr v = r->clear ? back : ir::binary(ir::BinOp::Max, ir::load(r->dst, {i}, r->span), back, r->span);

@@ -272,6 +272,7 @@ class MapLowering {
   int wrap_i32(int x, DType t, const Span& sp);      // int32 x wrapped into int8/uint8 t (every value)
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
+  int max_min(ir::BinOp op, int a, int b, const Span& sp);  // float T.max / T.min: NaN propagated
   int neg(int x, const Span& sp);
   // int32 operators without one vector instruction (docs/ascend.md "Integer operators"): exact
   // compositions whose every int32 step stays inside int32 (the simulator reports any that leaves)
@@ -343,6 +344,8 @@ class Legalizer {
   }
 
   std::string fresh(const std::string& base) { return names_.fresh(base); }
+  // halve_rows' maps: a plain Max / Min (the NaN rule is kept by flag_nan on the unhalved source)
+  bool plain_max_min() const { return plain_max_min_; }
   Var fresh_var(const std::string& base, const Span& sp) { return names_.fresh_var(base, sp); }
   Buffer ub(const Buffer& owner, const std::string& suffix, DType t, const std::vector<int64_t>& shape, const Span& sp,
             std::vector<Stmt>& out) {
@@ -451,6 +454,7 @@ class Legalizer {
   std::unordered_set<const ir::BufferNode*> written_;
   std::vector<Frame> frames_;
   std::unordered_map<const ir::VarNode*, int> depth_;
+  bool plain_max_min_ = false;  // see plain_max_min()
   bool in_chunk_ = false;  // inside in_row_chunks: maps are not chunked again (the rows are bounded)
 
   Stmt visit_body(const Stmt& s) {
@@ -609,6 +613,17 @@ class Legalizer {
   // h[i, j] = op(x[i, j], x[i, j + cols/2]), until a row fits one repeat (or cannot be halved into
   // 32 B-aligned halves); the reduction then reads the narrow tile. For sum this changes the
   // order of the additions (pairwise instead of sequential), not the precision.
+  // One scratch tile per dtype and shape, shared by every halving (max, then sum, then a max's
+  // NaN flag: never live together), so the UB keeps room for staging; only one allocated in this
+  // frame or an enclosing one is in scope here (a sibling loop's is not).
+  Buffer half_scratch(const Buffer& src, int64_t rows, int64_t half, const Span& sp, std::vector<Stmt>& out) {
+    std::string hk = std::string(src->dtype.name()) + ":" + std::to_string(rows) + "x" + std::to_string(half);
+    for (size_t f = frames_.size(); f-- > 0;) {
+      auto hit = frames_[f].half_scratch.find(hk);
+      if (hit != frames_[f].half_scratch.end()) return hit->second;
+    }
+    return frames_.back().half_scratch[hk] = ub(src, "_half", src->dtype, {rows, half}, sp, out);
+  }
   Buffer halve_rows(Buffer src, ir::ReduceKind kind, int64_t per_repeat, const Span& sp, std::vector<Stmt>& out) {
     auto shape = *src->const_shape();
     int64_t rows = shape[0], cols = shape[1];
@@ -616,26 +631,71 @@ class Legalizer {
     ir::BinOp op = combine_op(kind);
     while (halvable(cols, per_repeat, bytes)) {
       int64_t half = cols / 2;
-      // one scratch tile per dtype and shape, shared by every halving (max, then sum: never live
-      // together), so the UB keeps room for staging; only one allocated in this frame or an
-      // enclosing one is in scope here (a sibling loop's is not)
-      std::string hk = std::string(src->dtype.name()) + ":" + std::to_string(rows) + "x" + std::to_string(half);
-      Buffer h;
-      for (size_t f = frames_.size(); f-- > 0 && !h;) {
-        auto hit = frames_[f].half_scratch.find(hk);
-        if (hit != frames_[f].half_scratch.end()) h = hit->second;
-      }
-      if (!h) h = frames_.back().half_scratch[hk] = ub(src, "_half", src->dtype, {rows, half}, sp, out);
+      Buffer h = half_scratch(src, rows, half, sp, out);
       Var i = fresh_var("i", sp), j = fresh_var("j", sp);
       Expr v = ir::binary(op, ir::load(src, {i, j}, sp), ir::load(src, {i, ir::binary(ir::BinOp::Add, j, C(half), sp)}, sp), sp);
       Stmt body = std::make_shared<ir::StoreNode>(h, std::vector<Expr>{i, j}, v, sp);
       body = pfor(j, half, body, sp);
       body = pfor(i, rows, body, sp);
+      plain_max_min_ = true;
       for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+      plain_max_min_ = false;
       src = h;
       cols = half;
     }
     return src;
+  }
+
+  // A float max/min reduction res = reduce(src) (WholeReduceMax/Min, the halvings' Max / Min)
+  // propagates NaN (docs/language.md) whatever the Vector unit gives for a NaN operand, which the
+  // 910B documentation does not say (docs/ascend.md "NaN through Max / Min"): one flag per output
+  // from the unhalved source, f = x != x ? x : -0.0 (NaN or -0), summed along the axis (Add and
+  // WholeReduceSum: NaN when one element is, else -0), then res = res + fsum, which is res exactly
+  // when fsum is -0 (x + -0 == x for every x, -0 and +-inf included) and NaN otherwise. Rows that
+  // halve_rows folds (per_repeat > 0) take the flag of the pairs its first halving folds,
+  // f[i, j] = a != a ? a : (b != b ? b : -0.0) with a = src[i, j], b = src[i, j + cols / 2], in that
+  // halving's scratch tile (free again once the max is reduced: no UB beyond one row of flags),
+  // then halved with Add as the max was.
+  void flag_nan(const Buffer& src, const Buffer& res, int axis, int64_t per_repeat, const Span& sp,
+                std::vector<Stmt>& out) {
+    const DType t = src->dtype;
+    const std::vector<int64_t> sshape = *src->const_shape(), dshape = *res->const_shape();
+    auto map = [&](const std::vector<int64_t>& dims, auto&& store) {
+      std::vector<Var> vars;
+      std::vector<Expr> idx;
+      for (size_t d = 0; d < dims.size(); ++d) {
+        vars.push_back(fresh_var(d + 1 == dims.size() ? "j" : "i", sp));
+        idx.push_back(vars.back());
+      }
+      Stmt body = store(idx);
+      for (size_t k = vars.size(); k-- > 0;) body = pfor(vars[k], dims[k], body, sp);
+      for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+    };
+    auto nan_or = [&](const Expr& x, const Expr& other) {
+      return ir::select(ir::binary(ir::BinOp::NE, x, x, sp), x, other, sp);
+    };
+    const Expr zero = ir::float_imm(-0.0, t);
+    Buffer f;
+    if (per_repeat) {
+      const int64_t half = sshape[1] / 2;
+      f = half_scratch(src, sshape[0], half, sp, out);
+      map({sshape[0], half}, [&](const std::vector<Expr>& idx) {
+        Expr a = ir::load(src, idx, sp), b = ir::load(src, {idx[0], ir::binary(ir::BinOp::Add, idx[1], C(half), sp)}, sp);
+        return std::make_shared<ir::StoreNode>(f, idx, nan_or(a, nan_or(b, zero)), sp);
+      });
+      f = halve_rows(f, ir::ReduceKind::sum, per_repeat, sp, out);
+    } else {
+      f = ub(src, "_nan", t, sshape, sp, out);
+      map(sshape, [&](const std::vector<Expr>& idx) {
+        return std::make_shared<ir::StoreNode>(f, idx, nan_or(ir::load(src, idx, sp), zero), sp);
+      });
+    }
+    Buffer any = ub(res, "_nan", t, dshape, sp, out);
+    out.push_back(std::make_shared<ir::ReduceNode>(f, any, ir::ReduceKind::sum, axis, true, sp));
+    map(dshape, [&](const std::vector<Expr>& idx) {
+      return std::make_shared<ir::StoreNode>(
+          res, idx, ir::binary(ir::BinOp::Add, ir::load(res, idx, sp), ir::load(any, idx, sp), sp), sp);
+    });
   }
 
   std::vector<Stmt> rewrite_reduce(const ir::ReduceNode* r, const Stmt& s) {
@@ -653,22 +713,27 @@ class Legalizer {
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
     int64_t per_repeat = 256 / ct.bytes();
     bool wide = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
-    if (r->clear && ct == st && dt == st && !wide) return {s};
+    // flag_nan, unless no output can see the NaN (transform/nan_unobserved.h)
+    const bool nan = r->reduce_kind != ir::ReduceKind::sum && ct.is_float() && !ir::find_annotation(s, "nan_unobserved");
+    if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
     if (int64_t rc = sshape.size() == 2 && ct != st ? chunk_rows(sshape[0], sshape[1], r->axis == 1 ? 32 / ct.bytes() : 1) : 0)
-      return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, sp);
+      return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, nan, sp);
     std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
       src = ub(r->src, "_f32", ct, shape_of(r->src), sp, out);
       cast_map(ir::full_region(src), ir::full_region(r->src), sp, out);
     }
+    const Buffer whole = src;  // before the halvings: flag_nan reads it
     if (wide) src = halve_rows(src, r->reduce_kind, per_repeat, sp, out);
     if (r->clear && dt == ct) {
       out.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, true, sp));
+      if (nan) flag_nan(whole, r->dst, r->axis, wide ? per_repeat : 0, sp, out);
       return out;
     }
     Buffer res = ub(r->dst, "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
+    if (nan) flag_nan(whole, res, r->axis, wide ? per_repeat : 0, sp, out);
     store_reduced(r, res, ct, shape_of(r->dst), sp, out);
     return out;
   }
@@ -700,7 +765,8 @@ class Legalizer {
   // all rows (rc is a multiple of 8: 32 B aligned), which is then stored into dst. Column
   // reductions: the first chunk reduced into a float32 accumulator, then every further row added
   // (max/min) into it in row order, as the whole-tile reduction does; then stored into dst.
-  std::vector<Stmt> reduce_in_chunks(const ir::ReduceNode* r, DType ct, int64_t rc, int64_t per_repeat, const Span& sp) {
+  std::vector<Stmt> reduce_in_chunks(const ir::ReduceNode* r, DType ct, int64_t rc, int64_t per_repeat, bool nan,
+                                     const Span& sp) {
     auto shape = *r->src->const_shape();
     int64_t cols = shape[1];
     std::vector<Stmt> out;
@@ -717,9 +783,11 @@ class Legalizer {
       Buffer all = ub(r->dst, "_part", ct, {shape[0]}, sp, out);
       for (auto& x : in_row_chunks(shape[0], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
              Buffer t = convert(off, rows, o);
+             const Buffer whole = t;
              if (per_repeat) t = halve_rows(t, r->reduce_kind, per_repeat, sp, o);
              Buffer res = ub(r->dst, "_part", ct, {rows}, sp, o);
              o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, 1, true, sp));
+             if (nan) flag_nan(whole, res, 1, per_repeat, sp, o);
              Var i = fresh_var("i", sp);
              Stmt m = pfor(i, rows, std::make_shared<ir::StoreNode>(all, std::vector<Expr>{add(off, i)},
                                                                     ir::load(res, {i}, sp), sp), sp);
@@ -732,6 +800,7 @@ class Legalizer {
     Buffer acc = ub(r->dst, "_part", ct, {cols}, sp, out);
     Buffer first = convert(C(0), rc, out);
     out.push_back(std::make_shared<ir::ReduceNode>(first, acc, r->reduce_kind, 0, true, sp));
+    if (nan) flag_nan(first, acc, 0, 0, sp, out);  // the fold's Max / Min: max_min
     int64_t rest = shape[0] - rc;
     auto fold = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
       Buffer t = convert(add(off, C(rc)), rows, o);
@@ -1272,6 +1341,32 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   return push(std::move(n));
 }
 
+// T.max / T.min of floats propagate NaN (docs/language.md) whatever the Vector unit's Max / Min (and
+// Relu) give for a NaN operand, which the 910B documentation does not say (docs/ascend.md "NaN through
+// Max / Min"): r = Max(a, b), then for each operand o that may be NaN r = r >= o ? r : NaN (Min:
+// r <= o). The comparison holds for the max (min) of two numbers and fails when o or r is NaN; a
+// constant operand that is not NaN (relu's 0) needs no check. Integers have no NaN: Max / Min alone;
+// two scalars are the scalar unit's tw_max / tw_min, which propagate NaN themselves. halve_rows' maps
+// are plain (Legalizer::plain_max_min: its reduction's flag_nan keeps the rule).
+int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
+  int r = bin(op, a, b, sp);
+  const DType t = nodes_[r].dtype;
+  if (!t.is_float() || nodes_[r].shape == Shape::Scalar || L_.plain_max_min()) return r;
+  for (int o : {a, b}) {
+    const Expr& c = nodes_[o].scalar;
+    if (nodes_[o].shape == Shape::Scalar && c &&
+        (c->kind == ir::ExprKind::IntImm ||
+         (c->kind == ir::ExprKind::FloatImm && !std::isnan(as<ir::FloatImmNode>(c)->value))))
+      continue;
+    int v = to_type(o, t, sp);
+    if (nodes_[v].shape != Shape::Scalar) v = materialize(v, Shape::Full, sp);
+    r = materialize(r, Shape::Full, sp);
+    r = push_select(op == ir::BinOp::Max ? ir::BinOp::GE : ir::BinOp::LE, r, v, r,
+                    scalar_const(std::numeric_limits<double>::quiet_NaN(), t), t, sp);
+  }
+  return r;
+}
+
 int MapLowering::neg(int x, const Span& sp) {
   const Node& n = nodes_[x];
   if (n.kind == OpKind::Bin && n.bop == ir::BinOp::Mul && nodes_[n.args[1]].shape == Shape::Scalar) {
@@ -1560,6 +1655,7 @@ int MapLowering::build_uncached(const Expr& e) {
           if (b->op == ir::BinOp::Div && !e->dtype.is_float()) break;
           int x = build(b->a);  // operands in source order (deterministic instruction order)
           int y = build(b->b);
+          if (b->op == ir::BinOp::Max || b->op == ir::BinOp::Min) return max_min(b->op, x, y, sp);
           return bin(b->op, x, y, sp);
         }
         case ir::BinOp::Shl: case ir::BinOp::Shr: {  // int32 by a scalar count: ShiftLeft / ShiftRight

@@ -30,6 +30,7 @@
 #include "target/ascend/vector_util.h"
 #include "ir/functor.h"
 #include "transform/infer_grid.h"
+#include "transform/nan_unobserved.h"
 #include "transform/pass_log.h"
 #include "transform/simplify.h"
 
@@ -76,6 +77,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
   log.run("infer_scope", with_target(infer_scope));              // shared/fragment -> L1/L0C/UB
+  log.run("mark_nan_unobserved", [](const ir::Kernel& k) { return transform::mark_nan_unobserved(k); });  // max/min reductions whose NaN no output sees
   log.run("split_cube_vector", with_target(split_cube_vector));  // C/V code, GM workspaces, cross flags
   log.run("skew_cube_loops", with_target(skew_cube_loops));      // Cube loops: work before a wait 3 steps ahead
   log.run("rotate_vector_loops", with_target(rotate_vector_loops));  // vector loops: tail after a wait 3 steps late

@@ -306,8 +306,10 @@ class Splitter {
           if (!r->clear) ensure(r->dst, Side::V, st, out, sp);
           st[r->dst.get()] = Side::V;
         }
-        out.push_back(std::make_shared<ir::ReduceNode>(inc(r->src, Side::V), inc(r->dst, Side::V), r->reduce_kind, r->axis,
-                                                       r->clear, sp));
+        auto v = std::make_shared<ir::ReduceNode>(inc(r->src, Side::V), inc(r->dst, Side::V), r->reduce_kind, r->axis,
+                                                  r->clear, sp);
+        v->annotations = r->annotations;  // nan_unobserved (mark_nan_unobserved)
+        out.push_back(std::move(v));
         return ir_seq(std::move(out), sp);
       }
       case StmtKind::Fill: {

@@ -187,10 +187,16 @@ struct RegionView {
 // Lane-wise combine of two float32 vectors for a reduction: a sum adds; max/min propagate NaN
 // (docs/language.md): `b != b ? b : (b > a ? b : a)`, a max (vmaxps keeps a NaN accumulator) and
 // one unordered compare + blend that lets a NaN element in; b is the element or the other group.
-std::string vec_combine(ReduceKind kind, const std::string& a, const std::string& b) {
+// nan = false (a reduction annotated @nan_unobserved: no output sees its NaN, transform/
+// nan_unobserved.h): the max alone, `b > a ? b : a`.
+std::string vec_combine(ReduceKind kind, const std::string& a, const std::string& b, bool nan) {
   if (kind == ReduceKind::sum) return a + " + " + b;
-  return b + " != " + b + " ? " + b + " : (" + b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a +
-         ")";
+  std::string m = b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
+  return nan ? b + " != " + b + " ? " + b + " : (" + m + ")" : m;
+}
+bool nan_checked(const ReduceNode& r) {
+  return std::none_of(r.annotations.begin(), r.annotations.end(),
+                      [](const ir::Annotation& a) { return a.name == "nan_unobserved"; });
 }
 
 // The lanes of the vector accumulator v combined into one float (tw_cpu::simd::fold_*: by halves).
@@ -303,7 +309,7 @@ class CodeGen {
   void emit_row_parts(const std::vector<std::pair<Var, Expr>>& parts);
   // float32 row reduction of ptr[q .. n) into the vectors tw_v0..tw_v3 (four at a time, then
   // one into tw_v0; q is left at the scalar tail), and their lane-wise fold into tw_v0
-  void emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,
+  void emit_vec_reduce(ReduceKind kind, bool nan, const std::string& ptr, const std::string& n, const std::string& q,
                        const std::string& acc = "tw_v");
   void emit_vec_fold(ReduceKind kind, const std::string& acc = "tw_v");
   // one chunk of a fused row map: dst[j - tw_j0] = value for j in [tw_j0, tw_j0 + tw_jn)
@@ -1368,7 +1374,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   line("float* const tw_c = " + chunk + ";");
   emit_chunk_map("tw_c", inner, t->dtype, value);
   line("int64_t tw_q = 0;");
-  emit_vec_reduce(rd.reduce_kind, "tw_c", "tw_jn", "tw_q");
+  emit_vec_reduce(rd.reduce_kind, nan_checked(rd), "tw_c", "tw_jn", "tw_q");
   line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
   close();
   emit_vec_fold(rd.reduce_kind);
@@ -1614,7 +1620,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       live_views_.erase(t.get());  // the map overwrote the tile: later passes read the tile
     }
     line("int64_t tw_q = 0;");
-    emit_vec_reduce(g.rd->reduce_kind, "tw_c", "tw_jn", "tw_q", pre[q] + "v");
+    emit_vec_reduce(g.rd->reduce_kind, nan_checked(*g.rd), "tw_c", "tw_jn", "tw_q", pre[q] + "v");
     line("for (; tw_q < tw_jn; ++tw_q) " + pre[q] + "acc = " + combine(g.rd->reduce_kind, pre[q] + "acc", "tw_c[tw_q]") + ";");
     close();
   }
@@ -1698,26 +1704,26 @@ void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType
   }
 }
 
-void CodeGen::emit_vec_reduce(ReduceKind kind, const std::string& ptr, const std::string& n, const std::string& q,
+void CodeGen::emit_vec_reduce(ReduceKind kind, bool nan, const std::string& ptr, const std::string& n, const std::string& q,
                               const std::string& acc) {
   open("for (; " + q + " + 4 * tw_cpu::simd::kVF <= " + n + "; " + q + " += 4 * tw_cpu::simd::kVF)");
   for (int u = 0; u < 4; ++u) {
     std::string v = acc + std::to_string(u);
     line("{ const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + " + " + std::to_string(u) +
-         " * tw_cpu::simd::kVF); " + v + " = " + vec_combine(kind, v, "tw_x") + "; }");
+         " * tw_cpu::simd::kVF); " + v + " = " + vec_combine(kind, v, "tw_x", nan) + "; }");
   }
   close();
   open("for (; " + q + " + tw_cpu::simd::kVF <= " + n + "; " + q + " += tw_cpu::simd::kVF)");
   line("const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + ");");
-  line(acc + "0 = " + vec_combine(kind, acc + "0", "tw_x") + ";");
+  line(acc + "0 = " + vec_combine(kind, acc + "0", "tw_x", nan) + ";");
   close();
 }
 
 void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
   std::string v0 = acc + "0", v1 = acc + "1", v2 = acc + "2", v3 = acc + "3";
-  line(v0 + " = " + vec_combine(kind, v0, v1) + ";");
-  line(v2 + " = " + vec_combine(kind, v2, v3) + ";");
-  line(v0 + " = " + vec_combine(kind, v0, v2) + ";");
+  line(v0 + " = " + vec_combine(kind, v0, v1, true) + ";");
+  line(v2 + " = " + vec_combine(kind, v2, v3, true) + ";");
+  line(v0 + " = " + vec_combine(kind, v0, v2, true) + ";");
 }
 
 // gemm: the last two dims of each region are the matrix (rows, cols), or in a global tensor the
@@ -2144,7 +2150,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
       line("const float* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
-      emit_vec_reduce(n.reduce_kind, "tw_row", R_s, "tw_r");
+      emit_vec_reduce(n.reduce_kind, nan_checked(n), "tw_row", R_s, "tw_r");
       emit_vec_fold(n.reduce_kind);
       line(A + " tw_acc = " + vec_fold_lanes(n.reduce_kind, "tw_v0") + ";");
       line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");

@@ -3,6 +3,7 @@
 #include "ir/functor.h"
 #include "ir/printer.h"
 #include "support/env.h"
+#include "transform/nan_unobserved.h"
 #include "target/cpu/codegen.h"
 #include "target/cpu/alias_tile_copies.h"
 #include "target/cpu/fuse_map_copy_out.h"
@@ -61,6 +62,8 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   // readers read the source (flash attention's float32 P tile, read by the P V gemm in place).
   log.run("alias_tile_copies", alias_tile_copies);
   // Decisions codegen carries out, recorded as annotations (@name) on the statements they concern:
+  // a max/min reduction whose NaN no output sees combines with the max alone (@nan_unobserved)
+  log.run("mark_nan_unobserved", transform::mark_nan_unobserved);
   // a map whose tile is copied out next is computed straight into the destination (@fuse_copy_out)
   log.run("fuse_map_copy_out", fuse_map_copy_out);
   // a map whose tile is reduced over its rows next is reduced while computed (@fuse_reduce)

@@ -20,6 +20,8 @@ __aicore__ inline int64_t tw_floormod(int64_t a, int64_t b)
 __aicore__ inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
 __aicore__ inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
 __aicore__ inline int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }
+__aicore__ inline float tw_fmin(float a, float b) { return a != a ? a : b != b ? b : b < a ? b : a; }
+__aicore__ inline float tw_fmax(float a, float b) { return a != a ? a : b != b ? b : a < b ? b : a; }
 }  // namespace
 
 extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K, GM_ADDR V, GM_ADDR Output, GM_ADDR workspace)
@@ -470,7 +472,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 43552);
+    pipe.InitBuffer(tw_ub_buf, 43680);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
     LocalTensor<float> scores_scale_prev = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 22
@@ -480,15 +482,16 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     LocalTensor<float> scores_max = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 12
     LocalTensor<float> scores_max_prev = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 13
     LocalTensor<float> scores_scale = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[42368].ReinterpretCast<float>();  // UB @42368 +128 float32 ND [32], line 15
+    LocalTensor<float> scores_sum = tw_ub[42496].ReinterpretCast<float>();  // UB @42496 +128 float32 ND [32], line 15
     LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
     LocalTensor<float> scores_scale_prev3 = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +256 float32 ND [2, 32], line 22
     LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 26
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42496].ReinterpretCast<float>();  // UB @42496 +32 float32 ND [8], line 26
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42624].ReinterpretCast<float>();  // UB @42624 +32 float32 ND [8], line 26
     LocalTensor<float> scores_max_scaled_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 26
     LocalTensor<float> scores_max_t_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_ln2_0 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 26
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42528].ReinterpretCast<uint8_t>();  // UB @42528 +1024 uint8 ND [1024], line 26
+    LocalTensor<float> scores_max_t_1 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 31
+    LocalTensor<float> scores_max_ln2_0 = tw_ub[42368].ReinterpretCast<float>();  // UB @42368 +128 float32 ND [32], line 26
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42656].ReinterpretCast<uint8_t>();  // UB @42656 +1024 uint8 ND [1024], line 26
 
     SetFlag<HardEvent::MTE3_V>(1);  // line 4
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
@@ -558,7 +561,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           PipeBarrier<PIPE_V>();  // line 31
           Muls(scores_max_t_0, scores_max_scaled_0, static_cast<float>(1.44269504f), 32);  // line 31
           PipeBarrier<PIPE_V>();  // line 31
-          Max(scores_max, scores_max, scores_max_t_0, 32);  // line 31
+          Max(scores_max_t_1, scores_max, scores_max_t_0, 32);  // line 31
+          PipeBarrier<PIPE_V>();  // line 31
+          Compare(tw_vec_scratch_, scores_max_t_1, scores_max, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
+          PipeBarrier<PIPE_V>();  // line 31
+          Select(scores_max, tw_vec_scratch_, scores_max_t_1, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
+          PipeBarrier<PIPE_V>();  // line 31
+          Compare(tw_vec_scratch_, scores_max, scores_max_t_0, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
+          PipeBarrier<PIPE_V>();  // line 31
+          Select(scores_max, tw_vec_scratch_, scores_max, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
           PipeBarrier<PIPE_V>();  // line 33
           Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
           PipeBarrier<PIPE_V>();  // line 33
@@ -659,7 +670,15 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             PipeBarrier<PIPE_V>();  // line 31
             Muls(scores_max_t_0, scores_max_scaled_0, static_cast<float>(1.44269504f), 32);  // line 31
             PipeBarrier<PIPE_V>();  // line 31
-            Max(scores_max, scores_max, scores_max_t_0, 32);  // line 31
+            Max(scores_max_t_1, scores_max, scores_max_t_0, 32);  // line 31
+            PipeBarrier<PIPE_V>();  // line 31
+            Compare(tw_vec_scratch_, scores_max_t_1, scores_max, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
+            PipeBarrier<PIPE_V>();  // line 31
+            Select(scores_max, tw_vec_scratch_, scores_max_t_1, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
+            PipeBarrier<PIPE_V>();  // line 31
+            Compare(tw_vec_scratch_, scores_max, scores_max_t_0, CMPMODE::GE, 32, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 31
+            PipeBarrier<PIPE_V>();  // line 31
+            Select(scores_max, tw_vec_scratch_, scores_max, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 32);  // line 31
             PipeBarrier<PIPE_V>();  // line 33
             Sub(scores_scale, scores_max_prev, scores_max, 32);  // line 33
             PipeBarrier<PIPE_V>();  // line 33

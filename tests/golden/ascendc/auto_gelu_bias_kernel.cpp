@@ -20,6 +20,8 @@ __aicore__ inline int64_t tw_floormod(int64_t a, int64_t b)
 __aicore__ inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
 __aicore__ inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
 __aicore__ inline int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }
+__aicore__ inline float tw_fmin(float a, float b) { return a != a ? a : b != b ? b : b < a ? b : a; }
+__aicore__ inline float tw_fmax(float a, float b) { return a != a ? a : b != b ? b : a < b ? b : a; }
 }  // namespace
 
 extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_ADDR bias, GM_ADDR Y, GM_ADDR workspace)
@@ -289,13 +291,14 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 32768);
+    pipe.InitBuffer(tw_ub_buf, 33024);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
     LocalTensor<float> b_s = tw_ub[8192].ReinterpretCast<float>();  // UB @8192 +256 float32 ND [64], line 8
     LocalTensor<float> acc_ub = tw_ub[0].ReinterpretCast<float>();  // UB @0 +8192 float32 ND [32, 64], line 9
     LocalTensor<float> acc_ub_t_0 = tw_ub[8192].ReinterpretCast<float>();  // UB @8192 +8192 float32 ND [32, 64], line 19
     LocalTensor<float> acc_ub_t_1 = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 19
     LocalTensor<float> acc_ub_t_2 = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 19
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[32768].ReinterpretCast<uint8_t>();  // UB @32768 +256 uint8 ND [256], line 19
 
     SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
@@ -364,9 +367,17 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       Adds(acc_ub_t_1, acc_ub_t_1, static_cast<float>(1.0f), 2048);  // line 19
       Muls(acc_ub, acc_ub, static_cast<float>(1.2676506e+30f), 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
-      Maxs(acc_ub, acc_ub, static_cast<float>(-1.0f), 2048);  // line 19
+      Maxs(acc_ub_t_2, acc_ub, static_cast<float>(-1.0f), 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
-      Mins(acc_ub, acc_ub, static_cast<float>(1.0f), 2048);  // line 19
+      Compare(tw_vec_scratch_, acc_ub_t_2, acc_ub, CMPMODE::GE, 64, 32, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 19
+      PipeBarrier<PIPE_V>();  // line 19
+      Select(acc_ub, tw_vec_scratch_, acc_ub_t_2, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);  // line 19
+      PipeBarrier<PIPE_V>();  // line 19
+      Mins(acc_ub_t_2, acc_ub, static_cast<float>(1.0f), 2048);  // line 19
+      PipeBarrier<PIPE_V>();  // line 19
+      Compare(tw_vec_scratch_, acc_ub_t_2, acc_ub, CMPMODE::LE, 64, 32, BinaryRepeatParams(1, 1, 1, 8, 8, 8));  // line 19
+      PipeBarrier<PIPE_V>();  // line 19
+      Select(acc_ub, tw_vec_scratch_, acc_ub_t_2, static_cast<float>(__builtin_nanf("")), SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
       Mul(acc_ub, acc_ub_t_1, acc_ub, 2048);  // line 19
       PipeBarrier<PIPE_V>();  // line 19

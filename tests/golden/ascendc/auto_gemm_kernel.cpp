@@ -20,6 +20,8 @@ __aicore__ inline int64_t tw_floormod(int64_t a, int64_t b)
 __aicore__ inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
 __aicore__ inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
 __aicore__ inline int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }
+__aicore__ inline float tw_fmin(float a, float b) { return a != a ? a : b != b ? b : b < a ? b : a; }
+__aicore__ inline float tw_fmax(float a, float b) { return a != a ? a : b != b ? b : a < b ? b : a; }
 }  // namespace
 
 extern "C" __global__ __aicore__ void auto_gemm(GM_ADDR A, GM_ADDR B, GM_ADDR C, GM_ADDR workspace)

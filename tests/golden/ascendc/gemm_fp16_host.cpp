@@ -36,6 +36,8 @@ static inline int64_t tw_floormod(int64_t a, int64_t b)
 static inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
 static inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
 static inline int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }
+static inline float tw_fmin(float a, float b) { return a != a ? a : b != b ? b : b < a ? b : a; }
+static inline float tw_fmax(float a, float b) { return a != a ? a : b != b ? b : a < b ? b : a; }
 
 // Shape variables and scalar parameters, passed in GM (the `tiling` argument).
 struct gemm_fp16_tiling_t {

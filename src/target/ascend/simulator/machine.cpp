@@ -291,8 +291,9 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
           case ir::BinOp::FloorDiv: v.f = std::floor(x / y); break;
           case ir::BinOp::CeilDiv: v.f = std::ceil(x / y); break;
           case ir::BinOp::Mod: v.f = x - std::floor(x / y) * y; break;
-          case ir::BinOp::Min: v.f = std::min(x, y); break;
-          case ir::BinOp::Max: v.f = std::max(x, y); break;
+          // the printed tw_fmin / tw_fmax (ascendc_printer.cpp helpers): NaN when either operand is
+          case ir::BinOp::Min: v.f = x != x ? x : y != y ? y : y < x ? y : x; break;
+          case ir::BinOp::Max: v.f = x != x ? x : y != y ? y : x < y ? y : x; break;
           case ir::BinOp::EQ: setb(x == y); return v;
           case ir::BinOp::NE: setb(x != y); return v;
           case ir::BinOp::LT: setb(x < y); return v;
