@@ -1447,10 +1447,28 @@ class Lowerer {
   }
 
   // The UB row stride of a GM<->UB copy (elements), checking the window shapes and alignment.
-  int64_t ub_row_stride(const Window& w, const GmWindow& g, const ir::CopyNode* n, const Span& sp) {
+  // (session 22, hunt9a F4) A 1-D UB window and a GM window of several rows (docs/language.md
+  // T.copy: the 1-D side holds the rows one after another): a window whose rows are contiguous in
+  // the tensor and lie inside it is one run (g becomes 1 x rows * cols); any other such window
+  // moves its rows cols elements apart in UB, which must be a multiple of 32 B.
+  int64_t ub_row_stride(const Window& w, GmWindow& g, const ir::CopyNode* n, const Span& sp) {
     bool contiguous = w.rows == 1 || w.row_stride == w.cols;
+    bool flat = w.rows == 1 && g.total_rows() > 1 && w.cols == g.total_rows() * g.cols;
+    if (flat && g.outer.empty()) {
+      auto rs = ir::as_const_int(g.row_stride), vr = ir::as_const_int(g.valid_rows),
+           vc = ir::as_const_int(g.valid_cols), sr = ir::as_const_int(g.skip_rows),
+           sc = ir::as_const_int(g.skip_cols);
+      if (rs && *rs == g.cols && vr && *vr == g.rows && vc && *vc == g.cols && sr && *sr == 0 && sc && *sc == 0 &&
+          !g.unclipped_rows && !g.unclipped_cols) {
+        g.cols *= g.rows;
+        g.rows = 1;
+        g.valid_rows = C(1);
+        g.valid_cols = C(g.cols);
+      }
+    }
     int64_t g_rows = g.total_rows();
-    if (!(w.rows == g_rows && w.cols == g.cols) && !(g_rows == 1 && contiguous && w.rows * w.cols == g.cols))
+    flat = flat && g_rows > 1;
+    if (!(w.rows == g_rows && w.cols == g.cols) && !(g_rows == 1 && contiguous && w.rows * w.cols == g.cols) && !flat)
       check_same_2d(g_rows, g.cols, w.rows, w.cols, n, sp);
     // A GM column (one element per tensor row) and a UB row, or a GM row and a UB column tile
     // (K x 1: each element in its own 32 B block): each GM row moves as one DataCopyPad burst that
@@ -1470,8 +1488,18 @@ class Lowerer {
                                   "into it (maps and reductions work on it)"
                                 : "declare the tile 1-D, shape (" + k + ",), or copy a column of the tensor");
     }
-    int64_t stride = g_rows == 1 ? w.rows * w.cols : w.row_stride;
+    int64_t stride = g_rows == 1 ? w.rows * w.cols : flat ? g.cols : w.row_stride;
     int64_t b = w.buf->dtype.bytes();
+    if (flat && (stride * b) % 32)
+      throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": the " + std::to_string(g_rows) +
+                      " rows of the window are " + std::to_string(stride * b) + " B each in the 1-D tile " +
+                      q((n->src.buffer->scope == Scope::UB ? n->src : n->dst).buffer->name) +
+                      ", not a multiple of 32 B, and not one contiguous run of the tensor (a tail, or rows apart): "
+                      "on Ascend each row a copy moves between GM and UB starts on a 32 B block of UB",
+                  sp, "copy the window through a 2-D tile of its shape, (" + std::to_string(g_rows) + ", " +
+                          std::to_string(g.cols) + "), and reshape in UB with a T.Parallel map (y2[i, j] = y[i * " +
+                          std::to_string(g.cols) + " + j] before a store, y[i * " + std::to_string(g.cols) +
+                          " + j] = y2[i, j] after a load)");
     if (g_rows > 1 && (stride * b) % 32)
       throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": UB rows are " + std::to_string(stride * b) +
                       " B apart, not a multiple of 32 B",
