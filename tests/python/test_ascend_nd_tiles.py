@@ -171,3 +171,41 @@ def test_copy_1d_tile_and_2d_window_of_wider_rows(R, C, W, dtype, target):
 def test_copy_1d_tile_and_misaligned_rows_is_located(R, C, W, dtype, how):
     located(lambda: tw.compile(copy_1d_2d(R, C, W, dtype, how), target=TARGET, out_idx=[1]), HERE, "@" + how,
             "not a multiple of 32 B", f"2-D tile of its shape, ({R}, {C})", f"y[i * {C} + j]")
+
+
+# ---------------------------------------------------------------------------------------------
+# UB -> UB: a 1-D tile and a window of a 2-D tile whose rows are not one run of UB (padded rows,
+# or a window narrower than the tile): convert_copies' reshape gathers, both directions
+
+def ub_reshape(R, C, W, r0, c0, s0, dtype):
+    n = s0 + R * C
+
+    @T.prim_func
+    def main(X: T.Tensor((R + r0, W), dtype), V: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype),
+             Z: T.Tensor((R + r0, W), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((R + r0, W), dtype)
+            v = T.alloc_fragment((n,), dtype)
+            T.copy(X, x)
+            T.copy(V, v)
+            T.copy(x[r0:r0 + R, c0:c0 + C], v[s0:n])       # 2-D window -> 1-D
+            T.copy(v, Y)
+            T.copy(v[0:R * C], x[r0:r0 + R, c0:c0 + C])     # 1-D -> 2-D window
+            T.copy(x, Z)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("R,C,W,r0,c0,s0,dtype", [(3, 5, 5, 0, 0, 0, "float32"), (4, 3, 3, 0, 0, 0, "float16"),
+                                                  (2, 7, 7, 0, 0, 0, "int32"), (2, 5, 16, 1, 8, 8, "float32"),
+                                                  (3, 8, 40, 2, 16, 16, "float16"), (2, 8, 10, 0, 0, 8, "int32")])
+def test_ub_copy_between_1d_tile_and_2d_window(R, C, W, r0, c0, s0, dtype, target):
+    x, v = small_ints((R + r0, W), dtype, 8, -8, 9), small_ints((s0 + R * C,), dtype, 9, -8, 9)
+    k = tw.compile(ub_reshape(R, C, W, r0, c0, s0, dtype), target=target, out_idx=[2, 3])
+    y, z = _run(k, target, x, v)
+    y_ref = v.copy()
+    y_ref[s0:] = x[r0:r0 + R, c0:c0 + C].reshape(-1)
+    z_ref = x.copy()
+    z_ref[r0:r0 + R, c0:c0 + C] = y_ref[:R * C].reshape(R, C)
+    _exact(y, y_ref)
+    _exact(z, z_ref)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "ir/arith.h"
 #include "target/ascend/vector_util.h"
 
 namespace tw::ascend {
@@ -18,6 +19,40 @@ bool ends_inside_a_block(const ir::Region& r) {
   auto cols = ir::as_const_int(r.buffer->shape.back());
   int64_t b = r.buffer->dtype.bytes();
   return c0 && n && cols && (*c0 * b) % 32 == 0 && ((*c0 + *n) * b) % 32 != 0 && *c0 + *n < *cols;
+}
+
+// (session 22) A UB -> UB copy between a 1-D tile's window and an R x C window of a 2-D tile whose
+// rows are not one run of UB (C * element size not a multiple of 32 B, or fewer columns than the
+// tile's), the N-D window rule of docs/language.md T.copy: the 1-D side holds the rows one after
+// another. As a map, a gather (y[i, j] = x[s + i * C + j], or y[s + k] = x[r0 + k // C, c0 + k % C]
+// into the 1-D side; legalize_vector's gathers). nullopt for any other pair of windows.
+std::optional<ir::Stmt> reshape_map(const ir::Region& dst, const ir::Region& src, const ir::Span& sp,
+                                    vec::Names& names) {
+  const bool to_2d = dst.buffer->shape.size() == 2 && src.buffer->shape.size() == 1;
+  if (!to_2d && !(dst.buffer->shape.size() == 1 && src.buffer->shape.size() == 2)) return std::nullopt;
+  const ir::Region& two = to_2d ? dst : src;
+  const ir::Region& one = to_2d ? src : dst;
+  auto e2 = vec::const_extents(two), e1 = vec::const_extents(one);
+  auto width = ir::as_const_int(two.buffer->shape[1]);
+  if (e2[0] < 0 || e2[1] < 0 || e1[0] != e2[0] * e2[1] || !width) return std::nullopt;
+  const int64_t R = e2[0], C = e2[1];
+  if (R == 1 || (C == *width && (C * two.buffer->dtype.bytes()) % 32 == 0)) return std::nullopt;  // one run
+  using ir::arith::add;
+  using ir::arith::mul;
+  if (to_2d) {
+    ir::Var i = names.fresh_var("i", sp), j = names.fresh_var("j", sp);
+    ir::Expr v = ir::load(src.buffer, {add(src.starts[0], add(mul(i, ir::int_imm(C, ir::kIndexType, sp)), j))}, sp);
+    ir::Stmt st = std::make_shared<ir::StoreNode>(dst.buffer, std::vector<ir::Expr>{add(dst.starts[0], i), add(dst.starts[1], j)},
+                                                  v, sp);
+    return vec::pfor(i, R, vec::pfor(j, C, st, sp), sp);
+  }
+  ir::Var k = names.fresh_var("k", sp);
+  ir::Expr cc = ir::int_imm(C, ir::kIndexType, sp);
+  ir::Expr v = ir::load(src.buffer, {ir::binary(ir::BinOp::Add, ir::binary(ir::BinOp::FloorDiv, k, cc, sp), src.starts[0], sp),
+                                     ir::binary(ir::BinOp::Add, ir::binary(ir::BinOp::Mod, k, cc, sp), src.starts[1], sp)},
+                        sp);
+  ir::Stmt st = std::make_shared<ir::StoreNode>(dst.buffer, std::vector<ir::Expr>{add(dst.starts[0], k)}, v, sp);
+  return vec::pfor(k, R * C, st, sp);
 }
 
 std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const ir::Span& sp, vec::Names& names) {
@@ -55,6 +90,7 @@ std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const i
   if (from == ir::Scope::UB && to == ir::Scope::UB) {
     if (st != dt) return std::vector<ir::Stmt>{vec::cast_map(c->dst, c->src, sp, names)};
     auto m = vec::region_map(c->dst, c->src, sp, [](ir::Expr x) { return x; }, names);
+    if (!m) m = reshape_map(c->dst, c->src, sp, names);
     if (!m) return std::nullopt;
     return std::vector<ir::Stmt>{*m};
   }
