@@ -209,3 +209,53 @@ def test_ub_copy_between_1d_tile_and_2d_window(R, C, W, r0, c0, s0, dtype, targe
     z_ref[r0:r0 + R, c0:c0 + C] = y_ref[:R * C].reshape(R, C)
     _exact(y, y_ref)
     _exact(z, z_ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# GM <-> UB: a window of an N-D tile that is not one run of rows (x[1:3, 1:4, :] of a (4, 5, 16)
+# tile): convert_copies' serial loop over its first non-unit dim, both directions
+
+def sub_window(shape, lo, hi, dtype):
+    win = tuple(b - a for a, b in zip(lo, hi)) + (shape[-1],)
+    a0, a1, b0, b1 = lo[0], hi[0], lo[1], hi[1]
+    c0, c1 = (lo[2], hi[2]) if len(lo) > 2 else (0, 1)
+    N = shape[-1]
+
+    def three():
+        @T.prim_func
+        def main(X: T.Tensor(shape, dtype), Y: T.Tensor(win, dtype), Z: T.Tensor(shape, dtype)):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment(shape, dtype)
+                T.copy(X, x)
+                T.copy(x[a0:a1, b0:b1, 0:N], Y)          # a store of the sub-window
+                T.fill(x, 0)
+                T.copy(Y, x[a0:a1, b0:b1, 0:N])          # a load into it
+                T.copy(x, Z)
+        return main
+
+    def four():
+        @T.prim_func
+        def main(X: T.Tensor(shape, dtype), Y: T.Tensor(win, dtype), Z: T.Tensor(shape, dtype)):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment(shape, dtype)
+                T.copy(X, x)
+                T.copy(x[a0:a1, b0:b1, c0:c1, 0:N], Y)
+                T.fill(x, 0)
+                T.copy(Y, x[a0:a1, b0:b1, c0:c1, 0:N])
+                T.copy(x, Z)
+        return main
+    return three() if len(shape) == 3 else four()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("shape,lo,hi,dtype", [((4, 5, 16), (1, 1), (3, 4), "float32"), ((3, 6, 7), (0, 2), (3, 5), "float16"),
+                                               ((5, 3, 8), (2, 0), (5, 2), "int32"),
+                                               ((2, 3, 4, 8), (0, 1, 1), (2, 3, 3), "float32")])
+def test_copy_of_an_nd_sub_window(shape, lo, hi, dtype, target):
+    x = small_ints(shape, dtype, 10, -8, 9)
+    y, z = _run(tw.compile(sub_window(shape, lo, hi, dtype), target=target, out_idx=[1, 2]), target, x)
+    sl = tuple(slice(a, b) for a, b in zip(lo, hi))
+    _exact(y, x[sl])
+    z_ref = np.zeros_like(x)
+    z_ref[sl] = x[sl]
+    _exact(z, z_ref)

@@ -55,6 +55,46 @@ std::optional<ir::Stmt> reshape_map(const ir::Region& dst, const ir::Region& src
   return vec::pfor(k, R * C, st, sp);
 }
 
+std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const ir::Span& sp, vec::Names& names);
+
+// (session 22) A GM <-> UB copy whose UB window spans several dims of an N-D tile without being
+// one run of rows (x[1:3, 1:4, :] of a (4, 5, 16) tile: each index of dim 0 starts a new run), and
+// whose GM window has as many non-unit dims: a serial loop over the first non-unit dim of both,
+// each iteration a copy of one index (the window one dim smaller, peeled again if needed). nullopt
+// for any other copy.
+std::optional<ir::Stmt> peel_ub_window(const ir::CopyNode* c, const ir::Span& sp, vec::Names& names) {
+  const bool load = c->dst.buffer->scope == ir::Scope::UB;
+  const ir::Region& ub = load ? c->dst : c->src;
+  const ir::Region& gm = load ? c->src : c->dst;
+  auto ue = vec::const_extents(ub), ge = vec::const_extents(gm);
+  if (std::count(ue.begin(), ue.end(), -1) || std::count(ge.begin(), ge.end(), -1)) return std::nullopt;
+  std::vector<size_t> un, gn;  // non-unit dims
+  for (size_t d = 0; d < ue.size(); ++d) if (ue[d] != 1) un.push_back(d);
+  for (size_t d = 0; d < ge.size(); ++d) if (ge[d] != 1) gn.push_back(d);
+  if (un.size() < 3 || un.size() != gn.size()) return std::nullopt;
+  for (size_t k = 0; k < un.size(); ++k) if (ue[un[k]] != ge[gn[k]]) return std::nullopt;
+  // one run of rows when every dim after the first non-unit one, but the last, is whole
+  bool run = true;
+  for (size_t d = un[0] + 1; d + 1 < ue.size(); ++d) {
+    auto full = ir::as_const_int(ub.buffer->shape[d]);
+    run = run && full && *full == ue[d];
+  }
+  if (run) return std::nullopt;
+  ir::Var v = names.fresh_var("w", sp);
+  auto peel = [&](const ir::Region& r, size_t d) {
+    ir::Region p = r;
+    p.starts[d] = ir::arith::add(r.starts[d], v);
+    p.extents[d] = ir::int_imm(1, ir::kIndexType, sp);
+    return p;
+  };
+  ir::Region pu = peel(ub, un[0]), pg = peel(gm, gn[0]);
+  ir::Stmt copy = std::make_shared<ir::CopyNode>(load ? pg : pu, load ? pu : pg, sp, c->atomic);
+  if (auto inner = rewrite_copy(as<ir::CopyNode>(copy), sp, names))
+    copy = inner->size() == 1 ? (*inner)[0] : std::make_shared<ir::SeqNode>(std::move(*inner), sp);
+  return std::make_shared<ir::ForNode>(v, ir::int_imm(0, ir::kIndexType, sp), ir::int_imm(ue[un[0]], ir::kIndexType, sp),
+                                       ir::ForKind::serial, 0, copy, sp);
+}
+
 std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const ir::Span& sp, vec::Names& names) {
   ir::Scope from = c->src.buffer->scope, to = c->dst.buffer->scope;
   ir::DType st = c->src.buffer->dtype, dt = c->dst.buffer->dtype;
@@ -87,6 +127,9 @@ std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const i
     out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(tmp), c->dst, sp, c->atomic));
     return out;
   }
+  if (((from == ir::Scope::global && to == ir::Scope::UB) || (from == ir::Scope::UB && to == ir::Scope::global)) &&
+      st == dt)
+    if (auto p = peel_ub_window(c, sp, names)) return std::vector<ir::Stmt>{*p};
   if (from == ir::Scope::UB && to == ir::Scope::UB) {
     if (st != dt) return std::vector<ir::Stmt>{vec::cast_map(c->dst, c->src, sp, names)};
     auto m = vec::region_map(c->dst, c->src, sp, [](ir::Expr x) { return x; }, names);
