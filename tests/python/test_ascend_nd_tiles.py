@@ -170,7 +170,7 @@ def test_copy_1d_tile_and_2d_window_of_wider_rows(R, C, W, dtype, target):
 @pytest.mark.parametrize("R,C,W,dtype", [(3, 3, 5, "float32"), (2, 4, 7, "float16")])
 def test_copy_1d_tile_and_misaligned_rows_is_located(R, C, W, dtype, how):
     located(lambda: tw.compile(copy_1d_2d(R, C, W, dtype, how), target=TARGET, out_idx=[1]), HERE, "@" + how,
-            "not a multiple of 32 B", f"2-D tile of its shape, ({R}, {C})", f"y[i * {C} + j]")
+            "not a multiple of 32 B", f"2-D tile of its shape, ({R}, {C})", "T.copy between that tile and the 1-D one")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1497,9 +1497,9 @@ class Lowerer {
                       ", not a multiple of 32 B, and not one contiguous run of the tensor (a tail, or rows apart): "
                       "on Ascend each row a copy moves between GM and UB starts on a 32 B block of UB",
                   sp, "copy the window through a 2-D tile of its shape, (" + std::to_string(g_rows) + ", " +
-                          std::to_string(g.cols) + "), and reshape in UB with a T.Parallel map (y2[i, j] = y[i * " +
-                          std::to_string(g.cols) + " + j] before a store, y[i * " + std::to_string(g.cols) +
-                          " + j] = y2[i, j] after a load)");
+                          std::to_string(g.cols) + "), and T.copy between that tile and the 1-D one in UB (a gather, "
+                          "y2[i, j] = y[i * " + std::to_string(g.cols) + " + j] or y[k] = y2[k // " +
+                          std::to_string(g.cols) + ", k % " + std::to_string(g.cols) + "])");
     if (g_rows > 1 && (stride * b) % 32)
       throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": UB rows are " + std::to_string(stride * b) +
                       " B apart, not a multiple of 32 B",
