@@ -649,10 +649,7 @@ def reduce_3d(B, M, N, bm, dtype, dim):
 REDUCE_3D = [(3, 13, 37, 8, "float32"), (5, 4, 16, 4, "int32"), (2, 7, 300, 8, "bfloat16")]
 
 
-@pytest.mark.parametrize("dim, target", [(0, "cpu"), (2, "cpu"), (2, TARGET)] + [  # dim=2 fixed by h-ascfix9
-    pytest.param(0, TARGET, marks=pytest.mark.xfail(strict=True, raises=tw.TilewrightError, reason=(
-        "F3: T.reduce_* over the first axis of a 3-D tile is an error on ascend910b (the hint names the "
-        "serial loop adding 2-D tiles)")))])
+@pytest.mark.parametrize("dim, target", [(0, "cpu"), (2, "cpu"), (2, TARGET), (0, TARGET)])  # h-ascfix9, h-port10a
 @pytest.mark.parametrize("B,M,N,bm,dtype", REDUCE_3D)
 def test_reduce_3d_tile(B, M, N, bm, dtype, dim, target):
     x = np.random.default_rng(15).integers(-8, 9, (B, M, N)).astype(np_dtype(dtype))
@@ -720,8 +717,7 @@ def copy_1d_2d(R, C, dtype, how):
     return load if how == "load" else store
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F4: a copy between a 1-D tile and a 2-D window is an error on "
-                                                    "ascend910b naming no working alternative"))
+@pytest.mark.parametrize("target", TARGETS)  # F4 fixed by h-port10a
 @pytest.mark.parametrize("how", ["window", "load"])
 @pytest.mark.parametrize("R,C,dtype", [(3, 8, "float32"), (5, 4, "float16"), (2, 3, "int32")])
 def test_copy_1d_tile_and_2d_window(R, C, dtype, how, target):
@@ -1366,7 +1362,7 @@ def test_map_over_3d_data_with_2d_tiles(S, H, D, bs, form, target):
     _map_3d_case(S, H, D, bs, form, target)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F16: a T.Parallel map over a 3-D tile is an error on ascend910b"))
+@pytest.mark.parametrize("target", TARGETS)  # F16 fixed by h-port10a
 @pytest.mark.parametrize("S,H,D,bs", MAP_3D)
 def test_map_over_a_3d_tile(S, H, D, bs, target):
     _map_3d_case(S, H, D, bs, "tile3", target)

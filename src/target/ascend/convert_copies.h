@@ -6,7 +6,10 @@
 //    the destination;
 //  - UB -> GM from a tile of another dtype: a cast map into a UB tile of the GM dtype, then the
 //    copy;
-//  - UB -> UB: a map (a cast when the dtypes differ, a vector copy otherwise).
+//  - GM <-> UB with a window of an N-D tile that is not one run of rows: a serial loop over its
+//    first non-unit dim around the copy of one index (peel_ub_window);
+//  - UB -> UB: a map (a cast when the dtypes differ, a vector copy otherwise; between a 1-D tile
+//    and a 2-D window whose rows are not one run of UB, a gather: reshape_map).
 // The maps are T.Parallel maps that legalize_vector lowers like the user's (a conversion becomes
 // the chain of Cast pairs dav-c220 has; bfloat16 is only converted, never computed on). Copies
 // with runtime extents are left to select_instructions; a converting copy between regions of different

@@ -838,6 +838,17 @@ class Legalizer {
 // ---------------------------------------------------------------------------------------------
 // Maps
 
+// The number of T.Parallel loops nested at the top of s (0 when s is not one).
+int parallel_depth(const Stmt& s) {
+  int n = 0;
+  for (Stmt c = s; c && c->kind == ir::StmtKind::For && as<ir::ForNode>(c)->for_kind == ir::ForKind::parallel;) {
+    ++n;
+    c = as<ir::ForNode>(c)->body;
+    while (c && c->kind == ir::StmtKind::Seq && as<ir::SeqNode>(c)->body.size() == 1) c = as<ir::SeqNode>(c)->body[0];
+  }
+  return n;
+}
+
 std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   const Span& sp = s->span;
   if (s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::serial) {
@@ -845,6 +856,15 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
     auto* f = as<ir::ForNode>(s);
     return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0,
                                           ir_seq(rewrite_map(f->body, wrap_bound), sp), sp)};
+  }
+  if (parallel_depth(s) > 2) {
+    // (session 22, hunt9a F16) a map over more than 2 dims (an N-D tile): a serial loop over its
+    // leading index around the map of the rest, down to a 2-D map of the last two dims (as
+    // vec::region_map does for N-D copies); each iteration's operands are a (rows x cols) window of
+    // the tile, whose rows start on 32 B blocks (UB tiles pad every row to 32 B).
+    auto* f = as<ir::ForNode>(s);
+    return rewrite_map(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, f->body, sp),
+                       wrap_bound);
   }
   // Only maps over UB/global data are vector code; anything else is left for select_instructions.
   auto m = vec::vector_map(s);

@@ -1447,10 +1447,28 @@ class Lowerer {
   }
 
   // The UB row stride of a GM<->UB copy (elements), checking the window shapes and alignment.
-  int64_t ub_row_stride(const Window& w, const GmWindow& g, const ir::CopyNode* n, const Span& sp) {
+  // (session 22, hunt9a F4) A 1-D UB window and a GM window of several rows (docs/language.md
+  // T.copy: the 1-D side holds the rows one after another): a window whose rows are contiguous in
+  // the tensor and lie inside it is one run (g becomes 1 x rows * cols); any other such window
+  // moves its rows cols elements apart in UB, which must be a multiple of 32 B.
+  int64_t ub_row_stride(const Window& w, GmWindow& g, const ir::CopyNode* n, const Span& sp) {
     bool contiguous = w.rows == 1 || w.row_stride == w.cols;
+    bool flat = w.rows == 1 && g.total_rows() > 1 && w.cols == g.total_rows() * g.cols;
+    if (flat && g.outer.empty()) {
+      auto rs = ir::as_const_int(g.row_stride), vr = ir::as_const_int(g.valid_rows),
+           vc = ir::as_const_int(g.valid_cols), sr = ir::as_const_int(g.skip_rows),
+           sc = ir::as_const_int(g.skip_cols);
+      if (rs && *rs == g.cols && vr && *vr == g.rows && vc && *vc == g.cols && sr && *sr == 0 && sc && *sc == 0 &&
+          !g.unclipped_rows && !g.unclipped_cols) {
+        g.cols *= g.rows;
+        g.rows = 1;
+        g.valid_rows = C(1);
+        g.valid_cols = C(g.cols);
+      }
+    }
     int64_t g_rows = g.total_rows();
-    if (!(w.rows == g_rows && w.cols == g.cols) && !(g_rows == 1 && contiguous && w.rows * w.cols == g.cols))
+    flat = flat && g_rows > 1;
+    if (!(w.rows == g_rows && w.cols == g.cols) && !(g_rows == 1 && contiguous && w.rows * w.cols == g.cols) && !flat)
       check_same_2d(g_rows, g.cols, w.rows, w.cols, n, sp);
     // A GM column (one element per tensor row) and a UB row, or a GM row and a UB column tile
     // (K x 1: each element in its own 32 B block): each GM row moves as one DataCopyPad burst that
@@ -1470,8 +1488,18 @@ class Lowerer {
                                   "into it (maps and reductions work on it)"
                                 : "declare the tile 1-D, shape (" + k + ",), or copy a column of the tensor");
     }
-    int64_t stride = g_rows == 1 ? w.rows * w.cols : w.row_stride;
+    int64_t stride = g_rows == 1 ? w.rows * w.cols : flat ? g.cols : w.row_stride;
     int64_t b = w.buf->dtype.bytes();
+    if (flat && (stride * b) % 32)
+      throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": the " + std::to_string(g_rows) +
+                      " rows of the window are " + std::to_string(stride * b) + " B each in the 1-D tile " +
+                      q((n->src.buffer->scope == Scope::UB ? n->src : n->dst).buffer->name) +
+                      ", not a multiple of 32 B, and not one contiguous run of the tensor (a tail, or rows apart): "
+                      "on Ascend each row a copy moves between GM and UB starts on a 32 B block of UB",
+                  sp, "copy the window through a 2-D tile of its shape, (" + std::to_string(g_rows) + ", " +
+                          std::to_string(g.cols) + "), and T.copy between that tile and the 1-D one in UB (a gather, "
+                          "y2[i, j] = y[i * " + std::to_string(g.cols) + " + j] or y[k] = y2[k // " +
+                          std::to_string(g.cols) + ", k % " + std::to_string(g.cols) + "])");
     if (g_rows > 1 && (stride * b) % 32)
       throw Error("copy " + ir::print(n->src) + " -> " + ir::print(n->dst) + ": UB rows are " + std::to_string(stride * b) +
                       " B apart, not a multiple of 32 B",
@@ -1587,39 +1615,57 @@ class Lowerer {
                       std::string(d.dtype.name()) + "): an expert-mode reduction writes its source's dtype",
                   sp, "reduce into a tile of the source's dtype, then T.copy it into the other dtype");
     size_t r = s.shape.size();
-    int64_t lead = 1;  // the matrices of a tile of more than 2 dims (the product of its leading dims)
-    for (size_t i = 0; i + 2 < r; ++i) lead *= s.shape[i];
     ReduceOp op = n->reduce_kind == ir::ReduceKind::sum ? ReduceOp::Sum
                   : n->reduce_kind == ir::ReduceKind::max ? ReduceOp::Max : ReduceOp::Min;
-    int64_t rows = r >= 2 ? s.shape[r - 2] : 1, cols = s.shape[r - 1];
-    if (lead > 1) {
-      // (session 21, hunt9a F3) over the last axis: one row reduction per matrix. UB tiles are
-      // row-major with rows padded to pcols, so matrix b starts b * rows padded rows into the source,
-      // and its results b rows (of d.pcols) into the destination (dst's shape is src's without the
-      // last dim: its last dim is rows): every start is on a 32 B block.
-      if (n->axis != static_cast<int>(r) - 1 || lead > 256)
-        throw Error("reduce over axis " + std::to_string(n->axis) + " of a " + std::to_string(r) + "-D tile" +
-                        (lead > 256 ? " of " + std::to_string(lead) + " matrices" : ""),
-                    sp, "over the last axis of at most 256 matrices it runs; over another axis of a tile of more than "
-                        "2 dims, add the 2-D tiles x[b, :, :] in a T.serial loop over b (acc[i, j] += x[b, i, j]), or "
-                        "reduce a 2-D tile");
+    const int64_t es = s.dtype.bytes(), cols = s.shape[r - 1];
+    const size_t k = static_cast<size_t>(n->axis);
+    // UB tiles are row-major with rows padded to pcols elements (32 B), so every run of whole rows
+    // starts on a 32 B block.
+    if (k + 1 == r) {
+      int64_t lead = 1, rows = r >= 2 ? s.shape[r - 2] : 1;  // the matrices of an N-D tile
+      for (size_t i = 0; i + 2 < r; ++i) lead *= s.shape[i];
+      // (session 21, hunt9a F3) over the last axis: one row reduction per matrix; matrix b starts b *
+      // rows padded rows into the source, its results b rows (of d.pcols) into the destination
+      // (dst's shape is src's without the last dim: its last dim is rows).
+      if (lead > 256)
+        throw Error("reduce over the last axis of a " + std::to_string(r) + "-D tile of " + std::to_string(lead) +
+                        " matrices (one vector instruction each)", sp,
+                    "reduce at most 256 matrices per T.reduce_* (a T.serial loop over windows of the tile's leading "
+                    "dims), or reduce a 2-D tile of the rows flattened");
       std::vector<StmtPtr> per;
-      int64_t es = s.dtype.bytes();
       for (int64_t b = 0; b < lead; ++b) {
         VecOperand so{LocalRef{s.index, C(b * rows * s.pcols * es)}, C(s.pcols)};
         VecOperand dop{LocalRef{d.index, C(b * d.pcols * es)}, C(rows)};
         per.push_back(emit(VecReduce{op, ReduceAxis::Row, s.dtype, dop, so, C(rows), C(cols)}, sp));
       }
-      return seq(std::move(per), sp);
+      return per.size() == 1 ? per[0] : seq(std::move(per), sp);
     }
-    ReduceAxis axis;
-    if (n->axis == static_cast<int>(r) - 1) axis = ReduceAxis::Row;
-    else if (r >= 2 && n->axis == static_cast<int>(r) - 2) axis = ReduceAxis::Col;
-    else throw Error("reduce over axis " + std::to_string(n->axis) + " of a " + std::to_string(r) + "-D tile", sp,
-                     "reduce rows (dim=1) or columns (dim=0) of a 2-D tile");
-    VecOperand so{LocalRef{s.index, C(0)}, C(s.pcols)};  // rows are padded to 32 B (geometry)
-    VecOperand dop{LocalRef{d.index, C(0)}, C(axis == ReduceAxis::Row ? rows : cols)};
-    return emit(VecReduce{op, axis, s.dtype, dop, so, C(rows), C(cols)}, sp);
+    // (session 22, hunt9a F3) over another axis k: for each index p of the dims before k (p_count of
+    // them), the elements from axis k on are a matrix of shape[k] rows of q elements (q: the padded
+    // rows of the dims between k and the last, m of them: every row starts on a 32 B block), reduced
+    // by columns (an Add / Max / Min of row after row) into the q elements of dst at p * q: dst is
+    // src's shape without dim k, with the same last dim and padded rows. Rows with padding (cols <
+    // pcols) are reduced one padded row at a time (m reductions per p): padding holds no data.
+    int64_t p_count = 1, m = 1;
+    for (size_t i = 0; i < k; ++i) p_count *= s.shape[i];
+    for (size_t i = k + 1; i + 1 < r; ++i) m *= s.shape[i];
+    const int64_t q = m * s.pcols;
+    const bool whole = cols == s.pcols || m == 1;  // one run of q (m == 1: cols) elements per p
+    const int64_t calls = whole ? p_count : p_count * m;
+    if (calls > 256)
+      throw Error("reduce over axis " + std::to_string(k) + " of a " + std::to_string(r) + "-D tile: " +
+                      std::to_string(calls) + " column reductions (one per index of the dims before it" +
+                      (whole ? "" : " and per row of the dims after it") + ")", sp,
+                  "reduce at most 256 of them per T.reduce_* (a T.serial loop over windows of the leading dims)");
+    std::vector<StmtPtr> per;
+    for (int64_t b = 0; b < p_count; ++b)
+      for (int64_t i = 0; i < (whole ? 1 : m); ++i) {
+        const int64_t n_elems = whole ? q - (s.pcols - cols) : cols, at = b * q + i * s.pcols;
+        VecOperand so{LocalRef{s.index, C((b * s.shape[k] * q + i * s.pcols) * es)}, C(q)};
+        VecOperand dop{LocalRef{d.index, C(at * es)}, C(n_elems)};
+        per.push_back(emit(VecReduce{op, ReduceAxis::Col, s.dtype, dop, so, C(s.shape[k]), C(n_elems)}, sp));
+      }
+    return per.size() == 1 ? per[0] : seq(std::move(per), sp);
   }
 
   // ---- vector helpers ----

@@ -99,22 +99,26 @@ std::vector<int64_t> const_extents(const ir::Region& r) {
 std::optional<ir::Stmt> region_map(const ir::Region& dst, const ir::Region& src, const ir::Span& sp,
                                    const std::function<ir::Expr(ir::Expr)>& f, Names& names) {
   using Dims = std::vector<std::pair<size_t, int64_t>>;
-  auto dims = [](const ir::Region& r, bool all) {
+  // all: every dim; last: the non-unit dims and the last one
+  auto dims = [](const ir::Region& r, bool all, bool last) {
     Dims d;
     for (size_t i = 0; i < r.extents.size(); ++i) {
       auto c = ir::as_const_int(r.extents[i]);
       if (!c) return std::optional<Dims>{};
-      if (all || *c != 1) d.push_back({i, *c});
+      if (all || *c != 1 || (last && i + 1 == r.extents.size())) d.push_back({i, *c});
     }
     if (d.empty() && !r.extents.empty()) d.push_back({r.extents.size() - 1, 1});
     return std::optional<Dims>{d};
   };
-  bool same = dst.extents.size() == src.extents.size() && dst.extents.size() <= 2;
+  bool same = dst.extents.size() == src.extents.size();
   for (size_t i = 0; same && i < dst.extents.size(); ++i) {
     auto a = ir::as_const_int(dst.extents[i]), b = ir::as_const_int(src.extents[i]);
     same = a && b && *a == *b;
   }
-  auto dd = dims(dst, same), sd = dims(src, same);
+  // (session 22) N-D regions of the same shape keep their last dim even when it is 1 (a (6, 2, 1)
+  // tile: a serial loop over 6 around a (2, 1) map), so the map's column index is the last dim
+  bool all = same && dst.extents.size() <= 2;
+  auto dd = dims(dst, all, same), sd = dims(src, all, same);
   if (!dd || !sd || dd->size() != sd->size() || dd->empty()) return std::nullopt;
   for (size_t i = 0; i < dd->size(); ++i)
     if ((*dd)[i].second != (*sd)[i].second) return std::nullopt;

@@ -60,7 +60,8 @@ std::vector<int64_t> const_extents(const ir::Region& r);
 
 // A map over the dims of two regions of the same shape: dst = f(src element). Regions of the
 // same rank and extents map every dim, extent-1 dims included (an (8, 1) tile stays a 2-D map
-// whose column loop has extent 1, so its stores index every loop variable); regions of
+// whose column loop has extent 1, so its stores index every loop variable), of more than 2 dims
+// their non-unit dims and the last one; regions of
 // different ranks (a tensor row -> a 1-D tile) map their non-unit dims, and when no dim is
 // wider than 1 their last dims; more than two non-unit dims: serial loops over the leading ones
 // around a 2-D map of the last two. nullopt when the shapes differ.
