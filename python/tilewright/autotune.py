@@ -25,9 +25,10 @@ for that configuration, the call's, the configuration's and the defaults), else 
 ``kernel.example_inputs()``: random values, so a kernel with an int32 / int64 input (which it
 may read as indices: block tables, lengths) needs ``inputs=`` (else a ``TilewrightError``).
 
-The best configuration per (factory, key values, target, machine, Tilewright version) is saved
-under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by later
-processes. One line per configuration is printed while tuning (``verbose=False`` silences it).
+The best configuration per (factory, its code, key values, target, machine, Tilewright version)
+is saved under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by
+later processes; a stored configuration that no longer compiles is logged and tuned again. One
+line per configuration is printed while tuning (``verbose=False`` silences it).
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ import functools
 import hashlib
 import inspect
 import json
+import logging
+import marshal
 import multiprocessing
 import os
 import pathlib
@@ -134,6 +137,19 @@ def machine_peaks(refresh=False) -> dict:
              "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg()[0]}
     _write_private(path, json.dumps(peaks))
     return peaks
+
+
+def code_hash(fn) -> str:
+    """What a stored tuning result depends on in the kernel factory itself: a hash of its source
+    text (decorators and nested kernel included), else of its code object (a function whose source
+    is not at hand). An edited kernel is tuned again; functions it calls are not covered."""
+    f = inspect.unwrap(fn)
+    try:
+        data = inspect.getsource(f).encode()
+    except (OSError, TypeError):
+        code = getattr(f, "__code__", None)
+        data = marshal.dumps(code) if code is not None else repr(f).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def _resolve(module: str, qualname: str):
@@ -293,6 +309,7 @@ class Autotuner:
         self._qualname = getattr(fn, "__qualname__", self.__name__)
         wrapped = getattr(fn, "__wrapped__", fn)
         self._signature = inspect.signature(wrapped)
+        self._code = code_hash(fn)
         config_names = {k for c in self.configs for k in c}
         params = self._signature.parameters
         for name in self.key:
@@ -317,7 +334,7 @@ class Autotuner:
         return dict(bound.arguments)
 
     def _store_path(self, key_values, target):
-        text = json.dumps({"kernel": f"{self._module}:{self._qualname}", "key": {k: repr(v) for k, v in key_values.items()},
+        text = json.dumps({"kernel": f"{self._module}:{self._qualname}", "code": self._code, "key": {k: repr(v) for k, v in key_values.items()},
                            "target": _C.find_target(target), "machine": machine_id(target),
                            "version": _C.__version__, "configs": [repr(c) for c in self.configs]}, sort_keys=True)
         return tune_dir() / (hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
@@ -486,9 +503,21 @@ class Autotuner:
         mkey = (tuple(sorted((k, repr(v)) for k, v in key_values.items())), target)
         cfg = self._memory.get(mkey)
         if cfg is None:
-            cfg = self._load(self._store_path(key_values, target))
-            if cfg is None:
-                cfg = self.tune(*args, target=target, **kwargs)
+            path = self._store_path(key_values, target)
+            cfg = self._load(path)
+            if cfg is not None:
+                try:
+                    kernel = self.fn(*args, **kwargs, **cfg, target=target)
+                except TilewrightError as e:  # the kernel changed in a way its source hash missed (a helper)
+                    logging.getLogger("tilewright").warning(
+                        "autotune '%s': the stored best configuration %r (%s) no longer compiles (%s): tuning again",
+                        self.__name__, cfg, path, e.message.splitlines()[0])
+                    path.unlink(missing_ok=True)
+                    cfg = None
+                else:
+                    self._memory[mkey] = self.best_config = cfg
+                    return kernel
+            cfg = self.tune(*args, target=target, **kwargs)
             self._memory[mkey] = cfg
         self.best_config = cfg
         return self.fn(*args, **kwargs, **cfg, target=target)

@@ -173,6 +173,12 @@ def cmd_doctor(opts) -> int:
         flags = " ".join(_C.compile_flags(_C.cpu_arch()))
         out.append(f"host compiler : {ident}")
         out.append(f"  flags       : {flags}")
+        problem = _C.toolchain_problem(_C.cpu_arch())  # compiles and links a one-line shared library
+        out.append("  builds      : " + ("a one-line shared library with these flags: ok" if not problem else
+                                        f"NOT USABLE: {problem}"))
+        if problem:
+            ok = False
+            out.append("  -> the cpu target cannot compile kernels (see docs/environment.md, TW_CXX)")
     except Exception as e:  # noqa: BLE001 - reported, not raised: doctor explains what is missing
         ok = False
         out.append(f"host compiler : NOT USABLE: {e}")
@@ -229,7 +235,7 @@ def cmd_targets(opts) -> int:
 def cmd_check(opts) -> int:
     from .testing import Reference, load_fn
     ref = Reference(opts.path)
-    if not ref.exists:
+    if not ref.npz.exists() and not ref.manifest_path.exists():  # half a store: check() says which half is missing
         print(f"tilewright check: no reference at {ref.npz} / {ref.manifest_path}", file=sys.stderr)
         return 2
     spec = opts.fn or ref.manifest().get("fn")

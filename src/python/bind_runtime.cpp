@@ -600,6 +600,8 @@ void bind_runtime(nb::module_& m) {
   m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
   m.def("compile_flags", [](const std::string& arch) { return runtime::default_compile_flags(arch); },
         nb::arg("arch"));
+  m.def("toolchain_problem", [](const std::string& arch) { return runtime::toolchain_problem(arch); },
+        nb::arg("arch"), nb::call_guard<ReleaseGil>());
   m.def("cache_dir", [] { return support::env().cache_dir; });
 
   // Deployment (python/tilewright/deploy.py).
