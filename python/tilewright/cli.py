@@ -171,9 +171,10 @@ def cmd_doctor(opts) -> int:
     try:
         ident = _C.compiler_identity()
         flags = " ".join(_C.compile_flags(_C.cpu_arch()))
-        out.append(f"host compiler : {ident}")
-        out.append(f"  flags       : {flags}")
         problem = _C.toolchain_problem(_C.cpu_arch())  # compiles and links a one-line shared library
+        out.append(f"host compiler : {ident}" + (" -- NOT USABLE: it cannot build a shared library (below)"
+                                                 if problem else ""))
+        out.append(f"  flags       : {flags}")
         out.append("  builds      : " + ("a one-line shared library with these flags: ok" if not problem else
                                         f"NOT USABLE: {problem}"))
         if problem:

@@ -344,6 +344,8 @@ def test_doctor_builds_a_library_and_reports_a_broken_toolchain(tmp_path, how):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "builds      : NOT USABLE: the compiler" in r.stdout, r.stdout
+    line = next(l for l in r.stdout.splitlines() if l.startswith("host compiler"))
+    assert line.endswith("-- NOT USABLE: it cannot build a shared library (below)"), r.stdout
     assert "TW_CXX" in r.stdout and "docs/environment.md" in r.stdout, r.stdout
 
 
