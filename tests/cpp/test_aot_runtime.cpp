@@ -186,3 +186,32 @@ TEST(AotArtifact, TwoArtifactsRunTheirOwnCode) {
 }
 
 }  // namespace
+
+// hunt10b F7: an output whose byte size overflows int64 (M * 96 * 4 wraps) allocated a small
+// buffer the kernel then wrote past (SIGSEGV): refused, naming the shape.
+TEST(AotTensor, ByteSizeOverflowIsAnError) {
+  try {
+    Tensor t(ir::DTypeCode::f32, {46116860184273879, 96});
+    FAIL() << "no error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("float32 tensor of shape [46116860184273879, 96] has more bytes than a "
+                                         "64-bit size holds"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(Tensor(ir::DTypeCode::f64, {int64_t(1) << 31, int64_t(1) << 31, 2}), ir::Error);
+  // a zero dimension: no bytes, whatever the others
+  Tensor empty(ir::DTypeCode::f32, {0, int64_t(1) << 62, 1 << 20});
+  EXPECT_EQ(empty.numel(), 0);
+  EXPECT_EQ(Tensor(ir::DTypeCode::i8, {3, 5}).nbytes(), 15);
+}
+
+// hunt10b F8: Artifact::load("") read "/tilewright.manifest".
+TEST(AotArtifact, EmptyPathIsRefused) {
+  try {
+    Artifact::load("");
+    FAIL() << "no error";
+  } catch (const ir::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the empty path names no artifact"), std::string::npos) << e.what();
+  }
+}
