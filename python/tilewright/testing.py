@@ -281,6 +281,8 @@ class Reference:
     None: a golden run), saves everything, and checks ``fn`` against them; every later time,
     loads the stored inputs, runs ``fn`` on them and compares with the stored outputs at the
     stored tolerance (``inputs`` and ``expected`` are then not used). Returns ``fn``'s outputs.
+    The default tolerance is that of the less precise of ``fn``'s outputs and the reference's.
+    A damaged store, or one of its two files missing, is a ``TilewrightError`` naming it;
     ``Reference(path, update=True)`` rewrites the store."""
 
     def __init__(self, path, *, seed=None, atol=None, rtol=None, update=False):

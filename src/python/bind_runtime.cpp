@@ -607,15 +607,16 @@ void bind_runtime(nb::module_& m) {
   // Deployment (python/tilewright/deploy.py).
   m.def("export_artifact",
         [](const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
-           const std::string& name, const std::string& cpu_arch) {
+           const std::string& name, const std::string& cpu_arch, const std::vector<std::string>& kernel_names) {
           runtime::ExportResult r;
           {
             ReleaseGil release;
-            r = runtime::export_artifact(kernels, dir, name, cpu_arch);
+            r = runtime::export_artifact(kernels, dir, name, cpu_arch, kernel_names);
           }
           return std::make_pair(r.files, r.library_from_cache);
         },
-        nb::arg("kernels"), nb::arg("dir"), nb::arg("name"), nb::arg("cpu_arch") = "");
+        nb::arg("kernels"), nb::arg("dir"), nb::arg("name"), nb::arg("cpu_arch") = "",
+        nb::arg("kernel_names") = std::vector<std::string>{});
   m.def("read_manifest", [](const std::string& dir) {
     const std::string path = dir + "/" + runtime::kManifestFile;
     std::ifstream f(path, std::ios::binary);

@@ -353,3 +353,73 @@ def test_doctor_builds_a_library_here(capsys):
     from tilewright.cli import main
     assert main(["doctor"]) == 0
     assert "builds      : a one-line shared library with these flags: ok" in capsys.readouterr().out
+
+
+# ---- F9: one factory at two shapes in one export: a dict names the kernels ---------------------------
+
+@tw.jit(out_idx=[-1])
+def _axpb(a):
+    import tilewright.language as T
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def axpb(X: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, 16)) as bx:
+            for i in T.Parallel(16):
+                if bx * 16 + i < M:
+                    Y[bx * 16 + i] = X[bx * 16 + i] * a + 1.0
+    return axpb
+
+
+def test_export_one_factory_at_two_values_under_names(tmp_path):
+    from tilewright import deploy
+    two, three = _axpb(2.0), _axpb(3.0)
+    with pytest.raises(TilewrightError) as e:
+        tw.export([two, three], tmp_path / "dup")
+    assert "two kernels named 'axpb' in one export" in str(e.value)
+    assert 'tw.export({"name_a": kernel_a, "name_b": kernel_b}, dir)' in str(e.value)  # the hint names the way
+    tw.export({"axpb_2": two, "axpb_3": three}, tmp_path / "art", name="svc")
+    m = deploy.read_manifest(tmp_path / "art")
+    assert [k["symbol"] for k in m["kernels"]] == ["tw_axpb_2", "tw_axpb_3"]
+    header = (tmp_path / "art" / "svc.h").read_text()
+    assert "int tw_axpb_2(const float* X, float* Y, int64_t M" in header and "int tw_axpb_3(" in header
+    # the entry points run their own code: a C caller
+    (tmp_path / "art" / "main.c").write_text(textwrap.dedent(r"""
+        #include <stdio.h>
+        #include "svc.h"
+        int main(void) {
+          float x[19], y[19], z[19];
+          for (int i = 0; i < 19; ++i) x[i] = (float)i;
+          if (tw_axpb_2(x, y, 19, NULL, NULL) || tw_axpb_3(x, z, 19, NULL, NULL)) return 1;
+          for (int i = 0; i < 19; ++i) if (y[i] != 2.0f * i + 1.0f || z[i] != 3.0f * i + 1.0f) return 2;
+          printf("ok\n");
+          return 0;
+        }
+    """))
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is not None:
+        d = tmp_path / "art"
+        subprocess.run([cc, "-std=c11", "-o", str(d / "caller"), str(d / "main.c"), f"-I{d}", f"-L{d}", "-lsvc",
+                        f"-Wl,-rpath,{d}"], check=True)
+        r = subprocess.run([str(d / "caller")], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout == "ok\n", r.stdout + r.stderr
+    tw.export({"only": two}, tmp_path / "one")                # one named kernel: the library takes its name
+    assert (tmp_path / "one" / "libonly.so").exists()
+    with pytest.raises(TilewrightError, match="kernel name 'my-k' .for kernel 'axpb'. is not a C identifier"):
+        tw.export({"my-k": two}, tmp_path / "bad", name="svc")
+    with pytest.raises(TilewrightError, match="kernel name 3 is not a non-empty str") as e:
+        tw.export({3: two}, tmp_path / "bad")
+    assert "test_workflow_s22.py" in str(e.value)
+
+
+def test_cli_export_of_a_specs_dict(tmp_path, capsys):
+    from tilewright.deploy import cli_export
+    (tmp_path / "svc_specs.py").write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
+        from test_workflow_s22 import _axpb
+        SPECS = {{"axpb_2": (_axpb, (2.0,), "cpu"), "axpb_3": (_axpb, (3.0,))}}
+    """))
+    assert cli_export([str(tmp_path / "svc_specs.py"), "-o", str(tmp_path / "art"), "--name", "svc"]) == 0
+    from tilewright import deploy
+    assert [k["symbol"] for k in deploy.read_manifest(tmp_path / "art")["kernels"]] == ["tw_axpb_2", "tw_axpb_3"]
