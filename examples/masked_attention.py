@@ -36,6 +36,7 @@ import tilewright.language as T
 from tilewright.testing import finish, randn, report
 
 LOG2E = 1.4426950408889634
+FLT_LOWEST = -3.4028234663852886e38  # the most negative float32
 _TW_DIR = os.path.dirname(os.path.abspath(tw.__file__)) + os.sep
 
 
@@ -59,7 +60,12 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     past the band and trims each row panel's K range of P V (a sliding window's partial blocks
     are half hidden); the results are the same either way (ascend910b computes whole tiles)."""
     group = heads // kv_heads
-    scale = (1.0 / dim) ** 0.5 * LOG2E  # base 2: exp2 below
+    # scores in base 2 (exp2 below), except with an additive mask: there the scores stay in natural
+    # units and each exp2 argument is scaled after the subtraction, so a mask of the most negative
+    # float (HF transformers' torch.finfo(dtype).min) adds without overflowing to -inf: every key
+    # that is not -inf stays visible, as in torch's scaled_dot_product_attention
+    natural = mask == "additive"
+    scale = (1.0 / dim) ** 0.5 * (1.0 if natural else LOG2E)
     neg_inf = float("-inf")
 
     def shape(s, h):
@@ -96,7 +102,8 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q)
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
-            T.fill(m, -1.0e30)  # finite: exp2(m_prev - m) stays a number while a row has seen nothing
+            T.fill(m, FLT_LOWEST)  # finite: exp2(m_prev - m) stays a number while a row has seen nothing,
+            # and below every finite score (a row whose scores are all huge negative numbers still sees them)
             hi = T.ceildiv(n_kv, block_N)
             if causal:
                 hi = T.min(hi, T.ceildiv((bx + 1) * block_M, block_N))
@@ -152,7 +159,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                         s = acc_s[i, j] * scale
                         if mask == "additive":  # -inf hides: the score there is outside the band
                             visible = visible and msk[i, j] > neg_inf
-                            s = s + msk[i, j] * LOG2E
+                            s = s + msk[i, j]
                         acc_s[i, j] = T.where(visible, s, neg_inf)
                 else:  # no mask tensor, or a block it shows whole: no mask work
                     for i, j in T.Parallel(block_M, block_N):
@@ -169,11 +176,17 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):
-                    rescale[i] = T.exp2(m_prev[i] - m[i])
+                    if natural:
+                        rescale[i] = T.exp2((m_prev[i] - m[i]) * LOG2E)
+                    else:
+                        rescale[i] = T.exp2(m_prev[i] - m[i])
                 for i, d in T.Parallel(block_M, dim):
                     acc_o[i, d] = acc_o[i, d] * rescale[i]
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])  # hidden: exp2(-inf) = 0
+                for i, j in T.Parallel(block_M, block_N):  # hidden: exp2(-inf) = 0
+                    if natural:
+                        acc_s[i, j] = T.exp2((acc_s[i, j] - m[i]) * LOG2E)
+                    else:
+                        acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
                 T.reduce_sum(acc_s, row_sum, dim=1)
                 for i in T.Parallel(block_M):
                     logsum[i] = logsum[i] * rescale[i] + row_sum[i]
@@ -186,8 +199,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     T.copy(V[bz, kb * block_N:kb * block_N + cols, kv_head, :], v)
                 T.copy(acc_s, acc_s_cast)
                 T.gemm(acc_s_cast, v, acc_o, a_band=(d_lo, d_hi))  # P is 0 outside the band
-            for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0
-                acc_o[i, d] = T.where(logsum[i] > 0, acc_o[i, d] / logsum[i], 0)
+            for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0 (a row that saw one has
+                # logsum >= 1; a NaN or inf in its Q, K or V makes logsum NaN: NaN, as torch gives)
+                acc_o[i, d] = T.where(logsum[i] == 0, 0, acc_o[i, d] / logsum[i])
             if layout == "BHSD":
                 T.copy(acc_o, Output[bz, by, bx * block_M:(bx + 1) * block_M, :])
             else:

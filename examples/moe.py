@@ -69,7 +69,9 @@ def topk_gating(tokens, experts, top_k, block_M=16):
             for kk in T.serial(top_k):
                 T.reduce_max(p, best, dim=1)
                 for i, e in T.Parallel(block_M, experts):  # the lowest expert id holding the best
-                    pick[i, e] = T.where(p[i, e] == best[i], e, experts)
+                    # (or a NaN: a NaN row's best is NaN, which nothing equals; torch.topk takes NaN
+                    # first too, and an id of `experts` would index past the expert weights)
+                    pick[i, e] = T.where(p[i, e] == best[i] or p[i, e] != p[i, e], e, experts)
                 T.reduce_min(pick, first, dim=1)
                 for i in T.Parallel(block_M):  # column kk of the results
                     ids[i, kk] = first[i]

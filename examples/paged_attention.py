@@ -96,8 +96,8 @@ def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_
                     v[c, d] = T.where(j * N + c < n, v[c, d], 0)  # (stale data, even NaN)
                 T.copy(s, p)
                 T.gemm(p, v, acc)
-            for i, d in T.Parallel(G, head_dim):
-                acc[i, d] = acc[i, d] / l[i]
+            for i, d in T.Parallel(G, head_dim):  # a sequence of length 0: acc = l = 0 -> 0 (as vLLM's and
+                acc[i, d] = acc[i, d] / T.max(l[i], 1e-30)  # the split form's; l >= 1 once a key is seen)
             T.copy(acc, Out[b, h * G:(h + 1) * G, :])
 
     return main
@@ -179,8 +179,8 @@ def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
                         for h in T.serial(num_kv_heads):
                             T.gemm(p[h * G:(h + 1) * G, jj * block_size:(jj + 1) * block_size],
                                    v[:, h * head_dim:(h + 1) * head_dim], acc[h * G:(h + 1) * G, :])
-            for i, d in T.Parallel(num_heads, head_dim):
-                acc[i, d] = acc[i, d] / l[i]
+            for i, d in T.Parallel(num_heads, head_dim):  # a sequence of length 0: 0
+                acc[i, d] = acc[i, d] / T.max(l[i], 1e-30)
             T.copy(acc, Out[b, :, :])
 
     return main
@@ -291,6 +291,8 @@ def reference(q, key_cache, value_cache, block_tables, context_lens):
     out = np.zeros(q.shape, np.float64)
     for b in range(num_seqs):
         n = int(context_lens[b])
+        if n == 0:  # no key: 0 (vLLM divides by exp_sum + 1e-6)
+            continue
         pages = block_tables[b, :-(-n // block_size)]
         k = key_cache[pages].astype(np.float64).reshape(-1, num_kv_heads, head_dim)[:n]
         v = value_cache[pages].astype(np.float64).reshape(-1, num_kv_heads, head_dim)[:n]

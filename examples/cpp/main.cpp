@@ -7,12 +7,15 @@
 // prints the time per launch and the resident memory before and after.
 #include <tilewright/artifact.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -62,16 +65,29 @@ long rss_kib() {
 
 }  // namespace
 
+// The value of a count option, in [lo, hi]; nullopt (and a message) when it is not one.
+std::optional<long> count_option(const std::string& flag, const char* text, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 10);
+  if (errno == 0 && end != text && *end == '\0' && v >= lo && v <= hi) return v;
+  std::cerr << flag << " takes a whole number from " << lo << " to " << hi << ", got '" << text << "'\n";
+  return std::nullopt;
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> pos;
-  int threads = 4, launches = 20;
-  long bench = 0;
+  long threads = 4, launches = 20, bench = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
-    else if (a == "--launches" && i + 1 < argc) launches = std::stoi(argv[++i]);
-    else if (a == "--bench" && i + 1 < argc) bench = std::stol(argv[++i]);
-    else pos.push_back(a);
+    long* option = a == "--threads" ? &threads : a == "--launches" ? &launches : a == "--bench" ? &bench : nullptr;
+    if (option && i + 1 < argc) {
+      std::optional<long> v = count_option(a, argv[++i], option == &bench ? 0 : 1, option == &threads ? 256 : 1L << 40);
+      if (!v) return 2;
+      *option = *v;
+    } else {
+      pos.push_back(a);
+    }
   }
   if (pos.size() < 3) {
     std::cerr << "usage: consumer ARTIFACT KERNEL REFERENCE.npy INPUT.npy... [--threads T] [--launches N] [--bench N]\n";
@@ -91,10 +107,10 @@ int main(int argc, char** argv) {
     // Several threads launch concurrently; each checks its own outputs.
     std::vector<std::string> errors(threads);
     std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
+    for (long t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
         try {
-          for (int i = 0; i < launches; ++i) {
+          for (long i = 0; i < launches; ++i) {
             std::vector<tw::Tensor> out = kernel.run(args);
             if (out.size() != 1 || out[0].shape() != ref.shape) throw std::runtime_error("unexpected output shape");
             const float* got = out[0].data_as<float>();
@@ -108,12 +124,12 @@ int main(int argc, char** argv) {
         }
       });
     for (auto& th : pool) th.join();
-    for (int t = 0; t < threads; ++t)
+    for (long t = 0; t < threads; ++t)
       if (!errors[t].empty()) {
         std::cerr << "thread " << t << ": " << errors[t] << "\n";
         return 1;
       }
-    std::printf("ok: %d threads x %d launches of %s match the reference (load %.2f ms)\n", threads, launches,
+    std::printf("ok: %ld threads x %ld launches of %s match the reference (load %.2f ms)\n", threads, launches,
                 kernel.name().c_str(), load_ms);
 
     if (bench > 0) {

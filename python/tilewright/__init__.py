@@ -4,7 +4,15 @@
 tile-loop vocabulary (``tw.output``, ``tw.load``, ``tw.matmul``, ``tw.store``, ...);
 ``import tilewright.language as T`` for the explicit style (``T.Kernel``, ``T.copy``, ``T.gemm``, ...).
 """
-from . import _C
+try:
+    from . import _C
+except ImportError as _e:  # the source tree without its compiled core for this interpreter
+    import sys as _sys
+    raise ImportError(
+        f"tilewright's compiled core (tilewright._C) cannot be imported by {_sys.executable} (Python "
+        f"{_sys.version.split()[0]}): it is built for one interpreter. Run the Python it was built for (`make build` "
+        f"installs it into .venv: .venv/bin/python), or build it for this one (`{_sys.executable} -m pip install .` "
+        f"in the source checkout). ({_e})") from None
 from . import log  # noqa: F401 - routes the runtime's log lines to logging.getLogger("tilewright")
 from . import testing
 from .autotune import Config, autotune

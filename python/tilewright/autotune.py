@@ -325,7 +325,7 @@ class Autotuner:
     def _key_values(self, args, kwargs):
         bound = self._signature.bind_partial(*args, **kwargs)
         names = self.key or list(bound.arguments)
-        return {n: bound.arguments.get(n, self._signature.parameters[n].default) for n in names}
+        return {n: _key_value(bound.arguments.get(n, self._signature.parameters[n].default)) for n in names}
 
     def _params(self, args, kwargs, cfg):
         """The factory's arguments for one configuration (``inputs=`` gets them)."""
@@ -334,9 +334,10 @@ class Autotuner:
         return dict(bound.arguments)
 
     def _store_path(self, key_values, target):
-        text = json.dumps({"kernel": f"{self._module}:{self._qualname}", "code": self._code, "key": {k: repr(v) for k, v in key_values.items()},
+        text = json.dumps({"kernel": f"{self._module}:{self._qualname}", "key": {k: repr(v) for k, v in key_values.items()},
                            "target": _C.find_target(target), "machine": machine_id(target),
-                           "version": _C.__version__, "configs": [repr(c) for c in self.configs]}, sort_keys=True)
+                           "version": _C.__version__, "configs": [repr(c) for c in self.configs],
+                           "code": self._code}, sort_keys=True)
         return tune_dir() / (hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
 
     def _load(self, path):
@@ -458,8 +459,16 @@ class Autotuner:
         timed = [r for r in report if r["status"] == "timed"]
         if not timed:
             reasons = "; ".join(f"{r['config']!r}: {r.get('reason', r['status'])}" for r in report)
+            why = {str(r.get("reason", r["status"])) for r in report}
+            if all("frozen" in w for w in why):
+                hint = (f"tune before freezing: tw.precompile([({self.__name__}, args, target)]) tunes and stores the "
+                        f"winner, then tw.freeze()")
+            elif len(why) == 1 and len(report) > 1:
+                hint = "every configuration failed the same way: an error in the factory, not in a block size"
+            else:
+                hint = "add configurations that fit the target's buffers"
             raise TilewrightError(f"autotune '{self.__name__}' for {target}: no configuration could be run ({reasons})",
-                                  hint="add configurations that fit the target's buffers")
+                                  hint=hint)
         best = min(timed, key=lambda r: r["ms"])
         self.report = report
         self.best_config = best["config"]
@@ -521,6 +530,17 @@ class Autotuner:
             self._memory[mkey] = cfg
         self.best_config = cfg
         return self.fn(*args, **kwargs, **cfg, target=target)
+
+
+def _key_value(v):
+    """Equal numbers are one key: 4096, numpy.int64(4096) and numpy.int32(4096) (a shape taken from
+    an array) tune once, not once per type (keys are stored by repr)."""
+    import numbers
+    if isinstance(v, bool) or not isinstance(v, numbers.Number):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    return float(v) if isinstance(v, numbers.Real) else v
 
 
 def _parameters(fn):

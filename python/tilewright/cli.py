@@ -175,7 +175,7 @@ def cmd_doctor(opts) -> int:
         out.append(f"host compiler : {ident}" + (" -- NOT USABLE: it cannot build a shared library (below)"
                                                  if problem else ""))
         out.append(f"  flags       : {flags}")
-        out.append("  builds      : " + ("a one-line shared library with these flags: ok" if not problem else
+        out.append("  build test  : " + ("a one-line shared library with these flags: ok" if not problem else
                                         f"NOT USABLE: {problem}"))
         if problem:
             ok = False
@@ -335,6 +335,17 @@ def _deploy(name, argv) -> int:
 
 # ---- main -----------------------------------------------------------------------------------
 
+def _byte_count(text: str) -> int:
+    """`--max-bytes`: a count of bytes >= 0 with an optional binary suffix K, M, G, T (as
+    TW_CACHE_MAX_BYTES takes it: 500M)."""
+    import re
+    m = re.fullmatch(r"(\d+)(B|([KMGTkmgt])(iB)?)?", text.strip())
+    if not m or (m.group(4) and m.group(3).islower()):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a byte count (a whole number >= 0, optionally with K, M, G "
+                                         f"or T: e.g. 500M)")
+    return int(m.group(1)) * 1024 ** (" KMGT".index(m.group(3).upper()) if m.group(3) else 0)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("export", "precompile"):
@@ -345,7 +356,9 @@ def main(argv=None) -> int:
     sub.add_parser("targets", help="list the compilation targets")
     p = sub.add_parser("cache", help="inspect or clean the kernel cache")
     p.add_argument("action", nargs="?", default="stats", choices=["stats", "list", "prune", "clear"])
-    p.add_argument("--max-bytes", type=int, default=None, help="prune: the size to prune to (default TW_CACHE_MAX_BYTES)")
+    p.add_argument("--max-bytes", type=_byte_count, default=None,
+                   help="prune: the size to prune to, bytes with an optional K/M/G/T suffix as TW_CACHE_MAX_BYTES "
+                        "(default TW_CACHE_MAX_BYTES)")
     p = sub.add_parser("tune", help="tune a @tw.autotune kernel: tilewright tune file.py:name 1024 1024 1024")
     p.add_argument("kernel", help="FILE.py:NAME or MODULE:NAME of a @tw.autotune object")
     p.add_argument("args", nargs="*", help="the factory's arguments (NAME=VALUE for keywords)")
@@ -357,7 +370,12 @@ def main(argv=None) -> int:
     p.add_argument("--fn", default=None, help="MODULE:FUNC or FILE.py:FUNC (default: the one in the manifest)")
     sub.add_parser("export", help="export a kernel (tilewright.deploy)", add_help=False)
     sub.add_parser("precompile", help="precompile kernels into the cache (tilewright.deploy)", add_help=False)
-    opts = parser.parse_args(argv)
+    opts, extra = parser.parse_known_args(argv)
+    if opts.command == "tune":  # the factory's arguments may come after --target (argparse stops at an option)
+        opts.args += [a for a in extra if not a.startswith("-")]
+        extra = [a for a in extra if a.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     handler = {"doctor": cmd_doctor, "targets": cmd_targets, "cache": cmd_cache, "tune": cmd_tune,
                "check": cmd_check}[opts.command]
     try:

@@ -196,13 +196,20 @@ def _load_attr(ref: str, default_attr: str):
         p = pathlib.Path(path)
         if not p.is_file():
             raise TilewrightError(f"no such file: {path}", hint="pass FILE.py[:NAME] or package.module[:NAME]")
-        module_spec = importlib.util.spec_from_file_location(f"_tw_deploy_{p.stem}", p)
+        # Imported under its own name with its directory on sys.path (kept), as `import` would: the
+        # worker processes of an @tw.autotune factory in its SPECS import it by that name.
+        here = sys.modules.get(p.stem)
+        name = p.stem if here is None or getattr(here, "__file__", None) == str(p.resolve()) else f"_tw_deploy_{p.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, p.resolve())
         module = importlib.util.module_from_spec(module_spec)
-        sys.path.insert(0, str(p.resolve().parent))
+        if str(p.resolve().parent) not in sys.path:
+            sys.path.insert(0, str(p.resolve().parent))
+        sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)
-        finally:
-            sys.path.pop(0)
+        except BaseException:
+            del sys.modules[name]
+            raise
     else:
         try:
             module = importlib.import_module(path)

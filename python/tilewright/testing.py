@@ -104,8 +104,10 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
     with their indices and values; ``msg`` is prefixed to it."""
     if isinstance(actual, (tuple, list)) or isinstance(expected, (tuple, list)):
         if not (isinstance(actual, (tuple, list)) and isinstance(expected, (tuple, list))) or len(actual) != len(expected):
-            raise AssertionError(f"{msg + ': ' if msg else ''}cannot compare {type(actual).__name__} of "
-                                 f"{len(actual) if hasattr(actual, '__len__') else '?'} with {type(expected).__name__}")
+            def what(x):
+                return f"a {type(x).__name__} of {len(x)}" if isinstance(x, (tuple, list)) else f"one {type(x).__name__}"
+            raise AssertionError(f"{msg + ': ' if msg else ''}cannot compare {what(actual)} (actual) with "
+                                 f"{what(expected)} (expected)")
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_close(a, e, atol=atol, rtol=rtol, equal_nan=equal_nan, check_dtype=check_dtype,
                          msg=f"{msg + ', ' if msg else ''}output {i}")
@@ -233,6 +235,16 @@ def _outputs(values, who):
                               hint="return the outputs (a function that writes into one of its arguments: "
                                    "return that argument)")
     return outs
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _as_torch(a, name):
+    """A stored input that was a torch tensor goes back to the function as one (CPU)."""
+    import torch
+    if name == "bfloat16":
+        return torch.from_numpy(np.array(a, order="C").view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.array(a))
 
 
 def _fn_spec(fn):
@@ -296,6 +308,8 @@ class Reference:
 
     @property
     def exists(self) -> bool:
+        """Both files are there (one without the other is a damaged store: ``check`` says which
+        file is missing, it never writes a fresh store over the other)."""
         return self.npz.exists() and self.manifest_path.exists()
 
     def _damaged(self, what):
@@ -363,7 +377,8 @@ class Reference:
                     if a.dtype.name != _stored_dtype(d["dtype"]) or list(a.shape) != d["shape"]:
                         raise self._damaged(f"{self.npz}: {n} is {a.dtype.name} {list(a.shape)}, its manifest says "
                                             f"{d['dtype']} {d['shape']}")
-                    arrays[n] = _load_array(a, d["dtype"])
+                    a = _load_array(a, d["dtype"])
+                    arrays[n] = _as_torch(a, d["dtype"]) if d.get("torch") is True else a
         except AttributeError:  # np.load read a lone .npy (an ndarray, no context manager)
             raise self._damaged(f"{self.npz} is not an .npz archive") from None
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
@@ -395,7 +410,8 @@ class Reference:
         manifest = {
             "format": 1,
             "seed": self.seed,
-            "inputs": [{"shape": list(a.shape), "dtype": d} for a, d in ins],
+            "inputs": [{"shape": list(a.shape), "dtype": d, **({"torch": True} if _is_torch(x) else {})}
+                       for (a, d), x in zip(ins, _as_tuple(inputs))],
             "outputs": [{"shape": list(a.shape), "dtype": d} for a, d in outs],
             "tolerance": {"atol": atol, "rtol": rtol},
             "fn": _fn_spec(fn) if fn is not None else None,
@@ -424,11 +440,15 @@ class Reference:
                 raise TilewrightError(f"no reference stored at {self.npz} and no inputs given", *user_location(),
                                       hint="call check(fn, inputs, expected) once to create it")
             inputs = _as_tuple(inputs)
-            stored = [_store_array(x) for x in inputs]  # before fn or expected may write into them
+            stored = [(*_store_array(x), _is_torch(x)) for x in inputs]  # before fn or expected writes into them
+
+            def replay():  # the inputs as a later check passes them: torch tensors stay torch tensors
+                return [_as_torch(_load_array(a.copy(), d), d) if t else _load_array(a.copy(), d) for a, d, t in stored]
+
             ref = _outputs(fn(*inputs) if expected is None else expected(*inputs),
                            "fn" if expected is None else "expected")
-            got = fn(*(_load_array(a.copy(), d) for a, d in stored))  # on what a later check runs it on
-            self.save([_load_array(a, d) for a, d in stored], ref, fn, actual=_outputs(got, "fn"))
+            got = fn(*replay())
+            self.save(replay(), ref, fn, actual=_outputs(got, "fn"))
             outs, m = self.load()[1:]
         else:
             ins, outs, m = self.load()

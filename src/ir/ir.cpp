@@ -466,6 +466,10 @@ Expr call(MathFn fn, std::vector<Expr> args, Span s) {
 
 Expr cast(Expr v, DType t, Span s) {
   if (v->dtype == t) return v;
+  // an integer constant converts to an integer type now, modulo 2^bits as at run time (docs/language.md
+  // "Dtype conversions"): a target then never converts it itself (ascend910b's Duplicate and Cast saturate)
+  if (v->kind == ExprKind::IntImm && t.is_int())
+    return int_imm(wrap_int(static_cast<const IntImmNode*>(v.get())->value, t), t, std::move(s));
   return std::make_shared<CastNode>(std::move(v), t, std::move(s));
 }
 
@@ -574,7 +578,9 @@ std::optional<int64_t> as_const_int(const Expr& e) {
     case ExprKind::Cast: {
       auto* c = static_cast<const CastNode*>(e.get());
       if (!c->dtype.is_int()) return std::nullopt;
-      return as_const_int(c->value);
+      auto v = as_const_int(c->value);  // modulo 2^bits, as the conversion at run time
+      if (!v) return std::nullopt;
+      return wrap_int(*v, c->dtype);
     }
     case ExprKind::Unary: {
       auto* u = static_cast<const UnaryNode*>(e.get());

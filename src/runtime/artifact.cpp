@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -109,22 +110,17 @@ void load_gemm_runtime(const std::string& dir, const runtime::Manifest& m) {
 Tensor::Tensor(ir::DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t n : shape_)
     if (n < 0) throw ir::Error("a tensor dimension cannot be negative");
-  // Its size in bytes, checked: a product that wraps would allocate a small buffer the kernel
-  // writes far past (numel() and nbytes() are exact once this passed).
-  int64_t total = dtype_.bytes();
-  bool zero = false;
-  for (int64_t n : shape_) zero |= n == 0;
+  const bool empty = std::find(shape_.begin(), shape_.end(), 0) != shape_.end();
+  int64_t total = empty ? 0 : dtype_.bytes();
   for (int64_t n : shape_) {
-    if (zero || !__builtin_mul_overflow(total, n, &total)) continue;
-    std::string dims;
-    for (int64_t d : shape_) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-    throw ir::Error("a " + std::string(dtype_.name()) + " tensor of shape [" + dims +
-                        "] has more bytes than a 64-bit size holds",
-                    {},
-                    "check the shapes passed to the kernel (a shape variable bound from an input's dimensions "
-                    "sizes its outputs)");
+    if (__builtin_mul_overflow(total, n, &total) || total > (int64_t{1} << 62)) {
+      std::string dims;
+      for (int64_t d : shape_) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      throw ir::Error("a tensor of shape (" + dims + ") does not fit in memory (over 2^62 bytes)", {},
+                      "check the input shapes: a kernel output's shape follows from them");
+    }
   }
-  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(zero ? 0 : total, 1)) + 63) / 64 * 64;
+  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(total, 1)) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw ir::Error("out of memory allocating " + std::to_string(bytes) + " bytes for a kernel output");
   data_ = std::shared_ptr<void>(p, std::free);
@@ -170,8 +166,8 @@ void AotKernel::run(const std::vector<Arg>& inputs, const std::vector<TensorArg>
 }
 
 std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
-  if (dir.empty())  // "" + "/tilewright.manifest" would read the root directory's
-    throw ir::Error("Artifact::load: the empty path names no artifact", {},
+  if (dir.empty())  // "" + "/tilewright.manifest" would name the root directory's
+    throw ir::Error("Artifact::load: the artifact directory is an empty path", {},
                     "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
   const std::string mpath = dir + "/" + runtime::kManifestFile;
   runtime::Manifest m = runtime::parse_manifest(read_file(mpath), mpath);

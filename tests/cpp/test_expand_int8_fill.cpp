@@ -31,11 +31,11 @@ TEST(ExpandInt8Fill, Int8AndUint8FillsBecomeMaps) {
   alloc f: UB float32[8, 64]
   for i_0 in parallel(0, 8) {
     for j_0 in parallel(0, 64) {
-      y[i_0, j_0] = cast<int8>(3)
+      y[i_0, j_0] = 3i8
     }
   }
   for j_1 in parallel(0, 8) {
-    u[j_1] = cast<uint8>(200)
+    u[j_1] = 200u8
   }
   fill f = 1.5
   copy y -> Y

@@ -91,6 +91,11 @@ def test_generator_covers_the_grammar():
     assert min(ss) < -16 and max(ss) > 16 and 0 in ss
     # the eleventh stream: gathers along the tile's leading dim
     assert any(d.get("gaxis") == 0 for d in many) and all(d["kind"] == "gather" for d in many if "gaxis" in d)
+    # the thirteenth stream: gather forms; the fourteenth: special input values; the fifteenth: 3-D tiles
+    assert {d.get("gform") for d in many} == set(grammar.GFORMS) | {None}
+    assert {s for d in many for s in d.get("special", [])} == {"inf", "-inf", "nan", "-0", "denorm", "huge", "-huge"}
+    assert {d["kind"] for d in many if d.get("special")} == {"copy", "map", "reduce", "gather", "gemm"}
+    assert {(d["kind"], d.get("dim")) for d in many if d.get("d3")} == {("map", None), ("reduce", 0), ("reduce", 1)}
     steps = lambda d: -(-d["K"] // d["bk"])  # noqa: E731
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)
@@ -217,6 +222,115 @@ def test_reference_of_a_gather_along_the_leading_dim():
     expect = [[a[i // 4 * 4 + idx[i, j], j] if i // 4 * 4 + idx[i, j] < 6 else 0.0 for j in range(5)] for i in range(6)]
     assert np.array_equal(out, expect)
     assert known.unsupported(d, "ascend910b") and not known.unsupported(d, "cpu")
+
+
+def test_reference_of_gather_forms():
+    """The thirteenth stream: strided reads along either dim, a transposed read, 1-D gathers at
+    indices, clamped or (oob1) outside the tile."""
+    base = {"seed": 3, "kind": "gather", "sym": False, "loop": "grid", "ndim": 2, "dt_in": "float32",
+            "dt_tile": "float32", "dt_out": "float32", "bm": 4, "bn": 4, "M": 5, "N": 6}
+    d = dict(base, gform="stride1", stride=[3, 1], NS=16)
+    (a,) = inputs(d)
+    assert a.shape == (5, 16) and "y[i, j] = x[i, 3 * j + 1]" in grammar.source(d)
+    (out,), _ = reference(d)
+    assert np.array_equal(out, np.concatenate([a[:, 1::3], np.zeros((5, 1))], axis=1))   # column 16: past A
+    d = dict(base, gform="stride0", stride=[2, 0], MS=9)
+    (a,) = inputs(d)
+    assert "y[i, j] = x[2 * i, j]" in grammar.source(d) and known.unsupported(d, "ascend910b")
+    (out,), _ = reference(d)
+    assert np.array_equal(out, a[0::2])
+    d = dict(base, gform="trans")
+    (a,) = inputs(d)
+    assert a.shape == (6, 5) and "y[i, j] = x[j, i]" in grammar.source(d)
+    assert np.array_equal(reference(d)[0][0], a.T)
+    one = dict(base, ndim=1, bm=8, bn=8, M=9, N=5)
+    for f in ("flat1", "clamp1"):
+        d = dict(one, gform=f)
+        a, idx = inputs(d)
+        lo, hi = (0, 8) if f == "flat1" else (-5, 13)
+        assert idx.min() >= lo and idx.max() < hi
+        c = np.clip(idx, 0, 7)
+        assert np.array_equal(reference(d)[0][0], np.where(c < 5, a[np.minimum(c, 4)], 0.0))
+    assert "T.min(T.max(ix[i], 0), 7)" in grammar.source(dict(one, gform="clamp1"))
+    d = dict(one, gform="oob1", oob=[2, 9])
+    assert inputs(d)[1][2] == 9 and known.unsupported(d, "cpu")
+    assert known.expected_report(d, "ascend910b", ["k.py:9: out of bounds: Gather srcOffset[2] = 36"])
+
+
+def test_reference_of_special_values():
+    """The fourteenth stream: inf, NaN, -0, subnormals and huge values in the inputs (the source is
+    the one without them); a NaN the reference computes is a value the output must hold, not an
+    undefined element; an inf must be met exactly."""
+    d = {"seed": 11, "kind": "map", "sym": False, "ndim": 1, "dt_in": "float32", "dt_tile": "float32",
+         "dt_out": "float32", "bm": 8, "bn": 1, "loop": "grid", "stages": 2, "r0": 0, "c0": 0, "col": False,
+         "second": False, "ops": [["axpb", 2.0, 0.0]], "fused": True, "M": 256, "MA": 256, "NA": 1}
+    plain = inputs(d)[0]
+    s = dict(d, special=["nan", "inf", "-0", "denorm", "huge"])
+    a = inputs(s)[0]
+    assert grammar.source(s) == grammar.source(d) and np.isnan(a).any() and np.isinf(a).any()
+    assert (a == 2.0 ** 100).any() and (a == 2.0 ** -149).any() and 0.6 < (a == plain).mean() < 0.8
+    (ref,), _ = reference(s)
+    with np.errstate(all="ignore"):
+        assert compare(s, [(a * 2).astype(np.float32)]) is None   # 2^101 fits float32
+    nan = np.isnan(a)
+    wrong = (a * 2).astype(np.float32)
+    wrong[np.argmax(nan)] = 0.0
+    assert "expected" in compare(s, [wrong])                    # a NaN became 0
+    wrong = (a * 2).astype(np.float32)
+    wrong[np.argmax(np.isinf(a))] = 1e30
+    assert "expected" in compare(s, [wrong])                    # an inf became finite
+    # a fused map computes in float32: (2^100)^2 overflows to inf before the * 0.25
+    f = dict(s, special=["huge"], ops=[["sq"], ["axpb", 0.25, 0.0]])
+    (ref,), _ = reference(f)
+    assert np.isinf(ref[inputs(f)[0] == 2.0 ** 100]).all()
+    # a NaN converted into an integer tile is undefined, not a NaN to match
+    i = dict(s, dt_tile="int32")
+    (ref,), _ = reference(i)
+    assert np.isnan(ref[np.isnan(a)]).all() and compare(i, [np.where(np.isnan(ref), 7.0, ref).astype(np.float32)]) is None
+    assert known.known_bug(dict(s, ops=[["max", 0.0]]), "ascend910b", "mismatch")
+    # a copy keeps -0.0 (checked), an integer tile turns it into +0
+    c = dict(s, kind="copy", special=["-0"])
+    c.pop("ops")
+    a = inputs(c)[0]
+    assert np.signbit(a[a == 0]).any() and compare(c, [np.abs(a)]) and compare(c, [a]) is None
+    r = reference(dict(c, dt_tile="int32"))[0][0]
+    assert not np.signbit(r[r == 0]).any()
+
+
+def test_reducer_simplifies_the_new_streams():
+    """Special values one fewer or none, a 2-D tile for a 3-D one; an out-of-range index stays in B."""
+    d = {"seed": 9, "kind": "reduce", "sym": False, "dt_in": "float32", "dt_tile": "float32", "dt_out": "float32",
+         "op": "max", "dim": 1, "bm": 4, "bn": 8, "loop": "grid", "stages": 2, "M": 5, "N": 6, "sumsq": False,
+         "d3": {"bh": 2}, "H": 3, "special": ["nan", "inf"]}
+    cands = reducer.candidates(d)
+    assert {tuple(c.get("special", ())) for c in cands} >= {(), ("nan",), ("inf",)}
+    assert any("d3" not in c and "H" not in c for c in cands)
+    g = {"seed": 3, "kind": "gather", "sym": False, "loop": "grid", "ndim": 1, "dt_in": "float32",
+         "dt_tile": "float32", "dt_out": "float32", "bm": 8, "bn": 8, "M": 9, "N": 5, "gform": "oob1", "oob": [6, 9]}
+    assert all(c["M"] > 6 for c in reducer.candidates(g))
+
+
+def test_reference_of_3d_tiles():
+    """The fifteenth stream: a map of (bh, bm, bn) tiles of 3-D tensors, a reduction of them over
+    axis 1 or 2 (the tile's rows past the tensor reading 0 take part in max / min)."""
+    d = {"seed": 5, "kind": "map", "sym": False, "ndim": 2, "dt_in": "float32", "dt_tile": "float32",
+         "dt_out": "float32", "bm": 4, "bn": 4, "loop": "grid", "stages": 2, "r0": 1, "c0": 0, "col": False,
+         "second": False, "ops": [["abs"]], "fused": True, "M": 5, "N": 6, "MA": 6, "NA": 6,
+         "d3": {"bh": 2}, "H": 3}
+    (a,) = inputs(d)
+    src = grammar.source(d)
+    assert a.shape == (3, 6, 6) and "for h, i, j in T.Parallel(2, 4, 4):" in src
+    assert "T.copy(A[bz * 2, by * 4 + 1, bx * 4], x)" in src
+    assert np.array_equal(reference(d)[0][0], np.abs(a[:, 1:6, :]))
+    r = {"seed": 5, "kind": "reduce", "sym": False, "dt_in": "float32", "dt_tile": "float32", "dt_out": "float32",
+         "op": "max", "dim": 0, "bm": 8, "bn": 4, "loop": "grid", "stages": 2, "M": 5, "N": 6, "sumsq": False,
+         "d3": {"bh": 2}, "H": 3}
+    (a,) = inputs(r)
+    assert "T.reduce_max(x, r, dim=1)" in grammar.source(r)
+    assert np.array_equal(reference(r)[0][0], np.maximum(a.max(axis=1), 0.0))   # 3 zero rows of the tile
+    r = dict(r, dim=1, op="sum", bn=8)
+    assert "T.reduce_sum(x, r, dim=2)" in grammar.source(r)
+    assert np.array_equal(reference(r)[0][0], a.astype(np.float64).sum(axis=2))
 
 
 def test_reference_of_gemm_bands():

@@ -1007,8 +1007,7 @@ def test_tile_loops_matmul(M, target):
     _close(_run(tile_loops_matmul(target, False), target, a, b, 0.5), a.astype(np.float64) @ b.astype(np.float64))
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F11: the docs' tile-loops matmul_scale (an element-wise "
-                                                    "epilogue on the accumulator) is an error on ascend910b"))
+@pytest.mark.parametrize("target", TARGETS)  # F11: fixed by h-port10b (serial_maps)
 @pytest.mark.parametrize("M", [1, 13])
 def test_tile_loops_matmul_epilogue(M, target):
     rng = np.random.default_rng(24)
@@ -1059,8 +1058,7 @@ def test_reduce_of_8bit_tiles(M, N, bm, dtype, op, target):
     _reduce_rows_case(M, N, bm, dtype, op, target)
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F12: reduce_max / reduce_min of a bool tile is 'conversion from "
-                                                    "uint8 to float32' on ascend910b"))
+@pytest.mark.parametrize("target", TARGETS)  # F12: fixed by h-port10b
 @pytest.mark.parametrize("op", ["max", "min"])
 @pytest.mark.parametrize("M,N,bm", [(13, 37, 8), (1, 1, 8)])
 def test_reduce_of_a_bool_tile(M, N, bm, op, target):
@@ -1229,8 +1227,7 @@ def float_mod(n):
     return main
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F13: float % is 'integer % on float32 tile data' on ascend910b, "
-                                                    "whose int32 hint changes the result"))
+@pytest.mark.parametrize("target", TARGETS)  # F13: fixed by h-port10b
 def test_float_mod(target):
     x = np.array([-7.5, -2.0, -0.5, 0.0, 0.5, 3.0, 7.25, 1e6], np.float32)
     _close(_run(tw.compile(float_mod(8), target=target, out_idx=[1]), target, x), x.astype(np.float64) % 2, 1e-6, 1e-6)
@@ -1244,8 +1241,7 @@ def global_copy(M, N, bm, src, dst):
     return main
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F14: a global -> global T.copy is an error on ascend910b whose "
-                                                    "hint lists Ascend data paths, not a portable fix"))
+@pytest.mark.parametrize("target", TARGETS)  # F14: fixed by h-port10b (stage_global_copies)
 @pytest.mark.parametrize("M,N,bm,src,dst", [(1, 1, 8, "float32", "float32"), (13, 37, 8, "float32", "float16"),
                                             (100, 3, 32, "int8", "int32")])
 def test_global_to_global_copy(M, N, bm, src, dst, target):
@@ -1484,8 +1480,7 @@ def gemm_column_sum(M, N, K, bm, bn):
     return main
 
 
-@pytest.mark.parametrize("target", _on_ascend_xfail("F18: a column reduction of a gemm's result is an error on "
-                                                    "ascend910b (not row-local) whose hint names no form for it"))
+@pytest.mark.parametrize("target", TARGETS)  # F18: fixed by h-port10b (the tile stays whole on both AIVs)
 @pytest.mark.parametrize("M,N,K,bm,bn", [(1, 1, 1, 16, 16), (37, 33, 20, 16, 32)])
 def test_column_sum_of_a_gemm(M, N, K, bm, bn, target):
     rng = np.random.default_rng(36)

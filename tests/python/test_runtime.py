@@ -356,7 +356,8 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     numbers = [f[:2] for f in files]
     assert numbers == [f"{i:02d}" for i in range(len(files))], files  # one file per number, in order
     names = [f[3:].rsplit(".", 1)[0] for f in files]
-    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "stage_gemm_operands", "cube_row_mask",
+    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "serial_maps", "stage_global_copies",
+               "stage_gemm_operands", "cube_row_mask",
                "infer_scope", "split_cube_vector", "skew_cube_loops",
                "rotate_vector_loops", "expand_gemm", "fold_exp2_scale", "expand_math", "expand_int8_fill",
                "convert_copies", "legalize_vector", "multi_buffer", "map_grid", "simplify_2"]

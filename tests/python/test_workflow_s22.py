@@ -343,7 +343,7 @@ def test_doctor_builds_a_library_and_reports_a_broken_toolchain(tmp_path, how):
     r = subprocess.run([sys.executable, "-m", "tilewright", "doctor"], env=_broken_env(tmp_path, how),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "builds      : NOT USABLE: the compiler" in r.stdout, r.stdout
+    assert "build test  : NOT USABLE: the compiler" in r.stdout, r.stdout
     line = next(l for l in r.stdout.splitlines() if l.startswith("host compiler"))
     assert line.endswith("-- NOT USABLE: it cannot build a shared library (below)"), r.stdout
     assert "TW_CXX" in r.stdout and "docs/environment.md" in r.stdout, r.stdout
@@ -352,7 +352,7 @@ def test_doctor_builds_a_library_and_reports_a_broken_toolchain(tmp_path, how):
 def test_doctor_builds_a_library_here(capsys):
     from tilewright.cli import main
     assert main(["doctor"]) == 0
-    assert "builds      : a one-line shared library with these flags: ok" in capsys.readouterr().out
+    assert "build test  : a one-line shared library with these flags: ok" in capsys.readouterr().out
 
 
 # ---- F9: one factory at two shapes in one export: a dict names the kernels ---------------------------

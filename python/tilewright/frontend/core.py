@@ -1085,7 +1085,9 @@ class Parser:
         out = []
         for arg in a.args:
             ann = anns.get(arg.arg)
-            if isinstance(ann, str) and arg.annotation is not None:  # postponed annotations
+            # a postponed annotation (a string of source) is evaluated here; a string that is a dtype
+            # name ("float16", T.float16, a factory's dtype argument) is the annotation itself
+            if isinstance(ann, str) and arg.annotation is not None and ir.canonical_dtype(ann) is None:
                 ann = self.expr(arg.annotation)
             out.append((arg, ann, arg.annotation if arg.annotation is not None else arg))
         return out

@@ -692,7 +692,9 @@ class PrimFuncParser(Parser):
                 return ir.float_imm(float(value), dtype, sp)
             if isinstance(value, float) and not value.is_integer():
                 self.error(node, f"cannot fill a {dtype} buffer with {value!r}")
-            return self.int_imm(int(value), dtype, node)
+            # modulo 2^bits, as every integer conversion (docs/language.md "Dtype conversions"): ir.cast
+            # folds the constant, so no target converts an out-of-range literal itself
+            return ir.cast(self.int_imm(int(value), "int64", node), dtype, sp)
         return ir.cast(self.to_ir(value, node), dtype, sp)
 
     def op_fill(self, node):

@@ -282,6 +282,7 @@ class MapLowering {
   int bitwise(ir::BinOp op, int x, int y, const Span& sp);              // x & y, x | y, x ^ y (int32)
   int call(ir::MathFn fn, int a, const Span& sp);
   int floor_ceil(bool ceil, int x, DType t, const Span& sp);  // T.floor / T.ceil of float tile data
+  int float_mod(int x, int y, const Span& sp);                 // Python's x % y of float tile data, in float32
   int bool_value(const Expr& cond, const Span& sp);  // a comparison's value as bool bytes 0 / 1
   int build(const Expr& e);
   int build_uncached(const Expr& e);
@@ -1124,6 +1125,10 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
     return step_cast(push_select(ir::BinOp::NE, a, scalar_const(0.0, ct), one, scalar_const(0.0, kF16), kF16, sp),
                      DType(DTypeCode::boolean), sp);
   }
+  if (from == DType(DTypeCode::boolean)) {  // bool bytes 0 / 1 (a bool tile's, or bool_value's Cast) converted as uint8
+    nodes_[x].dtype = DType(DTypeCode::u8);
+    return to_type(x, t, sp);
+  }
   for (DType s : cast_chain(t, from)) x = step_cast(x, s, sp);
   return x;
 }
@@ -1420,7 +1425,9 @@ int MapLowering::bool_value(const Expr& cond, const Span& sp) {
 // integer fits), kept only where |v| < 2^23: a larger magnitude is already an integer, and inf and
 // NaN compare false and stay as they are. ceil(v) = -floor(-v). float16 / bfloat16 go through float32
 // (the result is an integer of at most the input's magnitude + 1, exact in the input's type).
-// floor(-0.0) is +0.0 here (numpy and cpu: -0.0; equal as numbers); ceil keeps -0.0 (ceil(-0.5)).
+// A zero result takes the input's sign, as numpy, C and cpu give (floor(-0.0) = -0.0, ceil(0.0) =
+// 0.0, ceil(-0.5) = -0.0; session 22, hunt10a F1): the int32 round trip gives +0.0, its negation
+// -0.0, so where the result is 0 it is v * 0 (0 of v's sign: v is finite there).
 int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
   int xf = materialize(to_type(x, kF32, sp), Shape::Full, sp);
   int v = ceil ? neg(xf, sp) : xf;
@@ -1434,9 +1441,26 @@ int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
   int f = to_type(push(std::move(c)), kF32, sp);
   if (ceil) f = neg(f, sp);
   f = materialize(f, Shape::Full, sp);
+  int zero = materialize(bin(ir::BinOp::Mul, xf, scalar_const(0.0, kF32), sp), Shape::Full, sp);
+  f = materialize(push_select(ir::BinOp::EQ, f, scalar_const(0.0, kF32), zero, f, kF32, sp), Shape::Full, sp);
   int mag = materialize(call(ir::MathFn::abs, xf, sp), Shape::Full, sp);
   int r = push_select(ir::BinOp::LT, mag, scalar_const(8388608.0, kF32), f, xf, kF32, sp);
   return to_type(r, t, sp);
+}
+
+// x % y of float tile data with Python's sign rule (the result has y's sign; session 22, hunt9a F13):
+// r = x - floor(x / y) * y in float32, then r + y where r and y differ in sign (x / y rounded up to
+// an integer: 0.3 % 0.1). Exact where x / y, its floor and the product are (y a power of two, small
+// integers); otherwise within the roundings of those three float32 steps. x % 0, inf % y: NaN.
+// float16 / bfloat16 operands are computed in float32 and rounded once when stored.
+int MapLowering::float_mod(int x, int y, const Span& sp) {
+  x = to_type(x, kF32, sp);
+  y = to_type(y, kF32, sp);
+  int f = floor_ceil(false, bin(ir::BinOp::Div, x, y, sp), kF32, sp);
+  int r = materialize(bin(ir::BinOp::Sub, x, bin(ir::BinOp::Mul, f, y, sp), sp), Shape::Full, sp);
+  int ry = materialize(bin(ir::BinOp::Add, r, y, sp), Shape::Full, sp);
+  int sign = materialize(bin(ir::BinOp::Mul, r, y, sp), Shape::Full, sp);
+  return push_select(ir::BinOp::LT, sign, scalar_const(0.0, kF32), ry, r, kF32, sp);
 }
 
 int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
@@ -1567,6 +1591,10 @@ int MapLowering::build_uncached(const Expr& e) {
             // |x // d| <= |x| (x // 0 == 0); |x % d| < |d|, x % 0 == x: the store's wrap is exact
             nodes_[r].limit = b->op == ir::BinOp::FloorDiv ? bound(x) : std::max(bound(x), bound(d));
             return r;
+          }
+          if (b->op == ir::BinOp::Mod && e->dtype.is_float()) {
+            int x = build(b->a);
+            return float_mod(x, build(b->b), sp);
           }
           fail("integer '" + std::string(ir::binop_symbol(b->op)) + "' on " + std::string(e->dtype.name()) +
                    " tile data is not supported on Ascend vector units",
@@ -1952,9 +1980,10 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   }
   root = materialize(root, Shape::Full, sp);
   // Integer arithmetic stored into an int8/uint8 tile wraps (docs/language.md); it was computed
-  // in float32 (compute_type), exact while every intermediate value stays below 2^24.
+  // in float32 (compute_type), exact while every intermediate value stays below 2^24. So does an
+  // integer element of another type stored as it is (int32 -> int8 as T.cast does: hunt10a F9).
   const Expr& v = st->value;
-  bool int_arith = v->dtype.is_int() && v->kind != ir::ExprKind::Load &&
+  bool int_arith = v->dtype.is_int() && (v->kind != ir::ExprKind::Load || v->dtype != dt) &&
                    !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
   if (small_int(dt) && int_arith && nodes_[root].dtype == kI32)
     root = wrap_i32(root, dt, sp);  // int32 arithmetic: wrapped exactly in int32

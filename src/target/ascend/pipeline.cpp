@@ -19,9 +19,11 @@
 #include "target/ascend/program_printer.h"
 #include "target/ascend/resolve_cross_waits.h"
 #include "target/ascend/select_vector_calls.h"
+#include "target/ascend/serial_maps.h"
 #include "target/ascend/rotate_vector_loops.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/skew_cube_loops.h"
+#include "target/ascend/stage_global_copies.h"
 #include "target/ascend/split_cube_vector.h"
 #include "target/ascend/stage_gemm_operands.h"
 #include "target/ascend/verify_program.h"
@@ -69,6 +71,8 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("drop_gemm_bands", drop_gemm_bands);                   // T.gemm bands: the Cube computes whole tiles
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
+  log.run("serial_maps", with_target(serial_maps));              // serial loop nests that are maps -> T.Parallel
+  log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
   log.run("infer_scope", with_target(infer_scope));              // shared/fragment -> L1/L0C/UB

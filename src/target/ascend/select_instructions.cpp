@@ -2175,6 +2175,10 @@ class Lowerer {
       fail("a conversion of a computed value; compute in the source dtype, then T.cast");
     }
     if (StmtPtr g = match_gather(st, loops, dst, rows, cols, sp)) return g;
+    // a constant into a bfloat16 tile: Duplicate has a bfloat16_t form on dav-c220 (no arithmetic;
+    // hunt10a F16: it was "no bfloat16 arithmetic")
+    if (t == ir::DType(ir::DTypeCode::bf16) && v->dtype == t && scalar(v))
+      return emit_v({&dst}, [&](Expr r, Expr c) { return VecDup{t, dst, v, r, c}; });
     vec_dtype_ok(t, sp, "vector op", !v->dtype.is_float());
     if (v->dtype != t) fail("the value is " + std::string(v->dtype.name()) + " but the destination is " +
                             std::string(t.name()) + "; vector ops do not convert");

@@ -232,7 +232,11 @@ class Splitter {
             if (m == Side::None)
               throw ir::Error("tile " + q(mixed_.at(b).orig->name) + " is on the " + (e == Side::C ? "Cube" : "Vector") +
                                   " side at the start of this loop but on the other side at the end of its body",
-                              sp, "write the tile on one unit per iteration, or copy it into a separate tile");
+                              sp, "write the tile on one unit per iteration: element-wise work on a gemm result "
+                                  "as one map (T.Parallel, or a loop nest whose statements store t[i, j] and "
+                                  "read the tiles they write only at [i, j]); other loops (a scan along a row): "
+                                  "copy the tile before the loop with a map (for i, j in T.Parallel(..): d[i, j] = "
+                                  "t[i, j]) and loop over that copy");
             if (m != e) {
               entry[b] = m;
               stable = false;
@@ -524,6 +528,11 @@ class Splitter {
       if (!s0 || !e0 || *s0 != 0 || *e0 != it->second) whole.insert(it->second);
     };
     ir::for_each_stmt(body, [&](const Stmt& s) {
+      if (s->kind == StmtKind::Reduce) {  // across the rows (a column sum of a gemm result): every row on each AIV
+        auto* r = ir::as<ir::ReduceNode>(s);
+        auto it = rows.find(r->src.get());
+        if (it != rows.end() && (r->axis == 0 || r->src->ndim() < 2)) whole.insert(it->second);
+      }
       if (s->kind == StmtKind::Fill) partial(ir::as<ir::FillNode>(s)->dst);
       if (s->kind == StmtKind::Copy && !is_cross(s)) {
         partial(ir::as<ir::CopyNode>(s)->src);

@@ -89,15 +89,17 @@ std::string narrow(DType to, DType from, const std::string& s) {
 constexpr target::CDialect kCpuDialect{
     .paren_negative_ints = true, .has_udiv = true, .has_fmod = true, .printer = "CPU code generator"};
 
-// A float32 literal holds the value rounded to float (its 9 digits read back exactly).
+// A float32 literal holds the value rounded to float (its 9 digits read back exactly); one past
+// float's range (1e39) rounds to +-inf and is printed as the infinity.
 std::string float_lit(double v, DType t) {
   bool dbl = t.code == DTypeCode::f64;
+  if (!dbl) v = static_cast<double>(static_cast<float>(v));
   if (std::isnan(v)) return target::c_nan(dbl);
   if (std::isinf(v)) {
     std::string s = dbl ? "__builtin_inf()" : "__builtin_inff()";
     return v < 0 ? "(-" + s + ")" : s;
   }
-  std::string s = target::c_float_digits(dbl ? v : static_cast<double>(static_cast<float>(v)), dbl);
+  std::string s = target::c_float_digits(v, dbl);
   return v < 0 ? "(" + s + ")" : s;
 }
 
@@ -2359,6 +2361,14 @@ std::string CodeGen::expr_call(const CallNode& n) const {
   else if (!n.dtype.is_float())
     throw Error(std::string(mathfn_name(n.fn)) + " needs a float argument, got " + std::string(n.dtype.name()), n.span);
   else pattern = n.dtype.code == DTypeCode::f64 ? math_pattern(n.fn).f64 : math_pattern(n.fn).f32;
+  // x ** 0.5 is sqrt(x) and x ** -0.5 is 1 / sqrt(x) (docs/language.md, as numpy's and torch's sqrt and
+  // ascend910b give: -0.0 -> -0.0 / -inf, -inf -> NaN; C's pow gives +0.0 / +inf, +inf / +0.0)
+  if (n.fn == MathFn::pow && n.args.size() == 2 && n.args[1]->kind == ExprKind::FloatImm) {
+    const double e = as<FloatImmNode>(n.args[1])->value;
+    const bool f64 = n.dtype.code == DTypeCode::f64;
+    if (e == 0.5 || e == -0.5) pattern = f64 ? math_pattern(MathFn::sqrt).f64 : math_pattern(MathFn::sqrt).f32;
+    if (e == -0.5) pattern = f64 ? "(1.0 / " + pattern + ")" : "(1.0f / " + pattern + ")";
+  }
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '$' && i + 1 < pattern.size()) {

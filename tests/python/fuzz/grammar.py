@@ -100,6 +100,30 @@ session 21) adds **run-time store starts** to 20% of the copy/map programs whose
 ``T.copy`` at the block's origin (no atomic add, run-time extent store or seventh-stream shift):
 ``B[by * bm + so, bx * bn + sc]`` with ``int32`` scalar parameters (negative: the rows / columns
 before 0 are not written; positive: the output's first rows / columns are never written).
+
+A thirteenth stream (``extension11-<seed // GROUP>``, values from ``extension11-shape-<seed>``;
+session 22) gives 60% of the gather programs and 30% of the plain copies (no other stream's
+construct) a **gather form** (``GFORMS``): strided reads ``y[i, j] = x[i, s * j + c]`` (``stride1``,
+A (M, NS) with NS about s * N) and ``x[s * i + c, j]`` (``stride0``), a transposed read ``x[j, i]``
+(``trans``), 1-D gathers ``y[i] = x[ix[i]]`` from a tile spanning A (``flat1``), at clamped indices
+``x[T.min(T.max(ix[i], 0), bn - 1)]`` drawn 5 below 0 to 5 past the tile (``clamp1``), the same
+along a leading dim (``clamp0``), and one index outside the tile (``oob1``: on cpu a
+TilewrightError at the line, on ascend910b the simulator's report). The strided forms have
+constant shapes (B's strided dim is no dimension of an input).
+
+A fourteenth stream (``extension12-<seed // GROUP>``) puts **special values** in the inputs of 25%
+of the programs with float inputs: ``special`` lists which of inf, -inf, NaN, -0.0, the dtype's
+smallest subnormal and huge magnitudes (2^100; 2^14 for float16) replace about 30% of the float
+input elements (reference.inputs, positions and values from their own numpy stream, so the other
+inputs stay). Huge values only where no sum of them can overflow in another order (not in gemms,
+sums or atomic adds); subnormals not in bfloat16 gemms (cpu's vdpbf16ps reads them as 0, documented);
+on integer map / reduce tiles only -0.0 and subnormals (inf and NaN convert to undefined integers).
+The kernel source is the one without them.
+
+A fifteenth stream (``extension13-<seed // GROUP>``, values from ``extension13-shape-<seed>``) makes
+half of the grid-walked maps and reductions without another stream's construct **3-D**: (H, rows,
+cols) tensors, (bh, bm, bn) tiles on a 3-D grid, ``T.Parallel(bh, bm, bn)`` maps, reductions over
+axis 2 or 1 of the tile.
 """
 import random
 
@@ -342,7 +366,93 @@ def generate(seed):
     if d["kind"] == "gather" and d["ndim"] == 2 and random.Random(f"extension9-{seed // GROUP}").random() < 0.3:
         d["gaxis"] = 0   # the eleventh stream: a gather along the tile's leading dim
     _extension10(d, seed)
+    _extension11(d, seed)
+    _extension12(d, seed)
+    _extension13(d, seed)
     return d
+
+
+# the thirteenth stream's gather forms (module docstring)
+GFORMS = ("stride1", "stride0", "trans", "flat1", "clamp1", "clamp0", "oob1")
+
+
+def _extension11(d, seed):
+    """The thirteenth stream's gather forms (module docstring), set on `d` in place."""
+    grng = random.Random(f"extension11-{seed // GROUP}")
+    vrng = random.Random(f"extension11-shape-{seed}")
+    r = grng.random()
+    plain_copy = d["kind"] == "copy" and not d.get("col") and not any(
+        k in d for k in ("nd", "rt", "atomic", "starts", "s0", "s1"))
+    if not ((d["kind"] == "gather" and r < 0.6) or (plain_copy and r < 0.3)):
+        return
+    if d["kind"] == "copy":   # a plain copy becomes a gather of its input dtype
+        for k in ("r0", "c0", "col", "MA", "NA", "stages"):
+            d.pop(k, None)
+        d.update(kind="gather", loop="grid", dt_tile=d["dt_in"], dt_out=d["dt_in"])
+    f = grng.choice(GFORMS)
+    d["gform"] = f
+    d.pop("gaxis", None)
+    if f in ("stride1", "stride0"):
+        d["ndim"] = 2
+        s = grng.choice((2, 3, 4))
+        d["stride"] = [s, grng.randrange(s)]
+        d["sym"] = False   # B's N (M) is no dimension of an input: constant shapes (positive)
+        d["M"], d["N"] = max(d["M"], 1), max(d["N"], 1)
+        if f == "stride0":   # the tile's rows are s times the block's: keep it small
+            d["bm"] = min(d["bm"], 16)
+        big, blk = ("NS", d["N"]) if f == "stride1" else ("MS", d["M"])
+        d[big] = max(1, s * blk + vrng.choice((0, 0, -1, -s, 3)))
+    elif f == "trans":
+        d["ndim"] = 2
+        d["N"] = max(d["N"], 0)
+    else:   # 1-D: one tile x of bn elements spans A (N <= bn), gathered at Idx's indices
+        d["ndim"] = 1
+        d["N"] = min(max(d["N"], 1), d["bn"])
+        if f == "oob1":   # an index outside the tile: an error / a report at the line
+            d["M"] = max(d["M"], 1)
+            d["oob"] = [vrng.randrange(d["M"]), vrng.choice((-1, -3, d["bn"], d["bn"] + 2))]
+    if f == "clamp0":
+        d["ndim"] = 2
+
+
+SPECIAL_P = 0.3   # the fraction of input elements replaced by special values (fourteenth stream)
+
+
+def _extension12(d, seed):
+    """The fourteenth stream's special input values (module docstring), set on `d` in place: which
+    values (the elements and positions come from the stream `extension12-data-<seed>` in inputs())."""
+    wrng = random.Random(f"extension12-{seed // GROUP}")
+    if d["dt_in"] not in FLOATS or wrng.random() >= 0.25 or d.get("band"):   # (an a_band's A is 0 off the band)
+        return
+    # (a bfloat16 gemm on cpu reads subnormals as 0: vdpbf16ps, docs/language.md)
+    vals = ["inf", "-inf", "nan", "-0"] + ([] if d["kind"] == "gemm" and d["dt_in"] == "bfloat16" else ["denorm"])
+    if d["kind"] in ("map", "reduce") and is_int(d["dt_tile"]):
+        # arithmetic on the undefined integers that inf / NaN convert to may overflow (a checker report)
+        d["special"] = wrng.sample(["-0", "denorm"], wrng.randint(1, 2))
+        return
+    ops = {op[0] for op in d.get("ops", []) + d.get("epilogue", [])}
+    # huge magnitudes where no sum of them can overflow differently in another order
+    if d["kind"] in ("copy", "gather") or (d["kind"] == "reduce" and d["op"] != "sum" and not d.get("sumsq")) \
+            or (d["kind"] == "map" and not d.get("atomic")):
+        vals += ["huge", "-huge"]
+    d["special"] = wrng.sample(vals, wrng.randint(1, len(vals)))
+
+
+def _extension13(d, seed):
+    """The fifteenth stream's 3-D tiles (module docstring), set on `d` in place."""
+    trng = random.Random(f"extension13-{seed // GROUP}")
+    vrng = random.Random(f"extension13-shape-{seed}")
+    plain = not any(k in d for k in ("nd", "rt", "atomic", "starts", "s0", "s1", "gform", "pad"))
+    if d["kind"] == "map" and plain and d["ndim"] == 2 and d["loop"] == "grid" and d["r0"] >= 0 \
+            and d["c0"] >= 0 and trng.random() < 0.5:
+        pass
+    elif d["kind"] == "reduce" and plain and d["loop"] == "grid" and not d.get("sumsq") and trng.random() < 0.5:
+        pass
+    else:
+        return
+    bh = trng.choice((1, 2, 3, 4))
+    d["d3"] = {"bh": bh}
+    d["H"] = vrng.choice((1, bh, bh + 1, 2 * bh + 1, max(1, bh - 1)))
 
 
 def _extension10(d, seed):
@@ -523,6 +633,13 @@ def acc_dtype(d):
 def tensors(d):
     """[(name, shape (names or ints), dtype, is_output)] of the kernel's parameters, in order."""
     k = d["kind"]
+    if d.get("d3"):   # 3-D tiles (fifteenth stream): (H, rows, cols) tensors
+        if k == "reduce":
+            return [("A", ("H", "M", "N"), d["dt_in"], False),
+                    ("B", ("H", "M") if d["dim"] == 1 else ("H", "N"), d["dt_out"], True)]
+        a = ("H",) + (("M", "N") if d["sym"] else ("MA", "NA"))
+        ins = [("A", a, d["dt_in"])] + ([("A2", a, d["dt_in"])] if d["second"] else [])
+        return [t + (False,) for t in ins] + [("B", ("H", "M", "N"), d["dt_out"], True)]
     if k in ("copy", "map"):
         a_dims = ("M", "N") if d["sym"] else ("MA", "NA")
         if d.get("nd"):   # a unit dim h of H before the rows or between rows and columns
@@ -547,6 +664,15 @@ def tensors(d):
         return [("A", ("M", "N"), d["dt_in"], False), ("B", out, d["dt_out"], True)] + \
             ([("B2", out, d["dt_out"], True)] if d.get("sumsq") else [])
     if k == "gather":
+        f = d.get("gform")
+        if f:   # the thirteenth stream's forms
+            a = {"stride1": ("M", "NS"), "stride0": ("MS", "N"), "trans": ("N", "M")}.get(f)
+            if d["ndim"] == 1:
+                return [("A", ("N",), d["dt_in"], False), ("Idx", ("M",), "int32", False),
+                        ("B", ("M",), d["dt_in"], True)]
+            ins = [("A", a, d["dt_in"], False)] if a else [("A", ("M", "N"), d["dt_in"], False),
+                                                          ("Idx", ("M", "N"), "int32", False)]
+            return ins + [("B", ("M", "N"), d["dt_in"], True)]
         if d["ndim"] == 1:
             return [("A", ("M", "N"), d["dt_in"], False), ("Idx", ("M",), "int32", False),
                     ("B", ("M",), d["dt_in"], True)]
@@ -640,6 +766,8 @@ def _body(d):
     dim = lambda n: _dimtext(d, n)  # noqa: E731
     bm, bn = d["bm"], d.get("bn")
     lines = []
+    if d.get("d3"):
+        return _d3_body(d, dim)
     if k in ("copy", "map"):
         one = d["ndim"] == 1
         shape = f"({bm},)" if one else f"({bm}, {bn})"
@@ -741,6 +869,8 @@ def _body(d):
         return [f"with {grid}:"] + ["    " + s for s in body]
     if k == "gather":
         dt = d["dt_in"]
+        if d.get("gform"):
+            return _gform_body(d, dim)
         if d["ndim"] == 1:
             body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"ix = T.alloc_fragment(({bm},), 'int32')",
                     f"y = T.alloc_fragment(({bm},), {dt!r})", f"T.copy(A[by * {bm}, 0], x)",
@@ -816,6 +946,61 @@ def _body(d):
         s1 = f" - {d['s1']}" if d.get("s1") else ""
         body.append(f"T.copy(acc, C[by * {bm}{s0}, bx * {bn}{s1}])")
     return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + ["    " + s for s in body]
+
+
+def _d3_body(d, dim):
+    """The kernel body of a fifteenth-stream program: a map or a reduction of a 3-D tile."""
+    dt, bh, bm, bn = d["dt_tile"], d["d3"]["bh"], d["bm"], d["bn"]
+    shape = f"({bh}, {bm}, {bn})"
+    if d["kind"] == "map":
+        r0 = f" + {d['r0']}" if d["r0"] else ""
+        c0 = f" + {d['c0']}" if d["c0"] else ""
+        src = f"[bz * {bh}, by * {bm}{r0}, bx * {bn}{c0}]"
+        body = [f"x = T.alloc_fragment({shape}, {dt!r})"] + ([f"y = T.alloc_fragment({shape}, {dt!r})"] if d["second"] else [])
+        body.append(f"T.copy(A{src}, x)")
+        if d["second"]:
+            body.append(f"T.copy(A2{src}, y)")
+        body += _map_lines(d["ops"], d["fused"], "x", ("h", "i", "j"), "y" if d["second"] else None, (bh, bm, bn))
+        body.append(f"T.copy(x, B[bz * {bh}, by * {bm}, bx * {bn}])")
+        grid = f"T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm}), T.ceildiv({dim('H')}, {bh})) as (bx, by, bz)"
+        return [f"with {grid}:"] + ["    " + s for s in body]
+    if d["dim"] == 1:   # reduce the last dim: blocks of (h, rows)
+        grid, kept, src, dst = (f"T.Kernel(T.ceildiv({dim('M')}, {bm}), T.ceildiv({dim('H')}, {bh})) as (by, bz)", bm,
+                                f"A[bz * {bh}, by * {bm}, 0]", f"B[bz * {bh}, by * {bm}]")
+    else:
+        grid, kept, src, dst = (f"T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('H')}, {bh})) as (bx, bz)", bn,
+                                f"A[bz * {bh}, 0, bx * {bn}]", f"B[bz * {bh}, bx * {bn}]")
+    body = [f"x = T.alloc_fragment({shape}, {dt!r})", f"r = T.alloc_fragment(({bh}, {kept}), {dt!r})",
+            f"T.copy({src}, x)", f"T.reduce_{d['op']}(x, r, dim={d['dim'] + 1})", f"T.copy(r, {dst})"]
+    return [f"with {grid}:"] + ["    " + s for s in body]
+
+
+def _gform_body(d, dim):
+    """The kernel body of a thirteenth-stream gather form."""
+    dt, f, bm, bn = d["dt_in"], d["gform"], d["bm"], d["bn"]
+    if d["ndim"] == 1:   # y[i] = x[ix[i]]: x one tile of A's N <= bn elements
+        at = "ix[i]" if f != "clamp1" else f"T.min(T.max(ix[i], 0), {bn - 1})"
+        body = [f"x = T.alloc_fragment(({bn},), {dt!r})", f"ix = T.alloc_fragment(({bm},), 'int32')",
+                f"y = T.alloc_fragment(({bm},), {dt!r})", "T.copy(A[0], x)", f"T.copy(Idx[by * {bm}], ix)",
+                f"for i in T.Parallel({bm}):", f"    y[i] = x[{at}]", f"T.copy(y, B[by * {bm}])"]
+        return [f"with T.Kernel(T.ceildiv({dim('M')}, {bm})) as by:"] + ["    " + s for s in body]
+    if f in ("stride1", "stride0"):
+        s, c = d["stride"]
+        e = f"{s} * {'j' if f == 'stride1' else 'i'}" + (f" + {c}" if c else "")
+        xs, load, read = (((bm, s * bn), f"A[by * {bm}, bx * {s * bn}]", f"x[i, {e}]") if f == "stride1" else
+                          ((s * bm, bn), f"A[by * {s * bm}, bx * {bn}]", f"x[{e}, j]"))
+        body = [f"x = T.alloc_fragment({xs}, {dt!r})", f"T.copy({load}, x)"]
+    elif f == "trans":
+        body = [f"x = T.alloc_fragment(({bn}, {bm}), {dt!r})", f"T.copy(A[bx * {bn}, by * {bm}], x)"]
+        read = "x[j, i]"
+    else:   # clamp0: a leading-dim gather at clamped indices
+        body = [f"x = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"ix = T.alloc_fragment(({bm}, {bn}), 'int32')",
+                f"T.copy(A[by * {bm}, bx * {bn}], x)", f"T.copy(Idx[by * {bm}, bx * {bn}], ix)"]
+        read = f"x[T.min(T.max(ix[i, j], 0), {bm - 1}), j]"
+    body += [f"y = T.alloc_fragment(({bm}, {bn}), {dt!r})", f"for i, j in T.Parallel({bm}, {bn}):",
+             f"    y[i, j] = {read}", f"T.copy(y, B[by * {bm}, bx * {bn}])"]
+    return [f"with T.Kernel(T.ceildiv({dim('N')}, {bn}), T.ceildiv({dim('M')}, {bm})) as (bx, by):"] + \
+        ["    " + s for s in body]
 
 
 def _operand(d, op, step):

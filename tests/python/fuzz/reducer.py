@@ -3,7 +3,8 @@
 Greedy: from the failing description, try every simplification of one field (drop a map
 operation, float32 instead of another dtype, no transpose, no accumulation, the launch grid
 instead of a loop, constant instead of symbolic shapes, offsets 0, smaller shapes and tiles,
-1-D, one run-time start fewer or 0, a 2-D operand instead of a BSHD one, no band); keep the
+1-D, one run-time start fewer or 0, a 2-D operand instead of a BSHD one, no band, fewer special
+input values, a 2-D tile instead of a 3-D one); keep the
 first that still fails with the same status on the same target with the same message
 (runner.signature) and is not explained by a known bug, and start again, until no
 simplification keeps the failure or the run budget is spent. Each candidate runs through the
@@ -40,6 +41,10 @@ def _valid(d):
             if d["dt_tile"] != "int32" and any(op[0] in grammar.INT_OPS for op in d["ops"]):
                 return False
     if k == "gather" and d["ndim"] == 1 and d["N"] > d["bn"]:
+        return False
+    if d.get("gform") == "oob1" and d["oob"][0] >= d["M"]:   # the index outside the tile is one B row's
+        return False
+    if d.get("gform") in ("stride1", "stride0") and d["sym"]:
         return False
     if k == "reduce" and d["loop"] == "grid":
         red, blk = (d["M"], d["bm"]) if d["dim"] == 0 else (d["N"], d["bn"])
@@ -106,6 +111,12 @@ def candidates(d):
     for op in sorted(d.get("bshd", {})):   # a 2-D operand instead of a BSHD one
         rest = {k: v for k, v in d["bshd"].items() if k != op}
         out.append(_set(d, bshd=rest or None))
+    if d.get("special"):   # the fourteenth stream's values: none, or one fewer
+        out.append(_set(d, special=None))
+        if len(d["special"]) > 1:
+            out += [_set(d, special=[v for v in d["special"] if v != w]) for w in d["special"]]
+    if d.get("d3"):   # a 2-D tile instead of the fifteenth stream's 3-D one
+        out.append(_set(d, d3=None, H=None))
     if d.get("sumsq"):
         out.append(_set(d, sumsq=False))
     for f in ("dt_in", "dt_tile", "dt_out"):

@@ -7,7 +7,11 @@ written, map expressions compute in a wider type and round once when stored, ``c
 reductions round into the destination after each merge, gemm accumulates in float32/int32.
 Arithmetic is float64 (exact for the small integers and halves the inputs are made of); an
 element whose value is undefined by the language (a float converted to an integer out of its
-range) is NaN in the reference and not compared.
+range) is NaN in the reference and not compared. With special input values (the fourteenth stream:
+inf, NaN, -0.0, subnormals, huge) the float64 arithmetic gives IEEE results (numpy's NaN
+propagation for max / min, as the docs say), a fused float map's intermediate past float32's range
+becomes inf (float16 / bfloat16 compute in float32), and ``compare`` tells a NaN value (NaN only with
+the special values: the output must be NaN) from an undefined element.
 
 TOLERANCES is the one place that says how close a target must be.
 """
@@ -16,7 +20,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .grammar import FLOATS, acc_dtype, checked, is_int, pad_value, shape_of, tensors
+from .grammar import FLOATS, SPECIAL_P, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
 # within 2 ulp; the Ascend vector units may compute float16 maps in float16). A program's
@@ -48,7 +52,7 @@ def convert(x, src, dst):
     if is_int(src):   # integer -> integer: modular wrap-around
         span = hi - lo + 1
         return np.where(np.isnan(x), np.nan, np.mod(np.nan_to_num(x) - lo, span) + lo)
-    t = np.trunc(x)
+    t = np.trunc(x) + 0.0   # an integer has no -0
     return np.where((t >= lo) & (t <= hi), t, np.nan)   # out of range: undefined
 
 
@@ -61,6 +65,9 @@ def inputs(d):
         if out:
             continue
         shape = shape_of(d, dims)
+        if d.get("gform") and name == "Idx":   # the thirteenth stream's indices
+            arrays.append(_gform_indices(d, rng, shape))
+            continue
         if d["kind"] == "gather" and name == "Idx":   # tile column indices, the zero-filled tail included
             rows = d.get("gaxis") == 0   # a gather along the leading dim: row indices (eleventh stream)
             arrays.append(rng.integers(0, d["bm" if rows else "bn"], size=shape).astype(np.int32))
@@ -76,7 +83,44 @@ def inputs(d):
             ints = np.where(_in_band(shape[::-1] if d["ta"] else shape, d["band"]).T if d["ta"]
                             else _in_band(shape, d["band"]), ints, 0)
         arrays.append((ints if is_int(dt) else ints / 2.0).astype(np_dtype(dt)))
+    if d.get("special"):
+        _add_specials(d, arrays)
     return arrays
+
+
+def _gform_indices(d, rng, shape):
+    """The index tensor of a thirteenth-stream gather: tile indices, the zero-filled tail included;
+    clamped forms also draw 5 below 0 and 5 past the tile; oob1 puts one index outside the tile."""
+    f = d["gform"]
+    n = d["bm"] if f == "clamp0" else d["bn"]
+    lo, hi = (-5, n + 5) if f in ("clamp0", "clamp1") else (0, n)
+    idx = rng.integers(lo, hi, size=shape).astype(np.int32)
+    if f == "oob1":
+        idx[d["oob"][0]] = d["oob"][1]
+    return idx
+
+
+# the fourteenth stream's special values, per input dtype
+HUGE = {"float32": 2.0 ** 100, "bfloat16": 2.0 ** 100, "float16": 2.0 ** 14}
+DENORM = {"float32": 2.0 ** -149, "bfloat16": 2.0 ** -133, "float16": 2.0 ** -24}
+
+
+def special_value(name, dtype):
+    return {"inf": np.inf, "-inf": -np.inf, "nan": np.nan, "-0": -0.0, "denorm": DENORM[dtype],
+            "huge": HUGE[dtype], "-huge": -HUGE[dtype]}[name]
+
+
+def _add_specials(d, arrays):
+    """Replaces about SPECIAL_P of the elements of the float input tensors (not the in-place added
+    atomic B) by d["special"]'s values, drawn from their own stream (the other inputs stay)."""
+    rng = np.random.default_rng(list(b"extension12-data") + [d["seed"]])
+    for i, ((name, _, dt, _), a) in enumerate(zip([t for t in tensors(d) if not t[3]], arrays)):
+        if dt not in FLOATS or name not in ("A", "A2", "B") or (name == "B" and d["kind"] != "gemm"):
+            continue
+        vals = np.array([special_value(v, dt) for v in d["special"]], np.float64)
+        pick = rng.random(a.shape) < SPECIAL_P
+        new = np.where(pick, vals[rng.integers(0, len(vals), size=a.shape)], a.astype(np.float64))
+        arrays[i] = new.astype(np_dtype(dt))
 
 
 # each map operation of grammar.OP_SOURCE on float64 arrays (`dtype`: the tile's)
@@ -139,7 +183,16 @@ def _map(ops, fused, x, y, dtype, tr):
         tr.steps += 1
         if not fused:
             v = convert(v, dtype, dtype)
+        elif not is_int(dtype):   # float tiles compute in float32: an intermediate past its range is inf
+            v = _float32_range(v)
     return convert(v, dtype, dtype)
+
+
+def _float32_range(v):
+    """float64 `v` with the values past float32's range made +-inf (as float32 arithmetic overflows)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = v.astype(np.float32)
+    return np.where(np.isinf(w) & np.isfinite(v), w.astype(np.float64), v)
 
 
 def _shifted(a, shape, offsets):
@@ -162,6 +215,8 @@ def reference(d):
     tr = Tracker()
     ins = [np.asarray(x, np.float64) for x in inputs(d)]
     k = d["kind"]
+    if d.get("d3"):
+        return _d3(d, ins, tr), tr
     if k in ("copy", "map"):
         shape = (d["M"],) if d["ndim"] == 1 else (d["M"], d["N"])
         st = d.get("starts", {})   # run-time starts (ninth stream)
@@ -205,8 +260,33 @@ def reference(d):
             outs.append(_reduce(d, convert(x * x, d["dt_tile"], d["dt_tile"]), "sum", tr))
         return outs, tr
     if k == "gather":
-        return [_gather(d, ins[0], ins[1].astype(np.int64))], tr
+        return [_gather(d, ins[0], ins[1].astype(np.int64) if len(ins) > 1 else None)], tr
     return [_gemm(d, ins, tr)], tr
+
+
+def _d3(d, ins, tr):
+    """A fifteenth-stream program: a map or a grid reduction of (bh, bm, bn) tiles of 3-D tensors."""
+    if d["kind"] == "map":
+        shape = (d["H"], d["M"], d["N"])
+        offs = (0, d["r0"], d["c0"])
+        x = tr.see(convert(_shifted(ins[0], shape, offs), d["dt_in"], d["dt_tile"]))
+        y = convert(_shifted(ins[1], shape, offs), d["dt_in"], d["dt_tile"]) if d["second"] else None
+        return [convert(_map(d["ops"], d["fused"], x, y, d["dt_tile"], tr), d["dt_tile"], d["dt_out"])]
+    dt, op, axis = d["dt_tile"], d["op"], d["dim"] + 1
+    x = convert(ins[0], d["dt_in"], dt)
+    fn = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+    if x.shape[axis] == 0:   # an empty reduced dim: the identity (the tile's zero-filled rows for max / min)
+        x = np.zeros(x.shape[:axis] + (1,) + x.shape[axis + 1:])
+    elif x.shape[axis] < (d["bm"] if axis == 1 else d["bn"]) and op != "sum":
+        # the tile's rows / columns past the tensor read 0 and take part in max / min
+        x = np.concatenate([x, np.zeros(x.shape[:axis] + (1,) + x.shape[axis + 1:])], axis=axis)
+    if op == "sum":
+        tr.see(np.sum(np.abs(x), axis=axis))
+        tr.steps += d["bm"] if axis == 1 else d["bn"]
+        tr.inexact = tr.inexact or not is_int(dt)
+    acc = tr.see(convert(fn(x, axis=axis), dt, dt))
+    tr.steps += 2
+    return [convert(acc, dt, d["dt_out"])]
 
 
 def _stored(out, out_shape, stores, tr):
@@ -246,10 +326,28 @@ def _before_n(shape, axis, n):
 def _gather(d, a, idx):
     """y = x[i, idx] on each block's tile (A's block, zero past A's end): exact."""
     M, N, bn = d["M"], d["N"], d["bn"]
+    f = d.get("gform")
+    if f in ("flat1", "clamp1", "oob1"):   # y[i] = x[ix[i]] (oob1: an error; the others' values)
+        idx = np.clip(idx, 0, bn - 1) if f == "clamp1" else np.clip(idx, 0, bn)
+        return np.where(idx < N, a[np.minimum(idx, max(N - 1, 0))], 0.0) if N else np.zeros(M)
+    if f in ("stride1", "stride0", "trans"):   # B[r, c] = A[r, s c + o], A[s r + o, c], A[c, r]
+        r, c = np.arange(M)[:, None], np.arange(N)[None, :]
+        if f == "trans":
+            return a.T.copy() if M and N else np.zeros((M, N))
+        s, o = d["stride"]
+        src = (r, s * c + o) if f == "stride1" else (s * r + o, c)
+        lim = a.shape[1 if f == "stride1" else 0]
+        ok = np.broadcast_to(src[1 if f == "stride1" else 0] < lim, (M, N))
+        rr, cc = (np.broadcast_to(v, (M, N)) for v in src)
+        out = np.zeros((M, N))
+        out[ok] = a[rr[ok], cc[ok]]
+        return out
+    if f == "clamp0":
+        idx = np.clip(idx, 0, d["bm"] - 1)
     if d["ndim"] == 1:
         rows = np.arange(M)
         return np.where(idx < N, a[rows, np.minimum(idx, max(N - 1, 0))], 0.0) if N else np.zeros(M)
-    if d.get("gaxis") == 0:   # y[i, j] = x[idx[i, j], j]: the source row of each element
+    if d.get("gaxis") == 0 or f == "clamp0":   # y[i, j] = x[idx[i, j], j]: the source row of each element
         row = (np.arange(M) // d["bm"] * d["bm"])[:, None] + idx
         cols = np.arange(N)[None, :]
         return np.where(row < M, a[np.minimum(row, M - 1), cols], 0.0) if M and N else np.zeros((M, N))
@@ -375,10 +473,14 @@ def tolerance(d, out_dtype, tr):
 
 def compare(d, outputs):
     """None when every output matches the reference within its tolerance, else a short text."""
-    refs, tr = reference(d)
+    with np.errstate(all="ignore"):   # special input values (fourteenth stream) meet every operation
+        refs, tr = reference(d)
+        # which elements are defined: NaN in the reference of the same program without special values
+        # (a NaN there is a never-written element); NaN only with them is a NaN the float output must hold
+        plain = reference({k: v for k, v in d.items() if k != "special"})[0] if d.get("special") else refs
     problems = []
     names = checked(d)
-    for (name, _, dt, _), got, ref in zip(names, outputs, refs):
+    for (name, _, dt, _), got, ref, ref0 in zip(names, outputs, refs, plain):
         got = np.asarray(got)
         if got.shape != ref.shape:
             problems.append(f"{name}: shape {got.shape}, expected {ref.shape}")
@@ -388,10 +490,15 @@ def compare(d, outputs):
         atol, rtol = tolerance(d, dt, tr)
         atol = np.broadcast_to(atol, ref.shape)
         defined = ~np.isnan(ref)
+        # a NaN value, not an undefined element (a NaN that went through an integer is undefined)
+        nan = ~defined & ~np.isnan(ref0) & all(t in FLOATS for t in path_dtypes(d) | {dt})
         with np.errstate(invalid="ignore"):
             err = np.where(defined, np.abs(got - ref), 0.0)
             same_inf = np.isinf(ref) & (got == ref)
-            bad = defined & ~same_inf & ~(err <= atol + rtol * np.abs(ref))
+            close = np.isfinite(ref) & (err <= atol + rtol * np.abs(ref))
+            bad = (defined & ~same_inf & ~close) | (nan & ~np.isnan(got))
+            if d.get("special") and d["kind"] in ("copy", "gather") and dt in FLOATS:   # moves keep -0.0
+                bad |= defined & (ref == 0) & (np.signbit(got) != np.signbit(ref))
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             problems.append(f"{name}: {int(bad.sum())} of {bad.size} elements off; first at {idx}: got {got[idx]!r}, "

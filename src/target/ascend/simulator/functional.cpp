@@ -459,7 +459,26 @@ void Machine::functional(Core& c, const RInstr& r) {
             uint8_t* d = dst + i * x.dst_pitch();
             if (x.atomic) {  // SetAtomicAdd: each element added into GM, the sum rounded once to dt
               const uint8_t* sr = src + i * x.src_pitch();
-              for (int64_t k = 0; k + es <= x.len; k += es) num::store(d + k, x.dt, num::load(d + k, x.dt) + num::load(sr + k, x.dt));
+              for (int64_t k = 0; k + es <= x.len; k += es) {
+                const double sum = num::load(d + k, x.dt) + num::load(sr + k, x.dt);
+                // an integer sum outside its type: undocumented, as the Vector unit's int32 overflow
+                // (the language wraps; hunt10a F17: the simulator had saturated silently)
+                const bool out = x.dt == ir::DTypeCode::i32 ? !num::fits<int32_t>(sum)
+                                 : x.dt == ir::DTypeCode::i8 ? !num::fits<int8_t>(sum)
+                                 : x.dt == ir::DTypeCode::u8 ? !num::fits<uint8_t>(sum) : false;
+                if (out) {
+                  report(ReportKind::IntOverflow,
+                         "atomic add into " + std::string(ir::DType(x.dt).name()) + " global memory gives " +
+                             std::to_string(static_cast<long long>(sum)) + " (element " + std::to_string(k / es) +
+                             " of row " + std::to_string(i) + "), outside its type: the 910B documentation does not "
+                             "say what the atomic add stores then (the language wraps; wrap or saturation only an NPU "
+                             "run can tell), so the simulator does not guess; keep the sums within the type (or add "
+                             "in float32)",
+                         {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+                  break;
+                }
+                num::store(d + k, x.dt, sum);
+              }
               continue;
             }
             std::memmove(d + lead, src + i * x.src_pitch(), static_cast<size_t>(x.bytes()));

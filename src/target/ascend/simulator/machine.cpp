@@ -498,6 +498,13 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   for (size_t i = 0; i < prog.params.size(); ++i)
     if (!prog.params[i].is_tensor && prog.params[i].var) {
       double v = args[i].scalar;
+      // a float parameter holds its dtype's value, as the printed kernel's parameter (a float16 0.1
+      // is 0.099975586; hunt10a F14: the float32 value was used)
+      if (const ir::DType t = prog.params[i].var->dtype; t.is_float() && t.code != ir::DTypeCode::f64) {
+        uint8_t b[8];
+        num::store(b, t.code, v);
+        v = num::load(b, t.code);
+      }
       base_slots_[var_slot_[prog.params[i].var.get()]] = Value{static_cast<int64_t>(v), v};
     }
   auto eval_expr = [&](const ir::Expr& e) { return e ? eval(compile_expr(e), base_slots_).i : 0; };

@@ -1,0 +1,57 @@
+// serial_maps: before/after Tile IR texts.
+#include <gtest/gtest.h>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "target/ascend/serial_maps.h"
+#include "target/registry.h"
+
+namespace tw::ascend {
+namespace {
+
+std::string after(const std::string& text) {
+  return ir::print(serial_maps(ir::parse_kernel(text, "maps.tw"), target::find_target("ascend910b2")));
+}
+
+// The tile-loops epilogue (stores at [i, j], reads of the written tile there, a column vector at
+// [j]) becomes a map; a running sum (reads c[i, j - 1]), a gather (b[x[i]]), a loop from 1 and a
+// read of one element stay serial.
+TEST(SerialMaps, ElementwiseNestsBecomeMapsOthersStaySerial) {
+  const std::string serial_rest = R"(  for i1 in serial(0, 8) {
+    for j1 in serial(1, 15) {
+      c[i1, j1] = c[i1, j1 - 1] + c[i1, j1]
+    }
+  }
+  for i2 in serial(0, 8) {
+    for j2 in serial(0, 16) {
+      c[i2, j2] = c[i2, j2] + b[x[i2]]
+    }
+  }
+  for j3 in serial(0, 16) {
+    b[j3] = b[j3] + b[0]
+  }
+  copy c -> Y
+}
+)";
+  const std::string head = R"(kernel k(Y: global float32[8, 16], s: float32)
+    grid(bx = 1) {
+  alloc c: fragment float32[8, 16]
+  alloc b: fragment float32[16]
+  alloc x: fragment int32[8]
+)";
+  EXPECT_EQ(after(head + R"(  for i in serial(0, 8) {
+    for j in serial(0, 16) {
+      c[i, j] = c[i, j] * s + b[j]
+    }
+  }
+)" + serial_rest),
+            head + R"(  for i in parallel(0, 8) {
+    for j in parallel(0, 16) {
+      c[i, j] = c[i, j] * s + b[j]
+    }
+  }
+)" + serial_rest);
+}
+
+}  // namespace
+}  // namespace tw::ascend
