@@ -25,10 +25,10 @@ for that configuration, the call's, the configuration's and the defaults), else 
 ``kernel.example_inputs()``: random values, so a kernel with an int32 / int64 input (which it
 may read as indices: block tables, lengths) needs ``inputs=`` (else a ``TilewrightError``).
 
-The best configuration per (factory, its source text, key values, target, machine, Tilewright
-version) is saved under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and
-reused by later processes (one that no longer compiles is dropped and tuned again). One line per
-configuration is printed while tuning (``verbose=False`` silences it).
+The best configuration per (factory, its code, key values, target, machine, Tilewright version)
+is saved under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by
+later processes; a stored configuration that no longer compiles is logged and tuned again. One
+line per configuration is printed while tuning (``verbose=False`` silences it).
 """
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ import functools
 import hashlib
 import inspect
 import json
+import logging
+import marshal
 import multiprocessing
 import os
 import pathlib
@@ -135,6 +137,19 @@ def machine_peaks(refresh=False) -> dict:
              "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg()[0]}
     _write_private(path, json.dumps(peaks))
     return peaks
+
+
+def code_hash(fn) -> str:
+    """What a stored tuning result depends on in the kernel factory itself: a hash of its source
+    text (decorators and nested kernel included), else of its code object (a function whose source
+    is not at hand). An edited kernel is tuned again; functions it calls are not covered."""
+    f = inspect.unwrap(fn)
+    try:
+        data = inspect.getsource(f).encode()
+    except (OSError, TypeError):
+        code = getattr(f, "__code__", None)
+        data = marshal.dumps(code) if code is not None else repr(f).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def _resolve(module: str, qualname: str):
@@ -292,9 +307,9 @@ class Autotuner:
         self.__doc__ = getattr(fn, "__doc__", None)
         self._module = getattr(fn, "__module__", None)
         self._qualname = getattr(fn, "__qualname__", self.__name__)
-        self._code = _code_id(fn)
         wrapped = getattr(fn, "__wrapped__", fn)
         self._signature = inspect.signature(wrapped)
+        self._code = code_hash(fn)
         config_names = {k for c in self.configs for k in c}
         params = self._signature.parameters
         for name in self.key:
@@ -496,28 +511,25 @@ class Autotuner:
         key_values = self._key_values(args, kwargs)
         mkey = (tuple(sorted((k, repr(v)) for k, v in key_values.items())), target)
         cfg = self._memory.get(mkey)
-        stored = None
         if cfg is None:
             path = self._store_path(key_values, target)
             cfg = self._load(path)
-            if cfg is None:
-                cfg = self.tune(*args, target=target, **kwargs)
-            else:
-                stored = path
+            if cfg is not None:
+                try:
+                    kernel = self.fn(*args, **kwargs, **cfg, target=target)
+                except TilewrightError as e:  # the kernel changed in a way its source hash missed (a helper)
+                    logging.getLogger("tilewright").warning(
+                        "autotune '%s': the stored best configuration %r (%s) no longer compiles (%s): tuning again",
+                        self.__name__, cfg, path, e.message.splitlines()[0])
+                    path.unlink(missing_ok=True)
+                    cfg = None
+                else:
+                    self._memory[mkey] = self.best_config = cfg
+                    return kernel
+            cfg = self.tune(*args, target=target, **kwargs)
             self._memory[mkey] = cfg
         self.best_config = cfg
-        try:
-            return self.fn(*args, **kwargs, **cfg, target=target)
-        except TilewrightError as e:
-            if stored is None:
-                raise
-            # a stored result that no longer builds (the kernel, or what it calls, was edited since
-            # it was tuned): drop it and tune again, where that configuration is dropped with its reason
-            self._say(f"tilewright: the stored best configuration {cfg!r} of '{self.__name__}' ({stored}) no longer "
-                      f"compiles ({e.message}); tuning again")
-            stored.unlink(missing_ok=True)
-            del self._memory[mkey]
-            return self(*args, target=target, **kwargs)
+        return self.fn(*args, **kwargs, **cfg, target=target)
 
 
 def _key_value(v):
@@ -529,18 +541,6 @@ def _key_value(v):
     if isinstance(v, numbers.Integral):
         return int(v)
     return float(v) if isinstance(v, numbers.Real) else v
-
-
-def _code_id(fn):
-    """A digest of the factory's source (its code object's bytecode and constants when the source
-    is not at hand): a stored result is tuned again after the factory is edited."""
-    f = inspect.unwrap(fn)
-    try:
-        text = inspect.getsource(f)
-    except (OSError, TypeError):
-        code = getattr(f, "__code__", None)
-        text = repr((code.co_code, code.co_consts)) if code is not None else ""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _parameters(fn):

@@ -24,6 +24,7 @@ import os
 import pathlib
 import sys
 import time
+from collections.abc import Mapping
 
 from . import _C
 from .errors import TilewrightError, user_location
@@ -42,13 +43,22 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
     shapes — symbolic dimensions stay symbolic —, target, CPU features required, compiler,
     Tilewright version, sha256 of every file). Ascend targets: each kernel's AscendC project in
     ``<kernel>/`` and the manifest. ``name`` defaults to the kernel's name (one kernel) or
-    ``"kernels"``. ``cpu_arch`` (cpu): the g++ ``-march`` value to compile the library for, e.g.
+    ``"kernels"``. ``kernels`` may be a dict ``{name: kernel}``: each kernel is exported under its
+    name (a C identifier) instead of its own -- one factory built at several shapes gives kernels
+    of one name. ``cpu_arch`` (cpu): the g++ ``-march`` value to compile the library for, e.g.
     ``"x86-64-v3"`` for any AVX2 + FMA server (Zen 3, Haswell and later) or ``"znver3"``; default
     this process's (``TW_CPU_ARCH``, else ``native``: this machine's CPU). It may be one this
     machine cannot run: nothing exported is loaded here; the manifest records the architecture
     and the CPU features it needs, which the C++ runtime checks before loading."""
     if isinstance(kernels, Kernel):
         kernels = [kernels]
+    names = []
+    if isinstance(kernels, Mapping):
+        names, kernels = list(kernels.keys()), list(kernels.values())
+        bad = next((n for n in names if not isinstance(n, str) or not n), None)
+        if bad is not None:
+            raise TilewrightError(f"export: kernel name {bad!r} is not a non-empty str", *user_location(),
+                                  hint="pass {\"name\": kernel, ...} with C identifiers as names")
     if not hasattr(kernels, "__iter__") or isinstance(kernels, (str, bytes)):
         raise TilewrightError(f"cannot export {kernels!r}: not a compiled kernel or a list of them",
                               hint="pass kernels returned by tw.compile / a @tw.jit function")
@@ -61,7 +71,7 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
             raise TilewrightError(f"cannot export {k!r}: not a compiled kernel",
                                   hint="pass kernels returned by tw.compile / a @tw.jit function")
     if name is None:
-        name = kernels[0].name if len(kernels) == 1 else "kernels"
+        name = (names[0] if names else kernels[0].name) if len(kernels) == 1 else "kernels"
     try:
         path = os.fspath(directory)
     except TypeError:
@@ -70,7 +80,7 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
         raise TilewrightError(f"export() takes a directory path (a non-empty str or os.PathLike), got "
                               f"{directory!r}", *user_location(), hint="pass e.g. 'build/kernels'")
     try:
-        files, _ = _C.export_artifact([k._exe for k in kernels], path, name, cpu_arch or "")
+        files, _ = _C.export_artifact([k._exe for k in kernels], path, name, cpu_arch or "", names)
     except TilewrightError as e:
         if e.line > 0:  # located at a kernel's definition
             raise
@@ -212,8 +222,11 @@ def _load_attr(ref: str, default_attr: str):
     return getattr(module, attr)
 
 
-def _kernels_from(value) -> list:
-    """A Kernel, a spec, or a list of kernels and specs -> compiled kernels."""
+def _kernels_from(value):
+    """A Kernel, a spec, or a list of kernels and specs -> compiled kernels; a dict of them ->
+    a dict of compiled kernels under the same names."""
+    if isinstance(value, Mapping):
+        return dict(zip(value.keys(), _kernels_from(list(value.values()))))
     if isinstance(value, Kernel):
         return [value]
     if isinstance(value, tuple) and value and callable(value[0]) and not isinstance(value[0], Kernel):
@@ -248,7 +261,7 @@ def _parser(command, description, names):
 
 def _export_main(argv) -> int:
     ap = _parser("export", "Compile kernels and write them as an artifact for the C++ runtime (docs/deploying.md).",
-                 "a kernel, a spec (factory, args[, target]) or a list of them")
+                 "a kernel, a spec (factory, args[, target]), a list of them or a dict {kernel name: ...}")
     ap.add_argument("-o", "--output", required=True, help="artifact directory to write")
     ap.add_argument("--name", default=None, help="library name (a C identifier; prefixes the symbols)")
     ap.add_argument("--cpu-arch", default=None, metavar="ARCH",

@@ -204,21 +204,37 @@ def _as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def _store_array(x, what):
-    """(array for .npz, dtype name): bfloat16 is stored as its uint16 bits; a 0-d value stays 0-d."""
-    if x is None:
-        from .errors import TilewrightError
-        raise TilewrightError(f"Reference: the {what} is None: there is nothing to store",
-                              hint="return the outputs (a kernel that writes in place: return the written array)")
-    a = np.asarray(_to_numpy(x), order="C")
+def _store_array(x):
+    """(a C-ordered copy of ``x`` for the .npz, its dtype name): bfloat16 is stored as its uint16
+    bits; a 0-d value stays 0-d. A copy: taken before the function runs, it keeps the inputs as
+    they were even when the function writes into them."""
+    a = np.array(_to_numpy(x), order="C", copy=True)
     name = _dtype_name(x)
     return (a.view(np.uint16) if name == "bfloat16" else a), name
+
+
+def _stored_dtype(name):
+    """The numpy dtype name a value of dtype ``name`` has in the .npz."""
+    return "uint16" if name == "bfloat16" else np_dtype(name).name
 
 
 def _load_array(a, name):
     return a.view(np_dtype("bfloat16")) if name == "bfloat16" else a.astype(np_dtype(name), copy=False)
 
 
+def _outputs(values, who):
+    """The outputs ``who`` returned, as a tuple; None (a function that writes in place and returns
+    nothing) is an error: the store keeps what the function returns."""
+    outs = _as_tuple(values)
+    if values is None or any(v is None for v in outs):
+        from .errors import TilewrightError, user_location
+        raise TilewrightError(f"tw.testing.Reference: {who} returned None" +
+                              ("" if values is None else f" as output {[v is None for v in outs].index(True)}") +
+                              ": the store keeps and compares the values the function returns",
+                              *user_location(),
+                              hint="return the outputs (a function that writes into one of its arguments: "
+                                   "return that argument)")
+    return outs
 def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
@@ -227,7 +243,7 @@ def _as_torch(a, name):
     """A stored input that was a torch tensor goes back to the function as one (CPU)."""
     import torch
     if name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(np.array(a, order="C").view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(np.array(a))
 
 
@@ -277,8 +293,8 @@ class Reference:
     None: a golden run), saves everything, and checks ``fn`` against them; every later time,
     loads the stored inputs, runs ``fn`` on them and compares with the stored outputs at the
     stored tolerance (``inputs`` and ``expected`` are then not used). Returns ``fn``'s outputs.
-    The default tolerance is that of the less precise of ``fn``'s and the reference's dtypes. A
-    store with a file missing or damaged is a TilewrightError, never recreated;
+    The default tolerance is that of the less precise of ``fn``'s outputs and the reference's.
+    A damaged store, or one of its two files missing, is a ``TilewrightError`` naming it;
     ``Reference(path, update=True)`` rewrites the store."""
 
     def __init__(self, path, *, seed=None, atol=None, rtol=None, update=False):
@@ -292,75 +308,112 @@ class Reference:
 
     @property
     def exists(self) -> bool:
-        """Both files are there; one without the other is a damaged store (an error, never
-        recreated behind the caller's back)."""
-        there = [p.exists() for p in (self.npz, self.manifest_path)]
-        if there[0] != there[1]:
-            missing = self.manifest_path if there[0] else self.npz
-            raise self._damaged(f"{missing} is missing")
-        return there[0]
+        """Both files are there (one without the other is a damaged store: ``check`` says which
+        file is missing, it never writes a fresh store over the other)."""
+        return self.npz.exists() and self.manifest_path.exists()
 
-    def _damaged(self, why):
-        from .errors import TilewrightError
-        return TilewrightError(f"the reference store {self.path} is damaged: {why}",
-                               hint=f"restore it (e.g. from version control), or rewrite it from the current function "
-                                    f"with tw.testing.Reference({str(self.path)!r}, update=True)")
+    def _damaged(self, what):
+        from .errors import TilewrightError, user_location
+        return TilewrightError(f"the reference store {self.path} is damaged: {what}", *user_location(),
+                               hint=f"restore {self.npz.name} and {self.manifest_path.name} together (e.g. from "
+                                    f"version control), or rewrite both: tw.testing.Reference('{self.path}', "
+                                    "update=True).check(fn, inputs, expected)")
 
     def manifest(self) -> dict:
-        from .errors import TilewrightError
+        """The manifest, checked: a format-1 object whose inputs and outputs are lists of
+        {shape, dtype} and whose tolerance is two numbers >= 0 (else a TilewrightError naming the
+        store and the fix)."""
         try:
-            return json.loads(self.manifest_path.read_text())
-        except (OSError, ValueError) as e:
-            raise TilewrightError(f"cannot read the reference manifest {self.manifest_path}: {e}",
-                                  hint="create it with tw.testing.Reference(path).check(fn, inputs)") from e
+            m = json.loads(self.manifest_path.read_text())
+        except FileNotFoundError:
+            raise self._damaged(f"{self.manifest_path} is missing") from None
+        except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+            raise self._damaged(f"cannot read its manifest {self.manifest_path}: {e}") from None
+        where = f"its manifest {self.manifest_path}"
+        if not isinstance(m, dict):
+            raise self._damaged(f"{where} holds a JSON {type(m).__name__}, not an object")
+        if m.get("format") != 1:
+            raise self._damaged(f"{where} has format {m.get('format')!r}; this Tilewright reads format 1")
+        for kind in ("inputs", "outputs"):
+            entries = m.get(kind)
+            if not isinstance(entries, list):
+                raise self._damaged(f"{where} has no list '{kind}'")
+            for i, d in enumerate(entries):
+                shape = d.get("shape") if isinstance(d, dict) else None
+                if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
+                    raise self._damaged(f"{where}: {kind}[{i}] has no shape (a list of sizes): {d!r}")
+                try:
+                    ok = isinstance(d.get("dtype"), str) and np_dtype(d["dtype"]).kind != "O"
+                except Exception:  # noqa: BLE001 - any unreadable dtype name: the same report
+                    ok = False
+                if not ok:
+                    raise self._damaged(f"{where}: {kind}[{i}] has no dtype Tilewright reads: {d.get('dtype')!r}")
+        from .benchmark import _finite
+        tol = m.get("tolerance")
+        if not (isinstance(tol, dict) and all(_finite(tol.get(k)) and not isinstance(tol.get(k), bool)
+                                              and tol[k] >= 0 for k in ("atol", "rtol"))):
+            raise self._damaged(f"{where} has no tolerance {{atol, rtol}} (numbers >= 0): {tol!r}")
+        return m
 
     def load(self):
-        """(inputs tuple, expected outputs tuple, manifest)."""
+        """(inputs tuple, expected outputs tuple, manifest), each array checked against the
+        manifest's shape and dtype."""
         import zipfile
         m = self.manifest()
+        specs = [(f"input{i}", d) for i, d in enumerate(m["inputs"])] + \
+                [(f"output{i}", d) for i, d in enumerate(m["outputs"])]
+        arrays = {}
         try:
-            if not isinstance(m, dict):
-                raise ValueError(f"{self.manifest_path} holds a {type(m).__name__}, not a manifest")
-            with np.load(self.npz) as z:
-                arrays = {}
-                for kind in ("input", "output"):
-                    for i, d in enumerate(m[kind + "s"]):
-                        a = z[f"{kind}{i}"]
-                        if list(a.shape) != list(d["shape"]):
-                            raise ValueError(f"{kind} {i} has shape {list(a.shape)} in {self.npz.name} but "
-                                             f"{d['shape']} in {self.manifest_path.name}")
-                        a = _load_array(a, d["dtype"])
-                        arrays.setdefault(kind, []).append(_as_torch(a, d["dtype"]) if d.get("torch") else a)
-            tol = m["tolerance"]
-            tol["atol"], tol["rtol"]  # noqa: B018 - present
-        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
-            if "allow_pickle" in str(e):  # numpy's advice to unpickle the file: never for a damaged store
-                raise self._damaged(f"{self.npz} is not an .npz archive") from None
-            raise self._damaged(f"{type(e).__name__}: {e}") from None
-        return tuple(arrays.get("input", ())), tuple(arrays.get("output", ())), m
+            with np.load(self.npz, allow_pickle=False) as z:
+                missing = [n for n, _ in specs if n not in z.files]
+                if missing:
+                    raise self._damaged(f"{self.npz} has no array {', '.join(missing)} (its manifest lists "
+                                        f"{len(m['inputs'])} inputs and {len(m['outputs'])} outputs)")
+                extra = sorted(set(z.files) - {n for n, _ in specs})
+                if extra:
+                    raise self._damaged(f"{self.npz} holds arrays its manifest does not list: {', '.join(extra)}")
+                for n, d in specs:
+                    a = z[n]
+                    if a.dtype.name != _stored_dtype(d["dtype"]) or list(a.shape) != d["shape"]:
+                        raise self._damaged(f"{self.npz}: {n} is {a.dtype.name} {list(a.shape)}, its manifest says "
+                                            f"{d['dtype']} {d['shape']}")
+                    a = _load_array(a, d["dtype"])
+                    arrays[n] = _as_torch(a, d["dtype"]) if d.get("torch") is True else a
+        except AttributeError:  # np.load read a lone .npy (an ndarray, no context manager)
+            raise self._damaged(f"{self.npz} is not an .npz archive") from None
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+            # allow_pickle=False: a file that is no .npy/.npz (or holds object arrays) is numpy's
+            # ValueError suggesting allow_pickle=True, which is no advice for a store
+            why = ("its content would have to be unpickled, which a store never needs" if "pickle" in str(e) else
+                   f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'empty'}")
+            raise self._damaged(f"cannot read {self.npz} as an .npz archive of arrays ({why})") from None
+        ins = tuple(arrays[f"input{i}"] for i in range(len(m["inputs"])))
+        outs = tuple(arrays[f"output{i}"] for i in range(len(m["outputs"])))
+        return ins, outs, m
 
     def save(self, inputs, outputs, fn=None, actual=None):
-        """Stores ``inputs`` and the reference ``outputs``; the default tolerance is that of the
-        less precise of the outputs and ``actual`` (what the function under test returns: a
-        float32 kernel checked against float64 outputs gets float32's)."""
-        ins = [_store_array(x, "input") for x in _as_tuple(inputs)]
-        outs = [_store_array(x, "reference output") for x in _as_tuple(outputs)]
-        dtypes = [d for _, d in outs] + [_dtype_name(x) for x in _as_tuple(actual) if x is not None]
-        atol, rtol = (0.0, 0.0)
-        if outs and (self.atol is None or self.rtol is None):
+        """Writes the store. The default tolerance is that of the less precise of the outputs'
+        dtypes and ``actual``'s (the checked function's outputs), as in :func:`assert_close`."""
+        ins = [_store_array(x) for x in _as_tuple(inputs)]
+        outs = [_store_array(x) for x in _outputs(outputs, "the reference")]
+        dtypes = [d for _, d in outs] + [_dtype_name(x) for x in (_as_tuple(actual) if actual is not None else ())]
+        atol, rtol = self.atol, self.rtol
+        if atol is None or rtol is None:
             try:
-                atol, rtol = tolerance(*dtypes)
+                d_atol, d_rtol = tolerance(*dtypes) if dtypes else (0.0, 0.0)
             except ValueError as e:
-                from .errors import TilewrightError
-                raise TilewrightError(f"Reference {self.path}: {e}", hint="pass atol= and rtol= to Reference") from None
+                from .errors import TilewrightError, user_location
+                raise TilewrightError(f"tw.testing.Reference: {e}", *user_location(),
+                                      hint="pass Reference(path, atol=..., rtol=...)") from None
+            atol = d_atol if atol is None else atol
+            rtol = d_rtol if rtol is None else rtol
         manifest = {
             "format": 1,
             "seed": self.seed,
             "inputs": [{"shape": list(a.shape), "dtype": d, **({"torch": True} if _is_torch(x) else {})}
                        for (a, d), x in zip(ins, _as_tuple(inputs))],
             "outputs": [{"shape": list(a.shape), "dtype": d} for a, d in outs],
-            "tolerance": {"atol": atol if self.atol is None else self.atol,
-                          "rtol": rtol if self.rtol is None else self.rtol},
+            "tolerance": {"atol": atol, "rtol": rtol},
             "fn": _fn_spec(fn) if fn is not None else None,
             "versions": _versions(),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -376,23 +429,31 @@ class Reference:
         return manifest
 
     def check(self, fn, inputs=None, expected=None):
-        if self.update or not self.exists:
+        have_npz, have_manifest = self.npz.exists(), self.manifest_path.exists()
+        if have_npz != have_manifest and not self.update:
+            # half a store (a partial checkout, a cleaned .json): never a fresh golden run over it
+            missing, there = (self.manifest_path, self.npz) if have_npz else (self.npz, self.manifest_path)
+            raise self._damaged(f"{missing} is missing ({there.name} is there; a store is both files)")
+        if self.update or not have_npz:
             if inputs is None:
-                from .errors import TilewrightError
-                raise TilewrightError(f"no reference stored at {self.npz} and no inputs given",
+                from .errors import TilewrightError, user_location
+                raise TilewrightError(f"no reference stored at {self.npz} and no inputs given", *user_location(),
                                       hint="call check(fn, inputs, expected) once to create it")
             inputs = _as_tuple(inputs)
-            if expected is None:  # a golden run
-                ref = actual = fn(*inputs)
-            else:
-                ref, actual = expected(*inputs), fn(*inputs)
-            if actual is None:
-                from .errors import TilewrightError
-                raise TilewrightError(f"Reference {self.path}: the function returned None: there is nothing to compare",
-                                      hint="return the outputs (a kernel that writes in place: return the written array)")
-            self.save(inputs, ref, fn, actual)
-        ins, outs, m = self.load()
-        got = fn(*ins)
+            stored = [(*_store_array(x), _is_torch(x)) for x in inputs]  # before fn or expected writes into them
+
+            def replay():  # the inputs as a later check passes them: torch tensors stay torch tensors
+                return [_as_torch(_load_array(a.copy(), d), d) if t else _load_array(a.copy(), d) for a, d, t in stored]
+
+            ref = _outputs(fn(*inputs) if expected is None else expected(*inputs),
+                           "fn" if expected is None else "expected")
+            got = fn(*replay())
+            self.save(replay(), ref, fn, actual=_outputs(got, "fn"))
+            outs, m = self.load()[1:]
+        else:
+            ins, outs, m = self.load()
+            got = fn(*ins)
+            _outputs(got, "fn")
         tol = m["tolerance"]
         exp = outs if isinstance(got, (tuple, list)) else outs[0]
         assert_close(got, exp, atol=tol["atol"], rtol=tol["rtol"], msg=f"reference {self.path}")

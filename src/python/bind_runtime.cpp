@@ -600,12 +600,8 @@ void bind_runtime(nb::module_& m) {
   m.def("compiler_identity", [] { return runtime::host_compiler().identity; });
   m.def("compile_flags", [](const std::string& arch) { return runtime::default_compile_flags(arch); },
         nb::arg("arch"));
-  // `tilewright doctor`: builds `source` into the shared library `output` as kernels are built
-  // (the host compiler, the default flags); (ok, the compiler's log).
-  m.def("compile_probe", [](const std::string& source, const std::string& output) {
-    runtime::CompileResult r = runtime::compile_shared_object(source, output, {}, {});
-    return std::make_pair(r.ok, r.log);
-  }, nb::arg("source"), nb::arg("output"));
+  m.def("toolchain_problem", [](const std::string& arch) { return runtime::toolchain_problem(arch); },
+        nb::arg("arch"), nb::call_guard<ReleaseGil>());
   m.def("cache_dir", [] { return support::env().cache_dir; });
   // a byte count as TW_CACHE_MAX_BYTES takes it (`tilewright cache prune --max-bytes 500M`); None if malformed
   m.def("parse_byte_count", &support::parse_byte_count, nb::arg("text"));
@@ -613,15 +609,16 @@ void bind_runtime(nb::module_& m) {
   // Deployment (python/tilewright/deploy.py).
   m.def("export_artifact",
         [](const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
-           const std::string& name, const std::string& cpu_arch) {
+           const std::string& name, const std::string& cpu_arch, const std::vector<std::string>& kernel_names) {
           runtime::ExportResult r;
           {
             ReleaseGil release;
-            r = runtime::export_artifact(kernels, dir, name, cpu_arch);
+            r = runtime::export_artifact(kernels, dir, name, cpu_arch, kernel_names);
           }
           return std::make_pair(r.files, r.library_from_cache);
         },
-        nb::arg("kernels"), nb::arg("dir"), nb::arg("name"), nb::arg("cpu_arch") = "");
+        nb::arg("kernels"), nb::arg("dir"), nb::arg("name"), nb::arg("cpu_arch") = "",
+        nb::arg("kernel_names") = std::vector<std::string>{});
   m.def("read_manifest", [](const std::string& dir) {
     const std::string path = dir + "/" + runtime::kManifestFile;
     std::ifstream f(path, std::ios::binary);

@@ -115,7 +115,8 @@ static ExportResult write_artifact(const std::vector<std::shared_ptr<const Execu
                                    const std::string& cpu_arch_in, Temporaries& temps);
 
 ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
-                             const std::string& name, const std::string& cpu_arch_in) {
+                             const std::string& name, const std::string& cpu_arch_in,
+                             const std::vector<std::string>& kernel_names) {
   if (kernels.empty()) throw ir::Error("nothing to export", {}, "pass at least one compiled kernel");
   if (!is_c_identifier(name))
     throw ir::Error("library name '" + name + "' is not a C identifier", {},
@@ -123,15 +124,26 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
   const std::string target = kernels.front()->target();
   std::vector<Signature> sigs;
   std::set<std::string> names;
-  for (const auto& k : kernels) {
-    const Signature& s = k->signature();
+  if (!kernel_names.empty() && kernel_names.size() != kernels.size())
+    throw ir::Error("export of " + std::to_string(kernels.size()) + " kernels with " +
+                    std::to_string(kernel_names.size()) + " kernel names");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const auto& k = kernels[i];
+    Signature s = k->signature();
+    if (!kernel_names.empty() && !kernel_names[i].empty()) {
+      if (!is_c_identifier(kernel_names[i]))
+        throw ir::Error("kernel name '" + kernel_names[i] + "' (for kernel '" + s.kernel + "') is not a C identifier",
+                        {}, "use letters, digits and '_' (not first a digit): it names the exported C function");
+      s.kernel = kernel_names[i];
+    }
     if (k->target() != target)
       throw ir::Error("kernel '" + s.kernel + "' is compiled for '" + k->target() + "', kernel '" +
                           sigs.front().kernel + "' for '" + target + "': one artifact holds one target",
                       s.span, "export the kernels of each target into their own directory");
     if (!names.insert(s.kernel).second)
       throw ir::Error("two kernels named '" + s.kernel + "' in one export", s.span,
-                      "rename one (the kernel name becomes part of its C symbol)");
+                      "name them: tw.export({\"name_a\": kernel_a, \"name_b\": kernel_b}, dir) (SPECS = {name: "
+                      "spec, ...} for `tilewright export`); the kernel name becomes part of its C symbol");
     std::set<std::string> used;
     for (const auto& p : s.params) used.insert(p.name);
     for (const auto& v : s.shape_vars)

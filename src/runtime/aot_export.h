@@ -23,14 +23,16 @@ struct ExportResult {
   bool library_from_cache = false;  // cpu: the shared object came from the disk cache
 };
 
-// All kernels must be for the same target and have distinct names; `name` (the library's
-// name) must be a C identifier. Files of an earlier export into `dir` are replaced; the
+// All kernels must be for the same target and have distinct names: their own, or
+// `kernel_names[i]` where that is given and not empty (a C identifier: one factory built at two
+// shapes gives two kernels of one name); `name` (the library's name) must be a C identifier. Files of an earlier export into `dir` are replaced; the
 // manifest is written last, so an interrupted export leaves no loadable artifact. cpu: the
 // library (and the gemm runtime library) is compiled for `cpu_arch`, a -march value ("" = this
 // process's, TW_CPU_ARCH), which may be one this CPU cannot run (nothing is loaded); the
 // manifest records it and the CPU features it needs. Throws ir::Error.
 ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>>& kernels, const std::string& dir,
-                             const std::string& name, const std::string& cpu_arch = "");
+                             const std::string& name, const std::string& cpu_arch = "",
+                             const std::vector<std::string>& kernel_names = {});
 
 // The C header declaring the typed entry points of `kernels` in library `name` (cpu).
 std::string export_header(const std::vector<Signature>& kernels, const std::string& name);

@@ -219,33 +219,55 @@ std::string cache_key(const std::string& source, const std::string& arch) {
                              source);
 }
 
-// A failed compile: the machine ran out of disk or memory, or the compiler was killed (not the
-// kernel's fault: a std::runtime_error; `out` and, when `own_src`, `src` are removed), else an
+std::string clipped_log(const std::string& log) {
+  return log.size() > 4000 ? log.substr(0, 4000) + "\n..." : log;
+}
+
+// The program a compiler driver's log says it could not run ("g++: fatal error: cannot execute
+// 'as'", "collect2: fatal error: cannot find 'ld'", clang's "Executable \"ld\" doesn't exist"; GCC
+// quotes with U+2018/U+2019 in a UTF-8 locale), else "".
+std::string missing_tool(const std::string& log) {
+  static const char* const opens[] = {"'", "\"", "\xE2\x80\x98"};
+  for (const char* head : {"cannot execute ", "cannot find ", "Executable "}) {
+    for (auto at = log.find(head); at != std::string::npos; at = log.find(head, at + 1)) {
+      std::size_t start = at + std::strlen(head);
+      for (const char* open : opens) {
+        if (log.compare(start, std::strlen(open), open) != 0) continue;
+        start += std::strlen(open);
+        std::size_t end = start;
+        while (end < log.size() && log[end] != '\'' && log[end] != '"' && log[end] != '\xE2' && log[end] != '\n') ++end;
+        if (end > start && end < log.size() && log[end] != '\n') return log.substr(start, end - start);
+      }
+    }
+  }
+  return "";
+}
+
+// A failed compile: the machine ran out of disk or memory, or the compiler was killed, or the
+// host toolchain cannot build even a one-line shared library (toolchain_problem: an assembler or
+// linker missing from PATH, TW_CXX naming something that is not a C++ compiler) -- not the
+// kernel's fault: a std::runtime_error; `out` and, when `own_src`, `src` are removed -- else an
 // internal error pointing at the kept `src`.
 [[noreturn]] void compile_failed(const CompileResult& r, const std::string& what, const ir::Span& span,
-                                 const std::string& src, bool own_src, const std::string& out) {
-  std::string log = r.log.size() > 4000 ? r.log.substr(0, 4000) + "\n..." : r.log;
-  for (const char* cause : {"No space left on device", "Disk quota exceeded", "Cannot allocate memory",
-                            "virtual memory exhausted", "out of memory", "killed by signal"}) {
-    if (r.log.find(cause) == std::string::npos) continue;
+                                 const std::string& src, bool own_src, const std::string& out,
+                                 const std::string& arch) {
+  const std::string log = clipped_log(r.log);
+  auto remove_files = [&] {
     std::error_code ec;
     if (own_src) fs::remove(src, ec);
     fs::remove(out, ec);
+  };
+  for (const char* cause : {"No space left on device", "Disk quota exceeded", "Cannot allocate memory",
+                            "virtual memory exhausted", "out of memory", "killed by signal"}) {
+    if (r.log.find(cause) == std::string::npos) continue;
+    remove_files();
     throw std::runtime_error("the host compiler could not build " + what + ": " + cause + " (" + host_compiler().path +
                              "):\n" + log + "\nfree disk space/memory in " + (work_root() / "tmp").string() +
                              " or set TW_CACHE_DIR/TMPDIR");
   }
-  // The driver could not run a tool of its own (no binutils `as` / `ld`, no `cc1plus` on PATH):
-  // the toolchain is incomplete, the generated C++ was never compiled.
-  for (const char* cause : {"cannot execute", "cannot find 'ld'", "cannot find 'as'"}) {
-    if (r.log.find(cause) == std::string::npos) continue;
-    std::error_code ec;
-    if (own_src) fs::remove(src, ec);
-    fs::remove(out, ec);
-    throw std::runtime_error("the host compiler (" + host_compiler().path + ") could not build " + what +
-                             ": its toolchain is incomplete (" + cause + "):\n" + log +
-                             "\ninstall a complete compiler (e.g. `apt-get install g++`, which brings binutils' as and "
-                             "ld), put its tools on PATH, or set TW_CXX; `tilewright doctor` checks the toolchain");
+  if (std::string problem = toolchain_problem(arch); !problem.empty()) {
+    remove_files();
+    throw std::runtime_error("the host toolchain is broken: " + problem);  // the caller names `what`
   }
   throw ir::Error("internal compiler error: the C++ generated for " + what + " did not compile:\n" + log, span,
                   "this is a Tilewright bug; the generated source is kept at " + src);
@@ -293,7 +315,7 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r = compile_shared_object(src, lib, {"-Wl,-soname," + gemm_runtime_soname(arch)}, {include_dir}, {}, arch);
   log_compile(r, what, t0);
-  if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib);
+  if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib, arch);
   return lib;
 }
 
@@ -407,12 +429,42 @@ std::string compile_source(const std::string& source, const std::string& what, c
   }
   log_compile(r, what, t0);
   guard.path.clear();
-  if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so);
+  if (!r.ok) compile_failed(r, what, span, src, /*own_src=*/true, so, arch);
   fs::remove(src);
   return so;
 }
 
 }  // namespace
+
+std::string toolchain_problem(const std::string& arch) {
+  const fs::path tmp = temporaries_dir();
+  const std::string stem = (tmp / ("toolchain-probe." + unique_suffix())).string();
+  struct Remove {
+    std::string stem;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove(stem + ".cpp", ec);
+      fs::remove(stem + ".so", ec);
+    }
+  } guard{stem};
+  {
+    std::ofstream f(stem + ".cpp");
+    f << "extern \"C\" int tw_toolchain_probe() { return 0; }\n";
+    f.close();
+    if (!f) throw std::runtime_error("cannot write '" + stem + ".cpp' (disk full?)");
+  }
+  CompileResult r = compile_shared_object(stem + ".cpp", stem + ".so", {}, {}, {}, arch);
+  if (r.ok) return "";
+  const std::string tool = missing_tool(r.log);
+  const CompilerInfo& cc = host_compiler();
+  return "the compiler '" + cc.path + "' (" + cc.identity +
+         ") cannot build a one-line shared library with the kernels' flags" +
+         (tool.empty() ? "" : ": it cannot run '" + tool + "'") + ":\n" + clipped_log(r.log) + "\nfix: " +
+         (tool.empty() ? "set TW_CXX (else CXX) to a C++20 compiler that accepts GCC-style flags (g++ or clang++)"
+                       : "put '" + tool + "' (binutils) on PATH, or set TW_CXX to a compiler whose assembler and "
+                         "linker are installed") +
+         " (docs/environment.md); `tilewright doctor` checks the toolchain";
+}
 
 CpuCacheInfo cpu_cache_info() {
   CpuCacheInfo info;

@@ -51,6 +51,12 @@ std::string gemm_runtime_library(const std::string& arch = cpu_arch());
 // different toolchains never stand in for each other.
 std::string gemm_runtime_soname(const std::string& arch = cpu_arch());
 
+// Compiles and links a one-line shared library with the kernels' flags for `arch`: "" when the host
+// toolchain works, else what fails (the compiler's log, the program it could not run) and the fix
+// (TW_CXX, PATH). A failed kernel compile asks it whether the environment is to blame;
+// `tilewright doctor` reports it.
+std::string toolchain_problem(const std::string& arch = cpu_arch());
+
 // The generated C++ and the stack bytes of one block's tiles of a CPU executable; nullopt for
 // an executable of another target.
 struct CpuCode {
