@@ -287,7 +287,8 @@ def test_reference_of_special_values():
     i = dict(s, dt_tile="int32")
     (ref,), _ = reference(i)
     assert np.isnan(ref[np.isnan(a)]).all() and compare(i, [np.where(np.isnan(ref), 7.0, ref).astype(np.float32)]) is None
-    assert known.known_bug(dict(s, ops=[["max", 0.0]]), "ascend910b", "mismatch")
+    # NaN through max / min is numpy's on both targets (session 22, h-nan10): no known bug explains a mismatch
+    assert not known.known_bug(dict(s, ops=[["max", 0.0]]), "ascend910b", "mismatch")
     # a copy keeps -0.0 (checked), an integer tile turns it into +0
     c = dict(s, kind="copy", special=["-0"])
     c.pop("ops")

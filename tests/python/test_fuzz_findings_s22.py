@@ -82,8 +82,6 @@ def test_f2_3d_unit_last_dim_convert_cpu(src_dt, tile_dt):
     assert np.array_equal(np.asarray(out, np.float64), a[:, :, 0].astype(np.float64))
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz10 F2 (OPEN): ascend910b refuses a converting copy into a 3-D tile "
-                   "whose last dim is 1 with a T.Parallel map error")
 @pytest.mark.parametrize("src_dt,tile_dt", F2_CASES)
 def test_f2_3d_unit_last_dim_convert_ascend(src_dt, tile_dt):
     a = (np.arange(48) % 7 - 3).reshape(3, 16, 1).astype(src_dt)

@@ -128,8 +128,6 @@ def test_unary_math_on_special_values(dtype, target):
                      what=f"{name} {dtype} {target}")
 
 
-@pytest.mark.xfail(strict=True, reason="F8: the known ascend910b max/min NaN rule (nan10): tanh is lowered through "
-                   "a Min(Max(x, -9), 9) clamp, and tanh(NaN) comes out -1.0 in unary_kernel")
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_tanh_of_nan_on_ascend(dtype):
     x = _cast(SPECIAL, dtype)
@@ -774,8 +772,6 @@ def test_scalar_reads_of_special_values(s, target):
         _assert_same(y[r], ref[r], 0, SCALAR_X, zero_sign=r in (2, 5), what=f"row {r}")
 
 
-@pytest.mark.xfail(strict=True, reason="F13: the known ascend910b max/min NaN rule (nan10), on the scalar unit: "
-                   "T.max(0.0, NaN) of two scalar reads is 0.0")
 def test_scalar_max_with_nan_on_ascend():
     S = np.array([0.0, nan], np.float32)
     y = run_checked(tw.compile(scalar_kernel(8), target=TARGET, out_idx=[2]), S, SCALAR_X)

@@ -29,13 +29,6 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # description, skip). skip=True: the bug corrupts or stops the worker (host memory, hangs), so the
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
-def max_min_of_specials(d):
-    """A program with special input values (fourteenth stream: NaN, or inf that makes NaN) through a
-    max / min: a map or epilogue T.max / T.min, or a reduce_max / reduce_min."""
-    ops = {op[0] for op in d.get("ops", []) + d.get("epilogue", [])}
-    return bool(d.get("special")) and (bool(ops & {"max", "min"}) or d.get("op") in ("max", "min"))
-
-
 def gemm_zeros_times_specials(d):
     """A gemm with special input values whose operand tiles hold zeros inside C's stored rows /
     columns: a run-time extent's rows / columns past the count, regions outside the tensors, or a
@@ -43,21 +36,10 @@ def gemm_zeros_times_specials(d):
     return d["kind"] == "gemm" and bool(d.get("special")) and any(k in d for k in ("rt", "starts", "s0", "s1"))
 
 
-def d3_convert_unit_last_dim(d):
-    """A fifteenth-stream (3-D) program whose load converts into a tile whose last dim is 1."""
-    return bool(d.get("d3")) and d["bn"] == 1 and d["dt_in"] != d["dt_tile"]
-
-
 KNOWN_BUGS = [
-    ("nan_max_min_ascend", "ascend910b", MISMATCH, None, max_min_of_specials,
-     "ascend910b's Max / Min with a NaN operand: not numpy's NaN propagation (docs/language.md "
-     "reduce_max / T.max; docs/ascend.md \"Session 21: NaN through Max / Min (h-nan9)\"; OPEN, nan10)", False),
     ("gemm_zero_rows_cpu", "cpu", MISMATCH, None, gemm_zeros_times_specials,
      "cpu's gemm skips an operand tile's zero-filled rows (past a run-time count, outside the tensor, a tail): "
      "0 * inf gives 0 instead of NaN (fuzz10 F1, OPEN; tests/python/test_fuzz_findings_s22.py)", False),
-    ("d3_convert_unit_last_dim", "ascend910b", ("error",), r"is not a vector instruction", d3_convert_unit_last_dim,
-     "a converting T.copy into a 3-D tile whose last dim is 1 is refused with a T.Parallel map error at the copy "
-     "(fuzz10 F2, OPEN; tests/python/test_fuzz_findings_s22.py)", False),
 ]
 
 
@@ -98,12 +80,6 @@ UNSUPPORTED = [
     ("cpu", lambda d: d.get("gform") == "oob1",
      "a gather index outside the tile: on cpu a TilewrightError at the access's line (docs/language.md "
      "\"Tails and out-of-range accesses\")"),
-    ("ascend910b", lambda d: bool(d.get("d3")) and d["kind"] == "map",
-     "a T.Parallel map over a 3-D tile: the vector instructions cover 2-D tiles, an error naming the fix (a "
-     "T.serial loop over the leading index); session 22: port10a lifts it, then delete this entry"),
-    ("ascend910b", lambda d: d.get("d3", {}).get("bh", 1) > 1 and d["kind"] == "reduce" and d["dim"] == 0,
-     "a reduction over axis 1 of a 3-D tile: an error naming the fix (2-D tiles in a T.serial loop); session 22: "
-     "port10a lifts it, then delete this entry"),
     ("ascend910b", lambda d: d.get("gform") in ("trans", "stride0"),
      "a T.Parallel read of a tile transposed (x[j, i]) or at a strided row (x[2 * i + 1, j]): Ascend gathers "
      "along the last dim, an error at the line naming the fix"),
