@@ -36,13 +36,6 @@ def max_min_of_specials(d):
     return bool(d.get("special")) and (bool(ops & {"max", "min"}) or d.get("op") in ("max", "min"))
 
 
-def gemm_zeros_times_specials(d):
-    """A gemm with special input values whose operand tiles hold zeros inside C's stored rows /
-    columns: a run-time extent's rows / columns past the count, regions outside the tensors, or a
-    tail's rows / columns that a store before the origin (s0 / s1) moves into C."""
-    return d["kind"] == "gemm" and bool(d.get("special")) and any(k in d for k in ("rt", "starts", "s0", "s1"))
-
-
 def d3_convert_unit_last_dim(d):
     """A fifteenth-stream (3-D) program whose load converts into a tile whose last dim is 1."""
     return bool(d.get("d3")) and d["bn"] == 1 and d["dt_in"] != d["dt_tile"]
@@ -52,9 +45,6 @@ KNOWN_BUGS = [
     ("nan_max_min_ascend", "ascend910b", MISMATCH, None, max_min_of_specials,
      "ascend910b's Max / Min with a NaN operand: not numpy's NaN propagation (docs/language.md "
      "reduce_max / T.max; docs/ascend.md \"Session 21: NaN through Max / Min (h-nan9)\"; OPEN, nan10)", False),
-    ("gemm_zero_rows_cpu", "cpu", MISMATCH, None, gemm_zeros_times_specials,
-     "cpu's gemm skips an operand tile's zero-filled rows (past a run-time count, outside the tensor, a tail): "
-     "0 * inf gives 0 instead of NaN (fuzz10 F1, OPEN; tests/python/test_fuzz_findings_s22.py)", False),
     ("d3_convert_unit_last_dim", "ascend910b", ("error",), r"is not a vector instruction", d3_convert_unit_last_dim,
      "a converting T.copy into a 3-D tile whose last dim is 1 is refused with a T.Parallel map error at the copy "
      "(fuzz10 F2, OPEN; tests/python/test_fuzz_findings_s22.py)", False),
