@@ -1835,6 +1835,34 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     return c;
   };
   const Clip ca = clip(n.a, a, n.trans_a), cb = clip(n.b, b, n.trans_b);
+  // the skipped terms (tw_cpu/gemm_zero.h): op(A)'s and op(B)'s live ranges and first live
+  // elements; a float gemm whose operands may be trimmed at run time, bands excluded (a band is
+  // the user's promise that A, or P, is 0 outside it)
+  const bool zero_terms = float_ok && n.band == GemmBand::none &&
+                          (!a_m.empty() || !a_k.empty() || !b_k.empty() || !b_n.empty() || ca.on || cb.on);
+  std::string zero_args;
+  if (zero_terms) {
+    auto lesser = [](std::string x, const std::string& y) { return y.empty() ? x : "(" + y + " < " + x + " ? " + y + " : " + x + ")"; };
+    // one operand: its live [r0, r1) x [k0, k1) in op() coordinates (q = 0: op's rows) and the
+    // pointer to its first live element (formed only when that element exists)
+    auto operand = [&](const Region& r, const Mat& x, const Clip& cl, bool trans, const Idx& rows, const Idx& cols,
+                       const std::string& l0, const std::string& l1) {
+      if (!cl.on)
+        return x.ptr + ", " + expr(x.ld) + ", " + (trans ? "true" : "false") + ", 0, " + lesser(expr(rows), l0) +
+               ", 0, " + lesser(expr(cols), l1);
+      std::string lo0 = expr(cl.lo[0]), lo1 = expr(cl.lo[1]), hi0 = lesser(expr(cl.hi[0]), l0),
+                  hi1 = lesser(expr(cl.hi[1]), l1);
+      std::string inside = cl.never ? "false" : hi0 + " > " + lo0 + " && " + hi1 + " > " + lo1;
+      for (const std::string& cond : cl.conds) inside += " && (" + cond + ")";
+      RegionView v = view(r);
+      Idx off = add(mul(trans ? cl.lo[1] : cl.lo[0], x.ld), trans ? cl.lo[0] : cl.lo[1]);
+      for (int d = 0; d < v.rank(); ++d) off = add(off, mul(v.start[d], v.stride[d]));
+      const std::string first = "(" + inside + " ? " + v.buf + " + " + expr(off) + " : " + v.buf + ")";
+      return first + ", " + expr(x.ld) + ", " + (trans ? "true" : "false") + ", " + lo0 + ", (" + inside + " ? " +
+             hi0 + " : " + lo0 + "), " + lo1 + ", " + hi1;
+    };
+    zero_args = operand(n.a, a, ca, n.trans_a, M, Ka, a_m, a_k) + ", " + operand(n.b, b, cb, n.trans_b, Kb, N, b_k, b_n);
+  }
   const std::string c_whole = c.ptr;  // C's first element (the clipped product's may lie past it)
   std::string none, band_shift;  // clipped: "nothing to multiply"; the band's offset in the clipped product
   const bool block = ca.on || cb.on || ((n.clear || !fresh.empty()) && (!a_m.empty() || !b_n.empty()));
@@ -1960,6 +1988,9 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   line(guard + kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + expr(a.ld) + ", " +
        (n.trans_a ? "true" : "false") + ", " + b.ptr + ", " + expr(b.ld) + ", " + (n.trans_b ? "true" : "false") + ", " +
        c.ptr + ", " + expr(c.ld) + ", /*accumulate=*/" + accumulate + stable + ");");
+  if (zero_terms)
+    line("tw_cpu::gemm_zero_terms((int64_t)(" + full_m + "), (int64_t)(" + full_n + "), (int64_t)(" + expr(Ka) + "), " +
+         zero_args + ", " + c_whole + ", " + expr(c.ld) + ");");
   if (bounds_check_ && n.band == GemmBand::c)
     line("tw_cpu::poison_outside_band((int64_t)(" + full_m + "), (int64_t)(" + full_n + "), " + c_whole + ", " +
          expr(c.ld) + ", " + band_lo + ", " + band_hi + ");");

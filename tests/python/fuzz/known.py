@@ -29,17 +29,7 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # description, skip). skip=True: the bug corrupts or stops the worker (host memory, hangs), so the
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
-def gemm_zeros_times_specials(d):
-    """A gemm with special input values whose operand tiles hold zeros inside C's stored rows /
-    columns: a run-time extent's rows / columns past the count, regions outside the tensors, or a
-    tail's rows / columns that a store before the origin (s0 / s1) moves into C."""
-    return d["kind"] == "gemm" and bool(d.get("special")) and any(k in d for k in ("rt", "starts", "s0", "s1"))
-
-
 KNOWN_BUGS = [
-    ("gemm_zero_rows_cpu", "cpu", MISMATCH, None, gemm_zeros_times_specials,
-     "cpu's gemm skips an operand tile's zero-filled rows (past a run-time count, outside the tensor, a tail): "
-     "0 * inf gives 0 instead of NaN (fuzz10 F1, OPEN; tests/python/test_fuzz_findings_s22.py)", False),
 ]
 
 

@@ -5,3 +5,4 @@
 #include "simd.h"
 #include "math.h"
 #include "gemm.h"
+#include "gemm_zero.h"
