@@ -157,6 +157,7 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
     stream = sys.stderr if progress is True else (progress or None)
     workers = workers or len(os.sched_getaffinity(0))
     first_error = None
+    failed = 0
     t_all = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         started = {}
@@ -172,12 +173,14 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
                 status = f"{out[i].stats()['compile_s']:.2f} s ({how})"
             except Exception as e:  # noqa: BLE001 - reported, then the first one is re-raised
                 first_error = first_error or e
+                failed += 1
                 status = "FAILED: " + str(e).splitlines()[0]
             if stream:
                 print(f"tilewright: precompile [{n}/{len(specs)}] {_describe(specs[i])}: {status}",
                       file=stream, flush=True)
-    if stream:
-        print(f"tilewright: precompiled {len(specs)} kernel(s) in {time.perf_counter() - t_all:.2f} s",
+    if stream:  # the count that built (a failed spec is not "precompiled")
+        print(f"tilewright: precompiled {len(specs) - failed} of {len(specs)} kernel(s) in "
+              f"{time.perf_counter() - t_all:.2f} s" + (f"; {failed} FAILED (the first one below)" if failed else ""),
               file=stream, flush=True)
     if first_error is not None:
         raise first_error

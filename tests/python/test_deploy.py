@@ -429,7 +429,7 @@ def test_precompile_in_parallel_with_progress():
     assert kernels[0] is axpb(7.0, 1.0)     # the @tw.jit cache holds them: the request path hits it
     lines = out.getvalue().splitlines()
     assert sum("precompile [" in line for line in lines) == 3 and "[3/3]" in out.getvalue()
-    assert "axpb(8.0, 1.0) on cpu" in out.getvalue() and "precompiled 3 kernel(s)" in lines[-1]
+    assert "axpb(8.0, 1.0) on cpu" in out.getvalue() and "precompiled 3 of 3 kernel(s)" in lines[-1]
 
 
 def test_precompile_errors():
@@ -441,6 +441,8 @@ def test_precompile_errors():
     with pytest.raises(tw.TilewrightError, match="must return a @T.prim_func"):
         tw.precompile([(axpb, (6.0, 1.0)), (tw.jit(lambda: None), ())], progress=out)
     assert "FAILED" in out.getvalue() and "[2/2]" in out.getvalue()   # the others still finish
+    # the summary counts what built (it said "precompiled 2 kernel(s)" before the traceback)
+    assert "precompiled 1 of 2 kernel(s)" in out.getvalue() and "1 FAILED" in out.getvalue()
 
 
 def test_freeze_turns_a_compile_into_an_error():

@@ -491,5 +491,5 @@ def test_precompile_specs_with_an_autotuned_factory(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env={**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache")})
     assert r.returncode == 0 and "FAILED" not in r.stderr, r.stderr[-1500:]
-    assert "precompiled 2 kernel(s)" in r.stderr
+    assert "precompiled 2 of 2 kernel(s)" in r.stderr
     assert "RuntimeWarning" not in r.stderr   # `-m tilewright.deploy` warned (runpy): F20
