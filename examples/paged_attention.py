@@ -96,8 +96,10 @@ def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_
                     v[c, d] = T.where(j * N + c < n, v[c, d], 0)  # (stale data, even NaN)
                 T.copy(s, p)
                 T.gemm(p, v, acc)
-            for i, d in T.Parallel(G, head_dim):  # a sequence of length 0: acc = l = 0 -> 0 (as vLLM's and
-                acc[i, d] = acc[i, d] / T.max(l[i], 1e-30)  # the split form's; l >= 1 once a key is seen)
+            for i, d in T.Parallel(G, head_dim):  # a sequence of length 0: acc = l = 0 -> 0, as vLLM's and
+                # the split form's (l >= 1 once a key is seen, and l + 1e-30 == l then; no max: a NaN in l
+                # would need the NaN rule's fix-up, whose extra vector ops cost ascend910b a PIPE_ALL here)
+                acc[i, d] = acc[i, d] / (l[i] + 1e-30)
             T.copy(acc, Out[b, h * G:(h + 1) * G, :])
 
     return main
@@ -180,7 +182,7 @@ def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
                             T.gemm(p[h * G:(h + 1) * G, jj * block_size:(jj + 1) * block_size],
                                    v[:, h * head_dim:(h + 1) * head_dim], acc[h * G:(h + 1) * G, :])
             for i, d in T.Parallel(num_heads, head_dim):  # a sequence of length 0: 0
-                acc[i, d] = acc[i, d] / T.max(l[i], 1e-30)
+                acc[i, d] = acc[i, d] / (l[i] + 1e-30)
             T.copy(acc, Out[b, :, :])
 
     return main
