@@ -11,6 +11,7 @@ import pytest
 
 import tilewright as tw
 import tilewright.language as T
+from ascend_util import run_checked
 
 S = 16
 CASES = ["a_rows", "b_cols", "a_k", "b_k", "a_rows_b_cols", "tail", "clip", "at_rows", "bt_rows"]
@@ -147,12 +148,7 @@ def kernel(case, init, target):
 
 def run(case, target, args, init="clear"):
     k = kernel(case, init, target)
-    if target == "cpu":
-        return np.asarray(k(*args), np.float64)
-    prof = k.profile(*args)
-    assert not prof["reports"]
-    out = prof.outputs[0] if isinstance(prof.outputs, (list, tuple)) else prof.outputs
-    return np.asarray(out, np.float64)
+    return np.asarray(k(*args) if target == "cpu" else run_checked(k, *args), np.float64)
 
 
 SPECIALS = ["inf", "nan", "neg_a", "neg_b"]

@@ -6,6 +6,7 @@ import pytest
 
 import tilewright as tw
 import tilewright.language as T
+from ascend_util import run_checked
 
 
 @T.prim_func
@@ -26,12 +27,7 @@ def _gemm_first_n_rows(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "
 
 def _run(target, args):
     k = tw.compile(_gemm_first_n_rows, target=target, out_idx=[-1])
-    if target == "cpu":
-        return np.asarray(k(*args), np.float64)
-    prof = k.profile(*args)
-    assert not prof["reports"]
-    out = prof.outputs[0] if isinstance(prof.outputs, (list, tuple)) else prof.outputs
-    return np.asarray(out, np.float64)
+    return np.asarray(k(*args) if target == "cpu" else run_checked(k, *args), np.float64)
 
 
 def _f1_case():
@@ -83,6 +79,5 @@ def test_f2_3d_unit_last_dim_convert_cpu(src_dt, tile_dt):
 @pytest.mark.parametrize("src_dt,tile_dt", F2_CASES)
 def test_f2_3d_unit_last_dim_convert_ascend(src_dt, tile_dt):
     a = (np.arange(48) % 7 - 3).reshape(3, 16, 1).astype(src_dt)
-    prof = tw.compile(_d3_unit_last_dim(src_dt, tile_dt), target="ascend910b", out_idx=[-1]).profile(a)
-    out = prof.outputs[0] if isinstance(prof.outputs, (list, tuple)) else prof.outputs
-    assert not prof["reports"] and np.array_equal(np.asarray(out, np.float64), a[:, :, 0].astype(np.float64))
+    out = run_checked(tw.compile(_d3_unit_last_dim(src_dt, tile_dt), target="ascend910b", out_idx=[-1]), a)
+    assert np.array_equal(np.asarray(out, np.float64), a[:, :, 0].astype(np.float64))
