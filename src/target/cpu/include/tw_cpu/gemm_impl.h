@@ -1966,17 +1966,26 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
 // T.gemm's band (gemm.h Band) on one micro-tile of gemm_f32: C's rows [r0, r0 + h) and columns
 // [j0, j0 + nr), the K block [pc, pc + kc). skip: nothing of the tile is needed (c_band: no
 // element of the band in it; a_band: op(A)'s rows are 0 over the whole K block); else [k0, k1)
-// (within the block) holds every k where one of the rows may be non-zero (a_band), or the block.
+// (within the block) holds every k where one of the rows may be non-zero (a_band), or the block,
+// and [i0, i1) (within the tile) the rows to compute: c_band, those with an element of the band
+// among the tile's columns (a diagonal crossing the tile leaves the rest of its rows outside:
+// a shorter micro-kernel call over the same packed panel, the same sums in the same order);
+// a_band, all of them.
 struct BandTile {
   bool skip;
-  int k0, k1;
+  int k0, k1, i0, i1;
 };
 TW_CPU_INLINE BandTile band_tile(const Band& b, long r0, int h, long j0, int nr, long pc, int kc) {
-  if (b.kind == 2) return BandTile{j0 + nr - 1 - r0 < b.lo || j0 - (r0 + h - 1) >= b.hi, 0, kc};
+  if (b.kind == 2) {  // row i has a column j of the tile with lo <= j - i < hi: j0 - hi < i <= j0 + nr - 1 - lo
+    long i0 = j0 - b.hi + 1 - r0, i1 = j0 + nr - b.lo - r0;
+    i0 = i0 < 0 ? 0 : i0;
+    i1 = i1 > h ? h : i1;
+    return i0 >= i1 ? BandTile{true, 0, 0, 0, 0} : BandTile{false, 0, kc, (int)i0, (int)i1};
+  }
   long k0 = r0 + b.lo - pc, k1 = r0 + h - 1 + b.hi - pc;  // a_band: the rows' bands, merged
   k0 = k0 < 0 ? 0 : k0;
   k1 = k1 > kc ? kc : k1;
-  return k0 >= k1 ? BandTile{true, 0, 0} : BandTile{false, (int)k0, (int)k1};
+  return k0 >= k1 ? BandTile{true, 0, 0, 0, 0} : BandTile{false, (int)k0, (int)k1, 0, h};
 }
 
 template <class T>
@@ -2227,7 +2236,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             long m = 0;
             const char* q = pf.take(&m);
             float* cp = C + (long)(ic + pr.r0) * ldc + jc + jr;
-            int ks = 0, kn = kwc;  // the packed K range computed: all of it, but with a band
+            int ks = 0, kn = kwc, i0 = 0, h = pr.h;  // the packed K range and the rows computed: all, but with a band
             if (band.kind) {
               const BandTile t = band_tile(band, ic + pr.r0, pr.h, jc + jr, nr, pc, kc);
               if (t.skip) {  // a_band overwriting C: the tile's product is 0; c_band: left unwritten
@@ -2236,14 +2245,17 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
               }
               ks = t.k0 / G;
               kn = (t.k1 + G - 1) / G - ks;
+              i0 = t.i0;
+              h = t.i1 - t.i0;
+              cp += (long)i0 * ldc;
             }
             if constexpr (same<T, float>)
               if (a_direct) {
-                ukr_f32_ra_rows(pr.h, kn, (const float*)A + (long)(ic + pr.r0) * lda + pc + ks, lda,
+                ukr_f32_ra_rows(h, kn, (const float*)A + (long)(ic + pr.r0 + i0) * lda + pc + ks, lda,
                                 bp + (long)ks * kNR, kNR, cp, ldc, acc, nr, q, m < kn ? m : kn);
                 continue;
               }
-            ukr_f32_rows<kDp>(pr.h, kn, ap + (long)ir * kwc + (long)ks * kMR, kMR, bp + (long)ks * kNR, kNR,
+            ukr_f32_rows<kDp>(h, kn, ap + (long)ir * kwc + (long)ks * kMR + i0, kMR, bp + (long)ks * kNR, kNR,
                               cp, ldc, acc, nr, q, m < kn ? m : kn);
           }
         }
