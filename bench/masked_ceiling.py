@@ -21,6 +21,12 @@ figure a shared machine disturbs least; more: wall time). Per pattern:
   block (its Q pack, and as many K and V packs: one per key block and launch), which a pattern
   with few blocks per query block pays on few blocks (session 20).
 
+Then the masked pairs each pattern's gemms compute (`computed_pairs`: the cpu gemm runtime's
+band rules counted in numpy, for AVX-512's 14 x 32 micro-tiles and AVX2's 6 x 16): Q K^T (c_band)
+computes, in each kNR-wide column tile of a row panel, the rows with a visible diagonal among its
+columns; P V (a_band) each row panel over the k its rows' bands reach; against the visible pairs
+(each gemm's ideal) and whole blocks (session 23).
+
 Then, per granularity g, the ceiling of a kernel that computes in each partial block only its
 g x g sub-tiles with a visible element, at the partial blocks' measured cost per computed score
 and with no cost for the finer grain: time = full only + a_g (whole blocks - full only), a_g the
@@ -32,6 +38,37 @@ import os
 import sys
 import time
 from pathlib import Path
+
+
+def panels(m, mr, split_below=4):
+    """The row panels (first row, height) of an m-row block of mr-row micro-panels (gemm_impl.h
+    panel_rows: a remainder under split_below rows shares the last full panel in two halves)."""
+    full, rem = divmod(m, mr)
+    if 0 < rem < split_below and full > 0 and mr + rem >= 2 * split_below - 1:
+        h1 = (mr + rem + 1) // 2
+        return [(p * mr, mr) for p in range(full - 1)] + [((full - 1) * mr, h1), ((full - 1) * mr + h1, mr + rem - h1)]
+    return [(p * mr, mr) for p in range(full)] + ([(full * mr, rem)] if rem else [])
+
+
+def computed_pairs(np, blocks, bands, bm, bn, mr, nr):
+    """(Q K^T pairs, P V pairs) the kernel's gemms compute per head with the blocks' bands
+    (`block_bands`): whole for a full block (class 2); in a partial one, per row panel and
+    nr-wide column tile of the score the rows with a band diagonal among the tile's columns
+    (c_band), and per row panel of P V its rows times the k their bands reach (a_band). One unit
+    per score element (Q K^T) or per element of P used (P V), as the visible pairs count."""
+    qk = pv = 0
+    for qb, kb in zip(*np.nonzero(blocks)):
+        if blocks[qb, kb] == 2:
+            qk += bm * bn
+            pv += bm * bn
+            continue
+        lo, hi = (int(x) for x in bands[qb, kb])
+        for r0, h in panels(bm, mr):
+            for j0 in range(0, bn, nr):
+                w = min(nr, bn - j0)
+                qk += w * max(0, min(r0 + h, j0 + w - lo) - max(r0, j0 - hi + 1))
+            pv += h * max(0, min(bn, r0 + h - 1 + hi) - max(0, r0 + lo))
+    return qk, pv
 
 
 def main():
@@ -86,7 +123,8 @@ def main():
         for g in (32, 16, 8, 1):
             sub = pad.reshape(nq * bm // g, g, nk * bn // g, g).any(axis=(1, 3))
             cover[g] = float((np.kron(sub, np.ones((g, g), bool)) & part).sum() / max(part.sum(), 1))
-        info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover, n_first=int((first_full == 2).sum()))
+        waste = {tiles: computed_pairs(np, blocks, bands, bm, bn, *tiles) for tiles in ((14, 32), (6, 16))}
+        info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover, n_first=int((first_full == 2).sum()), waste=waste)
     for fn in impls.values():
         fn()
     res = {n: [] for n in impls}
@@ -137,6 +175,12 @@ def main():
               f"{ratio(t_m):.3f}x whole blocks (medians); per round, bands: min {min(rb):.3f} median "
               f"{float(np.median(rb)):.3f}, whole: min {min(rw):.3f} median {float(np.median(rw)):.3f}; "
               f"bands / whole time: median {float(np.median([a / b for a, b in zip(res[(p, 'tables')], res[(p, 'whole blocks')])])):.3f}")
+        nvis, nblk = int(vis.sum()), int((blocks != 0).sum()) * bm * bn
+        print(f"  masked share of the pairs computed: whole blocks {1 - nvis / nblk:.3f}", end="")
+        for (mr, nr), (qk, pv) in d["waste"].items():
+            print(f"; {mr} x {nr} tiles: Q K^T {1 - nvis / qk:.3f}, P V {1 - nvis / pv:.3f}, both "
+                  f"{1 - 2 * nvis / (qk + pv):.3f}", end="")
+        print()
         for g, a in d["cover"].items():
             t = t_f + a * (t_m - t_f)
             print(f"  ceiling, {g} x {g} sub-tiles skipped: {a:.3f} of the partial area computed -> "
