@@ -56,9 +56,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     elements (`block_bands`), met with those causal and window leave: both gemms take that band
     (docs/language.md "Bands"), Q K^T as c_band (scores outside it are not needed: the mask pass
     sets them to -inf) and P V as a_band (P is exactly 0 outside it: exp2(-inf - m) = 0, so the
-    skipped terms are 0 * V). On cpu the gemm runtime then skips the micro-tiles of the score
-    past the band and trims each row panel's K range of P V (a sliding window's partial blocks
-    are half hidden); the results are the same either way (ascend910b computes whole tiles)."""
+    skipped terms are 0 * V). On cpu the gemm runtime then computes each micro-tile of the score
+    only over its rows that the band reaches (none: skipped) and trims each row panel's K range
+    of P V (a sliding window's partial blocks are half hidden); the results are the same either way (ascend910b computes whole tiles)."""
     group = heads // kv_heads
     # scores in base 2 (exp2 below), except with an additive mask: there the scores stay in natural
     # units and each exp2 argument is scaled after the subtraction, so a mask of the most negative
