@@ -69,6 +69,19 @@ int64_t chunk_rows(int64_t rows, int64_t cols, int64_t granule) {
   int64_t rc = std::max<int64_t>(1, kChunkBytes / row_bytes / granule) * granule;
   return rc < rows ? rc : 0;
 }
+// The row chunks of the NaN flags of a rows x cols tile of dtype t (Legalizer::flag_nan): at most
+// kFlagChunkBytes each (rows padded to 32 B; larger only when one granule of rows is), a multiple
+// of 32 B of rows (a chunk's rows of the row vector res start on a 32 B block); 0 when one chunk
+// holds all rows. 16 KiB, not kChunkBytes: every chunk costs a WholeReduceSum and an Add behind
+// pipe barriers (docs/ascend.md "Session 23: the NaN flag in row chunks (h-ascnan11)": 4 and 8 KiB
+// chunks cost 3.1 % and 1.3 % of the fuzz-133745 kernel's simulated time, 16 KiB 0.4 %).
+constexpr int64_t kFlagChunkBytes = 16384;
+int64_t flag_chunk_rows(int64_t rows, int64_t cols, DType t) {
+  int64_t granule = 32 / t.bytes();
+  int64_t row_bytes = (cols * t.bytes() + 31) / 32 * 32;
+  int64_t rc = std::max<int64_t>(1, kFlagChunkBytes / row_bytes / granule) * granule;
+  return rc < rows ? rc : 0;
+}
 
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
@@ -655,12 +668,16 @@ class Legalizer {
   // halve_rows folds (per_repeat > 0) take the flag of the pairs its first halving folds,
   // f[i, j] = a != a ? a : (b != b ? b : -0.0) with a = src[i, j], b = src[i, j + cols / 2], in that
   // halving's scratch tile (free again once the max is reduced: no UB beyond one row of flags),
-  // then halved with Add as the max was.
-  void flag_nan(const Buffer& src, const Buffer& res, int axis, int64_t per_repeat, const Span& sp,
+  // then halved with Add as the max was. The other flags take no source-sized tile either (session
+  // 23): a source that is this reduction's own temporary (`scratch`: the float32 conversion, dead
+  // once reduced) holds its flags in place; a 2-D tile of the kernel reduced along its rows takes
+  // them in row chunks (flag_chunk_rows: 16 KiB; each chunk's flags summed and added to its rows
+  // of res); only a column / N-D reduction of a kernel tile takes a source-sized flag tile.
+  void flag_nan(const Buffer& src, const Buffer& res, int axis, int64_t per_repeat, bool scratch, const Span& sp,
                 std::vector<Stmt>& out) {
     const DType t = src->dtype;
     const std::vector<int64_t> sshape = *src->const_shape(), dshape = *res->const_shape();
-    auto map = [&](const std::vector<int64_t>& dims, auto&& store) {
+    auto map_into = [&](std::vector<Stmt>& o, const std::vector<int64_t>& dims, auto&& store) {
       std::vector<Var> vars;
       std::vector<Expr> idx;
       for (size_t d = 0; d < dims.size(); ++d) {
@@ -669,8 +686,9 @@ class Legalizer {
       }
       Stmt body = store(idx);
       for (size_t k = vars.size(); k-- > 0;) body = pfor(vars[k], dims[k], body, sp);
-      for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+      for (auto& x : rewrite_map(body)) o.push_back(std::move(x));
     };
+    auto map = [&](const std::vector<int64_t>& dims, auto&& store) { map_into(out, dims, store); };
     auto nan_or = [&](const Expr& x, const Expr& other) {
       return ir::select(ir::binary(ir::BinOp::NE, x, x, sp), x, other, sp);
     };
@@ -684,6 +702,30 @@ class Legalizer {
         return std::make_shared<ir::StoreNode>(f, idx, nan_or(a, nan_or(b, zero)), sp);
       });
       f = halve_rows(f, ir::ReduceKind::sum, per_repeat, sp, out);
+    } else if (scratch) {
+      f = src;  // src[i] = src[i] != src[i] ? src[i] : -0.0, in place
+      map(sshape, [&](const std::vector<Expr>& idx) {
+        return std::make_shared<ir::StoreNode>(f, idx, nan_or(ir::load(src, idx, sp), zero), sp);
+      });
+    } else if (int64_t rc = sshape.size() == 2 && axis == 1 ? flag_chunk_rows(sshape[0], sshape[1], t) : 0) {
+      // rows [off, off + rows): f = the chunk's flags, any = their row sums, res[off + i] += any[i]
+      for (auto& x : in_row_chunks(sshape[0], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
+             Buffer fc = ub(src, "_nan", t, {rows, sshape[1]}, sp, o);
+             map_into(o, {rows, sshape[1]}, [&](const std::vector<Expr>& idx) {
+               Expr x = ir::load(src, {add(off, idx[0]), idx[1]}, sp);
+               return std::make_shared<ir::StoreNode>(fc, idx, nan_or(x, zero), sp);
+             });
+             Buffer anyc = ub(res, "_nan", t, {rows}, sp, o);
+             o.push_back(std::make_shared<ir::ReduceNode>(fc, anyc, ir::ReduceKind::sum, 1, true, sp));
+             map_into(o, {rows}, [&](const std::vector<Expr>& idx) {
+               Expr at = add(off, idx[0]);
+               return std::make_shared<ir::StoreNode>(
+                   res, std::vector<Expr>{at},
+                   ir::binary(ir::BinOp::Add, ir::load(res, {at}, sp), ir::load(anyc, idx, sp), sp), sp);
+             });
+           }))
+        out.push_back(std::move(x));
+      return;
     } else {
       f = ub(src, "_nan", t, sshape, sp, out);
       map(sshape, [&](const std::vector<Expr>& idx) {
@@ -728,12 +770,12 @@ class Legalizer {
     if (wide) src = halve_rows(src, r->reduce_kind, per_repeat, sp, out);
     if (r->clear && dt == ct) {
       out.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, true, sp));
-      if (nan) flag_nan(whole, r->dst, r->axis, wide ? per_repeat : 0, sp, out);
+      if (nan) flag_nan(whole, r->dst, r->axis, wide ? per_repeat : 0, ct != st, sp, out);
       return out;
     }
     Buffer res = ub(r->dst, "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
-    if (nan) flag_nan(whole, res, r->axis, wide ? per_repeat : 0, sp, out);
+    if (nan) flag_nan(whole, res, r->axis, wide ? per_repeat : 0, ct != st, sp, out);
     store_reduced(r, res, ct, shape_of(r->dst), sp, out);
     return out;
   }
@@ -787,7 +829,7 @@ class Legalizer {
              if (per_repeat) t = halve_rows(t, r->reduce_kind, per_repeat, sp, o);
              Buffer res = ub(r->dst, "_part", ct, {rows}, sp, o);
              o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, 1, true, sp));
-             if (nan) flag_nan(whole, res, 1, per_repeat, sp, o);
+             if (nan) flag_nan(whole, res, 1, per_repeat, true, sp, o);
              Var i = fresh_var("i", sp);
              Stmt m = pfor(i, rows, std::make_shared<ir::StoreNode>(all, std::vector<Expr>{add(off, i)},
                                                                     ir::load(res, {i}, sp), sp), sp);
@@ -800,7 +842,7 @@ class Legalizer {
     Buffer acc = ub(r->dst, "_part", ct, {cols}, sp, out);
     Buffer first = convert(C(0), rc, out);
     out.push_back(std::make_shared<ir::ReduceNode>(first, acc, r->reduce_kind, 0, true, sp));
-    if (nan) flag_nan(first, acc, 0, 0, sp, out);  // the fold's Max / Min: max_min
+    if (nan) flag_nan(first, acc, 0, 0, true, sp, out);  // the fold's Max / Min: max_min
     int64_t rest = shape[0] - rc;
     auto fold = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
       Buffer t = convert(add(off, C(rc)), rows, o);
@@ -1833,8 +1875,13 @@ int MapLowering::index_value(const Expr& e, const Buffer& owner, const Span& sp)
 // e.g. x[i, label[i]]): the element's position in the whole tile, (row * pcols + col) << log2(es).
 std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   const auto& idx = l->indices;
-  if (std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   const Buffer& src = l->buffer;
+  // a 1-D map reading one column of a tile of several rows (v[i] = c[i, 0], a (R, 1) tile into a
+  // 1-D one): plain indices, but consecutive elements are a padded row apart: a flat gather
+  auto shape = src->const_shape();
+  const bool column = vars_.size() == 1 && idx.size() == 2 && src->scope == Scope::UB && shape && (*shape)[0] > 1 &&
+                      uses_var(idx[0], vj()) && !uses_var(idx[1], vj());
+  if (!column && std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
   // (shape_of_load and select_instructions name what it is: a transpose, a strided row)
   if (plain_index(idx.back()) && vars_.size() == 2 && std::none_of(idx.begin(), idx.end(), [](const Expr& e) { return has_load(e); }))
