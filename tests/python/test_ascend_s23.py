@@ -151,3 +151,128 @@ def test_pipelined_stored_row_max_two_stages_with_nan(M, N):
     ref = padded.astype(np.float64).max(axis=1)
     _same(got, ref)
     _same(got, tw.compile(pipelined_row_max(2), out_idx=[-1])(a))
+
+
+# ---------------------------------------------------------------------------------------------
+# Task 2 (b): a UB T.copy between a column tile (R, 1) and a 1-D tile (R,), both ways. The column
+# tile's elements sit a padded row (32 B) apart: reading them into a 1-D tile is a flat Gather
+# (legalize_vector MapLowering::gather); the other way was already a strided write.
+
+def column_copies(R, C, col, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((R, C), dtype), V: T.Tensor((R,), dtype), Y: T.Tensor((R,), dtype),
+             Z: T.Tensor((R, 1), dtype)):
+        with T.Kernel(1) as bx:
+            c = T.alloc_fragment((R, C), dtype)
+            v = T.alloc_fragment((R,), dtype)
+            w = T.alloc_fragment((R,), dtype)
+            z = T.alloc_fragment((R, 1), dtype)
+            T.copy(X, c)
+            T.copy(V, v)
+            if C == 1:
+                T.copy(c, w)                     # (R, 1) -> (R,)
+            else:
+                for i in T.Parallel(R):
+                    w[i] = c[i, col]             # one column of a wider tile
+            T.copy(v, z)                         # (R,) -> (R, 1)
+            for i in T.Parallel(R):
+                w[i] = w[i] + z[i, 0]
+            T.copy(w, Y)
+            T.copy(z, Z)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32"])
+@pytest.mark.parametrize("R,C,col", [(16, 1, 0), (7, 1, 0), (1, 1, 0), (300, 1, 0), (37, 5, 3), (9, 40, 39)])
+def test_column_tile_to_1d_tile_copies(R, C, col, dtype, target):
+    rng = np.random.default_rng(R * 100 + C)
+    x = rng.integers(-50, 50, (R, C)).astype(np_dtype(dtype))
+    v = rng.integers(-50, 50, (R,)).astype(np_dtype(dtype))
+    y, z = _run(tw.compile(column_copies(R, C, col, dtype), target=target, out_idx=[2, 3]), target, x, v)
+    _same(z, v.reshape(R, 1))
+    _same(y, x[:, col].astype(np.float64) + v.astype(np.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+# Task 2 (d): a serial loop whose body works on a gemm accumulator with vector code (row by row)
+# was "tile 'acc' is on the Cube side at the start of this loop but on the other side at the end
+# of its body": split_cube_vector now hands the tile to the vector side before the loop.
+
+def gemm_then_row_loop(M, N, K, dtype, scan):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, K), dtype)
+            b = T.alloc_shared((K, N), dtype)
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(acc)
+            T.gemm(a, b, acc)
+            if scan:
+                for i in T.serial(M - 1):        # a scan down the rows: row i + 1 += row i
+                    for j in T.Parallel(N):
+                        acc[i + 1, j] = acc[i + 1, j] + acc[i, j]
+            else:
+                for i in T.serial(M):
+                    for j in T.Parallel(N):
+                        acc[i, j] = acc[i, j] * 2.0 + i
+            T.copy(acc, C)
+    return main
+
+
+ROW_LOOPS = [(32, 32, 32, "float16", False), (17, 40, 24, "float16", False), (1, 16, 8, "bfloat16", False),
+             (9, 24, 5, "float32", False), (17, 40, 24, "float16", True), (9, 24, 5, "float32", True)]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,K,dtype,scan", ROW_LOOPS)
+def test_serial_row_loop_over_a_gemm_accumulator(M, N, K, dtype, scan, target):
+    """Row by row (each row scaled) and a scan down the rows (row i + 1 += row i). A scan of a tile
+    whose rows are split between the two Vector cores (32 rows here) stays a located error: it is
+    not row-local (split_cube_vector's AIV split): the test below."""
+    rng = np.random.default_rng(M * 7 + K)
+    a = (rng.integers(-4, 5, (M, K)) / 2).astype(np_dtype(dtype))   # exact products and sums
+    b = (rng.integers(-4, 5, (K, N)) / 2).astype(np_dtype(dtype))
+    (c,) = [_run(tw.compile(gemm_then_row_loop(M, N, K, dtype, scan), target=target, out_idx=[2]), target, a, b)]
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    ref = np.cumsum(ref, axis=0) if scan else ref * 2 + np.arange(M)[:, None]
+    _same(c, ref)
+
+
+def gemm_in_loop_after_vector_work(M, N, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, acc, clear_accum=True)
+            for k in T.serial(2):
+                for i, j in T.Parallel(M, N):
+                    acc[i, j] = acc[i, j] * 0.5
+                T.gemm(a, b, acc)
+            T.copy(acc, C)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gemm_into_a_tile_the_loop_scales(target):
+    """A serial loop that scales a gemm accumulator and then accumulates another gemm into it:
+    acc = A B, then twice acc = 0.5 acc + A B (1.75 A B)."""
+    M, N, K = 32, 48, 40
+    rng = np.random.default_rng(5)
+    a = (rng.integers(-4, 5, (M, K)) / 2).astype(np.float16)
+    b = (rng.integers(-4, 5, (K, N)) / 2).astype(np.float16)
+    (c,) = [_run(tw.compile(gemm_in_loop_after_vector_work(M, N, K), target=target, out_idx=[2]), target, a, b)]
+    _same(c, 1.75 * (a.astype(np.float64) @ b.astype(np.float64)))
+
+
+def test_scan_of_rows_split_between_vector_cores_is_located():
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(gemm_then_row_loop(32, 32, 32, "float16", True), target=TARGET, out_idx=[2])
+    m = str(e.value)
+    assert "is not row-local" in m and "for i in T.serial(M - 1)" in m, m
