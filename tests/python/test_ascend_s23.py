@@ -276,3 +276,62 @@ def test_scan_of_rows_split_between_vector_cores_is_located():
         tw.compile(gemm_then_row_loop(32, 32, 32, "float16", True), target=TARGET, out_idx=[2])
     m = str(e.value)
     assert "is not row-local" in m and "for i in T.serial(M - 1)" in m, m
+
+
+# ---------------------------------------------------------------------------------------------
+# Task 2 (c): a float16 / bfloat16 reduction of an N-D tile converts it to float32 in chunks of its
+# first dim (its second for a reduction over the first): the whole tile's float32 copy overflowed
+# the UB where cpu runs. Values are quarters, so float32 sums are exact and rounded once into dst.
+
+def reduce_nd(shape, dim, kind, dtype, clear=True):
+    dsh = tuple(x for k, x in enumerate(shape) if k != dim)
+
+    @T.prim_func
+    def main(X: T.Tensor(shape, dtype), D: T.Tensor(dsh, dtype), Y: T.Tensor(dsh, dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment(shape, dtype)
+            r = T.alloc_fragment(dsh, dtype)
+            T.copy(X, x)
+            T.copy(D, r)
+            if kind == "sum":
+                T.reduce_sum(x, r, dim=dim, clear=clear)
+            elif kind == "max":
+                T.reduce_max(x, r, dim=dim, clear=clear)
+            else:
+                T.reduce_min(x, r, dim=dim, clear=clear)
+            T.copy(r, Y)
+    return main
+
+
+ND_CASES = [  # (shape, dim, kind, dtype, clear)
+    ((4, 64, 128), 2, "sum", "float16", True),     # 192 KiB of tile + float32 copy before: overflow
+    ((4, 64, 128), 1, "sum", "float16", False),
+    ((5, 48, 130), 0, "sum", "float16", True),     # chunks of the second dim, a tail
+    ((3, 33, 200), 2, "max", "bfloat16", True),    # bfloat16 max in float32: NaN flag in the chunk
+    ((7, 20, 96), 1, "min", "bfloat16", False),
+    ((2, 3, 4, 300), 3, "sum", "bfloat16", True),  # 4-D
+    ((1, 9, 70), 2, "sum", "float16", True),       # one index of the first dim: one chunk
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("shape,dim,kind,dtype,clear", ND_CASES,
+                         ids=[f"{'x'.join(map(str, c[0]))}-d{c[1]}-{c[2]}-{c[3]}-{'clear' if c[4] else 'merge'}"
+                              for c in ND_CASES])
+def test_narrow_nd_reduction_in_chunks(shape, dim, kind, dtype, clear, target):
+    rng = np.random.default_rng(sum(shape) + dim)
+    x = (rng.integers(-8, 9, shape) / 4).astype(np.float64)
+    dsh = tuple(v for k, v in enumerate(shape) if k != dim)
+    d = (rng.integers(-8, 9, dsh) / 4).astype(np.float64)
+    if kind != "sum":
+        x[x == 0] = 0.25  # no signed zeros (their order is unspecified)
+        flat = x.reshape(-1)
+        flat[:: 97] = np.nan  # NaN spread over the chunks
+        d[d == 0] = 0.5
+    x, d = x.astype(np_dtype(dtype)), d.astype(np_dtype(dtype))
+    (y,) = [_run(tw.compile(reduce_nd(shape, dim, kind, dtype, clear), target=target, out_idx=[2]), target, x, d)]
+    x64, d64 = x.astype(np.float64), d.astype(np.float64)
+    ref = {"sum": x64.sum(dim), "max": x64.max(dim), "min": x64.min(dim)}[kind]
+    if not clear:
+        ref = {"sum": d64 + ref, "max": np.maximum(d64, ref), "min": np.minimum(d64, ref)}[kind]
+    _same(y, ref.astype(np_dtype(dtype)))

@@ -760,6 +760,8 @@ class Legalizer {
     if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
     if (int64_t rc = sshape.size() == 2 && ct != st ? chunk_rows(sshape[0], sshape[1], r->axis == 1 ? 32 / ct.bytes() : 1) : 0)
       return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, nan, sp);
+    if (sshape.size() > 2 && ct != st && st.is_float() && !in_chunk_)
+      if (int64_t rc = nd_chunk(sshape, r->axis == 0 ? 1 : 0, ct)) return reduce_nd_in_chunks(r, ct, rc, nan, sp);
     std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
@@ -782,8 +784,9 @@ class Legalizer {
 
   // dst = combine(dst, res) or dst = res (res: the reduction in float32, of dst's shape `dims`), as
   // a map legalised like any other (int8/uint8 sums wrap).
+  // off: res holds dst's elements from index off of its first dim on (reduce_nd_in_chunks).
   void store_reduced(const ir::ReduceNode* r, const Buffer& res, DType ct, const std::vector<int64_t>& dims,
-                     const Span& sp, std::vector<Stmt>& out) {
+                     const Span& sp, std::vector<Stmt>& out, const Expr& off = nullptr) {
     DType dt = r->dst->dtype;
     std::vector<Var> vars;
     std::vector<Expr> idx;
@@ -791,14 +794,54 @@ class Legalizer {
       vars.push_back(fresh_var(d + 1 == dims.size() ? "j" : "i", sp));
       idx.push_back(vars.back());
     }
+    std::vector<Expr> didx = idx;
+    if (off) didx[0] = add(off, didx[0]);
     Expr part = ir::load(res, idx, sp);
     Expr v = part;
-    if (!r->clear) v = ir::binary(combine_op(r->reduce_kind), ir::cast(ir::load(r->dst, idx, sp), ct, sp), part, sp);
+    if (!r->clear) v = ir::binary(combine_op(r->reduce_kind), ir::cast(ir::load(r->dst, didx, sp), ct, sp), part, sp);
     bool wraps = r->reduce_kind == ir::ReduceKind::sum && small_int(dt);  // stored as float32, wrapped
-    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(wraps ? v : ir::cast(v, dt, sp)), sp);
+    Stmt body = std::make_shared<ir::StoreNode>(r->dst, didx, simp(wraps ? v : ir::cast(v, dt, sp)), sp);
     for (size_t k = vars.size(); k-- > 0;)
       body = pfor(vars[k], dims[k], body, sp);
     for (auto& x : rewrite_map(body, wraps ? sum_bound(r, *r->dst->const_shape(), sp) : 0)) out.push_back(std::move(x));
+  }
+
+  // The chunk (indices of dim d) of an N-D tile of `shape` whose float32 conversion holds at most
+  // kChunkBytes (rows padded to 32 B; at least one index); 0 when one chunk holds the whole tile.
+  static int64_t nd_chunk(const std::vector<int64_t>& shape, int d, DType ct) {
+    int64_t slab = (shape.back() * ct.bytes() + 31) / 32 * 32;
+    for (size_t k = 0; k + 1 < shape.size(); ++k)
+      if (static_cast<int>(k) != d) slab *= shape[k];
+    int64_t rc = std::max<int64_t>(1, kChunkBytes / slab);
+    return rc < shape[d] ? rc : 0;
+  }
+  // A float16/bfloat16 reduction of an N-D tile (3 or more dims) in chunks of rc indices of its
+  // first dim (its second when the reduction is over the first): each chunk converted into a
+  // chunk-sized float32 tile, reduced (with its NaN flag in place: flag_nan's scratch), and stored
+  // into its window of dst (the same dim: whole padded rows of dst, 32 B aligned) as
+  // reduce_in_chunks does for 2-D tiles.
+  std::vector<Stmt> reduce_nd_in_chunks(const ir::ReduceNode* r, DType ct, int64_t rc, bool nan, const Span& sp) {
+    const std::vector<int64_t> shape = *r->src->const_shape();
+    const int d = r->axis == 0 ? 1 : 0;  // the chunked dim of src; dst's first dim
+    std::vector<int64_t> dshape = shape;
+    dshape.erase(dshape.begin() + r->axis);
+    std::vector<Stmt> out;
+    for (auto& x : in_row_chunks(shape[d], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
+           std::vector<int64_t> cshape = shape, rshape = dshape;
+           cshape[d] = rows;
+           rshape[0] = rows;
+           Buffer t = ub(r->src, "_f32", ct, cshape, sp, o);
+           ir::Region part = ir::full_region(r->src);
+           part.starts[d] = off;
+           part.extents[d] = C(rows);
+           cast_map(ir::full_region(t), part, sp, o);
+           Buffer res = ub(r->dst, "_part", ct, rshape, sp, o);
+           o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, r->axis, true, sp));
+           if (nan) flag_nan(t, res, r->axis, 0, true, sp, o);
+           store_reduced(r, res, ct, rshape, sp, o, off);
+         }))
+      out.push_back(std::move(x));
+    return out;
   }
 
   // A reduction of a float16/bfloat16/int8/uint8 rows x cols tile in row chunks of rc rows (see the
