@@ -335,3 +335,52 @@ def test_narrow_nd_reduction_in_chunks(shape, dim, kind, dtype, clear, target):
     if not clear:
         ref = {"sum": d64 + ref, "max": np.maximum(d64, ref), "min": np.minimum(d64, ref)}[kind]
     _same(y, ref.astype(np_dtype(dtype)))
+
+
+# ---------------------------------------------------------------------------------------------
+# hunt11a F2 (routed by the lead): softmax over a 32000-wide row (Llama-2's vocabulary) at block_M 1
+# was a UB overflow on ascend910b: the row max's halvings took 124000 B of scratch next to the
+# 128000 B row. A whole source of more than half the UB is now reduced unhalved, and rows of more
+# than 255 repeats are reduced along the row (select_vector_calls' per-row form; the per-chunk
+# form's uint8 dstRepStride overflowed).
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+import softmax  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", [32000, 25001])
+def test_softmax_over_a_vocabulary_row(N, dtype):
+    x = tw.testing.randn((3, N), dtype, scale=3.0, seed=np.random.default_rng(N))
+    y = run_checked(softmax.softmax(N, block_M=1, dtype=dtype, target=TARGET), x)
+    ref = softmax.reference(x)
+    tol = {"float32": (1e-9, 1e-5), "float16": (1e-7, 2e-3), "bfloat16": (1e-6, 1.6e-2)}[dtype]
+    tw.testing.assert_close(np.asarray(y, np.float64), ref, atol=tol[0], rtol=tol[1], msg=f"softmax {N} {dtype}")
+
+
+def long_row_reductions(N):
+    @T.prim_func
+    def main(X: T.Tensor((1, N), "float32"), S: T.Tensor((1,), "float32"), Mx: T.Tensor((1,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((1, N), "float32")
+            s = T.alloc_fragment((1,), "float32")
+            m = T.alloc_fragment((1,), "float32")
+            T.copy(X, x)
+            T.reduce_sum(x, s, dim=1)
+            T.reduce_max(x, m, dim=1)
+            T.copy(s, S)
+            T.copy(m, Mx)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("N,nan", [(32000, False), (32000, True), (40000, False), (16321, True)])
+def test_long_row_sum_and_max(N, nan, target):
+    """One row of more than 255 repeats (and of more than half the UB at 32000 / 40000 float32):
+    quarters, so the sum is exact in float32; the max with a NaN (its flag) or without."""
+    x = (np.random.default_rng(N).integers(-40, 41, (1, N)) / 4).astype(np.float32)
+    if nan:
+        x[0, N - 3] = np.nan
+    s, m = _run(tw.compile(long_row_reductions(N), target=target, out_idx=[1, 2]), target, x)
+    _same(s, x.astype(np.float64).sum(1))
+    _same(m, x.astype(np.float64).max(1))

@@ -672,7 +672,8 @@ class Legalizer {
   // 23): a source that is this reduction's own temporary (`scratch`: the float32 conversion, dead
   // once reduced) holds its flags in place; a 2-D tile of the kernel reduced along its rows takes
   // them in row chunks (flag_chunk_rows: 16 KiB; each chunk's flags summed and added to its rows
-  // of res); only a column / N-D reduction of a kernel tile takes a source-sized flag tile.
+  // of res), a single row wider than 16 KiB in column chunks of 16 KiB; only a column / N-D
+  // reduction of a kernel tile (and several rows each wider than 16 KiB) takes a source-sized flag tile.
   void flag_nan(const Buffer& src, const Buffer& res, int axis, int64_t per_repeat, bool scratch, const Span& sp,
                 std::vector<Stmt>& out) {
     const DType t = src->dtype;
@@ -726,6 +727,24 @@ class Legalizer {
            }))
         out.push_back(std::move(x));
       return;
+    } else if (sshape.size() == 2 && axis == 1 && sshape[0] == 1 && sshape[1] * t.bytes() > kFlagChunkBytes) {
+      // one row wider than a chunk (a vocabulary row): column chunks, res[0] += the chunk's flag sum
+      for (auto& x : in_row_chunks(sshape[1], kFlagChunkBytes / t.bytes(), sp,
+                                   [&](const Expr& off, int64_t cols, std::vector<Stmt>& o) {
+             Buffer fc = ub(src, "_nan", t, {1, cols}, sp, o);
+             map_into(o, {1, cols}, [&](const std::vector<Expr>& idx) {
+               Expr x = ir::load(src, {idx[0], add(off, idx[1])}, sp);
+               return std::make_shared<ir::StoreNode>(fc, idx, nan_or(x, zero), sp);
+             });
+             Buffer anyc = ub(res, "_nan", t, {1}, sp, o);
+             o.push_back(std::make_shared<ir::ReduceNode>(fc, anyc, ir::ReduceKind::sum, 1, true, sp));
+             map_into(o, {1}, [&](const std::vector<Expr>& idx) {
+               return std::make_shared<ir::StoreNode>(
+                   res, idx, ir::binary(ir::BinOp::Add, ir::load(res, idx, sp), ir::load(anyc, idx, sp), sp), sp);
+             });
+           }))
+        out.push_back(std::move(x));
+      return;
     } else {
       f = ub(src, "_nan", t, sshape, sp, out);
       map(sshape, [&](const std::vector<Expr>& idx) {
@@ -754,12 +773,16 @@ class Legalizer {
     std::vector<int64_t> sshape = shape_of(r->src);
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
     int64_t per_repeat = 256 / ct.bytes();
-    bool wide = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
+    const bool halve = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
     // flag_nan, unless no output can see the NaN (transform/nan_unobserved.h)
     const bool nan = r->reduce_kind != ir::ReduceKind::sum && ct.is_float() && !ir::find_annotation(s, "nan_unobserved");
-    if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
     if (int64_t rc = sshape.size() == 2 && ct != st ? chunk_rows(sshape[0], sshape[1], r->axis == 1 ? 32 / ct.bytes() : 1) : 0)
-      return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, nan, sp);
+      return reduce_in_chunks(r, ct, rc, halve ? per_repeat : 0, nan, sp);
+    // The halvings' scratch tiles total about the source's size: a whole source of more than half
+    // the UB (a 32000-wide float32 row) is reduced unhalved, which needs no UB beyond it (hunt11a F2).
+    const int64_t src_bytes = sshape.size() == 2 ? sshape[0] * ((sshape[1] * ct.bytes() + 31) / 32 * 32) : 0;
+    const bool wide = halve && 2 * src_bytes <= t_.ascend.ub_bytes;
+    if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
     if (sshape.size() > 2 && ct != st && st.is_float() && !in_chunk_)
       if (int64_t rc = nd_chunk(sshape, r->axis == 0 ? 1 : 0, ct)) return reduce_nd_in_chunks(r, ct, rc, nan, sp);
     std::vector<Stmt> out;
