@@ -1,11 +1,13 @@
-"""Session 23 (h-ascnan11): the ascend910b NaN flag of max / min reductions without a source-sized
-UB tile, and the open Ascend items that followed it (docs/ascend.md "Session 23: the NaN flag in
-row chunks (h-ascnan11)").
+"""Session 23 (h-ascnan11) on ascend910b: the NaN flag of max / min reductions without a
+source-sized UB tile; UB copies from a column tile into a 1-D tile; serial row loops over a gemm
+accumulator; float16 / bfloat16 reductions of N-D tiles in chunks; softmax over a vocabulary row
+(hunt11a F2). docs/ascend.md "Session 23: the NaN flag in row chunks, column copies, gemm results
+in row loops, N-D and vocabulary-row reductions (h-ascnan11)".
 
-Every kernel runs on ascend910b in the simulator with its checker (a report fails the test) and on
-cpu, against numpy in float64. Max / min pick an element, so the comparisons are exact (NaN where
-numpy has NaN); shapes have row tails (rows not a multiple of the flag's row chunk), one-row and
-one-column tiles, and each float dtype.
+Every kernel runs on ascend910b in the simulator with its checker (a report fails the test) and,
+where the test names both targets, on cpu, against numpy in float64. Max / min pick an element,
+so their comparisons are exact (NaN where numpy has NaN); sums of quarters are exact in float32.
+Shapes have chunk tails, one-row and one-column tiles, and each float dtype.
 """
 import pathlib
 import re

@@ -73,7 +73,7 @@ int64_t chunk_rows(int64_t rows, int64_t cols, int64_t granule) {
 // kFlagChunkBytes each (rows padded to 32 B; larger only when one granule of rows is), a multiple
 // of 32 B of rows (a chunk's rows of the row vector res start on a 32 B block); 0 when one chunk
 // holds all rows. 16 KiB, not kChunkBytes: every chunk costs a WholeReduceSum and an Add behind
-// pipe barriers (docs/ascend.md "Session 23: the NaN flag in row chunks (h-ascnan11)": 4 and 8 KiB
+// pipe barriers (docs/ascend.md "Session 23: the NaN flag in row chunks, ..." (h-ascnan11): 4 and 8 KiB
 // chunks cost 3.1 % and 1.3 % of the fuzz-133745 kernel's simulated time, 16 KiB 0.4 %).
 constexpr int64_t kFlagChunkBytes = 16384;
 int64_t flag_chunk_rows(int64_t rows, int64_t cols, DType t) {
