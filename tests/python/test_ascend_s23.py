@@ -386,3 +386,49 @@ def test_long_row_sum_and_max(N, nan, target):
     s, m = _run(tw.compile(long_row_reductions(N), target=target, out_idx=[1, 2]), target, x)
     _same(s, x.astype(np.float64).sum(1))
     _same(m, x.astype(np.float64).max(1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Task 2 (e): float `%` by a constant divisor (test_ascend_portable_s22.py's divisors are run-time
+# scalars or tiles). Measured and reverted: the fix-up's sign test as r < 0 / r > 0 by the
+# constant's sign (no r * y) saved one instruction but no UB (docs/ascend.md, session 23).
+
+def mod_by_constant(M, N, dtype, c):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), dtype)
+            T.copy(X, x)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = x[i, j] % c
+            T.copy(x, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c", [2.0, -2.0, 0.25, -8.0, 3])
+@pytest.mark.parametrize("M,N,dtype", [(5, 37, "float32"), (3, 70, "float16"), (1, 1, "bfloat16")])
+def test_float_mod_by_constant_exact_cases(M, N, dtype, c, target):
+    """Quarters by powers of two (exact), and by 3 (x / 3 rounds: within 2 ulp modulo |3|)."""
+    x = (np.random.default_rng(M * N).integers(-400, 401, (M, N)) / 4).astype(np_dtype(dtype))
+    y = _run(tw.compile(mod_by_constant(M, N, dtype, c), target=target, out_idx=[1]), target, x)
+    ref = np.mod(x.astype(np.float64), c)
+    if c == 3:
+        assert (np.sign(y)[y != 0] >= 0).all()
+        d = np.abs(np.asarray(y, np.float64) - ref) % 3
+        assert (np.minimum(d, 3 - d) <= 2 * np.spacing(np.float32(100))).all()
+    else:
+        _same(y, ref.astype(np_dtype(dtype)))
+
+
+@pytest.mark.parametrize("c", [2.5, -0.1])
+def test_float_mod_by_constant_random_on_both_targets(c):
+    x = (np.random.default_rng(12).standard_normal((16, 300)) * 100).astype(np.float32)
+    outs = [_run(tw.compile(mod_by_constant(16, 300, "float32", c), target=t, out_idx=[1]), t, x) for t in TARGETS]
+    ref = np.mod(x.astype(np.float64), c)
+    for y in outs:
+        assert (np.sign(y)[y != 0] == np.sign(c)).all()
+        assert (np.abs(y) <= abs(c)).all()
+        ulp = np.spacing(np.maximum(np.abs(x), np.float32(abs(c)))).astype(np.float64)
+        diff = np.abs(np.asarray(y, np.float64) - ref) % abs(c)
+        assert (np.minimum(diff, abs(c) - diff) <= 2 * ulp).all()
