@@ -230,8 +230,8 @@ class Splitter {
             if (e == have) continue;
             Side m = e == Side::None ? have : have == Side::Both ? e : e == Side::Both ? have : Side::None;
             // a gemm result the body works on with vector code (a serial loop over its rows): it
-            // moves to the vector side before the loop, and the body runs there (a gemm into it in
-            // the body is then ensure()'s L0C error, which names the working form)
+            // moves to the vector side before the loop, and the body runs there (a gemm into it
+            // after the vector code in the body runs too: test_ascend_s23.py)
             if (e == Side::C && have == Side::V) m = Side::V;
             if (m == Side::None)
               throw ir::Error("tile " + q(mixed_.at(b).orig->name) + " is on the " + (e == Side::C ? "Cube" : "Vector") +
