@@ -243,15 +243,15 @@ def _reduce_rows(stages, dt_in="float32", dt_tile="float16"):
 
 
 @pytest.mark.parametrize("M,N", [(9, 1), (130, 300), (1, 129)])
-def test_fuzz_133745_reduce_runs_with_fewer_stages(M, N):
-    """Fuzz seeds 133745-133749 (a UB overflow at num_stages=3 where cpu runs): fewer stages on
-    ascend910b with a note, the row maxima equal to numpy's and to cpu's (a max is exact). Since
-    session 22 one stage: the stored row max takes the NaN rule's flag (a source-sized float16 tile,
-    docs/ascend.md "Session 22: NaN through Max / Min, cheaply"), which puts two stages 1280 B past
-    the UB (two ran before; open: build the flag in the dead source tile or in row chunks)."""
+def test_fuzz_133745_reduce_runs_with_two_stages(M, N):
+    """Fuzz seeds 133745-133749 (a UB overflow at num_stages=3 where cpu runs): two stages on
+    ascend910b with a note, the row maxima equal to numpy's and to cpu's (a max is exact). The
+    stored row max keeps the NaN rule's flag, built in row chunks of at most 4 KiB (session 23;
+    session 22's source-sized flag tile put two stages 1280 B past the UB: one stage ran)."""
     with pytest.warns(tw.TilewrightWarning, match=rf":{_line('@rloop')}:\d+: note: T\.Pipelined\(\.\.\., num_stages=3\) "
-                                                  r"runs with 1 stage on ascend910b2: with 3 the staged tiles overflow UB"):
+                                                  r"runs with 2 stages on ascend910b2: with 3 the staged tiles overflow UB"):
         kernel = tw.compile(_reduce_rows(3), out_idx=[-1], target=TARGET)
+    assert "[2, 128, 128]" in kernel.get_source("ascendc")  # x: 2 copies
     a = randn((M, N), "float32", seed=np.random.default_rng(M * N))
     (got,) = simulate(kernel, a)
     padded = np.zeros((M, -(-N // 128) * 128), np.float16)  # a tail reads zeros (both targets)

@@ -323,8 +323,8 @@ def test_global_to_global_copy_into_a_window(target):
 
 
 def gemm_row_scan(copy_first):
-    """A running sum along the rows of a gemm result: not a map. Straight on the accumulator it is a
-    located error naming the working form; that form (a map copy, then the loop) runs."""
+    """A running sum along the rows of a gemm result: not a map. Straight on the accumulator and on
+    a map copy of it; both run."""
     @T.prim_func
     def main(A: T.Tensor((16, 8), "float16"), B: T.Tensor((8, 16), "float16"), Y: T.Tensor((16, 16), "float32")):
         with T.Kernel(1) as bx:
@@ -354,12 +354,9 @@ def test_row_scan_of_a_gemm_result(target):
     a, b = exact_values((16, 8), "float16", rng), exact_values((8, 16), "float16", rng)
     ref = np.cumsum(a.astype(np.float64) @ b.astype(np.float64), 1)
     _exact(_run(tw.compile(gemm_row_scan(True), target=target, out_idx=[2]), target, a, b), ref)
-    if target == "cpu":
-        _exact(_run(tw.compile(gemm_row_scan(False), target=target, out_idx=[2]), target, a, b), ref)
-    else:
-        located(lambda: tw.compile(gemm_row_scan(False), target=target, out_idx=[2]), __file__,
-                "scan on the accumulator", "on the Cube side at the start of this loop",
-                "copy the tile before the loop with a map")
+    # straight on the accumulator: runs on ascend910b too since session 23 (h-ascnan11: the tile
+    # moves to the vector side before the loop; it was a located error naming the copy form)
+    _exact(_run(tw.compile(gemm_row_scan(False), target=target, out_idx=[2]), target, a, b), ref)
 
 
 def bool_to_number(n, dtype):

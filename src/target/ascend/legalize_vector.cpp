@@ -69,6 +69,19 @@ int64_t chunk_rows(int64_t rows, int64_t cols, int64_t granule) {
   int64_t rc = std::max<int64_t>(1, kChunkBytes / row_bytes / granule) * granule;
   return rc < rows ? rc : 0;
 }
+// The row chunks of the NaN flags of a rows x cols tile of dtype t (Legalizer::flag_nan): at most
+// kFlagChunkBytes each (rows padded to 32 B; larger only when one granule of rows is), a multiple
+// of 32 B of rows (a chunk's rows of the row vector res start on a 32 B block); 0 when one chunk
+// holds all rows. 16 KiB, not kChunkBytes: every chunk costs a WholeReduceSum and an Add behind
+// pipe barriers (docs/ascend.md "Session 23: the NaN flag in row chunks, ..." (h-ascnan11): 4 and 8 KiB
+// chunks cost 3.1 % and 1.3 % of the fuzz-133745 kernel's simulated time, 16 KiB 0.4 %).
+constexpr int64_t kFlagChunkBytes = 16384;
+int64_t flag_chunk_rows(int64_t rows, int64_t cols, DType t) {
+  int64_t granule = 32 / t.bytes();
+  int64_t row_bytes = (cols * t.bytes() + 31) / 32 * 32;
+  int64_t rc = std::max<int64_t>(1, kFlagChunkBytes / row_bytes / granule) * granule;
+  return rc < rows ? rc : 0;
+}
 
 // Calls fn on every node of expression e (ir::for_each_expr walks statements).
 template <class F>
@@ -655,12 +668,17 @@ class Legalizer {
   // halve_rows folds (per_repeat > 0) take the flag of the pairs its first halving folds,
   // f[i, j] = a != a ? a : (b != b ? b : -0.0) with a = src[i, j], b = src[i, j + cols / 2], in that
   // halving's scratch tile (free again once the max is reduced: no UB beyond one row of flags),
-  // then halved with Add as the max was.
-  void flag_nan(const Buffer& src, const Buffer& res, int axis, int64_t per_repeat, const Span& sp,
+  // then halved with Add as the max was. The other flags take no source-sized tile either (session
+  // 23): a source that is this reduction's own temporary (`scratch`: the float32 conversion, dead
+  // once reduced) holds its flags in place; a 2-D tile of the kernel reduced along its rows takes
+  // them in row chunks (flag_chunk_rows: 16 KiB; each chunk's flags summed and added to its rows
+  // of res), a single row wider than 16 KiB in column chunks of 16 KiB; only a column / N-D
+  // reduction of a kernel tile (and several rows each wider than 16 KiB) takes a source-sized flag tile.
+  void flag_nan(const Buffer& src, const Buffer& res, int axis, int64_t per_repeat, bool scratch, const Span& sp,
                 std::vector<Stmt>& out) {
     const DType t = src->dtype;
     const std::vector<int64_t> sshape = *src->const_shape(), dshape = *res->const_shape();
-    auto map = [&](const std::vector<int64_t>& dims, auto&& store) {
+    auto map_into = [&](std::vector<Stmt>& o, const std::vector<int64_t>& dims, auto&& store) {
       std::vector<Var> vars;
       std::vector<Expr> idx;
       for (size_t d = 0; d < dims.size(); ++d) {
@@ -669,8 +687,9 @@ class Legalizer {
       }
       Stmt body = store(idx);
       for (size_t k = vars.size(); k-- > 0;) body = pfor(vars[k], dims[k], body, sp);
-      for (auto& x : rewrite_map(body)) out.push_back(std::move(x));
+      for (auto& x : rewrite_map(body)) o.push_back(std::move(x));
     };
+    auto map = [&](const std::vector<int64_t>& dims, auto&& store) { map_into(out, dims, store); };
     auto nan_or = [&](const Expr& x, const Expr& other) {
       return ir::select(ir::binary(ir::BinOp::NE, x, x, sp), x, other, sp);
     };
@@ -684,6 +703,48 @@ class Legalizer {
         return std::make_shared<ir::StoreNode>(f, idx, nan_or(a, nan_or(b, zero)), sp);
       });
       f = halve_rows(f, ir::ReduceKind::sum, per_repeat, sp, out);
+    } else if (scratch) {
+      f = src;  // src[i] = src[i] != src[i] ? src[i] : -0.0, in place
+      map(sshape, [&](const std::vector<Expr>& idx) {
+        return std::make_shared<ir::StoreNode>(f, idx, nan_or(ir::load(src, idx, sp), zero), sp);
+      });
+    } else if (int64_t rc = sshape.size() == 2 && axis == 1 ? flag_chunk_rows(sshape[0], sshape[1], t) : 0) {
+      // rows [off, off + rows): f = the chunk's flags, any = their row sums, res[off + i] += any[i]
+      for (auto& x : in_row_chunks(sshape[0], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
+             Buffer fc = ub(src, "_nan", t, {rows, sshape[1]}, sp, o);
+             map_into(o, {rows, sshape[1]}, [&](const std::vector<Expr>& idx) {
+               Expr x = ir::load(src, {add(off, idx[0]), idx[1]}, sp);
+               return std::make_shared<ir::StoreNode>(fc, idx, nan_or(x, zero), sp);
+             });
+             Buffer anyc = ub(res, "_nan", t, {rows}, sp, o);
+             o.push_back(std::make_shared<ir::ReduceNode>(fc, anyc, ir::ReduceKind::sum, 1, true, sp));
+             map_into(o, {rows}, [&](const std::vector<Expr>& idx) {
+               Expr at = add(off, idx[0]);
+               return std::make_shared<ir::StoreNode>(
+                   res, std::vector<Expr>{at},
+                   ir::binary(ir::BinOp::Add, ir::load(res, {at}, sp), ir::load(anyc, idx, sp), sp), sp);
+             });
+           }))
+        out.push_back(std::move(x));
+      return;
+    } else if (sshape.size() == 2 && axis == 1 && sshape[0] == 1 && sshape[1] * t.bytes() > kFlagChunkBytes) {
+      // one row wider than a chunk (a vocabulary row): column chunks, res[0] += the chunk's flag sum
+      for (auto& x : in_row_chunks(sshape[1], kFlagChunkBytes / t.bytes(), sp,
+                                   [&](const Expr& off, int64_t cols, std::vector<Stmt>& o) {
+             Buffer fc = ub(src, "_nan", t, {1, cols}, sp, o);
+             map_into(o, {1, cols}, [&](const std::vector<Expr>& idx) {
+               Expr x = ir::load(src, {idx[0], add(off, idx[1])}, sp);
+               return std::make_shared<ir::StoreNode>(fc, idx, nan_or(x, zero), sp);
+             });
+             Buffer anyc = ub(res, "_nan", t, {1}, sp, o);
+             o.push_back(std::make_shared<ir::ReduceNode>(fc, anyc, ir::ReduceKind::sum, 1, true, sp));
+             map_into(o, {1}, [&](const std::vector<Expr>& idx) {
+               return std::make_shared<ir::StoreNode>(
+                   res, idx, ir::binary(ir::BinOp::Add, ir::load(res, idx, sp), ir::load(anyc, idx, sp), sp), sp);
+             });
+           }))
+        out.push_back(std::move(x));
+      return;
     } else {
       f = ub(src, "_nan", t, sshape, sp, out);
       map(sshape, [&](const std::vector<Expr>& idx) {
@@ -712,12 +773,18 @@ class Legalizer {
     std::vector<int64_t> sshape = shape_of(r->src);
     // Row reductions of rows wider than one 256 B repeat are halved first (see halve_rows).
     int64_t per_repeat = 256 / ct.bytes();
-    bool wide = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
+    const bool halve = sshape.size() == 2 && r->axis == 1 && halvable(sshape[1], per_repeat, ct.bytes());
     // flag_nan, unless no output can see the NaN (transform/nan_unobserved.h)
     const bool nan = r->reduce_kind != ir::ReduceKind::sum && ct.is_float() && !ir::find_annotation(s, "nan_unobserved");
-    if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
     if (int64_t rc = sshape.size() == 2 && ct != st ? chunk_rows(sshape[0], sshape[1], r->axis == 1 ? 32 / ct.bytes() : 1) : 0)
-      return reduce_in_chunks(r, ct, rc, wide ? per_repeat : 0, nan, sp);
+      return reduce_in_chunks(r, ct, rc, halve ? per_repeat : 0, nan, sp);
+    // The halvings' scratch tiles total about the source's size: a whole source of more than half
+    // the UB (a 32000-wide float32 row) is reduced unhalved, which needs no UB beyond it (hunt11a F2).
+    const int64_t src_bytes = sshape.size() == 2 ? sshape[0] * ((sshape[1] * ct.bytes() + 31) / 32 * 32) : 0;
+    const bool wide = halve && 2 * src_bytes <= t_.ascend.ub_bytes;
+    if (r->clear && ct == st && dt == st && !wide && !nan) return {s};
+    if (sshape.size() > 2 && ct != st && st.is_float() && !in_chunk_)
+      if (int64_t rc = nd_chunk(sshape, r->axis == 0 ? 1 : 0, ct)) return reduce_nd_in_chunks(r, ct, rc, nan, sp);
     std::vector<Stmt> out;
     Buffer src = r->src;
     if (ct != st) {
@@ -728,20 +795,21 @@ class Legalizer {
     if (wide) src = halve_rows(src, r->reduce_kind, per_repeat, sp, out);
     if (r->clear && dt == ct) {
       out.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, true, sp));
-      if (nan) flag_nan(whole, r->dst, r->axis, wide ? per_repeat : 0, sp, out);
+      if (nan) flag_nan(whole, r->dst, r->axis, wide ? per_repeat : 0, ct != st, sp, out);
       return out;
     }
     Buffer res = ub(r->dst, "_part", ct, shape_of(r->dst), sp, out);
     out.push_back(std::make_shared<ir::ReduceNode>(src, res, r->reduce_kind, r->axis, true, sp));
-    if (nan) flag_nan(whole, res, r->axis, wide ? per_repeat : 0, sp, out);
+    if (nan) flag_nan(whole, res, r->axis, wide ? per_repeat : 0, ct != st, sp, out);
     store_reduced(r, res, ct, shape_of(r->dst), sp, out);
     return out;
   }
 
   // dst = combine(dst, res) or dst = res (res: the reduction in float32, of dst's shape `dims`), as
   // a map legalised like any other (int8/uint8 sums wrap).
+  // off: res holds dst's elements from index off of its first dim on (reduce_nd_in_chunks).
   void store_reduced(const ir::ReduceNode* r, const Buffer& res, DType ct, const std::vector<int64_t>& dims,
-                     const Span& sp, std::vector<Stmt>& out) {
+                     const Span& sp, std::vector<Stmt>& out, const Expr& off = nullptr) {
     DType dt = r->dst->dtype;
     std::vector<Var> vars;
     std::vector<Expr> idx;
@@ -749,14 +817,54 @@ class Legalizer {
       vars.push_back(fresh_var(d + 1 == dims.size() ? "j" : "i", sp));
       idx.push_back(vars.back());
     }
+    std::vector<Expr> didx = idx;
+    if (off) didx[0] = add(off, didx[0]);
     Expr part = ir::load(res, idx, sp);
     Expr v = part;
-    if (!r->clear) v = ir::binary(combine_op(r->reduce_kind), ir::cast(ir::load(r->dst, idx, sp), ct, sp), part, sp);
+    if (!r->clear) v = ir::binary(combine_op(r->reduce_kind), ir::cast(ir::load(r->dst, didx, sp), ct, sp), part, sp);
     bool wraps = r->reduce_kind == ir::ReduceKind::sum && small_int(dt);  // stored as float32, wrapped
-    Stmt body = std::make_shared<ir::StoreNode>(r->dst, idx, simp(wraps ? v : ir::cast(v, dt, sp)), sp);
+    Stmt body = std::make_shared<ir::StoreNode>(r->dst, didx, simp(wraps ? v : ir::cast(v, dt, sp)), sp);
     for (size_t k = vars.size(); k-- > 0;)
       body = pfor(vars[k], dims[k], body, sp);
     for (auto& x : rewrite_map(body, wraps ? sum_bound(r, *r->dst->const_shape(), sp) : 0)) out.push_back(std::move(x));
+  }
+
+  // The chunk (indices of dim d) of an N-D tile of `shape` whose float32 conversion holds at most
+  // kChunkBytes (rows padded to 32 B; at least one index); 0 when one chunk holds the whole tile.
+  static int64_t nd_chunk(const std::vector<int64_t>& shape, int d, DType ct) {
+    int64_t slab = (shape.back() * ct.bytes() + 31) / 32 * 32;
+    for (size_t k = 0; k + 1 < shape.size(); ++k)
+      if (static_cast<int>(k) != d) slab *= shape[k];
+    int64_t rc = std::max<int64_t>(1, kChunkBytes / slab);
+    return rc < shape[d] ? rc : 0;
+  }
+  // A float16/bfloat16 reduction of an N-D tile (3 or more dims) in chunks of rc indices of its
+  // first dim (its second when the reduction is over the first): each chunk converted into a
+  // chunk-sized float32 tile, reduced (with its NaN flag in place: flag_nan's scratch), and stored
+  // into its window of dst (the same dim: whole padded rows of dst, 32 B aligned) as
+  // reduce_in_chunks does for 2-D tiles.
+  std::vector<Stmt> reduce_nd_in_chunks(const ir::ReduceNode* r, DType ct, int64_t rc, bool nan, const Span& sp) {
+    const std::vector<int64_t> shape = *r->src->const_shape();
+    const int d = r->axis == 0 ? 1 : 0;  // the chunked dim of src; dst's first dim
+    std::vector<int64_t> dshape = shape;
+    dshape.erase(dshape.begin() + r->axis);
+    std::vector<Stmt> out;
+    for (auto& x : in_row_chunks(shape[d], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
+           std::vector<int64_t> cshape = shape, rshape = dshape;
+           cshape[d] = rows;
+           rshape[0] = rows;
+           Buffer t = ub(r->src, "_f32", ct, cshape, sp, o);
+           ir::Region part = ir::full_region(r->src);
+           part.starts[d] = off;
+           part.extents[d] = C(rows);
+           cast_map(ir::full_region(t), part, sp, o);
+           Buffer res = ub(r->dst, "_part", ct, rshape, sp, o);
+           o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, r->axis, true, sp));
+           if (nan) flag_nan(t, res, r->axis, 0, true, sp, o);
+           store_reduced(r, res, ct, rshape, sp, o, off);
+         }))
+      out.push_back(std::move(x));
+    return out;
   }
 
   // A reduction of a float16/bfloat16/int8/uint8 rows x cols tile in row chunks of rc rows (see the
@@ -787,7 +895,7 @@ class Legalizer {
              if (per_repeat) t = halve_rows(t, r->reduce_kind, per_repeat, sp, o);
              Buffer res = ub(r->dst, "_part", ct, {rows}, sp, o);
              o.push_back(std::make_shared<ir::ReduceNode>(t, res, r->reduce_kind, 1, true, sp));
-             if (nan) flag_nan(whole, res, 1, per_repeat, sp, o);
+             if (nan) flag_nan(whole, res, 1, per_repeat, true, sp, o);
              Var i = fresh_var("i", sp);
              Stmt m = pfor(i, rows, std::make_shared<ir::StoreNode>(all, std::vector<Expr>{add(off, i)},
                                                                     ir::load(res, {i}, sp), sp), sp);
@@ -800,7 +908,7 @@ class Legalizer {
     Buffer acc = ub(r->dst, "_part", ct, {cols}, sp, out);
     Buffer first = convert(C(0), rc, out);
     out.push_back(std::make_shared<ir::ReduceNode>(first, acc, r->reduce_kind, 0, true, sp));
-    if (nan) flag_nan(first, acc, 0, 0, sp, out);  // the fold's Max / Min: max_min
+    if (nan) flag_nan(first, acc, 0, 0, true, sp, out);  // the fold's Max / Min: max_min
     int64_t rest = shape[0] - rc;
     auto fold = [&](const Expr& off, int64_t rows, std::vector<Stmt>& o) {
       Buffer t = convert(add(off, C(rc)), rows, o);
@@ -1833,8 +1941,13 @@ int MapLowering::index_value(const Expr& e, const Buffer& owner, const Span& sp)
 // e.g. x[i, label[i]]): the element's position in the whole tile, (row * pcols + col) << log2(es).
 std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   const auto& idx = l->indices;
-  if (std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   const Buffer& src = l->buffer;
+  // a 1-D map reading one column of a tile of several rows (v[i] = c[i, 0], a (R, 1) tile into a
+  // 1-D one): plain indices, but consecutive elements are a padded row apart: a flat gather
+  auto shape = src->const_shape();
+  const bool column = vars_.size() == 1 && idx.size() == 2 && src->scope == Scope::UB && shape && (*shape)[0] > 1 &&
+                      uses_var(idx[0], vj()) && !uses_var(idx[1], vj());
+  if (!column && std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
   // (shape_of_load and select_instructions name what it is: a transpose, a strided row)
   if (plain_index(idx.back()) && vars_.size() == 2 && std::none_of(idx.begin(), idx.end(), [](const Expr& e) { return has_load(e); }))

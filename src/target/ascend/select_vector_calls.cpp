@@ -571,7 +571,11 @@ class Selector {
     const DType t = x.dtype;
     const int64_t eb = t.bytes(), P = 256 / eb;
     auto cols = cst(x.cols);
-    if (wide(x.src, t, x.rows)) {
+    // rows of more than 255 repeats (a 32000-wide float32 row, hunt11a F2) as well: the per-chunk
+    // form below strides its partial results a row apart (WholeReduceSum's uint8 dstRepStride)
+    // and issues one call per 256 B chunk, the per-row form runs along the row
+    const bool long_rows = cols && round_up((*cols + P - 1) / P * eb, 32) / eb > kMaxRepeat;
+    if (wide(x.src, t, x.rows) || long_rows) {
       wide_row_reduce(x, out);
       return;
     }
