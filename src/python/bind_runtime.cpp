@@ -620,12 +620,7 @@ void bind_runtime(nb::module_& m) {
         nb::arg("kernels"), nb::arg("dir"), nb::arg("name"), nb::arg("cpu_arch") = "",
         nb::arg("kernel_names") = std::vector<std::string>{});
   m.def("read_manifest", [](const std::string& dir) {
-    const std::string path = dir + "/" + runtime::kManifestFile;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw ir::Error("no artifact manifest at " + path, {}, "export kernels with kernel.export(dir) first");
-    std::ostringstream text;
-    text << f.rdbuf();
-    runtime::Manifest m = runtime::parse_manifest(text.str(), path);
+    runtime::Manifest m = runtime::read_manifest(dir);
     nb::dict d;
     d["tilewright"] = m.version;
     d["target"] = m.target;

@@ -5,17 +5,16 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include "runtime/cpu_launch.h"
 #include "runtime/disk_cache.h"
@@ -30,16 +29,6 @@ namespace tw {
 namespace {
 
 const char* kReexport = "export the kernels again on a machine like this one (kernel.export(dir))";
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw ir::Error("cannot read " + path + ": no such artifact", {},
-                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // A library loaded through the open descriptor of the file that was verified
 // (SharedLibrary::from_fd); the descriptor is closed with it.
@@ -69,14 +58,18 @@ std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const run
                     kReexport);
   const std::string so = dir + "/" + name;
   auto v = std::make_unique<VerifiedLibrary>();
-  v->fd = ::open(so.c_str(), O_RDONLY | O_CLOEXEC);
   std::string digest;
+  uint64_t bytes = 0;
   try {
-    if (v->fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
-    digest = support::sha256_fd_hex(v->fd, so);
+    v->fd = runtime::open_regular_file(so, &bytes);
+    if (bytes == entry->bytes) digest = support::sha256_fd_hex(v->fd, so);
   } catch (const std::exception& e) {
     throw ir::Error("cannot read the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
   }
+  if (bytes != entry->bytes)  // checked first: /dev/zero behind a link would be hashed forever
+    throw ir::Error("the " + what + " " + so + " does not match its manifest (" + std::to_string(bytes) +
+                        " bytes, expected " + std::to_string(entry->bytes) + "): it was modified or damaged",
+                    {}, kReexport);
   if (digest != entry->sha256)
     throw ir::Error("the " + what + " " + so + " does not match its manifest (sha256 " + digest + ", expected " +
                         entry->sha256 + "): it was modified or damaged",
@@ -169,8 +162,7 @@ std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
   if (dir.empty())  // "" + "/tilewright.manifest" would name the root directory's
     throw ir::Error("Artifact::load: the artifact directory is an empty path", {},
                     "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
-  const std::string mpath = dir + "/" + runtime::kManifestFile;
-  runtime::Manifest m = runtime::parse_manifest(read_file(mpath), mpath);
+  runtime::Manifest m = runtime::read_manifest(dir);
   if (m.library.empty())
     throw ir::Error("artifact " + dir + " is for target '" + m.target + "', which has no loadable library", {},
                     m.target.rfind("ascend", 0) == 0 ? "it is an AscendC project: build it with CANN (see its README.md)"
