@@ -1,6 +1,9 @@
 // export_artifact (aot_export.h): the library, its C header and its manifest.
 #include "runtime/aot_export.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -43,15 +46,26 @@ ManifestFile file_entry(const fs::path& p) {
   return {p.filename().string(), support::sha256_file_hex(p.string()), static_cast<uint64_t>(fs::file_size(p))};
 }
 
-// The temporary files of one export (<file>.tmp, renamed into place when complete): removed if
-// the export fails part way (a full disk, a read-only file system), so none is left behind.
+// The temporary files of one export, each renamed into place when complete and removed if the
+// export fails part way (a full disk, a read-only file system), so none is left behind. Each is a
+// new file of its own (<file>.tmp-<unique>, O_CREAT | O_EXCL | O_NOFOLLOW): never a link planted
+// in the directory, which would be written through to a file outside it, nor the temporary of
+// another export into the same directory (session 23, h-hunt11b F3 / F10).
 struct Temporaries {
   std::vector<fs::path> paths;
-  fs::path add(const fs::path& p) {
-    fs::path tmp = p;
-    tmp += ".tmp";
-    paths.push_back(tmp);
-    return tmp;
+  // Creates the temporary of `p`; its path in *tmp, its descriptor returned (write-only).
+  int create(const fs::path& p, fs::path* tmp) {
+    for (int attempt = 0;; ++attempt) {
+      *tmp = p;
+      *tmp += ".tmp-" + unique_suffix();
+      const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if (fd >= 0) {
+        paths.push_back(*tmp);
+        return fd;
+      }
+      if (errno != EEXIST || attempt == 8)
+        throw std::runtime_error("cannot create " + tmp->string() + ": " + std::strerror(errno));
+    }
   }
   ~Temporaries() {
     std::error_code ec;
@@ -59,19 +73,36 @@ struct Temporaries {
   }
 };
 
+// Writes all of `data` to `fd` and closes it (a full disk shows here: checked, or a truncated
+// file would be shipped).
+void write_all_and_close(int fd, const char* data, size_t size, const fs::path& tmp) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(e));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+}
+
 void write_text(const fs::path& p, const std::string& text, Temporaries& temps) {
-  fs::path tmp = temps.add(p);
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();  // a full disk shows at the flush: checked, or a truncated file would be shipped
-  if (!f) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  fs::rename(tmp, p);
+  fs::path tmp;
+  const int fd = temps.create(p, &tmp);
+  write_all_and_close(fd, text.data(), text.size(), tmp);
+  fs::rename(tmp, p);  // replaces a link at `p` itself, never its target
 }
 
 void copy_into(const fs::path& from, const fs::path& to, Temporaries& temps) {
-  fs::path tmp = temps.add(to);
-  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
-  fs::rename(tmp, to);
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + from.string() + ": " + std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error("cannot read " + from.string() + ": " + std::strerror(errno));
+  write_text(to, bytes, temps);
 }
 
 }  // namespace

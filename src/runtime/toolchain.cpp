@@ -1,6 +1,7 @@
 #include "runtime/toolchain.h"
 
 #include "runtime/log.h"
+#include "tilewright/ir.h"
 #include "support/env.h"
 #include "support/fork.h"
 
@@ -516,7 +517,13 @@ void* SharedLibrary::symbol(const std::string& name) const {
 void configure_gemm_runtime(const SharedLibrary& lib) {
   using Setup = const char* (*)(int);
   if (auto setup = reinterpret_cast<Setup>(lib.try_symbol("tw_cpu_gemm_amx_setup"))) {
-    const std::string line = setup(support::env().cpu_amx ? 1 : 0);
+    bool amx = true;
+    try {
+      amx = support::env_cpu_amx();
+    } catch (const std::invalid_argument& e) {
+      throw ir::Error(e.what(), {}, "set TW_CPU_AMX to 1 or 0, or unset it (docs/environment.md)");
+    }
+    const std::string line = setup(amx ? 1 : 0);
     log(line.find("refused") != std::string::npos ? LogLevel::warning : LogLevel::info, line);
   }
 }
