@@ -19,11 +19,22 @@ __all__ = ["TilewrightError", "TilewrightWarning", "user_location"]
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+# torch's dispatch of a registered op (tw.register_torch_op) runs between the user's call and ours:
+# its frames are not the user's either (session 23, h-hunt11b F7).
+_DISPATCH_MODULES = ("torch._library.", "torch._ops", "torch._compile", "torch._dynamo.", "torch.utils._python_dispatch")
+
+
+def _not_users(frame) -> bool:
+    return frame.f_code.co_filename.startswith(_PACKAGE) or \
+        str(frame.f_globals.get("__name__", "")).startswith(_DISPATCH_MODULES)
+
+
 def user_location():
-    """(file, line) of the innermost stack frame outside the tilewright package: where the user's
-    code called into Tilewright (("", 0) when there is none)."""
+    """(file, line) of the innermost stack frame outside the tilewright package (and outside torch's
+    dispatch of a registered op): where the user's code called into Tilewright (("", 0) when there is
+    none)."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and _not_users(frame):
         frame = frame.f_back
     return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
 
