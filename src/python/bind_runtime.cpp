@@ -668,6 +668,11 @@ void bind_runtime(nb::module_& m) {
     d["kernels"] = kernels;
     return d;
   }, nb::arg("dir"));
-  m.def("freeze", &support::freeze, nb::arg("on") = true);
+  m.def("freeze", [](bool on) {
+    if (!on && support::env().frozen)  // h-hunt11b F24: it used to return as if it had worked
+      throw ir::Error("tw.freeze(False): the cache is frozen by TW_FROZEN=1, which cannot be undone in the process", {},
+                      "start the process without TW_FROZEN to compile kernels");
+    support::freeze(on);
+  }, nb::arg("on") = true);
   m.def("frozen", &support::frozen);
 }

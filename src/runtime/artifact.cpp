@@ -79,7 +79,9 @@ std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const run
     v->lib = runtime::SharedLibrary::from_fd(v->fd, so);
     return v;
   } catch (const std::exception& e) {
-    throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
+    const bool noexec = std::string(e.what()).find("noexec") != std::string::npos;
+    throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {},
+                    noexec ? "keep the artifact on a file system that allows executing code" : kReexport);
   }
 }
 
@@ -148,9 +150,51 @@ std::vector<Tensor> AotKernel::run(const std::vector<Arg>& inputs) const {
   return outs;
 }
 
+namespace {
+
+// [start, end) of a tensor argument's bytes.
+std::pair<const char*, const char*> byte_range(const TensorArg& t) {
+  int64_t n = t.dtype.bytes();
+  for (auto d : t.shape) n *= d;
+  const char* p = static_cast<const char*>(t.data);
+  return {p, p + n};
+}
+
+// A caller's output sharing memory with an input or another output is refused: the kernel assumes
+// distinct buffers (an in-place run({x}, {x}) of a kernel that is not elementwise reads what it has
+// already written: session 23, h-hunt11b F19).
+void check_distinct(const Signature& sig, const std::vector<Arg>& inputs, const std::vector<TensorArg>& outputs) {
+  std::vector<std::pair<const TensorArg*, std::string>> tensors;  // the outputs first
+  size_t in = 0, out = 0;
+  for (const auto& p : sig.params)
+    if (p.is_output && out < outputs.size()) {
+      tensors.push_back({&outputs[out], "output '" + p.name + "'"});
+      ++out;
+    }
+  for (const auto& p : sig.params) {
+    if (p.is_output || in >= inputs.size()) continue;
+    if (const auto* t = std::get_if<TensorArg>(&inputs[in])) tensors.push_back({t, "argument '" + p.name + "'"});
+    ++in;
+  }
+  for (size_t i = 0; i < out; ++i) {
+    const auto [a0, a1] = byte_range(*tensors[i].first);
+    for (size_t j = i + 1; j < tensors.size(); ++j) {
+      const auto [b0, b1] = byte_range(*tensors[j].first);
+      if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+        throw ir::Error(tensors[i].second + " of kernel '" + sig.kernel + "' overlaps " + tensors[j].second + " in memory" +
+                            ": the kernel assumes distinct buffers, and its result would depend on the order of its "
+                            "reads and writes",
+                        sig.span, "pass separate buffers (copy one first)");
+    }
+  }
+}
+
+}  // namespace
+
 void AotKernel::run(const std::vector<Arg>& inputs, const std::vector<TensorArg>& outputs) const {
   Binding b = bind(inputs);
   check_outputs(signature_, b, outputs);
+  check_distinct(signature_, inputs, outputs);
   std::vector<void*> ptrs;
   ptrs.reserve(outputs.size());
   for (const auto& o : outputs) ptrs.push_back(o.data);

@@ -578,8 +578,10 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   std::shared_ptr<CpuExecutable> exe;
   try {
     exe = std::make_shared<CpuExecutable>(lowered, target.name, so, symbol);
+  } catch (const ir::Error&) {
+    throw;
   } catch (const std::exception& e) {
-    if (!so.from_cache) throw;
+    if (!so.from_cache) environment_error(what, kernel->span, e);  // e.g. a noexec file system
     // Verified against its key, but it does not load (e.g. written by an incompatible build):
     // evict it and rebuild rather than failing on every compile.
     log(LogLevel::warning, "evicting the cache entry of " + what + ", which does not load: " + e.what());
@@ -589,7 +591,13 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
       environment_error(what, kernel->span, e2);
     }
     so = shared_object(source, what, kernel->span);
-    exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so, symbol);
+    try {
+      exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so, symbol);
+    } catch (const ir::Error&) {
+      throw;
+    } catch (const std::exception& e2) {
+      environment_error(what, kernel->span, e2);
+    }
   }
   if (so.temporary) fs::remove(so.path);  // the mapping stays valid after unlink
   memory_cache().put(memory_key, exe);

@@ -156,6 +156,10 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
     }
     int64_t numel = 1;
     for (auto n : t.shape) numel *= n;
+    if (!t.strides.empty() && static_cast<int>(t.strides.size()) != ndim)  // h-hunt11b F23
+      throw ir::Error(who() + " has " + std::to_string(t.strides.size()) + " strides for " + std::to_string(ndim) +
+                          " dimensions",
+                      where, "pass one stride per dimension, or none for a dense row-major tensor");
     if (!t.strides.empty() && numel > 0) {
       int64_t expect = 1;
       for (int d = ndim - 1; d >= 0; --d) {
@@ -221,6 +225,10 @@ void check_outputs(const Signature& sig, const Binding& binding, const std::vect
       if (n < 0)
         throw ir::Error(who() + " would have shape " + shape_str(want.shape) + " for these inputs: a negative dimension",
                         sig.span, "check the input shapes: the output's shape follows from them");
+    if (!t.strides.empty() && t.strides.size() != t.shape.size())
+      throw ir::Error(who() + " has " + std::to_string(t.strides.size()) + " strides for " +
+                          std::to_string(t.shape.size()) + " dimensions",
+                      sig.span, "pass one stride per dimension, or none for a dense row-major tensor");
     int64_t numel = 1, expect = 1;
     for (auto n : t.shape) numel *= n;
     for (int d = static_cast<int>(t.shape.size()) - 1; d >= 0 && !t.strides.empty() && numel > 0; --d) {

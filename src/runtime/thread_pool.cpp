@@ -273,7 +273,12 @@ ThreadPool& default_pool() {
         } catch (const std::invalid_argument& e) {
             throw ir::Error(e.what(), {}, "set TW_NUM_THREADS to the number of threads, or unset it (docs/environment.md)");
         }
-        pool = new ThreadPool(n);  // never destroyed
+        try {
+            pool = new ThreadPool(n);  // never destroyed
+        } catch (const std::runtime_error& e) {  // a worker's stack past RLIMIT_AS, a thread limit (h-hunt11b F16)
+            throw ir::Error(e.what(), {}, "set TW_NUM_THREADS to fewer threads (each has a 64 MiB stack), or raise the "
+                                          "process's address-space / thread limits (ulimit -v, ulimit -u)");
+        }
         g_default_pool.store(pool, std::memory_order_release);
     }
     return *pool;
