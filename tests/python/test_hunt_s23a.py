@@ -204,6 +204,20 @@ def test_prefill_real_shapes(case, dtype, target):
     _close(out, ref, dtype, f"prefill {case} {dtype} {target}")
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_causal_with_fewer_queries_than_keys_is_sdpas_top_left(target):
+    # is_causal with seq_q 17 < seq_kv 130 (BSHD, 2 q / 2 kv heads, head dim 112): SDPA's top-left
+    # alignment, as docs/llm-kernels.md says (queries at the end of the keys: a mask tensor, below)
+    torch = pytest.importorskip("torch")
+    q, k, v, _ = ma.inputs(1, 2, 2, 17, 130, 112, "BSHD", "float32", 0)
+    kern = ma.attention_prefill(1, 2, 2, 17, 130, 112, "BSHD", causal=True, target=target)
+    out = _run(kern, target, q, k, v, np.zeros((17, 130), np.float32), *ma.dense_blocks(17, 130),
+               np.array([130], np.int32))
+    t = [torch.from_numpy(x).double().transpose(1, 2) for x in (q, k, v)]
+    ref = torch.nn.functional.scaled_dot_product_attention(*t, is_causal=True).transpose(1, 2)
+    _close(out, ref.numpy(), "float32", f"top-left causal {target}")
+
+
 def _prefill_with_mask(target, B, H, KVH, Sq, Skv, D, dtype, mask, lens=None, block=64):
     q, k, v, _ = ma.inputs(B, H, KVH, Sq, Skv, D, "BHSD", dtype, 0)
     kind = "bool" if mask.dtype == np.bool_ else "additive"
@@ -486,3 +500,13 @@ def test_block_tables_on_ascend_match_cpu(blocks):
         vis = _bottom_right(sq, skv, window=8)
         for mask in (vis, np.where(vis, 0.0, -np.inf).astype(np.float32)):
             np.testing.assert_array_equal(ma.block_mask(mask, *blocks, TARGET), ma.block_mask(mask, *blocks, "cpu"))
+
+
+F6 = ("F6 (hunt11a): topk_gating with top_k > experts returns duplicate expert ids and negative weights "
+      "instead of a TilewrightError")
+
+
+@pytest.mark.xfail(strict=True, reason=F6)
+def test_top_k_more_than_the_experts_is_an_error():
+    with pytest.raises(tw.TilewrightError):
+        moe.topk_gating(4, 4, 6)(np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32))
