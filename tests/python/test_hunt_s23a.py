@@ -37,7 +37,6 @@ softmax = load_example("softmax")
 fa = load_example("flash_attention")
 
 TARGETS = ["cpu", TARGET]
-FLOATS = ["float32", "float16", "bfloat16"]
 
 
 def _run(kernel, target, *args):
@@ -90,23 +89,21 @@ def _paged(form, target, num_heads, kv_heads, dim, block_size, lens, dtype, bt=N
     return (q, kc, vc, bt, cl), out
 
 
-# (num_heads, kv_heads, head_dim, block_size, lens): per model
+# (num_heads, kv_heads, head_dim, block_size, lens, dtype): per model (each dtype in each form; the
+# kernels are compiled once per shape and dtype, so the dtypes rotate over the shapes)
 PAGED_CPU = [
-    (28, 4, 128, 16, [1, 17, 4097]),       # Qwen2-7B (7:1), a batch of 1 and 4097
-    (32, 8, 80, 16, [15, 16]),             # 8:1 at head dim 80; block_size - 1, block_size
-    (14, 2, 96, 8, [9, 8, 0]),             # Qwen2-0.5B-like 7:1 at head dim 96; a sequence of length 0
-    (8, 1, 256, 32, [33, 31, 1]),          # Gemma MQA, head dim 256, block 32
-    (40, 40, 112, 1, [5, 1]),              # MHA 40 heads, one token per page
+    (28, 4, 128, 16, [1, 17, 4097], "bfloat16"),   # Qwen2-7B (7:1), a batch of 1 and 4097
+    (32, 8, 80, 16, [15, 16], "float16"),          # 8:1 at head dim 80; block_size - 1, block_size
+    (14, 2, 96, 8, [9, 8, 0], "float32"),          # Qwen2-0.5B-like 7:1 at head dim 96; length 0
+    (8, 1, 256, 32, [33, 31, 1], "bfloat16"),      # Gemma MQA, head dim 256, block 32
+    (40, 40, 112, 1, [5, 1], "float16"),           # MHA 40 heads, one token per page
 ]
 
 
 @pytest.mark.parametrize("form", ["paged", "pages", "split"])
-@pytest.mark.parametrize("case", PAGED_CPU, ids=lambda c: f"{c[0]}q{c[1]}kv-d{c[2]}-p{c[3]}")
-@pytest.mark.parametrize("dtype", FLOATS)
-def test_paged_decode_real_shapes_cpu(form, case, dtype):
-    heads, kvh, dim, bs, lens = case
-    if dtype != "bfloat16" and max(lens) > 1000:
-        lens = [n if n < 1000 else 130 for n in lens]  # the long sequence once per form (bfloat16)
+@pytest.mark.parametrize("case", PAGED_CPU, ids=lambda c: f"{c[0]}q{c[1]}kv-d{c[2]}-p{c[3]}-{c[5]}")
+def test_paged_decode_real_shapes_cpu(form, case):
+    heads, kvh, dim, bs, lens, dtype = case
     inputs, out = _paged(form, "cpu", heads, kvh, dim, bs, lens, dtype, pps=3)
     _close(out, pa.reference(*inputs), dtype, f"paged {form} {case} {dtype}")
 
@@ -114,21 +111,22 @@ def test_paged_decode_real_shapes_cpu(form, case, dtype):
 # ascend910b: G = 7 (Qwen2-7B per kv head), 13 (52 q / 4 kv), head dims 80..256, block sizes 1 / 32,
 # context 0, garbage past the pages and shared pages; one or two pages per step
 PAGED_ASCEND = [
-    ("paged", 7, 1, 128, 16, [33, 0, 16], 2),
-    ("split", 7, 1, 80, 8, [16, 1], 2),
-    ("paged", 13, 1, 128, 16, [33], 4),
-    ("split", 13, 1, 96, 16, [17, 15], 2),
-    ("paged", 2, 1, 112, 8, [9, 8], 2),
-    ("paged", 8, 1, 256, 32, [1, 65], 2),
-    ("paged", 2, 2, 64, 1, [1, 3, 0], 4),
-    ("paged", 40, 40, 128, 16, [17], 1),
+    ("paged", 7, 1, 128, 16, [33, 0, 16], 2, "float16"),
+    ("paged", 7, 1, 128, 16, [33, 0, 16], 2, "bfloat16"),
+    ("split", 7, 1, 80, 8, [16, 1], 2, "float32"),
+    ("paged", 13, 1, 128, 16, [33], 4, "bfloat16"),
+    ("split", 13, 1, 96, 16, [17, 15], 2, "float16"),
+    ("paged", 2, 1, 112, 8, [9, 8], 2, "float32"),
+    ("paged", 8, 1, 256, 32, [1, 65], 2, "float16"),
+    ("paged", 2, 2, 64, 1, [1, 3, 0], 4, "bfloat16"),
+    ("paged", 40, 40, 128, 16, [17], 1, "float32"),
 ]
 
 
-@pytest.mark.parametrize("case", PAGED_ASCEND, ids=lambda c: f"{c[0]}-{c[1]}q{c[2]}kv-d{c[3]}-p{c[4]}-pps{c[6]}")
-@pytest.mark.parametrize("dtype", FLOATS)
-def test_paged_decode_real_shapes_on_ascend(case, dtype):
-    form, heads, kvh, dim, bs, lens, pps = case
+@pytest.mark.parametrize("case", PAGED_ASCEND,
+                         ids=lambda c: f"{c[0]}-{c[1]}q{c[2]}kv-d{c[3]}-p{c[4]}-pps{c[6]}-{c[7]}")
+def test_paged_decode_real_shapes_on_ascend(case):
+    form, heads, kvh, dim, bs, lens, pps, dtype = case
     inputs, out = _paged(form, TARGET, heads, kvh, dim, bs, lens, dtype, pps=pps, splits=3)
     _close(out, pa.reference(*inputs), dtype, f"paged {case} {dtype} on ascend910b")
 
@@ -183,23 +181,24 @@ def test_paged_decode_cache_of_more_than_2_31_elements(form, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Masked prefill: real head dims / GQA, windows, queries at the end of the keys through a mask tensor.
 
-PREFILL = [  # (B, H, KVH, Sq, Skv, D, kwargs)
-    (1, 7, 1, 70, 70, 128, dict(causal=True)),                     # Qwen2-7B 7:1
-    (1, 4, 1, 33, 33, 80, dict(causal=True, window=1)),            # a window of 1: the query itself
-    (1, 4, 2, 65, 65, 96, dict(causal=True, window=4096)),         # Mistral's window, longer than S
-    (2, 2, 2, 17, 130, 112, dict(causal=True, layout="BSHD")),     # seq_q < seq_kv (top-left causal)
-    (1, 2, 1, 20, 20, 256, dict(mask="bool")),                     # Gemma head dim
-    (1, 8, 1, 40, 40, 64, dict(mask="additive", padded=True)),     # 8:1
-    (1, 2, 1, 70, 10, 64, dict(causal=True, window=3)),            # seq_q > seq_kv
+PREFILL = [  # (B, H, KVH, Sq, Skv, D, kwargs, dtype)
+    (1, 7, 1, 70, 70, 128, dict(causal=True), "float16"),                  # Qwen2-7B 7:1
+    (1, 7, 1, 70, 70, 128, dict(causal=True), "bfloat16"),
+    (1, 4, 1, 33, 33, 80, dict(causal=True, window=1), "bfloat16"),        # a window of 1: the query itself
+    (1, 4, 2, 65, 65, 96, dict(causal=True, window=4096), "float32"),      # Mistral's window, longer than S
+    (2, 2, 2, 17, 130, 112, dict(causal=True, layout="BSHD"), "float16"),  # seq_q < seq_kv (top-left)
+    (1, 2, 1, 20, 20, 256, dict(mask="bool"), "float32"),                  # Gemma head dim
+    (1, 8, 1, 40, 40, 64, dict(mask="additive", padded=True), "bfloat16"), # 8:1
+    (1, 2, 1, 70, 10, 64, dict(causal=True, window=3), "float16"),         # seq_q > seq_kv
 ]
 
 
-@pytest.mark.parametrize("case", PREFILL, ids=lambda c: "x".join(map(str, c[:6])) + "-" + "-".join(f"{k}={v}" for k, v in c[6].items()))
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", PREFILL, ids=lambda c: "x".join(map(str, c[:6])) + "-" + "-".join(
+    f"{k}={v}" for k, v in c[6].items()) + "-" + c[7])
 @pytest.mark.parametrize("target", TARGETS)
-def test_prefill_real_shapes(case, dtype, target):
+def test_prefill_real_shapes(case, target):
     # (ascend910b: calling the kernel runs the simulator with the checker on; a report raises)
-    *shape, kw = case
+    *shape, kw, dtype = case
     out, ref = ma.run(*shape, dtype=dtype, target=target, **kw)
     _close(out, ref, dtype, f"prefill {case} {dtype} {target}")
 
@@ -238,8 +237,7 @@ def _bottom_right(Sq, Skv, window=None):
     return vis
 
 
-@pytest.mark.parametrize("kind", ["bool", "additive"])
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("kind,dtype", [("bool", "bfloat16"), ("additive", "float16"), ("bool", "float32")])
 @pytest.mark.parametrize("target", TARGETS)
 def test_chunked_prefill_through_a_mask_tensor_matches_torch_sdpa(kind, dtype, target):
     # a chunk of 17 queries at the end of 130 keys, 4 q / 1 kv heads, head dim 80: SDPA's attn_mask
@@ -253,8 +251,7 @@ def test_chunked_prefill_through_a_mask_tensor_matches_torch_sdpa(kind, dtype, t
     _close(out, ref.numpy(), dtype, f"chunked prefill {kind} {dtype} {target}")
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target,dtype", [("cpu", "float32"), ("cpu", "bfloat16"), (TARGET, "float16")])
 def test_speculative_decode_window_mask_with_padding(dtype, target):
     # 5 draft tokens at the end of 37 keys, a sliding window of 8 (bottom-right), Qwen2-7B's 7:1 heads,
     # head dim 128, the second sequence padded to 30 keys
@@ -264,7 +261,7 @@ def test_speculative_decode_window_mask_with_padding(dtype, target):
     _close(out, ma.reference(q, k, v, per_seq), dtype, f"speculative decode {dtype} {target}")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["bfloat16"])
 def test_mistral_window_4096_past_the_window(dtype):
     # S 4200 > the window: the first 104 queries see every earlier key, the rest exactly 4096 (cpu:
     # the simulator takes the same pattern at S 300 / window 100 below)
@@ -272,14 +269,13 @@ def test_mistral_window_4096_past_the_window(dtype):
     _close(out, ref, dtype, f"window 4096 {dtype}")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32"])
 def test_window_past_its_length_on_ascend(dtype):
     out, ref = ma.run(1, 1, 1, 300, 300, 64, causal=True, window=100, dtype=dtype, target=TARGET)
     _close(out, ref, dtype, f"window 100 at S 300 {dtype}")
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target,dtype", [("cpu", "float16"), (TARGET, "bfloat16"), (TARGET, "float32")])
 def test_padding_with_an_empty_sequence(dtype, target):
     # KvLen 0 for one batch entry (no key: 0, as the docs say), with and without a mask tensor
     out, ref = ma.run(2, 2, 1, 33, 33, 64, causal=True, padded=True, dtype=dtype, target=target)
@@ -310,10 +306,10 @@ def _varlen(seqlens, H, KVH, D, causal, dtype, target):
     return out, ref
 
 
-@pytest.mark.parametrize("seqlens,heads,dim,causal", [([1, 0, 70, 0, 3], (7, 1), 128, True),
-                                                       ([0, 5], (2, 1), 80, False), ([65, 1], (4, 4), 96, True)],
-                         ids=["zeros-between-7to1-d128", "leading-zero-d80", "65-and-1-mha-d96"])
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("seqlens,heads,dim,causal,dtype", [([1, 0, 70, 0, 3], (7, 1), 128, True, "float16"),
+                                                             ([0, 5], (2, 1), 80, False, "bfloat16"),
+                                                             ([65, 1], (4, 4), 96, True, "float32")],
+                         ids=["zeros-between-7to1-d128-fp16", "leading-zero-d80-bf16", "65-and-1-mha-d96-fp32"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_varlen_with_empty_sequences(seqlens, heads, dim, causal, dtype, target):
     out, ref = _varlen(seqlens, *heads, dim, causal, dtype, target)
@@ -323,8 +319,7 @@ def test_varlen_with_empty_sequences(seqlens, heads, dim, causal, dtype, target)
 # ---------------------------------------------------------------------------------------------
 # Flash attention (its docstring names head dims 64 / 128): the other real head dims.
 
-@pytest.mark.parametrize("dim", [80, 96, 112, 256])
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dim,dtype", [(80, "float16"), (96, "bfloat16"), (112, "float32"), (256, "bfloat16")])
 @pytest.mark.parametrize("target", TARGETS)
 def test_flash_attention_real_head_dims(dim, dtype, target):
     rng = np.random.default_rng(dim)
@@ -336,7 +331,8 @@ def test_flash_attention_real_head_dims(dim, dtype, target):
 # ---------------------------------------------------------------------------------------------
 # RoPE: real head dims and thetas, positions at the end of long contexts.
 
-ROPE = [(80, 1e4), (96, 1e4), (112, 5e5), (128, 5e5), (256, 1e6)]  # Phi-2, Phi-3, -, Llama-3, Gemma-like
+ROPE = [(80, 1e4, "float16"), (80, 1e4, "bfloat16"), (96, 1e4, "bfloat16"), (112, 5e5, "bfloat16"),
+        (128, 5e5, "float32"), (256, 1e6, "float16"), (80, 1e4, "float32")]  # Phi-2, Phi-3, -, Llama-3, Gemma
 
 
 def _rope(target, tokens, heads, dim, interleaved, dtype, base, max_pos=4096, pos=None):
@@ -358,11 +354,10 @@ def _rope_f1(target, dim, interleaved, dtype):
     return target == TARGET and not interleaved and dtype != "float32" and (dim // 2) % 16 != 0
 
 
-@pytest.mark.parametrize("dim,base", ROPE, ids=[f"d{d}-theta{b:g}" for d, b in ROPE])
+@pytest.mark.parametrize("dim,base,dtype", ROPE, ids=[f"d{d}-theta{b:g}-{t}" for d, b, t in ROPE])
 @pytest.mark.parametrize("interleaved", [False, True], ids=["half_split", "interleaved"])
-@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_rope_real_head_dims_and_thetas(dim, base, interleaved, dtype, target, request):
+def test_rope_real_head_dims_and_thetas(dim, base, dtype, interleaved, target, request):
     if _rope_f1(target, dim, interleaved, dtype):
         request.applymarker(pytest.mark.xfail(raises=tw.TilewrightError, strict=True, reason=F1))
     _rope(target, 33, 2, dim, interleaved, dtype, base)
@@ -377,7 +372,7 @@ def test_rope_at_the_end_of_long_contexts(interleaved, target):
 
 
 @pytest.mark.parametrize("interleaved", [False, True], ids=["half_split", "interleaved"])
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_qk_rope_proj_at_head_dim_80(interleaved, dtype, target, request):
     if _rope_f1(target, 80, interleaved, dtype):
@@ -398,8 +393,8 @@ def test_qk_rope_proj_at_head_dim_80(interleaved, dtype, target, request):
 # ---------------------------------------------------------------------------------------------
 # Norms and softmax at real hidden sizes (ascend910b: block_M 1, one row of up to 11009 per tile).
 
-@pytest.mark.parametrize("hidden,eps", [(5120, 1e-6), (8192, 1e-5), (11009, 1e-6)])
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("hidden,eps,dtype", [(5120, 1e-6, "bfloat16"), (8192, 1e-5, "float16"),
+                                              (11009, 1e-6, "float32"), (11009, 1e-5, "bfloat16")])
 @pytest.mark.parametrize("target", TARGETS)
 def test_norms_at_real_hidden_sizes(hidden, eps, dtype, target):
     rng = np.random.default_rng(hidden)
@@ -416,7 +411,7 @@ F2 = ("F2 (hunt11a): softmax over a 32000-wide row (Llama-2's vocabulary) at blo
       "ascend910b whose hint ('use smaller tiles') cannot be followed")
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("target", [
     "cpu", pytest.param(TARGET, marks=pytest.mark.xfail(raises=tw.TilewrightError, strict=True, reason=F2))])
 def test_softmax_over_a_vocabulary_row(dtype, target):
@@ -434,15 +429,14 @@ def _one_expert_logits(tokens, experts, seed):
     return lg
 
 
-MOE = [(20, 64, 48, 60, 4, None), (9, 64, 48, 64, 8, None), (13, 64, 40, 8, 1, None), (11, 64, 40, 8, 1, "one"),
-       (11, 64, 40, 8, 2, "one"), (1, 64, 40, 64, 8, None)]
+MOE = [(20, 64, 48, 60, 4, None, "bfloat16"), (9, 64, 48, 64, 8, None, "float32"),
+       (11, 64, 40, 8, 1, "one", "float16"), (11, 64, 40, 8, 2, "one", "bfloat16"), (1, 64, 40, 64, 8, None, "float16")]
 
 
-@pytest.mark.parametrize("case", MOE, ids=lambda c: f"t{c[0]}-e{c[3]}-top{c[4]}" + ("-one-expert" if c[5] else ""))
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", MOE, ids=lambda c: f"t{c[0]}-e{c[3]}-top{c[4]}" + ("-one-expert" if c[5] else "") + "-" + c[6])
 @pytest.mark.parametrize("target", TARGETS)
-def test_moe_real_expert_counts(case, dtype, target):
-    tokens, hidden, ffn, experts, top_k, routing = case
+def test_moe_real_expert_counts(case, target):
+    tokens, hidden, ffn, experts, top_k, routing, dtype = case
     x, logits, w = moe.inputs(tokens, hidden, ffn, experts, dtype)
     if routing == "one":
         logits = _one_expert_logits(tokens, experts, tokens)
@@ -492,7 +486,7 @@ def test_block_tables_at_128_blocks_on_ascend(kind):
         np.testing.assert_array_equal(g, want)
 
 
-@pytest.mark.parametrize("blocks", [(128, 64), (64, 128), (32, 64)])
+@pytest.mark.parametrize("blocks", [(128, 64)])
 def test_block_tables_on_ascend_match_cpu(blocks):
     # the block summary of bottom-right masks (chunked prefill / speculative decoding) with rows and
     # columns past the blocks' edges, both kinds, on ascend910b against cpu
