@@ -345,21 +345,14 @@ def _rope(target, tokens, heads, dim, interleaved, dtype, base, max_pos=4096, po
     _close(y, rope.reference(x, cos, sin, pos, interleaved), dtype, f"rope D {dim} base {base} {dtype} {target}")
 
 
-F1 = ("F1 (hunt11a): half-split RoPE with a 16-bit output at head dim 80 / 112 is an error on ascend910b "
-      "('y'[i, j + half] starts 16 bytes into a 32 B block of UB); docs/llm-kernels.md promises any dim "
-      "that is a multiple of 16")
-
-
-def _rope_f1(target, dim, interleaved, dtype):
-    return target == TARGET and not interleaved and dtype != "float32" and (dim // 2) % 16 != 0
+# F1 (fixed by the lead): half-split RoPE at head dim 80 / 112 in fp16 / bf16 was an error on ascend910b (a
+# 16-bit output tile's second half started 16 bytes into a 32 B block); the example rotates into float32.
 
 
 @pytest.mark.parametrize("dim,base,dtype", ROPE, ids=[f"d{d}-theta{b:g}-{t}" for d, b, t in ROPE])
 @pytest.mark.parametrize("interleaved", [False, True], ids=["half_split", "interleaved"])
 @pytest.mark.parametrize("target", TARGETS)
-def test_rope_real_head_dims_and_thetas(dim, base, dtype, interleaved, target, request):
-    if _rope_f1(target, dim, interleaved, dtype):
-        request.applymarker(pytest.mark.xfail(raises=tw.TilewrightError, strict=True, reason=F1))
+def test_rope_real_head_dims_and_thetas(dim, base, dtype, interleaved, target):
     _rope(target, 33, 2, dim, interleaved, dtype, base)
 
 
@@ -374,9 +367,7 @@ def test_rope_at_the_end_of_long_contexts(interleaved, target):
 @pytest.mark.parametrize("interleaved", [False, True], ids=["half_split", "interleaved"])
 @pytest.mark.parametrize("dtype", ["bfloat16"])
 @pytest.mark.parametrize("target", TARGETS)
-def test_qk_rope_proj_at_head_dim_80(interleaved, dtype, target, request):
-    if _rope_f1(target, 80, interleaved, dtype):
-        request.applymarker(pytest.mark.xfail(raises=tw.TilewrightError, strict=True, reason=F1))
+def test_qk_rope_proj_at_head_dim_80(interleaved, dtype, target):
     rng = np.random.default_rng(1)
     tokens, hidden, heads, dim, max_pos = 33, 200, 2, 80, 4096
     cos, sin = rope.tables(max_pos, dim)
@@ -450,12 +441,8 @@ def test_moe_real_expert_counts(case, target):
 # ---------------------------------------------------------------------------------------------
 # Findings whose fix is a clear error or a kernel change.
 
-F3 = ("F3 (hunt11a): num_heads not a multiple of num_kv_heads (14 q / 4 kv): the attention examples run and "
-      "return uninitialised memory (paged_decode, the split form) or zeros (paged_decode_pages, "
-      "attention_prefill, varlen_attention) for the last heads instead of a TilewrightError")
-
-
-@pytest.mark.xfail(strict=True, reason=F3)
+# F3 (fixed): num_heads not a multiple of num_kv_heads (14 q / 4 kv) returned uninitialised memory or zeros
+# for the last heads; now a TilewrightError at the factory's caller.
 @pytest.mark.parametrize("kernel", ["paged_decode", "paged_decode_split", "attention_prefill"])
 def test_heads_not_a_multiple_of_kv_heads_is_an_error(kernel):
     def build():
@@ -467,6 +454,7 @@ def test_heads_not_a_multiple_of_kv_heads_is_an_error(kernel):
     with pytest.raises(tw.TilewrightError) as e:
         build()
     assert "kv" in str(e.value)
+    assert e.value.file == __file__, e.value.file  # at the line that called the factory
 
 
 F4 = ("F4 (hunt11a): prefill_blocks(mask, 128, 128, 'ascend910b') (the block sizes of the ascend910b prefill "
@@ -493,11 +481,7 @@ def test_block_tables_on_ascend_match_cpu(blocks):
             np.testing.assert_array_equal(ma.block_mask(mask, *blocks, TARGET), ma.block_mask(mask, *blocks, "cpu"))
 
 
-F6 = ("F6 (hunt11a): topk_gating with top_k > experts returns duplicate expert ids and negative weights "
-      "instead of a TilewrightError")
-
-
-@pytest.mark.xfail(strict=True, reason=F6)
+# F6 (fixed): topk_gating with top_k > experts returned duplicate expert ids and negative weights.
 def test_top_k_more_than_the_experts_is_an_error():
     with pytest.raises(tw.TilewrightError):
         moe.topk_gating(4, 4, 6)(np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32))
