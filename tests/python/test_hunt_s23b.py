@@ -462,6 +462,35 @@ def test_compiling_under_a_private_umask(tmp_path):
     assert r.stdout.strip() == "[9.0, 9.0, 9.0]", r.stdout + r.stderr[-3000:]
 
 
+THREADS_UNDER_A_LIMIT = textwrap.dedent("""
+    import resource, sys
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    import tilewright as tw
+    import tw_hunt_s23b_mod as m
+    k = m.scale_kernel(3.0)  # compiled before the limit (the compiler needs memory)
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    try:
+        k(np.ones(3, np.float32))
+        print("ran")
+    except tw.TilewrightError as e:
+        print("TilewrightError", "TW_NUM_THREADS" in str(e))
+    except Exception as e:
+        print(type(e).__name__)
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="F16: a thread pool that cannot start its workers (RLIMIT_AS x 64 MiB "
+                                       "stacks) fails every call with a RuntimeError, not a TilewrightError")
+def test_a_thread_pool_that_cannot_start_is_a_tilewright_error(tmp_path):
+    mod_dir = _module_copy(tmp_path)
+    script = tmp_path / "s.py"
+    script.write_text(THREADS_UNDER_A_LIMIT)
+    env = dict(os.environ, TW_NUM_THREADS="128")
+    r = subprocess.run([PY, str(script), str(mod_dir)], capture_output=True, text=True, timeout=300, env=env)
+    assert r.stdout.strip() in ("ran", "TilewrightError True"), r.stdout + r.stderr[-3000:]
+
+
 MISSING_COMPILER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
