@@ -498,6 +498,48 @@ def test_a_thread_pool_that_cannot_start_is_a_tilewright_error(tmp_path):
     assert r.stdout.strip() in ("ran", "TilewrightError True"), r.stdout + r.stderr[-3000:]
 
 
+NOEXEC_COMPILE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    import tilewright as tw
+    import tw_hunt_s23b_mod as m
+    try:
+        m.scale_kernel(4.0)(np.ones(3, np.float32))
+        print("ran")
+    except tw.TilewrightError as e:
+        print("TilewrightError", "noexec" in str(e) and e.file.endswith("tw_hunt_s23b_mod.py"))
+    except Exception as e:
+        print(type(e).__name__)
+""")
+
+
+@pytest.fixture
+def noexec_dir(tmp_path):
+    """A tmpfs mounted noexec (root with mount rights only; unmounted afterwards)."""
+    d = tmp_path / "noexec"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,noexec", "tmpfs", str(d)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: " + (r.stderr.strip() or "mount failed"))
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], capture_output=True)
+
+
+@pytest.mark.xfail(strict=True, reason="F18: a cache on a noexec mount fails every kernel with a bare RuntimeError "
+                                       "('failed to map segment from shared object')")
+def test_a_cache_on_a_noexec_mount_is_a_tilewright_error(tmp_path, noexec_dir):
+    mod_dir = _module_copy(tmp_path)
+    script = tmp_path / "s.py"
+    script.write_text(NOEXEC_COMPILE)
+    env = dict(os.environ, TW_CACHE_DIR=str(noexec_dir / "cache"))
+    r = subprocess.run([PY, str(script), str(mod_dir)], capture_output=True, text=True, timeout=300, env=env)
+    assert r.stdout.strip() == "TilewrightError True", r.stdout + r.stderr[-3000:]
+
+
 MISSING_COMPILER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
