@@ -614,6 +614,29 @@ def test_ctrl_c_during_precompile_stops_the_queued_specs(tmp_path):
     assert built <= 4 and waited < 5, f"{built} of 40 specs built, {waited:.1f} s after the SIGINT"
 
 
+@T.prim_func
+def reverse6(X: T.Tensor((6,), "float32"), Y: T.Tensor((6,), "float32")):
+    with T.Kernel(1) as bx:
+        for i in T.serial(6):
+            Y[i] = X[5 - i]
+
+
+@pytest.mark.xfail(strict=True, reason="F19: an input that overlaps a tensor the kernel writes is accepted: the "
+                                       "kernel reads what it already overwrote (silent wrong result)")
+@pytest.mark.parametrize("how", ["same", "shifted"])
+def test_an_input_overlapping_a_written_argument_is_refused(how):
+    k = tw.compile(reverse6)
+    base = np.arange(7, dtype=np.float32)
+    x, y = (base[:6], base[:6]) if how == "same" else (base[1:], base[:-1])
+    want = x[::-1].copy()
+    try:
+        k(x, y)
+    except tw.TilewrightError as e:
+        assert "overlap" in str(e), e
+        return
+    np.testing.assert_array_equal(y, want)
+
+
 # ---------------------------------------------------------------------------------------------
 # torch ops
 
