@@ -265,6 +265,51 @@ def test_a_bad_thread_count_is_a_tw_error_in_cpp(probe, art):
     assert r.returncode == 3 and "TW_NUM_THREADS" in r.stderr, (r.returncode, r.stderr)
 
 
+@T.prim_func
+def tile_index(I: T.Tensor((1,), "int32"), Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        t = T.alloc_fragment((8,), "float32")
+        T.clear(t)
+        t[I[0]] = 1.0  # a tile index not proved in range: checked at run time on every build
+        for i in T.serial(8):
+            Y[i] = t[i]
+
+
+C_CALLER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "tb.h"
+int main(int argc, char** argv) {
+  int32_t idx[1] = {atoi(argv[1])};
+  float y[8];
+  int rc = tw_tile_index(idx, y, 0, 0);
+  printf("rc=%d\n", rc);
+  return 0;
+}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="F20: a kernel's run-time check throws tw_cpu::BoundsError out of the typed "
+                                       "C entry point: a C caller is aborted (terminate) instead of getting a code")
+def test_a_c_caller_gets_an_error_code_not_an_abort(tmp_path):
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    k = tw.compile(tile_index, out_idx=[-1])
+    with pytest.raises(tw.TilewrightError, match="out of bounds"):
+        k(np.array([100], np.int32))
+    k.export(tmp_path / "art", name="tb")
+    (tmp_path / "c.c").write_text(C_CALLER)
+    r = subprocess.run([cc, "-std=c99", "-I", str(tmp_path / "art"), str(tmp_path / "c.c"), "-L", str(tmp_path / "art"),
+                        "-ltb", "-Wl,-rpath," + str(tmp_path / "art"), "-o", str(tmp_path / "c")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    ok = subprocess.run([str(tmp_path / "c"), "3"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout.strip() == "rc=0", ok.stdout + ok.stderr
+    bad = subprocess.run([str(tmp_path / "c"), "100"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 0 and bad.stdout.strip() not in ("", "rc=0"), (bad.returncode, bad.stdout, bad.stderr)
+
+
 # What holds on the C++ side --------------------------------------------------------------------
 
 def test_two_artifacts_with_the_same_names_run_their_own_code(probe, tmp_path):
