@@ -682,6 +682,51 @@ def test_an_input_overlapping_a_written_argument_is_refused(how):
     np.testing.assert_array_equal(y, want)
 
 
+TUNE_MODULE = textwrap.dedent("""
+    import tilewright as tw
+    import tilewright.language as T
+
+    @tw.autotune(configs=[tw.Config(block=64), tw.Config(block=256)], key=["n"], executor="inline")
+    @tw.jit(out_idx=[-1])
+    def add_one(n, block=128):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(T.ceildiv(n, block)) as bx:
+                for i in T.Parallel(block):
+                    if bx * block + i < n:
+                        B[bx * block + i] = A[bx * block + i] + 1.0
+        return main
+""")
+
+TUNE_RUN = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    import tw_hunt_s23b_tune as m
+    start = float(sys.argv[2])
+    while time.time() < start:
+        pass
+    m.add_one(1 << 16)
+    print("best", m.add_one.best_config, flush=True)
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="F21: processes tuning one key at once each run the whole sweep (the "
+                                       "tuning store has no per-key lock like the kernel cache's)")
+def test_processes_tuning_one_key_at_once_tune_once(tmp_path):
+    import time
+    (tmp_path / "tw_hunt_s23b_tune.py").write_text(TUNE_MODULE)
+    script = tmp_path / "run.py"
+    script.write_text(TUNE_RUN)
+    env = dict(os.environ, TW_CACHE_DIR=str(tmp_path / "cache"))
+    start = time.time() + 5
+    procs = [subprocess.Popen([PY, str(script), str(tmp_path), str(start)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all("best block=" in o for o in outs), outs
+    sweeps = sum(o.count("tuning 'add_one'") for o in outs)
+    assert sweeps == 1, f"{sweeps} sweeps of one key"
+
+
 # ---------------------------------------------------------------------------------------------
 # torch ops
 
