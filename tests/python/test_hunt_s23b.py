@@ -585,6 +585,41 @@ def test_a_cache_on_a_noexec_mount_is_a_tilewright_error(tmp_path, noexec_dir):
     assert r.stdout.strip() == "TilewrightError True", r.stdout + r.stderr[-3000:]
 
 
+COMPILE_AND_WAIT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    import tw_hunt_s23b_mod as m
+    m.scale_kernel(3.5)(np.ones(2, np.float32))
+    print("ready", flush=True)
+    if sys.argv[2] == "wait":
+        time.sleep(120)
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="F22: TW_CACHE_DISABLE=1's private directory of a process ended by SIGTERM "
+                                       "stays in TMPDIR forever; no later process removes it")
+def test_private_dirs_of_terminated_processes_are_removed(tmp_path):
+    import signal
+    mod_dir = _module_copy(tmp_path)
+    script = tmp_path / "s.py"
+    script.write_text(COMPILE_AND_WAIT)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmpdir), TW_CACHE_DISABLE="1")
+    p = subprocess.Popen([PY, str(script), str(mod_dir), "wait"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    finally:
+        p.kill()
+    r = subprocess.run([PY, str(script), str(mod_dir), "exit"], capture_output=True, text=True, timeout=300, env=env)
+    assert r.stdout.strip() == "ready", r.stderr[-2000:]
+    left = [d.name for d in tmpdir.iterdir() if d.name.startswith("tilewright-")]
+    assert not left, left
+
+
 MISSING_COMPILER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
