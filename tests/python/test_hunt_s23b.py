@@ -417,16 +417,18 @@ def test_export_round_trips_a_source_path_with_a_newline(tmp_path):
 
 
 EXPORT_LOOP = textwrap.dedent("""
-    import sys, time
+    import os, sys, time
     sys.path.insert(0, sys.argv[1])
     import tilewright as tw
     import tw_hunt_s23b_mod as m
-    ks = [m.scale_kernel(float(sys.argv[3])), m.rowsum(200)]
-    start = float(sys.argv[4])
-    while time.time() < start:
-        pass
-    for _ in range(20):
-        tw.export(ks, sys.argv[2], name="svc")
+    ks = [m.scale_kernel(3.0), m.rowsum(200)]
+    out, barrier, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    open(os.path.join(barrier, str(os.getpid())), "w").close()
+    while len(os.listdir(barrier)) < n:  # every process imported and compiled: go together
+        time.sleep(0.01)
+    end = time.time() + 3
+    while time.time() < end:
+        tw.export(ks, out, name="svc")
     print("ok")
 """)
 
@@ -440,13 +442,13 @@ def _module_copy(tmp_path):
 @pytest.mark.xfail(strict=True, reason="F10: concurrent exports into one directory share the '<file>.tmp' names: "
                                        "most fail with 'cannot rename' and a hint about free space")
 def test_concurrent_exports_into_one_directory_all_succeed(tmp_path):
-    import time
     mod_dir = _module_copy(tmp_path)
     tw.export([scale_kernel(3.0), rowsum(200)], tmp_path / "warm", name="svc")  # compiled once, cached
     script = tmp_path / "loop.py"
     script.write_text(EXPORT_LOOP)
-    start = time.time() + 6
-    procs = [subprocess.Popen([PY, str(script), str(mod_dir), str(tmp_path / "out"), "3.0", str(start)],
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [subprocess.Popen([PY, str(script), str(mod_dir), str(tmp_path / "out"), str(barrier), "4"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(4)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(o.strip().endswith("ok") for o in outs), outs
