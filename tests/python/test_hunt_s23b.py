@@ -736,12 +736,13 @@ TUNE_MODULE = textwrap.dedent("""
 """)
 
 TUNE_RUN = textwrap.dedent("""
-    import sys, time
+    import os, sys, time
     sys.path.insert(0, sys.argv[1])
     import tw_hunt_s23b_tune as m
-    start = float(sys.argv[2])
-    while time.time() < start:
-        pass
+    barrier = sys.argv[2]
+    open(os.path.join(barrier, str(os.getpid())), "w").close()
+    while len(os.listdir(barrier)) < 2:  # both imported: go together
+        time.sleep(0.01)
     m.add_one(1 << 16)
     print("best", m.add_one.best_config, flush=True)
 """)
@@ -750,13 +751,13 @@ TUNE_RUN = textwrap.dedent("""
 @pytest.mark.xfail(strict=True, reason="F21: processes tuning one key at once each run the whole sweep (the "
                                        "tuning store has no per-key lock like the kernel cache's)")
 def test_processes_tuning_one_key_at_once_tune_once(tmp_path):
-    import time
     (tmp_path / "tw_hunt_s23b_tune.py").write_text(TUNE_MODULE)
     script = tmp_path / "run.py"
     script.write_text(TUNE_RUN)
     env = dict(os.environ, TW_CACHE_DIR=str(tmp_path / "cache"))
-    start = time.time() + 5
-    procs = [subprocess.Popen([PY, str(script), str(tmp_path), str(start)], stdout=subprocess.PIPE,
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [subprocess.Popen([PY, str(script), str(tmp_path), str(barrier)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, env=env) for _ in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all("best block=" in o for o in outs), outs
