@@ -70,6 +70,7 @@ PROBE = r"""
 // probe load DIR                      load, run scale on 100 ones, print the sum
 // probe rs DIR M N                    run rs on an (M, N) view of ones, print Y[0]
 // probe rsout DIR M N                 the same into a caller's output of shape (M,)
+// probe strides DIR S...              rs on a dense (3, 200) view given those strides
 // probe two DIR1 DIR2                 both loaded at once: scale of 10 ones by each
 // probe threads T DIR...              T threads x 20 rounds: load one of the DIRs and run scale
 // exit status: 0 done, 3 tw::ir::Error, 4 another std::exception
@@ -97,6 +98,13 @@ int main(int argc, char** argv) {
         a->kernel("rs").run({tw::view(x.data(), {m, n})}, {tw::view(y.data(), {m})});
         std::printf("y0 %g\n", y[0]);
       }
+    } else if (mode == "strides") {  // rs on a dense (3, 200) view with the given strides
+      auto a = tw::Artifact::load(argv[2]);
+      std::vector<float> x(600, 1.0f);
+      tw::TensorArg t = tw::view(x.data(), {3, 200});
+      for (int i = 3; i < argc; ++i) t.strides.push_back(std::atoll(argv[i]));
+      auto out = a->kernel("rs").run({t});
+      std::printf("y0 %g\n", out[0].data_as<float>()[0]);
     } else if (mode == "two") {
       auto a = tw::Artifact::load(argv[2]);
       auto b = tw::Artifact::load(argv[3]);
@@ -353,6 +361,15 @@ def test_read_manifest_of_non_utf8_bytes_is_a_tilewright_error(art, tmp_path):
     m.write_bytes(data[:i] + b"\x81" + data[i + 1:])  # one byte of the version changed
     with pytest.raises(tw.TilewrightError):
         read_manifest(d)
+
+
+@pytest.mark.xfail(strict=True, reason="F23: tw::bind does not compare the strides' length with the rank: more "
+                                       "strides than dimensions are accepted, fewer are read past the vector's end")
+def test_strides_of_another_rank_are_refused(probe, art):
+    r = run_probe(probe, "strides", art, 200, 1)  # right: runs
+    assert r.returncode == 0 and r.stdout.strip() == "y0 200", r.stdout + r.stderr
+    r = run_probe(probe, "strides", art, 200, 1, 1)  # three strides for a 2-D tensor
+    assert r.returncode == 3 and "strides" in r.stderr, (r.returncode, r.stdout, r.stderr)
 
 
 # ---------------------------------------------------------------------------------------------
