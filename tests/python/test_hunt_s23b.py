@@ -372,6 +372,15 @@ def test_strides_of_another_rank_are_refused(probe, art):
     assert r.returncode == 3 and "strides" in r.stderr, (r.returncode, r.stdout, r.stderr)
 
 
+@pytest.mark.xfail(strict=True, reason="F26: read_manifest('') reads /tilewright.manifest and read_manifest(None) "
+                                       "leaks TypeError (Artifact::load and export refuse both)")
+@pytest.mark.parametrize("path", ["", None])
+def test_read_manifest_refuses_an_empty_or_non_path(path):
+    with pytest.raises(tw.TilewrightError) as e:
+        read_manifest(path)
+    assert "at /tilewright.manifest" not in str(e.value), e.value  # the root directory's
+
+
 # ---------------------------------------------------------------------------------------------
 # The export's own writes
 
