@@ -415,6 +415,19 @@ def test_a_bad_progress_argument_is_a_tilewright_error():
         tw.precompile([(scale_kernel, (3.0,))], progress="yes")
 
 
+@pytest.mark.xfail(strict=True, reason="F27: a frozen export of several kernels (their combined library not "
+                                       "built yet) is told to precompile the kernels, which are precompiled")
+def test_frozen_export_of_several_kernels_says_to_export_first(tmp_path):
+    a, b = scale_kernel(29.0), rowsum(29)
+    tw.freeze()
+    try:
+        with pytest.raises(tw.TilewrightError) as e:
+            tw.export([a, b], tmp_path / "out", name="svc_frozen_s23b")
+    finally:
+        tw.freeze(False)
+    assert "export" in e.value.hint and "tw.precompile(specs)" not in e.value.hint, e.value.hint
+
+
 NEWLINE_MODULE = textwrap.dedent("""
     import tilewright as tw
     import tilewright.language as T
