@@ -98,7 +98,14 @@ def read_manifest(directory) -> dict:
     ``abi``/``compiler``/``cpu_arch``/``cpu_features``/``library`` (cpu), ``runtime`` (cpu, when a kernel calls
     gemm: the gemm runtime library shipped next to ``library``), ``files`` and ``kernels`` (name,
     symbol, shape_vars, params with name, dtype, output, shape or scalar)."""
-    return _C.read_manifest(os.fspath(directory))
+    try:
+        path = os.fspath(directory)
+    except TypeError:
+        path = None
+    if not isinstance(path, str):
+        raise TilewrightError(f"read_manifest() takes a directory path (a str or os.PathLike), got {directory!r}",
+                              *user_location(), hint="pass the directory written by kernel.export(dir)")
+    return _C.read_manifest(path)
 
 
 def freeze(on: bool = True) -> None:

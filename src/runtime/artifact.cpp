@@ -203,9 +203,6 @@ void AotKernel::run(const std::vector<Arg>& inputs, const std::vector<TensorArg>
 }
 
 std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
-  if (dir.empty())  // "" + "/tilewright.manifest" would name the root directory's
-    throw ir::Error("Artifact::load: the artifact directory is an empty path", {},
-                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
   runtime::Manifest m = runtime::read_manifest(dir);
   if (m.library.empty())
     throw ir::Error("artifact " + dir + " is for target '" + m.target + "', which has no loadable library", {},

@@ -518,8 +518,12 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
     }
     if (support::frozen())
       throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
-                      "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
-                      "tw.freeze() / TW_FROZEN=1");
+                      what.rfind("kernel library", 0) == 0  // an export of several kernels: one library of them all
+                          ? "export before tw.freeze() / TW_FROZEN=1 (an export of several kernels compiles them "
+                            "together into one library, which no precompile makes), or call tw.freeze(False) around "
+                            "the export"
+                          : "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
+                            "tw.freeze() / TW_FROZEN=1");
     std::string so = compile_source(source, what, span, key, arch);
     if (!use_disk) return {so, false, true, std::nullopt};
     disk_cache().publish(key, "kernel.so", so);

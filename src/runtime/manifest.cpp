@@ -300,6 +300,9 @@ int open_regular_file(const std::string& path, uint64_t* bytes) {
 }
 
 Manifest read_manifest(const std::string& dir) {
+  if (dir.empty())  // "" + "/tilewright.manifest" would name the root directory's
+    throw ir::Error("the artifact directory is an empty path", {},
+                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
   const std::string path = dir + "/" + kManifestFile;
   if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT)
     throw ir::Error("cannot read " + path + ": no such artifact", {},
