@@ -25,7 +25,6 @@ head h // (heads // kv_heads).
 
 Usage: python examples/masked_attention.py [B H KVH S D]
 """
-import os
 import sys
 
 import numpy as np
@@ -37,7 +36,16 @@ from tilewright.testing import finish, randn, report
 
 LOG2E = 1.4426950408889634
 FLT_LOWEST = -3.4028234663852886e38  # the most negative float32
-_TW_DIR = os.path.dirname(os.path.abspath(tw.__file__)) + os.sep
+
+
+
+def gqa_group(heads, kv_heads):
+    """The query heads per kv head; an error at the factory's caller unless kv_heads divides heads
+    (else the last heads would silently read a kv head past the cache)."""
+    tw.require(kv_heads >= 1 and heads % kv_heads == 0, f"{heads} query heads cannot share {kv_heads} kv heads "
+               "evenly (GQA needs the query heads to be a multiple of the kv heads)",
+               hint="check the model's num_attention_heads and num_key_value_heads", skip=1)
+    return heads // kv_heads
 
 
 @tw.jit(out_idx=[-1])
@@ -59,7 +67,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     skipped terms are 0 * V). On cpu the gemm runtime then computes each micro-tile of the score
     only over its rows that the band reaches (none: skipped) and trims each row panel's K range
     of P V (a sliding window's partial blocks are half hidden); the results are the same either way (ascend910b computes whole tiles)."""
-    group = heads // kv_heads
+    group = gqa_group(heads, kv_heads)
     # scores in base 2 (exp2 below), except with an additive mask: there the scores stay in natural
     # units and each exp2 argument is scaled after the subtraction, so a mask of the most negative
     # float (HF transformers' torch.finfo(dtype).min) adds without overflowing to -inf: every key
@@ -318,16 +326,12 @@ def varlen_attention(total_tokens, num_seqs, heads, kv_heads, dim, max_seqlen, c
     handles query rows bx * block_M .. of sequence b (nothing when past its length). Its copies take
     run-time extents (docs/language.md "Run-time extents"): it loads and stores only the rows of its
     sequence, so it runs unchanged on cpu and ascend910b."""
-    if total_tokens < 1 or max_seqlen < 1:  # every sequence empty: tensors of size 0, no kernel
-        frame = sys._getframe(1)  # the caller's line, past tilewright's own frames (@tw.jit)
-        while frame is not None and frame.f_code.co_filename.startswith(_TW_DIR):
-            frame = frame.f_back
-        raise tw.TilewrightError(f"varlen_attention: total_tokens {total_tokens}, max_seqlen {max_seqlen}: every "
-                                 "sequence is empty, there is nothing to compute (a kernel's tensor dimensions "
-                                 "must be positive)", *((frame.f_code.co_filename, frame.f_lineno) if frame else ()),
-                                 hint="skip the call when cu_seqlens[-1] == 0: the output is the empty "
-                                      "np.empty((0, heads, dim), dtype)")
-    group = heads // kv_heads
+    # every sequence empty: tensors of size 0, no kernel (an error at the caller's line)
+    tw.require(total_tokens >= 1 and max_seqlen >= 1,
+               f"varlen_attention: total_tokens {total_tokens}, max_seqlen {max_seqlen}: every sequence is empty, "
+               "there is nothing to compute (a kernel's tensor dimensions must be positive)",
+               hint="skip the call when cu_seqlens[-1] == 0: the output is the empty np.empty((0, heads, dim), dtype)")
+    group = gqa_group(heads, kv_heads)
     scale = (1.0 / dim) ** 0.5 * LOG2E
     neg_inf = float("-inf")
 

@@ -45,6 +45,8 @@ def padded_rows(tokens, experts, top_k, block_M):
 
 @tw.jit(out_idx=[1, 2])
 def topk_gating(tokens, experts, top_k, block_M=16):
+    tw.require(1 <= top_k <= experts, f"topk_gating: top_k {top_k} of {experts} experts: each token needs top_k "
+               "distinct experts", hint="pass 1 <= top_k <= experts (the model's num_experts_per_tok)")
     @T.prim_func
     def main(Logits: T.Tensor((tokens, experts), "float32"), Ids: T.Tensor((tokens, top_k), "int32"),
              Weights: T.Tensor((tokens, top_k), "float32")):

@@ -42,10 +42,19 @@ LOG2E = 1.4426950408889634
 NEG_INF = -1.0e30  # finite "minus infinity": masked scores and empty splits stay NaN-free
 
 
+def gqa_group(heads, kv_heads):
+    """The query heads per kv head; an error at the factory's caller unless kv_heads divides heads
+    (else the last heads would silently read a kv head past the cache)."""
+    tw.require(kv_heads >= 1 and heads % kv_heads == 0, f"{heads} query heads cannot share {kv_heads} kv heads "
+               "evenly (GQA needs the query heads to be a multiple of the kv heads)",
+               hint="check the model's num_attention_heads and num_key_value_heads", skip=1)
+    return heads // kv_heads
+
+
 @tw.jit(out_idx=[5])
 def paged_decode(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_size, max_blocks,
                  dtype="float32", pages_per_step=4):
-    G = num_heads // num_kv_heads
+    G = gqa_group(num_heads, num_kv_heads)
     scale = (1.0 / head_dim) ** 0.5 * LOG2E  # in base 2: exp2 below
     cache = (num_blocks, block_size, num_kv_heads, head_dim)
     N = pages_per_step * block_size  # keys per step: a few pages side by side in one tile
@@ -120,7 +129,7 @@ def paged_decode_pages(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
     read as 0 and need no mask pass (which would write the tile and force a copy). cpu only: on
     ascend910b the gemms into row slices of the score and output fragments are an error (use
     `paged_decode` there)."""
-    G = num_heads // num_kv_heads
+    G = gqa_group(num_heads, num_kv_heads)
     W = num_kv_heads * head_dim
     scale = (1.0 / head_dim) ** 0.5 * LOG2E
     cache = (num_blocks, block_size, W)
@@ -194,7 +203,7 @@ def paged_decode_split(num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, 
     """Split-KV: program (h, b, sp) handles pages [sp * P, (sp + 1) * P) of sequence b (P =
     ceil(max_blocks / num_splits)), writing its normalised partial output Part[b, head, sp, :] and
     log2-sum-exp Lse[b, head, sp] (base 2; an empty split writes 0 and about -1e30)."""
-    G = num_heads // num_kv_heads
+    G = gqa_group(num_heads, num_kv_heads)
     P = -(-max_blocks // num_splits)
     scale = (1.0 / head_dim) ** 0.5 * LOG2E
     cache = (num_blocks, block_size, num_kv_heads, head_dim)

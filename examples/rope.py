@@ -6,6 +6,11 @@ its epilogue.
     interleaved (GPT-J, Llama's original code):     pairs (x[2i], x[2i+1])
         out[2i] = x[2i] cos_i - x[2i+1] sin_i,  out[2i+1] = x[2i+1] cos_i + x[2i] sin_i
 
+The rotation is computed into a float32 tile and converted to the output dtype by the copy out:
+on ascend910b a map's write must start on a 32 B block, and the second half's start (D/2
+elements in) is one for D a multiple of 16 in float32, while a 16-bit tile would need D a
+multiple of 32 (head dims 80 and 112, Phi-2 and StableLM, are not).
+
 with cos_i / sin_i = cos / sin(pos * base^(-2i/D)), i < D/2, read from tables Cos/Sin
 [max_pos, D/2] at each token's position (positions [tokens] int32: any order, as in decode
 batches). x is [tokens, heads, D]. `qk_rope_proj` computes X @ W (W [hidden, heads * D]) for a
@@ -34,7 +39,7 @@ def rope(tokens, heads, dim, max_pos, interleaved=False, block_M=32, dtype="floa
              Y: T.Tensor((tokens, heads, dim), dtype)):
         with T.Kernel(T.ceildiv(tokens, block_M), heads) as (bx, h):
             x = T.alloc_fragment((block_M, dim), "float32")
-            y = T.alloc_fragment((block_M, dim), dtype)
+            y = T.alloc_fragment((block_M, dim), "float32")  # converted to dtype by the copy out
             c = T.alloc_fragment((block_M, half), "float32")
             s = T.alloc_fragment((block_M, half), "float32")
             T.copy(X[bx * block_M:(bx + 1) * block_M, h, :], x)
@@ -72,7 +77,7 @@ def qk_rope_proj(tokens, hidden, heads, dim, max_pos, interleaved=False, block_M
             a_s = T.alloc_shared((block_M, block_K), dtype)
             w_s = T.alloc_shared((block_K, dim), dtype)
             acc = T.alloc_fragment((block_M, dim), "float32")
-            y = T.alloc_fragment((block_M, dim), dtype)
+            y = T.alloc_fragment((block_M, dim), "float32")  # converted to dtype by the copy out
             c = T.alloc_fragment((block_M, half), "float32")
             s = T.alloc_fragment((block_M, half), "float32")
             T.clear(acc)

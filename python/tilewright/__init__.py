@@ -17,7 +17,7 @@ from . import log  # noqa: F401 - routes the runtime's log lines to logging.getL
 from . import testing
 from .autotune import Config, autotune
 from .benchmark import do_bench
-from .errors import TilewrightError, TilewrightWarning
+from .errors import TilewrightError, TilewrightWarning, require
 from .jit import Kernel, cache_info, clear_cache, compile, jit, kernel_stats
 from .deploy import export, freeze, frozen, precompile
 from .torch_op import register_torch_op
@@ -26,7 +26,7 @@ from .tile import SymbolicDim, Tensor, accumulator, ceildiv, load, matmul, outpu
 __version__ = _C.__version__
 
 __all__ = [
-    "TilewrightError", "TilewrightWarning", "Kernel", "compile", "jit", "targets", "cache_info", "clear_cache",
+    "TilewrightError", "TilewrightWarning", "require", "Kernel", "compile", "jit", "targets", "cache_info", "clear_cache",
     "export", "precompile", "freeze", "frozen", "kernel_stats",
     "testing", "do_bench", "autotune", "Config",
     "register_torch_op",

@@ -65,6 +65,10 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
     for what, value in (("name", name), ("cpu_arch", cpu_arch)):
         if value is not None and not isinstance(value, str):
             raise TilewrightError(f"export({what}=...) takes a str, got {value!r}")
+    if cpu_arch is not None and not cpu_arch:  # `--cpu-arch "$FLEET_ARCH"` with the variable unset (h-hunt11b F17)
+        raise TilewrightError("export(cpu_arch=\"\"): an empty architecture", *user_location(),
+                              hint="pass a -march value (e.g. x86-64-v3), \"native\" for this machine, or leave it "
+                                   "out (TW_CPU_ARCH, else native)")
     kernels = list(kernels)
     for k in kernels:
         if not isinstance(k, Kernel):
@@ -94,7 +98,14 @@ def read_manifest(directory) -> dict:
     ``abi``/``compiler``/``cpu_arch``/``cpu_features``/``library`` (cpu), ``runtime`` (cpu, when a kernel calls
     gemm: the gemm runtime library shipped next to ``library``), ``files`` and ``kernels`` (name,
     symbol, shape_vars, params with name, dtype, output, shape or scalar)."""
-    return _C.read_manifest(os.fspath(directory))
+    try:
+        path = os.fspath(directory)
+    except TypeError:
+        path = None
+    if not isinstance(path, str):
+        raise TilewrightError(f"read_manifest() takes a directory path (a str or os.PathLike), got {directory!r}",
+                              *user_location(), hint="pass the directory written by kernel.export(dir)")
+    return _C.read_manifest(path)
 
 
 def freeze(on: bool = True) -> None:
@@ -103,7 +114,10 @@ def freeze(on: bool = True) -> None:
     undoes it (``TW_FROZEN=1`` cannot be undone)."""
     if not isinstance(on, bool):  # freeze("no") would freeze
         raise TilewrightError(f"freeze() takes a bool, got {on!r}", hint="tw.freeze() or tw.freeze(False)")
-    _C.freeze(on)
+    try:
+        _C.freeze(on)
+    except TilewrightError as e:  # TW_FROZEN=1 and freeze(False): at the call
+        raise TilewrightError(e.message, *user_location(), hint=e.hint) from None
 
 
 def frozen() -> bool:
@@ -152,6 +166,9 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
                               hint="tw.precompile([(factory, args), (factory, args, target), ...])")
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise TilewrightError(f"precompile(workers=...) must be a positive int, got {workers!r}")
+    if not isinstance(progress, bool) and not callable(getattr(progress, "write", None)):
+        raise TilewrightError(f"precompile(progress=...) takes True (stderr), False or a file object, got {progress!r}",
+                              *user_location())
     specs = [_normalise(s) for s in specs]
     out = [None] * len(specs)
     stream = sys.stderr if progress is True else (progress or None)
@@ -159,12 +176,9 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
     first_error = None
     failed = 0
     t_all = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        started = {}
-        futures = {}
-        for i, s in enumerate(specs):
-            started[i] = time.perf_counter()
-            futures[pool.submit(_build, s)] = i
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
+        futures = {pool.submit(_build, s): i for i, s in enumerate(specs)}
         for n, fut in enumerate(concurrent.futures.as_completed(futures), 1):
             i = futures[fut]
             try:
@@ -178,6 +192,10 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
             if stream:
                 print(f"tilewright: precompile [{n}/{len(specs)}] {_describe(specs[i])}: {status}",
                       file=stream, flush=True)
+    except BaseException:  # Ctrl-C: the queued specs are dropped, only the running ones finish (h-hunt11b F15)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     if stream:  # the count that built (a failed spec is not "precompiled")
         print(f"tilewright: precompiled {len(specs) - failed} of {len(specs)} kernel(s) in "
               f"{time.perf_counter() - t_all:.2f} s" + (f"; {failed} FAILED (the first one below)" if failed else ""),
@@ -234,6 +252,10 @@ def _kernels_from(value):
         return [value]
     if isinstance(value, tuple) and value and callable(value[0]) and not isinstance(value[0], Kernel):
         value = [value]
+    if not hasattr(value, "__iter__") or isinstance(value, (str, bytes)):
+        raise TilewrightError(f"cannot export {value!r}: not a kernel, a spec, or a list / dict / iterable of them",
+                              hint="SPECS = [kernel, (factory, (args...)), ...]")
+    value = list(value)  # any iterable of kernels and specs (a generator too)
     kernels, specs, where = [None] * len(value), [], []
     for i, v in enumerate(value):
         if isinstance(v, Kernel):

@@ -14,16 +14,28 @@ import linecache
 import os
 import sys
 
-__all__ = ["TilewrightError", "TilewrightWarning", "user_location"]
+__all__ = ["TilewrightError", "TilewrightWarning", "require", "user_location"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def user_location():
-    """(file, line) of the innermost stack frame outside the tilewright package: where the user's
-    code called into Tilewright (("", 0) when there is none)."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+# torch's dispatch of a registered op (tw.register_torch_op) runs between the user's call and ours:
+# its frames are not the user's either (session 23, h-hunt11b F7).
+_DISPATCH_MODULES = ("torch._library.", "torch._ops", "torch._compile", "torch._dynamo.", "torch.utils._python_dispatch")
+
+
+def _not_users(frame) -> bool:
+    return frame.f_code.co_filename.startswith(_PACKAGE) or \
+        str(frame.f_globals.get("__name__", "")).startswith(_DISPATCH_MODULES)
+
+
+def user_location(skip: int = 0):
+    """(file, line) of the innermost stack frame outside the tilewright package (and outside torch's
+    dispatch of a registered op): where the user's code called into Tilewright (("", 0) when there is
+    none). ``skip`` frames above the caller are passed over first: a kernel factory checking its
+    arguments passes 1 to point at the line that called it (through ``@tw.jit``)."""
+    frame = sys._getframe(1 + skip)
+    while frame is not None and _not_users(frame):
         frame = frame.f_back
     return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
 
@@ -74,3 +86,13 @@ class TilewrightWarning(UserWarning):
     asked (e.g. ``T.Pipelined(..., num_stages=3)`` run with 2 stages on Ascend, where 3 copies of
     the loop's tiles do not fit). The message is ``file:line:col: note: ...`` with the source line;
     the warning is attributed to that kernel line. ``kernel.notes`` lists them too."""
+
+
+def require(condition, message: str, hint: str = "", skip: int = 0) -> None:
+    """Raises a :class:`TilewrightError` with ``message`` and ``hint`` unless ``condition``, located at
+    the line that called the kernel factory calling ``require`` (past the factory and ``@tw.jit``):
+    how a factory refuses arguments it cannot compile correctly, e.g.
+    ``tw.require(heads % kv_heads == 0, f"{heads} query heads cannot share {kv_heads} kv heads")``.
+    ``skip``: helper frames between the factory and this call (1 for a check in a helper)."""
+    if not condition:
+        raise TilewrightError(message, *user_location(skip=2 + skip), hint=hint)

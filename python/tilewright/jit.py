@@ -245,7 +245,39 @@ def _prepare_args(args, kernel):
             raise TilewrightError(f"argument {i} ('{_input_name(kernel, i)}') of kernel '{kernel.name}' {problem} "
                                   f"and cannot be copied to a contiguous one: {e}",
                                   hint="pass a C-contiguous array of the kernel's shape") from None
-    return (tuple(fixed) if fixed else args), torch_in
+    args = tuple(fixed) if fixed else args
+    if kernel._written:
+        _check_no_overlap(args, kernel)
+    return args, torch_in
+
+
+def _byte_range(a):
+    """[start, end) of a host array's bytes (numpy or a CPU torch tensor), or None for anything else."""
+    if isinstance(a, _np.ndarray):
+        start = a.__array_interface__["data"][0]
+        return (start, start + a.nbytes) if a.nbytes else None
+    if type(a).__module__.startswith("torch") and hasattr(a, "data_ptr") and a.device.type == "cpu":
+        n = a.numel() * a.element_size()
+        return (a.data_ptr(), a.data_ptr() + n) if n else None
+    return None
+
+
+def _check_no_overlap(args, kernel):
+    """A tensor the kernel writes in place must not share memory with another argument: the kernel
+    assumes distinct buffers, so reading one while writing the other gives a wrong answer without an
+    error (session 23, h-hunt11b F19: Y[i] = X[5 - i] called as k(x, x))."""
+    ranges = [_byte_range(a) for a in args]
+    for w in kernel._written:
+        if w >= len(ranges) or ranges[w] is None:
+            continue
+        for j, r in enumerate(ranges):
+            if j != w and r is not None and r[0] < ranges[w][1] and ranges[w][0] < r[1]:
+                raise TilewrightError(f"argument {w} ('{_input_name(kernel, w)}') of kernel '{kernel.name}', which the "
+                                      f"kernel writes, overlaps argument {j} ('{_input_name(kernel, j)}') in memory: "
+                                      "the kernel assumes distinct buffers, and its result would depend on the order "
+                                      "of its reads and writes",
+                                      hint="pass separate arrays (copy one first), or write the kernel with one "
+                                           "parameter that it reads and writes")
 
 
 def _input_name(kernel, i):

@@ -22,6 +22,10 @@ __all__ = ["register_torch_op"]
 
 _OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 
+# name -> (kernel, op) of each registration in this process. torch replaces an op's entry process-wide,
+# so a second kernel under a name would make every handle of it run the second (h-hunt11b F6).
+_REGISTERED: dict = {}
+
 def register_torch_op(name: str, kernel):
     """Registers ``kernel`` (a :class:`~tilewright.Kernel`) as the custom op ``name``
     (``"namespace::op"``) and returns it (callable like the kernel)."""
@@ -37,6 +41,15 @@ def register_torch_op(name: str, kernel):
     if not isinstance(kernel, Kernel):
         raise TilewrightError(f"register_torch_op takes a compiled tilewright Kernel, got {kernel!r}",
                               hint="pass tw.compile(prim_func, out_idx=[...]) or a @tw.jit function's result")
+    if name in _REGISTERED:
+        old_kernel, old_op = _REGISTERED[name]
+        if old_kernel is kernel:
+            return old_op
+        raise TilewrightError(f"torch op {name!r} is already registered to kernel '{old_kernel.name}'; registering "
+                              f"kernel '{kernel.name}' under it would make every handle of {name!r} run the new "
+                              "kernel (torch replaces an op process-wide)",
+                              hint="register each kernel under its own name, e.g. with its shape or constants in "
+                                   "it: 'mylib::scale_2'")
     specs = kernel._exe.input_specs()
     mutated = sorted(kernel._written)  # positions among the inputs, all tensors
     n_out = len(kernel._exe.output_dtypes)
@@ -77,6 +90,7 @@ def register_torch_op(name: str, kernel):
         return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
     op.register_fake(fake)
+    _REGISTERED[name] = (kernel, op)
     return op
 
 

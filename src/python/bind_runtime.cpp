@@ -620,12 +620,7 @@ void bind_runtime(nb::module_& m) {
         nb::arg("kernels"), nb::arg("dir"), nb::arg("name"), nb::arg("cpu_arch") = "",
         nb::arg("kernel_names") = std::vector<std::string>{});
   m.def("read_manifest", [](const std::string& dir) {
-    const std::string path = dir + "/" + runtime::kManifestFile;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw ir::Error("no artifact manifest at " + path, {}, "export kernels with kernel.export(dir) first");
-    std::ostringstream text;
-    text << f.rdbuf();
-    runtime::Manifest m = runtime::parse_manifest(text.str(), path);
+    runtime::Manifest m = runtime::read_manifest(dir);
     nb::dict d;
     d["tilewright"] = m.version;
     d["target"] = m.target;
@@ -673,6 +668,11 @@ void bind_runtime(nb::module_& m) {
     d["kernels"] = kernels;
     return d;
   }, nb::arg("dir"));
-  m.def("freeze", &support::freeze, nb::arg("on") = true);
+  m.def("freeze", [](bool on) {
+    if (!on && support::env().frozen)  // h-hunt11b F24: it used to return as if it had worked
+      throw ir::Error("tw.freeze(False): the cache is frozen by TW_FROZEN=1, which cannot be undone in the process", {},
+                      "start the process without TW_FROZEN to compile kernels");
+    support::freeze(on);
+  }, nb::arg("on") = true);
   m.def("frozen", &support::frozen);
 }

@@ -5,17 +5,16 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include "runtime/cpu_launch.h"
 #include "runtime/disk_cache.h"
@@ -30,16 +29,6 @@ namespace tw {
 namespace {
 
 const char* kReexport = "export the kernels again on a machine like this one (kernel.export(dir))";
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw ir::Error("cannot read " + path + ": no such artifact", {},
-                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // A library loaded through the open descriptor of the file that was verified
 // (SharedLibrary::from_fd); the descriptor is closed with it.
@@ -69,14 +58,18 @@ std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const run
                     kReexport);
   const std::string so = dir + "/" + name;
   auto v = std::make_unique<VerifiedLibrary>();
-  v->fd = ::open(so.c_str(), O_RDONLY | O_CLOEXEC);
   std::string digest;
+  uint64_t bytes = 0;
   try {
-    if (v->fd < 0) throw std::runtime_error("cannot open '" + so + "': " + std::strerror(errno));
-    digest = support::sha256_fd_hex(v->fd, so);
+    v->fd = runtime::open_regular_file(so, &bytes);
+    if (bytes == entry->bytes) digest = support::sha256_fd_hex(v->fd, so);
   } catch (const std::exception& e) {
     throw ir::Error("cannot read the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
   }
+  if (bytes != entry->bytes)  // checked first: /dev/zero behind a link would be hashed forever
+    throw ir::Error("the " + what + " " + so + " does not match its manifest (" + std::to_string(bytes) +
+                        " bytes, expected " + std::to_string(entry->bytes) + "): it was modified or damaged",
+                    {}, kReexport);
   if (digest != entry->sha256)
     throw ir::Error("the " + what + " " + so + " does not match its manifest (sha256 " + digest + ", expected " +
                         entry->sha256 + "): it was modified or damaged",
@@ -86,7 +79,9 @@ std::unique_ptr<VerifiedLibrary> load_verified(const std::string& dir, const run
     v->lib = runtime::SharedLibrary::from_fd(v->fd, so);
     return v;
   } catch (const std::exception& e) {
-    throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {}, kReexport);
+    const bool noexec = std::string(e.what()).find("noexec") != std::string::npos;
+    throw ir::Error("cannot load the " + what + " of artifact " + dir + ": " + e.what(), {},
+                    noexec ? "keep the artifact on a file system that allows executing code" : kReexport);
   }
 }
 
@@ -155,9 +150,51 @@ std::vector<Tensor> AotKernel::run(const std::vector<Arg>& inputs) const {
   return outs;
 }
 
+namespace {
+
+// [start, end) of a tensor argument's bytes.
+std::pair<const char*, const char*> byte_range(const TensorArg& t) {
+  int64_t n = t.dtype.bytes();
+  for (auto d : t.shape) n *= d;
+  const char* p = static_cast<const char*>(t.data);
+  return {p, p + n};
+}
+
+// A caller's output sharing memory with an input or another output is refused: the kernel assumes
+// distinct buffers (an in-place run({x}, {x}) of a kernel that is not elementwise reads what it has
+// already written: session 23, h-hunt11b F19).
+void check_distinct(const Signature& sig, const std::vector<Arg>& inputs, const std::vector<TensorArg>& outputs) {
+  std::vector<std::pair<const TensorArg*, std::string>> tensors;  // the outputs first
+  size_t in = 0, out = 0;
+  for (const auto& p : sig.params)
+    if (p.is_output && out < outputs.size()) {
+      tensors.push_back({&outputs[out], "output '" + p.name + "'"});
+      ++out;
+    }
+  for (const auto& p : sig.params) {
+    if (p.is_output || in >= inputs.size()) continue;
+    if (const auto* t = std::get_if<TensorArg>(&inputs[in])) tensors.push_back({t, "argument '" + p.name + "'"});
+    ++in;
+  }
+  for (size_t i = 0; i < out; ++i) {
+    const auto [a0, a1] = byte_range(*tensors[i].first);
+    for (size_t j = i + 1; j < tensors.size(); ++j) {
+      const auto [b0, b1] = byte_range(*tensors[j].first);
+      if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+        throw ir::Error(tensors[i].second + " of kernel '" + sig.kernel + "' overlaps " + tensors[j].second + " in memory" +
+                            ": the kernel assumes distinct buffers, and its result would depend on the order of its "
+                            "reads and writes",
+                        sig.span, "pass separate buffers (copy one first)");
+    }
+  }
+}
+
+}  // namespace
+
 void AotKernel::run(const std::vector<Arg>& inputs, const std::vector<TensorArg>& outputs) const {
   Binding b = bind(inputs);
   check_outputs(signature_, b, outputs);
+  check_distinct(signature_, inputs, outputs);
   std::vector<void*> ptrs;
   ptrs.reserve(outputs.size());
   for (const auto& o : outputs) ptrs.push_back(o.data);
@@ -166,11 +203,7 @@ void AotKernel::run(const std::vector<Arg>& inputs, const std::vector<TensorArg>
 }
 
 std::shared_ptr<const Artifact> Artifact::load(const std::string& dir) {
-  if (dir.empty())  // "" + "/tilewright.manifest" would name the root directory's
-    throw ir::Error("Artifact::load: the artifact directory is an empty path", {},
-                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
-  const std::string mpath = dir + "/" + runtime::kManifestFile;
-  runtime::Manifest m = runtime::parse_manifest(read_file(mpath), mpath);
+  runtime::Manifest m = runtime::read_manifest(dir);
   if (m.library.empty())
     throw ir::Error("artifact " + dir + " is for target '" + m.target + "', which has no loadable library", {},
                     m.target.rfind("ascend", 0) == 0 ? "it is an AscendC project: build it with CANN (see its README.md)"

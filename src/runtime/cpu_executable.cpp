@@ -66,12 +66,6 @@ const fs::path& work_root() {
   return root;
 }
 
-std::string unique_suffix() {
-  static std::atomic<uint64_t> counter{0};
-  return std::to_string(getpid()) + "." + std::to_string(counter++) + "." +
-         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
 // Compiled kernels kept loaded, so identical requests share one Executable: least recently used
 // first out beyond TW_MEMORY_CACHE_MAX. An evicted kernel's library is unloaded once no Kernel
 // object refers to it any more (the Executable owns the dlopen handle).
@@ -503,9 +497,9 @@ std::string gemm_runtime_library(const std::string& arch) { return runtime_libra
 
 SharedObject shared_object(const std::string& source, const std::string& what, const ir::Span& span,
                            const std::string& arch) {
-  const std::string key = cache_key(source, arch);
   const bool use_disk = !support::env().cache_disabled;
   try {
+    const std::string key = cache_key(source, arch);
     std::optional<DiskCache::Verified> hit;
     std::optional<DiskCache::KeyLock> key_lock;
     if (use_disk) {
@@ -524,8 +518,12 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
     }
     if (support::frozen())
       throw ir::Error("the kernel cache is frozen, but " + what + " is not in it: compiling it now is refused", span,
-                      "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
-                      "tw.freeze() / TW_FROZEN=1");
+                      what.rfind("kernel library", 0) == 0  // an export of several kernels: one library of them all
+                          ? "export before tw.freeze() / TW_FROZEN=1 (an export of several kernels compiles them "
+                            "together into one library, which no precompile makes), or call tw.freeze(False) around "
+                            "the export"
+                          : "precompile every kernel the service needs at start-up (tw.precompile(specs)) before "
+                            "tw.freeze() / TW_FROZEN=1");
     std::string so = compile_source(source, what, span, key, arch);
     if (!use_disk) return {so, false, true, std::nullopt};
     disk_cache().publish(key, "kernel.so", so);
@@ -554,17 +552,27 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   // Compiled as a library of one kernel (cpu_library.h), so exporting it alone reuses the object.
   const std::string source = library_source({signature_of(lowered.kernel, target.name)}, {lowered.source});
 
+  const std::string what = "kernel '" + kernel->name + "'";
   // In memory, the signature matters too (which parameters are outputs does not change the C++).
-  const std::string memory_key = support::sha256_hex(cache_key(source, cpu_arch()) + "\n" + lowered.stages.back().second);
+  std::string memory_key;
+  try {  // the key names the compiler: a TW_CXX naming no compiler fails here (h-hunt11b F4)
+    memory_key = support::sha256_hex(cache_key(source, cpu_arch()) + "\n" + lowered.stages.back().second);
+  } catch (const ir::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    environment_error(what, kernel->span, e);
+  }
   if (auto hit = memory_cache().get(memory_key)) return hit;
   // Compiled without a lock, so different kernels compile in parallel (tw.precompile; the disk
   // cache's key lock keeps one compile per key across threads and processes).
-  const std::string what = "kernel '" + kernel->name + "'";
   const std::string symbol = library_symbol(lowered.kernel->name);
   SharedObject so = shared_object(source, what, kernel->span);
-  if (source.find(cpu::kGemmCall) != std::string::npos && !g_runtime_loaded) {
-    try {  // a disk cache hit: its dependency must be loaded before it
-      load_runtime_library();
+  if (source.find(cpu::kGemmCall) != std::string::npos) {
+    try {
+      if (!g_runtime_loaded) load_runtime_library();  // a disk cache hit: its dependency must be loaded before it
+      // The runtime library used after its dependents (LRU): a full cache evicts a kernel that needs
+      // it before evicting it (session 23, h-hunt11b F11: it went first and left its kernels unusable).
+      if (!support::env().cache_disabled) disk_cache().touch(runtime_library_key(cpu_arch()));
     } catch (const ir::Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -574,8 +582,10 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   std::shared_ptr<CpuExecutable> exe;
   try {
     exe = std::make_shared<CpuExecutable>(lowered, target.name, so, symbol);
+  } catch (const ir::Error&) {
+    throw;
   } catch (const std::exception& e) {
-    if (!so.from_cache) throw;
+    if (!so.from_cache) environment_error(what, kernel->span, e);  // e.g. a noexec file system
     // Verified against its key, but it does not load (e.g. written by an incompatible build):
     // evict it and rebuild rather than failing on every compile.
     log(LogLevel::warning, "evicting the cache entry of " + what + ", which does not load: " + e.what());
@@ -585,7 +595,13 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
       environment_error(what, kernel->span, e2);
     }
     so = shared_object(source, what, kernel->span);
-    exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so, symbol);
+    try {
+      exe = std::make_shared<CpuExecutable>(std::move(lowered), target.name, so, symbol);
+    } catch (const ir::Error&) {
+      throw;
+    } catch (const std::exception& e2) {
+      environment_error(what, kernel->span, e2);
+    }
   }
   if (so.temporary) fs::remove(so.path);  // the mapping stays valid after unlink
   memory_cache().put(memory_key, exe);

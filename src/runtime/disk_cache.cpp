@@ -159,12 +159,6 @@ void check_args(const std::string& key, const std::string& name) {
                                     "starting with '.', and not 'manifest'");
 }
 
-std::string unique_suffix() {
-    static std::atomic<uint64_t> counter{0};
-    return std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1)) + "-" +
-           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
 struct EntryInfo {
     std::string path;
     uint64_t bytes;
@@ -172,6 +166,12 @@ struct EntryInfo {
 };
 
 }  // namespace
+
+std::string unique_suffix() {
+    static std::atomic<uint64_t> counter{0};
+    return std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1)) + "-" +
+           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
 
 void ensure_private_dir(const std::string& dir, const std::string& what) {
     make_private_dirs(dir);
@@ -244,8 +244,21 @@ DiskCache::DiskCache(std::string dir, uint64_t max_bytes, std::chrono::milliseco
     ensure_private_dir(dir_, "cache directory");
 }
 
+// The cache directory removed under a running process (an operator's `rm -rf`, tmpfiles ageing
+// out /tmp): made again, with the same checks, rather than failing every later compile
+// (session 23, h-hunt11b F5).
+void DiskCache::remake_if_removed() const {
+    struct stat st;
+    if (lstat(dir_.c_str(), &st) != 0 && errno == ENOENT) ensure_private_dir(dir_, "cache directory");
+}
+
 std::string DiskCache::entry_dir(const std::string& key) const {
     return dir_ + "/" + key.substr(0, 2) + "/" + key;
+}
+
+void DiskCache::touch(const std::string& key) {
+    check_args(key, "x");
+    utimensat(AT_FDCWD, entry_dir(key).c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
 }
 
 void DiskCache::remove(const std::string& key) {
@@ -262,6 +275,9 @@ void DiskCache::remove_entry(const std::string& entry) {
     } else if (errno != ENOENT) {
         fs::remove_all(entry, ec);
     }
+    // Its prefix directory <dir>/<xx>, when that was its last entry (else rmdir fails: fine). A
+    // publish racing this makes it again (publish retries a rename that finds it gone).
+    rmdir(fs::path(entry).parent_path().c_str());
 }
 
 DiskCache::Verified& DiskCache::Verified::operator=(Verified&& o) noexcept {
@@ -347,6 +363,7 @@ std::string DiskCache::publish(const std::string& key, const std::string& name,
         throw std::runtime_error("DiskCache::publish: staged file '" + staged_file +
                                  "' is not a readable regular file");
 
+    remake_if_removed();
     std::string tmpl = dir_ + "/.tmp-XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
@@ -372,6 +389,11 @@ std::string DiskCache::publish(const std::string& key, const std::string& name,
         copy_file_or_throw(staged_file, tmp_file);
         unlink(staged_file.c_str());
     }
+    // The compiler wrote it with the process umask: under umask 002 or 000 it is group- or
+    // world-writable, which lookups refuse as another user's plant (session 23, h-hunt11b F14).
+    // The entry's mode is the cache's, not the umask's.
+    if (chmod(tmp_file.c_str(), 0600) != 0)
+        throw std::runtime_error("cannot set the mode of '" + tmp_file + "': " + std::strerror(errno));
     Manifest m;
     m.key = key;
     m.name = name;
@@ -487,6 +509,7 @@ DiskCache::KeyLock::~KeyLock() {
 
 DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::milliseconds max_wait) {
     check_args(key, "x");
+    remake_if_removed();
     std::string dir = dir_ + "/.locks";
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
         throw std::runtime_error("cannot create '" + dir + "': " + std::strerror(errno));

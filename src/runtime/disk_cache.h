@@ -29,6 +29,9 @@ namespace tw::runtime {
 // `what` names the directory in messages (e.g. "cache directory").
 void ensure_private_dir(const std::string& dir, const std::string& what);
 
+// A name part no other process or thread uses at the same time: pid, a counter, the time.
+std::string unique_suffix();
+
 // Checks every directory above `dir` (as written, and with its links resolved): each must be
 // owned by this user or root and not writable by group/others unless sticky (like /tmp), or
 // another user could rename `dir` away and put their own in its place between a lookup's
@@ -82,6 +85,9 @@ public:
     std::string publish(const std::string& key, const std::string& name,
                         const std::string& staged_file);
 
+    // Marks entry `key` as just used (its LRU time), without verifying it. No-op if absent.
+    void touch(const std::string& key);
+
     // Removes entry `key` (e.g. its artefact verified but could not be loaded). No-op if absent.
     void remove(const std::string& key);
 
@@ -134,6 +140,7 @@ public:
     static constexpr const char* kManifestName = "manifest";
 
 private:
+    void remake_if_removed() const;
     uint64_t evict(const std::string& keep_entry, uint64_t target);
     void account(const std::string& entry, uint64_t bytes);
     void remove_entry(const std::string& entry);

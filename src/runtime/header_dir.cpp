@@ -38,12 +38,6 @@ namespace {
 
 constexpr const char* kComplete = ".complete";
 
-std::string unique_suffix() {
-  static std::atomic<uint64_t> counter{0};
-  return std::to_string(getpid()) + "." + std::to_string(counter++) + "." +
-         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
 // Owned by us, not writable by others, and a directory or a regular file (lstat: no links).
 bool private_node(const fs::path& p, bool* is_dir) {
   struct stat st;

@@ -41,7 +41,7 @@ void log(LogLevel level, const std::string& message) {
   try {
     if (sink) {
       (*sink)(level, message);
-    } else if (support::env().verbose) {
+    } else if (support::env_verbose()) {
       std::fprintf(stderr, "tilewright: %s\n", message.c_str());
     }
   } catch (...) {

@@ -1,7 +1,16 @@
 // print_manifest / parse_manifest: the text form of an artifact's manifest (manifest.h).
 #include "runtime/manifest.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <sstream>
+#include <stdexcept>
+
+#include "support/sha256.h"
 
 namespace tw::runtime {
 
@@ -23,7 +32,19 @@ std::string terms_text(const std::vector<DimTerm>& rpn) {
   return out;
 }
 
-std::string span_text(const ir::Span& s) { return std::to_string(s.line) + " " + std::to_string(s.col) + " " + s.file; }
+// A source path is the last field of its line and may hold any byte: '%', '\n' and '\r' are
+// written as %25, %0A and %0D, so the line stays one line and reads back as written.
+std::string escape_path(const std::string& path) {
+  std::string out;
+  for (char c : path) out += c == '%' ? "%25" : c == '\n' ? "%0A" : c == '\r' ? "%0D" : std::string(1, c);
+  return out;
+}
+
+std::string span_text(const ir::Span& s) {
+  return std::to_string(s.line) + " " + std::to_string(s.col) + " " + escape_path(s.file);
+}
+
+constexpr const char* kChecksumKey = "checksum sha256 ";
 
 class Reader {
  public:
@@ -63,7 +84,24 @@ class Reader {
     fail("'" + s + "' is not an integer");
   }
   ir::Span span(const std::vector<std::string>& t, size_t at) const {
-    return ir::Span{t.at(at + 2), static_cast<int>(integer(t.at(at))), static_cast<int>(integer(t.at(at + 1)))};
+    return ir::Span{unescape_path(t.at(at + 2)), static_cast<int>(integer(t.at(at))),
+                    static_cast<int>(integer(t.at(at + 1)))};
+  }
+  std::string unescape_path(const std::string& s) const {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != '%') {
+        out += s[i];
+        continue;
+      }
+      const std::string code = s.substr(i + 1, 2);
+      if (code == "25") out += '%';
+      else if (code == "0A") out += '\n';
+      else if (code == "0D") out += '\r';
+      else fail("unknown escape '%" + code + "' in a source path");
+      i += 2;
+    }
+    return out;
   }
   std::vector<DimTerm> terms(const std::string& s) const {
     std::vector<DimTerm> out;
@@ -121,20 +159,56 @@ std::string print_manifest(const Manifest& m) {
     }
     o += "end\n";
   }
-  return o;
+  return o + kChecksumKey + support::sha256_hex(o) + "\n";
+}
+
+// The text of manifest `path` before its last line, after checking that line: the sha256 of
+// that text. A damaged byte anywhere (a bad copy, a truncated file) is an error here, before its
+// shapes size any output (the manifest is not signed: whoever can write the directory can rewrite
+// it and its checksum, docs/deploying.md).
+static std::string checked_body(const std::string& text, const std::string& path) {
+  const std::string key = kChecksumKey;
+  const std::string fix = "export the kernels again (kernel.export(dir) / tw.export(kernels, dir)) and copy the "
+                          "whole directory";
+  const size_t last = text.rfind(key);
+  std::string line = last == std::string::npos ? "" : text.substr(last);
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  if (last == std::string::npos || (last > 0 && text[last - 1] != '\n') || line.find('\n') != std::string::npos)
+    throw ir::Error(path + " does not end with its checksum line: the manifest is truncated or damaged", {}, fix);
+  const std::string body = text.substr(0, last), digest = support::sha256_hex(body);
+  if (line.substr(key.size()) != digest)
+    throw ir::Error(path + " does not match its checksum (the sha256 of its text is " + digest +
+                        ", its last line says " + line.substr(key.size()) + "): the manifest was modified or damaged",
+                    {}, fix);
+  // Its strings reach Python as str: bytes that are not UTF-8 are damage too (h-hunt11b F13).
+  int line_no = 1;
+  for (size_t i = 0; i < body.size();) {
+    const unsigned char c = static_cast<unsigned char>(body[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= body.size();
+    for (size_t j = 1; ok && j < n; ++j) ok = (static_cast<unsigned char>(body[i + j]) >> 6) == 0x2;
+    if (!ok)
+      throw ir::Error(path + ":" + std::to_string(line_no) + ": the manifest is not UTF-8 text: it was damaged", {},
+                      fix);
+    if (c == '\n') ++line_no;
+    i += n;
+  }
+  return body;
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& path) {
-  Reader r(text, path);
-  Manifest m;
   std::vector<std::string> t;
-  if (!r.next(t, 1) || t[0] != "tilewright-artifact")
+  Reader head(text, path);
+  if (!head.next(t, 1) || t[0] != "tilewright-artifact")
     throw ir::Error(path + " is not a Tilewright artifact manifest (it must start with 'tilewright-artifact')", {},
                     "point at the directory written by kernel.export(dir)");
-  if (r.integer(t[1]) != kManifestFormat)
+  if (head.integer(t[1]) != kManifestFormat)
     throw ir::Error(path + " has manifest format " + t[1] + ", this runtime reads format " +
                         std::to_string(kManifestFormat),
                     {}, "export the kernels again with the Tilewright version of this runtime");
+  Reader r(checked_body(text, path), path);
+  r.next(t, 1);  // the format line, read above
+  Manifest m;
   ManifestKernel* k = nullptr;
   SignatureParam* p = nullptr;
   while (r.next(t, 1)) {
@@ -206,6 +280,58 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   }
   if (k) r.fail("kernel '" + k->signature.kernel + "' has no 'end'");
   return m;
+}
+
+namespace {
+const char* kExportAgain = "export the kernels again (kernel.export(dir) / tw.export(kernels, dir))";
+}
+
+int open_regular_file(const std::string& path, uint64_t* bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int e = errno;
+    ::close(fd);
+    throw std::runtime_error("'" + path + "' is " + (S_ISREG(st.st_mode) ? std::strerror(e) : "not a regular file"));
+  }
+  *bytes = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+Manifest read_manifest(const std::string& dir) {
+  if (dir.empty())  // "" + "/tilewright.manifest" would name the root directory's
+    throw ir::Error("the artifact directory is an empty path", {},
+                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
+  const std::string path = dir + "/" + kManifestFile;
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT)
+    throw ir::Error("cannot read " + path + ": no such artifact", {},
+                    "pass the directory written by kernel.export(dir) or tw.export(kernels, dir)");
+  uint64_t bytes = 0;
+  int fd = -1;
+  try {
+    fd = open_regular_file(path, &bytes);
+  } catch (const std::exception& e) {
+    throw ir::Error(std::string("cannot read the manifest of the artifact: ") + e.what(), {}, kExportAgain);
+  }
+  std::string text;
+  constexpr uint64_t kMax = uint64_t{64} << 20;
+  if (bytes <= kMax) {
+    text.resize(bytes);
+    size_t got = 0;
+    while (got < text.size()) {
+      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    text.resize(got);
+  }
+  ::close(fd);
+  if (bytes > kMax)
+    throw ir::Error("the manifest " + path + " is " + std::to_string(bytes) + " bytes: not a Tilewright manifest", {},
+                    kExportAgain);
+  return parse_manifest(text, path);
 }
 
 }  // namespace tw::runtime

@@ -2,7 +2,7 @@
 // what it needs, as a small line-oriented text file `tilewright.manifest`, written at export
 // and verified by the AOT runtime before anything is loaded.
 //
-//   tilewright-artifact 1
+//   tilewright-artifact 2
 //   tilewright <version>
 //   target <target name>
 //   abi <TW_CPU_ABI_VERSION>                       (cpu)
@@ -22,8 +22,11 @@
 //                                                  comma-separated, reverse Polish; "-" if the
 //                                                  dimension is not checked
 //   end
+//   checksum sha256 <hex>                          the last line: the sha256 of all the text
+//                                                  before it (a damaged manifest is refused)
 //
-// Every field is a token without spaces except the last of a line, which runs to its end.
+// Every field is a token without spaces except the last of a line, which runs to its end. In a
+// source file path '%', newline and carriage return are written %25, %0A and %0D.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +38,7 @@
 namespace tw::runtime {
 
 inline constexpr const char* kManifestFile = "tilewright.manifest";
-inline constexpr int kManifestFormat = 1;
+inline constexpr int kManifestFormat = 2;  // 2: the checksum line, escaped paths
 
 struct ManifestFile {
   std::string name;    // relative to the artifact directory, no '/'
@@ -65,5 +68,11 @@ struct Manifest {
 std::string print_manifest(const Manifest& m);
 // Parses the text of `path` (named in errors). Throws ir::Error saying which line is malformed.
 Manifest parse_manifest(const std::string& text, const std::string& path);
+// Reads and parses <dir>/tilewright.manifest (a regular file of at most 64 MiB).
+Manifest read_manifest(const std::string& dir);
+// Opens `path` read-only if it is a regular file (not a FIFO, a device or a directory, which would
+// block a load or feed it forever: session 23, h-hunt11b F2) and sets *bytes to its size. Throws
+// std::runtime_error saying what it is instead.
+int open_regular_file(const std::string& path, uint64_t* bytes);
 
 }  // namespace tw::runtime

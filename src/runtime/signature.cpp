@@ -131,6 +131,10 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
       throw ir::Error(who() + " must have " + std::to_string(ndim) + " dimension(s) " + declared_shape(p) +
                           ", got shape " + shape_str(t.shape),
                       where);
+    for (int d = 0; d < ndim; ++d)  // a C++ caller can pass one (an int64 underflow): h-hunt11b F12
+      if (t.shape[d] < 0)
+        throw ir::Error(who() + " has a negative dimension: shape " + shape_str(t.shape), where,
+                        "pass the tensor's real shape (every dimension >= 0)");
     for (int d = 0; d < ndim; ++d) {
       const auto& rpn = p.shape[d].rpn;
       if (rpn.size() != 1 || rpn[0].kind != DimTerm::Var) continue;
@@ -152,6 +156,10 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
     }
     int64_t numel = 1;
     for (auto n : t.shape) numel *= n;
+    if (!t.strides.empty() && static_cast<int>(t.strides.size()) != ndim)  // h-hunt11b F23
+      throw ir::Error(who() + " has " + std::to_string(t.strides.size()) + " strides for " + std::to_string(ndim) +
+                          " dimensions",
+                      where, "pass one stride per dimension, or none for a dense row-major tensor");
     if (!t.strides.empty() && numel > 0) {
       int64_t expect = 1;
       for (int d = ndim - 1; d >= 0; --d) {
@@ -213,6 +221,14 @@ void check_outputs(const Signature& sig, const Binding& binding, const std::vect
       throw ir::Error(who() + " must have shape " + shape_str(want.shape) + " for these inputs, got " +
                           shape_str(t.shape),
                       sig.span, "allocate it as bind(inputs).outputs describes");
+    for (auto n : t.shape)
+      if (n < 0)
+        throw ir::Error(who() + " would have shape " + shape_str(want.shape) + " for these inputs: a negative dimension",
+                        sig.span, "check the input shapes: the output's shape follows from them");
+    if (!t.strides.empty() && t.strides.size() != t.shape.size())
+      throw ir::Error(who() + " has " + std::to_string(t.strides.size()) + " strides for " +
+                          std::to_string(t.shape.size()) + " dimensions",
+                      sig.span, "pass one stride per dimension, or none for a dense row-major tensor");
     int64_t numel = 1, expect = 1;
     for (auto n : t.shape) numel *= n;
     for (int d = static_cast<int>(t.shape.size()) - 1; d >= 0 && !t.strides.empty() && numel > 0; --d) {

@@ -1,5 +1,6 @@
 #include "runtime/thread_pool.h"
 
+#include "tilewright/ir.h"
 #include "support/env.h"
 #include "support/fork.h"
 
@@ -266,7 +267,18 @@ ThreadPool& default_pool() {
     std::lock_guard<support::ForkSafeMutex> g(mu);
     pool = g_default_pool.load(std::memory_order_acquire);
     if (!pool || !pool->workers_here()) {
-        pool = new ThreadPool(support::env().num_threads);  // never destroyed
+        int n = 0;
+        try {
+            n = support::env_num_threads();
+        } catch (const std::invalid_argument& e) {
+            throw ir::Error(e.what(), {}, "set TW_NUM_THREADS to the number of threads, or unset it (docs/environment.md)");
+        }
+        try {
+            pool = new ThreadPool(n);  // never destroyed
+        } catch (const std::runtime_error& e) {  // a worker's stack past RLIMIT_AS, a thread limit (h-hunt11b F16)
+            throw ir::Error(e.what(), {}, "set TW_NUM_THREADS to fewer threads (each has a 64 MiB stack), or raise the "
+                                          "process's address-space / thread limits (ulimit -v, ulimit -u)");
+        }
         g_default_pool.store(pool, std::memory_order_release);
     }
     return *pool;

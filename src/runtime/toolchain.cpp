@@ -1,6 +1,7 @@
 #include "runtime/toolchain.h"
 
 #include "runtime/log.h"
+#include "tilewright/ir.h"
 #include "support/env.h"
 #include "support/fork.h"
 
@@ -351,14 +352,26 @@ CompileResult compile_shared_object(const std::string& source_path,
 
 // ---- SharedLibrary ----
 
+namespace {
+
+// Why dlopen failed, with the likely cause where its message is cryptic: "failed to map segment"
+// is a file system mounted noexec (hardened /tmp, /dev/shm, some container volumes; h-hunt11b F18).
+std::string dlopen_failure(const std::string& path, const char* e) {
+    std::string why = e ? e : "unknown dlopen error";
+    if (why.find("failed to map segment") != std::string::npos)
+        why += " -- the file system holding it does not allow executing code (mounted noexec?): keep the kernel "
+               "cache (TW_CACHE_DIR; TMPDIR with TW_CACHE_DISABLE=1) and artifacts on one that does";
+    return "cannot load shared library '" + path + "': " + why;
+}
+
+}  // namespace
+
 SharedLibrary::SharedLibrary(const std::string& path) : path_(path) {
     std::string p = path.find('/') == std::string::npos ? "./" + path : path;
     dlerror();
     handle_ = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) {
-        const char* e = dlerror();
-        throw std::runtime_error("cannot load shared library '" + path +
-                                 "': " + (e ? e : "unknown dlopen error"));
+        throw std::runtime_error(dlopen_failure(path, dlerror()));
     }
 }
 
@@ -427,8 +440,7 @@ SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
         dlerror();
         lib.handle_ = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (!lib.handle_) {
-            const char* e = dlerror();
-            throw std::runtime_error("cannot load shared library '" + path + "': " + (e ? e : "unknown dlopen error"));
+            throw std::runtime_error(dlopen_failure(path, dlerror()));
         }
         lib.path_ = path;
         struct link_map* lm = nullptr;
@@ -516,7 +528,13 @@ void* SharedLibrary::symbol(const std::string& name) const {
 void configure_gemm_runtime(const SharedLibrary& lib) {
   using Setup = const char* (*)(int);
   if (auto setup = reinterpret_cast<Setup>(lib.try_symbol("tw_cpu_gemm_amx_setup"))) {
-    const std::string line = setup(support::env().cpu_amx ? 1 : 0);
+    bool amx = true;
+    try {
+      amx = support::env_cpu_amx();
+    } catch (const std::invalid_argument& e) {
+      throw ir::Error(e.what(), {}, "set TW_CPU_AMX to 1 or 0, or unset it (docs/environment.md)");
+    }
+    const std::string line = setup(amx ? 1 : 0);
     log(line.find("refused") != std::string::npos ? LogLevel::warning : LogLevel::info, line);
   }
 }

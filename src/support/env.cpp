@@ -98,6 +98,15 @@ int available_cpus() {
     return hc ? static_cast<int>(hc) : 1;
 }
 
+int env_num_threads() {
+    return read_int("TW_NUM_THREADS", available_cpus(), 1, 4096,
+                    "an integer from 1 to 4096 (number of worker threads including the caller)");
+}
+
+bool env_cpu_amx() { return get("TW_CPU_AMX") ? read_bool("TW_CPU_AMX") : true; }
+
+bool env_verbose() { return read_bool("TW_VERBOSE"); }
+
 Env read_env() {
     Env e;
     if (const char* d = get("TW_CACHE_DIR")) {
@@ -120,15 +129,14 @@ Env read_env() {
     else if (const char* c2 = get("CXX")) e.cxx = c2;
     else e.cxx = "g++";
 
-    e.num_threads = read_int("TW_NUM_THREADS", available_cpus(), 1, 4096,
-                             "an integer from 1 to 4096 (number of worker threads including the caller)");
+    e.num_threads = env_num_threads();
     e.memory_cache_max = read_int("TW_MEMORY_CACHE_MAX", 512, 1, 1000000,
                                   "an integer from 1 to 1000000 (compiled kernels kept loaded in memory)");
-    e.verbose = read_bool("TW_VERBOSE");
+    e.verbose = env_verbose();
     e.frozen = read_bool("TW_FROZEN");
     e.bounds_check = read_bool("TW_BOUNDS_CHECK");
     e.progress = get("TW_PROGRESS") ? read_bool("TW_PROGRESS") : true;
-    e.cpu_amx = get("TW_CPU_AMX") ? read_bool("TW_CPU_AMX") : true;
+    e.cpu_amx = env_cpu_amx();
     e.cpu_arch = "native";
     if (const char* a = get("TW_CPU_ARCH")) {
         // A -march value: a word, never a flag or a path. Whether the compiler knows it is

@@ -35,6 +35,13 @@ Env read_env();
 // The process-wide environment, read once on first use (thread-safe).
 const Env& env();
 
+// The knobs the C++ AOT runtime (tilewright/artifact.h) reads, each read alone: a service loading
+// an artifact must not fail on a knob of the compiler it never runs (session 23, h-hunt11b F9).
+// Each throws std::invalid_argument like read_env when its value is malformed.
+int env_num_threads();  // TW_NUM_THREADS
+bool env_cpu_amx();     // TW_CPU_AMX
+bool env_verbose();     // TW_VERBOSE
+
 // True when the kernel cache is frozen: TW_FROZEN is set, or freeze(true) was called. A
 // frozen cache serves what it holds; a kernel it lacks is an error, never a compile.
 bool frozen();

@@ -12,6 +12,7 @@
 #include "ir/parser.h"
 #include "runtime/aot_export.h"
 #include "runtime/manifest.h"
+#include "support/sha256.h"
 #include "tilewright/artifact.h"
 #include "tilewright/runtime.h"
 
@@ -65,9 +66,12 @@ TEST(AotManifest, RoundTripsAndBindsDerivedDims) {
   }
 }
 
+// A manifest's text with its checksum line (what export writes last).
+std::string with_checksum(const std::string& text) { return text + "checksum sha256 " + support::sha256_hex(text) + "\n"; }
+
 TEST(AotManifest, MalformedLinesAreErrors) {
-  const std::string head = "tilewright-artifact 1\ntarget cpu\n";
-  for (const auto& [text, what] : std::vector<std::pair<std::string, std::string>>{
+  const std::string head = "tilewright-artifact 2\ntarget cpu\n";
+  for (auto [text, what] : std::vector<std::pair<std::string, std::string>>{
            {head + "colour blue\n", "unknown key 'colour'"},
            {head + "dim $0 M\n", "'dim' outside a kernel"},
            {head + "kernel k k_k 0\nparam in tensor float99 X\nend\n", "unknown dtype 'float99'"},
@@ -75,7 +79,9 @@ TEST(AotManifest, MalformedLinesAreErrors) {
            {head + "kernel k k_k zero\n", "'zero' is not an integer"},
            {head + "kernel k k_k 0\n", "kernel 'k' has no 'end'"},
            {"tilewright-artifact 7\n", "manifest format 7"},
-           {"hello\n", "is not a Tilewright artifact manifest"}}) {
+           {"hello\n", "is not a Tilewright artifact manifest"},
+           {head + "kernel k k_k 0\nspan 3 1 /a/%0Ab.py\nspan 3 1 /a/%7b.py\nend\n", "unknown escape '%7b'"}}) {
+    if (text.rfind("tilewright-artifact 2", 0) == 0) text = with_checksum(text);
     try {
       runtime::parse_manifest(text, "the.manifest");
       ADD_FAILURE() << "accepted: " << text;
@@ -83,6 +89,40 @@ TEST(AotManifest, MalformedLinesAreErrors) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
   }
+}
+
+// What print_manifest writes, parse_manifest reads back: a source path with '%', a newline and a
+// carriage return included (session 23, h-hunt11b F8: such a path made the manifest unreadable);
+// one changed byte or a cut-off end is refused by the checksum (F1: a damaged shape sized outputs).
+TEST(AotManifest, RoundTripAndChecksum) {
+  runtime::Manifest m;
+  m.version = "9.9";
+  m.target = "cpu";
+  runtime::ManifestKernel k;
+  k.signature.kernel = "k";
+  k.signature.span = ir::Span{"/a\nb/100%\r.py", 3, 5};
+  k.symbol = "k_k";
+  m.kernels.push_back(k);
+  const std::string text = runtime::print_manifest(m);
+  const runtime::Manifest back = runtime::parse_manifest(text, "the.manifest");
+  ASSERT_EQ(back.kernels.size(), 1u);
+  EXPECT_EQ(back.kernels[0].signature.span.file, "/a\nb/100%\r.py");
+  EXPECT_EQ(back.kernels[0].signature.span.line, 3);
+  auto error = [](const std::string& t) {
+    try {
+      runtime::parse_manifest(t, "the.manifest");
+    } catch (const ir::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string flipped = text;
+  flipped[flipped.find("k_k")] = 'j';
+  EXPECT_NE(error(flipped).find("does not match its checksum"), std::string::npos) << error(flipped);
+  EXPECT_NE(error(text.substr(0, text.size() - 20)).find("does not match its checksum"), std::string::npos);
+  EXPECT_NE(error(text.substr(0, text.find("checksum"))).find("does not end with its checksum line"),
+            std::string::npos);
+  EXPECT_NE(error(text + "end\n").find("does not end with its checksum line"), std::string::npos);
 }
 
 TEST(AotManifest, CheckOutputs) {

@@ -1091,6 +1091,53 @@ TEST(DiskCache, EvictsLeastRecentlyUsed) {
     EXPECT_FALSE(fs::exists(cache.entry_dir(key('d'))));
 }
 
+// Session 23 (h-hunt11b F5, F11, F14 and the empty prefix directories): touch() orders an entry
+// after the ones used before it; the cache directory removed under a running process is made
+// again; removing an entry removes its emptied prefix directory; a file staged under a group- or
+// world-writable umask is published with the cache's mode and is a hit.
+TEST(DiskCache, TouchRemakeEmptyPrefixesAndUmask) {
+    TempDir d;
+    std::string dir = d / "cache";
+    const std::string payload(1000, 'p');
+    auto key = [](char c) { return std::string(8, c); };
+    auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); };
+    uint64_t entry_bytes;
+    {
+        rt::DiskCache probe(d / "probe", 1 << 20);
+        probe.publish(key('a'), "kernel.so", stage(d, "s", payload));
+        entry_bytes = probe.total_bytes();
+    }
+    rt::DiskCache cache(dir, 2 * entry_bytes + entry_bytes / 2);  // room for 2 entries
+    cache.publish(key('a'), "kernel.so", stage(d, "s", payload));
+    pause();
+    cache.publish(key('b'), "kernel.so", stage(d, "s", payload));
+    pause();
+    cache.touch(key('a'));  // a is now the most recently used, without a lookup
+    cache.touch(key('z'));  // absent: nothing happens
+    pause();
+    cache.publish(key('c'), "kernel.so", stage(d, "s", payload));  // evicts b
+    EXPECT_TRUE(fs::exists(cache.entry_dir(key('a'))));
+    EXPECT_FALSE(fs::exists(cache.entry_dir(key('b'))));
+    EXPECT_FALSE(fs::exists(dir + "/bb")) << "the emptied prefix directory is removed with its last entry";
+
+    fs::remove_all(dir);  // an operator's rm -rf under a running service
+    EXPECT_TRUE(cache.lock(key('d')).held());
+    cache.publish(key('d'), "kernel.so", stage(d, "s", payload));
+    EXPECT_TRUE(cache.lookup(key('d'), "kernel.so"));
+    struct stat st;
+    ASSERT_EQ(stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+    const mode_t old = umask(0);
+    std::string staged = stage(d, "s", payload);
+    chmod(staged.c_str(), 0666);
+    cache.publish(key('e'), "kernel.so", staged);
+    umask(old);
+    ASSERT_EQ(stat((cache.entry_dir(key('e')) + "/kernel.so").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_TRUE(cache.lookup(key('e'), "kernel.so"));
+}
+
 // Eviction keeps only the entries it removes in memory (a heap by age), not a list of all: it
 // must still remove exactly the least recently used entries that bring the cache under its limit,
 // oldest first, equal times ordered by path, whatever their sizes and the order they are read in.

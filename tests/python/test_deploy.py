@@ -255,8 +255,8 @@ def test_consumer_refuses_a_damaged_gemm_runtime_library(consumer, gemm_artifact
             f.write(b"\0")
     else:
         manifest = art / "tilewright.manifest"
-        manifest.write_text("".join(l for l in manifest.read_text().splitlines(True)
-                                    if not (l.startswith("file ") and l.rstrip().endswith(m["runtime"]))))
+        _write_signed(manifest, "".join(l for l in manifest.read_text().splitlines(True)
+                                        if not (l.startswith("file ") and l.rstrip().endswith(m["runtime"]))))
     d = gemm_artifact
     r = run_consumer(consumer, art, "small_gemm", d / "ref.npy", d / "a.npy", d / "b.npy")
     assert r.returncode == 1 and message in r.stderr, r.stderr
@@ -330,12 +330,21 @@ def _copy_artifact(artifact, tmp_path):
     return tmp_path / "art"
 
 
+def _write_signed(manifest, text):
+    """Writes a deliberately edited manifest `text` with its checksum line made again, as whoever
+    can write the directory can (the checksum catches damage, not an editor: docs/deploying.md)."""
+    body = "".join(l for l in text.splitlines(True) if not l.startswith("checksum "))
+    manifest.write_text(body + "checksum sha256 " + hashlib.sha256(body.encode()).hexdigest() + "\n")
+
+
 @pytest.mark.parametrize("damage,message", [
     ("library", "does not match its manifest"),
     ("feature", "was compiled for CPU features this CPU lacks: avx9000"),
     ("abi", "uses kernel ABI version 999"),
     ("format", "malformed manifest line 'param sideways"),
     ("missing", "no such artifact"),
+    ("byte", "does not match its checksum"),
+    ("truncated", "does not end with its checksum line"),
 ])
 def test_consumer_refuses_a_bad_artifact(consumer, artifact, tmp_path, damage, message):
     art = _copy_artifact(artifact, tmp_path)
@@ -345,11 +354,15 @@ def test_consumer_refuses_a_bad_artifact(consumer, artifact, tmp_path, damage, m
         with open(art / "libsvc.so", "ab") as f:
             f.write(b"\0")
     elif damage == "feature":
-        manifest.write_text(re.sub(r"^cpu_features (.*)$", r"cpu_features \1 avx9000", text, flags=re.M))
+        _write_signed(manifest, re.sub(r"^cpu_features (.*)$", r"cpu_features \1 avx9000", text, flags=re.M))
     elif damage == "abi":
-        manifest.write_text(re.sub(r"^abi \d+$", "abi 999", text, flags=re.M))
+        _write_signed(manifest, re.sub(r"^abi \d+$", "abi 999", text, flags=re.M))
     elif damage == "format":
-        manifest.write_text(text.replace("param in tensor float32 X", "param sideways tensor float32 X", 1))
+        _write_signed(manifest, text.replace("param in tensor float32 X", "param sideways tensor float32 X", 1))
+    elif damage == "byte":  # one output dimension changed by one byte (h-hunt11b F1: it sized the output)
+        manifest.write_text(text.replace("dim $0", "dim #0", 1))
+    elif damage == "truncated":
+        manifest.write_text(text[:text.index("checksum ")])
     else:
         manifest.unlink()
     r = run_consumer(consumer, art, "axpb", artifact / "axpb_ref.npy", artifact / "x.npy")
