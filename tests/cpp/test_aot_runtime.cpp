@@ -173,7 +173,7 @@ TEST(AotArtifact, AnEmptyDirectoryPathIsRefused) {
     Artifact::load("");
     FAIL() << "no error";
   } catch (const ir::Error& e) {
-    EXPECT_EQ(e.message(), "Artifact::load: the artifact directory is an empty path");
+    EXPECT_EQ(e.message(), "the artifact directory is an empty path");
   }
 }
 
