@@ -262,6 +262,10 @@ void DiskCache::remove_entry(const std::string& entry) {
     } else if (errno != ENOENT) {
         fs::remove_all(entry, ec);
     }
+    // The entry's prefix directory (dir_/<2 hex digits>), once empty, goes too: rmdir removes only
+    // an empty directory, and a publish that finds its prefix gone recreates it (publish).
+    const std::string prefix = entry.substr(0, entry.rfind('/'));
+    if (prefix != dir_) rmdir(prefix.c_str());
 }
 
 DiskCache::Verified& DiskCache::Verified::operator=(Verified&& o) noexcept {
