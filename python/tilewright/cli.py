@@ -98,6 +98,10 @@ def cmd_cache(opts) -> int:
             if total <= limit:
                 break
             shutil.rmtree(root / "kernels" / key[:2] / key)
+            try:  # its prefix directory too, once empty (as the runtime's eviction does)
+                (root / "kernels" / key[:2]).rmdir()
+            except OSError:  # not empty (or already gone)
+                pass
             total -= size
             removed += 1
         print(f"removed {removed} least recently used entries; {_human(total)} left (limit {_human(limit)})")

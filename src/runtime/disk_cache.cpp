@@ -275,9 +275,10 @@ void DiskCache::remove_entry(const std::string& entry) {
     } else if (errno != ENOENT) {
         fs::remove_all(entry, ec);
     }
-    // Its prefix directory <dir>/<xx>, when that was its last entry (else rmdir fails: fine). A
-    // publish racing this makes it again (publish retries a rename that finds it gone).
-    rmdir(fs::path(entry).parent_path().c_str());
+    // The entry's prefix directory (dir_/<2 hex digits>), once empty, goes too: rmdir removes only
+    // an empty directory, and a publish that finds its prefix gone recreates it (publish).
+    const std::string prefix = entry.substr(0, entry.rfind('/'));
+    if (prefix != dir_) rmdir(prefix.c_str());
 }
 
 DiskCache::Verified& DiskCache::Verified::operator=(Verified&& o) noexcept {

@@ -2208,3 +2208,85 @@ TEST(Simd, StreamChunks) {
 }
 
 }  // namespace
+
+// tw_cpu::gemm_zero_terms (defined in the gemm runtime library, gemm_zero.h): after a gemm on the
+// live part of zero-padded operands, C equals C + the full product: NaN exactly where a live inf
+// or NaN meets a padding zero (or the live product itself gives NaN), the finite values the live
+// product's, and +0 where the product wrote nothing into a -0 C. Per dtype, both layouts of each
+// operand, live parts that cut rows, cols and k on either side.
+template <class T>
+void zero_terms_case(bool ta, bool tb, int am0, int am1, int ak0, int ak1, int bk0, int bk1, int bn0, int bn1,
+                     uint32_t seed) {
+  const int M = 6, N = 7, K = 9;
+  std::mt19937 g(seed);
+  // op(A) M x K and op(B) K x N, zero outside the live rects, some inf / NaN inside
+  std::vector<float> a((size_t)M * K, 0.f), b((size_t)K * N, 0.f);
+  auto val = [&] {
+    const int u = std::uniform_int_distribution<int>(0, 9)(g);
+    return u == 0 ? INFINITY : u == 1 ? NAN : u == 2 ? -INFINITY : std::uniform_real_distribution<float>(-1.f, 1.f)(g);
+  };
+  for (int i = am0; i < am1; ++i)
+    for (int k = ak0; k < ak1; ++k) a[(size_t)i * K + k] = std::uniform_int_distribution<int>(0, 7)(g) ? 0.5f : val();
+  for (int k = bk0; k < bk1; ++k)
+    for (int j = bn0; j < bn1; ++j) b[(size_t)k * N + j] = std::uniform_int_distribution<int>(0, 7)(g) ? -0.25f : val();
+  // storage (transposed when ta / tb), ld padded by 3
+  const long lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 3, ldc = N + 2;
+  std::vector<T> A((size_t)(ta ? K : M) * lda), B((size_t)(tb ? N : K) * ldb);
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) A[ta ? (size_t)k * lda + i : (size_t)i * lda + k] = tw_cpu::from_f32<T>(a[(size_t)i * K + k]);
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < N; ++j) B[tb ? (size_t)j * ldb + k : (size_t)k * ldb + j] = tw_cpu::from_f32<T>(b[(size_t)k * N + j]);
+  auto at_a = [&](int i, int k) { return A.data() + (ta ? (size_t)k * lda + i : (size_t)i * lda + k); };
+  auto at_b = [&](int k, int j) { return B.data() + (tb ? (size_t)j * ldb + k : (size_t)k * ldb + j); };
+  std::vector<float> C((size_t)M * ldc, -0.0f);
+  // the trimmed product: live rows x live cols over the k both have
+  const int ki0 = std::max(ak0, bk0), ki1 = std::min(ak1, bk1);
+  if (am1 > am0 && bn1 > bn0 && ki1 > ki0)
+    tw_cpu::gemm<T, T, float>(am1 - am0, bn1 - bn0, ki1 - ki0, at_a(am0, ki0), lda, ta, at_b(ki0, bn0), ldb, tb,
+                              C.data() + (size_t)am0 * ldc + bn0, ldc, /*accumulate=*/true);
+  tw_cpu::gemm_zero_terms((int64_t)M, (int64_t)N, (int64_t)K, at_a(am0, ak0), lda, ta, am0, am1, ak0, ak1,
+                          at_b(bk0, bn0), ldb, tb, bk0, bk1, bn0, bn1, C.data(), ldc);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double full = 0.0;  // -0 + (+0 + the terms): the full product from +0
+      bool nan = false;
+      for (int k = 0; k < K; ++k) {
+        const double t = (double)tw_cpu::to_f32(tw_cpu::from_f32<T>(a[(size_t)i * K + k])) *
+                         (double)tw_cpu::to_f32(tw_cpu::from_f32<T>(b[(size_t)k * N + j]));
+        nan = nan || std::isnan(t);
+        full += t;
+      }
+      const float got = C[(size_t)i * ldc + j];
+      SCOPED_TRACE("i " + std::to_string(i) + " j " + std::to_string(j));
+      if (nan || std::isnan(full)) {
+        EXPECT_TRUE(std::isnan(got)) << got;
+      } else if (std::isinf(full)) {
+        EXPECT_EQ(got, (float)full);
+      } else {
+        EXPECT_FALSE(std::isnan(got) || std::isinf(got)) << got;
+        EXPECT_NEAR(got, full, 1e-2 * (1 + std::fabs(full)));
+      }
+      const bool wrote = i >= am0 && i < am1 && j >= bn0 && j < bn1 && ki1 > ki0;
+      if (!wrote && !nan && !std::isnan(full)) EXPECT_FALSE(std::signbit(got)) << "a -0 C past the product is +0";
+    }
+}
+template <class T>
+void zero_terms_cases(uint32_t seed) {
+  struct Live { int am0, am1, ak0, ak1, bk0, bk1, bn0, bn1; };
+  const Live cases[] = {{0, 6, 0, 9, 0, 9, 0, 7},   // nothing trimmed
+                        {0, 3, 0, 9, 0, 9, 0, 7},   // A's rows cut (a varlen tail)
+                        {0, 6, 0, 9, 0, 9, 2, 5},   // B's cols cut on both sides
+                        {0, 6, 0, 5, 0, 9, 0, 7},   // k: A lacks the last 4
+                        {1, 4, 2, 9, 0, 6, 0, 4},   // all of it
+                        {0, 0, 0, 0, 0, 9, 0, 7},   // A has no live element
+                        {0, 6, 0, 9, 3, 3, 0, 7}};  // B has none
+  for (const Live& l : cases)
+    for (int t = 0; t < 4; ++t) {
+      SCOPED_TRACE("case am " + std::to_string(l.am0) + ".." + std::to_string(l.am1) + " bn " + std::to_string(l.bn0) +
+                   ".." + std::to_string(l.bn1) + " t " + std::to_string(t));
+      zero_terms_case<T>(t & 1, t & 2, l.am0, l.am1, l.ak0, l.ak1, l.bk0, l.bk1, l.bn0, l.bn1, seed++);
+    }
+}
+TEST(GemmZeroTerms, F32) { zero_terms_cases<float>(31000); }
+TEST(GemmZeroTerms, F16) { zero_terms_cases<f16>(32000); }
+TEST(GemmZeroTerms, BF16) { zero_terms_cases<bf16>(33000); }

@@ -1136,6 +1136,39 @@ TEST(DiskCache, TouchRemakeEmptyPrefixesAndUmask) {
     ASSERT_EQ(stat((cache.entry_dir(key('e')) + "/kernel.so").c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0600u);
     EXPECT_TRUE(cache.lookup(key('e'), "kernel.so"));
+
+// Removing an entry (remove, eviction, clear) also removes its prefix directory (the key's first
+// two characters) once that is empty, and only then; a later publish under it recreates it.
+TEST(DiskCache, RemovingTheLastEntryOfAPrefixRemovesItsDirectory) {
+    TempDir d;
+    const std::string dir = d / "cache";
+    const std::string payload(1000, 'p');
+    auto prefixes = [&] {
+        std::vector<std::string> names;
+        for (const auto& e : fs::directory_iterator(dir))
+            if (e.path().filename().string()[0] != '.') names.push_back(e.path().filename().string());
+        std::sort(names.begin(), names.end());
+        return names;
+    };
+    rt::DiskCache cache(dir, 1 << 20);
+    for (const char* key : {"aa000001", "aa000002", "bb000001"}) cache.publish(key, "kernel.so", stage(d, "s", payload));
+    EXPECT_EQ(prefixes(), (std::vector<std::string>{"aa", "bb"}));
+    cache.remove("aa000001");  // aa still holds aa000002
+    EXPECT_EQ(prefixes(), (std::vector<std::string>{"aa", "bb"}));
+    EXPECT_TRUE(cache.lookup("aa000002", "kernel.so"));
+    cache.remove("aa000002");
+    EXPECT_EQ(prefixes(), (std::vector<std::string>{"bb"}));
+    EXPECT_FALSE(cache.lookup("aa000002", "kernel.so"));
+    cache.remove("aa000003");  // no such entry, no such prefix: nothing happens
+    EXPECT_EQ(prefixes(), (std::vector<std::string>{"bb"}));
+    EXPECT_TRUE(fs::exists(cache.publish("aa000003", "kernel.so", stage(d, "s", payload))));  // aa recreated
+    EXPECT_EQ(prefixes(), (std::vector<std::string>{"aa", "bb"}));
+    rt::DiskCache(dir, 10).evict_to_limit();  // evicts both
+    EXPECT_TRUE(prefixes().empty());
+    for (const char* key : {"cc000001", "dd000001"}) cache.publish(key, "kernel.so", stage(d, "s", payload));
+    cache.clear();
+    EXPECT_TRUE(prefixes().empty());
+    EXPECT_TRUE(fs::is_directory(dir));  // the cache directory itself stays
 }
 
 // Eviction keeps only the entries it removes in memory (a heap by age), not a list of all: it

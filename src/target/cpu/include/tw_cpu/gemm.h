@@ -59,6 +59,21 @@ void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const
 
 }  // namespace detail
 
+// C (M x N) += the terms a trimmed float gemm skipped (0 * inf, 0 * NaN, the +0 of a product that
+// wrote nothing): op(A) is live on rows [am0, am1) x k [ak0, ak1) and zero elsewhere, A pointing
+// at its element (am0, ak0); op(B) live on k [bk0, bk1) x cols [bn0, bn1), B at (bk0, bn0).
+// Generated code calls it right after a gemm on operands trimmed at run time. Defined in the gemm
+// runtime library (gemm_runtime.cpp; the code and why it is exact: gemm_zero.h).
+void gemm_zero_terms(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool ta, int64_t am0,
+                     int64_t am1, int64_t ak0, int64_t ak1, const float* B, int64_t ldb, bool tb, int64_t bk0,
+                     int64_t bk1, int64_t bn0, int64_t bn1, float* C, int64_t ldc);
+void gemm_zero_terms(int64_t M, int64_t N, int64_t K, const f16* A, int64_t lda, bool ta, int64_t am0,
+                     int64_t am1, int64_t ak0, int64_t ak1, const f16* B, int64_t ldb, bool tb, int64_t bk0,
+                     int64_t bk1, int64_t bn0, int64_t bn1, float* C, int64_t ldc);
+void gemm_zero_terms(int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, bool ta, int64_t am0,
+                     int64_t am1, int64_t ak0, int64_t ak1, const bf16* B, int64_t ldb, bool tb, int64_t bk0,
+                     int64_t bk1, int64_t bn0, int64_t bn1, float* C, int64_t ldc);
+
 // Starts a new launch: drops packed operands cached by earlier launches (their data may
 // have changed). Generated code calls it from tw_grid, which runs once before the blocks.
 inline void new_launch() { __atomic_fetch_add(&detail::g_launch_epoch, 1, __ATOMIC_RELAXED); }

@@ -4,6 +4,7 @@
 // every kernel library that calls gemm against it (src/runtime/cpu_executable.cpp). The
 // per-instruction-set C++ tests compile it too.
 #include "gemm_impl.h"
+#include "gemm_zero.h"
 
 #include <stdio.h>
 
@@ -66,6 +67,18 @@ void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const
 }
 
 }  // namespace detail
+
+#define TW_ZERO_TERMS(T)                                                                                  \
+  void gemm_zero_terms(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, int64_t am0,   \
+                       int64_t am1, int64_t ak0, int64_t ak1, const T* B, int64_t ldb, bool tb, int64_t bk0, \
+                       int64_t bk1, int64_t bn0, int64_t bn1, float* C, int64_t ldc) {                     \
+    detail::zero_terms<T>(M, N, K, A, lda, ta, am0, am1, ak0, ak1, B, ldb, tb, bk0, bk1, bn0, bn1, C, ldc); \
+  }
+TW_ZERO_TERMS(float)
+TW_ZERO_TERMS(f16)
+TW_ZERO_TERMS(bf16)
+#undef TW_ZERO_TERMS
+
 }  // namespace tw_cpu
 
 // Called by the runtime right after it loads this library, before any gemm runs: allow = 0

@@ -13,6 +13,11 @@
 // a zero; a zero live product is +0, and +0 + z = z. Where the trimmed product wrote nothing
 // (rows / cols past the live ones), C + z is C + (full product) since every term was skipped: a
 // -0 accumulator becomes +0 there, as with the full product.
+//
+// The code of the gemm runtime library (included by gemm_runtime.cpp only, as gemm_impl.h): a
+// kernel's translation unit sees the declarations in gemm.h. Instantiated in every kernel that
+// calls gemm, this template cost ~0.25 s of its cold compile (docs/performance.md "Session 23:
+// cold compile").
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 #include "types.h"
 
 namespace tw_cpu {
+namespace detail {
 
 // C (M x N: the rows and cols of C that are kept; C's first element at C) += the skipped terms
 // of op(A) (M x K) * op(B) (K x N). op(A) is live on rows [am0, am1) x k [ak0, ak1), zero
@@ -28,7 +34,7 @@ namespace tw_cpu {
 // cols over the k both have; every other term has a zero factor. Returns at once when nothing
 // was trimmed (each range whole).
 template <class T>
-void gemm_zero_terms(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, int64_t am0, int64_t am1,
+void zero_terms(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, int64_t am0, int64_t am1,
                      int64_t ak0, int64_t ak1, const T* B, int64_t ldb, bool tb, int64_t bk0, int64_t bk1,
                      int64_t bn0, int64_t bn1, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0 || K <= 0) return;  // no C element, or no term
@@ -125,4 +131,5 @@ void gemm_zero_terms(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, b
   }
 }
 
+}  // namespace detail
 }  // namespace tw_cpu

@@ -5,4 +5,3 @@
 #include "simd.h"
 #include "math.h"
 #include "gemm.h"
-#include "gemm_zero.h"
