@@ -1136,6 +1136,7 @@ TEST(DiskCache, TouchRemakeEmptyPrefixesAndUmask) {
     ASSERT_EQ(stat((cache.entry_dir(key('e')) + "/kernel.so").c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0600u);
     EXPECT_TRUE(cache.lookup(key('e'), "kernel.so"));
+}
 
 // Removing an entry (remove, eviction, clear) also removes its prefix directory (the key's first
 // two characters) once that is empty, and only then; a later publish under it recreates it.
