@@ -45,6 +45,7 @@ import pathlib
 import platform
 import stat
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 
@@ -104,10 +105,16 @@ class _key_locked:
     starting together on one key then sweeps (or measures the peaks) once: the others wait and
     load the stored result, instead of each measuring under the others' load."""
 
+    _held = threading.local()  # names this thread holds: taken again (tune() in __call__) it is a no-op
+
     def __init__(self, name, what, say):
         self.name, self.what, self.say = name, what, say
+        self.lock = None
 
     def __enter__(self):
+        held = self._held.__dict__.setdefault("names", set())
+        if self.name in held:
+            return self
         d = tune_dir()
         _check_private_dir(d)
         self.lock = _C.key_lock(str(d), self.name, 0.0)
@@ -119,10 +126,13 @@ class _key_locked:
                 logging.getLogger("tilewright").warning(
                     "autotune: another process's %s has held its lock longer than the wait's bound: going on "
                     "without it (the lock: %s/.locks/%s)", self.what, d, self.name)
+        held.add(self.name)
         return self
 
     def __exit__(self, *exc):
-        self.lock.release()
+        if self.lock is not None:
+            self._held.names.discard(self.name)
+            self.lock.release()
 
 
 def machine_id(target: str) -> str:
@@ -425,14 +435,14 @@ class Autotuner:
     def tune(self, *args, target="cpu", **kwargs):
         """Runs a sweep now (ignoring the stored result); returns the best :class:`Config`. A
         process sweeping the same key at the same time is waited for first (_key_locked)."""
-        with self._locked(self._store_path(self._key_values(args, kwargs), target)):
-            return self._sweep(args, kwargs, target)
+        key_values = self._key_values(args, kwargs)
+        with self._locked(self._store_path(key_values, target)):
+            return self._sweep(args, kwargs, key_values, target)
 
     def _locked(self, path):
         return _key_locked(path.stem, f"sweep of '{self.__name__}'", self._say)
 
-    def _sweep(self, args, kwargs, target):
-        key_values = self._key_values(args, kwargs)
+    def _sweep(self, args, kwargs, key_values, target):
         self.last_call = (args, kwargs)
         configs = list(self.configs)
         if self.prune is not None:
@@ -572,7 +582,7 @@ class Autotuner:
                 kernel = self._stored_kernel(path, mkey, args, kwargs, target)
                 if kernel is not None:
                     return kernel
-                cfg = self._sweep(args, kwargs, target)
+                cfg = self.tune(*args, target=target, **kwargs)  # the lock is this thread's already
             self._memory[mkey] = cfg
         self.best_config = cfg
         return self.fn(*args, **kwargs, **cfg, target=target)
