@@ -27,7 +27,8 @@ may read as indices: block tables, lengths) needs ``inputs=`` (else a ``Tilewrig
 
 The best configuration per (factory, its code, key values, target, machine, Tilewright version)
 is saved under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by
-later processes; a stored configuration that no longer compiles is logged and tuned again. One
+later processes (processes missing one key at once sweep it once: the others wait for the
+stored result, under the kernel cache's key lock); a stored configuration that no longer compiles is logged and tuned again. One
 line per configuration is printed while tuning (``verbose=False`` silences it).
 """
 from __future__ import annotations
