@@ -27,7 +27,8 @@ may read as indices: block tables, lengths) needs ``inputs=`` (else a ``Tilewrig
 
 The best configuration per (factory, its code, key values, target, machine, Tilewright version)
 is saved under ``<cache dir>/tune/`` (a private directory, like the kernel cache) and reused by
-later processes; a stored configuration that no longer compiles is logged and tuned again. One
+later processes (processes missing one key at once sweep it once: the others wait for the
+stored result, under the kernel cache's key lock); a stored configuration that no longer compiles is logged and tuned again. One
 line per configuration is printed while tuning (``verbose=False`` silences it).
 """
 from __future__ import annotations
@@ -45,6 +46,7 @@ import pathlib
 import platform
 import stat
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 
@@ -97,6 +99,43 @@ def tune_dir() -> pathlib.Path:
     return pathlib.Path(_C.cache_dir()) / "tune"
 
 
+class _key_locked:
+    """``with _key_locked(name, what):``: one process at a time per ``name`` in the tuning cache,
+    across processes (the kernel cache's key lock, _C.key_lock: an flock the kernel drops when
+    its holder dies; the wait bounded, past it the caller goes on without the lock). A fleet
+    starting together on one key then sweeps (or measures the peaks) once: the others wait and
+    load the stored result, instead of each measuring under the others' load."""
+
+    _held = threading.local()  # names this thread holds: taken again (tune() in __call__) it is a no-op
+
+    def __init__(self, name, what, say):
+        self.name, self.what, self.say = name, what, say
+        self.lock = None
+
+    def __enter__(self):
+        held = self._held.__dict__.setdefault("names", set())
+        if self.name in held:
+            return self
+        d = tune_dir()
+        _check_private_dir(d)
+        self.lock = _C.key_lock(str(d), self.name, 0.0)
+        if not self.lock.held:
+            self.say(f"tilewright: waiting for another process's {self.what} (one process does it, the others load "
+                     f"its result)")
+            self.lock = _C.key_lock(str(d), self.name)
+            if not self.lock.held:
+                logging.getLogger("tilewright").warning(
+                    "autotune: another process's %s has held its lock longer than the wait's bound: going on "
+                    "without it (the lock: %s/.locks/%s)", self.what, d, self.name)
+        held.add(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        if self.lock is not None:
+            self._held.names.discard(self.name)
+            self.lock.release()
+
+
 def machine_id(target: str) -> str:
     """What a tuning result depends on besides the kernel: the host CPU and compiler (cpu), or
     the target's model (simulated targets)."""
@@ -109,16 +148,31 @@ def machine_id(target: str) -> str:
 
 def machine_peaks(refresh=False) -> dict:
     """This machine's float32 FMA throughput (FLOP/s, from a numpy matmul) and copy bandwidth
-    (bytes read + written per second), measured once and kept in the tuning cache."""
-    import numpy as np
+    (bytes read + written per second), measured once and kept in the tuning cache (by one
+    process: others wanting them at the same time wait for its measurement)."""
     d = tune_dir()
     _check_private_dir(d)
     path = d / ("peaks-" + hashlib.sha256(machine_id("cpu").encode()).hexdigest()[:16] + ".json")
-    if not refresh and _trusted_file(path):
-        try:
-            return json.loads(path.read_text())
-        except ValueError:
-            path.unlink()
+    stored = None if refresh else _stored_peaks(path)
+    if stored is not None:
+        return stored
+    with _key_locked(path.stem, "measurement of this machine's peaks", logging.getLogger("tilewright").info):
+        stored = None if refresh else _stored_peaks(path)  # measured by the process we waited for
+        return stored if stored is not None else _measure_peaks(path)
+
+
+def _stored_peaks(path):
+    if not _trusted_file(path):
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _measure_peaks(path):
+    import numpy as np
     n = 1024
     a = np.ones((n, n), np.float32)
     best_f = 0.0
@@ -380,8 +434,16 @@ class Autotuner:
         return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")), True
 
     def tune(self, *args, target="cpu", **kwargs):
-        """Runs a sweep now (ignoring the stored result); returns the best :class:`Config`."""
+        """Runs a sweep now (ignoring the stored result); returns the best :class:`Config`. A
+        process sweeping the same key at the same time is waited for first (_key_locked)."""
         key_values = self._key_values(args, kwargs)
+        with self._locked(self._store_path(key_values, target)):
+            return self._sweep(args, kwargs, key_values, target)
+
+    def _locked(self, path):
+        return _key_locked(path.stem, f"sweep of '{self.__name__}'", self._say)
+
+    def _sweep(self, args, kwargs, key_values, target):
         self.last_call = (args, kwargs)
         configs = list(self.configs)
         if self.prune is not None:
@@ -513,23 +575,34 @@ class Autotuner:
         cfg = self._memory.get(mkey)
         if cfg is None:
             path = self._store_path(key_values, target)
-            cfg = self._load(path)
-            if cfg is not None:
-                try:
-                    kernel = self.fn(*args, **kwargs, **cfg, target=target)
-                except TilewrightError as e:  # the kernel changed in a way its source hash missed (a helper)
-                    logging.getLogger("tilewright").warning(
-                        "autotune '%s': the stored best configuration %r (%s) no longer compiles (%s): tuning again",
-                        self.__name__, cfg, path, e.message.splitlines()[0])
-                    path.unlink(missing_ok=True)
-                    cfg = None
-                else:
-                    self._memory[mkey] = self.best_config = cfg
+            kernel = self._stored_kernel(path, mkey, args, kwargs, target)
+            if kernel is not None:
+                return kernel
+            # one process sweeps a key: the others wait here and then load what it stored
+            with self._locked(path):
+                kernel = self._stored_kernel(path, mkey, args, kwargs, target)
+                if kernel is not None:
                     return kernel
-            cfg = self.tune(*args, target=target, **kwargs)
+                cfg = self.tune(*args, target=target, **kwargs)  # the lock is this thread's already
             self._memory[mkey] = cfg
         self.best_config = cfg
         return self.fn(*args, **kwargs, **cfg, target=target)
+
+    def _stored_kernel(self, path, mkey, args, kwargs, target):
+        """The kernel of the stored best configuration, or None (none stored, or it no longer compiles)."""
+        cfg = self._load(path)
+        if cfg is None:
+            return None
+        try:
+            kernel = self.fn(*args, **kwargs, **cfg, target=target)
+        except TilewrightError as e:  # the kernel changed in a way its source hash missed (a helper)
+            logging.getLogger("tilewright").warning(
+                "autotune '%s': the stored best configuration %r (%s) no longer compiles (%s): tuning again",
+                self.__name__, cfg, path, e.message.splitlines()[0])
+            path.unlink(missing_ok=True)
+            return None
+        self._memory[mkey] = self.best_config = cfg
+        return kernel
 
 
 def _key_value(v):

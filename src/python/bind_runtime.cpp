@@ -11,6 +11,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include <cxxabi.h>
@@ -31,6 +32,7 @@
 #include "runtime/aot_export.h"
 #include "runtime/ascend_executable.h"
 #include "runtime/cpu_executable.h"
+#include "runtime/disk_cache.h"
 #include "support/env.h"
 #include "support/fork.h"
 #include "runtime/log.h"
@@ -603,6 +605,24 @@ void bind_runtime(nb::module_& m) {
   m.def("toolchain_problem", [](const std::string& arch) { return runtime::toolchain_problem(arch); },
         nb::arg("arch"), nb::call_guard<ReleaseGil>());
   m.def("cache_dir", [] { return support::env().cache_dir; });
+  // The kernel cache's per-key lock (DiskCache::KeyLock: flock on <dir>/.locks/<key>, dropped by
+  // the kernel when its holder dies, the wait bounded) for other per-key work across processes:
+  // the autotuner's sweeps and peak measurements (python/tilewright/autotune.py).
+  struct KeyLockHandle {
+    std::optional<runtime::DiskCache::KeyLock> lock;
+  };
+  nb::class_<KeyLockHandle>(m, "KeyLock")
+      .def_prop_ro("held", [](const KeyLockHandle& h) { return h.lock && h.lock->held(); })
+      .def("release", [](KeyLockHandle& h) { h.lock.reset(); });
+  m.def("key_lock",
+        [](const std::string& dir, const std::string& key, double max_wait_s) {
+          auto h = std::make_unique<KeyLockHandle>();
+          ReleaseGil release;
+          runtime::DiskCache cache(dir, 0);  // only for its lock: nothing is published or evicted
+          h->lock.emplace(cache.lock(key, std::chrono::milliseconds(static_cast<int64_t>(max_wait_s * 1000))));
+          return h;
+        },
+        nb::arg("dir"), nb::arg("key"), nb::arg("max_wait_s") = runtime::DiskCache::kLockWait.count() / 1000.0);
   // a byte count as TW_CACHE_MAX_BYTES takes it (`tilewright cache prune --max-bytes 500M`); None if malformed
   m.def("parse_byte_count", &support::parse_byte_count, nb::arg("text"));
 

@@ -1,5 +1,8 @@
 #include "runtime/cpu_executable.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,9 +39,66 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// TW_CACHE_DISABLE=1's private directories: <TMPDIR>/tilewright-XXXXXX (mkdtemp), each holding
+// `.owner`, a file its process keeps flock()ed for its whole life (a forked child inherits the
+// descriptor, so the directory also stays while a child that may use it lives). The kernel drops
+// the lock when the process ends however it ends, so a directory whose `.owner` can be locked
+// belongs to nobody: a process killed by SIGTERM / SIGKILL (which skip the atexit removal) leaves
+// one, and the next process that makes a private directory removes it.
+constexpr const char* kPrivatePrefix = "tilewright-";
+constexpr const char* kOwnerFile = ".owner";
+
+// Takes `dir`'s owner lock for the rest of this process's life. The lock file is made and locked
+// under another name and only then renamed to `.owner`, so that a `.owner` is never seen unlocked
+// while its process lives.
+void hold_owner_lock(const std::string& dir) {
+  const std::string staged = dir + "/.owner-staged", owner = dir + "/" + kOwnerFile;
+  int fd = open(staged.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0 || rename(staged.c_str(), owner.c_str()) != 0) {
+    const int e = errno;
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("cannot lock the private temporary directory '" + dir + "': " + std::strerror(e) +
+                             "; set TMPDIR to a writable local directory");
+  }
+  // never closed: the lock lasts as long as this process (and its forked children)
+}
+
+// Removes the private directories in `parent` whose process is gone: only a real directory (not
+// a link) named tilewright-XXXXXX, owned by this user, mode 0700, holding a regular `.owner` file
+// of this user that can be locked now (its process would hold it). Opened without following
+// links at each step; the lock is held while the directory is removed, so two processes cleaning
+// at once do not race. Directories of other users, of live processes, or without an `.owner`
+// (made by an older Tilewright, or by something else) are left alone. Errors are ignored: this
+// is housekeeping, never a reason to fail.
+void remove_orphaned_private_dirs(const fs::path& parent) {
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != std::strlen(kPrivatePrefix) + 6 || name.rfind(kPrivatePrefix, 0) != 0) continue;
+    const std::string dir = it->path().string();
+    const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) continue;
+    struct stat st;
+    int lfd = -1;
+    if (fstat(dfd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 07777) == 0700)
+      lfd = openat(dfd, kOwnerFile, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    close(dfd);
+    if (lfd < 0) continue;
+    struct stat lst;
+    if (fstat(lfd, &lst) == 0 && S_ISREG(lst.st_mode) && lst.st_uid == geteuid() &&
+        flock(lfd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code e2;
+      fs::remove_all(dir, e2);  // removes links, never follows them
+      if (!e2) log(LogLevel::debug, "removed the private directory of an ended process: " + dir);
+    }
+    close(lfd);
+  }
+}
+
 // Root for everything this process writes: the cache dir (created 0700; refused when another
 // user owns it or can write it, never chmod'ed), or, with TW_CACHE_DISABLE=1, a fresh private
-// directory from mkdtemp (unpredictable name, mode 0700) that this process removes at exit.
+// directory from mkdtemp (unpredictable name, mode 0700) that this process removes at exit (and
+// the next process making one removes, if this one was killed: remove_orphaned_private_dirs).
 const fs::path& work_root() {
   static const fs::path root = [] {
     const support::Env& e = support::env();
@@ -49,9 +109,11 @@ const fs::path& work_root() {
                             "(e.g. ~/.cache/tilewright)");
       return fs::path(e.cache_dir);
     }
-    static std::string tmp = (fs::temp_directory_path() / "tilewright-XXXXXX").string();
+    const fs::path parent = fs::temp_directory_path();
+    static std::string tmp = (parent / (std::string(kPrivatePrefix) + "XXXXXX")).string();
     ensure_safe_ancestors(tmp, "private temporary directory (TW_CACHE_DISABLE=1)",
                           "set TMPDIR to a directory only you can write, or one with the sticky bit such as /tmp");
+    remove_orphaned_private_dirs(parent);
     if (!mkdtemp(tmp.data()))
       throw std::runtime_error("cannot create a private temporary directory '" + tmp + "': " + std::strerror(errno) +
                                "; set TMPDIR to a writable directory");
@@ -61,6 +123,7 @@ const fs::path& work_root() {
       std::error_code ec;
       fs::remove_all(tmp, ec);
     });
+    hold_owner_lock(tmp);
     return fs::path(tmp);
   }();
   return root;
