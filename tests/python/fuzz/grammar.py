@@ -126,7 +126,8 @@ half of the grid-walked maps and reductions without another stream's construct *
 cols) tensors, (bh, bm, bn) tiles on a 3-D grid, ``T.Parallel(bh, bm, bn)`` maps, reductions over
 axis 2 or 1 of the tile.
 
-A sixteenth stream (``extension14-pick-<seed // GROUP>`` picks 4% of the groups; structure from
+A sixteenth stream (``extension14-pick-<seed // GROUP>`` picks 16% of the copy groups, about 3% of
+the programs; the other kinds keep their coverage; structure from
 ``extension14-<seed // GROUP>``, values from ``extension14-shape-<seed>``; session 23) replaces those
 programs by **LLM-kernel forms** (kind ``llm``, fuzz/llm.py, with their own reference and
 tolerances): an online masked softmax over key blocks (running max from -inf or float32's lowest,
@@ -382,7 +383,7 @@ def generate(seed):
     _extension11(d, seed)
     _extension12(d, seed)
     _extension13(d, seed)
-    if random.Random(f"extension14-pick-{seed // GROUP}").random() < llm.LLM_P:
+    if d["kind"] == "copy" and random.Random(f"extension14-pick-{seed // GROUP}").random() < llm.LLM_P:
         return llm.generate(seed)   # the sixteenth stream: an LLM-kernel form (fuzz/llm.py)
     return d
 
