@@ -126,7 +126,7 @@ half of the grid-walked maps and reductions without another stream's construct *
 cols) tensors, (bh, bm, bn) tiles on a 3-D grid, ``T.Parallel(bh, bm, bn)`` maps, reductions over
 axis 2 or 1 of the tile.
 
-A sixteenth stream (``extension14-pick-<seed // GROUP>`` picks 16% of the copy groups, about 3% of
+A sixteenth stream (``extension14-pick-<seed // GROUP>`` picks 4% of the copy groups, about 0.8% of
 the programs; the other kinds keep their coverage; structure from
 ``extension14-<seed // GROUP>``, values from ``extension14-shape-<seed>``; session 23) replaces those
 programs by **LLM-kernel forms** (kind ``llm``, fuzz/llm.py, with their own reference and

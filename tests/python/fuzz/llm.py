@@ -35,7 +35,7 @@ import random
 
 import numpy as np
 
-LLM_P = 0.16   # the fraction of the copy program groups of this kind in grammar.generate
+LLM_P = 0.04   # the fraction of the copy program groups of this kind in grammar.generate
 FORMS = ("osm", "attn", "paged", "scatter", "rope")
 FLOATS = ("float32", "float16", "bfloat16")
 LOWEST = -3.4028234663852886e38   # float32's most negative finite value
