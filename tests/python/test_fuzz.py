@@ -129,7 +129,7 @@ def test_llm_stream_covers_its_forms():
     assert any(d.get("pvis") == 0.0 for d in sm) and any(d.get("off", 0) < 0 for d in sm)   # fully masked rows
     assert seen(lambda d: d.get("form")) >= {"src", "dst"} and seen(lambda d: d.get("inter")) >= {True, False}
     assert {n for d in ds if d["llm"] == "paged" for n in d["lens"]} >= {0, 1}
-    for d in ds[:400]:   # every program's reference is finite where defined, its tolerance finite
+    for d in ds[:150]:   # every program's reference is finite where defined, its tolerance finite
         (ref,), tr = reference(d)
         atol, _ = llm.tolerance(tr)
         assert np.all(np.isfinite(np.broadcast_to(atol, ref.shape))), d

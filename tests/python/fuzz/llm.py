@@ -459,7 +459,8 @@ def reference(d):
         for b in range(R):
             n = d["lens"][b]
             y[b, :, n:][~np.isnan(y[b, :, n:])] = 0.0
-        unit = max(UNIT[t] for t in (d["dt_in"], d["dt_tile"], d["dt_out"]))
+        from .reference import path_dtypes   # (the map's casts included)
+        unit = max(UNIT[t] for t in path_dtypes(d))
         return [_conv(y, d["dt_out"])], Track(np.broadcast_to(tr.scale, y.shape), unit * tr.steps)
     if f == "scatter":
         y, slot, w, b0 = ins[0], ins[1].astype(np.int64), ins[2], ins[3]
