@@ -495,9 +495,14 @@ def reference(d):
     return [_conv(y, d["dt_out"])], Track(mag, np.full(y.shape, U32 * 4 + UNIT[d["dt_out"]]))
 
 
-def tolerance(tr):
-    """(atol, rtol) of an output: rel of its scale, per element."""
-    return tr.rel * tr.scale + tr.extra, 0.0
+# the smallest subnormal of an output dtype: a value rounded into float16's subnormals is off by up to
+# half of it, whatever its relative error (4.53e-6 stored as 4.59e-6 in float16)
+STEP = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float32": 2.0 ** -149}
+
+
+def tolerance(tr, out_dtype):
+    """(atol, rtol) of an output of `out_dtype`: rel of its scale, per element, and the absolute terms."""
+    return tr.rel * tr.scale + tr.extra + STEP[out_dtype], 0.0
 
 
 # ---------------------------------------------------------------------------------------------

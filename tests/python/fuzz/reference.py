@@ -468,7 +468,7 @@ def path_dtypes(d):
 def tolerance(d, out_dtype, tr):
     """(atol, rtol) for an output of `out_dtype`."""
     if d["kind"] == "llm":
-        return llm.tolerance(tr)
+        return llm.tolerance(tr, out_dtype)
     if is_int(out_dtype):
         converts_float = any(dt in FLOATS for dt in path_dtypes(d))
         return (1.0 if converts_float and tr.inexact else 0.0), 0.0
