@@ -229,7 +229,8 @@ def _softmax_body(d):
               f"vt = T.alloc_shared(({bn}, {dp}), {dt_!r})", f"p = T.alloc_fragment(({bm}, {bn}), {dt_!r})",
               f"acc = T.alloc_fragment(({bm}, {dp}), 'float32')"]
     else:
-        b += [f"v = T.alloc_fragment(({bn},), 'float32')" if d["vrow"] else f"v = T.alloc_fragment(({bm}, {bn}), 'float32')",
+        vshape = f"({bn},)" if d["vrow"] else f"({bm}, {bn})"
+        b += [f"v = T.alloc_fragment({vshape}, 'float32')",
               f"acc = T.alloc_fragment(({bm},), 'float32')", f"ws = T.alloc_fragment(({bm},), 'float32')"]
     if d["mask"] in ("where", "add"):
         b.append(f"mk = T.alloc_fragment(({bm}, {bn}), {'int32' if d['mask'] == 'where' else 'float32'!r})")
@@ -259,7 +260,8 @@ def _softmax_body(d):
         inner += [f"for i, j in T.Parallel({bm}, {dp}):", "    acc[i, j] = acc[i, j] * sc[i]",
                   f"T.copy(V[k * {bn}, 0], vt)", "T.copy(s, p)", "T.gemm(p, vt, acc)"]
     else:
-        inner += [f"for i, j in T.Parallel({bm}, {bn}):", "    s[i, j] = s[i, j] * " + ("v[j]" if d["vrow"] else "v[i, j]"),
+        vij = "v[j]" if d["vrow"] else "v[i, j]"
+        inner += [f"for i, j in T.Parallel({bm}, {bn}):", f"    s[i, j] = s[i, j] * {vij}",
                   "T.reduce_sum(s, ws, dim=1)", f"for i in T.Parallel({bm}):", "    acc[i] = acc[i] * sc[i] + ws[i]"]
     b += ["    " + x for x in inner]
     at = "acc[i, j]" if attn else "acc[i]"
