@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from fuzz import grammar, known, reducer, runner
+from fuzz import grammar, known, llm, reducer, runner
 from fuzz.__main__ import report
 from fuzz.reference import compare, inputs, reference
 
@@ -30,11 +30,22 @@ def test_corpus():
     assert ok >= CORPUS_N // 2, f"only {ok} programs ran clean on both targets"
 
 
+def test_llm_corpus():
+    """20 programs of the sixteenth stream (fuzz/llm.py; seeds 0-19: RoPE, online softmax, scatter-add,
+    paged reads) on both targets; the attention chain runs in test_fuzz_findings_s23.py (F2's cases)
+    and in `make fuzz` (the corpus above holds no LLM group: they would add a third to its time)."""
+    descs = [llm.generate(s) for s in range(20)]
+    assert {d["llm"] for d in descs} == {"rope", "osm", "scatter", "paged"}
+    results = runner.run_programs(descs, jobs=2, timeout=120.0)
+    bad = {descs[i]["seed"]: r for i, r in results.items() if r["status"] in runner.FAILURES}
+    assert not bad, bad
+
+
 def test_generator_covers_the_grammar():
     descs = [grammar.generate(s) for s in range(CORPUS_SEED, CORPUS_SEED + CORPUS_N)]
     assert grammar.generate(123) == grammar.generate(123)
     seen = lambda f: {f(d) for d in descs}  # noqa: E731
-    assert seen(lambda d: d["kind"]) == {"copy", "map", "reduce", "gemm", "gather"}
+    assert seen(lambda d: d["kind"]) == {"copy", "map", "reduce", "gemm", "gather"}   # (no LLM group: test_llm_*)
     assert seen(lambda d: (d["kind"], d.get("ndim"))) >= {("gather", 1), ("gather", 2)}
     assert seen(lambda d: d["sym"]) == {True, False}
     assert seen(lambda d: d["loop"]) == {"grid", "serial", "pipelined"}
@@ -49,6 +60,7 @@ def test_generator_covers_the_grammar():
     assert ops >= {"axpb", "max", "min", "abs", "sq", "exp", "cast", "add2", "where", "where2", "fdiv", "mod", "inv"}
     assert ops <= set(grammar.OP_SOURCE)
     many = [grammar.generate(s) for s in range(5000)]   # the rarer integer operations
+    many = [d for d in many if d["kind"] != "llm"]
     assert {op[0] for d in many for op in d.get("ops", [])} == set(grammar.OP_SOURCE)
     assert any(d["M"] == 1 for d in descs) and any(d.get("N") == 1 and d.get("ndim", 2) == 2 for d in descs)
     assert any(d["M"] % d["bm"] and d.get("N", 1) % d.get("bn", 1) for d in descs)  # tails in both dims
@@ -100,6 +112,45 @@ def test_generator_covers_the_grammar():
     assert {steps(d) for d in descs if d["kind"] == "gemm" and d["loop"] == "pipelined"} >= {1, 2, 5, 7}
     # programs with symbolic shapes share their source (one compile for several shapes)
     assert len({grammar.source(d) for d in descs}) < 0.7 * len(descs)
+
+
+def test_llm_stream_covers_its_forms():
+    """The sixteenth stream (fuzz/llm.py): every form and variant is drawn, only in the picked groups
+    (the programs of the other groups are those of the fifteen streams), with tails."""
+    picked = [s for s in range(5000) if grammar.generate(s)["kind"] == "llm"]
+    assert 0.003 * 5000 < len(picked) < 0.02 * 5000 and all(grammar.generate(s) == llm.generate(s) for s in picked[:50])
+    ds = [llm.generate(s) for s in range(3000)]
+    seen = lambda f: {f(d) for d in ds}  # noqa: E731
+    assert seen(lambda d: d["llm"]) == set(llm.FORMS)
+    sm = [d for d in ds if d["llm"] in ("osm", "attn")]
+    masks = ("none", "where", "add", "causal")
+    assert {(d["llm"], d["mask"]) for d in sm} == {(f, m) for f in ("osm", "attn") for m in masks}
+    assert {(d["init"], d["hide"], d["exp"], d["final"]) for d in sm} == {
+        (i, h, e, f) for i in ("-inf", "lowest") for h in llm.HIDES for e in ("exp", "exp2") for f in ("where", "eps")}
+    assert any(d["M"] % d["bm"] and d["N"] % d["bn"] for d in sm) and any(d.get("D", 16) % 16 for d in sm)
+    assert any(d.get("pvis") == 0.0 for d in sm) and any(d.get("off", 0) < 0 for d in sm)   # fully masked rows
+    assert seen(lambda d: d.get("form")) >= {"src", "dst"} and seen(lambda d: d.get("inter")) >= {True, False}
+    assert {n for d in ds if d["llm"] == "paged" for n in d["lens"]} >= {0, 1}
+    for d in ds[:150]:   # every program's reference is finite where defined, its tolerance finite
+        (ref,), tr = reference(d)
+        atol, _ = llm.tolerance(tr, d["dt_out"])
+        assert np.all(np.isfinite(np.broadcast_to(atol, ref.shape))), d
+
+
+@pytest.mark.parametrize("form", ["osm", "attn", "paged", "scatter", "rope"])
+def test_llm_reference_catches_a_wrong_answer(form):
+    """Each form's comparison passes its own reference and fails it with one element moved by more
+    than the tolerance (or a defined element turned NaN)."""
+    d = next(llm.generate(s) for s in range(0, 2000, 5) if llm.generate(s)["llm"] == form)
+    (ref,), _ = reference(d)
+    got = np.where(np.isnan(ref), 0.0, ref)
+    assert compare(d, [got]) is None
+    idx = tuple(np.argwhere(~np.isnan(ref))[0])
+    bad = got.copy()
+    bad[idx] += 0.5 + abs(bad[idx])
+    assert compare(d, [bad]) is not None
+    bad[idx] = np.nan
+    assert compare(d, [bad]) is not None
 
 
 def test_source_is_a_real_kernel():

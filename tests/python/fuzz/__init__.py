@@ -5,8 +5,10 @@ source (``source``), compiled through the normal front end for ``cpu`` and for `
 (the simulator, checker on) in worker subprocesses (``runner``), and compared with a float64
 numpy reference computed from the same program description (``reference``). A failure is reduced
 to a minimal program by delta reduction over the description (``reducer``). Known open bugs are
-listed in one table (``known``).
+listed in one table (``known``). The LLM-kernel forms (online softmax, attention chain, paged reads,
+scatter-add, RoPE) have their grammar, reference and tolerances in one module (``llm``).
 
-Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J]`` from tests/python (``make fuzz``).
+Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J] [--stream llm]`` from tests/python
+(``make fuzz``).
 The test: tests/python/test_fuzz.py. Documentation: docs/testing.md.
 """

@@ -125,8 +125,21 @@ A fifteenth stream (``extension13-<seed // GROUP>``, values from ``extension13-s
 half of the grid-walked maps and reductions without another stream's construct **3-D**: (H, rows,
 cols) tensors, (bh, bm, bn) tiles on a 3-D grid, ``T.Parallel(bh, bm, bn)`` maps, reductions over
 axis 2 or 1 of the tile.
+
+A sixteenth stream (``extension14-pick-<seed // GROUP>`` picks 4% of the copy groups, about 0.8% of
+the programs; the other kinds keep their coverage; structure from
+``extension14-<seed // GROUP>``, values from ``extension14-shape-<seed>``; session 23) replaces those
+programs by **LLM-kernel forms** (kind ``llm``, fuzz/llm.py, with their own reference and
+tolerances): an online masked softmax over key blocks (running max from -inf or float32's lowest,
+rescaled running sums, ``T.where`` / additive / causal masks, fully masked rows, the guarded final
+divide), a two-gemm attention chain (S = Q K^T, P = softmax, O += P V) with tails in M, N and the
+head dim, paged reads (a block table read by scalar reads, a GM window at that page), scatter-adds
+with ``T.atomic_add`` at indexed rows (MoE combine) and RoPE's rotate-half / interleaved pair maps.
+``python -m fuzz --stream llm`` runs only these.
 """
 import random
+
+from . import llm
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -370,6 +383,8 @@ def generate(seed):
     _extension11(d, seed)
     _extension12(d, seed)
     _extension13(d, seed)
+    if d["kind"] == "copy" and random.Random(f"extension14-pick-{seed // GROUP}").random() < llm.LLM_P:
+        return llm.generate(seed)   # the sixteenth stream: an LLM-kernel form (fuzz/llm.py)
     return d
 
 
@@ -635,6 +650,8 @@ def acc_dtype(d):
 def tensors(d):
     """[(name, shape (names or ints), dtype, is_output)] of the kernel's parameters, in order."""
     k = d["kind"]
+    if k == "llm":
+        return llm.tensors(d)
     if d.get("d3"):   # 3-D tiles (fifteenth stream): (H, rows, cols) tensors
         if k == "reduce":
             return [("A", ("H", "M", "N"), d["dt_in"], False),
@@ -1053,6 +1070,8 @@ def source(d):
     """The kernel module's source text: imports, symbolic dimensions, one @T.prim_func named
     KERNEL_NAME. The seed is in the description, not in the text (so programs that differ only
     in their symbolic shapes have the same text and share a compiled kernel)."""
+    if d["kind"] == "llm":
+        return llm.source(d)
     ts = tensors(d)
     names = sorted({n for _, shape, _, _ in ts for n in shape if isinstance(n, str)})
     lines = ["import tilewright.language as T", ""]

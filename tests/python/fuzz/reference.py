@@ -20,6 +20,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from . import llm
 from .grammar import FLOATS, SPECIAL_P, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
@@ -59,6 +60,8 @@ def convert(x, src, dst):
 def inputs(d):
     """The input arrays of the program (fixed by its seed): floats are multiples of 1/2 in
     [-4, 4], integers in [-8, 8] (exact in every dtype, so copies and gemms are exact)."""
+    if d["kind"] == "llm":
+        return llm.inputs(d)
     rng = np.random.default_rng(d["seed"])
     arrays = []
     for name, dims, dt, out in tensors(d):
@@ -212,6 +215,8 @@ def _shifted(a, shape, offsets):
 
 def reference(d):
     """([float64 arrays of the outputs], Tracker) of the program on inputs(d)."""
+    if d["kind"] == "llm":
+        return llm.reference(d)
     tr = Tracker()
     ins = [np.asarray(x, np.float64) for x in inputs(d)]
     k = d["kind"]
@@ -462,6 +467,8 @@ def path_dtypes(d):
 
 def tolerance(d, out_dtype, tr):
     """(atol, rtol) for an output of `out_dtype`."""
+    if d["kind"] == "llm":
+        return llm.tolerance(tr, out_dtype)
     if is_int(out_dtype):
         converts_float = any(dt in FLOATS for dt in path_dtypes(d))
         return (1.0 if converts_float and tr.inexact else 0.0), 0.0
