@@ -391,7 +391,11 @@ inline constexpr int kKC = 256, kMC = 4 * 32, kNC = 512;
 // a cycle); one k per iteration added a compare and branch on pf2, a loop compare and branch and
 // three increments (the tile programs' fp32 gemm 1024^3 on the AVX2 proxy 1.15-1.18x faster,
 // side by side: docs/performance.md "Session 16"). AVX-512's 14 x 32 step (28 FMAs) keeps one k.
-inline constexpr int kKU = 8;
+// 16, not 8: with 8 the loop ran 7-8% slower when the runtime library happened to be loaded at
+// some addresses (on a Zen 4 core, deterministic per load address, e.g. 101 against 109 GFLOP/s
+// on L1/L2-resident operands); with 16 no load address measured was slow (docs/performance.md
+// "Session 23: frobenius and the AVX2 gemms").
+inline constexpr int kKU = 16;
 #endif
 inline constexpr int kVF = simd::kVF;
 inline constexpr int kNR = kNV * kVF;
