@@ -30,7 +30,7 @@ demo: build
 test: build
 	build/py/tw_tests --gtest_brief=1
 	for t in build/py/tw_cpu_runtime_tests_*; do $$t --gtest_brief=1 || exit 1; done
-	$(PY) -m pytest -q tests/python
+	$(PY) -m pytest -q -n auto tests/python
 
 # The differential fuzzer: FUZZ_N random tile programs from FUZZ_SEED on cpu and on the 910B
 # simulator against a float64 reference, FUZZ_JOBS worker processes; prints the counts and every
