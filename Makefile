@@ -3,19 +3,21 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-DEPS   := numpy ml_dtypes nanobind scikit-build-core pytest threadpoolctl ninja
+DEPS   := numpy ml_dtypes nanobind scikit-build-core pytest pytest-xdist threadpoolctl ninja
+# The stamp's name carries a checksum of DEPS, so a .venv made before a dependency was added gets it.
+STAMP  := $(VENV)/.stamp-$(firstword $(shell echo '$(DEPS)' | cksum))
 PIP_BUILD := $(PY) -m pip install --quiet --no-build-isolation --no-deps \
              -Cbuild-dir=build/py -Ccmake.define.TW_BUILD_TESTS=ON --editable .
 
 .PHONY: demo test build bench clean fuzz fuzz-diff fuzz-mutate sanitize soak
 
-$(VENV)/.stamp:
-	$(PYTHON) -m venv $(VENV)
+$(STAMP):
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(DEPS)
 	touch $@
 
-build: $(VENV)/.stamp
+build: $(STAMP)
 	$(PIP_BUILD)
 
 # The seed's matmul on the CPU, then on the Ascend 910B simulator (fp16, Ascend-tuned blocks),
@@ -28,7 +30,7 @@ demo: build
 test: build
 	build/py/tw_tests --gtest_brief=1
 	for t in build/py/tw_cpu_runtime_tests_*; do $$t --gtest_brief=1 || exit 1; done
-	$(PY) -m pytest -q tests/python
+	$(PY) -m pytest -q -n auto tests/python
 
 # The differential fuzzer: FUZZ_N random tile programs from FUZZ_SEED on cpu and on the 910B
 # simulator against a float64 reference, FUZZ_JOBS worker processes; prints the counts and every
@@ -54,7 +56,7 @@ fuzz: fuzz-diff fuzz-mutate
 # "Sanitizers" gives the time); not part of `make test`.
 ASAN_PY    := .venv-asan/bin/python
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g
-sanitize: $(VENV)/.stamp
+sanitize: $(STAMP)
 	# .venv-asan sees the packages of .venv (a .pth line; not its editable tilewright) and gets
 	# its own editable build of tilewright, instrumented.
 	test -x $(ASAN_PY) || ($(PYTHON) -m venv .venv-asan && $(ASAN_PY) -c "import site, sys; \

@@ -4,7 +4,11 @@ tile and a 2-D window -- each on cpu and on ascend910b (simulator, checker on) a
 numpy reference, in float32 / float16 / int32 (bfloat16 where the op takes it), at odd shapes (one
 element, tails, dims of 1). Inputs are small integers, so every result is exact (tolerance 0);
 float16 sums of at most 2^11 / 8 terms of |x| <= 8 stay exact too. Where a form still cannot run on
-ascend910b, the error is located and names the form that runs."""
+ascend910b, the error is located and names the form that runs.
+
+Coverage of the 3-D reduction: every value of each of its four axes (shape, dtype, axis, kind) and
+every pair of values of any two of them (tw_test_util.pairwise: 20 cases a target), each on both
+targets -- not their full product (162 a target; session 23, CI time)."""
 import os
 import sys
 import pathlib
@@ -17,7 +21,7 @@ import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
-from tw_test_util import located, small_ints  # noqa: E402
+from tw_test_util import located, pairwise, small_ints  # noqa: E402
 
 TARGETS = ["cpu", TARGET]
 HERE = os.path.abspath(__file__)
@@ -101,11 +105,11 @@ def reduce_nd(shape, dtype, dim, kind):
 REDUCE_SHAPES = [(3, 13, 37), (5, 4, 16), (1, 7, 3), (4, 1, 9), (1, 1, 1), (6, 2, 1)]
 
 
+# Every pair of (shape, dtype, axis, kind) values, each on both targets (20 cases a target, not
+# the 162 of the full product: tw_test_util.pairwise)
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("kind", ["sum", "max", "min"])
-@pytest.mark.parametrize("dim", [0, 1, 2])
-@pytest.mark.parametrize("shape", REDUCE_SHAPES)
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("shape,dtype,dim,kind", pairwise(REDUCE_SHAPES, ["float32", "float16", "int32"], [0, 1, 2],
+                                                          ["sum", "max", "min"]))
 def test_reduce_3d_tile(shape, dtype, dim, kind, target):
     x = small_ints(shape, dtype, 4, -8, 9)
     y = _run(tw.compile(reduce_nd(shape, dtype, dim, kind), target=target, out_idx=[1]), target, x)

@@ -14,7 +14,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_bench_quick_smoke(tmp_path):
     out = tmp_path / "bench.json"
     env = dict(os.environ)
-    env["TW_CACHE_DIR"] = str(tmp_path / "cache")  # no dependence on (or pollution of) the user's cache
+    # the suite's cache (tw_test_util.suite_cache_dir): what the suite compiled is not compiled again
+    from tw_test_util import suite_cache_dir
+    env["TW_CACHE_DIR"] = suite_cache_dir(tmp_path)
     r = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--threads", "1",
          "--cases", "gemm_fp32_256,softmax,call_overhead", "--json", str(out)],

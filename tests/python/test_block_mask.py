@@ -532,8 +532,9 @@ print("DONE")
 def _checked_run(tmp_path, args, source=None):
     import os
     import subprocess
+    from tw_test_util import suite_cache_dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})
     if source is not None:
         (tmp_path / "child.py").write_text(source)
     return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=900)

@@ -8,7 +8,8 @@ float64 on tails (M not a multiple of the merged rows), one row, one column and 
 A grid axis over column blocks that together read whole rows (op zoo's reduce_mid) is merged
 into one program over whole rows per value of the other axes, when at least 16 programs remain;
 checked the same way (bit-identical to a twin the pass leaves alone, close to float64) at column
-counts that are not a multiple of the block, one block, and B of 1, 3 and 37. The same for the
+counts that are not a multiple of the block, one block, and B of 1, 3 and 37 (every pair of values of
+kind, B and shape, not their product: tw_test_util.pairwise, session 23). The same for the
 op zoo's argmax_mid, whose blocks walk B in a loop around a copy and a map (exact against numpy,
 ties included), and kept out when a map value depends on the column index or the block."""
 import pathlib
@@ -22,6 +23,7 @@ import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 from op_zoo import log_softmax  # noqa: E402
+from tw_test_util import pairwise  # noqa: E402
 
 
 @tw.jit(out_idx=[-1])
@@ -127,10 +129,12 @@ def test_column_blocks_merged_when_they_cover_rows(A, C, block_C, merged):
     assert grid_of(reduce_mid(A, 3, C, "sum", block_C, twin=True), "coarsen_grid") == f"grid(bx = {blocks}, by = {A}) {{"
 
 
-@pytest.mark.parametrize("kind", ["sum", "max", "min"])
-@pytest.mark.parametrize("B", [1, 3, 37])
-@pytest.mark.parametrize("A,C,block_C", [(16, 1000, 256), (17, 301, 64), (20, 1024, 512), (16, 7, 2), (16, 1, 1)])
-def test_merged_column_blocks_are_bit_identical_and_match_float64(kind, B, A, C, block_C):
+# every pair of (kind, B, shape) values (tw_test_util.pairwise: 15 cases, not the 45 of the product)
+@pytest.mark.parametrize("kind,B,shape", pairwise(["sum", "max", "min"], [1, 3, 37],
+                                                   [(16, 1000, 256), (17, 301, 64), (20, 1024, 512), (16, 7, 2),
+                                                    (16, 1, 1)]))
+def test_merged_column_blocks_are_bit_identical_and_match_float64(kind, B, shape):
+    A, C, block_C = shape
     rng = np.random.default_rng(A * 1000 + B * 10 + C)
     x = rng.standard_normal((A, B, C)).astype(np.float32)
     k = reduce_mid(A, B, C, kind, block_C)

@@ -292,8 +292,9 @@ print("OK")
 
 
 def test_checked_mode_accepts_regions_outside_the_tensor(tmp_path):
+    from tw_test_util import suite_cache_dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})
     (tmp_path / "child.py").write_text(CHECKED_CHILD)
     p = subprocess.run([sys.executable, str(tmp_path / "child.py")], env=env, capture_output=True, text=True,
                        timeout=900, cwd=str(ROOT))

@@ -146,8 +146,9 @@ def _checked_child(tmp_path, name, source):
     """(script path, last line of stdout) of `source` run in a child with TW_BOUNDS_CHECK=1."""
     script = tmp_path / name
     script.write_text(source)
+    from tw_test_util import suite_cache_dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": str(tmp_path / "cache")})
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})
     p = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     return script, p.stdout.strip().splitlines()[-1]

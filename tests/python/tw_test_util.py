@@ -62,3 +62,41 @@ def small_ints(shape, dtype, seed, lo=-3, hi=4):
     import numpy as np
     import tilewright as tw
     return np.random.default_rng(seed).integers(lo, hi, shape).astype(tw.testing.np_dtype(dtype))
+
+
+def pairwise(*axes):
+    """A covering set for a parametrization: rows (one value of each axis, in the axes' order) in
+    which every pair of values of any two axes occurs at least once, so every value of every axis
+    is run and so is every pair; what a full cartesian product adds are the combinations of three
+    or more values, which a test that needs them names itself. Deterministic: each row starts from
+    the first pair not yet covered and takes, axis by axis, the value that covers the most new
+    pairs (the first on ties); it stops only when every pair is covered. A value that is a tuple
+    stands for several parameters that go together (e.g. a shape and its dtype)."""
+    axes = [list(a) for a in axes]
+    if len(axes) < 2:
+        return [(v,) for v in axes[0]] if axes else []
+    pairs = {(i, a, j, b) for i in range(len(axes)) for j in range(i + 1, len(axes))
+             for a in range(len(axes[i])) for b in range(len(axes[j]))}
+    rows = []
+    while pairs:
+        i, a, j, b = min(pairs)
+        row = {i: a, j: b}
+        for k in range(len(axes)):
+            if k not in row:
+                row[k] = max(range(len(axes[k])),
+                             key=lambda v: (sum((min(k, m), v if k < m else w, max(k, m), w if k < m else v) in pairs
+                                                for m, w in row.items()), -v))
+        pairs -= {(p, row[p], q, row[q]) for p in range(len(axes)) for q in range(p + 1, len(axes))}
+        rows.append(tuple(axes[k][row[k]] for k in range(len(axes))))
+    return rows
+
+
+def suite_cache_dir(tmp_path):
+    """The disk cache directory of this test process (TW_CACHE_DIR, or the default), for a child
+    process whose test is not about the cache: it finds there the kernels the suite compiled, above
+    all the gemm runtime library (about 14 s of compiler time on 2 cores, paid again by every child
+    on a fresh directory). The cache is made for processes sharing it (docs/environment.md,
+    "Concurrency"). With this process's disk cache disabled, a fresh directory in tmp_path."""
+    import tilewright as tw
+    kernels = tw.cache_info()["disk"]["dir"]
+    return os.path.dirname(kernels) if kernels else str(tmp_path / "cache")
