@@ -398,13 +398,10 @@ def test_norms_at_real_hidden_sizes(hidden, eps, dtype, target):
     _close(y, layer_norm.reference(x, w, b, eps), dtype, f"layer_norm {hidden} eps {eps} {dtype} {target}")
 
 
-F2 = ("F2 (hunt11a): softmax over a 32000-wide row (Llama-2's vocabulary) at block_M 1 is a UB overflow on "
-      "ascend910b whose hint ('use smaller tiles') cannot be followed")
-
-
+# F2 (fixed by h-ascnan11): softmax over a 32000-wide row (Llama-2's vocabulary) at block_M 1 was a UB overflow
+# on ascend910b whose hint ('use smaller tiles') could not be followed.
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("target", [
-    "cpu", pytest.param(TARGET, marks=pytest.mark.xfail(raises=tw.TilewrightError, strict=True, reason=F2))])
+@pytest.mark.parametrize("target", TARGETS)
 def test_softmax_over_a_vocabulary_row(dtype, target):
     x = randn((3, 32000), dtype, scale=3.0, seed=np.random.default_rng(0))
     y = _run(softmax.softmax(32000, block_M=1, dtype=dtype, target=target), target, x)
