@@ -39,10 +39,11 @@
 //    Landing tile: the first Cube -> Vector hand-off with 2 slots lands in X_in, a UB tile
 //    allocated in the loop body (multi_buffer stages it: the next block's data is loaded while
 //    this one is computed on), then `copy X_in -> X` (V). X_in and the workspace hold the gemm's
-//    operand dtype when that is a 16-bit float and X is fp32 (half the bytes; the values are
-//    rounded once, as in the expert kernel). Only when two X_in fit in UB next to every UB tile
+//    operand dtype when that is float16 and X is fp32 (half the bytes; the values are rounded
+//    once, as in the expert kernel; never bfloat16, whose 8 bits would put |s| * 2^-9 into each
+//    score before the exp: session 23, fuzz11 F2). Only when two X_in fit in UB next to every UB tile
 //    (counted as live at once, with 1/8 of UB kept for legalize_vector's temporaries).
-//    Further looped Cube -> Vector hand-offs whose tile is fp32 and comes from a gemm with 16-bit
+//    Further looped Cube -> Vector hand-offs whose tile is fp32 and comes from a gemm with float16
 //    operands (flash attention's P V: X_pv gets the gemm's A dtype) also go through GM in that
 //    dtype, landing in one (not staged) UB tile X_in, when it fits: GM writes cost HBM bandwidth
 //    shared by all cores, which bounds flash attention.
