@@ -47,8 +47,7 @@ def test_f1_index_mask_float16_ascend():
     _f1_check("ascend910b", "float16", True)
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz11 F1: an index mask on a bfloat16 tile is 'vector op on bfloat16: "
-                                       "no bfloat16 arithmetic' on ascend910b")
+# fuzz11 F1 (fixed by h-ascbf11): an index mask on a bfloat16 tile was 'no bfloat16 arithmetic' on ascend910b.
 @pytest.mark.parametrize("runtime", [False, True], ids=["constant_bound", "runtime_bound"])
 def test_f1_index_mask_bfloat16_ascend(runtime):
     _f1_check("ascend910b", "bfloat16", runtime)
@@ -79,7 +78,7 @@ def test_f2_attention_chain_float16_ascend():
     _f2_status("ascend910b", dt_in="float16")
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz11 F2: bfloat16 two-gemm attention over two or more key blocks is "
-                                       "wrong beyond rounding on ascend910b")
+# fuzz11 F2 (fixed by h-ascbf11): bfloat16 two-gemm attention over two or more key blocks was wrong beyond
+# rounding on ascend910b (the looped score hand-off went through GM in bfloat16).
 def test_f2_attention_chain_bfloat16_ascend():
     _f2_status("ascend910b")

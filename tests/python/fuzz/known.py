@@ -29,18 +29,7 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # description, skip). skip=True: the bug corrupts or stops the worker (host memory, hangs), so the
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
-KNOWN_BUGS = [
-    ("fuzz11_F1_bf16_runtime_index_mask", "ascend910b", ("error",), r"no bfloat16 arithmetic",
-     lambda d: d["kind"] == "llm" and d["llm"] == "paged" and d["dt_tile"] == "bfloat16",
-     "fuzz11 F1 (session 23): an index mask with a run-time bound on a bfloat16 tile, "
-     "`x[i, c] = T.where(j * 8 + i < n, x[i, c], 0.0)` with n = Lens[b], is 'vector op on bfloat16: no "
-     "bfloat16 arithmetic' on ascend910b (a constant bound and float16 / float32 tiles compile)", False),
-    ("fuzz11_F2_bf16_attention_small_outputs", "ascend910b", MISMATCH, None,
-     lambda d: d["kind"] == "llm" and d["llm"] == "attn" and d["dt_in"] == "bfloat16",
-     "fuzz11 F2 (session 23): the two-gemm attention chain with bfloat16 Q / K / V (P cast to bfloat16 "
-     "for P V) on ascend910b: outputs of rows whose large weights meet V = 0 (|O| ~ 1e-9 .. 1e-3) are "
-     "20-40% off; cpu, float16 and float32 agree with the reference", False),
-]
+KNOWN_BUGS = []
 
 
 def _gemm(d, dtypes, pred):
