@@ -247,6 +247,7 @@ class MapLowering {
   std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
   bool single_f16_ = false;  // the store is one float16 +, -, * (MapLowering::store)
   Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
+  bool column_store_ = false;  // it stores down a column (its last index free of the map's variables)
 
   const ir::VarNode* vi() const { return vars_.size() == 2 ? vars_[0].get() : nullptr; }
   const ir::VarNode* vj() const { return vars_.back().get(); }
@@ -1945,8 +1946,10 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   // a 1-D map reading one column of a tile of several rows (v[i] = c[i, 0], a (R, 1) tile into a
   // 1-D one): plain indices, but consecutive elements are a padded row apart: a flat gather
   auto shape = src->const_shape();
-  const bool column = vars_.size() == 1 && idx.size() == 2 && src->scope == Scope::UB && shape && (*shape)[0] > 1 &&
-                      uses_var(idx[0], vj()) && !uses_var(idx[1], vj());
+  // (not when the map also stores down a column: its elements go one by one on the scalar unit,
+  // which reads the column in place; gathered first it would cost a dozen vector instructions more)
+  const bool column = !column_store_ && vars_.size() == 1 && idx.size() == 2 && src->scope == Scope::UB && shape &&
+                      (*shape)[0] > 1 && uses_var(idx[0], vj()) && !uses_var(idx[1], vj());
   if (!column && std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
   // (shape_of_load and select_instructions name what it is: a transpose, a strided row)
@@ -2168,6 +2171,7 @@ Expr MapLowering::value_of(int id, const std::vector<Place>& place, Shape in) co
 void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double wrap_bound) {
   const Span& sp = st->span;
   store_sp_ = sp;
+  column_store_ = st->indices.size() >= 2 && !uses_var(st->indices.back(), vj());
   nodes_.clear();
   memo_.clear();
   // The destination must be a tile element indexed by every loop variable.
