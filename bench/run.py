@@ -339,6 +339,8 @@ def build_peaks() -> ctypes.CDLL:
     lib.tw_copy_probe_run.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.tw_copy_probe_read.restype = ctypes.c_double
     lib.tw_copy_probe_read.argtypes = [ctypes.c_void_p]
+    lib.tw_copy_probe_read_sum.restype = ctypes.c_double
+    lib.tw_copy_probe_read_sum.argtypes = [ctypes.c_void_p]
     lib.tw_peak_read_gbs.restype = ctypes.c_double
     lib.tw_peak_read_gbs.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.c_int]
     lib.tw_copy_probe_free.restype = None

@@ -49,21 +49,26 @@ def test_copy_probe_chunks_cover_every_element():
             lib.tw_copy_probe_free(p)
 
 
-def test_read_pass_reads_and_leaves_the_arrays():
-    """The read-only pass (paged decode's second reference) times a pass, writes nothing, and its
-    session figure (tw_peak_read_gbs) is positive; the copy's bytes are the read's bytes."""
+def test_read_pass_reads_every_element_and_writes_none():
+    """The read-only pass (paged decode's second reference) reads every element of both arrays once
+    (its sum, kept by tw_copy_probe_read_sum, is exact for these values: shares of several chunks,
+    a partial last chunk, a share that is not a multiple of 128 floats), writes nothing, and times a
+    pass; its session figure (tw_peak_read_gbs) is positive; the copy's bytes are the read's."""
     run = _bench_module()
     lib = run.build_peaks()
-    for threads in (1, 2):
-        p = lib.tw_copy_probe_new(threads, (3 << 20) + 4096)
+    for threads in (1, 2, 3):
+        p = lib.tw_copy_probe_new(threads, (5 << 20) + 64 * 4 * threads)
         assert p
         try:
             n, src, dst = _arrays(lib, p)
-            dst[:] = 7
-            before = (src.copy(), dst.copy())
+            assert (n // threads) % 128 == 64  # the read loop's 64-float tail
+            src[:] = 1.0
+            dst[:] = 2.0
+            dst[-1] = 5.0  # the last element of the last share
             for _ in range(3):
                 assert lib.tw_copy_probe_read(p) > 0
-            assert np.array_equal(src, before[0]) and np.array_equal(dst, before[1])
+                assert lib.tw_copy_probe_read_sum(p) == 3.0 * n + 3.0
+            assert np.all(src == 1.0) and np.all(dst[:-1] == 2.0) and dst[-1] == 5.0
             assert lib.tw_copy_probe_bytes(p) == 2 * n * 4
         finally:
             lib.tw_copy_probe_free(p)
