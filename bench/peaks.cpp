@@ -18,7 +18,7 @@
 //   tw_copy_probe_free(probe)          of tw_copy_probe_run copies every byte once, one pass of
 //                                      tw_copy_probe_read reads both arrays once (no stores: the
 //                                      bytes a read-only kernel of tw_copy_probe_bytes reads); each
-//                                      returns its seconds (release to last finish)
+//                                      returns its seconds (release to the last chunk's end)
 //   tw_copy_probe_read_sum(probe)      the sum of what the last read pass read (for tests)
 //   tw_peak_read_gbs(threads, bytes, reps) GB/s (1e9) of that read pass over two arrays of `bytes`
 //
@@ -252,10 +252,10 @@ double best_of(int trials, F time_one) {
 }
 
 // A team of threads - 1 workers (the caller is thread 0) that sleep between passes. run(fn) wakes
-// them, releases every thread at once when all are awake, runs fn(t) on each and returns the wall
-// time from the release to the last finish (the wake-up is not timed). Its waits yield the core:
-// a woken worker may be queued on the caller's core, and a caller spinning on it there held the
-// core until its time slice ended (a 256 KiB pass read 0.1 GB/s on a loaded machine).
+// them, releases every thread at once when all are awake, runs fn(t) on each, waits for every
+// thread to leave fn and returns the release time (now()); the wake-up is before it. Its waits
+// yield the core: a woken worker may be queued on the caller's core, and a caller spinning on it
+// there held the core until its time slice ended.
 struct Team {
   int threads;
   std::vector<std::thread> workers;
@@ -305,11 +305,11 @@ struct Team {
     }
     cv.notify_all();
     while (ready.load() != threads - 1) std::this_thread::yield();
-    double t0 = now();
+    const double t0 = now();
     go.store(true, std::memory_order_release);
     job(0);
     while (done.load(std::memory_order_acquire) != threads - 1) std::this_thread::yield();
-    return now() - t0;
+    return t0;
   }
 };
 
@@ -329,18 +329,25 @@ struct CopyProbe {
   // fn(begin, count) over every float index once, split as the library's pool splits a grid: each
   // thread its own share's chunks first, then the others' remaining ones.
   template <class F>
+  // Returns the seconds from the release to the end of the last chunk: a worker that is not
+  // running when the others have taken its chunks does not extend the pass (as a pool worker that
+  // wakes late does not extend a call: it finds no index left).
   double pass(F fn) {
     for (auto& x : next) x.store(0);
     const size_t chunks = (per + kChunk - 1) / kChunk;
-    return team->run([&](int t) {
+    std::atomic<size_t> finished{0};
+    double end = 0;  // written by the thread that finishes the last chunk, read after run()
+    const double t0 = team->run([&](int t) {
       for (int k = 0; k < threads; ++k) {
         const int s = (t + k) % threads;
         for (size_t c; (c = next[s].fetch_add(1)) < chunks;) {
           const size_t b = s * per + c * kChunk;
           fn(b, std::min(kChunk, per - c * kChunk));
+          if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks * threads) end = now();
         }
       }
     });
+    return end - t0;
   }
 };
 
@@ -428,7 +435,7 @@ double tw_copy_probe_bytes(void* probe) {
   return 2.0 * (double)(p->per * p->threads * sizeof(float));
 }
 
-// One copy pass, src to dst; seconds from the release to the last finish.
+// One copy pass, src to dst; seconds from the release to the end of the last chunk.
 double tw_copy_probe_run(void* probe, int nt) {
   auto* p = static_cast<CopyProbe*>(probe);
   double dt = p->pass([&](size_t b, size_t n) { copy_range(p->src + b, p->dst + b, n, nt != 0); });
@@ -436,8 +443,8 @@ double tw_copy_probe_run(void* probe, int nt) {
   return dt;
 }
 
-// One read pass over both arrays (no stores); seconds from the release to the last finish. The
-// sum of every element read is kept (tw_copy_probe_read_sum: what the tests check the pass by).
+// One read pass over both arrays (no stores); seconds from the release to the end of the last
+// chunk. The sum of every element read is kept (tw_copy_probe_read_sum: what the tests check).
 double tw_copy_probe_read(void* probe) {
   auto* p = static_cast<CopyProbe*>(probe);
   std::mutex mu;
