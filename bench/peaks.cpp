@@ -327,11 +327,11 @@ struct CopyProbe {
   CopyProbe(int n, size_t per_) : threads(n), per(per_), src(nullptr), dst(nullptr), alloc_bytes(0), team(nullptr), next(n) {}
 
   // fn(begin, count) over every float index once, split as the library's pool splits a grid: each
-  // thread its own share's chunks first, then the others' remaining ones.
+  // thread its own share's chunks first, then the others' remaining ones. Returns the seconds from
+  // the release to the end of the last chunk: a worker that is not running when the others have
+  // taken its chunks does not extend the pass (as a pool worker that wakes late does not extend a
+  // call: it finds no index left).
   template <class F>
-  // Returns the seconds from the release to the end of the last chunk: a worker that is not
-  // running when the others have taken its chunks does not extend the pass (as a pool worker that
-  // wakes late does not extend a call: it finds no index left).
   double pass(F fn) {
     for (auto& x : next) x.store(0);
     const size_t chunks = (per + kChunk - 1) / kChunk;
