@@ -473,7 +473,7 @@ class Child:
             raise MemoryError(f"bench: the interleaved copy probe could not allocate 2 x {nbytes / 2 / 2**20:.0f} MiB")
         try:
             fn = lambda: lib.tw_copy_probe_run(probe, nt)  # noqa: E731
-            fn.reports_time = True  # release to last finish (tw_copy_probe_run), as tw_peak_copy_gbs
+            fn.reports_time = True  # release to the last chunk's end (tw_copy_probe_run), as tw_peak_copy_gbs
             fn.stores = "streaming" if nt else "regular"
             fn.bytes = lib.tw_copy_probe_bytes(probe)
             fn.read = lambda: lib.tw_copy_probe_read(probe)  # noqa: E731
