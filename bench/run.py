@@ -23,7 +23,11 @@ How it measures (docs/performance.md has a run and the goals):
   half the case's bytes each, with the stores that won the session probe, timed in the case's own
   rounds (its batch right after Tilewright's, same process): median over median (and min over min
   beside it), so the kernel and its reference see the same moment of a shared machine's memory.
-  The session probe's figure is kept next to it (pct_peak, the table's "% peak").
+  The session probe's figure is kept next to it (pct_peak, the table's "% peak"). Paged decode,
+  which only reads its cache, also times a read-only pass over the same arrays (the same bytes
+  read, no stores; pct_read_interleaved, "% read now"). The probe's passes are split as the
+  library's pool splits a grid (own share first, then the others' remaining 2 MiB chunks) by a
+  team of threads that sleeps between passes, on arrays madvised to 2 MiB pages as numpy's are.
 * Each thread count runs in its own child process (Tilewright reads TW_NUM_THREADS once), with
   TW_NUM_THREADS = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = n and OPENBLAS_CORETYPE /
   OPENBLAS_L2_SIZE removed, so numpy runs its best kernel; threadpoolctl confirms the thread
@@ -188,6 +192,8 @@ def copy_goal(case, peak):
     p = case["pct_copy_interleaved"]
     text = (f"{p:.0f}% of the interleaved copy ({case['tilewright']['rate']:.1f} of {ci['rate']:.1f} GB/s; "
             f"{100.0 * case['tilewright']['rate'] / peak:.0f}% of the session probe's {peak:.1f})")
+    if "read" in ci:  # the read-only pass beside it (paged decode): not the goal's measure
+        text += f"; {case['pct_read_interleaved']:.0f}% of the interleaved read's {ci['read']['rate']:.1f} GB/s"
     ok = case["check"] is None or case["check"]["ok"]
     if case["group"] == "paged" and case["threads"] != 2:
         return text, None
@@ -331,6 +337,12 @@ def build_peaks() -> ctypes.CDLL:
     lib.tw_copy_probe_bytes.argtypes = [ctypes.c_void_p]
     lib.tw_copy_probe_run.restype = ctypes.c_double
     lib.tw_copy_probe_run.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.tw_copy_probe_read.restype = ctypes.c_double
+    lib.tw_copy_probe_read.argtypes = [ctypes.c_void_p]
+    lib.tw_copy_probe_read_sum.restype = ctypes.c_double
+    lib.tw_copy_probe_read_sum.argtypes = [ctypes.c_void_p]
+    lib.tw_peak_read_gbs.restype = ctypes.c_double
+    lib.tw_peak_read_gbs.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.c_int]
     lib.tw_copy_probe_free.restype = None
     lib.tw_copy_probe_free.argtypes = [ctypes.c_void_p]
     lib.compiler = version
@@ -342,7 +354,7 @@ def measure_peaks(threads_list, cfg) -> dict:
     ghz = lib.tw_peak_core_ghz(min(cfg["peak_seconds"], 0.3))
     peaks = dict(isa=lib.tw_peak_isa().decode(), compiler=lib.compiler, fma_accumulators=lib.tw_peak_accumulators(),
                  core_ghz=ghz, fma_flops_per_cycle={}, fma_gflops={}, copy_gbs={},
-                 copy_gbs_regular_stores={}, copy_gbs_streaming_stores={}, copy_array_bytes=cfg["copy_bytes"])
+                 copy_gbs_regular_stores={}, copy_gbs_streaming_stores={}, read_gbs={}, copy_array_bytes=cfg["copy_bytes"])
     for n in sorted(set(threads_list) | {1}):
         fma = lib.tw_peak_fma_gflops(n, cfg["peak_seconds"])
         # fp32 flops per core clock cycle: 32 on cores with two 256-bit FMA pipes (Zen 2-5, and
@@ -350,14 +362,16 @@ def measure_peaks(threads_list, cfg) -> dict:
         peaks["fma_flops_per_cycle"][str(n)] = fma / (n * ghz) if ghz > 0 else None
         reg = lib.tw_peak_copy_gbs(n, float(cfg["copy_bytes"]), 0, 4)
         nt = lib.tw_peak_copy_gbs(n, float(cfg["copy_bytes"]), 1, 4)
+        rd = lib.tw_peak_read_gbs(n, float(cfg["copy_bytes"]), 4)
         peaks["fma_gflops"][str(n)] = fma
         peaks["copy_gbs_regular_stores"][str(n)] = reg
         peaks["copy_gbs_streaming_stores"][str(n)] = nt
         peaks["copy_gbs"][str(n)] = max(reg, nt)
+        peaks["read_gbs"][str(n)] = rd
         fpc = peaks["fma_flops_per_cycle"][str(n)]
         clock = f" = {fpc:.1f} flops/cycle/core at {ghz:.2f} GHz" if fpc else ""
         log(f"peaks, {n} thread(s): FMA {fma:7.1f} GFLOP/s ({peaks['isa']}, {peaks['fma_accumulators']} accumulators{clock}), copy {max(reg, nt):5.1f} GB/s "
-            f"(regular stores {reg:.1f}, streaming stores {nt:.1f}; read+write bytes)")
+            f"(regular stores {reg:.1f}, streaming stores {nt:.1f}; read+write bytes), read-only {rd:.1f} GB/s")
     return peaks
 
 
@@ -448,7 +462,9 @@ class Child:
         nbytes / 2 each (one pass moves nbytes, read + write, as one call of the case does), with the
         stores that won the session probe at this thread count (streaming or regular). Yields a
         zero-arg callable for timed(), so the copy runs in the case's own rounds, in the same
-        process, and its figure is the memory rate of that moment, not of the session's start."""
+        process, and its figure is the memory rate of that moment, not of the session's start. The
+        callable's .read is a read-only pass over both arrays (nbytes read, no stores): the
+        reference of a kernel that only reads, such as paged decode."""
         lib = build_peaks()
         k = str(self.n)
         nt = int(self.peaks["copy_gbs_streaming_stores"][k] >= self.peaks["copy_gbs_regular_stores"][k])
@@ -457,22 +473,30 @@ class Child:
             raise MemoryError(f"bench: the interleaved copy probe could not allocate 2 x {nbytes / 2 / 2**20:.0f} MiB")
         try:
             fn = lambda: lib.tw_copy_probe_run(probe, nt)  # noqa: E731
-            fn.reports_time = True  # release to last finish (tw_copy_probe_run), as tw_peak_copy_gbs
+            fn.reports_time = True  # release to the last chunk's end (tw_copy_probe_run), as tw_peak_copy_gbs
             fn.stores = "streaming" if nt else "regular"
             fn.bytes = lib.tw_copy_probe_bytes(probe)
+            fn.read = lambda: lib.tw_copy_probe_read(probe)  # noqa: E731
+            fn.read.reports_time = True
             yield fn
         finally:
             lib.tw_copy_probe_free(probe)
 
-    def timed_with_copy(self, impls, nbytes):
+    def timed_with_copy(self, impls, nbytes, read=False):
         """timed(impls) with the copy reference (copy_reference) in the same rounds, its batch right
-        after Tilewright's. Returns (stats of impls, the copy's stats with its rates)."""
+        after Tilewright's (and with read, the read-only pass of the same arrays right after the
+        copy's). Returns (stats of impls, the copy's stats with its rates, and under "read" the read
+        pass's)."""
         with self.copy_reference(nbytes) as copy:
             rest = {k: v for k, v in impls.items() if k != "tilewright"}
-            stats = self.timed({"tilewright": impls["tilewright"], "copy": copy, **rest})
+            refs = {"copy": copy, **({"read": copy.read} if read else {})}
+            stats = self.timed({"tilewright": impls["tilewright"], **refs, **rest})
         c = stats.pop("copy")
         c.update(rate=copy.bytes / c["median_s"] / 1e9, rate_min=copy.bytes / c["min_s"] / 1e9, stores=copy.stores,
                  array_bytes=copy.bytes / 2)
+        if read:
+            r = stats.pop("read")
+            c["read"] = dict(r, rate=copy.bytes / r["median_s"] / 1e9, rate_min=copy.bytes / r["min_s"] / 1e9)
         return stats, c
 
     def record_memory_bound(self, name, group, nbytes, stats, copy, **kw):
@@ -540,6 +564,10 @@ class Child:
         if copy:
             c.update(copy_interleaved=copy, pct_copy_interleaved=100.0 * impls["tilewright"]["rate"] / copy["rate"],
                      pct_copy_interleaved_min=100.0 * (work / stats["tilewright"]["min_s"] / 1e9) / copy["rate_min"])
+            if "read" in copy:
+                c.update(pct_read_interleaved=100.0 * impls["tilewright"]["rate"] / copy["read"]["rate"],
+                         pct_read_interleaved_min=100.0 * (work / stats["tilewright"]["min_s"] / 1e9)
+                         / copy["read"]["rate_min"])
         if extra:
             c.update(extra)
         self.cases.append(c)
@@ -550,6 +578,9 @@ class Child:
         if copy:
             pk += (f", {c['pct_copy_interleaved']:.0f}% of the interleaved copy's {copy['rate']:.1f} GB/s"
                    f" (min/min {c['pct_copy_interleaved_min']:.0f}%)")
+            if "read" in copy:
+                pk += (f", {c['pct_read_interleaved']:.0f}% of the interleaved read's {copy['read']['rate']:.1f} GB/s"
+                       f" (min/min {c['pct_read_interleaved_min']:.0f}%)")
         log(f"  {name:<28} {fmt_time(tw_t):>10} {impls['tilewright']['rate']:8.1f} {unit}"
             f" ({peers}{pk}){'' if not check or check['ok'] else '  CHECK FAILED'}  [{config}]")
         return c
@@ -908,7 +939,7 @@ class Child:
             chk = chk if not chk["ok"] else chk_t
             impls["torch"] = sdpa
         nbytes = 2.0 * ns * ctx * kvh * D * kc.dtype.itemsize
-        stats, copy = self.timed_with_copy(impls, nbytes)
+        stats, copy = self.timed_with_copy(impls, nbytes, read=True)  # a decode only reads its cache
         case = self.record_memory_bound(name, "paged", nbytes, stats, copy, config=f"page {bs}", check=chk,
                                         extra=dict(shape=dict(num_seqs=ns, num_heads=nh, num_kv_heads=kvh, head_dim=D,
                                                               block_size=bs, context=ctx, dtype=dtype),
@@ -1088,7 +1119,7 @@ def fmt_time(s):
 
 
 def table(cases, torch_present) -> str:
-    head = ["case", "thr", "blocks", "Tilewright", "rate", "vs numpy", "vs torch", "% peak", "% copy now", "check"]
+    head = ["case", "thr", "blocks", "Tilewright", "rate", "vs numpy", "vs torch", "% peak", "% copy now", "% read now", "check"]
     rows = []
     for c in cases:
         t = c["tilewright"]
@@ -1106,6 +1137,7 @@ def table(cases, torch_present) -> str:
             f"{r_t:.2f}x" if r_t is not None else ("-" if torch_present else "n/a"),
             f"{c['pct_peak']:.0f}%" if c["pct_peak"] is not None else "-",
             f"{c['pct_copy_interleaved']:.0f}%" if "pct_copy_interleaved" in c else "-",
+            f"{c['pct_read_interleaved']:.0f}%" if "pct_read_interleaved" in c else "-",
             "ok" if c["check"] is None or c["check"]["ok"] else "FAIL",
         ])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
@@ -1215,7 +1247,7 @@ def main(argv=None):
     if cases:
         log("peaks again, after the cases:")
         again = measure_peaks(threads, cfg)
-        for key in ("fma_gflops", "copy_gbs", "copy_gbs_regular_stores", "copy_gbs_streaming_stores"):
+        for key in ("fma_gflops", "copy_gbs", "copy_gbs_regular_stores", "copy_gbs_streaming_stores", "read_gbs"):
             peaks[key] = {n: max(v, again[key][n]) for n, v in peaks[key].items()}
         peaks["core_ghz"] = max(peaks["core_ghz"], again["core_ghz"])
         if peaks["core_ghz"] > 0:
