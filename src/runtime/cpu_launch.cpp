@@ -90,7 +90,11 @@ class BigStackThread {
     pthread_t t;
     int rc = pthread_create(&t, &attr, &BigStackThread::body, this);
     pthread_attr_destroy(&attr);
-    if (rc != 0) throw std::runtime_error("cannot start a thread for kernel launches with big tiles");
+    if (rc != 0)  // its stack past RLIMIT_AS, a thread limit: an error, as the pool's (thread_pool.cpp)
+      throw ir::Error("cannot start the thread that runs kernels with big tiles (" + std::string(std::strerror(rc)) +
+                          ")",
+                      {}, "raise the process's address-space / thread limits (ulimit -v, ulimit -u): that thread has "
+                          "a 64 MiB stack, or use smaller tiles");
     pthread_detach(t);
   }
   static void* body(void* p) {
@@ -198,6 +202,10 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
                         "'",
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
                     "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
+  } catch (const tw_cpu::AllocError& e) {  // the gemm runtime's packing buffers (tw_cpu/gemm_impl.h Scratch)
+    throw ir::Error("kernel '" + sig.kernel + "' could not allocate " + std::to_string(e.bytes) +
+                        " bytes for its gemm's packed operands: the process is out of memory",
+                    sig.span, "free memory (or raise the process's address-space limit, ulimit -v)");
   } catch (const tw_cpu::BandError& e) {  // T.gemm's band promise, verified in checked mode (tw_cpu/check.h)
     const ir::Span at = e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span;
     const std::string band = std::string(e.which) + "=(" + std::to_string(e.lo) + ", " + std::to_string(e.hi) + ")";

@@ -49,7 +49,7 @@ std::string library_source(const std::vector<Signature>& sigs, const std::vector
   // Every header a kernel's code may include (check.h: kernels built with TW_BOUNDS_CHECK=1),
   // so that none is first included inside a kernel's namespace below.
   o += "#include <tw_cpu/abi.h>\n#include <tw_cpu/check.h>\n#include <tw_cpu/tw_cpu.h>\n\n#include <atomic>\n"
-       "#include <cstdio>\n\n";
+       "#include <cstdarg>\n#include <cstdio>\n#include <exception>\n\n";
   o += "extern \"C\" typedef void (*tw_parallel_for_fn)(void*, int64_t, void (*)(void*, int64_t), void*);\n\n";
   for (size_t k = 0; k < sigs.size(); ++k) {
     const Signature& s = sigs[k];
@@ -62,11 +62,12 @@ std::string library_source(const std::vector<Signature>& sigs, const std::vector
     // Its typed entry point: the argument block, the grid, every block (serially or via tw_pf). A
     // run-time check of the kernel (tw_cpu/check.h) that fails in a block is caught there: C frames
     // (the caller's, tw_pf's) are never unwound through (session 23, h-hunt11b F20); the entry returns
-    // 1 (an index out of range) or 2 (a gemm band broken), and <sym>_error() describes it.
+    // 1 (an index out of range), 2 (a gemm band broken) or 3 (out of memory for the gemm's packed
+    // operands, or any other C++ exception), and <sym>_error() describes it.
     o += "namespace " + ns + " {\nchar tw_error[512];\nstd::atomic<int> tw_error_lock{0};\n"
-         "void tw_fail(const char* fmt, int line, int col, const char* a, long long b, long long c, long long d) {\n"
+         "__attribute__((format(printf, 1, 2))) void tw_fail(const char* fmt, ...) {\n"
          "  while (tw_error_lock.exchange(1, std::memory_order_acquire)) {}\n"
-         "  std::snprintf(tw_error, sizeof tw_error, fmt, line, col, a, b, c, d);\n"
+         "  va_list ap;\n  va_start(ap, fmt);\n  std::vsnprintf(tw_error, sizeof tw_error, fmt, ap);\n  va_end(ap);\n"
          "  tw_error_lock.store(0, std::memory_order_release);\n}\n}  // namespace " + ns + "\n";
     o += "extern \"C\" const char* " + sym + "_error(void) { return " + ns + "::tw_error; }\n";
     o += "extern \"C\" int " + sym + "(" + c_params(s, false) + ") {\n";
@@ -89,10 +90,17 @@ std::string library_source(const std::vector<Signature>& sigs, const std::vector
          "      " + ns + "::" + sym + "__block(x->a, i % x->e0, (i / x->e0) % x->e1, i / (x->e0 * x->e1));\n"
          "    } catch (const tw_cpu::BoundsError& e) {\n"
          "      if (!x->code.exchange(1)) " + ns + "::tw_fail(\"line %d:%d: '%s' index %lld of dimension %lld is out "
-         "of bounds (size %lld)\", e.line, e.col, e.buffer, e.index, e.dim, e.extent);\n"
+         "of bounds (size %lld)\", e.line, e.col, e.buffer, (long long)e.index, (long long)e.dim, (long long)e.extent);\n"
          "    } catch (const tw_cpu::BandError& e) {\n"
          "      if (!x->code.exchange(2)) " + ns + "::tw_fail(\"line %d:%d: gemm %s (%lld, %lld) broken at row %lld "
-         "of op(A)\", e.line, e.col, e.which, e.lo, e.hi, e.row);\n"
+         "of op(A)\", e.line, e.col, e.which, (long long)e.lo, (long long)e.hi, (long long)e.row);\n"
+         "    } catch (const tw_cpu::AllocError& e) {\n"
+         "      if (!x->code.exchange(3)) " + ns + "::tw_fail(\"out of memory: %llu bytes for the gemm's packed operands "
+         "could not be allocated\", (unsigned long long)e.bytes);\n"
+         "    } catch (const std::exception& e) {\n"
+         "      if (!x->code.exchange(3)) " + ns + "::tw_fail(\"a C++ exception in a block: %s\", e.what());\n"
+         "    } catch (...) {\n"
+         "      if (!x->code.exchange(3)) " + ns + "::tw_fail(\"a C++ exception in a block\");\n"
          "    }\n  };\n";
     o += "  const int64_t tw_n = tw_e[0] * tw_e[1] * tw_e[2];\n";
     o += "  if (tw_n <= 0) return 0;\n";

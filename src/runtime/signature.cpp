@@ -75,6 +75,36 @@ std::optional<int64_t> eval_dim(const SignatureDim& d, const std::vector<std::op
   return stack.back();
 }
 
+// What an input and an output must both be: in host memory ...
+void check_on_host(const Signature& sig, const TensorArg& t, const std::string& who, const ir::Span& where,
+                   const std::string& hint) {
+  if (t.device_type != 1)
+    throw ir::Error(who + " is on device " + dlpack_device_name(t.device_type) + ":" + std::to_string(t.device_id) +
+                        " (DLPack device type " + std::to_string(t.device_type) + "), but target '" + sig.target +
+                        "' runs on host memory",
+                    where, hint);
+}
+
+// ... and dense row-major: one stride per dimension (or none), a data pointer unless empty. A C++
+// caller can pass any of these wrong (h-hunt11b F12 / F23).
+void check_dense(const TensorArg& t, const std::string& who, const ir::Span& where, const std::string& hint) {
+  const int ndim = static_cast<int>(t.shape.size());
+  if (!t.strides.empty() && static_cast<int>(t.strides.size()) != ndim)
+    throw ir::Error(who + " has " + std::to_string(t.strides.size()) + " strides for " + std::to_string(ndim) +
+                        " dimensions",
+                    where, "pass one stride per dimension, or none for a dense row-major tensor");
+  int64_t numel = 1, expect = 1;
+  for (auto n : t.shape) numel *= n;
+  for (int d = ndim - 1; d >= 0 && !t.strides.empty() && numel > 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expect)
+      throw ir::Error(who + " is not contiguous (strides " + shape_str(t.strides) + " elements for shape " +
+                          shape_str(t.shape) + ")",
+                      where, hint);
+    expect *= t.shape[d];
+  }
+  if (t.data == nullptr && numel > 0) throw ir::Error(who + " has a null data pointer", where);
+}
+
 }  // namespace
 
 Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
@@ -118,11 +148,7 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
       throw ir::Error(who() + " is a tensor " + std::string(p.dtype.name()) + declared_shape(p) + ", got a scalar",
                       where, "pass a numpy array or an object with __dlpack__");
     const TensorArg& t = std::get<TensorArg>(inputs[i]);
-    if (t.device_type != 1)
-      throw ir::Error(who() + " is on device " + dlpack_device_name(t.device_type) + ":" + std::to_string(t.device_id) +
-                          " (DLPack device type " + std::to_string(t.device_type) + "), but target '" + sig.target +
-                          "' runs on host memory",
-                      where, "move the array to the CPU first (e.g. tensor.cpu())");
+    check_on_host(sig, t, who(), where, "move the array to the CPU first (e.g. tensor.cpu())");
     if (t.dtype != p.dtype)
       throw ir::Error(who() + " must have dtype " + std::string(p.dtype.name()) + ", got " + std::string(t.dtype.name()),
                       where, "convert it, e.g. a.astype(\"" + std::string(p.dtype.name()) + "\")");
@@ -154,23 +180,7 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
                             " (dimension " + std::to_string(d) + " should be " + std::to_string(*want) + ")",
                         where);
     }
-    int64_t numel = 1;
-    for (auto n : t.shape) numel *= n;
-    if (!t.strides.empty() && static_cast<int>(t.strides.size()) != ndim)  // h-hunt11b F23
-      throw ir::Error(who() + " has " + std::to_string(t.strides.size()) + " strides for " + std::to_string(ndim) +
-                          " dimensions",
-                      where, "pass one stride per dimension, or none for a dense row-major tensor");
-    if (!t.strides.empty() && numel > 0) {
-      int64_t expect = 1;
-      for (int d = ndim - 1; d >= 0; --d) {
-        if (t.shape[d] != 1 && t.strides[d] != expect)
-          throw ir::Error(who() + " is not contiguous (strides " + shape_str(t.strides) + " elements for shape " +
-                              shape_str(t.shape) + ")",
-                          where, "pass a C-contiguous array, e.g. numpy.ascontiguousarray(a)");
-        expect *= t.shape[d];
-      }
-    }
-    if (t.data == nullptr && numel > 0) throw ir::Error(who() + " has a null data pointer", where);
+    check_dense(t, who(), where, "pass a C-contiguous array, e.g. numpy.ascontiguousarray(a)");
   }
 
   Binding out;
@@ -208,11 +218,7 @@ void check_outputs(const Signature& sig, const Binding& binding, const std::vect
     const OutputSpec& want = binding.outputs[o];
     const TensorArg& t = outputs[o++];
     auto who = [&] { return "output '" + p.name + "' of kernel '" + sig.kernel + "'"; };
-    if (t.device_type != 1)
-      throw ir::Error(who() + " is on device " + dlpack_device_name(t.device_type) + ":" + std::to_string(t.device_id) +
-                          " (DLPack device type " + std::to_string(t.device_type) + "), but target '" + sig.target +
-                          "' runs on host memory",
-                      sig.span, "pass host memory");
+    check_on_host(sig, t, who(), sig.span, "pass host memory");
     if (t.dtype != want.dtype)
       throw ir::Error(who() + " must have dtype " + std::string(want.dtype.name()) + ", got " +
                           std::string(t.dtype.name()),
@@ -225,20 +231,7 @@ void check_outputs(const Signature& sig, const Binding& binding, const std::vect
       if (n < 0)
         throw ir::Error(who() + " would have shape " + shape_str(want.shape) + " for these inputs: a negative dimension",
                         sig.span, "check the input shapes: the output's shape follows from them");
-    if (!t.strides.empty() && t.strides.size() != t.shape.size())
-      throw ir::Error(who() + " has " + std::to_string(t.strides.size()) + " strides for " +
-                          std::to_string(t.shape.size()) + " dimensions",
-                      sig.span, "pass one stride per dimension, or none for a dense row-major tensor");
-    int64_t numel = 1, expect = 1;
-    for (auto n : t.shape) numel *= n;
-    for (int d = static_cast<int>(t.shape.size()) - 1; d >= 0 && !t.strides.empty() && numel > 0; --d) {
-      if (t.shape[d] != 1 && t.strides[d] != expect)
-        throw ir::Error(who() + " is not contiguous (strides " + shape_str(t.strides) + " elements for shape " +
-                            shape_str(t.shape) + ")",
-                        sig.span, "pass a dense row-major array");
-      expect *= t.shape[d];
-    }
-    if (t.data == nullptr && numel > 0) throw ir::Error(who() + " has a null data pointer", sig.span);
+    check_dense(t, who(), sig.span, "pass a dense row-major array");
   }
 }
 

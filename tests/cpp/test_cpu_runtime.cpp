@@ -2290,3 +2290,25 @@ void zero_terms_cases(uint32_t seed) {
 TEST(GemmZeroTerms, F32) { zero_terms_cases<float>(31000); }
 TEST(GemmZeroTerms, F16) { zero_terms_cases<f16>(32000); }
 TEST(GemmZeroTerms, BF16) { zero_terms_cases<bf16>(33000); }
+
+// A packing buffer that cannot be allocated (out of memory, ulimit -v) is an AllocError the
+// runtime reports at the kernel (a plain-C entry point returns 3), not a trap; the scratch
+// stays usable afterwards.
+TEST(Gemm, ScratchOutOfMemoryThrows) {
+  for (bool huge : {false, true}) {
+    tw_cpu::detail::Scratch s(huge);
+    const size_t want = SIZE_MAX / 4;
+    try {
+      s.get(want);
+      FAIL() << "an allocation of " << want << " bytes succeeded";
+    } catch (const tw_cpu::AllocError& e) {
+      EXPECT_GT(e.bytes, want);
+    }
+    EXPECT_EQ(s.cap, 0u);
+    EXPECT_EQ(s.ptr, nullptr);
+    float* p = static_cast<float*>(s.get(1000 * sizeof(float)));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    p[999] = 1.0f;
+  }
+}

@@ -1047,6 +1047,14 @@ TEST(DiskCache, UsageIndexRecoversAndAddsUpAcrossProcesses) {
 }
 
 
+// The bytes one entry of `payload` takes in a cache (its file and its directory's overhead), from a
+// probe cache in d / "probe".
+static uint64_t entry_bytes_of(const TempDir& d, const std::string& payload) {
+    rt::DiskCache probe(d / "probe", 1 << 20);
+    probe.publish(std::string(8, 'a'), "kernel.so", stage(d, "s", payload));
+    return probe.total_bytes();
+}
+
 TEST(DiskCache, EvictsLeastRecentlyUsed) {
     TempDir d;
     std::string dir = d / "cache";
@@ -1054,12 +1062,7 @@ TEST(DiskCache, EvictsLeastRecentlyUsed) {
     auto key = [](char c) { return std::string(8, c); };
     auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); };
 
-    uint64_t entry_bytes;
-    {
-        rt::DiskCache probe(d / "probe", 1 << 20);
-        probe.publish(key('a'), "kernel.so", stage(d, "s", payload));
-        entry_bytes = probe.total_bytes();
-    }
+    const uint64_t entry_bytes = entry_bytes_of(d, payload);
     ASSERT_GT(entry_bytes, 1000u);
     rt::DiskCache cache(dir, 3 * entry_bytes + entry_bytes / 2);  // room for 3 entries
     cache.publish(key('a'), "kernel.so", stage(d, "s", payload));
@@ -1101,12 +1104,7 @@ TEST(DiskCache, TouchRemakeEmptyPrefixesAndUmask) {
     const std::string payload(1000, 'p');
     auto key = [](char c) { return std::string(8, c); };
     auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); };
-    uint64_t entry_bytes;
-    {
-        rt::DiskCache probe(d / "probe", 1 << 20);
-        probe.publish(key('a'), "kernel.so", stage(d, "s", payload));
-        entry_bytes = probe.total_bytes();
-    }
+    const uint64_t entry_bytes = entry_bytes_of(d, payload);
     rt::DiskCache cache(dir, 2 * entry_bytes + entry_bytes / 2);  // room for 2 entries
     cache.publish(key('a'), "kernel.so", stage(d, "s", payload));
     pause();

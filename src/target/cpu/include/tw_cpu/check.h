@@ -4,6 +4,7 @@
 // (runtime/cpu_library.cpp); only checked kernels use it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <tw_cpu/types.h>
@@ -28,6 +29,13 @@ inline int64_t checked_index(int64_t i, int64_t n, int line, int col, const char
     bounds_fail(line, col, buffer, dim, i, n);
   return i;
 }
+
+// The gemm runtime's packing buffers (tw_cpu/gemm_impl.h Scratch) could not be allocated: the
+// process is out of memory or under an address-space limit. The runtime reports it as an error at
+// the kernel (runtime/cpu_launch.cpp); a plain-C entry point returns 3 (runtime/cpu_library.cpp).
+struct AllocError {
+  size_t bytes;
+};
 
 // T.gemm's band promises (docs/language.md "Bands"), verified in checked mode: a band with
 // lo > hi (row = -1), or an element of op(A) outside an a_band that is not exactly 0.

@@ -56,6 +56,7 @@
 //   Scratch is thread_local, 64 B aligned, grown on demand.
 #pragma once
 
+#include "check.h"
 #include "gemm.h"
 #include "simd.h"
 #include "types.h"
@@ -109,7 +110,11 @@ struct Scratch {
       if (raw) __builtin_free(raw);
       size_t c = bytes + bytes / 4 + 4096;
       raw = huge ? (char*)arena_alloc(c + 64) : (char*)__builtin_malloc(c + 64);
-      if (!raw) __builtin_trap();
+      if (!raw) {  // out of memory: an error at the kernel, not a signal (tw_cpu/check.h)
+        ptr = nullptr;
+        cap = 0;
+        throw AllocError{c + 64};
+      }
       ptr = (char*)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
       cap = c;
     }
