@@ -48,8 +48,8 @@ F3 = ("F3: ascend910b float16 attention with a raw score Q K^T past 65504 gives 
       "hand-off overflows); cpu is right; /work/hunt12-findings.md")
 F4 = ("F4: ascend910b's simulated Mmad adds one product at a time into float32: a float16 gemm over K = 65536 "
       "of 0.1 into float32 C errs 8.4e-4 relative (cpu exact, 3e-7 overall); /work/hunt12-findings.md")
-F5 = ("F5: ascend910b compares a float16 tile with a literal float16 cannot hold exactly (0.1, -0.1, 65519) "
-      "against the literal rounded to float16; cpu (and ascend's own arithmetic) use its float32 value; "
+F5 = ("F5: ascend910b's float16 compares, selects and max / min round a literal float16 cannot hold (0.1, -0.1, "
+      "65519) to float16; cpu (and ascend's own arithmetic, x + 0.1) use its float32 value; "
       "/work/hunt12-findings.md")
 
 
@@ -495,23 +495,30 @@ def test_flash_attention_fp16_raw_score_past_65504(kernel, target):
 
 
 # ---------------------------------------------------------------------------------------------
-# float16 data-dependent selects against literals float16 cannot hold (0.1, -0.1, 65519) and one it
-# can (-1e4, the usual mask value): the same answer on both targets (F5), float32's (the literal's
-# value, as arithmetic with it uses on both targets); bfloat16 agrees already.
+# 16-bit data-dependent selects, compares and max / min with literals float16 cannot hold (0.1, -0.1,
+# 65519) and one it can (-1e4, the usual mask value), stored into a float32 tile: the same answer on
+# both targets (F5), float32's (the literal's value, as arithmetic with it, x + 0.1, uses on both
+# targets, and as docs/language.md's "float16 values are computed in float32" says); bfloat16 agrees.
 
-def _compare_kernel(n, dtype):
+def _literal_kernel(n, dtype):
     @T.prim_func
-    def k(X: T.Tensor((n,), dtype), Y: T.Tensor((5, n), dtype)):
+    def k(X: T.Tensor((n,), dtype), Z: T.Tensor((n,), dtype), Y: T.Tensor((9, n), "float32")):
         with T.Kernel(1) as bx:
             x = T.alloc_fragment((n,), dtype)
-            y = T.alloc_fragment((5, n), dtype)
+            z = T.alloc_fragment((n,), dtype)
+            y = T.alloc_fragment((9, n), "float32")
             T.copy(X[0], x)
+            T.copy(Z[0], z)
             for i in T.Parallel(n):
                 y[0, i] = T.where(x[i] >= 0.1, 1.0, 0.0)
                 y[1, i] = T.where(x[i] == 0.1, 1.0, 0.0)
                 y[2, i] = T.where(x[i] < 65519.0, x[i], -1.0)
                 y[3, i] = T.where(x[i] > -0.1, x[i], 2.0)
                 y[4, i] = T.where(x[i] > -1e4, x[i], 3.0)
+                y[5, i] = T.max(x[i], 0.1)
+                y[6, i] = T.where(x[i] > z[i], x[i], 0.1)
+                y[7, i] = T.where(x[i] > z[i], 65519.0, x[i])
+                y[8, i] = x[i] + 0.1
             T.copy(y, Y[0, 0])
     return k
 
@@ -519,12 +526,15 @@ def _compare_kernel(n, dtype):
 @pytest.mark.parametrize("dtype,target", [
     ("float16", "cpu"), pytest.param("float16", TARGET, marks=pytest.mark.xfail(strict=True, reason=F5)),
     ("bfloat16", "cpu"), ("bfloat16", TARGET)])
-def test_16bit_compare_with_inexact_literal_agrees(dtype, target):
-    x = np.array([0.1, -0.1, 65504, -1e4, 0.3, 0.0999, 0.1001, -10001, 65503.0, -65504], np.float32)
-    x = np.concatenate([x, np.zeros(32 - len(x), np.float32)]).astype(np_dtype(dtype))
-    xf = x.astype(np.float32)
-    want = np.stack([np.where(xf >= np.float32(0.1), 1, 0), np.where(xf == np.float32(0.1), 1, 0),
-                     np.where(xf < 65519, xf, -1), np.where(xf > np.float32(-0.1), xf, 2),
-                     np.where(xf > -1e4, xf, 3)]).astype(np.float64)
-    y = _run(tw.compile(_compare_kernel(32, dtype), out_idx=[-1], target=target), target, x)
-    np.testing.assert_array_equal(np.asarray(y, np.float64), want)
+def test_16bit_compare_select_max_with_inexact_literal_agrees(dtype, target):
+    x = np.array([0.1, -0.1, 65504, -1e4, 0.3, 0.0999, 0.1001, -10001, 65503.0, -65504, 0.05, 3.0], np.float32)
+    z = np.array([0.0, 5.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 65504.0, 0.0, 1.0, 1.0], np.float32)
+    pad = np.zeros(32 - len(x), np.float32)
+    x, z = (np.concatenate([a, pad]).astype(np_dtype(dtype)) for a in (x, z))
+    xf, zf = x.astype(np.float32), z.astype(np.float32)
+    c = {v: np.float32(v) for v in (0.1, -0.1, 65519.0, -1e4)}
+    want = np.stack([np.where(xf >= c[0.1], 1, 0), np.where(xf == c[0.1], 1, 0), np.where(xf < c[65519.0], xf, -1),
+                     np.where(xf > c[-0.1], xf, 2), np.where(xf > c[-1e4], xf, 3), np.maximum(xf, c[0.1]),
+                     np.where(xf > zf, xf, c[0.1]), np.where(xf > zf, c[65519.0], xf), xf + c[0.1]])
+    y = _run(tw.compile(_literal_kernel(32, dtype), out_idx=[-1], target=target), target, x, z)
+    np.testing.assert_array_equal(np.asarray(y, np.float32), want)
