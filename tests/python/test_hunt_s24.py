@@ -42,6 +42,9 @@ TARGETS = ["cpu", TARGET]
 F1 = ("F1: cpu's float32 T.reduce_sum is a running sum (16 lanes along a row, one down a column): relative "
       "error 1.5e-4 over 1e6 row elements of 0.1, 1.4e-4 / 4.1e-4 over 1e5 rows, 9.6e-3 over 1e6 rows; "
       "/work/hunt12-findings.md")
+F6 = ("F6: ascend910b: an index mask (T.where on indices) from one bfloat16 tile into another is the error "
+      "'vector op on bfloat16: the Vector core has no bfloat16 arithmetic' (in place it runs); "
+      "/work/hunt12-findings.md")
 F2 = ("F2: ascend910b rounds float16 attention's float32 scores to float16 on the Cube -> Vector hand-off: "
       "sharp heads (score std 16..36) fall outside the float16 tolerance (cpu within); /work/hunt12-findings.md")
 F3 = ("F3: ascend910b float16 attention with a raw score Q K^T past 65504 gives NaN (the float16 score "
@@ -538,3 +541,51 @@ def test_16bit_compare_select_max_with_inexact_literal_agrees(dtype, target):
                      np.where(xf > zf, xf, c[0.1]), np.where(xf > zf, c[65519.0], xf), xf + c[0.1]])
     y = _run(tw.compile(_literal_kernel(32, dtype), out_idx=[-1], target=target), target, x, z)
     np.testing.assert_array_equal(np.asarray(y, np.float32), want)
+
+
+# Index masks (causal, tail) writing a masked copy of a 16-bit tile into another tile, with literals
+# 16-bit types cannot hold as the fill (-1e30, 0.1, 65519) into a float32 tile (F5 through the fills
+# of legalize_vector), and a bfloat16 source (F6).
+
+def _index_mask_kernel(n, dtype, ydtype):
+    @T.prim_func
+    def k(X: T.Tensor((n, n), dtype), Y: T.Tensor((4, n, n), ydtype)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((n, n), dtype)
+            y = T.alloc_fragment((4, n, n), ydtype)
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(n, n):
+                y[0, i, j] = T.where(j <= i, x[i, j], 0.0)
+                y[1, i, j] = T.where(j < 5, x[i, j], -1e30)
+                y[2, i, j] = T.where(j <= i, x[i, j], 0.1)
+                y[3, i, j] = T.where(j <= i, 65519.0, x[i, j])
+            T.copy(y, Y[0, 0, 0])
+    return k
+
+
+@pytest.mark.parametrize("dtype,target", [
+    ("float16", "cpu"), pytest.param("float16", TARGET, marks=pytest.mark.xfail(strict=True, reason=F5)),
+    ("bfloat16", "cpu"),
+    pytest.param("bfloat16", TARGET, marks=pytest.mark.xfail(strict=True, raises=tw.TilewrightError, reason=F6))])
+def test_16bit_index_mask_into_a_float32_tile(dtype, target):
+    n = 16
+    x = np.random.default_rng(0).standard_normal((n, n)).astype(np_dtype(dtype))
+    xf = x.astype(np.float32)
+    i, j = np.indices((n, n))
+    want = np.stack([np.where(j <= i, xf, 0), np.where(j < 5, xf, np.float32(-1e30)),
+                     np.where(j <= i, xf, np.float32(0.1)), np.where(j <= i, np.float32(65519), xf)])
+    y = _run(tw.compile(_index_mask_kernel(n, dtype, "float32"), out_idx=[-1], target=target), target, x)
+    np.testing.assert_array_equal(np.asarray(y, np.float32), want)
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
+    strict=True, raises=tw.TilewrightError, reason=F6))])
+def test_bfloat16_index_mask_into_another_tile(target):
+    n = 16
+    x = np.random.default_rng(1).standard_normal((n, n)).astype(np_dtype("bfloat16"))
+    xf = x.astype(np.float32)
+    i, j = np.indices((n, n))
+    want = np.stack([np.where(j <= i, xf, 0), np.where(j < 5, xf, np.float32(-1e30)), np.where(j <= i, xf, np.float32(0.1)),
+                     np.where(j <= i, np.float32(65519), xf)]).astype(np_dtype("bfloat16"))
+    y = _run(tw.compile(_index_mask_kernel(n, "bfloat16", "bfloat16"), out_idx=[-1], target=target), target, x)
+    np.testing.assert_array_equal(np.asarray(y, np.float32), want.astype(np.float32))
