@@ -42,6 +42,9 @@ TARGETS = ["cpu", TARGET]
 F1 = ("F1: cpu's float32 T.reduce_sum is a running sum (16 lanes along a row, one down a column): relative "
       "error 1.5e-4 over 1e6 row elements of 0.1, 1.4e-4 / 4.1e-4 over 1e5 rows, 9.6e-3 over 1e6 rows; "
       "/work/hunt12-findings.md")
+F7 = ("F7: ascend910b hands float16 attention's per-block P V partial (float32) to the Vector core in float16: "
+      "a value channel of 2000 under near-uniform attention gives inf (64 x 2000 > 65504); cpu 2000; "
+      "/work/hunt12-findings.md")
 F6 = ("F6: ascend910b: an index mask (T.where on indices) from one bfloat16 tile into another is the error "
       "'vector op on bfloat16: the Vector core has no bfloat16 arithmetic' (in place it runs); "
       "/work/hunt12-findings.md")
@@ -499,6 +502,20 @@ def test_flash_attention_fp16_raw_score_past_65504(kernel, target):
         ref = ma.reference(q, k, v, ma.visibility(S, S, True))
     _close(o, ref, "float16", f"{kernel} attention, raw score 90000, {target}")
 
+
+
+@pytest.mark.parametrize("target", ["cpu", _xfail_on_ascend(TARGET, F7)])
+def test_flash_attention_fp16_value_outlier_channel(target):
+    """A value channel of 2000 (an outlier channel of V) with near-uniform attention: every output row's
+    channel 3 is 2000."""
+    S = D = 128
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 1, S, D)) * 0.01
+    k, v = rng.standard_normal((1, 1, S, D)), rng.standard_normal((1, 1, S, D))
+    v[..., 3] = 2000.0
+    q, k, v = (x.astype(np.float16) for x in (q, k, v))
+    o = _run(fa.flash_attention(1, 1, S, D, False, dtype="float16", target=target), target, q, k, v)
+    _close(o, fa.reference(q, k, v, False), "float16", f"flash attention, value channel 2000, {target}")
 
 # ---------------------------------------------------------------------------------------------
 # 16-bit data-dependent selects, compares and max / min with literals float16 cannot hold (0.1, -0.1,
