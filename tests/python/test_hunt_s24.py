@@ -45,6 +45,9 @@ F1 = ("F1: cpu's float32 T.reduce_sum is a running sum (16 lanes along a row, on
 F7 = ("F7: ascend910b hands float16 attention's per-block P V partial (float32) to the Vector core in float16: "
       "a value channel of 2000 under near-uniform attention gives inf (64 x 2000 > 65504); cpu 2000; "
       "/work/hunt12-findings.md")
+F8 = ("F8: ascend910b: a per-token int8 quantizer of 4 x 4096 is a UB overflow of 'the compiler temporaries "
+      "for q (262144 B)' (four float32 copies of a 16 KB int8 tile), hint 'use smaller tiles'; "
+      "/work/hunt12-findings.md")
 F6 = ("F6: ascend910b: an index mask (T.where on indices) from one bfloat16 tile into another is the error "
       "'vector op on bfloat16: the Vector core has no bfloat16 arithmetic' (in place it runs); "
       "/work/hunt12-findings.md")
@@ -616,3 +619,60 @@ def test_bfloat16_index_mask_into_another_tile(target):
                      np.where(j <= i, np.float32(65519), xf)]).astype(np_dtype("bfloat16"))
     y = _run(tw.compile(_index_mask_kernel(n, "bfloat16", "bfloat16"), out_idx=[-1], target=target), target, x)
     np.testing.assert_array_equal(np.asarray(y, np.float32), want.astype(np.float32))
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-token int8 quantization (absmax / 127, round half up by floor(v + 0.5), clamp, cast) of hidden
+# states with outliers: bit-exact with numpy's float32 on both targets (2 rows); 4 rows of 4096 on
+# ascend910b is F8.
+
+def _quant_kernel(M, N, dtype):
+    @T.prim_func
+    def k(X: T.Tensor((M, N), dtype), Q: T.Tensor((M, N), "int8"), S: T.Tensor((M,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            a = T.alloc_fragment((M, N), "float32")
+            m = T.alloc_fragment((M,), "float32")
+            q = T.alloc_fragment((M, N), "int8")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(M, N):
+                a[i, j] = T.abs(x[i, j])
+            T.reduce_max(a, m, dim=1)
+            for i in T.Parallel(M):
+                m[i] = m[i] / 127.0
+            for i, j in T.Parallel(M, N):
+                q[i, j] = T.cast(T.max(T.min(T.floor(x[i, j] / m[i] + 0.5), 127.0), -128.0), "int8")
+            T.copy(q, Q[0, 0])
+            T.copy(m, S[0])
+    return k
+
+
+def _quant_check(M, N, dtype, target):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((M, N))
+    x[:, 7] = 6e4 if dtype == "float16" else 1e5
+    x[-1, 9] = -x[0, 7]
+    x = x.astype(np_dtype(dtype))
+    xf = x.astype(np.float32)
+    s = np.abs(xf).max(1) / np.float32(127)
+    want = np.clip(np.floor(xf / s[:, None] + np.float32(0.5)), -128, 127).astype(np.int8)
+    q, sc = _run_all(tw.compile(_quant_kernel(M, N, dtype), out_idx=[1, 2], target=target), target, x)
+    np.testing.assert_array_equal(q, want)
+    np.testing.assert_array_equal(sc, s)
+
+
+def _run_all(kernel, target, *args):
+    return kernel(*args) if target == "cpu" else run_checked(kernel, *args)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_int8_quantizer_of_outlier_rows(dtype, target):
+    _quant_check(2, 4096, dtype, target)
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
+    strict=True, raises=tw.TilewrightError, reason=F8))])
+def test_int8_quantizer_4_rows_of_4096(target):
+    _quant_check(4, 4096, "float16", target)
