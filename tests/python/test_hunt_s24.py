@@ -8,7 +8,7 @@ elements along rows, 1e5 rows down columns; float16 / bfloat16 sums whose partia
 gemms with K = 65536 (float16 / bfloat16 inputs, float32 accumulation) and float16 results past 65504
 or subnormal; elementwise math over dense sweeps of LLM ranges; float16 / bfloat16 subnormal arithmetic;
 attention with sinks, massive-activation channels, sharp heads and raw scores past float16's range
-(flash attention, masked prefill, paged decode at contexts of 16384). Each on cpu and on ascend910b
+(flash attention, masked prefill, paged decode at a context of 8192; 16384 and 32768 in the session). Each on cpu and on ascend910b
 (simulator, checker on; smaller shapes there) against float64 numpy, with the tolerances of
 docs/llm-kernels.md (tilewright.testing.TOLERANCES per output dtype).
 
@@ -109,8 +109,9 @@ def _logits(M, N, dtype, rng):
     return x.astype(np_dtype(dtype))
 
 
-@pytest.mark.parametrize("target,N", [("cpu", 4096), ("cpu", 11008), (TARGET, 4096)])
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("dtype,target,N", [("float16", "cpu", 11008), ("bfloat16", "cpu", 11008),
+                                            ("float32", "cpu", 4096), ("float16", TARGET, 4096),
+                                            ("bfloat16", TARGET, 4096), ("float32", TARGET, 4096)])
 def test_norms_and_softmax_on_llm_hidden_states(dtype, target, N):
     bm = 8 if target == "cpu" else 2
     rng = np.random.default_rng(24)
@@ -454,14 +455,14 @@ def test_16bit_subnormal_arithmetic(dtype, target):
 
 
 # ---------------------------------------------------------------------------------------------
-# Attention on LLM-like data. Paged decode at a 16384-token context (cpu; every form): an attention
+# Attention on LLM-like data. Paged decode at an 8192-token context (cpu; every form): an attention
 # sink (slot 0, a score ~8.8 above the rest), a massive-activation channel in K, a value channel x50.
 # Then float16 attention with sharp heads (scaled scores of std 16) and with one raw score Q K^T of
 # 90000 (F2, F3: cpu right, ascend910b's float16 score hand-off rounds / overflows).
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_paged_decode_long_context_with_a_sink(dtype):
-    S, H, KVH, D, BS, ctx = 2, 8, 2, 128, 16, 16384
+    S, H, KVH, D, BS, ctx = 2, 8, 2, 128, 16, 8192
     q, kc, vc, bt, cl = pa.make_inputs(S, H, KVH, D, BS, ctx, seed=1, lens=[ctx, ctx - 5])
     for b in range(S):
         kc[bt[b, 0], 0, :, 0] = 40.0
@@ -676,3 +677,27 @@ def test_int8_quantizer_of_outlier_rows(dtype, target):
     strict=True, raises=tw.TilewrightError, reason=F8))])
 def test_int8_quantizer_4_rows_of_4096(target):
     _quant_check(4, 4096, "float16", target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Masked prefill with HF-style additive padding masks (-1e4, float16's -65504, float32's and
+# bfloat16's lowest) plus ALiBi slopes (-|i - j| / 16), one fully padded query row and a strided row:
+# float32 additive mask, float16 / bfloat16 Q/K/V, both targets (SDPA's semantics: every finite mask
+# value keeps its key visible, a fully padded row attends uniformly).
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype,mval", [("float16", -1e4), ("float16", -65504.0), ("bfloat16", -65504.0),
+                                        ("float16", float(np.finfo(np.float32).min)), ("bfloat16", -3.3895e38)])
+def test_prefill_padding_masks_with_alibi(dtype, mval, target):
+    B, H, KVH, S, D = 1, 2, 1, 128, 64
+    q, k, v, _ = ma.inputs(B, H, KVH, S, S, D, "BHSD", "float32", 0)
+    q, k, v = (x.astype(np_dtype(dtype)) for x in (q, k, v))
+    m = np.zeros((S, S), np.float32)
+    m[:, S // 2:] = mval
+    m[5, :] = mval
+    m[7, :] = np.where(np.arange(S) % 3 == 0, 0, mval)
+    m = (m - 0.0625 * np.abs(np.arange(S)[None, :] - np.arange(S)[:, None])).astype(np.float32)
+    args = [q, k, v, m, *ma.prefill_blocks(m, 64, 64, target), np.full(B, S, np.int32)]
+    kern = ma.attention_prefill(B, H, KVH, S, S, D, "BHSD", False, None, "additive", False, dtype=dtype, target=target)
+    _close(_run(kern, target, *args), ma.reference(q, k, v, None, m.astype(np.float64)), dtype,
+           f"prefill, padding mask {mval} + ALiBi, {dtype} {target}")
