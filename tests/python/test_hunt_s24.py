@@ -8,11 +8,12 @@ elements along rows, 1e5 rows down columns; float16 / bfloat16 sums whose partia
 gemms with K = 65536 (float16 / bfloat16 inputs, float32 accumulation) and float16 results past 65504
 or subnormal; elementwise math over dense sweeps of LLM ranges; float16 / bfloat16 subnormal arithmetic;
 attention with sinks, massive-activation channels, sharp heads and raw scores past float16's range
-(flash attention, masked prefill, paged decode at a context of 8192; 16384 and 32768 in the session). Each on cpu and on ascend910b
+(flash attention, masked prefill, paged decode at a context of 8192; 16384 and 32768 in the session);
+HF-style padding masks with ALiBi; int8 quantization of outlier rows. Each on cpu and on ascend910b
 (simulator, checker on; smaller shapes there) against float64 numpy, with the tolerances of
 docs/llm-kernels.md (tilewright.testing.TOLERANCES per output dtype).
 
-The defects found are strict xfails whose reason names the finding (F1..F3 of /work/hunt12-findings.md,
+The defects found are strict xfails whose reason names the finding (F1..F8 of /work/hunt12-findings.md,
 docs/testing.md); the rest guard what works."""
 import math
 import pathlib
@@ -616,7 +617,8 @@ def test_bfloat16_index_mask_into_another_tile(target):
     x = np.random.default_rng(1).standard_normal((n, n)).astype(np_dtype("bfloat16"))
     xf = x.astype(np.float32)
     i, j = np.indices((n, n))
-    want = np.stack([np.where(j <= i, xf, 0), np.where(j < 5, xf, np.float32(-1e30)), np.where(j <= i, xf, np.float32(0.1)),
+    want = np.stack([np.where(j <= i, xf, 0), np.where(j < 5, xf, np.float32(-1e30)),
+                     np.where(j <= i, xf, np.float32(0.1)),
                      np.where(j <= i, np.float32(65519), xf)]).astype(np_dtype("bfloat16"))
     y = _run(tw.compile(_index_mask_kernel(n, "bfloat16", "bfloat16"), out_idx=[-1], target=target), target, x)
     np.testing.assert_array_equal(np.asarray(y, np.float32), want.astype(np.float32))
