@@ -75,14 +75,19 @@ def _close(got, ref, dtype, what, atol=None, rtol=None):
                  rtol=r if rtol is None else rtol, msg=what)
 
 
+def _fails(reason, raises=AssertionError):
+    """The strict xfail mark of a finding: the test fails with `raises` (a wrong value: AssertionError)."""
+    return pytest.mark.xfail(strict=True, raises=raises, reason=reason)
+
+
 def _xfail_on_ascend(target, reason):
-    return pytest.param(target, marks=pytest.mark.xfail(strict=True, reason=reason)) if target == TARGET else target
+    return pytest.param(target, marks=_fails(reason)) if target == TARGET else target
 
 
 def _half_attention_cases(reason):
     """(dtype, target) for the float16 hand-off findings: float16 on ascend910b fails (reason); bfloat16,
     whose hand-offs stay float32 since session 23, and cpu pass."""
-    return [("float16", "cpu"), pytest.param("float16", TARGET, marks=pytest.mark.xfail(strict=True, reason=reason)),
+    return [("float16", "cpu"), pytest.param("float16", TARGET, marks=_fails(reason)),
             ("bfloat16", "cpu"), ("bfloat16", TARGET)]
 
 
@@ -171,7 +176,7 @@ def _col_sum(M, N, dtype):
     return k
 
 
-@pytest.mark.xfail(strict=True, reason=F1)
+@_fails(F1)
 @pytest.mark.parametrize("axis,n", [(1, 1000000), (0, 100000)])
 def test_long_float32_sums_are_accurate(axis, n):
     """float32 sums of n values (0.1, 1 + U(0, 1e-3), U(0, 1), N(1, 1)) along a row (axis 1: 1e6) or
@@ -559,7 +564,7 @@ def _literal_kernel(n, dtype):
 
 
 @pytest.mark.parametrize("dtype,target", [
-    ("float16", "cpu"), pytest.param("float16", TARGET, marks=pytest.mark.xfail(strict=True, reason=F5)),
+    ("float16", "cpu"), pytest.param("float16", TARGET, marks=_fails(F5)),
     ("bfloat16", "cpu"), ("bfloat16", TARGET)])
 def test_16bit_compare_select_max_with_inexact_literal_agrees(dtype, target):
     x = np.array([0.1, -0.1, 65504, -1e4, 0.3, 0.0999, 0.1001, -10001, 65503.0, -65504, 0.05, 3.0], np.float32)
@@ -596,9 +601,9 @@ def _index_mask_kernel(n, dtype, ydtype):
 
 
 @pytest.mark.parametrize("dtype,target", [
-    ("float16", "cpu"), pytest.param("float16", TARGET, marks=pytest.mark.xfail(strict=True, reason=F5)),
+    ("float16", "cpu"), pytest.param("float16", TARGET, marks=_fails(F5)),
     ("bfloat16", "cpu"),
-    pytest.param("bfloat16", TARGET, marks=pytest.mark.xfail(strict=True, raises=tw.TilewrightError, reason=F6))])
+    pytest.param("bfloat16", TARGET, marks=_fails(F6, tw.TilewrightError))])
 def test_16bit_index_mask_into_a_float32_tile(dtype, target):
     n = 16
     x = np.random.default_rng(0).standard_normal((n, n)).astype(np_dtype(dtype))
@@ -610,8 +615,7 @@ def test_16bit_index_mask_into_a_float32_tile(dtype, target):
     np.testing.assert_array_equal(np.asarray(y, np.float32), want)
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, raises=tw.TilewrightError, reason=F6))])
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=_fails(F6, tw.TilewrightError))])
 def test_bfloat16_index_mask_into_another_tile(target):
     n = 16
     x = np.random.default_rng(1).standard_normal((n, n)).astype(np_dtype("bfloat16"))
@@ -675,8 +679,7 @@ def test_int8_quantizer_of_outlier_rows(dtype, target):
     _quant_check(2, 4096, dtype, target)
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, raises=tw.TilewrightError, reason=F8))])
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=_fails(F8, tw.TilewrightError))])
 def test_int8_quantizer_4_rows_of_4096(target):
     _quant_check(4, 4096, "float16", target)
 
