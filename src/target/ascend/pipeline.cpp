@@ -25,6 +25,7 @@
 #include "target/ascend/skew_cube_loops.h"
 #include "target/ascend/stage_global_copies.h"
 #include "target/ascend/split_cube_vector.h"
+#include "target/ascend/split_rows.h"
 #include "target/ascend/stage_gemm_operands.h"
 #include "target/ascend/verify_program.h"
 #include "target/ascend/vector_util.h"
@@ -64,8 +65,11 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
 // documents what it decides); the Tile IR passes turn the kernel into the expert form, which the
 // same instruction selection lowers; the program passes then place buffers and synchronise.
-// max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry).
-Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages) {
+// max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry);
+// row_step > 0: the block's rows run in groups (split_rows, lower_ascend's retry), rows: what
+// split_rows found.
+Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages,
+                               int64_t row_step, RowSplit& rows) {
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
@@ -73,6 +77,9 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   log.run("serial_maps", with_target(serial_maps));              // serial loop nests that are maps -> T.Parallel
+  split_rows(log.kernel(), 0, &rows);                            // can the rows run in groups?
+  if (row_step > 0)
+    log.run("split_rows", [&](const ir::Kernel& k) { return split_rows(k, row_step, &rows); });  // rows in groups that fit UB
   log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
@@ -106,18 +113,39 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
 // fewer, down to 1 (a capacity error then stays an error), and every loop that asked for more
 // gets a note at its line naming the count used and why.
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
-  int64_t max_stages = 0;
-  std::optional<CapacityError> first;  // the overflow with the stages as asked
+  int64_t max_stages = 0, row_step = 0;
+  std::optional<CapacityError> first, first_ub;  // the overflow with the stages as asked; with all rows
+  RowSplit rows;
   for (;;) {
     transform::PassLog log(input, target.name);  // verifies the user's kernel: errors point at the user's lines
     Program p;
     try {
-      p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target, max_stages);
+      p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target, max_stages, row_step, rows);
     } catch (const CapacityError& e) {
-      if (input->is_npu() || e.stages <= 1) throw;
-      if (!first) first = e;
-      max_stages = e.stages - 1;
-      continue;
+      if (input->is_npu()) throw;
+      if (e.stages > 1) {
+        if (!first) first = e;
+        max_stages = e.stages - 1;
+        continue;
+      }
+      // the tiles overflow UB: run the block's rows in groups when its body allows (split_rows)
+      if (e.mem != Mem::UB || rows.rows == 0) throw;
+      if (!first_ub) first_ub = e;
+      if (rows.why_not.empty() && row_step < rows.steps) {
+        ++row_step;
+        continue;
+      }
+      if (!rows.why_not.empty() && rows.rows > 1)
+        throw CapacityError(e.message(), e.span(),
+                            e.hint() + "; the compiler runs a block's rows in groups that fit when every row is "
+                                       "computed on its own, which line " + std::to_string(rows.at.line) + " prevents (" +
+                                       rows.why_not + ")",
+                            e.mem, e.needed, e.capacity, e.stages);
+      if (row_step > 0)
+        throw CapacityError(e.message() + " (with the block's " + std::to_string(rows.rows) + " rows computed " +
+                                std::to_string(rows.group_rows) + " at a time)",
+                            e.span(), e.hint(), e.mem, e.needed, e.capacity, e.stages);
+      throw;
     }
     if (first)
       ir::for_each_stmt(input->body, [&](const ir::Stmt& s) {
@@ -132,6 +160,12 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
                                "stages that fit are used",
                            s->span});
       });
+    if (row_step > 0)
+      p.notes.push_back({"the block's " + std::to_string(rows.rows) + " rows run " + std::to_string(rows.group_rows) +
+                             " at a time on " + target.name + " (tiles " + rows.row_tiles + "): with all rows the tiles overflow " +
+                             std::string(mem_name(first_ub->mem)) + " (" + std::to_string(first_ub->needed) + " B needed, " +
+                             std::to_string(first_ub->capacity) + " B available)",
+                         first_ub->span()});
     auto program = std::make_shared<const Program>(std::move(p));
     log.dump("ascend_program.txt", print_program(*program));
     return LoweredAscend{log.kernel(), std::move(program), log.stages()};
