@@ -1,5 +1,6 @@
 #include "target/ascend/pipeline.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "target/ascend/convert_copies.h"
@@ -15,6 +16,7 @@
 #include "target/ascend/select_instructions.h"
 #include "target/ascend/map_grid.h"
 #include "target/ascend/multi_buffer.h"
+#include "target/ascend/pass_util.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/resolve_cross_waits.h"
@@ -141,10 +143,22 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
                                        "computed on its own, which line " + std::to_string(rows.at.line) + " prevents (" +
                                        rows.why_not + ")",
                             e.mem, e.needed, e.capacity, e.stages);
-      if (row_step > 0)
-        throw CapacityError(e.message() + " (with the block's " + std::to_string(rows.rows) + " rows computed " +
-                                std::to_string(rows.group_rows) + " at a time)",
-                            e.span(), e.hint(), e.mem, e.needed, e.capacity, e.stages);
+      if (rows.rows == 1 || row_step > 0) {
+        // one row does not fit: no tile the compiler can choose does; the kernel's rows must be split
+        // into column blocks, which only its author can write (the row's results carried between them)
+        const int64_t fit = std::max<int64_t>(8, rows.cols * e.capacity / e.needed / 8 * 8);
+        throw CapacityError(
+            first_ub->message() + (row_step > 0 ? "; computed one row at a time the block still needs " +
+                                                      std::to_string(e.needed) + " B"
+                                                : std::string()),
+            first_ub->span(),
+            "one row of " + q(rows.widest) + " (" + std::to_string(rows.cols) + " elements) does not fit the UB with the "
+                "block's other tiles: rows of at most about " + std::to_string(fit) + " elements do. The compiler runs a "
+                "block's rows in groups but does not split a row: loop over column blocks of at most " +
+                std::to_string(fit) + " elements of each row in the kernel (carrying each row's running results, e.g. "
+                "max and sum, from block to block as flash attention does along its keys), or run this size on cpu",
+            e.mem, e.needed, e.capacity, e.stages);
+      }
       throw;
     }
     if (first)

@@ -259,7 +259,12 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     if (!shape || shape->size() < 2) continue;
     int64_t n = b->dtype.bytes();
     for (auto d : *shape) n *= d;
-    if (n > biggest) { biggest = n; a.rows = (*shape)[0]; }
+    if (n > biggest) {
+      biggest = n;
+      a.rows = (*shape)[0];
+      info.widest = b->name;
+      info.cols = n / b->dtype.bytes() / a.rows;
+    }
   }
   std::vector<ir::Buffer> row_bufs;
   for (const auto& s : body) {

@@ -45,6 +45,8 @@ struct RowSplit {
   std::string why_not;      // non-empty: the body cannot be split (what is not row-wise)
   ir::Span at;              // the statement why_not is about
   std::string row_tiles;    // the row tiles' names, for messages ("x, sq, ss")
+  std::string widest;       // the largest tile of rank >= 2 (whose leading dim is R) and its
+  int64_t cols = 0;         // elements per row
 };
 
 ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out);
