@@ -102,6 +102,16 @@ def test_softmax_vocabulary_row_32000(dtype):
     assert_close(np.asarray(y, np.float64) * scale, softmax.reference(x) * scale, atol=atol, rtol=rtol)
 
 
+def test_softmax_16384_rows_one_at_a_time():
+    # 8 rows of 64 KiB: one row per group (a capacity error before session 24)
+    x = randn((9, 16384), "float32", scale=3.0, seed=np.random.default_rng(3))
+    k = softmax.softmax(16384, target=TARGET)
+    assert any("8 rows run 1 at a time" in n for n in k.notes), k.notes
+    y = run_checked(k, x)
+    assert_close(np.asarray(y, np.float64) * 16384, softmax.reference(x) * 16384, atol=TOLERANCES["float32"][0],
+                 rtol=TOLERANCES["float32"][1])
+
+
 @pytest.mark.parametrize("block_M", [1, 8])
 def test_softmax_row_151936_is_an_error_naming_a_column_block(block_M):
     # one row of Qwen2's vocabulary is 594 KiB of float32: no row group fits; the hint names the
