@@ -355,17 +355,36 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     nb->shape = shape;
     tiles[b.get()] = nb;
   }
+  const int64_t k = a.rows / g;
+  if (out) out->group_rows = g;
+  std::vector<ir::Stmt> out_body, loop;
+  if (fills.empty() && after.empty() && !kernel->block_vars.empty()) {
+    // Nothing merges across the groups: each group is a block of its own (the grid's first dim k
+    // times longer, block bx' = bx * k + rg), which the cores run in parallel as they run blocks.
+    const ir::Var& bx = kernel->block_vars[0];
+    auto bxn = ir::var(bx->name, bx->dtype, bx->span);
+    RowRewrite rw(tiles, a.rows, g, ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Mod, bxn, C(k)), C(g)));
+    for (const auto& s : once) out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
+    for (const auto& s : per_group) out_body.push_back(rw.top(s));
+    auto vars = kernel->block_vars;
+    auto grid = kernel->grid;
+    vars[0] = bxn;
+    grid[0] = simp(ir::binary(ir::BinOp::Mul, grid[0], C(k)));
+    auto body = ir::substitute(ir_seq(out_body, kernel->span), {{bx, ir::binary(ir::BinOp::FloorDiv, bxn, C(k))}});
+    if (out) out->as_blocks = true;
+    return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, vars, grid, body, kernel->span,
+                                            kernel->sub_block_var);
+  }
+  // A max / min merged across the groups (or no grid): the groups run one after the other.
   auto rg = ir::var("rg", ir::kIndexType, kernel->span);
   RowRewrite rw(tiles, a.rows, g, ir::binary(ir::BinOp::Mul, rg, C(g)));
-  std::vector<ir::Stmt> out_body, loop;
   for (const auto& s : once)
     out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
   for (const auto& s : fills) out_body.push_back(s);
   for (const auto& s : per_group) loop.push_back(rw.top(s));
-  out_body.push_back(std::make_shared<ir::ForNode>(rg, C(0), C(a.rows / g), ir::ForKind::serial, 0,
+  out_body.push_back(std::make_shared<ir::ForNode>(rg, C(0), C(k), ir::ForKind::serial, 0,
                                                   ir_seq(loop, kernel->span), kernel->span));
   for (const auto& s : after) out_body.push_back(s);
-  if (out) out->group_rows = g;
   return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
                                           ir_seq(out_body, kernel->span), kernel->span, kernel->sub_block_var);
 }

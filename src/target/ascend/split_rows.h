@@ -21,9 +21,12 @@
 //     needs that no row statement before them reads what they write or writes what they read; or
 //     after the groups when they read such a merged result (or what such a statement wrote), which
 //     needs that no row statement after them touches what they read or write.
-// Then `for rg in serial(R / G)` runs the row statements on G-row tiles, the tensors' rows
-// offset by rg * G (a row map's other uses of its row, e.g. in a mask condition, too). G is the
-// `step`-th largest divisor of R below R (step 0: no split, the kernel as it is).
+// Then the row statements run on G-row tiles for each group rg of R / G, the tensors' rows offset
+// by rg * G (a row map's other uses of its row, e.g. in a mask condition, too): as blocks of the
+// grid when nothing merges across the groups (the grid's first dim R / G times longer, block
+// bx' = bx * (R / G) + rg: the cores run the groups in parallel, as they run the user's blocks),
+// else as `for rg in serial(R / G)` in each block. G is the `step`-th largest divisor of R below
+// R (step 0: no split, the kernel as it is).
 //
 // RowSplit reports what the pass found: R, the G used, or why the body cannot be split (a
 // message and the line of the statement that is not row-wise), which the capacity error's hint
@@ -41,6 +44,7 @@ namespace tw::ascend {
 struct RowSplit {
   int64_t rows = 0;         // R; 0 when the body has no row tiles
   int64_t group_rows = 0;   // G used (0: not split)
+  bool as_blocks = false;   // the groups are blocks of the grid (else a loop in each block)
   int64_t steps = 0;        // how many G < R there are (the divisors of R below R)
   std::string why_not;      // non-empty: the body cannot be split (what is not row-wise)
   ir::Span at;              // the statement why_not is about
