@@ -162,6 +162,11 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
             e.mem, e.needed, e.capacity, e.stages);
       }
       throw;
+    } catch (const ir::Error&) {
+      // the rows in groups hit another limit: the smaller group's plan is not used, or the overflow stays the error
+      if (fitted) return *fitted;
+      if (row_step > 0) throw *first_ub;
+      throw;
     }
     if (first)
       ir::for_each_stmt(input->body, [&](const ir::Stmt& s) {

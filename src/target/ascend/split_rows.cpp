@@ -334,7 +334,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
       for (auto* b : r) after_reads.insert(b);
       after.push_back(s);
     } else {  // before the groups
-      if (meets(w, row_reads) || meets(w, row_writes) || meets(r, row_writes))
+      if (meets(w, row_reads) || meets(w, row_writes) || meets(r, row_writes) || meets(w, after_reads))
         a.fail("a statement that must run after the rows' statements before it", s->span);
       once.push_back(s);
     }
