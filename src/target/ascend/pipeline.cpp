@@ -189,12 +189,14 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
                              std::string(mem_name(first_ub->mem)) + " (" + std::to_string(first_ub->needed) + " B needed, " +
                              std::to_string(first_ub->capacity) + " B available)",
                          first_ub->span()});
-    // Row groups as blocks: while the UB is more than half full, a smaller group is tried (a
-    // smaller group costs a block more, not a loop; a source of more than half the UB is reduced
-    // unhalved, the slow form: softmax 16 x 16384 float32 at block_M 8 takes 32397 simulated cycles
-    // in groups of 2 rows, 26670 in groups of 1)
+    // Row groups as blocks: while the group's largest tile is more than half the UB, a smaller
+    // group is tried (a row reduction of a source of more than half the UB takes the unhalved, slow
+    // form, legalize_vector; a smaller group costs a block more, not a loop): softmax 16 x 16384
+    // float32 at block_M 8 takes 32397 simulated cycles in groups of 2 rows, 26670 in groups of 1.
+    // Not while the UB is merely more than half full: rms_norm 1024 x 4096 float16 takes 42155
+    // cycles in groups of 4, 58791 in groups of 1.
     const bool smaller = row_step > 0 && rows.as_blocks && row_step < rows.steps &&
-                         2 * p.pool(CoreType::AIV, Mem::UB) > first_ub->capacity;
+                         2 * rows.group_rows * rows.row_bytes > first_ub->capacity;
     auto program = std::make_shared<const Program>(std::move(p));
     log.dump("ascend_program.txt", print_program(*program));
     LoweredAscend lowered{log.kernel(), std::move(program), log.stages()};

@@ -178,6 +178,11 @@ struct RowRewrite : ir::Mutator {
   ir::Expr off;
   const ir::VarNode* row_var = nullptr;  // the map's row (kept at row tiles' dim 0)
   ir::Var new_var;
+  // Groups as blocks: the block index bx (substituted by bx' // k afterwards) and bx'; a tensor row
+  // start bx * R becomes bx' * G (= (bx' // k) * R + (bx' % k) * G, which the simplifier does not
+  // fold: the scalar unit would compute it at every use)
+  const ir::VarNode* bx = nullptr;
+  ir::Var bxn;
   RowRewrite(const std::map<const ir::BufferNode*, ir::Buffer>& t, int64_t r, int64_t g, ir::Expr o)
       : tiles(t), rows(r), group(g), off(std::move(o)) {}
   using ir::Mutator::mutate;
@@ -209,6 +214,13 @@ struct RowRewrite : ir::Mutator {
     }
     return ir::Mutator::mutate(s);
   }
+  bool block_row(const ir::Expr& start) const {
+    if (!bx || start->kind != ir::ExprKind::Binary) return false;
+    auto* b = ir::as<ir::BinaryNode>(start);
+    if (b->op != ir::BinOp::Mul) return false;
+    auto r = ir::as_const_int(b->b);
+    return b->a.get() == bx && r && *r == rows;
+  }
   ir::Region region(const ir::Region& r) {
     ir::Region out = r;
     if (is_row(r.buffer)) {
@@ -216,7 +228,8 @@ struct RowRewrite : ir::Mutator {
       out.extents[0] = C(group);
     } else if (!is_tile(r.buffer)) {
       int d = tensor_row_dim(r, rows);
-      out.starts[d] = simp(ir::binary(ir::BinOp::Add, r.starts[d], off));
+      out.starts[d] = block_row(r.starts[d]) ? simp(ir::binary(ir::BinOp::Mul, bxn, C(group)))
+                                              : simp(ir::binary(ir::BinOp::Add, r.starts[d], off));
       out.extents[d] = C(group);
     }
     return out;
@@ -264,6 +277,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
       a.rows = (*shape)[0];
       info.widest = b->name;
       info.cols = n / b->dtype.bytes() / a.rows;
+      info.row_bytes = n / a.rows;
     }
   }
   std::vector<ir::Buffer> row_bufs;
@@ -364,6 +378,8 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     const ir::Var& bx = kernel->block_vars[0];
     auto bxn = ir::var(bx->name, bx->dtype, bx->span);
     RowRewrite rw(tiles, a.rows, g, ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Mod, bxn, C(k)), C(g)));
+    rw.bx = bx.get();
+    rw.bxn = bxn;
     for (const auto& s : once) out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
     for (const auto& s : per_group) out_body.push_back(rw.top(s));
     auto vars = kernel->block_vars;

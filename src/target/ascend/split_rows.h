@@ -51,6 +51,7 @@ struct RowSplit {
   std::string row_tiles;    // the row tiles' names, for messages ("x, sq, ss")
   std::string widest;       // the largest tile of rank >= 2 (whose leading dim is R) and its
   int64_t cols = 0;         // elements per row
+  int64_t row_bytes = 0;    // bytes per row of it
 };
 
 ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out);
