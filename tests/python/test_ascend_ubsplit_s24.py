@@ -186,3 +186,28 @@ def test_a_body_that_is_not_row_wise_is_an_error_naming_its_line():
     assert ("the compiler runs a block's rows in groups that fit when every row is computed on its own, which "
             "line") in text
     assert "a reduction across the rows (T.reduce_sum of 'y' into 'col')" in text
+
+
+def test_the_smaller_tile_hint_keeps_a_weight_row():
+    # a body that is not row-wise (a column sum): the hint halves the block's rows, not w (N,), whose
+    # length is the kernel's N (hunt11a F4's "w 1024" for rms_norm's weight row)
+    @T.prim_func
+    def main(X: T.Tensor((64, N), "float32"), W: T.Tensor((N,), "float32"), Y: T.Tensor((64, N), "float32")):
+        with T.Kernel(8) as bx:
+            x = T.alloc_fragment((8, N), "float32")
+            y = T.alloc_fragment((8, N), "float32")
+            w = T.alloc_fragment((N,), "float32")
+            col = T.alloc_fragment((N,), "float32")
+            T.copy(X[bx * 8, 0], x)
+            T.copy(W, w)
+            for i, j in T.Parallel(8, N):
+                y[i, j] = x[i, j] * w[j]
+            T.reduce_sum(y, col, dim=0)
+            for i, j in T.Parallel(8, N):
+                y[i, j] = y[i, j] + col[j]
+            T.copy(y, Y[bx * 8, 0])
+
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, out_idx=[-1], target=TARGET)
+    assert e.value.hint.startswith("a smaller tile that fits: x 4x4096, y 4x4096, w 4096 ("), e.value.hint
+    assert "(T.reduce_sum of 'y' into 'col')" in e.value.hint
