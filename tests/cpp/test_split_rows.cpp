@@ -45,6 +45,32 @@ TEST(SplitRows, RowWiseBodyRunsItsRowsAsBlocks) {
   EXPECT_NE(got.find("copy x -> Y[bx * 2:+2, 0:+4096]"), std::string::npos) << got;
 }
 
+// A statement before the groups that stores into a tensor would run once per group as blocks
+// (an atomic add too often): the groups run in a loop in each block instead.
+TEST(SplitRows, TensorStoreBeforeTheGroupsKeepsThemInALoop) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], W: global float32[4096], Z: global float32[4096], Y: global float32[M, 4096] out)
+    grid(bx = ceildiv(M, 8)) {
+  alloc x: fragment float32[8, 4096]
+  alloc w: fragment float32[4096]
+  copy X[bx * 8:+8, 0:+4096] -> x
+  copy W -> w
+  atomic_add w -> Z
+  for i in parallel(0, 8) {
+    for j in parallel(0, 4096) {
+      x[i, j] = x[i, j] * w[j]
+    }
+  }
+  copy x -> Y[bx * 8:+8, 0:+4096]
+}
+)", "rows.tw");
+  const std::string got = ir::print(split_rows(k, 1, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_FALSE(info.as_blocks);
+  EXPECT_NE(got.find("for rg in serial(0, 2)"), std::string::npos) << got;
+  EXPECT_NE(got.find("grid(bx = ceildiv(M, 8))"), std::string::npos) << got;
+}
+
 // A max across the rows into another tile: a loop over the groups in each block, the result
 // filled with -inf before it and merged in it; its reader after the loop.
 TEST(SplitRows, MaxAcrossRowsIsMergedInALoop) {

@@ -302,6 +302,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   // Checked: no statement moves past one whose buffers it conflicts with.
   std::vector<ir::Stmt> once, per_group, after, fills;
   BufSet row_reads, row_writes, late, after_reads, touched;  // late: the merged results and what reads them wrote
+  bool once_writes_tensor = false;  // a statement before the groups stores into a tensor (once per block only)
   auto is_row = [&](const ir::Buffer& b) { return a.row_tiles.count(b.get()) > 0; };
   for (const auto& s : body) {
     if (!a.why_not.empty()) break;
@@ -350,6 +351,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     } else {  // before the groups
       if (meets(w, row_reads) || meets(w, row_writes) || meets(r, row_writes) || meets(w, after_reads))
         a.fail("a statement that must run after the rows' statements before it", s->span);
+      for (auto* b : w) once_writes_tensor |= b->scope == ir::Scope::global;
       once.push_back(s);
     }
   }
@@ -372,7 +374,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   const int64_t k = a.rows / g;
   if (out) out->group_rows = g;
   std::vector<ir::Stmt> out_body, loop;
-  if (fills.empty() && after.empty() && !kernel->block_vars.empty()) {
+  if (fills.empty() && after.empty() && !once_writes_tensor && !kernel->block_vars.empty()) {
     // Nothing merges across the groups: each group is a block of its own (the grid's first dim k
     // times longer, block bx' = bx * k + rg), which the cores run in parallel as they run blocks.
     const ir::Var& bx = kernel->block_vars[0];

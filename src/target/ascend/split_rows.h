@@ -23,7 +23,8 @@
 //     needs that no row statement after them touches what they read or write.
 // Then the row statements run on G-row tiles for each group rg of R / G, the tensors' rows offset
 // by rg * G (a row map's other uses of its row, e.g. in a mask condition, too): as blocks of the
-// grid when nothing merges across the groups (the grid's first dim R / G times longer, block
+// grid when nothing merges across the groups and nothing before them stores into a tensor (it
+// would run once per group: an atomic add too often) (the grid's first dim R / G times longer, block
 // bx' = bx * (R / G) + rg: the cores run the groups in parallel, as they run the user's blocks),
 // else as `for rg in serial(R / G)` in each block. G is the `step`-th largest divisor of R below
 // R (step 0: no split, the kernel as it is).
