@@ -2064,8 +2064,11 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
     }
   DType ct = vector_float(compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype)));
   // float16 operands (and constants float16 holds exactly) compare and select in float16: exact,
-  // the same results as through float32, without float32 copies of the tiles
-  if (exact_f16(a) && exact_f16(b)) ct = kF16;
+  // the same results as through float32, without float32 copies of the tiles; so do int8 / uint8 /
+  // bool tiles (every value is a float16 integer; the conversion goes through float16 anyway): a
+  // bool mask's float32 copy took a tile's size of UB (hunt11a F4)
+  auto f16_operand = [&](int k) { return exact_f16(k) || (nodes_[k].kind == OpKind::Leaf && small_int(nodes_[k].dtype)); };
+  if (f16_operand(a) && f16_operand(b)) ct = kF16;
   if (ir::promote(nodes_[a].dtype, nodes_[b].dtype) == kI32 && nodes_[a].dtype.is_int() && nodes_[b].dtype.is_int() &&
       std::max(bound(a), bound(b)) >= 16777216.0) {
     a = int32_order_key(a, b, sp);  // exact for every int32: a op b as d op 0

@@ -1,5 +1,6 @@
 #include "target/ascend/pipeline.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "target/ascend/convert_copies.h"
@@ -15,6 +16,7 @@
 #include "target/ascend/select_instructions.h"
 #include "target/ascend/map_grid.h"
 #include "target/ascend/multi_buffer.h"
+#include "target/ascend/pass_util.h"
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/resolve_cross_waits.h"
@@ -25,6 +27,7 @@
 #include "target/ascend/skew_cube_loops.h"
 #include "target/ascend/stage_global_copies.h"
 #include "target/ascend/split_cube_vector.h"
+#include "target/ascend/split_rows.h"
 #include "target/ascend/stage_gemm_operands.h"
 #include "target/ascend/verify_program.h"
 #include "target/ascend/vector_util.h"
@@ -64,8 +67,11 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
 // documents what it decides); the Tile IR passes turn the kernel into the expert form, which the
 // same instruction selection lowers; the program passes then place buffers and synchronise.
-// max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry).
-Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages) {
+// max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry);
+// row_step > 0: the block's rows run in groups (split_rows, lower_ascend's retry), rows: what
+// split_rows found.
+Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages,
+                               int64_t row_step, RowSplit& rows) {
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
@@ -73,6 +79,9 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   log.run("serial_maps", with_target(serial_maps));              // serial loop nests that are maps -> T.Parallel
+  split_rows(log.kernel(), 0, &rows);                            // can the rows run in groups?
+  if (row_step > 0)
+    log.run("split_rows", [&](const ir::Kernel& k) { return split_rows(k, row_step, &rows); });  // rows in groups that fit UB
   log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
@@ -106,18 +115,60 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
 // fewer, down to 1 (a capacity error then stays an error), and every loop that asked for more
 // gets a note at its line naming the count used and why.
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
-  int64_t max_stages = 0;
-  std::optional<CapacityError> first;  // the overflow with the stages as asked
+  int64_t max_stages = 0, row_step = 0;
+  std::optional<CapacityError> first, first_ub;  // the overflow with the stages as asked; with all rows
+  RowSplit rows;
+  std::optional<LoweredAscend> fitted;  // a row split that fits, kept while the next smaller group is tried
   for (;;) {
     transform::PassLog log(input, target.name);  // verifies the user's kernel: errors point at the user's lines
     Program p;
     try {
-      p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target, max_stages);
+      p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target, max_stages, row_step, rows);
     } catch (const CapacityError& e) {
-      if (input->is_npu() || e.stages <= 1) throw;
-      if (!first) first = e;
-      max_stages = e.stages - 1;
-      continue;
+      if (fitted) return *fitted;  // the smaller group did not fit
+      if (input->is_npu()) throw;
+      if (e.stages > 1) {
+        if (!first) first = e;
+        max_stages = e.stages - 1;
+        continue;
+      }
+      // the tiles overflow UB: run the block's rows in groups when its body allows (split_rows)
+      if (e.mem != Mem::UB || rows.rows == 0) throw;
+      if (!first_ub) first_ub = e;
+      if (rows.why_not.empty() && row_step < rows.steps) {
+        ++row_step;
+        continue;
+      }
+      if (!rows.why_not.empty() && rows.rows > 1)
+        throw CapacityError(e.message(), e.span(),
+                            e.hint() + "; the compiler runs a block's rows in groups that fit when every row is "
+                                       "computed on its own, which line " + std::to_string(rows.at.line) + " prevents (" +
+                                       rows.why_not + ")",
+                            e.mem, e.needed, e.capacity, e.stages);
+      if ((rows.rows == 1 || row_step > 0) && rows.row_bytes * 8 > e.capacity) {
+        // one row (at least an eighth of the UB: the overflow is the row's) does not fit: no tile the
+        // compiler can choose does; the kernel's rows must be split into column blocks, which only
+        // its author can write (the row's results carried between them)
+        const int64_t fit = std::max<int64_t>(8, rows.cols * e.capacity / e.needed / 8 * 8);
+        throw CapacityError(
+            first_ub->message() + (row_step > 0 ? "; computed one row at a time the block still needs " +
+                                                      std::to_string(e.needed) + " B"
+                                                : std::string()),
+            first_ub->span(),
+            "one row of " + q(rows.widest) + " (" + std::to_string(rows.cols) + " elements) does not fit the UB with the "
+                "block's other tiles: rows of at most about " + std::to_string(fit) + " elements do. The compiler runs a "
+                "block's rows in groups but does not split a row: loop over column blocks of at most " +
+                std::to_string(fit) + " elements of each row in the kernel (carrying each row's running results, e.g. "
+                "max and sum, from block to block as flash attention does along its keys), or run this size on cpu",
+            e.mem, e.needed, e.capacity, e.stages);
+      }
+      if (row_step > 0) throw *first_ub;  // one row fits, other tiles do not: the overflow as written
+      throw;
+    } catch (const ir::Error&) {
+      // the rows in groups hit another limit: the smaller group's plan is not used, or the overflow stays the error
+      if (fitted) return *fitted;
+      if (row_step > 0) throw *first_ub;
+      throw;
     }
     if (first)
       ir::for_each_stmt(input->body, [&](const ir::Stmt& s) {
@@ -132,9 +183,28 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
                                "stages that fit are used",
                            s->span});
       });
+    if (row_step > 0)
+      p.notes.push_back({"the block's " + std::to_string(rows.rows) + " rows run " + std::to_string(rows.group_rows) +
+                             " at a time on " + target.name + " (tiles " + rows.row_tiles + "; " +
+                             (rows.as_blocks ? "each group a block of the grid" : "the groups in a loop in each block") +
+                             "): with all rows the tiles overflow " +
+                             std::string(mem_name(first_ub->mem)) + " (" + std::to_string(first_ub->needed) + " B needed, " +
+                             std::to_string(first_ub->capacity) + " B available)",
+                         first_ub->span()});
+    // Row groups as blocks: while the group's largest tile is more than half the UB, a smaller
+    // group is tried (a row reduction of a source of more than half the UB takes the unhalved, slow
+    // form, legalize_vector; a smaller group costs a block more, not a loop): softmax 16 x 16384
+    // float32 at block_M 8 takes 32397 simulated cycles in groups of 2 rows, 26670 in groups of 1.
+    // Not while the UB is merely more than half full: rms_norm 1024 x 4096 float16 takes 40444
+    // cycles in groups of 4, 58791 in groups of 1.
+    const bool smaller = row_step > 0 && rows.as_blocks && row_step < rows.steps &&
+                         2 * rows.group_rows * rows.row_bytes > first_ub->capacity;
     auto program = std::make_shared<const Program>(std::move(p));
     log.dump("ascend_program.txt", print_program(*program));
-    return LoweredAscend{log.kernel(), std::move(program), log.stages()};
+    LoweredAscend lowered{log.kernel(), std::move(program), log.stages()};
+    if (!smaller) return lowered;
+    fitted = std::move(lowered);
+    ++row_step;
   }
 }
 

@@ -384,14 +384,28 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
   if (!biggest)
     for (size_t i : live)
       if (!biggest || p.buffers[items[i].buffer].bytes > biggest->bytes) biggest = &p.buffers[items[i].buffer];
+  // A UB vector as long as a kernel tile's rows is a row vector (halved with the rows); one as long
+  // as a tile's columns and no tile's rows is a column vector, e.g. rms_norm's weight row w (N,),
+  // whose length is the kernel's argument, not a block size: kept (hunt11a F4's "w 1024").
+  std::set<int64_t> tile_rows, tile_cols;
+  for (const Item& it : items) {
+    const BufferDecl& d = p.buffers[it.buffer];
+    if (!d.temp_of.empty() || d.stages > 0 || d.shape.size() < 2) continue;
+    tile_rows.insert(d.shape[d.shape.size() - 2]);
+    tile_cols.insert(d.shape.back());
+  }
+  auto column_vector = [&](const BufferDecl& d) {
+    return m == Mem::UB && d.stages == 0 && d.shape.size() == 1 && tile_cols.count(d.shape[0]) &&
+           !tile_rows.count(d.shape[0]);
+  };
   std::string hint;
   for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
     std::vector<Item> smaller = items;
     std::vector<std::vector<int64_t>> shapes;
     for (Item& it : smaller) {
       const BufferDecl& d = p.buffers[it.buffer];
-      if (!d.temp_of.empty()) {  // kept (an upper bound): row-chunk temporaries do not shrink with the tile
-        shapes.push_back(d.shape);
+      if (!d.temp_of.empty() || column_vector(d)) {  // kept (an upper bound): row-chunk temporaries do not
+        shapes.push_back(d.shape);                     // shrink with the tile
         continue;
       }
       std::vector<int64_t> sh = d.shape;

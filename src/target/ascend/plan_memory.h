@@ -53,7 +53,8 @@
 // together at the peak (all the memory's buffers without reuse), their shapes and sizes, the bytes
 // needed, the capacity of that memory on that chip, and as hint a smaller tile that fits (the
 // leading matrix dimension of every buffer of that memory halved until the placement fits;
-// compiler temporaries keep their size there, as legalize_vector's row chunks do). A tile staged
+// compiler temporaries keep their size there, as legalize_vector's row chunks do, and so do UB
+// vectors as long as a tile's columns and no tile's rows: a weight row w (N,)). A tile staged
 // by T.Pipelined (BufferDecl::stages, multi_buffer) is named with the shape the kernel wrote and
 // its stage count, its stage dim is never halved, and the hint adds the most stages that fit.
 #pragma once

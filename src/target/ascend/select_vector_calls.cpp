@@ -6,6 +6,7 @@
 
 #include "ir/printer.h"
 #include "target/ascend/pass_util.h"
+#include "target/ascend/plan_memory.h"
 
 namespace tw::ascend {
 
@@ -273,12 +274,13 @@ class Selector {
     s.shape = {s.bytes};
     s.span = scratch_span_;
     out_.pool(core_, Mem::UB) = std::max(out_.pool(core_, Mem::UB), s.offset + s.bytes);  // the scratch area is in the pool
-    // (planned buffers that overflow the UB already are the simulator's capacity report)
+    // (planned buffers that overflow the UB already are the simulator's capacity report); a UB
+    // capacity error, so that lower_ascend runs the block's rows in groups when it can (split_rows)
     if (end <= ub_bytes_ && s.offset + s.bytes > ub_bytes_)
-      throw Error("the vector calls need " + std::to_string(s.bytes) + " B of UB scratch (row reduce wider than one repeat "
+      throw CapacityError("the vector calls need " + std::to_string(s.bytes) + " B of UB scratch (row reduce wider than one repeat "
                       "/ row broadcast) after " + std::to_string(end) + " B of planned buffers; the UB has " +
                       std::to_string(ub_bytes_) + " B",
-                  scratch_span_, "use smaller vector tiles (fewer rows or columns)");
+                  scratch_span_, "use smaller vector tiles (fewer rows or columns)", Mem::UB, s.offset + s.bytes, ub_bytes_, 0);
   }
   // The most rows an instruction can have, for sizing the scratch area: `rows` when constant, else
   // what fits the operand `holder` that holds one element per row (its buffer's bytes / eb; the

@@ -1,0 +1,410 @@
+// split_rows: a block's body over groups of its rows when its tiles overflow UB (see split_rows.h).
+#include "target/ascend/split_rows.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "ir/functor.h"
+#include "target/ascend/pass_util.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using BufSet = std::set<const ir::BufferNode*>;
+
+bool is_tile(const ir::Buffer& b) { return b->scope != ir::Scope::global; }
+
+// The buffers a statement reads and writes (a map's stores write, everything else it names reads).
+void reads_writes(const ir::Stmt& s, BufSet& reads, BufSet& writes) {
+  ir::for_each_stmt(s, [&](const ir::Stmt& t) {
+    switch (t->kind) {
+      case ir::StmtKind::Store: writes.insert(ir::as<ir::StoreNode>(t)->buffer.get()); break;
+      case ir::StmtKind::Copy: {
+        auto* c = ir::as<ir::CopyNode>(t);
+        reads.insert(c->src.buffer.get());
+        writes.insert(c->dst.buffer.get());
+        if (c->atomic) reads.insert(c->dst.buffer.get());
+        break;
+      }
+      case ir::StmtKind::Fill: writes.insert(ir::as<ir::FillNode>(t)->dst.buffer.get()); break;
+      case ir::StmtKind::Reduce: {
+        auto* r = ir::as<ir::ReduceNode>(t);
+        reads.insert(r->src.get());
+        writes.insert(r->dst.get());
+        if (!r->clear) reads.insert(r->dst.get());
+        break;
+      }
+      default: break;
+    }
+  });
+  ir::for_each_expr(s, [&](const ir::Expr& e) {
+    if (e->kind == ir::ExprKind::Load) reads.insert(static_cast<const ir::LoadNode*>(e.get())->buffer.get());
+  });
+}
+
+bool meets(const BufSet& a, const BufSet& b) {
+  for (auto* x : a)
+    if (b.count(x)) return true;
+  return false;
+}
+
+bool whole(const ir::Region& r) {
+  auto shape = r.buffer->const_shape();
+  if (!shape) return false;
+  for (size_t d = 0; d < shape->size(); ++d) {
+    auto s = ir::as_const_int(r.starts[d]);
+    auto e = ir::as_const_int(r.extents[d]);
+    if (!s || !e || *s != 0 || *e != (*shape)[d]) return false;
+  }
+  return true;
+}
+
+// The dim of a global tensor's copy region that holds the tile's rows: its first of constant
+// extent other than 1, which must be R. -1 when there is none.
+int tensor_row_dim(const ir::Region& r, int64_t rows) {
+  for (size_t d = 0; d < r.extents.size(); ++d) {
+    auto e = ir::as_const_int(r.extents[d]);
+    if (!e) return -1;  // a run-time extent
+    if (*e == 1) continue;
+    return *e == rows ? static_cast<int>(d) : -1;
+  }
+  return -1;
+}
+
+struct Analysis {
+  int64_t rows = 0;
+  BufSet row_tiles;
+  std::string why_not;
+  ir::Span at;
+  void fail(const std::string& why, const ir::Span& sp) {
+    if (why_not.empty()) { why_not = why; at = sp; }
+  }
+};
+
+bool touches_rows(const ir::Stmt& s, const BufSet& row_tiles) {
+  BufSet r, w;
+  reads_writes(s, r, w);
+  ir::for_each_stmt(s, [&](const ir::Stmt& t) {
+    if (t->kind == ir::StmtKind::Alloc) r.insert(ir::as<ir::AllocNode>(t)->buffer.get());
+  });
+  return meets(r, row_tiles) || meets(w, row_tiles);
+}
+
+// The outermost variable of a T.Parallel nest over the rows, when s is one; null otherwise.
+const ir::ForNode* row_map(const ir::Stmt& s, int64_t rows) {
+  if (s->kind != ir::StmtKind::For) return nullptr;
+  auto* f = ir::as<ir::ForNode>(s);
+  auto mn = ir::as_const_int(f->min), ext = ir::as_const_int(f->extent);
+  if (f->for_kind != ir::ForKind::parallel || !mn || *mn != 0 || !ext || *ext != rows) return nullptr;
+  return f;
+}
+
+bool uses_var(const ir::Expr& e, const ir::VarNode* v) {
+  bool found = false;
+  ir::for_each_expr(e, [&](const ir::Expr& x) { found |= x.get() == v; });
+  return found;
+}
+
+// Checks one row statement (one that touches a row tile); records why it is not row-wise.
+void check_row_stmt(const ir::Stmt& s, Analysis& a) {
+  auto is_row = [&](const ir::Buffer& b) { return a.row_tiles.count(b.get()) > 0; };
+  switch (s->kind) {
+    case ir::StmtKind::Alloc: return;
+    case ir::StmtKind::Copy: {
+      auto* c = ir::as<ir::CopyNode>(s);
+      for (const auto* r : {&c->src, &c->dst}) {
+        if (is_row(r->buffer) && !whole(*r)) return a.fail("a copy of part of a row tile", s->span);
+        if (is_tile(r->buffer) && !is_row(r->buffer)) return a.fail("a copy between a row tile and another tile", s->span);
+        if (!is_tile(r->buffer) && tensor_row_dim(*r, a.rows) < 0)
+          return a.fail("a copy whose tensor region does not hold the tile's rows in one dim", s->span);
+      }
+      return;
+    }
+    case ir::StmtKind::Fill:
+      if (!whole(ir::as<ir::FillNode>(s)->dst)) a.fail("a fill of part of a row tile", s->span);
+      return;
+    case ir::StmtKind::Reduce: {
+      auto* r = ir::as<ir::ReduceNode>(s);
+      if (!is_row(r->src) || !is_row(r->dst) || r->axis == 0)
+        a.fail("a reduction across the rows (T.reduce_" + std::string(ir::reducekind_name(r->reduce_kind)) + " of " +
+                   q(r->src->name) + " into " + q(r->dst->name) + ")",
+               s->span);
+      return;
+    }
+    case ir::StmtKind::For: {
+      auto* f = row_map(s, a.rows);
+      if (!f) return a.fail("a loop that is not a T.Parallel map over the rows", s->span);
+      const ir::VarNode* v = f->var.get();
+      auto row_access = [&](const ir::Buffer& b, const std::vector<ir::Expr>& idx, const ir::Span& sp, bool store) {
+        if (is_row(b)) {
+          if (idx.empty() || idx[0].get() != v) return a.fail("a map that reads or writes another row of " + q(b->name), sp);
+          for (size_t d = 1; d < idx.size(); ++d)
+            if (uses_var(idx[d], v)) return a.fail("a map that indexes " + q(b->name) + " by its row in another dim", sp);
+        } else if (is_tile(b)) {
+          if (store) return a.fail("a map over the rows that writes " + q(b->name) + ", a tile of other rows", sp);
+          for (const auto& x : idx)
+            if (uses_var(x, v)) return a.fail("a map that reads " + q(b->name) + " by its row", sp);
+        } else if (store) {
+          return a.fail("a map that stores into a global tensor", sp);
+        }
+      };
+      ir::for_each_stmt(f->body, [&](const ir::Stmt& t) {
+        if (t->kind == ir::StmtKind::Store) {
+          auto* st = ir::as<ir::StoreNode>(t);
+          row_access(st->buffer, st->indices, t->span, true);
+        } else if (t->kind != ir::StmtKind::For && t->kind != ir::StmtKind::Seq && t->kind != ir::StmtKind::Let &&
+                   t->kind != ir::StmtKind::If) {
+          a.fail("a map holding a tile op", t->span);
+        }
+      });
+      ir::for_each_expr(f->body, [&](const ir::Expr& e) {
+        if (e->kind != ir::ExprKind::Load) return;
+        auto* ld = static_cast<const ir::LoadNode*>(e.get());
+        row_access(ld->buffer, ld->indices, e->span.line ? e->span : s->span, false);
+      });
+      return;
+    }
+    default: return a.fail("a " + std::string(ir::stmtkind_name(s->kind)) + " statement", s->span);
+  }
+}
+
+// Rewrites a row statement for G-row tiles at row offset `off`.
+struct RowRewrite : ir::Mutator {
+  const std::map<const ir::BufferNode*, ir::Buffer>& tiles;
+  int64_t rows, group;
+  ir::Expr off;
+  const ir::VarNode* row_var = nullptr;  // the map's row (kept at row tiles' dim 0)
+  ir::Var new_var;
+  // Groups as blocks: the block index bx (substituted by bx' // k afterwards) and bx'; a tensor row
+  // start bx * R becomes bx' * G (= (bx' // k) * R + (bx' % k) * G, which the simplifier does not
+  // fold: the scalar unit would compute it at every use)
+  const ir::VarNode* bx = nullptr;
+  ir::Var bxn;
+  RowRewrite(const std::map<const ir::BufferNode*, ir::Buffer>& t, int64_t r, int64_t g, ir::Expr o)
+      : tiles(t), rows(r), group(g), off(std::move(o)) {}
+  using ir::Mutator::mutate;
+
+  ir::Buffer mutate_buffer(const ir::Buffer& b) override {
+    auto it = tiles.find(b.get());
+    return it == tiles.end() ? b : it->second;
+  }
+  bool is_row(const ir::Buffer& b) const { return tiles.count(b.get()) > 0; }
+  std::vector<ir::Expr> row_indices(const std::vector<ir::Expr>& idx) {
+    std::vector<ir::Expr> out{new_var};
+    for (size_t d = 1; d < idx.size(); ++d) out.push_back(mutate(idx[d]));
+    return out;
+  }
+  ir::Expr mutate(const ir::Expr& e) override {
+    if (row_var && e.get() == row_var) return ir::binary(ir::BinOp::Add, new_var, off, e->span);
+    if (row_var && e->kind == ir::ExprKind::Load) {
+      auto* ld = static_cast<const ir::LoadNode*>(e.get());
+      if (is_row(ld->buffer)) return ir::load(mutate_buffer(ld->buffer), row_indices(ld->indices), e->span);
+    }
+    return ir::Mutator::mutate(e);
+  }
+  ir::Stmt mutate(const ir::Stmt& s) override {
+    if (!s) return s;
+    if (row_var && s->kind == ir::StmtKind::Store) {
+      auto* st = ir::as<ir::StoreNode>(s);
+      if (is_row(st->buffer))
+        return std::make_shared<ir::StoreNode>(mutate_buffer(st->buffer), row_indices(st->indices), mutate(st->value), s->span);
+    }
+    return ir::Mutator::mutate(s);
+  }
+  bool block_row(const ir::Expr& start) const {
+    if (!bx || start->kind != ir::ExprKind::Binary) return false;
+    auto* b = ir::as<ir::BinaryNode>(start);
+    if (b->op != ir::BinOp::Mul) return false;
+    auto r = ir::as_const_int(b->b);
+    return b->a.get() == bx && r && *r == rows;
+  }
+  ir::Region region(const ir::Region& r) {
+    ir::Region out = r;
+    if (is_row(r.buffer)) {
+      out.buffer = mutate_buffer(r.buffer);
+      out.extents[0] = C(group);
+    } else if (!is_tile(r.buffer)) {
+      int d = tensor_row_dim(r, rows);
+      out.starts[d] = block_row(r.starts[d]) ? simp(ir::binary(ir::BinOp::Mul, bxn, C(group)))
+                                              : simp(ir::binary(ir::BinOp::Add, r.starts[d], off));
+      out.extents[d] = C(group);
+    }
+    return out;
+  }
+  ir::Stmt top(const ir::Stmt& s) {
+    switch (s->kind) {
+      case ir::StmtKind::Copy: {
+        auto* c = ir::as<ir::CopyNode>(s);
+        return std::make_shared<ir::CopyNode>(region(c->src), region(c->dst), s->span, c->atomic);
+      }
+      case ir::StmtKind::Fill: {
+        auto* f = ir::as<ir::FillNode>(s);
+        return std::make_shared<ir::FillNode>(region(f->dst), f->value, s->span);
+      }
+      case ir::StmtKind::For: {
+        auto* f = ir::as<ir::ForNode>(s);
+        row_var = f->var.get();
+        new_var = ir::var(f->var->name, f->var->dtype, f->var->span);
+        auto body = mutate(f->body);
+        row_var = nullptr;
+        return std::make_shared<ir::ForNode>(new_var, f->min, C(group), f->for_kind, f->num_stages, body, s->span);
+      }
+      default: return mutate(s);  // a reduction: its buffers
+    }
+  }
+};
+
+}  // namespace
+
+ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
+  RowSplit info;
+  Analysis a;
+  auto body = ir::stmts_of(kernel->body);
+  // R: the leading dim of the largest tile of rank >= 2.
+  int64_t biggest = 0;
+  for (const auto& s : body) {
+    if (s->kind != ir::StmtKind::Alloc) continue;
+    auto& b = ir::as<ir::AllocNode>(s)->buffer;
+    auto shape = b->const_shape();
+    if (!shape || shape->size() < 2) continue;
+    int64_t n = b->dtype.bytes();
+    for (auto d : *shape) n *= d;
+    if (n > biggest) {
+      biggest = n;
+      a.rows = (*shape)[0];
+      info.widest = b->name;
+      info.cols = n / b->dtype.bytes() / a.rows;
+      info.row_bytes = n / a.rows;
+    }
+  }
+  std::vector<ir::Buffer> row_bufs;
+  for (const auto& s : body) {
+    if (s->kind != ir::StmtKind::Alloc) continue;
+    auto& b = ir::as<ir::AllocNode>(s)->buffer;
+    auto shape = b->const_shape();
+    if (a.rows > 1 && shape && !shape->empty() && (*shape)[0] == a.rows) {
+      a.row_tiles.insert(b.get());
+      row_bufs.push_back(b);
+    }
+  }
+  info.rows = a.rows;
+  for (const auto& b : row_bufs) info.row_tiles += (info.row_tiles.empty() ? "" : ", ") + b->name;
+  if (a.rows <= 1) a.fail(a.rows == 1 ? "the block has one row" : "the block has no tile of rows", kernel->span);
+  for (int64_t g = a.rows - 1; g >= 1; --g)
+    if (a.rows % g == 0) ++info.steps;
+
+  // Row statements; reductions across the rows into another tile (max / min: merged group by
+  // group into it, which gives the same value in any order); the other statements run once before
+  // the groups, or after them when they read such a reduction (or what such statements wrote).
+  // Checked: no statement moves past one whose buffers it conflicts with.
+  std::vector<ir::Stmt> once, per_group, after, fills;
+  BufSet row_reads, row_writes, late, after_reads, touched;  // late: the merged results and what reads them wrote
+  bool once_writes_tensor = false;  // a statement before the groups stores into a tensor (once per block only)
+  auto is_row = [&](const ir::Buffer& b) { return a.row_tiles.count(b.get()) > 0; };
+  for (const auto& s : body) {
+    if (!a.why_not.empty()) break;
+    if (s->kind == ir::StmtKind::Alloc) { once.push_back(s); continue; }
+    BufSet r, w;
+    reads_writes(s, r, w);
+    if (s->kind == ir::StmtKind::Reduce) {
+      auto* rd = ir::as<ir::ReduceNode>(s);
+      if (is_row(rd->src) && rd->axis == 0 && !is_row(rd->dst) && is_tile(rd->dst) &&
+          rd->reduce_kind != ir::ReduceKind::sum) {
+        if (touched.count(rd->dst.get()) || row_reads.count(rd->dst.get()))
+          a.fail("a reduction across the rows into " + q(rd->dst->name) + ", which other statements use before it", s->span);
+        bool is_max = rd->reduce_kind == ir::ReduceKind::max;
+        const ir::DType t = rd->dst->dtype;
+        ir::Expr identity = t.is_float() ? ir::float_imm(is_max ? -INFINITY : INFINITY, t, s->span)
+                                         : ir::int_imm(is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(), t, s->span);
+        if (!t.is_float()) a.fail("a reduction across the rows into the integer tile " + q(rd->dst->name), s->span);
+        if (rd->clear) fills.push_back(std::make_shared<ir::FillNode>(ir::full_region(rd->dst), identity, s->span));
+        per_group.push_back(std::make_shared<ir::ReduceNode>(rd->src, rd->dst, rd->reduce_kind, rd->axis, false, s->span));
+        row_reads.insert(rd->src.get());
+        late.insert(rd->dst.get());
+        touched.insert(rd->dst.get());
+        continue;
+      }
+    }
+    for (auto* b : r) touched.insert(b);
+    for (auto* b : w) touched.insert(b);
+    if (touches_rows(s, a.row_tiles)) {
+      check_row_stmt(s, a);
+      if (meets(r, late) || meets(w, late) || meets(w, after_reads))
+        a.fail("a statement on the rows after one that needs every row's result", s->span);
+      reads_writes(s, row_reads, row_writes);
+      per_group.push_back(s);
+      continue;
+    }
+    if (s->kind != ir::StmtKind::Let && s->kind != ir::StmtKind::Copy && s->kind != ir::StmtKind::Fill &&
+        s->kind != ir::StmtKind::For && s->kind != ir::StmtKind::Reduce) {
+      a.fail("a " + std::string(ir::stmtkind_name(s->kind)) + " statement", s->span);
+    } else if (meets(r, late) || meets(w, late)) {  // after the groups
+      if (s->kind == ir::StmtKind::Let) a.fail("a let that reads every row's result", s->span);
+      if (meets(w, row_reads) || meets(w, row_writes) || meets(r, row_writes))
+        a.fail("a statement that must run between the rows' statements", s->span);
+      for (auto* b : w) late.insert(b);
+      for (auto* b : r) after_reads.insert(b);
+      after.push_back(s);
+    } else {  // before the groups
+      if (meets(w, row_reads) || meets(w, row_writes) || meets(r, row_writes) || meets(w, after_reads))
+        a.fail("a statement that must run after the rows' statements before it", s->span);
+      for (auto* b : w) once_writes_tensor |= b->scope == ir::Scope::global;
+      once.push_back(s);
+    }
+  }
+  info.why_not = a.why_not;
+  info.at = a.at;
+  int64_t g = 0;
+  for (int64_t k = 0, d = a.rows - 1; d >= 1 && k < step; --d)
+    if (a.rows % d == 0 && ++k == step) g = d;
+  if (out) *out = info;
+  if (step == 0 || !a.why_not.empty() || g == 0 || per_group.empty()) return kernel;
+
+  std::map<const ir::BufferNode*, ir::Buffer> tiles;
+  for (const auto& b : row_bufs) {
+    auto shape = b->shape;
+    shape[0] = C(g);
+    auto nb = std::make_shared<ir::BufferNode>(*b);
+    nb->shape = shape;
+    tiles[b.get()] = nb;
+  }
+  const int64_t k = a.rows / g;
+  if (out) out->group_rows = g;
+  std::vector<ir::Stmt> out_body, loop;
+  if (fills.empty() && after.empty() && !once_writes_tensor && !kernel->block_vars.empty()) {
+    // Nothing merges across the groups: each group is a block of its own (the grid's first dim k
+    // times longer, block bx' = bx * k + rg), which the cores run in parallel as they run blocks.
+    const ir::Var& bx = kernel->block_vars[0];
+    auto bxn = ir::var(bx->name, bx->dtype, bx->span);
+    RowRewrite rw(tiles, a.rows, g, ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Mod, bxn, C(k)), C(g)));
+    rw.bx = bx.get();
+    rw.bxn = bxn;
+    for (const auto& s : once) out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
+    for (const auto& s : per_group) out_body.push_back(rw.top(s));
+    auto vars = kernel->block_vars;
+    auto grid = kernel->grid;
+    vars[0] = bxn;
+    grid[0] = simp(ir::binary(ir::BinOp::Mul, grid[0], C(k)));
+    auto body = ir::substitute(ir_seq(out_body, kernel->span), {{bx, ir::binary(ir::BinOp::FloorDiv, bxn, C(k))}});
+    if (out) out->as_blocks = true;
+    return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, vars, grid, body, kernel->span,
+                                            kernel->sub_block_var);
+  }
+  // A max / min merged across the groups (or no grid): the groups run one after the other.
+  auto rg = ir::var("rg", ir::kIndexType, kernel->span);
+  RowRewrite rw(tiles, a.rows, g, ir::binary(ir::BinOp::Mul, rg, C(g)));
+  for (const auto& s : once)
+    out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
+  for (const auto& s : fills) out_body.push_back(s);
+  for (const auto& s : per_group) loop.push_back(rw.top(s));
+  out_body.push_back(std::make_shared<ir::ForNode>(rg, C(0), C(k), ir::ForKind::serial, 0,
+                                                  ir_seq(loop, kernel->span), kernel->span));
+  for (const auto& s : after) out_body.push_back(s);
+  return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
+                                          ir_seq(out_body, kernel->span), kernel->span, kernel->sub_block_var);
+}
+
+}  // namespace tw::ascend

@@ -1,0 +1,60 @@
+// split_rows: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp), after serial_maps,
+// before stage_global_copies. It runs a block's body over groups of its rows when the block's
+// tiles do not fit the AIV's UB (lower_ascend asks for it after plan_memory's UB capacity error).
+//
+// A block's "rows" are the leading dim R of its largest tile of rank >= 2 (block_M in
+// rms_norm / layer_norm / softmax); its row tiles are the tiles whose leading dim is R. The body
+// splits when every row is computed on its own, the body being a straight sequence of
+//   - allocs, lets (reading no row tile);
+//   - copies between a global tensor and a whole row tile (the tensor's first dim of extent other
+//     than 1 is the tile's rows; a constant extent), or between whole row tiles;
+//   - fills of a whole row tile;
+//   - reductions of a row tile along a dim other than its rows into a row tile;
+//   - T.Parallel maps whose outermost loop runs over the R rows and that read and write row tiles
+//     at that row only (`x[i, j]`, `ss[i]`), read other tiles at indices without it (`w[j]`) and
+//     write no other tile;
+//   - float max / min reductions of a row tile across its rows into another tile (block_mask's
+//     `T.reduce_max(rows, any_seen)`), written by nothing before: each group merges its rows into
+//     the result (filled with -inf / +inf before the groups for a clearing reduction), which gives
+//     the same value in any order, NaN included;
+//   - statements that touch no row tile (`T.copy(W, w)`): they run once, before the groups, which
+//     needs that no row statement before them reads what they write or writes what they read; or
+//     after the groups when they read such a merged result (or what such a statement wrote), which
+//     needs that no row statement after them touches what they read or write.
+// Then the row statements run on G-row tiles for each group rg of R / G, the tensors' rows offset
+// by rg * G (a row map's other uses of its row, e.g. in a mask condition, too): as blocks of the
+// grid when nothing merges across the groups and nothing before them stores into a tensor (it
+// would run once per group: an atomic add too often) (the grid's first dim R / G times longer, block
+// bx' = bx * (R / G) + rg: the cores run the groups in parallel, as they run the user's blocks),
+// else as `for rg in serial(R / G)` in each block. G is the `step`-th largest divisor of R below
+// R (step 0: no split, the kernel as it is).
+//
+// RowSplit reports what the pass found: R, the G used, or why the body cannot be split (a
+// message and the line of the statement that is not row-wise), which the capacity error's hint
+// then states.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+struct RowSplit {
+  int64_t rows = 0;         // R; 0 when the body has no row tiles
+  int64_t group_rows = 0;   // G used (0: not split)
+  bool as_blocks = false;   // the groups are blocks of the grid (else a loop in each block)
+  int64_t steps = 0;        // how many G < R there are (the divisors of R below R)
+  std::string why_not;      // non-empty: the body cannot be split (what is not row-wise)
+  ir::Span at;              // the statement why_not is about
+  std::string row_tiles;    // the row tiles' names, for messages ("x, sq, ss")
+  std::string widest;       // the largest tile of rank >= 2 (whose leading dim is R) and its
+  int64_t cols = 0;         // elements per row
+  int64_t row_bytes = 0;    // bytes per row of it
+};
+
+ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out);
+
+}  // namespace tw::ascend

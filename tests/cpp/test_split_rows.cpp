@@ -1,0 +1,112 @@
+// split_rows: before/after Tile IR texts (the rules: split_rows.h).
+#include <gtest/gtest.h>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "target/ascend/split_rows.h"
+
+namespace tw::ascend {
+namespace {
+
+const std::string kHead = R"(kernel k(X: global float32[M, 4096], W: global float32[4096], Y: global float32[M, 4096] out)
+    grid(bx = ceildiv(M, 8)) {
+  alloc x: fragment float32[8, 4096]
+  alloc w: fragment float32[4096]
+  alloc s: fragment float32[8]
+  copy X[bx * 8:+8, 0:+4096] -> x
+  copy W -> w
+  reduce sum x -> s axis=1 clear=true
+  for i in parallel(0, 8) {
+    for j in parallel(0, 4096) {
+      x[i, j] = x[i, j] * s[i] * w[j]
+    }
+  }
+)";
+
+// rms_norm's shape: the rows run 2 at a time as blocks of a 4 times longer grid; w's copy once per
+// block; the tensor rows offset by the group.
+TEST(SplitRows, RowWiseBodyRunsItsRowsAsBlocks) {
+  RowSplit info;
+  auto k = ir::parse_kernel(kHead + "  copy x -> Y[bx * 8:+8, 0:+4096]\n}\n", "rows.tw");
+  EXPECT_EQ(ir::print(split_rows(k, 0, &info)), ir::print(k));  // step 0: unchanged
+  EXPECT_EQ(info.rows, 8);
+  EXPECT_EQ(info.steps, 3);  // 4, 2, 1
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.row_tiles, "x, s");
+  const std::string got = ir::print(split_rows(k, 2, &info));
+  EXPECT_EQ(info.group_rows, 2);
+  EXPECT_TRUE(info.as_blocks);
+  EXPECT_NE(got.find("grid(bx = ceildiv(M, 8) * 4)"), std::string::npos) << got;
+  EXPECT_NE(got.find("alloc x: fragment float32[2, 4096]"), std::string::npos) << got;
+  EXPECT_NE(got.find("alloc s: fragment float32[2]"), std::string::npos) << got;
+  EXPECT_NE(got.find("alloc w: fragment float32[4096]"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy X[bx * 2:+2, 0:+4096] -> x"), std::string::npos) << got;
+  EXPECT_NE(got.find("for i in parallel(0, 2)"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy x -> Y[bx * 2:+2, 0:+4096]"), std::string::npos) << got;
+}
+
+// A statement before the groups that stores into a tensor would run once per group as blocks
+// (an atomic add too often): the groups run in a loop in each block instead.
+TEST(SplitRows, TensorStoreBeforeTheGroupsKeepsThemInALoop) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], W: global float32[4096], Z: global float32[4096], Y: global float32[M, 4096] out)
+    grid(bx = ceildiv(M, 8)) {
+  alloc x: fragment float32[8, 4096]
+  alloc w: fragment float32[4096]
+  copy X[bx * 8:+8, 0:+4096] -> x
+  copy W -> w
+  atomic_add w -> Z
+  for i in parallel(0, 8) {
+    for j in parallel(0, 4096) {
+      x[i, j] = x[i, j] * w[j]
+    }
+  }
+  copy x -> Y[bx * 8:+8, 0:+4096]
+}
+)", "rows.tw");
+  const std::string got = ir::print(split_rows(k, 1, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_FALSE(info.as_blocks);
+  EXPECT_NE(got.find("for rg in serial(0, 2)"), std::string::npos) << got;
+  EXPECT_NE(got.find("grid(bx = ceildiv(M, 8))"), std::string::npos) << got;
+}
+
+// A max across the rows into another tile: a loop over the groups in each block, the result
+// filled with -inf before it and merged in it; its reader after the loop.
+TEST(SplitRows, MaxAcrossRowsIsMergedInALoop) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], G: global float32[M] out)
+    grid(bx = ceildiv(M, 8)) {
+  alloc x: fragment float32[8, 4096]
+  alloc m: fragment float32[8]
+  alloc g: fragment float32[1]
+  copy X[bx * 8:+8, 0:+4096] -> x
+  reduce max x -> m axis=1 clear=true
+  reduce max m -> g axis=0 clear=true
+  copy g -> G[bx:+1]
+}
+)", "rows.tw");
+  const std::string got = ir::print(split_rows(k, 1, &info));
+  EXPECT_EQ(info.group_rows, 4);
+  EXPECT_FALSE(info.as_blocks);
+  EXPECT_NE(got.find("fill g = -inf"), std::string::npos) << got;
+  EXPECT_NE(got.find("for rg in serial(0, 2)"), std::string::npos) << got;
+  EXPECT_NE(got.find("reduce max m -> g axis=0 clear=false"), std::string::npos) << got;
+  EXPECT_LT(got.find("for rg in serial(0, 2)"), got.find("copy g -> G[bx:+1]")) << got;
+}
+
+// A sum down the columns is not row-wise: unchanged, and why_not names it at its line.
+TEST(SplitRows, ColumnSumIsNotRowWise) {
+  RowSplit info;
+  auto k = ir::parse_kernel(kHead + R"(  reduce sum x -> w axis=0 clear=true
+  copy x -> Y[bx * 8:+8, 0:+4096]
+}
+)", "rows.tw");
+  EXPECT_EQ(ir::print(split_rows(k, 1, &info)), ir::print(k));
+  EXPECT_EQ(info.why_not, "a reduction across the rows (T.reduce_sum of 'x' into 'w')");
+  EXPECT_EQ(info.at.line, 14);
+  EXPECT_EQ(info.group_rows, 0);
+}
+
+}  // namespace
+}  // namespace tw::ascend
