@@ -23,9 +23,10 @@ figure a shared machine disturbs least; more: wall time). Per pattern:
 
 Then the masked pairs each pattern's gemms compute (`computed_pairs`: the cpu gemm runtime's
 band rules counted in numpy, for AVX-512's 14 x 32 micro-tiles and AVX2's 6 x 16): Q K^T (c_band)
-computes, in each kNR-wide column tile of a row panel, the rows with a visible diagonal among its
-columns; P V (a_band) each row panel over the k its rows' bands reach; against the visible pairs
-(each gemm's ideal) and whole blocks (session 23).
+computes, in each kNR-wide column tile of a row panel, the rows with a visible diagonal among each
+half of its columns (session 24: one vector of columns where a row needs one half); P V (a_band)
+each row panel over the k its rows' bands reach; against the visible pairs (each gemm's ideal) and
+whole blocks (session 23).
 
 Then, per granularity g, the ceiling of a kernel that computes in each partial block only its
 g x g sub-tiles with a visible element, at the partial blocks' measured cost per computed score
@@ -50,12 +51,15 @@ def panels(m, mr, split_below=4):
     return [(p * mr, mr) for p in range(full)] + ([(full * mr, rem)] if rem else [])
 
 
-def computed_pairs(np, blocks, bands, bm, bn, mr, nr):
+def computed_pairs(np, blocks, bands, bm, bn, mr, nr, split_below=4):
     """(Q K^T pairs, P V pairs) the kernel's gemms compute per head with the blocks' bands
     (`block_bands`): whole for a full block (class 2); in a partial one, per row panel and
-    nr-wide column tile of the score the rows with a band diagonal among the tile's columns
-    (c_band), and per row panel of P V its rows times the k their bands reach (a_band). One unit
-    per score element (Q K^T) or per element of P used (P V), as the visible pairs count."""
+    nr-wide column tile of the score the rows with a band diagonal among each half of the tile's
+    columns (c_band, gemm_impl.h `band_halves`: a row that needs one half computes that half; a
+    one-half stretch of fewer than split_below rows computes both), and per row panel of P V its
+    rows times the k their bands reach (a_band). One unit per score element (Q K^T) or per element
+    of P used (P V), as the visible pairs count."""
+    vf = nr // 2  # one vector: every instruction set's strip is two vectors wide
     qk = pv = 0
     for qb, kb in zip(*np.nonzero(blocks)):
         if blocks[qb, kb] == 2:
@@ -63,10 +67,27 @@ def computed_pairs(np, blocks, bands, bm, bn, mr, nr):
             pv += bm * bn
             continue
         lo, hi = (int(x) for x in bands[qb, kb])
-        for r0, h in panels(bm, mr):
+        for r0, h in panels(bm, mr, split_below):
             for j0 in range(0, bn, nr):
                 w = min(nr, bn - j0)
-                qk += w * max(0, min(r0 + h, j0 + w - lo) - max(r0, j0 - hi + 1))
+                wl, wr = min(w, vf), w - vf
+
+                def rows(c0, cw):  # the panel's rows with a band diagonal among columns c0 .. c0 + cw
+                    return max(r0, c0 - hi + 1), min(r0 + h, c0 + cw - lo)
+                a0, a1 = rows(j0, wl)
+                b0, b1 = rows(j0 + vf, wr) if wr > 0 else (0, 0)
+                if a0 >= a1 and b0 >= b1:
+                    continue
+                if b0 >= b1:
+                    qk += wl * (a1 - a0)
+                elif a0 >= a1:
+                    qk += wr * (b1 - b0)
+                else:  # left only a0 .. b0, both b0 .. a1, right only a1 .. b1
+                    if b0 - a0 < split_below:
+                        b0 = a0
+                    if b1 - a1 < split_below:
+                        a1 = b1
+                    qk += wl * (b0 - a0) + w * (a1 - b0) + wr * (b1 - a1)
             pv += h * max(0, min(bn, r0 + h - 1 + hi) - max(0, r0 + lo))
     return qk, pv
 
