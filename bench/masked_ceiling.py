@@ -7,7 +7,9 @@ the partially visible blocks (docs/performance.md, "Issue 13, CPU", session 18).
 bench/run.py's masked_prefill shapes and masks (B 1, H 8, S 2048, D 128, 64 x 64 blocks, fp32),
 examples/masked_attention.py's kernel timed side by side with examples/flash_attention.py's
 causal kernel, alternating, best of 3 calls per round (1 thread: the process's CPU time, the
-figure a shared machine disturbs least; more: wall time). Per pattern:
+figure a shared machine disturbs least; more: wall time, and the process's CPU time of the same
+calls, all threads: with the CPU time of a 1-thread run it tells extra work from idle threads,
+session 24). Per pattern:
 
 * `tables`: the kernel with the mask's block tables (what the bench times), the gemms given each
   block's band of visible diagonals (`block_bands`: micro-tiles past it skipped);
@@ -149,14 +151,19 @@ def main():
     for fn in impls.values():
         fn()
     res = {n: [] for n in impls}
+    cpu = {n: [] for n in impls}  # more threads: the process's CPU time of the best call, all threads
     for _ in range(args.rounds):
         for n, fn in impls.items():
             best = float("inf")
             for _ in range(3):
-                t0 = clock()
+                t0, c0 = clock(), time.process_time()
                 fn()
-                best = min(best, clock() - t0)
+                t1, c1 = clock(), time.process_time()
+                if t1 - t0 < best:
+                    best = t1 - t0
+                    busy = c1 - c0
             res[n].append(best)
+            cpu[n].append(busy)
     med = {n: float(np.median(v)) for n, v in res.items()}
     lo = {n: min(v) for n, v in res.items()}
     pairs_c = S * (S + 1) / 2
@@ -164,6 +171,11 @@ def main():
           f"{'CPU' if args.threads == 1 else 'wall'} time, {args.rounds} rounds of best-of-3; "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"causal kernel: min {lo['causal'] * 1e3:.2f} ms, median {med['causal'] * 1e3:.2f} ms")
+    if args.threads > 1:  # CPU time (all threads) against threads x wall: the share the threads were busy
+        print("CPU time per call, all threads (median) and busy share = CPU / (threads x wall), per round median:")
+        for n in impls:
+            share = [c / (args.threads * w) for c, w in zip(cpu[n], res[n])]
+            print(f"  {str(n):28s} {float(np.median(cpu[n])) * 1e3:8.2f} ms  busy {float(np.median(share)):.3f}")
     for p, d in info.items():
         vis, blocks = d["vis"], d["blocks"]
         n0, n1, n2 = (int((blocks == c).sum()) for c in (0, 1, 2))
