@@ -7,7 +7,9 @@ the partially visible blocks (docs/performance.md, "Issue 13, CPU", session 18).
 bench/run.py's masked_prefill shapes and masks (B 1, H 8, S 2048, D 128, 64 x 64 blocks, fp32),
 examples/masked_attention.py's kernel timed side by side with examples/flash_attention.py's
 causal kernel, alternating, best of 3 calls per round (1 thread: the process's CPU time, the
-figure a shared machine disturbs least; more: wall time). Per pattern:
+figure a shared machine disturbs least; more: wall time, and the process's CPU time of the same
+calls, all threads: with the CPU time of a 1-thread run it tells extra work from idle threads,
+session 24). Per pattern:
 
 * `tables`: the kernel with the mask's block tables (what the bench times), the gemms given each
   block's band of visible diagonals (`block_bands`: micro-tiles past it skipped);
@@ -23,9 +25,10 @@ figure a shared machine disturbs least; more: wall time). Per pattern:
 
 Then the masked pairs each pattern's gemms compute (`computed_pairs`: the cpu gemm runtime's
 band rules counted in numpy, for AVX-512's 14 x 32 micro-tiles and AVX2's 6 x 16): Q K^T (c_band)
-computes, in each kNR-wide column tile of a row panel, the rows with a visible diagonal among its
-columns; P V (a_band) each row panel over the k its rows' bands reach; against the visible pairs
-(each gemm's ideal) and whole blocks (session 23).
+computes, in each kNR-wide column tile of a row panel, the rows with a visible diagonal among each
+half of its columns (session 24: one vector of columns where a row needs one half); P V (a_band)
+each row panel over the k its rows' bands reach; against the visible pairs (each gemm's ideal) and
+whole blocks (session 23).
 
 Then, per granularity g, the ceiling of a kernel that computes in each partial block only its
 g x g sub-tiles with a visible element, at the partial blocks' measured cost per computed score
@@ -50,12 +53,15 @@ def panels(m, mr, split_below=4):
     return [(p * mr, mr) for p in range(full)] + ([(full * mr, rem)] if rem else [])
 
 
-def computed_pairs(np, blocks, bands, bm, bn, mr, nr):
+def computed_pairs(np, blocks, bands, bm, bn, mr, nr, split_below=4):
     """(Q K^T pairs, P V pairs) the kernel's gemms compute per head with the blocks' bands
     (`block_bands`): whole for a full block (class 2); in a partial one, per row panel and
-    nr-wide column tile of the score the rows with a band diagonal among the tile's columns
-    (c_band), and per row panel of P V its rows times the k their bands reach (a_band). One unit
-    per score element (Q K^T) or per element of P used (P V), as the visible pairs count."""
+    nr-wide column tile of the score the rows with a band diagonal among each half of the tile's
+    columns (c_band, gemm_impl.h `band_halves`: a row that needs one half computes that half; a
+    one-half stretch of fewer than split_below rows computes both), and per row panel of P V its
+    rows times the k their bands reach (a_band). One unit per score element (Q K^T) or per element
+    of P used (P V), as the visible pairs count."""
+    vf = nr // 2  # one vector: every instruction set's strip is two vectors wide
     qk = pv = 0
     for qb, kb in zip(*np.nonzero(blocks)):
         if blocks[qb, kb] == 2:
@@ -63,10 +69,27 @@ def computed_pairs(np, blocks, bands, bm, bn, mr, nr):
             pv += bm * bn
             continue
         lo, hi = (int(x) for x in bands[qb, kb])
-        for r0, h in panels(bm, mr):
+        for r0, h in panels(bm, mr, split_below):
             for j0 in range(0, bn, nr):
                 w = min(nr, bn - j0)
-                qk += w * max(0, min(r0 + h, j0 + w - lo) - max(r0, j0 - hi + 1))
+                wl, wr = min(w, vf), w - vf
+
+                def rows(c0, cw):  # the panel's rows with a band diagonal among columns c0 .. c0 + cw
+                    return max(r0, c0 - hi + 1), min(r0 + h, c0 + cw - lo)
+                a0, a1 = rows(j0, wl)
+                b0, b1 = rows(j0 + vf, wr) if wr > 0 else (0, 0)
+                if a0 >= a1 and b0 >= b1:
+                    continue
+                if b0 >= b1:
+                    qk += wl * (a1 - a0)
+                elif a0 >= a1:
+                    qk += wr * (b1 - b0)
+                else:  # left only a0 .. b0, both b0 .. a1, right only a1 .. b1
+                    if b0 - a0 < split_below:
+                        b0 = a0
+                    if b1 - a1 < split_below:
+                        a1 = b1
+                    qk += wl * (b0 - a0) + w * (a1 - b0) + wr * (b1 - a1)
             pv += h * max(0, min(bn, r0 + h - 1 + hi) - max(0, r0 + lo))
     return qk, pv
 
@@ -128,14 +151,19 @@ def main():
     for fn in impls.values():
         fn()
     res = {n: [] for n in impls}
+    cpu = {n: [] for n in impls}  # more threads: the process's CPU time of the best call, all threads
     for _ in range(args.rounds):
         for n, fn in impls.items():
             best = float("inf")
             for _ in range(3):
-                t0 = clock()
+                t0, c0 = clock(), time.process_time()
                 fn()
-                best = min(best, clock() - t0)
+                t1, c1 = clock(), time.process_time()
+                if t1 - t0 < best:
+                    best = t1 - t0
+                    busy = c1 - c0
             res[n].append(best)
+            cpu[n].append(busy)
     med = {n: float(np.median(v)) for n, v in res.items()}
     lo = {n: min(v) for n, v in res.items()}
     pairs_c = S * (S + 1) / 2
@@ -143,6 +171,11 @@ def main():
           f"{'CPU' if args.threads == 1 else 'wall'} time, {args.rounds} rounds of best-of-3; "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"causal kernel: min {lo['causal'] * 1e3:.2f} ms, median {med['causal'] * 1e3:.2f} ms")
+    if args.threads > 1:  # CPU time (all threads) against threads x wall: the share the threads were busy
+        print("CPU time per call, all threads (median) and busy share = CPU / (threads x wall), per round median:")
+        for n in impls:
+            share = [c / (args.threads * w) for c, w in zip(cpu[n], res[n])]
+            print(f"  {str(n):28s} {float(np.median(cpu[n])) * 1e3:8.2f} ms  busy {float(np.median(share)):.3f}")
     for p, d in info.items():
         vis, blocks = d["vis"], d["blocks"]
         n0, n1, n2 = (int((blocks == c).sum()) for c in (0, 1, 2))

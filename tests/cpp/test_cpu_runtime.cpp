@@ -1136,6 +1136,78 @@ TEST(Gemm, BandSkipsMicroTiles) {
   run_band_case<float>(64, 128, 64, false, false, false, 1, -63, 1, 101);
 }
 
+// The same causal score with A packed (a_stable, as flash attention's Q): c_band also computes
+// only the column half (kVF columns) of a strip that a row segment needs (ukr_f32's one-vector
+// call), so more of the sentinel above the diagonal stays than whole strips leave, and no more
+// than the rows of each half wholly above it.
+TEST(Gemm, BandSkipsHalfStrips) {
+  namespace d = tw_cpu::detail;
+  const int M = 64, N = 64, K = 128;
+  std::mt19937 g(98);
+  std::vector<float> A(M * K), B(N * K), C(M * N, 12345.0f), W(M * N);
+  for (auto& v : A) v = make_val<float>(g);
+  for (auto& v : B) v = make_val<float>(g);
+  tw_cpu::new_launch();
+  tw_cpu::gemm<float, float, float>(M, N, K, A.data(), K, false, B.data(), K, true, W.data(), N, false, true);
+  tw_cpu::gemm<float, float, float>(M, N, K, A.data(), K, false, B.data(), K, true, C.data(), N, false, true, false,
+                                    -1, 0, nullptr, 0, tw_cpu::Band{2, -63, 1});
+  long skipped = 0, strips = 0, halves = 0;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      if (j <= i) EXPECT_EQ(C[i * N + j], W[i * N + j]) << i << "," << j;
+      else skipped += C[i * N + j] == 12345.0f;
+    }
+  for (int j0 = 0; j0 < N; j0 += d::kNR) strips += (long)j0 * std::min(d::kNR, N - j0);
+  for (int j0 = 0; j0 < N; j0 += d::kVF) halves += (long)j0 * std::min(d::kVF, N - j0);
+  EXPECT_GT(skipped, strips);
+  EXPECT_LE(skipped, halves);
+}
+
+// c_band computes each element inside the band with the same FMAs in the same order as the
+// product without a band (whole kNR-wide strips, one-vector half strips, rows trimmed: only
+// which elements are computed changes), so inside the band C is bit for bit the unbanded C.
+// Bands whose edges cross the column halves of the micro-tiles at every offset (windows of 1 ..
+// 33 diagonals on either side), column tails (N 40, 50: a strip narrower than one vector, or
+// with a partial second half), row tails, accumulate or not, fp32 / f16 / bf16.
+template <class T>
+void run_band_bitwise_case(int M, int N, int K, bool acc, bool a_stable, long lo, long hi, uint32_t seed) {
+  tw_cpu::new_launch();  // a_stable: A is packed once per launch (fp32 A is otherwise read in place)
+  std::mt19937 g(seed);
+  std::vector<T> A((size_t)M * K), B((size_t)N * K);
+  for (auto& v : A) v = make_val<T>(g);
+  for (auto& v : B) v = make_val<T>(g);
+  std::vector<float> C0((size_t)M * N);
+  for (auto& v : C0) v = make_val<float>(g);
+  std::vector<float> whole = C0, band = C0;
+  tw_cpu::gemm<T, T, float>(M, N, K, A.data(), K, false, B.data(), K, true, whole.data(), N, acc, a_stable);
+  tw_cpu::gemm<T, T, float>(M, N, K, A.data(), K, false, B.data(), K, true, band.data(), N, acc, a_stable, false,
+                            -1, 0, nullptr, 0, tw_cpu::Band{2, lo, hi});
+  long bad = 0;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j)
+      if (j - i >= lo && j - i < hi && std::memcmp(&whole[(size_t)i * N + j], &band[(size_t)i * N + j], 4) != 0 &&
+          bad++ < 5)
+        ADD_FAILURE() << "c_band (" << lo << ", " << hi << ") M " << M << " N " << N << " K " << K << " acc " << acc
+                      << " a_stable " << a_stable << ": at (" << i << ", " << j << ") " << band[(size_t)i * N + j] << " against "
+                      << whole[(size_t)i * N + j] << " without the band";
+  EXPECT_EQ(bad, 0);
+}
+
+template <class T>
+void band_bitwise_cases(uint32_t seed) {
+  for (int M : {64, 29})
+    for (int N : {64, 40, 50})
+      for (long w : {1, 2, 15, 16, 17, 31, 33, 1000}) {
+        const long bands[][2] = {{1 - w, 1}, {0, w}, {1 - w + 16, 17}, {-16, w - 16}, {-40, -40 + w}, {20, 20 + w}};
+        for (const auto& b : bands)
+          for (bool a_stable : {true, false})
+            run_band_bitwise_case<T>(M, N, 128, seed % 3 == 0, a_stable, b[0], b[1], seed++);
+      }
+}
+TEST(Gemm, CBandBitwiseF32) { band_bitwise_cases<float>(24000); }
+TEST(Gemm, CBandBitwiseF16) { band_bitwise_cases<f16>(25000); }
+TEST(Gemm, CBandBitwiseBF16) { band_bitwise_cases<bf16>(26000); }
+
 // a_stable: packed A blocks are reused across calls within a launch (same pointer and shape),
 // and dropped by new_launch(). The tile loop runs over several block columns (reuse), then A
 // changes in place and a new launch must see the new data.

@@ -743,33 +743,34 @@ TW_CPU_INLINE simd::vf dot_bf16(simd::vf c, simd::vf a, simd::vf b) {
 #endif
 
 // The micro-kernels' write-back: C (+)= c on rows [0, R) x cols [0, nr), from accumulators of
-// float (ukr_f32) or int32 (ukr_i8) lanes. A full strip (nr == kNR) stores vectors; a partial
-// one goes through a stack tile.
+// float (ukr_f32) or int32 (ukr_i8) lanes, NV vectors a row (kNV but in ukr_f32's one-vector
+// band calls). A full strip (nr == NV * kVF) stores vectors; a partial one goes through a stack
+// tile.
 TW_CPU_INLINE simd::vf loadu_acc(const float* p) { return simd::loadu(p); }
 TW_CPU_INLINE simd::vi loadu_acc(const int32_t* p) { return simd::loadui(p); }
 TW_CPU_INLINE void storeu_acc(float* p, simd::vf v) { simd::storeu(p, v); }
 TW_CPU_INLINE void storeu_acc(int32_t* p, simd::vi v) { simd::storeui(p, v); }
 
-template <int R, class V, class T>
-TW_CPU_INLINE void store_acc(const V (&c)[R][kNV], T* __restrict C, long ldc, bool acc, int nr) {
-  if (nr == kNR) {
+template <int R, class V, class T, int NV>
+TW_CPU_INLINE void store_acc(const V (&c)[R][NV], T* __restrict C, long ldc, bool acc, int nr) {
+  if (nr == NV * kVF) {
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       T* ci = C + (long)i * ldc;
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) {
+      for (int v = 0; v < NV; ++v) {
         V x = c[i][v];
         if (acc) x += loadu_acc(ci + v * kVF);
         storeu_acc(ci + v * kVF, x);
       }
     }
   } else {
-    alignas(64) T tmp[R][kNR];
+    alignas(64) T tmp[R][NV * kVF];
     // unrolled: a runtime index into c[][] would keep the accumulators in memory
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) storeu_acc(&tmp[i][v * kVF], c[i][v]);
+      for (int v = 0; v < NV; ++v) storeu_acc(&tmp[i][v * kVF], c[i][v]);
     for (int i = 0; i < R; ++i) {
       T* ci = C + (long)i * ldc;
       if (acc)
@@ -780,14 +781,14 @@ TW_CPU_INLINE void store_acc(const V (&c)[R][kNV], T* __restrict C, long ldc, bo
   }
 }
 
-// C's R rows (kNR floats each) requested for writing: the micro-kernel reads and writes them at
+// C's R rows (W floats each) requested for writing: the micro-kernel reads and writes them at
 // its end (a tile accumulator often lives in L2)
-template <int R>
+template <int R, int W = kNR>
 TW_CPU_INLINE void prefetch_c(const float* C, long ldc) {
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
     __builtin_prefetch(C + (long)i * ldc, 1);
-    __builtin_prefetch(C + (long)i * ldc + kNR - 1, 1);
+    __builtin_prefetch(C + (long)i * ldc + W - 1, 1);
   }
 }
 
@@ -808,18 +809,21 @@ inline constexpr long kCLateK = -1;
 
 // The fp32 micro-kernels' start: the accumulators at zero, and C's rows requested unless kLate
 // (ukr_f32 with kCLateK >= 0 requests them near its end instead).
-template <int R, bool kLate = false>
-TW_CPU_INLINE void start_acc(simd::vf (&c)[R][kNV], const float* C, long ldc) {
-  if constexpr (!kLate) prefetch_c<R>(C, ldc);
+template <int R, bool kLate = false, int NV>
+TW_CPU_INLINE void start_acc(simd::vf (&c)[R][NV], const float* C, long ldc) {
+  if constexpr (!kLate) prefetch_c<R, NV * kVF>(C, ldc);
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) c[i][v] = simd::vf{};
+    for (int v = 0; v < NV; ++v) c[i][v] = simd::vf{};
 }
 
-// acc[R][kNR] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
+// acc[R][NV * kVF] = sum_k A[k*as + i] * B[k*bs + j]; then C (+)= acc on [R x nr].
 // kDp: A and B hold bf16 k pairs (kc of them) and each step is a vdpbf16ps instead of an FMA.
-template <int R, bool kDp = false>
+// NV: the column vectors, kNV (a whole kNR-wide strip), or 1 for the one half of a strip that
+// a c_band needs (gemm_f32's band branch: B and C then point at that half, bs stays the strip's
+// kNR); per element the same FMAs in the same k order either way, so the same result.
+template <int R, bool kDp = false, int NV = kNV>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
                                        float* __restrict C, long ldc, bool acc, int nr,
@@ -828,7 +832,7 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
   // ahead on the same row (one full micro-kernel call of lead time).
   const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;
-  vf c[R][kNV];
+  vf c[R][NV];
   start_acc<R, (kCLateK >= 0)>(c, C, ldc);
 
 #if defined(__AVX__) && !defined(__AVX512F__)
@@ -836,16 +840,16 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   // steps in the same order, so the same result as one k per iteration)
   (void)kDp;  // bf16 k pairs need AVX512-BF16
   auto step = [&]() __attribute__((always_inline)) {
-    vf b[kNV];
+    vf b[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
 #pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
+    for (int v = 0; v < NV; ++v) b[v] = simd::loadu(B + v * kVF);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       vf a = simd::splat(A[i]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(a, b[v], c[i][v]);
+      for (int v = 0; v < NV; ++v) c[i][v] = simd::fma(a, b[v], c[i][v]);
     }
     A += as;
     B += bs;
@@ -861,18 +865,18 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 #else
   const long k_c = kCLateK < 0 ? -1 : kc > kCLateK ? kc - kCLateK : 0;  // C's rows requested (kCLateK)
   for (long k = 0; k < kc; ++k) {
-    if (k == k_c) prefetch_c<R>(C, ldc);
-    vf b[kNV];
+    if (k == k_c) prefetch_c<R, NV * kVF>(C, ldc);
+    vf b[NV];
     // software prefetch of B a few k ahead (matters when B is streamed unpacked)
 #pragma GCC unroll 4
     for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
 #pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
+    for (int v = 0; v < NV; ++v) b[v] = simd::loadu(B + v * kVF);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       vf a = simd::splat(A[i]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) {
+      for (int v = 0; v < NV; ++v) {
 #if defined(TW_CPU_BF16_DP)
         if constexpr (kDp) c[i][v] = dot_bf16(c[i][v], a, b[v]);
         else
@@ -891,12 +895,12 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 }
 
 // one micro-kernel call of mr rows (1 <= mr <= kMR): ukr_f32<mr>
-template <bool kDp = false, int R = kMR>
+template <bool kDp = false, int R = kMR, int NV = kNV>
 TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const float* B, long bs,
                                 float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
                                 long pf2_lines = 0) {
-  if (mr == R) ukr_f32<R, kDp>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+  if (mr == R) ukr_f32<R, kDp, NV>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1, NV>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
 }
 
 // A column tail of nr <= kColTail columns (the op zoo's matmul 1025x369x741 in 128-column blocks
@@ -1997,6 +2001,46 @@ TW_CPU_INLINE BandTile band_tile(const Band& b, long r0, int h, long j0, int nr,
   return k0 >= k1 ? BandTile{true, 0, 0, 0, 0} : BandTile{false, (int)k0, (int)k1, 0, h};
 }
 
+// c_band on one micro-tile of packed A (rows [r0, r0 + h), columns [j0, j0 + nr), not skipped):
+// the rows each column half of the strip needs (band_tile on kVF columns each), computed with the
+// one-vector micro-kernel (ukr_f32<R, kDp, 1>) where a row needs one half only. The right half's
+// rows are the left's shifted down by kVF, so the rows split into left only [a0, b0), both
+// [b0, a1) and right only [a1, b1); a one-half stretch of fewer than kSplitBelow rows is computed
+// with both halves (a call of so few rows keeps too few accumulators in flight to be worth it).
+// Per element the same FMAs in the same k order as the whole strip: inside the band C is the
+// unbanded product bit for bit (the window's Q K^T: the diagonal block's and the oldest block's
+// triangles, docs/performance.md "Session 24: the sliding window").
+template <bool kDp>
+TW_CPU_INLINE void band_halves(const Band& band, long r0, int h, long j0, int nr, long pc, int kc, int kwc,
+                               const float* a, const float* bp, float* cp, long ldc, bool acc, const char* q,
+                               long m) {
+  const BandTile tl = band_tile(band, r0, h, j0, nr < kVF ? nr : kVF, pc, kc);
+  const BandTile tr = nr > kVF ? band_tile(band, r0, h, j0 + kVF, nr - kVF, pc, kc) : BandTile{true, 0, 0, 0, 0};
+  int a0 = tl.i0, a1 = tl.i1, b0 = tr.i0, b1 = tr.i1;
+  if (tl.skip) a0 = a1 = b0;
+  if (tr.skip) b0 = b1 = a1;
+  if (!tl.skip && !tr.skip) {
+    if (b0 - a0 < kSplitBelow) b0 = a0;
+    if (b1 - a1 < kSplitBelow) a1 = b1;
+  }
+  // half: 0 both, 1 left, 2 right; the next calls' prefetch lines (q) go with the first call
+  auto call = [&](int i, int n, int half) {
+    if (n <= 0) return;
+    const int off = half == 2 ? kVF : 0;
+    const int w = half == 0 ? nr : half == 1 ? (nr < kVF ? nr : kVF) : nr - kVF;
+    const long lines = m < kwc ? m : kwc;
+    if (half == 0)
+      ukr_f32_rows<kDp>(n, kwc, a + i, kMR, bp + off, kNR, cp + (long)i * ldc + off, ldc, acc, w, q, lines);
+    else
+      ukr_f32_rows<kDp, kMR, 1>(n, kwc, a + i, kMR, bp + off, kNR, cp + (long)i * ldc + off, ldc, acc, w, q, lines);
+    q = nullptr;
+    m = 0;
+  };
+  call(a0, b0 - a0, 1);
+  call(b0, a1 - b0, 0);
+  call(a1, b1 - a1, 2);
+}
+
 template <class T>
 void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable,
@@ -2250,6 +2294,11 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
               const BandTile t = band_tile(band, ic + pr.r0, pr.h, jc + jr, nr, pc, kc);
               if (t.skip) {  // a_band overwriting C: the tile's product is 0; c_band: left unwritten
                 if (!acc && band.kind == 1) scale_zero(pr.h, nr, cp, ldc);
+                continue;
+              }
+              if (band.kind == 2 && !a_direct) {  // c_band on packed A: per column half (kVF columns)
+                band_halves<kDp>(band, ic + pr.r0, pr.h, jc + jr, nr, pc, kc, kwc, ap + (long)ir * kwc, bp, cp, ldc,
+                                 acc, q, m);
                 continue;
               }
               ks = t.k0 / G;
