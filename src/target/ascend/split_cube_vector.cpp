@@ -806,7 +806,6 @@ class Splitter {
     int slots = 1;
     Buffer ws;
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
-    Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the UB tile)
   };
   struct Loop {
     Var var;
@@ -843,14 +842,10 @@ class Splitter {
     auto sh = shape_of(cube);
     ir::DType wt = h.to_vector ? ub->dtype : cube->dtype;
     if (h.to_vector && !(wt.is_float() && wt.bits() >= 16 && wt.bits() <= 32)) wt = cube->dtype;
-    if (h.to_vector && h.slots == 2 && stage_fits(ub, wt)) {
-      // The workspace and the landing tile keep the vector tile's dtype: a narrower one (the
-      // gemm's 16-bit operand dtype) would round every score (bfloat16: |s| * 2^-9, which the
-      // softmax's exp turns into a relative error of every weight; fuzz11 F2) or turn a score above
-      // 65504 into inf (float16: inf - inf = NaN in the softmax), a change of the answer the
-      // program did not write. Narrowing is the user's: T.copy(s, s16) before the hand-off.
-      h.land = ir::buffer(ub->name + "_in", wt, ub->shape, Scope::UB, s->span);
-    }
+    // The workspace keeps the vector tile's dtype: a narrower one (the gemm's 16-bit operand
+    // dtype) would round every score (bfloat16: |s| * 2^-9, which the softmax's exp turns into a
+    // relative error of every weight; fuzz11 F2) or turn a score above 65504 into inf (float16:
+    // inf - inf = NaN in the softmax), a change of the answer the program did not write.
     Expr rows = handoff_rows(h, sh[0]);
     if (!h.to_vector && shape_of(ub)[0] == sh[0]) rows = ir::arith::mul(rows, C(2));  // a whole tile: one half per AIV
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
@@ -900,14 +895,11 @@ class Splitter {
       Expr r0 = R == M ? row0 : ir::arith::add(row0, ir::arith::mul(vid_, C(R)));
       Region w{h.ws, {r0, C(0)}, {C(R), C(N)}};
       if (h.to_vector) {
-        // Two slots in a loop: the data lands in a tile of the loop body (multi_buffer stages
-        // it), so the next iteration's hand-off is loaded while this one is computed on.
-        Buffer land = h.land;
-        if (land) out.push_back(std::make_shared<ir::AllocNode>(land, sp));
+        // Straight into the vector tile (session 24: a staged landing tile and a UB -> UB copy
+        // out of it were slower, their UB left the vector loop one stage; docs/ascend.md).
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
-        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(land ? land : ub), sp));
+        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(ub), sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
-        if (land) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(land), ir::full_region(ub), sp));
       } else {
         Buffer src = ub;
         if (h.cast) {
@@ -925,36 +917,6 @@ class Splitter {
       }
     }
     return ir_seq(std::move(out), sp);
-  }
-
-  // UB bytes of tile b, row-split tiles at half their rows.
-  int64_t ub_bytes_of(const Buffer& b) const {
-    auto sh = b->const_shape();
-    if (!sh) return 0;
-    int64_t n = b->dtype.bytes();
-    for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && split_rows_.count((*sh)[0])) ? (*sh)[0] / 2 : (*sh)[i];
-    return (n + 31) / 32 * 32;
-  }
-  // Whether `extra` more UB bytes fit next to every UB tile of the kernel and the staged ones
-  // (all counted as live at once), keeping `margin` bytes for legalize_vector's temporaries.
-  bool ub_fits(int64_t extra, int64_t margin) {
-    int64_t used = extra + staged_ub_;
-    ir::for_each_stmt(k_->body, [&](const Stmt& x) {
-      if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB)
-        used += ub_bytes_of(ir::as<ir::AllocNode>(x)->buffer);
-    });
-    for (const auto& b : new_allocs_)
-      if (b->scope == Scope::UB) used += ub_bytes_of(b);
-    return used <= t_.ascend.ub_bytes - margin;
-  }
-  // Whether two copies of UB tile `ub` in `land_dtype` (the staged landing tile) fit; at most one
-  // landing tile: the first hand-off the vector loop waits for.
-  bool stage_fits(const Buffer& ub, ir::DType land_dtype) {
-    if (staged_ub_ > 0) return false;
-    int64_t extra = 2 * ub_bytes_of(ub) / ub->dtype.bytes() * land_dtype.bytes();
-    if (!ub_fits(extra, t_.ascend.ub_bytes / 8)) return false;
-    staged_ub_ += extra;
-    return true;
   }
 
   static Side side_of_leaf(const Stmt& s) {
@@ -1129,7 +1091,6 @@ class Splitter {
   std::vector<Buffer> new_allocs_;
   std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
   std::unordered_set<int64_t> split_rows_;  // row counts of the tiles cut in half between the AIVs
-  int64_t staged_ub_ = 0;  // UB bytes of the staged hand-off landing tiles
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;
   std::vector<Loop> loops_;
