@@ -126,8 +126,8 @@ inline constexpr const char* kAttentionInput = R"(kernel main(Q: global float32[
 )";
 
 // ... after split_cube_vector: three hand-offs (S, P, P V), the accumulating gemm into the
-// vector-rescaled acc_o becomes a fresh L0C tile added on the vector side, the scores land in
-// acc_s_ub itself (float32, as the kernel computes them).
+// vector-rescaled acc_o becomes a fresh L0C tile added on the vector side, the scores land in a
+// tile of the loop body (acc_s_ub_in, staged by multi_buffer).
 inline constexpr const char* kAttentionSplit = R"(kernel main(Q: global float32[1, 2, 128, 64], K: global float32[1, 2, 128, 64], V: global float32[1, 2, 128, 64], Output: global float32[1, 2, 128, 64] out)
     grid(bx = 2, by = 2, bz = 1) sub_block(vid) {
   alloc ws_0: global float32[512, 64]
@@ -182,9 +182,11 @@ inline constexpr const char* kAttentionSplit = R"(kernel main(Q: global float32[
     fill scores_max = -1e+30
     let loop_range_v: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
     for k_v in pipelined(0, loop_range_v, stages=2) {
+      alloc acc_s_ub_in: UB float32[32, 64]
       sync wait_cross_flag(0, MTE2)
-      copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub
+      copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub_in
       sync set_cross_flag(2, MTE2, 1)
+      copy acc_s_ub_in -> acc_s_ub
       for i in parallel(0, 32) {
         for j in parallel(0, 64) {
           acc_s_ub[i, j] = where(bx * 64 + (i + vid * 32) >= k_v * 64 + j, acc_s_ub[i, j] * 0.18033688011112042, -1e+30)
@@ -292,9 +294,11 @@ inline constexpr const char* kAttentionSkewed = R"(kernel main(Q: global float32
     fill scores_max = -1e+30
     let loop_range_v: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
     for k_v in pipelined(0, loop_range_v, stages=2) {
+      alloc acc_s_ub_in: UB float32[32, 64]
       sync wait_cross_flag(0, MTE2)
-      copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub
+      copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub_in
       sync set_cross_flag(2, MTE2, 1)
+      copy acc_s_ub_in -> acc_s_ub
       for i in parallel(0, 32) {
         for j in parallel(0, 64) {
           acc_s_ub[i, j] = where(bx * 64 + (i + vid * 32) >= k_v * 64 + j, acc_s_ub[i, j] * 0.18033688011112042, -1e+30)
@@ -406,13 +410,15 @@ inline constexpr const char* kAttentionRotated = R"(kernel main(Q: global float3
     fill scores_max = -1e+30
     let loop_range_v: int32 = min(ceildiv((bx + 1) * 64, 64), 2)
     for k_v in pipelined(0, loop_range_v + 3, stages=2) {
+      alloc acc_s_ub_in: UB float32[32, 64]
       copy scores_scale_prev2 -> scores_scale_prev3
       copy scores_scale_prev -> scores_scale_prev2
       copy scores_scale -> scores_scale_prev
       if k_v < loop_range_v {
         sync wait_cross_flag(0, MTE2)
-        copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub
+        copy ws_0[(((bz * 2 + by) * 2 + bx) % 4 * 2 + k_v % 2) * 64 + vid * 32:+32, 0:+64] -> acc_s_ub_in
         sync set_cross_flag(2, MTE2, 1)
+        copy acc_s_ub_in -> acc_s_ub
         for i in parallel(0, 32) {
           for j in parallel(0, 64) {
             acc_s_ub[i, j] = where(bx * 64 + (i + vid * 32) >= k_v * 64 + j, acc_s_ub[i, j] * 0.18033688011112042, -1e+30)

@@ -21,7 +21,7 @@ std::string rotate(const std::string& text) {
 // Flash attention: the vector loop rescales acc_o and adds P V three iterations late (after the
 // next three softmaxes); the scale is read from its copy of three iterations ago
 // (scores_scale_prev3 <- scores_scale_prev2 <- scores_scale_prev <- scores_scale, allocated before
-// the core scopes).
+// the core scopes); the landing tile of the scores stays first in the body.
 TEST(RotateVectorLoops, Attention) {
   const char* before = testing::kAttentionSkewed;
   const char* after = testing::kAttentionRotated;

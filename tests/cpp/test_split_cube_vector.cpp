@@ -27,7 +27,7 @@ TEST(SplitCubeVector, GemmEpilogue) {
 
 // Two gemms with softmax between (flash attention): three hand-offs (S, P, P V), the accumulating
 // gemm into the vector-rescaled acc_o becomes a fresh L0C tile added on the vector side, the
-// scores land in acc_s_ub itself, in float32. (The software
+// scores land in a tile of the loop body (acc_s_ub_in, staged by multi_buffer). (The software
 // pipelining of both loops: test_skew_cube_loops.cpp, test_rotate_vector_loops.cpp.)
 TEST(SplitCubeVector, AttentionTwoGemms) {
   EXPECT_EQ(split(testing::kAttentionInput), testing::kAttentionSplit);

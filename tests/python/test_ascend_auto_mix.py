@@ -106,9 +106,11 @@ def fa_percent_of_peak(S, causal, bm, bn, B=1, H=16, D=128):
 
 # Simulated throughput floors (timing only), measured value minus a margin: a pass that loses
 # the Cube/Vector overlap, the L0 budget or the vector software pipeline falls below. Measured
-# 33.2 / 21.5 (35.0 / 23.1 before issue 16's calibrated kernel start, 10 us of launch on a
-# ~200 us kernel); the floors keep their 1.5-point margins.
-FA_FLOORS = [(2048, False, 128, 128, 31.7), (2048, True, 128, 128, 20.0)]
+# 21.1 / 16.2 since session 24 (33.2 / 21.5 before: the S and P V hand-offs went through GM in
+# float16, which made a score above 65504 inf; in float32 they write 160 KiB per key block instead
+# of 96 KiB, and the model's HBM write bandwidth bounds the kernel; docs/ascend.md "Session 24");
+# the floors keep their 1.5-point margins.
+FA_FLOORS = [(2048, False, 128, 128, 19.6), (2048, True, 128, 128, 14.7)]
 
 
 @pytest.mark.parametrize("S,causal,bm,bn,floor", FA_FLOORS)

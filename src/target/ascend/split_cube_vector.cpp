@@ -805,6 +805,7 @@ class Splitter {
     int f = 0, r = 0;
     int slots = 1;
     Buffer ws;
+    Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the vector tile)
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
   };
   struct Loop {
@@ -846,6 +847,16 @@ class Splitter {
     // dtype) would round every score (bfloat16: |s| * 2^-9, which the softmax's exp turns into a
     // relative error of every weight; fuzz11 F2) or turn a score above 65504 into inf (float16:
     // inf - inf = NaN in the softmax), a change of the answer the program did not write.
+    if (h.to_vector && h.slots == 2 && !landing_ && ub_fits(2 * ub_bytes_of(ub), t_.ascend.ub_bytes / 4)) {
+      // The first looped hand-off lands in a tile of the loop body (multi_buffer stages it), then
+      // `copy land -> ub`: the next iteration's data is loaded while this one is computed on.
+      // Only when two copies fit beside every UB tile with a quarter of UB to spare for the
+      // temporaries this pass does not see (1/8 was too little for flash attention's float32
+      // scores, 128 x 128 blocks: the loop lost its second stage, 489 us instead of 460 at S 2048;
+      // they land in the vector tile itself). Paged decode's small scores keep their landing tile.
+      h.land = ir::buffer(ub->name + "_in", wt, ub->shape, Scope::UB, s->span);
+      landing_ = true;
+    }
     Expr rows = handoff_rows(h, sh[0]);
     if (!h.to_vector && shape_of(ub)[0] == sh[0]) rows = ir::arith::mul(rows, C(2));  // a whole tile: one half per AIV
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
@@ -895,11 +906,11 @@ class Splitter {
       Expr r0 = R == M ? row0 : ir::arith::add(row0, ir::arith::mul(vid_, C(R)));
       Region w{h.ws, {r0, C(0)}, {C(R), C(N)}};
       if (h.to_vector) {
-        // Straight into the vector tile (session 24: a staged landing tile and a UB -> UB copy
-        // out of it were slower, their UB left the vector loop one stage; docs/ascend.md).
+        if (h.land) out.push_back(std::make_shared<ir::AllocNode>(h.land, sp));
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
-        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(ub), sp));
+        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(h.land ? h.land : ub), sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
+        if (h.land) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(h.land), ir::full_region(ub), sp));
       } else {
         Buffer src = ub;
         if (h.cast) {
@@ -917,6 +928,30 @@ class Splitter {
       }
     }
     return ir_seq(std::move(out), sp);
+  }
+
+  // UB bytes of tile b, row-split tiles at half their rows.
+  int64_t ub_bytes_of(const Buffer& b) const {
+    auto sh = b->const_shape();
+    if (!sh) return 0;
+    int64_t n = b->dtype.bytes();
+    for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && split_rows_.count((*sh)[0])) ? (*sh)[0] / 2 : (*sh)[i];
+    return (n + 31) / 32 * 32;
+  }
+  // Whether `extra` more UB bytes fit next to every UB tile of the kernel, the vector incarnations
+  // of the tiles both units use included (all counted as live at once), keeping `margin` bytes for
+  // legalize_vector's temporaries.
+  bool ub_fits(int64_t extra, int64_t margin) {
+    int64_t used = extra;
+    for (const auto& [n, m] : mixed_)
+      if (m.vec && m.vec->scope == Scope::UB) used += ub_bytes_of(m.vec);
+    ir::for_each_stmt(k_->body, [&](const Stmt& x) {
+      if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB)
+        used += ub_bytes_of(ir::as<ir::AllocNode>(x)->buffer);
+    });
+    for (const auto& b : new_allocs_)
+      if (b->scope == Scope::UB) used += ub_bytes_of(b);
+    return used <= t_.ascend.ub_bytes - margin;
   }
 
   static Side side_of_leaf(const Stmt& s) {
@@ -1091,6 +1126,7 @@ class Splitter {
   std::vector<Buffer> new_allocs_;
   std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
   std::unordered_set<int64_t> split_rows_;  // row counts of the tiles cut in half between the AIVs
+  bool landing_ = false;  // a hand-off has a landing tile (at most one)
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;
   std::vector<Loop> loops_;

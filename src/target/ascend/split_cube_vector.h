@@ -40,9 +40,15 @@
 //    the gemm's operand dtype): narrowing them would round every score (bfloat16: |s| * 2^-9,
 //    which the softmax's exp turns into a relative error of each weight: session 23, fuzz11 F2)
 //    or make a float16 score above 65504 inf (then NaN in s - max: session 24). Whether a
-//    narrowing is exact depends on the data, so the compiler never narrows; a user who wants a
-//    16-bit hand-off writes the cast. The data lands in the vector tile itself (no landing tile:
-//    session 24 measured a staged landing tile and its UB -> UB copy slower, docs/ascend.md).
+//    narrowing is exact depends on the data, so the compiler never narrows (a user-written cast
+//    right after the gemm, T.copy(s, s16), is "no data path L0C -> UB" today: the opt-in is
+//    open).
+//    Landing tile: the first Cube -> Vector hand-off with 2 slots lands in X_in, a UB tile
+//    allocated in the loop body (multi_buffer stages it: the next block's data is loaded while
+//    this one is computed on), then `copy X_in -> X` (V); only when two X_in fit in UB next to
+//    every UB tile and vector incarnation (counted as live at once) with 1/4 of UB kept for
+//    legalize_vector's temporaries. Else the data lands in X itself (flash attention's float32
+//    scores at 128 x 128: a staged X_in cost the loop its second stage, session 24).
 //    Workspace: one slot set per AI Core. map_grid runs blocks round robin in row-major order
 //    (bx fastest) for split kernels, so block lin = bx + gx * (by + gy * bz) runs on core
 //    lin % W with W = min(AIC cores, blocks): set lin % W is private to the core, and the

@@ -472,30 +472,31 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     const int32_t vid = GetSubBlockIdx();
     TPipe pipe;
     TBuf<TPosition::VECCALC> tw_ub_buf;
-    pipe.InitBuffer(tw_ub_buf, 27296);
+    pipe.InitBuffer(tw_ub_buf, 43680);
     LocalTensor<uint8_t> tw_ub = tw_ub_buf.Get<uint8_t>();
-    LocalTensor<float> acc_o_pv_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 4
-    LocalTensor<float> scores_scale_prev = tw_ub[24832].ReinterpretCast<float>();  // UB @24832 +128 float32 ND [32], line 22
-    LocalTensor<float> scores_scale_prev2 = tw_ub[24960].ReinterpretCast<float>();  // UB @24960 +128 float32 ND [32], line 22
-    LocalTensor<float> acc_s_ub = tw_ub[8192].ReinterpretCast<float>();  // UB @8192 +8192 float32 ND [32, 64], line 9
-    LocalTensor<float> acc_o_ub = tw_ub[0].ReinterpretCast<float>();  // UB @0 +8192 float32 ND [32, 64], line 11
-    LocalTensor<float> scores_max = tw_ub[25344].ReinterpretCast<float>();  // UB @25344 +128 float32 ND [32], line 12
-    LocalTensor<float> scores_max_prev = tw_ub[25472].ReinterpretCast<float>();  // UB @25472 +128 float32 ND [32], line 13
-    LocalTensor<float> scores_scale = tw_ub[25088].ReinterpretCast<float>();  // UB @25088 +128 float32 ND [32], line 14
-    LocalTensor<float> scores_sum = tw_ub[26112].ReinterpretCast<float>();  // UB @26112 +128 float32 ND [32], line 15
-    LocalTensor<float> logsum = tw_ub[25216].ReinterpretCast<float>();  // UB @25216 +128 float32 ND [32], line 16
-    LocalTensor<float> scores_scale_prev3 = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +256 float32 ND [2, 32], line 22
-    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[26240].ReinterpretCast<float>();  // UB @26240 +32 float32 ND [8], line 26
-    LocalTensor<float> scores_max_scaled_0 = tw_ub[25600].ReinterpretCast<float>();  // UB @25600 +128 float32 ND [32], line 26
-    LocalTensor<float> scores_max_t_0 = tw_ub[25728].ReinterpretCast<float>();  // UB @25728 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_t_1 = tw_ub[25856].ReinterpretCast<float>();  // UB @25856 +128 float32 ND [32], line 31
-    LocalTensor<float> scores_max_ln2_0 = tw_ub[25984].ReinterpretCast<float>();  // UB @25984 +128 float32 ND [32], line 26
-    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[26272].ReinterpretCast<uint8_t>();  // UB @26272 +1024 uint8 ND [1024], line 26
+    LocalTensor<float> acc_o_pv_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +8192 float32 ND [32, 64], line 4
+    LocalTensor<float> scores_scale_prev = tw_ub[41216].ReinterpretCast<float>();  // UB @41216 +128 float32 ND [32], line 22
+    LocalTensor<float> scores_scale_prev2 = tw_ub[41344].ReinterpretCast<float>();  // UB @41344 +128 float32 ND [32], line 22
+    LocalTensor<float> acc_s_ub = tw_ub[24576].ReinterpretCast<float>();  // UB @24576 +8192 float32 ND [32, 64], line 9
+    LocalTensor<float> acc_o_ub = tw_ub[16384].ReinterpretCast<float>();  // UB @16384 +8192 float32 ND [32, 64], line 11
+    LocalTensor<float> scores_max = tw_ub[41728].ReinterpretCast<float>();  // UB @41728 +128 float32 ND [32], line 12
+    LocalTensor<float> scores_max_prev = tw_ub[41856].ReinterpretCast<float>();  // UB @41856 +128 float32 ND [32], line 13
+    LocalTensor<float> scores_scale = tw_ub[41472].ReinterpretCast<float>();  // UB @41472 +128 float32 ND [32], line 14
+    LocalTensor<float> scores_sum = tw_ub[42496].ReinterpretCast<float>();  // UB @42496 +128 float32 ND [32], line 15
+    LocalTensor<float> logsum = tw_ub[41600].ReinterpretCast<float>();  // UB @41600 +128 float32 ND [32], line 16
+    LocalTensor<float> scores_scale_prev3 = tw_ub[40960].ReinterpretCast<float>();  // UB @40960 +256 float32 ND [2, 32], line 22
+    LocalTensor<float> acc_s_ub_in = tw_ub[0].ReinterpretCast<float>();  // UB @0 +16384 float32 ND [2, 32, 64], line 26
+    LocalTensor<float> acc_s_ub_keep_0 = tw_ub[42624].ReinterpretCast<float>();  // UB @42624 +32 float32 ND [8], line 26
+    LocalTensor<float> scores_max_scaled_0 = tw_ub[41984].ReinterpretCast<float>();  // UB @41984 +128 float32 ND [32], line 26
+    LocalTensor<float> scores_max_t_0 = tw_ub[42112].ReinterpretCast<float>();  // UB @42112 +128 float32 ND [32], line 31
+    LocalTensor<float> scores_max_t_1 = tw_ub[42240].ReinterpretCast<float>();  // UB @42240 +128 float32 ND [32], line 31
+    LocalTensor<float> scores_max_ln2_0 = tw_ub[42368].ReinterpretCast<float>();  // UB @42368 +128 float32 ND [32], line 26
+    LocalTensor<uint8_t> tw_vec_scratch_ = tw_ub[42656].ReinterpretCast<uint8_t>();  // UB @42656 +1024 uint8 ND [1024], line 26
 
+    SetFlag<HardEvent::MTE3_V>(1);  // line 4
+    SetFlag<HardEvent::V_MTE2>(1);  // line 4
     SetFlag<HardEvent::V_MTE2>(2);  // line 4
-    SetFlag<HardEvent::MTE3_MTE2>(1);  // line 4
-    SetFlag<HardEvent::V_MTE2>(3);  // line 4
-    SetFlag<HardEvent::MTE3_V>(0);  // line 4
+    SetFlag<HardEvent::MTE3_V>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
       const int32_t bx = (blk % 2);
@@ -505,7 +506,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 4
       CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 4
-      WaitFlag<HardEvent::MTE3_V>(0);  // line 18
+      WaitFlag<HardEvent::MTE3_V>(2);  // line 18
       Duplicate(acc_o_ub, static_cast<float>(0.0f), 2048);  // line 18
       Duplicate(logsum, static_cast<float>(0.0f), 32);  // line 19
       Duplicate(scores_max, static_cast<float>(-1e+30f), 32);  // line 20
@@ -520,12 +521,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         if ((k_v_o * 2) < loop_range_v) {
           DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
-          WaitFlag<HardEvent::V_MTE2>(2);  // line 26
-          WaitFlag<HardEvent::MTE3_MTE2>(1);  // line 26
-          DataCopyPad(acc_s_ub, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
+          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
           SetFlag<HardEvent::MTE2_V>(1);  // line 26
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
           WaitFlag<HardEvent::MTE2_V>(1);  // line 26
+          WaitFlag<HardEvent::MTE3_V>(1);  // line 26
+          DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 26
+          PipeBarrier<PIPE_V>();  // line 26
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
           PipeBarrier<PIPE_V>();  // line 26
           if (tw_min(((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 1), ((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 32)) < 64) {
@@ -580,33 +583,33 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 26
           PipeBarrier<PIPE_V>();  // line 26
           Exp(acc_s_ub, acc_s_ub, 2048);  // line 26
-          SetFlag<HardEvent::V_MTE3>(1);  // line 26
+          SetFlag<HardEvent::V_MTE3>(2);  // line 26
           PipeBarrier<PIPE_V>();  // line 45
           WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
           Mul(logsum, logsum, scores_scale, 32);  // line 47
           PipeBarrier<PIPE_V>();  // line 47
           Add(logsum, logsum, scores_sum, 32);  // line 47
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
-          WaitFlag<HardEvent::V_MTE3>(1);  // line 50
+          WaitFlag<HardEvent::V_MTE3>(2);  // line 50
           DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
-          WaitFlag<HardEvent::V_MTE2>(2);  // line 26
-          WaitFlag<HardEvent::MTE3_MTE2>(1);  // line 26
+          WaitFlag<HardEvent::MTE3_V>(1);  // line 26
+          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
         }
-        SetFlag<HardEvent::MTE2_V>(0);
-        WaitFlag<HardEvent::MTE2_V>(0);
-        SetFlag<HardEvent::MTE2_MTE3>(0);
-        WaitFlag<HardEvent::MTE2_MTE3>(0);
-        SetFlag<HardEvent::V_MTE2>(1);  // line 45
-        SetFlag<HardEvent::MTE3_MTE2>(0);  // line 50
+        SetFlag<HardEvent::V_MTE3>(0);
+        WaitFlag<HardEvent::V_MTE3>(0);
+        SetFlag<HardEvent::MTE3_V>(0);  // line 50
+        SetFlag<HardEvent::MTE2_V>(4);  // line 26
+        WaitFlag<HardEvent::MTE2_V>(4);  // line 26
+        SetFlag<HardEvent::V_MTE2>(1);  // line 26
         if ((k_v_o * 2) >= 3) {
           PipeBarrier<PIPE_V>();  // line 37
           Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
           PipeBarrier<PIPE_V>();  // line 37
           Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
-          WaitFlag<HardEvent::V_MTE2>(3);  // line 51
+          WaitFlag<HardEvent::V_MTE2>(2);  // line 51
           DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
@@ -614,8 +617,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           WaitFlag<HardEvent::MTE2_V>(2);  // line 51
           Add(acc_o_ub, acc_o_ub, acc_o_pv_ub, 2048);  // line 51
         } else {
-          WaitFlag<HardEvent::V_MTE2>(3);  // line 51
+          WaitFlag<HardEvent::V_MTE2>(2);  // line 51
         }
+        SetFlag<HardEvent::MTE2_V>(0);
+        WaitFlag<HardEvent::MTE2_V>(0);
         SetFlag<HardEvent::V_MTE2>(0);  // line 51
         if (((k_v_o * 2) + 1) < (loop_range_v + 3)) {
           DataCopy(scores_scale_prev3[32], scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
@@ -626,12 +631,13 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           if (((k_v_o * 2) + 1) < loop_range_v) {
             DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
-            WaitFlag<HardEvent::V_MTE2>(1);  // line 26
-            WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 26
-            DataCopyPad(acc_s_ub, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
+            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
             SetFlag<HardEvent::MTE2_V>(3);  // line 26
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
             WaitFlag<HardEvent::MTE2_V>(3);  // line 26
+            WaitFlag<HardEvent::MTE3_V>(0);  // line 26
+            DataCopy(acc_s_ub, acc_s_ub_in[2048], DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 26
+            PipeBarrier<PIPE_V>();  // line 26
             Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
             PipeBarrier<PIPE_V>();  // line 26
             if (tw_min(((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 1), ((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 32)) < 64) {
@@ -686,31 +692,24 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Sub(acc_s_ub, acc_s_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 26
             PipeBarrier<PIPE_V>();  // line 26
             Exp(acc_s_ub, acc_s_ub, 2048);  // line 26
-            SetFlag<HardEvent::V_MTE3>(2);  // line 26
+            SetFlag<HardEvent::V_MTE3>(3);  // line 26
             PipeBarrier<PIPE_V>();  // line 45
             WholeReduceSum(scores_sum, acc_s_ub, 64, 32, 1, 1, 8);  // line 45
-            SetFlag<HardEvent::MTE2_V>(4);  // line 26
-            WaitFlag<HardEvent::MTE2_V>(4);  // line 45
-            SetFlag<HardEvent::V_MTE2>(2);  // line 45
             Mul(logsum, logsum, scores_scale, 32);  // line 47
             PipeBarrier<PIPE_V>();  // line 47
             Add(logsum, logsum, scores_sum, 32);  // line 47
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
-            WaitFlag<HardEvent::V_MTE3>(2);  // line 50
+            WaitFlag<HardEvent::V_MTE3>(3);  // line 50
             DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
-            SetFlag<HardEvent::MTE2_MTE3>(1);  // line 26
-            WaitFlag<HardEvent::MTE2_MTE3>(1);  // line 50
-            SetFlag<HardEvent::MTE3_MTE2>(1);  // line 50
+            SetFlag<HardEvent::V_MTE3>(4);  // line 26
+            WaitFlag<HardEvent::V_MTE3>(4);  // line 50
+            SetFlag<HardEvent::MTE3_V>(1);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
           } else {
-            SetFlag<HardEvent::MTE2_V>(4);  // line 26
-            WaitFlag<HardEvent::MTE2_V>(4);  // line 45
-            SetFlag<HardEvent::V_MTE2>(2);  // line 45
-            SetFlag<HardEvent::MTE2_MTE3>(1);  // line 26
-            WaitFlag<HardEvent::MTE2_MTE3>(1);  // line 50
-            SetFlag<HardEvent::MTE3_MTE2>(1);  // line 50
-            WaitFlag<HardEvent::V_MTE2>(1);  // line 26
-            WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 26
+            SetFlag<HardEvent::V_MTE3>(4);  // line 26
+            WaitFlag<HardEvent::V_MTE3>(4);  // line 50
+            SetFlag<HardEvent::MTE3_V>(1);  // line 50
+            WaitFlag<HardEvent::MTE3_V>(0);  // line 26
           }
           if (((k_v_o * 2) + 1) >= 3) {
             PipeBarrier<PIPE_V>();  // line 37
@@ -729,36 +728,32 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           }
         } else {
-          SetFlag<HardEvent::MTE2_V>(4);  // line 26
-          WaitFlag<HardEvent::MTE2_V>(4);  // line 45
-          SetFlag<HardEvent::V_MTE2>(2);  // line 45
-          SetFlag<HardEvent::MTE2_MTE3>(1);  // line 26
-          WaitFlag<HardEvent::MTE2_MTE3>(1);  // line 50
-          SetFlag<HardEvent::MTE3_MTE2>(1);  // line 50
+          SetFlag<HardEvent::V_MTE3>(4);  // line 26
+          WaitFlag<HardEvent::V_MTE3>(4);  // line 50
+          SetFlag<HardEvent::MTE3_V>(1);  // line 50
           WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
-          WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 26
+          WaitFlag<HardEvent::MTE3_V>(0);  // line 26
         }
         SetFlag<HardEvent::MTE2_V>(5);  // line 51
         WaitFlag<HardEvent::MTE2_V>(5);  // line 51
-        SetFlag<HardEvent::V_MTE2>(3);  // line 51
+        SetFlag<HardEvent::V_MTE2>(2);  // line 51
       }
       PipeBarrier<PIPE_V>();  // line 55
       Brcb(tw_vec_scratch_.ReinterpretCast<float>(), logsum, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 55
       PipeBarrier<PIPE_V>();  // line 55
       Div(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 55
-      SetFlag<HardEvent::V_MTE3>(0);  // line 55
-      WaitFlag<HardEvent::V_MTE3>(0);  // line 58
+      SetFlag<HardEvent::V_MTE3>(1);  // line 55
+      WaitFlag<HardEvent::V_MTE3>(1);  // line 58
       if (tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0) > 0) {
         DataCopyPad(Output_gm[(((((bx * 64) + (vid * 32)) * 64) + (by * 6400)) + (bz * 12800))], acc_o_ub, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((100 - ((bx * 64) + (vid * 32))), 32), 0)), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 58
       }
-      SetFlag<HardEvent::MTE3_V>(0);  // line 58
+      SetFlag<HardEvent::MTE3_V>(2);  // line 58
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
       CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 4
     }
+    WaitFlag<HardEvent::MTE3_V>(1);  // line 4
+    WaitFlag<HardEvent::V_MTE2>(1);  // line 4
     WaitFlag<HardEvent::V_MTE2>(2);  // line 4
-    WaitFlag<HardEvent::MTE3_MTE2>(1);  // line 4
-    WaitFlag<HardEvent::V_MTE2>(3);  // line 4
-    WaitFlag<HardEvent::MTE3_V>(0);  // line 4
+    WaitFlag<HardEvent::MTE3_V>(2);  // line 4
   }
 }
