@@ -106,9 +106,11 @@ def fa_percent_of_peak(S, causal, bm, bn, B=1, H=16, D=128):
 
 # Simulated throughput floors (timing only), measured value minus a margin: a pass that loses
 # the Cube/Vector overlap, the L0 budget or the vector software pipeline falls below. Measured
-# 33.2 / 21.5 (35.0 / 23.1 before issue 16's calibrated kernel start, 10 us of launch on a
-# ~200 us kernel); the floors keep their 1.5-point margins.
-FA_FLOORS = [(2048, False, 128, 128, 31.7), (2048, True, 128, 128, 20.0)]
+# 21.1 / 16.2 since session 24 (33.2 / 21.5 before: the S and P V hand-offs went through GM in
+# float16, which made a score above 65504 inf; in float32 they write 160 KiB per key block instead
+# of 96 KiB, and the model's HBM write bandwidth bounds the kernel; docs/ascend.md "Session 24");
+# the floors keep their 1.5-point margins.
+FA_FLOORS = [(2048, False, 128, 128, 19.6), (2048, True, 128, 128, 14.7)]
 
 
 @pytest.mark.parametrize("S,causal,bm,bn,floor", FA_FLOORS)
@@ -172,13 +174,13 @@ def test_flash_attention_unmasked_exp2_is_one_exp():
     assert len(full_tile) == 2 * len([ln for ln in full_tile if "Exp" in ln]), full_tile  # one Muls per Exp
 
 
-def test_flash_attention_handoffs_are_fp16():
-    """fp16 flash attention hands S, P and P V over in fp16 (GM write traffic, shared by all cores,
-    bounds the kernel): P V lands in an fp16 UB tile and is widened to fp32 before the add."""
+def test_flash_attention_handoffs_keep_float32():
+    """fp16 flash attention hands S and P V over in float32, the dtype the kernel computes them in
+    (session 24: a float16 hand-off made a score above 65504 inf, test_ascend_handoff_s24.py); P is
+    the kernel's own float16 tile. Both land in their vector tiles directly (no landing tile)."""
     kern = build(flash_attention.flash_attention, 1, 2, 256, 128, False, block_M=128, block_N=128, dtype="float16")
     src = kern.get_source("ascend_program")
-    aic, aiv = src[src.index("AIC:"):src.index("AIV:")], src[src.index("AIV:"):]
-    assert "buffer acc_o_pv_ub_in: AIV UB" in src and "float16" in src.split("buffer acc_o_pv_ub_in:")[1].split("\n")[0]
-    assert "<- acc_o_pv[0] float32->float16" in aic
-    assert "<- acc_s[0] float32->float16" in aic
-    assert "L2 Cast acc_o_pv_ub[0] <- acc_o_pv_ub_in[0] float16->float32" in aiv
+    aic = src[src.index("AIC:"):src.index("AIV:")]
+    assert "<- acc_s[0] float32->float16" not in aic and "<- acc_o_pv[0] float32->float16" not in aic
+    assert "<- acc_s[0] float32->float32" in aic and "<- acc_o_pv[0] float32->float32" in aic
+    assert "acc_s_ub_in" not in src and "acc_o_pv_ub_in" not in src

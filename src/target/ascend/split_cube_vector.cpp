@@ -396,7 +396,6 @@ class Splitter {
       made.second = ir::buffer(cb->name + "_pv_ub", cb->dtype, cb->shape, Scope::UB, sp);
       new_allocs_.push_back(made.first);
       new_allocs_.push_back(made.second);
-      operand_dtype_[made.first.get()] = a.buffer->dtype;
     }
     Buffer pv = made.first, pv_ub = made.second;
     out.push_back(std::make_shared<ir::GemmNode>(a, b, ir::full_region(pv), g->trans_a, g->trans_b, true, sp));
@@ -806,9 +805,8 @@ class Splitter {
     int f = 0, r = 0;
     int slots = 1;
     Buffer ws;
+    Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the vector tile)
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
-    Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the UB tile)
-    bool land_top = false;  // `land` is not staged (allocated once, outside the loop)
   };
   struct Loop {
     Var var;
@@ -845,31 +843,19 @@ class Splitter {
     auto sh = shape_of(cube);
     ir::DType wt = h.to_vector ? ub->dtype : cube->dtype;
     if (h.to_vector && !(wt.is_float() && wt.bits() >= 16 && wt.bits() <= 32)) wt = cube->dtype;
-    if (h.to_vector && h.slots == 2) {
-      // The landing tile (and the workspace) hold the gemm's operand dtype when it is float16
-      // and the vector tile fp32: half the bytes through GM and UB, the values rounded once as a
-      // float16 source kernel rounds its inputs. Never bfloat16: its 8 significant bits put an
-      // error of |s| * 2^-9 into a score s, which the softmax's exp turns into a relative error
-      // of every weight (8% at |s| = 40; fuzz11 F2), far beyond the rounding of the program's P.
-      ir::DType ld = wt;
-      auto narrows = [&](ir::DType t) { return t == ir::DType(ir::DTypeCode::f16) && wt.bits() == 32; };
-      ir::for_each_stmt(k_->body, [&](const Stmt& x) {
-        if (x->kind != StmtKind::Gemm) return;
-        auto* g = ir::as<ir::GemmNode>(x);
-        if (g->c.buffer->name == cube->name && narrows(g->a.buffer->dtype)) ld = g->a.buffer->dtype;
-      });
-      if (auto it = operand_dtype_.find(cube.get()); it != operand_dtype_.end())  // an accumulating gemm's X_pv
-        if (narrows(it->second)) ld = it->second;
-      if (stage_fits(ub, ld)) {
-        h.land = ir::buffer(ub->name + "_in", ld, ub->shape, Scope::UB, s->span);
-        wt = ld;
-      } else if (ld != wt && ub_fits(ub_bytes_of(ub) / wt.bytes() * ld.bytes(), t_.ascend.ub_bytes / 8)) {
-        // Further hand-offs (flash attention's P V) still go through GM in the 16-bit operand
-        // dtype (half the GM write traffic, which every core shares), landing in one UB tile.
-        h.land = ir::buffer(ub->name + "_in", ld, ub->shape, Scope::UB, s->span);
-        h.land_top = true;
-        wt = ld;
-      }
+    // The workspace keeps the vector tile's dtype: a narrower one (the gemm's 16-bit operand
+    // dtype) would round every score (bfloat16: |s| * 2^-9, which the softmax's exp turns into a
+    // relative error of every weight; fuzz11 F2) or turn a score above 65504 into inf (float16:
+    // inf - inf = NaN in the softmax), a change of the answer the program did not write.
+    if (h.to_vector && h.slots == 2 && !landing_ && ub_fits(2 * ub_bytes_of(ub), t_.ascend.ub_bytes / 4)) {
+      // The first looped hand-off lands in a tile of the loop body (multi_buffer stages it), then
+      // `copy land -> ub`: the next iteration's data is loaded while this one is computed on.
+      // Only when two copies fit beside every UB tile with a quarter of UB to spare for the
+      // temporaries this pass does not see (1/8 was too little for flash attention's float32
+      // scores, 128 x 128 blocks: the loop lost its second stage, 489 us instead of 460 at S 2048;
+      // they land in the vector tile itself). Paged decode's small scores keep their landing tile.
+      h.land = ir::buffer(ub->name + "_in", wt, ub->shape, Scope::UB, s->span);
+      landing_ = true;
     }
     Expr rows = handoff_rows(h, sh[0]);
     if (!h.to_vector && shape_of(ub)[0] == sh[0]) rows = ir::arith::mul(rows, C(2));  // a whole tile: one half per AIV
@@ -920,14 +906,11 @@ class Splitter {
       Expr r0 = R == M ? row0 : ir::arith::add(row0, ir::arith::mul(vid_, C(R)));
       Region w{h.ws, {r0, C(0)}, {C(R), C(N)}};
       if (h.to_vector) {
-        // Two slots in a loop: the data lands in a tile of the loop body (multi_buffer stages
-        // it), so the next iteration's hand-off is loaded while this one is computed on.
-        Buffer land = h.land;
-        if (land && !h.land_top) out.push_back(std::make_shared<ir::AllocNode>(land, sp));
+        if (h.land) out.push_back(std::make_shared<ir::AllocNode>(h.land, sp));
         out.push_back(sync(SyncKind::wait_cross_flag, AscendPipe::MTE2, h.f, sp));
-        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(land ? land : ub), sp));
+        out.push_back(std::make_shared<ir::CopyNode>(w, ir::full_region(h.land ? h.land : ub), sp));
         out.push_back(sync(SyncKind::set_cross_flag, AscendPipe::MTE2, h.r, sp));
-        if (land) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(land), ir::full_region(ub), sp));
+        if (h.land) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(h.land), ir::full_region(ub), sp));
       } else {
         Buffer src = ub;
         if (h.cast) {
@@ -955,28 +938,20 @@ class Splitter {
     for (size_t i = 0; i < sh->size(); ++i) n *= (i == 0 && split_rows_.count((*sh)[0])) ? (*sh)[0] / 2 : (*sh)[i];
     return (n + 31) / 32 * 32;
   }
-  // Whether `extra` more UB bytes fit next to every UB tile of the kernel and the staged ones
-  // (all counted as live at once), keeping `margin` bytes for legalize_vector's temporaries.
+  // Whether `extra` more UB bytes fit next to every UB tile of the kernel, the vector incarnations
+  // of the tiles both units use included (all counted as live at once), keeping `margin` bytes for
+  // legalize_vector's temporaries.
   bool ub_fits(int64_t extra, int64_t margin) {
-    int64_t used = extra + staged_ub_;
+    int64_t used = extra;
+    for (const auto& [n, m] : mixed_)
+      if (m.vec && m.vec->scope == Scope::UB) used += ub_bytes_of(m.vec);
     ir::for_each_stmt(k_->body, [&](const Stmt& x) {
       if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB)
         used += ub_bytes_of(ir::as<ir::AllocNode>(x)->buffer);
     });
     for (const auto& b : new_allocs_)
       if (b->scope == Scope::UB) used += ub_bytes_of(b);
-    for (const auto& [st, h] : handoffs_)
-      if (h.land && h.land_top) used += ub_bytes_of(h.land);
     return used <= t_.ascend.ub_bytes - margin;
-  }
-  // Whether two copies of UB tile `ub` in `land_dtype` (the staged landing tile) fit; at most one
-  // landing tile: the first hand-off the vector loop waits for.
-  bool stage_fits(const Buffer& ub, ir::DType land_dtype) {
-    if (staged_ub_ > 0) return false;
-    int64_t extra = 2 * ub_bytes_of(ub) / ub->dtype.bytes() * land_dtype.bytes();
-    if (!ub_fits(extra, t_.ascend.ub_bytes / 8)) return false;
-    staged_ub_ += extra;
-    return true;
   }
 
   static Side side_of_leaf(const Stmt& s) {
@@ -1098,15 +1073,6 @@ class Splitter {
       const Handoff& h = handoffs_.at(s);
       top.push_back(std::make_shared<ir::AllocNode>(h.ws, sp));
       if (h.cast) top.push_back(std::make_shared<ir::AllocNode>(h.cast, sp));
-      if (h.land && h.land_top) {
-        Buffer x = h.land;  // row-split like the vector tiles
-        if (split_rows_.count(shape_of(x)[0])) {
-          auto sh = x->shape;
-          sh[0] = C(shape_of(x)[0] / 2);
-          x = ir::buffer(x->name, x->dtype, sh, x->scope, x->span);
-        }
-        top.push_back(std::make_shared<ir::AllocNode>(x, sp));
-      }
     }
     for (const auto& b : new_allocs_) {
       Buffer x = b;
@@ -1160,8 +1126,7 @@ class Splitter {
   std::vector<Buffer> new_allocs_;
   std::unordered_map<const ir::StmtNode*, std::pair<Buffer, Buffer>> partial_;  // rule-3 tiles per gemm
   std::unordered_set<int64_t> split_rows_;  // row counts of the tiles cut in half between the AIVs
-  std::unordered_map<const ir::BufferNode*, ir::DType> operand_dtype_;  // X_pv -> its gemm's A dtype
-  int64_t staged_ub_ = 0;  // UB bytes of the staged hand-off landing tiles
+  bool landing_ = false;  // a hand-off has a landing tile (at most one)
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;
   std::vector<Loop> loops_;

@@ -36,17 +36,19 @@
 //    its scope; the producer waits for those sets at the end (every block leaves the counters at 0).
 //    Slots: 2 for a hand-off directly inside one loop (slot = iteration % 2: the producer can run
 //    one step ahead), else 1.
+//    Dtype: the workspace holds the vector tile's dtype (float32 scores stay float32, whatever
+//    the gemm's operand dtype): narrowing them would round every score (bfloat16: |s| * 2^-9,
+//    which the softmax's exp turns into a relative error of each weight: session 23, fuzz11 F2)
+//    or make a float16 score above 65504 inf (then NaN in s - max: session 24). Whether a
+//    narrowing is exact depends on the data, so the compiler never narrows (a user-written cast
+//    right after the gemm, T.copy(s, s16), is "no data path L0C -> UB" today: the opt-in is
+//    open).
 //    Landing tile: the first Cube -> Vector hand-off with 2 slots lands in X_in, a UB tile
 //    allocated in the loop body (multi_buffer stages it: the next block's data is loaded while
-//    this one is computed on), then `copy X_in -> X` (V). X_in and the workspace hold the gemm's
-//    operand dtype when that is float16 and X is fp32 (half the bytes; the values are rounded
-//    once, as in the expert kernel; never bfloat16, whose 8 bits would put |s| * 2^-9 into each
-//    score before the exp: session 23, fuzz11 F2). Only when two X_in fit in UB next to every UB tile
-//    (counted as live at once, with 1/8 of UB kept for legalize_vector's temporaries).
-//    Further looped Cube -> Vector hand-offs whose tile is fp32 and comes from a gemm with float16
-//    operands (flash attention's P V: X_pv gets the gemm's A dtype) also go through GM in that
-//    dtype, landing in one (not staged) UB tile X_in, when it fits: GM writes cost HBM bandwidth
-//    shared by all cores, which bounds flash attention.
+//    this one is computed on), then `copy X_in -> X` (V); only when two X_in fit in UB next to
+//    every UB tile and vector incarnation (counted as live at once) with 1/4 of UB kept for
+//    legalize_vector's temporaries. Else the data lands in X itself (flash attention's float32
+//    scores at 128 x 128: a staged X_in cost the loop its second stage, session 24).
 //    Workspace: one slot set per AI Core. map_grid runs blocks round robin in row-major order
 //    (bx fastest) for split kernels, so block lin = bx + gx * (by + gy * bz) runs on core
 //    lin % W with W = min(AIC cores, blocks): set lin % W is private to the core, and the
@@ -73,12 +75,9 @@
 //
 // Why decisions 1-4 are one pass: 2. is decided on the state 1. tracks (which unit holds the
 // tile when the gemm runs); 4. takes its row count from the hand-off copies 1. inserts and cuts the
-// tiles before 3. turns those copies into per-AIV workspace rows; 3. sizes the landing tiles
-// against the UB tiles of the kernel as it was before 1. (the vector incarnations X_ub are not
-// counted) plus the tiles of 2. (X_pv_ub), gives them the operand dtype of the gemm 2. rewrote, and
-// allocates the tiles of 2. at the top level. The Tile IR between separate passes cannot tell an
-// incarnation from a tile of the kernel, so splitting them would change the landing decisions or
-// the allocation order, and with them the generated code.
+// tiles before 3. turns those copies into per-AIV workspace rows, and allocates the tiles of 2.
+// at the top level. The Tile IR between separate passes cannot tell an incarnation from a tile of
+// the kernel, so splitting them would change the allocation order, and with it the generated code.
 // Errors (ir::Error at the statement, with a hint): a statement that is not row-local (a map over
 // tiles of two row counts included), an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
