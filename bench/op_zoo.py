@@ -12,8 +12,9 @@ tolerance and timed side by side with numpy (and PyTorch when importable).
 
 Each thread count runs in its own child process (TW_NUM_THREADS = OPENBLAS_NUM_THREADS =
 OMP_NUM_THREADS = n, as bench/run.py does). Timing: one warm-up call each (checked), then
-alternating batches (ours, numpy, torch; three rounds), the median per call. The machine may be
-shared: the ratios (same process, alternating batches) are the figures to read. Each thread count
+alternating batches (ours, numpy, torch; `--rounds`, three by default, the order rotated each
+round); each ratio is the median of the per-round ratios, with best against best beside it. The
+machine may be shared: the ratios (same process, alternating batches) are the figures to read. Each thread count
 ends with the geometric means of the ratios (numpy: every op but gelu_erf, whose peer is not
 numpy's own) and the ops below 1.0x numpy.
 tests/python/test_op_zoo.py runs every op once on small odd shapes (correctness only).
@@ -597,25 +598,36 @@ def check(name, case) -> tuple[bool, float]:
     return bool(np.isfinite(got).all() and worst <= 1.0), worst
 
 
-def median_per_call(fns, budget=1.0):
-    """Alternating batches (three rounds) of each callable in `fns`; median seconds per call each."""
+def per_round_times(fns, rounds=3, budget=1.0, clock=time.perf_counter):
+    """Alternating batches of each callable in `fns`, `rounds` rounds, the order rotated each round
+    (so no peer always runs right after another); seconds per call in each round, for each, on
+    `clock` (wall time, or the process's CPU time: see `--clock`)."""
     for f in fns.values():
         f()
     t0 = time.perf_counter()
     next(iter(fns.values()))()
     reps = max(1, min(2000, int(budget / 6 / max(time.perf_counter() - t0, 1e-7))))
     times = {k: [] for k in fns}
-    for _ in range(3):
-        for k, f in fns.items():
+    keys = list(fns)
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            f = fns[k]
             time.sleep(0.05)
-            s = time.perf_counter()
+            s = clock()
             for _ in range(reps):
                 f()
-            times[k].append((time.perf_counter() - s) / reps)
-    return {k: statistics.median(v) for k, v in times.items()}
+            times[k].append((clock() - s) / reps)
+    return times
 
 
-def child(names, threads):
+def ratios_of(times, peer):
+    """(best peer / best ours, median of the per-round ratios peer / ours)."""
+    ours = times["tilewright"]
+    per_round = [p / o for p, o in zip(times[peer], ours)]
+    return min(times[peer]) / min(ours), statistics.median(per_round)
+
+
+def child(names, threads, rounds=3, clock=time.perf_counter):
     try:
         import torch
         torch.set_num_threads(threads)
@@ -631,17 +643,21 @@ def child(names, threads):
         fns = {"tilewright": lambda: case.kernel(*case.args), "numpy": case.numpy}
         if torch is not None and case.torch is not None:
             fns["torch"] = case.torch(torch)
-        t = median_per_call(fns)
-        r_np = t["numpy"] / t["tilewright"]
-        r_t = f"{t['torch'] / t['tilewright']:6.2f}x" if "torch" in t else "   n/a"
-        print(f"{name:22s} {threads}T {str(large):22s} {t['tilewright'] * 1e3:9.3f} ms  vs numpy {r_np:6.2f}x  "
-              f"vs torch {r_t}  check {'ok' if ok else 'FAILED'} ({worst:.2f} of tol)", flush=True)
+        t = per_round_times(fns, rounds, clock=clock)
+        best_np, r_np = ratios_of(t, "numpy")
+        r_t = "  n/a"
+        if "torch" in t:
+            best_t, med_t = ratios_of(t, "torch")
+            r_t = f"{med_t:5.2f}x (best {best_t:5.2f}x)"
+        print(f"{name:22s} {threads}T {str(large):22s} {statistics.median(t['tilewright']) * 1e3:9.3f} ms  "
+              f"vs numpy {r_np:5.2f}x (best {best_np:5.2f}x)  vs torch {r_t}  "
+              f"check {'ok' if ok else 'FAILED'} ({worst:.2f} of tol)", flush=True)
         if name not in NO_NUMPY_PEER:
             ratios["numpy"].append(r_np)
             if r_np < 1.0:
                 below.append(f"{name} {r_np:.2f}x")
         if "torch" in t:
-            ratios["torch"].append(t["torch"] / t["tilewright"])
+            ratios["torch"].append(med_t)
     for peer, rs in ratios.items():
         if rs:
             gm = math.exp(sum(math.log(r) for r in rs) / len(rs))
@@ -681,6 +697,11 @@ def main(argv=None):
                     "unchanged, runs at its small shape and is checked (portability count)")
     ap.add_argument("--cpu-arch", default=None, metavar="ARCH",
                     help="compile for ARCH (TW_CPU_ARCH); peers on AVX2 too when ARCH has no AVX-512 (bench/run.py)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per op (the ratios: median of the "
+                    "per-round ratios, and best against best)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: the process's CPU time (all its threads), which a loaded machine's waits do not "
+                    "inflate; a fair clock at one thread only (at two it adds the threads' times)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     filters = [f for f in opts.ops.split(",") if f]
@@ -694,14 +715,15 @@ def main(argv=None):
         portability(names, opts.target)
         return 0
     if opts.child:
-        child(names, opts.child)
+        child(names, opts.child, opts.rounds, time.process_time if opts.clock == "cpu" else time.perf_counter)
         return 0
     import run
     run.CPU_ARCH = opts.cpu_arch
     print("Under load, timings vary; the ratios (same process, alternating batches) are the figures to read.")
     print(f"compiled for: {run.cpu_arch_note(opts.cpu_arch)}")
     for n in (int(t) for t in opts.threads.split(",")):
-        r = subprocess.run([sys.executable, __file__, "--child", str(n), "--ops", ",".join(names)], env=run.peer_env(n))
+        r = subprocess.run([sys.executable, __file__, "--child", str(n), "--rounds", str(opts.rounds), "--clock", opts.clock,
+                            "--ops", ",".join(names)], env=run.peer_env(n))
         if r.returncode != 0:
             return r.returncode
     return 0
