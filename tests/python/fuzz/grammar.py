@@ -139,7 +139,7 @@ with ``T.atomic_add`` at indexed rows (MoE combine) and RoPE's rotate-half / int
 """
 import random
 
-from . import llm
+from . import llm, llm2
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -385,6 +385,8 @@ def generate(seed):
     _extension13(d, seed)
     if d["kind"] == "copy" and random.Random(f"extension14-pick-{seed // GROUP}").random() < llm.LLM_P:
         return llm.generate(seed)   # the sixteenth stream: an LLM-kernel form (fuzz/llm.py)
+    if d["kind"] == "copy" and random.Random(f"extension15-pick-{seed // GROUP}").random() < llm2.LLM2_P:
+        return llm2.generate(seed)   # the seventeenth stream (fuzz/llm2.py)
     return d
 
 
@@ -652,6 +654,8 @@ def tensors(d):
     k = d["kind"]
     if k == "llm":
         return llm.tensors(d)
+    if k == "llm2":
+        return llm2.tensors(d)
     if d.get("d3"):   # 3-D tiles (fifteenth stream): (H, rows, cols) tensors
         if k == "reduce":
             return [("A", ("H", "M", "N"), d["dt_in"], False),
@@ -1072,6 +1076,8 @@ def source(d):
     in their symbolic shapes have the same text and share a compiled kernel)."""
     if d["kind"] == "llm":
         return llm.source(d)
+    if d["kind"] == "llm2":
+        return llm2.source(d)
     ts = tensors(d)
     names = sorted({n for _, shape, _, _ in ts for n in shape if isinstance(n, str)})
     lines = ["import tilewright.language as T", ""]
