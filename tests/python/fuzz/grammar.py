@@ -136,6 +136,16 @@ divide), a two-gemm attention chain (S = Q K^T, P = softmax, O += P V) with tail
 head dim, paged reads (a block table read by scalar reads, a GM window at that page), scatter-adds
 with ``T.atomic_add`` at indexed rows (MoE combine) and RoPE's rotate-half / interleaved pair maps.
 ``python -m fuzz --stream llm`` runs only these.
+
+A seventeenth stream (``extension15-pick-<seed // GROUP>`` picks 3% of the copy groups the sixteenth
+left, about 0.7% of the programs; structure from ``extension15-<seed // GROUP>``, values from
+``extension15-shape-<seed>``; session 24) replaces those programs by more **LLM-kernel forms** (kind
+``llm2``, fuzz/llm2.py, with their own reference and a tolerance per output): flash-decoding's
+split-KV combine (log-sum-exps with empty splits at ``-inf``, partial outputs in an N-D window),
+grouped-query attention's ``h // G`` kv head in BSHD and paged 4-D windows, layer / rms norm with
+float32 statistics and a weight row, top-k gating with ties and a softmax over the selected, and
+cumsum scans carried across a serial / pipelined block loop. ``python -m fuzz --stream llm2`` runs
+only these.
 """
 import random
 

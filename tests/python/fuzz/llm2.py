@@ -4,13 +4,14 @@ Patterns neither the grammar nor the sixteenth stream (fuzz/llm.py) generates. E
 of five forms (``d["llm2"]``), with its float64 reference and tolerances here:
 
 * ``combine`` flash-decoding's split-KV combine: per row, ``S`` partial outputs ``Op[s, rows, :]``
-  (an N-D window with a unit dim) and their log-sum-exps ``Lse`` ((M, S) or (S, M): a reduction
-  over dim 1 or 0); the weights ``exp(lse_s - max_s lse)`` (a split with no keys has ``lse = -inf``:
-  weight 0 by a ``T.where``; rows whose splits are all empty give 0 and ``-inf``), the weighted sum
-  of the partials walked by a serial / pipelined loop over the splits (``w[i, s]``: a column of a
-  tile at the loop's index), divided by the weights' sum, and the combined ``lse = max + log(sum)``.
-  Log-sum-exps are small (multiples of 1/4 in [-8, 8]) or large (|lse| 60-100: exp without the max
-  overflows float32).
+  (an N-D window with a unit dim) and their log-sum-exps ``Lse`` (S, M) (a split with no keys has
+  ``lse = -inf`` and a partial output of 0); the max over the splits by ``T.reduce_max`` of a (S, bm)
+  tile over dim 0 (``maxred``) or by a first pass over the splits (``T.max``); a serial / pipelined
+  loop over the splits reading each split's lse row, its weight ``exp(lse - max)`` (0 for ``-inf``
+  by a ``T.where``), the running sum of the weights and of the weighted partials; the output divided
+  by the weights' sum and the combined ``lse = log(sum) + max`` (rows whose splits are all empty give
+  0 and ``-inf``). Log-sum-exps small (multiples of 1/4 in [-8, 8]) or large (|lse| 60-100: exp
+  without the max overflows float32); 0%, 30%, 60% or all splits empty.
 * ``gqa``     grouped-query attention's head mapping inside a kernel: program (query block, head h,
   batch b) reads ``Q[b, rows, h, :]`` of a BSHD tensor and the keys / values of kv head ``h // G``
   (MQA: one kv head) from ``K[b, keys, h // G, :]`` (BSHD) or from a paged cache
@@ -26,8 +27,9 @@ of five forms (``d["llm2"]``), with its float64 reference and tolerances here:
   (``ids[i, r] = idx[i]``) or a whole-tile ``T.where(c == r, ...)``; then a softmax over the k
   selected values (scaled), renormalised to sum 1. Inputs with many ties (integers in [-2, 2]).
 * ``cumsum``  an inclusive scan along the rows (a ``T.serial(1, bn)`` loop of column maps
-  ``x[i, j] = x[i, j] + x[i, j - 1]``) or down the columns (row maps), the blocks walked by a
-  serial / pipelined loop carrying the last column / row in a tile allocated before the loop.
+  ``x[i, j] = x[i, j] + x[i, j - 1]``: on Ascend an element loop) or down the columns (row maps), the
+  blocks walked by a serial / pipelined loop carrying each block's ``T.reduce_sum`` in a tile
+  allocated before the loop (added into the next block's first column / row).
 
 Every loop form draws ``T.Pipelined`` with ``num_stages`` 2 or 3 half the time, its tiles allocated
 before the loop (issue 13's multi-buffering). Sizes: tails in every blocked dimension, 1-element
@@ -38,7 +40,6 @@ grammar.generate gives LLM2_P of the copy groups the sixteenth stream did not ta
 (``extension15-pick-<seed // GROUP>``; every other program is unchanged), and
 ``python -m fuzz --stream llm2`` runs only these.
 """
-import math
 import random
 
 import numpy as np
