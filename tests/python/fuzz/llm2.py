@@ -318,17 +318,21 @@ def _cumsum_body(d):
         b += [_alloc("cy", (bm,), "float32"), _alloc("rs", (bm,), "float32"), "T.fill(cy, 0)",
               _loop(d, "k", f"T.ceildiv({N}, {bn})"),
               f"    T.copy(X[by * {bm}, k * {bn}], x)", "    T.reduce_sum(x, rs, dim=1)",
-              f"    for i in T.Parallel({bm}):", "        x[i, 0] = x[i, 0] + cy[i]", f"    for j in T.serial(1, {bn}):",
-              f"        for i in T.Parallel({bm}):", "            x[i, j] = x[i, j] + x[i, j - 1]",
-              f"    for i in T.Parallel({bm}):", "        cy[i] = cy[i] + rs[i]",
+              f"    for i in T.Parallel({bm}):", "        x[i, 0] = x[i, 0] + cy[i]"]
+        if bn > 1:   # (a constant loop of no iterations is an error at its line)
+            b += [f"    for j in T.serial(1, {bn}):",
+                  f"        for i in T.Parallel({bm}):", "            x[i, j] = x[i, j] + x[i, j - 1]"]
+        b += [f"    for i in T.Parallel({bm}):", "        cy[i] = cy[i] + rs[i]",
               f"    T.copy(x, Y[by * {bm}, k * {bn}])"]
         return [f"with T.Kernel(T.ceildiv({M}, {bm})) as by:"] + ["    " + x for x in b]
     b += [_alloc("cy", (bn,), "float32"), _alloc("rs", (bn,), "float32"), "T.fill(cy, 0)",
           _loop(d, "k", f"T.ceildiv({M}, {bm})"),
           f"    T.copy(X[k * {bm}, bx * {bn}], x)", "    T.reduce_sum(x, rs, dim=0)",
-          f"    for j in T.Parallel({bn}):", "        x[0, j] = x[0, j] + cy[j]", f"    for i in T.serial(1, {bm}):",
-          f"        for j in T.Parallel({bn}):", "            x[i, j] = x[i, j] + x[i - 1, j]",
-          f"    for j in T.Parallel({bn}):", "        cy[j] = cy[j] + rs[j]",
+          f"    for j in T.Parallel({bn}):", "        x[0, j] = x[0, j] + cy[j]"]
+    if bm > 1:
+        b += [f"    for i in T.serial(1, {bm}):",
+              f"        for j in T.Parallel({bn}):", "            x[i, j] = x[i, j] + x[i - 1, j]"]
+    b += [f"    for j in T.Parallel({bn}):", "        cy[j] = cy[j] + rs[j]",
           f"    T.copy(x, Y[k * {bm}, bx * {bn}])"]
     return [f"with T.Kernel(T.ceildiv({N}, {bn})) as bx:"] + ["    " + x for x in b]
 
