@@ -154,9 +154,10 @@ def test_llm_reference_catches_a_wrong_answer(form):
 
 
 def test_llm2_corpus():
-    """12 programs of the seventeenth stream (fuzz/llm2.py; seeds 0-11: layer / rms norm, the split-KV
-    combine, cumsum scans) on both targets; `python -m fuzz --stream llm2` runs the rest (GQA, top-k)."""
-    descs = [llm2.generate(s) for s in range(12)]
+    """6 programs of the seventeenth stream (fuzz/llm2.py; seeds 0, 1, 5, 6, 10, 11: rms norm, the split-KV
+    combine, a cumsum scan over a 3-stage pipelined loop) on both targets; `python -m fuzz --stream llm2`
+    runs the rest (GQA, top-k: a few seconds of compiling each)."""
+    descs = [llm2.generate(s) for s in (0, 1, 5, 6, 10, 11)]
     assert {d["llm2"] for d in descs} == {"norm", "combine", "cumsum"}
     results = runner.run_programs(descs, jobs=2, timeout=120.0)
     bad = {descs[i]["seed"]: r for i, r in results.items() if r["status"] in runner.FAILURES}
