@@ -175,7 +175,8 @@ def test_llm2_stream_covers_its_forms():
     seen = lambda f: {f(d) for d in ds}  # noqa: E731
     assert seen(lambda d: d["llm2"]) == set(llm2.FORMS)
     assert seen(lambda d: (d["llm2"], d["loop"], d.get("stages"))) >= {
-        (f, lp, st) for f in ("combine", "gqa", "cumsum") for lp in ("serial", "pipelined") for st in (2, 3)}
+        (f, lp, st) for f in ("combine", "gqa", "cumsum", "split") for lp in ("serial", "pipelined") for st in (2, 3)}
+    assert any(d["llm2"] == "split" and d["NS"] * d["KB"] * d["bn"] >= d["N"] + d["KB"] * d["bn"] for d in ds)
     assert seen(lambda d: (d.get("layout"), d.get("KVH"), d.get("G"))) >= {("bshd", 1, 4), ("paged", 2, 3), ("paged", 1, 1)}
     assert seen(lambda d: (d.get("norm"), d.get("bias"), d.get("stats"))) >= {
         ("layer", True, True), ("layer", False, False), ("rms", False, True)}
@@ -217,7 +218,7 @@ def test_reducer_simplifies_the_llm2_forms():
         d = llm2.generate(s)
         cands = reducer.candidates(d)
         assert all(llm2.valid(c) and c != d for c in cands)
-        if d["llm2"] in ("combine", "gqa", "cumsum"):
+        if d["llm2"] in ("combine", "gqa", "cumsum", "split"):
             assert all(c["loop"] in ("serial", "pipelined") for c in cands)
         if d["llm2"] == "gqa" and d["layout"] == "paged":
             assert any(c["layout"] == "bshd" for c in cands)

@@ -1,7 +1,7 @@
 """The seventeenth stream (session 24): more LLM-kernel patterns, as programs of kind ``llm2``.
 
 Patterns neither the grammar nor the sixteenth stream (fuzz/llm.py) generates. Each program is one
-of five forms (``d["llm2"]``), with its float64 reference and tolerances here:
+of six forms (``d["llm2"]``), with its float64 reference and tolerances here:
 
 * ``combine`` flash-decoding's split-KV combine: per row, ``S`` partial outputs ``Op[s, rows, :]``
   (an N-D window with a unit dim) and their log-sum-exps ``Lse`` (S, M) (a split with no keys has
@@ -26,6 +26,12 @@ of five forms (``d["llm2"]``), with its float64 reference and tolerances here:
   the picked element hidden by ``-inf``; ids stored into column r of a (bm, k) tile by a column map
   (``ids[i, r] = idx[i]``) or a whole-tile ``T.where(c == r, ...)``; then a softmax over the k
   selected values (scaled), renormalised to sum 1. Inputs with many ties (integers in [-2, 2]).
+* ``split``   flash-decoding's first kernel: program (row block, split sp) runs the online softmax
+  (running max from ``-inf``, guarded rescales) over its KB key blocks of a (M, N) score tensor and a
+  value per key and row, storing the partial output ``O[sp, rows]`` and ``L[sp, rows] = log(l) + m``
+  (``-inf`` for a split with no keys: the split past N, drawn a third of the time). Drawn from its
+  own stream (``extension15-split-<seed // GROUP>``: 20% of the groups), so the other forms' programs
+  are those drawn before it.
 * ``cumsum``  an inclusive scan along the rows (a ``T.serial(1, bn)`` loop of column maps
   ``x[i, j] = x[i, j] + x[i, j - 1]``: on Ascend an element loop) or down the columns (row maps), the
   blocks walked by a serial / pipelined loop carrying each block's ``T.reduce_sum`` in a tile
@@ -47,7 +53,7 @@ import numpy as np
 from .llm import FLOATS, NINF, STEP, U32, UNIT, _conv, _lit
 
 LLM2_P = 0.03   # the fraction of the (not LLM) copy program groups of this kind in grammar.generate
-FORMS = ("combine", "gqa", "norm", "topk", "cumsum")
+FORMS = ("combine", "gqa", "norm", "topk", "cumsum", "split")
 GQA_SCALE = 0.125
 
 
@@ -74,12 +80,14 @@ def generate(seed):
     from .grammar import GROUP
     s = random.Random(f"extension15-{seed // GROUP}")
     v = random.Random(f"extension15-shape-{seed}")
-    f = s.choice(FORMS)
+    f = s.choice(FORMS[:-1])
+    if random.Random(f"extension15-split-{seed // GROUP}").random() < 0.2:
+        f = "split"   # (drawn after the first five forms: their programs stay)
     d = {"seed": seed, "kind": "llm2", "llm2": f, "sym": False, "loop": "grid"}
     d["dt_in"] = s.choice(FLOATS)
     d["dt_out"] = s.choice(FLOATS)
     d["dt_tile"] = "float32"
-    if f in ("combine", "gqa", "cumsum"):
+    if f in ("combine", "gqa", "cumsum", "split"):
         d["loop"] = s.choice(("serial", "pipelined"))
         d["stages"] = s.choice((2, 3))
     if f == "combine":
@@ -125,6 +133,15 @@ def generate(seed):
         d["ties"] = s.random() < 0.7
         d["M"] = 0 if d["sym"] and v.random() < 0.05 else _dim(v, d["bm"])
         d["N"] = max(d["K"], v.choice((1, 2, 3, 5, 8, 16, 17, 33, 64, 70)))
+    elif f == "split":
+        w = random.Random(f"extension15-split-shape-{seed}")
+        d["sym"] = s.random() < 0.5
+        d["bm"] = s.choice((1, 2, 4, 8, 16))
+        d["bn"] = s.choice((4, 8, 16, 32))
+        d["KB"] = s.choice((1, 2, 3))          # key blocks per split
+        d["M"] = _dim(w, d["bm"])
+        d["N"] = _dim(w, d["bn"] * d["KB"], hi=140)
+        d["NS"] = -(-d["N"] // (d["bn"] * d["KB"])) + w.choice((0, 0, 1))   # (+1: a split with no keys)
     else:   # cumsum
         d["axis"] = s.choice((0, 1))   # 1: along each row (over columns); 0: down each column
         d["sym"] = s.random() < 0.4
@@ -167,6 +184,9 @@ def tensors(d):
     if f == "topk":
         return [("X", ("M", "N"), d["dt_in"], False), ("I", ("M", "K"), "int32", True),
                 ("Wt", ("M", "K"), d["dt_out"], True)]
+    if f == "split":
+        return [("S", ("M", "N"), d["dt_in"], False), ("V", ("M", "N"), d["dt_in"], False),
+                ("O", ("NS", "M"), d["dt_out"], True), ("L", ("NS", "M"), "float32", True)]
     return [("X", ("M", "N"), d["dt_in"], False), ("Y", ("M", "N"), d["dt_out"], True)]
 
 
@@ -189,7 +209,7 @@ def source(d):
         params.append(f"{name}: T.Tensor(({dims}), {dt!r})")
     lines += ["", "@T.prim_func", f"def {KERNEL_NAME}({', '.join(params)}):"]
     body = {"combine": _combine_body, "gqa": _gqa_body, "norm": _norm_body, "topk": _topk_body,
-            "cumsum": _cumsum_body}[d["llm2"]](d)
+            "cumsum": _cumsum_body, "split": _split_body}[d["llm2"]](d)
     return "\n".join(lines + ["    " + x for x in body]) + "\n"
 
 
@@ -308,6 +328,29 @@ def _topk_body(d):
           "T.reduce_sum(vals, tot, dim=1)", f"for i, c in T.Parallel({bm}, {K}):", "    wt[i, c] = vals[i, c] / tot[i]",
           f"T.copy(ids, I[by * {bm}, 0])", f"T.copy(wt, Wt[by * {bm}, 0])"]
     return [f"with T.Kernel(T.ceildiv({M}, {bm})) as by:"] + ["    " + x for x in b]
+
+
+def _split_body(d):
+    """Flash-decoding's first kernel on a row of values: program (row block, split sp) runs the online
+    softmax over its KB key blocks and stores the partial output and its log-sum-exp (-inf: no keys)."""
+    bm, bn, KB, M, N = d["bm"], d["bn"], d["KB"], dimtext(d, "M"), dimtext(d, "N")
+    col = f"(sp * {KB} + k) * {bn}"
+    b = [_alloc("s", (bm, bn), "float32"), _alloc("v", (bm, bn), "float32")]
+    b += [_alloc(n, (bm,), "float32") for n in ("m", "mp", "sc", "l", "rs", "acc", "ws", "lo")]
+    b += [f"T.fill(m, {NINF})", "T.fill(l, 0)", "T.fill(acc, 0)", _loop(d, "k", KB),
+          f"    T.copy(S[by * {bm}, {col}], s)", f"    T.copy(V[by * {bm}, {col}], v)",
+          f"    for i, j in T.Parallel({bm}, {bn}):", f"        s[i, j] = T.where({col} + j < {N}, s[i, j], {NINF})",
+          "    T.copy(m, mp)", "    T.reduce_max(s, m, dim=1, clear=False)",
+          f"    for i in T.Parallel({bm}):", f"        sc[i] = T.where(mp[i] == {NINF}, 0.0, T.exp(mp[i] - m[i]))",
+          f"    for i, j in T.Parallel({bm}, {bn}):", f"        s[i, j] = T.where(s[i, j] == {NINF}, 0.0, T.exp(s[i, j] - m[i]))",
+          "    T.reduce_sum(s, rs, dim=1)", f"    for i in T.Parallel({bm}):", "        l[i] = l[i] * sc[i] + rs[i]",
+          f"    for i, j in T.Parallel({bm}, {bn}):", "        s[i, j] = s[i, j] * v[i, j]",
+          "    T.reduce_sum(s, ws, dim=1)", f"    for i in T.Parallel({bm}):", "        acc[i] = acc[i] * sc[i] + ws[i]",
+          f"for i in T.Parallel({bm}):", "    acc[i] = T.where(l[i] == 0, 0.0, acc[i] / l[i])",
+          f"for i in T.Parallel({bm}):", "    lo[i] = T.log(l[i])",
+          f"for i in T.Parallel({bm}):", f"    lo[i] = T.where(l[i] == 0, {NINF}, lo[i] + m[i])",
+          f"T.copy(acc, O[sp, by * {bm}:(by + 1) * {bm}])", f"T.copy(lo, L[sp, by * {bm}:(by + 1) * {bm}])"]
+    return [f"with T.Kernel(T.ceildiv({M}, {bm}), {d['NS']}) as (by, sp):"] + ["    " + x for x in b]
 
 
 def _cumsum_body(d):
@@ -475,10 +518,31 @@ def _cumsum(d, ins):
     return [_conv(y, d["dt_out"])], [Track(np.abs(y), UNIT[d["dt_out"]] / 2)]
 
 
+def _split(d, ins):
+    z, v = ins[0], ins[1]
+    M, L = z.shape[0], d["bn"] * d["KB"]
+    o, lse = np.zeros((d["NS"], M)), np.full((d["NS"], M), -np.inf)
+    mag = np.zeros((d["NS"], M))
+    for sp in range(d["NS"]):
+        zs, vs = z[:, sp * L:(sp + 1) * L], v[:, sp * L:(sp + 1) * L]
+        if zs.shape[1] == 0:
+            continue
+        mx = zs.max(axis=1, keepdims=True)
+        p = np.exp(zs - mx)
+        tot = p.sum(axis=1)
+        o[sp] = (p * vs).sum(axis=1) / tot
+        mag[sp] = (p * np.abs(vs)).sum(axis=1) / tot
+        lse[sp] = mx[:, 0] + np.log(tot)
+    rel = U32 * (3 * d["KB"] + d["bn"] + 26)
+    return [_conv(o, d["dt_out"]), lse], [Track(mag, rel + UNIT[d["dt_out"]]),
+                                          Track(np.where(np.isfinite(lse), np.abs(lse) + 1.0, 0.0), rel)]
+
+
 def reference(d):
     """([float64 outputs], [a Track per output])."""
     ins = [np.asarray(x, np.float64) for x in inputs(d)]
-    return {"combine": _combine, "gqa": _gqa, "norm": _norm, "topk": _topk, "cumsum": _cumsum}[d["llm2"]](d, ins)
+    return {"combine": _combine, "gqa": _gqa, "norm": _norm, "topk": _topk, "cumsum": _cumsum,
+            "split": _split}[d["llm2"]](d, ins)
 
 
 def tolerance(tr, out_dtype):
@@ -495,13 +559,15 @@ def valid(d):
     f = d["llm2"]
     if d["dt_in"] not in FLOATS or d["dt_out"] not in FLOATS:
         return False
-    if f in ("combine", "gqa", "cumsum") and d["loop"] not in ("serial", "pipelined"):
+    if f in ("combine", "gqa", "cumsum", "split") and d["loop"] not in ("serial", "pipelined"):
         return False
     dims = [d[n] for n in ("M", "N", "S", "D", "K", "B") if n in d]
     if any(x < 0 for x in dims) or (not d["sym"] and 0 in dims):
         return False
     if f == "gqa" and (d["bm"] % 16 or d["bn"] % 16 or d["D"] % 16 or d["M"] < 1 or d["N"] < 1
                        or (d["layout"] == "paged" and d["TP"] != -(-d["N"] // d["bn"]))):
+        return False
+    if f == "split" and (d["KB"] < 1 or d["NS"] < 1 or d["M"] < 1 and not d["sym"]):
         return False
     if f == "topk" and not 1 <= d["K"] <= d["N"]:
         return False
@@ -582,6 +648,13 @@ def candidates(d):
             put(store="col")
         if d["scale"] != 1.0:
             put(scale=1.0)
+        if d["bm"] > 1:
+            put(bm=d["bm"] // 2)
+    if f == "split":
+        if d["KB"] > 1:
+            put(KB=1, NS=-(-d["N"] // d["bn"]))
+        if d["NS"] > 1:
+            put(NS=d["NS"] - 1)
         if d["bm"] > 1:
             put(bm=d["bm"] // 2)
     if f == "cumsum":
