@@ -34,8 +34,10 @@ of six forms (``d["llm2"]``), with its float64 reference and tolerances here:
   are those drawn before it.
 * ``cumsum``  an inclusive scan along the rows (a ``T.serial(1, bn)`` loop of column maps
   ``x[i, j] = x[i, j] + x[i, j - 1]``: on Ascend an element loop) or down the columns (row maps), the
-  blocks walked by a serial / pipelined loop carrying each block's ``T.reduce_sum`` in a tile
-  allocated before the loop (added into the next block's first column / row).
+  blocks walked by a serial / pipelined loop carrying each block's ``T.reduce_sum`` or (``carry``
+  ``last``, 40% of the groups, from ``extension15-carry-<seed // GROUP>``) its last scanned column /
+  row (``cy[i] = x[i, bn - 1]``) in a tile allocated before the loop, added into the next block's
+  first column / row.
 
 Every loop form draws ``T.Pipelined`` with ``num_stages`` 2 or 3 half the time, its tiles allocated
 before the loop (issue 13's multi-buffering). Sizes: tails in every blocked dimension, 1-element
@@ -147,6 +149,9 @@ def generate(seed):
         d["sym"] = s.random() < 0.4
         d["bm"] = s.choice((1, 2, 4, 8, 16, 32))
         d["bn"] = s.choice((1, 2, 4, 8, 16, 32))
+        # the carry: each block's T.reduce_sum, or (40%, its own stream) the block's last column / row
+        # copied into the carry tile (cy[i] = x[i, bn - 1]: fuzz12 F1 on ascend910b with T.Pipelined)
+        d["carry"] = "last" if random.Random(f"extension15-carry-{seed // GROUP}").random() < 0.4 else "sum"
         z = d["sym"] and v.random() < 0.05
         d["M"] = _dim(v, d["bm"])
         d["N"] = 0 if z else _dim(v, d["bn"], hi=150)
@@ -354,28 +359,30 @@ def _split_body(d):
 
 
 def _cumsum_body(d):
-    """The carry into the next block: its sum along the scanned dim (T.reduce_sum before the scan)."""
+    """The carry into the next block: the block's sum along the scanned dim (T.reduce_sum before the
+    scan) or its scanned last column / row (``carry == "last"``)."""
     bm, bn, M, N = d["bm"], d["bn"], dimtext(d, "M"), dimtext(d, "N")
+    last = True if d.get("carry") == "last" else None
     b = [_alloc("x", (bm, bn), "float32")]
     if d["axis"] == 1:
         b += [_alloc("cy", (bm,), "float32"), _alloc("rs", (bm,), "float32"), "T.fill(cy, 0)",
               _loop(d, "k", f"T.ceildiv({N}, {bn})"),
-              f"    T.copy(X[by * {bm}, k * {bn}], x)", "    T.reduce_sum(x, rs, dim=1)",
+              f"    T.copy(X[by * {bm}, k * {bn}], x)"] + (["    T.reduce_sum(x, rs, dim=1)"] if last is None else []) + [
               f"    for i in T.Parallel({bm}):", "        x[i, 0] = x[i, 0] + cy[i]"]
         if bn > 1:   # (a constant loop of no iterations is an error at its line)
             b += [f"    for j in T.serial(1, {bn}):",
                   f"        for i in T.Parallel({bm}):", "            x[i, j] = x[i, j] + x[i, j - 1]"]
-        b += [f"    for i in T.Parallel({bm}):", "        cy[i] = cy[i] + rs[i]",
+        b += [f"    for i in T.Parallel({bm}):", "        cy[i] = cy[i] + rs[i]" if last is None else f"        cy[i] = x[i, {bn - 1}]",
               f"    T.copy(x, Y[by * {bm}, k * {bn}])"]
         return [f"with T.Kernel(T.ceildiv({M}, {bm})) as by:"] + ["    " + x for x in b]
     b += [_alloc("cy", (bn,), "float32"), _alloc("rs", (bn,), "float32"), "T.fill(cy, 0)",
           _loop(d, "k", f"T.ceildiv({M}, {bm})"),
-          f"    T.copy(X[k * {bm}, bx * {bn}], x)", "    T.reduce_sum(x, rs, dim=0)",
+          f"    T.copy(X[k * {bm}, bx * {bn}], x)"] + (["    T.reduce_sum(x, rs, dim=0)"] if last is None else []) + [
           f"    for j in T.Parallel({bn}):", "        x[0, j] = x[0, j] + cy[j]"]
     if bm > 1:
         b += [f"    for i in T.serial(1, {bm}):",
               f"        for j in T.Parallel({bn}):", "            x[i, j] = x[i, j] + x[i - 1, j]"]
-    b += [f"    for j in T.Parallel({bn}):", "        cy[j] = cy[j] + rs[j]",
+    b += [f"    for j in T.Parallel({bn}):", "        cy[j] = cy[j] + rs[j]" if last is None else f"        cy[j] = x[{bm - 1}, j]",
           f"    T.copy(x, Y[k * {bm}, bx * {bn}])"]
     return [f"with T.Kernel(T.ceildiv({N}, {bn})) as bx:"] + ["    " + x for x in b]
 
@@ -658,6 +665,8 @@ def candidates(d):
         if d["bm"] > 1:
             put(bm=d["bm"] // 2)
     if f == "cumsum":
+        if d.get("carry") == "last":
+            put(carry="sum")
         for blk in ("bm", "bn"):
             if d[blk] > 1:
                 put(**{blk: d[blk] // 2})
