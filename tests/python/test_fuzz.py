@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from fuzz import grammar, known, llm, reducer, runner
+from fuzz import grammar, known, llm, llm2, reducer, runner
 from fuzz.__main__ import report
 from fuzz.reference import compare, inputs, reference
 
@@ -151,6 +151,77 @@ def test_llm_reference_catches_a_wrong_answer(form):
     assert compare(d, [bad]) is not None
     bad[idx] = np.nan
     assert compare(d, [bad]) is not None
+
+
+def test_llm2_corpus():
+    """6 programs of the seventeenth stream (fuzz/llm2.py; seeds 0, 1, 5, 6, 10, 11: rms norm, the split-KV
+    combine, a cumsum scan over a 3-stage pipelined loop) on both targets; `python -m fuzz --stream llm2`
+    runs the rest (GQA, top-k: a few seconds of compiling each)."""
+    descs = [llm2.generate(s) for s in (0, 1, 5, 6, 10, 11)]
+    assert {d["llm2"] for d in descs} == {"norm", "combine", "cumsum"}
+    results = runner.run_programs(descs, jobs=2, timeout=120.0)
+    bad = {descs[i]["seed"]: r for i, r in results.items() if r["status"] in runner.FAILURES}
+    assert not bad, bad
+
+
+def test_llm2_stream_covers_its_forms():
+    """The seventeenth stream: only in its picked groups (every other program is unchanged: those
+    groups were copies), every form and variant drawn, with tails, 1-element and empty dims."""
+    gen = [grammar.generate(s) for s in range(0, 30000, grammar.GROUP)]   # a program of each group
+    picked = [d for d in gen if d["kind"] == "llm2"]
+    assert 0.002 * len(gen) < len(picked) < 0.02 * len(gen) and all(d == llm2.generate(d["seed"]) for d in picked[:30])
+    assert not any(d["kind"] == "llm2" for d in gen[:CORPUS_N // grammar.GROUP])   # (test_corpus's time stays)
+    ds = [llm2.generate(s) for s in range(1500)]
+    seen = lambda f: {f(d) for d in ds}  # noqa: E731
+    assert seen(lambda d: d["llm2"]) == set(llm2.FORMS)
+    assert seen(lambda d: (d["llm2"], d["loop"], d.get("stages"))) >= {
+        (f, lp, st) for f in ("combine", "gqa", "cumsum", "split") for lp in ("serial", "pipelined") for st in (2, 3)}
+    assert any(d["llm2"] == "split" and d["NS"] * d["KB"] * d["bn"] >= d["N"] + d["KB"] * d["bn"] for d in ds)
+    assert seen(lambda d: (d.get("layout"), d.get("KVH"), d.get("G"))) >= {("bshd", 1, 4), ("paged", 2, 3), ("paged", 1, 1)}
+    assert seen(lambda d: (d.get("norm"), d.get("bias"), d.get("stats"))) >= {
+        ("layer", True, True), ("layer", False, False), ("rms", False, True)}
+    assert seen(lambda d: (d.get("K"), d.get("store"), d.get("ties"))) >= {
+        (k, st, t) for k in (1, 2, 3, 4) for st in ("col", "where") for t in (True, False)}
+    assert seen(lambda d: (d.get("axis"), d.get("maxred"), d.get("big"), d.get("pempty"))) >= {
+        (None, True, True, 1.0), (None, False, False, 0.3), (0, None, None, None), (1, None, None, None)}
+    assert any(d["sym"] and 0 in (d["M"], d.get("N")) for d in ds)
+    assert any(d["M"] == 1 for d in ds) and any(d.get("N") == 1 for d in ds)
+    assert any(d["M"] % d["bm"] and d.get("N", 1) % d.get("bn", 1) for d in ds)
+    for d in ds[:60]:   # every reference finite where defined, every tolerance finite
+        refs, trs = reference(d)
+        for r, tr, (_, _, dt, _) in zip(refs, trs, grammar.checked(d)):
+            atol, _ = llm2.tolerance(tr, dt)
+            assert np.all(np.isfinite(np.broadcast_to(atol, r.shape))) and not np.isnan(r).any(), d
+
+
+@pytest.mark.parametrize("form", list(llm2.FORMS))
+def test_llm2_reference_catches_a_wrong_answer(form):
+    """Each form's comparison passes its own reference and fails it with one element of any output
+    moved by more than the tolerance (an id by one), or turned NaN."""
+    d = next(llm2.generate(s) for s in range(0, 3000, 5) if llm2.generate(s)["llm2"] == form
+             and llm2.generate(s)["M"] > 0 and llm2.generate(s).get("N", 1) > 0)
+    refs, _ = reference(d)
+    got = [np.array(r) for r in refs]
+    assert compare(d, got) is None
+    for k, r in enumerate(refs):
+        idx = tuple(np.argwhere(np.isfinite(r))[0])
+        bad = [g.copy() for g in got]
+        bad[k][idx] += 1.0 if grammar.checked(d)[k][2] == "int32" else 0.5 + abs(bad[k][idx])
+        assert compare(d, bad) is not None, (k, d)
+        bad[k][idx] = np.nan
+        assert compare(d, bad) is not None, (k, d)
+
+
+def test_reducer_simplifies_the_llm2_forms():
+    """The seventeenth stream's candidates are valid and simpler; a loop stays a loop."""
+    for s in range(0, 400, 5):
+        d = llm2.generate(s)
+        cands = reducer.candidates(d)
+        assert all(llm2.valid(c) and c != d for c in cands)
+        if d["llm2"] in ("combine", "gqa", "cumsum", "split"):
+            assert all(c["loop"] in ("serial", "pipelined") for c in cands)
+        if d["llm2"] == "gqa" and d["layout"] == "paged":
+            assert any(c["layout"] == "bshd" for c in cands)
 
 
 def test_source_is_a_real_kernel():

@@ -6,9 +6,10 @@ source (``source``), compiled through the normal front end for ``cpu`` and for `
 numpy reference computed from the same program description (``reference``). A failure is reduced
 to a minimal program by delta reduction over the description (``reducer``). Known open bugs are
 listed in one table (``known``). The LLM-kernel forms (online softmax, attention chain, paged reads,
-scatter-add, RoPE) have their grammar, reference and tolerances in one module (``llm``).
+scatter-add, RoPE) have their grammar, reference and tolerances in one module (``llm``), the
+session 24 forms (split-KV combine, GQA, norms, top-k gating, cumsum) theirs in ``llm2``.
 
-Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J] [--stream llm]`` from tests/python
+Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J] [--stream llm|llm2]`` from tests/python
 (``make fuzz``).
 The test: tests/python/test_fuzz.py. Documentation: docs/testing.md.
 """

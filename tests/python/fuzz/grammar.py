@@ -136,10 +136,20 @@ divide), a two-gemm attention chain (S = Q K^T, P = softmax, O += P V) with tail
 head dim, paged reads (a block table read by scalar reads, a GM window at that page), scatter-adds
 with ``T.atomic_add`` at indexed rows (MoE combine) and RoPE's rotate-half / interleaved pair maps.
 ``python -m fuzz --stream llm`` runs only these.
+
+A seventeenth stream (``extension15-pick-<seed // GROUP>`` picks 3% of the copy groups the sixteenth
+left, about 0.7% of the programs; structure from ``extension15-<seed // GROUP>``, values from
+``extension15-shape-<seed>``; session 24) replaces those programs by more **LLM-kernel forms** (kind
+``llm2``, fuzz/llm2.py, with their own reference and a tolerance per output): flash-decoding's
+split-KV combine (log-sum-exps with empty splits at ``-inf``, partial outputs in an N-D window),
+grouped-query attention's ``h // G`` kv head in BSHD and paged 4-D windows, layer / rms norm with
+float32 statistics and a weight row, top-k gating with ties and a softmax over the selected, and
+cumsum scans carried across a serial / pipelined block loop. ``python -m fuzz --stream llm2`` runs
+only these.
 """
 import random
 
-from . import llm
+from . import llm, llm2
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -385,6 +395,8 @@ def generate(seed):
     _extension13(d, seed)
     if d["kind"] == "copy" and random.Random(f"extension14-pick-{seed // GROUP}").random() < llm.LLM_P:
         return llm.generate(seed)   # the sixteenth stream: an LLM-kernel form (fuzz/llm.py)
+    if d["kind"] == "copy" and random.Random(f"extension15-pick-{seed // GROUP}").random() < llm2.LLM2_P:
+        return llm2.generate(seed)   # the seventeenth stream (fuzz/llm2.py)
     return d
 
 
@@ -652,6 +664,8 @@ def tensors(d):
     k = d["kind"]
     if k == "llm":
         return llm.tensors(d)
+    if k == "llm2":
+        return llm2.tensors(d)
     if d.get("d3"):   # 3-D tiles (fifteenth stream): (H, rows, cols) tensors
         if k == "reduce":
             return [("A", ("H", "M", "N"), d["dt_in"], False),
@@ -1072,6 +1086,8 @@ def source(d):
     in their symbolic shapes have the same text and share a compiled kernel)."""
     if d["kind"] == "llm":
         return llm.source(d)
+    if d["kind"] == "llm2":
+        return llm2.source(d)
     ts = tensors(d)
     names = sorted({n for _, shape, _, _ in ts for n in shape if isinstance(n, str)})
     lines = ["import tilewright.language as T", ""]

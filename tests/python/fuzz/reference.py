@@ -20,7 +20,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from . import llm
+from . import llm, llm2
 from .grammar import FLOATS, SPECIAL_P, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
@@ -62,6 +62,8 @@ def inputs(d):
     [-4, 4], integers in [-8, 8] (exact in every dtype, so copies and gemms are exact)."""
     if d["kind"] == "llm":
         return llm.inputs(d)
+    if d["kind"] == "llm2":
+        return llm2.inputs(d)
     rng = np.random.default_rng(d["seed"])
     arrays = []
     for name, dims, dt, out in tensors(d):
@@ -217,6 +219,8 @@ def reference(d):
     """([float64 arrays of the outputs], Tracker) of the program on inputs(d)."""
     if d["kind"] == "llm":
         return llm.reference(d)
+    if d["kind"] == "llm2":   # (a tolerance per output)
+        return llm2.reference(d)
     tr = Tracker()
     ins = [np.asarray(x, np.float64) for x in inputs(d)]
     k = d["kind"]
@@ -469,6 +473,8 @@ def tolerance(d, out_dtype, tr):
     """(atol, rtol) for an output of `out_dtype`."""
     if d["kind"] == "llm":
         return llm.tolerance(tr, out_dtype)
+    if d["kind"] == "llm2":
+        return llm2.tolerance(tr, out_dtype)
     if is_int(out_dtype):
         converts_float = any(dt in FLOATS for dt in path_dtypes(d))
         return (1.0 if converts_float and tr.inexact else 0.0), 0.0
@@ -487,7 +493,8 @@ def compare(d, outputs):
         plain = reference({k: v for k, v in d.items() if k != "special"})[0] if d.get("special") else refs
     problems = []
     names = checked(d)
-    for (name, _, dt, _), got, ref, ref0 in zip(names, outputs, refs, plain):
+    trs = tr if isinstance(tr, list) else [tr] * len(refs)   # (llm2: a tolerance per output)
+    for (name, _, dt, _), got, ref, ref0, tr in zip(names, outputs, refs, plain, trs):
         got = np.asarray(got)
         if got.shape != ref.shape:
             problems.append(f"{name}: shape {got.shape}, expected {ref.shape}")
