@@ -178,8 +178,15 @@ def dimtext(d, n):
 
 
 def source(d):
+    body = {"osm": _softmax_body, "attn": _softmax_body, "paged": _paged_body, "scatter": _scatter_body,
+            "rope": _rope_body}[d["llm"]](d)
+    return kernel_text(d, tensors(d), body)
+
+
+def kernel_text(d, ts, body):
+    """The kernel's source: its symbolic dimensions, the signature of the tensors ts ((name, shape,
+    dtype, is_output)) and the body's lines (also llm2.py's)."""
     from .grammar import KERNEL_NAME
-    ts = tensors(d)
     lines = ["import tilewright.language as T", ""]
     if d["sym"]:
         names = sorted({n for _, sh, _, _ in ts for n in sh if n in SYM_DIMS})
@@ -189,8 +196,6 @@ def source(d):
         dims = ", ".join(dimtext(d, n) for n in shape) + ("," if len(shape) == 1 else "")
         params.append(f"{name}: T.Tensor(({dims}), {dt!r})")
     lines += ["", "@T.prim_func", f"def {KERNEL_NAME}({', '.join(params)}):"]
-    body = {"osm": _softmax_body, "attn": _softmax_body, "paged": _paged_body, "scatter": _scatter_body,
-            "rope": _rope_body}[d["llm"]](d)
     return "\n".join(lines + ["    " + s for s in body]) + "\n"
 
 

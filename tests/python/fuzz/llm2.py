@@ -52,7 +52,7 @@ import random
 
 import numpy as np
 
-from .llm import FLOATS, NINF, STEP, U32, UNIT, _conv, _lit
+from .llm import FLOATS, NINF, STEP, U32, UNIT, _conv, _lit, dimtext, kernel_text
 
 LLM2_P = 0.03   # the fraction of the (not LLM) copy program groups of this kind in grammar.generate
 FORMS = ("combine", "gqa", "norm", "topk", "cumsum", "split")
@@ -161,8 +161,6 @@ def generate(seed):
 # ---------------------------------------------------------------------------------------------
 # Tensors and source
 
-SYM_DIMS = ("M", "N")
-
 
 def tensors(d):
     f = d["llm2"]
@@ -195,27 +193,10 @@ def tensors(d):
     return [("X", ("M", "N"), d["dt_in"], False), ("Y", ("M", "N"), d["dt_out"], True)]
 
 
-def dimtext(d, n):
-    if not isinstance(n, str):
-        return str(n)
-    return n if d["sym"] and n in SYM_DIMS else str(d[n])
-
-
 def source(d):
-    from .grammar import KERNEL_NAME
-    ts = tensors(d)
-    lines = ["import tilewright.language as T", ""]
-    if d["sym"]:
-        names = sorted({n for _, sh, _, _ in ts for n in sh if n in SYM_DIMS})
-        lines += [f"{n} = T.symbolic({n!r})" for n in names] + [""]
-    params = []
-    for name, shape, dt, _ in ts:
-        dims = ", ".join(dimtext(d, n) for n in shape) + ("," if len(shape) == 1 else "")
-        params.append(f"{name}: T.Tensor(({dims}), {dt!r})")
-    lines += ["", "@T.prim_func", f"def {KERNEL_NAME}({', '.join(params)}):"]
     body = {"combine": _combine_body, "gqa": _gqa_body, "norm": _norm_body, "topk": _topk_body,
             "cumsum": _cumsum_body, "split": _split_body}[d["llm2"]](d)
-    return "\n".join(lines + ["    " + x for x in body]) + "\n"
+    return kernel_text(d, tensors(d), body)
 
 
 def _loop(d, var, extent):
