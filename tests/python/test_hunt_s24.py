@@ -308,7 +308,7 @@ def test_gemm_with_k_65536_on_ascend_error_and_its_fix():
     _close(c, a.astype(np.float64) @ b.astype(np.float64), "float32", "split-K gemm K=65536 on ascend910b")
 
 
-@pytest.mark.parametrize("target", ["cpu", _xfail_on_ascend(TARGET, F4)])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype,K", [("float16", 65536), ("float32", 14336)])
 def test_long_k_gemm_into_float32(dtype, K, target):
     """C (float32) = A @ B, one split (matmul_splitk; float16 with A transposed, the form that runs on
