@@ -2022,7 +2022,8 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
   const Node& xn = nodes_[x];
   const bool in_place = store_st_ && xn.kind == OpKind::Leaf && xn.buf.get() == store_st_->buffer.get() &&
                         ir::structural_equal(ir::load(xn.buf, xn.idx), ir::load(store_st_->buffer, store_st_->indices));
-  if ((t == kF16 || t == kBF16) && (!const_exact(fill, t) || (t == kBF16 && !in_place))) {
+  const bool widen = (t == kF16 || t == kBF16) && (!const_exact(fill, t) || (t == kBF16 && !in_place));
+  if (widen) {
     x = materialize(to_type(x, kF32, sp), Shape::Full, sp);
     t = kF32;
   }
@@ -2032,7 +2033,7 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
   n.dtype = t;
   n.args = {x};
   n.cond = cond;
-  n.fill = t == kF32 ? f32_const(fill, sp) : ir::cast(fill, t, sp);
+  n.fill = widen ? f32_const(fill, sp) : ir::cast(fill, t, sp);
   n.span = sp;
   return push(std::move(n));
 }
