@@ -4,6 +4,7 @@
 // would change bits), int8 operands with int32 wrap-around.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -32,10 +33,10 @@ struct Rig {
   T& at(std::vector<T>& v, int64_t i, int64_t j) { return v[(j / 16) * Mp * 16 + i * 16 + j % 16]; }
   // b's element (kk, j) in the column-block panels
   T bv(int64_t kk, int64_t j) const { return b[((j / 16) * s.k + kk) * 16 + j % 16]; }
-  MmadPanels<T> panels(std::vector<T>& out, bool init) const {
+  MmadPanels<T> panels(std::vector<T>& out, bool init, int64_t k_step = 1) const {
     MmadPanels<T> p;
     p.a = a.data(), p.b = b.data(), p.c = out.data();
-    p.m = s.m, p.n = s.n, p.k = s.k, p.c_block = Mp * 16, p.init = init;
+    p.m = s.m, p.n = s.n, p.k = s.k, p.c_block = Mp * 16, p.init = init, p.k_step = k_step;
     return p;
   }
 };
@@ -46,26 +47,51 @@ float ref_step(float acc, float x, float y) {
   return sum;
 }
 uint32_t ref_step(uint32_t acc, uint32_t x, uint32_t y) { return acc + x * y; }
+float ref_prod(float x, float y) {
+  volatile float prod = x * y;
+  return prod;
+}
+uint32_t ref_prod(uint32_t x, uint32_t y) { return x * y; }
+float ref_add(float x, float y) {
+  volatile float sum = x + y;
+  return sum;
+}
+uint32_t ref_add(uint32_t x, uint32_t y) { return x + y; }
+
+// C[i][j] by the documented order: each K slice of k_step products summed in order, then added.
+template <class T>
+T ref_element(const Rig<T>& r, T acc, int64_t i, int64_t j, int64_t k_step) {
+  for (int64_t k0 = 0; k0 < r.s.k; k0 += k_step) {
+    T part = ref_prod(r.a[i * r.s.k + k0], r.bv(k0, j));
+    for (int64_t kk = k0 + 1; kk < std::min(r.s.k, k0 + k_step); ++kk) part = ref_add(part, ref_prod(r.a[i * r.s.k + kk], r.bv(kk, j)));
+    acc = ref_add(acc, part);
+  }
+  return acc;
+}
 
 template <class T>
 void check_all(T (*gen)(std::mt19937&), const char* what) {
   std::mt19937 g(7);
   for (MmadIsa isa : mmad_isas_available())
     for (const Shape& s : kShapes)
-      for (bool init : {true, false}) {
-        Rig<T> r(s, g, gen);
-        std::vector<T> want = r.c, got = r.c;
-        for (int64_t i = 0; i < s.m; ++i)
-          for (int64_t j = 0; j < s.n; ++j) {
-            T acc = init ? T{} : r.at(want, i, j);
-            for (int64_t kk = 0; kk < s.k; ++kk) acc = ref_step(acc, r.a[i * s.k + kk], r.bv(kk, j));
-            r.at(want, i, j) = acc;
-          }
-        mmad_panels(r.panels(got, init), isa);
-        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(T)), 0)
-            << what << " on " << mmad_isa_name(isa) << ": m " << s.m << " n " << s.n << " k " << s.k
-            << (init ? " init" : " accumulate") << " (C outside m x n must be untouched too)";
-      }
+      for (int64_t k_step : {1, 4, 16, 32})
+        for (bool init : {true, false}) {
+          Rig<T> r(s, g, gen);
+          std::vector<T> want = r.c, got = r.c;
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              T acc = init ? T{} : r.at(want, i, j);
+              if (k_step == 1)  // the plain running sum, written independently of ref_element
+                for (int64_t kk = 0; kk < s.k; ++kk) acc = ref_step(acc, r.a[i * s.k + kk], r.bv(kk, j));
+              else
+                acc = ref_element(r, acc, i, j, k_step);
+              r.at(want, i, j) = acc;
+            }
+          mmad_panels(r.panels(got, init, k_step), isa);
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(T)), 0)
+              << what << " on " << mmad_isa_name(isa) << ": m " << s.m << " n " << s.n << " k " << s.k
+              << " k_step " << k_step << (init ? " init" : " accumulate") << " (C outside m x n must be untouched too)";
+        }
 }
 
 float gen_f16(std::mt19937& g) {  // finite fp16 values, subnormals included

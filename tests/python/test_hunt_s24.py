@@ -308,7 +308,7 @@ def test_gemm_with_k_65536_on_ascend_error_and_its_fix():
     _close(c, a.astype(np.float64) @ b.astype(np.float64), "float32", "split-K gemm K=65536 on ascend910b")
 
 
-@pytest.mark.parametrize("target", ["cpu", _xfail_on_ascend(TARGET, F4)])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype,K", [("float16", 65536), ("float32", 14336)])
 def test_long_k_gemm_into_float32(dtype, K, target):
     """C (float32) = A @ B, one split (matmul_splitk; float16 with A transposed, the form that runs on
@@ -564,7 +564,7 @@ def _literal_kernel(n, dtype):
 
 
 @pytest.mark.parametrize("dtype,target", [
-    ("float16", "cpu"), pytest.param("float16", TARGET, marks=_fails(F5)),
+    ("float16", "cpu"), ("float16", TARGET),
     ("bfloat16", "cpu"), ("bfloat16", TARGET)])
 def test_16bit_compare_select_max_with_inexact_literal_agrees(dtype, target):
     x = np.array([0.1, -0.1, 65504, -1e4, 0.3, 0.0999, 0.1001, -10001, 65503.0, -65504, 0.05, 3.0], np.float32)
@@ -601,9 +601,9 @@ def _index_mask_kernel(n, dtype, ydtype):
 
 
 @pytest.mark.parametrize("dtype,target", [
-    ("float16", "cpu"), pytest.param("float16", TARGET, marks=_fails(F5)),
+    ("float16", "cpu"), ("float16", TARGET),
     ("bfloat16", "cpu"),
-    pytest.param("bfloat16", TARGET, marks=_fails(F6, tw.TilewrightError))])
+    ("bfloat16", TARGET)])
 def test_16bit_index_mask_into_a_float32_tile(dtype, target):
     n = 16
     x = np.random.default_rng(0).standard_normal((n, n)).astype(np_dtype(dtype))
@@ -615,7 +615,7 @@ def test_16bit_index_mask_into_a_float32_tile(dtype, target):
     np.testing.assert_array_equal(np.asarray(y, np.float32), want)
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=_fails(F6, tw.TilewrightError))])
+@pytest.mark.parametrize("target", TARGETS)
 def test_bfloat16_index_mask_into_another_tile(target):
     n = 16
     x = np.random.default_rng(1).standard_normal((n, n)).astype(np_dtype("bfloat16"))

@@ -246,6 +246,7 @@ class MapLowering {
   std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
   std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
   bool single_f16_ = false;  // the store is one float16 +, -, * (MapLowering::store)
+  const ir::StoreNode* store_st_ = nullptr;  // the store being lowered (index_mask: in place or not)
   Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
   bool column_store_ = false;  // it stores down a column (its last index free of the map's variables)
 
@@ -304,19 +305,36 @@ class MapLowering {
   int select_on(const Expr& cond, int x, int y, const Span& sp);  // cond ? x : y (data or index condition)
   int push_select(ir::BinOp op, int a, int b, int x, int y, DType t, const Span& sp);
   int select_int32(ir::BinOp op, int a, int b, int x, int y, const Span& sp);  // int32 values (definition)
-  // A float16 value, or a scalar constant float16 holds exactly.
+  // A float16 tile value or scalar variable, or a scalar constant float16 holds exactly (a literal
+  // typed float16 by promotion keeps its float32 value: 0.1 is not exact; hunt12 F5).
   bool exact_f16(int x) const {
     const Node& n = nodes_[x];
-    if (n.dtype == kF16) return true;
-    if (n.shape != Shape::Scalar) return false;
+    if (n.shape != Shape::Scalar) return n.dtype == kF16;
+    if (n.scalar->kind != ir::ExprKind::FloatImm && !ir::as_const_int(n.scalar)) return n.dtype == kF16;
+    return const_exact(n.scalar, kF16);
+  }
+  // A constant (an integer or float literal) whose float32 value `t` (float16 / bfloat16) holds
+  // exactly (infinities included; NaN never); a non-constant: its dtype is t.
+  static bool const_exact(const Expr& e, DType t) {
     double v = 0;
-    if (auto c = ir::as_const_int(n.scalar)) v = static_cast<double>(*c);
-    else if (n.scalar->kind == ir::ExprKind::FloatImm) v = as<ir::FloatImmNode>(n.scalar)->value;
-    else return false;
-    if (v == 0) return true;
-    int e = 0;
-    double m = std::frexp(std::fabs(v), &e);  // |v| = m 2^e, m in [0.5, 1)
-    return e <= 16 && e >= -13 && std::ldexp(m, 11) == std::floor(std::ldexp(m, 11));  // normal, 11 bits
+    if (auto c = ir::as_const_int(e)) v = static_cast<double>(*c);
+    else if (e->kind == ir::ExprKind::FloatImm) v = as<ir::FloatImmNode>(e)->value;
+    else return e->dtype == t;
+    const float f = static_cast<float>(v);  // literals are float32 values (docs/language.md)
+    if (std::isnan(f)) return false;
+    if (f == 0 || std::isinf(f)) return true;
+    int e2 = 0;
+    double m = std::frexp(std::fabs(static_cast<double>(f)), &e2);  // |f| = m 2^e2, m in [0.5, 1)
+    if (t == kF16) return e2 <= 16 && e2 >= -13 && std::ldexp(m, 11) == std::floor(std::ldexp(m, 11));  // normal, 11 bits
+    if (t == kBF16) return std::ldexp(m, 8) == std::floor(std::ldexp(m, 8)) && e2 >= -125;  // normal, 8 bits
+    return true;
+  }
+  // A constant as its float32 value (a literal typed float16 / bfloat16 by promotion included).
+  static Expr f32_const(const Expr& e, const Span& sp) {
+    if (e->kind == ir::ExprKind::FloatImm)
+      return ir::float_imm(static_cast<double>(static_cast<float>(as<ir::FloatImmNode>(e)->value)), kF32, sp);
+    if (auto c = ir::as_const_int(e)) return ir::float_imm(static_cast<double>(static_cast<float>(*c)), kF32, sp);
+    return ir::cast(e, kF32, sp);
   }
   int int32_order_key(int a, int b, const Span& sp);  // float32 d: sign(d) = sign(a - b), int32 a, b (definition)
   int64_t extent_of(const ir::VarNode* v) const {
@@ -1431,8 +1449,9 @@ int MapLowering::materialize(int x, Shape to, const Span& sp) {
 
 int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   DType t = compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype));
-  // max / min of two float16 tiles in float16: exact, so the same values as through float32
-  if ((op == ir::BinOp::Max || op == ir::BinOp::Min) && nodes_[a].dtype == kF16 && nodes_[b].dtype == kF16)
+  // max / min of float16 values (and constants float16 holds exactly) in float16: exact, so the same
+  // values as through float32 (an inexact constant, T.max(x, 0.1): in float32; hunt12 F5)
+  if ((op == ir::BinOp::Max || op == ir::BinOp::Min) && exact_f16(a) && exact_f16(b))
     t = kF16;
   if (single_f16_ && exact_f16(a) && exact_f16(b)) t = kF16;
   if (nodes_[a].shape != Shape::Scalar || nodes_[b].shape != Shape::Scalar) {
@@ -1996,13 +2015,25 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
 int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp) {
   x = materialize(x, Shape::Full, sp);
   DType t = nodes_[x].dtype;
+  // A 16-bit tile masked with a fill it cannot hold exactly (0.1, -1e30, 65519; hunt12 F5) is masked
+  // in float32: the fill keeps its float32 value, as on cpu, and is rounded once where it is stored.
+  // A bfloat16 tile masked into another tile is too (its copy would be bfloat16 arithmetic, hunt12
+  // F6; two exact Casts); in place, emit_where keeps the bfloat16 head of a block as float32.
+  const Node& xn = nodes_[x];
+  const bool in_place = store_st_ && xn.kind == OpKind::Leaf && xn.buf.get() == store_st_->buffer.get() &&
+                        ir::structural_equal(ir::load(xn.buf, xn.idx), ir::load(store_st_->buffer, store_st_->indices));
+  const bool widen = (t == kF16 || t == kBF16) && (!const_exact(fill, t) || (t == kBF16 && !in_place));
+  if (widen) {
+    x = materialize(to_type(x, kF32, sp), Shape::Full, sp);
+    t = kF32;
+  }
   Node n;
   n.kind = OpKind::Where;
   n.shape = Shape::Full;
   n.dtype = t;
   n.args = {x};
   n.cond = cond;
-  n.fill = ir::cast(fill, t, sp);
+  n.fill = widen ? f32_const(fill, sp) : ir::cast(fill, t, sp);
   n.span = sp;
   return push(std::move(n));
 }
@@ -2078,7 +2109,7 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   b = to_type(b, ct, sp);
   if (nodes_[b].shape != Shape::Scalar) b = materialize(b, Shape::Full, sp);
   DType vt = compute_type(ir::promote(nodes_[x].dtype, nodes_[y].dtype));
-  if (nodes_[x].dtype == kF16 && exact_f16(y)) vt = kF16;
+  if (exact_f16(x) && exact_f16(y) && (nodes_[x].dtype == kF16 || nodes_[y].dtype == kF16)) vt = kF16;
   if (vt == kI32) return select_int32(op, a, b, x, y, sp);
   if (vt != kF16 && vt != kF32)
     fail("T.where selecting " + std::string(vt.name()) + " values on a condition on tile data: Ascend's Select takes "
@@ -2174,6 +2205,7 @@ Expr MapLowering::value_of(int id, const std::vector<Place>& place, Shape in) co
 void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double wrap_bound) {
   const Span& sp = st->span;
   store_sp_ = sp;
+  store_st_ = st;
   column_store_ = st->indices.size() >= 2 && !uses_var(st->indices.back(), vj());
   nodes_.clear();
   memo_.clear();

@@ -545,7 +545,7 @@ void Machine::functional(Core& c, const RInstr& r) {
             using E = std::decay_t<decltype(pa[0])>;
             MmadPanels<E> p;
             p.a = pa.data(), p.b = pb.data(), p.c = reinterpret_cast<E*>(Cp);
-            p.m = m, p.n = n, p.k = k, p.c_block = Mp * 16, p.init = x.init;
+            p.m = m, p.n = n, p.k = k, p.c_block = Mp * 16, p.init = x.init, p.k_step = cube_k0(x.in);
             mmad_panels(p);
           };
           if (x.in == ir::DTypeCode::i8) {

@@ -20,7 +20,8 @@ template <class T> struct Vec;
 template <> struct Vec<float> { using type = VF; };
 template <> struct Vec<uint32_t> { using type = VU; };
 
-// Rows i0 .. i0+R-1 of C, column blocks jb0 .. jb0+NB-1: accumulators in registers, kk in order.
+// Rows i0 .. i0+R-1 of C, column blocks jb0 .. jb0+NB-1: accumulators and the K slice's partial
+// sums in registers, kk in order.
 template <class T, int R, int NB>
 [[gnu::always_inline]] inline void tile(const MmadPanels<T>& p, int64_t i0, int64_t jb0) {
   using V = typename Vec<T>::type;
@@ -34,13 +35,21 @@ template <class T, int R, int NB>
     }
   const T* a = p.a + i0 * k;
   const T* b = p.b + jb0 * k * 16;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    V bv[NB];
-    for (int q = 0; q < NB; ++q) std::memcpy(&bv[q], b + (q * k + kk) * 16, sizeof(V));
-    for (int r = 0; r < R; ++r) {
-      const T s = a[r * k + kk];
-      for (int q = 0; q < NB; ++q) acc[r][q] = acc[r][q] + s * bv[q];
+  const int64_t step = p.k_step;
+  for (int64_t k0 = 0; k0 < k; k0 += step) {
+    // one K slice: its products summed in order into `part`, then `part` added to C
+    const int64_t k1 = std::min<int64_t>(k, k0 + step);
+    V part[R][NB];
+    for (int64_t kk = k0; kk < k1; ++kk) {
+      V bv[NB];
+      for (int q = 0; q < NB; ++q) std::memcpy(&bv[q], b + (q * k + kk) * 16, sizeof(V));
+      for (int r = 0; r < R; ++r) {
+        const T s = a[r * k + kk];
+        for (int q = 0; q < NB; ++q) part[r][q] = kk == k0 ? s * bv[q] : part[r][q] + s * bv[q];
+      }
     }
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < NB; ++q) acc[r][q] = acc[r][q] + part[r][q];
   }
   for (int q = 0; q < NB; ++q) {
     const int64_t w = std::min<int64_t>(16, p.n - (jb0 + q) * 16);
@@ -69,11 +78,12 @@ template <class T, int R>
     }
 }
 
-// Rows per tile: 2 * R accumulators of 16 lanes fit the register file (32 zmm, 16 ymm, 16 xmm).
-__attribute__((target("avx512f"))) void run_avx512(const MmadPanels<float>& p) { run<float, 8>(p); }
-__attribute__((target("avx512f"))) void run_avx512(const MmadPanels<uint32_t>& p) { run<uint32_t, 8>(p); }
-__attribute__((target("avx2"))) void run_avx2(const MmadPanels<float>& p) { run<float, 2>(p); }
-__attribute__((target("avx2"))) void run_avx2(const MmadPanels<uint32_t>& p) { run<uint32_t, 2>(p); }
+// Rows per tile: 2 * R accumulators and 2 * R partial sums of 16 lanes fit the register file
+// (32 zmm, 16 ymm, 16 xmm).
+__attribute__((target("avx512f"))) void run_avx512(const MmadPanels<float>& p) { run<float, 6>(p); }
+__attribute__((target("avx512f"))) void run_avx512(const MmadPanels<uint32_t>& p) { run<uint32_t, 6>(p); }
+__attribute__((target("avx2"))) void run_avx2(const MmadPanels<float>& p) { run<float, 1>(p); }
+__attribute__((target("avx2"))) void run_avx2(const MmadPanels<uint32_t>& p) { run<uint32_t, 1>(p); }
 void run_baseline(const MmadPanels<float>& p) { run<float, 1>(p); }
 void run_baseline(const MmadPanels<uint32_t>& p) { run<uint32_t, 1>(p); }
 
@@ -96,6 +106,7 @@ void dispatch(const MmadPanels<T>& p, MmadIsa isa) {
   if (!available(isa))
     throw ir::Error("internal: the Mmad kernel for " + std::string(mmad_isa_name(isa)) +
                     " was asked for, but this CPU does not run it (pick one of mmad_isas_available())");
+  if (p.k_step < 1) throw ir::Error("internal: Mmad k_step " + std::to_string(p.k_step) + " (must be >= 1)");
   if (p.m <= 0 || p.n <= 0) return;
   switch (isa) {
     case MmadIsa::Avx512: return run_avx512(p);

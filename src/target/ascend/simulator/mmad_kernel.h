@@ -3,9 +3,13 @@
 // the x86-64 baseline and chosen by the CPU at run time.
 //
 // Semantics (program.h, docs/ascend.md "What is exact"), bit for bit on every code path:
-//   float: C[i][j] = (init ? +0.0f : C[i][j]), then for kk = 0, 1, ..., k-1 in that order
-//          C[i][j] = fp32(C[i][j] + fp32(A[i][kk] * B[kk][j]))  (product and sum each rounded to
-//          float32, round to nearest even; never fused: the file is built with -ffp-contract=off)
+//   float: C[i][j] = (init ? +0.0f : C[i][j]), then for each K slice kk = k0 .. k0+k_step-1
+//          (k0 = 0, k_step, 2 k_step, ...; the last slice may be shorter), in that order:
+//          P = fp32(A[i][k0] * B[k0][j]), P = fp32(P + fp32(A[i][kk] * B[kk][j])) for the slice's
+//          next kk in order, then C[i][j] = fp32(C[i][j] + P)  (every product and sum rounded to
+//          float32, round to nearest even; never fused: the file is built with -ffp-contract=off).
+//          k_step is the Cube's K depth per cycle (16 for fp16 / bf16, 4 for fp32: docs/ascend.md
+//          "The Cube's accumulation order"); k_step = 1 is a running sum of single products.
 //   int:   the same in int32 with wrap-around (exact for every Mmad the API allows).
 #pragma once
 
@@ -13,7 +17,13 @@
 #include <string_view>
 #include <vector>
 
+#include "tilewright/ir.h"
+
 namespace tw::ascend::sim {
+
+// The Cube's K depth per cycle for Mmad operands of `in` (per AIC per cycle 16 x 16 x k0 MACs:
+// /work/shared/ascend-910b.md "Cube"): the timing model's step count and the arithmetic's K slice.
+inline int cube_k0(ir::DTypeCode in) { return in == ir::DTypeCode::i8 ? 32 : in == ir::DTypeCode::f32 ? 4 : 16; }
 
 // The panels of one Mmad. `T` is float or uint32_t (int32 bits: wrap-around arithmetic).
 template <class T>
@@ -24,6 +34,7 @@ struct MmadPanels {
   int64_t m = 0, n = 0, k = 0;
   int64_t c_block = 0;   // elements from one 16-column block of C to the next (the strip height * 16)
   bool init = false;     // true: C starts at zero (+0.0f) instead of its contents
+  int64_t k_step = 1;    // products per K slice: summed on their own, then added to C (above)
 };
 
 // The instruction sets the kernel is built for, best first; the ones this CPU runs.

@@ -1,5 +1,7 @@
 #include "target/ascend/simulator/timing.h"
 
+#include "target/ascend/simulator/mmad_kernel.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -116,8 +118,7 @@ Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
         } else if constexpr (std::is_same_v<T, RLoad3D>) {
           load_l0(x.dst, static_cast<double>(x.mext * x.kext * bytes_of(x.dt)));
         } else if constexpr (std::is_same_v<T, RMmad>) {
-          int k0 = x.in == ir::DTypeCode::i8 ? 32 : x.in == ir::DTypeCode::f32 ? 4 : 16;
-          k.mac_cycles = cdiv(x.m, 16) * cdiv(x.n, 16) * cdiv(x.k, k0);
+          k.mac_cycles = cdiv(x.m, 16) * cdiv(x.n, 16) * cdiv(x.k, cube_k0(x.in));
           k.busy = p_.mmad_overhead_cycles + k.mac_cycles;
           k.latency = p_.mmad_latency_cycles;
           k.flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
