@@ -2291,8 +2291,8 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     }
     const bool cblocked = fsum && R > kSumRows;
     std::string end = R_s;
-    line("int64_t tw_r = 0;");
     if (cblocked) {  // blocks of kSumRows rows, their sums added in double
+      line("int64_t tw_r = 0;");
       line("double tw_tot[" + I + "];");
       line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_tot[tw_j] = 0.0;");
       open("for (int64_t tw_b = 0; tw_b < " + R_s + "; tw_b += " + std::to_string(kSumRows) + ")");
@@ -2301,6 +2301,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     }
     line("#pragma GCC ivdep");
     line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + neutral + ";");
+    if (!cblocked) line("int64_t tw_r = 0;");
     auto row_ptr = [&](const std::string& r) { return src + " + (" + base + " + " + r + ") * " + ld; };
     if (one_row) {
       open("if (" + ld + " == " + I + ")");
