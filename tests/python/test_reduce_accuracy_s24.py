@@ -8,12 +8,18 @@ float64 sum of the same (rounded) inputs with the documented bound
 
 which a running sum (the code before session 24) breaks from ~1e5 elements on: a row of 1e6 values
 0.1 was 1.5e-4 off (relative), a column of 1e6 0.1s 9.6e-3."""
+import pathlib
+import sys
+
 import numpy as np
 import pytest
 
 import tilewright as tw
 import tilewright.language as T
 from tilewright.testing import np_dtype
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from tw_test_util import load_example  # noqa: E402
 
 U = 2.0 ** -24
 BOUND = 300 * U  # docs/language.md "T.reduce_sum"
@@ -175,3 +181,21 @@ def test_sums_are_deterministic():
     y0 = np.zeros(4, np.float32)
     a, b = kern(x, y0), kern(x, y0)
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_softmax_of_long_rows_sums_in_blocks():
+    """The softmax example at N = 20000 (> one 4096-element block): its exp-sum runs in the row
+    pipeline / fused map + sum, blocked; each output is within the sum bound of float64 (plus a
+    few roundings of exp and the division)."""
+    N = 20000
+    kern = tw.compile(load_example("softmax").softmax.__wrapped__(N, block_M=4), out_idx=[-1])
+    x = np.zeros((8, N), np.float32)
+    x[1] = 0.1
+    x[2, ::2] = 5.0
+    x[3] = np.random.default_rng(4).standard_normal(N).astype(np.float32) * 3
+    y = kern(x)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(1, keepdims=True))
+    ref = e / e.sum(1, keepdims=True)
+    rel = np.abs(y - ref) / ref
+    assert rel.max() <= BOUND + 16 * U, rel.max()
