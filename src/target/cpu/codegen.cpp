@@ -312,6 +312,9 @@ class CodeGen {
   void emit_vec_reduce(ReduceKind kind, bool nan, const std::string& ptr, const std::string& n, const std::string& q,
                        const std::string& acc = "tw_v");
   void emit_vec_fold(ReduceKind kind, const std::string& acc = "tw_v");
+  // a float32 row sum longer than kSumBlock: fold the vectors acc0..acc3 (one block's partial
+  // sums) into the double d and clear them (docs/language.md "T.reduce_sum": the accuracy)
+  void emit_sum_block_flush(const std::string& acc, const std::string& d);
   // one chunk of a fused row map: dst[j - tw_j0] = value for j in [tw_j0, tw_j0 + tw_jn)
   void emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value);
 
@@ -1366,6 +1369,8 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   emit_row_parts(parts);
   line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
   line("float tw_acc = " + neutral + ";");
+  const bool blocked = rd.reduce_kind == ReduceKind::sum && E1 > kSumBlock;
+  if (blocked) line("double tw_d = 0.0;  // the sum of the blocks of " + std::to_string(kSumBlock) + " elements");
   if (!keep) line("alignas(64) float tw_buf[" + C + "];");
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
@@ -1376,9 +1381,15 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   line("int64_t tw_q = 0;");
   emit_vec_reduce(rd.reduce_kind, nan_checked(rd), "tw_c", "tw_jn", "tw_q");
   line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
+  if (blocked) {
+    open("if ((tw_j0 + " + C + ") % " + std::to_string(kSumBlock) + " == 0)");
+    emit_sum_block_flush("tw_v", "tw_d");
+    close();
+  }
   close();
   emit_vec_fold(rd.reduce_kind);
   line("float tw_r = " + vec_fold_lanes(rd.reduce_kind, "tw_v0") + ";");
+  if (blocked) line("tw_r = (float)(tw_d + (double)tw_r);");
   line("tw_r = " + combine("tw_r", "tw_acc") + ";");
   std::string at = dn + "[" + vi + "]";
   line(at + " = " + (rd.clear ? "tw_r" : combine(at, "tw_r")) + ";");
@@ -1483,6 +1494,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       line("vf " + pre[q] + "v0 = tw_cpu::simd::splat(" + neutral[q] + "), " + pre[q] + "v1 = " + pre[q] + "v0, " +
            pre[q] + "v2 = " + pre[q] + "v0, " + pre[q] + "v3 = " + pre[q] + "v0;");
       line("float " + pre[q] + "acc = " + neutral[q] + ";");
+      if (rk == ReduceKind::sum && E1 > kSumBlock) line("double " + pre[q] + "d = 0.0;  // the sum of the blocks");
     }
     if (g.st) {  // per-row parts of the map, from what the passes before it finished on this row
       // (the reductions of the passes before it are final on this row; no part reads a tile the
@@ -1622,6 +1634,11 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     line("int64_t tw_q = 0;");
     emit_vec_reduce(g.rd->reduce_kind, nan_checked(*g.rd), "tw_c", "tw_jn", "tw_q", pre[q] + "v");
     line("for (; tw_q < tw_jn; ++tw_q) " + pre[q] + "acc = " + combine(g.rd->reduce_kind, pre[q] + "acc", "tw_c[tw_q]") + ";");
+    if (g.rd->reduce_kind == ReduceKind::sum && E1 > kSumBlock) {
+      open("if ((tw_j0 + " + C + ") % " + std::to_string(kSumBlock) + " == 0)");
+      emit_sum_block_flush(pre[q] + "v", pre[q] + "d");
+      close();
+    }
     close();
   }
   close();  // chunks
@@ -1638,6 +1655,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     open("if (" + pre[q] + "on)");
     emit_vec_fold(g.rd->reduce_kind, pre[q] + "v");
     line("float tw_r = " + vec_fold_lanes(g.rd->reduce_kind, pre[q] + "v0") + ";");
+    if (g.rd->reduce_kind == ReduceKind::sum && E1 > kSumBlock) line("tw_r = (float)(" + pre[q] + "d + (double)tw_r);");
     line("tw_r = " + combine(g.rd->reduce_kind, "tw_r", pre[q] + "acc") + ";");
     std::string at = buf_name(g.rd->dst) + "[" + rows[q] + "]";
     line(at + " = " + (g.rd->clear ? "tw_r" : combine(g.rd->reduce_kind, at, "tw_r")) + ";");
@@ -1717,6 +1735,12 @@ void CodeGen::emit_vec_reduce(ReduceKind kind, bool nan, const std::string& ptr,
   line("const vf tw_x = tw_cpu::simd::loadu(" + ptr + " + " + q + ");");
   line(acc + "0 = " + vec_combine(kind, acc + "0", "tw_x", nan) + ";");
   close();
+}
+
+void CodeGen::emit_sum_block_flush(const std::string& acc, const std::string& d) {
+  emit_vec_fold(ReduceKind::sum, acc);
+  line(d + " += (double)tw_cpu::simd::fold_sum(" + acc + "0);");
+  line(acc + "0 = " + acc + "1 = " + acc + "2 = " + acc + "3 = tw_cpu::simd::splat(0.0f);");
 }
 
 void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
@@ -2135,6 +2159,12 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
        " -> " + n.dst->name + " over axis " + std::to_string(n.axis) + (n.clear ? "" : " (merge)"));
   open("");
   constexpr int kParts = 16;
+  // float32-accumulated sums longer than a block are summed in blocks (kSumBlock elements along
+  // a row, kSumRows rows down a column), the blocks' sums added in double: the error is that of
+  // one block at any length (docs/language.md "T.reduce_sum")
+  const bool fsum = n.reduce_kind == ReduceKind::sum && acc_t.code == DTypeCode::f32;
+  const bool blocked = fsum && inner == 1 && R > kSumBlock;
+  const std::string B_s = std::to_string(kSumBlock);
   if (inner == 1 && R < kParts && outer >= 2) {
     // short rows (a narrow softmax's [8, 1] tile): one accumulator per row, the rows combined
     // column by column, so that g++ vectorises across the rows (per row the order is unchanged)
@@ -2181,25 +2211,47 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
       line("const float* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
-      emit_vec_reduce(n.reduce_kind, nan_checked(n), "tw_row", R_s, "tw_r");
-      emit_vec_fold(n.reduce_kind);
-      line(A + " tw_acc = " + vec_fold_lanes(n.reduce_kind, "tw_v0") + ";");
+      if (blocked) {  // blocks of kSumBlock elements, their sums added in double
+        line("double tw_d = 0.0;");
+        open("for (int64_t tw_b = 0; tw_b < " + R_s + "; tw_b += " + B_s + ")");
+        line("const int64_t tw_be = tw_min(tw_b + " + B_s + ", (int64_t)" + R_s + ");");
+        emit_vec_reduce(n.reduce_kind, nan_checked(n), "tw_row", "tw_be", "tw_r");
+        emit_sum_block_flush("tw_v", "tw_d");
+        close();
+        line(A + " tw_acc = (float)tw_d;");
+      } else {
+        emit_vec_reduce(n.reduce_kind, nan_checked(n), "tw_row", R_s, "tw_r");
+        emit_vec_fold(n.reduce_kind);
+        line(A + " tw_acc = " + vec_fold_lanes(n.reduce_kind, "tw_v0") + ";");
+      }
       line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");
       store("tw_o", "tw_acc");
     } else if (R >= 2 * kParts) {
       line(A + " tw_p[" + std::to_string(kParts) + "];");
       line("for (int tw_j = 0; tw_j < " + std::to_string(kParts) + "; ++tw_j) tw_p[tw_j] = " + neutral + ";");
       line("int64_t tw_r = 0;");
-      open("for (; tw_r + " + std::to_string(kParts) + " <= " + std::to_string(R) + "; tw_r += " + std::to_string(kParts) + ")");
+      std::string end = std::to_string(R);
+      if (blocked) {  // blocks of kSumBlock elements, their sums added in double
+        line("double tw_d = 0.0;");
+        open("for (int64_t tw_b = 0; tw_b < " + end + "; tw_b += " + B_s + ")");
+        line("const int64_t tw_be = tw_min(tw_b + " + B_s + ", (int64_t)" + end + ");");
+        line("for (int tw_j = 0; tw_j < " + std::to_string(kParts) + "; ++tw_j) tw_p[tw_j] = " + neutral + ";");
+        end = "tw_be";
+      }
+      open("for (; tw_r + " + std::to_string(kParts) + " <= " + end + "; tw_r += " + std::to_string(kParts) + ")");
       line("#pragma GCC unroll " + std::to_string(kParts));
       line("for (int tw_j = 0; tw_j < " + std::to_string(kParts) + "; ++tw_j) tw_p[tw_j] = " +
            combine("tw_p[tw_j]", load(src, st, row + " + tw_r + tw_j")) + ";");
       close();
-      line("for (; tw_r < " + std::to_string(R) + "; ++tw_r) tw_p[0] = " + combine("tw_p[0]", load(src, st, row + " + tw_r")) + ";");
+      line("for (; tw_r < " + end + "; ++tw_r) tw_p[0] = " + combine("tw_p[0]", load(src, st, row + " + tw_r")) + ";");
       for (int w = kParts / 2; w >= 1; w /= 2)
         line("for (int tw_j = 0; tw_j < " + std::to_string(w) + "; ++tw_j) tw_p[tw_j] = " +
              combine("tw_p[tw_j]", "tw_p[tw_j + " + std::to_string(w) + "]") + ";");
-      store("tw_o", "tw_p[0]");
+      if (blocked) {
+        line("tw_d += (double)tw_p[0];");
+        close();
+      }
+      store("tw_o", blocked ? "(float)tw_d" : "tw_p[0]");
     } else {
       line(A + " tw_acc = " + neutral + ";");
       line("for (int64_t tw_r = 0; tw_r < " + std::to_string(R) + "; ++tw_r) tw_acc = " +
@@ -2237,14 +2289,24 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     } else {
       line("alignas(64) " + A + " tw_acc[" + I + "];");
     }
+    const bool cblocked = fsum && R > kSumRows;
+    std::string end = R_s;
+    if (cblocked) {  // blocks of kSumRows rows, their sums added in double
+      line("int64_t tw_r = 0;");
+      line("double tw_tot[" + I + "];");
+      line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_tot[tw_j] = 0.0;");
+      open("for (int64_t tw_b = 0; tw_b < " + R_s + "; tw_b += " + std::to_string(kSumRows) + ")");
+      line("const int64_t tw_re = tw_min(tw_b + " + std::to_string(kSumRows) + ", (int64_t)" + R_s + ");");
+      end = "tw_re";
+    }
     line("#pragma GCC ivdep");
     line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + neutral + ";");
-    line("int64_t tw_r = 0;");
+    if (!cblocked) line("int64_t tw_r = 0;");
     auto row_ptr = [&](const std::string& r) { return src + " + (" + base + " + " + r + ") * " + ld; };
     if (one_row) {
       open("if (" + ld + " == " + I + ")");
       line("const int64_t tw_h = tw_min((int64_t)(((64 - ((uintptr_t)" + src + " & 63)) & 63) / sizeof(float)), (int64_t)" + I + ");");
-      open("for (; tw_r < " + R_s + "; ++tw_r)");
+      open("for (; tw_r < " + end + "; ++tw_r)");
       line("const float* const tw_p0 = " + row_ptr("tw_r") + ";");
       line("for (int64_t tw_j = 0; tw_j < tw_h; ++tw_j) tw_acc[tw_j] = " + combine("tw_acc[tw_j]", "tw_p0[tw_j]") + ";");
       line("#pragma GCC ivdep");
@@ -2255,7 +2317,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     }
     constexpr int kRows = 4;
     if (R >= kRows) {
-      open("for (; tw_r + " + std::to_string(kRows) + " <= " + R_s + "; tw_r += " + std::to_string(kRows) + ")");
+      open("for (; tw_r + " + std::to_string(kRows) + " <= " + end + "; tw_r += " + std::to_string(kRows) + ")");
       std::string comb = "tw_acc[tw_j]";
       for (int u = 0; u < kRows; ++u) {
         std::string p = "tw_p" + std::to_string(u);
@@ -2267,15 +2329,20 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       close();
     }
     if (R % kRows != 0) {
-      open("for (; tw_r < " + R_s + "; ++tw_r)");
+      open("for (; tw_r < " + end + "; ++tw_r)");
       line("const " + storage_type(st) + "* const tw_p0 = " + row_ptr("tw_r") + ";");
       line("#pragma GCC ivdep");
       line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + combine("tw_acc[tw_j]", load("tw_p0", st, "tw_j")) + ";");
       close();
     }
+    if (cblocked) {
+      line("#pragma GCC ivdep");
+      line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_tot[tw_j] += (double)tw_acc[tw_j];");
+      close();
+    }
     line("#pragma GCC ivdep");
     open("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j)");
-    store("tw_o * " + I + " + tw_j", "tw_acc[tw_j]");
+    store("tw_o * " + I + " + tw_j", cblocked ? "(float)tw_tot[tw_j]" : "tw_acc[tw_j]");
     close();
   }
   close();

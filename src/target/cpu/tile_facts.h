@@ -24,6 +24,11 @@ using transform::whole_tile;
 // Fused row passes (map + copy-out, map + reduce, the row pipeline) compute each row in chunks
 // of this many float32 elements, in L1.
 inline constexpr int kOutChunk = 64;
+// float32-accumulated sums (T.reduce_sum on cpu) longer than this many row elements / column rows
+// are summed in blocks of that length, the blocks' sums added in double (docs/language.md
+// "T.reduce_sum": the accuracy). kSumBlock is a multiple of kOutChunk and of 4 vectors.
+inline constexpr int kSumBlock = 4096;
+inline constexpr int kSumRows = 256;
 // The row pipeline's copy-out pass takes its full chunks in rotated order, starting this many
 // chunks (half a 4 KiB page of float32) into the row. Unrotated, its chunk k starts at the
 // output's first vector boundary (column tw_h + 64k) while the passes before it read column 64k:
