@@ -167,7 +167,7 @@ def add_one(n, block=128):
         with T.Kernel(T.ceildiv(n, block)) as bx:
             t = T.alloc_fragment((block,), "float32")
             if EDITED:
-                big = T.alloc_fragment((block, 64), "float32")  # the edit: 1024 x 64 floats overflow UB
+                big = T.alloc_fragment((block * 64,), "float32")  # the edit: one row of 65536 floats overflows UB
                 T.fill(big, 1.0)
             T.copy(A[bx * block], t)
             for i in T.Parallel(block):
