@@ -52,7 +52,7 @@ import random
 
 import numpy as np
 
-from .llm import FLOATS, NINF, STEP, U32, UNIT, _conv, _lit, dimtext, kernel_text
+from .llm import FLOATS, NINF, STEP, U32, UNIT, _conv, _lit, _np_dtype, dimtext, kernel_text, shape
 
 LLM2_P = 0.03   # the fraction of the (not LLM) copy program groups of this kind in grammar.generate
 FORMS = ("combine", "gqa", "norm", "topk", "cumsum", "split")
@@ -370,15 +370,6 @@ def _cumsum_body(d):
 
 # ---------------------------------------------------------------------------------------------
 # Inputs, reference, tolerance
-
-def _np_dtype(name):
-    from .reference import np_dtype
-    return np_dtype(name)
-
-
-def shape(d, dims):
-    return tuple(d[n] if isinstance(n, str) else n for n in dims)
-
 
 def inputs(d):
     """The input arrays (fixed by the seed): values multiples of 1/2 in [-4, 4] (gqa: in [-1, 1];
