@@ -1,0 +1,55 @@
+"""Findings of the session 25 skipped-work fuzzer stream (h-fuzz13, fuzz/skip.py; /work/fuzz13-findings.md).
+
+F1 (fixed): a `T.atomic_add` of a tile computed from a gemm's accumulator (a mix kernel: the tile is
+handed from the Cube to the vector cores) was a plain copy on ascend910b: it overwrote the tensor
+(one program) or raced with the other programs adding the same rows (checker report). Each case is
+checked on cpu and ascend910b against float64, the checker on."""
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+from ascend_util import TARGET
+
+TARGETS = ["cpu", TARGET]
+
+
+def gemm_atomic(grid, gate=False):
+    """Each of `grid` programs adds A @ W + 1 into B (the same rows); gate: only programs whose
+    Lens entry is positive (most programs skip both the gemm and the add)."""
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float16"), W: T.Tensor((16, 16), "float16"), Lens: T.Tensor((grid,), "int32"),
+             B: T.Tensor((16, 16), "float32")):
+        with T.Kernel(grid) as bx:
+            a = T.alloc_shared((16, 16), "float16")
+            w = T.alloc_shared((16, 16), "float16")
+            acc = T.alloc_fragment((16, 16), "float32")
+            y = T.alloc_fragment((16, 16), "float32")
+            if Lens[bx] > 0:
+                T.copy(A, a)
+                T.copy(W, w)
+                T.gemm(a, w, acc, clear_accum=True)
+                for i, j in T.Parallel(16, 16):
+                    y[i, j] = acc[i, j] + 1.0
+                T.atomic_add(B[0, 0], y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("grid,working", [(1, 1), (2, 2), (300, 7)])
+def test_f1_atomic_add_after_gemm_adds(target, grid, working):
+    rng = np.random.default_rng(13)
+    a = rng.integers(-2, 3, (16, 16)).astype(np.float16)
+    w = rng.integers(-2, 3, (16, 16)).astype(np.float16)
+    lens = np.zeros(grid, np.int32)
+    lens[rng.choice(grid, working, replace=False)] = 1
+    b = (rng.integers(-8, 9, (16, 16)) / 4.0).astype(np.float32)
+    ref = b.astype(np.float64) + working * (a.astype(np.float64) @ w.astype(np.float64) + 1.0)   # exact in float32
+    kern = tw.compile(gemm_atomic(grid), target=target)
+    if target == "cpu":
+        kern(a, w, lens, b)
+    else:
+        prof = kern.profile(a, w, lens, b)   # (the simulator adds into b in place, as cpu does)
+        assert prof["reports"] == [], "\n".join(prof["reports"])
+    np.testing.assert_array_equal(b, ref.astype(np.float32))
