@@ -228,10 +228,10 @@ SKIP_CORPUS = (0, 1, 5, 6, 20, 21, 25, 26)
 
 
 def test_skip_corpus():
-    """8 programs of the eighteenth stream (fuzz/skip.py; 4 groups, 2 seeds each sharing a kernel: a gemm of
-    237 programs on 17-row tiles, a pipelined gemm -> epilogue of 378, flash-style S = Q K^T, P V with a
-    key loop of run-time extent, a vector loop of run-time extent over 504 sequences, most skipped) on both
-    targets; `python -m fuzz --stream skip` runs the rest."""
+    """8 programs of the eighteenth stream (fuzz/skip.py; 4 groups, 2 seeds each sharing a kernel, most
+    programs skipped: a gemm of 17-row tiles over 299 programs, a pipelined gemm -> epilogue over 1815, flash-style
+    S = Q K^T, P V with a key loop of run-time extent over 1022, a vector loop of run-time extent over 1458
+    sequences) on both targets; `python -m fuzz --stream skip` runs the rest."""
     descs = [skip.generate(s) for s in SKIP_CORPUS]
     assert {d["skip"] for d in descs} >= {"rows", "epi", "flash", "vec"}
     results = runner.run_programs(descs, jobs=2, timeout=120.0)
@@ -252,7 +252,7 @@ def test_skip_stream_covers_its_forms():
         (f, lp, st) for f in ("epi", "pro", "flash", "vec") for lp in ("serial", "pipelined") for st in (2, 3)}
     assert seen(lambda d: d["lens"]) == set(skip.LENS)
     assert seen(lambda d: (d["skip"], d["atomic"])) >= {("epi", True), ("vec", True), ("epi", False)}
-    assert seen(lambda d: d.get("R")) >= {1, 4095, 4096, 4097, 8192}
+    assert seen(lambda d: d.get("R")) >= {1, 1024, 4095, 4096, 4097, 6000}
     grids = [d["NB"] * d["B"] if d["skip"] != "vec" else -(-d["D"] // d["bd"]) * d["B"] for d in ds if "B" in d]
     assert min(grids) >= 100 and max(grids) >= 1000 and max(grids) <= 2000
     for d in ds[:100]:   # a group shares its text; every tolerance finite; the lengths in range
