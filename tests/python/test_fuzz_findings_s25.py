@@ -53,3 +53,38 @@ def test_f1_atomic_add_after_gemm_adds(target, grid, working):
         prof = kern.profile(a, w, lens, b)   # (the simulator adds into b in place, as cpu does)
         assert prof["reports"] == [], "\n".join(prof["reports"])
     np.testing.assert_array_equal(b, ref.astype(np.float32))
+
+
+def rows_kernel(R, C, gate):
+    """A (R, C) tile mapped into a float16 tile, under a program-uniform condition (gate) or not."""
+    @T.prim_func
+    def main(X: T.Tensor((2 * R, C), "bfloat16"), Lens: T.Tensor((2,), "int32"), Y: T.Tensor((2 * R, C), "float16")):
+        with T.Kernel(2) as g:
+            x = T.alloc_fragment((R, C), "float32")
+            y = T.alloc_fragment((R, C), "float16")
+            if not gate or 0 < Lens[g]:
+                T.copy(X[g * R:(g + 1) * R, :], x)
+                for i, j in T.Parallel(R, C):
+                    y[i, j] = x[i, j] * 2.0 + 1.0
+                T.copy(y, Y[g * R:(g + 1) * R, :])
+    return main
+
+
+@pytest.mark.parametrize("gate", [False, pytest.param(True, marks=pytest.mark.xfail(
+    strict=True, raises=tw.TilewrightError,
+    reason="fuzz13 F2 (low): a program-uniform `if` stops the UB row grouping (docs/ascend.md split_rows)"))])
+def test_f2_rows_grouped_under_a_uniform_condition(gate):
+    """2048 rows of 4 do not fit the UB at once (a UB row takes 32 B): the compiler runs them in groups;
+    under `if 0 < Lens[g]` (the same for every row of the program) it does not yet."""
+    R, C = 2048, 4
+    rng = np.random.default_rng(14)
+    x = (rng.integers(-8, 9, (2 * R, C)) / 2.0).astype(np.float32)
+    import ml_dtypes
+    xb = x.astype(ml_dtypes.bfloat16)
+    lens = np.array([1, 0] if gate else [0, 0], np.int32)
+    kern = tw.compile(rows_kernel(R, C, gate), target=TARGET, out_idx=[2])
+    prof = kern.profile(xb, lens)
+    assert prof["reports"] == [], "\n".join(prof["reports"])
+    got = np.asarray(prof.outputs if not isinstance(prof.outputs, (list, tuple)) else prof.outputs[0], np.float64)
+    rows = R if gate else 2 * R
+    np.testing.assert_array_equal(got[:rows], (x[:rows].astype(np.float64) * 2.0 + 1.0))
