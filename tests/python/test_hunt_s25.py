@@ -508,6 +508,58 @@ def test_seed_matmul_model_shapes(M, N, K, dtype, target):
     _close(c, ref, dtype, f"seed matmul {M}x{N}x{K} {dtype} {target}", atol=tol, rtol=rel)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("seqs,heads,kv,D,page,lens,dtype,pps", [(3, 5, 1, 80, 32, [1, 33, 17], "bfloat16", 2),
+                                                                 (2, 7, 1, 112, 16, [15, 17], "float16", 4)])
+def test_paged_decode_nan_in_stale_slots(seqs, heads, kv, D, page, lens, dtype, pps, target):
+    """vLLM's cache slots past a sequence's length (and unused pages) hold stale data: NaN here. Both forms
+    (paged_decode and the split one with combine_splits) read none of it, at G 5 / D 80 and G 7 / D 112."""
+    q, kc, vc, bt, cl = _paged_inputs(seqs, heads, kv, D, page, lens, dtype, seed_=20)
+    used = np.zeros(kc.shape[:2], bool)
+    for b, n in enumerate(lens):
+        for j in range(-(-n // page)):
+            used[bt[b, j], :min(page, n - j * page)] = True
+    kc, vc = kc.copy(), vc.copy()
+    kc[~used] = np.nan
+    vc[~used] = np.nan
+    ref = pa.reference(q, kc, vc, bt, cl)
+    k = pa.paged_decode(seqs, heads, kv, D, kc.shape[0], page, bt.shape[1], dtype, pps, target=target)
+    _close(_last(_run(k, target, q, kc, vc, bt, cl)), ref, dtype, f"paged_decode NaN slots {target}", *_attn_tol(dtype))
+    ks = pa.paged_decode_split(seqs, heads, kv, D, kc.shape[0], page, bt.shape[1], 2, dtype, target=target)
+    part, lse = _run(ks, target, q, kc, vc, bt, cl)
+    out = _last(_run(pa.combine_splits(seqs, heads, 2, D, dtype, target=target), target, part, lse))
+    _close(out, ref, dtype, f"paged_decode_split NaN slots {target}", *_attn_tol(dtype))
+
+
+@tw.jit(out_idx=[-1])
+def swiglu(N, block_M=2, block_N=2048, dtype="float16"):
+    """The MLP's gate: Y = silu(G) * U (T.silu, docs/language.md), at the models' intermediate sizes."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(G: T.Tensor((M, N), dtype), U: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
+            g = T.alloc_fragment((block_M, block_N), "float32")
+            u = T.alloc_fragment((block_M, block_N), "float32")
+            T.copy(G[by * block_M, bx * block_N], g)
+            T.copy(U[by * block_M, bx * block_N], u)
+            for i, j in T.Parallel(block_M, block_N):
+                g[i, j] = T.silu(g[i, j]) * u[i, j]
+            T.copy(g, Y[by * block_M, bx * block_N])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("N,dtype", [(11008, "float16"), (13824, "bfloat16"), (14336, "float16"), (18944, "bfloat16")])
+def test_swiglu_intermediate_sizes(N, dtype, target):
+    rng = np.random.default_rng(N)
+    g = randn((5, N), dtype, scale=3.0, seed=rng)
+    u = randn((5, N), dtype, seed=rng)
+    g64 = g.astype(np.float64)
+    ref = g64 / (1 + np.exp(-g64)) * u.astype(np.float64)
+    _close(_last(_run(swiglu(N, dtype=dtype, target=target), target, g, u)), ref, dtype, f"swiglu {N} {target}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Findings (/work/hunt13-findings.md): strict xfails, each named by its finding.
 
