@@ -672,6 +672,39 @@ def test_f3_overflow_hint_proposes_consistent_tiles():
     assert p.group(2) == v.group(1), f"hint proposes p {p.group(1)}x{p.group(2)} against v {v.group(1)}x{v.group(2)}: {hint}"
 
 
+F4 = ("F4: a script that tunes (@tw.autotune's default executor: spawned workers) without `if __name__ == "
+      "'__main__':` hangs: the workers re-run the script and wait for the sweep lock their parent holds ('waiting for "
+      "another process's sweep'); /work/hunt13-findings.md")
+
+TUNE_SCRIPT = """
+import sys
+sys.path.insert(0, {examples!r})
+import seed_matmul
+k = seed_matmul.tuned_matmul(64, 48, 80, dtype="float16", target="ascend910b")
+print("tuned", seed_matmul.tuned_matmul.best_config)
+"""
+
+
+@pytest.mark.xfail(strict=True, raises=__import__("subprocess").TimeoutExpired, reason=F4)
+def test_f4_tune_without_main_guard(tmp_path):
+    """examples/seed_matmul.py's tuned_matmul called at a script's top level (no main guard): it must finish or
+    fail clearly (naming the guard), not wait on its own workers."""
+    import os
+    import subprocess
+    script = tmp_path / "tune_no_guard.py"
+    script.write_text(TUNE_SCRIPT.format(examples=str(pathlib.Path(__file__).resolve().parents[2] / "examples")))
+    env = dict(os.environ, TW_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)  # the script and the workers it spawned (its own session)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0 and "tuned" in out or "__main__" in err, err[-2000:]
+
+
 def test_paged_decode_gemma_page128_two_pages_per_step_ascend():
     """The working form of F3's shape: 2 pages per step."""
     q, kc, vc, bt, cl = _paged_inputs(3, 8, 1, 256, 128, [1, 255, 129], "float16", seed_=17)
