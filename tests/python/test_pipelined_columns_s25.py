@@ -168,6 +168,41 @@ def test_column_of_3d_tile(stages):
         np.testing.assert_array_equal(_run(_column_3d("float32", stages), target, x), ref, err_msg=target)
 
 
+def _column_runtime(stages):
+    """The column index a run-time scalar parameter c (x[i, c]): the flat gather's offsets use it."""
+    @T.prim_func
+    def k(X: T.Tensor((7, 40), "float32"), c: T.int32, C: T.Tensor((5, 7), "float32")):
+        with T.Kernel(1) as by:
+            if stages == 0:
+                for k in T.serial(5):
+                    x = T.alloc_fragment((8, 8), "float32")
+                    cy = T.alloc_fragment((8,), "float32")
+                    T.copy(X[0, k * 8], x)
+                    for i in T.Parallel(8):
+                        cy[i] = x[i, c]
+                    T.copy(cy, C[k, 0])
+            else:
+                for k in T.Pipelined(5, num_stages=stages):
+                    x = T.alloc_fragment((8, 8), "float32")
+                    cy = T.alloc_fragment((8,), "float32")
+                    T.copy(X[0, k * 8], x)
+                    for i in T.Parallel(8):
+                        cy[i] = x[i, c]
+                    T.copy(cy, C[k, 0])
+    return k
+
+
+@pytest.mark.parametrize("c", [0, 5, 7])
+@pytest.mark.parametrize("stages", LOOPS, ids=LOOP_IDS)
+def test_column_at_run_time_index(stages, c):
+    x = _halves((7, 40), "float32", 7)
+    ref = x.astype(np.float64)[:, c::8].T
+    for target in ("cpu", "ascend910b"):
+        k = tw.compile(_column_runtime(stages), target=target, out_idx=[-1])
+        got = np.asarray(k(x, c) if target == "cpu" else run_checked(k, x, c), np.float64)
+        np.testing.assert_array_equal(got, ref, err_msg=target)
+
+
 # --- siblings: other reads of a staged tile whose lowering depends on its indices -----------------
 
 def _sibling(form, dtype, stages, before):
