@@ -30,12 +30,6 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
 KNOWN_BUGS = [
-    ("fuzz12-F1", "ascend910b", ("error",), r"a copy whose source is not indexed like the destination",
-     lambda d: d["kind"] == "llm2" and d["llm2"] == "cumsum" and d.get("carry") == "last" and d["axis"] == 1
-     and d["loop"] == "pipelined",
-     "a column of a tile copied into a 1-D tile (cy[i] = x[i, bn - 1]) inside a T.Pipelined loop is "
-     "'not a vector instruction' on ascend910b; the same kernel with T.serial runs (fuzz12 F1, "
-     "test_fuzz_findings_s24.py)", False),
 ]
 
 
