@@ -804,6 +804,7 @@ class Splitter {
     bool to_vector;  // Cube -> Vector
     int f = 0, r = 0;
     int slots = 1;
+    bool maybe_none = false;  // may run no time in a program (under an if, or in a loop that may be empty)
     Buffer ws;
     Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the vector tile)
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
@@ -811,6 +812,7 @@ class Splitter {
   struct Loop {
     Var var;
     Expr min;
+    Expr extent;
   };
 
   Expr lin_block() const {
@@ -838,6 +840,11 @@ class Splitter {
     h.f = static_cast<int>(2 * handoffs_.size());
     h.r = h.f + 1;
     h.slots = (loops_.size() == 1 && ifs_ == 0) ? 2 : 1;
+    h.maybe_none = ifs_ > 0;
+    for (const auto& l : loops_) {
+      auto e = ir::as_const_int(l.extent);
+      h.maybe_none = h.maybe_none || !e || *e < 1;
+    }
     const Buffer& cube = h.to_vector ? c->src.buffer : c->dst.buffer;
     const Buffer& ub = h.to_vector ? c->dst.buffer : c->src.buffer;
     auto sh = shape_of(cube);
@@ -994,7 +1001,7 @@ class Splitter {
           v = ir::var(f->var->name + "_v", f->var->dtype, f->var->span);
           vsub_.push_back({f->var, v});
         }
-        loops_.push_back({v, rn(f->min)});
+        loops_.push_back({v, rn(f->min), rn(f->extent)});
         Stmt b = proj(f->body, side);
         loops_.pop_back();
         if (!b) return nullptr;
@@ -1068,6 +1075,34 @@ class Splitter {
       const Handoff& h = handoffs_.at(s);
       for (int i = 0; i < h.slots; ++i)
         (h.to_vector ? cs : vs).push_back(sync(SyncKind::wait_cross_flag, h.to_vector ? AscendPipe::FIX : AscendPipe::MTE3, h.r, sp));
+    }
+    // A hand-off that may run no time in a program (its loop empty, its if false) leaves the consumer
+    // free to run ahead through such programs, each adding its pre-sets to the producer's counter: past
+    // 15 pending sets the hardware hangs. So the producer tells the consumer that it has taken a
+    // program's sets back ("drained", one set per program but the core's last) and the consumer,
+    // at the end of each program but its first, waits for the previous program's: its pre-sets never
+    // run more than one program ahead of the producer's drains (at most two programs' sets pending),
+    // and in a program with hand-offs the consumer, which waited for the producer's data, finds the
+    // previous drain already there (no stall). Programs run on a core in the order blk, blk + sets, ...
+    int next_id = static_cast<int>(2 * handoffs_.size());
+    Expr lin = lin_block(), sets = block_sets(), total = C(1);
+    for (const auto& g : k_->grid) total = ir::arith::mul(total, g);
+    for (bool to_vector : {true, false}) {
+      bool any = false;
+      for (const auto* s : handoff_order_) any = any || (handoffs_.at(s).to_vector == to_vector && handoffs_.at(s).maybe_none);
+      if (!any) continue;
+      if (next_id >= t_.ascend.cross_flag_ids)
+        throw ir::Error(std::to_string(handoffs_.size()) + " hand-offs between the Cube and the vector code, some in a loop "
+                        "or branch that may run no time, need " + std::to_string(next_id + 1) +
+                        " cross-core flag ids (two per hand-off, one per direction to pace the programs); the " + t_.name +
+                        " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1), sp,
+                        "share fewer tiles between gemms and vector code");
+      Stmt set = sync(SyncKind::set_cross_flag, to_vector ? AscendPipe::FIX : AscendPipe::MTE3, next_id, sp);
+      Stmt wait = sync(SyncKind::wait_cross_flag, AscendPipe::S, next_id, sp);
+      (to_vector ? cs : vs).push_back(std::make_shared<ir::IfNode>(
+          ir::binary(ir::BinOp::LT, ir::arith::add(lin, sets), total, sp), set, nullptr, sp));
+      (to_vector ? vs : cs).push_back(std::make_shared<ir::IfNode>(ir::binary(ir::BinOp::GE, lin, sets, sp), wait, nullptr, sp));
+      ++next_id;
     }
     for (const auto* s : handoff_order_) {
       const Handoff& h = handoffs_.at(s);
