@@ -113,7 +113,8 @@ def test_gated_gemm_epilogue_most_programs_empty(target):
 
 def test_unconditional_hand_offs_get_no_end_of_program_handshake():
     """A hand-off that runs in every program (the plain gemm + epilogue) keeps the two flag ids per
-    hand-off and no per-program handshake: its consumer waits for data in every program."""
+    hand-off and no per-program handshake: its consumer waits for data in every program. A gated one
+    gets a third id when a core runs more than one program (40 programs on 24 cores)."""
     @T.prim_func
     def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 32), "float16"), C: T.Tensor((64, 32), "float32")):
         with T.Kernel(2, 4) as (bx, by):
@@ -131,6 +132,6 @@ def test_unconditional_hand_offs_get_no_end_of_program_handshake():
     prog = tw.compile(main, target=TARGET).get_source("ascend_program")
     ids = {line.split("(")[-1].split(")")[0] for line in prog.splitlines() if "CrossCore" in line}
     assert ids == {"0", "1"}, prog
-    gated = tw.compile(gated_gemm(64, 16, 32, 16, 16, 32), target=TARGET).get_source("ascend_program")
+    gated = tw.compile(gated_gemm(16 * 40, 16, 32, 16, 16, 32), target=TARGET).get_source("ascend_program")
     ids = {line.split("(")[-1].split(")")[0] for line in gated.splitlines() if "CrossCore" in line}
     assert ids == {"0", "1", "2"}, gated

@@ -1090,7 +1090,8 @@ class Splitter {
     for (bool to_vector : {true, false}) {
       bool any = false;
       for (const auto* s : handoff_order_) any = any || (handoffs_.at(s).to_vector == to_vector && handoffs_.at(s).maybe_none);
-      if (!any) continue;
+      auto n_total = ir::as_const_int(total), n_sets = ir::as_const_int(sets);
+      if (!any || (n_total && n_sets && *n_total <= *n_sets)) continue;  // one program per core: nothing to pace
       if (next_id >= t_.ascend.cross_flag_ids)
         throw ir::Error(std::to_string(handoffs_.size()) + " hand-offs between the Cube and the vector code, some in a loop "
                         "or branch that may run no time, need " + std::to_string(next_id + 1) +
