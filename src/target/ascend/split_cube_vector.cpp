@@ -417,6 +417,20 @@ class Splitter {
     return ir_seq(std::move(out), sp);
   }
 
+  // A whole-tile copy of a gemm result that is on the Cube only (L0C) into a vector tile (UB) of
+  // a dtype Fixpipe writes: float32 -> float32 / float16 / bfloat16, int32 -> int32.
+  bool user_handoff(const ir::CopyNode& c, Side have) const {
+    const Buffer& src = c.src.buffer;
+    const Buffer& dst = c.dst.buffer;
+    if (have != Side::C || mixed(dst) || dst->scope != Scope::UB || mixed_.at(src.get()).cube->scope != Scope::L0C)
+      return false;
+    if (!is_full(c.src) || !is_full(c.dst) || shape_of(src) != shape_of(dst)) return false;
+    ir::DTypeCode a = src->dtype.code, b = dst->dtype.code;
+    using ir::DTypeCode;
+    return (a == DTypeCode::f32 && (b == DTypeCode::f32 || b == DTypeCode::f16 || b == DTypeCode::bf16)) ||
+           (a == DTypeCode::i32 && b == DTypeCode::i32);
+  }
+
   Stmt copy(const Stmt& s, State& st) {
     auto* c = ir::as<ir::CopyNode>(s);
     const Span& sp = s->span;
@@ -427,6 +441,12 @@ class Splitter {
     Side sd;
     if (mixed(src)) {
       Side have = st[src.get()];
+      if (user_handoff(*c, have)) {
+        // The user's copy of a gemm result on the Cube into a vector tile is the hand-off itself,
+        // in the vector tile's dtype (T.copy(s, s16): Fixpipe narrows float32 on the way to GM).
+        out.push_back(std::make_shared<ir::CopyNode>(with_buffer(c->src, inc(src, Side::C)), c->dst, sp));
+        return ir_seq(std::move(out), sp);
+      }
       if (mixed(dst) || dst->scope == Scope::global) {
         // On the Cube only L0C -> GM (Fixpipe); L0C -> L1 has no move in the program: a copy
         // into another mixed tile runs on the Vector core (after the hand-off of src).
@@ -939,12 +959,13 @@ class Splitter {
     return (n + 31) / 32 * 32;
   }
   // Whether `extra` more UB bytes fit next to every UB tile of the kernel, the vector incarnations
-  // of the tiles both units use included (all counted as live at once), keeping `margin` bytes for
+  // of the tiles both units use included (those the program uses: set in project()) (all counted as live at once), keeping `margin` bytes for
   // legalize_vector's temporaries.
   bool ub_fits(int64_t extra, int64_t margin) {
     int64_t used = extra;
-    for (const auto& [n, m] : mixed_)
-      if (m.vec && m.vec->scope == Scope::UB) used += ub_bytes_of(m.vec);
+    for (const auto& [n, m] : mixed_)  // (not an incarnation the walk left unused: a user hand-off's source)
+      if (m.vec && m.vec->scope == Scope::UB && used_.count(m.vec->name + "@" + std::string(ir::scope_name(Scope::UB))))
+        used += ub_bytes_of(m.vec);
     ir::for_each_stmt(k_->body, [&](const Stmt& x) {
       if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB)
         used += ub_bytes_of(ir::as<ir::AllocNode>(x)->buffer);
