@@ -42,7 +42,7 @@ PAIRS = {
 }
 
 
-def _gemm_cast(dt, target, M, out_dt):
+def _gemm_cast(dt, target, M, out_dt, how="copy"):
     @T.prim_func
     def g(A: T.Tensor((M, K), dt), B: T.Tensor((N, K), dt), O: T.Tensor((M, N), out_dt)):
         with T.Kernel(1) as bx:
@@ -53,7 +53,14 @@ def _gemm_cast(dt, target, M, out_dt):
             T.copy(A, a)
             T.copy(B, b)
             T.gemm(a, b, s, transpose_B=True, clear_accum=True)
-            T.copy(s, s16)  # the user's narrowing: the hand-off carries out_dt
+            if how == "copy":
+                T.copy(s, s16)  # the user's narrowing: the hand-off carries out_dt
+            elif how == "cast":
+                for i, j in T.Parallel(M, N):
+                    s16[i, j] = T.cast(s[i, j], out_dt)
+            else:
+                for i, j in T.Parallel(M, N):
+                    s16[i, j] = s[i, j]  # converted by the store
             T.copy(s16, O)
     return tw.compile(g, target=target, out_idx=[-1])
 
@@ -81,9 +88,11 @@ def _same_bits(x, y):
         x.view(np.uint16)[~nan], y.view(np.uint16)[~nan])
 
 
+@pytest.mark.parametrize("how", ["copy", "cast", "store"])
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M", [16, 17, 1])
-def test_fixpipe_narrowing_rounds_like_cpu(dt, M):
+def test_fixpipe_narrowing_rounds_like_cpu(dt, M, how):
+    """T.copy(s, s16), a T.Parallel map of T.cast(s[i, j], dt), or of the store's own conversion."""
     A, B = _operands(dt, M, seed=25 * M)
     s = A.astype(np.float64) @ B.astype(np.float64).T  # exact: two nonzero terms per sum
     assert np.array_equal(s.astype(np.float32).astype(np.float64), s, equal_nan=True)
@@ -92,8 +101,13 @@ def test_fixpipe_narrowing_rounds_like_cpu(dt, M):
     if dt == "float16" and M > 1:  # the cases are there
         assert np.isinf(ref.astype(np.float32)).any() and (np.signbit(ref) & (ref == 0)).any()
         assert ((ref != 0) & (np.abs(ref.astype(np.float32)) < 2.0 ** -14)).any()  # subnormals
-    out = {t: np.asarray(_gemm_cast(dt, t, M, dt)(A, B) if t == "cpu" else run_checked(_gemm_cast(dt, t, M, dt), A, B))
-           for t in ("cpu", TARGET)}
+    out = {}
+    for t in ("cpu", TARGET):
+        k = _gemm_cast(dt, t, M, dt, how)
+        out[t] = np.asarray(k(A, B) if t == "cpu" else run_checked(k, A, B))
+        if t == TARGET:  # one hand-off, narrowed by Fixpipe
+            prog = k.get_source("ascend_program")
+            assert prog.count("FixpipeV220 workspace") == 1 and "quantPre=NoQuant" not in prog, prog
     for t, o in out.items():
         assert o.dtype == np_dtype(dt)
         bad = np.argwhere(o.view(np.uint16) != ref.view(np.uint16))

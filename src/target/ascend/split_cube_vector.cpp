@@ -334,8 +334,40 @@ class Splitter {
     return s;
   }
 
+  // A T.Parallel nest that copies a whole tile with a conversion (`s16[i, j] = s[i, j]`, or
+  // `T.cast(s[i, j], "float16")`): that copy, else nullptr.
+  static std::shared_ptr<ir::CopyNode> cast_map_copy(const Stmt& s) {
+    std::vector<const ir::ForNode*> loops;
+    Stmt b = s;
+    for (; b->kind == StmtKind::For; b = ir::as<ir::ForNode>(b)->body) {
+      auto* f = ir::as<ir::ForNode>(b);
+      auto m = ir::as_const_int(f->min);
+      if (f->for_kind != ir::ForKind::parallel || !m || *m != 0) return nullptr;
+      loops.push_back(f);
+    }
+    if (b->kind != StmtKind::Store) return nullptr;
+    auto* st = ir::as<ir::StoreNode>(b);
+    Expr v = st->value;
+    if (v->kind == ir::ExprKind::Cast && v->dtype == st->buffer->dtype) v = ir::as<ir::CastNode>(v)->value;
+    if (v->kind != ir::ExprKind::Load) return nullptr;
+    auto* ld = ir::as<ir::LoadNode>(v);
+    auto ds = st->buffer->const_shape(), ss = ld->buffer->const_shape();
+    if (!ds || !ss || *ds != *ss || ds->size() != loops.size() || st->indices.size() != loops.size() ||
+        ld->indices.size() != loops.size())
+      return nullptr;
+    for (size_t d = 0; d < loops.size(); ++d) {
+      auto e = ir::as_const_int(loops[d]->extent);
+      for (const Expr& x : {st->indices[d], ld->indices[d]})
+        if (x->kind != ir::ExprKind::Var || ir::as<ir::VarNode>(x) != loops[d]->var.get()) return nullptr;
+      if (!e || *e != (*ds)[d]) return nullptr;
+    }
+    return std::make_shared<ir::CopyNode>(ir::full_region(ld->buffer), ir::full_region(st->buffer), s->span);
+  }
+
   // A T.Parallel nest or an element store: vector code.
   Stmt map_stmt(const Stmt& s, State& st) {
+    if (auto c = cast_map_copy(s); c && mixed(c->src.buffer) && user_handoff(*c, st[c->src.buffer.get()]))
+      return copy(c, st);  // the user's conversion of a gemm result on the Cube: the hand-off itself
     TileAccess acc;
     acc.visit(s);
     std::vector<Stmt> out;
