@@ -218,3 +218,102 @@ def test_wide_rows_three_rows(op, N, dtype):
 def test_wide_rows_one_and_eight_rows(op, N, M):
     # 8 rows in blocks of 8: the rows run one at a time (split_rows), each in column blocks
     _check(op, N, M, "float32", block_M=M)
+
+
+def _special_rows(N, dtype):
+    """Rows of NaN / inf / -inf and ties, placed in the first, a middle and the tail block."""
+    x = randn((8, N), dtype, scale=2.0, seed=np.random.default_rng(N)).astype(np.float32)
+    x[0, N - 1] = np.nan                      # a NaN in the tail block
+    x[1, 30000] = np.inf
+    x[2, :] = -np.inf
+    x[3, :] = 7.0                             # all equal: argmax 0
+    x[4, [100, 40000, N - 2]] = 300.0         # a tie across blocks: the lowest index
+    x[5, [3, N - 3]] = np.nan                 # two NaNs: the first
+    x[6, N - 1] = 250.0                       # the maximum in the tail block
+    return x.astype(np_dtype(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", [151936, 152064])
+@pytest.mark.parametrize("op", ["softmax", "argmax", "row_sum_max"])
+def test_wide_rows_nan_inf_and_ties(op, N, dtype):
+    x = _special_rows(N, dtype)
+    factory = {"softmax": softmax.softmax, "argmax": argmax, "row_sum_max": row_sum_max}[op]
+    k, got = _run(factory, N, dtype, TARGET, (x,), block_M=1)
+    assert any("column blocks" in n for n in k.notes), k.notes
+    _, cpu = _run(factory, N, dtype, "cpu", (x,), block_M=1)
+    xf = _f64(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if op == "softmax":
+            refs = [softmax.reference(x)]
+        elif op == "argmax":
+            refs = [np.argmax(x.astype(np.float32), axis=1)]
+        else:
+            refs = [xf.sum(axis=1), xf.max(axis=1)]
+    for g, c, ref in zip(got, cpu, refs):
+        if ref.dtype.kind in "iu":
+            np.testing.assert_array_equal(g, ref)
+            np.testing.assert_array_equal(c, ref)
+            continue
+        finite = np.isfinite(ref)
+        np.testing.assert_array_equal(np.isnan(_f64(g)), np.isnan(ref))
+        np.testing.assert_array_equal(np.isnan(_f64(c)), np.isnan(ref))
+        np.testing.assert_array_equal(_f64(g)[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
+        if op == "softmax":
+            atol = max(TOLERANCES[dtype][0], N * 2.0**-25) if dtype == "float16" else TOLERANCES[dtype][0]
+            assert_close(_f64(g)[finite] * N, ref[finite] * N, atol=atol, rtol=TOLERANCES[dtype][1])
+        elif ref is refs[0]:
+            assert_close(_f64(g)[finite], ref[finite], atol=3e-3, rtol=1e-5)
+        else:
+            np.testing.assert_array_equal(_f64(g)[finite], ref[finite])
+
+
+def test_a_row_that_cannot_run_in_column_blocks_names_the_statement():
+    # the column sums of a 2-row block (a reduction across the rows into a whole-row tile): neither
+    # the rows in groups nor the columns in blocks; the hint names the line for both
+    N = 151936
+
+    @T.prim_func
+    def main(X: T.Tensor((4, N), "float32"), Y: T.Tensor((2, N), "float32")):
+        with T.Kernel(2) as bx:
+            x = T.alloc_fragment((2, N), "float32")
+            col = T.alloc_fragment((N,), "float32")
+            T.copy(X[bx * 2, 0], x)
+            T.reduce_sum(x, col, dim=0)
+            T.copy(col, Y[bx, 0])
+
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, out_idx=[-1], target=TARGET)
+    text = str(e.value)
+    assert "UB overflow" in text, text
+    assert "the compiler runs a row in column blocks when every statement allows, which line" in text, text
+    assert "(a reduction along a dim other than the columns (T.reduce_sum of 'x' into 'col'))" in text, text
+
+
+def test_a_row_result_changed_before_its_reuse_is_not_recomputed():
+    # m changes after x = x - m reads it; recomputing x block by block for the sum would read the
+    # new m: the body keeps the overflow and names the map
+    N = 151936
+
+    @T.prim_func
+    def main(X: T.Tensor((4, N), "float32"), S: T.Tensor((4,), "float32")):
+        with T.Kernel(4) as bx:
+            x = T.alloc_fragment((1, N), "float32")
+            m = T.alloc_fragment((1,), "float32")
+            s = T.alloc_fragment((1,), "float32")
+            T.copy(X[bx, 0], x)
+            T.reduce_max(x, m, dim=1)
+            for i, j in T.Parallel(1, N):
+                x[i, j] = x[i, j] - m[i]
+            for i in T.Parallel(1):
+                m[i] = m[i] * 2.0
+            T.reduce_sum(x, s, dim=1)
+            for i in T.Parallel(1):
+                s[i] = s[i] + m[i]
+            T.copy(s, S[bx])
+
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, out_idx=[-1], target=TARGET)
+    text = str(e.value)
+    assert "UB overflow" in text, text
+    assert "would read 'm' after line" in text and "a GM workspace for the row is not made" in text, text

@@ -121,7 +121,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
 // gets a note at its line naming the count used and why.
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
   int64_t max_stages = 0, row_step = 0, col_blocks = 0;
-  std::optional<CapacityError> first, first_ub;  // the overflow with the stages as asked; with all rows
+  std::optional<CapacityError> first, first_ub, before_cols;  // the overflow with the stages as asked; with all rows; with whole rows
   RowSplit rows;
   ColSplit cols;
   std::optional<LoweredAscend> fitted;  // a row or column split that fits, kept while a smaller one is tried
@@ -158,6 +158,7 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       // body allows (split_cols; on the rows in groups of one when they ran as blocks of the grid)
       if (cols.why_not.empty() && cols.cols >= 128 && (rows.rows <= 1 || row_step > 0 || !rows.why_not.empty())) {
         if (row_step > 0 && !rows.as_blocks) row_step = 0;
+        before_cols = e;
         col_blocks = std::max<int64_t>(2, (e.needed + e.capacity - 1) / e.capacity);
         continue;
       }
@@ -220,9 +221,9 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       p.notes.push_back({"each row of " + std::to_string(cols.cols) + " columns runs in " + std::to_string(cols.blocks) +
                              " column blocks of " + std::to_string(cols.block_cols) + " on " + target.name + " (tiles " +
                              cols.col_tiles + "; " + std::to_string(cols.phases) + " pass" + (cols.phases == 1 ? "" : "es") +
-                             " over the row, each reading it from the tensors): with the whole row the tiles overflow " +
-                             std::string(mem_name(first_ub->mem)) + " (" + std::to_string(first_ub->needed) + " B needed, " +
-                             std::to_string(first_ub->capacity) + " B available)",
+                             " over the row, each reading it from the tensors): with whole rows the tiles overflow " +
+                             std::string(mem_name(before_cols->mem)) + " (" + std::to_string(before_cols->needed) + " B needed, " +
+                             std::to_string(before_cols->capacity) + " B available)",
                          first_ub->span()});
     // Row groups as blocks: while the group's largest tile is more than half the UB, a smaller
     // group is tried (a row reduction of a source of more than half the UB takes the unhalved, slow

@@ -263,7 +263,7 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
       case ir::StmtKind::Reduce: {
         auto* r = ir::as<ir::ReduceNode>(s);
         if (!is_col(r->src) || is_col(r->dst) || r->axis + 1 != static_cast<int>(r->src->shape.size()))
-          fail("a reduction across the columns' rows (T.reduce_" + std::string(ir::reducekind_name(r->reduce_kind)) +
+          fail("a reduction along a dim other than the columns (T.reduce_" + std::string(ir::reducekind_name(r->reduce_kind)) +
                    " of " + q(r->src->name) + " into " + q(r->dst->name) + ")",
                s->span);
         it.kind = Item::Reduce;
