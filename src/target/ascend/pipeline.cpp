@@ -118,7 +118,9 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
 // T.Pipelined(..., num_stages=S) is a performance hint: when the stage copies do not fit (a
 // capacity error whose peak holds staged tiles), the kernel is lowered again with one stage
 // fewer, down to 1 (a capacity error then stays an error), and every loop that asked for more
-// gets a note at its line naming the count used and why.
+// gets a note at its line naming the count used and why. A UB overflow that remains is retried
+// with the block's rows in groups (split_rows), then, when one row does not fit, with each row in
+// column blocks (split_cols); each gets a note at the largest tile.
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
   int64_t max_stages = 0, row_step = 0, col_blocks = 0;
   std::optional<CapacityError> first, first_ub, before_cols;  // the overflow with the stages as asked; with all rows; with whole rows
