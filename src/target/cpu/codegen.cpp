@@ -1502,7 +1502,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   // each time (the rows streamed between two steps evict it; each 16 KiB operand stream cost
   // layer_norm ~10% of its time from memory on a Zen 4 core; docs/performance.md, session 25). The
   // same values in the same order per row: the same bits. Not with per-row parts (their variables
-  // are per row).
+  // are per row). Only with AVX-512 (if constexpr tw_cpu::simd::kPairRows; the AVX2 build ran 12%
+  // slower paired, and as slow with the pair's code reduced to one row): elsewhere one row per step.
   bool pair = false;
   auto combine = [](ReduceKind kind, const std::string& a, const std::string& b) {
     if (kind == ReduceKind::sum) return a + " + " + b;
@@ -1561,9 +1562,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
              " & (tw_cpu::simd::kVecBytes - 1)) / sizeof(float))) : 0;");
         line("const int64_t tw_nf" + sfx + " = (" + E1s + " - tw_h" + sfx + ") / " + C + ";  // full chunks");
       };
-      if (!pair) {
-        out_row("", rows[q], pre[q] + "on");
-      } else {  // rows r - 1 and r at odd r (the last row alone at an even last r), r = this pass's row
+      out_row("", rows[q], pre[q] + "on");
+      if (pair) {  // rows r - 1 and r at odd r (the last row alone at an even last r), r = this pass's row
         for (int u = 0; u < 2; ++u) {
           const std::string U = std::to_string(u), r = pre[q] + "r" + U;
           line("const int64_t " + r + " = " + rows[q] + (u ? "" : " - 1") + ";");
@@ -1571,7 +1571,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
                " & 1) != 0" + (u ? " || " + rows[q] + " == " + std::to_string(E0 - 1) : "") + ");");
           out_row(U, r, pre[q] + "on" + U);
         }
-        line("const int64_t tw_nf = tw_max(" + pre[q] + "on0 ? tw_nf0 : 0, " + pre[q] + "on1 ? tw_nf1 : 0);");
+        line("const int64_t tw_nfp = tw_max(" + pre[q] + "on0 ? tw_nf0 : 0, " + pre[q] + "on1 ? tw_nf1 : 0);");
       }
       line("int64_t tw_ck = 0;  // full chunks done");
     }
@@ -1634,7 +1634,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
     if (g.kind == kMapCopy && pair) {  // the pair's rows, chunk tw_ck of each side by side
-      open("if (tw_ck < tw_nf)");
+      open("if constexpr (tw_cpu::simd::kPairRows)");
+      open("if (tw_ck < tw_nfp)");
       for (int u = 0; u < 2; ++u) {
         const std::string U = std::to_string(u);
         open("if (" + pre[q] + "on" + U + " && tw_ck < tw_nf" + U + ")");
@@ -1645,7 +1646,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       }
       line("++tw_ck;");
       close();
-      continue;
+      open_else();  // one row per step
     }
     if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row, rotated
       open("if (" + pre[q] + "on && tw_ck < tw_nf)");
@@ -1659,6 +1660,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       copy_chunk(g, C, true, rows[K - 1]);
       line("++tw_ck;");
       close();
+      if (pair) close();  // if constexpr
       continue;
     }
     open("if (" + pre[q] + "on)");
@@ -1698,17 +1700,20 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     close();
   }
   close();  // chunks
-  for (int u = 0; u < (pair ? 2 : 1); ++u) {
-    const std::string U = pair ? std::to_string(u) : "";
+  if (pair) open("if constexpr (tw_cpu::simd::kPairRows)");
+  for (int u = 0; u < (pair ? 3 : 1); ++u) {  // with pairs: the pair's rows, then (else) the one row
+    if (pair && u == 2) open_else();
+    const std::string U = pair && u < 2 ? std::to_string(u) : "";
     open("if (" + pre[K - 1] + "on" + U + ")");
     line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
-    if (pair) line("float* const tw_out = tw_out" + U + ";");
+    if (!U.empty()) line("float* const tw_out = tw_out" + U + ";");
     open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
     line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h" + U + " + tw_nf" + U + " * " + C + ";");
-    copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h" + U + " : " + E1s + " - tw_j0", false, pair ? pre[K - 1] + "r" + U : rows[K - 1]);
+    copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h" + U + " : " + E1s + " - tw_j0", false, U.empty() ? rows[K - 1] : pre[K - 1] + "r" + U);
     close();
     close();
   }
+  if (pair) close();
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
     if (!g.rd) continue;
