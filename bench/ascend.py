@@ -190,6 +190,10 @@ def main() -> int:
             pct = lambda t: flops / (t * 1e-6) / 1e12 / PEAK * 100  # noqa: E731
             row(f"flash attn S={S} D=128 {'causal' if causal else 'non-causal'}, % of peak", pct(t_auto),
                 pct(t_exp), "% peak")
+            # the user's opt-in: scores and P V copied into float16 tiles (16-bit hand-offs)
+            t_narrow, _, _ = timing(fa_auto.flash_attention(B, H, S, D, causal, block_M=128, block_N=128, dtype="float16",
+                                                            narrow_handoffs=True, target=TARGET), q, q, q)
+            row("  ... narrow_handoffs=True, % of peak", pct(t_narrow), pct(t_exp), "% peak")
     paged_decode_rows(row, opts.quick)
     masked_prefill_rows(row, opts.quick)
     moe_grouped_gemm(row, rows, opts.quick)

@@ -6,12 +6,13 @@
 // threads' CPU times (CLOCK_THREAD_CPUTIME_ID: what time slicing on a loaded machine does not
 // inflate), the second thread's start after the first and the gap between the threads' ends.
 //
-//   paged_decode_ab ES THREADS ROUNDS PAGES LIB...   (ES 4 fp32, 2 bf16; PAGES cold | hot | seq)
+//   paged_decode_ab ES THREADS ROUNDS PAGES LIB...   (ES 4 fp32, 2 bf16; PAGES cold | hot | seq | sorted)
 //
 // The bench's shapes (8 sequences, 32 / 8 heads, D 128, context 4096, page 16); the caches on
 // 2 MiB pages (madvise) as numpy's are; cold: a shuffled block table over all pages and 64 MiB
 // read between calls (past the L3); hot: every page number in 0-3 (in L2); seq: the pages in
-// memory order (the hardware prefetchers' best case). Thread t runs sequences [t * 8 / T,
+// memory order (the hardware prefetchers' best case); sorted: cold's pages, each sequence's in
+// ascending memory order (about 8 pages apart: an allocator handing out ascending free blocks). Thread t runs sequences [t * 8 / T,
 // (t + 1) * 8 / T) in order, as the runtime's pool splits the 8 blocks.
 #include <dlfcn.h>
 #include <immintrin.h>
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
   }
   const int ES = atoi(argv[1]), T = atoi(argv[2]), R = atoi(argv[3]);
   const std::string pages = argv[4];
-  if ((ES != 4 && ES != 2) || T < 1 || R < 1 || (pages != "cold" && pages != "hot" && pages != "seq")) {
+  if ((ES != 4 && ES != 2) || T < 1 || R < 1 || (pages != "cold" && pages != "hot" && pages != "seq" && pages != "sorted")) {
     fprintf(stderr, "bad arguments\n");
     return 2;
   }
@@ -198,6 +199,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < NB; ++i) perm[i] = i;
   std::shuffle(perm.begin(), perm.end(), rng);
   for (int i = 0; i < NS * MB; ++i) bt[i] = pages == "hot" ? i % 4 : pages == "seq" ? i : perm[i];
+  if (pages == "sorted")  // each sequence's (random) pages in ascending memory order
+    for (int b = 0; b < NS; ++b) std::sort(bt.begin() + b * MB, bt.begin() + (b + 1) * MB);
 
   struct Entry {
     std::string name;

@@ -14,7 +14,7 @@ flags (-O3 -march=ARCH, 512-bit vectors on AVX-512) into one shared library; ben
 loads them all and times them round by round, alternating, beside the two read probes (see its
 header: threads released together by a spin barrier, wall and per-thread CPU time, start skew and
 end gap). --pages cold (a shuffled block table over all pages, the L3 flushed between calls), hot
-(every page number in 0-3: the arithmetic's ceiling) or seq (the pages in memory order). On a loaded
+(every page number in 0-3: the arithmetic's ceiling), seq (the pages in memory order) or sorted (cold's pages, each sequence's in ascending memory order). On a loaded
 machine wall time is time slicing: read the CPU times (each thread's) and the per-round ratios.
 The harness reads with AVX-512 vectors: an AVX-512 host (the variants may still be built for
 --march x86-64-v3). docs/performance.md "Issue 13, CPU" (sessions 17-20) has what it measured.
@@ -57,7 +57,7 @@ def main():
     ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     ap.add_argument("--threads", type=int, default=1, choices=[1, 2])
     ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--pages", default="cold", choices=["cold", "hot", "seq"])
+    ap.add_argument("--pages", default="cold", choices=["cold", "hot", "seq", "sorted"])
     ap.add_argument("--march", default="native")
     ap.add_argument("--dump", help="write the generated kernel source here and stop")
     opts = ap.parse_args()

@@ -14,7 +14,13 @@ from tilewright.testing import finish, randn, report
 
 
 @tw.jit(out_idx=[3])
-def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, dtype="float32"):
+def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, dtype="float32",
+                    narrow_handoffs=False):
+    """narrow_handoffs: the scores S = Q K^T and each key block's P V are copied into `dtype` tiles
+    right after their gemms (T.copy(acc_s, acc_s16)), so the softmax reads scores rounded to dtype
+    and P V is rounded before it is added: on ascend910b each Cube -> Vector hand-off then moves
+    16-bit values (Fixpipe converts). Faster there, less exact; a float16 score above 65504 is inf
+    (then NaN in the softmax). The default keeps them float32."""
     scale = (1.0 / dim) ** 0.5 * 1.4426950408889634  # 1/sqrt(D), in base 2 (exp2 below)
     shape = (batch, heads, seq_len, dim)
     neg_inf = -1.0e30  # finite "minus infinity": fully masked rows stay NaN-free
@@ -29,6 +35,13 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             V_shared = T.alloc_shared((block_N, dim), dtype)
             acc_s = T.alloc_fragment((block_M, block_N), "float32")
             acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
+            if narrow_handoffs:
+                acc_s16 = T.alloc_fragment((block_M, block_N), dtype)  # the scores, rounded by the program
+                s_tile = T.alloc_fragment((block_M, block_N), "float32")  # the softmax's tile
+                acc_pv = T.alloc_fragment((block_M, dim), "float32")
+                acc_pv16 = T.alloc_fragment((block_M, dim), dtype)  # P V, rounded by the program
+            else:
+                s_tile = acc_s
             acc_o = T.alloc_fragment((block_M, dim), "float32")
             scores_max = T.alloc_fragment((block_M,), "float32")
             scores_max_prev = T.alloc_fragment((block_M,), "float32")
@@ -47,37 +60,47 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             for k in T.Pipelined(loop_range, num_stages=2):
                 T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_shared)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, clear_accum=True)
+                if narrow_handoffs:
+                    T.copy(acc_s, acc_s16)  # the opt-in: a 16-bit hand-off on Ascend
+                    T.copy(acc_s16, s_tile)
                 T.copy(scores_max, scores_max_prev)
                 if masked:
                     # the mask map right before the row max (and exp2 right before the row sum):
                     # the cpu target computes each pair as one pass over the score tile's rows
                     for i, j in T.Parallel(block_M, block_N):
                         if is_causal:
-                            acc_s[i, j] = T.where(bx * block_M + i >= k * block_N + j, acc_s[i, j] * scale, neg_inf)
+                            s_tile[i, j] = T.where(bx * block_M + i >= k * block_N + j, s_tile[i, j] * scale, neg_inf)
                         else:
-                            acc_s[i, j] = T.where(k * block_N + j < seq_len, acc_s[i, j] * scale, neg_inf)
-                    T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                            s_tile[i, j] = T.where(k * block_N + j < seq_len, s_tile[i, j] * scale, neg_inf)
+                    T.reduce_max(s_tile, scores_max, dim=1, clear=False)
                 else:
                     # no key masked: the row max of the raw scores, scaled (on the cpu target a pass
                     # that only reads the tile), and the scale applied in exp2's argument
-                    T.reduce_max(acc_s, row_max, dim=1)
+                    T.reduce_max(s_tile, row_max, dim=1)
                     for i in T.Parallel(block_M):
                         scores_max[i] = T.max(scores_max[i], row_max[i] * scale)
                 for i in T.Parallel(block_M):
                     scores_scale[i] = T.exp2(scores_max_prev[i] - scores_max[i])
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] = acc_o[i, j] * scores_scale[i]
+                if not narrow_handoffs:
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] = acc_o[i, j] * scores_scale[i]
                 for i, j in T.Parallel(block_M, block_N):
                     if masked:
-                        acc_s[i, j] = T.exp2(acc_s[i, j] - scores_max[i])
+                        s_tile[i, j] = T.exp2(s_tile[i, j] - scores_max[i])
                     else:
-                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i])
-                T.reduce_sum(acc_s, scores_sum, dim=1)
+                        s_tile[i, j] = T.exp2(s_tile[i, j] * scale - scores_max[i])
+                T.reduce_sum(s_tile, scores_sum, dim=1)
                 for i in T.Parallel(block_M):
                     logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
                 T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], V_shared)
-                T.copy(acc_s, acc_s_cast)
-                T.gemm(acc_s_cast, V_shared, acc_o)
+                T.copy(s_tile, acc_s_cast)
+                if narrow_handoffs:
+                    T.gemm(acc_s_cast, V_shared, acc_pv, clear_accum=True)
+                    T.copy(acc_pv, acc_pv16)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] = acc_o[i, j] * scores_scale[i] + acc_pv16[i, j]
+                else:
+                    T.gemm(acc_s_cast, V_shared, acc_o)
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] = acc_o[i, j] / logsum[i]
             T.copy(acc_o, Output[bz, by, bx * block_M:(bx + 1) * block_M, :])

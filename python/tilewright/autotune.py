@@ -41,6 +41,7 @@ import json
 import logging
 import marshal
 import multiprocessing
+import multiprocessing.context
 import os
 import pathlib
 import platform
@@ -299,6 +300,82 @@ def _time_config(factory, args, kwargs, cfg, target, warmup, rep, inputs, params
     return ("ok", do_bench(lambda: kernel(*inputs), warmup=warmup, rep=rep, return_mode="median"))
 
 
+_WORKER_NAME = "TilewrightTuneWorker"
+_MAIN_RERUN_EXIT = 86  # a worker's exit status: its import of the script reached a tuned call again
+
+
+class _TuneContext(multiprocessing.context.SpawnContext):
+    """The default executor's start method: spawn (fork is unsafe with the runtime's threads), with
+    the workers named _WORKER_NAME (a spawned worker knows its name before it imports the user's
+    script) and remembered (their exit statuses say why a pool broke)."""
+
+    def __init__(self):
+        super().__init__()
+        self.workers = []
+
+    def Process(self, *args, **kwargs):  # noqa: N802 - multiprocessing's name
+        p = multiprocessing.context.SpawnProcess(*args, **kwargs)
+        p.name = f"{_WORKER_NAME}-{len(self.workers) + 1}"
+        self.workers.append(p)
+        return p
+
+
+class _TunePool(cf.ProcessPoolExecutor):
+    """The default executor: ``workers`` spawned processes (see _TuneContext)."""
+
+    def __init__(self, workers):
+        self.context = _TuneContext()
+        super().__init__(workers, mp_context=self.context)
+
+
+def _caller_site():
+    """(file, line) of the user's code that called into this module: the first frame outside it."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
+
+
+def _main_site():
+    """(file, line) of the main script's top-level statement this call runs under (the one to put
+    under the guard): the innermost module-level frame of a module named __main__ / __mp_main__;
+    else the caller's line."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "<module>" and f.f_globals.get("__name__") in ("__main__", "__mp_main__"):
+            return f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return _caller_site()
+
+
+_GUARD_HINT = ("put the code that calls it under `if __name__ == \"__main__\":` (Python's spawn start method, which the "
+               "tuner's worker processes use, imports the main script in each process), or pass executor=\"inline\" "
+               "to @tw.autotune")
+
+
+def _check_may_sweep(name):
+    """A process that must not start a sweep of its own raises here (or, a tuner's worker still
+    importing the user's script, exits with _MAIN_RERUN_EXIT for its parent to explain): a
+    spawned process importing the main script (a script without the main-module guard calls the
+    tuned kernel at its top level: each worker would sweep again, and wait for its parent's key
+    lock while the parent waits for it), or any tuner's worker (it has no processes of its own)."""
+    proc = multiprocessing.current_process()
+    ours = proc.name.startswith(_WORKER_NAME)
+    if getattr(proc, "_inheriting", False):  # multiprocessing's own mark of a child importing __main__
+        if ours:
+            os._exit(_MAIN_RERUN_EXIT)  # quietly: the parent raises one error at the user's call
+        file, line = _main_site()
+        raise TilewrightError(f"autotune '{name}': a sweep started while a spawned process was importing the main "
+                              f"script (the script calls the tuned kernel at its top level)", file, line,
+                              hint=_GUARD_HINT)
+    if ours:
+        file, line = _caller_site()
+        raise TilewrightError(f"autotune '{name}': a sweep started inside another sweep's worker process (a factory "
+                              f"calls an autotuned kernel with no stored result)", file, line,
+                              hint="tune that kernel first (call it once before the outer sweep), or tune with "
+                                   "executor=\"inline\"")
+
+
 class _Inline(cf.Executor):
     """Runs tasks in the caller (``executor="inline"``: no processes, e.g. for functions defined
     in a notebook cell)."""
@@ -431,12 +508,13 @@ class Autotuner:
         if self._module in (None, "__main__") and not hasattr(sys.modules.get("__main__"), "__file__"):
             return _Inline(), True  # interactive: nothing a spawned process could import
         workers = max(1, min(n, os.cpu_count() or 1))
-        return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")), True
+        return _TunePool(workers), True
 
     def tune(self, *args, target="cpu", **kwargs):
         """Runs a sweep now (ignoring the stored result); returns the best :class:`Config`. A
         process sweeping the same key at the same time is waited for first (_key_locked)."""
         key_values = self._key_values(args, kwargs)
+        _check_may_sweep(self.__name__)
         with self._locked(self._store_path(key_values, target)):
             return self._sweep(args, kwargs, key_values, target)
 
@@ -507,6 +585,14 @@ class Autotuner:
                     else:
                         r.update(status="timed", ms=res[1])
                     self._line(report, r, simulated)
+        except cf.process.BrokenProcessPool:
+            ex.shutdown()
+            if isinstance(ex, _TunePool) and any(p.exitcode == _MAIN_RERUN_EXIT for p in ex.context.workers):
+                main = getattr(sys.modules.get("__main__"), "__file__", "the main script")
+                file, line = _main_site()
+                raise TilewrightError(f"autotune '{self.__name__}': the tuner's worker processes re-ran {main} and "
+                                      f"reached this call again", file, line, hint=_GUARD_HINT) from None
+            raise
         finally:
             if own:
                 ex.shutdown()
@@ -578,6 +664,7 @@ class Autotuner:
             kernel = self._stored_kernel(path, mkey, args, kwargs, target)
             if kernel is not None:
                 return kernel
+            _check_may_sweep(self.__name__)  # before the lock: a worker must never wait for its parent's
             # one process sweeps a key: the others wait here and then load what it stored
             with self._locked(path):
                 kernel = self._stored_kernel(path, mkey, args, kwargs, target)

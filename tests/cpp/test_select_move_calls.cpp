@@ -316,8 +316,6 @@ TEST(SelectMoveCalls, ConstantFieldOverflowIsAnErrorAtTheLine) {
   Rig r;
   expect_error(r.with(CopyGmToL1{r.x(), r.at(r.l1), DTypeCode::f16, C(16), C(64), C(70000), C(16), C(64)}, 20), 20,
                "Nd2NzParams.srcDValue = 70000 (elements) is outside 0..65535");
-  expect_error(r.with(CopyGmToUb{r.x(), r.at(r.ub), DTypeCode::f32, C(4096), C(4), C(4), C(32)}, 21), 21,
-               "DataCopyExtParams.blockCount = 4096 (rows) is above 4095");
   expect_error(r.with(CopyUbToUb{r.at(r.ub), r.at(r.ub2), DTypeCode::f32, C(2), C(32) , C(32 * 70000), C(32)}, 22), 22,
                "DataCopyParams.srcStride = 69999 (32 B blocks) is outside 0..65535");
   expect_error(r.with(LoadL0{r.at(r.l1), r.at(r.l0a), DTypeCode::f16, C(4096), C(0), C(0), C(4096), C(16 * 256), false}, 23),
@@ -327,6 +325,20 @@ TEST(SelectMoveCalls, ConstantFieldOverflowIsAnErrorAtTheLine) {
   // an 8-bit fill: dav-c220 has no 8-bit InitConstValue
   expect_error(r.with(CopyGmToL1{r.x(), r.at(r.l1), DTypeCode::i8, C(20), C(64), C(64), C(32), C(64), DTypeCode::i8}, 25),
                25, "no 8-bit InitConstValue");
+}
+
+// More than 4095 rows (a constant count; blockCount is 0..4095): calls of at most 4095 rows, each
+// starting 4095 strides further on both sides (hunt13 F2).
+TEST(SelectMoveCalls, MoreThan4095RowsAreSeveralCalls) {
+  Rig r;
+  std::string c = code(select_move_calls(r.with(CopyGmToUb{r.x(), r.at(r.ub), DTypeCode::f32, C(8191), C(4), C(4), C(32)}, 21), b2()));
+  EXPECT_NE(c.find("DataCopyPad ub[0] <- X[0] float32 blockCount=4095 "), std::string::npos) << c;
+  EXPECT_NE(c.find("DataCopyPad ub[4095 * 32] <- X[4095 * 4] float32 blockCount=4095 "), std::string::npos) << c;
+  EXPECT_NE(c.find("DataCopyPad ub[8190 * 32] <- X[8190 * 4] float32 blockCount=1 "), std::string::npos) << c;
+  c = code(select_move_calls(r.with(CopyUbToGm{r.at(r.ub), r.x(), DTypeCode::f32, C(4096), C(4), C(32), C(4)}, 22), b2()));
+  EXPECT_NE(c.find("DataCopyPad X[4095 * 4] <- ub[4095 * 32] float32 blockCount=1 "), std::string::npos) << c;
+  c = code(select_move_calls(r.with(CopyUbToUb{r.at(r.ub), r.at(r.ub2), DTypeCode::f32, C(4096), C(32), C(32), C(32)}, 23), b2()));
+  EXPECT_NE(c.find("DataCopy ub2[4095 * 32] <- ub[4095 * 32] float32 blockCount=1 "), std::string::npos) << c;
 }
 
 TEST(SelectMoveCalls, EveryByteLevelMoveIsReplaced) {

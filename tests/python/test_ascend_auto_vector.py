@@ -195,12 +195,16 @@ def test_data_dependent_int32_where_selects_exactly():
     np.testing.assert_array_equal(prof.outputs, np.where(x > 0, x, 0))
 
 
-def test_rows_too_long_for_ub_are_a_capacity_error():
+def test_rows_too_long_for_ub_run_in_column_blocks():
     # 16384 runs since session 24 (the 8 rows one at a time: test_ascend_ubsplit_s24.py); one row
-    # of 65536 float32 is more than the UB
-    with pytest.raises(TilewrightError) as e:
-        build(softmax.softmax, 65536)
-    assert "UB overflow" in str(e.value)
+    # of 65536 float32 is more than the UB: since session 25 it runs in column blocks
+    # (test_ascend_widerow_s25.py)
+    k = build(softmax.softmax, 65536)
+    assert any("column blocks" in n for n in k.notes), k.notes
+    x = np.random.default_rng(0).standard_normal((3, 65536)).astype(np.float32)
+    prof = k.profile(x)
+    assert prof["reports"] == []
+    np.testing.assert_allclose(prof.outputs * 65536, softmax.reference(x) * 65536, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("out_dtype", ["float16", "int8"])
@@ -481,7 +485,8 @@ def test_capacity_error_names_only_the_kernels_buffers():
                 x = T.alloc_fragment((rows[0], 1024), "bfloat16")
                 z = T.alloc_fragment((rows[1], 1024), "bfloat16")
                 T.copy(X[0, 0], x)
-                T.copy(Z[0, 0], z)
+                for _ in T.serial(2):  # a loop: the rows cannot run in column blocks (split_cols)
+                    T.copy(Z[0, 0], z)
                 for i, j in T.Parallel(rows[0], 1024):
                     x[i, j] = x[i, j] * 2.0 + 1.0  # @TEMPS
                 T.copy(x, Y[0, 0])

@@ -4,10 +4,10 @@
 A kernel that runs on cpu runs unchanged on ascend910b when its block's tiles do not fit the UB
 but each row is computed on its own: the compiler runs the block's rows in groups that fit
 (split_rows; a note names the groups), max / min reductions across the rows merged group by group.
-A body that is not row-wise, or a single row larger than the UB, stays a UB overflow whose hint
-names what the user can change (never a compiler temporary, never a tile whose shape is the
+A body that is not row-wise stays a UB overflow whose hint names what the user can change (never a compiler temporary, never a tile whose shape is the
 kernel's argument). Results are checked against float64 numpy with tilewright.testing.TOLERANCES
-(per output dtype) and, for some, against cpu; the simulator's checker is on (run_checked).
+(per output dtype) and, for some, against cpu; the simulator's checker is on (run_checked). A
+single row larger than the UB runs in column blocks since session 25 (test_ascend_widerow_s25.py).
 """
 import pathlib
 import sys
@@ -113,16 +113,16 @@ def test_softmax_16384_rows_one_at_a_time():
 
 
 @pytest.mark.parametrize("block_M", [1, 8])
-def test_softmax_row_151936_is_an_error_naming_a_column_block(block_M):
-    # one row of Qwen2's vocabulary is 594 KiB of float32: no row group fits; the hint names the
-    # row's length that fits (the kernel must loop over column blocks) and not a smaller w or x tile
-    with pytest.raises(tw.TilewrightError) as e:
-        softmax.softmax(151936, block_M=block_M, target=TARGET)
-    text = str(e.value)
-    assert "softmax.py:23" in text and "UB overflow" in text
-    assert "one row of 'x' (151936 elements) does not fit" in text
-    assert "loop over column blocks of at most" in text
-    assert "a smaller tile" not in text
+def test_softmax_row_151936_runs_in_column_blocks(block_M):
+    # one row of Qwen2's vocabulary is 594 KiB of float32: no row group fits. It was an error whose
+    # hint named a column block length; since session 25 (split_cols) each row runs in column
+    # blocks (test_ascend_widerow_s25.py has the other kernels, dtypes and widths)
+    k = softmax.softmax(151936, block_M=block_M, target=TARGET)
+    assert any("each row of 151936 columns runs in" in n and "3 passes over the row" in n for n in k.notes), k.notes
+    x = randn((3, 151936), "float32", scale=3.0, seed=np.random.default_rng(5))
+    y = run_checked(k, x)
+    assert_close(np.asarray(y, np.float64) * 151936, softmax.reference(x) * 151936, atol=TOLERANCES["float32"][0],
+                 rtol=TOLERANCES["float32"][1])
 
 
 R, N = 16, 4096

@@ -209,3 +209,20 @@ def test_paged_decode_ab_checks_every_variant():
         same = float(line.rsplit(" ", 1)[1])
         assert err < 1e-2 and same == 0.0, r.stdout
     assert "probe: the kernel's read order" in r.stdout and "stream: the same bytes" in r.stdout
+
+
+@pytest.mark.skipif(not (pathlib.Path("/proc/cpuinfo").exists() and " avx512f" in pathlib.Path("/proc/cpuinfo").read_text()),
+                    reason="bench/paged_decode_ab.cpp reads with AVX-512 vectors")
+def test_paged_decode_ab_sorted_pages():
+    """bench/paged_decode_ab.py --pages sorted (session 25): each sequence's pages in ascending memory
+    order; the kernel's output on that block table is checked against float64 attention over the
+    same pages."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "paged_decode_ab.py"), "a=src/target/cpu/include",
+                        "--dtype", "float32", "--threads", "1", "--rounds", "1", "--pages", "sorted"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"bench/paged_decode_ab.py failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    assert "pages sorted" in r.stdout, r.stdout
+    checks = [line for line in r.stdout.splitlines() if "max error vs float64" in line]
+    assert len(checks) == 1, r.stdout
+    err = float(checks[0].split("vs float64 ")[1].split(",")[0])
+    assert err < 1e-5, r.stdout

@@ -258,3 +258,56 @@ def test_row_map_reading_a_tile_is_left_out_of_the_pipeline(shape):
     x64 = x.astype(np.float64)
     ss = (x64 * x64).sum(axis=1, keepdims=True) + x64[:, :1]
     assert_close(k(x).astype(np.float64), x64 / ss, atol=1e-6, rtol=1e-5, msg=f"{shape}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (13, 4097), (8201, 301)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+def test_norm_copy_out_row_pairs(name, shape, dtype):
+    """The norms' copy-out reads per-column operands (W, B), so it takes its rows in pairs, at
+    every other step of the row pipeline (both rows chunk by chunk side by side; an odd block's
+    last row alone; fp32: the half-precision outputs' copy-out converts, outside the pipeline): block_M
+    3, 5 and 8 (odd ones end in a lone row) must give the same bits as block_M 2 (one pair per
+    block) in the rows of full blocks that take the pipeline (300 or more; a block of one row, or
+    the partial last block, runs the statements as written); 8201 x 301 fp32 is 9.4 MiB (streaming
+    stores, an unaligned head and tail per row) and ends in partial blocks; a NaN row stays NaN
+    and leaves the other rows alone."""
+    M, N = shape
+    x, ws = _inputs(name, M, N, dtype, seed=7)
+    if M > 2:
+        x[M // 2, N // 2] = np.nan
+    src = KERNELS[name][0].__wrapped__(N, block_M=4, dtype=dtype)
+    code = tw.compile(src).get_source("c++")
+    if N >= 300 and dtype == "float32":
+        assert "row pipeline" in code and "tw_out1" in code, "the copy-out takes rows in pairs"
+    base = None
+    for bm in (2, 3, 5, 8):
+        y = np.full((M, N), np.nan, np_dtype(dtype))
+        tw.compile(KERNELS[name][0].__wrapped__(N, block_M=bm, dtype=dtype))(x, *ws, y)
+        if base is None:
+            base = y
+        elif N >= 300:  # the rows of full blocks on both sides (a partial block runs the statements)
+            n = min(M // bm * bm, M // 2 * 2)
+            u = np.uint16 if dtype != "float32" else np.uint32
+            np.testing.assert_array_equal(y[:n].view(u), base[:n].view(u), err_msg=f"block_M {bm}")
+    if M > 2:
+        assert np.isnan(base[M // 2].astype(np.float32)).all()
+        keep = np.arange(M) != M // 2
+        _check(name, base[keep], x[keep], ws, dtype)
+    else:
+        _check(name, base, x, ws, dtype)
+
+
+def test_row_pairs_only_with_per_column_operands():
+    """softmax and log_softmax read no per-column operand (and rotate their copy-out): one row per step."""
+    for k in (softmax.softmax(4096), op_zoo.log_softmax(4096)):
+        src = k.get_source("c++")
+        assert "row pipeline" in src and "tw_out1" not in src
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+def test_norms_empty_rows(name):
+    """No rows (M = 0): nothing to do, an empty output."""
+    x, ws = _inputs(name, 0, 300, "float32")
+    y = KERNELS[name][0](300)(x, *ws)
+    assert y.shape == (0, 300)

@@ -68,10 +68,8 @@ def test_f1_scan_carry_column_serial_ascend():
     _f1_check("ascend910b", False)
 
 
-# fuzz12 F1 (open): with T.Pipelined the column copy into the 1-D carry tile is "not a vector instruction"
-# on ascend910b (num_stages is a hint: the T.serial kernel above runs and is exact).
-@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                   reason="fuzz12 F1: cy[i] = x[i, 7] in a T.Pipelined loop is 'a copy whose source is not indexed "
-                          "like the destination' on ascend910b")
+# fuzz12 F1 (fixed by h-pipecol13, session 25): with T.Pipelined the column copy into the 1-D carry
+# tile was "not a vector instruction" on ascend910b: multi_buffer's stage index made the column's
+# flat gather 3-D, which select_instructions matched only on 2-D tiles (test_pipelined_columns_s25.py).
 def test_f1_scan_carry_column_pipelined_ascend():
     _f1_check("ascend910b", True)

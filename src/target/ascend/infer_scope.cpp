@@ -122,14 +122,24 @@ ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
   // too and the copy runs on the Vector core between two hand-offs (L0C -> GM -> UB, UB -> GM ->
   // L1), as a T.Parallel copy would. (A result the vector code also uses is already on both
   // units: split_cube_vector hands it to the operand from UB, flash attention's P.)
+  // A copy from such a gemm result into a vector tile (`T.copy(s, s16)`, s16 a float16 fragment
+  // the vector code reads): the copy is a hand-off, so the result gets the vector role too and
+  // split_cube_vector makes the copy the hand-off itself, in the destination's dtype (Fixpipe
+  // converts float32 -> float16 / bfloat16 on the way to the GM workspace: the user's narrowing).
+  // A copy from a vector tile into a gemm operand only the Cube uses (`T.copy(p32, p)`, p32 the
+  // softmax's float32 weights): the operand gets the vector role, and the copy runs on the Vector
+  // core before the operand's hand-off (UB -> GM -> L1).
   ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
     if (s->kind != ir::StmtKind::Copy) return;
     auto* c = ir::as<ir::CopyNode>(s);
-    auto src = roles.role.find(c->src.buffer.get()), dst = roles.role.find(c->dst.buffer.get());
-    if (src == roles.role.end() || dst == roles.role.end()) return;
-    if (src->second == kAccumulator && (dst->second & kOperand)) {
-      src->second |= kVector;
-      dst->second |= kVector;
+    if (!portable(c->src.buffer) || !portable(c->dst.buffer)) return;
+    unsigned& src = roles.role[c->src.buffer.get()];
+    unsigned& dst = roles.role[c->dst.buffer.get()];
+    if (src == kAccumulator) {
+      if (dst & kOperand) dst |= kVector;
+      if (dst & (kOperand | kVector) || dst == 0) src |= kVector;
+    } else if ((src == kVector || src == 0) && dst == kOperand) {
+      dst |= kVector;
     }
   });
   Used uses;

@@ -12,7 +12,11 @@
 //    all (only copied) is a vector tile (UB): the AIV moves it. Except a copy from an accumulator
 //    only the Cube uses into an operand (`T.copy(s, p)` between two gemms): the program has no L0C -> L1 move, so
 //    both tiles also get the vector role and the copy runs on the Vector core between two
-//    hand-offs (the data path a T.Parallel copy takes).
+//    hand-offs (the data path a T.Parallel copy takes). A copy from such an accumulator into a
+//    vector tile (`T.copy(s, s16)`, s16 read by vector code or only copied on) gives the
+//    accumulator the vector role: split_cube_vector makes that copy the hand-off, in s16's dtype.
+//    A copy from a vector tile into an operand only the Cube uses (`T.copy(p32, p)`) gives the
+//    operand the vector role: the copy runs on the Vector core, then p is handed to the Cube.
 // A tile with both a Cube and a vector role (flash attention's score tile: gemm result, then
 // softmax) keeps its portable scope: split_cube_vector gives it one incarnation per core and
 // hands the data over through GM. A tile that is both operand and accumulator of T.gemm is an

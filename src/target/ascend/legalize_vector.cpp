@@ -1692,7 +1692,7 @@ int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
 }
 
 // x % y of float tile data with Python's sign rule (the result has y's sign; session 22, hunt9a F13):
-// r = x - floor(x / y) * y in float32, then r + y where r and y differ in sign (x / y rounded up to
+// r = x - floor(x / y) * y in float32 (x itself where the floor is 0: x % inf), then r + y where r and y differ in sign (x / y rounded up to
 // an integer: 0.3 % 0.1). Exact where x / y, its floor and the product are (y a power of two, small
 // integers); otherwise within the roundings of those three float32 steps. x % 0, inf % y: NaN.
 // float16 / bfloat16 operands are computed in float32 and rounded once when stored.
@@ -1701,6 +1701,10 @@ int MapLowering::float_mod(int x, int y, const Span& sp) {
   y = to_type(y, kF32, sp);
   int f = floor_ceil(false, bin(ir::BinOp::Div, x, y, sp), kF32, sp);
   int r = materialize(bin(ir::BinOp::Sub, x, bin(ir::BinOp::Mul, f, y, sp), sp), Shape::Full, sp);
+  // a zero quotient leaves x as it is (0 * y is NaN for an infinite y: 3 % inf = 3, 3 % -inf = -inf
+  // below, as numpy and cpu give)
+  r = materialize(push_select(ir::BinOp::EQ, f, scalar_const(0.0, kF32), materialize(x, Shape::Full, sp), r, kF32, sp),
+                  Shape::Full, sp);
   int ry = materialize(bin(ir::BinOp::Add, r, y, sp), Shape::Full, sp);
   int sign = materialize(bin(ir::BinOp::Mul, r, y, sp), Shape::Full, sp);
   return push_select(ir::BinOp::LT, sign, scalar_const(0.0, kF32), ry, r, kF32, sp);
@@ -1967,8 +1971,14 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   auto shape = src->const_shape();
   // (not when the map also stores down a column: its elements go one by one on the scalar unit,
   // which reads the column in place; gathered first it would cost a dozen vector instructions more)
-  const bool column = !column_store_ && vars_.size() == 1 && idx.size() == 2 && src->scope == Scope::UB && shape &&
-                      (*shape)[0] > 1 && uses_var(idx[0], vj()) && !uses_var(idx[1], vj());
+  // The last two dims are the column's; leading indices free of the map's index (a unit dim, a
+  // stage of multi_buffer's copies) pick the 2-D slice.
+  const size_t n = idx.size();
+  auto lead_free = [&] {
+    return std::none_of(idx.begin(), idx.end() - 2, [&](const Expr& e) { return uses_var(e, vj()) || has_load(e); });
+  };
+  const bool column = !column_store_ && vars_.size() == 1 && n >= 2 && src->scope == Scope::UB && shape &&
+                      (*shape)[n - 2] > 1 && uses_var(idx[n - 2], vj()) && !uses_var(idx[n - 1], vj()) && lead_free();
   if (!column && std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
   // (shape_of_load and select_instructions name what it is: a transpose, a strided row)
@@ -1995,14 +2005,19 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   int off;
   if (row) {
     off = index_value(idx.back(), src, sp);
-  } else if (vars_.size() == 1 && idx.size() == 2 && src->const_shape()) {
-    auto shape = *src->const_shape();
-    int64_t c0 = 32 / t.bytes();
-    g.pcols = shape[0] > 1 ? (shape[1] + c0 - 1) / c0 * c0 : shape[1];  // select_instructions' row pitch
-    g.flat = shape[0] > 1;  // one row: x[0, row * cols + col], the row gather of row 0 (exact for row 0,
-    if (!g.flat) g.idx = {C(0), C(0)};  // the only row in bounds)
-    off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, index_value(idx[0], src, sp), leaf_scalar(ir::int_imm(g.pcols, kI32, sp)), sp),
-              index_value(idx[1], src, sp), sp);
+  } else if (vars_.size() == 1 && n >= 2 && shape && lead_free()) {
+    // the last two dims flattened (the leading indices pick the 2-D slice, as they address it)
+    int64_t c0 = 32 / t.bytes(), numel = 1;
+    for (int64_t d : *shape) numel *= d;
+    const int64_t cols = (*shape)[n - 1];
+    g.pcols = cols && numel / cols > 1 ? (cols + c0 - 1) / c0 * c0 : cols;  // select_instructions' row pitch
+    g.flat = (*shape)[n - 2] > 1;  // one row: x[..., 0, row * cols + col], the row gather of row 0 (exact
+    if (!g.flat) {                 // for row 0, the only row in bounds)
+      g.idx[n - 2] = C(0);
+      g.idx[n - 1] = C(0);
+    }
+    off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, index_value(idx[n - 2], src, sp), leaf_scalar(ir::int_imm(g.pcols, kI32, sp)), sp),
+              index_value(idx[n - 1], src, sp), sp);
   } else {
     fail(what + ": Ascend gathers along the last dim of a tile (the other indices must be (start + row index))", sp,
          "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]");
@@ -2397,8 +2412,12 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
       int64_t k = std::countr_zero(static_cast<uint64_t>(n.dtype.bytes()));
       Expr e = ir::binary(ir::BinOp::Shr, arg(0), ir::int_imm(k, kI32, sp), sp);
       std::vector<Expr> idx = n.idx;
-      if (n.flat) idx = {ir::binary(ir::BinOp::FloorDiv, e, C(n.pcols), sp), ir::binary(ir::BinOp::Mod, e, C(n.pcols), sp)};
-      else idx.back() = e;
+      if (n.flat) {  // the leading indices stay (they pick the 2-D slice)
+        idx[idx.size() - 2] = ir::binary(ir::BinOp::FloorDiv, e, C(n.pcols), sp);
+        idx.back() = ir::binary(ir::BinOp::Mod, e, C(n.pcols), sp);
+      } else {
+        idx.back() = e;
+      }
       out.push_back(make_map(Shape::Full, at, ir::load(n.buf, idx, sp), sp));
       return;
     }

@@ -27,6 +27,7 @@
 #include "target/ascend/skew_cube_loops.h"
 #include "target/ascend/stage_global_copies.h"
 #include "target/ascend/split_cube_vector.h"
+#include "target/ascend/split_cols.h"
 #include "target/ascend/split_rows.h"
 #include "target/ascend/stage_gemm_operands.h"
 #include "target/ascend/verify_program.h"
@@ -69,9 +70,10 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
 // same instruction selection lowers; the program passes then place buffers and synchronise.
 // max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry);
 // row_step > 0: the block's rows run in groups (split_rows, lower_ascend's retry), rows: what
-// split_rows found.
+// split_rows found; col_blocks > 0: each row in about that many column blocks (split_cols, the retry
+// when one row does not fit), cols: what split_cols found.
 Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages,
-                               int64_t row_step, RowSplit& rows) {
+                               int64_t row_step, RowSplit& rows, int64_t col_blocks, ColSplit& cols) {
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
@@ -82,6 +84,9 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   split_rows(log.kernel(), 0, &rows);                            // can the rows run in groups?
   if (row_step > 0)
     log.run("split_rows", [&](const ir::Kernel& k) { return split_rows(k, row_step, &rows); });  // rows in groups that fit UB
+  split_cols(log.kernel(), 0, &cols);                            // can a row run in column blocks?
+  if (col_blocks > 0)
+    log.run("split_cols", [&](const ir::Kernel& k) { return split_cols(k, col_blocks, &cols); });  // a row in column blocks that fit UB
   log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
@@ -113,17 +118,21 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
 // T.Pipelined(..., num_stages=S) is a performance hint: when the stage copies do not fit (a
 // capacity error whose peak holds staged tiles), the kernel is lowered again with one stage
 // fewer, down to 1 (a capacity error then stays an error), and every loop that asked for more
-// gets a note at its line naming the count used and why.
+// gets a note at its line naming the count used and why. A UB overflow that remains is retried
+// with the block's rows in groups (split_rows), then, when one row does not fit, with each row in
+// column blocks (split_cols); each gets a note at the largest tile.
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
-  int64_t max_stages = 0, row_step = 0;
-  std::optional<CapacityError> first, first_ub;  // the overflow with the stages as asked; with all rows
+  int64_t max_stages = 0, row_step = 0, col_blocks = 0;
+  std::optional<CapacityError> first, first_ub, before_cols;  // the overflow with the stages as asked; with all rows; with whole rows
   RowSplit rows;
-  std::optional<LoweredAscend> fitted;  // a row split that fits, kept while the next smaller group is tried
+  ColSplit cols;
+  std::optional<LoweredAscend> fitted;  // a row or column split that fits, kept while a smaller one is tried
   for (;;) {
     transform::PassLog log(input, target.name);  // verifies the user's kernel: errors point at the user's lines
     Program p;
     try {
-      p = input->is_npu() ? lower_expert_kernel(log, target) : lower_automatic_kernel(log, target, max_stages, row_step, rows);
+      p = input->is_npu() ? lower_expert_kernel(log, target)
+                          : lower_automatic_kernel(log, target, max_stages, row_step, rows, col_blocks, cols);
     } catch (const CapacityError& e) {
       if (fitted) return *fitted;  // the smaller group did not fit
       if (input->is_npu()) throw;
@@ -132,23 +141,42 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
         max_stages = e.stages - 1;
         continue;
       }
-      // the tiles overflow UB: run the block's rows in groups when its body allows (split_rows)
-      if (e.mem != Mem::UB || rows.rows == 0) throw;
+      if (e.mem != Mem::UB) throw;
       if (!first_ub) first_ub = e;
-      if (rows.why_not.empty() && row_step < rows.steps) {
+      if (col_blocks > 0) {
+        // the row in more column blocks (each at least 64 columns), else the overflow as written
+        if (cols.why_not.empty() && col_blocks < (cols.cols + 63) / 64) {
+          col_blocks = std::min((cols.cols + 63) / 64, col_blocks + std::max<int64_t>(1, col_blocks / 4));
+          continue;
+        }
+        throw *first_ub;
+      }
+      // the tiles overflow UB: run the block's rows in groups when its body allows (split_rows)
+      if (rows.rows > 0 && rows.why_not.empty() && row_step < rows.steps) {
         ++row_step;
         continue;
       }
+      // one row does not fit (or the rows cannot run in groups): each row in column blocks when its
+      // body allows (split_cols; on the rows in groups of one when they ran as blocks of the grid)
+      if (cols.why_not.empty() && cols.cols >= 128 && (rows.rows <= 1 || row_step > 0 || !rows.why_not.empty())) {
+        if (row_step > 0 && !rows.as_blocks) row_step = 0;
+        before_cols = e;
+        col_blocks = std::max<int64_t>(2, (e.needed + e.capacity - 1) / e.capacity);
+        continue;
+      }
+      const std::string no_cols = cols.why_not.empty() ? std::string()
+                                  : "; the compiler runs a row in column blocks when every statement allows, which line " +
+                                        std::to_string(cols.at.line) + " prevents (" + cols.why_not + ")";
+      if (rows.rows == 0) throw CapacityError(e.message(), e.span(), e.hint() + no_cols, e.mem, e.needed, e.capacity, e.stages);
       if (!rows.why_not.empty() && rows.rows > 1)
         throw CapacityError(e.message(), e.span(),
                             e.hint() + "; the compiler runs a block's rows in groups that fit when every row is "
                                        "computed on its own, which line " + std::to_string(rows.at.line) + " prevents (" +
-                                       rows.why_not + ")",
+                                       rows.why_not + ")" + no_cols,
                             e.mem, e.needed, e.capacity, e.stages);
       if ((rows.rows == 1 || row_step > 0) && rows.row_bytes * 8 > e.capacity) {
-        // one row (at least an eighth of the UB: the overflow is the row's) does not fit: no tile the
-        // compiler can choose does; the kernel's rows must be split into column blocks, which only
-        // its author can write (the row's results carried between them)
+        // one row (at least an eighth of the UB: the overflow is the row's) does not fit and its
+        // body cannot run in column blocks: the kernel's rows must be split by its author
         const int64_t fit = std::max<int64_t>(8, rows.cols * e.capacity / e.needed / 8 * 8);
         throw CapacityError(
             first_ub->message() + (row_step > 0 ? "; computed one row at a time the block still needs " +
@@ -156,18 +184,18 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
                                                 : std::string()),
             first_ub->span(),
             "one row of " + q(rows.widest) + " (" + std::to_string(rows.cols) + " elements) does not fit the UB with the "
-                "block's other tiles: rows of at most about " + std::to_string(fit) + " elements do. The compiler runs a "
-                "block's rows in groups but does not split a row: loop over column blocks of at most " +
-                std::to_string(fit) + " elements of each row in the kernel (carrying each row's running results, e.g. "
-                "max and sum, from block to block as flash attention does along its keys), or run this size on cpu",
+                "block's other tiles: rows of at most about " + std::to_string(fit) + " elements do" + no_cols +
+                ". Loop over column blocks of at most " + std::to_string(fit) + " elements of each row in the kernel "
+                "(carrying each row's running results, e.g. max and sum, from block to block as flash attention does "
+                "along its keys), or run this size on cpu",
             e.mem, e.needed, e.capacity, e.stages);
       }
       if (row_step > 0) throw *first_ub;  // one row fits, other tiles do not: the overflow as written
-      throw;
+      throw CapacityError(e.message(), e.span(), e.hint() + no_cols, e.mem, e.needed, e.capacity, e.stages);
     } catch (const ir::Error&) {
       // the rows in groups hit another limit: the smaller group's plan is not used, or the overflow stays the error
       if (fitted) return *fitted;
-      if (row_step > 0) throw *first_ub;
+      if (row_step > 0 || col_blocks > 0) throw *first_ub;
       throw;
     }
     if (first)
@@ -191,20 +219,34 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
                              std::string(mem_name(first_ub->mem)) + " (" + std::to_string(first_ub->needed) + " B needed, " +
                              std::to_string(first_ub->capacity) + " B available)",
                          first_ub->span()});
+    if (col_blocks > 0)
+      p.notes.push_back({"each row of " + std::to_string(cols.cols) + " columns runs in " + std::to_string(cols.blocks) +
+                             " column blocks of " + std::to_string(cols.block_cols) + " on " + target.name + " (tiles " +
+                             cols.col_tiles + "; " + std::to_string(cols.phases) + " pass" + (cols.phases == 1 ? "" : "es") +
+                             " over the row, each reading it from the tensors): with whole rows the tiles overflow " +
+                             std::string(mem_name(before_cols->mem)) + " (" + std::to_string(before_cols->needed) + " B needed, " +
+                             std::to_string(before_cols->capacity) + " B available)",
+                         first_ub->span()});
     // Row groups as blocks: while the group's largest tile is more than half the UB, a smaller
     // group is tried (a row reduction of a source of more than half the UB takes the unhalved, slow
     // form, legalize_vector; a smaller group costs a block more, not a loop): softmax 16 x 16384
     // float32 at block_M 8 takes 32397 simulated cycles in groups of 2 rows, 26670 in groups of 1.
     // Not while the UB is merely more than half full: rms_norm 1024 x 4096 float16 takes 40444
     // cycles in groups of 4, 58791 in groups of 1.
-    const bool smaller = row_step > 0 && rows.as_blocks && row_step < rows.steps &&
+    // Column blocks likewise: one more block while the largest block tile is more than half the UB
+    // (softmax 64 x 151936 float32: 355003 simulated cycles in 4 blocks of 38016, 270499 in 8).
+    const bool smaller = col_blocks == 0 && row_step > 0 && rows.as_blocks && row_step < rows.steps &&
                          2 * rows.group_rows * rows.row_bytes > first_ub->capacity;
+    const bool narrower = col_blocks > 0 && col_blocks < (cols.cols + 63) / 64 && 2 * cols.block_bytes > first_ub->capacity;
     auto program = std::make_shared<const Program>(std::move(p));
     log.dump("ascend_program.txt", print_program(*program));
     LoweredAscend lowered{log.kernel(), std::move(program), log.stages()};
-    if (!smaller) return lowered;
+    if (!smaller && !narrower) return lowered;
     fitted = std::move(lowered);
-    ++row_step;
+    if (narrower)
+      ++col_blocks;
+    else
+      ++row_step;
   }
 }
 

@@ -1952,9 +1952,10 @@ class Lowerer {
     const Expr& last = l->indices.back();
     const ir::LoadNode* off = offsets(last);
     bool flat = false;
-    if (!off && l->indices.size() == 2 && last->kind == ir::ExprKind::Binary &&
-        as<ir::BinaryNode>(last)->op == ir::BinOp::Mod && l->indices[0]->kind == ir::ExprKind::Binary &&
-        as<ir::BinaryNode>(l->indices[0])->op == ir::BinOp::FloorDiv) {
+    const size_t nidx = l->indices.size();
+    if (!off && nidx >= 2 && last->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(last)->op == ir::BinOp::Mod &&
+        l->indices[nidx - 2]->kind == ir::ExprKind::Binary &&
+        as<ir::BinaryNode>(l->indices[nidx - 2])->op == ir::BinOp::FloorDiv) {
       off = offsets(as<ir::BinaryNode>(last)->a);
       flat = off != nullptr;
     }
@@ -1978,9 +1979,16 @@ class Lowerer {
     LocalRef src{sb.index, C(0)};
     Expr src_rs = C(0), src_elems;
     if (flat) {
-      if (loops.size() != 1 || sb.shape.size() != 2) fail("a flat gather reads a 2-D tile in a 1-D map");
+      // the last two dims of the tile, at the leading indices (a stage of multi_buffer's copies, a unit dim)
+      if (loops.size() != 1) fail("a flat gather reads the last two dims of a tile in a 1-D map");
       auto pc = ir::as_const_int(as<ir::BinaryNode>(last)->b);
       if (!pc || *pc != sb.pcols) fail("the flat index does not use the tile's row pitch");
+      std::vector<Expr> lead(l->indices.begin(), l->indices.end() - 2);
+      lead.insert(lead.end(), {C(0), C(0)});
+      auto sacc = access(l->buffer, lead, loops, sp);
+      if (!sacc || std::any_of(sacc->var_of_dim.begin(), sacc->var_of_dim.end(), [](int v) { return v >= 0; }))
+        fail("the leading indices of " + q(l->buffer->name) + " depend on the map's index");
+      src.offset = sacc->offset;
       src_elems = C(sb.rows * sb.pcols);
     } else {
       std::vector<Expr> lead(l->indices.begin(), l->indices.end());

@@ -1,5 +1,6 @@
 #include "target/ascend/select_move_calls.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -151,7 +152,27 @@ class Selector {
     return out.size() == 1 ? out[0] : seq(std::move(out), span_);
   }
 
-  StmtPtr select(const CopyGmToUb& c, const StmtPtr&) {
+  // A copy of more than 4095 rows (a constant count; DataCopyPad's and DataCopy's blockCount is
+  // 0..4095) is several calls of at most 4095 rows each, one after another on the copy's pipe, each
+  // starting its rows' strides further on both sides (hunt13 F2: a (4096, 2) tile whose rows are
+  // the tokens). nullptr: one call does.
+  template <typename Copy>
+  StmtPtr in_parts(const Copy& c, const StmtPtr& s) {
+    auto n = ir::as_const_int(c.n_rows);
+    if (!n || *n <= 4095) return nullptr;
+    std::vector<StmtPtr> out;
+    for (int64_t r = 0; r < *n; r += 4095) {
+      Copy part = c;
+      part.n_rows = C(std::min<int64_t>(4095, *n - r));
+      part.src.offset = add(c.src.offset, mul(C(r), c.src_stride));
+      part.dst.offset = add(c.dst.offset, mul(C(r), c.dst_stride));
+      out.push_back(select(part, s));
+    }
+    return seq(std::move(out), span_);
+  }
+
+  StmtPtr select(const CopyGmToUb& c, const StmtPtr& s) {
+    if (StmtPtr parts = in_parts(c, s)) return parts;
     const char* call = "DataCopyExtParams";
     if (c.left && !c.pad) throw Error("internal: CopyGmToUb with leftPadding but no padding", span_);
     Expr left = c.left ? c.left : C(0);
@@ -168,7 +189,8 @@ class Selector {
     return guarded({c.n_rows}, ins(std::move(x)));
   }
 
-  StmtPtr select(const CopyUbToGm& c, const StmtPtr&) {
+  StmtPtr select(const CopyUbToGm& c, const StmtPtr& s) {
+    if (StmtPtr parts = in_parts(c, s)) return parts;
     const char* call = "DataCopyExtParams";
     DataCopyPadUbToGm x{c.src, c.dst, c.dtype,
                         field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
@@ -179,7 +201,8 @@ class Selector {
     return atomic_mode(c.atomic, c.dtype, guarded({c.n_rows}, ins(std::move(x))));
   }
 
-  StmtPtr select(const CopyUbToUb& c, const StmtPtr&) {
+  StmtPtr select(const CopyUbToUb& c, const StmtPtr& s) {
+    if (StmtPtr parts = in_parts(c, s)) return parts;
     const char* call = "DataCopyParams";
     auto blk = [](const Expr& e) { return floordiv(e, C(32)); };
     DataCopyUbToUb x{c.src, c.dst, c.dtype,

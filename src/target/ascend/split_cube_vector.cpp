@@ -334,8 +334,40 @@ class Splitter {
     return s;
   }
 
+  // A T.Parallel nest that copies a whole tile with a conversion (`s16[i, j] = s[i, j]`, or
+  // `T.cast(s[i, j], "float16")`): that copy, else nullptr.
+  static std::shared_ptr<ir::CopyNode> cast_map_copy(const Stmt& s) {
+    std::vector<const ir::ForNode*> loops;
+    Stmt b = s;
+    for (; b->kind == StmtKind::For; b = ir::as<ir::ForNode>(b)->body) {
+      auto* f = ir::as<ir::ForNode>(b);
+      auto m = ir::as_const_int(f->min);
+      if (f->for_kind != ir::ForKind::parallel || !m || *m != 0) return nullptr;
+      loops.push_back(f);
+    }
+    if (b->kind != StmtKind::Store) return nullptr;
+    auto* st = ir::as<ir::StoreNode>(b);
+    Expr v = st->value;
+    if (v->kind == ir::ExprKind::Cast && v->dtype == st->buffer->dtype) v = ir::as<ir::CastNode>(v)->value;
+    if (v->kind != ir::ExprKind::Load) return nullptr;
+    auto* ld = ir::as<ir::LoadNode>(v);
+    auto ds = st->buffer->const_shape(), ss = ld->buffer->const_shape();
+    if (!ds || !ss || *ds != *ss || ds->size() != loops.size() || st->indices.size() != loops.size() ||
+        ld->indices.size() != loops.size())
+      return nullptr;
+    for (size_t d = 0; d < loops.size(); ++d) {
+      auto e = ir::as_const_int(loops[d]->extent);
+      for (const Expr& x : {st->indices[d], ld->indices[d]})
+        if (x->kind != ir::ExprKind::Var || ir::as<ir::VarNode>(x) != loops[d]->var.get()) return nullptr;
+      if (!e || *e != (*ds)[d]) return nullptr;
+    }
+    return std::make_shared<ir::CopyNode>(ir::full_region(ld->buffer), ir::full_region(st->buffer), s->span);
+  }
+
   // A T.Parallel nest or an element store: vector code.
   Stmt map_stmt(const Stmt& s, State& st) {
+    if (auto c = cast_map_copy(s); c && mixed(c->src.buffer) && user_handoff(*c, st[c->src.buffer.get()]))
+      return copy(c, st);  // the user's conversion of a gemm result on the Cube: the hand-off itself
     TileAccess acc;
     acc.visit(s);
     std::vector<Stmt> out;
@@ -417,6 +449,20 @@ class Splitter {
     return ir_seq(std::move(out), sp);
   }
 
+  // A whole-tile copy of a gemm result that is on the Cube only (L0C) into a vector tile (UB) of
+  // a dtype Fixpipe writes: float32 -> float32 / float16 / bfloat16, int32 -> int32.
+  bool user_handoff(const ir::CopyNode& c, Side have) const {
+    const Buffer& src = c.src.buffer;
+    const Buffer& dst = c.dst.buffer;
+    if (have != Side::C || mixed(dst) || dst->scope != Scope::UB || mixed_.at(src.get()).cube->scope != Scope::L0C)
+      return false;
+    if (!is_full(c.src) || !is_full(c.dst) || shape_of(src) != shape_of(dst)) return false;
+    ir::DTypeCode a = src->dtype.code, b = dst->dtype.code;
+    using ir::DTypeCode;
+    return (a == DTypeCode::f32 && (b == DTypeCode::f32 || b == DTypeCode::f16 || b == DTypeCode::bf16)) ||
+           (a == DTypeCode::i32 && b == DTypeCode::i32);
+  }
+
   Stmt copy(const Stmt& s, State& st) {
     auto* c = ir::as<ir::CopyNode>(s);
     const Span& sp = s->span;
@@ -427,6 +473,12 @@ class Splitter {
     Side sd;
     if (mixed(src)) {
       Side have = st[src.get()];
+      if (user_handoff(*c, have)) {
+        // The user's copy of a gemm result on the Cube into a vector tile is the hand-off itself,
+        // in the vector tile's dtype (T.copy(s, s16): Fixpipe narrows float32 on the way to GM).
+        out.push_back(std::make_shared<ir::CopyNode>(with_buffer(c->src, inc(src, Side::C)), c->dst, sp));
+        return ir_seq(std::move(out), sp);
+      }
       if (mixed(dst) || dst->scope == Scope::global) {
         // On the Cube only L0C -> GM (Fixpipe); L0C -> L1 has no move in the program: a copy
         // into another mixed tile runs on the Vector core (after the hand-off of src).
@@ -947,12 +999,13 @@ class Splitter {
     return (n + 31) / 32 * 32;
   }
   // Whether `extra` more UB bytes fit next to every UB tile of the kernel, the vector incarnations
-  // of the tiles both units use included (all counted as live at once), keeping `margin` bytes for
+  // of the tiles both units use included (those the program uses: set in project()) (all counted as live at once), keeping `margin` bytes for
   // legalize_vector's temporaries.
   bool ub_fits(int64_t extra, int64_t margin) {
     int64_t used = extra;
-    for (const auto& [n, m] : mixed_)
-      if (m.vec && m.vec->scope == Scope::UB) used += ub_bytes_of(m.vec);
+    for (const auto& [n, m] : mixed_)  // (not an incarnation the walk left unused: a user hand-off's source)
+      if (m.vec && m.vec->scope == Scope::UB && used_.count(m.vec->name + "@" + std::string(ir::scope_name(Scope::UB))))
+        used += ub_bytes_of(m.vec);
     ir::for_each_stmt(k_->body, [&](const Stmt& x) {
       if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB)
         used += ub_bytes_of(ir::as<ir::AllocNode>(x)->buffer);

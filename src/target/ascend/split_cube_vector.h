@@ -40,9 +40,11 @@
 //    the gemm's operand dtype): narrowing them would round every score (bfloat16: |s| * 2^-9,
 //    which the softmax's exp turns into a relative error of each weight: session 23, fuzz11 F2)
 //    or make a float16 score above 65504 inf (then NaN in s - max: session 24). Whether a
-//    narrowing is exact depends on the data, so the compiler never narrows (a user-written cast
-//    right after the gemm, T.copy(s, s16), is "no data path L0C -> UB" today: the opt-in is
-//    open).
+//    narrowing is exact depends on the data, so the compiler never narrows. The user may: a copy
+//    of a gemm result that is on the Cube into a vector tile (T.copy(s, s16), or a T.Parallel map
+//    `s16[i, j] = s[i, j]` / `T.cast(s[i, j], dt)`; whole tiles; float32 -> float32 / float16 /
+//    bfloat16, int32 -> int32) is the hand-off itself: L0C -> workspace in s16's dtype (Fixpipe
+//    F322F16 / F322BF16: round to nearest even, inf past the range), then workspace -> s16.
 //    Landing tile: the first Cube -> Vector hand-off with 2 slots lands in X_in, a UB tile
 //    allocated in the loop body (multi_buffer stages it: the next block's data is loaded while
 //    this one is computed on), then `copy X_in -> X` (V); only when two X_in fit in UB next to

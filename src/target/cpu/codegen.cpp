@@ -1409,6 +1409,22 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
 
 static const char* chunk_call(const Expr& value, DType dst_dtype);
 
+// A load in `value` whose indices mention the column variable and not the row's: a per-column
+// operand, the same vector for every row (layer_norm's W and B, rms_norm's W).
+static bool reads_column_operand(const Expr& value, const VarNode* row, const VarNode* col) {
+  bool found = false;
+  for_each_expr(value, [&](const Expr& e) {
+    if (found || !e || e->kind != ExprKind::Load) return;
+    bool r = false, c = false;
+    for (const Expr& ix : as<LoadNode>(e)->indices)
+      for_each_expr(ix, [&](const Expr& x) {
+        if (x && x->kind == ExprKind::Var) r = r || x.get() == row, c = c || x.get() == col;
+      });
+    found = c && !r;
+  });
+  return found;
+}
+
 size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   size_t len = 0;  // the statements of the run starting at k0
   for (size_t j = k0; j < n.body.size() && !len; ++j)
@@ -1475,6 +1491,20 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
   line("using tw_cpu::simd::vf;");
   std::vector<std::string> rows(K), pre(K), neutral(K);
+  // The copy-out's full chunks are rotated (kRotChunks) in a pipeline with an arithmetic-bound
+  // pass (a map with an in-place chunk function), where the loads that 4K-alias its stores stall
+  // the core; the memory-bound norms keep the row order (rotated, rms_norm ran 14% slower from
+  // memory on the AVX2 proxy and no faster natively; docs/performance.md, session 18).
+  bool hot = false;
+  // In the memory-bound norms (no such pass) whose copy-out map reads a per-column operand (W, B),
+  // the copy-out takes its rows in pairs, at every other step, both rows chunk by chunk side by
+  // side: the second row reads the operand's chunk from L1, where one row per step read it from L2
+  // each time (the rows streamed between two steps evict it; each 16 KiB operand stream cost
+  // layer_norm ~10% of its time from memory on a Zen 4 core; docs/performance.md, session 25). The
+  // same values in the same order per row: the same bits. Not with per-row parts (their variables
+  // are per row). Only with AVX-512 (if constexpr tw_cpu::simd::kPairRows; the AVX2 build ran 12%
+  // slower paired, and as slow with the pair's code reduced to one row): elsewhere one row per step.
+  bool pair = false;
   auto combine = [](ReduceKind kind, const std::string& a, const std::string& b) {
     if (kind == ReduceKind::sum) return a + " + " + b;
     return std::string(kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
@@ -1496,6 +1526,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       line("float " + pre[q] + "acc = " + neutral[q] + ";");
       if (rk == ReduceKind::sum && E1 > kSumBlock) line("double " + pre[q] + "d = 0.0;  // the sum of the blocks");
     }
+    bool no_parts = true;
     if (g.st) {  // per-row parts of the map, from what the passes before it finished on this row
       // (the reductions of the passes before it are final on this row; no part reads a tile the
       // run maps into, whose reads the view state of the emission order would misprint here)
@@ -1509,6 +1540,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       }
       std::vector<std::pair<Var, Expr>> parts;
       stages[q].value = row_parts(*g.st, *g.outer, *g.inner, unfinished, parts);
+      no_parts = parts.empty();
       if (!parts.empty()) {
         for (const auto& [v, e] : parts)
           line(row_part_type(e) + " " + bind(v, false) + " = 0;");
@@ -1519,12 +1551,28 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       }
     }
     if (g.kind == kMapCopy) {
-      Idx row = add(db, mul(code(rows[q], true), d.stride[d.dims[0]]));
-      line("float* const tw_out = " + pre[q] + "on ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
-      line("const int64_t tw_h = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
-           "sizeof(float))) : 0;");
+      for (int u = 0; u <= q; ++u)  // the copy-out is the last pass: every value is known here
+        hot = hot || (stages[u].st && chunk_call(stages[u].value, stages[u].st->buffer->dtype));
+      pair = !hot && no_parts && reads_column_operand(stages[q].value, g.outer->var.get(), g.inner->var.get());
       // its full chunks start at a vector boundary of the output (tw_h), in rotated order (kRotChunks)
-      line("const int64_t tw_nf = (" + E1s + " - tw_h) / " + C + ";  // full chunks");
+      auto out_row = [&](const std::string& sfx, const std::string& r, const std::string& on) {
+        Idx row = add(db, mul(code(r, true), d.stride[d.dims[0]]));
+        line("float* const tw_out" + sfx + " = " + on + " ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
+        line("const int64_t tw_h" + sfx + " = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out" + sfx +
+             " & (tw_cpu::simd::kVecBytes - 1)) / sizeof(float))) : 0;");
+        line("const int64_t tw_nf" + sfx + " = (" + E1s + " - tw_h" + sfx + ") / " + C + ";  // full chunks");
+      };
+      out_row("", rows[q], pre[q] + "on");
+      if (pair) {  // rows r - 1 and r at odd r (the last row alone at an even last r), r = this pass's row
+        for (int u = 0; u < 2; ++u) {
+          const std::string U = std::to_string(u), r = pre[q] + "r" + U;
+          line("const int64_t " + r + " = " + rows[q] + (u ? "" : " - 1") + ";");
+          line("const bool " + pre[q] + "on" + U + " = " + r + " >= 0 && " + r + " < " + E0s + " && ((" + rows[q] +
+               " & 1) != 0" + (u ? " || " + rows[q] + " == " + std::to_string(E0 - 1) : "") + ");");
+          out_row(U, r, pre[q] + "on" + U);
+        }
+        line("const int64_t tw_nfp = tw_max(" + pre[q] + "on0 ? tw_nf0 : 0, " + pre[q] + "on1 ? tw_nf1 : 0);");
+      }
       line("int64_t tw_ck = 0;  // full chunks done");
     }
   }
@@ -1550,12 +1598,6 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
         pf_view = b, pf_q = q;
     });
   }
-  // The copy-out's full chunks are rotated (kRotChunks) in a pipeline with an arithmetic-bound
-  // pass (a map with an in-place chunk function), where the loads that 4K-alias its stores stall
-  // the core; the memory-bound norms keep the row order (rotated, rms_norm ran 14% slower from
-  // memory on the AVX2 proxy and no faster natively; docs/performance.md, session 18).
-  bool hot = false;
-  for (const Stage& g : stages) hot = hot || (g.st && chunk_call(g.value, g.st->buffer->dtype));
   if (hot) line("const int64_t tw_rot = tw_nf > " + R + " ? " + R + " : tw_nf / 2;  // the first chunk: half a 4 KiB page on");
   // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
   // A full chunk (full: jn is the literal C) without streaming stores is computed into the output
@@ -1567,10 +1609,10 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   // memory-bound norms each vector reloaded from the buffer before its store (stream_chunk: they
   // ran 12-16% slower from registers; docs/performance.md, session 19).
   static_assert(kOutChunk == 64, "stream_chunk64 streams 64 floats");
-  auto copy_chunk = [&](const Stage& g, const std::string& jn, bool full) {
+  auto copy_chunk = [&](const Stage& g, const std::string& jn, bool full, const std::string& row) {
     line("const int64_t tw_jn = " + jn + ";");
-    line("const int64_t " + bind(g.outer->var, true) + " = " + rows[K - 1] + ";");
-    if (g.st->buffer != pf_view) emit_prefetch_next(g.st->buffer, rows[K - 1]);
+    line("const int64_t " + bind(g.outer->var, true) + " = " + row + ";");
+    if (g.st->buffer != pf_view) emit_prefetch_next(g.st->buffer, row);
     if (full) {
       open("if (!tw_nt)");
       line("float* const tw_o = tw_out + tw_j0;");
@@ -1591,6 +1633,21 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
+    if (g.kind == kMapCopy && pair) {  // the pair's rows, chunk tw_ck of each side by side
+      open("if constexpr (tw_cpu::simd::kPairRows)");
+      open("if (tw_ck < tw_nfp)");
+      for (int u = 0; u < 2; ++u) {
+        const std::string U = std::to_string(u);
+        open("if (" + pre[q] + "on" + U + " && tw_ck < tw_nf" + U + ")");
+        line("float* const tw_out = tw_out" + U + ";");
+        line("const int64_t tw_j0 = tw_h" + U + " + tw_ck * " + C + ";  // row order: no arithmetic-bound pass");
+        copy_chunk(g, C, true, pre[q] + "r" + U);
+        close();
+      }
+      line("++tw_ck;");
+      close();
+      open_else();  // one row per step
+    }
     if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row, rotated
       open("if (" + pre[q] + "on && tw_ck < tw_nf)");
       if (hot) {
@@ -1600,9 +1657,10 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       } else {
         line("const int64_t tw_j0 = tw_h + tw_ck * " + C + ";  // row order: no arithmetic-bound pass");
       }
-      copy_chunk(g, C, true);
+      copy_chunk(g, C, true, rows[K - 1]);
       line("++tw_ck;");
       close();
+      if (pair) close();  // if constexpr
       continue;
     }
     open("if (" + pre[q] + "on)");
@@ -1642,13 +1700,20 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     close();
   }
   close();  // chunks
-  open("if (" + pre[K - 1] + "on)");
-  line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
-  open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
-  line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h + tw_nf * " + C + ";");
-  copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h : " + E1s + " - tw_j0", false);
-  close();
-  close();
+  if (pair) open("if constexpr (tw_cpu::simd::kPairRows)");
+  for (int u = 0; u < (pair ? 3 : 1); ++u) {  // with pairs: the pair's rows, then (else) the one row
+    if (pair && u == 2) open_else();
+    const std::string U = pair && u < 2 ? std::to_string(u) : "";
+    open("if (" + pre[K - 1] + "on" + U + ")");
+    line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
+    if (!U.empty()) line("float* const tw_out = tw_out" + U + ";");
+    open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
+    line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h" + U + " + tw_nf" + U + " * " + C + ";");
+    copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h" + U + " : " + E1s + " - tw_j0", false, U.empty() ? rows[K - 1] : pre[K - 1] + "r" + U);
+    close();
+    close();
+  }
+  if (pair) close();
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
     if (!g.rd) continue;

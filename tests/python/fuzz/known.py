@@ -30,21 +30,6 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
 KNOWN_BUGS = [
-    ("fuzz12-F1", "ascend910b", ("error",), r"a copy whose source is not indexed like the destination",
-     lambda d: d["kind"] == "llm2" and d["llm2"] == "cumsum" and d.get("carry") == "last" and d["axis"] == 1
-     and d["loop"] == "pipelined",
-     "a column of a tile copied into a 1-D tile (cy[i] = x[i, bn - 1]) inside a T.Pipelined loop is "
-     "'not a vector instruction' on ascend910b; the same kernel with T.serial runs (fuzz12 F1, "
-     "test_fuzz_findings_s24.py)", False),
-    ("fuzz13-F3", "ascend910b", ("checker",), r"flag set twice: SetFlag<MTE1_MTE2>",
-     lambda d: d["kind"] == "skip" and d["loop"] == "pipelined" and d["stages"] == 2 and d["cond"] != "none",
-     "a 2-stage T.Pipelined loop of run-time trip count (a flash chain) under a program's if: the MTE1 -> MTE2 "
-     "flag is set twice across programs on ascend910b (fuzz13 F3, test_fuzz_findings_s25.py)", False),
-    ("hunt13-F2", "ascend910b", ("error",), r"blockCount = \d+ \(rows\) is above 4095",
-     lambda d: d["kind"] == "skip" and d["skip"] == "rows" and d["R"] > 4095,
-     "a UB <-> GM copy of more than 4095 rows is a compile error (DataCopyExtParams.blockCount is 12 bits); "
-     "the compiler should issue it in several calls (hunt13 F2, taken by pipecol13: delete this entry when it "
-     "merges)", False),
 ]
 
 

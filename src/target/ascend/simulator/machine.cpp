@@ -649,6 +649,10 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
   RInstr r;
   r.in = bc.instr;
   r.pipe = bc.instr->pipe();
+  // A CrossCoreWaitFlag whose counter is 0 blocks every later instruction of the core, whatever its
+  // pipe template argument (CrossCoreWaitFlag docs, constraints; asc-devkit issue #1613): the scalar
+  // unit waits at issue.
+  if (std::holds_alternative<CrossCoreWaitFlag>(bc.instr->op)) r.pipe = Pipe::S;
   size_t k = 0;
   r.op = build(bc.instr->op, [&](const ir::Expr&) { return eval(bc.exprs[k++], c.slots); });
   // static validation at issue

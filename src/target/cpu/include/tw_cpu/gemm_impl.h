@@ -1019,6 +1019,7 @@ inline void scale_zero(int M, int N, TC* C, long ldc) {
 // resident for the tile programs' fragments); both rows of A (R = 2) share each load of B.
 inline constexpr int kGvK = 8;
 inline constexpr int kGvPf = 24 * 64 / 4;  // prefetch distance in floats: 24 cache lines
+inline constexpr int kLineVecs = simd::kVecBytes < 64 ? 64 / simd::kVecBytes : 1;  // vectors per cache line
 
 // the first r lanes of p (0 < r <= kVF); the other lanes read as 0 and are never touched
 TW_CPU_INLINE simd::vf gv_load_n(const float* p, int r) {
@@ -1039,7 +1040,7 @@ TW_CPU_INLINE void gv_store_n(float* p, simd::vf v, int r) {
 }
 
 // C[i][j .. j + r) += sum over q < G of A(k + q, i) * B[q][j .. j + r), i < R (r = kVF: a full
-// vector, else the first r lanes); kPf: also prefetch pf + q * ldb for each q
+// vector, else the first r lanes); kPf: also prefetch pf + q * ldb for each q (none when pf is null)
 template <int R, int G, bool kFull, bool kPf = false>
 TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float* __restrict b,
                            long ldb, float* __restrict C, long ldc, const float* pf = nullptr) {
@@ -1048,7 +1049,7 @@ TW_CPU_INLINE void gv_step(int j, int r, const simd::vf (&a)[R][G], const float*
   for (int i = 0; i < R; ++i)
     x[i] = kFull ? simd::loadu(C + i * ldc + j) : gv_load_n(C + i * ldc + j, r);
   for (int q = 0; q < G; ++q) {
-    if (kPf) __builtin_prefetch(pf + q * ldb, 0, 2);
+    if (kPf && (kLineVecs == 1 || pf)) __builtin_prefetch(pf + q * ldb, 0, 2);
     const vf bq = kFull ? simd::loadu(b + q * ldb + j) : gv_load_n(b + q * ldb + j, r);
     for (int i = 0; i < R; ++i) x[i] = simd::fma(a[i][q], bq, x[i]);
   }
@@ -1077,9 +1078,13 @@ TW_CPU_INLINE void gv_rows(int p, int nm, int n, const float* __restrict A, long
   if (p > 0) gv_step<R, G, false>(0, p, a, b, ldb, C, ldc);
   const int npf = nm - kGvPf > p ? nm - kGvPf : p;
   int j = p;
-  for (; j < npf; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, b + j + kGvPf);
+  // one prefetch per 64-byte line and row: a vector narrower than a line (AVX2's 32 bytes)
+  // prefetches on every kLineVecs-th step only (each 64 bytes of the range holds one address)
+  for (; j < npf; j += kVF)
+    gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, (j - p) / kVF % kLineVecs ? nullptr : b + j + kGvPf);
   if (next)
-    for (; j < nm; j += kVF) gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, next + (j - npf));
+    for (; j < nm; j += kVF)
+      gv_step<R, G, true, true>(j, kVF, a, b, ldb, C, ldc, (j - npf) / kVF % kLineVecs ? nullptr : next + (j - npf));
   for (; j < nm; j += kVF) gv_step<R, G, true>(j, kVF, a, b, ldb, C, ldc);
   if (nm < n) gv_step<R, G, false>(nm, n - nm, a, b, ldb, C, ldc);
 }

@@ -1,0 +1,54 @@
+// split_cols: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp), after split_rows,
+// before stage_global_copies. It runs a block's rows in column blocks when one row does not fit
+// the AIV's UB (lower_ascend asks for it after split_rows could not make the tiles fit: Qwen2's
+// vocabulary softmax, 151936 float32 = 607744 B per row, UB 196352 B).
+//
+// The columns N are the last dim of the block's largest tile; its column tiles are the tiles whose
+// last dim is N (x (R, N), a weight row w (N,)); the other tiles (row results: max, sum (R,)) are
+// kept whole. The body must be a straight sequence of
+//   - allocs; statements that touch no column tile (lets, maps over the row results, fills);
+//   - copies between a tensor region whose last dim has extent N and a whole column tile, or
+//     between whole column tiles; fills of a whole column tile;
+//   - T.Parallel maps whose loop of extent N indexes every column tile it reads or writes in the
+//     tile's last dim (`x[i, j]`, `w[j]`) and that write only column tiles;
+//   - reductions of a column tile along its last dim into another tile (sum, max, min).
+// The body then runs in phases, each a `for c in serial(K)` over column blocks of Cb columns
+// (K = ceil(N / Cb)): a phase ends where a later statement needs what the phase reduces (softmax:
+// the row max, then the row sum, then the stores: 3 phases, each reading the row from GM once). Each
+// phase recomputes, block by block, the statements its reductions and stores need (the copies from
+// the tensors and the maps since each tile was last written whole), the reductions carrying a
+// running result (filled with the identity before the phase: the sum adds each block's sum, max /
+// min merge, NaN included); stores happen in the phase that computes them. A block past N (the
+// last, when Cb does not divide N) reads zeros and stores nothing; before a reduction its columns
+// past N are set to the reduction's identity. A map's column index used as a value (argmax's
+// `T.where(x[i, j] == best[i], j, N)`) is the column in the row (j + c * Cb). No GM workspace: a
+// body whose column tile would be recomputed after a row result it reads was changed (or with any
+// other statement) is not split, and `why_not` says which statement prevents it.
+//
+// ColSplit reports what the pass found: N, the block width used, the phases, or why not.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+struct ColSplit {
+  int64_t cols = 0;        // N; 0 when the body has no tile
+  int64_t block_cols = 0;  // Cb used (0: not split)
+  int64_t blocks = 0;      // K = ceil(N / Cb)
+  int64_t block_bytes = 0; // bytes of the largest tile in a block
+  int64_t phases = 0;      // loops over the row's column blocks (each reads its inputs once)
+  std::string why_not;     // non-empty: the body cannot run in column blocks
+  ir::Span at;             // the statement why_not is about
+  std::string col_tiles;   // the column tiles' names, for messages ("x, w")
+};
+
+// blocks > 0: split into about that many column blocks (Cb = ceil(N / blocks) rounded up to 64
+// elements); 0: only the analysis (out).
+ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out);
+
+}  // namespace tw::ascend
