@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from fuzz import grammar, known, llm, llm2, reducer, runner
+from fuzz import grammar, known, llm, llm2, reducer, runner, skip
 from fuzz.__main__ import report
 from fuzz.reference import compare, inputs, reference
 
@@ -222,6 +222,72 @@ def test_reducer_simplifies_the_llm2_forms():
             assert all(c["loop"] in ("serial", "pipelined") for c in cands)
         if d["llm2"] == "gqa" and d["layout"] == "paged":
             assert any(c["layout"] == "bshd" for c in cands)
+
+
+SKIP_CORPUS = (0, 1, 5, 6, 20, 21, 25, 26)
+
+
+def test_skip_corpus():
+    """8 programs of the eighteenth stream (fuzz/skip.py; 4 groups, 2 seeds each sharing a kernel, most
+    programs skipped: a gemm of 17-row tiles over 299 programs, a pipelined gemm -> epilogue over 1815, flash-style
+    S = Q K^T, P V with a key loop of run-time extent over 1022, a vector loop of run-time extent over 1458
+    sequences) on both targets; `python -m fuzz --stream skip` runs the rest."""
+    descs = [skip.generate(s) for s in SKIP_CORPUS]
+    assert {d["skip"] for d in descs} >= {"rows", "epi", "flash", "vec"}
+    results = runner.run_programs(descs, jobs=2, timeout=120.0)
+    bad = {descs[i]["seed"]: r for i, r in results.items() if r["status"] in runner.FAILURES}
+    assert not bad, bad
+
+
+def test_skip_stream_covers_its_forms():
+    """The eighteenth stream: not drawn by grammar.generate (the other streams' programs are unchanged);
+    every form, condition, length pattern and loop drawn; grids of 100-2000 programs; copies of more than
+    4095 rows; atomic adds; a group shares its kernel's text."""
+    assert not any(grammar.generate(s)["kind"] == "skip" for s in range(0, 30000, grammar.GROUP))
+    ds = [skip.generate(s) for s in range(1500)]
+    seen = lambda f: {f(d) for d in ds}  # noqa: E731
+    assert seen(lambda d: d["skip"]) == set(skip.FORMS)
+    assert seen(lambda d: (d["skip"], d["cond"])) >= {(f, c) for f in ("epi", "pro", "flash", "vec") for c in skip.CONDS}
+    assert seen(lambda d: (d["skip"], d["loop"], d["stages"])) >= {
+        (f, lp, st) for f in ("epi", "pro", "flash", "vec") for lp in ("serial", "pipelined") for st in (2, 3)}
+    assert seen(lambda d: d["lens"]) == set(skip.LENS)
+    assert seen(lambda d: (d["skip"], d["atomic"])) >= {("epi", True), ("vec", True), ("epi", False)}
+    assert seen(lambda d: d.get("R")) >= {1, 1024, 4095, 4096, 4097, 6000}
+    grids = [d["NB"] * d["B"] if d["skip"] != "vec" else -(-d["D"] // d["bd"]) * d["B"] for d in ds if "B" in d]
+    assert min(grids) >= 100 and max(grids) >= 1000 and max(grids) <= 2000
+    for d in ds[:100]:   # a group shares its text; every tolerance finite; the lengths in range
+        assert grammar.source(d) == grammar.source(skip.generate(d["seed"] // grammar.GROUP * grammar.GROUP))
+        refs, trs = reference(d)
+        for r, tr, (_, _, dt, _) in zip(refs, trs, grammar.checked(d)):
+            atol, _ = llm2.tolerance(tr, dt)
+            assert np.all(np.isfinite(np.broadcast_to(atol, r.shape))), d
+        lens = inputs(d)[grammar.out_index(d)[0] - 1 if grammar.out_index(d) else -2]
+        assert lens.dtype == np.int32 and lens.min() >= 0
+
+
+@pytest.mark.parametrize("form", list(skip.FORMS))
+def test_skip_reference_catches_a_wrong_answer(form):
+    """Each form's comparison passes its own reference and fails it with one written element moved by
+    more than the tolerance, or turned NaN; a program that skips nothing it should leaves no NaN."""
+    d = next(d for d in map(skip.generate, range(0, 3000, 5)) if d["skip"] == form
+             and not np.isnan(reference(d)[0][0]).all())
+    refs, _ = reference(d)
+    got = [np.where(np.isnan(r), 0.0, r) for r in refs]
+    assert compare(d, got) is None
+    idx = tuple(np.argwhere(np.isfinite(refs[0]))[0])
+    bad = [g.copy() for g in got]
+    bad[0][idx] += 0.5 + abs(bad[0][idx])
+    assert compare(d, bad) is not None, d
+    bad[0][idx] = np.nan
+    assert compare(d, bad) is not None, d
+
+
+def test_reducer_simplifies_the_skip_forms():
+    for s in range(0, 400, 5):
+        d = skip.generate(s)
+        cands = reducer.candidates(d)
+        assert all(skip.valid(c) and c != d for c in cands)
+        assert all(c["loop"] in ("serial", "pipelined") for c in cands)
 
 
 def test_source_is_a_real_kernel():

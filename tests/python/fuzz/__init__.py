@@ -7,9 +7,11 @@ numpy reference computed from the same program description (``reference``). A fa
 to a minimal program by delta reduction over the description (``reducer``). Known open bugs are
 listed in one table (``known``). The LLM-kernel forms (online softmax, attention chain, paged reads,
 scatter-add, RoPE) have their grammar, reference and tolerances in one module (``llm``), the
-session 24 forms (split-KV combine, GQA, norms, top-k gating, cumsum) theirs in ``llm2``.
+session 24 forms (split-KV combine, GQA, norms, top-k gating, cumsum) theirs in ``llm2``, the session
+25 skipped-work programs (grids of many programs most of which skip their work by a length read
+from a tensor; tiles of many rows) theirs in ``skip`` (only by ``--stream skip``).
 
-Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J] [--stream llm|llm2]`` from tests/python
+Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J] [--stream llm|llm2|skip]`` from tests/python
 (``make fuzz``).
 The test: tests/python/test_fuzz.py. Documentation: docs/testing.md.
 """

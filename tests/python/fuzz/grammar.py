@@ -149,7 +149,7 @@ only these.
 """
 import random
 
-from . import llm, llm2
+from . import llm, llm2, skip
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -666,6 +666,8 @@ def tensors(d):
         return llm.tensors(d)
     if k == "llm2":
         return llm2.tensors(d)
+    if k == "skip":
+        return skip.tensors(d)
     if d.get("d3"):   # 3-D tiles (fifteenth stream): (H, rows, cols) tensors
         if k == "reduce":
             return [("A", ("H", "M", "N"), d["dt_in"], False),
@@ -1088,6 +1090,8 @@ def source(d):
         return llm.source(d)
     if d["kind"] == "llm2":
         return llm2.source(d)
+    if d["kind"] == "skip":
+        return skip.source(d)
     ts = tensors(d)
     names = sorted({n for _, shape, _, _ in ts for n in shape if isinstance(n, str)})
     lines = ["import tilewright.language as T", ""]
