@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ir/functor.h"
+#include "target/ascend/buffer_sets.h"
 #include "target/ascend/pass_util.h"
 
 namespace tw::ascend {
@@ -15,69 +16,6 @@ namespace tw::ascend {
 namespace {
 
 using Buf = const ir::BufferNode*;
-using BufSet = std::set<Buf>;
-
-bool meets(const BufSet& a, const BufSet& b) {
-  for (auto* x : a)
-    if (b.count(x)) return true;
-  return false;
-}
-
-// Every buffer a statement names.
-BufSet named(const ir::Stmt& s) {
-  struct V : ir::Visitor {
-    BufSet out;
-    void visit_buffer(const ir::Buffer& b) override { out.insert(b.get()); }
-  } v;
-  v.visit(s);
-  return v.out;
-}
-
-// The buffers a statement reads and writes (stores, copy and fill destinations, reduction results
-// write; loads, copy sources, merged reductions read); any other statement kind reads and writes
-// everything it names.
-void reads_writes(const ir::Stmt& s, BufSet& reads, BufSet& writes) {
-  bool other = false;
-  ir::for_each_stmt(s, [&](const ir::Stmt& t) {
-    switch (t->kind) {
-      case ir::StmtKind::Store: writes.insert(ir::as<ir::StoreNode>(t)->buffer.get()); break;
-      case ir::StmtKind::Copy: {
-        auto* c = ir::as<ir::CopyNode>(t);
-        reads.insert(c->src.buffer.get());
-        writes.insert(c->dst.buffer.get());
-        if (c->atomic) reads.insert(c->dst.buffer.get());
-        break;
-      }
-      case ir::StmtKind::Fill: writes.insert(ir::as<ir::FillNode>(t)->dst.buffer.get()); break;
-      case ir::StmtKind::Reduce: {
-        auto* r = ir::as<ir::ReduceNode>(t);
-        reads.insert(r->src.get());
-        writes.insert(r->dst.get());
-        if (!r->clear) reads.insert(r->dst.get());
-        break;
-      }
-      case ir::StmtKind::Seq: case ir::StmtKind::For: case ir::StmtKind::If: case ir::StmtKind::Let:
-      case ir::StmtKind::Alloc: break;
-      default: other = true; break;
-    }
-  });
-  ir::for_each_expr(s, [&](const ir::Expr& e) {
-    if (e->kind == ir::ExprKind::Load) reads.insert(static_cast<const ir::LoadNode*>(e.get())->buffer.get());
-  });
-  if (other)
-    for (auto* b : named(s)) reads.insert(b), writes.insert(b);
-}
-
-bool whole(const ir::Region& r) {
-  auto shape = r.buffer->const_shape();
-  if (!shape) return false;
-  for (size_t d = 0; d < shape->size(); ++d) {
-    auto s = ir::as_const_int(r.starts[d]);
-    auto e = ir::as_const_int(r.extents[d]);
-    if (!s || !e || *s != 0 || *e != (*shape)[d]) return false;
-  }
-  return true;
-}
 
 struct Item {
   enum Kind { Row, Def, Reduce, Store } kind = Row;

@@ -7,60 +7,14 @@
 #include <set>
 
 #include "ir/functor.h"
+#include "target/ascend/buffer_sets.h"
 #include "target/ascend/pass_util.h"
 
 namespace tw::ascend {
 
 namespace {
 
-using BufSet = std::set<const ir::BufferNode*>;
-
 bool is_tile(const ir::Buffer& b) { return b->scope != ir::Scope::global; }
-
-// The buffers a statement reads and writes (a map's stores write, everything else it names reads).
-void reads_writes(const ir::Stmt& s, BufSet& reads, BufSet& writes) {
-  ir::for_each_stmt(s, [&](const ir::Stmt& t) {
-    switch (t->kind) {
-      case ir::StmtKind::Store: writes.insert(ir::as<ir::StoreNode>(t)->buffer.get()); break;
-      case ir::StmtKind::Copy: {
-        auto* c = ir::as<ir::CopyNode>(t);
-        reads.insert(c->src.buffer.get());
-        writes.insert(c->dst.buffer.get());
-        if (c->atomic) reads.insert(c->dst.buffer.get());
-        break;
-      }
-      case ir::StmtKind::Fill: writes.insert(ir::as<ir::FillNode>(t)->dst.buffer.get()); break;
-      case ir::StmtKind::Reduce: {
-        auto* r = ir::as<ir::ReduceNode>(t);
-        reads.insert(r->src.get());
-        writes.insert(r->dst.get());
-        if (!r->clear) reads.insert(r->dst.get());
-        break;
-      }
-      default: break;
-    }
-  });
-  ir::for_each_expr(s, [&](const ir::Expr& e) {
-    if (e->kind == ir::ExprKind::Load) reads.insert(static_cast<const ir::LoadNode*>(e.get())->buffer.get());
-  });
-}
-
-bool meets(const BufSet& a, const BufSet& b) {
-  for (auto* x : a)
-    if (b.count(x)) return true;
-  return false;
-}
-
-bool whole(const ir::Region& r) {
-  auto shape = r.buffer->const_shape();
-  if (!shape) return false;
-  for (size_t d = 0; d < shape->size(); ++d) {
-    auto s = ir::as_const_int(r.starts[d]);
-    auto e = ir::as_const_int(r.extents[d]);
-    if (!s || !e || *s != 0 || *e != (*shape)[d]) return false;
-  }
-  return true;
-}
 
 // The dim of a global tensor's copy region that holds the tile's rows: its first of constant
 // extent other than 1, which must be R. -1 when there is none.
