@@ -167,8 +167,11 @@ def add_one(n, block=128):
         with T.Kernel(T.ceildiv(n, block)) as bx:
             t = T.alloc_fragment((block,), "float32")
             if EDITED:
-                big = T.alloc_fragment((block * 64,), "float32")  # the edit: one row of 65536 floats overflows UB
+                # the edit: one row of 65536 floats overflows UB, and a part-tile copy into it keeps the
+                # compiler from running the row in column blocks (split_cols)
+                big = T.alloc_fragment((block * 64,), "float32")
                 T.fill(big, 1.0)
+                T.copy(A[bx * block], big[0:block])
             T.copy(A[bx * block], t)
             for i in T.Parallel(block):
                 t[i] = t[i] + 1.0

@@ -238,6 +238,7 @@ FACTORY = textwrap.dedent("""
                 big = T.alloc_fragment((block * WIDTH,), "float32")
                 T.copy(A[bx * block], t)
                 T.fill(big, 0.0)
+                T.copy(A[bx * block], big[0:block])
                 for i in T.Parallel(block):
                     t[i] = t[i] + 1.0{extra}
                 T.copy(t, B[bx * block])
@@ -269,7 +270,8 @@ def test_tuning_store_key_covers_the_factory_code(tmp_path, monkeypatch):
 def test_stored_config_that_no_longer_compiles_is_tuned_again(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(at, "tune_dir", lambda: tmp_path / "tune")
     # the factory's source is the same; WIDTH, outside it, grew: one row of 1024 x 64 float32 overflows UB
-    # (not rows the compiler could run in groups: session 24's split_rows)
+    # (not rows the compiler could run in groups: session 24's split_rows; and the part-tile copy into it keeps
+    # the compiler from running the row in column blocks: session 25's split_cols)
     old, new = _factory(tmp_path, "old", width=1), _factory(tmp_path, "new", width=64)
     path = old._store_path({"n": 1024}, "ascend910b")
     assert path == new._store_path({"n": 1024}, "ascend910b")
