@@ -52,7 +52,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from . import _C
-from .errors import TilewrightError
+from .errors import TilewrightError, user_location
 
 __all__ = ["Config", "autotune", "Autotuner", "machine_peaks"]
 
@@ -328,24 +328,16 @@ class _TunePool(cf.ProcessPoolExecutor):
         super().__init__(workers, mp_context=self.context)
 
 
-def _caller_site():
-    """(file, line) of the user's code that called into this module: the first frame outside it."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename == __file__:
-        f = f.f_back
-    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
-
-
 def _main_site():
     """(file, line) of the main script's top-level statement this call runs under (the one to put
     under the guard): the innermost module-level frame of a module named __main__ / __mp_main__;
-    else the caller's line."""
+    else the user's line that called into Tilewright."""
     f = sys._getframe(1)
     while f is not None:
         if f.f_code.co_name == "<module>" and f.f_globals.get("__name__") in ("__main__", "__mp_main__"):
             return f.f_code.co_filename, f.f_lineno
         f = f.f_back
-    return _caller_site()
+    return user_location()
 
 
 _GUARD_HINT = ("put the code that calls it under `if __name__ == \"__main__\":` (Python's spawn start method, which the "
@@ -369,7 +361,7 @@ def _check_may_sweep(name):
                               f"script (the script calls the tuned kernel at its top level)", file, line,
                               hint=_GUARD_HINT)
     if ours:
-        file, line = _caller_site()
+        file, line = user_location()
         raise TilewrightError(f"autotune '{name}': a sweep started inside another sweep's worker process (a factory "
                               f"calls an autotuned kernel with no stored result)", file, line,
                               hint="tune that kernel first (call it once before the outer sweep), or tune with "

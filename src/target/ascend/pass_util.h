@@ -3,7 +3,9 @@
 // plan_memory.h; flag pairs: program.h.)
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -68,5 +70,19 @@ struct ReplaceExprs : ir::Mutator {
     return ir::Mutator::mutate(x);
   }
 };
+
+// The value a reduction of kind k starts from in dtype t: 0, or the lowest / highest value (-inf / +inf
+// for floats; the dtype's range for integers and bool).
+inline ir::Expr reduce_identity(ir::ReduceKind k, ir::DType t, const ir::Span& sp) {
+  const bool is_max = k == ir::ReduceKind::max;
+  if (k == ir::ReduceKind::sum) return t.is_float() ? ir::float_imm(0.0, t, sp) : ir::int_imm(0, t, sp);
+  if (t.is_float()) return ir::float_imm(is_max ? -INFINITY : INFINITY, t, sp);
+  const bool is_unsigned = t.code == ir::DTypeCode::u8 || t.is_bool();
+  const int bits = t.is_bool() ? 1 : t.bits();
+  const int64_t lo = is_unsigned ? 0 : (bits >= 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)));
+  const int64_t hi = bits >= 64 ? std::numeric_limits<int64_t>::max()
+                                : is_unsigned ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
+  return ir::int_imm(is_max ? lo : hi, t, sp);
+}
 
 }  // namespace tw::ascend

@@ -2,8 +2,6 @@
 #include "target/ascend/split_cols.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <map>
 #include <set>
 
@@ -28,12 +26,11 @@ struct Item {
 // Rewrites a column statement for column blocks of `cb` columns starting at `off`.
 struct ColRewrite : ir::Mutator {
   const std::map<Buf, ir::Buffer>& tiles;
-  int64_t n, cb;
+  int64_t cb;
   ir::Expr off;
   const ir::VarNode* col = nullptr;  // a map's column variable
   ir::Var new_col;
-  ColRewrite(const std::map<Buf, ir::Buffer>& t, int64_t n_, int64_t cb_, ir::Expr o)
-      : tiles(t), n(n_), cb(cb_), off(std::move(o)) {}
+  ColRewrite(const std::map<Buf, ir::Buffer>& t, int64_t cb_, ir::Expr o) : tiles(t), cb(cb_), off(std::move(o)) {}
   using ir::Mutator::mutate;
   bool is_col(const ir::Buffer& b) const { return tiles.count(b.get()) > 0; }
   ir::Buffer mutate_buffer(const ir::Buffer& b) override {
@@ -100,17 +97,6 @@ struct ColRewrite : ir::Mutator {
   }
 };
 
-ir::Expr identity(ir::ReduceKind k, ir::DType t, const ir::Span& sp) {
-  const bool is_max = k == ir::ReduceKind::max;
-  if (k == ir::ReduceKind::sum) return t.is_float() ? ir::float_imm(0.0, t, sp) : ir::int_imm(0, t, sp);
-  if (t.is_float()) return ir::float_imm(is_max ? -INFINITY : INFINITY, t, sp);
-  const bool is_unsigned = t.code == ir::DTypeCode::u8 || t.is_bool();
-  const int bits = t.is_bool() ? 1 : t.bits();
-  const int64_t lo = is_unsigned ? 0 : (bits >= 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)));
-  const int64_t hi = bits >= 64 ? std::numeric_limits<int64_t>::max()
-                                : is_unsigned ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
-  return ir::int_imm(is_max ? lo : hi, t, sp);
-}
 
 }  // namespace
 
@@ -156,7 +142,7 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
     tiles[b.get()] = nb;
   }
   ir::Var blk;  // each phase's loop variable (its own)
-  ColRewrite rw(tiles, n, cb, nullptr);
+  ColRewrite rw(tiles, cb, nullptr);
 
   // Classify the statements.
   std::vector<Item> items;
@@ -331,7 +317,7 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
         continue;
       }
       auto* r = ir::as<ir::ReduceNode>(it.s);
-      auto id = identity(r->reduce_kind, r->dst->dtype, it.s->span);
+      auto id = reduce_identity(r->reduce_kind, r->dst->dtype, it.s->span);
       if (r->clear) out_body.push_back(std::make_shared<ir::FillNode>(ir::full_region(r->dst), id, it.s->span));
       const ir::Buffer& src = tiles.at(r->src.get());
       if (n % cb) {  // the last block's columns past N: the reduction's identity
@@ -342,7 +328,7 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
           idx.push_back(vars.back());
         }
         auto inside = ir::binary(ir::BinOp::LT, ir::binary(ir::BinOp::Add, vars.back(), rw.off), C(n), it.s->span);
-        auto val = identity(r->reduce_kind, src->dtype, it.s->span);
+        auto val = reduce_identity(r->reduce_kind, src->dtype, it.s->span);
         ir::Stmt m = std::make_shared<ir::StoreNode>(
             src, idx, ir::select(inside, ir::load(src, idx, it.s->span), val, it.s->span), it.s->span);
         for (size_t d = vars.size(); d-- > 0;)

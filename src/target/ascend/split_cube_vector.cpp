@@ -70,6 +70,9 @@ bool is_cross(const Stmt& s) {
   return (is_cube_scope(a) && b == Scope::UB) || (a == Scope::UB && is_cube_scope(b));
 }
 
+// A tile incarnation's name and scope ("acc_s@UB"): one per core a tile lives on.
+std::string key(const Buffer& b) { return b->name + "@" + std::string(ir::scope_name(b->scope)); }
+
 class Splitter {
  public:
   Splitter(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t) {}
@@ -1004,7 +1007,7 @@ class Splitter {
   bool ub_fits(int64_t extra, int64_t margin) {
     int64_t used = extra;
     for (const auto& [n, m] : mixed_)  // (not an incarnation the walk left unused: a user hand-off's source)
-      if (m.vec && m.vec->scope == Scope::UB && used_.count(m.vec->name + "@" + std::string(ir::scope_name(Scope::UB))))
+      if (m.vec && m.vec->scope == Scope::UB && used_.count(key(m.vec)))
         used += ub_bytes_of(m.vec);
     ir::for_each_stmt(k_->body, [&](const Stmt& x) {
       if (x->kind == StmtKind::Alloc && ir::as<ir::AllocNode>(x)->buffer->scope == Scope::UB)
@@ -1081,7 +1084,7 @@ class Splitter {
       }
       case StmtKind::Alloc: {
         const Buffer& b = ir::as<ir::AllocNode>(s)->buffer;
-        if (!used_.count(b->name + "@" + std::string(ir::scope_name(b->scope)))) return nullptr;  // unused incarnation
+        if (!used_.count(key(b))) return nullptr;  // unused incarnation
         return (b->scope == Scope::UB) == (side == Side::V) ? s : nullptr;
       }
       case StmtKind::Store:
@@ -1106,7 +1109,7 @@ class Splitter {
         if (s && s->kind == StmtKind::Alloc) return;
         ir::Visitor::visit(s);
       }
-      void visit_buffer(const Buffer& b) override { u->insert(b->name + "@" + std::string(ir::scope_name(b->scope))); }
+      void visit_buffer(const Buffer& b) override { u->insert(key(b)); }
       using ir::Visitor::visit;
     } used;
     used.u = &used_;
@@ -1141,11 +1144,12 @@ class Splitter {
     int next_id = static_cast<int>(2 * handoffs_.size());
     Expr lin = lin_block(), sets = block_sets(), total = C(1);
     for (const auto& g : k_->grid) total = ir::arith::mul(total, g);
+    auto n_total = ir::as_const_int(total), n_sets = ir::as_const_int(sets);
+    const bool one_program_per_core = n_total && n_sets && *n_total <= *n_sets;  // nothing to pace
     for (bool to_vector : {true, false}) {
       bool any = false;
       for (const auto* s : handoff_order_) any = any || (handoffs_.at(s).to_vector == to_vector && handoffs_.at(s).maybe_none);
-      auto n_total = ir::as_const_int(total), n_sets = ir::as_const_int(sets);
-      if (!any || (n_total && n_sets && *n_total <= *n_sets)) continue;  // one program per core: nothing to pace
+      if (!any || one_program_per_core) continue;
       if (next_id >= t_.ascend.cross_flag_ids)
         throw ir::Error(std::to_string(handoffs_.size()) + " hand-offs between the Cube and the vector code, some in a loop "
                         "or branch that may run no time, need " + std::to_string(next_id + 1) +
@@ -1188,13 +1192,13 @@ class Splitter {
     ir::for_each_stmt(s, [&](const Stmt& x) {
       if (x->kind != StmtKind::Alloc) return;
       const Buffer& b = ir::as<ir::AllocNode>(x)->buffer;
-      by_name[b->name + "@" + std::string(ir::scope_name(b->scope))] = b;
+      by_name[key(b)] = b;
     });
     struct U : ir::Mutator {
       std::unordered_map<std::string, Buffer>* m;
       Buffer mutate_buffer(const Buffer& b) override {
         if (b->scope == Scope::global) return b;
-        auto it = m->find(b->name + "@" + std::string(ir::scope_name(b->scope)));
+        auto it = m->find(key(b));
         return it == m->end() ? b : it->second;
       }
     } u;

@@ -1,8 +1,6 @@
 // split_rows: a block's body over groups of its rows when its tiles overflow UB (see split_rows.h).
 #include "target/ascend/split_rows.h"
 
-#include <cmath>
-#include <limits>
 #include <map>
 #include <set>
 
@@ -269,10 +267,8 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
           rd->reduce_kind != ir::ReduceKind::sum) {
         if (touched.count(rd->dst.get()) || row_reads.count(rd->dst.get()))
           a.fail("a reduction across the rows into " + q(rd->dst->name) + ", which other statements use before it", s->span);
-        bool is_max = rd->reduce_kind == ir::ReduceKind::max;
         const ir::DType t = rd->dst->dtype;
-        ir::Expr identity = t.is_float() ? ir::float_imm(is_max ? -INFINITY : INFINITY, t, s->span)
-                                         : ir::int_imm(is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(), t, s->span);
+        ir::Expr identity = reduce_identity(rd->reduce_kind, t, s->span);
         if (!t.is_float()) a.fail("a reduction across the rows into the integer tile " + q(rd->dst->name), s->span);
         if (rd->clear) fills.push_back(std::make_shared<ir::FillNode>(ir::full_region(rd->dst), identity, s->span));
         per_group.push_back(std::make_shared<ir::ReduceNode>(rd->src, rd->dst, rd->reduce_kind, rd->axis, false, s->span));
