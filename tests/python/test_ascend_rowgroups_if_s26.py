@@ -161,3 +161,48 @@ def test_condition_on_a_row_tile_stays_the_error():
         tw.compile(main, target=TARGET)
     assert "UB overflow" in str(e.value)
     assert "an `if` whose condition reads 'x', which the block writes" in (e.value.hint or ""), e.value.hint
+
+
+def _gated_with_max(M, dt):
+    """The column max of the block's rows (a max across the rows: merged group by group, so the groups run
+    in a loop in each block) next to an `if` on Lens."""
+    nb = (M + R - 1) // R
+
+    @T.prim_func
+    def main(X: T.Tensor((M, C), dt), Lens: T.Tensor((nb,), "int32"), Y: T.Tensor((M, C), dt),
+             Mx: T.Tensor((nb, C), "float32")):
+        with T.Kernel(nb) as g:
+            x = T.alloc_fragment((R, C), "float32")
+            y = T.alloc_fragment((R, C), "float32")
+            mx = T.alloc_fragment((C,), "float32")
+            T.copy(X[g * R:(g + 1) * R, :], x)
+            T.reduce_max(x, mx, dim=0)
+            if 0 < Lens[g]:
+                for i, j in T.Parallel(R, C):
+                    y[i, j] = x[i, j] * 2.0 + 1.0
+                T.copy(y, Y[g * R:(g + 1) * R, :])
+            T.copy(mx, Mx[g, :])
+    return main
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_rows_grouped_in_a_loop_under_uniform_condition(dt):
+    M = 3 * R - 5
+    rng = np.random.default_rng(27)
+    x = (rng.integers(-8, 9, (M, C)) / 2.0).astype(np_dtype(dt))
+    lens = np.array([2, 0, 1], np.int32)
+    ref = _reference(x, lens, "if")
+    pad = np.zeros((3 * R, C))
+    pad[:M] = x.astype(np.float64)
+    ref_mx = pad.reshape(3, R, C).max(axis=1)  # the tail's rows past M read as 0
+    for target in ("cpu", TARGET):
+        y = np.full((M, C), -7.0, np_dtype(dt))
+        mx = np.zeros((3, C), np.float32)
+        k = tw.compile(_gated_with_max(M, dt), target=target)
+        if target == "cpu":
+            k(x, lens, y, mx)
+        else:
+            run_checked(k, x, lens, y, mx)
+            assert any("the groups in a loop in each block" in n for n in k.notes), k.notes
+        np.testing.assert_array_equal(y.astype(np.float64), ref, err_msg=target)
+        np.testing.assert_array_equal(mx.astype(np.float64), ref_mx, err_msg=target)
