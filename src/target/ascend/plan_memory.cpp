@@ -482,8 +482,19 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
       std::string s;  // the user's tiles (a compiler tile, e.g. P V's partial acc_o_pv, follows its class)
       for (size_t i : live) {
         const BufferDecl& d = p.buffers[items[i].buffer];
-        if (d.temp_of.empty() && (!dims || dims->user.count(d.name)))
-          s += (s.empty() ? "" : ", ") + d.name + " " + shape_str(tile_shape(d, shapes[i]));
+        if (!d.temp_of.empty() || (dims && !dims->user.count(d.name))) continue;
+        std::vector<int64_t> sh = tile_shape(d, shapes[i]);
+        auto it = dims ? dims->dims.find(d.name) : std::map<std::string, std::vector<int>>::const_iterator();
+        const size_t lead = d.stages > 0 ? 1 : 0;
+        bool tied = dims && it != dims->dims.end() && it->second.size() + lead == d.shape.size();
+        for (size_t k = 0; tied && k < it->second.size(); ++k) tied = cls[i][k + lead] == it->second[k];
+        if (tied) {
+          sh.clear();  // the tile as the user wrote it (a vector tile of a mix kernel: each AIV holds part of its rows)
+          for (int c : it->second)
+            sh.push_back(std::find(shrink.begin(), shrink.end(), c) != shrink.end() ? std::max<int64_t>(1, dims->extent[c] >> halvings)
+                                                                                   : dims->extent[c]);
+        }
+        s += (s.empty() ? "" : ", ") + d.name + " " + shape_str(sh);
       }
       if (s.empty()) s = "the tiles halved " + std::to_string(halvings) + " time(s)";
       hint = "a smaller tile that fits: " + s + " (" + std::to_string(tot) + " B)" +
