@@ -108,5 +108,73 @@ TEST(SplitRows, ColumnSumIsNotRowWise) {
   EXPECT_EQ(info.group_rows, 0);
 }
 
+// fuzz13 F2: a condition the same for every row (it reads a tensor the block does not write) runs
+// whole in each group, its row statements rewritten; an `else` and a T.serial loop around too.
+TEST(SplitRows, UniformIfRunsWholeInEachGroup) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], L: global int32[8], Y: global float32[M, 4096] out)
+    grid(bx = ceildiv(M, 8)) {
+  alloc x: fragment float32[8, 4096]
+  for t in serial(0, 2) {
+    if 0 < L[bx * 2 + t] {
+      copy X[bx * 8:+8, 0:+4096] -> x
+    } else {
+      fill x = 0.0
+    }
+  }
+  copy x -> Y[bx * 8:+8, 0:+4096]
+}
+)", "rows.tw");
+  const std::string got = ir::print(split_rows(k, 2, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.group_rows, 2);
+  EXPECT_TRUE(info.as_blocks);
+  EXPECT_NE(got.find("alloc x: fragment float32[2, 4096]"), std::string::npos) << got;
+  EXPECT_NE(got.find("if 0 < L[bx // 4 * 2 + t]"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy X[bx * 2:+2, 0:+4096] -> x"), std::string::npos) << got;
+  EXPECT_NE(got.find("fill x = 0.0"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy x -> Y[bx * 2:+2, 0:+4096]"), std::string::npos) << got;
+}
+
+// A condition on a row tile differs between the groups: not split, the `if` named.
+TEST(SplitRows, IfOnARowTileIsNotSplit) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], Y: global float32[M, 4096] out)
+    grid(bx = ceildiv(M, 8)) {
+  alloc x: fragment float32[8, 4096]
+  copy X[bx * 8:+8, 0:+4096] -> x
+  if 0.0 < x[0, 0] {
+    copy x -> Y[bx * 8:+8, 0:+4096]
+  }
+}
+)", "rows.tw");
+  EXPECT_EQ(ir::print(split_rows(k, 1, &info)), ir::print(k));
+  EXPECT_EQ(info.why_not.rfind("an `if` whose condition reads 'x', which the block writes", 0), 0u) << info.why_not;
+  EXPECT_EQ(info.at.line, 5);
+}
+
+// A statement on another tile inside the `if` runs again in each group: an accumulation into it
+// (not its first, whole write) would add once per group, so the body is not split.
+TEST(SplitRows, AccumulationInsideTheIfIsNotSplit) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], L: global int32[8], Y: global float32[M, 4096] out)
+    grid(bx = ceildiv(M, 8)) {
+  alloc x: fragment float32[8, 4096]
+  alloc w: fragment float32[4096]
+  fill w = 0.0
+  if 0 < L[bx] {
+    for j in parallel(0, 4096) {
+      w[j] = w[j] + 1.0
+    }
+    copy X[bx * 8:+8, 0:+4096] -> x
+    copy x -> Y[bx * 8:+8, 0:+4096]
+  }
+}
+)", "rows.tw");
+  EXPECT_EQ(ir::print(split_rows(k, 1, &info)), ir::print(k));
+  EXPECT_NE(info.why_not.find("(it would run again for each group)"), std::string::npos) << info.why_not;
+  EXPECT_EQ(info.at.line, 7);
+}
+
 }  // namespace
 }  // namespace tw::ascend

@@ -212,13 +212,16 @@ def test_stages_that_do_not_fit_run_with_fewer_and_say_so():
 
 def test_stages_error_only_when_one_stage_does_not_fit():
     """A 128x1024 and a 1024x256 float16 tile need 768 KiB of L1 with one stage: still an error
-    naming the kernel's tiles (without stages: even one does not fit) and a smaller tile; no note."""
+    naming the kernel's tiles (without stages: even one does not fit) and a smaller block_K; no note."""
     with pytest.raises(TilewrightError) as e:
         tw.compile(_big_stages(128, 256, 1024, 3), out_idx=[-1], target=TARGET)
     m, hint = e.value.message, e.value.hint
     assert m.startswith("L1 overflow: A_shared (128x1024 float16, 262144 B), B_shared (1024x256 float16, 524288 B)"), m
     assert "holds 524032 B" in m and e.value.line == _line("@B"), m
-    assert hint.startswith("a smaller tile that fits: A_shared 64x1024, B_shared 512x256"), hint
+    # block_K halved in both tiles (the gemm ties A's columns to B's rows; was "A_shared 64x1024, B_shared 512x256",
+    # tiles that do not multiply: h-hints14)
+    assert hint.startswith("a smaller tile that fits: A_shared 128x512, B_shared 512x256"), hint
+    assert "A_shared's columns, B_shared's rows 1024 -> 512" in hint, hint
     assert "fewer stages" not in hint, hint
 
 

@@ -70,12 +70,11 @@ def rows_kernel(R, C, gate):
     return main
 
 
-@pytest.mark.parametrize("gate", [False, pytest.param(True, marks=pytest.mark.xfail(
-    strict=True, raises=tw.TilewrightError,
-    reason="fuzz13 F2 (low): a program-uniform `if` stops the UB row grouping (docs/ascend.md split_rows)"))])
+@pytest.mark.parametrize("gate", [False, True])
 def test_f2_rows_grouped_under_a_uniform_condition(gate):
-    """2048 rows of 4 do not fit the UB at once (a UB row takes 32 B): the compiler runs them in groups;
-    under `if 0 < Lens[g]` (the same for every row of the program) it does not yet."""
+    """2048 rows of 4 do not fit the UB at once (a UB row takes 32 B): the compiler runs them in groups,
+    under `if 0 < Lens[g]` (the same for every row of the program) too (fixed in session 26 by h-hints14;
+    test_ascend_rowgroups_if_s26.py)."""
     R, C = 2048, 4
     rng = np.random.default_rng(14)
     x = (rng.integers(-8, 9, (2 * R, C)) / 2.0).astype(np.float32)

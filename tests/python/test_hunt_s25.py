@@ -572,8 +572,9 @@ F1 = ("F1 (fixed in session 25 by the lead, h-lead13: the consumer waits for the
 F2 = ("F2 (fixed in session 25 by h-pipecol13: such a copy is several calls of at most 4095 rows): ascend910b: a UB <-> GM copy of a tile of more than 4095 rows is a compile-time error 'DataCopyExtParams."
       "blockCount = 4096 (rows) is above 4095' (moe.align_by_expert at 4096 tokens x top-2 of 8 experts, which "
       "docs/llm-kernels.md says fits); cpu runs it; /work/hunt13-findings.md")
-F3 = ("F3: ascend910b: the L1 overflow hint of paged_decode at head dim 256, page 128, 4 pages per step proposes tiles "
-      "that do not fit together (p 4x512 against k / v 256 rows); /work/hunt13-findings.md")
+F3 = ("F3 (fixed in session 26 by h-hints14: the hint shrinks the dims the kernel ties together, "
+      "test_ascend_capacity_hints_s26.py): ascend910b: the L1 overflow hint of paged_decode at head dim 256, page 128, "
+      "4 pages per step proposed tiles that do not fit together (p 4x512 against k / v 256 rows); /work/hunt13-findings.md")
 
 
 def _varlen_case(seqlens, heads, max_seqlen, target, D=64, dtype="float32"):
@@ -659,7 +660,6 @@ def test_f2_copy_of_4096_rows(M):
     assert np.array_equal(run_checked(copy_through_tile(M, 2, target=TARGET), a), a)
 
 
-@_fails(F3)
 def test_f3_overflow_hint_proposes_consistent_tiles():
     """paged_decode at Gemma's head dim 256 with 128-slot pages and 4 pages per step overflows the AIC's L1 (a clear
     error at the kernel's line); the hint's smaller tiles must still multiply: p's columns = v's rows."""

@@ -2,7 +2,9 @@
 // (split_rows, split_cols).
 #pragma once
 
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "ir/functor.h"
 #include "tilewright/ir.h"
@@ -60,6 +62,66 @@ inline void reads_writes(const ir::Stmt& s, BufSet& reads, BufSet& writes) {
   });
   if (other)
     for (auto* b : named(s)) reads.insert(b), writes.insert(b);
+}
+
+// A body whose top level holds an `if` whose condition is the same for every row and column of the
+// block (it reads no buffer the body writes and no variable of a let whose value does): the
+// statements before and after it go into each branch, the allocs and the lets whose values read
+// nothing the body writes stay in front: [allocs, lets; A; if c {T} else {E}; B] -> front [allocs,
+// lets], branches {A; T; B} and {A; E; B} (no else: {A; B}). nullopt when the first `if` at the
+// body's top level is not such an `if`, or there is none. (split_cols splits each branch.)
+struct PeeledIf {
+  std::vector<ir::Stmt> front;
+  ir::Expr cond;
+  std::vector<ir::Stmt> then_body, else_body;
+  ir::Span span;
+};
+inline std::optional<PeeledIf> peel_uniform_if(const ir::Stmt& body) {
+  BufSet reads, written;
+  reads_writes(body, reads, written);
+  std::set<const ir::VarNode*> varying;  // variables of lets whose values read what the body writes
+  auto uniform = [&](const ir::Expr& e) {
+    bool ok = true;
+    ir::for_each_expr(e, [&](const ir::Expr& x) {
+      if (x->kind == ir::ExprKind::Load && written.count(static_cast<const ir::LoadNode*>(x.get())->buffer.get())) ok = false;
+      if (x->kind == ir::ExprKind::Var && varying.count(static_cast<const ir::VarNode*>(x.get()))) ok = false;
+    });
+    return ok;
+  };
+  PeeledIf out;
+  std::vector<ir::Stmt> before, after;
+  const ir::IfNode* found = nullptr;
+  for (const auto& s : ir::stmts_of(body)) {
+    if (found) {
+      after.push_back(s);
+    } else if (s->kind == ir::StmtKind::Alloc) {
+      out.front.push_back(s);
+    } else if (s->kind == ir::StmtKind::Let) {
+      auto* l = ir::as<ir::LetNode>(s);
+      if (uniform(l->value)) {
+        out.front.push_back(s);
+      } else {
+        varying.insert(l->var.get());
+        before.push_back(s);
+      }
+    } else if (s->kind == ir::StmtKind::If) {
+      if (!uniform(ir::as<ir::IfNode>(s)->cond)) return std::nullopt;
+      found = ir::as<ir::IfNode>(s);
+    } else {
+      before.push_back(s);
+    }
+  }
+  if (!found) return std::nullopt;
+  out.cond = found->cond;
+  out.span = found->span;
+  for (auto* branch : {&out.then_body, &out.else_body}) {
+    *branch = before;
+    const ir::Stmt& b = branch == &out.then_body ? found->then_body : found->else_body;
+    if (b)
+      for (const auto& s : ir::stmts_of(b)) branch->push_back(s);
+    branch->insert(branch->end(), after.begin(), after.end());
+  }
+  return out;
 }
 
 // A region that covers its whole (constant-shaped) buffer.

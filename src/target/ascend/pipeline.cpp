@@ -77,6 +77,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
+  const ir::Kernel user = log.kernel();
   log.run("drop_gemm_bands", drop_gemm_bands);                   // T.gemm bands: the Cube computes whole tiles
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
@@ -93,6 +94,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("infer_scope", with_target(infer_scope));              // shared/fragment -> L1/L0C/UB
   log.run("mark_nan_unobserved", [](const ir::Kernel& k) { return transform::mark_nan_unobserved(k); });  // max/min reductions whose NaN no output sees
   log.run("split_cube_vector", with_target(split_cube_vector));  // C/V code, GM workspaces, cross flags
+  const TileDims dims = tile_dims(log.kernel(), user);           // the tile dims that change together (hints)
   log.run("skew_cube_loops", with_target(skew_cube_loops));      // Cube loops: work before a wait 3 steps ahead
   log.run("rotate_vector_loops", with_target(rotate_vector_loops));  // vector loops: tail after a wait 3 steps late
   log.run("expand_gemm", with_target(expand_gemm));              // gemm on L1 -> L0 loads + mma
@@ -106,7 +108,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   const ProgramStage check{target};  // program passes: verified and recorded like the Tile IR ones
   Program p = log.run("select_instructions", log.kernel(), [&](const ir::Kernel& k) { return select_instructions(k, target, /*auto_sync=*/true); }, check);  // instruction selection
-  p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/true); }, check);  // static addresses with liveness-based reuse
+  p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/true, &dims); }, check);  // static addresses with liveness-based reuse
   p = log.run("insert_sync", p, [&](const Program& q) { return insert_sync(q, target); }, check);  // flags and barriers
   p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls
   p = log.run("select_move_calls", p, [&](const Program& q) { return select_move_calls(q, target); }, check);  // byte-level moves -> the AscendC calls they print as

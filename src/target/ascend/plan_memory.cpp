@@ -330,9 +330,11 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
 }
 
 // The capacity error of memory m: the buffers live together at the peak, the bytes needed, the
-// capacity, and as hint the leading matrix dimension of every buffer halved until it fits.
+// capacity, and as hint smaller tiles that fit: the kernel's dims that change together (dims) halved,
+// one class of them at a time first (see below).
 [[noreturn]] void capacity_error(const Program& p, const target::Target& target, Mem m, const std::vector<Item>& items,
-                                 int64_t used, bool reuse, const std::vector<ir::Span>& spans) {
+                                 int64_t used, bool reuse, const std::vector<ir::Span>& spans, const TileDims* dims,
+                                 const std::vector<std::pair<Mem, std::vector<Item>>>& others) {
   int64_t cap = capacity_of(target.ascend, m), align = buffer_alignment(m);
   // The peak: the position where the live buffers' aligned bytes add up to the most (without
   // reuse every buffer is live throughout).
@@ -395,38 +397,129 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
     tile_cols.insert(d.shape.back());
   }
   auto column_vector = [&](const BufferDecl& d) {
-    return m == Mem::UB && d.stages == 0 && d.shape.size() == 1 && tile_cols.count(d.shape[0]) &&
+    return d.mem == Mem::UB && d.stages == 0 && d.shape.size() == 1 && tile_cols.count(d.shape[0]) &&
            !tile_rows.count(d.shape[0]);
   };
-  std::string hint;
-  for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
-    std::vector<Item> smaller = items;
-    std::vector<std::vector<int64_t>> shapes;
-    for (Item& it : smaller) {
-      const BufferDecl& d = p.buffers[it.buffer];
-      if (!d.temp_of.empty() || column_vector(d)) {  // kept (an upper bound): row-chunk temporaries do not
-        shapes.push_back(d.shape);                     // shrink with the tile
-        continue;
-      }
-      std::vector<int64_t> sh = d.shape;
-      size_t lead = d.stages > 0 ? 1 : 0;  // the stage dim stays
-      size_t dim = sh.size() >= lead + 2 ? sh.size() - 2 : lead;
-      sh[dim] = std::max<int64_t>(1, sh[dim] >> halvings);
-      it.bytes = (m != Mem::UB && sh.size() < 2) ? std::max<int64_t>(512, d.bytes >> halvings)  // implicit gemm L0
-                                                 : tile_bytes(m, d.dtype, sh);
-      shapes.push_back(sh);
+  // The dims that shrink together: the kernel's classes (tile_dims: a gemm's M, K, N, a map's
+  // index, ... change together, so that the proposed tiles still fit one another); a buffer the
+  // kernel does not name as it is (a program built by hand, a tile whose shape a pass changed), its
+  // leading matrix dim in one class with the other such buffers' (all halved together).
+  const int untied = dims ? static_cast<int>(dims->extent.size()) : 0;
+  auto classes = [&](const BufferDecl& d) {  // per dim of its shape: the class (-1: kept)
+    const size_t lead = d.stages > 0 ? 1 : 0;  // the stage dim stays
+    std::vector<int> v(d.shape.size(), -1);
+    if (!d.temp_of.empty()) return v;  // kept (an upper bound): row-chunk temporaries do not shrink with the tile
+    auto it = dims ? dims->dims.find(d.name) : std::map<std::string, std::vector<int>>::const_iterator();
+    bool tied = dims && it != dims->dims.end() && it->second.size() + lead == d.shape.size();
+    for (size_t k = 0; tied && k < it->second.size(); ++k)  // (a vector tile: each AIV's part of the rows)
+      tied = d.shape[k + lead] > 0 && dims->extent[it->second[k]] % d.shape[k + lead] == 0;
+    if (tied) {
+      for (size_t k = 0; k < it->second.size(); ++k) v[k + lead] = it->second[k];
+    } else if (!column_vector(d) && !d.shape.empty()) {
+      v[d.shape.size() >= lead + 2 ? d.shape.size() - 2 : lead] = untied;
     }
-    std::vector<int64_t> offsets;
-    int64_t tot = place(smaller, align, reuse, offsets);
-    if (tot > cap) continue;
-    std::string s;
-    for (size_t i : live)
-      if (p.buffers[items[i].buffer].temp_of.empty())
-        s += (s.empty() ? "" : ", ") + p.buffers[items[i].buffer].name + " " +
-             shape_str(tile_shape(p.buffers[items[i].buffer], shapes[i]));
-    if (s.empty()) s = "the tiles halved " + std::to_string(halvings) + " time(s)";
-    hint = "a smaller tile that fits: " + s + " (" + std::to_string(tot) + " B)" +
-           (reuse ? "" : "; or reuse one buffer for two tiles");
+    return v;
+  };
+  std::vector<std::vector<int>> cls;
+  for (const Item& it : items) cls.push_back(classes(p.buffers[it.buffer]));
+  // The items of mem with the classes in `shrink` halved; shapes (optional): their shapes.
+  auto shrunk = [&](const std::vector<Item>& its, Mem mem, const std::vector<int>& shrink, int halvings,
+                    std::vector<std::vector<int64_t>>* shapes) {
+    std::vector<Item> out = its;
+    for (Item& it : out) {
+      const BufferDecl& d = p.buffers[it.buffer];
+      const std::vector<int> c = classes(d);
+      std::vector<int64_t> sh = d.shape;
+      for (size_t k = 0; k < sh.size(); ++k)
+        if (c[k] >= 0 && std::find(shrink.begin(), shrink.end(), c[k]) != shrink.end())
+          sh[k] = std::max<int64_t>(1, sh[k] >> halvings);
+      if (sh != d.shape)
+        it.bytes = (mem != Mem::UB && sh.size() < 2) ? std::max<int64_t>(512, d.bytes >> halvings)  // implicit gemm L0
+                                                     : tile_bytes(mem, d.dtype, sh);
+      if (shapes) shapes->push_back(sh);
+    }
+    return out;
+  };
+  auto fixed = [&](int c) { return c != untied && dims->fixed[c]; };
+  // The classes of the buffers live at the peak, the most bytes first.
+  std::map<int, int64_t> weight;
+  for (size_t i : live)
+    for (int c : cls[i])
+      if (c >= 0) weight[c] += p.buffers[items[i].buffer].bytes;
+  std::vector<int> order;
+  for (const auto& [c, w] : weight) order.push_back(c);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return weight[a] > weight[b]; });
+  // Tried in turn: one free class, all free classes, one fixed class, all.
+  std::vector<std::vector<int>> tries;
+  std::vector<int> free_all, all;
+  for (int c : order) {
+    if (!fixed(c)) tries.push_back({c}), free_all.push_back(c);
+    all.push_back(c);
+  }
+  if (free_all.size() > 1) tries.push_back(free_all);
+  for (int c : order)
+    if (fixed(c)) tries.push_back({c});
+  if (all.size() > free_all.size() && all.size() > 1) tries.push_back(all);
+  // Each try with 1, 2, ... halvings before the next try (one block size to change, before several).
+  std::string hint;
+  for (const auto& shrink : tries) {
+    for (int halvings = 1; halvings <= 6 && hint.empty(); ++halvings) {
+      std::vector<std::vector<int64_t>> shapes;
+      std::vector<Item> smaller = shrunk(items, m, shrink, halvings, &shapes);
+      bool changed = false;
+      for (size_t i = 0; i < smaller.size(); ++i) changed |= shapes[i] != p.buffers[smaller[i].buffer].shape;
+      if (!changed) break;  // (nothing left to halve)
+      std::vector<int64_t> offsets;
+      int64_t tot = place(smaller, align, reuse, offsets);
+      if (tot > cap) continue;
+      // the other memories fit too with these tiles (a smaller L1 tile whose L0C accumulator still overflows helps not)
+      bool others_fit = true;
+      for (const auto& [om, its] : others) {
+        others_fit &= place(shrunk(its, om, shrink, halvings, nullptr), buffer_alignment(om), reuse, offsets) <=
+                      capacity_of(target.ascend, om);
+      }
+      if (!others_fit) continue;
+      std::string s;  // the user's tiles (a compiler tile, e.g. P V's partial acc_o_pv, follows its class)
+      for (size_t i : live) {
+        const BufferDecl& d = p.buffers[items[i].buffer];
+        if (!d.temp_of.empty() || (dims && !dims->user.count(d.name))) continue;
+        std::vector<int64_t> sh = tile_shape(d, shapes[i]);
+        auto it = dims ? dims->dims.find(d.name) : std::map<std::string, std::vector<int>>::const_iterator();
+        const size_t lead = d.stages > 0 ? 1 : 0;
+        bool tied = dims && it != dims->dims.end() && it->second.size() + lead == d.shape.size();
+        for (size_t k = 0; tied && k < it->second.size(); ++k) tied = cls[i][k + lead] == it->second[k];
+        if (tied) {
+          sh.clear();  // the tile as the user wrote it (a vector tile of a mix kernel: each AIV holds part of its rows)
+          for (int c : it->second)
+            sh.push_back(std::find(shrink.begin(), shrink.end(), c) != shrink.end() ? std::max<int64_t>(1, dims->extent[c] >> halvings)
+                                                                                   : dims->extent[c]);
+        }
+        s += (s.empty() ? "" : ", ") + d.name + " " + shape_str(sh);
+      }
+      if (s.empty()) s = "the tiles halved " + std::to_string(halvings) + " time(s)";
+      hint = "a smaller tile that fits: " + s + " (" + std::to_string(tot) + " B)" +
+             (reuse ? "" : "; or reuse one buffer for two tiles");
+      // the kernel's tied dims that change: named, so that the user changes the block size or loop
+      // extent they come from (paged_decode's keys per step: k's and v's rows, s's and p's columns)
+      for (int c : shrink) {
+        if (c == untied) continue;
+        std::string members;
+        int n = 0;
+        for (const auto& [name, v] : dims->dims)
+          for (size_t k = 0; k < v.size(); ++k) {
+            if (v[k] != c || !dims->user.count(name)) continue;
+            const std::string dim = v.size() == 1 ? "length" : k + 1 == v.size() ? "columns" : k + 2 == v.size() ? "rows"
+                                                                                                    : "dim " + std::to_string(k);
+            if (n++ < 6) members += (members.empty() ? "" : ", ") + name + "'s " + dim;
+          }
+        if (n > 6) members += ", ...";
+        const int64_t e = dims->extent[c];
+        hint += "; " + members + " " + std::to_string(e) + " -> " + std::to_string(std::max<int64_t>(1, e >> halvings)) +
+                (n > 1 ? " (dims the kernel ties: they change together, one block size or loop extent of it)" : "") +
+                (fixed(c) ? " (taken whole from a tensor dim: a loop over its parts in the kernel)" : "");
+      }
+    }
+    if (!hint.empty()) break;
   }
   if (hint.empty()) hint = "use smaller tiles";
   // Tiles staged by T.Pipelined (multi_buffer): the most stages that fit with the tiles as they are.
@@ -475,45 +568,50 @@ int64_t capacity_of(const target::AscendParams& hw, Mem m) {
 }
 
 
-Program plan_memory(const Program& program, const target::Target& target, bool reuse) {
+Program plan_memory(const Program& program, const target::Target& target, bool reuse, const TileDims* dims) {
   Program out = program;
   Walker aic(out), aiv(out);
   if (reuse) {
     aic.walk(out.aic);
     aiv.walk(out.aiv);
   }
+  // whole-buffer liveness first; slot liveness (rule 3) only when that overflows
+  auto items_of = [&](Mem m, bool slots) {
+    const Walker& w = m == Mem::UB ? aiv : aic;
+    std::vector<Item> items;
+    for (size_t b = 0; b < out.buffers.size(); ++b) {
+      const BufferDecl& d = out.buffers[b];
+      if (d.mem != m) continue;
+      Item it{static_cast<int>(b), d.bytes, {}};
+      if (reuse) {
+        int64_t numel = 1;
+        for (auto x : d.shape) numel *= x;
+        int64_t need = m == Mem::UB ? numel * d.dtype.bytes() : d.bytes;
+        it.life = lifetime(w.accesses[b], w.loops, need, slots);
+      } else {
+        it.life = Lifetime{0, 0};  // every buffer live throughout
+      }
+      items.push_back(it);
+    }
+    return items;
+  };
   for (int mi = 0; mi < kNumMems; ++mi) {
     Mem m = static_cast<Mem>(mi);
     if (m == Mem::GM) continue;
-    const Walker& w = m == Mem::UB ? aiv : aic;
-    // whole-buffer liveness first; slot liveness (rule 3) only when that overflows
-    auto items_of = [&](bool slots) {
-      std::vector<Item> items;
-      for (size_t b = 0; b < out.buffers.size(); ++b) {
-        const BufferDecl& d = out.buffers[b];
-        if (d.mem != m) continue;
-        Item it{static_cast<int>(b), d.bytes, {}};
-        if (reuse) {
-          int64_t numel = 1;
-          for (auto x : d.shape) numel *= x;
-          int64_t need = m == Mem::UB ? numel * d.dtype.bytes() : d.bytes;
-          it.life = lifetime(w.accesses[b], w.loops, need, slots);
-        } else {
-          it.life = Lifetime{0, 0};  // every buffer live throughout
-        }
-        items.push_back(it);
-      }
-      return items;
-    };
-    std::vector<Item> items = items_of(false);
+    std::vector<Item> items = items_of(m, false);
     if (items.empty()) continue;
     std::vector<int64_t> offsets;
     int64_t used = place(items, buffer_alignment(m), reuse, offsets);
     if (used > capacity_of(target.ascend, m) && reuse) {
-      items = items_of(true);
+      items = items_of(m, true);
       used = place(items, buffer_alignment(m), reuse, offsets);
     }
-    if (used > capacity_of(target.ascend, m)) capacity_error(out, target, m, items, used, reuse, w.spans);
+    if (used > capacity_of(target.ascend, m)) {
+      std::vector<std::pair<Mem, std::vector<Item>>> others;  // for the hint: the tiles must fit every memory
+      for (int oi = 0; oi < kNumMems; ++oi)
+        if (oi != mi && static_cast<Mem>(oi) != Mem::GM) others.push_back({static_cast<Mem>(oi), items_of(static_cast<Mem>(oi), reuse)});
+      capacity_error(out, target, m, items, used, reuse, (m == Mem::UB ? aiv : aic).spans, dims, others);
+    }
     for (size_t i = 0; i < items.size(); ++i) out.buffers[items[i].buffer].offset = offsets[i];
   }
   // Each core's pool per memory: the end of its last buffer, rounded up to 32 B (the TBuf's size).

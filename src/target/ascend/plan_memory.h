@@ -51,10 +51,15 @@
 // Capacity (both modes): when a memory's placement exceeds the target's capacity the pass throws
 // an ir::Error at the kernel source line of the biggest buffer involved, naming the buffers live
 // together at the peak (all the memory's buffers without reuse), their shapes and sizes, the bytes
-// needed, the capacity of that memory on that chip, and as hint a smaller tile that fits (the
-// leading matrix dimension of every buffer of that memory halved until the placement fits;
-// compiler temporaries keep their size there, as legalize_vector's row chunks do, and so do UB
-// vectors as long as a tile's columns and no tile's rows: a weight row w (N,)). A tile staged
+// needed, the capacity of that memory on that chip, and as hint a smaller tile that fits: with the
+// kernel's tile dims (tile_dims.h: the dims a gemm, a map or a copy ties change together), one free
+// class of them halved (the fewest halvings; the class with the most bytes at the peak first), then
+// all free classes, then one class taken whole from a tensor, then all, until the placement fits, the
+// hint naming the class's dims and their extent ("k's rows, p's columns, ... 512 -> 256"); without
+// them (or for a buffer they do not name with its shape), the leading matrix dimension of every such
+// buffer halved together. Compiler temporaries keep their size there, as legalize_vector's row
+// chunks do, and so do UB vectors as long as a tile's columns and no tile's rows (a weight row w
+// (N,)) when the kernel's dims do not say. A tile staged
 // by T.Pipelined (BufferDecl::stages, multi_buffer) is named with the shape the kernel wrote and
 // its stage count, its stage dim is never halved, and the hint adds the most stages that fit.
 #pragma once
@@ -64,6 +69,7 @@
 #include <vector>
 
 #include "target/ascend/program.h"
+#include "target/ascend/tile_dims.h"
 #include "target/registry.h"
 
 namespace tw::ascend {
@@ -81,7 +87,10 @@ class CapacityError : public ir::Error {
   int64_t needed, capacity, stages;
 };
 
-Program plan_memory(const Program& program, const target::Target& target, bool reuse);
+// dims: the kernel's tile dims that change together (tile_dims), for the capacity error's smaller
+// tiles; null: each buffer's leading matrix dim, all halved together.
+Program plan_memory(const Program& program, const target::Target& target, bool reuse,
+                    const TileDims* dims = nullptr);
 
 // Alignment in bytes of a buffer start in memory m.
 int64_t buffer_alignment(Mem m);

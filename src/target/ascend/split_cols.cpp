@@ -97,10 +97,61 @@ struct ColRewrite : ir::Mutator {
   }
 };
 
+ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out);
 
 }  // namespace
 
+// An `if` the same for every column around the row's statements (peel_uniform_if): each branch
+// (with the statements before and after the `if`) split as a body of its own, the same allocs so
+// the same column blocks; the else branch's column tiles are the then branch's.
 ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
+  auto peeled = peel_uniform_if(kernel->body);
+  if (!peeled) return split_cols_straight(kernel, blocks, out);
+  auto sub = [&](const std::vector<ir::Stmt>& branch, ColSplit* info) {
+    std::vector<ir::Stmt> b;
+    for (const auto& s : peeled->front)
+      if (s->kind == ir::StmtKind::Alloc) b.push_back(s);
+    b.insert(b.end(), branch.begin(), branch.end());
+    return split_cols(std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
+                                                       ir_seq(b, kernel->span), kernel->span, kernel->sub_block_var),
+                      blocks, info);
+  };
+  ColSplit ti, ei;
+  ir::Kernel tk = sub(peeled->then_body, &ti), ek = sub(peeled->else_body, &ei);
+  ColSplit info = !ti.why_not.empty() ? ti : !ei.why_not.empty() ? ei : ti.block_cols > 0 || ei.block_cols == 0 ? ti : ei;
+  info.phases = std::max(ti.phases, ei.phases);
+  if (out) *out = info;
+  if (blocks == 0 || !info.why_not.empty() || info.block_cols == 0) return kernel;
+  struct SameTiles : ir::Mutator {  // the else branch's tiles: the then branch's of the same name
+    std::map<std::string, ir::Buffer> by_name;
+    using ir::Mutator::mutate;
+    ir::Buffer mutate_buffer(const ir::Buffer& b) override {
+      auto it = by_name.find(b->name);
+      return b->scope == ir::Scope::global || it == by_name.end() ? b : it->second;
+    }
+  } same;
+  std::vector<ir::Stmt> body, then_body, else_body;
+  for (const auto& s : ir::stmts_of(tk->body)) {
+    if (s->kind == ir::StmtKind::Alloc) {
+      body.push_back(s);
+      same.by_name[ir::as<ir::AllocNode>(s)->buffer->name] = ir::as<ir::AllocNode>(s)->buffer;
+    } else {
+      then_body.push_back(s);
+    }
+  }
+  for (const auto& s : ir::stmts_of(ek->body))
+    if (s->kind != ir::StmtKind::Alloc) else_body.push_back(same.mutate(s));
+  for (const auto& s : peeled->front)
+    if (s->kind == ir::StmtKind::Let) body.push_back(s);
+  body.push_back(std::make_shared<ir::IfNode>(peeled->cond, ir_seq(then_body, peeled->span),
+                                              else_body.empty() ? nullptr : ir_seq(else_body, peeled->span), peeled->span));
+  return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
+                                          ir_seq(body, kernel->span), kernel->span, kernel->sub_block_var);
+}
+
+namespace {
+
+ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
   ColSplit info;
   auto fail = [&](const std::string& why, const ir::Span& sp) {
     if (info.why_not.empty()) { info.why_not = why; info.at = sp; }
@@ -382,4 +433,5 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
                                           ir_seq(out_body, kernel->span), kernel->span, kernel->sub_block_var);
 }
 
+}  // namespace
 }  // namespace tw::ascend

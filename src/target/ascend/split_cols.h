@@ -25,6 +25,11 @@
 // body whose column tile would be recomputed after a row result it reads was changed (or with any
 // other statement) is not split, and `why_not` says which statement prevents it.
 //
+// A body whose top level holds an `if` whose condition is the same for every column (it reads no
+// tile and nothing the block writes: `if Lens[bx] > 0`, `if bx < n`; buffer_sets.h's
+// peel_uniform_if) is split branch by branch: the statements before and after the `if` go into each
+// branch, each branch is split as a body of its own (nested ifs alike), the same column tiles.
+//
 // ColSplit reports what the pass found: N, the block width used, the phases, or why not.
 #pragma once
 

@@ -13,6 +13,7 @@ namespace tw::ascend {
 namespace {
 
 bool is_tile(const ir::Buffer& b) { return b->scope != ir::Scope::global; }
+bool is_tile_node(const ir::BufferNode* b) { return b->scope != ir::Scope::global; }
 
 // The dim of a global tensor's copy region that holds the tile's rows: its first of constant
 // extent other than 1, which must be R. -1 when there is none.
@@ -123,6 +124,74 @@ void check_row_stmt(const ir::Stmt& s, Analysis& a) {
   }
 }
 
+// An `if`, or a T.serial loop, that holds row statements runs whole in each group.
+bool composite(const ir::Stmt& s) {
+  return s->kind == ir::StmtKind::If ||
+         (s->kind == ir::StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::serial);
+}
+
+// Checks an `if` / T.serial loop that runs whole in each group: its condition (range) is the same
+// for every group (it reads no row tile and nothing the block writes: `if 0 < Lens[g]`), its row
+// statements are row-wise, and its other statements give the same values when run again for each
+// group: lets and copies / fills of a whole tile of other rows that nothing in it touched before (a
+// loop's iteration writes it before reading it), reading no tensor the block writes, storing into
+// no tensor. `seen`: the buffers the statements before s in the outermost such statement touch.
+void check_composite(const ir::Stmt& s, Analysis& a, const BufSet& written, BufSet& seen) {
+  const bool is_if = s->kind == ir::StmtKind::If;
+  const std::string what = is_if ? "an `if`" : "a T.serial loop";
+  auto uniform = [&](const ir::Expr& e, const char* part) {
+    ir::for_each_expr(e, [&](const ir::Expr& x) {
+      if (x->kind != ir::ExprKind::Load) return;
+      auto* b = static_cast<const ir::LoadNode*>(x.get())->buffer.get();
+      if (a.row_tiles.count(b) || written.count(b))
+        a.fail(what + " whose " + part + " reads " + q(b->name) + ", which the block writes (a condition or range "
+                   "the same for every row, e.g. on a tensor of lengths, lets the rows run in groups)",
+               s->span);
+    });
+  };
+  std::vector<std::vector<ir::Stmt>> lists;
+  if (is_if) {
+    auto* f = ir::as<ir::IfNode>(s);
+    uniform(f->cond, "condition");
+    lists.push_back(ir::stmts_of(f->then_body));
+    if (f->else_body) lists.push_back(ir::stmts_of(f->else_body));
+  } else {
+    auto* f = ir::as<ir::ForNode>(s);
+    uniform(f->min, "range");
+    uniform(f->extent, "range");
+    lists.push_back(ir::stmts_of(f->body));
+  }
+  const BufSet before = seen;
+  for (const auto& list : lists) {
+    BufSet here = before;  // the branches each start from what was touched before the `if`
+    for (const auto& t : list) {
+      if (t->kind == ir::StmtKind::Alloc) continue;
+      BufSet r, w;
+      reads_writes(t, r, w);
+      if (composite(t)) {
+        check_composite(t, a, written, here);
+      } else if (touches_rows(t, a.row_tiles)) {
+        check_row_stmt(t, a);
+      } else {  // runs again for each group
+        const std::string again = " inside " + what + " around the rows (it would run again for each group)";
+        for (auto* b : r)
+          if (!is_tile_node(b) && written.count(b)) a.fail("a statement reading " + q(b->name) + ", which the block writes," + again, t->span);
+        if (t->kind == ir::StmtKind::Copy || t->kind == ir::StmtKind::Fill) {
+          const ir::Region& d = t->kind == ir::StmtKind::Copy ? ir::as<ir::CopyNode>(t)->dst : ir::as<ir::FillNode>(t)->dst;
+          if (!is_tile(d.buffer)) a.fail("a store into " + q(d.buffer->name) + again, t->span);
+          else if (!whole(d) || here.count(d.buffer.get()))
+            a.fail("a write of " + q(d.buffer->name) + " that is not its first, whole write" + again, t->span);
+        } else if (t->kind != ir::StmtKind::Let) {
+          a.fail("a " + std::string(ir::stmtkind_name(t->kind)) + " statement on other tiles" + again, t->span);
+        }
+      }
+      for (auto* b : r) here.insert(b);
+      for (auto* b : w) here.insert(b);
+    }
+    for (auto* b : here) seen.insert(b);
+  }
+}
+
 // Rewrites a row statement for G-row tiles at row offset `off`.
 struct RowRewrite : ir::Mutator {
   const std::map<const ir::BufferNode*, ir::Buffer>& tiles;
@@ -135,8 +204,11 @@ struct RowRewrite : ir::Mutator {
   // fold: the scalar unit would compute it at every use)
   const ir::VarNode* bx = nullptr;
   ir::Var bxn;
+  BufSet row_set;
   RowRewrite(const std::map<const ir::BufferNode*, ir::Buffer>& t, int64_t r, int64_t g, ir::Expr o)
-      : tiles(t), rows(r), group(g), off(std::move(o)) {}
+      : tiles(t), rows(r), group(g), off(std::move(o)) {
+    for (const auto& [b, nb] : tiles) row_set.insert(b);
+  }
   using ir::Mutator::mutate;
 
   ir::Buffer mutate_buffer(const ir::Buffer& b) override {
@@ -196,16 +268,29 @@ struct RowRewrite : ir::Mutator {
         auto* f = ir::as<ir::FillNode>(s);
         return std::make_shared<ir::FillNode>(region(f->dst), f->value, s->span);
       }
+      case ir::StmtKind::If: {  // a condition the same for every group: its statements rewritten
+        auto* f = ir::as<ir::IfNode>(s);
+        return std::make_shared<ir::IfNode>(f->cond, list(f->then_body), f->else_body ? list(f->else_body) : nullptr,
+                                            s->span);
+      }
       case ir::StmtKind::For: {
         auto* f = ir::as<ir::ForNode>(s);
+        if (f->for_kind == ir::ForKind::serial)  // a range the same for every group
+          return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, list(f->body), s->span);
         row_var = f->var.get();
         new_var = ir::var(f->var->name, f->var->dtype, f->var->span);
         auto body = mutate(f->body);
         row_var = nullptr;
         return std::make_shared<ir::ForNode>(new_var, f->min, C(group), f->for_kind, f->num_stages, body, s->span);
       }
-      default: return mutate(s);  // a reduction: its buffers
+      default: return mutate(s);  // a reduction, an alloc: its buffers
     }
+  }
+  // The statements of an `if`'s branch or a loop's body: those on rows rewritten, the others as they are.
+  ir::Stmt list(const ir::Stmt& body) {
+    std::vector<ir::Stmt> out;
+    for (const auto& t : ir::stmts_of(body)) out.push_back(touches_rows(t, row_set) ? top(t) : t);
+    return ir_seq(out, body->span);
   }
 };
 
@@ -215,10 +300,15 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   RowSplit info;
   Analysis a;
   auto body = ir::stmts_of(kernel->body);
+  std::vector<ir::Stmt> allocs;  // the block's tiles, at its top or inside an `if` / loop
+  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
+    if (s->kind == ir::StmtKind::Alloc) allocs.push_back(s);
+  });
+  BufSet read_any, written;  // what the block writes (which a condition the same for every group does not read)
+  reads_writes(kernel->body, read_any, written);
   // R: the leading dim of the largest tile of rank >= 2.
   int64_t biggest = 0;
-  for (const auto& s : body) {
-    if (s->kind != ir::StmtKind::Alloc) continue;
+  for (const auto& s : allocs) {
     auto& b = ir::as<ir::AllocNode>(s)->buffer;
     auto shape = b->const_shape();
     if (!shape || shape->size() < 2) continue;
@@ -233,8 +323,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     }
   }
   std::vector<ir::Buffer> row_bufs;
-  for (const auto& s : body) {
-    if (s->kind != ir::StmtKind::Alloc) continue;
+  for (const auto& s : allocs) {
     auto& b = ir::as<ir::AllocNode>(s)->buffer;
     auto shape = b->const_shape();
     if (a.rows > 1 && shape && !shape->empty() && (*shape)[0] == a.rows) {
@@ -281,7 +370,12 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     for (auto* b : r) touched.insert(b);
     for (auto* b : w) touched.insert(b);
     if (touches_rows(s, a.row_tiles)) {
-      check_row_stmt(s, a);
+      if (composite(s)) {
+        BufSet seen;
+        check_composite(s, a, written, seen);
+      } else {
+        check_row_stmt(s, a);
+      }
       if (meets(r, late) || meets(w, late) || meets(w, after_reads))
         a.fail("a statement on the rows after one that needs every row's result", s->span);
       reads_writes(s, row_reads, row_writes);

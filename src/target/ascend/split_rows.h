@@ -17,6 +17,12 @@
 //     `T.reduce_max(rows, any_seen)`), written by nothing before: each group merges its rows into
 //     the result (filled with -inf / +inf before the groups for a clearing reduction), which gives
 //     the same value in any order, NaN included;
+//   - an `if` or a T.serial loop holding such row statements (nested ones too; an `else` too) whose
+//     condition / range is the same for every row: it reads no row tile and nothing the block
+//     writes (`if 0 < Lens[g]`, `for t in T.serial(n)`); it runs whole in each group, its other
+//     statements with it, so those must give the same values each time: lets, and copies / fills
+//     of a whole tile of other rows that nothing in it touched before, reading no tensor the block
+//     writes (a max / min across the rows inside it is not merged: the body stays the error);
 //   - statements that touch no row tile (`T.copy(W, w)`): they run once, before the groups, which
 //     needs that no row statement before them reads what they write or writes what they read; or
 //     after the groups when they read such a merged result (or what such a statement wrote), which
