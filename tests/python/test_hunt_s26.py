@@ -1043,3 +1043,56 @@ def test_middle_dim_of_3d_tile(B, S, D, bb, op, dtype, target):
     (y,) = _run(mid3_reduce(S, D, bb, op, dtype, target=target), target, x)
     red = {"sum": np.sum, "max": np.max, "min": np.min}[op](_f64(x), axis=1)
     _close(y, red * 0.5 + 1.0, (0, 0), f"3-D middle {op} {B}x{S}x{D} bb{bb} {dtype} {target}")
+
+
+# ---------------------------------------------------------------------------------------------
+# hunt14 F5: a gemm -> residual-add epilogue at 128 x 256 / 64 x 512 blocks overflows the UB by
+# 256 B on ascend910b (three 64 KiB vector tiles per AIV); the hint names the compiler's `acc_ub`.
+
+@tw.jit(out_idx=[-1])
+def gemm_residual(M, N, K, bm, bn):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), Rz: T.Tensor((M, N), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            a = T.alloc_shared((bm, K), "float16")
+            b = T.alloc_shared((K, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            r = T.alloc_fragment((bm, bn), "float32")
+            out = T.alloc_fragment((bm, bn), "float32")
+            T.copy(A[by * bm, 0], a)
+            T.copy(B[0, bx * bn], b)
+            T.gemm(a, b, acc, clear_accum=True)
+            T.copy(Rz[by * bm, bx * bn], r)
+            for i, j in T.Parallel(bm, bn):
+                out[i, j] = acc[i, j] * 0.5 + r[i, j]
+            T.copy(out, C[by * bm, bx * bn])
+
+    return main
+
+
+_F5 = _fails("hunt14 F5: gemm + residual epilogue overflows the UB by 256 B on ascend910b", tw.TilewrightError)
+
+
+@pytest.mark.parametrize("target", [pytest.param("cpu"), pytest.param(TARGET, marks=_F5)])
+@pytest.mark.parametrize("M,N,K,bm,bn", [(129, 257, 33, 128, 256), (65, 1000, 17, 64, 512)])
+def test_f5_gemm_residual_epilogue(M, N, K, bm, bn, target):
+    rng = np.random.default_rng(M + N)
+    a = (rng.integers(-4, 5, (M, K)) / 4.0).astype(np.float16)
+    b = (rng.integers(-4, 5, (K, N)) / 4.0).astype(np.float16)
+    rz = rng.integers(-4, 5, (M, N)).astype(np.float32)
+    (c,) = _run(gemm_residual(M, N, K, bm, bn, target=target), target, a, b, rz)
+    # multiples of 1/16: exact in float32 in any order
+    _close(c, (_f64(a) @ _f64(b)) * 0.5 + rz, (0, 0), f"gemm + residual {M}x{N}x{K} {bm}x{bn} {target}")
+
+
+@pytest.mark.parametrize("M,N,K,bm,bn", [(129, 257, 33, 64, 256), (65, 1000, 17, 32, 512)])
+def test_gemm_residual_epilogue_half_block(M, N, K, bm, bn):
+    """F5's alternative: half the rows per block fits and matches cpu and float64 exactly."""
+    rng = np.random.default_rng(M + N)
+    a = (rng.integers(-4, 5, (M, K)) / 4.0).astype(np.float16)
+    b = (rng.integers(-4, 5, (K, N)) / 4.0).astype(np.float16)
+    rz = rng.integers(-4, 5, (M, N)).astype(np.float32)
+    for target in TARGETS:
+        (c,) = _run(gemm_residual(M, N, K, bm, bn, target=target), target, a, b, rz)
+        _close(c, (_f64(a) @ _f64(b)) * 0.5 + rz, (0, 0), f"gemm + residual {M}x{N}x{K} {bm}x{bn} {target}")
