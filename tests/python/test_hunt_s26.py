@@ -1096,3 +1096,159 @@ def test_gemm_residual_epilogue_half_block(M, N, K, bm, bn):
     for target in TARGETS:
         (c,) = _run(gemm_residual(M, N, K, bm, bn, target=target), target, a, b, rz)
         _close(c, (_f64(a) @ _f64(b)) * 0.5 + rz, (0, 0), f"gemm + residual {M}x{N}x{K} {bm}x{bn} {target}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging reductions (`clear=False` into a value the kernel set: a bias, a result changed by a map)
+# with row groups and column blocks.
+
+@tw.jit(out_idx=[-1])
+def merged_reduce(M, N, block_M, op):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Bias: T.Tensor((M,), "float32"), Out: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            s = T.alloc_fragment((block_M,), "float32")
+            T.copy(Bias[bx * block_M], s)
+            T.copy(X[bx * block_M, 0], x)
+            if op == "sum":
+                T.reduce_sum(x, s, dim=1, clear=False)
+            elif op == "max":
+                T.reduce_max(x, s, dim=1, clear=False)
+            elif op == "min":
+                T.reduce_min(x, s, dim=1, clear=False)
+            else:  # max, changed by a map, then merged with the max of 2x
+                T.reduce_max(x, s, dim=1)
+                for i in T.Parallel(block_M):
+                    s[i] = s[i] * 0.5 + 100.0
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = x[i, j] * 2.0
+                T.reduce_max(x, s, dim=1, clear=False)
+            T.copy(s, Out[bx * block_M])
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("op", ["sum", "max", "min", "remerge"])
+@pytest.mark.parametrize("M,N,block_M", [(3, 17, 8), (16, 8193, 8), (3, 65535, 1), (2, 151936, 1)])
+def test_merged_reductions(M, N, block_M, op, target):
+    rng = np.random.default_rng(N)
+    x = rng.integers(-50, 50, (M, N)).astype(np.float32)      # integer sums: exact in float32
+    bias = (rng.integers(-100, 100, M) * 30).astype(np.float32)
+    xf = _f64(x)
+    ref = {"sum": bias + xf.sum(1), "max": np.maximum(bias, xf.max(1)), "min": np.minimum(bias, xf.min(1)),
+           "remerge": np.maximum(xf.max(1) * 0.5 + 100, 2 * xf.max(1))}[op]
+    (got,) = _run(merged_reduce(M, N, block_M, op, target=target), target, x, bias)
+    _close(got, ref, (0, 0), f"merged {op} {M}x{N} bm{block_M} {target}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The row and column indices as values (an index mask from the block's row, `j % 3` as a weight)
+# in row groups and column blocks, a row sum after; T.atomic_add of rows that exceed the UB.
+
+@tw.jit(out_idx=[-2, -1])
+def index_values(M, N, block_M, step):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32"), S: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            s = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = (T.where(j <= (bx * block_M + i) * step, x[i, j], 0.0) * T.cast(j % 3, "float32")
+                           + T.cast(i, "float32"))
+            T.reduce_sum(x, s, dim=1)
+            T.copy(x, Y[bx * block_M, 0])
+            T.copy(s, S[bx * block_M])
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,block_M,step", [(13, 8193, 8, 700), (5, 65535, 2, 20000), (3, 151936, 1, 60000)])
+def test_index_values_wide(M, N, block_M, step, target):
+    x = np.random.default_rng(N).integers(-4, 4, (M, N)).astype(np.float32)
+    r, j = np.arange(M)[:, None], np.arange(N)[None, :]
+    y = np.where(j <= r * step, x, 0) * (j % 3) + (r % block_M)
+    got_y, got_s = _run(index_values(M, N, block_M, step, target=target), target, x)
+    _close(got_y, y.astype(np.float64), (0, 0), f"index values {M}x{N} {target}")
+    _close(got_s, y.sum(1).astype(np.float64), (0, 0), f"index values' sums {M}x{N} {target}")
+
+
+@tw.jit()
+def atomic_rows(M, N, block_M):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            y = T.alloc_fragment((block_M, N), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            for i, j in T.Parallel(block_M, N):
+                y[i, j] = x[i, j] * 2.0
+            T.atomic_add(Y[bx * block_M, 0], y)
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,block_M", [(17, 8193, 8), (3, 65535, 2), (2, 151936, 1)])
+def test_atomic_add_wide_rows(M, N, block_M, target):
+    x = np.random.default_rng(N).integers(-8, 8, (M, N)).astype(np.float32)
+    y = np.ones((M, N), np.float32)
+    _run(atomic_rows(M, N, block_M, target=target), target, x, y)
+    _close(y, 1.0 + 2.0 * _f64(x), (0, 0), f"atomic rows {M}x{N} bm{block_M} {target}")
+
+
+# ---------------------------------------------------------------------------------------------
+# float % and integer // % by a tile of divisors (negative, zero, +-inf, INT_MIN // -1), odd widths.
+
+@tw.jit(out_idx=[2, 5, 6])
+def mod_by_tile(M, N, block_M, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Yd: T.Tensor((M, N), dtype), Z: T.Tensor((M, N), dtype),
+             I: T.Tensor((M, N), "int32"), J: T.Tensor((M, N), "int32"), Q: T.Tensor((M, N), "int32"),
+             R: T.Tensor((M, N), "int32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), dtype)
+            y = T.alloc_fragment((block_M, N), dtype)
+            z = T.alloc_fragment((block_M, N), dtype)
+            a = T.alloc_fragment((block_M, N), "int32")
+            b = T.alloc_fragment((block_M, N), "int32")
+            q = T.alloc_fragment((block_M, N), "int32")
+            r = T.alloc_fragment((block_M, N), "int32")
+            T.copy(X[bx * block_M, 0], x)
+            T.copy(Yd[bx * block_M, 0], y)
+            T.copy(I[bx * block_M, 0], a)
+            T.copy(J[bx * block_M, 0], b)
+            for i, j in T.Parallel(block_M, N):
+                z[i, j] = x[i, j] % y[i, j]
+                q[i, j] = a[i, j] // b[i, j]
+                r[i, j] = a[i, j] % b[i, j]
+            T.copy(z, Z[bx * block_M, 0])
+            T.copy(q, Q[bx * block_M, 0])
+            T.copy(r, R[bx * block_M, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("M,N,block_M,dtype", [(3, 17, 8, "float32"), (7, 100, 4, "float16"), (5, 257, 2, "bfloat16"),
+                                               (2, 8193, 2, "float32"), (1, 65535, 1, "float16")])
+def test_mod_by_tile(M, N, block_M, dtype, target):
+    rng = np.random.default_rng(N)
+    x = (rng.integers(-64, 64, (M, N)) / 4.0).astype(np_dtype(dtype))       # quotients by the divisors below exact
+    y = np.array([0.5, -0.5, 2.0, -4.0, 1.0, -1.0, 8.0, 0.25, np.inf, -np.inf])[rng.integers(0, 10, (M, N))]
+    y = y.astype(np_dtype(dtype))
+    a = rng.integers(-1000, 1000, (M, N)).astype(np.int32)
+    b = rng.integers(-7, 8, (M, N)).astype(np.int32)
+    a[0, :3], b[0, :3] = [-2**31, 2**31 - 1, 5], [-1, 0, 0]                  # INT_MIN // -1 wraps; x // 0 == 0
+    z, q, r = _run(mod_by_tile(M, N, block_M, dtype, target=target), target, x, y, a, b)
+    zref = np.mod(_f64(x), _f64(y))
+    a64, b64 = a.astype(np.int64), np.where(b == 0, 1, b).astype(np.int64)
+    qref = np.where(b == 0, 0, a64 // b64)
+    qref = ((qref + 2**31) % 2**32 - 2**31).astype(np.int32)
+    rref = np.where(b == 0, a64, a64 % b64).astype(np.int32)
+    _close(z, zref, (0, 0), f"x % y {M}x{N} {dtype} {target}")
+    _close(q, qref, (0, 0), f"a // b {M}x{N} {target}")
+    _close(r, rref, (0, 0), f"a % b {M}x{N} {target}")
