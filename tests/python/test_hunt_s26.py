@@ -1252,3 +1252,16 @@ def test_mod_by_tile(M, N, block_M, dtype, target):
     _close(z, zref, (0, 0), f"x % y {M}x{N} {dtype} {target}")
     _close(q, qref, (0, 0), f"a // b {M}x{N} {target}")
     _close(r, rref, (0, 0), f"a % b {M}x{N} {target}")
+
+
+def test_f1_split_run_time_count_ascendc_compiles(tmp_path):
+    """The split copy's AscendC (blockCount `min(n - 4095, 4095)` under `if (... > 0)`) compiles against
+    the stand-in headers (test_ascendc_compile.py's g++ -fsyntax-only)."""
+    import shutil
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not found")
+    import test_ascendc_compile as tac
+    src = first_rows_plus_one(3, 4097, target=TARGET).get_source("ascendc")
+    assert src.count("DataCopyPad(") >= 4, src             # two calls in, two out
+    rc, out = tac.compile_cpp(src, tmp_path)
+    assert rc == 0 and out == "", out
