@@ -922,13 +922,17 @@ TEST(AscendSim, Int32OverflowIsAReport) {
 
 TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
   // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range. A constant count is
-  // select_move_calls' two calls (4095 rows and 1, session 25: no report); a runtime count is the
-  // simulator's report.
+  // select_move_calls' two calls (4095 rows and 1, session 25: no report), and so is a runtime count
+  // whose UB tile holds more than 4095 rows (min(n, 4095) and min(n - 4095, 4095), hunt14 F1); a
+  // DataCopyPad call whose blockCount is 4096 at run time is the simulator's report.
   auto copy = [](Expr n) { return CopyGmToUb{gm(0, C(0)), at(0), DTypeCode::f32, std::move(n), C(4), C(4), C(32)}; };
   auto two = run_aiv({{copy(C(4096)), 51}}, 131072);
   EXPECT_TRUE(two.reports.empty()) << two.summary();
   auto n = ir::var("n");
-  auto big = run_aiv({{copy(n), 51}}, 131072, {{n, 4096}});
+  auto two_rt = run_aiv({{copy(n), 51}}, 131072, {{n, 4096}});
+  EXPECT_TRUE(two_rt.reports.empty()) << two_rt.summary();
+  DataCopyPadGmToUb call{gm(0, C(0)), at(0), DTypeCode::f32, n, C(4), C(0), C(0), true, C(0), C(7), C(0)};
+  auto big = run_aiv({{call, 51}}, 131072, {{n, 4096}});
   const sim::Report* rep = api_report(big, "blockCount 4096");
   ASSERT_NE(rep, nullptr) << big.summary();
   EXPECT_EQ(rep->instrs.at(0).span.line, 51);

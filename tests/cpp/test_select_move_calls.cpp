@@ -341,6 +341,25 @@ TEST(SelectMoveCalls, MoreThan4095RowsAreSeveralCalls) {
   EXPECT_NE(c.find("DataCopy ub2[4095 * 32] <- ub[4095 * 32] float32 blockCount=1 "), std::string::npos) << c;
 }
 
+// A run-time count (a tail's min(4097, M - r0)) whose UB tile holds more than 4095 rows: calls of
+// min(n - 4095 i, 4095) rows, each guarded (a call with no rows is not issued) (hunt14 F1). A
+// count whose tile holds at most 4095 rows stays one call.
+TEST(SelectMoveCalls, RunTimeCountsOfMoreThan4095RowsAreSeveralGuardedCalls) {
+  Rig r;
+  r.p.buffers[r.ub].bytes = 4097 * 32;
+  std::string c = code(select_move_calls(r.with(CopyGmToUb{r.x(), r.at(r.ub), DTypeCode::f32, r.n, C(12), C(12), C(32)}, 24), b2()));
+  EXPECT_NE(c.find("if min(n, 4095) > 0:"), std::string::npos) << c;
+  EXPECT_NE(c.find("DataCopyPad ub[0] <- X[0] float32 blockCount=min(n, 4095) "), std::string::npos) << c;
+  EXPECT_NE(c.find("if min(n - 4095, 4095) > 0:"), std::string::npos) << c;
+  EXPECT_NE(c.find("DataCopyPad ub[4095 * 32] <- X[4095 * 12] float32 blockCount=min(n - 4095, 4095) "), std::string::npos) << c;
+  EXPECT_EQ(c.find("8190"), std::string::npos) << c;  // 4097 rows: two calls
+  c = code(select_move_calls(r.with(CopyUbToGm{r.at(r.ub), r.x(), DTypeCode::f32, r.n, C(12), C(32), C(12)}, 25), b2()));
+  EXPECT_NE(c.find("DataCopyPad X[4095 * 12] <- ub[4095 * 32] float32 blockCount=min(n - 4095, 4095) "), std::string::npos) << c;
+  Rig small;  // 16384 B of 32 B rows: 512 rows, one call
+  c = code(select_move_calls(small.with(CopyGmToUb{small.x(), small.at(small.ub), DTypeCode::f32, small.n, C(12), C(12), C(32)}, 26), b2()));
+  EXPECT_EQ(c.find("4095"), std::string::npos) << c;
+}
+
 TEST(SelectMoveCalls, EveryByteLevelMoveIsReplaced) {
   Rig r;
   Program p = r.p;

@@ -152,23 +152,41 @@ class Selector {
     return out.size() == 1 ? out[0] : seq(std::move(out), span_);
   }
 
-  // A copy of more than 4095 rows (a constant count; DataCopyPad's and DataCopy's blockCount is
-  // 0..4095) is several calls of at most 4095 rows each, one after another on the copy's pipe, each
-  // starting its rows' strides further on both sides (hunt13 F2: a (4096, 2) tile whose rows are
-  // the tokens). nullptr: one call does.
+  // A copy of more than 4095 rows (DataCopyPad's and DataCopy's blockCount is 0..4095) is several
+  // calls of at most 4095 rows each, one after another on the copy's pipe, each starting its rows'
+  // strides further on both sides (hunt13 F2: a (4096, 2) tile whose rows are the tokens). A
+  // run-time count (a tail's `min(4097, M - r0)`, a run-time extent) is bounded by the rows its UB
+  // tile holds: part i copies min(n - 4095 i, 4095) rows, a call with none skipped by its guard
+  // (hunt14 F1). nullptr: one call does.
   template <typename Copy>
   StmtPtr in_parts(const Copy& c, const StmtPtr& s) {
     auto n = ir::as_const_int(c.n_rows);
-    if (!n || *n <= 4095) return nullptr;
+    const int64_t bound = n ? *n : in_part_ ? 0 : ub_rows(c);
+    if (bound <= 4095) return nullptr;
     std::vector<StmtPtr> out;
-    for (int64_t r = 0; r < *n; r += 4095) {
+    in_part_ = true;
+    for (int64_t r = 0; r < bound; r += 4095) {
       Copy part = c;
-      part.n_rows = C(std::min<int64_t>(4095, *n - r));
+      part.n_rows = n ? C(std::min<int64_t>(4095, *n - r))
+                      : ir::binary(BinOp::Min, r ? sub(c.n_rows, C(r)) : c.n_rows, C(4095));
       part.src.offset = add(c.src.offset, mul(C(r), c.src_stride));
       part.dst.offset = add(c.dst.offset, mul(C(r), c.dst_stride));
       out.push_back(select(part, s));
     }
+    in_part_ = false;
     return seq(std::move(out), span_);
+  }
+  bool in_part_ = false;  // selecting a part of a split copy (its run-time count is at most 4095)
+  // The most rows a copy's UB tile holds (its bytes over its constant row stride; 0: unknown).
+  int64_t ub_rows(const LocalRef& at, const Expr& stride) const {
+    auto st = ir::as_const_int(stride);
+    if (!st || *st <= 0 || at.buffer < 0 || at.buffer >= static_cast<int>(p_.buffers.size())) return 0;
+    return p_.buffers[at.buffer].bytes / *st;
+  }
+  int64_t ub_rows(const CopyGmToUb& c) const { return ub_rows(c.dst, c.dst_stride); }
+  int64_t ub_rows(const CopyUbToGm& c) const { return ub_rows(c.src, c.src_stride); }
+  int64_t ub_rows(const CopyUbToUb& c) const {
+    return std::min(ub_rows(c.src, c.src_stride), ub_rows(c.dst, c.dst_stride));
   }
 
   StmtPtr select(const CopyGmToUb& c, const StmtPtr& s) {
