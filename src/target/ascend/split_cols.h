@@ -20,7 +20,17 @@
 // running result (filled with the identity before the phase: the sum adds each block's sum, max /
 // min merge, NaN included); stores happen in the phase that computes them. A block past N (the
 // last, when Cb does not divide N) reads zeros and stores nothing; before a reduction its columns
-// past N are set to the reduction's identity. A map's column index used as a value (argmax's
+// past N are set to the reduction's identity.
+// Online max + sum (softmax, log_softmax, log-sum-exp, cross-entropy): where a phase would close
+// because a map reads the max m it reduces, and that map is `t[i, j] = exp(E - m[i])` (E reading
+// nothing the phase reduces) whose tile t only a sum s (of m's shape) reduces in the rest of the
+// phase, the phase goes on: each block saves m in m_prev, merges its max into m, rescales s to the
+// new max (s = s * exp(m_prev - m), or 0 while m_prev is -inf: the terms so far were exp(-inf -
+// -inf), which the unsplit kernel adds as 0 unless the whole row is -inf, and then the coming blocks
+// add NaN again), then computes t with the new m and adds its sum: one pass for the max and the
+// sum instead of two, as flash attention carries (m, l) along its keys. Checked on the phase's
+// statements (no other reader of m or t, s read by nothing else in the phase), else the two phases.
+// A map's column index used as a value (argmax's
 // `T.where(x[i, j] == best[i], j, N)`) is the column in the row (j + c * Cb). No GM workspace: a
 // body whose column tile would be recomputed after a row result it reads was changed (or with any
 // other statement) is not split, and `why_not` says which statement prevents it.
