@@ -30,6 +30,12 @@
 // add NaN again), then computes t with the new m and adds its sum: one pass for the max and the
 // sum instead of two, as flash attention carries (m, l) along its keys. Checked on the phase's
 // statements (no other reader of m or t, s read by nothing else in the phase), else the two phases.
+// Chan's merged variance (layer_norm): a row sum S (clearing), the row statement `S[i] = S[i] / N`,
+// then a map `t[i, j] = (E - S[i]) * (E - S[i])` whose tile only a sum V reduces: one phase. Each
+// block sums its columns (S_blk_sum), takes its own mean over its nb columns (S_blk_mean), runs the
+// map with that mean and sums it (V_blk, the block's M2), then V += V_blk + (S_blk_mean - S / max(na,
+// 1))^2 * na * nb / (na + nb) and S += S_blk_sum (na: the columns before the block); `S = S / N`
+// runs after the loop as written (never the sum-of-squares form).
 // A map's column index used as a value (argmax's
 // `T.where(x[i, j] == best[i], j, N)`) is the column in the row (j + c * Cb). No GM workspace: a
 // body whose column tile would be recomputed after a row result it reads was changed (or with any
