@@ -135,6 +135,27 @@ TEST(SplitCols, LogSumExpIsOnePhase) {
   EXPECT_EQ(got.find("m_prev"), std::string::npos) << got;
 }
 
+// A reduction across the rows of a column tile into a column tile (hunt14 F3: a sum over the
+// sequence axis): each column on its own, run in its block; one phase, nothing carried.
+TEST(SplitCols, ReductionAcrossTheRowsRunsInItsBlock) {
+  ColSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 1000], Y: global float32[M, 1000] out)
+    grid(bx = M) {
+  alloc x: fragment float32[2, 1000]
+  alloc col: fragment float32[1000]
+  copy X[bx * 2:+2, 0:+1000] -> x
+  reduce sum x -> col axis=0 clear=true
+  copy col -> Y[bx:+1, 0:+1000]
+}
+)", "cols.tw");
+  const std::string got = ir::print(split_cols(k, 3, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.phases, 1) << got;
+  EXPECT_NE(got.find("alloc col: fragment float32[384]"), std::string::npos) << got;
+  EXPECT_NE(got.find("reduce sum x -> col axis=0 clear=true"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy col -> Y[bx:+1, col_blk * 384:+384]"), std::string::npos) << got;
+}
+
 // A row result changed after a map read it: recomputing the map block by block would read the new
 // value; the body is not split and the reason names the map's line.
 TEST(SplitCols, RowResultChangedBeforeTheRecomputeIsNotSplit) {

@@ -216,3 +216,61 @@ def test_exp_tile_read_by_a_store_keeps_the_max_pass():
     ref_e = np.exp(xf - xf.max(axis=1, keepdims=True))
     assert_close(_f64(e), ref_e, atol=TOLERANCES["float32"][0], rtol=TOLERANCES["float32"][1])
     assert_close(_f64(s), ref_e.sum(axis=1), atol=TOLERANCES["float32"][0], rtol=TOLERANCES["float32"][1])
+
+
+@tw.jit(out_idx=[-1])
+def col_reduce(S, N, op, block_N=128, dtype="float32"):
+    """hunt14 F3's kernel (/work/wt-hunt14 tests/python/test_hunt_s26.py): Out[b, n] = op over s
+    of X[b, s, n], the whole S in one tile of block_N columns."""
+    B = T.symbolic("B")
+
+    @T.prim_func
+    def main(X: T.Tensor((B, S, N), dtype), Out: T.Tensor((B, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), B) as (bx, b):
+            x = T.alloc_fragment((S, block_N), "float32")
+            res = T.alloc_fragment((block_N,), "float32")
+            T.copy(X[b, 0:S, bx * block_N:(bx + 1) * block_N], x)
+            if op == "sum":
+                T.reduce_sum(x, res, dim=0)
+            elif op == "max":
+                T.reduce_max(x, res, dim=0)
+            else:  # logsumexp over s
+                e = T.alloc_fragment((S, block_N), "float32")
+                s = T.alloc_fragment((block_N,), "float32")
+                T.reduce_max(x, res, dim=0)
+                for i, j in T.Parallel(S, block_N):
+                    e[i, j] = T.exp(x[i, j] - res[j])
+                T.reduce_sum(e, s, dim=0)
+                for j in T.Parallel(block_N):
+                    res[j] = res[j] + T.log(s[j])
+            T.copy(res, Out[b, bx * block_N])
+
+    return main
+
+
+@pytest.mark.parametrize("B,S,N,op,dtype", [
+    (2, 2, 32001, "sum", "bfloat16"),   # hunt14 F3's reproducers that are wide enough for column blocks
+    (1, 3, 65535, "max", "float32"),
+    (1, 3, 65535, "lse", "float32"),
+    (2, 5, 151936, "sum", "float16"),
+    (1, 4, 152064, "lse", "bfloat16"),
+])
+def test_reduction_across_rows_runs_in_column_blocks(B, S, N, op, dtype):
+    # hunt14 F3: T.reduce_*(x, res, dim=0) of a tile larger than the UB: each column on its own,
+    # so the columns run in blocks with nothing carried (no sum's order changes): one pass
+    x = randn((B, S, N), dtype, scale=2.0, seed=np.random.default_rng(B + S + N))
+    x[0, 0, N - 1] = 9.0  # the tail block
+    k = col_reduce(S, N, op, N, dtype, target=TARGET)
+    assert _passes(k) == 1, k.notes
+    got = _f64(run_checked(k, x))
+    cpu = _f64(col_reduce(S, N, op, N, dtype, target="cpu")(x))
+    xf = _f64(x)
+    if op == "sum":
+        ref, tol = xf.sum(1), (1e-5 * S, 1e-5)
+    elif op == "max":
+        ref, tol = xf.max(1), (0, 0)
+    else:
+        m = xf.max(1)
+        ref, tol = m + np.log(np.exp(xf - m[:, None, :]).sum(1)), TOLERANCES["float32"]
+    assert_close(got, ref, atol=tol[0], rtol=tol[1], msg=f"{op} {B}x{S}x{N} {dtype}")
+    assert_close(got, cpu, atol=tol[0], rtol=tol[1], msg=f"{op} {B}x{S}x{N} {dtype} vs cpu")

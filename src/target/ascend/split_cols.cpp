@@ -94,6 +94,10 @@ struct ColRewrite : ir::Mutator {
         col = nullptr;
         return out;
       }
+      case ir::StmtKind::Reduce: {  // across the rows: the block's columns
+        auto* r = ir::as<ir::ReduceNode>(s);
+        return std::make_shared<ir::ReduceNode>(mutate_buffer(r->src), mutate_buffer(r->dst), r->reduce_kind, r->axis, r->clear, s->span);
+      }
       default: return s;
     }
   }
@@ -188,6 +192,13 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
       }
       case ir::StmtKind::Reduce: {
         auto* r = ir::as<ir::ReduceNode>(s);
+        if (is_col(r->src) && is_col(r->dst) && r->axis + 1 < static_cast<int>(r->src->shape.size())) {
+          // across the rows of a column tile into a column tile (a sum over the sequence axis): each
+          // column on its own, computed in its block like a map
+          it.kind = Item::Def;
+          if (r->clear) it.full.insert(r->dst.get());
+          break;
+        }
         if (!is_col(r->src) || is_col(r->dst) || r->axis + 1 != static_cast<int>(r->src->shape.size()))
           fail("a reduction along a dim other than the columns (T.reduce_" + std::string(ir::reducekind_name(r->reduce_kind)) +
                    " of " + q(r->src->name) + " into " + q(r->dst->name) + ")",

@@ -11,7 +11,9 @@
 //     between whole column tiles; fills of a whole column tile;
 //   - T.Parallel maps whose loop of extent N indexes every column tile it reads or writes in the
 //     tile's last dim (`x[i, j]`, `w[j]`) and that write only column tiles;
-//   - reductions of a column tile along its last dim into another tile (sum, max, min).
+//   - reductions of a column tile along its last dim into another tile (sum, max, min);
+//   - reductions of a column tile across its rows into a column tile (`T.reduce_sum(x, res, dim=0)`
+//     with res (N,)): each column on its own, run in its block like a map (session 26).
 // The body then runs in phases, each a `for c in serial(K)` over column blocks of Cb columns
 // (K = ceil(N / Cb)): a phase ends where a later statement needs what the phase reduces (softmax:
 // the row max, then the row sum, then the stores: 3 phases, each reading the row from GM once). Each
