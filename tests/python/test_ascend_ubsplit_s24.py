@@ -155,6 +155,9 @@ def rowwise_kernel(M, across):
                 T.reduce_sum(y, col, dim=0)
                 for i, j in T.Parallel(R, N):
                     y[i, j] = y[i, j] + col[j]
+                for _ in T.serial(2):  # (without this loop the columns run in blocks since session 26)
+                    for i, j in T.Parallel(R, N):
+                        y[i, j] = y[i, j] * 0.5
             T.copy(y, Y[bx * R, 0])
             T.copy(g, G[bx:bx + 1])
 
@@ -206,6 +209,9 @@ def test_the_smaller_tile_hint_keeps_a_weight_row():
             T.reduce_sum(y, col, dim=0)
             for i, j in T.Parallel(8, N):
                 y[i, j] = y[i, j] + col[j]
+            for _ in T.serial(2):  # (without this loop the columns run in blocks since session 26)
+                for i, j in T.Parallel(8, N):
+                    y[i, j] = y[i, j] * 0.5
             T.copy(y, Y[bx * 8, 0])
 
     with pytest.raises(tw.TilewrightError) as e:
