@@ -8,7 +8,7 @@
 namespace tw::ascend {
 namespace {
 
-// softmax over 1000 columns with a weight row: max, then sum, then the stores.
+// softmax over 1000 columns with a weight row: the max and the sum (online), then the stores.
 const std::string kSoftmax = R"(kernel k(X: global float32[M, 1000], W: global float32[1000], Y: global float32[M, 1000] out)
     grid(bx = M) {
   alloc x: fragment float32[1, 1000]
@@ -33,7 +33,7 @@ const std::string kSoftmax = R"(kernel k(X: global float32[M, 1000], W: global f
 }
 )";
 
-TEST(SplitCols, SoftmaxRunsInThreePhasesOfColumnBlocks) {
+TEST(SplitCols, SoftmaxRunsInTwoPhasesOfColumnBlocks) {
   ColSplit info;
   auto k = ir::parse_kernel(kSoftmax, "cols.tw");
   EXPECT_EQ(ir::print(split_cols(k, 0, &info)), ir::print(k));  // 0: the analysis only
@@ -43,7 +43,7 @@ TEST(SplitCols, SoftmaxRunsInThreePhasesOfColumnBlocks) {
   const std::string got = ir::print(split_cols(k, 3, &info));
   EXPECT_EQ(info.block_cols, 384);  // ceil(1000 / 3) rounded up to 64
   EXPECT_EQ(info.blocks, 3);
-  EXPECT_EQ(info.phases, 3);
+  EXPECT_EQ(info.phases, 2);  // 3 before session 26: the max, the sum, the stores
   EXPECT_NE(got.find("alloc x: fragment float32[1, 384]"), std::string::npos) << got;
   EXPECT_NE(got.find("alloc w: fragment float32[384]"), std::string::npos) << got;
   EXPECT_NE(got.find("fill m = -inf"), std::string::npos) << got;
@@ -51,13 +51,109 @@ TEST(SplitCols, SoftmaxRunsInThreePhasesOfColumnBlocks) {
   EXPECT_NE(got.find("copy X[bx:+1, col_blk * 384:+384] -> x"), std::string::npos) << got;
   EXPECT_NE(got.find("reduce max x -> m axis=1 clear=false"), std::string::npos) << got;
   EXPECT_NE(got.find("reduce sum x -> s axis=1 clear=false"), std::string::npos) << got;
+  // online: the max before the block kept, merged, the sum rescaled to the new max, then exp
+  const size_t prev = got.find("m_prev[r0] = m[r0]"), merge = got.find("reduce max x -> m axis=1 clear=false");
+  const size_t rescale = got.find("s[r0_1] = where(m_prev[r0_1] == -inf, 0.0, s[r0_1] * exp(m_prev[r0_1] - m[r0_1]))");
+  const size_t ex = got.find("x[i, j] = exp(x[i, j] - m[i])"), sum = got.find("reduce sum x -> s");
+  EXPECT_NE(got.find("alloc m_prev: fragment float32[1]"), std::string::npos) << got;
+  ASSERT_NE(rescale, std::string::npos) << got;
+  EXPECT_LT(prev, merge) << got;
+  EXPECT_LT(merge, rescale) << got;
+  EXPECT_LT(rescale, ex) << got;
+  EXPECT_LT(ex, sum) << got;
+  EXPECT_EQ(got.find("copy X[", got.find("copy X[") + 1), got.find("copy X[", sum)) << got;  // one copy in the first phase
   // the tail block (1000 = 2 x 384 + 232): the columns past N get the reduction's identity
   EXPECT_NE(got.find("< 1000, x[c0, c1], -inf)"), std::string::npos) << got;
-  EXPECT_NE(got.find("where(j_2 + col_blk_2 * 384 < 500"), std::string::npos) << got;  // the column in the row
-  EXPECT_NE(got.find("copy x -> Y[bx:+1, col_blk_2 * 384:+384]"), std::string::npos) << got;
+  EXPECT_NE(got.find("where(j_2 + col_blk_1 * 384 < 500"), std::string::npos) << got;  // the column in the row
+  EXPECT_NE(got.find("copy x -> Y[bx:+1, col_blk_1 * 384:+384]"), std::string::npos) << got;
   // w is loaded only in the phase that needs it (the stores)
   size_t first_w = got.find("copy W[");
   EXPECT_GT(first_w, got.find("reduce sum x")) << got;
+}
+
+// The exp tile also stored: the stores need the final max, so the max keeps its own phase.
+TEST(SplitCols, ExpTileReadByAStoreIsNotOnline) {
+  ColSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 1000], E: global float32[M, 1000] out, S: global float32[M] out)
+    grid(bx = M) {
+  alloc x: fragment float32[1, 1000]
+  alloc m: fragment float32[1]
+  alloc s: fragment float32[1]
+  copy X[bx:+1, 0:+1000] -> x
+  reduce max x -> m axis=1 clear=true
+  for i in parallel(0, 1) {
+    for j in parallel(0, 1000) {
+      x[i, j] = exp(x[i, j] - m[i])
+    }
+  }
+  reduce sum x -> s axis=1 clear=true
+  copy x -> E[bx:+1, 0:+1000]
+  copy s -> S[bx:+1]
+}
+)", "cols.tw");
+  const std::string got = ir::print(split_cols(k, 3, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.phases, 2);
+  EXPECT_EQ(got.find("m_prev"), std::string::npos) << got;
+}
+
+// A log-sum-exp with a second reduction in the max's phase (cross-entropy's picked logit): one
+// phase; a sum of exp(x - m) scaled by a tile the phase also reduces is not online (2 phases).
+TEST(SplitCols, LogSumExpIsOnePhase) {
+  const std::string head = R"(kernel k(X: global float32[M, 1000], S: global float32[M] out)
+    grid(bx = M) {
+  alloc x: fragment float32[1, 1000]
+  alloc m: fragment float32[1]
+  alloc s: fragment float32[1]
+  alloc t: fragment float32[1]
+  copy X[bx:+1, 0:+1000] -> x
+  reduce max x -> m axis=1 clear=true
+  reduce sum x -> t axis=1 clear=true
+  for i in parallel(0, 1) {
+    for j in parallel(0, 1000) {
+)";
+  const std::string tail = R"(
+    }
+  }
+  reduce sum x -> s axis=1 clear=true
+  for i in parallel(0, 1) {
+    s[i] = m[i] + log(s[i]) - t[i]
+  }
+  copy s -> S[bx:+1]
+}
+)";
+  ColSplit info;
+  auto k = ir::parse_kernel(head + "      x[i, j] = exp(x[i, j] - m[i])" + tail, "cols.tw");
+  std::string got = ir::print(split_cols(k, 3, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.phases, 1) << got;
+  EXPECT_NE(got.find("s[r0_1] = where(m_prev[r0_1] == -inf"), std::string::npos) << got;
+  auto k2 = ir::parse_kernel(head + "      x[i, j] = exp(x[i, j] - m[i]) * t[i]" + tail, "cols.tw");
+  got = ir::print(split_cols(k2, 3, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.phases, 2) << got;
+  EXPECT_EQ(got.find("m_prev"), std::string::npos) << got;
+}
+
+// A reduction across the rows of a column tile into a column tile (hunt14 F3: a sum over the
+// sequence axis): each column on its own, run in its block; one phase, nothing carried.
+TEST(SplitCols, ReductionAcrossTheRowsRunsInItsBlock) {
+  ColSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 1000], Y: global float32[M, 1000] out)
+    grid(bx = M) {
+  alloc x: fragment float32[2, 1000]
+  alloc col: fragment float32[1000]
+  copy X[bx * 2:+2, 0:+1000] -> x
+  reduce sum x -> col axis=0 clear=true
+  copy col -> Y[bx:+1, 0:+1000]
+}
+)", "cols.tw");
+  const std::string got = ir::print(split_cols(k, 3, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.phases, 1) << got;
+  EXPECT_NE(got.find("alloc col: fragment float32[384]"), std::string::npos) << got;
+  EXPECT_NE(got.find("reduce sum x -> col axis=0 clear=true"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy col -> Y[bx:+1, col_blk * 384:+384]"), std::string::npos) << got;
 }
 
 // A row result changed after a map read it: recomputing the map block by block would read the new

@@ -83,9 +83,9 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   log.run("serial_maps", with_target(serial_maps));              // serial loop nests that are maps -> T.Parallel
   split_rows(log.kernel(), 0, &rows);                            // can the rows run in groups?
+  split_cols(log.kernel(), 0, &cols);                            // can a row run in column blocks? (the body as written)
   if (row_step > 0)
     log.run("split_rows", [&](const ir::Kernel& k) { return split_rows(k, row_step, &rows); });  // rows in groups that fit UB
-  split_cols(log.kernel(), 0, &cols);                            // can a row run in column blocks?
   if (col_blocks > 0)
     log.run("split_cols", [&](const ir::Kernel& k) { return split_cols(k, col_blocks, &cols); });  // a row in column blocks that fit UB
   log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles

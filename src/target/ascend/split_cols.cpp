@@ -2,6 +2,8 @@
 #include "target/ascend/split_cols.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -91,6 +93,10 @@ struct ColRewrite : ir::Mutator {
         auto out = mutate(s);
         col = nullptr;
         return out;
+      }
+      case ir::StmtKind::Reduce: {  // across the rows: the block's columns
+        auto* r = ir::as<ir::ReduceNode>(s);
+        return std::make_shared<ir::ReduceNode>(mutate_buffer(r->src), mutate_buffer(r->dst), r->reduce_kind, r->axis, r->clear, s->span);
       }
       default: return s;
     }
@@ -237,6 +243,13 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
       }
       case ir::StmtKind::Reduce: {
         auto* r = ir::as<ir::ReduceNode>(s);
+        if (is_col(r->src) && is_col(r->dst) && r->axis + 1 < static_cast<int>(r->src->shape.size())) {
+          // across the rows of a column tile into a column tile (a sum over the sequence axis): each
+          // column on its own, computed in its block like a map
+          it.kind = Item::Def;
+          if (r->clear) it.full.insert(r->dst.get());
+          break;
+        }
         if (!is_col(r->src) || is_col(r->dst) || r->axis + 1 != static_cast<int>(r->src->shape.size()))
           fail("a reduction along a dim other than the columns (T.reduce_" + std::string(ir::reducekind_name(r->reduce_kind)) +
                    " of " + q(r->src->name) + " into " + q(r->dst->name) + ")",
@@ -305,123 +318,429 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
     items.push_back(it);
   }
 
-  // Phases.
+  // A map `t[i.., j] = exp(E - m[i..])` (one store, E reading none of `avoid`): m's buffer, else null.
+  auto exp_of_max = [&](const ir::Stmt& s, const BufSet& avoid, ir::Buffer* t) -> Buf {
+    ir::Stmt st = s;
+    std::vector<const ir::VarNode*> vars;
+    while (st->kind == ir::StmtKind::For) {
+      auto* f = ir::as<ir::ForNode>(st);
+      vars.push_back(f->var.get());
+      auto b = ir::stmts_of(f->body);
+      if (b.size() != 1) return nullptr;
+      st = b[0];
+    }
+    if (st->kind != ir::StmtKind::Store) return nullptr;
+    auto* store = ir::as<ir::StoreNode>(st);
+    auto* call = store->value->kind == ir::ExprKind::Call ? static_cast<const ir::CallNode*>(store->value.get()) : nullptr;
+    if (!call || call->fn != ir::MathFn::exp) return nullptr;
+    auto* sub = call->args[0]->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(call->args[0].get()) : nullptr;
+    if (!sub || sub->op != ir::BinOp::Sub || sub->b->kind != ir::ExprKind::Load) return nullptr;
+    auto* ml = static_cast<const ir::LoadNode*>(sub->b.get());
+    // m is indexed by the store's leading indices (each a loop variable): m[i] belongs to row i
+    if (ml->indices.size() + 1 != store->indices.size() || vars.size() != store->indices.size()) return nullptr;
+    for (size_t d = 0; d < store->indices.size(); ++d)
+      if (store->indices[d].get() != vars[d] || (d + 1 < store->indices.size() && ml->indices[d].get() != vars[d]))
+        return nullptr;
+    bool clean = true;
+    ir::for_each_expr(sub->a, [&](const ir::Expr& e) {
+      if (e->kind == ir::ExprKind::Load && avoid.count(static_cast<const ir::LoadNode*>(e.get())->buffer.get())) clean = false;
+    });
+    if (!clean) return nullptr;
+    *t = store->buffer;
+    return ml->buffer.get();
+  };
+
+  // A map over a row result `S[i..] = S[i..] / N` (the mean of a row sum): S's buffer, else null.
+  auto mean_of_sum = [&](const ir::Stmt& s) -> Buf {
+    ir::Stmt st = s;
+    while (st->kind == ir::StmtKind::For) {
+      auto b = ir::stmts_of(ir::as<ir::ForNode>(st)->body);
+      if (b.size() != 1) return nullptr;
+      st = b[0];
+    }
+    if (st->kind != ir::StmtKind::Store) return nullptr;
+    auto* store = ir::as<ir::StoreNode>(st);
+    auto* div = store->value->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(store->value.get()) : nullptr;
+    if (!div || div->op != ir::BinOp::Div || div->a->kind != ir::ExprKind::Load) return nullptr;
+    auto* ld = static_cast<const ir::LoadNode*>(div->a.get());
+    if (ld->buffer != store->buffer || ir::print(div->a) != ir::print(ir::load(store->buffer, store->indices))) return nullptr;
+    ir::Expr d = div->b;
+    if (d->kind == ir::ExprKind::Cast) d = static_cast<const ir::CastNode*>(d.get())->value;
+    auto ci = ir::as_const_int(d);
+    const bool is_n = (ci && *ci == n) || (d->kind == ir::ExprKind::FloatImm && static_cast<const ir::FloatImmNode*>(d.get())->value == double(n));
+    return is_n && store->buffer->dtype.is_float() ? store->buffer.get() : nullptr;
+  };
+  // A map `t[i.., j] = (E - S[i..]) * (E - S[i..])` (E reading none of `avoid`): t, else null.
+  auto square_of = [&](const ir::Stmt& s, Buf S, const BufSet& avoid) -> ir::Buffer {
+    ir::Stmt st = s;
+    std::vector<const ir::VarNode*> vars;
+    while (st->kind == ir::StmtKind::For) {
+      auto* f = ir::as<ir::ForNode>(st);
+      vars.push_back(f->var.get());
+      auto b = ir::stmts_of(f->body);
+      if (b.size() != 1) return nullptr;
+      st = b[0];
+    }
+    if (st->kind != ir::StmtKind::Store) return nullptr;
+    auto* store = ir::as<ir::StoreNode>(st);
+    auto* mul = store->value->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(store->value.get()) : nullptr;
+    if (!mul || mul->op != ir::BinOp::Mul || !ir::structural_equal(mul->a, mul->b) || mul->a->kind != ir::ExprKind::Binary) return nullptr;
+    auto* sub = static_cast<const ir::BinaryNode*>(mul->a.get());
+    if (sub->op != ir::BinOp::Sub || sub->b->kind != ir::ExprKind::Load) return nullptr;
+    auto* ml = static_cast<const ir::LoadNode*>(sub->b.get());
+    if (ml->buffer.get() != S || ml->indices.size() + 1 != store->indices.size() || vars.size() != store->indices.size()) return nullptr;
+    for (size_t d = 0; d < store->indices.size(); ++d)
+      if (store->indices[d].get() != vars[d] || (d + 1 < store->indices.size() && ml->indices[d].get() != vars[d]))
+        return nullptr;
+    bool clean = true;
+    ir::for_each_expr(sub->a, [&](const ir::Expr& e) {
+      if (e->kind == ir::ExprKind::Load && avoid.count(static_cast<const ir::LoadNode*>(e.get())->buffer.get())) clean = false;
+    });
+    return clean ? store->buffer : nullptr;
+  };
+  struct Swap : ir::Mutator {  // loads of one buffer read another
+    Buf from;
+    ir::Buffer to;
+    ir::Buffer mutate_buffer(const ir::Buffer& b) override { return b.get() == from ? to : b; }
+  };
+
+  // Phases. A phase closes where a column statement reads what it reduces, except at `fuse`: there
+  // a max m read only as `exp(x - m)` summed (an exp map's position), or a row sum's mean (the row
+  // statement's position) whose squares are summed, continues the phase (see split_cols.h); `bad`
+  // gets the positions whose phase breaks the rule; `triggers` the candidates of a plain build.
   std::vector<ir::Stmt> out_body;
-  std::vector<size_t> pending;  // sinks (reductions, stores) of the open phase
-  std::map<Buf, std::vector<size_t>> write_pos;  // non-column buffers: where they were written
-  auto slice = [&]() {
-    std::set<size_t> in;
-    BufSet needed;
-    std::set<size_t> sinks(pending.begin(), pending.end());
-    for (size_t p = pending.empty() ? 0 : pending.back() + 1; p-- > 0;) {
-      const Item& it = items[p];
-      bool take = sinks.count(p) > 0;
-      if (it.kind == Item::Def)
-        for (auto* b : it.writes) take |= needed.count(b) > 0;
-      if (!take) continue;
-      in.insert(p);
-      for (auto* b : it.full) needed.erase(b);
-      for (auto* b : it.reads)
-        if (cols.count(b)) needed.insert(b);
-    }
-    return in;
-  };
-  auto phase_rw = [&](BufSet& r, BufSet& w) {
-    for (size_t p : slice()) {
-      r.insert(items[p].reads.begin(), items[p].reads.end());
-      w.insert(items[p].writes.begin(), items[p].writes.end());
-    }
-  };
-  auto flush = [&]() {
-    if (pending.empty()) return;
-    auto in = slice();
-    blk = ir::var("col_blk", ir::kIndexType, kernel->span);
-    rw.off = ir::binary(ir::BinOp::Mul, blk, C(cb));
-    // each statement replayed reads the non-column buffers as they were at its line
-    for (size_t p : in) {
-      for (auto* b : items[p].reads) {
-        if (cols.count(b) || !write_pos.count(b)) continue;
-        for (size_t w : write_pos.at(b)) {
-          if (w <= p) continue;
-          bool same_store = false;  // an in-place store (the same tensor region) of this phase
-          if (items[w].kind == Item::Store && items[p].kind == Item::Def && items[p].s->kind == ir::StmtKind::Copy &&
-              std::count(pending.begin(), pending.end(), w)) {
-            auto* ld = ir::as<ir::CopyNode>(items[p].s);
-            auto* st = ir::as<ir::CopyNode>(items[w].s);
-            same_store = ld->src.buffer == st->dst.buffer && ld->src.starts.size() == st->dst.starts.size();
-            for (size_t d = 0; same_store && d < ld->src.starts.size(); ++d)
-              same_store = ir::structural_equal(ld->src.starts[d], st->dst.starts[d]);
-          }
-          if (!same_store)
-            fail("a column tile recomputed block by block would read " + q(b->name) + " after line " +
-                     std::to_string(items[w].s->span.line) + " changed it (each row block runs the statements " +
-                     "from the tensors again; a GM workspace for the row is not made)",
-                 items[p].s->span);
+  auto build = [&](const std::set<size_t>& fuse, std::vector<size_t>* triggers, std::set<size_t>* bad) {
+    out_body.clear();
+    info.phases = 0;
+    std::vector<size_t> pending;  // sinks (reductions, stores) of the open phase
+    size_t fused = SIZE_MAX;       // the open phase's fused break
+    bool chan = false, chan_map = false;  // the fused break is a mean (and the map of its squares was met)
+    std::vector<ir::Stmt> deferred;  // the mean's row statement: after the fused phase
+    std::map<Buf, std::vector<size_t>> write_pos;  // non-column buffers: where they were written
+    auto slice = [&]() {
+      std::set<size_t> in;
+      BufSet needed;
+      std::set<size_t> sinks(pending.begin(), pending.end());
+      for (size_t p = pending.empty() ? 0 : pending.back() + 1; p-- > 0;) {
+        const Item& it = items[p];
+        bool take = sinks.count(p) > 0;
+        if (it.kind == Item::Def)
+          for (auto* b : it.writes) take |= needed.count(b) > 0;
+        if (!take) continue;
+        in.insert(p);
+        for (auto* b : it.full) needed.erase(b);
+        for (auto* b : it.reads)
+          if (cols.count(b)) needed.insert(b);
+      }
+      return in;
+    };
+    auto phase_rw = [&](BufSet& r, BufSet& w) {
+      for (size_t p : slice()) {
+        r.insert(items[p].reads.begin(), items[p].reads.end());
+        w.insert(items[p].writes.begin(), items[p].writes.end());
+      }
+    };
+    // The fused phase's online pairs: each max m (reduced before `t`) -> the sums of exp(x - m).
+    auto online = [&](const std::set<size_t>& in, size_t t, std::map<Buf, std::vector<ir::Buffer>>& tied) {
+      BufSet before;                // what the phase reduces before t
+      std::map<Buf, size_t> maxes;  // its plain float maxes, by the reduction's position
+      for (size_t p : pending) {
+        if (p >= t || items[p].kind != Item::Reduce) continue;
+        auto* r = ir::as<ir::ReduceNode>(items[p].s);
+        before.insert(r->dst.get());
+        if (r->reduce_kind == ir::ReduceKind::max && r->clear && r->dst->dtype.is_float()) maxes[r->dst.get()] = p;
+      }
+      for (size_t p : in) {
+        if (p < t || !meets(items[p].reads, before)) continue;
+        ir::Buffer tile;
+        Buf m = map_cols.count(p) ? exp_of_max(items[p].s, before, &tile) : nullptr;
+        if (!m || !maxes.count(m)) return false;
+        bool summed = false;
+        for (size_t u : in) {
+          if (u <= p || !(items[u].reads.count(tile.get()) || items[u].writes.count(tile.get()))) continue;
+          auto* r = items[u].kind == Item::Reduce ? ir::as<ir::ReduceNode>(items[u].s) : nullptr;
+          if (!r || r->reduce_kind != ir::ReduceKind::sum || !r->clear || r->dst->dtype != m->dtype ||
+              r->dst->const_shape() != m->const_shape())
+            return false;
+          for (size_t v : in)  // the sum is the running result of this phase alone
+            if (v != u && (items[v].reads.count(r->dst.get()) || items[v].writes.count(r->dst.get()))) return false;
+          tied[m].push_back(r->dst);
+          summed = true;
+        }
+        if (!summed) return false;
+      }
+      for (const auto& [m, sums] : tied)
+        for (size_t u : in)
+          if (items[u].writes.count(m) && u != maxes.at(m)) return false;
+      return !tied.empty();
+    };
+    // The fused mean's phase: S (the row sum the row statement at c divides by N), the map of the
+    // squares (x - S)^2 after c, its tile's sum V; each read by nothing else in the phase.
+    struct Chan { Buf S = nullptr; ir::Buffer sum, V; size_t map = 0; };
+    auto chan_ok = [&](const std::set<size_t>& in, size_t c, Chan& out) {
+      Buf S = mean_of_sum(items[c].s);
+      BufSet before;
+      bool summed = false;
+      for (size_t p : pending) {
+        if (p >= c || items[p].kind != Item::Reduce) continue;
+        auto* r = ir::as<ir::ReduceNode>(items[p].s);
+        before.insert(r->dst.get());
+        if (r->dst.get() == S && r->reduce_kind == ir::ReduceKind::sum && r->clear) summed = true, out.sum = r->dst;
+      }
+      if (!S || !summed) return false;
+      for (size_t p : in) {
+        if (p < c || !meets(items[p].reads, before)) continue;
+        ir::Buffer t = map_cols.count(p) && !out.S ? square_of(items[p].s, S, before) : nullptr;
+        if (!t) return false;
+        out.S = S;
+        out.map = p;
+        for (size_t u : in) {
+          if (u <= p || !(items[u].reads.count(t.get()) || items[u].writes.count(t.get()))) continue;
+          auto* r = items[u].kind == Item::Reduce ? ir::as<ir::ReduceNode>(items[u].s) : nullptr;
+          if (out.V || !r || r->reduce_kind != ir::ReduceKind::sum || !r->clear || r->dst->dtype != S->dtype ||
+              r->dst->const_shape() != S->const_shape())
+            return false;
+          for (size_t v : in)
+            if (v != u && (items[v].reads.count(r->dst.get()) || items[v].writes.count(r->dst.get()))) return false;
+          out.V = r->dst;
         }
       }
-    }
-    std::vector<ir::Stmt> loop;
-    for (size_t p : in) {
-      const Item& it = items[p];
-      if (it.kind != Item::Reduce) {
-        loop.push_back(rw.top(it.s, map_cols.count(p) ? map_cols.at(p) : nullptr));
-        continue;
+      for (size_t u : in)
+        if (items[u].writes.count(S) && !(items[u].kind == Item::Reduce && ir::as<ir::ReduceNode>(items[u].s)->dst == out.sum))
+          return false;
+      return out.V != nullptr;
+    };
+    auto flush = [&]() {
+      if (pending.empty()) return;
+      auto in = slice();
+      std::map<Buf, std::vector<ir::Buffer>> tied;
+      Chan mean;
+      if (fused != SIZE_MAX && !(chan ? chan_ok(in, fused, mean) : online(in, fused, tied))) {
+        bad->insert(fused);
+        mean = Chan{};
       }
-      auto* r = ir::as<ir::ReduceNode>(it.s);
-      auto id = reduce_identity(r->reduce_kind, r->dst->dtype, it.s->span);
-      if (r->clear) out_body.push_back(std::make_shared<ir::FillNode>(ir::full_region(r->dst), id, it.s->span));
-      const ir::Buffer& src = tiles.at(r->src.get());
-      if (n % cb) {  // the last block's columns past N: the reduction's identity
+      fused = SIZE_MAX;
+      chan = chan_map = false;
+      blk = ir::var("col_blk", ir::kIndexType, kernel->span);
+      rw.off = ir::binary(ir::BinOp::Mul, blk, C(cb));
+      // each statement replayed reads the non-column buffers as they were at its line
+      for (size_t p : in) {
+        for (auto* b : items[p].reads) {
+          if (cols.count(b) || !write_pos.count(b)) continue;
+          for (size_t w : write_pos.at(b)) {
+            if (w <= p) continue;
+            bool same_store = false;  // an in-place store (the same tensor region) of this phase
+            if (items[w].kind == Item::Store && items[p].kind == Item::Def && items[p].s->kind == ir::StmtKind::Copy &&
+                std::count(pending.begin(), pending.end(), w)) {
+              auto* ld = ir::as<ir::CopyNode>(items[p].s);
+              auto* st = ir::as<ir::CopyNode>(items[w].s);
+              same_store = ld->src.buffer == st->dst.buffer && ld->src.starts.size() == st->dst.starts.size();
+              for (size_t d = 0; same_store && d < ld->src.starts.size(); ++d)
+                same_store = ir::structural_equal(ld->src.starts[d], st->dst.starts[d]);
+            }
+            if (!same_store)
+              fail("a column tile recomputed block by block would read " + q(b->name) + " after line " +
+                       std::to_string(items[w].s->span.line) + " changed it (each row block runs the statements " +
+                       "from the tensors again; a GM workspace for the row is not made)",
+                   items[p].s->span);
+          }
+        }
+      }
+      // a map over a row result's elements: out[i..] = f(i..)
+      auto row_map = [&](const ir::Buffer& b, const ir::Span& sp, auto&& f) {
         std::vector<ir::Var> vars;
         std::vector<ir::Expr> idx;
-        for (size_t d = 0; d < src->shape.size(); ++d) {
-          vars.push_back(ir::var("c" + std::to_string(d), ir::kIndexType, it.s->span));
+        for (size_t d = 0; d < b->shape.size(); ++d) {
+          std::string name = "r";  // (not "r" + to_string: GCC 12's false -Wrestrict)
+          name += std::to_string(d);
+          vars.push_back(ir::var(name, ir::kIndexType, sp));
           idx.push_back(vars.back());
         }
-        auto inside = ir::binary(ir::BinOp::LT, ir::binary(ir::BinOp::Add, vars.back(), rw.off), C(n), it.s->span);
-        auto val = reduce_identity(r->reduce_kind, src->dtype, it.s->span);
-        ir::Stmt m = std::make_shared<ir::StoreNode>(
-            src, idx, ir::select(inside, ir::load(src, idx, it.s->span), val, it.s->span), it.s->span);
+        ir::Stmt m = f(idx);
         for (size_t d = vars.size(); d-- > 0;)
-          m = std::make_shared<ir::ForNode>(vars[d], C(0), src->shape[d], ir::ForKind::parallel, 0, m, it.s->span);
-        loop.push_back(m);
+          m = std::make_shared<ir::ForNode>(vars[d], C(0), b->shape[d], ir::ForKind::parallel, 0, m, sp);
+        return m;
+      };
+      // Chan et al.'s parallel variance: per block its sum sb, its mean mb = sb / nb and its M2 vb (the
+      // user's map of squares with mb), merged into the running sum S (na columns so far) and M2 V:
+      // V += vb + (mb - S / na)^2 * na * nb / (na + nb) (0 for the first block), S += sb.
+      ir::Buffer blk_sum, blk_mean;
+      auto fresh = [&](const ir::Buffer& like, const std::string& name, const ir::Span& sp) {
+        auto b = std::make_shared<ir::BufferNode>(*like);
+        b->name = name;
+        out_body.push_back(std::make_shared<ir::AllocNode>(b, sp));
+        return ir::Buffer(b);
+      };
+      auto chan_block = [&](const ir::ReduceNode* r, const ir::Buffer& src, const ir::Span& sp, std::vector<ir::Stmt>& loop) {
+        const ir::DType f = r->dst->dtype;
+        auto na = ir::cast(rw.off, f, sp);
+        auto nb = ir::cast(n % cb ? simp(ir::binary(ir::BinOp::Min, C(cb), ir::binary(ir::BinOp::Sub, C(n), rw.off))) : C(cb), f, sp);
+        if (r->dst.get() == mean.S) {
+          blk_sum = fresh(r->dst, r->dst->name + "_blk_sum", sp);
+          blk_mean = fresh(r->dst, r->dst->name + "_blk_mean", sp);
+          loop.push_back(std::make_shared<ir::ReduceNode>(src, blk_sum, ir::ReduceKind::sum, r->axis, true, sp));
+          loop.push_back(row_map(blk_sum, sp, [&](const std::vector<ir::Expr>& i) {
+            return std::make_shared<ir::StoreNode>(blk_mean, i, ir::binary(ir::BinOp::Div, ir::load(blk_sum, i, sp), nb, sp), sp);
+          }));
+          return;
+        }
+        auto vb = fresh(r->dst, r->dst->name + "_blk", sp);
+        loop.push_back(std::make_shared<ir::ReduceNode>(src, vb, ir::ReduceKind::sum, r->axis, true, sp));
+        auto one = ir::float_imm(1.0, f, sp);
+        auto inv_na = ir::binary(ir::BinOp::Div, one, ir::binary(ir::BinOp::Max, na, one, sp), sp);
+        auto w = ir::binary(ir::BinOp::Div, ir::binary(ir::BinOp::Mul, na, nb, sp), ir::binary(ir::BinOp::Add, na, nb, sp), sp);
+        const ir::Buffer& sum_buf = mean.sum;
+        loop.push_back(row_map(vb, sp, [&](const std::vector<ir::Expr>& i) {
+          auto d = ir::binary(ir::BinOp::Sub, ir::load(blk_mean, i, sp), ir::binary(ir::BinOp::Mul, ir::load(sum_buf, i, sp), inv_na, sp), sp);
+          auto v = ir::binary(ir::BinOp::Add, ir::binary(ir::BinOp::Add, ir::load(r->dst, i, sp), ir::load(vb, i, sp), sp),
+                              ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Mul, d, d, sp), w, sp), sp);
+          return std::make_shared<ir::StoreNode>(r->dst, i, v, sp);
+        }));
+        loop.push_back(row_map(vb, sp, [&](const std::vector<ir::Expr>& i) {
+          return std::make_shared<ir::StoreNode>(sum_buf, i, ir::binary(ir::BinOp::Add, ir::load(sum_buf, i, sp), ir::load(blk_sum, i, sp), sp), sp);
+        }));
+      };
+      std::vector<ir::Stmt> loop;
+      for (size_t p : in) {
+        const Item& it = items[p];
+        if (it.kind != Item::Reduce) {
+          ir::Stmt st = it.s;
+          if (mean.S && p == mean.map) {  // (x - mean)^2 with the block's own mean
+            Swap sw;
+            sw.from = mean.S;
+            sw.to = blk_mean;
+            st = sw.mutate(st);
+          }
+          loop.push_back(rw.top(st, map_cols.count(p) ? map_cols.at(p) : nullptr));
+          continue;
+        }
+        auto* r = ir::as<ir::ReduceNode>(it.s);
+        const ir::Span& sp = it.s->span;
+        auto id = reduce_identity(r->reduce_kind, r->dst->dtype, sp);
+        if (r->clear) out_body.push_back(std::make_shared<ir::FillNode>(ir::full_region(r->dst), id, sp));
+        const ir::Buffer& src = tiles.at(r->src.get());
+        if (n % cb) {  // the last block's columns past N: the reduction's identity
+          std::vector<ir::Var> vars;
+          std::vector<ir::Expr> idx;
+          for (size_t d = 0; d < src->shape.size(); ++d) {
+            vars.push_back(ir::var("c" + std::to_string(d), ir::kIndexType, sp));
+            idx.push_back(vars.back());
+          }
+          auto inside = ir::binary(ir::BinOp::LT, ir::binary(ir::BinOp::Add, vars.back(), rw.off), C(n), sp);
+          auto val = reduce_identity(r->reduce_kind, src->dtype, sp);
+          ir::Stmt m = std::make_shared<ir::StoreNode>(src, idx, ir::select(inside, ir::load(src, idx, sp), val, sp), sp);
+          for (size_t d = vars.size(); d-- > 0;)
+            m = std::make_shared<ir::ForNode>(vars[d], C(0), src->shape[d], ir::ForKind::parallel, 0, m, sp);
+          loop.push_back(m);
+        }
+        if (mean.S && (r->dst.get() == mean.S || r->dst == mean.V)) {
+          chan_block(r, src, sp, loop);
+          continue;
+        }
+        auto on = tied.find(r->dst.get());
+        if (on == tied.end()) {
+          loop.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, false, sp));
+          continue;
+        }
+        // online: the max before this block in m_prev; each tied sum s of exp(x - m_prev) rescaled
+        // to the new max, s * exp(m_prev - m), or 0 while m_prev is -inf (nothing but -inf seen: the
+        // terms so far are exp(-inf - -inf), NaN, where the unsplit kernel, whose max is at least m,
+        // adds 0 unless the whole row is -inf, in which case the coming blocks add NaN again)
+        const ir::Buffer& m = r->dst;
+        auto prev = std::make_shared<ir::BufferNode>(*m);
+        prev->name = m->name + "_prev";
+        out_body.push_back(std::make_shared<ir::AllocNode>(prev, sp));
+        loop.push_back(row_map(m, sp, [&](const std::vector<ir::Expr>& i) {
+          return std::make_shared<ir::StoreNode>(prev, i, ir::load(m, i, sp), sp);
+        }));
+        loop.push_back(std::make_shared<ir::ReduceNode>(src, m, r->reduce_kind, r->axis, false, sp));
+        for (const auto& s : on->second)
+          loop.push_back(row_map(s, sp, [&](const std::vector<ir::Expr>& i) {
+            auto mp = ir::load(prev, i, sp);
+            auto scale = ir::call(ir::MathFn::exp, {ir::binary(ir::BinOp::Sub, mp, ir::load(m, i, sp), sp)}, sp);
+            auto v = ir::select(ir::binary(ir::BinOp::EQ, mp, ir::float_imm(-INFINITY, m->dtype, sp), sp),
+                                ir::float_imm(0.0, s->dtype, sp), ir::binary(ir::BinOp::Mul, ir::load(s, i, sp), scale, sp), sp);
+            return std::make_shared<ir::StoreNode>(s, i, v, sp);
+          }));
       }
-      loop.push_back(std::make_shared<ir::ReduceNode>(src, r->dst, r->reduce_kind, r->axis, false, it.s->span));
+      out_body.push_back(std::make_shared<ir::ForNode>(blk, C(0), C(k), ir::ForKind::serial, 0,
+                                                       ir_seq(loop, items[pending.front()].s->span),
+                                                       items[pending.front()].s->span));
+      ++info.phases;
+      pending.clear();
+      for (auto& d : deferred) out_body.push_back(d);
+      deferred.clear();
+    };
+    for (const Item& it : items) {
+      if (!info.why_not.empty()) break;
+      const ir::Stmt& s = it.s;
+      if (s->kind == ir::StmtKind::Alloc) {
+        auto& b = ir::as<ir::AllocNode>(s)->buffer;
+        out_body.push_back(is_col(b) ? std::make_shared<ir::AllocNode>(tiles.at(b.get()), s->span) : s);
+        continue;
+      }
+      BufSet pr, pw;
+      if (!pending.empty()) phase_rw(pr, pw);
+      if (it.kind == Item::Row) {
+        // runs now, before the open phase's loop, unless the phase's statements touch what it changes
+        if (meets(it.writes, pr) || meets(it.writes, pw) || meets(it.reads, pw)) {
+          if (fuse.count(it.pos) && fused == SIZE_MAX) {  // a mean: the phase goes on, the row statement after it
+            fused = it.pos;
+            chan = true;
+            deferred.push_back(s);
+            for (auto* b : it.writes)
+              if (!cols.count(b)) write_pos[b].push_back(it.pos);
+            continue;
+          }
+          if (triggers && mean_of_sum(s)) triggers->push_back(it.pos);
+          flush();
+        }
+        out_body.push_back(s);
+      } else {
+        // a column statement reading what the open phase's reductions compute starts a new phase
+        // (unless the break is fused)
+        BufSet sink_w;
+        for (size_t p : pending)
+          if (items[p].kind == Item::Reduce) sink_w.insert(items[p].writes.begin(), items[p].writes.end());
+        BufSet rd = it.reads;
+        if (it.kind == Item::Reduce) rd.erase(ir::as<ir::ReduceNode>(s)->dst.get());
+        if (meets(rd, sink_w)) {
+          if (chan && !chan_map) {  // the map of squares of the fused mean's phase
+            chan_map = true;
+          } else if (fuse.count(it.pos) && fused == SIZE_MAX) {
+            fused = it.pos;
+          } else {
+            if (triggers && it.kind == Item::Def && map_cols.count(it.pos)) triggers->push_back(it.pos);
+            flush();
+          }
+        }
+        if (it.kind != Item::Def) pending.push_back(it.pos);
+      }
+      for (auto* b : it.writes)
+        if (!cols.count(b)) write_pos[b].push_back(it.pos);
     }
-    out_body.push_back(std::make_shared<ir::ForNode>(blk, C(0), C(k), ir::ForKind::serial, 0,
-                                                     ir_seq(loop, items[pending.front()].s->span),
-                                                     items[pending.front()].s->span));
-    ++info.phases;
-    pending.clear();
+    if (info.why_not.empty()) flush();
   };
-  for (const Item& it : items) {
-    if (!info.why_not.empty()) break;
-    const ir::Stmt& s = it.s;
-    if (s->kind == ir::StmtKind::Alloc) {
-      auto& b = ir::as<ir::AllocNode>(s)->buffer;
-      out_body.push_back(is_col(b) ? std::make_shared<ir::AllocNode>(tiles.at(b.get()), s->span) : s);
-      continue;
+  // Unfused first; then the breaks at an exp map fused while each fused phase keeps the rule.
+  std::vector<size_t> triggers;
+  std::set<size_t> fuse, bad;
+  build(fuse, &triggers, &bad);
+  if (blocks > 0 && info.why_not.empty() && !triggers.empty()) {  // (the analysis needs only why_not)
+    const auto plain = out_body;
+    const int64_t plain_phases = info.phases;
+    fuse.insert(triggers.begin(), triggers.end());
+    for (;;) {
+      bad.clear();
+      build(fuse, nullptr, &bad);
+      if (bad.empty() || !info.why_not.empty()) break;
+      for (size_t t : bad) fuse.erase(t);
     }
-    BufSet pr, pw;
-    if (!pending.empty()) phase_rw(pr, pw);
-    if (it.kind == Item::Row) {
-      // runs now, before the open phase's loop, unless the phase's statements touch what it changes
-      if (meets(it.writes, pr) || meets(it.writes, pw) || meets(it.reads, pw)) flush();
-      out_body.push_back(s);
-    } else {
-      // a column statement reading what the open phase's reductions compute starts a new phase
-      BufSet sink_w;
-      for (size_t p : pending)
-        if (items[p].kind == Item::Reduce) sink_w.insert(items[p].writes.begin(), items[p].writes.end());
-      BufSet rd = it.reads;
-      if (it.kind == Item::Reduce) rd.erase(ir::as<ir::ReduceNode>(s)->dst.get());
-      if (meets(rd, sink_w)) flush();
-      if (it.kind != Item::Def) pending.push_back(it.pos);
+    if (!info.why_not.empty()) {  // (not expected: the fused phases replay nothing the plain ones do not)
+      info.why_not.clear();
+      out_body = plain;
+      info.phases = plain_phases;
     }
-    for (auto* b : it.writes)
-      if (!cols.count(b)) write_pos[b].push_back(it.pos);
   }
-  if (info.why_not.empty()) flush();
   if (out) *out = info;
   if (blocks == 0 || !info.why_not.empty() || k <= 1) return kernel;
   if (out) {

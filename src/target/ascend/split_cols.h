@@ -11,7 +11,9 @@
 //     between whole column tiles; fills of a whole column tile;
 //   - T.Parallel maps whose loop of extent N indexes every column tile it reads or writes in the
 //     tile's last dim (`x[i, j]`, `w[j]`) and that write only column tiles;
-//   - reductions of a column tile along its last dim into another tile (sum, max, min).
+//   - reductions of a column tile along its last dim into another tile (sum, max, min);
+//   - reductions of a column tile across its rows into a column tile (`T.reduce_sum(x, res, dim=0)`
+//     with res (N,)): each column on its own, run in its block like a map (session 26).
 // The body then runs in phases, each a `for c in serial(K)` over column blocks of Cb columns
 // (K = ceil(N / Cb)): a phase ends where a later statement needs what the phase reduces (softmax:
 // the row max, then the row sum, then the stores: 3 phases, each reading the row from GM once). Each
@@ -20,7 +22,23 @@
 // running result (filled with the identity before the phase: the sum adds each block's sum, max /
 // min merge, NaN included); stores happen in the phase that computes them. A block past N (the
 // last, when Cb does not divide N) reads zeros and stores nothing; before a reduction its columns
-// past N are set to the reduction's identity. A map's column index used as a value (argmax's
+// past N are set to the reduction's identity.
+// Online max + sum (softmax, log_softmax, log-sum-exp, cross-entropy): where a phase would close
+// because a map reads the max m it reduces, and that map is `t[i, j] = exp(E - m[i])` (E reading
+// nothing the phase reduces) whose tile t only a sum s (of m's shape) reduces in the rest of the
+// phase, the phase goes on: each block saves m in m_prev, merges its max into m, rescales s to the
+// new max (s = s * exp(m_prev - m), or 0 while m_prev is -inf: the terms so far were exp(-inf -
+// -inf), which the unsplit kernel adds as 0 unless the whole row is -inf, and then the coming blocks
+// add NaN again), then computes t with the new m and adds its sum: one pass for the max and the
+// sum instead of two, as flash attention carries (m, l) along its keys. Checked on the phase's
+// statements (no other reader of m or t, s read by nothing else in the phase), else the two phases.
+// Chan's merged variance (layer_norm): a row sum S (clearing), the row statement `S[i] = S[i] / N`,
+// then a map `t[i, j] = (E - S[i]) * (E - S[i])` whose tile only a sum V reduces: one phase. Each
+// block sums its columns (S_blk_sum), takes its own mean over its nb columns (S_blk_mean), runs the
+// map with that mean and sums it (V_blk, the block's M2), then V += V_blk + (S_blk_mean - S / max(na,
+// 1))^2 * na * nb / (na + nb) and S += S_blk_sum (na: the columns before the block); `S = S / N`
+// runs after the loop as written (never the sum-of-squares form).
+// A map's column index used as a value (argmax's
 // `T.where(x[i, j] == best[i], j, N)`) is the column in the row (j + c * Cb). No GM workspace: a
 // body whose column tile would be recomputed after a row result it reads was changed (or with any
 // other statement) is not split, and `why_not` says which statement prevents it.
