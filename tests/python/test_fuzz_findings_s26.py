@@ -5,6 +5,10 @@ than the UB stops the column blocks (split_cols): a UB capacity error on ascend9
 the `if`; the same body without the `if` runs in column blocks. (The rows-in-groups sibling, fuzz13 F2,
 is test_fuzz_findings_s25.py's.)
 
+F2 (fixed): a copy of more than 4095 rows whose count is known only at run time (a window at a tensor's row
+tail, min(R, M - g * R)) was one DataCopyPad call on ascend910b: the checker's "blockCount 4096" API rule
+report. select_move_calls now issues it as calls of at most 4095 rows (the later ones under `if`).
+
 Each case is checked on cpu and ascend910b against float64, the checker on."""
 import numpy as np
 import pytest
@@ -50,3 +54,35 @@ def test_f1_row_wider_than_ub_under_a_uniform_condition(target, gate):
         assert prof["reports"] == [], "\n".join(prof["reports"])
         s = prof.outputs[0] if isinstance(prof.outputs, (list, tuple)) else prof.outputs
     np.testing.assert_array_equal(np.asarray(s), x.max(axis=1))
+
+
+def tail_rows_kernel(M, R):
+    """Program g maps rows g * R of X (R rows of 2 float32, the last program's a row tail) in place and
+    stores them: a window of more than 4095 rows whose count is known only at run time."""
+    @T.prim_func
+    def main(X: T.Tensor((M, 2), "float32"), Y: T.Tensor((M, 2), "float32")):
+        with T.Kernel(T.ceildiv(M, R)) as g:
+            x = T.alloc_fragment((R, 2), "float32")
+            T.copy(X[g * R, 0], x)
+            for i, j in T.Parallel(R, 2):
+                x[i, j] = x[i, j] * 2.0 + 1.0
+            T.copy(x, Y[g * R, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+@pytest.mark.parametrize("M,R", [(8191, 4096), (8192, 4096), (10500, 6000), (4098, 4097), (4000, 6000), (12001, 6000)])
+def test_f2_copies_of_more_than_4095_rows_at_a_row_tail(target, M, R):
+    """F2 (fixed): the copies' row count at the tail is min(R, M - g * R), more than 4095 for some programs:
+    DataCopyPad's blockCount is 0..4095, so each is issued as calls of at most 4095 rows (was one call: the
+    checker's "blockCount 4096" API rule report)."""
+    rng = np.random.default_rng(M)
+    x = (rng.integers(-8, 9, (M, 2)) / 2.0).astype(np.float32)
+    kern = tw.compile(tail_rows_kernel(M, R), target=target, out_idx=[-1])
+    if target == "cpu":
+        y = kern(x)
+    else:
+        prof = kern.profile(x)
+        assert prof["reports"] == [], "\n".join(prof["reports"])
+        y = prof.outputs[0] if isinstance(prof.outputs, (list, tuple)) else prof.outputs
+    np.testing.assert_array_equal(np.asarray(y), x * 2.0 + 1.0)
