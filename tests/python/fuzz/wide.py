@@ -228,13 +228,14 @@ def _op_expr(op, x, col):
     return f"T.cast({x}, {op[1]!r})"
 
 
-def _pre(d, bm, bn, rows, cols, wcol):
+def _pre(d, bm, bn, rows, cols, wcol, again=False):
     """The copies of X (and the per-column / residual operands) into tiles of bm x bn and the ops'
-    maps (each op one statement, in place)."""
+    maps (each op one statement, in place); again: X read a second time (the per-column tiles hold
+    their values still)."""
     out = [f"T.copy(X[{rows}, {cols}], x)"]
-    if _uses(d, "wmul"):
+    if _uses(d, "wmul") and not again:
         out.append(f"T.copy(Wc[{wcol}], wc)")
-    if _uses(d, "badd"):
+    if _uses(d, "badd") and not again:
         out.append(f"T.copy(Bc[{wcol}], bc)")
     if _uses(d, "res"):
         out.append(f"T.copy(Res[{rows}, {cols}], r)")
@@ -297,7 +298,7 @@ def _row_body(d):
             work += [par, f"    {e}[i, j] = {e}[i, j] / s[i]"] + _store(d, bm, N, e, rows, "0")
         else:
             if e == "x":   # (x was overwritten by the exponentials: read X again)
-                work += _pre(d, bm, N, rows, "0", "0")
+                work += _pre(d, bm, N, rows, "0", "0", again=True)
             work += [f"for i in T.Parallel({bm}):", "    s[i] = mx[i] + T.log(s[i])", par,
                      "    x[i, j] = x[i, j] - s[i]"] + _store(d, bm, N, "x", rows, "0")
     else:   # rms / layer
