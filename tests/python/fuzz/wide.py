@@ -54,7 +54,7 @@ EXACT_OPS = ("scale", "add", "wmul", "badd", "res", "relu")   # exact on halves 
 SCALES = (0.5, 2.0, -1.0, 0.25, 1.5)
 ADDS = (1.0, -0.5, 2.5)
 EPS = 1e-5
-MAX_ELEMS = 1_500_000   # M x N of one program (the simulator's time)
+MAX_ELEMS = 1_500_000   # M x N of one program past its first row block (the simulator's time)
 STATS = ("sum", "max", "min", "lse")   # row results stored as an (M,) float32 tensor
 
 
