@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from fuzz import grammar, known, llm, llm2, reducer, runner, skip
+from fuzz import grammar, known, llm, llm2, reducer, runner, skip, wide
 from fuzz.__main__ import report
 from fuzz.reference import compare, inputs, reference
 
@@ -288,6 +288,86 @@ def test_reducer_simplifies_the_skip_forms():
         cands = reducer.candidates(d)
         assert all(skip.valid(c) and c != d for c in cands)
         assert all(c["loop"] in ("serial", "pipelined") for c in cands)
+
+
+WIDE_CORPUS = (55, 105, 145, 265, 410)
+
+
+def test_wide_corpus():
+    """5 programs of the nineteenth stream (fuzz/wide.py) on both targets: 12 rows of 9110 (row sums;
+    the rows in groups), rms_norm of a 151936-wide row (column blocks), 4096-row tiles over 12287 rows
+    (row sums; copies of more than 4095 rows at a row tail), a log-sum-exp over a user's loop of
+    333-column chunks of 46365, a 3-stage pipelined gemm prologue at K = 203; `python -m fuzz
+    --stream wide` runs the rest."""
+    descs = [wide.generate(s) for s in WIDE_CORPUS]
+    assert {d["wide"] for d in descs} == set(wide.FORMS) and {"group", "wide", "tall"} <= {d.get("shape") for d in descs}
+    results = runner.run_programs(descs, jobs=2, timeout=120.0)
+    bad = {descs[i]["seed"]: r for i, r in results.items() if r["status"] in runner.FAILURES}
+    assert not bad, bad
+
+
+def _ub_bytes(d):
+    """The bytes of one float32 tile of a wide program's block (a UB row is a 32 B block at least)."""
+    cols = d["bn"] if d["wide"] == "chunk" else d["N"]
+    return d["bm"] * -(-cols * 4 // 32) * 32
+
+
+def test_wide_stream_covers_its_forms():
+    """The nineteenth stream: not drawn by grammar.generate (the other streams' programs are unchanged);
+    every form, shape class, row computation, op, dtype and loop drawn; tiles past the UB (rows in groups,
+    rows of more than 49088 float32, more than 4095 rows), widths up to 152065; a group shares its kernel's
+    text; every tolerance finite."""
+    assert not any(grammar.generate(s)["kind"] == "wide" for s in range(0, 30000, grammar.GROUP))
+    ds = [wide.generate(s) for s in range(0, 3000, grammar.GROUP)]
+    seen = lambda f: {f(d) for d in ds}  # noqa: E731
+    assert seen(lambda d: d["wide"]) == set(wide.FORMS)
+    assert seen(lambda d: d.get("shape")) >= set(wide.SHAPES)
+    assert seen(lambda d: (d["wide"], d.get("red"))) >= {("row", r) for r in wide.REDS} | {("chunk", r) for r in wide.CHUNK_REDS}
+    assert {op[0] for d in ds for op in d.get("ops", ())} == set(wide.OPS)
+    assert seen(lambda d: (d["wide"], d["loop"], d["stages"])) >= {("chunk", "serial", 2), ("chunk", "pipelined", 3),
+                                                                  ("gemm", "pipelined", 4)}
+    assert seen(lambda d: d.get("mode")) >= {"staged", "global"}
+    assert seen(lambda d: d["dt_in"]) == set(llm.FLOATS) and seen(lambda d: d["dt_out"]) == set(llm.FLOATS)
+    assert seen(lambda d: d["cond"]) == {None, 0, 1, 2}
+    rows = [d for d in ds if d["wide"] == "row"]
+    assert max(d["N"] for d in rows) >= 150000 and max(d["bm"] for d in rows) > 4095
+    assert sum(_ub_bytes(d) > 196352 for d in rows) > len(rows) // 2
+    assert any(d["wide"] == "chunk" and d["N"] % d["bn"] for d in ds) and any(d["M"] % d["bm"] for d in ds)
+    assert all(d["M"] * d["N"] <= max(wide.MAX_ELEMS, d["bm"] * d["N"]) for d in ds if d["wide"] != "gemm")
+    for d in ds[:120]:
+        assert grammar.source(d) == grammar.source(wide.generate(d["seed"] + 1))   # (a group shares its text)
+        refs, trs = reference(d)
+        for r, tr, (_, _, dt, _) in zip(refs, trs, grammar.checked(d)):
+            atol, _ = llm2.tolerance(tr, dt)
+            assert np.all(np.isfinite(np.broadcast_to(atol, r.shape))), d
+
+
+@pytest.mark.parametrize("form", ["row", "chunk", "gemm", "argmax", "sum"])
+def test_wide_reference_catches_a_wrong_answer(form):
+    """Each form's comparison passes its own reference and fails it with one written element moved by
+    more than the tolerance, or turned NaN (argmax: an id one off; an exact row sum: 0.5 off)."""
+    pick = {"argmax": lambda d: d.get("red") == "argmax", "sum": lambda d: d.get("red") == "sum" and not d["ops"]}
+    d = next(d for d in map(wide.generate, range(0, 5000, 5)) if pick.get(form, lambda d: d["wide"] == form)(d)
+             and d["cond"] is None)
+    refs, _ = reference(d)
+    got = [np.where(np.isnan(r), 0.0, r) for r in refs]
+    assert compare(d, got) is None
+    for k in range(len(refs)):
+        idx = tuple(np.argwhere(np.isfinite(refs[k]))[0])
+        bad = [g.copy() for g in got]
+        bad[k][idx] += 1.0 if form == "argmax" else 0.5 + abs(bad[k][idx])
+        assert compare(d, bad) is not None, d
+        bad[k][idx] = np.nan
+        assert compare(d, bad) is not None, d
+
+
+def test_reducer_simplifies_the_wide_forms():
+    for s in range(0, 600, 5):
+        d = wide.generate(s)
+        cands = reducer.candidates(d)
+        assert all(wide.valid(c) and c != d for c in cands)
+        if d["cond"] is not None:
+            assert any(c["cond"] is None for c in cands)
 
 
 def test_source_is_a_real_kernel():

@@ -265,9 +265,12 @@ class Selector {
     return scratch_;
   }
   void place_scratch() {
-    int64_t end = 0;
+    int64_t end = 0, staged = 0;  // staged: the most T.Pipelined stages of a UB tile of the core
     for (const auto& b : out_.buffers)
-      if (b.core == core_ && b.mem == Mem::UB && &b != &out_.buffers[scratch_]) end = std::max(end, b.offset + b.bytes);
+      if (b.core == core_ && b.mem == Mem::UB && &b != &out_.buffers[scratch_]) {
+        end = std::max(end, b.offset + b.bytes);
+        staged = std::max(staged, b.stages);
+      }
     BufferDecl& s = out_.buffers[scratch_];
     s.offset = round_up(end, 32);
     s.bytes = round_up(scratch_need_, 32);
@@ -275,12 +278,15 @@ class Selector {
     s.span = scratch_span_;
     out_.pool(core_, Mem::UB) = std::max(out_.pool(core_, Mem::UB), s.offset + s.bytes);  // the scratch area is in the pool
     // (planned buffers that overflow the UB already are the simulator's capacity report); a UB
-    // capacity error, so that lower_ascend runs the block's rows in groups when it can (split_rows)
+    // capacity error, so that lower_ascend runs T.Pipelined with fewer stages when UB tiles are
+    // staged (fuzz14 F3: 2 stages of a 2 x 4096 float32 chunk left no scratch), else the block's
+    // rows in groups when it can (split_rows)
     if (end <= ub_bytes_ && s.offset + s.bytes > ub_bytes_)
       throw CapacityError("the vector calls need " + std::to_string(s.bytes) + " B of UB scratch (row reduce wider than one repeat "
                       "/ row broadcast) after " + std::to_string(end) + " B of planned buffers; the UB has " +
                       std::to_string(ub_bytes_) + " B",
-                  scratch_span_, "use smaller vector tiles (fewer rows or columns)", Mem::UB, s.offset + s.bytes, ub_bytes_, 0);
+                  scratch_span_, "use smaller vector tiles (fewer rows or columns)", Mem::UB, s.offset + s.bytes, ub_bytes_,
+                  staged);
   }
   // The most rows an instruction can have, for sizing the scratch area: `rows` when constant, else
   // what fits the operand `holder` that holds one element per row (its buffer's bytes / eb; the

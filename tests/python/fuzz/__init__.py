@@ -9,9 +9,11 @@ listed in one table (``known``). The LLM-kernel forms (online softmax, attention
 scatter-add, RoPE) have their grammar, reference and tolerances in one module (``llm``), the
 session 24 forms (split-KV combine, GQA, norms, top-k gating, cumsum) theirs in ``llm2``, the session
 25 skipped-work programs (grids of many programs most of which skip their work by a length read
-from a tensor; tiles of many rows) theirs in ``skip`` (only by ``--stream skip``).
+from a tensor; tiles of many rows) theirs in ``skip`` (only by ``--stream skip``), the session 26 wide programs (tiles past the UB: rows in
+groups, rows in column blocks, copies of more than 4095 rows, pipelined stages retried, column chunks
+written by the user) theirs in ``wide`` (only by ``--stream wide``).
 
-Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J] [--stream llm|llm2|skip]`` from tests/python
+Command line: ``python -m fuzz [-n N] [--seed S] [--jobs J] [--stream llm|llm2|skip|wide]`` from tests/python
 (``make fuzz``).
 The test: tests/python/test_fuzz.py. Documentation: docs/testing.md.
 """
