@@ -1,6 +1,6 @@
 """Findings of the session 26 wide fuzzer stream (h-fuzz14, fuzz/wide.py; /work/fuzz14-findings.md).
 
-F1 (open, low): a program-uniform condition read from a tensor (`if Lens[bx] > 0:`) around a row wider
+F1 (fixed by h-hints14, session 26): a program-uniform condition read from a tensor (`if Lens[bx] > 0:`) around a row wider
 than the UB stops the column blocks (split_cols): a UB capacity error on ascend910b whose hint names
 the `if`; the same body without the `if` runs in column blocks. (The rows-in-groups sibling, fuzz13 F2,
 is test_fuzz_findings_s25.py's.)
@@ -37,14 +37,8 @@ def row_max_kernel(N, gate):
     return main
 
 
-F1_XFAIL = pytest.mark.xfail(
-    strict=True, raises=tw.TilewrightError,
-    reason="fuzz14 F1 (low): a program-uniform `if` stops split_cols' column blocks (docs/ascend.md "
-           "\"Session 25: rows wider than UB\")")
-
-
 @pytest.mark.parametrize("target,gate", [("cpu", False), ("cpu", True), (TARGET, False),
-                                         pytest.param(TARGET, True, marks=F1_XFAIL)])
+                                         (TARGET, True)])
 def test_f1_row_wider_than_ub_under_a_uniform_condition(target, gate):
     N = 65537
     rng = np.random.default_rng(26)

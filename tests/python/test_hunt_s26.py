@@ -449,10 +449,13 @@ COL_CASES = [
     (0,  5,    17,    "sum", "float32",  16),
 ]
 # hunt14 F3: the tile exceeds the UB and its reduction runs across the rows (a sum is not merged over
-# row groups; no column blocks for a reduction along dim 0): a UB overflow on ascend910b
+# row groups): a UB overflow on ascend910b when its columns are too few for column blocks (a column
+# block is at least 64 columns); wider tiles run in column blocks since h-online14 (session 26)
 COL_CASES_F3 = [
     (1,  4097, 17,    "sum", "float32",  16),
     (1,  1000, 100,   "lse", "float32",  64),
+]
+COL_CASES += [
     (1,  3,    65535, "max", "float32",  65535),
     (2,  2,    32001, "sum", "bfloat16", 32001),
 ]
@@ -524,8 +527,8 @@ LENS_CASES = [
 ]
 
 
-F2 = _fails("hunt14 F2: an `if` on a tensor value around a body whose rows exceed the UB: no row groups or "
-            "column blocks on ascend910b (UB overflow)", tw.TilewrightError)
+# hunt14 F2 (fixed by h-hints14, session 26): an `if` on a tensor value around a body whose rows exceed the UB
+# runs its rows in groups / its row in column blocks on ascend910b (was a UB overflow).
 
 
 def _lens_params():
@@ -535,8 +538,7 @@ def _lens_params():
         too_big = block_M * N * 4 > 196352 // 2     # the x tile alone is more than half the UB
         for gate in (False, True):
             for t in TARGETS:
-                marks = [F2] if gate and too_big and t == TARGET else []
-                out.append(pytest.param(*c, gate, t, marks=marks, id=f"{M}x{N}-{dtype}-bm{block_M}-"
+                out.append(pytest.param(*c, gate, t, id=f"{M}x{N}-{dtype}-bm{block_M}-"
                                         f"{'gated' if gate else 'mask'}-{t}"))
     return out
 
@@ -942,7 +944,7 @@ def first_n_rows_centered_if(N, dtype):
     return main
 
 
-@pytest.mark.parametrize("target", [pytest.param("cpu"), pytest.param(TARGET, marks=F2)])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("M,N,n,dtype", [(3, 65535, 2, "bfloat16"), (2, 151936, 1, "float32")])
 def test_f2_runtime_extent_hint_then_if(M, N, n, dtype, target):
     x = randn((M, N), dtype, seed=N + n)

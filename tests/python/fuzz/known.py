@@ -30,16 +30,6 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
 KNOWN_BUGS = [
-    ("fuzz13-F2", "ascend910b", ("error",), r"rows in groups that fit when every row is computed on its own, which "
-     r"line \d+ prevents \(a If statement\)",
-     lambda d: d["kind"] == "wide" and d["wide"] == "row" and d["cond"] is not None and d["shape"] in ("group", "tall"),
-     "a program-uniform `if Lens[bx] > k:` around a block whose tiles overflow the UB stops the rows in groups "
-     "(split_rows; fuzz13 F2, test_fuzz_findings_s25.py, taken by hints14: narrow this entry when it merges)", False),
-    ("fuzz14-F1", "ascend910b", ("error",), r"column blocks when every statement allows, which line \d+ prevents "
-     r"\(a If statement on the column tiles\)",
-     lambda d: d["kind"] == "wide" and d["wide"] == "row" and d["cond"] is not None and d["shape"] == "wide",
-     "a program-uniform `if Lens[bx] > k:` around a row wider than the UB stops the column blocks (split_cols; "
-     "fuzz14 F1, test_fuzz_findings_s26.py)", False),
 ]
 
 
