@@ -2209,6 +2209,34 @@ TEST(Math, ExpChunkMatchesScalar) {
   for (int i = 0; i < 40; ++i) EXPECT_EQ(c[i], i >= 3 && i < 24 ? tw_cpu::exp2(tw_cpu::exp(2.0f)) : 1.0f) << i;
 }
 
+// exp_nonpos_chunk (the row pipeline's exp(x - max), no upper clamp): exp() bit for bit on every
+// value it is called with -- <= 0 (a stride through all of them), -0, +0, -Inf, NaN -- in chunks
+// of 0..70 floats starting anywhere; the floats past a chunk are not written.
+TEST(Math, ExpNonposChunkMatchesScalar) {
+  std::vector<float> x;
+  for (uint64_t u = 0x80000000ull; u <= 0xffffffffull; u += 127) x.push_back(bf((uint32_t)u));
+  for (float s : {0.f, -0.f, -INFINITY, NAN, -NAN, -FLT_MAX, -1e-45f, -104.0f, -103.97f, -87.34f, -1.0e30f, -86.0f})
+    x.push_back(s);
+  const int64_t n = (int64_t)x.size();
+  std::vector<float> e(x.size(), 7.0f);
+  for (int64_t i = 0, len = 0; i < n; i += len) {
+    len = std::min<int64_t>(n - i, (i / 3) % 71);
+    tw_cpu::exp_nonpos_chunk(e.data() + i, x.data() + i, len);
+    if (len == 0) len = 1, e[i] = tw_cpu::exp(x[i]);
+  }
+  long bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    volatile float xi = x[i];
+    const float want = tw_cpu::exp(xi);
+    if (fb(e[i]) != fb(want) && !(std::isnan(e[i]) && std::isnan(want)) && bad++ < 5)
+      ADD_FAILURE() << "exp_nonpos_chunk(" << x[i] << ") = " << e[i] << ", exp " << want;
+  }
+  EXPECT_EQ(bad, 0);
+  std::vector<float> c(40, 1.0f), src(40, -2.0f);
+  tw_cpu::exp_nonpos_chunk(c.data() + 3, src.data() + 3, 21);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(c[i], i >= 3 && i < 24 ? tw_cpu::exp(-2.0f) : 1.0f) << i;
+}
+
 // The lane folds of the row reductions (simd.h fold_sum / fold_max / fold_min): max and min are
 // the lanes' max and min wherever they sit (lane permutations, infinities, -0 vs +0 by value);
 // the sum is the pairwise grouping by halves, exact on small integers and checked bit for bit

@@ -138,11 +138,11 @@ def test_generated_code_calls_the_chunk_form_where_the_value_is_the_call():
     ]
     for prim, fires in cases:
         src = tw.compile(prim).get_source("c++")
-        n = src.count("tw_cpu::exp_chunk(") + src.count("tw_cpu::exp2_chunk(")
+        n = src.count("tw_cpu::exp_chunk(") + src.count("tw_cpu::exp2_chunk(") + src.count("tw_cpu::exp_nonpos_chunk(")
         assert (n > 0) == bool(fires), (prim, n)
         if fires:  # the argument goes into a local chunk (kept in registers), the call writes the destination from it
             assert src.count("alignas(64) float tw_a[64];") == n, (prim, n)
-            calls = re.findall(r"tw_cpu::exp2?_chunk\((\w+), tw_a, tw_jn\);", src)
+            calls = re.findall(r"tw_cpu::exp(?:2|_nonpos)?_chunk\((\w+), tw_a, tw_jn\);", src)
             assert len(calls) == n and set(calls) <= {"tw_c", "tw_buf", "tw_o"}, (prim, calls)
 
 
@@ -192,3 +192,111 @@ def test_softmax_same_bits_as_scalar_form(shape):
     x[::3, ::5] = -1e30   # masked scores (exp gives +0 by the mask, nothing underflows)
     x[1::4, 2::9] = -95.0  # subnormal exp results relative to the row max
     assert _same_bits(softmax.softmax(N)(x), softmax_plain(N)(x))
+
+
+# ------------------------------------------------------------------------------------------------
+# Session 26 (h-rows14): exp(x[i, j] - m[i]) after a row max of x into m takes exp_nonpos_chunk in the
+# row pipeline (no upper clamp: the argument is <= 0, -Inf or NaN there; the same bits as exp())
+# ------------------------------------------------------------------------------------------------
+
+@tw.jit(out_idx=[-1])
+def softmax_shifted(N, shift=0.0, other=False, block_M=8):
+    """softmax with, between the max and the exp, `m[i] = m[i] - shift` (shift != 0: the argument may
+    be positive, so the clamped form must stay), or (other) the max taken of another tile (X + 1)."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            z = T.alloc_fragment((block_M, N), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            s = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            if other:
+                for i, j in T.Parallel(block_M, N):
+                    z[i, j] = x[i, j] + 1.0
+                T.reduce_max(z, m, dim=1)
+            else:
+                T.reduce_max(x, m, dim=1)
+            if shift != 0.0:
+                for i in T.Parallel(block_M):
+                    m[i] = m[i] - shift
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = T.exp(x[i, j] - m[i])
+            T.reduce_sum(x, s, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = x[i, j] / s[i]
+            T.copy(x, Y[bx * block_M, 0])
+    return main
+
+
+def test_nonpos_chunk_only_where_the_argument_is_a_row_max_shift():
+    def calls(prim):
+        src = tw.compile(prim).get_source("c++")
+        return src.count("tw_cpu::exp_nonpos_chunk("), src.count("tw_cpu::exp_chunk(")
+    assert calls(softmax.softmax.__wrapped__(4096))[0] == 1        # the pipeline's exp pass
+    assert calls(op_zoo.log_softmax.__wrapped__(4096))[0] == 1
+    assert calls(softmax_shifted.__wrapped__(4096))[0] == 1        # the same kernel, spelt here
+    assert calls(softmax_shifted.__wrapped__(4096, shift=-100.0))[0] == 0  # m rewritten: x - m may be > 0
+    assert calls(softmax_shifted.__wrapped__(4096, other=True))[0] == 0    # the max of another tile
+    assert calls(softmax_plain.__wrapped__(4096))[0] == 0
+    assert calls(exp_sum.__wrapped__(4096))[0] == 0
+
+
+def _rows_with_specials(M, N, seed):
+    x = _x(M, N, seed)
+    if M > 1:
+        x[1 % M, N // 2] = np.nan               # a NaN row
+    if M > 2:
+        x[2, N - 1] = np.inf                     # +Inf: x - max is NaN there
+    if M > 3:
+        x[3, :] = -np.inf                        # all -Inf: every x - max is NaN
+    if M > 4:
+        x[4, ::2] = -np.inf                      # some -Inf: exp gives 0 there
+    if M > 5:
+        x[5, :] = -1e30                          # masked scores: x - max = 0
+        x[5, 0] = 0.0
+    return x
+
+
+def _softmax64(x):
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.max(np.where(np.isnan(x64), -np.inf, x64), axis=1, keepdims=True)
+        e = np.exp(x64 - m)
+        y = e / e.sum(axis=1, keepdims=True)
+    y[np.isnan(x64).any(axis=1)] = np.nan
+    return y
+
+
+@pytest.mark.parametrize("M", [1, 3, 4097])
+@pytest.mark.parametrize("N", [1, 17, 4097])
+def test_softmax_odd_shapes_and_specials_vs_float64(M, N):
+    x = _rows_with_specials(M, N, M * 131 + N)
+    y = softmax.softmax(N)(x)
+    want = _softmax64(x)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(y[ok], want[ok], rtol=2e-6, atol=1e-7)
+    assert _same_bits(y, softmax_plain(N)(x))   # the clamped scalar form: the same bits
+
+
+@pytest.mark.parametrize("shape", [(4097, 4096), (13, 4097), (3, 64)])
+def test_log_softmax_and_shifted_forms_vs_float64(shape):
+    M, N = shape
+    x = _rows_with_specials(M, N, 7)
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        m = np.max(np.where(np.isnan(x64), -np.inf, x64), axis=1, keepdims=True)
+        want = x64 - m - np.log(np.exp(x64 - m).sum(axis=1, keepdims=True))
+    want[np.isnan(x64).any(axis=1)] = np.nan
+    ly = op_zoo.log_softmax(N)(x)
+    np.testing.assert_array_equal(np.isnan(ly), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(ly[ok], want[ok], rtol=2e-6, atol=5e-6)
+    # the clamped form where m was rewritten (shift 1e30: exp(x - m) overflows to +Inf, the rows NaN)
+    # and where it was not (same bits as the example)
+    assert _same_bits(softmax_shifted(N)(x), softmax.softmax(N)(x))
+    y = softmax_shifted(N, shift=1e30)(x)
+    assert np.isnan(y[np.abs(x).max(axis=1) < 1e3]).all()   # the rows without specials (+Inf / +Inf)

@@ -316,7 +316,10 @@ class CodeGen {
   // sums) into the double d and clear them (docs/language.md "T.reduce_sum": the accuracy)
   void emit_sum_block_flush(const std::string& acc, const std::string& d);
   // one chunk of a fused row map: dst[j - tw_j0] = value for j in [tw_j0, tw_j0 + tw_jn)
-  void emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value);
+  // (nonpos: the value is exp of an argument proven <= 0 or NaN, row_max_shifted: its chunk form
+  // without the upper clamp where math_fns.h names one)
+  void emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value,
+                      bool nonpos = false);
 
   // --- expressions: the shared scalar-C printer (target/c_expr.h) in the CPU dialect; its hooks
   // are the expr_* methods (what the CPU spells its own way). Values are in compute_type(e->dtype).
@@ -1425,6 +1428,48 @@ static bool reads_column_operand(const Expr& value, const VarNode* row, const Va
   return found;
 }
 
+// An earlier pass of a row pipeline, as row_max_shifted sees it: its row max (null if it is not a
+// max reduction), the buffers its map and reduction write, and those its per-row scalar maps
+// (run after it) write.
+struct RowMax {
+  const ReduceNode* max;
+  std::vector<const BufferNode*> written, after;
+};
+
+// A pipeline map whose value is exp(B[i, j] - m[i]) (m[i] or m[i, 0], i / j the map's row and
+// column, float32), where an earlier pass reduced B's rows into m by max (clear or not: m[i] >=
+// every B[i, j] that is not NaN) and no pass from that one on rewrote B or m: its argument is <= 0,
+// -Inf or NaN, and exp's upper clamp changes nothing (exp_nonpos_chunk: the same bits; softmax's
+// and log_softmax's exp pass).
+static bool row_max_shifted(const StoreNode& st, const ForNode& outer, const ForNode& inner,
+                            const std::vector<RowMax>& before) {
+  const CallNode* call = st.value->kind == ExprKind::Call ? as<CallNode>(st.value) : nullptr;
+  if (!call || call->fn != MathFn::exp || call->args.size() != 1) return false;
+  const Expr& a = call->args[0];
+  const BinaryNode* sub = a->kind == ExprKind::Binary ? as<BinaryNode>(a) : nullptr;
+  if (!sub || sub->op != BinOp::Sub || a->dtype != DType(DTypeCode::f32)) return false;
+  auto is_var = [](const Expr& e, const ForNode& f) { return e->kind == ExprKind::Var && e.get() == f.var.get(); };
+  const LoadNode* x = sub->a->kind == ExprKind::Load ? as<LoadNode>(sub->a) : nullptr;
+  const LoadNode* m = sub->b->kind == ExprKind::Load ? as<LoadNode>(sub->b) : nullptr;
+  if (!x || !m || x->dtype != a->dtype || m->dtype != a->dtype || x->indices.size() != 2 ||
+      !is_var(x->indices[0], outer) || !is_var(x->indices[1], inner) || m->indices.empty() || m->indices.size() > 2 ||
+      !is_var(m->indices[0], outer))
+    return false;
+  if (m->indices.size() == 2 && !(m->indices[1]->kind == ExprKind::IntImm && as<IntImmNode>(m->indices[1])->value == 0))
+    return false;
+  // the last pass before this one that writes B or m must be the max of B's rows into m
+  auto has = [&](const std::vector<const BufferNode*>& v) {
+    return std::count(v.begin(), v.end(), x->buffer.get()) || std::count(v.begin(), v.end(), m->buffer.get());
+  };
+  for (size_t u = before.size(); u-- > 0;) {
+    const RowMax& p = before[u];
+    if (has(p.after)) return false;
+    if (p.max && p.max->src == x->buffer && p.max->dst == m->buffer && p.max->axis == 1) return true;
+    if (has(p.written)) return false;
+  }
+  return false;
+}
+
 size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   size_t len = 0;  // the statements of the run starting at k0
   for (size_t j = k0; j < n.body.size() && !len; ++j)
@@ -1441,6 +1486,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     Stmt map = nullptr;  // kMapReduce: the map statement (its @fuse_reduce)
     Expr value = nullptr;  // the map's value, its per-row parts as variables (row_parts)
     std::vector<const ForNode*> row_maps;  // per-row scalar maps after this pass (row_scalar_map)
+    bool nonpos = false;  // the map's value is exp(B[i, j] - m[i]), m an earlier pass's row max of B
   };
   std::vector<Stage> stages;
   std::optional<CopyOutPlan> cpl;
@@ -1474,6 +1520,19 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   const int64_t E0 = shape[0], E1 = shape[1];
 
   const int K = static_cast<int>(stages.size());
+  for (int q = 0; q < K; ++q) {
+    std::vector<RowMax> before;
+    for (int u = 0; u < q; ++u) {
+      const Stage& g = stages[u];
+      RowMax p{g.rd && g.rd->reduce_kind == ReduceKind::max ? g.rd : nullptr, {}, {}};
+      if (g.st) p.written.push_back(g.st->buffer.get());
+      if (g.rd) p.written.push_back(g.rd->dst.get());
+      for (const ForNode* m : g.row_maps)
+        for (const auto& c : stmts_of(m->body)) p.after.push_back(as<StoreNode>(c)->buffer.get());
+      before.push_back(p);
+    }
+    if (stages[q].st) stages[q].nonpos = row_max_shifted(*stages[q].st, *stages[q].outer, *stages[q].inner, before);
+  }
   const std::string C = std::to_string(kOutChunk), E0s = std::to_string(E0), E1s = std::to_string(E1);
   const std::string R = std::to_string(kRotChunks);
   line(line_comment(cpl->cp->span) + "row pipeline: " + std::to_string(K) +
@@ -1616,11 +1675,11 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     if (full) {
       open("if (!tw_nt)");
       line("float* const tw_o = tw_out + tw_j0;");
-      emit_chunk_map("tw_o", *g.inner, g.st->buffer->dtype, g.value);
+      emit_chunk_map("tw_o", *g.inner, g.st->buffer->dtype, g.value, g.nonpos);
       open_else();
     }
     line("alignas(64) float tw_buf[" + C + "];");
-    emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value);
+    emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value, g.nonpos);
     if (full) {  // streaming: tw_out + tw_j0 is vector aligned (tw_h)
       line(hot ? "tw_cpu::simd::stream_chunk64(tw_out + tw_j0, tw_buf);"
                : "tw_cpu::simd::stream_chunk(tw_out + tw_j0, tw_buf, tw_jn);");
@@ -1686,7 +1745,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
         line("alignas(64) float tw_buf[" + C + "];");
         line("float* const tw_c = tw_buf;");
       }
-      emit_chunk_map("tw_c", *g.inner, t->dtype, g.value);
+      emit_chunk_map("tw_c", *g.inner, t->dtype, g.value, g.nonpos);
       live_views_.erase(t.get());  // the map overwrote the tile: later passes read the tile
     }
     line("int64_t tw_q = 0;");
@@ -1764,8 +1823,10 @@ static const char* chunk_call(const Expr& value, DType dst_dtype) {
              : nullptr;
 }
 
-void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value) {
+void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value,
+                             bool nonpos) {
   const char* chunk_fn = chunk_call(value, dst_dtype);
+  if (chunk_fn && nonpos && math_pattern(as<CallNode>(value)->fn).nonpos) chunk_fn = math_pattern(as<CallNode>(value)->fn).nonpos;
   const Expr& v = chunk_fn ? as<CallNode>(value)->args[0] : value;
   std::string vj = bind(inner.var, true);
   // with a chunk function, the argument goes into a local buffer that g++ keeps in registers (it

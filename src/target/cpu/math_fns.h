@@ -3,8 +3,9 @@
 // and for a float64 argument; $0 and $1 stand for the arguments. The float32 rows call the
 // branch-free vectorisable functions of tw_cpu/math.h. `chunk`, where not null, is the function's
 // form over a float32 chunk of a row (tw_cpu/math.h exp_chunk(dst, src, n)): the chunked row maps
-// whose whole value is the call compute its argument into a local chunk, then call it. A new MathFn
-// is a -Wswitch warning here until it has its row.
+// whose whole value is the call compute its argument into a local chunk, then call it; `nonpos`,
+// where not null, the same for an argument proven <= 0 or NaN (a row's x - max: exp_nonpos_chunk,
+// no upper clamp). A new MathFn is a -Wswitch warning here until it has its row.
 #pragma once
 
 #include "tilewright/ir.h"
@@ -15,11 +16,12 @@ struct MathPattern {
   const char* f32;
   const char* f64;
   const char* chunk = nullptr;
+  const char* nonpos = nullptr;
 };
 
 inline MathPattern math_pattern(ir::MathFn f) {
   switch (f) {
-    case ir::MathFn::exp: return {"tw_cpu::exp($0)", "__builtin_exp($0)", "tw_cpu::exp_chunk"};
+    case ir::MathFn::exp: return {"tw_cpu::exp($0)", "__builtin_exp($0)", "tw_cpu::exp_chunk", "tw_cpu::exp_nonpos_chunk"};
     case ir::MathFn::exp2: return {"tw_cpu::exp2($0)", "__builtin_exp2($0)", "tw_cpu::exp2_chunk"};
     case ir::MathFn::log: return {"tw_cpu::log($0)", "__builtin_log($0)"};
     case ir::MathFn::log2: return {"(tw_cpu::log($0) * 1.44269504088896341f)", "__builtin_log2($0)"};

@@ -164,6 +164,12 @@ TW_CPU_INLINE float exp2(float x) {
 // and p * 2^n in one multiply (exact there, as exp()'s two factors are), 15 vector operations per 8
 // values (with the range test) instead of ~25; any other vector (NaN, +-Inf, subnormal or overflowing results, a
 // masked -1e30) runs exp() on its lanes. Elsewhere the scalar functions in an auto-vectorised loop.
+//
+// exp_nonpos_chunk(d, s, n): exp_chunk for values that are <= 0, -Inf or NaN (a row's x - max(x):
+// the code generator calls it only where that is proven, docs/performance.md "Session 26 ...
+// (h-rows14)"): the same bits as exp() for those values, without the upper clamp (AVX-512: one
+// vminps fewer per 16 values; AVX2: the range test's upper compare). softmax's exp pass 2-3% fewer
+// cycles in L2 on a Zen 4 core. A positive value may give a wrong result above 88.7 (no clamp).
 namespace detail {
 TW_CPU_INLINE simd::vf poly5(simd::vf x, const Poly5& c) {  // poly5 for kVF lanes
   using simd::splat;
@@ -197,10 +203,12 @@ TW_CPU_INLINE simd::vf scalef_live(simd::vf p, simd::vf n, mask16 live) {  // p 
 }
 // e^x for 16 lanes: exp()'s reduction (n = round(x log2e) by one fused multiply-add with the
 // round-to-integer shift, the two-part ln2) and polynomial, then p * 2^n by vscalefps
+// (kClamp false: x <= 0, -Inf or NaN, exp_nonpos_chunk: the clamp changes nothing there)
+template <bool kClamp = true>
 TW_CPU_INLINE simd::vf exp_v(simd::vf x) {
   using simd::splat;
   const mask16 live = live_lanes(x, -104.0f);  // x <= -104 and -Inf: +0 (as exp's select)
-  const simd::vf xc = clamp_hi(x, 89.0f);
+  const simd::vf xc = kClamp ? clamp_hi(x, 89.0f) : x;
   const simd::vf sh = splat(12582912.0f);  // 1.5 * 2^23
   const simd::vf n = simd::fma(xc, splat(1.44269504088896341f), sh) - sh;
   simd::vf r = simd::fma(n, splat(-0.693145751953125f), xc);
@@ -239,7 +247,10 @@ TW_CPU_INLINE void apply_chunk(float* d, const float* s, int64_t n, F f) {
   }
 }
 }  // namespace detail
-TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp_v); }
+TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp_v<true>); }
+TW_CPU_INLINE void exp_nonpos_chunk(float* d, const float* s, int64_t n) {
+  detail::apply_chunk(d, s, n, detail::exp_v<false>);
+}
 TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp2_v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 namespace detail {
@@ -254,21 +265,26 @@ TW_CPU_INLINE simd::vf exp_normal_v(simd::vf x) {
   r = simd::fma(n, splat(-1.428606765330187e-06f), r);
   return poly5(r, kExpPoly) * (simd::vf)((simd::vi)t << 23);
 }
-}  // namespace detail
-TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) {
+// (kClamp false: x <= 0, -Inf or NaN, exp_nonpos_chunk: no upper bound to test)
+template <bool kClamp>
+TW_CPU_INLINE void exp_chunk_t(float* d, const float* s, int64_t n) {
   for (int64_t i = 0; i < n; i += simd::kVF) {
     const int64_t m = n - i < simd::kVF ? n - i : simd::kVF;  // the last vector may be short
     if (m == simd::kVF) {
       const simd::vf x = simd::loadu(s + i);
-      const simd::vi in = (x >= simd::splat(-86.0f)) & (x <= simd::splat(88.0f));  // false for NaN
+      simd::vi in = x >= simd::splat(-86.0f);  // false for NaN
+      if (kClamp) in = in & (x <= simd::splat(88.0f));
       if (__builtin_ia32_movmskps256((simd::vf)in) == 0xff) {
-        simd::storeu(d + i, detail::exp_normal_v(x));
+        simd::storeu(d + i, exp_normal_v(x));
         continue;
       }
     }
     for (int64_t k = 0; k < m; ++k) d[i + k] = tw_cpu::exp(s[i + k]);
   }
 }
+}  // namespace detail
+TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) { detail::exp_chunk_t<true>(d, s, n); }
+TW_CPU_INLINE void exp_nonpos_chunk(float* d, const float* s, int64_t n) { detail::exp_chunk_t<false>(d, s, n); }
 TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp2(s[i]);
 }
@@ -276,6 +292,7 @@ TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) {
 TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp(s[i]);
 }
+TW_CPU_INLINE void exp_nonpos_chunk(float* d, const float* s, int64_t n) { exp_chunk(d, s, n); }
 TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp2(s[i]);
 }
