@@ -163,7 +163,9 @@ TW_CPU_INLINE float exp2(float x) {
 // floats (x in [-86, 88]: a softmax's x - max on ordinary data): exp()'s reduction and polynomial
 // and p * 2^n in one multiply (exact there, as exp()'s two factors are), 15 vector operations per 8
 // values (with the range test) instead of ~25; any other vector (NaN, +-Inf, subnormal or overflowing results, a
-// masked -1e30) runs exp() on its lanes. Elsewhere the scalar functions in an auto-vectorised loop.
+// masked -1e30) runs exp() on its lanes. exp2_chunk likewise for the vectors whose lanes are each
+// either a normal result (x in [-125, 127]) or +0 (x <= -150: flash attention's masked scores take
+// the vector form too); any other vector runs exp2() on its lanes. Elsewhere the scalar functions in an auto-vectorised loop.
 //
 // exp_nonpos_chunk(d, s, n): exp_chunk for values that are <= 0, -Inf or NaN (a row's x - max(x):
 // the code generator calls it only where that is proven, docs/performance.md "Session 26 ...
@@ -282,11 +284,35 @@ TW_CPU_INLINE void exp_chunk_t(float* d, const float* s, int64_t n) {
     for (int64_t k = 0; k < m; ++k) d[i + k] = tw_cpu::exp(s[i + k]);
   }
 }
+// 2^x for 8 lanes whose results are all normal floats (x in [-125, 127]) or +0 (x <= -150: a
+// softmax's masked lane, -Inf or -1e30 minus the row max): exp2()'s n = round(x) by the shift, f =
+// x - n, kExp2Poly, and p * 2^n in one multiply (exact there, as exp2's two factors are); the dead
+// lanes compute 2^0 meanwhile and are zeroed at the end
+TW_CPU_INLINE simd::vf exp2_normal_v(simd::vf x, simd::vi dead) {
+  const simd::vf sh = simd::splat(12582912.0f);  // 1.5 * 2^23: the add rounds to an integer
+  const simd::vf xc = (simd::vf)((simd::vi)x & ~dead);
+  const simd::vf t = xc + sh;
+  const simd::vf n = t - sh;
+  const simd::vi e = ((simd::vi)t - (simd::vi)sh + 127) << 23;  // 2^n's bits
+  return (simd::vf)((simd::vi)(poly5(xc - n, kExp2Poly) * (simd::vf)e) & ~dead);
+}
 }  // namespace detail
 TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) { detail::exp_chunk_t<true>(d, s, n); }
 TW_CPU_INLINE void exp_nonpos_chunk(float* d, const float* s, int64_t n) { detail::exp_chunk_t<false>(d, s, n); }
 TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp2(s[i]);
+  for (int64_t i = 0; i < n; i += simd::kVF) {
+    const int64_t m = n - i < simd::kVF ? n - i : simd::kVF;  // the last vector may be short
+    if (m == simd::kVF) {
+      const simd::vf x = simd::loadu(s + i);
+      const simd::vi dead = x <= simd::splat(-150.0f);
+      const simd::vi in = ((x >= simd::splat(-125.0f)) & (x <= simd::splat(127.0f))) | dead;  // false for NaN
+      if (__builtin_ia32_movmskps256((simd::vf)in) == 0xff) {
+        simd::storeu(d + i, detail::exp2_normal_v(x, dead));
+        continue;
+      }
+    }
+    for (int64_t k = 0; k < m; ++k) d[i + k] = tw_cpu::exp2(s[i + k]);
+  }
 }
 #else
 TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) {
