@@ -69,17 +69,9 @@ def _scan(M, N, dtype, stages, before):
     return k
 
 
-# Open (session 25): a bfloat16 column store with arithmetic (x[i, 0] = x[i, 0] + cy[i]) is "the
-# cast's source is not indexed like the destination" on ascend910b in a T.serial loop as well (the
-# float32 copy of a strided column has no Cast); the pipelined loop gives the same error.
-BF16_COLUMN_STORE = pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                                      reason="bfloat16 column store with arithmetic: the float32 copy of a strided "
-                                             "column has no Cast on ascend910b (serial and pipelined alike)")
-
-
 @pytest.mark.parametrize("before", [False, True], ids=["inside", "before"])
 @pytest.mark.parametrize("stages", LOOPS, ids=LOOP_IDS)
-@pytest.mark.parametrize("dtype", ["float16", pytest.param("bfloat16", marks=BF16_COLUMN_STORE), "float32"])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_scan_carry_column(dtype, stages, before):
     """cumsum of 15 x 24 rows (a row tail: 15 = 8 + 7) in 8 x 8 blocks, the carry the block's last
     column; exact (sums of at most 24 halves of magnitude <= 3 stay exact in float16 / bfloat16)."""
@@ -348,11 +340,9 @@ def test_float_mod_scalar_divisor(dtype, divisor):
                                       err_msg=target)
 
 
-# Open (session 25): where x / y is not exact in float32 (0.3 % 0.1, 1e6 + 1 % 3.3, 1e30 % 7) the
-# ascend910b result is x - floor(x / y) * y with three float32 roundings, not numpy's exact fmod-based
-# remainder (cpu's is exact): 0.3 % 0.1 gives 0 (numpy 7.45e-9), 1e30 % 7 gives 0 (numpy 1).
-@pytest.mark.xfail(strict=True, reason="float % on ascend910b is exact only where x / y, its floor and "
-                                       "floor * y are exact in float32")
+# Where x / y is not exact in float32 (0.3 % 0.1, 1e6 + 1 % 3.3, 1e30 % 7): numpy's exact remainder on both
+# targets (session 25 open: ascend910b computed x - floor(x / y) * y; exact since session 26, h-ascnum14,
+# test_ascnum_s26.py covers the whole float32 range).
 def test_float_mod_inexact_quotient_ascend():
     x = np.array([0.3, -0.3, 1e6 + 1, 1e30, 100], np.float32)
     y = np.array([0.1, 0.1, 3.3, 7, 0.7], np.float32)

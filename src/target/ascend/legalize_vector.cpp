@@ -249,6 +249,10 @@ class MapLowering {
   const ir::StoreNode* store_st_ = nullptr;  // the store being lowered (index_mask: in place or not)
   Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
   bool column_store_ = false;  // it stores down a column (its last index free of the map's variables)
+  // A 1-D map storing arithmetic down a column of a bfloat16 tile (x[i, 0] = x[i, 0] + cy[i]): its
+  // column reads are gathered (contiguous float32 work, as a row's), the result is Cast to bfloat16
+  // in a temporary and copied down the column by the scalar unit (select_instructions' column_map).
+  bool bf16_column_ = false;
 
   const ir::VarNode* vi() const { return vars_.size() == 2 ? vars_[0].get() : nullptr; }
   const ir::VarNode* vj() const { return vars_.back().get(); }
@@ -1691,23 +1695,175 @@ int MapLowering::floor_ceil(bool ceil, int x, DType t, const Span& sp) {
   return to_type(r, t, sp);
 }
 
-// x % y of float tile data with Python's sign rule (the result has y's sign; session 22, hunt9a F13):
-// r = x - floor(x / y) * y in float32 (x itself where the floor is 0: x % inf), then r + y where r and y differ in sign (x / y rounded up to
-// an integer: 0.3 % 0.1). Exact where x / y, its floor and the product are (y a power of two, small
-// integers); otherwise within the roundings of those three float32 steps. x % 0, inf % y: NaN.
-// float16 / bfloat16 operands are computed in float32 and rounded once when stored.
+// x % y of float tile data: numpy's np.remainder in float32 exactly (session 26, h-ascnum14): the
+// remainder r = fmod(|x|, |y|) is computed without rounding, then numpy's rule gives the result the
+// sign of y: r where x and y have the same sign, fl(|y| - r) where they differ and r != 0 (numpy's
+// fmod + y, rounded once), copysign(0, y) where r == 0; x % 0, inf % y, NaN operands: NaN; x % +-inf
+// (x finite): x, or +-inf where the signs differ. float16 / bfloat16 operands are computed in float32
+// and rounded once when stored (as cpu and numpy's float16 loop do).
+// The remainder is a long division of a = |x| by b = |y| in steps of 12 quotient bits, from the top
+// (B_j = b * 2^(12 j), j = J .. 0; J from the operands' ranges: 23 for float32, 3 for float16): each
+// step q = floor(a / B_j) (a correctly rounded Div, a CAST_FLOOR Cast to int32 and back: |q| <= 2^12),
+// then a - q * B_j exactly as (a - q * Bh_j) - q * Bl_j with b = bh + bl split once (Veltkamp: bh
+// its 12 leading bits, bl the rest, at most 12 bits): both products are exact (12 x 12 bits), the
+// first difference is exact (Sterbenz for |q| >= 2, the float grid for |q| <= 1) and so is the
+// second (its true value is a remainder of magnitude below B_j on B_j's grid). A rounded-up quotient
+// (a / B_j just below an integer) leaves a negative remainder above -B_j that the next step takes
+// with q = -1; the last one is corrected once (r + b). Scaling: products are q * bh then times
+// 2^(12 j) (a finite q * bh: never inf * 0), divisors of steps j >= 11 from b clamped to 2^-5 and
+// scaled by 2^132 (a larger b has q = 0 there: B_j >= 2^127 > a); a in the top binade (>= 2^127)
+// is halved first (r = fmod(2 fmod(a / 2, b), b): no product reaches 2^128) and bases >= 2^64 are
+// split scaled by 2^-64 (4097 * b would overflow); docs/ascend.md "Session 26: exact float %".
+// Fast path: a constant divisor +-2^k, 0 <= k <= 104, as x - floor(x / y) * y (x / y, its floor and the
+// product are exact; the difference is numpy's fmod + y rounded once), then r + y where negative (x / y
+// underflowed to -0). A negative constant divisor: x % y = -((-x) % -y).
+// Vector calls: float32 / bfloat16 tiles 302, float16 tiles 74; a constant divisor 8 per step (92 for
+// float32 x % 7.0: 11 steps), a power of two 14.
+struct ModRange {  // float_mod's operand ranges
+  double hi;  // |v| <= hi for finite v
+  double lo;  // |v| >= lo for v != 0
+};
+
 int MapLowering::float_mod(int x, int y, const Span& sp) {
-  x = to_type(x, kF32, sp);
-  y = to_type(y, kF32, sp);
-  int f = floor_ceil(false, bin(ir::BinOp::Div, x, y, sp), kF32, sp);
-  int r = materialize(bin(ir::BinOp::Sub, x, bin(ir::BinOp::Mul, f, y, sp), sp), Shape::Full, sp);
-  // a zero quotient leaves x as it is (0 * y is NaN for an infinite y: 3 % inf = 3, 3 % -inf = -inf
-  // below, as numpy and cpu give)
-  r = materialize(push_select(ir::BinOp::EQ, f, scalar_const(0.0, kF32), materialize(x, Shape::Full, sp), r, kF32, sp),
-                  Shape::Full, sp);
-  int ry = materialize(bin(ir::BinOp::Add, r, y, sp), Shape::Full, sp);
-  int sign = materialize(bin(ir::BinOp::Mul, r, y, sp), Shape::Full, sp);
-  return push_select(ir::BinOp::LT, sign, scalar_const(0.0, kF32), ry, r, kF32, sp);
+  auto F = [&](double v) { return scalar_const(v, kF32); };
+  auto B = [&](ir::BinOp o, int a, int b) { return materialize(bin(o, a, b, sp), Shape::Full, sp); };
+  auto sel = [&](ir::BinOp op, int a, int b, int t, int f) { return push_select(op, a, b, t, f, kF32, sp); };
+  auto tile = [&](int v) { return materialize(to_type(v, kF32, sp), Shape::Full, sp); };
+  constexpr double kInf = HUGE_VAL, kMax = 3.4028234663852886e38;
+  auto range = [&](int v) -> ModRange {
+    DType t = nodes_[v].dtype;
+    if (t == kF16) return {65504.0, std::ldexp(1.0, -24)};
+    if (t.is_int()) return {2147483648.0, 1.0};
+    return {kMax, std::ldexp(1.0, -149)};
+  };
+  auto constant = [&](int v) -> std::optional<double> {
+    const Node& n = nodes_[v];
+    if (n.shape != Shape::Scalar) return std::nullopt;
+    if (n.scalar->kind == ir::ExprKind::FloatImm) return static_cast<double>(static_cast<float>(as<ir::FloatImmNode>(n.scalar)->value));
+    if (auto c = ir::as_const_int(n.scalar)) return static_cast<double>(static_cast<float>(*c));
+    return std::nullopt;
+  };
+  const ModRange xr = range(x);
+  std::optional<double> cy = constant(y);
+  const bool finite_c = cy && std::isfinite(*cy) && *cy != 0;
+  int xf = tile(x);
+  // a negative constant divisor: x % y = -((-x) % -y) (fmod has x's sign, numpy's zero copysign(0, y))
+  const bool negate = finite_c && *cy < 0;
+  auto done = [&](int v) { return negate ? neg(v, sp) : v; };
+  if (negate) xf = neg(xf, sp), cy = -*cy;
+  if (finite_c) {
+    int e2 = 0;
+    const double m = std::frexp(*cy, &e2);
+    // 2^k, 0 <= k <= 104: x / y, its floor and the product are exact (the product is the multiple of
+    // y nearest x away from 0, at most FLT_MAX, itself a multiple of 2^104)
+    if (m == 0.5 && e2 >= 1 && e2 <= 105) {
+      int f = floor_ceil(false, bin(ir::BinOp::Mul, xf, F(1.0 / *cy), sp), kF32, sp);
+      int r = B(ir::BinOp::Sub, xf, bin(ir::BinOp::Mul, f, F(*cy), sp));
+      return done(sel(ir::BinOp::LT, r, F(0), B(ir::BinOp::Add, r, F(*cy)), r));
+    }
+  }
+  // a = |x| (inf / NaN: 0, their result is NaN below); a top binade halved
+  int ax = call(ir::MathFn::abs, xf, sp);
+  int a = sel(ir::BinOp::LT, ax, F(kInf), ax, F(0));
+  const bool halve = xr.hi >= std::ldexp(1.0, 127);
+  if (halve) a = sel(ir::BinOp::GE, a, F(std::ldexp(1.0, 127)), B(ir::BinOp::Mul, a, F(0.5)), a);
+  const double cap = (halve ? std::ldexp(1.0, 127) : xr.hi) * (1 + std::ldexp(1.0, -20));  // a < cap
+  auto floor_q = [&](int v) {  // floor(v) of |v| <= 2^12 + 1: CAST_FLOOR to int32 and back
+    Node c;
+    c.kind = OpKind::Cast;
+    c.shape = Shape::Full;
+    c.dtype = kI32;
+    c.args = {v};
+    c.floor = true;
+    c.span = sp;
+    return tile(push(std::move(c)));
+  };
+  // one step: a - q * (h + l), q = floor(a / d)
+  auto step = [&](int d, const std::function<int(int)>& h, const std::function<int(int)>& l) {
+    int q = floor_q(B(ir::BinOp::Div, a, d));
+    a = B(ir::BinOp::Sub, a, h(q));
+    if (int lq = l(q); lq >= 0) a = B(ir::BinOp::Sub, a, lq);
+  };
+  int b = -1, by = -1, yf = -1;
+  double bconst = 0;
+  if (finite_c) {  // b, its split and every step's divisor and products are constants
+    bconst = *cy;
+    int e = 0;
+    const double mb = std::frexp(bconst, &e);
+    const double bh = std::ldexp(std::nearbyint(std::ldexp(mb, 12)), e - 12), bl = bconst - bh;
+    int J = -1;
+    while (bconst * std::ldexp(1.0, 12 * (J + 1)) <= cap) ++J;
+    for (int j = J; j >= 0; --j) {
+      const double s = std::ldexp(1.0, 12 * j);
+      step(materialize(F(bconst * s), Shape::Full, sp),  // a tile: a scalar Div would be Muls by 1 / d
+           [&](int q) { return bin(ir::BinOp::Mul, q, F(bh * s), sp); },
+           [&](int q) { return bl == 0 ? -1 : bin(ir::BinOp::Mul, q, F(bl * s), sp); });
+    }
+    b = F(bconst);
+  } else {
+    const ModRange yr = range(y);
+    yf = tile(y);
+    int by0 = call(ir::MathFn::abs, yf, sp);
+    b = sel(ir::BinOp::GT, by0, F(0), by0, F(1));  // 0, NaN, inf: 1 (their result is set below)
+    b = sel(ir::BinOp::LT, b, F(kInf), b, F(1));
+    auto split = [&](int v) {  // Veltkamp: c = 4097 v, hi = c - (c - v), lo = v - hi (4097 v finite)
+      int c = B(ir::BinOp::Mul, v, F(4097));
+      int hi = B(ir::BinOp::Sub, c, B(ir::BinOp::Sub, c, v));
+      return std::pair{hi, B(ir::BinOp::Sub, v, hi)};
+    };
+    auto steps = [&](int from, int to, int d, int h, int l, int shift) {  // j = from .. to, bases * 2^shift
+      for (int j = from; j >= to; --j) {
+        const int e = 12 * j - shift;
+        auto scale = [&](int v) {
+          if (e == 0) return v;
+          if (e <= 120) return B(ir::BinOp::Mul, v, F(std::ldexp(1.0, e)));
+          return B(ir::BinOp::Mul, B(ir::BinOp::Mul, v, F(std::ldexp(1.0, e / 2))), F(std::ldexp(1.0, e - e / 2)));
+        };
+        step(scale(d), [&](int q) { return scale(B(ir::BinOp::Mul, q, h)); },
+             [&](int q) { return scale(B(ir::BinOp::Mul, q, l)); });
+      }
+    };
+    int J = -1;
+    while (yr.lo * std::ldexp(1.0, 12 * (J + 1)) <= cap) ++J;
+    if (J >= 11) {  // steps j >= 11 (2^(12 j) is no float32): b clamped to 2^-5, split, scaled by 2^132
+      const double k66 = std::ldexp(1.0, 66);
+      auto up = [&](int v) { return B(ir::BinOp::Mul, B(ir::BinOp::Mul, v, F(k66)), F(k66)); };
+      int t = B(ir::BinOp::Min, b, F(std::ldexp(1.0, -5)));
+      auto [th, tl] = split(t);
+      int bC = up(t), bhC = up(th), blC = up(tl);
+      steps(J, 11, bC, bhC, blC, 132);
+    }
+    // b's split for steps j <= 10; b >= 2^64 split as b * 2^-64 (4097 b may overflow), its high part
+    // scaled back may round up to 2^128 (b within 2^-13 of it): FLT_MAX then (q <= 1 there)
+    const bool big = yr.hi > std::ldexp(1.0, 116);
+    const double k64 = std::ldexp(1.0, 64);
+    int bs = big ? sel(ir::BinOp::GE, b, F(k64), B(ir::BinOp::Mul, b, F(1 / k64)), b) : b;
+    int bh = split(bs).first;
+    if (big) {
+      bh = sel(ir::BinOp::GE, b, F(k64), B(ir::BinOp::Mul, bh, F(k64)), bh);
+      bh = B(ir::BinOp::Min, bh, F(kMax));
+    }
+    steps(std::min(J, 10), 0, b, bh, B(ir::BinOp::Sub, b, bh), 0);
+  }
+  // the last step's negative remainder (a rounded-up quotient); the halved top binade doubled back
+  int r = sel(ir::BinOp::LT, a, F(0), B(ir::BinOp::Add, a, b), a);
+  ax = call(ir::MathFn::abs, xf, sp);  // again (a temporary less through the steps)
+  if (halve) {
+    int d = B(ir::BinOp::Sub, b, r);  // exact where it is used (r >= b / 2)
+    int r2 = sel(ir::BinOp::GE, r, d, B(ir::BinOp::Sub, r, d), B(ir::BinOp::Add, r, r));
+    r = sel(ir::BinOp::GE, ax, F(std::ldexp(1.0, 127)), r2, r);
+  }
+  if (yf >= 0) by = call(ir::MathFn::abs, yf, sp);
+  if (by >= 0) r = sel(ir::BinOp::LT, by, F(kInf), r, ax);  // x % +-inf: |x| (signed below)
+  // numpy's sign rule: fl(|y| - r) where x and y differ in sign and r != 0, then y's sign
+  int bb = by >= 0 ? by : b;
+  int w = by >= 0 ? sel(ir::BinOp::LT, xf, F(0), B(ir::BinOp::Mul, yf, F(-1)), yf) : xf;  // < 0: signs differ
+  w = sel(ir::BinOp::GT, r, F(0), w, F(0));
+  int v = sel(ir::BinOp::LT, w, F(0), B(ir::BinOp::Sub, bb, r), r);
+  if (by >= 0) v = sel(ir::BinOp::LT, yf, F(0), B(ir::BinOp::Mul, v, F(-1)), v);
+  v = sel(ir::BinOp::LT, ax, F(kInf), v, F(std::numeric_limits<double>::quiet_NaN()));  // inf % y, NaN % y
+  if (by >= 0) v = sel(ir::BinOp::GT, by, F(0), v, F(std::numeric_limits<double>::quiet_NaN()));  // x % 0, x % NaN
+  return done(v);
 }
 
 int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
@@ -1977,7 +2133,7 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   auto lead_free = [&] {
     return std::none_of(idx.begin(), idx.end() - 2, [&](const Expr& e) { return uses_var(e, vj()) || has_load(e); });
   };
-  const bool column = !column_store_ && vars_.size() == 1 && n >= 2 && src->scope == Scope::UB && shape &&
+  const bool column = (!column_store_ || bf16_column_) && vars_.size() == 1 && n >= 2 && src->scope == Scope::UB && shape &&
                       (*shape)[n - 2] > 1 && uses_var(idx[n - 2], vj()) && !uses_var(idx[n - 1], vj()) && lead_free();
   if (!column && std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
@@ -2222,6 +2378,8 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   store_sp_ = sp;
   store_st_ = st;
   column_store_ = st->indices.size() >= 2 && !uses_var(st->indices.back(), vj());
+  bf16_column_ = column_store_ && vars_.size() == 1 && st->buffer->dtype == kBF16 &&
+                 st->value->kind != ir::ExprKind::Load && (has_load(st->value) || uses_var(st->value, vj()));
   nodes_.clear();
   memo_.clear();
   // The destination must be a tile element indexed by every loop variable.
@@ -2280,13 +2438,15 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   if (nodes_[root].kind == OpKind::Leaf && nodes_[root].buf.get() == st->buffer.get() &&
       ir::structural_equal(ir::load(st->buffer, nodes_[root].idx), ir::load(st->buffer, st->indices)))
     return;  // x[i, j] = x[i, j] (e.g. a cast of a tile to its own dtype)
-  if (nodes_[root].kind == OpKind::Leaf && dt == kBF16)  // a bfloat16 copy: exact through float32 (no bf16 ops)
+  // a bfloat16 copy: exact through float32 (no bf16 ops); down a column the scalar unit copies it as it is
+  if (nodes_[root].kind == OpKind::Leaf && dt == kBF16 && !column_store_)
     root = step_cast(step_cast(root, kF32, sp), kBF16, sp);
   // an 8-bit copy: exact through float16 (the vector copy is an Adds, which has no 8-bit form; the
   // simulator's API rule found it, session 15)
   if (nodes_[root].kind == OpKind::Leaf && small_int(dt) && nodes_[root].dtype == dt)
     root = step_cast(step_cast(root, kF16, sp), dt, sp);
-  if (nodes_[root].kind == OpKind::Leaf ||  // a plain copy; a gather from dst itself goes through a temporary
+  // a plain copy; a gather from dst itself goes through a temporary; so does a bfloat16 column's Cast
+  if (nodes_[root].kind == OpKind::Leaf || (bf16_column_ && nodes_[root].kind != OpKind::Copy) ||
       (nodes_[root].kind == OpKind::Gather && nodes_[root].buf.get() == st->buffer.get())) {
     Node c;
     c.kind = OpKind::Copy;
@@ -2340,7 +2500,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     int ki = static_cast<int>(k);
     auto dead = [&](int holder) { return holder < 0 || last[holder] <= ki; };
     bool is_root = ki == root;
-    bool dst_ok = nd.shape == Shape::Full && nd.dtype == dt && dead(dst_holder) && last_dst_read <= ki &&
+    bool dst_ok = nd.shape == Shape::Full && nd.dtype == dt && dead(dst_holder) && last_dst_read <= ki && !bf16_column_ &&
                   !(nd.kind == OpKind::Gather && nd.buf.get() == st->buffer.get());  // Gather: dst may not be src
     // A value still needed after the root cannot live in dst (never the case), and the root always does.
     if (is_root || dst_ok) {

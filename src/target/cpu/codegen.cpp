@@ -516,13 +516,16 @@ inline int64_t tw_ceildiv(int64_t a, int64_t b) { return b == 0 ? 0 : tw_neg(tw_
 // Non-negative operands (the fast forms): only the divisor 0 needs care.
 inline int64_t tw_udiv(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
 inline int64_t tw_umod(int64_t a, int64_t b) { return b == 0 ? a : a % b; }
+// numpy's np.remainder: fmod, plus b where the signs differ, a zero with b's sign
 inline float tw_fmod(float a, float b) {
   float r = __builtin_fmodf(a, b);
-  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+  if (r == 0.0f) return __builtin_copysignf(0.0f, b);
+  return (r < 0.0f) != (b < 0.0f) ? r + b : r;
 }
 inline double tw_fmod(double a, double b) {
   double r = __builtin_fmod(a, b);
-  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+  if (r == 0.0) return __builtin_copysign(0.0, b);
+  return (r < 0.0) != (b < 0.0) ? r + b : r;
 }
 }  // namespace
 )";
