@@ -1227,6 +1227,38 @@ TEST(AscendSimApiRules, Nd2NzSourceRowStrideIsUint16) {
   EXPECT_EQ(rep->instrs.at(0).span.line, 68);
 }
 
+// Sets and waits of one flag alternate: a SetFlag must be ordered (happens-before) after the
+// WaitFlag that took the flag's previous set, whatever the simulated timing (session 26). Here
+// MTE1 is busy with a long load, so in simulated time its second set comes after MTE2's wait and
+// the timing rule sees nothing; on the chip MTE1 may get there first. With a flag from MTE2 to
+// MTE1 between the wait and the set (chained), nothing is reported.
+TEST(AscendSimChecker, SetNotOrderedAfterThePreviousWaitIsReported) {
+  for (bool chained : {false, true}) {
+    CubeRig r;
+    r.b.set(Pipe::MTE1, Pipe::MTE2, C(1), 70);
+    r.b.wait(Pipe::MTE1, Pipe::MTE2, C(1), 71);
+    if (chained) {
+      r.b.set(Pipe::MTE2, Pipe::MTE1, C(2), 72);
+      r.b.wait(Pipe::MTE2, Pipe::MTE1, C(2), 73);
+    }
+    r.b.emit(LoadL0{at(r.l1), at(r.a0), DTypeCode::f16, C(64), C(0), C(0), C(64), C(128), false}, 74);
+    r.b.set(Pipe::MTE1, Pipe::MTE2, C(1), 75);
+    r.b.wait(Pipe::MTE1, Pipe::MTE2, C(1), 76);
+    auto res = r.run();
+    const sim::Report* rep = find(res, sim::ReportKind::FlagSetTwice);
+    if (chained) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+      continue;
+    }
+    ASSERT_NE(rep, nullptr) << res.summary();
+    EXPECT_EQ(res.reports.size(), 1u) << res.summary();
+    EXPECT_NE(rep->message.find("is not ordered after the WaitFlag that took the previous set"), std::string::npos)
+        << rep->message;
+    EXPECT_EQ(rep->instrs.at(0).span.line, 71);  // the wait
+    EXPECT_EQ(rep->instrs.at(1).span.line, 75);  // the set
+  }
+}
+
 // TPipe's constructor sets M_MTE1 events 0..2 on the AIC (Program::tpipe_destroy).
 TEST(AscendSimApiRules, TPipeEventsCollideWithoutDestroy) {
   for (bool destroy : {true, false}) {

@@ -418,12 +418,13 @@ TEST(InsertSync, PairsAroundIfsOrderTheirOwnIdReuse) {
 )");
 }
 
-// Guard pairs: x is stored (MTE3) and then updated (V) inside one `if` of a loop. The carried
-// V -> MTE3 pair (the update before the next iteration's store) is placed in the loop body, but
-// the reverse MTE3 -> V pair that would order its id reuse is inside the `if`, which an
-// iteration may skip: a guard (MTE3 sets, V waits, right before the carried set) keeps V from
-// setting V_MTE3 again before MTE3 consumed the previous set.
-TEST(InsertSync, CarriedPairGetsAGuard) {
+// x is stored (MTE3) and then updated (V) inside one `if` of a loop. The carried V -> MTE3 pair
+// (the update before the next iteration's store) orders accesses that are all in the `if`: it
+// goes into the `if` (session 26), wait before the store and set after the update, so the
+// MTE3 -> V pair between them orders its set after its wait in every execution that runs them.
+// (Left before and after the `if`, an iteration that skips it ran the wait and then the set with
+// nothing ordering V after MTE3: it needed a guard, a round trip in every iteration.)
+TEST(InsertSync, CarriedPairUnderAnIfGoesIntoIt) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024);
   auto k = ir::var("k");
@@ -440,17 +441,90 @@ TEST(InsertSync, CarriedPairGetsAGuard) {
   V SetFlag<V_MTE3>(1)
   MTE3 WaitFlag<V_MTE3>(0)
   for k in range(4):
+    if k != 2:
+      MTE3 WaitFlag<V_MTE3>(1)
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(0)
+      V WaitFlag<MTE3_V>(0)
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+      V SetFlag<V_MTE3>(1)
+  MTE3 WaitFlag<V_MTE3>(1)
+)");
+}
+
+// Guard pairs: x is stored (MTE3) and updated (V) under one `if` of a loop and updated again
+// under another. The carried V -> MTE3 pair (the updates before the next iteration's store) cannot
+// go into either `if`; the reverse MTE3 -> V pair that would order its id reuse sits in the first
+// (the store -> second update dependence is implied by it), which an iteration may skip: a guard
+// (MTE3 sets, V waits, right before the carried set) keeps V from setting V_MTE3 again before
+// MTE3 consumed the previous set.
+Program two_ifs() {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024);
+  auto k = ir::var("k");
+  b.dup(x);
+  b.loop(k, 4, [&] {
+    b.when(ir::binary(BinOp::NE, k, C(2)), [&] {
+      b.store(x, C(0), mul(k, C(1024)));
+      b.adds(x, C(0), x, C(0));
+    });
+    b.when(ir::binary(BinOp::NE, k, C(1)), [&] { b.adds(x, C(0), x, C(0)); });
+  });
+  return b.aiv();
+}
+
+TEST(InsertSync, CarriedPairAcrossTwoIfsGetsAGuard) {
+  expect_sync(two_ifs(), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  V SetFlag<V_MTE3>(1)
+  V PipeBarrier<V>
+  MTE3 WaitFlag<V_MTE3>(0)
+  for k in range(4):
     MTE3 WaitFlag<V_MTE3>(1)
     if k != 2:
       MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
       MTE3 SetFlag<MTE3_V>(0)
       V WaitFlag<MTE3_V>(0)
       V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    V PipeBarrier<V>
+    if k != 1:
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
     MTE3 SetFlag<MTE3_V>(1)
     V WaitFlag<MTE3_V>(1)
     V SetFlag<V_MTE3>(1)
   MTE3 WaitFlag<V_MTE3>(1)
 )");
+}
+
+// A guard that finds no free event id is a PipeBarrier<ALL> where its set and wait would be:
+// before the carried set it orders (after it, nothing ordered the set after the wait).
+TEST(InsertSync, GuardWithoutAnIdIsAPipeAllBeforeTheSet) {
+  target::Target small = b2();
+  small.ascend.flag_event_ids = 3;
+  Program p = insert_sync(two_ifs(), small);
+  std::string text = code(p);
+  EXPECT_EQ(text, R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  ALL PipeBarrier<ALL>
+  V PipeBarrier<V>
+  for k in range(4):
+    MTE3 WaitFlag<V_MTE3>(0)
+    if k != 2:
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(0)
+      V WaitFlag<MTE3_V>(0)
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    V PipeBarrier<V>
+    if k != 1:
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    ALL PipeBarrier<ALL>
+    V SetFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(0)
+)") << text;
+  SimRun r = simulate(p);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
 }
 
 // Event-id sharing must see where emit() puts waits and sets (issue 13, paged decode with one

@@ -844,6 +844,45 @@ class CoreSync {
       }
       pairs_.push_back(sp);
     }
+    for (SyncPair& sp : pairs_)
+      if (sp.kind == SyncPair::Flag && sp.carried) narrow(sp);
+  }
+
+  // A carried pair whose wait and set are due right before and right after one `if` (kid w of
+  // its block, s = w + 1) that holds every access it orders in one branch goes into that branch
+  // (recursively): wait before the first b there, set after the last a. An execution that skips
+  // the branch then skips both, so sets and waits still alternate (the preset before the loop and
+  // the drain after it are unchanged; a wait takes the set of the last execution that ran the
+  // branch, after its a's), and the chains of flag pairs inside the branch that order the set
+  // after the wait (guard_carried) run whenever the pair does. Left before and after the `if`, a
+  // skipped branch ran the wait and then the set with nothing ordering the setting pipe after the
+  // waiting one: with other timing, a flag set twice. Not when the b's follow the a's in the
+  // branch (the wait would come after the set).
+  void narrow(SyncPair& sp) const {
+    for (;;) {
+      const auto& kids = blocks_[sp.C].kids;
+      int k = sp.w - static_cast<int>(kids.size());
+      if (k != sp.s - 1 || k < 0 || nodes_[kids[k]].kind != StmtKind::If) return;
+      const Node& f = nodes_[kids[k]];
+      int br = -1;
+      for (int b : {f.body, f.else_body}) {
+        bool all = true;
+        for (const auto* v : {&sp.as, &sp.bs})
+          for (int x : *v) all = all && block_contains(b, nodes_[x].block);
+        if (all) br = b;
+      }
+      if (br < 0) return;
+      auto index_in = [&](int x) {
+        for (auto [blk, idx] : chain(x))
+          if (blk == br) return idx;
+        return -1;
+      };
+      int first_b = INT_MAX, last_a = -1;
+      for (int x : sp.bs) first_b = std::min(first_b, index_in(x));
+      for (int x : sp.as) last_a = std::max(last_a, index_in(x));
+      if (first_b > last_a) return;
+      sp.C = br, sp.s = last_a + 1, sp.w = first_b + static_cast<int>(blocks_[br].kids.size());
+    }
   }
 
   // A carried pair p -> q (set after a's ancestor at slot s, wait before b's ancestor at slot w
@@ -1194,6 +1233,14 @@ class CoreSync {
         at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{sp.p}, sp.wait_span));
         continue;
       }
+      // a guard goes right before its carried pair's set (pushed next to it by guard_carried); one
+      // that ran out of ids is a PIPE_ALL there (before the set it orders)
+      const SyncPair& owner = sp.guard && !sp.body_guard && i + 1 < pairs_.size() ? pairs_[i + 1] : sp;
+      if (sp.kind == SyncPair::All && sp.guard) {
+        for (auto [blk, slot] : set_places_of(owner))
+          at[{blk, slot}].sets.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
+        continue;
+      }
       if (sp.kind == SyncPair::All) {
         at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
         continue;
@@ -1202,8 +1249,6 @@ class CoreSync {
       int w = sp.carried ? sp.w - n : sp.w;
       Pipe dst = sp.relay ? sp.r : sp.q;
       Expr ev = event(sp);
-      // a guard goes right before its carried pair's set (pushed next to it by guard_carried)
-      const SyncPair& owner = sp.guard && !sp.body_guard && i + 1 < pairs_.size() ? pairs_[i + 1] : sp;
       for (auto [blk, slot] : set_places_of(owner)) {
         at[{blk, slot}].sets.push_back(instr(SetFlag{sp.p, dst, ev}, sp.set_span));
         if (sp.guard) at[{blk, slot}].sets.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));

@@ -77,10 +77,15 @@
 //    the wait) before the setting pipe reaches the set; and around the nearest enclosing loop a
 //    chain (intra pairs of two iterations, carried pairs into the next) orders the second's wait
 //    before the first's set of the next iteration (pairs inside an `if` or loop of that block
-//    count at the `if` / loop). A carried pair
-//    whose next set is not ordered after its wait by flag pairs placed unconditionally in its
-//    block (a and b under `if`s that an iteration may skip) gets a guard: a reverse pair q -> p
-//    set and waited right before the carried set. Intra pairs of a loop body reuse their id each
+//    count at the `if` / loop). A carried pair whose wait and set would surround one `if` that
+//    holds every access it orders in one branch goes into that branch (recursively; session 26):
+//    an execution that skips the branch skips both, and the pairs inside it that order the set
+//    after the wait run whenever the pair does (left around the `if`, a skipped branch ran the
+//    wait and then the set with nothing between: with other timing, a flag set twice). A carried
+//    pair whose next set is still not ordered after its wait by flag pairs placed unconditionally
+//    in its block (a and b under different `if`s that an iteration may skip) gets a guard: a
+//    reverse pair q -> p set and waited right before the carried set (a guard without a free id:
+//    a PipeBarrier<PIPE_ALL> there, before the set). Intra pairs of a loop body reuse their id each
 //    iteration too: when no chain of unconditional pairs around the loop (reaches over two
 //    iterations) orders the wait before the next iteration's set (the reverse dependence may sit
 //    in an `if` the drain iterations of a software-pipelined loop skip), the pairs p -> q of the

@@ -67,6 +67,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     SetFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     SetFlag<HardEvent::FIX_M>(1);  // line 4
     SetFlag<HardEvent::M_MTE1>(0);  // line 4
+    SetFlag<HardEvent::M_MTE1>(1);  // line 4
+    SetFlag<HardEvent::M_MTE1>(2);  // line 4
+    SetFlag<HardEvent::M_MTE1>(3);  // line 4
     SetFlag<HardEvent::MTE1_MTE2>(2);  // line 4
     for (int32_t t = 0; t < tw_ceildiv((4 - cid), 4); ++t) {
       const int32_t blk = (cid + (t * 4));
@@ -99,7 +102,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       for (int32_t k_o = 0; k_o < (((loop_range + 3) + 2 - 1) / 2); ++k_o) {
         WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
         WaitFlag<HardEvent::FIX_M>(1);  // line 24
-        WaitFlag<HardEvent::M_MTE1>(0);  // line 24
         if ((k_o * 2) < loop_range) {
           if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
             InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
@@ -118,6 +120,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             DataCopy(K_shared, K_gm[(((k_o * 8192) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
           }
           SetFlag<HardEvent::MTE2_MTE1>(1);  // line 23
+          WaitFlag<HardEvent::M_MTE1>(0);  // line 24
           for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
             {
               LoadData2DParams tw_p;
@@ -154,6 +157,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mmad(acc_s, Q_shared_l0, K_shared_l0, tw_p);  // line 24
           }
           SetFlag<HardEvent::M_FIX>(1);  // line 24
+          SetFlag<HardEvent::M_MTE1>(0);  // line 24
           CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 26
           WaitFlag<HardEvent::M_FIX>(1);  // line 26
           {
@@ -202,6 +206,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
           CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
           WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
+          WaitFlag<HardEvent::M_MTE1>(1);  // line 51
           for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
             {
               LoadData2DParams tw_p;
@@ -249,6 +254,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Mmad(acc_o_pv, acc_s_cast_l0_1, V_shared_l0_1, tw_p);  // line 51
           }
           SetFlag<HardEvent::M_FIX>(3);  // line 51
+          SetFlag<HardEvent::M_MTE1>(1);  // line 51
           CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
           WaitFlag<HardEvent::M_FIX>(3);  // line 51
           {
@@ -291,6 +297,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               DataCopy(K_shared, K_gm[(((((k_o * 2) + 1) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
             }
             SetFlag<HardEvent::MTE2_MTE1>(1);  // line 23
+            WaitFlag<HardEvent::M_MTE1>(2);  // line 24
             for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
               {
                 LoadData2DParams tw_p;
@@ -327,6 +334,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               Mmad(acc_s, Q_shared_l0[4096], K_shared_l0[4096], tw_p);  // line 24
             }
             SetFlag<HardEvent::M_FIX>(2);  // line 24
+            SetFlag<HardEvent::M_MTE1>(2);  // line 24
             CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 26
             WaitFlag<HardEvent::M_FIX>(2);  // line 26
             {
@@ -375,6 +383,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
             WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 51
+            WaitFlag<HardEvent::M_MTE1>(3);  // line 51
             for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
               {
                 LoadData2DParams tw_p;
@@ -422,6 +431,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               Mmad(acc_o_pv, acc_s_cast_l0_1[4096], V_shared_l0_1[4096], tw_p);  // line 51
             }
             SetFlag<HardEvent::M_FIX>(4);  // line 51
+            SetFlag<HardEvent::M_MTE1>(3);  // line 51
             CrossCoreWaitFlag<2, PIPE_FIX>(5);  // line 51
             WaitFlag<HardEvent::M_FIX>(4);  // line 51
             {
@@ -452,9 +462,6 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         SetFlag<HardEvent::MTE2_MTE1>(4);  // line 23
         WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 24
         SetFlag<HardEvent::MTE1_MTE2>(1);  // line 24
-        SetFlag<HardEvent::MTE1_M>(4);  // line 24
-        WaitFlag<HardEvent::MTE1_M>(4);  // line 24
-        SetFlag<HardEvent::M_MTE1>(0);  // line 24
       }
       SetFlag<HardEvent::MTE1_MTE2>(2);  // line 24
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 4
@@ -465,6 +472,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
     WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 4
     WaitFlag<HardEvent::FIX_M>(1);  // line 4
     WaitFlag<HardEvent::M_MTE1>(0);  // line 4
+    WaitFlag<HardEvent::M_MTE1>(1);  // line 4
+    WaitFlag<HardEvent::M_MTE1>(2);  // line 4
+    WaitFlag<HardEvent::M_MTE1>(3);  // line 4
     WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 4
   }
   if ASCEND_IS_AIV {
@@ -528,6 +538,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           WaitFlag<HardEvent::MTE2_V>(1);  // line 26
           WaitFlag<HardEvent::MTE3_V>(1);  // line 26
           DataCopy(acc_s_ub, acc_s_ub_in, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(256), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 26
+          SetFlag<HardEvent::V_MTE2>(1);  // line 26
           PipeBarrier<PIPE_V>();  // line 26
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
           PipeBarrier<PIPE_V>();  // line 26
@@ -595,14 +606,10 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
           WaitFlag<HardEvent::MTE3_V>(1);  // line 26
-          WaitFlag<HardEvent::V_MTE2>(1);  // line 26
         }
         SetFlag<HardEvent::V_MTE3>(0);
         WaitFlag<HardEvent::V_MTE3>(0);
         SetFlag<HardEvent::MTE3_V>(0);  // line 50
-        SetFlag<HardEvent::MTE2_V>(4);  // line 26
-        WaitFlag<HardEvent::MTE2_V>(4);  // line 26
-        SetFlag<HardEvent::V_MTE2>(1);  // line 26
         if ((k_v_o * 2) >= 3) {
           PipeBarrier<PIPE_V>();  // line 37
           Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
@@ -734,8 +741,8 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           WaitFlag<HardEvent::V_MTE2>(0);  // line 51
           WaitFlag<HardEvent::MTE3_V>(0);  // line 26
         }
-        SetFlag<HardEvent::MTE2_V>(5);  // line 51
-        WaitFlag<HardEvent::MTE2_V>(5);  // line 51
+        SetFlag<HardEvent::MTE2_V>(4);  // line 51
+        WaitFlag<HardEvent::MTE2_V>(4);  // line 51
         SetFlag<HardEvent::V_MTE2>(2);  // line 51
       }
       PipeBarrier<PIPE_V>();  // line 55

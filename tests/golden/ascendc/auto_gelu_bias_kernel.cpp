@@ -161,9 +161,8 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       }
       SetFlag<HardEvent::M_FIX>(1);  // line 14
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
-      WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
-      WaitFlag<HardEvent::M_MTE1>(1);  // line 14
       if (((k_o * 2) + 1) < 1) {
+        WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
         if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
           InitConstValue(x_s[4096], InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
           PipeBarrier<PIPE_MTE2>();  // line 12
@@ -200,6 +199,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         }
         SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
         WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
+        WaitFlag<HardEvent::M_MTE1>(1);  // line 14
         for (int32_t tw_i_ = 0; tw_i_ < 4; ++tw_i_) {
           {
             LoadData2DParams tw_p;
@@ -212,6 +212,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
             LoadData(x_s_l0[(4096 + ((tw_i_ * 8) * 128))], x_s[(4096 + (tw_i_ * 128))], tw_p);  // line 14
           }
         }
+        SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
         WaitFlag<HardEvent::MTE2_MTE1>(1);  // line 14
         {
           LoadData3DParamsV2<float> tw_p;
@@ -236,6 +237,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           LoadData(w_s_l0[4096], w_s[4096], tw_p);  // line 14
         }
         SetFlag<HardEvent::MTE1_M>(0);  // line 14
+        SetFlag<HardEvent::MTE1_MTE2>(3);  // line 14
         WaitFlag<HardEvent::MTE1_M>(0);  // line 14
         {
           MmadParams tw_p;
@@ -247,19 +249,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.isBias = false;
           Mmad(acc, x_s_l0[4096], w_s_l0[4096], tw_p);  // line 14
         }
-      } else {
-        WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
+        SetFlag<HardEvent::M_MTE1>(1);  // line 14
       }
       SetFlag<HardEvent::M_FIX>(0);  // line 14
-      SetFlag<HardEvent::MTE2_MTE1>(4);  // line 12
-      WaitFlag<HardEvent::MTE2_MTE1>(4);  // line 14
-      SetFlag<HardEvent::MTE1_MTE2>(2);  // line 14
-      SetFlag<HardEvent::MTE2_MTE1>(5);  // line 13
-      WaitFlag<HardEvent::MTE2_MTE1>(5);  // line 14
-      SetFlag<HardEvent::MTE1_MTE2>(3);  // line 14
-      SetFlag<HardEvent::MTE1_M>(2);  // line 14
-      WaitFlag<HardEvent::MTE1_M>(2);  // line 14
-      SetFlag<HardEvent::M_MTE1>(1);  // line 14
       CrossCoreWaitFlag<2, PIPE_FIX>(1);  // line 17
       WaitFlag<HardEvent::M_FIX>(0);  // line 17
       WaitFlag<HardEvent::M_FIX>(1);  // line 17

@@ -39,6 +39,17 @@ void Checker::begin(Core& c, Pipe p) {
 
 void Checker::s_advanced(Core& c) { ++s_version_[c.index]; }
 
+std::pair<int, uint32_t> Checker::tick(Core& c, Pipe p) {
+  begin(c, p);
+  int t = tid(c, p);
+  return {t, clock_[t]};
+}
+
+bool Checker::knows(Core& c, Pipe p, int t, uint32_t clk) const {
+  int me = tid(c, p);
+  return me == t || clk <= vc(me)[t];  // the same pipe: the set queues behind the wait
+}
+
 int Checker::new_snapshot() {
   if (free_snaps_.empty()) {
     snaps_.emplace_back();

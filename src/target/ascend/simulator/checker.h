@@ -11,7 +11,12 @@
 // simulated timing was. Atomic writes (SetAtomicAdd copies into GM) do not conflict with each
 // other (the hardware adds them one at a time, in any order); they conflict with unordered plain
 // reads and writes of the same bytes.
+// Flags (Machine::try_execute, with tick / knows): sets and waits of one flag alternate, so a
+// SetFlag whose pipe is not ordered after the WaitFlag that took the flag's previous set may, with
+// other timing, set it twice (undefined): reported once per flag, whatever the simulated order.
 #pragma once
+
+#include <utility>
 
 #include <map>
 #include <vector>
@@ -40,6 +45,10 @@ class Checker {
   void barrier_all(Core& c);
   void s_advanced(Core& c);                // the scalar unit acquired something
   ReportInstr describe(uint32_t uid) const;
+  // A wait's own event on pipe p: ticks p's clock; returns (thread, clock) for knows().
+  std::pair<int, uint32_t> tick(Core& c, Pipe p);
+  // Does pipe p of c know (happens-after) event clk of thread t?
+  bool knows(Core& c, Pipe p, int t, uint32_t clk) const;
 
  private:
   struct Epoch {

@@ -858,6 +858,19 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
     FlagQueue& q = c.flags[(static_cast<int>(f->src) * 8 + static_cast<int>(f->dst)) * chip.flag_event_ids + f->event];
     if (f->set) {
       if (checker) r.uid = checker->record(c, r.in, start);
+      // Sets and waits of one flag alternate. A set that nothing orders after the wait that took
+      // the previous set may, under other timing, come before it: a flag set twice.
+      if (checker && q.empty() && q.wait_tid >= 0 && !q.unordered_reported &&
+          !checker->knows(c, r.pipe, q.wait_tid, q.wait_clk)) {
+        q.unordered_reported = true;
+        report(ReportKind::FlagSetTwice,
+               "SetFlag<" + std::string(pipe_name(f->src)) + "_" + std::string(pipe_name(f->dst)) + ">(" +
+                   std::to_string(f->event) + ") is not ordered after the WaitFlag that took the previous set "
+                   "(nothing on its pipe waited for anything that follows that wait): with other timing it sets "
+                   "the flag twice, which is undefined; make the set depend on the wait (both under the same "
+                   "condition, or a flag from the waiting pipe to the setting pipe)",
+               {checker->describe(q.wait_uid), checker->describe(r.uid)});
+      }
       int64_t fire = std::max(r.issue, ps.last_complete) + chip.flag_latency_cycles;
       q.push({fire, r.uid, checker ? checker->snapshot(c, r.pipe) : -1});
       int d = static_cast<int>(f->dst);
@@ -866,6 +879,10 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
       if (q.empty()) return --events_, false;
       bool by_tpipe = q.front().tpipe;
       consume(q);
+      if (checker) {
+        auto [t, clk] = checker->tick(c, r.pipe);
+        q.wait_tid = t, q.wait_clk = clk, q.wait_uid = r.uid;
+      }
       if (checker && !q.empty())
         report(ReportKind::FlagSetTwice,
                "SetFlag<" + std::string(pipe_name(f->src)) + "_" + std::string(pipe_name(f->dst)) + ">(" +

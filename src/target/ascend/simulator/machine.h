@@ -157,6 +157,11 @@ struct ApiRuleState {
 struct FlagQueue {
   std::vector<FlagEntry> v;
   size_t head = 0;
+  // The checker's record of the last WaitFlag that took a set: its thread and clock (a later
+  // SetFlag must be ordered after it, whatever the timing), and whether that was reported.
+  int wait_tid = -1;
+  uint32_t wait_clk = 0, wait_uid = 0;
+  bool unordered_reported = false;
   bool empty() const { return head == v.size(); }
   size_t size() const { return v.size() - head; }
   FlagEntry& front() { return v[head]; }
