@@ -318,48 +318,51 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
     items.push_back(it);
   }
 
-  // A map `t[i.., j] = exp(E - m[i..])` (one store, E reading none of `avoid`): m's buffer, else null.
-  auto exp_of_max = [&](const ir::Stmt& s, const BufSet& avoid, ir::Buffer* t) -> Buf {
-    ir::Stmt st = s;
-    std::vector<const ir::VarNode*> vars;
+  // The one store of a nest of single-statement loops (each loop's variable into *vars), else null.
+  auto map_store = [](ir::Stmt st, std::vector<const ir::VarNode*>* vars) -> const ir::StoreNode* {
     while (st->kind == ir::StmtKind::For) {
       auto* f = ir::as<ir::ForNode>(st);
-      vars.push_back(f->var.get());
+      if (vars) vars->push_back(f->var.get());
       auto b = ir::stmts_of(f->body);
       if (b.size() != 1) return nullptr;
       st = b[0];
     }
-    if (st->kind != ir::StmtKind::Store) return nullptr;
-    auto* store = ir::as<ir::StoreNode>(st);
-    auto* call = store->value->kind == ir::ExprKind::Call ? static_cast<const ir::CallNode*>(store->value.get()) : nullptr;
-    if (!call || call->fn != ir::MathFn::exp) return nullptr;
-    auto* sub = call->args[0]->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(call->args[0].get()) : nullptr;
-    if (!sub || sub->op != ir::BinOp::Sub || sub->b->kind != ir::ExprKind::Load) return nullptr;
+    return st->kind == ir::StmtKind::Store ? ir::as<ir::StoreNode>(st) : nullptr;
+  };
+  // `sub` = `E - m[i..]` inside the map `store` over `vars`: m indexed by the store's leading indices
+  // (m[i] belongs to row i), each a loop variable, and E reading none of `avoid`.
+  auto row_shift = [](const ir::StoreNode* store, const std::vector<const ir::VarNode*>& vars,
+                      const ir::BinaryNode* sub, const BufSet& avoid) {
     auto* ml = static_cast<const ir::LoadNode*>(sub->b.get());
-    // m is indexed by the store's leading indices (each a loop variable): m[i] belongs to row i
-    if (ml->indices.size() + 1 != store->indices.size() || vars.size() != store->indices.size()) return nullptr;
+    if (ml->indices.size() + 1 != store->indices.size() || vars.size() != store->indices.size()) return false;
     for (size_t d = 0; d < store->indices.size(); ++d)
       if (store->indices[d].get() != vars[d] || (d + 1 < store->indices.size() && ml->indices[d].get() != vars[d]))
-        return nullptr;
+        return false;
     bool clean = true;
     ir::for_each_expr(sub->a, [&](const ir::Expr& e) {
       if (e->kind == ir::ExprKind::Load && avoid.count(static_cast<const ir::LoadNode*>(e.get())->buffer.get())) clean = false;
     });
-    if (!clean) return nullptr;
+    return clean;
+  };
+
+  // A map `t[i.., j] = exp(E - m[i..])` (one store, E reading none of `avoid`): m's buffer, else null.
+  auto exp_of_max = [&](const ir::Stmt& s, const BufSet& avoid, ir::Buffer* t) -> Buf {
+    std::vector<const ir::VarNode*> vars;
+    auto* store = map_store(s, &vars);
+    if (!store) return nullptr;
+    auto* call = store->value->kind == ir::ExprKind::Call ? static_cast<const ir::CallNode*>(store->value.get()) : nullptr;
+    if (!call || call->fn != ir::MathFn::exp) return nullptr;
+    auto* sub = call->args[0]->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(call->args[0].get()) : nullptr;
+    if (!sub || sub->op != ir::BinOp::Sub || sub->b->kind != ir::ExprKind::Load) return nullptr;
+    if (!row_shift(store, vars, sub, avoid)) return nullptr;
     *t = store->buffer;
-    return ml->buffer.get();
+    return static_cast<const ir::LoadNode*>(sub->b.get())->buffer.get();
   };
 
   // A map over a row result `S[i..] = S[i..] / N` (the mean of a row sum): S's buffer, else null.
   auto mean_of_sum = [&](const ir::Stmt& s) -> Buf {
-    ir::Stmt st = s;
-    while (st->kind == ir::StmtKind::For) {
-      auto b = ir::stmts_of(ir::as<ir::ForNode>(st)->body);
-      if (b.size() != 1) return nullptr;
-      st = b[0];
-    }
-    if (st->kind != ir::StmtKind::Store) return nullptr;
-    auto* store = ir::as<ir::StoreNode>(st);
+    auto* store = map_store(s, nullptr);
+    if (!store) return nullptr;
     auto* div = store->value->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(store->value.get()) : nullptr;
     if (!div || div->op != ir::BinOp::Div || div->a->kind != ir::ExprKind::Load) return nullptr;
     auto* ld = static_cast<const ir::LoadNode*>(div->a.get());
@@ -372,31 +375,15 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
   };
   // A map `t[i.., j] = (E - S[i..]) * (E - S[i..])` (E reading none of `avoid`): t, else null.
   auto square_of = [&](const ir::Stmt& s, Buf S, const BufSet& avoid) -> ir::Buffer {
-    ir::Stmt st = s;
     std::vector<const ir::VarNode*> vars;
-    while (st->kind == ir::StmtKind::For) {
-      auto* f = ir::as<ir::ForNode>(st);
-      vars.push_back(f->var.get());
-      auto b = ir::stmts_of(f->body);
-      if (b.size() != 1) return nullptr;
-      st = b[0];
-    }
-    if (st->kind != ir::StmtKind::Store) return nullptr;
-    auto* store = ir::as<ir::StoreNode>(st);
+    auto* store = map_store(s, &vars);
+    if (!store) return nullptr;
     auto* mul = store->value->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(store->value.get()) : nullptr;
     if (!mul || mul->op != ir::BinOp::Mul || !ir::structural_equal(mul->a, mul->b) || mul->a->kind != ir::ExprKind::Binary) return nullptr;
     auto* sub = static_cast<const ir::BinaryNode*>(mul->a.get());
     if (sub->op != ir::BinOp::Sub || sub->b->kind != ir::ExprKind::Load) return nullptr;
-    auto* ml = static_cast<const ir::LoadNode*>(sub->b.get());
-    if (ml->buffer.get() != S || ml->indices.size() + 1 != store->indices.size() || vars.size() != store->indices.size()) return nullptr;
-    for (size_t d = 0; d < store->indices.size(); ++d)
-      if (store->indices[d].get() != vars[d] || (d + 1 < store->indices.size() && ml->indices[d].get() != vars[d]))
-        return nullptr;
-    bool clean = true;
-    ir::for_each_expr(sub->a, [&](const ir::Expr& e) {
-      if (e->kind == ir::ExprKind::Load && avoid.count(static_cast<const ir::LoadNode*>(e.get())->buffer.get())) clean = false;
-    });
-    return clean ? store->buffer : nullptr;
+    if (static_cast<const ir::LoadNode*>(sub->b.get())->buffer.get() != S) return nullptr;
+    return row_shift(store, vars, sub, avoid) ? store->buffer : nullptr;
   };
   struct Swap : ir::Mutator {  // loads of one buffer read another
     Buf from;
