@@ -697,6 +697,57 @@ TEST(InsertSync, IllegalPairIsRelayed) {
 )");
 }
 
+// Relayed pairs reuse their ids every iteration like any other pair (session 26, h-hb14b; llm
+// fuzz seeds 2785-2859, skew_cube_loops' k loop, where the FIX -> MTE2 set sat in an `if` and the
+// pairs that order it back sat in another one the drain iterations skip). FixPipe writes W[0]
+// under `if k < 1`; under `if k >= 1` MTE2 reads W[0..] and FixPipe writes W[128]. The intra
+// FIX -> MTE2 pair is relayed (FIX_MTE1, then MTE1_MTE2); the pairs that order FIX's next
+// SetFlag<FIX_MTE1> after MTE1's wait, and MTE1's next SetFlag<MTE1_MTE2> after MTE2's wait, are
+// all in the second `if`, which iteration 0 skips. guard_carried skipped relayed pairs: with the
+// happens-before rule, flags set twice. Now the relay's waiting pipe MTE1 gets the body guard
+// MTE1 -> FIX before the set (as q does for a plain pair), and its second flag the body guard
+// MTE2 -> MTE1 before the wait point.
+TEST(InsertSync, RelayedPairInALoopGetsABodyGuard) {
+  Builder b(KernelType::AIC_ONLY);
+  int c = b.buf("c", Mem::L0C, 0, 1024, CoreType::AIC), l1 = b.buf("l1", Mem::L1, 0, 1024, CoreType::AIC);
+  auto k = ir::var("k");
+  b.loop(k, 4, [&] {
+    b.when(ir::binary(BinOp::LT, k, C(1)), [&] {
+      b.emit(Fixpipe{LocalRef{c, C(0)}, GmRef{2, C(0)}, DTypeCode::f32, DTypeCode::f16, C(16), C(16), C(16), C(16)});
+    });
+    b.when(ir::binary(BinOp::GE, k, C(1)), [&] {
+      b.emit(CopyGmToL1{GmRef{2, C(0)}, LocalRef{l1, C(0)}, DTypeCode::f16, C(32), C(16), C(16), C(32), C(16)});
+      b.emit(Fixpipe{LocalRef{c, C(0)}, GmRef{2, C(128)}, DTypeCode::f32, DTypeCode::f16, C(16), C(16), C(16), C(16)});
+    });
+  });
+  expect_sync(b.aic(), R"(AIC:
+  FIX SetFlag<FIX_MTE1>(1)
+  for k in range(4):
+    if k < 1:
+      FIX Fixpipe W[0] <- c[0] float32->float16 m=16 n=16 src_rows=16 dst_row_stride=16
+    MTE1 SetFlag<MTE1_FIX>(0)
+    FIX WaitFlag<MTE1_FIX>(0)
+    MTE2 SetFlag<MTE2_MTE1>(0)
+    MTE1 WaitFlag<MTE2_MTE1>(0)
+    FIX SetFlag<FIX_MTE1>(0)
+    MTE1 WaitFlag<FIX_MTE1>(0)
+    MTE1 SetFlag<MTE1_MTE2>(0)
+    MTE2 WaitFlag<MTE1_MTE2>(0)
+    if k >= 1:
+      MTE1 WaitFlag<FIX_MTE1>(1)
+      MTE1 SetFlag<MTE1_MTE2>(1)
+      MTE2 WaitFlag<MTE1_MTE2>(1)
+      MTE2 CopyGmToL1 l1[0] <- W[0] float16 rows=32 cols=16 src_row_stride=16 nz=32x16
+      MTE2 SetFlag<MTE2_MTE1>(1)
+      MTE1 WaitFlag<MTE2_MTE1>(1)
+      MTE1 SetFlag<MTE1_FIX>(1)
+      FIX WaitFlag<MTE1_FIX>(1)
+      FIX Fixpipe W[128] <- c[0] float32->float16 m=16 n=16 src_rows=16 dst_row_stride=16
+      FIX SetFlag<FIX_MTE1>(1)
+  MTE1 WaitFlag<FIX_MTE1>(1)
+)");
+}
+
 TEST(InsertSync, HandWrittenFlagsAreAnInternalError) {
   Builder b(KernelType::AIV_ONLY);
   b.emit(PipeBarrier{Pipe::V});

@@ -178,3 +178,22 @@ def test_flash_chain_under_a_program_if():
     compiled = runner.Compiled()
     for target in ("cpu", TARGET):
         assert runner.run_target(d, target, compiled) == ("ok", None), target
+
+
+# llm fuzz stream seeds (tests/python/fuzz/llm.py) that the happens-before rule reported after the
+# fix above (h-hb14b): flash attention with a split Cube/Vector skew (skew_cube_loops' k loop of
+# ceildiv(N, 64) + 3 steps). The AIC's FIX -> MTE2 pair (FixPipe of S into the workspace, then the
+# load of P) is relayed through MTE1 (FIX_MTE1, MTE1_MTE2); its set sits in `if k < ceildiv(N, 64)`
+# and the pairs that order it back in `if k >= 3`: in the drain steps nothing ordered FIX's next
+# SetFlag<FIX_MTE1> after MTE1's wait. Relayed pairs now get guards like plain ones. The runner
+# checks cpu and ascend910b against its float64 reference with the checker on (no report).
+LLM_SEEDS = [2785, 2810, 2850]
+
+
+@pytest.mark.parametrize("seed", LLM_SEEDS)
+def test_llm_attention_with_a_relayed_pair_under_ifs(seed):
+    from fuzz import llm, runner
+    d = llm.generate(seed)
+    compiled = runner.Compiled()
+    for target in ("cpu", TARGET):
+        assert runner.run_target(d, target, compiled) == ("ok", None), target

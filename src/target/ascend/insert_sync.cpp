@@ -971,13 +971,40 @@ class CoreSync {
     std::vector<SyncPair> out;
     std::map<std::tuple<int, Pipe, Pipe>, int> body_guard;  // (loop body, q, p) -> first set slot
     for (const SyncPair& sp : pairs_) {
-      if (sp.kind == SyncPair::Flag && sp.carried && !sp.relay && !sp.slot_x) {
+      // The pipe that waits the flag sp.p sets: q, or the relay pipe r of a relayed pair; r sets
+      // r_q right after that wait and q waits it there, so a chain from q past the wait orders
+      // the next set after it too.
+      Pipe wq = sp.relay ? sp.r : sp.q;
+      auto add_body_guard = [&](int F, Pipe from, Pipe to, int slot) {
+        auto key = std::make_tuple(F, from, to);
+        auto it = body_guard.find(key);
+        if (it == body_guard.end()) body_guard[key] = slot;
+        else it->second = std::min(it->second, slot);
+      };
+      if (sp.kind == SyncPair::Flag && sp.relay && !sp.slot_x) {
+        // The relay's second flag r -> q, set by r right after its wait of p_r and waited by q
+        // there, is reused every iteration of the loop around too: without a chain of
+        // unconditional pairs that orders q's wait before r's next set, a guard q -> r goes
+        // before the wait point (it shares the body guard of the pairs r -> q).
+        int F = sp.C;
+        if (blocks_[F].owner >= 0 && nodes_[blocks_[F].owner].kind == StmtKind::For) {
+          int nF = static_cast<int>(blocks_[F].kids.size());
+          int w = sp.carried ? sp.w - nF : sp.w;
+          bool sinks = wait_sinks(sp);
+          if (!reaches2(F, sp.q, End{w, sinks, &sp}, sp.r, End{w + nF, sinks, nullptr}) &&
+              flag_pair_legal(core_, sp.q, sp.r))
+            add_body_guard(F, sp.q, sp.r, w);
+        }
+      }
+      if (sp.kind == SyncPair::Flag && sp.carried && !sp.slot_x) {
         int n = static_cast<int>(blocks_[sp.C].kids.size());
         int w = sp.w - n;
-        bool ordered = w >= sp.s || reaches(sp.C, sp.q, End{w, wait_sinks(sp), &sp}, sp.p, set_end(sp));
-        if (!ordered && flag_pair_legal(core_, sp.q, sp.p)) {
+        End we{w, wait_sinks(sp), &sp};
+        bool ordered = w >= sp.s || reaches(sp.C, wq, we, sp.p, set_end(sp)) ||
+                       (sp.relay && reaches(sp.C, sp.q, we, sp.p, set_end(sp)));
+        if (!ordered && flag_pair_legal(core_, wq, sp.p)) {
           SyncPair g;
-          g.p = sp.q, g.q = sp.p;
+          g.p = wq, g.q = sp.p;
           g.C = sp.C, g.s = g.w = sp.s;
           g.guard = true;
           g.set_span = sp.wait_span, g.wait_span = sp.set_span;
@@ -986,7 +1013,7 @@ class CoreSync {
           out.back().guarded = true;
           continue;
         }
-      } else if (sp.kind == SyncPair::Flag && !sp.carried && !sp.guard && !sp.relay && !sp.slot_x) {
+      } else if (sp.kind == SyncPair::Flag && !sp.carried && !sp.guard && !sp.slot_x) {
         // An intra pair of a loop body reuses its id every iteration: its next set must follow
         // this wait. Without a chain of unconditional pairs around the loop that orders them (the
         // reverse dependence may sit in an `if` the next iterations skip), the pairs p -> q of
@@ -994,11 +1021,10 @@ class CoreSync {
         int F = sp.C;
         if (blocks_[F].owner >= 0 && nodes_[blocks_[F].owner].kind == StmtKind::For) {
           int nF = static_cast<int>(blocks_[F].kids.size());
-          if (!reaches2(F, sp.q, wait_end(sp), sp.p, set_end(sp, nF)) && flag_pair_legal(core_, sp.q, sp.p)) {
-            auto key = std::make_tuple(F, sp.q, sp.p);
-            auto it = body_guard.find(key);
-            if (it == body_guard.end()) body_guard[key] = sp.s;
-            else it->second = std::min(it->second, sp.s);
+          bool ordered = reaches2(F, wq, wait_end(sp), sp.p, set_end(sp, nF)) ||
+                         (sp.relay && reaches2(F, sp.q, wait_end(sp), sp.p, set_end(sp, nF)));
+          if (!ordered && flag_pair_legal(core_, wq, sp.p)) {
+            add_body_guard(F, wq, sp.p, sp.s);
             out.push_back(sp);
             out.back().guarded = true;
             continue;

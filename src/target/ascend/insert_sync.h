@@ -90,7 +90,10 @@
 //    iterations) orders the wait before the next iteration's set (the reverse dependence may sit
 //    in an `if` the drain iterations of a software-pipelined loop skip), the pairs p -> q of the
 //    body share one guard q -> p set and waited before the first of their sets (those sets do
-//    not rise into `if`s). Guards never share ids. A pair that
+//    not rise into `if`s). A relayed pair (5.) is checked and guarded with its relay pipe r as
+//    the waiting pipe (a chain from r, or from q past its wait of r's flag, may order the next
+//    set; else a guard r -> p), and its second flag r -> q likewise (a body guard q -> r before
+//    the wait point; session 26). Guards never share ids. A pair that
 //    does not fit in 6 ids becomes a PipeBarrier<PIPE_ALL> at its wait point (correct, less
 //    overlap).
 // 5. Illegal pairs (AIC MTE2 <-> FIX; S pairs on the AIC): relayed through a pipe r with legal
