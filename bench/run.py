@@ -196,7 +196,7 @@ GOAL_TEXT = {
     "rows": "softmax / log_softmax / rms_norm / layer_norm 8192x4096: >= 70% of measured copy bandwidth (the copy timed in the case's rounds)",
     "paged_bw": "paged decode attention (vLLM layout, GQA), 2 threads: >= 70% of measured copy bandwidth (the copy timed in the case's rounds)",
     "paged_torch": "paged decode attention: >= 1.5x torch SDPA on the gathered cache (when installed)",
-    "masked": "masked prefill (bool mask tensor + block tables, S 2048, D 128): >= 0.9x our causal flash attention's rate per required score (the visible pairs in their blocks' bands and 8 x 8 sub-tiles: required_scores; for causal, window and block-sparse exactly the visible pairs, for a random mask nearly all S x S)",
+    "masked": "masked prefill (bool mask tensor + block tables, S 2048, D 128): >= 0.9x our causal flash attention's rate per unmasked element",
     "compile_cold": "cold compile of the gemm kernel (gemm runtime library cached): <= 0.5 s",
     "compile_disk": "new-process disk-cache hit: <= 30 ms",
     "call_overhead": "in-memory call overhead, tiny kernel: <= 10 us",
@@ -1027,9 +1027,11 @@ class Child:
                                       peer_notes={"causal_flash": "examples/flash_attention.py, causal, 64/64",
                                                   "dense_mask": "the same kernel, dense_blocks (every block, the mask applied)"}))
         r = case["ratios"]["causal_flash"]
-        case["per_unmasked"] = r * float(vis.sum()) / required  # the ratio per visible pair
-        per = "" if required == int(vis.sum()) else f" ({case['per_unmasked']:.2f}x per unmasked element)"
-        self.goal(case, "masked", f"{r:.2f}x our causal kernel per required score{per}", ">= 0.9x", r >= 0.9)
+        # The goal is issue 13's, per unmasked element; the ratio per required score is what the
+        # kernel controls (the same figure where the mask's required scores are its visible pairs).
+        u = case["per_unmasked"] = r * float(vis.sum()) / required
+        per = "" if required == int(vis.sum()) else f" ({r:.2f}x per required score)"
+        self.goal(case, "masked", f"{u:.2f}x our causal kernel per unmasked element{per}", ">= 0.9x", u >= 0.9)
 
     def call_overhead(self):
         np = self.np
