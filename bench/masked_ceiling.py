@@ -35,8 +35,8 @@ g x g sub-tiles with a visible element, at the partial blocks' measured cost per
 and with no cost for the finer grain: time = full only + a_g (whole blocks - full only), a_g the
 fraction of the partial blocks' area such sub-tiles cover (g = 1: the visible fraction). The
 ratio is per unmasked element against the causal kernel (bench/run.py's goal, >= 0.9x); it also
-prints the ratio per required score (`required_scores`: the same for the window, causal and block-sparse patterns),
-printed beside it.
+prints the ratio per required score (`required_scores`: the same for the window, causal and
+block-sparse patterns).
 """
 import argparse
 import os
