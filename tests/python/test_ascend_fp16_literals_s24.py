@@ -19,7 +19,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
 
 LITERALS = [0.5, -1e4, 65504.0, 0.1, -0.1, 65519.0, 1e5, -1e30, 1e-8, float("-inf"), float("nan")]
-DTYPES = ["float16", "bfloat16", "float32"]
+# (tile dtype, output dtype): float32 -> "same" is float32 -> float32, the same kernel and inputs
+# (session 27, h-citrim15: it ran twice)
+DTYPE_PAIRS = [("float16", "float32"), ("float16", "same"), ("bfloat16", "float32"), ("bfloat16", "same"),
+               ("float32", "float32")]
 N = 32
 OPS = ["<", "<=", ">", ">=", "==", "!="]
 NP_OPS = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
@@ -92,8 +95,7 @@ def _same_bits(a, b):
         np.where(np.isnan(a), 0, a).view(np.uint32), np.where(np.isnan(b), 0, b).view(np.uint32))
 
 
-@pytest.mark.parametrize("ydtype", ["float32", "same"])
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,ydtype", DTYPE_PAIRS)
 @pytest.mark.parametrize("c", LITERALS, ids=str)
 def test_compare_select_max_min_with_a_literal(c, dtype, ydtype):
     ydtype = dtype if ydtype == "same" else ydtype
@@ -126,8 +128,7 @@ def _mask_kernel(n, c, dtype, ydtype):
     return k
 
 
-@pytest.mark.parametrize("ydtype", ["float32", "same"])
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,ydtype", DTYPE_PAIRS)
 @pytest.mark.parametrize("c", [0.0, -1e4, 0.1, 65519.0, -1e30, 1e-8, float("-inf")], ids=str)
 def test_index_mask_fill_keeps_the_literal(c, dtype, ydtype):
     ydtype = dtype if ydtype == "same" else ydtype
