@@ -10,6 +10,7 @@ import tilewright.language as T
 from tilewright.testing import np_dtype
 
 from ascend_util import TARGET, run_checked
+from tw_test_util import pairwise
 
 ACC = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "int8": "int32"}
 C0 = {"float16": 16, "bfloat16": 16, "float32": 8, "int8": 32}
@@ -166,9 +167,11 @@ def _rounding_inputs(M, N, dtype, rng):
     return v.reshape(M, N).astype(np_dtype(dtype))
 
 
-@pytest.mark.parametrize("fn", ["floor", "ceil"])
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("M, N", [(13, 37), (1, 1), (8, 32)])
+# every pair of (shape, dtype, fn) values (tw_test_util.pairwise: 9 cases, not the 18 of the product;
+# session 27, h-citrim15: CI time)
+@pytest.mark.parametrize("M, N, dtype, fn", [(*mn, d, f) for mn, d, f in pairwise([(13, 37), (1, 1), (8, 32)],
+                                                                                ["float32", "float16", "bfloat16"],
+                                                                                ["floor", "ceil"])])
 def test_floor_ceil_on_ascend(fn, dtype, M, N):
     """hunt9a F1: T.floor / T.ceil were an error on ascend910b; now Cast with CAST_FLOOR (through
     float32), exact vs numpy (integers past 2^23, inf and NaN as they are) and vs cpu."""

@@ -24,7 +24,8 @@ from tilewright.testing import TOLERANCES, assert_close, np_dtype, randn
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
-from test_ascend_widerow_s25 import _case, _f64, _lse, _run, softmax  # noqa: E402
+from test_ascend_widerow_s25 import ONLINE_CASES, _case, _f64, _lse, _run, softmax  # noqa: E402
+from tw_test_util import pairwise  # noqa: E402
 
 DTYPES = ["float32", "float16", "bfloat16"]
 WIDTHS = [49081, 65536, 151936, 152064]
@@ -76,6 +77,7 @@ def exp_and_sum(N, block_M=1, dtype="float32"):
 
 
 PASSES = {"softmax": 2, "log_softmax": 2, "cross_entropy": 1, "logsumexp": 1, "layer_norm": 2}
+assert {c[0] for c in ONLINE_CASES} == set(PASSES)
 
 
 @pytest.fixture(autouse=True)
@@ -95,9 +97,9 @@ def _lse_case(x):
     return logsumexp, (x,), [_lse(_f64(x))], [TOLERANCES["float32"]], 1
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("N", WIDTHS)
-@pytest.mark.parametrize("op", list(PASSES))
+# every pair of (op, width, dtype) values (test_ascend_widerow_s25.ONLINE_CASES, tw_test_util.pairwise:
+# 20 rows, not the 60 of the product; session 27, h-citrim15: CI time)
+@pytest.mark.parametrize("op,N,dtype", ONLINE_CASES)
 def test_online_max_and_sum(op, N, dtype):
     if op == "logsumexp":
         x = randn((3, N), dtype, scale=3.0, seed=np.random.default_rng(N + 3))
@@ -141,9 +143,8 @@ def _ref(op, x):
         return lse if op == "logsumexp" else xf - lse[:, None]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("N", [151936, 152064])
-@pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp"])
+# every pair of (op, width, dtype) values: 9 rows, not the 18 of the product
+@pytest.mark.parametrize("op,N,dtype", pairwise(["softmax", "log_softmax", "logsumexp"], [151936, 152064], DTYPES))
 def test_online_special_rows(op, N, dtype):
     from test_ascend_widerow_s25 import log_softmax
 

@@ -12,10 +12,19 @@ import pytest
 import tilewright as tw
 import tilewright.language as T
 from ascend_util import run_checked
+from tw_test_util import pairwise
 
 DTYPES = ["float16", "bfloat16", "float32"]
 LOOPS = [0, 2, 3]  # 0: T.serial; else T.Pipelined(num_stages=n)
 LOOP_IDS = ["serial", "stages2", "stages3"]
+_PLACES = {False: "inside", True: "before"}
+
+
+def _covering(*axes):
+    """Every pair of values of any two axes (tw_test_util.pairwise; session 27, h-citrim15: CI time,
+    not the full product). Each axis is {value: id}; a case's id joins its values' ids."""
+    return [pytest.param(*(v for v, _ in row), id="-".join(i for _, i in row))
+            for row in pairwise(*[list(a.items()) for a in axes])]
 
 
 def _run(kernel_of, target, *args):
@@ -114,10 +123,9 @@ def _column(M, NB, dtype, stages, before, col):
     return k
 
 
-@pytest.mark.parametrize("col", [0, 5, 7], ids=["col0", "col5", "col_last"])
-@pytest.mark.parametrize("before", [False, True], ids=["inside", "before"])
-@pytest.mark.parametrize("stages", LOOPS, ids=LOOP_IDS)
-@pytest.mark.parametrize("dtype", DTYPES)
+# every pair of (dtype, loop, placement, column) values: 10 cases, not the 54 of the product
+@pytest.mark.parametrize("dtype,stages,before,col", _covering(
+    {d: d for d in DTYPES}, dict(zip(LOOPS, LOOP_IDS)), _PLACES, {0: "col0", 5: "col5", 7: "col_last"}))
 def test_column_of_staged_tile(dtype, stages, before, col):
     """C[k, i] = X[i, 8 k + col] for 7 rows (a row tail of the 8-row tile), 5 blocks (5 iterations:
     3 stages wrap around, 2 leave an odd last one)."""
@@ -265,10 +273,10 @@ def _sibling_ref(form, x, ix):
     return y
 
 
-@pytest.mark.parametrize("before", [False, True], ids=["inside", "before"])
-@pytest.mark.parametrize("stages", [1, 2, 3], ids=["stages1", "stages2", "stages3"])
-@pytest.mark.parametrize("form", ["gather", "row", "rowvec", "mask", "scalar", "column_store"])
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
+# every pair of (form, dtype, stages, placement) values: 18 cases, not the 72 of the product
+@pytest.mark.parametrize("form,dtype,stages,before", _covering(
+    {f: f for f in ["gather", "row", "rowvec", "mask", "scalar", "column_store"]}, {"float16": "float16", "float32": "float32"},
+    {1: "stages1", 2: "stages2", 3: "stages3"}, _PLACES))
 def test_sibling_reads_of_staged_tile(form, dtype, stages, before):
     x = _halves((7, 24), dtype, 4)
     ix = np.random.default_rng(5).integers(0, 8, (8, 3)).astype(np.int32)
