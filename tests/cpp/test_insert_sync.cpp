@@ -541,10 +541,10 @@ TEST(InsertSync, GuardWithoutAnIdIsAPipeAllBeforeTheSet) {
 // orders MTE3 (past the carried wait) before V reaches the carried set. With a trip count that is
 // provably >= 1 (here `k % 3 + 1`, from the value ranges) no guard is needed; with one that may
 // be 0 (`k % 3`) the chain may not run and the guard stays.
-Program inner_loop_between_ifs(Expr (*trips)(Expr)) {
+Program chain_between_ifs(void (*middle)(Builder&, const ir::Var& k, int y)) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024), y = b.buf("y", Mem::UB, 1024, 1024);
-  auto k = ir::var("k"), j = ir::var("j");
+  auto k = ir::var("k");
   b.dup(x);
   b.dup(y);
   b.loop(k, 4, [&] {
@@ -552,13 +552,30 @@ Program inner_loop_between_ifs(Expr (*trips)(Expr)) {
       b.store(x, C(0), mul(k, C(1024)));
       b.adds(x, C(0), x, C(0));
     });
-    b.loop(j, trips(k), [&] {
-      b.store(y, C(0), add(C(4096), mul(j, C(1024))));
-      b.adds(y, C(0), y, C(0));
-    });
+    middle(b, k, y);
     b.when(ir::binary(BinOp::NE, k, C(1)), [&] { b.adds(x, C(0), x, C(0)); });
   });
   return b.aiv();
+}
+// y stored (MTE3) at row r and updated (V): an MTE3 -> V pair.
+void store_update(Builder& b, int y, Expr r) {
+  b.store(y, C(0), add(C(4096), mul(std::move(r), C(1024))));
+  b.adds(y, C(0), y, C(0));
+}
+Program inner_loop_between_ifs(Expr (*trips)(Expr)) {
+  static Expr (*t)(Expr);
+  t = trips;
+  return chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    auto j = ir::var("j");
+    b.loop(j, t(k), [&] { store_update(b, y, j); });
+  });
+}
+// Does the carried V -> MTE3 set of x (the loop body's last line) have a guard right before it?
+bool carried_set_guarded(const Program& p) {
+  std::string s = code(p);
+  size_t at = s.rfind("\n    V SetFlag<V_MTE3>");
+  size_t prev = s.rfind("\n", at - 1);
+  return s.compare(prev + 1, 22, "    V WaitFlag<MTE3_V>") == 0;
 }
 
 TEST(InsertSync, ChainThroughAnInnerLoopThatRunsOrdersTheCarriedSet) {
@@ -637,6 +654,49 @@ TEST(InsertSync, ChainThroughAnInnerLoopThatMayNotRunKeepsTheGuard) {
 )") << code(out);
   SimRun r = simulate(out);
   EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+}
+
+// The chain's link in the first iteration of an inner loop of 2 steps, under an `if` taken there
+// (`j < 1` holds for j = 0): no guard. Under `j > 0` (not taken in the first step) the guard stays.
+TEST(InsertSync, ChainThroughAnIfTakenInTheFirstIterationOrdersTheCarriedSet) {
+  Program taken = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    auto j = ir::var("j");
+    b.loop(j, 2, [&] { b.when(ir::binary(BinOp::LT, j, C(1)), [&] { store_update(b, y, add(k, j)); }); });
+  });
+  Program later = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    auto j = ir::var("j");
+    b.loop(j, 2, [&] { b.when(ir::binary(BinOp::GT, j, C(0)), [&] { store_update(b, y, add(k, j)); }); });
+  });
+  for (const Program* p : {&taken, &later}) {
+    Program out = insert_sync(*p, b2());
+    EXPECT_EQ(carried_set_guarded(out), p == &later) << code(out);
+    SimRun r = simulate(out);
+    EXPECT_TRUE(r.result.reports.empty()) << reports(r.result) << code(out);
+  }
+}
+
+// An `if` / `else` with an MTE3 -> V link in both branches orders MTE3 before V whichever runs: no
+// guard. With the link in one branch only the guard stays.
+TEST(InsertSync, ChainThroughBothBranchesOfAnIfOrdersTheCarriedSet) {
+  Program both = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    b.stack.emplace_back();
+    store_update(b, y, k);
+    auto then_b = seq(std::move(b.stack.back()));
+    b.stack.back().clear();
+    store_update(b, y, add(k, C(1)));
+    auto else_b = seq(std::move(b.stack.back()));
+    b.stack.pop_back();
+    b.stack.back().push_back(if_(ir::binary(BinOp::LT, k, C(2)), then_b, else_b));
+  });
+  Program one = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    b.when(ir::binary(BinOp::LT, k, C(2)), [&] { store_update(b, y, k); });
+  });
+  for (const Program* p : {&both, &one}) {
+    Program out = insert_sync(*p, b2());
+    EXPECT_EQ(carried_set_guarded(out), p == &one) << code(out);
+    SimRun r = simulate(out);
+    EXPECT_TRUE(r.result.reports.empty()) << reports(r.result) << code(out);
+  }
 }
 
 // Event-id sharing must see where emit() puts waits and sets (issue 13, paged decode with one

@@ -1339,8 +1339,17 @@ class CoreSync {
 
   StmtPtr emit(int root) {
     std::map<std::pair<int, int>, SlotItems> at;
+    // A PIPE_ALL at slot w of block C (a pair without an id) finishes every pipe's earlier work:
+    // an intra pair of C set at a slot <= w and waited right at w (not sunk into an `if`) orders
+    // nothing more, and is left out (its set, its wait and its relay).
+    std::set<std::pair<int, int>> all_at;
+    for (const SyncPair& sp : pairs_)
+      if (sp.kind == SyncPair::All && !sp.guard) all_at.insert({sp.C, sp.w});
     for (size_t i = 0; i < pairs_.size(); ++i) {
       const SyncPair& sp = pairs_[i];
+      if (sp.kind == SyncPair::Flag && !sp.carried && !sp.guard && sp.s <= sp.w && all_at.count({sp.C, sp.w}) &&
+          !wait_sinks(sp))
+        continue;
       if (sp.kind == SyncPair::Barrier) {
         at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{sp.p}, sp.wait_span));
         continue;
