@@ -1342,7 +1342,7 @@ class CoreSync {
     // A PIPE_ALL at slot w of block C (a pair without an id) finishes every pipe's earlier work:
     // an intra pair of C set at a slot <= w and waited right at w (not sunk into an `if`) orders
     // nothing more, and is left out (its set, its wait and its relay).
-    std::set<std::pair<int, int>> all_at;
+    std::set<std::pair<int, int>> all_at, all_done;
     for (const SyncPair& sp : pairs_)
       if (sp.kind == SyncPair::All && !sp.guard) all_at.insert({sp.C, sp.w});
     for (size_t i = 0; i < pairs_.size(); ++i) {
@@ -1362,8 +1362,8 @@ class CoreSync {
           at[{blk, slot}].sets.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
         continue;
       }
-      if (sp.kind == SyncPair::All) {
-        at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
+      if (sp.kind == SyncPair::All) {  // one PIPE_ALL per slot orders all the pairs waited there
+        if (all_done.insert({sp.C, sp.w}).second) at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
         continue;
       }
       int n = static_cast<int>(blocks_[sp.C].kids.size());
