@@ -182,6 +182,14 @@ struct Builder {
     stack.back().push_back(for_(v, C(extent), b));
   }
   template <class F>
+  void loop(const ir::Var& v, Expr extent, F body) {
+    stack.emplace_back();
+    body();
+    auto b = seq(std::move(stack.back()));
+    stack.pop_back();
+    stack.back().push_back(for_(v, std::move(extent), b));
+  }
+  template <class F>
   void when(Expr cond, F body) {
     stack.emplace_back();
     body();
@@ -525,6 +533,170 @@ TEST(InsertSync, GuardWithoutAnIdIsAPipeAllBeforeTheSet) {
 )") << text;
   SimRun r = simulate(p);
   EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+}
+
+// Chains through an inner loop (session 27): two_ifs() with an inner loop between the `if`s that
+// stores y (MTE3) and updates it (V) every step. The carried V -> MTE3 pair of x waits before
+// the first `if` and sets after the second; the inner loop's MTE3 -> V pair, in its first step,
+// orders MTE3 (past the carried wait) before V reaches the carried set. With a trip count that is
+// provably >= 1 (here `k % 3 + 1`, from the value ranges) no guard is needed; with one that may
+// be 0 (`k % 3`) the chain may not run and the guard stays.
+Program chain_between_ifs(void (*middle)(Builder&, const ir::Var& k, int y)) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), y = b.buf("y", Mem::UB, 1024, 1024);
+  auto k = ir::var("k");
+  b.dup(x);
+  b.dup(y);
+  b.loop(k, 4, [&] {
+    b.when(ir::binary(BinOp::NE, k, C(2)), [&] {
+      b.store(x, C(0), mul(k, C(1024)));
+      b.adds(x, C(0), x, C(0));
+    });
+    middle(b, k, y);
+    b.when(ir::binary(BinOp::NE, k, C(1)), [&] { b.adds(x, C(0), x, C(0)); });
+  });
+  return b.aiv();
+}
+// y stored (MTE3) at row r and updated (V): an MTE3 -> V pair.
+void store_update(Builder& b, int y, Expr r) {
+  b.store(y, C(0), add(C(4096), mul(std::move(r), C(1024))));
+  b.adds(y, C(0), y, C(0));
+}
+Program inner_loop_between_ifs(Expr (*trips)(Expr)) {
+  static Expr (*t)(Expr);
+  t = trips;
+  return chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    auto j = ir::var("j");
+    b.loop(j, t(k), [&] { store_update(b, y, j); });
+  });
+}
+// Does the carried V -> MTE3 set of x (the loop body's last line) have a guard right before it?
+bool carried_set_guarded(const Program& p) {
+  std::string s = code(p);
+  size_t at = s.rfind("\n    V SetFlag<V_MTE3>");
+  size_t prev = s.rfind("\n", at - 1);
+  return s.compare(prev + 1, 22, "    V WaitFlag<MTE3_V>") == 0;
+}
+
+TEST(InsertSync, ChainThroughAnInnerLoopThatRunsOrdersTheCarriedSet) {
+  Program p = inner_loop_between_ifs([](Expr k) { return add(mod(k, C(3)), C(1)); });
+  Program out = insert_sync(p, b2());
+  EXPECT_EQ(code(out), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(1)
+  V Duplicate y[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  V SetFlag<V_MTE3>(2)
+  V SetFlag<V_MTE3>(3)
+  V PipeBarrier<V>
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(1)
+  for k in range(4):
+    MTE3 WaitFlag<V_MTE3>(3)
+    if k != 2:
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(0)
+      V WaitFlag<MTE3_V>(0)
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    for j in range(k % 3 + 1):
+      MTE3 WaitFlag<V_MTE3>(2)
+      MTE3 CopyUbToGm Y[4096 + j * 1024] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(1)
+      V WaitFlag<MTE3_V>(1)
+      V Adds y[0]/256 <- y[0]/256, 1.0 float32 1x256
+      V SetFlag<V_MTE3>(2)
+    V PipeBarrier<V>
+    if k != 1:
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    V SetFlag<V_MTE3>(3)
+  MTE3 WaitFlag<V_MTE3>(2)
+  MTE3 WaitFlag<V_MTE3>(3)
+)") << code(out);
+  SimRun r = simulate(out);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+}
+
+TEST(InsertSync, ChainThroughAnInnerLoopThatMayNotRunKeepsTheGuard) {
+  Program p = inner_loop_between_ifs([](Expr k) { return mod(k, C(3)); });
+  Program out = insert_sync(p, b2());
+  EXPECT_EQ(code(out), R"(AIV:
+  V Duplicate x[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(1)
+  V Duplicate y[0]/256 <- 0.0 float32 1x256
+  V SetFlag<V_MTE3>(0)
+  V SetFlag<V_MTE3>(2)
+  V SetFlag<V_MTE3>(3)
+  V PipeBarrier<V>
+  MTE3 WaitFlag<V_MTE3>(0)
+  MTE3 WaitFlag<V_MTE3>(1)
+  for k in range(4):
+    MTE3 WaitFlag<V_MTE3>(3)
+    if k != 2:
+      MTE3 CopyUbToGm Y[k * 1024] <- x[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(0)
+      V WaitFlag<MTE3_V>(0)
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    for j in range(k % 3):
+      MTE3 WaitFlag<V_MTE3>(2)
+      MTE3 CopyUbToGm Y[4096 + j * 1024] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE3 SetFlag<MTE3_V>(1)
+      V WaitFlag<MTE3_V>(1)
+      V Adds y[0]/256 <- y[0]/256, 1.0 float32 1x256
+      V SetFlag<V_MTE3>(2)
+    V PipeBarrier<V>
+    if k != 1:
+      V Adds x[0]/256 <- x[0]/256, 1.0 float32 1x256
+    MTE3 SetFlag<MTE3_V>(2)
+    V WaitFlag<MTE3_V>(2)
+    V SetFlag<V_MTE3>(3)
+  MTE3 WaitFlag<V_MTE3>(2)
+  MTE3 WaitFlag<V_MTE3>(3)
+)") << code(out);
+  SimRun r = simulate(out);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+}
+
+// The chain's link in the first iteration of an inner loop of 2 steps, under an `if` taken there
+// (`j < 1` holds for j = 0): no guard. Under `j > 0` (not taken in the first step) the guard stays.
+TEST(InsertSync, ChainThroughAnIfTakenInTheFirstIterationOrdersTheCarriedSet) {
+  Program taken = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    auto j = ir::var("j");
+    b.loop(j, 2, [&] { b.when(ir::binary(BinOp::LT, j, C(1)), [&] { store_update(b, y, add(k, j)); }); });
+  });
+  Program later = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    auto j = ir::var("j");
+    b.loop(j, 2, [&] { b.when(ir::binary(BinOp::GT, j, C(0)), [&] { store_update(b, y, add(k, j)); }); });
+  });
+  for (const Program* p : {&taken, &later}) {
+    Program out = insert_sync(*p, b2());
+    EXPECT_EQ(carried_set_guarded(out), p == &later) << code(out);
+    SimRun r = simulate(out);
+    EXPECT_TRUE(r.result.reports.empty()) << reports(r.result) << code(out);
+  }
+}
+
+// An `if` / `else` with an MTE3 -> V link in both branches orders MTE3 before V whichever runs: no
+// guard. With the link in one branch only the guard stays.
+TEST(InsertSync, ChainThroughBothBranchesOfAnIfOrdersTheCarriedSet) {
+  Program both = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    b.stack.emplace_back();
+    store_update(b, y, k);
+    auto then_b = seq(std::move(b.stack.back()));
+    b.stack.back().clear();
+    store_update(b, y, add(k, C(1)));
+    auto else_b = seq(std::move(b.stack.back()));
+    b.stack.pop_back();
+    b.stack.back().push_back(if_(ir::binary(BinOp::LT, k, C(2)), then_b, else_b));
+  });
+  Program one = chain_between_ifs([](Builder& b, const ir::Var& k, int y) {
+    b.when(ir::binary(BinOp::LT, k, C(2)), [&] { store_update(b, y, k); });
+  });
+  for (const Program* p : {&both, &one}) {
+    Program out = insert_sync(*p, b2());
+    EXPECT_EQ(carried_set_guarded(out), p == &one) << code(out);
+    SimRun r = simulate(out);
+    EXPECT_TRUE(r.result.reports.empty()) << reports(r.result) << code(out);
+  }
 }
 
 // Event-id sharing must see where emit() puts waits and sets (issue 13, paged decode with one

@@ -113,6 +113,27 @@ Iv range_of(const Expr& e, const Ranges& r) {
   return {};
 }
 
+// Does condition e hold for every value in the ranges (comparisons of intervals, And, Or)?
+bool holds(const Expr& e, const Ranges& r) {
+  if (!e || e->kind != ir::ExprKind::Binary) {
+    auto c = cint(e);
+    return c && *c != 0;
+  }
+  auto* b = ir::as<ir::BinaryNode>(e);
+  if (b->op == ir::BinOp::And) return holds(b->a, r) && holds(b->b, r);
+  if (b->op == ir::BinOp::Or) return holds(b->a, r) || holds(b->b, r);
+  Iv x = range_of(b->a, r), y = range_of(b->b, r);
+  switch (b->op) {
+    case ir::BinOp::LT: return x.hi < y.lo;
+    case ir::BinOp::LE: return x.hi <= y.lo;
+    case ir::BinOp::GT: return x.lo > y.hi;
+    case ir::BinOp::GE: return x.lo >= y.hi;
+    case ir::BinOp::NE: return x.hi < y.lo || x.lo > y.hi;
+    case ir::BinOp::EQ: return x.bounded() && x.lo == x.hi && y.lo == y.hi && x.lo == y.lo;
+    default: return false;
+  }
+}
+
 struct SlotMatch {
   Expr x;
   int64_t m, h, c;
@@ -306,6 +327,8 @@ struct Node {
   StmtPtr stmt;
   int block = -1, index = 0;     // where it is
   int body = -1, else_body = -1;  // For: body; If: then / else blocks
+  int64_t min_trip = 0;           // For: a lower bound of its trip count (value ranges)
+  bool first_true = false;        // If: taken in the first iteration of the loop around (see build)
   // instructions
   int pos = -1;
   Pipe pipe = Pipe::S;
@@ -443,6 +466,7 @@ class CoreSync {
   const std::set<int>& shared_;
   int event_ids_;  // SetFlag/WaitFlag ids per pipe pair this pass may use
   Ranges ranges_;  // loop variables (while building), block indices, shape variables
+  const ir::VarNode* first_var_ = nullptr;  // while building: the loop whose first iteration decides first_true
   std::vector<Node> nodes_;
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
@@ -485,8 +509,12 @@ class CoreSync {
         nodes_[n].body = body;
         size_t mark = env.size();
         Iv ext = range_of(env.empty() ? s->value : ir::substitute(s->value, env), ranges_);
+        nodes_[n].min_trip = std::max<int64_t>(ext.lo, 0);
         ranges_[s->var.get()] = Iv{0, ext.hi >= kInf ? kInf : std::max<int64_t>(ext.hi - 1, 0)};
+        const ir::VarNode* outer = first_var_;
+        first_var_ = s->var.get();
         build(s->body.at(0), body, env);
+        first_var_ = outer;
         env.resize(mark);
         return;
       }
@@ -494,12 +522,24 @@ class CoreSync {
         int n = add_node(b, StmtKind::If, s);
         int then_b = new_block(n);
         nodes_[n].body = then_b;
+        // Taken in the first iteration of the innermost loop around (directly in its body, or in
+        // the then-branch of such an `if`): the condition holds with that loop's variable = 0.
+        const ir::VarNode* outer = first_var_;
+        if (first_var_) {
+          Iv saved = ranges_[first_var_];
+          ranges_[first_var_] = Iv{0, 0};
+          nodes_[n].first_true = holds(env.empty() ? s->value : ir::substitute(s->value, env), ranges_);
+          ranges_[first_var_] = saved;
+        }
+        if (!nodes_[n].first_true) first_var_ = nullptr;
         size_t mark = env.size();
         build(s->body.at(0), then_b, env);
         env.resize(mark);
+        first_var_ = nullptr;
         int else_b = new_block(n);
         nodes_[n].else_body = else_b;
         build(s->else_body, else_b, env);
+        first_var_ = outer;
         env.resize(mark);
         return;
       }
@@ -963,8 +1003,53 @@ class CoreSync {
       for (const SyncPair& g : pairs_)
         if (g.kind == SyncPair::Flag && !g.carried && !g.guard && g.C == C && g.p == x && wait_before_set(t, set_end(g)))
           todo.push_back({g.q, wait_end(g)});
+      through_loops(C, x, t, 0, false, todo);
     }
     return false;
+  }
+
+  // Chains through a kid of block C (kid k, slot k + offset in reaches2's two iterations) that pipe
+  // x, past the waits at t, comes before: a loop L that provably runs at least once (min_trip: a
+  // constant, or ceildiv(e, c) with e >= 1, from the value ranges), whose first iteration's sets
+  // on x all follow x's wait, so the pairs placed unconditionally in that iteration (L's body,
+  // and the then-branch of an `if` there whose condition holds when L's variable is 0:
+  // first_true) order after x the pipes they reach there, recursively through the kids of the
+  // body; or an `if` whose two branches both reach a pipe that way (an empty branch reaches
+  // nothing). A reached pipe is past a wait inside kid k, before every set after it: End{k,
+  // moved}, so it does not enter kid k again. L's own carried pairs are not followed (with one
+  // iteration their wait is not in L). `first`: C is the body (or a taken branch) of a loop's
+  // first iteration.
+  void through_loops(int C, Pipe x, End t, int offset, bool first, std::vector<std::pair<Pipe, End>>& todo) const {
+    const auto& kids = blocks_[C].kids;
+    for (int k = 0; k < static_cast<int>(kids.size()); ++k) {
+      const Node& L = nodes_[kids[k]];
+      int at = k + offset;
+      if (!(t.slot < at || (t.slot == at && !t.moved))) continue;
+      uint32_t got = 0;
+      if (L.kind == StmtKind::For && L.min_trip >= 1) got = pipes_in(L.body, x, true);
+      else if (L.kind == StmtKind::If && first && L.first_true) got = pipes_in(L.body, x, true);
+      else if (L.kind == StmtKind::If) got = pipes_in(L.body, x, false) & pipes_in(L.else_body, x, false);
+      for (int y = 0; y < 32; ++y)
+        if (got & (1u << y)) todo.push_back({static_cast<Pipe>(y), End{at, true, nullptr}});
+    }
+  }
+  // The pipes that chains of flag pairs placed unconditionally in block B order after pipe x,
+  // which is past everything before B's first kid (one execution of B; x itself excluded).
+  uint32_t pipes_in(int B, Pipe x, bool first) const {
+    std::vector<std::pair<Pipe, End>> todo{{x, End{-1, false, nullptr}}};
+    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
+    uint32_t got = 0;
+    while (!todo.empty()) {
+      auto [y, t] = todo.back();
+      todo.pop_back();
+      if (!seen.insert({y, t.key()}).second) continue;
+      if (y != x) got |= 1u << static_cast<int>(y);
+      for (const SyncPair& g : pairs_)
+        if (g.kind == SyncPair::Flag && !g.carried && !g.guard && g.C == B && g.p == y && wait_before_set(t, set_end(g)))
+          todo.push_back({g.q, wait_end(g)});
+      through_loops(B, y, t, 0, first, todo);
+    }
+    return got;
   }
 
   void guard_carried() {
@@ -1067,6 +1152,7 @@ class CoreSync {
           todo.push_back({g.q, wait_end(g)});
         }
       }
+      for (int o : {0, n}) through_loops(C, x, t, o, false, todo);
     }
     return false;
   }
@@ -1253,8 +1339,17 @@ class CoreSync {
 
   StmtPtr emit(int root) {
     std::map<std::pair<int, int>, SlotItems> at;
+    // A PIPE_ALL at slot w of block C (a pair without an id) finishes every pipe's earlier work:
+    // an intra pair of C set at a slot <= w and waited right at w (not sunk into an `if`) orders
+    // nothing more, and is left out (its set, its wait and its relay).
+    std::set<std::pair<int, int>> all_at, all_done;
+    for (const SyncPair& sp : pairs_)
+      if (sp.kind == SyncPair::All && !sp.guard) all_at.insert({sp.C, sp.w});
     for (size_t i = 0; i < pairs_.size(); ++i) {
       const SyncPair& sp = pairs_[i];
+      if (sp.kind == SyncPair::Flag && !sp.carried && !sp.guard && sp.s <= sp.w && all_at.count({sp.C, sp.w}) &&
+          !wait_sinks(sp))
+        continue;
       if (sp.kind == SyncPair::Barrier) {
         at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{sp.p}, sp.wait_span));
         continue;
@@ -1267,8 +1362,8 @@ class CoreSync {
           at[{blk, slot}].sets.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
         continue;
       }
-      if (sp.kind == SyncPair::All) {
-        at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
+      if (sp.kind == SyncPair::All) {  // one PIPE_ALL per slot orders all the pairs waited there
+        if (all_done.insert({sp.C, sp.w}).second) at[{sp.C, sp.w}].barriers.push_back(instr(PipeBarrier{Pipe::ALL}, sp.wait_span));
         continue;
       }
       int n = static_cast<int>(blocks_[sp.C].kids.size());
