@@ -50,7 +50,7 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
     assert k.stages == ["input", "infer_grid", "simplify", "split_window_copies", "coarsen_grid",
-                        "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
+                        "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
                         "pipeline_rows",
                         "view_gemm_operands", "view_rows",
                         "prefetch_gathers", "final"]
@@ -377,7 +377,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     assert "SetFlag" not in stages["ascend910b"]["plan_memory"]
     cpu = sorted(os.listdir(kdir / "cpu"))
     assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "split_window_copies",
-                                                      "coarsen_grid", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
+                                                      "coarsen_grid", "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
                                                       "fuse_map_copy_out", "fuse_map_reduce",
                                                       "pipeline_rows", "view_gemm_operands", "view_rows", "prefetch_gathers",
                                                       "codegen"], cpu
