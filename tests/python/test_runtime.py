@@ -50,7 +50,7 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
     assert k.stages == ["input", "infer_grid", "simplify", "split_window_copies", "coarsen_grid",
-                        "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
+                        "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
                         "pipeline_rows",
                         "view_gemm_operands", "view_rows",
                         "prefetch_gathers", "final"]
@@ -89,7 +89,7 @@ def test_unknown_stage_lists_stages(ex_gemm):
     with pytest.raises(tw.TilewrightError) as ei:
         k.get_ir("lowered")
     assert ei.value.message == "no IR stage 'lowered' for kernel 'main'"
-    assert ("input, infer_grid, simplify, split_window_copies, coarsen_grid, hoist_map_invariants, alias_tile_copies, "
+    assert ("input, infer_grid, simplify, split_window_copies, coarsen_grid, inline_map_lets, hoist_map_invariants, alias_tile_copies, "
             "mark_nan_unobserved, fuse_map_copy_out, fuse_map_reduce, pipeline_rows, view_gemm_operands, view_rows, "
             "prefetch_gathers, final") in ei.value.hint
 
@@ -300,9 +300,10 @@ def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
     tir = [f for f in files if f.endswith(".tir")]
     # one file per pass stage, numbered in pipeline order ("final" is the last one's alias)
     assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir", "03_split_window_copies.tir",
-                   "04_coarsen_grid.tir", "05_hoist_map_invariants.tir", "06_alias_tile_copies.tir",
-                   "07_mark_nan_unobserved.tir", "08_fuse_map_copy_out.tir", "09_fuse_map_reduce.tir",
-                   "10_pipeline_rows.tir", "11_view_gemm_operands.tir", "12_view_rows.tir", "13_prefetch_gathers.tir"]
+                   "04_coarsen_grid.tir", "05_inline_map_lets.tir", "06_hoist_map_invariants.tir",
+                   "07_alias_tile_copies.tir", "08_mark_nan_unobserved.tir", "09_fuse_map_copy_out.tir",
+                   "10_fuse_map_reduce.tir", "11_pipeline_rows.tir", "12_view_gemm_operands.tir", "13_view_rows.tir",
+                   "14_prefetch_gathers.tir"]
     for f in tir:
         stage = f[3:-4]
         assert (kdir / f).read_text() == r["stages"][stage]
@@ -314,7 +315,7 @@ def test_dump_ir_writes_generated_source(child_script, tmp_path):
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
     (kdir,) = dump.glob("disk_cache_probe-*/cpu")
     files = sorted(os.listdir(kdir))
-    assert files[-1] == "14_codegen.cpp", files
+    assert files[-1] == "15_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
 
 
@@ -377,7 +378,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     assert "SetFlag" not in stages["ascend910b"]["plan_memory"]
     cpu = sorted(os.listdir(kdir / "cpu"))
     assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "split_window_copies",
-                                                      "coarsen_grid", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
+                                                      "coarsen_grid", "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
                                                       "fuse_map_copy_out", "fuse_map_reduce",
                                                       "pipeline_rows", "view_gemm_operands", "view_rows", "prefetch_gathers",
                                                       "codegen"], cpu

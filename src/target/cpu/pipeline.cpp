@@ -8,6 +8,7 @@
 #include "target/cpu/alias_tile_copies.h"
 #include "target/cpu/fuse_map_copy_out.h"
 #include "target/cpu/fuse_map_reduce.h"
+#include "target/cpu/inline_map_lets.h"
 #include "target/cpu/pipeline_rows.h"
 #include "target/cpu/prefetch_gathers.h"
 #include "target/cpu/split_window_copies.h"
@@ -56,6 +57,9 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("split_window_copies", split_window_copies);
   // Blocks with tiles of a few elements are merged, so their loops run over more rows.
   log.run("coarsen_grid", transform::coarsen_grid);
+  // A full-tile map that binds names (lets) stores their values in place: one store, as the
+  // passes below take a map.
+  log.run("inline_map_lets", inline_map_lets);
   // Per-column subexpressions of 2-D maps (batch norm's rsqrt(var[j] + eps)) once per column.
   log.run("hoist_map_invariants", transform::hoist_map_invariants);
   // A same-dtype copy of a whole tile whose copy is only read while the source is unchanged: the

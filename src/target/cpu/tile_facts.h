@@ -50,6 +50,8 @@ bool viewable_copy(const ir::CopyNode& c);
 
 // The store of a full-tile elementwise map into a tile, or null: `for i, j in T.Parallel(E0, E1):
 // t[i, j] = f(...)` over a whole 2-D tile t (loops from 0 over t's shape), reading t only at [i, j].
+// A map whose body binds names before its store is one once inline_map_lets has run (it writes
+// the lets into the store).
 const ir::StoreNode* full_tile_map(const ir::Stmt& s);
 
 // The select of a full-tile map keeping the rows of its tile where a row condition holds, or
