@@ -58,8 +58,12 @@
 // accesses of each copy. The running results (max, sum, Chan's S and V, m_prev, a block's own
 // sums) are one tile each: the blocks merge into them in order. multi_buffer cannot stage these
 // loops itself: its staged tiles get a leading copy dim, and the column tiles are whole operands
-// of the reductions. lower_ascend asks for two copies first, with as many blocks as make them fit
-// (the blocks narrowed as for one copy), and for one copy when two do not fit at 64 columns.
+// of the reductions. The second block's copies from the tensors come before the first block's
+// vector work (the two copies are live together, so plan_memory places them apart). Two copies
+// only where no copy from a tensor into a column tile converts (bfloat16 / float16 rows into
+// float32 tiles keep one: Vector-bound, the narrower blocks cost more than the overlap gains).
+// lower_ascend asks for two copies first, with as many blocks as make them fit (the blocks
+// narrowed as for one copy), and for one copy when two do not fit at 64 columns.
 //
 // ColSplit reports what the pass found: N, the block width used, the phases, or why not.
 #pragma once
