@@ -184,5 +184,46 @@ TEST(SplitCols, RowResultChangedBeforeTheRecomputeIsNotSplit) {
   EXPECT_EQ(info.at.line, 8);
 }
 
+// Two copies of the column tiles (session 27): each phase's blocks in pairs, the second block of
+// a pair on the copies (x_b, w_b), the odd K's last block after the loop on the first copies; the
+// running results (m, s, m_prev) stay one tile each. One copy: the loop over all K blocks.
+TEST(SplitCols, TwoCopiesRunTheBlocksInPairs) {
+  ColSplit info;
+  auto k = ir::parse_kernel(kSoftmax, "cols.tw");
+  const std::string one = ir::print(split_cols(k, 3, &info, 1));
+  EXPECT_EQ(info.copies, 1);
+  EXPECT_EQ(one.find("x_b"), std::string::npos) << one;
+  EXPECT_NE(one.find("for col_blk in serial(0, 3)"), std::string::npos) << one;
+  const std::string got = ir::print(split_cols(k, 3, &info, 2));
+  EXPECT_EQ(info.copies, 2);
+  EXPECT_EQ(info.blocks, 3);
+  EXPECT_EQ(info.phases, 2);
+  EXPECT_NE(got.find("alloc x_b: fragment float32[1, 384]"), std::string::npos) << got;
+  EXPECT_NE(got.find("alloc w_b: fragment float32[384]"), std::string::npos) << got;
+  EXPECT_EQ(got.find("m_b"), std::string::npos) << got;  // the running results: one tile each
+  EXPECT_EQ(got.find("s_b"), std::string::npos) << got;
+  EXPECT_EQ(got.find("m_prev_b"), std::string::npos) << got;
+  // the first phase: the pair loop, block 2 col_blk on x, 2 col_blk + 1 on x_b, block 2 after it
+  const size_t loop = got.find("for col_blk in serial(0, 1)");
+  const size_t a = got.find("copy X[bx:+1, col_blk * 2 * 384:+384] -> x\n");
+  const size_t b = got.find("copy X[bx:+1, (col_blk * 2 + 1) * 384:+384] -> x_b\n");
+  const size_t tail = got.find("copy X[bx:+1, 2 * 384:+384] -> x\n");
+  ASSERT_NE(loop, std::string::npos) << got;
+  EXPECT_LT(loop, a) << got;
+  EXPECT_LT(a, b) << got;
+  EXPECT_LT(b, tail) << got;
+  EXPECT_NE(got.find("reduce max x_b -> m axis=1 clear=false"), std::string::npos) << got;
+  EXPECT_NE(got.find("reduce sum x_b -> s axis=1 clear=false"), std::string::npos) << got;
+  // the stores: x_b's block to its own columns, the weight's copy in its block
+  EXPECT_NE(got.find("copy x_b -> Y[bx:+1, (col_blk_1 * 2 + 1) * 384:+384]"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy W[(col_blk_1 * 2 + 1) * 384:+384] -> w_b"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy x -> Y[bx:+1, 2 * 384:+384]"), std::string::npos) << got;
+  // an even K: pairs only
+  const std::string even = ir::print(split_cols(k, 4, &info, 2));
+  EXPECT_EQ(info.blocks, 4);
+  EXPECT_NE(even.find("for col_blk in serial(0, 2)"), std::string::npos) << even;
+  EXPECT_EQ(even.find("3 * 256"), std::string::npos) << even;
+}
+
 }  // namespace
 }  // namespace tw::ascend

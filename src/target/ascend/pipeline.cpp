@@ -71,9 +71,9 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
 // max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry);
 // row_step > 0: the block's rows run in groups (split_rows, lower_ascend's retry), rows: what
 // split_rows found; col_blocks > 0: each row in about that many column blocks (split_cols, the retry
-// when one row does not fit), cols: what split_cols found.
+// when one row does not fit) with col_copies copies of the column tiles, cols: what split_cols found.
 Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages,
-                               int64_t row_step, RowSplit& rows, int64_t col_blocks, ColSplit& cols) {
+                               int64_t row_step, RowSplit& rows, int64_t col_blocks, int64_t col_copies, ColSplit& cols) {
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
@@ -87,7 +87,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   if (row_step > 0)
     log.run("split_rows", [&](const ir::Kernel& k) { return split_rows(k, row_step, &rows); });  // rows in groups that fit UB
   if (col_blocks > 0)
-    log.run("split_cols", [&](const ir::Kernel& k) { return split_cols(k, col_blocks, &cols); });  // a row in column blocks that fit UB
+    log.run("split_cols", [&](const ir::Kernel& k) { return split_cols(k, col_blocks, &cols, col_copies); });  // a row in column blocks that fit UB
   log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
@@ -124,7 +124,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
 // with the block's rows in groups (split_rows), then, when one row does not fit, with each row in
 // column blocks (split_cols); each gets a note at the largest tile.
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
-  int64_t max_stages = 0, row_step = 0, col_blocks = 0;
+  int64_t max_stages = 0, row_step = 0, col_blocks = 0, col_copies = 2;
   std::optional<CapacityError> first, first_ub, before_cols;  // the overflow with the stages as asked; with all rows; with whole rows
   RowSplit rows;
   ColSplit cols;
@@ -134,7 +134,7 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     Program p;
     try {
       p = input->is_npu() ? lower_expert_kernel(log, target)
-                          : lower_automatic_kernel(log, target, max_stages, row_step, rows, col_blocks, cols);
+                          : lower_automatic_kernel(log, target, max_stages, row_step, rows, col_blocks, col_copies, cols);
     } catch (const CapacityError& e) {
       if (fitted) return *fitted;  // the smaller group did not fit
       if (input->is_npu()) throw;
@@ -146,9 +146,15 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       if (e.mem != Mem::UB) throw;
       if (!first_ub) first_ub = e;
       if (col_blocks > 0) {
-        // the row in more column blocks (each at least 64 columns), else the overflow as written
+        // the row in more column blocks (each at least 64 columns), else with one copy of the
+        // column tiles (from the first block count again), else the overflow as written
         if (cols.why_not.empty() && col_blocks < (cols.cols + 63) / 64) {
           col_blocks = std::min((cols.cols + 63) / 64, col_blocks + std::max<int64_t>(1, col_blocks / 4));
+          continue;
+        }
+        if (col_copies > 1) {
+          col_copies = 1;
+          col_blocks = std::max<int64_t>(2, (before_cols->needed + before_cols->capacity - 1) / before_cols->capacity);
           continue;
         }
         throw *first_ub;
@@ -197,6 +203,11 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     } catch (const ir::Error&) {
       // the rows in groups hit another limit: the smaller group's plan is not used, or the overflow stays the error
       if (fitted) return *fitted;
+      if (col_blocks > 0 && col_copies > 1) {  // two copies of the column tiles hit another limit: one copy
+        col_copies = 1;
+        col_blocks = std::max<int64_t>(2, (before_cols->needed + before_cols->capacity - 1) / before_cols->capacity);
+        continue;
+      }
       if (row_step > 0 || col_blocks > 0) throw *first_ub;
       throw;
     }
@@ -224,7 +235,8 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     if (col_blocks > 0)
       p.notes.push_back({"each row of " + std::to_string(cols.cols) + " columns runs in " + std::to_string(cols.blocks) +
                              " column blocks of " + std::to_string(cols.block_cols) + " on " + target.name + " (tiles " +
-                             cols.col_tiles + "; " + std::to_string(cols.phases) + " pass" + (cols.phases == 1 ? "" : "es") +
+                             cols.col_tiles + (cols.copies > 1 ? ", two copies of each: block b + 1 loads while b computes" : "") +
+                             "; " + std::to_string(cols.phases) + " pass" + (cols.phases == 1 ? "" : "es") +
                              " over the row, each reading it from the tensors): with whole rows the tiles overflow " +
                              std::string(mem_name(before_cols->mem)) + " (" + std::to_string(before_cols->needed) + " B needed, " +
                              std::to_string(before_cols->capacity) + " B available)",

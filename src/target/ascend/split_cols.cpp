@@ -103,16 +103,56 @@ struct ColRewrite : ir::Mutator {
   }
 };
 
-ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out);
+ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, int64_t copies);
+
+// A column block's statements again (the pair loop's copies, an odd K's last block): the block
+// index replaced, column tiles swapped for their second copies (`bufs`), the variables the
+// statements define (map loops, lets) made fresh.
+struct Replay : ir::Mutator {
+  std::map<const ir::VarNode*, ir::Expr> vars;
+  const std::map<Buf, ir::Buffer>& bufs;
+  explicit Replay(const std::map<Buf, ir::Buffer>& b) : bufs(b) {}
+  using ir::Mutator::mutate;
+  ir::Buffer mutate_buffer(const ir::Buffer& b) override {
+    auto it = bufs.find(b.get());
+    return it == bufs.end() ? b : it->second;
+  }
+  ir::Expr mutate(const ir::Expr& e) override {
+    if (e && e->kind == ir::ExprKind::Var) {
+      auto it = vars.find(static_cast<const ir::VarNode*>(e.get()));
+      return it == vars.end() ? e : it->second;
+    }
+    return ir::Mutator::mutate(e);
+  }
+  ir::Var fresh(const ir::Var& v) {
+    auto n = ir::var(v->name, v->dtype, v->span);
+    vars[v.get()] = n;
+    return n;
+  }
+  ir::Stmt mutate(const ir::Stmt& s) override {
+    if (s && s->kind == ir::StmtKind::For) {
+      auto* f = ir::as<ir::ForNode>(s);
+      ir::Expr mn = mutate(f->min), ext = mutate(f->extent);
+      ir::Var v = fresh(f->var);
+      return std::make_shared<ir::ForNode>(v, mn, ext, f->for_kind, f->num_stages, mutate(f->body), s->span);
+    }
+    if (s && s->kind == ir::StmtKind::Let) {
+      auto* l = ir::as<ir::LetNode>(s);
+      ir::Expr v = mutate(l->value);
+      return std::make_shared<ir::LetNode>(fresh(l->var), v, s->span);
+    }
+    return ir::Mutator::mutate(s);
+  }
+};
 
 }  // namespace
 
 // An `if` the same for every column around the row's statements (peel_uniform_if): each branch
 // (with the statements before and after the `if`) split as a body of its own, the same allocs so
 // the same column blocks; the else branch's column tiles are the then branch's.
-ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
+ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, int64_t copies) {
   auto peeled = peel_uniform_if(kernel->body);
-  if (!peeled) return split_cols_straight(kernel, blocks, out);
+  if (!peeled) return split_cols_straight(kernel, blocks, out, copies);
   auto sub = [&](const std::vector<ir::Stmt>& branch, ColSplit* info) {
     std::vector<ir::Stmt> b;
     for (const auto& s : peeled->front)
@@ -120,7 +160,7 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
     b.insert(b.end(), branch.begin(), branch.end());
     return split_cols(std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
                                                        ir_seq(b, kernel->span), kernel->span, kernel->sub_block_var),
-                      blocks, info);
+                      blocks, info, copies);
   };
   ColSplit ti, ei;
   ir::Kernel tk = sub(peeled->then_body, &ti), ek = sub(peeled->else_body, &ei);
@@ -145,8 +185,12 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
       then_body.push_back(s);
     }
   }
-  for (const auto& s : ir::stmts_of(ek->body))
-    if (s->kind != ir::StmtKind::Alloc) else_body.push_back(same.mutate(s));
+  for (const auto& s : ir::stmts_of(ek->body)) {
+    if (s->kind != ir::StmtKind::Alloc)
+      else_body.push_back(same.mutate(s));
+    else if (!same.by_name.count(ir::as<ir::AllocNode>(s)->buffer->name))
+      body.push_back(s);  // a tile only the else branch makes (m_prev, a second copy)
+  }
   for (const auto& s : peeled->front)
     if (s->kind == ir::StmtKind::Let) body.push_back(s);
   body.push_back(std::make_shared<ir::IfNode>(peeled->cond, ir_seq(then_body, peeled->span),
@@ -157,7 +201,7 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
 
 namespace {
 
-ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out) {
+ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, int64_t copies) {
   ColSplit info;
   auto fail = [&](const std::string& why, const ir::Span& sp) {
     if (info.why_not.empty()) { info.why_not = why; info.at = sp; }
@@ -200,6 +244,11 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
   }
   ir::Var blk;  // each phase's loop variable (its own)
   ColRewrite rw(tiles, cb, nullptr);
+  std::set<std::string> taken;  // the kernel's names (a second copy's name is new)
+  for (const auto& p : kernel->params) taken.insert(p.name());
+  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
+    if (s->kind == ir::StmtKind::Alloc) taken.insert(ir::as<ir::AllocNode>(s)->buffer->name);
+  });
 
   // Classify the statements.
   std::vector<Item> items;
@@ -395,9 +444,25 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
   // a max m read only as `exp(x - m)` summed (an exp map's position), or a row sum's mean (the row
   // statement's position) whose squares are summed, continues the phase (see split_cols.h); `bad`
   // gets the positions whose phase breaks the rule; `triggers` the candidates of a plain build.
+  // Two copies only where the copies from the tensors into column tiles convert nothing: a
+  // converting copy (bfloat16 / float16 rows into float32 tiles) adds a Cast per element, and
+  // those forms are bound by the Vector unit, whose work the overlap does not shorten, while the
+  // second copies narrow the blocks (bfloat16 softmax 256 x 151936: 630139 simulated cycles in 7
+  // blocks of one copy, 678755 in 12 of two)
+  for (const Item& it : items) {
+    if (it.s->kind != ir::StmtKind::Copy) continue;
+    auto* c = ir::as<ir::CopyNode>(it.s);
+    if (c->src.buffer->scope == ir::Scope::global && cols.count(c->dst.buffer.get()) &&
+        c->src.buffer->dtype != c->dst.buffer->dtype)
+      copies = 1;
+  }
   std::vector<ir::Stmt> out_body;
+  std::map<Buf, ir::Buffer> twins;  // a column tile's second copy (copies = 2), made at its first use
+  std::set<std::string> twin_names;
   auto build = [&](const std::set<size_t>& fuse, std::vector<size_t>* triggers, std::set<size_t>* bad) {
     out_body.clear();
+    twins.clear();
+    twin_names.clear();
     info.phases = 0;
     std::vector<size_t> pending;  // sinks (reductions, stores) of the open phase
     size_t fused = SIZE_MAX;       // the open phase's fused break
@@ -650,9 +715,52 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
             return std::make_shared<ir::StoreNode>(s, i, v, sp);
           }));
       }
-      out_body.push_back(std::make_shared<ir::ForNode>(blk, C(0), C(k), ir::ForKind::serial, 0,
-                                                       ir_seq(loop, items[pending.front()].s->span),
-                                                       items[pending.front()].s->span));
+      const ir::Span& lsp = items[pending.front()].s->span;
+      ir::Stmt block = ir_seq(loop, lsp);
+      if (copies < 2 || k < 2) {
+        out_body.push_back(std::make_shared<ir::ForNode>(blk, C(0), C(k), ir::ForKind::serial, 0, block, lsp));
+      } else {
+        // two copies of the column tiles: blocks in pairs, the second on the copies (split_cols.h)
+        const BufSet used = named(block);
+        for (const auto& ob : col_bufs) {  // (in the kernel's order)
+          const ir::Buffer& t = tiles.at(ob.get());
+          if (!used.count(t.get()) || twins.count(t.get())) continue;
+          auto tw = std::make_shared<ir::BufferNode>(*t);
+          std::string name = t->name + "_b";
+          for (int i = 2; taken.count(name) || twin_names.count(name); ++i) name = t->name + "_b" + std::to_string(i);
+          tw->name = name;
+          twin_names.insert(name);
+          twins[t.get()] = tw;
+          out_body.push_back(std::make_shared<ir::AllocNode>(tw, t->span));
+        }
+        const std::map<Buf, ir::Buffer> none;
+        auto copy_at = [&](const ir::Expr& c, const std::map<Buf, ir::Buffer>& bufs) {
+          Replay r(bufs);
+          r.vars[blk.get()] = c;
+          return r.mutate(block);
+        };
+        ir::Var pair = ir::var(blk->name, blk->dtype, blk->span);
+        auto two = ir::binary(ir::BinOp::Mul, pair, C(2), lsp);
+        // block 2 col_blk's copies from the tensors, then block 2 col_blk + 1's, then the rest of
+        // each: the two copies are live together (plan_memory places them apart) and the scalar
+        // issues the second block's loads before the first block's vector work
+        auto sa = ir::stmts_of(copy_at(two, none));
+        auto sb = ir::stmts_of(copy_at(ir::binary(ir::BinOp::Add, two, C(1), lsp), twins));
+        auto loads = [](const std::vector<ir::Stmt>& v) {
+          size_t i = 0;
+          while (i < v.size() && v[i]->kind == ir::StmtKind::Copy &&
+                 ir::as<ir::CopyNode>(v[i])->src.buffer->scope == ir::Scope::global)
+            ++i;
+          return static_cast<std::ptrdiff_t>(i);
+        };
+        const auto na = loads(sa), nb = loads(sb);
+        std::vector<ir::Stmt> both(sa.begin(), sa.begin() + na);
+        both.insert(both.end(), sb.begin(), sb.begin() + nb);
+        both.insert(both.end(), sa.begin() + na, sa.end());
+        both.insert(both.end(), sb.begin() + nb, sb.end());
+        out_body.push_back(std::make_shared<ir::ForNode>(pair, C(0), C(k / 2), ir::ForKind::serial, 0, ir_seq(both, lsp), lsp));
+        if (k % 2) out_body.push_back(copy_at(C(k - 1), none));
+      }
       ++info.phases;
       pending.clear();
       for (auto& d : deferred) out_body.push_back(d);
@@ -733,6 +841,7 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
   if (out) {
     out->block_cols = cb;
     out->blocks = k;
+    out->copies = copies < 2 ? 1 : 2;
     out->block_bytes = biggest / n * cb;
   }
   return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,

@@ -48,6 +48,23 @@
 // peel_uniform_if) is split branch by branch: the statements before and after the `if` go into each
 // branch, each branch is split as a body of its own (nested ifs alike), the same column tiles.
 //
+// Two copies of the column tiles (copies = 2, session 27): each phase's loop runs its blocks in
+// pairs, block 2p on the column tiles as made, block 2p + 1 on a second copy of them (`x_b`), and
+// an odd K's last block after the loop on the first copy:
+//   for col_blk in serial(K / 2) { <block 2 col_blk: x, w>; <block 2 col_blk + 1: x_b, w_b> }
+//   <block K - 1: x, w>                                          # K odd
+// so block b + 1's copies from GM (MTE2) land in the other copy while the Vector unit works on
+// block b, and block b's stores (MTE3) leave while b + 1 is computed; insert_sync orders the
+// accesses of each copy. The running results (max, sum, Chan's S and V, m_prev, a block's own
+// sums) are one tile each: the blocks merge into them in order. multi_buffer cannot stage these
+// loops itself: its staged tiles get a leading copy dim, and the column tiles are whole operands
+// of the reductions. The second block's copies from the tensors come before the first block's
+// vector work (the two copies are live together, so plan_memory places them apart). Two copies
+// only where no copy from a tensor into a column tile converts (bfloat16 / float16 rows into
+// float32 tiles keep one: Vector-bound, the narrower blocks cost more than the overlap gains).
+// lower_ascend asks for two copies first, with as many blocks as make them fit (the blocks
+// narrowed as for one copy), and for one copy when two do not fit at 64 columns.
+//
 // ColSplit reports what the pass found: N, the block width used, the phases, or why not.
 #pragma once
 
@@ -65,13 +82,14 @@ struct ColSplit {
   int64_t blocks = 0;      // K = ceil(N / Cb)
   int64_t block_bytes = 0; // bytes of the largest tile in a block
   int64_t phases = 0;      // loops over the row's column blocks (each reads its inputs once)
+  int64_t copies = 1;      // copies of the column tiles (2: double buffered)
   std::string why_not;     // non-empty: the body cannot run in column blocks
   ir::Span at;             // the statement why_not is about
   std::string col_tiles;   // the column tiles' names, for messages ("x, w")
 };
 
 // blocks > 0: split into about that many column blocks (Cb = ceil(N / blocks) rounded up to 64
-// elements); 0: only the analysis (out).
-ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out);
+// elements); 0: only the analysis (out). copies: 1 or 2 copies of the column tiles (above).
+ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, int64_t copies = 1);
 
 }  // namespace tw::ascend
