@@ -153,6 +153,7 @@ def test_gemm_epilogue_hint_names_acc_at_the_users_rows():
     with pytest.raises(tw.TilewrightError) as e:
         gemm_residual(129, 257, 33, 128, 256, target=TARGET)
     hint = e.value.hint
+    assert "acc_ub (acc's copy on the Vector core: 64x256 float32, 65536 B)" in e.value.message, e.value.message
     assert "acc_ub" not in hint, hint
     assert hint.startswith("a smaller tile that fits: "), hint
     shapes = dict(p.rsplit(" ", 1) for p in re.match(r"a smaller tile that fits: (.*?) \(", hint).group(1).split(", "))

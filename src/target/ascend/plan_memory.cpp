@@ -376,7 +376,9 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
     if (!biggest || d.bytes > biggest->bytes) biggest = &d;
     listed.insert(d.name);
     std::string staged = d.stages > 0 ? " x " + std::to_string(d.stages) + " stages of T.Pipelined" : "";
-    list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(tile_shape(d, d.shape)) + " " +
+    auto of = dims ? dims->user_of.find(d.name) : std::map<std::string, std::string>::const_iterator();
+    const std::string copy_of = dims && of != dims->user_of.end() ? of->second + "'s copy on the Vector core: " : "";
+    list += (list.empty() ? "" : ", ") + d.name + " (" + copy_of + shape_str(tile_shape(d, d.shape)) + " " +
             std::string(d.dtype.name()) + staged + ", " + std::to_string(d.bytes) + " B" +
             (temp_bytes.count(d.name) ? ", and " + temps_of(d.name) : "") + ")";
   }
