@@ -30,10 +30,11 @@ TEST(SplitRows, RowWiseBodyRunsItsRowsAsBlocks) {
   auto k = ir::parse_kernel(kHead + "  copy x -> Y[bx * 8:+8, 0:+4096]\n}\n", "rows.tw");
   EXPECT_EQ(ir::print(split_rows(k, 0, &info)), ir::print(k));  // step 0: unchanged
   EXPECT_EQ(info.rows, 8);
-  EXPECT_EQ(info.steps, 3);  // 4, 2, 1
+  EXPECT_EQ(info.steps, 4);  // 4, 3 (the last group clipped), 2, 1
+  EXPECT_EQ(info.groups, (std::vector<int64_t>{4, 3, 2, 1}));
   EXPECT_EQ(info.why_not, "");
   EXPECT_EQ(info.row_tiles, "x, s");
-  const std::string got = ir::print(split_rows(k, 2, &info));
+  const std::string got = ir::print(split_rows(k, 3, &info));
   EXPECT_EQ(info.group_rows, 2);
   EXPECT_TRUE(info.as_blocks);
   EXPECT_NE(got.find("grid(bx = ceildiv(M, 8) * 4)"), std::string::npos) << got;
@@ -43,6 +44,69 @@ TEST(SplitRows, RowWiseBodyRunsItsRowsAsBlocks) {
   EXPECT_NE(got.find("copy X[bx * 2:+2, 0:+4096] -> x"), std::string::npos) << got;
   EXPECT_NE(got.find("for i in parallel(0, 2)"), std::string::npos) << got;
   EXPECT_NE(got.find("copy x -> Y[bx * 2:+2, 0:+4096]"), std::string::npos) << got;
+}
+
+// hunt14 F4: a group size that does not divide R (8 rows in groups of 3: 3, 3, 2): the tensor
+// rows of group bx % 3 start at (bx // 3) * 8 + (bx % 3) * 3 and are min(3, 8 - (bx % 3) * 3) many
+// (a run-time extent: the last group's third row is not loaded, reads as 0, and is not stored);
+// the maps and row reductions run on the whole 3-row tiles.
+TEST(SplitRows, ClippedLastGroupRunsAsBlocks) {
+  RowSplit info;
+  auto k = ir::parse_kernel(kHead + "  copy x -> Y[bx * 8:+8, 0:+4096]\n}\n", "rows.tw");
+  const std::string got = ir::print(split_rows(k, 2, &info));
+  EXPECT_EQ(info.group_rows, 3);
+  EXPECT_TRUE(info.as_blocks);
+  EXPECT_NE(got.find("grid(bx = ceildiv(M, 8) * 3)"), std::string::npos) << got;
+  EXPECT_NE(got.find("alloc x: fragment float32[3, 4096]"), std::string::npos) << got;
+  EXPECT_NE(got.find("for i in parallel(0, 3)"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy X[bx // 3 * 8 + bx % 3 * 3:+min(3, 8 - bx % 3 * 3), 0:+4096] -> x"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy x -> Y[bx // 3 * 8 + bx % 3 * 3:+min(3, 8 - bx % 3 * 3), 0:+4096]"), std::string::npos) << got;
+}
+
+// The clipped group in a loop (a tensor store before the groups): 7 rows in groups of 4, 3.
+TEST(SplitRows, ClippedLastGroupInALoop) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], W: global float32[4096], Z: global float32[4096], Y: global float32[M, 4096] out)
+    grid(bx = ceildiv(M, 7)) {
+  alloc x: fragment float32[7, 4096]
+  alloc w: fragment float32[4096]
+  copy X[bx * 7:+7, 0:+4096] -> x
+  copy W -> w
+  atomic_add w -> Z
+  for i in parallel(0, 7) {
+    for j in parallel(0, 4096) {
+      x[i, j] = x[i, j] * w[j]
+    }
+  }
+  copy x -> Y[bx * 7:+7, 0:+4096]
+}
+)", "rows.tw");
+  const std::string got = ir::print(split_rows(k, 1, &info));
+  EXPECT_EQ(info.groups, (std::vector<int64_t>{4, 3, 2, 1}));
+  EXPECT_EQ(info.group_rows, 4);
+  EXPECT_FALSE(info.as_blocks);
+  EXPECT_NE(got.find("for rg in serial(0, 2)"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy X[bx * 7 + rg * 4:+min(4, 7 - rg * 4), 0:+4096] -> x"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy x -> Y[bx * 7 + rg * 4:+min(4, 7 - rg * 4), 0:+4096]"), std::string::npos) << got;
+}
+
+// A max merged across the groups takes divisors of R only (a clipped group's zero rows would
+// enter it): 7 rows in groups of 1.
+TEST(SplitRows, MergedMaxTakesDivisorsOnly) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[M, 4096], G: global float32[M] out)
+    grid(bx = ceildiv(M, 7)) {
+  alloc x: fragment float32[7, 4096]
+  alloc m: fragment float32[7]
+  alloc g: fragment float32[1]
+  copy X[bx * 7:+7, 0:+4096] -> x
+  reduce max x -> m axis=1 clear=true
+  reduce max m -> g axis=0 clear=true
+  copy g -> G[bx:+1]
+}
+)", "rows.tw");
+  split_rows(k, 0, &info);
+  EXPECT_EQ(info.groups, std::vector<int64_t>{1});
 }
 
 // A statement before the groups that stores into a tensor would run once per group as blocks
@@ -125,7 +189,7 @@ TEST(SplitRows, UniformIfRunsWholeInEachGroup) {
   copy x -> Y[bx * 8:+8, 0:+4096]
 }
 )", "rows.tw");
-  const std::string got = ir::print(split_rows(k, 2, &info));
+  const std::string got = ir::print(split_rows(k, 3, &info));
   EXPECT_EQ(info.why_not, "");
   EXPECT_EQ(info.group_rows, 2);
   EXPECT_TRUE(info.as_blocks);

@@ -160,8 +160,11 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
         throw *first_ub;
       }
       // the tiles overflow UB: run the block's rows in groups when its body allows (split_rows)
+      // (straight to the largest group that may fit: a block's bytes shrink at most in proportion
+      // to its rows, so no group above G * capacity / needed fits)
       if (rows.rows > 0 && rows.why_not.empty() && row_step < rows.steps) {
-        ++row_step;
+        const int64_t most = (row_step > 0 ? rows.group_rows : rows.rows) * e.capacity / e.needed;
+        for (++row_step; row_step < rows.steps && rows.groups[row_step - 1] > most;) ++row_step;
         continue;
       }
       // one row does not fit (or the rows cannot run in groups): each row in column blocks when its
@@ -259,8 +262,9 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     fitted = std::move(lowered);
     if (narrower)
       ++col_blocks;
-    else
-      ++row_step;
+    else  // the largest group whose largest tile is at most half the UB (the ones between would be tried and passed)
+      for (++row_step; row_step < rows.steps && 2 * rows.groups[row_step - 1] * rows.row_bytes > first_ub->capacity;)
+        ++row_step;
   }
 }
 

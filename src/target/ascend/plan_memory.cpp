@@ -376,7 +376,9 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
     if (!biggest || d.bytes > biggest->bytes) biggest = &d;
     listed.insert(d.name);
     std::string staged = d.stages > 0 ? " x " + std::to_string(d.stages) + " stages of T.Pipelined" : "";
-    list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(tile_shape(d, d.shape)) + " " +
+    auto of = dims ? dims->user_of.find(d.name) : std::map<std::string, std::string>::const_iterator();
+    const std::string copy_of = dims && of != dims->user_of.end() ? of->second + "'s copy on the Vector core: " : "";
+    list += (list.empty() ? "" : ", ") + d.name + " (" + copy_of + shape_str(tile_shape(d, d.shape)) + " " +
             std::string(d.dtype.name()) + staged + ", " + std::to_string(d.bytes) + " B" +
             (temp_bytes.count(d.name) ? ", and " + temps_of(d.name) : "") + ")";
   }
@@ -448,7 +450,11 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
       if (c >= 0) weight[c] += p.buffers[items[i].buffer].bytes;
   std::vector<int> order;
   for (const auto& [c, w] : weight) order.push_back(c);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return weight[a] > weight[b]; });
+  // (a class a reduction reduces after the others: fewer of it computes another result, hunt14 F3)
+  auto reduced = [&](int c) { return c != untied && !dims->reduced[c].empty(); };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return reduced(a) != reduced(b) ? reduced(b) : weight[a] > weight[b];
+  });
   // Tried in turn: one free class, all free classes, one fixed class, all.
   std::vector<std::vector<int>> tries;
   std::vector<int> free_all, all;
@@ -480,9 +486,12 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
       }
       if (!others_fit) continue;
       std::string s;  // the user's tiles (a compiler tile, e.g. P V's partial acc_o_pv, follows its class)
+      std::set<std::string> named;
       for (size_t i : live) {
         const BufferDecl& d = p.buffers[items[i].buffer];
-        if (!d.temp_of.empty() || (dims && !dims->user.count(d.name))) continue;
+        auto of = dims ? dims->user_of.find(d.name) : std::map<std::string, std::string>::const_iterator();
+        const std::string name = dims && of != dims->user_of.end() ? of->second : d.name;  // acc_ub: acc
+        if (!d.temp_of.empty() || (dims && !dims->user.count(name)) || !named.insert(name).second) continue;
         std::vector<int64_t> sh = tile_shape(d, shapes[i]);
         auto it = dims ? dims->dims.find(d.name) : std::map<std::string, std::vector<int>>::const_iterator();
         const size_t lead = d.stages > 0 ? 1 : 0;
@@ -494,7 +503,7 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
             sh.push_back(std::find(shrink.begin(), shrink.end(), c) != shrink.end() ? std::max<int64_t>(1, dims->extent[c] >> halvings)
                                                                                    : dims->extent[c]);
         }
-        s += (s.empty() ? "" : ", ") + d.name + " " + shape_str(sh);
+        s += (s.empty() ? "" : ", ") + name + " " + shape_str(sh);
       }
       if (s.empty()) s = "the tiles halved " + std::to_string(halvings) + " time(s)";
       hint = "a smaller tile that fits: " + s + " (" + std::to_string(tot) + " B)" +
@@ -516,7 +525,10 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
         const int64_t e = dims->extent[c];
         hint += "; " + members + " " + std::to_string(e) + " -> " + std::to_string(std::max<int64_t>(1, e >> halvings)) +
                 (n > 1 ? " (dims the kernel ties: they change together, one block size or loop extent of it)" : "") +
-                (fixed(c) ? " (taken whole from a tensor dim: a loop over its parts in the kernel)" : "");
+                (fixed(c) ? " (taken whole from a tensor dim: a loop over its parts in the kernel)" : "") +
+                (reduced(c) ? " (the dim " + dims->reduced[c] + " reduces: with fewer of it each tile holds part of "
+                              "the reduction; a T.serial loop over its parts in the kernel, reducing each into the "
+                              "result with clear=False, computes the whole)" : "");
       }
     }
     if (!hint.empty()) break;

@@ -197,6 +197,7 @@ struct RowRewrite : ir::Mutator {
   const std::map<const ir::BufferNode*, ir::Buffer>& tiles;
   int64_t rows, group;
   ir::Expr off;
+  bool clipped = false;  // G does not divide R: the last group's tensor rows are min(G, R - off)
   const ir::VarNode* row_var = nullptr;  // the map's row (kept at row tiles' dim 0)
   ir::Var new_var;
   // Groups as blocks: the block index bx (substituted by bx' // k afterwards) and bx'; a tensor row
@@ -252,9 +253,12 @@ struct RowRewrite : ir::Mutator {
       out.extents[0] = C(group);
     } else if (!is_tile(r.buffer)) {
       int d = tensor_row_dim(r, rows);
-      out.starts[d] = block_row(r.starts[d]) ? simp(ir::binary(ir::BinOp::Mul, bxn, C(group)))
-                                              : simp(ir::binary(ir::BinOp::Add, r.starts[d], off));
-      out.extents[d] = C(group);
+      out.starts[d] = !clipped && block_row(r.starts[d]) ? simp(ir::binary(ir::BinOp::Mul, bxn, C(group)))
+                                                          : simp(ir::binary(ir::BinOp::Add, r.starts[d], off));
+      // a run-time extent of bound G (docs/language.md "Run-time extents"): the rows past R are not
+      // loaded (the tile's rows read as 0) and not stored
+      out.extents[d] = clipped ? ir::binary(ir::BinOp::Min, C(group), simp(ir::binary(ir::BinOp::Sub, C(rows), off)))
+                               : C(group);
     }
     return out;
   }
@@ -334,8 +338,6 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   info.rows = a.rows;
   for (const auto& b : row_bufs) info.row_tiles += (info.row_tiles.empty() ? "" : ", ") + b->name;
   if (a.rows <= 1) a.fail(a.rows == 1 ? "the block has one row" : "the block has no tile of rows", kernel->span);
-  for (int64_t g = a.rows - 1; g >= 1; --g)
-    if (a.rows % g == 0) ++info.steps;
 
   // Row statements; reductions across the rows into another tile (max / min: merged group by
   // group into it, which gives the same value in any order); the other statements run once before
@@ -401,9 +403,18 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   }
   info.why_not = a.why_not;
   info.at = a.at;
-  int64_t g = 0;
-  for (int64_t k = 0, d = a.rows - 1; d >= 1 && k < step; --d)
-    if (a.rows % d == 0 && ++k == step) g = d;
+  // The group sizes, largest first: ceil(R / k) for k = 2, 3, ... groups; only the divisors of R
+  // when a reduction merges across the groups (a clipped group's rows past R, zeros in the tile,
+  // would enter it) or a row tile has more than 2 dims (a run-time extent is a copy's rows or columns).
+  bool divisors_only = !late.empty();
+  for (const auto& b : row_bufs) divisors_only |= b->shape.size() > 2;
+  for (int64_t k = 2; k <= a.rows; ++k) {
+    const int64_t g = (a.rows + k - 1) / k;
+    if ((divisors_only && a.rows % g != 0) || (!info.groups.empty() && info.groups.back() == g)) continue;
+    info.groups.push_back(g);
+  }
+  info.steps = static_cast<int64_t>(info.groups.size());
+  const int64_t g = step > 0 && step <= info.steps ? info.groups[step - 1] : 0;
   if (out) *out = info;
   if (step == 0 || !a.why_not.empty() || g == 0 || per_group.empty()) return kernel;
 
@@ -415,7 +426,8 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     nb->shape = shape;
     tiles[b.get()] = nb;
   }
-  const int64_t k = a.rows / g;
+  const int64_t k = (a.rows + g - 1) / g;  // the groups (the last one clipped when G does not divide R)
+  const bool clipped = a.rows % g != 0;
   if (out) out->group_rows = g;
   std::vector<ir::Stmt> out_body, loop;
   if (fills.empty() && after.empty() && !once_writes_tensor && !kernel->block_vars.empty()) {
@@ -424,6 +436,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     const ir::Var& bx = kernel->block_vars[0];
     auto bxn = ir::var(bx->name, bx->dtype, bx->span);
     RowRewrite rw(tiles, a.rows, g, ir::binary(ir::BinOp::Mul, ir::binary(ir::BinOp::Mod, bxn, C(k)), C(g)));
+    rw.clipped = clipped;
     rw.bx = bx.get();
     rw.bxn = bxn;
     for (const auto& s : once) out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
@@ -440,6 +453,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   // A max / min merged across the groups (or no grid): the groups run one after the other.
   auto rg = ir::var("rg", ir::kIndexType, kernel->span);
   RowRewrite rw(tiles, a.rows, g, ir::binary(ir::BinOp::Mul, rg, C(g)));
+  rw.clipped = clipped;
   for (const auto& s : once)
     out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
   for (const auto& s : fills) out_body.push_back(s);

@@ -32,8 +32,13 @@
 // grid when nothing merges across the groups and nothing before them stores into a tensor (it
 // would run once per group: an atomic add too often) (the grid's first dim R / G times longer, block
 // bx' = bx * (R / G) + rg: the cores run the groups in parallel, as they run the user's blocks),
-// else as `for rg in serial(R / G)` in each block. G is the `step`-th largest divisor of R below
-// R (step 0: no split, the kernel as it is).
+// else as `for rg in serial(R / G)` in each block. G is the `step`-th of the group sizes below R,
+// largest first: ceil(R / k) for k = 2, 3, ... groups (step 0: no split, the kernel as it is). When
+// G does not divide R the last group is clipped: its tensor copies take the run-time extent
+// min(G, R - off) (docs/language.md "Run-time extents": the rows past R are not loaded, read as 0
+// in the tile, and not stored), so a prime R (8191) runs in 2 groups, not in 8191 groups of 1.
+// Only divisors of R when the body merges a reduction across the rows (the clipped group's zero
+// rows would enter the max / min) or a row tile has more than 2 dims.
 //
 // RowSplit reports what the pass found: R, the G used, or why the body cannot be split (a
 // message and the line of the statement that is not row-wise), which the capacity error's hint
@@ -42,6 +47,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "target/registry.h"
 #include "tilewright/ir.h"
@@ -52,7 +58,8 @@ struct RowSplit {
   int64_t rows = 0;         // R; 0 when the body has no row tiles
   int64_t group_rows = 0;   // G used (0: not split)
   bool as_blocks = false;   // the groups are blocks of the grid (else a loop in each block)
-  int64_t steps = 0;        // how many G < R there are (the divisors of R below R)
+  int64_t steps = 0;        // how many G < R there are (groups.size())
+  std::vector<int64_t> groups;  // the group sizes G < R, largest first (step s: groups[s - 1])
   std::string why_not;      // non-empty: the body cannot be split (what is not row-wise)
   ir::Span at;              // the statement why_not is about
   std::string row_tiles;    // the row tiles' names, for messages ("x, sq, ss")

@@ -20,6 +20,7 @@ std::string tagged(int kernel, const std::string& name) { return std::to_string(
 struct Classes {
   std::map<Dim, Dim> parent;
   std::set<Dim> fixed;
+  std::map<Dim, std::string> reduced;  // a dim a reduction of the user's kernel reduces: which one
   std::map<std::string, std::vector<int64_t>> shape;  // per tile name (a name of two shapes: none)
   std::set<std::string> ambiguous;
   Dim find(Dim d) {
@@ -127,6 +128,10 @@ void add_kernel(const ir::Kernel& kernel, int tag, Classes& c) {
         auto* r = ir::as<ir::ReduceNode>(s);
         auto ss = r->src->const_shape(), ds = r->dst->const_shape();
         if (!ss || !ds) break;
+        if (tag == 0 && r->axis >= 0 && static_cast<size_t>(r->axis) < ss->size())
+          c.reduced.emplace(dim(r->src, static_cast<size_t>(r->axis)),
+                            "T.reduce_" + std::string(ir::reducekind_name(r->reduce_kind)) + " at line " +
+                                std::to_string(s->span.line));
         std::vector<size_t> kept;
         for (size_t d = 0; d < ss->size(); ++d)
           if (static_cast<int>(d) != r->axis) kept.push_back(d);
@@ -174,6 +179,19 @@ TileDims tile_dims(const ir::Kernel& kernel, const ir::Kernel& user) {
   for (const auto& [name, shape] : c.shape)  // a tile of both kernels: its dims are the same dims
     if (name[0] == '1' && c.shape.count("0" + name.substr(1)) && c.shape["0" + name.substr(1)].size() == shape.size())
       for (size_t d = 0; d < shape.size(); ++d) c.join({name, d}, {"0" + name.substr(1), d}, /*same_tile=*/true);
+  // split_cube_vector's Vector copy X_ub of a mixed tile X: X's dims (each AIV holds part of its rows)
+  std::map<std::string, std::string> user_of;
+  for (const auto& [name, shape] : c.shape) {
+    const std::string base = name.size() > 5 && name.compare(name.size() - 3, 3, "_ub") == 0
+                                 ? "0" + name.substr(1, name.size() - 4) : std::string();
+    if (name[0] != '1' || base.empty() || !c.shape.count(base) || c.shape.count("0" + name.substr(1))) continue;
+    const std::vector<int64_t>& user_shape = c.shape[base];
+    bool parts = user_shape.size() == shape.size();
+    for (size_t d = 0; parts && d < shape.size(); ++d) parts = shape[d] > 0 && user_shape[d] % shape[d] == 0;
+    if (!parts) continue;
+    for (size_t d = 0; d < shape.size(); ++d) c.join({name, d}, {base, d}, /*same_tile=*/true);
+    user_of[name.substr(2)] = base.substr(2);
+  }
   TileDims out;
   std::map<Dim, int> ids;
   for (const auto& [tname, shape] : c.shape) {  // the user's tiles first: their extents name the classes
@@ -186,6 +204,7 @@ TileDims tile_dims(const ir::Kernel& kernel, const ir::Kernel& user) {
       if (fresh) {
         out.extent.push_back(shape[d]);
         out.fixed.push_back(false);
+        out.reduced.push_back("");
       }
       v.push_back(it->second);
     }
@@ -195,9 +214,14 @@ TileDims tile_dims(const ir::Kernel& kernel, const ir::Kernel& user) {
     auto it = ids.find(c.find(d));
     if (it != ids.end()) out.fixed[it->second] = true;
   }
+  for (const auto& [d, by] : c.reduced) {
+    auto it = ids.find(c.find(d));
+    if (it != ids.end() && out.reduced[it->second].empty()) out.reduced[it->second] = by;
+  }
   ir::for_each_stmt(user->body, [&](const ir::Stmt& s) {
     if (s->kind == ir::StmtKind::Alloc) out.user.insert(ir::as<ir::AllocNode>(s)->buffer->name);
   });
+  out.user_of = std::move(user_of);
   return out;
 }
 
