@@ -1485,7 +1485,8 @@ class Lowerer {
                       (gm_column ? "column of a tensor cannot fill or come from a 1-D tile"
                                  : "row of a tensor cannot fill or come from a column tile"),
                   sp, gm_column ? "declare the tile as a column, shape (" + k + ", 1), and copy the column X[a:b, c:c + 1] "
-                                  "into it (maps and reductions work on it)"
+                                  "into it (maps and reductions work on it); where a map needs it as a per-row factor "
+                                  "v[i] (x[i, j] * v[i]), T.copy that column tile into the 1-D tile (a gather in UB)"
                                 : "declare the tile 1-D, shape (" + k + ",), or copy a column of the tensor");
     }
     int64_t stride = g_rows == 1 ? w.rows * w.cols : flat ? g.cols : w.row_stride;
