@@ -1259,6 +1259,107 @@ TEST(AscendSimChecker, SetNotOrderedAfterThePreviousWaitIsReported) {
   }
 }
 
+// A cross-core counter holds at most 15 unconsumed sets: the n-th set that reaches a core must be
+// ordered (happens-before) after the CrossCoreWaitFlag that took set n - 15, whatever the simulated
+// timing (session 27). Here the AIC loads a tile before each set (slow), the AIVs only wait (fast):
+// in simulated time at most one set is pending, but nothing orders the AIC's 16th set after the
+// AIVs' first wait, and on the chip the AIVs may be slower. With a reverse handshake (the AIVs
+// answer each signal, the AIC waits for the answer before its next load), nothing is reported.
+Program cross_producer_kernel(int sets, bool reply) {
+  Builder b("cross_order", KernelType::MIX_1_2);
+  int A = b.tensor("A", DTypeCode::f16, {64, 64});
+  int l1 = b.buffer("l1", CoreType::AIC, Mem::L1, 0, 64 * 64 * 2, DTypeCode::f16);
+  b.p.block_dim = C(1);
+  auto i = ir::var("i"), j = ir::var("j");
+  b.loop(i, C(sets), [&] {
+    b.emit(CopyGmToL1{gm(A, C(0)), at(l1), DTypeCode::f16, C(64), C(64), C(64), C(64), C(64)}, 110);
+    b.emit(PipeBarrier{Pipe::MTE2}, 111);
+    b.emit(CrossCoreSetFlag{2, Pipe::MTE2, C(0)}, 112);
+    if (reply) b.emit(CrossCoreWaitFlag{C(1), Pipe::S}, 113);
+  });
+  b.p.aic = b.take();
+  b.loop(j, C(sets), [&] {
+    b.emit(CrossCoreWaitFlag{C(0), Pipe::S}, 114);
+    if (reply) b.emit(CrossCoreSetFlag{2, Pipe::S, C(1)}, 115);
+  });
+  b.p.aiv = b.take();
+  return b.p;
+}
+
+TEST(AscendSimChecker, CrossSetsNotOrderedAfterTheirWaitsAreReported) {
+  for (bool reply : {false, true}) {
+    std::vector<uint16_t> a(64 * 64, 0);
+    auto res = run_sim(cross_producer_kernel(20, reply), b2(), {arg(a)});
+    if (reply) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+      continue;
+    }
+    // mode 2: the AIC's set reaches both AIVs of its AI Core; one report per (core, id)
+    ASSERT_EQ(res.reports.size(), 2u) << res.summary();
+    for (int k = 0; k < 2; ++k) {
+      const sim::Report& rep = res.reports[k];
+      EXPECT_EQ(rep.kind, sim::ReportKind::CrossFlagOverflow);
+      EXPECT_NE(rep.message.find("the 16th CrossCoreSetFlag<2>(0) that reaches AIV " + std::to_string(k) +
+                                 " is not ordered after the CrossCoreWaitFlag that took set 1"),
+                std::string::npos)
+          << rep.message;
+      EXPECT_NE(rep.message.find("add a reverse handshake"), std::string::npos) << rep.message;
+      ASSERT_EQ(rep.instrs.size(), 2u);
+      EXPECT_EQ(rep.instrs[0].span.line, 114);  // the wait
+      EXPECT_EQ(rep.instrs[1].span.line, 112);  // the set
+    }
+  }
+}
+
+// Mode 0: every AIV sets and every AIV's counter counts the group's sets (once all have set: the
+// group set's knowledge is the join of its members'). AIV 0 loads, sets and waits each step; AIV 1
+// sets 20 times before it waits at all. In simulated time AIV 0 is slow and AIV 1 takes each set as
+// it comes, but nothing orders the group's 16th set after AIV 1's first wait (AIV 0 can run all its
+// steps while AIV 1 has not reached its waits): AIV 1's counter is reported, AIV 0's is not. With
+// AIV 1 also waiting each step, nothing is reported.
+TEST(AscendSimChecker, CrossGroupSetsAreCheckedAgainstEachTargetsWaits) {
+  for (bool lockstep : {false, true}) {
+    Builder b("cross_group", KernelType::AIV_ONLY);
+    int X = b.tensor("X", DTypeCode::f32, {64, 64});
+    int x = b.buffer("x", CoreType::AIV, Mem::UB, 0, 64 * 64 * 4, DTypeCode::f32);
+    b.p.block_dim = C(2);
+    auto i = ir::var("i"), j = ir::var("j"), k = ir::var("k");
+    b.loop(i, C(20), [&] {
+      b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::f32, C(64), C(256), C(256), C(256)}, 120);
+      b.emit(PipeBarrier{Pipe::MTE2}, 121);
+      b.emit(CrossCoreSetFlag{0, Pipe::MTE2, C(3)}, 122);
+      b.emit(CrossCoreWaitFlag{C(3), Pipe::S}, 123);
+    });
+    auto slow = b.take();
+    if (lockstep) {
+      b.loop(j, C(20), [&] {
+        b.emit(CrossCoreSetFlag{0, Pipe::S, C(3)}, 124);
+        b.emit(CrossCoreWaitFlag{C(3), Pipe::S}, 125);
+      });
+    } else {
+      b.loop(j, C(20), [&] { b.emit(CrossCoreSetFlag{0, Pipe::S, C(3)}, 124); });
+      b.loop(k, C(20), [&] { b.emit(CrossCoreWaitFlag{C(3), Pipe::S}, 125); });
+    }
+    auto fast = b.take();
+    b.stack.back().push_back(if_(eq(b.p.block_idx, C(0)), slow, fast));
+    b.p.aiv = b.take();
+    std::vector<float> xs(64 * 64, 0.f);
+    auto res = run_sim(b.p, b2(), {arg(xs)});
+    if (lockstep) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+      continue;
+    }
+    ASSERT_EQ(res.reports.size(), 1u) << res.summary();
+    const sim::Report& rep = res.reports[0];
+    EXPECT_EQ(rep.kind, sim::ReportKind::CrossFlagOverflow);
+    EXPECT_NE(rep.message.find("the 16th CrossCoreSetFlag<0>(3) that reaches AIV 1 is not ordered after"),
+              std::string::npos)
+        << rep.message;
+    ASSERT_EQ(rep.instrs.size(), 2u);
+    EXPECT_EQ(rep.instrs[0].span.line, 125);  // AIV 1's first wait
+  }
+}
+
 // TPipe's constructor sets M_MTE1 events 0..2 on the AIC (Program::tpipe_destroy).
 TEST(AscendSimApiRules, TPipeEventsCollideWithoutDestroy) {
   for (bool destroy : {true, false}) {

@@ -3,9 +3,10 @@ generated cpu C++, the AscendC kernel, the lowered Ascend program and the simula
 timing-only run) into OUTDIR, one folder per program. Take a snapshot before a refactor and one
 after it; `diff -r BEFORE AFTER` must be empty when the refactor claims unchanged output.
 
-    python tests/fuzz/snapshot.py OUTDIR [N] [--seed S]
+    python tests/fuzz/snapshot.py OUTDIR [N] [--seed S] [--stream llm|llm2|skip|wide]
 
-Programs come from the differential fuzzer's grammar (tests/python/fuzz), seeds S..S+N-1. A
+Programs come from the differential fuzzer's grammar (tests/python/fuzz), seeds S..S+N-1, or
+from one of its streams (the fuzzer's --stream). A
 program a target rejects records the error text instead (the message is part of the output too).
 """
 import argparse
@@ -15,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-from fuzz import grammar, reference, runner  # noqa: E402
+from fuzz import grammar, llm, llm2, reference, runner, skip, wide  # noqa: E402
 
 
 def snapshot_one(d, compiled):
@@ -43,10 +44,13 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("n", type=int, nargs="?", default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--stream", choices=("all", "llm", "llm2", "skip", "wide"), default="all")
     args = ap.parse_args()
+    gen = {"llm": llm.generate, "llm2": llm2.generate, "skip": skip.generate,
+           "wide": wide.generate}.get(args.stream, grammar.generate)
     compiled = runner.Compiled()
     for i in range(args.seed, args.seed + args.n):
-        d = grammar.generate(i)
+        d = gen(i)
         folder = os.path.join(args.outdir, f"{i:06d}")
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "kernel.py"), "w") as f:

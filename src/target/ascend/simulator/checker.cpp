@@ -7,7 +7,7 @@
 namespace tw::ascend::sim {
 
 Checker::Checker(Machine& m) : m_(m) {
-  T_ = static_cast<int>(m.cores.size()) * kNumPipes;
+  T_ = static_cast<int>(m.cores.size()) * kThreads;
   vcs_.assign(static_cast<size_t>(T_) * T_, 0);
   clock_.assign(T_, 0);
   s_version_.assign(m.cores.size(), 0);
@@ -48,6 +48,14 @@ std::pair<int, uint32_t> Checker::tick(Core& c, Pipe p) {
 bool Checker::knows(Core& c, Pipe p, int t, uint32_t clk) const {
   int me = tid(c, p);
   return me == t || clk <= vc(me)[t];  // the same pipe: the set queues behind the wait
+}
+
+std::pair<int, uint32_t> Checker::scalar_wait(Core& c) {
+  int w = c.index * kThreads + kNumPipes;
+  uint32_t clk = ++clock_[w];
+  vc(tid(c, Pipe::S))[w] = clk;
+  s_advanced(c);
+  return {w, clk};
 }
 
 int Checker::new_snapshot() {
@@ -109,7 +117,7 @@ void Checker::barrier_all(Core& c) {
 
 bool Checker::ordered(const Epoch& prev, int t) const {
   if (static_cast<int>(prev.tid) == t) {
-    Pipe p = static_cast<Pipe>(t % kNumPipes);
+    Pipe p = static_cast<Pipe>(t % kThreads);
     if (p == Pipe::M || p == Pipe::S) return true;  // in-order pipes (see checker.h)
     return prev.clk <= vc(t)[t];
   }
@@ -123,8 +131,8 @@ void Checker::conflict(Core& c, Pipe p, uint32_t uid, const Epoch& prev, bool pr
   const Record& pr = records_[prev.uid];
   const Record& cr = records_[uid];
   uint64_t key = (reinterpret_cast<uintptr_t>(pr.in) * 1000003u) ^ reinterpret_cast<uintptr_t>(cr.in) ^ (same ? 7u : 0u);
-  Pipe pp = static_cast<Pipe>(prev.tid % kNumPipes);
-  const Core& pc = m_.cores[prev.tid / kNumPipes];
+  Pipe pp = static_cast<Pipe>(prev.tid % kThreads);
+  const Core& pc = m_.cores[prev.tid / kThreads];
   std::string what = std::string(write ? "writes" : "reads") + " " + m_.space_name(space) + " bytes [" +
                      std::to_string(a) + ", " + std::to_string(b) + ")";
   std::string prevw = prev_write ? "written" : "read";

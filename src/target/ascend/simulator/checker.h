@@ -14,6 +14,13 @@
 // Flags (Machine::try_execute, with tick / knows): sets and waits of one flag alternate, so a
 // SetFlag whose pipe is not ordered after the WaitFlag that took the flag's previous set may, with
 // other timing, set it twice (undefined): reported once per flag, whatever the simulated order.
+// Cross-core counters (Machine::cross_set, with scalar_wait / snapshot_knows): a core's counter of
+// one id holds at most 15 unconsumed sets, so the n-th set that reaches it must be ordered after
+// the CrossCoreWaitFlag that took set n - 15 (a group set: the join of its members' sets); else,
+// with a slower consumer, the counter overflows and the chip hangs. Reported once per (core, id).
+// A cross-core wait blocks the scalar unit: its event is a thread of the core's own (the scalar
+// unit's waits), which every later instruction of the core knows, so that publishing it does not
+// also order the scalar unit's earlier stores.
 #pragma once
 
 #include <utility>
@@ -28,7 +35,9 @@ namespace tw::ascend::sim {
 class Checker {
  public:
   explicit Checker(Machine& m);
-  int tid(const Core& c, Pipe p) const { return c.index * kNumPipes + static_cast<int>(p); }
+  // Threads per core: the pipes S..FIX, then the scalar unit's cross-core waits.
+  static constexpr int kThreads = kNumPipes + 1;
+  int tid(const Core& c, Pipe p) const { return c.index * kThreads + static_cast<int>(p); }
   // Records an executed instruction for reports; returns its uid (>= 1).
   uint32_t record(const Core& c, const Instr* in, int64_t cycle);
   const Core& record_core(uint32_t uid) const { return m_.cores[records_[uid].core]; }
@@ -49,6 +58,12 @@ class Checker {
   std::pair<int, uint32_t> tick(Core& c, Pipe p);
   // Does pipe p of c know (happens-after) event clk of thread t?
   bool knows(Core& c, Pipe p, int t, uint32_t clk) const;
+  // A CrossCoreWaitFlag took a set (the scalar unit waited): ticks the core's wait thread and
+  // publishes it to S, so every later-issued instruction of the core knows it; returns
+  // (thread, clock) for snapshot_knows().
+  std::pair<int, uint32_t> scalar_wait(Core& c);
+  // Does a released snapshot (a set's clock) know event clk of thread t?
+  bool snapshot_knows(int snap, int t, uint32_t clk) const { return snap >= 0 && clk <= snaps_[snap][t]; }
 
  private:
   struct Epoch {

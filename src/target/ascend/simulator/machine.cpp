@@ -539,6 +539,7 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
     for (int64_t b = phys_block; b < blocks; b += nphys) k.blocks.push_back(static_cast<int>(b));
     k.flags.resize(8 * 8 * chip.flag_event_ids);
     k.cross.resize(chip.cross_flag_ids);
+    k.cross_waits.resize(chip.cross_flag_ids);
     for (auto& ps : k.pipes) ps.ring.assign(chip.pipe_queue_depth, 0);
     if (opt.functional) {
       // Physical sizes, grown to cover every buffer of this core type: a buffer past the capacity
@@ -759,6 +760,11 @@ void Machine::start_block(Core& c) {
   c.running = true;
 }
 
+static std::string ordinal(int64_t n) {
+  const char* suf = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  return std::to_string(n) + suf;
+}
+
 void Machine::cross_set(Core& c, const RCross& x, int64_t fire, const RInstr& r) {
   // group: members who must all set, targets whose counter increments
   int mode = x.mode;
@@ -815,10 +821,31 @@ void Machine::cross_set(Core& c, const RCross& x, int64_t fire, const RInstr& r)
   for (size_t i = 0; i < g.targets.size(); ++i) {
     Core& tc = cores[g.targets[i]];
     int s = (checker && i + 1 < g.targets.size()) ? checker->clone(snap) : snap;
+    // The counter holds at most max_pending unconsumed sets: set n must be ordered after the wait
+    // that took set n - max_pending (the group's knowledge is the join of its members' sets),
+    // whatever the simulated timing; a wait that has not happened yet is the timing rule below.
+    CrossWaits& cw = tc.cross_waits[x.id];
+    int64_t n = ++cw.sets, need = n - chip.cross_flag_max_pending;
+    char& reported = reported_overflow_[tc.index * chip.cross_flag_ids + x.id];
+    if (checker && need >= 1 && need <= cw.waits && !reported) {
+      const CrossWaits::Wait& w = cw.ring[(need - 1) % chip.cross_flag_max_pending];
+      if (!checker->snapshot_knows(s, w.tid, w.clk)) {
+        reported = 1;
+        report(ReportKind::CrossFlagOverflow,
+               "the " + ordinal(n) + " CrossCoreSetFlag<" + std::to_string(mode) + ">(" + std::to_string(x.id) +
+                   ") that reaches " + tc.name + " is not ordered after the CrossCoreWaitFlag that took set " +
+                   std::to_string(need) + " (nothing on " +
+                   (g.members.size() > 1 ? "any member's setting pipe" : "the setting pipe") +
+                   " waited for anything that follows that wait): with a slower consumer the counter holds more than " +
+                   std::to_string(chip.cross_flag_max_pending) +
+                   " unconsumed sets and the hardware hangs; add a reverse handshake (the consumer sets a flag the "
+                   "producer waits on before reusing the slot)",
+               {checker->describe(w.uid), checker->describe(r.uid)});
+      }
+    }
     tc.cross[x.id].push({t, uid, s});
-    if (static_cast<int>(tc.cross[x.id].size()) > chip.cross_flag_max_pending &&
-        !reported_overflow_[tc.index * chip.cross_flag_ids + x.id]) {
-      reported_overflow_[tc.index * chip.cross_flag_ids + x.id] = 1;
+    if (static_cast<int>(tc.cross[x.id].size()) > chip.cross_flag_max_pending && !reported) {
+      reported = 1;
       report(ReportKind::CrossFlagOverflow,
              "cross-core flag " + std::to_string(x.id) + " of " + tc.name + " has " +
                  std::to_string(tc.cross[x.id].size()) + " pending sets (at most " +
@@ -898,13 +925,22 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
   }
   if (auto* x = std::get_if<RCross>(&r.op)) {
     if (x->set) {
-      if (checker) r.uid = checker->record(c, r.in, start);
+      if (checker) {
+        r.uid = checker->record(c, r.in, start);
+        checker->begin(c, r.pipe);  // the set knows what its pipe knows once it runs (the scalar unit's waits)
+      }
       int64_t fire = std::max(r.issue, ps.last_complete);
       cross_set(c, *x, fire, r);
     } else {
       FlagQueue& q = c.cross[x->id];
       if (q.empty()) return --events_, false;
       consume(q);
+      if (checker) {
+        CrossWaits& cw = c.cross_waits[x->id];
+        auto [t, clk] = checker->scalar_wait(c);
+        cw.ring.resize(chip.cross_flag_max_pending);
+        cw.ring[cw.waits++ % chip.cross_flag_max_pending] = {t, clk, r.uid};
+      }
     }
     ps.ring[r.seq % ps.ring.size()] = start;
     return true;

@@ -173,6 +173,15 @@ struct FlagQueue {
   }
 };
 
+// The checker's record of one cross-core counter (a core's id): how many sets reached it and how
+// many waits took one, and the last 15 (chip.cross_flag_max_pending) waits' thread, clock and
+// record, so that set n can be checked against the wait that took set n - 15.
+struct CrossWaits {
+  struct Wait { int tid; uint32_t clk, uid; };
+  std::vector<Wait> ring;
+  int64_t sets = 0, waits = 0;
+};
+
 struct PipeState {
   int64_t free = 0;           // next start allowed
   int64_t last_complete = 0;  // all issued instructions complete
@@ -209,6 +218,7 @@ struct Core {
   PipeState pipes[kNumPipes];
   std::vector<FlagQueue> flags;  // [(src*8+dst)*ids + id]
   std::vector<FlagQueue> cross;  // [id]: arrivals
+  std::vector<CrossWaits> cross_waits;  // [id]: the checker's counter rule
   int blocked_pipe = -1;         // QueueFull: the full pipe
   std::vector<uint8_t> mem[kNumMems];        // on-chip memories (GM unused)
   ApiRuleState api;
