@@ -98,6 +98,18 @@ TEST(SplitCubeVector, RowLoopSplitLikeTheMapRows) {
   has("alloc acc_ub: UB float32[32, 64]");
 }
 
+// A one-row map inside the row loop (a token loop over (token, head) rows with one head, hunt15
+// F2: `for i, c in T.Parallel(1, N): s[t + i, c]`): the unit loop is inlined, its row is r.
+TEST(SplitCubeVector, RowLoopOneRowMapIsTheLoopsRow) {
+  std::string out = split(with_row_loop(
+      "    copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n    for i in parallel(0, 1) {\n      for j in parallel(0, 64) {\n"
+      "        if r < 40 {\n          c[r + i, j] = c[r + i, j] * 2.0\n        }\n      }\n    }\n"));
+  auto has = [&](const std::string& line) { EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out; };
+  has("for r_v in serial(0, 32) {");
+  has("if r_v + vid * 32 < 40 {");
+  has("c[r_v, j] = c[r_v, j] * 2.0");
+}
+
 TEST(SplitCubeVector, RowLoopTouchingAnotherRowIsAnError) {
   std::string in = with_row_loop("    copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n    c[63 - r, 0] = 1.0\n");
   try {

@@ -716,8 +716,23 @@ class Splitter {
     // T.serial(M): p = Pos[..r]; T.copy(Cos[p, :], c[r, :])`: table rows gathered by position):
     // this AIV runs its rows r = vid * M / 2 + lr, lr < M / 2, like a map's. nullptr when the loop
     // does not index a row tile by its variable.
+    // A loop of one iteration inside it runs at its min: it is inlined first, so the one-row map of
+    // a token loop over (token, head) rows with one head (`for t in T.serial(qlen): for i, c in
+    // T.Parallel(1, N): s[t + i, c] = ..`) touches row t only.
+    struct UnitLoops : ir::arith::Simplifier {
+      using ir::arith::Simplifier::mutate;
+      Stmt mutate(const Stmt& st) override {
+        if (st && st->kind == StmtKind::For) {
+          auto* l = ir::as<ir::ForNode>(st);
+          if (ir::as_const_int(l->extent).value_or(0) == 1) return mutate(ir::substitute(l->body, {{l->var, l->min}}));
+        }
+        return ir::arith::Simplifier::mutate(st);
+      }
+    };
     Stmt row_loop(const Stmt& s) {
-      auto* f = ir::as<ir::ForNode>(s);
+      auto* f0 = ir::as<ir::ForNode>(s);
+      Stmt body = UnitLoops().mutate(f0->body);
+      auto f = std::make_shared<ir::ForNode>(f0->var, f0->min, f0->extent, f0->for_kind, f0->num_stages, body, s->span);
       const ir::VarNode* v = f->var.get();
       auto lo = ir::as_const_int(f->min), n = ir::as_const_int(f->extent);
       bool touches = false;
