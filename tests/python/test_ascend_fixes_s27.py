@@ -124,26 +124,7 @@ def test_rms_rows_in_clipped_groups(target):
 # ---------------------------------------------------------------------------------------------
 # F5 (a): the gemm -> residual epilogue's hint names acc (the user's tile) at the user's rows.
 
-@tw.jit(out_idx=[-1])
-def gemm_residual(M, N, K, bm, bn):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), Rz: T.Tensor((M, N), "float32"),
-             C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
-            a = T.alloc_shared((bm, K), "float16")
-            b = T.alloc_shared((K, bn), "float16")
-            acc = T.alloc_fragment((bm, bn), "float32")
-            r = T.alloc_fragment((bm, bn), "float32")
-            out = T.alloc_fragment((bm, bn), "float32")
-            T.copy(A[by * bm, 0], a)
-            T.copy(B[0, bx * bn], b)
-            T.gemm(a, b, acc, clear_accum=True)
-            T.copy(Rz[by * bm, bx * bn], r)
-            for i, j in T.Parallel(bm, bn):
-                out[i, j] = acc[i, j] * 0.5 + r[i, j]
-            T.copy(out, C[by * bm, bx * bn])
-
-    return main
+from test_hunt_s26 import gemm_residual  # noqa: E402  (hunt14 F5's reproducer kernel)
 
 
 def test_gemm_epilogue_hint_names_acc_at_the_users_rows():
