@@ -4,6 +4,7 @@
 // call-level kinds (level-0 addressing, WholeReduce, Brcb) and its run-time field checks.
 #include "target/ascend/select_vector_calls.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -112,12 +113,31 @@ TEST(SelectVectorCalls, ColumnsWiderThanOneRepeat) {
             "    V L0 Max a[tw_c * 256] <- b[tw_c * 256], c[tw_c * 256] float32 mask=tw_mask repeat=4 blk=(1, 1, 1) rep=(16, 16, 16)  @7\n");
 }
 
-TEST(SelectVectorCalls, ScalarSubIsAddsOfTheNegationAndDivIsMulsOfTheReciprocal) {
+// x / s is Div by s Duplicated into one 32 B scratch block read with block and repeat stride 0
+// (correctly rounded, as cpu's `/`; hunt15 F1); Muls by 1 / s only for a constant +-2^k (exact).
+TEST(SelectVectorCalls, ScalarSubIsAddsOfTheNegationAndDivIsDivByADuplicatedBlock) {
   Prog g;
   g.with(VecBinaryScalar{VecBinOp::Sub, DTypeCode::f32, Prog::op(0, C(64)), Prog::op(1, C(64)), ir::float_imm(2.5), C(8), C(64)});
   EXPECT_EQ(g.code(), "  V L2 Adds a[0] <- b[0], -(2.5) float32 count=512  @7\n");
   g.with(VecBinaryScalar{VecBinOp::Div, DTypeCode::f16, Prog::op(0, C(128)), Prog::op(1, C(128)), ir::float_imm(3.0), C(8), C(64)});
-  EXPECT_EQ(g.code(), "  V L0 Muls a[0] <- b[0], 1.0 / 3.0 float16 mask=64 repeat=8 blk=(1, 1) rep=(8, 8)  @7\n");
+  EXPECT_EQ(g.code(),
+            "  V PipeBarrier<V>  @7\n"
+            "  V L2 Duplicate tw_vec_scratch[0] <- cast<float16>(3.0) float16 count=16  @7\n"
+            "  V PipeBarrier<V>  @7\n"
+            "  V L0 Div a[0] <- b[0], tw_vec_scratch[0] float16 mask=64 repeat=8 blk=(1, 1, 0) rep=(8, 8, 0)  @7\n");
+  // contiguous rows: along the flat run of 135 elements (two whole repeats, then 7; offsets in bytes)
+  g.with(VecBinaryScalar{VecBinOp::Div, DTypeCode::f32, Prog::op(0, C(9)), Prog::op(1, C(9)), ir::float_imm(3.0), C(15), C(9)});
+  EXPECT_EQ(g.code(),
+            "  V PipeBarrier<V>  @7\n"
+            "  V L2 Duplicate tw_vec_scratch[0] <- 3.0 float32 count=8  @7\n"
+            "  V PipeBarrier<V>  @7\n"
+            "  V L0 Div a[0] <- b[0], tw_vec_scratch[0] float32 mask=64 repeat=2 blk=(1, 1, 0) rep=(8, 8, 0)  @7\n"
+            "  V L0 Div a[512] <- b[512], tw_vec_scratch[0] float32 mask=7 repeat=1 blk=(1, 1, 0) rep=(8, 8, 0)  @7\n");
+  g.with(VecBinaryScalar{VecBinOp::Div, DTypeCode::f32, Prog::op(0, C(64)), Prog::op(1, C(64)), ir::float_imm(-0.25), C(8), C(64)});
+  EXPECT_EQ(g.code(), "  V L2 Muls a[0] <- b[0], -4.0 float32 count=512  @7\n");
+  // 2^-127 is not a normal float32: Div
+  g.with(VecBinaryScalar{VecBinOp::Div, DTypeCode::f32, Prog::op(0, C(64)), Prog::op(1, C(64)), ir::float_imm(std::ldexp(1.0, 127)), C(1), C(8)});
+  EXPECT_NE(g.code().find("Div"), std::string::npos) << g.code();
 }
 
 TEST(SelectVectorCalls, CastCarriesItsRoundMode) {

@@ -452,8 +452,7 @@ F1 = ("F1: ascend910b divides a tile by a scalar as Muls by its reciprocal (sele
       "the correctly rounded quotient that cpu and numpy give")
 
 
-@pytest.mark.parametrize("target", [
-    "cpu", pytest.param(TARGET, marks=_fails(F1))])
+@pytest.mark.parametrize("target", TARGETS)
 def test_f1_division_by_a_scalar_is_correctly_rounded(target):
     @T.prim_func
     def divide(A: T.Tensor((64,), "float32"), S: T.Tensor((1,), "float32"), B: T.Tensor((64,), "float32"),

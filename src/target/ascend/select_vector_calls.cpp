@@ -1,6 +1,7 @@
 #include "target/ascend/select_vector_calls.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <numeric>
 
@@ -308,44 +309,66 @@ class Selector {
     const VecOperand* b = nullptr;
     Expr scalar;
     RoundMode round = RoundMode::None;
+    bool b_block = false;  // b is one 32 B block read by every repeat (block and repeat stride 0)
   };
 
   void elementwise(const Elementwise& e, const Expr& rows, const Expr& cols, std::vector<StmtPtr>& out) {
+    guarded(rows, cols, out, [&](std::vector<StmtPtr>& o) { elementwise_calls(e, rows, cols, o); });
+  }
+  // elementwise's calls for rows, cols > 0. A block operand b (b_block) takes level-0 calls only:
+  // along the rows * cols elements of contiguous operands, along each row of rows too far apart for
+  // a repeat stride, else one repeat per row.
+  void elementwise_calls(const Elementwise& e, const Expr& rows, const Expr& cols, std::vector<StmtPtr>& o) {
     const int64_t db = e.dtype.bytes(), sb = e.src_dtype.bytes();
-    guarded(rows, cols, out, [&](std::vector<StmtPtr>& o) {
-      bool cont = e.b ? contiguous({e.dst, e.a, e.b}, rows, cols)
-                      : e.a ? contiguous({e.dst, e.a}, rows, cols) : contiguous({e.dst}, rows, cols);
-      if (cont) {
-        VecCallL2 c{e.api, e.dtype, e.src_dtype, e.dst->at, {}, {}, e.scalar, e.round, mul(rows, cols)};
-        if (e.a) c.src0 = e.a->at;
-        if (e.b) c.src1 = e.b->at;
-        call(c, o);
-        return;
-      }
-      if (wide(*e.dst, e.dtype, rows) || (e.a && wide(*e.a, e.src_dtype, rows)) ||
-          (e.b && wide(*e.b, e.src_dtype, rows))) {
-        // rows too far apart for a repeat stride: one level-2 call per row
-        aligned_rows(*e.dst, e.dtype, rows, "destination");
-        if (e.a) aligned_rows(*e.a, e.src_dtype, rows, "first source");
-        if (e.b) aligned_rows(*e.b, e.src_dtype, rows, "second source");
-        ir::Var r = ir::var("tw_row");
-        auto row = [&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); };
-        VecCallL2 c{e.api, e.dtype, e.src_dtype, row(*e.dst, db), {}, {}, e.scalar, e.round, cols};
-        if (e.a) c.src0 = row(*e.a, sb);
-        if (e.b) c.src1 = row(*e.b, sb);
-        o.push_back(for_(r, rows, instr(c, span_), span_));
-        return;
-      }
-      Expr drep = rep_stride(*e.dst, e.dtype, rows, "destination");
-      Expr arep = e.a ? rep_stride(*e.a, e.src_dtype, rows, "first source") : C(0);
-      Expr brep = e.b ? rep_stride(*e.b, e.src_dtype, rows, "second source") : C(0);
-      level0(rows, cols, 256 / std::max(db, sb), o, [&](const Chunk& k, std::vector<StmtPtr>& body) {
-        VecCallL0 c{e.api, e.dtype, e.src_dtype, at(*e.dst, k, db), {}, {}, e.scalar, e.round, k.mask, k.rep,
-                    C(1), C(e.a ? 1 : 0), C(e.b ? 1 : 0), drep, arep, brep};
-        if (e.a) c.src0 = at(*e.a, k, sb);
-        if (e.b) c.src1 = at(*e.b, k, sb);
-        call(c, body);
+    bool cont = e.b_block ? contiguous({e.dst, e.a}, rows, cols)
+                : e.b     ? contiguous({e.dst, e.a, e.b}, rows, cols)
+                : e.a     ? contiguous({e.dst, e.a}, rows, cols) : contiguous({e.dst}, rows, cols);
+    const int64_t P = 256 / std::max(db, sb);
+    // level-0 calls along `n` elements from d and a, b's block for every repeat
+    auto along_block = [&](const LocalRef& d, const LocalRef& a, const Expr& n, std::vector<StmtPtr>& body) {
+      along_row(n, P, body, [&](const Expr& j, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& b) {
+        Expr c0 = mul(j, C(P));
+        call(VecCallL0{e.api, e.dtype, e.src_dtype, at(d, c0, db), at(a, c0, sb), e.b->at, e.scalar, e.round, mask, rep,
+                       C(1), C(1), C(0), C(P * db / 32), C(P * sb / 32), C(0)}, b);
       });
+    };
+    if (cont && e.b_block) return along_block(e.dst->at, e.a->at, mul(rows, cols), o);
+    if (cont) {
+      VecCallL2 c{e.api, e.dtype, e.src_dtype, e.dst->at, {}, {}, e.scalar, e.round, mul(rows, cols)};
+      if (e.a) c.src0 = e.a->at;
+      if (e.b) c.src1 = e.b->at;
+      call(c, o);
+      return;
+    }
+    if (wide(*e.dst, e.dtype, rows) || (e.a && wide(*e.a, e.src_dtype, rows)) ||
+        (e.b && wide(*e.b, e.src_dtype, rows))) {
+      // rows too far apart for a repeat stride: one level-2 call per row (level-0 along the row for b_block)
+      aligned_rows(*e.dst, e.dtype, rows, "destination");
+      if (e.a) aligned_rows(*e.a, e.src_dtype, rows, "first source");
+      if (e.b && !e.b_block) aligned_rows(*e.b, e.src_dtype, rows, "second source");
+      ir::Var r = ir::var("tw_row");
+      auto row = [&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); };
+      if (e.b_block) {
+        std::vector<StmtPtr> body;
+        along_block(row(*e.dst, db), row(*e.a, sb), cols, body);
+        o.push_back(for_(r, rows, seq(std::move(body), span_), span_));
+        return;
+      }
+      VecCallL2 c{e.api, e.dtype, e.src_dtype, row(*e.dst, db), {}, {}, e.scalar, e.round, cols};
+      if (e.a) c.src0 = row(*e.a, sb);
+      if (e.b) c.src1 = row(*e.b, sb);
+      o.push_back(for_(r, rows, instr(c, span_), span_));
+      return;
+    }
+    Expr drep = rep_stride(*e.dst, e.dtype, rows, "destination");
+    Expr arep = e.a ? rep_stride(*e.a, e.src_dtype, rows, "first source") : C(0);
+    Expr brep = e.b && !e.b_block ? rep_stride(*e.b, e.src_dtype, rows, "second source") : C(0);
+    level0(rows, cols, P, o, [&](const Chunk& k, std::vector<StmtPtr>& body) {
+      VecCallL0 c{e.api, e.dtype, e.src_dtype, at(*e.dst, k, db), {}, {}, e.scalar, e.round, k.mask, k.rep,
+                  C(1), C(e.a ? 1 : 0), C(e.b && !e.b_block ? 1 : 0), drep, arep, brep};
+      if (e.a) c.src0 = at(*e.a, k, sb);
+      if (e.b) c.src1 = e.b_block ? e.b->at : at(*e.b, k, sb);
+      call(c, body);
     });
   }
 
@@ -399,7 +422,12 @@ class Selector {
       case VecBinOp::Add: break;
       case VecBinOp::Sub: s = ir::unary(ir::UnOp::Neg, s); break;
       case VecBinOp::Mul: api = VecApi::Muls; break;
-      case VecBinOp::Div: api = VecApi::Muls, s = ir::binary(BinOp::Div, ir::float_imm(1.0), s); break;
+      case VecBinOp::Div:
+        if (auto r = exact_reciprocal(s, x.dtype)) {
+          api = VecApi::Muls, s = *r;
+          break;
+        }
+        return divide(x, out);
       case VecBinOp::Max: api = VecApi::Maxs; break;
       case VecBinOp::Min: api = VecApi::Mins; break;
       case VecBinOp::ShiftLeft: api = VecApi::ShiftLeft; break;
@@ -409,6 +437,35 @@ class Selector {
                         " (And/Or have only the tensor form; select_instructions makes no other)");
     }
     elementwise({api, x.dtype, x.dtype, &x.dst, &x.a, nullptr, s, RoundMode::None}, x.rows, x.cols, out);
+  }
+  // 1 / s where x * (1 / s) is x / s for every x: s a constant +-2^k with 2^k and 2^-k normal
+  // numbers of t (the product and the quotient are the same real number, rounded once).
+  static std::optional<Expr> exact_reciprocal(const Expr& s, DType t) {
+    double v = 0;
+    if (s->kind == ir::ExprKind::FloatImm) v = ir::as<ir::FloatImmNode>(s)->value;
+    else if (auto c = ir::as_const_int(s)) v = static_cast<double>(*c);
+    else return std::nullopt;
+    int e2 = 0;
+    if (!std::isfinite(v) || std::abs(std::frexp(v, &e2)) != 0.5) return std::nullopt;
+    const int k = e2 - 1, kmax = t == DType(ir::DTypeCode::f16) ? 14 : 126;
+    if (k < -kmax || k > kmax) return std::nullopt;
+    return ir::float_imm(1.0 / v, t);
+  }
+  // x / s correctly rounded, as cpu's `/` (Muls by 1 / s is not: hunt15 F1): s Duplicated into one
+  // 32 B block of the scratch area, then Div reads that block for every repeat (block and repeat
+  // stride 0). The scalar may be a run-time value.
+  void divide(const VecBinaryScalar& x, std::vector<StmtPtr>& out) {
+    const DType t = x.dtype;
+    guarded(x.rows, x.cols, out, [&](std::vector<StmtPtr>& o) {
+      const int64_t eb = t.bytes();
+      int buf = scratch(32);
+      VecOperand blk{LocalRef{buf, C(scratch_base_)}, C(0)};
+      reuse_barrier(o);  // the scratch area may still be read by an earlier V instruction
+      Expr s = x.scalar->dtype == t ? x.scalar : ir::cast(x.scalar, t);
+      call(VecCallL2{VecApi::Duplicate, t, t, blk.at, {}, {}, s, RoundMode::None, C(32 / eb)}, o);
+      barrier(o);
+      elementwise_calls({VecApi::Div, t, t, &x.dst, &x.a, &blk, {}, RoundMode::None, true}, x.rows, x.cols, o);
+    });
   }
   void expand(const VecUnary& x, std::vector<StmtPtr>& out) {
     elementwise({unary_api(x.op), x.dtype, x.dtype, &x.dst, &x.a, nullptr, {}, RoundMode::None}, x.rows, x.cols, out);

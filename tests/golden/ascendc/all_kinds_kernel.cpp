@@ -184,9 +184,12 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
       }
     }
     if (cols > 0) {
+      PipeBarrier<PIPE_V>();  // line 92
+      Duplicate(tw_vec_scratch_.ReinterpretCast<float>(), static_cast<float>(alpha), 8);  // line 92
+      PipeBarrier<PIPE_V>();  // line 92
       for (int32_t tw_c_ = 0; tw_c_ < ((cols + 64 - 1) / 64); ++tw_c_) {
         const int32_t tw_mask_ = tw_min((cols - (tw_c_ * 64)), 64);
-        Muls(u1[(tw_c_ * 64)], u1[(tw_c_ * 64)], static_cast<float>((1.0f / alpha)), tw_mask_, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 92
+        Div(u1[(tw_c_ * 64)], u1[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 32, BinaryRepeatParams(1, 1, 0, 32, 32, 0));  // line 92
       }
     }
     Rsqrt(u1, u1, 64, 32, UnaryRepeatParams(1, 1, 32, 32));  // line 93

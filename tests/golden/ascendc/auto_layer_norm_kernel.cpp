@@ -95,7 +95,9 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       PipeBarrier<PIPE_V>();  // line 11
       WholeReduceSum(mean, tw_vec_scratch_.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 11
       PipeBarrier<PIPE_V>();  // line 13
-      Muls(mean, mean, static_cast<float>((1.0f / 300.0f)), 8);  // line 13
+      Duplicate(tw_vec_scratch_.ReinterpretCast<float>(), static_cast<float>(300.0f), 8);  // line 13
+      PipeBarrier<PIPE_V>();  // line 13
+      Div(mean, mean, tw_vec_scratch_.ReinterpretCast<float>(), 8, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0));  // line 13
       PipeBarrier<PIPE_V>();  // line 17
       Brcb(tw_vec_scratch_.ReinterpretCast<float>(), mean, static_cast<uint8_t>(1), BrcbRepeatParams(1, 8));  // line 17
       PipeBarrier<PIPE_V>();  // line 17
@@ -118,7 +120,9 @@ extern "C" __global__ __aicore__ void auto_layer_norm(GM_ADDR X, GM_ADDR W, GM_A
       WholeReduceSum(var, tw_vec_scratch_.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 20
       SetFlag<HardEvent::V_MTE2>(0);  // line 20
       PipeBarrier<PIPE_V>();  // line 22
-      Muls(var, var, static_cast<float>((1.0f / 300.0f)), 8);  // line 22
+      Duplicate(tw_vec_scratch_.ReinterpretCast<float>(), static_cast<float>(300.0f), 8);  // line 22
+      PipeBarrier<PIPE_V>();  // line 22
+      Div(var, var, tw_vec_scratch_.ReinterpretCast<float>(), 8, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0));  // line 22
       PipeBarrier<PIPE_V>();  // line 22
       Adds(var, var, static_cast<float>(1e-05f), 8);  // line 22
       PipeBarrier<PIPE_V>();  // line 22

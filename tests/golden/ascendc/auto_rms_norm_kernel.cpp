@@ -89,7 +89,9 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       PipeBarrier<PIPE_V>();  // line 17
       WholeReduceSum(ss, tw_vec_scratch_.ReinterpretCast<float>(), 5, 8, 1, 1, 1);  // line 17
       PipeBarrier<PIPE_V>();  // line 19
-      Muls(ss, ss, static_cast<float>((1.0f / 301.0f)), 8);  // line 19
+      Duplicate(tw_vec_scratch_.ReinterpretCast<float>(), static_cast<float>(301.0f), 8);  // line 19
+      PipeBarrier<PIPE_V>();  // line 19
+      Div(ss, ss, tw_vec_scratch_.ReinterpretCast<float>(), 8, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0));  // line 19
       PipeBarrier<PIPE_V>();  // line 19
       Adds(ss, ss, static_cast<float>(1e-06f), 8);  // line 19
       PipeBarrier<PIPE_V>();  // line 19
