@@ -29,7 +29,8 @@ demo: build
 # C++ unit tests (the single-threaded binaries two at a time: a failing one fails the target),
 # then the Python tests (numerics vs numpy, errors, examples).
 test: build
-	ls build/py/tw_tests build/py/tw_cpu_runtime_tests_* | xargs -P 2 -I{} sh -c '{} --gtest_brief=1 > {}.log 2>&1; s=$$?; cat {}.log; exit $$s'
+	mkdir -p build/py/test-logs
+	ls build/py/tw_tests build/py/tw_cpu_runtime_tests_* | xargs -P 2 -I{} sh -c 'l=build/py/test-logs/$$(basename {}).log; {} --gtest_brief=1 > $$l 2>&1; s=$$?; cat $$l; exit $$s'
 	$(PY) -m pytest -q -n auto tests/python
 
 # The differential fuzzer: FUZZ_N random tile programs from FUZZ_SEED on cpu and on the 910B
