@@ -203,15 +203,24 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       }
       if (row_step > 0) throw *first_ub;  // one row fits, other tiles do not: the overflow as written
       throw CapacityError(e.message(), e.span(), e.hint() + no_cols, e.mem, e.needed, e.capacity, e.stages);
-    } catch (const ir::Error&) {
+    } catch (const ir::Error& other) {
       // the rows in groups hit another limit: the smaller group's plan is not used, or the overflow stays the error
+      // (its hint naming that limit)
       if (fitted) return *fitted;
       if (col_blocks > 0 && col_copies > 1) {  // two copies of the column tiles hit another limit: one copy
         col_copies = 1;
         col_blocks = std::max<int64_t>(2, (before_cols->needed + before_cols->capacity - 1) / before_cols->capacity);
         continue;
       }
-      if (row_step > 0 || col_blocks > 0) throw *first_ub;
+      if (row_step > 0 || col_blocks > 0) {
+        const std::string how = col_blocks > 0 ? "each row in " + std::to_string(col_blocks) + " column blocks"
+                                               : "the block's rows " + std::to_string(rows.group_rows) + " at a time";
+        throw CapacityError(first_ub->message(), first_ub->span(),
+                            first_ub->hint() + (first_ub->hint().empty() ? "" : "; ") + "the compiler tried " + how +
+                                ", which fails at line " + std::to_string(other.span().line) + " (" + other.message() +
+                                (other.hint().empty() ? "" : "; " + other.hint()) + ")",
+                            first_ub->mem, first_ub->needed, first_ub->capacity, first_ub->stages);
+      }
       throw;
     }
     if (first)

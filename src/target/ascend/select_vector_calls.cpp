@@ -526,7 +526,11 @@ class Selector {
                   "(it needs a scratch area of known size)",
                   span_, "use a constant tile shape");
     const VecApi api = x.op == ReduceOp::Sum ? VecApi::Add : x.op == ReduceOp::Max ? VecApi::Max : VecApi::Min;
-    const Expr srep = rep_stride(x.src, t, x.rows, "source");
+    // rows more than 255 blocks apart (wide()): step 1 runs per row of the group (a Program For),
+    // one repeat per call, as the other reductions issue such rows one per call
+    const bool per_row = wide(x.src, t, x.rows);
+    if (per_row) aligned_rows(x.src, t, x.rows, "source");
+    const Expr srep = per_row ? C(0) : rep_stride(x.src, t, x.rows, "source");
     const int64_t full = *cols / 8, tail = *cols % 8, lanes = std::min<int64_t>(8, *cols);
     auto rows = cst(x.rows);
     const int64_t gmax = rows ? std::min(*rows, kIntRowGroup) : kIntRowGroup;
@@ -540,26 +544,36 @@ class Selector {
                      C(1), C(1), C(copy ? 0 : 1), C(drep), s0rep, copy ? C(0) : s1rep},
            o);
     };
-    auto group = [&](const Expr& r0, const Expr& g, std::vector<StmtPtr>& o) {
-      reuse_barrier(o);  // the scratch area may still be read by an earlier V instruction
-      const LocalRef src = at(x.src.at, mul(r0, x.src.row_stride), eb);
-      // 1. fold the row's blocks into acc
-      l0(api, acc, src, {}, C(lanes), g, 1, srep, C(0), o);
+    // 1. fold the blocks of g rows from src into acc (g repeats, one per row)
+    auto fold = [&](const LocalRef& into, const LocalRef& src, const Expr& g, std::vector<StmtPtr>& o) {
+      l0(api, into, src, {}, C(lanes), g, 1, srep, C(0), o);
       if (full > 2) {
         ir::Var v = ir::var("tw_b");
         std::vector<StmtPtr> body;
         barrier(body);
-        l0(api, acc, acc, at(src, mul(add(v, C(1)), C(8)), eb), C(8), g, 1, C(1), srep, body);
+        l0(api, into, into, at(src, mul(add(v, C(1)), C(8)), eb), C(8), g, 1, C(1), srep, body);
         o.push_back(for_(v, C(full - 1), seq(std::move(body), span_), span_));
       } else {
         for (int64_t j = 1; j < full; ++j) {
           barrier(o);
-          l0(api, acc, acc, at(src, C(j * 8), eb), C(8), g, 1, C(1), srep, o);
+          l0(api, into, into, at(src, C(j * 8), eb), C(8), g, 1, C(1), srep, o);
         }
       }
       if (full >= 1 && tail > 0) {
         barrier(o);
-        l0(api, acc, acc, at(src, C(full * 8), eb), C(tail), g, 1, C(1), srep, o);
+        l0(api, into, into, at(src, C(full * 8), eb), C(tail), g, 1, C(1), srep, o);
+      }
+    };
+    auto group = [&](const Expr& r0, const Expr& g, std::vector<StmtPtr>& o) {
+      reuse_barrier(o);  // the scratch area may still be read by an earlier V instruction
+      const LocalRef src = at(x.src.at, mul(r0, x.src.row_stride), eb);
+      if (per_row) {
+        ir::Var rr = ir::var("tw_row");
+        std::vector<StmtPtr> body;
+        fold(at(acc, mul(rr, C(8)), eb), at(src, mul(rr, x.src.row_stride), eb), C(1), body);
+        o.push_back(for_(rr, g, seq(std::move(body), span_), span_));
+      } else {
+        fold(acc, src, g, o);
       }
       // 2. spread each row's 8 lanes over 8 blocks
       barrier(o);
