@@ -10,6 +10,7 @@
 
 #include "ir/functor.h"
 #include "target/ascend/plan_memory.h"
+#include "target/ascend/rename_defs.h"
 #include "transform/tile_facts.h"
 #include "transform/simplify.h"
 
@@ -26,27 +27,16 @@ using ir::Stmt;
 
 // One copy of a loop body: the loop var replaced, staged tiles indexed by `stage` (modulo their
 // copies: L0 tiles may have fewer than the loop's stages), every variable defined in the body renamed.
-struct Instantiate : ir::Mutator {
-  std::unordered_map<const ir::VarNode*, Expr> vars;
+struct Instantiate : RenameDefs {
   const std::unordered_map<const ir::BufferNode*, Buffer>& staged;
   int64_t stage;
-  std::string suffix;  // of the variables it renames
   Instantiate(const std::unordered_map<const ir::BufferNode*, Buffer>& s, int64_t st, std::string sfx)
-      : staged(s), stage(st), suffix(std::move(sfx)) {}
+      : RenameDefs(std::move(sfx)), staged(s), stage(st) {}
 
   Expr copy_of(const Buffer& nb) const { return C(stage % *ir::as_const_int(nb->shape[0])); }
 
-  ir::Var fresh(const ir::Var& v) {
-    ir::Var n = ir::var(v->name + suffix, v->dtype, v->span);
-    vars[v.get()] = n;
-    return n;
-  }
+  using RenameDefs::mutate;
   Expr mutate(const Expr& e) override {
-    if (e && e->kind == ir::ExprKind::Var) {
-      auto it = vars.find(static_cast<const ir::VarNode*>(e.get()));
-      if (it != vars.end()) return it->second;
-      return e;
-    }
     if (e && e->kind == ir::ExprKind::Load) {
       auto* l = ir::as<ir::LoadNode>(e);
       auto it = staged.find(l->buffer.get());
@@ -56,22 +46,13 @@ struct Instantiate : ir::Mutator {
         return ir::load(it->second, idx, e->span);
       }
     }
-    return ir::Mutator::mutate(e);
+    return RenameDefs::mutate(e);
   }
   Stmt mutate(const Stmt& s) override {
     if (!s) return s;
     switch (s->kind) {
-      case ir::StmtKind::Let: {
-        auto* n = ir::as<ir::LetNode>(s);
-        Expr v = mutate(n->value);
-        return std::make_shared<ir::LetNode>(fresh(n->var), v, s->span);
-      }
-      case ir::StmtKind::For: {
-        auto* n = ir::as<ir::ForNode>(s);
-        Expr mn = mutate(n->min), ext = mutate(n->extent);
-        ir::Var v = fresh(n->var);
-        return std::make_shared<ir::ForNode>(v, mn, ext, n->for_kind, n->num_stages, mutate(n->body), s->span);
-      }
+      case ir::StmtKind::Let:
+      case ir::StmtKind::For: break;  // renamed: RenameDefs
       case ir::StmtKind::Alloc: return nullptr;  // hoisted out of the loop (staged or shared by the copies)
       case ir::StmtKind::Store: {
         auto* n = ir::as<ir::StoreNode>(s);
@@ -90,7 +71,7 @@ struct Instantiate : ir::Mutator {
       case ir::StmtKind::CoreScope:
       case ir::StmtKind::Sync: break;  // regions and loads: mutate_region / mutate(Expr)
     }
-    return ir::Mutator::mutate(s);
+    return RenameDefs::mutate(s);
   }
   ir::Region mutate_region(const ir::Region& r) override {
     ir::Region x = ir::Mutator::mutate_region(r);

@@ -10,6 +10,7 @@
 #include "ir/functor.h"
 #include "target/ascend/buffer_sets.h"
 #include "target/ascend/pass_util.h"
+#include "target/ascend/rename_defs.h"
 
 namespace tw::ascend {
 
@@ -108,40 +109,12 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
 // A column block's statements again (the pair loop's copies, an odd K's last block): the block
 // index replaced, column tiles swapped for their second copies (`bufs`), the variables the
 // statements define (map loops, lets) made fresh.
-struct Replay : ir::Mutator {
-  std::map<const ir::VarNode*, ir::Expr> vars;
+struct Replay : RenameDefs {
   const std::map<Buf, ir::Buffer>& bufs;
   explicit Replay(const std::map<Buf, ir::Buffer>& b) : bufs(b) {}
-  using ir::Mutator::mutate;
   ir::Buffer mutate_buffer(const ir::Buffer& b) override {
     auto it = bufs.find(b.get());
     return it == bufs.end() ? b : it->second;
-  }
-  ir::Expr mutate(const ir::Expr& e) override {
-    if (e && e->kind == ir::ExprKind::Var) {
-      auto it = vars.find(static_cast<const ir::VarNode*>(e.get()));
-      return it == vars.end() ? e : it->second;
-    }
-    return ir::Mutator::mutate(e);
-  }
-  ir::Var fresh(const ir::Var& v) {
-    auto n = ir::var(v->name, v->dtype, v->span);
-    vars[v.get()] = n;
-    return n;
-  }
-  ir::Stmt mutate(const ir::Stmt& s) override {
-    if (s && s->kind == ir::StmtKind::For) {
-      auto* f = ir::as<ir::ForNode>(s);
-      ir::Expr mn = mutate(f->min), ext = mutate(f->extent);
-      ir::Var v = fresh(f->var);
-      return std::make_shared<ir::ForNode>(v, mn, ext, f->for_kind, f->num_stages, mutate(f->body), s->span);
-    }
-    if (s && s->kind == ir::StmtKind::Let) {
-      auto* l = ir::as<ir::LetNode>(s);
-      ir::Expr v = mutate(l->value);
-      return std::make_shared<ir::LetNode>(fresh(l->var), v, s->span);
-    }
-    return ir::Mutator::mutate(s);
   }
 };
 
