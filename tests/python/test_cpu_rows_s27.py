@@ -73,6 +73,11 @@ def test_let_map_fuses_with_same_bits():
     y = with_lets(x)
     assert np.array_equal(y.view(np.uint32), without(x).view(np.uint32))
     assert_close(y.astype(np.float64), _masked_ref(x), atol=1e-6, rtol=1e-5, msg="masked softmax with lets")
+    # the same kernel on the simulator (the pass is the cpu target's; the kernel is portable)
+    prof = masked_softmax(N, lets=True, target="ascend910b").profile(x)
+    assert prof["reports"] == [], prof["reports"]
+    assert_close(prof.outputs.astype(np.float64), _masked_ref(x), atol=1e-6, rtol=1e-5, msg="ascend910b")
+    assert_close(prof.outputs, y, atol=1e-6, rtol=1e-5, msg="ascend910b vs cpu")
 
 
 @tw.jit(out_idx=[-1])
