@@ -9,7 +9,13 @@ streaming read of the same bytes, on 1 or 2 threads, in one process.
 
 A variant is name=INCLUDE_DIR (one holding tw_cpu/gemm_impl.h and gemm_runtime.cpp: its gemm
 runtime) with, after @, a kernel source to use instead of the one this tilewright generates (an
-edited copy of it: `--dump PATH` writes the generated one). Each is compiled with the runtime's
+edited copy of it: `--dump PATH` writes the generated one), or one of the deletion probes of the
+generated kernel (timing only: their outputs are wrong): @-qk (no Q K^T gemm calls), @-pv (no
+P V calls), @-passes (none of the score / softmax passes between them), @-next (no next page's
+strip passed to the calls: nothing prefetched), e.g.
+
+    python bench/paged_decode_ab.py k=src/target/cpu/include k-qk=src/target/cpu/include@-qk \
+        k-pv=src/target/cpu/include@-pv --pages hot Each is compiled with the runtime's
 flags (-O3 -march=ARCH, 512-bit vectors on AVX-512) into one shared library; bench/paged_decode_ab.cpp
 loads them all and times them round by round, alternating, beside the two read probes (see its
 header: threads released together by a spin barrier, wall and per-thread CPU time, start skew and
@@ -21,6 +27,7 @@ The harness reads with AVX-512 vectors: an AVX-512 host (the variants may still 
 """
 import argparse
 import hashlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +43,27 @@ def kernel_source(dtype):
     ns, nh, kvh, d, bs, ctx = SHAPE
     mb = ctx // bs
     return pa.paged_decode_pages(ns, nh, kvh, d, ns * mb + 3, bs, mb, dtype).get_kernel_source()
+
+
+def strip(src, what):
+    """The generated kernel source without its Q K^T calls (qk), P V calls (pv), the passes between
+    them (passes) or the next page's strip (next): the deletion probes of the docstring."""
+    qk = re.search(r"\n\s*tw_cpu::gemm\(\w+, \w+, \d+, \(q_p.*\n", src)
+    pv = re.search(r"\n\s*tw_cpu::gemm\(\w+, \w+, \d+, \([ps] \+.*\n", src)
+    if not qk or not pv:
+        sys.exit("the generated kernel's gemm calls were not found: update strip()")
+    if what == "qk":
+        return src.replace(qk.group(0), "\n")
+    if what == "pv":
+        return src.replace(pv.group(0), "\n")
+    if what == "passes":  # from the first pass after the Q K^T loop to the P V loop
+        a = src.index("\n", src.index("for (int64_t i = 0;", qk.end()))
+        a = src.rindex("\n", 0, a - 1)
+        b = src.rindex("\n", 0, src.index("for (int64_t jj_1 = 0;"))
+        return src[:a] + src[b:]
+    if what == "next":
+        return re.sub(r"/\*next_b=\*/\w+ \? [^:]+ : nullptr", "/*next_b=*/(decltype(K))nullptr", src)
+    sys.exit(f"unknown deletion probe -{what}: -qk, -pv, -passes or -next")
 
 
 def build(inc, src, march):
@@ -75,6 +103,10 @@ def main():
         inc, _, ksrc = rest.partition("@")
         if not name or not Path(inc, "tw_cpu", "gemm_impl.h").exists():
             ap.error(f"{v}: expected name=include_dir with tw_cpu/gemm_impl.h in it")
+        if ksrc.startswith("-"):
+            probe = Path("/tmp") / f"tw_paged_decode_ab_{opts.dtype}{ksrc}.cpp"
+            probe.write_text(strip(generated, ksrc[1:]))
+            ksrc = str(probe)
         libs.append(str(build(inc, Path(ksrc) if ksrc else src, opts.march)))
     exe = Path("/tmp") / "tw_paged_decode_ab"
     subprocess.run(["g++", "-O2", "-march=native", "-std=c++20", f"-I{ROOT / 'src/target/cpu/include'}",
