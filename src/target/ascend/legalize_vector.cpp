@@ -1349,6 +1349,9 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
     nodes_[x].dtype = DType(DTypeCode::u8);
     return to_type(x, t, sp);
   }
+  // int8 <-> uint8 (bool -> int8 too): no Cast and no exact chain between them; the value (exact in
+  // float32) wrapped into t, the language's integer -> narrower integer rule (session 28, hunt17 F1)
+  if (small_int(from) && small_int(t)) return wrap(to_type(x, kF32, sp), t, sp);
   for (DType s : cast_chain(t, from)) x = step_cast(x, s, sp);
   return x;
 }

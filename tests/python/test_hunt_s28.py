@@ -1,0 +1,75 @@
+"""Session 28's hunt (h-hunt17, docs/testing.md "Session 28: the op zoo, integer / bool ops and the testing
+helpers at users' edges (h-hunt17)"): bench/op_zoo.py's kernels at shapes the bench never uses (one-element
+dims, primes, widths just past a 32 B block / a 256 B repeat), conversions between the dtypes as users spell
+them (a store into a tile of another dtype, `T.cast`, a converting `T.copy`), bool masks, and tw.testing's
+seeded inputs, on cpu and on ascend910b (simulator, checker on: `prof["reports"] == []`) against float64 numpy
+or exact integers.
+
+Tolerances: integer and bool results exactly (conversions, wraps, selects); the op zoo's kernels with each
+op's own stated tolerance (bench/op_zoo.py `Case.atol` / `Case.rtol`: 1e-6 .. 1e-4 absolute on float32).
+
+Findings (F1.. of /work/hunt17-findings.md): F1-F3 and F5 were fixed on the branch and their tests guard the
+fixes; F4 was a docs sentence."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright import TilewrightError
+from tilewright.testing import np_dtype
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ascend_util import TARGET, run_checked  # noqa: E402
+from tw_test_util import marked_line  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import op_zoo  # noqa: E402
+
+TARGETS = ["cpu", TARGET]
+
+
+def _run(kernel, target, *args):
+    """Called on cpu; simulated with the checker on ascend910b (run_checked asserts no report)."""
+    out = kernel(*args) if target == "cpu" else run_checked(kernel, *args)
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+# ---------------------------------------------------------------------------------------------
+# F1: int8 <-> uint8 (and bool -> int8) conversions. cpu wraps (docs/language.md "Dtype conversions":
+# integer -> narrower integer is the modular wrap); on ascend910b a store `b[i] = a[i]` of the other
+# 8-bit type and a bool source were "dav-c220 has no Cast for this pair" with a hint saying no
+# conversion exists, while `T.cast` / `T.copy` of int8 <-> uint8 ran.
+
+def small_int_convert_kernel(n, src, dst):
+    @T.prim_func
+    def k(X: T.Tensor((n,), src), Y: T.Tensor((3, n), dst)):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((n,), src)
+            b = T.alloc_fragment((n,), dst)
+            y = T.alloc_fragment((3, n), dst)
+            T.copy(X, a)
+            T.copy(a, b)                       # a converting tile copy
+            for i in T.Parallel(n):
+                y[0, i] = a[i]                 # a store into a tile of another dtype
+                y[1, i] = T.cast(a[i], dst)    # an explicit cast
+                y[2, i] = b[i]
+            T.copy(y, Y)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("src,dst", [("int8", "uint8"), ("uint8", "int8"), ("bool", "int8")])
+def test_f1_small_int_store_conversion(src, dst, target):
+    vals = {"int8": [-128, -127, -1, 0, 1, 5, 126, 127, -7], "uint8": [0, 1, 127, 128, 129, 200, 254, 255, 7],
+            "bool": [0, 1, 1, 0, 1, 0, 0, 1, 1]}[src]
+    x = np.array(vals).astype(src)
+    y = _run(tw.compile(small_int_convert_kernel(len(x), src, dst), target=target, out_idx=[1]), target, x)[0]
+    ref = x.astype(np.int64).astype(dst)
+    for k, how in enumerate(["store", "T.cast", "T.copy"]):
+        np.testing.assert_array_equal(y[k], ref, err_msg=f"{src} -> {dst} by {how} on {target}")
+
+
