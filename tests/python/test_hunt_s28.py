@@ -73,3 +73,30 @@ def test_f1_small_int_store_conversion(src, dst, target):
         np.testing.assert_array_equal(y[k], ref, err_msg=f"{src} -> {dst} by {how} on {target}")
 
 
+# ---------------------------------------------------------------------------------------------
+# F2: a float truncated to int32 (`T.cast(x, "int32")`) and stored into an int8 / uint8 tile: the int32
+# value wraps (cpu; docs/language.md). ascend910b was "conversion from int32 to int8 ... no chain of Casts".
+# Values whose truncation fits int32 only (out-of-range float -> int is undefined, the targets differ).
+
+def float_to_int32_into_small_kernel(n, dst):
+    @T.prim_func
+    def k(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), dst)):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((n,), "float32")
+            b = T.alloc_fragment((n,), dst)
+            T.copy(X, a)
+            for i in T.Parallel(n):
+                b[i] = T.cast(a[i], "int32")
+            T.copy(b, Y)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dst", ["int8", "uint8"])
+def test_f2_float_to_int32_cast_stored_into_int8(dst, target):
+    x = np.array([0.0, -0.0, 1.5, -1.5, 127.9, -128.9, 255.9, 256.0, 300.0, -300.0, -0.9, 70000.5, -2e9, 2147483520.0],
+                 np.float32)
+    y = _run(tw.compile(float_to_int32_into_small_kernel(len(x), dst), target=target, out_idx=[1]), target, x)[0]
+    np.testing.assert_array_equal(y, np.trunc(x.astype(np.float64)).astype(np.int64).astype(dst))
+
+

@@ -2425,10 +2425,12 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   root = materialize(root, Shape::Full, sp);
   // Integer arithmetic stored into an int8/uint8 tile wraps (docs/language.md); it was computed
   // in float32 (compute_type), exact while every intermediate value stays below 2^24. So does an
-  // integer element of another type stored as it is (int32 -> int8 as T.cast does: hunt10a F9).
+  // integer element of another type stored as it is (int32 -> int8 as T.cast does: hunt10a F9), a
+  // float converted to another integer type included (T.cast(x, "int32") into int8: truncated, then
+  // wrapped; session 28, hunt17 F2); only a float converted straight to dt is not wrapped.
   const Expr& v = st->value;
   bool int_arith = v->dtype.is_int() && (v->kind != ir::ExprKind::Load || v->dtype != dt) &&
-                   !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
+                   !(v->kind == ir::ExprKind::Cast && v->dtype == dt && as<ir::CastNode>(v)->value->dtype.is_float());
   if (small_int(dt) && int_arith && nodes_[root].dtype == kI32)
     root = wrap_i32(root, dt, sp);  // int32 arithmetic: wrapped exactly in int32
   else if (small_int(dt) && int_arith && !small_int(nodes_[root].dtype) && nodes_[root].dtype.is_int())
