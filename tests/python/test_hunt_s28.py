@@ -100,3 +100,35 @@ def test_f2_float_to_int32_cast_stored_into_int8(dst, target):
     np.testing.assert_array_equal(y, np.trunc(x.astype(np.float64)).astype(np.int64).astype(dst))
 
 
+# ---------------------------------------------------------------------------------------------
+# F3: a bool mask tile compared with 0 / False (the literal adopts bool) in T.where: cpu ran it;
+# ascend910b was "T.where on the bool value m[i] != false: Ascend has no bool vector arithmetic".
+
+def bool_mask_compare_kernel(M, N):
+    @T.prim_func
+    def k(X: T.Tensor((M, N), "float32"), Msk: T.Tensor((M, N), "bool"), Y: T.Tensor((3, M, N), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            m = T.alloc_fragment((M, N), "bool")
+            y = T.alloc_fragment((3, M, N), "float32")
+            T.copy(X, x)
+            T.copy(Msk, m)
+            for i, j in T.Parallel(M, N):
+                y[0, i, j] = T.where(m[i, j] != 0, x[i, j], -T.infinity("float32"))
+                y[1, i, j] = T.where(m[i, j] == False, x[i, j], 0.0)  # noqa: E712 - the spelling under test
+                y[2, i, j] = T.where(m[i, j] > 0, 1.0, x[i, j])
+            T.copy(y, Y)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f3_bool_tile_compared_with_zero(target):
+    M, N = 3, 37
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    msk = rng.integers(0, 2, (M, N)).astype(bool)
+    y = _run(tw.compile(bool_mask_compare_kernel(M, N), target=target, out_idx=[2]), target, x, msk)[0]
+    ref = np.stack([np.where(msk, x, -np.inf), np.where(~msk, x, 0.0), np.where(msk, 1.0, x)]).astype(np.float32)
+    np.testing.assert_array_equal(y, ref)
+
+

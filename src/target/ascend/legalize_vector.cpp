@@ -2259,13 +2259,19 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (nodes_[a].shape == Shape::Scalar) std::swap(a, b), op = mirror(op);
   auto vector_float = [](DType t) { return t == kF16 || t == kF32 ? t : kF32; };
   // A bool tile holds one byte 0 / 1 per element: compared as those uint8 bytes (select_instructions
-  // converts its bytes as uint8); a computed bool value has no vector form.
-  for (int k : {a, b})
-    if (nodes_[k].dtype == DType(DTypeCode::boolean)) {
-      if (nodes_[k].kind != OpKind::Leaf || nodes_[k].shape == Shape::Scalar)
+  // converts its bytes as uint8), and a scalar bool it meets as the uint8 0 / 1 (`m[i] != 0`: the 0
+  // adopts bool; session 28, hunt17 F3); a computed bool value has no vector form.
+  for (int* k : {&a, &b})
+    if (nodes_[*k].dtype == DType(DTypeCode::boolean)) {
+      if (nodes_[*k].shape == Shape::Scalar) {
+        *k = to_type(*k, DType(DTypeCode::u8), sp);
+        continue;
+      }
+      if (nodes_[*k].kind != OpKind::Leaf)
         fail("T.where on the bool value " + ir::print(c) + ": Ascend has no bool vector arithmetic", sp,
-             "compare tile data directly (x[i, j] > 0), or load the mask as a bool / uint8 tile");
-      nodes_[k].dtype = DType(DTypeCode::u8);
+             "compare tile data directly (x[i, j] > 0), or use a bool tile loaded from a tensor as the condition "
+             "(T.where(m[i, j], ...))");
+      nodes_[*k].dtype = DType(DTypeCode::u8);
     }
   DType ct = vector_float(compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype)));
   // float16 operands (and constants float16 holds exactly) compare and select in float16: exact,
