@@ -132,3 +132,21 @@ def test_f3_bool_tile_compared_with_zero(target):
     np.testing.assert_array_equal(y, ref)
 
 
+# ---------------------------------------------------------------------------------------------
+# F4 (docs): a condition must be bool; only a bool tile is a bare condition (docs/language.md said "a bare
+# tile value as the condition means value != 0").
+
+def test_f4_bare_float_condition_is_a_located_error():
+    with pytest.raises(TilewrightError, match="condition of where\\(\\) must be bool") as e:
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((8,), "float32")
+                T.copy(X, x)
+                for i in T.Parallel(8):
+                    x[i] = T.where(x[i], 1.0, 2.0)  # @BARE
+                T.copy(x, Y)
+    assert e.value.line == marked_line(__file__, "@BARE")[0]
+    assert "T.where(x > 0" in e.value.hint
+
+
