@@ -150,3 +150,22 @@ def test_f4_bare_float_condition_is_a_located_error():
     assert "T.where(x > 0" in e.value.hint
 
 
+# ---------------------------------------------------------------------------------------------
+# F5: tw.testing.rand's values lie in [low, high) in every float dtype (float16 / bfloat16 draws rounded
+# up to high); randint of an empty range is a located TilewrightError (was numpy's ValueError).
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_f5_rand_stays_below_high(dtype):
+    for low, high in [(0.0, 1.0), (-3.0, 2.5), (0.0, 0.1)]:
+        v = tw.testing.rand((20000,), dtype, seed=1, low=low, high=high)
+        assert v.dtype == np_dtype(dtype)
+        v = v.astype(np.float64)
+        assert v.max() < high and v.min() >= np.float64(np.asarray(low).astype(np_dtype(dtype))), (low, high)
+    assert np.array_equal(tw.testing.rand((64,), dtype, seed=2), tw.testing.rand((64,), dtype, seed=2))
+
+
+def test_f5_randint_empty_range():
+    with pytest.raises(TilewrightError, match=r"randint: the range \[3, 3\) is empty"):
+        tw.testing.randint((4,), "int32", seed=0, low=3, high=3)
+
+
