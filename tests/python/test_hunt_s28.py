@@ -169,3 +169,21 @@ def test_f5_randint_empty_range():
         tw.testing.randint((4,), "int32", seed=0, low=3, high=3)
 
 
+# ---------------------------------------------------------------------------------------------
+# What held (guards): op zoo kernels at a one-element row, a one-column row and a row just past one
+# 256 B repeat, unchanged on both targets, each against its float64 reference within the op's tolerance.
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name,shape", [("log_softmax", (1, 1)), ("cross_entropy", (7, 1)), ("cumsum", (3, 2)),
+                                        ("l2norm_rows", (2, 65)), ("argmax_mid", (1, 31, 9))])
+def test_op_zoo_at_one_element_and_odd_shapes(name, shape, target, monkeypatch):
+    monkeypatch.setattr(op_zoo, "TARGET", target)
+    make = op_zoo.OPS[name][0]
+    case = make(shape, np.random.default_rng(1))
+    if target == "cpu":
+        ok, worst = op_zoo.check(name, case)
+        assert ok, f"{name} {shape}: worst error {worst:.3g} x the tolerance"
+        return
+    got = np.asarray(run_checked(case.kernel, *case.args), np.float64)
+    ref = np.asarray(case.ref(), np.float64).reshape(got.shape)
+    assert np.all(np.abs(got - ref) <= case.atol + case.rtol * np.abs(ref)), (name, shape)
