@@ -165,20 +165,40 @@ def test_bool_mask_tiles(target):
     np.testing.assert_array_equal(got, np.where(m, x, z))
 
 
-def test_computed_bool_condition_error_on_ascend():
-    """Only loaded bool tiles are masks on Ascend; the error names what to write instead."""
+def bool_tile_vs_scalar_bool_kernel(form):
     @T.prim_func
-    def main(X: T.Tensor((8, 64), "float32"), B: T.Tensor((8, 64), "bool"), Y: T.Tensor((8, 64), "float32")):
-        with T.Kernel(1) as bx:
+    def main(X: T.Tensor((16, 64), "float32"), B: T.Tensor((16, 64), "bool"), Y: T.Tensor((16, 64), "float32")):
+        with T.Kernel(2) as bx:
             x = T.alloc_fragment((8, 64), "float32")
             b = T.alloc_fragment((8, 64), "bool")
-            T.copy(X[0, 0], x)
-            T.copy(B[0, 0], b)
+            T.copy(X[bx * 8, 0], x)
+            T.copy(B[bx * 8, 0], b)
             for i, j in T.Parallel(8, 64):
-                x[i, j] = T.where(b[i, j] != (bx > 0), x[i, j], 0)
-            T.copy(x, Y[0, 0])
-    with pytest.raises(TilewrightError, match="no bool vector arithmetic"):
-        tw.compile(main, target=TARGET, out_idx=[-1])
+                if form == "scalar":
+                    x[i, j] = T.where(b[i, j] != (bx > 0), x[i, j], 0)
+                else:
+                    x[i, j] = T.where(b[i, j] != (x[i, j] > 0), x[i, j], 0)
+            T.copy(x, Y[bx * 8, 0])
+    return main
+
+
+def test_bool_tile_compared_with_a_scalar_bool_on_ascend():
+    """A loaded bool tile compared with a scalar bool (a block-index condition): the scalar meets the
+    mask's 0 / 1 bytes as a uint8 0 / 1 (session 28, hunt17 F3; it was the error below)."""
+    x = data((16, 64), "float32", 21)
+    m = np.random.default_rng(22).random((16, 64)) < 0.5
+    got = run_checked(tw.compile(bool_tile_vs_scalar_bool_kernel("scalar"), target=TARGET, out_idx=[-1]), x, m)
+    ref = np.where(m != (np.arange(16) >= 8)[:, None], x, 0)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(tw.compile(bool_tile_vs_scalar_bool_kernel("scalar"), out_idx=[-1])(x, m), ref)
+
+
+def test_computed_bool_condition_error_on_ascend():
+    """Only loaded bool tiles (and scalars) are masks on Ascend; a bool computed from tile data compared
+    with one is an error whose hint names what to write instead."""
+    with pytest.raises(TilewrightError, match="no bool vector arithmetic") as e:
+        tw.compile(bool_tile_vs_scalar_bool_kernel("tile"), target=TARGET, out_idx=[-1])
+    assert "T.where(m[i, j], ...)" in e.value.hint
 
 
 def test_ascendc_prints_compare_and_select():

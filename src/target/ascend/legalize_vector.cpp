@@ -1349,6 +1349,9 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
     nodes_[x].dtype = DType(DTypeCode::u8);
     return to_type(x, t, sp);
   }
+  // int8 <-> uint8 (bool -> int8 too): no Cast and no exact chain between them; the value (exact in
+  // float32) wrapped into t, the language's integer -> narrower integer rule (session 28, hunt17 F1)
+  if (small_int(from) && small_int(t)) return wrap(to_type(x, kF32, sp), t, sp);
   for (DType s : cast_chain(t, from)) x = step_cast(x, s, sp);
   return x;
 }
@@ -2256,13 +2259,19 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (nodes_[a].shape == Shape::Scalar) std::swap(a, b), op = mirror(op);
   auto vector_float = [](DType t) { return t == kF16 || t == kF32 ? t : kF32; };
   // A bool tile holds one byte 0 / 1 per element: compared as those uint8 bytes (select_instructions
-  // converts its bytes as uint8); a computed bool value has no vector form.
-  for (int k : {a, b})
-    if (nodes_[k].dtype == DType(DTypeCode::boolean)) {
-      if (nodes_[k].kind != OpKind::Leaf || nodes_[k].shape == Shape::Scalar)
+  // converts its bytes as uint8), and a scalar bool it meets as the uint8 0 / 1 (`m[i] != 0`: the 0
+  // adopts bool; session 28, hunt17 F3); a computed bool value has no vector form.
+  for (int* k : {&a, &b})
+    if (nodes_[*k].dtype == DType(DTypeCode::boolean)) {
+      if (nodes_[*k].shape == Shape::Scalar) {
+        *k = to_type(*k, DType(DTypeCode::u8), sp);
+        continue;
+      }
+      if (nodes_[*k].kind != OpKind::Leaf)
         fail("T.where on the bool value " + ir::print(c) + ": Ascend has no bool vector arithmetic", sp,
-             "compare tile data directly (x[i, j] > 0), or load the mask as a bool / uint8 tile");
-      nodes_[k].dtype = DType(DTypeCode::u8);
+             "compare tile data directly (x[i, j] > 0), or use a bool tile loaded from a tensor as the condition "
+             "(T.where(m[i, j], ...))");
+      nodes_[*k].dtype = DType(DTypeCode::u8);
     }
   DType ct = vector_float(compute_type(ir::promote(nodes_[a].dtype, nodes_[b].dtype)));
   // float16 operands (and constants float16 holds exactly) compare and select in float16: exact,
@@ -2422,10 +2431,12 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   root = materialize(root, Shape::Full, sp);
   // Integer arithmetic stored into an int8/uint8 tile wraps (docs/language.md); it was computed
   // in float32 (compute_type), exact while every intermediate value stays below 2^24. So does an
-  // integer element of another type stored as it is (int32 -> int8 as T.cast does: hunt10a F9).
+  // integer element of another type stored as it is (int32 -> int8 as T.cast does: hunt10a F9), a
+  // float converted to another integer type included (T.cast(x, "int32") into int8: truncated, then
+  // wrapped; session 28, hunt17 F2); only a float converted straight to dt is not wrapped.
   const Expr& v = st->value;
   bool int_arith = v->dtype.is_int() && (v->kind != ir::ExprKind::Load || v->dtype != dt) &&
-                   !(v->kind == ir::ExprKind::Cast && as<ir::CastNode>(v)->value->dtype.is_float());
+                   !(v->kind == ir::ExprKind::Cast && v->dtype == dt && as<ir::CastNode>(v)->value->dtype.is_float());
   if (small_int(dt) && int_arith && nodes_[root].dtype == kI32)
     root = wrap_i32(root, dt, sp);  // int32 arithmetic: wrapped exactly in int32
   else if (small_int(dt) && int_arith && !small_int(nodes_[root].dtype) && nodes_[root].dtype.is_int())
