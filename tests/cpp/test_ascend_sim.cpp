@@ -1360,6 +1360,129 @@ TEST(AscendSimChecker, CrossGroupSetsAreCheckedAgainstEachTargetsWaits) {
   }
 }
 
+// Issue time (session 28, checker.h): an instruction knows from the scalar unit what S knew when it
+// ISSUED it; anything S learns later reaches it only through its own pipe. In the simulator a
+// queued instruction (behind a WaitFlag of its pipe) runs when a set releases it, and within a core
+// that set was issued after the instruction: so what S learned in between reaches it through that
+// set, which must carry what S knew when IT was issued (these tests fail if a SetFlag does not).
+// AIV: an MTE3 copy of x queued behind WaitFlag<V_MTE3> before MTE2 writes x and S waits for that
+// write (MTE2_S). Released by a V set issued after S's wait: the copy is ordered after the write
+// (on the chip it cannot start before V's set, which S issued after its wait). Released by a V set
+// issued before the write: the copy runs first and MTE2's write races with its read.
+TEST(AscendSimChecker, QueuedInstructionIsOrderedByTheSetThatReleasesIt) {
+  for (bool release_after_wait : {true, false}) {
+    Builder b("queued", KernelType::AIV_ONLY);
+    int X = b.tensor("X", DTypeCode::f32, {4, 64});
+    int Y = b.tensor("Y", DTypeCode::f32, {4, 64}, true);
+    int x = b.buffer("x_ub", CoreType::AIV, Mem::UB, 0, 1024, DTypeCode::f32);
+    b.p.block_dim = C(1);
+    b.wait(Pipe::V, Pipe::MTE3, C(0), 200);
+    b.emit(CopyUbToGm{at(x), gm(Y, C(0)), DTypeCode::f32, C(4), C(256), C(256), C(256)}, 201);
+    if (!release_after_wait) b.set(Pipe::V, Pipe::MTE3, C(0), 202);
+    b.emit(CopyGmToUb{gm(X, C(0)), at(x), DTypeCode::f32, C(4), C(256), C(256), C(256)}, 203);
+    b.set(Pipe::MTE2, Pipe::S, C(1), 204);
+    b.wait(Pipe::MTE2, Pipe::S, C(1), 205);
+    if (release_after_wait) b.set(Pipe::V, Pipe::MTE3, C(0), 206);
+    b.p.aiv = b.take();
+    auto res = run_small(b.p);
+    if (release_after_wait) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+      continue;
+    }
+    ASSERT_EQ(res.reports.size(), 1u) << res.summary();
+    const sim::Report& rep = res.reports[0];
+    EXPECT_EQ(rep.kind, sim::ReportKind::Race) << res.summary();
+    EXPECT_NE(rep.message.find("MTE2 on AIV 0 writes AIV 0 UB bytes [0, 1024) read by MTE3"), std::string::npos)
+        << rep.message;
+    EXPECT_EQ(rep.instrs.at(0).span.line, 203);
+    EXPECT_EQ(rep.instrs.at(1).span.line, 201);
+  }
+}
+
+// Sets and waits of one flag alternate (session 26): the next SetFlag must be ordered after the
+// WaitFlag that took the previous set. A set the scalar unit issues after it learned of that wait
+// is (S issues nothing before its waits return), whatever the setting pipe did since. Before
+// session 28 a SetFlag knew only what its pipe had joined from S at its last other instruction, and
+// a WaitFlag on S published nothing, so both forms below were reported although the chip cannot set
+// the flag twice; without the scalar unit's wait (MTE2_S) the set is still reported.
+TEST(AscendSimChecker, SetIssuedAfterTheScalarUnitLearnedOfTheWaitIsOrdered) {
+  // MTE3 -> MTE2 waited on MTE2; MTE2 tells S (MTE2_S); MTE3's next set is issued after S's wait
+  for (bool told : {true, false}) {
+    Builder b("set_after_s", KernelType::AIV_ONLY);
+    b.tensor("X", DTypeCode::f32, {4, 64});
+    b.tensor("Y", DTypeCode::f32, {4, 64}, true);
+    b.p.block_dim = C(1);
+    b.set(Pipe::MTE3, Pipe::MTE2, C(1), 210);
+    b.wait(Pipe::MTE3, Pipe::MTE2, C(1), 211);
+    if (told) {
+      b.set(Pipe::MTE2, Pipe::S, C(2), 212);
+      b.wait(Pipe::MTE2, Pipe::S, C(2), 213);
+    }
+    b.set(Pipe::MTE3, Pipe::MTE2, C(1), 214);
+    b.wait(Pipe::MTE3, Pipe::MTE2, C(1), 215);
+    b.p.aiv = b.take();
+    auto res = run_small(b.p);
+    if (told) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+      continue;
+    }
+    ASSERT_EQ(res.reports.size(), 1u) << res.summary();
+    const sim::Report& rep = res.reports[0];
+    EXPECT_EQ(rep.kind, sim::ReportKind::FlagSetTwice) << res.summary();
+    EXPECT_NE(rep.message.find("SetFlag<MTE3_MTE2>(1) is not ordered after the WaitFlag"), std::string::npos)
+        << rep.message;
+    EXPECT_EQ(rep.instrs.at(0).span.line, 211);  // the wait
+    EXPECT_EQ(rep.instrs.at(1).span.line, 214);  // the set
+  }
+  // A flag S waits for itself (MTE2_S, as before a GetValue of a copied tile): the next set is
+  // issued after S's wait returned.
+  Builder b("set_after_s_wait", KernelType::AIV_ONLY);
+  b.tensor("X", DTypeCode::f32, {4, 64});
+  b.tensor("Y", DTypeCode::f32, {4, 64}, true);
+  b.p.block_dim = C(1);
+  auto i = ir::var("i");
+  b.loop(i, C(3), [&] {
+    b.set(Pipe::MTE2, Pipe::S, C(0), 216);
+    b.wait(Pipe::MTE2, Pipe::S, C(0), 217);
+  });
+  b.p.aiv = b.take();
+  auto res = run_small(b.p);
+  EXPECT_TRUE(res.reports.empty()) << res.summary();
+}
+
+// The cross-core counter rule (session 27) on a set queued before the scalar unit's wait and run
+// after it. AIV 0 alone (mode 0): 15 sets fill its counter; the 16th is queued on MTE3 behind
+// WaitFlag<V_MTE3>, then S takes one set. Released by a V set S issues after that wait, the 16th set
+// is ordered after it (the counter never holds more than 15); released by a V set issued before the
+// wait, it runs first and the counter holds 16 (the simulated-time rule reports it).
+TEST(AscendSimChecker, CrossSetQueuedBeforeTheWaitIsOrderedByItsRelease) {
+  for (bool release_after_wait : {true, false}) {
+    Builder b("cross_queued", KernelType::AIV_ONLY);
+    b.tensor("X", DTypeCode::f32, {4, 64});
+    b.tensor("Y", DTypeCode::f32, {4, 64}, true);
+    b.p.block_dim = C(1);
+    auto i = ir::var("i"), j = ir::var("j");
+    b.loop(i, C(15), [&] { b.emit(CrossCoreSetFlag{0, Pipe::MTE3, C(3)}, 220); });
+    b.wait(Pipe::V, Pipe::MTE3, C(0), 221);
+    b.emit(CrossCoreSetFlag{0, Pipe::MTE3, C(3)}, 222);
+    if (!release_after_wait) b.set(Pipe::V, Pipe::MTE3, C(0), 223);
+    b.emit(CrossCoreWaitFlag{C(3), Pipe::S}, 224);
+    if (release_after_wait) b.set(Pipe::V, Pipe::MTE3, C(0), 225);
+    b.loop(j, C(15), [&] { b.emit(CrossCoreWaitFlag{C(3), Pipe::S}, 226); });
+    b.p.aiv = b.take();
+    auto res = run_small(b.p);
+    if (release_after_wait) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+      continue;
+    }
+    ASSERT_EQ(res.reports.size(), 1u) << res.summary();
+    const sim::Report& rep = res.reports[0];
+    EXPECT_EQ(rep.kind, sim::ReportKind::CrossFlagOverflow) << res.summary();
+    EXPECT_NE(rep.message.find("cross-core flag 3 of AIV 0 has 16 pending sets"), std::string::npos) << rep.message;
+    EXPECT_EQ(rep.instrs.at(0).span.line, 222);
+  }
+}
+
 // TPipe's constructor sets M_MTE1 events 0..2 on the AIC (Program::tpipe_destroy).
 TEST(AscendSimApiRules, TPipeEventsCollideWithoutDestroy) {
   for (bool destroy : {true, false}) {

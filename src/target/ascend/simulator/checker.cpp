@@ -11,6 +11,7 @@ Checker::Checker(Machine& m) : m_(m) {
   vcs_.assign(static_cast<size_t>(T_) * T_, 0);
   clock_.assign(T_, 0);
   s_version_.assign(m.cores.size(), 0);
+  s_cur_.assign(m.cores.size(), -1);
   shadow_.resize(m.num_spaces());
   records_.push_back({nullptr, 0, 0});  // uid 0 = none
 }
@@ -25,16 +26,49 @@ ReportInstr Checker::describe(uint32_t uid) const {
   return m_.describe(m_.cores[r.core], r.in, r.cycle);
 }
 
-void Checker::begin(Core& c, Pipe p) {
-  int t = tid(c, p);
-  PipeState& ps = c.pipes[static_cast<int>(p)];
-  if (p != Pipe::S && ps.s_version != s_version_[c.index]) {
-    ps.s_version = s_version_[c.index];
-    uint32_t* d = vc(t);
-    const uint32_t* s = vc(tid(c, Pipe::S));
-    for (int i = 0; i < T_; ++i) d[i] = std::max(d[i], s[i]);
+void Checker::begin(Core& c, Pipe p) { cur_clk_ = ++clock_[tid(c, p)]; }
+
+int Checker::hold_s(Core& c) {
+  int& cur = s_cur_[c.index];
+  if (cur >= 0 && ssnaps_[cur].version == s_version_[c.index]) {
+    ++ssnaps_[cur].refs;
+    return cur;
   }
-  cur_clk_ = ++clock_[t];
+  if (cur >= 0) release_s(cur);  // S's clock changed since: the queued instructions keep theirs
+  if (free_ssnaps_.empty()) {
+    cur = static_cast<int>(ssnaps_.size());
+    ssnaps_.emplace_back();
+  } else {
+    cur = free_ssnaps_.back();
+    free_ssnaps_.pop_back();
+  }
+  SSnap& sn = ssnaps_[cur];
+  const uint32_t* s = vc(tid(c, Pipe::S));
+  sn.vc.assign(s, s + T_);
+  sn.version = s_version_[c.index];
+  sn.refs = 2;  // s_cur_ and the caller
+  return cur;
+}
+
+void Checker::release_s(int id) {
+  if (--ssnaps_[id].refs == 0) free_ssnaps_.push_back(id);
+}
+
+void Checker::join_issue(Core& c, RInstr& r) {
+  if (r.s_snap == RInstr::kSJoined) return;
+  int p = static_cast<int>(r.pipe);
+  if (p > 0 && p < kNumPipes) {  // S knows itself; PIPE_ALL runs on S
+    const uint32_t* s = r.s_snap >= 0 ? ssnaps_[r.s_snap].vc.data() : vc(tid(c, Pipe::S));
+    uint32_t version = r.s_snap >= 0 ? ssnaps_[r.s_snap].version : s_version_[c.index];
+    PipeState& ps = c.pipes[p];
+    if (version > ps.s_version) {  // one pipe runs its instructions in issue order: versions only grow
+      ps.s_version = version;
+      uint32_t* d = vc(tid(c, r.pipe));
+      for (int i = 0; i < T_; ++i) d[i] = std::max(d[i], s[i]);
+    }
+  }
+  if (r.s_snap >= 0) release_s(r.s_snap);
+  r.s_snap = RInstr::kSJoined;
 }
 
 void Checker::s_advanced(Core& c) { ++s_version_[c.index]; }
@@ -101,6 +135,7 @@ void Checker::acquire(Core& c, Pipe p, int snap) {
 void Checker::barrier(Core& c, Pipe p) {
   int t = tid(c, p);
   vc(t)[t] = clock_[t];
+  if (p == Pipe::S) s_advanced(c);  // PipeBarrier<PIPE_S>: later issues know S's earlier work
 }
 
 void Checker::barrier_all(Core& c) {

@@ -18,9 +18,16 @@
 // one id holds at most 15 unconsumed sets, so the n-th set that reaches it must be ordered after
 // the CrossCoreWaitFlag that took set n - 15 (a group set: the join of its members' sets); else,
 // with a slower consumer, the counter overflows and the chip hangs. Reported once per (core, id).
-// A cross-core wait blocks the scalar unit: its event is a thread of the core's own (the scalar
-// unit's waits), which every later instruction of the core knows, so that publishing it does not
-// also order the scalar unit's earlier stores.
+// A cross-core wait, and a WaitFlag on S, block the scalar unit: its event is a thread of the
+// core's own (the scalar unit's waits), which every later-issued instruction of the core knows, so
+// that publishing it does not also order the scalar unit's earlier stores.
+// Issue time (session 28): the scalar unit issues each instruction into its pipe's queue; what the
+// instruction knows from the scalar unit is what S knew when it ISSUED it (a pipe's queue may drain
+// long after, and S may have waited for more since), not what S knows when it runs. An instruction
+// that runs at issue joins S's clock as it is; one queued behind a wait holds a snapshot of it
+// (hold_s), shared by every instruction issued while S's clock does not change, and joins that when
+// it runs (join_issue). Everything it learns after issue comes through its own pipe (a WaitFlag, a
+// PipeBarrier), like any other instruction.
 #pragma once
 
 #include <utility>
@@ -41,9 +48,15 @@ class Checker {
   // Records an executed instruction for reports; returns its uid (>= 1).
   uint32_t record(const Core& c, const Instr* in, int64_t cycle);
   const Core& record_core(uint32_t uid) const { return m_.cores[records_[uid].core]; }
-  // Before an instruction of pipe p runs: joins the scalar unit's clock if it advanced, then
-  // ticks p's clock.
+  // An instruction of pipe p runs: ticks p's clock (its event).
   void begin(Core& c, Pipe p);
+  // S's clock as the scalar unit issues an instruction that waits in its pipe's queue: a shared,
+  // counted snapshot id for RInstr::s_snap.
+  int hold_s(Core& c);
+  // Before an instruction runs (or its wait is first tried): its pipe joins what S knew when it
+  // issued the instruction (r.s_snap: a held snapshot, or kSNow for S's clock as it is now, the
+  // instruction having been issued just now); releases the snapshot and marks r joined.
+  void join_issue(Core& c, RInstr& r);
   void access(Core& c, Pipe p, uint32_t uid, const Machine::Access& a);
   int snapshot(Core& c, Pipe p);          // release (SetFlag): clock of p with p complete
   int join_snapshots(int a, int b);        // a := a v b (b released); returns a
@@ -52,15 +65,15 @@ class Checker {
   void acquire(Core& c, Pipe p, int snap); // WaitFlag: join and release the snapshot
   void barrier(Core& c, Pipe p);
   void barrier_all(Core& c);
-  void s_advanced(Core& c);                // the scalar unit acquired something
+  void s_advanced(Core& c);                // S's clock changed (a new version for later issues)
   ReportInstr describe(uint32_t uid) const;
   // A wait's own event on pipe p: ticks p's clock; returns (thread, clock) for knows().
   std::pair<int, uint32_t> tick(Core& c, Pipe p);
   // Does pipe p of c know (happens-after) event clk of thread t?
   bool knows(Core& c, Pipe p, int t, uint32_t clk) const;
-  // A CrossCoreWaitFlag took a set (the scalar unit waited): ticks the core's wait thread and
-  // publishes it to S, so every later-issued instruction of the core knows it; returns
-  // (thread, clock) for snapshot_knows().
+  // A CrossCoreWaitFlag, or a WaitFlag on S, took a set (the scalar unit waited): ticks the core's
+  // wait thread and publishes it to S, so every later-issued instruction of the core knows it;
+  // returns (thread, clock) for knows() / snapshot_knows().
   std::pair<int, uint32_t> scalar_wait(Core& c);
   // Does a released snapshot (a set's clock) know event clk of thread t?
   bool snapshot_knows(int snap, int t, uint32_t clk) const { return snap >= 0 && clk <= snaps_[snap][t]; }
@@ -93,6 +106,16 @@ class Checker {
   int T_;
   std::vector<uint32_t> vcs_, clock_;
   std::vector<uint32_t> s_version_;
+  // Snapshots of S's clock held by queued instructions (hold_s / join_issue), counted; s_cur_[core]:
+  // the one of S's current version, or -1.
+  struct SSnap {
+    std::vector<uint32_t> vc;
+    uint32_t version = 0;
+    int refs = 0;
+  };
+  void release_s(int id);
+  std::vector<SSnap> ssnaps_;
+  std::vector<int> free_ssnaps_, s_cur_;
   std::vector<std::vector<uint32_t>> snaps_;
   std::vector<int> free_snaps_;
   std::vector<Shadow> shadow_;

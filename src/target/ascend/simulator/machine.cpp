@@ -864,6 +864,7 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
   ++events_;
   const int pipe = static_cast<int>(r.pipe);
   int64_t start = std::max(ps.free, r.issue);
+  if (checker) checker->join_issue(c, r);  // what S knew when it issued r (checker.h: issue time)
   if (!r.valid) {
     ps.ring[r.seq % ps.ring.size()] = start;
     return true;
@@ -906,8 +907,8 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
       if (q.empty()) return --events_, false;
       bool by_tpipe = q.front().tpipe;
       consume(q);
-      if (checker) {
-        auto [t, clk] = checker->tick(c, r.pipe);
+      if (checker) {  // a wait on S blocks the scalar unit: every later-issued instruction knows it
+        auto [t, clk] = r.pipe == Pipe::S ? checker->scalar_wait(c) : checker->tick(c, r.pipe);
         q.wait_tid = t, q.wait_clk = clk, q.wait_uid = r.uid;
       }
       if (checker && !q.empty())
@@ -927,7 +928,7 @@ bool Machine::try_execute(Core& c, PipeState& ps, RInstr& r) {
     if (x->set) {
       if (checker) {
         r.uid = checker->record(c, r.in, start);
-        checker->begin(c, r.pipe);  // the set knows what its pipe knows once it runs (the scalar unit's waits)
+        checker->begin(c, r.pipe);
       }
       int64_t fire = std::max(r.issue, ps.last_complete);
       cross_set(c, *x, fire, r);
@@ -1049,12 +1050,11 @@ void Machine::issue(Core& c, RInstr r) {
     if (!try_execute(c, ps, r)) {
       c.blocked = Core::SWait;
       c.blocked_instr = std::move(r);
-    } else if (checker) {
-      checker->s_advanced(c);
     }
     return;
   }
-  if (!ps.pending.empty()) {
+  if (!ps.pending.empty()) {  // it runs later: it keeps what S knows now (checker.h: issue time)
+    if (checker) r.s_snap = checker->hold_s(c);
     ps.pending.push_back(std::move(r));
     if (static_cast<int64_t>(ps.pending.size()) >= depth) {
       c.blocked = Core::QueueFull;

@@ -113,6 +113,10 @@ struct RInstr {
   bool valid = true;    // false: rejected at issue (reported), executes as a no-op
   int64_t issue = 0;    // issue time (cycles)
   int64_t seq = 0;      // index among the instructions issued to its pipe
+  // checker: what the scalar unit knew at issue (Checker::hold_s / join_issue): a held snapshot of
+  // S's clock, kSNow (issued just now: S's clock as it is) or kSJoined (already joined by its pipe)
+  static constexpr int kSNow = -1, kSJoined = -2;
+  int s_snap = kSNow;
   ROp op;
 };
 
@@ -189,7 +193,7 @@ struct PipeState {
   std::vector<int64_t> ring;  // start times of the last `depth` instructions (queue model)
   int64_t count = 0;          // instructions issued to this pipe
   int64_t busy = 0;
-  uint32_t s_version = 0;     // checker: S-pipe clock version last joined
+  uint32_t s_version = 0;     // checker: the version of S's clock this pipe joined last
 };
 
 // Every on-chip memory (L1, L0A/B/C, UB) starts filled with this byte: on the chip they hold
