@@ -386,10 +386,18 @@ def compile(fn=None, *, target: str = "cpu", out_idx=None):  # noqa: A001 - the 
 
 
 def _freeze(value):
+    """A @tw.jit argument as a cache key. Numbers carry their type, and floats their bits: Python
+    equates 0.0 with -0.0 and 1 with 1.0 and True, but each builds another kernel (``X / -0.0`` is
+    -inf, ``X * 1`` on int32 is exact where ``X * 1.0`` rounds through float32), and NaN equals
+    nothing, so it never hit (h-rel17 F1)."""
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, float):
+        return (type(value), value.hex())
+    if isinstance(value, (int, _np.generic)):
+        return (type(value), value.tobytes() if isinstance(value, _np.generic) else value)
     return value
 
 
