@@ -155,3 +155,23 @@ def test_f5_truncated_library_from_the_compiler_is_an_error_not_sigbus(tmp_path)
     assert r.returncode == 1, (r.returncode, r.stderr)  # was -7 (SIGBUS)
     assert "shorter than its segments" in r.stderr and "TW_CXX" in r.stderr, r.stderr
     assert "child.py:5:" in r.stderr  # located at the kernel's definition
+
+
+# ---- F6: a reference store (tw.testing.Reference) whose .npz is a FIFO hung; a deep manifest leaked -------
+
+def test_f6_reference_store_fifo_or_deep_manifest_is_a_damaged_store(tmp_path):
+    from tilewright.testing import Reference
+
+    def fn(a):
+        return a * 2
+    inputs = (np.ones(3, np.float32),)
+    Reference(tmp_path / "r").check(fn, inputs)  # writes the store
+    (tmp_path / "r.npz").unlink()
+    os.mkfifo(tmp_path / "r.npz")  # np.load blocked in open() forever
+    with pytest.raises(tw.TilewrightError, match="r.npz is not a regular file"):
+        Reference(tmp_path / "r").check(fn, inputs)
+    (tmp_path / "r.json").write_text("[" * 100000)  # RecursionError
+    with pytest.raises(tw.TilewrightError, match="cannot read its manifest"):
+        Reference(tmp_path / "r").check(fn, inputs)
+    Reference(tmp_path / "r", update=True).check(fn, inputs)  # the hint's fix works
+    Reference(tmp_path / "r").check(fn, inputs)
