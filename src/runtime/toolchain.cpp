@@ -347,7 +347,16 @@ CompileResult compile_shared_object(const std::string& source_path,
     args.push_back(output_path);
     args.push_back(source_path);
     args.insert(args.end(), link_inputs.begin(), link_inputs.end());
-    return run_compiler(std::move(args));
+    CompileResult r = run_compiler(std::move(args));
+    // A "compiler" that succeeds without writing its output (TW_CXX a wrapper that drops it) failed
+    // here, not later in the cache's publish with an error about a staged file (h-rel17 F7).
+    struct stat st;
+    if (r.ok && (::stat(output_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)) {
+        r.ok = false;
+        r.log += (r.log.empty() ? "" : "\n") + std::string("the compiler exited with status 0 but wrote no library '") +
+                 output_path + "'";
+    }
+    return r;
 }
 
 // ---- SharedLibrary ----
