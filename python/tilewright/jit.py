@@ -395,9 +395,17 @@ def _freeze(value):
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     if isinstance(value, float):
-        return (type(value), value.hex())
-    if isinstance(value, (int, _np.generic)):
-        return (type(value), value.tobytes() if isinstance(value, _np.generic) else value)
+        return (float, value.hex())
+    if isinstance(value, int):
+        return (type(value), value)
+    return value
+
+
+def _python_scalar(value):
+    """A numpy number as the Python number a kernel takes (numpy.int64(4096), e.g. a size computed with
+    numpy, builds the kernel of 4096; the front end takes Python numbers only); anything else as it is."""
+    if isinstance(value, _np.generic) and isinstance(value, (_np.integer, _np.floating, _np.bool_)):
+        return value.item()
     return value
 
 
@@ -420,6 +428,8 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         tgt = default_target if takes_target else kwargs.pop("target", None) or default_target
+        args = tuple(_python_scalar(a) for a in args)
+        kwargs = {k: _python_scalar(v) for k, v in kwargs.items()}
         key = (_freeze(args), _freeze(kwargs), tgt)
         try:
             hash(key)

@@ -46,6 +46,8 @@ def test_f1_jit_key_tells_signed_zero_and_int_from_float():
     assert np.all(_imul(1)(xi) == 2 ** 24 + 1)  # was the 1.0 kernel: 2 ** 24
     assert np.all(_imul(True)(xi) == 2 ** 24 + 1)
     assert _recip(float("nan")) is _recip(float("nan"))  # NaN != NaN: was a new build per call
+    assert _imul(np.int64(1)) is _imul(1)  # a numpy number is the Python number it holds
+    assert np.all(_imul(np.float32(1.0))(xi) == 2 ** 24)  # a float: built with 1.0 (numpy scalars were refused)
 
 
 # ---- F3: a cache entry's manifest that is a FIFO (or a link to /dev/zero) hung every lookup -------------
@@ -175,3 +177,16 @@ def test_f6_reference_store_fifo_or_deep_manifest_is_a_damaged_store(tmp_path):
         Reference(tmp_path / "r").check(fn, inputs)
     Reference(tmp_path / "r", update=True).check(fn, inputs)  # the hint's fix works
     Reference(tmp_path / "r").check(fn, inputs)
+
+
+# ---- F7: a compiler that exits 0 without writing its library failed later, in the cache's publish ---------
+
+def test_f7_compiler_that_writes_no_library_is_a_toolchain_error(tmp_path):
+    import shutil
+    cxx = tmp_path / "lazy-g++"  # everything but the link of a shared library, which it skips, exiting 0
+    cxx.write_text(f'#!/bin/sh\nfor a; do [ "$a" = -shared ] && exit 0; done\nexec "{shutil.which("g++")}" "$@"\n')
+    cxx.chmod(0o700)
+    r = _child(tmp_path / "cache", TW_CXX=str(cxx))
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "wrote no library" in r.stderr and "TW_CXX" in r.stderr and "child.py:5:" in r.stderr, r.stderr
+    assert "DiskCache::publish" not in r.stderr
