@@ -326,7 +326,7 @@ class Reference:
             st = p.stat()
         except OSError:
             return  # missing or unreadable: the read reports it
-        if not stat.S_ISREG(st.st_mode):
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):  # a directory: the read's IsADirectoryError
             raise self._damaged(f"{p} is not a regular file ({stat.filemode(st.st_mode)})")
 
     def manifest(self) -> dict:
