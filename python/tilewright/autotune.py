@@ -40,6 +40,7 @@ import inspect
 import json
 import logging
 import marshal
+import math
 import multiprocessing
 import multiprocessing.context
 import os
@@ -72,20 +73,41 @@ class Config(dict):
 
 def _check_private_dir(path: pathlib.Path):
     """Creates ``path`` (mode 0700) or checks that it is ours and not writable by others."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.stat()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError as e:  # a file there (FileExistsError), a read-only disk: leaked before (h-rel17 F4)
+        raise TilewrightError(f"cannot use the tuning cache {path}: {e.strerror or e}",
+                              hint=f"remove what is at {path} or make its parent writable, or point TW_CACHE_DIR "
+                                   "elsewhere") from None
     if st.st_uid != os.getuid() or st.st_mode & 0o022:
         raise TilewrightError(f"the tuning cache {path} is not private (owner uid {st.st_uid}, mode "
                               f"{stat.filemode(st.st_mode)}): another user could plant a configuration",
                               hint=f"chmod 700 {path} (and check its owner), or point TW_CACHE_DIR elsewhere")
 
 
-def _trusted_file(path: pathlib.Path) -> bool:
+def _stored_json(path: pathlib.Path):
+    """The JSON object stored at ``path`` in the tuning cache, or None: missing, or not a regular file of
+    ours that others cannot write, or damaged (not a JSON object): then removed, so that it is tuned or
+    measured again. A directory there is an error naming it (its removal would have leaked
+    IsADirectoryError; h-rel17 F4)."""
     try:
         st = path.lstat()
     except FileNotFoundError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        raise TilewrightError(f"the tuning cache holds a directory where a stored result belongs: {path}",
+                              hint=f"remove it (rm -r '{path}')")
+    rec = None
+    if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+        try:
+            rec = json.loads(path.read_text())
+        except (ValueError, RecursionError):  # garbage, truncated, not UTF-8, nested past the parser's depth
+            pass
+    if not isinstance(rec, dict):
+        path.unlink(missing_ok=True)
+        return None
+    return rec
 
 
 def _write_private(path: pathlib.Path, text: str):
@@ -163,13 +185,12 @@ def machine_peaks(refresh=False) -> dict:
 
 
 def _stored_peaks(path):
-    if not _trusted_file(path):
+    peaks = _stored_json(path)
+    if peaks is not None and not all(type(peaks.get(k)) in (int, float) and 0 < peaks[k] < math.inf
+                                     for k in ("flops", "bytes_per_s")):
+        path.unlink(missing_ok=True)  # not peaks (zero, NaN, a string): measured again (h-rel17 F4)
         return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError:
-        path.unlink(missing_ok=True)
-        return None
+    return peaks
 
 
 def _measure_peaks(path):
@@ -464,16 +485,13 @@ class Autotuner:
         return tune_dir() / (hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
 
     def _load(self, path):
-        if not path.exists():
-            return None
-        if not _trusted_file(path):
-            path.unlink()  # not ours or writable by others: evict, tune again
+        rec = _stored_json(path)  # not ours, writable by others or damaged: evicted, tuned again
+        if rec is None:
             return None
         try:
-            rec = json.loads(path.read_text())
             cfg = Config(**rec["config"])
-        except (ValueError, KeyError, TypeError):
-            path.unlink()
+        except (KeyError, TypeError):
+            path.unlink(missing_ok=True)
             return None
         return cfg if cfg in self.configs else None
 

@@ -386,10 +386,26 @@ def compile(fn=None, *, target: str = "cpu", out_idx=None):  # noqa: A001 - the 
 
 
 def _freeze(value):
+    """A @tw.jit argument as a cache key. Numbers carry their type, and floats their bits: Python
+    equates 0.0 with -0.0 and 1 with 1.0 and True, but each builds another kernel (``X / -0.0`` is
+    -inf, ``X * 1`` on int32 is exact where ``X * 1.0`` rounds through float32), and NaN equals
+    nothing, so it never hit (h-rel17 F1)."""
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, float):
+        return (float, value.hex())
+    if isinstance(value, int):
+        return (type(value), value)
+    return value
+
+
+def _python_scalar(value):
+    """A numpy number as the Python number a kernel takes (numpy.int64(4096), e.g. a size computed with
+    numpy, builds the kernel of 4096; the front end takes Python numbers only); anything else as it is."""
+    if isinstance(value, _np.generic) and isinstance(value, (_np.integer, _np.floating, _np.bool_)):
+        return value.item()
     return value
 
 
@@ -412,6 +428,8 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         tgt = default_target if takes_target else kwargs.pop("target", None) or default_target
+        args = tuple(_python_scalar(a) for a in args)
+        kwargs = {k: _python_scalar(v) for k, v in kwargs.items()}
         key = (_freeze(args), _freeze(kwargs), tgt)
         try:
             hash(key)

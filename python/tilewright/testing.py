@@ -20,6 +20,7 @@ import json
 import os
 import pathlib
 import platform
+import stat
 import sys
 
 import numpy as np
@@ -333,15 +334,25 @@ class Reference:
                                     f"version control), or rewrite both: tw.testing.Reference('{self.path}', "
                                     "update=True).check(fn, inputs, expected)")
 
+    def _check_regular(self, p):
+        """A FIFO or a device in the store's place would block its read forever or never end (h-rel17 F6)."""
+        try:
+            st = p.stat()
+        except OSError:
+            return  # missing or unreadable: the read reports it
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):  # a directory: the read's IsADirectoryError
+            raise self._damaged(f"{p} is not a regular file ({stat.filemode(st.st_mode)})")
+
     def manifest(self) -> dict:
         """The manifest, checked: a format-1 object whose inputs and outputs are lists of
         {shape, dtype} and whose tolerance is two numbers >= 0 (else a TilewrightError naming the
         store and the fix)."""
+        self._check_regular(self.manifest_path)
         try:
             m = json.loads(self.manifest_path.read_text())
         except FileNotFoundError:
             raise self._damaged(f"{self.manifest_path} is missing") from None
-        except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+        except (OSError, ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError; JSON nested too deep
             raise self._damaged(f"cannot read its manifest {self.manifest_path}: {e}") from None
         where = f"its manifest {self.manifest_path}"
         if not isinstance(m, dict):
@@ -377,6 +388,7 @@ class Reference:
         specs = [(f"input{i}", d) for i, d in enumerate(m["inputs"])] + \
                 [(f"output{i}", d) for i, d in enumerate(m["outputs"])]
         arrays = {}
+        self._check_regular(self.npz)
         try:
             with np.load(self.npz, allow_pickle=False) as z:
                 missing = [n for n, _ in specs if n not in z.files]

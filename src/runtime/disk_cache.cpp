@@ -14,7 +14,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -77,13 +76,28 @@ std::optional<Manifest> parse_manifest(const std::string& text) {
     return m;
 }
 
+// Reads an entry's manifest (a few hundred bytes). Only a regular file is read, and at most
+// kMaxSmallFile bytes of it: a FIFO planted there blocked the open forever, and a link to
+// /dev/zero was read until memory ran out (h-rel17 F3); O_NOFOLLOW refuses a link, O_NONBLOCK opens
+// a FIFO without waiting for a writer, and the fstat refuses it. False (a bad entry) otherwise.
+constexpr off_t kMaxSmallFile = 64 << 10;
+
 bool read_small_file(const std::string& path, std::string& out) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return false;
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    out = ss.str();
-    return !in.bad();
+    int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxSmallFile;
+    out.clear();
+    char buf[4096];
+    while (ok) {
+        ssize_t k = read(fd, buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 || out.size() + static_cast<size_t>(k) > static_cast<size_t>(kMaxSmallFile)) ok = false;
+        if (k <= 0) break;
+        out.append(buf, static_cast<size_t>(k));
+    }
+    close(fd);
+    return ok;
 }
 
 void write_file_or_throw(const std::string& path, const std::string& data) {

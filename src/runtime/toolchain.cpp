@@ -347,7 +347,16 @@ CompileResult compile_shared_object(const std::string& source_path,
     args.push_back(output_path);
     args.push_back(source_path);
     args.insert(args.end(), link_inputs.begin(), link_inputs.end());
-    return run_compiler(std::move(args));
+    CompileResult r = run_compiler(std::move(args));
+    // A "compiler" that succeeds without writing its output (TW_CXX a wrapper that drops it) failed
+    // here, not later in the cache's publish with an error about a staged file (h-rel17 F7).
+    struct stat st;
+    if (r.ok && (::stat(output_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)) {
+        r.ok = false;
+        r.log += (r.log.empty() ? "" : "\n") + std::string("the compiler exited with status 0 but wrote no library '") +
+                 output_path + "'";
+    }
+    return r;
 }
 
 // ---- SharedLibrary ----
@@ -364,10 +373,46 @@ std::string dlopen_failure(const std::string& path, const char* e) {
     return "cannot load shared library '" + path + "': " + why;
 }
 
+// A library file that ends before its loadable segments do (a compiler, a copy or a disk cut
+// short) is mapped past its end by dlopen, and the first touch of those pages kills the process
+// with SIGBUS (h-rel17 F5: a TW_CXX that left a truncated library): its program headers are read
+// first and such a file is an error. What dlopen reports well itself (too short for an ELF header,
+// not ELF, another class) is left to it.
+void check_not_truncated(int fd, const std::string& path) {
+    struct stat st;
+    ElfW(Ehdr) eh;
+    if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof eh) ||
+        ::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_phentsize != sizeof(ElfW(Phdr)))
+        return;
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    auto cut_short = [&](const std::string& what) {
+        throw std::runtime_error("cannot load shared library '" + path + "': the file is " + std::to_string(size) +
+                                 " bytes, shorter than its " + what +
+                                 " (cut short: a full disk, or a compiler (TW_CXX) or copy that did not finish)");
+    };
+    const uint64_t table_end = static_cast<uint64_t>(eh.e_phoff) + uint64_t{eh.e_phnum} * sizeof(ElfW(Phdr));
+    if (eh.e_phoff > size || table_end > size) cut_short("program headers");
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+        ElfW(Phdr) ph;
+        if (::pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) != static_cast<ssize_t>(sizeof ph))
+            cut_short("program headers");
+        if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
+            cut_short("segments");
+    }
+}
+
 }  // namespace
 
 SharedLibrary::SharedLibrary(const std::string& path) : path_(path) {
     std::string p = path.find('/') == std::string::npos ? "./" + path : path;
+    if (int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC); fd >= 0) {
+        struct Close {
+            int fd;
+            ~Close() { ::close(fd); }
+        } close_fd{fd};
+        check_not_truncated(fd, path);
+    }
     dlerror();
     handle_ = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) {
@@ -426,6 +471,7 @@ SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
                                  " (Tilewright loads verified libraries through /proc/self/fd: mount /proc)");
     if (::fstat(fd, &st) != 0)
         throw std::runtime_error("cannot load '" + path + "': fstat: " + std::strerror(errno));
+    check_not_truncated(fd, path);
     // One load at a time, and no unload meanwhile (close() takes this lock too): the names in
     // use are read, one chosen and loaded under it, and a library found loaded stays loaded.
     static auto* names = new std::vector<FdName>();  // never destroyed: loads may follow static destructors
