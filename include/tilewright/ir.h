@@ -317,6 +317,12 @@ struct LoadNode : ExprNode {  // buffer[indices...]
 // ---------------------------------------------------------------------------------------------
 // Buffers
 
+// Which user tile a compiler-made tile holds (BufferNode::part_of).
+struct TilePart {
+  std::string tile;        // the tile the kernel declares; empty: none (the kernel's own tile)
+  int64_t row_parts = 1;   // its rows are split into this many parts (2: each Ascend AIV holds half)
+};
+
 // A tensor parameter (scope global) or a tile buffer allocated inside the kernel.
 // Shapes of tile buffers are compile-time constants; global shapes may use shape variables.
 // Layout is dense row-major.
@@ -333,6 +339,10 @@ struct BufferNode {
   // Ascend multi_buffer: the leading dim holds this many copies of the tile (one per stage of a
   // T.Pipelined loop), which messages state instead of naming that dim. 0 for other buffers.
   int64_t stages = 0;
+  // Ascend split_cube_vector (set there only): the user's tile this tile stands for, all of it or
+  // each AIV's part of its rows (a mixed tile's Vector copy acc_ub, P V's partial acc_o_pv, a row
+  // tile halved between the AIVs): messages name the user's tile at its declared shape.
+  TilePart part_of;
   BufferNode(std::string n, DType t, std::vector<Expr> sh, Scope sc, Span s)
       : name(std::move(n)), dtype(t), shape(std::move(sh)), scope(sc), span(std::move(s)) {}
   int ndim() const { return static_cast<int>(shape.size()); }

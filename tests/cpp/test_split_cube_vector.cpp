@@ -2,7 +2,10 @@
 // examples/flash_attention.py after infer_scope; texts in cube_vector_kernels.h).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "cube_vector_kernels.h"
+#include "ir/functor.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -124,6 +127,29 @@ TEST(SplitCubeVector, RowLoopTouchingAnotherRowIsAnError) {
 TEST(SplitCubeVector, SingleUnitKernelUnchanged) {
   ir::Kernel k = ir::parse_kernel(testing::kOneUnitKernel);
   EXPECT_EQ(split_cube_vector(k, target::find_target("ascend910b2")), k);
+}
+
+// Every tile the pass makes of a user tile records it (BufferNode::part_of, which messages read):
+// acc's Vector copy acc_ub holds each AIV's half of acc's rows, the Cube's acc all of it; a row
+// tile halved between the AIVs keeps its name; a tile the pass leaves alone records nothing.
+TEST(SplitCubeVector, PartOfNamesTheUserTileAndItsRowParts) {
+  ir::Kernel k = ir::parse_kernel(with_row_loop("    copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n"));
+  ir::Kernel out = split_cube_vector(k, target::find_target("ascend910b2"));
+  std::map<std::string, ir::TilePart> parts;
+  ir::for_each_stmt(out->body, [&](const ir::Stmt& s) {
+    if (s->kind != ir::StmtKind::Alloc) return;
+    const ir::Buffer& b = ir::as<ir::AllocNode>(s)->buffer;
+    parts[b->name + "@" + std::string(ir::scope_name(b->scope))] = b->part_of;
+  });
+  auto is = [&](const std::string& key, const std::string& tile, int64_t row_parts) {
+    ASSERT_TRUE(parts.count(key)) << key;
+    EXPECT_EQ(parts[key].tile, tile) << key;
+    EXPECT_EQ(parts[key].row_parts, row_parts) << key;
+  };
+  is("acc_ub@UB", "acc", 2);
+  is("acc@L0C", "acc", 1);
+  is("c@UB", "c", 2);
+  is("b_s@UB", "", 1);
 }
 
 }  // namespace

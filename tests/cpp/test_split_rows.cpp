@@ -4,6 +4,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "target/ascend/split_rows.h"
+#include "cube_vector_kernels.h"
 
 namespace tw::ascend {
 namespace {
@@ -238,6 +239,46 @@ TEST(SplitRows, AccumulationInsideTheIfIsNotSplit) {
   EXPECT_EQ(ir::print(split_rows(k, 1, &info)), ir::print(k));
   EXPECT_NE(info.why_not.find("(it would run again for each group)"), std::string::npos) << info.why_not;
   EXPECT_EQ(info.at.line, 7);
+}
+
+// hunt14 F5: a gemm whose A and C are row tiles is a row statement (row i of C is row i of A times B):
+// the block's rows run in groups with the gemm, its K loop (T.Pipelined) whole in each group; B
+// (w_s, whose leading dim K equals the 64 rows here) is no row tile and keeps its shape.
+std::string gemm_row_bias() {  // the epilogue's bias per row (a 64-long tile of a 64-row block is a row tile)
+  std::string in = testing::kGemmEpilogueInput;
+  for (size_t i; (i = in.find("b_s[j]")) != std::string::npos;) in.replace(i, 6, "b_s[i]");
+  in.replace(in.find("copy bias[bx * 64:+64]"), 22, "copy bias[by * 64:+64]");
+  return in;
+}
+
+TEST(SplitRows, GemmOfRowTilesRunsInTheGroups) {
+  RowSplit info;
+  auto k = ir::parse_kernel(gemm_row_bias(), "gemm.tw");
+  split_rows(k, 0, &info);
+  EXPECT_EQ(info.rows, 64);
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.row_tiles, "x_s, b_s, acc");
+  const std::string got = ir::print(split_rows(k, 1, &info));
+  EXPECT_EQ(info.group_rows, 32);
+  EXPECT_TRUE(info.as_blocks);
+  auto has = [&](const std::string& line) { EXPECT_NE(got.find(line), std::string::npos) << line << "\n" << got; };
+  has("grid(bx = 4, by = 2)");
+  has("alloc x_s: L1 float32[32, 64]");
+  has("alloc w_s: L1 float32[64, 64]");
+  has("alloc acc: fragment float32[32, 64]");
+  has("for k in pipelined(0, 1, stages=2) {");
+  has("gemm x_s, w_s -> acc trans_a=false trans_b=false clear=false");
+  has("alloc b_s: UB float32[32]");
+  has("for i in parallel(0, 32) {");
+}
+
+// A transposed A holds K in its rows: row i of C is a column of A, the body stays whole.
+TEST(SplitRows, GemmWithATransposedIsNotRowWise) {
+  std::string in = gemm_row_bias();
+  in.replace(in.find("trans_a=false"), 13, "trans_a=true");
+  RowSplit info;
+  split_rows(ir::parse_kernel(in, "gemm.tw"), 0, &info);
+  EXPECT_EQ(info.why_not, "a gemm whose A and C are not whole row tiles with A untransposed (row i of C from row i of A)");
 }
 
 }  // namespace

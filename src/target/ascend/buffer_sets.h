@@ -29,8 +29,9 @@ inline BufSet named(const ir::Stmt& s) {
   return v.out;
 }
 
-// The buffers a statement reads and writes (stores, copy and fill destinations, reduction results
-// write; loads, copy sources, atomic-add destinations and merged reductions read); any other
+// The buffers a statement reads and writes (stores, copy and fill destinations, reduction results,
+// gemm results write; loads, copy sources, atomic-add destinations, merged reductions, gemm operands
+// and accumulating gemm results read); any other
 // statement kind reads and writes everything it names.
 inline void reads_writes(const ir::Stmt& s, BufSet& reads, BufSet& writes) {
   bool other = false;
@@ -50,6 +51,14 @@ inline void reads_writes(const ir::Stmt& s, BufSet& reads, BufSet& writes) {
         reads.insert(r->src.get());
         writes.insert(r->dst.get());
         if (!r->clear) reads.insert(r->dst.get());
+        break;
+      }
+      case ir::StmtKind::Gemm: {
+        auto* g = ir::as<ir::GemmNode>(t);
+        reads.insert(g->a.buffer.get());
+        reads.insert(g->b.buffer.get());
+        writes.insert(g->c.buffer.get());
+        if (!g->clear) reads.insert(g->c.buffer.get());
         break;
       }
       case ir::StmtKind::Seq: case ir::StmtKind::For: case ir::StmtKind::If: case ir::StmtKind::Let:

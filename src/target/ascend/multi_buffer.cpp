@@ -264,6 +264,7 @@ struct MultiBuffer : ir::Mutator {
       for (const auto& d : b->shape) shape.push_back(d);
       auto mb = std::make_shared<ir::BufferNode>(b->name, b->dtype, shape, b->scope, b->span);
       mb->temp_of = b->temp_of;  // a temporary's copies stay temporaries
+      mb->part_of = b->part_of;
       if (b->stages == 0) mb->stages = is_l0(b) ? l0_copies : S;  // (copies of copies: nested loops show all dims)
       Buffer nb = mb;
       staged[b.get()] = nb;

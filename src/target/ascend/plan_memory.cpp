@@ -329,6 +329,13 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
   return sh;
 }
 
+// The shape sh (tile_shape) of buffer d as the kernel declares its tile: a tile split_cube_vector
+// made of a user tile (BufferDecl::part_of) with each AIV's part of its rows holds rows / parts of them.
+std::vector<int64_t> user_shape(const BufferDecl& d, std::vector<int64_t> sh) {
+  if (!d.part_of.tile.empty() && !sh.empty()) sh[0] *= d.part_of.row_parts;
+  return sh;
+}
+
 // The capacity error of memory m: the buffers live together at the peak, the bytes needed, the
 // capacity, and as hint smaller tiles that fit: the kernel's dims that change together (dims) halved,
 // one class of them at a time first (see below).
@@ -376,11 +383,23 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
     if (!biggest || d.bytes > biggest->bytes) biggest = &d;
     listed.insert(d.name);
     std::string staged = d.stages > 0 ? " x " + std::to_string(d.stages) + " stages of T.Pipelined" : "";
-    auto of = dims ? dims->user_of.find(d.name) : std::map<std::string, std::string>::const_iterator();
-    const std::string copy_of = dims && of != dims->user_of.end() ? of->second + "'s copy on the Vector core: " : "";
-    list += (list.empty() ? "" : ", ") + d.name + " (" + copy_of + shape_str(tile_shape(d, d.shape)) + " " +
-            std::string(d.dtype.name()) + staged + ", " + std::to_string(d.bytes) + " B" +
-            (temp_bytes.count(d.name) ? ", and " + temps_of(d.name) : "") + ")";
+    const std::vector<int64_t> sh = tile_shape(d, d.shape);
+    const std::string temps = temp_bytes.count(d.name) ? ", and " + temps_of(d.name) : "";
+    const ir::TilePart& part = d.part_of;
+    if (part.tile.empty() || (part.tile == d.name && part.row_parts == 1)) {
+      list += (list.empty() ? "" : ", ") + d.name + " (" + shape_str(sh) + " " + std::string(d.dtype.name()) + staged +
+              ", " + std::to_string(d.bytes) + " B" + temps + ")";
+    } else {  // a tile split_cube_vector made of the user's tile: named as the kernel declares it, then what the core holds
+      const std::vector<int64_t> user = user_shape(d, sh);
+      const std::string as = part.tile != d.name ? "as " + d.name : "";
+      const std::string rows = part.row_parts > 1 && !sh.empty()
+                                   ? "each AIV " + std::to_string(sh[0]) + " of its " + std::to_string(user[0]) + " rows"
+                                   : "";
+      list += (list.empty() ? "" : ", ") + part.tile + " (" + shape_str(user) + " " + std::string(d.dtype.name()) + staged +
+              (d.span.known() && d.span.line != p.span.line ? ", line " + std::to_string(d.span.line) : "") + "; " + as +
+              (as.empty() || rows.empty() ? "" : ", ") + rows + ": " + shape_str(sh) + ", " + std::to_string(d.bytes) +
+              " B" + temps + ")";
+    }
   }
   for (const auto& o : owners)
     if (!listed.count(o)) list += (list.empty() ? "" : ", ") + std::string("the compiler temporaries for ") + o + " (" +
@@ -489,10 +508,9 @@ std::vector<int64_t> tile_shape(const BufferDecl& d, std::vector<int64_t> sh) {
       std::set<std::string> named;
       for (size_t i : live) {
         const BufferDecl& d = p.buffers[items[i].buffer];
-        auto of = dims ? dims->user_of.find(d.name) : std::map<std::string, std::string>::const_iterator();
-        const std::string name = dims && of != dims->user_of.end() ? of->second : d.name;  // acc_ub: acc
+        const std::string name = d.part_of.tile.empty() ? d.name : d.part_of.tile;  // acc_ub: acc
         if (!d.temp_of.empty() || (dims && !dims->user.count(name)) || !named.insert(name).second) continue;
-        std::vector<int64_t> sh = tile_shape(d, shapes[i]);
+        std::vector<int64_t> sh = user_shape(d, tile_shape(d, shapes[i]));
         auto it = dims ? dims->dims.find(d.name) : std::map<std::string, std::vector<int>>::const_iterator();
         const size_t lead = d.stages > 0 ? 1 : 0;
         bool tied = dims && it != dims->dims.end() && it->second.size() + lead == d.shape.size();

@@ -331,6 +331,7 @@ class Lowerer {
       Buf g = declare(b->name, geo, sp, *shape);
       p_.buffers.back().temp_of = b->temp_of;
       p_.buffers.back().stages = b->stages;
+      p_.buffers.back().part_of = b->part_of;
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {
@@ -1477,11 +1478,22 @@ class Lowerer {
     if (gm_column != ub_column) {
       const ir::Region& gr = n->src.buffer->scope == Scope::global ? n->src : n->dst;
       const ir::Region& ur = n->src.buffer->scope == Scope::global ? n->dst : n->src;
-      std::string k = std::to_string(std::max(g_rows, g.cols));
+      // the user's tile (split_cube_vector: each AIV copies its part of the rows, BufferNode::part_of)
+      const ir::TilePart& part = ur.buffer->part_of;
+      const int64_t parts = part.tile.empty() ? 1 : part.row_parts, n = std::max(g_rows, g.cols);
+      std::string k = std::to_string(n * parts), declared;
+      if (parts > 1) {
+        auto sh = *ur.buffer->const_shape();
+        sh[0] *= parts;
+        declared = ", declared (";
+        for (size_t d = 0; d < sh.size(); ++d) declared += (d ? ", " : "") + std::to_string(sh[d]);
+        declared += sh.size() == 1 ? ",)" : ")";
+        declared += ": each of the " + std::to_string(parts) + " Vector cores copies " + std::to_string(n) + " of its " + k;
+      }
       throw Error("copy between " + ir::print(gr) + " (" + std::to_string(g_rows) + " x " + std::to_string(g.cols) +
                       " of tensor " + q(gr.buffer->name) + ") and " + ir::print(ur) + " (" + std::to_string(w.rows) +
-                      " x " + std::to_string(w.cols) + " of tile " + q(ur.buffer->name) +
-                      "): on Ascend each row a copy moves between GM and UB starts a new 32 B block of UB, so a " +
+                      " x " + std::to_string(w.cols) + " of tile " + q(part.tile.empty() ? ur.buffer->name : part.tile) +
+                      declared + "): on Ascend each row a copy moves between GM and UB starts a new 32 B block of UB, so a " +
                       (gm_column ? "column of a tensor cannot fill or come from a 1-D tile"
                                  : "row of a tensor cannot fill or come from a column tile"),
                   sp, gm_column ? "declare the tile as a column, shape (" + k + ", 1), and copy the column X[a:b, c:c + 1] "

@@ -48,6 +48,18 @@ bool is_full(const Region& r) {
 }
 Region with_buffer(const Region& r, const Buffer& b) { return Region{b, r.starts, r.extents}; }
 
+// A tile this pass makes of tile `of` (an incarnation, P V's partial, a landing or cast tile, each
+// AIV's part of the rows when halve is 2): of's dims, dim 0 divided by halve. The one place that
+// sets BufferNode::part_of: the user's tile it stands for and how many parts its rows are in.
+Buffer part_tile(const Buffer& of, std::string name, ir::DType t, Scope sc, const Span& sp, int64_t halve = 1) {
+  auto sh = of->shape;
+  if (halve > 1) sh[0] = C(*ir::as_const_int(sh[0]) / halve);
+  auto b = std::make_shared<ir::BufferNode>(std::move(name), t, std::move(sh), sc, sp);
+  b->part_of = of->part_of.tile.empty() ? ir::TilePart{of->name, halve}
+                                        : ir::TilePart{of->part_of.tile, of->part_of.row_parts * halve};
+  return b;
+}
+
 // Replaces buffers by identity.
 struct Rebuffer : ir::Mutator {
   std::unordered_map<Node, Buffer> map;
@@ -125,8 +137,8 @@ class Splitter {
       Scope cs = acc.count(b.get()) ? Scope::L0C : Scope::L1;
       Mixed m;
       m.orig = b;
-      m.cube = ir::buffer(b->name, b->dtype, b->shape, cs, b->span);
-      m.vec = ir::buffer(b->name + "_ub", b->dtype, b->shape, Scope::UB, b->span);
+      m.cube = part_tile(b, b->name, b->dtype, cs, b->span);
+      m.vec = part_tile(b, b->name + "_ub", b->dtype, Scope::UB, b->span);
       mixed_[b.get()] = m;
     });
   }
@@ -427,8 +439,8 @@ class Splitter {
     const Mixed& m = mixed_.at(cb.get());
     auto& made = partial_[s.get()];  // loops are walked more than once: one pair per gemm
     if (!made.first) {
-      made.first = ir::buffer(cb->name + "_pv", cb->dtype, cb->shape, Scope::L0C, sp);
-      made.second = ir::buffer(cb->name + "_pv_ub", cb->dtype, cb->shape, Scope::UB, sp);
+      made.first = part_tile(cb, cb->name + "_pv", cb->dtype, Scope::L0C, sp);
+      made.second = part_tile(cb, cb->name + "_pv_ub", cb->dtype, Scope::UB, sp);
       new_allocs_.push_back(made.first);
       new_allocs_.push_back(made.second);
     }
@@ -625,9 +637,7 @@ class Splitter {
       if (!rows.count(b.get())) return b;
       auto it = half.find(b.get());
       if (it != half.end()) return it->second;
-      auto sh = b->shape;
-      sh[0] = C(rows.at(b.get()) / 2);
-      return half[b.get()] = ir::buffer(b->name, b->dtype, sh, b->scope, b->span);
+      return half[b.get()] = part_tile(b, b->name, b->dtype, b->scope, b->span, 2);
     }
     [[noreturn]] void not_local(const Span& span, const std::string& what) {
       throw ir::Error(what + ": the vector code is not row-local, so its rows cannot be split between the two "
@@ -932,14 +942,14 @@ class Splitter {
       // temporaries this pass does not see (1/8 was too little for flash attention's float32
       // scores, 128 x 128 blocks: the loop lost its second stage, 489 us instead of 460 at S 2048;
       // they land in the vector tile itself). Paged decode's small scores keep their landing tile.
-      h.land = ir::buffer(ub->name + "_in", wt, ub->shape, Scope::UB, s->span);
+      h.land = part_tile(ub, ub->name + "_in", wt, Scope::UB, s->span);
       landing_ = true;
     }
     Expr rows = handoff_rows(h, sh[0]);
     if (!h.to_vector && shape_of(ub)[0] == sh[0]) rows = ir::arith::mul(rows, C(2));  // a whole tile: one half per AIV
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
     if (!h.to_vector && ub->dtype != cube->dtype)
-      h.cast = ir::buffer(ub->name + "_" + std::string(cube->dtype.name()), cube->dtype, ub->shape, Scope::UB, s->span);
+      h.cast = part_tile(ub, ub->name + "_" + std::string(cube->dtype.name()), cube->dtype, Scope::UB, s->span);
     handoff_order_.push_back(s.get());
     return handoffs_[s.get()] = h;
   }
@@ -992,7 +1002,7 @@ class Splitter {
       } else {
         Buffer src = ub;
         if (h.cast) {
-          if (shape_of(h.cast)[0] != R) h.cast = ir::buffer(h.cast->name, h.cast->dtype, ub->shape, Scope::UB, h.cast->span);
+          if (shape_of(h.cast)[0] != R) h.cast = part_tile(ub, h.cast->name, h.cast->dtype, Scope::UB, h.cast->span);
           out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(ub), ir::full_region(h.cast), sp));
           src = h.cast;
         }
@@ -1185,11 +1195,7 @@ class Splitter {
     }
     for (const auto& b : new_allocs_) {
       Buffer x = b;
-      if (x->scope == Scope::UB && split_rows_.count(shape_of(x)[0])) {
-        auto sh = x->shape;
-        sh[0] = C(shape_of(x)[0] / 2);
-        x = ir::buffer(x->name, x->dtype, sh, x->scope, x->span);
-      }
+      if (x->scope == Scope::UB && split_rows_.count(shape_of(x)[0])) x = part_tile(x, x->name, x->dtype, x->scope, x->span, 2);
       top.push_back(std::make_shared<ir::AllocNode>(x, sp));
     }
     top.push_back(std::make_shared<ir::CoreScopeNode>(ir::CoreKind::C, std::make_shared<ir::SeqNode>(cs, sp), sp));

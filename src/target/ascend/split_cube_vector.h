@@ -73,6 +73,10 @@
 //    reads AIV 0's), so both run the same instructions and insert_sync's flags are on every path.
 //    Vector code that takes no hand-off at all (Cube and vector work side by side) is whole on both
 //    AIVs the same way: AIV 0 alone stores to GM.
+// Provenance: every tile the pass makes of a user tile (the incarnations X / X_ub, P V's partial
+// X_pv / X_pv_ub, a landing or cast tile, each AIV's half of a row tile) records that tile and how
+// many parts its rows are in (ir::BufferNode::part_of, set by part_tile only), so that messages name
+// the user's tile at the shape the kernel declares (tile_dims, plan_memory, select_instructions).
 // (Cube and vector software pipelining of the split loops: skew_cube_loops.h, rotate_vector_loops.h.)
 //
 // Why decisions 1-4 are one pass: 2. is decided on the state 1. tracks (which unit holds the

@@ -120,14 +120,25 @@ void check_row_stmt(const ir::Stmt& s, Analysis& a) {
       });
       return;
     }
+    case ir::StmtKind::Gemm: {  // C[i, :] = A[i, :] B: row i of C from row i of A (the Cube's part, hunt14 F5)
+      auto* g = ir::as<ir::GemmNode>(s);
+      if (g->trans_a || g->band != ir::GemmBand::none || !is_row(g->a.buffer) || !is_row(g->c.buffer) ||
+          !whole(g->a) || !whole(g->c) || is_row(g->b.buffer) || g->a.buffer->ndim() != 2 || g->c.buffer->ndim() != 2)
+        a.fail("a gemm whose A and C are not whole row tiles with A untransposed (row i of C from row i of A)", s->span);
+      return;
+    }
     default: return a.fail("a " + std::string(ir::stmtkind_name(s->kind)) + " statement", s->span);
   }
 }
 
-// An `if`, or a T.serial loop, that holds row statements runs whole in each group.
+// A loop that runs its iterations in order (T.serial, T.Pipelined: a gemm's K loop).
+bool sequential(const ir::ForNode* f) {
+  return f->for_kind == ir::ForKind::serial || f->for_kind == ir::ForKind::pipelined;
+}
+
+// An `if`, or a T.serial / T.Pipelined loop, that holds row statements runs whole in each group.
 bool composite(const ir::Stmt& s) {
-  return s->kind == ir::StmtKind::If ||
-         (s->kind == ir::StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::serial);
+  return s->kind == ir::StmtKind::If || (s->kind == ir::StmtKind::For && sequential(ir::as<ir::ForNode>(s)));
 }
 
 // Checks an `if` / T.serial loop that runs whole in each group: its condition (range) is the same
@@ -279,13 +290,18 @@ struct RowRewrite : ir::Mutator {
       }
       case ir::StmtKind::For: {
         auto* f = ir::as<ir::ForNode>(s);
-        if (f->for_kind == ir::ForKind::serial)  // a range the same for every group
+        if (sequential(f))  // a range the same for every group
           return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, list(f->body), s->span);
         row_var = f->var.get();
         new_var = ir::var(f->var->name, f->var->dtype, f->var->span);
         auto body = mutate(f->body);
         row_var = nullptr;
         return std::make_shared<ir::ForNode>(new_var, f->min, C(group), f->for_kind, f->num_stages, body, s->span);
+      }
+      case ir::StmtKind::Gemm: {  // A's and C's rows: the group's (B whole)
+        auto* g = ir::as<ir::GemmNode>(s);
+        return std::make_shared<ir::GemmNode>(region(g->a), region(g->b), region(g->c), g->trans_a, g->trans_b, g->clear,
+                                              s->span);
       }
       default: return mutate(s);  // a reduction, an alloc: its buffers
     }
@@ -310,12 +326,21 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   });
   BufSet read_any, written;  // what the block writes (which a condition the same for every group does not read)
   reads_writes(kernel->body, read_any, written);
+  // A gemm's B operand (and a transposed A) holds K in its leading dim, not the block's rows: never
+  // a row tile, even when K equals R.
+  BufSet gemm_k;
+  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
+    if (s->kind != ir::StmtKind::Gemm) return;
+    auto* g = ir::as<ir::GemmNode>(s);
+    gemm_k.insert(g->b.buffer.get());
+    if (g->trans_a) gemm_k.insert(g->a.buffer.get());
+  });
   // R: the leading dim of the largest tile of rank >= 2.
   int64_t biggest = 0;
   for (const auto& s : allocs) {
     auto& b = ir::as<ir::AllocNode>(s)->buffer;
     auto shape = b->const_shape();
-    if (!shape || shape->size() < 2) continue;
+    if (!shape || shape->size() < 2 || gemm_k.count(b.get())) continue;
     int64_t n = b->dtype.bytes();
     for (auto d : *shape) n *= d;
     if (n > biggest) {
@@ -330,7 +355,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   for (const auto& s : allocs) {
     auto& b = ir::as<ir::AllocNode>(s)->buffer;
     auto shape = b->const_shape();
-    if (a.rows > 1 && shape && !shape->empty() && (*shape)[0] == a.rows) {
+    if (a.rows > 1 && shape && !shape->empty() && (*shape)[0] == a.rows && !gemm_k.count(b.get())) {
       a.row_tiles.insert(b.get());
       row_bufs.push_back(b);
     }

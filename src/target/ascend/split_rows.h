@@ -17,7 +17,10 @@
 //     `T.reduce_max(rows, any_seen)`), written by nothing before: each group merges its rows into
 //     the result (filled with -inf / +inf before the groups for a clearing reduction), which gives
 //     the same value in any order, NaN included;
-//   - an `if` or a T.serial loop holding such row statements (nested ones too; an `else` too) whose
+//   - gemms whose A and C are whole row tiles, A not transposed (C[i, :] = A[i, :] B: row i of C
+//     from row i of A; B, whose leading dim is K, is never a row tile): the Cube computes each
+//     group's rows (hunt14 F5: a gemm -> residual epilogue whose vector tiles overflow the UB);
+//   - an `if` or a T.serial / T.Pipelined loop (a gemm's K loop) holding such row statements (nested ones too; an `else` too) whose
 //     condition / range is the same for every row: it reads no row tile and nothing the block
 //     writes (`if 0 < Lens[g]`, `for t in T.serial(n)`); it runs whole in each group, its other
 //     statements with it, so those must give the same values each time: lets, and copies / fills

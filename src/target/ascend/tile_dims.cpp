@@ -23,6 +23,7 @@ struct Classes {
   std::map<Dim, std::string> reduced;  // a dim a reduction of the user's kernel reduces: which one
   std::map<std::string, std::vector<int64_t>> shape;  // per tile name (a name of two shapes: none)
   std::set<std::string> ambiguous;
+  std::map<std::string, ir::TilePart> part;  // a tile of the split kernel made of a user tile (BufferNode::part_of)
   Dim find(Dim d) {
     auto it = parent.find(d);
     if (it == parent.end()) return parent[d] = d;
@@ -82,6 +83,7 @@ void add_kernel(const ir::Kernel& kernel, int tag, Classes& c) {
     if (!shape) return;
     auto [it, fresh] = c.shape.emplace(tagged(tag, b->name), *shape);
     if (!fresh && it->second != *shape) c.ambiguous.insert(tagged(tag, b->name));
+    if (!b->part_of.tile.empty()) c.part[tagged(tag, b->name)] = b->part_of;
   });
   auto dim = [tag](const ir::Buffer& b, size_t d) { return Dim{tagged(tag, b->name), d}; };
   ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
@@ -179,18 +181,17 @@ TileDims tile_dims(const ir::Kernel& kernel, const ir::Kernel& user) {
   for (const auto& [name, shape] : c.shape)  // a tile of both kernels: its dims are the same dims
     if (name[0] == '1' && c.shape.count("0" + name.substr(1)) && c.shape["0" + name.substr(1)].size() == shape.size())
       for (size_t d = 0; d < shape.size(); ++d) c.join({name, d}, {"0" + name.substr(1), d}, /*same_tile=*/true);
-  // split_cube_vector's Vector copy X_ub of a mixed tile X: X's dims (each AIV holds part of its rows)
-  std::map<std::string, std::string> user_of;
-  for (const auto& [name, shape] : c.shape) {
-    const std::string base = name.size() > 5 && name.compare(name.size() - 3, 3, "_ub") == 0
-                                 ? "0" + name.substr(1, name.size() - 4) : std::string();
-    if (name[0] != '1' || base.empty() || !c.shape.count(base) || c.shape.count("0" + name.substr(1))) continue;
+  // a tile split_cube_vector made of a user tile X (BufferNode::part_of: the Vector copy X_ub, P V's
+  // partial X_pv, each AIV's part of X's rows): X's dims
+  for (const auto& [name, part] : c.part) {
+    const std::string base = tagged(0, part.tile);
+    if (!c.shape.count(base) || !c.shape.count(name)) continue;
     const std::vector<int64_t>& user_shape = c.shape[base];
-    bool parts = user_shape.size() == shape.size();
-    for (size_t d = 0; parts && d < shape.size(); ++d) parts = shape[d] > 0 && user_shape[d] % shape[d] == 0;
-    if (!parts) continue;
+    const std::vector<int64_t>& shape = c.shape[name];
+    bool same = user_shape.size() == shape.size() && !shape.empty() && shape[0] * part.row_parts == user_shape[0];
+    for (size_t d = 1; same && d < shape.size(); ++d) same = shape[d] == user_shape[d];
+    if (!same) continue;
     for (size_t d = 0; d < shape.size(); ++d) c.join({name, d}, {base, d}, /*same_tile=*/true);
-    user_of[name.substr(2)] = base.substr(2);
   }
   TileDims out;
   std::map<Dim, int> ids;
@@ -221,7 +222,6 @@ TileDims tile_dims(const ir::Kernel& kernel, const ir::Kernel& user) {
   ir::for_each_stmt(user->body, [&](const ir::Stmt& s) {
     if (s->kind == ir::StmtKind::Alloc) out.user.insert(ir::as<ir::AllocNode>(s)->buffer->name);
   });
-  out.user_of = std::move(user_of);
   return out;
 }
 

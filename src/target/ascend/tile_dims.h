@@ -13,8 +13,9 @@
 // A class is reduced when a T.reduce_* of the user's kernel reduces one of its dims (the sequence
 // axis S of a column sum): a smaller tile proposes it after the other free classes, and names the
 // loop that keeps the result (hunt14 F3: "x 2048x16" of a 4097-row sum was another sum).
-// A mixed tile's Vector copy X_ub (split_cube_vector, each AIV's part of X's rows) has X's dims:
-// hints name it X at X's shape (hunt14 F5: the user's fix is acc's rows, not `acc_ub`'s half).
+// A tile split_cube_vector made of a user tile X (BufferNode::part_of: the Vector copy X_ub, P V's
+// partial X_pv, each AIV's part of X's rows) has X's dims: hints name it X at X's shape (hunt14 F5:
+// the user's fix is acc's rows, not `acc_ub`'s half).
 #pragma once
 
 #include <map>
@@ -29,9 +30,6 @@ namespace tw::ascend {
 struct TileDims {
   std::map<std::string, std::vector<int>> dims;  // per tile name: each dim's class (-1: none)
   std::set<std::string> user;                    // the tiles the user's kernel allocates (named in hints)
-  std::map<std::string, std::string> user_of;    // a compiler tile that holds a user tile: split_cube_vector's
-                                                 // Vector copy X_ub of a mixed tile X (a gemm result the vector
-                                                 // code reads: acc_ub -> acc), named as the user's tile in hints
   std::vector<bool> fixed;                       // per class
   std::vector<std::string> reduced;              // per class: "" or the reduction that reduces it ("T.reduce_sum
                                                  // at line 12"): fewer of it changes what the block computes
