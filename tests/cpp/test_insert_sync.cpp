@@ -920,6 +920,86 @@ TEST(InsertSync, RelayedPairInALoopGetsABodyGuard) {
 )");
 }
 
+// Twin relayed pairs (session 28, h-pipeall17; causal flash attention's two loads of P before the
+// program's cross-core set). MTE2 reads W under `if j < 1` and under `if j > 0` of a loop; after
+// the loop FixPipe writes W: two FIX-after-MTE2 dependences, relayed through MTE1, whose pairs set
+// after the loop and wait before the FixPipe. Neither load is on every path to the FixPipe, so
+// neither dependence implies the other; the second load is later than the first, which kept the
+// two apart (a pair covered a dependence only when its a was not later than the pair's own).
+// Both set and wait at the same places: one pair, one MTE2_MTE1 id; with one id per pipe pair
+// (flag_event_ids 3) the second pair used to be a PipeBarrier<ALL>.
+// With a second FixPipe between the two waits (twin_relays(true): the second load's pair waits
+// before the second FixPipe) they are not interchangeable: one pair would hold the first FixPipe
+// behind the second load. They keep two ids, and with one id a PIPE_ALL.
+Program twin_relays(bool apart) {
+  Builder b(KernelType::AIC_ONLY);
+  int c = b.buf("c", Mem::L0C, 0, 1024, CoreType::AIC), l1a = b.buf("l1a", Mem::L1, 0, 1024, CoreType::AIC),
+      l1b = b.buf("l1b", Mem::L1, 1024, 1024, CoreType::AIC);
+  auto j = ir::var("j");
+  auto load = [&](int l1, int64_t at) {
+    b.emit(CopyGmToL1{GmRef{2, C(at)}, LocalRef{l1, C(0)}, DTypeCode::f16, C(16), C(16), C(16), C(16), C(16)});
+  };
+  auto fix = [&](int64_t at) {
+    b.emit(Fixpipe{LocalRef{c, C(0)}, GmRef{2, C(at)}, DTypeCode::f32, DTypeCode::f16, C(16), C(16), C(16), C(16)});
+  };
+  b.loop(j, 2, [&] {
+    b.when(ir::binary(BinOp::LT, j, C(1)), [&] { load(l1a, 0); });
+    b.when(ir::binary(BinOp::GT, j, C(0)), [&] { load(l1b, apart ? 4096 : 0); });
+  });
+  fix(0);
+  if (apart) fix(4096);
+  return b.aic();
+}
+
+TEST(InsertSync, TwinRelayedPairsAreOnePair) {
+  expect_sync(twin_relays(false), R"(AIC:
+  for j in range(2):
+    MTE2 PipeBarrier<MTE2>
+    if j < 1:
+      MTE2 CopyGmToL1 l1a[0] <- W[0] float16 rows=16 cols=16 src_row_stride=16 nz=16x16
+    if j > 0:
+      MTE2 CopyGmToL1 l1b[0] <- W[0] float16 rows=16 cols=16 src_row_stride=16 nz=16x16
+  MTE2 SetFlag<MTE2_MTE1>(0)
+  MTE1 WaitFlag<MTE2_MTE1>(0)
+  MTE1 SetFlag<MTE1_FIX>(0)
+  FIX WaitFlag<MTE1_FIX>(0)
+  FIX Fixpipe W[0] <- c[0] float32->float16 m=16 n=16 src_rows=16 dst_row_stride=16
+)");
+  target::Target small = b2();
+  small.ascend.flag_event_ids = 3;
+  Program p = insert_sync(twin_relays(false), small);
+  EXPECT_EQ(code(p).find("PipeBarrier<ALL>"), std::string::npos) << code(p);
+  SimRun r = simulate(p);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+}
+
+TEST(InsertSync, RelayedPairsWaitedAtDifferentPlacesStayApart) {
+  expect_sync(twin_relays(true), R"(AIC:
+  for j in range(2):
+    MTE2 PipeBarrier<MTE2>
+    if j < 1:
+      MTE2 CopyGmToL1 l1a[0] <- W[0] float16 rows=16 cols=16 src_row_stride=16 nz=16x16
+    if j > 0:
+      MTE2 CopyGmToL1 l1b[0] <- W[4096] float16 rows=16 cols=16 src_row_stride=16 nz=16x16
+  MTE2 SetFlag<MTE2_MTE1>(0)
+  MTE2 SetFlag<MTE2_MTE1>(1)
+  MTE1 WaitFlag<MTE2_MTE1>(0)
+  MTE1 SetFlag<MTE1_FIX>(0)
+  FIX WaitFlag<MTE1_FIX>(0)
+  FIX Fixpipe W[0] <- c[0] float32->float16 m=16 n=16 src_rows=16 dst_row_stride=16
+  MTE1 WaitFlag<MTE2_MTE1>(1)
+  MTE1 SetFlag<MTE1_FIX>(1)
+  FIX WaitFlag<MTE1_FIX>(1)
+  FIX Fixpipe W[4096] <- c[0] float32->float16 m=16 n=16 src_rows=16 dst_row_stride=16
+)");
+  target::Target small = b2();
+  small.ascend.flag_event_ids = 3;
+  Program p = insert_sync(twin_relays(true), small);
+  EXPECT_NE(code(p).find("PipeBarrier<ALL>"), std::string::npos) << code(p);
+  SimRun r = simulate(p);
+  EXPECT_TRUE(r.result.reports.empty()) << reports(r.result);
+}
+
 TEST(InsertSync, HandWrittenFlagsAreAnInternalError) {
   Builder b(KernelType::AIV_ONLY);
   b.emit(PipeBarrier{Pipe::V});

@@ -770,6 +770,20 @@ class CoreSync {
     return m;
   }
 
+  // Would pair sp, ordering a -> b too, still set and wait exactly where it does (emit()'s places:
+  // its set rises after the last of its a's, its wait sinks before the first of its b's)? Then it
+  // covers the dependence at no cost, even with a later than its a's or b earlier than its b's:
+  // the waiting pipe already stops there for that set (session 28). Twins, two dependences of one
+  // pipe pair whose a's sit in different `if`s of one loop and whose pairs would set after that
+  // loop and wait at one place (causal flash attention: the relayed MTE2 -> FIX pairs of the two
+  // loads of P in the key loop, before the program's cross-core set), are one pair, one event id
+  // (no PIPE_ALL when the ids run out).
+  bool same_places_with(const SyncPair& sp, int a, int b) const {
+    SyncPair x = sp;
+    x.as.push_back(a), x.bs.push_back(b);
+    return set_places_of(x) == set_places_of(sp) && wait_places_of(x) == wait_places_of(sp);
+  }
+
   // Does pipe p run anything in kids [from, to) of block C (indices >= n: the next iteration)?
   bool has_pipe(int C, int from, int to, Pipe p) const {
     const auto& kids = blocks_[C].kids;
@@ -834,7 +848,8 @@ class CoreSync {
             sp.slot == d->slot && s <= sp.s && sp.w <= w &&
             (loose_.count({pa, pb}) ||
              ((d->carried || (!has_pipe(d->C, s, sp.s, pa) && !has_pipe(d->C, sp.w, w, pb))) &&
-              nodes_[d->a].pos <= last_pos(sp.as) && nodes_[d->b].pos >= first_pos(sp.bs)))) {
+              ((nodes_[d->a].pos <= last_pos(sp.as) && nodes_[d->b].pos >= first_pos(sp.bs)) ||
+               same_places_with(sp, d->a, d->b))))) {
           covered = true;  // (a pair that would hold back work of either pipe does not cover)
           sp.bs.push_back(d->b);
           sp.as.push_back(d->a);

@@ -64,7 +64,9 @@
 //    work there; a guarded carried set (4.) rises with its guard, only when its wait in the
 //    iteration is due before an earlier statement. A pair covers a dependence only when that
 //    does not move where its set rises / its wait sinks (the dependence's a is not later, its b
-//    not earlier than the pair's own). If the event ids of a pipe pair then run out, that pipe
+//    not earlier than the pair's own; or its places with the dependence's a and b are the same:
+//    twins, a's in different `if`s of one loop before one wait, are one pair, session 28). If
+//    the event ids of a pipe pair then run out, that pipe
 //    pair (and its reverse: guards) is placed again with plain covering.
 // 4. Event ids 0..(the target's flag_event_ids - 3) per pipe pair (the top two kept free: 0..5 on
 //    the 910B). Each placed pair of one pipe pair gets its own id(s): an id is reused by the same
