@@ -1076,10 +1076,12 @@ void CodeGen::emit_copy(const CopyNode& n) {
       return;
     }
     // rows are contiguous in both buffers when the innermost looped dim is the last dim of each
-    bool rows = nl > 0 && same_type && s.dims.back() == s.rank() - 1 && d.dims.back() == d.rank() - 1;
-    int loops = rows ? nl - 1 : nl;
-    // tile -> large global tensor (>= 8 MiB, known at run time): streaming stores, see simd.h
-    bool stream = rows && n.dst.buffer->scope == Scope::global && n.src.buffer->scope != Scope::global;
+    bool contiguous = nl > 0 && s.dims.back() == s.rank() - 1 && d.dims.back() == d.rank() - 1;
+    bool rows = contiguous && same_type;
+    // tile -> large global tensor (>= 8 MiB, known at run time): streaming stores, see simd.h; the
+    // rows of a converting copy (float32 tile -> bfloat16 tensor) through a chunk buffer (stream_values)
+    bool stream = contiguous && n.dst.buffer->scope == Scope::global && n.src.buffer->scope != Scope::global;
+    int loops = rows || stream ? nl - 1 : nl;
     if (stream) {
       Idx numel = ic(1);
       for (const auto& x : d.shape) numel = mul(numel, x);
@@ -1095,6 +1097,18 @@ void CodeGen::emit_copy(const CopyNode& n) {
                          expr(ext[nl - 1]) + " * sizeof(" + storage_type(d.dtype) + ")";
       if (stream) line("if (tw_nt) tw_cpu::simd::stream_copy(" + args + "); else __builtin_memcpy(" + args + ");");
       else line("__builtin_memcpy(" + args + ");");
+    } else if (stream) {
+      std::string i = loopv(nl - 1);
+      open("if (tw_nt)");
+      line("const " + storage_type(s.dtype) + "* const tw_sr = " + ptr(s.buf, offset(s, sb, nl - 1)) + ";");
+      line("tw_cpu::simd::stream_values(" + ptr(d.buf, offset(d, db, nl - 1)) + ", " + expr(ext[nl - 1]) +
+           ", [&](int64_t tw_k) { return tw_cpu::convert<" + storage_type(d.dtype) + ">(tw_sr[tw_k]); });");
+      open_else();
+      line("#pragma GCC ivdep");
+      open("for (int64_t " + i + " = 0; " + i + " < " + expr(ext[nl - 1]) + "; ++" + i + ")");
+      line(assign(offset(d, db, nl), offset(s, sb, nl)));
+      close();
+      close();
     } else {
       line(assign(offset(d, db, nl), offset(s, sb, nl)));
     }

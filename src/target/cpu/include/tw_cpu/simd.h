@@ -110,6 +110,24 @@ TW_CPU_INLINE void stream_copy(void* dst, const void* src, size_t bytes) {
   __builtin_memcpy(dst, src, bytes);
 #endif
 }
+// n values value(0), ..., value(n - 1) of type T to dst with streaming stores: the rows of a large
+// output written once whose dtype differs from its source's (a copy-out converting a float32 tile
+// to a bfloat16 / float16 tensor, which stream_copy cannot take). The values go to an L1 chunk
+// buffer (g++ vectorises the value loop as the plain `dst[i] = value(i)` loop it replaces), then
+// stream_copy streams the chunk; the first chunk ends at dst's first vector boundary, so the others
+// start on one. The same bytes as the plain loop. Call stream_fence() after the last one.
+template <class T, class F>
+TW_CPU_INLINE void stream_values(T* dst, int64_t n, F value) {
+  constexpr int64_t C = 1024 / (int64_t)sizeof(T);
+  alignas(64) T buf[C];
+  const int64_t h = (int64_t)(((size_t)(-(uintptr_t)dst) & (size_t)(kVecBytes - 1)) / sizeof(T));
+  for (int64_t j = 0, m = 0; j < n; j += m) {
+    m = j == 0 && h > 0 ? h : C;
+    if (m > n - j) m = n - j;
+    for (int64_t i = 0; i < m; ++i) buf[i] = value(j + i);
+    stream_copy(dst + j, buf, (size_t)m * sizeof(T));
+  }
+}
 // The lanes of v combined into one value by halves (lane i with lane i + kVF/2, then with
 // i + kVF/4, ...): log2(kVF) shuffles and vector operations instead of a chain of kVF scalar
 // ones (a row reduction's last step: 20-30 cycles of a 128-wide row's ~40 on a Sapphire Rapids
