@@ -217,7 +217,8 @@ def test_f6_int8_row_scan_on_ascend(target, dt):
 
 # ---------------------------------------------------------------------------------------------
 # F7 (fixed on h-bool17): a UB -> UB copy of a bool tile: cpu copies the mask; ascend910b was "vector op on
-# bool is not supported by the Vector core" (uint8 tiles copied). It now copies the bool bytes as uint8.
+# bool is not supported by the Vector core" (uint8 tiles copied). It now copies the bool bytes as uint8; a
+# scan along a bool row runs on the scalar unit as F6's.
 
 def bool_tile_copy_kernel(M, N):
     @T.prim_func
@@ -230,6 +231,9 @@ def bool_tile_copy_kernel(M, N):
             T.copy(a, b)                       # a UB -> UB copy
             for i, j in T.Parallel(M, N):
                 c[i, j] = b[i, j]              # the same copy as a map
+            for j in T.serial(1, N):
+                for i in T.Parallel(M):
+                    c[i, j] = c[i, j] or c[i, j - 1]  # a scan down a bool row (scalar unit, as F6's)
             T.copy(c, Y)
     return k
 
@@ -238,7 +242,7 @@ def bool_tile_copy_kernel(M, N):
 def test_f7_bool_tile_copy_on_ascend(target):
     x = np.random.default_rng(7).integers(0, 2, (3, 37)).astype(bool)
     y = _run(tw.compile(bool_tile_copy_kernel(3, 37), target=target, out_idx=[1]), target, x)[0]
-    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(y, np.logical_or.accumulate(x, axis=1))
 
 
 # ---------------------------------------------------------------------------------------------

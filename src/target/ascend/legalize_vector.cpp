@@ -407,18 +407,18 @@ class Legalizer {
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
                                       const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
-  // A 1-D map storing down columns of int8 / uint8 tiles only (a scan along rows, x[i, j] = x[i, j] +
-  // x[i, j - 1] over i): left as it is for select_instructions' column_map, an element loop on the scalar
-  // unit, which computes in int and wraps each element as it stores it (a C++ cast), as cpu does. The
-  // vector form would convert the strided column operands into float32 temporaries, and no Cast reads
-  // a column (session 28, hunt17 F6).
+  // A 1-D map storing down columns of int8 / uint8 (or bool) tiles only (a scan along rows, x[i, j] =
+  // x[i, j] + x[i, j - 1] over i): left as it is for select_instructions' column_map, an element loop on
+  // the scalar unit, which computes in int and wraps each element as it stores it (a C++ cast), as cpu
+  // does. The vector form would convert the strided column operands into float32 / float16 temporaries,
+  // and no Cast reads a column (session 28, hunt17 F6).
   static bool small_int_column_map(const vec::VectorMap& m) {
     if (m.vars.size() != 1) return false;
     bool store = false;
     for (const auto& it : m.items) {
       if (it->kind != ir::StmtKind::Store) return false;
       auto* st = as<ir::StoreNode>(it);
-      if (!small_int(st->buffer->dtype) || st->buffer->scope != Scope::UB || st->indices.size() < 2 ||
+      if (!(small_int(st->buffer->dtype) || st->buffer->dtype == DType(DTypeCode::boolean)) || st->buffer->scope != Scope::UB || st->indices.size() < 2 ||
           uses_var(st->indices.back(), m.vars[0].get()) || any_subexpr(st->value, [](const Expr& x) {
             return x->kind == ir::ExprKind::Call;
           }))
