@@ -9,7 +9,7 @@ Tolerances: integer and bool results exactly (conversions, wraps, selects); the 
 op's own stated tolerance (bench/op_zoo.py `Case.atol` / `Case.rtol`: 1e-6 .. 1e-4 absolute on float32).
 
 Findings (F1.. of /work/hunt17-findings.md): F1-F3 and F5 were fixed on the branch and their tests guard the
-fixes; F4 was a docs sentence; F6 and F7 are open, strict xfails naming them."""
+fixes; F4 was a docs sentence; F6 and F7 were fixed on h-bool17 and their tests guard the fixes."""
 import pathlib
 import sys
 
@@ -189,15 +189,16 @@ def test_op_zoo_at_one_element_and_odd_shapes(name, shape, target, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# F6 (open): a scan along the rows of an int8 tile (op_zoo's cumsum in int8): cpu wraps each sum into
-# int8; ascend910b is "not a vector instruction: the cast's source is not indexed like the destination"
-# (float32 / int32 tiles run there as an element loop).
+# F6 (fixed on h-bool17): a scan along the rows of an int8 / uint8 tile (op_zoo's cumsum in int8): cpu
+# wraps each sum into the tile's dtype; ascend910b was "not a vector instruction: the cast's source is not
+# indexed like the destination". It now runs as an element loop on the scalar unit (as float32 / int32
+# tiles do), whose stores wrap as the printed C++ cast does (the simulator saturated them).
 
-def int8_row_scan_kernel(M, N):
+def int8_row_scan_kernel(M, N, dt="int8"):
     @T.prim_func
-    def k(X: T.Tensor((M, N), "int8"), Y: T.Tensor((M, N), "int8")):
+    def k(X: T.Tensor((M, N), dt), Y: T.Tensor((M, N), dt)):
         with T.Kernel(1) as bx:
-            x = T.alloc_fragment((M, N), "int8")
+            x = T.alloc_fragment((M, N), dt)
             T.copy(X, x)
             for j in T.serial(1, N):
                 for i in T.Parallel(M):
@@ -206,18 +207,18 @@ def int8_row_scan_kernel(M, N):
     return k
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, raises=TilewrightError, reason="hunt17 F6: int8 row scan is 'the cast's source is not indexed like "
-    "the destination' on ascend910b"))])
-def test_f6_int8_row_scan_on_ascend(target):
-    x = np.random.default_rng(6).integers(-128, 128, (3, 37)).astype(np.int8)
-    y = _run(tw.compile(int8_row_scan_kernel(3, 37), target=target, out_idx=[1]), target, x)[0]
-    np.testing.assert_array_equal(y, np.cumsum(x.astype(np.int64), axis=1).astype(np.int8))
+@pytest.mark.parametrize("target,dt", [("cpu", "int8"), (TARGET, "int8"), (TARGET, "uint8")])
+def test_f6_int8_row_scan_on_ascend(target, dt):
+    info = np.iinfo(dt)
+    x = np.random.default_rng(6).integers(info.min, info.max + 1, (3, 37)).astype(dt)
+    y = _run(tw.compile(int8_row_scan_kernel(3, 37, dt), target=target, out_idx=[1]), target, x)[0]
+    np.testing.assert_array_equal(y, np.cumsum(x.astype(np.int64), axis=1).astype(dt))  # wrapped
 
 
 # ---------------------------------------------------------------------------------------------
-# F7 (open): a UB -> UB copy of a bool tile: cpu copies the mask; ascend910b is "vector op on bool is not
-# supported by the Vector core" (uint8 tiles copy).
+# F7 (fixed on h-bool17): a UB -> UB copy of a bool tile: cpu copies the mask; ascend910b was "vector op on
+# bool is not supported by the Vector core" (uint8 tiles copied). It now copies the bool bytes as uint8; a
+# scan along a bool row runs on the scalar unit as F6's.
 
 def bool_tile_copy_kernel(M, N):
     @T.prim_func
@@ -225,16 +226,40 @@ def bool_tile_copy_kernel(M, N):
         with T.Kernel(1) as bx:
             a = T.alloc_fragment((M, N), "bool")
             b = T.alloc_fragment((M, N), "bool")
+            c = T.alloc_fragment((M, N), "bool")
             T.copy(X, a)
-            T.copy(a, b)
-            T.copy(b, Y)
+            T.copy(a, b)                       # a UB -> UB copy
+            for i, j in T.Parallel(M, N):
+                c[i, j] = b[i, j]              # the same copy as a map
+            for j in T.serial(1, N):
+                for i in T.Parallel(M):
+                    c[i, j] = c[i, j] or c[i, j - 1]  # a scan down a bool row (scalar unit, as F6's)
+            T.copy(c, Y)
     return k
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(
-    strict=True, raises=TilewrightError, reason="hunt17 F7: a UB -> UB copy of a bool tile is 'vector op on bool is "
-    "not supported' on ascend910b"))])
+@pytest.mark.parametrize("target", TARGETS)
 def test_f7_bool_tile_copy_on_ascend(target):
     x = np.random.default_rng(7).integers(0, 2, (3, 37)).astype(bool)
     y = _run(tw.compile(bool_tile_copy_kernel(3, 37), target=target, out_idx=[1]), target, x)[0]
-    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(y, np.logical_or.accumulate(x, axis=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# float64 / int64 tiles have no Vector core arithmetic on ascend910b (docs/ascend.md): the error is at the
+# line and names the dtype.
+
+@pytest.mark.parametrize("dt", ["float64", "int64"])
+def test_64bit_tile_error_names_dtype_on_ascend(dt):
+    @T.prim_func
+    def k(X: T.Tensor((2, 8), dt), Y: T.Tensor((2, 8), dt)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((2, 8), dt)
+            T.copy(X, x)
+            for i, j in T.Parallel(2, 8):
+                x[i, j] = x[i, j] + x[i, j]  # @WIDE
+            T.copy(x, Y)
+    with pytest.raises(TilewrightError) as e:
+        tw.compile(k, target=TARGET, out_idx=[1])
+    assert f"vector op on {dt} is not supported" in e.value.message, e.value.message
+    assert e.value.line == marked_line(__file__, "@WIDE")[0]

@@ -407,6 +407,26 @@ class Legalizer {
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
                                       const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
+  // A 1-D map storing down columns of int8 / uint8 (or bool) tiles only (a scan along rows, x[i, j] =
+  // x[i, j] + x[i, j - 1] over i): left as it is for select_instructions' column_map, an element loop on
+  // the scalar unit, which computes in int and wraps each element as it stores it (a C++ cast), as cpu
+  // does. The vector form would convert the strided column operands into float32 / float16 temporaries,
+  // and no Cast reads a column (session 28, hunt17 F6).
+  static bool small_int_column_map(const vec::VectorMap& m) {
+    if (m.vars.size() != 1) return false;
+    bool store = false;
+    for (const auto& it : m.items) {
+      if (it->kind != ir::StmtKind::Store) return false;
+      auto* st = as<ir::StoreNode>(it);
+      if (!(small_int(st->buffer->dtype) || st->buffer->dtype == DType(DTypeCode::boolean)) || st->buffer->scope != Scope::UB || st->indices.size() < 2 ||
+          uses_var(st->indices.back(), m.vars[0].get()) || any_subexpr(st->value, [](const Expr& x) {
+            return x->kind == ir::ExprKind::Call;
+          }))
+        return false;
+      store = true;
+    }
+    return store;
+  }
   static bool has_global_load(const Stmt& s) {
     bool found = false;
     ir::for_each_expr(s, [&](const Expr& x) {
@@ -1000,6 +1020,7 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   // Only maps over UB/global data are vector code; anything else is left for select_instructions.
   auto m = vec::vector_map(s);
   if (!m) return {s};
+  if (small_int_column_map(*m) && !has_global_load(s)) return {s};
   std::vector<Stmt> pre;
   if (Stmt h = hoist_scalar_reads(s, *m, pre)) {
     for (auto& x : rewrite_map(h, wrap_bound)) pre.push_back(std::move(x));
@@ -2454,7 +2475,9 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     root = step_cast(step_cast(root, kF32, sp), kBF16, sp);
   // an 8-bit copy: exact through float16 (the vector copy is an Adds, which has no 8-bit form; the
   // simulator's API rule found it, session 15)
-  if (nodes_[root].kind == OpKind::Leaf && small_int(dt) && nodes_[root].dtype == dt)
+  // A bool tile copied into one (T.copy(a, b), b[i] = a[i]): its bytes 0 / 1 as uint8, the same way
+  // (select_instructions converts a bool tile's bytes as uint8; session 28, hunt17 F7)
+  if (nodes_[root].kind == OpKind::Leaf && (small_int(dt) || dt == DType(DTypeCode::boolean)) && nodes_[root].dtype == dt)
     root = step_cast(step_cast(root, kF16, sp), dt, sp);
   // a plain copy; a gather from dst itself goes through a temporary; so does a bfloat16 column's Cast
   if (nodes_[root].kind == OpKind::Leaf || (bf16_column_ && nodes_[root].kind != OpKind::Copy) ||

@@ -184,7 +184,17 @@ ROp build(const InstrOp& op, Get&& get) {
           [&](const ScalarLoad& x) -> ROp {
             return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code, x.ub.buffer >= 0 ? x.tile_end : 0};
           },
-          [&](const ScalarStore& x) -> ROp { return RScalarStore{loc(x.dst), x.dtype.code, get(x.value), x.tile_end}; },
+          [&](const ScalarStore& x) -> ROp {
+            // an integer value into an 8- / 32-bit integer element wraps modulo 2^bits, as the printed
+            // C++ cast does (session 28, hunt17 F6: an int8 scan on the scalar unit)
+            Value v = get(x.value);
+            if (!x.value->dtype.is_float()) {
+              if (x.dtype.code == ir::DTypeCode::i8) v.i = static_cast<int8_t>(v.i);
+              else if (x.dtype.code == ir::DTypeCode::u8) v.i = static_cast<uint8_t>(v.i);
+              else if (x.dtype.code == ir::DTypeCode::i32) v.i = static_cast<int32_t>(v.i);
+            }
+            return RScalarStore{loc(x.dst), x.dtype.code, v, x.tile_end};
+          },
           [&](const SetAtomic&) -> ROp {
             throw ir::Error("internal: SetAtomic is executed by the scalar unit (Machine::set_atomic), not issued");
           },
