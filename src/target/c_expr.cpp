@@ -67,7 +67,8 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   // positive constant is guarded against 0 (integer division never traps).
   const bool fast = ints && nonneg(n.a) && nonneg(n.b);
   const auto divisor = ints ? ir::as_const_int(n.b) : std::nullopt;
-  const bool plain = !d_.has_udiv || (divisor && *divisor > 0);
+  // Without tw_udiv (AscendC) a divisor that may be 0 goes through tw_floordiv / tw_floormod, which guard it.
+  const bool plain = divisor && *divisor > 0;
   // A shift count modulo the type's width (ir.h): a literal when the count is a constant.
   auto count = [&] {
     const int bits = n.dtype.is_int() ? n.dtype.bits() : 64;
@@ -80,10 +81,10 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
     case BinOp::Mul: return infix("*");
     case BinOp::Div: return infix("/");
     case BinOp::FloorDiv:
-      if (!fast) return fn("tw_floordiv");
+      if (!fast || (!plain && !d_.has_udiv)) return fn("tw_floordiv");
       return plain ? infix("/") : fn("tw_udiv");
     case BinOp::CeilDiv:
-      if (!fast) return fn("tw_ceildiv");
+      if (!fast || (!plain && !d_.has_udiv)) return fn("tw_ceildiv");
       return plain ? "((" + a + " + " + b + " - 1) / " + b + ")" : "tw_udiv(" + a + " + " + b + " - 1, " + b + ")";
     case BinOp::Mod:
       if (!ints) {
@@ -91,7 +92,7 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
           throw Error(std::string("float modulo in a scalar expression is not supported by the ") + d_.printer, n.span);
         return fn("tw_fmod");
       }
-      if (!fast) return fn("tw_floormod");
+      if (!fast || (!plain && !d_.has_udiv)) return fn("tw_floormod");
       return plain ? infix("%") : fn("tw_umod");
     case BinOp::Min: return fn(!ints && d_.has_fminmax ? "tw_fmin" : "tw_min");
     case BinOp::Max: return fn(!ints && d_.has_fminmax ? "tw_fmax" : "tw_max");

@@ -32,9 +32,14 @@ Expr bin(BinOp op, Expr a, Expr b) { return binary(op, std::move(a), std::move(b
 TEST(CExpr, FloorSemanticsUseHelpersUnlessBothOperandsAreNonNegative) {
   Var i = var("i"), j = var("j"), x = var("x");
   TestPrinter p(kPlain, {"i", "j"});
-  EXPECT_EQ(p.print(bin(BinOp::FloorDiv, i, j)), "(i / j)");
-  EXPECT_EQ(p.print(bin(BinOp::Mod, i, j)), "(i % j)");
-  EXPECT_EQ(p.print(bin(BinOp::CeilDiv, i, j)), "((i + j - 1) / j)");
+  // both non-negative: plain C++ only by a positive constant; j may be 0, and the helpers guard it
+  // (without tw_udiv, as AscendC: x // 0 == 0 and x % 0 == x, never a trap; session 28, h-scast17)
+  EXPECT_EQ(p.print(bin(BinOp::FloorDiv, i, int_imm(4))), "(i / 4)");
+  EXPECT_EQ(p.print(bin(BinOp::Mod, i, int_imm(4))), "(i % 4)");
+  EXPECT_EQ(p.print(bin(BinOp::CeilDiv, i, int_imm(4))), "((i + 4 - 1) / 4)");
+  EXPECT_EQ(p.print(bin(BinOp::FloorDiv, i, j)), "tw_floordiv(i, j)");
+  EXPECT_EQ(p.print(bin(BinOp::Mod, i, j)), "tw_floormod(i, j)");
+  EXPECT_EQ(p.print(bin(BinOp::CeilDiv, i, j)), "tw_ceildiv(i, j)");
   EXPECT_EQ(p.print(bin(BinOp::FloorDiv, x, j)), "tw_floordiv(x, j)");
   EXPECT_EQ(p.print(bin(BinOp::Mod, i, x)), "tw_floormod(i, x)");
   EXPECT_EQ(p.print(bin(BinOp::CeilDiv, x, i)), "tw_ceildiv(x, i)");

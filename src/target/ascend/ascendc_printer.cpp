@@ -240,8 +240,23 @@ class ExprPrinter final : public target::CExprPrinter {
                     "' in a scalar expression is not supported by the AscendC printer",
                 n.span, "compute it with a vector instruction, or pass the value as a scalar parameter");
   }
+  // A float into an integer type saturates, NaN giving 0 (docs/language.md "Dtype conversions"; the
+  // simulator's scalar unit computes the same): tw_f2i, as a bare static_cast would be undefined there.
   std::string cast(const ir::CastNode& c) const override {
-    return "static_cast<" + ctype(c.dtype, c.span) + ">(" + print(c.value) + ")";
+    std::string v = print(c.value);
+    if (c.value->dtype.is_float() && c.dtype.is_int()) {
+      auto [lo, hi] = int_range(c.dtype);
+      v = "tw_f2i(static_cast<float>(" + v + "), " + lo + ", " + hi + ")";
+    }
+    return "static_cast<" + ctype(c.dtype, c.span) + ">(" + v + ")";
+  }
+  static std::pair<std::string, std::string> int_range(DType t) {
+    switch (t.code) {
+      case DTypeCode::i8: return {"-128", "127"};
+      case DTypeCode::u8: return {"0", "255"};
+      case DTypeCode::i32: return {"(-2147483647 - 1)", "2147483647"};
+      default: return {"(-9223372036854775807LL - 1)", "9223372036854775807LL"};
+    }
   }
 
   std::unordered_map<const ir::ExprNode*, std::string> names_;
@@ -251,10 +266,16 @@ class ExprPrinter final : public target::CExprPrinter {
 // Index helpers with Python floor semantics, printed into both files.
 std::string helpers(const std::string& qual) {
   std::string q = qual + " ";
-  return q + "int64_t tw_floordiv(int64_t a, int64_t b)\n{\n  int64_t q = a / b;\n"
+  // never trapping, as the simulator and the cpu target: a // 0 == 0, a % 0 == a, INT64_MIN // -1 wraps
+  return q + "int64_t tw_floordiv(int64_t a, int64_t b)\n{\n"
+             "  if (b == 0) return 0;\n  if (b == -1) return (int64_t)(0ull - (uint64_t)a);\n  int64_t q = a / b;\n"
              "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n" +
-         q + "int64_t tw_floormod(int64_t a, int64_t b)\n{\n  int64_t r = a % b;\n"
+         q + "int64_t tw_floormod(int64_t a, int64_t b)\n{\n"
+             "  if (b == 0) return a;\n  if (b == -1) return 0;\n  int64_t r = a % b;\n"
              "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n" +
+         // a float truncated into [lo, hi], NaN 0 (the scalar T.cast of a float to an integer type)
+         q + "int64_t tw_f2i(float x, int64_t lo, int64_t hi)\n{\n"
+             "  return x != x ? 0 : x <= (float)lo ? lo : x >= (float)hi ? hi : (int64_t)x;\n}\n" +
          q + "int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }\n" +
          q + "int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }\n" +
          q + "int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }\n" +

@@ -25,13 +25,21 @@
 
 static inline int64_t tw_floordiv(int64_t a, int64_t b)
 {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0ull - (uint64_t)a);
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 static inline int64_t tw_floormod(int64_t a, int64_t b)
 {
+  if (b == 0) return a;
+  if (b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t tw_f2i(float x, int64_t lo, int64_t hi)
+{
+  return x != x ? 0 : x <= (float)lo ? lo : x >= (float)hi ? hi : (int64_t)x;
 }
 static inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
 static inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }

@@ -9,13 +9,21 @@ using namespace AscendC;
 namespace {
 __aicore__ inline int64_t tw_floordiv(int64_t a, int64_t b)
 {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0ull - (uint64_t)a);
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __aicore__ inline int64_t tw_floormod(int64_t a, int64_t b)
 {
+  if (b == 0) return a;
+  if (b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+__aicore__ inline int64_t tw_f2i(float x, int64_t lo, int64_t hi)
+{
+  return x != x ? 0 : x <= (float)lo ? lo : x >= (float)hi ? hi : (int64_t)x;
 }
 __aicore__ inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
 __aicore__ inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
@@ -66,8 +74,8 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
     LocalTensor<float> C_l0c = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +65536 float32 Nz [128, 128], line 18
     pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
-    const int32_t bm = (bid / ((N + 128 - 1) / 128));
-    const int32_t bn = (bid % ((N + 128 - 1) / 128));
+    const int32_t bm = tw_floordiv(bid, ((N + 128 - 1) / 128));
+    const int32_t bn = tw_floormod(bid, ((N + 128 - 1) / 128));
     const int32_t mt = tw_min((M - (bm * 128)), 128);
     const int32_t nt = tw_min((N - (bn * 128)), 128);
     const int32_t nk = ((K + 64 - 1) / 64);

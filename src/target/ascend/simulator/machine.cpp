@@ -42,6 +42,35 @@ int64_t floordiv(int64_t a, int64_t b) {
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
+
+// A float value as the Value pair (its int64 view defined for NaN / inf / out of range: 0, saturated).
+Value of_float(double f) {
+  int64_t i = std::isnan(f) ? 0 : f >= 9.2e18 ? INT64_MAX : f <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(f);
+  return Value{i, f};
+}
+Value of_int(int64_t i) { return Value{i, static_cast<double>(i)}; }
+
+// v converted to t as the printed C++ converts it (`static_cast<T>(...)`, `const T x = ...`, SetValue's
+// cast): an integer into an integer type wraps modulo 2^bits; a float rounds to nearest even into
+// float32 / float16 / bfloat16 (through float32, as the printed float expression is); a float into an
+// integer type truncates toward zero and saturates, NaN giving 0 (docs/language.md "Dtype conversions":
+// ascend910b saturates; the printer prints tw_f2i for it, which C++ would leave undefined).
+Value convert(Value v, bool from_float, ir::DTypeCode t) {
+  using C = ir::DTypeCode;
+  const double x = from_float ? v.f : static_cast<double>(v.i);
+  switch (t) {
+    case C::f64: return of_float(x);
+    case C::f32: return of_float(static_cast<double>(static_cast<float>(x)));
+    case C::f16: return of_float(num::f16_to_f32(num::f32_to_f16(static_cast<float>(x))));
+    case C::bf16: return of_float(num::bf16_to_f32(num::f32_to_bf16(static_cast<float>(x))));
+    case C::boolean: return of_int(from_float ? x != 0 : v.i != 0);
+    case C::i8: return of_int(from_float ? num::saturate<int8_t>(std::trunc(x)) : static_cast<int8_t>(v.i));
+    case C::u8: return of_int(from_float ? num::saturate<uint8_t>(std::trunc(x)) : static_cast<uint8_t>(v.i));
+    case C::i32: return of_int(from_float ? num::saturate<int32_t>(std::trunc(x)) : static_cast<int32_t>(v.i));
+    case C::i64: return of_int(from_float ? num::saturate<int64_t>(std::trunc(x)) : v.i);
+  }
+  return v;
+}
 }  // namespace
 
 std::string_view report_kind_name(ReportKind k) {
@@ -185,14 +214,9 @@ ROp build(const InstrOp& op, Get&& get) {
             return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code, x.ub.buffer >= 0 ? x.tile_end : 0};
           },
           [&](const ScalarStore& x) -> ROp {
-            // an integer value into an 8- / 32-bit integer element wraps modulo 2^bits, as the printed
-            // C++ cast does (session 28, hunt17 F6: an int8 scan on the scalar unit)
-            Value v = get(x.value);
-            if (!x.value->dtype.is_float()) {
-              if (x.dtype.code == ir::DTypeCode::i8) v.i = static_cast<int8_t>(v.i);
-              else if (x.dtype.code == ir::DTypeCode::u8) v.i = static_cast<uint8_t>(v.i);
-              else if (x.dtype.code == ir::DTypeCode::i32) v.i = static_cast<int32_t>(v.i);
-            }
+            // the value converted as the printed SetValue's static_cast does (an integer into an 8- / 32-bit
+            // element wraps: session 28, hunt17 F6)
+            Value v = convert(get(x.value), x.value->dtype.is_float(), x.dtype.code);
             return RScalarStore{loc(x.dst), x.dtype.code, v, x.tile_end};
           },
           [&](const SetAtomic&) -> ROp {
@@ -316,8 +340,10 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
           case ir::BinOp::Shr:
             throw ir::Error("internal: ascend simulator: a bitwise operator on float operands (ir::binary rejects it)");
         }
-        v.i = static_cast<int64_t>(v.f);
-        return v;
+        // the printed C++ computes float scalars in float32 (float16 / bfloat16 too: docs/language.md),
+        // each operation rounded
+        if (n.dtype != ir::DTypeCode::f64) v.f = static_cast<double>(static_cast<float>(v.f));
+        return of_float(v.f);
       }
       int64_t x = a.i, y = b.i;
       switch (op) {
@@ -373,13 +399,8 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
       }
       return Value{static_cast<int64_t>(r), r};
     }
-    case ir::ExprKind::Cast: {
-      Value a = eval(n.a, s);
-      bool from_f = cnodes[n.a].is_float;
-      if (n.is_float) return Value{static_cast<int64_t>(from_f ? a.f : static_cast<double>(a.i)), from_f ? a.f : static_cast<double>(a.i)};
-      int64_t i = from_f ? static_cast<int64_t>(std::trunc(a.f)) : a.i;
-      return Value{i, static_cast<double>(i)};
-    }
+    case ir::ExprKind::Cast:  // the printed static_cast<T>
+      return convert(eval(n.a, s), cnodes[n.a].is_float, n.dtype);
     case ir::ExprKind::Select: {
       Value cond = eval(n.a, s);
       return cond.i != 0 || cond.f != 0 ? eval(n.b, s) : eval(n.c, s);
@@ -406,8 +427,12 @@ void Machine::compile_stmt(const StmtPtr& s, Code& code) {
     case StmtKind::Seq:
       for (const auto& b : s->body) compile_stmt(b, code);
       break;
-    case StmtKind::Let: {
-      int e = compile_expr(s->value);
+    case StmtKind::Let: {  // the printed `const T v = value;` converts the value to T
+      CNode cast{static_cast<uint8_t>(ir::ExprKind::Cast), 0, s->var->dtype.is_float()};
+      cast.dtype = s->var->dtype.code;
+      cast.a = compile_expr(s->value);
+      cnodes.push_back(cast);
+      int e = static_cast<int>(cnodes.size() - 1);
       BC bc = make_bc(BC::Let);
       bc.slot = slot_of(s->var);
       bc.expr = e;
