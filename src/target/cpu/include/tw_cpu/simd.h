@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "types.h"
+
 #define TW_CPU_INLINE inline __attribute__((always_inline))
 
 namespace tw_cpu {
@@ -169,6 +171,18 @@ TW_CPU_INLINE void store_chunk(float* dst, const float* buf, int64_t n, bool nt)
 #endif
   (void)nt;
   __builtin_memcpy(dst, buf, (size_t)n * sizeof(float));
+}
+// The same for a bfloat16 / float16 output (a map fused with a copy-out that converts its float32
+// tile, fuse_map_copy_out): the n <= 64 values converted with tw_cpu::convert, as the separate
+// copy converts them (the same bits), into an L1 chunk, stored with stream_copy when `nt` (dst
+// vector aligned: the generated code starts its chunks at the row's first vector boundary), else
+// copied.
+template <class T>
+TW_CPU_INLINE void store_chunk(T* dst, const float* buf, int64_t n, bool nt) {
+  alignas(64) T h[64];
+  for (int64_t i = 0; i < n; ++i) h[i] = convert<T>(buf[i]);
+  if (nt) stream_copy(dst, h, (size_t)n * sizeof(T));
+  else __builtin_memcpy(dst, h, (size_t)n * sizeof(T));
 }
 // A full chunk of a row written with streaming stores: n floats (a multiple of kVF) from buf to
 // dst, which is vector aligned (the row pipeline's full chunks), with no alignment test and no
