@@ -1693,10 +1693,16 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   // ran 12-16% slower from registers; docs/performance.md, session 19).
   static_assert(kOutChunk == 64, "stream_chunk64 streams 64 floats");
   auto copy_chunk = [&](const Stage& g, const std::string& jn, bool full, const std::string& row) {
-    full = full && !conv;  // a converting copy-out: every chunk through the buffer and store_chunk
     line("const int64_t tw_jn = " + jn + ";");
     line("const int64_t " + bind(g.outer->var, true) + " = " + row + ";");
     if (g.st->buffer != pf_view) emit_prefetch_next(g.st->buffer, row);
+    if (conv) {  // a converting copy-out: the chunk through the buffer, converted by store_chunk(64)
+      line("alignas(64) float tw_buf[" + C + "];");
+      emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value, g.nonpos);
+      line(full ? "tw_cpu::simd::store_chunk64(tw_out + tw_j0, tw_buf, tw_nt);"
+                : "tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+      return;
+    }
     if (full) {
       open("if (!tw_nt)");
       line("float* const tw_o = tw_out + tw_j0;");
