@@ -35,6 +35,17 @@ TEST(FuseMapCopyOut, MapThenCopyOutIsAnnotated) {
   EXPECT_EQ(run(exp_rows("128", "")), exp_rows("128", "@fuse_copy_out "));
 }
 
+// A copy-out converting into a bfloat16 / float16 tensor is fused too (codegen converts each chunk
+// as the copy converts; session 28).
+TEST(FuseMapCopyOut, ConvertingCopyOutIsAnnotated) {
+  for (const char* dt : {"bfloat16", "float16"}) {
+    Rows plain, marked;
+    plain.y_type = marked.y_type = dt;
+    marked.mark = "@fuse_copy_out ";
+    EXPECT_EQ(run(plain.text()), marked.text()) << dt;
+  }
+}
+
 TEST(FuseMapCopyOut, LeavesOtherPairsAlone) {
   const std::string cases[] = {
       // rows shorter than one chunk (64 elements)
@@ -43,8 +54,9 @@ TEST(FuseMapCopyOut, LeavesOtherPairsAlone) {
       exp_rows("128", "", "  copy x -> Y[bx * 4:+4, 0:+128]\n"),
       // the map reads the destination tensor
       [] { Rows r; r.value = "x[i, j] + Y[bx * 4 + i, j]"; return r.text(); }(),
-      // another dtype at the destination
-      [] { Rows r; r.y_type = "float16"; return r.text(); }(),
+      // a destination dtype other than float32 / bfloat16 / float16 (float16 / bfloat16: fused, below)
+      [] { Rows r; r.y_type = "float64"; return r.text(); }(),
+      [] { Rows r; r.y_type = "int32"; return r.text(); }(),
       // a destination region provably outside the tensor: always the tail path
       [] { Rows r; r.y_rows = "6"; r.dst_row = "4"; return r.text(); }(),
       // in a loop, with a tile not local to its iterations (the fill before the loop flows in)

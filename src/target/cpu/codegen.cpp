@@ -1299,6 +1299,9 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   const std::vector<int>& td = plan->td;
   const std::optional<int64_t> e0 = plan->e0, e1 = plan->e1;
   std::vector<std::string> conds;
+  // the output's element type: float, or bfloat16 / float16 (each chunk converted as the copy
+  // converts, tw_cpu::convert, by store_chunk)
+  const std::string ot = storage_type(cp.dst.buffer->dtype);
 
   line(line_comment(cp.span) + "map into " + t->name + " fused with copy " + t->name + " -> " + cp.dst.buffer->name +
        ": rows computed in chunks and stored to " + cp.dst.buffer->name + " directly");
@@ -1309,7 +1312,7 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   open_if_all(conds);
   Idx numel = ic(1);
   for (const auto& x : d.shape) numel = mul(numel, x);
-  line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
+  line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(" + ot + ") >= (int64_t(8) << 20);  // streaming stores");
   std::string C = std::to_string(kOutChunk), E1 = std::to_string(*e1);
   std::string vi = bind(outer.var, true);
   open("for (int64_t " + vi + " = 0; " + vi + " < " + std::to_string(*e0) + "; ++" + vi + ")");
@@ -1317,11 +1320,11 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   const Expr value = row_parts(st, outer, inner, {t.get()}, parts);
   emit_row_parts(parts);
   Idx row = td.size() == 2 ? add(db, mul(code(vi, true), d.stride[d.dims[0]])) : db;
-  line("float* const tw_out = " + (cst(row) == 0 ? d.buf : d.buf + " + " + expr(row)) + ";");
+  line(ot + "* const tw_out = " + (cst(row) == 0 ? d.buf : d.buf + " + " + expr(row)) + ";");
   // with streaming stores the chunks start at vector boundaries of the output: a short first
   // chunk up to the first one (ordinary stores), then aligned chunks
   line("const int64_t tw_h = tw_nt ? tw_min(" + E1 + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
-       "sizeof(float))) : 0;");
+       "sizeof(" + ot + "))) : 0;");
   line("int64_t tw_jn = 0;");
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1 + "; tw_j0 += tw_jn)");
   line("alignas(64) float tw_buf[" + C + "];");
@@ -1564,7 +1567,11 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   const auto views_before = live_views_;
   Idx numel = ic(1);
   for (const auto& x : d.shape) numel = mul(numel, x);
-  line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(float) >= (int64_t(8) << 20);  // streaming stores");
+  // the output's element type: float, or bfloat16 / float16 (a converting copy-out: each chunk
+  // converted as the copy converts, tw_cpu::convert, by store_chunk)
+  const std::string ot = storage_type(cpl->cp->dst.buffer->dtype);
+  const bool conv = cpl->cp->dst.buffer->dtype != cpl->st->buffer->dtype;
+  line("const bool tw_nt = " + expr(numel) + " * (int64_t)sizeof(" + ot + ") >= (int64_t(8) << 20);  // streaming stores");
   line("using tw_cpu::simd::vf;");
   std::vector<std::string> rows(K), pre(K), neutral(K);
   // The copy-out's full chunks are rotated (kRotChunks) in a pipeline with an arithmetic-bound
@@ -1633,9 +1640,9 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       // its full chunks start at a vector boundary of the output (tw_h), in rotated order (kRotChunks)
       auto out_row = [&](const std::string& sfx, const std::string& r, const std::string& on) {
         Idx row = add(db, mul(code(r, true), d.stride[d.dims[0]]));
-        line("float* const tw_out" + sfx + " = " + on + " ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
+        line(ot + "* const tw_out" + sfx + " = " + on + " ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
         line("const int64_t tw_h" + sfx + " = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out" + sfx +
-             " & (tw_cpu::simd::kVecBytes - 1)) / sizeof(float))) : 0;");
+             " & (tw_cpu::simd::kVecBytes - 1)) / sizeof(" + ot + "))) : 0;");
         line("const int64_t tw_nf" + sfx + " = (" + E1s + " - tw_h" + sfx + ") / " + C + ";  // full chunks");
       };
       out_row("", rows[q], pre[q] + "on");
@@ -1689,6 +1696,13 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     line("const int64_t tw_jn = " + jn + ";");
     line("const int64_t " + bind(g.outer->var, true) + " = " + row + ";");
     if (g.st->buffer != pf_view) emit_prefetch_next(g.st->buffer, row);
+    if (conv) {  // a converting copy-out: the chunk through the buffer, converted by store_chunk(64)
+      line("alignas(64) float tw_buf[" + C + "];");
+      emit_chunk_map("tw_buf", *g.inner, g.st->buffer->dtype, g.value, g.nonpos);
+      line(full ? "tw_cpu::simd::store_chunk64(tw_out + tw_j0, tw_buf, tw_nt);"
+                : "tw_cpu::simd::store_chunk(tw_out + tw_j0, tw_buf, tw_jn, tw_nt);");
+      return;
+    }
     if (full) {
       open("if (!tw_nt)");
       line("float* const tw_o = tw_out + tw_j0;");
@@ -1715,7 +1729,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       for (int u = 0; u < 2; ++u) {
         const std::string U = std::to_string(u);
         open("if (" + pre[q] + "on" + U + " && tw_ck < tw_nf" + U + ")");
-        line("float* const tw_out = tw_out" + U + ";");
+        line(ot + "* const tw_out = tw_out" + U + ";");
         line("const int64_t tw_j0 = tw_h" + U + " + tw_ck * " + C + ";  // row order: no arithmetic-bound pass");
         copy_chunk(g, C, true, pre[q] + "r" + U);
         close();
@@ -1782,7 +1796,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     const std::string U = pair && u < 2 ? std::to_string(u) : "";
     open("if (" + pre[K - 1] + "on" + U + ")");
     line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
-    if (!U.empty()) line("float* const tw_out = tw_out" + U + ";");
+    if (!U.empty()) line(ot + "* const tw_out = tw_out" + U + ";");
     open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
     line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h" + U + " + tw_nf" + U + " * " + C + ";");
     copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h" + U + " : " + E1s + " - tw_j0", false, U.empty() ? rows[K - 1] : pre[K - 1] + "r" + U);

@@ -22,8 +22,11 @@ bool fusable_copy_out(const Kernel& k, const ForNode* loop, const Stmt& map_s, c
   auto shape = *t->const_shape();
   auto e1 = as_const_int(inner.extent);
   if (!e1 || *e1 < kOutChunk) return false;
-  // the copy: the whole tile into a global tensor of the same dtype
-  if (cp.atomic || cp.src.buffer != t || cp.dst.buffer->scope != Scope::global || cp.dst.buffer->dtype != t->dtype)
+  // the copy: the whole tile into a global float32 tensor, or a bfloat16 / float16 one (each chunk
+  // converted as the copy converts it: codegen's store_chunk, tw_cpu::convert)
+  const DTypeCode oc = cp.dst.buffer->dtype.code;
+  if (cp.atomic || cp.src.buffer != t || cp.dst.buffer->scope != Scope::global ||
+      (oc != DTypeCode::f32 && oc != DTypeCode::bf16 && oc != DTypeCode::f16))
     return false;  // (an atomic add stays a separate read-add-write of the tile: codegen's emit_atomic_add)
   for (size_t d = 0; d < 2; ++d) {
     auto s0 = as_const_int(cp.src.starts[d]), ex = as_const_int(cp.src.extents[d]);

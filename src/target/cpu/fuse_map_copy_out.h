@@ -13,7 +13,9 @@ namespace tw::cpu {
 // them to G from there (streaming stores for large outputs), instead of writing the tile (an L2
 // pass) and copying it out (a second pass); on the tail path it emits the two as written.
 // Conditions: t is float32 with rows of at least kOutChunk elements; the copy moves the whole
-// tile into a global tensor of the same dtype, its dims of extent != 1 paired in order with the
+// tile into a global float32 tensor, or a bfloat16 / float16 one (each chunk converted with
+// tw_cpu::convert as the separate copy converts it: the same bits; simd.h store_chunk /
+// store_chunk64), its dims of extent != 1 paired in order with the
 // tile's, rows contiguous, and is not provably outside G; the map does not read G; no statement
 // after the copy references t; the pair is not inside a loop (which could read t on its next
 // iteration) unless t is local to the loop's iterations (tile_facts.h loop_local_tiles).

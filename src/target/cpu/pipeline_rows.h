@@ -8,10 +8,11 @@ namespace tw::cpu {
 
 // A run of row passes over [E0, E1] float32 tiles (E0 >= 2, E1 >= kOutChunk) in a sequence outside
 // every loop -- row reductions (axis 1, into an [E0] or [E0, 1] float32 tile), map + row reduction
-// pairs (`@fuse_reduce`) and, last, one map + copy-out pair (`@fuse_copy_out`) whose tile has no
-// dim of extent 1; at least two passes -- handles each row independently in every pass. Its
-// copy-out gets `@row_pipeline(n)` (n: the statements of the run, the copy included), and
-// codegen_cpu skews the passes by one row and runs them in one loop: step s runs pass k on row
+// pairs (`@fuse_reduce`) and, last, one map + copy-out pair (`@fuse_copy_out`, into a float32,
+// bfloat16 or float16 tensor) whose tile has no dim of extent 1; at least two passes -- handles
+// each row independently in every pass. Its copy-out gets `@row_pipeline(n)` (n: the statements
+// of the run, the copy included), and codegen_cpu skews the passes by one row and runs them in one
+// loop: step s runs pass k on row
 // s - k, all passes chunk by chunk (kOutChunk elements) side by side (the copy-out's in rotated
 // order when a pass is arithmetic-bound: kRotChunks). The streaming stores of the
 // copy-out then overlap the arithmetic of the passes before it (softmax's exp) instead of

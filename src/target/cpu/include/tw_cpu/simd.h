@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "types.h"
+
 #define TW_CPU_INLINE inline __attribute__((always_inline))
 
 namespace tw_cpu {
@@ -169,6 +171,37 @@ TW_CPU_INLINE void store_chunk(float* dst, const float* buf, int64_t n, bool nt)
 #endif
   (void)nt;
   __builtin_memcpy(dst, buf, (size_t)n * sizeof(float));
+}
+// The same for a bfloat16 / float16 output (a map fused with a copy-out that converts its float32
+// tile, fuse_map_copy_out): the n <= 64 values converted with tw_cpu::convert, as the separate
+// copy converts them (the same bits), into an L1 chunk, stored with stream_copy when `nt` (dst
+// vector aligned: the generated code starts its chunks at the row's first vector boundary), else
+// copied.
+template <class T>
+TW_CPU_INLINE void store_chunk(T* dst, const float* buf, int64_t n, bool nt) {
+  alignas(64) T h[64];
+  for (int64_t i = 0; i < n; ++i) h[i] = convert<T>(buf[i]);
+  if (nt) stream_copy(dst, h, (size_t)n * sizeof(T));
+  else __builtin_memcpy(dst, h, (size_t)n * sizeof(T));
+}
+// A full chunk of 64 values (the row pipeline's chunk) converted to T as store_chunk<T> converts
+// them, stored to dst with streaming stores from the L1 chunk when `nt` (dst vector aligned: the
+// pipeline's full chunks start at the row's first vector boundary), else with ordinary ones: no
+// memcpy call of a run-time size, which cost store_chunk<T> two library calls per chunk.
+template <class T>
+TW_CPU_INLINE void store_chunk64(T* dst, const float* buf, bool nt) {
+  alignas(64) T h[64];
+  for (int i = 0; i < 64; ++i) h[i] = convert<T>(buf[i]);
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
+  if (nt) {
+    for (size_t b = 0; b < sizeof h; b += kVecBytes)
+      stream_store(reinterpret_cast<float*>(reinterpret_cast<char*>(dst) + b),
+                   load(reinterpret_cast<const float*>(reinterpret_cast<const char*>(h) + b)));
+    return;
+  }
+#endif
+  (void)nt;
+  __builtin_memcpy(dst, h, sizeof h);
 }
 // A full chunk of a row written with streaming stores: n floats (a multiple of kVF) from buf to
 // dst, which is vector aligned (the row pipeline's full chunks), with no alignment test and no
