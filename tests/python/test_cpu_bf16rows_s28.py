@@ -183,3 +183,28 @@ def test_empty():
     y = np.zeros((0, 4097), dtype=np_dtype("bfloat16"))
     softmax_k(4097, 4097, 0, "bfloat16", "bfloat16", 3)(x, y)
     assert y.shape == (0, 4097)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "rms_norm"])
+def test_same_kernels_on_ascend910b(kind):
+    """The kernels are portable (the fusion is a cpu pass): on ascend910b, checker on, the bf16 output
+    is within one bf16 rounding of cpu's and of float64's (each target's exp / rsqrt differ in the
+    last float32 bits before the rounding)."""
+    from ascend_util import run_checked
+
+    make, nparams = KERNELS[kind]
+    M, N = 3, 200
+    x = randn((M, N), "bfloat16", scale=2.0, seed=11)
+    params = [randn((N,), "bfloat16", seed=12 + p) for p in range(nparams)]
+    y = np.zeros((M, N), dtype=np_dtype("bfloat16"))
+    make(N, N, 0, "bfloat16", "bfloat16", 2)(x, *params, y)
+    out = np.zeros((M, N), dtype=np_dtype("bfloat16"))
+    run_checked(make(N, N, 0, "bfloat16", "bfloat16", 2, target="ascend910b"), x, *params, out)  # in place, as cpu
+    x64 = x.astype(np.float64)
+    if kind == "softmax":
+        e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+        ref = e / e.sum(axis=1, keepdims=True)
+    else:
+        ref = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6) * params[0].astype(np.float64)
+    assert_close(out, ref, atol=2e-3, rtol=1.6e-2, msg="ascend910b vs float64")
+    assert_close(out, y, atol=2e-3, rtol=8e-3, msg="ascend910b vs cpu")
