@@ -44,10 +44,7 @@ int64_t floordiv(int64_t a, int64_t b) {
 }
 
 // A float value as the Value pair (its int64 view defined for NaN / inf / out of range: 0, saturated).
-Value of_float(double f) {
-  int64_t i = std::isnan(f) ? 0 : f >= 9.2e18 ? INT64_MAX : f <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(f);
-  return Value{i, f};
-}
+Value of_float(double f) { return Value{num::saturate<int64_t>(f), f}; }
 Value of_int(int64_t i) { return Value{i, static_cast<double>(i)}; }
 
 // v converted to t as the printed C++ converts it (`static_cast<T>(...)`, `const T x = ...`, SetValue's
