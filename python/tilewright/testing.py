@@ -251,6 +251,14 @@ def _stored_dtype(name):
     return "uint16" if name == "bfloat16" else np_dtype(name).name
 
 
+def _storable_dtype(name) -> bool:
+    """A dtype name the store reads back: numpy's numbers and bool, bfloat16 (not object, not strings)."""
+    try:
+        return isinstance(name, str) and np_dtype(name).kind in "biufcV"
+    except Exception:  # noqa: BLE001 - any unreadable dtype name
+        return False
+
+
 def _load_array(a, name):
     return a.view(np_dtype("bfloat16")) if name == "bfloat16" else a.astype(np_dtype(name), copy=False)
 
@@ -386,11 +394,7 @@ class Reference:
                 shape = d.get("shape") if isinstance(d, dict) else None
                 if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
                     raise self._damaged(f"{where}: {kind}[{i}] has no shape (a list of sizes): {d!r}")
-                try:
-                    ok = isinstance(d.get("dtype"), str) and np_dtype(d["dtype"]).kind != "O"
-                except Exception:  # noqa: BLE001 - any unreadable dtype name: the same report
-                    ok = False
-                if not ok:
+                if not _storable_dtype(d.get("dtype")):
                     raise self._damaged(f"{where}: {kind}[{i}] has no dtype Tilewright reads: {d.get('dtype')!r}")
         from .benchmark import _finite
         tol = m.get("tolerance")
@@ -441,6 +445,15 @@ class Reference:
         dtypes and ``actual``'s (the checked function's outputs), as in :func:`assert_close`."""
         ins = [_store_array(x) for x in _as_tuple(inputs)]
         outs = [_store_array(x) for x in _outputs(outputs, "the reference")]
+        for kind, arrays in (("input", ins), ("output", outs)):
+            for i, (a, d) in enumerate(arrays):
+                if not _storable_dtype(d):  # written, then "damaged" at its first read (rel29 F12)
+                    from .errors import TilewrightError, user_location
+                    raise TilewrightError(f"tw.testing.Reference: {kind} {i} has dtype {d} "
+                                          f"({np.array2string(a.ravel()[:3], threshold=3)[:60]}): a store holds "
+                                          "arrays of numbers", *user_location(),
+                                          hint="pass numbers (an int beyond int64 or None becomes an object array), "
+                                               "or arrays of a numeric dtype")
         dtypes = [d for _, d in outs] + [_dtype_name(x) for x in (_as_tuple(actual) if actual is not None else ())]
         atol, rtol = self.atol, self.rtol
         if atol is None or rtol is None:
@@ -463,16 +476,23 @@ class Reference:
             "versions": _versions(),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # one temporary per thread: threads filling one store at once wrote one file and lost its rename (rel29 F11)
         me = f"{os.getpid()}.{threading.get_ident()}"
         tmp = self.npz.with_name(self.npz.name + f".{me}.tmp.npz")
-        np.savez(tmp, **{f"input{i}": a for i, (a, _) in enumerate(ins)},
-                 **{f"output{i}": a for i, (a, _) in enumerate(outs)})
-        os.replace(tmp, self.npz)
         tmpj = self.manifest_path.with_name(self.manifest_path.name + f".{me}.tmp")
-        tmpj.write_text(json.dumps(manifest, indent=1) + "\n")
-        os.replace(tmpj, self.manifest_path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, **{f"input{i}": a for i, (a, _) in enumerate(ins)},
+                     **{f"output{i}": a for i, (a, _) in enumerate(outs)})
+            os.replace(tmp, self.npz)
+            tmpj.write_text(json.dumps(manifest, indent=1) + "\n")
+            os.replace(tmpj, self.manifest_path)
+        except OSError as e:  # leaked unlocated (rel29 F12)
+            for t in (tmp, tmpj):
+                t.unlink(missing_ok=True) if t.parent.is_dir() else None
+            from .errors import TilewrightError, user_location
+            raise TilewrightError(f"cannot write the reference store {self.path}: {e.strerror or e}", *user_location(),
+                                  hint="pass a path in a writable directory") from None
         return manifest
 
     def check(self, fn, inputs=None, expected=None):

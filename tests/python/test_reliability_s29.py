@@ -190,3 +190,19 @@ def test_f11_threads_filling_one_reference_store(tmp_path):
     assert not [e for e in errors if not isinstance(e, TilewrightError)], errors
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.npz"]
     tw.testing.Reference(tmp_path / "r").check(lambda x: x * 2)
+
+
+def test_f12_values_a_store_cannot_hold_and_unwritable_stores(tmp_path):
+    for inputs, fn, what in (((2 ** 70,), lambda x: np.ones(2), "input 0 has dtype object"),
+                             ((None,), lambda x: np.ones(2), "input 0 has dtype object"),
+                             ((np.ones(2),), lambda x: np.array(["a"]), "output 0 has dtype str32")):
+        with pytest.raises(TilewrightError) as e:
+            tw.testing.Reference(tmp_path / "r", atol=0, rtol=0).check(fn, inputs)  # @f12_obj
+        # before: written, then "the reference store ... is damaged" at once
+        assert e.value.line == _line_of("@f12_obj") and what in e.value.message and "damaged" not in e.value.message
+        assert not list(tmp_path.iterdir())
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(TilewrightError) as e:
+        tw.testing.Reference(tmp_path / "file" / "r").check(lambda x: x, (np.ones(2),))  # @f12_dir
+    assert e.value.line == _line_of("@f12_dir") and "cannot write the reference store" in e.value.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
