@@ -252,9 +252,10 @@ def _stored_dtype(name):
 
 
 def _storable_dtype(name) -> bool:
-    """A dtype name the store reads back: numpy's numbers and bool, bfloat16 (not object, not strings)."""
+    """A dtype name the store reads back and assert_close compares: numpy's real numbers and bool, bfloat16
+    (not complex, object or strings)."""
     try:
-        return isinstance(name, str) and np_dtype(name).kind in "biufcV"
+        return isinstance(name, str) and np_dtype(name).kind in "biufV"
     except Exception:  # noqa: BLE001 - any unreadable dtype name
         return False
 

@@ -195,7 +195,8 @@ def test_f11_threads_filling_one_reference_store(tmp_path):
 def test_f12_values_a_store_cannot_hold_and_unwritable_stores(tmp_path):
     for inputs, fn, what in (((2 ** 70,), lambda x: np.ones(2), "input 0 has dtype object"),
                              ((None,), lambda x: np.ones(2), "input 0 has dtype object"),
-                             ((np.ones(2),), lambda x: np.array(["a"]), "output 0 has dtype str32")):
+                             ((np.ones(2),), lambda x: np.array(["a"]), "output 0 has dtype str32"),
+                             ((np.ones(2),), lambda x: x + 1j, "output 0 has dtype complex128")):
         with pytest.raises(TilewrightError) as e:
             tw.testing.Reference(tmp_path / "r", atol=0, rtol=0).check(fn, inputs)  # @f12_obj
         # before: written, then "the reference store ... is damaged" at once
