@@ -76,19 +76,37 @@ def tuned_matmul(M, N=None, K=None, block_m=128, block_n=128, block_k=64, dtype=
     return kernel_function(M, N or M, K or M, block_m, block_n, block_k, dtype)
 
 
+def _positive(text):
+    """An int >= 1 (--repeat 0 printed "nan ms"; --blocks 128,128 was a ValueError traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
+def _blocks(text):
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not three block sizes block_m,block_n,block_k (e.g. 128,128,64)")
+    return tuple(_positive(p) for p in parts)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sizes", nargs="*", type=int, help="M [N [K]] (default 8192 8192 8192)")
+    parser.add_argument("sizes", nargs="*", type=_positive, help="M [N [K]] (default 8192 8192 8192)")
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    parser.add_argument("--blocks", default="128,128,64", help="block_m,block_n,block_k")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs after one warm-up (median reported)")
+    parser.add_argument("--blocks", default="128,128,64", type=_blocks, help="block_m,block_n,block_k")
+    parser.add_argument("--repeat", type=_positive, default=3, help="timed runs after one warm-up (median reported)")
     opts = parser.parse_args(argv)
     sizes = (opts.sizes + [8192] * 3)[:3] if opts.sizes else [8192] * 3
     if len(opts.sizes) == 1:
         sizes = [opts.sizes[0]] * 3
     M, N, K = sizes
-    block_m, block_n, block_k = (int(x) for x in opts.blocks.split(","))
+    block_m, block_n, block_k = opts.blocks
     dtype = opts.dtype
     simulated = opts.target.startswith("ascend")
     t_compile = time.perf_counter()

@@ -467,8 +467,19 @@ class Autotuner:
 
     # ---- keys and the persistent store ---------------------------------------------------
     def _key_values(self, args, kwargs):
-        bound = self._signature.bind_partial(*args, **kwargs)
+        try:
+            bound = self._signature.bind_partial(*args, **kwargs)
+        except TypeError as e:  # too many arguments, an unknown keyword: Python's message, at the call
+            raise TilewrightError(f"autotune '{self.__name__}': {e}", *user_location(),
+                                  hint=f"the parameters of '{self.__name__}': {', '.join(self._signature.parameters)}"
+                                  ) from None
         names = self.key or list(bound.arguments)
+        missing = [n for n in names if n not in bound.arguments and
+                   self._signature.parameters[n].default is inspect.Parameter.empty]
+        if missing:  # a sweep started with inspect._empty as the key's value (rel29 F8)
+            raise TilewrightError(f"autotune '{self.__name__}': no value for the key parameter(s) "
+                                  f"{', '.join(map(repr, missing))}", *user_location(),
+                                  hint="pass every key parameter (it chooses the stored configuration)")
         return {n: _key_value(bound.arguments.get(n, self._signature.parameters[n].default)) for n in names}
 
     def _params(self, args, kwargs, cfg):

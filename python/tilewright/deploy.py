@@ -274,7 +274,7 @@ def _run_cli(fn, argv) -> int:
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return e.code if isinstance(e.code, int) else 2
     except TilewrightError as e:
-        print(f"tilewright: error: {e}", file=sys.stderr)
+        print(f"tilewright: {e}", file=sys.stderr)  # str(e) starts "error:" already (it read "error: error:")
         return 1
 
 

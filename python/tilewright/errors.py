@@ -25,7 +25,8 @@ _DISPATCH_MODULES = ("torch._library.", "torch._ops", "torch._compile", "torch._
 
 
 def _not_users(frame) -> bool:
-    return frame.f_code.co_filename.startswith(_PACKAGE) or \
+    # "<frozen runpy>": `python -m tilewright tune ...` located errors there (rel29 F9)
+    return frame.f_code.co_filename.startswith((_PACKAGE, "<frozen ")) or \
         str(frame.f_globals.get("__name__", "")).startswith(_DISPATCH_MODULES)
 
 

@@ -160,12 +160,17 @@ class Kernel:
         """Writes the AscendC project (kernel, host launcher, CMakeLists.txt, README.md) for
         building on a machine with CANN and an NPU. Returns the paths written."""
         import pathlib
-        d = pathlib.Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
         paths = []
-        for name, text in self._exe.ascendc_files():
-            (d / name).write_text(text)
-            paths.append(d / name)
+        try:
+            d = pathlib.Path(directory)
+            d.mkdir(parents=True, exist_ok=True)
+            for name, text in self._exe.ascendc_files():
+                (d / name).write_text(text)
+                paths.append(d / name)
+        except (OSError, TypeError) as e:  # leaked unlocated (rel29 F5)
+            raise TilewrightError(f"cannot write the AscendC project of kernel '{self.name}' into {directory!r}: "
+                                  f"{getattr(e, 'strerror', None) or e}", *user_location(),
+                                  hint="pass a writable directory (created if missing)") from None
         return paths
 
     def profile(self, *args, functional: bool = True, check: bool = True, trace=None) -> "Profile":
@@ -180,8 +185,14 @@ class Kernel:
         with _progress(f"simulating kernel '{self.name}' on {self.target}"):
             outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
         if trace is not None:
-            with open(trace, "w") as f:
-                f.write(report.pop("trace_json"))
+            text = report.pop("trace_json")
+            try:
+                with open(os.fspath(trace), "w") as f:
+                    f.write(text)
+            except (OSError, TypeError) as e:  # leaked unlocated (rel29 F5); an int would be a file descriptor
+                raise TilewrightError(f"cannot write the trace of kernel '{self.name}' to {trace!r}: "
+                                      f"{getattr(e, 'strerror', None) or e}", *user_location(),
+                                      hint="pass trace= a file path in a writable directory") from None
         outs = self._wrap(outs)
         return Profile(report, _to_torch(outs) if torch_out else outs)
 

@@ -20,8 +20,10 @@ import json
 import os
 import pathlib
 import platform
+import re
 import stat
 import sys
+import threading
 
 import numpy as np
 
@@ -84,8 +86,8 @@ def tolerance(*dtypes):
     floats = [n for n in names if n in _PRECISION_ORDER]
     if floats:
         return TOLERANCES[min(floats, key=_PRECISION_ORDER.index)]
-    for n in names:
-        if n not in TOLERANCES:
+    for n in names:  # every integer width is exact (int16, uint32, ... too: rel29 F2)
+        if n not in TOLERANCES and not re.fullmatch(r"u?int\d+", n):
             raise ValueError(f"no default tolerance for dtype '{n}'; pass atol= and rtol=")
     return (0.0, 0.0)
 
@@ -118,6 +120,14 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
     if check_dtype and da != de:
         raise AssertionError(f"{prefix}dtype mismatch: actual {da}, expected {de}")
     a_np, e_np = _to_numpy(actual), _to_numpy(expected)
+    for what, x in (("actual", a_np), ("expected", e_np)):
+        if x.dtype.kind not in "biuf" and _dtype_name(x) != "bfloat16":
+            # complex went through float64 without its imaginary part: a silent pass (rel29 F1)
+            from .errors import TilewrightError, user_location
+            raise TilewrightError(f"assert_close compares real numbers: {what} is {x.dtype.name}", *user_location(),
+                                  hint="compare the parts: assert_close(a.real, e.real) and assert_close(a.imag, "
+                                       "e.imag) (a complex reference of a real kernel: check that e.imag is 0)"
+                                  if x.dtype.kind == "c" else "pass arrays of numbers (float, integer or bool)")
     if a_np.shape != e_np.shape:
         raise AssertionError(f"{prefix}shape mismatch: actual {a_np.shape}, expected {e_np.shape}")
     from .benchmark import _finite
@@ -125,7 +135,7 @@ def assert_close(actual, expected, *, atol=None, rtol=None, equal_nan=False, che
         if v is not None and not (_finite(v) and v >= 0):
             from .errors import TilewrightError, user_location
             raise TilewrightError(f"assert_close: {what}={v!r} must be a finite number >= 0", *user_location())
-    d_atol, d_rtol = tolerance(da, de)
+    d_atol, d_rtol = tolerance(da, de) if atol is None or rtol is None else (None, None)
     atol = d_atol if atol is None else float(atol)
     rtol = d_rtol if rtol is None else float(rtol)
     a, e = a_np.astype(np.float64), e_np.astype(np.float64)
@@ -180,6 +190,14 @@ def rand(shape, dtype="float32", *, seed=0, low=0.0, high=1.0):
     rounds up to ``high`` (or past it) in the dtype (about 0.2% of bfloat16 draws in [0, 1)) becomes the
     dtype's largest value below ``high``, so every value is < high."""
     dt = np_dtype(dtype)
+    try:  # numpy's ValueError / OverflowError leaked (rel29 F6); bounds may be arrays, as numpy's
+        ok = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(np.less(low, high)))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        from .errors import TilewrightError, user_location
+        raise TilewrightError(f"rand: the range [{low}, {high}) is not a finite, non-empty interval", *user_location(),
+                              hint="pass finite low < high (high is excluded)")
     v = rng(seed).uniform(low, high, size=shape).astype(np.float32).astype(dt)
     if dt.name in _PRECISION_ORDER:  # the float dtypes (bfloat16's numpy kind is "V")
         with np.errstate(over="ignore"):
@@ -231,6 +249,15 @@ def _store_array(x):
 def _stored_dtype(name):
     """The numpy dtype name a value of dtype ``name`` has in the .npz."""
     return "uint16" if name == "bfloat16" else np_dtype(name).name
+
+
+def _storable_dtype(name) -> bool:
+    """A dtype name the store reads back and assert_close compares: numpy's real numbers and bool, bfloat16
+    (not complex, object or strings)."""
+    try:
+        return isinstance(name, str) and np_dtype(name).kind in "biufV"
+    except Exception:  # noqa: BLE001 - any unreadable dtype name
+        return False
 
 
 def _load_array(a, name):
@@ -307,7 +334,8 @@ class Reference:
     expected outputs (``expected(*inputs)``, or ``fn(*inputs)`` itself when ``expected`` is
     None: a golden run), saves everything, and checks ``fn`` against them; every later time,
     loads the stored inputs, runs ``fn`` on them and compares with the stored outputs at the
-    stored tolerance (``inputs`` and ``expected`` are then not used). Returns ``fn``'s outputs.
+    stored tolerance (``inputs`` and ``expected`` are then not used; a NaN stored must be NaN at the
+    same place). Returns ``fn``'s outputs.
     The default tolerance is that of the less precise of ``fn``'s outputs and the reference's.
     A damaged store, or one of its two files missing, is a ``TilewrightError`` naming it;
     ``Reference(path, update=True)`` rewrites the store."""
@@ -367,11 +395,7 @@ class Reference:
                 shape = d.get("shape") if isinstance(d, dict) else None
                 if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
                     raise self._damaged(f"{where}: {kind}[{i}] has no shape (a list of sizes): {d!r}")
-                try:
-                    ok = isinstance(d.get("dtype"), str) and np_dtype(d["dtype"]).kind != "O"
-                except Exception:  # noqa: BLE001 - any unreadable dtype name: the same report
-                    ok = False
-                if not ok:
+                if not _storable_dtype(d.get("dtype")):
                     raise self._damaged(f"{where}: {kind}[{i}] has no dtype Tilewright reads: {d.get('dtype')!r}")
         from .benchmark import _finite
         tol = m.get("tolerance")
@@ -422,6 +446,15 @@ class Reference:
         dtypes and ``actual``'s (the checked function's outputs), as in :func:`assert_close`."""
         ins = [_store_array(x) for x in _as_tuple(inputs)]
         outs = [_store_array(x) for x in _outputs(outputs, "the reference")]
+        for kind, arrays in (("input", ins), ("output", outs)):
+            for i, (a, d) in enumerate(arrays):
+                if not _storable_dtype(d):  # written, then "damaged" at its first read (rel29 F12)
+                    from .errors import TilewrightError, user_location
+                    raise TilewrightError(f"tw.testing.Reference: {kind} {i} has dtype {d} "
+                                          f"({np.array2string(a.ravel()[:3], threshold=3)[:60]}): a store holds "
+                                          "arrays of numbers", *user_location(),
+                                          hint="pass numbers (an int beyond int64 or None becomes an object array), "
+                                               "or arrays of a numeric dtype")
         dtypes = [d for _, d in outs] + [_dtype_name(x) for x in (_as_tuple(actual) if actual is not None else ())]
         atol, rtol = self.atol, self.rtol
         if atol is None or rtol is None:
@@ -444,14 +477,23 @@ class Reference:
             "versions": _versions(),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.npz.with_name(self.npz.name + f".{os.getpid()}.tmp.npz")
-        np.savez(tmp, **{f"input{i}": a for i, (a, _) in enumerate(ins)},
-                 **{f"output{i}": a for i, (a, _) in enumerate(outs)})
-        os.replace(tmp, self.npz)
-        tmpj = self.manifest_path.with_name(self.manifest_path.name + f".{os.getpid()}.tmp")
-        tmpj.write_text(json.dumps(manifest, indent=1) + "\n")
-        os.replace(tmpj, self.manifest_path)
+        # one temporary per thread: threads filling one store at once wrote one file and lost its rename (rel29 F11)
+        me = f"{os.getpid()}.{threading.get_ident()}"
+        tmp = self.npz.with_name(self.npz.name + f".{me}.tmp.npz")
+        tmpj = self.manifest_path.with_name(self.manifest_path.name + f".{me}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, **{f"input{i}": a for i, (a, _) in enumerate(ins)},
+                     **{f"output{i}": a for i, (a, _) in enumerate(outs)})
+            os.replace(tmp, self.npz)
+            tmpj.write_text(json.dumps(manifest, indent=1) + "\n")
+            os.replace(tmpj, self.manifest_path)
+        except OSError as e:  # leaked unlocated (rel29 F12)
+            for t in (tmp, tmpj):
+                t.unlink(missing_ok=True) if t.parent.is_dir() else None
+            from .errors import TilewrightError, user_location
+            raise TilewrightError(f"cannot write the reference store {self.path}: {e.strerror or e}", *user_location(),
+                                  hint="pass a path in a writable directory") from None
         return manifest
 
     def check(self, fn, inputs=None, expected=None):
@@ -481,24 +523,40 @@ class Reference:
             got = fn(*ins)
             _outputs(got, "fn")
         tol = m["tolerance"]
-        exp = outs if isinstance(got, (tuple, list)) else outs[0]
-        assert_close(got, exp, atol=tol["atol"], rtol=tol["rtol"], msg=f"reference {self.path}")
+        # one array against a store of several outputs is a mismatch, not a check of the first (rel29 F4);
+        # a NaN stored is the reference's value: the same place must be NaN (a golden run of a function
+        # whose output holds NaN failed against itself, rel29 F3)
+        exp = outs if isinstance(got, (tuple, list)) or len(outs) != 1 else outs[0]
+        assert_close(got, exp, atol=tol["atol"], rtol=tol["rtol"], equal_nan=True, msg=f"reference {self.path}")
         return got
+
+
+def _max_abs_err(actual, expected) -> float:
+    """The greatest |actual - expected| for report()'s line (pairs of tuples too; NaN where the two
+    cannot be subtracted: assert_close then says why). Leaked numpy's ValueError on a tuple of
+    arrays of different shapes, which assert_close takes (rel29 F9)."""
+    if isinstance(actual, (tuple, list)) and isinstance(expected, (tuple, list)) and len(actual) == len(expected):
+        return max((_max_abs_err(a, e) for a, e in zip(actual, expected)), default=0.0)
+    try:
+        a = _to_numpy(actual).astype(np.float64)
+        e = _to_numpy(expected).astype(np.float64)
+        return float(np.max(np.abs(a - e))) if a.shape == e.shape and a.size else 0.0
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def report(name, actual, expected, *, atol=None, rtol=None, equal_nan=False, stream=None):
     """For scripts: prints ``name: max abs err ... OK`` (or the mismatch report of
     :func:`assert_close`) and returns whether ``actual`` is close to ``expected``."""
     out = stream if stream is not None else sys.stdout
-    a = _to_numpy(actual).astype(np.float64)
-    e = _to_numpy(expected).astype(np.float64)
-    err = float(np.max(np.abs(a - e))) if a.shape == e.shape and a.size else 0.0
+    err = _max_abs_err(actual, expected)
     try:
         assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=equal_nan, msg=name)
     except AssertionError as exc:
         print(f"  {name}: max abs err {err:.3e} MISMATCH\n{exc}", file=out)
         return False
-    atol_, rtol_ = tolerance(_dtype_name(actual), _dtype_name(expected))
+    pairs = zip(actual, expected) if isinstance(actual, (tuple, list)) else [(actual, expected)]
+    atol_, rtol_ = tolerance(*(_dtype_name(x) for p in pairs for x in p)) if atol is None or rtol is None else (0, 0)
     atol_ = atol_ if atol is None else atol
     rtol_ = rtol_ if rtol is None else rtol
     print(f"  {name}: max abs err {err:.3e} (atol {atol_:g}, rtol {rtol_:g}) OK", file=out)

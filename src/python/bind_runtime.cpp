@@ -151,6 +151,14 @@ Arg to_scalar(nb::handle h) {
     return static_cast<int64_t>(v);
   }
   if (PyFloat_Check(h.ptr()) || PyObject_HasAttrString(h.ptr(), "__float__")) {
+    // A numpy bool (np.any(m), np.bool_(True), np.array(False)) has no __index__: read as a float it
+    // was "is an integer (bool), got a float" for a bool parameter (rel29 F7). It is 0 or 1, as True is.
+    if (!PyFloat_Check(h.ptr()) && nb::hasattr(h, "dtype") && nb::hasattr(h.attr("dtype"), "kind") &&
+        nb::cast<std::string>(nb::str(h.attr("dtype").attr("kind"))) == "b") {
+      int truth = PyObject_IsTrue(h.ptr());
+      if (truth < 0) throw nb::python_error();
+      return static_cast<int64_t>(truth);
+    }
     double v = PyFloat_AsDouble(h.ptr());
     if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
     return v;
