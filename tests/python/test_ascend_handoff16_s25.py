@@ -25,6 +25,7 @@ from tilewright.testing import np_dtype
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
+from tw_test_util import pairwise  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 P = 8  # targets per row: column j sums operand columns 2 (j % P) and 2 (j % P) + 1
@@ -88,9 +89,10 @@ def _same_bits(x, y):
         x.view(np.uint16)[~nan], y.view(np.uint16)[~nan])
 
 
-@pytest.mark.parametrize("how", ["copy", "cast", "store"])
-@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
-@pytest.mark.parametrize("M", [16, 17, 1])
+# every pair of (M, how, dtype) values (tw_test_util.pairwise: 9 cases, not the 18 of the product;
+# session 29, h-ci): every form at every M, each in both dtypes; float16 at M = 16 and 17 (its inf,
+# -0 and subnormal results) in all three forms
+@pytest.mark.parametrize("M,how,dt", pairwise([16, 17, 1], ["copy", "cast", "store"], ["float16", "bfloat16"]))
 def test_fixpipe_narrowing_rounds_like_cpu(dt, M, how):
     """T.copy(s, s16), a T.Parallel map of T.cast(s[i, j], dt), or of the store's own conversion."""
     A, B = _operands(dt, M, seed=25 * M)

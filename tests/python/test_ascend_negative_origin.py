@@ -25,17 +25,9 @@ import tilewright.language as T
 from tilewright.testing import np_dtype, randint
 
 from ascend_util import TARGET, run_checked
+from tw_test_util import by_size
 
 M, N, B = 32, 16, 8
-
-
-def by_size(offsets, dtypes, once):
-    """(offset, dtype) cases: every offset for each dtype of `dtypes`, one (`once[dtype]`) for a
-    dtype whose element size is another listed dtype's (bfloat16 as float16, int32 as float32): the
-    copies skip bytes (32 B blocks, C0 strips, fractals), so what an offset checks depends on the
-    element size; the same-size dtype keeps one case for its own data path (session 27, h-citrim15:
-    CI time; the full product ran every offset twice per element size)."""
-    return [(*o, d) if isinstance(o, tuple) else (o, d) for d in dtypes for o in offsets if d not in once or o == once[d]]
 
 
 def shifted_load(off, dtype, target):

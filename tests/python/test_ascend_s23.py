@@ -22,6 +22,7 @@ from tilewright.testing import np_dtype
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
+from tw_test_util import pairwise  # noqa: E402
 
 TARGETS = ["cpu", TARGET]
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -411,10 +412,12 @@ def mod_by_constant(M, N, dtype, c):
     return main
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("c", [2.0, -2.0, 0.25, -8.0, 3])
-@pytest.mark.parametrize("M,N,dtype", [(5, 37, "float32"), (3, 70, "float16"), (1, 1, "bfloat16")])
-def test_float_mod_by_constant_exact_cases(M, N, dtype, c, target):
+# every pair of (shape and dtype, divisor, target) values (tw_test_util.pairwise: 15 cases, not the
+# 30 of the product; session 29, h-ci): every divisor at every shape, each on both targets
+@pytest.mark.parametrize("MND,c,target", pairwise([(5, 37, "float32"), (3, 70, "float16"), (1, 1, "bfloat16")],
+                                                  [2.0, -2.0, 0.25, -8.0, 3], TARGETS))
+def test_float_mod_by_constant_exact_cases(MND, c, target):
+    M, N, dtype = MND
     """Quarters by powers of two (exact), and by 3 (x / 3 rounds: within 2 ulp modulo |3|)."""
     x = (np.random.default_rng(M * N).integers(-400, 401, (M, N)) / 4).astype(np_dtype(dtype))
     y = _run(tw.compile(mod_by_constant(M, N, dtype, c), target=target, out_idx=[1]), target, x)

@@ -20,9 +20,18 @@ import softmax  # noqa: E402
 from tilewright.testing import TOLERANCES, randn  # noqa: E402
 from ascend_util import TARGET, assert_close, run_checked  # noqa: E402
 
-DTYPES = ["float32", "float16", "bfloat16"]
-# (M, N, block_M): one-column tiles, a (1, 1) tile, one-row tiles
-SHAPES = [(3, 1, 8), (1, 1, 1), (5, 1, 1), (1, 40, 8), (7, 40, 1)]
+# (M, N, block_M, dtype): one-column tiles, a (1, 1) tile, one-row tiles. The kernels compute in
+# float32 tiles in every dtype; the dtype decides only the copies (a casting copy from float16 /
+# bfloat16). So every shape runs once or more, each 16-bit dtype on an (M, 1) tile, a (1, 1) tile
+# and a one-row tile, float32 (no casting copy) on each of the three (session 29, h-ci: 15 -> 9;
+# the 6 left out were the same layouts in the other dtype of the same element size or in float32).
+CASES = [
+    (3, 1, 8, "float32"), (3, 1, 8, "float16"), (3, 1, 8, "bfloat16"),  # the casting copy's (M, 1) tile
+    (1, 1, 1, "float32"), (1, 1, 1, "bfloat16"),                        # a (1, 1) tile: the row broadcast
+    (5, 1, 1, "float16"),                                                # (1, 1) tiles of 5 programs
+    (1, 40, 8, "bfloat16"),                                              # one row in an 8-row tile
+    (7, 40, 1, "float32"), (7, 40, 1, "float16"),                        # one-row tiles
+]
 
 
 def kernels(M, N, bm, dtype):
@@ -39,8 +48,7 @@ def kernels(M, N, bm, dtype):
     ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("M,N,bm", SHAPES)
+@pytest.mark.parametrize("M,N,bm,dtype", CASES)
 def test_norms_with_unit_dims_match_cpu_and_numpy(M, N, bm, dtype):
     for name, make, inputs, ref in kernels(M, N, bm, dtype):
         what = f"{name} {M}x{N} block_M={bm} {dtype}"

@@ -57,6 +57,15 @@ def located(fn, path, marker, *parts):
     return err
 
 
+def by_size(offsets, dtypes, once):
+    """(offset, dtype) cases: every offset for each dtype of `dtypes`, one (`once[dtype]`) for a
+    dtype whose element size is another listed dtype's (bfloat16 as float16, int32 as float32): the
+    copies skip bytes (32 B blocks, C0 strips, fractals), so what an offset checks depends on the
+    element size; the same-size dtype keeps one case for its own data path (session 27, h-citrim15:
+    CI time; the full product ran every offset twice per element size)."""
+    return [(*o, d) if isinstance(o, tuple) else (o, d) for d in dtypes for o in offsets if d not in once or o == once[d]]
+
+
 def small_ints(shape, dtype, seed, lo=-3, hi=4):
     """Small integers in `dtype`: exact in every dtype, sums exact in float32."""
     import numpy as np
