@@ -31,7 +31,7 @@ demo: build
 test: build
 	mkdir -p build/py/test-logs
 	ls build/py/tw_tests build/py/tw_cpu_runtime_tests_* | xargs -P 2 -I{} sh -c 'l=build/py/test-logs/$$(basename {}).log; {} --gtest_brief=1 > $$l 2>&1; s=$$?; cat $$l; exit $$s'
-	$(PY) -m pytest -q -n auto tests/python
+	$(PY) -m pytest -q -n auto --durations=30 tests/python
 
 # The differential fuzzer: FUZZ_N random tile programs from FUZZ_SEED on cpu and on the 910B
 # simulator against a float64 reference, FUZZ_JOBS worker processes; prints the counts and every
