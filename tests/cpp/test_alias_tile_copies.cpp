@@ -90,5 +90,56 @@ TEST(AliasTileCopies, ReaderWritingTheSourceKeepsTheCopy) {
   EXPECT_EQ(run(c), ir::print(ir::parse_kernel(c, "k.tw")));
 }
 
+// rms_norm's shape: a whole weight tensor W copied into a tile w per block, w loaded by the map
+// (`between` after the copy, `after` after the map).
+std::string weights(const std::string& w_dt, const std::string& between = "", const std::string& after = "",
+                    const std::string& w_param = "W: global float32[32]") {
+  return R"(kernel k(X: global float32[64, 32], )" + w_param + R"(, Y: global float32[64, 32] out)
+    grid(bx = 2) {
+  alloc x: fragment float32[32, 32]
+  alloc w: fragment )" + w_dt + R"([32]
+  alloc s: fragment float32[32]
+  copy X[bx * 32:+32, 0:+32] -> x
+  copy W -> w
+)" + between + R"(  for i in parallel(0, 32) {
+    for j in parallel(0, 32) {
+      x[i, j] = x[i, j] * w[j]
+    }
+  }
+)" + after + R"(  copy x -> Y[bx * 32:+32, 0:+32]
+}
+)";
+}
+
+// A whole global tensor the kernel never writes, loaded only: the map loads W in place.
+TEST(AliasTileCopies, WholeTensorLoadedOnlyIsReadInPlace) {
+  std::string want = weights("float32");
+  want.erase(want.find("  alloc w: fragment float32[32]\n"), std::string("  alloc w: fragment float32[32]\n").size());
+  want.erase(want.find("  copy W -> w\n"), std::string("  copy W -> w\n").size());
+  want.replace(want.find("* w[j]"), 6, "* W[j]");
+  EXPECT_EQ(run(weights("float32")), ir::print(ir::parse_kernel(want, "k.tw")));
+}
+
+TEST(AliasTileCopies, WholeTensorCopiesKeptWhereNotOnlyLoaded) {
+  const std::string cases[] = {
+      // a cast (bfloat16 -> float32) is a real copy
+      weights("float32", "", "", "W: global bfloat16[32]"),
+      // the kernel writes the tensor (in any block: another block's copy may see it)
+      weights("float32", "", R"(  for j in parallel(0, 32) {
+    W[j] = 1.0
+  }
+)", "W: global float32[32] out"),
+      // the copy is written after it
+      weights("float32", "  fill w = 1.0\n"),
+      // the tile is read whole (a reduction, a copy): only loads read the tensor in place
+      weights("float32", "  reduce sum w -> s axis=0 clear=true\n"),
+      weights("float32", "  copy w -> s\n"),
+      // the tensor's shape is not the tile's (a part of it)
+      weights("float32", "", "", "W: global float32[64]").replace(weights("float32").find("copy W -> w"), 11,
+                                                                  "copy W[0:+32] -> w"),
+  };
+  for (const auto& c : cases) EXPECT_EQ(run(c), ir::print(ir::parse_kernel(c, "k.tw"))) << c;
+}
+
 }  // namespace
 }  // namespace tw::cpu

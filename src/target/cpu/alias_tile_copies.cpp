@@ -30,20 +30,47 @@ bool writes(const Stmt& s, const Buffer& b) {
   return hit;
 }
 
+// The whole of a global tensor of constant shape (its region at 0 with the tensor's extents)?
+bool whole_tensor(const Region& r) {
+  auto shape = r.buffer->const_shape();
+  if (r.buffer->scope != Scope::global || !shape || r.starts.size() != shape->size()) return false;
+  for (size_t d = 0; d < shape->size(); ++d) {
+    auto st = as_const_int(r.starts[d]), ex = as_const_int(r.extents[d]);
+    if (!st || *st != 0 || !ex || *ex != (*shape)[d]) return false;
+  }
+  return true;
+}
+
+// Does statement s read buffer b other than by a load (a copy, gemm or reduce taking it whole)?
+bool reads_as_tile(const Stmt& s, const Buffer& b) {
+  bool hit = false;
+  for_each_stmt(s, [&](const Stmt& x) {
+    switch (x->kind) {
+      case StmtKind::Copy: hit |= as<CopyNode>(x)->src.buffer == b; break;
+      case StmtKind::Gemm: hit |= as<GemmNode>(x)->a.buffer == b || as<GemmNode>(x)->b.buffer == b; break;
+      case StmtKind::Reduce: hit |= as<ReduceNode>(x)->src == b; break;
+      default: break;
+    }
+  });
+  return hit;
+}
+
 // The copy's destination when body[i] is such a copy (alias_tile_copies.h), else null.
-const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i) {
+const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i,
+                        const std::unordered_set<const void*>& global_written) {
   if (body[i]->kind != StmtKind::Copy) return nullptr;
   const auto& c = *as<CopyNode>(body[i]);
   const Buffer& t = c.src.buffer;
   const Buffer& u = c.dst.buffer;
-  if (c.atomic || t == u || t->dtype != u->dtype || !whole_tile(c.src) || !whole_tile(c.dst) ||
-      *t->const_shape() != *u->const_shape())
+  const bool global = t->scope == Scope::global;  // a whole tensor the kernel never writes
+  if (c.atomic || t == u || t->dtype != u->dtype || !(global ? whole_tensor(c.src) : whole_tile(c.src)) ||
+      !whole_tile(c.dst) || *t->const_shape() != *u->const_shape() || (global && global_written.count(t.get())))
     return nullptr;
   size_t last = i;
   std::unordered_set<const StmtNode*> readers;
   for (size_t j = i + 1; j < body.size(); ++j)
     if (references(body[j], u)) {
-      if (writes(body[j], u)) return nullptr;
+      if (writes(body[j], u) || (global && reads_as_tile(body[j], u))) return nullptr;
       readers.insert(body[j].get());
       last = j;
     }
@@ -63,9 +90,11 @@ Kernel alias_tile_copies(const Kernel& k) {
   std::unordered_map<const void*, Buffer> rename;  // u -> t
   std::unordered_set<const StmtNode*> drop;        // the copies and u's allocations
   std::unordered_set<const void*> kept;            // the t's: not renamed themselves
+  const std::unordered_set<const void*> global_written = globals_written(k);
   for_each_seq(k, [&](const SeqNode& seq, const ForNode*) {
     for (size_t i = 0; i < seq.body.size(); ++i)
-      if (const Buffer* u = aliasable(k, seq.body, i); u && !rename.count(u->get()) && !kept.count(u->get())) {
+      if (const Buffer* u = aliasable(k, seq.body, i, global_written);
+          u && !rename.count(u->get()) && !kept.count(u->get())) {
         const Buffer& t = as<CopyNode>(seq.body[i])->src.buffer;
         if (rename.count(t.get())) continue;  // one step at a time: t is itself renamed
         rename.emplace(u->get(), t);
