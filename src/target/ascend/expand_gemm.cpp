@@ -169,7 +169,11 @@ class Expander {
                           " rows and two L0B tiles of " + std::to_string(Np) + " columns (" +
                           std::to_string(l0a / 1024) + " KiB each" +
                           (share > 1 ? ", L0 shared by the " + std::to_string(share) + " gemms of the loop" : "") + ")",
-                      sp, "use smaller block_M / block_N (e.g. 128 x 128 for 16-bit types, 128 x 64 for float32)");
+                      sp,
+                      "make the gemm's M (" + std::string(g->trans_a ? "columns" : "rows") + " of '" + A->name +
+                          "', " + std::to_string(M) + ") or N (" + (g->trans_b ? "rows" : "columns") + " of '" +
+                          B->name + "', " + std::to_string(N) + ") smaller: the tiles' shapes are the kernel's " +
+                          "block sizes (e.g. M x N 128 x 128 for 16-bit types, 128 x 64 for float32)");
     int64_t steps = (K + kL0 - 1) / kL0;
     if (steps > kMaxSteps)
       throw ir::Error("gemm K extent " + std::to_string(K) + " needs " + std::to_string(steps) + " L0 steps of " +
