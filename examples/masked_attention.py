@@ -425,7 +425,7 @@ def reference(q, k, v, vis=None, additive=None, layout="BHSD"):
     if vis is not None:
         vis = vis[:, None] if vis.ndim == 3 else vis
         s = np.where(vis, s, -np.inf)
-    top = s.max(axis=-1, keepdims=True)
+    top = s.max(axis=-1, keepdims=True, initial=-np.inf)  # an empty sequence: no key
     w = np.exp(s - np.where(np.isfinite(top), top, 0))
     tot = w.sum(axis=-1, keepdims=True)
     o = np.where(tot > 0, (w / np.where(tot > 0, tot, 1)) @ v, 0)
