@@ -20,7 +20,7 @@ with M[i, j] = 0 where query i may see key j and -inf elsewhere, as PyTorch's
 - varlen_attention: sequences packed along the token axis, [total_tokens, heads, head_dim], with
   cu_seqlens [num_seqs + 1] int32 (sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1]).
 
-A query row that sees no key at all gets 0 (SDPA gives NaN there). Heads: query head h reads kv
+A query row that sees no key at all gets 0 (as torch 2.15's SDPA; older torch gave NaN there). Heads: query head h reads kv
 head h // (heads // kv_heads).
 
 Usage: python examples/masked_attention.py [B H KVH S D]
