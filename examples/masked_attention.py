@@ -20,7 +20,7 @@ with M[i, j] = 0 where query i may see key j and -inf elsewhere, as PyTorch's
 - varlen_attention: sequences packed along the token axis, [total_tokens, heads, head_dim], with
   cu_seqlens [num_seqs + 1] int32 (sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1]).
 
-A query row that sees no key at all gets 0 (SDPA gives NaN there). Heads: query head h reads kv
+A query row that sees no key at all gets 0 (as torch 2.15's SDPA; older torch gave NaN there). Heads: query head h reads kv
 head h // (heads // kv_heads).
 
 Usage: python examples/masked_attention.py [B H KVH S D]
@@ -425,7 +425,7 @@ def reference(q, k, v, vis=None, additive=None, layout="BHSD"):
     if vis is not None:
         vis = vis[:, None] if vis.ndim == 3 else vis
         s = np.where(vis, s, -np.inf)
-    top = s.max(axis=-1, keepdims=True)
+    top = s.max(axis=-1, keepdims=True, initial=-np.inf)  # an empty sequence: no key
     w = np.exp(s - np.where(np.isfinite(top), top, 0))
     tot = w.sum(axis=-1, keepdims=True)
     o = np.where(tot > 0, (w / np.where(tot > 0, tot, 1)) @ v, 0)

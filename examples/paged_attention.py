@@ -7,7 +7,7 @@ fixed-size pages of a shared cache (vLLM's block-table layout):
     query          [num_seqs, num_heads, head_dim]
     key_cache      [num_blocks, block_size, num_kv_heads, head_dim]   (value_cache: the same)
     block_tables   [num_seqs, max_blocks_per_seq]  int32: page j of sequence b is block_tables[b, j]
-    context_lens   [num_seqs]                      int32: tokens of sequence b (1 .. max_blocks*block_size)
+    context_lens   [num_seqs]                      int32: tokens of sequence b (0 .. max_blocks*block_size; 0: out 0)
     out            [num_seqs, num_heads, head_dim]
 
     out[b, h] = softmax(scale * q[b, h] . K_b^T) V_b,  K_b / V_b: the first context_lens[b] tokens of

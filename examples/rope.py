@@ -29,8 +29,17 @@ import tilewright.language as T
 from tilewright.testing import finish, randn, report
 
 
+def _pairs(dim):
+    """RoPE rotates pairs of columns: an error at the factory's caller for an odd head dim (the
+    last column would be left unwritten)."""
+    tw.require(dim % 2 == 0, f"RoPE over a head dim of {dim}: the rotation pairs columns, so the dim must be even",
+               hint="rotate an even number of columns: for a partial rotary dim, rotate the first rot columns "
+               "(even) and copy the rest unchanged", skip=1)
+
+
 @tw.jit(out_idx=[-1])
 def rope(tokens, heads, dim, max_pos, interleaved=False, block_M=32, dtype="float32"):
+    _pairs(dim)
     half = dim // 2
 
     @T.prim_func
@@ -67,6 +76,7 @@ def rope(tokens, heads, dim, max_pos, interleaved=False, block_M=32, dtype="floa
 @tw.jit(out_idx=[-1])
 def qk_rope_proj(tokens, hidden, heads, dim, max_pos, interleaved=False, block_M=32, block_K=64, dtype="float32"):
     """Out[t, h, :] = rope(X[t, :] @ W[:, h * dim:(h + 1) * dim]) at position Pos[t]."""
+    _pairs(dim)
     half = dim // 2
 
     @T.prim_func

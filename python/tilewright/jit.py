@@ -78,16 +78,19 @@ class Kernel:
             else:
                 out = self._wrap(self._exe(*args))
         except TilewrightError as e:
-            # Argument errors are located at the kernel's definition by the runtime (or nowhere: an
-            # output too large to allocate); the mistake is at the call: point there, and name the
-            # definition in the message. Errors inside the kernel's body keep their line.
-            file, line, _ = self._exe.kernel.span
-            if e.line > 0 and (e.file, e.line) != (file, line):
-                raise
-            call_file, call_line = user_location()
-            where = f" (kernel '{self.name}' is defined at {file}:{line})" if line > 0 else ""
-            raise TilewrightError(e.message + where, call_file, call_line, 0, e.hint) from None
+            self._raise_at_call(e)
         return _to_torch(out) if torch_out else out
+
+    def _raise_at_call(self, e):
+        """Argument errors are located at the kernel's definition by the runtime (or nowhere: an
+        output too large to allocate); the mistake is at the call: point there, and name the
+        definition in the message. Errors inside the kernel's body keep their line."""
+        file, line, _ = self._exe.kernel.span
+        if e.line > 0 and (e.file, e.line) != (file, line):
+            raise e
+        call_file, call_line = user_location()
+        where = f" (kernel '{self.name}' is defined at {file}:{line})" if line > 0 else ""
+        raise TilewrightError(e.message + where, call_file, call_line, 0, e.hint) from None
 
     def _signature(self) -> str:
         return f"{self.name}({', '.join(name for name, *_ in self._exe.input_specs())})"
@@ -182,8 +185,11 @@ class Kernel:
             args, torch_out = _prepare_args(args, self)
         except TilewrightError as e:
             raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
-        with _progress(f"simulating kernel '{self.name}' on {self.target}"):
-            outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
+        try:
+            with _progress(f"simulating kernel '{self.name}' on {self.target}"):
+                outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
+        except TilewrightError as e:
+            self._raise_at_call(e)
         if trace is not None:
             text = report.pop("trace_json")
             try:
