@@ -1022,7 +1022,7 @@ class Child:
                            peer_work={"causal_flash": 4.0 * B * H * D * S * (S + 1) / 2},
                            extra=dict(shape=dict(B=B, H=H, S=S, D=D, mask=pattern, visible=float(vis.mean())),
                                       required_scores=required, visible_pairs=int(vis.sum()),
-                                      blocks={str(c): int((blocks == c).sum()) for c in (0, 1, 2)},
+                                      blocks={str(c): int((blocks == c).sum()) for c in (0, 1, 2, 3)},
                                       summary_median_s=summ["median_s"], summary_first_call_s=summary_s,
                                       peer_notes={"causal_flash": "examples/flash_attention.py, causal, 64/64",
                                                   "dense_mask": "the same kernel, dense_blocks (every block, the mask applied)"}))

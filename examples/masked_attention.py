@@ -14,7 +14,8 @@ with M[i, j] = 0 where query i may see key j and -inf elsewhere, as PyTorch's
 - with a mask tensor, its block tables (`prefill_blocks(mask, block_M, block_N)`, computed once and
   reused across heads and layers): the block summary, per (query block, key block) 0 = nothing
   visible (skipped), 1 = partial (the mask applied), 2 = all visible, nothing added (no mask work),
-  per query block the compacted list of its non-empty key blocks, which the key loop walks, and per
+  3 = exactly its band of diagonals visible (a sliding window's or causal's triangles: the
+  visibility computed from the band, the mask tile not read; `band_exact`), per query block the compacted list of its non-empty key blocks, which the key loop walks, and per
   block the band of diagonals holding its visible elements (`block_bands`);
 - kv_len: a (batch,) int32 tensor of valid key counts per sequence (padding on the right);
 - varlen_attention: sequences packed along the token axis, [total_tokens, heads, head_dim], with
@@ -54,7 +55,8 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     """Blocks, KvPos, KvIdx: the mask tensor's block tables, `prefill_blocks(Mask, block_M, block_N)`
     (read only with a mask tensor; `dense_blocks(seq_q, seq_kv, block_M, block_N)` otherwise, or to
     compute every block with the mask applied). Blocks is the block summary (0 = nothing visible,
-    1 = the mask is applied, 2 = no mask work), KvIdx[qb, :] the key blocks with a visible element,
+    1 = the mask is applied, 2 = no mask work, 3 = visible exactly inside the block's band: no
+    mask tile read, `band_exact`), KvIdx[qb, :] the key blocks with a visible element,
     in order, and KvPos[qb, kb] how many of them come before key block kb: the key loop of query
     block qb runs over KvIdx[qb, KvPos[qb, lo]:KvPos[qb, hi]] (lo .. hi: the key blocks causal,
     window and KvLen leave), so empty blocks cost nothing and the loop holds no `if` around the
@@ -130,7 +132,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     blk = 2
                 else:
                     kb = KvIdx[bx, t]
-                    blk = Blocks[bx, kb]  # 1 apply the mask, 2 all visible (0 never listed)
+                    blk = Blocks[bx, kb]  # 1 apply the mask, 2 all visible, 3 the band (0 never listed)
                 # the block's band of diagonals d = j - i with a visible element (full: 1 - block_M
                 # <= d < block_N): what causal and window leave, and the mask tensor's (Bands)
                 off = bx * block_M - kb * block_N  # element (i, j): key - query = j - i - off
@@ -169,6 +171,14 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                             visible = visible and msk[i, j] > neg_inf
                             s = s + msk[i, j]
                         acc_s[i, j] = T.where(visible, s, neg_inf)
+                elif blk == 3:  # the mask is exactly the band (band_exact): visible iff inside it,
+                    # as causal's triangle, without reading the mask tile (the same `visible` as
+                    # blk == 1 computes: causal and window are bands too, met in d_lo .. d_hi)
+                    for i, j in T.Parallel(block_M, block_N):
+                        qi = bx * block_M + i
+                        kj = kb * block_N + j
+                        visible = kj < n_kv and qi < seq_q and j - i >= d_lo and j - i < d_hi
+                        acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
                 else:  # no mask tensor, or a block it shows whole: no mask work
                     for i, j in T.Parallel(block_M, block_N):
                         qi = bx * block_M + i
@@ -302,12 +312,38 @@ def block_bands(mask, block_M=64, block_N=64):
     return np.stack([np.where(seen, lo, 0), np.where(seen, hi, 0)], axis=-1).astype(np.int32)
 
 
+def band_exact(mask, blocks, bands, block_M=64, block_N=64):
+    """The block summary with each partial block (1) whose mask is exactly its band marked 3
+    (numpy): every element inside the band (`bands`: lo <= j - i < hi) visible with nothing to add
+    (bool True, additive 0) and every element outside it hidden (elements past the mask's edge do
+    not count). attention_prefill computes such a block's visibility from the band, as it does
+    causal's, instead of reading its mask tile: the same `visible` element by element, so the same
+    result bit for bit. A sliding window's and a causal mask's partial blocks are such triangles;
+    a document mask's blocks cut by a document's edge are not."""
+    mask, blocks, bands = np.asarray(mask), np.asarray(blocks), np.asarray(bands)
+    vis = mask if mask.dtype == np.bool_ else mask > -np.inf
+    free = mask if mask.dtype == np.bool_ else mask == 0
+    sq, skv = vis.shape
+    nq, nk = blocks.shape
+    def tiles(a):
+        pad = np.zeros((nq * block_M, nk * block_N), bool)
+        pad[:sq, :skv] = a
+        return pad.reshape(nq, block_M, nk, block_N)
+    d = (np.arange(block_N)[None, :] - np.arange(block_M)[:, None])[None, :, None, :]
+    lo, hi = bands[..., 0][:, None, :, None], bands[..., 1][:, None, :, None]
+    band = (d >= lo) & (d < hi)
+    ok = np.where(band, tiles(free), ~tiles(vis)) | ~tiles(np.ones((sq, skv), bool))
+    return np.where((blocks == 1) & ok.all(axis=(1, 3)), 3, blocks).astype(np.int32)
+
+
 def prefill_blocks(mask, block_M=64, block_N=64, target="cpu"):
     """attention_prefill's (Blocks, KvPos, KvIdx, Bands) for a mask tensor: its block summary
-    (block_mask, on `target`), the summary's compacted lists (block_lists) and the blocks' bands
+    (block_mask, on `target`, with the partial blocks that are exactly their band marked 3:
+    band_exact), the summary's compacted lists (block_lists) and the blocks' bands
     (block_bands). Compute once per mask and block sizes; reuse across heads, layers and calls."""
-    blocks = block_mask(mask, block_M, block_N, target)
-    return (blocks, *block_lists(blocks), block_bands(mask, block_M, block_N))
+    bands = block_bands(mask, block_M, block_N)
+    blocks = band_exact(mask, block_mask(mask, block_M, block_N, target), bands, block_M, block_N)
+    return (blocks, *block_lists(blocks), bands)
 
 
 def dense_blocks(seq_q, seq_kv, block_M=64, block_N=64):

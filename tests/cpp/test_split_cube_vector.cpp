@@ -124,6 +124,59 @@ TEST(SplitCubeVector, RowLoopTouchingAnotherRowIsAnError) {
   }
 }
 
+// The epilogue's map replaced by `body` (its lines at the kernel's indentation).
+std::string with_epilogue(const std::string& body) {
+  std::string in = testing::kGemmEpilogueInput;
+  const std::string map =
+      "  for i in parallel(0, 64) {\n    for j in parallel(0, 64) {\n"
+      "      acc[i, j] = 0.5 * (acc[i, j] + b_s[j]) * (1.0 + erf((acc[i, j] + b_s[j]) * 0.7071067811865475))\n    }\n  }\n";
+  size_t i = in.find(map);
+  EXPECT_NE(i, std::string::npos);
+  in.replace(i, map.size(), body);
+  return in;
+}
+std::string epilogue_map(const std::string& value, const std::string& indent) {
+  return indent + "for i in parallel(0, 64) {\n" + indent + "  for j in parallel(0, 64) {\n" + indent + "    acc[i, j] = " +
+         value + "\n" + indent + "  }\n" + indent + "}\n";
+}
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t i = text.find(what); i != std::string::npos; i = text.find(what, i + 1)) ++n;
+  return n;
+}
+
+// Session 29: hand-offs in the exclusive arms of one if / elif / else (the masked attention
+// kernel's three kinds of block each hand the scores over) share one pair of cross-core flag ids
+// and, slots of the same dtype and shape, one workspace: one pre-set of the reverse flag, one drain.
+TEST(SplitCubeVector, ExclusiveArmsShareCrossCoreFlagIds) {
+  std::string out = split(with_epilogue("  if bx < 1 {\n" + epilogue_map("acc[i, j] + b_s[j]", "    ") +
+                                        "  } else {\n    if by < 1 {\n" + epilogue_map("acc[i, j] * 2.0", "      ") +
+                                        "    } else {\n" + epilogue_map("acc[i, j] - b_s[j]", "      ") + "    }\n  }\n"));
+  EXPECT_EQ(count(out, "alloc ws_"), 1u) << out;
+  EXPECT_EQ(count(out, "sync set_cross_flag(2, FIX, 0)"), 3u) << out;   // one hand-off per arm, one id
+  EXPECT_EQ(count(out, "sync wait_cross_flag(0, MTE2)"), 3u) << out;
+  EXPECT_EQ(count(out, "sync wait_cross_flag(1, FIX)"), 4u) << out;     // 3 arms + the drain
+  EXPECT_EQ(count(out, "sync set_cross_flag(2, MTE2, 1)"), 4u) << out;  // the pre-set + 3 arms
+  EXPECT_EQ(count(out, "wait_cross_flag(2,"), 0u) << out;  // no second pair of ids
+  EXPECT_EQ(count(out, ", 2)\n"), 0u) << out;
+}
+
+// Hand-offs that may both run (an if's arm, then the code after the if) keep their own ids.
+TEST(SplitCubeVector, HandOffsAfterAnIfKeepTheirOwnIds) {
+  std::string in = with_epilogue("  if bx < 1 {\n" + epilogue_map("acc[i, j] + b_s[j]", "    ") + "  }\n" +
+                                 epilogue_map("acc[i, j] * 2.0", "  "));
+  // the if's map writes a UB tile c: acc stays on the Cube after the if (on both units in one arm)
+  const std::string first = "      acc[i, j] = acc[i, j] + b_s[j]";
+  in.replace(in.find(first), first.size(), "      c[i, j] = acc[i, j] + b_s[j]");
+  const std::string decl = "  alloc acc: fragment float32[64, 64]\n";
+  in.replace(in.find(decl), decl.size(), decl + "  alloc c: UB float32[64, 64]\n");
+  std::string out = split(in);
+  EXPECT_EQ(count(out, "alloc ws_"), 2u) << out;
+  EXPECT_EQ(count(out, "sync set_cross_flag(2, FIX, 0)"), 1u) << out;
+  EXPECT_EQ(count(out, "sync set_cross_flag(2, FIX, 2)"), 1u) << out;
+  EXPECT_EQ(count(out, "sync set_cross_flag(2, MTE2, 3)"), 2u) << out;  // its own pre-set and hand-off
+}
+
 TEST(SplitCubeVector, SingleUnitKernelUnchanged) {
   ir::Kernel k = ir::parse_kernel(testing::kOneUnitKernel);
   EXPECT_EQ(split_cube_vector(k, target::find_target("ascend910b2")), k);

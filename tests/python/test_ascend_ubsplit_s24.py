@@ -51,7 +51,9 @@ def test_prefill_blocks_128(kind):
         np.testing.assert_array_equal(g, want)
     k = ma.block_mask_kernel(200, 300, 128, 128, kind, target=TARGET)
     blocks = run_checked(k, mask)
-    np.testing.assert_array_equal(blocks, got[0])
+    # the kernel's summary before band_exact (prefill_blocks marks a partial block that is exactly
+    # its band 3: given back as 1)
+    np.testing.assert_array_equal(blocks, np.where(got[0] == 3, 1, got[0]))
     assert any("rows run 64 at a time" in n for n in k.notes) == (kind == "additive")
 
 

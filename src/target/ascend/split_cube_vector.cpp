@@ -881,11 +881,25 @@ class Splitter {
 
   // ---------------------------------------------------------------------------------------------
   // 3. Hand-offs, projection onto the two cores, Cube software pipelining
+  // The arms of the ifs around a statement, outermost first: (the if, 0 = then / 1 = else).
+  using Arms = std::vector<std::pair<const ir::StmtNode*, int>>;
+  // Whether statements in arms a and b never both run in one run of their innermost common if:
+  // at the first if where their paths part, they are in its two arms.
+  static bool exclusive(const Arms& a, const Arms& b) {
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      if (a[i].first != b[i].first) return false;  // two ifs of one scope: both may run
+      if (a[i].second != b[i].second) return true;
+    }
+    return false;  // one inside the other's arm, or the same arms
+  }
   struct Handoff {
     bool to_vector;  // Cube -> Vector
     int f = 0, r = 0;
     int slots = 1;
     bool maybe_none = false;  // may run no time in a program (under an if, or in a loop that may be empty)
+    bool shares = false;      // takes f and r of an earlier hand-off (exclusive branches): no pre-sets / drains of its own
+    bool own_ws = true;       // allocates ws (false: the earlier hand-off's slots, the same dtype and shape)
+    Arms arms;                // the if arms it runs in, outermost first
     Buffer ws;
     Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the vector tile)
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
@@ -913,15 +927,9 @@ class Splitter {
     auto* c = ir::as<ir::CopyNode>(s);
     Handoff h;
     h.to_vector = is_cube_scope(c->src.buffer->scope);
-    const size_t max_handoffs = static_cast<size_t>(t_.ascend.cross_flag_ids / 2);
-    if (handoffs_.size() >= max_handoffs)
-      throw ir::Error("more than " + std::to_string(max_handoffs) + " hand-offs between the Cube and the vector code (two "
-                      "cross-core flag ids each; the " + t_.name + " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1) + ")",
-                      s->span, "share fewer tiles between gemms and vector code");
-    h.f = static_cast<int>(2 * handoffs_.size());
-    h.r = h.f + 1;
-    h.slots = (loops_.size() == 1 && ifs_ == 0) ? 2 : 1;
-    h.maybe_none = ifs_ > 0;
+    h.arms = arms_;
+    h.slots = (loops_.size() == 1 && arms_.empty()) ? 2 : 1;
+    h.maybe_none = !arms_.empty();
     for (const auto& l : loops_) {
       auto e = ir::as_const_int(l.extent);
       h.maybe_none = h.maybe_none || !e || *e < 1;
@@ -950,8 +958,56 @@ class Splitter {
     h.ws = ir::buffer("ws_" + std::to_string(handoffs_.size()), wt, {rows, C(sh[1])}, Scope::global, s->span);
     if (!h.to_vector && ub->dtype != cube->dtype)
       h.cast = part_tile(ub, ub->name + "_" + std::string(cube->dtype.name()), cube->dtype, Scope::UB, s->span);
+    // Cross-core flag ids. A hand-off in one arm of an if takes the ids of an earlier one of the
+    // same direction and slots that it excludes, and every hand-off sharing them: each run of
+    // either is the same protocol on the same pipes (producer: wait r, write, set f; consumer:
+    // wait f, read, set r), balanced in itself, and both units take the same arm, so the counters
+    // after the if are the same whichever arm ran and the k-th set of f is still the k-th slot
+    // written (the masked kernel's three arms each hand the scores over: one pair of ids). It takes
+    // the earlier one's workspace too when its slots have the same dtype and shape (no cast tile):
+    // the same GM bytes behind the flags, as insert_sync's fences read them.
+    const Handoff* pair = nullptr;
+    for (const auto* o : handoff_order_) {
+      const Handoff& g = handoffs_.at(o);
+      if (g.shares || g.to_vector != h.to_vector || g.slots != h.slots) continue;
+      bool excl = true;
+      for (const auto* m : handoff_order_)
+        if (handoffs_.at(m).f == g.f) excl = excl && exclusive(h.arms, handoffs_.at(m).arms);
+      if (excl) {
+        pair = &g;
+        break;
+      }
+    }
+    if (pair) {
+      h.shares = true;
+      h.f = pair->f;
+      h.r = pair->r;
+      if (!h.cast && !pair->cast && h.ws->dtype == pair->ws->dtype && same_shape(h.ws, pair->ws))
+        h.ws = pair->ws, h.own_ws = false;
+    } else {
+      const int pairs = id_pairs();
+      if (pairs >= t_.ascend.cross_flag_ids / 2)
+        throw ir::Error("more than " + std::to_string(pairs) + " hand-offs between the Cube and the vector code (two "
+                        "cross-core flag ids each, shared only by hand-offs in exclusive if arms; the " + t_.name +
+                        " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1) + ")",
+                        s->span, "share fewer tiles between gemms and vector code");
+      h.f = 2 * pairs;
+      h.r = h.f + 1;
+    }
     handoff_order_.push_back(s.get());
     return handoffs_[s.get()] = h;
+  }
+  static bool same_shape(const Buffer& a, const Buffer& b) {
+    if (a->shape.size() != b->shape.size()) return false;
+    for (size_t d = 0; d < a->shape.size(); ++d)
+      if (ir::print(a->shape[d]) != ir::print(b->shape[d])) return false;
+    return true;
+  }
+  // The pairs of cross-core flag ids the hand-offs so far take (two ids each).
+  int id_pairs() const {
+    int n = 0;
+    for (const auto* o : handoff_order_) n += handoffs_.at(o).shares ? 0 : 1;
+    return n;
   }
 
   // Rows of a hand-off's slots: one slot set per AI Core.
@@ -1091,10 +1147,11 @@ class Splitter {
       }
       case StmtKind::If: {
         auto* n = ir::as<ir::IfNode>(s);
-        ++ifs_;
+        arms_.push_back({s.get(), 0});
         Stmt t = proj(n->then_body, side);
+        arms_.back().second = 1;
         Stmt e = proj(n->else_body, side);
-        --ifs_;
+        arms_.pop_back();
         if (!t && !e) return nullptr;
         if (!t) t = std::make_shared<ir::SeqNode>(std::vector<Stmt>{}, sp);
         return std::make_shared<ir::IfNode>(rn(n->cond), t, e, sp);
@@ -1146,8 +1203,9 @@ class Splitter {
     using ir::AscendPipe;
     using ir::SyncKind;
     std::vector<Stmt> cs, vs, top;
-    for (const auto* s : handoff_order_) {  // the consumer pre-sets the reverse flag once per slot
+    for (const auto* s : handoff_order_) {  // the consumer pre-sets the reverse flag once per slot (per id pair)
       const Handoff& h = handoffs_.at(s);
+      if (h.shares) continue;
       for (int i = 0; i < h.slots; ++i)
         (h.to_vector ? vs : cs).push_back(sync(SyncKind::set_cross_flag, h.to_vector ? AscendPipe::MTE2 : AscendPipe::MTE2, h.r, sp));
     }
@@ -1155,6 +1213,7 @@ class Splitter {
     vs.push_back(v);
     for (const auto* s : handoff_order_) {  // the producer consumes the last sets: counters back at 0
       const Handoff& h = handoffs_.at(s);
+      if (h.shares) continue;
       for (int i = 0; i < h.slots; ++i)
         (h.to_vector ? cs : vs).push_back(sync(SyncKind::wait_cross_flag, h.to_vector ? AscendPipe::FIX : AscendPipe::MTE3, h.r, sp));
     }
@@ -1166,7 +1225,7 @@ class Splitter {
     // run more than one program ahead of the producer's drains (at most two programs' sets pending),
     // and in a program with hand-offs the consumer, which waited for the producer's data, finds the
     // previous drain already there (no stall). Programs run on a core in the order blk, blk + sets, ...
-    int next_id = static_cast<int>(2 * handoffs_.size());
+    int next_id = 2 * id_pairs();
     Expr lin = lin_block(), sets = block_sets(), total = C(1);
     for (const auto& g : k_->grid) total = ir::arith::mul(total, g);
     auto n_total = ir::as_const_int(total), n_sets = ir::as_const_int(sets);
@@ -1176,7 +1235,7 @@ class Splitter {
       for (const auto* s : handoff_order_) any = any || (handoffs_.at(s).to_vector == to_vector && handoffs_.at(s).maybe_none);
       if (!any || one_program_per_core) continue;
       if (next_id >= t_.ascend.cross_flag_ids)
-        throw ir::Error(std::to_string(handoffs_.size()) + " hand-offs between the Cube and the vector code, some in a loop "
+        throw ir::Error(std::to_string(id_pairs()) + " hand-offs between the Cube and the vector code, some in a loop "
                         "or branch that may run no time, need " + std::to_string(next_id + 1) +
                         " cross-core flag ids (two per hand-off, one per direction to pace the programs); the " + t_.name +
                         " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1), sp,
@@ -1190,7 +1249,7 @@ class Splitter {
     }
     for (const auto* s : handoff_order_) {
       const Handoff& h = handoffs_.at(s);
-      top.push_back(std::make_shared<ir::AllocNode>(h.ws, sp));
+      if (h.own_ws) top.push_back(std::make_shared<ir::AllocNode>(h.ws, sp));
       if (h.cast) top.push_back(std::make_shared<ir::AllocNode>(h.cast, sp));
     }
     for (const auto& b : new_allocs_) {
@@ -1245,7 +1304,7 @@ class Splitter {
   std::unordered_map<const ir::StmtNode*, Handoff> handoffs_;
   std::vector<const ir::StmtNode*> handoff_order_;
   std::vector<Loop> loops_;
-  int ifs_ = 0;
+  Arms arms_;  // the if arms around the statement proj is at
   std::vector<std::pair<Var, Expr>> vsub_;
   std::unordered_set<std::string> used_;  // name@scope of every buffer referenced outside allocs
 };

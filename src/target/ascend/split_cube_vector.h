@@ -34,6 +34,11 @@
 //    slot its consumer still reads, and never has more than `slots` sets pending) are two ids per
 //    hand-off (at most 5 hand-offs: ids 0..9; the 910B has 0..10). The consumer pre-sets r `slots` times at the start of
 //    its scope; the producer waits for those sets at the end (every block leaves the counters at 0).
+//    Hand-offs in exclusive arms of an if (then / else, nested elifs: both units take the same
+//    arm) of the same direction and slots share one pair of ids (and the workspace, when its
+//    slots have the same dtype and shape and no cast tile is needed): each run is balanced in
+//    itself, so the counters after the if are the same whichever arm ran (session 29: the masked
+//    kernel's three kinds of block each hand the scores over).
 //    Slots: 2 for a hand-off directly inside one loop (slot = iteration % 2: the producer can run
 //    one step ahead), else 1.
 //    Dtype: the workspace holds the vector tile's dtype (float32 scores stay float32, whatever
@@ -87,7 +92,7 @@
 // Errors (ir::Error at the statement, with a hint): a statement that is not row-local (a map over
 // tiles of two row counts included), an L0C
 // incarnation the vector side would have to hand back (other than an accumulating gemm), a tile
-// whose side differs between loop entry and back edge, more than 5 hand-offs (cross-core flag ids 0..10).
+// whose side differs between loop entry and back edge, more than 5 pairs of hand-off ids (cross-core flag ids 0..10).
 #pragma once
 
 #include "target/registry.h"
