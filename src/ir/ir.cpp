@@ -183,7 +183,7 @@ const std::vector<AnnotationInfo> kAnnotations = {
     {"fuse_reduce", StmtKind::For, 1, StmtKind::Reduce},  // fuse_map_reduce
     {"gemm_view", StmtKind::Alloc, 1, std::nullopt},     // view_gemm_operands
     {"gemm_out", StmtKind::Alloc, 1, std::nullopt},      // view_gemm_operands
-    {"row_view", StmtKind::Alloc, 1, std::nullopt},      // view_rows
+    {"row_view", StmtKind::Alloc, 2, std::nullopt},      // view_rows
     {"row_pipeline", StmtKind::Copy, 1, std::nullopt},   // pipeline_rows
     {"prefetch_next", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers
     {"prefetch_slices", StmtKind::Copy, 1, std::nullopt},  // prefetch_gathers

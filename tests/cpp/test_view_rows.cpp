@@ -32,7 +32,18 @@ std::string normalize(const std::string& mark, const std::string& params, const 
 const char* kTwo = "X: global float32[16, 128], Y: global float32[16, 128] out";
 
 TEST(ViewRows, TileReadUntilAMapOverwritesItIsAView) {
-  EXPECT_EQ(run(normalize("", kTwo, "Y")), normalize("@row_view(1) ", kTwo, "Y"));
+  EXPECT_EQ(run(normalize("", kTwo, "Y")), normalize("@row_view(1, 0) ", kTwo, "Y"));
+}
+
+// A float32 tile copied from a bfloat16 / float16 tensor: a widening view (its readers widen each
+// element as the copy would). Not a float64 tile (only float32 tiles widen), nor an int32 source.
+TEST(ViewRows, WideningViewOfHalfTensors) {
+  for (const char* dt : {"bfloat16", "float16"}) {
+    const std::string p = std::string("X: global ") + dt + "[16, 128], Y: global float32[16, 128] out";
+    EXPECT_EQ(run(normalize("", p, "Y")), normalize("@row_view(1, 1) ", p, "Y")) << dt;
+  }
+  const std::string p = "X: global int32[16, 128], Y: global float32[16, 128] out";
+  EXPECT_EQ(run(normalize("", p, "Y")), ir::print(ir::parse_kernel(normalize("", p, "Y"), "k.tw")));
 }
 
 TEST(ViewRows, LeavesOtherTilesAlone) {
@@ -47,7 +58,7 @@ TEST(ViewRows, LeavesOtherTilesAlone) {
   for (const auto& c : cases) EXPECT_EQ(run(c), ir::print(ir::parse_kernel(c, "k.tw"))) << c;
 }
 
-// In the body of a serial loop, for a tile each iteration overwrites first: @row_view(0) (no
+// In the body of a serial loop, for a tile each iteration overwrites first: @row_view(0, 0) (no
 // prefetch of the next block's rows from there).
 TEST(ViewRows, IterationLocalTileInLoop) {
   auto text = [](const std::string& mark) {
@@ -63,7 +74,7 @@ TEST(ViewRows, IterationLocalTileInLoop) {
 }
 )";
   };
-  EXPECT_EQ(run(text("")), text("@row_view(0) "));
+  EXPECT_EQ(run(text("")), text("@row_view(0, 0) "));
 }
 
 }  // namespace

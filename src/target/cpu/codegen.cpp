@@ -428,6 +428,12 @@ class CodeGen {
   struct View {
     std::string ptr, ld;
     int64_t cols;
+    // the element type ptr points to: the tile's, or for a widening row view (a bfloat16 /
+    // float16 tensor viewed as a float32 tile, view_rows) the tensor's; its readers widen each
+    // element with tw_cpu::convert<float>, as the copy would (exact). The masked path copies the
+    // tensor's values unconverted into `shadow` (a tile of that type) and points the view at it.
+    DType dt;
+    std::string shadow;
     std::string pf;
     std::string live_r, live_c;
     int64_t rows = 0;
@@ -443,6 +449,8 @@ class CodeGen {
   std::unordered_set<const void*> elidable_, live_tiles_;
   // row views (view_rows): the tiles that have one, and those whose view is live now
   std::unordered_set<const void*> row_views_, live_views_;
+  // the row views of a float32 tile copied from a bfloat16 / float16 tensor: that dtype (widening views)
+  std::unordered_map<const void*, DType> widened_;
   // the row views at the kernel's top level (the others are in loop bodies: no next-block prefetch)
   std::unordered_set<const void*> top_row_views_;
   // 1-D grid with row views: the block this thread is expected to run next is bx + tw_step (the
@@ -559,9 +567,15 @@ std::string CodeGen::run() {
     if (const Annotation* a = find_annotation(s, "row_view"); a && !bounds_check_) {
       row_views_.insert(b);
       if (a->args.at(0)) top_row_views_.insert(b);
+      if (a->args.at(1)) widened_.emplace(b, DType{});  // the dtype: its copy's source's (below)
     }
   });
-
+  if (!widened_.empty())
+    for_each_stmt(k_->body, [&](const Stmt& s) {
+      if (s->kind != StmtKind::Copy) return;
+      if (auto it = widened_.find(as<CopyNode>(s)->dst.buffer.get()); it != widened_.end())
+        it->second = as<CopyNode>(s)->src.buffer->dtype;
+    });
   if (!out_views_.empty())
     for_each_stmt(k_->body, [&](const Stmt& s) {
       if (s->kind != StmtKind::Copy) return;
@@ -809,9 +823,18 @@ void CodeGen::emit_alloc(const AllocNode& n) {
   if ((elidable_.count(b.get()) || row_view) && shape->size() == 2) {
     // read only by gemm (or, view_rows, only read until a map overwrites it), written by one
     // copy from a global tensor: a view
-    View v{name_for(&n, name + "_p"), name_for(reinterpret_cast<const char*>(&n) + 1, name + "_ld"), (*shape)[1]};
-    line("[[maybe_unused]] const " + storage_type(b->dtype) + "* " + v.ptr + " = " + name + ";  // copies into " + name +
-         " are elided when in bounds: " + (row_view ? "reads" : "gemm reads") + " (" + v.ptr + ", " + v.ld + ")");
+    View v{name_for(&n, name + "_p"), name_for(reinterpret_cast<const char*>(&n) + 1, name + "_ld"), (*shape)[1], b->dtype};
+    std::string init = name;
+    if (auto w = widened_.find(b.get()); w != widened_.end()) {
+      v.dt = w->second;
+      v.shadow = name_for(reinterpret_cast<const char*>(&n) + 9, name + "_w");
+      line("alignas(64) " + storage_type(v.dt) + " " + v.shadow + "[" + std::to_string(numel) + "];  // " + name +
+           "'s source values, unconverted, when its copy takes the masked path (read widened)");
+      init = v.shadow;
+    }
+    line("[[maybe_unused]] const " + storage_type(v.dt) + "* " + v.ptr + " = " + init + ";  // copies into " + name +
+         " are elided when in bounds: " + (row_view ? "reads" : "gemm reads") + " (" + v.ptr + ", " + v.ld + ")" +
+         (v.shadow.empty() ? "" : ", each element widened to float32 where read"));
     line("[[maybe_unused]] int64_t " + v.ld + " = " + std::to_string(v.cols) + ";");
     if (elidable_.count(b.get())) {
       v.col = name_for(reinterpret_cast<const char*>(&n) + 5, name + "_col");
@@ -1024,6 +1047,10 @@ void CodeGen::emit_copy(const CopyNode& n) {
   RegionView s = view(n.src), d = view(n.dst);
   check_same_shape(s, d, n);
   const int nl = static_cast<int>(s.dims.size());
+  if (auto it = views_.find(n.dst.buffer.get()); it != views_.end() && !it->second.shadow.empty()) {
+    d.buf = it->second.shadow;  // a widening row view: the masked path copies the values unconverted
+    d.dtype = it->second.dt;
+  }
 
   line(line_comment(n.span) + "copy " + n.src.buffer->name + " -> " + n.dst.buffer->name);
   open("");
@@ -1238,7 +1265,7 @@ void CodeGen::emit_prefetch_next(const Buffer& t, const std::string& row) {
   auto it = views_.find(t.get());
   if (!live_views_.count(t.get()) || it == views_.end() || it->second.pf.empty()) return;
   const View& v = it->second;
-  std::string es = "sizeof(" + storage_type(t->dtype) + ")";
+  std::string es = "sizeof(" + storage_type(v.dt) + ")";
   line("for (int64_t tw_b = 0; tw_b < tw_jn * (int64_t)" + es + "; tw_b += 64) __builtin_prefetch(" +
        v.pf + " + (" + row + " * " + v.ld + " + tw_j0) * (int64_t)" + es + " + tw_b, 0, 2);");
 }
@@ -1754,14 +1781,18 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       continue;
     }
     open("if (" + pre[q] + "on)");
+    std::string tail_elem = "tw_c[tw_q]";
     if (g.kind == kReduce) {
       const Buffer& src = g.rd->src;
       std::string ptr = buf_name(src) + " + " + rows[q] + " * " + E1s;
+      DType et = src->dtype;  // the elements' type: a widening view's are widened where read
       if (live_views_.count(src.get())) {  // rows read in place (view_rows)
         const View& v = views_.at(src.get());
         ptr = v.ptr + " + " + rows[q] + " * " + v.ld;
+        et = v.dt;
       }
-      line("const float* const tw_c = " + ptr + " + tw_j0;");
+      line("const " + storage_type(et) + "* const tw_c = " + ptr + " + tw_j0;");
+      tail_elem = widen(et, "tw_c[tw_q]");
     } else {  // map + reduce: the chunk is computed, written to the tile when read later, and reduced
       const Buffer& t = g.st->buffer;
       line("const int64_t " + bind(g.outer->var, true) + " = " + rows[q] + ";");
@@ -1781,7 +1812,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     }
     line("int64_t tw_q = 0;");
     emit_vec_reduce(g.rd->reduce_kind, nan_checked(*g.rd), "tw_c", "tw_jn", "tw_q", pre[q] + "v");
-    line("for (; tw_q < tw_jn; ++tw_q) " + pre[q] + "acc = " + combine(g.rd->reduce_kind, pre[q] + "acc", "tw_c[tw_q]") + ";");
+    line("for (; tw_q < tw_jn; ++tw_q) " + pre[q] + "acc = " + combine(g.rd->reduce_kind, pre[q] + "acc", tail_elem) + ";");
     if (g.rd->reduce_kind == ReduceKind::sum && E1 > kSumBlock) {
       open("if ((tw_j0 + " + C + ") % " + std::to_string(kSumBlock) + " == 0)");
       emit_sum_block_flush(pre[q] + "v", pre[q] + "d");
@@ -2220,7 +2251,7 @@ void CodeGen::emit_out_view(const FillNode& n, OutView& o) {
   const auto shape = *t->const_shape();
   const std::string name = buf_name(t);
   const void* key = o.copy;
-  View v{name_for(key, name + "_p"), name_for(reinterpret_cast<const char*>(key) + 1, name + "_ld"), shape[1]};
+  View v{name_for(key, name + "_p"), name_for(reinterpret_cast<const char*>(key) + 1, name + "_ld"), shape[1], t->dtype};
   v.rows = shape[0];
   v.live_r = name_for(reinterpret_cast<const char*>(key) + 2, name + "_rows");
   v.live_c = name_for(reinterpret_cast<const char*>(key) + 3, name + "_cols");
@@ -2287,6 +2318,10 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
                     "' needs a destination of its shape without that axis; '" + n.dst->name + "' has another shape",
                 n.span);
   DType st = n.src->dtype, dt = n.dst->dtype;
+  // the type of the elements read: the tile's, or a widening row view's source dtype (view_rows:
+  // each element widened where read, simd.h loadu(const bf16*) for whole vectors)
+  const bool viewed = live_views_.count(n.src.get()) > 0;
+  const DType vt = viewed ? views_.at(n.src.get()).dt : st;
   DType acc_t = st.code == DTypeCode::f64 ? DType(DTypeCode::f64) : st.is_float() ? DType(DTypeCode::f32) : DType(DTypeCode::i64);
   std::string A = compute_type(acc_t);
   std::string neutral;
@@ -2337,7 +2372,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     open("for (int64_t tw_r = 0; tw_r < " + std::to_string(R) + "; ++tw_r)");
     line("#pragma GCC ivdep");
     line("for (int64_t tw_o = 0; tw_o < " + O + "; ++tw_o) tw_acc[tw_o] = " +
-         combine("tw_acc[tw_o]", load(src, st, row + " + tw_r")) + ";");
+         combine("tw_acc[tw_o]", load(src, vt, row + " + tw_r")) + ";");
     close();
     line("#pragma GCC ivdep");
     open("for (int64_t tw_o = 0; tw_o < " + O + "; ++tw_o)");
@@ -2366,7 +2401,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       line("using tw_cpu::simd::vf;");
       line("const vf tw_z = tw_cpu::simd::splat(" + neutral + ");");
       line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
-      line("const float* tw_row = " + src + " + " + row + ";");
+      line("const " + storage_type(vt) + "* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
       if (blocked) {  // blocks of kSumBlock elements, their sums added in double
         line("double tw_d = 0.0;");
@@ -2381,7 +2416,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
         emit_vec_fold(n.reduce_kind);
         line(A + " tw_acc = " + vec_fold_lanes(n.reduce_kind, "tw_v0") + ";");
       }
-      line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", "tw_row[tw_r]") + ";");
+      line("for (; tw_r < " + R_s + "; ++tw_r) tw_acc = " + combine("tw_acc", widen(vt, "tw_row[tw_r]")) + ";");
       store("tw_o", "tw_acc");
     } else if (R >= 2 * kParts) {
       line(A + " tw_p[" + std::to_string(kParts) + "];");
@@ -2398,9 +2433,9 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       open("for (; tw_r + " + std::to_string(kParts) + " <= " + end + "; tw_r += " + std::to_string(kParts) + ")");
       line("#pragma GCC unroll " + std::to_string(kParts));
       line("for (int tw_j = 0; tw_j < " + std::to_string(kParts) + "; ++tw_j) tw_p[tw_j] = " +
-           combine("tw_p[tw_j]", load(src, st, row + " + tw_r + tw_j")) + ";");
+           combine("tw_p[tw_j]", load(src, vt, row + " + tw_r + tw_j")) + ";");
       close();
-      line("for (; tw_r < " + end + "; ++tw_r) tw_p[0] = " + combine("tw_p[0]", load(src, st, row + " + tw_r")) + ";");
+      line("for (; tw_r < " + end + "; ++tw_r) tw_p[0] = " + combine("tw_p[0]", load(src, vt, row + " + tw_r")) + ";");
       for (int w = kParts / 2; w >= 1; w /= 2)
         line("for (int tw_j = 0; tw_j < " + std::to_string(w) + "; ++tw_j) tw_p[tw_j] = " +
              combine("tw_p[tw_j]", "tw_p[tw_j + " + std::to_string(w) + "]") + ";");
@@ -2412,7 +2447,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     } else {
       line(A + " tw_acc = " + neutral + ";");
       line("for (int64_t tw_r = 0; tw_r < " + std::to_string(R) + "; ++tw_r) tw_acc = " +
-           combine("tw_acc", load(src, st, row + " + tw_r")) + ";");
+           combine("tw_acc", load(src, vt, row + " + tw_r")) + ";");
       store("tw_o", "tw_acc");
     }
   } else {
@@ -2433,13 +2468,12 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     std::string I = std::to_string(inner), R_s = std::to_string(R);
     std::string base = "(tw_o * " + R_s + ")";
     std::string ld = I;
-    const bool viewed = live_views_.count(n.src.get()) > 0;
     if (viewed) {  // 2-D tile: outer == 1
       const View& v = views_.at(n.src.get());
       src = v.ptr;
       ld = v.ld;
     }
-    const bool one_row = viewed && st.code == DTypeCode::f32 && inner >= 64 && inner <= 1024;
+    const bool one_row = viewed && vt.code == DTypeCode::f32 && inner >= 64 && inner <= 1024;
     if (one_row) {
       line("alignas(4096) unsigned char tw_accb[" + I + " * sizeof(float) + 4096];");
       line("float* const tw_acc = (float*)(tw_accb + (((uintptr_t)" + src + " + 2048) & 4095));");
@@ -2478,8 +2512,8 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       std::string comb = "tw_acc[tw_j]";
       for (int u = 0; u < kRows; ++u) {
         std::string p = "tw_p" + std::to_string(u);
-        line("const " + storage_type(st) + "* const " + p + " = " + row_ptr("tw_r + " + std::to_string(u)) + ";");
-        comb = combine(comb, load(p, st, "tw_j"));
+        line("const " + storage_type(vt) + "* const " + p + " = " + row_ptr("tw_r + " + std::to_string(u)) + ";");
+        comb = combine(comb, load(p, vt, "tw_j"));
       }
       line("#pragma GCC ivdep");
       line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + comb + ";");
@@ -2487,9 +2521,9 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     }
     if (R % kRows != 0) {
       open("for (; tw_r < " + end + "; ++tw_r)");
-      line("const " + storage_type(st) + "* const tw_p0 = " + row_ptr("tw_r") + ";");
+      line("const " + storage_type(vt) + "* const tw_p0 = " + row_ptr("tw_r") + ";");
       line("#pragma GCC ivdep");
-      line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + combine("tw_acc[tw_j]", load("tw_p0", st, "tw_j")) + ";");
+      line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_acc[tw_j] = " + combine("tw_acc[tw_j]", load("tw_p0", vt, "tw_j")) + ";");
       close();
     }
     if (cblocked) {
@@ -2700,7 +2734,7 @@ std::string CodeGen::expr_load(const LoadNode& n) {
     Idx r = idx(n.indices[0]), c = idx(n.indices[1]);
     if (checked) r = checked_index(r, shape[0], n.buffer, 0, n.span), c = checked_index(c, shape[1], n.buffer, 1, n.span);
     Idx at = add(mul(r, code(v.ld, true)), c);
-    return widen(n.buffer->dtype, v.ptr + "[" + expr(at) + "]");
+    return widen(v.dt, v.ptr + "[" + expr(at) + "]");  // a widening view: convert<float>, as its copy
   }
   return widen(n.buffer->dtype, b + "[" + expr(linear_index(n.buffer, n.indices, n.span, checked)) + "]");
 }

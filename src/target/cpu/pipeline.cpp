@@ -31,8 +31,11 @@ int64_t block_tile_bytes(const ir::Kernel& k) {
   ir::for_each_stmt(k->body, [&](const ir::Stmt& s) {
     if (s->kind != ir::StmtKind::Alloc) return;
     const auto& b = static_cast<const ir::AllocNode*>(s.get())->buffer;
-    int64_t n = b->dtype.bytes();
-    for (int64_t d : b->const_shape().value_or(std::vector<int64_t>{})) n *= d;
+    int64_t numel = 1;
+    for (int64_t d : b->const_shape().value_or(std::vector<int64_t>{})) numel *= d;
+    int64_t n = numel * b->dtype.bytes();
+    // a widening row view (view_rows) has a 2-byte shadow tile for its copy's masked path
+    if (const ir::Annotation* a = ir::find_annotation(s, "row_view"); a && a->args.at(1)) n += numel * 2;
     total += n;
     if (total > kMaxBlockTileBytes)
       throw ir::Error("the tiles of kernel '" + k->name + "' need " + std::to_string(total >> 20) +

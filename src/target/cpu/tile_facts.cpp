@@ -10,10 +10,13 @@ using namespace tw::ir;
 // Structural conditions of a view: full 2-D tile <- global region of the same dtype whose
 // innermost paired dim is contiguous when the tile's rows are longer than 1. A run-time extent
 // takes its bound: the copy's fast path requires it whole, its masked path clips at it.
-bool viewable_copy(const CopyNode& c) {
+bool viewable_copy(const CopyNode& c, bool widening) {
   const Buffer& d = c.dst.buffer;
   auto shape = d->const_shape();
-  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || c.src.buffer->dtype != d->dtype || !shape ||
+  const DTypeCode sc = c.src.buffer->dtype.code;
+  const bool widens = widening && !c.atomic && d->dtype.code == DTypeCode::f32 &&
+                      (sc == DTypeCode::bf16 || sc == DTypeCode::f16);
+  if (c.src.buffer->scope != Scope::global || d->scope == Scope::global || (c.src.buffer->dtype != d->dtype && !widens) || !shape ||
       shape->size() != 2)
     return false;
   std::vector<int64_t> sext;
@@ -159,14 +162,21 @@ Kernel annotate(const Kernel& k, const std::unordered_map<const StmtNode*, Annot
   return mut.mutate_kernel(k);
 }
 
-Kernel annotate_tiles(const Kernel& k, const std::string& name, const std::unordered_map<const void*, int64_t>& args) {
+Kernel annotate_tiles(const Kernel& k, const std::string& name,
+                      const std::unordered_map<const void*, std::vector<int64_t>>& args) {
   std::unordered_map<const StmtNode*, Annotation> marks;
   for_each_stmt(k->body, [&](const Stmt& s) {
     if (s->kind != StmtKind::Alloc) return;
     auto it = args.find(as<AllocNode>(s)->buffer.get());
-    if (it != args.end()) marks.emplace(s.get(), Annotation{name, {it->second}});
+    if (it != args.end()) marks.emplace(s.get(), Annotation{name, it->second});
   });
   return annotate(k, marks);
+}
+
+Kernel annotate_tiles(const Kernel& k, const std::string& name, const std::unordered_map<const void*, int64_t>& args) {
+  std::unordered_map<const void*, std::vector<int64_t>> v;
+  for (const auto& [b, x] : args) v[b] = {x};
+  return annotate_tiles(k, name, v);
 }
 
 }  // namespace tw::cpu

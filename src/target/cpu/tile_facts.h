@@ -46,7 +46,9 @@ inline constexpr int kRotChunks = 2048 / (kOutChunk * 4);
 // copy fills a whole 2-D tile from a global region of the same dtype whose innermost paired dim
 // is contiguous when the tile's rows are longer than 1. The source's extents may be run-time
 // extents (ir.h: their bound counts; the fast path needs them whole, the masked path clips).
-bool viewable_copy(const ir::CopyNode& c);
+// `widening`: also a bfloat16 / float16 source into a float32 tile (view_rows: the readers widen
+// each element as the copy would, exactly).
+bool viewable_copy(const ir::CopyNode& c, bool widening = false);
 
 // The store of a full-tile elementwise map into a tile, or null: `for i, j in T.Parallel(E0, E1):
 // t[i, j] = f(...)` over a whole 2-D tile t (loops from 0 over t's shape), reading t only at [i, j].
@@ -82,7 +84,9 @@ bool fusable(const ir::Kernel& k, const ir::ForNode* loop, const ir::Buffer& t);
 // already there are kept).
 ir::Kernel annotate(const ir::Kernel& k, const std::unordered_map<const ir::StmtNode*, ir::Annotation>& marks);
 
-// k with `@name(args[t])` on the allocation of each tile t of args (annotate).
+// k with `@name(args[t]...)` on the allocation of each tile t of args (annotate).
+ir::Kernel annotate_tiles(const ir::Kernel& k, const std::string& name,
+                          const std::unordered_map<const void*, std::vector<int64_t>>& args);
 ir::Kernel annotate_tiles(const ir::Kernel& k, const std::string& name,
                           const std::unordered_map<const void*, int64_t>& args);
 

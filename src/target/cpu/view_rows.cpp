@@ -50,25 +50,26 @@ bool multi_store_map_overwrites(const Stmt& s, const Buffer& t) {
   return stores_into_t == 1 && !other_read;
 }
 
-// The row views of the statements `top` (the kernel's top level, or the body of a serial loop);
-// `allowed`: the tiles that may have one there (null: any).
+// The row views of the statements `top` (the kernel's top level, or the body of a serial loop),
+// each with whether it widens (its copy converts a bfloat16 / float16 tensor into the float32
+// tile); `allowed`: the tiles that may have one there (null: any).
 void row_view_tiles_in(const std::vector<Stmt>& top, const std::unordered_set<const void*>& global_written,
-                       const std::unordered_set<const void*>* allowed, std::unordered_set<const void*>& out) {
+                       const std::unordered_set<const void*>* allowed, std::unordered_map<const void*, bool>& out) {
   // candidates: tiles filled by a viewable copy at this level
-  std::vector<Buffer> cands;
+  std::vector<std::pair<Buffer, bool>> cands;
   for (const auto& s : top)
     if (s->kind == StmtKind::Copy) {
       const auto& c = *static_cast<const CopyNode*>(s.get());
-      if (viewable_copy(c) && !global_written.count(c.src.buffer.get()) && (!allowed || allowed->count(c.dst.buffer.get())))
-        cands.push_back(c.dst.buffer);
+      if (viewable_copy(c, /*widening=*/true) && !global_written.count(c.src.buffer.get()) && (!allowed || allowed->count(c.dst.buffer.get())))
+        cands.emplace_back(c.dst.buffer, c.src.buffer->dtype != c.dst.buffer->dtype);
     }
-  for (const Buffer& t : cands) {
+  for (const auto& [t, widens] : cands) {
     enum { none, view, tile } state = none;
     bool bad = false;
     for (const auto& s : top) {
       if (s->kind == StmtKind::Copy && static_cast<const CopyNode*>(s.get())->dst.buffer == t) {
         const auto& c = *static_cast<const CopyNode*>(s.get());
-        if (state != none || !viewable_copy(c)) bad = true;
+        if (state != none || !viewable_copy(c, /*widening=*/true)) bad = true;
         state = view;
         continue;
       }
@@ -108,19 +109,19 @@ void row_view_tiles_in(const std::vector<Stmt>& top, const std::unordered_set<co
         }
       });
     }
-    if (!bad && state != none) out.insert(t.get());
+    if (!bad && state != none) out[t.get()] = widens;
   }
 }
 
-std::unordered_set<const void*> row_view_tiles(const Kernel& k) {
-  std::unordered_set<const void*> out;
+std::unordered_map<const void*, bool> row_view_tiles(const Kernel& k) {
+  std::unordered_map<const void*, bool> out;
   row_view_tiles_in(stmts_of(k->body), globals_written(k), nullptr, out);
   return out;
 }
 
 // The row views (row_view_tiles_in) of the bodies of serial loops, for their iteration-local tiles.
-std::unordered_set<const void*> loop_row_view_tiles(const Kernel& k) {
-  std::unordered_set<const void*> out;
+std::unordered_map<const void*, bool> loop_row_view_tiles(const Kernel& k) {
+  std::unordered_map<const void*, bool> out;
   const std::unordered_set<const void*> global_written = globals_written(k);
   for_each_stmt(k->body, [&](const Stmt& s) {
     if (s->kind != StmtKind::For) return;
@@ -134,9 +135,9 @@ std::unordered_set<const void*> loop_row_view_tiles(const Kernel& k) {
 }  // namespace
 
 Kernel view_rows(const Kernel& k) {
-  std::unordered_map<const void*, int64_t> args;
-  for (const void* b : loop_row_view_tiles(k)) args[b] = 0;
-  for (const void* b : row_view_tiles(k)) args[b] = 1;
+  std::unordered_map<const void*, std::vector<int64_t>> args;
+  for (const auto& [b, widens] : loop_row_view_tiles(k)) args[b] = {0, widens};
+  for (const auto& [b, widens] : row_view_tiles(k)) args[b] = {1, widens};
   return annotate_tiles(k, "row_view", args);
 }
 

@@ -44,6 +44,26 @@ TW_CPU_INLINE vf load(const float* p) { return *reinterpret_cast<const vf_a*>(p)
 TW_CPU_INLINE vf loadu(const float* p) { return *reinterpret_cast<const vf_u*>(p); }
 TW_CPU_INLINE void store(float* p, vf v) { *reinterpret_cast<vf_a*>(p) = v; }
 TW_CPU_INLINE void storeu(float* p, vf v) { *reinterpret_cast<vf_u*>(p) = v; }
+// kVF bfloat16 / float16 values from p (unaligned), widened to float32 exactly as
+// tw_cpu::convert<float> widens one (types.h to_f32, the same integer steps lane by lane: the same
+// bits, NaN payloads included): the row reductions reading a bfloat16 / float16 tensor in place
+// through a float32 tile's widening row view (view_rows) call the vector loads they call on floats.
+typedef uint16_t vh_u __attribute__((vector_size(kVecBytes / 2), aligned(2), may_alias));
+typedef uint32_t vu __attribute__((vector_size(kVecBytes)));
+TW_CPU_INLINE vf loadu(const bf16* p) {
+  vu x = __builtin_convertvector(*reinterpret_cast<const vh_u*>(p), vu);
+  return reinterpret_cast<vf>(x << 16);
+}
+TW_CPU_INLINE vf loadu(const f16* p) {
+  vu x = __builtin_convertvector(*reinterpret_cast<const vh_u*>(p), vu);
+  vu sign = (x & 0x8000u) << 16;
+  vu em = x & 0x7fffu;
+  vu norm = (em << 13) + (112u << 23);                                                    // rebias 15 -> 127
+  vu sub = reinterpret_cast<vu>(__builtin_convertvector(reinterpret_cast<vi>(em), vf) * 0x1p-24f);  // exact
+  vu infnan = (em << 13) | 0x7f800000u;                                                   // keeps NaN payload
+  vu r = em < 0x400u ? sub : (em >= 0x7c00u ? infnan : norm);
+  return reinterpret_cast<vf>(r | sign);
+}
 TW_CPU_INLINE vi loadi(const int32_t* p) { return *reinterpret_cast<const vi_a*>(p); }
 TW_CPU_INLINE vi loadui(const int32_t* p) { return *reinterpret_cast<const vi_u*>(p); }
 TW_CPU_INLINE void storeui(int32_t* p, vi v) { *reinterpret_cast<vi_u*>(p) = v; }
