@@ -178,7 +178,7 @@ class Widen {
       }
       case BinOp::CeilDiv: {
         // printed (a + b - 1) / b when both operands are non-negative: the dividend's sum in int32 too
-        Range r = pos ? Range{-floor_div(-ra.hi, *divisor), -floor_div(-ra.lo, *divisor)}
+        Range r = pos ? Range{-floor_div(-ra.lo, *divisor), -floor_div(-ra.hi, *divisor)}  // ceil(x / c) = -floor(-x / c)
                       : Range::of(-std::max(abs128(ra.lo), abs128(ra.hi)), std::max(abs128(ra.lo), abs128(ra.hi)));
         if (narrow && !Range::of(ra.lo, ra.hi + rb.hi - 1).fits32()) return widen(r);
         return {rebuild(a.e, b.e), r, narrow};
