@@ -205,6 +205,10 @@ class Verifier {
         auto* n = as<BinaryNode>(e);
         expr(n->a, here);
         expr(n->b, here);
+        if (n->op == BinOp::Div && (!n->dtype.is_float() || !n->a->dtype.is_float() || !n->b->dtype.is_float()))
+          fail(here, "internal: true division '/' on integers: " + print(e),
+               "ir::binary converts integer operands of '/' to float32 (docs/language.md); a pass that builds a "
+               "BinaryNode itself must do the same, or use // (floordiv) for an integer quotient");
         if ((n->op == BinOp::FloorDiv || n->op == BinOp::CeilDiv || n->op == BinOp::Mod) && !n->b->dtype.is_float() &&
             as_const_int(n->b) == 0)
           fail(here, "integer division by zero: " + print(e),

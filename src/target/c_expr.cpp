@@ -79,7 +79,9 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
     case BinOp::Add: return infix("+");
     case BinOp::Sub: return infix("-");
     case BinOp::Mul: return infix("*");
-    case BinOp::Div: return infix("/");
+    case BinOp::Div:  // true division: float (ir::binary converts integer operands; the verifier rejects others)
+      if (ints) throw Error(std::string("internal: an integer true division '/' reached the ") + d_.printer, n.span);
+      return infix("/");
     case BinOp::FloorDiv:
       if (!fast || (!plain && !d_.has_udiv)) return fn("tw_floordiv");
       return plain ? infix("/") : fn("tw_udiv");

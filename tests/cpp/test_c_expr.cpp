@@ -45,6 +45,21 @@ TEST(CExpr, FloorSemanticsUseHelpersUnlessBothOperandsAreNonNegative) {
   EXPECT_EQ(p.print(bin(BinOp::CeilDiv, x, i)), "tw_ceildiv(x, i)");
 }
 
+TEST(CExpr, IntegerTrueDivisionIsAnInternalError) {
+  // ir::binary makes `/` of integers a float32 division; a node built directly must not print as C++'s
+  // integer `/` (the verifier rejects it too)
+  Var i = var("i");
+  TestPrinter p(kPlain);
+  EXPECT_EQ(p.print(bin(BinOp::Div, i, int_imm(4))), "((T)i / (T)4)");
+  try {
+    p.print(std::make_shared<BinaryNode>(BinOp::Div, i, int_imm(4), i->dtype, Span{}));
+    FAIL() << "expected an internal error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("internal: an integer true division '/' reached the test printer"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(CExpr, ZeroGuardedDivisionOnlyForNonConstantDivisors) {
   Var i = var("i"), j = var("j");
   TestPrinter p(kGuarded, {"i", "j"});

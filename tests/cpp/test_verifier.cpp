@@ -125,6 +125,15 @@ TEST(Verifier, ConstantIntegerDivisionByZero) {
   }
 }
 
+TEST(Verifier, IntegerTrueDivisionIsAnInternalError) {
+  // ir::binary makes `/` of integers a float32 division; a BinaryNode built directly with integer
+  // operands would print as C++ integer `/` and be a float division in the ascend simulator.
+  K k;
+  EXPECT_EQ(binary(BinOp::Div, k.by, c(2))->dtype, DType(DTypeCode::f32));
+  Expr e = std::make_shared<BinaryNode>(BinOp::Div, k.by, c(2), k.by->dtype, L(7));
+  expect_error(k.make({store(k.C_f, {c(0), c(0)}, cast(e, DTypeCode::f32), 7)}), "internal: true division '/' on integers", 7);
+}
+
 TEST(Verifier, TileWhoseByteSizeWrapsIsRejected) {
   K k;
   // 2^40 * 2^40 float32 elements: the byte count wraps to 0 in 64 bits.

@@ -178,7 +178,7 @@ def test_float_scalar_rounding(target):
 
 
 # ---- int32 arithmetic: the targets compute integers in int64 (docs/language.md); the printed C++ -----
-# ---- multiplies two int32_t in int, where an overflow is undefined (/work/scast17-findings.md F1) -----
+# ---- too since session 29 (widen_scalars; /work/scast17-findings.md F1) -------------------------------
 
 def int32_product_kernel(n):
     @T.prim_func
@@ -203,8 +203,7 @@ def test_int32_product_in_int64(target):
     np.testing.assert_array_equal(run(k, target, x), ref.astype(np.int32))
 
 
-@pytest.mark.xfail(strict=True, reason="scast17 F1: the AscendC printer multiplies int32_t scalars in C++ int "
-                   "(undefined on overflow) where the simulator and the cpu target compute in int64")
 def test_int32_product_printed_in_int64():
+    # scast17 F1, fixed in session 29 (h-int64): widen_scalars casts an operand to int64
     src = tw.compile(int32_product_kernel(2), out_idx=[1], target=TARGET).get_source()
-    assert "tw_floordiv((a * c), 65536)" not in src, src
+    assert "tw_floordiv((static_cast<int64_t>(a) * static_cast<int64_t>(c)), 65536)" in src, src

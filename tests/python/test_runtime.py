@@ -365,14 +365,14 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
                "rotate_vector_loops", "expand_gemm", "fold_exp2_scale", "expand_math", "expand_int8_fill",
                "convert_copies", "legalize_vector", "multi_buffer", "map_grid", "simplify_2"]
     program = ["select_instructions", "plan_memory", "insert_sync", "select_vector_calls", "select_move_calls",
-               "resolve_cross_waits"]
+               "resolve_cross_waits", "widen_scalars"]
     assert names == tile_ir + program + ["ascend_program"], names
     n = len(tile_ir)
     assert all(f.endswith(".tir") for f in files[:n]) and all(f.endswith(".txt") for f in files[n:])
     for f, name in zip(files, names[:-1]):
         assert (kdir / "ascend910b2" / f).read_text() == stages["ascend910b"][name], f
     # the last stage is the program the AscendC printer prints (also dumped as ascend_program.txt)
-    assert stages["ascend910b"]["final"] == stages["ascend910b"]["resolve_cross_waits"]
+    assert stages["ascend910b"]["final"] == stages["ascend910b"]["widen_scalars"]
     assert (kdir / "ascend910b2" / files[-1]).read_text() == stages["ascend910b"]["final"]
     assert "PipeBarrier" in stages["ascend910b"]["insert_sync"] or "SetFlag" in stages["ascend910b"]["insert_sync"]
     assert "SetFlag" not in stages["ascend910b"]["plan_memory"]

@@ -864,7 +864,11 @@ std::string KernelPrinter::run() {
   for (const auto& n : p_.notes)
     os << "// Note" << (n.span.known() ? " (line " + std::to_string(n.span.line) + ")" : std::string()) << ": " << n.message
        << "\n";
-  os << "#include \"kernel_operator.h\"\n\nusing namespace AscendC;\n\n";
+  os << "#include \"kernel_operator.h\"\n\n";
+  // Float scalars are not contracted (no fused multiply-add): each operation rounded, as the simulator
+  // computes them (bisheng is clang-based; the CMake file also passes -ffp-contract=off, which clang
+  // needs under -ffp-contract=fast, where it ignores the pragma).
+  os << "#if defined(__clang__)\n#pragma clang fp contract(off)\n#endif\n\nusing namespace AscendC;\n\n";
   os << "namespace {\n" << helpers("__aicore__ inline") << "}  // namespace\n\n";
   if (has_tiling()) os << tiling_struct() << "\n";
 
@@ -1034,7 +1038,9 @@ std::string print_cmake(const Program& p) {
      << "endif()\n"
      << "include(${ASCENDC_CMAKE_DIR}/ascendc.cmake)\n\n"
      << "# The kernel (bisheng, NPU arch dav-2201); also generates aclrtlaunch_" << n << ".h.\n"
-     << "ascendc_library(" << n << "_kernel STATIC " << n << "_kernel.cpp)\n\n"
+     << "ascendc_library(" << n << "_kernel STATIC " << n << "_kernel.cpp)\n"
+     << "# Float scalar operations each rounded, not fused (as Tilewright's simulator computes them).\n"
+     << "ascendc_compile_options(" << n << "_kernel PRIVATE -ffp-contract=off)\n\n"
      << "add_executable(" << n << "_host main.cpp)\n"
      << "target_compile_options(" << n << "_host PRIVATE -O2 -std=c++17)\n"
      << "target_include_directories(" << n << "_host PRIVATE ${ASCEND_CANN_PACKAGE_PATH}/include)\n"
@@ -1057,7 +1063,7 @@ std::string print_readme(const Program& p, const KernelPrinter& kp) {
      << "`ascendc_library()` compiles the kernel with bisheng for the chosen SoC and generates\n"
      << "`aclrtlaunch_" << n << ".h`, which `main.cpp` uses to launch it with\n"
      << "`ACLRT_LAUNCH_KERNEL(" << n << ")(blockDim, stream, args...)`.\n"
-     << "To compile the kernel alone: `bisheng --npu-arch=dav-2201 -O3 -std=c++17 -xasc -c " << n
+     << "To compile the kernel alone: `bisheng --npu-arch=dav-2201 -O3 -std=c++17 -ffp-contract=off -xasc -c " << n
      << "_kernel.cpp -I$ASCEND_HOME_PATH/include ...`\n"
      << "(older toolkits: `--cce-aicore-arch=dav-c220`).\n\n"
      << "## Run\n\n"

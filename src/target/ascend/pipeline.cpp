@@ -31,6 +31,7 @@
 #include "target/ascend/split_rows.h"
 #include "target/ascend/stage_gemm_operands.h"
 #include "target/ascend/verify_program.h"
+#include "target/ascend/widen_scalars.h"
 #include "target/ascend/vector_util.h"
 #include "ir/functor.h"
 #include "transform/infer_grid.h"
@@ -62,7 +63,8 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
   p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/false); }, check);
   p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls
   p = log.run("select_move_calls", p, [&](const Program& q) { return select_move_calls(q, target); }, check);  // byte-level moves -> the AscendC calls they print as
-  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set; the final kernel type (MIX_*_1_0 with cross-core flags)
+  p = log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set; the final kernel type (MIX_*_1_0 with cross-core flags)
+  return log.run("widen_scalars", p, [](const Program& q) { return widen_scalars(q); }, check);  // int scalar arithmetic that may leave int32: computed in int64
 }
 
 // Automatic mode: a kernel written for any target. Each pass is one file (target/ascend/<name>.h
@@ -112,7 +114,8 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   p = log.run("insert_sync", p, [&](const Program& q) { return insert_sync(q, target); }, check);  // flags and barriers
   p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls
   p = log.run("select_move_calls", p, [&](const Program& q) { return select_move_calls(q, target); }, check);  // byte-level moves -> the AscendC calls they print as
-  return log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set; the final kernel type (MIX_*_1_0 with cross-core flags)
+  p = log.run("resolve_cross_waits", p, [](const Program& q) { return resolve_cross_waits(q); }, check);  // each cross-core wait: the mode of its set; the final kernel type (MIX_*_1_0 with cross-core flags)
+  return log.run("widen_scalars", p, [](const Program& q) { return widen_scalars(q); }, check);  // int scalar arithmetic that may leave int32: computed in int64
 }
 
 }  // namespace

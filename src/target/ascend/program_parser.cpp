@@ -735,9 +735,11 @@ class ProgramParser {
       return if_(cond, then_body, else_body);
     }
     std::string first = L.word("a statement");
+    std::optional<ir::DType> let_type;  // `NAME: DTYPE = EXPR`: a let whose variable's dtype is not the value's
+    if (L.accept(":")) let_type = L.dtype();
     if (L.accept("= ")) {  // let
       ir::Expr value = L.expr_to(text.size());
-      ir::Var v = ir::var(first, value->dtype);
+      ir::Var v = ir::var(first, let_type ? *let_type : value->dtype);
       vars_.erase(first);
       define(v, L, at);
       ++i;

@@ -12,6 +12,7 @@
 //     for VAR in range(EXPR):                           # body: the lines indented deeper
 //     if EXPR:  /  else:
 //     VAR = EXPR                                        # let: visible in the rest of its block
+//     VAR: DTYPE = EXPR                                 # a let whose variable's dtype is not EXPR's
 //     PIPE INSTRUCTION [ @LINE]                        # print_instr's form of each kind
 // Expressions are Tile IR expressions (ir/parser.h); names resolve to the block indices, shape
 // variables, scalar parameters, enclosing loops and earlier lets. Operands name a buffer or a tensor

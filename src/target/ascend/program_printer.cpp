@@ -232,7 +232,10 @@ void print_stmt(const Program& p, const StmtPtr& s, int indent, std::ostringstre
       }
       break;
     case StmtKind::Let:
-      os << pad << s->var->name << " = " << ex(s->value) << "\n";
+      // the variable's dtype when it is not the value's (a narrowing let: `blk: int32 = ...`)
+      os << pad << s->var->name;
+      if (s->value && s->var->dtype != s->value->dtype) os << ": " << s->var->dtype.name();
+      os << " = " << ex(s->value) << "\n";
       break;
     case StmtKind::Instr:
       os << pad << print_instr(p, s->instr) << "\n";

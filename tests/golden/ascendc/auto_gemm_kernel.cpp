@@ -4,6 +4,10 @@
 // Do not edit: regenerate from the Tilewright kernel.
 #include "kernel_operator.h"
 
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
 using namespace AscendC;
 
 namespace {

@@ -266,6 +266,9 @@ int Machine::compile_expr(const ir::Expr& e) {
       int a = compile_expr(b->a), c = compile_expr(b->b);
       n.a = a, n.b = c;
       n.float_operands = cnodes[static_cast<size_t>(a)].is_float || cnodes[static_cast<size_t>(c)].is_float;
+      if (b->op == ir::BinOp::Div && !n.float_operands)  // ir::binary makes `/` of integers a float division
+        throw ir::Error("internal: ascend simulator: an integer true division '/' (ir::binary converts its operands "
+                        "to float32)", e->span);
       break;
     }
     case ir::ExprKind::Unary: {
@@ -344,10 +347,11 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
       }
       int64_t x = a.i, y = b.i;
       switch (op) {
-        case ir::BinOp::Add: v.i = x + y; break;
-        case ir::BinOp::Sub: v.i = x - y; break;
-        case ir::BinOp::Mul: v.i = x * y; break;
-        case ir::BinOp::Div: v.f = static_cast<double>(x) / static_cast<double>(y); v.i = static_cast<int64_t>(v.f); return v;
+        // int64, wrapping (the printed C++ computes in int64 where the result may leave int32: widen_scalars)
+        case ir::BinOp::Add: v.i = static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)); break;
+        case ir::BinOp::Sub: v.i = static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)); break;
+        case ir::BinOp::Mul: v.i = static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y)); break;
+        case ir::BinOp::Div: break;  // not reached: compile_expr rejects an integer true division
         case ir::BinOp::FloorDiv: v.i = floordiv(x, y); break;
         case ir::BinOp::CeilDiv: v.i = y == 0 ? 0 : -floordiv(-x, y); break;
         case ir::BinOp::Mod: v.i = y == 0 ? x : y == -1 ? 0 : x - floordiv(x, y) * y; break;
@@ -371,7 +375,7 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
     }
     case ir::ExprKind::Unary: {
       Value a = eval(n.a, s);
-      if (static_cast<ir::UnOp>(n.op) == ir::UnOp::Neg) return Value{-a.i, -a.f};
+      if (static_cast<ir::UnOp>(n.op) == ir::UnOp::Neg) return Value{static_cast<int64_t>(0ull - static_cast<uint64_t>(a.i)), -a.f};
       if (static_cast<ir::UnOp>(n.op) == ir::UnOp::BitNot) return Value{~a.i, static_cast<double>(~a.i)};
       int64_t x = a.i == 0 && a.f == 0;
       return Value{x, static_cast<double>(x)};

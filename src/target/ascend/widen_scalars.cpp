@@ -1,0 +1,333 @@
+#include "target/ascend/widen_scalars.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <variant>
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::BinOp;
+using ir::DType;
+using ir::DTypeCode;
+using ir::Expr;
+using ir::ExprKind;
+using I128 = __int128;
+
+constexpr I128 kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = std::numeric_limits<int64_t>::max();
+constexpr I128 kI32Min = std::numeric_limits<int32_t>::min(), kI32Max = std::numeric_limits<int32_t>::max();
+
+// The values an integer expression may take (a sound bound), in int64 (a bound outside it: any int64,
+// the computation may wrap).
+struct Range {
+  I128 lo = kI64Min, hi = kI64Max;
+  static Range of(I128 lo, I128 hi) {
+    if (lo < kI64Min || hi > kI64Max) return {};
+    return {lo, hi};
+  }
+  bool fits32() const { return lo >= kI32Min && hi <= kI32Max; }
+};
+
+Range hull(const Range& a, const Range& b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
+
+Range dtype_range(DType t) {
+  switch (t.code) {
+    case DTypeCode::boolean: return {0, 1};
+    case DTypeCode::i8: return {-128, 127};
+    case DTypeCode::u8: return {0, 255};
+    case DTypeCode::i32: return {kI32Min, kI32Max};
+    default: return {};
+  }
+}
+
+I128 floor_div(I128 a, I128 c) {  // c > 0
+  I128 q = a / c;
+  return (a % c != 0 && a < 0) ? q - 1 : q;
+}
+I128 abs128(I128 x) { return x < 0 ? -x : x; }
+bool bitwise(BinOp op) {
+  return op == BinOp::BitAnd || op == BinOp::BitOr || op == BinOp::BitXor || op == BinOp::Shl || op == BinOp::Shr;
+}
+
+// One expression's rewrite: the expression, its range (integers), and whether the printed C++ holds
+// it in a type narrower than 64 bits (`int` after the usual promotions).
+struct Out {
+  Expr e;
+  Range r;
+  bool narrow = false;
+};
+
+class Widen {
+ public:
+  std::unordered_map<const ir::VarNode*, Range> vars;
+
+  Expr expr(const Expr& e) { return e ? visit(e).e : e; }
+
+  Out visit(const Expr& e) {
+    const bool ints = e->dtype.is_int() || e->dtype.is_bool();
+    switch (e->kind) {
+      case ExprKind::IntImm: {
+        I128 v = ir::as<ir::IntImmNode>(e)->value;
+        return {e, {v, v}, v >= kI32Min && v <= kI32Max};
+      }
+      case ExprKind::FloatImm: return {e, {}, false};
+      case ExprKind::Var: {
+        auto* v = ir::as<ir::VarNode>(e);
+        auto it = vars.find(v);
+        Range r = it != vars.end() ? it->second : dtype_range(e->dtype);
+        return {e, r, ints && e->dtype.code != DTypeCode::i64};
+      }
+      case ExprKind::Cast: {
+        auto* c = ir::as<ir::CastNode>(e);
+        Out v = visit(c->value);
+        Expr n = v.e == c->value ? e : ir::cast(v.e, e->dtype, e->span);
+        if (!ints) return {n, {}, false};
+        Range t = dtype_range(e->dtype);
+        bool inside = (c->value->dtype.is_int() || c->value->dtype.is_bool()) && v.r.lo >= t.lo && v.r.hi <= t.hi;
+        return {n, inside ? v.r : t, e->dtype.code != DTypeCode::i64};
+      }
+      case ExprKind::Unary: return unary(e);
+      case ExprKind::Binary: return binary(e);
+      case ExprKind::Select: {
+        auto* s = ir::as<ir::SelectNode>(e);
+        Out c = visit(s->cond), t = visit(s->t), f = visit(s->f);
+        Expr n = c.e == s->cond && t.e == s->t && f.e == s->f ? e : ir::select(c.e, t.e, f.e, e->span);
+        if (!ints) return {n, {}, false};
+        return {n, hull(t.r, f.r), t.narrow && f.narrow};
+      }
+      case ExprKind::Call: case ExprKind::Load:  // not printed in scalar expressions (the printer's error)
+        return {e, dtype_range(e->dtype), false};
+    }
+    return {e, {}, false};
+  }
+
+ private:
+  static Expr widened(const Expr& x) { return ir::cast(x, DTypeCode::i64, x->span); }
+  // A rewritten operand of a bitwise operator or shift, whose result depends on the operator's type
+  // (the count modulo its width, `>>` wrapping into it first): back in the operand's own type, which
+  // keeps every stored result (the low bits are the same) and the IR's types as they were.
+  static Expr retyped(const Expr& x, const Expr& orig) {
+    return x->dtype == orig->dtype ? x : ir::cast(x, orig->dtype, x->span);
+  }
+
+  Out unary(const Expr& e) {
+    auto* u = ir::as<ir::UnaryNode>(e);
+    Out a = visit(u->a);
+    // the types as ir::unary gives them (the program text reads back to the same nodes: program_parser.h)
+    auto rebuild = [&](const Expr& x) {
+      if (x == u->a) return e;
+      return u->op == ir::UnOp::BitNot ? ir::unary(u->op, retyped(x, u->a), e->span) : ir::unary(u->op, x, e->span);
+    };
+    if (!e->dtype.is_int() && !e->dtype.is_bool()) return {rebuild(a.e), {}, false};
+    switch (u->op) {
+      case ir::UnOp::Not: return {rebuild(a.e), {0, 1}, true};
+      case ir::UnOp::BitNot: {
+        if (a.e->dtype != u->a->dtype) a = {a.e, dtype_range(u->a->dtype), u->a->dtype.code != DTypeCode::i64};
+        return {rebuild(a.e), Range::of(-a.r.hi - 1, -a.r.lo - 1), a.narrow};
+      }
+      case ir::UnOp::Neg: {
+        Range r = Range::of(-a.r.hi, -a.r.lo);
+        if (a.narrow && !r.fits32()) return {rebuild(widened(a.e)), r, false};
+        return {rebuild(a.e), r, a.narrow};
+      }
+    }
+    return {rebuild(a.e), {}, false};
+  }
+
+  Out binary(const Expr& e) {
+    auto* n = ir::as<ir::BinaryNode>(e);
+    const bool ints = n->a->dtype.is_int() || n->a->dtype.is_bool();
+    if (e->dtype.is_int())  // constant arithmetic prints as its literal (c_expr.cpp folds it)
+      if (auto c = ir::as_const_int(e)) return {e, {*c, *c}, *c >= kI32Min && *c <= kI32Max};
+    Out a = visit(n->a), b = visit(n->b);
+    // the types as ir::binary gives them: an operand widened to int64 makes the other one int64 too
+    // (a literal keeps its digits), except under a bitwise operator or shift (retyped)
+    auto rebuild = [&](const Expr& x, const Expr& y) {
+      if (x == n->a && y == n->b) return e;
+      if (bitwise(n->op)) return ir::binary(n->op, retyped(x, n->a), retyped(y, n->b), e->span);
+      return ir::binary(n->op, x, y, e->span);
+    };
+    if (!ints) return {rebuild(a.e, b.e), {}, false};
+    if (bitwise(n->op)) {  // a widened operand is retyped back: its value wrapped into the operand's type
+      if (a.e->dtype != n->a->dtype) a = {a.e, dtype_range(n->a->dtype), n->a->dtype.code != DTypeCode::i64};
+      if (b.e->dtype != n->b->dtype) b = {b.e, dtype_range(n->b->dtype), n->b->dtype.code != DTypeCode::i64};
+    }
+    const Range &ra = a.r, &rb = b.r;
+    const bool narrow = a.narrow && b.narrow;
+    const auto divisor = ir::as_const_int(n->b);
+    const bool pos = divisor && *divisor > 0;
+    // The operand to widen: the one that is not a literal (a cast literal prints the same digits).
+    auto widen = [&](Range r) -> Out {
+      if (a.e->kind == ExprKind::IntImm) return {rebuild(a.e, widened(b.e)), r, false};
+      return {rebuild(widened(a.e), b.e), r, false};
+    };
+    auto checked = [&](Range r) -> Out {
+      if (narrow && !r.fits32()) return widen(r);
+      return {rebuild(a.e, b.e), r, narrow};
+    };
+    switch (n->op) {
+      case BinOp::Add: return checked(Range::of(ra.lo + rb.lo, ra.hi + rb.hi));
+      case BinOp::Sub: return checked(Range::of(ra.lo - rb.hi, ra.hi - rb.lo));
+      case BinOp::Mul: {
+        I128 p[] = {ra.lo * rb.lo, ra.lo * rb.hi, ra.hi * rb.lo, ra.hi * rb.hi};
+        return checked(Range::of(*std::min_element(p, p + 4), *std::max_element(p, p + 4)));
+      }
+      case BinOp::CeilDiv: {
+        // printed (a + b - 1) / b when both operands are non-negative: the dividend's sum in int32 too
+        Range r = pos ? Range{-floor_div(-ra.lo, *divisor), -floor_div(-ra.hi, *divisor)}  // ceil(x / c) = -floor(-x / c)
+                      : Range::of(-std::max(abs128(ra.lo), abs128(ra.hi)), std::max(abs128(ra.lo), abs128(ra.hi)));
+        if (narrow && !Range::of(ra.lo, ra.hi + rb.hi - 1).fits32()) return widen(r);
+        return {rebuild(a.e, b.e), r, narrow};
+      }
+      case BinOp::FloorDiv: {
+        if (pos) return {rebuild(a.e, b.e), {floor_div(ra.lo, *divisor), floor_div(ra.hi, *divisor)}, narrow};
+        I128 m = std::max(abs128(ra.lo), abs128(ra.hi));  // |a // b| <= |a| (b == 0: 0)
+        return {rebuild(a.e, b.e), Range::of(-m, m), narrow};
+      }
+      case BinOp::Mod: {
+        if (pos) return {rebuild(a.e, b.e), ra.lo >= 0 && ra.hi < *divisor ? ra : Range{0, *divisor - 1}, narrow};
+        I128 m = std::max(abs128(rb.lo), abs128(rb.hi));  // |a % b| < |b|; a % 0 == a
+        return {rebuild(a.e, b.e), hull(ra, Range::of(-m, m)), narrow};
+      }
+      case BinOp::Min: return {rebuild(a.e, b.e), {std::min(ra.lo, rb.lo), std::min(ra.hi, rb.hi)}, false};
+      case BinOp::Max: return {rebuild(a.e, b.e), {std::max(ra.lo, rb.lo), std::max(ra.hi, rb.hi)}, false};
+      case BinOp::EQ: case BinOp::NE: case BinOp::LT: case BinOp::LE: case BinOp::GT: case BinOp::GE:
+      case BinOp::And: case BinOp::Or:
+        return {rebuild(a.e, b.e), {0, 1}, true};
+      case BinOp::BitAnd: case BinOp::BitOr: case BinOp::BitXor: {
+        Range r;
+        if (n->op == BinOp::BitAnd && (ra.lo >= 0 || rb.lo >= 0))
+          r = {0, ra.lo >= 0 && rb.lo >= 0 ? std::min(ra.hi, rb.hi) : ra.lo >= 0 ? ra.hi : rb.hi};
+        else if (ra.fits32() && rb.fits32())
+          r = {kI32Min, kI32Max};  // two's complement bits of int32 values stay in int32
+        return {rebuild(a.e, b.e), r, narrow};
+      }
+      case BinOp::Shl: {  // printed through uint64_t: an int64 value
+        Range r;
+        if (divisor && ra.fits32()) {
+          int k = ir::shift_count(*divisor, e->dtype);
+          if (k <= 31) r = Range::of(ra.lo * (I128(1) << k), ra.hi * (I128(1) << k));
+        }
+        return {rebuild(a.e, b.e), r, false};
+      }
+      case BinOp::Shr:  // the operand wrapped into the node's type, then shifted: inside that type
+        return {rebuild(a.e, b.e), dtype_range(e->dtype), false};
+      case BinOp::Div:  // true division is float (ir::binary; the verifier rejects an integer one)
+        return {rebuild(a.e, b.e), {}, false};
+    }
+    return {rebuild(a.e, b.e), {}, false};
+  }
+};
+
+// Every expression field of a call-level instruction (the pass runs after select_move_calls).
+template <class F>
+struct Fields {
+  F& f;
+  void operator()(Expr& e) const { f(e); }
+  void operator()(LocalRef& r) const { f(r.offset); }
+  void operator()(GmRef& r) const { f(r.offset); }
+  template <class... X>
+  void all(X&... x) const { ((*this)(x), ...); }
+};
+
+template <class F>
+void map_fields(InstrOp& op, F&& fn, const ir::Span& span) {
+  Fields<F> f{fn};
+  std::visit(Overload{
+      [&](InitConstValue& c) { f.all(c.dst, c.repeatTimes, c.blockNum, c.dstGap, c.initValue); },
+      [&](DataCopyNd2Nz& c) {
+        f.all(c.src, c.dst, c.ndNum, c.nValue, c.dValue, c.srcNdMatrixStride, c.srcDValue, c.dstNzC0Stride,
+              c.dstNzNStride, c.dstNzMatrixStride, c.col_start);
+      },
+      [&](DataCopyPadGmToUb& c) {
+        f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride, c.leftPadding, c.rightPadding,
+              c.paddingValue);
+      },
+      [&](DataCopyPadUbToGm& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride); },
+      [&](DataCopyUbToUb& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride); },
+      [&](LoadData2D& c) { f.all(c.src, c.dst, c.startIndex, c.repeatTimes, c.srcStride, c.sid, c.dstGap); },
+      [&](LoadData3DV2& c) {
+        f.all(c.src, c.dst, c.l1H, c.l1W, c.channelSize, c.kExtension, c.mExtension, c.kStartPt, c.mStartPt);
+      },
+      [&](FixpipeV220& c) { f.all(c.src, c.dst, c.nSize, c.mSize, c.srcStride, c.dstStride, c.ndNum); },
+      [&](Mmad& c) { f.all(c.a, c.b, c.c, c.m, c.n, c.k, c.init); },
+      [&](VecCallL2& c) { f.all(c.dst, c.src0, c.src1, c.scalar, c.count, c.sel); },
+      [&](VecCallL0& c) {
+        f.all(c.dst, c.src0, c.src1, c.scalar, c.mask, c.repeat, c.dst_blk, c.src0_blk, c.src1_blk, c.dst_rep,
+              c.src0_rep, c.src1_rep);
+      },
+      [&](WholeReduce& c) { f.all(c.dst, c.src, c.mask, c.repeat, c.dst_rep, c.src_blk, c.src_rep); },
+      [&](Brcb& c) { f.all(c.dst, c.src, c.repeat, c.dst_blk, c.dst_rep); },
+      [&](Gather& c) { f.all(c.dst, c.src, c.offset, c.base, c.count, c.src_elems); },
+      [&](ScalarLoad& c) { f.all(c.src, c.ub); },
+      [&](ScalarStore& c) { f.all(c.dst, c.value); },
+      [&](SetFlag& c) { f.all(c.event); },
+      [&](WaitFlag& c) { f.all(c.event); },
+      [&](CrossCoreSetFlag& c) { f.all(c.id); },
+      [&](CrossCoreWaitFlag& c) { f.all(c.id); },
+      [](SetAtomic&) {},
+      [](PipeBarrier&) {},
+      [&](auto& c) {
+        throw ir::Error("internal: widen_scalars got the instruction " + std::string(instr_name(InstrOp(c))) +
+                            "; it runs after select_vector_calls and select_move_calls",
+                        span);
+      }},
+             op);
+}
+
+StmtPtr rewrite(const StmtPtr& s, Widen& w) {
+  if (!s) return s;
+  auto n = std::make_shared<Stmt>(*s);
+  switch (s->kind) {
+    case StmtKind::Seq:
+      for (auto& b : n->body) b = rewrite(b, w);
+      break;
+    case StmtKind::For: {
+      Out ext = w.visit(s->value);
+      n->value = ext.e;
+      Range loop = dtype_range(s->var->dtype);  // the printed index's type
+      w.vars[s->var.get()] = {0, std::max<I128>(0, std::min(ext.r.hi, loop.hi) - 1)};
+      for (auto& b : n->body) b = rewrite(b, w);
+      break;
+    }
+    case StmtKind::If:
+      n->value = w.expr(s->value);
+      for (auto& b : n->body) b = rewrite(b, w);
+      n->else_body = rewrite(s->else_body, w);
+      break;
+    case StmtKind::Let: {
+      Out v = w.visit(s->value);
+      n->value = v.e;
+      Range t = dtype_range(s->var->dtype);
+      w.vars[s->var.get()] = v.r.lo >= t.lo && v.r.hi <= t.hi && (s->value->dtype.is_int() || s->value->dtype.is_bool()) ? v.r : t;
+      break;
+    }
+    case StmtKind::Instr:
+      map_fields(n->instr.op, [&](Expr& e) { e = w.expr(e); }, s->span);
+      if (auto* l = std::get_if<ScalarLoad>(&n->instr.op)) w.vars[l->var.get()] = dtype_range(l->dtype);
+      break;
+  }
+  return n;
+}
+
+}  // namespace
+
+Program widen_scalars(const Program& program) {
+  Program p = program;
+  Widen w;
+  for (const auto& v : p.shape_vars) w.vars[v.get()] = {0, dtype_range(v->dtype).hi};  // printed as their dtype
+  for (const auto& k : p.params)
+    if (!k.is_tensor && k.var) w.vars[k.var.get()] = dtype_range(k.dtype);
+  Range dim = p.block_dim ? w.visit(p.block_dim).r : Range{1, 1};
+  if (p.block_idx) w.vars[p.block_idx.get()] = {0, std::max<I128>(0, std::min(dim.hi, kI32Max) - 1)};
+  if (p.sub_block_idx) w.vars[p.sub_block_idx.get()] = {0, 1};
+  p.aic = rewrite(p.aic, w);
+  p.aiv = rewrite(p.aiv, w);
+  return p;
+}
+
+}  // namespace tw::ascend

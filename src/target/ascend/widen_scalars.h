@@ -1,0 +1,30 @@
+// widen_scalars: integer scalar arithmetic of the printed AscendC computed in int64, as the simulator
+// and the cpu target compute it (docs/language.md: integers are computed in int64, wrapped on store).
+// A program pass, the last of both pipelines (after resolve_cross_waits).
+//
+// The printed C++ computes `a * c` of two `int32_t` scalars in C++ `int`: undefined on overflow,
+// where the language's value is the int64 product. This pass gives each integer +, -, * and unary -
+// whose operands the printed code holds in a type narrower than 64 bits (int32 / int8 / uint8 / bool
+// variables, loop indices and block indices are int32_t; a literal in the int32 range is an `int`)
+// and whose result it cannot prove inside the int32 range a Cast to int64 of one operand (the
+// non-literal one, the left one when both are not literals): the printer prints
+// `(static_cast<int64_t>(a) * c)`, the simulator evaluates the same node (a no-op there: it computes
+// in int64 already). The same for ceildiv's dividend (printed `(a + b - 1) / b` when both operands
+// are non-negative). Shifts, min / max, // and % through their helpers already compute in int64.
+//
+// The proof is interval arithmetic over the variables' ranges: a loop index over [0, extent - 1]
+// (the extent's upper bound; int32_t range when unknown), the block index over [0, block_dim - 1]
+// (int32_t range when block_dim is not bounded), the sub-block index over [0, 1], a let over its
+// value's range (the dtype's range when the value may not fit: the let wraps), a scalar parameter
+// and a ScalarLoad's variable over their dtype's range, a shape variable over [0, INT64_MAX] (an
+// int64_t already). Index arithmetic over loop and block indices with constant extents (almost all
+// of it) is proved and prints unchanged; a product with a runtime int32 scalar is widened.
+#pragma once
+
+#include "target/ascend/program.h"
+
+namespace tw::ascend {
+
+Program widen_scalars(const Program& program);
+
+}  // namespace tw::ascend
