@@ -96,12 +96,19 @@ def test_tail_block_and_half_input():
     np.testing.assert_array_equal(got, acc)
 
 
-def test_bf16_max():
-    """max is order-free: bfloat16 tensor, exact."""
-    S, N = 6000, 20
+def test_bf16_sum():
+    """A bfloat16 tensor into float32 tiles (the accumulator float32): blocks of 16 columns, each
+    column's sum in row order (bitwise the float32 row-by-row sum); N 20 < block_N 32: a tail."""
+    S, N = 1500, 20
     x = randn((S, N), "bfloat16", scale=2.0, seed=9)
-    got = run_checked(col_reduce(S, N, "max", 32, "bfloat16", target=TARGET), x)
-    np.testing.assert_array_equal(got, _ref(x, "max").astype(np.float32))
+    k = col_reduce(S, N, "sum", 32, "bfloat16", target=TARGET)
+    got = run_checked(k, x)
+    assert "column blocks of 16" in _notes(k), _notes(k)
+    xf = np.asarray(x, np.float32)
+    acc = xf[0].copy()
+    for r in range(1, S):
+        acc = (acc + xf[r]).astype(np.float32)
+    np.testing.assert_array_equal(got, acc)
 
 
 def test_one_row():
