@@ -265,7 +265,8 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     // (softmax 64 x 151936 float32: 355003 simulated cycles in 4 blocks of 38016, 270499 in 8).
     const bool smaller = col_blocks == 0 && row_step > 0 && rows.as_blocks && row_step < rows.steps &&
                          2 * rows.group_rows * rows.row_bytes > first_ub->capacity;
-    const bool narrower = col_blocks > 0 && col_blocks < (cols.cols + 63) / 64 && 2 * cols.block_bytes > first_ub->capacity;
+    const bool narrower = col_blocks > 0 && col_blocks < (cols.cols + cols.step - 1) / cols.step &&
+                          2 * cols.block_bytes > first_ub->capacity;
     auto program = std::make_shared<const Program>(std::move(p));
     log.dump("ascend_program.txt", print_program(*program));
     LoweredAscend lowered{log.kernel(), std::move(program), log.stages()};
