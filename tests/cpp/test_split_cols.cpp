@@ -151,9 +151,53 @@ TEST(SplitCols, ReductionAcrossTheRowsRunsInItsBlock) {
   const std::string got = ir::print(split_cols(k, 3, &info));
   EXPECT_EQ(info.why_not, "");
   EXPECT_EQ(info.phases, 1) << got;
-  EXPECT_NE(got.find("alloc col: fragment float32[384]"), std::string::npos) << got;
+  // no reduction along the columns: blocks are 32-byte multiples (ceil(1000 / 3) = 334 -> 336), not 64
+  EXPECT_EQ(info.step, 8);
+  EXPECT_NE(got.find("alloc col: fragment float32[336]"), std::string::npos) << got;
   EXPECT_NE(got.find("reduce sum x -> col axis=0 clear=true"), std::string::npos) << got;
-  EXPECT_NE(got.find("copy col -> Y[bx:+1, col_blk * 384:+384]"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy col -> Y[bx:+1, col_blk * 336:+336]"), std::string::npos) << got;
+}
+
+// hunt14 F3 (session 29): a narrow tile summed across its rows runs in column blocks of one 32-byte
+// block: 8 float32 columns, 16 when a copy reads a 16-bit tensor; a row reduction keeps 64.
+TEST(SplitCols, NarrowReductionAcrossTheRowsRunsInBlocksOf32Bytes) {
+  auto src = [](const std::string& dt) {
+    return R"(kernel k(X: global )" + dt + R"([4097, 32], Y: global float32[32] out)
+    grid(bx = 1) {
+  alloc x: fragment float32[4097, 32]
+  alloc col: fragment float32[32]
+  copy X[0:+4097, 0:+32] -> x
+  reduce sum x -> col axis=0 clear=true
+  copy col -> Y[0:+32]
+}
+)";
+  };
+  ColSplit info;
+  std::string got = ir::print(split_cols(ir::parse_kernel(src("float32"), "cols.tw"), 4, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.step, 8);
+  EXPECT_EQ(info.blocks, 4);
+  EXPECT_EQ(info.block_cols, 8);
+  EXPECT_NE(got.find("alloc x: fragment float32[4097, 8]"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy X[0:+4097, col_blk * 8:+8] -> x"), std::string::npos) << got;
+  EXPECT_NE(got.find("reduce sum x -> col axis=0 clear=true"), std::string::npos) << got;
+  got = ir::print(split_cols(ir::parse_kernel(src("bfloat16"), "cols.tw"), 4, &info));
+  EXPECT_EQ(info.step, 16);
+  EXPECT_EQ(info.blocks, 2);
+  EXPECT_NE(got.find("alloc x: fragment float32[4097, 16]"), std::string::npos) << got;
+  // a reduction along the columns of a column tile: 64-column steps (one block of 64 >= 32: not split)
+  auto row = ir::parse_kernel(R"(kernel k(X: global float32[4097, 32], Y: global float32[4097] out)
+    grid(bx = 1) {
+  alloc x: fragment float32[4097, 32]
+  alloc r: fragment float32[4097]
+  copy X[0:+4097, 0:+32] -> x
+  reduce sum x -> r axis=1 clear=true
+  copy r -> Y[0:+4097]
+}
+)", "cols.tw");
+  split_cols(row, 4, &info);
+  EXPECT_EQ(info.step, 64);
+  EXPECT_EQ(info.block_cols, 0);
 }
 
 // A row result changed after a map read it: recomputing the map block by block would read the new

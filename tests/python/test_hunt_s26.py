@@ -447,24 +447,16 @@ COL_CASES = [
     (1,  127,  129,   "lse", "bfloat16", 64),
     (1,  4097, 17,    "max", "float32",  16),   # a max across rows: merged over row groups
     (0,  5,    17,    "sum", "float32",  16),
-]
-# hunt14 F3: the tile exceeds the UB and its reduction runs across the rows (a sum is not merged over
-# row groups): a UB overflow on ascend910b when its columns are too few for column blocks (a column
-# block is at least 64 columns); wider tiles run in column blocks since h-online14 (session 26): F3's
-# 3 x 65535 max and 2 x 32001 bfloat16 sum are test_ascend_widerow_s26.py's, on both targets
-COL_CASES_F3 = [
+    # hunt14 F3: the tile exceeds the UB and its reduction runs across the rows: column blocks of a
+    # 32 B multiple (8 float32 columns; session 29, h-colred; a sum is not merged over row groups); wider tiles since
+    # h-online14 (session 26): F3's 3 x 65535 max and 2 x 32001 bfloat16 sum are test_ascend_widerow_s26.py's
     (1,  4097, 17,    "sum", "float32",  16),
     (1,  1000, 100,   "lse", "float32",  64),
 ]
 
 
 def _col_params():
-    out = []
-    for c in COL_CASES:
-        out += [pytest.param(*c, t) for t in TARGETS]
-    for c in COL_CASES_F3:
-        out += [pytest.param(*c, "cpu"), pytest.param(*c, TARGET, marks=_fails("hunt14 F3: a reduction across the rows of a tile larger than the UB is a UB overflow on ascend910b", tw.TilewrightError))]
-    return out
+    return [pytest.param(*c, t) for c in COL_CASES for t in TARGETS]
 
 
 @pytest.mark.parametrize("B,S,N,op,dtype,block_N,target", _col_params())

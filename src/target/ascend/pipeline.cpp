@@ -149,10 +149,12 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       if (e.mem != Mem::UB) throw;
       if (!first_ub) first_ub = e;
       if (col_blocks > 0) {
-        // the row in more column blocks (each at least 64 columns), else with one copy of the
-        // column tiles (from the first block count again), else the overflow as written
-        if (cols.why_not.empty() && col_blocks < (cols.cols + 63) / 64) {
-          col_blocks = std::min((cols.cols + 63) / 64, col_blocks + std::max<int64_t>(1, col_blocks / 4));
+        // the row in more column blocks (each at least cols.step columns: 64, or one 32-byte block
+        // when nothing reduces along the columns), else with one copy of the column tiles (from the
+        // first block count again), else the overflow as written
+        const int64_t most = (cols.cols + cols.step - 1) / cols.step;
+        if (cols.why_not.empty() && col_blocks < most) {
+          col_blocks = std::min(most, col_blocks + std::max<int64_t>(1, col_blocks / 4));
           continue;
         }
         if (col_copies > 1) {
@@ -172,7 +174,7 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       }
       // one row does not fit (or the rows cannot run in groups): each row in column blocks when its
       // body allows (split_cols; on the rows in groups of one when they ran as blocks of the grid)
-      if (cols.why_not.empty() && cols.cols >= 128 && (rows.rows <= 1 || row_step > 0 || !rows.why_not.empty())) {
+      if (cols.why_not.empty() && cols.cols >= 2 * cols.step && (rows.rows <= 1 || row_step > 0 || !rows.why_not.empty())) {
         if (row_step > 0 && !rows.as_blocks) row_step = 0;
         before_cols = e;
         col_blocks = std::max<int64_t>(2, (e.needed + e.capacity - 1) / e.capacity);
@@ -266,7 +268,8 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     // (softmax 64 x 151936 float32: 355003 simulated cycles in 4 blocks of 38016, 270499 in 8).
     const bool smaller = col_blocks == 0 && row_step > 0 && rows.as_blocks && row_step < rows.steps &&
                          2 * rows.group_rows * rows.row_bytes > first_ub->capacity;
-    const bool narrower = col_blocks > 0 && col_blocks < (cols.cols + 63) / 64 && 2 * cols.block_bytes > first_ub->capacity;
+    const bool narrower = col_blocks > 0 && col_blocks < (cols.cols + cols.step - 1) / cols.step &&
+                          2 * cols.block_bytes > first_ub->capacity;
     auto program = std::make_shared<const Program>(std::move(p));
     log.dump("ascend_program.txt", print_program(*program));
     LoweredAscend lowered{log.kernel(), std::move(program), log.stages()};

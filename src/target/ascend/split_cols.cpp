@@ -205,7 +205,25 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
     }
   }
   if (n <= 1) fail("the block has no tile of columns", kernel->span);
-  const int64_t cb = blocks > 0 ? round_up((n + blocks - 1) / blocks, 64) : round_up((n + 1) / 2, 64);
+  // The column step: 64 where a statement reduces a column tile along its columns (a block's
+  // running reduction); else one 32-byte block of the narrowest dtype among the column tiles and
+  // the tensors copied to / from them (8 float32, 16 16-bit columns): maps and reductions across
+  // the rows keep every column on its own (session 29: a 4097 x 16 float32 dim-0 sum, 2 blocks of 8).
+  int64_t step = 8;
+  for (const auto& b : col_bufs) step = std::max<int64_t>(step, 32 / std::max<int64_t>(1, b->dtype.bytes()));
+  ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
+    if (s->kind == ir::StmtKind::Copy) {  // a converting copy's tensor side lands in a tile of its dtype
+      auto* c = ir::as<ir::CopyNode>(s);
+      if (cols.count(c->src.buffer.get()) || cols.count(c->dst.buffer.get()))
+        for (const auto* b : {c->src.buffer.get(), c->dst.buffer.get()})
+          step = std::max<int64_t>(step, 32 / std::max<int64_t>(1, b->dtype.bytes()));
+    }
+    if (s->kind != ir::StmtKind::Reduce) return;
+    auto* r = ir::as<ir::ReduceNode>(s);
+    if (cols.count(r->src.get()) && r->axis + 1 == static_cast<int>(r->src->shape.size())) step = 64;
+  });
+  info.step = step;
+  const int64_t cb = blocks > 0 ? round_up((n + blocks - 1) / blocks, step) : round_up((n + 1) / 2, step);
   const int64_t k = cb > 0 ? (n + cb - 1) / cb : 0;
   auto is_col = [&](const ir::Buffer& b) { return cols.count(b.get()) > 0; };
 

@@ -80,6 +80,7 @@ struct ColSplit {
   int64_t cols = 0;        // N; 0 when the body has no tile
   int64_t block_cols = 0;  // Cb used (0: not split)
   int64_t blocks = 0;      // K = ceil(N / Cb)
+  int64_t step = 64;       // Cb's multiple: 64, or one 32-byte block when nothing reduces along the columns
   int64_t block_bytes = 0; // bytes of the largest tile in a block
   int64_t phases = 0;      // loops over the row's column blocks (each reads its inputs once)
   int64_t copies = 1;      // copies of the column tiles (2: double buffered)
@@ -88,8 +89,9 @@ struct ColSplit {
   std::string col_tiles;   // the column tiles' names, for messages ("x, w")
 };
 
-// blocks > 0: split into about that many column blocks (Cb = ceil(N / blocks) rounded up to 64
-// elements); 0: only the analysis (out). copies: 1 or 2 copies of the column tiles (above).
+// blocks > 0: split into about that many column blocks (Cb = ceil(N / blocks) rounded up to
+// ColSplit::step elements: 64, or 8 float32 / 16 16-bit columns when no statement reduces a column
+// tile along its columns); 0: only the analysis (out). copies: 1 or 2 copies of the column tiles (above).
 ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, int64_t copies = 1);
 
 }  // namespace tw::ascend
