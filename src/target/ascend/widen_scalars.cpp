@@ -107,9 +107,9 @@ class Widen {
 
  private:
   static Expr widened(const Expr& x) { return ir::cast(x, DTypeCode::i64, x->span); }
-  // A rewritten operand of a bitwise operator or shift, whose result depends on the operator's type
-  // (the count modulo its width, `>>` wrapping into it first): back in the operand's own type, which
-  // keeps every stored result (the low bits are the same) and the IR's types as they were.
+  // A rewritten operand of `>>` (which wraps its operand into the node's type first, and takes the
+  // count modulo that type's width): back in the operand's own type. (&, |, ^, ~ and << of a
+  // widened operand stay in int64 instead: binary / unary below.)
   static Expr retyped(const Expr& x, const Expr& orig) {
     return x->dtype == orig->dtype ? x : ir::cast(x, orig->dtype, x->span);
   }
@@ -120,13 +120,12 @@ class Widen {
     // the types as ir::unary gives them (the program text reads back to the same nodes: program_parser.h)
     auto rebuild = [&](const Expr& x) {
       if (x == u->a) return e;
-      return u->op == ir::UnOp::BitNot ? ir::unary(u->op, retyped(x, u->a), e->span) : ir::unary(u->op, x, e->span);
+      return ir::unary(u->op, x, e->span);  // ~ of a widened operand stays in int64 (as on cpu; a store keeps the low bits)
     };
     if (!e->dtype.is_int() && !e->dtype.is_bool()) return {rebuild(a.e), {}, false};
     switch (u->op) {
       case ir::UnOp::Not: return {rebuild(a.e), {0, 1}, true};
       case ir::UnOp::BitNot: {
-        if (a.e->dtype != u->a->dtype) a = {a.e, dtype_range(u->a->dtype), u->a->dtype.code != DTypeCode::i64};
         return {rebuild(a.e), Range::of(-a.r.hi - 1, -a.r.lo - 1), a.narrow};
       }
       case ir::UnOp::Neg: {
@@ -144,21 +143,39 @@ class Widen {
     if (e->dtype.is_int())  // constant arithmetic prints as its literal (c_expr.cpp folds it)
       if (auto c = ir::as_const_int(e)) return {e, {*c, *c}, *c >= kI32Min && *c <= kI32Max};
     Out a = visit(n->a), b = visit(n->b);
+    const auto divisor = ir::as_const_int(n->b);
     // the types as ir::binary gives them: an operand widened to int64 makes the other one int64 too
-    // (a literal keeps its digits), except under a bitwise operator or shift (retyped)
+    // (a literal keeps its digits), except under >> (retyped)
     auto rebuild = [&](const Expr& x, const Expr& y) {
       if (x == n->a && y == n->b) return e;
-      if (bitwise(n->op)) return ir::binary(n->op, retyped(x, n->a), retyped(y, n->b), e->span);
+      if (n->op == BinOp::Shr) return ir::binary(n->op, retyped(x, n->a), retyped(y, n->b), e->span);
       return ir::binary(n->op, x, y, e->span);
     };
     if (!ints) return {rebuild(a.e, b.e), {}, false};
-    if (bitwise(n->op)) {  // a widened operand is retyped back: its value wrapped into the operand's type
+    // &, |, ^ and << of a widened operand stay in int64, as the cpu target computes them (an unstored
+    // `(a * c) | 0` compared or divided sees the int64 value; a store keeps the low bits, the same
+    // either way); a shift count is taken modulo the node's width t first (docs/language.md), so
+    // `x << n` of a widened x becomes `x << (n & (bits(t) - 1))` in int64
+    if (n->op != BinOp::Shr && bitwise(n->op) && (a.e->dtype != n->a->dtype || b.e->dtype != n->b->dtype)) {
+      if (n->op != BinOp::Shl) {
+        Expr r = ir::binary(n->op, a.e, b.e, e->span);
+        Range rr;
+        if (n->op == BinOp::BitAnd && (a.r.lo >= 0 || b.r.lo >= 0))
+          rr = {0, a.r.lo >= 0 && b.r.lo >= 0 ? std::min(a.r.hi, b.r.hi) : a.r.lo >= 0 ? a.r.hi : b.r.hi};
+        return {r, rr, r->dtype.code != DTypeCode::i64 && a.narrow && b.narrow};
+      }
+      const int bits = e->dtype.is_int() ? e->dtype.bits() : 64;
+      Expr count = divisor ? ir::int_imm(ir::shift_count(*divisor, e->dtype), b.e->dtype, e->span)
+                           : ir::binary(BinOp::BitAnd, retyped(b.e, n->b), ir::int_imm(bits - 1, n->b->dtype, e->span), e->span);
+      Expr x = a.e->dtype.code == DTypeCode::i64 ? a.e : widened(a.e);
+      return {ir::binary(BinOp::Shl, x, count, e->span), {}, false};
+    }
+    if (bitwise(n->op)) {  // a widened operand of >> is retyped back: its value wrapped into the operand's type
       if (a.e->dtype != n->a->dtype) a = {a.e, dtype_range(n->a->dtype), n->a->dtype.code != DTypeCode::i64};
       if (b.e->dtype != n->b->dtype) b = {b.e, dtype_range(n->b->dtype), n->b->dtype.code != DTypeCode::i64};
     }
     const Range &ra = a.r, &rb = b.r;
     const bool narrow = a.narrow && b.narrow;
-    const auto divisor = ir::as_const_int(n->b);
     const bool pos = divisor && *divisor > 0;
     // The operand to widen: the one that is not a literal (a cast literal prints the same digits).
     auto widen = [&](Range r) -> Out {

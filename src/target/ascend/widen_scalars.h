@@ -11,6 +11,9 @@
 // `(static_cast<int64_t>(a) * c)`, the simulator evaluates the same node (a no-op there: it computes
 // in int64 already). The same for ceildiv's dividend (printed `(a + b - 1) / b` when both operands
 // are non-negative). Shifts, min / max, // and % through their helpers already compute in int64.
+// &, |, ^, ~ and << of a widened operand stay in int64 (the cpu target's value when it is compared or
+// divided before a store; << with its count taken modulo the node's width first); >> wraps its
+// widened operand back into the node's type, as the language defines it (session 29, h-review).
 //
 // The proof is interval arithmetic over the variables' ranges: a loop index over [0, extent - 1]
 // (the extent's upper bound; int32_t range when unknown), the block index over [0, block_dim - 1]
