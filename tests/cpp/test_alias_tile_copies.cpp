@@ -134,6 +134,13 @@ TEST(AliasTileCopies, WholeTensorCopiesKeptWhereNotOnlyLoaded) {
       // the tile is read whole (a reduction, a copy): only loads read the tensor in place
       weights("float32", "  reduce sum w -> s axis=0 clear=true\n"),
       weights("float32", "  copy w -> s\n"),
+      // a gather from the tile (an index that loads memory): checked against the tile's extents
+      weights("float32", R"(  alloc ix: fragment int32[32]
+  copy I[0:+32] -> ix
+  for i in parallel(0, 32) {
+    s[i] = w[ix[i]]
+  }
+)", "", "W: global float32[32], I: global int32[64]"),
       // the tensor's shape is not the tile's (a part of it)
       weights("float32", "", "", "W: global float32[64]").replace(weights("float32").find("copy W -> w"), 11,
                                                                   "copy W[0:+32] -> w"),

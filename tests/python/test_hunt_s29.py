@@ -122,7 +122,7 @@ def test_additive_mask_rows_of_minus_inf_and_of_the_lowest_float(target):
     """A row of -inf sees no key: 0 (docs/llm-kernels.md; torch 2.15's SDPA gives 0 too, older torch NaN:
     F5 of the hunt, the docs said NaN). A row of float32's lowest (HF's padding value) keeps every key
     visible: the plain softmax, as SDPA."""
-    import torch
+    torch = pytest.importorskip("torch")
     Sq, Skv = 19, 23
     m = np.random.default_rng(5).standard_normal((Sq, Skv)).astype(np.float32)
     m[3, :] = -np.inf

@@ -174,7 +174,9 @@ def test_gathered_rows_of_a_128_row_block_are_not_fenced(dtype):
         if len(ln) - len(ln.lstrip()) <= depth:
             break
         body.append(ln.strip())
-    assert sum(ln.startswith(("MTE2 DataCopyNd2Nz a[r * ", "MTE2 InitConstValue a[r * ")) for ln in body) == 3, prog
+    # (the row copy's address reads t from GM: widen_scalars computes it in int64, `cast<int64>(r * 32)`)
+    assert sum(ln.startswith(("MTE2 DataCopyNd2Nz a[cast<int64>(r * 32) + ", "MTE2 InitConstValue a[r * "))
+               for ln in body) == 3, prog
     fences = [i for i, ln in enumerate(body) if ln.startswith("MTE2 PipeBarrier<MTE2>")]
     # the one fence left: a tail row's zeroing before its copy (the row copy, padding rows: none)
     assert len(fences) == 1 and body[fences[0] - 1].startswith("MTE2 InitConstValue a[r * "), prog
@@ -212,9 +214,12 @@ def test_grouped_gemm_on_ascend_gathers_rows_into_l1():
     bytes into each strip) and one InitConstValue per padding row (16 strips' blocks skipped)."""
     k = moe.grouped_gemm(20, 64, 64, 4, 2, block_M=16, dtype="float16", target="ascend910b")
     prog = k.get_source("ascend_program")
-    # t comes from GM (not provably >= 0): a row before row 0 would be skipped, as on cpu
-    assert "DataCopyNd2Nz a[r * 32 + min(max(0 - t, 0), 1) * 32] <- X[" in prog, prog
-    assert "nValue=max(min(20 - t, 1) - min(max(0 - t, 0), 1), 0) dValue=64" in prog, prog
+    # t comes from GM (not provably >= 0): a row before row 0 would be skipped, as on cpu; t is any
+    # int32, so `0 - t` is computed in int64 (widen_scalars, session 29)
+    assert ("DataCopyNd2Nz a[cast<int64>(r * 32) + min(max(0i64 - cast<int64>(t), 0i64), 1i64) * 32i64] <- X["
+            in prog), prog
+    assert ("nValue=max(min(20i64 - cast<int64>(t), 1i64) - min(max(0i64 - cast<int64>(t), 0i64), 1i64), 0i64) "
+            "dValue=64" in prog), prog
     assert "InitConstValue a[r * 32] float16 repeatTimes=4 blockNum=1 dstGap=15 initValue=0.0f16" in prog, prog
     src = k.get_source("ascendc")
     assert "InitConstValueParams<half>{4, 1, 15," in src.replace("static_cast<uint16_t>(", "").replace(")", ""), src

@@ -55,6 +55,19 @@ bool reads_as_tile(const Stmt& s, const Buffer& b) {
   return hit;
 }
 
+// Does statement s load buffer b at a data-dependent index (an index that itself loads memory: a
+// gather)? A gather from a tile is bounds-checked against the tile's extents at run time; the
+// global tensor a tile would alias is not checked in the same way, so such a tile keeps its copy.
+bool gathers_from(const Stmt& s, const Buffer& b) {
+  bool hit = false;
+  for_each_expr(s, [&](const Expr& e) {
+    if (hit || !e || e->kind != ExprKind::Load || as<LoadNode>(e)->buffer != b) return;
+    for (const Expr& ix : as<LoadNode>(e)->indices)
+      for_each_expr(ix, [&](const Expr& x) { hit |= x && x->kind == ExprKind::Load; });
+  });
+  return hit;
+}
+
 // The copy's destination when body[i] is such a copy (alias_tile_copies.h), else null.
 const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i,
                         const std::unordered_set<const void*>& global_written) {
@@ -70,7 +83,7 @@ const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i
   std::unordered_set<const StmtNode*> readers;
   for (size_t j = i + 1; j < body.size(); ++j)
     if (references(body[j], u)) {
-      if (writes(body[j], u) || (global && reads_as_tile(body[j], u))) return nullptr;
+      if (writes(body[j], u) || (global && (reads_as_tile(body[j], u) || gathers_from(body[j], u)))) return nullptr;
       readers.insert(body[j].get());
       last = j;
     }
