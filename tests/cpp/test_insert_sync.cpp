@@ -1474,5 +1474,76 @@ TEST(InsertSyncExamples, MatmulGeluTails) {
                                                            {"BX", " // 3"}, {"NB", "3"}, {"KT", "3"}}).c_str());
 }
 
+// Session 29 (review29 F4): a carried dependence between the two arms of one `if`. x is read (V),
+// loaded (MTE2) and read again in the `then` arm, loaded and read in the `else` arm; the second
+// read in iteration k (then) and the load in k + 1 (else) need a V -> MTE2 pair (V_MTE2(1), set
+// after the `if`, waited in the else arm). The then arm's load looked like a link on the path
+// (the carried read -> that load, then MTE2 in order), but it runs in iteration k + 1 only when
+// the then arm does: `between` now takes an instruction before b only on b's chain, one after a
+// only on a's chain (before, no pair ordered them: the simulator reported the race).
+TEST(InsertSync, CarriedDependenceAcrossTheTwoArmsOfAnIf) {
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024);
+  int y = b.buf("y", Mem::UB, 1024, 1024);
+  int z = b.buf("z", Mem::UB, 2048, 1024);
+  auto k = ir::var("k");
+  b.loop(k, 4, [&] {
+    b.stack.emplace_back();
+    b.adds(z, C(0), x, C(0));
+    b.load(x, C(0), mul(k, C(256)));
+    b.adds(y, C(0), x, C(0));
+    auto then_b = seq(std::move(b.stack.back()));
+    b.stack.back().clear();
+    b.load(x, C(0), mul(k, C(256)));
+    b.addv(y, y, x);
+    auto else_b = seq(std::move(b.stack.back()));
+    b.stack.pop_back();
+    b.stack.back().push_back(if_(ir::binary(BinOp::LT, k, C(2)), then_b, else_b));
+    b.store(y, C(0), mul(k, C(256)));
+  });
+  expect_sync(b.aiv(), R"(AIV:
+  MTE3 SetFlag<MTE3_V>(1)
+  V SetFlag<V_MTE2>(1)
+  V SetFlag<V_MTE2>(2)
+  for k in range(4):
+    if k < 2:
+      V Adds z[0]/256 <- x[0]/256, 1.0 float32 1x256
+      V SetFlag<V_MTE2>(0)
+      MTE2 WaitFlag<V_MTE2>(0)
+      MTE2 CopyGmToUb x[0] <- X[k * 256] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE2 SetFlag<MTE2_V>(1)
+      V WaitFlag<MTE2_V>(1)
+      V WaitFlag<MTE3_V>(1)
+      V Adds y[0]/256 <- x[0]/256, 1.0 float32 1x256
+      MTE2 WaitFlag<V_MTE2>(1)
+    else:
+      MTE2 WaitFlag<V_MTE2>(1)
+      MTE2 WaitFlag<V_MTE2>(2)
+      MTE2 CopyGmToUb x[0] <- X[k * 256] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+      MTE2 SetFlag<MTE2_V>(0)
+      V WaitFlag<MTE2_V>(0)
+      V WaitFlag<MTE3_V>(1)
+      V Add y[0]/256 <- y[0]/256, x[0]/256 float32 1x256
+      V SetFlag<V_MTE2>(2)
+    MTE3 SetFlag<MTE3_V>(0)
+    V WaitFlag<MTE3_V>(0)
+    V SetFlag<V_MTE3>(0)
+    V SetFlag<V_MTE3>(1)
+    MTE2 SetFlag<MTE2_V>(2)
+    V WaitFlag<MTE2_V>(2)
+    V SetFlag<V_MTE2>(1)
+    MTE3 WaitFlag<V_MTE3>(0)
+    MTE3 WaitFlag<V_MTE3>(1)
+    MTE3 CopyUbToGm Y[k * 256] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
+    V SetFlag<V_MTE3>(2)
+    MTE3 WaitFlag<V_MTE3>(2)
+    MTE3 SetFlag<MTE3_V>(1)
+  V WaitFlag<MTE3_V>(1)
+  MTE2 WaitFlag<V_MTE2>(1)
+  MTE2 WaitFlag<V_MTE2>(2)
+)");
+}
+
 }  // namespace
 }  // namespace tw::ascend
+

@@ -163,11 +163,7 @@ def _arms_inputs(M, N):
             rng.integers(-100, 100, (M, D)).astype(np.int8), rng.integers(-100, 100, (N, D)).astype(np.int8))
 
 
-@pytest.mark.parametrize("two_ifs", [
-    True,  # two ifs: runs clean
-    pytest.param(False, marks=pytest.mark.xfail(strict=True, reason="review29 F4: insert_sync misses the "
-                                                "loop-carried V -> MTE2 order between an if's two arms")),
-])
+@pytest.mark.parametrize("two_ifs", [True, False])  # False: one if's two arms (review29 F4, fixed by h-syncarm)
 def test_if_else_arms_handing_off_different_dtypes(two_ifs):
     M, N = 3 * BM, 5 * BN
     args = _arms_inputs(M, N)

@@ -683,38 +683,39 @@ class CoreSync {
     return it == dep_index_.end() ? nullptr : &deps_[it->second];
   }
 
-  // Does c execute on every path from a to b of dependence d (c strictly between them)?
-  bool between(const Dep& d, int c, bool& after_a) const {
+  // Does c execute on every path from a to b of dependence d (c strictly between them)? Every
+  // block between c and C must be on the chain of the instruction whose iteration c runs in, or a
+  // loop body that runs: intra, a's or b's (one execution of C); carried, a's when c runs after a
+  // (iteration i, after_a), b's when c runs before b (iteration i+1). An instruction of a's `if`
+  // arm before a does not run before b of the next iteration, where b's arm may run instead (a and
+  // b in the two arms of one `if`); a c both after a and before b may run in either iteration
+  // (reduce() asks for both).
+  bool between(const Dep& d, int c, bool after_a) const {
     const Node& nc = nodes_[c];
     const Node& na = nodes_[d.a];
     const Node& nb = nodes_[d.b];
     if (c == d.a || c == d.b) return false;
     if (!block_contains(d.C, nc.block)) return false;
-    if (!d.carried) {
-      if (!(na.pos < nc.pos && nc.pos < nb.pos)) return false;
-      after_a = true;
-    } else {
-      if (nc.pos > na.pos) after_a = true;
-      else if (nc.pos < nb.pos) after_a = false;
-      else return false;
-    }
-    // every block between c and C must be on a's or b's chain or a loop body that runs
     const auto &ca = chain(d.a), &cb = chain(d.b);
     auto on = [](const std::vector<std::pair<int, int>>& ch, int blk) {
       for (auto [b, i] : ch)
         if (b == blk) return true;
       return false;
     };
-    for (int blk = nc.block; blk != d.C;) {
-      if (!on(ca, blk) && !on(cb, blk)) {
-        int o = blocks_[blk].owner;
-        if (nodes_[o].kind != StmtKind::For) return false;
-        auto ext = cint(nodes_[o].stmt->value);
-        if (!ext || *ext < 1) return false;
+    auto runs = [&](bool on_a, bool on_b) {
+      for (int blk = nc.block; blk != d.C;) {
+        if (!(on_a && on(ca, blk)) && !(on_b && on(cb, blk))) {
+          int o = blocks_[blk].owner;
+          if (nodes_[o].kind != StmtKind::For) return false;
+          auto ext = cint(nodes_[o].stmt->value);
+          if (!ext || *ext < 1) return false;
+        }
+        blk = nodes_[blocks_[blk].owner].block;
       }
-      blk = nodes_[blocks_[blk].owner].block;
-    }
-    return true;
+      return true;
+    };
+    if (!d.carried) return na.pos < nc.pos && nc.pos < nb.pos && runs(true, true);
+    return after_a ? nc.pos > na.pos && runs(true, false) : nc.pos < nb.pos && runs(false, true);
   }
 
   // A carried link may stand for the carried dependence d only if it is plain or has d's slot.
@@ -745,18 +746,18 @@ class CoreSync {
         d.keep = false;
         return;
       }
-    for (int c : instrs_) {
-      bool after_a = true;
-      if (!between(d, c, after_a)) continue;
-      const Dep* l1 = find(d.a, c, d.carried && !after_a);
-      const Dep* l2 = find(c, d.b, d.carried && after_a);
-      bool ok1 = link_ok(l1, d), ok2 = link_ok(l2, d);
-      Pipe pc = nodes_[c].pipe;
-      if ((ok1 && pc == pb) || (ok2 && pc == pa) || (ok1 && ok2)) {
-        d.keep = false;
-        break;
+    for (int c : instrs_)
+      for (bool after_a : {true, false}) {
+        if ((!after_a && !d.carried) || !between(d, c, after_a)) continue;
+        const Dep* l1 = find(d.a, c, d.carried && !after_a);
+        const Dep* l2 = find(c, d.b, d.carried && after_a);
+        bool ok1 = link_ok(l1, d), ok2 = link_ok(l2, d);
+        Pipe pc = nodes_[c].pipe;
+        if ((ok1 && pc == pb) || (ok2 && pc == pa) || (ok1 && ok2)) {
+          d.keep = false;
+          return;
+        }
       }
-    }
   }
 
   int last_pos(const std::vector<int>& v) const {
