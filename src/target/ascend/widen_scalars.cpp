@@ -49,6 +49,11 @@ I128 floor_div(I128 a, I128 c) {  // c > 0
   return (a % c != 0 && a < 0) ? q - 1 : q;
 }
 I128 abs128(I128 x) { return x < 0 ? -x : x; }
+// a & b where either side is non-negative: in [0, the smaller non-negative side's hi]; else any
+Range and_range(const Range& a, const Range& b) {
+  if (a.lo < 0 && b.lo < 0) return {};
+  return {0, a.lo >= 0 && b.lo >= 0 ? std::min(a.hi, b.hi) : a.lo >= 0 ? a.hi : b.hi};
+}
 bool bitwise(BinOp op) {
   return op == BinOp::BitAnd || op == BinOp::BitOr || op == BinOp::BitXor || op == BinOp::Shl || op == BinOp::Shr;
 }
@@ -159,9 +164,7 @@ class Widen {
     if (n->op != BinOp::Shr && bitwise(n->op) && (a.e->dtype != n->a->dtype || b.e->dtype != n->b->dtype)) {
       if (n->op != BinOp::Shl) {
         Expr r = ir::binary(n->op, a.e, b.e, e->span);
-        Range rr;
-        if (n->op == BinOp::BitAnd && (a.r.lo >= 0 || b.r.lo >= 0))
-          rr = {0, a.r.lo >= 0 && b.r.lo >= 0 ? std::min(a.r.hi, b.r.hi) : a.r.lo >= 0 ? a.r.hi : b.r.hi};
+        Range rr = n->op == BinOp::BitAnd ? and_range(a.r, b.r) : Range{};
         return {r, rr, r->dtype.code != DTypeCode::i64 && a.narrow && b.narrow};
       }
       const int bits = e->dtype.is_int() ? e->dtype.bits() : 64;
@@ -218,7 +221,7 @@ class Widen {
       case BinOp::BitAnd: case BinOp::BitOr: case BinOp::BitXor: {
         Range r;
         if (n->op == BinOp::BitAnd && (ra.lo >= 0 || rb.lo >= 0))
-          r = {0, ra.lo >= 0 && rb.lo >= 0 ? std::min(ra.hi, rb.hi) : ra.lo >= 0 ? ra.hi : rb.hi};
+          r = and_range(ra, rb);
         else if (ra.fits32() && rb.fits32())
           r = {kI32Min, kI32Max};  // two's complement bits of int32 values stay in int32
         return {rebuild(a.e, b.e), r, narrow};
