@@ -1489,7 +1489,6 @@ TW_CPU_INLINE void held(simd::vf& x) {
 #endif
 }
 
-typedef uint16_t vh_u __attribute__((vector_size(simd::kVecBytes / 2), aligned(2), may_alias));
 typedef uint32_t vu32 __attribute__((vector_size(simd::kVecBytes)));
 typedef int32_t vi32 __attribute__((vector_size(simd::kVecBytes)));
 
@@ -1501,10 +1500,10 @@ TW_CPU_INLINE simd::vf ldw(const bf16* p) {
   typedef short v16s_u __attribute__((vector_size(32), aligned(2), may_alias));
   typedef int v16s32 __attribute__((vector_size(64)));
   const v16s32 x = __builtin_ia32_pmovzxwd512_mask(*reinterpret_cast<const v16s_u*>(p), v16s32{}, (unsigned short)-1);
-#else
-  const vu32 x = __builtin_convertvector(*reinterpret_cast<const vh_u*>(p), vu32);
-#endif
   return (simd::vf)(x << 16);
+#else
+  return simd::loadu(p);
+#endif
 }
 TW_CPU_INLINE simd::vf ldw(const f16* p) {  // the vector form of to_f32(f16), as load8
 #if defined(__AVX512F__) && defined(__F16C__)
@@ -1516,14 +1515,7 @@ TW_CPU_INLINE simd::vf ldw(const f16* p) {  // the vector form of to_f32(f16), a
   load8(p, o);
   return o;
 #else
-  const vu32 x = __builtin_convertvector(*reinterpret_cast<const vh_u*>(p), vu32);
-  const vu32 em = x & 0x7fffu;
-  const vu32 sign = (x & 0x8000u) << 16;
-  const vu32 norm = (em << 13) + (112u << 23);
-  const simd::vf subf = __builtin_convertvector((vi32)em, simd::vf) * 0x1p-24f;
-  const vu32 infnan = (em << 13) | 0x7f800000u;
-  const vu32 r = em < 0x400u ? (vu32)subf : (em >= 0x7c00u ? infnan : norm);
-  return (simd::vf)(r | sign);
+  return simd::loadu(p);  // the same integer steps as to_f32(f16), lane by lane
 #endif
 }
 // the first r (0 < r <= kVF) elements from p widened, the other lanes 0 (nothing past p + r read)
