@@ -96,12 +96,80 @@ def computed_pairs(np, blocks, bands, bm, bn, mr, nr, split_below=4):
     return qk, pv
 
 
+def region_pairs(np, tile, lo, hi, cols, mr, nr, split_below=4):
+    """(Q K^T pairs, P V pairs) of one partial block (`tile`: its bm x bn visibility) if the gemm
+    runtime's band rules (computed_pairs) also kept to a column range per row: `cols(i)` = (c0, c1),
+    the columns row i may need (an empty range: the row is skipped). What a band form with row and
+    column limits would compute (not built: session 30's estimate for the document's blocks)."""
+    bm, bn = tile.shape
+    vf, qk, pv = nr // 2, 0, 0
+
+    def need(i, c, cw):  # row i has a needed element among columns c .. c + cw
+        c0, c1 = cols(i)
+        return max(c0, c, i + lo) < min(c1, c + cw, i + hi)
+    for r0, h in panels(bm, mr, split_below):
+        ks = [(max(cols(i)[0], i + lo), min(cols(i)[1], i + hi)) for i in range(r0, r0 + h)]
+        ks = [(a, b) for a, b in ks if a < b]
+        if ks:  # P V: the panel over the k its rows reach
+            pv += h * (max(b for _, b in ks) - min(a for a, _ in ks))
+        for j0 in range(0, bn, nr):
+            w = min(nr, bn - j0)
+            left = [i for i in range(r0, r0 + h) if need(i, j0, min(w, vf))]
+            right = [i for i in range(r0, r0 + h) if w > vf and need(i, j0 + vf, w - vf)]
+            if not left and not right:
+                continue
+            if not right or not left:
+                rows = left or right
+                qk += (min(w, vf) if left else w - vf) * (rows[-1] - rows[0] + 1)
+                continue
+            a0, a1, b0, b1 = left[0], left[-1] + 1, right[0], right[-1] + 1
+            if b0 - a0 < split_below:
+                b0 = a0
+            if b1 - a1 < split_below:
+                a1 = b1
+            qk += min(w, vf) * (b0 - a0) + w * (a1 - b0) + (w - vf) * (b1 - a1)
+    return qk, pv
+
+
+def region_forms(np, vis, blocks, bands, bm, bn, mr=14, nr=32):
+    """Per computed-region form, the Q K^T and P V pairs of the blocks that apply their mask tile
+    (1) per visible pair of theirs: `band` (today's: the block's band of diagonals), `rect` (the
+    band met with the block's bounding rectangle: rows and columns with a visible element), `rows16`
+    (the band met with each 16-row group's visible columns) and `exact` (each row's)."""
+    nq, nk = blocks.shape
+    pad = np.zeros((nq * bm, nk * bn), bool)
+    pad[:vis.shape[0], :vis.shape[1]] = vis
+    out = {f: [0, 0] for f in ("band", "rect", "rows16", "exact")}
+    nvis = 0
+    for qb, kb in zip(*np.nonzero(blocks == 1)):
+        tile = pad[qb * bm:(qb + 1) * bm, kb * bn:(kb + 1) * bn]
+        lo, hi = (int(x) for x in bands[qb, kb])
+        nvis += int(tile.sum())
+
+        def span(x):  # the first and one past the last visible column of x (bool rows)
+            c = np.nonzero(x.any(axis=0))[0]
+            return (int(c[0]), int(c[-1]) + 1) if len(c) else (0, 0)
+        rows = np.nonzero(tile.any(axis=1))[0]
+        whole = span(tile)
+        g16 = [span(tile[g:g + 16]) for g in range(0, bm, 16)]
+        forms = {"band": lambda i: (0, bn), "rect": lambda i: whole if rows[0] <= i <= rows[-1] else (0, 0),
+                 "rows16": lambda i: g16[i // 16], "exact": lambda i: span(tile[i:i + 1])}
+        for f, cols in forms.items():
+            a, b = region_pairs(np, tile, lo, hi, cols, mr, nr)
+            out[f][0] += a
+            out[f][1] += b
+    return nvis, out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--patterns", default="window,random")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--blocks", default="",
+                    help="more block shapes, e.g. 128x64,128x128: the masked kernel with its tables and the "
+                         "causal kernel at each, beside the 64 x 64 ones (the user's autotune choice, session 30)")
     args = ap.parse_args()
     os.environ["TW_NUM_THREADS"] = str(args.threads)  # read once, at import
     root = Path(__file__).resolve().parent
@@ -124,6 +192,9 @@ def main():
         return (blocks, *ma.block_lists(blocks), bands)
 
     impls, info = {"causal": lambda: causal(q, k, v)}, {}
+    shapes = [tuple(int(x) for x in b.split("x")) for b in args.blocks.split(",") if b]
+    for sm, sn in shapes:  # the causal kernel at the other shapes (the reference stays 64 x 64)
+        impls[("causal", f"{sm}/{sn}")] = lambda c=flash_attention(B, H, S, D, True, sm, sn): c(q, k, v)
     for p in args.patterns.split(","):
         if p not in MASK_PATTERNS:
             sys.exit(f"unknown pattern {p!r}: one of {', '.join(MASK_PATTERNS)}")
@@ -138,6 +209,10 @@ def main():
                     "no blocks": tables(np.zeros_like(blocks), bands)}
         for name, t in variants.items():
             impls[(p, name)] = lambda vis=vis, t=t: kern(q, k, v, vis, *t, kv_len)
+        for sm, sn in shapes:  # the tables at another block shape (the same mask)
+            ks = ma.attention_prefill(B, H, H, S, S, D, mask="bool", block_M=sm, block_N=sn)
+            impls[(p, f"tables {sm}/{sn}")] = lambda vis=vis, ks=ks, t=ma.prefill_blocks(vis, sm, sn): \
+                ks(q, k, v, vis, *t, kv_len)
         ref = ma.reference(q[:, :1], k[:, :1], v[:, :1], vis)
         err = float(np.abs(impls[(p, "tables")]()[:, :1] - ref).max())
         # the partial blocks' area covered by g x g sub-tiles with a visible element
@@ -150,7 +225,8 @@ def main():
             sub = pad.reshape(nq * bm // g, g, nk * bn // g, g).any(axis=(1, 3))
             cover[g] = float((np.kron(sub, np.ones((g, g), bool)) & part).sum() / max(part.sum(), 1))
         waste = {tiles: computed_pairs(np, blocks, bands, bm, bn, *tiles) for tiles in ((14, 32), (6, 16))}
-        info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover, n_first=int((first_full == 2).sum()), waste=waste)
+        info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover, n_first=int((first_full == 2).sum()), waste=waste,
+                       forms=region_forms(np, vis, blocks, bands, bm, bn))
     for fn in impls.values():
         fn()
     res = {n: [] for n in impls}
@@ -174,6 +250,9 @@ def main():
           f"{'CPU' if args.threads == 1 else 'wall'} time, {args.rounds} rounds of best-of-3; "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"causal kernel: min {lo['causal'] * 1e3:.2f} ms, median {med['causal'] * 1e3:.2f} ms")
+    for sm, sn in shapes:
+        c = ("causal", f"{sm}/{sn}")
+        print(f"causal kernel {sm}/{sn}: min {lo[c] * 1e3:.2f} ms, median {med[c] * 1e3:.2f} ms")
     if args.threads > 1:  # CPU time (all threads) against threads x wall: the share the threads were busy
         print("CPU time per call, all threads (median) and busy share = CPU / (threads x wall), per round median:")
         for n in impls:
@@ -189,6 +268,13 @@ def main():
               f"error vs float64 (head 0) {d['err']:.1e}")
         for name in ("tables", "whole blocks", "full only", "first full", "no blocks"):
             print(f"  {name:12s} min {lo[(p, name)] * 1e3:8.2f} ms  median {med[(p, name)] * 1e3:8.2f} ms")
+        for sm, sn in shapes:  # per unmasked element against the causal kernel at 64 x 64 and at this shape
+            n, c = (p, f"tables {sm}/{sn}"), ("causal", f"{sm}/{sn}")
+            r64 = [(vis.sum() / a) / (pairs_c / b) for a, b in zip(res[n], res["causal"])]
+            rsh = [(vis.sum() / a) / (pairs_c / b) for a, b in zip(res[n], res[c])]
+            print(f"  tables {sm}/{sn}: min {lo[n] * 1e3:8.2f} ms  median {med[n] * 1e3:8.2f} ms; per unmasked "
+                  f"element, per round median (min): vs causal 64/64 {float(np.median(r64)):.3f} ({min(r64):.3f}), "
+                  f"vs causal {sm}/{sn} {float(np.median(rsh)):.3f} ({min(rsh):.3f})")
         t_b, t_m, t_f, t_0 = (med[(p, n)] for n in ("tables", "whole blocks", "full only", "no blocks"))
         blk = B * H
         if n1:
@@ -220,6 +306,10 @@ def main():
             print(f"; {mr} x {nr} tiles: Q K^T {1 - nvis / qk:.3f}, P V {1 - nvis / pv:.3f}, both "
                   f"{1 - 2 * nvis / (qk + pv):.3f}", end="")
         print()
+        nv, forms = d["forms"]
+        if nv:
+            print(f"  the mask-tile blocks (1), per visible pair of theirs ({nv} a head), 14 x 32 tiles, Q K^T / P V: "
+                  + ", ".join(f"{f} {qk / nv:.3f} / {pv / nv:.3f}" for f, (qk, pv) in forms.items()))
         for g, a in d["cover"].items():
             t = t_f + a * (t_m - t_f)
             print(f"  ceiling, {g} x {g} sub-tiles skipped: {a:.3f} of the partial area computed -> "
