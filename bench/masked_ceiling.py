@@ -30,6 +30,13 @@ half of its columns (session 24: one vector of columns where a row needs one hal
 each row panel over the k its rows' bands reach; against the visible pairs (each gemm's ideal) and
 whole blocks (session 23).
 
+For the blocks that apply their mask tile (1), `region_forms` counts what the gemms would compute
+if the runtime's band rules also kept to a column range per row (`region_pairs`): the band met
+with the block's bounding rectangle (`rect`), with each 16-row group's visible columns (`rows16`)
+and with each row's (`exact`), beside today's `band` (session 30: an estimate, no such form built).
+`--blocks 128x128,...` also times the masked kernel (with its tables) and the causal kernel at
+those block shapes (a user's autotune choice; with more threads, their busy share too).
+
 Then, per granularity g, the ceiling of a kernel that computes in each partial block only its
 g x g sub-tiles with a visible element, at the partial blocks' measured cost per computed score
 and with no cost for the finer grain: time = full only + a_g (whole blocks - full only), a_g the
@@ -152,8 +159,9 @@ def region_forms(np, vis, blocks, bands, bm, bn, mr=14, nr=32):
         rows = np.nonzero(tile.any(axis=1))[0]
         whole = span(tile)
         g16 = [span(tile[g:g + 16]) for g in range(0, bm, 16)]
+        each = [span(tile[i:i + 1]) for i in range(bm)]
         forms = {"band": lambda i: (0, bn), "rect": lambda i: whole if rows[0] <= i <= rows[-1] else (0, 0),
-                 "rows16": lambda i: g16[i // 16], "exact": lambda i: span(tile[i:i + 1])}
+                 "rows16": lambda i: g16[i // 16], "exact": lambda i: each[i]}
         for f, cols in forms.items():
             a, b = region_pairs(np, tile, lo, hi, cols, mr, nr)
             out[f][0] += a
