@@ -18,6 +18,8 @@ session 24). Per pattern:
 * `full only`: the same with only the fully visible blocks listed (the partial ones dropped:
   wrong results, timing only): the floor of any scheme that keeps the full blocks whole;
 * `no blocks`: nothing listed: the per-query-block work alone (Q load, output);
+* `rect work`: the tables with the bands of the blocks that apply their mask tile narrowed until
+  the gemms compute what the `rect` form below would (wrong results, timing only: session 30);
 * `first full`: only the first fully visible block of each query block listed (timing only):
   with `full only`, the marginal cost of a full block and the fixed cost per query block with any
   block (its Q pack, and as many K and V packs: one per key block and launch), which a pattern
@@ -169,6 +171,27 @@ def region_forms(np, vis, blocks, bands, bm, bn, mr=14, nr=32):
     return nvis, out
 
 
+def rect_work_bands(np, vis, blocks, bands, bm, bn, mr=14, nr=32):
+    """Timing only (wrong results): `bands` with each mask-tile block's (1) hi lowered until the
+    gemms compute no more pairs (Q K^T + P V, `region_pairs`) than its `rect` form would, so the
+    micro-kernels and the driver do that form's amount of work (session 30's probe)."""
+    nq, nk = blocks.shape
+    pad = np.zeros((nq * bm, nk * bn), bool)
+    pad[:vis.shape[0], :vis.shape[1]] = vis
+    out = np.array(bands, np.int32)
+    whole = lambda i: (0, bn)  # noqa: E731
+    for qb, kb in zip(*np.nonzero(blocks == 1)):
+        tile = pad[qb * bm:(qb + 1) * bm, kb * bn:(kb + 1) * bn]
+        lo, hi = (int(x) for x in bands[qb, kb])
+        rows, c = np.nonzero(tile.any(axis=1))[0], np.nonzero(tile.any(axis=0))[0]
+        span = (int(c[0]), int(c[-1]) + 1)
+        want = sum(region_pairs(np, tile, lo, hi, lambda i: span if rows[0] <= i <= rows[-1] else (0, 0), mr, nr))
+        while hi > lo + 1 and sum(region_pairs(np, tile, lo, hi, whole, mr, nr)) > want:
+            hi -= 1
+        out[qb, kb, 1] = hi
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=1)
@@ -214,7 +237,8 @@ def main():
         partial = np.where(blocks == 3, 1, blocks)  # every band full: band_exact's triangles read their mask
         variants = {"tables": tables(blocks, bands), "whole blocks": tables(partial, full),
                     "full only": tables(only_full, bands), "first full": tables(first_full, bands),
-                    "no blocks": tables(np.zeros_like(blocks), bands)}
+                    "no blocks": tables(np.zeros_like(blocks), bands),
+                    "rect work": tables(blocks, rect_work_bands(np, vis, blocks, bands, bm, bn))}
         for name, t in variants.items():
             impls[(p, name)] = lambda vis=vis, t=t: kern(q, k, v, vis, *t, kv_len)
         for sm, sn in shapes:  # the tables at another block shape (the same mask)
@@ -305,6 +329,11 @@ def main():
               f"{ratio(t_m):.3f}x whole blocks (medians); per round, bands: min {min(rb):.3f} median "
               f"{float(np.median(rb)):.3f}, whole: min {min(rw):.3f} median {float(np.median(rw)):.3f}; "
               f"bands / whole time: median {float(np.median([a / b for a, b in zip(res[(p, 'tables')], res[(p, 'whole blocks')])])):.3f}")
+        rr = [a / b for a, b in zip(res[(p, "rect work")], res[(p, "tables")])]
+        rt = [(vis.sum() / a) / (pairs_c / c) for a, c in zip(res[(p, "rect work")], res["causal"])]
+        print(f"  rect work (timing only: the gemms doing the `rect` form's work, below): min {lo[(p, 'rect work')] * 1e3:.2f} "
+              f"ms median {med[(p, 'rect work')] * 1e3:.2f} ms; / tables per round median {float(np.median(rr)):.3f} "
+              f"(min {min(rr):.3f}); per unmasked element median {float(np.median(rt)):.3f}x")
         req = required_scores(np, vis, ma.block_bands(vis, bm, bn), bm, bn)  # printed beside bench/run.py's goal
         print(f"  per required score: {ratio(t_b) * req / vis.sum():.3f}x "
               f"(required / visible {req / vis.sum():.3f})")
