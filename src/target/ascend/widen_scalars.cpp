@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
+
+#include "ir/functor.h"
 
 namespace tw::ascend {
 
@@ -33,6 +37,11 @@ struct Range {
 };
 
 Range hull(const Range& a, const Range& b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
+// Two sound bounds of one value: both hold (an empty meet is dead code: either bound is then true).
+Range meet(const Range& a, const Range& b) {
+  Range r{std::max(a.lo, b.lo), std::min(a.hi, b.hi)};
+  return r.lo <= r.hi ? r : b;
+}
 
 Range dtype_range(DType t) {
   switch (t.code) {
@@ -66,9 +75,31 @@ struct Out {
   bool narrow = false;
 };
 
+// Relational bounds of the grid-stride loop map_grid creates (session 30, h-widen2): intervals alone
+// see `t * s` of `for t in range(ceildiv(x, s))` as t's bound times s's, far above the product's.
+// A Stride is recorded for t when s's range is >= 0 and no variable of x or s is assigned inside the
+// loop (so x and s hold the values the extent was computed from at every use in the body).
+//   Rule 1 (`t * s`, `s * t`: s structurally the extent's divisor): the value is in [0, x.hi - 1].
+//     Proof: s == 0 makes the extent ceildiv(x, 0) == 0 (x // 0 == 0, the language's rule, which
+//     the simulator and tw_ceildiv follow): the body never runs. s >= 1: every iteration has
+//     0 <= t <= ceildiv(x, s) - 1 < x / s (ceil(q) < q + 1), so 0 <= t * s < x, i.e. <= x - 1.
+//   Rule 2 (`base + t * s`, `t * s + base`, with x structurally `y - base`): the value is in
+//     [base.lo, y.hi - 1]. Proof: Rule 1 pointwise, with x == y - base exactly (the ranges of y and
+//     base keep y - base inside int64, checked where the loop starts: no wrap), gives
+//     base <= base + t * s <= base + (y - base) - 1 == y - 1. map_grid's loop is exactly this:
+//     `for t in range(ceildiv(nblocks - cid, block_dim))`, `blk = cid + t * block_dim`, so blk
+//     stays below nblocks (ceildiv(M, 8) <= 2^28 for an int32 M) and `blk * 8` below 2^31.
+struct Stride {
+  Expr s, x;        // the extent's divisor and dividend (as the loop was before this pass)
+  Range xr;         // x's range
+  bool sub = false;  // x is `y - base` without int64 wrap: yr is y's range
+  Range yr;
+};
+
 class Widen {
  public:
   std::unordered_map<const ir::VarNode*, Range> vars;
+  std::unordered_map<const ir::VarNode*, Stride> strides;  // the grid-stride loop variables in scope
 
   Expr expr(const Expr& e) { return e ? visit(e).e : e; }
 
@@ -117,6 +148,30 @@ class Widen {
   // widened operand stay in int64 instead: binary / unary below.)
   static Expr retyped(const Expr& x, const Expr& orig) {
     return x->dtype == orig->dtype ? x : ir::cast(x, orig->dtype, x->span);
+  }
+
+  // m is `t * s` or `s * t` of a stride loop variable t and its divisor s: t's Stride (else null).
+  const Stride* stride_of(const Expr& m) const {
+    if (m->kind != ExprKind::Binary) return nullptr;
+    auto* b = ir::as<ir::BinaryNode>(m);
+    if (b->op != BinOp::Mul) return nullptr;
+    for (const auto& [t, s] : {std::pair{b->a, b->b}, std::pair{b->b, b->a}}) {
+      if (t->kind != ExprKind::Var) continue;
+      auto it = strides.find(ir::as<ir::VarNode>(t));
+      if (it != strides.end() && ir::structural_equal(s, it->second.s)) return &it->second;
+    }
+    return nullptr;
+  }
+
+  // Rule 2 for n = `base + t * s` / `t * s + base` (ranges ra, rb of n's operands), else any.
+  Range grid_stride(const ir::BinaryNode* n, const Range& ra, const Range& rb) const {
+    for (int side = 0; side < 2; ++side) {
+      const Expr& base = side ? n->b : n->a;
+      const Stride* f = stride_of(side ? n->a : n->b);
+      if (!f || !f->sub || !ir::structural_equal(ir::as<ir::BinaryNode>(f->x)->b, base)) continue;
+      return {(side ? rb : ra).lo, f->yr.hi - 1};
+    }
+    return {};
   }
 
   Out unary(const Expr& e) {
@@ -190,17 +245,27 @@ class Widen {
       return {rebuild(a.e, b.e), r, narrow};
     };
     switch (n->op) {
-      case BinOp::Add: return checked(Range::of(ra.lo + rb.lo, ra.hi + rb.hi));
+      case BinOp::Add: return checked(meet(Range::of(ra.lo + rb.lo, ra.hi + rb.hi), grid_stride(n, ra, rb)));
       case BinOp::Sub: return checked(Range::of(ra.lo - rb.hi, ra.hi - rb.lo));
       case BinOp::Mul: {
         I128 p[] = {ra.lo * rb.lo, ra.lo * rb.hi, ra.hi * rb.lo, ra.hi * rb.hi};
-        return checked(Range::of(*std::min_element(p, p + 4), *std::max_element(p, p + 4)));
+        Range r = Range::of(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+        if (const Stride* f = stride_of(e)) r = meet(r, {0, std::max<I128>(0, f->xr.hi - 1)});  // Rule 1
+        return checked(r);
       }
       case BinOp::CeilDiv: {
         // printed (a + b - 1) / b when both operands are non-negative: the dividend's sum in int32 too
         Range r = pos ? Range{-floor_div(-ra.lo, *divisor), -floor_div(-ra.hi, *divisor)}  // ceil(x / c) = -floor(-x / c)
                       : Range::of(-std::max(abs128(ra.lo), abs128(ra.hi)), std::max(abs128(ra.lo), abs128(ra.hi)));
-        if (narrow && !Range::of(ra.lo, ra.hi + rb.hi - 1).fits32()) return widen(r);
+        if (narrow && !Range::of(ra.lo, ra.hi + rb.hi - 1).fits32()) {
+          // Rule 3: the dividend's sum in int64, the quotient cast back to the node's type when its range
+          // fits there (an exact conversion): ceildiv(M, 8) of an int32 M is in [0, 2^28], so the
+          // expressions around it stay in int32 instead of taking int64 operands from it
+          Out w = widen(r);
+          const Range t = dtype_range(e->dtype);
+          if (r.lo >= t.lo && r.hi <= t.hi) return {ir::cast(w.e, e->dtype, e->span), r, true};
+          return w;
+        }
         return {rebuild(a.e, b.e), r, narrow};
       }
       case BinOp::FloorDiv: {
@@ -299,6 +364,38 @@ void map_fields(InstrOp& op, F&& fn, const ir::Span& span) {
              op);
 }
 
+// The variables a statement assigns (loops, lets, scalar loads), nested ones included.
+void assigned(const StmtPtr& s, std::unordered_set<const ir::VarNode*>& out) {
+  if (!s) return;
+  if (s->var) out.insert(s->var.get());
+  if (s->kind == StmtKind::Instr)
+    if (auto* l = std::get_if<ScalarLoad>(&s->instr.op)) out.insert(l->var.get());
+  for (const auto& b : s->body) assigned(b, out);
+  assigned(s->else_body, out);
+}
+
+// The Stride of loop s (`for t in range(ceildiv(x, s))`, s >= 0, x and s invariant in the body), if any.
+std::optional<Stride> stride(const StmtPtr& s, Widen& w) {
+  if (s->value->kind != ExprKind::Binary) return std::nullopt;
+  auto* c = ir::as<ir::BinaryNode>(s->value);
+  if (c->op != BinOp::CeilDiv || !c->a->dtype.is_int() || w.visit(c->b).r.lo < 0) return std::nullopt;
+  std::unordered_set<const ir::VarNode*> set;
+  for (const auto& b : s->body) assigned(b, set);
+  bool invariant = true;
+  ir::for_each_expr(s->value, [&](const Expr& e) {
+    if (e->kind == ExprKind::Var && set.count(ir::as<ir::VarNode>(e))) invariant = false;
+  });
+  if (!invariant) return std::nullopt;
+  Stride f{c->b, c->a, w.visit(c->a).r};
+  if (c->a->kind == ExprKind::Binary && ir::as<ir::BinaryNode>(c->a)->op == BinOp::Sub) {
+    auto* d = ir::as<ir::BinaryNode>(c->a);
+    Range y = w.visit(d->a).r, base = w.visit(d->b).r;
+    f.sub = y.lo - base.hi >= kI64Min && y.hi - base.lo <= kI64Max;  // y - base exact in int64
+    f.yr = y;
+  }
+  return f;
+}
+
 StmtPtr rewrite(const StmtPtr& s, Widen& w) {
   if (!s) return s;
   auto n = std::make_shared<Stmt>(*s);
@@ -311,7 +408,10 @@ StmtPtr rewrite(const StmtPtr& s, Widen& w) {
       n->value = ext.e;
       Range loop = dtype_range(s->var->dtype);  // the printed index's type
       w.vars[s->var.get()] = {0, std::max<I128>(0, std::min(ext.r.hi, loop.hi) - 1)};
+      w.strides.erase(s->var.get());
+      if (auto f = stride(s, w)) w.strides[s->var.get()] = *f;
       for (auto& b : n->body) b = rewrite(b, w);
+      w.strides.erase(s->var.get());
       break;
     }
     case StmtKind::If:

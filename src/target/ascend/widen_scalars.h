@@ -19,9 +19,14 @@
 // (the extent's upper bound; int32_t range when unknown), the block index over [0, block_dim - 1]
 // (int32_t range when block_dim is not bounded), the sub-block index over [0, 1], a let over its
 // value's range (the dtype's range when the value may not fit: the let wraps), a scalar parameter
-// and a ScalarLoad's variable over their dtype's range, a shape variable over [0, INT64_MAX] (an
-// int64_t already). Index arithmetic over loop and block indices with constant extents (almost all
+// and a ScalarLoad's variable over their dtype's range, a shape variable over [0, its dtype's max]
+// (an int32 one is printed `const int32_t M = static_cast<int32_t>(tw_tiling->M)`). Index arithmetic over loop and block indices with constant extents (almost all
 // of it) is proved and prints unchanged; a product with a runtime int32 scalar is widened.
+// Relational bounds (session 30, h-widen2; proofs in widen_scalars.cpp): in
+// `for t in range(ceildiv(x, s))` with s >= 0 and x, s not assigned in the body, `t * s` is in
+// [0, x - 1] and, when x is `y - base`, `base + t * s` in [base, y - 1] (map_grid's grid-stride
+// loop: the row block stays below ceildiv(M, 8)); a ceildiv whose dividend sum is widened is cast
+// back to its type when its quotient fits there (ceildiv(M, 8) of an int32 M is in [0, 2^28]).
 #pragma once
 
 #include "target/ascend/program.h"

@@ -68,11 +68,11 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
 
     SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
-    for (int32_t t = 0; t < tw_ceildiv((((static_cast<int64_t>(M) + 8 - 1) / 8) - static_cast<int64_t>(cid)), tw_min(((static_cast<int64_t>(M) + 8 - 1) / 8), 48)); ++t) {
-      const int32_t blk = (static_cast<int64_t>(cid) + (static_cast<int64_t>(t) * tw_min(((static_cast<int64_t>(M) + 8 - 1) / 8), 48)));
+    for (int32_t t = 0; t < tw_ceildiv((static_cast<int32_t>(((static_cast<int64_t>(M) + 8 - 1) / 8)) - cid), tw_min(static_cast<int32_t>(((static_cast<int64_t>(M) + 8 - 1) / 8)), 48)); ++t) {
+      const int32_t blk = (cid + (t * tw_min(static_cast<int32_t>(((static_cast<int64_t>(M) + 8 - 1) / 8)), 48)));
       const int32_t bx = blk;
       WaitFlag<HardEvent::MTE3_V>(0);  // line 10
-      if (tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0) < 8) {
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) < 8) {
         for (int32_t tw_c_ = 0; tw_c_ < 5; ++tw_c_) {
           const int32_t tw_mask_ = tw_min((301 - (tw_c_ * 64)), 64);
           Duplicate(x[(tw_c_ * 64)], static_cast<float>(0.0f), tw_mask_, 8, 1, 38);  // line 10
@@ -81,8 +81,8 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       SetFlag<HardEvent::V_MTE2>(0);  // line 10
       WaitFlag<HardEvent::V_MTE2>(0);  // line 10
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 10
-      if (tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0) > 0) {
-        DataCopyPad(x, X_gm[(static_cast<int64_t>(bx) * 2408)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(3), static_cast<float>(0)});  // line 10
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(x, X_gm[(static_cast<int64_t>(bx) * 2408)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(3), static_cast<float>(0)});  // line 10
       }
       SetFlag<HardEvent::MTE2_V>(0);  // line 10
       DataCopyPad(w, W_gm, DataCopyExtParams{static_cast<uint16_t>(1), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 11
@@ -126,8 +126,8 @@ extern "C" __global__ __aicore__ void auto_rms_norm(GM_ADDR X, GM_ADDR W, GM_ADD
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 23
       WaitFlag<HardEvent::V_MTE3>(0);  // line 26
-      if (tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0) > 0) {
-        DataCopyPad(Y_gm[(static_cast<int64_t>(bx) * 2408)], x, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 26
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(Y_gm[(static_cast<int64_t>(bx) * 2408)], x, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(1204), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 26
       }
       SetFlag<HardEvent::MTE3_V>(0);  // line 26
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 26

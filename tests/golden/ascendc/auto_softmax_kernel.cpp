@@ -66,11 +66,11 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
 
     SetFlag<HardEvent::MTE3_V>(0);  // line 4
     SetFlag<HardEvent::MTE3_MTE2>(0);  // line 4
-    for (int32_t t = 0; t < tw_ceildiv((((static_cast<int64_t>(M) + 8 - 1) / 8) - static_cast<int64_t>(cid)), tw_min(((static_cast<int64_t>(M) + 8 - 1) / 8), 48)); ++t) {
-      const int32_t blk = (static_cast<int64_t>(cid) + (static_cast<int64_t>(t) * tw_min(((static_cast<int64_t>(M) + 8 - 1) / 8), 48)));
+    for (int32_t t = 0; t < tw_ceildiv((static_cast<int32_t>(((static_cast<int64_t>(M) + 8 - 1) / 8)) - cid), tw_min(static_cast<int32_t>(((static_cast<int64_t>(M) + 8 - 1) / 8)), 48)); ++t) {
+      const int32_t blk = (cid + (t * tw_min(static_cast<int32_t>(((static_cast<int64_t>(M) + 8 - 1) / 8)), 48)));
       const int32_t bx = blk;
       WaitFlag<HardEvent::MTE3_V>(0);  // line 9
-      if (tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0) < 8) {
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) < 8) {
         for (int32_t tw_c_ = 0; tw_c_ < 3; ++tw_c_) {
           const int32_t tw_mask_ = tw_min((300 - (tw_c_ * 128)), 128);
           Duplicate(x_float16_0[(tw_c_ * 128)], static_cast<half>(0.0f), tw_mask_, 8, 1, 19);  // line 9
@@ -79,8 +79,8 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
       SetFlag<HardEvent::V_MTE2>(0);  // line 9
       WaitFlag<HardEvent::V_MTE2>(0);  // line 9
       WaitFlag<HardEvent::MTE3_MTE2>(0);  // line 9
-      if (tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0) > 0) {
-        DataCopyPad(x_float16_0, X_gm[(static_cast<int64_t>(bx) * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<half>{true, 0, static_cast<uint8_t>(4), static_cast<half>(0)});  // line 9
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(x_float16_0, X_gm[(static_cast<int64_t>(bx) * 2400)], DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<half>{true, 0, static_cast<uint8_t>(4), static_cast<half>(0)});  // line 9
       }
       SetFlag<HardEvent::MTE2_V>(0);  // line 9
       WaitFlag<HardEvent::MTE2_V>(0);  // line 9
@@ -134,8 +134,8 @@ extern "C" __global__ __aicore__ void auto_softmax(GM_ADDR X, GM_ADDR Y, GM_ADDR
       }
       SetFlag<HardEvent::V_MTE3>(0);  // line 22
       WaitFlag<HardEvent::V_MTE3>(0);  // line 22
-      if (tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0) > 0) {
-        DataCopyPad(Y_gm[(static_cast<int64_t>(bx) * 2400)], x_float16_1, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((static_cast<int64_t>(M) - (static_cast<int64_t>(bx) * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 22
+      if (tw_max(tw_min((M - (bx * 8)), 8), 0) > 0) {
+        DataCopyPad(Y_gm[(static_cast<int64_t>(bx) * 2400)], x_float16_1, DataCopyExtParams{static_cast<uint16_t>(tw_max(tw_min((M - (bx * 8)), 8), 0)), static_cast<uint32_t>(600), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 22
       }
       SetFlag<HardEvent::MTE3_V>(0);  // line 22
       SetFlag<HardEvent::MTE3_MTE2>(0);  // line 22
