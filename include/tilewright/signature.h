@@ -60,6 +60,9 @@ struct SignatureParam {
 struct SignatureVar {
   std::string name;
   ir::Span span;
+  // The largest value the target's code can hold the variable in: the printed AscendC keeps a
+  // shape variable in its dtype (int32), the cpu target in int64.
+  int64_t max = INT64_MAX;
 };
 
 struct Signature {

@@ -74,7 +74,14 @@ Signature signature_of(const ir::Kernel& kernel, std::string_view target) {
   sig.span = k.span;
   sig.target = std::string(target);
   std::vector<ir::Var> vars = k.shape_vars();
-  for (const auto& v : vars) sig.shape_vars.push_back({v->name, v->span});
+  // The printed AscendC holds a shape variable in its own dtype (static_cast<int32_t> of the
+  // tiling field), the simulator in int64: a larger dimension would make the two disagree.
+  const bool narrow = target::find_target(target).kind == target::TargetKind::ascend;
+  for (const auto& v : vars) {
+    const int bits = v->dtype.bits();
+    const int64_t max = !narrow || bits >= 64 ? INT64_MAX : (int64_t(1) << (bits - 1)) - 1;
+    sig.shape_vars.push_back({v->name, v->span, max});
+  }
   for (const auto& p : k.params) {
     SignatureParam sp;
     sp.name = p.name();

@@ -171,6 +171,13 @@ Binding bind(const Signature& sig, const std::vector<Arg>& inputs) {
                             sig.shape_vars[v].name + "', already bound to " + std::to_string(*vals[v]) +
                             " by an earlier argument",
                         where, "the arguments' shapes must agree on '" + sig.shape_vars[v].name + "'");
+      if (t.shape[d] > sig.shape_vars[v].max)
+        throw ir::Error(who() + " has shape " + shape_str(t.shape) + ": dimension " + std::to_string(d) + " ('" +
+                            sig.shape_vars[v].name + "') is " + std::to_string(t.shape[d]) + ", above " +
+                            std::to_string(sig.shape_vars[v].max) + ", the largest value target '" + sig.target +
+                            "' holds a shape variable in",
+                        where, "split the call into parts of at most " + std::to_string(sig.shape_vars[v].max) +
+                                   " along that dimension");
       vals[v] = t.shape[d];
     }
     for (int d = 0; d < ndim; ++d) {
