@@ -368,3 +368,18 @@ def test_f6_serial_loop_inside_a_map_is_the_documented_error():
     assert e.value.source_line.strip() == "for k in T.serial(5):" and "move this loop outside" in e.value.hint
     doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "language.md").read_text()
     assert "no serial loops" in doc and "nest freely, with one\nexception" not in doc
+
+
+# --------------------------------------------------------------------------- F7: an array of a dtype Tilewright lacks
+def test_f7_an_int16_argument_names_its_dtype():
+    """torch.int16 / numpy.int16 (a PyTorch model's token ids, audio samples) at the call: the message named
+    "DLPack code 0, 16 bits"; it names int16 now, and the hint the conversion."""
+    k = tw.compile(_divmod_i8, out_idx=[2, 3])
+    b = np.ones(N, np.int8)
+    with pytest.raises(tw.TilewrightError) as e:
+        k(np.ones(N, np.int16), b)
+    assert "argument 0 ('A') of kernel '_divmod_i8': unsupported array dtype int16 (DLPack code 0, 16 bits)" \
+        in e.value.message
+    assert "a.astype(numpy.int32)" in e.value.hint and e.value.file == __file__
+    with pytest.raises(tw.TilewrightError, match="unsupported array dtype uint32"):
+        k(b, np.ones(N, np.uint32))
