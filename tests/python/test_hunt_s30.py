@@ -8,8 +8,9 @@ run time, one compiled kernel called with M = 0, 1 and 2^k + 1 rows, gathers at 
 each on cpu and on ascend910b (simulator, checker on: `prof["reports"] == []`) against numpy / Python integers.
 
 Findings (F1.. of /work/hunt30-findings.md): F1, F2, F3 and F5 are in the Ascend lowering (src/target/ascend,
-not this helper's to edit): strict xfails naming them until their fixes land. F6 (docs) was fixed on the
-branch; its test guards the documented error.
+not this helper's to edit): strict xfails naming them until their fixes land. F6 (docs), F7 (the error for an
+int16 argument, src/python/bind_runtime.cpp) and F8 (a cpu tile read past the tile at a scalar parameter's index,
+src/target/cpu/alias_tile_copies.cpp) were fixed on the branch; their tests guard the fixes.
 
 Tolerances: every result here is exact (integers, selects, maxima, float32 values that are sums of small
 integers)."""
@@ -272,6 +273,38 @@ def test_gather_index_outside_the_tile(target, bad):
 def test_f2_gather_index_past_2_30_is_reported():
     got = _gather_outcome(TARGET, 2 ** 30 + 3)
     assert isinstance(got, str) and got == "report", f"no report; the output: {got}"  # today: x[3] = 103 there
+
+
+@T.prim_func
+def _column_at(X: T.Tensor((4, 8), "float32"), n: T.int32, Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((4, 8), "float32")
+        y = T.alloc_fragment((4,), "float32")
+        T.copy(X, x)
+        for i in T.Parallel(4):
+            y[i] = x[i, n] * 2.0  # @COLUMN_AT
+        T.copy(y, Y)
+
+
+_COLUMN_AT_LINE = next(i for i, s in enumerate(open(__file__).read().splitlines(), 1) if s.endswith("# @COLUMN_AT"))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f8_a_tile_read_at_a_scalar_parameter_past_the_tile(target):
+    """hunt30 F8, fixed (src/target/cpu/alias_tile_copies.cpp): `y[i] = x[i, n]` of a tile copied whole from a
+    tensor read the tensor in place on cpu, unchecked: n = 8 of an 8-column tile gave the next row's first
+    element, no error. The tile keeps its copy now when a load of it is not proved inside, and the load is
+    checked as docs/language.md "Tails and out-of-range accesses" says; ascend910b's checker reports it."""
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    assert np.array_equal(_run(_column_at, target, [-1], x, 7), x[:, 7] * 2)
+    k = tw.compile(_column_at, target=target, out_idx=[-1])
+    if target == "cpu":
+        with pytest.raises(tw.TilewrightError) as e:
+            k(x, 8)
+        assert e.value.line == _COLUMN_AT_LINE and "index 8 is out of bounds for dimension 1 of 'x'" in e.value.message
+    else:
+        reports = k.profile(x, 8)["reports"]
+        assert reports and f":{_COLUMN_AT_LINE}: out of bounds" in reports[0]
 
 
 # --------------------------------------------------------------------------- findings in the Ascend lowering
