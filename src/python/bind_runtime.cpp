@@ -112,6 +112,22 @@ std::optional<ir::DType> from_dlpack(nb::dlpack::dtype t) {
   return std::nullopt;
 }
 
+// A DLPack dtype as numpy / torch name it (int16, uint32, complex64, ...), for the error on one
+// that no Tilewright dtype matches.
+std::string dlpack_name(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  const auto code = static_cast<C>(t.code);
+  const char* kind = code == C::Int       ? "int"
+                     : code == C::UInt    ? "uint"
+                     : code == C::Float   ? "float"
+                     : code == C::Bfloat  ? "bfloat"
+                     : code == C::Complex ? "complex"
+                     : code == C::Bool    ? "bool"
+                                          : "float";  // DLPack's float8 variants
+  std::string n = kind + std::to_string(t.bits);
+  return t.lanes == 1 ? n : n + "x" + std::to_string(t.lanes);
+}
+
 nb::dlpack::dtype to_dlpack(ir::DType t) {
   using C = nb::dlpack::dtype_code;
   nb::dlpack::dtype d{};
@@ -206,9 +222,10 @@ Arg to_arg(nb::handle h, bool scalar_param, std::vector<nb::object>& keep_alive)
   t.data = a.data();
   auto dt = bf16 ? std::optional<ir::DType>(ir::DTypeCode::bf16) : from_dlpack(a.dtype());
   if (!dt)
-    throw ir::Error("unsupported array dtype (DLPack code " + std::to_string(a.dtype().code) + ", " +
-                        std::to_string(a.dtype().bits) + " bits)",
-                    {}, "supported: float16, bfloat16, float32, float64, int8, int32, int64, uint8, bool");
+    throw ir::Error("unsupported array dtype " + dlpack_name(a.dtype()) + " (DLPack code " +
+                        std::to_string(a.dtype().code) + ", " + std::to_string(a.dtype().bits) + " bits)",
+                    {}, "supported: float16, bfloat16, float32, float64, int8, int32, int64, uint8, bool; convert "
+                        "the array first (numpy: a.astype(numpy.int32); torch: t.to(torch.int32))");
   t.dtype = *dt;
   for (size_t i = 0; i < a.ndim(); ++i) {
     t.shape.push_back(a.shape(i));

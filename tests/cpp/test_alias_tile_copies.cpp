@@ -141,6 +141,12 @@ TEST(AliasTileCopies, WholeTensorCopiesKeptWhereNotOnlyLoaded) {
     s[i] = w[ix[i]]
   }
 )", "", "W: global float32[32], I: global int32[64]"),
+      // a load at a scalar parameter's index (not proved inside the tile: checked against its extents;
+      // the tensor behind it is not, hunt30 F8)
+      weights("float32", R"(  for i in parallel(0, 32) {
+    s[i] = w[n]
+  }
+)", "", "W: global float32[32], n: int32"),
       // the tensor's shape is not the tile's (a part of it)
       weights("float32", "", "", "W: global float32[64]").replace(weights("float32").find("copy W -> w"), 11,
                                                                   "copy W[0:+32] -> w"),

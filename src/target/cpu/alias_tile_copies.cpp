@@ -6,6 +6,7 @@
 
 #include "ir/functor.h"
 #include "target/cpu/tile_facts.h"
+#include "transform/check_bounds.h"
 
 namespace tw::cpu {
 
@@ -55,22 +56,23 @@ bool reads_as_tile(const Stmt& s, const Buffer& b) {
   return hit;
 }
 
-// Does statement s load buffer b at a data-dependent index (an index that itself loads memory: a
-// gather)? A gather from a tile is bounds-checked against the tile's extents at run time; the
-// global tensor a tile would alias is not checked in the same way, so such a tile keeps its copy.
-bool gathers_from(const Stmt& s, const Buffer& b) {
+// Does statement s load buffer b at an index the range analysis does not prove inside b (check_bounds'
+// unproved accesses: a gather `u[idx[i]]`, a scalar parameter `u[i, n]`, a symbolic bound)? Such a load
+// of a tile is bounds-checked against the tile's extents at run time; the global tensor the tile would
+// alias is not checked in the same way, so such a tile keeps its copy (hunt30: `y[i] = x[i, n]` with n = 8
+// of an 8-column tile read the tensor's next row, no error).
+bool unproved_load(const Stmt& s, const Buffer& b, const std::unordered_set<const void*>& unproved) {
   bool hit = false;
   for_each_expr(s, [&](const Expr& e) {
-    if (hit || !e || e->kind != ExprKind::Load || as<LoadNode>(e)->buffer != b) return;
-    for (const Expr& ix : as<LoadNode>(e)->indices)
-      for_each_expr(ix, [&](const Expr& x) { hit |= x && x->kind == ExprKind::Load; });
+    hit |= e && e->kind == ExprKind::Load && as<LoadNode>(e)->buffer == b && unproved.count(e.get());
   });
   return hit;
 }
 
 // The copy's destination when body[i] is such a copy (alias_tile_copies.h), else null.
 const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i,
-                        const std::unordered_set<const void*>& global_written) {
+                        const std::unordered_set<const void*>& global_written,
+                        const std::unordered_set<const void*>& unproved) {
   if (body[i]->kind != StmtKind::Copy) return nullptr;
   const auto& c = *as<CopyNode>(body[i]);
   const Buffer& t = c.src.buffer;
@@ -83,7 +85,7 @@ const Buffer* aliasable(const Kernel& k, const std::vector<Stmt>& body, size_t i
   std::unordered_set<const StmtNode*> readers;
   for (size_t j = i + 1; j < body.size(); ++j)
     if (references(body[j], u)) {
-      if (writes(body[j], u) || (global && (reads_as_tile(body[j], u) || gathers_from(body[j], u)))) return nullptr;
+      if (writes(body[j], u) || (global && (reads_as_tile(body[j], u) || unproved_load(body[j], u, unproved)))) return nullptr;
       readers.insert(body[j].get());
       last = j;
     }
@@ -104,9 +106,15 @@ Kernel alias_tile_copies(const Kernel& k) {
   std::unordered_set<const StmtNode*> drop;        // the copies and u's allocations
   std::unordered_set<const void*> kept;            // the t's: not renamed themselves
   const std::unordered_set<const void*> global_written = globals_written(k);
+  std::unordered_set<const void*> unproved;
+  try {
+    unproved = transform::check_bounds(k);
+  } catch (const Error&) {
+    return k;  // an access out of bounds for certain: the code generator reports it at its line
+  }
   for_each_seq(k, [&](const SeqNode& seq, const ForNode*) {
     for (size_t i = 0; i < seq.body.size(); ++i)
-      if (const Buffer* u = aliasable(k, seq.body, i, global_written);
+      if (const Buffer* u = aliasable(k, seq.body, i, global_written, unproved);
           u && !rename.count(u->get()) && !kept.count(u->get())) {
         const Buffer& t = as<CopyNode>(seq.body[i])->src.buffer;
         if (rename.count(t.get())) continue;  // one step at a time: t is itself renamed

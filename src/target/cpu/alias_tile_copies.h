@@ -17,9 +17,10 @@ namespace tw::cpu {
 // Flash attention's `T.copy(acc_s, acc_s_cast)` in float32, read by the P V gemm only, is such a
 // copy: the gemm reads the score tile in place. A float32 -> bfloat16 cast copy is kept.
 // t may also be a whole global tensor of constant shape (the tile's) that the kernel never writes,
-// when u's readers only load its elements at indices that load no memory (no copy, gemm or reduce
-// of u, no gather `u[idx[i]]`: a gather from a tile is checked against the tile's extents at run
-// time, docs/language.md "Tails and out-of-range accesses"): rms_norm's per-block
+// when u's readers only load its elements at indices the range analysis proves inside u (no copy,
+// gemm or reduce of u, no gather `u[idx[i]]`, no `u[i, n]` at a scalar parameter n: a tile access
+// not proved inside is checked against the tile's extents at run time, docs/language.md "Tails and
+// out-of-range accesses"): rms_norm's per-block
 // `T.copy(W, w)` of its 16 KiB weight row, whose map then loads W[j] in place (the same values;
 // rms_norm 8192 x 4096 block_M 8 on one Zen 4 core -6 to -9% CPU time, docs/performance.md
 // "Session 29").
