@@ -368,9 +368,14 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   // group into it, which gives the same value in any order); the other statements run once before
   // the groups, or after them when they read such a reduction (or what such statements wrote).
   // Checked: no statement moves past one whose buffers it conflicts with.
-  std::vector<ir::Stmt> once, per_group, after, fills;
+  std::vector<ir::Stmt> once, per_group, after, fills, finish;
   BufSet row_reads, row_writes, late, after_reads, touched;  // late: the merged results and what reads them wrote
   bool once_writes_tensor = false;  // a statement before the groups stores into a tensor (once per block only)
+  bool merged_minmax = false;       // a max / min merged across the groups (a clipped group's zero rows would enter it)
+  std::map<const ir::StmtNode*, ir::Buffer> carried;  // a sum across the rows (in per_group) -> its running sum
+  std::set<std::string> taken;  // the kernel's names (a running sum's tile gets a new one)
+  for (const auto& p : kernel->params) taken.insert(p.name());
+  for (const auto& s : allocs) taken.insert(ir::as<ir::AllocNode>(s)->buffer->name);
   auto is_row = [&](const ir::Buffer& b) { return a.row_tiles.count(b.get()) > 0; };
   for (const auto& s : body) {
     if (!a.why_not.empty()) break;
@@ -379,15 +384,62 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     reads_writes(s, r, w);
     if (s->kind == ir::StmtKind::Reduce) {
       auto* rd = ir::as<ir::ReduceNode>(s);
-      if (is_row(rd->src) && rd->axis == 0 && !is_row(rd->dst) && is_tile(rd->dst) &&
-          rd->reduce_kind != ir::ReduceKind::sum) {
-        if (touched.count(rd->dst.get()) || row_reads.count(rd->dst.get()))
+      if (is_row(rd->src) && rd->axis == 0 && !is_row(rd->dst) && is_tile(rd->dst)) {
+        const ir::DType t = rd->dst->dtype, st = rd->src->dtype;
+        // (a sum into its own running tile leaves dst as it is until after the groups: statements
+        // before it may use dst)
+        const bool own_acc = rd->reduce_kind == ir::ReduceKind::sum && (!rd->clear || !(t == ir::DType(ir::DTypeCode::f32) ||
+                                                                                          t == ir::DType(ir::DTypeCode::i32)));
+        if (!own_acc && (touched.count(rd->dst.get()) || row_reads.count(rd->dst.get())))
           a.fail("a reduction across the rows into " + q(rd->dst->name) + ", which other statements use before it", s->span);
-        const ir::DType t = rd->dst->dtype;
-        ir::Expr identity = reduce_identity(rd->reduce_kind, t, s->span);
-        if (!t.is_float()) a.fail("a reduction across the rows into the integer tile " + q(rd->dst->name), s->span);
-        if (rd->clear) fills.push_back(std::make_shared<ir::FillNode>(ir::full_region(rd->dst), identity, s->span));
-        per_group.push_back(std::make_shared<ir::ReduceNode>(rd->src, rd->dst, rd->reduce_kind, rd->axis, false, s->span));
+        if (rd->reduce_kind == ir::ReduceKind::sum) {
+          // carried: each group adds its rows one by one into the running sum (see the header)
+          const ir::DType i32{ir::DTypeCode::i32}, f32{ir::DTypeCode::f32};
+          const bool fl = t.is_float() && st.is_float(), in = t == i32 && st == i32;
+          if (!fl && !in)
+            a.fail("a sum across the rows of the " + std::string(st.name()) + " tile " + q(rd->src->name) + " into the " +
+                       std::string(t.name()) + " tile " + q(rd->dst->name) +
+                       " (carried across row groups for float or int32 sums only)",
+                   s->span);
+          const ir::DType ct = fl ? f32 : i32;
+          ir::Buffer acc = rd->dst;
+          if (own_acc) {  // the running sum in its own tile, stored into dst after the groups
+            auto b = std::make_shared<ir::BufferNode>(*rd->dst);
+            b->dtype = ct;
+            b->name = rd->dst->name + "_acc";
+            for (int i = 2; taken.count(b->name); ++i) b->name = rd->dst->name + "_acc" + std::to_string(i);
+            taken.insert(b->name);
+            acc = b;
+            once.push_back(std::make_shared<ir::AllocNode>(acc, s->span));
+            std::vector<ir::Var> vars;
+            std::vector<ir::Expr> idx;
+            for (size_t d = 0; d < rd->dst->shape.size(); ++d) {
+              vars.push_back(ir::var("j" + std::to_string(d), ir::kIndexType, s->span));
+              idx.push_back(vars.back());
+            }
+            ir::Expr v = ir::load(acc, idx, s->span);
+            if (!rd->clear) {
+              ir::Expr old = ir::load(rd->dst, idx, s->span);
+              v = ir::binary(ir::BinOp::Add, t == ct ? old : ir::cast(old, ct, s->span), v, s->span);
+            }
+            ir::Stmt m = std::make_shared<ir::StoreNode>(rd->dst, idx, t == ct ? v : ir::cast(v, t, s->span), s->span);
+            for (size_t d = vars.size(); d-- > 0;)
+              m = std::make_shared<ir::ForNode>(vars[d], C(0), rd->dst->shape[d], ir::ForKind::parallel, 0, m, s->span);
+            finish.push_back(m);
+          }
+          // -0.0: x + -0.0 is x for every x (+0.0 would turn a -0.0 first row into +0.0)
+          fills.push_back(std::make_shared<ir::FillNode>(
+              ir::full_region(acc), fl ? ir::float_imm(-0.0, ct, s->span) : ir::int_imm(0, ct, s->span), s->span));
+          per_group.push_back(s);
+          carried[s.get()] = acc;
+          info.carried += (info.carried.empty() ? "" : ", ") + rd->dst->name;
+        } else {
+          ir::Expr identity = reduce_identity(rd->reduce_kind, t, s->span);
+          if (!t.is_float()) a.fail("a reduction across the rows into the integer tile " + q(rd->dst->name), s->span);
+          if (rd->clear) fills.push_back(std::make_shared<ir::FillNode>(ir::full_region(rd->dst), identity, s->span));
+          per_group.push_back(std::make_shared<ir::ReduceNode>(rd->src, rd->dst, rd->reduce_kind, rd->axis, false, s->span));
+          merged_minmax = true;
+        }
         row_reads.insert(rd->src.get());
         late.insert(rd->dst.get());
         touched.insert(rd->dst.get());
@@ -431,7 +483,7 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   // The group sizes, largest first: ceil(R / k) for k = 2, 3, ... groups; only the divisors of R
   // when a reduction merges across the groups (a clipped group's rows past R, zeros in the tile,
   // would enter it) or a row tile has more than 2 dims (a run-time extent is a copy's rows or columns).
-  bool divisors_only = !late.empty();
+  bool divisors_only = merged_minmax;
   for (const auto& b : row_bufs) divisors_only |= b->shape.size() > 2;
   for (int64_t k = 2; k <= a.rows; ++k) {
     const int64_t g = (a.rows + k - 1) / k;
@@ -482,9 +534,38 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   for (const auto& s : once)
     out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
   for (const auto& s : fills) out_body.push_back(s);
-  for (const auto& s : per_group) loop.push_back(rw.top(s));
+  for (const auto& s : per_group) {
+    auto c = carried.find(s.get());
+    if (c == carried.end()) {
+      loop.push_back(rw.top(s));
+      continue;
+    }
+    // a carried sum: the group's rows (the clipped group's first R - rg * G) added one by one into
+    // the running sum, in row order: `for row: acc[j..] = acc[j..] + x[row, j..]`
+    auto* rd = ir::as<ir::ReduceNode>(s);
+    const ir::Span& sp = s->span;
+    const ir::Buffer& acc = c->second;
+    const ir::Buffer& src = tiles.at(rd->src.get());
+    auto row = ir::var("row", ir::kIndexType, sp);
+    std::vector<ir::Var> vars;
+    std::vector<ir::Expr> idx, sidx{row};
+    for (size_t d = 0; d < acc->shape.size(); ++d) {
+      vars.push_back(ir::var("j" + std::to_string(d), ir::kIndexType, sp));
+      idx.push_back(vars.back());
+      sidx.push_back(vars.back());
+    }
+    ir::Expr x = ir::load(src, sidx, sp);
+    if (src->dtype != acc->dtype) x = ir::cast(x, acc->dtype, sp);
+    ir::Stmt m = std::make_shared<ir::StoreNode>(acc, idx, ir::binary(ir::BinOp::Add, ir::load(acc, idx, sp), x, sp), sp);
+    for (size_t d = vars.size(); d-- > 0;)
+      m = std::make_shared<ir::ForNode>(vars[d], C(0), acc->shape[d], ir::ForKind::parallel, 0, m, sp);
+    const ir::Expr n = clipped ? simp(ir::binary(ir::BinOp::Min, C(g), ir::binary(ir::BinOp::Sub, C(a.rows), rw.off)))
+                               : C(g);
+    loop.push_back(std::make_shared<ir::ForNode>(row, C(0), n, ir::ForKind::serial, 0, m, sp));
+  }
   out_body.push_back(std::make_shared<ir::ForNode>(rg, C(0), C(k), ir::ForKind::serial, 0,
                                                   ir_seq(loop, kernel->span), kernel->span));
+  for (const auto& s : finish) out_body.push_back(s);
   for (const auto& s : after) out_body.push_back(s);
   return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
                                           ir_seq(out_body, kernel->span), kernel->span, kernel->sub_block_var);
