@@ -208,6 +208,56 @@ TEST(SplitRows, SumAcrossRowsIsCarriedRowByRow) {
   EXPECT_EQ(got.find("reduce sum"), std::string::npos) << got;
 }
 
+// Session 30: a logsumexp over dim 0: the max merged group by group (m_prev kept before), the sum
+// of exp(x - m) rescaled to the new max before the group's rows are added (online); m + log(s)
+// after the groups. A second reader of the exp tile keeps the body unsplit.
+TEST(SplitRows, LogSumExpAcrossRowsIsOnline) {
+  auto src = [](const std::string& extra) {
+    return R"(kernel k(X: global float32[8, 16], Y: global float32[16] out, Z: global float32[8, 16] out)
+    grid(bx = 1) {
+  alloc x: fragment float32[8, 16]
+  alloc m: fragment float32[16]
+  alloc s: fragment float32[16]
+  copy X[0:+8, 0:+16] -> x
+  reduce max x -> m axis=0 clear=true
+  for i in parallel(0, 8) {
+    for j in parallel(0, 16) {
+      x[i, j] = exp(x[i, j] - m[j])
+    }
+  }
+  reduce sum x -> s axis=0 clear=true
+)" + extra + R"(  for j in parallel(0, 16) {
+    m[j] = m[j] + log(s[j])
+  }
+  copy m -> Y[0:+16]
+}
+)";
+  };
+  RowSplit info;
+  const std::string got = ir::print(split_rows(ir::parse_kernel(src(""), "rows.tw"), 2, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.online, "m");
+  EXPECT_EQ(info.groups, (std::vector<int64_t>{4, 2, 1}));  // divisors (the max merges)
+  EXPECT_EQ(info.group_rows, 2);
+  const size_t prev = got.find("m_prev[j0] = m[j0]"), merge = got.find("reduce max x -> m axis=0 clear=false");
+  const size_t rescale = got.find("s[j0_1] = where(m_prev[j0_1] == -inf, 0.0, s[j0_1] * exp(m_prev[j0_1] - m[j0_1]))");
+  const size_t ex = got.find("x[i, j] = exp(x[i, j] - m[j])"), add = got.find("s[j0_2] = s[j0_2] + x[row, j0_2]");
+  const size_t after = got.find("m[j] = m[j] + log(s[j])");
+  ASSERT_NE(rescale, std::string::npos) << got;
+  EXPECT_LT(prev, merge) << got;
+  EXPECT_LT(merge, ex) << got;
+  EXPECT_LT(ex, rescale) << got;
+  EXPECT_LT(rescale, add) << got;
+  EXPECT_LT(add, after) << got;
+  EXPECT_NE(add, std::string::npos) << got;
+  EXPECT_LT(got.find("fill m = -inf"), got.find("for rg in serial(0, 4)")) << got;
+  EXPECT_NE(got.find("fill s = -0.0"), std::string::npos) << got;
+  // the exp tile (exp with each group's max) stored as well: not split
+  split_rows(ir::parse_kernel(src("  copy x -> Z[0:+8, 0:+16]\n"), "rows.tw"), 0, &info);
+  EXPECT_EQ(info.why_not, "a statement on the rows after one that needs every row's result (the exp of the running "
+                          "max, a different max in each row group, may only be summed across the rows)");
+}
+
 // A float16 sum (clear=False) runs in a float32 tile r_acc, added into r after the groups as the
 // unsplit form adds its float32 sum; an int8 sum is not carried (its sum wraps into int8).
 TEST(SplitRows, HalfSumIsCarriedInFloat32) {

@@ -159,3 +159,44 @@ def test_sum_dim0_and_max_dim1_f3():
     ccs, crm = sum_and_row_max(S, N, target="cpu")(x)
     assert_close(np.asarray(ccs, np.float64), np.asarray(x, np.float64).sum(0), atol=1e-5 * S, rtol=1e-5)
     np.testing.assert_array_equal(crm, x.max(1))
+
+
+@tw.jit(out_idx=[-1])
+def col_lse(S, N):
+    """Out[n] = log sum over s of exp(X[s, n]) (max, exp(x - max), sum, max + log(sum)), one block."""
+
+    @T.prim_func
+    def main(X: T.Tensor((S, N), "float32"), Out: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((S, N), "float32")
+            m = T.alloc_fragment((N,), "float32")
+            s = T.alloc_fragment((N,), "float32")
+            T.copy(X[0:S, 0:N], x)
+            T.reduce_max(x, m, dim=0)
+            for i, j in T.Parallel(S, N):
+                x[i, j] = T.exp(x[i, j] - m[j])
+            T.reduce_sum(x, s, dim=0)
+            for j in T.Parallel(N):
+                m[j] = m[j] + T.log(s[j])
+            T.copy(m, Out[0])
+
+    return main
+
+
+def test_logsumexp_over_dim0_online():
+    """A logsumexp over dim 0 of 8192 x 8 float32 (one block wide): the rows in groups (divisors of
+    8192: the merged max would see a clipped group's zero rows), the max merged, the sum rescaled
+    by exp(m_prev - m) per group (online): another rounding than the unsplit kernel's, within the
+    float32 tolerance of float64 (a column far below 0, a column whose max is in the second group)."""
+    S, N = 8192, 8
+    x = randn((S, N), "float32", scale=3.0, seed=12)
+    x[:, 1] -= 50.0  # a column far below 0
+    x[S // 2 + 5, 2] = 80.0  # its max in the second group
+    cpu, got, k = _both(lambda t: col_lse(S, N, target=t), x)
+    assert "into s carried" in _notes(k), _notes(k)
+    xf = np.asarray(x, np.float64)
+    mx = xf.max(0)
+    ref = mx + np.log(np.exp(xf - mx).sum(0))
+    for y in (got, cpu):
+        atol, rtol = TOLERANCES["float32"]
+        assert_close(np.asarray(y, np.float64), ref, atol=atol, rtol=rtol)

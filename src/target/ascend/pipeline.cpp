@@ -247,6 +247,8 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
                              (rows.as_blocks ? "each group a block of the grid" : "the groups in a loop in each block") +
                              (rows.carried.empty() ? "" : "; the sums across the rows into " + rows.carried +
                                                               " carried from group to group, row by row") +
+                             (rows.online.empty() ? "" : " (online: the max " + rows.online +
+                                                             " merged group by group, its exp's sum rescaled to it)") +
                              "): with all rows the tiles overflow " +
                              std::string(mem_name(first_ub->mem)) + " (" + std::to_string(first_ub->needed) + " B needed, " +
                              std::to_string(first_ub->capacity) + " B available)",

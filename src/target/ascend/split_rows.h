@@ -26,6 +26,13 @@
 //     every x): bitwise the unsplit sum. acc is res itself for a clearing float32 (int32) sum,
 //     else a float32 tile `res_acc` stored into res after the groups (added to it for clear=False,
 //     as the unsplit form adds its sum);
+//   - online (a logsumexp over dim 0): a clearing float max m across the rows merged as above and
+//     read by one row map `t[i, j] = exp(E - m[j])` (E reading no merged result) whose tile t only
+//     a clearing float32 sum s across the rows reduces: each group saves m in m_prev before merging
+//     its rows' max, rescales s to the new max (s * exp(m_prev - m), or 0 while m_prev is -inf, as
+//     split_cols' online rescale), runs the map with the new m and adds its rows into s. Another
+//     rounding than the unsplit kernel (exp(x - m_group) * exp(m_group - m)): within float32's
+//     tolerance; m and s are read after the groups (`m + log(s)`);
 //   - gemms whose A and C are whole row tiles, A not transposed (C[i, :] = A[i, :] B: row i of C
 //     from row i of A; B, whose leading dim is K, is never a row tile): the Cube computes each
 //     group's rows (hunt14 F5: a gemm -> residual epilogue whose vector tiles overflow the UB);
@@ -76,6 +83,7 @@ struct RowSplit {
   ir::Span at;              // the statement why_not is about
   std::string row_tiles;    // the row tiles' names, for messages ("x, sq, ss")
   std::string carried;      // the tiles the sums across the rows go into (carried from group to group)
+  std::string online;       // the maxes across the rows whose exp's sum is rescaled group by group
   std::string widest;       // the largest tile of rank >= 2 (whose leading dim is R) and its
   int64_t cols = 0;         // elements per row
   int64_t row_bytes = 0;    // bytes per row of it
