@@ -187,16 +187,21 @@ def test_logsumexp_over_dim0_online():
     """A logsumexp over dim 0 of 8192 x 8 float32 (one block wide): the rows in groups (divisors of
     8192: the merged max would see a clipped group's zero rows), the max merged, the sum rescaled
     by exp(m_prev - m) per group (online): another rounding than the unsplit kernel's, within the
-    float32 tolerance of float64 (a column far below 0, a column whose max is in the second group)."""
+    float32 tolerance of float64 (a column far below 0, a column whose max is in the second group,
+    a column of -inf: NaN as unsplit, a column -inf in its first half only)."""
     S, N = 8192, 8
     x = randn((S, N), "float32", scale=3.0, seed=12)
     x[:, 1] -= 50.0  # a column far below 0
     x[S // 2 + 5, 2] = 80.0  # its max in the second group
+    x[:, 3] = -np.inf  # exp(-inf - -inf): NaN, as unsplit (each group adds NaN again after the rescale's 0)
+    x[: S // 2, 4] = -np.inf  # -inf in the first groups only: their NaN sum rescaled to 0
     cpu, got, k = _both(lambda t: col_lse(S, N, target=t), x)
-    assert "into s carried" in _notes(k), _notes(k)
+    assert "into s carried" in _notes(k) and "online: the max m" in _notes(k), _notes(k)
     xf = np.asarray(x, np.float64)
     mx = xf.max(0)
-    ref = mx + np.log(np.exp(xf - mx).sum(0))
+    with np.errstate(invalid="ignore"):
+        ref = mx + np.log(np.exp(xf - mx).sum(0))
+    assert np.isnan(ref[3]) and np.isfinite(ref[4])
     for y in (got, cpu):
         atol, rtol = TOLERANCES["float32"]
-        assert_close(np.asarray(y, np.float64), ref, atol=atol, rtol=rtol)
+        assert_close(np.asarray(y, np.float64), ref, atol=atol, rtol=rtol, equal_nan=True)
