@@ -200,6 +200,29 @@ TEST(SplitCols, NarrowReductionAcrossTheRowsRunsInBlocksOf32Bytes) {
   EXPECT_EQ(info.block_cols, 0);
 }
 
+// review29 F2 (session 30): an 8-bit tensor's tile of 40 columns (step 32: one 32-byte block of
+// int8) runs in 2 blocks, 32 columns and a tail of 8 (lower_ascend enters the split from step + 1
+// columns, was 2 steps).
+TEST(SplitCols, EightBitTensorOfFewerThanTwoStepsRunsInTwoBlocks) {
+  auto k = ir::parse_kernel(R"(kernel k(X: global int8[1000, 40], Y: global int32[40] out)
+    grid(bx = 1) {
+  alloc x: fragment int32[1000, 40]
+  alloc col: fragment int32[40]
+  copy X[0:+1000, 0:+40] -> x
+  reduce max x -> col axis=0 clear=true
+  copy col -> Y[0:+40]
+}
+)", "cols.tw");
+  ColSplit info;
+  const std::string got = ir::print(split_cols(k, 2, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.step, 32);
+  EXPECT_EQ(info.blocks, 2);
+  EXPECT_EQ(info.block_cols, 32);
+  EXPECT_NE(got.find("alloc x: fragment int32[1000, 32]"), std::string::npos) << got;
+  EXPECT_NE(got.find("copy X[0:+1000, col_blk * 32:+32] -> x"), std::string::npos) << got;
+}
+
 // A row result changed after a map read it: recomputing the map block by block would read the new
 // value; the body is not split and the reason names the map's line.
 TEST(SplitCols, RowResultChangedBeforeTheRecomputeIsNotSplit) {

@@ -160,17 +160,132 @@ TEST(SplitRows, MaxAcrossRowsIsMergedInALoop) {
   EXPECT_LT(got.find("for rg in serial(0, 2)"), got.find("copy g -> G[bx:+1]")) << got;
 }
 
-// A sum down the columns is not row-wise: unchanged, and why_not names it at its line.
-TEST(SplitRows, ColumnSumIsNotRowWise) {
+// A sum down the columns into a tile the rows' statements read before: not carried (the groups
+// would read the running sum), unchanged, and why_not names it at its line.
+TEST(SplitRows, ColumnSumIntoATileReadBeforeIsNotSplit) {
   RowSplit info;
   auto k = ir::parse_kernel(kHead + R"(  reduce sum x -> w axis=0 clear=true
   copy x -> Y[bx * 8:+8, 0:+4096]
 }
 )", "rows.tw");
   EXPECT_EQ(ir::print(split_rows(k, 1, &info)), ir::print(k));
-  EXPECT_EQ(info.why_not, "a reduction across the rows (T.reduce_sum of 'x' into 'w')");
+  EXPECT_EQ(info.why_not, "a reduction across the rows into 'w', which other statements use before it");
   EXPECT_EQ(info.at.line, 14);
   EXPECT_EQ(info.group_rows, 0);
+}
+
+// Session 30: a sum across the rows is carried from group to group in row order: filled with -0.0
+// before the groups, each group adding its rows one by one (the clipped last group its first
+// 10 - rg * 4), the reader after the loop. Groups of any size (not divisors only).
+TEST(SplitRows, SumAcrossRowsIsCarriedRowByRow) {
+  RowSplit info;
+  auto k = ir::parse_kernel(R"(kernel k(X: global float32[10, 8], Y: global float32[8] out)
+    grid(bx = 1) {
+  alloc x: fragment float32[10, 8]
+  alloc r: fragment float32[8]
+  copy X[0:+10, 0:+8] -> x
+  reduce sum x -> r axis=0 clear=true
+  copy r -> Y[0:+8]
+}
+)", "rows.tw");
+  split_rows(k, 0, &info);
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.carried, "r");
+  EXPECT_EQ(info.groups, (std::vector<int64_t>{5, 4, 3, 2, 1}));
+  const std::string got = ir::print(split_rows(k, 2, &info));
+  EXPECT_EQ(info.group_rows, 4);
+  EXPECT_FALSE(info.as_blocks);
+  const size_t fill = got.find("fill r = -0.0"), loop = got.find("for rg in serial(0, 3)");
+  const size_t rows = got.find("for row in serial(0, min(10 - rg * 4, 4))"), add = got.find("r[j0] = r[j0] + x[row, j0]");
+  const size_t store = got.find("copy r -> Y\n");
+  ASSERT_NE(fill, std::string::npos) << got;
+  ASSERT_NE(add, std::string::npos) << got;
+  EXPECT_LT(fill, loop) << got;
+  EXPECT_LT(loop, rows) << got;
+  EXPECT_LT(rows, add) << got;
+  EXPECT_LT(add, store) << got;
+  EXPECT_NE(got.find("copy X[rg * 4:+min(4, 10 - rg * 4), 0:+8] -> x"), std::string::npos) << got;
+  EXPECT_EQ(got.find("reduce sum"), std::string::npos) << got;
+}
+
+// Session 30: a logsumexp over dim 0: the max merged group by group (m_prev kept before), the sum
+// of exp(x - m) rescaled to the new max before the group's rows are added (online); m + log(s)
+// after the groups. A second reader of the exp tile keeps the body unsplit.
+TEST(SplitRows, LogSumExpAcrossRowsIsOnline) {
+  auto src = [](const std::string& extra) {
+    return R"(kernel k(X: global float32[8, 16], Y: global float32[16] out, Z: global float32[8, 16] out)
+    grid(bx = 1) {
+  alloc x: fragment float32[8, 16]
+  alloc m: fragment float32[16]
+  alloc s: fragment float32[16]
+  copy X[0:+8, 0:+16] -> x
+  reduce max x -> m axis=0 clear=true
+  for i in parallel(0, 8) {
+    for j in parallel(0, 16) {
+      x[i, j] = exp(x[i, j] - m[j])
+    }
+  }
+  reduce sum x -> s axis=0 clear=true
+)" + extra + R"(  for j in parallel(0, 16) {
+    m[j] = m[j] + log(s[j])
+  }
+  copy m -> Y[0:+16]
+}
+)";
+  };
+  RowSplit info;
+  const std::string got = ir::print(split_rows(ir::parse_kernel(src(""), "rows.tw"), 2, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_EQ(info.online, "m");
+  EXPECT_EQ(info.groups, (std::vector<int64_t>{4, 2, 1}));  // divisors (the max merges)
+  EXPECT_EQ(info.group_rows, 2);
+  const size_t prev = got.find("m_prev[j0] = m[j0]"), merge = got.find("reduce max x -> m axis=0 clear=false");
+  const size_t rescale = got.find("s[j0_1] = where(m_prev[j0_1] == -inf, 0.0, s[j0_1] * exp(m_prev[j0_1] - m[j0_1]))");
+  const size_t ex = got.find("x[i, j] = exp(x[i, j] - m[j])"), add = got.find("s[j0_2] = s[j0_2] + x[row, j0_2]");
+  const size_t after = got.find("m[j] = m[j] + log(s[j])");
+  ASSERT_NE(rescale, std::string::npos) << got;
+  EXPECT_LT(prev, merge) << got;
+  EXPECT_LT(merge, ex) << got;
+  EXPECT_LT(ex, rescale) << got;
+  EXPECT_LT(rescale, add) << got;
+  EXPECT_LT(add, after) << got;
+  EXPECT_NE(add, std::string::npos) << got;
+  EXPECT_LT(got.find("fill m = -inf"), got.find("for rg in serial(0, 4)")) << got;
+  EXPECT_NE(got.find("fill s = -0.0"), std::string::npos) << got;
+  // the exp tile (exp with each group's max) stored as well: not split
+  split_rows(ir::parse_kernel(src("  copy x -> Z[0:+8, 0:+16]\n"), "rows.tw"), 0, &info);
+  EXPECT_EQ(info.why_not, "a statement on the rows after one that needs every row's result (the exp of the running "
+                          "max, a different max in each row group, may only be summed across the rows)");
+}
+
+// A float16 sum (clear=False) runs in a float32 tile r_acc, added into r after the groups as the
+// unsplit form adds its float32 sum; an int8 sum is not carried (its sum wraps into int8).
+TEST(SplitRows, HalfSumIsCarriedInFloat32) {
+  auto src = [](const std::string& t) {
+    return R"(kernel k(X: global )" + t + R"([10, 16], Y: global )" + t + R"([16] out)
+    grid(bx = 1) {
+  alloc x: fragment )" + t + R"([10, 16]
+  alloc r: fragment )" + t + R"([16]
+  copy Y[0:+16] -> r
+  copy X[0:+10, 0:+16] -> x
+  reduce sum x -> r axis=0 clear=false
+  copy r -> Y[0:+16]
+}
+)";
+  };
+  RowSplit info;
+  const std::string got = ir::print(split_rows(ir::parse_kernel(src("float16"), "rows.tw"), 1, &info));
+  EXPECT_EQ(info.why_not, "");
+  EXPECT_NE(got.find("alloc r_acc: fragment float32[16]"), std::string::npos) << got;
+  EXPECT_NE(got.find("fill r_acc = -0.0"), std::string::npos) << got;
+  EXPECT_NE(got.find("r_acc[j0] = r_acc[j0] + cast<float32>(x[row, j0])"), std::string::npos) << got;
+  const size_t store = got.find("r[j0_1] = cast<float16>(cast<float32>(r[j0_1]) + r_acc[j0_1])");
+  ASSERT_NE(store, std::string::npos) << got;
+  EXPECT_LT(store, got.find("copy r -> Y\n")) << got;
+  split_rows(ir::parse_kernel(src("int8"), "rows.tw"), 0, &info);
+  EXPECT_EQ(info.why_not,
+            "a sum across the rows of the int8 tile 'x' into the int8 tile 'r' (carried across row groups for float or "
+            "int32 sums only)");
 }
 
 // fuzz13 F2: a condition the same for every row (it reads a tensor the block does not write) runs

@@ -146,16 +146,37 @@ def col_sum(S, N, block_N):
     return main
 
 
+@tw.jit(out_idx=[-1])
+def col_center(S, N):
+    """x - (the column sums) / S: the map after the sum reads every row's result (no row groups)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((S, N), "float32"), Y: T.Tensor((S, N), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((S, N), "float32")
+            m = T.alloc_fragment((N,), "float32")
+            T.copy(X[0:S, 0:N], x)
+            T.reduce_sum(x, m, dim=0)
+            for i, j in T.Parallel(S, N):
+                x[i, j] = x[i, j] - m[j] / S
+            T.copy(x, Y[0:S, 0:N])
+
+    return main
+
+
 def test_column_sum_hint_keeps_the_reduced_rows():
     """hunt14 F3: 4097 x 16 float32 summed over its 4097 rows overflowed the UB; hunt14 saw the hint `x 2048x16`
     (another sum); session 27's hint halved the columns (x 4097x8: block_N 8), which keeps every sum; since
     session 29 (h-colred) the compiler runs it in column blocks of 8 itself (test_colred_s29.py), and the
     block_N 8 kernel runs (N = 17: two column windows and a tail of 1) on both targets. When only the reduced
     rows can shrink (8193 x 8: 8 float32 columns are one 32 B block), the hint says that fewer rows reduce part
-    of the sum and names the loop that keeps it."""
+    of the sum and names the loop that keeps it. Since session 30 (h-colred2) the 8193 x 8 sum runs in row groups
+    with the sum carried (test_colred_s30.py); the hint is checked on a kernel that still overflows (a map after
+    the sum reads every row's result)."""
+    assert "carried from group to group" in _notes(col_sum(8193, 17, 8, target=TARGET))
     with pytest.raises(tw.TilewrightError) as e:
-        col_sum(8193, 17, 8, target=TARGET)
-    assert "x's rows 8193 -> 4096 (the dim T.reduce_sum at line" in e.value.hint, e.value.hint
+        col_center(8193, 8, target=TARGET)
+    assert "x's rows 8193 -> 4096" in e.value.hint and "(the dim T.reduce_sum at line" in e.value.hint, e.value.hint
     assert "reducing each into the result with clear=False, computes the whole" in e.value.hint, e.value.hint
     x = randn((1, 4097, 17), "float32", seed=4097)
     ref = _f64(x).sum(1)

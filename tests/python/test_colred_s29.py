@@ -64,13 +64,14 @@ def _notes(k):
 
 
 def test_4097x16_sum_column_blocks_bitwise():
-    """hunt14 F3's sum: 2 column blocks of 8; each column's sum in row order, bitwise the float32
-    row-by-row sum (what the unsplit VecReduce Col computes)."""
+    """hunt14 F3's sum: 2 column blocks of 8 in session 29; since session 30 (h-colred2) 2 row
+    groups with the sum carried (fewer vector calls); each column's sum in row order either way,
+    bitwise the float32 row-by-row sum (what the unsplit VecReduce Col computes)."""
     S, N = 4097, 17
     x = randn((S, N), "float32", scale=2.0, seed=3)
     k = col_reduce(S, N, "sum", 16, target=TARGET)
     got = run_checked(k, x)
-    assert "column blocks of 8" in _notes(k), _notes(k)
+    assert "into res carried from group to group" in _notes(k), _notes(k)
     acc = x[0].astype(np.float32).copy()
     for r in range(1, S):  # float32 adds, row by row
         acc = (acc + x[r]).astype(np.float32)
@@ -89,7 +90,7 @@ def test_tail_block_and_half_input():
     x = randn((S, N), "float16", scale=2.0, seed=7)
     k = col_reduce(S, N, "sum", 40, "float16", target=TARGET)
     got = run_checked(k, x)
-    assert "column blocks of 16" in _notes(k), _notes(k)
+    assert "into res carried from group to group" in _notes(k), _notes(k)
     acc = x[0].astype(np.float32)
     for r in range(1, S):
         acc = (acc + x[r].astype(np.float32)).astype(np.float32)
@@ -97,13 +98,14 @@ def test_tail_block_and_half_input():
 
 
 def test_bf16_sum():
-    """A bfloat16 tensor into float32 tiles (the accumulator float32): blocks of 16 columns, each
-    column's sum in row order (bitwise the float32 row-by-row sum); N 20 < block_N 32: a tail."""
+    """A bfloat16 tensor into float32 tiles (the accumulator float32): blocks of 16 columns (session
+    30: row groups, the sum carried), each column's sum in row order (bitwise the float32
+    row-by-row sum); N 20 < block_N 32: a tail."""
     S, N = 1500, 20
     x = randn((S, N), "bfloat16", scale=2.0, seed=9)
     k = col_reduce(S, N, "sum", 32, "bfloat16", target=TARGET)
     got = run_checked(k, x)
-    assert "column blocks of 16" in _notes(k), _notes(k)
+    assert "into res carried from group to group" in _notes(k), _notes(k)
     xf = np.asarray(x, np.float32)
     acc = xf[0].copy()
     for r in range(1, S):

@@ -448,7 +448,8 @@ COL_CASES = [
     (1,  4097, 17,    "max", "float32",  16),   # a max across rows: merged over row groups
     (0,  5,    17,    "sum", "float32",  16),
     # hunt14 F3: the tile exceeds the UB and its reduction runs across the rows: column blocks of a
-    # 32 B multiple (8 float32 columns; session 29, h-colred; a sum is not merged over row groups); wider tiles since
+    # 32 B multiple (8 float32 columns; session 29, h-colred); the sum in row groups, carried (session 30,
+    # h-colred2); the logsumexp in row groups, online (session 30); wider tiles since
     # h-online14 (session 26): F3's 3 x 65535 max and 2 x 32001 bfloat16 sum are test_ascend_widerow_s26.py's
     (1,  4097, 17,    "sum", "float32",  16),
     (1,  1000, 100,   "lse", "float32",  64),

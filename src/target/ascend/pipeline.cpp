@@ -174,7 +174,7 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       }
       // one row does not fit (or the rows cannot run in groups): each row in column blocks when its
       // body allows (split_cols; on the rows in groups of one when they ran as blocks of the grid)
-      if (cols.why_not.empty() && cols.cols >= 2 * cols.step && (rows.rows <= 1 || row_step > 0 || !rows.why_not.empty())) {
+      if (cols.why_not.empty() && cols.cols > cols.step && (rows.rows <= 1 || row_step > 0 || !rows.why_not.empty())) {
         if (row_step > 0 && !rows.as_blocks) row_step = 0;
         before_cols = e;
         col_blocks = std::max<int64_t>(2, (e.needed + e.capacity - 1) / e.capacity);
@@ -245,6 +245,10 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       p.notes.push_back({"the block's " + std::to_string(rows.rows) + " rows run " + std::to_string(rows.group_rows) +
                              " at a time on " + target.name + " (tiles " + rows.row_tiles + "; " +
                              (rows.as_blocks ? "each group a block of the grid" : "the groups in a loop in each block") +
+                             (rows.carried.empty() ? "" : "; the sums across the rows into " + rows.carried +
+                                                              " carried from group to group, row by row") +
+                             (rows.online.empty() ? "" : " (online: the max " + rows.online +
+                                                             " merged group by group, its exp's sum rescaled to it)") +
                              "): with all rows the tiles overflow " +
                              std::string(mem_name(first_ub->mem)) + " (" + std::to_string(first_ub->needed) + " B needed, " +
                              std::to_string(first_ub->capacity) + " B available)",

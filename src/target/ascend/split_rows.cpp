@@ -314,6 +314,42 @@ struct RowRewrite : ir::Mutator {
   }
 };
 
+// A row map `t[i, j..] = exp(E - m[j..])` (one store; m indexed by the map's other variables in
+// order, E reading none of `avoid`): m's buffer, t into *t; else null (an online max's exp).
+ir::Buffer exp_of_max(const ir::Stmt& s, const BufSet& avoid, ir::Buffer* t) {
+  std::vector<const ir::VarNode*> vars;
+  ir::Stmt st = s;
+  while (st->kind == ir::StmtKind::For) {
+    auto* f = ir::as<ir::ForNode>(st);
+    if (f->for_kind != ir::ForKind::parallel) return nullptr;
+    vars.push_back(f->var.get());
+    auto b = ir::stmts_of(f->body);
+    if (b.size() != 1) return nullptr;
+    st = b[0];
+  }
+  if (st->kind != ir::StmtKind::Store || vars.size() < 2) return nullptr;
+  auto* store = ir::as<ir::StoreNode>(st);
+  if (store->indices.size() != vars.size()) return nullptr;
+  for (size_t d = 0; d < vars.size(); ++d)
+    if (store->indices[d].get() != vars[d]) return nullptr;
+  if (store->value->kind != ir::ExprKind::Call) return nullptr;
+  auto* call = static_cast<const ir::CallNode*>(store->value.get());
+  if (call->fn != ir::MathFn::exp || call->args[0]->kind != ir::ExprKind::Binary) return nullptr;
+  auto* sub = ir::as<ir::BinaryNode>(call->args[0]);
+  if (sub->op != ir::BinOp::Sub || sub->b->kind != ir::ExprKind::Load) return nullptr;
+  auto* ml = static_cast<const ir::LoadNode*>(sub->b.get());
+  if (ml->indices.size() + 1 != vars.size()) return nullptr;
+  for (size_t d = 0; d < ml->indices.size(); ++d)
+    if (ml->indices[d].get() != vars[d + 1]) return nullptr;
+  bool clean = true;
+  ir::for_each_expr(sub->a, [&](const ir::Expr& e) {
+    if (e->kind == ir::ExprKind::Load && avoid.count(static_cast<const ir::LoadNode*>(e.get())->buffer.get())) clean = false;
+  });
+  if (!clean) return nullptr;
+  *t = store->buffer;
+  return ml->buffer;
+}
+
 }  // namespace
 
 ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
@@ -368,9 +404,20 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   // group into it, which gives the same value in any order); the other statements run once before
   // the groups, or after them when they read such a reduction (or what such statements wrote).
   // Checked: no statement moves past one whose buffers it conflicts with.
-  std::vector<ir::Stmt> once, per_group, after, fills;
+  std::vector<ir::Stmt> once, per_group, after, fills, finish;
   BufSet row_reads, row_writes, late, after_reads, touched;  // late: the merged results and what reads them wrote
   bool once_writes_tensor = false;  // a statement before the groups stores into a tensor (once per block only)
+  bool merged_minmax = false;       // a max / min merged across the groups (a clipped group's zero rows would enter it)
+  std::map<const ir::StmtNode*, ir::Buffer> carried;  // a sum across the rows (in per_group) -> its running sum
+  // online (a logsumexp / softmax over dim 0): a merged float max m read by one row map
+  // `t = exp(E - m)` whose tile only a carried sum s reduces: m -> (t, s, m_prev)
+  struct Online { ir::Buffer m, t, s, prev; ir::Span at; };
+  std::map<const ir::BufferNode*, Online> online;
+  BufSet clear_maxes;  // merged clearing float maxes (an online max's candidates)
+  BufSet online_tiles;  // their exp tiles (read by their sum only)
+  std::set<std::string> taken;  // the kernel's names (a running sum's tile gets a new one)
+  for (const auto& p : kernel->params) taken.insert(p.name());
+  for (const auto& s : allocs) taken.insert(ir::as<ir::AllocNode>(s)->buffer->name);
   auto is_row = [&](const ir::Buffer& b) { return a.row_tiles.count(b.get()) > 0; };
   for (const auto& s : body) {
     if (!a.why_not.empty()) break;
@@ -379,15 +426,71 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
     reads_writes(s, r, w);
     if (s->kind == ir::StmtKind::Reduce) {
       auto* rd = ir::as<ir::ReduceNode>(s);
-      if (is_row(rd->src) && rd->axis == 0 && !is_row(rd->dst) && is_tile(rd->dst) &&
-          rd->reduce_kind != ir::ReduceKind::sum) {
-        if (touched.count(rd->dst.get()) || row_reads.count(rd->dst.get()))
+      if (is_row(rd->src) && rd->axis == 0 && !is_row(rd->dst) && is_tile(rd->dst)) {
+        const ir::DType t = rd->dst->dtype, st = rd->src->dtype;
+        // (a sum into its own running tile leaves dst as it is until after the groups: statements
+        // before it may use dst)
+        const bool own_acc = rd->reduce_kind == ir::ReduceKind::sum && (!rd->clear || !(t == ir::DType(ir::DTypeCode::f32) ||
+                                                                                          t == ir::DType(ir::DTypeCode::i32)));
+        if (!own_acc && (touched.count(rd->dst.get()) || row_reads.count(rd->dst.get())))
           a.fail("a reduction across the rows into " + q(rd->dst->name) + ", which other statements use before it", s->span);
-        const ir::DType t = rd->dst->dtype;
-        ir::Expr identity = reduce_identity(rd->reduce_kind, t, s->span);
-        if (!t.is_float()) a.fail("a reduction across the rows into the integer tile " + q(rd->dst->name), s->span);
-        if (rd->clear) fills.push_back(std::make_shared<ir::FillNode>(ir::full_region(rd->dst), identity, s->span));
-        per_group.push_back(std::make_shared<ir::ReduceNode>(rd->src, rd->dst, rd->reduce_kind, rd->axis, false, s->span));
+        if (rd->reduce_kind == ir::ReduceKind::sum) {
+          // carried: each group adds its rows one by one into the running sum (see the header)
+          const ir::DType i32{ir::DTypeCode::i32}, f32{ir::DTypeCode::f32};
+          const bool fl = t.is_float() && st.is_float(), in = t == i32 && st == i32;
+          if (!fl && !in)
+            a.fail("a sum across the rows of the " + std::string(st.name()) + " tile " + q(rd->src->name) + " into the " +
+                       std::string(t.name()) + " tile " + q(rd->dst->name) +
+                       " (carried across row groups for float or int32 sums only)",
+                   s->span);
+          const ir::DType ct = fl ? f32 : i32;
+          ir::Buffer acc = rd->dst;
+          if (own_acc) {  // the running sum in its own tile, stored into dst after the groups
+            auto b = std::make_shared<ir::BufferNode>(*rd->dst);
+            b->dtype = ct;
+            b->name = rd->dst->name + "_acc";
+            for (int i = 2; taken.count(b->name); ++i) b->name = rd->dst->name + "_acc" + std::to_string(i);
+            taken.insert(b->name);
+            acc = b;
+            once.push_back(std::make_shared<ir::AllocNode>(acc, s->span));
+            std::vector<ir::Var> vars;
+            std::vector<ir::Expr> idx;
+            for (size_t d = 0; d < rd->dst->shape.size(); ++d) {
+              vars.push_back(ir::var("j" + std::to_string(d), ir::kIndexType, s->span));
+              idx.push_back(vars.back());
+            }
+            ir::Expr v = ir::load(acc, idx, s->span);
+            if (!rd->clear) {
+              ir::Expr old = ir::load(rd->dst, idx, s->span);
+              v = ir::binary(ir::BinOp::Add, t == ct ? old : ir::cast(old, ct, s->span), v, s->span);
+            }
+            ir::Stmt m = std::make_shared<ir::StoreNode>(rd->dst, idx, t == ct ? v : ir::cast(v, t, s->span), s->span);
+            for (size_t d = vars.size(); d-- > 0;)
+              m = std::make_shared<ir::ForNode>(vars[d], C(0), rd->dst->shape[d], ir::ForKind::parallel, 0, m, s->span);
+            finish.push_back(m);
+          }
+          // -0.0: x + -0.0 is x for every x (+0.0 would turn a -0.0 first row into +0.0)
+          fills.push_back(std::make_shared<ir::FillNode>(
+              ir::full_region(acc), fl ? ir::float_imm(-0.0, ct, s->span) : ir::int_imm(0, ct, s->span), s->span));
+          for (auto& [m, o] : online)
+            if (o.t == rd->src) {  // the exp tile's sum: rescaled to each group's new max
+              if (o.s || own_acc || rd->dst->shape.size() != o.prev->shape.size())
+                a.fail("a sum across the rows of " + q(rd->src->name) + " that is not the one clearing float32 sum of "
+                           "the exp of the max " + q(m->name) + " (an online max)",
+                       s->span);
+              o.s = rd->dst;
+            }
+          per_group.push_back(s);
+          carried[s.get()] = acc;
+          info.carried += (info.carried.empty() ? "" : ", ") + rd->dst->name;
+        } else {
+          ir::Expr identity = reduce_identity(rd->reduce_kind, t, s->span);
+          if (!t.is_float()) a.fail("a reduction across the rows into the integer tile " + q(rd->dst->name), s->span);
+          if (rd->clear) fills.push_back(std::make_shared<ir::FillNode>(ir::full_region(rd->dst), identity, s->span));
+          per_group.push_back(std::make_shared<ir::ReduceNode>(rd->src, rd->dst, rd->reduce_kind, rd->axis, false, s->span));
+          merged_minmax = true;
+          if (rd->reduce_kind == ir::ReduceKind::max && rd->clear && t.is_float()) clear_maxes.insert(rd->dst.get());
+        }
         row_reads.insert(rd->src.get());
         late.insert(rd->dst.get());
         touched.insert(rd->dst.get());
@@ -403,8 +506,28 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
       } else {
         check_row_stmt(s, a);
       }
-      if (meets(r, late) || meets(w, late) || meets(w, after_reads))
-        a.fail("a statement on the rows after one that needs every row's result", s->span);
+      ir::Buffer t;
+      const ir::Buffer mx = s->kind == ir::StmtKind::For ? exp_of_max(s, late, &t) : nullptr;
+      const ir::BufferNode* m = mx.get();
+      if (m && clear_maxes.count(m) && !online.count(m) && is_row(t) && !meets(w, after_reads)) {
+        // an online max's exp: each group exps with the max so far, its sum rescaled (below)
+        auto prev = std::make_shared<ir::BufferNode>(*m);
+        prev->name = m->name + "_prev";
+        for (int i = 2; taken.count(prev->name); ++i) prev->name = m->name + "_prev" + std::to_string(i);
+        taken.insert(prev->name);
+        once.push_back(std::make_shared<ir::AllocNode>(prev, s->span));
+        online[m] = Online{mx, t, nullptr, prev, s->span};
+        info.online += (info.online.empty() ? "" : ", ") + m->name;
+        online_tiles.insert(t.get());
+      } else if (meets(r, late) || meets(w, late) || meets(w, after_reads) || meets(r, online_tiles) ||
+                 meets(w, online_tiles)) {
+        a.fail("a statement on the rows after one that needs every row's result" +
+                   std::string(meets(r, online_tiles) || meets(w, online_tiles)
+                                   ? " (the exp of the running max, a different max in each row group, may only be summed "
+                                     "across the rows)"
+                                   : ""),
+               s->span);
+      }
       reads_writes(s, row_reads, row_writes);
       per_group.push_back(s);
       continue;
@@ -414,7 +537,9 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
       a.fail("a " + std::string(ir::stmtkind_name(s->kind)) + " statement", s->span);
     } else if (meets(r, late) || meets(w, late)) {  // after the groups
       if (s->kind == ir::StmtKind::Let) a.fail("a let that reads every row's result", s->span);
-      if (meets(w, row_reads) || meets(w, row_writes) || meets(r, row_writes))
+      BufSet rr = row_reads;  // (an online max, which its exp map reads, may change after the groups)
+      for (const auto& [m, o] : online) rr.erase(m);
+      if (meets(w, rr) || meets(w, row_writes) || meets(r, row_writes))
         a.fail("a statement that must run between the rows' statements", s->span);
       for (auto* b : w) late.insert(b);
       for (auto* b : r) after_reads.insert(b);
@@ -426,12 +551,17 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
       once.push_back(s);
     }
   }
+  for (const auto& [m, o] : online)
+    if (!o.s)
+      a.fail("an exp of the max across the rows into " + q(m->name) + " whose tile " + q(o.t->name) +
+                 " no sum across the rows reduces (the running max differs from row group to row group)",
+             o.at);
   info.why_not = a.why_not;
   info.at = a.at;
   // The group sizes, largest first: ceil(R / k) for k = 2, 3, ... groups; only the divisors of R
   // when a reduction merges across the groups (a clipped group's rows past R, zeros in the tile,
   // would enter it) or a row tile has more than 2 dims (a run-time extent is a copy's rows or columns).
-  bool divisors_only = !late.empty();
+  bool divisors_only = merged_minmax;
   for (const auto& b : row_bufs) divisors_only |= b->shape.size() > 2;
   for (int64_t k = 2; k <= a.rows; ++k) {
     const int64_t g = (a.rows + k - 1) / k;
@@ -482,9 +612,74 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
   for (const auto& s : once)
     out_body.push_back(s->kind == ir::StmtKind::Alloc ? rw.mutate(s) : s);
   for (const auto& s : fills) out_body.push_back(s);
-  for (const auto& s : per_group) loop.push_back(rw.top(s));
+  // a map over a buffer's elements: b[j..] = f(j..)
+  auto over = [](const ir::Buffer& b, const ir::Span& sp, auto&& f) {
+    std::vector<ir::Var> vars;
+    std::vector<ir::Expr> idx;
+    for (size_t d = 0; d < b->shape.size(); ++d) {
+      vars.push_back(ir::var("j" + std::to_string(d), ir::kIndexType, sp));
+      idx.push_back(vars.back());
+    }
+    ir::Stmt m = std::make_shared<ir::StoreNode>(b, idx, f(idx), sp);
+    for (size_t d = vars.size(); d-- > 0;)
+      m = std::make_shared<ir::ForNode>(vars[d], C(0), b->shape[d], ir::ForKind::parallel, 0, m, sp);
+    return m;
+  };
+  for (const auto& s : per_group) {
+    auto c = carried.find(s.get());
+    if (c == carried.end()) {
+      if (s->kind == ir::StmtKind::Reduce && online.count(ir::as<ir::ReduceNode>(s)->dst.get())) {
+        // an online max: the max before this group kept in m_prev, then merged
+        const ir::Buffer& m = ir::as<ir::ReduceNode>(s)->dst;
+        const Online& o = online.at(m.get());
+        loop.push_back(over(o.prev, s->span, [&](const std::vector<ir::Expr>& i) { return ir::load(m, i, s->span); }));
+      }
+      loop.push_back(rw.top(s));
+      continue;
+    }
+    for (const auto& [mb, o] : online)
+      if (o.s == ir::as<ir::ReduceNode>(s)->dst) {
+        (void)mb;
+        // the sum so far rescaled to the new max: s * exp(m_prev - m), or 0 while m_prev is -inf
+        // (nothing but -inf seen: the terms so far are exp(-inf - -inf), NaN, where the unsplit sum,
+        // whose max is at least m, adds 0 unless the whole column is -inf, and then the coming groups
+        // add NaN again: split_cols' online rescale across column blocks likewise)
+        const ir::Span& sp = s->span;
+        const ir::Buffer& sb = o.s;
+        const ir::Buffer& m = o.m;
+        loop.push_back(over(sb, sp, [&](const std::vector<ir::Expr>& i) {
+          auto mp = ir::load(o.prev, i, sp);
+          auto scale = ir::call(ir::MathFn::exp, {ir::binary(ir::BinOp::Sub, mp, ir::load(m, i, sp), sp)}, sp);
+          return ir::select(ir::binary(ir::BinOp::EQ, mp, ir::float_imm(-INFINITY, m->dtype, sp), sp),
+                            ir::float_imm(0.0, sb->dtype, sp), ir::binary(ir::BinOp::Mul, ir::load(sb, i, sp), scale, sp), sp);
+        }));
+      }
+    // a carried sum: the group's rows (the clipped group's first R - rg * G) added one by one into
+    // the running sum, in row order: `for row: acc[j..] = acc[j..] + x[row, j..]`
+    auto* rd = ir::as<ir::ReduceNode>(s);
+    const ir::Span& sp = s->span;
+    const ir::Buffer& acc = c->second;
+    const ir::Buffer& src = tiles.at(rd->src.get());
+    auto row = ir::var("row", ir::kIndexType, sp);
+    std::vector<ir::Var> vars;
+    std::vector<ir::Expr> idx, sidx{row};
+    for (size_t d = 0; d < acc->shape.size(); ++d) {
+      vars.push_back(ir::var("j" + std::to_string(d), ir::kIndexType, sp));
+      idx.push_back(vars.back());
+      sidx.push_back(vars.back());
+    }
+    ir::Expr x = ir::load(src, sidx, sp);
+    if (src->dtype != acc->dtype) x = ir::cast(x, acc->dtype, sp);
+    ir::Stmt m = std::make_shared<ir::StoreNode>(acc, idx, ir::binary(ir::BinOp::Add, ir::load(acc, idx, sp), x, sp), sp);
+    for (size_t d = vars.size(); d-- > 0;)
+      m = std::make_shared<ir::ForNode>(vars[d], C(0), acc->shape[d], ir::ForKind::parallel, 0, m, sp);
+    const ir::Expr n = clipped ? simp(ir::binary(ir::BinOp::Min, C(g), ir::binary(ir::BinOp::Sub, C(a.rows), rw.off)))
+                               : C(g);
+    loop.push_back(std::make_shared<ir::ForNode>(row, C(0), n, ir::ForKind::serial, 0, m, sp));
+  }
   out_body.push_back(std::make_shared<ir::ForNode>(rg, C(0), C(k), ir::ForKind::serial, 0,
                                                   ir_seq(loop, kernel->span), kernel->span));
+  for (const auto& s : finish) out_body.push_back(s);
   for (const auto& s : after) out_body.push_back(s);
   return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
                                           ir_seq(out_body, kernel->span), kernel->span, kernel->sub_block_var);

@@ -17,6 +17,22 @@
 //     `T.reduce_max(rows, any_seen)`), written by nothing before: each group merges its rows into
 //     the result (filled with -inf / +inf before the groups for a clearing reduction), which gives
 //     the same value in any order, NaN included;
+//   - sums of a row tile across its rows into another tile (`T.reduce_sum(x, res, dim=0)`; float
+//     tiles, or int32 into int32), written by nothing before: carried from group to group in the
+//     unsplit order. The unsplit sum (a VecReduce over columns, or legalize_vector's row chunks of a
+//     16-bit tile) adds the rows one by one, row 0 first, in float32 (int32); each group adds its
+//     rows one by one into a running sum (`for row: acc[j] = acc[j] + x[row, j]`, the clipped
+//     group's first R - rg * G rows only), filled with -0.0 before the groups (x + -0.0 is x for
+//     every x): bitwise the unsplit sum. acc is res itself for a clearing float32 (int32) sum,
+//     else a float32 tile `res_acc` stored into res after the groups (added to it for clear=False,
+//     as the unsplit form adds its sum);
+//   - online (a logsumexp over dim 0): a clearing float max m across the rows merged as above and
+//     read by one row map `t[i, j] = exp(E - m[j])` (E reading no merged result) whose tile t only
+//     a clearing float32 sum s across the rows reduces: each group saves m in m_prev before merging
+//     its rows' max, rescales s to the new max (s * exp(m_prev - m), or 0 while m_prev is -inf, as
+//     split_cols' online rescale), runs the map with the new m and adds its rows into s. Another
+//     rounding than the unsplit kernel (exp(x - m_group) * exp(m_group - m)): within float32's
+//     tolerance; m and s are read after the groups (`m + log(s)`);
 //   - gemms whose A and C are whole row tiles, A not transposed (C[i, :] = A[i, :] B: row i of C
 //     from row i of A; B, whose leading dim is K, is never a row tile): the Cube computes each
 //     group's rows (hunt14 F5: a gemm -> residual epilogue whose vector tiles overflow the UB);
@@ -40,8 +56,8 @@
 // G does not divide R the last group is clipped: its tensor copies take the run-time extent
 // min(G, R - off) (docs/language.md "Run-time extents": the rows past R are not loaded, read as 0
 // in the tile, and not stored), so a prime R (8191) runs in 2 groups, not in 8191 groups of 1.
-// Only divisors of R when the body merges a reduction across the rows (the clipped group's zero
-// rows would enter the max / min) or a row tile has more than 2 dims.
+// Only divisors of R when the body merges a max / min across the rows (the clipped group's zero
+// rows would enter it) or a row tile has more than 2 dims.
 //
 // RowSplit reports what the pass found: R, the G used, or why the body cannot be split (a
 // message and the line of the statement that is not row-wise), which the capacity error's hint
@@ -66,6 +82,8 @@ struct RowSplit {
   std::string why_not;      // non-empty: the body cannot be split (what is not row-wise)
   ir::Span at;              // the statement why_not is about
   std::string row_tiles;    // the row tiles' names, for messages ("x, sq, ss")
+  std::string carried;      // the tiles the sums across the rows go into (carried from group to group)
+  std::string online;       // the maxes across the rows whose exp's sum is rescaled group by group
   std::string widest;       // the largest tile of rank >= 2 (whose leading dim is R) and its
   int64_t cols = 0;         // elements per row
   int64_t row_bytes = 0;    // bytes per row of it
