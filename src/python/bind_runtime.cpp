@@ -543,7 +543,9 @@ void bind_runtime(nb::module_& m) {
     memory["max_entries"] = c.memory_max;
     memory["loaded_kernels"] = c.loaded_kernels;
     disk["enabled"] = c.disk_enabled;
-    disk["dir"] = c.disk_dir;
+    // a path: bytes that are not UTF-8 as os.fsdecode gives them (surrogateescape), so it round-trips
+    disk["dir"] = nb::steal<nb::str>(PyUnicode_DecodeFSDefaultAndSize(c.disk_dir.data(),
+                                                                       static_cast<Py_ssize_t>(c.disk_dir.size())));
     disk["entries"] = c.disk_entries;
     disk["bytes"] = c.disk_bytes;
     disk["max_bytes"] = c.disk_max_bytes;
@@ -563,7 +565,7 @@ void bind_runtime(nb::module_& m) {
       if (!Py_IsInitialized()) return;
       AcquireGil gil;
       try {
-        (*holder)(static_cast<int>(level), msg);
+        (*holder)(static_cast<int>(level), py_message(msg));
       } catch (nb::python_error& e) {
         // A signal handled while the sink ran (Ctrl-C during a compile: the sink is the only
         // Python code a compile runs) must not be lost with the sink's error: raised again once
