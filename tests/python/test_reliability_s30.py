@@ -64,3 +64,54 @@ def test_f1_knob_values_and_cache_paths_that_are_not_utf8_are_named_not_unicode_
     os.chmod(cache, 0o777)
     out, _ = _child(tmp_path, probe, {**base, b"TW_CACHE_DIR": cache})
     assert "EXC TilewrightError" in out and "it is writable by other users" in out and "c-\\xff" in out, out
+
+
+def test_f2_f3_f4_clear_cache_that_cannot_empty_the_disk_and_the_descriptor_limit_are_located_errors(tmp_path):
+    # F3: each loaded library keeps the descriptor number it was loaded through as its name, so the
+    # descriptor limit bounds the kernels loaded at once: the error said "no free descriptor ...:
+    # Invalid argument" with 6 descriptors open; it now names the limit and the fixes.
+    # F4: at the limit, the runtime headers' check could not open them and took them for changed: three
+    # rewrites, then "keep failing verification (another process is changing them)".
+    # F2: tw.clear_cache(disk=True) on a cache it cannot change (read-only file system; here its usage
+    # index a directory) leaked RuntimeError.
+    probe = '''
+        import os, resource
+        x = np.ones(3, np.float32)
+        keep = [(axpb(0.0, 1.0), 1.0)]
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+        def limit(free_numbers):  # the limit that leaves this many free descriptor numbers below it
+            taken = set(map(int, os.listdir("/proc/self/fd")))
+            resource.setrlimit(resource.RLIMIT_NOFILE,
+                               ([n for n in range(65536) if n not in taken][free_numbers - 1] + 1, hard))
+
+        for free_numbers in (1, 3):
+            limit(free_numbers)
+            try:
+                for i in range(1, 6):
+                    a = float(i + free_numbers * 10)
+                    keep.append((axpb(a, 1.0), a + 1.0))
+                print("no limit reached")
+            except tw.TilewrightError as e:
+                print(f"F3 {free_numbers}", e.message.splitlines()[0], "|", e.hint)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert len(keep) > 1 and all(k(x)[0] == y for k, y in keep)  # the kernels loaded still run
+        usage = os.path.join(tw.cache_info()["disk"]["dir"], ".usage")
+        os.remove(usage)
+        os.mkdir(usage)
+        try:
+            tw.clear_cache(disk=True)
+        except tw.TilewrightError as e:
+            print("F2", e.line, e.message, "|", e.hint)
+    '''
+    out, _ = _child(tmp_path, probe, {**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache")})
+    f4 = out[out.index("F3 1 "):out.index("F3 3 ")]
+    assert "cannot verify the runtime headers: cannot open" in f4 and "RLIMIT_NOFILE" in f4, out
+    f3 = out[out.index("F3 3 "):out.index("F2 ")]
+    assert "cannot build kernel 'axpb'" in f3 and "no free descriptor number" in f3, out
+    assert "the descriptor limit (RLIMIT_NOFILE) is" in f3 and "ulimit -n" in f3, out
+    f2 = out[out.index("F2 "):]
+    # the child's line: KERNEL's lines, then the probe's `tw.clear_cache` line, in the try: block
+    line = (KERNEL + textwrap.dedent(probe)).splitlines().index("    tw.clear_cache(disk=True)") + 2
+    assert f2.startswith(f"F2 {line} clear_cache(disk=True) could not empty the disk cache: ") and ".usage" in f2, out
+    assert "TW_CACHE_DIR to a writable directory" in f2, out
