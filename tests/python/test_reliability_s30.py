@@ -115,3 +115,35 @@ def test_f2_f3_f4_clear_cache_that_cannot_empty_the_disk_and_the_descriptor_limi
     line = (KERNEL + textwrap.dedent(probe)).splitlines().index("    tw.clear_cache(disk=True)") + 2
     assert f2.startswith(f"F2 {line} clear_cache(disk=True) could not empty the disk cache: ") and ".usage" in f2, out
     assert "TW_CACHE_DIR to a writable directory" in f2, out
+
+
+def test_f5_plain_c_link_line_of_deploying_md_runs_from_any_directory(tmp_path):
+    # docs/deploying.md said -Wl,-rpath,artifact: a run path relative to the working directory, so the
+    # program started only from the directory holding artifact/ (exit 127 elsewhere)
+    import re
+    import shutil
+    import tilewright as tw
+    import tilewright.language as T
+    doc = open(os.path.join(ROOT, "docs", "deploying.md")).read()
+    flags = re.search(r"Link it with `(-Lartifact -lservice [^`]*)`", doc).group(1)
+    M = T.symbolic("M")
+
+    @tw.jit(out_idx=[-1])
+    def twice_plus_one():
+        @T.prim_func
+        def axpb(X: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
+            with T.Kernel(T.ceildiv(M, 16)) as bx:
+                for i in T.Parallel(16):
+                    if bx * 16 + i < M:
+                        Y[bx * 16 + i] = X[bx * 16 + i] * 2.0 + 1.0
+        return axpb
+
+    app = tmp_path / "app"
+    tw.export([twice_plus_one()], app / "artifact", name="service")
+    (app / "main.c").write_text('#include <stdio.h>\n#include "service.h"\nint main(void) {\n'
+                                '  float x[5] = {0, 1, 2, 3, 4}, y[5];\n  int rc = tw_axpb(x, y, 5, NULL, NULL);\n'
+                                '  printf("%d %g\\n", rc, y[4]);\n  return rc;\n}\n')
+    cc = shutil.which("gcc") or shutil.which("cc")
+    subprocess.run(f"{cc} -std=c11 -o caller main.c -Iartifact {flags}", shell=True, cwd=app, check=True)
+    r = subprocess.run([str(app / "caller")], cwd="/", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "0 9\n", (r.returncode, r.stdout, r.stderr)
