@@ -147,3 +147,27 @@ def test_f5_plain_c_link_line_of_deploying_md_runs_from_any_directory(tmp_path):
     subprocess.run(f"{cc} -std=c11 -o caller main.c -Iartifact {flags}", shell=True, cwd=app, check=True)
     r = subprocess.run([str(app / "caller")], cwd="/", capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "0 9\n", (r.returncode, r.stdout, r.stderr)
+
+
+def test_f6_f7_kernel_file_and_export_directory_whose_names_are_not_utf8(tmp_path):
+    # F6: a kernel defined in a file whose path is not UTF-8 (a project under a Latin-1 directory name) was
+    # refused with the bindings' TypeError "var(): incompatible function arguments"; F7: so was an export into
+    # (or read_manifest of) such a directory
+    import importlib.util
+    import numpy as np
+    import tilewright as tw
+    d = os.fsencode(tmp_path) + b"/proj-\xff"
+    os.mkdir(d)
+    with open(d + b"/kern30.py", "w") as f:
+        f.write(KERNEL)
+    spec = importlib.util.spec_from_file_location("kern30", os.fsdecode(d + b"/kern30.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    k = mod.axpb(3.0, 1.0)  # not the IR of another test's kernel (an identical kernel shares its first definition)
+    assert k(np.ones(3, np.float32)).tolist() == [4.0, 4.0, 4.0]
+    with pytest.raises(tw.TilewrightError) as e:
+        k(np.ones((3, 2), np.float32))  # located at this call, naming the definition's file with \xff
+    assert "must have 1 dimension(s)" in e.value.message and "proj-\\xff/kern30.py:10)" in e.value.message, e.value
+    for fn in (lambda: k.export(os.fsdecode(d + b"/out")), lambda: tw.deploy.read_manifest(os.fsdecode(d))):
+        with pytest.raises(tw.TilewrightError, match=r"the directory path b'.*proj-\\xff.*' is not UTF-8"):
+            fn()
