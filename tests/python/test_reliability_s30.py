@@ -41,7 +41,7 @@ def _child(tmp_path, code, env, timeout=300):
     return out, err
 
 
-def test_f1_knob_values_and_cache_paths_that_are_not_utf8_are_named_not_unicode_errors(tmp_path):
+def test_f1_f8_knob_values_and_cache_paths_that_are_not_utf8_are_named_not_unicode_errors(tmp_path):
     probe = '''
         y = axpb(2.0, 1.0)(np.ones(3, np.float32))
         print("OK", y.tolist(), repr(tw.cache_info()["disk"]["dir"]))
@@ -57,9 +57,19 @@ def test_f1_knob_values_and_cache_paths_that_are_not_utf8_are_named_not_unicode_
     # a cache directory whose name is not UTF-8 works; cache_info gives it as os.fsdecode does; the log lines are
     # text (a UnicodeDecodeError in the log sink was printed to stderr for each line)
     cache = os.fsencode(tmp_path) + b"/c-\xff"
-    out, err = _child(tmp_path, probe, {**base, b"TW_CACHE_DIR": cache, b"TW_VERBOSE": b"1"})
+    # F8: the autotuner's store and lock in it (`_C.cache_dir()`, `_C.key_lock`), and `tilewright cache`
+    tuning = probe + '''
+        from tilewright.autotune import _key_locked, tune_dir
+        with _key_locked("key30", "test", print) as lock:
+            print("LOCK", lock.lock.held, repr(str(tune_dir())))
+        import subprocess, sys
+        r = subprocess.run([sys.executable, "-m", "tilewright", "cache", "stats"], capture_output=True)
+        print("CLI", r.returncode, b"Traceback" in r.stderr, b"c-\\xff" in r.stdout)
+    '''
+    out, err = _child(tmp_path, tuning, {**base, b"TW_CACHE_DIR": cache, b"TW_VERBOSE": b"1"})
     assert f"OK [3.0, 3.0, 3.0] {os.fsdecode(cache + b'/kernels')!r}" in out, (out, err)
     assert "UnicodeDecodeError" not in err and "c-\\xff" in err, err
+    assert f"LOCK True {os.fsdecode(cache + b'/tune')!r}" in out and "CLI 0 False True" in out, (out, err)
     # an error naming that directory is the TilewrightError with its fix, not a UnicodeDecodeError
     os.chmod(cache, 0o777)
     out, _ = _child(tmp_path, probe, {**base, b"TW_CACHE_DIR": cache})
