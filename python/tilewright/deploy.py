@@ -83,6 +83,7 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
     if not isinstance(path, str) or not path or "\0" in path:
         raise TilewrightError(f"export() takes a directory path (a non-empty str or os.PathLike), got "
                               f"{directory!r}", *user_location(), hint="pass e.g. 'build/kernels'")
+    _check_utf8(path, "export()")
     try:
         files, _ = _C.export_artifact([k._exe for k in kernels], path, name, cpu_arch or "", names)
     except TilewrightError as e:
@@ -105,7 +106,18 @@ def read_manifest(directory) -> dict:
     if not isinstance(path, str):
         raise TilewrightError(f"read_manifest() takes a directory path (a str or os.PathLike), got {directory!r}",
                               *user_location(), hint="pass the directory written by kernel.export(dir)")
+    _check_utf8(path, "read_manifest()")
     return _C.read_manifest(path)
+
+
+def _check_utf8(path: str, who: str) -> None:
+    """An artifact's directory path must be UTF-8 (the bindings take UTF-8 text; such a path was their
+    TypeError "incompatible function arguments": rel30 F7)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TilewrightError(f"{who}: the directory path {os.fsencode(path)!r} is not UTF-8", *user_location(1),
+                              hint="use a directory whose path is UTF-8 (rename it)") from None
 
 
 def freeze(on: bool = True) -> None:

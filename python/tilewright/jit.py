@@ -539,4 +539,9 @@ def clear_cache(disk: bool = False) -> None:
     for c in list(_jit_caches):
         with c.lock:
             c.cache.clear()
-    _C.clear_cache(disk)
+    try:
+        _C.clear_cache(disk)
+    except RuntimeError as e:  # the disk cache's files could not be changed: a read-only file system (rel30 F2)
+        raise TilewrightError(f"clear_cache(disk=True) could not empty the disk cache: {e}", *user_location(),
+                              hint="a cache on a read-only file system can be read, not emptied: remove it where it "
+                                   "is writable, or set TW_CACHE_DIR to a writable directory") from None

@@ -4,6 +4,7 @@
 #include "python/bind_runtime.h"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -560,7 +561,9 @@ void bind_runtime(nb::module_& m) {
     memory["max_entries"] = c.memory_max;
     memory["loaded_kernels"] = c.loaded_kernels;
     disk["enabled"] = c.disk_enabled;
-    disk["dir"] = c.disk_dir;
+    // a path: bytes that are not UTF-8 as os.fsdecode gives them (surrogateescape), so it round-trips
+    disk["dir"] = nb::steal<nb::str>(PyUnicode_DecodeFSDefaultAndSize(c.disk_dir.data(),
+                                                                       static_cast<Py_ssize_t>(c.disk_dir.size())));
     disk["entries"] = c.disk_entries;
     disk["bytes"] = c.disk_bytes;
     disk["max_bytes"] = c.disk_max_bytes;
@@ -580,7 +583,7 @@ void bind_runtime(nb::module_& m) {
       if (!Py_IsInitialized()) return;
       AcquireGil gil;
       try {
-        (*holder)(static_cast<int>(level), msg);
+        (*holder)(static_cast<int>(level), py_message(msg));
       } catch (nb::python_error& e) {
         // A signal handled while the sink ran (Ctrl-C during a compile: the sink is the only
         // Python code a compile runs) must not be lost with the sink's error: raised again once
@@ -629,7 +632,10 @@ void bind_runtime(nb::module_& m) {
         nb::arg("arch"));
   m.def("toolchain_problem", [](const std::string& arch) { return runtime::toolchain_problem(arch); },
         nb::arg("arch"), nb::call_guard<ReleaseGil>());
-  m.def("cache_dir", [] { return support::env().cache_dir; });
+  m.def("cache_dir", [] {  // as os.fsdecode gives it: a name that is not UTF-8 round-trips (rel30 F8)
+    const std::string& d = support::env().cache_dir;
+    return nb::steal<nb::str>(PyUnicode_DecodeFSDefaultAndSize(d.data(), static_cast<Py_ssize_t>(d.size())));
+  });
   // The kernel cache's per-key lock (DiskCache::KeyLock: flock on <dir>/.locks/<key>, dropped by
   // the kernel when its holder dies, the wait bounded) for other per-key work across processes:
   // the autotuner's sweeps and peak measurements (python/tilewright/autotune.py).
@@ -640,10 +646,10 @@ void bind_runtime(nb::module_& m) {
       .def_prop_ro("held", [](const KeyLockHandle& h) { return h.lock && h.lock->held(); })
       .def("release", [](KeyLockHandle& h) { h.lock.reset(); });
   m.def("key_lock",
-        [](const std::string& dir, const std::string& key, double max_wait_s) {
+        [](const std::filesystem::path& dir, const std::string& key, double max_wait_s) {  // any path's bytes
           auto h = std::make_unique<KeyLockHandle>();
           ReleaseGil release;
-          runtime::DiskCache cache(dir, 0);  // only for its lock: nothing is published or evicted
+          runtime::DiskCache cache(dir.string(), 0);  // only for its lock: nothing is published or evicted
           h->lock.emplace(cache.lock(key, std::chrono::milliseconds(static_cast<int64_t>(max_wait_s * 1000))));
           return h;
         },

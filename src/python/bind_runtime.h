@@ -3,4 +3,14 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string_view>
+
 void bind_runtime(nanobind::module_& m);
+
+// A message of the runtime as a Python str. It may hold bytes that are not UTF-8 (a path or a
+// knob value from the environment, a compiler's output), which nanobind's std::string caster
+// refuses with UnicodeDecodeError: those are written \xNN instead (session 30, rel30 F1).
+inline nanobind::str py_message(std::string_view s) {
+  return nanobind::steal<nanobind::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()),
+                                                             "backslashreplace"));
+}

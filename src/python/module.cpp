@@ -20,7 +20,7 @@ NB_MODULE(_C, m) {
       try {
         nb::object cls = nb::module_::import_("tilewright.errors").attr("TilewrightError");
         const auto& s = e.span();
-        nb::object err = cls(e.message(), s.file, s.line, s.col, e.hint());
+        nb::object err = cls(py_message(e.message()), py_message(s.file), s.line, s.col, py_message(e.hint()));
         PyErr_SetObject(cls.ptr(), err.ptr());
       } catch (nb::python_error& pe) {
         // Python code raised while the error was being made: a signal's KeyboardInterrupt (Ctrl-C

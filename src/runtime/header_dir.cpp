@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -47,8 +49,21 @@ bool private_node(const fs::path& p, bool* is_dir) {
   return *is_dir || S_ISREG(st.st_mode);
 }
 
+// Out of descriptors is not a bad header directory: it would be rewritten three times and then
+// reported as changed by another process (rel30 F4).
+bool out_of_descriptors(int err) { return err == EMFILE || err == ENFILE; }
+
+[[noreturn]] void no_descriptor(const fs::path& p) {
+  throw std::runtime_error("cannot verify the runtime headers: cannot open '" + p.string() +
+                           "': too many open files (the descriptor limit, RLIMIT_NOFILE, is reached); raise it "
+                           "(`ulimit -n`, resource.setrlimit) or keep fewer kernels loaded (a lower "
+                           "TW_MEMORY_CACHE_MAX, fewer Kernel objects held)");
+}
+
 bool same_contents(const fs::path& p, std::string_view expected) {
+  errno = 0;
   std::ifstream in(p, std::ios::binary);
+  if (!in && out_of_descriptors(errno)) no_descriptor(p);
   if (!in) return false;
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -66,6 +81,7 @@ bool verify(const fs::path& dir) {
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; it != end;
        it.increment(ec)) {
+    if (ec && out_of_descriptors(ec.value())) no_descriptor(dir);
     if (ec) return false;
     if (!private_node(it->path(), &is_dir)) return false;
     if (is_dir) continue;
@@ -73,6 +89,7 @@ bool verify(const fs::path& dir) {
     if (e == expected.end() || !same_contents(it->path(), e->second)) return false;
     ++seen;
   }
+  if (ec && out_of_descriptors(ec.value())) no_descriptor(dir);
   return !ec && seen == expected.size();
 }
 

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -523,9 +524,20 @@ SharedLibrary SharedLibrary::from_fd(int fd, const std::string& path) {
     } close_dups{dups};
     while (taken.count(n)) {
         n = ::fcntl(fd, F_DUPFD_CLOEXEC, n + 1);
-        if (n < 0)
-            throw std::runtime_error("cannot load '" + path + "': no free descriptor to load it through: " +
-                                     std::strerror(errno));
+        if (n < 0) {
+            // EINVAL: the next number is at the limit. Each loaded library keeps the number it was
+            // loaded through (its name), closed or not, so the limit bounds the libraries loaded at
+            // once, however few descriptors are open (rel30 F3).
+            const int err = errno;
+            struct rlimit rl {};
+            ::getrlimit(RLIMIT_NOFILE, &rl);
+            throw std::runtime_error(
+                "cannot load '" + path + "': no free descriptor number to load it through (" + std::strerror(err) +
+                "): " + std::to_string(taken.size()) + " libraries are loaded through /proc/self/fd names, and the "
+                "descriptor limit (RLIMIT_NOFILE) is " + std::to_string(static_cast<long long>(rl.rlim_cur)) +
+                "; raise it (`ulimit -n`, resource.setrlimit) or keep fewer kernels loaded (a lower "
+                "TW_MEMORY_CACHE_MAX, fewer Kernel objects held)");
+        }
         dups.push_back(n);
     }
     auto [lib, lm] = open_as(kFdPrefix + std::to_string(n));

@@ -19,8 +19,24 @@ const char* get(const char* name) {
     return (v && *v) ? v : nullptr;
 }
 
+// The value as it is shown in a message: bytes that are not printable ASCII (not UTF-8, control
+// characters) written \xNN, so the message is text whatever the variable holds (rel30 F1).
+std::string shown(const char* value) {
+    std::string out;
+    for (const char* p = value; *p; ++p) {
+        const auto c = static_cast<unsigned char>(*p);
+        if (c >= 0x20 && c < 0x7f) {
+            out += *p;
+        } else {
+            const char hex[] = "0123456789abcdef";
+            out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+        }
+    }
+    return out;
+}
+
 [[noreturn]] void bad(const char* name, const char* value, const char* accepted) {
-    throw std::invalid_argument(std::string("environment variable ") + name + "='" + value +
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + shown(value) +
                                 "' is invalid: expected " + accepted);
 }
 

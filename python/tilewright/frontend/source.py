@@ -23,6 +23,10 @@ class Source:
                 f"cannot read the source of {getattr(fn, '__qualname__', fn)!r}: {e}",
                 hint="kernels must be defined in a .py file (not typed into an interactive prompt or exec'd)") from None
         self.file = os.path.abspath(file) if file and not file.startswith("<") else (file or "")
+        try:
+            self.file.encode("utf-8")
+        except UnicodeEncodeError:  # a file name that is not UTF-8: shown with \xNN in messages (rel30 F6)
+            self.file = os.fsencode(self.file).decode("utf-8", "backslashreplace")
         self.first_line = start
         first = lines[0]
         self.indent = len(first) - len(first.lstrip(" \t"))
