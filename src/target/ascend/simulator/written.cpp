@@ -8,6 +8,7 @@ namespace tw::ascend::sim {
 Written::Written(Machine& m) : m_(m) {
   first_ = static_cast<int>(m.prog.params.size()) + 1;
   bytes_.resize(m.cores.size() * 5);
+  gen_.assign(m.cores.size() * 5, 1);
 }
 
 uint8_t* Written::map(int space, int64_t end) {
@@ -18,8 +19,10 @@ uint8_t* Written::map(int space, int64_t end) {
 
 void Written::new_block(const Core& c) {
   for (int k = 0; k < 5; ++k) {
-    auto& v = bytes_[static_cast<size_t>(c.index * 5 + k)];
-    std::fill(v.begin(), v.end(), uint8_t{0});
+    const size_t i = static_cast<size_t>(c.index * 5 + k);
+    if (++gen_[i] != 0) continue;
+    std::fill(bytes_[i].begin(), bytes_[i].end(), uint8_t{0});
+    gen_[i] = 1;
   }
 }
 
@@ -27,32 +30,36 @@ void Written::mark(int space, const Rect& r) {
   if (r.rows <= 0 || r.row_bytes <= 0 || space < first_) return;
   int64_t hi = r.rows > 1 && r.stride < 0 ? r.start + r.row_bytes : r.end();
   uint8_t* p = map(space, hi);
+  const uint8_t g = gen_[static_cast<size_t>(space - first_)];
   if (r.rows == 1 || r.stride == r.row_bytes) {
-    std::memset(p + r.start, 1, static_cast<size_t>(r.end() - r.start));
+    std::memset(p + r.start, g, static_cast<size_t>(r.end() - r.start));
     return;
   }
-  for (int64_t i = 0; i < r.rows; ++i) std::memset(p + r.start + i * r.stride, 1, static_cast<size_t>(r.row_bytes));
+  for (int64_t i = 0; i < r.rows; ++i) std::memset(p + r.start + i * r.stride, g, static_cast<size_t>(r.row_bytes));
 }
 
 Written::Gap Written::find(int space, const Rect& r) {
   Gap g;
   if (r.rows <= 0 || r.row_bytes <= 0 || space < first_) return g;
   const auto& v = bytes_[static_cast<size_t>(space - first_)];
+  const uint8_t gen = gen_[static_cast<size_t>(space - first_)];
   const int64_t size = static_cast<int64_t>(v.size());
-  auto unwritten = [&](int64_t k) { return k >= size || v[static_cast<size_t>(k)] == 0; };
+  auto unwritten = [&](int64_t k) { return k >= size || v[static_cast<size_t>(k)] != gen; };
+  auto other = [gen](uint8_t x) { return x != gen; };
   for (int64_t i = 0; i < r.rows; ++i) {
     const int64_t a = r.start + i * r.stride, b = a + r.row_bytes;
     // bytes past the map were never marked: unwritten
     const int64_t in = std::clamp<int64_t>(size - a, 0, r.row_bytes);
     const uint8_t* p = in > 0 ? v.data() + a : nullptr;
-    const void* zero = in > 0 ? std::memchr(p, 0, static_cast<size_t>(in)) : nullptr;
+    const uint8_t* zero = in > 0 ? std::find_if(p, p + in, other) : nullptr;
+    if (zero == p + in) zero = nullptr;
     if (!zero && in == r.row_bytes) continue;
     if (g.row < 0) {
-      int64_t at = zero ? static_cast<const uint8_t*>(zero) - v.data() : a + in, end = at;
+      int64_t at = zero ? zero - v.data() : a + in, end = at;
       while (end < b && unwritten(end)) ++end;
       g.row = i, g.at = at, g.len = end - at;
     }
-    g.count += (r.row_bytes - in) + (in > 0 ? std::count(p, p + in, uint8_t{0}) : 0);
+    g.count += (r.row_bytes - in) + (in > 0 ? std::count_if(p, p + in, other) : 0);
   }
   return g;
 }

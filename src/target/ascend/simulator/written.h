@@ -1,5 +1,5 @@
 // The written state of on-chip memory (issue 13, session 30): one byte per byte of each core's L1,
-// L0A, L0B, L0C and UB, 1 once an instruction of the current block wrote it. The chip's on-chip
+// L0A, L0B, L0C and UB, set once an instruction of the current block wrote it. The chip's on-chip
 // memories hold whatever an earlier block or kernel left (machine.h kPoisonByte), so bytes no
 // instruction of the block wrote are stale; the rule reports them where they leave the core:
 //
@@ -53,7 +53,10 @@ class Written {
 
   Machine& m_;
   int first_ = 0;                              // the first on-chip space id (machine.h space_id)
-  std::vector<std::vector<uint8_t>> bytes_;    // per on-chip space: 1 = written in this block
+  // per on-chip space: a byte is written in this block when it holds the space's generation, which
+  // each block start advances (so a new block clears nothing; the map is zeroed once in 255 blocks)
+  std::vector<std::vector<uint8_t>> bytes_;
+  std::vector<uint8_t> gen_;
   std::unordered_set<const Instr*> reported_;  // one report per instruction of the program
 };
 
