@@ -23,6 +23,7 @@
 #include "target/ascend/simulator/functional_queue.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/timing.h"
+#include "target/ascend/simulator/written.h"
 
 namespace tw::ascend::sim {
 
@@ -74,7 +75,8 @@ std::string_view report_kind_name(ReportKind k) {
   static constexpr std::string_view names[] = {
       "race", "same-pipe hazard", "out of bounds", "misaligned", "capacity", "illegal flag pair",
       "flag id out of range", "flag set twice", "unmatched set flag", "cross-core flag overflow",
-      "deadlock", "invalid instruction", "API rule", "int32 overflow", "stale DataCache"};
+      "deadlock", "invalid instruction", "API rule", "int32 overflow", "stale DataCache",
+      "uninitialised read"};
   return names[static_cast<int>(k)];
 }
 
@@ -606,6 +608,7 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   for (const auto& k : cores) result.core_names.push_back(k.name);
   timing = std::make_unique<Timing>(*this);
   if (opt.check) checker = std::make_unique<Checker>(*this);
+  if (opt.check) written = std::make_unique<Written>(*this);
   if (opt.threads < 0)
     throw ir::Error("ascend simulator: Options::threads must be 0 (TW_NUM_THREADS) or a thread count >= 1, got " +
                         std::to_string(opt.threads),
@@ -791,6 +794,7 @@ void Machine::start_block(Core& c) {
   c.scalar_time = t;
   for (auto& ps : c.pipes) ps.free = std::max(ps.free, t);
   if (checker && c.next_block > 0) checker->barrier_all(c);
+  if (written) written->new_block(c);
   tpipe_construct(c);
   c.api = ApiRuleState{};  // the previous block drained every pipe
   c.running = true;
@@ -1005,6 +1009,7 @@ void Machine::execute(Core& c, PipeState& ps, RInstr& r) {
       if (ok)
         for (const auto& a : acc) checker->access(c, r.pipe, r.uid, a);
     }
+    if (written && ok) written->execute(c, r, acc);
   }
   if (ok)  // the GM bytes DMA writes (the DataCache rule of scalar_load)
     for (const auto& a : acc)

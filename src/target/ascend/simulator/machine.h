@@ -237,6 +237,7 @@ struct Core {
 class Checker;
 class FunctionalQueue;
 class Timing;
+class Written;
 
 class Machine {
  public:
@@ -255,6 +256,7 @@ class Machine {
   std::vector<CNode> cnodes;
   Result result;
   std::unique_ptr<Checker> checker;
+  std::unique_ptr<Written> written;  // the checker's written state of on-chip bytes (written.h)
   std::unique_ptr<Timing> timing;
 
   // Memory of an operand: pointer to its base and the bytes addressable from it.

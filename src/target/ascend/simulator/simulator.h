@@ -1,13 +1,15 @@
 // The Ascend 910B simulator: runs an Ascend program on a chosen chip, functionally (exact to the
 // documented semantics) and with a timing model, and checks it (happens-before races, bounds,
-// alignment, capacity, flag misuse, deadlock). See ascend-910b.md for the facts and
-// target/registry.h (AscendParams) for every number of the cost model.
+// alignment, capacity, flag misuse, deadlock, never-written on-chip bytes reaching GM). See
+// ascend-910b.md for the facts and target/registry.h (AscendParams) for every number of the cost
+// model.
 //
 // Structure (one concern per file):
 //   machine.*     core/pipe/flag state, the program interpreter and the scheduler
 //   functional.*  data semantics of each instruction (layouts, conversions, arithmetic)
 //   timing.*      per-instruction costs and the shared GM bandwidth model
 //   checker.*     vector clocks, shadow memory intervals, reports
+//   written.*     the written state of on-chip bytes (unwritten bytes reaching GM or a scalar)
 //   trace.*       Chrome/Perfetto trace JSON and the text summary
 //   numeric.h     fp16/bf16 conversions and rounding modes
 #pragma once
@@ -57,6 +59,7 @@ enum class ReportKind : uint8_t {
   ApiRule,            // the printed AscendC call breaks a documented API rule (api_rules.h)
   IntOverflow,        // int32 vector arithmetic left int32 (dav-c220 does not document the result)
   StaleDataCache,     // a scalar read of GM bytes a DMA wrote earlier in the run, without DataCacheCleanAndInvalid
+  UninitRead,         // on-chip bytes no instruction of the block wrote reach GM or a scalar (written.h)
 };
 std::string_view report_kind_name(ReportKind k);
 

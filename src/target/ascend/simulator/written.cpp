@@ -1,0 +1,170 @@
+#include "target/ascend/simulator/written.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tw::ascend::sim {
+
+Written::Written(Machine& m) : m_(m) {
+  first_ = static_cast<int>(m.prog.params.size()) + 1;
+  bytes_.resize(m.cores.size() * 5);
+  gen_.assign(m.cores.size() * 5, 1);
+}
+
+uint8_t* Written::map(int space, int64_t end) {
+  auto& v = bytes_[static_cast<size_t>(space - first_)];
+  if (static_cast<int64_t>(v.size()) < end) v.resize(static_cast<size_t>(end), 0);
+  return v.data();
+}
+
+void Written::new_block(const Core& c) {
+  for (int k = 0; k < 5; ++k) {
+    const size_t i = static_cast<size_t>(c.index * 5 + k);
+    if (++gen_[i] != 0) continue;
+    std::fill(bytes_[i].begin(), bytes_[i].end(), uint8_t{0});
+    gen_[i] = 1;
+  }
+}
+
+void Written::mark(int space, const Rect& r) {
+  if (r.rows <= 0 || r.row_bytes <= 0 || space < first_) return;
+  int64_t hi = r.rows > 1 && r.stride < 0 ? r.start + r.row_bytes : r.end();
+  uint8_t* p = map(space, hi);
+  const uint8_t g = gen_[static_cast<size_t>(space - first_)];
+  if (r.rows == 1 || r.stride == r.row_bytes) {
+    std::memset(p + r.start, g, static_cast<size_t>(r.end() - r.start));
+    return;
+  }
+  for (int64_t i = 0; i < r.rows; ++i) std::memset(p + r.start + i * r.stride, g, static_cast<size_t>(r.row_bytes));
+}
+
+Written::Gap Written::find(int space, const Rect& r) {
+  Gap g;
+  if (r.rows <= 0 || r.row_bytes <= 0 || space < first_) return g;
+  const auto& v = bytes_[static_cast<size_t>(space - first_)];
+  const uint8_t gen = gen_[static_cast<size_t>(space - first_)];
+  const int64_t size = static_cast<int64_t>(v.size());
+  auto unwritten = [&](int64_t k) { return k >= size || v[static_cast<size_t>(k)] != gen; };
+  auto other = [gen](uint8_t x) { return x != gen; };
+  for (int64_t i = 0; i < r.rows; ++i) {
+    const int64_t a = r.start + i * r.stride, b = a + r.row_bytes;
+    // bytes past the map were never marked: unwritten
+    const int64_t in = std::clamp<int64_t>(size - a, 0, r.row_bytes);
+    const uint8_t* p = in > 0 ? v.data() + a : nullptr;
+    const uint8_t* zero = in > 0 ? std::find_if(p, p + in, other) : nullptr;
+    if (zero == p + in) zero = nullptr;
+    if (!zero && in == r.row_bytes) continue;
+    if (g.row < 0) {
+      int64_t at = zero ? zero - v.data() : a + in, end = at;
+      while (end < b && unwritten(end)) ++end;
+      g.row = i, g.at = at, g.len = end - at;
+    }
+    g.count += (r.row_bytes - in) + (in > 0 ? std::count_if(p, p + in, other) : 0);
+  }
+  return g;
+}
+
+void Written::report(Core& c, const RInstr& r, std::string msg) {
+  if (!reported_.insert(r.in).second) return;
+  m_.report(ReportKind::UninitRead, std::move(msg), {m_.describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+}
+
+namespace {
+std::string range(int64_t a, int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + ")"; }
+}  // namespace
+
+void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Access>& acc) {
+  const Machine::Access* read = nullptr;  // the on-chip operand the instruction reads (first)
+  const Machine::Access* write = nullptr;
+  for (const auto& a : acc) {
+    if (a.space < first_) continue;
+    if (!a.write && !read) read = &a;
+    if (a.write && !write) write = &a;
+  }
+  auto tile = [&](const RMem& m) {
+    const BufferDecl& b = m_.prog.buffers[static_cast<size_t>(m.index)];
+    return std::string("tile ") + b.name + " (" + std::string(mem_name(b.mem)) + ")";
+  };
+  auto tile_bytes = [&](const RMem& m, int64_t abs, int64_t len) {
+    int64_t at = abs - m_.prog.buffers[static_cast<size_t>(m.index)].offset;
+    return "bytes " + range(at, at + len) + " of " + tile(m);
+  };
+  auto gm_name = [&](const RMem& m) {
+    return m.index < 0 ? std::string("the GM workspace") : "GM tensor " + m_.prog.params[static_cast<size_t>(m.index)].name;
+  };
+  if (auto* x = std::get_if<RDataCopy>(&r.op)) {
+    if (x->kind == RDataCopy::UbToGm) {
+      if (!read) return;
+      Gap g = find(read->space, read->rect);
+      if (g.count == 0) return;
+      const int es = x->es();
+      const int64_t col = (g.at - (read->rect.start + g.row * read->rect.stride)) / es;
+      const std::string name = m_.prog.buffers[static_cast<size_t>(x->src.index)].name;
+      report(c, r,
+             "DataCopyPad copies " + std::to_string(g.count) + " byte(s) that no instruction of this block wrote " +
+                 (x->atomic ? "into (atomic add) " : "out to ") + gm_name(x->dst) + ": first " +
+                 tile_bytes(x->src, g.at, g.len) + ", element(s) " + range(col, col + (g.len + es - 1) / es) +
+                 " of row " + std::to_string(g.row) + " of the copy (" + std::to_string(x->count) + " row(s) of " +
+                 std::to_string(x->len / es) + " elements); on the chip they hold whatever the UB held before "
+                 "(an earlier block's or kernel's data); write every element of " + name +
+                 " before copying it out, or copy out only the written part");
+      return;
+    }
+    if (x->kind == RDataCopy::UbToUb) {  // the destination gets the source's state
+      if (!read || !write) return;
+      const Rect &s = read->rect, &d = write->rect;
+      if (s.rows <= 0 || s.row_bytes <= 0) return;
+      map(read->space, s.end());
+      uint8_t* dp = map(write->space, d.end());
+      const uint8_t* sp = bytes_[static_cast<size_t>(read->space - first_)].data();
+      for (int64_t i = 0; i < s.rows; ++i)
+        std::memmove(dp + d.start + i * d.stride, sp + s.start + i * s.stride, static_cast<size_t>(std::min(s.row_bytes, d.row_bytes)));
+      return;
+    }
+    // GM -> UB: the data bytes of each row and, with isPad, its padding elements; the rest of the
+    // row's 32 B block is unspecified on the chip (functional.cpp fills it with garbage)
+    if (!write || x->len <= 0) return;
+    const Rect& d = write->rect;
+    const int64_t lead = x->left * x->es(), pad = x->right * x->es();
+    if (x->is_pad) mark(write->space, Rect{d.start, d.rows, lead + x->len + pad, d.stride});
+    else mark(write->space, Rect{d.start + lead, d.rows, x->len, d.stride});
+    return;
+  }
+  if (auto* x = std::get_if<RFixpipe>(&r.op)) {  // mSize rows of each 16-column strip it stores
+    if (!read) return;
+    Gap first;
+    int64_t count = 0, strip = 0;
+    for (int64_t s = 0; s * 16 < x->n; ++s) {
+      Rect rect{read->rect.start + s * x->src_stride * 64, x->m, std::min<int64_t>(16, x->n - s * 16) * 4, 64};
+      Gap g = find(read->space, rect);
+      if (g.count && first.row < 0) first = g, strip = s;
+      count += g.count;
+    }
+    if (count == 0) return;
+    const int64_t col = strip * 16 + (first.at - (read->rect.start + strip * x->src_stride * 64 + first.row * 64)) / 4;
+    const std::string name = m_.prog.buffers[static_cast<size_t>(x->src.index)].name;
+    report(c, r,
+           "Fixpipe stores " + std::to_string(count / 4) + " element(s) of " + tile(x->src) +
+               " that no Mmad of this block wrote " + (x->atomic ? "into (atomic add) " : "into ") + gm_name(x->dst) +
+               ": first element (" + std::to_string(first.row) + ", " + std::to_string(col) + ") of its " +
+               std::to_string(x->m) + " x " + std::to_string(x->n) + " window (" + tile_bytes(x->src, first.at, 4) +
+               "); on the chip L0C holds whatever it held before (an earlier block's or kernel's data); compute every "
+               "element of " + name + " the copy stores, or copy out only the computed part");
+    return;
+  }
+  if (auto* x = std::get_if<RScalarLoad>(&r.op)) {
+    if (x->src.gm || !read) return;
+    Gap g = find(read->space, read->rect);
+    if (g.count == 0) return;
+    report(c, r,
+           "GetValue reads " + tile_bytes(x->src, read->rect.start, read->rect.row_bytes) +
+               ", which no instruction of this block wrote: on the chip the scalar gets whatever the UB held before "
+               "(an earlier block's or kernel's data); write the element before reading it");
+    return;
+  }
+  if (auto* x = std::get_if<RInitConst>(&r.op); x && ir::DType(x->dt).bytes() == 1) return;  // writes nothing
+  for (const auto& a : acc)
+    if (a.write) mark(a.space, a.rect);
+}
+
+}  // namespace tw::ascend::sim

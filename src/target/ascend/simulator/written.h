@@ -1,0 +1,63 @@
+// The written state of on-chip memory (issue 13, session 30): one byte per byte of each core's L1,
+// L0A, L0B, L0C and UB, set once an instruction of the current block wrote it. The chip's on-chip
+// memories hold whatever an earlier block or kernel left (machine.h kPoisonByte), so bytes no
+// instruction of the block wrote are stale; the rule reports them where they leave the core:
+//
+//  - a copy into GM (DataCopyPad UB -> GM, its blockLen bytes of each row; Fixpipe L0C -> GM, the
+//    mSize x nSize elements it stores) of bytes never written: `uninitialised read`, at the copy's
+//    line, naming the tile, the byte range and the element of the copy;
+//  - a scalar read (LocalTensor::GetValue) of never-written UB bytes: the same report at the read.
+//
+// Writers mark exactly the bytes they write (the access lists of Machine::accesses, which the
+// functional model writes): DataCopyPad GM -> UB its data and, with isPad, its padding elements
+// (not the rest of the 32 B block, which the chip leaves unspecified); Nd2Nz, LoadData, Mmad (the
+// whole fractals: m, n rounded up to 16), InitConstValue (not its 8-bit form, which writes
+// nothing), vector calls by their masks, repeats and strides, Compare's bits, WholeReduce, Brcb,
+// Gather, SetValue. DataCopy UB -> UB copies the source's state (a staged copy of unwritten bytes
+// stays unwritten). Compute reads (vector calls, Mmad) of unwritten bytes are not reported: the
+// padding lanes of a 32 B block, masked tails and fractal padding are read legitimately and their
+// results never stored (docs/ascend.md "Session 30: unwritten tile bytes reaching GM"). A vector
+// call's result is written whatever its operands held.
+//
+// The state starts clear at each block (a block that relied on another block's bytes would get
+// other data with another block-to-core mapping). Bytes two tiles share (plan_memory's reuse) are
+// written by either: a tile that aliases bytes another tile wrote is not reported.
+#pragma once
+
+#include <cstdint>
+#include <unordered_set>
+#include <vector>
+
+#include "target/ascend/simulator/machine.h"
+
+namespace tw::ascend::sim {
+
+class Written {
+ public:
+  explicit Written(Machine& m);
+  // A block starts on core c: its memories are unwritten.
+  void new_block(const Core& c);
+  // The executed instruction r with its (validated) accesses: checks its reads that leave the
+  // core, then marks its writes.
+  void execute(Core& c, const RInstr& r, const std::vector<Machine::Access>& acc);
+  // Unwritten bytes of `space` in rows of rect: how many, and the first one (row, byte) or -1.
+  struct Gap {
+    int64_t count = 0, row = -1, at = -1, len = 0;  // len: the first unwritten run's bytes
+  };
+  Gap find(int space, const Rect& rect);
+
+ private:
+  uint8_t* map(int space, int64_t end);
+  void mark(int space, const Rect& rect);
+  void report(Core& c, const RInstr& r, std::string msg);
+
+  Machine& m_;
+  int first_ = 0;                              // the first on-chip space id (machine.h space_id)
+  // per on-chip space: a byte is written in this block when it holds the space's generation, which
+  // each block start advances (so a new block clears nothing; the map is zeroed once in 255 blocks)
+  std::vector<std::vector<uint8_t>> bytes_;
+  std::vector<uint8_t> gen_;
+  std::unordered_set<const Instr*> reported_;  // one report per instruction of the program
+};
+
+}  // namespace tw::ascend::sim
