@@ -238,6 +238,31 @@ class Selector {
     });
     guarded(tail, C(1), out, [&](std::vector<StmtPtr>& o) { body(full, tail, C(1), o); });
   }
+  // Constant rows x cols with fewer rows than 256 B column chunks (one wide row, a few rows, as a
+  // row in column blocks gives): calls along each row (a Program For over the rows, each call's
+  // repeats going along its row) are fewer than one call per column chunk whose repeats step over
+  // the rows (238 calls of one repeat for a 15232-column float32 row, each paying the issue
+  // overhead). The same instructions on the same elements, only addressed differently: the results
+  // are bit for bit those of the column-chunk form.
+  static bool few_rows(const Expr& rows, const Expr& cols, int64_t per_repeat) {
+    auto r = cst(rows), c = cst(cols);
+    if (!r || !c || *r < 1 || *c < 1) return false;
+    const int64_t full = *c / per_repeat, along = (full + kMaxRepeat - 1) / kMaxRepeat + (*c % per_repeat ? 1 : 0);
+    return *r * along < (*c + per_repeat - 1) / per_repeat * ((*r + kMaxRepeat - 1) / kMaxRepeat);
+  }
+  // The per-row forms' loop over the rows: `body` (addressing row `r`) in a Program For, or as is
+  // with r = 0 for one row (row0 gives the index to address with).
+  static Expr row0(const ir::Var& r, const Expr& rows) {
+    auto n = cst(rows);
+    return n && *n == 1 ? C(0) : Expr(r);
+  }
+  void for_rows(const ir::Var& r, const Expr& rows, std::vector<StmtPtr> body, std::vector<StmtPtr>& out) const {
+    if (auto n = cst(rows); n && *n == 1) {
+      for (auto& b : body) out.push_back(std::move(b));
+      return;
+    }
+    out.push_back(for_(r, rows, seq(std::move(body), span_), span_));
+  }
   static Expr one(DType t) { return t.is_float() ? ir::float_imm(1.0, t) : ir::int_imm(1, t); }
 
   static bool contiguous(std::initializer_list<const VecOperand*> ops, const Expr& rows, const Expr& cols) {
@@ -341,23 +366,25 @@ class Selector {
       return;
     }
     if (wide(*e.dst, e.dtype, rows) || (e.a && wide(*e.a, e.src_dtype, rows)) ||
-        (e.b && wide(*e.b, e.src_dtype, rows))) {
-      // rows too far apart for a repeat stride: one level-2 call per row (level-0 along the row for b_block)
+        (e.b && wide(*e.b, e.src_dtype, rows)) || few_rows(rows, cols, P)) {
+      // rows too far apart for a repeat stride, or fewer rows than column chunks: one level-2 call
+      // per row (level-0 along the row for b_block)
       aligned_rows(*e.dst, e.dtype, rows, "destination");
       if (e.a) aligned_rows(*e.a, e.src_dtype, rows, "first source");
       if (e.b && !e.b_block) aligned_rows(*e.b, e.src_dtype, rows, "second source");
       ir::Var r = ir::var("tw_row");
-      auto row = [&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(r, v.row_stride), bytes); };
+      const Expr ri = row0(r, rows);
+      auto row = [&](const VecOperand& v, int64_t bytes) { return at(v.at, mul(ri, v.row_stride), bytes); };
+      std::vector<StmtPtr> body;
       if (e.b_block) {
-        std::vector<StmtPtr> body;
         along_block(row(*e.dst, db), row(*e.a, sb), cols, body);
-        o.push_back(for_(r, rows, seq(std::move(body), span_), span_));
-        return;
+      } else {
+        VecCallL2 c{e.api, e.dtype, e.src_dtype, row(*e.dst, db), {}, {}, e.scalar, e.round, cols};
+        if (e.a) c.src0 = row(*e.a, sb);
+        if (e.b) c.src1 = row(*e.b, sb);
+        call(c, body);
       }
-      VecCallL2 c{e.api, e.dtype, e.src_dtype, row(*e.dst, db), {}, {}, e.scalar, e.round, cols};
-      if (e.a) c.src0 = row(*e.a, sb);
-      if (e.b) c.src1 = row(*e.b, sb);
-      o.push_back(for_(r, rows, instr(c, span_), span_));
+      for_rows(r, rows, std::move(body), o);
       return;
     }
     Expr drep = rep_stride(*e.dst, e.dtype, rows, "destination");
@@ -654,7 +681,10 @@ class Selector {
     // form below strides its partial results a row apart (WholeReduceSum's uint8 dstRepStride)
     // and issues one call per 256 B chunk, the per-row form runs along the row
     const bool long_rows = cols && round_up((*cols + P - 1) / P * eb, 32) / eb > kMaxRepeat;
-    if (wide(x.src, t, x.rows) || long_rows) {
+    // a sum of fewer rows than column chunks (few_rows): the per-row form issues its WholeReduceSum
+    // repeats along the row, the same partial sums in the same places (max / min keep their fold:
+    // the order decides which of -0 and +0 a max of the two gives)
+    if (wide(x.src, t, x.rows) || long_rows || (x.op == ReduceOp::Sum && few_rows(x.rows, x.cols, P))) {
       wide_row_reduce(x, out);
       return;
     }
@@ -756,8 +786,9 @@ class Selector {
     LocalRef s{buf, C(scratch_base_)};
     reuse_barrier(out);
     ir::Var r = ir::var("tw_row");
-    auto src = [&](const Expr& c0) { return at(x.src.at, add(mul(r, x.src.row_stride), c0), eb); };
-    auto part = [&](const Expr& j) { return at(s, add(mul(r, C(S)), j), eb); };
+    const Expr ri = row0(r, x.rows);
+    auto src = [&](const Expr& c0) { return at(x.src.at, add(mul(ri, x.src.row_stride), c0), eb); };
+    auto part = [&](const Expr& j) { return at(s, add(mul(ri, C(S)), j), eb); };
     auto whole = [&](const Expr& j, const Expr& c0, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& body) {
       call(WholeReduce{x.op, t, part(j), src(c0), mask, rep, C(1), C(1), C(P * eb / 32)}, body);
     };
@@ -765,7 +796,7 @@ class Selector {
     if (tail_first) {
       std::vector<StmtPtr> body;
       whole(C(full - 1), C((full - 1) * P), C(tail), C(2), body);
-      out.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
+      for_rows(r, x.rows, std::move(body), out);
       barrier(out);
     }
     std::vector<StmtPtr> body;
@@ -774,7 +805,7 @@ class Selector {
         whole(j, mul(j, C(P)), mask, rep, b);
       }, even ? kMaxRepeat - 1 : kMaxRepeat);
     if (tail && !tail_first) whole(C(full), C(full * P), C(tail), C(1), body);
-    out.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
+    for_rows(r, x.rows, std::move(body), out);
     barrier(out);
     partials(x, s, S, n, rows * S * eb, out);
   }
@@ -805,21 +836,23 @@ class Selector {
       }
       barrier(o);
       const int64_t P = 256 / eb;
-      if (wide(x.dst, t, x.rows) || wide(x.a, t, x.rows)) {
-        // rows too far apart for a repeat stride: per row, the repeats go along the row (repeat
-        // stride 8 blocks) and all read the row's block (block and repeat stride 0)
+      if (wide(x.dst, t, x.rows) || wide(x.a, t, x.rows) || few_rows(x.rows, x.cols, P)) {
+        // rows too far apart for a repeat stride, or fewer rows than column chunks: per row, the
+        // repeats go along the row (repeat stride 8 blocks) and all read the row's block (block
+        // and repeat stride 0)
         aligned_rows(x.dst, t, x.rows, "destination");
         aligned_rows(x.a, t, x.rows, "first source");
         ir::Var r = ir::var("tw_row");
+        const Expr ri = row0(r, x.rows);
         std::vector<StmtPtr> body;
         along_row(x.cols, P, body, [&](const Expr& j, const Expr& mask, const Expr& rep, std::vector<StmtPtr>& b) {
           Expr c0 = mul(j, C(P));
-          call(VecCallL0{binary_api(x.op), t, t, at(x.dst.at, add(mul(r, x.dst.row_stride), c0), eb),
-                         at(x.a.at, add(mul(r, x.a.row_stride), c0), eb), at(s, mul(r, C(32 / eb)), eb), {},
+          call(VecCallL0{binary_api(x.op), t, t, at(x.dst.at, add(mul(ri, x.dst.row_stride), c0), eb),
+                         at(x.a.at, add(mul(ri, x.a.row_stride), c0), eb), at(s, mul(ri, C(32 / eb)), eb), {},
                          RoundMode::None, mask, rep, C(1), C(1), C(0), C(8), C(8), C(0)},
                b);
         });
-        o.push_back(for_(r, x.rows, seq(std::move(body), span_), span_));
+        for_rows(r, x.rows, std::move(body), o);
         return;
       }
       Expr drep = rep_stride(x.dst, t, x.rows, "destination"), arep = rep_stride(x.a, t, x.rows, "first source");
