@@ -1249,7 +1249,10 @@ class CoreSync {
   // id is only reused by the same pair in later iterations, where the reverse dependence
   // (b(i) -> a(i+1), or a(i+m) for slotted pairs) orders the next set after the previous wait;
   // two different pairs sharing an id could see the second set fire before the first wait.
-  // Relays are coloured last. Pairs that do not fit become PIPE_ALL at their wait point.
+  // Relays are coloured last (their second flags r -> q; relays of one r -> q waited at the same
+  // places share one); a relay whose second flag finds no id gives its first one back (colour()
+  // again). Pairs that do not fit become PIPE_ALL at their wait point; the pipe pair reported as
+  // failed (for the covering retry) is the one whose ids ran out.
   int depth(const SyncPair& sp) const {  // loops around the pair's block
     int d = 0;
     for (int b = sp.C; b >= 0 && blocks_[b].owner >= 0; b = nodes_[blocks_[b].owner].block)
@@ -1282,8 +1285,21 @@ class CoreSync {
     pairs_ = std::move(first);
     return failed;
   }
+  // A relayed pair whose second flag r -> q finds no id (pass 1) is a PIPE_ALL; its first flag's
+  // id p -> r is then given to other pairs: the colouring is done again with that pair a PIPE_ALL
+  // from the start (at most once per relayed pair).
   std::set<std::pair<Pipe, Pipe>> colour(const std::vector<int>& order) {
-    std::set<std::pair<Pipe, Pipe>> failed;
+    const std::vector<SyncPair> saved = pairs_;
+    std::set<int> no_relay;
+    for (;;) {
+      std::set<std::pair<Pipe, Pipe>> failed;
+      size_t before = no_relay.size();
+      colour(order, no_relay, failed);
+      if (no_relay.size() == before) return failed;
+      pairs_ = saved;
+    }
+  }
+  void colour(const std::vector<int>& order, std::set<int>& no_relay, std::set<std::pair<Pipe, Pipe>>& failed) {
     std::map<std::pair<Pipe, Pipe>, int> next;
     std::map<std::pair<Pipe, Pipe>, std::vector<std::vector<int>>> groups;  // shareable ids: id -> pairs
     std::map<std::pair<Pipe, Pipe>, std::vector<int>> group_id;
@@ -1294,6 +1310,9 @@ class CoreSync {
       n += static_cast<int>(m);
       return b;
     };
+    // relayed pairs of one relay r -> q waited at the same places share their second flag: r waits
+    // every p_r there, then sets r_q once, and q waits it once (emit())
+    std::map<std::tuple<Pipe, Pipe, std::vector<std::pair<int, int>>>, int> relay_at;
     for (int pass = 0; pass < 2; ++pass)
       for (int i : order) {
         SyncPair& sp = pairs_[i];
@@ -1308,23 +1327,30 @@ class CoreSync {
             if (ok) b = group_id[{sp.p, sp.q}][g], gs[g].push_back(static_cast<int>(i));
           }
         }
-        if (b < 0) {
-          b = pass == 0 ? take(sp.p, sp.relay ? sp.r : sp.q, sp.m) : take(sp.r, sp.q, 1);
+        if (b < 0 && !no_relay.count(i) && pass == 0) {
+          b = take(sp.p, sp.relay ? sp.r : sp.q, sp.m);
           if (b >= 0 && shareable) {
             groups[{sp.p, sp.q}].push_back({static_cast<int>(i)});
             group_id[{sp.p, sp.q}].push_back(b);
           }
+        } else if (b < 0 && pass == 1) {
+          auto key = std::make_tuple(sp.r, sp.q, wait_places_of(sp));
+          auto it = relay_at.find(key);
+          if (it != relay_at.end()) b = it->second;
+          else if ((b = take(sp.r, sp.q, 1)) >= 0) relay_at[key] = b;
         }
         if (b < 0) {
           int n = static_cast<int>(blocks_[sp.C].kids.size());
-          failed.insert({sp.p, sp.relay ? sp.r : sp.q});
+          // the pipe pair whose ids ran out: a relay's second flag is r -> q
+          bool second = pass == 1 || no_relay.count(i);
+          failed.insert(second ? std::make_pair(sp.r, sp.q) : std::make_pair(sp.p, sp.relay ? sp.r : sp.q));
+          if (pass == 1) no_relay.insert(i);
           sp.kind = SyncPair::All;
           if (sp.carried) sp.w -= n;
           continue;
         }
         (pass == 0 ? sp.id : sp.relay_id) = b;
       }
-    return failed;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1359,6 +1385,7 @@ class CoreSync {
     // an intra pair of C set at a slot <= w and waited right at w (not sunk into an `if`) orders
     // nothing more, and is left out (its set, its wait and its relay).
     std::set<std::pair<int, int>> all_at, all_done;
+    std::map<std::tuple<int, int, Pipe, Pipe, int>, StmtPtr> relay_set;  // (block, slot, r, q, id) -> its SetFlag
     for (const SyncPair& sp : pairs_)
       if (sp.kind == SyncPair::All && !sp.guard) all_at.insert({sp.C, sp.w});
     for (size_t i = 0; i < pairs_.size(); ++i) {
@@ -1395,12 +1422,22 @@ class CoreSync {
       branch_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, /*wait=*/true, places);
       for (auto [blk, slot] : places) {
         auto& waits = at[{blk, slot}].waits;
-        waits.push_back(instr(WaitFlag{sp.p, dst, ev}, sp.wait_span));
-        if (sp.relay) {
-          Expr rid = ir::int_imm(sp.relay_id, ir::DTypeCode::i32);
-          waits.push_back(instr(SetFlag{sp.r, sp.q, rid}, sp.wait_span));
-          waits.push_back(instr(WaitFlag{sp.r, sp.q, rid}, sp.wait_span));
+        StmtPtr wait = instr(WaitFlag{sp.p, dst, ev}, sp.wait_span);
+        if (!sp.relay) {
+          waits.push_back(wait);
+          continue;
         }
+        // a relay r -> q already set and waited here (the same id, colour()): this p_r wait goes
+        // before its set
+        auto [it, fresh] = relay_set.try_emplace(std::make_tuple(blk, slot, sp.r, sp.q, sp.relay_id), nullptr);
+        if (!fresh) {
+          waits.insert(std::find(waits.begin(), waits.end(), it->second), wait);
+          continue;
+        }
+        Expr rid = ir::int_imm(sp.relay_id, ir::DTypeCode::i32);
+        waits.push_back(wait);
+        waits.push_back(it->second = instr(SetFlag{sp.r, sp.q, rid}, sp.wait_span));
+        waits.push_back(instr(WaitFlag{sp.r, sp.q, rid}, sp.wait_span));
       }
       if (sp.carried) {
         const Node& h = nodes_[sp.hoist];

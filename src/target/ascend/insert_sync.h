@@ -101,6 +101,10 @@
 // 5. Illegal pairs (AIC MTE2 <-> FIX; S pairs on the AIC): relayed through a pipe r with legal
 //    p -> r and r -> q (MTE1 on the AIC): WaitFlag<p_r>, SetFlag<r_q>, WaitFlag<r_q> at the wait
 //    point (only r and q stall, the producer's pipe keeps running); PIPE_ALL when no relay exists.
+//    Relayed pairs of one r -> q waited at the same places share the second flag: r waits each
+//    p_r, then sets r_q once and q waits it once (session 30). A relay whose r -> q flag finds no
+//    id is a PIPE_ALL and gives its p -> r id back (the colouring is done again), and the covering
+//    retry (3.) then takes r -> q, the pipe pair that ran out.
 // 6. Short Mmad accumulations: the Cube keeps Mmads that accumulate into one L0C in order only
 //    when ceil(m/16) * ceil(n/16) >= 10 (Mmad docs); before every Mmad that may accumulate into a
 //    smaller tile, `if (!init && ceil(m/16) * ceil(n/16) < 10) PipeBarrier<PIPE_M>()` (parts known
