@@ -490,8 +490,9 @@ TEST(LegalizeVector, TailMaskOverAllRows) {
 }
 
 // Gathers (docs/ascend.md "Gathers"): x[idx[j]] reads x at the byte offsets idx << 2 (the Gather
-// form x[off >> 2]); x[2 * j + 1] computes its offsets from the iota tile, which is built once
-// before the map from Duplicates.
+// form x[off >> 2]), the index clamped to [-2^29, 2^29 - 1] first so the shift cannot wrap an
+// index outside x into it (hunt30 F2); x[2 * j + 1] (map variables and constants only: no clamp)
+// computes its offsets from the iota tile, which is built once before the map from Duplicates.
 TEST(LegalizeVector, GathersComputeByteOffsetsAsTileData) {
   EXPECT_EQ(after(R"(kernel k(X: global float32[16], I: global int32[8], Y: global float32[8])
     grid(bx = 1) {
@@ -510,28 +511,34 @@ TEST(LegalizeVector, GathersComputeByteOffsetsAsTileData) {
   alloc y_t_0: UB int32[8]
   alloc y_t_1: UB float32[8]
   for j_0 in parallel(0, 8) {
-    y_t_0[j_0] = idx[j_0] << 2
+    y_t_0[j_0] = max(idx[j_0], -536870912)
   }
   for j_1 in parallel(0, 8) {
-    y[j_1] = x[y_t_0[j_1] >> 2]
+    y_t_0[j_1] = min(y_t_0[j_1], 536870911)
   }
   for j_2 in parallel(0, 8) {
-    y_t_0[j_2] = j_2
+    y_t_0[j_2] = y_t_0[j_2] << 2
   }
   for j_3 in parallel(0, 8) {
-    y_t_0[j_3] = 2 * y_t_0[j_3]
+    y[j_3] = x[y_t_0[j_3] >> 2]
   }
   for j_4 in parallel(0, 8) {
-    y_t_0[j_4] = y_t_0[j_4] + 1
+    y_t_0[j_4] = j_4
   }
   for j_5 in parallel(0, 8) {
-    y_t_0[j_5] = y_t_0[j_5] << 2
+    y_t_0[j_5] = 2 * y_t_0[j_5]
   }
   for j_6 in parallel(0, 8) {
-    y_t_1[j_6] = x[y_t_0[j_6] >> 2]
+    y_t_0[j_6] = y_t_0[j_6] + 1
   }
   for j_7 in parallel(0, 8) {
-    y[j_7] = y[j_7] + y_t_1[j_7]
+    y_t_0[j_7] = y_t_0[j_7] << 2
+  }
+  for j_8 in parallel(0, 8) {
+    y_t_1[j_8] = x[y_t_0[j_8] >> 2]
+  }
+  for j_9 in parallel(0, 8) {
+    y[j_9] = y[j_9] + y_t_1[j_9]
   }
 }
 )");

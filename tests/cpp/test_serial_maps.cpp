@@ -53,5 +53,61 @@ TEST(SerialMaps, ElementwiseNestsBecomeMapsOthersStaySerial) {
 )" + serial_rest);
 }
 
+// An if inside a T.Parallel map whose arms store one element is the select it computes (hunt30 F5):
+// if / else -> where(c, a, b), an if without else -> where(c, a, the element); `if j < n` without
+// an else on the innermost index (a runtime column count) and an if free of the map's variables
+// (it belongs around the map: the select would read what cpu skips) stay ifs.
+TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
+  const std::string head = R"(kernel k(Y: global float32[4, 8], n: int32)
+    grid(bx = 1) {
+  alloc x: fragment float32[4, 8]
+  alloc y: fragment float32[4, 8]
+)";
+  const std::string kept = R"(  for i2 in parallel(0, 4) {
+    for j2 in parallel(0, 8) {
+      if j2 < n {
+        y[i2, j2] = 1.0
+      }
+    }
+  }
+  for i3 in parallel(0, 4) {
+    for j3 in parallel(0, 8) {
+      if n < 8 {
+        y[i3, j3] = x[i3, n]
+      }
+    }
+  }
+}
+)";
+  EXPECT_EQ(after(head + R"(  for i in parallel(0, 4) {
+    for j in parallel(0, 8) {
+      if x[i, j] > 0.0 {
+        y[i, j] = x[i, j]
+      } else {
+        y[i, j] = 0.0
+      }
+    }
+  }
+  for i1 in parallel(0, 4) {
+    for j1 in parallel(0, 8) {
+      if i1 < 3 {
+        x[i1, j1] = 2.0
+      }
+    }
+  }
+)" + kept),
+            head + R"(  for i in parallel(0, 4) {
+    for j in parallel(0, 8) {
+      y[i, j] = where(x[i, j] > 0.0, x[i, j], 0.0)
+    }
+  }
+  for i1 in parallel(0, 4) {
+    for j1 in parallel(0, 8) {
+      x[i1, j1] = where(i1 < 3, 2.0, x[i1, j1])
+    }
+  }
+)" + kept);
+}
+
 }  // namespace
 }  // namespace tw::ascend

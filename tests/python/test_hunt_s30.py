@@ -7,8 +7,8 @@ each dim of a 3-D tile, a masked running row max over zero columns, a `T.Pipelin
 run time, one compiled kernel called with M = 0, 1 and 2^k + 1 rows, gathers at indices outside the tile;
 each on cpu and on ascend910b (simulator, checker on: `prof["reports"] == []`) against numpy / Python integers.
 
-Findings (F1.. of /work/hunt30-findings.md): F1, F2, F3 and F5 are in the Ascend lowering (src/target/ascend,
-not this helper's to edit): strict xfails naming them until their fixes land. F6 (docs), F7 (the error for an
+Findings (F1.. of /work/hunt30-findings.md): F1, F2, F3 and F5 were in the Ascend lowering (src/target/ascend):
+fixed on h-ascfix, their tests (strict xfails until then) pass on both targets. F6 (docs), F7 (the error for an
 int16 argument, src/python/bind_runtime.cpp) and F8 (a cpu tile read past the tile at a scalar parameter's index,
 src/target/cpu/alias_tile_copies.cpp) were fixed on the branch; their tests guard the fixes.
 
@@ -268,11 +268,12 @@ def test_gather_index_outside_the_tile(target, bad):
     assert isinstance(got, str) and got in ("error", "report"), f"no error / report; the output: {got}"
 
 
-@pytest.mark.xfail(strict=True, reason="hunt30 F2: a gather index of 2^30 + k wraps in the byte-offset multiply and "
-                                       "reads element k on ascend910b with no checker report")
-def test_f2_gather_index_past_2_30_is_reported():
-    got = _gather_outcome(TARGET, 2 ** 30 + 3)
-    assert isinstance(got, str) and got == "report", f"no report; the output: {got}"  # today: x[3] = 103 there
+@pytest.mark.parametrize("bad", [2 ** 30 + 3, -2 ** 31])
+def test_f2_gather_index_past_2_30_is_reported(bad):
+    """hunt30 F2, fixed on h-ascfix: the byte offset idx << 2 wrapped in int32 (x[3] with no report); the index is
+    clamped before it is scaled, so it stays outside the tile."""
+    got = _gather_outcome(TARGET, bad)
+    assert isinstance(got, str) and got == "report", f"no report; the output: {got}"
 
 
 @T.prim_func
@@ -328,8 +329,6 @@ def test_column_store_of_a_compound_map_on_cpu():
     assert np.array_equal(_run(_column_clamp, "cpu", [-1], _CLAMP_IN), _CLAMP_WANT, equal_nan=True)
 
 
-@pytest.mark.xfail(strict=True, reason="hunt30 F1: a 1-D map storing a compound expression into a column of a 2-D "
-                                       "tile is 'not a vector instruction' on ascend910b")
 def test_f1_column_store_of_a_compound_map():
     assert np.array_equal(_run(_column_clamp, TARGET, [-1], _CLAMP_IN), _CLAMP_WANT, equal_nan=True)
 
@@ -349,8 +348,6 @@ def test_integer_abs_in_an_element_store_on_cpu():
     assert np.array_equal(_run(_scalar_abs, "cpu", [-1], 3), [0, 0, 97, 97, 0, 0, 0, 0])
 
 
-@pytest.mark.xfail(strict=True, reason="hunt30 F3: abs of an int scalar in an element store is 'no math functions' "
-                                       "on ascend910b, while T.max(a, -a) runs there")
 def test_f3_integer_abs_in_an_element_store():
     assert np.array_equal(_run(_scalar_abs, TARGET, [-1], 3), [0, 0, 97, 97, 0, 0, 0, 0])
 
@@ -376,8 +373,6 @@ def test_if_else_inside_a_map_on_cpu():
     assert np.array_equal(_run(_relu_if, "cpu", [-1], _RELU_IN), np.maximum(_RELU_IN, 0))
 
 
-@pytest.mark.xfail(strict=True, reason="hunt30 F5: if / else inside a T.Parallel map is 'empty T.Parallel map' on "
-                                       "ascend910b (T.where runs)")
 def test_f5_if_else_inside_a_map():
     assert np.array_equal(_run(_relu_if, TARGET, [-1], _RELU_IN), np.maximum(_RELU_IN, 0))
 

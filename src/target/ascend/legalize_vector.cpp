@@ -1088,7 +1088,7 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
       Var v = ir::var(names_.fresh(l->buffer->name + "_s"), x->dtype, x->span);
       map.emplace_back(v, x);
       depth_[v.get()] = static_cast<int>(frames_.size()) - 1;
-      pre.push_back(std::make_shared<ir::LetNode>(v, ir::load(l->buffer, idx, x->span), s->span));
+      pre.push_back(std::make_shared<ir::LetNode>(v, ir::load(l->buffer, idx, x->span), x->span));  // the read's line (hunt30 F9)
     });
   if (map.empty()) return nullptr;
   return ReplaceExprs(map).mutate(s);
@@ -2182,9 +2182,23 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   g.span = sp;
   bool row = true;
   for (size_t d = 0; d + 1 < idx.size(); ++d) row = row && plain_index(idx[d]) && !uses_var(idx[d], vj());
+  // An index that is tile data or holds a scalar (not only the map's variables and constants) is
+  // clamped into [lo, hi] before it is scaled (hunt30 F2): `idx << k` (and a flat gather's
+  // row * pcols) wraps in int32, so 2^30 + 3 addressed element 3 silently; clamped, every index
+  // outside the dim stays outside it (the simulator's report at the line), in-range ones unchanged.
+  auto bounded = [&](const Expr& e, int64_t lo, int64_t hi) {
+    int v = index_value(e, src, sp);
+    const bool small = !has_load(e) && !any_subexpr(e, [&](const Expr& x) {
+      return x->kind == ir::ExprKind::Var &&
+             std::none_of(vars_.begin(), vars_.end(), [&](const Var& w) { return x.get() == w.get(); });
+    });
+    if (small) return v;
+    v = bin(ir::BinOp::Max, v, leaf_scalar(ir::int_imm(lo, kI32, sp)), sp);
+    return bin(ir::BinOp::Min, v, leaf_scalar(ir::int_imm(hi, kI32, sp)), sp);
+  };
   int off;
   if (row) {
-    off = index_value(idx.back(), src, sp);
+    off = bounded(idx.back(), INT32_MIN >> k, INT32_MAX >> k);
   } else if (vars_.size() == 1 && n >= 2 && shape && lead_free()) {
     // the last two dims flattened (the leading indices pick the 2-D slice, as they address it)
     int64_t c0 = 32 / t.bytes(), numel = 1;
@@ -2196,8 +2210,10 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
       g.idx[n - 2] = C(0);
       g.idx[n - 1] = C(0);
     }
-    off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, index_value(idx[n - 2], src, sp), leaf_scalar(ir::int_imm(g.pcols, kI32, sp)), sp),
-              index_value(idx[n - 1], src, sp), sp);
+    // the row clamped to [-1, rows] (row * pcols cannot wrap), the column so the sum cannot
+    const int64_t rows = (*shape)[n - 2], lim = (INT32_MAX >> k) - (rows + 1) * g.pcols;
+    off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, bounded(idx[n - 2], -1, rows), leaf_scalar(ir::int_imm(g.pcols, kI32, sp)), sp),
+              bounded(idx[n - 1], -lim, lim), sp);
   } else {
     fail(what + ": Ascend gathers along the last dim of a tile (the other indices must be (start + row index))", sp,
          "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]");
@@ -2408,7 +2424,14 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   store_sp_ = sp;
   store_st_ = st;
   column_store_ = st->indices.size() >= 2 && !uses_var(st->indices.back(), vj());
-  bf16_column_ = column_store_ && vars_.size() == 1 && st->buffer->dtype == kBF16 &&
+  // (and one of any dtype whose value is not scalar-unit arithmetic: a math function, max / min
+  // with their NaN selects, a T.where: c[i, 0] = T.max(T.min(a[i], 1.0), -1.0), hunt30 F1)
+  const bool vector_only = any_subexpr(st->value, [](const Expr& x) {
+    if (x->kind == ir::ExprKind::Call || x->kind == ir::ExprKind::Select) return true;
+    if (x->kind != ir::ExprKind::Binary) return false;
+    return as<ir::BinaryNode>(x)->op == ir::BinOp::Max || as<ir::BinaryNode>(x)->op == ir::BinOp::Min;
+  });
+  bf16_column_ = column_store_ && vars_.size() == 1 && (st->buffer->dtype == kBF16 || vector_only) &&
                  st->value->kind != ir::ExprKind::Load && (has_load(st->value) || uses_var(st->value, vj()));
   nodes_.clear();
   memo_.clear();

@@ -836,7 +836,20 @@ class Lowerer {
                       ": the scalar unit writes single elements of UB tiles only",
                   sp, "write whole tiles: T.fill, T.copy, vector ops or a T.Parallel map");
     if (core_ != CoreKind::V) return nullptr;  // the Vector core's statement
-    for_each_subexpr(n->value, [&](const Expr& x) {
+    // abs of an integer is a select, not a math function (hunt30 F3): max(x, -x) for a signed type
+    // (abs(INT_MIN) wraps to INT_MIN, as the language says), x itself for an unsigned one
+    struct IntAbs : ir::Mutator {
+      using ir::Mutator::mutate;
+      Expr mutate(const Expr& e) override {
+        Expr x = ir::Mutator::mutate(e);
+        if (x->kind != ir::ExprKind::Call || as<ir::CallNode>(x)->fn != ir::MathFn::abs || !x->dtype.is_int()) return x;
+        const Expr& a = as<ir::CallNode>(x)->args[0];
+        if (x->dtype == ir::DType(ir::DTypeCode::u8)) return a;
+        return ir::binary(ir::BinOp::Max, a, ir::unary(ir::UnOp::Neg, a, x->span), x->span);
+      }
+    };
+    const Expr value0 = IntAbs{}.mutate(n->value);
+    for_each_subexpr(value0, [&](const Expr& x) {
       if (x->kind == ir::ExprKind::Call)
         throw Error("element store into tile " + q(n->buffer->name) + " computes " + ir::print(x) +
                         " on the scalar unit, which has no math functions on Ascend",
@@ -847,7 +860,7 @@ class Lowerer {
     std::vector<StmtPtr> loads;
     std::vector<Expr> idx;
     for (const auto& i : n->indices) idx.push_back(hoist_scalar_loads(i, sp, "the index of this element store", loads));
-    Expr value = hoist_scalar_loads(n->value, sp, "the value of this element store", loads);
+    Expr value = hoist_scalar_loads(value0, sp, "the value of this element store", loads);
     LocalRef dst = ub_element(n->buffer, idx, sp);
     StmtPtr st = emit(ScalarStore{dst, ir::cast(value, n->buffer->dtype, sp), n->buffer->dtype, ub_tile_end(n->buffer, sp)}, sp);
     return loads.empty() ? st : with_loads(std::move(loads), st, sp);
@@ -1712,8 +1725,20 @@ class Lowerer {
     bool ok = t == ir::DType(ir::DTypeCode::f16) || t == ir::DType(ir::DTypeCode::f32) ||
               (allow_int && (t == ir::DType(ir::DTypeCode::i32) || t == ir::DType(ir::DTypeCode::i8) ||
                              t == ir::DType(ir::DTypeCode::u8)));
-    if (!ok) throw Error(what + " on " + std::string(t.name()) + " is not supported by the Vector core", sp,
-                         "use float16 or float32 tiles");
+    if (ok) return;
+    // the hint per dtype (hunt30 F4): an integer or bool user is not sent to float16 (inexact past 2^11)
+    std::string hint = "use float16 or float32 tiles";
+    if (t == ir::DType(ir::DTypeCode::boolean))
+      hint = "convert the bool tile's values first: T.cast(x, \"int32\") (or T.where(x, a, b)) computes on the Vector "
+             "core; or run the kernel on the cpu target";
+    else if (t == ir::DType(ir::DTypeCode::i64))
+      hint = "use int32 tiles when the values fit (T.cast(x, \"int32\")), float32 when they need not be exact; or run "
+             "the kernel on the cpu target";
+    else if (t == ir::DType(ir::DTypeCode::f64))
+      hint = "use float32 tiles (T.cast(x, \"float32\")), or run the kernel on the cpu target";
+    else if (t.is_int())
+      hint = "use int32 tiles (T.cast(x, \"int32\")), or float16 / float32 tiles";
+    throw Error(what + " on " + std::string(t.name()) + " is not supported by the Vector core", sp, hint);
   }
 
   // Vector instructions start on 32 B blocks of UB: a window at a constant offset that is not a
@@ -1858,6 +1883,17 @@ class Lowerer {
     std::vector<int64_t> stride;  // elements, per dim
   };
 
+  // An if inside a map that serial_maps did not make a select (hunt30 F5): arms of several stores or
+  // of different elements, or a condition free of the map's variables.
+  static std::string if_in_map() {
+    return "this T.Parallel body is not a vector instruction: an if inside a map (a vector instruction covers "
+           "every element; only `if j < n` on the innermost index, or an if whose two arms store one element, is "
+           "lowered)";
+  }
+  static std::string if_in_map_hint() {
+    return "write the store as a select, t[i] = T.where(cond, a, b) (one store per element); or, when the condition "
+           "does not depend on the map's index, put the `if` around the map";
+  }
   StmtPtr lower_map(const ir::ForNode* f, const Span& sp) {
     std::vector<Loop> loops;
     ir::Stmt body;
@@ -1878,13 +1914,11 @@ class Lowerer {
     }
     // `if j < n { store }` around the body (j the innermost index, n a scalar): the map covers
     // min(extent, n) columns, a runtime count (legalize_vector's masks).
-    if (body && body->kind == ir::StmtKind::If && !as<ir::IfNode>(body)->else_body) {
+    if (body && body->kind == ir::StmtKind::If) {
       auto* n = as<ir::IfNode>(body);
       auto* c = n->cond->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(n->cond) : nullptr;
-      bool free = c && c->op == ir::BinOp::LT && c->a.get() == loops.back().var;
-      if (!free || !invariant(c->b, loops))
-        throw Error("this T.Parallel body is not a vector instruction: an if inside a map (only `if j < n` on the "
-                    "innermost index is)", body->span, map_hint());
+      bool free = c && c->op == ir::BinOp::LT && c->a.get() == loops.back().var && !n->else_body;
+      if (!free || !invariant(c->b, loops)) throw Error(if_in_map(), body->span, if_in_map_hint());
       Expr w = ir::binary(ir::BinOp::Max, min(loops.back().ext, idx32(c->b)), C(0), sp);
       loops.back() = Loop{loops.back().var, -1, simp(w)};
       body = n->then_body;
@@ -1906,6 +1940,7 @@ class Lowerer {
       return lower(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, f->body, sp), true);
     std::vector<StmtPtr> out;
     for (const auto& st : stores) {
+      if (st->kind == ir::StmtKind::If) throw Error(if_in_map(), st->span, if_in_map_hint());
       if (st->kind != ir::StmtKind::Store)
         throw Error("this T.Parallel body is not a vector instruction: it contains a " +
                         std::string(st->kind == ir::StmtKind::Let ? "let" : st->kind == ir::StmtKind::If ? "if" : "statement") +

@@ -1,6 +1,7 @@
 // serial_maps: serial loop nests that are element-wise maps -> T.Parallel (see serial_maps.h).
 #include "target/ascend/serial_maps.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ir/functor.h"
@@ -66,13 +67,69 @@ bool is_map_nest(const ir::ForNode* f) {
   return ok;
 }
 
+// The one store of an arm of an if (nullptr when the arm is anything else).
+const ir::StoreNode* only_store(const ir::Stmt& arm) {
+  if (!arm) return nullptr;
+  auto items = ir::stmts_of(arm);
+  return items.size() == 1 && items[0]->kind == ir::StmtKind::Store ? ir::as<ir::StoreNode>(items[0]) : nullptr;
+}
+
+// `if c: t[idx] = a else: t[idx] = b` in the innermost body of a T.Parallel map (both arms one store
+// of the same element; without an else, b is t[idx] itself) is the store t[idx] = T.where(c, a, b)
+// (hunt30 F5), when c depends on the map's variables (an if free of them belongs around the map,
+// where cpu does not evaluate the arms it skips), and is not `if j < n` on the innermost variable
+// without an else (select_instructions' runtime column count). Both arms are evaluated, as T.where's.
+ir::Stmt if_as_select(const ir::Stmt& s, const std::vector<ir::Var>& vars) {
+  if (s->kind != ir::StmtKind::If) return s;
+  auto* n = ir::as<ir::IfNode>(s);
+  const ir::StoreNode* a = only_store(n->then_body);
+  const ir::StoreNode* b = n->else_body ? only_store(n->else_body) : nullptr;
+  if (!a || (n->else_body && !b)) return s;
+  auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
+  if (!b && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get()) return s;
+  bool uses = false;
+  ir::for_each_expr(n->cond, [&](const ir::Expr& x) {
+    uses = uses || x->kind == ir::ExprKind::Load ||
+           std::any_of(vars.begin(), vars.end(), [&](const ir::Var& v) { return x.get() == v.get(); });
+  });
+  const ir::Expr at = ir::load(a->buffer, a->indices, a->span);
+  if (!uses || (b && (b->buffer.get() != a->buffer.get() || !ir::structural_equal(at, ir::load(b->buffer, b->indices)))))
+    return s;
+  const ir::DType t = a->buffer->dtype;
+  ir::Expr other = b ? ir::cast(b->value, t, b->span) : at;
+  return std::make_shared<ir::StoreNode>(a->buffer, a->indices,
+                                         ir::select(n->cond, ir::cast(a->value, t, a->span), other, a->span), a->span);
+}
+
 struct ToParallel : ir::Mutator {
   using ir::Mutator::mutate;
   ir::Stmt mutate(const ir::Stmt& s) override {
     if (!s || s->kind != ir::StmtKind::For) return ir::Mutator::mutate(s);  // null: an if without else
     auto* f = ir::as<ir::ForNode>(s);
+    if (f->for_kind == ir::ForKind::parallel) return selects(s, {});
     if (!is_map_nest(f)) return ir::Mutator::mutate(s);
     return parallel(s);
+  }
+  // a T.Parallel map with its ifs as selects (if_as_select)
+  static ir::Stmt selects(const ir::Stmt& s, std::vector<ir::Var> vars) {
+    auto* f = ir::as<ir::ForNode>(s);
+    vars.push_back(f->var);
+    auto items = ir::stmts_of(f->body);
+    ir::Stmt body;
+    if (items.size() == 1 && items[0]->kind == ir::StmtKind::For && ir::as<ir::ForNode>(items[0])->for_kind == ir::ForKind::parallel) {
+      body = selects(items[0], vars);
+    } else {
+      bool changed = false;
+      for (auto& it : items) {
+        ir::Stmt x = if_as_select(it, vars);
+        changed = changed || x != it;
+        it = x;
+      }
+      if (!changed) return s;
+      body = items.size() == 1 ? items[0] : std::make_shared<ir::SeqNode>(items, f->body->span);
+    }
+    if (body == f->body) return s;
+    return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
   }
   static ir::Stmt parallel(const ir::Stmt& s) {
     if (s->kind != ir::StmtKind::For) return s;
