@@ -46,9 +46,10 @@ def test_cross_entropy_unchanged_on_ascend(M, N):
 
 
 def test_cross_entropy_row_split_note():
-    """At 8 x 4096 the rows run in groups (the note says so), as the kernel is written."""
+    """At 8 x 4097 the rows run in groups (the note says so), as the kernel is written (a width no
+    other test compiles: a kernel reused from the process's cache gives no note)."""
     with pytest.warns(tw.TilewrightWarning, match=r"8 rows run 4 at a time"):
-        op_zoo.cross_entropy(4096, target="ascend910b")
+        op_zoo.cross_entropy(4097, target="ascend910b")
 
 
 def test_run_time_column_beyond_one_row_names_the_working_form():
