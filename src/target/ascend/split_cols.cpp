@@ -301,6 +301,19 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
         // a T.Parallel map whose loop of extent N indexes the column tiles' last dim
         const ir::VarNode* j = nullptr;
         bool ok = true, cond = false;
+        ir::for_each_expr(s, [&](const ir::Expr& e) {  // x[i, lab[i]]: one column per row, chosen at run time
+          if (e->kind != ir::ExprKind::Load) return;
+          auto* ld = static_cast<const ir::LoadNode*>(e.get());
+          if (!is_col(ld->buffer) || ld->indices.empty()) return;
+          bool run_time = false;
+          ir::for_each_expr(ld->indices.back(), [&](const ir::Expr& x) { run_time |= x->kind == ir::ExprKind::Load; });
+          if (run_time)
+            fail("a map that reads the column tile " + q(ld->buffer->name) + " at a column chosen at run time (`" +
+                     ld->buffer->name + "[i, lab[i]]`); a block of columns holds it or not: pick it with a map over the "
+                     "columns, `p[i, j] = T.where(j == lab[i], " + ld->buffer->name + "[i, j], 0)`, and a T.reduce_sum of p, "
+                     "which runs in column blocks",
+                 e->span.line ? e->span : s->span);
+        });
         ir::for_each_stmt(s, [&](const ir::Stmt& t) {
           if (t->kind == ir::StmtKind::For && ir::as<ir::ForNode>(t)->for_kind != ir::ForKind::parallel) ok = false;
           if (t->kind == ir::StmtKind::If) cond = true;

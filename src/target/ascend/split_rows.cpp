@@ -61,6 +61,31 @@ bool uses_var(const ir::Expr& e, const ir::VarNode* v) {
   return found;
 }
 
+// Whether e uses v other than as the row of a row tile's load: `x[i, lab[i]]` (a column chosen per
+// row by a row tile) reads row i's own chunk, which each group keeps (RowRewrite rebases lab[i] too).
+bool uses_row_outside_row_loads(const ir::Expr& e, const ir::VarNode* v, const BufSet& row_tiles) {
+  struct V : ir::Visitor {
+    const ir::VarNode* v;
+    const BufSet& rows;
+    bool found = false;
+    V(const ir::VarNode* var, const BufSet& r) : v(var), rows(r) {}
+    using ir::Visitor::visit;
+    void visit(const ir::Expr& x) override {
+      if (x.get() == v) found = true;
+      if (x->kind == ir::ExprKind::Load) {
+        auto* ld = static_cast<const ir::LoadNode*>(x.get());
+        if (rows.count(ld->buffer.get()) && !ld->indices.empty() && ld->indices[0].get() == v) {
+          for (size_t d = 1; d < ld->indices.size(); ++d) visit(ld->indices[d]);
+          return;
+        }
+      }
+      ir::Visitor::visit(x);
+    }
+  } vis(v, row_tiles);
+  vis.visit(e);
+  return vis.found;
+}
+
 // Checks one row statement (one that touches a row tile); records why it is not row-wise.
 void check_row_stmt(const ir::Stmt& s, Analysis& a) {
   auto is_row = [&](const ir::Buffer& b) { return a.row_tiles.count(b.get()) > 0; };
@@ -95,7 +120,8 @@ void check_row_stmt(const ir::Stmt& s, Analysis& a) {
         if (is_row(b)) {
           if (idx.empty() || idx[0].get() != v) return a.fail("a map that reads or writes another row of " + q(b->name), sp);
           for (size_t d = 1; d < idx.size(); ++d)
-            if (uses_var(idx[d], v)) return a.fail("a map that indexes " + q(b->name) + " by its row in another dim", sp);
+            if (uses_row_outside_row_loads(idx[d], v, a.row_tiles))
+              return a.fail("a map that indexes " + q(b->name) + " by its row in another dim", sp);
         } else if (is_tile(b)) {
           if (store) return a.fail("a map over the rows that writes " + q(b->name) + ", a tile of other rows", sp);
           for (const auto& x : idx)
