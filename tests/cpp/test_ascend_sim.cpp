@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "target/ascend/program.h"
@@ -923,6 +924,50 @@ TEST(AscendSim, Int32OverflowIsAReport) {
   EXPECT_NE(bad.reports[0].format().find("kernel.py:70: int32 overflow: int32 Adds gives 2147483648"),
             std::string::npos)
       << bad.reports[0].format();
+}
+
+// Session 30 (h-i32guard): a scalar + - * or unary - of int32 values prints as C++ arithmetic in int, so
+// a result outside int32 is signed overflow (undefined behaviour) where the simulator computes in int64;
+// widen_scalars proves every such node stays in int32 or widens it, so the simulator checks the proof:
+// a node that leaves int32 is an `int32 overflow` report at its line, naming the expression and the value.
+// A cast to int32 wraps (the language's store) and int64 arithmetic is not checked.
+sim::Result run_scalar(const std::function<Expr(const Expr&)>& f) {
+  Builder b("scalar", KernelType::AIV_ONLY);
+  b.tensor("X", DTypeCode::f32, {64});
+  b.p.block_dim = C(1);
+  auto a = ir::var("a", DTypeCode::i32), r = ir::var("r", DTypeCode::i32);
+  b.let(a, C(2147483000));
+  b.let(r, f(a));
+  b.p.aiv = b.take();
+  std::vector<float> x(64, 1.f);
+  return sim::run(b.p, b2(), {arg(x)});
+}
+
+TEST(AscendSim, ScalarInt32OverflowIsAReport) {
+  auto i32 = [](int64_t v) { return ir::int_imm(v, DTypeCode::i32); };
+  auto bad = run_scalar([&](const Expr& a) { return ir::binary(BinOp::Add, a, i32(1000), L(33)); });
+  ASSERT_EQ(bad.reports.size(), 1u) << bad.summary();
+  EXPECT_EQ(bad.reports[0].kind, sim::ReportKind::IntOverflow);
+  const std::string text = bad.reports[0].format();
+  EXPECT_NE(text.find("kernel.py:33: int32 overflow: the scalar expression `a + 1000` (int32) is 2147484000"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("compiler bug"), std::string::npos) << text;
+  // inside int32: no report (2147483000 + 647 = 2^31 - 1)
+  EXPECT_TRUE(run_scalar([&](const Expr& a) { return ir::binary(BinOp::Add, a, i32(647), L(33)); }).reports.empty());
+  // - and *, and unary - of a negative int32 sum
+  auto neg = run_scalar([&](const Expr& a) { return ir::binary(BinOp::Sub, ir::unary(ir::UnOp::Neg, a, L(34)), i32(1000), L(35)); });
+  ASSERT_EQ(neg.reports.size(), 1u) << neg.summary();
+  EXPECT_NE(neg.reports[0].format().find("kernel.py:35:"), std::string::npos) << neg.reports[0].format();
+  auto prod = run_scalar([&](const Expr& a) { return ir::binary(BinOp::Mul, a, i32(2), L(36)); });
+  ASSERT_EQ(prod.reports.size(), 1u) << prod.summary();
+  // int64 arithmetic cast back to int32 is the language's wrap (what widen_scalars prints): no report
+  EXPECT_TRUE(run_scalar([&](const Expr& a) {
+                return ir::cast(ir::binary(BinOp::Mul, ir::cast(a, DTypeCode::i64, L(37)), C(2), L(37)), DTypeCode::i32, L(37));
+              }).reports.empty());
+  // a literal outside int32 prints with LL: the C++ sum is long long, no report
+  EXPECT_TRUE(run_scalar([&](const Expr& a) {
+                return ir::cast(ir::binary(BinOp::Add, a, ir::int_imm(int64_t{1} << 32, DTypeCode::i32), L(38)), DTypeCode::i32, L(38));
+              }).reports.empty());
 }
 
 TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {

@@ -238,6 +238,45 @@ ROp build(const InstrOp& op, Get&& get) {
 // ---------------------------------------------------------------------------------------------
 // Expressions
 
+namespace {
+// Whether the printed C++ holds e's value in `int` (session 30, h-i32guard): an integer type narrower
+// than 64 bits, promoted (c_expr.cpp prints + - * & | ^ unary - ~ and ?: infix, so int operands give an
+// int; tw_min / tw_max / tw_floordiv / tw_ceildiv / tw_floormod and the shifts give int64_t; a literal
+// outside int32 prints with LL; constant integer arithmetic prints as its literal). n is e's node, its
+// operands compiled. // % and ceildiv print infix in int only when the printer proves both operands
+// non-negative (c_expr.cpp "fast"), which the simulator does not repeat: taken as int64_t here (their
+// parents are then not checked: never a false report).
+bool int_narrow(const ir::Expr& e, const CNode& n, const std::vector<CNode>& cn) {
+  const bool ints = e->dtype.is_int() || e->dtype.is_bool();
+  if (!ints || e->dtype.code == ir::DTypeCode::i64) return false;
+  auto fits = [](int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); };
+  auto nar = [&](int k) { return k >= 0 && cn[static_cast<size_t>(k)].narrow; };
+  switch (e->kind) {
+    case ir::ExprKind::IntImm: return fits(n.i);
+    case ir::ExprKind::Var: case ir::ExprKind::Cast: return true;
+    case ir::ExprKind::Unary:
+      return static_cast<ir::UnOp>(n.op) == ir::UnOp::Not || nar(n.a);
+    case ir::ExprKind::Binary: {
+      if (auto c = ir::as_const_int(e)) return fits(*c);
+      if (n.float_operands) return false;
+      switch (static_cast<ir::BinOp>(n.op)) {
+        case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::BitAnd:
+        case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+          return nar(n.a) && nar(n.b);
+        case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT:
+        case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or:
+          return true;
+        default:
+          return false;
+      }
+    }
+    case ir::ExprKind::Select: return nar(n.b) && nar(n.c);
+    case ir::ExprKind::FloatImm: case ir::ExprKind::Call: case ir::ExprKind::Load: return false;
+  }
+  return false;
+}
+}  // namespace
+
 int Machine::compile_expr(const ir::Expr& e) {
   if (!e) {  // absent expressions evaluate to 0
     cnodes.push_back(CNode{static_cast<uint8_t>(ir::ExprKind::IntImm), 0, false});
@@ -299,11 +338,20 @@ int Machine::compile_expr(const ir::Expr& e) {
       throw ir::Error("ascend simulator: tensor loads are not allowed in scalar expressions of an Ascend program",
                       e->span);
   }
+  n.narrow = int_narrow(e, n, cnodes);
+  if (n.narrow && !n.float_operands &&
+      ((e->kind == ir::ExprKind::Binary && (n.op == static_cast<uint8_t>(ir::BinOp::Add) ||
+                                            n.op == static_cast<uint8_t>(ir::BinOp::Sub) ||
+                                            n.op == static_cast<uint8_t>(ir::BinOp::Mul))) ||
+       (e->kind == ir::ExprKind::Unary && n.op == static_cast<uint8_t>(ir::UnOp::Neg)))) {
+    n.guard = static_cast<int>(guards_.size());
+    guards_.push_back(Guard{e});
+  }
   cnodes.push_back(n);
   return static_cast<int>(cnodes.size() - 1);
 }
 
-Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
+Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) {
   Value v;
   switch (static_cast<ir::ExprKind>(n.kind)) {
     case ir::ExprKind::IntImm:
@@ -372,12 +420,19 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
           v.i = *ir::fold_int_binary(op, x, y, n.dtype);  // never nullopt for these (ir.h)
           break;
       }
+      if (n.guard >= 0 && !num::fits<int32_t>(v.i)) [[unlikely]]
+        int32_overflow(n, v.i);
       v.f = static_cast<double>(v.i);
       return v;
     }
     case ir::ExprKind::Unary: {
       Value a = eval(n.a, s);
-      if (static_cast<ir::UnOp>(n.op) == ir::UnOp::Neg) return Value{static_cast<int64_t>(0ull - static_cast<uint64_t>(a.i)), -a.f};
+      if (static_cast<ir::UnOp>(n.op) == ir::UnOp::Neg) {
+        const int64_t r = static_cast<int64_t>(0ull - static_cast<uint64_t>(a.i));
+        if (n.guard >= 0 && !num::fits<int32_t>(r)) [[unlikely]]
+          int32_overflow(n, r);
+        return Value{r, n.is_float ? -a.f : static_cast<double>(r)};
+      }
       if (static_cast<ir::UnOp>(n.op) == ir::UnOp::BitNot) return Value{~a.i, static_cast<double>(~a.i)};
       int64_t x = a.i == 0 && a.f == 0;
       return Value{x, static_cast<double>(x)};
@@ -412,6 +467,26 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) const {
       break;
   }
   return v;
+}
+
+void Machine::int32_overflow(const CNode& n, int64_t v) {
+  Guard& g = guards_[static_cast<size_t>(n.guard)];
+  if (g.reported) return;
+  g.reported = true;
+  ReportInstr at;
+  at.text = ir::print(g.e);
+  at.span = g.e->span;
+  at.core = cur_core_ ? cur_core_->name : "launch";
+  at.cycle = cur_core_ ? cur_core_->scalar_time : 0;
+  report(ReportKind::IntOverflow,
+         "the scalar expression `" + at.text + "` (" + std::string(g.e->dtype.name()) +
+             ") is " + std::to_string(static_cast<long long>(v)) +
+             " here, outside int32: the printed C++ computes it in int, where that is signed overflow (undefined "
+             "behaviour; the simulator computes in int64 and cannot show what the chip gives). widen_scalars "
+             "proves every such + - * of an int32 scalar expression stays in int32 or widens it to int64, so in "
+             "a program the Tilewright pipeline compiled this is a compiler bug (the proof failed: report it); "
+             "in a hand-written program, cast an operand to int64",
+         {at});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1197,6 +1272,7 @@ void Machine::drain_wakes() {
 }
 
 void Machine::step(Core& c) {
+  cur_core_ = &c;
   const auto& ops = c.code->ops;
   while (true) {
     if (c.blocked != Core::None && !try_scalar_wait(c)) return;

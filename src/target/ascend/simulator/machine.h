@@ -28,6 +28,12 @@ struct CNode {
   double f = 0;
   int slot = -1;
   ir::DTypeCode dtype = ir::DTypeCode::i64;  // the node's type (the shifts need it)
+  // The printed C++ holds the value in `int` (an integer type narrower than 64 bits, promoted;
+  // compile_expr). An integer + - * or unary - of narrow operands has guard >= 0 (an index into
+  // Machine::guards_): the printed C++ computes it in int, so a result outside int32 is signed
+  // overflow there (session 30, h-i32guard), reported by eval_node.
+  bool narrow = false;
+  int guard = -1;
 };
 struct Value {
   int64_t i = 0;
@@ -283,13 +289,18 @@ class Machine {
   int compile_expr(const ir::Expr& e);
   void compile_stmt(const StmtPtr& s, Code& code);
   // Constants and variables (most operands of an instruction) inline, the rest in eval_node.
-  [[gnu::always_inline]] Value eval(int node, const std::vector<Value>& slots) const {
+  [[gnu::always_inline]] Value eval(int node, const std::vector<Value>& slots) {
     const CNode& n = cnodes[static_cast<size_t>(node)];
     if (n.kind == static_cast<uint8_t>(ir::ExprKind::IntImm)) return Value{n.i, n.f};
     if (n.kind == static_cast<uint8_t>(ir::ExprKind::Var)) return slots[static_cast<size_t>(n.slot)];
     return eval_node(n, slots);
   }
-  Value eval_node(const CNode& n, const std::vector<Value>& slots) const;
+  Value eval_node(const CNode& n, const std::vector<Value>& slots);
+  // An int32 + - * or unary - node of the printed C++ gave v, outside int32 (eval_node): reported once per node.
+  [[gnu::cold]] void int32_overflow(const CNode& n, int64_t v);
+  struct Guard { ir::Expr e; bool reported = false; };
+  std::vector<Guard> guards_;
+  const Core* cur_core_ = nullptr;  // the core whose scalar runs (step); null at launch
   RInstr resolve(Core& c, const BC& bc);
   void start_block(Core& c);
   void step(Core& c);  // runs the scalar until blocked, finished or past horizon_

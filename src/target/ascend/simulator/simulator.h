@@ -57,7 +57,8 @@ enum class ReportKind : uint8_t {
   Deadlock,           // waits that can never be satisfied
   InvalidInstr,       // instruction not allowed on this core / kernel type, bad operands
   ApiRule,            // the printed AscendC call breaks a documented API rule (api_rules.h)
-  IntOverflow,        // int32 vector arithmetic left int32 (dav-c220 does not document the result)
+  IntOverflow,        // int32 arithmetic left int32: vector (dav-c220 does not document the result), or a scalar
+                      // +, -, * or unary - the printed C++ computes in int (signed overflow: undefined behaviour)
   StaleDataCache,     // a scalar read of GM bytes a DMA wrote earlier in the run, without DataCacheCleanAndInvalid
   UninitRead,         // on-chip bytes no instruction of the block wrote reach GM or a scalar (written.h)
 };
