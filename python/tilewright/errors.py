@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 
 __all__ = ["TilewrightError", "TilewrightWarning", "require", "user_location"]
@@ -57,7 +58,13 @@ class TilewrightError(Exception):
         """The user's source line the error points at ("" when unavailable)."""
         if not self.file or self.line <= 0:
             return ""
-        return linecache.getline(self.file, self.line).rstrip("\n")
+        line = linecache.getline(self.file, self.line)
+        if not line and "\\x" in self.file:
+            # a file name that is not UTF-8 is carried with \xNN escapes (frontend/source.py): read the
+            # file at the name's bytes (review30 R3: the error had lost its source line)
+            raw = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m[1], 16)]), self.file.encode("utf-8"))
+            line = linecache.getline(os.fsdecode(raw), self.line)
+        return line.rstrip("\n")
 
     def _format(self) -> str:
         out = ""

@@ -162,6 +162,32 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
                "(an earlier block's or kernel's data); write the element before reading it");
     return;
   }
+  if (auto* x = std::get_if<RVecCall>(&r.op);
+      x && x->api == VecApi::Cast && read && write && ir::DType(x->src_dt).bytes() > 0 && ir::DType(x->dt).bytes() > 0) {
+    // A Cast's element is written where its source element is (review30 R1): T.copy into a tensor of
+    // another dtype casts into a staging tile first, which would otherwise hide unwritten source bytes.
+    // read / write are the operands' first rects: element 0 of block 0 of repeat 0 (level0_operand).
+    const int ses = ir::DType(x->src_dt).bytes(), des = ir::DType(x->dt).bytes();
+    const int64_t sepb = 32 / ses, depb = 32 / des;
+    const auto& sv = bytes_[static_cast<size_t>(read->space - first_)];
+    const uint8_t sg = gen_[static_cast<size_t>(read->space - first_)], dg = gen_[static_cast<size_t>(write->space - first_)];
+    std::vector<std::pair<int64_t, bool>> out;  // destination element address, written (all read first: in place)
+    out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
+    for (int64_t rp = 0; rp < x->repeat; ++rp)
+      for (int64_t k = 0; k < x->mask; ++k) {
+        const int64_t sa = read->rect.start + rp * x->rep[1] * 32 + (k / sepb) * x->blk[1] * 32 + (k % sepb) * ses;
+        const int64_t da = write->rect.start + rp * x->rep[0] * 32 + (k / depb) * x->blk[0] * 32 + (k % depb) * des;
+        bool w = sa >= 0 && sa + ses <= static_cast<int64_t>(sv.size());
+        for (int b = 0; w && b < ses; ++b) w = sv[static_cast<size_t>(sa + b)] == sg;
+        out.emplace_back(da, w);
+      }
+    int64_t hi = 0;
+    for (const auto& [da, w] : out) hi = std::max(hi, da + des);
+    uint8_t* dp = map(write->space, hi);
+    for (const auto& [da, w] : out)
+      if (da >= 0) std::memset(dp + da, w ? dg : 0, static_cast<size_t>(des));
+    return;
+  }
   if (auto* x = std::get_if<RInitConst>(&r.op); x && ir::DType(x->dt).bytes() == 1) return;  // writes nothing
   for (const auto& a : acc)
     if (a.write) mark(a.space, a.rect);

@@ -17,7 +17,8 @@
 // stays unwritten). Compute reads (vector calls, Mmad) of unwritten bytes are not reported: the
 // padding lanes of a 32 B block, masked tails and fractal padding are read legitimately and their
 // results never stored (docs/ascend.md "Session 30: unwritten tile bytes reaching GM"). A vector
-// call's result is written whatever its operands held.
+// call's result is written whatever its operands held, except a Cast's: element i of its destination
+// has element i of its source's state (a converting T.copy casts into a staging tile first, review30 R1).
 //
 // The state starts clear at each block (a block that relied on another block's bytes would get
 // other data with another block-to-core mapping). Bytes two tiles share (plan_memory's reuse) are
