@@ -561,9 +561,7 @@ void bind_runtime(nb::module_& m) {
     memory["max_entries"] = c.memory_max;
     memory["loaded_kernels"] = c.loaded_kernels;
     disk["enabled"] = c.disk_enabled;
-    // a path: bytes that are not UTF-8 as os.fsdecode gives them (surrogateescape), so it round-trips
-    disk["dir"] = nb::steal<nb::str>(PyUnicode_DecodeFSDefaultAndSize(c.disk_dir.data(),
-                                                                       static_cast<Py_ssize_t>(c.disk_dir.size())));
+    disk["dir"] = py_path(c.disk_dir);
     disk["entries"] = c.disk_entries;
     disk["bytes"] = c.disk_bytes;
     disk["max_bytes"] = c.disk_max_bytes;
@@ -632,10 +630,7 @@ void bind_runtime(nb::module_& m) {
         nb::arg("arch"));
   m.def("toolchain_problem", [](const std::string& arch) { return runtime::toolchain_problem(arch); },
         nb::arg("arch"), nb::call_guard<ReleaseGil>());
-  m.def("cache_dir", [] {  // as os.fsdecode gives it: a name that is not UTF-8 round-trips (rel30 F8)
-    const std::string& d = support::env().cache_dir;
-    return nb::steal<nb::str>(PyUnicode_DecodeFSDefaultAndSize(d.data(), static_cast<Py_ssize_t>(d.size())));
-  });
+  m.def("cache_dir", [] { return py_path(support::env().cache_dir); });
   // The kernel cache's per-key lock (DiskCache::KeyLock: flock on <dir>/.locks/<key>, dropped by
   // the kernel when its holder dies, the wait bounded) for other per-key work across processes:
   // the autotuner's sweeps and peak measurements (python/tilewright/autotune.py).

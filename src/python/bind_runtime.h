@@ -14,3 +14,9 @@ inline nanobind::str py_message(std::string_view s) {
   return nanobind::steal<nanobind::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()),
                                                              "backslashreplace"));
 }
+
+// A path from the runtime as a Python str, as os.fsdecode gives it (surrogateescape): a name that
+// is not UTF-8 round-trips (rel30 F8).
+inline nanobind::str py_path(std::string_view s) {
+  return nanobind::steal<nanobind::str>(PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+}
