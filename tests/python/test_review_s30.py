@@ -4,7 +4,8 @@ R3 (h-rel30): an error in a kernel whose file path is not UTF-8 keeps its source
 R1 (h-uninit): a half-written float32 tile copied out into a float16 tensor (the converting copy: a
 vector Cast into a staging tile, then DataCopyPad) was not reported as an uninitialised read; the
 Cast now carries its source's written state.
-R2 (open): cpu's reduce_sum of -0.0 values is +0.0 where ascend910b and numpy give -0.0.
+R2 (h-negzero, session 31): cpu's reduce_sum of -0.0 values was +0.0 where ascend910b gives -0.0;
+cpu's sums now start from -0.0 (numpy's default np.sum starts from +0.0: initial=-0.0 gives -0.0).
 """
 import importlib.util
 import os
@@ -115,9 +116,8 @@ def row_sum(R, N):
     return main
 
 
-@pytest.mark.xfail(strict=True, reason="review30 R2: cpu's sums start from +0.0 (ascend910b and numpy: -0.0)")
 def test_sum_of_negative_zeros_keeps_its_sign_on_cpu():
     x = np.full((2, 8), -0.0, np.float32)
-    assert np.signbit(x.sum(1)).all()  # numpy: -0.0
+    assert np.signbit(x.sum(1, initial=-0.0)).all()  # numpy's default start is +0.0 (test_negzero_s31)
     got = row_sum(2, 8, target="cpu")(x)
     assert np.signbit(got).all(), got

@@ -100,8 +100,13 @@ std::string float_lit(double v, DType t) {
     return v < 0 ? "(-" + s + ")" : s;
   }
   std::string s = target::c_float_digits(v, dbl);
-  return v < 0 ? "(" + s + ")" : s;
+  return std::signbit(v) ? "(" + s + ")" : s;
 }
+
+// The identity a float sum starts from: -0.0, IEEE's additive identity (x + -0.0 is x bit for bit
+// for every x, +0.0 and NaN included), so a sum of -0.0 values is -0.0 as on ascend910b; +0.0
+// would turn it into +0.0. (An empty sum is +0.0: T.clear's fill, never a reduction's start.)
+std::string sum_identity(DType t) { return float_lit(-0.0, t); }
 
 // ---------------------------------------------------------------------------------------------
 // Index arithmetic of the generated code (region starts, strides, clipped ranges, offsets):
@@ -1400,7 +1405,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   std::string C = std::to_string(kOutChunk), E1s = std::to_string(E1);
   std::string tn = buf_name(t), dn = buf_name(rd.dst);
   const char* kname = rd.reduce_kind == ReduceKind::sum ? "sum" : rd.reduce_kind == ReduceKind::max ? "max" : "min";
-  std::string neutral = rd.reduce_kind == ReduceKind::sum   ? float_lit(0.0, DType(DTypeCode::f32))
+  std::string neutral = rd.reduce_kind == ReduceKind::sum   ? sum_identity(DType(DTypeCode::f32))
                         : rd.reduce_kind == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
                                                             : float_lit(INFINITY, DType(DTypeCode::f32));
   auto combine = [&](const std::string& a, const std::string& b) {
@@ -1420,7 +1425,9 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   line("vf tw_v0 = tw_z, tw_v1 = tw_z, tw_v2 = tw_z, tw_v3 = tw_z;");
   line("float tw_acc = " + neutral + ";");
   const bool blocked = rd.reduce_kind == ReduceKind::sum && E1 > kSumBlock;
-  if (blocked) line("double tw_d = 0.0;  // the sum of the blocks of " + std::to_string(kSumBlock) + " elements");
+  if (blocked)
+    line("double tw_d = " + sum_identity(DType(DTypeCode::f64)) + ";  // the sum of the blocks of " +
+         std::to_string(kSumBlock) + " elements");
   if (!keep) line("alignas(64) float tw_buf[" + C + "];");
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
@@ -1628,13 +1635,14 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     line("const bool " + pre[q] + "on = " + rows[q] + " >= 0 && " + rows[q] + " < " + E0s + ";");
     if (g.rd) {
       ReduceKind rk = g.rd->reduce_kind;
-      neutral[q] = rk == ReduceKind::sum   ? float_lit(0.0, DType(DTypeCode::f32))
+      neutral[q] = rk == ReduceKind::sum   ? sum_identity(DType(DTypeCode::f32))
                    : rk == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
                                            : float_lit(INFINITY, DType(DTypeCode::f32));
       line("vf " + pre[q] + "v0 = tw_cpu::simd::splat(" + neutral[q] + "), " + pre[q] + "v1 = " + pre[q] + "v0, " +
            pre[q] + "v2 = " + pre[q] + "v0, " + pre[q] + "v3 = " + pre[q] + "v0;");
       line("float " + pre[q] + "acc = " + neutral[q] + ";");
-      if (rk == ReduceKind::sum && E1 > kSumBlock) line("double " + pre[q] + "d = 0.0;  // the sum of the blocks");
+      if (rk == ReduceKind::sum && E1 > kSumBlock)
+        line("double " + pre[q] + "d = " + sum_identity(DType(DTypeCode::f64)) + ";  // the sum of the blocks");
     }
     bool no_parts = true;
     if (g.st) {  // per-row parts of the map, from what the passes before it finished on this row
@@ -1928,7 +1936,8 @@ void CodeGen::emit_vec_reduce(ReduceKind kind, bool nan, const std::string& ptr,
 void CodeGen::emit_sum_block_flush(const std::string& acc, const std::string& d) {
   emit_vec_fold(ReduceKind::sum, acc);
   line(d + " += (double)tw_cpu::simd::fold_sum(" + acc + "0);");
-  line(acc + "0 = " + acc + "1 = " + acc + "2 = " + acc + "3 = tw_cpu::simd::splat(0.0f);");
+  line(acc + "0 = " + acc + "1 = " + acc + "2 = " + acc + "3 = tw_cpu::simd::splat(" +
+       sum_identity(DType(DTypeCode::f32)) + ");");
 }
 
 void CodeGen::emit_vec_fold(ReduceKind kind, const std::string& acc) {
@@ -2334,7 +2343,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     return x;
   };
   switch (n.reduce_kind) {
-    case ReduceKind::sum: neutral = acc_t.is_float() ? float_lit(0.0, acc_t) : "0"; break;
+    case ReduceKind::sum: neutral = acc_t.is_float() ? sum_identity(acc_t) : "0"; break;
     case ReduceKind::max: neutral = acc_t.is_float() ? float_lit(-INFINITY, acc_t) : "(-9223372036854775807LL - 1)"; break;
     case ReduceKind::min: neutral = acc_t.is_float() ? float_lit(INFINITY, acc_t) : "9223372036854775807LL"; break;
   }
@@ -2404,7 +2413,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       line("const " + storage_type(vt) + "* tw_row = " + src + " + " + row + ";");
       line("int64_t tw_r = 0;");
       if (blocked) {  // blocks of kSumBlock elements, their sums added in double
-        line("double tw_d = 0.0;");
+        line("double tw_d = " + sum_identity(DType(DTypeCode::f64)) + ";");
         open("for (int64_t tw_b = 0; tw_b < " + R_s + "; tw_b += " + B_s + ")");
         line("const int64_t tw_be = tw_min(tw_b + " + B_s + ", (int64_t)" + R_s + ");");
         emit_vec_reduce(n.reduce_kind, nan_checked(n), "tw_row", "tw_be", "tw_r");
@@ -2424,7 +2433,7 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
       line("int64_t tw_r = 0;");
       std::string end = std::to_string(R);
       if (blocked) {  // blocks of kSumBlock elements, their sums added in double
-        line("double tw_d = 0.0;");
+        line("double tw_d = " + sum_identity(DType(DTypeCode::f64)) + ";");
         open("for (int64_t tw_b = 0; tw_b < " + end + "; tw_b += " + B_s + ")");
         line("const int64_t tw_be = tw_min(tw_b + " + B_s + ", (int64_t)" + end + ");");
         line("for (int tw_j = 0; tw_j < " + std::to_string(kParts) + "; ++tw_j) tw_p[tw_j] = " + neutral + ";");
@@ -2485,7 +2494,8 @@ void CodeGen::emit_reduce(const ReduceNode& n) {
     if (cblocked) {  // blocks of kSumRows rows, their sums added in double
       line("int64_t tw_r = 0;");
       line("double tw_tot[" + I + "];");
-      line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_tot[tw_j] = 0.0;");
+      line("for (int64_t tw_j = 0; tw_j < " + I + "; ++tw_j) tw_tot[tw_j] = " + sum_identity(DType(DTypeCode::f64)) +
+           ";");
       open("for (int64_t tw_b = 0; tw_b < " + R_s + "; tw_b += " + std::to_string(kSumRows) + ")");
       line("const int64_t tw_re = tw_min(tw_b + " + std::to_string(kSumRows) + ", (int64_t)" + R_s + ");");
       end = "tw_re";
