@@ -9,7 +9,7 @@ shapes, the simulator's checker on (run_checked): labels at column 0, the last c
 the middle and outside the row; a row in column blocks (the label in the first block, in the last
 block's tail); float32 and bfloat16 inputs; against float64 numpy, against cpu and bitwise against
 the comparison form (`j != lab[i]`, which stays a comparison); the printed AscendC of the pick has no
-CompareScalar.
+Compare or Select. And `j < lab[i]` (a prefix) the same way.
 """
 import pathlib
 import sys
@@ -29,7 +29,8 @@ I32 = np.iinfo(np.int32)
 
 def _kernel(N, dtype, form):
     """loss[r] = logsumexp(X[r, :]) - X[r, lab[r]], one row per block; the pick written as `form`
-    (0: j == lab[i]; 1: the label clamped, on the left; 2: j != lab[i], the comparison form)."""
+    (0: j == lab[i]; 1: the label clamped, on the left; 2: j != lab[i], the comparison form; 3: the
+    sum of the first lab[r] logits, j < lab[i]; 4: the same compared in float32)."""
     M = T.symbolic("M")
 
     @T.prim_func
@@ -51,6 +52,10 @@ def _kernel(N, dtype, form):
                     p[i, j] = T.where(T.min(T.max(lab[i], 0), N - 1) == j, x[i, j], 0.0)
                 if form == 2:
                     p[i, j] = T.where(j != lab[i], 0.0, x[i, j])
+                if form == 3:  # a prefix of the row, as long as the label says
+                    p[i, j] = T.where(j < lab[i], x[i, j], 0.0)
+                if form == 4:  # the same compared in float32: not a mask (its bound is no int32)
+                    p[i, j] = T.where(j < T.cast(lab[i], "float32"), x[i, j], 0.0)
             T.reduce_sum(p, xl, dim=1)
             for i, j in T.Parallel(1, N):
                 x[i, j] = T.exp(x[i, j] - mx[i])
@@ -77,10 +82,21 @@ def xent_ne(N, dtype="float32"):  # the comparison form: != is no mask
     return _kernel(N, dtype, 2)
 
 
+@tw.jit(out_idx=[-1])
+def xent_prefix(N, dtype="float32"):
+    return _kernel(N, dtype, 3)
+
+
+@tw.jit(out_idx=[-1])
+def xent_prefix_f32(N, dtype="float32"):
+    return _kernel(N, dtype, 4)
+
+
 def _compares(kernel, pick):
-    """CompareScalar calls the printed AscendC has at the kernel line that holds `pick`."""
+    """Compare / CompareScalar / Select calls of the printed AscendC at the kernel line holding `pick`."""
     line = next(n for n, text in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1) if pick in text)
-    return sum(1 for t in kernel.get_source().splitlines() if "CompareScalar" in t and t.endswith(f"// line {line}"))
+    return sum(1 for t in kernel.get_source().splitlines()
+               if ("Compare" in t or "Select(" in t) and t.endswith(f"// line {line}"))
 
 
 def _ref(x, lab, clamp=False):
@@ -139,3 +155,26 @@ def test_clamped_label():
     assert_close(got, ref, atol=1e-4, rtol=1e-5, msg="clamped cross_entropy")
     assert_close(got, cpu, atol=atol, rtol=rtol, msg="clamped cross_entropy vs cpu")
     assert _compares(xent_clamped(N, target=TARGET), "== j, x[i, j], 0.0)") == 0
+
+
+def test_prefix_bound_read_by_the_scalar_unit():
+    # j < lab[i] in a one-row map: lab[i] read by the scalar unit, the condition a prefix mask;
+    # bounds at 0, inside, the whole row, past it, negative and the int32 maximum
+    N = 301
+    rng = np.random.default_rng(11)
+    lab = np.array([0, 5, 300, 301, -3, I32.max], np.int32)
+    x = randn((len(lab), N), "float32", scale=3.0, seed=rng)
+    k = xent_prefix(N, target=TARGET)
+    got = np.asarray(run_checked(k, x.copy(), lab.copy()), np.float64)
+    cpu = np.asarray(xent_prefix(N, target="cpu")(x.copy(), lab.copy()), np.float64)
+    xf = x.astype(np.float64)
+    m = xf.max(1)
+    lse = np.log(np.exp(xf - m[:, None]).sum(1)) + m
+    ref = lse - np.array([xf[r, :max(0, min(int(n), N))].sum() for r, n in enumerate(lab)])
+    assert_close(got, ref, atol=1e-3, rtol=1e-5, msg="prefix sum")  # a float32 sum of up to 301 terms
+    assert_close(got, cpu, atol=1e-3, rtol=1e-5, msg="prefix sum vs cpu")
+    assert _compares(k, "T.where(j < lab[i]") == 0
+    # a float32 bound is compared per element, as before (the masks take int32 bounds)
+    lab = lab[:5]  # (2^31 - 1 is no float32)
+    f32 = np.asarray(run_checked(xent_prefix_f32(N, target=TARGET), x[:5].copy(), lab.copy()), np.float64)
+    np.testing.assert_array_equal(f32, got[:5])

@@ -1124,7 +1124,8 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
           return;
         for (const Expr* side : {&b->a, &b->b}) {
           const Expr& other = side == &b->a ? b->b : b->a;
-          if (uses_var(*side, vj) && !has_load(*side) && !uses_var(other, vj))
+          if (uses_var(*side, vj) && !has_load(*side) && !uses_var(other, vj) && other->dtype.is_int() &&
+              other->dtype.bytes() <= 4)  // (the masks' bounds are int32)
             for_each_subexpr(other, [&](const Expr& y) { if (y->kind == ir::ExprKind::Load) reads.push_back(y); });
         }
       }
