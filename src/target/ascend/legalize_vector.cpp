@@ -178,12 +178,36 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
   return std::nullopt;
 }
 
-// A condition the index masks (emit_where) take: <, <=, >, >= comparisons joined with `and`
-// (other index conditions, ==, != and `or`, are selected on index vectors: select_on).
-bool mask_condition(const Expr& c) {
+// `cj * j + col.rest == value` (cj = +-1): an == between the column index (no row index) and a
+// value free of the map's indices and of tile data (a label the scalar unit read: j == lab[i] in a
+// one-row map, hoist_scalar_reads), an int32 or narrower integer (its int32 value is the compared one).
+struct ColumnEq {
+  Affine col;
+  Expr value;  // as the index type
+};
+std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj) {
+  if (!vj || c->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(c)->op != ir::BinOp::EQ) return std::nullopt;
+  auto* b = as<ir::BinaryNode>(c);
+  for (int side = 0; side < 2; ++side) {
+    const Expr& x = side ? b->b : b->a;
+    const Expr& y = side ? b->a : b->b;
+    if (!uses_var(x, vj) || uses_var(y, vj) || (vi && uses_var(y, vi))) continue;
+    if (!y->dtype.is_int() || y->dtype.bytes() > 4) return std::nullopt;  // (int64: its int32 cast could wrap)
+    auto a = linearize(x, vi, vj), v = linearize(y, vi, vj);
+    if (!a || !v || a->ci || (a->cj != 1 && a->cj != -1)) return std::nullopt;
+    return ColumnEq{*a, v->rest};
+  }
+  return std::nullopt;
+}
+
+// A condition the index masks (emit_where) take: <, <=, >, >= comparisons and column_eq's ==,
+// joined with `and` (other index conditions, !=, `or`, == on rows or diagonals, are selected on
+// index vectors: select_on).
+bool mask_condition(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj) {
   if (c->kind != ir::ExprKind::Binary) return false;
   auto* b = as<ir::BinaryNode>(c);
-  if (b->op == ir::BinOp::And) return mask_condition(b->a) && mask_condition(b->b);
+  if (b->op == ir::BinOp::And) return mask_condition(b->a, vi, vj) && mask_condition(b->b, vi, vj);
+  if (b->op == ir::BinOp::EQ) return column_eq(c, vi, vj).has_value();
   return b->op == ir::BinOp::LT || b->op == ir::BinOp::LE || b->op == ir::BinOp::GT || b->op == ir::BinOp::GE;
 }
 
@@ -1065,6 +1089,48 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
     if (it->kind == ir::StmtKind::Store) stored.insert(as<ir::StoreNode>(it)->buffer.get());
   // Once the scalar unit reads such an element, the map's row vectors of one row (total[i]) are
   // read with it: lse[i, sp] / total[i] is then one scalar operand (a Muls, no Brcb).
+  // The reads a T.where's index condition compares the column index with (j == lab[i], j < n[i])
+  // are read so too when the map has one row and the other value is a scalar: the condition is
+  // then free of tile data, an index mask (emit_where: fills around the kept columns) instead of a
+  // comparison per element.
+  std::unordered_set<const ir::ExprNode*> bound_reads;
+  const ir::VarNode* vj = m.vars.back().get();
+  auto scalar = [&](const Expr& e) {
+    return !has_load(e) && std::none_of(m.vars.begin(), m.vars.end(), [&](const Var& v) { return uses_var(e, v.get()); });
+  };
+  for (const auto& it : m.items)
+    ir::for_each_expr(it, [&](const Expr& x) {
+      if (x->kind != ir::ExprKind::Select) return;
+      auto* sel = as<ir::SelectNode>(x);
+      // (a scalar kept where a single <, <=, >, >= holds is a mask of the negated comparison; an
+      // ==, negated, is not)
+      const bool one_cmp = sel->cond->kind == ir::ExprKind::Binary &&
+                           as<ir::BinaryNode>(sel->cond)->op != ir::BinOp::And &&
+                           as<ir::BinaryNode>(sel->cond)->op != ir::BinOp::EQ;
+      if (!scalar(sel->f) && !(one_cmp && scalar(sel->t))) return;
+      std::vector<Expr> leaves{sel->cond}, reads;
+      while (!leaves.empty()) {
+        Expr c = leaves.back();
+        leaves.pop_back();
+        if (c->kind != ir::ExprKind::Binary) return;
+        auto* b = as<ir::BinaryNode>(c);
+        if (b->op == ir::BinOp::And) {
+          leaves.push_back(b->a);
+          leaves.push_back(b->b);
+          continue;
+        }
+        if (b->op != ir::BinOp::LT && b->op != ir::BinOp::LE && b->op != ir::BinOp::GT && b->op != ir::BinOp::GE &&
+            b->op != ir::BinOp::EQ)
+          return;
+        for (const Expr* side : {&b->a, &b->b}) {
+          const Expr& other = side == &b->a ? b->b : b->a;
+          if (uses_var(*side, vj) && !has_load(*side) && !uses_var(other, vj) && other->dtype.is_int() &&
+              other->dtype.bytes() <= 4)  // (the masks' bounds are int32)
+            for_each_subexpr(other, [&](const Expr& y) { if (y->kind == ir::ExprKind::Load) reads.push_back(y); });
+        }
+      }
+      for (const auto& y : reads) bound_reads.insert(y.get());
+    });
   ExprVarMap map;
   bool ub_read = false;
   for (bool one_row : {false, true})
@@ -1075,7 +1141,7 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
       bool ub = l->buffer->scope == Scope::UB;
       if (!ub && l->buffer->scope != Scope::global) return;
       if (ub && (stored.count(l->buffer.get()) || l->indices.empty() ||
-                 (!one_row && std::any_of(m.vars.begin(), m.vars.end(),
+                 (!one_row && !bound_reads.count(x.get()) && std::any_of(m.vars.begin(), m.vars.end(),
                                           [&](const Var& v) { return uses_var(l->indices.back(), v.get()); }))))
         return;
       std::vector<Expr> idx;
@@ -2060,9 +2126,11 @@ int MapLowering::build_uncached(const Expr& e) {
       auto* s = as<ir::SelectNode>(e);
       Expr cond = s->cond, keep = s->t, other = s->f;
       auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
-      if (has_load(cond) || !mask_condition(cond)) return select_on(cond, build(keep), build(other), sp);
+      if (has_load(cond) || !mask_condition(cond, vi(), vj())) return select_on(cond, build(keep), build(other), sp);
       if (!is_scalar(other) && is_scalar(keep) && cond->kind == ir::ExprKind::Binary &&
           as<ir::BinaryNode>(cond)->op != ir::BinOp::And) {
+        // (an ==, negated, is a != : no mask)
+        if (as<ir::BinaryNode>(cond)->op == ir::BinOp::EQ) return select_on(cond, build(keep), build(other), sp);
         // where(c, s, tile) = where(not c, tile, s): negate a single comparison
         auto* c = as<ir::BinaryNode>(cond);
         ir::BinOp neg;
@@ -2266,7 +2334,7 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
     return select_on(as<ir::UnaryNode>(c)->a, y, x, sp);
   // an index condition: the index mask when the other value is a scalar; else (or for ==, !=)
   // compared like data, the loop indices as index vectors (CreateVecIndex)
-  if (!has_load(c) && nodes_[y].shape == Shape::Scalar && mask_condition(c)) return index_mask(x, c, nodes_[y].scalar, sp);
+  if (!has_load(c) && nodes_[y].shape == Shape::Scalar && mask_condition(c, vi(), vj())) return index_mask(x, c, nodes_[y].scalar, sp);
   ir::BinOp op = ir::BinOp::NE;
   int a = -1, b = -1;
   if (c->kind == ir::ExprKind::Binary) {
@@ -2668,6 +2736,20 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
   for (const auto& c : cmps) {
     if (c->kind != ir::ExprKind::Binary) bad("not a comparison");
     auto* b = as<ir::BinaryNode>(c);
+    if (b->op == ir::BinOp::EQ) {
+      // cj * j + r == v keeps the one column k = cj * (v - r): [k, k + 1). v is clamped to one past
+      // either end of the row's range of cj * j + r first: k is then in [-1, Ccols] (computing it
+      // cannot wrap int32), and a v outside the range keeps no column, as the comparison did.
+      auto eq = column_eq(c, vi(), vj());
+      if (!eq) bad("== becomes a mask between the column index and a value free of the T.Parallel indices");
+      const Expr& r = eq->col.rest;
+      auto clamp_v = [&](const Expr& l, const Expr& h) { return ir::arith::min(ir::arith::max(eq->value, l), h); };
+      Expr k = eq->col.cj == 1 ? sub(clamp_v(sub(r, C(1)), add(r, C(Ccols))), r)
+                               : sub(r, clamp_v(sub(r, C(Ccols)), add(r, C(1))));
+      lows.push_back({0, k});
+      highs.push_back({0, add(k, C(1))});
+      continue;
+    }
     Expr lhs, rhs;
     int64_t adj = 0;  // E >= 0 with E = lhs - rhs - adj
     switch (b->op) {
@@ -2679,7 +2761,7 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
       case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::EQ:
       case ir::BinOp::NE: case ir::BinOp::And: case ir::BinOp::Or: case ir::BinOp::BitAnd: case ir::BinOp::BitOr:
       case ir::BinOp::BitXor: case ir::BinOp::Shl: case ir::BinOp::Shr:
-        bad("only <, <=, >, >= comparisons (joined with 'and') become masks");
+        bad("only <, <=, >, >= comparisons and == of the column index (joined with 'and') become masks");
     }
     auto l = linearize(lhs, vi(), vj()), r = linearize(rhs, vi(), vj());
     if (!l || !r) bad("not affine in the loop indices, or it reads tile data");

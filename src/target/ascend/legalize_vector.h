@@ -33,15 +33,19 @@
 //    and used as a scalar operand. So is one element of a UB tile the map does not store to, at
 //    indices free of its variables but those of extent 1 (read at 0) and with a last index free of
 //    all of them (combine_splits' lse[i, sp] over one row: no vector operand addresses a tile
-//    column); a map with such a read reads its one-row vectors (total[i]) the same way.
+//    column); a map with such a read reads its one-row vectors (total[i]) the same way. So is the
+//    value a T.where's index condition compares the column index with in a one-row map whose
+//    other value is a scalar (lab[i] in j == lab[i], n[i] in j < n[i]): the condition is then a mask.
 //  - math: exp, log, sqrt and abs are instructions (in the compute dtype); expand_math has
 //    written the others with them; floor, ceil and pow with another exponent are errors.
 //  - T.where(cond, a, b) with cond a conjunction of comparisons affine in the map's indices (and
-//    any scalars: block indices, loop variables): a on the whole tile, then b (a scalar) written
-//    with VecDup over the masked columns of each row. Per row the kept columns are [lo, hi): the
-//    prefix [0, lo) is one VecDup; the suffix [hi, cols) starts at the 32 B block holding hi:
-//    the kept head of that block is saved to a small UB tile, the block and the rest of the row
-//    are filled, the head is restored. Bounds independent of the row index: one set of 2-D
+//    any scalars: block indices, loop variables; <, <=, >, >=, and == of the column index with a
+//    value free of the indices, cj * j + r == v: the one column k = cj * (v - r), v clamped to one
+//    past the row's ends first, so no column when v is outside): a on the whole tile, then b (a
+//    scalar) written with VecDup over the masked columns of each row. Per row the kept columns
+//    are [lo, hi): the prefix [0, lo) is one VecDup; the suffix [hi, cols) starts at the 32 B
+//    block holding hi: the kept head of that block is saved to a small UB tile, the block and the
+//    rest of the row are filled, the head is restored. Bounds independent of the row index: one set of 2-D
 //    instructions over all rows (runtime column counts); row-dependent bounds (a causal
 //    diagonal): a scalar loop over the rows, skipping rows without masking, the whole loop
 //    skipped when no row of the tile needs masking.
@@ -54,8 +58,9 @@
 //    (Compare + Select); index conditions inside keep the index mask above (their other value a
 //    scalar); a bare tile value v as condition is v != 0; bool tiles are an error naming uint8.
 //    int32 values: select_int32 (exact: through float32 below 2^24, else an int32 0/1 mask m and
-//    x * m + y * (1 - m)). Index conditions that are not a mask (==, !=, `or`) or whose other value
-//    is a tile are compared the same way, their indices as index vectors (below).
+//    x * m + y * (1 - m)). Index conditions that are not a mask (!=, `or`, == of rows or of both
+//    indices) or whose other value is a tile are compared the same way, their indices as index
+//    vectors (below).
 //  - a map index used as a value (ids[i, j] = j, i * n + j): an int32 index vector of the map's
 //    rows (i), columns (j) or elements (1-D map), a 1-D map t[k] = k that select_instructions makes
 //    a VecIndex (CreateVecIndex), broadcast like a row / column vector.
