@@ -1,0 +1,127 @@
+"""Session 31's hunt (h-hunt31, docs/testing.md "Session 31: session 30's new paths at users' shapes
+(h-hunt31)"): session 30's new code (dim-0 sums carried across row groups and the online logsumexp over
+dim 0, one-row tiles' vector calls along the row, `x[i, lab[i]]` in row groups, if / else in a map as
+T.where, integer abs, relational bounds for int64 widening, relayed sync flags, the uninitialised-read
+report) reached the way a user writes kernels: odd row counts around the row-group size, wide rows with
+odd tails, NaN / inf / -0.0, labels at 0 / last / -100, run-time loop bounds near the int32 limits,
+T.Pipelined loops of 0..3 trips; each on cpu and on ascend910b (simulator, checker on:
+`prof["reports"] == []`) against numpy / Python integers.
+
+Findings (F1.. of /work/hunt31-findings.md) are strict xfails until the lowering they name is fixed.
+Tolerances: every result here is exact (integers, selects, sums of small halves), except the
+cross-entropy cases (float32 log-sum-exp against float64: 1e-5 relative, 1e-5 absolute).
+"""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ascend_util import TARGET, run_checked  # noqa: E402
+
+TARGETS = ["cpu", TARGET]
+
+
+def _run(prim, target, out_idx, *args):
+    k = tw.compile(prim, target=target, out_idx=out_idx)
+    return k(*args) if target == "cpu" else run_checked(k, *args)
+
+
+def _w32(v):
+    return ((v + 2 ** 31) % 2 ** 32) - 2 ** 31
+
+
+# --------------------------------------------------------------------------- F1: if / else around a gather
+XN, XB = 37, 4
+
+
+@T.prim_func
+def _xent_ignore(X: T.Tensor((6, XN), "float32"), L: T.Tensor((6,), "int32"), Y: T.Tensor((6,), "float32")):
+    with T.Kernel(T.ceildiv(6, XB)) as bx:
+        x = T.alloc_fragment((XB, XN), "float32")
+        e = T.alloc_fragment((XB, XN), "float32")
+        lab = T.alloc_fragment((XB,), "int32")
+        mx = T.alloc_fragment((XB,), "float32")
+        s = T.alloc_fragment((XB,), "float32")
+        T.copy(X[bx * XB, 0], x)
+        T.copy(L[bx * XB], lab)
+        T.reduce_max(x, mx, dim=1)
+        for i, j in T.Parallel(XB, XN):
+            e[i, j] = T.exp(x[i, j] - mx[i])
+        T.reduce_sum(e, s, dim=1)
+        for i in T.Parallel(XB):
+            if lab[i] == -100:  # PyTorch's ignore_index: cpu never reads x[i, -100]
+                s[i] = 0.0
+            else:
+                s[i] = T.log(s[i]) + mx[i] - x[i, lab[i]]
+        T.copy(s, Y[bx * XB])
+
+
+@pytest.mark.parametrize("target", [
+    "cpu",
+    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
+        "hunt31 F1: serial_maps' if -> T.where evaluates the else arm's gather x[i, -100]: an "
+        "out-of-bounds report on ascend910b"))),
+])
+def test_f1_guarded_gather_in_an_if_else(target):
+    """cross_entropy with ignore_index = -100 (rows 1 and 4), labels at column 0 and the last column."""
+    x = np.random.default_rng(3).standard_normal((6, XN)).astype(np.float32)
+    lab = np.array([0, -100, XN - 1, 5, -100, 3], np.int32)
+    y = _run(_xent_ignore, target, [-1], x, lab)
+    x64 = x.astype(np.float64)
+    m = x64.max(1)
+    pick = x64[np.arange(6), np.where(lab < 0, 0, lab)]
+    ref = np.where(lab == -100, 0.0, np.log(np.exp(x64 - m[:, None]).sum(1)) + m - pick)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- F2: an int32 let leaving int32
+@T.prim_func
+def _let_i32(A: T.Tensor((4,), "int32"), n: T.int32, B: T.Tensor((4,), "int32")):
+    with T.Kernel(1) as bx:
+        t = T.alloc_fragment((4,), "int32")
+        T.copy(A, t)
+        a = n - 100
+        t[0] = a // 2
+        t[1] = (n - 100) // 2
+        t[2] = abs(a)
+        T.copy(t, B)
+
+
+@pytest.mark.parametrize("target", [
+    "cpu",
+    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
+        "hunt31 F2: the printed AscendC declares the let `const int32_t a = (int64_t)n - 100`: "
+        "narrowed before // and abs"))),
+])
+def test_f2_int32_let_leaving_int32(target):
+    """Integer scalar arithmetic is int64 until a store (docs/language.md "Operators"): a let is no store."""
+    n = -2 ** 31
+    got = _run(_let_i32, target, [-1], np.zeros(4, np.int32), n)
+    a = n - 100
+    assert got.tolist() == [_w32(a // 2), _w32(a // 2), _w32(abs(a)), 0]
+
+
+# --------------------------------------------------------------------------- F3: int64 scalar past 2^53
+@T.prim_func
+def _int64_param(m: T.int64, B: T.Tensor((2,), "int64")):
+    with T.Kernel(1) as bx:
+        t = T.alloc_fragment((2,), "int64")
+        t[0] = m
+        t[1] = m - 7
+        T.copy(t, B)
+
+
+@pytest.mark.parametrize("target", [
+    "cpu",
+    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
+        "hunt31 F3: the simulator's scalar arguments are doubles (ascend_executable.cpp, sim::Arg)"))),
+])
+def test_f3_int64_scalar_parameter_past_2_53(target):
+    m = 2 ** 53 + 1
+    got = _run(_int64_param, target, [-1], m)
+    assert [int(v) for v in got] == [m, m - 7]
