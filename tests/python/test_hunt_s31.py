@@ -125,3 +125,39 @@ def test_f3_int64_scalar_parameter_past_2_53(target):
     m = 2 ** 53 + 1
     got = _run(_int64_param, target, [-1], m)
     assert [int(v) for v in got] == [m, m - 7]
+
+
+# --------------------------------------------------------------------------- F5: a flat gather's column past the row
+@T.prim_func
+def _pick_col(X: T.Tensor((4, 8), "float32"), I: T.Tensor((4,), "int32"), Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((4, 8), "float32")
+        ix = T.alloc_fragment((4,), "int32")
+        y = T.alloc_fragment((4,), "float32")
+        T.copy(X, x)
+        T.copy(I, ix)
+        for i in T.Parallel(4):
+            y[i] = x[i, ix[i]]  # the cross_entropy pick
+        T.copy(y, Y)
+
+
+def test_f5_flat_gather_in_range_both_targets():
+    """Labels at column 0 and the last column: x[i, ix[i]] on both targets."""
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    ix = np.array([0, 7, 3, 7], np.int32)
+    for target in TARGETS:
+        assert _run(_pick_col, target, [-1], x, ix).tolist() == x[np.arange(4), ix].tolist()
+
+
+@pytest.mark.xfail(strict=True, reason="hunt31 F5: a flat gather's column outside the row but inside the tile "
+                                      "reads another row's element with no report on ascend910b")
+@pytest.mark.parametrize("bad", [[8, 0, 0, 0], [0, -1, 0, 0]])
+def test_f5_flat_gather_column_past_the_row_is_reported(bad):
+    """cpu: the documented error at the line; ascend910b: x[0, 8] read x[1, 0] (and x[1, -1] x[0, 7]) with no
+    report."""
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    ix = np.array(bad, np.int32)
+    with pytest.raises(tw.TilewrightError, match="out of bounds for dimension 1 of 'x'"):
+        tw.compile(_pick_col, target="cpu", out_idx=[-1])(x, ix)
+    prof = tw.compile(_pick_col, target=TARGET, out_idx=[-1]).profile(x, ix)
+    assert any("out of bounds" in r for r in prof["reports"]), prof["reports"]
