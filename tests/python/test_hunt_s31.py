@@ -161,3 +161,26 @@ def test_f5_flat_gather_column_past_the_row_is_reported(bad):
         tw.compile(_pick_col, target="cpu", out_idx=[-1])(x, ix)
     prof = tw.compile(_pick_col, target=TARGET, out_idx=[-1]).profile(x, ix)
     assert any("out of bounds" in r for r in prof["reports"]), prof["reports"]
+
+
+# --------------------------------------------------------------------------- F6: abs of a uint8 difference
+@T.prim_func
+def _abs_u8(U: T.Tensor((32,), "uint8"), Z: T.Tensor((2,), "int32")):
+    with T.Kernel(1) as bx:
+        u = T.alloc_fragment((32,), "uint8")
+        z = T.alloc_fragment((2,), "int32")
+        T.copy(U, u)
+        z[0] = abs(u[0] - u[1])  # int64 -247 unstored: 247
+        z[1] = abs(u[1] - u[0])
+        T.copy(z, Z)
+
+
+@pytest.mark.parametrize("target", [
+    "cpu",
+    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
+        "hunt31 F6: an element store's integer abs of a uint8-typed expression is the expression itself"))),
+])
+def test_f6_abs_of_a_uint8_difference_in_an_element_store(target):
+    u = np.zeros(32, np.uint8)
+    u[0], u[1] = 3, 250
+    assert _run(_abs_u8, target, [-1], u).tolist() == [247, 247]
