@@ -240,3 +240,24 @@ def test_f6_abs_of_a_uint8_difference_in_an_element_store(target):
     u = np.zeros(32, np.uint8)
     u[0], u[1] = 3, 250
     assert _run(_abs_u8, target, [-1], u).tolist() == [247, 247]
+
+
+# --------------------------------------------------------------------------- F7: T.cast to the expression's own dtype
+@T.prim_func
+def _cast_own(X: T.Tensor((32,), "int8"), Z: T.Tensor((2,), "int32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((32,), "int8")
+        z = T.alloc_fragment((2,), "int32")
+        T.copy(X, x)
+        z[0] = T.cast(x[0] << 4, "int8") >> 4  # >> wraps first anyway: -1
+        z[1] = T.cast(x[0] << 4, "int8") // 16  # docs/language.md: "write T.cast(x << n, 'int8') to wrap it first"
+        T.copy(z, Z)
+
+
+@pytest.mark.xfail(strict=True, reason="hunt31 F7: ir::cast drops a cast to the expression's own dtype, so "
+                                       "T.cast(x8 << 4, 'int8') does not wrap (both targets)")
+@pytest.mark.parametrize("target", TARGETS)
+def test_f7_cast_to_the_own_dtype_wraps(target):
+    x = np.zeros(32, np.int8)
+    x[0] = 0x1F  # 0x1F << 4 = 496, wrapped into int8: -16
+    assert _run(_cast_own, target, [-1], x).tolist() == [-1, -1]
