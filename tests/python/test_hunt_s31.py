@@ -261,3 +261,23 @@ def test_f7_cast_to_the_own_dtype_wraps(target):
     x = np.zeros(32, np.int8)
     x[0] = 0x1F  # 0x1F << 4 = 496, wrapped into int8: -16
     assert _run(_cast_own, target, [-1], x).tolist() == [-1, -1]
+
+
+# --------------------------------------------------------------------------- F8: if without else leaves rows unwritten
+@T.prim_func
+def _rows_if(X: T.Tensor((8, 16), "float32"), n: T.int32, Y: T.Tensor((8, 16), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((8, 16), "float32")
+        y = T.alloc_fragment((8, 16), "float32")
+        T.copy(X, x)
+        for i, j in T.Parallel(8, 16):
+            if i < n:  # rows n.. of y are never written, then copied out: a wrong kernel
+                y[i, j] = x[i, j] * 2.0
+        T.copy(y, Y)
+
+
+@pytest.mark.xfail(strict=True, reason="hunt31 F8: the if -> T.where select marks the unwritten rows written, so "
+                                       "the checker's uninitialised read is not reported")
+def test_f8_if_without_else_leaving_rows_unwritten_is_reported():
+    prof = tw.compile(_rows_if, target=TARGET, out_idx=[-1]).profile(np.ones((8, 16), np.float32), 3)
+    assert any("uninitialised read" in r for r in prof["reports"]), prof["reports"]
