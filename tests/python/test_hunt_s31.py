@@ -281,3 +281,28 @@ def _rows_if(X: T.Tensor((8, 16), "float32"), n: T.int32, Y: T.Tensor((8, 16), "
 def test_f8_if_without_else_leaving_rows_unwritten_is_reported():
     prof = tw.compile(_rows_if, target=TARGET, out_idx=[-1]).profile(np.ones((8, 16), np.float32), 3)
     assert any("uninitialised read" in r for r in prof["reports"]), prof["reports"]
+
+
+@T.prim_func
+def _cast_wider_first(X: T.Tensor((32,), "int8"), U: T.Tensor((32,), "uint8"), A: T.Tensor((16,), "float16"),
+                      Z: T.Tensor((3,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((32,), "int8")
+        u = T.alloc_fragment((32,), "uint8")
+        a = T.alloc_fragment((16,), "float16")
+        z = T.alloc_fragment((3,), "float32")
+        T.copy(X, x)
+        T.copy(U, u)
+        T.copy(A, a)
+        z[0] = T.cast(T.cast(x[0], "int32") << 4, "int8") // 16
+        z[1] = T.cast(T.cast(u[0], "int32") - u[1], "uint8") // 2
+        z[2] = T.cast(T.cast(a[0], "float32") * a[1], "float16") / 100.0
+        T.copy(z, Z)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f7_the_documented_form_casts_an_operand_first(target):
+    """docs/language.md "Bitwise operators and shifts": a wider operand makes the cast a real conversion."""
+    x, u, a = np.zeros(32, np.int8), np.zeros(32, np.uint8), np.zeros(16, np.float16)
+    x[0], u[0], u[1], a[0], a[1] = 0x1F, 3, 250, 300, 300
+    assert _run(_cast_wider_first, target, [-1], x, u, a).tolist() == [-1.0, 4.0, float("inf")]
