@@ -306,3 +306,30 @@ def test_f7_the_documented_form_casts_an_operand_first(target):
     x, u, a = np.zeros(32, np.int8), np.zeros(32, np.uint8), np.zeros(16, np.float16)
     x[0], u[0], u[1], a[0], a[1] = 0x1F, 3, 250, 300, 300
     assert _run(_cast_wider_first, target, [-1], x, u, a).tolist() == [-1.0, 4.0, float("inf")]
+
+
+# --------------------------------------------------------------------------- F1: a guarded shifted read
+@T.prim_func
+def _shift_if(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((64,), "float32")
+        y = T.alloc_fragment((64,), "float32")
+        T.copy(X, x)
+        for j in T.Parallel(64):
+            if j + 8 < 64:  # cpu never reads x[64..71]
+                y[j] = x[j + 8] - x[j]
+            else:
+                y[j] = 0.0
+        T.copy(y, Y)
+
+
+@pytest.mark.parametrize("target", [
+    "cpu",
+    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
+        "hunt31 F1: the if -> T.where reads x[j + 8] for every j: out of bounds past the tile on ascend910b"))),
+])
+def test_f1_guarded_shifted_read_in_an_if_else(target):
+    x = np.arange(64, dtype=np.float32) ** 2 / 64
+    ref = np.zeros(64, np.float32)
+    ref[:56] = x[8:] - x[:56]
+    np.testing.assert_array_equal(_run(_shift_if, target, [-1], x), ref)
