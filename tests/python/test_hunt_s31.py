@@ -7,7 +7,12 @@ odd tails, NaN / inf / -0.0, labels at 0 / last / -100, run-time loop bounds nea
 T.Pipelined loops of 0..3 trips; each on cpu and on ascend910b (simulator, checker on:
 `prof["reports"] == []`) against numpy / Python integers.
 
-Findings (F1.. of /work/hunt31-findings.md) are strict xfails until the lowering they name is fixed.
+Findings (F1.. of /work/hunt31-findings.md) are strict xfails until the code they name is fixed: F1 an if / else in
+a map evaluates a gather or shifted read it guards on ascend910b (serial_maps' T.where); F2 a scalar let converted to
+its dtype on ascend910b only; F3 int64 scalar arguments past 2^53 rounded by the simulator; F5 a flat gather's column
+past the row unreported; F6 abs of a uint8 difference in an element store; F7 `T.cast` to an expression's own dtype
+converts nothing (both targets); F8 an if without else hides unwritten elements from the uninitialised-read report.
+The forms docs/language.md names instead (select the index; cast an operand wider first) pass on both targets.
 Tolerances: every result here is exact (integers, selects, sums of small halves), except the
 cross-entropy cases (float32 log-sum-exp against float64: 1e-5 relative, 1e-5 absolute).
 """
