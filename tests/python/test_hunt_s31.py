@@ -338,3 +338,24 @@ def test_f1_guarded_shifted_read_in_an_if_else(target):
     ref = np.zeros(64, np.float32)
     ref[:56] = x[8:] - x[:56]
     np.testing.assert_array_equal(_run(_shift_if, target, [-1], x), ref)
+
+
+# --------------------------------------------------------------------------- F9: an int64 id past int32 in a copy's start
+@T.prim_func
+def _emb(E: T.Tensor((8, 8), "float32"), Ids: T.Tensor((2,), "int64"), Y: T.Tensor((2, 8), "float32")):
+    with T.Kernel(2) as bx:
+        r = T.alloc_fragment((1, 8), "float32")
+        row = Ids[bx]
+        T.copy(E[row, 0], r)  # a source row outside E reads as zeros
+        T.copy(r, Y[bx, 0])
+
+
+@pytest.mark.parametrize("target", [
+    "cpu",
+    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
+        "hunt31 F9: the copy's start is static_cast<int32_t>(row) on ascend910b: 2^32 + 5 reads row 5"))),
+])
+def test_f9_int64_row_id_past_int32_reads_zeros(target):
+    e = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
+    y = _run(_emb, target, [-1], e, np.array([3, 2 ** 32 + 5], np.int64))
+    assert y[0].tolist() == e[3].tolist() and y[1].tolist() == [0.0] * 8
