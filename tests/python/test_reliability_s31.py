@@ -248,3 +248,17 @@ def test_f6_ctrl_c_during_a_long_simulation(tmp_path):
     time.sleep(1)
     os.kill(p.pid, signal.SIGINT)
     assert _ended_within(p, 4), "still simulating 4 s after SIGINT"
+
+
+def test_progress_line_of_a_step_ended_by_ctrl_c_says_interrupted(monkeypatch):
+    # A compile interrupted by Ctrl-C raises KeyboardInterrupt when it returns, compiled and kept: its progress
+    # line said "failed in 4.8 s".
+    import io
+    from tilewright.log import progress
+    monkeypatch.setattr("tilewright.log.SLOW_SECONDS", 0.01)
+    for exc, word in ((KeyboardInterrupt, "interrupted"), (ValueError, "failed")):
+        out = io.StringIO()
+        with pytest.raises(exc), progress("compiling kernel 'x' for cpu", stream=out, enabled=True):
+            time.sleep(0.2)
+            raise exc()
+        assert f"compiling kernel 'x' for cpu ... {word} in " in out.getvalue(), out.getvalue()
