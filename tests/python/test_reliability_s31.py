@@ -267,6 +267,32 @@ def test_f5_sigint_to_the_process_while_its_compiler_hangs(tmp_path):
     assert not [f for f in (tmp_path / "cache" / "tmp").rglob("*") if f.suffix in (".cpp", ".so")], "temporaries left"
 
 
+def test_ctrl_c_during_precompile_ends_its_pools_hung_compilers(tmp_path):
+    # No signal reaches tw.precompile's pool threads: the interrupted main thread ends their compilers
+    # (_C.interrupt_compiles, intr31). Before, the pool's shutdown waited for the hung compilers forever.
+    started = str(tmp_path / "started")
+    cxx = _hanging_cxx(tmp_path)
+    p = subprocess.Popen([sys.executable, str(_script(tmp_path, '''
+                             try:
+                                 tw.precompile([(axpb, (1.0, 2.0)), (axpb, (3.0, 4.0))], workers=2, progress=False)
+                             except KeyboardInterrupt:
+                                 print("INTERRUPTED", flush=True)
+                         '''))],
+                         env={**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache"), "TW_CXX": cxx, "STARTED": started},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _wait_for(started)
+    time.sleep(0.5)
+    os.kill(p.pid, signal.SIGINT)
+    ended = _ended_within(p, 8)
+    left = _running(cxx)
+    for pid, _ in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
+    assert ended, "precompile still waiting 8 s after SIGINT"
+    assert p.stdout.read().strip() == "INTERRUPTED", p.stderr.read()
+    assert not left, left
+
+
 def test_f6_ctrl_c_during_a_long_simulation(tmp_path):
     # 48 blocks x 10^6 vector steps: about 80 s of simulation on the 2-core Zen 4. SIGINT stops the
     # simulation (timing-only profile, then a functional call) within 0.1 s of simulated work (intr31).
