@@ -7,11 +7,13 @@
 #include <functional>
 #include <random>
 
+#include "ir/functor.h"
 #include "target/ascend/program.h"
 #include "target/ascend/program_parser.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
+#include "target/ascend/simulator/machine.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
@@ -931,13 +933,22 @@ TEST(AscendSim, Int32OverflowIsAReport) {
 // widen_scalars proves every such node stays in int32 or widens it, so the simulator checks the proof:
 // a node that leaves int32 is an `int32 overflow` report at its line, naming the expression and the value.
 // A cast to int32 wraps (the language's store) and int64 arithmetic is not checked.
-sim::Result run_scalar(const std::function<Expr(const Expr&)>& f) {
+// a_value: the let a's value; c_div: every `//`, `%` and ceildiv of f's expression is in
+// Program::c_divisions (printed with C's / and %, as widen_scalars marks a provably non-negative one).
+sim::Result run_scalar(const std::function<Expr(const Expr&)>& f, int64_t a_value = 2147483000, bool c_div = false) {
   Builder b("scalar", KernelType::AIV_ONLY);
   b.tensor("X", DTypeCode::f32, {64});
   b.p.block_dim = C(1);
   auto a = ir::var("a", DTypeCode::i32), r = ir::var("r", DTypeCode::i32);
-  b.let(a, C(2147483000));
-  b.let(r, f(a));
+  b.let(a, C(a_value));
+  Expr e = f(a);
+  if (c_div)
+    ir::for_each_expr(e, [&](const Expr& x) {
+      if (x->kind != ir::ExprKind::Binary) return;
+      auto op = ir::as<ir::BinaryNode>(x)->op;
+      if (op == BinOp::FloorDiv || op == BinOp::CeilDiv || op == BinOp::Mod) b.p.c_divisions.emplace(x.get(), x);
+    });
+  b.let(r, e);
   b.p.aiv = b.take();
   std::vector<float> x(64, 1.f);
   return sim::run(b.p, b2(), {arg(x)});
@@ -969,6 +980,54 @@ TEST(AscendSim, ScalarInt32OverflowIsAReport) {
                 return ir::cast(ir::binary(BinOp::Add, a, ir::int_imm(int64_t{1} << 32, DTypeCode::i32), L(38)), DTypeCode::i32, L(38));
               }).reports.empty());
 }
+
+// Session 31 (h-i32b): a `//`, `%` or ceildiv printed with C's truncating / and % (Program::c_divisions,
+// widen_scalars' decision) reports a negative dividend at its line (truncation is not floor there); one
+// printed through tw_floordiv / tw_floormod / tw_ceildiv does not. In int (int32 operands) it is checked
+// as int arithmetic: ceildiv's sum a + b - 1, and the + - * above it.
+TEST(AscendSim, CDivisionWithANegativeDividendIsAReport) {
+  auto i32 = [](int64_t v) { return ir::int_imm(v, DTypeCode::i32); };
+  auto op = [&](BinOp o, int line) { return [=](const Expr& a) { return ir::binary(o, a, i32(8), L(line)); }; };
+  auto bad = run_scalar(op(BinOp::FloorDiv, 41), -5, true);
+  ASSERT_EQ(bad.reports.size(), 1u) << bad.summary();
+  EXPECT_EQ(bad.reports[0].kind, sim::ReportKind::NegativeDividend);
+  const std::string text = bad.reports[0].format();
+  EXPECT_NE(text.find("kernel.py:41: negative dividend: the scalar expression `a // 8` (int32) has the dividend -5 "
+                      "here: the printed C++ computes it with C's `/`, which truncates toward zero (0) where the "
+                      "language floors (-1)"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("compiler bug"), std::string::npos) << text;
+  auto m = run_scalar(op(BinOp::Mod, 42), -5, true);  // C: -5, the language: 3
+  ASSERT_EQ(m.reports.size(), 1u) << m.summary();
+  EXPECT_NE(m.reports[0].format().find("kernel.py:42: negative dividend"), std::string::npos) << m.summary();
+  EXPECT_NE(m.reports[0].format().find("truncates toward zero (-5) where the language floors (3)"), std::string::npos);
+  auto c = run_scalar(op(BinOp::CeilDiv, 43), -12, true);  // C: (-12 + 7) / 8 = 0, the language: -1
+  ASSERT_EQ(c.reports.size(), 1u) << c.summary();
+  EXPECT_NE(c.reports[0].format().find("truncates toward zero (0) where the language floors (-1)"), std::string::npos);
+  // a non-negative dividend: truncation is floor, no report; a negative one through the helpers: no report
+  for (BinOp o : {BinOp::FloorDiv, BinOp::CeilDiv, BinOp::Mod}) {
+    EXPECT_TRUE(run_scalar(op(o, 44), 5, true).reports.empty());
+    EXPECT_TRUE(run_scalar(op(o, 44), -5, false).reports.empty());
+  }
+  // ceildiv in int: (a + 999) / 1000 with a = 2147483000 is int arithmetic past int32 (widen_scalars
+  // widens such a dividend); the helper tw_ceildiv computes it in int64_t
+  auto by1000 = [](const Expr& a) { return ir::binary(BinOp::CeilDiv, a, ir::int_imm(1000, DTypeCode::i32), L(45)); };
+  auto sum = run_scalar(by1000, 2147483000, true);
+  EXPECT_TRUE(run_scalar(by1000, 2147483000, false).reports.empty());
+  ASSERT_EQ(sum.reports.size(), 1u) << sum.summary();
+  EXPECT_EQ(sum.reports[0].kind, sim::ReportKind::IntOverflow);
+  EXPECT_NE(sum.reports[0].format().find("`ceildiv(a, 1000)` (int32): its dividend sum `a + b - 1`, is 2147483999"),
+            std::string::npos) << sum.summary();
+  // the product above a C division of int operands is int arithmetic (checked); above tw_floordiv, int64_t
+  auto prod = [&](const Expr& a) { return ir::binary(BinOp::Mul, ir::binary(BinOp::FloorDiv, a, i32(2), L(46)), i32(4), L(46)); };
+  auto in_int = run_scalar(prod, 2147483000, true);
+  ASSERT_EQ(in_int.reports.size(), 1u) << in_int.summary();
+  EXPECT_EQ(in_int.reports[0].kind, sim::ReportKind::IntOverflow);
+  EXPECT_TRUE(run_scalar(prod, 2147483000, false).reports.empty());
+}
+
+// The compiled scalar node: 40 bytes (56 in session 30; the checks' guard index shares `slot`).
+TEST(AscendSim, CompiledScalarNodeIs40Bytes) { EXPECT_EQ(sizeof(sim::CNode), 40u); }
 
 TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
   // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range. A constant count is

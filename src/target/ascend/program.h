@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -796,6 +797,15 @@ struct Program {
     ir::Span span;
   };
   std::vector<Note> notes;
+  // The integer `//`, `%` and ceildiv nodes the printed C++ computes with C's truncating `/` and `%`
+  // (ceildiv as `(a + b - 1) / b`): widen_scalars marks those whose divisor is a positive constant and
+  // whose dividend it proves non-negative, where truncation and the language's floor agree. The
+  // AscendC printer prints exactly these infix (the rest through tw_floordiv / tw_floormod /
+  // tw_ceildiv, in int64_t); the simulator reports one whose dividend is negative when it runs (the
+  // proof failed) and checks the int32 ones as int arithmetic (session 31, h-i32b). Keyed by node;
+  // the value keeps the node alive. Empty in a program no widen_scalars ran on: helpers everywhere.
+  std::unordered_map<const ir::ExprNode*, ir::Expr> c_divisions;
+  bool c_division(const ir::ExprNode* e) const { return c_divisions.count(e) > 0; }
 
   int find_buffer(std::string_view name) const;  // -1 if none
   int64_t& pool(CoreType c, Mem m) { return pool_bytes[static_cast<int>(c)][static_cast<int>(m)]; }
