@@ -10,6 +10,7 @@
 #include "ir/functor.h"
 #include "target/ascend/program.h"
 #include "target/ascend/program_parser.h"
+#include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
@@ -2070,6 +2071,77 @@ TEST(AscendSimUninit, GetValueOfAnUnwrittenElement) {
                                    "which no instruction of this block wrote"),
             std::string::npos)
       << reps[0]->format();
+}
+
+// Session 31 rule audit (h-audit31). Select in VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE
+// keeps a temporary at UB byte 184 KiB on dav-c220 (Select.md: reserve 8 KB; dav_c220
+// kernel_operator_vec_cmpsel_impl.h VselImpl, TMP_UB_OFFSET for __NPU_ARCH__ 2201): a Select issued
+// while a UB buffer of the core lies there is an API rule report at its line; plan_memory and the
+// vector calls' scratch area keep a selecting program below it.
+TEST(AscendSimApiRules, SelectKeepsItsTemporaryAt184KiBFree) {
+  const ir::Expr zero = ir::float_imm(0.0, ir::DType(DTypeCode::f32));
+  auto sel = [&](VecApi api) {
+    VecCallL2 s{api, DTypeCode::f32, DTypeCode::f32, LocalRef{0, C(0)}, LocalRef{0, C(0)},
+                api == VecApi::Select ? LocalRef{0, C(256)} : LocalRef{}, api == VecApi::Select ? ir::Expr{} : zero,
+                RoundMode::None, C(64)};
+    s.sel = LocalRef{1, C(0)};
+    return s;
+  };
+  // u1 (8192 B after u0) ends at 188416: below the temporary
+  for (VecApi api : {VecApi::Select, VecApi::SelectScalar})
+    EXPECT_EQ(api_report(run_aiv({{sel(api), 64}}, kSelectTmpUbOffset - 8192), "temporary"), nullptr);
+  auto r = run_aiv({{sel(VecApi::SelectScalar), 65}}, kSelectTmpUbOffset - 4096);
+  const sim::Report* rep = api_report(r, "Select (SELMODE::VSEL_TENSOR_SCALAR_MODE) uses UB bytes 188416..196607");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:65: API rule:"), std::string::npos) << rep->format();
+  EXPECT_NE(rep->message.find("buffer 'u1' occupies bytes 184320..192511"), std::string::npos) << rep->message;
+  r = run_aiv({{sel(VecApi::Select), 66}}, kSelectTmpUbOffset - 4096);
+  EXPECT_NE(api_report(r, "Select (SELMODE::VSEL_TENSOR_TENSOR_MODE) uses UB bytes"), nullptr) << r.summary();
+  // other calls do not use it
+  VecCallL2 add{VecApi::Add, DTypeCode::f32, DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{0, C(256)},
+                {}, RoundMode::None, C(64)};
+  EXPECT_TRUE(run_aiv({{add, 67}}, kSelectTmpUbOffset - 4096).reports.empty());
+  // the lowering's side: a program that selects may plan UB up to 184 KiB only
+  Builder b("sel", KernelType::AIV_ONLY);
+  b.p.aiv = b.take();
+  EXPECT_EQ(usable_bytes(b.p, b2(), Mem::UB), b2().ub_bytes);
+  b.emit(sel(VecApi::Select), 68);
+  b.p.aiv = b.take();
+  EXPECT_EQ(usable_bytes(b.p, b2(), Mem::UB), kSelectTmpUbOffset);
+  EXPECT_EQ(usable_bytes(b.p, b2(), Mem::L1), b2().l1_bytes);
+}
+
+// Brcb.md (Atlas A2): dstBlkStride 0 is undefined, and the source and destination may not share
+// memory; the lowering's Brcb (a row reduce's spread: source and destination apart in the scratch
+// area, dstBlkStride 1) reports nothing.
+TEST(AscendSimApiRules, BrcbStrideAndOverlap) {
+  EXPECT_TRUE(run_aiv({{Brcb{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, C(2), C(1), C(8)}, 70}}).reports.empty());
+  auto r = run_aiv({{Brcb{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, C(1), C(0), C(8)}, 71}});
+  const sim::Report* rep = api_report(r, "Brcb with BrcbRepeatParams.dstBlkStride = 0");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:71: API rule:"), std::string::npos) << rep->format();
+  // one repeat reads 8 floats at byte 32 and writes 8 blocks from byte 0: they overlap
+  r = run_aiv({{Brcb{DTypeCode::f32, LocalRef{0, C(0)}, LocalRef{0, C(32)}, C(1), C(1), C(8)}, 72}});
+  EXPECT_NE(api_report(r, "Brcb reads bytes 32..63 and writes bytes 0..255 of the same buffer"), nullptr) << r.summary();
+  // the same buffer, apart: fine
+  EXPECT_EQ(api_report(run_aiv({{Brcb{DTypeCode::f32, LocalRef{0, C(256)}, LocalRef{0, C(0)}, C(1), C(1), C(8)}, 73}}),
+                       "Brcb"),
+            nullptr);
+}
+
+// CrossCoreSetFlag(ISASI).md table 3: mode 1 (the two AIVs of an AI Core) needs a
+// KERNEL_TYPE_MIX_AIC_1_1 / 1_2 kernel; a Vector-only kernel (printed KERNEL_TYPE_MIX_AIV_1_0, one AIV
+// per block) syncs its AIVs with mode 0. Mode 1 there is an invalid instruction at its line.
+TEST(AscendSimApiRules, CrossCoreMode1NeedsAMixedKernel) {
+  EXPECT_TRUE(run_aiv({{CrossCoreSetFlag{0, Pipe::V, C(3)}, 74}, {CrossCoreWaitFlag{C(3), Pipe::S}, 75}}).reports.empty());
+  auto r = run_aiv({{CrossCoreSetFlag{1, Pipe::V, C(3)}, 76}, {CrossCoreWaitFlag{C(3), Pipe::S}, 77}});
+  const sim::Report* rep = find(r, sim::ReportKind::InvalidInstr);
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("cross-core flag mode 1 is not valid on the AIV of a AIV_ONLY kernel (CrossCoreSetFlag "
+                              "docs, table 3: modes 1 and 2 need"),
+            std::string::npos)
+      << rep->message;
+  EXPECT_EQ(rep->instrs.at(0).span.line, 76);
 }
 
 }  // namespace

@@ -533,6 +533,13 @@ std::string_view vec_api_name(VecApi a);  // the AscendC function name
 // The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
 int vec_api_sources(VecApi a);
 bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate/ShiftLeft/ShiftRight/CreateVecIndex
+// Select in VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE (Select / SelectScalar) writes a temporary
+// (the selMask address or the scalar, one Duplicate of 32 elements) into UB at TMP_UB_OFFSET = 184 KiB
+// on dav-c220 and reads it back through set_cmpmask; Select.md asks for 8 KB of UB to be reserved
+// (asc-devkit impl/basic_api/dav_c220/kernel_operator_vec_cmpsel_impl.h VselImpl,
+// impl/basic_api/utils/kernel_utils_constants.h for __NPU_ARCH__ 2201). A program that selects keeps
+// its UB buffers below it (the simulator's API rule; session 31, h-audit31).
+inline constexpr int64_t kSelectTmpUbOffset = 184 * 1024, kSelectTmpUbBytes = 8 * 1024;
 
 // Level-2 (counter mode): the first `count` elements of every operand, contiguous.
 //   Add(dst, src0, src1, count); Adds(dst, src0, static_cast<T>(scalar), count);

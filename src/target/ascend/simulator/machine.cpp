@@ -841,11 +841,18 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
     if (x->id < 0 || x->id >= chip.cross_flag_ids)
       bad(ReportKind::FlagIdOutOfRange, "cross-core flag id " + std::to_string(x->id) + " is out of range 0.." +
                                             std::to_string(chip.cross_flag_ids - 1));
+    // CrossCoreSetFlag(ISASI).md table 3 (A2/A3: modes 0, 1, 2): mode 1 (the two AIVs of an AI Core)
+    // and mode 2 (the AIC and its AIVs) run only in KERNEL_TYPE_MIX_AIC_1_1 / MIX_AIC_1_2 kernels
+    // (a MIX_AIV_1_0 block has no second AIV; session 31 rule audit); mode 0 in every mixed type
     else if (x->set && (x->mode < 0 || x->mode > 2 || (x->mode == 1 && aic) ||
-                        (x->mode == 2 && prog.kernel_type != KernelType::MIX_1_2)))
+                        (x->mode >= 1 && prog.kernel_type != KernelType::MIX_1_2)))
       bad(ReportKind::InvalidInstr, "cross-core flag mode " + std::to_string(x->mode) + " is not valid on the " +
                                         std::string(core_type_name(c.type)) + " of a " +
-                                        std::string(kernel_type_name(prog.kernel_type)) + " kernel");
+                                        std::string(kernel_type_name(prog.kernel_type)) + " kernel" +
+                                        (x->mode >= 1 && x->mode <= 2 && prog.kernel_type != KernelType::MIX_1_2
+                                             ? " (CrossCoreSetFlag docs, table 3: modes 1 and 2 need a kernel with both "
+                                               "core types, KERNEL_TYPE_MIX_AIC_1_2; mode 0 syncs every core of a type)"
+                                             : ""));
   }
   if (checker && r.valid) {
     thread_local std::vector<std::string> broken;
@@ -861,6 +868,23 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
         broken.push_back("Mmad writes L0C at address " + std::to_string(at) +
                          ": the destination must start on a 1 KiB boundary (a 16x16 fractal of the accumulator)");
     }
+    // Select in VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE (the only modes printed) Duplicates
+    // its selMask address / scalar into UB at TMP_UB_OFFSET = 184 KiB on dav-c220 and set_cmpmask()s
+    // it (Select.md: modes 1 and 2 need 8 KB of UB reserved; dav_c220 kernel_operator_vec_cmpsel_impl.h
+    // VselImpl; kernel_utils_constants.h __NPU_ARCH__ 2201): a UB buffer of the core there would be
+    // overwritten (session 31 rule audit, h-audit31)
+    if (auto* x = std::get_if<RVecCall>(&r.op); x && (x->api == VecApi::Select || x->api == VecApi::SelectScalar))
+      for (const auto& b : prog.buffers)
+        if (b.core == c.type && b.mem == Mem::UB && b.bytes > 0 && b.offset + b.bytes > kSelectTmpUbOffset) {
+          broken.push_back("Select (SELMODE::" +
+                           std::string(x->api == VecApi::Select ? "VSEL_TENSOR_TENSOR_MODE" : "VSEL_TENSOR_SCALAR_MODE") +
+                           ") uses UB bytes " + std::to_string(kSelectTmpUbOffset) + ".." +
+                           std::to_string(kSelectTmpUbOffset + kSelectTmpUbBytes - 1) +
+                           " as its temporary on dav-c220 (Select.md: reserve 8 KB of UB), but buffer '" + b.name +
+                           "' occupies bytes " + std::to_string(b.offset) + ".." + std::to_string(b.offset + b.bytes - 1) +
+                           " and would be overwritten: keep the kernel's UB below 184 KiB when it selects");
+          break;
+        }
     for (auto& m : broken) report(ReportKind::ApiRule, std::move(m), {describe(c, r.in, c.scalar_time)});
   }
   return r;
