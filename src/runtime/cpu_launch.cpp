@@ -202,6 +202,18 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
                         "'",
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
                     "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
+  } catch (const tw_cpu::UninitError& e) {  // checked mode's written flags (tw_cpu/check.h)
+    std::string index;
+    for (int64_t d = e.rank - 1, rest = e.at; d >= 0; --d) {
+      index = std::to_string(rest % e.shape[d]) + (index.empty() ? "" : ", ") + index;
+      rest /= e.shape[d];
+    }
+    throw ir::Error(std::string("uninitialised read: element [") + index + "] of tile '" + e.tile + "' is " + e.how +
+                        " in kernel '" + sig.kernel + "', but no statement of this block wrote it (on cpu it holds " +
+                        "whatever the stack held)",
+                    e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
+                    std::string("write every element of ") + e.tile + " before it leaves the block (T.clear / T.fill " +
+                        "the tile first), or copy out only the written part");
   } catch (const tw_cpu::AllocError& e) {  // the gemm runtime's packing buffers (tw_cpu/gemm_impl.h Scratch)
     throw ir::Error("kernel '" + sig.kernel + "' could not allocate " + std::to_string(e.bytes) +
                         " bytes for its gemm's packed operands: the process is out of memory",

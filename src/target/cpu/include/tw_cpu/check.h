@@ -30,6 +30,28 @@ inline int64_t checked_index(int64_t i, int64_t n, int line, int col, const char
   return i;
 }
 
+// Checked mode's written flags: each tile has a byte per element beside it, clear at the tile's
+// allocation and set by every statement that writes the element; an element read while its byte
+// is clear, where its value leaves the block (copied or stored into a global tensor, used as an
+// index, a condition or a loop bound), throws this. The runtime reports it as an `uninitialised
+// read` at the kernel's source line (runtime/cpu_launch.cpp), as the ascend910b simulator does.
+struct UninitError {
+  int line, col;         // of the statement in the kernel's source
+  const char* tile;      // the tile's name (an identifier)
+  const char* how;       // where the value goes ("copied out to tensor Y", "read as an index", ...)
+  const int64_t* shape;  // the tile's shape (rank dims)
+  int rank;
+  int64_t at;  // the element's linear index in the tile
+};
+
+// `at` when the element at of the tile with written flags w was written, else throws.
+inline int64_t written_at(const uint8_t* w, int64_t at, int line, int col, const char* tile, const int64_t* shape,
+                          int rank, const char* how) {
+  if (!w[at]) [[unlikely]]
+    throw UninitError{line, col, tile, how, shape, rank, at};
+  return at;
+}
+
 // The gemm runtime's packing buffers (tw_cpu/gemm_impl.h Scratch) could not be allocated: the
 // process is out of memory or under an address-space limit. The runtime reports it as an error at
 // the kernel (runtime/cpu_launch.cpp); a plain-C entry point returns 3 (runtime/cpu_library.cpp).
