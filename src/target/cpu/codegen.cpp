@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -2154,7 +2155,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     zero_args = operand(n.a, a, ca, n.trans_a, M, Ka, a_m, a_k) + ", " + operand(n.b, b, cb, n.trans_b, Kb, N, b_k, b_n);
   }
   const std::string c_whole = c.ptr;  // C's first element (the clipped product's may lie past it)
-  std::string none, band_shift;  // clipped: "nothing to multiply"; the band's offset in the clipped product
+  // clipped: "nothing to multiply"; the band's offset in the clipped product, its rectangle's rows' and cols'
+  std::string none, band_shift, row_shift, col_shift;
   const bool block = ca.on || cb.on || ((n.clear || !fresh.empty()) && (!a_m.empty() || !b_n.empty()));
   if (ca.on || cb.on) {
     open("");
@@ -2209,6 +2211,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     // the band's diagonal (k - i for a_band, j - i for c_band) in the clipped product's indices
     const Idx shift = sub(n.band == GemmBand::a ? k0 : n0, m0);
     if (cst(shift) != 0) band_shift = " - (" + expr(shift) + ")";
+    if (cst(m0) != 0) row_shift = " - (" + expr(m0) + ")";  // rows: op(A)'s and C's; cols: op(A)'s k or C's
+    if (const Idx& c0 = n.band == GemmBand::a ? k0 : n0; cst(c0) != 0) col_shift = " - (" + expr(c0) + ")";
   } else if (block) {
     open("");
     Ms = expr(hoist(code(Ms, true), "tw_gm"));
@@ -2246,6 +2250,15 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (b_col.empty()) stable += ", /*b_col=*/-1, /*b_width=*/0";
     stable += next_b;
   }
+  // the band's rectangle (T.gemm's rows / cols; gemm.h Band, tw_cpu/check.h): ", r0, r1, c0, c1" with
+  // the shifts given (the clipped product's) or "" without one
+  auto rect = [&](const std::string& rs, const std::string& cs, const std::string& type, const std::string& all) {
+    if (!n.rows_lo && !n.cols_lo) return std::string();
+    auto pair = [&](const Expr& lo, const Expr& hi, const std::string& sh) {
+      return lo ? "(" + type + ")(" + expr(lo) + sh + "), (" + type + ")(" + expr(hi) + sh + ")" : "0, " + all;
+    };
+    return ", " + pair(n.rows_lo, n.rows_hi, rs) + ", " + pair(n.cols_lo, n.cols_hi, cs);
+  };
   // checked mode computes a c_band product whole (then marks C outside the band, below)
   if (n.band != GemmBand::none && !(bounds_check_ && n.band == GemmBand::c)) {  // T.gemm's a_band / c_band: the last argument (gemm.h Band)
     if (stable.empty()) stable = ", /*a_stable=*/" + a_st;
@@ -2253,7 +2266,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (stable.find("b_col") == std::string::npos) stable += ", /*b_col=*/-1, /*b_width=*/0";
     if (next_b.empty()) stable += ", /*next_b=*/(const " + storage_type(tb) + "*)nullptr, /*next_ldb=*/0";
     stable += ", tw_cpu::Band{" + std::string(n.band == GemmBand::a ? "1" : "2") + ", (long)(" + expr(n.band_lo) +
-              band_shift + "), (long)(" + expr(n.band_hi) + band_shift + ")}";
+              band_shift + "), (long)(" + expr(n.band_hi) + band_shift + ")" +
+              rect(row_shift, col_shift, "long", "tw_cpu::Band::kAll") + "}";
   }
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
@@ -2269,10 +2283,15 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   const std::string band_lo = check_band ? "(int64_t)(" + expr(n.band_lo) + ")" : "";
   const std::string band_hi = check_band ? "(int64_t)(" + expr(n.band_hi) + ")" : "";
   const std::string guard = none.empty() ? "" : "if (!" + none + ") ";
+  for (auto [lo, hi, what] : {std::tuple{n.rows_lo, n.rows_hi, "rows"}, std::tuple{n.cols_lo, n.cols_hi, "cols"}})
+    if (bounds_check_ && lo)  // the rectangle's lo <= hi
+      line("tw_cpu::check_band((int64_t)(" + expr(lo) + "), (int64_t)(" + expr(hi) + "), " + at + ", \"" + what +
+           "\", \"" + n.a.buffer->name + "\");");
   if (bounds_check_ && n.band == GemmBand::a)
     line(guard + "tw_cpu::check_band_a((int64_t)(" + Ms + "), (int64_t)(" + Ks + "), " + a.ptr + ", " + expr(a.ld) +
          ", " + (n.trans_a ? "true" : "false") + ", (int64_t)(" + expr(n.band_lo) + band_shift + "), (int64_t)(" +
-         expr(n.band_hi) + band_shift + "), " + at + ", \"" + n.a.buffer->name + "\");");
+         expr(n.band_hi) + band_shift + "), " + at + ", \"" + n.a.buffer->name + "\"" +
+         rect(row_shift, col_shift, "int64_t", "tw_cpu::kNoLimit") + ");");
   if (bounds_check_ && n.band == GemmBand::c)
     line("tw_cpu::check_band(" + band_lo + ", " + band_hi + ", " + at + ", \"c_band\", \"" + n.a.buffer->name + "\");");
   line(guard + kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + expr(a.ld) + ", " +
@@ -2283,7 +2302,7 @@ void CodeGen::emit_gemm(const GemmNode& n) {
          zero_args + ", " + c_whole + ", " + expr(c.ld) + ");");
   if (bounds_check_ && n.band == GemmBand::c)
     line("tw_cpu::poison_outside_band((int64_t)(" + full_m + "), (int64_t)(" + full_n + "), " + c_whole + ", " +
-         expr(c.ld) + ", " + band_lo + ", " + band_hi + ");");
+         expr(c.ld) + ", " + band_lo + ", " + band_hi + rect("", "", "int64_t", "tw_cpu::kNoLimit") + ");");
   if (block) close();
   if (!fresh.empty()) line(fresh + " = false;");
 }
