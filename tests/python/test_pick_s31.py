@@ -88,11 +88,17 @@ def _bits(a):
 LABELS = np.array([0, N - 1, 33, N, -1, I32.max, I32.min, 5, 6], np.int32)
 
 
-@pytest.mark.parametrize("R, dtype", [(1, "float32"), (4, "bfloat16")])
-def test_pick_is_the_element(R, dtype):
+# (40001, 1): a row wider than UB on ascend910b, in column blocks (each block's pick the element at
+# the label minus the block's start, or nothing)
+@pytest.mark.parametrize("N, R, dtype", [(N, 1, "float32"), (N, 4, "bfloat16"), (40001, 1, "float32")])
+def test_pick_is_the_element(N, R, dtype):
     rng = np.random.default_rng(R)
     M = len(LABELS)  # R = 4: 3 blocks, the last with 3 rows past the tensor
     x = rng.standard_normal((M, N)).astype(np.float32)
+    labels = LABELS.copy()
+    if N > 100:
+        labels[2] = 8448 * 2 + 1  # past the first blocks
+        labels[0], labels[1], labels[3] = N - 2, N - 1, N  # the last block's tail, past the row
     x[7, 5] = -0.0         # -0.0 at the label: +0.0, as the sum gives
     x[8, 6] = np.nan       # NaN at the label: NaN
     x[0, 1:] = np.nan      # NaN and inf in the other columns are never summed
@@ -102,16 +108,17 @@ def test_pick_is_the_element(R, dtype):
         for eq in (True, False):
             k = pick_rows(N, R, dtype, eq, target=target)
             run = run_checked if target == TARGET else (lambda k, *a: k(*a))
-            outs[target, eq] = np.asarray(run(k, x.copy(), LABELS.copy()))
-    ref = _ref(x, LABELS, dtype)
+            outs[target, eq] = np.asarray(run(k, x.copy(), labels.copy()))
+    ref = _ref(x, labels, dtype)
     got = outs["cpu", True].astype(np.float64)
     np.testing.assert_array_equal(got, ref)  # exact: one element, one rounding
     assert np.signbit(ref[7]) == np.signbit(got[7]) == False  # noqa: E712
     for key, out in outs.items():  # bit for bit: both targets, both forms
         np.testing.assert_array_equal(_bits(out), _bits(outs["cpu", False]), err_msg=str(key))
     # the rewritten kernels hold no sum; the comparison form keeps its map and sum
-    assert "reduce" not in pick_rows(N, R, dtype, True, target="cpu").get_ir()
-    assert "reduce" in pick_rows(N, R, dtype, False, target="cpu").get_ir()
+    for target in ("cpu", TARGET):
+        assert "reduce sum p" not in pick_rows(N, R, dtype, True, target=target).get_ir("pick_element")
+        assert "reduce sum p" in pick_rows(N, R, dtype, False, target=target).get_ir("pick_element")
 
 
 def test_pick_at_a_scalar():
@@ -127,4 +134,5 @@ def test_pick_at_a_scalar():
         want = np.float32(x[s] + np.float32(0.0)) if 0 <= s < N else np.float32(0.0)
         for out in outs:
             np.testing.assert_array_equal(_bits(out), _bits(np.array([want], np.float32)), err_msg=f"s={s}")
-    assert "reduce" not in pick_scalar(N, True, target="cpu").get_ir()
+    for target in ("cpu", TARGET):
+        assert "reduce sum p" not in pick_scalar(N, True, target=target).get_ir("pick_element")
