@@ -49,7 +49,7 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
-    assert k.stages == ["input", "infer_grid", "simplify", "split_window_copies", "coarsen_grid",
+    assert k.stages == ["input", "infer_grid", "simplify", "pick_element", "split_window_copies", "coarsen_grid",
                         "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
                         "pipeline_rows",
                         "view_gemm_operands", "view_rows",
@@ -359,7 +359,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     numbers = [f[:2] for f in files]
     assert numbers == [f"{i:02d}" for i in range(len(files))], files  # one file per number, in order
     names = [f[3:].rsplit(".", 1)[0] for f in files]
-    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "serial_maps", "stage_global_copies",
+    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "serial_maps", "pick_element", "stage_global_copies",
                "stage_gemm_operands", "cube_row_mask",
                "infer_scope", "mark_nan_unobserved", "split_cube_vector", "skew_cube_loops",
                "rotate_vector_loops", "expand_gemm", "fold_exp2_scale", "expand_math", "expand_int8_fill",
@@ -377,7 +377,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     assert "PipeBarrier" in stages["ascend910b"]["insert_sync"] or "SetFlag" in stages["ascend910b"]["insert_sync"]
     assert "SetFlag" not in stages["ascend910b"]["plan_memory"]
     cpu = sorted(os.listdir(kdir / "cpu"))
-    assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "split_window_copies",
+    assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "pick_element", "split_window_copies",
                                                       "coarsen_grid", "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
                                                       "fuse_map_copy_out", "fuse_map_reduce",
                                                       "pipeline_rows", "view_gemm_operands", "view_rows", "prefetch_gathers",
