@@ -169,6 +169,15 @@ class Picker : public Mutator {
       if (reads_p || !pickable(c, j.get(), cols)) return {};
       masks.push_back(c);
     }
+    // nothing the map reads is d (the new map writes d[i] while it reads), nor p beyond the masks' p[i, j]
+    auto reads = [&](const Expr& x, const Buffer& b) {
+      bool found = false;
+      for_each_expr(x, [&](const Expr& y) { found |= y->kind == ExprKind::Load && as<LoadNode>(y)->buffer == b; });
+      return found;
+    };
+    if (reads(sel->t, r->dst) || reads(s, r->dst) || reads(off, r->dst) || reads(sel->t, p) || reads(s, p)) return {};
+    for (const auto& c : masks)
+      if (reads(c, r->dst)) return {};
     // p is read or written by these statements only
     size_t uses = 0;
     for_each_stmt(kernel_->body, [&](const Stmt& x) {
