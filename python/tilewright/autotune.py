@@ -619,6 +619,9 @@ class Autotuner:
                 for p in ex.context.workers:
                     if p.is_alive():
                         p.terminate()
+            elif own and isinstance(ex, cf.ThreadPoolExecutor) and isinstance(sys.exc_info()[1], KeyboardInterrupt):
+                ex.shutdown(wait=False, cancel_futures=True)  # no signal reaches the pool's threads: their
+                _C.interrupt_compiles()                      # compilers are ended (intr31)
             raise
         finally:
             if own:

@@ -204,8 +204,11 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
             if stream:
                 print(f"tilewright: precompile [{n}/{len(specs)}] {_describe(specs[i])}: {status}",
                       file=stream, flush=True)
-    except BaseException:  # Ctrl-C: the queued specs are dropped, only the running ones finish (h-hunt11b F15)
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException as e:  # Ctrl-C: the queued specs are dropped (h-hunt11b F15), the running ones' compilers
+        pool.shutdown(wait=False, cancel_futures=True)  # ended (no signal reaches the pool's threads: intr31)
+        if isinstance(e, KeyboardInterrupt):
+            _C.interrupt_compiles()
+        pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
     if stream:  # the count that built (a failed spec is not "precompiled")

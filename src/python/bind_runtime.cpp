@@ -16,16 +16,21 @@
 #include <nanobind/stl/vector.h>
 
 #include <cxxabi.h>
+#include <pythread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -36,6 +41,7 @@
 #include "runtime/disk_cache.h"
 #include "support/env.h"
 #include "support/fork.h"
+#include "support/interrupt.h"
 #include "runtime/log.h"
 #include "runtime/manifest.h"
 #include "runtime/thread_pool.h"
@@ -96,6 +102,72 @@ class AcquireGil {
  private:
   PyGILState_STATE state_;
 };
+
+// Interrupts (Ctrl-C) of the long waits that run with the GIL released: the host compiler
+// (support/interrupt.h) and a simulation (run_interruptible). Python runs signal handlers on the
+// main thread only, between bytecodes; such a wait on the main thread runs them itself about every
+// 100 ms (PyErr_CheckSignals). The exception a handler raises is kept until the wait has ended and
+// is then raised. On other threads no signal arrives: their waits simply wait (tw.precompile and
+// the autotuner end their pools' compiles with interrupt_compiles()).
+unsigned long g_main_thread = 0;  // threading.main_thread().ident
+struct {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+} g_interrupt;  // the handler's exception (main thread only, with the GIL)
+
+bool python_interrupted() {
+  if (PyThread_get_thread_ident() != g_main_thread || !Py_IsInitialized()) return false;
+  AcquireGil gil;
+  if (PyErr_CheckSignals() == 0) return false;
+  Py_XDECREF(g_interrupt.type);
+  Py_XDECREF(g_interrupt.value);
+  Py_XDECREF(g_interrupt.traceback);
+  PyErr_Fetch(&g_interrupt.type, &g_interrupt.value, &g_interrupt.traceback);
+  return true;
+}
+
+// Runs body(cancel) with the GIL released. On the main thread body runs on a worker thread while
+// this one waits, checking for signals every 50 ms: a handler's exception sets `cancel` (the
+// simulator polls it: ascend::sim::Options::cancel) and is raised once body has stopped, whatever
+// body ended with. Elsewhere body runs here, never cancelled.
+template <class F>
+void run_interruptible(F&& body) {
+  if (PyThread_get_thread_ident() != g_main_thread) {
+    ReleaseGil release;
+    body(nullptr);
+    return;
+  }
+  std::atomic<bool> cancel{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  {
+    ReleaseGil release;
+    std::thread worker([&] {
+      try {
+        body(&cancel);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lk(mu);
+      done = true;
+      cv.notify_one();
+    });
+    std::unique_lock<std::mutex> lk(mu);
+    while (!cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return done; })) {
+      lk.unlock();
+      if (!cancel.load() && python_interrupted()) cancel.store(true);
+      lk.lock();
+    }
+    lk.unlock();
+    worker.join();
+  }
+  if (cancel.load()) {
+    set_interrupted_error();
+    throw nb::python_error();
+  }
+  if (error) std::rethrow_exception(error);
+}
 
 std::optional<ir::DType> from_dlpack(nb::dlpack::dtype t) {
   using C = nb::dlpack::dtype_code;
@@ -385,6 +457,10 @@ void prepare(const Executable& exe, nb::handle args, Prepared& p) {
 nb::list call(const Executable& exe, nb::args args) {
   Prepared p;
   prepare(exe, args, p);
+  if (auto* ascend = dynamic_cast<const runtime::AscendExecutable*>(&exe)) {  // a simulation: interruptible
+    run_interruptible([&](const std::atomic<bool>* cancel) { ascend->launch(p.inputs, p.out_ptrs, p.binding, cancel); });
+    return p.outs;
+  }
   {
     ReleaseGil release;
     exe.launch(p.inputs, p.out_ptrs, p.binding);
@@ -403,10 +479,11 @@ nb::tuple simulate(const Executable& exe, nb::list args, bool functional, bool c
   Prepared p;
   prepare(exe, args, p);
   std::shared_ptr<const ascend::sim::Result> r;
-  {
-    ReleaseGil release;
-    r = ascend->simulate(p.inputs, p.out_ptrs, p.binding, ascend::sim::Options{functional, check, trace, 64});
-  }
+  run_interruptible([&](const std::atomic<bool>* cancel) {
+    ascend::sim::Options options{functional, check, trace, 64};
+    options.cancel = cancel;
+    r = ascend->simulate(p.inputs, p.out_ptrs, p.binding, options);
+  });
   nb::dict d;
   d["target"] = exe.target();
   d["total_cycles"] = r->total_cycles;
@@ -452,8 +529,22 @@ std::optional<tune::Work> work_of(const Executable& e) {
 
 }  // namespace
 
+void set_interrupted_error() {
+  if (g_interrupt.type && PyThread_get_thread_ident() == g_main_thread) {
+    PyErr_Restore(g_interrupt.type, g_interrupt.value, g_interrupt.traceback);
+    g_interrupt = {};
+  } else {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+  }
+}
+
 void bind_runtime(nb::module_& m) {
   m.attr("__version__") = TILEWRIGHT_VERSION;
+  g_main_thread = nb::cast<unsigned long>(nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  support::set_interrupt_check(&python_interrupted);
+  m.def("interrupt_compiles", &support::interrupt_all,
+        "End the host compilers of every compile running now, on any thread (tw.precompile's and the autotuner's "
+        "pools after Ctrl-C): those compiles raise KeyboardInterrupt.");
 
   nb::class_<Executable>(m, "Executable")
       .def("__call__", &call)

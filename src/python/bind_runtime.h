@@ -7,6 +7,10 @@
 
 void bind_runtime(nanobind::module_& m);
 
+// With the GIL held: sets the Python error of an interrupted wait (support::Interrupted): the
+// exception a signal handler raised during it (Ctrl-C's KeyboardInterrupt), else KeyboardInterrupt.
+void set_interrupted_error();
+
 // A message of the runtime as a Python str. It may hold bytes that are not UTF-8 (a path or a
 // knob value from the environment, a compiler's output), which nanobind's std::string caster
 // refuses with UnicodeDecodeError: those are written \xNN instead (session 30, rel30 F1).

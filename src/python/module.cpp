@@ -5,6 +5,7 @@
 #include "python/bind_ascend.h"
 #include "python/bind_ir.h"
 #include "python/bind_runtime.h"
+#include "support/interrupt.h"
 #include "tilewright/ir.h"
 
 namespace nb = nanobind;
@@ -28,6 +29,8 @@ NB_MODULE(_C, m) {
         // caller sees, not nanobind's RuntimeError wrapping its traceback.
         pe.restore();
       }
+    } catch (const tw::support::Interrupted&) {  // a wait ended by a signal (support/interrupt.h)
+      set_interrupted_error();
     }
   });
   nb::module_ ir = m.def_submodule("ir", "Tile IR builder");

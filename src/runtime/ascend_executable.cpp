@@ -73,7 +73,14 @@ std::shared_ptr<const ascend::sim::Result> AscendExecutable::simulate(const std:
 
 void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
                               const Binding& binding) const {
-  auto r = simulate(inputs, outputs, binding, ascend::sim::Options{});
+  launch(inputs, outputs, binding, nullptr);
+}
+
+void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
+                              const Binding& binding, const std::atomic<bool>* cancel) const {
+  ascend::sim::Options options;
+  options.cancel = cancel;
+  auto r = simulate(inputs, outputs, binding, options);
   if (r->reports.empty()) return;
   // The simulator's checker found a bug in the kernel: its outputs cannot be trusted.
   std::string text;

@@ -23,6 +23,9 @@ class AscendExecutable final : public Executable {
   // Runs the simulator with arithmetic and checking; any checker report is an error.
   void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
               const Binding& binding) const override;
+  // The same, cancelled through `cancel` (ascend::sim::Options::cancel).
+  void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs, const Binding& binding,
+              const std::atomic<bool>* cancel) const;
   // Runs the simulator with the given options and returns its full result (reports included,
   // not thrown).
   std::shared_ptr<const ascend::sim::Result> simulate(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,

@@ -20,6 +20,7 @@
 
 #include "runtime/log.h"
 #include "support/fork.h"
+#include "support/interrupt.h"
 #include "support/sha256.h"
 
 namespace fs = std::filesystem;
@@ -534,6 +535,7 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::millisec
     // Polled rather than blocking, and bounded: a holder that makes no progress (a stopped
     // process, a hung compiler) must not hang every process that needs this key.
     const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    const unsigned long epoch = support::interrupt_epoch();
     for (useconds_t nap = 1000;; nap = std::min<useconds_t>(nap * 2, 100000)) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             support::close_in_forked_child(fd);  // a forked child closes its copy
@@ -547,6 +549,10 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key, std::chrono::millisec
         if (std::chrono::steady_clock::now() >= deadline) {
             close(fd);
             return KeyLock(-1, "");  // not held: the caller builds the key itself
+        }
+        if (support::interrupt_requested(epoch)) {  // Ctrl-C while another process compiles the key
+            close(fd);
+            throw support::Interrupted{};
         }
         usleep(nap);
     }

@@ -4,15 +4,18 @@
 #include "tilewright/ir.h"
 #include "support/env.h"
 #include "support/fork.h"
+#include "support/interrupt.h"
 
 #include <dlfcn.h>
 #include <link.h>
+#include <poll.h>
 #include <pthread.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,8 +103,15 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);  // dup2 clears FD_CLOEXEC
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    // In its own process group, so that an interrupt ends the compiler's children too (cc1plus, as,
+    // ld). A terminal's Ctrl-C then reaches this process alone, which ends the group (below).
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
     pid_t pid = -1;
-    int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
+    int rc = posix_spawnp(&pid, cargv[0], &fa, &attr, cargv.data(), environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     support::keep_in_forked_child(fds[1]);
     close(fds[1]);
@@ -111,9 +121,28 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
         r.error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
         return r;
     }
-    // Drain the pipe until EOF before waiting, so a chatty child never blocks on a full pipe.
+    // Drain the pipe until EOF before waiting, so a chatty child never blocks on a full pipe. After
+    // every read and every 100 ms without output the interrupt check runs (support/interrupt.h): on an
+    // interrupt the compiler's group is ended (SIGTERM, which lets g++ remove its temporary files;
+    // SIGKILL after 2 s) and Interrupted thrown.
+    const unsigned long epoch = support::interrupt_epoch();
     char buf[65536];
     for (;;) {
+        pollfd pfd{fds[0], POLLIN, 0};
+        int n = poll(&pfd, 1, 100);
+        if (n < 0 && errno != EINTR) break;
+        if (support::interrupt_requested(epoch)) {
+            kill(-pid, SIGTERM);
+            int status = 0;
+            for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(10000);
+            kill(-pid, SIGKILL);  // the group's other processes too, if any outlived the driver
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            support::keep_in_forked_child(fds[0]);
+            close(fds[0]);
+            throw support::Interrupted{};
+        }
+        if (n <= 0) continue;
         ssize_t k = read(fds[0], buf, sizeof buf);
         if (k > 0) {
             r.output.append(buf, static_cast<size_t>(k));
@@ -348,7 +377,13 @@ CompileResult compile_shared_object(const std::string& source_path,
     args.push_back(output_path);
     args.push_back(source_path);
     args.insert(args.end(), link_inputs.begin(), link_inputs.end());
-    CompileResult r = run_compiler(std::move(args));
+    CompileResult r;
+    try {
+        r = run_compiler(std::move(args));
+    } catch (const support::Interrupted&) {
+        ::unlink(output_path.c_str());  // whatever the ended compiler wrote (the caller removes the source)
+        throw;
+    }
     // A "compiler" that succeeds without writing its output (TW_CXX a wrapper that drops it) failed
     // here, not later in the cache's publish with an error about a staged file (h-rel17 F7).
     struct stat st;

@@ -69,7 +69,9 @@ struct ProcessResult {
     std::string error;       // why it could not be started / how it died, else empty
 };
 
-// Runs argv[0] (searched on PATH) with argv, stdin from /dev/null, stdout+stderr captured.
+// Runs argv[0] (searched on PATH) with argv, stdin from /dev/null, stdout+stderr captured, in its
+// own process group. Throws support::Interrupted (after ending the group) when the interrupt check
+// (support/interrupt.h) reports an interrupt.
 ProcessResult run_process(const std::vector<std::string>& argv);
 
 // RAII handle over dlopen(RTLD_NOW | RTLD_LOCAL). Movable, not copyable.

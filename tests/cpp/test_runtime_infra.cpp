@@ -5,6 +5,7 @@
 #include "runtime/toolchain.h"
 #include "support/env.h"
 #include "support/fork.h"
+#include "support/interrupt.h"
 #include "support/sha256.h"
 
 #include <gtest/gtest.h>
@@ -719,6 +720,50 @@ TEST(Toolchain, RunProcessCapturesOutputAndStatus) {
     p = rt::run_process({"tw-no-such-program-xyz"});
     EXPECT_EQ(p.exit_code, -1);
     EXPECT_NE(p.error.find("tw-no-such-program-xyz"), std::string::npos);
+}
+
+// An interrupt (intr31; support/interrupt.h) ends a process that never returns, its whole process
+// group (the shell's background child too, which keeps the pipe open), and throws Interrupted.
+TEST(Toolchain, RunProcessEndsItsGroupWhenInterrupted) {
+    TempDir d;
+    const std::string pids = d / "pids";
+    std::atomic<bool> returned{false};
+    std::thread t([&] {  // once the shell has started its background child, until run_process returns
+        auto started = [&] {
+            std::error_code ec;
+            return std::filesystem::file_size(pids, ec) > 0 && !ec;
+        };
+        while (!returned && !started())
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        while (!returned) {
+            tw::support::interrupt_all();
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    bool interrupted = false;
+    try {
+        rt::run_process({"sh", "-c", "sleep 60 & echo $! > " + pids + "; sleep 60"});
+    } catch (const tw::support::Interrupted&) {
+        interrupted = true;
+    }
+    returned = true;
+    t.join();
+    EXPECT_TRUE(interrupted);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    std::ifstream in(pids);
+    pid_t bg = 0;
+    ASSERT_TRUE(in >> bg);
+    bool gone = false;  // SIGTERM was sent to the group: the background sleep ends (a zombie until init reaps it)
+    for (int i = 0; i < 200 && !gone; ++i) {
+        std::ifstream stat("/proc/" + std::to_string(bg) + "/stat");
+        std::string pid, comm, state;
+        gone = !(stat >> pid >> comm >> state) || state == "Z";
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(gone) << "the group's background process " << bg << " is still running";
+    // A wait that begins after the interrupt is not interrupted.
+    EXPECT_EQ(rt::run_process({"true"}).exit_code, 0);
 }
 
 TEST(Toolchain, LoadErrorsCarryDlerror) {

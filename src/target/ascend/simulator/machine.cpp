@@ -1504,6 +1504,9 @@ Result Machine::run() {
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   int stuck = 0;
   while (true) {
+    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed))
+      throw ir::Error("ascend simulator: the simulation of '" + prog.name + "' was cancelled (Options::cancel)",
+                      prog.span);
     int64_t lo = kNever;
     for (auto& c : cores)
       if (!c.finished && (stuck == 0 || c.blocked == Core::None)) lo = std::min(lo, c.scalar_time);

@@ -14,6 +14,7 @@
 //   numeric.h     fp16/bf16 conversions and rounding modes
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +42,10 @@ struct Options {
   // CPUs); 1 = every data effect on the calling thread. The results are the same bits for any
   // count (functional_queue.h).
   int threads = 0;
+  // Polled between the scheduler's rounds (every 1024 simulated cycles of each core): once it is
+  // true, run() stops and throws ir::Error. The output tensors then hold whatever the simulated
+  // instructions had written so far (partial: not a result). Null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 enum class ReportKind : uint8_t {
