@@ -49,7 +49,7 @@ def test_get_source_contains_kernel_and_gemm_call(ex_gemm):
 
 def test_get_ir_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
-    assert k.stages == ["input", "infer_grid", "simplify", "split_window_copies", "coarsen_grid",
+    assert k.stages == ["input", "infer_grid", "simplify", "pick_element", "split_window_copies", "coarsen_grid",
                         "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved", "fuse_map_copy_out", "fuse_map_reduce",
                         "pipeline_rows",
                         "view_gemm_operands", "view_rows",
@@ -89,7 +89,7 @@ def test_unknown_stage_lists_stages(ex_gemm):
     with pytest.raises(tw.TilewrightError) as ei:
         k.get_ir("lowered")
     assert ei.value.message == "no IR stage 'lowered' for kernel 'main'"
-    assert ("input, infer_grid, simplify, split_window_copies, coarsen_grid, inline_map_lets, hoist_map_invariants, alias_tile_copies, "
+    assert ("input, infer_grid, simplify, pick_element, split_window_copies, coarsen_grid, inline_map_lets, hoist_map_invariants, alias_tile_copies, "
             "mark_nan_unobserved, fuse_map_copy_out, fuse_map_reduce, pipeline_rows, view_gemm_operands, view_rows, "
             "prefetch_gathers, final") in ei.value.hint
 
@@ -299,11 +299,11 @@ def test_dump_ir_writes_one_file_per_stage(child_script, tmp_path):
     files = sorted(os.listdir(kdir))
     tir = [f for f in files if f.endswith(".tir")]
     # one file per pass stage, numbered in pipeline order ("final" is the last one's alias)
-    assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir", "03_split_window_copies.tir",
-                   "04_coarsen_grid.tir", "05_inline_map_lets.tir", "06_hoist_map_invariants.tir",
-                   "07_alias_tile_copies.tir", "08_mark_nan_unobserved.tir", "09_fuse_map_copy_out.tir",
-                   "10_fuse_map_reduce.tir", "11_pipeline_rows.tir", "12_view_gemm_operands.tir", "13_view_rows.tir",
-                   "14_prefetch_gathers.tir"]
+    assert tir == ["00_input.tir", "01_infer_grid.tir", "02_simplify.tir", "03_pick_element.tir",
+                   "04_split_window_copies.tir", "05_coarsen_grid.tir", "06_inline_map_lets.tir",
+                   "07_hoist_map_invariants.tir", "08_alias_tile_copies.tir", "09_mark_nan_unobserved.tir",
+                   "10_fuse_map_copy_out.tir", "11_fuse_map_reduce.tir", "12_pipeline_rows.tir",
+                   "13_view_gemm_operands.tir", "14_view_rows.tir", "15_prefetch_gathers.tir"]
     for f in tir:
         stage = f[3:-4]
         assert (kdir / f).read_text() == r["stages"][stage]
@@ -315,7 +315,7 @@ def test_dump_ir_writes_generated_source(child_script, tmp_path):
     run_child(child_script, {"TW_CACHE_DIR": str(tmp_path / "cache"), "TW_DUMP_IR": str(dump)}, 64, 1.0)
     (kdir,) = dump.glob("disk_cache_probe-*/cpu")
     files = sorted(os.listdir(kdir))
-    assert files[-1] == "15_codegen.cpp", files
+    assert files[-1] == "16_codegen.cpp", files
     assert "tw_block" in (kdir / files[-1]).read_text()
 
 
@@ -359,7 +359,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     numbers = [f[:2] for f in files]
     assert numbers == [f"{i:02d}" for i in range(len(files))], files  # one file per number, in order
     names = [f[3:].rsplit(".", 1)[0] for f in files]
-    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "serial_maps", "stage_global_copies",
+    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "serial_maps", "pick_element", "stage_global_copies",
                "stage_gemm_operands", "cube_row_mask",
                "infer_scope", "mark_nan_unobserved", "split_cube_vector", "skew_cube_loops",
                "rotate_vector_loops", "expand_gemm", "fold_exp2_scale", "expand_math", "expand_int8_fill",
@@ -377,7 +377,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     assert "PipeBarrier" in stages["ascend910b"]["insert_sync"] or "SetFlag" in stages["ascend910b"]["insert_sync"]
     assert "SetFlag" not in stages["ascend910b"]["plan_memory"]
     cpu = sorted(os.listdir(kdir / "cpu"))
-    assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "split_window_copies",
+    assert [f[3:].rsplit(".", 1)[0] for f in cpu] == ["input", "infer_grid", "simplify", "pick_element", "split_window_copies",
                                                       "coarsen_grid", "inline_map_lets", "hoist_map_invariants", "alias_tile_copies", "mark_nan_unobserved",
                                                       "fuse_map_copy_out", "fuse_map_reduce",
                                                       "pipeline_rows", "view_gemm_operands", "view_rows", "prefetch_gathers",

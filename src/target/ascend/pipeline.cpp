@@ -37,6 +37,7 @@
 #include "transform/infer_grid.h"
 #include "transform/nan_unobserved.h"
 #include "transform/pass_log.h"
+#include "transform/pick_element.h"
 #include "transform/simplify.h"
 
 namespace tw::ascend {
@@ -90,6 +91,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
     log.run("split_rows", [&](const ir::Kernel& k) { return split_rows(k, row_step, &rows); });  // rows in groups that fit UB
   if (col_blocks > 0)
     log.run("split_cols", [&](const ir::Kernel& k) { return split_cols(k, col_blocks, &cols, col_copies); });  // a row in column blocks that fit UB
+  log.run("pick_element", [](const ir::Kernel& k) { return transform::pick_element(k); });  // the sum of a one-column where: the element (a row kept whole)
   log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills

@@ -18,6 +18,7 @@
 #include "transform/hoist_map_invariants.h"
 #include "transform/infer_grid.h"
 #include "transform/pass_log.h"
+#include "transform/pick_element.h"
 #include "transform/simplify.h"
 
 namespace tw::cpu {
@@ -56,6 +57,8 @@ LoweredCpu lower_cpu(const ir::Kernel& input) {
   log.run("infer_grid", transform::infer_grid);
   // Fold index arithmetic (block offsets, tile extents) so codegen sees constants.
   log.run("simplify", transform::simplify);
+  // The sum of a where keeping one column (a label's logit): the element itself, read once per row.
+  log.run("pick_element", transform::pick_element);
   // A window with more non-unit dims than its tile fills the tile's rows with its leading dims
   // flattened: one copy per index of the extra dims.
   log.run("split_window_copies", split_window_copies);
