@@ -1,0 +1,134 @@
+"""Session 31: hunt31's ascend910b findings fixed (h-ascfix31; docs/ascend.md "Session 31: hunt31's findings
+fixed (h-ascfix31)"). The reproducers of /work/hunt31-findings.md (tests/python/test_hunt_s31.py's strict xfails)
+as passing tests, each on cpu and ascend910b (simulator, checker on: `prof["reports"] == []`) against numpy /
+Python integers. Tolerances: exact (integers, selects, differences of small floats), except the cross-entropy
+case (float32 log-sum-exp against float64: 1e-5 relative, 1e-5 absolute).
+"""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ascend_util import TARGET, run_checked  # noqa: E402
+
+TARGETS = ["cpu", TARGET]
+
+
+def _run(prim, target, out_idx, *args):
+    k = tw.compile(prim, target=target, out_idx=out_idx)
+    return k(*args) if target == "cpu" else run_checked(k, *args)
+
+
+# --------------------------------------------------------------------------- F1: if / else around a gather
+XN, XB = 37, 4
+
+
+@T.prim_func
+def _xent_ignore(X: T.Tensor((6, XN), "float32"), L: T.Tensor((6,), "int32"), Y: T.Tensor((6,), "float32")):
+    with T.Kernel(T.ceildiv(6, XB)) as bx:
+        x = T.alloc_fragment((XB, XN), "float32")
+        e = T.alloc_fragment((XB, XN), "float32")
+        lab = T.alloc_fragment((XB,), "int32")
+        mx = T.alloc_fragment((XB,), "float32")
+        s = T.alloc_fragment((XB,), "float32")
+        T.copy(X[bx * XB, 0], x)
+        T.copy(L[bx * XB], lab)
+        T.reduce_max(x, mx, dim=1)
+        for i, j in T.Parallel(XB, XN):
+            e[i, j] = T.exp(x[i, j] - mx[i])
+        T.reduce_sum(e, s, dim=1)
+        for i in T.Parallel(XB):
+            if lab[i] == -100:  # PyTorch's ignore_index: never reads x[i, -100]
+                s[i] = 0.0
+            else:
+                s[i] = T.log(s[i]) + mx[i] - x[i, lab[i]]
+        T.copy(s, Y[bx * XB])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f1_guarded_gather_in_an_if_else(target):
+    """cross_entropy with ignore_index = -100 (rows 1 and 4), labels at column 0 and the last column."""
+    x = np.random.default_rng(3).standard_normal((6, XN)).astype(np.float32)
+    lab = np.array([0, -100, XN - 1, 5, -100, 3], np.int32)
+    x64 = x.astype(np.float64)
+    m = x64.max(1)
+    pick = x64[np.arange(6), np.where(lab < 0, 0, lab)]
+    ref = np.where(lab == -100, 0.0, np.log(np.exp(x64 - m[:, None]).sum(1)) + m - pick)
+    np.testing.assert_allclose(_run(_xent_ignore, target, [-1], x, lab), ref, rtol=1e-5, atol=1e-5)
+
+
+@T.prim_func
+def _gather_then(X: T.Tensor((16,), "float32"), I: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((16,), "float32")
+        ix = T.alloc_fragment((8,), "int32")
+        y = T.alloc_fragment((8,), "float32")
+        T.copy(X, x)
+        T.copy(I, ix)
+        for i in T.Parallel(8):
+            if ix[i] >= 0 and ix[i] < 16:  # the then arm gathers
+                y[i] = x[ix[i]]
+            else:
+                y[i] = -1.0
+        T.copy(y, Y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f1_guarded_gather_in_the_then_arm(target):
+    x = np.arange(16, dtype=np.float32) + 0.5
+    ix = np.array([0, 15, -1, 16, 7, -2 ** 31, 2 ** 31 - 1, 3], np.int32)
+    ref = np.where((ix >= 0) & (ix < 16), x[np.clip(ix, 0, 15)], -1.0)
+    assert _run(_gather_then, target, [-1], x, ix).tolist() == ref.tolist()
+
+
+@T.prim_func
+def _shift_if(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((64,), "float32")
+        y = T.alloc_fragment((64,), "float32")
+        T.copy(X, x)
+        for j in T.Parallel(64):
+            if j + 8 < 64:  # never reads x[64..71]
+                y[j] = x[j + 8] - x[j]
+            else:
+                y[j] = 0.0
+        T.copy(y, Y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f1_guarded_shifted_read_in_an_if_else(target):
+    x = np.arange(64, dtype=np.float32) ** 2 / 64
+    ref = np.zeros(64, np.float32)
+    ref[:56] = x[8:] - x[:56]
+    np.testing.assert_array_equal(_run(_shift_if, target, [-1], x), ref)
+
+
+@T.prim_func
+def _flag_if(X: T.Tensor((16,), "float32"), I: T.Tensor((8,), "int32"), F: T.Tensor((8,), "int32"),
+             Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((16,), "float32")
+        ix = T.alloc_fragment((8,), "int32")
+        f = T.alloc_fragment((8,), "int32")
+        y = T.alloc_fragment((8,), "float32")
+        T.copy(X, x)
+        T.copy(I, ix)
+        T.copy(F, f)
+        for i in T.Parallel(8):
+            if f[0] > 0:  # free of the map: the same arm for every element
+                y[i] = x[ix[i]]
+            else:
+                y[i] = x[i]
+        T.copy(y, Y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f1_condition_on_an_element_at_a_fixed_index(target):
+    x = np.arange(16, dtype=np.float32) + 0.5
+    ix = np.array([0, 15, -1, 16, 7, 99, -5, 3], np.int32)  # out of range: the arm is not taken
+    assert _run(_flag_if, target, [-1], x, ix, np.zeros(8, np.int32)).tolist() == x[:8].tolist()
