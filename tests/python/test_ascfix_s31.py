@@ -132,3 +132,20 @@ def test_f1_condition_on_an_element_at_a_fixed_index(target):
     x = np.arange(16, dtype=np.float32) + 0.5
     ix = np.array([0, 15, -1, 16, 7, 99, -5, 3], np.int32)  # out of range: the arm is not taken
     assert _run(_flag_if, target, [-1], x, ix, np.zeros(8, np.int32)).tolist() == x[:8].tolist()
+
+
+# --------------------------------------------------------------------------- F3: int64 scalar past 2^53
+@T.prim_func
+def _int64_param(m: T.int64, B: T.Tensor((2,), "int64")):
+    with T.Kernel(1) as bx:
+        t = T.alloc_fragment((2,), "int64")
+        t[0] = m
+        t[1] = m - 7
+        T.copy(t, B)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f3_int64_scalar_parameter_past_2_53(target):
+    for m in (2 ** 53 + 9, -2 ** 63 + 5):  # m - 7 past 2^53 too; -2^63 + 5 - 7 wraps
+        got = _run(_int64_param, target, [-1], m)
+        assert [int(v) for v in got] == [m, (m - 7 + 2 ** 63) % 2 ** 64 - 2 ** 63]  # wrapped into int64

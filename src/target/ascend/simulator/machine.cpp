@@ -619,7 +619,9 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
         num::store(b, t.code, v);
         v = num::load(b, t.code);
       }
-      base_slots_[var_slot_[prog.params[i].var.get()]] = Value{static_cast<int64_t>(v), v};
+      const std::optional<int64_t>& iv = args[i].int_scalar;  // an integer argument exactly (hunt31 F3)
+      base_slots_[var_slot_[prog.params[i].var.get()]] =
+          iv && !prog.params[i].var->dtype.is_float() ? Value{*iv, static_cast<double>(*iv)} : Value{static_cast<int64_t>(v), v};
     }
   auto eval_expr = [&](const ir::Expr& e) { return e ? eval(compile_expr(e), base_slots_).i : 0; };
   int64_t blocks = eval_expr(prog.block_dim);
