@@ -149,3 +149,26 @@ def test_f3_int64_scalar_parameter_past_2_53(target):
     for m in (2 ** 53 + 9, -2 ** 63 + 5):  # m - 7 past 2^53 too; -2^63 + 5 - 7 wraps
         got = _run(_int64_param, target, [-1], m)
         assert [int(v) for v in got] == [m, (m - 7 + 2 ** 63) % 2 ** 64 - 2 ** 63]  # wrapped into int64
+
+
+# --------------------------------------------------------------------------- F6: abs of a uint8 difference
+@T.prim_func
+def _abs_u8(U: T.Tensor((32,), "uint8"), Z: T.Tensor((3,), "int32"), V: T.Tensor((32,), "uint8")):
+    with T.Kernel(1) as bx:
+        u = T.alloc_fragment((32,), "uint8")
+        z = T.alloc_fragment((3,), "int32")
+        T.copy(U, u)
+        z[0] = abs(u[0] - u[1])  # int64 -247 unstored: 247
+        z[1] = abs(u[1] - u[0])
+        z[2] = abs(u[1])  # a bare uint8 value
+        u[3] = abs(u[0] - u[1])  # 247 wrapped into uint8: 247
+        T.copy(z, Z)
+        T.copy(u, V)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f6_abs_of_a_uint8_difference_in_an_element_store(target):
+    u = np.zeros(32, np.uint8)
+    u[0], u[1] = 3, 250
+    z, v = _run(_abs_u8, target, [-2, -1], u)
+    assert z.tolist() == [247, 247, 250] and v[3] == 247

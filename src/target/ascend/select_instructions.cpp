@@ -837,14 +837,17 @@ class Lowerer {
                   sp, "write whole tiles: T.fill, T.copy, vector ops or a T.Parallel map");
     if (core_ != CoreKind::V) return nullptr;  // the Vector core's statement
     // abs of an integer is a select, not a math function (hunt30 F3): max(x, -x) for a signed type
-    // (abs(INT_MIN) wraps to INT_MIN, as the language says), x itself for an unsigned one
+    // (abs(INT_MIN) wraps to INT_MIN, as the language says), x itself for a bare uint8 value; a uint8
+    // expression may be negative before it is stored (u[0] - u[1]: hunt31 F6), so it is max(x, -x) too
     struct IntAbs : ir::Mutator {
       using ir::Mutator::mutate;
       Expr mutate(const Expr& e) override {
         Expr x = ir::Mutator::mutate(e);
         if (x->kind != ir::ExprKind::Call || as<ir::CallNode>(x)->fn != ir::MathFn::abs || !x->dtype.is_int()) return x;
         const Expr& a = as<ir::CallNode>(x)->args[0];
-        if (x->dtype == ir::DType(ir::DTypeCode::u8)) return a;
+        if (x->dtype == ir::DType(ir::DTypeCode::u8) &&
+            (a->kind == ir::ExprKind::Load || a->kind == ir::ExprKind::Var || ir::as_const_int(a)))
+          return a;
         return ir::binary(ir::BinOp::Max, a, ir::unary(ir::UnOp::Neg, a, x->span), x->span);
       }
     };
