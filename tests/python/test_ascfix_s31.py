@@ -172,3 +172,24 @@ def test_f6_abs_of_a_uint8_difference_in_an_element_store(target):
     u[0], u[1] = 3, 250
     z, v = _run(_abs_u8, target, [-2, -1], u)
     assert z.tolist() == [247, 247, 250] and v[3] == 247
+
+
+# --------------------------------------------------------------------------- F8: if without else leaves rows unwritten
+@T.prim_func
+def _rows_if(X: T.Tensor((8, 16), "float32"), n: T.int32, Y: T.Tensor((8, 16), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((8, 16), "float32")
+        y = T.alloc_fragment((8, 16), "float32")
+        T.copy(X, x)
+        for i, j in T.Parallel(8, 16):
+            if i < n:  # rows n.. of y are never written, then copied out: a wrong kernel for n < 8
+                y[i, j] = x[i, j] * 2.0
+        T.copy(y, Y)
+
+
+def test_f8_if_without_else_leaving_rows_unwritten_is_reported():
+    k = tw.compile(_rows_if, target=TARGET, out_idx=[-1])
+    x = np.ones((8, 16), np.float32)
+    prof = k.profile(x, 3)
+    assert any("uninitialised read" in r for r in prof["reports"]), prof["reports"]
+    np.testing.assert_array_equal(run_checked(k, x, 8), x * 2)  # every row written: no report

@@ -737,6 +737,10 @@ Machine::Span Machine::base(const Core& c, const RMem& m) {
   return Span{mem.empty() ? nullptr : mem.data() + b.offset, b.bytes, space_id(c, b.mem), b.mem, b.offset};
 }
 
+void Machine::wait_data() {
+  if (queue_) queue_->drain();
+}
+
 ReportInstr Machine::describe(const Core& c, const Instr* in, int64_t cycle) const {
   ReportInstr r;
   r.text = in ? print_instr(prog, *in, false) : "";
