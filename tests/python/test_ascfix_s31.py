@@ -193,3 +193,32 @@ def test_f8_if_without_else_leaving_rows_unwritten_is_reported():
     prof = k.profile(x, 3)
     assert any("uninitialised read" in r for r in prof["reports"]), prof["reports"]
     np.testing.assert_array_equal(run_checked(k, x, 8), x * 2)  # every row written: no report
+
+
+# --------------------------------------------------------------------------- F5: a flat gather's column past the row
+@T.prim_func
+def _pick_col(X: T.Tensor((4, 8), "float32"), I: T.Tensor((4,), "int32"), Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((4, 8), "float32")
+        ix = T.alloc_fragment((4,), "int32")
+        y = T.alloc_fragment((4,), "float32")
+        T.copy(X, x)
+        T.copy(I, ix)
+        for i in T.Parallel(4):
+            y[i] = x[i, ix[i]]  # the cross_entropy pick
+        T.copy(y, Y)
+
+
+def test_f5_flat_gather_column_past_the_row_is_reported():
+    """In range (columns 0 and 7) on both targets; a column past the row (8: x[1, 0]) or before it (-1: x[0, 7])
+    is cpu's error and ascend910b's out-of-bounds report at the line, not the neighbouring row's element."""
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    ix = np.array([0, 7, 3, 7], np.int32)
+    for target in TARGETS:
+        assert _run(_pick_col, target, [-1], x, ix).tolist() == x[np.arange(4), ix].tolist()
+    k = tw.compile(_pick_col, target=TARGET, out_idx=[-1])
+    for bad in ([8, 0, 0, 0], [0, -1, 0, 0], [0, 0, 0, 2 ** 31 - 1]):
+        with pytest.raises(tw.TilewrightError, match="out of bounds for dimension 1 of 'x'"):
+            tw.compile(_pick_col, target="cpu", out_idx=[-1])(x, np.array(bad, np.int32))
+        prof = k.profile(x, np.array(bad, np.int32))
+        assert any("out of bounds" in r and "test_ascfix_s31.py" in r for r in prof["reports"]), prof["reports"]
