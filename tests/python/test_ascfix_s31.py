@@ -134,6 +134,27 @@ def test_f1_condition_on_an_element_at_a_fixed_index(target):
     assert _run(_flag_if, target, [-1], x, ix, np.zeros(8, np.int32)).tolist() == x[:8].tolist()
 
 
+@T.prim_func
+def _collatz(A: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "int32")):
+    with T.Kernel(1) as bx:
+        a = T.alloc_fragment((8,), "int32")
+        y = T.alloc_fragment((8,), "int32")
+        T.copy(A, a)
+        for i in T.Parallel(8):
+            if a[i] % 2 == 1:  # the then arm overflows int32 for the even 2^30, where it is not taken
+                y[i] = a[i] * 3 + 1
+            else:
+                y[i] = a[i] // 2
+        T.copy(y, Y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f1_int32_arm_not_taken_does_not_overflow(target):
+    a = np.array([2 ** 30, 7, 0, -5, 2 ** 31 - 2, 1, -2 ** 31, 715827881], np.int32)
+    ref = [int(v) * 3 + 1 if int(v) % 2 == 1 else int(v) // 2 for v in a]
+    assert _run(_collatz, target, [-1], a).tolist() == ref
+
+
 # --------------------------------------------------------------------------- F3: int64 scalar past 2^53
 @T.prim_func
 def _int64_param(m: T.int64, B: T.Tensor((2,), "int64")):
@@ -222,3 +243,4 @@ def test_f5_flat_gather_column_past_the_row_is_reported():
             tw.compile(_pick_col, target="cpu", out_idx=[-1])(x, np.array(bad, np.int32))
         prof = k.profile(x, np.array(bad, np.int32))
         assert any("out of bounds" in r and "test_ascfix_s31.py" in r for r in prof["reports"]), prof["reports"]
+

@@ -111,12 +111,43 @@ struct GuardIndices : ir::Mutator {
   }
 };
 
+// The int32 tile reads of an arm made a select, where the arm computes int32 +, - or *: the lanes that do
+// not take the arm read 1 (hunt31 F1: `if a[i] % 2 == 1: y[i] = a[i] * 3 + 1` overflowed, a report, for an
+// even a[i] the arm never computes on cpu; 1 divides, multiplies and adds harmlessly). A read inside an
+// index is GuardIndices'.
+struct GuardOperands : ir::Mutator {
+  GuardOperands(ir::Expr c, bool taken_on_true) : cond(std::move(c)), then(taken_on_true) {}
+  ir::Expr cond;
+  bool then;
+  static bool needed(const ir::Expr& v) {
+    bool any = false;
+    ir::for_each_expr(v, [&](const ir::Expr& x) {
+      if (x->kind != ir::ExprKind::Binary || x->dtype != ir::DType(ir::DTypeCode::i32)) return;
+      const ir::BinOp op = static_cast<const ir::BinaryNode*>(x.get())->op;
+      any = any || op == ir::BinOp::Add || op == ir::BinOp::Sub || op == ir::BinOp::Mul;
+    });
+    return any;
+  }
+  using ir::Mutator::mutate;
+  ir::Expr mutate(const ir::Expr& e) override {
+    if (e->kind != ir::ExprKind::Load) return ir::Mutator::mutate(e);
+    if (e->dtype != ir::DType(ir::DTypeCode::i32)) return e;
+    ir::Expr one = ir::int_imm(1, e->dtype, e->span);
+    return then ? ir::select(cond, e, one, e->span) : ir::select(cond, one, e, e->span);
+  }
+};
+
+ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars) {
+  ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then).mutate(v) : v;
+  return GuardIndices(c, then, vars).mutate(g);
+}
+
 // `if c: t[idx] = a else: t[idx] = b` in the innermost body of a T.Parallel map (both arms one store
 // of the same element; without an else, b is t[idx] itself) is the store t[idx] = T.where(c, a, b)
 // (hunt30 F5), when c depends on the map's variables (an if free of them belongs around the map,
 // where cpu does not evaluate the arms it skips), and is not `if j < n` on the innermost variable
 // without an else (select_instructions' runtime column count). Both arms are evaluated, as T.where's,
-// their reads at selected indices (GuardIndices).
+// their reads at selected indices (GuardIndices) and int32 operands (GuardOperands).
 ir::Stmt if_as_select(const ir::Stmt& s, const std::vector<ir::Var>& vars) {
   if (s->kind != ir::StmtKind::If) return s;
   auto* n = ir::as<ir::IfNode>(s);
@@ -135,8 +166,8 @@ ir::Stmt if_as_select(const ir::Stmt& s, const std::vector<ir::Var>& vars) {
   if (!uses || (b && (b->buffer.get() != a->buffer.get() || !ir::structural_equal(at, ir::load(b->buffer, b->indices)))))
     return s;
   const ir::DType t = a->buffer->dtype;
-  ir::Expr other = b ? ir::cast(GuardIndices(n->cond, false, vars).mutate(b->value), t, b->span) : at;
-  ir::Expr value = ir::cast(GuardIndices(n->cond, true, vars).mutate(a->value), t, a->span);
+  ir::Expr other = b ? ir::cast(guard_arm(b->value, n->cond, false, vars), t, b->span) : at;
+  ir::Expr value = ir::cast(guard_arm(a->value, n->cond, true, vars), t, a->span);
   return std::make_shared<ir::StoreNode>(a->buffer, a->indices, ir::select(n->cond, value, other, a->span), a->span);
 }
 
