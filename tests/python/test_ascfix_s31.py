@@ -244,3 +244,19 @@ def test_f5_flat_gather_column_past_the_row_is_reported():
         prof = k.profile(x, np.array(bad, np.int32))
         assert any("out of bounds" in r and "test_ascfix_s31.py" in r for r in prof["reports"]), prof["reports"]
 
+
+# --------------------------------------------------------------------------- F9: an int64 id past int32 in a copy's start
+@T.prim_func
+def _emb(E: T.Tensor((8, 8), "float32"), Ids: T.Tensor((4,), "int64"), Y: T.Tensor((4, 8), "float32")):
+    with T.Kernel(4) as bx:
+        r = T.alloc_fragment((1, 8), "float32")
+        row = Ids[bx]
+        T.copy(E[row, 0], r)  # a source row outside E reads as zeros
+        T.copy(r, Y[bx, 0])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f9_int64_row_id_past_int32_reads_zeros(target):
+    e = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
+    y = _run(_emb, target, [-1], e, np.array([3, 2 ** 32 + 5, -2 ** 32 + 5, 7], np.int64))
+    assert y.tolist() == [e[3].tolist(), [0.0] * 8, [0.0] * 8, e[7].tolist()]
