@@ -18,8 +18,9 @@ session 24). Per pattern:
 * `full only`: the same with only the fully visible blocks listed (the partial ones dropped:
   wrong results, timing only): the floor of any scheme that keeps the full blocks whole;
 * `no blocks`: nothing listed: the per-query-block work alone (Q load, output);
-* `rect work`: the tables with the bands of the blocks that apply their mask tile narrowed until
-  the gemms compute what the `rect` form below would (wrong results, timing only: session 30);
+* `no rects`: the tables without the blocks' rectangles (`Rects` whole, `band_exact` on the
+  bands alone): the gemms' regions and the mask-tile blocks as before session 31 (h-rect), the
+  rectangles' gain measured in the same process;
 * `first full`: only the first fully visible block of each query block listed (timing only):
   with `full only`, the marginal cost of a full block and the fixed cost per query block with any
   block (its Q pack, and as many K and V packs: one per key block and launch), which a pattern
@@ -32,10 +33,11 @@ half of its columns (session 24: one vector of columns where a row needs one hal
 each row panel over the k its rows' bands reach; against the visible pairs (each gemm's ideal) and
 whole blocks (session 23).
 
-For the blocks that apply their mask tile (1), `region_forms` counts what the gemms would compute
-if the runtime's band rules also kept to a column range per row (`region_pairs`): the band met
-with the block's bounding rectangle (`rect`), with each 16-row group's visible columns (`rows16`)
-and with each row's (`exact`), beside today's `band` (session 30: an estimate, no such form built).
+For the blocks that apply their mask tile without rectangles (1), `region_forms` counts what the
+gemms would compute if the runtime's band rules also kept to a column range per row
+(`region_pairs`): the band met with the block's bounding rectangle (`rect`, built in session 31:
+T.gemm's rows / cols), with each 16-row group's visible columns (`rows16`) and with each row's
+(`exact`), beside the band alone (`band`; session 30's estimate).
 `--blocks 128x128,...` also times the masked kernel (with its tables) and the causal kernel at
 those block shapes (a user's autotune choice; with more threads, their busy share too).
 
@@ -171,27 +173,6 @@ def region_forms(np, vis, blocks, bands, bm, bn, mr=14, nr=32):
     return nvis, out
 
 
-def rect_work_bands(np, vis, blocks, bands, bm, bn, mr=14, nr=32):
-    """Timing only (wrong results): `bands` with each mask-tile block's (1) hi lowered until the
-    gemms compute no more pairs (Q K^T + P V, `region_pairs`) than its `rect` form would, so the
-    micro-kernels and the driver do that form's amount of work (session 30's probe)."""
-    nq, nk = blocks.shape
-    pad = np.zeros((nq * bm, nk * bn), bool)
-    pad[:vis.shape[0], :vis.shape[1]] = vis
-    out = np.array(bands, np.int32)
-    whole = lambda i: (0, bn)  # noqa: E731
-    for qb, kb in zip(*np.nonzero(blocks == 1)):
-        tile = pad[qb * bm:(qb + 1) * bm, kb * bn:(kb + 1) * bn]
-        lo, hi = (int(x) for x in bands[qb, kb])
-        rows, c = np.nonzero(tile.any(axis=1))[0], np.nonzero(tile.any(axis=0))[0]
-        span = (int(c[0]), int(c[-1]) + 1)
-        want = sum(region_pairs(np, tile, lo, hi, lambda i: span if rows[0] <= i <= rows[-1] else (0, 0), mr, nr))
-        while hi > lo + 1 and sum(region_pairs(np, tile, lo, hi, whole, mr, nr)) > want:
-            hi -= 1
-        out[qb, kb, 1] = hi
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=1)
@@ -218,9 +199,9 @@ def main():
     causal = flash_attention(B, H, S, D, True)
     clock = time.process_time if args.threads == 1 else time.perf_counter
 
-    def tables(blocks, bands):
+    def tables(blocks, bands, rects):
         blocks = np.asarray(blocks, np.int32)
-        return (blocks, *ma.block_lists(blocks), bands)
+        return (blocks, *ma.block_lists(blocks), bands, rects)
 
     impls, info = {"causal": lambda: causal(q, k, v)}, {}
     shapes = [tuple(int(x) for x in b.split("x")) for b in args.blocks.split(",") if b]
@@ -230,15 +211,18 @@ def main():
         if p not in MASK_PATTERNS:
             sys.exit(f"unknown pattern {p!r}: one of {', '.join(MASK_PATTERNS)}")
         vis = mask_pattern(np, rng, p, S, bm, bn)
-        blocks, bands = (np.asarray(t) for t in ma.prefill_blocks(vis, bm, bn)[::3])
-        full = ma.dense_blocks(S, S, bm, bn)[3]  # every diagonal: the gemms compute whole blocks
+        t = ma.prefill_blocks(vis, bm, bn)
+        blocks, bands, rects = (np.asarray(t[i]) for i in (0, 3, 4))
+        # every diagonal of the whole block: the gemms compute whole blocks
+        full, whole = ma.dense_blocks(S, S, bm, bn)[3:]
         only_full = np.where(blocks == 2, 2, 0)
         first_full = np.where(np.cumsum(only_full == 2, axis=1) == 1, only_full, 0)
-        partial = np.where(blocks == 3, 1, blocks)  # every band full: band_exact's triangles read their mask
-        variants = {"tables": tables(blocks, bands), "whole blocks": tables(partial, full),
-                    "full only": tables(only_full, bands), "first full": tables(first_full, bands),
-                    "no blocks": tables(np.zeros_like(blocks), bands),
-                    "rect work": tables(blocks, rect_work_bands(np, vis, blocks, bands, bm, bn))}
+        partial = np.where(blocks == 3, 1, blocks)  # every band full: band_exact's blocks read their mask
+        banded = ma.band_exact(vis, ma.block_mask(vis, bm, bn), bands, whole, bm, bn)  # no rectangles
+        variants = {"tables": tables(blocks, bands, rects), "whole blocks": tables(partial, full, whole),
+                    "full only": tables(only_full, bands, rects), "first full": tables(first_full, bands, rects),
+                    "no blocks": tables(np.zeros_like(blocks), bands, rects),
+                    "no rects": tables(banded, bands, whole)}
         for name, t in variants.items():
             impls[(p, name)] = lambda vis=vis, t=t: kern(q, k, v, vis, *t, kv_len)
         for sm, sn in shapes:  # the tables at another block shape (the same mask)
@@ -258,7 +242,7 @@ def main():
             cover[g] = float((np.kron(sub, np.ones((g, g), bool)) & part).sum() / max(part.sum(), 1))
         waste = {tiles: computed_pairs(np, blocks, bands, bm, bn, *tiles) for tiles in ((14, 32), (6, 16))}
         info[p] = dict(vis=vis, blocks=blocks, err=err, cover=cover, n_first=int((first_full == 2).sum()), waste=waste,
-                       forms=region_forms(np, vis, blocks, bands, bm, bn))
+                       forms=region_forms(np, vis, banded, bands, bm, bn), n_rect=int(((banded == 1) & (blocks == 3)).sum()))
     for fn in impls.values():
         fn()
     res = {n: [] for n in impls}
@@ -329,11 +313,12 @@ def main():
               f"{ratio(t_m):.3f}x whole blocks (medians); per round, bands: min {min(rb):.3f} median "
               f"{float(np.median(rb)):.3f}, whole: min {min(rw):.3f} median {float(np.median(rw)):.3f}; "
               f"bands / whole time: median {float(np.median([a / b for a, b in zip(res[(p, 'tables')], res[(p, 'whole blocks')])])):.3f}")
-        rr = [a / b for a, b in zip(res[(p, "rect work")], res[(p, "tables")])]
-        rt = [(vis.sum() / a) / (pairs_c / c) for a, c in zip(res[(p, "rect work")], res["causal"])]
-        print(f"  rect work (timing only: the gemms doing the `rect` form's work, below): min {lo[(p, 'rect work')] * 1e3:.2f} "
-              f"ms median {med[(p, 'rect work')] * 1e3:.2f} ms; / tables per round median {float(np.median(rr)):.3f} "
-              f"(min {min(rr):.3f}); per unmasked element median {float(np.median(rt)):.3f}x")
+        rr = [a / b for a, b in zip(res[(p, "tables")], res[(p, "no rects")])]
+        rt = [(vis.sum() / a) / (pairs_c / c) for a, c in zip(res[(p, "no rects")], res["causal"])]
+        print(f"  no rects (the bands alone, as before session 31; {d['n_rect']} blocks a head exact with their "
+              f"rectangle): min {lo[(p, 'no rects')] * 1e3:.2f} ms median {med[(p, 'no rects')] * 1e3:.2f} ms; "
+              f"tables / no rects per round median {float(np.median(rr)):.3f} (min {min(rr):.3f}); per unmasked "
+              f"element median {float(np.median(rt)):.3f}x (tables {float(np.median(rb)):.3f}x)")
         req = required_scores(np, vis, ma.block_bands(vis, bm, bn), bm, bn)  # printed beside bench/run.py's goal
         print(f"  per required score: {ratio(t_b) * req / vis.sum():.3f}x "
               f"(required / visible {req / vis.sum():.3f})")

@@ -16,7 +16,9 @@ with M[i, j] = 0 where query i may see key j and -inf elsewhere, as PyTorch's
   visible (skipped), 1 = partial (the mask applied), 2 = all visible, nothing added (no mask work),
   3 = exactly its band of diagonals visible (a sliding window's or causal's triangles: the
   visibility computed from the band, the mask tile not read; `band_exact`), per query block the compacted list of its non-empty key blocks, which the key loop walks, and per
-  block the band of diagonals holding its visible elements (`block_bands`);
+  block the band of diagonals holding its visible elements (`block_bands`) and the rectangle of
+  rows and columns holding them (`block_rects`): 3 also marks a block visible exactly inside its
+  band met with its rectangle (a document's edge cuts such a rectangle out of a block);
 - kv_len: a (batch,) int32 tensor of valid key counts per sequence (padding on the right);
 - varlen_attention: sequences packed along the token axis, [total_tokens, heads, head_dim], with
   cu_seqlens [num_seqs + 1] int32 (sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1]).
@@ -55,8 +57,8 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     """Blocks, KvPos, KvIdx: the mask tensor's block tables, `prefill_blocks(Mask, block_M, block_N)`
     (read only with a mask tensor; `dense_blocks(seq_q, seq_kv, block_M, block_N)` otherwise, or to
     compute every block with the mask applied). Blocks is the block summary (0 = nothing visible,
-    1 = the mask is applied, 2 = no mask work, 3 = visible exactly inside the block's band: no
-    mask tile read, `band_exact`), KvIdx[qb, :] the key blocks with a visible element,
+    1 = the mask is applied, 2 = no mask work, 3 = visible exactly inside the block's band met
+    with its rectangle: no mask tile read, `band_exact`), KvIdx[qb, :] the key blocks with a visible element,
     in order, and KvPos[qb, kb] how many of them come before key block kb: the key loop of query
     block qb runs over KvIdx[qb, KvPos[qb, lo]:KvPos[qb, hi]] (lo .. hi: the key blocks causal,
     window and KvLen leave), so empty blocks cost nothing and the loop holds no `if` around the
@@ -68,7 +70,12 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     sets them to -inf) and P V as a_band (P is exactly 0 outside it: exp2(-inf - m) = 0, so the
     skipped terms are 0 * V). On cpu the gemm runtime then computes each micro-tile of the score
     only over its rows that the band reaches (none: skipped) and trims each row panel's K range
-    of P V (a sliding window's partial blocks are half hidden); the results are the same either way (ascend910b computes whole tiles)."""
+    of P V (a sliding window's partial blocks are half hidden); the results are the same either way (ascend910b computes whole tiles).
+
+    Rects[qb, kb] = (r0, r1, c0, c1): the rows r0 <= i < r1 and columns c0 <= j < c1 (within the
+    block) holding the block's visible elements (`block_rects`): both gemms meet their band with it
+    (T.gemm's rows / cols), so a block a document's edges cut to a rectangle computes that
+    rectangle's rows and columns only."""
     group = gqa_group(heads, kv_heads)
     # scores in base 2 (exp2 below), except with an additive mask: there the scores stay in natural
     # units and each exp2 argument is scaled after the subtraction, so a mask of the most negative
@@ -90,6 +97,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
              KvPos: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N) + 1), "int32"),
              KvIdx: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N)), "int32"),
              Bands: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N), 2), "int32"),
+             Rects: T.Tensor((T.ceildiv(seq_q, block_M), T.ceildiv(seq_kv, block_N), 4), "int32"),
              KvLen: T.Tensor((batch,), "int32"), Output: T.Tensor(shape(seq_q, heads), dtype)):
         with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch) as (bx, by, bz):
             q = T.alloc_shared((block_M, dim), dtype)
@@ -147,11 +155,23 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     # the mask's band and causal / window's may not meet (a block listed for rows
                     # that causal hides): then the empty band (d_lo, d_lo), nothing visible
                     d_hi = T.max(T.min(d_hi, Bands[bx, kb, 1]), d_lo)
+                # the rows and columns of the block holding its visible elements (the mask's
+                # rectangle: Rects; the whole block without a mask tensor)
+                r0 = 0
+                r1 = block_M
+                c0 = 0
+                c1 = block_N
+                if mask is not None:
+                    r0 = Rects[bx, kb, 0]
+                    r1 = Rects[bx, kb, 1]
+                    c0 = Rects[bx, kb, 2]
+                    c1 = Rects[bx, kb, 3]
                 if layout == "BHSD":
                     T.copy(K[bz, kv_head, kb * block_N:(kb + 1) * block_N, :], k)
                 else:
                     T.copy(K[bz, kb * block_N:(kb + 1) * block_N, kv_head, :], k)
-                T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True, c_band=(d_lo, d_hi))
+                T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True, c_band=(d_lo, d_hi), rows=(r0, r1),
+                       cols=(c0, c1))
                 if blk == 1:  # a partial block: the mask's elements (-inf hides) and the rest
                     T.copy(Mask[bx * block_M:(bx + 1) * block_M, kb * block_N:(kb + 1) * block_N], msk)
                     for i, j in T.Parallel(block_M, block_N):
@@ -171,13 +191,15 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                             visible = visible and msk[i, j] > neg_inf
                             s = s + msk[i, j]
                         acc_s[i, j] = T.where(visible, s, neg_inf)
-                elif blk == 3:  # the mask is exactly the band (band_exact): visible iff inside it,
-                    # as causal's triangle, without reading the mask tile (the same `visible` as
-                    # blk == 1 computes: causal and window are bands too, met in d_lo .. d_hi)
+                elif blk == 3:  # the mask is exactly the band met with the rectangle (band_exact):
+                    # visible iff inside both, as causal's triangle, without reading the mask tile
+                    # (the same `visible` as blk == 1 computes: causal and window are bands too,
+                    # met in d_lo .. d_hi)
                     for i, j in T.Parallel(block_M, block_N):
                         qi = bx * block_M + i
                         kj = kb * block_N + j
-                        visible = kj < n_kv and qi < seq_q and j - i >= d_lo and j - i < d_hi
+                        visible = kj < n_kv and qi < seq_q and j - i >= d_lo and j - i < d_hi and \
+                            i >= r0 and i < r1 and j >= c0 and j < c1
                         acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
                 else:  # no mask tensor, or a block it shows whole: no mask work
                     for i, j in T.Parallel(block_M, block_N):
@@ -216,7 +238,8 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 else:
                     T.copy(V[bz, kb * block_N:kb * block_N + cols, kv_head, :], v)
                 T.copy(acc_s, acc_s_cast)
-                T.gemm(acc_s_cast, v, acc_o, a_band=(d_lo, d_hi))  # P is 0 outside the band
+                # P is 0 outside the band and outside the rectangle
+                T.gemm(acc_s_cast, v, acc_o, a_band=(d_lo, d_hi), rows=(r0, r1), cols=(c0, c1))
             for i, d in T.Parallel(block_M, dim):  # a row that saw no key: 0 (a row that saw one has
                 # logsum >= 1; a NaN or inf in its Q, K or V makes logsum NaN: NaN, as torch gives)
                 acc_o[i, d] = T.where(logsum[i] == 0, 0, acc_o[i, d] / logsum[i])
@@ -312,15 +335,37 @@ def block_bands(mask, block_M=64, block_N=64):
     return np.stack([np.where(seen, lo, 0), np.where(seen, hi, 0)], axis=-1).astype(np.int32)
 
 
-def band_exact(mask, blocks, bands, block_M=64, block_N=64):
-    """The block summary with each partial block (1) whose mask is exactly its band marked 3
-    (numpy): every element inside the band (`bands`: lo <= j - i < hi) visible with nothing to add
-    (bool True, additive 0) and every element outside it hidden (elements past the mask's edge do
-    not count). attention_prefill computes such a block's visibility from the band, as it does
-    causal's, instead of reading its mask tile: the same `visible` element by element, so the same
-    result bit for bit. A sliding window's and a causal mask's partial blocks are such triangles;
-    a document mask's blocks cut by a document's edge are not."""
-    mask, blocks, bands = np.asarray(mask), np.asarray(blocks), np.asarray(bands)
+def block_rects(mask, block_M=64, block_N=64):
+    """attention_prefill's `Rects` for a bool or additive (float32) mask tensor (numpy): per (query
+    block, key block) the int32 (r0, r1, c0, c1), r0 <= i < r1 and c0 <= j < c1 the rows and
+    columns (within the block) with a visible element (-inf hides); (0, 0, 0, 0) for a block with
+    none. A document's edges cut a rectangle out of the blocks they cross."""
+    mask = np.asarray(mask)
+    vis = mask if mask.dtype == np.bool_ else mask > -np.inf
+    sq, skv = vis.shape
+    nq, nk = -(-sq // block_M), -(-skv // block_N)
+    pad = np.zeros((nq * block_M, nk * block_N), bool)
+    pad[:sq, :skv] = vis
+    pad = pad.reshape(nq, block_M, nk, block_N)
+    rows, cols = pad.any(axis=3), pad.any(axis=1)  # (nq, block_M, nk), (nq, nk, block_N)
+    r, c = np.arange(block_M)[None, :, None], np.arange(block_N)[None, None, :]
+    out = [np.where(rows, r, block_M).min(axis=1), np.where(rows, r + 1, 0).max(axis=1),
+           np.where(cols, c, block_N).min(axis=2), np.where(cols, c + 1, 0).max(axis=2)]
+    seen = pad.any(axis=(1, 3))
+    return np.stack([np.where(seen, x, 0) for x in out], axis=-1).astype(np.int32)
+
+
+def band_exact(mask, blocks, bands, rects, block_M=64, block_N=64):
+    """The block summary with each partial block (1) whose mask is exactly its band met with its
+    rectangle marked 3 (numpy): every element inside both (`bands`: lo <= j - i < hi; `rects`:
+    r0 <= i < r1, c0 <= j < c1) visible with nothing to add (bool True, additive 0) and every
+    element outside them hidden (elements past the mask's edge do not count). attention_prefill
+    computes such a block's visibility from the band and the rectangle, as it does causal's,
+    instead of reading its mask tile: the same `visible` element by element, so the same result
+    bit for bit. A sliding window's and a causal mask's partial blocks are such triangles, a
+    document mask's blocks below the diagonal that a document's edges cut are rectangles; the
+    diagonal blocks an edge cuts into two triangles are not."""
+    mask, blocks, bands, rects = np.asarray(mask), np.asarray(blocks), np.asarray(bands), np.asarray(rects)
     vis = mask if mask.dtype == np.bool_ else mask > -np.inf
     free = mask if mask.dtype == np.bool_ else mask == 0
     sq, skv = vis.shape
@@ -329,30 +374,33 @@ def band_exact(mask, blocks, bands, block_M=64, block_N=64):
         pad = np.zeros((nq * block_M, nk * block_N), bool)
         pad[:sq, :skv] = a
         return pad.reshape(nq, block_M, nk, block_N)
-    d = (np.arange(block_N)[None, :] - np.arange(block_M)[:, None])[None, :, None, :]
-    lo, hi = bands[..., 0][:, None, :, None], bands[..., 1][:, None, :, None]
-    band = (d >= lo) & (d < hi)
-    ok = np.where(band, tiles(free), ~tiles(vis)) | ~tiles(np.ones((sq, skv), bool))
+    i, j = np.arange(block_M)[None, :, None, None], np.arange(block_N)[None, None, None, :]
+    at = lambda x, t: x[..., t][:, None, :, None]  # noqa: E731  (nq, 1, nk, 1)
+    inside = (j - i >= at(bands, 0)) & (j - i < at(bands, 1)) & (i >= at(rects, 0)) & (i < at(rects, 1)) & \
+        (j >= at(rects, 2)) & (j < at(rects, 3))
+    ok = np.where(inside, tiles(free), ~tiles(vis)) | ~tiles(np.ones((sq, skv), bool))
     return np.where((blocks == 1) & ok.all(axis=(1, 3)), 3, blocks).astype(np.int32)
 
 
 def prefill_blocks(mask, block_M=64, block_N=64, target="cpu"):
-    """attention_prefill's (Blocks, KvPos, KvIdx, Bands) for a mask tensor: its block summary
-    (block_mask, on `target`, with the partial blocks that are exactly their band marked 3:
-    band_exact), the summary's compacted lists (block_lists) and the blocks' bands
-    (block_bands). Compute once per mask and block sizes; reuse across heads, layers and calls."""
-    bands = block_bands(mask, block_M, block_N)
-    blocks = band_exact(mask, block_mask(mask, block_M, block_N, target), bands, block_M, block_N)
-    return (blocks, *block_lists(blocks), bands)
+    """attention_prefill's (Blocks, KvPos, KvIdx, Bands, Rects) for a mask tensor: its block summary
+    (block_mask, on `target`, with the partial blocks that are exactly their band met with their
+    rectangle marked 3: band_exact), the summary's compacted lists (block_lists), the blocks'
+    bands (block_bands) and rectangles (block_rects). Compute once per mask and block sizes;
+    reuse across heads, layers and calls."""
+    bands, rects = block_bands(mask, block_M, block_N), block_rects(mask, block_M, block_N)
+    blocks = band_exact(mask, block_mask(mask, block_M, block_N, target), bands, rects, block_M, block_N)
+    return (blocks, *block_lists(blocks), bands, rects)
 
 
 def dense_blocks(seq_q, seq_kv, block_M=64, block_N=64):
-    """(Blocks, KvPos, KvIdx, Bands) listing every block as partial with every diagonal: the mask
-    applied everywhere, as a dense mask would be; also what to pass when the kernel has no mask
-    tensor (then unread)."""
+    """(Blocks, KvPos, KvIdx, Bands, Rects) listing every block as partial with every diagonal and
+    the whole block: the mask applied everywhere, as a dense mask would be; also what to pass when
+    the kernel has no mask tensor (then unread)."""
     blocks = np.ones((-(-seq_q // block_M), -(-seq_kv // block_N)), np.int32)
     bands = np.broadcast_to(np.array([1 - block_M, block_N], np.int32), blocks.shape + (2,)).copy()
-    return (blocks, *block_lists(blocks), bands)
+    rects = np.broadcast_to(np.array([0, block_M, 0, block_N], np.int32), blocks.shape + (4,)).copy()
+    return (blocks, *block_lists(blocks), bands, rects)
 
 
 @tw.jit(out_idx=[-1])
@@ -477,7 +525,7 @@ def inputs(B, H, KVH, Sq, Skv, D, layout="BHSD", dtype="float32", seed=0):
 
 def prefill_args(B, H, KVH, Sq, Skv, D, layout="BHSD", mask=None, padded=False, dtype="float32", seed=0,
                  target="cpu", summary=True, block_M=64, block_N=64):
-    """Seeded inputs of attention_prefill (Q, K, V, Mask, Blocks, KvPos, KvIdx, Bands, KvLen): a
+    """Seeded inputs of attention_prefill (Q, K, V, Mask, Blocks, KvPos, KvIdx, Bands, Rects, KvLen): a
     random mask (bool: 70% visible; additive: 20% -inf), its block tables for these block sizes
     (summary=False: dense_blocks), random lengths 1 .. Skv when padded."""
     q, k, v, rng = inputs(B, H, KVH, Sq, Skv, D, layout, dtype, seed)

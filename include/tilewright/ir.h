@@ -515,17 +515,26 @@ struct CopyNode : StmtNode {
 // "Bands"), a performance hint over the diagonals d = column - row, lo <= d < hi (int
 // expressions): a: op(A)[i, k] is 0 outside the band (the program's promise; its terms may be
 // skipped); c: only C's elements inside the band are needed (the others may be left unwritten).
+// The band may be met with a rectangle of the same matrix (T.gemm's rows / cols, text
+// `rows=(r0, r1)` / `cols=(c0, c1)`; "Bands"): rows r0 <= row < r1, columns c0 <= column < c1 of
+// op(A) (band a: A is 0 outside the band or outside the rectangle) or of C (band c); a null pair:
+// every row (column).
 enum class GemmBand : uint8_t { none, a, c };
 struct GemmNode : StmtNode {
   Region a, b, c;
   bool trans_a, trans_b, clear;
   GemmBand band;
   Expr band_lo, band_hi;  // null without a band
+  Expr rows_lo, rows_hi, cols_lo, cols_hi;  // null: the band is not limited to rows (columns)
   GemmNode(Region x, Region y, Region z, bool ta, bool tb, bool cl, Span s, GemmBand bd = GemmBand::none,
-           Expr lo = nullptr, Expr hi = nullptr)
+           Expr lo = nullptr, Expr hi = nullptr, Expr r0 = nullptr, Expr r1 = nullptr, Expr c0 = nullptr,
+           Expr c1 = nullptr)
       : StmtNode(StmtKind::Gemm, std::move(s)), a(std::move(x)), b(std::move(y)), c(std::move(z)),
-        trans_a(ta), trans_b(tb), clear(cl), band(bd), band_lo(std::move(lo)), band_hi(std::move(hi)) {
-    height = node_height({ir::height(a), ir::height(b), ir::height(c), ir::height(band_lo), ir::height(band_hi)}, span);
+        trans_a(ta), trans_b(tb), clear(cl), band(bd), band_lo(std::move(lo)), band_hi(std::move(hi)),
+        rows_lo(std::move(r0)), rows_hi(std::move(r1)), cols_lo(std::move(c0)), cols_hi(std::move(c1)) {
+    height = node_height({ir::height(a), ir::height(b), ir::height(c), ir::height(band_lo), ir::height(band_hi),
+                          ir::height(rows_lo), ir::height(rows_hi), ir::height(cols_lo), ir::height(cols_hi)},
+                         span);
   }
 };
 

@@ -614,9 +614,15 @@ class Autotuner:
                 raise TilewrightError(f"autotune '{self.__name__}': the tuner's worker processes re-ran {main} and "
                                       f"reached this call again", file, line, hint=_GUARD_HINT) from None
             raise
+        except BaseException:  # Ctrl-C (or an error): the sweep is abandoned, its compiles too (rel31 F3: it
+            if own and isinstance(ex, _TunePool):  # waited for every configuration queued, a hung compiler forever)
+                for p in ex.context.workers:
+                    if p.is_alive():
+                        p.terminate()
+            raise
         finally:
             if own:
-                ex.shutdown()
+                ex.shutdown(wait=True, cancel_futures=True)
         if not simulated:
             from .benchmark import do_bench
             for r in todo:

@@ -46,15 +46,23 @@ def _cache_entries(root: pathlib.Path):
     for shard in root.iterdir():
         if len(shard.name) != 2 or not shard.is_dir():
             continue
-        for entry in shard.iterdir():
-            manifest = entry / "manifest"
-            if not manifest.is_file():
+        try:
+            entries = list(shard.iterdir())
+        except OSError:  # removed meanwhile: another process evicted its last entry
+            continue
+        for entry in entries:
+            # Another process may evict the entry while it is read (its files vanish one by one): it is
+            # then left out, as a scan a moment later would (rel31 F4: ValueError, FileNotFoundError).
+            try:
+                if not (entry / "manifest").is_file():
+                    continue
+                stats = [(f.name, f.stat()) for f in entry.iterdir() if f.is_file()]
+            except OSError:
                 continue
-            files = [f for f in entry.iterdir() if f.is_file()]
-            name = next((f.name for f in files if f.name != "manifest"), "?")
-            size = sum(f.stat().st_size for f in files)
-            used = max(f.stat().st_mtime for f in files)
-            out.append((entry.name, name, size, used))
+            if not any(n == "manifest" for n, _ in stats):
+                continue
+            name = next((n for n, _ in stats if n != "manifest"), "?")
+            out.append((entry.name, name, sum(st.st_size for _, st in stats), max(st.st_mtime for _, st in stats)))
     return out
 
 
@@ -93,18 +101,15 @@ def cmd_cache(opts) -> int:
         return 1
     if opts.action == "prune":
         limit = opts.max_bytes if opts.max_bytes is not None else max_bytes
-        removed = 0
-        for key, _, size, _ in sorted(entries, key=lambda e: e[3]):
-            if total <= limit:
-                break
-            shutil.rmtree(root / "kernels" / key[:2] / key)
-            try:  # its prefix directory too, once empty (as the runtime's eviction does)
-                (root / "kernels" / key[:2]).rmdir()
-            except OSError:  # not empty (or already gone)
-                pass
-            total -= size
-            removed += 1
-        print(f"removed {removed} least recently used entries; {_human(total)} left (limit {_human(limit)})")
+        try:  # the runtime's own eviction: it renames an entry away before removing it, races no other process
+            _C.prune_cache(limit)  # (two prunes, or a prune and a process evicting, leaked FileNotFoundError) and
+        except RuntimeError as e:  # keeps the cache's usage index (rel31 F4)
+            raise TilewrightError(f"tilewright cache prune: {e}", hint="a cache on a read-only file system can be read, "
+                                  "not pruned") from None
+        left = _cache_entries(root)
+        total = sum(e[2] for e in left)
+        print(f"removed {max(0, len(entries) - len(left))} least recently used entries; {_human(total)} left "
+              f"(limit {_human(limit)})")
         return 0
     # clear: through the runtime's own disk cache (tw.clear_cache), which takes its locks
     from .jit import clear_cache

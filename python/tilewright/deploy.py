@@ -246,7 +246,7 @@ def _load_attr(ref: str, default_attr: str):
     else:
         try:
             module = importlib.import_module(path)
-        except ImportError as e:
+        except (ImportError, ValueError, TypeError) as e:  # '' or '..x' leaked ValueError / TypeError (rel31 F2)
             raise TilewrightError(f"cannot import {path!r}: {e}",
                                   hint="pass FILE.py[:NAME] or an importable package.module[:NAME]") from e
     if not hasattr(module, attr):

@@ -124,10 +124,12 @@ to dst's dtype, or a scalar added into the one element dst names. Elements outsi
 not written. dst's dtype: float32, float16, bfloat16 or int32. The order in which blocks add is not
 fixed: float results can differ in the last bits from run to run (docs/language.md).""")
 gemm = _marker("gemm", """``T.gemm(A, B, C, transpose_A=False, transpose_B=False, clear_accum=False, a_band=None,
-c_band=None)``: C (+)= op(A) @ op(B). A band ``(lo, hi)`` (integers, run-time values allowed) names the
-diagonals lo <= column - row < hi (docs/language.md "Bands"), a performance hint: ``a_band``, op(A) is
-zero outside it (its terms may be skipped: P @ V); ``c_band``, only C's elements inside it are needed
-(the others may be left unwritten: Q @ K^T before a mask that hides them).""")
+c_band=None, rows=None, cols=None)``: C (+)= op(A) @ op(B). A band ``(lo, hi)`` (integers, run-time values
+allowed) names the diagonals lo <= column - row < hi (docs/language.md "Bands"), a performance hint:
+``a_band``, op(A) is zero outside it (its terms may be skipped: P @ V); ``c_band``, only C's elements
+inside it are needed (the others may be left unwritten: Q @ K^T before a mask that hides them).
+``rows=(r0, r1)`` / ``cols=(c0, c1)`` meet the band with a rectangle of the same matrix (op(A) for
+``a_band``, C for ``c_band``): the promise then holds outside the band or outside the rectangle.""")
 fill = _marker("fill", "``T.fill(buf, value)``: set every element.")
 clear = _marker("clear", "``T.clear(buf)``: fill with 0.")
 reduce_sum = _marker("reduce_sum", "``T.reduce_sum(src, dst, dim=-1, clear=True)``.")

@@ -87,7 +87,9 @@ class progress:
         self._thread.join()
         if self._shown:
             dt = time.perf_counter() - self._t0
-            status = "failed" if exc_type is not None else "done"
+            # Ctrl-C is raised when the step returns, which may have succeeded (a compile is kept): not "failed"
+            status = ("interrupted" if exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+                      else "failed" if exc_type is not None else "done")
             prefix = "\r" if self._tty() else ""
             self.stream.write(f"{prefix}tilewright: {self.label} ... {status} in {dt:.1f} s\n")
             self.stream.flush()

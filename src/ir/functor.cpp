@@ -67,8 +67,8 @@ void Visitor::visit(const Stmt& s) {
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);
       visit_region(n->a); visit_region(n->b); visit_region(n->c);
-      if (n->band_lo) visit(n->band_lo);
-      if (n->band_hi) visit(n->band_hi);
+      for (const Expr& e : {n->band_lo, n->band_hi, n->rows_lo, n->rows_hi, n->cols_lo, n->cols_hi})
+        if (e) visit(e);
       return;
     }
     case StmtKind::Fill: visit_region(as<FillNode>(s)->dst); visit(as<FillNode>(s)->value); return;
@@ -218,9 +218,14 @@ Stmt Mutator::mutate(const Stmt& s) {
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);
       auto a = mutate_region(n->a), b = mutate_region(n->b), c = mutate_region(n->c);
-      Expr lo = n->band_lo ? mutate(n->band_lo) : nullptr, hi = n->band_hi ? mutate(n->band_hi) : nullptr;
-      if (same(a, n->a) && same(b, n->b) && same(c, n->c) && lo == n->band_lo && hi == n->band_hi) return s;
-      return std::make_shared<GemmNode>(a, b, c, n->trans_a, n->trans_b, n->clear, n->span, n->band, lo, hi);
+      auto opt = [&](const Expr& e) { return e ? mutate(e) : nullptr; };
+      Expr lo = opt(n->band_lo), hi = opt(n->band_hi), r0 = opt(n->rows_lo), r1 = opt(n->rows_hi),
+           c0 = opt(n->cols_lo), c1 = opt(n->cols_hi);
+      if (same(a, n->a) && same(b, n->b) && same(c, n->c) && lo == n->band_lo && hi == n->band_hi &&
+          r0 == n->rows_lo && r1 == n->rows_hi && c0 == n->cols_lo && c1 == n->cols_hi)
+        return s;
+      return std::make_shared<GemmNode>(a, b, c, n->trans_a, n->trans_b, n->clear, n->span, n->band, lo, hi, r0, r1,
+                                        c0, c1);
     }
     case StmtKind::Fill: {
       auto* n = as<FillNode>(s);

@@ -593,27 +593,36 @@ class Parser {
     Region c = region(sp);
     bool ta = false, tb = false, clear = false;
     GemmBand band = GemmBand::none;
-    Expr lo, hi;
+    Expr lo, hi, r0, r1, c0, c1;
     while (peek().kind == Tok::Ident && is_punct(peek(1), "=")) {
       const Token& k = next();
       next();
+      auto pair = [&](Expr& x, Expr& y) {  // (x, y)
+        expect("(");
+        x = expr(sp);
+        expect(",");
+        y = expr(sp);
+        expect(")");
+      };
       if (k.text == "band_a" || k.text == "band_c") {  // band_a=(lo, hi)
         band = k.text == "band_a" ? GemmBand::a : GemmBand::c;
-        expect("(");
-        lo = expr(sp);
-        expect(",");
-        hi = expr(sp);
-        expect(")");
+        pair(lo, hi);
+        continue;
+      }
+      if (k.text == "rows" || k.text == "cols") {  // rows=(r0, r1), cols=(c0, c1): the band's rectangle
+        if (k.text == "rows") pair(r0, r1);
+        else pair(c0, c1);
         continue;
       }
       bool v = bool_value(next());
       if (k.text == "trans_a") ta = v;
       else if (k.text == "trans_b") tb = v;
       else if (k.text == "clear") clear = v;
-      else fail(k, "unknown gemm option '" + k.text + "'", "options: trans_a, trans_b, clear, band_a, band_c");
+      else fail(k, "unknown gemm option '" + k.text + "'", "options: trans_a, trans_b, clear, band_a, band_c, rows, cols");
     }
     return std::make_shared<GemmNode>(std::move(a), std::move(b), std::move(c), ta, tb, clear, sp, band,
-                                      std::move(lo), std::move(hi));
+                                      std::move(lo), std::move(hi), std::move(r0), std::move(r1), std::move(c0),
+                                      std::move(c1));
   }
 
   Stmt reduce_stmt(const Span& sp) {

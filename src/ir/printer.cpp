@@ -244,7 +244,9 @@ class Printer {
                   " trans_a=", boolstr(n->trans_a), " trans_b=", boolstr(n->trans_b), " clear=", boolstr(n->clear),
                   n->band == GemmBand::none ? ""
                   : cat({n->band == GemmBand::a ? " band_a=(" : " band_c=(", expr(n->band_lo, sp), ", ",
-                         expr(n->band_hi, sp), ")"})}));
+                         expr(n->band_hi, sp), ")"}),
+                  n->rows_lo && n->rows_hi ? cat({" rows=(", expr(n->rows_lo, sp), ", ", expr(n->rows_hi, sp), ")"}) : "",
+                  n->cols_lo && n->cols_hi ? cat({" cols=(", expr(n->cols_lo, sp), ", ", expr(n->cols_hi, sp), ")"}) : ""}));
         return;
       }
       case StmtKind::Fill: {

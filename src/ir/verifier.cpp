@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <optional>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 
@@ -713,6 +714,15 @@ class Verifier {
       if (!n->band_lo || !n->band_hi) fail(sp, "gemm: a band needs both bounds (lo, hi)");
       int_expr(n->band_lo, sp, "gemm band's lower bound");
       int_expr(n->band_hi, sp, "gemm band's upper bound");
+    }
+    for (auto [lo, hi, what] : {std::tuple{n->rows_lo, n->rows_hi, "rows"}, std::tuple{n->cols_lo, n->cols_hi, "cols"}}) {
+      if (!lo && !hi) continue;
+      if (n->band == GemmBand::none)
+        fail(sp, std::string("gemm: ") + what + "=(lo, hi) limits a band: it needs a_band or c_band",
+             "pass the band too (the whole block's: (1 - rows, cols))");
+      if (!lo || !hi) fail(sp, std::string("gemm: ") + what + " needs both bounds (lo, hi)");
+      int_expr(lo, sp, std::string("gemm ") + what + "' lower bound");
+      int_expr(hi, sp, std::string("gemm ") + what + "' upper bound");
     }
   }
 

@@ -235,7 +235,11 @@ void bind_ir(nb::module_& m) {
         return std::string(n.band == GemmBand::a ? "a" : n.band == GemmBand::c ? "c" : "");
       })
       .def_ro("band_lo", &GemmNode::band_lo)
-      .def_ro("band_hi", &GemmNode::band_hi);
+      .def_ro("band_hi", &GemmNode::band_hi)
+      .def_ro("rows_lo", &GemmNode::rows_lo)
+      .def_ro("rows_hi", &GemmNode::rows_hi)
+      .def_ro("cols_lo", &GemmNode::cols_lo)
+      .def_ro("cols_hi", &GemmNode::cols_hi);
   nb::class_<FillNode, StmtNode>(m, "Fill").def_ro("dst", &FillNode::dst).def_ro("value", &FillNode::value);
   nb::class_<ReduceNode, StmtNode>(m, "Reduce")
       .def_ro("src", &ReduceNode::src)
@@ -381,15 +385,22 @@ void bind_ir(nb::module_& m) {
     return std::make_shared<CopyNode>(std::move(src), std::move(dst), to_span(s), atomic);
   }, "src"_a, "dst"_a, "span"_a = nb::none(), "atomic"_a = false);
   m.def("gemm", [](Region a, Region b, Region c, bool ta, bool tb, bool clear, const OptSpan& s,
-                   const std::string& band, std::optional<Expr> lo, std::optional<Expr> hi) -> Stmt {
+                   const std::string& band, std::optional<Expr> lo, std::optional<Expr> hi, std::optional<Expr> r0,
+                   std::optional<Expr> r1, std::optional<Expr> c0, std::optional<Expr> c1) -> Stmt {
     if (band != "" && band != "a" && band != "c")
       throw std::invalid_argument("gemm: band must be '', 'a' or 'c', got '" + band + "'");
     if (band != "" && (!lo || !hi)) throw std::invalid_argument("gemm: a band needs both bounds");
+    if (band == "" && (r0 || r1 || c0 || c1)) throw std::invalid_argument("gemm: rows / cols limit a band");
+    if (bool(r0) != bool(r1) || bool(c0) != bool(c1))
+      throw std::invalid_argument("gemm: rows / cols need both bounds");
+    auto get = [](const std::optional<Expr>& e) { return e ? *e : nullptr; };
     return std::make_shared<GemmNode>(std::move(a), std::move(b), std::move(c), ta, tb, clear, to_span(s),
                                       band == "a" ? GemmBand::a : band == "c" ? GemmBand::c : GemmBand::none,
-                                      band == "" ? nullptr : *lo, band == "" ? nullptr : *hi);
+                                      band == "" ? nullptr : *lo, band == "" ? nullptr : *hi, get(r0), get(r1),
+                                      get(c0), get(c1));
   }, "a"_a, "b"_a, "c"_a, "trans_a"_a = false, "trans_b"_a = false, "clear"_a = false, "span"_a = nb::none(),
-     "band"_a = "", "band_lo"_a = nb::none(), "band_hi"_a = nb::none());
+     "band"_a = "", "band_lo"_a = nb::none(), "band_hi"_a = nb::none(), "rows_lo"_a = nb::none(),
+     "rows_hi"_a = nb::none(), "cols_lo"_a = nb::none(), "cols_hi"_a = nb::none());
   m.def("fill", [](Region dst, Expr v, const OptSpan& s) -> Stmt {
     return std::make_shared<FillNode>(std::move(dst), std::move(v), to_span(s));
   }, "dst"_a, "value"_a, "span"_a = nb::none());

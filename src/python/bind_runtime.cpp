@@ -570,6 +570,7 @@ void bind_runtime(nb::module_& m) {
     return out;
   });
   m.def("clear_cache", &runtime::clear_cpu_cache, nb::arg("disk") = false);
+  m.def("prune_cache", &runtime::prune_cpu_cache, nb::arg("max_bytes"));
   m.def("memory_cache_max", [] { return support::env().memory_cache_max; });
   m.def("set_log_sink", [](nb::object fn) {
     if (fn.is_none()) {

@@ -376,12 +376,22 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   return lib;
 }
 
-// The entry just published, verified through the descriptor the caller loads it by. Another
-// process may evict it at once (a cache far too small for its kernels): an error saying so.
-DiskCache::Verified published(const std::string& key, const std::string& name) {
+// Publishes `staged`, a library this process just compiled, as entry `key` and returns it verified
+// through the descriptor the caller loads it by. Another process may evict the entry before it is
+// looked up again (a cache far too small for its kernels, `tilewright cache prune`): the library is
+// then loaded through a descriptor opened on this process's own compile before it was published (the
+// compiler's output in the private tmp/, as with the cache disabled), not refused (h-rel31 F1).
+DiskCache::Verified publish_own(const std::string& key, const std::string& name, const std::string& staged) {
+  DiskCache::Verified own(disk_cache().entry_dir(key) + "/" + name,
+                          open(staged.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  disk_cache().publish(key, name, staged);
   if (auto hit = disk_cache().lookup_open(key, name)) return std::move(*hit);
-  throw std::runtime_error("the cache entry '" + disk_cache().entry_dir(key) + "' was evicted by another process "
-                           "before it could be loaded; raise TW_CACHE_MAX_BYTES");
+  if (own.fd() < 0)
+    throw std::runtime_error("the cache entry '" + disk_cache().entry_dir(key) + "' was evicted by another process "
+                             "before it could be loaded, and this process's compile cannot be opened");
+  log(LogLevel::debug, "the cache entry '" + disk_cache().entry_dir(key) + "' was evicted by another process before "
+                           "it was loaded: loading this process's own compile");
+  return own;
 }
 
 void log_lock_timeout(const std::string& what) {
@@ -415,8 +425,7 @@ SharedObject runtime_library(const std::string& arch) {
                         "building it now is refused", {},
                         "precompile the service's kernels (tw.precompile(specs)) in a process that is not frozen, "
                         "which rebuilds it, or raise TW_CACHE_MAX_BYTES so that it is not evicted");
-      disk_cache().publish(key, name, build_runtime_library(key, arch));
-      hit = published(key, name);
+      hit = publish_own(key, name, build_runtime_library(key, arch));
     }
   }
   const std::string path = hit->path();
@@ -543,6 +552,11 @@ void clear_cpu_cache(bool disk) {
   if (disk && !support::env().cache_disabled && fs::exists(fs::path(support::env().cache_dir) / "kernels")) disk_cache().clear();
 }
 
+void prune_cpu_cache(uint64_t max_bytes) {
+  const fs::path dir = fs::path(support::env().cache_dir) / "kernels";
+  if (fs::exists(dir)) DiskCache(dir.string(), max_bytes).evict_to_limit();
+}
+
 std::string cpu_include_dir() { return verified_header_dir(work_root().string()); }
 
 std::string gemm_runtime_soname(const std::string& arch) {
@@ -589,9 +603,8 @@ SharedObject shared_object(const std::string& source, const std::string& what, c
                             "tw.freeze() / TW_FROZEN=1");
     std::string so = compile_source(source, what, span, key, arch);
     if (!use_disk) return {so, false, true, std::nullopt};
-    disk_cache().publish(key, "kernel.so", so);
+    DiskCache::Verified fresh = publish_own(key, "kernel.so", so);
     fs::remove(so);
-    DiskCache::Verified fresh = published(key, "kernel.so");
     const std::string path = fresh.path();
     return {path, false, false, std::move(fresh)};
   } catch (const ir::Error&) {

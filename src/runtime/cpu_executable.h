@@ -32,6 +32,9 @@ CpuCacheInfo cpu_cache_info();
 // Empties the memory cache (libraries are unloaded as their last Kernel goes away); with
 // `disk`, also removes every disk cache entry.
 void clear_cpu_cache(bool disk);
+// Evicts least recently used disk cache entries until they hold at most `max_bytes` (`tilewright cache
+// prune`): the cache's own eviction, so it keeps the usage index and races no other process.
+void prune_cpu_cache(uint64_t max_bytes);
 
 // Directory holding the tw_cpu/ headers that generated code includes (materialised from the
 // copies embedded in this library, so an installed library needs no source tree), verified

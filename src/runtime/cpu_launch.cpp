@@ -202,22 +202,43 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
                         "'",
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
                     "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
+  } catch (const tw_cpu::UninitError& e) {  // checked mode's written flags (tw_cpu/check.h)
+    std::string index;
+    for (int64_t d = e.rank - 1, rest = e.at; d >= 0; --d) {
+      index = std::to_string(rest % e.shape[d]) + (index.empty() ? "" : ", ") + index;
+      rest /= e.shape[d];
+    }
+    throw ir::Error(std::string("uninitialised read: element [") + index + "] of tile '" + e.tile + "' is " + e.how +
+                        " in kernel '" + sig.kernel + "', but no statement of this block wrote it (on cpu it holds " +
+                        "whatever the stack held)",
+                    e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
+                    std::string("write every element of ") + e.tile + " before it leaves the block (T.clear / T.fill " +
+                        "the tile first), or copy out only the written part");
   } catch (const tw_cpu::AllocError& e) {  // the gemm runtime's packing buffers (tw_cpu/gemm_impl.h Scratch)
     throw ir::Error("kernel '" + sig.kernel + "' could not allocate " + std::to_string(e.bytes) +
                         " bytes for its gemm's packed operands: the process is out of memory",
                     sig.span, "free memory (or raise the process's address-space limit, ulimit -v)");
   } catch (const tw_cpu::BandError& e) {  // T.gemm's band promise, verified in checked mode (tw_cpu/check.h)
     const ir::Span at = e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span;
-    const std::string band = std::string(e.which) + "=(" + std::to_string(e.lo) + ", " + std::to_string(e.hi) + ")";
+    auto pair = [](int64_t lo, int64_t hi) { return "(" + std::to_string(lo) + ", " + std::to_string(hi) + ")"; };
+    const std::string band = std::string(e.which) + "=" + pair(e.lo, e.hi);
     if (e.row < 0)
       throw ir::Error("gemm " + band + " in kernel '" + sig.kernel + "' has lo > hi", at,
-                      "pass lo <= hi (the band is lo <= column - row < hi; (lo, lo) is empty)");
+                      std::string(e.which).find("band") != std::string::npos
+                          ? "pass lo <= hi (the band is lo <= column - row < hi; (lo, lo) is empty)"
+                          : "pass lo <= hi (the " + std::string(e.which) + " lo .. hi - 1; (lo, lo) is none)");
     char value[32];
     std::snprintf(value, sizeof value, "%.9g", e.value);
-    throw ir::Error("gemm " + band + " in kernel '" + sig.kernel + "' is broken: op(A)[" + std::to_string(e.row) +
-                        ", " + std::to_string(e.col_k) + "] ('" + e.buffer + "') is " + value +
-                        ", not 0, outside the band (k - i = " + std::to_string(e.col_k - e.row) + ")",
-                    at, "widen the band to cover k - i = " + std::to_string(e.col_k - e.row) + ", or zero A there");
+    const std::string what = "gemm " + band + " in kernel '" + sig.kernel + "' is broken: op(A)[" +
+                             std::to_string(e.row) + ", " + std::to_string(e.col_k) + "] ('" + e.buffer + "') is " +
+                             value + ", not 0, ";
+    const int64_t d = e.col_k - e.row;
+    if (d >= e.lo && d < e.hi)  // inside the band: outside the rectangle it is met with
+      throw ir::Error(what + "outside the band's rows=" + pair(e.r0, e.r1) + " cols=" + pair(e.c0, e.c1), at,
+                      "widen rows / cols to cover row " + std::to_string(e.row) + ", column " +
+                          std::to_string(e.col_k) + ", or zero A there");
+    throw ir::Error(what + "outside the band (k - i = " + std::to_string(d) + ")", at,
+                    "widen the band to cover k - i = " + std::to_string(d) + ", or zero A there");
   }
 }
 

@@ -65,8 +65,9 @@ std::string library_source(const std::vector<Signature>& sigs, const std::vector
     // Its typed entry point: the argument block, the grid, every block (serially or via tw_pf). A
     // run-time check of the kernel (tw_cpu/check.h) that fails in a block is caught there: C frames
     // (the caller's, tw_pf's) are never unwound through (session 23, h-hunt11b F20); the entry returns
-    // 1 (an index out of range), 2 (a gemm band broken) or 3 (out of memory for the gemm's packed
-    // operands, or any other C++ exception), and <sym>_error() describes it.
+    // 1 (an index out of range, or an unwritten tile element leaving the block), 2 (a gemm band
+    // broken) or 3 (out of memory for the gemm's packed operands, or any other C++ exception), and
+    // <sym>_error() describes it.
     o += "namespace " + ns + " {\nchar tw_error[512];\nint tw_error_lock = 0;\n"
          "__attribute__((format(printf, 1, 2))) void tw_fail(const char* fmt, ...) {\n"
          "  while (__atomic_exchange_n(&tw_error_lock, 1, __ATOMIC_ACQUIRE)) {}\n"
@@ -94,6 +95,9 @@ std::string library_source(const std::vector<Signature>& sigs, const std::vector
          "    } catch (const tw_cpu::BoundsError& e) {\n"
          "      if (!__atomic_exchange_n(&x->code, 1, __ATOMIC_SEQ_CST)) " + ns + "::tw_fail(\"line %d:%d: '%s' index %lld of dimension %lld is out "
          "of bounds (size %lld)\", e.line, e.col, e.buffer, (long long)e.index, (long long)e.dim, (long long)e.extent);\n"
+         "    } catch (const tw_cpu::UninitError& e) {\n"
+         "      if (!__atomic_exchange_n(&x->code, 1, __ATOMIC_SEQ_CST)) " + ns + "::tw_fail(\"line %d:%d: uninitialised read: an element of tile "
+         "'%s' that no statement wrote is %s (linear index %lld)\", e.line, e.col, e.tile, e.how, (long long)e.at);\n"
          "    } catch (const tw_cpu::BandError& e) {\n"
          "      if (!__atomic_exchange_n(&x->code, 2, __ATOMIC_SEQ_CST)) " + ns + "::tw_fail(\"line %d:%d: gemm %s (%lld, %lld) broken at row %lld "
          "of op(A)\", e.line, e.col, e.which, (long long)e.lo, (long long)e.hi, (long long)e.row);\n"

@@ -65,7 +65,7 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   const bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
   // The fast forms need both operands non-negative; with tw_udiv/tw_umod a divisor that is not a
   // positive constant is guarded against 0 (integer division never traps).
-  const bool fast = ints && nonneg(n.a) && nonneg(n.b);
+  const bool fast = ints && (n.op == BinOp::FloorDiv || n.op == BinOp::CeilDiv || n.op == BinOp::Mod) && c_division(n);
   const auto divisor = ints ? ir::as_const_int(n.b) : std::nullopt;
   // Without tw_udiv (AscendC) a divisor that may be 0 goes through tw_floordiv / tw_floormod, which guard it.
   const bool plain = divisor && *divisor > 0;

@@ -8,8 +8,9 @@
 // operators and shifts without undefined behaviour (`<<` on uint64_t, `>>` on the operand cast to
 // its type, the count masked to the width or folded: ir.h's semantics). A target is
 // a subclass that spells what differs (its hooks below): variables, literals' fine print, loads,
-// math calls, casts, select, and which optional helper functions its generated code has
-// (CDialect). It decides nothing about the program: the same expression always prints the same.
+// math calls, casts, select, which divisions print with C's / and % (c_division), and which
+// optional helper functions its generated code has (CDialect). It decides nothing about the
+// program: the same expression always prints the same.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,8 @@ class CExprPrinter {
  protected:
   // --- hooks: what a target spells its own way (each gets the node; print() its operands)
   virtual std::string var(const ir::VarNode& n) const = 0;
-  virtual bool nonneg_var(const ir::VarNode* v) const = 0;
+  // The variables the target knows to be >= 0 (nonneg, c_division's default). Default: none.
+  virtual bool nonneg_var(const ir::VarNode*) const { return false; }
   virtual std::string float_literal(double v, ir::DType t) const = 0;
   virtual std::string load(const ir::LoadNode& n) const = 0;
   virtual std::string call(const ir::CallNode& n) const = 0;
@@ -66,6 +68,11 @@ class CExprPrinter {
   // May `a and b` / `a or b` evaluate both operands (`&` / `|`, no branch: loops around it can be
   // vectorised)? Default: no, `&&` / `||` (the right operand may guard an out-of-range read).
   virtual bool eager_logic(const ir::BinaryNode&) const { return false; }
+  // Does integer `//`, `%` or ceildiv n print with C's truncating / and % (its fast forms)? Only
+  // where both operands are >= 0, where truncation and the language's floor agree. Default: both
+  // operands provably non-negative (nonneg). The AscendC printer reads the decision from the
+  // program (Program::c_divisions, made by widen_scalars), so the simulator sees it too.
+  virtual bool c_division(const ir::BinaryNode& n) const { return nonneg(n.a) && nonneg(n.b); }
 
  private:
   std::string binary(const ir::BinaryNode& n) const;

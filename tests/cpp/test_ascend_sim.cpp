@@ -7,11 +7,14 @@
 #include <functional>
 #include <random>
 
+#include "ir/functor.h"
 #include "target/ascend/program.h"
 #include "target/ascend/program_parser.h"
+#include "target/ascend/plan_memory.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/select_vector_calls.h"
+#include "target/ascend/simulator/machine.h"
 #include "target/ascend/simulator/numeric.h"
 #include "target/ascend/simulator/simulator.h"
 #include "target/registry.h"
@@ -931,13 +934,22 @@ TEST(AscendSim, Int32OverflowIsAReport) {
 // widen_scalars proves every such node stays in int32 or widens it, so the simulator checks the proof:
 // a node that leaves int32 is an `int32 overflow` report at its line, naming the expression and the value.
 // A cast to int32 wraps (the language's store) and int64 arithmetic is not checked.
-sim::Result run_scalar(const std::function<Expr(const Expr&)>& f) {
+// a_value: the let a's value; c_div: every `//`, `%` and ceildiv of f's expression is in
+// Program::c_divisions (printed with C's / and %, as widen_scalars marks a provably non-negative one).
+sim::Result run_scalar(const std::function<Expr(const Expr&)>& f, int64_t a_value = 2147483000, bool c_div = false) {
   Builder b("scalar", KernelType::AIV_ONLY);
   b.tensor("X", DTypeCode::f32, {64});
   b.p.block_dim = C(1);
   auto a = ir::var("a", DTypeCode::i32), r = ir::var("r", DTypeCode::i32);
-  b.let(a, C(2147483000));
-  b.let(r, f(a));
+  b.let(a, C(a_value));
+  Expr e = f(a);
+  if (c_div)
+    ir::for_each_expr(e, [&](const Expr& x) {
+      if (x->kind != ir::ExprKind::Binary) return;
+      auto op = ir::as<ir::BinaryNode>(x)->op;
+      if (op == BinOp::FloorDiv || op == BinOp::CeilDiv || op == BinOp::Mod) b.p.c_divisions.emplace(x.get(), x);
+    });
+  b.let(r, e);
   b.p.aiv = b.take();
   std::vector<float> x(64, 1.f);
   return sim::run(b.p, b2(), {arg(x)});
@@ -969,6 +981,54 @@ TEST(AscendSim, ScalarInt32OverflowIsAReport) {
                 return ir::cast(ir::binary(BinOp::Add, a, ir::int_imm(int64_t{1} << 32, DTypeCode::i32), L(38)), DTypeCode::i32, L(38));
               }).reports.empty());
 }
+
+// Session 31 (h-i32b): a `//`, `%` or ceildiv printed with C's truncating / and % (Program::c_divisions,
+// widen_scalars' decision) reports a negative dividend at its line (truncation is not floor there); one
+// printed through tw_floordiv / tw_floormod / tw_ceildiv does not. In int (int32 operands) it is checked
+// as int arithmetic: ceildiv's sum a + b - 1, and the + - * above it.
+TEST(AscendSim, CDivisionWithANegativeDividendIsAReport) {
+  auto i32 = [](int64_t v) { return ir::int_imm(v, DTypeCode::i32); };
+  auto op = [&](BinOp o, int line) { return [=](const Expr& a) { return ir::binary(o, a, i32(8), L(line)); }; };
+  auto bad = run_scalar(op(BinOp::FloorDiv, 41), -5, true);
+  ASSERT_EQ(bad.reports.size(), 1u) << bad.summary();
+  EXPECT_EQ(bad.reports[0].kind, sim::ReportKind::NegativeDividend);
+  const std::string text = bad.reports[0].format();
+  EXPECT_NE(text.find("kernel.py:41: negative dividend: the scalar expression `a // 8` (int32) has the dividend -5 "
+                      "here: the printed C++ computes it with C's `/`, which truncates toward zero (0) where the "
+                      "language floors (-1)"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("compiler bug"), std::string::npos) << text;
+  auto m = run_scalar(op(BinOp::Mod, 42), -5, true);  // C: -5, the language: 3
+  ASSERT_EQ(m.reports.size(), 1u) << m.summary();
+  EXPECT_NE(m.reports[0].format().find("kernel.py:42: negative dividend"), std::string::npos) << m.summary();
+  EXPECT_NE(m.reports[0].format().find("truncates toward zero (-5) where the language floors (3)"), std::string::npos);
+  auto c = run_scalar(op(BinOp::CeilDiv, 43), -12, true);  // C: (-12 + 7) / 8 = 0, the language: -1
+  ASSERT_EQ(c.reports.size(), 1u) << c.summary();
+  EXPECT_NE(c.reports[0].format().find("truncates toward zero (0) where the language floors (-1)"), std::string::npos);
+  // a non-negative dividend: truncation is floor, no report; a negative one through the helpers: no report
+  for (BinOp o : {BinOp::FloorDiv, BinOp::CeilDiv, BinOp::Mod}) {
+    EXPECT_TRUE(run_scalar(op(o, 44), 5, true).reports.empty());
+    EXPECT_TRUE(run_scalar(op(o, 44), -5, false).reports.empty());
+  }
+  // ceildiv in int: (a + 999) / 1000 with a = 2147483000 is int arithmetic past int32 (widen_scalars
+  // widens such a dividend); the helper tw_ceildiv computes it in int64_t
+  auto by1000 = [](const Expr& a) { return ir::binary(BinOp::CeilDiv, a, ir::int_imm(1000, DTypeCode::i32), L(45)); };
+  auto sum = run_scalar(by1000, 2147483000, true);
+  EXPECT_TRUE(run_scalar(by1000, 2147483000, false).reports.empty());
+  ASSERT_EQ(sum.reports.size(), 1u) << sum.summary();
+  EXPECT_EQ(sum.reports[0].kind, sim::ReportKind::IntOverflow);
+  EXPECT_NE(sum.reports[0].format().find("`ceildiv(a, 1000)` (int32): its dividend sum `a + b - 1`, is 2147483999"),
+            std::string::npos) << sum.summary();
+  // the product above a C division of int operands is int arithmetic (checked); above tw_floordiv, int64_t
+  auto prod = [&](const Expr& a) { return ir::binary(BinOp::Mul, ir::binary(BinOp::FloorDiv, a, i32(2), L(46)), i32(4), L(46)); };
+  auto in_int = run_scalar(prod, 2147483000, true);
+  ASSERT_EQ(in_int.reports.size(), 1u) << in_int.summary();
+  EXPECT_EQ(in_int.reports[0].kind, sim::ReportKind::IntOverflow);
+  EXPECT_TRUE(run_scalar(prod, 2147483000, false).reports.empty());
+}
+
+// The compiled scalar node: 40 bytes (56 in session 30; the checks' guard index shares `slot`).
+TEST(AscendSim, CompiledScalarNodeIs40Bytes) { EXPECT_EQ(sizeof(sim::CNode), 40u); }
 
 TEST(AscendSimApiRules, BurstCountIsOneTo4095AndZeroIsNoCall) {
   // 4096 rows of 4 B (X has 16 KiB): blockCount 4096 is out of range. A constant count is
@@ -2011,6 +2071,77 @@ TEST(AscendSimUninit, GetValueOfAnUnwrittenElement) {
                                    "which no instruction of this block wrote"),
             std::string::npos)
       << reps[0]->format();
+}
+
+// Session 31 rule audit (h-audit31). Select in VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE
+// keeps a temporary at UB byte 184 KiB on dav-c220 (Select.md: reserve 8 KB; dav_c220
+// kernel_operator_vec_cmpsel_impl.h VselImpl, TMP_UB_OFFSET for __NPU_ARCH__ 2201): a Select issued
+// while a UB buffer of the core lies there is an API rule report at its line; plan_memory and the
+// vector calls' scratch area keep a selecting program below it.
+TEST(AscendSimApiRules, SelectKeepsItsTemporaryAt184KiBFree) {
+  const ir::Expr zero = ir::float_imm(0.0, ir::DType(DTypeCode::f32));
+  auto sel = [&](VecApi api) {
+    VecCallL2 s{api, DTypeCode::f32, DTypeCode::f32, LocalRef{0, C(0)}, LocalRef{0, C(0)},
+                api == VecApi::Select ? LocalRef{0, C(256)} : LocalRef{}, api == VecApi::Select ? ir::Expr{} : zero,
+                RoundMode::None, C(64)};
+    s.sel = LocalRef{1, C(0)};
+    return s;
+  };
+  // u1 (8192 B after u0) ends at 188416: below the temporary
+  for (VecApi api : {VecApi::Select, VecApi::SelectScalar})
+    EXPECT_EQ(api_report(run_aiv({{sel(api), 64}}, kSelectTmpUbOffset - 8192), "temporary"), nullptr);
+  auto r = run_aiv({{sel(VecApi::SelectScalar), 65}}, kSelectTmpUbOffset - 4096);
+  const sim::Report* rep = api_report(r, "Select (SELMODE::VSEL_TENSOR_SCALAR_MODE) uses UB bytes 188416..196607");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:65: API rule:"), std::string::npos) << rep->format();
+  EXPECT_NE(rep->message.find("buffer 'u1' occupies bytes 184320..192511"), std::string::npos) << rep->message;
+  r = run_aiv({{sel(VecApi::Select), 66}}, kSelectTmpUbOffset - 4096);
+  EXPECT_NE(api_report(r, "Select (SELMODE::VSEL_TENSOR_TENSOR_MODE) uses UB bytes"), nullptr) << r.summary();
+  // other calls do not use it
+  VecCallL2 add{VecApi::Add, DTypeCode::f32, DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, LocalRef{0, C(256)},
+                {}, RoundMode::None, C(64)};
+  EXPECT_TRUE(run_aiv({{add, 67}}, kSelectTmpUbOffset - 4096).reports.empty());
+  // the lowering's side: a program that selects may plan UB up to 184 KiB only
+  Builder b("sel", KernelType::AIV_ONLY);
+  b.p.aiv = b.take();
+  EXPECT_EQ(usable_bytes(b.p, b2(), Mem::UB), b2().ub_bytes);
+  b.emit(sel(VecApi::Select), 68);
+  b.p.aiv = b.take();
+  EXPECT_EQ(usable_bytes(b.p, b2(), Mem::UB), kSelectTmpUbOffset);
+  EXPECT_EQ(usable_bytes(b.p, b2(), Mem::L1), b2().l1_bytes);
+}
+
+// Brcb.md (Atlas A2): dstBlkStride 0 is undefined, and the source and destination may not share
+// memory; the lowering's Brcb (a row reduce's spread: source and destination apart in the scratch
+// area, dstBlkStride 1) reports nothing.
+TEST(AscendSimApiRules, BrcbStrideAndOverlap) {
+  EXPECT_TRUE(run_aiv({{Brcb{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, C(2), C(1), C(8)}, 70}}).reports.empty());
+  auto r = run_aiv({{Brcb{DTypeCode::f32, LocalRef{1, C(0)}, LocalRef{0, C(0)}, C(1), C(0), C(8)}, 71}});
+  const sim::Report* rep = api_report(r, "Brcb with BrcbRepeatParams.dstBlkStride = 0");
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->format().find("kernel.py:71: API rule:"), std::string::npos) << rep->format();
+  // one repeat reads 8 floats at byte 32 and writes 8 blocks from byte 0: they overlap
+  r = run_aiv({{Brcb{DTypeCode::f32, LocalRef{0, C(0)}, LocalRef{0, C(32)}, C(1), C(1), C(8)}, 72}});
+  EXPECT_NE(api_report(r, "Brcb reads bytes 32..63 and writes bytes 0..255 of the same buffer"), nullptr) << r.summary();
+  // the same buffer, apart: fine
+  EXPECT_EQ(api_report(run_aiv({{Brcb{DTypeCode::f32, LocalRef{0, C(256)}, LocalRef{0, C(0)}, C(1), C(1), C(8)}, 73}}),
+                       "Brcb"),
+            nullptr);
+}
+
+// CrossCoreSetFlag(ISASI).md table 3: mode 1 (the two AIVs of an AI Core) needs a
+// KERNEL_TYPE_MIX_AIC_1_1 / 1_2 kernel; a Vector-only kernel (printed KERNEL_TYPE_MIX_AIV_1_0, one AIV
+// per block) syncs its AIVs with mode 0. Mode 1 there is an invalid instruction at its line.
+TEST(AscendSimApiRules, CrossCoreMode1NeedsAMixedKernel) {
+  EXPECT_TRUE(run_aiv({{CrossCoreSetFlag{0, Pipe::V, C(3)}, 74}, {CrossCoreWaitFlag{C(3), Pipe::S}, 75}}).reports.empty());
+  auto r = run_aiv({{CrossCoreSetFlag{1, Pipe::V, C(3)}, 76}, {CrossCoreWaitFlag{C(3), Pipe::S}, 77}});
+  const sim::Report* rep = find(r, sim::ReportKind::InvalidInstr);
+  ASSERT_NE(rep, nullptr) << r.summary();
+  EXPECT_NE(rep->message.find("cross-core flag mode 1 is not valid on the AIV of a AIV_ONLY kernel (CrossCoreSetFlag "
+                              "docs, table 3: modes 1 and 2 need"),
+            std::string::npos)
+      << rep->message;
+  EXPECT_EQ(rep->instrs.at(0).span.line, 76);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "target/ascend/ascendc_printer.h"
 #include "target/ascend/program_parser.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/widen_scalars.h"
@@ -98,6 +99,33 @@ TEST(WidenScalars, StrideNeedsAnInvariantExtent) {
   std::get<ScalarLoad>(load.instr.op).var = d;
   t = print_program(widen_scalars(p));
   EXPECT_TRUE(has(t, "u[8] <- cast<int64>(t) * ")) << t;
+}
+
+// Session 31 (h-i32b): widen_scalars decides which `//`, `%` and ceildiv print with C's / and %
+// (Program::c_divisions: a positive constant divisor, a dividend ir::is_nonneg proves >= 0 from the
+// loop, block and shape indices and the lets of such values); the AscendC printer prints exactly those
+// infix, the rest through the helpers (the simulator checks the marked ones: test_ascend_sim.cpp).
+TEST(WidenScalars, CDivisionsAreTheProgramsDecision) {
+  Program p = widen_scalars(parse_program(std::string(kHead) + R"(  for i in range(100):
+    h = i + 5
+    S ScalarStore u[0] <- i // 8 int32
+    S ScalarStore u[4] <- (i - 3) // 8 int32
+    S ScalarStore u[8] <- s % 8 int32
+    S ScalarStore u[12] <- ceildiv(h, 8) int32
+    S ScalarStore u[16] <- i % r int32
+    S ScalarStore u[20] <- M // 8 int32
+)", "k.prog"));
+  EXPECT_EQ(p.c_divisions.size(), 4u);  // i // 8, ceildiv(h, 8), M // 8 and blocks' ceildiv(M, 8)
+  p.pool(CoreType::AIV, Mem::UB) = 64;  // placed by hand (plan_memory's record)
+  const std::string k = print_ascendc_kernel(p);
+  for (const char* want : {"(i / 8)", "tw_floordiv((i - 3), 8)", "tw_floormod(s, 8)", "((h + 8 - 1) / 8)",
+                           "tw_floormod(i, r)", "(M / 8)"})
+    EXPECT_TRUE(has(k, want)) << want << " in\n" << k;
+  // a program no widen_scalars ran on has no C divisions: every division through the helpers
+  Program q = parse_program(std::string(kHead) + "  S ScalarStore u[0] <- M // 8 int32\n", "k.prog");
+  q.pool(CoreType::AIV, Mem::UB) = 64;
+  const std::string raw = print_ascendc_kernel(q);
+  EXPECT_TRUE(has(raw, "tw_floordiv(M, 8)")) << raw;
 }
 
 }  // namespace

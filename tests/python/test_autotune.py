@@ -154,7 +154,7 @@ def test_inputs_callable_for_a_kernel_with_index_tables(fresh_tuner, target):
     configs = [tw.Config(block_M=16, block_N=16), tw.Config(block_M=32, block_N=16)]
     args = (1, 2, 1, 33, 40, 16, "BHSD", True, None, "bool", False)
     refused = tw.autotune(configs=configs, executor="inline", verbose=False)(ma.attention_prefill)
-    with pytest.raises(tw.TilewrightError, match="'Blocks', 'KvPos', 'KvIdx', 'Bands', 'KvLen' are integer") as e:
+    with pytest.raises(tw.TilewrightError, match="'Blocks', 'KvPos', 'KvIdx', 'Bands', 'Rects', 'KvLen' are integer") as e:
         refused.tune(*args, target=target)
     assert "inputs=fn" in e.value.hint
     seen = []

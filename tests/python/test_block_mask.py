@@ -104,7 +104,7 @@ def lists_reference(blocks):
 @pytest.mark.parametrize("sq,skv,bm,bn", SHAPES + [(100, 300, 16, 16)])
 def test_lists_match_numpy(sq, skv, bm, bn):
     mask = block_pattern(sq, skv, bm, bn, seed=sq + 3 * skv)
-    blocks, pos, idx, _ = ma.prefill_blocks(mask, bm, bn)
+    blocks, pos, idx, _, _ = ma.prefill_blocks(mask, bm, bn)
     ref_pos, ref_idx = lists_reference(summary_reference(mask, bm, bn))
     assert pos.dtype == idx.dtype == np.int32
     np.testing.assert_array_equal(pos, ref_pos)
@@ -115,14 +115,14 @@ def test_lists_match_numpy(sq, skv, bm, bn):
 
 def test_lists_all_visible_all_hidden_and_an_empty_query_block():
     nq, nk = 3, 4  # (37, 53) in 16 x 16 blocks
-    _, pos, idx, _ = ma.prefill_blocks(np.ones((37, 53), bool), 16, 16)
+    _, pos, idx, _, _ = ma.prefill_blocks(np.ones((37, 53), bool), 16, 16)
     np.testing.assert_array_equal(pos, np.tile(np.arange(nk + 1), (nq, 1)))
     np.testing.assert_array_equal(idx, np.tile(np.arange(nk), (nq, 1)))
-    _, pos, idx, _ = ma.prefill_blocks(np.full((37, 53), -np.inf, np.float32), 16, 16)
+    _, pos, idx, _, _ = ma.prefill_blocks(np.full((37, 53), -np.inf, np.float32), 16, 16)
     assert not pos.any() and not idx.any()  # nothing listed: every query block's loop is empty
     mask = block_pattern(37, 53, 16, 16, seed=9)
     mask[16:32] = False  # query block 1 sees nothing: its count is 0 at every key block
-    blocks, pos, idx, _ = ma.prefill_blocks(mask, 16, 16)
+    blocks, pos, idx, _, _ = ma.prefill_blocks(mask, 16, 16)
     assert not pos[1].any() and not idx[1].any()
     np.testing.assert_array_equal(ma.dense_blocks(37, 53, 16, 16)[2], np.tile(np.arange(nk), (nq, 1)))
     # a list from a hand-written summary: the summary's kind is not the list's business, only != 0
@@ -334,7 +334,7 @@ def test_listed_blocks_keep_the_ascend_pipeline():
 def test_all_hidden_mask_lists_nothing_and_gives_zeros(target):
     # every list empty: no query block runs an iteration; every row saw no key, so every row is 0
     mask = np.zeros((37, 40), bool)
-    blocks, pos, idx, _ = ma.prefill_blocks(mask, 16, 16, target)
+    blocks, pos, idx, _, _ = ma.prefill_blocks(mask, 16, 16, target)
     assert not blocks.any() and not pos.any() and not idx.any()
     out, ref, _ = prefill(mask, B=1, H=2, KVH=1, D=32, target=target)
     assert (out == 0).all() and (ref == 0).all()
@@ -387,7 +387,7 @@ def test_window_mask_with_bands_is_exact(sq, w, layout):
     t = ma.prefill_blocks(mask, 16, 16)
     # every band full: the triangles (band_exact's 3) take their mask tile again (1)
     whole, _, _ = prefill(mask, layout=layout, tables=(np.where(t[0] == 3, 1, t[0]), *t[1:3],
-                                                        ma.dense_blocks(sq, sq, 16, 16)[3]))
+                                                        *ma.dense_blocks(sq, sq, 16, 16)[3:]))
     assert_close(out, whole, atol=1e-6, rtol=1e-5)
 
 

@@ -248,7 +248,7 @@ def test_autotune_of_attention_with_a_mask_tensor_does_not_crash(tmp_path):
     lines = p.stdout.strip().splitlines()
     assert lines[-1] == "OK", p.stdout
     assert lines[0].startswith("ERR autotune 'attention_prefill': the kernel's inputs 'Blocks', 'KvPos', 'KvIdx', "
-                               "'Bands', 'KvLen' are integer") and "inputs=fn" in lines[0], p.stdout
+                               "'Bands', 'Rects', 'KvLen' are integer") and "inputs=fn" in lines[0], p.stdout
 
 
 # The same unclipped operand in the M direction: a whole-K gemm on a global slice

@@ -113,7 +113,7 @@ def _prefill(target, B, H, KVH, Sq, Skv, D, layout, dtype, mask=None, m=None, bl
     args = list(ma.prefill_args(B, H, KVH, Sq, Skv, D, layout, mask, False, dtype, 0, target, True, block, block))
     if m is not None:
         args[3] = m
-        args[4:8] = ma.prefill_blocks(m, block, block, target)
+        args[4:9] = ma.prefill_blocks(m, block, block, target)
     return args, _run(kern, target, *args)
 
 

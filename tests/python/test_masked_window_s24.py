@@ -28,10 +28,10 @@ def run_tensor(vis, B=1, H=2, KVH=1, D=64, seed=0, full_bands=False):
     sq, skv = vis.shape
     q, k, v, _ = ma.inputs(B, H, KVH, sq, skv, D, seed=seed)
     kern = ma.attention_prefill(B, H, KVH, sq, skv, D, "BHSD", False, None, "bool", False)
-    blocks, pos, idx, bands = ma.prefill_blocks(vis)
+    blocks, pos, idx, bands, rects = ma.prefill_blocks(vis)
     if full_bands:  # the triangles (band_exact's 3) take their mask tile again (1)
         blocks, bands = np.where(blocks == 3, 1, blocks).astype(np.int32), ma.dense_blocks(sq, skv)[3]
-    out = kern(q, k, v, vis, blocks, pos, idx, bands, np.full((B,), skv, np.int32))
+    out = kern(q, k, v, vis, blocks, pos, idx, bands, rects, np.full((B,), skv, np.int32))
     return out, ma.reference(q, k, v, vis)
 
 

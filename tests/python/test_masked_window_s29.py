@@ -41,10 +41,10 @@ def run(mask, target="cpu", bm=16, bn=16, B=1, H=2, KVH=1, D=24):
     kind = "bool" if mask.dtype == np.bool_ else "additive"
     q, k, v, _ = ma.inputs(B, H, KVH, sq, skv, D, seed=sq)
     kern = ma.attention_prefill(B, H, KVH, sq, skv, D, "BHSD", False, None, kind, False, bm, bn, target=target)
-    blocks, pos, idx, bands = ma.prefill_blocks(mask, bm, bn, target)
+    blocks, pos, idx, bands, rects = ma.prefill_blocks(mask, bm, bn, target)
     lens = np.full((B,), skv, np.int32)
-    out = kern(q, k, v, mask, blocks, pos, idx, bands, lens)
-    plain = kern(q, k, v, mask, np.where(blocks == 3, 1, blocks).astype(np.int32), pos, idx, bands, lens)
+    out = kern(q, k, v, mask, blocks, pos, idx, bands, rects, lens)
+    plain = kern(q, k, v, mask, np.where(blocks == 3, 1, blocks).astype(np.int32), pos, idx, bands, rects, lens)
     vis = mask if kind == "bool" else mask > -np.inf
     ref = ma.reference(q, k, v, vis, None if kind == "bool" else mask.astype(np.float64))
     return out, plain, ref, blocks

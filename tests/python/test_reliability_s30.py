@@ -173,8 +173,8 @@ def test_f6_f7_kernel_file_and_export_directory_whose_names_are_not_utf8(tmp_pat
     spec = importlib.util.spec_from_file_location("kern30", os.fsdecode(d + b"/kern30.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    k = mod.axpb(3.0, 1.0)  # not the IR of another test's kernel (an identical kernel shares its first definition)
-    assert k(np.ones(3, np.float32)).tolist() == [4.0, 4.0, 4.0]
+    k = mod.axpb(30.0, 1.0)  # not the IR of another test's kernel (an identical kernel shares its first definition)
+    assert k(np.ones(3, np.float32)).tolist() == [31.0, 31.0, 31.0]
     with pytest.raises(tw.TilewrightError) as e:
         k(np.ones((3, 2), np.float32))  # located at this call, naming the definition's file with \xff
     assert "must have 1 dimension(s)" in e.value.message and "proj-\\xff/kern30.py:10)" in e.value.message, e.value

@@ -47,9 +47,11 @@ def prefill(target):
 
 def test_document_edges_cut_blocks():
     blocks = ma.prefill_blocks(documents(S, [13, 20]), BS, BS)[0]
-    cut = [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2)]  # cut by an edge: the mask tile
+    cut = [(0, 0), (2, 2)]  # cut by an edge into two triangles: the mask tile
     assert all(blocks[b] == 1 for b in cut)
-    assert blocks[1, 1] == 3 and not np.triu(blocks, 1).any()  # inside one document: its band
+    # cut to a rectangle (session 31, h-rect: the band met with the block's rectangle is exact) or
+    # inside one document (its band): no mask tile
+    assert all(blocks[b] == 3 for b in [(1, 0), (2, 0), (2, 1), (1, 1)]) and not np.triu(blocks, 1).any()
 
 
 @pytest.mark.parametrize("target", ["cpu", "ascend910b"])
@@ -68,7 +70,9 @@ def test_region_estimate_band_form_is_the_runtime_rule():
     rng = np.random.default_rng(1)  # two documents' edges in 600 tokens: 10 blocks cut a head
     vis = bench_run.mask_pattern(np, rng, "document", 600)
     bm = bn = 64
-    blocks, _, _, bands = ma.prefill_blocks(vis, bm, bn)
+    _, _, _, bands, rects = ma.prefill_blocks(vis, bm, bn)
+    whole = ma.dense_blocks(600, 600, bm, bn)[4]  # the blocks that apply their mask tile without rectangles
+    blocks = ma.band_exact(vis, ma.block_mask(vis, bm, bn), bands, whole, bm, bn)
     nvis, forms = mc.region_forms(np, vis, blocks, bands, bm, bn)
     assert nvis > 0 and (blocks == 1).sum() == 10
     only = np.where(blocks == 1, 1, 0)  # computed_pairs over the same blocks

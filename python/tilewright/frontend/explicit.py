@@ -614,7 +614,7 @@ class PrimFuncParser(Parser):
     def op_gemm(self, node):
         a = self.call_args(node, "T.gemm", ["A", "B", "C"],
                            {"transpose_A": False, "transpose_B": False, "clear_accum": False,
-                            "a_band": None, "c_band": None})
+                            "a_band": None, "c_band": None, "rows": None, "cols": None})
         regions = []
         for k in ("A", "B", "C"):
             v = self.operand_value(a[k])
@@ -627,7 +627,26 @@ class PrimFuncParser(Parser):
         tb = self.flag(a["transpose_B"], "transpose_B")
         cl = self.flag(a["clear_accum"], "clear_accum")
         band, lo, hi = self.gemm_band(node, a["a_band"], a["c_band"])
-        self.emit(ir.gemm(regions[0], regions[1], regions[2], ta, tb, cl, self.span(node), band, lo, hi))
+        rect = []  # rows=(r0, r1), cols=(c0, c1): the band met with a rectangle ("Bands")
+        for k, meaning in (("rows", "the rows r0 <= row < r1 of the band's matrix"),
+                           ("cols", "the columns c0 <= column < c1 of the band's matrix")):
+            pair = self.gemm_pair(node, a[k], self.arg(a[k]), k, meaning)
+            if pair and not band:
+                self.error(a[k], f"T.gemm's {k}= limits a band: pass a_band or c_band too",
+                           f"e.g. c_band=(1 - M, N) (every diagonal of an M x N product) with {k}=(lo, hi)")
+            rect += pair or [None, None]
+        self.emit(ir.gemm(regions[0], regions[1], regions[2], ta, tb, cl, self.span(node), band, lo, hi, *rect))
+
+    def gemm_pair(self, node, x, v, name, meaning):
+        """T.gemm's argument x (value v) as a pair (lo, hi) of integer expressions: [lo, hi], or None
+        when v is None (also a Python variable holding it: not given)."""
+        if v is None:
+            return None
+        at = x if isinstance(x, ast.AST) else node
+        if not isinstance(v, (tuple, list)) or len(v) != 2:
+            self.error(at, f"T.gemm's {name} must be a pair (lo, hi) of integers, got {self.describe(v)}",
+                       f"e.g. {name}=(lo, hi): {meaning}")
+        return [self.index_expr(v[0], at), self.index_expr(v[1], at)]
 
     def gemm_band(self, node, a_band, c_band):
         """T.gemm's a_band / c_band (docs/language.md "Bands"): ('a' or 'c' or '', lo, hi)."""
@@ -640,11 +659,7 @@ class PrimFuncParser(Parser):
                        "a_band on a product whose A is zero outside the band (P @ V), c_band on one whose "
                        "result is needed only inside it (Q @ K^T)")
         k, x, v = given[0]
-        at = x if isinstance(x, ast.AST) else node
-        if not isinstance(v, (tuple, list)) or len(v) != 2:
-            self.error(at, f"T.gemm's {k}_band must be a pair (lo, hi) of integers, got {self.describe(v)}",
-                       f"e.g. {k}_band=(lo, hi): the diagonals lo <= column - row < hi")
-        return k, self.index_expr(v[0], at), self.index_expr(v[1], at)
+        return (k, *self.gemm_pair(node, x, v, f"{k}_band", "the diagonals lo <= column - row < hi"))
 
     def check_gemm_region(self, r, node, role):
         """A gemm operand is a matrix: its last two dimensions, those before them of extent 1

@@ -202,17 +202,16 @@ std::optional<Expr> div_exact(const Expr& e, int64_t d) {
 
 // The shared scalar-C printer (target/c_expr.h) in the AscendC dialect: no zero-guarded unsigned
 // division and no float modulo (the helpers() below are all the printed code has), no loads or
-// math calls in scalar expressions, casts as static_cast to the AscendC type.
+// math calls in scalar expressions, casts as static_cast to the AscendC type; `//`, `%` and ceildiv
+// with C's / and % exactly where widen_scalars decided (Program::c_divisions), else tw_floordiv /
+// tw_floormod / tw_ceildiv.
 class ExprPrinter final : public target::CExprPrinter {
  public:
-  ExprPrinter()
+  explicit ExprPrinter(const Program& p)
       : CExprPrinter({.paren_negative_ints = false, .has_udiv = false, .has_fmod = false, .has_fminmax = true,
-                      .printer = "AscendC printer"}) {}
-  void bind(const ir::Var& v, bool nonneg) { bind_as(v, ident(v->name), nonneg); }
-  void bind_as(const ir::Var& v, const std::string& n, bool nonneg) {
-    names_[v.get()] = n;
-    if (nonneg) nonneg_.insert(v.get());
-  }
+                      .printer = "AscendC printer"}),
+        p_(p) {}
+  void bind(const ir::Var& v) { names_[v.get()] = ident(v->name); }
   bool bound(const ir::Var& v) const { return names_.count(v.get()) > 0; }
   const std::string& name(const ir::Var& v) const { return names_.at(v.get()); }
 
@@ -225,7 +224,7 @@ class ExprPrinter final : public target::CExprPrinter {
                   v.span);
     return it->second;
   }
-  bool nonneg_var(const ir::VarNode* v) const override { return nonneg_.count(v) > 0; }
+  bool c_division(const ir::BinaryNode& n) const override { return p_.c_division(&n); }
   std::string float_literal(double v, DType t) const override {
     bool dbl = t.code == DTypeCode::f64;
     if (std::isnan(v)) return target::c_nan(dbl);
@@ -259,8 +258,8 @@ class ExprPrinter final : public target::CExprPrinter {
     }
   }
 
+  const Program& p_;
   std::unordered_map<const ir::ExprNode*, std::string> names_;
-  std::unordered_set<const ir::ExprNode*> nonneg_;
 };
 
 // Index helpers with Python floor semantics, printed into both files.
@@ -319,7 +318,7 @@ void for_each_instr(const StmtPtr& s, const std::function<void(const Instr&)>& f
 
 class KernelPrinter {
  public:
-  explicit KernelPrinter(const Program& p) : p_(p) {}
+  explicit KernelPrinter(const Program& p) : p_(p), ep_(p) {}
 
   std::string run();
 
@@ -498,7 +497,7 @@ void KernelPrinter::stmt(const StmtPtr& s, bool top) {
       break;
     }
     case StmtKind::For: {
-      ep_.bind(s->var, true);
+      ep_.bind(s->var);
       std::string v = ep_.name(s->var), t = ctype(s->var->dtype, s->span);
       L_.open("for (" + t + " " + v + " = 0; " + v + " < " + ex(s->value) + "; ++" + v + ")");
       seq_body(s->body.at(0));
@@ -518,7 +517,7 @@ void KernelPrinter::stmt(const StmtPtr& s, bool top) {
     }
     case StmtKind::Let: {
       std::string v = ex(s->value);
-      ep_.bind(s->var, ep_.nonneg(s->value));
+      ep_.bind(s->var);
       L_.line("const " + ctype(s->var->dtype, s->span) + " " + ep_.name(s->var) + " = " + v + ";");
       break;
     }
@@ -706,7 +705,7 @@ void KernelPrinter::emit(const ScalarLoad& c) {
   bool ub = c.ub.buffer >= 0;
   std::string idx = elem(ub ? c.ub.offset : c.src.offset, c.dtype.bytes());
   std::string src = ub ? tensor_view(c.ub, c.dtype) : gm_view(c.src.param, c.dtype);
-  ep_.bind(c.var, false);
+  ep_.bind(c.var);
   L_.call("const " + ctype(c.var->dtype, span_) + " " + ep_.name(c.var) + " = " + src + ".GetValue(" + idx + ");");
 }
 
@@ -833,11 +832,11 @@ std::string KernelPrinter::run() {
     throw Error("kernel '" + p_.name + "' is " + std::string(kernel_type_name(p_.kernel_type)) + " but has no AIV code", p_.span);
 
   // Bind the variables every part of the kernel sees.
-  if (p_.block_idx) ep_.bind(p_.block_idx, true);
-  if (p_.sub_block_idx) ep_.bind(p_.sub_block_idx, true);
-  for (const auto& v : p_.shape_vars) ep_.bind(v, true);
+  if (p_.block_idx) ep_.bind(p_.block_idx);
+  if (p_.sub_block_idx) ep_.bind(p_.sub_block_idx);
+  for (const auto& v : p_.shape_vars) ep_.bind(v);
   for (const auto& k : p_.params)
-    if (!k.is_tensor && k.var) ep_.bind(k.var, false);
+    if (!k.is_tensor && k.var) ep_.bind(k.var);
 
   // GM views (param, dtype): one GlobalTensor declaration per pair the calls use.
   for (size_t i = 0; i < p_.params.size(); ++i)
@@ -908,10 +907,10 @@ std::string KernelPrinter::run() {
 // Host launcher, CMake, README
 
 std::string print_host(const Program& p, const KernelPrinter& kp) {
-  ExprPrinter ep;
-  for (const auto& v : p.shape_vars) ep.bind(v, true);
+  ExprPrinter ep(p);
+  for (const auto& v : p.shape_vars) ep.bind(v);
   for (const auto& k : p.params)
-    if (!k.is_tensor && k.var) ep.bind(k.var, false);
+    if (!k.is_tensor && k.var) ep.bind(k.var);
   std::string name = ident(p.name);
   std::ostringstream os;
   os << "// Host launcher for the AscendC kernel " << p.name << ", generated by Tilewright (" << kAscendCCannVersion << ").\n"

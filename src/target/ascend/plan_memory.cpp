@@ -342,7 +342,7 @@ std::vector<int64_t> user_shape(const BufferDecl& d, std::vector<int64_t> sh) {
 [[noreturn]] void capacity_error(const Program& p, const target::Target& target, Mem m, const std::vector<Item>& items,
                                  int64_t used, bool reuse, const std::vector<ir::Span>& spans, const TileDims* dims,
                                  const std::vector<std::pair<Mem, std::vector<Item>>>& others) {
-  int64_t cap = capacity_of(target.ascend, m), align = buffer_alignment(m);
+  int64_t cap = usable_bytes(p, target.ascend, m), align = buffer_alignment(m);
   // The peak: the position where the live buffers' aligned bytes add up to the most (without
   // reuse every buffer is live throughout).
   std::vector<size_t> live;
@@ -501,7 +501,7 @@ std::vector<int64_t> user_shape(const BufferDecl& d, std::vector<int64_t> sh) {
       bool others_fit = true;
       for (const auto& [om, its] : others) {
         others_fit &= place(shrunk(its, om, shrink, halvings, nullptr), buffer_alignment(om), reuse, offsets) <=
-                      capacity_of(target.ascend, om);
+                      usable_bytes(p, target.ascend, om);
       }
       if (!others_fit) continue;
       std::string s;  // the user's tiles (a compiler tile, e.g. P V's partial acc_o_pv, follows its class)
@@ -579,11 +579,30 @@ std::vector<int64_t> user_shape(const BufferDecl& d, std::vector<int64_t> sh) {
   for (size_t i : live) live_stages = std::max(live_stages, p.buffers[items[i].buffer].stages);
   throw CapacityError(std::string(mem_name(m)) + " overflow: " + list + where + " need " + std::to_string(used) +
                           " B but the " + core + "'s " + std::string(mem_name(m)) + " on " + target.name + " holds " +
-                          std::to_string(cap) + " B",
+                          std::to_string(cap) + " B" +
+                          (cap < capacity_of(target.ascend, m) ? " (above it, AscendC's Select keeps a temporary: Select.md reserves 8 KB of UB)" : ""),
                       biggest ? biggest->span : p.span, hint, m, used, cap, live_stages);
 }
 
 }  // namespace
+
+static bool selects(const StmtPtr& s) {
+  if (!s) return false;
+  if (s->kind == StmtKind::Instr) {
+    const InstrOp& op = s->instr.op;
+    if (std::holds_alternative<VecSelect>(op)) return true;
+    if (auto* c = std::get_if<VecCallL2>(&op)) return c->api == VecApi::Select || c->api == VecApi::SelectScalar;
+    return false;
+  }
+  for (const auto& b : s->body)
+    if (selects(b)) return true;
+  return selects(s->else_body);
+}
+
+int64_t usable_bytes(const Program& p, const target::AscendParams& hw, Mem m) {
+  int64_t cap = capacity_of(hw, m);
+  return m == Mem::UB && selects(p.aiv) ? std::min(cap, kSelectTmpUbOffset) : cap;
+}
 
 int64_t capacity_of(const target::AscendParams& hw, Mem m) {
   switch (m) {
@@ -632,11 +651,11 @@ Program plan_memory(const Program& program, const target::Target& target, bool r
     if (items.empty()) continue;
     std::vector<int64_t> offsets;
     int64_t used = place(items, buffer_alignment(m), reuse, offsets);
-    if (used > capacity_of(target.ascend, m) && reuse) {
+    if (used > usable_bytes(out, target.ascend, m) && reuse) {
       items = items_of(m, true);
       used = place(items, buffer_alignment(m), reuse, offsets);
     }
-    if (used > capacity_of(target.ascend, m)) {
+    if (used > usable_bytes(out, target.ascend, m)) {
       std::vector<std::pair<Mem, std::vector<Item>>> others;  // for the hint: the tiles must fit every memory
       for (int oi = 0; oi < kNumMems; ++oi)
         if (oi != mi && static_cast<Mem>(oi) != Mem::GM) others.push_back({static_cast<Mem>(oi), items_of(static_cast<Mem>(oi), reuse)});

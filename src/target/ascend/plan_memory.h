@@ -97,6 +97,10 @@ int64_t buffer_alignment(Mem m);
 
 // Bytes of memory m the target lets a kernel use (0 for GM).
 int64_t capacity_of(const target::AscendParams& hw, Mem m);
+// Bytes of memory m program p may plan: capacity_of, but UB ends at kSelectTmpUbOffset (184 KiB)
+// when p's Vector code selects (a VecSelect or a Select call: AscendC's Select in modes 1 and 2 keeps
+// a temporary there on dav-c220, program.h; session 31, h-audit31).
+int64_t usable_bytes(const Program& p, const target::AscendParams& hw, Mem m);
 
 // Bytes a tile of `shape` takes in memory m: UB row-major, rows padded to whole 32 B blocks when
 // there are several (as select_instructions lays UB tiles out), rounded up to 32 B; Cube

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -532,6 +533,13 @@ std::string_view vec_api_name(VecApi a);  // the AscendC function name
 // The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
 int vec_api_sources(VecApi a);
 bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate/ShiftLeft/ShiftRight/CreateVecIndex
+// Select in VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE (Select / SelectScalar) writes a temporary
+// (the selMask address or the scalar, one Duplicate of 32 elements) into UB at TMP_UB_OFFSET = 184 KiB
+// on dav-c220 and reads it back through set_cmpmask; Select.md asks for 8 KB of UB to be reserved
+// (asc-devkit impl/basic_api/dav_c220/kernel_operator_vec_cmpsel_impl.h VselImpl,
+// impl/basic_api/utils/kernel_utils_constants.h for __NPU_ARCH__ 2201). A program that selects keeps
+// its UB buffers below it (the simulator's API rule; session 31, h-audit31).
+inline constexpr int64_t kSelectTmpUbOffset = 184 * 1024, kSelectTmpUbBytes = 8 * 1024;
 
 // Level-2 (counter mode): the first `count` elements of every operand, contiguous.
 //   Add(dst, src0, src1, count); Adds(dst, src0, static_cast<T>(scalar), count);
@@ -796,6 +804,15 @@ struct Program {
     ir::Span span;
   };
   std::vector<Note> notes;
+  // The integer `//`, `%` and ceildiv nodes the printed C++ computes with C's truncating `/` and `%`
+  // (ceildiv as `(a + b - 1) / b`): widen_scalars marks those whose divisor is a positive constant and
+  // whose dividend it proves non-negative, where truncation and the language's floor agree. The
+  // AscendC printer prints exactly these infix (the rest through tw_floordiv / tw_floormod /
+  // tw_ceildiv, in int64_t); the simulator reports one whose dividend is negative when it runs (the
+  // proof failed) and checks the int32 ones as int arithmetic (session 31, h-i32b). Keyed by node;
+  // the value keeps the node alive. Empty in a program no widen_scalars ran on: helpers everywhere.
+  std::unordered_map<const ir::ExprNode*, ir::Expr> c_divisions;
+  bool c_division(const ir::ExprNode* e) const { return c_divisions.count(e) > 0; }
 
   int find_buffer(std::string_view name) const;  // -1 if none
   int64_t& pool(CoreType c, Mem m) { return pool_bytes[static_cast<int>(c)][static_cast<int>(m)]; }

@@ -53,7 +53,7 @@ struct Chunk {
 
 class Selector {
  public:
-  Selector(const Program& p, const target::Target& t) : p_(p), out_(p), ub_bytes_(t.ascend.ub_bytes) {}
+  Selector(const Program& p, const target::Target& t) : p_(p), out_(p), ub_bytes_(usable_bytes(p, t.ascend, Mem::UB)) {}
 
   Program run() {
     out_.aic = code(p_.aic, CoreType::AIC);

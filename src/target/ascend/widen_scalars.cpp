@@ -100,6 +100,16 @@ class Widen {
  public:
   std::unordered_map<const ir::VarNode*, Range> vars;
   std::unordered_map<const ir::VarNode*, Stride> strides;  // the grid-stride loop variables in scope
+  // The variables ir::is_nonneg may take as >= 0 (the C divisions' sign proof): loop, block and
+  // sub-block indices, shape variables, and lets whose value it proves >= 0.
+  std::unordered_set<const ir::VarNode*> nonneg;
+  // Program::c_divisions: the `//`, `%` and ceildiv nodes printed with C's / and %.
+  std::unordered_map<const ir::ExprNode*, Expr> divisions;
+  bool host = false;  // visiting a host expression (block_dim, workspace_bytes, shapes): printed unchanged
+
+  bool is_nonneg(const Expr& e) const {
+    return ir::is_nonneg(e, [this](const ir::VarNode* v) { return nonneg.count(v) > 0; });
+  }
 
   Expr expr(const Expr& e) { return e ? visit(e).e : e; }
 
@@ -161,6 +171,22 @@ class Widen {
       if (it != strides.end() && ir::structural_equal(s, it->second.s)) return &it->second;
     }
     return nullptr;
+  }
+
+  // d (a rewritten `//`, `%` or ceildiv of integers, its dividend's range ra) as the printed C++
+  // computes it: with C's truncating / and % when its divisor is a positive constant and its dividend
+  // provably >= 0 (truncation and floor agree there), recorded in divisions; else through tw_floordiv /
+  // tw_floormod / tw_ceildiv. The sign proof: ir::is_nonneg over the variables in `nonneg` (the
+  // printer's own rule before session 31) and the range's lo >= 0 (which sees what is_nonneg does not:
+  // `a % b` of a b >= 0 is a when b is 0, a let wraps into its type). The simulator checks it as the
+  // node runs: a negative dividend is a report.
+  // In a host expression (host: printed as it is, not rewritten) the node marked is the original, e.
+  Expr division(const Expr& d, const Range& ra, const Expr& e) {
+    const Expr& m = host ? e : d;
+    auto* b = ir::as<ir::BinaryNode>(m);
+    const auto c = ir::as_const_int(b->b);
+    if (c && *c > 0 && ra.lo >= 0 && is_nonneg(b->a)) divisions.emplace(m.get(), m);
+    return d;
   }
 
   // Rule 2 for n = `base + t * s` / `t * s + base` (ranges ra, rb of n's operands), else any.
@@ -262,21 +288,22 @@ class Widen {
           // fits there (an exact conversion): ceildiv(M, 8) of an int32 M is in [0, 2^28], so the
           // expressions around it stay in int32 instead of taking int64 operands from it
           Out w = widen(r);
+          w.e = division(w.e, ra, e);
           const Range t = dtype_range(e->dtype);
           if (r.lo >= t.lo && r.hi <= t.hi) return {ir::cast(w.e, e->dtype, e->span), r, true};
           return w;
         }
-        return {rebuild(a.e, b.e), r, narrow};
+        return {division(rebuild(a.e, b.e), ra, e), r, narrow};
       }
       case BinOp::FloorDiv: {
-        if (pos) return {rebuild(a.e, b.e), {floor_div(ra.lo, *divisor), floor_div(ra.hi, *divisor)}, narrow};
+        if (pos) return {division(rebuild(a.e, b.e), ra, e), {floor_div(ra.lo, *divisor), floor_div(ra.hi, *divisor)}, narrow};
         I128 m = std::max(abs128(ra.lo), abs128(ra.hi));  // |a // b| <= |a| (b == 0: 0)
-        return {rebuild(a.e, b.e), Range::of(-m, m), narrow};
+        return {division(rebuild(a.e, b.e), ra, e), Range::of(-m, m), narrow};
       }
       case BinOp::Mod: {
-        if (pos) return {rebuild(a.e, b.e), ra.lo >= 0 && ra.hi < *divisor ? ra : Range{0, *divisor - 1}, narrow};
+        if (pos) return {division(rebuild(a.e, b.e), ra, e), ra.lo >= 0 && ra.hi < *divisor ? ra : Range{0, *divisor - 1}, narrow};
         I128 m = std::max(abs128(rb.lo), abs128(rb.hi));  // |a % b| < |b|; a % 0 == a
-        return {rebuild(a.e, b.e), hull(ra, Range::of(-m, m)), narrow};
+        return {division(rebuild(a.e, b.e), ra, e), hull(ra, Range::of(-m, m)), narrow};
       }
       case BinOp::Min: return {rebuild(a.e, b.e), {std::min(ra.lo, rb.lo), std::min(ra.hi, rb.hi)}, false};
       case BinOp::Max: return {rebuild(a.e, b.e), {std::max(ra.lo, rb.lo), std::max(ra.hi, rb.hi)}, false};
@@ -408,6 +435,7 @@ StmtPtr rewrite(const StmtPtr& s, Widen& w) {
       n->value = ext.e;
       Range loop = dtype_range(s->var->dtype);  // the printed index's type
       w.vars[s->var.get()] = {0, std::max<I128>(0, std::min(ext.r.hi, loop.hi) - 1)};
+      w.nonneg.insert(s->var.get());
       w.strides.erase(s->var.get());
       if (auto f = stride(s, w)) w.strides[s->var.get()] = *f;
       for (auto& b : n->body) b = rewrite(b, w);
@@ -424,6 +452,7 @@ StmtPtr rewrite(const StmtPtr& s, Widen& w) {
       n->value = v.e;
       Range t = dtype_range(s->var->dtype);
       w.vars[s->var.get()] = v.r.lo >= t.lo && v.r.hi <= t.hi && (s->value->dtype.is_int() || s->value->dtype.is_bool()) ? v.r : t;
+      if (w.vars[s->var.get()].lo >= 0 && w.is_nonneg(v.e)) w.nonneg.insert(s->var.get());  // no wrap
       break;
     }
     case StmtKind::Instr:
@@ -439,14 +468,31 @@ StmtPtr rewrite(const StmtPtr& s, Widen& w) {
 Program widen_scalars(const Program& program) {
   Program p = program;
   Widen w;
-  for (const auto& v : p.shape_vars) w.vars[v.get()] = {0, dtype_range(v->dtype).hi};  // printed as their dtype
+  for (const auto& v : p.shape_vars) {
+    w.vars[v.get()] = {0, dtype_range(v->dtype).hi};  // printed as their dtype
+    w.nonneg.insert(v.get());
+  }
   for (const auto& k : p.params)
     if (!k.is_tensor && k.var) w.vars[k.var.get()] = dtype_range(k.dtype);
+  // the host's expressions (block_dim, workspace_bytes, tensor shapes) print unchanged: their C divisions only
+  w.host = true;
   Range dim = p.block_dim ? w.visit(p.block_dim).r : Range{1, 1};
-  if (p.block_idx) w.vars[p.block_idx.get()] = {0, std::max<I128>(0, std::min(dim.hi, kI32Max) - 1)};
-  if (p.sub_block_idx) w.vars[p.sub_block_idx.get()] = {0, 1};
+  if (p.workspace_bytes) w.visit(p.workspace_bytes);
+  for (const auto& k : p.params)
+    for (const auto& d : k.shape)
+      if (d) w.visit(d);
+  w.host = false;
+  if (p.block_idx) {
+    w.vars[p.block_idx.get()] = {0, std::max<I128>(0, std::min(dim.hi, kI32Max) - 1)};
+    w.nonneg.insert(p.block_idx.get());
+  }
+  if (p.sub_block_idx) {
+    w.vars[p.sub_block_idx.get()] = {0, 1};
+    w.nonneg.insert(p.sub_block_idx.get());
+  }
   p.aic = rewrite(p.aic, w);
   p.aiv = rewrite(p.aiv, w);
+  p.c_divisions = std::move(w.divisions);
   return p;
 }
 

@@ -27,6 +27,16 @@
 // [0, x - 1] and, when x is `y - base`, `base + t * s` in [base, y - 1] (map_grid's grid-stride
 // loop: the row block stays below ceildiv(M, 8)); a ceildiv whose dividend sum is widened is cast
 // back to its type when its quotient fits there (ceildiv(M, 8) of an int32 M is in [0, 2^28]).
+//
+// C divisions (session 31, h-i32b): the pass also decides which `//`, `%` and ceildiv the printed C++
+// computes with C's truncating `/` and `%` (ceildiv `(a + b - 1) / b`), where they equal the
+// language's floor: a positive constant divisor and a dividend ir::is_nonneg proves >= 0 from the
+// loop, block, sub-block and shape indices and the lets of such values (the AscendC printer's own
+// rule until then). It records them in Program::c_divisions; the printer prints exactly those
+// infix (the rest through tw_floordiv / tw_floormod / tw_ceildiv, in int64_t), and the simulator,
+// reading the same set, reports one whose dividend is negative when it runs and checks the int ones
+// as int arithmetic. The ranges above still take a division of int operands as held in int
+// whichever form it prints (for the helpers: more widening than needed, never less).
 #pragma once
 
 #include "target/ascend/program.h"

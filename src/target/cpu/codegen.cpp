@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -267,6 +268,7 @@ class CodeGen {
 
   // --- statements: one method per StmtKind
   void emit(const Stmt& s);
+  void emit_one(const Stmt& s);
   void emit_seq(const SeqNode& n);
   void emit_for(const ForNode& n);
   void emit_if(const IfNode& n);
@@ -325,6 +327,37 @@ class CodeGen {
   // without the upper clamp where math_fns.h names one)
   void emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value,
                       bool nonpos = false);
+
+  // --- checked mode (TW_BOUNDS_CHECK=1): each tile has a written flag per element (`<tile>_w`,
+  // same layout), clear at its allocation. After each statement emit_written sets the flags of
+  // the elements it wrote (a tile -> tile copy copies the source's); a copy or atomic_add into a
+  // global tensor first tests the flags of the elements it moves (those inside both buffers); a
+  // tile load is tested where its value leaves the block: the value of a store into a global
+  // tensor (the load itself, converted at most: computed values are compute), an index, and a
+  // condition or loop bound outside T.Parallel loops (scalar control flow). Compute reads are not
+  // tested, as the ascend910b simulator's rule (docs/ascend.md "Session 30: unwritten tile bytes
+  // reaching GM"). tw_cpu/check.h written_at throws UninitError.
+  struct Flags {
+    std::string w, shape;  // C names: the flags, the tile's shape
+    size_t rank;
+  };
+  std::unordered_map<const void*, Flags> flags_;
+  const Flags* flags_of(const Buffer& b) const {
+    auto it = flags_.find(b.get());
+    return it == flags_.end() ? nullptr : &it->second;
+  }
+  void emit_written(const Stmt& s);
+  // the flags of the region's elements inside its tile set (a fill, a gemm's C, a copy's destination)
+  void emit_mark(const Region& r);
+  void emit_copy_written(const CopyNode& n);
+  // tile b's linear index `at`, tested written (how: where the value goes, for the report)
+  std::string written_at(const Buffer& b, const std::string& at, const Span& span, const std::string& how) const;
+  // printing an index / a condition or loop bound outside T.Parallel (their tile loads are tested)
+  mutable int index_depth_ = 0, control_depth_ = 0;
+  int parallel_depth_ = 0;
+  // the load whose value a store into a global tensor stores (tested), and that tensor's words
+  const LoadNode* leaving_load_ = nullptr;
+  std::string leaving_how_;
 
   // --- expressions: the shared scalar-C printer (target/c_expr.h) in the CPU dialect; its hooks
   // are the expr_* methods (what the CPU spells its own way). Values are in compute_type(e->dtype).
@@ -660,6 +693,11 @@ void CodeGen::emit_params(bool tensors) {
 
 void CodeGen::emit(const Stmt& s) {
   if (!s) return;
+  emit_one(s);
+  if (bounds_check_ && !prefetching_ && !slicing_) emit_written(s);
+}
+
+void CodeGen::emit_one(const Stmt& s) {
   switch (s->kind) {
     case StmtKind::Seq: return emit_seq(*as<SeqNode>(s));
     case StmtKind::For: return emit_row_keep_map(s) ? void() : emit_for(*as<ForNode>(s));
@@ -681,12 +719,15 @@ void CodeGen::emit(const Stmt& s) {
 
 void CodeGen::emit_seq(const SeqNode& n) {
   for (size_t k = 0; k < n.body.size(); ++k) {
-    if (size_t used = emit_row_pipeline(n, k)) {
+    // checked mode emits each statement on its own (emit_written follows each)
+    if (size_t used = bounds_check_ ? 0 : emit_row_pipeline(n, k)) {
       k += used - 1;
       continue;
     }
     const Stmt& s = n.body[k];
-    if (k + 1 < n.body.size() && (emit_map_copy_out(s, n.body[k + 1]) || emit_map_reduce(s, n.body[k + 1]))) ++k;
+    if (k + 1 < n.body.size() && !bounds_check_ &&
+        (emit_map_copy_out(s, n.body[k + 1]) || emit_map_reduce(s, n.body[k + 1])))
+      ++k;
     else emit(s);
     // a full-tile map overwrote a tile read through a view: later reads use the tile
     if (const StoreNode* st = full_tile_map(s)) live_views_.erase(st->buffer.get());
@@ -706,6 +747,8 @@ void CodeGen::emit_range(const SeqNode& n, size_t from, size_t to) {
 // serial / pipelined: plain loop; unroll: #pragma GCC unroll; parallel: plain nested loops, the
 // innermost marked ivdep (a T.Parallel body is an elementwise map: iterations are independent).
 void CodeGen::emit_for(const ForNode& n) {
+  const bool control = bounds_check_ && parallel_depth_ == 0;  // its bounds: scalar control flow
+  control_depth_ += control;
   Idx mn = idx(n.min), ext = idx(n.extent);
   switch (n.for_kind) {
     case ForKind::serial: break;
@@ -729,6 +772,7 @@ void CodeGen::emit_for(const ForNode& n) {
     std::string e = name_for(&n, v + "_end");
     open("for (int64_t " + v + " = " + expr(mn) + ", " + e + " = " + expr(end) + "; " + v + " < " + e + "; ++" + v + ")");
   }
+  control_depth_ -= control;
   ++loop_depth_;
   if (!prefetching_)
     if (Stmt next = next_iteration_prefetches(n)) {
@@ -749,7 +793,9 @@ void CodeGen::emit_for(const ForNode& n) {
       emit(next);
       slicing_ = false;
     }
+  parallel_depth_ += n.for_kind == ForKind::parallel;
   emit(n.body);
+  parallel_depth_ -= n.for_kind == ForKind::parallel;
   --loop_depth_;
   close();
 }
@@ -775,7 +821,11 @@ bool CodeGen::emit_row_keep_map(const Stmt& s) {
 }
 
 void CodeGen::emit_if(const IfNode& n) {
-  open("if (" + expr(n.cond) + ")");
+  const bool control = bounds_check_ && parallel_depth_ == 0;  // scalar control flow
+  control_depth_ += control;
+  std::string cond = expr(n.cond);
+  control_depth_ -= control;
+  open("if (" + cond + ")");
   emit(n.then_body);
   if (n.else_body) {
     open_else();
@@ -796,8 +846,20 @@ void CodeGen::emit_store(const StoreNode& n) {
                     " indices, the buffer has " + std::to_string(n.buffer->ndim()) + " dimension(s)",
                 n.span);
   std::string b = buf_name(n.buffer);
+  index_depth_ += bounds_check_;
   std::string at = expr(linear_index(n.buffer, n.indices, n.span, bounds_check_ || unproved_.count(&n)));
-  line(b + "[" + at + "] = " + narrow(n.buffer->dtype, n.value->dtype, expr(n.value)) + ";");
+  index_depth_ -= bounds_check_;
+  if (bounds_check_ && n.buffer->scope == Scope::global) {  // a tile element stored as it is leaves the block
+    Expr v = n.value;
+    while (v->kind == ExprKind::Cast) v = as<CastNode>(v)->value;
+    if (v->kind == ExprKind::Load) {
+      leaving_load_ = as<LoadNode>(v);
+      leaving_how_ = "stored into tensor '" + n.buffer->name + "'";
+    }
+  }
+  std::string value = expr(n.value);
+  leaving_load_ = nullptr;
+  line(b + "[" + at + "] = " + narrow(n.buffer->dtype, n.value->dtype, value) + ";");
   // a store into a tile read through a view is the one of a map overwriting it (view_rows):
   // later reads, in this map's next statements too, read the tile
   live_views_.erase(n.buffer.get());
@@ -824,6 +886,14 @@ void CodeGen::emit_alloc(const AllocNode& n) {
   std::string name = name_for(b.get(), b->name);
   line("alignas(64) " + storage_type(b->dtype) + " " + name + "[" + std::to_string(numel) + "];  " +
        line_comment(n.span) + std::string(scope_name(b->scope)) + " [" + dims + "]");
+  if (bounds_check_) {
+    Flags f{name_for(reinterpret_cast<const char*>(b.get()) + 1, name + "_w"),
+            name_for(reinterpret_cast<const char*>(b.get()) + 2, name + "_shape"), shape->size()};
+    line("uint8_t " + f.w + "[" + std::to_string(numel) + "] = {};  // checked mode: " + name +
+         "'s elements written (tw_cpu/check.h written_at)");
+    line("static const int64_t " + f.shape + "[] = {" + (dims.empty() ? "1" : dims) + "};");
+    flags_[b.get()] = f;
+  }
   bool row_view = row_views_.count(b.get()) > 0;
   if ((elidable_.count(b.get()) || row_view) && shape->size() == 2) {
     // read only by gemm (or, view_rows, only read until a map overwrites it), written by one
@@ -2085,7 +2155,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     zero_args = operand(n.a, a, ca, n.trans_a, M, Ka, a_m, a_k) + ", " + operand(n.b, b, cb, n.trans_b, Kb, N, b_k, b_n);
   }
   const std::string c_whole = c.ptr;  // C's first element (the clipped product's may lie past it)
-  std::string none, band_shift;  // clipped: "nothing to multiply"; the band's offset in the clipped product
+  // clipped: "nothing to multiply"; the band's offset in the clipped product, its rectangle's rows' and cols'
+  std::string none, band_shift, row_shift, col_shift;
   const bool block = ca.on || cb.on || ((n.clear || !fresh.empty()) && (!a_m.empty() || !b_n.empty()));
   if (ca.on || cb.on) {
     open("");
@@ -2140,6 +2211,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     // the band's diagonal (k - i for a_band, j - i for c_band) in the clipped product's indices
     const Idx shift = sub(n.band == GemmBand::a ? k0 : n0, m0);
     if (cst(shift) != 0) band_shift = " - (" + expr(shift) + ")";
+    if (cst(m0) != 0) row_shift = " - (" + expr(m0) + ")";  // rows: op(A)'s and C's; cols: op(A)'s k or C's
+    if (const Idx& c0 = n.band == GemmBand::a ? k0 : n0; cst(c0) != 0) col_shift = " - (" + expr(c0) + ")";
   } else if (block) {
     open("");
     Ms = expr(hoist(code(Ms, true), "tw_gm"));
@@ -2177,6 +2250,15 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (b_col.empty()) stable += ", /*b_col=*/-1, /*b_width=*/0";
     stable += next_b;
   }
+  // the band's rectangle (T.gemm's rows / cols; gemm.h Band, tw_cpu/check.h): ", r0, r1, c0, c1" with
+  // the shifts given (the clipped product's) or "" without one
+  auto rect = [&](const std::string& rs, const std::string& cs, const std::string& type, const std::string& all) {
+    if (!n.rows_lo && !n.cols_lo) return std::string();
+    auto pair = [&](const Expr& lo, const Expr& hi, const std::string& sh) {
+      return lo ? "(" + type + ")(" + expr(lo) + sh + "), (" + type + ")(" + expr(hi) + sh + ")" : "0, " + all;
+    };
+    return ", " + pair(n.rows_lo, n.rows_hi, rs) + ", " + pair(n.cols_lo, n.cols_hi, cs);
+  };
   // checked mode computes a c_band product whole (then marks C outside the band, below)
   if (n.band != GemmBand::none && !(bounds_check_ && n.band == GemmBand::c)) {  // T.gemm's a_band / c_band: the last argument (gemm.h Band)
     if (stable.empty()) stable = ", /*a_stable=*/" + a_st;
@@ -2184,7 +2266,8 @@ void CodeGen::emit_gemm(const GemmNode& n) {
     if (stable.find("b_col") == std::string::npos) stable += ", /*b_col=*/-1, /*b_width=*/0";
     if (next_b.empty()) stable += ", /*next_b=*/(const " + storage_type(tb) + "*)nullptr, /*next_ldb=*/0";
     stable += ", tw_cpu::Band{" + std::string(n.band == GemmBand::a ? "1" : "2") + ", (long)(" + expr(n.band_lo) +
-              band_shift + "), (long)(" + expr(n.band_hi) + band_shift + ")}";
+              band_shift + "), (long)(" + expr(n.band_hi) + band_shift + ")" +
+              rect(row_shift, col_shift, "long", "tw_cpu::Band::kAll") + "}";
   }
   if (!shrunk.empty()) {
     open("if (" + shrunk + ")");
@@ -2200,10 +2283,15 @@ void CodeGen::emit_gemm(const GemmNode& n) {
   const std::string band_lo = check_band ? "(int64_t)(" + expr(n.band_lo) + ")" : "";
   const std::string band_hi = check_band ? "(int64_t)(" + expr(n.band_hi) + ")" : "";
   const std::string guard = none.empty() ? "" : "if (!" + none + ") ";
+  for (auto [lo, hi, what] : {std::tuple{n.rows_lo, n.rows_hi, "rows"}, std::tuple{n.cols_lo, n.cols_hi, "cols"}})
+    if (bounds_check_ && lo)  // the rectangle's lo <= hi
+      line("tw_cpu::check_band((int64_t)(" + expr(lo) + "), (int64_t)(" + expr(hi) + "), " + at + ", \"" + what +
+           "\", \"" + n.a.buffer->name + "\");");
   if (bounds_check_ && n.band == GemmBand::a)
     line(guard + "tw_cpu::check_band_a((int64_t)(" + Ms + "), (int64_t)(" + Ks + "), " + a.ptr + ", " + expr(a.ld) +
          ", " + (n.trans_a ? "true" : "false") + ", (int64_t)(" + expr(n.band_lo) + band_shift + "), (int64_t)(" +
-         expr(n.band_hi) + band_shift + "), " + at + ", \"" + n.a.buffer->name + "\");");
+         expr(n.band_hi) + band_shift + "), " + at + ", \"" + n.a.buffer->name + "\"" +
+         rect(row_shift, col_shift, "int64_t", "tw_cpu::kNoLimit") + ");");
   if (bounds_check_ && n.band == GemmBand::c)
     line("tw_cpu::check_band(" + band_lo + ", " + band_hi + ", " + at + ", \"c_band\", \"" + n.a.buffer->name + "\");");
   line(guard + kGemmCall + Ms + ", " + Ns + ", " + Ks + ", " + a.ptr + ", " + expr(a.ld) + ", " +
@@ -2214,7 +2302,7 @@ void CodeGen::emit_gemm(const GemmNode& n) {
          zero_args + ", " + c_whole + ", " + expr(c.ld) + ");");
   if (bounds_check_ && n.band == GemmBand::c)
     line("tw_cpu::poison_outside_band((int64_t)(" + full_m + "), (int64_t)(" + full_n + "), " + c_whole + ", " +
-         expr(c.ld) + ", " + band_lo + ", " + band_hi + ");");
+         expr(c.ld) + ", " + band_lo + ", " + band_hi + rect("", "", "int64_t", "tw_cpu::kNoLimit") + ");");
   if (block) close();
   if (!fresh.empty()) line(fresh + " = false;");
 }
@@ -2706,6 +2794,8 @@ std::string CodeGen::expr_cast(const CastNode& n) const {
 // division by a value the guard excludes (0) is defined (tw_udiv) but not free. Tile loads are
 // inside their tile (check_bounds) or checked.
 bool CodeGen::eager_safe(const Expr& x) const {
+  // checked mode tests the tile loads of an index or a condition: only those of the arm taken
+  if (bounds_check_ && (index_depth_ || control_depth_)) return false;
   struct Safe : Visitor {
     bool ok = true;
     using Visitor::visit;
@@ -2746,7 +2836,103 @@ std::string CodeGen::expr_load(const LoadNode& n) {
     Idx at = add(mul(r, code(v.ld, true)), c);
     return widen(v.dt, v.ptr + "[" + expr(at) + "]");  // a widening view: convert<float>, as its copy
   }
-  return widen(n.buffer->dtype, b + "[" + expr(linear_index(n.buffer, n.indices, n.span, checked)) + "]");
+  index_depth_ += bounds_check_;
+  std::string at = expr(linear_index(n.buffer, n.indices, n.span, checked));
+  index_depth_ -= bounds_check_;
+  if (bounds_check_ && flags_of(n.buffer)) {
+    const std::string how = &n == leaving_load_ ? leaving_how_
+                            : index_depth_      ? "read as an index"
+                            : control_depth_    ? "read by a condition or a loop bound"
+                                                : "";
+    if (!how.empty()) at = written_at(n.buffer, at, n.span, how);
+  }
+  return widen(n.buffer->dtype, b + "[" + at + "]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checked mode's written flags (see Flags in the class)
+
+std::string CodeGen::written_at(const Buffer& b, const std::string& at, const Span& span, const std::string& how) const {
+  const Flags& f = *flags_of(b);
+  return "tw_cpu::written_at(" + f.w + ", " + at + ", " + std::to_string(span.line) + ", " + std::to_string(span.col) +
+         ", \"" + b->name + "\", " + f.shape + ", " + std::to_string(f.rank) + ", \"" + how + "\")";
+}
+
+void CodeGen::emit_written(const Stmt& s) {
+  switch (s->kind) {
+    case StmtKind::Store: {
+      const auto& n = *as<StoreNode>(s);
+      if (const Flags* f = flags_of(n.buffer))
+        line(f->w + "[" + expr(linear_index(n.buffer, n.indices, n.span, true)) + "] = 1;");
+      return;
+    }
+    case StmtKind::Fill: return emit_mark(as<FillNode>(s)->dst);
+    case StmtKind::Gemm: return emit_mark(as<GemmNode>(s)->c);
+    case StmtKind::Reduce:
+      if (const Flags* f = flags_of(as<ReduceNode>(s)->dst)) line("__builtin_memset(" + f->w + ", 1, sizeof " + f->w + ");");
+      return;
+    case StmtKind::Copy: return emit_copy_written(*as<CopyNode>(s));
+    default: return;
+  }
+}
+
+void CodeGen::emit_mark(const Region& r) {
+  const Flags* f = flags_of(r.buffer);
+  if (!f) return;
+  RegionView d = view(r);
+  bool never = false;
+  std::vector<std::string> conds = unit_dims_inside(d, never);
+  if (never) return;
+  line("// checked mode: " + r.buffer->name + "'s elements written");
+  open("");
+  Idx db = hoist(hoist_starts(d, "tw_d"), "tw_db");
+  int opened = open_if_all(conds) ? 1 : 0;
+  const int nl = static_cast<int>(d.dims.size());
+  for (int k = 0; k < nl; ++k, ++opened) {
+    std::string i = "tw_i" + std::to_string(k);
+    open("for (int64_t " + i + " = " + expr(range_lo(d, d.dims[k])) + "; " + i + " < " + expr(range_hi(d, d.dims[k])) +
+         "; ++" + i + ")");
+  }
+  line(f->w + "[" + expr(offset(d, db, nl)) + "] = 1;");
+  for (int j = 0; j < opened; ++j) close();
+  close();
+}
+
+// The destination's elements inside its tile are written (a value copied, or 0 where the source
+// lies outside its buffer); then over the elements inside both buffers: a tile destination takes
+// the source tile's flags, a global one tests them.
+void CodeGen::emit_copy_written(const CopyNode& n) {
+  const Flags* sf = flags_of(n.src.buffer);
+  const Flags* df = flags_of(n.dst.buffer);
+  if (df) emit_mark(n.dst);
+  if (!sf) return;
+  RegionView s = view(n.src), d = view(n.dst);
+  bool dst_never = false, src_never = false;
+  std::vector<std::string> conds = unit_dims_inside(d, dst_never);
+  for (auto& c : unit_dims_inside(s, src_never)) conds.push_back(c);
+  if (dst_never || src_never) return;
+  line("// checked mode: " + std::string(df ? "the written flags of " + n.src.buffer->name + " copied"
+                                            : "the elements of " + n.src.buffer->name + " copied out were written"));
+  open("");
+  Idx sb = hoist(hoist_starts(s, "tw_s"), "tw_sb"), db = hoist(hoist_starts(d, "tw_d"), "tw_db");
+  int opened = open_if_all(conds) ? 1 : 0;
+  const int nl = static_cast<int>(s.dims.size());
+  for (int k = 0; k < nl; ++k, ++opened) {
+    std::string i = "tw_i" + std::to_string(k);
+    Idx lo = imax(range_lo(d, d.dims[k]), range_lo(s, s.dims[k]));
+    Idx hi = imin(range_hi(d, d.dims[k]), range_hi(s, s.dims[k]));
+    open("for (int64_t " + i + " = " + expr(lo) + "; " + i + " < " + expr(hi) + "; ++" + i + ")");
+  }
+  const std::string at = expr(offset(s, sb, nl));
+  if (df)
+    line(df->w + "[" + expr(offset(d, db, nl)) + "] = " + sf->w + "[" + at + "];");
+  else
+    line("(void)" + written_at(n.src.buffer, at, n.span,
+                               std::string(n.atomic ? "added (T.atomic_add) into" : "copied out to") + " tensor '" +
+                                   n.dst.buffer->name + "'") +
+         ";");
+  for (int j = 0; j < opened; ++j) close();
+  close();
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ int64_t block_tile_bytes(const ir::Kernel& k) {
     int64_t n = numel * b->dtype.bytes();
     // a widening row view (view_rows) has a 2-byte shadow tile for its copy's masked path
     if (const ir::Annotation* a = ir::find_annotation(s, "row_view"); a && a->args.at(1)) n += numel * 2;
+    if (support::env().bounds_check) n += numel;  // checked mode's written flags (codegen.cpp Flags)
     total += n;
     if (total > kMaxBlockTileBytes)
       throw ir::Error("the tiles of kernel '" + k->name + "' need " + std::to_string(total >> 20) +

@@ -189,7 +189,7 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     if (cols > 0) {
       for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_) {
         const int32_t tw_rep_ = tw_min((300 - (tw_r_ * 255)), 255);
-        for (int32_t tw_c_ = 0; tw_c_ < ((cols + 64 - 1) / 64); ++tw_c_) {
+        for (int32_t tw_c_ = 0; tw_c_ < tw_ceildiv(cols, 64); ++tw_c_) {
           const int32_t tw_mask_ = tw_min((cols - (tw_c_ * 64)), 64);
           Max(u1[((tw_r_ * 65280) + (tw_c_ * 64))], u0[((tw_r_ * 65280) + (tw_c_ * 64))], u1[((tw_r_ * 65280) + (tw_c_ * 64))], tw_mask_, tw_rep_, BinaryRepeatParams(1, 1, 1, 32, 32, 32));  // line 91
         }
@@ -199,7 +199,7 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
       PipeBarrier<PIPE_V>();  // line 92
       Duplicate(tw_vec_scratch_.ReinterpretCast<float>(), static_cast<float>(alpha), 8);  // line 92
       PipeBarrier<PIPE_V>();  // line 92
-      for (int32_t tw_c_ = 0; tw_c_ < ((cols + 64 - 1) / 64); ++tw_c_) {
+      for (int32_t tw_c_ = 0; tw_c_ < tw_ceildiv(cols, 64); ++tw_c_) {
         const int32_t tw_mask_ = tw_min((cols - (tw_c_ * 64)), 64);
         Div(u1[(tw_c_ * 64)], u1[(tw_c_ * 64)], tw_vec_scratch_.ReinterpretCast<float>(), tw_mask_, 32, BinaryRepeatParams(1, 1, 0, 32, 32, 0));  // line 92
       }
@@ -231,7 +231,7 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
     SetFlag<HardEvent::V_MTE3>(2);  // line 98
     WaitFlag<HardEvent::V_MTE3>(2);  // line 99
     SetAtomicAdd<float>();  // line 99
-    DataCopyPad(Y_gm[((v * 32) * N)], u1, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>((N * 4)), static_cast<uint32_t>(tw_floordiv((1024 - ((((N * 4) + 32 - 1) / 32) * 32)), 32)), static_cast<uint32_t>(((N * 4) - (N * 4))), 0});  // line 99
+    DataCopyPad(Y_gm[((v * 32) * N)], u1, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>((N * 4)), static_cast<uint32_t>(tw_floordiv((1024 - (tw_ceildiv((N * 4), 32) * 32)), 32)), static_cast<uint32_t>(((N * 4) - (N * 4))), 0});  // line 99
     SetAtomicNone();  // line 99
     CrossCoreSetFlag<2, PIPE_MTE3>(4);  // line 99
   }

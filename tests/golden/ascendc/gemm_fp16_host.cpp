@@ -91,7 +91,7 @@ int main(int argc, char** argv)
   const int64_t M = std::atoll(tw_arg(argc, argv, "M", nullptr));
   const int64_t N = std::atoll(tw_arg(argc, argv, "N", nullptr));
   const int64_t K = std::atoll(tw_arg(argc, argv, "K", nullptr));
-  const uint32_t block_dim = static_cast<uint32_t>((((M + 128 - 1) / 128) * ((N + 128 - 1) / 128)));
+  const uint32_t block_dim = static_cast<uint32_t>((tw_ceildiv(M, 128) * tw_ceildiv(N, 128)));
   const size_t workspace_bytes = static_cast<size_t>(0);
 
   TW_CHECK(aclInit(nullptr));

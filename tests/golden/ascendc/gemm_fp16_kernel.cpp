@@ -78,14 +78,14 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
     LocalTensor<float> C_l0c = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +65536 float32 Nz [128, 128], line 18
     pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
-    const int32_t bm = tw_floordiv(bid, ((N + 128 - 1) / 128));
-    const int32_t bn = tw_floormod(bid, ((N + 128 - 1) / 128));
+    const int32_t bm = tw_floordiv(bid, tw_ceildiv(N, 128));
+    const int32_t bn = tw_floormod(bid, tw_ceildiv(N, 128));
     const int32_t mt = tw_min((M - (bm * 128)), 128);
     const int32_t nt = tw_min((N - (bn * 128)), 128);
-    const int32_t nk = ((K + 64 - 1) / 64);
+    const int32_t nk = tw_ceildiv(K, 64);
     for (int32_t k = 0; k < nk; ++k) {
       const int32_t kt = tw_min((K - (k * 64)), 64);
-      const int32_t s = (k % 2);
+      const int32_t s = tw_floormod(k, 2);
       if (k >= 2) {
         WaitFlag<HardEvent::MTE1_MTE2>(s);  // line 20
       }
@@ -168,8 +168,8 @@ extern "C" __global__ __aicore__ void gemm_fp16(GM_ADDR A, GM_ADDR B, GM_ADDR C,
     WaitFlag<HardEvent::M_MTE1>(tw_floormod((nk - 1), 2));  // line 23
     WaitFlag<HardEvent::MTE1_MTE2>(tw_floormod((nk - 1), 2));  // line 23
     if (nk >= 2) {
-      WaitFlag<HardEvent::M_MTE1>((nk % 2));  // line 23
-      WaitFlag<HardEvent::MTE1_MTE2>((nk % 2));  // line 23
+      WaitFlag<HardEvent::M_MTE1>(tw_floormod(nk, 2));  // line 23
+      WaitFlag<HardEvent::MTE1_MTE2>(tw_floormod(nk, 2));  // line 23
     }
     SetFlag<HardEvent::M_FIX>(0);  // line 23
     WaitFlag<HardEvent::M_FIX>(0);  // line 23

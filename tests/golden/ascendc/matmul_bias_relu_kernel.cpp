@@ -82,11 +82,11 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
     LocalTensor<float> acc_l0c = tw_l0c[0].ReinterpretCast<float>();  // L0C @0 +65536 float32 Nz [128, 128], line 56
     pipe.Destroy();  // consumes the M_MTE1 events 0-2 TPipe's constructor sets on the AIC
 
-    const int32_t bm = tw_floordiv(bid, ((N + 128 - 1) / 128));
-    const int32_t bn = tw_floormod(bid, ((N + 128 - 1) / 128));
+    const int32_t bm = tw_floordiv(bid, tw_ceildiv(N, 128));
+    const int32_t bn = tw_floormod(bid, tw_ceildiv(N, 128));
     const int32_t mt = tw_min((M - (bm * 128)), 128);
     const int32_t nt = tw_min((N - (bn * 128)), 128);
-    for (int32_t k = 0; k < ((K + 64 - 1) / 64); ++k) {
+    for (int32_t k = 0; k < tw_ceildiv(K, 64); ++k) {
       const int32_t kt = tw_min((K - (k * 64)), 64);
       if (k > 0) {
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 58
@@ -195,8 +195,8 @@ extern "C" __global__ __aicore__ void matmul_bias_relu(GM_ADDR A, GM_ADDR B, GM_
     LocalTensor<float> bias_ub = tw_ub[32768].ReinterpretCast<float>();  // UB @32768 +512 float32 ND [128], line 61
     LocalTensor<half> out_ub = tw_ub[33280].ReinterpretCast<half>();  // UB @33280 +16384 float16 ND [64, 128], line 62
 
-    const int32_t bm = tw_floordiv(bid, ((N + 128 - 1) / 128));
-    const int32_t bn = tw_floormod(bid, ((N + 128 - 1) / 128));
+    const int32_t bm = tw_floordiv(bid, tw_ceildiv(N, 128));
+    const int32_t bn = tw_floormod(bid, tw_ceildiv(N, 128));
     const int32_t mt = tw_min((M - (bm * 128)), 128);
     const int32_t nt = tw_min((N - (bn * 128)), 128);
     const int32_t rows = tw_min((mt - (vid * 64)), 64);

@@ -89,7 +89,7 @@ int main(int argc, char** argv)
   const int32_t device = std::atoi(tw_arg(argc, argv, "device", "0"));
   const int64_t M = std::atoll(tw_arg(argc, argv, "M", nullptr));
   const float scale = static_cast<float>(std::atof(tw_arg(argc, argv, "scale", nullptr)));
-  const uint32_t block_dim = static_cast<uint32_t>(((M + 16 - 1) / 16));
+  const uint32_t block_dim = static_cast<uint32_t>(tw_ceildiv(M, 16));
   const size_t workspace_bytes = static_cast<size_t>(0);
 
   TW_CHECK(aclInit(nullptr));

@@ -140,6 +140,19 @@ void brcb_rules(const RBrcb& x, std::vector<std::string>& out) {
   u8("Brcb", "repeatTimes", x.repeat, out);
   u8("Brcb", "dstBlkStride", x.dst_blk, out);
   u8("Brcb", "dstRepStride", x.dst_rep, out);
+  // Brcb.md (Atlas A2, 约束说明): dstBlkStride 0 is undefined behaviour; the source and the
+  // destination may not share memory (session 31 rule audit)
+  if (x.dst_blk == 0)
+    out.push_back("Brcb with BrcbRepeatParams.dstBlkStride = 0: undefined on the device (Brcb.md): use 1 (each source "
+                  "element fills its own 32 B block)");
+  if (x.repeat > 0 && !x.src.gm && x.src.index == x.dst.index && x.src.index >= 0) {
+    const int64_t src_end = x.src.off + x.repeat * 8 * ir::DType(x.dt).bytes();
+    const int64_t dst_end = x.dst.off + ((x.repeat - 1) * x.dst_rep + 7 * x.dst_blk + 1) * 32;
+    if (x.src.off < dst_end && x.dst.off < src_end)
+      out.push_back("Brcb reads bytes " + str(x.src.off) + ".." + str(src_end - 1) + " and writes bytes " + str(x.dst.off) +
+                    ".." + str(dst_end - 1) + " of the same buffer: the API does not take a source and destination that "
+                    "share memory (Brcb.md): broadcast from a separate buffer");
+  }
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 // - Mmad: m, n, k <= 4095; m = 1 runs as GEMV (A read as ND); Mmads accumulating into the same
 //   L0C need PipeBarrier<PIPE_M> between them when ceil(m/16) * ceil(n/16) < 10 (Mmad docs).
 // - PipeBarrier<PIPE_S> is a hardware error (PipeBarrier docs).
+// - Brcb: dstBlkStride 0 is undefined; source and destination do not share memory (Brcb.md).
+// - Select modes 1/2 use UB at 184 KiB as a temporary (machine.cpp, program.h kSelectTmpUbOffset).
 // - WholeReduceMax/Min on float need an 8-byte aligned destination (WholeReduceMax.md; the memory
 //   checks require 32 B alignment of every other UB operand, the element size of WholeReduce's).
 #pragma once

@@ -76,7 +76,7 @@ std::string_view report_kind_name(ReportKind k) {
       "race", "same-pipe hazard", "out of bounds", "misaligned", "capacity", "illegal flag pair",
       "flag id out of range", "flag set twice", "unmatched set flag", "cross-core flag overflow",
       "deadlock", "invalid instruction", "API rule", "int32 overflow", "stale DataCache",
-      "uninitialised read"};
+      "uninitialised read", "negative dividend"};
   return names[static_cast<int>(k)];
 }
 
@@ -243,9 +243,9 @@ namespace {
 // than 64 bits, promoted (c_expr.cpp prints + - * & | ^ unary - ~ and ?: infix, so int operands give an
 // int; tw_min / tw_max / tw_floordiv / tw_ceildiv / tw_floormod and the shifts give int64_t; a literal
 // outside int32 prints with LL; constant integer arithmetic prints as its literal). n is e's node, its
-// operands compiled. // % and ceildiv print infix in int only when the printer proves both operands
-// non-negative (c_expr.cpp "fast"), which the simulator does not repeat: taken as int64_t here (their
-// parents are then not checked: never a false report).
+// operands compiled. // % and ceildiv print infix (C's / and %) exactly where the program says
+// (Program::c_divisions, widen_scalars' decision): in int when both operands are; else through
+// tw_floordiv / tw_floormod / tw_ceildiv, int64_t.
 bool int_narrow(const ir::Expr& e, const CNode& n, const std::vector<CNode>& cn) {
   const bool ints = e->dtype.is_int() || e->dtype.is_bool();
   if (!ints || e->dtype.code == ir::DTypeCode::i64) return false;
@@ -266,6 +266,8 @@ bool int_narrow(const ir::Expr& e, const CNode& n, const std::vector<CNode>& cn)
         case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT:
         case ir::BinOp::GE: case ir::BinOp::And: case ir::BinOp::Or:
           return true;
+        case ir::BinOp::FloorDiv: case ir::BinOp::CeilDiv: case ir::BinOp::Mod:
+          return n.c_division && nar(n.a) && nar(n.b);
         default:
           return false;
       }
@@ -307,6 +309,7 @@ int Machine::compile_expr(const ir::Expr& e) {
       int a = compile_expr(b->a), c = compile_expr(b->b);
       n.a = a, n.b = c;
       n.float_operands = cnodes[static_cast<size_t>(a)].is_float || cnodes[static_cast<size_t>(c)].is_float;
+      n.c_division = !n.float_operands && prog.c_division(e.get());
       if (b->op == ir::BinOp::Div && !n.float_operands)  // ir::binary makes `/` of integers a float division
         throw ir::Error("internal: ascend simulator: an integer true division '/' (ir::binary converts its operands "
                         "to float32)", e->span);
@@ -339,12 +342,16 @@ int Machine::compile_expr(const ir::Expr& e) {
                       e->span);
   }
   n.narrow = int_narrow(e, n, cnodes);
-  if (n.narrow && !n.float_operands &&
-      ((e->kind == ir::ExprKind::Binary && (n.op == static_cast<uint8_t>(ir::BinOp::Add) ||
-                                            n.op == static_cast<uint8_t>(ir::BinOp::Sub) ||
-                                            n.op == static_cast<uint8_t>(ir::BinOp::Mul))) ||
-       (e->kind == ir::ExprKind::Unary && n.op == static_cast<uint8_t>(ir::UnOp::Neg)))) {
-    n.guard = static_cast<int>(guards_.size());
+  // the checked nodes (CNode::narrow, CNode::c_division): their expression in guards_, indexed by slot
+  const bool checked =
+      n.c_division ||
+      (n.narrow && !n.float_operands &&
+       ((e->kind == ir::ExprKind::Binary && (n.op == static_cast<uint8_t>(ir::BinOp::Add) ||
+                                             n.op == static_cast<uint8_t>(ir::BinOp::Sub) ||
+                                             n.op == static_cast<uint8_t>(ir::BinOp::Mul))) ||
+        (e->kind == ir::ExprKind::Unary && n.op == static_cast<uint8_t>(ir::UnOp::Neg))));
+  if (checked) {
+    n.slot = static_cast<int>(guards_.size());
     guards_.push_back(Guard{e});
   }
   cnodes.push_back(n);
@@ -396,14 +403,28 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) {
         return of_float(v.f);
       }
       int64_t x = a.i, y = b.i;
+      // a narrow + - * is int arithmetic in the printed C++: its result must stay in int32
+      auto in_int = [&](int64_t r) {
+        if (n.narrow && !num::fits<int32_t>(r)) [[unlikely]]
+          int32_overflow(n, r);
+        return r;
+      };
+      // C's / and % (c_division): a dividend >= 0 (the divisor is a positive constant: widen_scalars)
+      if (n.c_division && x < 0) [[unlikely]]
+        negative_dividend(n, x, y);
       switch (op) {
         // int64, wrapping (the printed C++ computes in int64 where the result may leave int32: widen_scalars)
-        case ir::BinOp::Add: v.i = static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)); break;
-        case ir::BinOp::Sub: v.i = static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)); break;
-        case ir::BinOp::Mul: v.i = static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y)); break;
+        case ir::BinOp::Add: v.i = in_int(static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y))); break;
+        case ir::BinOp::Sub: v.i = in_int(static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y))); break;
+        case ir::BinOp::Mul: v.i = in_int(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y))); break;
         case ir::BinOp::Div: break;  // not reached: compile_expr rejects an integer true division
         case ir::BinOp::FloorDiv: v.i = floordiv(x, y); break;
-        case ir::BinOp::CeilDiv: v.i = y == 0 ? 0 : -floordiv(-x, y); break;
+        case ir::BinOp::CeilDiv:
+          // printed (a + b - 1) / b: in int when narrow (widen_scalars widens a sum that may leave int32)
+          if (n.c_division && n.narrow && !num::fits<int32_t>(x + y - 1)) [[unlikely]]
+            int32_overflow(n, x + y - 1, "its dividend sum `a + b - 1`");
+          v.i = y == 0 ? 0 : -floordiv(-x, y);
+          break;
         case ir::BinOp::Mod: v.i = y == 0 ? x : y == -1 ? 0 : x - floordiv(x, y) * y; break;
         case ir::BinOp::Min: v.i = std::min(x, y); break;
         case ir::BinOp::Max: v.i = std::max(x, y); break;
@@ -420,8 +441,6 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) {
           v.i = *ir::fold_int_binary(op, x, y, n.dtype);  // never nullopt for these (ir.h)
           break;
       }
-      if (n.guard >= 0 && !num::fits<int32_t>(v.i)) [[unlikely]]
-        int32_overflow(n, v.i);
       v.f = static_cast<double>(v.i);
       return v;
     }
@@ -429,7 +448,7 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) {
       Value a = eval(n.a, s);
       if (static_cast<ir::UnOp>(n.op) == ir::UnOp::Neg) {
         const int64_t r = static_cast<int64_t>(0ull - static_cast<uint64_t>(a.i));
-        if (n.guard >= 0 && !num::fits<int32_t>(r)) [[unlikely]]
+        if (n.narrow && !num::fits<int32_t>(r)) [[unlikely]]
           int32_overflow(n, r);
         return Value{r, n.is_float ? -a.f : static_cast<double>(r)};
       }
@@ -469,8 +488,8 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) {
   return v;
 }
 
-void Machine::int32_overflow(const CNode& n, int64_t v) {
-  Guard& g = guards_[static_cast<size_t>(n.guard)];
+void Machine::int32_overflow(const CNode& n, int64_t v, const char* part) {
+  Guard& g = guards_[static_cast<size_t>(n.slot)];
   if (g.reported) return;
   g.reported = true;
   ReportInstr at;
@@ -479,13 +498,40 @@ void Machine::int32_overflow(const CNode& n, int64_t v) {
   at.core = cur_core_ ? cur_core_->name : "launch";
   at.cycle = cur_core_ ? cur_core_->scalar_time : 0;
   report(ReportKind::IntOverflow,
-         "the scalar expression `" + at.text + "` (" + std::string(g.e->dtype.name()) +
-             ") is " + std::to_string(static_cast<long long>(v)) +
+         "the scalar expression `" + at.text + "` (" + std::string(g.e->dtype.name()) + ")" +
+             (part ? std::string(": ") + part + "," : std::string()) + " is " + std::to_string(static_cast<long long>(v)) +
              " here, outside int32: the printed C++ computes it in int, where that is signed overflow (undefined "
              "behaviour; the simulator computes in int64 and cannot show what the chip gives). widen_scalars "
              "proves every such + - * of an int32 scalar expression stays in int32 or widens it to int64, so in "
              "a program the Tilewright pipeline compiled this is a compiler bug (the proof failed: report it); "
              "in a hand-written program, cast an operand to int64",
+         {at});
+}
+
+void Machine::negative_dividend(const CNode& n, int64_t a, int64_t b) {
+  Guard& g = guards_[static_cast<size_t>(n.slot)];
+  if (g.reported) return;
+  g.reported = true;
+  ReportInstr at;
+  at.text = ir::print(g.e);
+  at.span = g.e->span;
+  at.core = cur_core_ ? cur_core_->name : "launch";
+  at.cycle = cur_core_ ? cur_core_->scalar_time : 0;
+  // what the printed C form gives (truncating) and the language's value (floor), b > 0
+  const auto op = static_cast<ir::BinOp>(n.op);
+  const int64_t d = b == 0 ? 1 : b;  // b is a positive constant (c_divisions); never 0 here
+  const int64_t c = op == ir::BinOp::Mod ? a % d : op == ir::BinOp::CeilDiv ? (a + d - 1) / d : a / d;
+  const int64_t lang = op == ir::BinOp::Mod ? a - floordiv(a, d) * d : op == ir::BinOp::CeilDiv ? -floordiv(-a, d) : floordiv(a, d);
+  const char* form = op == ir::BinOp::Mod ? "`%`" : op == ir::BinOp::CeilDiv ? "`(a + b - 1) / b`" : "`/`";
+  report(ReportKind::NegativeDividend,
+         "the scalar expression `" + at.text + "` (" + std::string(g.e->dtype.name()) + ") has the dividend " +
+             std::to_string(static_cast<long long>(a)) + " here: the printed C++ computes it with C's " + form +
+             ", which truncates toward zero (" + std::to_string(static_cast<long long>(c)) +
+             ") where the language floors (" + std::to_string(static_cast<long long>(lang)) +
+             "). widen_scalars prints `//`, `%` and ceildiv with C's operators only where it proves the dividend "
+             ">= 0 (Program::c_divisions), so in a program the Tilewright pipeline compiled this is a compiler bug "
+             "(the proof failed: report it); in a hand-written program, leave the node out of c_divisions (it then "
+             "prints tw_floordiv / tw_floormod / tw_ceildiv)",
          {at});
 }
 
@@ -801,11 +847,18 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
     if (x->id < 0 || x->id >= chip.cross_flag_ids)
       bad(ReportKind::FlagIdOutOfRange, "cross-core flag id " + std::to_string(x->id) + " is out of range 0.." +
                                             std::to_string(chip.cross_flag_ids - 1));
+    // CrossCoreSetFlag(ISASI).md table 3 (A2/A3: modes 0, 1, 2): mode 1 (the two AIVs of an AI Core)
+    // and mode 2 (the AIC and its AIVs) run only in KERNEL_TYPE_MIX_AIC_1_1 / MIX_AIC_1_2 kernels
+    // (a MIX_AIV_1_0 block has no second AIV; session 31 rule audit); mode 0 in every mixed type
     else if (x->set && (x->mode < 0 || x->mode > 2 || (x->mode == 1 && aic) ||
-                        (x->mode == 2 && prog.kernel_type != KernelType::MIX_1_2)))
+                        (x->mode >= 1 && prog.kernel_type != KernelType::MIX_1_2)))
       bad(ReportKind::InvalidInstr, "cross-core flag mode " + std::to_string(x->mode) + " is not valid on the " +
                                         std::string(core_type_name(c.type)) + " of a " +
-                                        std::string(kernel_type_name(prog.kernel_type)) + " kernel");
+                                        std::string(kernel_type_name(prog.kernel_type)) + " kernel" +
+                                        (x->mode >= 1 && x->mode <= 2 && prog.kernel_type != KernelType::MIX_1_2
+                                             ? " (CrossCoreSetFlag docs, table 3: modes 1 and 2 need a kernel with both "
+                                               "core types, KERNEL_TYPE_MIX_AIC_1_2; mode 0 syncs every core of a type)"
+                                             : ""));
   }
   if (checker && r.valid) {
     thread_local std::vector<std::string> broken;
@@ -821,6 +874,23 @@ RInstr Machine::resolve(Core& c, const BC& bc) {
         broken.push_back("Mmad writes L0C at address " + std::to_string(at) +
                          ": the destination must start on a 1 KiB boundary (a 16x16 fractal of the accumulator)");
     }
+    // Select in VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE (the only modes printed) Duplicates
+    // its selMask address / scalar into UB at TMP_UB_OFFSET = 184 KiB on dav-c220 and set_cmpmask()s
+    // it (Select.md: modes 1 and 2 need 8 KB of UB reserved; dav_c220 kernel_operator_vec_cmpsel_impl.h
+    // VselImpl; kernel_utils_constants.h __NPU_ARCH__ 2201): a UB buffer of the core there would be
+    // overwritten (session 31 rule audit, h-audit31)
+    if (auto* x = std::get_if<RVecCall>(&r.op); x && (x->api == VecApi::Select || x->api == VecApi::SelectScalar))
+      for (const auto& b : prog.buffers)
+        if (b.core == c.type && b.mem == Mem::UB && b.bytes > 0 && b.offset + b.bytes > kSelectTmpUbOffset) {
+          broken.push_back("Select (SELMODE::" +
+                           std::string(x->api == VecApi::Select ? "VSEL_TENSOR_TENSOR_MODE" : "VSEL_TENSOR_SCALAR_MODE") +
+                           ") uses UB bytes " + std::to_string(kSelectTmpUbOffset) + ".." +
+                           std::to_string(kSelectTmpUbOffset + kSelectTmpUbBytes - 1) +
+                           " as its temporary on dav-c220 (Select.md: reserve 8 KB of UB), but buffer '" + b.name +
+                           "' occupies bytes " + std::to_string(b.offset) + ".." + std::to_string(b.offset + b.bytes - 1) +
+                           " and would be overwritten: keep the kernel's UB below 184 KiB when it selects");
+          break;
+        }
     for (auto& m : broken) report(ReportKind::ApiRule, std::move(m), {describe(c, r.in, c.scalar_time)});
   }
   return r;

@@ -22,19 +22,25 @@ struct CNode {
   uint8_t kind;  // ir::ExprKind
   uint8_t op;    // BinOp / UnOp / MathFn
   bool is_float;
-  int a = -1, b = -1, c = -1;
   bool float_operands = false;  // Binary: either operand is a float (the operation is done in double)
+  int a = -1, b = -1, c = -1;
   int64_t i = 0;
   double f = 0;
+  // Var: the variable's slot. A checked node (below): its index into Machine::guards_.
   int slot = -1;
   ir::DTypeCode dtype = ir::DTypeCode::i64;  // the node's type (the shifts need it)
   // The printed C++ holds the value in `int` (an integer type narrower than 64 bits, promoted;
-  // compile_expr). An integer + - * or unary - of narrow operands has guard >= 0 (an index into
-  // Machine::guards_): the printed C++ computes it in int, so a result outside int32 is signed
-  // overflow there (session 30, h-i32guard), reported by eval_node.
+  // compile_expr). An integer + - * or unary - of narrow operands is checked: the printed C++
+  // computes it in int, so a result outside int32 is signed overflow there (session 30, h-i32guard),
+  // reported by eval_node.
   bool narrow = false;
-  int guard = -1;
+  // An integer `//`, `%` or ceildiv the printed C++ computes with C's truncating / and %
+  // (Program::c_divisions), checked: a negative dividend is a report (truncation is not the
+  // language's floor there), and so is ceildiv's `a + b - 1` outside int32 when narrow (session 31).
+  bool c_division = false;
 };
+// 40 bytes (48 before session 30, 56 in it): the check's data shares `slot` and the padding.
+static_assert(sizeof(CNode) == 40, "CNode: keep the compiled scalar node small (eval_node walks them)");
 struct Value {
   int64_t i = 0;
   double f = 0;
@@ -297,8 +303,11 @@ class Machine {
     return eval_node(n, slots);
   }
   Value eval_node(const CNode& n, const std::vector<Value>& slots);
-  // An int32 + - * or unary - node of the printed C++ gave v, outside int32 (eval_node): reported once per node.
-  [[gnu::cold]] void int32_overflow(const CNode& n, int64_t v);
+  // An int32 + - * or unary - node of the printed C++ gave v, outside int32 (eval_node), or part of it
+  // did (part: which; ceildiv's dividend sum): reported once per node.
+  [[gnu::cold]] void int32_overflow(const CNode& n, int64_t v, const char* part = nullptr);
+  // A C division node (CNode::c_division) met dividend a (negative) and divisor b: reported once per node.
+  [[gnu::cold]] void negative_dividend(const CNode& n, int64_t a, int64_t b);
   struct Guard { ir::Expr e; bool reported = false; };
   std::vector<Guard> guards_;
   const Core* cur_core_ = nullptr;  // the core whose scalar runs (step); null at launch

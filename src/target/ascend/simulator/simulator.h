@@ -63,6 +63,8 @@ enum class ReportKind : uint8_t {
                       // +, -, * or unary - the printed C++ computes in int (signed overflow: undefined behaviour)
   StaleDataCache,     // a scalar read of GM bytes a DMA wrote earlier in the run, without DataCacheCleanAndInvalid
   UninitRead,         // on-chip bytes no instruction of the block wrote reach GM or a scalar (written.h)
+  NegativeDividend,   // a scalar `//`, `%` or ceildiv the printed C++ computes with C's truncating / and %
+                      // (Program::c_divisions) met a negative dividend, where truncation and floor differ
 };
 std::string_view report_kind_name(ReportKind k);
 

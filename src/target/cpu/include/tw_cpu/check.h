@@ -30,6 +30,28 @@ inline int64_t checked_index(int64_t i, int64_t n, int line, int col, const char
   return i;
 }
 
+// Checked mode's written flags: each tile has a byte per element beside it, clear at the tile's
+// allocation and set by every statement that writes the element; an element read while its byte
+// is clear, where its value leaves the block (copied or stored into a global tensor, used as an
+// index, a condition or a loop bound), throws this. The runtime reports it as an `uninitialised
+// read` at the kernel's source line (runtime/cpu_launch.cpp), as the ascend910b simulator does.
+struct UninitError {
+  int line, col;         // of the statement in the kernel's source
+  const char* tile;      // the tile's name (an identifier)
+  const char* how;       // where the value goes ("copied out to tensor Y", "read as an index", ...)
+  const int64_t* shape;  // the tile's shape (rank dims)
+  int rank;
+  int64_t at;  // the element's linear index in the tile
+};
+
+// `at` when the element at of the tile with written flags w was written, else throws.
+inline int64_t written_at(const uint8_t* w, int64_t at, int line, int col, const char* tile, const int64_t* shape,
+                          int rank, const char* how) {
+  if (!w[at]) [[unlikely]]
+    throw UninitError{line, col, tile, how, shape, rank, at};
+  return at;
+}
+
 // The gemm runtime's packing buffers (tw_cpu/gemm_impl.h Scratch) could not be allocated: the
 // process is out of memory or under an address-space limit. The runtime reports it as an error at
 // the kernel (runtime/cpu_launch.cpp); a plain-C entry point returns 3 (runtime/cpu_library.cpp).
@@ -37,15 +59,17 @@ struct AllocError {
   size_t bytes;
 };
 
-// T.gemm's band promises (docs/language.md "Bands"), verified in checked mode: a band with
-// lo > hi (row = -1), or an element of op(A) outside an a_band that is not exactly 0.
+// T.gemm's band promises (docs/language.md "Bands"), verified in checked mode: a band (or a
+// rectangle's rows / cols) with lo > hi (row = -1), or an element of op(A) outside an a_band (or
+// outside its rectangle, rows [r0, r1) x columns [c0, c1)) that is not exactly 0.
 struct BandError {
   int line, col;      // of the gemm in the kernel's source
-  const char* which;  // "a_band" / "c_band"
+  const char* which;  // "a_band" / "c_band" / "rows" / "cols"
   const char* buffer; // A's name (an identifier)
   int64_t lo, hi;
   int64_t row, col_k;  // the element of op(A); row = -1: lo > hi
   double value;
+  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;  // the rectangle (a_band met with one: r0 < r1)
 };
 
 inline void check_band(int64_t lo, int64_t hi, int line, int col, const char* which, const char* buffer) {
@@ -53,29 +77,36 @@ inline void check_band(int64_t lo, int64_t hi, int line, int col, const char* wh
     throw BandError{line, col, which, buffer, lo, hi, -1, -1, 0.0};
 }
 
-// a_band: op(A) (M x K, A transposed when trans) is exactly 0 wherever k - i lies outside [lo, hi).
+// The rectangle a band is met with (T.gemm's rows / cols), unlimited: every row or column.
+inline constexpr int64_t kNoLimit = int64_t(1) << 40;
+
+// a_band: op(A) (M x K, A transposed when trans) is exactly 0 wherever k - i lies outside [lo, hi)
+// or (i, k) outside the rectangle [r0, r1) x [c0, c1).
 template <class T>
 void check_band_a(int64_t M, int64_t K, const T* A, int64_t lda, bool trans, int64_t lo, int64_t hi, int line,
-                  int col, const char* buffer) {
+                  int col, const char* buffer, int64_t r0 = 0, int64_t r1 = kNoLimit, int64_t c0 = 0,
+                  int64_t c1 = kNoLimit) {
   check_band(lo, hi, line, col, "a_band", buffer);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t k = 0; k < K; ++k) {
-      if (k - i >= lo && k - i < hi) continue;
+      if (k - i >= lo && k - i < hi && i >= r0 && i < r1 && k >= c0 && k < c1) continue;
       const float x = to_f32(trans ? A[k * lda + i] : A[i * lda + k]);  // exact for every gemm input dtype
       if (!(x == 0.0f)) [[unlikely]]
-        throw BandError{line, col, "a_band", buffer, lo, hi, i, k, static_cast<double>(x)};
+        throw BandError{line, col, "a_band", buffer, lo, hi, i, k, static_cast<double>(x), r0, r1, c0, c1};
     }
 }
 
 // c_band: the gemm computed whole tiles; C's elements outside the band (j - i outside [lo, hi))
-// are unspecified, made visible: NaN (int32 C: -2^31), so that a later read shows in any check.
+// or outside its rectangle [r0, r1) x [c0, c1) are unspecified, made visible: NaN (int32 C:
+// -2^31), so that a later read shows in any check.
 inline float band_poison(float) { return __builtin_nanf(""); }
 inline int32_t band_poison(int32_t) { return INT32_MIN; }
 template <class T>
-void poison_outside_band(int64_t M, int64_t N, T* C, int64_t ldc, int64_t lo, int64_t hi) {
+void poison_outside_band(int64_t M, int64_t N, T* C, int64_t ldc, int64_t lo, int64_t hi, int64_t r0 = 0,
+                         int64_t r1 = kNoLimit, int64_t c0 = 0, int64_t c1 = kNoLimit) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j)
-      if (j - i < lo || j - i >= hi) C[i * ldc + j] = band_poison(T{});
+      if (j - i < lo || j - i >= hi || i < r0 || i >= r1 || j < c0 || j >= c1) C[i * ldc + j] = band_poison(T{});
 }
 
 }  // namespace tw_cpu

@@ -27,10 +27,14 @@ namespace tw_cpu {
 // the others may be left unwritten (their values unspecified after the call). Only a performance
 // hint: computing everything is a valid result of either. The packed fp32 / f16 / bf16 path skips
 // whole micro-tiles (c_band) or trims each micro-panel's K range (a_band); gemm_small, the GEMV
-// paths and int8 compute everything. kind 0: no band.
+// paths and int8 compute everything. kind 0: no band. The band may be met with a rectangle of
+// the same matrix (T.gemm's rows / cols): rows [row0, row1) and columns [col0, col1) of op(A)
+// (kind 1: op(A) is also 0 outside them) or of C (kind 2: only C's elements inside them needed).
 struct Band {
+  static constexpr long kAll = 1L << 40;  // no limit (any index of a gemm is below it)
   int kind = 0;
   long lo = 0, hi = 0;
+  long row0 = 0, row1 = kAll, col0 = 0, col1 = kAll;
 };
 
 namespace detail {

@@ -1980,22 +1980,31 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
 // and [i0, i1) (within the tile) the rows to compute: c_band, those with an element of the band
 // among the tile's columns (a diagonal crossing the tile leaves the rest of its rows outside:
 // a shorter micro-kernel call over the same packed panel, the same sums in the same order);
-// a_band, all of them.
+// a_band, those that may hold a non-zero of op(A) (the others' product is 0). The band's
+// rectangle clips both: c_band, the tile's columns to [col0, col1) and its rows to [row0, row1);
+// a_band, the rows to [row0, row1) and the k to [col0, col1).
 struct BandTile {
   bool skip;
   int k0, k1, i0, i1;
 };
 TW_CPU_INLINE BandTile band_tile(const Band& b, long r0, int h, long j0, int nr, long pc, int kc) {
-  if (b.kind == 2) {  // row i has a column j of the tile with lo <= j - i < hi: j0 - hi < i <= j0 + nr - 1 - lo
-    long i0 = j0 - b.hi + 1 - r0, i1 = j0 + nr - b.lo - r0;
+  constexpr BandTile skip{true, 0, 0, 0, 0};
+  if (b.kind == 2) {  // row i has a column j of [ja, jb) with lo <= j - i < hi: ja - hi < i <= jb - 1 - lo
+    const long ja = j0 > b.col0 ? j0 : b.col0, jb = j0 + nr < b.col1 ? j0 + nr : b.col1;
+    const long ia = ja - b.hi + 1, ib = jb - b.lo;
+    long i0 = (ia > b.row0 ? ia : b.row0) - r0, i1 = (ib < b.row1 ? ib : b.row1) - r0;
     i0 = i0 < 0 ? 0 : i0;
     i1 = i1 > h ? h : i1;
-    return i0 >= i1 ? BandTile{true, 0, 0, 0, 0} : BandTile{false, 0, kc, (int)i0, (int)i1};
+    return ja >= jb || i0 >= i1 ? skip : BandTile{false, 0, kc, (int)i0, (int)i1};
   }
-  long k0 = r0 + b.lo - pc, k1 = r0 + h - 1 + b.hi - pc;  // a_band: the rows' bands, merged
+  const long ia = r0 > b.row0 ? r0 : b.row0, ib = r0 + h < b.row1 ? r0 + h : b.row1;  // a_band: the rows
+  if (ia >= ib) return skip;
+  long k0 = ia + b.lo, k1 = ib - 1 + b.hi;  // their bands, merged, within [col0, col1)
+  k0 = (k0 > b.col0 ? k0 : b.col0) - pc;
+  k1 = (k1 < b.col1 ? k1 : b.col1) - pc;
   k0 = k0 < 0 ? 0 : k0;
   k1 = k1 > kc ? kc : k1;
-  return k0 >= k1 ? BandTile{true, 0, 0, 0, 0} : BandTile{false, (int)k0, (int)k1, 0, h};
+  return k0 >= k1 ? skip : BandTile{false, (int)k0, (int)k1, (int)(ia - r0), (int)(ib - r0)};
 }
 
 // c_band on one micro-tile of packed A (rows [r0, r0 + h), columns [j0, j0 + nr), not skipped):
@@ -2302,6 +2311,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
               kn = (t.k1 + G - 1) / G - ks;
               i0 = t.i0;
               h = t.i1 - t.i0;
+              if (!acc && band.kind == 1) {  // a_band overwriting C: the rows outside the rectangle's are 0
+                scale_zero(i0, nr, cp, ldc);
+                scale_zero(pr.h - t.i1, nr, cp + (long)t.i1 * ldc, ldc);
+              }
               cp += (long)i0 * ldc;
             }
             if constexpr (same<T, float>)
