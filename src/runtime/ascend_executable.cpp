@@ -52,6 +52,7 @@ std::shared_ptr<const ascend::sim::Result> AscendExecutable::simulate(const std:
     } else if (p.scalar) {
       const Arg& a = inputs.at(in++);
       args[i].scalar = std::holds_alternative<double>(a) ? std::get<double>(a) : static_cast<double>(std::get<int64_t>(a));
+      if (std::holds_alternative<int64_t>(a)) args[i].int_scalar = std::get<int64_t>(a);
     } else {
       const TensorArg& t = std::get<TensorArg>(inputs.at(in++));
       int64_t n = 1;

@@ -55,8 +55,8 @@ TEST(SerialMaps, ElementwiseNestsBecomeMapsOthersStaySerial) {
 
 // An if inside a T.Parallel map whose arms store one element is the select it computes (hunt30 F5):
 // if / else -> where(c, a, b), an if without else -> where(c, a, the element); `if j < n` without
-// an else on the innermost index (a runtime column count) and an if free of the map's variables
-// (it belongs around the map: the select would read what cpu skips) stay ifs.
+// an else on the innermost index (a runtime column count) stays an if; an if free of the map's variables
+// goes around the map (the select would read what cpu skips: hunt31 F1).
 TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
   const std::string head = R"(kernel k(Y: global float32[4, 8], n: int32)
     grid(bx = 1) {
@@ -70,14 +70,23 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
       }
     }
   }
-  for i3 in parallel(0, 4) {
+}
+)";
+  const std::string inv = R"(  for i3 in parallel(0, 4) {
     for j3 in parallel(0, 8) {
       if n < 8 {
         y[i3, j3] = x[i3, n]
       }
     }
   }
-}
+)";
+  const std::string hoisted = R"(  if n < 8 {
+    for i3 in parallel(0, 4) {
+      for j3 in parallel(0, 8) {
+        y[i3, j3] = x[i3, n]
+      }
+    }
+  }
 )";
   EXPECT_EQ(after(head + R"(  for i in parallel(0, 4) {
     for j in parallel(0, 8) {
@@ -95,7 +104,7 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
       }
     }
   }
-)" + kept),
+)" + inv + kept),
             head + R"(  for i in parallel(0, 4) {
     for j in parallel(0, 8) {
       y[i, j] = where(x[i, j] > 0.0, x[i, j], 0.0)
@@ -106,7 +115,7 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
       x[i1, j1] = where(i1 < 3, 2.0, x[i1, j1])
     }
   }
-)" + kept);
+)" + hoisted + kept);
 }
 
 }  // namespace

@@ -7,7 +7,8 @@ odd tails, NaN / inf / -0.0, labels at 0 / last / -100, run-time loop bounds nea
 T.Pipelined loops of 0..3 trips; each on cpu and on ascend910b (simulator, checker on:
 `prof["reports"] == []`) against numpy / Python integers.
 
-Findings (F1.. of /work/hunt31-findings.md) are strict xfails until the code they name is fixed: F1 an if / else in
+Findings (F1.. of /work/hunt31-findings.md) are strict xfails until the code they name is fixed (F1, F3, F5, F6,
+F8 and F9 fixed by h-ascfix31: plain tests now): F1 an if / else in
 a map evaluates a gather or shifted read it guards on ascend910b (serial_maps' T.where); F2 a scalar let converted to
 its dtype on ascend910b only; F3 int64 scalar arguments past 2^53 rounded by the simulator; F5 a flat gather's column
 past the row unreported; F6 abs of a uint8 difference in an element store; F7 `T.cast` to an expression's own dtype
@@ -66,12 +67,7 @@ def _xent_ignore(X: T.Tensor((6, XN), "float32"), L: T.Tensor((6,), "int32"), Y:
         T.copy(s, Y[bx * XB])
 
 
-@pytest.mark.parametrize("target", [
-    "cpu",
-    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
-        "hunt31 F1: serial_maps' if -> T.where evaluates the else arm's gather x[i, -100]: an "
-        "out-of-bounds report on ascend910b"))),
-])
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascfix31
 def test_f1_guarded_gather_in_an_if_else(target):
     """cross_entropy with ignore_index = -100 (rows 1 and 4), labels at column 0 and the last column."""
     x = np.random.default_rng(3).standard_normal((6, XN)).astype(np.float32)
@@ -177,11 +173,7 @@ def _int64_param(m: T.int64, B: T.Tensor((2,), "int64")):
         T.copy(t, B)
 
 
-@pytest.mark.parametrize("target", [
-    "cpu",
-    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
-        "hunt31 F3: the simulator's scalar arguments are doubles (ascend_executable.cpp, sim::Arg)"))),
-])
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascfix31
 def test_f3_int64_scalar_parameter_past_2_53(target):
     m = 2 ** 53 + 1
     got = _run(_int64_param, target, [-1], m)
@@ -210,8 +202,6 @@ def test_f5_flat_gather_in_range_both_targets():
         assert _run(_pick_col, target, [-1], x, ix).tolist() == x[np.arange(4), ix].tolist()
 
 
-@pytest.mark.xfail(strict=True, reason="hunt31 F5: a flat gather's column outside the row but inside the tile "
-                                      "reads another row's element with no report on ascend910b")
 @pytest.mark.parametrize("bad", [[8, 0, 0, 0], [0, -1, 0, 0]])
 def test_f5_flat_gather_column_past_the_row_is_reported(bad):
     """cpu: the documented error at the line; ascend910b: x[0, 8] read x[1, 0] (and x[1, -1] x[0, 7]) with no
@@ -236,11 +226,7 @@ def _abs_u8(U: T.Tensor((32,), "uint8"), Z: T.Tensor((2,), "int32")):
         T.copy(z, Z)
 
 
-@pytest.mark.parametrize("target", [
-    "cpu",
-    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
-        "hunt31 F6: an element store's integer abs of a uint8-typed expression is the expression itself"))),
-])
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascfix31
 def test_f6_abs_of_a_uint8_difference_in_an_element_store(target):
     u = np.zeros(32, np.uint8)
     u[0], u[1] = 3, 250
@@ -281,8 +267,6 @@ def _rows_if(X: T.Tensor((8, 16), "float32"), n: T.int32, Y: T.Tensor((8, 16), "
         T.copy(y, Y)
 
 
-@pytest.mark.xfail(strict=True, reason="hunt31 F8: the if -> T.where select marks the unwritten rows written, so "
-                                       "the checker's uninitialised read is not reported")
 def test_f8_if_without_else_leaving_rows_unwritten_is_reported():
     prof = tw.compile(_rows_if, target=TARGET, out_idx=[-1]).profile(np.ones((8, 16), np.float32), 3)
     assert any("uninitialised read" in r for r in prof["reports"]), prof["reports"]
@@ -328,11 +312,7 @@ def _shift_if(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
         T.copy(y, Y)
 
 
-@pytest.mark.parametrize("target", [
-    "cpu",
-    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
-        "hunt31 F1: the if -> T.where reads x[j + 8] for every j: out of bounds past the tile on ascend910b"))),
-])
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascfix31
 def test_f1_guarded_shifted_read_in_an_if_else(target):
     x = np.arange(64, dtype=np.float32) ** 2 / 64
     ref = np.zeros(64, np.float32)
@@ -350,11 +330,7 @@ def _emb(E: T.Tensor((8, 8), "float32"), Ids: T.Tensor((2,), "int64"), Y: T.Tens
         T.copy(r, Y[bx, 0])
 
 
-@pytest.mark.parametrize("target", [
-    "cpu",
-    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
-        "hunt31 F9: the copy's start is static_cast<int32_t>(row) on ascend910b: 2^32 + 5 reads row 5"))),
-])
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascfix31
 def test_f9_int64_row_id_past_int32_reads_zeros(target):
     e = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
     y = _run(_emb, target, [-1], e, np.array([3, 2 ** 32 + 5], np.int64))

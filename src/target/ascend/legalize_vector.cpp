@@ -2254,13 +2254,15 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   // clamped into [lo, hi] before it is scaled (hunt30 F2): `idx << k` (and a flat gather's
   // row * pcols) wraps in int32, so 2^30 + 3 addressed element 3 silently; clamped, every index
   // outside the dim stays outside it (the simulator's report at the line), in-range ones unchanged.
-  auto bounded = [&](const Expr& e, int64_t lo, int64_t hi) {
-    int v = index_value(e, src, sp);
-    const bool small = !has_load(e) && !any_subexpr(e, [&](const Expr& x) {
+  auto small = [&](const Expr& e) {
+    return !has_load(e) && !any_subexpr(e, [&](const Expr& x) {
       return x->kind == ir::ExprKind::Var &&
              std::none_of(vars_.begin(), vars_.end(), [&](const Var& w) { return x.get() == w.get(); });
     });
-    if (small) return v;
+  };
+  auto bounded = [&](const Expr& e, int64_t lo, int64_t hi) {
+    int v = index_value(e, src, sp);
+    if (small(e)) return v;
     v = bin(ir::BinOp::Max, v, leaf_scalar(ir::int_imm(lo, kI32, sp)), sp);
     return bin(ir::BinOp::Min, v, leaf_scalar(ir::int_imm(hi, kI32, sp)), sp);
   };
@@ -2278,10 +2280,18 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
       g.idx[n - 2] = C(0);
       g.idx[n - 1] = C(0);
     }
-    // the row clamped to [-1, rows] (row * pcols cannot wrap), the column so the sum cannot
-    const int64_t rows = (*shape)[n - 2], lim = (INT32_MAX >> k) - (rows + 1) * g.pcols;
-    off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, bounded(idx[n - 2], -1, rows), leaf_scalar(ir::int_imm(g.pcols, kI32, sp)), sp),
-              bounded(idx[n - 1], -lim, lim), sp);
+    // the row clamped to [-1, rows] (row * pcols cannot wrap), the column to [-1, cols]; a column outside
+    // the row moves the row below the tile (d = col - min(max(col, 0), cols - 1) is -1, 0 or 1: row -=
+    // d * d * (rows + 2)), so the offset is outside the tile, reported at the line, not another row's
+    // element (hunt31 F5: x[i, lab[i]] with lab[0] = cols read x[1, 0])
+    const int64_t rows = (*shape)[n - 2];
+    auto imm = [&](int64_t v) { return leaf_scalar(ir::int_imm(v, kI32, sp)); };
+    int r = bounded(idx[n - 2], -1, rows), col = bounded(idx[n - 1], -1, cols);
+    if (!small(idx[n - 1])) {
+      const int d = bin(ir::BinOp::Sub, col, bin(ir::BinOp::Min, bin(ir::BinOp::Max, col, imm(0), sp), imm(cols - 1), sp), sp);
+      r = bin(ir::BinOp::Sub, r, bin(ir::BinOp::Mul, bin(ir::BinOp::Mul, d, d, sp), imm(rows + 2), sp), sp);
+    }
+    off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, r, imm(g.pcols), sp), col, sp);
   } else {
     fail(what + ": Ascend gathers along the last dim of a tile (the other indices must be (start + row index))", sp,
          "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]");

@@ -56,6 +56,13 @@ Expr zero_or_null(const Expr& e) {
 }
 // The index expression as int32 (region starts may be any integer type).
 Expr idx32(const Expr& e) { return e->dtype == ir::kIndexType ? e : ir::cast(e, ir::kIndexType, e->span); }
+// A region start as int32: an int64 one is clipped to the int32 range first (an id of 2^32 + 5 stays
+// outside the tensor, its rows read as zeros: hunt31 F9), not wrapped onto a real row.
+Expr start32(const Expr& e) {
+  if (e->dtype.bits() <= 32) return idx32(e);
+  const Expr lo = ir::int_imm(INT32_MIN, e->dtype, e->span), hi = ir::int_imm(INT32_MAX, e->dtype, e->span);
+  return idx32(ir::arith::min(ir::arith::max(e, lo), hi));
+}
 
 // Whether integer index e is a multiple of m for every value of its variables (sums, differences
 // and products of constants and variables; anything else: not known, false).
@@ -394,7 +401,7 @@ class Lowerer {
       std::vector<int64_t> strides(n);
       for (size_t d = n; d-- > 0;) {
         strides[d] = stride;
-        off = add(off, mul(idx32(r.starts[d]), C(stride)));
+        off = add(off, mul(start32(r.starts[d]), C(stride)));
         stride *= d == n - 1 ? b.pcols : b.shape[d];
       }
       w.slice_off = mul(off, C(b.dtype.bytes()));
@@ -425,12 +432,12 @@ class Lowerer {
         throw Error(std::string(mem_name(b.mem)) + " region " + ir::print(r) +
                         " spans several matrices; index the leading dim with one value",
                     sp, "e.g. A_l1[i % 2, :, :]");
-      slice = add(slice, mul(idx32(r.starts[d]), C(stride)));
+      slice = add(slice, mul(start32(r.starts[d]), C(stride)));
       stride *= b.shape[d];
     }
     w.slice_off = mul(slice, C(b.slice_bytes));
-    w.r0 = idx32(r.starts[n - 2]);
-    w.c0 = idx32(r.starts[n - 1]);
+    w.r0 = start32(r.starts[n - 2]);
+    w.c0 = start32(r.starts[n - 1]);
     w.rows = ext[n - 2];
     w.cols = ext[n - 1];
     return w;
@@ -473,7 +480,7 @@ class Lowerer {
     // min(C, e) (ir.h): the indices past it are outside like a tail's
     auto end = [&](size_t d) {
       auto rt = ir::runtime_extent(r.extents[d]);
-      return rt ? min(shape[d], add(idx32(r.starts[d]), idx32(rt->value))) : shape[d];
+      return rt ? min(shape[d], add(start32(r.starts[d]), idx32(rt->value))) : shape[d];
     };
     for (size_t d = 0; d < n; ++d)  // a unit dim is dropped below: its run-time extent would be lost
       if (auto rt = ir::runtime_extent(r.extents[d]); rt && rt->bound == 1)
@@ -484,7 +491,7 @@ class Lowerer {
     std::vector<Expr> strides(n);
     for (size_t d = n; d-- > 0;) {
       strides[d] = stride;
-      off = add(off, mul(idx32(r.starts[d]), stride));
+      off = add(off, mul(start32(r.starts[d]), stride));
       stride = mul(stride, shape[d]);
     }
     g.offset = mul(off, C(r.buffer->dtype.bytes()));
@@ -494,7 +501,7 @@ class Lowerer {
     auto size_one = [&](size_t d) { auto c = ir::as_const_int(shape[d]); return c && *c == 1 && ext[d] == 1; };
     while (tile_cols != 1 && n > 1 && size_one(n - 1)) --n;
     g.cols = ext[n - 1];
-    Expr cstart = idx32(r.starts[n - 1]);
+    Expr cstart = start32(r.starts[n - 1]);
     g.col_start = cstart;
     int64_t es = r.buffer->dtype.bytes();
     if (inside(cstart, g.cols, end(n - 1))) {
@@ -518,7 +525,7 @@ class Lowerer {
     if (ext[rd] == 1) rd = n - 2;
     g.row_stride = rd == n - 2 ? shape[n - 1] : strides[rd];
     g.rows = ext[rd];
-    Expr start = idx32(r.starts[rd]);
+    Expr start = start32(r.starts[rd]);
     g.valid_rows = valid_count(g.rows, end(rd), start);
     if (inside(start, g.rows, end(rd))) {
       g.valid_rows = C(g.rows);
@@ -534,7 +541,7 @@ class Lowerer {
     // A[by - 16, 2, :] with by < 16): the window is then empty, as on cpu (no rows read or
     // written; a load's tile reads zeros through the tail fill).
     for (size_t d = 0; d + 1 < n; ++d) {
-      Expr st = idx32(r.starts[d]);
+      Expr st = start32(r.starts[d]);
       if (d == rd || ext[d] != 1 || inside(st, 1, end(d))) continue;
       Expr v = valid_count(1, end(d), st);
       if (!nonneg(st)) v = max(C(0), min(min(C(1), sub(end(d), st)), add(st, C(1))));
@@ -542,7 +549,7 @@ class Lowerer {
     }
     for (size_t d = 0; d < rd; ++d) {
       if (ext[d] == 1) continue;
-      Expr st = idx32(r.starts[d]);
+      Expr st = start32(r.starts[d]);
       if (row_clip && !nonneg(st))
         throw Error("GM region " + ir::print(r) + ": the start of dim " + std::to_string(d) + " (" + ir::print(st) +
                         ") may be negative; only the rows dim of a window may start before the tensor",
@@ -837,14 +844,17 @@ class Lowerer {
                   sp, "write whole tiles: T.fill, T.copy, vector ops or a T.Parallel map");
     if (core_ != CoreKind::V) return nullptr;  // the Vector core's statement
     // abs of an integer is a select, not a math function (hunt30 F3): max(x, -x) for a signed type
-    // (abs(INT_MIN) wraps to INT_MIN, as the language says), x itself for an unsigned one
+    // (abs(INT_MIN) wraps to INT_MIN, as the language says), x itself for a bare uint8 value; a uint8
+    // expression may be negative before it is stored (u[0] - u[1]: hunt31 F6), so it is max(x, -x) too
     struct IntAbs : ir::Mutator {
       using ir::Mutator::mutate;
       Expr mutate(const Expr& e) override {
         Expr x = ir::Mutator::mutate(e);
         if (x->kind != ir::ExprKind::Call || as<ir::CallNode>(x)->fn != ir::MathFn::abs || !x->dtype.is_int()) return x;
         const Expr& a = as<ir::CallNode>(x)->args[0];
-        if (x->dtype == ir::DType(ir::DTypeCode::u8)) return a;
+        if (x->dtype == ir::DType(ir::DTypeCode::u8) &&
+            (a->kind == ir::ExprKind::Load || a->kind == ir::ExprKind::Var || ir::as_const_int(a)))
+          return a;
         return ir::binary(ir::BinOp::Max, a, ir::unary(ir::UnOp::Neg, a, x->span), x->span);
       }
     };

@@ -744,6 +744,7 @@ void Machine::functional(Core& c, const RInstr& r) {
         } else if constexpr (std::is_same_v<T, RScalarStore>) {  // the value converted as a C++ cast to T does
           uint8_t* dst = base(c, x.dst).data + x.dst.off;
           if (ir::DType(x.dt).is_float()) num::store(dst, x.dt, x.value.f, RoundMode::Rint);
+          else if (x.dt == ir::DTypeCode::i64) std::memcpy(dst, &x.value.i, 8);  // exactly (hunt31 F3: not via a double)
           else num::store(dst, x.dt, static_cast<double>(x.value.i), RoundMode::Trunc);
         } else if constexpr (std::is_same_v<T, RGather>) {
           // dst[e] = the element at byte base + srcOffset[e] of src; an address outside the elements the

@@ -665,7 +665,9 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
         num::store(b, t.code, v);
         v = num::load(b, t.code);
       }
-      base_slots_[var_slot_[prog.params[i].var.get()]] = Value{static_cast<int64_t>(v), v};
+      const std::optional<int64_t>& iv = args[i].int_scalar;  // an integer argument exactly (hunt31 F3)
+      base_slots_[var_slot_[prog.params[i].var.get()]] =
+          iv && !prog.params[i].var->dtype.is_float() ? Value{*iv, static_cast<double>(*iv)} : Value{static_cast<int64_t>(v), v};
     }
   auto eval_expr = [&](const ir::Expr& e) { return e ? eval(compile_expr(e), base_slots_).i : 0; };
   int64_t blocks = eval_expr(prog.block_dim);
@@ -779,6 +781,10 @@ Machine::Span Machine::base(const Core& c, const RMem& m) {
   const BufferDecl& b = prog.buffers[m.index];
   auto& mem = const_cast<Core&>(c).mem[static_cast<int>(b.mem)];
   return Span{mem.empty() ? nullptr : mem.data() + b.offset, b.bytes, space_id(c, b.mem), b.mem, b.offset};
+}
+
+void Machine::wait_data() {
+  if (queue_) queue_->drain();
 }
 
 ReportInstr Machine::describe(const Core& c, const Instr* in, int64_t cycle) const {

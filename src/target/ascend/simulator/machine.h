@@ -275,6 +275,7 @@ class Machine {
   struct Span { uint8_t* data; int64_t size; int space; Mem mem; int64_t abs_base; };
   Span base(const Core& c, const RMem& m);
   int space_id(const Core& c, Mem m) const;  // checker address space
+  void wait_data();  // waits until every data effect issued so far ran (the functional queue)
   int num_spaces() const;
   std::string space_name(int space) const;
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct Arg {
   uint8_t* data = nullptr;
   int64_t bytes = 0;
   double scalar = 0;
+  std::optional<int64_t> int_scalar;  // an integer argument exactly (a double rounds past 2^53: hunt31 F3)
 };
 
 struct Options {

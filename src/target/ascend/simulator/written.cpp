@@ -188,6 +188,52 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
       if (da >= 0) std::memset(dp + da, w ? dg : 0, static_cast<size_t>(des));
     return;
   }
+  if (auto* x = std::get_if<RVecCall>(&r.op);
+      x && (x->api == VecApi::Select || x->api == VecApi::SelectScalar) && write && m_.opt.functional) {
+    // A Select's lane is written where the lane it takes is (hunt31 F8): a map's `if c: t[i] = a` is
+    // t[i] = T.where(c, a, t[i]) (serial_maps), whose lanes that keep t keep its unwritten bytes. Which
+    // lane is taken is data (the mask): with unwritten source lanes, wait for the data effects issued
+    // before (as GetValue does) and read it. Timing-only runs (no data) mark every lane, as before.
+    const int es = vec_api_lane_bytes(x->api, ir::DType(x->dt));
+    const int64_t epb = 32 / es;
+    const bool two = x->api == VecApi::Select;
+    const Machine::Span s0 = m_.base(c, x->src0), s1 = two ? m_.base(c, x->src1) : s0, sd = m_.base(c, x->dst);
+    auto at = [&](const Machine::Span& s, const RMem& m, int k, int64_t rp, int64_t j) {
+      return s.abs_base + m.off + rp * x->rep[k] * 32 + (j / epb) * x->blk[k] * 32 + (j % epb) * es;
+    };
+    auto lane_written = [&](const Machine::Span& s, int64_t a) {
+      if (s.space < first_) return true;
+      const auto& v = bytes_[static_cast<size_t>(s.space - first_)];
+      const uint8_t g = gen_[static_cast<size_t>(s.space - first_)];
+      for (int b = 0; b < es; ++b)
+        if (a + b < 0 || a + b >= static_cast<int64_t>(v.size()) || v[static_cast<size_t>(a + b)] != g) return false;
+      return true;
+    };
+    bool all = true;
+    for (int64_t rp = 0; all && rp < x->repeat; ++rp)
+      for (int64_t j = 0; all && j < x->mask; ++j)
+        all = lane_written(s0, at(s0, x->src0, 1, rp, j)) && (!two || lane_written(s1, at(s1, x->src1, 2, rp, j)));
+    if (!all && sd.space >= first_) {
+      m_.wait_data();
+      const Machine::Span sm = m_.base(c, x->sel);
+      const uint8_t* bits = sm.data ? sm.data + x->sel.off : nullptr;  // functional.cpp: the same bits each repeat
+      std::vector<std::pair<int64_t, bool>> out;  // destination lane address, written (all read first: in place)
+      out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
+      for (int64_t rp = 0; rp < x->repeat; ++rp)
+        for (int64_t j = 0; j < x->mask; ++j) {
+          const bool first = !bits || ((bits[j / 8] >> (j % 8)) & 1u);
+          const bool w = first ? lane_written(s0, at(s0, x->src0, 1, rp, j)) : !two || lane_written(s1, at(s1, x->src1, 2, rp, j));
+          out.emplace_back(at(sd, x->dst, 0, rp, j), w);
+        }
+      int64_t hi = 0;
+      for (const auto& [da, w] : out) hi = std::max(hi, da + es);
+      uint8_t* dp = map(sd.space, hi);
+      const uint8_t dg = gen_[static_cast<size_t>(sd.space - first_)];
+      for (const auto& [da, w] : out)
+        if (da >= 0) std::memset(dp + da, w ? dg : 0, static_cast<size_t>(es));
+      return;
+    }
+  }
   if (auto* x = std::get_if<RInitConst>(&r.op); x && ir::DType(x->dt).bytes() == 1) return;  // writes nothing
   for (const auto& a : acc)
     if (a.write) mark(a.space, a.rect);
