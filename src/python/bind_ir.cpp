@@ -342,6 +342,7 @@ void bind_ir(nb::module_& m) {
     Span sp = to_span(s);
     return cast(std::move(v), to_dtype(t, sp), sp);
   }, "value"_a, "dtype"_a, "span"_a = nb::none());
+  m.def("computed_wider", [](const Expr& v) { return computed_wider(v); }, "value"_a);
   m.def("select", [](Expr c, Expr t, Expr f, const OptSpan& s) {
     return select(std::move(c), std::move(t), std::move(f), to_span(s));
   }, "cond"_a, "t"_a, "f"_a, "span"_a = nb::none());

@@ -100,6 +100,7 @@ class Widen {
  public:
   std::unordered_map<const ir::VarNode*, Range> vars;
   std::unordered_map<const ir::VarNode*, Stride> strides;  // the grid-stride loop variables in scope
+  std::unordered_map<const ir::VarNode*, Expr> wide_lets;  // a let's variable -> its wider one (rewrite, Let)
 
   Expr expr(const Expr& e) { return e ? visit(e).e : e; }
 
@@ -113,6 +114,7 @@ class Widen {
       case ExprKind::FloatImm: return {e, {}, false};
       case ExprKind::Var: {
         auto* v = ir::as<ir::VarNode>(e);
+        if (auto wl = wide_lets.find(v); wl != wide_lets.end()) return visit(wl->second);
         auto it = vars.find(v);
         Range r = it != vars.end() ? it->second : dtype_range(e->dtype);
         return {e, r, ints && e->dtype.code != DTypeCode::i64};
@@ -422,8 +424,25 @@ StmtPtr rewrite(const StmtPtr& s, Widen& w) {
     case StmtKind::Let: {
       Out v = w.visit(s->value);
       n->value = v.e;
-      Range t = dtype_range(s->var->dtype);
-      w.vars[s->var.get()] = v.r.lo >= t.lo && v.r.hi <= t.hi && (s->value->dtype.is_int() || s->value->dtype.is_bool()) ? v.r : t;
+      // A let holds the value computed (docs/language.md "Dtype conversions": integers in int64, float16 /
+      // bfloat16 in float32), as the cpu target's `const int64_t` / `const float` let does; the printed
+      // `const T v = ...` (and the simulator) convert to the variable's type, so a let whose value may leave
+      // its dtype gets an int64 / float32 variable instead (its uses read that one: Widen::visit).
+      const DType t = s->var->dtype;
+      const bool ints = s->value->dtype.is_int() || s->value->dtype.is_bool();
+      Range tr = dtype_range(t);
+      bool fits = ints && v.r.lo >= tr.lo && v.r.hi <= tr.hi;
+      DType wide = t;
+      if (t.is_int() && t.code != DTypeCode::i64 && !fits) wide = DTypeCode::i64;
+      if ((t.code == DTypeCode::f16 || t.code == DTypeCode::bf16) && (ir::computed_wider(v.e) || v.e->dtype != t))
+        wide = DTypeCode::f32;
+      if (wide != t) {
+        n->var = ir::var(s->var->name, wide, s->var->span);
+        w.wide_lets[s->var.get()] = n->var;
+        tr = dtype_range(wide);
+        fits = ints;
+      }
+      w.vars[n->var.get()] = fits ? v.r : tr;
       break;
     }
     case StmtKind::Instr:
