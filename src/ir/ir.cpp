@@ -481,7 +481,7 @@ bool computed_wider(const Expr& v) {
 }
 
 Expr cast(Expr v, DType t, Span s) {
-  if (v->dtype == t && !computed_wider(v)) return v;
+  if (v->dtype == t) return v;  // the passes' cast; the language's T.cast keeps a conversion (bind_ir: convert)
   // an integer constant converts to an integer type now, modulo 2^bits as at run time (docs/language.md
   // "Dtype conversions"): a target then never converts it itself (ascend910b's Duplicate and Cast saturate)
   if (v->kind == ExprKind::IntImm && t.is_int())

@@ -122,7 +122,9 @@ class Widen {
       case ExprKind::Cast: {
         auto* c = ir::as<ir::CastNode>(e);
         Out v = visit(c->value);
-        Expr n = v.e == c->value ? e : ir::cast(v.e, e->dtype, e->span);
+        Expr n = v.e == c->value ? e
+                 : v.e->dtype == e->dtype ? std::make_shared<ir::CastNode>(v.e, e->dtype, e->span)  // a same-dtype cast wraps
+                                          : ir::cast(v.e, e->dtype, e->span);
         if (!ints) return {n, {}, false};
         Range t = dtype_range(e->dtype);
         bool inside = (c->value->dtype.is_int() || c->value->dtype.is_bool()) && v.r.lo >= t.lo && v.r.hi <= t.hi;
