@@ -663,6 +663,12 @@ Expr binary(BinOp op, Expr a, Expr b, Span s = {});
 Expr unary(UnOp op, Expr a, Span s = {});
 Expr call(MathFn fn, std::vector<Expr> args, Span s = {});
 Expr cast(Expr v, DType t, Span s = {});
+// Whether v's value may lie outside its own dtype until it is stored or converted: integer arithmetic of a
+// dtype narrower than int64 (computed in int64) and float16 / bfloat16 arithmetic (computed in float32),
+// docs/language.md "Dtype conversions". A cast to v's own dtype is then a real conversion, kept by the
+// language's T.cast (the Python binding) and by the simplifier (cast() above, the passes' cast, elides every
+// same-dtype cast); over a load, a variable, a constant or a cast it is no conversion.
+bool computed_wider(const Expr& v);
 Expr select(Expr cond, Expr t, Expr f, Span s = {});
 Expr load(Buffer b, std::vector<Expr> indices, Span s = {});
 Buffer buffer(std::string name, DType t, std::vector<Expr> shape, Scope scope, Span s = {});

@@ -190,7 +190,7 @@ Expr simplify_unary(const UnaryNode* n, const Expr& a, const Expr& original) {
 
 Expr simplify_cast(const CastNode* n, const Expr& v, const Expr& original) {
   const DType t = n->dtype;
-  if (v->dtype == t) return v;
+  if (v->dtype == t && !computed_wider(v)) return v;  // a same-dtype cast of arithmetic wraps / rounds
   if (auto c = literal(v)) {  // int or bool literal
     if (t.is_int() && fits(*c, t)) return int_imm(*c, t, n->span);
     if (t.is_float() && representable(static_cast<double>(*c), t)) return float_imm(static_cast<double>(*c), t, n->span);

@@ -465,8 +465,23 @@ Expr call(MathFn fn, std::vector<Expr> args, Span s) {
   return std::make_shared<CallNode>(fn, std::move(args), t, std::move(s));
 }
 
+bool computed_wider(const Expr& v) {
+  const DType t = v->dtype;
+  const bool narrow_int = t.is_int() && t.code != DTypeCode::i64;
+  const bool half = t.code == DTypeCode::f16 || t.code == DTypeCode::bf16;
+  if (!narrow_int && !half) return false;
+  switch (v->kind) {
+    case ExprKind::Binary: case ExprKind::Unary: case ExprKind::Call: return true;
+    case ExprKind::Select: {
+      auto* n = static_cast<const SelectNode*>(v.get());
+      return computed_wider(n->t) || computed_wider(n->f);
+    }
+    default: return false;  // a load, a variable, a constant or a cast holds a value of its dtype
+  }
+}
+
 Expr cast(Expr v, DType t, Span s) {
-  if (v->dtype == t) return v;
+  if (v->dtype == t) return v;  // the passes' cast; the language's T.cast keeps a conversion (bind_ir: convert)
   // an integer constant converts to an integer type now, modulo 2^bits as at run time (docs/language.md
   // "Dtype conversions"): a target then never converts it itself (ascend910b's Duplicate and Cast saturate)
   if (v->kind == ExprKind::IntImm && t.is_int())

@@ -344,8 +344,13 @@ void bind_ir(nb::module_& m) {
   }, "fn"_a, "args"_a, "span"_a = nb::none());
   m.def("cast", [](Expr v, const std::string& t, const OptSpan& s) {
     Span sp = to_span(s);
-    return cast(std::move(v), to_dtype(t, sp), sp);
+    DType to = to_dtype(t, sp);
+    // T.cast / `x: dtype = ...` (docs/language.md "Dtype conversions"): arithmetic already of `to` may hold a
+    // wider value (computed_wider), which the conversion wraps / rounds: kept (the simplifier keeps it too)
+    if (v->dtype == to && computed_wider(v)) return Expr(std::make_shared<CastNode>(std::move(v), to, sp));
+    return cast(std::move(v), to, sp);
   }, "value"_a, "dtype"_a, "span"_a = nb::none());
+  m.def("computed_wider", [](const Expr& v) { return computed_wider(v); }, "value"_a);
   m.def("select", [](Expr c, Expr t, Expr f, const OptSpan& s) {
     return select(std::move(c), std::move(t), std::move(f), to_span(s));
   }, "cond"_a, "t"_a, "f"_a, "span"_a = nb::none());

@@ -706,7 +706,7 @@ class Parser:
             self.error(node, f"{m} is not part of the {self.style} style")
         if isinstance(fn, _dsl.DType):  # T.float32(x): a cast
             a = self.call_args(node, f"T.{fn}", ["x"])
-            return ir.cast(self.to_ir(self.arg(a["x"]), node), str(fn), self.span(node))
+            return self.convert(self.to_ir(self.arg(a["x"]), node), str(fn), self.span(node))
         if any(fn is f for f in (min, max, abs, pow)):
             args = [self.value(a) for a in node.args]
             if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
@@ -800,7 +800,19 @@ class Parser:
     def call_cast(self, node):
         a = self.call_args(node, "T.cast", ["x", "dtype"])
         dt = self.dtype_of(self.arg(a["dtype"]), a["dtype"])
-        return ir.cast(self.to_ir(self.arg(a["x"]), a["x"]), dt, self.span(node))
+        return self.convert(self.to_ir(self.arg(a["x"]), a["x"]), dt, self.span(node))
+
+    def convert(self, v, dt, span):
+        """T.cast / T.float32(x) / `x: dtype = ...`: v converted to dt (docs/language.md "Dtype conversions").
+        ir.cast converts arithmetic of dt itself too (it may hold a wider value); a let's name whose value is such
+        arithmetic holds that wider value (an int64 / float32 variable on every target): widened first, so the
+        conversion to dt is one the IR keeps."""
+        e = v
+        while e.kind == "Var" and e.name in self.let_values:
+            e = self.let_values[e.name]
+        if e is not v and ir.computed_wider(e):
+            v = ir.cast(v, "float32" if e.dtype in ("float16", "bfloat16") else "int64", span)
+        return ir.cast(v, dt, span)
 
     def call_infinity(self, node):
         a = self.call_args(node, "T.infinity", ["dtype"])
@@ -869,7 +881,7 @@ class Parser:
         if not isinstance(node.target, ast.Name):
             self.error(node.target, "only a plain name can be annotated")
         v = self.to_ir(self.value(node.value), node.value)
-        self.assign_name(node.target, ir.cast(v, dt, self.span(node.value)), node)
+        self.assign_name(node.target, self.convert(v, dt, self.span(node.value)), node)
 
     def assign(self, target, value_node, node):
         if isinstance(target, ast.Name):

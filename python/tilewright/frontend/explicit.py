@@ -387,7 +387,8 @@ class PrimFuncParser(Parser):
             self.error(node, f"{name}: tiles of more than 4 dimensions are not supported")
         value = make_value(loop_vars)
         didx = self.map_indices(dst, ddims, ddims, loop_vars, node, name, "the destination")
-        value = ir.cast(value, dst.buffer.dtype, sp)
+        if value.dtype != dst.buffer.dtype:  # the store converts (a same-dtype cast would round / wrap twice)
+            value = ir.cast(value, dst.buffer.dtype, sp)
         body = ir.store(dst.buffer, didx, value, sp)
         for v, (ext, _) in reversed(list(zip(loop_vars, ddims))):
             body = ir.for_(v, ir.int_imm(0, "int32", sp), ir.int_imm(ext, "int32", sp), "parallel", 0, body, sp)
@@ -405,7 +406,7 @@ class PrimFuncParser(Parser):
                 self.error(x, f"{name}: cannot use {v!r} with a {dtype} tile")
             return self.int_imm(int(v), dtype, x if isinstance(x, ast.AST) else node)
         e = self.to_ir(v, x if isinstance(x, ast.AST) else node)
-        return ir.cast(e, dtype, sp)
+        return e if e.dtype == dtype else ir.cast(e, dtype, sp)  # the instruction's scalar operand converts
 
     def op_vec_binary(self, node, op):
         name = f"T.{op}"
@@ -710,7 +711,8 @@ class PrimFuncParser(Parser):
             # modulo 2^bits, as every integer conversion (docs/language.md "Dtype conversions"): ir.cast
             # folds the constant, so no target converts an out-of-range literal itself
             return ir.cast(self.int_imm(int(value), "int64", node), dtype, sp)
-        return ir.cast(self.to_ir(value, node), dtype, sp)
+        e = self.to_ir(value, node)
+        return e if e.dtype == dtype else ir.cast(e, dtype, sp)  # the store / fill converts
 
     def op_fill(self, node):
         a = self.call_args(node, "T.fill", ["buffer", "value"])

@@ -2551,7 +2551,7 @@ class Lowerer {
     }
     if (e->kind == ir::ExprKind::Cast) {
       auto* c = as<ir::CastNode>(e);
-      if (!c->dtype.is_int() || !c->value->dtype.is_int() || c->dtype.bits() < c->value->dtype.bits()) return {};
+      if (!c->dtype.is_int() || !c->value->dtype.is_int() || c->dtype.bits() <= c->value->dtype.bits()) return {};  // a same-width cast may wrap
       return lower(c->value);
     }
     if (e->kind != ir::ExprKind::Binary || !e->dtype.is_int()) return {};
@@ -2635,7 +2635,7 @@ class Lowerer {
       }
       case ir::ExprKind::Cast: {
         auto* c = as<ir::CastNode>(e);
-        if (!c->dtype.is_int() || !c->value->dtype.is_int() || c->dtype.bits() < c->value->dtype.bits()) return {};
+        if (!c->dtype.is_int() || !c->value->dtype.is_int() || c->dtype.bits() <= c->value->dtype.bits()) return {};  // a same-width cast may wrap
         return bounds(c->value);
       }
       case ir::ExprKind::Binary: {

@@ -110,6 +110,7 @@ class Widen {
   bool is_nonneg(const Expr& e) const {
     return ir::is_nonneg(e, [this](const ir::VarNode* v) { return nonneg.count(v) > 0; });
   }
+  std::unordered_map<const ir::VarNode*, Expr> wide_lets;  // a let's variable -> its wider one (rewrite, Let)
 
   Expr expr(const Expr& e) { return e ? visit(e).e : e; }
 
@@ -123,6 +124,7 @@ class Widen {
       case ExprKind::FloatImm: return {e, {}, false};
       case ExprKind::Var: {
         auto* v = ir::as<ir::VarNode>(e);
+        if (auto wl = wide_lets.find(v); wl != wide_lets.end()) return visit(wl->second);
         auto it = vars.find(v);
         Range r = it != vars.end() ? it->second : dtype_range(e->dtype);
         return {e, r, ints && e->dtype.code != DTypeCode::i64};
@@ -130,7 +132,9 @@ class Widen {
       case ExprKind::Cast: {
         auto* c = ir::as<ir::CastNode>(e);
         Out v = visit(c->value);
-        Expr n = v.e == c->value ? e : ir::cast(v.e, e->dtype, e->span);
+        Expr n = v.e == c->value ? e
+                 : v.e->dtype == e->dtype ? std::make_shared<ir::CastNode>(v.e, e->dtype, e->span)  // a same-dtype cast wraps
+                                          : ir::cast(v.e, e->dtype, e->span);
         if (!ints) return {n, {}, false};
         Range t = dtype_range(e->dtype);
         bool inside = (c->value->dtype.is_int() || c->value->dtype.is_bool()) && v.r.lo >= t.lo && v.r.hi <= t.hi;
@@ -450,9 +454,26 @@ StmtPtr rewrite(const StmtPtr& s, Widen& w) {
     case StmtKind::Let: {
       Out v = w.visit(s->value);
       n->value = v.e;
-      Range t = dtype_range(s->var->dtype);
-      w.vars[s->var.get()] = v.r.lo >= t.lo && v.r.hi <= t.hi && (s->value->dtype.is_int() || s->value->dtype.is_bool()) ? v.r : t;
-      if (w.vars[s->var.get()].lo >= 0 && w.is_nonneg(v.e)) w.nonneg.insert(s->var.get());  // no wrap
+      // A let holds the value computed (docs/language.md "Dtype conversions": integers in int64, float16 /
+      // bfloat16 in float32), as the cpu target's `const int64_t` / `const float` let does; the printed
+      // `const T v = ...` (and the simulator) convert to the variable's type, so a let whose value may leave
+      // its dtype gets an int64 / float32 variable instead (its uses read that one: Widen::visit).
+      const DType t = s->var->dtype;
+      const bool ints = s->value->dtype.is_int() || s->value->dtype.is_bool();
+      Range tr = dtype_range(t);
+      bool fits = ints && v.r.lo >= tr.lo && v.r.hi <= tr.hi;
+      DType wide = t;
+      if (t.is_int() && t.code != DTypeCode::i64 && !fits) wide = DTypeCode::i64;
+      if ((t.code == DTypeCode::f16 || t.code == DTypeCode::bf16) && (ir::computed_wider(v.e) || v.e->dtype != t))
+        wide = DTypeCode::f32;
+      if (wide != t) {
+        n->var = ir::var(s->var->name, wide, s->var->span);
+        w.wide_lets[s->var.get()] = n->var;
+        tr = dtype_range(wide);
+        fits = ints;
+      }
+      w.vars[n->var.get()] = fits ? v.r : tr;
+      if (w.vars[n->var.get()].lo >= 0 && w.is_nonneg(v.e)) w.nonneg.insert(n->var.get());  // no wrap
       break;
     }
     case StmtKind::Instr:
