@@ -8,7 +8,7 @@ T.Pipelined loops of 0..3 trips; each on cpu and on ascend910b (simulator, check
 `prof["reports"] == []`) against numpy / Python integers.
 
 Findings (F1.. of /work/hunt31-findings.md) are strict xfails until the code they name is fixed (F1, F3, F5, F6,
-F8 and F9 fixed by h-ascfix31: plain tests now): F1 an if / else in
+F8 and F9 fixed by h-ascfix31, F2 and F7 by h-sem31: plain tests now): F1 an if / else in
 a map evaluates a gather or shifted read it guards on ascend910b (serial_maps' T.where); F2 a scalar let converted to
 its dtype on ascend910b only; F3 int64 scalar arguments past 2^53 rounded by the simulator; F5 a flat gather's column
 past the row unreported; F6 abs of a uint8 difference in an element store; F7 `T.cast` to an expression's own dtype
@@ -126,9 +126,7 @@ def _let_i32(A: T.Tensor((4,), "int32"), n: T.int32, B: T.Tensor((4,), "int32"))
 
 @pytest.mark.parametrize("target", [
     "cpu",
-    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
-        "hunt31 F2: the printed AscendC declares the let `const int32_t a = (int64_t)n - 100`: "
-        "narrowed before // and abs"))),
+    TARGET,  # hunt31 F2, fixed by h-sem31 (a let whose value may leave its dtype gets an int64 variable)
 ])
 def test_f2_int32_let_leaving_int32(target):
     """Integer scalar arithmetic is int64 until a store (docs/language.md "Operators"): a let is no store."""
@@ -154,8 +152,7 @@ def _let_u8(U: T.Tensor((32,), "uint8"), Z: T.Tensor((3,), "int32")):
 
 @pytest.mark.parametrize("target", [
     "cpu",
-    pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
-        "hunt31 F2: a uint8 let is printed `const uint8_t d = ...`: wrapped before it is stored"))),
+    TARGET,  # hunt31 F2, fixed by h-sem31
 ])
 def test_f2_uint8_let_of_a_difference(target):
     u = np.zeros(32, np.uint8)
@@ -245,8 +242,7 @@ def _cast_own(X: T.Tensor((32,), "int8"), Z: T.Tensor((2,), "int32")):
         T.copy(z, Z)
 
 
-@pytest.mark.xfail(strict=True, reason="hunt31 F7: ir::cast drops a cast to the expression's own dtype, so "
-                                       "T.cast(x8 << 4, 'int8') does not wrap (both targets)")
+# hunt31 F7, fixed by h-sem31: T.cast keeps a same-dtype cast over arithmetic computed wider
 @pytest.mark.parametrize("target", TARGETS)
 def test_f7_cast_to_the_own_dtype_wraps(target):
     x = np.zeros(32, np.int8)
