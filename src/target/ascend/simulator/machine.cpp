@@ -488,15 +488,24 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) {
   return v;
 }
 
-void Machine::int32_overflow(const CNode& n, int64_t v, const char* part) {
+// The guarded expression of node n as a report location, once per expression (nullopt after the first).
+std::optional<ReportInstr> Machine::first_guard_report(const CNode& n) {
   Guard& g = guards_[static_cast<size_t>(n.slot)];
-  if (g.reported) return;
+  if (g.reported) return std::nullopt;
   g.reported = true;
   ReportInstr at;
   at.text = ir::print(g.e);
   at.span = g.e->span;
   at.core = cur_core_ ? cur_core_->name : "launch";
   at.cycle = cur_core_ ? cur_core_->scalar_time : 0;
+  return at;
+}
+
+void Machine::int32_overflow(const CNode& n, int64_t v, const char* part) {
+  auto r = first_guard_report(n);
+  if (!r) return;
+  const ReportInstr& at = *r;
+  const Guard& g = guards_[static_cast<size_t>(n.slot)];
   report(ReportKind::IntOverflow,
          "the scalar expression `" + at.text + "` (" + std::string(g.e->dtype.name()) + ")" +
              (part ? std::string(": ") + part + "," : std::string()) + " is " + std::to_string(static_cast<long long>(v)) +
@@ -509,14 +518,10 @@ void Machine::int32_overflow(const CNode& n, int64_t v, const char* part) {
 }
 
 void Machine::negative_dividend(const CNode& n, int64_t a, int64_t b) {
-  Guard& g = guards_[static_cast<size_t>(n.slot)];
-  if (g.reported) return;
-  g.reported = true;
-  ReportInstr at;
-  at.text = ir::print(g.e);
-  at.span = g.e->span;
-  at.core = cur_core_ ? cur_core_->name : "launch";
-  at.cycle = cur_core_ ? cur_core_->scalar_time : 0;
+  auto r = first_guard_report(n);
+  if (!r) return;
+  const ReportInstr& at = *r;
+  const Guard& g = guards_[static_cast<size_t>(n.slot)];
   // what the printed C form gives (truncating) and the language's value (floor), b > 0
   const auto op = static_cast<ir::BinOp>(n.op);
   const int64_t d = b == 0 ? 1 : b;  // b is a positive constant (c_divisions); never 0 here

@@ -309,6 +309,7 @@ class Machine {
   // A C division node (CNode::c_division) met dividend a (negative) and divisor b: reported once per node.
   [[gnu::cold]] void negative_dividend(const CNode& n, int64_t a, int64_t b);
   struct Guard { ir::Expr e; bool reported = false; };
+  std::optional<ReportInstr> first_guard_report(const CNode& n);
   std::vector<Guard> guards_;
   const Core* cur_core_ = nullptr;  // the core whose scalar runs (step); null at launch
   RInstr resolve(Core& c, const BC& bc);
