@@ -167,7 +167,7 @@ def _int64_param(m: T.int64, B: T.Tensor((2,), "int64")):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_f3_int64_scalar_parameter_past_2_53(target):
-    for m in (2 ** 53 + 9, -2 ** 63 + 5):  # m - 7 past 2^53 too; -2^63 + 5 - 7 wraps
+    for m in (2 ** 53 + 1, 2 ** 53 + 9, -2 ** 63 + 5):  # hunt31's 2^53 + 1; m - 7 past 2^53 too; -2^63 + 5 - 7 wraps
         got = _run(_int64_param, target, [-1], m)
         assert [int(v) for v in got] == [m, (m - 7 + 2 ** 63) % 2 ** 64 - 2 ** 63]  # wrapped into int64
 
