@@ -1,0 +1,129 @@
+"""Session 32's hunt (h-hunt32, docs/testing.md "Session 32: hunt32"): sessions 30-31's new code (the
+one-hot pick as one element, the index masks `j == s` / `j < ln[i]`, gemm rectangles, lets holding
+computed values, same-dtype casts, C divisions, if / else in maps, checked mode's unwritten-element
+rule) and the examples at users' odd shapes, each on cpu and on ascend910b (simulator, checker on:
+`prof["reports"] == []`) against numpy / Python integers.
+
+Findings are strict xfails until the code they name is fixed (they flip then). All results here are
+exact (integers, one picked element), so no tolerance is needed.
+"""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ascend_util import TARGET, run_checked  # noqa: E402
+
+TARGETS = ["cpu", TARGET]
+
+
+def _run(prim, target, out_idx, *args):
+    k = tw.compile(prim, target=target, out_idx=out_idx)
+    return k(*args) if target == "cpu" else run_checked(k, *args)
+
+
+def _w32(v):
+    return ((np.asarray(v, np.int64) + 2 ** 31) % 2 ** 32) - 2 ** 31
+
+
+def _xfail_on_ascend(target, reason):
+    return pytest.param(target, marks=pytest.mark.xfail(strict=True, reason=reason)) if target == TARGET else target
+
+
+# --------------------------------------------------------------------------- F1: int64 labels in the index mask
+N1 = 37
+
+
+@T.prim_func
+def _pick_int64_labels(X: T.Tensor((6, N1), "float32"), L: T.Tensor((6,), "int64"), P: T.Tensor((6,), "float32")):
+    with T.Kernel(6) as bx:  # one row per block: the label is a scalar-unit read (h-xent)
+        x = T.alloc_fragment((1, N1), "float32")
+        p = T.alloc_fragment((1, N1), "float32")
+        lab = T.alloc_fragment((1,), "int64")
+        d = T.alloc_fragment((1,), "float32")
+        T.copy(L[bx], lab)
+        T.copy(X[bx, 0], x)
+        for i, j in T.Parallel(1, N1):
+            p[i, j] = T.where(j == lab[i], x[i, j], 0.0)
+        T.reduce_sum(p, d, dim=1)
+        T.copy(d, P[bx])
+
+
+F1 = ("hunt32 F1: PyTorch's int64 labels in the one-row pick `T.where(j == lab[i], x, 0)` are an error on "
+      "ascend910b ('conversion from int32 to int64', at the map's `for` line, hint to compute in float16 / "
+      "float32); the label is one scalar-unit read (int64 there) that the index mask could clamp")
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F1))])
+def test_f1_int64_labels_in_the_index_mask(target):
+    x = (np.arange(6 * N1, dtype=np.float32).reshape(6, N1) + 1) / 4
+    lab = np.array([0, N1 - 1, N1, -1, 2 ** 32 + 3, -100], np.int64)  # 2^32 + 3 must not pick column 3
+    want = np.array([x[r, l] if 0 <= l < N1 else 0.0 for r, l in enumerate(lab.tolist())], np.float32)
+    np.testing.assert_array_equal(_run(_pick_int64_labels, target, [-1], x, lab), want)
+
+
+# --------------------------------------------------------------------------- F2 / F3: a widened let in a map
+N2 = 37
+
+
+def _let_in_map(form):
+    """y[j] = f(x[j], a) with a = n - s, a let whose value may leave int32 (widen_scalars gives it an
+    int64 variable, h-sem31) used as the scalar operand of an int32 vector instruction."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N2,), "int32"), n: T.int32, s: T.int32, Y: T.Tensor((N2,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((N2,), "int32")
+            y = T.alloc_fragment((N2,), "int32")
+            T.copy(X[0], x)
+            a = n - s
+            for j in T.Parallel(N2):
+                if form == "add":  # compile-time: chosen while parsing
+                    y[j] = x[j] + a
+                elif form == "max":
+                    y[j] = T.max(x[j], a)
+                else:
+                    y[j] = T.where(x[j] < a, 1, 0)
+            T.copy(y, Y[0])
+
+    return main
+
+
+XI = (np.arange(N2, dtype=np.int32) - 18) * 1000
+A_BIG = (2 ** 31 - 1, -5)  # a = 2^31 + 4
+F2 = ("hunt32 F2: an int64 let (a = n - s past int32) as an int32 vector call's scalar: the printer writes "
+      "static_cast<int32_t>(a) (wraps on the chip), the simulator saturates it to 2^31 - 1 (num::store of "
+      "RVecCall's double scalar): a false `int32 overflow` report for x + a, whose wrapped result is right")
+F3 = ("hunt32 F3: `T.max(x[j], a)` / `x[j] < a` with an int64 let a = 2^31 + 4 on ascend910b compare with a "
+      "converted to int32 (the compare's 8-bit split mixes the wrapped and the int64 a): cpu compares in "
+      "int64 (x < a everywhere, max = a wrapped at the store)")
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F2))])
+def test_f2_widened_let_added_in_a_map(target):
+    n, s = A_BIG
+    y = _run(_let_in_map("add"), target, [-1], XI, n, s)
+    np.testing.assert_array_equal(y, _w32(XI.astype(np.int64) + (n - s)))
+
+
+@pytest.mark.parametrize("form", ["max", "lt"])
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F3))])
+def test_f3_widened_let_compared_in_a_map(target, form):
+    n, s = A_BIG
+    a = n - s
+    want = _w32(np.maximum(XI.astype(np.int64), a)) if form == "max" else (XI < a).astype(np.int32)
+    np.testing.assert_array_equal(_run(_let_in_map(form), target, [-1], XI, n, s), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("form", ["add", "max", "lt"])
+def test_let_inside_int32_in_a_map(target, form):
+    """The same kernels where a stays inside int32 (70000 - 1): both targets agree with int64 numpy."""
+    a = 70000 - 1
+    want = {"add": _w32(XI.astype(np.int64) + a), "max": np.maximum(XI, a), "lt": (XI < a).astype(np.int32)}[form]
+    np.testing.assert_array_equal(_run(_let_in_map(form), target, [-1], XI, 70000, 1), want)
