@@ -127,3 +127,58 @@ def test_let_inside_int32_in_a_map(target, form):
     a = 70000 - 1
     want = {"add": _w32(XI.astype(np.int64) + a), "max": np.maximum(XI, a), "lt": (XI < a).astype(np.int32)}[form]
     np.testing.assert_array_equal(_run(_let_in_map(form), target, [-1], XI, 70000, 1), want)
+
+
+# --------------------------------------------------------------------------- F4: `x % 0 == x` taken as >= 0 on cpu
+MZ = T.symbolic("MZ")
+
+
+@T.prim_func
+def _mod_then_div(X: T.Tensor((MZ,), "int32"), a: T.int32, Y: T.Tensor((4, 2), "int64")):
+    with T.Kernel(1) as bx:
+        y = T.alloc_fragment((4, 2), "int64")
+        for k in T.serial(4):
+            y[k, 0] = (a % k) // 2  # k = 0: a % 0 == a (docs/language.md), then a floor division
+            y[k, 1] = (a % MZ) // 3  # a dimension of 0
+        T.copy(y, Y[0, 0])
+
+
+F4 = ("hunt32 F4: cpu prints `(a % k) // 2` with C's truncating / because ir::is_nonneg calls `a % b` >= 0 "
+      "whenever b >= 0, but `a % 0 == a` (docs/language.md): a = -7, k = 0 gives -3, not -4 (ascend910b's "
+      "widen_scalars also asks its range analysis, and is right)")
+
+
+@pytest.mark.parametrize("target", [pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=F4)), TARGET])
+@pytest.mark.parametrize("a", [-7, -1, -2 ** 31])
+def test_f4_a_remainder_by_zero_floor_divided(target, a):
+    def mod(x, b):
+        return x if b == 0 else x % b
+    want = np.array([[mod(a, k) // 2, mod(a, 0) // 3] for k in range(4)], np.int64)
+    y = _run(_mod_then_div, target, [-1], np.zeros(0, np.int32), a)
+    np.testing.assert_array_equal(y, want)
+
+
+# --------------------------------------------------------------------------- F5: a same-width cast taken as >= 0 on cpu
+MW, ZW = T.symbolic("MW"), T.symbolic("ZW")
+
+
+@T.prim_func
+def _wrapped_sum_divided(X: T.Tensor((MW, ZW), "int8"), Y: T.Tensor((2,), "int64")):
+    with T.Kernel(1) as bx:
+        y = T.alloc_fragment((2,), "int64")
+        y[0] = T.cast(MW + MW, "int32") // 4  # the cast wraps (h-sem31 keeps it): negative past 2^30
+        y[1] = T.ceildiv(T.cast(MW + MW, "int32"), 4)
+        T.copy(y, Y[0])
+
+
+F5 = ("hunt32 F5: cpu prints `T.cast(M + M, 'int32') // 4` with C's truncating / because ir::is_nonneg takes a "
+      "cast to an as-wide integer type of a value >= 0 as >= 0, but since h-sem31 such a cast of arithmetic "
+      "computed wider wraps: M = 2^30 + 5 gives -536870909, not -536870910 (ascend910b is right)")
+
+
+@pytest.mark.parametrize("target", [pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=F5)), TARGET])
+def test_f5_a_wrapping_cast_floor_divided(target):
+    m = 2 ** 30 + 5  # a tensor of m x 0 elements: the dimension without the memory
+    s = int(_w32(2 * m))
+    y = _run(_wrapped_sum_divided, target, [-1], np.zeros((m, 0), np.int8))
+    np.testing.assert_array_equal(y, np.array([s // 4, -((-s) // 4)], np.int64))
