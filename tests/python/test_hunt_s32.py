@@ -182,3 +182,63 @@ def test_f5_a_wrapping_cast_floor_divided(target):
     s = int(_w32(2 * m))
     y = _run(_wrapped_sum_divided, target, [-1], np.zeros((m, 0), np.int8))
     np.testing.assert_array_equal(y, np.array([s // 4, -((-s) // 4)], np.int64))
+
+
+# --------------------------------------------------------------------------- F6: a copy start `a % k` taken as >= 0
+@T.prim_func
+def _copy_at_a_remainder(X: T.Tensor((8, 8), "float32"), a: T.int32, Y: T.Tensor((2, 4, 8), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((4, 8), "float32")
+        for k in T.serial(2):
+            T.copy(X[a % k, 0], x)  # k = 0: the start is a (a % 0 == a); rows outside X read as 0
+            T.copy(x, Y[k, 0, 0])
+
+
+def _copy_at_a_remainder_ref(x, a):
+    out = np.zeros((2, 4, 8), np.float32)
+    for k in range(2):
+        s = a if k == 0 else a % k
+        for r in range(4):
+            if 0 <= s + r < 8:
+                out[k, r] = x[s + r]
+    return out
+
+
+F6 = ("hunt32 F6: a copy starting at row `a % k` (k a loop variable, 0 on the first trip; a < 0) is taken as "
+      "starting at row >= 0 (ir::is_nonneg's Mod rule, F4), so the copy is not clipped before the tensor: cpu reads "
+      "before X (garbage; a = -10^8 is a segmentation fault of the process), ascend910b's printed DataCopyPad reads "
+      "before X (the simulator's out-of-bounds report)")
+
+_F6_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, {here!r})
+import tilewright as tw
+from test_hunt_s32 import _copy_at_a_remainder, _copy_at_a_remainder_ref
+x = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
+for a in (-2, -100000000):
+    y = tw.compile(_copy_at_a_remainder, target="cpu", out_idx=[-1])(x, a)
+    np.testing.assert_array_equal(y, _copy_at_a_remainder_ref(x, a))
+print("ok")
+"""
+
+
+@pytest.mark.xfail(strict=True, reason=F6)
+def test_f6_copy_at_a_remainder_cpu():
+    """In a child process: the kernel's out-of-bounds read may end the process (SIGSEGV)."""
+    import subprocess
+    here = str(pathlib.Path(__file__).resolve().parent)
+    r = subprocess.run([sys.executable, "-c", _F6_SCRIPT.format(here=here)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
+
+
+@pytest.mark.xfail(strict=True, reason=F6)
+def test_f6_copy_at_a_remainder_ascend():
+    x = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
+    y = _run(_copy_at_a_remainder, TARGET, [-1], x, -2)
+    np.testing.assert_array_equal(y, _copy_at_a_remainder_ref(x, -2))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_copy_at_a_remainder_of_a_positive_value(target):
+    x = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
+    np.testing.assert_array_equal(_run(_copy_at_a_remainder, target, [-1], x, 3), _copy_at_a_remainder_ref(x, 3))
