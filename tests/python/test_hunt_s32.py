@@ -85,6 +85,8 @@ def _let_in_map(form):
             for j in T.Parallel(N2):
                 if form == "add":  # compile-time: chosen while parsing
                     y[j] = x[j] + a
+                elif form == "fill":
+                    y[j] = a
                 elif form == "max":
                     y[j] = T.max(x[j], a)
                 else:
@@ -98,17 +100,22 @@ XI = (np.arange(N2, dtype=np.int32) - 18) * 1000
 A_BIG = (2 ** 31 - 1, -5)  # a = 2^31 + 4
 F2 = ("hunt32 F2: an int64 let (a = n - s past int32) as an int32 vector call's scalar: the printer writes "
       "static_cast<int32_t>(a) (wraps on the chip), the simulator saturates it to 2^31 - 1 (num::store of "
-      "RVecCall's double scalar): a false `int32 overflow` report for x + a, whose wrapped result is right")
+      "RVecCall's double scalar and the Duplicate's): a false `int32 overflow` report for x + a, whose wrapped "
+      "result is right, and a silently wrong `y[j] = a` / `T.fill(y, a)` (2^31 - 1 instead of -2^31 + 4)")
 F3 = ("hunt32 F3: `T.max(x[j], a)` / `x[j] < a` with an int64 let a = 2^31 + 4 on ascend910b compare with a "
       "converted to int32 (the compare's 8-bit split mixes the wrapped and the int64 a): cpu compares in "
       "int64 (x < a everywhere, max = a wrapped at the store)")
 
 
+@pytest.mark.parametrize("form", ["add", "fill"])
 @pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F2))])
-def test_f2_widened_let_added_in_a_map(target):
+def test_f2_widened_let_as_a_vector_scalar(target, form):
+    """add: a false int32-overflow report; fill (`y[j] = a`, a Duplicate; `T.fill(y, a)` the same): the simulator
+    fills 2^31 - 1 where the printed static_cast<int32_t> fills -2^31 + 4, cpu's value (no report)."""
     n, s = A_BIG
-    y = _run(_let_in_map("add"), target, [-1], XI, n, s)
-    np.testing.assert_array_equal(y, _w32(XI.astype(np.int64) + (n - s)))
+    y = _run(_let_in_map(form), target, [-1], XI, n, s)
+    want = XI.astype(np.int64) + (n - s) if form == "add" else np.full(N2, n - s)
+    np.testing.assert_array_equal(y, _w32(want))
 
 
 @pytest.mark.parametrize("form", ["max", "lt"])
@@ -121,11 +128,11 @@ def test_f3_widened_let_compared_in_a_map(target, form):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("form", ["add", "max", "lt"])
+@pytest.mark.parametrize("form", ["add", "fill", "max", "lt"])
 def test_let_inside_int32_in_a_map(target, form):
     """The same kernels where a stays inside int32 (70000 - 1): both targets agree with int64 numpy."""
     a = 70000 - 1
-    want = {"add": _w32(XI.astype(np.int64) + a), "max": np.maximum(XI, a), "lt": (XI < a).astype(np.int32)}[form]
+    want = {"add": _w32(XI.astype(np.int64) + a), "fill": np.full(N2, a), "max": np.maximum(XI, a), "lt": (XI < a).astype(np.int32)}[form]
     np.testing.assert_array_equal(_run(_let_in_map(form), target, [-1], XI, 70000, 1), want)
 
 
