@@ -118,6 +118,20 @@ def test_f2_widened_let_as_a_vector_scalar(target, form):
     np.testing.assert_array_equal(y, _w32(want))
 
 
+@T.prim_func
+def _fill_with_a_difference(n: T.int32, s: T.int32, Y: T.Tensor((16,), "int32")):
+    with T.Kernel(1) as bx:
+        y = T.alloc_fragment((16,), "int32")
+        T.fill(y, n - s)  # no let: printed Duplicate(y, static_cast<int32_t>((int64_t)n - (int64_t)s), 16)
+        T.copy(y, Y[0])
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F2))])
+@pytest.mark.parametrize("n, s", [A_BIG, (-2 ** 31, 5)])
+def test_f2_fill_with_a_difference_past_int32(target, n, s):
+    np.testing.assert_array_equal(_run(_fill_with_a_difference, target, [-1], n, s), _w32(np.full(16, n - s)))
+
+
 @pytest.mark.parametrize("form", ["max", "lt"])
 @pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F3))])
 def test_f3_widened_let_compared_in_a_map(target, form):
