@@ -263,3 +263,29 @@ def test_f6_copy_at_a_remainder_ascend():
 def test_copy_at_a_remainder_of_a_positive_value(target):
     x = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
     np.testing.assert_array_equal(_run(_copy_at_a_remainder, target, [-1], x, 3), _copy_at_a_remainder_ref(x, 3))
+
+
+# --------------------------------------------------------------------------- F7: a same-dtype bfloat16 cast in a map
+@T.prim_func
+def _bf16_round_in_a_map(X: T.Tensor((16,), "bfloat16"), Y: T.Tensor((16,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((16,), "bfloat16")
+        y = T.alloc_fragment((16,), "float32")
+        T.copy(X[0], x)
+        for j in T.Parallel(16):
+            y[j] = T.cast(T.cast(x[j] + 1.0, "bfloat16"), "float32")  # round x + 1 to bfloat16, once
+        T.copy(y, Y[0])
+
+
+F7 = ("hunt32 F7: `T.cast(x[j] + 1.0, 'bfloat16')` of bfloat16 arithmetic in a map converts nothing on ascend910b "
+      "(bfloat16 computed in float32, the same-dtype cast dropped): 256 + 1 stays 257 where cpu rounds it to 256 "
+      "(h-sem31's rule, docs/language.md 'Dtype conversions'); within bfloat16's tolerance, so no differential test "
+      "with the testing module's tolerances sees it")
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F7))])
+def test_f7_bfloat16_same_dtype_cast_in_a_map(target):
+    x = np.array([256, 512, -256, 1, 255, 3, 1024, 0] * 2, np.float32)
+    xb = x.astype(tw.testing.np_dtype("bfloat16"))
+    want = (x + 1).astype(tw.testing.np_dtype("bfloat16")).astype(np.float32)  # 257 -> 256, 513 -> 512
+    np.testing.assert_array_equal(_run(_bf16_round_in_a_map, target, [-1], xb), want)
