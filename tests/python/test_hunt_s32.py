@@ -279,7 +279,8 @@ def _bf16_round_in_a_map(X: T.Tensor((16,), "bfloat16"), Y: T.Tensor((16,), "flo
 
 F7 = ("hunt32 F7: a rounding to bfloat16 inside a map converts nothing on ascend910b: `T.cast(T.cast(x, "
       "'bfloat16'), 'float32')` of float32 data and `T.cast(x + 1.0, 'bfloat16')` of bfloat16 data (printed: Cast to "
-      "float32, Adds; no float32 -> bfloat16 Cast): 257 stays 257 where cpu rounds it to 256 (float16 rounds right)")
+      "float32, Adds; no float32 -> bfloat16 Cast): 257 stays 257 where cpu rounds it to 256 (float16 rounds right); "
+      "h-sem31's open note, h-bfcast32's task")
 
 
 @T.prim_func
