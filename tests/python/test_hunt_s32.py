@@ -215,6 +215,15 @@ def _copy_at_a_remainder(X: T.Tensor((8, 8), "float32"), a: T.int32, Y: T.Tensor
             T.copy(x, Y[k, 0, 0])
 
 
+@T.prim_func
+def _copy_out_at_a_remainder(X: T.Tensor((4, 8), "float32"), a: T.int32, Y: T.Tensor((8, 8), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((4, 8), "float32")
+        T.copy(X[0, 0], x)
+        for k in T.serial(1):
+            T.copy(x, Y[a % k, 0])  # a % 0 == a: rows before Y are not written
+
+
 def _copy_at_a_remainder_ref(x, a):
     out = np.zeros((2, 4, 8), np.float32)
     for k in range(2):
@@ -228,7 +237,8 @@ def _copy_at_a_remainder_ref(x, a):
 F6 = ("hunt32 F6: a copy starting at row `a % k` (k a loop variable, 0 on the first trip; a < 0) is taken as "
       "starting at row >= 0 (ir::is_nonneg's Mod rule, F4), so the copy is not clipped before the tensor: cpu reads "
       "before X (garbage; a = -10^8 is a segmentation fault of the process), ascend910b's printed DataCopyPad reads "
-      "before X (the simulator's out-of-bounds report)")
+      "before X (the simulator's out-of-bounds report); a copy out to `Y[a % k, 0]` writes before Y (heap corruption: "
+      "glibc aborts the process at a = -2)")
 
 _F6_SCRIPT = """
 import sys, numpy as np
@@ -239,6 +249,9 @@ x = np.arange(64, dtype=np.float32).reshape(8, 8) + 1
 for a in (-2, -100000000):
     y = tw.compile(_copy_at_a_remainder, target="cpu", out_idx=[-1])(x, a)
     np.testing.assert_array_equal(y, _copy_at_a_remainder_ref(x, a))
+    y = tw.compile(_copy_out_at_a_remainder, target="cpu", out_idx=[-1])(x[:4].copy(), a)
+    np.testing.assert_array_equal(y[:2], x[2:4] if a == -2 else 0 * x[:2])  # a = -2: rows 2, 3 land on 0, 1
+    np.testing.assert_array_equal(y[2:], 0 * x[2:])
 print("ok")
 """
 
