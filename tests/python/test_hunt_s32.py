@@ -321,3 +321,55 @@ def test_f7_bfloat16_same_dtype_cast_in_a_map(target):
     xb = x.astype(tw.testing.np_dtype("bfloat16"))
     want = (x + 1).astype(tw.testing.np_dtype("bfloat16")).astype(np.float32)  # 257 -> 256, 513 -> 512
     np.testing.assert_array_equal(_run(_bf16_round_in_a_map, target, [-1], xb), want)
+
+
+# --------------------------------------------------------------------------- F8: an unstored shift in an int32 map
+def _shift_then(form):
+    @T.prim_func
+    def main(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8,), "int32")
+            y = T.alloc_fragment((8,), "int32")
+            T.copy(X[0], x)
+            for j in T.Parallel(8):
+                if form == "div":  # compile-time: chosen while parsing
+                    y[j] = (x[j] << 4) // 3  # x << 4 is x * 16 until stored (docs/language.md)
+                else:
+                    y[j] = T.where((x[j] << 4) > 0, 1, 0)
+            T.copy(y, Y[0])
+
+    return main
+
+
+F8 = ("hunt32 F8: an unstored `x << 4` of int32 tile data in a map is x * 16 in int64 until stored (docs/language.md "
+      "'Bitwise operators and shifts'; cpu), but ascend910b shifts in int32 and wraps: (x << 4) // 3 of 2^28 - 1 is -6 "
+      "(cpu 1431655760), (x << 4) > 0 is 0; no `int32 overflow` report (Adds / Muls leaving int32 have one)")
+
+
+@pytest.mark.parametrize("form", ["div", "gt"])
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F8))])
+def test_f8_unstored_shift_in_an_int32_map(target, form):
+    x = np.array([2 ** 28 - 1, 2 ** 27, -2 ** 27 - 1, 2 ** 30, 5, -5, 0, 123456789], np.int32)
+    v = x.astype(np.int64) << 4
+    want = _w32(v // 3) if form == "div" else (v > 0).astype(np.int32)
+    np.testing.assert_array_equal(_run(_shift_then(form), target, [-1], x), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_stored_shift_in_an_int32_map_wraps_on_both(target):
+    """The store wraps on both targets: `y = x << 4`, then `y // 3` in a second map agree."""
+
+    @T.prim_func
+    def main(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8,), "int32")
+            y = T.alloc_fragment((8,), "int32")
+            T.copy(X[0], x)
+            for j in T.Parallel(8):
+                y[j] = x[j] << 4
+            for j in T.Parallel(8):
+                y[j] = y[j] // 3
+            T.copy(y, Y[0])
+
+    x = np.array([2 ** 28 - 1, 2 ** 27, -2 ** 27 - 1, 2 ** 30, 5, -5, 0, 123456789], np.int32)
+    np.testing.assert_array_equal(_run(main, target, [-1], x), _w32(x.astype(np.int64) << 4) // 3)
