@@ -132,6 +132,23 @@ def test_f2_fill_with_a_difference_past_int32(target, n, s):
     np.testing.assert_array_equal(_run(_fill_with_a_difference, target, [-1], n, s), _w32(np.full(16, n - s)))
 
 
+@T.prim_func
+def _max_with_a_constant_past_int32(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "int32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((8,), "int32")
+        y = T.alloc_fragment((8,), "int32")
+        T.copy(X[0], x)
+        for j in T.Parallel(8):
+            y[j] = T.max(x[j], 3000000000)  # printed Maxs(y, x, static_cast<int32_t>(3000000000)): wraps
+        T.copy(y, Y[0])
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F2))])
+def test_f2_max_with_a_constant_past_int32(target):
+    x = np.array([-2 ** 31, -5, 0, 7, 2 ** 30, 2 ** 31 - 1, -2 ** 30, 100], np.int32)
+    np.testing.assert_array_equal(_run(_max_with_a_constant_past_int32, target, [-1], x), _w32(np.full(8, 3000000000)))
+
+
 @pytest.mark.parametrize("form", ["max", "lt"])
 @pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F3))])
 def test_f3_widened_let_compared_in_a_map(target, form):
