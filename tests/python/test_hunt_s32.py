@@ -17,22 +17,19 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from ascend_util import TARGET, run_checked  # noqa: E402
+from ascend_util import TARGET, run_on  # noqa: E402
 
 TARGETS = ["cpu", TARGET]
-
-
-def _run(prim, target, out_idx, *args):
-    k = tw.compile(prim, target=target, out_idx=out_idx)
-    return k(*args) if target == "cpu" else run_checked(k, *args)
+_run = run_on
 
 
 def _w32(v):
     return ((np.asarray(v, np.int64) + 2 ** 31) % 2 ** 32) - 2 ** 31
 
 
-def _xfail_on_ascend(target, reason):
-    return pytest.param(target, marks=pytest.mark.xfail(strict=True, reason=reason)) if target == TARGET else target
+def _xfail(target, reason):
+    """TARGETS with `target` a strict xfail for `reason` (a finding on that target)."""
+    return [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=reason)) if t == target else t for t in TARGETS]
 
 
 # --------------------------------------------------------------------------- F1: int64 labels in the index mask
@@ -59,7 +56,7 @@ F1 = ("hunt32 F1: PyTorch's int64 labels in the one-row pick `T.where(j == lab[i
       "float32); the label is one scalar-unit read (int64 there) that the index mask could clamp")
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F1))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F1))
 def test_f1_int64_labels_in_the_index_mask(target):
     x = (np.arange(6 * N1, dtype=np.float32).reshape(6, N1) + 1) / 4
     lab = np.array([0, N1 - 1, N1, -1, 2 ** 32 + 3, -100], np.int64)  # 2^32 + 3 must not pick column 3
@@ -108,7 +105,7 @@ F3 = ("hunt32 F3: `T.max(x[j], a)` / `x[j] < a` with an int64 let a = 2^31 + 4 o
 
 
 @pytest.mark.parametrize("form", ["add", "fill"])
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F2))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F2))
 def test_f2_widened_let_as_a_vector_scalar(target, form):
     """add: a false int32-overflow report; fill (`y[j] = a`, a Duplicate; `T.fill(y, a)` the same): the simulator
     fills 2^31 - 1 where the printed static_cast<int32_t> fills -2^31 + 4, cpu's value (no report)."""
@@ -126,7 +123,7 @@ def _fill_with_a_difference(n: T.int32, s: T.int32, Y: T.Tensor((16,), "int32"))
         T.copy(y, Y[0])
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F2))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F2))
 @pytest.mark.parametrize("n, s", [A_BIG, (-2 ** 31, 5)])
 def test_f2_fill_with_a_difference_past_int32(target, n, s):
     np.testing.assert_array_equal(_run(_fill_with_a_difference, target, [-1], n, s), _w32(np.full(16, n - s)))
@@ -143,14 +140,14 @@ def _max_with_a_constant_past_int32(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,)
         T.copy(y, Y[0])
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F2))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F2))
 def test_f2_max_with_a_constant_past_int32(target):
     x = np.array([-2 ** 31, -5, 0, 7, 2 ** 30, 2 ** 31 - 1, -2 ** 30, 100], np.int32)
     np.testing.assert_array_equal(_run(_max_with_a_constant_past_int32, target, [-1], x), _w32(np.full(8, 3000000000)))
 
 
 @pytest.mark.parametrize("form", ["max", "lt"])
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F3))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F3))
 def test_f3_widened_let_compared_in_a_map(target, form):
     n, s = A_BIG
     a = n - s
@@ -186,7 +183,7 @@ F4 = ("hunt32 F4: cpu prints `(a % k) // 2` with C's truncating / because ir::is
       "widen_scalars also asks its range analysis, and is right)")
 
 
-@pytest.mark.parametrize("target", [pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=F4)), TARGET])
+@pytest.mark.parametrize("target", _xfail("cpu", F4))
 @pytest.mark.parametrize("a", [-7, -1, -2 ** 31])
 def test_f4_a_remainder_by_zero_floor_divided(target, a):
     def mod(x, b):
@@ -214,7 +211,7 @@ F5 = ("hunt32 F5: cpu prints `T.cast(M + M, 'int32') // 4` with C's truncating /
       "computed wider wraps: M = 2^30 + 5 gives -536870909, not -536870910 (ascend910b is right)")
 
 
-@pytest.mark.parametrize("target", [pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=F5)), TARGET])
+@pytest.mark.parametrize("target", _xfail("cpu", F5))
 def test_f5_a_wrapping_cast_floor_divided(target):
     m = 2 ** 30 + 5  # a tensor of m x 0 elements: the dimension without the memory
     s = int(_w32(2 * m))
@@ -324,7 +321,7 @@ def _f32_through_bf16_in_a_map(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,),
         T.copy(y, Y[0])
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F7))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F7))
 def test_f7_float32_rounded_to_bfloat16_in_a_map(target):
     x = np.array([257, 259, 1.00390625, 1.01171875, -257, 65520, 2049, 2051, -0.0, np.inf, 1 / 3, 7] + [1.5] * 4,
                  np.float32)
@@ -332,7 +329,7 @@ def test_f7_float32_rounded_to_bfloat16_in_a_map(target):
     np.testing.assert_array_equal(_run(_f32_through_bf16_in_a_map, target, [-1], x), want)
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F7))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F7))
 def test_f7_bfloat16_same_dtype_cast_in_a_map(target):
     x = np.array([256, 512, -256, 1, 255, 3, 1024, 0] * 2, np.float32)
     xb = x.astype(tw.testing.np_dtype("bfloat16"))
@@ -364,7 +361,7 @@ F8 = ("hunt32 F8: an unstored `x << 4` of int32 tile data in a map is x * 16 in 
 
 
 @pytest.mark.parametrize("form", ["div", "gt"])
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F8))])
+@pytest.mark.parametrize("target", _xfail(TARGET, F8))
 def test_f8_unstored_shift_in_an_int32_map(target, form):
     x = np.array([2 ** 28 - 1, 2 ** 27, -2 ** 27 - 1, 2 ** 30, 5, -5, 0, 123456789], np.int32)
     v = x.astype(np.int64) << 4
