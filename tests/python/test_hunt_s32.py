@@ -146,6 +146,35 @@ def test_f2_max_with_a_constant_past_int32(target):
     np.testing.assert_array_equal(_run(_max_with_a_constant_past_int32, target, [-1], x), _w32(np.full(8, 3000000000)))
 
 
+def _bit_mask(form):
+    @T.prim_func
+    def main(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8,), "int32")
+            y = T.alloc_fragment((8,), "int32")
+            T.copy(X[0], x)
+            for j in T.Parallel(8):
+                if form == "and":  # printed Duplicate(y, static_cast<int32_t>(4294967295LL)), then And: -1
+                    y[j] = x[j] & 0xFFFFFFFF
+                elif form == "xor":
+                    y[j] = x[j] ^ (1 << 31)
+                else:
+                    y[j] = x[j] | 0x80000000
+            T.copy(y, Y[0])
+
+    return main
+
+
+@pytest.mark.parametrize("form", ["and", "xor", "or"])
+@pytest.mark.parametrize("target", _xfail(TARGET, F2))
+def test_f2_bit_masks_of_32_bits(target, form):
+    """The everyday masks of int32 bits: the simulator turns 0xFFFFFFFF / 0x80000000 into 0x7FFFFFFF."""
+    x = np.array([-2 ** 31, -5, 0, 7, 2 ** 30, 2 ** 31 - 1, -2 ** 30, 100], np.int32)
+    v = x.astype(np.int64)
+    want = {"and": v & 0xFFFFFFFF, "xor": v ^ (1 << 31), "or": v | 0x80000000}[form]
+    np.testing.assert_array_equal(_run(_bit_mask(form), target, [-1], x), _w32(want))
+
+
 @pytest.mark.parametrize("form", ["max", "lt"])
 @pytest.mark.parametrize("target", _xfail(TARGET, F3))
 def test_f3_widened_let_compared_in_a_map(target, form):
