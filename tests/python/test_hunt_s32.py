@@ -158,20 +158,22 @@ def _bit_mask(form):
                     y[j] = x[j] & 0xFFFFFFFF
                 elif form == "xor":
                     y[j] = x[j] ^ (1 << 31)
-                else:
+                elif form == "or":
                     y[j] = x[j] | 0x80000000
+                else:
+                    y[j] = 0x80000000  # T.fill(y, 0x80000000) converts while parsing and is right
             T.copy(y, Y[0])
 
     return main
 
 
-@pytest.mark.parametrize("form", ["and", "xor", "or"])
+@pytest.mark.parametrize("form", ["and", "xor", "or", "store"])
 @pytest.mark.parametrize("target", _xfail(TARGET, F2))
 def test_f2_bit_masks_of_32_bits(target, form):
     """The everyday masks of int32 bits: the simulator turns 0xFFFFFFFF / 0x80000000 into 0x7FFFFFFF."""
     x = np.array([-2 ** 31, -5, 0, 7, 2 ** 30, 2 ** 31 - 1, -2 ** 30, 100], np.int32)
     v = x.astype(np.int64)
-    want = {"and": v & 0xFFFFFFFF, "xor": v ^ (1 << 31), "or": v | 0x80000000}[form]
+    want = {"and": v & 0xFFFFFFFF, "xor": v ^ (1 << 31), "or": v | 0x80000000, "store": 0 * v + 0x80000000}[form]
     np.testing.assert_array_equal(_run(_bit_mask(form), target, [-1], x), _w32(want))
 
 
