@@ -250,6 +250,23 @@ def test_f5_a_wrapping_cast_floor_divided(target):
     np.testing.assert_array_equal(y, np.array([s // 4, -((-s) // 4)], np.int64))
 
 
+
+@T.prim_func
+def _copy_at_a_wrapped_quotient(D: T.Tensor((MW, ZW), "int8"), X: T.Tensor((8, 4), "float32"),
+                                Y: T.Tensor((2, 4), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((2, 4), "float32")
+        T.copy(X[T.cast(MW + MW, "int32") // 4 + 536870912, 0], x)  # M = 2^30 + 5: row 2
+        T.copy(x, Y[0, 0])
+
+
+@pytest.mark.parametrize("target", _xfail("cpu", F5))
+def test_f5_copy_at_a_wrapped_quotient(target):
+    """F5 in a copy's start: cpu copies rows 3, 4 instead of 2, 3."""
+    x = np.arange(32, dtype=np.float32).reshape(8, 4) + 1
+    y = _run(_copy_at_a_wrapped_quotient, target, [-1], np.zeros((2 ** 30 + 5, 0), np.int8), x)
+    np.testing.assert_array_equal(y, x[2:4])
+
 # --------------------------------------------------------------------------- F6: a copy start `a % k` taken as >= 0
 @T.prim_func
 def _copy_at_a_remainder(X: T.Tensor((8, 8), "float32"), a: T.int32, Y: T.Tensor((2, 4, 8), "float32")):
