@@ -18,6 +18,13 @@ def run_checked(kernel, *inputs):
     return prof.outputs
 
 
+def run_on(prim, target, out_idx, *inputs):
+    """Compiles prim for target and runs it: on cpu directly, on ascend910b in the simulator with the
+    checker (run_checked); returns the outputs at out_idx."""
+    k = tw.compile(prim, target=target, out_idx=out_idx)
+    return k(*inputs) if target == "cpu" else run_checked(k, *inputs)
+
+
 def assert_close(got, ref, tolerances, what):
     """|got - ref| <= atol + rtol |ref| elementwise, with (atol, rtol) = tolerances."""
     atol, rtol = tolerances

@@ -27,14 +27,10 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from ascend_util import TARGET, run_checked  # noqa: E402
+from ascend_util import TARGET, run_on  # noqa: E402
 
 TARGETS = ["cpu", TARGET]
-
-
-def _run(prim, target, out_idx, *args):
-    k = tw.compile(prim, target=target, out_idx=out_idx)
-    return k(*args) if target == "cpu" else run_checked(k, *args)
+_run = run_on
 
 
 def _w32(v):
