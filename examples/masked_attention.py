@@ -205,7 +205,9 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     for i, j in T.Parallel(block_M, block_N):
                         qi = bx * block_M + i
                         kj = kb * block_N + j
-                        visible = kj < n_kv
+                        visible = True  # no key past n_kv in a key block: nothing to compare (decided when built)
+                        if padded or seq_kv % block_N:
+                            visible = kj < n_kv
                         if mask is not None and seq_q % block_M:  # rows past seq_q hidden: Bands
                             visible = visible and qi < seq_q  # (the mask's) holds rows < seq_q only
                         if causal:

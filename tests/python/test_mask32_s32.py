@@ -1,9 +1,11 @@
-"""Session 32 (h-mask32): examples/masked_attention.py's band_exact blocks (Blocks == 3) test each
-row's run of visible columns, max(c0, i + d_lo) <= j < min(c1, i + d_hi) with r0 <= i < r1, instead
-of the band's and the rectangle's six comparisons: the same visibility, so the same result bit for
-bit as the untouched form, the mask tile applied (every 3 given back as 1).
+"""Session 32 (h-mask32): examples/masked_attention.py's band_exact blocks (Blocks == 3) meet the
+rectangle's ends with the queries' and keys' ends as block scalars (r_end, c_end: six comparisons
+an element, not eight), and the full blocks' branch compares nothing when no key block reaches
+past n_kv: the same visibility, so the same result bit for bit as the untouched form, the mask
+tile applied (every 3 given back as 1).
 
-Odd lengths (1, 17, 200, 257: one element, tails past 16 and 64 rows), masks whose partial blocks
+Lengths 1, 17, 64, 200, 257 (one element; tails past 16 and 64 rows; 64: whole 16-key blocks,
+where the full blocks' branch compares nothing), masks whose partial blocks
 are band_exact (a sliding window, packed documents, causal) and not (random), bool and additive
 masks, float32 and float16, padded keys (KvLen), on cpu against the untouched form (bit for bit)
 and float64; the same kernel on ascend910b (checker on) against cpu."""
@@ -66,25 +68,25 @@ def check(s, name, bs, mask_kind="bool", dtype="float32", padded=False, seed=32)
     return tables[0]
 
 
-@pytest.mark.parametrize("s", [1, 17, 200, 257])
+@pytest.mark.parametrize("s", [1, 17, 64, 200, 257])
 @pytest.mark.parametrize("name", ["window", "documents", "causal", "random"])
-def test_row_runs_same_bits_as_mask_tile(s, name):
+def test_band_exact_same_bits_as_mask_tile(s, name):
     blocks = check(s, name, 16)
     if name != "random" and s >= 17:
         assert (blocks == 3).any()  # the changed branch ran
 
 
-def test_row_runs_64_blocks_additive_float16_padded():
+def test_band_exact_64_blocks_additive_float16_padded():
     assert (check(200, "documents", 64) == 3).sum() >= 2
     assert (check(257, "window", 64, mask_kind="additive") == 3).any()
     check(200, "documents", 16, dtype="float16")
     check(257, "documents", 16, padded=True, seed=3)
 
 
-def test_row_runs_on_ascend_against_cpu():
+def test_band_exact_on_ascend_against_cpu():
     from ascend_util import run_checked
-    s, bs = 45, 16
-    for mask in (documents(s, [13]), pattern("window", s, None)):
+    bs = 16
+    for s, mask in ((45, documents(45, [13])), (48, pattern("window", 48, None))):  # 48: whole key blocks
         q, k, v, _ = ma.inputs(1, 2, 1, s, s, 32, seed=7)
         lens = np.full((1,), s, np.int32)
         outs = {}
