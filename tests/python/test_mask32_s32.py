@@ -101,3 +101,18 @@ def test_band_exact_on_ascend_against_cpu():
     outs = {t: o[0] if isinstance(o, (list, tuple)) else o for t, o in outs.items()}
     assert_close(outs["cpu"], ma.reference(q, k, v, mask))
     assert_close(outs["ascend910b"], outs["cpu"], atol=1e-6, rtol=1e-5)
+
+
+def test_whole_key_blocks_with_a_query_tail():
+    """seq_kv a multiple of block_N (the full blocks compare no key) with seq_q not one of block_M
+    (their rows past seq_q still hidden), causal met with a random mask, against float64"""
+    sq, skv, bs = 50, 64, 16
+    rng = np.random.default_rng(1)
+    mask = rng.random((sq, skv)) < 0.8
+    mask[:, :bs] = True  # whole visible blocks
+    q, k, v, _ = ma.inputs(1, 2, 1, sq, skv, 32, seed=2)
+    kern = ma.attention_prefill(1, 2, 1, sq, skv, 32, causal=True, mask="bool", block_M=bs, block_N=bs)
+    tables = ma.prefill_blocks(mask, bs, bs)
+    assert (tables[0] == 2).any()
+    out = kern(q, k, v, mask, *tables, np.full((1,), skv, np.int32))
+    assert_close(out, ma.reference(q, k, v, ma.visibility(sq, skv, causal=True, mask=mask)))
