@@ -194,18 +194,20 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 elif blk == 3:  # the mask is exactly the band met with the rectangle (band_exact):
                     # visible iff inside both, as causal's triangle, without reading the mask tile
                     # (the same `visible` as blk == 1 computes: causal and window are bands too,
-                    # met in d_lo .. d_hi)
+                    # met in d_lo .. d_hi). The rectangle's ends met with the keys' and the
+                    # queries' ends first (block scalars): six comparisons an element, not eight
+                    r_end = T.min(r1, seq_q - bx * block_M)
+                    c_end = T.min(c1, n_kv - kb * block_N)
                     for i, j in T.Parallel(block_M, block_N):
-                        qi = bx * block_M + i
-                        kj = kb * block_N + j
-                        visible = kj < n_kv and qi < seq_q and j - i >= d_lo and j - i < d_hi and \
-                            i >= r0 and i < r1 and j >= c0 and j < c1
+                        visible = j - i >= d_lo and j - i < d_hi and i >= r0 and i < r_end and j >= c0 and j < c_end
                         acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
                 else:  # no mask tensor, or a block it shows whole: no mask work
                     for i, j in T.Parallel(block_M, block_N):
                         qi = bx * block_M + i
                         kj = kb * block_N + j
-                        visible = kj < n_kv
+                        visible = True  # no key past n_kv in a key block: nothing to compare (decided when built)
+                        if padded or seq_kv % block_N:
+                            visible = kj < n_kv
                         if mask is not None and seq_q % block_M:  # rows past seq_q hidden: Bands
                             visible = visible and qi < seq_q  # (the mask's) holds rows < seq_q only
                         if causal:
