@@ -1,8 +1,10 @@
 #include "transform/pick_element.h"
 
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "ir/functor.h"
 #include "transform/tile_facts.h"
@@ -52,7 +54,9 @@ bool positive_zero(const Expr& e) {
 
 class Picker : public Mutator {
  public:
-  explicit Picker(const Kernel& k) : kernel_(k) {}
+  // allowed null: a dry run that counts the statements of each p's groups (grouped_); else the
+  // groups of the tiles in *allowed become their elements
+  explicit Picker(const std::set<const BufferNode*>* allowed) : allowed_(allowed) {}
 
   Stmt mutate(const Stmt& s) override {
     Stmt m = Mutator::mutate(s);
@@ -61,7 +65,14 @@ class Picker : public Mutator {
     std::vector<Stmt> out;
     bool changed = false;
     for (size_t k = 0; k < body.size(); ++k) {
-      if (auto [r, used] = rewrite(body, k); r) {
+      if (auto [r, used, p] = rewrite(body, k); r && !allowed_) {
+        grouped_[p.get()].first = p;
+        grouped_[p.get()].second += used;
+        out.insert(out.end(), body.begin() + k, body.begin() + k + used);
+        k += used - 1;
+        continue;
+      } else if (r && allowed_->count(p.get())) {
+        removed_.insert(p.get());
         out.push_back(r);
         k += used - 1;
         changed = true;
@@ -99,7 +110,8 @@ class Picker : public Mutator {
   // body[k] the pick map, then maps that keep p where a condition holds (the +0.0 elsewhere: a row
   // in column blocks masks its last block's tail so), then the reduction: the per-row element and
   // how many statements it replaces, or null
-  std::pair<Stmt, size_t> rewrite(const std::vector<Stmt>& body, size_t k) {
+  // (and p)
+  std::tuple<Stmt, size_t, Buffer> rewrite(const std::vector<Stmt>& body, size_t k) {
     const Stmt& map = body[k];
     if (map->kind != StmtKind::For) return {};
     // the reduction: after the pick map and its masks
@@ -178,16 +190,6 @@ class Picker : public Mutator {
     if (reads(sel->t, r->dst) || reads(s, r->dst) || reads(off, r->dst) || reads(sel->t, p) || reads(s, p)) return {};
     for (const auto& c : masks)
       if (reads(c, r->dst)) return {};
-    // p is read or written by these statements only
-    size_t uses = 0;
-    for_each_stmt(kernel_->body, [&](const Stmt& x) {
-      if (x->kind == StmtKind::Seq || x->kind == StmtKind::For || x->kind == StmtKind::If ||
-          x->kind == StmtKind::CoreScope || x->kind == StmtKind::Alloc)
-        return;
-      if (references(x, p)) ++uses;
-    });
-    if (uses != n - k + 1) return {};
-    removed_.insert(p.get());
     // the element: the column k = s - off, s first clamped to [off - 1, off + cols] (no wrap)
     const Span& at = r->span;
     const DType it = s->dtype;
@@ -212,14 +214,27 @@ class Picker : public Mutator {
     if (!r->clear) value = binary(BinOp::Add, load(r->dst, {i}, at), value, at);
     Stmt store = std::make_shared<StoreNode>(r->dst, std::vector<Expr>{i}, value, at);
     Expr rows = shape->size() == 1 ? int_imm(1, kIndexType, at) : loops[0]->extent;
-    return {std::make_shared<ForNode>(i, int_imm(0, kIndexType, at), rows, ForKind::parallel, 0, store, at), n - k + 1};
+    return {std::make_shared<ForNode>(i, int_imm(0, kIndexType, at), rows, ForKind::parallel, 0, store, at), n - k + 1, p};
   }
 
-  const Kernel& kernel_;
+  const std::set<const BufferNode*>* allowed_;
 
  public:
-  std::set<const BufferNode*> removed_;  // the picks' tiles, whose allocations go
+  std::map<const BufferNode*, std::pair<Buffer, size_t>> grouped_;  // (dry run) each p's groups' statements
+  std::set<const BufferNode*> removed_;          // the picks' tiles, whose allocations go
 };
+
+// The statements that read or write b (loops, sequences and allocations not counted).
+size_t uses(const Kernel& k, const Buffer& b) {
+  size_t n = 0;
+  for_each_stmt(k->body, [&](const Stmt& x) {
+    if (x->kind == StmtKind::Seq || x->kind == StmtKind::For || x->kind == StmtKind::If ||
+        x->kind == StmtKind::CoreScope || x->kind == StmtKind::Alloc)
+      return;
+    if (references(x, b)) ++n;
+  });
+  return n;
+}
 
 // drops the allocations of the tiles nothing references any more
 struct DropAllocs : Mutator {
@@ -239,7 +254,14 @@ struct DropAllocs : Mutator {
 }  // namespace
 
 Kernel pick_element(const Kernel& k) {
-  Picker p(k);
+  // p read or written by its groups only (a row's column blocks in pairs run two or three groups on one p)
+  Picker dry(nullptr);
+  dry.mutate(k->body);
+  std::set<const BufferNode*> allowed;
+  for (const auto& [b, group] : dry.grouped_)
+    if (uses(k, group.first) == group.second) allowed.insert(b);
+  if (allowed.empty()) return k;
+  Picker p(&allowed);
   Stmt body = p.mutate(k->body);
   if (body == k->body) return k;
   body = DropAllocs(p.removed_).mutate(body);

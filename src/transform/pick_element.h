@@ -18,7 +18,8 @@
 // +0.0, NaN stays NaN, a NaN or inf in another column is never read), rounded into d's dtype as the
 // reduction rounds; a column outside the tile gives +0.0, as C fills do, and reads nothing (the read
 // is at the clamped column). A 1-D p (C,) reduces into d (1,): R = 1. The statements must be
-// adjacent in one sequence, p read or written by nothing else in the kernel (its allocation goes),
+// adjacent in one sequence, p read or written by nothing but such groups (its allocation goes; a
+// row's column blocks in pairs whose pick tile has one copy run two or three groups on one p),
 // C >= 2 (one column keeps -0.0), p a float tile of constant shape, the zeros literal +0.0, a merge
 // only where p's dtype is acc, e and c free of integer division and reading j only as the index of
 // a tile dimension of C columns (so the clamped read stays in the tile). `j != s` with the zero on

@@ -5,9 +5,9 @@ split_cols (sessions 25 and 26) runs a row wider than the AIV's UB in column blo
 27 each phase's loop runs its blocks in pairs on two copies of the column tiles (the second named
 `<tile>_b`), an odd block count's last block after the loop, so block b + 1's copy from GM lands
 while the Vector unit works on block b; the running results (max, sum, Chan's statistics) stay one
-tile each. Rows copied from bfloat16 / float16 tensors into float32 tiles keep one copy (their
-Casts make them Vector-bound: narrower blocks for two copies were slower); a kernel whose tiles
-have the tensors' 16-bit dtype gets two. One case per property, at the smallest widths that need column blocks (49081, just
+tile each. Rows copied from bfloat16 / float16 tensors into float32 tiles double only the tiles of
+the tensors' dtype the copies use (`x_bfloat16_0`; session 32, h-ascbf32: before, one copy of
+every tile); a kernel whose tiles have the tensors' 16-bit dtype doubles them all. One case per property, at the smallest widths that need column blocks (49081, just
 over a float32 row's UB share) and an odd tail (151937): float32 / float16 / bfloat16, 1 and 3
 rows, an even and an odd block count, rows of NaN / +inf / all -inf; each against float64 numpy at
 tilewright.testing.TOLERANCES and against cpu, the simulator's checker on (run_checked:
@@ -37,15 +37,17 @@ def _quiet():
 
 
 def _blocks(k):
-    """(column blocks, copies) from the kernel's note."""
+    """(column blocks, copies, the doubled tiles: "each" or their names) from the kernel's note."""
     notes = [n for n in k.notes if "column blocks" in n]
     assert len(notes) == 1, k.notes
     blocks = int(notes[0].split(" runs in ")[1].split(" column blocks")[0])
-    return blocks, 2 if "two copies of each" in notes[0] else 1
+    if "two copies of " not in notes[0]:
+        return blocks, 1, ""
+    return blocks, 2, notes[0].split("two copies of ")[1].split(":")[0]
 
 
 # (op, N, rows, dtype): every op of the wide-row tests once, 1 and 3 rows, the odd tail 151937;
-# float16 rows into float32 tiles (one copy) twice (block counts as chosen now: even here; odd, the last block after the pair loop, in
+# float16 rows into float32 tiles (their float16 tiles doubled) twice (block counts as chosen now: even here; odd, the last block after the pair loop, in
 # test_double_buffered_16_bit_tiles[float16] and the log_softmax special rows: 5 blocks)
 CASES = [
     ("softmax", 49081, 3, "float32"),
@@ -62,9 +64,11 @@ CASES = [
 def test_double_buffered_column_blocks(op, N, M, dtype):
     factory, inputs, refs, tols, scale = _case(op, N, M, dtype)
     k, got = _run(factory, N, dtype, TARGET, inputs)
-    blocks, copies = _blocks(k)
-    # float32 tiles: two copies where the rows are float32, one where a copy converts them
-    assert copies == (2 if dtype == "float32" else 1) and blocks >= 2, k.notes
+    blocks, copies, doubled = _blocks(k)
+    # float32 tiles: two copies of each where the rows are float32; where a copy converts them, two
+    # of the tiles of the tensors' dtype only (session 32)
+    assert copies == 2 and blocks >= 2, k.notes
+    assert (doubled == "each") == (dtype == "float32") and (dtype == "float32" or f"x_{dtype}_0" in doubled), k.notes
     _, cpu = _run(factory, N, dtype, "cpu", inputs)
     what = f"{op} {M}x{N} {dtype} ({blocks} blocks)"
     for g, c, ref, (atol, rtol) in zip(got, cpu, refs, tols):
@@ -77,13 +81,14 @@ def test_double_buffered_column_blocks(op, N, M, dtype):
         assert_close(_f64(g) * s, _f64(c) * s, atol=atol, rtol=rtol, msg=what + " vs cpu")
 
 
-def test_converting_rows_keep_one_copy():
-    """bfloat16 rows copied into float32 tiles: one copy (compiled only; test_ascend_widerow_s25.py
-    and _s26.py run these forms)."""
+def test_converting_rows_double_their_16_bit_tiles():
+    """bfloat16 rows copied into float32 tiles: two copies of the bfloat16 tiles the copies use, one
+    of the float32 tile (session 32; before, one copy of every tile: compiled only,
+    test_ascend_widerow_s25.py, _s26.py and test_ascbf32_s32.py run these forms)."""
     k = softmax.softmax(49081, dtype="bfloat16", target=TARGET)
-    assert _blocks(k)[1] == 1, k.notes
+    assert _blocks(k)[1:] == (2, "x_bfloat16_0, x_bfloat16_1"), k.notes
     k = softmax.softmax(49081, dtype="float32", target=TARGET)
-    assert _blocks(k)[1] == 2, k.notes
+    assert _blocks(k)[1:] == (2, "each"), k.notes
 
 
 @tw.jit(out_idx=[-1])
@@ -111,7 +116,7 @@ def test_double_buffered_16_bit_tiles(dtype):
     x = randn((1, N), dtype, scale=3.0, seed=np.random.default_rng(27))
     x[0, N - 1] = 40.0  # the maximum in the tail block
     k, got = _run(shift_by_max, N, dtype, TARGET, (x,))
-    assert _blocks(k)[1] == 2, k.notes
+    assert _blocks(k)[1:] == (2, "each"), k.notes
     _, cpu = _run(shift_by_max, N, dtype, "cpu", (x,))
     xf = _f64(x)
     ref = xf - xf.max(axis=1, keepdims=True)

@@ -258,7 +258,7 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     if (col_blocks > 0)
       p.notes.push_back({"each row of " + std::to_string(cols.cols) + " columns runs in " + std::to_string(cols.blocks) +
                              " column blocks of " + std::to_string(cols.block_cols) + " on " + target.name + " (tiles " +
-                             cols.col_tiles + (cols.copies > 1 ? ", two copies of each: block b + 1 loads while b computes" : "") +
+                             cols.col_tiles + (cols.copies > 1 ? ", two copies of " + cols.doubled + ": block b + 1 loads while b computes" : "") +
                              "; " + std::to_string(cols.phases) + " pass" + (cols.phases == 1 ? "" : "es") +
                              " over the row, each reading it from the tensors): with whole rows the tiles overflow " +
                              std::string(mem_name(before_cols->mem)) + " (" + std::to_string(before_cols->needed) + " B needed, " +

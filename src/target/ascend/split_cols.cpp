@@ -11,6 +11,7 @@
 #include "target/ascend/buffer_sets.h"
 #include "target/ascend/pass_util.h"
 #include "target/ascend/rename_defs.h"
+#include "target/ascend/vector_util.h"
 
 namespace tw::ascend {
 
@@ -106,6 +107,74 @@ struct ColRewrite : ir::Mutator {
 
 ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, int64_t copies);
 
+// N: the last dim of the largest tile (its bytes in *biggest).
+int64_t row_cols(const std::vector<ir::Stmt>& body, int64_t* biggest) {
+  int64_t n = 0;
+  *biggest = 0;
+  for (const auto& s : body) {
+    if (s->kind != ir::StmtKind::Alloc) continue;
+    auto& b = ir::as<ir::AllocNode>(s)->buffer;
+    auto shape = b->const_shape();
+    if (!shape || shape->empty()) continue;
+    int64_t bytes = b->dtype.bytes();
+    for (auto d : *shape) bytes *= d;
+    if (bytes > *biggest) { *biggest = bytes; n = shape->back(); }
+  }
+  return n;
+}
+
+// Two copies with converting copies (split_cols.h): each copy between a tensor and a column tile
+// of another dtype as convert_copies would lower it, made here so that its tile of the tensor's
+// dtype is a column tile of its own (`x_bfloat16_0`): a copy into it and a cast map into the tile
+// (loads), or a cast map into it and the copy (stores). moved: the column tiles the copies from
+// and to the tensors then use (those tiles, and the tiles of copies that convert nothing); the
+// kernel as it was (moved empty) when no copy converts.
+ir::Kernel stage_conversions(const ir::Kernel& kernel, std::set<Buf>* moved) {
+  auto body = ir::stmts_of(kernel->body);
+  int64_t biggest = 0;
+  const int64_t n = row_cols(body, &biggest);
+  if (n <= 1) return kernel;
+  vec::Names names(kernel);
+  std::vector<ir::Stmt> out;
+  bool converted = false;
+  for (const auto& s : body) {
+    const ir::CopyNode* c = s->kind == ir::StmtKind::Copy ? ir::as<ir::CopyNode>(s) : nullptr;
+    const bool load = c && c->src.buffer->scope == ir::Scope::global && c->dst.buffer->scope != ir::Scope::global;
+    const bool store = c && c->dst.buffer->scope == ir::Scope::global && c->src.buffer->scope != ir::Scope::global;
+    const ir::Buffer* tile = load ? &c->dst.buffer : store ? &c->src.buffer : nullptr;
+    auto shape = tile ? (*tile)->const_shape() : std::nullopt;
+    if (!tile || c->atomic || !shape || shape->empty() || shape->back() != n || !whole(load ? c->dst : c->src)) {
+      out.push_back(s);
+      continue;
+    }
+    if (c->src.buffer->dtype == c->dst.buffer->dtype) {
+      moved->insert(tile->get());
+      out.push_back(s);
+      continue;
+    }
+    converted = true;
+    const ir::DType t = (load ? c->src : c->dst).buffer->dtype;
+    auto stage = std::make_shared<ir::BufferNode>(**tile);
+    stage->name = names.fresh((*tile)->name + "_" + std::string(t.name()));
+    stage->dtype = t;
+    moved->insert(stage.get());
+    out.push_back(std::make_shared<ir::AllocNode>(stage, s->span));
+    if (load) {
+      out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(stage), s->span));
+      out.push_back(vec::cast_map(c->dst, ir::full_region(stage), s->span, names));
+    } else {
+      out.push_back(vec::cast_map(ir::full_region(stage), c->src, s->span, names));
+      out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(stage), c->dst, s->span));
+    }
+  }
+  if (!converted) {
+    moved->clear();
+    return kernel;
+  }
+  return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,
+                                          ir_seq(out, kernel->span), kernel->span, kernel->sub_block_var);
+}
+
 // A column block's statements again (the pair loop's copies, an odd K's last block): the block
 // index replaced, column tiles swapped for their second copies (`bufs`), the variables the
 // statements define (map loops, lets) made fresh.
@@ -174,23 +243,16 @@ ir::Kernel split_cols(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, i
 
 namespace {
 
-ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSplit* out, int64_t copies) {
+ir::Kernel split_cols_straight(const ir::Kernel& input, int64_t blocks, ColSplit* out, int64_t copies) {
+  std::set<Buf> moved;  // two copies where copies convert: the tiles the copies use (only they get second copies)
+  const ir::Kernel kernel = blocks > 0 && copies > 1 ? stage_conversions(input, &moved) : input;
   ColSplit info;
   auto fail = [&](const std::string& why, const ir::Span& sp) {
     if (info.why_not.empty()) { info.why_not = why; info.at = sp; }
   };
   auto body = ir::stmts_of(kernel->body);
-  // N: the last dim of the largest tile.
   int64_t biggest = 0;
-  for (const auto& s : body) {
-    if (s->kind != ir::StmtKind::Alloc) continue;
-    auto& b = ir::as<ir::AllocNode>(s)->buffer;
-    auto shape = b->const_shape();
-    if (!shape || shape->empty()) continue;
-    int64_t bytes = b->dtype.bytes();
-    for (auto d : *shape) bytes *= d;
-    if (bytes > biggest) { biggest = bytes; info.cols = shape->back(); }
-  }
+  info.cols = row_cols(body, &biggest);
   const int64_t n = info.cols;
   std::vector<ir::Buffer> col_bufs;
   BufSet cols;
@@ -223,7 +285,18 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
     if (cols.count(r->src.get()) && r->axis + 1 == static_cast<int>(r->src->shape.size())) step = 64;
   });
   info.step = step;
-  const int64_t cb = blocks > 0 ? round_up((n + blocks - 1) / blocks, step) : round_up((n + 1) / 2, step);
+  int64_t cb = blocks > 0 ? round_up((n + blocks - 1) / blocks, step) : round_up((n + 1) / 2, step);
+  // A row reduction halves its block's columns while the halves stay 32 B aligned, then folds the
+  // rest one 256 B repeat per call (legalize_vector's halve_rows): Cb = 64 * 2^a * b (b odd) halves
+  // down to b / 8 repeats of float32. Cb is rounded up to a b of at most 63 (at most 1/32 wider, at
+  // most 8 repeats left): bfloat16 row_sum_max's 19008 columns (b = 297, 37 one-repeat Max calls
+  // per block) -> 19456 (b = 19); float32 softmax's 15232 (b = 119) -> 15360 (b = 15).
+  if (step == 64 && blocks > 0)
+    for (;; cb += step) {
+      int64_t b = cb / 64;
+      while (b % 2 == 0) b /= 2;
+      if (b <= 63) break;
+    }
   const int64_t k = cb > 0 ? (n + cb - 1) / cb : 0;
   auto is_col = [&](const ir::Buffer& b) { return cols.count(b.get()) > 0; };
 
@@ -448,19 +521,6 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
   // a max m read only as `exp(x - m)` summed (an exp map's position), or a row sum's mean (the row
   // statement's position) whose squares are summed, continues the phase (see split_cols.h); `bad`
   // gets the positions whose phase breaks the rule; `triggers` the candidates of a plain build.
-  // Two copies only where the copies from the tensors into column tiles convert nothing: a
-  // converting copy (bfloat16 / float16 rows into float32 tiles) adds a Cast per element, and
-  // those forms are bound by the Vector unit, whose work the overlap does not shorten, while the
-  // second copies narrow the blocks (bfloat16 softmax 256 x 151936: 630139 simulated cycles in 7
-  // blocks of one copy, 678755 in 12 of two; session 31, with V busy 37-70%, still 369565 against
-  // 376954, layer_norm 433619 / 436459, rms_norm 309774 / 334232, cross_entropy 265414 / 291989)
-  for (const Item& it : items) {
-    if (it.s->kind != ir::StmtKind::Copy) continue;
-    auto* c = ir::as<ir::CopyNode>(it.s);
-    if (c->src.buffer->scope == ir::Scope::global && cols.count(c->dst.buffer.get()) &&
-        c->src.buffer->dtype != c->dst.buffer->dtype)
-      copies = 1;
-  }
   std::vector<ir::Stmt> out_body;
   std::map<Buf, ir::Buffer> twins;  // a column tile's second copy (copies = 2), made at its first use
   std::set<std::string> twin_names;
@@ -729,7 +789,7 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
         const BufSet used = named(block);
         for (const auto& ob : col_bufs) {  // (in the kernel's order)
           const ir::Buffer& t = tiles.at(ob.get());
-          if (!used.count(t.get()) || twins.count(t.get())) continue;
+          if (!used.count(t.get()) || twins.count(t.get()) || (!moved.empty() && !moved.count(ob.get()))) continue;
           auto tw = std::make_shared<ir::BufferNode>(*t);
           std::string name = t->name + "_b";
           for (int i = 2; taken.count(name) || twin_names.count(name); ++i) name = t->name + "_b" + std::to_string(i);
@@ -842,11 +902,19 @@ ir::Kernel split_cols_straight(const ir::Kernel& kernel, int64_t blocks, ColSpli
     }
   }
   if (out) *out = info;
-  if (blocks == 0 || !info.why_not.empty() || k <= 1) return kernel;
+  if (blocks == 0 || !info.why_not.empty() || k <= 1) return input;
   if (out) {
     out->block_cols = cb;
     out->blocks = k;
     out->copies = copies < 2 ? 1 : 2;
+    std::string doubled;  // the tiles with second copies (all, or the ones the copies use)
+    bool all = true;
+    for (const auto& ob : col_bufs) {
+      auto t = twins.find(tiles.at(ob.get()).get());
+      if (t == twins.end()) all = false;
+      else doubled += (doubled.empty() ? "" : ", ") + tiles.at(ob.get())->name;
+    }
+    out->doubled = all ? "each" : doubled;
     out->block_bytes = biggest / n * cb;
   }
   return std::make_shared<ir::KernelNode>(kernel->name, kernel->params, kernel->block_vars, kernel->grid,

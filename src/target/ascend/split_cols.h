@@ -59,11 +59,18 @@
 // sums) are one tile each: the blocks merge into them in order. multi_buffer cannot stage these
 // loops itself: its staged tiles get a leading copy dim, and the column tiles are whole operands
 // of the reductions. The second block's copies from the tensors come before the first block's
-// vector work (the two copies are live together, so plan_memory places them apart). Two copies
-// only where no copy from a tensor into a column tile converts (bfloat16 / float16 rows into
-// float32 tiles keep one: Vector-bound, the narrower blocks cost more than the overlap gains).
+// vector work (the two copies are live together, so plan_memory places them apart). Where a copy
+// between a tensor and a column tile converts (bfloat16 / float16 rows into float32 tiles, session
+// 32), the conversion is made first as convert_copies would make it, a copy into a column tile of
+// the tensor's dtype (`x_bfloat16_0`) and a cast map into the float32 tile (a store: the cast map,
+// then the copy), and only the tiles the copies from and to the tensors use get second copies: the
+// float32 tiles only the Vector unit touches stay one (two of them narrowed the blocks more than
+// the overlap gained: bfloat16 softmax 256 x 151936, 369565 simulated cycles with one copy of
+// every tile, 376954 with two of every tile, 312308 with two of the bfloat16 tiles).
 // lower_ascend asks for two copies first, with as many blocks as make them fit (the blocks
 // narrowed as for one copy), and for one copy when two do not fit at 64 columns.
+// A block width Cb for a row reduction is rounded up to 64 * 2^a * b with b odd and at most 63
+// (the halvings of a row reduction stop at b / 8 float32 repeats, each then one call: see the .cpp).
 //
 // ColSplit reports what the pass found: N, the block width used, the phases, or why not.
 #pragma once
@@ -84,6 +91,7 @@ struct ColSplit {
   int64_t block_bytes = 0; // bytes of the largest tile in a block
   int64_t phases = 0;      // loops over the row's column blocks (each reads its inputs once)
   int64_t copies = 1;      // copies of the column tiles (2: double buffered)
+  std::string doubled;     // copies 2: the tiles with a second copy ("each", or their names)
   std::string why_not;     // non-empty: the body cannot run in column blocks
   ir::Span at;             // the statement why_not is about
   std::string col_tiles;   // the column tiles' names, for messages ("x, w")
