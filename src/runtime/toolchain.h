@@ -70,7 +70,9 @@ struct ProcessResult {
 };
 
 // Runs argv[0] (searched on PATH) with argv, stdin from /dev/null, stdout+stderr captured, in its
-// own process group. Throws support::Interrupted (after ending the group) when the interrupt check
+// own process group, with SIGTERM as its parent-death signal (prctl PR_SET_PDEATHSIG: it ends when
+// the calling thread does, so a process killed while it compiles takes its compiler driver along;
+// the driver's own children, cc1plus, run to their end). Throws support::Interrupted (after ending the group) when the interrupt check
 // (support/interrupt.h) reports an interrupt.
 ProcessResult run_process(const std::vector<std::string>& argv);
 
