@@ -1,12 +1,8 @@
 // launch_cpu: runs one launch of a compiled CPU kernel (tw_cpu/abi.h) on the thread pool.
 #include "runtime/cpu_launch.h"
 
-#include <pthread.h>
-
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
@@ -54,80 +50,10 @@ support::ForkSafeMutex& launch_mutex() {
   return mu;
 }
 
-// Runs launches whose tiles do not fit the caller's stack: one long-lived thread with the pool
-// workers' stack size (64 MiB), started on first use and reused, so a launch costs two wake-ups
-// rather than a thread creation, and the thread's stack pages and per-thread gemm caches
-// (tw_cpu/gemm.h) stay warm between launches. Calls are serialised by its own mutex (launches
-// are already serialised by launch_mutex). After fork() the child starts its own thread.
-class BigStackThread {
- public:
-  static BigStackThread& get() {
-    static BigStackThread* t = nullptr;  // never destroyed (a worker may outlive static destructors)
-    static auto& mu = support::fork_safe_mutex();  // a forked child gets it unlocked
-    std::lock_guard<support::ForkSafeMutex> g(mu);
-    // A forked child's copy has no thread (and its locks may be held): the child starts its own.
-    if (!t || t->fork_generation_ != support::fork_generation()) t = new BigStackThread();
-    return *t;
-  }
-
-  template <class F>
-  void run(F& fn) {
-    std::lock_guard<std::mutex> one(call_);
-    std::function<void()> job = [&fn] { fn(); };
-    std::unique_lock<std::mutex> lk(m_);
-    job_ = &job;
-    error_ = nullptr;
-    cv_.notify_all();
-    cv_.wait(lk, [this] { return job_ == nullptr; });
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  BigStackThread() : fork_generation_(support::fork_generation()) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, &BigStackThread::body, this);
-    pthread_attr_destroy(&attr);
-    if (rc != 0)  // its stack past RLIMIT_AS, a thread limit: an error, as the pool's (thread_pool.cpp)
-      throw ir::Error("cannot start the thread that runs kernels with big tiles (" + std::string(std::strerror(rc)) +
-                          ")",
-                      {}, "raise the process's address-space / thread limits (ulimit -v, ulimit -u): that thread has "
-                          "a 64 MiB stack, or use smaller tiles");
-    pthread_detach(t);
-  }
-  static void* body(void* p) {
-    auto* self = static_cast<BigStackThread*>(p);
-    std::unique_lock<std::mutex> lk(self->m_);
-    for (;;) {
-      self->cv_.wait(lk, [self] { return self->job_ != nullptr; });
-      std::function<void()>* job = self->job_;
-      lk.unlock();
-      std::exception_ptr error;
-      try {
-        (*job)();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lk.lock();
-      self->error_ = error;
-      self->job_ = nullptr;
-      self->cv_.notify_all();
-    }
-  }
-
-  const uint64_t fork_generation_;
-  std::mutex call_, m_;
-  std::condition_variable cv_;
-  std::function<void()>* job_ = nullptr;
-  std::exception_ptr error_;
-};
-
 }  // namespace
 
 void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
-                const std::vector<void*>& outputs, const Binding& binding) {
+                const std::vector<void*>& outputs, const Binding& binding, const std::atomic<bool>* cancel) {
   const auto& params = sig.params;
   // The argument block lives on the stack for up to 16 parameters (no allocation per launch).
   constexpr size_t kInline = 16;
@@ -188,12 +114,12 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
     if (total == 1)
       run(0);
     else
-      default_pool().parallel_for(total, run);
+      default_pool().parallel_for(total, run, cancel);
   };
   // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
   try {
     if (entry.tile_bytes > kCallerStackTileBytes && !in_parallel_region())
-      BigStackThread::get().run(run_all);
+      run_on_launch_thread(run_all);
     else
       run_all();
   } catch (const tw_cpu::BoundsError& e) {  // kernels built with TW_BOUNDS_CHECK=1 (tw_cpu/check.h)

@@ -13,11 +13,13 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tw::runtime {
@@ -95,23 +97,32 @@ struct ThreadPool::Impl {
     std::unique_ptr<Range[]> ranges;
     int64_t n = 0;
     const std::function<void(int64_t)>* fn = nullptr;
+    const std::atomic<bool>* cancel = nullptr;
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::exception_ptr error;
 
-    // Runs indices of range `r` until it is exhausted; false if fn threw (stop everything).
+    void hand_out_no_more() {
+        for (int t = 0; t < size; ++t) ranges[t].next.store(ranges[t].end, std::memory_order_relaxed);
+    }
+
+    // Runs indices of range `r` until it is exhausted; false if fn threw or the job was cancelled
+    // (stop everything).
     bool drain(Range& r) {
         for (;;) {
             int64_t i = r.next.fetch_add(1, std::memory_order_relaxed);
             if (i >= r.end) return true;
+            if (cancel && cancel->load(std::memory_order_relaxed)) {
+                hand_out_no_more();
+                return false;
+            }
             try {
                 (*fn)(i);
             } catch (...) {
                 std::lock_guard<std::mutex> lock(error_mutex);
                 if (!error) error = std::current_exception();
                 failed.store(true, std::memory_order_relaxed);
-                for (int t = 0; t < size; ++t)  // hand out no more indices
-                    ranges[t].next.store(ranges[t].end, std::memory_order_relaxed);
+                hand_out_no_more();
                 return false;
             }
         }
@@ -177,9 +188,10 @@ struct ThreadPool::Impl {
         return nullptr;
     }
 
-    void run(int64_t count, const std::function<void(int64_t)>& f) {
+    void run(int64_t count, const std::function<void(int64_t)>& f, const std::atomic<bool>* c) {
         std::lock_guard<std::mutex> call_lock(call_mutex);
         fn = &f;
+        cancel = c;
         n = count;
         for (int t = 0; t < size; ++t) {
             ranges[t].next.store(count * t / size, std::memory_order_relaxed);
@@ -202,6 +214,7 @@ struct ThreadPool::Impl {
             caller_waiting.store(0);
         }
         fn = nullptr;
+        cancel = nullptr;
         if (failed.load(std::memory_order_relaxed)) {
             std::exception_ptr e = error;
             error = nullptr;
@@ -245,15 +258,15 @@ int ThreadPool::size() const { return impl_->size; }
 
 bool ThreadPool::workers_here() const { return !impl_->forked(); }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn, const std::atomic<bool>* cancel) {
     if (n <= 0) return;
     // A pool made before a fork, used in the child (default_pool() makes the child its own):
     // its workers are not there, so the caller runs every index.
     if (n == 1 || impl_->size == 1 || t_in_parallel || impl_->forked()) {
-        for (int64_t i = 0; i < n; ++i) fn(i);
+        for (int64_t i = 0; i < n && !(cancel && cancel->load(std::memory_order_relaxed)); ++i) fn(i);
         return;
     }
-    impl_->run(n, fn);
+    impl_->run(n, fn, cancel);
 }
 
 // One per process: a forked child makes its own on first use (the parent's workers are not in
@@ -282,6 +295,106 @@ ThreadPool& default_pool() {
         g_default_pool.store(pool, std::memory_order_release);
     }
     return *pool;
+}
+
+namespace {
+
+thread_local bool t_on_launch_thread = false;
+
+// The launch thread (run_on_launch_thread). job_ and done_ hand a call over; a thread about to
+// sleep says so (worker_asleep_, caller_asleep_) under m_ and re-checks, and the other side, which
+// stores its flag before reading the sleeper's (both seq_cst), notifies under m_: no wake-up is lost.
+class LaunchThread {
+ public:
+  static LaunchThread& get() {
+    static LaunchThread* t = nullptr;  // never destroyed (its thread may outlive static destructors)
+    static auto& mu = support::fork_safe_mutex();  // a forked child gets it unlocked
+    std::lock_guard<support::ForkSafeMutex> g(mu);
+    // A forked child's copy has no thread (and its locks may be held): the child starts its own.
+    if (!t || t->fork_generation_ != support::fork_generation()) t = new LaunchThread();
+    return *t;
+  }
+
+  void run(const std::function<void()>& fn, const std::function<void()>* poll) {
+    std::lock_guard<std::mutex> one(call_);
+    error_ = nullptr;
+    done_.store(false);
+    job_.store(&fn);
+    if (worker_asleep_.load()) {
+      std::lock_guard<std::mutex> lk(m_);
+      worker_cv_.notify_one();
+    }
+    if (!spin_until([&] { return done_.load(std::memory_order_acquire); })) {
+      std::unique_lock<std::mutex> lk(m_);
+      caller_asleep_.store(true);
+      while (!caller_cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return done_.load(); }))
+        if (poll) {
+          lk.unlock();
+          (*poll)();
+          lk.lock();
+        }
+      caller_asleep_.store(false);
+    }
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  LaunchThread() : fork_generation_(support::fork_generation()) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, ThreadPool::kWorkerStackBytes);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, &LaunchThread::body, this);
+    pthread_attr_destroy(&attr);
+    if (rc != 0)  // its stack past RLIMIT_AS, a thread limit: an error, as the pool's
+      throw ir::Error("cannot start the thread that runs kernels (" + std::string(std::strerror(rc)) + ")", {},
+                      "raise the process's address-space / thread limits (ulimit -v, ulimit -u): that thread has "
+                      "a 64 MiB stack");
+    pthread_detach(t);
+  }
+
+  static void* body(void* p) {
+    auto* self = static_cast<LaunchThread*>(p);
+    t_on_launch_thread = true;
+    for (;;) {
+      const std::function<void()>* job = nullptr;
+      auto ready = [&] { return (job = self->job_.load(std::memory_order_acquire)) != nullptr; };
+      if (!spin_until(ready)) {
+        std::unique_lock<std::mutex> lk(self->m_);
+        self->worker_asleep_.store(true);
+        self->worker_cv_.wait(lk, ready);
+        self->worker_asleep_.store(false);
+      }
+      self->job_.store(nullptr, std::memory_order_relaxed);
+      try {
+        (*job)();
+      } catch (...) {
+        self->error_ = std::current_exception();
+      }
+      self->done_.store(true);
+      if (self->caller_asleep_.load()) {
+        std::lock_guard<std::mutex> lk(self->m_);
+        self->caller_cv_.notify_one();
+      }
+    }
+  }
+
+  const uint64_t fork_generation_;
+  std::mutex call_, m_;
+  std::condition_variable worker_cv_, caller_cv_;
+  std::atomic<const std::function<void()>*> job_{nullptr};
+  std::atomic<bool> done_{false}, worker_asleep_{false}, caller_asleep_{false};
+  std::exception_ptr error_;  // written by the thread before done_, read by the caller after
+};
+
+}  // namespace
+
+void run_on_launch_thread(const std::function<void()>& fn, const std::function<void()>* poll) {
+  if (t_on_launch_thread) {
+    fn();
+    return;
+  }
+  LaunchThread::get().run(fn, poll);
 }
 
 }  // namespace tw::runtime
