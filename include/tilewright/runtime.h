@@ -2,7 +2,6 @@
 // Used by the Python bindings and usable directly from C++.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -45,11 +44,9 @@ class Executable {
   // tw::bind(signature(), inputs). Throws ir::Error naming the parameter and the kernel's def line.
   Binding bind(const std::vector<Arg>& inputs) const;
   // Runs the kernel. `outputs` holds one data pointer per output parameter, allocated by the
-  // caller as described by binding.outputs (dense row-major). `cancel`, if given, is polled:
-  // once it is true the launch stops early (cpu: no new block starts; a simulation: within one
-  // scheduler round), leaving the outputs partly written.
-  virtual void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs, const Binding& binding,
-                      const std::atomic<bool>* cancel = nullptr) const = 0;
+  // caller as described by binding.outputs (dense row-major).
+  virtual void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
+                      const Binding& binding) const = 0;
 
  protected:
   ir::Kernel kernel_;

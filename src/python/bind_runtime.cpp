@@ -23,13 +23,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 
 #include <cstdlib>
-#include <functional>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -124,11 +125,10 @@ bool python_interrupted() {
   return true;
 }
 
-// Runs body(cancel) with the GIL released: a kernel's call (cpu or simulated) and a simulation. On
-// the main thread body runs on the launch thread (runtime/thread_pool.h) while this one waits,
-// checking for signals every 50 ms: a handler's exception sets `cancel` (which the pool and the
-// simulator poll: launch_cpu, ascend::sim::Options::cancel) and is raised once body has stopped,
-// whatever body ended with. Elsewhere body runs here, never cancelled.
+// Runs body(cancel) with the GIL released. On the main thread body runs on a worker thread while
+// this one waits, checking for signals every 50 ms: a handler's exception sets `cancel` (the
+// simulator polls it: ascend::sim::Options::cancel) and is raised once body has stopped, whatever
+// body ended with. Elsewhere body runs here, never cancelled.
 template <class F>
 void run_interruptible(F&& body) {
   if (PyThread_get_thread_ident() != g_main_thread) {
@@ -137,17 +137,30 @@ void run_interruptible(F&& body) {
     return;
   }
   std::atomic<bool> cancel{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
   std::exception_ptr error;
   {
     ReleaseGil release;
-    const std::function<void()> poll = [&] {
+    std::thread worker([&] {
+      try {
+        body(&cancel);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lk(mu);
+      done = true;
+      cv.notify_one();
+    });
+    std::unique_lock<std::mutex> lk(mu);
+    while (!cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return done; })) {
+      lk.unlock();
       if (!cancel.load() && python_interrupted()) cancel.store(true);
-    };
-    try {
-      runtime::run_on_launch_thread([&] { body(&cancel); }, &poll);
-    } catch (...) {
-      error = std::current_exception();
+      lk.lock();
     }
+    lk.unlock();
+    worker.join();
   }
   if (cancel.load()) {
     set_interrupted_error();
@@ -444,7 +457,14 @@ void prepare(const Executable& exe, nb::handle args, Prepared& p) {
 nb::list call(const Executable& exe, nb::args args) {
   Prepared p;
   prepare(exe, args, p);
-  run_interruptible([&](const std::atomic<bool>* cancel) { exe.launch(p.inputs, p.out_ptrs, p.binding, cancel); });
+  if (auto* ascend = dynamic_cast<const runtime::AscendExecutable*>(&exe)) {  // a simulation: interruptible
+    run_interruptible([&](const std::atomic<bool>* cancel) { ascend->launch(p.inputs, p.out_ptrs, p.binding, cancel); });
+    return p.outs;
+  }
+  {
+    ReleaseGil release;
+    exe.launch(p.inputs, p.out_ptrs, p.binding);
+  }
   return p.outs;
 }
 

@@ -73,6 +73,11 @@ std::shared_ptr<const ascend::sim::Result> AscendExecutable::simulate(const std:
 }
 
 void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
+                              const Binding& binding) const {
+  launch(inputs, outputs, binding, nullptr);
+}
+
+void AscendExecutable::launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
                               const Binding& binding, const std::atomic<bool>* cancel) const {
   ascend::sim::Options options;
   options.cancel = cancel;

@@ -20,10 +20,12 @@ class AscendExecutable final : public Executable {
   std::string source(std::string_view lang) const override;
   // (file name, contents) of the AscendC project: kernel, host launcher, CMakeLists.txt, README.
   std::vector<std::pair<std::string, std::string>> ascendc_files() const;
-  // Runs the simulator with arithmetic and checking; any checker report is an error. Cancelled
-  // through `cancel` (ascend::sim::Options::cancel).
+  // Runs the simulator with arithmetic and checking; any checker report is an error.
+  void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
+              const Binding& binding) const override;
+  // The same, cancelled through `cancel` (ascend::sim::Options::cancel).
   void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs, const Binding& binding,
-              const std::atomic<bool>* cancel = nullptr) const override;
+              const std::atomic<bool>* cancel) const;
   // Runs the simulator with the given options and returns its full result (reports included,
   // not thrown).
   std::shared_ptr<const ascend::sim::Result> simulate(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,

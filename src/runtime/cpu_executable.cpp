@@ -213,9 +213,9 @@ class CpuExecutable final : public Executable {
   bool from_disk_cache() const override { return from_cache_; }
   CpuCode code() const { return {source_, tile_bytes_}; }
 
-  void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs, const Binding& binding,
-              const std::atomic<bool>* cancel = nullptr) const override {
-    launch_cpu({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding, cancel);
+  void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
+              const Binding& binding) const override {
+    launch_cpu({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding);
   }
 
  private:

@@ -10,9 +10,12 @@
 // Semantics:
 //  - Exceptions: the first exception thrown by fn is rethrown in the caller; once one is
 //    thrown no new indices are handed out (calls already running finish).
-//  - Cancellation: with `cancel`, every thread loads it (relaxed) before each index it takes;
-//    once it is true no new indices are handed out and parallel_for returns when the calls
-//    already running have finished (the bound: the longest single call of fn).
+//  - Interruption: with `interrupt`, every thread loads interrupt->cancel (relaxed) before each
+//    index it takes; once it is true no new indices are handed out and parallel_for returns when
+//    the calls already running have finished. The calling thread runs interrupt->poll (which may
+//    set cancel) about every 50 ms: between the indices it runs, when a ticker thread has said
+//    50 ms have passed (one relaxed load per index, no clock read), and while it waits for the
+//    others. The bound after poll sets cancel: the longest single call of fn.
 //  - Nesting: parallel_for called from inside fn (on any pool) runs inline and serially.
 //  - Concurrent callers from different threads are serialised (each gets the whole pool).
 //  - After fork(), the child process has no workers: every pool runs inline and serially.
@@ -38,8 +41,11 @@ public:
     // False in a process forked after the pool started (its workers are in the parent only):
     // parallel_for then runs every index on the caller.
     bool workers_here() const;
-    void parallel_for(int64_t n, const std::function<void(int64_t)>& fn,
-                      const std::atomic<bool>* cancel = nullptr);
+    struct Interrupt {
+        std::atomic<bool> cancel{false};
+        std::function<void()> poll;
+    };
+    void parallel_for(int64_t n, const std::function<void(int64_t)>& fn, Interrupt* interrupt = nullptr);
 
     // Stack size of worker threads, in bytes.
     static constexpr size_t kWorkerStackBytes = size_t(64) << 20;
@@ -57,14 +63,5 @@ ThreadPool& default_pool();
 
 // True while the current thread is executing inside a parallel_for (worker or caller).
 bool in_parallel_region();
-
-// Runs fn on the launch thread: one long-lived thread with the workers' stack size (64 MiB),
-// started on first use, and returns when fn has (rethrowing its exception). Used for kernels whose
-// tiles do not fit the caller's stack, and by callers that must keep their own thread free while
-// a kernel runs: `poll`, if given, is called on the calling thread about every 50 ms until fn
-// returns (the Python bindings' main thread runs signal handlers there). Both threads spin ~50 µs
-// before sleeping, so back-to-back calls cost no wake-up. Calls are serialised; called on the launch
-// thread itself, fn runs inline. After fork() the child starts its own thread.
-void run_on_launch_thread(const std::function<void()>& fn, const std::function<void()>* poll = nullptr);
 
 }  // namespace tw::runtime

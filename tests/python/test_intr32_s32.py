@@ -120,6 +120,77 @@ def test_sigint_handler_that_does_not_raise_leaves_the_call_alone(tmp_path):
     assert line == "DONE 1 True", (line, p.stderr.read())
 
 
+def test_sigint_stops_a_kernel_whose_tiles_run_on_the_big_stack_thread(tmp_path):
+    # Tiles past 1 MiB run on the big-stack thread; the main thread waits there and polls.
+    p = _child(tmp_path, '''
+        @tw.jit(out_idx=[-1])
+        def big():
+            @T.prim_func
+            def big(X: T.Tensor((M,), "float32"), reps: T.int32, Y: T.Tensor((M,), "float32")):
+                with T.Kernel(T.ceildiv(M, 64)) as bx:
+                    pad = T.alloc_fragment((300000,), "float32")  # 1.2 MB of tiles
+                    acc = T.alloc_fragment((64,), "float32")
+                    for i in T.Parallel(64):
+                        acc[i] = X[bx * 64 + i] if bx * 64 + i < M else 0.0
+                    for r in T.serial(reps):
+                        for i in T.Parallel(64):
+                            acc[i] = acc[i] * 0.5 + 1.0
+                    pad[bx % 300000] = acc[0]
+                    for i in T.Parallel(64):
+                        if bx * 64 + i < M:
+                            Y[bx * 64 + i] = acc[i] + pad[bx % 300000] * 0.0
+            return big
+        k = big()
+        small = np.linspace(-3, 3, 70).astype(np.float32)
+        k(small, 1)
+        print("READY", flush=True)
+        try:
+            k(np.ones(64 * 20000, np.float32), 10**6)
+            print("FINISHED", flush=True)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+        np.save(sys.argv[0] + ".out.npy", k(small, 4))
+    ''')
+    assert p.stdout.readline().strip() == "READY", p.stderr.read()
+    time.sleep(0.5)
+    t0 = time.time()
+    os.kill(p.pid, signal.SIGINT)
+    line = p.stdout.readline().strip()
+    assert line == "INTERRUPTED", (line, p.stderr.read() if not line else "")
+    assert time.time() - t0 < 5, "the kernel ran on 5 s after SIGINT"
+    _finish(p)
+    assert p.returncode == 0, p.stderr.read()
+    np.testing.assert_array_equal(np.load(str(tmp_path / "child.py.out.npy")),
+                                  _expected(np.linspace(-3, 3, 70).astype(np.float32), 4))
+
+
+def test_a_signal_handler_that_calls_a_kernel_during_a_launch_is_a_located_error(tmp_path):
+    # The handler runs between the launch's blocks, on the thread that holds the launch: a kernel called
+    # there would wait for that launch forever. It is a TilewrightError, raised by the interrupted call.
+    p = _child(tmp_path, '''
+        import signal
+        k = spin()
+        x = np.linspace(-3, 3, 64 * 20000).astype(np.float32)
+        k(x[:64], 1)
+        signal.signal(signal.SIGINT, lambda *a: k(x[:64], 1))
+        print("READY", flush=True)
+        try:
+            k(x, 10**6)
+            print("FINISHED", flush=True)
+        except tw.TilewrightError as e:
+            print("ERROR", "while this thread runs another kernel's launch" in str(e), flush=True)
+        print("AFTER", bool((k(x[:64], 40) == np.float32(2.0)).all()), flush=True)
+    ''')
+    assert p.stdout.readline().strip() == "READY", p.stderr.read()
+    time.sleep(0.5)
+    os.kill(p.pid, signal.SIGINT)
+    line = p.stdout.readline().strip()
+    assert line == "ERROR True", (line, p.stderr.read() if not line else "")
+    assert p.stdout.readline().strip() == "AFTER True"
+    _finish(p)
+    assert p.returncode == 0, p.stderr.read()
+
+
 def _alive(pid):
     """Whether `pid` runs (a zombie does not)."""
     try:

@@ -92,15 +92,14 @@ import numpy as np
 import tilewright as tw
 sys.path.insert(0, sys.argv[1])
 import gemm
+small = gemm.matmul(64, 64, 64, block_M=64, block_N=64, block_K=64, dtype="float32")
 big = gemm.matmul(256, 256, 1024, block_M=256, block_N=256, block_K=1024, dtype="float32")
+small(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))  # the pool's threads start
 A, B = np.ones((256, 1024), np.float32), np.ones((1024, 256), np.float32)
 vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
 resource.setrlimit(resource.RLIMIT_AS, (vm + (8 << 20), resource.RLIM_INFINITY))
 try:
-    # the first call from the main thread starts the launch thread, with a 64 MiB stack (since s32 every
-    # main-thread call runs there, so Ctrl-C can stop it; before, only kernels whose tiles are past the
-    # caller's stack did)
-    big(A, B)
+    big(A, B)  # tiles past the caller's stack: the first launch starts a thread with a 64 MiB stack
     print("ran")
 except tw.TilewrightError as e:
     print("TilewrightError", str(e).replace("\n", " "))
@@ -108,12 +107,11 @@ except tw.TilewrightError as e:
 
 
 def test_the_big_tile_thread_that_cannot_start_is_a_tilewright_error(tmp_path):
-    """It was a RuntimeError ("cannot start a thread for kernel launches with big tiles"). Since s32 (h-intr32)
-    the thread runs every kernel called from the main thread, and its first such call starts it."""
+    """It was a RuntimeError ("cannot start a thread for kernel launches with big tiles")."""
     (tmp_path / "p.py").write_text(PY_CALLER)
     r = subprocess.run([sys.executable, str(tmp_path / "p.py"), str(pathlib.Path(gemm.__file__).parent)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     out = r.stdout.strip().splitlines()[-1]
-    assert out.startswith("TilewrightError") and "cannot start the thread that runs kernels" in out, out
+    assert out.startswith("TilewrightError") and "cannot start the thread that runs kernels with big tiles" in out, out
     assert "ulimit -v" in out and "big(A, B)" in out, out
