@@ -17,6 +17,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -42,13 +43,22 @@ constexpr timespec kPollPeriod{0, 50 * 1000 * 1000};
 // The ticker: a thread that sets g_poll_due every kPollPeriod while interruptible launches happen,
 // so that the thread running blocks learns that it is time to poll from one relaxed load, not a
 // clock read per block (20-100 ns on a KVM guest). Started by the first interruptible
-// parallel_for; asleep (futex) once no parallel_for has started for a second, woken by the next.
+// parallel_for; asleep (futex) once none has run for a second, woken by the next.
 std::atomic<bool> g_poll_due{false};
 
 class Ticker {
  public:
-    // Called when an interruptible parallel_for starts (not from a forked child's copy).
-    static void launch_started() {
+    // Held across an interruptible parallel_for.
+    struct Launch {
+        Ticker* t;
+        Launch() : t(launch_started()) {}
+        ~Launch() { t->active_.fetch_sub(1, std::memory_order_relaxed); }
+        Launch(const Launch&) = delete;
+        Launch& operator=(const Launch&) = delete;
+    };
+
+ private:
+    static Ticker* launch_started() {
         Ticker* cur = g_ticker.load(std::memory_order_acquire);
         // A forked child's copy has no thread: the child starts its own.
         if (!cur || cur->fork_generation_ != support::fork_generation()) {
@@ -60,21 +70,22 @@ class Ticker {
                 g_ticker.store(cur, std::memory_order_release);
             }
         }
+        cur->active_.fetch_add(1, std::memory_order_relaxed);
         cur->launches_.fetch_add(1);  // seq_cst: before reading asleep_ (see body)
         if (cur->asleep_.load()) {
             cur->asleep_.store(0);
             futex_wake_one(&cur->asleep_);
         }
+        return cur;
     }
 
- private:
     static inline std::atomic<Ticker*> g_ticker{nullptr};
 
     Ticker() : fork_generation_(support::fork_generation()) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, size_t(64) << 10);  // it only sleeps and stores
+        pthread_attr_setstacksize(&attr, size_t(1) << 20);  // it only sleeps and stores (room for static TLS)
         int rc = pthread_create(&t, &attr, &Ticker::body, this);
         pthread_attr_destroy(&attr);
         if (rc != 0)  // a thread limit: an error, as the pool's
@@ -92,12 +103,13 @@ class Ticker {
             nanosleep(&kPollPeriod, nullptr);
             g_poll_due.store(true, std::memory_order_relaxed);
             const uint64_t now = self->launches_.load();
-            idle = now == seen ? idle + 1 : 0;
+            idle = now == seen && self->active_.load() == 0 ? idle + 1 : 0;
             seen = now;
             if (idle < 20) continue;
             // Asleep until the next launch: it increments launches_ before reading asleep_, this
             // thread stores asleep_ before reading launches_ again (both seq_cst), so one of them
-            // sees the other's store and no launch is missed.
+            // sees the other's store and no launch is missed. None is running (active_ was 0 and
+            // launches_ has not changed since).
             self->asleep_.store(1);
             if (self->launches_.load() == seen)
                 while (self->asleep_.load() == 1) futex_wait(&self->asleep_, 1);
@@ -108,7 +120,8 @@ class Ticker {
     }
 
     const uint64_t fork_generation_;
-    std::atomic<uint64_t> launches_{0};
+    std::atomic<uint64_t> launches_{0};  // interruptible parallel_fors started
+    std::atomic<uint32_t> active_{0};     // and not ended
     std::atomic<uint32_t> asleep_{0};
 };
 
@@ -353,7 +366,8 @@ bool ThreadPool::workers_here() const { return !impl_->forked(); }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn, Interrupt* interrupt) {
     if (n <= 0) return;
-    if (interrupt) Ticker::launch_started();
+    std::optional<Ticker::Launch> ticking;
+    if (interrupt) ticking.emplace();
     // A pool made before a fork, used in the child (default_pool() makes the child its own):
     // its workers are not there, so the caller runs every index.
     if (n == 1 || impl_->size == 1 || t_in_parallel || impl_->forked()) {

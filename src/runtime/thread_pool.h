@@ -10,12 +10,12 @@
 // Semantics:
 //  - Exceptions: the first exception thrown by fn is rethrown in the caller; once one is
 //    thrown no new indices are handed out (calls already running finish).
-//  - Interruption: with `interrupt`, every thread loads interrupt->cancel (relaxed) before each
-//    index it takes; once it is true no new indices are handed out and parallel_for returns when
-//    the calls already running have finished. The calling thread runs interrupt->poll (which may
-//    set cancel) about every 50 ms: between the indices it runs, when a ticker thread has said
-//    50 ms have passed (one relaxed load per index, no clock read), and while it waits for the
-//    others. The bound after poll sets cancel: the longest single call of fn.
+//  - Interruption: with `interrupt`, the calling thread runs interrupt->poll (which may set
+//    interrupt->cancel) about every 50 ms: between the indices it runs, when a ticker thread has
+//    said 50 ms have passed (one relaxed load per index, no clock read), and while it waits for
+//    the others. Every thread of the pool loads cancel (relaxed) before each index it takes (a
+//    caller running alone, only after its own poll); once it is true no new indices are handed
+//    out and parallel_for returns when the calls already running have finished.
 //  - Nesting: parallel_for called from inside fn (on any pool) runs inline and serially.
 //  - Concurrent callers from different threads are serialised (each gets the whole pool).
 //  - After fork(), the child process has no workers: every pool runs inline and serially.

@@ -45,11 +45,16 @@ def _expected(x, reps):
     return y
 
 
-def _child(tmp_path, code, env=None):
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One kernel cache for the module's children: `spin` compiles once."""
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+def _child(tmp_path, code, cache, env=None):
     script = tmp_path / "child.py"  # a file: the front end reads the kernel's source
     script.write_text(KERNEL + textwrap.dedent(code))
-    return subprocess.Popen([sys.executable, str(script)],
-                            env={**os.environ, "TW_CACHE_DIR": str(tmp_path / "cache"), **(env or {})},
+    return subprocess.Popen([sys.executable, str(script)], env={**os.environ, "TW_CACHE_DIR": cache, **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -63,7 +68,7 @@ def _finish(p, seconds=60):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_sigint_stops_a_long_cpu_kernel_and_the_next_call_works(tmp_path, threads):
+def test_sigint_stops_a_long_cpu_kernel_and_the_next_call_works(tmp_path, cache, threads):
     # 20000 blocks of about 2 ms: some 40 s of work (20 s on 2 threads). SIGINT raises KeyboardInterrupt
     # once the blocks running end; the same kernel then gives numpy's result, on a tail shape too.
     p = _child(tmp_path, '''
@@ -80,11 +85,12 @@ def test_sigint_stops_a_long_cpu_kernel_and_the_next_call_works(tmp_path, thread
                 print("INTERRUPTED", flush=True)
         np.save(sys.argv[0] + ".out.npy", np.stack([k(small, 3), k(small[:1], 3).repeat(131)]))
         print("AFTER", flush=True)
-    ''', {"TW_NUM_THREADS": str(threads)})
-    for _ in range(2):  # twice: the second interrupt of one process is caught as the first
+    ''', cache, {"TW_NUM_THREADS": str(threads)})
+    for wait in (1.5, 0.3):  # twice: the second interrupt of one process is caught as the first; the
+        # first past 1 s, after which the ticker would sleep if no launch were running
         line = p.stdout.readline().strip()
         assert line == "READY", (line, p.stderr.read() if not line else "")
-        time.sleep(0.5)
+        time.sleep(wait)
         t0 = time.time()
         os.kill(p.pid, signal.SIGINT)
         line = p.stdout.readline().strip()
@@ -99,7 +105,7 @@ def test_sigint_stops_a_long_cpu_kernel_and_the_next_call_works(tmp_path, thread
     np.testing.assert_array_equal(out[1], np.full(131, _expected(small[:1], 3)[0]))
 
 
-def test_sigint_handler_that_does_not_raise_leaves_the_call_alone(tmp_path):
+def test_sigint_handler_that_does_not_raise_leaves_the_call_alone(tmp_path, cache):
     # A Python handler that only records the signal: the call is not cancelled, its result is whole.
     p = _child(tmp_path, '''
         import signal
@@ -111,7 +117,7 @@ def test_sigint_handler_that_does_not_raise_leaves_the_call_alone(tmp_path):
         print("READY", flush=True)
         y = k(x, 10**6)  # 300 blocks of about 2 ms
         print("DONE", len(seen), bool((y == np.float32(2.0)).all()), flush=True)
-    ''')
+    ''', cache)
     assert p.stdout.readline().strip() == "READY"
     time.sleep(0.2)
     os.kill(p.pid, signal.SIGINT)
@@ -120,7 +126,7 @@ def test_sigint_handler_that_does_not_raise_leaves_the_call_alone(tmp_path):
     assert line == "DONE 1 True", (line, p.stderr.read())
 
 
-def test_sigint_stops_a_kernel_whose_tiles_run_on_the_big_stack_thread(tmp_path):
+def test_sigint_stops_a_kernel_whose_tiles_run_on_the_big_stack_thread(tmp_path, cache):
     # Tiles past 1 MiB run on the big-stack thread; the main thread waits there and polls.
     p = _child(tmp_path, '''
         @tw.jit(out_idx=[-1])
@@ -150,9 +156,9 @@ def test_sigint_stops_a_kernel_whose_tiles_run_on_the_big_stack_thread(tmp_path)
         except KeyboardInterrupt:
             print("INTERRUPTED", flush=True)
         np.save(sys.argv[0] + ".out.npy", k(small, 4))
-    ''')
+    ''', cache)
     assert p.stdout.readline().strip() == "READY", p.stderr.read()
-    time.sleep(0.5)
+    time.sleep(0.3)
     t0 = time.time()
     os.kill(p.pid, signal.SIGINT)
     line = p.stdout.readline().strip()
@@ -164,7 +170,7 @@ def test_sigint_stops_a_kernel_whose_tiles_run_on_the_big_stack_thread(tmp_path)
                                   _expected(np.linspace(-3, 3, 70).astype(np.float32), 4))
 
 
-def test_a_signal_handler_that_calls_a_kernel_during_a_launch_is_a_located_error(tmp_path):
+def test_a_signal_handler_that_calls_a_kernel_during_a_launch_is_a_located_error(tmp_path, cache):
     # The handler runs between the launch's blocks, on the thread that holds the launch: a kernel called
     # there would wait for that launch forever. It is a TilewrightError, raised by the interrupted call.
     p = _child(tmp_path, '''
@@ -180,9 +186,9 @@ def test_a_signal_handler_that_calls_a_kernel_during_a_launch_is_a_located_error
         except tw.TilewrightError as e:
             print("ERROR", "while this thread runs another kernel's launch" in str(e), flush=True)
         print("AFTER", bool((k(x[:64], 40) == np.float32(2.0)).all()), flush=True)
-    ''')
+    ''', cache)
     assert p.stdout.readline().strip() == "READY", p.stderr.read()
-    time.sleep(0.5)
+    time.sleep(0.3)
     os.kill(p.pid, signal.SIGINT)
     line = p.stdout.readline().strip()
     assert line == "ERROR True", (line, p.stderr.read() if not line else "")
@@ -223,7 +229,7 @@ def test_a_process_killed_while_it_compiles_takes_its_compiler_along(tmp_path):
         np.save(sys.argv[0] + ".out.npy", spin()(small, 5))
         print("COMPILED", flush=True)
     '''
-    p = _child(tmp_path, code, {"TW_CXX": str(cxx)})
+    p = _child(tmp_path, code, str(tmp_path / "cache"), {"TW_CXX": str(cxx)})
     end = time.time() + 120
     while not started.exists():
         assert time.time() < end and p.poll() is None, p.stderr.read() if p.poll() is not None else "no compile"
@@ -240,7 +246,7 @@ def test_a_process_killed_while_it_compiles_takes_its_compiler_along(tmp_path):
         os.kill(compiler, signal.SIGKILL)
     assert not alive, "the compiler outlived the process killed while it compiled"
     (tmp_path / "hang").rmdir()
-    q = _child(tmp_path, code, {"TW_CXX": str(cxx)})
+    q = _child(tmp_path, code, str(tmp_path / "cache"), {"TW_CXX": str(cxx)})
     _finish(q, 120)
     assert q.returncode == 0 and q.stdout.read().strip() == "COMPILED", q.stderr.read()
     np.testing.assert_array_equal(np.load(str(tmp_path / "child.py.out.npy")),
