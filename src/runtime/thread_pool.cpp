@@ -13,14 +13,12 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace tw::runtime {
@@ -131,6 +129,7 @@ inline bool poll_due() {
     g_poll_due.store(false, std::memory_order_relaxed);
     return true;
 }
+
 void futex_wake_all(std::atomic<uint32_t>* addr) {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
             nullptr, 0);

@@ -1,5 +1,5 @@
 // The host toolchain: find the C++ compiler, describe the CPU, compile a generated
-// translation unit into a shared object (argv via posix_spawnp, never a shell), dlopen it.
+// translation unit into a shared object (argv via clone + execve, never a shell), dlopen it.
 #pragma once
 
 #include <string>
