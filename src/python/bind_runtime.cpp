@@ -544,7 +544,8 @@ void bind_runtime(nb::module_& m) {
   support::set_interrupt_check(&python_interrupted);
   m.def("interrupt_compiles", &support::interrupt_all,
         "End the host compilers of every compile running now, on any thread (tw.precompile's and the autotuner's "
-        "pools after Ctrl-C): those compiles raise KeyboardInterrupt.");
+        "pools after Ctrl-C), and stop the cpu kernel launches running now between blocks: those compiles and "
+        "calls raise KeyboardInterrupt.");
 
   nb::class_<Executable>(m, "Executable")
       .def("__call__", &call)

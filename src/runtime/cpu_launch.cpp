@@ -1,18 +1,19 @@
 // launch_cpu: runs one launch of a compiled CPU kernel (tw_cpu/abi.h) on the thread pool.
 #include "runtime/cpu_launch.h"
 
-#include <pthread.h>
-
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "runtime/thread_pool.h"
 #include "support/fork.h"
+#include "support/interrupt.h"
 #include "tw_cpu/check.h"
 #include "tw_cpu/types.h"
 
@@ -44,6 +45,9 @@ ScalarSlot to_slot(const Arg& a, ir::DType t) {
   return s;
 }
 
+// Whether this thread is inside launch_cpu.
+thread_local bool t_launching = false;
+
 // Blocks whose tiles need more than this run on a thread with a large stack, not the caller's.
 constexpr int64_t kCallerStackTileBytes = int64_t(1) << 20;
 
@@ -70,15 +74,21 @@ class BigStackThread {
     return *t;
   }
 
+  // Runs fn there; `poll`, if given, is called here about every 50 ms until fn has returned.
   template <class F>
-  void run(F& fn) {
+  void run(F& fn, const std::function<void()>* poll) {
     std::lock_guard<std::mutex> one(call_);
     std::function<void()> job = [&fn] { fn(); };
     std::unique_lock<std::mutex> lk(m_);
     job_ = &job;
     error_ = nullptr;
     cv_.notify_all();
-    cv_.wait(lk, [this] { return job_ == nullptr; });
+    while (!cv_.wait_for(lk, std::chrono::milliseconds(50), [this] { return job_ == nullptr; }))
+      if (poll) {
+        lk.unlock();
+        (*poll)();
+        lk.lock();
+      }
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -155,6 +165,17 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
     }
   }
   TwArgs args{ptrs, binding.shape_vars.data()};
+  // A launch's interrupt check runs Python's signal handlers on this thread (below): one that calls a
+  // kernel would wait for the launch lock this thread holds, or (between blocks) restart the gemm
+  // caches under the blocks still running.
+  if (t_launching)
+    throw ir::Error("kernel '" + sig.kernel + "' was called while this thread runs another kernel's launch (from a " +
+                        "signal handler, which runs between that launch's blocks)",
+                    sig.span, "call kernels after the handler has returned: have it set a flag, or raise");
+  struct Launching {
+    Launching() { t_launching = true; }
+    ~Launching() { t_launching = false; }
+  } launching;
   // Launches are serialised (the pool serialises their blocks anyway): tw_grid starts a new
   // epoch of the gemm runtime's packed-operand caches, whose shared arena must not be reused
   // while blocks of another launch still read it.
@@ -184,18 +205,31 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
     if (threads > 1) bx = (bx + (r * threads / rows) * e0 / threads) % e0;
     entry.block(&args, bx, r % e1, r / e1);
   };
+  // Interrupts (Ctrl-C from Python: support/interrupt.h) are checked between blocks, by the thread
+  // that runs blocks for this one, or by this one while it waits for the big-stack thread.
+  // No block is stopped inside: a single block runs to its end.
+  std::optional<ThreadPool::Interrupt> interrupt;
+  if (total > 1 && !in_parallel_region() && support::interrupt_check_installed()) {
+    interrupt.emplace();
+    interrupt->poll = [&i = *interrupt, epoch = support::interrupt_epoch()] {
+      if (!i.cancel.load(std::memory_order_relaxed) && support::interrupt_requested(epoch))
+        i.cancel.store(true, std::memory_order_relaxed);
+    };
+  }
+  ThreadPool::Interrupt* intr = interrupt ? &*interrupt : nullptr;
   auto run_all = [&] {
     if (total == 1)
       run(0);
     else
-      default_pool().parallel_for(total, run);
+      default_pool().parallel_for(total, run, intr);
   };
   // The caller's stack (often 8 MiB) may be too small for big tiles: run on a 64 MiB one.
   try {
     if (entry.tile_bytes > kCallerStackTileBytes && !in_parallel_region())
-      BigStackThread::get().run(run_all);
+      BigStackThread::get().run(run_all, intr ? &intr->poll : nullptr);
     else
       run_all();
+    if (intr && intr->cancel.load()) throw support::Interrupted{};
   } catch (const tw_cpu::BoundsError& e) {  // kernels built with TW_BOUNDS_CHECK=1 (tw_cpu/check.h)
     throw ir::Error("index " + std::to_string(e.index) + " is out of bounds for dimension " + std::to_string(e.dim) +
                         " of '" + e.buffer + "' (size " + std::to_string(e.extent) + ") in kernel '" + sig.kernel +

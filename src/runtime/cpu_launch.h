@@ -21,7 +21,11 @@ struct CpuEntry {
 // `binding`); `outputs` holds one dense row-major buffer per output parameter, as described by
 // binding.outputs. Launches are serialised process-wide (the packed-operand caches of gemm
 // kernels are per launch); blocks run on the default pool, on a 64 MiB stack when the tiles
-// need more than 1 MiB. Thread-safe; rethrows the first exception of a block.
+// need more than 1 MiB. Thread-safe; rethrows the first exception of a block. Where an interrupt
+// check is installed (the Python module's, support/interrupt.h) it runs about every 50 ms between
+// blocks: once it reports an interrupt no block starts, and support::Interrupted is thrown when the
+// blocks running have ended (the outputs partly written). A kernel of one block is not
+// interrupted; nor is a block.
 void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
                 const std::vector<void*>& outputs, const Binding& binding);
 

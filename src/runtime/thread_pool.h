@@ -10,11 +10,18 @@
 // Semantics:
 //  - Exceptions: the first exception thrown by fn is rethrown in the caller; once one is
 //    thrown no new indices are handed out (calls already running finish).
+//  - Interruption: with `interrupt`, the calling thread runs interrupt->poll (which may set
+//    interrupt->cancel) about every 50 ms: between the indices it runs, when a ticker thread has
+//    said 50 ms have passed (one relaxed load per index, no clock read), and while it waits for
+//    the others. Every thread of the pool loads cancel (relaxed) before each index it takes (a
+//    caller running alone, only after its own poll); once it is true no new indices are handed
+//    out and parallel_for returns when the calls already running have finished.
 //  - Nesting: parallel_for called from inside fn (on any pool) runs inline and serially.
 //  - Concurrent callers from different threads are serialised (each gets the whole pool).
 //  - After fork(), the child process has no workers: every pool runs inline and serially.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,7 +41,11 @@ public:
     // False in a process forked after the pool started (its workers are in the parent only):
     // parallel_for then runs every index on the caller.
     bool workers_here() const;
-    void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
+    struct Interrupt {
+        std::atomic<bool> cancel{false};
+        std::function<void()> poll;
+    };
+    void parallel_for(int64_t n, const std::function<void(int64_t)>& fn, Interrupt* interrupt = nullptr);
 
     // Stack size of worker threads, in bytes.
     static constexpr size_t kWorkerStackBytes = size_t(64) << 20;

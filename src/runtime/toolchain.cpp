@@ -11,7 +11,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <fcntl.h>
-#include <spawn.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -77,6 +79,80 @@ std::string describe_status(int status) {
     return "exit status " + std::to_string(WEXITSTATUS(status));
 }
 
+// What the child of spawn_compiler runs, on its own stack, in the parent's memory (CLONE_VM) while
+// the parent's thread waits for its exec (CLONE_VFORK): only system calls, nothing that allocates
+// or takes a lock.
+struct SpawnArgs {
+    const char* path;
+    char* const* argv;
+    int out_fd;
+    pid_t parent;
+    sigset_t mask;  // the parent thread's signal mask, restored before the exec
+    int error = 0;  // errno of the step that failed, for the parent
+};
+
+int spawn_child(void* p) {
+    auto* a = static_cast<SpawnArgs*>(p);
+    errno = 0;  // (the parent thread's: this child runs on its thread-local storage)
+    // The parent's signal handlers must not run here (they would run on the parent's memory):
+    // every handled signal goes back to its default while all are blocked (the parent blocked them).
+    for (int sig = 1; sig < NSIG; ++sig) {
+        struct sigaction sa;
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, nullptr, &sa) != 0) continue;
+        if (sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL) continue;
+        sa.sa_handler = SIG_DFL;
+        sa.sa_flags = 0;
+        sigaction(sig, &sa, nullptr);
+    }
+    int devnull = -1;
+    // Its own process group (an interrupt ends the compiler's children too: cc1plus, as, ld; a
+    // terminal's Ctrl-C reaches this process alone, which ends the group), and SIGTERM when the
+    // thread that started it ends (the process killed, even by SIGKILL): g++ then removes its
+    // temporaries and exits. A parent that died before the prctl is caught by getppid().
+    if (setpgid(0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != a->parent ||
+        sigprocmask(SIG_SETMASK, &a->mask, nullptr) != 0 || (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0 ||
+        dup2(devnull, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->out_fd, 2) < 0) {
+        a->error = errno ? errno : ESRCH;
+        _exit(127);
+    }
+    execve(a->path, a->argv, environ);
+    a->error = errno;
+    _exit(127);
+}
+
+// Starts the compiler `path` (stdout and stderr to out_fd) as run_process describes; returns its
+// pid, or -1 with *error set. posix_spawn cannot set the parent-death signal: this is its
+// clone(CLONE_VM | CLONE_VFORK) with the prctl added (no fork: no copy of the page tables, no
+// pthread_atfork handlers of the libraries loaded, such as OpenBLAS's).
+pid_t spawn_compiler(const char* path, char* const* argv, int out_fd, int* error) {
+    constexpr size_t kStack = size_t(64) << 10;
+    void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) {
+        *error = errno;
+        return -1;
+    }
+    SpawnArgs a{path, argv, out_fd, getpid(), {}};
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &a.mask);
+    pid_t pid = clone(&spawn_child, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+    const int clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &a.mask, nullptr);
+    munmap(stack, kStack);
+    if (pid < 0) {
+        *error = clone_errno;
+        return -1;
+    }
+    if (a.error != 0) {  // it failed before or at the exec, and has exited
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        *error = a.error;
+        return -1;
+    }
+    return pid;
+}
+
 }  // namespace
 
 ProcessResult run_process(const std::vector<std::string>& argv) {
@@ -98,24 +174,12 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     // would not see EOF while it lived (support/fork.h).
     support::close_in_forked_child(fds[0]);
     support::close_in_forked_child(fds[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);  // dup2 clears FD_CLOEXEC
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    // In its own process group, so that an interrupt ends the compiler's children too (cc1plus, as,
-    // ld). A terminal's Ctrl-C then reaches this process alone, which ends the group (below).
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    pid_t pid = -1;
-    int rc = posix_spawnp(&pid, cargv[0], &fa, &attr, cargv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
+    const std::string path = argv[0].find('/') == std::string::npos ? find_program(argv[0]) : argv[0];
+    int rc = ENOENT;
+    pid_t pid = path.empty() ? -1 : spawn_compiler(path.c_str(), cargv.data(), fds[1], &rc);
     support::keep_in_forked_child(fds[1]);
     close(fds[1]);
-    if (rc != 0) {
+    if (pid < 0) {
         support::keep_in_forked_child(fds[0]);
         close(fds[0]);
         r.error = "cannot run '" + argv[0] + "': " + std::strerror(rc);

@@ -1,5 +1,5 @@
 // The host toolchain: find the C++ compiler, describe the CPU, compile a generated
-// translation unit into a shared object (argv via posix_spawnp, never a shell), dlopen it.
+// translation unit into a shared object (argv via clone + execve, never a shell), dlopen it.
 #pragma once
 
 #include <string>
@@ -70,7 +70,9 @@ struct ProcessResult {
 };
 
 // Runs argv[0] (searched on PATH) with argv, stdin from /dev/null, stdout+stderr captured, in its
-// own process group. Throws support::Interrupted (after ending the group) when the interrupt check
+// own process group, with SIGTERM as its parent-death signal (prctl PR_SET_PDEATHSIG: it ends when
+// the calling thread does, so a process killed while it compiles takes its compiler driver along;
+// the driver's own children, cc1plus, run to their end). Throws support::Interrupted (after ending the group) when the interrupt check
 // (support/interrupt.h) reports an interrupt.
 ProcessResult run_process(const std::vector<std::string>& argv);
 

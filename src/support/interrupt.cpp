@@ -11,6 +11,8 @@ std::atomic<unsigned long> g_epoch{0};
 
 void set_interrupt_check(InterruptCheck check) { g_check.store(check); }
 
+bool interrupt_check_installed() { return g_check.load(std::memory_order_relaxed) != nullptr; }
+
 void interrupt_all() { g_epoch.fetch_add(1); }
 
 unsigned long interrupt_epoch() { return g_epoch.load(); }

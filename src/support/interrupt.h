@@ -13,8 +13,11 @@ namespace tw::support {
 struct Interrupted {};
 
 using InterruptCheck = bool (*)();
-// Installs `check` (nullptr: none). Called from the waits about every 100 ms, from any thread.
+// Installs `check` (nullptr: none). Called from the waits about every 100 ms, from any thread,
+// and from a cpu kernel's launch about every 50 ms (runtime/cpu_launch.h).
 void set_interrupt_check(InterruptCheck check);
+// Whether a check is installed (the Python module's): without one only interrupt_all() interrupts.
+bool interrupt_check_installed();
 
 // Interrupts every wait that began before this call, on any thread: tw.precompile's and the
 // autotuner's pool threads, which no signal reaches, once the main thread has been interrupted.

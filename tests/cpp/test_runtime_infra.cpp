@@ -324,6 +324,37 @@ TEST(ThreadPool, ExceptionIsRethrownAndPoolStaysUsable) {
     EXPECT_EQ(count.load(), 100);
 }
 
+TEST(ThreadPool, InterruptPollStopsHandingOutIndices) {
+    // The caller polls about every 50 ms (the ticker's period); the poll sets cancel on its second
+    // call: the 4000 indices of 1 ms (2 s on 2 threads, 4 s on 1) stop after about 100 ms, the pool
+    // stays usable. Pool sizes 1 (the inline path) and 2.
+    for (int size : {1, 2}) {
+        rt::ThreadPool pool(size);
+        rt::ThreadPool::Interrupt intr;
+        std::atomic<int> polls{0}, ran{0};
+        intr.poll = [&] {
+            if (++polls >= 2) intr.cancel.store(true);
+        };
+        pool.parallel_for(4000, [&](int64_t) {
+            ++ran;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }, &intr);
+        EXPECT_GE(polls.load(), 2) << size;
+        EXPECT_LT(ran.load(), 2000) << size << ": no new indices are handed out after cancel";
+        if (size > 1) {  // the pool's threads load cancel before each index: set already, none runs
+            rt::ThreadPool::Interrupt done;
+            done.cancel.store(true);
+            done.poll = [] {};
+            std::atomic<int> none{0};
+            pool.parallel_for(100, [&](int64_t) { ++none; }, &done);
+            EXPECT_EQ(none.load(), 0);
+        }
+        std::atomic<int> count{0};
+        pool.parallel_for(100, [&](int64_t) { ++count; });
+        EXPECT_EQ(count.load(), 100) << size;
+    }
+}
+
 TEST(ThreadPool, NestedCallsRunInline) {
     rt::ThreadPool pool(3);
     std::vector<std::atomic<int>> hits(16 * 16);
