@@ -1893,16 +1893,19 @@ class Lowerer {
     std::vector<int64_t> stride;  // elements, per dim
   };
 
-  // An if inside a map that serial_maps did not make a select (hunt30 F5): arms of several stores or
-  // of different elements, or a condition free of the map's variables.
+  // An if inside a map that serial_maps did not make selects (hunt30 F5, elif32): an arm holding a statement
+  // other than stores and ifs, a condition reading a tile that a store of the if before its last writes, a
+  // condition free of the map nested in another if or beside other statements.
   static std::string if_in_map() {
     return "this T.Parallel body is not a vector instruction: an if inside a map (a vector instruction covers "
-           "every element; only `if j < n` on the innermost index, or an if whose two arms store one element, is "
-           "lowered)";
+           "every element; an if is lowered to selects when its arms hold only stores and ifs, its condition depends "
+           "on the map's index or on a tile it stores, and no store of the if before its last writes a tile the "
+           "condition reads)";
   }
   static std::string if_in_map_hint() {
-    return "write the store as a select, t[i] = T.where(cond, a, b) (one store per element); or, when the condition "
-           "does not depend on the map's index, put the `if` around the map";
+    return "write the stores as selects, t[i] = T.where(cond, a, b); store the tile the condition reads last, or "
+           "compute the condition into a tile first (m[i] = T.where(cond, 1, 0), then `if m[i] == 1`); when the "
+           "condition does not depend on the map's index, put the `if` around the map";
   }
   StmtPtr lower_map(const ir::ForNode* f, const Span& sp) {
     std::vector<Loop> loops;

@@ -67,13 +67,6 @@ bool is_map_nest(const ir::ForNode* f) {
   return ok;
 }
 
-// The one store of an arm of an if (nullptr when the arm is anything else).
-const ir::StoreNode* only_store(const ir::Stmt& arm) {
-  if (!arm) return nullptr;
-  auto items = ir::stmts_of(arm);
-  return items.size() == 1 && items[0]->kind == ir::StmtKind::Store ? ir::as<ir::StoreNode>(items[0]) : nullptr;
-}
-
 bool on_vars(const ir::Expr& e, const std::vector<ir::Var>& vars) {
   bool u = false;
   ir::for_each_expr(e, [&](const ir::Expr& x) {
@@ -87,12 +80,15 @@ bool on_vars(const ir::Expr& e, const std::vector<ir::Var>& vars) {
 // `if j + 8 < n`): the index is selected too, index 0 (inside any non-empty dimension) where the arm is
 // not taken. An index that is a map variable or free of the map and of loads is read by every lane alike.
 struct GuardIndices : ir::Mutator {
-  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v) : cond(std::move(c)), then(taken_on_true), vars(v) {}
+  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k)
+      : cond(std::move(c)), then(taken_on_true), vars(v), keep(k) {}
   ir::Expr cond;
   bool then;
   const std::vector<ir::Var>& vars;
+  const std::vector<ir::Expr>& keep;  // the if's stored elements: inside the tile wherever the map runs
   using ir::Mutator::mutate;
   ir::Expr mutate(const ir::Expr& e) override {
+    if (std::any_of(keep.begin(), keep.end(), [&](const ir::Expr& k) { return ir::structural_equal(e, k); })) return e;
     ir::Expr x = ir::Mutator::mutate(e);
     if (x->kind != ir::ExprKind::Load) return x;
     auto* ld = static_cast<const ir::LoadNode*>(x.get());
@@ -137,38 +133,127 @@ struct GuardOperands : ir::Mutator {
   }
 };
 
-ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars) {
+ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars,
+                   const std::vector<ir::Expr>& keep) {
   ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then).mutate(v) : v;
-  return GuardIndices(c, then, vars).mutate(g);
+  return GuardIndices(c, then, vars, keep).mutate(g);
 }
 
-// `if c: t[idx] = a else: t[idx] = b` in the innermost body of a T.Parallel map (both arms one store
-// of the same element; without an else, b is t[idx] itself) is the store t[idx] = T.where(c, a, b)
-// (hunt30 F5), when c depends on the map's variables (an if free of them belongs around the map,
-// where cpu does not evaluate the arms it skips), and is not `if j < n` on the innermost variable
-// without an else (select_instructions' runtime column count). Both arms are evaluated, as T.where's,
-// their reads at selected indices (GuardIndices) and int32 operands (GuardOperands).
-ir::Stmt if_as_select(const ir::Stmt& s, const std::vector<ir::Var>& vars) {
-  if (s->kind != ir::StmtKind::If) return s;
-  auto* n = ir::as<ir::IfNode>(s);
-  const ir::StoreNode* a = only_store(n->then_body);
-  const ir::StoreNode* b = n->else_body ? only_store(n->else_body) : nullptr;
-  if (!a || (n->else_body && !b)) return s;
-  auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
-  if (!b && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get()) return s;
-  // a condition on the map's variables (or on the tile the if stores, which the map changes); a load at
-  // an index free of them (`if f[0] > 0`) is the same for every element (hunt31 F1)
-  bool uses = on_vars(n->cond, vars);
-  ir::for_each_expr(n->cond, [&](const ir::Expr& x) {
-    uses = uses || (x->kind == ir::ExprKind::Load && static_cast<const ir::LoadNode*>(x.get())->buffer.get() == a->buffer.get());
+bool reads(const ir::Expr& e, const ir::BufferNode* b) {
+  bool r = false;
+  ir::for_each_expr(e, [&](const ir::Expr& x) {
+    r = r || (x->kind == ir::ExprKind::Load && static_cast<const ir::LoadNode*>(x.get())->buffer.get() == b);
   });
-  const ir::Expr at = ir::load(a->buffer, a->indices, a->span);
-  if (!uses || (b && (b->buffer.get() != a->buffer.get() || !ir::structural_equal(at, ir::load(b->buffer, b->indices)))))
-    return s;
-  const ir::DType t = a->buffer->dtype;
-  ir::Expr other = b ? ir::cast(guard_arm(b->value, n->cond, false, vars), t, b->span) : at;
-  ir::Expr value = ir::cast(guard_arm(a->value, n->cond, true, vars), t, a->span);
-  return std::make_shared<ir::StoreNode>(a->buffer, a->indices, ir::select(n->cond, value, other, a->span), a->span);
+  return r;
+}
+
+const ir::StoreNode* store_of(const ir::Stmt& s) { return ir::as<ir::StoreNode>(s); }
+ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices, s->span); }
+
+bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, std::vector<ir::Stmt>& out);
+
+// The statements of an if's arm as stores, in order (lower_if); false for anything but stores and ifs.
+bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, std::vector<ir::Stmt>& out) {
+  if (!arm) return true;
+  for (const auto& s : ir::stmts_of(arm)) {
+    if (s->kind == ir::StmtKind::Store) out.push_back(s);
+    else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, out)
+                                          : s->kind != ir::StmtKind::If || !lower_if(ir::as<ir::IfNode>(s), vars, out))
+      return false;
+  }
+  return true;
+}
+
+// Arms whose stores are one select each per element (lower_if): each buffer stored at one element, at
+// most once per arm, and no value reads a buffer the if stores other than its own (so every value reads
+// the tiles as they were before the if, in any order).
+bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir::Stmt>& e) {
+  std::vector<ir::Stmt> all = t;
+  all.insert(all.end(), e.begin(), e.end());
+  for (const auto& x : all)
+    for (const auto& y : all) {
+      const ir::StoreNode *a = store_of(x), *b = store_of(y);
+      if (x != y && a->buffer.get() == b->buffer.get() &&
+          (!ir::structural_equal(element(a), element(b)) ||
+           (std::find(t.begin(), t.end(), x) != t.end()) == (std::find(t.begin(), t.end(), y) != t.end())))
+        return false;
+      if (a->buffer.get() != b->buffer.get() && reads(a->value, b->buffer.get())) return false;
+    }
+  return true;
+}
+
+// An if in a map's innermost body (elif32; hunt30 F5 for one store in each arm) as stores of selects, the
+// sequence the if's arms run on each element: every store of the then arm t[idx] = T.where(c, a, t[idx]),
+// then every store of the else arm t[idx] = T.where(c, t[idx], b) (an element an arm does not store keeps
+// its value: the read of t[idx] is the checker's uninitialised-read rule's), or, where the arms allow it
+// (one_select_per_element), one store per element t[idx] = T.where(c, a, b). An elif is an if in the else
+// arm: nested selects, the inner condition chosen only where c is false. Both arms are evaluated, as
+// T.where's, their reads at selected indices (GuardIndices, with c: nested ifs select at every level) and
+// int32 operands (GuardOperands). Not lowered (false): an arm holding anything but stores and ifs, a
+// condition free of the map and of the tiles the if stores (it belongs around the map, where cpu does not
+// evaluate the arms it skips: ToParallel::selects), and a condition reading a tile that a store of the if
+// before the last writes (evaluated at each store, it would see that store's value).
+bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, std::vector<ir::Stmt>& out) {
+  std::vector<ir::Stmt> t, e, res;
+  if (!lower_arm(n->then_body, vars, t) || !lower_arm(n->else_body, vars, e)) return false;
+  bool uses = on_vars(n->cond, vars);
+  std::vector<ir::Expr> keep;
+  for (const auto* arm : {&t, &e})
+    for (const auto& s : *arm) {
+      uses = uses || reads(n->cond, store_of(s)->buffer.get());
+      keep.push_back(element(store_of(s)));
+    }
+  if (!uses) return false;
+  const ir::Expr& c = n->cond;
+  auto value = [&](const ir::StoreNode* s, bool then) {
+    return ir::cast(guard_arm(s->value, c, then, vars, keep), s->buffer->dtype, s->span);
+  };
+  auto emit = [&](const ir::StoreNode* s, const ir::Expr& a, const ir::Expr& b) {
+    res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, ir::select(c, a, b, s->span), s->span));
+  };
+  if (one_select_per_element(t, e)) {
+    for (const auto& x : t) {
+      const ir::StoreNode* a = store_of(x);
+      auto b = std::find_if(e.begin(), e.end(), [&](const ir::Stmt& y) { return store_of(y)->buffer.get() == a->buffer.get(); });
+      emit(a, value(a, true), b == e.end() ? element(a) : value(store_of(*b), false));
+    }
+    for (const auto& y : e) {
+      const ir::StoreNode* b = store_of(y);
+      if (std::none_of(t.begin(), t.end(), [&](const ir::Stmt& x) { return store_of(x)->buffer.get() == b->buffer.get(); }))
+        emit(b, element(b), value(b, false));
+    }
+  } else {
+    for (const auto& x : t) emit(store_of(x), value(store_of(x), true), element(store_of(x)));
+    for (const auto& y : e) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+  }
+  for (size_t k = 0; k + 1 < res.size(); ++k)
+    if (reads(c, store_of(res[k])->buffer.get())) return false;
+  if (res.empty()) return false;
+  out.insert(out.end(), res.begin(), res.end());
+  return true;
+}
+
+// The items of a map's innermost body with its ifs lowered (lower_if); `if j < n` without an else, the
+// whole body, on the innermost variable and a bound free of the map and of loads, stays (select_instructions'
+// runtime column count).
+bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars) {
+  if (items.size() == 1 && items[0]->kind == ir::StmtKind::If) {
+    auto* n = ir::as<ir::IfNode>(items[0]);
+    auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
+    bool loads = false;
+    if (lt) ir::for_each_expr(lt->b, [&](const ir::Expr& y) { loads = loads || y->kind == ir::ExprKind::Load; });
+    if (!n->else_body && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get() && !loads && !on_vars(lt->b, vars))
+      return false;
+  }
+  std::vector<ir::Stmt> out;
+  bool changed = false;
+  for (const auto& it : items) {
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(ir::as<ir::IfNode>(it), vars, out);
+    if (!lowered) out.push_back(it);
+    changed = changed || lowered;
+  }
+  if (changed) items = std::move(out);
+  return changed;
 }
 
 struct ToParallel : ir::Mutator {
@@ -180,7 +265,7 @@ struct ToParallel : ir::Mutator {
     if (!is_map_nest(f)) return ir::Mutator::mutate(s);
     return parallel(s);
   }
-  // a T.Parallel map with its ifs as selects (if_as_select), and a body that is one if free of the map
+  // a T.Parallel map with its ifs as selects (ifs_as_selects), and a body that is one if free of the map
   // (`if f[0] > 0:`, the same arm for every element: hunt31 F1) as that if around the map
   static ir::Stmt selects(const ir::Stmt& s, std::vector<ir::Var> vars) {
     ir::Stmt m = selects_in(s, vars);
@@ -213,13 +298,7 @@ struct ToParallel : ir::Mutator {
     if (items.size() == 1 && items[0]->kind == ir::StmtKind::For && ir::as<ir::ForNode>(items[0])->for_kind == ir::ForKind::parallel) {
       body = selects(items[0], vars);
     } else {
-      bool changed = false;
-      for (auto& it : items) {
-        ir::Stmt x = if_as_select(it, vars);
-        changed = changed || x != it;
-        it = x;
-      }
-      if (!changed) return s;
+      if (!ifs_as_selects(items, vars)) return s;
       body = items.size() == 1 ? items[0] : std::make_shared<ir::SeqNode>(items, f->body->span);
     }
     if (body == f->body) return s;
