@@ -224,6 +224,69 @@ def test_int32_arm_not_taken_does_not_overflow(target):
     assert _run(_collatz, target, [-1], a).tolist() == want
 
 
+# --------------------------------------------------------------------------- lets; strided stores; a row bound from data
+@T.prim_func
+def _lets(X: T.Tensor((16,), "float32"), I: T.Tensor((9,), "int32"), Y: T.Tensor((9,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((16,), "float32")
+        ix = T.alloc_fragment((9,), "int32")
+        y = T.alloc_fragment((9,), "float32")
+        T.copy(X, x)
+        T.copy(I, ix)
+        for i in T.Parallel(9):
+            k = ix[i]  # a let of the map: the gather x[k] below is guarded through it
+            if k < 0 or k >= 16:
+                y[i] = -1.0
+            else:
+                v = x[k] * 2.0  # a let of the arm
+                y[i] = v + 1.0
+        T.copy(y, Y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_lets_in_the_map_and_in_an_arm(target):
+    x = np.arange(16, dtype=np.float32) - 4.5
+    ix = np.array([0, 15, -1, 16, 7, -2 ** 31, 2 ** 31 - 1, 3, -16], np.int32)
+    want = np.where((ix < 0) | (ix >= 16), -1.0, x[np.clip(ix, 0, 15)] * 2 + 1).astype(np.float32)
+    _same(_run(_lets, target, [-1], x, ix), want)
+
+
+@T.prim_func
+def _strided(X: T.Tensor((3, 9), "float32"), L: T.Tensor((3,), "int32"), Y: T.Tensor((3, 18), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((3, 9), "float32")
+        lim = T.alloc_fragment((3,), "int32")
+        y = T.alloc_fragment((3, 18), "float32")
+        T.copy(X, x)
+        T.copy(L, lim)
+        for i, j in T.Parallel(3, 9):
+            if x[i, j] > 0:  # interleaved stores, both elements in each arm
+                y[i, 2 * j] = x[i, j]
+                y[i, 2 * j + 1] = 1.0
+            else:
+                y[i, 2 * j] = 0.0
+                y[i, 2 * j + 1] = -1.0
+        for i, j in T.Parallel(3, 9):
+            if j < lim[i]:  # a bound read from a tile, no else: a select (x keeps its value elsewhere)
+                x[i, j] = -x[i, j]
+        T.copy(y, Y)
+        T.copy(x, X)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_strided_stores_and_a_bound_from_a_tile(target):
+    x = _values("float32", (3, 9), 7)
+    lim = np.array([0, 4, 9], np.int32)
+    x0 = x.copy()
+    args = [x, lim]
+    k = tw.compile(_strided, target=target, out_idx=[-1])
+    y = k(*args) if target == "cpu" else run_checked(k, *args)
+    want = np.empty((3, 18), np.float32)
+    want[:, 0::2], want[:, 1::2] = np.where(x0 > 0, x0, 0), np.where(x0 > 0, 1, -1)
+    _same(y, want)
+    _same(x, np.where(np.arange(9)[None, :] < lim[:, None], -x0, x0).astype(np.float32))
+
+
 # --------------------------------------------------------------------------- one element; hunt31 F4's reproducer
 @T.prim_func
 def _one(X: T.Tensor((1,), "float32"), Y: T.Tensor((1,), "float32"), Z: T.Tensor((1,), "float32")):
@@ -282,6 +345,60 @@ def _cond_overwritten_last(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "floa
                 x[i] = 0.0  # the store of the tile the condition reads last: lowered
         T.copy(x, Y)
         T.copy(y, Z)
+
+
+@T.prim_func
+def _let_overwritten(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        y = T.alloc_fragment((8,), "float32")
+        z = T.alloc_fragment((8,), "float32")
+        T.copy(X, y)
+        T.fill(z, 0.0)
+        for i in T.Parallel(8):
+            t = y[i] * 2.0  # y before the if: its store below comes before z's
+            if i % 2 == 0:
+                y[i] = 1.0
+                z[i] = t
+        T.copy(y, Y)
+        T.copy(z, Z)
+
+
+@T.prim_func
+def _unwritten(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((8,), "float32")
+        y = T.alloc_fragment((8,), "float32")
+        z = T.alloc_fragment((8,), "float32")
+        T.copy(X, x)
+        for i in T.Parallel(8):
+            if x[i] > 0.0:
+                y[i] = 1.0
+                z[i] = 2.0  # the else arm leaves z unwritten, copied out
+            else:
+                y[i] = 3.0
+        T.copy(y, Y)
+        T.copy(z, Z)
+
+
+def test_an_element_no_arm_writes_is_an_uninitialised_read():
+    """The element an arm leaves keeps its value: never written, the checker reports it reaching GM (as checked
+    mode does on cpu); y, written by both arms, is right."""
+    x = np.arange(8, dtype=np.float32) - 3.5
+    prof = tw.compile(_unwritten, target=TARGET, out_idx=[-2, -1]).profile(x)
+    assert len(prof["reports"]) == 1 and "uninitialised read" in prof["reports"][0] and "tile z" in prof["reports"][0]
+    _same(prof.outputs[0], np.where(x > 0, 1, 3).astype(np.float32))
+
+
+def test_let_on_a_tile_stored_before_the_last_store_names_the_rewrite():
+    x = np.arange(8, dtype=np.float32) + 0.5
+    y, z = _run(_let_overwritten, "cpu", [-2, -1], x)
+    even = np.arange(8) % 2 == 0
+    _same(y, np.where(even, 1, x).astype(np.float32))
+    _same(z, np.where(even, 2 * x, 0).astype(np.float32))
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_let_overwritten, target=TARGET, out_idx=[-2, -1])
+    assert "an if inside a map" in e.value.message and "let" in e.value.hint
+    assert "if i % 2 == 0:" in e.value.source_line
 
 
 def test_condition_on_a_tile_stored_before_the_last_store_names_the_rewrite():

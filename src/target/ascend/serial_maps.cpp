@@ -150,35 +150,61 @@ bool reads(const ir::Expr& e, const ir::BufferNode* b) {
 const ir::StoreNode* store_of(const ir::Stmt& s) { return ir::as<ir::StoreNode>(s); }
 ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices, s->span); }
 
-bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, std::vector<ir::Stmt>& out);
+// The lets in scope of an if's statements (the map body's before it, its arms'): their values substituted
+// where they are used (as legalize_vector does), each value kept to check what it reads (lower_if).
+struct Lets {
+  std::vector<std::pair<ir::Var, ir::Expr>> subst;
+  std::vector<ir::Expr> values;
+  void add(const ir::LetNode* l) {
+    subst.push_back({l->var, ir::substitute(l->value, subst)});
+    values.push_back(subst.back().second);
+  }
+};
 
-// The statements of an if's arm as stores, in order (lower_if); false for anything but stores and ifs.
-bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, std::vector<ir::Stmt>& out) {
+bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Expr>& values,
+              std::vector<ir::Stmt>& out);
+
+// The statements of an if's arm as stores, in order, lets substituted (lower_if; values gets the arm's lets'
+// values); false for anything but stores, lets and ifs.
+bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Expr>& values,
+               std::vector<ir::Stmt>& out) {
   if (!arm) return true;
   for (const auto& s : ir::stmts_of(arm)) {
-    if (s->kind == ir::StmtKind::Store) out.push_back(s);
-    else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, out)
-                                          : s->kind != ir::StmtKind::If || !lower_if(ir::as<ir::IfNode>(s), vars, out))
+    if (s->kind == ir::StmtKind::Let) {
+      lets.add(ir::as<ir::LetNode>(s));
+      values.push_back(lets.values.back());
+    } else if (s->kind == ir::StmtKind::Store) {
+      out.push_back(lets.subst.empty() ? s : ir::substitute(s, lets.subst));
+    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, values, out)
+                                            : s->kind != ir::StmtKind::If ||
+                                                  !lower_if(ir::as<ir::IfNode>(s), vars, lets, values, out)) {
       return false;
+    }
   }
   return true;
 }
 
-// Arms whose stores are one select each per element (lower_if): each buffer stored at one element, at
-// most once per arm, and no value reads a buffer the if stores other than its own (so every value reads
-// the tiles as they were before the if, in any order).
+// Arms whose stores are one select each per element (lower_if): no element stored twice in an arm, and no
+// value reading a tile the if stores but at its own element (so every value reads the tiles as they were
+// before the if, in any order).
 bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir::Stmt>& e) {
   std::vector<ir::Stmt> all = t;
   all.insert(all.end(), e.begin(), e.end());
-  for (const auto& x : all)
-    for (const auto& y : all) {
-      const ir::StoreNode *a = store_of(x), *b = store_of(y);
-      if (x != y && a->buffer.get() == b->buffer.get() &&
-          (!ir::structural_equal(element(a), element(b)) ||
-           (std::find(t.begin(), t.end(), x) != t.end()) == (std::find(t.begin(), t.end(), y) != t.end())))
-        return false;
-      if (a->buffer.get() != b->buffer.get() && reads(a->value, b->buffer.get())) return false;
-    }
+  for (const auto& x : all) {
+    const ir::Expr own = element(store_of(x));
+    bool other = false;
+    ir::for_each_expr(store_of(x)->value, [&](const ir::Expr& r) {
+      other = other || (r->kind == ir::ExprKind::Load && !ir::structural_equal(r, own) &&
+                        std::any_of(all.begin(), all.end(), [&](const ir::Stmt& y) {
+                          return static_cast<const ir::LoadNode*>(r.get())->buffer.get() == store_of(y)->buffer.get();
+                        }));
+    });
+    if (other) return false;
+  }
+  for (const auto* arm : {&t, &e})
+    for (size_t k = 0; k < arm->size(); ++k)
+      for (size_t l = 0; l < k; ++l)
+        if (ir::structural_equal(element(store_of((*arm)[k])), element(store_of((*arm)[l])))) return false;
   return true;
 }
 
@@ -189,22 +215,24 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // (one_select_per_element), one store per element t[idx] = T.where(c, a, b). An elif is an if in the else
 // arm: nested selects, the inner condition chosen only where c is false. Both arms are evaluated, as
 // T.where's, their reads at selected indices (GuardIndices, with c: nested ifs select at every level) and
-// int32 operands (GuardOperands). Not lowered (false): an arm holding anything but stores and ifs, a
-// condition free of the map and of the tiles the if stores (it belongs around the map, where cpu does not
-// evaluate the arms it skips: ToParallel::selects), and a condition reading a tile that a store of the if
-// before the last writes (evaluated at each store, it would see that store's value).
-bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, std::vector<ir::Stmt>& out) {
+// int32 operands (GuardOperands); lets substituted (Lets). Not lowered (false): an arm holding anything but
+// stores, lets and ifs, a condition free of the map and of the tiles the if stores (it belongs around the map,
+// where cpu does not evaluate the arms it skips: ToParallel::selects), and a condition or a let in scope
+// reading a tile that a store of the if before the last writes (evaluated at each store, it would see that
+// store's value). values: the lets in scope's values, the arms' added.
+bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Expr>& values,
+              std::vector<ir::Stmt>& out) {
   std::vector<ir::Stmt> t, e, res;
-  if (!lower_arm(n->then_body, vars, t) || !lower_arm(n->else_body, vars, e)) return false;
-  bool uses = on_vars(n->cond, vars);
+  if (!lower_arm(n->then_body, vars, lets, values, t) || !lower_arm(n->else_body, vars, lets, values, e)) return false;
+  const ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
+  bool uses = on_vars(c, vars);
   std::vector<ir::Expr> keep;
   for (const auto* arm : {&t, &e})
     for (const auto& s : *arm) {
-      uses = uses || reads(n->cond, store_of(s)->buffer.get());
+      uses = uses || reads(c, store_of(s)->buffer.get());
       keep.push_back(element(store_of(s)));
     }
   if (!uses) return false;
-  const ir::Expr& c = n->cond;
   auto value = [&](const ir::StoreNode* s, bool then) {
     return ir::cast(guard_arm(s->value, c, then, vars, keep), s->buffer->dtype, s->span);
   };
@@ -212,22 +240,24 @@ bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, std::vector
     res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, ir::select(c, a, b, s->span), s->span));
   };
   if (one_select_per_element(t, e)) {
+    auto same = [](const ir::Stmt& x) {
+      return [x](const ir::Stmt& y) { return ir::structural_equal(element(store_of(x)), element(store_of(y))); };
+    };
     for (const auto& x : t) {
-      const ir::StoreNode* a = store_of(x);
-      auto b = std::find_if(e.begin(), e.end(), [&](const ir::Stmt& y) { return store_of(y)->buffer.get() == a->buffer.get(); });
-      emit(a, value(a, true), b == e.end() ? element(a) : value(store_of(*b), false));
+      auto y = std::find_if(e.begin(), e.end(), same(x));
+      emit(store_of(x), value(store_of(x), true), y == e.end() ? element(store_of(x)) : value(store_of(*y), false));
     }
-    for (const auto& y : e) {
-      const ir::StoreNode* b = store_of(y);
-      if (std::none_of(t.begin(), t.end(), [&](const ir::Stmt& x) { return store_of(x)->buffer.get() == b->buffer.get(); }))
-        emit(b, element(b), value(b, false));
-    }
+    for (const auto& y : e)
+      if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
   } else {
     for (const auto& x : t) emit(store_of(x), value(store_of(x), true), element(store_of(x)));
     for (const auto& y : e) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
   }
-  for (size_t k = 0; k + 1 < res.size(); ++k)
-    if (reads(c, store_of(res[k])->buffer.get())) return false;
+  for (size_t k = 0; k + 1 < res.size(); ++k) {
+    const ir::BufferNode* b = store_of(res[k])->buffer.get();
+    if (reads(c, b) || std::any_of(values.begin(), values.end(), [&](const ir::Expr& v) { return reads(v, b); }))
+      return false;
+  }
   if (res.empty()) return false;
   out.insert(out.end(), res.begin(), res.end());
   return true;
@@ -247,8 +277,11 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   }
   std::vector<ir::Stmt> out;
   bool changed = false;
+  Lets lets;
   for (const auto& it : items) {
-    const bool lowered = it->kind == ir::StmtKind::If && lower_if(ir::as<ir::IfNode>(it), vars, out);
+    if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it));
+    std::vector<ir::Expr> values = lets.values;
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(ir::as<ir::IfNode>(it), vars, lets, values, out);
     if (!lowered) out.push_back(it);
     changed = changed || lowered;
   }
