@@ -121,7 +121,8 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
 // elif32: an elif chain is nested selects (the inner condition chosen where the outer is false, the gather's
 // index selected by both); arms of several stores are one select per element where every value reads the
 // tiles as before the if, else the stores in order (then arm's, else arm's), each keeping the element where
-// its arm is not taken; a condition reading a tile a store before the last writes stays an if.
+// its arm is not taken; per element, the store of the tile the condition reads goes last; in order, a
+// condition reading a tile a store before the last writes stays an if.
 TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
   const std::string head = R"(kernel k(Y: global float32[8])
     grid(bx = 1) {
@@ -130,10 +131,10 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
   alloc y: fragment float32[8]
   alloc z: fragment float32[8]
 )";
-  const std::string kept = R"(  for i3 in parallel(0, 8) {
-    if y[i3] > 0.0 {
-      y[i3] = 0.0
-      z[i3] = 1.0
+  const std::string kept = R"(  for i4 in parallel(0, 8) {
+    if y[i4] > 0.0 {
+      y[i4] = 0.0
+      z[i4] = y[i4] + 1.0
     }
   }
 }
@@ -165,6 +166,12 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
       z[i2] = x[i2]
     }
   }
+  for i3 in parallel(0, 8) {
+    if y[i3] > 0.0 {
+      y[i3] = 0.0
+      z[i3] = 1.0
+    }
+  }
 )" + kept),
             head + R"(  for i in parallel(0, 8) {
     y[i] = where(ix[i] < 0, -1.0, where(ix[i] >= 16, -2.0, x[where(ix[i] < 0, 0, where(ix[i] >= 16, 0, ix[i]))]))
@@ -177,6 +184,10 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
     y[i2] = where(i2 < 4, x[i2] + 1.0, y[i2])
     z[i2] = where(i2 < 4, y[i2] * 2.0, z[i2])
     z[i2] = where(i2 < 4, z[i2], x[i2])
+  }
+  for i3 in parallel(0, 8) {
+    z[i3] = where(y[i3] > 0.0, 1.0, z[i3])
+    y[i3] = where(y[i3] > 0.0, 0.0, y[i3])
   }
 )" + kept);
 }

@@ -212,8 +212,9 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // sequence the if's arms run on each element: every store of the then arm t[idx] = T.where(c, a, t[idx]),
 // then every store of the else arm t[idx] = T.where(c, t[idx], b) (an element an arm does not store keeps
 // its value: the read of t[idx] is the checker's uninitialised-read rule's), or, where the arms allow it
-// (one_select_per_element), one store per element t[idx] = T.where(c, a, b). An elif is an if in the else
-// arm: nested selects, the inner condition chosen only where c is false. Both arms are evaluated, as
+// (one_select_per_element), one store per element t[idx] = T.where(c, a, b), in any order (the stores of
+// the tiles the condition reads last). An elif is an if in the else arm: nested selects, the inner
+// condition chosen only where c is false. Both arms are evaluated, as
 // T.where's, their reads at selected indices (GuardIndices, with c: nested ifs select at every level) and
 // int32 operands (GuardOperands); lets substituted (Lets). Not lowered (false): an arm holding anything but
 // stores, lets and ifs, a condition free of the map and of the tiles the if stores (it belongs around the map,
@@ -239,7 +240,8 @@ bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, 
   auto emit = [&](const ir::StoreNode* s, const ir::Expr& a, const ir::Expr& b) {
     res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, ir::select(c, a, b, s->span), s->span));
   };
-  if (one_select_per_element(t, e)) {
+  const bool one = one_select_per_element(t, e);
+  if (one) {
     auto same = [](const ir::Stmt& x) {
       return [x](const ir::Stmt& y) { return ir::structural_equal(element(store_of(x)), element(store_of(y))); };
     };
@@ -253,11 +255,13 @@ bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, 
     for (const auto& x : t) emit(store_of(x), value(store_of(x), true), element(store_of(x)));
     for (const auto& y : e) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
   }
-  for (size_t k = 0; k + 1 < res.size(); ++k) {
-    const ir::BufferNode* b = store_of(res[k])->buffer.get();
-    if (reads(c, b) || std::any_of(values.begin(), values.end(), [&](const ir::Expr& v) { return reads(v, b); }))
-      return false;
-  }
+  auto read_again = [&](const ir::Stmt& x) {
+    const ir::BufferNode* b = store_of(x)->buffer.get();
+    return reads(c, b) || std::any_of(values.begin(), values.end(), [&](const ir::Expr& v) { return reads(v, b); });
+  };
+  if (one) std::stable_partition(res.begin(), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
+  for (size_t k = 0; k + 1 < res.size(); ++k)
+    if (read_again(res[k])) return false;
   if (res.empty()) return false;
   out.insert(out.end(), res.begin(), res.end());
   return true;
