@@ -100,7 +100,7 @@ def _two_tiles(dt):
     return k
 
 
-@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("dt", ["float16", "int32", "uint8"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_arm_of_two_stores_and_an_unwritten_element(target, dt):
     x, z = _values(dt, (R, C), 2), _values(dt, (R, C), 3)
@@ -163,7 +163,7 @@ def _nested(dt):
     return k
 
 
-@pytest.mark.parametrize("dt", ["float32", "bfloat16", "int32"])
+@pytest.mark.parametrize("dt", ["bfloat16", "int32"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_nested_ifs(target, dt):
     x = _values(dt, (R, C), 6)
@@ -171,6 +171,26 @@ def test_nested_ifs(target, dt):
     j = np.arange(C)[None, :]
     want = np.where(i % 2 == 0, np.where(x > 0, x * 2, 1), np.where(j > C - 5, 0, x)).astype(x.dtype)
     _same(_run(_nested(dt), target, [-1], x), want)
+
+
+@T.prim_func
+def _int8_mask_fill(X: T.Tensor((B, C), "int8"), Y: T.Tensor((B, C), "int8")):
+    with T.Kernel(1) as bx:
+        y = T.alloc_fragment((B, C), "int8")
+        T.copy(X, y)
+        for i, j in T.Parallel(B, C):
+            y[i, j] = T.where(j > C - 5, 0, y[i, j])
+        T.copy(y, Y)
+
+
+@pytest.mark.xfail(strict=True, reason="elif32 finding: legalize_vector's in-place index-mask fill of an int8 / uint8 "
+                                       "tile keeps the head and fills with int8 Adds / Duplicate, which the Vector "
+                                       "core lacks (API-rule reports); the same T.where written by hand, no if")
+def test_int8_in_place_index_mask_fill():
+    """`if j > C - 5: y[i, j] = 0` (no else) of an int8 tile is this select; nested_ifs runs bfloat16 / int32."""
+    x = _values("int8", (B, C), 8)
+    want = np.where(np.arange(C)[None, :] > C - 5, 0, x).astype(np.int8)
+    _same(run_checked(tw.compile(_int8_mask_fill, target=TARGET, out_idx=[-1]), x), want)
 
 
 # --------------------------------------------------------------------------- guards along the chain
@@ -317,52 +337,36 @@ def test_one_element_elif_of_two_stores(target, v):
 
 
 # --------------------------------------------------------------------------- what still is an error, and its rewrite
-@T.prim_func
-def _cond_stored_first(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
-    with T.Kernel(1) as bx:
-        x = T.alloc_fragment((8,), "float32")
-        y = T.alloc_fragment((8,), "float32")
-        T.copy(X, x)
-        T.fill(y, 0.0)
-        for i in T.Parallel(8):
-            if x[i] > 0.0:
-                x[i] = 0.0  # the condition reads x: its select is stored after y's
-                y[i] = 1.0
-        T.copy(x, Y)
-        T.copy(y, Z)
-
-
-@T.prim_func
-def _cond_overwritten(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
-    with T.Kernel(1) as bx:
-        x = T.alloc_fragment((8,), "float32")
-        y = T.alloc_fragment((8,), "float32")
-        T.copy(X, x)
-        T.fill(y, 0.0)
-        for i in T.Parallel(8):
-            if x[i] > 0.0:
-                x[i] = 0.0
-                y[i] = x[i] + 1.0  # reads the x just stored: in order, and the condition would see it
-        T.copy(x, Y)
-        T.copy(y, Z)
-
-
-@T.prim_func
-def _cond_in_a_tile(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
-    with T.Kernel(1) as bx:
-        x = T.alloc_fragment((8,), "float32")
-        y = T.alloc_fragment((8,), "float32")
-        m = T.alloc_fragment((8,), "int32")
-        T.copy(X, x)
-        T.fill(y, 0.0)
-        for i in T.Parallel(8):
-            m[i] = T.where(x[i] > 0.0, 1, 0)  # the hint's rewrite: the condition into a tile first
-        for i in T.Parallel(8):
-            if m[i] == 1:
-                x[i] = 0.0
-                y[i] = x[i] + 1.0
-        T.copy(x, Y)
-        T.copy(y, Z)
+def _cond_kernel(form):
+    """`if x[i] > 0: x[i] = 0.0; y[i] = ...`: form "first" stores y = 1 (the select of x goes last), "in order" y =
+    x + 1 (the x just stored: in order, the condition would see it), "tile" the same after the condition is
+    computed into a tile first (the hint's rewrite)."""
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            y = T.alloc_fragment((8,), "float32")
+            m = T.alloc_fragment((8,), "int32")
+            T.copy(X, x)
+            T.fill(y, 0.0)
+            for i in T.Parallel(8):
+                m[i] = T.where(x[i] > 0.0, 1, 0)
+            for i in T.Parallel(8):
+                if form == "first":
+                    if x[i] > 0.0:
+                        x[i] = 0.0
+                        y[i] = 1.0
+                elif form == "in order":
+                    if x[i] > 0.0:
+                        x[i] = 0.0
+                        y[i] = x[i] + 1.0
+                else:
+                    if m[i] == 1:
+                        x[i] = 0.0
+                        y[i] = x[i] + 1.0
+            T.copy(x, Y)
+            T.copy(y, Z)
+    return k
 
 
 @T.prim_func
@@ -425,13 +429,13 @@ def test_condition_on_a_tile_an_earlier_store_writes_names_the_rewrite():
     the order is free, the store of the tile the condition reads goes last."""
     x = np.array([1.5, -2.0, 0.0, 3.0, -0.5, 4.0, -6.0, 0.5], np.float32)
     want = (np.where(x > 0, 0, x).astype(np.float32), (x > 0).astype(np.float32))
-    for got, w in zip(_run(_cond_overwritten, "cpu", [-2, -1], x.copy()), want):
+    for got, w in zip(_run(_cond_kernel("in order"), "cpu", [-2, -1], x.copy()), want):
         _same(got, w)
     with pytest.raises(tw.TilewrightError) as e:
-        tw.compile(_cond_overwritten, target=TARGET, out_idx=[-2, -1])
+        tw.compile(_cond_kernel("in order"), target=TARGET, out_idx=[-2, -1])
     assert "an if inside a map" in e.value.message and "condition" in e.value.message
     assert "condition into a tile" in e.value.hint and "if x[i] > 0.0:" in e.value.source_line
     for t in TARGETS:
-        for prim in (_cond_in_a_tile, _cond_stored_first):
-            for got, w in zip(_run(prim, t, [-2, -1], x.copy()), want):
+        for form in ("tile", "first"):
+            for got, w in zip(_run(_cond_kernel(form), t, [-2, -1], x.copy()), want):
                 _same(got, w)
