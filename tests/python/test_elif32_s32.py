@@ -193,6 +193,30 @@ def test_int8_in_place_index_mask_fill():
     _same(run_checked(tw.compile(_int8_mask_fill, target=TARGET, out_idx=[-1]), x), want)
 
 
+@T.prim_func
+def _let_then_store(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        y = T.alloc_fragment((8,), "float32")
+        z = T.alloc_fragment((8,), "float32")
+        T.copy(X, y)
+        for i in T.Parallel(8):
+            t = y[i] * 2.0  # the value of y here, on cpu
+            y[i] = 1.0
+            z[i] = t
+        T.copy(y, Y)
+        T.copy(z, Z)
+
+
+@pytest.mark.xfail(strict=True, reason="elif32 finding: legalize_vector substitutes a map's let into its uses, so a "
+                                       "let reading a tile a later store of the map writes reads the stored value "
+                                       "on ascend910b (z = 2.0 everywhere), silently; cpu computes it at the let")
+def test_let_reading_a_tile_stored_after_it():
+    """No if: the lowering above keeps such lets out (the if stays an error); this is the map body's own case."""
+    x = np.arange(8, dtype=np.float32)
+    y, z = run_checked(tw.compile(_let_then_store, target=TARGET, out_idx=[-2, -1]), x)
+    _same(z, x * 2)
+
+
 # --------------------------------------------------------------------------- guards along the chain
 @T.prim_func
 def _gather_chain(X: T.Tensor((16,), "float32"), I: T.Tensor((9,), "int32"), Y: T.Tensor((9,), "float32")):
