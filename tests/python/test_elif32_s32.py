@@ -317,6 +317,35 @@ def _strided(X: T.Tensor((3, 9), "float32"), L: T.Tensor((3,), "int32"), Y: T.Te
         T.copy(x, X)
 
 
+@T.prim_func
+def _strided_in_order(X: T.Tensor((3, 9), "float32"), Y: T.Tensor((3, 18), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((3, 9), "float32")
+        y = T.alloc_fragment((3, 18), "float32")
+        T.copy(X, x)
+        for i, j in T.Parallel(3, 9):
+            if x[i, j] > 0:
+                y[i, 2 * j] = x[i, j]
+                y[i, 2 * j + 1] = y[i, 2 * j] + 1.0  # the element just stored: the stores run in order
+            else:
+                y[i, 2 * j] = 0.0
+                y[i, 2 * j + 1] = -1.0
+        T.copy(y, Y)
+
+
+def test_strided_stores_in_order_name_the_rewrite():
+    """In order, each arm's store of y[i, 2 * j] is a store of it: twice at a strided index, not a vector store
+    on ascend910b; the error is the if's (cpu runs it)."""
+    x = _values("float32", (3, 9), 9)
+    want = np.empty((3, 18), np.float32)
+    want[:, 0::2], want[:, 1::2] = np.where(x > 0, x, 0), np.where(x > 0, x + 1, -1)
+    _same(_run(_strided_in_order, "cpu", [-1], x), want)
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_strided_in_order, target=TARGET, out_idx=[-1])
+    assert "an if inside a map" in e.value.message and "T.where" in e.value.hint
+    assert "if x[i, j] > 0:" in e.value.source_line
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_strided_stores_and_a_bound_from_a_tile(target):
     x = _values("float32", (3, 9), 7)

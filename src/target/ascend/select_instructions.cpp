@@ -1895,7 +1895,8 @@ class Lowerer {
 
   // An if inside a map that serial_maps did not make selects (hunt30 F5, elif32): an arm holding a statement
   // other than stores, lets and ifs, a condition or let reading a tile that a store of the if before its last
-  // writes, a condition free of the map nested in another if or beside other statements.
+  // writes, arms whose stores run in order storing a strided element twice, a condition free of the map
+  // nested in another if or beside other statements.
   static std::string if_in_map() {
     return "this T.Parallel body is not a vector instruction: an if inside a map (a vector instruction covers "
            "every element; an if is lowered to selects when its arms hold only stores, lets and ifs, its condition "

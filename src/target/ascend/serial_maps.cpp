@@ -214,13 +214,13 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // its value: the read of t[idx] is the checker's uninitialised-read rule's), or, where the arms allow it
 // (one_select_per_element), one store per element t[idx] = T.where(c, a, b), in any order (the stores of
 // the tiles the condition reads last). An elif is an if in the else arm: nested selects, the inner
-// condition chosen only where c is false. Both arms are evaluated, as
-// T.where's, their reads at selected indices (GuardIndices, with c: nested ifs select at every level) and
-// int32 operands (GuardOperands); lets substituted (Lets). Not lowered (false): an arm holding anything but
-// stores, lets and ifs, a condition free of the map and of the tiles the if stores (it belongs around the map,
-// where cpu does not evaluate the arms it skips: ToParallel::selects), and a condition or a let in scope
-// reading a tile that a store of the if before the last writes (evaluated at each store, it would see that
-// store's value). values: the lets in scope's values, the arms' added.
+// condition chosen only where c is false. Both arms are evaluated, as T.where's, their reads at selected
+// indices (GuardIndices, with c: nested ifs select at every level) and int32 operands (GuardOperands);
+// lets substituted (Lets). Not lowered (false): an arm holding anything but stores, lets and ifs; a
+// condition free of the map and of the tiles the if stores (it belongs around the map, where cpu does not
+// evaluate the arms it skips: ToParallel::selects); a condition or a let in scope reading a tile that a
+// store of the if before the last writes (evaluated at each store, it would see that store's value); in
+// order, an element at a strided index stored twice. values: the lets in scope's values, the arms' added.
 bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Expr>& values,
               std::vector<ir::Stmt>& out) {
   std::vector<ir::Stmt> t, e, res;
@@ -254,6 +254,12 @@ bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, 
   } else {
     for (const auto& x : t) emit(store_of(x), value(store_of(x), true), element(store_of(x)));
     for (const auto& y : e) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+    // an element stored twice at a strided index is not a vector store (select_instructions)
+    for (size_t k = 0; k < res.size(); ++k)
+      for (size_t l = 0; l < k; ++l)
+        if (!at_vars(store_of(res[k])->indices, vars) &&
+            ir::structural_equal(element(store_of(res[k])), element(store_of(res[l]))))
+          return false;
   }
   auto read_again = [&](const ir::Stmt& x) {
     const ir::BufferNode* b = store_of(x)->buffer.get();
