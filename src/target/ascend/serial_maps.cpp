@@ -151,35 +151,49 @@ const ir::StoreNode* store_of(const ir::Stmt& s) { return ir::as<ir::StoreNode>(
 ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices, s->span); }
 
 // The lets in scope of an if's statements (the map body's before it, its arms'): their values substituted
-// where they are used (as legalize_vector does), each value kept to check what it reads (lower_if).
+// where they are used (as legalize_vector does), so computed there (lower_arm and lower_if check what they
+// read).
 struct Lets {
   std::vector<std::pair<ir::Var, ir::Expr>> subst;
-  std::vector<ir::Expr> values;
-  void add(const ir::LetNode* l) {
-    subst.push_back({l->var, ir::substitute(l->value, subst)});
-    values.push_back(subst.back().second);
-  }
+  void add(const ir::LetNode* l) { subst.push_back({l->var, ir::substitute(l->value, subst)}); }
 };
 
-bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Expr>& values,
-              std::vector<ir::Stmt>& out);
+bool uses_var(const ir::Stmt& s, const ir::VarNode* v) {
+  bool used = false;
+  ir::for_each_expr(s, [&](const ir::Expr& x) { used = used || x.get() == v; });
+  return used;
+}
 
-// The statements of an if's arm as stores, in order, lets substituted (lower_if; values gets the arm's lets'
-// values); false for anything but stores, lets and ifs.
-bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Expr>& values,
-               std::vector<ir::Stmt>& out) {
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out);
+
+// The statements of an if's arm as stores, in order, lets substituted (lower_if); false for anything but
+// stores, lets and ifs, and for a let used after a store of the arm wrote a tile its value reads (the value
+// is computed where it is used: `t = y[i] * 2.0; y[i] = t` is lowered, `...; z[i] = t` after it is not).
+bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out) {
   if (!arm) return true;
+  struct Own {
+    const ir::VarNode* var;
+    ir::Expr value;
+    bool stale;
+  };
+  std::vector<Own> own;
   for (const auto& s : ir::stmts_of(arm)) {
     if (s->kind == ir::StmtKind::Let) {
       lets.add(ir::as<ir::LetNode>(s));
-      values.push_back(lets.values.back());
-    } else if (s->kind == ir::StmtKind::Store) {
+      own.push_back({ir::as<ir::LetNode>(s)->var.get(), lets.subst.back().second, false});
+      continue;
+    }
+    for (const auto& l : own)
+      if (l.stale && uses_var(s, l.var)) return false;
+    const size_t from = out.size();
+    if (s->kind == ir::StmtKind::Store) {
       out.push_back(lets.subst.empty() ? s : ir::substitute(s, lets.subst));
-    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, values, out)
-                                            : s->kind != ir::StmtKind::If ||
-                                                  !lower_if(ir::as<ir::IfNode>(s), vars, lets, values, out)) {
+    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out)
+                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out)) {
       return false;
     }
+    for (auto& l : own)
+      for (size_t k = from; k < out.size(); ++k) l.stale = l.stale || reads(l.value, store_of(out[k])->buffer.get());
   }
   return true;
 }
@@ -218,13 +232,14 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // indices (GuardIndices, with c: nested ifs select at every level) and int32 operands (GuardOperands);
 // lets substituted (Lets). Not lowered (false): an arm holding anything but stores, lets and ifs; a
 // condition free of the map and of the tiles the if stores (it belongs around the map, where cpu does not
-// evaluate the arms it skips: ToParallel::selects); a condition or a let in scope reading a tile that a
-// store of the if before the last writes (evaluated at each store, it would see that store's value); in
-// order, an element at a strided index stored twice. values: the lets in scope's values, the arms' added.
-bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Expr>& values,
-              std::vector<ir::Stmt>& out) {
+// evaluate the arms it skips: ToParallel::selects); a condition or a let in scope the if uses reading a
+// tile that a store of the if before the last writes (evaluated at each store, it would see that store's
+// value); in order, an element at a strided index stored twice; a let of an arm used after a store of its
+// arm wrote a tile it reads (lower_arm).
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out) {
+  auto* n = ir::as<ir::IfNode>(s);
   std::vector<ir::Stmt> t, e, res;
-  if (!lower_arm(n->then_body, vars, lets, values, t) || !lower_arm(n->else_body, vars, lets, values, e)) return false;
+  if (!lower_arm(n->then_body, vars, lets, t) || !lower_arm(n->else_body, vars, lets, e)) return false;
   const ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
   bool uses = on_vars(c, vars);
   std::vector<ir::Expr> keep;
@@ -263,26 +278,30 @@ bool lower_if(const ir::IfNode* n, const std::vector<ir::Var>& vars, Lets lets, 
   }
   auto read_again = [&](const ir::Stmt& x) {
     const ir::BufferNode* b = store_of(x)->buffer.get();
-    return reads(c, b) || std::any_of(values.begin(), values.end(), [&](const ir::Expr& v) { return reads(v, b); });
+    return reads(c, b) || std::any_of(lets.subst.begin(), lets.subst.end(), [&](const auto& l) {
+             return reads(l.second, b) && uses_var(s, l.first.get());
+           });
   };
   if (one) std::stable_partition(res.begin(), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
   for (size_t k = 0; k + 1 < res.size(); ++k)
     if (read_again(res[k])) return false;
-  if (res.empty()) return false;
-  out.insert(out.end(), res.begin(), res.end());
+  out.insert(out.end(), res.begin(), res.end());  // none: an if without stores does nothing
   return true;
 }
 
 // The items of a map's innermost body with its ifs lowered (lower_if); `if j < n` without an else, the
-// whole body, on the innermost variable and a bound free of the map and of loads, stays (select_instructions'
-// runtime column count).
+// whole body, on the innermost variable and a bound free of the map and of loads, its arm stores, stays
+// (select_instructions' runtime column count).
 bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars) {
   if (items.size() == 1 && items[0]->kind == ir::StmtKind::If) {
     auto* n = ir::as<ir::IfNode>(items[0]);
     auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
     bool loads = false;
     if (lt) ir::for_each_expr(lt->b, [&](const ir::Expr& y) { loads = loads || y->kind == ir::ExprKind::Load; });
-    if (!n->else_body && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get() && !loads && !on_vars(lt->b, vars))
+    auto arm = ir::stmts_of(n->then_body);
+    const bool stores = std::all_of(arm.begin(), arm.end(), [](const ir::Stmt& x) { return x->kind == ir::StmtKind::Store; });
+    if (!n->else_body && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get() && !loads &&
+        !on_vars(lt->b, vars) && stores)
       return false;
   }
   std::vector<ir::Stmt> out;
@@ -290,13 +309,13 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   Lets lets;
   for (const auto& it : items) {
     if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it));
-    std::vector<ir::Expr> values = lets.values;
-    const bool lowered = it->kind == ir::StmtKind::If && lower_if(ir::as<ir::IfNode>(it), vars, lets, values, out);
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out);
     if (!lowered) out.push_back(it);
     changed = changed || lowered;
   }
-  if (changed) items = std::move(out);
-  return changed;
+  if (!changed || out.empty()) return false;  // a body of ifs without stores stays (an empty map's error)
+  items = std::move(out);
+  return true;
 }
 
 struct ToParallel : ir::Mutator {
