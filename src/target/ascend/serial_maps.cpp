@@ -164,6 +164,19 @@ bool uses_var(const ir::Stmt& s, const ir::VarNode* v) {
   return used;
 }
 
+// not e; an integer comparison its opposite (`j >= 7` -> `j < 7`: an index mask stays one; a float one keeps
+// the not, NaN compares false both ways)
+ir::Expr negate(const ir::Expr& e) {
+  auto* b = e->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(e.get()) : nullptr;
+  static const std::pair<ir::BinOp, ir::BinOp> opposite[] = {{ir::BinOp::EQ, ir::BinOp::NE}, {ir::BinOp::NE, ir::BinOp::EQ},
+                                                             {ir::BinOp::LT, ir::BinOp::GE}, {ir::BinOp::GE, ir::BinOp::LT},
+                                                             {ir::BinOp::GT, ir::BinOp::LE}, {ir::BinOp::LE, ir::BinOp::GT}};
+  if (b && b->a->dtype.is_int() && b->b->dtype.is_int())
+    for (const auto& [op, to] : opposite)
+      if (b->op == op) return ir::binary(to, b->a, b->b, e->span);
+  return ir::unary(ir::UnOp::Not, e, e->span);
+}
+
 bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out);
 
 // The statements of an if's arm as stores, in order, lets substituted (lower_if); false for anything but
@@ -252,8 +265,23 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
   auto value = [&](const ir::StoreNode* s, bool then) {
     return ir::cast(guard_arm(s->value, c, then, vars, keep), s->buffer->dtype, s->span);
   };
-  auto emit = [&](const ir::StoreNode* s, const ir::Expr& a, const ir::Expr& b) {
-    res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, ir::select(c, a, b, s->span), s->span));
+  // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
+  // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
+  // (bfloat16's masks have no nested form)
+  auto emit = [&](const ir::StoreNode* s, ir::Expr a, ir::Expr b) {
+    const ir::Expr at = element(s);
+    const bool then = ir::structural_equal(b, at);
+    const ir::Expr& x = then ? a : b;
+    auto* in = x->kind == ir::ExprKind::Select ? static_cast<const ir::SelectNode*>(x.get()) : nullptr;
+    ir::Expr cond = c;
+    if (in && (then || ir::structural_equal(a, at)) && (ir::structural_equal(in->f, at) || ir::structural_equal(in->t, at))) {
+      const bool in_then = ir::structural_equal(in->f, at);
+      auto side = [&](const ir::Expr& e, bool taken) { return taken ? e : negate(e); };
+      cond = ir::binary(ir::BinOp::And, side(c, then), side(in->cond, in_then), s->span);
+      a = in_then ? in->t : in->f;
+      b = at;
+    }
+    res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, ir::select(cond, a, b, s->span), s->span));
   };
   const bool one = one_select_per_element(t, e);
   if (one) {
@@ -290,8 +318,8 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
 }
 
 // The items of a map's innermost body with its ifs lowered (lower_if); `if j < n` without an else, the
-// whole body, on the innermost variable and a bound free of the map and of loads, its arm stores, stays
-// (select_instructions' runtime column count).
+// whole body, on the innermost variable and a run-time bound free of the map and of loads, its arm stores,
+// stays (select_instructions' runtime column count; a constant bound is an index mask).
 bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars) {
   if (items.size() == 1 && items[0]->kind == ir::StmtKind::If) {
     auto* n = ir::as<ir::IfNode>(items[0]);
@@ -301,7 +329,7 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
     auto arm = ir::stmts_of(n->then_body);
     const bool stores = std::all_of(arm.begin(), arm.end(), [](const ir::Stmt& x) { return x->kind == ir::StmtKind::Store; });
     if (!n->else_body && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get() && !loads &&
-        !on_vars(lt->b, vars) && stores)
+        !on_vars(lt->b, vars) && !ir::as_const_int(lt->b) && stores)
       return false;
   }
   std::vector<ir::Stmt> out;
