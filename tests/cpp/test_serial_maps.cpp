@@ -122,7 +122,8 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
 // index selected by both); arms of several stores are one select per element where every value reads the
 // tiles as before the if, else the stores in order (then arm's, else arm's), each keeping the element where
 // its arm is not taken; per element, the store of the tile the condition reads goes last; in order, a
-// condition reading a tile a store before the last writes stays an if.
+// condition reading a tile a store before the last writes stays an if; a store under a nested if without
+// an else is one select of the conjunction (an integer comparison negated as its opposite).
 TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
   const std::string head = R"(kernel k(Y: global float32[8])
     grid(bx = 1) {
@@ -172,6 +173,17 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
       z[i3] = 1.0
     }
   }
+  for i5 in parallel(0, 8) {
+    if i5 < 4 {
+      if x[i5] > 0.0 {
+        y[i5] = 1.0
+      }
+    } else {
+      if i5 >= 6 {
+        z[i5] = 2.0
+      }
+    }
+  }
 )" + kept),
             head + R"(  for i in parallel(0, 8) {
     y[i] = where(ix[i] < 0, -1.0, where(ix[i] >= 16, -2.0, x[where(ix[i] < 0, 0, where(ix[i] >= 16, 0, ix[i]))]))
@@ -188,6 +200,10 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
   for i3 in parallel(0, 8) {
     z[i3] = where(y[i3] > 0.0, 1.0, z[i3])
     y[i3] = where(y[i3] > 0.0, 0.0, y[i3])
+  }
+  for i5 in parallel(0, 8) {
+    y[i5] = where(i5 < 4 and x[i5] > 0.0, 1.0, y[i5])
+    z[i5] = where(i5 >= 4 and i5 >= 6, 2.0, z[i5])
   }
 )" + kept);
 }

@@ -174,6 +174,35 @@ def test_nested_ifs(target, dt):
 
 
 @T.prim_func
+def _bf16_masks(X: T.Tensor((R, C), "bfloat16"), Z0: T.Tensor((R, C), "bfloat16"), Y: T.Tensor((R, C), "bfloat16"),
+                Z: T.Tensor((R, C), "bfloat16")):
+    with T.Kernel(T.ceildiv(R, B)) as bx:
+        y = T.alloc_fragment((B, C), "bfloat16")
+        z = T.alloc_fragment((B, C), "bfloat16")
+        T.copy(X[bx * B, 0], y)
+        T.copy(Z0[bx * B, 0], z)
+        for i, j in T.Parallel(B, C):
+            if i + j > 6:
+                if j >= 7:  # y = where(i + j > 6 and j >= 7, ...): one mask (bfloat16 masks do not nest)
+                    y[i, j] = -0.5
+            else:
+                if j < 2:  # z = where(i + j <= 6 and j < 2, ...)
+                    z[i, j] = 1.5
+        T.copy(y, Y[bx * B, 0])
+        T.copy(z, Z[bx * B, 0])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_nested_index_masks_of_bfloat16(target):
+    x, z0 = _values("bfloat16", (R, C), 10), _values("bfloat16", (R, C), 11)
+    i = (np.arange(R) % B)[:, None]
+    j = np.arange(C)[None, :]
+    y, z = _run(_bf16_masks, target, [-2, -1], x, z0)
+    _same(y, np.where((i + j > 6) & (j >= 7), -0.5, x.astype(np.float32)).astype(x.dtype))
+    _same(z, np.where((i + j <= 6) & (j < 2), 1.5, z0.astype(np.float32)).astype(x.dtype))
+
+
+@T.prim_func
 def _int8_mask_fill(X: T.Tensor((B, C), "int8"), Y: T.Tensor((B, C), "int8")):
     with T.Kernel(1) as bx:
         y = T.alloc_fragment((B, C), "int8")
