@@ -1958,7 +1958,7 @@ class Lowerer {
     for (const auto& st : stores) {
       if (st->kind != ir::StmtKind::Store)
         throw Error("this T.Parallel body is not a vector instruction: it contains a " +
-                        std::string(st->kind == ir::StmtKind::Let ? "let" : st->kind == ir::StmtKind::If ? "if" : "statement") +
+                        std::string(st->kind == ir::StmtKind::Let ? "let" : "statement") +
                         " (one store per vector instruction is needed)",
                     st->span, map_hint());
       out.push_back(match_map(as<ir::StoreNode>(st), loops, st->span));
