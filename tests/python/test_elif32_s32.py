@@ -389,7 +389,7 @@ def test_strided_stores_and_a_bound_from_a_tile(target):
     _same(x, np.where(np.arange(9)[None, :] < lim[:, None], -x0, x0).astype(np.float32))
 
 
-# --------------------------------------------------------------------------- one element; hunt31 F4's reproducer
+# --------------------------------------------------------------------------- one element; hunt31 F4's form (elif, two stores)
 @T.prim_func
 def _one(X: T.Tensor((1,), "float32"), Y: T.Tensor((1,), "float32"), Z: T.Tensor((1,), "float32")):
     with T.Kernel(1) as bx:
