@@ -118,5 +118,95 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
 )" + hoisted + kept);
 }
 
+// elif32: an elif chain is nested selects (the inner condition chosen where the outer is false, the gather's
+// index selected by both); arms of several stores are one select per element where every value reads the
+// tiles as before the if, else the stores in order (then arm's, else arm's), each keeping the element where
+// its arm is not taken; per element, the store of the tile the condition reads goes last; in order, a
+// condition reading a tile a store before the last writes stays an if; a store under a nested if without
+// an else is one select of the conjunction (an integer comparison negated as its opposite).
+TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
+  const std::string head = R"(kernel k(Y: global float32[8])
+    grid(bx = 1) {
+  alloc x: fragment float32[16]
+  alloc ix: fragment int32[8]
+  alloc y: fragment float32[8]
+  alloc z: fragment float32[8]
+)";
+  const std::string kept = R"(  for i4 in parallel(0, 8) {
+    if y[i4] > 0.0 {
+      y[i4] = 0.0
+      z[i4] = y[i4] + 1.0
+    }
+  }
+}
+)";
+  EXPECT_EQ(after(head + R"(  for i in parallel(0, 8) {
+    if ix[i] < 0 {
+      y[i] = -1.0
+    } else {
+      if ix[i] >= 16 {
+        y[i] = -2.0
+      } else {
+        y[i] = x[ix[i]]
+      }
+    }
+  }
+  for i1 in parallel(0, 8) {
+    if y[i1] > 1.0 {
+      z[i1] = y[i1]
+      x[i1] = 1.0
+    } else {
+      z[i1] = 0.0
+    }
+  }
+  for i2 in parallel(0, 8) {
+    if i2 < 4 {
+      y[i2] = x[i2] + 1.0
+      z[i2] = y[i2] * 2.0
+    } else {
+      z[i2] = x[i2]
+    }
+  }
+  for i3 in parallel(0, 8) {
+    if y[i3] > 0.0 {
+      y[i3] = 0.0
+      z[i3] = 1.0
+    }
+  }
+  for i5 in parallel(0, 8) {
+    if i5 < 4 {
+      if x[i5] > 0.0 {
+        y[i5] = 1.0
+      }
+    } else {
+      if i5 >= 6 {
+        z[i5] = 2.0
+      }
+    }
+  }
+)" + kept),
+            head + R"(  for i in parallel(0, 8) {
+    y[i] = where(ix[i] < 0, -1.0, where(ix[i] >= 16, -2.0, x[where(ix[i] < 0, 0, where(ix[i] >= 16, 0, ix[i]))]))
+  }
+  for i1 in parallel(0, 8) {
+    z[i1] = where(y[i1] > 1.0, y[i1], 0.0)
+    x[i1] = where(y[i1] > 1.0, 1.0, x[i1])
+  }
+  for i2 in parallel(0, 8) {
+    y[i2] = where(i2 < 4, x[i2] + 1.0, y[i2])
+    z[i2] = where(i2 < 4, y[i2] * 2.0, z[i2])
+    z[i2] = where(i2 < 4, z[i2], x[i2])
+  }
+  for i3 in parallel(0, 8) {
+    z[i3] = where(y[i3] > 0.0, 1.0, z[i3])
+    y[i3] = where(y[i3] > 0.0, 0.0, y[i3])
+  }
+  for i5 in parallel(0, 8) {
+    y[i5] = where(i5 < 4 and x[i5] > 0.0, 1.0, y[i5])
+    z[i5] = where(i5 >= 4 and i5 >= 6, 2.0, z[i5])
+  }
+)" + kept);
+}
+
 }  // namespace
 }  // namespace tw::ascend

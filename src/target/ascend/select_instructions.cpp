@@ -1893,16 +1893,20 @@ class Lowerer {
     std::vector<int64_t> stride;  // elements, per dim
   };
 
-  // An if inside a map that serial_maps did not make a select (hunt30 F5): arms of several stores or
-  // of different elements, or a condition free of the map's variables.
+  // An if inside a map that serial_maps did not make selects (hunt30 F5, elif32): an arm holding a statement
+  // other than stores, lets and ifs, a condition or let reading a tile that a store of the if before its last
+  // writes, arms whose stores run in order storing a strided element twice, a condition free of the map
+  // nested in another if or beside other statements.
   static std::string if_in_map() {
     return "this T.Parallel body is not a vector instruction: an if inside a map (a vector instruction covers "
-           "every element; only `if j < n` on the innermost index, or an if whose two arms store one element, is "
-           "lowered)";
+           "every element; an if is lowered to selects when its arms hold only stores, lets and ifs, its condition "
+           "depends on the map's index or on a tile it stores, and no store of the if before its last writes a tile "
+           "the condition or a let reads)";
   }
   static std::string if_in_map_hint() {
-    return "write the store as a select, t[i] = T.where(cond, a, b) (one store per element); or, when the condition "
-           "does not depend on the map's index, put the `if` around the map";
+    return "write the stores as selects, t[i] = T.where(cond, a, b); store the tile the condition (or a let) reads "
+           "last, or compute the condition into a tile first (m[i] = T.where(cond, 1, 0), then `if m[i] == 1`); when the "
+           "condition does not depend on the map's index, put the `if` around the map";
   }
   StmtPtr lower_map(const ir::ForNode* f, const Span& sp) {
     std::vector<Loop> loops;
@@ -1948,12 +1952,13 @@ class Lowerer {
     else if (body && body->kind == ir::StmtKind::Seq) stores = as<ir::SeqNode>(body)->body;
     if (column_map(stores, loops, sp))  // no vector instruction: an element loop on the scalar unit
       return lower(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, f->body, sp), true);
+    for (const auto& st : stores)  // before a let's error: an if beside lets is what serial_maps left
+      if (st->kind == ir::StmtKind::If) throw Error(if_in_map(), st->span, if_in_map_hint());
     std::vector<StmtPtr> out;
     for (const auto& st : stores) {
-      if (st->kind == ir::StmtKind::If) throw Error(if_in_map(), st->span, if_in_map_hint());
       if (st->kind != ir::StmtKind::Store)
         throw Error("this T.Parallel body is not a vector instruction: it contains a " +
-                        std::string(st->kind == ir::StmtKind::Let ? "let" : st->kind == ir::StmtKind::If ? "if" : "statement") +
+                        std::string(st->kind == ir::StmtKind::Let ? "let" : "statement") +
                         " (one store per vector instruction is needed)",
                     st->span, map_hint());
       out.push_back(match_map(as<ir::StoreNode>(st), loops, st->span));

@@ -67,13 +67,6 @@ bool is_map_nest(const ir::ForNode* f) {
   return ok;
 }
 
-// The one store of an arm of an if (nullptr when the arm is anything else).
-const ir::StoreNode* only_store(const ir::Stmt& arm) {
-  if (!arm) return nullptr;
-  auto items = ir::stmts_of(arm);
-  return items.size() == 1 && items[0]->kind == ir::StmtKind::Store ? ir::as<ir::StoreNode>(items[0]) : nullptr;
-}
-
 bool on_vars(const ir::Expr& e, const std::vector<ir::Var>& vars) {
   bool u = false;
   ir::for_each_expr(e, [&](const ir::Expr& x) {
@@ -87,12 +80,15 @@ bool on_vars(const ir::Expr& e, const std::vector<ir::Var>& vars) {
 // `if j + 8 < n`): the index is selected too, index 0 (inside any non-empty dimension) where the arm is
 // not taken. An index that is a map variable or free of the map and of loads is read by every lane alike.
 struct GuardIndices : ir::Mutator {
-  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v) : cond(std::move(c)), then(taken_on_true), vars(v) {}
+  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k)
+      : cond(std::move(c)), then(taken_on_true), vars(v), keep(k) {}
   ir::Expr cond;
   bool then;
   const std::vector<ir::Var>& vars;
+  const std::vector<ir::Expr>& keep;  // the if's stored elements: inside the tile wherever the map runs
   using ir::Mutator::mutate;
   ir::Expr mutate(const ir::Expr& e) override {
+    if (std::any_of(keep.begin(), keep.end(), [&](const ir::Expr& k) { return ir::structural_equal(e, k); })) return e;
     ir::Expr x = ir::Mutator::mutate(e);
     if (x->kind != ir::ExprKind::Load) return x;
     auto* ld = static_cast<const ir::LoadNode*>(x.get());
@@ -137,38 +133,217 @@ struct GuardOperands : ir::Mutator {
   }
 };
 
-ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars) {
+ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars,
+                   const std::vector<ir::Expr>& keep) {
   ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then).mutate(v) : v;
-  return GuardIndices(c, then, vars).mutate(g);
+  return GuardIndices(c, then, vars, keep).mutate(g);
 }
 
-// `if c: t[idx] = a else: t[idx] = b` in the innermost body of a T.Parallel map (both arms one store
-// of the same element; without an else, b is t[idx] itself) is the store t[idx] = T.where(c, a, b)
-// (hunt30 F5), when c depends on the map's variables (an if free of them belongs around the map,
-// where cpu does not evaluate the arms it skips), and is not `if j < n` on the innermost variable
-// without an else (select_instructions' runtime column count). Both arms are evaluated, as T.where's,
-// their reads at selected indices (GuardIndices) and int32 operands (GuardOperands).
-ir::Stmt if_as_select(const ir::Stmt& s, const std::vector<ir::Var>& vars) {
-  if (s->kind != ir::StmtKind::If) return s;
-  auto* n = ir::as<ir::IfNode>(s);
-  const ir::StoreNode* a = only_store(n->then_body);
-  const ir::StoreNode* b = n->else_body ? only_store(n->else_body) : nullptr;
-  if (!a || (n->else_body && !b)) return s;
-  auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
-  if (!b && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get()) return s;
-  // a condition on the map's variables (or on the tile the if stores, which the map changes); a load at
-  // an index free of them (`if f[0] > 0`) is the same for every element (hunt31 F1)
-  bool uses = on_vars(n->cond, vars);
-  ir::for_each_expr(n->cond, [&](const ir::Expr& x) {
-    uses = uses || (x->kind == ir::ExprKind::Load && static_cast<const ir::LoadNode*>(x.get())->buffer.get() == a->buffer.get());
+bool reads(const ir::Expr& e, const ir::BufferNode* b) {
+  bool r = false;
+  ir::for_each_expr(e, [&](const ir::Expr& x) {
+    r = r || (x->kind == ir::ExprKind::Load && static_cast<const ir::LoadNode*>(x.get())->buffer.get() == b);
   });
-  const ir::Expr at = ir::load(a->buffer, a->indices, a->span);
-  if (!uses || (b && (b->buffer.get() != a->buffer.get() || !ir::structural_equal(at, ir::load(b->buffer, b->indices)))))
-    return s;
-  const ir::DType t = a->buffer->dtype;
-  ir::Expr other = b ? ir::cast(guard_arm(b->value, n->cond, false, vars), t, b->span) : at;
-  ir::Expr value = ir::cast(guard_arm(a->value, n->cond, true, vars), t, a->span);
-  return std::make_shared<ir::StoreNode>(a->buffer, a->indices, ir::select(n->cond, value, other, a->span), a->span);
+  return r;
+}
+
+const ir::StoreNode* store_of(const ir::Stmt& s) { return ir::as<ir::StoreNode>(s); }
+ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices, s->span); }
+
+// The lets in scope of an if's statements (the map body's before it, its arms'): their values substituted
+// where they are used (as legalize_vector does), so computed there (lower_arm and lower_if check what they
+// read).
+struct Lets {
+  std::vector<std::pair<ir::Var, ir::Expr>> subst;
+  void add(const ir::LetNode* l) { subst.push_back({l->var, ir::substitute(l->value, subst)}); }
+};
+
+bool uses_var(const ir::Stmt& s, const ir::VarNode* v) {
+  bool used = false;
+  ir::for_each_expr(s, [&](const ir::Expr& x) { used = used || x.get() == v; });
+  return used;
+}
+
+// not e; an integer comparison its opposite (`j >= 7` -> `j < 7`: an index mask stays one; a float one keeps
+// the not, NaN compares false both ways)
+ir::Expr negate(const ir::Expr& e) {
+  auto* b = e->kind == ir::ExprKind::Binary ? static_cast<const ir::BinaryNode*>(e.get()) : nullptr;
+  static const std::pair<ir::BinOp, ir::BinOp> opposite[] = {{ir::BinOp::EQ, ir::BinOp::NE}, {ir::BinOp::NE, ir::BinOp::EQ},
+                                                             {ir::BinOp::LT, ir::BinOp::GE}, {ir::BinOp::GE, ir::BinOp::LT},
+                                                             {ir::BinOp::GT, ir::BinOp::LE}, {ir::BinOp::LE, ir::BinOp::GT}};
+  if (b && b->a->dtype.is_int() && b->b->dtype.is_int())
+    for (const auto& [op, to] : opposite)
+      if (b->op == op) return ir::binary(to, b->a, b->b, e->span);
+  return ir::unary(ir::UnOp::Not, e, e->span);
+}
+
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out);
+
+// The statements of an if's arm as stores, in order, lets substituted (lower_if); false for anything but
+// stores, lets and ifs, and for a let used after a store of the arm wrote a tile its value reads (the value
+// is computed where it is used: `t = y[i] * 2.0; y[i] = t` is lowered, `...; z[i] = t` after it is not).
+bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out) {
+  if (!arm) return true;
+  struct Own {
+    const ir::VarNode* var;
+    ir::Expr value;
+    bool stale;
+  };
+  std::vector<Own> own;
+  for (const auto& s : ir::stmts_of(arm)) {
+    if (s->kind == ir::StmtKind::Let) {
+      lets.add(ir::as<ir::LetNode>(s));
+      own.push_back({ir::as<ir::LetNode>(s)->var.get(), lets.subst.back().second, false});
+      continue;
+    }
+    for (const auto& l : own)
+      if (l.stale && uses_var(s, l.var)) return false;
+    const size_t from = out.size();
+    if (s->kind == ir::StmtKind::Store) {
+      out.push_back(lets.subst.empty() ? s : ir::substitute(s, lets.subst));
+    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out)
+                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out)) {
+      return false;
+    }
+    for (auto& l : own)
+      for (size_t k = from; k < out.size(); ++k) l.stale = l.stale || reads(l.value, store_of(out[k])->buffer.get());
+  }
+  return true;
+}
+
+// Arms whose stores are one select each per element (lower_if): no element stored twice in an arm, and no
+// value reading a tile the if stores but at its own element (so every value reads the tiles as they were
+// before the if, in any order).
+bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir::Stmt>& e) {
+  std::vector<ir::Stmt> all = t;
+  all.insert(all.end(), e.begin(), e.end());
+  for (const auto& x : all) {
+    const ir::Expr own = element(store_of(x));
+    bool other = false;
+    ir::for_each_expr(store_of(x)->value, [&](const ir::Expr& r) {
+      other = other || (r->kind == ir::ExprKind::Load && !ir::structural_equal(r, own) &&
+                        std::any_of(all.begin(), all.end(), [&](const ir::Stmt& y) {
+                          return static_cast<const ir::LoadNode*>(r.get())->buffer.get() == store_of(y)->buffer.get();
+                        }));
+    });
+    if (other) return false;
+  }
+  for (const auto* arm : {&t, &e})
+    for (size_t k = 0; k < arm->size(); ++k)
+      for (size_t l = 0; l < k; ++l)
+        if (ir::structural_equal(element(store_of((*arm)[k])), element(store_of((*arm)[l])))) return false;
+  return true;
+}
+
+// An if in a map's innermost body (elif32; hunt30 F5 for one store in each arm) as stores of selects, the
+// sequence the if's arms run on each element: every store of the then arm t[idx] = T.where(c, a, t[idx]),
+// then every store of the else arm t[idx] = T.where(c, t[idx], b) (an element an arm does not store keeps
+// its value: the read of t[idx] is the checker's uninitialised-read rule's), or, where the arms allow it
+// (one_select_per_element), one store per element t[idx] = T.where(c, a, b), in any order (the stores of
+// the tiles the condition reads last). An elif is an if in the else arm: nested selects, the inner
+// condition chosen only where c is false. Both arms are evaluated, as T.where's, their reads at selected
+// indices (GuardIndices, with c: nested ifs select at every level) and int32 operands (GuardOperands);
+// lets substituted (Lets). Not lowered (false): an arm holding anything but stores, lets and ifs; a
+// condition free of the map and of the tiles the if stores (it belongs around the map, where cpu does not
+// evaluate the arms it skips: ToParallel::selects); a condition or a let in scope the if uses reading a
+// tile that a store of the if before the last writes (evaluated at each store, it would see that store's
+// value); in order, an element at a strided index stored twice; a let of an arm used after a store of its
+// arm wrote a tile it reads (lower_arm).
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out) {
+  auto* n = ir::as<ir::IfNode>(s);
+  std::vector<ir::Stmt> t, e, res;
+  if (!lower_arm(n->then_body, vars, lets, t) || !lower_arm(n->else_body, vars, lets, e)) return false;
+  const ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
+  bool uses = on_vars(c, vars);
+  std::vector<ir::Expr> keep;
+  for (const auto* arm : {&t, &e})
+    for (const auto& s : *arm) {
+      uses = uses || reads(c, store_of(s)->buffer.get());
+      keep.push_back(element(store_of(s)));
+    }
+  if (!uses) return false;
+  auto value = [&](const ir::StoreNode* s, bool then) {
+    return ir::cast(guard_arm(s->value, c, then, vars, keep), s->buffer->dtype, s->span);
+  };
+  // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
+  // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
+  // (bfloat16's masks have no nested form)
+  auto emit = [&](const ir::StoreNode* s, ir::Expr a, ir::Expr b) {
+    const ir::Expr at = element(s);
+    const bool then = ir::structural_equal(b, at);
+    const ir::Expr& x = then ? a : b;
+    auto* in = x->kind == ir::ExprKind::Select ? static_cast<const ir::SelectNode*>(x.get()) : nullptr;
+    ir::Expr cond = c;
+    if (in && (then || ir::structural_equal(a, at)) && (ir::structural_equal(in->f, at) || ir::structural_equal(in->t, at))) {
+      const bool in_then = ir::structural_equal(in->f, at);
+      auto side = [&](const ir::Expr& e, bool taken) { return taken ? e : negate(e); };
+      cond = ir::binary(ir::BinOp::And, side(c, then), side(in->cond, in_then), s->span);
+      a = in_then ? in->t : in->f;
+      b = at;
+    }
+    res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, ir::select(cond, a, b, s->span), s->span));
+  };
+  const bool one = one_select_per_element(t, e);
+  if (one) {
+    auto same = [](const ir::Stmt& x) {
+      return [x](const ir::Stmt& y) { return ir::structural_equal(element(store_of(x)), element(store_of(y))); };
+    };
+    for (const auto& x : t) {
+      auto y = std::find_if(e.begin(), e.end(), same(x));
+      emit(store_of(x), value(store_of(x), true), y == e.end() ? element(store_of(x)) : value(store_of(*y), false));
+    }
+    for (const auto& y : e)
+      if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+  } else {
+    for (const auto& x : t) emit(store_of(x), value(store_of(x), true), element(store_of(x)));
+    for (const auto& y : e) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+    // an element stored twice at a strided index is not a vector store (select_instructions)
+    for (size_t k = 0; k < res.size(); ++k)
+      for (size_t l = 0; l < k; ++l)
+        if (!at_vars(store_of(res[k])->indices, vars) &&
+            ir::structural_equal(element(store_of(res[k])), element(store_of(res[l]))))
+          return false;
+  }
+  auto read_again = [&](const ir::Stmt& x) {
+    const ir::BufferNode* b = store_of(x)->buffer.get();
+    return reads(c, b) || std::any_of(lets.subst.begin(), lets.subst.end(), [&](const auto& l) {
+             return reads(l.second, b) && uses_var(s, l.first.get());
+           });
+  };
+  if (one) std::stable_partition(res.begin(), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
+  for (size_t k = 0; k + 1 < res.size(); ++k)
+    if (read_again(res[k])) return false;
+  out.insert(out.end(), res.begin(), res.end());  // none: an if without stores does nothing
+  return true;
+}
+
+// The items of a map's innermost body with its ifs lowered (lower_if); `if j < n` without an else, the
+// whole body, on the innermost variable and a run-time bound free of the map and of loads, its arm stores,
+// stays (select_instructions' runtime column count; a constant bound is an index mask).
+bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars) {
+  if (items.size() == 1 && items[0]->kind == ir::StmtKind::If) {
+    auto* n = ir::as<ir::IfNode>(items[0]);
+    auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
+    bool loads = false;
+    if (lt) ir::for_each_expr(lt->b, [&](const ir::Expr& y) { loads = loads || y->kind == ir::ExprKind::Load; });
+    auto arm = ir::stmts_of(n->then_body);
+    const bool stores = std::all_of(arm.begin(), arm.end(), [](const ir::Stmt& x) { return x->kind == ir::StmtKind::Store; });
+    if (!n->else_body && lt && lt->op == ir::BinOp::LT && lt->a.get() == vars.back().get() && !loads &&
+        !on_vars(lt->b, vars) && !ir::as_const_int(lt->b) && stores)
+      return false;
+  }
+  std::vector<ir::Stmt> out;
+  bool changed = false;
+  Lets lets;
+  for (const auto& it : items) {
+    if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it));
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out);
+    if (!lowered) out.push_back(it);
+    changed = changed || lowered;
+  }
+  if (!changed || out.empty()) return false;  // a body of ifs without stores stays (an empty map's error)
+  items = std::move(out);
+  return true;
 }
 
 struct ToParallel : ir::Mutator {
@@ -180,7 +355,7 @@ struct ToParallel : ir::Mutator {
     if (!is_map_nest(f)) return ir::Mutator::mutate(s);
     return parallel(s);
   }
-  // a T.Parallel map with its ifs as selects (if_as_select), and a body that is one if free of the map
+  // a T.Parallel map with its ifs as selects (ifs_as_selects), and a body that is one if free of the map
   // (`if f[0] > 0:`, the same arm for every element: hunt31 F1) as that if around the map
   static ir::Stmt selects(const ir::Stmt& s, std::vector<ir::Var> vars) {
     ir::Stmt m = selects_in(s, vars);
@@ -213,13 +388,7 @@ struct ToParallel : ir::Mutator {
     if (items.size() == 1 && items[0]->kind == ir::StmtKind::For && ir::as<ir::ForNode>(items[0])->for_kind == ir::ForKind::parallel) {
       body = selects(items[0], vars);
     } else {
-      bool changed = false;
-      for (auto& it : items) {
-        ir::Stmt x = if_as_select(it, vars);
-        changed = changed || x != it;
-        it = x;
-      }
-      if (!changed) return s;
+      if (!ifs_as_selects(items, vars)) return s;
       body = items.size() == 1 ? items[0] : std::make_shared<ir::SeqNode>(items, f->body->span);
     }
     if (body == f->body) return s;
