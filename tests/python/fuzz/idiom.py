@@ -41,7 +41,7 @@ import random
 import numpy as np
 
 from .llm import FLOATS, U32, UNIT, _np_dtype
-from .llm2 import Track, tolerance  # noqa: F401 (the stream's tolerance is llm2's)
+from .llm2 import Track, _dim, tolerance  # noqa: F401 (the stream's tolerance is llm2's)
 
 FORMS = ("pick", "ifmap", "int", "let", "cast", "rt", "atomic", "band", "ub")
 INTS = ("int32", "int8", "uint8")
@@ -80,21 +80,6 @@ def _store(x, dt):
     if dt in FLOATS:
         return _conv(x, dt)
     return _wrap(x, dt).astype(np.float64)
-
-
-def _dim(s, blk, hi=70):
-    c = s.random()
-    if c < 0.12:
-        return 1
-    if c < 0.3:
-        return max(1, blk - 1)
-    if c < 0.45:
-        return blk
-    if c < 0.6:
-        return blk + 1
-    if c < 0.75:
-        return 2 * blk + s.choice((1, 3, blk // 2 or 1))
-    return s.randint(1, hi)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +183,10 @@ def _gen_int(s, d):
 
 LET_OUTS = {"int": ("fdiv", "mod", "castwrap", "annot", "raw", "absdiff", "cmp"),
             "float": ("half", "castsub", "annot", "raw", "castmul")}
+# each output's expression of the let (d: an integer difference, h: a float product; v: the let's name)
+LET_EXPR = {"fdiv": "d // 3", "mod": "d % -5", "castwrap": "T.cast(d, {lt}) // 2", "raw": "{v}",
+            "absdiff": "T.where(d < 0, -d, d)", "cmp": "T.where(d > 100, 1, 0)", "half": "h * 0.5",
+            "castsub": "T.cast(h, {lt}) - h", "castmul": "T.cast(h * 2.0, {lt}) * 0.25"}
 
 
 def _gen_let(s, d):
@@ -484,26 +473,10 @@ def _let_lines(d, a, b, out):
     lines = [f"d = {a} - {b}" if fam == "int" else f"h = {a} * {b}"]
     v = "d" if fam == "int" else "h"
     for k, o in enumerate(d["outs"]):
-        if o == "fdiv":
-            lines.append(f"{out(k)} = d // 3")
-        elif o == "mod":
-            lines.append(f"{out(k)} = d % -5")
-        elif o == "castwrap":
-            lines.append(f"{out(k)} = T.cast(d, {lt!r}) // 2")
-        elif o == "annot":
+        if o == "annot":
             lines += [f"w{k}: T.{lt} = {v}", f"{out(k)} = w{k}"]
-        elif o == "raw":
-            lines.append(f"{out(k)} = {v}")
-        elif o == "absdiff":
-            lines.append(f"{out(k)} = T.where(d < 0, -d, d)")
-        elif o == "cmp":
-            lines.append(f"{out(k)} = T.where(d > 100, 1, 0)")
-        elif o == "half":
-            lines.append(f"{out(k)} = h * 0.5")
-        elif o == "castsub":
-            lines.append(f"{out(k)} = T.cast(h, {lt!r}) - h")
-        else:   # castmul
-            lines.append(f"{out(k)} = T.cast(h * 2.0, {lt!r}) * 0.25")
+        else:
+            lines.append(f"{out(k)} = " + LET_EXPR[o].format(v=v, lt=repr(lt)))
     return lines
 
 
@@ -797,6 +770,10 @@ def _ifmap_ref(d, ins):
     return [y], [_exact(y)]   # (halves: every value exact, each conversion a deterministic rounding)
 
 
+INT_BINARY = {"and": lambda x, c, dv: x & c, "or": lambda x, c, dv: x | c, "xor": lambda x, c, dv: x ^ c,
+              "add": lambda x, c, dv: x + c, "sub": lambda x, c, dv: x - dv, "mul": lambda x, c, dv: x * c}
+
+
 def _int_eval(d, x, dv):
     t = d["dt_tile"]
     b = BITS[t]
@@ -811,18 +788,8 @@ def _int_eval(d, x, dv):
                 x = np.where(q == 0, 0, np.floor_divide(x, safe))
             else:
                 x = np.where(q == 0, x, np.mod(x, safe))
-        elif n == "and":
-            x = x & c
-        elif n == "or":
-            x = x | c
-        elif n == "xor":
-            x = x ^ c
-        elif n == "add":
-            x = x + c
-        elif n == "sub":
-            x = x - dv
-        elif n == "mul":
-            x = x * c
+        elif n in INT_BINARY:
+            x = INT_BINARY[n](x, c, dv)
         elif n == "wrap":
             x = _wrap(x, t)
         elif n == "shl":
