@@ -149,7 +149,7 @@ only these.
 """
 import random
 
-from . import llm, llm2, skip, wide
+from . import idiom, llm, llm2, skip, wide
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -670,6 +670,8 @@ def tensors(d):
         return skip.tensors(d)
     if k == "wide":
         return wide.tensors(d)
+    if k == "idiom":
+        return idiom.tensors(d)
     if d.get("d3"):   # 3-D tiles (fifteenth stream): (H, rows, cols) tensors
         if k == "reduce":
             return [("A", ("H", "M", "N"), d["dt_in"], False),
@@ -1096,6 +1098,8 @@ def source(d):
         return skip.source(d)
     if d["kind"] == "wide":
         return wide.source(d)
+    if d["kind"] == "idiom":
+        return idiom.source(d)
     ts = tensors(d)
     names = sorted({n for _, shape, _, _ in ts for n in shape if isinstance(n, str)})
     lines = ["import tilewright.language as T", ""]

@@ -20,7 +20,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from . import llm, llm2, skip, wide
+from . import idiom, llm, llm2, skip, wide
 from .grammar import FLOATS, SPECIAL_P, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
@@ -68,6 +68,8 @@ def inputs(d):
         return skip.inputs(d)
     if d["kind"] == "wide":
         return wide.inputs(d)
+    if d["kind"] == "idiom":
+        return idiom.inputs(d)
     rng = np.random.default_rng(d["seed"])
     arrays = []
     for name, dims, dt, out in tensors(d):
@@ -229,6 +231,8 @@ def reference(d):
         return skip.reference(d)
     if d["kind"] == "wide":   # (the same)
         return wide.reference(d)
+    if d["kind"] == "idiom":   # (the same)
+        return idiom.reference(d)
     tr = Tracker()
     ins = [np.asarray(x, np.float64) for x in inputs(d)]
     k = d["kind"]
@@ -481,7 +485,7 @@ def tolerance(d, out_dtype, tr):
     """(atol, rtol) for an output of `out_dtype`."""
     if d["kind"] == "llm":
         return llm.tolerance(tr, out_dtype)
-    if d["kind"] in ("llm2", "skip", "wide"):
+    if d["kind"] in ("llm2", "skip", "wide", "idiom"):
         return llm2.tolerance(tr, out_dtype)
     if is_int(out_dtype):
         converts_float = any(dt in FLOATS for dt in path_dtypes(d))
