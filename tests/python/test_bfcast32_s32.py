@@ -669,13 +669,13 @@ def test_conversions(form, target):
 
 @T.prim_func
 def _wide_lets(A: T.Tensor((16,), "float16"), B: T.Tensor((16,), "bfloat16"), U: T.Tensor((32,), "uint8"),
-               I: T.Tensor((16,), "int32"), Z: T.Tensor((10,), "float32")):
+               I: T.Tensor((16,), "int32"), Z: T.Tensor((11,), "float32")):
     with T.Kernel(1) as bx:
         a = T.alloc_fragment((16,), "float16")
         b = T.alloc_fragment((16,), "bfloat16")
         u = T.alloc_fragment((32,), "uint8")
         n = T.alloc_fragment((16,), "int32")
-        z = T.alloc_fragment((10,), "float32")
+        z = T.alloc_fragment((11,), "float32")
         T.copy(A, a)
         T.copy(B, b)
         T.copy(U, u)
@@ -694,6 +694,8 @@ def _wide_lets(A: T.Tensor((16,), "float16"), B: T.Tensor((16,), "bfloat16"), U:
         z[7] = T.cast(n[1], "bfloat16")  # -(2^25 + 2^18)
         z[8] = T.cast(n[2], "bfloat16")  # 2^16 + 257: 66048
         z[9] = T.cast(T.where(w > 0, w, n[3]), "int8")  # 65921 wraps: -127
+        q = n[4] * n[5] + n[6]  # int64 2^60 + 2^52 + 1: through double, 2^60 + 2^52, a tie, then 2^60
+        z[10] = T.cast(q, "bfloat16")  # rounded once: 2^60 + 2^53
         T.copy(z, Z)
 
 
@@ -706,8 +708,8 @@ def test_where_of_a_wide_let_converts(target):
     u = np.zeros(32, np.uint8)
     u[0], u[1] = 3, 250
     n = np.zeros(16, np.int32)
-    n[:4] = [2**25 + 2**17 + 1, -(2**25 + 2**17 + 1), 2**16 + 257, 65921]
+    n[:7] = [2**25 + 2**17 + 1, -(2**25 + 2**17 + 1), 2**16 + 257, 65921, 2**30, 2**30 + 2**22, 1]
     k = tw.compile(_wide_lets, target=target, out_idx=[-1])
     z = k(a, b, u, n) if target == "cpu" else run_checked(k, a, b, u, n)
     assert z.tolist() == [float("inf"), 256.0, 9.0, 256.0, 90112.0, 90000.0, 2.0**25 + 2.0**18,
-                          -(2.0**25 + 2.0**18), 66048.0, -127.0]
+                          -(2.0**25 + 2.0**18), 66048.0, -127.0, 2.0**60 + 2.0**53]
