@@ -806,13 +806,23 @@ class Parser:
         """T.cast / T.float32(x) / `x: dtype = ...`: v converted to dt (docs/language.md "Dtype conversions").
         ir.cast converts arithmetic of dt itself too (it may hold a wider value); a let's name whose value is such
         arithmetic holds that wider value (an int64 / float32 variable on every target): widened first, so the
-        conversion to dt is one the IR keeps."""
+        conversion to dt is one the IR keeps. So is such a name as a value of a T.where (session 32: the where of
+        a float16 let h, `T.cast(T.where(c, h, x), "float16")`, did not round)."""
+        return ir.cast(self.widened(v, span)[0], dt, span)
+
+    def widened(self, v, span):
+        """(v, False), or (v with a let's name bound to arithmetic, also as a T.where's value, cast to the wider
+        dtype it holds (int64 / float32), True)."""
         e = v
         while e.kind == "Var" and e.name in self.let_values:
             e = self.let_values[e.name]
         if e is not v and ir.computed_wider(e):
-            v = ir.cast(v, "float32" if e.dtype in ("float16", "bfloat16") else "int64", span)
-        return ir.cast(v, dt, span)
+            return ir.cast(v, "float32" if e.dtype in ("float16", "bfloat16") else "int64", span), True
+        if v.kind == "Select":
+            (t, wt), (f, wf) = self.widened(v.t, span), self.widened(v.f, span)
+            if wt or wf:
+                return ir.select(v.cond, t, f, span), True
+        return v, False
 
     def call_infinity(self, node):
         a = self.call_args(node, "T.infinity", ["dtype"])

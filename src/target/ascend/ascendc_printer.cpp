@@ -247,6 +247,8 @@ class ExprPrinter final : public target::CExprPrinter {
       auto [lo, hi] = int_range(c.dtype);
       v = "tw_f2i(static_cast<float>(" + v + "), " + lo + ", " + hi + ")";
     }
+    // an integer into bfloat16 rounds once (session 32): tw_i2bf, the float the simulator's num::int_to_bf16_f32 gives
+    if (!c.value->dtype.is_float() && c.dtype.code == DTypeCode::bf16) v = "tw_i2bf(static_cast<int64_t>(" + v + "))";
     return "static_cast<" + ctype(c.dtype, c.span) + ">(" + v + ")";
   }
   static std::pair<std::string, std::string> int_range(DType t) {
@@ -275,6 +277,12 @@ std::string helpers(const std::string& qual) {
          // a float truncated into [lo, hi], NaN 0 (the scalar T.cast of a float to an integer type)
          q + "int64_t tw_f2i(float x, int64_t lo, int64_t hi)\n{\n"
              "  return x != x ? 0 : x <= (float)lo ? lo : x >= (float)hi ? hi : (int64_t)x;\n}\n" +
+         // an integer as a float whose bfloat16 rounding is the integer's (num::int_to_bf16_f32): its top 24
+         // bits, the lowest one set when a bit below them is (round to odd), so float -> bfloat16 rounds once
+         q + "float tw_i2bf(int64_t x)\n{\n"
+             "  uint64_t a = x < 0 ? 0ull - (uint64_t)x : (uint64_t)x, m = a;\n  float p = 1.0f;\n"
+             "  while (m >= (1ull << 24)) { m = (m >> 1) | (m & 1ull); p *= 2.0f; }\n"
+             "  return x < 0 ? -((float)m * p) : (float)m * p;\n}\n" +
          q + "int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }\n" +
          q + "int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }\n" +
          q + "int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }\n" +
@@ -342,7 +350,11 @@ class KernelPrinter {
     return "DataCopyExtParams{static_cast<uint16_t>(" + ex(c.blockCount) + "), static_cast<uint32_t>(" + ex(c.blockLen) +
            "), static_cast<uint32_t>(" + ex(c.srcStride) + "), static_cast<uint32_t>(" + ex(c.dstStride) + "), 0}";
   }
-  std::string scalar(const Expr& v, DType t) const { return "static_cast<" + ctype(t, span_) + ">(" + ex(v) + ")"; }
+  // v converted to t as a T.cast is (ExprPrinter::cast: tw_f2i, tw_i2bf), as the simulator's ScalarStore converts
+  std::string scalar(const Expr& v, DType t) const {
+    if (v->dtype != t) return ex(std::make_shared<ir::CastNode>(v, t, span_));
+    return "static_cast<" + ctype(t, span_) + ">(" + ex(v) + ")";
+  }
   const BufferDecl& buffer(const LocalRef& r) const;
 
   // statements

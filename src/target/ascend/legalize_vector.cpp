@@ -310,6 +310,7 @@ class MapLowering {
   }
   int to_type(int x, DType t, const Span& sp);
   int step_cast(int x, DType t, const Span& sp);  // one Cast node (to_type chains them)
+  int int32_to_bf16(int x, const Span& sp);
   double bound(int x) const;                         // a bound on |value| (integer maps)
   int wrap(int x, DType t, const Span& sp);          // integral float32 x wrapped into int8/uint8 t
   int wrap_i32(int x, DType t, const Span& sp);      // int32 x wrapped into int8/uint8 t (every value)
@@ -1439,8 +1440,27 @@ int MapLowering::to_type(int x, DType t, const Span& sp) {
   // int8 <-> uint8 (bool -> int8 too): no Cast and no exact chain between them; the value (exact in
   // float32) wrapped into t, the language's integer -> narrower integer rule (session 28, hunt17 F1)
   if (small_int(from) && small_int(t)) return wrap(to_type(x, kF32, sp), t, sp);
+  if (from == kI32 && t == kBF16) return int32_to_bf16(x, sp);
   for (DType s : cast_chain(t, from)) x = step_cast(x, s, sp);
   return x;
+}
+
+// int32 -> bfloat16 rounded once (session 32): the chain through float32 rounds twice where |x| >= 2^24
+// (2^25 + 2^17 + 1 became 2^25, not 2^25 + 2^18). Where |x| >= 2^16, bfloat16's ties are multiples of
+// 256 and x's low 8 bits only tell whether x is one: y = (x & -256) + 128 * min(x & 255, 1) lies strictly
+// between the same two multiples of 256 as x (or is x), so it rounds as x does, and it is a multiple of
+// 128 below 2^31 in magnitude, exact in float32. Below 2^16 x itself is exact in float32.
+int MapLowering::int32_to_bf16(int x, const Span& sp) {
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  x = materialize(x, Shape::Full, sp);
+  int low = bitwise(ir::BinOp::BitAnd, x, k32(255), sp);
+  int y = bin(ir::BinOp::Add, bitwise(ir::BinOp::BitAnd, x, k32(-256), sp),
+              bin(ir::BinOp::Mul, bin(ir::BinOp::Min, low, k32(1), sp), k32(128), sp), sp);
+  int f = materialize(step_cast(x, kF32, sp), Shape::Full, sp);
+  int g = materialize(step_cast(y, kF32, sp), Shape::Full, sp);
+  int r = push_select(ir::BinOp::LT, materialize(call(ir::MathFn::abs, f, sp), Shape::Full, sp),
+                      scalar_const(65536.0, kF32), f, g, kF32, sp);
+  return step_cast(r, kBF16, sp);
 }
 
 int MapLowering::step_cast(int x, DType t, const Span& sp) {
@@ -2010,6 +2030,14 @@ int MapLowering::build_uncached(const Expr& e) {
     case ir::ExprKind::Cast: {
       const Expr& v = as<ir::CastNode>(e)->value;
       DType t = e->dtype;
+      // T.cast of a let's name bound to integer arithmetic converts the let's int64 value (the frontend's
+      // cast(cast(w, int64), t)). A map computes that arithmetic exactly (int32 in int32, an overflow being the
+      // simulator's report; int8 / uint8 in float32 below 2^24, check_exact), so the int64 step is the value
+      // itself: t's conversion of the value (no int64 tile data on the Vector core; session 32)
+      if (v->kind == ir::ExprKind::Cast && v->dtype == DType(DTypeCode::i64) && t != v->dtype) {
+        const Expr& w = as<ir::CastNode>(v)->value;
+        if (w->dtype.is_int() && w->dtype != v->dtype) return build(std::make_shared<ir::CastNode>(w, t, e->span));
+      }
       if (v->kind == ir::ExprKind::Load && as<ir::LoadNode>(v)->buffer->scope == Scope::global && t.is_float() &&
           v->dtype.is_float()) {  // W[j] converted: stage it converted (hoisted with the copy)
         auto* l = as<ir::LoadNode>(v);
@@ -2024,7 +2052,6 @@ int MapLowering::build_uncached(const Expr& e) {
         return push(std::move(n));
       }
       int x = build(v);
-      if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
       if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
         if (nodes_[x].dtype == kI32) return wrap_i32(x, t, sp);
         x = to_type(x, kF32, sp);

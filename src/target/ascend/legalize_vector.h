@@ -80,7 +80,8 @@
 //    either way), max / min of two float16 tiles, compares and selects of float16 values
 //    (and constants float16 holds exactly) and reduce_max / reduce_min stay float16 (exact).
 //  - conversions (cast maps: the user's and convert_copies'): bfloat16 is only converted, never
-//    computed on: its arithmetic is done in float32 (rounded once to bfloat16 at the store; a
+//    computed on: its arithmetic is done in float32 (rounded once to bfloat16 at the store or at a
+//    T.cast to bfloat16, which is a CAST_RINT Cast wherever it is, as on the cpu target: session 32; a
 //    bfloat16 copy is two exact Casts). Every conversion is a chain of the Cast pairs dav-c220 has (MapLowering::
 //    to_type): bf16 <-> f16/int8 through f32, int8/uint8 -> f32/bf16/i32 through f16, f32 -> int8
 //    as f32 -> i32 (trunc) -> f32 -> f16 -> int8, i32 -> f16 through f32.

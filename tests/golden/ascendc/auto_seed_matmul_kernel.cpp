@@ -29,6 +29,13 @@ __aicore__ inline int64_t tw_f2i(float x, int64_t lo, int64_t hi)
 {
   return x != x ? 0 : x <= (float)lo ? lo : x >= (float)hi ? hi : (int64_t)x;
 }
+__aicore__ inline float tw_i2bf(int64_t x)
+{
+  uint64_t a = x < 0 ? 0ull - (uint64_t)x : (uint64_t)x, m = a;
+  float p = 1.0f;
+  while (m >= (1ull << 24)) { m = (m >> 1) | (m & 1ull); p *= 2.0f; }
+  return x < 0 ? -((float)m * p) : (float)m * p;
+}
 __aicore__ inline int64_t tw_ceildiv(int64_t a, int64_t b) { return -tw_floordiv(-a, b); }
 __aicore__ inline int64_t tw_min(int64_t a, int64_t b) { return b < a ? b : a; }
 __aicore__ inline int64_t tw_max(int64_t a, int64_t b) { return a < b ? b : a; }

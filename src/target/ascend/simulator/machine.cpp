@@ -50,7 +50,8 @@ Value of_int(int64_t i) { return Value{i, static_cast<double>(i)}; }
 
 // v converted to t as the printed C++ converts it (`static_cast<T>(...)`, `const T x = ...`, SetValue's
 // cast): an integer into an integer type wraps modulo 2^bits; a float rounds to nearest even into
-// float32 / float16 / bfloat16 (through float32, as the printed float expression is); a float into an
+// float32 / float16 / bfloat16 (through float32, as the printed float expression is; an integer once, tw_i2bf
+// for bfloat16); a float into an
 // integer type truncates toward zero and saturates, NaN giving 0 (docs/language.md "Dtype conversions":
 // ascend910b saturates; the printer prints tw_f2i for it, which C++ would leave undefined).
 Value convert(Value v, bool from_float, ir::DTypeCode t) {
@@ -58,9 +59,10 @@ Value convert(Value v, bool from_float, ir::DTypeCode t) {
   const double x = from_float ? v.f : static_cast<double>(v.i);
   switch (t) {
     case C::f64: return of_float(x);
-    case C::f32: return of_float(static_cast<double>(static_cast<float>(x)));
+    case C::f32: return of_float(static_cast<double>(from_float ? static_cast<float>(x) : static_cast<float>(v.i)));
     case C::f16: return of_float(num::f16_to_f32(num::f32_to_f16(static_cast<float>(x))));
-    case C::bf16: return of_float(num::bf16_to_f32(num::f32_to_bf16(static_cast<float>(x))));
+    case C::bf16:  // an integer rounded once (tw_i2bf)
+      return of_float(num::bf16_to_f32(num::f32_to_bf16(from_float ? static_cast<float>(x) : num::int_to_bf16_f32(v.i))));
     case C::boolean: return of_int(from_float ? x != 0 : v.i != 0);
     case C::i8: return of_int(from_float ? num::saturate<int8_t>(std::trunc(x)) : static_cast<int8_t>(v.i));
     case C::u8: return of_int(from_float ? num::saturate<uint8_t>(std::trunc(x)) : static_cast<uint8_t>(v.i));

@@ -68,6 +68,19 @@ inline uint16_t next_down16(uint16_t h) {
   return (h & 0x8000u) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h - 1);
 }
 
+// An integer as a float whose bfloat16 rounding is the integer's (the printed tw_i2bf, ascendc_printer.cpp):
+// its top 24 bits, the lowest one set when a bit shifted out is (round to odd), so float32 -> bfloat16 (8
+// bits) rounds once; through a plain float32 conversion 2^25 + 2^17 + 1 would round twice (to 2^25).
+inline float int_to_bf16_f32(int64_t x) {
+  uint64_t a = x < 0 ? 0ull - static_cast<uint64_t>(x) : static_cast<uint64_t>(x), m = a;
+  float p = 1.0f;
+  while (m >= (1ull << 24)) {
+    m = (m >> 1) | (m & 1ull);
+    p *= 2.0f;
+  }
+  return x < 0 ? -(static_cast<float>(m) * p) : static_cast<float>(m) * p;
+}
+
 template <class ToBits, class ToF>
 inline uint16_t round16(double v, RoundMode m, ToBits to_bits, ToF to_f) {
   uint16_t h = to_bits(static_cast<float>(v));

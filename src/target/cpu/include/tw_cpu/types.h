@@ -18,8 +18,8 @@
 //        32/64-bit targets, and the low bits of that for int8_t/uint8_t.
 //      - integer -> integer: C++ static_cast (modular wrap-around).
 //      - double -> f16/bf16: correctly rounded (RNE) via round-to-odd to float.
-//      - int32/int64 -> f16/bf16: via double (round-to-odd), correct except int64
-//        values with |x| > 2^53 (double rounding possible).
+//      - int32 -> f16/bf16: via double (exact), round-to-odd to float, then RNE; int64: its
+//        top 24 bits with a sticky last bit (round-to-odd to float), then RNE: rounded once.
 //      - f16 <-> bf16: via float (exact widening, then RNE).
 #pragma once
 
@@ -54,6 +54,18 @@ inline float fsel(bool c, float a, float b) { return bitsf(bsel(c, fbits(a), fbi
 inline double dsel(bool c, double a, double b) {
   uint64_t m = 0u - (uint64_t)c;
   return bitsd((dbits(a) & m) | (dbits(b) & ~m));
+}
+
+// int64 -> float with round-to-odd: the top 24 bits of |x|, the lowest set when a bit shifted out
+// is (the AscendC printer's tw_i2bf, the simulator's num::int_to_bf16_f32 compute the same).
+inline float i64_to_f32_odd(int64_t x) {
+  uint64_t m = x < 0 ? 0ull - (uint64_t)x : (uint64_t)x;
+  float p = 1.0f;
+  while (m >= (1ull << 24)) {
+    m = (m >> 1) | (m & 1ull);
+    p *= 2.0f;
+  }
+  return x < 0 ? -((float)m * p) : (float)m * p;
 }
 
 // double -> float with round-to-odd (truncate, then set the sticky lsb if inexact).
@@ -166,8 +178,10 @@ inline To convert(From x) {
       return from_f32<To>(x ? 1.0f : 0.0f);
     } else if constexpr (detail::same<From, int8_t> || detail::same<From, uint8_t>) {
       return from_f32<To>((float)x);  // exact in float
+    } else if constexpr (detail::same<From, int64_t>) {
+      return from_f32<To>(detail::i64_to_f32_odd(x));  // (double)x would round past 2^53
     } else {
-      // double / int32 / int64: round-to-odd to float, then RNE
+      // double / int32: round-to-odd to float, then RNE
       return from_f32<To>(detail::f64_to_f32_odd((double)x));
     }
   } else if constexpr (detail::same<To, bool>) {
