@@ -61,8 +61,9 @@ bool structural_equal(const Expr& a, const Expr& b);
 
 // Sign analysis for index arithmetic: true when integer expression e is provably >= 0, given
 // which variables are (var_nonneg). Constants, and sums, products, quotients, min of
-// non-negative values, max with one non-negative side, mod by a non-negative divisor and widening
-// integer casts of non-negative values are. Code generators use it to print plain / and % where
+// non-negative values, max with one non-negative side, mod by a positive constant or of a
+// non-negative value by a non-negative divisor (a % 0 == a), widening integer casts of
+// non-negative values and casts to uint8 are. Code generators use it to print plain / and % where
 // Python's floor semantics give the same result.
 template <class VarNonneg>
 bool is_nonneg(const Expr& e, const VarNonneg& var_nonneg) {
@@ -71,8 +72,13 @@ bool is_nonneg(const Expr& e, const VarNonneg& var_nonneg) {
     case ExprKind::Var: return var_nonneg(static_cast<const VarNode*>(e.get()));
     case ExprKind::Cast: {
       auto* c = static_cast<const CastNode*>(e.get());
-      return c->dtype.is_int() && c->value->dtype.is_int() && c->dtype.bits() >= c->value->dtype.bits() &&
-             is_nonneg(c->value, var_nonneg);
+      if (c->dtype.code == DTypeCode::u8) return true;  // wraps into [0, 255]
+      // a strictly wider integer type keeps the value; an as-wide one only a value of its own dtype (a
+      // same-dtype cast of arithmetic computed wider wraps, docs/language.md "Dtype conversions"; uint8
+      // 200 cast to int8 is -56)
+      const bool keeps = c->dtype.bits() > c->value->dtype.bits() ||
+                         (c->dtype == c->value->dtype && !computed_wider(c->value));
+      return c->dtype.is_int() && c->value->dtype.is_int() && keeps && is_nonneg(c->value, var_nonneg);
     }
     case ExprKind::Binary: {
       auto* b = static_cast<const BinaryNode*>(e.get());
@@ -84,7 +90,11 @@ bool is_nonneg(const Expr& e, const VarNonneg& var_nonneg) {
         case BinOp::CeilDiv:
         case BinOp::Min: return is_nonneg(b->a, var_nonneg) && is_nonneg(b->b, var_nonneg);
         case BinOp::Max: return is_nonneg(b->a, var_nonneg) || is_nonneg(b->b, var_nonneg);
-        case BinOp::Mod: return is_nonneg(b->b, var_nonneg);
+        case BinOp::Mod: {  // a % 0 == a (docs/language.md): a positive constant divisor, or both >= 0
+          auto d = as_const_int(b->b);
+          return d ? *d > 0 || (*d == 0 && is_nonneg(b->a, var_nonneg))
+                   : is_nonneg(b->a, var_nonneg) && is_nonneg(b->b, var_nonneg);
+        }
         case BinOp::BitAnd: return is_nonneg(b->a, var_nonneg) || is_nonneg(b->b, var_nonneg);
         case BinOp::BitOr:
         case BinOp::BitXor: return is_nonneg(b->a, var_nonneg) && is_nonneg(b->b, var_nonneg);

@@ -334,9 +334,11 @@ class CodeGen {
   // global tensor first tests the flags of the elements it moves (those inside both buffers); a
   // tile load is tested where its value leaves the block: the value of a store into a global
   // tensor (the load itself, converted at most: computed values are compute), an index, and a
-  // condition or loop bound outside T.Parallel loops (scalar control flow). Compute reads are not
-  // tested, as the ascend910b simulator's rule (docs/ascend.md "Session 30: unwritten tile bytes
-  // reaching GM"). tw_cpu/check.h written_at throws UninitError.
+  // condition or loop bound outside T.Parallel loops (scalar control flow), and any read outside
+  // T.Parallel loops (a let, an element statement: the scalar unit's GetValue on ascend910b, which
+  // the simulator reports). Compute reads in maps are not tested, as the ascend910b simulator's
+  // rule (docs/ascend.md "Session 30: unwritten tile bytes reaching GM"). tw_cpu/check.h
+  // written_at throws UninitError.
   struct Flags {
     std::string w, shape;  // C names: the flags, the tile's shape
     size_t rank;
@@ -2843,7 +2845,8 @@ std::string CodeGen::expr_load(const LoadNode& n) {
     const std::string how = &n == leaving_load_ ? leaving_how_
                             : index_depth_      ? "read as an index"
                             : control_depth_    ? "read by a condition or a loop bound"
-                                                : "";
+                            : parallel_depth_ == 0 ? "read outside a T.Parallel map (a let or an element statement)"
+                                                   : "";
     if (!how.empty()) at = written_at(n.buffer, at, n.span, how);
   }
   return widen(n.buffer->dtype, b + "[" + at + "]");
