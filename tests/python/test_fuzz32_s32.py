@@ -25,10 +25,6 @@ def _run(prim, target, out_idx, *args):
     return k(*args) if target == "cpu" else run_checked(k, *args)
 
 
-def _xfail_on_ascend(reason):
-    return ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=reason))]
-
-
 # --------------------------------------------------------------------------- F1: T.cast to bfloat16 in a map
 @T.prim_func
 def _bf16_round(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32"),
@@ -48,9 +44,9 @@ def _bf16_round(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32
         T.copy(z, Z)
 
 
-@pytest.mark.parametrize("target", _xfail_on_ascend(
-    "fuzz32 F1: T.cast(x, 'bfloat16') of a float32 tile value inside a map is not rounded to bfloat16 on "
-    "ascend910b, nor a let annotated T.bfloat16 (4100.25 stays 4100.25 instead of 4096)"))
+# fuzz32 F1 (fixed in session 32 by h-bfcast32): T.cast(x, 'bfloat16') of a float32 tile value inside a map was not
+# rounded to bfloat16 on ascend910b, nor a let annotated T.bfloat16 (4100.25 stayed 4100.25 instead of 4096)
+@pytest.mark.parametrize("target", ["cpu", TARGET])
 def test_f1_cast_to_bfloat16_in_a_map_rounds(target):
     x = (np.arange(256, dtype=np.float32) * 4 + 4096).reshape(16, 16) + np.float32(0.25)
     b = x.astype(ml_dtypes.bfloat16).astype(np.float32)
@@ -79,10 +75,10 @@ def _u8_wrap(A: T.Tensor((16,), "uint8"), B: T.Tensor((16,), "uint8"), O: T.Tens
         T.copy(p, P)
 
 
-@pytest.mark.parametrize("target", _xfail_on_ascend(
-    "fuzz32 F2: a same-dtype T.cast / annotated let of a let bound to uint8 / int8 arithmetic in a map (d = a[i] - "
-    "b[i]; T.cast(d, 'uint8')) is a TilewrightError on ascend910b ('conversion from float32 to int64: dav-c220 has "
-    "no Cast'); T.cast(a[i] - b[i], 'uint8') itself compiles and is exact"))
+# fuzz32 F2 (fixed in session 32 by h-bfcast32): a same-dtype T.cast / annotated let of a let bound to uint8 / int8
+# arithmetic in a map (d = a[i] - b[i]; T.cast(d, 'uint8')) was a TilewrightError on ascend910b ('conversion from
+# float32 to int64: dav-c220 has no Cast'); T.cast(a[i] - b[i], 'uint8') itself compiled and was exact
+@pytest.mark.parametrize("target", ["cpu", TARGET])
 def test_f2_uint8_difference_wrapped_in_a_map(target):
     rng = np.random.default_rng(32)
     a = rng.integers(0, 256, 16).astype(np.uint8)
