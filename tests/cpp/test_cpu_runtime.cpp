@@ -2237,6 +2237,45 @@ TEST(Math, ExpNonposChunkMatchesScalar) {
   for (int i = 0; i < 40; ++i) EXPECT_EQ(c[i], i >= 3 && i < 24 ? tw_cpu::exp(-2.0f) : 1.0f) << i;
 }
 
+// exp_chunk / exp_nonpos_chunk on ordinary rows (a softmax's x - max: every lane in AVX2's vector range,
+// which the dense sweep above seldom gives a whole vector of): chunks of 0..70 floats at every
+// alignment mod 8, all in range, and with one lane out of range
+// (NaN, -Inf, -1e30, -100, 89, a subnormal result) at every position of a 64-float chunk: exp() bit
+// for bit, nothing past the chunk written.
+TEST(Math, ExpChunkOrdinaryRowsMatchScalar) {
+  std::mt19937 g(32);
+  std::uniform_real_distribution<float> u(-80.0f, 0.0f);
+  std::vector<float> x(80), want(80), got(80), gotn(80);
+  auto check = [&](int off, int len, const char* what) {
+    std::fill(got.begin(), got.end(), 7.0f);
+    std::fill(gotn.begin(), gotn.end(), 7.0f);
+    tw_cpu::exp_chunk(got.data() + off, x.data() + off, len);
+    tw_cpu::exp_nonpos_chunk(gotn.data() + off, x.data() + off, len);
+    for (int i = 0; i < 80; ++i) {
+      volatile float xi = x[i];
+      const float w = i >= off && i < off + len ? tw_cpu::exp(xi) : 7.0f;
+      const bool nan = std::isnan(w);
+      if (!(fb(got[i]) == fb(w) || (nan && std::isnan(got[i]))))
+        ADD_FAILURE() << what << " exp_chunk off " << off << " len " << len << " [" << i << "] " << x[i] << ": " << got[i] << " want " << w;
+      if (x[i] <= 0.0f || std::isnan(x[i]) || i < off || i >= off + len)
+        if (!(fb(gotn[i]) == fb(w) || (nan && std::isnan(gotn[i]))))
+          ADD_FAILURE() << what << " exp_nonpos_chunk off " << off << " len " << len << " [" << i << "] " << x[i];
+    }
+  };
+  for (int off = 0; off < 8; ++off)
+    for (int len = 0; off + len <= 72 && len <= 70; ++len) {
+      for (float& v : x) v = u(g);
+      check(off, len, "in range");
+    }
+  for (float bad : {NAN, -INFINITY, -1.0e30f, -100.0f, 89.0f, -87.5f})
+    for (int off : {0, 3})
+      for (int pos = 0; pos < 64; ++pos) {
+        for (float& v : x) v = u(g);
+        x[off + pos] = bad;
+        check(off, 64, "one lane out");
+      }
+}
+
 // The lane folds of the row reductions (simd.h fold_sum / fold_max / fold_min): max and min are
 // the lanes' max and min wherever they sit (lane permutations, infinities, -0 vs +0 by value);
 // the sum is the pairwise grouping by halves, exact on small integers and checked bit for bit
