@@ -1,0 +1,72 @@
+"""Session 32 reliability hunt (h-rel32): kernel arguments, the CLI, the AOT runtime, the knobs.
+Findings F1.. of docs/testing.md "Session 32: rel32". Attempts that could crash or hang run in child
+processes, with timeouts."""
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+torch = pytest.importorskip("torch")
+
+M = T.symbolic("M")
+
+
+@tw.jit
+def add_in_place():
+    @T.prim_func
+    def add_s(X: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32"), s: T.float32):
+        with T.Kernel(T.ceildiv(M, 16)) as bx:
+            for i in T.Parallel(16):
+                if bx * 16 + i < M:
+                    Y[bx * 16 + i] = X[bx * 16 + i] + s
+    return add_s
+
+
+@tw.jit(out_idx=[-1])
+def twice():
+    @T.prim_func
+    def twice(X: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, 16)) as bx:
+            for i in T.Parallel(16):
+                if bx * 16 + i < M:
+                    Y[bx * 16 + i] = X[bx * 16 + i] * 2.0
+    return twice
+
+
+def _values(n):
+    return torch.from_numpy(np.random.default_rng(32).standard_normal(n).astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [0, 1, 17])
+def test_f1_neg_bit_input_is_read_with_its_sign(n):
+    # A neg-bit view's memory holds the negated values; DLPack exported that memory, so the kernel
+    # computed with the wrong sign (twice(-x) gave 2x), silently.
+    x = _values(n)
+    v = x._neg_view()
+    assert v.is_neg()
+    np.testing.assert_array_equal(twice()(v).numpy(), (-x * 2).numpy())
+    y = torch.zeros(n)
+    add_in_place()(v, y, 1.5)
+    np.testing.assert_array_equal(y.numpy(), (-x + 1.5).numpy())
+
+
+def test_f1_neg_bit_output_written_in_place_is_refused():
+    # The kernel wrote x + s into the memory; torch then showed -(x + s).
+    y = torch.zeros(5)._neg_view()
+    with pytest.raises(tw.TilewrightError, match=r"negated view.*writes it in place") as e:
+        add_in_place()(torch.ones(5), y, 1.0)
+    assert "resolve_neg" in e.value.hint
+    assert torch.equal(y, torch.zeros(5))
+
+
+@pytest.mark.parametrize("layout", ["sparse", "mkldnn"])
+def test_f2_non_strided_torch_tensors(layout):
+    # A sparse input was refused after a failed copy; an mkldnn one leaked RuntimeError ("Cannot access
+    # data pointer of Tensor that doesn't have storage") from the overlap check. Inputs are densified.
+    x = _values(9)
+    conv = (lambda t: t.to_sparse()) if layout == "sparse" else (lambda t: t.to_mkldnn())
+    np.testing.assert_array_equal(twice()(conv(x)).numpy(), (x * 2).numpy())
+    with pytest.raises(tw.TilewrightError, match=r"has layout .*writes it in place") as e:
+        add_in_place()(x, conv(torch.zeros(9)), 1.0)
+    assert "to_dense" in e.value.hint
