@@ -70,3 +70,14 @@ def test_f2_non_strided_torch_tensors(layout):
     with pytest.raises(tw.TilewrightError, match=r"has layout .*writes it in place") as e:
         add_in_place()(x, conv(torch.zeros(9)), 1.0)
     assert "to_dense" in e.value.hint
+
+
+@pytest.mark.parametrize("path", ["", ".", "/"])
+def test_f3_reference_path_naming_no_file(path, capsys):
+    # tw.testing.Reference('') and `tilewright check ''` leaked ValueError("PosixPath('.') has an empty name").
+    with pytest.raises(tw.TilewrightError, match="names no file") as e:
+        tw.testing.Reference(path)
+    assert "refs/softmax" in e.value.hint
+    from tilewright import cli
+    assert cli.main(["check", path]) == 1
+    assert "names no file" in capsys.readouterr().err
