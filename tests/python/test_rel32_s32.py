@@ -81,3 +81,32 @@ def test_f3_reference_path_naming_no_file(path, capsys):
     from tilewright import cli
     assert cli.main(["check", path]) == 1
     assert "names no file" in capsys.readouterr().err
+
+
+def _local_autotuned(**kw):
+    @tw.autotune(configs=[tw.Config(block=8), tw.Config(block=16)], key=["N"], verbose=False, **kw)
+    @tw.jit(out_idx=[-1])
+    def local_twice(N, block=8):
+        @T.prim_func
+        def local_twice(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    if bx * block + i < N:
+                        Y[bx * block + i] = X[bx * block + i] * 2.0
+        return local_twice
+    return local_twice
+
+
+def test_f4_autotune_defined_in_a_function():
+    # The default executor's spawned workers looked the factory up by its qualified name
+    # ('_local_autotuned.<locals>.local_twice'): AttributeError "'function' object has no attribute
+    # '<locals>'" from every worker. It is compiled inline now, as an interactive session's is.
+    tuner = _local_autotuned()
+    assert tuner.tune(37) in tuner.configs  # a sweep, whatever the store holds
+    x = np.arange(37, dtype=np.float32)
+    np.testing.assert_array_equal(tuner(37)(x), x * 2)
+    import concurrent.futures as cf
+    with cf.ProcessPoolExecutor(1) as pool:
+        with pytest.raises(tw.TilewrightError, match=r"defined inside a function.*cannot import it") as e:
+            _local_autotuned(executor=pool).tune(37)
+    assert "top level of a module" in e.value.hint
