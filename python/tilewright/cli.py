@@ -355,6 +355,17 @@ def _byte_count(text: str) -> int:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except ValueError as e:  # a malformed TW_* value (src/support/env.cpp): a traceback said it (h-rel32 F5)
+        if not str(e).startswith("environment variable "):
+            raise
+        print(f"tilewright: error: {e}\n  hint: fix or unset it (docs/environment.md lists each variable's values)",
+              file=sys.stderr)
+        return 1
+
+
+def _main(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("export", "precompile"):
         return _deploy(argv[0], argv[1:])

@@ -110,3 +110,22 @@ def test_f4_autotune_defined_in_a_function():
         with pytest.raises(tw.TilewrightError, match=r"defined inside a function.*cannot import it") as e:
             _local_autotuned(executor=pool).tune(37)
     assert "top level of a module" in e.value.hint
+
+
+def test_f5_a_malformed_knob_is_the_cli_error_not_a_traceback(tmp_path):
+    # `import tilewright` read TW_VERBOSE / TW_PROGRESS (all knobs at once) and raised there, so every
+    # command, `tilewright doctor` included, ended in a traceback through tilewright/log.py.
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TW_CACHE_DIR=str(tmp_path / "c"), TW_NUM_THREADS="abc")
+    code = ("import tilewright, sys\n"
+            "try:\n    tilewright.cache_info()\nexcept ValueError as e:\n    print('EXC', e)\n"
+            "from tilewright.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    for cmd in (["doctor"], ["cache", "stats"]):
+        r = subprocess.run([sys.executable, "-c", code, *cmd], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, (cmd, r.stdout, r.stderr)
+        assert "EXC environment variable TW_NUM_THREADS='abc' is invalid" in r.stdout, r.stdout
+        assert "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.startswith("tilewright: error: environment variable TW_NUM_THREADS='abc' is invalid"), r.stderr
+        assert "hint: fix or unset it" in r.stderr
