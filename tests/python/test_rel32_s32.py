@@ -129,3 +129,18 @@ def test_f5_a_malformed_knob_is_the_cli_error_not_a_traceback(tmp_path):
         assert "Traceback" not in r.stderr, r.stderr
         assert r.stderr.startswith("tilewright: error: environment variable TW_NUM_THREADS='abc' is invalid"), r.stderr
         assert "hint: fix or unset it" in r.stderr
+
+
+def test_f6_export_names_too_long_for_a_file_name(tmp_path):
+    # A library / kernel name names the artifact's files: past 255 bytes the export failed "File name too long"
+    # with the hint "pass a directory that is writable and has free space".
+    k = twice()
+    k(np.ones(3, np.float32))  # compiled (symbolic M)
+    for kw, what in (({"name": "a" * 201}, "library name"), ({"name": "lib"}, "kernel name")):
+        kernels = [k] if what == "library name" else {"b" * 300: k}
+        with pytest.raises(tw.TilewrightError, match=f"{what} '.*' is (201|300) characters long") as e:
+            tw.export(kernels, tmp_path / "art", **kw)
+        assert e.value.hint == "use a shorter name"
+    tw.export({"c" * 200: k}, tmp_path / "ok", name="d" * 200)
+    from tilewright.deploy import read_manifest
+    assert read_manifest(tmp_path / "ok")["kernels"][0]["name"] == "c" * 200
