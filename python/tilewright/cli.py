@@ -279,17 +279,20 @@ def _parse_value(text):
 def cmd_tune(opts) -> int:
     from .autotune import Autotuner
     from .testing import load_fn
-    tuner = load_fn(opts.kernel)
-    if not isinstance(tuner, Autotuner):
-        print(f"tilewright tune: '{opts.kernel}' is not a @tw.autotune kernel", file=sys.stderr)
-        return 2
     args, kwargs = [], {}
     for a in opts.args:
         if "=" in a:
             k, v = a.split("=", 1)
+            if k in kwargs:  # the last one was tuned, silently (h-rel32 F7)
+                print(f"tilewright tune: argument '{k}' given twice ({k}={kwargs[k]!r}, {a})", file=sys.stderr)
+                return 2
             kwargs[k] = _parse_value(v)
         else:
             args.append(_parse_value(a))
+    tuner = load_fn(opts.kernel)
+    if not isinstance(tuner, Autotuner):
+        print(f"tilewright tune: '{opts.kernel}' is not a @tw.autotune kernel", file=sys.stderr)
+        return 2
     target = _C.find_target(opts.target)
     if opts.refresh_peaks:
         from .autotune import machine_peaks

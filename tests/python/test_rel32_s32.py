@@ -144,3 +144,10 @@ def test_f6_export_names_too_long_for_a_file_name(tmp_path):
     tw.export({"c" * 200: k}, tmp_path / "ok", name="d" * 200)
     from tilewright.deploy import read_manifest
     assert read_manifest(tmp_path / "ok")["kernels"][0]["name"] == "c" * 200
+
+
+def test_f7_tune_refuses_a_keyword_given_twice(capsys):
+    # `tilewright tune f.py:k N=5 N=6` tuned N=6 without a word.
+    from tilewright import cli
+    assert cli.main(["tune", "no_such_file.py:k", "N=5", "N=6"]) == 2
+    assert "argument 'N' given twice (N=5, N=6)" in capsys.readouterr().err
