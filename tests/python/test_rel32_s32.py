@@ -151,3 +151,30 @@ def test_f7_tune_refuses_a_keyword_given_twice(capsys):
     from tilewright import cli
     assert cli.main(["tune", "no_such_file.py:k", "N=5", "N=6"]) == 2
     assert "argument 'N' given twice (N=5, N=6)" in capsys.readouterr().err
+
+
+def test_f8_a_cache_directory_linked_to_a_shared_one_is_not_chmodded(tmp_path):
+    # TW_CACHE_DIR (or its kernels/) a link to /tmp: the error said "run `chmod 700 <the link>`", which
+    # locks every other user out of /tmp. It names the link's target and says to remove the link.
+    import os
+    import subprocess
+    import sys
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    (tmp_path / "cache").symlink_to(shared)
+    code = ("import numpy as np, tilewright as tw, tilewright.language as T\n"
+            "@T.prim_func\n"
+            "def f8(X: T.Tensor((4,), 'float32'), Y: T.Tensor((4,), 'float32')):\n"
+            "    with T.Kernel(1) as bx:\n"
+            "        for i in T.Parallel(4):\n"
+            "            Y[i] = X[i]\n"
+            "try:\n    tw.compile(f8, out_idx=[-1])\nexcept tw.TilewrightError as e:\n    print(e.message)\n")
+    script = tmp_path / "f8.py"
+    script.write_text(code)
+    r = subprocess.run([sys.executable, str(script)], env=dict(os.environ, TW_CACHE_DIR=str(tmp_path / "cache")),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"it is a link to '{shared}', which is writable by other users (mode 1777)" in r.stdout, r.stdout
+    assert "remove the link" in r.stdout and "chmod 700" not in r.stdout, r.stdout
+    assert (shared.stat().st_mode & 0o7777) == 0o1777 and not any(shared.iterdir())
