@@ -528,6 +528,8 @@ class Autotuner:
             return self.executor, False
         if self._module in (None, "__main__") and not hasattr(sys.modules.get("__main__"), "__file__"):
             return _Inline(), True  # interactive: nothing a spawned process could import
+        if "<locals>" in self._qualname:  # defined in a function: nor that (h-rel32 F4)
+            return _Inline(), True
         workers = max(1, min(n, os.cpu_count() or 1))
         return _TunePool(workers), True
 
@@ -568,6 +570,11 @@ class Autotuner:
             functools.partial(_compile_task, self._module, self._qualname)
         time_fn = functools.partial(_time_config, self.fn) if here else \
             functools.partial(_time_task, self._module, self._qualname)
+        if not here and "<locals>" in self._qualname:  # a worker's getattr leaked AttributeError (h-rel32 F4)
+            raise TilewrightError(f"autotune '{self.__name__}' is defined inside a function ({self._qualname}): the "
+                                  "executor's workers cannot import it by name", *user_location(),
+                                  hint="define it at the top level of a module, or tune with executor=\"inline\" "
+                                       "(or a ThreadPoolExecutor)")
         if not here and simulated and self.inputs is not None:  # cpu workers only compile
             import pickle
             try:

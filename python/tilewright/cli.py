@@ -279,17 +279,20 @@ def _parse_value(text):
 def cmd_tune(opts) -> int:
     from .autotune import Autotuner
     from .testing import load_fn
-    tuner = load_fn(opts.kernel)
-    if not isinstance(tuner, Autotuner):
-        print(f"tilewright tune: '{opts.kernel}' is not a @tw.autotune kernel", file=sys.stderr)
-        return 2
     args, kwargs = [], {}
     for a in opts.args:
         if "=" in a:
             k, v = a.split("=", 1)
+            if k in kwargs:  # the last one was tuned, silently (h-rel32 F7)
+                print(f"tilewright tune: argument '{k}' given twice ({k}={kwargs[k]!r}, {a})", file=sys.stderr)
+                return 2
             kwargs[k] = _parse_value(v)
         else:
             args.append(_parse_value(a))
+    tuner = load_fn(opts.kernel)
+    if not isinstance(tuner, Autotuner):
+        print(f"tilewright tune: '{opts.kernel}' is not a @tw.autotune kernel", file=sys.stderr)
+        return 2
     target = _C.find_target(opts.target)
     if opts.refresh_peaks:
         from .autotune import machine_peaks
@@ -355,6 +358,17 @@ def _byte_count(text: str) -> int:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except ValueError as e:  # a malformed TW_* value (src/support/env.cpp): a traceback said it (h-rel32 F5)
+        if not str(e).startswith("environment variable "):
+            raise
+        print(f"tilewright: error: {e}\n  hint: fix or unset it (docs/environment.md lists each variable's values)",
+              file=sys.stderr)
+        return 1
+
+
+def _main(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("export", "precompile"):
         return _deploy(argv[0], argv[1:])

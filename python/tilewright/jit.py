@@ -5,6 +5,7 @@ import collections
 import functools
 import inspect
 import os
+import sys
 import threading
 import time
 import warnings
@@ -229,8 +230,8 @@ class Kernel:
 
 
 def _prepare_args(args, kernel):
-    """(args with strided or read-only numpy arrays / non-contiguous torch tensors copied, whether
-    any was a torch tensor). The kernels take dense row-major tensors, so such an input is copied;
+    """(args with strided or read-only numpy arrays / non-contiguous, non-strided-layout (sparse,
+    mkldnn) or neg-bit torch tensors copied, whether any was a torch tensor). The kernels take dense row-major tensors, so such an input is copied;
     but a tensor the kernel writes in place cannot be (the writes would go to the copy): there it
     is an error naming the argument."""
     torch_in = False
@@ -244,17 +245,28 @@ def _prepare_args(args, kernel):
             copy = lambda a=a: _np.array(a, order="C")  # noqa: E731
         elif type(a).__module__.startswith("torch"):
             torch_in = True
-            if a.is_contiguous():
+            # DLPack exports the memory as it is: a sparse / mkldnn tensor has none to export (data_ptr
+            # raised RuntimeError), and a neg-bit view (x._neg_view(), conj().imag) holds the negation
+            # of its values, which the kernel read (and wrote) with the wrong sign (h-rel32 F1, F2).
+            if a.layout is not sys.modules["torch"].strided:
+                problem = f"has layout {a.layout}, not torch.strided"
+                copy = lambda a=a: a.to_dense().contiguous()  # noqa: E731
+            elif a.is_neg():
+                problem = "is a negated view (torch's neg bit: its memory holds the negated values)"
+                copy = lambda a=a: a.resolve_neg().contiguous()  # noqa: E731
+            elif a.is_contiguous():
                 continue
-            problem = "is not contiguous"
-            copy = a.contiguous
+            else:
+                problem = "is not contiguous"
+                copy = a.contiguous
         else:
             continue
         if i in kernel._written:
             raise TilewrightError(f"argument {i} ('{_input_name(kernel, i)}') of kernel '{kernel.name}' {problem}, "
                                   "and the kernel writes it in place: its writes would go to a copy",
                                   hint="pass a writable C-contiguous array (numpy.ascontiguousarray(a), "
-                                       "tensor.contiguous()) and read the result from it")
+                                       "tensor.contiguous(), tensor.resolve_neg(), tensor.to_dense()) and read "
+                                       "the result from it")
         try:
             fixed = fixed or list(args)
             fixed[i] = copy()

@@ -24,7 +24,13 @@ from . import _C
 __all__ = ["logger", "progress"]
 
 logger = logging.getLogger("tilewright")
-_VERBOSE, _PROGRESS = _C.env_flags()[:2]
+try:
+    _VERBOSE, _PROGRESS = _C.env_flags()[:2]
+except ValueError:
+    # A malformed TW_* value: the runtime raises the same ValueError, naming it, wherever it reads the
+    # environment (every compile, the cache, the CLI); failing here failed `import tilewright` itself, so
+    # `tilewright doctor` could not say what was wrong (h-rel32 F5).
+    _VERBOSE, _PROGRESS = False, True
 SLOW_SECONDS = 2.0
 
 

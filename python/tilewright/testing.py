@@ -344,6 +344,11 @@ class Reference:
         p = pathlib.Path(path)
         if p.suffix in (".npz", ".json"):
             p = p.with_suffix("")
+        if not p.name:  # '', '.', '/': with_name below raised ValueError (h-rel32 F3)
+            from .errors import TilewrightError, user_location
+            raise TilewrightError(f"the reference path {str(path)!r} names no file", *user_location(),
+                                  hint="pass a file path without its suffix, e.g. 'refs/softmax' (the store is "
+                                       "refs/softmax.npz and refs/softmax.json)")
         self.path = p
         self.npz = p.with_name(p.name + ".npz")
         self.manifest_path = p.with_name(p.name + ".json")

@@ -34,6 +34,19 @@ bool is_c_identifier(const std::string& s) {
   return true;
 }
 
+// A library or kernel name names files too (lib<name>.so, <name>.h, an Ascend kernel's <name>/, each
+// written as <file>.tmp-<pid>.<n>.<time> first): past the file system's 255 bytes the export failed
+// "File name too long" with the hint to pass a writable directory (h-rel32 F6).
+constexpr size_t kMaxName = 200;
+
+void check_name_length(const std::string& what, const std::string& s) {
+  if (s.size() > kMaxName)
+    throw ir::Error(what + " '" + s.substr(0, 32) + "...' is " + std::to_string(s.size()) +
+                        " characters long: it names the artifact's files, which hold at most " +
+                        std::to_string(kMaxName),
+                    {}, "use a shorter name");
+}
+
 std::string declared(const SignatureParam& p) {
   std::string s = std::string(p.dtype.name());
   if (p.is_scalar) return s;
@@ -158,6 +171,7 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
   if (!is_c_identifier(name))
     throw ir::Error("library name '" + name + "' is not a C identifier", {},
                     "use letters, digits and '_' (not first a digit): it prefixes the exported symbols");
+  check_name_length("library name", name);
   const std::string target = kernels.front()->target();
   std::vector<Signature> sigs;
   std::set<std::string> names;
@@ -173,6 +187,7 @@ ExportResult export_artifact(const std::vector<std::shared_ptr<const Executable>
                         {}, "use letters, digits and '_' (not first a digit): it names the exported C function");
       s.kernel = kernel_names[i];
     }
+    check_name_length("kernel name", s.kernel);
     if (k->target() != target)
       throw ir::Error("kernel '" + s.kernel + "' is compiled for '" + k->target() + "', kernel '" +
                           sigs.front().kernel + "' for '" + target + "': one artifact holds one target",

@@ -204,6 +204,16 @@ void ensure_private_dir(const std::string& dir, const std::string& what) {
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        // Through a link (kernels -> /tmp) `chmod 700 <dir>` would lock everyone out of the shared
+        // directory it points at: the fix is the link (h-rel32 F8).
+        struct stat lst;
+        std::error_code ec;
+        if (lstat(dir.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+            throw std::runtime_error("refusing to use " + what + " '" + dir + "': it is a link to '" +
+                                     fs::canonical(dir, ec).string() + "', which is writable by other users (mode " +
+                                     mode + "), so they could plant code that Tilewright would load; remove the "
+                                     "link (Tilewright makes a private directory in its place) or set TW_CACHE_DIR "
+                                     "to a private directory; do not chmod the shared one");
         throw std::runtime_error("refusing to use " + what + " '" + dir +
                                  "': it is writable by other users (mode " + mode +
                                  "), so they could plant code that Tilewright would load; "
