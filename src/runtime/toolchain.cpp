@@ -105,13 +105,18 @@ int spawn_child(void* p) {
         sigaction(sig, &sa, nullptr);
     }
     int devnull = -1;
+    // The pipe's write end is 1 or 2 when the process runs with stdin / stdout / stderr closed: dup2 of
+    // a descriptor onto itself keeps its FD_CLOEXEC, and the compiler would start without stdout or
+    // stderr. A copy at 3 or above first.
+    int out = a->out_fd;
     // Its own process group (an interrupt ends the compiler's children too: cc1plus, as, ld; a
     // terminal's Ctrl-C reaches this process alone, which ends the group), and SIGTERM when the
     // thread that started it ends (the process killed, even by SIGKILL): g++ then removes its
     // temporaries and exits. A parent that died before the prctl is caught by getppid().
     if (setpgid(0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != a->parent ||
-        sigprocmask(SIG_SETMASK, &a->mask, nullptr) != 0 || (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0 ||
-        dup2(devnull, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->out_fd, 2) < 0) {
+        sigprocmask(SIG_SETMASK, &a->mask, nullptr) != 0 || (out < 3 && (out = fcntl(out, F_DUPFD_CLOEXEC, 3)) < 0) ||
+        (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 ||
+        dup2(out, 2) < 0) {
         a->error = errno ? errno : ESRCH;
         _exit(127);
     }
@@ -222,6 +227,12 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
             r.error = std::string("waitpid: ") + std::strerror(errno);
+            struct sigaction sa;
+            // SIG_IGN or SA_NOCLDWAIT: the kernel reaps the children itself, and their exit status is lost
+            if (errno == ECHILD && sigaction(SIGCHLD, nullptr, &sa) == 0 &&
+                (sa.sa_handler == SIG_IGN || (sa.sa_flags & SA_NOCLDWAIT)))
+                r.error += " (this process ignores SIGCHLD, e.g. signal.signal(signal.SIGCHLD, signal.SIG_IGN), so the "
+                           "compiler's exit status is lost: leave SIGCHLD at its default while kernels compile)";
             return r;
         }
     }
