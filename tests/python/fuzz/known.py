@@ -48,9 +48,6 @@ UNSUPPORTED = [
      and d["dt_tile"] != "int32" and any(op[0] in ("shl", "shr", "inv") for op in d["ops"]),
      "`~` and shifts on int8 / uint8 tile data in a map: a TilewrightError at the line naming the alternative "
      "(docs/language.md \"Bitwise operators and shifts\")"),
-    ("ascend910b", lambda d: d["kind"] == "idiom" and d.get("nested"),
-     "an if nested in an if of a T.Parallel map: Ascend lowers an if whose two arms each store one element "
-     "(the error names the fix: a T.where)"),
     ("ascend910b", rt_bound_one,
      "a run-time extent of bound 1 (a dimension the window drops): on Ascend a run-time extent is one of "
      "the copy's rows or columns (the error names the fix: an if)"),
