@@ -1178,13 +1178,31 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
   MapLowering ml(*this, vars, ext, sp);
   std::vector<std::pair<Var, Expr>> lets;
   std::vector<std::shared_ptr<ir::StoreNode>> stores;  // the stores, lets substituted
-  for (const auto& it : items) {
+  for (size_t n = 0; n < items.size(); ++n) {
+    const Stmt& it = items[n];
     if (it->kind == ir::StmtKind::Let) {
       auto* l = as<ir::LetNode>(it);
       lets.push_back({l->var, ir::substitute(l->value, lets)});
       continue;
     }
     auto* st = as<ir::StoreNode>(it);
+    // A let is the value at its binding (cpu, per element): one that reads the tile this store
+    // writes and is read after it is first computed into a temporary tile (elif32's `t = y[i] * 2;
+    // y[i] = 1; z[i] = t`), which its later uses read.
+    for (auto& [v, e] : lets) {
+      if (!any_subexpr(e, [&](const Expr& x) {
+            return x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer.get() == st->buffer.get();
+          }))
+        continue;
+      bool later = false;
+      for (size_t k = n + 1; k < items.size() && !later; ++k)
+        ir::for_each_expr(items[k], [&](const Expr& x) { later = later || x.get() == v.get(); });
+      if (!later) continue;
+      std::vector<Expr> at(vars.begin(), vars.end());
+      Buffer t = ub(st->buffer, "_" + v->name, e->dtype, ext, it->span, out);
+      stores.push_back(std::make_shared<ir::StoreNode>(t, at, e, it->span));
+      e = ir::load(t, at, it->span);
+    }
     std::vector<Expr> idx;
     for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
     stores.push_back(std::make_shared<ir::StoreNode>(st->buffer, idx, ir::substitute(st->value, lets), st->span));
@@ -2025,6 +2043,9 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       int x = build(v);
       if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
+      // the int64 a let's name of int8 / uint8 arithmetic is read as (`d = a[i] - b[i]; T.cast(d,
+      // "uint8")`): its value, exact as computed (fuzz32 F2), as in `T.cast(a[i] - b[i], "uint8")`
+      if (t == DType(DTypeCode::i64) && small_int(v->dtype)) return x;
       if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
         if (nodes_[x].dtype == kI32) return wrap_i32(x, t, sp);
         x = to_type(x, kF32, sp);
@@ -2311,8 +2332,16 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
   const Node& xn = nodes_[x];
   const bool in_place = store_st_ && xn.kind == OpKind::Leaf && xn.buf.get() == store_st_->buffer.get() &&
                         ir::structural_equal(ir::load(xn.buf, xn.idx), ir::load(store_st_->buffer, store_st_->indices));
+  // An int8 / uint8 tile is masked in float16 (exact Casts both ways; the Vector core has no 8-bit
+  // Duplicate or arithmetic to fill or keep a block's head with; elif32), the fill first wrapped
+  // into its dtype as the store would.
   const bool widen = (t == kF16 || t == kBF16) && (!const_exact(fill, t) || (t == kBF16 && !in_place));
-  if (widen) {
+  Expr f = widen ? f32_const(fill, sp) : ir::cast(fill, t, sp);
+  if (small_int(t)) {
+    x = materialize(to_type(x, kF16, sp), Shape::Full, sp);
+    f = ir::cast(f, kF16, sp);
+    t = kF16;
+  } else if (widen) {
     x = materialize(to_type(x, kF32, sp), Shape::Full, sp);
     t = kF32;
   }
@@ -2322,7 +2351,7 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
   n.dtype = t;
   n.args = {x};
   n.cond = cond;
-  n.fill = widen ? f32_const(fill, sp) : ir::cast(fill, t, sp);
+  n.fill = f;
   n.span = sp;
   return push(std::move(n));
 }

@@ -1,0 +1,180 @@
+"""Session 32 (h-letfix32; issue 13: cpu == ascend910b, never a silent wrong answer; docs/ascend.md
+"Session 32: lets, 8-bit fills and widened lets in maps (h-letfix32)"). Three findings fixed in
+legalize_vector, each with its neighbours here:
+- a let in a T.Parallel map is its value where it is bound: one that reads a tile a later store of
+  the map writes, and is read after that store, is computed into a temporary first (elif32);
+- an index-mask fill of an int8 / uint8 tile (`y = T.where(j > c, v, y)`, in place or not) is done
+  in float16 (exact Casts both ways) instead of 8-bit Adds / Duplicate the Vector core lacks (elif32);
+- a let's name bound to int8 / uint8 arithmetic, then cast or annotated (`d = a[i] - b[i]; T.cast(d,
+  "uint8")`, `w: T.int8 = d`), is its exact value as the inline form is (fuzz32 F2).
+Every kernel runs on cpu and on ascend910b (simulator, checker on: `prof["reports"] == []`) against
+numpy; shapes with tails (37 columns, 3 rows, one-element maps). Exact everywhere (small integers and
+halves, exact in every dtype tested).
+"""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ascend_util import TARGET, run_checked  # noqa: E402
+
+TARGETS = ["cpu", TARGET]
+R, C = 3, 37
+
+
+def _run(prim, target, out_idx, *args):
+    k = tw.compile(prim, target=target, out_idx=out_idx)
+    return k(*args) if target == "cpu" else run_checked(k, *args)
+
+
+def _values(dtype, shape, seed):
+    rng = np.random.default_rng(seed)
+    v = rng.integers(0 if dtype == "uint8" else -8, 9, shape)
+    if dtype in ("int32", "int8", "uint8"):
+        return v.astype(dtype)
+    return (v / 2.0).astype(tw.testing.np_dtype(dtype))
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), (got, want)
+
+
+# --------------------------------------------------------------------------- a let read after a store clobbers its source
+def _let_then_store(dt):
+    @T.prim_func
+    def k(X: T.Tensor((R, C), dt), Y: T.Tensor((R, C), dt), Z: T.Tensor((R, C), dt), W: T.Tensor((R, C), dt)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((R, C), dt)
+            y = T.alloc_fragment((R, C), dt)
+            z = T.alloc_fragment((R, C), dt)
+            w = T.alloc_fragment((R, C), dt)
+            T.copy(X, x)
+            T.copy(X, y)
+            for i, j in T.Parallel(R, C):
+                t = y[i, j] * 2   # y's value here
+                u = t + x[i, j]   # a let of a let
+                y[i, j] = x[i, j] + 1
+                z[i, j] = t + y[i, j]  # read by two statements, with the new y
+                w[i, j] = u - t
+            T.copy(y, Y)
+            T.copy(z, Z)
+            T.copy(w, W)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "int32", "int8"])
+def test_let_is_its_value_where_bound(target, dt):
+    x = _values(dt, (R, C), 1)
+    y, z, w = _run(_let_then_store(dt), target, [1, 2, 3], x)
+    f = x.astype(np.float64)
+    np_dt = x.dtype
+    _same(y, (f + 1).astype(np_dt))
+    _same(z, (f * 2 + f + 1).astype(np_dt))
+    _same(w, f.astype(np_dt))
+
+
+@T.prim_func
+def _let_other_tile(X: T.Tensor((1,), "float32"), Y0: T.Tensor((1,), "float32"), Y: T.Tensor((1,), "float32"),
+                    Z: T.Tensor((1,), "float32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((1,), "float32")
+        y = T.alloc_fragment((1,), "float32")
+        z = T.alloc_fragment((1,), "float32")
+        T.copy(X, x)
+        T.copy(Y0, y)
+        for i in T.Parallel(1):
+            t = x[i] - y[i]  # reads x and y; only y is stored after it
+            s = x[i] * 3     # reads no stored tile: substituted as before
+            y[i] = 5.0
+            z[i] = t * s + y[i]
+        T.copy(y, Y)
+        T.copy(z, Z)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_let_of_two_tiles_one_stored_one_element_map(target):
+    x, y0 = np.array([3.0], np.float32), np.array([1.5], np.float32)
+    y, z = _run(_let_other_tile, target, [2, 3], x, y0)
+    _same(y, np.array([5.0], np.float32))
+    _same(z, ((x - y0) * (x * 3) + 5).astype(np.float32))
+
+
+# --------------------------------------------------------------------------- 8-bit index-mask fills
+def _mask_fill(dt, fill, in_place):
+    @T.prim_func
+    def k(X: T.Tensor((R, C), dt), Y: T.Tensor((R, C), dt)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((R, C), dt)
+            y = T.alloc_fragment((R, C), dt)
+            T.copy(X, x)
+            if in_place:
+                T.copy(X, y)
+                for i, j in T.Parallel(R, C):
+                    y[i, j] = T.where(j > C - 5, fill, y[i, j])
+                for i, j in T.Parallel(R, C):
+                    y[i, j] = T.where(j >= i + 3, y[i, j], fill)  # row-dependent prefix
+            else:
+                for i, j in T.Parallel(R, C):
+                    y[i, j] = T.where(j < 20, x[i, j], fill)
+            T.copy(y, Y)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dt,fill", [("int8", 0), ("int8", -3), ("uint8", 0), ("uint8", 200)])
+@pytest.mark.parametrize("in_place", [True, False])
+def test_8bit_index_mask_fill(target, dt, fill, in_place):
+    x = _values(dt, (R, C), 2)
+    i, j = np.arange(R)[:, None], np.arange(C)[None, :]
+    if in_place:
+        want = np.where(j > C - 5, fill, x)
+        want = np.where(j >= i + 3, want, fill)
+    else:
+        want = np.where(j < 20, x, fill)
+    _same(_run(_mask_fill(dt, fill, in_place), target, [-1], x), want.astype(dt))
+
+
+# --------------------------------------------------------------------------- a widened let cast back
+def _wrap_let(dt):
+    @T.prim_func
+    def k(A: T.Tensor((C,), dt), B: T.Tensor((C,), dt), O: T.Tensor((C,), dt), P: T.Tensor((C,), "int32"),
+          Q: T.Tensor((C,), "int32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((C,), dt)
+            b = T.alloc_fragment((C,), dt)
+            o = T.alloc_fragment((C,), dt)
+            p = T.alloc_fragment((C,), "int32")
+            q = T.alloc_fragment((C,), "int32")
+            T.copy(A, a)
+            T.copy(B, b)
+            for i in T.Parallel(C):
+                d = a[i] - b[i]
+                w: T.int8 = d
+                o[i] = T.cast(d, dt)
+                p[i] = w
+                q[i] = d  # the int64 value, exact in int32
+            T.copy(o, O)
+            T.copy(p, P)
+            T.copy(q, Q)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dt", ["int8", "uint8"])
+def test_widened_8bit_let_cast(target, dt):
+    rng = np.random.default_rng(3)
+    lo, hi = (-128, 128) if dt == "int8" else (0, 256)
+    a = rng.integers(lo, hi, C).astype(dt)
+    b = rng.integers(lo, hi, C).astype(dt)
+    d = a.astype(np.int64) - b.astype(np.int64)
+    o, p, q = _run(_wrap_let(dt), target, [2, 3, 4], a, b)
+    _same(o, d.astype(dt))
+    _same(p, d.astype(np.int8).astype(np.int32))
+    _same(q, d.astype(np.int32))
