@@ -80,6 +80,43 @@ def test_let_is_its_value_where_bound(target, dt):
     _same(w, f.astype(np_dt))
 
 
+def _let_as_computed(dt, odt, mul):
+    @T.prim_func
+    def k(X: T.Tensor((R, C), dt), Z: T.Tensor((R, C), odt), W: T.Tensor((R, C), dt)):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((R, C), dt)
+            z = T.alloc_fragment((R, C), odt)
+            w = T.alloc_fragment((R, C), dt)
+            T.copy(X, y)
+            for i, j in T.Parallel(R, C):
+                t = y[i, j] * mul  # the value as computed: 8-bit unwrapped, 16-bit unrounded
+                y[i, j] = 1
+                z[i, j] = t
+                w[i, j] = t - 100
+            T.copy(z, Z)
+            T.copy(w, W)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dt,odt,mul", [("int8", "int32", 20), ("uint8", "int32", 3), ("bfloat16", "float32", 1.1),
+                                        ("float16", "float16", 300.0)])
+def test_materialised_let_keeps_its_value_as_computed(target, dt, odt, mul):
+    """The temporary is float32 for 8-bit and 16-bit lets: rounded / wrapped only where stored, as on cpu."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(0 if dt == "uint8" else -100, 100, (R, C)).astype(tw.testing.np_dtype(dt))
+    z, w = _run(_let_as_computed(dt, odt, mul), target, [1, 2], x)
+    f = x.astype(np.float64)
+    if dt in ("int8", "uint8"):
+        t = f.astype(np.int64) * mul
+        _same(z, t.astype(odt))
+        _same(w, (t - 100).astype(dt))
+    else:  # t computed in float32, rounded once at each store
+        t = x.astype(np.float32) * np.float32(mul)
+        _same(z, t.astype(tw.testing.np_dtype(odt)))
+        _same(w, (t - np.float32(100)).astype(x.dtype))
+
+
 @T.prim_func
 def _let_other_tile(X: T.Tensor((1,), "float32"), Y0: T.Tensor((1,), "float32"), Y: T.Tensor((1,), "float32"),
                     Z: T.Tensor((1,), "float32")):

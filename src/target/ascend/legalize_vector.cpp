@@ -411,6 +411,8 @@ class Legalizer {
             std::vector<Stmt>& out) {
     return names_.ub(owner, suffix, t, shape, sp, out);
   }
+  // rewrite_map_whole's temporaries of lets: a bound on |value| (MapLowering::bound), set where stored
+  std::unordered_map<const ir::BufferNode*, double> let_tiles_;
 
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
   // Returns the tile and its indices.
@@ -1188,7 +1190,8 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     auto* st = as<ir::StoreNode>(it);
     // A let is the value at its binding (cpu, per element): one that reads the tile this store
     // writes and is read after it is first computed into a temporary tile (elif32's `t = y[i] * 2;
-    // y[i] = 1; z[i] = t`), which its later uses read.
+    // y[i] = 1; z[i] = t`), which its later uses read; of the type maps compute its dtype in (the
+    // let holds the value as computed: float16 / bfloat16 unrounded, 8-bit arithmetic unwrapped).
     for (auto& [v, e] : lets) {
       if (!any_subexpr(e, [&](const Expr& x) {
             return x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer.get() == st->buffer.get();
@@ -1199,7 +1202,8 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
         ir::for_each_expr(items[k], [&](const Expr& x) { later = later || x.get() == v.get(); });
       if (!later) continue;
       std::vector<Expr> at(vars.begin(), vars.end());
-      Buffer t = ub(st->buffer, "_" + v->name, e->dtype, ext, it->span, out);
+      Buffer t = ub(st->buffer, "_" + v->name, compute_type(e->dtype), ext, it->span, out);
+      let_tiles_[t.get()] = HUGE_VAL;
       stores.push_back(std::make_shared<ir::StoreNode>(t, at, e, it->span));
       e = ir::load(t, at, it->span);
     }
@@ -2014,6 +2018,7 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       n.dtype = n.buf->dtype;
       n.shape = shape_of_load(as<ir::LoadNode>(ir::load(n.buf, n.idx, sp)), sp);
+      if (auto lt = L_.let_tiles_.find(n.buf.get()); lt != L_.let_tiles_.end()) n.limit = lt->second;
       return push(std::move(n));
     }
     case ir::ExprKind::Var: {  // a map index as a value (the others are scalars, above)
@@ -2571,6 +2576,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   single_f16_ = dt == kF16 && one && st->value->dtype == kF16 && plain(one->a) && plain(one->b) &&
                 (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
   int root = build(st->value);
+  if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
   single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
     if (nodes_[root].shape == Shape::Scalar) {
