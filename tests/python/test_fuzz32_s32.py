@@ -79,7 +79,10 @@ def _u8_wrap(A: T.Tensor((16,), "uint8"), B: T.Tensor((16,), "uint8"), O: T.Tens
         T.copy(p, P)
 
 
-@pytest.mark.parametrize("target", ["cpu", TARGET])
+@pytest.mark.parametrize("target", _xfail_on_ascend(
+    "fuzz32 F2: a same-dtype T.cast / annotated let of a let bound to uint8 / int8 arithmetic in a map (d = a[i] - "
+    "b[i]; T.cast(d, 'uint8')) is a TilewrightError on ascend910b ('conversion from float32 to int64: dav-c220 has "
+    "no Cast'); T.cast(a[i] - b[i], 'uint8') itself compiles and is exact"))
 def test_f2_uint8_difference_wrapped_in_a_map(target):
     rng = np.random.default_rng(32)
     a = rng.integers(0, 256, 16).astype(np.uint8)

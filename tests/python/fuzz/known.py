@@ -36,6 +36,11 @@ KNOWN_BUGS = [
      "T.cast(v, 'bfloat16') (or a let annotated T.bfloat16) of a float32 value inside a map does not round to "
      "bfloat16 on ascend910b "
      "(tests/python/test_fuzz32_s32.py F1)", False),
+    ("fuzz32-F2", "ascend910b", ("error",), "no Cast for this pair",
+     lambda d: d["kind"] == "idiom" and d["dt_tile"] in ("int8", "uint8"),
+     "a same-dtype T.cast / annotated let of a let bound to 8-bit arithmetic in a map (d = u[i] - v[i]; "
+     "T.cast(d, 'uint8')) is an error on ascend910b ('conversion from float32 to int64') "
+     "(tests/python/test_fuzz32_s32.py F2)", False),
 ]
 
 
