@@ -22,28 +22,11 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from ascend_util import TARGET, run_checked  # noqa: E402
+from ascend_util import TARGET  # noqa: E402
+from test_elif32_s32 import _run, _same, _values  # noqa: E402  (the same helpers)
 
 TARGETS = ["cpu", TARGET]
 R, C = 3, 37
-
-
-def _run(prim, target, out_idx, *args):
-    k = tw.compile(prim, target=target, out_idx=out_idx)
-    return k(*args) if target == "cpu" else run_checked(k, *args)
-
-
-def _values(dtype, shape, seed):
-    rng = np.random.default_rng(seed)
-    v = rng.integers(0 if dtype == "uint8" else -8, 9, shape)
-    if dtype in ("int32", "int8", "uint8"):
-        return v.astype(dtype)
-    return (v / 2.0).astype(tw.testing.np_dtype(dtype))
-
-
-def _same(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape
-    assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), (got, want)
 
 
 # --------------------------------------------------------------------------- a let read after a store clobbers its source
