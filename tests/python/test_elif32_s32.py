@@ -212,9 +212,6 @@ def _int8_mask_fill(X: T.Tensor((B, C), "int8"), Y: T.Tensor((B, C), "int8")):
         T.copy(y, Y)
 
 
-@pytest.mark.xfail(strict=True, reason="elif32 finding: legalize_vector's in-place index-mask fill of an int8 / uint8 "
-                                       "tile keeps the head and fills with int8 Adds / Duplicate, which the Vector "
-                                       "core lacks (API-rule reports); the same T.where written by hand, no if")
 def test_int8_in_place_index_mask_fill():
     """`if j > C - 5: y[i, j] = 0` (no else) of an int8 tile is this select; nested_ifs runs bfloat16 / int32."""
     x = _values("int8", (B, C), 8)
@@ -236,9 +233,6 @@ def _let_then_store(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), 
         T.copy(z, Z)
 
 
-@pytest.mark.xfail(strict=True, reason="elif32 finding: legalize_vector substitutes a map's let into its uses, so a "
-                                       "let reading a tile a later store of the map writes reads the stored value "
-                                       "on ascend910b (z = 2.0 everywhere), silently; cpu computes it at the let")
 def test_let_reading_a_tile_stored_after_it():
     """No if: the lowering above keeps such lets out (the if stays an error); this is the map body's own case."""
     x = np.arange(8, dtype=np.float32)

@@ -412,6 +412,8 @@ class Legalizer {
             std::vector<Stmt>& out) {
     return names_.ub(owner, suffix, t, shape, sp, out);
   }
+  // rewrite_map_whole's temporaries of lets: a bound on |value| (MapLowering::bound), set where stored
+  std::unordered_map<const ir::BufferNode*, double> let_tiles_;
 
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
   // Returns the tile and its indices.
@@ -1179,13 +1181,33 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
   MapLowering ml(*this, vars, ext, sp);
   std::vector<std::pair<Var, Expr>> lets;
   std::vector<std::shared_ptr<ir::StoreNode>> stores;  // the stores, lets substituted
-  for (const auto& it : items) {
+  for (size_t n = 0; n < items.size(); ++n) {
+    const Stmt& it = items[n];
     if (it->kind == ir::StmtKind::Let) {
       auto* l = as<ir::LetNode>(it);
       lets.push_back({l->var, ir::substitute(l->value, lets)});
       continue;
     }
     auto* st = as<ir::StoreNode>(it);
+    // A let is the value at its binding (cpu, per element): one that reads the tile this store
+    // writes and is read after it is first computed into a temporary tile (elif32's `t = y[i] * 2;
+    // y[i] = 1; z[i] = t`), which its later uses read; of the type maps compute its dtype in (the
+    // let holds the value as computed: float16 / bfloat16 unrounded, 8-bit arithmetic unwrapped).
+    for (auto& [v, e] : lets) {
+      if (!any_subexpr(e, [&](const Expr& x) {
+            return x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer.get() == st->buffer.get();
+          }))
+        continue;
+      bool later = false;
+      for (size_t k = n + 1; k < items.size() && !later; ++k)
+        ir::for_each_expr(items[k], [&](const Expr& x) { later = later || x.get() == v.get(); });
+      if (!later) continue;
+      std::vector<Expr> at(vars.begin(), vars.end());
+      Buffer t = ub(st->buffer, "_" + v->name, compute_type(e->dtype), ext, it->span, out);
+      let_tiles_[t.get()] = HUGE_VAL;
+      stores.push_back(std::make_shared<ir::StoreNode>(t, at, e, it->span));
+      e = ir::load(t, at, it->span);
+    }
     std::vector<Expr> idx;
     for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
     stores.push_back(std::make_shared<ir::StoreNode>(st->buffer, idx, ir::substitute(st->value, lets), st->span));
@@ -2016,6 +2038,7 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       n.dtype = n.buf->dtype;
       n.shape = shape_of_load(as<ir::LoadNode>(ir::load(n.buf, n.idx, sp)), sp);
+      if (auto lt = L_.let_tiles_.find(n.buf.get()); lt != L_.let_tiles_.end()) n.limit = lt->second;
       return push(std::move(n));
     }
     case ir::ExprKind::Var: {  // a map index as a value (the others are scalars, above)
@@ -2338,8 +2361,16 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
   const Node& xn = nodes_[x];
   const bool in_place = store_st_ && xn.kind == OpKind::Leaf && xn.buf.get() == store_st_->buffer.get() &&
                         ir::structural_equal(ir::load(xn.buf, xn.idx), ir::load(store_st_->buffer, store_st_->indices));
+  // An int8 / uint8 tile is masked in float16 (exact Casts both ways; the Vector core has no 8-bit
+  // Duplicate or arithmetic to fill or keep a block's head with; elif32), the fill first wrapped
+  // into its dtype as the store would.
   const bool widen = (t == kF16 || t == kBF16) && (!const_exact(fill, t) || (t == kBF16 && !in_place));
-  if (widen) {
+  Expr f = widen ? f32_const(fill, sp) : ir::cast(fill, t, sp);
+  if (small_int(t)) {
+    x = materialize(to_type(x, kF16, sp), Shape::Full, sp);
+    f = ir::cast(f, kF16, sp);
+    t = kF16;
+  } else if (widen) {
     x = materialize(to_type(x, kF32, sp), Shape::Full, sp);
     t = kF32;
   }
@@ -2349,7 +2380,7 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
   n.dtype = t;
   n.args = {x};
   n.cond = cond;
-  n.fill = widen ? f32_const(fill, sp) : ir::cast(fill, t, sp);
+  n.fill = f;
   n.span = sp;
   return push(std::move(n));
 }
@@ -2569,6 +2600,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   single_f16_ = dt == kF16 && one && st->value->dtype == kF16 && plain(one->a) && plain(one->b) &&
                 (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
   int root = build(st->value);
+  if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
   single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
     if (nodes_[root].shape == Shape::Scalar) {
