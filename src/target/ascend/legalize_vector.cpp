@@ -1635,10 +1635,14 @@ int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
 // hunt32 F8: int32 tile data in a map is computed in int32 (the vector calls wrap), the language in
 // int64 until stored. The two agree where the value is wrapped before anything else sees it (`wraps`:
 // the store, the operands of + - * & | ^ ~, the left of >>, a cast to int32 or narrower) and where it
-// cannot leave int32. A value of tile data that may leave int32, `x << n` or + - * & | ^ with a scalar
-// past int32 (may_leave_int32), seen unwrapped (a comparison, // %, T.max, a float cast) is an error.
+// cannot leave int32. A value of tile data that may leave int32, `x << n` or + - * & | ^ with a constant
+// past int32, seen unwrapped (a comparison, // %, T.max, a float cast) is an error.
 void MapLowering::unstored_past_int32(const Expr& e, bool wraps) const {
-  auto data = [&](const Expr& x) { return has_load(x) || uses_var(x, vj()) || (vi() && uses_var(x, vi())); };
+  auto data = [](const Expr& x) { return has_load(x); };
+  auto past = [](const Expr& c) {  // a constant past int32 (a let's or an index's range is not known here)
+    auto v = ir::arith::literal(c);
+    return v && (*v < INT32_MIN || *v > INT32_MAX);
+  };
   switch (e->kind) {
     case ir::ExprKind::Binary: {
       auto* b = as<ir::BinaryNode>(e);
@@ -1646,7 +1650,7 @@ void MapLowering::unstored_past_int32(const Expr& e, bool wraps) const {
                            b->op == ir::BinOp::BitAnd || b->op == ir::BinOp::BitOr || b->op == ir::BinOp::BitXor;
       if (!wraps && e->dtype == kI32 && data(e) &&
           ((b->op == ir::BinOp::Shl && data(b->a)) ||
-           (modular && ((!data(b->a) && L_.may_leave_int32(b->a)) || (!data(b->b) && L_.may_leave_int32(b->b))))))
+           (modular && (past(b->a) || past(b->b)))))
         fail("this int32 '" + std::string(ir::binop_symbol(b->op)) + "' of tile data may leave int32, and its value is "
              "used before it is stored: the language computes it in int64 there (docs/language.md \"Bitwise operators "
              "and shifts\"), the Ascend vector units in int32", e->span,
