@@ -44,6 +44,8 @@ def _let_kernel(form):
                 for j in T.Parallel(N):
                     if form == "store":
                         y[j] = a
+                    elif form == "add":  # printed Adds(y, x, static_cast<int32_t>(a)): the wrapped a
+                        y[j] = x[j] + a
                     elif form == "and":
                         y[j] = x[j] & a
                     elif form == "xor":
@@ -87,25 +89,13 @@ def test_comparison_keys_at_the_ends_of_int32():
         np.testing.assert_array_equal(run_on(k, TARGET, [-1], X, n, s), _want("eq", X, n - s))
 
 
-@T.prim_func
-def _add_a_let_past_int32(X: T.Tensor((N,), "int32"), n: T.int32, s: T.int32, Y: T.Tensor((N,), "int32")):
-    with T.Kernel(1) as bx:
-        x = T.alloc_fragment((N,), "int32")
-        y = T.alloc_fragment((N,), "int32")
-        T.copy(X[0], x)
-        a = n - s
-        for j in T.Parallel(N):
-            y[j] = x[j] + a  # printed Adds(y, x, static_cast<int32_t>(a)): the wrapped a
-        T.copy(y, Y[0])
-
-
 @pytest.mark.parametrize("target", TARGETS)
 def test_add_a_let_past_int32_without_a_report(target):
     """x + a with a = 2^31 + 4 and x in [0, 2^31 - 5]: the language's x + a is past int32 and wraps at the
     store; the printed Adds of the wrapped a stays inside int32 on the chip: no `int32 overflow` report."""
     x = np.array([0, 1, 5, 255, 70000, 2 ** 30, I32_MAX - 5, 12345, 3, 2 ** 24 + 1, 9, 11, 13, 100, 2, 4, 6, 8, 10],
                  np.int32)
-    np.testing.assert_array_equal(run_on(_add_a_let_past_int32, target, [-1], x, I32_MAX, -5),
+    np.testing.assert_array_equal(run_on(_let_kernel("add"), target, [-1], x, I32_MAX, -5),
                                   _w32(x.astype(np.int64) + 2 ** 31 + 4))
 
 
@@ -129,32 +119,9 @@ def _const_kernel(form):
                     y[j] = T.where(x[j] < 3000000000, 1, 0)
                 elif form == "gt_lo":
                     y[j] = T.where(x[j] > -3000000000, 1, 0)
-                else:  # "or": 0x80000000 as a 32-bit mask
+                elif form == "or":  # 0x80000000 as a 32-bit mask
                     y[j] = x[j] | 0x80000000
-            T.copy(y, Y[0])
-
-    return main
-
-
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("form", ["max_hi", "max_lo", "min_hi", "min_lo", "lt_hi", "gt_lo", "or"])
-def test_constant_past_int32_in_an_int32_map(target, form):
-    v = X.astype(np.int64)
-    c = 3000000000
-    want = {"max_hi": np.maximum(v, c), "max_lo": np.maximum(v, -c), "min_hi": np.minimum(v, c),
-            "min_lo": np.minimum(v, -c), "lt_hi": v < c, "gt_lo": v > -c, "or": v | 0x80000000}[form]
-    np.testing.assert_array_equal(run_on(_const_kernel(form), target, [-1], X), _w32(want))
-
-
-def _shift_kernel(form):
-    @T.prim_func
-    def main(X: T.Tensor((N,), "int32"), Y: T.Tensor((N,), "int32")):
-        with T.Kernel(1) as bx:
-            x = T.alloc_fragment((N,), "int32")
-            y = T.alloc_fragment((N,), "int32")
-            T.copy(X[0], x)
-            for j in T.Parallel(N):
-                if form == "cast_div":  # wrapped first: int32 on both targets
+                elif form == "cast_div":  # wrapped first: int32 on both targets
                     y[j] = T.cast(x[j] << 4, "int32") // 3
                 elif form == "shr":  # `>>` wraps its operand first (docs/language.md)
                     y[j] = (x[j] << 8) >> 8
@@ -172,17 +139,27 @@ def _shift_kernel(form):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("form", ["max_hi", "max_lo", "min_hi", "min_lo", "lt_hi", "gt_lo", "or"])
+def test_constant_past_int32_in_an_int32_map(target, form):
+    v = X.astype(np.int64)
+    c = 3000000000
+    want = {"max_hi": np.maximum(v, c), "max_lo": np.maximum(v, -c), "min_hi": np.minimum(v, c),
+            "min_lo": np.minimum(v, -c), "lt_hi": v < c, "gt_lo": v > -c, "or": v | 0x80000000}[form]
+    np.testing.assert_array_equal(run_on(_const_kernel(form), target, [-1], X), _w32(want))
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("form", ["cast_div", "shr", "add_shl"])
 def test_wrapped_shift_forms_agree(target, form):
     v = X.astype(np.int64)
     want = {"cast_div": _w32(v << 4) // 3, "shr": _w32(v << 8) >> 8, "add_shl": (v << 4) + 7}[form]
-    np.testing.assert_array_equal(run_on(_shift_kernel(form), target, [-1], X), _w32(want))
+    np.testing.assert_array_equal(run_on(_const_kernel(form), target, [-1], X), _w32(want))
 
 
 @pytest.mark.parametrize("form", ["or_div", "add_lt", "max_shl"])
 def test_unwrapped_value_past_int32_is_a_located_error(form):
     v = X.astype(np.int64)
     want = {"or_div": (v | 2 ** 31) // 2, "add_lt": (v + 3000000000 > 0), "max_shl": np.maximum(v << 2, 0)}[form]
-    np.testing.assert_array_equal(run_on(_shift_kernel(form), "cpu", [-1], X), _w32(want))
+    np.testing.assert_array_equal(run_on(_const_kernel(form), "cpu", [-1], X), _w32(want))
     with pytest.raises(tw.TilewrightError, match=r"(?s)test_ascint32_s32.py:\d+.*may leave int32.*T.cast"):
-        run_on(_shift_kernel(form), TARGET, [-1], X)
+        run_on(_const_kernel(form), TARGET, [-1], X)
