@@ -104,8 +104,14 @@ F3 = ("hunt32 F3: `T.max(x[j], a)` / `x[j] < a` with an int64 let a = 2^31 + 4 o
       "int64 (x < a everywhere, max = a wrapped at the store)")
 
 
-@pytest.mark.parametrize("form", ["add", "fill"])
-@pytest.mark.parametrize("target", _xfail(TARGET, F2))
+F2_ADD = ("x + a with a = 2^31 + 4 over x in [-18000, 18000]: the printed Adds of the wrapped a leaves int32 on "
+          "the chip where x < -4 (and the language's x + a leaves it where x > -4): a true `int32 overflow` report "
+          "under docs/ascend.md's rule (dav-c220 does not document it); h-ascint32 fixed F2's conversion, and "
+          "test_ascint32_s32 checks the add where the Adds stays inside int32")
+
+
+@pytest.mark.parametrize("target, form", [("cpu", "add"), pytest.param(TARGET, "add", marks=pytest.mark.xfail(
+    strict=True, reason=F2_ADD)), ("cpu", "fill"), (TARGET, "fill")])
 def test_f2_widened_let_as_a_vector_scalar(target, form):
     """add: a false int32-overflow report; fill (`y[j] = a`, a Duplicate; `T.fill(y, a)` the same): the simulator
     fills 2^31 - 1 where the printed static_cast<int32_t> fills -2^31 + 4, cpu's value (no report)."""
@@ -123,7 +129,7 @@ def _fill_with_a_difference(n: T.int32, s: T.int32, Y: T.Tensor((16,), "int32"))
         T.copy(y, Y[0])
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F2))
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("n, s", [A_BIG, (-2 ** 31, 5)])
 def test_f2_fill_with_a_difference_past_int32(target, n, s):
     np.testing.assert_array_equal(_run(_fill_with_a_difference, target, [-1], n, s), _w32(np.full(16, n - s)))
@@ -140,7 +146,7 @@ def _max_with_a_constant_past_int32(X: T.Tensor((8,), "int32"), Y: T.Tensor((8,)
         T.copy(y, Y[0])
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F2))
+@pytest.mark.parametrize("target", TARGETS)
 def test_f2_max_with_a_constant_past_int32(target):
     x = np.array([-2 ** 31, -5, 0, 7, 2 ** 30, 2 ** 31 - 1, -2 ** 30, 100], np.int32)
     np.testing.assert_array_equal(_run(_max_with_a_constant_past_int32, target, [-1], x), _w32(np.full(8, 3000000000)))
@@ -168,7 +174,7 @@ def _bit_mask(form):
 
 
 @pytest.mark.parametrize("form", ["and", "xor", "or", "store"])
-@pytest.mark.parametrize("target", _xfail(TARGET, F2))
+@pytest.mark.parametrize("target", TARGETS)
 def test_f2_bit_masks_of_32_bits(target, form):
     """The everyday masks of int32 bits: the simulator turns 0xFFFFFFFF / 0x80000000 into 0x7FFFFFFF."""
     x = np.array([-2 ** 31, -5, 0, 7, 2 ** 30, 2 ** 31 - 1, -2 ** 30, 100], np.int32)
@@ -178,7 +184,7 @@ def test_f2_bit_masks_of_32_bits(target, form):
 
 
 @pytest.mark.parametrize("form", ["max", "lt"])
-@pytest.mark.parametrize("target", _xfail(TARGET, F3))
+@pytest.mark.parametrize("target", TARGETS)
 def test_f3_widened_let_compared_in_a_map(target, form):
     n, s = A_BIG
     a = n - s
@@ -408,11 +414,17 @@ F8 = ("hunt32 F8: an unstored `x << 4` of int32 tile data in a map is x * 16 in 
 
 
 @pytest.mark.parametrize("form", ["div", "gt"])
-@pytest.mark.parametrize("target", _xfail(TARGET, F8))
+@pytest.mark.parametrize("target", TARGETS)
 def test_f8_unstored_shift_in_an_int32_map(target, form):
+    """Fixed by h-ascint32: ascend910b refuses the unstored shift with a located error naming the
+    wrapping cast (cpu computes the int64 value)."""
     x = np.array([2 ** 28 - 1, 2 ** 27, -2 ** 27 - 1, 2 ** 30, 5, -5, 0, 123456789], np.int32)
     v = x.astype(np.int64) << 4
     want = _w32(v // 3) if form == "div" else (v > 0).astype(np.int32)
+    if target == TARGET:
+        with pytest.raises(tw.TilewrightError, match=r"(?s)test_hunt_s32.py:\d+.*may leave int32.*T.cast"):
+            _run(_shift_then(form), target, [-1], x)
+        return
     np.testing.assert_array_equal(_run(_shift_then(form), target, [-1], x), want)
 
 

@@ -671,18 +671,18 @@ std::string KernelPrinter::vec_args(VecApi api, DType t, DType st, const LocalRe
   const DType u8{ir::DTypeCode::u8};
   std::string mode = ", CMPMODE::" + std::string(cmp_mode_name(cmp));
   if (api == VecApi::Compare) return loc(dst, u8) + ", " + loc(src0, st) + ", " + loc(src1, st) + mode;
-  if (api == VecApi::CompareScalar) return loc(dst, u8) + ", " + loc(src0, st) + ", " + scalar(s, st) + mode;
+  if (api == VecApi::CompareScalar) return loc(dst, u8) + ", " + loc(src0, st) + ", " + scalar(s, vec_scalar_dtype(api, t, st)) + mode;
   if (api == VecApi::Select)
     return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + loc(src1, t) + ", SELMODE::VSEL_TENSOR_TENSOR_MODE";
   if (api == VecApi::SelectScalar)
-    return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + scalar(s, t) + ", SELMODE::VSEL_TENSOR_SCALAR_MODE";
+    return loc(dst, t) + ", " + loc(sel, u8) + ", " + loc(src0, t) + ", " + scalar(s, vec_scalar_dtype(api, t, st)) + ", SELMODE::VSEL_TENSOR_SCALAR_MODE";
   if (api == VecApi::And || api == VecApi::Or) return loc_int16(dst) + ", " + loc_int16(src0) + ", " + loc_int16(src1);
   std::string a = loc(dst, t);
-  if (api == VecApi::Duplicate || api == VecApi::CreateVecIndex) return a + ", " + scalar(s, t);
+  if (api == VecApi::Duplicate || api == VecApi::CreateVecIndex) return a + ", " + scalar(s, vec_scalar_dtype(api, t, st));
   a += ", " + loc(src0, st);
   if (api == VecApi::Cast) return a + ", RoundMode::" + std::string(round_mode_name(round));
   if (vec_api_sources(api) == 2) return a + ", " + loc(src1, t);
-  if (vec_api_has_scalar(api)) return a + ", " + scalar(s, t);
+  if (vec_api_has_scalar(api)) return a + ", " + scalar(s, vec_scalar_dtype(api, t, st));
   return a;
 }
 

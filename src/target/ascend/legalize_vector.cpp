@@ -317,6 +317,10 @@ class MapLowering {
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int max_min(ir::BinOp op, int a, int b, const Span& sp);  // float T.max / T.min: NaN propagated
+  int max_min_past_int32(ir::BinOp op, int x, const Expr& c, const Span& sp);  // (definition)
+  void unstored_past_int32(const Expr& e, bool wraps) const;  // hunt32 F8 (definition)
+  // a scalar operand of an int32 compare clamped into [INT32_MIN - 1, INT32_MAX + 1] (definition)
+  std::pair<int, int> order_key_halves(int a, const Span& sp);
   int neg(int x, const Span& sp);
   // int32 operators without one vector instruction (docs/ascend.md "Integer operators"): exact
   // compositions whose every int32 step stays inside int32 (the simulator reports any that leaves)
@@ -407,6 +411,19 @@ class Legalizer {
   std::string fresh(const std::string& base) { return names_.fresh(base); }
   // halve_rows' maps: a plain Max / Min (the NaN rule is kept by flag_nan on the unhalved source)
   bool plain_max_min() const { return plain_max_min_; }
+  // Whether the integer scalar c may hold a value outside int32 when it runs: a constant past int32, a
+  // let of such a value or any scalar arithmetic (widen_scalars computes them in int64 where they may
+  // leave int32: the let is typed int32 here, widened after; hunt32 F2 / F3).
+  bool may_leave_int32(const Expr& c) const {
+    if (auto v = ir::arith::literal(c)) return *v < INT32_MIN || *v > INT32_MAX;
+    if (c->kind == ir::ExprKind::Var) {
+      auto it = let_values_.find(as<ir::VarNode>(c));
+      return it != let_values_.end() ? may_leave_int32(it->second) : c->dtype.bytes() > 4;
+    }
+    if (c->kind == ir::ExprKind::Load) return c->dtype.bytes() > 4;
+    if (c->kind == ir::ExprKind::Cast) return c->dtype.bytes() > 4 && may_leave_int32(as<ir::CastNode>(c)->value);
+    return true;
+  }
   Var fresh_var(const std::string& base, const Span& sp) { return names_.fresh_var(base, sp); }
   Buffer ub(const Buffer& owner, const std::string& suffix, DType t, const std::vector<int64_t>& shape, const Span& sp,
             std::vector<Stmt>& out) {
@@ -537,6 +554,7 @@ class Legalizer {
   std::unordered_set<const ir::BufferNode*> written_;
   std::vector<Frame> frames_;
   std::unordered_map<const ir::VarNode*, int> depth_;
+  std::unordered_map<const ir::VarNode*, Expr> let_values_;  // may_leave_int32
   bool plain_max_min_ = false;  // see plain_max_min()
   bool in_chunk_ = false;  // inside in_row_chunks: maps are not chunked again (the rows are bounded)
 
@@ -646,6 +664,7 @@ class Legalizer {
       }
       case ir::StmtKind::Let:
         depth_[as<ir::LetNode>(s)->var.get()] = static_cast<int>(frames_.size()) - 1;
+        let_values_[as<ir::LetNode>(s)->var.get()] = as<ir::LetNode>(s)->value;
         return {s};
       case ir::StmtKind::CoreScope: {
         auto* n = as<ir::CoreScopeNode>(s);
@@ -1633,6 +1652,10 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
 // two scalars are the scalar unit's tw_max / tw_min, which propagate NaN themselves. halve_rows' maps
 // are plain (Legalizer::plain_max_min: its reduction's flag_nan keeps the rule).
 int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
+  for (auto [x, c] : {std::pair{a, b}, std::pair{b, a}})
+    if (nodes_[x].shape != Shape::Scalar && nodes_[c].shape == Shape::Scalar &&
+        compute_type(ir::promote(nodes_[x].dtype, nodes_[c].dtype)) == kI32 && L_.may_leave_int32(nodes_[c].scalar))
+      return max_min_past_int32(op, x, nodes_[c].scalar, sp);
   int r = bin(op, a, b, sp);
   const DType t = nodes_[r].dtype;
   if (!t.is_float() || nodes_[r].shape == Shape::Scalar || L_.plain_max_min()) return r;
@@ -1649,6 +1672,79 @@ int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
                     scalar_const(std::numeric_limits<double>::quiet_NaN(), t), t, sp);
   }
   return r;
+}
+
+// hunt32 F8: int32 tile data in a map is computed in int32 (the vector calls wrap), the language in
+// int64 until stored. The two agree where the value is wrapped before anything else sees it (`wraps`:
+// the store, the operands of + - * & | ^ ~, the left of >>, a cast to int32 or narrower) and where it
+// cannot leave int32. A value of tile data that may leave int32, `x << n` or + - * & | ^ with a constant
+// past int32, seen unwrapped (a comparison, // %, T.max, a float cast) is an error.
+void MapLowering::unstored_past_int32(const Expr& e, bool wraps) const {
+  auto data = [](const Expr& x) { return has_load(x); };
+  auto past = [](const Expr& c) {  // a constant past int32 (a let's or an index's range is not known here)
+    auto v = ir::arith::literal(c);
+    return v && (*v < INT32_MIN || *v > INT32_MAX);
+  };
+  switch (e->kind) {
+    case ir::ExprKind::Binary: {
+      auto* b = as<ir::BinaryNode>(e);
+      const bool modular = b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub || b->op == ir::BinOp::Mul ||
+                           b->op == ir::BinOp::BitAnd || b->op == ir::BinOp::BitOr || b->op == ir::BinOp::BitXor;
+      if (!wraps && e->dtype == kI32 && data(e) &&
+          ((b->op == ir::BinOp::Shl && data(b->a)) ||
+           (modular && (past(b->a) || past(b->b)))))
+        fail("this int32 '" + std::string(ir::binop_symbol(b->op)) + "' of tile data may leave int32, and its value is "
+             "used before it is stored: the language computes it in int64 there (docs/language.md \"Bitwise operators "
+             "and shifts\"), the Ascend vector units in int32", e->span,
+             "wrap it first, T.cast(..., \"int32\") around it (or store it), or compute on the cpu target");
+      unstored_past_int32(b->a, modular || b->op == ir::BinOp::Shl || b->op == ir::BinOp::Shr);
+      unstored_past_int32(b->b, modular);
+      return;
+    }
+    case ir::ExprKind::Unary:
+      unstored_past_int32(as<ir::UnaryNode>(e)->a, as<ir::UnaryNode>(e)->op != ir::UnOp::Not);
+      return;
+    case ir::ExprKind::Cast: {
+      const DType t = e->dtype;
+      unstored_past_int32(as<ir::CastNode>(e)->value, t.is_int() && t.bytes() <= 4);
+      return;
+    }
+    case ir::ExprKind::Select: {
+      auto* s = as<ir::SelectNode>(e);
+      unstored_past_int32(s->cond, false);
+      unstored_past_int32(s->t, wraps);
+      unstored_past_int32(s->f, wraps);
+      return;
+    }
+    case ir::ExprKind::Call:
+      for (const Expr& a : as<ir::CallNode>(e)->args) unstored_past_int32(a, false);
+      return;
+    default:
+      return;
+  }
+}
+
+// hunt32 F3: an int32 T.max (T.min) of tile data x and a scalar c that may leave int32 (a let past
+// int32, scalar arithmetic widen_scalars computes in int64, a constant past int32). The language's
+// value is c where c > INT32_MAX (< INT32_MIN), wrapped when stored, else the int32 max(x, c); the
+// printed Maxs takes an int32 scalar, so: r = Maxs(x, c clamped into int32), then r * 0 + c where c
+// is past (Muls, Adds of the wrapped c), r * 1 + 0 elsewhere: no step leaves int32. A constant c is
+// decided here: past, the wrapped c (a Duplicate); before the other end of int32, x.
+int MapLowering::max_min_past_int32(ir::BinOp op, int x, const Expr& c, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  const bool is_max = op == ir::BinOp::Max;
+  auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
+  const Expr c64 = ir::cast(c, i64, sp);
+  x = to_type(x, kI32, sp);
+  if (auto v = ir::arith::literal(c)) {
+    if (is_max ? *v > INT32_MAX : *v < INT32_MIN) return materialize(leaf_scalar(ir::cast(c64, kI32, sp)), Shape::Full, sp);
+    return x;
+  }
+  const Expr past = ir::binary(is_max ? ir::BinOp::GT : ir::BinOp::LT, c64, k64(is_max ? INT32_MAX : INT32_MIN), sp);
+  const Expr inside = ir::arith::min(ir::arith::max(c64, k64(INT32_MIN)), k64(INT32_MAX));
+  int r = bin(op, x, leaf_scalar(ir::cast(inside, kI32, sp)), sp);
+  r = bin(ir::BinOp::Mul, r, leaf_scalar(ir::select(past, ir::int_imm(0, kI32, sp), ir::int_imm(1, kI32, sp), sp)), sp);
+  return bin(ir::BinOp::Add, r, leaf_scalar(ir::cast(ir::select(past, c64, k64(0), sp), kI32, sp)), sp);
 }
 
 int MapLowering::neg(int x, const Span& sp) {
@@ -2479,15 +2575,30 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
 // int32 (no overflow: |hd| < 2^24, |ld| <= 255) and exact in float32, and d = hd * 256 + ld: when
 // hd != 0, |hd * 256| >= 256 > |ld|, so the rounded sum keeps hd's sign and is not 0; when hd == 0,
 // d = ld exactly. So d op 0 is a op b for ==, !=, <, <=, >, >=.
+// A scalar operand that may leave int32 (a let past int32, hunt32 F3) is clamped into [INT32_MIN - 1,
+// INT32_MAX + 1] and split in int64 on the scalar unit (order_key_halves): hb in [-2^23 - 1, 2^23], so
+// |hd| <= 2^24 stays exact in float32 and every comparison with int32 data keeps its answer.
 int MapLowering::int32_order_key(int a, int b, const Span& sp) {
-  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
-  a = to_type(a, kI32, sp);
-  b = to_type(b, kI32, sp);
-  int ha = bin(ir::BinOp::Shr, a, k32(8), sp), hb = bin(ir::BinOp::Shr, b, k32(8), sp);
-  int la = bin(ir::BinOp::Sub, a, bin(ir::BinOp::Shl, ha, k32(8), sp), sp);
-  int lb = bin(ir::BinOp::Sub, b, bin(ir::BinOp::Shl, hb, k32(8), sp), sp);
+  auto [ha, la] = order_key_halves(a, sp);
+  auto [hb, lb] = order_key_halves(b, sp);
   int hd = to_type(bin(ir::BinOp::Sub, ha, hb, sp), kF32, sp), ld = to_type(bin(ir::BinOp::Sub, la, lb, sp), kF32, sp);
   return bin(ir::BinOp::Add, bin(ir::BinOp::Mul, hd, scalar_const(256.0, kF32), sp), ld, sp);
+}
+
+std::pair<int, int> MapLowering::order_key_halves(int a, const Span& sp) {
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  if (nodes_[a].shape == Shape::Scalar && !nodes_[a].dtype.is_float() && L_.may_leave_int32(nodes_[a].scalar)) {
+    const DType i64{DTypeCode::i64};
+    auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
+    const Expr c = ir::arith::min(ir::arith::max(ir::cast(nodes_[a].scalar, i64, sp), k64(int64_t{INT32_MIN} - 1)),
+                                  k64(int64_t{INT32_MAX} + 1));
+    const Expr h = ir::binary(ir::BinOp::Shr, c, k64(8), sp);
+    return {leaf_scalar(ir::cast(h, kI32, sp)),
+            leaf_scalar(ir::cast(ir::binary(ir::BinOp::Sub, c, ir::binary(ir::BinOp::Shl, h, k64(8), sp), sp), kI32, sp))};
+  }
+  a = to_type(a, kI32, sp);
+  int h = bin(ir::BinOp::Shr, a, k32(8), sp);
+  return {h, bin(ir::BinOp::Sub, a, bin(ir::BinOp::Shl, h, k32(8), sp), sp)};
 }
 
 // The Sel node a op b ? x : y of dtype t (operands already typed and materialised).
@@ -2599,6 +2710,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   const auto* one = st->value->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(st->value) : nullptr;
   single_f16_ = dt == kF16 && one && st->value->dtype == kF16 && plain(one->a) && plain(one->b) &&
                 (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
+  unstored_past_int32(st->value, true);
   int root = build(st->value);
   if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
   single_f16_ = false;

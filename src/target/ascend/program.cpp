@@ -66,6 +66,9 @@ bool vec_api_has_scalar(VecApi a) {
          a == VecApi::ShiftRight || a == VecApi::CompareScalar || a == VecApi::SelectScalar ||
          a == VecApi::CreateVecIndex;
 }
+ir::DType vec_scalar_dtype(VecApi a, ir::DType dtype, ir::DType src_dtype) {
+  return a == VecApi::CompareScalar ? src_dtype : dtype;
+}
 bool is_high_level_vector(const InstrOp& op) {
   return std::holds_alternative<VecBinary>(op) || std::holds_alternative<VecBinaryScalar>(op) ||
          std::holds_alternative<VecUnary>(op) || std::holds_alternative<VecCast>(op) ||

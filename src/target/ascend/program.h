@@ -533,6 +533,10 @@ std::string_view vec_api_name(VecApi a);  // the AscendC function name
 // The operand class of an API: 2 = binary, 1 = one source (scalar, unary, Cast), 0 = Duplicate.
 int vec_api_sources(VecApi a);
 bool vec_api_has_scalar(VecApi a);  // Adds/Muls/Maxs/Mins/Duplicate/ShiftLeft/ShiftRight/CreateVecIndex
+// The type the call's scalar is converted to, printed `static_cast<T>(scalar)`: the compared type for
+// CompareScalar, else dtype. The simulator converts the scalar's exact value as that cast does (an
+// integer wraps modulo 2^bits: hunt32 F2), so both read it from here.
+ir::DType vec_scalar_dtype(VecApi a, ir::DType dtype, ir::DType src_dtype);
 // Select in VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE (Select / SelectScalar) writes a temporary
 // (the selMask address or the scalar, one Duplicate of 32 elements) into UB at TMP_UB_OFFSET = 184 KiB
 // on dav-c220 and reads it back through set_cmpmask; Select.md asks for 8 KB of UB to be reserved

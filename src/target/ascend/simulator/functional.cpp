@@ -617,13 +617,7 @@ void Machine::functional(Core& c, const RInstr& r) {
           if (x.mask <= 0) return;
           ra.resize(x.mask), rb.resize(x.mask);
           auto addr = [&](const RMem& m, int k, int64_t i) { return base(c, m).data + m.off + i * x.rep[k] * 32; };
-          // the scalar is first converted to the operand type (as AscendC's T scalarValue)
-          double sc = 0;
-          if (vec_api_has_scalar(x.api)) {
-            uint8_t tmp[8];
-            num::store(tmp, x.dt, x.scalar);
-            sc = num::load(tmp, x.dt);
-          }
+          const double sc = x.scalar;  // converted to the operand type at issue (machine.cpp call_scalar)
           if (x.api == VecApi::And || x.api == VecApi::Or) {  // the bits of 16-bit lanes (program.h)
             for (int64_t i = 0; i < x.repeat; ++i) {
               const uint8_t *s0 = addr(x.src0, 1, i), *s1 = addr(x.src1, 2, i);

@@ -94,6 +94,17 @@ namespace {
                   "; run select_move_calls first (it replaces it with the AscendC calls it prints as)");
 }
 
+// A call's scalar as the printed `static_cast<T>(scalar)` gives it (T = vec_scalar_dtype): from the
+// expression's exact value, so an int64 2^31 + 4 wraps to -2^31 + 4 as on the chip (hunt32 F2: it was
+// carried as a double and saturated when stored). Scalar-less calls print no scalar: 0.
+template <class Call, class Get>
+double call_scalar(const Call& x, Get&& get) {
+  if (!x.scalar) return 0;
+  const Value v = get(x.scalar);
+  if (!vec_api_has_scalar(x.api)) return 0;
+  return convert(v, x.scalar->dtype.is_float(), vec_scalar_dtype(x.api, x.dtype, x.src_dtype).code).f;
+}
+
 template <class Get>
 ROp build(const InstrOp& op, Get&& get) {
   auto gm = [&](const GmRef& r) { return RMem{true, r.param, get(r.offset).i}; };
@@ -177,7 +188,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.dst = loc(x.dst);
             if (vec_api_sources(x.api) >= 1) r.src0 = loc(x.src0);
             if (vec_api_sources(x.api) == 2) r.src1 = loc(x.src1);
-            r.scalar = get(x.scalar).f;
+            r.scalar = call_scalar(x, get);
             r.mask = get(x.count).i, r.repeat = 1;
             r.cmp = x.cmp;
             if (x.sel.buffer >= 0) r.sel = loc(x.sel);
@@ -189,7 +200,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.dst = loc(x.dst);
             if (vec_api_sources(x.api) >= 1) r.src0 = loc(x.src0);
             if (vec_api_sources(x.api) == 2) r.src1 = loc(x.src1);
-            r.scalar = get(x.scalar).f;
+            r.scalar = call_scalar(x, get);
             r.mask = get(x.mask).i, r.repeat = get(x.repeat).i;
             r.cmp = x.cmp;
             r.blk[0] = get(x.dst_blk).i, r.blk[1] = get(x.src0_blk).i, r.blk[2] = get(x.src1_blk).i;

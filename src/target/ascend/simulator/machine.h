@@ -103,7 +103,7 @@ struct RVecCall {
   RoundMode round = RoundMode::None;
   RMem dst, src0, src1, sel;  // sel: Select's bit mask
   CmpMode cmp = CmpMode::LT;
-  double scalar = 0;
+  double scalar = 0;  // converted to vec_scalar_dtype as the printed static_cast (machine.cpp build)
   int64_t mask = 0, repeat = 0;
   int64_t blk[3] = {1, 1, 1}, rep[3] = {0, 0, 0};  // dst, src0, src1 (32 B blocks)
 };
