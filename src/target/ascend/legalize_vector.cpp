@@ -180,10 +180,11 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
 
 // `cj * j + col.rest == value` (cj = +-1): an == between the column index (no row index) and a
 // value free of the map's indices and of tile data (a label the scalar unit read: j == lab[i] in a
-// one-row map, hoist_scalar_reads), an int32 or narrower integer (its int32 value is the compared one).
+// one-row map, hoist_scalar_reads): an int32 or narrower integer (its int32 value is the compared one) or an
+// int64 one (PyTorch's labels), which the mask clamps in int64 before converting it.
 struct ColumnEq {
   Affine col;
-  Expr value;  // as the index type
+  Expr value;  // as the index type, or an int64 value (clamped in int64 by the mask, then converted)
 };
 std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj) {
   if (!vj || c->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(c)->op != ir::BinOp::EQ) return std::nullopt;
@@ -192,9 +193,15 @@ std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir
     const Expr& x = side ? b->b : b->a;
     const Expr& y = side ? b->a : b->b;
     if (!uses_var(x, vj) || uses_var(y, vj) || (vi && uses_var(y, vi))) continue;
-    if (!y->dtype.is_int() || y->dtype.bytes() > 4) return std::nullopt;  // (int64: its int32 cast could wrap)
-    auto a = linearize(x, vi, vj), v = linearize(y, vi, vj);
-    if (!a || !v || a->ci || (a->cj != 1 && a->cj != -1)) return std::nullopt;
+    if (!y->dtype.is_int()) return std::nullopt;
+    auto a = linearize(x, vi, vj);
+    if (!a || a->ci || (a->cj != 1 && a->cj != -1)) return std::nullopt;
+    if (y->dtype.bytes() > 4) {  // an int64 label (PyTorch's): kept in int64, the mask clamps it before converting
+      if (has_load(y)) return std::nullopt;
+      return ColumnEq{*a, y};
+    }
+    auto v = linearize(y, vi, vj);
+    if (!v) return std::nullopt;
     return ColumnEq{*a, v->rest};
   }
   return std::nullopt;
@@ -1147,7 +1154,8 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
         for (const Expr* side : {&b->a, &b->b}) {
           const Expr& other = side == &b->a ? b->b : b->a;
           if (uses_var(*side, vj) && !has_load(*side) && !uses_var(other, vj) && other->dtype.is_int() &&
-              other->dtype.bytes() <= 4)  // (the masks' bounds are int32)
+              (other->dtype.bytes() <= 4 || b->op == ir::BinOp::EQ))  // (the masks' bounds are int32; an int64
+                                                                       // label is clamped: column_eq)
             for_each_subexpr(other, [&](const Expr& y) { if (y->kind == ir::ExprKind::Load) reads.push_back(y); });
         }
       }
@@ -2924,7 +2932,12 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
       auto eq = column_eq(c, vi(), vj());
       if (!eq) bad("== becomes a mask between the column index and a value free of the T.Parallel indices");
       const Expr& r = eq->col.rest;
-      auto clamp_v = [&](const Expr& l, const Expr& h) { return ir::arith::min(ir::arith::max(eq->value, l), h); };
+      auto clamp_v = [&](const Expr& l, const Expr& h) {
+        const DType w = eq->value->dtype;
+        if (w == ir::kIndexType) return ir::arith::min(ir::arith::max(eq->value, l), h);
+        Expr lw = ir::cast(l, w, l->span), hw = ir::cast(h, w, h->span);  // int64: clamp, then convert exactly
+        return ir::cast(ir::arith::min(ir::arith::max(eq->value, lw), hw), ir::kIndexType, eq->value->span);
+      };
       Expr k = eq->col.cj == 1 ? sub(clamp_v(sub(r, C(1)), add(r, C(Ccols))), r)
                                : sub(r, clamp_v(sub(r, C(Ccols)), add(r, C(1))));
       lows.push_back({0, k});
