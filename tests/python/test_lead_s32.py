@@ -8,10 +8,7 @@ report the same programs (docs/testing.md "Session 32: scalar reads in checked m
 
 Checked mode is read once per process: the cpu cases run in one child. Values: float32 sums of a
 few float32 inputs, compared with float64 numpy at 1e-5 / 1e-5."""
-import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -22,7 +19,7 @@ import tilewright.language as T
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from tw_test_util import marked_line, suite_cache_dir  # noqa: E402
+from tw_test_util import checked_cpu_results, marked_line, run_checked_child  # noqa: E402
 
 THIS = str(pathlib.Path(__file__).resolve())
 
@@ -105,29 +102,12 @@ def cases():
 
 def child_main(out_path):
     """The cpu side, run with TW_BOUNDS_CHECK=1: each case's output or report, as JSON."""
-    res = {}
-    for name, (make, inputs, ref) in cases().items():
-        try:
-            y = np.asarray(make("cpu")(*inputs), np.float64)
-            r = {"error": None}
-            if ref is not None:
-                r["close"] = bool(np.allclose(y, ref, atol=1e-5, rtol=1e-5))
-        except tw.TilewrightError as e:
-            r = {"error": e.message, "hint": e.hint, "file": e.file, "line": e.line}
-        res[name] = r
-    pathlib.Path(out_path).write_text(json.dumps(res))
+    checked_cpu_results(cases(), out_path)
 
 
 @pytest.fixture(scope="module")
 def cpu_checked(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lead32")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp)})
-    out = tmp / "out.json"
-    code = f"import test_lead_s32 as m; m.child_main({str(out)!r})"
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, cwd=str(HERE))
-    assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(out.read_text())
+    return run_checked_child("test_lead_s32", tmp_path_factory.mktemp("lead32"))
 
 
 @pytest.mark.parametrize("name,marker,element", [("let_unwritten", "lead32-let", "element [0, 4] of tile 'y'"),

@@ -109,3 +109,41 @@ def suite_cache_dir(tmp_path):
     import tilewright as tw
     kernels = tw.cache_info()["disk"]["dir"]
     return os.path.dirname(kernels) if kernels else str(tmp_path / "cache")
+
+
+def checked_cpu_results(cases, out_path):
+    """The cpu side of a checked-mode differential test, run in a child with TW_BOUNDS_CHECK=1 (checked mode is
+    read once per process): `cases` maps a name to (kernel factory (target -> kernel), inputs, float64 reference
+    or None); writes each case's result as JSON: {"error": None, "close": bool} (float32 1e-5 / 1e-5 against the
+    reference) or the TilewrightError's message, hint, file and line."""
+    import json
+    import numpy as np
+    import tilewright as tw
+    res = {}
+    for name, (make, inputs, ref) in cases.items():
+        try:
+            y = np.asarray(make("cpu")(*inputs), np.float64)
+            r = {"error": None}
+            if ref is not None:
+                r["close"] = bool(np.allclose(y, ref, atol=1e-5, rtol=1e-5))
+        except tw.TilewrightError as e:
+            r = {"error": e.message, "hint": e.hint, "file": e.file, "line": e.line}
+        res[name] = r
+    with open(out_path, "w") as f:
+        json.dump(res, f)
+
+
+def run_checked_child(module, tmp):
+    """Runs `module.child_main(out)` (a test module beside this file) in a child process with TW_BOUNDS_CHECK=1
+    and the suite's disk cache; returns the JSON it wrote."""
+    import json
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp)})
+    out = os.path.join(str(tmp), "out.json")
+    code = f"import {module} as m; m.child_main({out!r})"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(out) as f:
+        return json.load(f)
