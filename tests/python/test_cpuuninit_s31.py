@@ -20,34 +20,11 @@ import tilewright.language as T
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from tw_test_util import checked_cpu_results, marked_line, run_checked_child  # noqa: E402
+from test_uninit_s30 import rope_no_guard  # noqa: E402  (examples/rope.py without its even-dim guard)
+
+UNINIT30 = str(HERE / "test_uninit_s30.py")
 
 THIS = str(pathlib.Path(__file__).resolve())
-
-
-@tw.jit(out_idx=[-1])
-def rope_no_guard(tokens, dim, block_M=8):
-    """examples/rope.py's half-split rotation without the even-dim guard (tables per token)."""
-    half = dim // 2
-
-    @T.prim_func
-    def main(X: T.Tensor((tokens, dim), "float32"), Cos: T.Tensor((tokens, half), "float32"),
-             Sin: T.Tensor((tokens, half), "float32"), Y: T.Tensor((tokens, dim), "float32")):
-        with T.Kernel(T.ceildiv(tokens, block_M)) as bx:
-            x = T.alloc_fragment((block_M, dim), "float32")
-            y = T.alloc_fragment((block_M, dim), "float32")
-            c = T.alloc_fragment((block_M, half), "float32")
-            s = T.alloc_fragment((block_M, half), "float32")
-            T.copy(X[bx * block_M:(bx + 1) * block_M, :], x)
-            T.copy(Cos[bx * block_M:(bx + 1) * block_M, :], c)
-            T.copy(Sin[bx * block_M:(bx + 1) * block_M, :], s)
-            for i, j in T.Parallel(block_M, half):
-                a = x[i, j]
-                b = x[i, j + half]
-                y[i, j] = a * c[i, j] - b * s[i, j]
-                y[i, j + half] = b * c[i, j] + a * s[i, j]
-            T.copy(y, Y[bx * block_M:(bx + 1) * block_M, :])  # cpuuninit-rope
-
-    return main
 
 
 @tw.jit(out_idx=[-1])
@@ -176,9 +153,9 @@ def cpu_checked(tmp_path_factory):
     return run_checked_child("test_cpuuninit_s31", tmp_path_factory.mktemp("cpuuninit"))
 
 
-def _reported(r, marker, *parts):
+def _reported(r, marker, *parts, path=THIS):
     assert r["error"] is not None, r
-    assert (r["file"], r["line"]) == (THIS, marked_line(THIS, marker)[0]), r
+    assert (r["file"], r["line"]) == (path, marked_line(path, marker)[0]), r
     text = r["error"] + " | " + r["hint"]
     for p in ("uninitialised read",) + parts:
         assert p in text, text
@@ -186,8 +163,8 @@ def _reported(r, marker, *parts):
 
 def test_rope_odd_dim_unwritten_column_is_reported_on_cpu(cpu_checked):
     # dim 17: the rotation writes columns 0..15 of y; column 16 is copied out unwritten
-    _reported(cpu_checked["rope17"], "cpuuninit-rope", "element [0, 16] of tile 'y'", "copied out to tensor 'Y'",
-              "write every element of y before it leaves the block")
+    _reported(cpu_checked["rope17"], "uninit-rope", "element [0, 16] of tile 'y'", "copied out to tensor 'Y'",
+              "write every element of y before it leaves the block", path=UNINIT30)
 
 
 def test_partly_written_tile_copied_out_names_the_element(cpu_checked):
