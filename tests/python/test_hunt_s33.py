@@ -163,3 +163,38 @@ def test_f5_cast_of_a_wide_product_plus_the_index(target):
     n, m = 65536, 65536
     want = (np.float64(n * m) + np.arange(4)).astype(np.float32)
     np.testing.assert_array_equal(run_on(_cast_product_plus_index(), target, [-1], n, m), want)
+
+
+# --------------------------------------------------------------------------- F6: int64 labels' error names no working fix
+def _label_mask(form):
+    @T.prim_func
+    def k(X: T.Tensor((4, 37), "float32"), L: T.Tensor((4,), "int64"), Q: T.Tensor((4, 37), "float32")):
+        with T.Kernel(2) as bx:
+            x = T.alloc_fragment((2, 37), "float32")
+            p = T.alloc_fragment((2, 37), "float32")
+            lab = T.alloc_fragment((2,), "int64")
+            T.copy(L[bx * 2], lab)
+            T.copy(X[bx * 2, 0], x)
+            for i, j in T.Parallel(2, 37):
+                if form == "lt":
+                    p[i, j] = T.where(j < lab[i], x[i, j], 0.0)
+                else:  # the pick in a two-row map
+                    p[i, j] = T.where(j == lab[i], x[i, j], 0.0)
+            T.copy(p, Q[bx * 2, 0])
+    return k
+
+
+F6 = ("hunt33 F6: PyTorch's int64 labels in a several-row map (`j == lab[i]`) or in `j < lab[i]` are the error "
+      "'conversion from int32 to int64: dav-c220 has no Cast' at the map's line with the hint 'compute the value "
+      "in a dtype that has one (float16 / float32), or convert on the cpu target', which is no fix for labels; "
+      "`T.copy(L, lab_int32)` is the same error. What works: `lab[i] = T.cast(L[r + i], \"int32\")` in a serial "
+      "loop (the CHANGELOG's 'read the labels into an int32 tile'); the hint should say that")
+
+
+@pytest.mark.xfail(strict=True, reason=F6)
+@pytest.mark.parametrize("form", ["lt", "eq"])
+def test_f6_int64_label_error_names_the_int32_read(form):
+    import tilewright as tw
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_label_mask(form), target=TARGET, out_idx=[-1])
+    assert "T.cast(" in str(e.value) and "int32" in str(e.value).split("hint:")[-1]
