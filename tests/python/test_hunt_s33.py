@@ -198,3 +198,42 @@ def test_f6_int64_label_error_names_the_int32_read(form):
     with pytest.raises(tw.TilewrightError) as e:
         tw.compile(_label_mask(form), target=TARGET, out_idx=[-1])
     assert "T.cast(" in str(e.value) and "int32" in str(e.value).split("hint:")[-1]
+
+
+# --------------------------------------------------------------------------- F7: a scalar read of a gemm result's second half
+@T.prim_func
+def _gemm_then_scalar_read(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
+                           Y: T.Tensor((2,), "float32")):
+    with T.Kernel(1) as bx:
+        a = T.alloc_shared((16, 16), "float16")
+        b = T.alloc_shared((16, 16), "float16")
+        c = T.alloc_fragment((16, 16), "float32")
+        o = T.alloc_fragment((2,), "float32")
+        T.copy(A, a)
+        T.copy(B, b)
+        T.clear(c)
+        T.gemm(a, b, c)
+        o[0] = c[0, 0]
+        o[1] = c[15, 15]  # a valid index of the user's 16 x 16 tile
+        T.copy(o, Y)
+
+
+F7 = ("hunt33 F7: a scalar read `o[1] = c[15, 15]` of a 16 x 16 gemm result on ascend910b is the error 'index 15 "
+      "is out of bounds for dimension 0 of tile 'c_ub' (shape 8x16)', hint 'tile indices run from 0 to size-1': "
+      "the index is valid for the user's tile; the rows were split between the two Vector cores (c_ub is each "
+      "core's half, rows >= 8 fail, c[7, 3] works). It should run (the row's core reads it) or be the row-locality "
+      "error a map gets ('... rows cannot be split between the two Vector cores', with its hint)")
+
+
+@pytest.mark.parametrize("target", _xfail(TARGET, F7))
+def test_f7_scalar_read_of_a_gemm_results_second_half(target):
+    import tilewright as tw
+    a = (np.arange(256).reshape(16, 16) % 5 - 2).astype(np.float16)
+    b = (np.arange(256).reshape(16, 16) % 3 - 1).astype(np.float16)
+    c = a.astype(np.float32) @ b.astype(np.float32)
+    try:
+        got = run_on(_gemm_then_scalar_read, target, [-1], a, b)
+    except tw.TilewrightError as e:  # a located error naming the real limit is a fix too
+        assert "c_ub" not in str(e) and "Vector cores" in str(e), str(e)
+        return
+    np.testing.assert_array_equal(got, np.array([c[0, 0], c[15, 15]], np.float32))
