@@ -273,3 +273,40 @@ def test_f8_unstored_bitwise_with_an_int64_let(target, form):
     f = {"xor_lt": lambda e: int((e ^ a) < 0), "or_gt": lambda e: int((e | a) > 0),
          "xor_floordiv": lambda e: (e ^ a) // 2}[form]
     np.testing.assert_array_equal(run_on(_bitwise_let(form), target, [-1], X2, n, s), _w32([f(e) for e in X2.tolist()]))
+
+
+# --------------------------------------------------------------------------- F5 (more forms): a wide scalar product plus the index
+def _wide_product_plus_index(form):
+    @T.prim_func
+    def k(n: T.int32, m: T.int32, Y: T.Tensor((4,), "float32"), Z: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((4,), "float32")
+            z = T.alloc_fragment((4,), "int32")
+            T.fill(y, 0.0)
+            T.fill(z, 0)
+            for q in T.Parallel(4):
+                if form == "store":  # stored into a float32 tile: converted from the int64 value
+                    y[q] = n * m + q
+                else:  # "floordiv": the int64 value divided
+                    z[q] = (n * m + q) // 65536
+            T.copy(y, Y)
+            T.copy(z, Z)
+    return k
+
+
+F5B = ("hunt33 F5 (more forms): with int32 parameters n = m = 65536, `y[q] = n * m + q` into a float32 tile gives "
+       "q and `z[q] = (n * m + q) // 65536` gives 0 on ascend910b (cpu 2^32 + q, 65536), silently; at n = 2^31 - 1, "
+       "m = 1 both report an int32 overflow the program does not have (its int64 value is converted / divided). "
+       "`T.where(n * m + q > 0, 1, 0)` is right")
+
+
+@pytest.mark.parametrize("form", ["store", "floordiv"])
+@pytest.mark.parametrize("target", _xfail(TARGET, F5B))
+def test_f5b_wide_product_plus_index_stored_or_divided(target, form):
+    n = m = 65536
+    v = [n * m + q for q in range(4)]
+    y, z = run_on(_wide_product_plus_index(form), target, [-2, -1], n, m)
+    if form == "store":
+        np.testing.assert_array_equal(y, np.array(v, np.float64).astype(np.float32))
+    else:
+        np.testing.assert_array_equal(z, _w32([e // 65536 for e in v]))
