@@ -310,3 +310,34 @@ def test_f5b_wide_product_plus_index_stored_or_divided(target, form):
         np.testing.assert_array_equal(y, np.array(v, np.float64).astype(np.float32))
     else:
         np.testing.assert_array_equal(z, _w32([e // 65536 for e in v]))
+
+
+# --------------------------------------------------------------------------- F9: `x[j] - a` with a = INT32_MIN
+def _minus_scalar(form):
+    @T.prim_func
+    def main(X: T.Tensor((N2,), "int32"), a: T.int32, Y: T.Tensor((N2,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((N2,), "int32")
+            y = T.alloc_fragment((N2,), "int32")
+            T.copy(X[0], x)
+            for j in T.Parallel(N2):
+                if form == "param":
+                    y[j] = x[j] - a
+                else:  # "const"
+                    y[j] = x[j] - (-2147483648)
+            T.copy(y, Y[0])
+    return main
+
+
+F9 = ("hunt33 F9: `y[j] = x[j] - a` (int32, a = -2^31 a parameter, or the constant -2147483648) over x < 0: every "
+      "value fits int32 (x + 2^31), but ascend910b prints Adds(x, -a) with -a = static_cast<int32_t>(2^31) = -2^31 "
+      "and the simulator reports `int32 overflow: int32 Adds gives -2147483653`: a report the program cannot avoid "
+      "(as F4's a - x[j]); a Duplicate + Sub, or Adds of -a only where -a fits, would not leave int32")
+
+
+@pytest.mark.parametrize("form", ["param", "const"])
+@pytest.mark.parametrize("target", _xfail(TARGET, F9))
+def test_f9_minus_int32_min_is_no_overflow(target, form):
+    x = np.array([-5, -1, -2 ** 31 + 3, -100, -7, -2 ** 30, -2, 0], np.int32)
+    a = -2 ** 31
+    np.testing.assert_array_equal(run_on(_minus_scalar(form), target, [-1], x, a), _w32(x.astype(np.int64) - a))
