@@ -372,3 +372,34 @@ def test_f10_xent_gradient_with_int64_labels(target):
     lab = np.array([0, N10 - 1, N10, -1, 2 ** 32 + 3, 5], np.int64)
     m = np.arange(N10)[None, :] == lab[:, None]
     np.testing.assert_array_equal(run_on(_xent_grad_int64, target, [-1], x, lab), np.where(m, x - 1, x))
+
+
+# --------------------------------------------------------------------------- F11: the fuzzer's oracle for `~~x` on 8-bit tiles
+@T.prim_func
+def _double_invert_uint8(X: T.Tensor((1, 1), "uint8"), Y: T.Tensor((1, 1), "int32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((1, 1), "uint8")
+        y = T.alloc_fragment((1, 1), "int32")
+        T.copy(X[0, 0], x)
+        for i, j in T.Parallel(1, 1):
+            y[i, j] = ~(~(x[i, j]))  # folds to x: runs on ascend910b
+        T.copy(y, Y[0, 0])
+
+
+F11 = ("hunt33 F11 (the fuzzer, not the compiler): the idiom stream's seed 335010 draws `y = ~(~x)` on a uint8 tile; "
+       "fuzz/known.py's UNSUPPORTED rule expects ascend910b's located error for any `inv` on 8-bit tile data, but "
+       "the double inversion folds to x and runs (right): `python -m fuzz --stream idiom --seed 335010 -n 1` "
+       "fails with 'expected a TilewrightError ... but the program ran'. The rule should not match an even run "
+       "of `inv` alone (or accept a run whose result is right)")
+
+
+@pytest.mark.xfail(strict=True, reason=F11)
+def test_f11_fuzz_oracle_double_inversion():
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    from fuzz import known
+    x = np.array([[200]], np.uint8)
+    assert run_on(_double_invert_uint8, TARGET, [-1], x).tolist() == [[200]]  # it runs, right
+    d = {"seed": 335010, "kind": "idiom", "idiom": "int", "sym": False, "loop": "grid", "dt_in": "uint8",
+         "dt_tile": "uint8", "dt_out": "int32", "big": False, "bm": 1, "bn": 1, "M": 1, "N": 1, "mode": "map",
+         "ops": [["inv"], ["inv"]]}
+    assert known.unsupported(d, TARGET) is None
