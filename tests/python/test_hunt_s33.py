@@ -403,3 +403,42 @@ def test_f11_fuzz_oracle_double_inversion():
          "dt_tile": "uint8", "dt_out": "int32", "big": False, "bm": 1, "bn": 1, "M": 1, "N": 1, "mode": "map",
          "ops": [["inv"], ["inv"]]}
     assert known.unsupported(d, TARGET) is None
+
+
+# --------------------------------------------------------------------------- F12: a let in an if arm read after the arm's store
+R12, C12 = 3, 37
+
+
+def _let_clobbered_in_an_arm(dt):
+    @T.prim_func
+    def k(X: T.Tensor((R12, C12), dt), Y: T.Tensor((R12, C12), dt), Z: T.Tensor((R12, C12), dt)):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((R12, C12), dt)
+            z = T.alloc_fragment((R12, C12), dt)
+            T.copy(X, y)
+            T.copy(X, z)
+            for i, j in T.Parallel(R12, C12):
+                if j < 7:
+                    t = y[i, j] * 2  # y's value before the arm's store
+                    y[i, j] = 1
+                    z[i, j] = t
+            T.copy(y, Y)
+            T.copy(z, Z)
+    return k
+
+
+F12 = ("hunt33 F12: session 32's two map features do not combine on ascend910b: a let in an if arm that reads a "
+       "tile the arm then stores (`if j < 7: t = y * 2; y = 1; z = t`) is the error 'this T.Parallel body is not a "
+       "vector instruction: it contains a let (one store per vector instruction is needed)' at the let, whose hint "
+       "(one vector instruction per store) is no fix; with an elif arm it is 'an if inside a map ... no store of the "
+       "if before its last writes a tile the condition or a let reads'. Outside an if the same statements run since "
+       "h-letfix32 (the let materialised into a temporary), and an if with lets runs since h-elif32")
+
+
+@pytest.mark.parametrize("target", _xfail(TARGET, F12))
+def test_f12_let_clobbered_inside_an_if_arm(target):
+    x = (np.arange(R12 * C12).reshape(R12, C12) % 9 - 4).astype(np.float32)
+    y, z = run_on(_let_clobbered_in_an_arm("float32"), target, [1, 2], x)
+    j = np.arange(C12)[None, :]
+    np.testing.assert_array_equal(y, np.where(j < 7, 1, x))
+    np.testing.assert_array_equal(z, np.where(j < 7, x * 2, x))
