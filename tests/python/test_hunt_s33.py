@@ -445,3 +445,28 @@ def test_f12_let_clobbered_inside_an_if_arm(target):
     j = np.arange(C12)[None, :]
     np.testing.assert_array_equal(y, np.where(j < 7, 1, x))
     np.testing.assert_array_equal(z, np.where(j < 7, x * 2, x))
+
+
+# --------------------------------------------------------------------------- F2 (a serial loop): serial_maps makes it a map
+@T.prim_func
+def _serial_floordiv_by_wide_let(X: T.Tensor((N2,), "int32"), n: T.int32, s: T.int32, Y: T.Tensor((N2,), "int32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((N2,), "int32")
+        y = T.alloc_fragment((N2,), "int32")
+        T.copy(X[0], x)
+        a = n - s
+        for q in T.serial(N2):
+            y[q] = x[q] // a
+        T.copy(y, Y[0])
+
+
+F2S = ("hunt33 F2 (a serial loop): `for q in T.serial(N): y[q] = x[q] // a` with the int64 let a = 2^31 + 4 is F2 on "
+       "ascend910b (the loop of element stores becomes a vector map): -5 // a gives 0, not -1; one element statement "
+       "`y[2] = x[2] // a` (the scalar unit, int64) is right")
+
+
+@pytest.mark.parametrize("target", _xfail(TARGET, F2S))
+def test_f2_serial_loop_of_element_stores(target):
+    n, s = 2 ** 31 - 1, -5
+    got = run_on(_serial_floordiv_by_wide_let, target, [-1], X2, n, s)
+    np.testing.assert_array_equal(got, _w32([e // (n - s) for e in X2.tolist()]))
