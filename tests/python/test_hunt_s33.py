@@ -247,6 +247,8 @@ def test_f7_scalar_read_of_a_gemm_results_second_half(target):
 
 # --------------------------------------------------------------------------- F8: an unstored bitwise op with an int64 let, compared
 def _bitwise_let(form):
+    """int32 maps with the int64 let a = n - s (2^31 + 4 at the tests' n, s); "serial_floordiv" is F2's `//` in a
+    T.serial loop of element stores."""
     @T.prim_func
     def main(X: T.Tensor((N2,), "int32"), n: T.int32, s: T.int32, Y: T.Tensor((N2,), "int32")):
         with T.Kernel(1) as bx:
@@ -254,13 +256,17 @@ def _bitwise_let(form):
             y = T.alloc_fragment((N2,), "int32")
             T.copy(X[0], x)
             a = n - s  # int64: 2^31 + 4
-            for j in T.Parallel(N2):
-                if form == "xor_lt":
-                    y[j] = T.where((x[j] ^ a) < 0, 1, 0)
-                elif form == "or_gt":
-                    y[j] = T.where((x[j] | a) > 0, 1, 0)
-                else:  # "xor_floordiv"
-                    y[j] = (x[j] ^ a) // 2
+            if form == "serial_floordiv":
+                for q in T.serial(N2):
+                    y[q] = x[q] // a
+            else:
+                for j in T.Parallel(N2):
+                    if form == "xor_lt":
+                        y[j] = T.where((x[j] ^ a) < 0, 1, 0)
+                    elif form == "or_gt":
+                        y[j] = T.where((x[j] | a) > 0, 1, 0)
+                    else:  # "xor_floordiv"
+                        y[j] = (x[j] ^ a) // 2
             T.copy(y, Y[0])
     return main
 
@@ -448,18 +454,6 @@ def test_f12_let_clobbered_inside_an_if_arm(target):
 
 
 # --------------------------------------------------------------------------- F2 (a serial loop): serial_maps makes it a map
-@T.prim_func
-def _serial_floordiv_by_wide_let(X: T.Tensor((N2,), "int32"), n: T.int32, s: T.int32, Y: T.Tensor((N2,), "int32")):
-    with T.Kernel(1) as bx:
-        x = T.alloc_fragment((N2,), "int32")
-        y = T.alloc_fragment((N2,), "int32")
-        T.copy(X[0], x)
-        a = n - s
-        for q in T.serial(N2):
-            y[q] = x[q] // a
-        T.copy(y, Y[0])
-
-
 F2S = ("hunt33 F2 (a serial loop): `for q in T.serial(N): y[q] = x[q] // a` with the int64 let a = 2^31 + 4 is F2 on "
        "ascend910b (the loop of element stores becomes a vector map): -5 // a gives 0, not -1; one element statement "
        "`y[2] = x[2] // a` (the scalar unit, int64) is right")
@@ -468,5 +462,5 @@ F2S = ("hunt33 F2 (a serial loop): `for q in T.serial(N): y[q] = x[q] // a` with
 @pytest.mark.parametrize("target", _xfail(TARGET, F2S))
 def test_f2_serial_loop_of_element_stores(target):
     n, s = 2 ** 31 - 1, -5
-    got = run_on(_serial_floordiv_by_wide_let, target, [-1], X2, n, s)
+    got = run_on(_bitwise_let("serial_floordiv"), target, [-1], X2, n, s)
     np.testing.assert_array_equal(got, _w32([e // (n - s) for e in X2.tolist()]))
