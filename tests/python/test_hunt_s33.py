@@ -231,8 +231,11 @@ F7 = ("hunt33 F7: a scalar read `o[1] = c[15, 15]` of a 16 x 16 gemm result on a
       "error a map gets ('... rows cannot be split between the two Vector cores', with its hint)")
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F7))
-def test_f7_scalar_read_of_a_gemm_results_second_half(target):
+@pytest.mark.xfail(strict=True, reason=F7)
+def test_f7_scalar_read_of_a_gemm_results_second_half():
+    """ascend910b only: cpu's gemm compile costs about 2 minutes of a loaded CI core, and cpu gemm results are
+    checked elsewhere (test_rect_s31); the reference is float64 numpy."""
+    target = TARGET
     import tilewright as tw
     a = (np.arange(256).reshape(16, 16) % 5 - 2).astype(np.float16)
     b = (np.arange(256).reshape(16, 16) % 3 - 1).astype(np.float16)
