@@ -2450,7 +2450,9 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
     off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, r, imm(g.pcols), sp), col, sp);
   } else {
     fail(what + ": Ascend gathers along the last dim of a tile (the other indices must be (start + row index))", sp,
-         "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]");
+         "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]; a row computed from the row index (x[i // 2, j // 2]): "
+         "make the rows a serial loop around a 1-D map, for r in T.serial(R): for j in T.Parallel(C): y[r, j] = "
+         "x[r // 2, j // 2]");
   }
   g.args = {bin(ir::BinOp::Shl, off, leaf_scalar(ir::int_imm(k, kI32, sp)), sp)};
   return push(std::move(g));

@@ -861,9 +861,13 @@ class Lowerer {
     const Expr value0 = IntAbs{}.mutate(n->value);
     for_each_subexpr(value0, [&](const Expr& x) {
       if (x->kind == ir::ExprKind::Call)
-        throw Error("element store into tile " + q(n->buffer->name) + " computes " + ir::print(x) +
+        throw Error("element store into tile " + q(n->buffer->name) + " computes " +
+                        ir::print(x).substr(0, ir::print(x).find('(')) +
                         " on the scalar unit, which has no math functions on Ascend",
-                    sp, "compute it with vector code: a T.Parallel map over the tile, or one element whose place "
+                    sp, "compute it with vector code: a loop nest of its own that only stores the element-wise value "
+                        "(for i, j over the tile: e[i, j] = T.exp(x[i, j] - m[i]); a running sum or other statement in "
+                        "the same nest keeps it on the scalar unit, so sum in a second nest), a T.Parallel map over the "
+                        "tile, or one element whose place "
                         "starts a 32-byte block (t[0], t[8] of float32), which runs as a one-element vector "
                         "instruction");
     });
@@ -1725,6 +1729,9 @@ class Lowerer {
       throw Error(what, sp, "convert in steps, through one UB tile per dtype: " + steps +
                                 " (each step a T.copy / T.cast between tiles, exact for the values the conversion "
                                 "is defined on; the automatic pipeline lowers it the same way)");
+    if (from == ir::DType(ir::DTypeCode::f64))  // port33 F5: nothing on the chip converts float64
+      throw Error(what, sp, "convert the tensor on the host (x.astype(np.float32) / x.float()) and pass float32 data, "
+                            "or run the kernel on the cpu target");
     throw Error(what, sp, "no chain of Casts gives this conversion exactly: compute the value in a dtype that has one "
                           "(float16 / float32), or convert on the cpu target");
   }
@@ -1777,7 +1784,12 @@ class Lowerer {
                                 "t[R, C] copied whole (T.copy(t, Y[0:R, 0:C])) or row by row (t[r:r + 1, :]); each row of a 2-D "
                                 "UB tile starts on a 32 B block"
                           : "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
-                                std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
+                                std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]" +
+                                (what.find("into") != std::string::npos
+                                     ? std::string("; to pad a tile with zeros, copy a window of the tensor that starts "
+                                                   "before it into the whole tile (T.copy(X[-1, -1], t): the elements "
+                                                   "outside X read as 0)")
+                                     : std::string()));
   }
   // A byte offset that is not a multiple of 32 in some step: (the offset, "v = 1, ...") for the first
   // such assignment of the offset's variables within their constant bounds (loops, block indices,
