@@ -299,7 +299,7 @@ class MapLowering {
     nodes_.push_back(std::move(n));
     return static_cast<int>(nodes_.size()) - 1;
   }
-  Shape shape_of_load(const ir::LoadNode* l, const Span& sp);
+  Shape shape_of_load(const ir::LoadNode* l, const Span& sp, bool store = false);
   int leaf_scalar(Expr e) {
     Node n;
     n.kind = OpKind::Leaf;
@@ -1437,7 +1437,7 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
 // ---------------------------------------------------------------------------------------------
 // MapLowering: building the operations
 
-Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
+Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp, bool store) {
   bool has_i = false, has_j = false;
   int last_dim_of_j = -1, dim_of_i = -1;
   for (size_t d = 0; d < l->indices.size(); ++d) {
@@ -1448,10 +1448,12 @@ Shape MapLowering::shape_of_load(const ir::LoadNode* l, const Span& sp) {
                           "gathers have no vector instruction on Ascend; restructure the kernel");
   }
   if (has_i && has_j && dim_of_i > last_dim_of_j)
-    fail("T.Parallel reads " + q(l->buffer->name) + " transposed (the row index in a later dim than the column index)",
+    fail(std::string("T.Parallel ") + (store ? "writes " : "reads ") + q(l->buffer->name) +
+             " transposed (the row index in a later dim than the column index)",
          sp, "transposes have no vector instruction here: store the data transposed, or (float16 / bfloat16 / float32 / "
              "int8 tiles) transpose on the Cube as I @ x^T: T.gemm(eye, x_shared, c, transpose_B=True) with eye an (n, n) "
-             "identity shared tile (T.where(i == j, 1, 0)); int32 / uint8 tiles have no such route");
+             "identity shared tile (T.where(i == j, 1, 0)); any dtype (int32 / uint8 too), slower: an element loop on "
+             "the scalar unit, for i in T.serial(R): for j in T.serial(C): y[j, i] = x[i, j]");
   if (has_i && has_j) return Shape::Full;
   if (vars_.size() == 1) {
     if (has_j) return Shape::Full;
@@ -2448,7 +2450,9 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
     off = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, r, imm(g.pcols), sp), col, sp);
   } else {
     fail(what + ": Ascend gathers along the last dim of a tile (the other indices must be (start + row index))", sp,
-         "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]");
+         "gather along the last dim: x[i, idx[i, j]] or x[idx[j]]; a row computed from the row index (x[i // 2, j // 2]): "
+         "make the rows a serial loop around a 1-D map, for r in T.serial(R): for j in T.Parallel(C): y[r, j] = "
+         "x[r // 2, j // 2]");
   }
   g.args = {bin(ir::BinOp::Shl, off, leaf_scalar(ir::int_imm(k, kI32, sp)), sp)};
   return push(std::move(g));
@@ -2707,7 +2711,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     if (!ok)
       fail("T.Parallel store into " + q(st->buffer->name) + " does not use every loop index: several iterations "
            "write one element", sp, "use a reduction (T.reduce_sum / reduce_max) to combine values along a dim");
-    (void)shape_of_load(&probe, sp);
+    (void)shape_of_load(&probe, sp, /*store=*/true);
   }
   DType dt = st->buffer->dtype;
   // One +, - or * of two float16 tile elements / constants stored into a float16 tile: in float16,

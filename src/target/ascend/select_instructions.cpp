@@ -861,9 +861,13 @@ class Lowerer {
     const Expr value0 = IntAbs{}.mutate(n->value);
     for_each_subexpr(value0, [&](const Expr& x) {
       if (x->kind == ir::ExprKind::Call)
-        throw Error("element store into tile " + q(n->buffer->name) + " computes " + ir::print(x) +
+        throw Error("element store into tile " + q(n->buffer->name) + " computes " +
+                        ir::print(x).substr(0, ir::print(x).find('(')) +
                         " on the scalar unit, which has no math functions on Ascend",
-                    sp, "compute it with vector code: a T.Parallel map over the tile, or one element whose place "
+                    sp, "compute it with vector code: a loop nest of its own that only stores the element-wise value "
+                        "(for i, j over the tile: e[i, j] = T.exp(x[i, j] - m[i]); a running sum or other statement in "
+                        "the same nest keeps it on the scalar unit, so sum in a second nest), a T.Parallel map over the "
+                        "tile, or one element whose place "
                         "starts a 32-byte block (t[0], t[8] of float32), which runs as a one-element vector "
                         "instruction");
     });
@@ -1725,6 +1729,9 @@ class Lowerer {
       throw Error(what, sp, "convert in steps, through one UB tile per dtype: " + steps +
                                 " (each step a T.copy / T.cast between tiles, exact for the values the conversion "
                                 "is defined on; the automatic pipeline lowers it the same way)");
+    if (from == ir::DType(ir::DTypeCode::f64))  // port33 F5: nothing on the chip converts float64
+      throw Error(what, sp, "convert the tensor on the host (x.astype(np.float32) / x.float()) and pass float32 data, "
+                            "or run the kernel on the cpu target");
     throw Error(what, sp, "no chain of Casts gives this conversion exactly: compute the value in a dtype that has one "
                           "(float16 / float32), or convert on the cpu target");
   }
@@ -1777,7 +1784,12 @@ class Lowerer {
                                 "t[R, C] copied whole (T.copy(t, Y[0:R, 0:C])) or row by row (t[r:r + 1, :]); each row of a 2-D "
                                 "UB tile starts on a 32 B block"
                           : "start the window at a column that is a multiple of " + std::to_string(per) + " (" +
-                                std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]");
+                                std::string(w.buf->dtype.name()) + ") in any row, e.g. whole rows t[r:r + 1, :]" +
+                                (what.find("into") != std::string::npos
+                                     ? std::string("; to pad a tile with zeros, copy a window of the tensor that starts "
+                                                   "before it into the whole tile (T.copy(X[-1, -1], t): the elements "
+                                                   "outside X read as 0)")
+                                     : std::string()));
   }
   // A byte offset that is not a multiple of 32 in some step: (the offset, "v = 1, ...") for the first
   // such assignment of the offset's variables within their constant bounds (loops, block indices,
@@ -2175,15 +2187,19 @@ class Lowerer {
   // A vector operand of a map starts on a 32 B block of UB (every operand address of a Vector
   // instruction is): x[i, j + 65] of a float32 tile starts 260 B into each row. Before session 15
   // it was a simulator report (misaligned) at run time; no vector instruction can read it.
-  void map_operand_aligned(const Access& a, const std::vector<Expr>& idx, const Span& sp) {
+  void map_operand_aligned(const Access& a, const Span& sp) {
     auto m = mod32(a.offset);
-    if (!m || *m == 0) return;
+    std::string where;
+    if (!m) {  // port33 F1: a start from loop variables with constant bounds (x[i, j + k], k in T.serial(3))
+      auto bad = misaligned_step(a.offset);
+      if (!bad) return;
+      m = (bad->first % 32 + 32) % 32;
+      where = " when " + bad->second;
+    }
+    if (*m == 0) return;
     int64_t per = 32 / a.buf->dtype.bytes();
-    std::string at;
-    for (size_t d = 0; d < idx.size(); ++d) at += (d ? ", " : "") + ir::print(idx[d]);
-    throw Error("this T.Parallel map reads or writes " + q(a.buffer->name) + "[" + at + "], which starts " +
-                    std::to_string(*m) + " bytes into a 32 B block of UB; on Ascend the Vector core's operands start "
-                    "on 32 B blocks",
+    throw Error("this T.Parallel map reads or writes " + q(a.buffer->name) + " at an element which starts " + std::to_string(*m) +
+                    " bytes into a 32 B block of UB" + where + "; on Ascend the Vector core's operands start on 32 B blocks",
                 sp, "shift by a multiple of " + std::to_string(per) + " columns (" + std::string(a.buf->dtype.name()) +
                         "), or copy the shifted columns from global memory into a tile of their own (T.copy(X[r0:r1, c0 + s:c0 + s + n], u)) "
                         "and map over that tile");
@@ -2203,7 +2219,7 @@ class Lowerer {
     const Loop& inner = loops.back();
     int64_t cols = inner.extent;  // -1: a runtime extent (inner.ext)
     Expr cols_e = inner.extent >= 0 ? C(inner.extent) : inner.ext;
-    map_operand_aligned(*dacc, st->indices, sp);
+    map_operand_aligned(*dacc, sp);
     VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, loops.size() == 2 ? C(*dstride) : cols_e};
 
     auto is_load = [](const Expr& e) { return e->kind == ir::ExprKind::Load; };
@@ -2214,7 +2230,7 @@ class Lowerer {
       if (!a) return std::nullopt;
       auto s = full_stride(*a, loops.size());
       if (!s) return std::nullopt;
-      map_operand_aligned(*a, as<ir::LoadNode>(e)->indices, sp);
+      map_operand_aligned(*a, sp);
       return std::make_pair(VecOperand{LocalRef{a->buf->index, a->offset}, loops.size() == 2 ? C(*s) : cols_e},
                             a->buf->dtype);
     };
@@ -2229,7 +2245,7 @@ class Lowerer {
       if (!is_load(e)) return std::nullopt;
       auto a = load_acc(e);
       if (!a || !row_vector(*a, loops.size()) || a->buf->dtype != t) return std::nullopt;
-      map_operand_aligned(*a, as<ir::LoadNode>(e)->indices, sp);
+      map_operand_aligned(*a, sp);
       return LocalRef{a->buf->index, a->offset};
     };
     auto scalar = [&](const Expr& e) { return invariant(e, loops); };
