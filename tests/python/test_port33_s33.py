@@ -1,0 +1,164 @@
+"""Session 33's portability hunt (h-port33, docs/testing.md "Session 33: port33"): kernels users write for cpu
+first (tests/python/port33_kernels.py: SwiGLU / GeGLU, group and instance norm, int8 quantize / dequantize and
+dequant matmuls, embeddings by int32 / int64 ids, repeat_kv, KV-cache append, sampling, masked / causal / ALiBi
+softmax, RoPE at positions, row statistics, activations, scans, top-k, histograms, ...) with only the target
+changed to ascend910b (simulator, checker on), against float64 numpy / exact integers (TOL in port33_kernels.py).
+
+- (a) kernels: every dtype and shape on ascend910b (in-process, cheap), the first dtype and shape on cpu too (a
+  g++ compile each); `python tests/python/port33_kernels.py` runs the whole matrix on both targets.
+- (b) kernels: ascend910b's located error (the kernel's line and a hint) and cpu's right answer; the alternative
+  the hint names runs right on both targets.
+- Findings: strict xfails (port33 F1..F3) that flip when fixed.
+"""
+import pathlib
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import port33_kernels as P  # noqa: E402
+from ascend_util import TARGET, run_on  # noqa: E402
+
+# (a): run and agree on both targets
+AGREE = ["swiglu", "geglu", "geglu_tanh", "swiglu_tileloop", "group_norm", "instance_norm", "quantize_int8",
+         "dequantize_int8", "dequant_matmul_copy", "dequant_matmul_map", "group_dequant_matmul", "embedding_i32",
+         "embedding_i64", "embedding_gm2gm", "embedding_oob_ids", "repeat_kv", "kv_append", "argmax_temperature",
+         "masked_fill_softmax", "causal_softmax_iota", "alibi_causal_softmax", "alibi_slopes_inkernel",
+         "logsumexp", "var_unbiased", "var_unbiased_n1", "cosine_similarity", "pairwise_dist", "mean_two_axes",
+         "softmax_dim0", "clamp", "clamp_int32", "hardswish", "softplus", "mish", "cumsum_rows", "cumprod_rows",
+         "reverse_rows", "topk2", "topk3", "topk4", "histogram_atomic", "weighted_histogram",
+         # the alternatives that the (b) errors name
+         "diff_two_copies", "conv1d_copies", "rope_halves", "transpose_cube", "reverse_int8_via_int32",
+         "silu_and_mul_copies", "int4_unpack_int32"]
+# cases of AGREE that are (b) on ascend910b at some dtype / shape: (name, dtype, shape)
+AGREE_EXCEPT = {("reverse_rows", "int8"), ("cumsum_rows", (1, 1))}
+
+
+def _ascend_cases():
+    out = []
+    for name in AGREE:
+        _, dts, shapes = P.CASES[name]
+        for dt in dts:
+            for shape in shapes:
+                if (name, dt) in AGREE_EXCEPT or (name, shape) in AGREE_EXCEPT:
+                    continue
+                out.append(pytest.param(name, dt, shape, id=f"{name}-{dt}-{'x'.join(map(str, shape))}"))
+    return out
+
+
+@pytest.mark.parametrize("name, dt, shape", _ascend_cases())
+def test_runs_on_ascend910b(name, dt, shape):
+    P.check(name, dt, shape, TARGET)
+
+
+# cpu: the first dtype and shape of each (a) kernel but a few elementwise variants (a g++ compile each; the probe,
+# `python tests/python/port33_kernels.py`, runs every dtype and shape on both targets)
+CPU_SKIP = {"geglu_tanh", "hardswish", "softplus", "clamp", "topk3", "topk4", "embedding_gm2gm", "var_unbiased_n1",
+            "dequant_matmul_copy", "swiglu_tileloop", "alibi_causal_softmax", "weighted_histogram"}
+
+
+@pytest.mark.parametrize("name", [n for n in AGREE if n not in CPU_SKIP])
+def test_runs_on_cpu(name):
+    _, dts, shapes = P.CASES[name]
+    P.check(name, dts[0], shapes[0], "cpu")
+
+
+# --------------------------------------------------------------------------------------------- (b) located errors
+# name, dtype, shape, what the error says, what its hint says, the kernel that does what the hint says
+LOCATED = [
+    ("diff_rows", "float32", (13, 37), r"starts 4 bytes into a 32 B block", "copy the shifted columns", "diff_two_copies"),
+    ("rope_positions", "float16", (5, 12, 11), r"starts 24 bytes into a 32 B block", "copy the shifted columns",
+     "rope_halves"),
+    ("silu_and_mul_map", "bfloat16", (13, 37), r"starts 20 bytes into a 32 B block", "copy the shifted columns",
+     "silu_and_mul_copies"),
+    ("transpose_tile", "float16", (13, 37), r"transposed", r"T\.gemm\(eye, x_shared", "transpose_cube"),
+    ("reverse_rows", "int8", (13, 37), r"Gather takes 16- and 32-bit elements, not int8", "T.copy the data",
+     "reverse_int8_via_int32"),
+    ("int4_unpack_uint8", "uint8", (13, 19), r"'>>' on uint8 tile data", r'T\.cast\(x, "int32"\)', "int4_unpack_int32"),
+]
+
+
+@pytest.mark.parametrize("name, dt, shape, what, hint, alt", LOCATED, ids=[c[0] for c in LOCATED])
+def test_located_error_and_its_alternative(name, dt, shape, what, hint, alt):
+    with pytest.raises(tw.TilewrightError, match=what) as e:
+        P.check(name, dt, shape, TARGET)
+    assert "port33_kernels.py:" in str(e.value) and re.search(hint, str(e.value)), str(e.value)
+    P.check(name, dt, shape, "cpu")
+    _, dts, shapes = P.CASES[alt]
+    adt = dt if dt in dts else dts[0]
+    ashape = shape if shape in shapes else shapes[0]
+    for target in ("cpu", TARGET):
+        P.check(alt, adt, ashape, target)
+
+
+# The int32 transpose: the error's hint says int32 tiles have no route, yet a serial element loop (the scalar
+# unit) runs on both targets.
+M, N, BM = 13, 37, 4
+
+
+@T.prim_func
+def _transpose_elements(X: T.Tensor((M, N), "int32"), Y: T.Tensor((N, M), "int32")):
+    with T.Kernel(T.ceildiv(M, BM)) as bx:
+        x = T.alloc_fragment((BM, N), "int32")
+        y = T.alloc_fragment((N, BM), "int32")
+        T.copy(X[bx * BM, 0], x)
+        for i in T.serial(BM):
+            for j in T.serial(N):
+                y[j, i] = x[i, j]
+        T.copy(y, Y[0, bx * BM])
+
+
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+def test_int32_transpose_by_elements(target):
+    x = np.arange(M * N, dtype=np.int32).reshape(M, N) - 100
+    np.testing.assert_array_equal(run_on(_transpose_elements, target, [-1], x), x.T)
+
+
+# --------------------------------------------------------------------------------------------- findings
+F1 = ("port33 F1: a map operand shifted by a loop variable with constant bounds (x[i, j + k], k in T.serial(3) / "
+      "T.unroll(3): a 1-D conv) compiles on ascend910b and every run is the checker's `misaligned` report; a "
+      "constant shift is a located error (select_instructions.cpp map_operand_aligned: mod32 gives up on k * 4)")
+
+
+@pytest.mark.xfail(strict=True, reason=F1)
+@pytest.mark.parametrize("name", ["conv1d_rows", "conv1d_unrolled"])
+def test_f1_shift_by_a_loop_variable(name):
+    """Either runs right or is a located error naming the fix that works (conv1d_copies)."""
+    try:
+        P.check(name, "float32", (13, 37), TARGET)
+    except tw.TilewrightError as e:
+        assert "port33_kernels.py:" in str(e) and "copy the shifted columns" in str(e), str(e)
+
+
+def test_f1_runs_on_cpu():
+    for name in ("conv1d_rows", "conv1d_unrolled"):
+        P.check(name, "float32", (13, 37), "cpu")
+
+
+F2 = ("port33 F2: the map-operand alignment error names compiler-renamed loop variables ('x'[i_4, j_4 + 37]) where "
+      "the source says x[i, j + N] (select_instructions.cpp map_operand_aligned prints the lowered indices)")
+
+
+@pytest.mark.xfail(strict=True, reason=F2)
+def test_f2_error_names_the_users_variables():
+    with pytest.raises(tw.TilewrightError) as e:
+        P.check("silu_and_mul_map", "float32", (13, 37), TARGET)
+    first = str(e.value).splitlines()[0]
+    assert not re.search(r"\b[a-z]+_\d+\b", first), first
+
+
+F3 = ("port33 F3: `y[j, i] = x[i, j]` in a map is 'T.Parallel reads 'y' transposed' (y is stored), and the hint says "
+      "int32 / uint8 tiles have no route though a serial element loop runs (legalize_vector.cpp shape_of_load)")
+
+
+@pytest.mark.xfail(strict=True, reason=F3)
+def test_f3_transpose_store_message():
+    with pytest.raises(tw.TilewrightError) as e:
+        P.check("transpose_tile", "int32", (13, 37), TARGET)
+    msg = str(e.value)
+    assert "reads 'y'" not in msg and "T.serial" in msg, msg
