@@ -191,3 +191,24 @@ def _argmax_int64(X: T.Tensor((M, N), "float32"), I: T.Tensor((M,), "int64")):
 def test_f4_argmax_into_int64(target):
     x = np.random.default_rng(4).integers(-3, 4, (M, N)).astype(np.float32)  # ties: the lowest index
     np.testing.assert_array_equal(run_on(_argmax_int64, target, [-1], x), np.argmax(x, 1))
+
+
+F5 = ("port33 F5: a float64 map on ascend910b is 'vector op on float64', hint 'use float32 tiles (T.cast(x, \"float32\"))'; "
+      "a float32 tile copied from the float64 tensor is then 'conversion from float64 to float32: dav-c220 has no Cast' "
+      "at the copy: the hint is no working alternative (only the host's conversion is)")
+
+
+@T.prim_func
+def _float64_rows_in_float32(X: T.Tensor((M, N), "float64"), Y: T.Tensor((M,), "float32")):
+    with T.Kernel(T.ceildiv(M, BM)) as bx:
+        x = T.alloc_fragment((BM, N), "float32")  # the hint's float32 tile
+        y = T.alloc_fragment((BM,), "float32")
+        T.copy(X[bx * BM, 0], x)
+        T.reduce_sum(x, y, dim=1)
+        T.copy(y, Y[bx * BM])
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F5))])
+def test_f5_float64_data_in_float32_tiles(target):
+    x = np.random.default_rng(5).integers(-8, 8, (M, N)) / 4.0  # float64, exact in float32 sums
+    np.testing.assert_array_equal(run_on(_float64_rows_in_float32, target, [-1], x), x.sum(1).astype(np.float32))
