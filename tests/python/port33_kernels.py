@@ -1301,6 +1301,58 @@ CASES.update({
 })
 
 
+@tw.jit(out_idx=[-1])
+def w8a8_matmul(M, N, K, form, bm=16, bn=32, bk=32):
+    """W8A8: int8 activations and weights, int32 accumulation, per-row and per-column scales, float16 out. `kn`: W as
+    (K, N) like torch's x @ W; `nk`: W as (N, K) with transpose_B (nn.Linear's layout, the error's hint)."""
+    wshape = (K, N) if form == "kn" else (N, K)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int8"), W: T.Tensor(wshape, "int8"), Sa: T.Tensor((M,), "float32"),
+             Sw: T.Tensor((N,), "float32"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            a = T.alloc_shared((bm, bk), "int8")
+            w = T.alloc_shared((bk, bn) if form == "kn" else (bn, bk), "int8")
+            acc = T.alloc_fragment((bm, bn), "int32")
+            sa = T.alloc_fragment((bm,), "float32")
+            sw = T.alloc_fragment((bn,), "float32")
+            c = T.alloc_fragment((bm, bn), "float16")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(K, bk)):
+                T.copy(A[by * bm, k * bk], a)
+                if form == "kn":
+                    T.copy(W[k * bk, bx * bn], w)
+                    T.gemm(a, w, acc)
+                else:
+                    T.copy(W[bx * bn, k * bk], w)
+                    T.gemm(a, w, acc, transpose_B=True)
+            T.copy(Sa[by * bm], sa)
+            T.copy(Sw[bx * bn], sw)
+            for i, j in T.Parallel(bm, bn):
+                c[i, j] = acc[i, j] * sa[i] * sw[j]
+            T.copy(c, C[by * bm, bx * bn])
+
+    return main
+
+
+def _w8a8(form):
+    def make(dt, shape, rng):
+        M, N, K = shape
+        a = rng.integers(-127, 128, (M, K)).astype(np.int8)
+        w = rng.integers(-127, 128, (K, N)).astype(np.int8)
+        sa = (rng.random(M) * 0.01).astype(np.float32)
+        sw = (rng.random(N) * 0.01).astype(np.float32)
+        ref = (a.astype(np.int64) @ w.astype(np.int64)) * f64(sa)[:, None] * f64(sw)[None, :]
+        return w8a8_matmul, (M, N, K, form), [a, w if form == "kn" else np.ascontiguousarray(w.T), sa, sw], [ref]
+    return make
+
+
+CASES.update({
+    "w8a8_matmul_kn": (_w8a8("kn"), ("float16",), [(13, 37, 45)]),
+    "w8a8_matmul_nk": (_w8a8("nk"), ("float16",), [(13, 37, 45), (1, 1, 1)]),
+})
+
+
 def build(name, dt, shape, seed=0):
     """(kernel_of(target), inputs, in-place output indices or None, refs)"""
     make = CASES[name][0]
