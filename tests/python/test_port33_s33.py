@@ -22,7 +22,7 @@ import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import port33_kernels as P  # noqa: E402
-from ascend_util import TARGET, run_on  # noqa: E402
+from ascend_util import TARGET, run_checked, run_on  # noqa: E402
 
 # (a): run and agree on both targets
 AGREE = ["swiglu", "geglu", "geglu_tanh", "swiglu_tileloop", "group_norm", "instance_norm", "quantize_int8",
@@ -214,3 +214,62 @@ def _float64_rows_in_float32(X: T.Tensor((M, N), "float64"), Y: T.Tensor((M,), "
 def test_f5_float64_data_in_float32_tiles(target):
     x = np.random.default_rng(5).integers(-8, 8, (M, N)) / 4.0  # float64, exact in float32 sums
     np.testing.assert_array_equal(run_on(_float64_rows_in_float32, target, [-1], x), x.sum(1).astype(np.float32))
+
+
+# --------------------------------------------------------------------------------------------- F6: tile-loop style
+def _softmax_tileloop(split):
+    def softmax_tl(X: tw.Tensor((M, N), "float32")):
+        out = tw.output((M, N), dtype="float32")
+        for by in range(tw.ceildiv(M, BM)):
+            x = tw.load(X, (by * BM, 0), (BM, N))
+            e = tw.accumulator((BM, N), dtype="float32")
+            mx = tw.accumulator((BM,), dtype="float32")
+            sm = tw.accumulator((BM,), dtype="float32")
+            for i in range(BM):
+                mx[i] = -T.infinity("float32")
+                for j in range(N):
+                    mx[i] = T.max(mx[i], x[i, j])
+            for i in range(BM):
+                for j in range(N):
+                    e[i, j] = T.exp(x[i, j] - mx[i])
+                    if not split:  # the running sum in the same nest
+                        sm[i] = sm[i] + e[i, j]
+            if split:
+                for i in range(BM):
+                    for j in range(N):
+                        sm[i] = sm[i] + e[i, j]
+            for i in range(BM):
+                for j in range(N):
+                    e[i, j] = e[i, j] / sm[i]
+            tw.store(out, (by * BM, 0), e)
+        return out
+    return softmax_tl
+
+
+def _softmax_ref(x):
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+def test_tileloop_softmax_split_nests(target):
+    """The form that runs on ascend910b: the exp in an element-wise nest of its own (a map), the sum in another."""
+    x = np.random.default_rng(6).standard_normal((M, N)).astype(np.float32)
+    k = tw.compile(_softmax_tileloop(True), target=target)
+    P.assert_close_f32(k(x) if target == "cpu" else run_checked(k, x), _softmax_ref(x))
+
+
+F6 = ("port33 F6: a tile-loop softmax nest that stores e = exp(x - mx) and sums sm += e is, on ascend910b, 'element "
+      "store ... computes exp(x[i_1, j_1] - mx[i_1]) on the scalar unit', hint 'a T.Parallel map' (not in the tile-loop "
+      "vocabulary); splitting the nest works and the hint should say so")
+
+
+@pytest.mark.xfail(strict=True, reason=F6)
+def test_f6_tileloop_mixed_nest():
+    """Either runs right or names the tile-loop fix (a nest of its own), not T.Parallel."""
+    x = np.random.default_rng(6).standard_normal((M, N)).astype(np.float32)
+    try:
+        k = tw.compile(_softmax_tileloop(False), target=TARGET)
+        P.assert_close_f32(run_checked(k, x), _softmax_ref(x))
+    except tw.TilewrightError as e:
+        assert "T.Parallel" not in str(e) and "nest" in str(e), str(e)
