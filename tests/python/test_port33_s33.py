@@ -273,3 +273,76 @@ def test_f6_tileloop_mixed_nest():
         P.assert_close_f32(run_checked(k, x), _softmax_ref(x))
     except tw.TilewrightError as e:
         assert "T.Parallel" not in str(e) and "nest" in str(e), str(e)
+
+
+# --------------------------------------------------------------------------------------------- F7 / F8: hints
+UM, UN = 5, 7
+
+
+def _upsample(form):
+    @T.prim_func
+    def main(X: T.Tensor((UM, UN), "float32"), Y: T.Tensor((2 * UM, 2 * UN), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((UM, UN), "float32")
+            y = T.alloc_fragment((2 * UM, 2 * UN), "float32")
+            T.copy(X, x)
+            if form == "map":
+                for i, j in T.Parallel(2 * UM, 2 * UN):
+                    y[i, j] = x[i // 2, j // 2]
+            else:  # the form that runs on ascend910b: the row index a serial loop's
+                for r in T.serial(2 * UM):
+                    for j in T.Parallel(2 * UN):
+                        y[r, j] = x[r // 2, j // 2]
+            T.copy(y, Y)
+
+    return main
+
+
+def _pad(form):
+    @T.prim_func
+    def main(X: T.Tensor((UM, UN), "float32"), Y: T.Tensor((UM + 2, UN + 2), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((UM + 2, UN + 2), "float32")
+            if form == "window":
+                T.clear(t)
+                T.copy(X, t[1:UM + 1, 1:UN + 1])
+            else:  # a window of X starting before it: zeros there (docs/language.md "Tails")
+                T.copy(X[-1, -1], t)
+            T.copy(t, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+@pytest.mark.parametrize("kernel, ref", [(_upsample("rows"), lambda x: x.repeat(2, 0).repeat(2, 1)),
+                                         (_pad("origin"), lambda x: np.pad(x, 1))], ids=["upsample_rows", "pad_origin"])
+def test_upsample_and_pad_forms_that_run(kernel, ref, target):
+    x = np.random.default_rng(7).standard_normal((UM, UN)).astype(np.float32)
+    np.testing.assert_array_equal(run_on(kernel, target, [-1], x), ref(x))
+
+
+def test_f7_f8_run_on_cpu():
+    x = np.random.default_rng(7).standard_normal((UM, UN)).astype(np.float32)
+    np.testing.assert_array_equal(run_on(_upsample("map"), "cpu", [-1], x), x.repeat(2, 0).repeat(2, 1))
+    np.testing.assert_array_equal(run_on(_pad("window"), "cpu", [-1], x), np.pad(x, 1))
+
+
+F7 = ("port33 F7: y[i, j] = x[i // 2, j // 2] (nearest upsampling) is 'Ascend gathers along the last dim', hint "
+      "x[i, idx[i, j]]; the serial loop over rows that runs is not named")
+F8 = ("port33 F8: zero padding by T.copy(X, t[1:M + 1, 1:N + 1]) is the misaligned-window error, hint 'whole rows', "
+      "which cannot pad; a window of X with a negative origin (zeros outside) runs and is not named")
+
+
+@pytest.mark.xfail(strict=True, reason=F7)
+def test_f7_upsample_hint():
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_upsample("map"), target=TARGET, out_idx=[-1])
+    assert "T.serial" in str(e.value), str(e.value)
+
+
+@pytest.mark.xfail(strict=True, reason=F8)
+def test_f8_pad_hint():
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_pad("window"), target=TARGET, out_idx=[-1])
+    hint = str(e.value).split("hint:")[-1]
+    assert re.search(r"negative|before the tensor|\[-1", hint), str(e.value)
