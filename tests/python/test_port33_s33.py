@@ -346,3 +346,47 @@ def test_f8_pad_hint():
         tw.compile(_pad("window"), target=TARGET, out_idx=[-1])
     hint = str(e.value).split("hint:")[-1]
     assert re.search(r"negative|before the tensor|\[-1", hint), str(e.value)
+
+
+# --------------------------------------------------------------------------------------------- F9: maps over GM
+@T.prim_func
+def _gm_map_with_let(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(8):
+            x = X[i]
+            Y[i] = T.exp(x) + x * 2.0
+
+
+@T.prim_func
+def _tile_map_with_let(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        xt = T.alloc_fragment((8,), "float32")
+        yt = T.alloc_fragment((8,), "float32")
+        T.copy(X, xt)
+        for i in T.Parallel(8):
+            x = xt[i]
+            yt[i] = T.exp(x) + x * 2.0
+        T.copy(yt, Y)
+
+
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+def test_map_with_a_let_on_tiles(target):
+    x = np.linspace(-3, 3, 8).astype(np.float32)
+    P.assert_close_f32(run_on(_tile_map_with_let, target, [-1], x), np.exp(x.astype(np.float64)) + 2.0 * x)
+
+
+def test_f9_runs_on_cpu():
+    x = np.linspace(-3, 3, 8).astype(np.float32)
+    P.assert_close_f32(run_on(_gm_map_with_let, "cpu", [-1], x), np.exp(x.astype(np.float64)) + 2.0 * x)
+
+
+F9 = ("port33 F9: a map over global tensors with a let (docs/language.md's `fns`) is 'not a vector instruction: it "
+      "contains a let', hint 'one vector instruction per store ... tile ops', where the cause is the map on GM (hint: "
+      "copy into UB first; the same body runs on tiles): select_instructions.cpp checks lets before the scope")
+
+
+@pytest.mark.xfail(strict=True, reason=F9)
+def test_f9_gm_map_with_a_let_names_the_global_buffer():
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_gm_map_with_let, target=TARGET, out_idx=[-1])
+    assert "global buffer" in str(e.value) and "copy the data into UB" in str(e.value), str(e.value)
