@@ -390,3 +390,23 @@ def test_f9_gm_map_with_a_let_names_the_global_buffer():
     with pytest.raises(tw.TilewrightError) as e:
         tw.compile(_gm_map_with_let, target=TARGET, out_idx=[-1])
     assert "global buffer" in str(e.value) and "copy the data into UB" in str(e.value), str(e.value)
+
+
+# --------------------------------------------------------------------------------------------- F10: maps over GM
+@T.prim_func
+def _add_in_gm(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32"), C: T.Tensor((128,), "float32")):
+    with T.Kernel(T.ceildiv(128, 64)) as bx:  # docs/language.md's first kernel, as written there
+        for i in T.Parallel(64):
+            C[bx * 64 + i] = A[bx * 64 + i] + B[bx * 64 + i]
+
+
+F10 = ("port33 F10: docs/language.md's first kernel (a T.Parallel map reading and writing global tensors) is "
+       "'T.Parallel map on global buffer' on ascend910b (a documented limit, docs/ascend.md 'Limits'; 9 of the "
+       "reference's 30 examples): the automatic pipeline could stage such a map through UB itself")
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F10))])
+def test_f10_map_over_global_tensors(target):
+    a = np.arange(128, dtype=np.float32)
+    b = np.ones(128, np.float32)
+    np.testing.assert_array_equal(run_on(_add_in_gm, target, [-1], a, b), a + 1)
