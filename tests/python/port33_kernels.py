@@ -716,29 +716,21 @@ def _scan(op):
 
 
 @tw.jit(out_idx=[-1])
-def shift_ops(M, N, dt, kind, K=3, bm=BM):
-    """diff (x[j + 1] - x[j]), a valid 1-D conv with K taps from a tensor, reverse (x[N - 1 - j])."""
-    No = N - 1 if kind == "diff" else (N - K + 1 if kind == "conv" else N)
+def shift_ops(M, N, dt, kind, bm=BM):
+    """diff (x[j + 1] - x[j]) or reverse (x[N - 1 - j]) along each row."""
+    No = N - 1 if kind == "diff" else N
 
     @T.prim_func
-    def main(X: T.Tensor((M, N), dt), Wt: T.Tensor((K,), "float32"), Y: T.Tensor((M, No), dt)):
+    def main(X: T.Tensor((M, N), dt), Y: T.Tensor((M, No), dt)):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
             x = T.alloc_fragment((bm, N), dt)
             y = T.alloc_fragment((bm, No), dt)
             T.copy(X[bx * bm, 0], x)
-            if kind == "diff":
-                for i, j in T.Parallel(bm, No):
+            for i, j in T.Parallel(bm, No):
+                if kind == "diff":
                     y[i, j] = x[i, j + 1] - x[i, j]
-            elif kind == "reverse":
-                for i, j in T.Parallel(bm, No):
+                else:
                     y[i, j] = x[i, N - 1 - j]
-            else:
-                acc = T.alloc_fragment((bm, No), "float32")
-                T.clear(acc)
-                for k in T.serial(K):
-                    for i, j in T.Parallel(bm, No):
-                        acc[i, j] = acc[i, j] + Wt[k] * x[i, j + k]
-                T.copy(acc, y)
             T.copy(y, Y[bx * bm, 0])
 
     return main
@@ -746,17 +738,51 @@ def shift_ops(M, N, dt, kind, K=3, bm=BM):
 
 def _shift(kind):
     def make(dt, shape, rng):
-        M, N = shape
         x = rng.integers(-100, 100, shape).astype(npdt(dt)) if dt in ("int32", "int8") else randn(rng, shape, dt)
-        w = np.array([0.25, -0.5, 1.0], np.float32)
         X = f64(x)
-        if kind == "diff":
-            ref = X[:, 1:] - X[:, :-1]
-        elif kind == "reverse":
-            ref = X[:, ::-1]
-        else:
-            ref = sum(f64(w)[k] * X[:, k:N - 3 + 1 + k] for k in range(3))
-        return shift_ops, (M, N, dt, kind), [x, w], [ref]
+        return shift_ops, (*shape, dt, kind), [x], [X[:, 1:] - X[:, :-1] if kind == "diff" else X[:, ::-1]]
+    return make
+
+
+@tw.jit(out_idx=[-1])
+def conv1d(M, N, dt, form, K=3, bm=BM):
+    """A valid 1-D conv along each row with K taps from a tensor: `serial` / `unroll` shift the row tile by the tap
+    (x[i, j + k]); `copies` copies each tap's shifted columns from global memory (the alignment error's hint)."""
+    No = N - K + 1
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), Wt: T.Tensor((K,), "float32"), Y: T.Tensor((M, No), dt)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), dt)
+            xk = T.alloc_fragment((bm, No), dt)
+            acc = T.alloc_fragment((bm, No), "float32")
+            T.clear(acc)
+            if form == "copies":
+                for k in T.serial(K):
+                    T.copy(X[bx * bm:(bx + 1) * bm, k:k + No], xk)
+                    for i, j in T.Parallel(bm, No):
+                        acc[i, j] = acc[i, j] + Wt[k] * xk[i, j]
+            elif form == "unroll":
+                T.copy(X[bx * bm, 0], x)
+                for k in T.unroll(K):
+                    for i, j in T.Parallel(bm, No):
+                        acc[i, j] = acc[i, j] + Wt[k] * x[i, j + k]
+            else:
+                T.copy(X[bx * bm, 0], x)
+                for k in T.serial(K):
+                    for i, j in T.Parallel(bm, No):
+                        acc[i, j] = acc[i, j] + Wt[k] * x[i, j + k]
+            T.copy(acc, Y[bx * bm, 0])
+
+    return main
+
+
+def _conv(form):
+    def make(dt, shape, rng):
+        M, N = shape
+        x = randn(rng, shape, dt)
+        w = np.array([0.25, -0.5, 1.0], np.float32)
+        return conv1d, (M, N, dt, form), [x, w], [sum(f64(w)[k] * f64(x)[:, k:N - 2 + k] for k in range(3))]
     return make
 
 
@@ -876,7 +902,7 @@ CASES = {
     "cumsum_rows": (_scan("cumsum"), ("float32", "int32"), [(13, 37), (1, 1)]),
     "cumprod_rows": (_scan("cumprod"), ("float32", "bfloat16", "int32"), [(13, 11)]),
     "diff_rows": (_shift("diff"), ("float32", "float16", "int32"), [(13, 37), (1, 2)]),
-    "conv1d_rows": (_shift("conv"), ("float32", "float16"), [(13, 37), (1, 3)]),
+    "conv1d_rows": (_conv("serial"), ("float32", "float16"), [(13, 37), (1, 3)]),
     "reverse_rows": (_shift("reverse"), ("float32", "bfloat16", "int32", "int8"), [(13, 37), (1, 1)]),
     "transpose_tile": (_transpose, ("float32", "float16", "int32", "int8"), [(13, 37), (1, 1)]),
     "topk2": (_topk(2), ("float32", "float16"), [(13, 37), (1, 2)]),
@@ -908,60 +934,6 @@ def _diff2(dt, shape, rng):
     M, N = shape
     x = rng.integers(-100, 100, shape).astype(npdt(dt)) if dt == "int32" else randn(rng, shape, dt)
     return diff_two_copies, (M, N, dt), [x], [f64(x)[:, 1:] - f64(x)[:, :-1]]
-
-
-@tw.jit(out_idx=[-1])
-def conv1d_copies(M, N, dt, K=3, bm=BM):
-    """The 1-D conv with each tap's shifted columns copied from global memory (the hint's form)."""
-    No = N - K + 1
-
-    @T.prim_func
-    def main(X: T.Tensor((M, N), dt), Wt: T.Tensor((K,), "float32"), Y: T.Tensor((M, No), dt)):
-        with T.Kernel(T.ceildiv(M, bm)) as bx:
-            xk = T.alloc_fragment((bm, No), dt)
-            acc = T.alloc_fragment((bm, No), "float32")
-            T.clear(acc)
-            for k in T.serial(K):
-                T.copy(X[bx * bm:(bx + 1) * bm, k:k + No], xk)
-                for i, j in T.Parallel(bm, No):
-                    acc[i, j] = acc[i, j] + Wt[k] * xk[i, j]
-            T.copy(acc, Y[bx * bm, 0])
-
-    return main
-
-
-def _conv2(dt, shape, rng):
-    M, N = shape
-    x = randn(rng, shape, dt)
-    w = np.array([0.25, -0.5, 1.0], np.float32)
-    return conv1d_copies, (M, N, dt), [x, w], [sum(f64(w)[k] * f64(x)[:, k:N - 2 + k] for k in range(3))]
-
-
-@tw.jit(out_idx=[-1])
-def conv1d_unrolled(M, N, dt, K=3, bm=BM):
-    """The 1-D conv with T.unroll over the taps (each shift a constant after unrolling)."""
-    No = N - K + 1
-
-    @T.prim_func
-    def main(X: T.Tensor((M, N), dt), Wt: T.Tensor((K,), "float32"), Y: T.Tensor((M, No), dt)):
-        with T.Kernel(T.ceildiv(M, bm)) as bx:
-            x = T.alloc_fragment((bm, N), dt)
-            acc = T.alloc_fragment((bm, No), "float32")
-            T.copy(X[bx * bm, 0], x)
-            T.clear(acc)
-            for k in T.unroll(K):
-                for i, j in T.Parallel(bm, No):
-                    acc[i, j] = acc[i, j] + Wt[k] * x[i, j + k]
-            T.copy(acc, Y[bx * bm, 0])
-
-    return main
-
-
-def _conv3(dt, shape, rng):
-    M, N = shape
-    x = randn(rng, shape, dt)
-    w = np.array([0.25, -0.5, 1.0], np.float32)
-    return conv1d_unrolled, (M, N, dt), [x, w], [sum(f64(w)[k] * f64(x)[:, k:N - 2 + k] for k in range(3))]
 
 
 @tw.jit(out_idx=[-1])
@@ -1282,8 +1254,8 @@ def _softmax0(dt, shape, rng):
 
 CASES.update({
     "diff_two_copies": (_diff2, ("float32", "float16", "int32"), [(13, 37), (1, 2)]),
-    "conv1d_copies": (_conv2, ("float32", "float16"), [(13, 37), (1, 3)]),
-    "conv1d_unrolled": (_conv3, ("float32", "float16"), [(13, 37), (1, 3)]),
+    "conv1d_copies": (_conv("copies"), ("float32", "float16"), [(13, 37), (1, 3)]),
+    "conv1d_unrolled": (_conv("unroll"), ("float32", "float16"), [(13, 37), (1, 3)]),
     "rope_halves": (_rope2, F3, [(5, 12, 11), (1, 2, 1)]),
     "transpose_cube": (_transpose2, ("float32", "float16", "bfloat16"), [(13, 37), (1, 1)]),
     "reverse_int8_via_int32": (_reverse2, ("int8",), [(13, 37), (1, 1)]),
