@@ -1139,25 +1139,33 @@ def _alibi_inkernel(dt, shape, rng):
 
 
 @tw.jit(out_idx=[-1])
-def temp_per_row(M, N, dt, bm=BM):
-    """Per-request temperatures: x / Temp[row] with the row's temperature read from the tensor in the map."""
+def temp_per_row(M, N, dt, form, bm=BM):
+    """Per-request temperatures: x / Tp[row]; `gm` reads the row's temperature from the tensor in the map (clamped
+    to the last row for the tail block), `tile` copies the block's temperatures into a tile first (the error's hint)."""
     @T.prim_func
     def main(X: T.Tensor((M, N), dt), Tp: T.Tensor((M,), "float32"), Y: T.Tensor((M, N), "float32")):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
             x = T.alloc_fragment((bm, N), "float32")
+            tp = T.alloc_fragment((bm,), "float32")
             T.copy(X[bx * bm, 0], x)
+            T.copy(Tp[bx * bm], tp)
             for i, j in T.Parallel(bm, N):
-                x[i, j] = x[i, j] / Tp[bx * bm + i]
+                if form == "gm":
+                    x[i, j] = x[i, j] / Tp[T.min(bx * bm + i, M - 1)]
+                else:
+                    x[i, j] = x[i, j] / tp[i]
             T.copy(x, Y[bx * bm, 0])
 
     return main
 
 
-def _temp_per_row(dt, shape, rng):
-    M, N = shape
-    x = randn(rng, shape, dt)
-    tp = (0.5 + rng.random(M)).astype(np.float32)
-    return temp_per_row, (M, N, dt), [x, tp], [f64(x) / f64(tp)[:, None]]
+def _temp_per_row(form):
+    def make(dt, shape, rng):
+        M, N = shape
+        x = randn(rng, shape, dt)
+        tp = (0.5 + rng.random(M)).astype(np.float32)
+        return temp_per_row, (M, N, dt, form), [x, tp], [f64(x) / f64(tp)[:, None]]
+    return make
 
 
 @tw.jit()
@@ -1265,7 +1273,8 @@ CASES.update({
     "int4_unpack_uint8": (_int4("uint8"), ("uint8",), [(13, 19)]),
     "int4_unpack_int32": (_int4("int32"), ("uint8",), [(13, 19), (1, 1)]),
     "alibi_slopes_inkernel": (_alibi_inkernel, ("float32",), [(3, 13)]),
-    "temperature_per_row": (_temp_per_row, ("float32", "float16"), [(13, 37)]),
+    "temperature_per_row_gm": (_temp_per_row("gm"), ("float32", "float16"), [(13, 37)]),
+    "temperature_per_row_tile": (_temp_per_row("tile"), ("float32", "float16"), [(13, 37), (1, 1)]),
     "weighted_histogram": (_whist, ("float32",), [(37, 5), (1, 1)]),
     "embedding_oob_ids": (_emb_oob, ("float32", "float16"), [(11, 37, 7)]),
     "clamp_int32": (_clamp_int, ("int32",), [(13, 37), (1, 1)]),

@@ -34,7 +34,7 @@ AGREE = ["swiglu", "geglu", "geglu_tanh", "swiglu_tileloop", "group_norm", "inst
          "reverse_rows", "topk2", "topk3", "topk4", "histogram_atomic", "weighted_histogram",
          # the alternatives that the (b) errors name
          "diff_two_copies", "conv1d_copies", "rope_halves", "transpose_cube", "reverse_int8_via_int32",
-         "silu_and_mul_copies", "int4_unpack_int32", "w8a8_matmul_nk"]
+         "silu_and_mul_copies", "int4_unpack_int32", "w8a8_matmul_nk", "temperature_per_row_tile"]
 # cases of AGREE that are (b) on ascend910b at some dtype / shape: (name, dtype, shape)
 AGREE_EXCEPT = {("reverse_rows", "int8"), ("cumsum_rows", (1, 1))}
 
@@ -85,6 +85,8 @@ LOCATED = [
     ("int4_unpack_uint8", "uint8", (13, 19), r"'>>' on uint8 tile data", r'T\.cast\(x, "int32"\)', "int4_unpack_int32"),
     ("w8a8_matmul_kn", "float16", (13, 37, 45), r"int8 KxN tile needs a transposing load", r"transpose_B=True",
      "w8a8_matmul_nk"),
+    ("temperature_per_row_gm", "float32", (13, 37), r"strided read of a global tensor has no vector instruction",
+     r"copy the rows it reads into a tile first", "temperature_per_row_tile"),
 ]
 
 
