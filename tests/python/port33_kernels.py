@@ -468,30 +468,51 @@ def _causal(alibi):
 
 
 @tw.jit(out_idx=[-1])
-def rope_at_positions(Tn, D, P, dt):
-    """Half-split rotary embedding of each token at the position Pos[t], cos / sin tables (P, D / 2)."""
+def rope_at_positions(Tn, D, P, dt, form="map"):
+    """Half-split rotary embedding of each token at the position Pos[t], cos / sin tables (P, D / 2): `map` reads the
+    second half at x[j + D / 2] in the map, `halves` copies the two halves into tiles of their own (the alignment
+    error's hint)."""
     Hd = D // 2
 
     @T.prim_func
     def main(X: T.Tensor((Tn, D), dt), Pos: T.Tensor((Tn,), "int32"), Cs: T.Tensor((P, Hd), "float32"),
              Sn: T.Tensor((P, Hd), "float32"), Y: T.Tensor((Tn, D), dt)):
         with T.Kernel(Tn) as t:
-            x = T.alloc_fragment((D,), "float32")
             c = T.alloc_fragment((Hd,), "float32")
             s = T.alloc_fragment((Hd,), "float32")
-            y = T.alloc_fragment((D,), dt)
-            T.copy(X[t, :], x)
             T.copy(Cs[Pos[t], :], c)
             T.copy(Sn[Pos[t], :], s)
-            for j in T.Parallel(Hd):
-                y[j] = x[j] * c[j] - x[j + Hd] * s[j]
-                y[j + Hd] = x[j + Hd] * c[j] + x[j] * s[j]
-            T.copy(y, Y[t, :])
+            if form == "map":
+                x = T.alloc_fragment((D,), "float32")
+                y = T.alloc_fragment((D,), dt)
+                T.copy(X[t, :], x)
+                for j in T.Parallel(Hd):
+                    y[j] = x[j] * c[j] - x[j + Hd] * s[j]
+                    y[j + Hd] = x[j + Hd] * c[j] + x[j] * s[j]
+                T.copy(y, Y[t, :])
+            else:
+                x1 = T.alloc_fragment((Hd,), "float32")
+                x2 = T.alloc_fragment((Hd,), "float32")
+                y1 = T.alloc_fragment((Hd,), dt)
+                y2 = T.alloc_fragment((Hd,), dt)
+                T.copy(X[t, 0:Hd], x1)
+                T.copy(X[t, Hd:D], x2)
+                for j in T.Parallel(Hd):
+                    y1[j] = x1[j] * c[j] - x2[j] * s[j]
+                    y2[j] = x2[j] * c[j] + x1[j] * s[j]
+                T.copy(y1, Y[t, 0:Hd])
+                T.copy(y2, Y[t, Hd:D])
 
     return main
 
 
-def _rope(dt, shape, rng):
+def _rope(form):
+    def make(dt, shape, rng):
+        return _rope_case(dt, shape, rng, form)
+    return make
+
+
+def _rope_case(dt, shape, rng, form):
     Tn, D, P = shape
     Hd = D // 2
     x = randn(rng, (Tn, D), dt)
@@ -501,7 +522,7 @@ def _rope(dt, shape, rng):
     cs, sn = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
     X, C, S = f64(x), f64(cs)[pos], f64(sn)[pos]
     ref = np.concatenate([X[:, :Hd] * C - X[:, Hd:] * S, X[:, Hd:] * C + X[:, :Hd] * S], 1)
-    return rope_at_positions, (Tn, D, P, dt), [x, pos, cs, sn], [ref]
+    return rope_at_positions, (Tn, D, P, dt, form), [x, pos, cs, sn], [ref]
 
 
 # ----------------------------------------------------------------------------------------------- row reductions
@@ -889,7 +910,7 @@ CASES = {
     "masked_fill_softmax": (_masked_softmax, F3, [(13, 37), (1, 1)]),
     "causal_softmax_iota": (_causal(False), F3, [(2, 13), (1, 1)]),
     "alibi_causal_softmax": (_causal(True), ("float32", "float16"), [(3, 13)]),
-    "rope_positions": (_rope, F3, [(5, 32, 11), (5, 12, 11), (1, 2, 1)]),
+    "rope_positions": (_rope("map"), F3, [(5, 32, 11), (5, 12, 11), (1, 2, 1)]),
     "logsumexp": (_row_stat("logsumexp"), F3, [(13, 37), (1, 1)]),
     "var_unbiased": (_row_stat("var"), F3, [(13, 37), (1, 2)]),
     "cosine_similarity": (_cosine, F3, [(13, 37), (1, 1)]),
@@ -934,39 +955,6 @@ def _diff2(dt, shape, rng):
     M, N = shape
     x = rng.integers(-100, 100, shape).astype(npdt(dt)) if dt == "int32" else randn(rng, shape, dt)
     return diff_two_copies, (M, N, dt), [x], [f64(x)[:, 1:] - f64(x)[:, :-1]]
-
-
-@tw.jit(out_idx=[-1])
-def rope_halves(Tn, D, P, dt):
-    """RoPE with the two halves copied into tiles of their own (the hint's form)."""
-    Hd = D // 2
-
-    @T.prim_func
-    def main(X: T.Tensor((Tn, D), dt), Pos: T.Tensor((Tn,), "int32"), Cs: T.Tensor((P, Hd), "float32"),
-             Sn: T.Tensor((P, Hd), "float32"), Y: T.Tensor((Tn, D), dt)):
-        with T.Kernel(Tn) as t:
-            x1 = T.alloc_fragment((Hd,), "float32")
-            x2 = T.alloc_fragment((Hd,), "float32")
-            c = T.alloc_fragment((Hd,), "float32")
-            s = T.alloc_fragment((Hd,), "float32")
-            y1 = T.alloc_fragment((Hd,), dt)
-            y2 = T.alloc_fragment((Hd,), dt)
-            T.copy(X[t, 0:Hd], x1)
-            T.copy(X[t, Hd:D], x2)
-            T.copy(Cs[Pos[t], :], c)
-            T.copy(Sn[Pos[t], :], s)
-            for j in T.Parallel(Hd):
-                y1[j] = x1[j] * c[j] - x2[j] * s[j]
-                y2[j] = x2[j] * c[j] + x1[j] * s[j]
-            T.copy(y1, Y[t, 0:Hd])
-            T.copy(y2, Y[t, Hd:D])
-
-    return main
-
-
-def _rope2(dt, shape, rng):
-    fac, args, inputs, refs = _rope(dt, shape, rng)
-    return rope_halves, args, inputs, refs
 
 
 @tw.jit(out_idx=[-1])
@@ -1264,7 +1252,7 @@ CASES.update({
     "diff_two_copies": (_diff2, ("float32", "float16", "int32"), [(13, 37), (1, 2)]),
     "conv1d_copies": (_conv("copies"), ("float32", "float16"), [(13, 37), (1, 3)]),
     "conv1d_unrolled": (_conv("unroll"), ("float32", "float16"), [(13, 37), (1, 3)]),
-    "rope_halves": (_rope2, F3, [(5, 12, 11), (1, 2, 1)]),
+    "rope_halves": (_rope("halves"), F3, [(5, 12, 11), (1, 2, 1)]),
     "transpose_cube": (_transpose2, ("float32", "float16", "bfloat16"), [(13, 37), (1, 1)]),
     "reverse_int8_via_int32": (_reverse2, ("int8",), [(13, 37), (1, 1)]),
     "silu_and_mul_map": (_silu_and_mul("map"), ("float32", "bfloat16"), [(13, 37), (3, 8)]),
