@@ -1752,7 +1752,8 @@ class Lowerer {
       hint = "use int32 tiles when the values fit (T.cast(x, \"int32\")), float32 when they need not be exact; or run "
              "the kernel on the cpu target";
     else if (t == ir::DType(ir::DTypeCode::f64))
-      hint = "use float32 tiles (T.cast(x, \"float32\")), or run the kernel on the cpu target";
+      hint = "pass float32 tensors (convert on the host: x.astype(np.float32) / x.float()): the chip has no float64 "
+             "arithmetic and no Cast from float64; or run the kernel on the cpu target";
     else if (t.is_int())
       hint = "use int32 tiles (T.cast(x, \"int32\")), or float16 / float32 tiles";
     throw Error(what + " on " + std::string(t.name()) + " is not supported by the Vector core", sp, hint);
