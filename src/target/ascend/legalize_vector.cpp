@@ -180,11 +180,11 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
 
 // `cj * j + col.rest == value` (cj = +-1): an == between the column index (no row index) and a
 // value free of the map's indices and of tile data (a label the scalar unit read: j == lab[i] in a
-// one-row map, hoist_scalar_reads): an int32 or narrower integer (its int32 value is the compared one) or an
-// int64 one (PyTorch's labels), which the mask clamps in int64 before converting it.
+// one-row map, hoist_scalar_reads), an int32 or narrower integer (its int32 value is the compared one;
+// an int64 label is clamped and converted before: narrow_int64_bounds).
 struct ColumnEq {
   Affine col;
-  Expr value;  // as the index type, or an int64 value (clamped in int64 by the mask, then converted)
+  Expr value;  // as the index type
 };
 std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj) {
   if (!vj || c->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(c)->op != ir::BinOp::EQ) return std::nullopt;
@@ -193,15 +193,9 @@ std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir
     const Expr& x = side ? b->b : b->a;
     const Expr& y = side ? b->a : b->b;
     if (!uses_var(x, vj) || uses_var(y, vj) || (vi && uses_var(y, vi))) continue;
-    if (!y->dtype.is_int()) return std::nullopt;
-    auto a = linearize(x, vi, vj);
-    if (!a || a->ci || (a->cj != 1 && a->cj != -1)) return std::nullopt;
-    if (y->dtype.bytes() > 4) {  // an int64 label (PyTorch's): kept in int64, the mask clamps it before converting
-      if (has_load(y)) return std::nullopt;
-      return ColumnEq{*a, y};
-    }
-    auto v = linearize(y, vi, vj);
-    if (!v) return std::nullopt;
+    if (!y->dtype.is_int() || y->dtype.bytes() > 4) return std::nullopt;  // (int64: its int32 cast could wrap)
+    auto a = linearize(x, vi, vj), v = linearize(y, vi, vj);
+    if (!a || !v || a->ci || (a->cj != 1 && a->cj != -1)) return std::nullopt;
     return ColumnEq{*a, v->rest};
   }
   return std::nullopt;
@@ -455,6 +449,17 @@ class Legalizer {
   // unit loads it (select_instructions' ScalarLoad) and the map uses it as a scalar operand
   // (Adds, Muls, Duplicate). nullptr when there is none.
   Stmt hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
+  // PyTorch's int64 labels and lengths compared with the column index (j == lab[i], j < len[i]): the
+  // Vector core has no int64 arithmetic and dav-c220 no int32 <-> int64 Cast, and the index masks'
+  // bounds are int32. Each int64 value y (free of the column index, of the map's lets and of the tiles
+  // it stores) compared with x = ci * i + cj * j + r (affine, int32) is clamped in int64 to one past
+  // either end of x's range over the map, [lo - 1, hi + 1], and converted to int32: every comparison
+  // of x with it keeps its answer (a label of 2^32 + 3 stays past the row). Where y reads the row
+  // index in a map of several rows, the scalar unit computes each row's clamped value into an int32
+  // tile of one element per row, before the map (a serial loop: `rows` reads and stores), which the
+  // map compares instead (as an int32 label tile); elsewhere the clamp replaces y in place and
+  // hoist_scalar_reads reads it (the index mask's bound of a one-row map). nullptr when there is none.
+  Stmt narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
                                       const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
@@ -1075,6 +1080,10 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   if (!m) return {s};
   if (small_int_column_map(*m) && !has_global_load(s)) return {s};
   std::vector<Stmt> pre;
+  if (Stmt h = narrow_int64_bounds(s, *m, pre)) {
+    for (auto& x : rewrite_map(h, wrap_bound)) pre.push_back(std::move(x));
+    return pre;
+  }
   if (Stmt h = hoist_scalar_reads(s, *m, pre)) {
     for (auto& x : rewrite_map(h, wrap_bound)) pre.push_back(std::move(x));
     return pre;
@@ -1154,8 +1163,7 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
         for (const Expr* side : {&b->a, &b->b}) {
           const Expr& other = side == &b->a ? b->b : b->a;
           if (uses_var(*side, vj) && !has_load(*side) && !uses_var(other, vj) && other->dtype.is_int() &&
-              (other->dtype.bytes() <= 4 || b->op == ir::BinOp::EQ))  // (the masks' bounds are int32; an int64
-                                                                       // label is clamped: column_eq)
+              other->dtype.bytes() <= 4)  // (the masks' bounds are int32: narrow_int64_bounds)
             for_each_subexpr(other, [&](const Expr& y) { if (y->kind == ir::ExprKind::Load) reads.push_back(y); });
         }
       }
@@ -1188,6 +1196,89 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
     });
   if (map.empty()) return nullptr;
   return ReplaceExprs(map).mutate(s);
+}
+
+Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre) {
+  const ir::VarNode* vj = m.vars.back().get();
+  const ir::VarNode* vi = m.vars.size() == 2 ? m.vars[0].get() : nullptr;
+  const int64_t rows = vi ? m.ext[0] : 1, cols = m.ext.back();
+  std::vector<const ir::VarNode*> lets;
+  std::unordered_set<const ir::BufferNode*> stored;
+  for (const auto& it : m.items) {
+    if (it->kind == ir::StmtKind::Let) lets.push_back(as<ir::LetNode>(it)->var.get());
+    if (it->kind == ir::StmtKind::Store) stored.insert(as<ir::StoreNode>(it)->buffer.get());
+  }
+  const DType i64{DTypeCode::i64};
+  std::vector<std::pair<std::string, Buffer>> tiles;  // one int32 tile per clamped value
+  struct Narrow : ir::Mutator {
+    std::function<Expr(const ir::BinaryNode*, const Expr&)> f;
+    using ir::Mutator::mutate;
+    Expr mutate(const Expr& e) override {
+      if (e->kind == ir::ExprKind::Binary)
+        if (Expr r = f(as<ir::BinaryNode>(e), e)) return r;
+      return ir::Mutator::mutate(e);
+    }
+  } narrow;
+  narrow.f = [&](const ir::BinaryNode* b, const Expr& e) -> Expr {
+    switch (b->op) {
+      case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT:
+      case ir::BinOp::GE: break;
+      case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
+      case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::And:
+      case ir::BinOp::Or: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl:
+      case ir::BinOp::Shr:
+        return nullptr;
+    }
+    const Span& sp = e->span;
+    for (int side = 0; side < 2; ++side) {
+      Expr x = side ? b->b : b->a;
+      const Expr& y = side ? b->a : b->b;
+      if (!y->dtype.is_int() || y->dtype.bytes() <= 4 || uses_var(y, vj) || !uses_var(x, vj) || has_load(x)) continue;
+      if (x->dtype.bytes() > 4 && x->kind == ir::ExprKind::Cast) x = as<ir::CastNode>(x)->value;  // cast<int64>(j)
+      if (!x->dtype.is_int() || x->dtype.bytes() > 4) continue;
+      bool local = std::any_of(lets.begin(), lets.end(), [&](const ir::VarNode* v) { return uses_var(y, v); });
+      for_each_subexpr(y, [&](const Expr& l) {
+        local |= l->kind == ir::ExprKind::Load && stored.count(as<ir::LoadNode>(l)->buffer.get());
+      });
+      auto a = linearize(x, vi, vj);
+      if (local || !a) continue;
+      // x's range over the map: r + [lo, hi]
+      const int64_t ri = rows - 1, cj = a->cj * (cols - 1), ci = a->ci * ri;
+      const int64_t lo = std::min<int64_t>(0, cj) + std::min<int64_t>(0, ci);
+      const int64_t hi = std::max<int64_t>(0, cj) + std::max<int64_t>(0, ci);
+      Expr r64 = ir::cast(a->rest, i64, sp);
+      Expr v = ir::cast(ir::arith::min(ir::arith::max(y, add(r64, ir::int_imm(lo - 1, i64, sp))),
+                                       add(r64, ir::int_imm(hi + 1, i64, sp))),
+                        ir::kIndexType, sp);
+      if (has_load(y) || (vi && rows > 1 && uses_var(y, vi))) {
+        // each row's value into an int32 tile, on the scalar unit, before the map (one element when y
+        // does not read the row index)
+        const bool per_row = vi && uses_var(y, vi);
+        const std::string key = ir::print(v);
+        auto it = std::find_if(tiles.begin(), tiles.end(), [&](const auto& t) { return t.first == key; });
+        Buffer t = it != tiles.end() ? it->second : Buffer();
+        if (!t) {
+          Buffer owner;
+          for_each_subexpr(y, [&](const Expr& l) { if (!owner && l->kind == ir::ExprKind::Load) owner = as<ir::LoadNode>(l)->buffer; });
+          for (const auto& st : m.items)
+            if (!owner && st->kind == ir::StmtKind::Store) owner = as<ir::StoreNode>(st)->buffer;
+          if (!owner) continue;
+          const int64_t n = per_row ? rows : 1;
+          t = ub(owner, "_i32", ir::kIndexType, {n}, sp, pre);
+          Var r = fresh_var("r", sp);
+          Stmt st = std::make_shared<ir::StoreNode>(t, std::vector<Expr>{r},
+                                                    per_row ? ir::substitute(v, {{m.vars[0], r}}) : v, sp);
+          pre.push_back(std::make_shared<ir::ForNode>(r, C(0), C(n), ir::ForKind::serial, 0, st, sp));
+          tiles.push_back({key, t});
+        }
+        v = ir::load(t, {per_row ? Expr(m.vars[0]) : C(0)}, sp);
+      }
+      return side ? ir::binary(b->op, v, x, sp) : ir::binary(b->op, x, v, sp);
+    }
+    return nullptr;
+  };
+  Stmt h = narrow.mutate(s);
+  return h == s ? nullptr : h;
 }
 
 // Interleaving stores y[..., s*j + c] = v_c for c = 0 .. s-1 (s >= 2, j the map's last variable,
@@ -2932,12 +3023,7 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
       auto eq = column_eq(c, vi(), vj());
       if (!eq) bad("== becomes a mask between the column index and a value free of the T.Parallel indices");
       const Expr& r = eq->col.rest;
-      auto clamp_v = [&](const Expr& l, const Expr& h) {
-        const DType w = eq->value->dtype;
-        if (w == ir::kIndexType) return ir::arith::min(ir::arith::max(eq->value, l), h);
-        Expr lw = ir::cast(l, w, l->span), hw = ir::cast(h, w, h->span);  // int64: clamp, then convert exactly
-        return ir::cast(ir::arith::min(ir::arith::max(eq->value, lw), hw), ir::kIndexType, eq->value->span);
-      };
+      auto clamp_v = [&](const Expr& l, const Expr& h) { return ir::arith::min(ir::arith::max(eq->value, l), h); };
       Expr k = eq->col.cj == 1 ? sub(clamp_v(sub(r, C(1)), add(r, C(Ccols))), r)
                                : sub(r, clamp_v(sub(r, C(Ccols)), add(r, C(1))));
       lows.push_back({0, k});

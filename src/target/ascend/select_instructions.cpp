@@ -1353,6 +1353,13 @@ class Lowerer {
       c = (c + 1) / 2;
       d.row_stride = C(r == 1 ? c : stride / 2);
     }
+    // nor a 64-bit one (Duplicate.md, Atlas A2: 16- and 32-bit lanes): an int64 / float64 tile (PyTorch's
+    // labels copied from a tensor) is zeroed as int32 pairs (the same bits)
+    if (t.bytes() == 8) {
+      dup_t = ir::DType(ir::DTypeCode::i32);
+      c *= 2;
+      d.row_stride = C(r == 1 ? c : stride * 2);
+    }
     Expr zero = dup_t.is_float() ? ir::float_imm(0.0, dup_t, sp) : ir::int_imm(0, dup_t, sp);
     std::vector<StmtPtr> body;
     if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
