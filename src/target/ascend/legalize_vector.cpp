@@ -1208,18 +1208,98 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
     if (it->kind == ir::StmtKind::Let) lets.push_back(as<ir::LetNode>(it)->var.get());
     if (it->kind == ir::StmtKind::Store) stored.insert(as<ir::StoreNode>(it)->buffer.get());
   }
+  auto map_var = [&](const Expr& e) {
+    return std::any_of(m.vars.begin(), m.vars.end(), [&](const Var& v) { return uses_var(e, v.get()); });
+  };
+  // an int64 value the scalar unit can compute before the map: free of the map's lets and stored tiles
+  auto movable = [&](const Expr& y) {
+    bool ok = y->dtype.is_int() && y->dtype.bytes() == 8 &&
+              std::none_of(lets.begin(), lets.end(), [&](const ir::VarNode* v) { return uses_var(y, v); });
+    for_each_subexpr(y, [&](const Expr& l) {
+      ok = ok && !(l->kind == ir::ExprKind::Load && stored.count(as<ir::LoadNode>(l)->buffer.get()));
+    });
+    return ok;
+  };
   const DType i64{DTypeCode::i64};
-  std::vector<std::pair<std::string, Buffer>> tiles;  // one int32 tile per clamped value
+  // y clamped into [lo, hi] (int64 constants plus base, an int32 expression) and converted to int32. Where y
+  // reads tile data or a map variable, the value is computed by the scalar unit into an int32 tile before the
+  // map, one element per value of the one map variable y reads (one element when it reads none), and a load of
+  // that tile is returned; a tensor's elements y reads are copied into a UB tile first, as the map's other
+  // global reads are (stage_global: the copy stops at the tensor's end). nullptr: not done (y reads both).
+  std::vector<std::pair<std::string, Buffer>> tiles;  // one int32 tile per value
+  auto narrow = [&](const Expr& y, const Expr& base, int64_t lo, int64_t hi, const Buffer& owner,
+                    const Span& sp) -> Expr {
+    Var over;
+    int64_t n = 1;
+    for (size_t k = 0; k < m.vars.size(); ++k)
+      if (uses_var(y, m.vars[k].get())) {
+        if (over) return nullptr;
+        over = m.vars[k];
+        n = m.ext[k];
+      }
+    struct Stage : ir::Mutator {
+      std::function<Expr(const ir::LoadNode*, const Expr&)> f;
+      using ir::Mutator::mutate;
+      Expr mutate(const Expr& x) override {
+        if (x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer->scope == Scope::global)
+          return f(as<ir::LoadNode>(x), x);
+        return ir::Mutator::mutate(x);
+      }
+    } stage;
+    stage.f = [&](const ir::LoadNode* l, const Expr& x) {
+      auto [tile, idx] = stage_global(l, m.vars, m.ext, x->span, l->buffer->dtype);
+      return ir::load(tile, idx, x->span);
+    };
+    Expr b64 = ir::cast(base, i64, sp);
+    Expr v = ir::cast(ir::arith::min(ir::arith::max(over ? stage.mutate(y) : y, add(b64, ir::int_imm(lo, i64, sp))),
+                                     add(b64, ir::int_imm(hi, i64, sp))),
+                      ir::kIndexType, sp);
+    if (!over && !has_load(y)) return v;  // a scalar: read where it is used (hoist_scalar_reads)
+    const std::string key = ir::print(v);
+    auto it = std::find_if(tiles.begin(), tiles.end(), [&](const auto& t) { return t.first == key; });
+    Buffer t = it != tiles.end() ? it->second : Buffer();
+    if (!t) {
+      t = ub(owner, "_i32", ir::kIndexType, {n}, sp, pre);
+      Var r = fresh_var("r", sp);
+      Stmt st = std::make_shared<ir::StoreNode>(t, std::vector<Expr>{r}, over ? ir::substitute(v, {{over, r}}) : v, sp);
+      pre.push_back(std::make_shared<ir::ForNode>(r, C(0), C(n), ir::ForKind::serial, 0, st, sp));
+      tiles.push_back({key, t});
+    }
+    return ir::load(t, {over ? Expr(over) : C(0)}, sp);
+  };
+  auto first_load = [](const Expr& e, Buffer fallback) {
+    Buffer b;
+    for_each_subexpr(e, [&](const Expr& l) { if (!b && l->kind == ir::ExprKind::Load) b = as<ir::LoadNode>(l)->buffer; });
+    return b ? b : fallback;
+  };
   struct Narrow : ir::Mutator {
-    std::function<Expr(const ir::BinaryNode*, const Expr&)> f;
+    std::function<Expr(const Expr&)> f;
     using ir::Mutator::mutate;
     Expr mutate(const Expr& e) override {
-      if (e->kind == ir::ExprKind::Binary)
-        if (Expr r = f(as<ir::BinaryNode>(e), e)) return r;
+      if (Expr r = f(e)) return r;
       return ir::Mutator::mutate(e);
     }
-  } narrow;
-  narrow.f = [&](const ir::BinaryNode* b, const Expr& e) -> Expr {
+  } narrower;
+  narrower.f = [&](const Expr& e) -> Expr {
+    const Span& sp = e->span;
+    if (e->kind == ir::ExprKind::Load && as<ir::LoadNode>(e)->buffer->scope == Scope::UB) {
+      // a gather index (x[i, T.min(T.max(lab[i], 0), N - 1)]): clamped to one past either end of its dimension
+      auto* l = as<ir::LoadNode>(e);
+      auto shape = l->buffer->const_shape();
+      std::vector<Expr> idx;
+      bool changed = false;
+      for (size_t k = 0; k < l->indices.size(); ++k) {
+        const Expr& x = l->indices[k];
+        Expr v = shape && movable(x) && (map_var(x) || has_load(x))
+                     ? narrow(x, C(0), -1, (*shape)[k], first_load(x, l->buffer), sp) : nullptr;
+        changed |= v != nullptr;
+        idx.push_back(v ? v : narrower.mutate(x));
+      }
+      if (!changed) return nullptr;
+      return std::make_shared<ir::LoadNode>(l->buffer, std::move(idx), e->dtype, sp);
+    }
+    if (e->kind != ir::ExprKind::Binary) return nullptr;
+    auto* b = as<ir::BinaryNode>(e);
     switch (b->op) {
       case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT:
       case ir::BinOp::GE: break;
@@ -1229,55 +1309,29 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
       case ir::BinOp::Shr:
         return nullptr;
     }
-    const Span& sp = e->span;
     for (int side = 0; side < 2; ++side) {
+      // x OP y, x = ci * i + cj * j + r (int32), y an int64 value free of the column index: y clamped to one past
+      // either end of x's range over the map keeps every comparison's answer
       Expr x = side ? b->b : b->a;
       const Expr& y = side ? b->a : b->b;
-      if (!y->dtype.is_int() || y->dtype.bytes() <= 4 || uses_var(y, vj) || !uses_var(x, vj) || has_load(x)) continue;
+      if (!movable(y) || uses_var(y, vj) || !uses_var(x, vj) || has_load(x)) continue;
       if (x->dtype.bytes() > 4 && x->kind == ir::ExprKind::Cast) x = as<ir::CastNode>(x)->value;  // cast<int64>(j)
       if (!x->dtype.is_int() || x->dtype.bytes() > 4) continue;
-      bool local = std::any_of(lets.begin(), lets.end(), [&](const ir::VarNode* v) { return uses_var(y, v); });
-      for_each_subexpr(y, [&](const Expr& l) {
-        local |= l->kind == ir::ExprKind::Load && stored.count(as<ir::LoadNode>(l)->buffer.get());
-      });
       auto a = linearize(x, vi, vj);
-      if (local || !a) continue;
-      // x's range over the map: r + [lo, hi]
-      const int64_t ri = rows - 1, cj = a->cj * (cols - 1), ci = a->ci * ri;
+      if (!a) continue;
+      const int64_t cj = a->cj * (cols - 1), ci = a->ci * (rows - 1);
       const int64_t lo = std::min<int64_t>(0, cj) + std::min<int64_t>(0, ci);
       const int64_t hi = std::max<int64_t>(0, cj) + std::max<int64_t>(0, ci);
-      Expr r64 = ir::cast(a->rest, i64, sp);
-      Expr v = ir::cast(ir::arith::min(ir::arith::max(y, add(r64, ir::int_imm(lo - 1, i64, sp))),
-                                       add(r64, ir::int_imm(hi + 1, i64, sp))),
-                        ir::kIndexType, sp);
-      if (has_load(y) || (vi && rows > 1 && uses_var(y, vi))) {
-        // each row's value into an int32 tile, on the scalar unit, before the map (one element when y
-        // does not read the row index)
-        const bool per_row = vi && uses_var(y, vi);
-        const std::string key = ir::print(v);
-        auto it = std::find_if(tiles.begin(), tiles.end(), [&](const auto& t) { return t.first == key; });
-        Buffer t = it != tiles.end() ? it->second : Buffer();
-        if (!t) {
-          Buffer owner;
-          for_each_subexpr(y, [&](const Expr& l) { if (!owner && l->kind == ir::ExprKind::Load) owner = as<ir::LoadNode>(l)->buffer; });
-          for (const auto& st : m.items)
-            if (!owner && st->kind == ir::StmtKind::Store) owner = as<ir::StoreNode>(st)->buffer;
-          if (!owner) continue;
-          const int64_t n = per_row ? rows : 1;
-          t = ub(owner, "_i32", ir::kIndexType, {n}, sp, pre);
-          Var r = fresh_var("r", sp);
-          Stmt st = std::make_shared<ir::StoreNode>(t, std::vector<Expr>{r},
-                                                    per_row ? ir::substitute(v, {{m.vars[0], r}}) : v, sp);
-          pre.push_back(std::make_shared<ir::ForNode>(r, C(0), C(n), ir::ForKind::serial, 0, st, sp));
-          tiles.push_back({key, t});
-        }
-        v = ir::load(t, {per_row ? Expr(m.vars[0]) : C(0)}, sp);
-      }
+      Buffer owner = first_load(y, m.items.front()->kind == ir::StmtKind::Store
+                                       ? as<ir::StoreNode>(m.items.front())->buffer : Buffer());
+      if (!owner) continue;
+      Expr v = narrow(y, a->rest, lo - 1, hi + 1, owner, sp);
+      if (!v) continue;
       return side ? ir::binary(b->op, v, x, sp) : ir::binary(b->op, x, v, sp);
     }
     return nullptr;
   };
-  Stmt h = narrow.mutate(s);
+  Stmt h = narrower.mutate(s);
   return h == s ? nullptr : h;
 }
 
