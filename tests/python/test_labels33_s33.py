@@ -167,6 +167,11 @@ def test_cross_entropy_with_int64_labels(Nc, R, dtype, form, M):
     for t, g in got.items():  # float32 arithmetic over the row (bfloat16 inputs are exact in float32)
         assert_close(g, ref, atol=1e-3, rtol=1e-5, msg=f"cross_entropy {t} {M}x{Nc} {dtype} {form}")
     assert_close(got[TARGET], got["cpu"], atol=1e-3, rtol=1e-5, msg="ascend910b vs cpu")
+    if R == 1 and form == "pick":  # still the index mask of one kept column: no comparison per element
+        src = tw.compile(_xent(Nc, R, dtype, form), target=TARGET, out_idx=[-1]).get_source()
+        line = next(n for n, t in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1)
+                    if "p[i, j] = T.where(j == lab[i], x[i, j], 0.0)" in t)
+        assert not [t for t in src.splitlines() if ("Compare" in t or "Select(" in t) and t.endswith(f"// line {line}")]
 
 
 def test_int64_scalar_length():
@@ -188,3 +193,58 @@ def test_int64_scalar_length():
         want = np.where(np.arange(N)[None, :] < n, x, 0).astype(np.float32)
         for target in ("cpu", TARGET):
             np.testing.assert_array_equal(_run(main, target, [-1], x, n), want, err_msg=f"{target} n={n}")
+
+
+def _halves(form):
+    """p[i, j] = x[i, j] where j // 2 == the label (no column-index comparison: the labels must be int32),
+    the int64 labels converted into an int32 tile by `form`; "none": compared as int64 (the error)."""
+    R = 3
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), L: T.Tensor((M,), "int64"), P: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, R)) as bx:
+            x = T.alloc_fragment((R, N), "float32")
+            p = T.alloc_fragment((R, N), "float32")
+            lab = T.alloc_fragment((R,), "int64")
+            lab32 = T.alloc_fragment((R,), "int32")
+            T.copy(X[bx * R, 0], x)
+            if form == "tensor":  # from the int64 tensor straight into the int32 tile
+                T.copy(L[bx * R], lab32)
+            else:
+                T.copy(L[bx * R], lab)
+                if form == "copy":
+                    T.copy(lab, lab32)
+                if form == "cast":
+                    for i in T.Parallel(R):
+                        lab32[i] = T.cast(lab[i], "int32")
+            for i, j in T.Parallel(R, N):
+                if form == "none":
+                    p[i, j] = T.where(j // 2 == lab[i], x[i, j], 0.0)  # @HALVES
+                else:
+                    p[i, j] = T.where(j // 2 == lab32[i], x[i, j], 0.0)
+            T.copy(p, P[bx * R, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("form", ["tensor", "copy", "cast"])
+def test_int64_labels_converted_to_int32(form):
+    """The conversion wraps on both targets (the scalar unit's static_cast, as cpu's): 2^32 + 3 -> 3."""
+    M = 7
+    x = (np.arange(M * N, dtype=np.float32).reshape(M, N) + 1) / 4
+    lab = np.array([1, 2 ** 32 + 3, 18, -2 ** 32 + 7, 19, -1, 2 ** 31 + 2], np.int64)
+    wrapped = ((lab + 2 ** 31) % 2 ** 32) - 2 ** 31
+    want = np.where(np.arange(N)[None, :] // 2 == wrapped[:, None], x, 0).astype(np.float32)
+    for target in ("cpu", TARGET):
+        np.testing.assert_array_equal(_run(_halves(form), target, [-1], x, lab), want, err_msg=f"{target} {form}")
+
+
+def test_other_int64_uses_name_the_int32_tile():
+    """An int64 label compared with something other than the column index is an error at its line whose
+    hint names the conversion into an int32 tile (test_int64_labels_converted_to_int32 runs it)."""
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_halves("none"), target=TARGET, out_idx=[-1])
+    line = next(n for n, t in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1) if "# @HALVES" in t)
+    assert e.value.line == line
+    assert "no int64 data" in e.value.hint and "T.copy(lab, lab32)" in e.value.hint, e.value.hint

@@ -1228,7 +1228,7 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
   // global reads are (stage_global: the copy stops at the tensor's end). nullptr: not done (y reads both).
   std::vector<std::pair<std::string, Buffer>> tiles;  // one int32 tile per value
   auto narrow = [&](const Expr& y, const Expr& base, int64_t lo, int64_t hi, const Buffer& owner,
-                    const Span& sp) -> Expr {
+                    const Span& sp) -> Expr {  // (base nullptr: no clamp, the conversion wraps: T.cast)
     Var over;
     int64_t n = 1;
     for (size_t k = 0; k < m.vars.size(); ++k)
@@ -1250,15 +1250,18 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
       auto [tile, idx] = stage_global(l, m.vars, m.ext, x->span, l->buffer->dtype);
       return ir::load(tile, idx, x->span);
     };
-    Expr b64 = ir::cast(base, i64, sp);
-    Expr v = ir::cast(ir::arith::min(ir::arith::max(over ? stage.mutate(y) : y, add(b64, ir::int_imm(lo, i64, sp))),
-                                     add(b64, ir::int_imm(hi, i64, sp))),
-                      ir::kIndexType, sp);
+    Expr v = over ? stage.mutate(y) : y;
+    if (base) {
+      Expr b64 = ir::cast(base, i64, sp);
+      v = ir::arith::min(ir::arith::max(v, add(b64, ir::int_imm(lo, i64, sp))), add(b64, ir::int_imm(hi, i64, sp)));
+    }
+    v = ir::cast(v, ir::kIndexType, sp);
     if (!over && !has_load(y)) return v;  // a scalar: read where it is used (hoist_scalar_reads)
     const std::string key = ir::print(v);
     auto it = std::find_if(tiles.begin(), tiles.end(), [&](const auto& t) { return t.first == key; });
     Buffer t = it != tiles.end() ? it->second : Buffer();
     if (!t) {
+      if (!owner) return nullptr;
       t = ub(owner, "_i32", ir::kIndexType, {n}, sp, pre);
       Var r = fresh_var("r", sp);
       Stmt st = std::make_shared<ir::StoreNode>(t, std::vector<Expr>{r}, over ? ir::substitute(v, {{over, r}}) : v, sp);
@@ -1282,6 +1285,14 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
   } narrower;
   narrower.f = [&](const Expr& e) -> Expr {
     const Span& sp = e->span;
+    if (e->kind == ir::ExprKind::Cast && e->dtype == ir::kIndexType) {
+      // T.cast(lab[i], "int32"), a copy of int64 labels into an int32 tile (convert_copies' cast map): the
+      // scalar unit's static_cast wraps as the language's conversion does
+      const Expr& y = as<ir::CastNode>(e)->value;
+      if (movable(y) && (map_var(y) || has_load(y)))
+        if (Expr v = narrow(y, nullptr, 0, 0, first_load(y, Buffer()), sp)) return v;
+      return nullptr;
+    }
     if (e->kind == ir::ExprKind::Load && as<ir::LoadNode>(e)->buffer->scope == Scope::UB) {
       // a gather index (x[i, T.min(T.max(lab[i], 0), N - 1)]): clamped to one past either end of its dimension
       auto* l = as<ir::LoadNode>(e);
@@ -1324,7 +1335,6 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
       const int64_t hi = std::max<int64_t>(0, cj) + std::max<int64_t>(0, ci);
       Buffer owner = first_load(y, m.items.front()->kind == ir::StmtKind::Store
                                        ? as<ir::StoreNode>(m.items.front())->buffer : Buffer());
-      if (!owner) continue;
       Expr v = narrow(y, a->rest, lo - 1, hi + 1, owner, sp);
       if (!v) continue;
       return side ? ir::binary(b->op, v, x, sp) : ir::binary(b->op, x, v, sp);
