@@ -76,33 +76,21 @@ def _masks(R, from_tensor):
     return main
 
 
-@pytest.mark.parametrize("R, M", [(1, len(LABELS)), (3, 17), (8, 19), (64, 79)])
-def test_int64_label_masks(R, M):
+@pytest.mark.parametrize("R, M, from_tensor", [(1, len(LABELS), False), (3, 17, False), (8, 19, False),
+                                                (64, 79, False), (1, 6, True), (3, 10, True)])
+def test_int64_label_masks(R, M, from_tensor):
     """One row per block (the index mask: fills around the label's columns) and R rows per block (each row's
-    label clamped and converted to int32 on the scalar unit, then compared as int32 labels), with tails."""
+    label clamped and converted to int32 on the scalar unit, then compared as int32 labels), with tails.
+    from_tensor: `j == L[bx * R + i]` and `j < L[...]` read the labels in the map (copied into a UB tile
+    first: the copy stops at the tensor's end, the tail block's rows past M read no memory)."""
     x = (np.arange(M * N, dtype=np.float32).reshape(M, N) + 1) / 4
     lab = _labels(M)
     j = np.arange(N)[None, :]
     for target in ("cpu", TARGET):
-        got = _run(_masks(R, False), target, [-5, -4, -3, -2, -1], x, lab)
+        got = _run(_masks(R, from_tensor), target, [-5, -4, -3, -2, -1], x, lab)
         for (name, op), g in zip(OPS.items(), got):
             want = np.where(op(j, lab[:, None]), x, 0).astype(np.float32)
             np.testing.assert_array_equal(g, want, err_msg=f"{target} R={R} j {name} lab[i]")
-
-
-@pytest.mark.parametrize("R", [1, 3])
-def test_int64_labels_read_from_the_tensor_in_the_map(R):
-    """`j == L[bx * R + i]`: the labels copied into a UB tile first (the copy stops at the tensor's end:
-    the tail block's rows past M read no memory), then clamped row by row."""
-    M = 3 * R + 1 if R > 1 else 6
-    x = (np.arange(M * N, dtype=np.float32).reshape(M, N) + 1) / 4
-    lab = _labels(M)
-    j = np.arange(N)[None, :]
-    for target in ("cpu", TARGET):
-        got = _run(_masks(R, True), target, [-5, -4, -3, -2, -1], x, lab)
-        for (name, op), g in zip(OPS.items(), got):
-            np.testing.assert_array_equal(g, np.where(op(j, lab[:, None]), x, 0).astype(np.float32),
-                                          err_msg=f"{target} R={R} {name}")
 
 
 def _xent(Nc, R, dtype, form):
