@@ -236,3 +236,39 @@ def test_other_int64_uses_name_the_int32_tile():
     line = next(n for n, t in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1) if "# @HALVES" in t)
     assert e.value.line == line
     assert "no int64 data" in e.value.hint and "T.copy(lab, lab32)" in e.value.hint, e.value.hint
+
+
+def _xent_grad(R, form):
+    """cross_entropy's gradient softmax - one_hot(label) (grad), and a one-hot kept where the label is (one):
+    T.where(j == lab[i], a, b) with a tile value on the untaken side (a comparison, not a mask)."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), L: T.Tensor((M,), "int64"), G: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, R)) as bx:
+            p = T.alloc_fragment((R, N), "float32")
+            g = T.alloc_fragment((R, N), "float32")
+            lab = T.alloc_fragment((R,), "int64")
+            T.copy(L[bx * R], lab)
+            T.copy(X[bx * R, 0], p)
+            for i, j in T.Parallel(R, N):
+                if form == "grad":
+                    g[i, j] = T.where(j == lab[i], p[i, j] - 1.0, p[i, j])
+                else:
+                    g[i, j] = T.where(j == lab[i], 1.0, p[i, j])
+            T.copy(g, G[bx * R, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("R", [1, 3])
+def test_cross_entropy_gradient_with_int64_labels(R):
+    """hunt33 F10's forms (session 33's hunt): one row per block and three."""
+    M = 7
+    x = ((np.arange(M * N).reshape(M, N) % 11) + 1).astype(np.float32) / 16
+    lab = _labels(M)
+    hit = np.arange(N)[None, :] == lab[:, None]
+    for form, want in (("grad", np.where(hit, x - 1, x)), ("one", np.where(hit, 1.0, x))):
+        for target in ("cpu", TARGET):
+            np.testing.assert_array_equal(_run(_xent_grad(R, form), target, [-1], x, lab), want.astype(np.float32),
+                                          err_msg=f"{target} R={R} {form}")
