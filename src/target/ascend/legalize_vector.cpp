@@ -449,16 +449,16 @@ class Legalizer {
   // unit loads it (select_instructions' ScalarLoad) and the map uses it as a scalar operand
   // (Adds, Muls, Duplicate). nullptr when there is none.
   Stmt hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
-  // PyTorch's int64 labels and lengths compared with the column index (j == lab[i], j < len[i]): the
-  // Vector core has no int64 arithmetic and dav-c220 no int32 <-> int64 Cast, and the index masks'
-  // bounds are int32. Each int64 value y (free of the column index, of the map's lets and of the tiles
-  // it stores) compared with x = ci * i + cj * j + r (affine, int32) is clamped in int64 to one past
-  // either end of x's range over the map, [lo - 1, hi + 1], and converted to int32: every comparison
-  // of x with it keeps its answer (a label of 2^32 + 3 stays past the row). Where y reads the row
-  // index in a map of several rows, the scalar unit computes each row's clamped value into an int32
-  // tile of one element per row, before the map (a serial loop: `rows` reads and stores), which the
-  // map compares instead (as an int32 label tile); elsewhere the clamp replaces y in place and
-  // hoist_scalar_reads reads it (the index mask's bound of a one-row map). nullptr when there is none.
+  // PyTorch's int64 labels and lengths (session 33, h-labels33): the Vector core has no int64 data
+  // (no int64 arithmetic, no int32 <-> int64 Cast on dav-c220) and the index masks' bounds are int32.
+  // An int64 value of the map, free of its lets and of the tiles it stores, that it compares with an
+  // affine index x using the column index (j == lab[i], j < len[i]; !=, <=, >=), uses as a tile index
+  // (a gather) or converts to int32 (T.cast, a copy into an int32 tile) becomes int32 before the map:
+  // clamped in int64 to one past either end of x's range (of the dimension), so every comparison and
+  // every in-tile index keeps its answer, or wrapped (a conversion); computed by the scalar unit into an
+  // int32 tile of one element per value of the one map index it reads where it reads tile data or a map
+  // index, in place otherwise (an int64 scalar: hoist_scalar_reads reads it). The map then reads int32
+  // labels. nullptr when the map has no such value.
   Stmt narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
@@ -1238,15 +1238,17 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
         n = m.ext[k];
       }
     struct Stage : ir::Mutator {
-      std::function<Expr(const ir::LoadNode*, const Expr&)> f;
+      std::function<Expr(const Expr&)> f;
       using ir::Mutator::mutate;
       Expr mutate(const Expr& x) override {
-        if (x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer->scope == Scope::global)
-          return f(as<ir::LoadNode>(x), x);
+        if (Expr r = f(x)) return r;
         return ir::Mutator::mutate(x);
       }
     } stage;
-    stage.f = [&](const ir::LoadNode* l, const Expr& x) {
+    stage.f = [&](const Expr& x) -> Expr {  // (a read at indices free of the map's: the scalar unit's, in bounds)
+      if (x->kind != ir::ExprKind::Load || as<ir::LoadNode>(x)->buffer->scope != Scope::global) return nullptr;
+      auto* l = as<ir::LoadNode>(x);
+      if (std::none_of(l->indices.begin(), l->indices.end(), map_var)) return nullptr;
       auto [tile, idx] = stage_global(l, m.vars, m.ext, x->span, l->buffer->dtype);
       return ir::load(tile, idx, x->span);
     };
