@@ -1715,7 +1715,8 @@ class Lowerer {
   // The Vector core has no int64 data (PyTorch's labels and lengths are int64): what runs instead
   // (legalize_vector's narrow_int64_bounds; docs/ascend.md "Session 33: PyTorch's int64 labels in maps").
   static constexpr const char* kInt64Hint =
-      "the Vector core has no int64 data: compare an int64 label with the column index itself (j == lab[i], "
+      "the Vector core has no int64 data; for int64 labels or lengths (PyTorch's): compare one with the column "
+      "index itself (j == lab[i], "
       "j < lab[i], j + c >= lab[i]: the scalar unit clamps it), gather with it (x[i, T.min(T.max(lab[i], 0), N - 1)]), "
       "or first convert the labels into an int32 tile (T.copy(lab, lab32), or lab32[i] = T.cast(lab[i], \"int32\") "
       "in a one-dimensional map: the scalar unit converts them one by one, wrapping as T.cast does) and use that; or "
