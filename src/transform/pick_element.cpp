@@ -159,8 +159,22 @@ class Picker : public Mutator {
       if (is_var(a->b, j) && !mentions(a->a, j.get())) return off = a->a, true;
       return false;
     };
-    if (column(eq->a)) s = eq->b;
-    else if (column(eq->b)) s = eq->a;
+    // (an int64 label, PyTorch's, widens the column: cast<int64>(j) == lab[i])
+    auto unwiden = [](const Expr& x) {
+      if (x->kind != ExprKind::Cast || !x->dtype.is_int()) return x;
+      const Expr& v = as<CastNode>(x)->value;
+      return v->dtype.is_int() && v->dtype.bytes() < x->dtype.bytes() ? v : x;
+    };
+    if (column(unwiden(eq->a))) s = eq->b;
+    else if (column(unwiden(eq->b))) s = eq->a;
+    if (s && s->dtype.is_int() && off->dtype.is_int() && s->dtype.bytes() > off->dtype.bytes()) {
+      // a wider label: clamped in its dtype to [off - 1, off + cols] first (the same picks), then converted
+      const DType w = s->dtype;
+      Expr o = cast(off, w, s->span);
+      s = cast(binary(BinOp::Min, binary(BinOp::Max, s, binary(BinOp::Sub, o, int_imm(1, w, s->span), s->span), s->span),
+                      binary(BinOp::Add, o, int_imm(cols, w, s->span), s->span), s->span),
+               off->dtype, s->span);
+    }
     if (!s || !s->dtype.is_int() || s->dtype != off->dtype || mentions(s, j.get()) || !pickable(sel->t, j.get(), cols))
       return {};
     // the masks: p[i, j] = where(c, p[i, j], +0.0), each a condition on the column

@@ -11,6 +11,8 @@
 //
 //   for i in T.Parallel(R):  d[i] = acc(where(0 <= k < C and c(col), p.dtype(e[j := col]), 0.0)) + 0.0
 //   k = s - off (s first clamped to [off - 1, off + C]: no wrap), col = min(max(k, 0), C - 1)
+//   (an s wider than the column, PyTorch's int64 labels: cast<int64>(j) == lab[i], is clamped so in
+//   its own dtype, then converted to the column's: the same picks; session 33, h-labels33)
 //
 // (a merge adds d[i] first) with acc the reduction's accumulator dtype (float32 for float16 /
 // bfloat16 / float32, float64 for float64; docs/language.md "T.reduce_sum"). Bit for bit the sum:

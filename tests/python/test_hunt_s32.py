@@ -51,7 +51,8 @@ def _pick_int64_labels(X: T.Tensor((6, N1), "float32"), L: T.Tensor((6,), "int64
         T.copy(d, P[bx])
 
 
-F1 = ("(fixed in session 32 by the lead for the one-row map) hunt32 F1: PyTorch's int64 labels in the one-row pick `T.where(j == lab[i], x, 0)` are an error on "
+F1 = ("(fixed in session 32 by the lead for the one-row map; several-row maps and j < lab[i] in session 33, "
+      "h-labels33: tests/python/test_labels33_s33.py) hunt32 F1: PyTorch's int64 labels in the one-row pick `T.where(j == lab[i], x, 0)` are an error on "
       "ascend910b ('conversion from int32 to int64', at the map's `for` line, hint to compute in float16 / "
       "float32); the label is one scalar-unit read (int64 there) that the index mask could clamp")
 

@@ -180,11 +180,11 @@ std::optional<Affine> linearize(const Expr& e, const ir::VarNode* vi, const ir::
 
 // `cj * j + col.rest == value` (cj = +-1): an == between the column index (no row index) and a
 // value free of the map's indices and of tile data (a label the scalar unit read: j == lab[i] in a
-// one-row map, hoist_scalar_reads): an int32 or narrower integer (its int32 value is the compared one) or an
-// int64 one (PyTorch's labels), which the mask clamps in int64 before converting it.
+// one-row map, hoist_scalar_reads), an int32 or narrower integer (its int32 value is the compared one;
+// an int64 label is clamped and converted before: narrow_int64_bounds).
 struct ColumnEq {
   Affine col;
-  Expr value;  // as the index type, or an int64 value (clamped in int64 by the mask, then converted)
+  Expr value;  // as the index type
 };
 std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj) {
   if (!vj || c->kind != ir::ExprKind::Binary || as<ir::BinaryNode>(c)->op != ir::BinOp::EQ) return std::nullopt;
@@ -193,15 +193,9 @@ std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir
     const Expr& x = side ? b->b : b->a;
     const Expr& y = side ? b->a : b->b;
     if (!uses_var(x, vj) || uses_var(y, vj) || (vi && uses_var(y, vi))) continue;
-    if (!y->dtype.is_int()) return std::nullopt;
-    auto a = linearize(x, vi, vj);
-    if (!a || a->ci || (a->cj != 1 && a->cj != -1)) return std::nullopt;
-    if (y->dtype.bytes() > 4) {  // an int64 label (PyTorch's): kept in int64, the mask clamps it before converting
-      if (has_load(y)) return std::nullopt;
-      return ColumnEq{*a, y};
-    }
-    auto v = linearize(y, vi, vj);
-    if (!v) return std::nullopt;
+    if (!y->dtype.is_int() || y->dtype.bytes() > 4) return std::nullopt;  // (int64: its int32 cast could wrap)
+    auto a = linearize(x, vi, vj), v = linearize(y, vi, vj);
+    if (!a || !v || a->ci || (a->cj != 1 && a->cj != -1)) return std::nullopt;
     return ColumnEq{*a, v->rest};
   }
   return std::nullopt;
@@ -455,6 +449,17 @@ class Legalizer {
   // unit loads it (select_instructions' ScalarLoad) and the map uses it as a scalar operand
   // (Adds, Muls, Duplicate). nullptr when there is none.
   Stmt hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
+  // PyTorch's int64 labels and lengths (session 33, h-labels33): the Vector core has no int64 data
+  // (no int64 arithmetic, no int32 <-> int64 Cast on dav-c220) and the index masks' bounds are int32.
+  // An int64 value of the map, free of its lets and of the tiles it stores, that it compares with an
+  // affine index x using the column index (j == lab[i], j < len[i]; !=, <=, >=), uses as a tile index
+  // (a gather) or converts to int32 (T.cast, a copy into an int32 tile) becomes int32 before the map:
+  // clamped in int64 to one past either end of x's range (of the dimension), so every comparison and
+  // every in-tile index keeps its answer, or wrapped (a conversion); computed by the scalar unit into an
+  // int32 tile of one element per value of the one map index it reads where it reads tile data or a map
+  // index, in place otherwise (an int64 scalar: hoist_scalar_reads reads it). The map then reads int32
+  // labels. nullptr when the map has no such value.
+  Stmt narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
                                       const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
@@ -1075,6 +1080,10 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   if (!m) return {s};
   if (small_int_column_map(*m) && !has_global_load(s)) return {s};
   std::vector<Stmt> pre;
+  if (Stmt h = narrow_int64_bounds(s, *m, pre)) {
+    for (auto& x : rewrite_map(h, wrap_bound)) pre.push_back(std::move(x));
+    return pre;
+  }
   if (Stmt h = hoist_scalar_reads(s, *m, pre)) {
     for (auto& x : rewrite_map(h, wrap_bound)) pre.push_back(std::move(x));
     return pre;
@@ -1154,8 +1163,7 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
         for (const Expr* side : {&b->a, &b->b}) {
           const Expr& other = side == &b->a ? b->b : b->a;
           if (uses_var(*side, vj) && !has_load(*side) && !uses_var(other, vj) && other->dtype.is_int() &&
-              (other->dtype.bytes() <= 4 || b->op == ir::BinOp::EQ))  // (the masks' bounds are int32; an int64
-                                                                       // label is clamped: column_eq)
+              other->dtype.bytes() <= 4)  // (the masks' bounds are int32: narrow_int64_bounds)
             for_each_subexpr(other, [&](const Expr& y) { if (y->kind == ir::ExprKind::Load) reads.push_back(y); });
         }
       }
@@ -1188,6 +1196,155 @@ Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::
     });
   if (map.empty()) return nullptr;
   return ReplaceExprs(map).mutate(s);
+}
+
+Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre) {
+  const ir::VarNode* vj = m.vars.back().get();
+  const ir::VarNode* vi = m.vars.size() == 2 ? m.vars[0].get() : nullptr;
+  const int64_t rows = vi ? m.ext[0] : 1, cols = m.ext.back();
+  std::vector<const ir::VarNode*> lets;
+  std::unordered_set<const ir::BufferNode*> stored;
+  for (const auto& it : m.items) {
+    if (it->kind == ir::StmtKind::Let) lets.push_back(as<ir::LetNode>(it)->var.get());
+    if (it->kind == ir::StmtKind::Store) stored.insert(as<ir::StoreNode>(it)->buffer.get());
+  }
+  auto map_var = [&](const Expr& e) {
+    return std::any_of(m.vars.begin(), m.vars.end(), [&](const Var& v) { return uses_var(e, v.get()); });
+  };
+  // an int64 value the scalar unit can compute before the map: free of the map's lets and stored tiles
+  auto movable = [&](const Expr& y) {
+    bool ok = y->dtype.is_int() && y->dtype.bytes() == 8 &&
+              std::none_of(lets.begin(), lets.end(), [&](const ir::VarNode* v) { return uses_var(y, v); });
+    for_each_subexpr(y, [&](const Expr& l) {
+      ok = ok && !(l->kind == ir::ExprKind::Load && stored.count(as<ir::LoadNode>(l)->buffer.get()));
+    });
+    return ok;
+  };
+  const DType i64{DTypeCode::i64};
+  // y clamped into [lo, hi] (int64 constants plus base, an int32 expression) and converted to int32. Where y
+  // reads tile data or a map variable, the value is computed by the scalar unit into an int32 tile before the
+  // map, one element per value of the one map variable y reads (one element when it reads none), and a load of
+  // that tile is returned; a tensor's elements y reads are copied into a UB tile first, as the map's other
+  // global reads are (stage_global: the copy stops at the tensor's end). nullptr: not done (y reads both).
+  std::vector<std::pair<std::string, Buffer>> tiles;  // one int32 tile per value
+  auto narrow = [&](const Expr& y, const Expr& base, int64_t lo, int64_t hi, const Buffer& owner,
+                    const Span& sp) -> Expr {  // (base nullptr: no clamp, the conversion wraps: T.cast)
+    Var over;
+    int64_t n = 1;
+    for (size_t k = 0; k < m.vars.size(); ++k)
+      if (uses_var(y, m.vars[k].get())) {
+        if (over) return nullptr;
+        over = m.vars[k];
+        n = m.ext[k];
+      }
+    struct Stage : ir::Mutator {
+      std::function<Expr(const Expr&)> f;
+      using ir::Mutator::mutate;
+      Expr mutate(const Expr& x) override {
+        if (Expr r = f(x)) return r;
+        return ir::Mutator::mutate(x);
+      }
+    } stage;
+    stage.f = [&](const Expr& x) -> Expr {  // (a read at indices free of the map's: the scalar unit's, in bounds)
+      if (x->kind != ir::ExprKind::Load || as<ir::LoadNode>(x)->buffer->scope != Scope::global) return nullptr;
+      auto* l = as<ir::LoadNode>(x);
+      if (std::none_of(l->indices.begin(), l->indices.end(), map_var)) return nullptr;
+      auto [tile, idx] = stage_global(l, m.vars, m.ext, x->span, l->buffer->dtype);
+      return ir::load(tile, idx, x->span);
+    };
+    Expr v = over ? stage.mutate(y) : y;
+    if (base) {
+      Expr b64 = ir::cast(base, i64, sp);
+      v = ir::arith::min(ir::arith::max(v, add(b64, ir::int_imm(lo, i64, sp))), add(b64, ir::int_imm(hi, i64, sp)));
+    }
+    v = ir::cast(v, ir::kIndexType, sp);
+    if (!over && !has_load(y)) return v;  // a scalar: read where it is used (hoist_scalar_reads)
+    const std::string key = ir::print(v);
+    auto it = std::find_if(tiles.begin(), tiles.end(), [&](const auto& t) { return t.first == key; });
+    Buffer t = it != tiles.end() ? it->second : Buffer();
+    if (!t) {
+      if (!owner) return nullptr;
+      t = ub(owner, "_i32", ir::kIndexType, {n}, sp, pre);
+      Var r = fresh_var("r", sp);
+      Stmt st = std::make_shared<ir::StoreNode>(t, std::vector<Expr>{r}, over ? ir::substitute(v, {{over, r}}) : v, sp);
+      pre.push_back(std::make_shared<ir::ForNode>(r, C(0), C(n), ir::ForKind::serial, 0, st, sp));
+      tiles.push_back({key, t});
+    }
+    return ir::load(t, {over ? Expr(over) : C(0)}, sp);
+  };
+  auto first_load = [](const Expr& e, Buffer fallback) {
+    Buffer b;
+    for_each_subexpr(e, [&](const Expr& l) { if (!b && l->kind == ir::ExprKind::Load) b = as<ir::LoadNode>(l)->buffer; });
+    return b ? b : fallback;
+  };
+  struct Narrow : ir::Mutator {
+    std::function<Expr(const Expr&)> f;
+    using ir::Mutator::mutate;
+    Expr mutate(const Expr& e) override {
+      if (Expr r = f(e)) return r;
+      return ir::Mutator::mutate(e);
+    }
+  } narrower;
+  narrower.f = [&](const Expr& e) -> Expr {
+    const Span& sp = e->span;
+    if (e->kind == ir::ExprKind::Cast && e->dtype == ir::kIndexType) {
+      // T.cast(lab[i], "int32"), a copy of int64 labels into an int32 tile (convert_copies' cast map): the
+      // scalar unit's static_cast wraps as the language's conversion does
+      const Expr& y = as<ir::CastNode>(e)->value;
+      if (movable(y) && (map_var(y) || has_load(y)))
+        if (Expr v = narrow(y, nullptr, 0, 0, first_load(y, Buffer()), sp)) return v;
+      return nullptr;
+    }
+    if (e->kind == ir::ExprKind::Load && as<ir::LoadNode>(e)->buffer->scope == Scope::UB) {
+      // a gather index (x[i, T.min(T.max(lab[i], 0), N - 1)]): clamped to one past either end of its dimension
+      auto* l = as<ir::LoadNode>(e);
+      auto shape = l->buffer->const_shape();
+      std::vector<Expr> idx;
+      bool changed = false;
+      for (size_t k = 0; k < l->indices.size(); ++k) {
+        const Expr& x = l->indices[k];
+        Expr v = shape && movable(x) && (map_var(x) || has_load(x))
+                     ? narrow(x, C(0), -1, (*shape)[k], first_load(x, l->buffer), sp) : nullptr;
+        changed |= v != nullptr;
+        idx.push_back(v ? v : narrower.mutate(x));
+      }
+      if (!changed) return nullptr;
+      return std::make_shared<ir::LoadNode>(l->buffer, std::move(idx), e->dtype, sp);
+    }
+    if (e->kind != ir::ExprKind::Binary) return nullptr;
+    auto* b = as<ir::BinaryNode>(e);
+    switch (b->op) {
+      case ir::BinOp::EQ: case ir::BinOp::NE: case ir::BinOp::LT: case ir::BinOp::LE: case ir::BinOp::GT:
+      case ir::BinOp::GE: break;
+      case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Div: case ir::BinOp::FloorDiv:
+      case ir::BinOp::CeilDiv: case ir::BinOp::Mod: case ir::BinOp::Min: case ir::BinOp::Max: case ir::BinOp::And:
+      case ir::BinOp::Or: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: case ir::BinOp::Shl:
+      case ir::BinOp::Shr:
+        return nullptr;
+    }
+    for (int side = 0; side < 2; ++side) {
+      // x OP y, x = ci * i + cj * j + r (int32), y an int64 value free of the column index: y clamped to one past
+      // either end of x's range over the map keeps every comparison's answer
+      Expr x = side ? b->b : b->a;
+      const Expr& y = side ? b->a : b->b;
+      if (!movable(y) || uses_var(y, vj) || !uses_var(x, vj) || has_load(x)) continue;
+      if (x->dtype.bytes() > 4 && x->kind == ir::ExprKind::Cast) x = as<ir::CastNode>(x)->value;  // cast<int64>(j)
+      if (!x->dtype.is_int() || x->dtype.bytes() > 4) continue;
+      auto a = linearize(x, vi, vj);
+      if (!a) continue;
+      const int64_t cj = a->cj * (cols - 1), ci = a->ci * (rows - 1);
+      const int64_t lo = std::min<int64_t>(0, cj) + std::min<int64_t>(0, ci);
+      const int64_t hi = std::max<int64_t>(0, cj) + std::max<int64_t>(0, ci);
+      Buffer owner = first_load(y, m.items.front()->kind == ir::StmtKind::Store
+                                       ? as<ir::StoreNode>(m.items.front())->buffer : Buffer());
+      Expr v = narrow(y, a->rest, lo - 1, hi + 1, owner, sp);
+      if (!v) continue;
+      return side ? ir::binary(b->op, v, x, sp) : ir::binary(b->op, x, v, sp);
+    }
+    return nullptr;
+  };
+  Stmt h = narrower.mutate(s);
+  return h == s ? nullptr : h;
 }
 
 // Interleaving stores y[..., s*j + c] = v_c for c = 0 .. s-1 (s >= 2, j the map's last variable,
@@ -2936,12 +3093,7 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
       auto eq = column_eq(c, vi(), vj());
       if (!eq) bad("== becomes a mask between the column index and a value free of the T.Parallel indices");
       const Expr& r = eq->col.rest;
-      auto clamp_v = [&](const Expr& l, const Expr& h) {
-        const DType w = eq->value->dtype;
-        if (w == ir::kIndexType) return ir::arith::min(ir::arith::max(eq->value, l), h);
-        Expr lw = ir::cast(l, w, l->span), hw = ir::cast(h, w, h->span);  // int64: clamp, then convert exactly
-        return ir::cast(ir::arith::min(ir::arith::max(eq->value, lw), hw), ir::kIndexType, eq->value->span);
-      };
+      auto clamp_v = [&](const Expr& l, const Expr& h) { return ir::arith::min(ir::arith::max(eq->value, l), h); };
       Expr k = eq->col.cj == 1 ? sub(clamp_v(sub(r, C(1)), add(r, C(Ccols))), r)
                                : sub(r, clamp_v(sub(r, C(Ccols)), add(r, C(1))));
       lows.push_back({0, k});

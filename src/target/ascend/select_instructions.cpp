@@ -1357,6 +1357,13 @@ class Lowerer {
       c = (c + 1) / 2;
       d.row_stride = C(r == 1 ? c : stride / 2);
     }
+    // nor a 64-bit one (Duplicate.md, Atlas A2: 16- and 32-bit lanes): an int64 / float64 tile (PyTorch's
+    // labels copied from a tensor) is zeroed as int32 pairs (the same bits)
+    if (t.bytes() == 8) {
+      dup_t = ir::DType(ir::DTypeCode::i32);
+      c *= 2;
+      d.row_stride = C(r == 1 ? c : stride * 2);
+    }
     Expr zero = dup_t.is_float() ? ir::float_imm(0.0, dup_t, sp) : ir::int_imm(0, dup_t, sp);
     std::vector<StmtPtr> body;
     if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
@@ -1709,6 +1716,15 @@ class Lowerer {
   }
 
   // ---- vector helpers ----
+  // The Vector core has no int64 data (PyTorch's labels and lengths are int64): what runs instead
+  // (legalize_vector's narrow_int64_bounds; docs/ascend.md "Session 33: PyTorch's int64 labels in maps").
+  static constexpr const char* kInt64Hint =
+      "the Vector core has no int64 data; for int64 labels or lengths (PyTorch's): compare one with the column "
+      "index itself (j == lab[i], "
+      "j < lab[i], j + c >= lab[i]: the scalar unit clamps it), gather with it (x[i, T.min(T.max(lab[i], 0), N - 1)]), "
+      "or first convert the labels into an int32 tile (T.copy(lab, lab32), or lab32[i] = T.cast(lab[i], \"int32\") "
+      "in a one-dimensional map: the scalar unit converts them one by one, wrapping as T.cast does) and use that; or "
+      "run the kernel on the cpu target";
   // dav-c220 has a Cast for some dtype pairs only (cast_pair_available): any other conversion is an
   // error naming the chain of conversions to write, the one the automatic pipeline lowers to.
   void cast_pair_ok(ir::DType to, ir::DType from, const Span& sp) {
@@ -1732,6 +1748,8 @@ class Lowerer {
     if (from == ir::DType(ir::DTypeCode::f64))  // port33 F5: nothing on the chip converts float64
       throw Error(what, sp, "convert the tensor on the host (x.astype(np.float32) / x.float()) and pass float32 data, "
                             "or run the kernel on the cpu target");
+    if (to == ir::DType(ir::DTypeCode::i64) || from == ir::DType(ir::DTypeCode::i64))
+      throw Error(what, sp, kInt64Hint);
     throw Error(what, sp, "no chain of Casts gives this conversion exactly: compute the value in a dtype that has one "
                           "(float16 / float32), or convert on the cpu target");
   }
@@ -1749,8 +1767,7 @@ class Lowerer {
       hint = "convert the bool tile's values first: T.cast(x, \"int32\") (or T.where(x, a, b)) computes on the Vector "
              "core; or run the kernel on the cpu target";
     else if (t == ir::DType(ir::DTypeCode::i64))
-      hint = "use int32 tiles when the values fit (T.cast(x, \"int32\")), float32 when they need not be exact; or run "
-             "the kernel on the cpu target";
+      hint = kInt64Hint;
     else if (t == ir::DType(ir::DTypeCode::f64))
       hint = "pass float32 tensors (convert on the host: x.astype(np.float32) / x.float()): the chip has no float64 "
              "arithmetic and no Cast from float64; or run the kernel on the cpu target";

@@ -61,6 +61,13 @@ void vec_call_rules(const RVecCall& x, std::vector<std::string>& out) {
   if ((arith && (byte || x.dt == ir::DTypeCode::bf16)) || (x.api == VecApi::Duplicate && byte))
     out.push_back(call + " on " + dtn(x.dt) + ": the Vector core has no " + dtn(x.dt) + " form of this call "
                   "(no bfloat16 or 8-bit arithmetic, no 8-bit Duplicate): compute in float32 (or float16) and cast");
+  // no vector call of the Vector core takes 64-bit lanes (Duplicate.md, Atlas A2: int16_t, uint16_t, half,
+  // bfloat16_t, int32_t, uint32_t, float; the arithmetic calls: half / float / int16 / int32): an int64 tile's
+  // copy from a tensor is zeroed as int32 pairs (select_instructions' zero_tile; session 33, h-labels33)
+  if (ir::DType(x.dt).bytes() == 8)
+    out.push_back(call + " on " + dtn(x.dt) + ": the Vector core has no 64-bit form of any vector call (Duplicate's "
+                  "widest lanes are int32_t / uint32_t / float): zero or fill 64-bit data as int32 pairs, compute in "
+                  "int32 / float32");
   bool transcendental = x.api == VecApi::Div || (x.api >= VecApi::Exp && x.api <= VecApi::Rsqrt) ||
                         x.api == VecApi::Reciprocal;
   if (transcendental && !float_type(x.dt))
