@@ -4,7 +4,7 @@ branch-free two-factor form for any other vector (a tail through a zero-padded v
 through generated kernels, natively and in a child process compiled for x86-64-v3 (AVX2 + FMA):
 softmax and log_softmax rows of 67 (a 64-float chunk: two groups; then a 3-float tail) against float64
 with masked (-Inf) entries, an all -Inf row, NaN, +Inf and rows whose exp results are subnormal or
-zero; a row map y = exp(x) and y = exp2(x) over every float class (the C++ tests Math.* check the
+zero; a row map y = exp(x - 1) and y = exp2(x - 1) over every float class (the C++ tests Math.* check the
 functions bit for bit on each instruction set) against float64 and bit for bit between the two
 instruction sets. Correctness only: no timing."""
 import os
@@ -14,8 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-import tilewright as tw
-import tilewright.language as T
+from test_cpu_exp_chunk import exp_map, op_zoo, softmax  # (examples/ and bench/ on sys.path)
 from tw_test_util import suite_cache_dir
 
 N = 67
@@ -25,41 +24,13 @@ CHUNK_FN = {"softmax": "exp_nonpos_chunk", "log_softmax": "exp_nonpos_chunk", "e
             "exp2": "exp2_chunk"}
 
 
-@tw.jit
-def rows_k(kind, N, block_M=8):
-    M = T.symbolic("M")
-
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(M, block_M)) as bx:
-            x = T.alloc_fragment((block_M, N), "float32")
-            e = T.alloc_fragment((block_M, N), "float32")
-            a = T.alloc_fragment((block_M,), "float32")
-            b = T.alloc_fragment((block_M,), "float32")
-            T.copy(X[bx * block_M, 0], x)
-            if kind == "softmax":
-                T.reduce_max(x, a, dim=1)
-                for i, j in T.Parallel(block_M, N):
-                    x[i, j] = T.exp(x[i, j] - a[i])
-                T.reduce_sum(x, b, dim=1)
-                for i, j in T.Parallel(block_M, N):
-                    x[i, j] = x[i, j] / b[i]
-            elif kind == "log_softmax":
-                T.reduce_max(x, a, dim=1)
-                for i, j in T.Parallel(block_M, N):
-                    e[i, j] = T.exp(x[i, j] - a[i])
-                T.reduce_sum(e, b, dim=1)
-                for i, j in T.Parallel(block_M, N):
-                    x[i, j] = x[i, j] - a[i] - T.log(b[i])
-            elif kind == "exp":
-                for i, j in T.Parallel(block_M, N):
-                    x[i, j] = T.exp(x[i, j])
-            else:
-                for i, j in T.Parallel(block_M, N):
-                    x[i, j] = T.exp2(x[i, j])
-            T.copy(x, Y[bx * block_M, 0])
-
-    return main
+def kernel(kind):
+    """examples/softmax.py, the op zoo's log_softmax, test_cpu_exp_chunk's Y = f(X - 1)."""
+    if kind == "softmax":
+        return softmax.softmax(N)
+    if kind == "log_softmax":
+        return op_zoo.log_softmax(N)
+    return exp_map(N, kind)
 
 
 def _bits(u):
@@ -81,8 +52,9 @@ def inputs(kind):
         flat = x.reshape(-1)
         pos = rng.permutation(flat.size)[:e.size]  # each class once, somewhere (groups, vectors, tails)
         flat[pos] = e
-        x[3, :] = e[:N] if e.size >= N else np.resize(e, N)  # a whole row of them
-        return x
+        x[3, :] = np.resize(e, N)  # a whole row of them
+        with np.errstate(over="ignore", invalid="ignore"):
+            return x + np.float32(1)  # the kernel's argument is X - 1: these values where that is exact
     x[1, 5:40] = -np.inf           # masked entries
     x[2, :] = -np.inf              # an all -Inf row: NaN (x - max is -Inf - -Inf)
     x[4, 7] = np.nan               # NaN anywhere: a NaN row
@@ -99,10 +71,9 @@ def inputs(kind):
 def reference(kind, x):
     with np.errstate(invalid="ignore", over="ignore"):
         x64 = x.astype(np.float64)  # (a signalling NaN: "invalid")
-        if kind == "exp":
-            return np.exp(x64)
-        if kind == "exp2":
-            return np.exp2(x64)
+        if kind in ("exp", "exp2"):  # of the kernel's float32 argument
+            a = (x - np.float32(1)).astype(np.float64)
+            return np.exp(a) if kind == "exp" else np.exp2(a)
         s = x64 - x64.max(axis=1, keepdims=True)
         s[np.isnan(x64).any(axis=1)] = np.nan  # numpy's max propagates NaN, the kernel's too
         if kind == "softmax":
@@ -114,17 +85,15 @@ def results():
     """{kind: (output, kernel source)} in this process's instruction set."""
     out = {}
     for kind in KINDS:
-        k = rows_k(kind, N)
-        x = inputs(kind)
-        y = np.full_like(x, 7.0)
-        k(x, y)
-        out[kind] = (y, k.get_kernel_source())
+        k = kernel(kind)
+        out[kind] = (k(inputs(kind)), k.get_kernel_source())
     return out
 
 
 def child_main(path):
-    np.savez(path, **{kind: y for kind, (y, _) in results().items()},
-             **{kind + "_src": np.array(src) for kind, (_, src) in results().items()})
+    res = results()
+    np.savez(path, **{kind: y for kind, (y, _) in res.items()},
+             **{kind + "_src": np.array(src) for kind, (_, src) in res.items()})
 
 
 def _close(kind, y, ref):
