@@ -268,7 +268,7 @@ TW_CPU_INLINE simd::vf clamp_lo(simd::vf x, float lo) { return __builtin_ia32_ma
 // p * 2^n for 8 lanes, without branches, from t: the round-to-integer shift's sum whose low 9 bits
 // are n + 254, n in [-254, 129]. 2^n in two factors 2^n1 * 2^(n - n1), n1 = floor(n / 2), each a
 // power of two whose biased exponent (n1 + 127 = (n + 254) >> 1, and n - n1 + 127) comes from t's
-// bits by two shifts, an and and a subtract (no multiply-add: those pipes are the pass's bound):
+// bits by two shifts, an and and a subtract (integer operations, off the multiply-add pipes):
 // p * 2^n1 is exact for n >= -151 (a normal float), the second multiply the one rounding, so
 // subnormal and overflowing results round once, correctly (exp() / exp2()'s bits: they split n
 // elsewhere, the product is the same). n = -254 (the lower clamps below) gives two factors of +0:
