@@ -2276,6 +2276,65 @@ TEST(Math, ExpChunkOrdinaryRowsMatchScalar) {
       }
 }
 
+// exp_chunk / exp_nonpos_chunk / exp2_chunk at the edges of every form (session 33, h-avx2exp33: on
+// AVX2 a group of 4 vectors whose values are all in the one-multiply form's range takes it, any other
+// group the branch-free two-factor form, a short tail a zero-padded vector): every float class -- +-0,
+// subnormals, the fast range's bounds and the overflow / underflow / zero thresholds +-1 ulp, the
+// clamps, ties x = k + 1/2 for exp2, +-Inf, NaNs of both signs with payloads (quiet and signalling)
+// -- at every position of a chunk of ordinary values, in chunks of every length 1..67 at every
+// alignment mod 8: exp() / exp2() bit for bit (NaN for NaN), nothing past the chunk written.
+TEST(Math, ExpChunkEdgesMatchScalar) {
+  auto ulps = [](std::vector<float> at) {
+    std::vector<float> v;
+    for (float a : at) v.insert(v.end(), {std::nextafter(a, -INFINITY), a, std::nextafter(a, INFINITY)});
+    return v;
+  };
+  std::vector<float> edges = ulps({0.f, -0.f, 1e-45f, -1e-45f, 1.17549421e-38f, -1.17549421e-38f, FLT_MIN, -FLT_MIN,
+                                   -86.f, 88.f, -87.3365447f, 88.7228394f, -103.972076f, -104.f, -176.f, 89.f, -125.f,
+                                   127.f, -126.f, -149.f, -150.f, 128.f, 129.f, -254.f, FLT_MAX, -FLT_MAX, -1e30f});
+  for (float t : {0.5f, 1.5f, -0.5f, -2.5f, -125.5f, -149.5f, 126.5f, 127.5f, INFINITY, -INFINITY})
+    edges.push_back(t);
+  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7fc001ffu, 0xffc001ffu, 0x7f800001u, 0xff8001ffu, 0x7fffffffu})
+    edges.push_back(bf(nan));
+  std::mt19937 g(33);
+  std::uniform_real_distribution<float> neg(-80.f, 0.f), any(-80.f, 80.f), two(-120.f, 120.f);
+  std::vector<float> x(80), e(80), en(80), e2(80);
+  long bad = 0;
+  auto check = [&](int off, int len) {
+    std::fill(e.begin(), e.end(), 7.f);
+    std::fill(en.begin(), en.end(), 7.f);
+    std::fill(e2.begin(), e2.end(), 7.f);
+    tw_cpu::exp_chunk(e.data() + off, x.data() + off, len);
+    tw_cpu::exp_nonpos_chunk(en.data() + off, x.data() + off, len);
+    tw_cpu::exp2_chunk(e2.data() + off, x.data() + off, len);
+    for (int i = 0; i < 80; ++i) {
+      volatile float xi = x[i];
+      const bool in = i >= off && i < off + len;
+      const float w = in ? tw_cpu::exp(xi) : 7.f, w2 = in ? tw_cpu::exp2(xi) : 7.f;
+      auto same = [](float a, float b) { return fb(a) == fb(b) || (std::isnan(a) && std::isnan(b)); };
+      const bool nonpos = !in || !(x[i] > 0.f);  // exp_nonpos_chunk's domain: <= 0, -Inf, NaN
+      if ((!same(e[i], w) || (nonpos && !same(en[i], w)) || !same(e2[i], w2)) && bad++ < 8)
+        ADD_FAILURE() << "off " << off << " len " << len << " [" << i << "] x " << x[i] << " (0x" << std::hex
+                      << fb(x[i]) << std::dec << "): exp_chunk " << e[i] << " exp_nonpos_chunk " << en[i]
+                      << " exp " << w << "; exp2_chunk " << e2[i] << " exp2 " << w2;
+    }
+  };
+  for (int off = 0; off < 8; ++off)  // ordinary rows: every length, every alignment
+    for (int len = 1; len <= 67 && off + len <= 80; ++len)
+      for (auto* d : {&neg, &any, &two}) {
+        for (float& v : x) v = (*d)(g);
+        check(off, len);
+      }
+  for (float edge : edges)  // one edge value at every position of a 67-float chunk (groups, vector, tail)
+    for (int off : {0, 5})
+      for (int pos = 0; pos < 67; ++pos) {
+        for (float& v : x) v = pos % 2 ? neg(g) : any(g);
+        x[off + pos] = edge;
+        check(off, 67);
+      }
+  EXPECT_EQ(bad, 0);
+}
+
 // The lane folds of the row reductions (simd.h fold_sum / fold_max / fold_min): max and min are
 // the lanes' max and min wherever they sit (lane permutations, infinities, -0 vs +0 by value);
 // the sum is the pairwise grouping by halves, exact on small integers and checked bit for bit

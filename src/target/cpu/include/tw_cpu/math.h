@@ -159,19 +159,25 @@ TW_CPU_INLINE float exp2(float x) {
 // of the ~25 of the auto-vectorised bit manipulation and selects (the upper clamp is one vminps,
 // NaN kept as its second operand; the lanes that round to +0 are zeroed by vscalefps's mask, so
 // nothing underflows there, see exp; a subnormal result still costs an assist, as in exp).
-// With AVX2 + FMA, exp_chunk takes a vector form for the vectors whose 8 results are all normal
-// floats (x in [-86, 88]: a softmax's x - max on ordinary data): exp()'s reduction and polynomial
-// and p * 2^n in one multiply (exact there, as exp()'s two factors are), 15 vector operations per 8
-// values (with the range test) instead of ~25; any other vector (NaN, +-Inf, subnormal or overflowing results, a
-// masked -1e30) runs exp() on its lanes. exp2_chunk likewise for the vectors whose lanes are each
-// either a normal result (x in [-125, 127]) or +0 (x <= -150: flash attention's masked scores take
-// the vector form too); any other vector runs exp2() on its lanes. Elsewhere the scalar functions in an auto-vectorised loop.
+// With AVX2 + FMA (no vscalefps) two vector forms, both branch-free: for a group of 4 vectors whose
+// values all have normal results (exp: x in [-86, 88], a softmax's x - max on ordinary data; exp2:
+// x in [-125, 127]) exp()'s reduction and polynomial and p * 2^n in one multiply (exact there, as
+// exp()'s two factors are), 13 vector operations per 8 values; any other group (NaN, +-Inf,
+// subnormal, zero or overflowing results, a masked -1e30) the two-factor form, x clamped first, 2^n
+// as two powers of two made from the shift's bits by integer operations, 16-17 operations per 8
+// values and no underflowing arithmetic for -Inf / -1e30 (see scale_pow2). The range test is one
+// integer maximum per vector and one compare per group, so the loop keeps the argument and result
+// chunks in registers; session 32's form (one vector at a time, a scalar exp() per lane of an
+// out-of-range vector) kept both in memory: the exp pass of softmax 9% fewer cycles on a Zen 4
+// core at -march=x86-64-v3 (docs/performance.md "Session 33: the AVX2 exp pass (h-avx2exp33)").
+// Elsewhere the scalar functions in an auto-vectorised loop.
 //
 // exp_nonpos_chunk(d, s, n): exp_chunk for values that are <= 0, -Inf or NaN (a row's x - max(x):
 // the code generator calls it only where that is proven, docs/performance.md "Session 26 ...
 // (h-rows14)"): the same bits as exp() for those values, without the upper clamp (AVX-512: one
-// vminps fewer per 16 values; AVX2: the range test's upper compare). softmax's exp pass 2-3% fewer
-// cycles in L2 on a Zen 4 core. A positive value may give a wrong result above 88.7 (no clamp).
+// vminps fewer per 16 values; AVX2: the range test's signed maximum and the two-factor form's
+// vminps). softmax's exp pass 2-3% fewer cycles in L2 on a Zen 4 core. A positive value may give a
+// wrong result above 88 (no clamp).
 namespace detail {
 TW_CPU_INLINE simd::vf poly5(simd::vf x, const Poly5& c) {  // poly5 for kVF lanes
   using simd::splat;
@@ -256,8 +262,51 @@ TW_CPU_INLINE void exp_nonpos_chunk(float* d, const float* s, int64_t n) {
 TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp2_v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 namespace detail {
-// e^x for 8 lanes with normal results (x in [-86, 88], so n in [-125, 127]): exp()'s n (the same
-// round-to-integer shift, whose low bits are n + 127), r and p; p * 2^n is exact, as in exp()
+// min(hi, x) / max(lo, x) as vminps / vmaxps with x the second operand: a NaN x is kept
+TW_CPU_INLINE simd::vf clamp_hi(simd::vf x, float hi) { return __builtin_ia32_minps256(simd::splat(hi), x); }
+TW_CPU_INLINE simd::vf clamp_lo(simd::vf x, float lo) { return __builtin_ia32_maxps256(simd::splat(lo), x); }
+// p * 2^n for 8 lanes, without branches, from t: the round-to-integer shift's sum whose low 9 bits
+// are n + 254, n in [-254, 129]. 2^n in two factors 2^n1 * 2^(n - n1), n1 = floor(n / 2), each a
+// power of two whose biased exponent (n1 + 127 = (n + 254) >> 1, and n - n1 + 127) comes from t's
+// bits by two shifts, an and and a subtract (integer operations, off the multiply-add pipes):
+// p * 2^n1 is exact for n >= -151 (a normal float), the second multiply the one rounding, so
+// subnormal and overflowing results round once, correctly (exp() / exp2()'s bits: they split n
+// elsewhere, the product is the same). n = -254 (the lower clamps below) gives two factors of +0:
+// a +0 result by multiplying by zero, which neither underflows nor costs a microcode assist (a
+// masked softmax lane, -Inf or -1e30 minus the row max); NaN stays NaN (p is NaN).
+TW_CPU_INLINE simd::vf scale_pow2(simd::vf p, simd::vf t) {
+  const simd::vu s1 = ((simd::vu)t << 22) & 0x7f800000u;  // bits 1..8 of n + 254: (n1 + 127) << 23
+  const simd::vu s2 = ((simd::vu)t << 23) - s1;           // (n + 254 - n1 - 127) << 23, modulo 2^32
+  return (p * (simd::vf)s1) * (simd::vf)s2;
+}
+// e^x for 8 lanes: exp()'s reduction (n = round(x log2e) by one fused multiply-add with the
+// round-to-integer shift, the two-part ln2) and polynomial, x clamped to [-176, 89] first: x >= 89
+// and +Inf give +Inf; x <= -104 gives +0 as exp's select does (x <= -176, -Inf and -1e30 among them,
+// by the zero factors of n = -254; between, the product rounds to +0). 17 vector operations per 8
+// values, 16 with kClamp false (x <= 0, -Inf or NaN, exp_nonpos_chunk: no upper clamp).
+template <bool kClamp>
+TW_CPU_INLINE simd::vf exp_v(simd::vf x) {
+  using simd::splat;
+  simd::vf xc = clamp_lo(x, -176.0f);
+  if (kClamp) xc = clamp_hi(xc, 89.0f);
+  const simd::vf sh = splat(12582912.0f + 254.0f);  // 1.5 * 2^23 + 254: fbits(t) low bits = n + 254
+  const simd::vf t = simd::fma(xc, splat(1.44269504088896341f), sh);
+  const simd::vf n = t - sh;
+  simd::vf r = simd::fma(n, splat(-0.693145751953125f), xc);
+  r = simd::fma(n, splat(-1.428606765330187e-06f), r);
+  return scale_pow2(poly5(r, kExpPoly), t);
+}
+// 2^x for 8 lanes: exp2()'s n = round(x) by the shift's add, f = x - n, kExp2Poly; x clamped to
+// [-254, 129] (x <= -150 gives +0 as exp2's select does, +Inf gives +Inf)
+TW_CPU_INLINE simd::vf exp2_v(simd::vf x) {
+  const simd::vf xc = clamp_lo(clamp_hi(x, 129.0f), -254.0f);
+  const simd::vf sh = simd::splat(12582912.0f + 254.0f);
+  const simd::vf t = xc + sh;
+  return scale_pow2(poly5(xc - (t - sh), kExp2Poly), t);
+}
+// e^x for 8 lanes whose results are all normal floats (x in [-86, 88], NaN too): exp()'s n (the
+// shift's low bits are n + 127 here), r and p, and p * 2^n in one multiply (exact there, as exp()'s
+// two factors are): 13 vector operations per 8 values instead of exp_v's 17
 TW_CPU_INLINE simd::vf exp_normal_v(simd::vf x) {
   using simd::splat;
   const simd::vf sh = splat(12582912.0f + 127.0f);
@@ -265,55 +314,80 @@ TW_CPU_INLINE simd::vf exp_normal_v(simd::vf x) {
   const simd::vf n = t - sh;
   simd::vf r = simd::fma(n, splat(-0.693145751953125f), x);
   r = simd::fma(n, splat(-1.428606765330187e-06f), r);
-  return poly5(r, kExpPoly) * (simd::vf)((simd::vi)t << 23);
+  return poly5(r, kExpPoly) * (simd::vf)((simd::vu)t << 23);
 }
-// (kClamp false: x <= 0, -Inf or NaN, exp_nonpos_chunk: no upper bound to test)
-template <bool kClamp>
-TW_CPU_INLINE void exp_chunk_t(float* d, const float* s, int64_t n) {
-  for (int64_t i = 0; i < n; i += simd::kVF) {
-    const int64_t m = n - i < simd::kVF ? n - i : simd::kVF;  // the last vector may be short
-    if (m == simd::kVF) {
-      const simd::vf x = simd::loadu(s + i);
-      simd::vi in = x >= simd::splat(-86.0f);  // false for NaN
-      if (kClamp) in = in & (x <= simd::splat(88.0f));
-      if (__builtin_ia32_movmskps256((simd::vf)in) == 0xff) {
-        simd::storeu(d + i, exp_normal_v(x));
-        continue;
-      }
-    }
-    for (int64_t k = 0; k < m; ++k) d[i + k] = tw_cpu::exp(s[i + k]);
+// 2^x for 8 lanes whose results are all normal floats (x in [-125, 127], NaN too): exp2_v's n and
+// f (the same shift: an even bias, so a tie x = k + 1/2 rounds as exp2()'s does) and p * 2^n in one
+// multiply (exact there, as exp2()'s two factors are)
+TW_CPU_INLINE simd::vf exp2_normal_v(simd::vf x) {
+  const simd::vf sh = simd::splat(12582912.0f + 254.0f);
+  const simd::vf t = x + sh;
+  return poly5(x - (t - sh), kExp2Poly) * (simd::vf)(((simd::vu)t << 23) - 0x3f800000u);  // (n + 127) << 23
+}
+// g(v, k) on the vectors of a chunk, four at a time (v[0..k) in place), then one at a time; the last
+// < 8 values through a zero-padded copy (AVX2's masked stores are slow on AMD cores)
+template <class G>
+TW_CPU_INLINE void apply_chunk(float* d, const float* s, int64_t n, G g) {
+  int64_t i = 0;
+  for (; i + 4 * simd::kVF <= n; i += 4 * simd::kVF) {
+    simd::vf v[4];
+    for (int q = 0; q < 4; ++q) v[q] = simd::loadu(s + i + q * simd::kVF);
+    g(v, 4);
+    for (int q = 0; q < 4; ++q) simd::storeu(d + i + q * simd::kVF, v[q]);
+  }
+  for (; i + simd::kVF <= n; i += simd::kVF) {
+    simd::vf v = simd::loadu(s + i);
+    g(&v, 1);
+    simd::storeu(d + i, v);
+  }
+  if (i < n) {
+    alignas(32) float b[simd::kVF] = {};
+    __builtin_memcpy(b, s + i, (size_t)(n - i) * sizeof(float));
+    simd::vf v = simd::load(b);
+    g(&v, 1);
+    simd::store(b, v);
+    __builtin_memcpy(d + i, b, (size_t)(n - i) * sizeof(float));
   }
 }
-// 2^x for 8 lanes whose results are all normal floats (x in [-125, 127]) or +0 (x <= -150: a
-// softmax's masked lane, -Inf or -1e30 minus the row max): exp2()'s n = round(x) by the shift, f =
-// x - n, kExp2Poly, and p * 2^n in one multiply (exact there, as exp2's two factors are); the dead
-// lanes compute 2^0 meanwhile and are zeroed at the end
-TW_CPU_INLINE simd::vf exp2_normal_v(simd::vf x, simd::vi dead) {
-  const simd::vf sh = simd::splat(12582912.0f);  // 1.5 * 2^23: the add rounds to an integer
-  const simd::vf xc = (simd::vf)((simd::vi)x & ~dead);
-  const simd::vf t = xc + sh;
-  const simd::vf n = t - sh;
-  const simd::vi e = ((simd::vi)t - (simd::vi)sh + 127) << 23;  // 2^n's bits
-  return (simd::vf)((simd::vi)(poly5(xc - n, kExp2Poly) * (simd::vf)e) & ~dead);
+// normal(v[q]) on k vectors when all their values are in its range, else general(v[q]) (both vector
+// code, so the generated row maps' 64-float argument and result chunks stay in registers). The range
+// test: integer maxima of the bits, one or two per vector and one compare per group: unsigned, the
+// values below the float of bits kLo (-Inf and the negative NaNs among them) have the largest bits;
+// signed (kHi != 0), those above the float of bits kHi (+Inf, the positive NaNs). A NaN that
+// passes gives NaN in normal too.
+template <uint32_t kLo, int32_t kHi, class FN, class FG>
+TW_CPU_INLINE void by_range(simd::vf* v, int k, FN normal, FG general) {
+  using simd::vi;
+  using simd::vu;
+  vu lo = (vu)v[0];
+  vi hi = (vi)v[0];
+  for (int q = 1; q < k; ++q) {
+    lo = lo > (vu)v[q] ? lo : (vu)v[q];
+    if (kHi != 0) hi = hi > (vi)v[q] ? hi : (vi)v[q];
+  }
+  vi out = (vi)(lo > kLo);
+  if (kHi != 0) out |= hi > kHi;
+  typedef long long v4q __attribute__((vector_size(32)));
+  if (__builtin_ia32_ptestz256((v4q)out, (v4q)out))
+    for (int q = 0; q < k; ++q) v[q] = normal(v[q]);
+  else
+    for (int q = 0; q < k; ++q) v[q] = general(v[q]);
+}
+// exp_chunk (kClamp) / exp_nonpos_chunk: exp_normal_v for x in [-86, 88] (no upper bound without
+// kClamp), else exp_v; exp2_chunk: exp2_normal_v for x in [-125, 127], else exp2_v
+template <bool kClamp>
+TW_CPU_INLINE void exp_group(simd::vf* v, int k) {
+  by_range<0xc2ac0000u /* -86 */, kClamp ? 0x42b00000 /* 88 */ : 0>(v, k, exp_normal_v, exp_v<kClamp>);
+}
+TW_CPU_INLINE void exp2_group(simd::vf* v, int k) {
+  by_range<0xc2fa0000u /* -125 */, 0x42fe0000 /* 127 */>(v, k, exp2_normal_v, exp2_v);
 }
 }  // namespace detail
-TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) { detail::exp_chunk_t<true>(d, s, n); }
-TW_CPU_INLINE void exp_nonpos_chunk(float* d, const float* s, int64_t n) { detail::exp_chunk_t<false>(d, s, n); }
-TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) {
-  for (int64_t i = 0; i < n; i += simd::kVF) {
-    const int64_t m = n - i < simd::kVF ? n - i : simd::kVF;  // the last vector may be short
-    if (m == simd::kVF) {
-      const simd::vf x = simd::loadu(s + i);
-      const simd::vi dead = x <= simd::splat(-150.0f);
-      const simd::vi in = ((x >= simd::splat(-125.0f)) & (x <= simd::splat(127.0f))) | dead;  // false for NaN
-      if (__builtin_ia32_movmskps256((simd::vf)in) == 0xff) {
-        simd::storeu(d + i, detail::exp2_normal_v(x, dead));
-        continue;
-      }
-    }
-    for (int64_t k = 0; k < m; ++k) d[i + k] = tw_cpu::exp2(s[i + k]);
-  }
+TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp_group<true>); }
+TW_CPU_INLINE void exp_nonpos_chunk(float* d, const float* s, int64_t n) {
+  detail::apply_chunk(d, s, n, detail::exp_group<false>);
 }
+TW_CPU_INLINE void exp2_chunk(float* d, const float* s, int64_t n) { detail::apply_chunk(d, s, n, detail::exp2_group); }
 #else
 TW_CPU_INLINE void exp_chunk(float* d, const float* s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] = tw_cpu::exp(s[i]);
