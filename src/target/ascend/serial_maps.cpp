@@ -78,14 +78,17 @@ bool on_vars(const ir::Expr& e, const std::vector<ir::Var>& vars) {
 // The reads of an arm of an if made a select at an index that may leave the tile where the if does not
 // take the arm (hunt31 F1: a gather x[i, lab[i]] under `if lab[i] != -100`, a shifted read x[j + 8] under
 // `if j + 8 < n`): the index is selected too, index 0 (inside any non-empty dimension) where the arm is
-// not taken. An index that is a map variable or free of the map and of loads is read by every lane alike.
+// not taken. An index that is a map variable or free of the map, of loads and of the bound lets (lower_if:
+// values of tiles) is read by every lane alike.
 struct GuardIndices : ir::Mutator {
-  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k)
-      : cond(std::move(c)), then(taken_on_true), vars(v), keep(k) {}
+  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k,
+               const std::vector<ir::Var>& b)
+      : cond(std::move(c)), then(taken_on_true), vars(v), keep(k), bound(b) {}
   ir::Expr cond;
   bool then;
   const std::vector<ir::Var>& vars;
   const std::vector<ir::Expr>& keep;  // the if's stored elements: inside the tile wherever the map runs
+  const std::vector<ir::Var>& bound;
   using ir::Mutator::mutate;
   ir::Expr mutate(const ir::Expr& e) override {
     if (std::any_of(keep.begin(), keep.end(), [&](const ir::Expr& k) { return ir::structural_equal(e, k); })) return e;
@@ -96,7 +99,10 @@ struct GuardIndices : ir::Mutator {
     bool changed = false;
     for (auto& d : idx) {
       bool loads = false;
-      ir::for_each_expr(d, [&](const ir::Expr& y) { loads = loads || y->kind == ir::ExprKind::Load; });
+      ir::for_each_expr(d, [&](const ir::Expr& y) {
+        loads = loads || y->kind == ir::ExprKind::Load ||
+                std::any_of(bound.begin(), bound.end(), [&](const ir::Var& v) { return y.get() == v.get(); });
+      });
       const bool var = std::any_of(vars.begin(), vars.end(), [&](const ir::Var& v) { return d.get() == v.get(); });
       if (var || (!loads && !on_vars(d, vars))) continue;
       ir::Expr zero = ir::int_imm(0, d->dtype, d->span);
@@ -109,12 +115,14 @@ struct GuardIndices : ir::Mutator {
 
 // The int32 tile reads of an arm made a select, where the arm computes int32 +, - or *: the lanes that do
 // not take the arm read 1 (hunt31 F1: `if a[i] % 2 == 1: y[i] = a[i] * 3 + 1` overflowed, a report, for an
-// even a[i] the arm never computes on cpu; 1 divides, multiplies and adds harmlessly). A read inside an
-// index is GuardIndices'.
+// even a[i] the arm never computes on cpu; 1 divides, multiplies and adds harmlessly); a bound let (lower_if)
+// is such a read. A read inside an index is GuardIndices'.
 struct GuardOperands : ir::Mutator {
-  GuardOperands(ir::Expr c, bool taken_on_true) : cond(std::move(c)), then(taken_on_true) {}
+  GuardOperands(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& b)
+      : cond(std::move(c)), then(taken_on_true), bound(b) {}
   ir::Expr cond;
   bool then;
+  const std::vector<ir::Var>& bound;
   static bool needed(const ir::Expr& v) {
     bool any = false;
     ir::for_each_expr(v, [&](const ir::Expr& x) {
@@ -126,7 +134,8 @@ struct GuardOperands : ir::Mutator {
   }
   using ir::Mutator::mutate;
   ir::Expr mutate(const ir::Expr& e) override {
-    if (e->kind != ir::ExprKind::Load) return ir::Mutator::mutate(e);
+    const bool let = std::any_of(bound.begin(), bound.end(), [&](const ir::Var& v) { return e.get() == v.get(); });
+    if (e->kind != ir::ExprKind::Load && !let) return ir::Mutator::mutate(e);
     if (e->dtype != ir::DType(ir::DTypeCode::i32)) return e;
     ir::Expr one = ir::int_imm(1, e->dtype, e->span);
     return then ? ir::select(cond, e, one, e->span) : ir::select(cond, one, e, e->span);
@@ -134,9 +143,9 @@ struct GuardOperands : ir::Mutator {
 };
 
 ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars,
-                   const std::vector<ir::Expr>& keep) {
-  ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then).mutate(v) : v;
-  return GuardIndices(c, then, vars, keep).mutate(g);
+                   const std::vector<ir::Expr>& keep, const std::vector<ir::Var>& bound) {
+  ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then, bound).mutate(v) : v;
+  return GuardIndices(c, then, vars, keep, bound).mutate(g);
 }
 
 bool reads(const ir::Expr& e, const ir::BufferNode* b) {
@@ -177,7 +186,8 @@ ir::Expr negate(const ir::Expr& e) {
   return ir::unary(ir::UnOp::Not, e, e->span);
 }
 
-bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out);
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
+              vec::Names* bind = nullptr);
 
 // The statements of an if's arm as stores, in order, lets substituted (lower_if); false for anything but
 // stores, lets and ifs, and for a let used after a store of the arm wrote a tile its value reads (the value
@@ -243,27 +253,51 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // the tiles the condition reads last). An elif is an if in the else arm: nested selects, the inner
 // condition chosen only where c is false. Both arms are evaluated, as T.where's, their reads at selected
 // indices (GuardIndices, with c: nested ifs select at every level) and int32 operands (GuardOperands);
-// lets substituted (Lets). Not lowered (false): an arm holding anything but stores, lets and ifs; a
-// condition free of the map and of the tiles the if stores (it belongs around the map, where cpu does not
-// evaluate the arms it skips: ToParallel::selects); a condition or a let in scope the if uses reading a
-// tile that a store of the if before the last writes (evaluated at each store, it would see that store's
-// value); in order, an element at a strided index stored twice; a let of an arm used after a store of its
-// arm wrote a tile it reads (lower_arm).
-bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out) {
+// lets substituted (Lets). A condition or a let in scope the if uses reading a tile that a store of the if
+// before the last writes (evaluated at each store, it would see that store's value) is, with `bind` (the
+// map body's own ifs, elifcond33), bound where the if is: the condition a let `cond_N` before the stores,
+// such lets left unsubstituted (bound: read at an index, or in int32 arithmetic, they are guarded as tile
+// reads are), so legalize_vector computes each into a temporary tile before the store that clobbers what it
+// reads (cpu's order: the condition is evaluated once, before either arm runs); without `bind` (a nested
+// if) false. Not lowered (false) either: an arm holding anything but stores, lets and ifs; a condition free
+// of the map and of the tiles the if stores (it belongs around the map, where cpu does not evaluate the arms
+// it skips: ToParallel::selects); in order, an element at a strided index stored twice; a let of an arm used
+// after a store of its arm wrote a tile it reads (lower_arm).
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
+              vec::Names* bind) {
   auto* n = ir::as<ir::IfNode>(s);
   std::vector<ir::Stmt> t, e, res;
   if (!lower_arm(n->then_body, vars, lets, t) || !lower_arm(n->else_body, vars, lets, e)) return false;
-  const ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
+  ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
   bool uses = on_vars(c, vars);
+  std::vector<const ir::BufferNode*> stored;
+  for (const auto* arm : {&t, &e})
+    for (const auto& s : *arm) stored.push_back(store_of(s)->buffer.get());
+  for (const auto* b : stored) uses = uses || reads(c, b);
+  if (!uses) return false;
+  Lets scope;  // the lets substituted
+  std::vector<ir::Var> bound;
+  ir::Stmt at_if;  // the bound condition's let
+  if (!bind) {
+    scope = lets;
+  } else {
+    for (const auto& l : lets.subst) {
+      const bool clobbered =
+          uses_var(s, l.first.get()) && std::any_of(stored.begin(), stored.end(), [&](const auto* b) { return reads(l.second, b); });
+      if (clobbered) bound.push_back(l.first);
+      else scope.subst.push_back(l);
+    }
+    t.clear(), e.clear();
+    if (!lower_arm(n->then_body, vars, scope, t) || !lower_arm(n->else_body, vars, scope, e)) return false;
+    const ir::Var cv = ir::var(bind->fresh("cond"), n->cond->dtype, n->cond->span);
+    at_if = std::make_shared<ir::LetNode>(cv, scope.subst.empty() ? n->cond : ir::substitute(n->cond, scope.subst), n->span);
+    c = cv;
+  }
   std::vector<ir::Expr> keep;
   for (const auto* arm : {&t, &e})
-    for (const auto& s : *arm) {
-      uses = uses || reads(c, store_of(s)->buffer.get());
-      keep.push_back(element(store_of(s)));
-    }
-  if (!uses) return false;
+    for (const auto& s : *arm) keep.push_back(element(store_of(s)));
   auto value = [&](const ir::StoreNode* s, bool then) {
-    return ir::cast(guard_arm(s->value, c, then, vars, keep), s->buffer->dtype, s->span);
+    return ir::cast(guard_arm(s->value, c, then, vars, keep, bound), s->buffer->dtype, s->span);
   };
   // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
   // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
@@ -306,13 +340,14 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
   }
   auto read_again = [&](const ir::Stmt& x) {
     const ir::BufferNode* b = store_of(x)->buffer.get();
-    return reads(c, b) || std::any_of(lets.subst.begin(), lets.subst.end(), [&](const auto& l) {
+    return reads(c, b) || std::any_of(scope.subst.begin(), scope.subst.end(), [&](const auto& l) {
              return reads(l.second, b) && uses_var(s, l.first.get());
            });
   };
   if (one) std::stable_partition(res.begin(), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
   for (size_t k = 0; k + 1 < res.size(); ++k)
     if (read_again(res[k])) return false;
+  if (at_if && !res.empty()) out.push_back(at_if);
   out.insert(out.end(), res.begin(), res.end());  // none: an if without stores does nothing
   return true;
 }
@@ -320,7 +355,7 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
 // The items of a map's innermost body with its ifs lowered (lower_if); `if j < n` without an else, the
 // whole body, on the innermost variable and a run-time bound free of the map and of loads, its arm stores,
 // stays (select_instructions' runtime column count; a constant bound is an index mask).
-bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars) {
+bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars, vec::Names& names) {
   if (items.size() == 1 && items[0]->kind == ir::StmtKind::If) {
     auto* n = ir::as<ir::IfNode>(items[0]);
     auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
@@ -337,7 +372,7 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   Lets lets;
   for (const auto& it : items) {
     if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it));
-    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out);
+    const bool lowered = it->kind == ir::StmtKind::If && (lower_if(it, vars, lets, out) || lower_if(it, vars, lets, out, &names));
     if (!lowered) out.push_back(it);
     changed = changed || lowered;
   }
@@ -347,6 +382,8 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
 }
 
 struct ToParallel : ir::Mutator {
+  explicit ToParallel(const ir::Kernel& k) : names(k) {}
+  vec::Names names;  // the bound conditions' lets (lower_if)
   using ir::Mutator::mutate;
   ir::Stmt mutate(const ir::Stmt& s) override {
     if (!s || s->kind != ir::StmtKind::For) return ir::Mutator::mutate(s);  // null: an if without else
@@ -357,7 +394,7 @@ struct ToParallel : ir::Mutator {
   }
   // a T.Parallel map with its ifs as selects (ifs_as_selects), and a body that is one if free of the map
   // (`if f[0] > 0:`, the same arm for every element: hunt31 F1) as that if around the map
-  static ir::Stmt selects(const ir::Stmt& s, std::vector<ir::Var> vars) {
+  ir::Stmt selects(const ir::Stmt& s, std::vector<ir::Var> vars) {
     ir::Stmt m = selects_in(s, vars);
     if (m->kind != ir::StmtKind::For) return m;
     auto* f = ir::as<ir::ForNode>(m);
@@ -380,7 +417,7 @@ struct ToParallel : ir::Mutator {
     };
     return std::make_shared<ir::IfNode>(n->cond, loop(n->then_body), loop(n->else_body), n->span);
   }
-  static ir::Stmt selects_in(const ir::Stmt& s, std::vector<ir::Var> vars) {
+  ir::Stmt selects_in(const ir::Stmt& s, std::vector<ir::Var> vars) {
     auto* f = ir::as<ir::ForNode>(s);
     vars.push_back(f->var);
     auto items = ir::stmts_of(f->body);
@@ -388,7 +425,7 @@ struct ToParallel : ir::Mutator {
     if (items.size() == 1 && items[0]->kind == ir::StmtKind::For && ir::as<ir::ForNode>(items[0])->for_kind == ir::ForKind::parallel) {
       body = selects(items[0], vars);
     } else {
-      if (!ifs_as_selects(items, vars)) return s;
+      if (!ifs_as_selects(items, vars, names)) return s;
       body = items.size() == 1 ? items[0] : std::make_shared<ir::SeqNode>(items, f->body->span);
     }
     if (body == f->body) return s;
@@ -405,7 +442,7 @@ struct ToParallel : ir::Mutator {
 
 ir::Kernel serial_maps(const ir::Kernel& kernel, const target::Target& target) {
   (void)target;
-  return ToParallel{}.mutate_kernel(kernel);
+  return ToParallel(kernel).mutate_kernel(kernel);
 }
 
 }  // namespace tw::ascend
