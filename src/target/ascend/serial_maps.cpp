@@ -78,14 +78,16 @@ bool on_vars(const ir::Expr& e, const std::vector<ir::Var>& vars) {
 // The reads of an arm of an if made a select at an index that may leave the tile where the if does not
 // take the arm (hunt31 F1: a gather x[i, lab[i]] under `if lab[i] != -100`, a shifted read x[j + 8] under
 // `if j + 8 < n`): the index is selected too, index 0 (inside any non-empty dimension) where the arm is
-// not taken. An index that is a map variable or free of the map, of loads and of the bound lets (lower_if:
-// values of tiles) is read by every lane alike.
+// not taken. An index that is a map variable is inside the tile; one free of the map, of loads and of the
+// bound lets (lower_if: values of tiles) is read by every lane alike, selected only under a condition free
+// of the map (`if n < 16: y[i] = x[n]`: x[where(n < 16, n, 0)], a scalar still).
 struct GuardIndices : ir::Mutator {
-  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k,
+  GuardIndices(ir::Expr c, bool taken_on_true, bool c_free, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k,
                const std::vector<ir::Var>& b)
-      : cond(std::move(c)), then(taken_on_true), vars(v), keep(k), bound(b) {}
+      : cond(std::move(c)), then(taken_on_true), free(c_free), vars(v), keep(k), bound(b) {}
   ir::Expr cond;
   bool then;
+  bool free;  // cond is the same on every lane
   const std::vector<ir::Var>& vars;
   const std::vector<ir::Expr>& keep;  // the if's stored elements: inside the tile wherever the map runs
   const std::vector<ir::Var>& bound;
@@ -104,7 +106,7 @@ struct GuardIndices : ir::Mutator {
                 std::any_of(bound.begin(), bound.end(), [&](const ir::Var& v) { return y.get() == v.get(); });
       });
       const bool var = std::any_of(vars.begin(), vars.end(), [&](const ir::Var& v) { return d.get() == v.get(); });
-      if (var || (!loads && !on_vars(d, vars))) continue;
+      if (var || (!loads && !on_vars(d, vars) && !free)) continue;
       ir::Expr zero = ir::int_imm(0, d->dtype, d->span);
       d = then ? ir::select(cond, d, zero, d->span) : ir::select(cond, zero, d, d->span);
       changed = true;
@@ -142,10 +144,10 @@ struct GuardOperands : ir::Mutator {
   }
 };
 
-ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars,
+ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, bool free, const std::vector<ir::Var>& vars,
                    const std::vector<ir::Expr>& keep, const std::vector<ir::Var>& bound) {
   ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then, bound).mutate(v) : v;
-  return GuardIndices(c, then, vars, keep, bound).mutate(g);
+  return GuardIndices(c, then, free, vars, keep, bound).mutate(g);
 }
 
 bool reads(const ir::Expr& e, const ir::BufferNode* b) {
@@ -259,22 +261,21 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // such lets left unsubstituted (bound: read at an index, or in int32 arithmetic, they are guarded as tile
 // reads are), so legalize_vector computes each into a temporary tile before the store that clobbers what it
 // reads (cpu's order: the condition is evaluated once, before either arm runs); without `bind` (a nested
-// if) false. Not lowered (false) either: an arm holding anything but stores, lets and ifs; a condition free
-// of the map and of the tiles the if stores (it belongs around the map, where cpu does not evaluate the arms
-// it skips: ToParallel::selects); in order, an element at a strided index stored twice; a let of an arm used
-// after a store of its arm wrote a tile it reads (lower_arm).
+// if) false. A condition free of the map (`if n > 2:` beside other statements or nested; the whole body,
+// it goes around the map: ifs_as_selects) is a select of the same lane everywhere, its arms' map-free indices
+// selected too (GuardIndices). Not lowered (false) either: an arm holding anything but stores, lets and ifs;
+// in order, an element at a strided index stored twice; a let of an arm used after a store of its arm wrote
+// a tile it reads (lower_arm).
 bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
               vec::Names* bind) {
   auto* n = ir::as<ir::IfNode>(s);
   std::vector<ir::Stmt> t, e, res;
   if (!lower_arm(n->then_body, vars, lets, t) || !lower_arm(n->else_body, vars, lets, e)) return false;
   ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
-  bool uses = on_vars(c, vars);
+  const bool free = !on_vars(c, vars);
   std::vector<const ir::BufferNode*> stored;
   for (const auto* arm : {&t, &e})
     for (const auto& s : *arm) stored.push_back(store_of(s)->buffer.get());
-  for (const auto* b : stored) uses = uses || reads(c, b);
-  if (!uses) return false;
   Lets scope;  // the lets substituted
   std::vector<ir::Var> bound;
   ir::Stmt at_if;  // the bound condition's let
@@ -297,7 +298,7 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
   for (const auto* arm : {&t, &e})
     for (const auto& s : *arm) keep.push_back(element(store_of(s)));
   auto value = [&](const ir::StoreNode* s, bool then) {
-    return ir::cast(guard_arm(s->value, c, then, vars, keep, bound), s->buffer->dtype, s->span);
+    return ir::cast(guard_arm(s->value, c, then, free, vars, keep, bound), s->buffer->dtype, s->span);
   };
   // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
   // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
@@ -352,10 +353,21 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
   return true;
 }
 
+// An if, the whole body of a map, whose condition is free of the map and of the tiles the if stores: it goes
+// around the map (ToParallel::selects), where cpu does not evaluate the arm it skips (hunt31 F1).
+bool free_if(const ir::Stmt& s, const std::vector<ir::Var>& vars) {
+  if (s->kind != ir::StmtKind::If) return false;
+  const ir::Expr& c = ir::as<ir::IfNode>(s)->cond;
+  bool free = !on_vars(c, vars);
+  ir::for_each_stmt(s, [&](const ir::Stmt& x) { free = free && (x->kind != ir::StmtKind::Store || !reads(c, store_of(x)->buffer.get())); });
+  return free;
+}
+
 // The items of a map's innermost body with its ifs lowered (lower_if); `if j < n` without an else, the
 // whole body, on the innermost variable and a run-time bound free of the map and of loads, its arm stores,
 // stays (select_instructions' runtime column count; a constant bound is an index mask).
 bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars, vec::Names& names) {
+  if (items.size() == 1 && free_if(items[0], vars)) return false;
   if (items.size() == 1 && items[0]->kind == ir::StmtKind::If) {
     auto* n = ir::as<ir::IfNode>(items[0]);
     auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
@@ -381,6 +393,35 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   return true;
 }
 
+// `if c: for j in T.Parallel(n): A else: for j in T.Parallel(n): B` in a map's body (a row condition around
+// the inner map, elifcond33) as `for j in T.Parallel(n): if c: A else: B`, an elif's arm first; null where
+// the arms are not one T.Parallel loop each of the same extent (or none), or c reads a tile they store (each
+// j would see the stores of the j before).
+ir::Stmt sink_if(const ir::Stmt& s) {
+  auto* n = ir::as<ir::IfNode>(s);
+  auto inner = [](const ir::Stmt& arm) -> const ir::ForNode* {
+    if (!arm) return nullptr;
+    auto items = ir::stmts_of(arm);
+    ir::Stmt x = items.size() == 1 && items[0]->kind == ir::StmtKind::If ? sink_if(items[0]) : nullptr;
+    if (!x && items.size() == 1) x = items[0];
+    if (!x || x->kind != ir::StmtKind::For || ir::as<ir::ForNode>(x)->for_kind != ir::ForKind::parallel) return nullptr;
+    return ir::as<ir::ForNode>(x);
+  };
+  const ir::ForNode* t = inner(n->then_body);
+  const ir::ForNode* e = inner(n->else_body);
+  if ((n->then_body && !t) || (n->else_body && !e) || (!t && !e)) return nullptr;
+  const ir::ForNode* f = t ? t : e;
+  if (t && e && (!ir::structural_equal(t->extent, e->extent) || !ir::structural_equal(t->min, e->min))) return nullptr;
+  bool clobbered = false;
+  ir::for_each_stmt(s, [&](const ir::Stmt& x) {
+    clobbered = clobbered || (x->kind == ir::StmtKind::Store && reads(n->cond, store_of(x)->buffer.get()));
+  });
+  if (clobbered) return nullptr;
+  ir::Stmt body = !t ? std::make_shared<ir::IfNode>(negate(n->cond), e->body, nullptr, n->span)
+                     : std::make_shared<ir::IfNode>(n->cond, t->body, e ? ir::substitute(e->body, {{e->var, t->var}}) : nullptr, n->span);
+  return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, f->span);
+}
+
 struct ToParallel : ir::Mutator {
   explicit ToParallel(const ir::Kernel& k) : names(k) {}
   vec::Names names;  // the bound conditions' lets (lower_if)
@@ -399,17 +440,8 @@ struct ToParallel : ir::Mutator {
     if (m->kind != ir::StmtKind::For) return m;
     auto* f = ir::as<ir::ForNode>(m);
     vars.push_back(f->var);
-    if (f->body->kind != ir::StmtKind::If) return m;
+    if (!free_if(f->body, vars)) return m;
     auto* n = ir::as<ir::IfNode>(f->body);
-    bool free = !on_vars(n->cond, vars);
-    ir::for_each_stmt(f->body, [&](const ir::Stmt& x) {
-      if (x->kind != ir::StmtKind::Store) return;
-      const ir::BufferNode* b = ir::as<ir::StoreNode>(x)->buffer.get();
-      ir::for_each_expr(n->cond, [&](const ir::Expr& e) {
-        free = free && !(e->kind == ir::ExprKind::Load && static_cast<const ir::LoadNode*>(e.get())->buffer.get() == b);
-      });
-    });
-    if (!free) return m;
     vars.pop_back();
     auto loop = [&](const ir::Stmt& body) -> ir::Stmt {
       if (!body) return nullptr;
@@ -422,6 +454,8 @@ struct ToParallel : ir::Mutator {
     vars.push_back(f->var);
     auto items = ir::stmts_of(f->body);
     ir::Stmt body;
+    if (items.size() == 1 && items[0]->kind == ir::StmtKind::If)
+      if (ir::Stmt sunk = sink_if(items[0])) items[0] = sunk;
     if (items.size() == 1 && items[0]->kind == ir::StmtKind::For && ir::as<ir::ForNode>(items[0])->for_kind == ir::ForKind::parallel) {
       body = selects(items[0], vars);
     } else {
