@@ -158,7 +158,8 @@ bool reads(const ir::Expr& e, const ir::BufferNode* b) {
   return r;
 }
 
-const ir::StoreNode* store_of(const ir::Stmt& s) { return ir::as<ir::StoreNode>(s); }
+// null for a let (lower_arm, lower_if: a bound value among the stores)
+const ir::StoreNode* store_of(const ir::Stmt& s) { return s->kind == ir::StmtKind::Store ? ir::as<ir::StoreNode>(s) : nullptr; }
 ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices, s->span); }
 
 // The lets in scope of an if's statements (the map body's before it, its arms'): their values substituted
@@ -166,6 +167,7 @@ ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices
 // read).
 struct Lets {
   std::vector<std::pair<ir::Var, ir::Expr>> subst;
+  std::set<const ir::VarNode*> stated;  // the map body's lets: statements before the if (ifs_as_selects)
   void add(const ir::LetNode* l) { subst.push_back({l->var, ir::substitute(l->value, subst)}); }
 };
 
@@ -189,36 +191,47 @@ ir::Expr negate(const ir::Expr& e) {
 }
 
 bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-              vec::Names* bind = nullptr);
+              vec::Names& names);
 
-// The statements of an if's arm as stores, in order, lets substituted (lower_if); false for anything but
-// stores, lets and ifs, and for a let used after a store of the arm wrote a tile its value reads (the value
-// is computed where it is used: `t = y[i] * 2.0; y[i] = t` is lowered, `...; z[i] = t` after it is not).
-bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out) {
+// The statements of an if's arm as stores and bound lets, in order, lets substituted (lower_if); false for
+// anything but stores, lets and ifs. A let used after a store of the arm wrote a tile its value reads is
+// bound where the arm binds it (elifcond33: `t = y[i] * 2.0; y[i] = 1.0; z[i] = t`), a let statement
+// `t_N` the later uses read, as a nested if's bound condition is (lower_if).
+bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out,
+               vec::Names& names) {
   if (!arm) return true;
   struct Own {
-    const ir::VarNode* var;
+    ir::Var var;
     ir::Expr value;
+    size_t at;  // its place in out
     bool stale;
   };
   std::vector<Own> own;
   for (const auto& s : ir::stmts_of(arm)) {
     if (s->kind == ir::StmtKind::Let) {
       lets.add(ir::as<ir::LetNode>(s));
-      own.push_back({ir::as<ir::LetNode>(s)->var.get(), lets.subst.back().second, false});
+      own.push_back({ir::as<ir::LetNode>(s)->var, lets.subst.back().second, out.size(), false});
       continue;
     }
-    for (const auto& l : own)
-      if (l.stale && uses_var(s, l.var)) return false;
+    for (auto& l : own) {
+      if (!l.stale || !uses_var(s, l.var.get())) continue;
+      const ir::Var v = ir::var(names.fresh(l.var->name), l.var->dtype, l.var->span);
+      out.insert(out.begin() + static_cast<std::ptrdiff_t>(l.at), std::make_shared<ir::LetNode>(v, l.value, l.var->span));
+      for (auto& m : own) m.at += m.at > l.at;
+      for (auto& [x, value] : lets.subst)
+        if (x.get() == l.var.get()) value = v;
+      l.stale = false, l.value = v;
+    }
     const size_t from = out.size();
     if (s->kind == ir::StmtKind::Store) {
       out.push_back(lets.subst.empty() ? s : ir::substitute(s, lets.subst));
-    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out)
-                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out)) {
+    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out, names)
+                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out, names)) {
       return false;
     }
     for (auto& l : own)
-      for (size_t k = from; k < out.size(); ++k) l.stale = l.stale || reads(l.value, store_of(out[k])->buffer.get());
+      for (size_t k = from; k < out.size(); ++k)
+        l.stale = l.stale || (store_of(out[k]) && reads(l.value, store_of(out[k])->buffer.get()));
   }
   return true;
 }
@@ -229,6 +242,7 @@ bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets,
 bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir::Stmt>& e) {
   std::vector<ir::Stmt> all = t;
   all.insert(all.end(), e.begin(), e.end());
+  if (std::any_of(all.begin(), all.end(), [](const ir::Stmt& x) { return !store_of(x); })) return false;  // in order
   for (const auto& x : all) {
     const ir::Expr own = element(store_of(x));
     bool other = false;
@@ -256,49 +270,66 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // condition chosen only where c is false. Both arms are evaluated, as T.where's, their reads at selected
 // indices (GuardIndices, with c: nested ifs select at every level) and int32 operands (GuardOperands);
 // lets substituted (Lets). A condition or a let in scope the if uses reading a tile that a store of the if
-// before the last writes (evaluated at each store, it would see that store's value) is, with `bind` (the
-// map body's own ifs, elifcond33), bound where the if is: the condition a let `cond_N` before the stores,
-// such lets left unsubstituted (bound: read at an index, or in int32 arithmetic, they are guarded as tile
-// reads are), so legalize_vector computes each into a temporary tile before the store that clobbers what it
-// reads (cpu's order: the condition is evaluated once, before either arm runs); without `bind` (a nested
-// if) false. A condition free of the map (`if n > 2:` beside other statements or nested; the whole body,
-// it goes around the map: ifs_as_selects) is a select of the same lane everywhere, its arms' map-free indices
-// selected too (GuardIndices). Not lowered (false) either: an arm holding anything but stores, lets and ifs;
-// in order, an element at a strided index stored twice; a let of an arm used after a store of its arm wrote
-// a tile it reads (lower_arm).
-bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-              vec::Names* bind) {
+// before the last writes (evaluated at each store, it would see that store's value) is bound where the if is
+// (`bind`, the second try: elifcond33): the condition a let statement `cond_N` before the stores, a let of
+// the map body left a reference to its statement, an arm's let bound again (`t_N`), so legalize_vector
+// computes each into a temporary tile before the store that clobbers what it reads (cpu's order: the
+// condition is evaluated once, before either arm runs); bound lets, and those the arms bind (lower_arm, a
+// nested if's), are read at indices and in int32 arithmetic as tiles are (guarded), and keep the stores in
+// order. A condition free of the map (`if n > 2:` beside other statements or nested; the whole body, it goes
+// around the map: ifs_as_selects) is a select of the same lane everywhere, its arms' map-free indices
+// selected too (GuardIndices). Not lowered (false): an arm holding anything but stores, lets and ifs; in
+// order, an element at a strided index stored twice.
+bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
+                 vec::Names& names, bool bind) {
   auto* n = ir::as<ir::IfNode>(s);
   std::vector<ir::Stmt> t, e, res;
-  if (!lower_arm(n->then_body, vars, lets, t) || !lower_arm(n->else_body, vars, lets, e)) return false;
+  if (!lower_arm(n->then_body, vars, lets, t, names) || !lower_arm(n->else_body, vars, lets, e, names)) return false;
   ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
   const bool free = !on_vars(c, vars);
   std::vector<const ir::BufferNode*> stored;
   for (const auto* arm : {&t, &e})
-    for (const auto& s : *arm) stored.push_back(store_of(s)->buffer.get());
-  Lets scope;  // the lets substituted
-  std::vector<ir::Var> bound;
-  ir::Stmt at_if;  // the bound condition's let
-  if (!bind) {
-    scope = lets;
-  } else {
+    for (const auto& s : *arm)
+      if (store_of(s)) stored.push_back(store_of(s)->buffer.get());
+  Lets scope = lets;  // the lets substituted
+  std::vector<ir::Var> bound;  // lets read as tiles are: the bound ones, the arms'
+  if (bind) {
+    // a let of the map body stays a reference to its statement; an arm's (lower_arm: not stale here) is
+    // bound again where the if is
+    scope.subst.clear();
     for (const auto& l : lets.subst) {
       const bool clobbered =
           uses_var(s, l.first.get()) && std::any_of(stored.begin(), stored.end(), [&](const auto* b) { return reads(l.second, b); });
-      if (clobbered) bound.push_back(l.first);
-      else scope.subst.push_back(l);
+      if (clobbered && !lets.stated.count(l.first.get())) {
+        const ir::Var v = ir::var(names.fresh(l.first->name), l.first->dtype, l.first->span);
+        res.push_back(std::make_shared<ir::LetNode>(v, l.second, n->span));
+        scope.subst.push_back({l.first, v});
+        bound.push_back(v);
+      } else if (clobbered) {
+        bound.push_back(l.first);
+      } else {
+        scope.subst.push_back(l);
+      }
     }
     t.clear(), e.clear();
-    if (!lower_arm(n->then_body, vars, scope, t) || !lower_arm(n->else_body, vars, scope, e)) return false;
-    const ir::Var cv = ir::var(bind->fresh("cond"), n->cond->dtype, n->cond->span);
-    at_if = std::make_shared<ir::LetNode>(cv, scope.subst.empty() ? n->cond : ir::substitute(n->cond, scope.subst), n->span);
+    if (!lower_arm(n->then_body, vars, scope, t, names) || !lower_arm(n->else_body, vars, scope, e, names)) return false;
+    const ir::Var cv = ir::var(names.fresh("cond"), n->cond->dtype, n->cond->span);
+    res.push_back(std::make_shared<ir::LetNode>(cv, ir::substitute(n->cond, scope.subst), n->span));
     c = cv;
   }
   std::vector<ir::Expr> keep;
   for (const auto* arm : {&t, &e})
-    for (const auto& s : *arm) keep.push_back(element(store_of(s)));
+    for (const auto& s : *arm)
+      if (store_of(s)) keep.push_back(element(store_of(s)));
+      else bound.push_back(ir::as<ir::LetNode>(s)->var);
+  const size_t at_if = res.size();  // the bound lets before the stores
   auto value = [&](const ir::StoreNode* s, bool then) {
     return ir::cast(guard_arm(s->value, c, then, free, vars, keep, bound), s->buffer->dtype, s->span);
+  };
+  // an arm's bound let, its value guarded as the stores' are
+  auto let = [&](const ir::Stmt& x, bool then) {
+    auto* l = ir::as<ir::LetNode>(x);
+    res.push_back(std::make_shared<ir::LetNode>(l->var, guard_arm(l->value, c, then, free, vars, keep, bound), l->span));
   };
   // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
   // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
@@ -330,27 +361,35 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
     for (const auto& y : e)
       if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
   } else {
-    for (const auto& x : t) emit(store_of(x), value(store_of(x), true), element(store_of(x)));
-    for (const auto& y : e) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+    for (const auto& x : t) store_of(x) ? emit(store_of(x), value(store_of(x), true), element(store_of(x))) : let(x, true);
+    for (const auto& y : e) store_of(y) ? emit(store_of(y), element(store_of(y)), value(store_of(y), false)) : let(y, false);
     // an element stored twice at a strided index is not a vector store (select_instructions)
-    for (size_t k = 0; k < res.size(); ++k)
-      for (size_t l = 0; l < k; ++l)
-        if (!at_vars(store_of(res[k])->indices, vars) &&
+    for (size_t k = at_if; k < res.size(); ++k)
+      for (size_t l = at_if; l < k; ++l)
+        if (store_of(res[k]) && store_of(res[l]) && !at_vars(store_of(res[k])->indices, vars) &&
             ir::structural_equal(element(store_of(res[k])), element(store_of(res[l]))))
           return false;
   }
   auto read_again = [&](const ir::Stmt& x) {
+    if (!store_of(x)) return false;
     const ir::BufferNode* b = store_of(x)->buffer.get();
     return reads(c, b) || std::any_of(scope.subst.begin(), scope.subst.end(), [&](const auto& l) {
              return reads(l.second, b) && uses_var(s, l.first.get());
            });
   };
-  if (one) std::stable_partition(res.begin(), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
+  if (one) std::stable_partition(res.begin() + static_cast<std::ptrdiff_t>(at_if), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
   for (size_t k = 0; k + 1 < res.size(); ++k)
     if (read_again(res[k])) return false;
-  if (at_if && !res.empty()) out.push_back(at_if);
-  out.insert(out.end(), res.begin(), res.end());  // none: an if without stores does nothing
+  // none: an if without stores does nothing
+  if (std::any_of(res.begin(), res.end(), [](const ir::Stmt& x) { return store_of(x) != nullptr; }))
+    out.insert(out.end(), res.begin(), res.end());
   return true;
+}
+
+// lower_if_as, binding the condition where it must be (bind)
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
+              vec::Names& names) {
+  return lower_if_as(s, vars, lets, out, names, false) || lower_if_as(s, vars, lets, out, names, true);
 }
 
 // An if, the whole body of a map, whose condition is free of the map and of the tiles the if stores: it goes
@@ -383,8 +422,8 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   bool changed = false;
   Lets lets;
   for (const auto& it : items) {
-    if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it));
-    const bool lowered = it->kind == ir::StmtKind::If && (lower_if(it, vars, lets, out) || lower_if(it, vars, lets, out, &names));
+    if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it)), lets.stated.insert(ir::as<ir::LetNode>(it)->var.get());
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out, names);
     if (!lowered) out.push_back(it);
     changed = changed || lowered;
   }
