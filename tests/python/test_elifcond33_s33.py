@@ -168,7 +168,7 @@ def test_row_if_around_inner_maps(target, dt):
         _same(y, np.where(i < m, 2 * f, np.where(g > 0, f + g, 0)).astype(x.dtype))
 
 
-# --------------------------------------------------------------------------- what stays an error, and its rewrite
+# --------------------------------------------------------------------------- an arm's let used after its arm's store
 def _arm_let(form):
     @T.prim_func
     def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
@@ -184,7 +184,7 @@ def _arm_let(form):
                         y[i] = 1.0
                         z[i] = t
                 else:
-                    t = y[i] * 2.0  # the hint's rewrite: the let before the if
+                    t = y[i] * 2.0  # the same, the let before the if
                     if y[i] > 2.0:
                         y[i] = 1.0
                         z[i] = t
@@ -193,18 +193,53 @@ def _arm_let(form):
     return k
 
 
-def test_arm_let_after_its_store_names_the_rewrite():
-    x = np.arange(8, dtype=np.float32) - 0.5
+@pytest.mark.parametrize("form", ["in the arm", "before"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_arm_let_used_after_its_store(target, form):
+    x = np.array([-0.5, 2.5, np.nan, 3.0, 2.0, 7.5, -4.0, 0.0], np.float32)
     want = (np.where(x > 2, 1, x).astype(np.float32), np.where(x > 2, 2 * x, 0).astype(np.float32))
-    for got, w in zip(_run(_arm_let("in the arm"), "cpu", [-2, -1], x), want):
+    for got, w in zip(_run(_arm_let(form), target, [-2, -1], x), want):
         _same(got, w)
+
+
+# --------------------------------------------------------------------------- what stays an error, and its rewrite
+def _ragged_rows(form):
+    @T.prim_func
+    def k(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 8), "float32")
+            y = T.alloc_fragment((4, 8), "float32")
+            T.copy(X, x)
+            T.fill(y, 0.0)
+            if form == "rows":
+                for i in T.Parallel(4):
+                    if i < 2:
+                        for j in T.Parallel(8):
+                            y[i, j] = x[i, j]
+                    else:
+                        for j in T.Parallel(4):  # another extent: no one inner map holds both arms
+                            y[i, j] = -x[i, j]
+            else:
+                for i, j in T.Parallel(4, 8):  # the hint's rewrite: the if inside the inner map
+                    if i < 2:
+                        y[i, j] = x[i, j]
+                    elif j < 4:
+                        y[i, j] = -x[i, j]
+            T.copy(y, Y)
+    return k
+
+
+def test_row_if_around_inner_maps_of_two_extents_names_the_rewrite():
+    x = _values("float32", (4, 8), 60)
+    i, j = np.arange(4)[:, None], np.arange(8)[None, :]
+    want = np.where(i < 2, x, np.where(j < 4, -x, 0)).astype(np.float32)
+    _same(_run(_ragged_rows("rows"), "cpu", [-1], x), want)
     with pytest.raises(tw.TilewrightError) as e:
-        tw.compile(_arm_let("in the arm"), target=TARGET, out_idx=[-2, -1])
-    assert "an if inside a map" in e.value.message and "before the if" in e.value.hint
-    assert "if y[i] > 2.0:" in e.value.source_line
+        tw.compile(_ragged_rows("rows"), target=TARGET, out_idx=[-1])
+    assert "an if inside a map" in e.value.message and "inside the inner T.Parallel loop" in e.value.hint
+    assert "if i < 2:" in e.value.source_line
     for t in TARGETS:
-        for got, w in zip(_run(_arm_let("before"), t, [-2, -1], x), want):
-            _same(got, w)
+        _same(_run(_ragged_rows("inner"), t, [-1], x), want)
 
 
 # --------------------------------------------------------------------------- random if-trees, cpu against ascend910b

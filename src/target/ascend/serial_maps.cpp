@@ -438,16 +438,17 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
 // j would see the stores of the j before).
 ir::Stmt sink_if(const ir::Stmt& s) {
   auto* n = ir::as<ir::IfNode>(s);
-  auto inner = [](const ir::Stmt& arm) -> const ir::ForNode* {
+  auto inner = [](const ir::Stmt& arm) -> ir::Stmt {
     if (!arm) return nullptr;
     auto items = ir::stmts_of(arm);
     ir::Stmt x = items.size() == 1 && items[0]->kind == ir::StmtKind::If ? sink_if(items[0]) : nullptr;
     if (!x && items.size() == 1) x = items[0];
     if (!x || x->kind != ir::StmtKind::For || ir::as<ir::ForNode>(x)->for_kind != ir::ForKind::parallel) return nullptr;
-    return ir::as<ir::ForNode>(x);
+    return x;
   };
-  const ir::ForNode* t = inner(n->then_body);
-  const ir::ForNode* e = inner(n->else_body);
+  const ir::Stmt then_loop = inner(n->then_body), else_loop = inner(n->else_body);
+  auto* t = then_loop ? ir::as<ir::ForNode>(then_loop) : nullptr;
+  auto* e = else_loop ? ir::as<ir::ForNode>(else_loop) : nullptr;
   if ((n->then_body && !t) || (n->else_body && !e) || (!t && !e)) return nullptr;
   const ir::ForNode* f = t ? t : e;
   if (t && e && (!ir::structural_equal(t->extent, e->extent) || !ir::structural_equal(t->min, e->min))) return nullptr;
