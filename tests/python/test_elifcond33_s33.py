@@ -248,9 +248,9 @@ RT_R, RT_C = 3, 13
 
 def random_tree(seed, dt):
     """The source of a random kernel: a 3 x 13 map over tiles y, z, w (from Y0, Z0, W0) and x (read only), a
-    body of stores, lets and if / elif / else trees up to three deep; conditions on indices, on tile data
-    (NaN in float inputs), on the scalars s (float32) and m (int32), joined with and / or / not; values +, -,
-    * 2 of tile reads (x reversed along the row too), lets and small constants."""
+    body of stores, lets and if / elif / else trees up to three deep, then a store; conditions on indices, on
+    tile data (NaN in float inputs), on the scalars s (float32) and m (int32), joined with and / or / not;
+    values +, -, * 2 of tile reads (x reversed along the row too), lets and small constants."""
     rng = random.Random(seed)
     names = iter(f"t{k}" for k in range(1000))
     tiles = ["y", "z", "w"]
@@ -309,7 +309,7 @@ def random_tree(seed, dt):
                     lines += block(ind + "    ", depth + 1, lets, rng.randint(1, 2))
         return lines
 
-    body = block(" " * 16, 0, [], rng.randint(2, 3))
+    body = block(" " * 16, 0, [], rng.randint(2, 3)) + [f"{' ' * 16}{rng.choice(tiles)}[i, j] = {value([])}"]
     shape = f"({RT_R}, {RT_C})"
     params = ", ".join(f"{p}: T.Tensor({shape}, \"{dt}\")" for p in ["X", "Y0", "Z0", "W0", "Y", "Z", "W"])
     allocs = "\n".join(f"        {t} = T.alloc_fragment({shape}, \"{dt}\")\n        T.copy({t.upper()}0, {t})"
