@@ -202,6 +202,39 @@ def test_arm_let_used_after_its_store(target, form):
         _same(got, w)
 
 
+def _arm_let_2d(dt):
+    """hunt33 F12's form (an index condition, 3 x 37) with an elif arm binding a let too."""
+    @T.prim_func
+    def k(X: T.Tensor((3, 37), dt), Y: T.Tensor((3, 37), dt), Z: T.Tensor((3, 37), dt)):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((3, 37), dt)
+            z = T.alloc_fragment((3, 37), dt)
+            T.copy(X, y)
+            T.copy(X, z)
+            for i, j in T.Parallel(3, 37):
+                if j < 7:
+                    t = y[i, j] * 2  # y's value before the arm's store
+                    y[i, j] = 1
+                    z[i, j] = t
+                elif y[i, j] > 0:
+                    u = y[i, j] + 1
+                    y[i, j] = 0
+                    z[i, j] = u - y[i, j]
+            T.copy(y, Y)
+            T.copy(z, Z)
+    return k
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_arm_lets_under_an_index_condition_and_an_elif(target, dt):
+    x = _with_nan(_values(dt, (3, 37), 70))
+    y, z = _run(_arm_let_2d(dt), target, [1, 2], x)
+    f, j = x.astype(np.float64), np.arange(37)[None, :]
+    _same(y, np.where(j < 7, 1, np.where(f > 0, 0, f)).astype(x.dtype))
+    _same(z, np.where(j < 7, 2 * f, np.where(f > 0, f + 1, f)).astype(x.dtype))
+
+
 # --------------------------------------------------------------------------- what stays an error, and its rewrite
 def _ragged_rows(form):
     @T.prim_func
