@@ -25,7 +25,8 @@ from test_elif32_s32 import _run, _values  # noqa: E402
 
 TARGETS = ["cpu", TARGET]
 DTYPES = ["int32", "float16", "float32", "bfloat16", "int8"]
-SIZES = [1, 7, 37, 129]
+# every dtype at 37 elements, float32 at 1, 7 and 129 too, int8 at 1 (CI time: a case is a compile per target)
+SIZED = [(dt, 37) for dt in DTYPES] + [("float32", 1), ("float32", 7), ("float32", 129), ("int8", 1)]
 
 
 def _with_nan(x):
@@ -73,8 +74,7 @@ def _clobbered(dt, n):
     return k
 
 
-@pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("dt,n", SIZED)
 @pytest.mark.parametrize("target", TARGETS)
 def test_condition_and_let_on_tiles_the_if_stores(target, dt, n):
     x0 = _with_nan(_values(dt, (n,), 30 + n))
@@ -113,8 +113,7 @@ def _scalars(dt, n):
     return k
 
 
-@pytest.mark.parametrize("n", [1, 37])
-@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("dt,n", [("float32", 1), ("bfloat16", 37), ("int8", 7)])
 @pytest.mark.parametrize("target", TARGETS)
 def test_conditions_on_scalars(target, dt, n):
     x = _with_nan(_values(dt, (n,), 40 + n))
@@ -155,7 +154,7 @@ def _rows(dt):
     return k
 
 
-@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("dt", ["float16", "int32"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_row_if_around_inner_maps(target, dt):
     x = _with_nan(_values(dt, (R2, C2), 50))
@@ -225,7 +224,7 @@ def _arm_let_2d(dt):
     return k
 
 
-@pytest.mark.parametrize("dt", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("dt", ["bfloat16", "int8"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_arm_lets_under_an_index_condition_and_an_elif(target, dt):
     x = _with_nan(_values(dt, (3, 37), 70))
@@ -393,10 +392,10 @@ def run_tree(seed, dt, folder):
     return "equal", None
 
 
-@pytest.mark.parametrize("dt,seeds", [("float32", range(3300, 3306)), ("bfloat16", range(3306, 3308)),
-                                      ("int32", range(3308, 3310))])
+@pytest.mark.parametrize("dt,seeds", [("float32", [3309, 3324]), ("bfloat16", [3427]), ("int32", [3453])])
 def test_random_if_trees_agree(dt, seeds, tmp_path):
-    """A few of the random programs run offline (docs/ascend.md: 0 disagreements); each one equal on both targets."""
+    """Four small ones of the random programs run offline (docs/ascend.md: no disagreement), equal on both
+    targets."""
     for seed in seeds:
         outcome, detail = run_tree(seed, dt, tmp_path)
         assert outcome == "equal", (seed, random_tree(seed, dt), detail)
