@@ -168,41 +168,9 @@ def test_row_if_around_inner_maps(target, dt):
 
 
 # --------------------------------------------------------------------------- an arm's let used after its arm's store
-def _arm_let(form):
-    @T.prim_func
-    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
-        with T.Kernel(1) as bx:
-            y = T.alloc_fragment((8,), "float32")
-            z = T.alloc_fragment((8,), "float32")
-            T.copy(X, y)
-            T.fill(z, 0.0)
-            for i in T.Parallel(8):
-                if form == "in the arm":
-                    if y[i] > 2.0:
-                        t = y[i] * 2.0  # the arm's let, used after the arm's store clobbers y
-                        y[i] = 1.0
-                        z[i] = t
-                else:
-                    t = y[i] * 2.0  # the same, the let before the if
-                    if y[i] > 2.0:
-                        y[i] = 1.0
-                        z[i] = t
-            T.copy(y, Y)
-            T.copy(z, Z)
-    return k
-
-
-@pytest.mark.parametrize("form", ["in the arm", "before"])
-@pytest.mark.parametrize("target", TARGETS)
-def test_arm_let_used_after_its_store(target, form):
-    x = np.array([-0.5, 2.5, np.nan, 3.0, 2.0, 7.5, -4.0, 0.0], np.float32)
-    want = (np.where(x > 2, 1, x).astype(np.float32), np.where(x > 2, 2 * x, 0).astype(np.float32))
-    for got, w in zip(_run(_arm_let(form), target, [-2, -1], x), want):
-        _same(got, w)
-
-
 def _arm_let_2d(dt):
-    """hunt33 F12's form (an index condition, 3 x 37) with an elif arm binding a let too."""
+    """hunt33 F12's form (an index condition, 3 x 37) with an elif arm binding a let too (the let before the if:
+    test_elif32_s32's test_let_on_a_tile_stored_before_the_last_store)."""
     @T.prim_func
     def k(X: T.Tensor((3, 37), dt), Y: T.Tensor((3, 37), dt), Z: T.Tensor((3, 37), dt)):
         with T.Kernel(1) as bx:
