@@ -201,15 +201,16 @@ std::optional<ColumnEq> column_eq(const Expr& c, const ir::VarNode* vi, const ir
   return std::nullopt;
 }
 
-// A condition the index masks (emit_where) take: <, <=, >, >= comparisons and column_eq's ==,
-// joined with `and` (other index conditions, !=, `or`, == on rows or diagonals, are selected on
-// index vectors: select_on).
+// A condition the index masks (emit_where) take: <, <=, >, >= comparisons of integers and column_eq's
+// ==, joined with `and` (other index conditions, !=, `or`, == on rows or diagonals, are selected on
+// index vectors: select_on; so is a float comparison, `s > 0.0` of a scalar parameter: elifcond33).
 bool mask_condition(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj) {
   if (c->kind != ir::ExprKind::Binary) return false;
   auto* b = as<ir::BinaryNode>(c);
   if (b->op == ir::BinOp::And) return mask_condition(b->a, vi, vj) && mask_condition(b->b, vi, vj);
   if (b->op == ir::BinOp::EQ) return column_eq(c, vi, vj).has_value();
-  return b->op == ir::BinOp::LT || b->op == ir::BinOp::LE || b->op == ir::BinOp::GT || b->op == ir::BinOp::GE;
+  return (b->op == ir::BinOp::LT || b->op == ir::BinOp::LE || b->op == ir::BinOp::GT || b->op == ir::BinOp::GE) &&
+         b->a->dtype.is_int() && b->b->dtype.is_int();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1923,20 +1923,19 @@ class Lowerer {
     std::vector<int64_t> stride;  // elements, per dim
   };
 
-  // An if inside a map that serial_maps did not make selects (hunt30 F5, elif32): an arm holding a statement
-  // other than stores, lets and ifs, a condition or let reading a tile that a store of the if before its last
-  // writes, arms whose stores run in order storing a strided element twice, a condition free of the map
-  // nested in another if or beside other statements.
+  // An if inside a map that serial_maps did not make selects (hunt30 F5, elif32, elifcond33): arms around
+  // inner T.Parallel loops of different extents (or whose stores the condition reads), arms whose stores run
+  // in order storing a strided element twice.
   static std::string if_in_map() {
     return "this T.Parallel body is not a vector instruction: an if inside a map (a vector instruction covers "
-           "every element; an if is lowered to selects when its arms hold only stores, lets and ifs, its condition "
-           "depends on the map's index or on a tile it stores, and no store of the if before its last writes a tile "
-           "the condition or a let reads)";
+           "every element; an if is lowered to selects when its arms hold stores, lets and ifs, or each one inner "
+           "T.Parallel loop of the same extent whose stores the condition does not read, and no arm stores an "
+           "element at a strided index twice)";
   }
   static std::string if_in_map_hint() {
-    return "write the stores as selects, t[i] = T.where(cond, a, b); store the tile the condition (or a let) reads "
-           "last, or compute the condition into a tile first (m[i] = T.where(cond, 1, 0), then `if m[i] == 1`); when the "
-           "condition does not depend on the map's index, put the `if` around the map";
+    return "write the stores as selects, t[i] = T.where(cond, a, b), or put the `if` inside the inner T.Parallel "
+           "loop (`for i, j in T.Parallel(m, n): if cond: ... elif j < k: ...`); store each strided element once "
+           "per arm";
   }
   StmtPtr lower_map(const ir::ForNode* f, const Span& sp) {
     std::vector<Loop> loops;

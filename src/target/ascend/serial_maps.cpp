@@ -78,14 +78,19 @@ bool on_vars(const ir::Expr& e, const std::vector<ir::Var>& vars) {
 // The reads of an arm of an if made a select at an index that may leave the tile where the if does not
 // take the arm (hunt31 F1: a gather x[i, lab[i]] under `if lab[i] != -100`, a shifted read x[j + 8] under
 // `if j + 8 < n`): the index is selected too, index 0 (inside any non-empty dimension) where the arm is
-// not taken. An index that is a map variable or free of the map and of loads is read by every lane alike.
+// not taken. An index that is a map variable is inside the tile; one free of the map, of loads and of the
+// bound lets (lower_if: values of tiles) is read by every lane alike, selected only under a condition free
+// of the map (`if n < 16: y[i] = x[n]`: x[where(n < 16, n, 0)], a scalar still).
 struct GuardIndices : ir::Mutator {
-  GuardIndices(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k)
-      : cond(std::move(c)), then(taken_on_true), vars(v), keep(k) {}
+  GuardIndices(ir::Expr c, bool taken_on_true, bool c_free, const std::vector<ir::Var>& v, const std::vector<ir::Expr>& k,
+               const std::vector<ir::Var>& b)
+      : cond(std::move(c)), then(taken_on_true), free(c_free), vars(v), keep(k), bound(b) {}
   ir::Expr cond;
   bool then;
+  bool free;  // cond is the same on every lane
   const std::vector<ir::Var>& vars;
   const std::vector<ir::Expr>& keep;  // the if's stored elements: inside the tile wherever the map runs
+  const std::vector<ir::Var>& bound;
   using ir::Mutator::mutate;
   ir::Expr mutate(const ir::Expr& e) override {
     if (std::any_of(keep.begin(), keep.end(), [&](const ir::Expr& k) { return ir::structural_equal(e, k); })) return e;
@@ -96,9 +101,12 @@ struct GuardIndices : ir::Mutator {
     bool changed = false;
     for (auto& d : idx) {
       bool loads = false;
-      ir::for_each_expr(d, [&](const ir::Expr& y) { loads = loads || y->kind == ir::ExprKind::Load; });
+      ir::for_each_expr(d, [&](const ir::Expr& y) {
+        loads = loads || y->kind == ir::ExprKind::Load ||
+                std::any_of(bound.begin(), bound.end(), [&](const ir::Var& v) { return y.get() == v.get(); });
+      });
       const bool var = std::any_of(vars.begin(), vars.end(), [&](const ir::Var& v) { return d.get() == v.get(); });
-      if (var || (!loads && !on_vars(d, vars))) continue;
+      if (var || (!loads && !on_vars(d, vars) && !free)) continue;
       ir::Expr zero = ir::int_imm(0, d->dtype, d->span);
       d = then ? ir::select(cond, d, zero, d->span) : ir::select(cond, zero, d, d->span);
       changed = true;
@@ -109,12 +117,14 @@ struct GuardIndices : ir::Mutator {
 
 // The int32 tile reads of an arm made a select, where the arm computes int32 +, - or *: the lanes that do
 // not take the arm read 1 (hunt31 F1: `if a[i] % 2 == 1: y[i] = a[i] * 3 + 1` overflowed, a report, for an
-// even a[i] the arm never computes on cpu; 1 divides, multiplies and adds harmlessly). A read inside an
-// index is GuardIndices'.
+// even a[i] the arm never computes on cpu; 1 divides, multiplies and adds harmlessly); a bound let (lower_if)
+// is such a read. A read inside an index is GuardIndices'.
 struct GuardOperands : ir::Mutator {
-  GuardOperands(ir::Expr c, bool taken_on_true) : cond(std::move(c)), then(taken_on_true) {}
+  GuardOperands(ir::Expr c, bool taken_on_true, const std::vector<ir::Var>& b)
+      : cond(std::move(c)), then(taken_on_true), bound(b) {}
   ir::Expr cond;
   bool then;
+  const std::vector<ir::Var>& bound;
   static bool needed(const ir::Expr& v) {
     bool any = false;
     ir::for_each_expr(v, [&](const ir::Expr& x) {
@@ -126,17 +136,18 @@ struct GuardOperands : ir::Mutator {
   }
   using ir::Mutator::mutate;
   ir::Expr mutate(const ir::Expr& e) override {
-    if (e->kind != ir::ExprKind::Load) return ir::Mutator::mutate(e);
+    const bool let = std::any_of(bound.begin(), bound.end(), [&](const ir::Var& v) { return e.get() == v.get(); });
+    if (e->kind != ir::ExprKind::Load && !let) return ir::Mutator::mutate(e);
     if (e->dtype != ir::DType(ir::DTypeCode::i32)) return e;
     ir::Expr one = ir::int_imm(1, e->dtype, e->span);
     return then ? ir::select(cond, e, one, e->span) : ir::select(cond, one, e, e->span);
   }
 };
 
-ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, const std::vector<ir::Var>& vars,
-                   const std::vector<ir::Expr>& keep) {
-  ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then).mutate(v) : v;
-  return GuardIndices(c, then, vars, keep).mutate(g);
+ir::Expr guard_arm(const ir::Expr& v, const ir::Expr& c, bool then, bool free, const std::vector<ir::Var>& vars,
+                   const std::vector<ir::Expr>& keep, const std::vector<ir::Var>& bound) {
+  ir::Expr g = GuardOperands::needed(v) ? GuardOperands(c, then, bound).mutate(v) : v;
+  return GuardIndices(c, then, free, vars, keep, bound).mutate(g);
 }
 
 bool reads(const ir::Expr& e, const ir::BufferNode* b) {
@@ -147,7 +158,8 @@ bool reads(const ir::Expr& e, const ir::BufferNode* b) {
   return r;
 }
 
-const ir::StoreNode* store_of(const ir::Stmt& s) { return ir::as<ir::StoreNode>(s); }
+// null for a let (lower_arm, lower_if: a bound value among the stores)
+const ir::StoreNode* store_of(const ir::Stmt& s) { return s->kind == ir::StmtKind::Store ? ir::as<ir::StoreNode>(s) : nullptr; }
 ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices, s->span); }
 
 // The lets in scope of an if's statements (the map body's before it, its arms'): their values substituted
@@ -155,6 +167,7 @@ ir::Expr element(const ir::StoreNode* s) { return ir::load(s->buffer, s->indices
 // read).
 struct Lets {
   std::vector<std::pair<ir::Var, ir::Expr>> subst;
+  std::set<const ir::VarNode*> stated;  // the map body's lets: statements before the if (ifs_as_selects)
   void add(const ir::LetNode* l) { subst.push_back({l->var, ir::substitute(l->value, subst)}); }
 };
 
@@ -177,36 +190,48 @@ ir::Expr negate(const ir::Expr& e) {
   return ir::unary(ir::UnOp::Not, e, e->span);
 }
 
-bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out);
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
+              vec::Names& names);
 
-// The statements of an if's arm as stores, in order, lets substituted (lower_if); false for anything but
-// stores, lets and ifs, and for a let used after a store of the arm wrote a tile its value reads (the value
-// is computed where it is used: `t = y[i] * 2.0; y[i] = t` is lowered, `...; z[i] = t` after it is not).
-bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out) {
+// The statements of an if's arm as stores and bound lets, in order, lets substituted (lower_if); false for
+// anything but stores, lets and ifs. A let used after a store of the arm wrote a tile its value reads is
+// bound where the arm binds it (elifcond33: `t = y[i] * 2.0; y[i] = 1.0; z[i] = t`), a let statement
+// `t_N` the later uses read, as a nested if's bound condition is (lower_if).
+bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out,
+               vec::Names& names) {
   if (!arm) return true;
   struct Own {
-    const ir::VarNode* var;
+    ir::Var var;
     ir::Expr value;
+    size_t at;  // its place in out
     bool stale;
   };
   std::vector<Own> own;
   for (const auto& s : ir::stmts_of(arm)) {
     if (s->kind == ir::StmtKind::Let) {
       lets.add(ir::as<ir::LetNode>(s));
-      own.push_back({ir::as<ir::LetNode>(s)->var.get(), lets.subst.back().second, false});
+      own.push_back({ir::as<ir::LetNode>(s)->var, lets.subst.back().second, out.size(), false});
       continue;
     }
-    for (const auto& l : own)
-      if (l.stale && uses_var(s, l.var)) return false;
+    for (auto& l : own) {
+      if (!l.stale || !uses_var(s, l.var.get())) continue;
+      const ir::Var v = ir::var(names.fresh(l.var->name), l.var->dtype, l.var->span);
+      out.insert(out.begin() + static_cast<std::ptrdiff_t>(l.at), std::make_shared<ir::LetNode>(v, l.value, l.var->span));
+      for (auto& m : own) m.at += m.at > l.at;
+      for (auto& [x, value] : lets.subst)
+        if (x.get() == l.var.get()) value = v;
+      l.stale = false, l.value = v;
+    }
     const size_t from = out.size();
     if (s->kind == ir::StmtKind::Store) {
       out.push_back(lets.subst.empty() ? s : ir::substitute(s, lets.subst));
-    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out)
-                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out)) {
+    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out, names)
+                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out, names)) {
       return false;
     }
     for (auto& l : own)
-      for (size_t k = from; k < out.size(); ++k) l.stale = l.stale || reads(l.value, store_of(out[k])->buffer.get());
+      for (size_t k = from; k < out.size(); ++k)
+        l.stale = l.stale || (store_of(out[k]) && reads(l.value, store_of(out[k])->buffer.get()));
   }
   return true;
 }
@@ -217,6 +242,7 @@ bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets,
 bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir::Stmt>& e) {
   std::vector<ir::Stmt> all = t;
   all.insert(all.end(), e.begin(), e.end());
+  if (std::any_of(all.begin(), all.end(), [](const ir::Stmt& x) { return !store_of(x); })) return false;  // in order
   for (const auto& x : all) {
     const ir::Expr own = element(store_of(x));
     bool other = false;
@@ -243,27 +269,67 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // the tiles the condition reads last). An elif is an if in the else arm: nested selects, the inner
 // condition chosen only where c is false. Both arms are evaluated, as T.where's, their reads at selected
 // indices (GuardIndices, with c: nested ifs select at every level) and int32 operands (GuardOperands);
-// lets substituted (Lets). Not lowered (false): an arm holding anything but stores, lets and ifs; a
-// condition free of the map and of the tiles the if stores (it belongs around the map, where cpu does not
-// evaluate the arms it skips: ToParallel::selects); a condition or a let in scope the if uses reading a
-// tile that a store of the if before the last writes (evaluated at each store, it would see that store's
-// value); in order, an element at a strided index stored twice; a let of an arm used after a store of its
-// arm wrote a tile it reads (lower_arm).
-bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out) {
+// lets substituted (Lets). A condition or a let in scope the if uses reading a tile that a store of the if
+// before the last writes (evaluated at each store, it would see that store's value) is bound where the if is
+// (`bind`, the second try: elifcond33): the condition a let statement `cond_N` before the stores, a let of
+// the map body left a reference to its statement, an arm's let bound again (`t_N`), so legalize_vector
+// computes each into a temporary tile before the store that clobbers what it reads (cpu's order: the
+// condition is evaluated once, before either arm runs); bound lets, and those the arms bind (lower_arm, a
+// nested if's), are read at indices and in int32 arithmetic as tiles are (guarded), and keep the stores in
+// order. A condition free of the map (`if n > 2:` beside other statements or nested; the whole body, it goes
+// around the map: ifs_as_selects) is a select of the same lane everywhere, its arms' map-free indices
+// selected too (GuardIndices). Not lowered (false): an arm holding anything but stores, lets and ifs; in
+// order, an element at a strided index stored twice.
+bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
+                 vec::Names& names, bool bind) {
   auto* n = ir::as<ir::IfNode>(s);
   std::vector<ir::Stmt> t, e, res;
-  if (!lower_arm(n->then_body, vars, lets, t) || !lower_arm(n->else_body, vars, lets, e)) return false;
-  const ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
-  bool uses = on_vars(c, vars);
+  if (!lower_arm(n->then_body, vars, lets, t, names) || !lower_arm(n->else_body, vars, lets, e, names)) return false;
+  ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
+  const bool free = !on_vars(c, vars);
+  std::vector<const ir::BufferNode*> stored;
+  for (const auto* arm : {&t, &e})
+    for (const auto& s : *arm)
+      if (store_of(s)) stored.push_back(store_of(s)->buffer.get());
+  Lets scope = lets;  // the lets substituted
+  std::vector<ir::Var> bound;  // lets read as tiles are: the bound ones, the arms'
+  if (bind) {
+    // a let of the map body stays a reference to its statement; an arm's (lower_arm: not stale here) is
+    // bound again where the if is
+    scope.subst.clear();
+    for (const auto& l : lets.subst) {
+      const bool clobbered =
+          uses_var(s, l.first.get()) && std::any_of(stored.begin(), stored.end(), [&](const auto* b) { return reads(l.second, b); });
+      if (clobbered && !lets.stated.count(l.first.get())) {
+        const ir::Var v = ir::var(names.fresh(l.first->name), l.first->dtype, l.first->span);
+        res.push_back(std::make_shared<ir::LetNode>(v, l.second, n->span));
+        scope.subst.push_back({l.first, v});
+        bound.push_back(v);
+      } else if (clobbered) {
+        bound.push_back(l.first);
+      } else {
+        scope.subst.push_back(l);
+      }
+    }
+    t.clear(), e.clear();
+    if (!lower_arm(n->then_body, vars, scope, t, names) || !lower_arm(n->else_body, vars, scope, e, names)) return false;
+    const ir::Var cv = ir::var(names.fresh("cond"), n->cond->dtype, n->cond->span);
+    res.push_back(std::make_shared<ir::LetNode>(cv, ir::substitute(n->cond, scope.subst), n->span));
+    c = cv;
+  }
   std::vector<ir::Expr> keep;
   for (const auto* arm : {&t, &e})
-    for (const auto& s : *arm) {
-      uses = uses || reads(c, store_of(s)->buffer.get());
-      keep.push_back(element(store_of(s)));
-    }
-  if (!uses) return false;
+    for (const auto& s : *arm)
+      if (store_of(s)) keep.push_back(element(store_of(s)));
+      else bound.push_back(ir::as<ir::LetNode>(s)->var);
+  const size_t at_if = res.size();  // the bound lets before the stores
   auto value = [&](const ir::StoreNode* s, bool then) {
-    return ir::cast(guard_arm(s->value, c, then, vars, keep), s->buffer->dtype, s->span);
+    return ir::cast(guard_arm(s->value, c, then, free, vars, keep, bound), s->buffer->dtype, s->span);
+  };
+  // an arm's bound let, its value guarded as the stores' are
+  auto let = [&](const ir::Stmt& x, bool then) {
+    auto* l = ir::as<ir::LetNode>(x);
+    res.push_back(std::make_shared<ir::LetNode>(l->var, guard_arm(l->value, c, then, free, vars, keep, bound), l->span));
   };
   // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
   // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
@@ -295,32 +361,52 @@ bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& l
     for (const auto& y : e)
       if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
   } else {
-    for (const auto& x : t) emit(store_of(x), value(store_of(x), true), element(store_of(x)));
-    for (const auto& y : e) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+    for (const auto& x : t) store_of(x) ? emit(store_of(x), value(store_of(x), true), element(store_of(x))) : let(x, true);
+    for (const auto& y : e) store_of(y) ? emit(store_of(y), element(store_of(y)), value(store_of(y), false)) : let(y, false);
     // an element stored twice at a strided index is not a vector store (select_instructions)
-    for (size_t k = 0; k < res.size(); ++k)
-      for (size_t l = 0; l < k; ++l)
-        if (!at_vars(store_of(res[k])->indices, vars) &&
+    for (size_t k = at_if; k < res.size(); ++k)
+      for (size_t l = at_if; l < k; ++l)
+        if (store_of(res[k]) && store_of(res[l]) && !at_vars(store_of(res[k])->indices, vars) &&
             ir::structural_equal(element(store_of(res[k])), element(store_of(res[l]))))
           return false;
   }
   auto read_again = [&](const ir::Stmt& x) {
+    if (!store_of(x)) return false;
     const ir::BufferNode* b = store_of(x)->buffer.get();
-    return reads(c, b) || std::any_of(lets.subst.begin(), lets.subst.end(), [&](const auto& l) {
+    return reads(c, b) || std::any_of(scope.subst.begin(), scope.subst.end(), [&](const auto& l) {
              return reads(l.second, b) && uses_var(s, l.first.get());
            });
   };
-  if (one) std::stable_partition(res.begin(), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
+  if (one) std::stable_partition(res.begin() + static_cast<std::ptrdiff_t>(at_if), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
   for (size_t k = 0; k + 1 < res.size(); ++k)
     if (read_again(res[k])) return false;
-  out.insert(out.end(), res.begin(), res.end());  // none: an if without stores does nothing
+  // none: an if without stores does nothing
+  if (std::any_of(res.begin(), res.end(), [](const ir::Stmt& x) { return store_of(x) != nullptr; }))
+    out.insert(out.end(), res.begin(), res.end());
   return true;
+}
+
+// lower_if_as, binding the condition where it must be (bind)
+bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
+              vec::Names& names) {
+  return lower_if_as(s, vars, lets, out, names, false) || lower_if_as(s, vars, lets, out, names, true);
+}
+
+// An if, the whole body of a map, whose condition is free of the map and of the tiles the if stores: it goes
+// around the map (ToParallel::selects), where cpu does not evaluate the arm it skips (hunt31 F1).
+bool free_if(const ir::Stmt& s, const std::vector<ir::Var>& vars) {
+  if (s->kind != ir::StmtKind::If) return false;
+  const ir::Expr& c = ir::as<ir::IfNode>(s)->cond;
+  bool free = !on_vars(c, vars);
+  ir::for_each_stmt(s, [&](const ir::Stmt& x) { free = free && (x->kind != ir::StmtKind::Store || !reads(c, store_of(x)->buffer.get())); });
+  return free;
 }
 
 // The items of a map's innermost body with its ifs lowered (lower_if); `if j < n` without an else, the
 // whole body, on the innermost variable and a run-time bound free of the map and of loads, its arm stores,
 // stays (select_instructions' runtime column count; a constant bound is an index mask).
-bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars) {
+bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& vars, vec::Names& names) {
+  if (items.size() == 1 && free_if(items[0], vars)) return false;
   if (items.size() == 1 && items[0]->kind == ir::StmtKind::If) {
     auto* n = ir::as<ir::IfNode>(items[0]);
     auto* lt = n->cond->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(n->cond) : nullptr;
@@ -336,8 +422,8 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   bool changed = false;
   Lets lets;
   for (const auto& it : items) {
-    if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it));
-    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out);
+    if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it)), lets.stated.insert(ir::as<ir::LetNode>(it)->var.get());
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out, names);
     if (!lowered) out.push_back(it);
     changed = changed || lowered;
   }
@@ -346,7 +432,39 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   return true;
 }
 
+// `if c: for j in T.Parallel(n): A else: for j in T.Parallel(n): B` in a map's body (a row condition around
+// the inner map, elifcond33) as `for j in T.Parallel(n): if c: A else: B`, an elif's arm first; null where
+// the arms are not one T.Parallel loop each of the same extent (or none), or c reads a tile they store (each
+// j would see the stores of the j before).
+ir::Stmt sink_if(const ir::Stmt& s) {
+  auto* n = ir::as<ir::IfNode>(s);
+  auto inner = [](const ir::Stmt& arm) -> ir::Stmt {
+    if (!arm) return nullptr;
+    auto items = ir::stmts_of(arm);
+    ir::Stmt x = items.size() == 1 && items[0]->kind == ir::StmtKind::If ? sink_if(items[0]) : nullptr;
+    if (!x && items.size() == 1) x = items[0];
+    if (!x || x->kind != ir::StmtKind::For || ir::as<ir::ForNode>(x)->for_kind != ir::ForKind::parallel) return nullptr;
+    return x;
+  };
+  const ir::Stmt then_loop = inner(n->then_body), else_loop = inner(n->else_body);
+  auto* t = then_loop ? ir::as<ir::ForNode>(then_loop) : nullptr;
+  auto* e = else_loop ? ir::as<ir::ForNode>(else_loop) : nullptr;
+  if ((n->then_body && !t) || (n->else_body && !e) || (!t && !e)) return nullptr;
+  const ir::ForNode* f = t ? t : e;
+  if (t && e && (!ir::structural_equal(t->extent, e->extent) || !ir::structural_equal(t->min, e->min))) return nullptr;
+  bool clobbered = false;
+  ir::for_each_stmt(s, [&](const ir::Stmt& x) {
+    clobbered = clobbered || (x->kind == ir::StmtKind::Store && reads(n->cond, store_of(x)->buffer.get()));
+  });
+  if (clobbered) return nullptr;
+  ir::Stmt body = !t ? std::make_shared<ir::IfNode>(negate(n->cond), e->body, nullptr, n->span)
+                     : std::make_shared<ir::IfNode>(n->cond, t->body, e ? ir::substitute(e->body, {{e->var, t->var}}) : nullptr, n->span);
+  return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, f->span);
+}
+
 struct ToParallel : ir::Mutator {
+  explicit ToParallel(const ir::Kernel& k) : names(k) {}
+  vec::Names names;  // the bound conditions' lets (lower_if)
   using ir::Mutator::mutate;
   ir::Stmt mutate(const ir::Stmt& s) override {
     if (!s || s->kind != ir::StmtKind::For) return ir::Mutator::mutate(s);  // null: an if without else
@@ -357,22 +475,13 @@ struct ToParallel : ir::Mutator {
   }
   // a T.Parallel map with its ifs as selects (ifs_as_selects), and a body that is one if free of the map
   // (`if f[0] > 0:`, the same arm for every element: hunt31 F1) as that if around the map
-  static ir::Stmt selects(const ir::Stmt& s, std::vector<ir::Var> vars) {
+  ir::Stmt selects(const ir::Stmt& s, std::vector<ir::Var> vars) {
     ir::Stmt m = selects_in(s, vars);
     if (m->kind != ir::StmtKind::For) return m;
     auto* f = ir::as<ir::ForNode>(m);
     vars.push_back(f->var);
-    if (f->body->kind != ir::StmtKind::If) return m;
+    if (!free_if(f->body, vars)) return m;
     auto* n = ir::as<ir::IfNode>(f->body);
-    bool free = !on_vars(n->cond, vars);
-    ir::for_each_stmt(f->body, [&](const ir::Stmt& x) {
-      if (x->kind != ir::StmtKind::Store) return;
-      const ir::BufferNode* b = ir::as<ir::StoreNode>(x)->buffer.get();
-      ir::for_each_expr(n->cond, [&](const ir::Expr& e) {
-        free = free && !(e->kind == ir::ExprKind::Load && static_cast<const ir::LoadNode*>(e.get())->buffer.get() == b);
-      });
-    });
-    if (!free) return m;
     vars.pop_back();
     auto loop = [&](const ir::Stmt& body) -> ir::Stmt {
       if (!body) return nullptr;
@@ -380,15 +489,17 @@ struct ToParallel : ir::Mutator {
     };
     return std::make_shared<ir::IfNode>(n->cond, loop(n->then_body), loop(n->else_body), n->span);
   }
-  static ir::Stmt selects_in(const ir::Stmt& s, std::vector<ir::Var> vars) {
+  ir::Stmt selects_in(const ir::Stmt& s, std::vector<ir::Var> vars) {
     auto* f = ir::as<ir::ForNode>(s);
     vars.push_back(f->var);
     auto items = ir::stmts_of(f->body);
     ir::Stmt body;
+    if (items.size() == 1 && items[0]->kind == ir::StmtKind::If)
+      if (ir::Stmt sunk = sink_if(items[0])) items[0] = sunk;
     if (items.size() == 1 && items[0]->kind == ir::StmtKind::For && ir::as<ir::ForNode>(items[0])->for_kind == ir::ForKind::parallel) {
       body = selects(items[0], vars);
     } else {
-      if (!ifs_as_selects(items, vars)) return s;
+      if (!ifs_as_selects(items, vars, names)) return s;
       body = items.size() == 1 ? items[0] : std::make_shared<ir::SeqNode>(items, f->body->span);
     }
     if (body == f->body) return s;
@@ -405,7 +516,7 @@ struct ToParallel : ir::Mutator {
 
 ir::Kernel serial_maps(const ir::Kernel& kernel, const target::Target& target) {
   (void)target;
-  return ToParallel{}.mutate_kernel(kernel);
+  return ToParallel(kernel).mutate_kernel(kernel);
 }
 
 }  // namespace tw::ascend
