@@ -441,7 +441,7 @@ def _let_clobbered_in_an_arm(dt):
     return k
 
 
-F12 = ("hunt33 F12: session 32's two map features do not combine on ascend910b: a let in an if arm that reads a "
+F12 = ("(fixed in session 33 by h-elifcond33) hunt33 F12: session 32's two map features do not combine on ascend910b: a let in an if arm that reads a "
        "tile the arm then stores (`if j < 7: t = y * 2; y = 1; z = t`) is the error 'this T.Parallel body is not a "
        "vector instruction: it contains a let (one store per vector instruction is needed)' at the let, whose hint "
        "(one vector instruction per store) is no fix; with an elif arm it is 'an if inside a map ... no store of the "
@@ -449,7 +449,7 @@ F12 = ("hunt33 F12: session 32's two map features do not combine on ascend910b: 
        "h-letfix32 (the let materialised into a temporary), and an if with lets runs since h-elif32")
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F12))
+@pytest.mark.parametrize("target", TARGETS)
 def test_f12_let_clobbered_inside_an_if_arm(target):
     x = (np.arange(R12 * C12).reshape(R12, C12) % 9 - 4).astype(np.float32)
     y, z = run_on(_let_clobbered_in_an_arm("float32"), target, [1, 2], x)
