@@ -1,0 +1,31 @@
+// stage_global_maps: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp), after
+// stage_global_copies, before infer_scope.
+//
+// A T.Parallel map that stores into a global tensor (docs/language.md's first kernel,
+// `C[bx * 64 + i] = A[bx * 64 + i] + B[bx * 64 + i]`; the AIV computes in UB only) becomes the
+// form a user writes for it: per chunk of the map's iterations, a copy of the window each global
+// tensor read in the map covers into a T.alloc_fragment tile of its dtype, the map over the tiles,
+// and a copy of each stored tile out to its window. A tensor the map stores and reads (in place,
+// `Y[i] = Y[i] * 2`) or stores under an `if` is copied in first, so its tile holds the values the
+// map does not write. The map's iterations are cut into chunks of at most kMapStageElems / (the
+// number of global tensors it accesses) elements (a power of two), the last dims first (a serial
+// loop over the whole chunks of a dim, then its tail); the copies clip the windows to the tensors
+// (tails). Each index of a global tensor must be (start + one loop variable) or free of the loop
+// variables; a store must use every loop variable once, in the map's order, and a read of a stored
+// tensor must be at the store's index: other forms are an ir::Error at the access naming the form
+// that runs.
+#pragma once
+
+#include <cstdint>
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+// Elements of one chunk, shared by the staged tiles of a map (16384 float32: 64 KiB, a third of UB).
+inline constexpr int64_t kMapStageElems = 16384;
+
+ir::Kernel stage_global_maps(const ir::Kernel& kernel, const target::Target& target);
+
+}  // namespace tw::ascend
