@@ -60,12 +60,24 @@ struct Dim {
   Expr start;
 };
 
+// An index serial_maps guarded for an if arm turned into a select (select(c, e, 0) or
+// select(c, 0, e): index 0 where the arm is not taken, to stay inside a tile) is e: the staged tile
+// holds e's element wherever the map runs, and the arm's value is not used where it is not taken.
+Expr unguarded(const Expr& e) {
+  if (e->kind != ir::ExprKind::Select) return e;
+  auto* s = ir::as<ir::SelectNode>(e);
+  if (ir::arith::literal(s->f) == 0) return s->t;
+  if (ir::arith::literal(s->t) == 0) return s->f;
+  return e;
+}
+
 // The dims of an access `indices` in the map: each index start + v, v + start, v - c or v, or
 // free of the loop variables; nullopt for any other form (a data-dependent, strided or diagonal one).
 std::optional<std::vector<Dim>> dims_of(const std::vector<Expr>& indices, const Nest& n) {
   std::vector<Dim> dims;
   std::vector<bool> used(n.vars.size(), false);
-  for (const auto& e : indices) {
+  for (const auto& written : indices) {
+    const Expr e = unguarded(written);
     Dim d{-1, e};
     for (size_t k = 0; k < n.vars.size(); ++k) {
       const ir::VarNode* v = n.vars[k].get();
@@ -173,8 +185,7 @@ class StageMap {
         if (d.var >= 0) order.push_back(d.var);
     if (dims && order.size() < n_.vars.size())
       throw ir::Error(what + " does not use every loop index: several iterations write one element", s->span,
-                      "map over the dims the store uses (a value per row: for i in T.Parallel(M): " + st->buffer->name +
-                          "[i] = ...); to combine values along a dim use a reduction (T.reduce_sum / T.reduce_max)");
+                      vec::unused_index_hint(st->buffer->name));
     if (!dims || !std::is_sorted(order.begin(), order.end()))
       throw ir::Error(what + ": on Ascend a map over global tensors is staged through UB tiles, which needs each "
                           "index to be (start + one loop variable), the loop variables in the map's order, or free of them",
