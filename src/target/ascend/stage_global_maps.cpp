@@ -2,6 +2,7 @@
 // stage_global_maps.h).
 #include "target/ascend/stage_global_maps.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "ir/functor.h"
@@ -102,14 +103,18 @@ std::optional<std::vector<Dim>> dims_of(const std::vector<Expr>& indices, const 
   return dims;
 }
 
-// A global tensor's access in the map (each distinct one gets a tile per chunk).
+// A global tensor's access in the map (each distinct one gets a tile per chunk, except stores of
+// one tensor apart in dims free of the loop variables: they share the first one's tile, which spans
+// the constant indices lo .. lo + width - 1 of those dims).
 struct Access {
   ir::Buffer g;
   std::vector<Expr> indices;  // as written
   std::vector<Dim> dims;
   bool stored = false, preload = false;
-  ir::Buffer tile;               // of the chunk being built
-  std::vector<Expr> tile_index;  // its indices there
+  size_t owner = 0;                  // the access whose tile this one uses (itself, or an earlier store)
+  std::vector<int64_t> lo, width;    // an owner's: per dim, its tile's first constant index and count (1)
+  ir::Buffer tile;                   // of the chunk being built
+  std::vector<Expr> tile_index;      // its indices there
 };
 
 std::string access_text(const ir::Buffer& g, const std::vector<Expr>& idx) { return ir::print(ir::load(g, idx)); }
@@ -127,8 +132,14 @@ class StageMap {
     std::vector<Stmt> out;
     for (auto e : n_.ext)
       if (e <= 0) return out;
+    int64_t tiles = 0;  // the tiles' elements per element of the chunk
+    for (size_t i = 0; i < acc_.size(); ++i) {
+      int64_t w = 1;
+      for (auto x : acc_[i].width) w *= x;
+      tiles += acc_[i].owner == i ? w : 0;
+    }
     int64_t per = 1;
-    while (per * 2 * static_cast<int64_t>(acc_.size()) <= kMapStageElems) per *= 2;
+    while (per * 2 * tiles <= kMapStageElems) per *= 2;
     const size_t rank = n_.ext.size();
     chunk_.resize(rank);
     for (size_t d = rank; d-- > 0;) {
@@ -148,6 +159,16 @@ class StageMap {
         if (same) return &a;
       }
     return nullptr;
+  }
+  // b's window in a's tile: the same loop variables and starts, a dim free of them at two constants
+  // at most (b's element of each dim is then in a's tile once it spans both constants)
+  static bool mergeable(const std::vector<Dim>& a, const std::vector<Dim>& b) {
+    for (size_t d = 0; d < a.size(); ++d) {
+      if (a[d].var != b[d].var) return false;
+      if (ir::structural_equal(a[d].start, b[d].start)) continue;
+      if (a[d].var >= 0 || !ir::arith::literal(a[d].start) || !ir::arith::literal(b[d].start)) return false;
+    }
+    return true;
   }
   const Access* stored(const ir::Buffer& g) const {
     for (const auto& a : acc_)
@@ -192,16 +213,37 @@ class StageMap {
                       s->span,
                       "store into a tile and copy it out: t = T.alloc_fragment(<map shape>, dtype); "
                       "for i, j in T.Parallel(...): t[i, j] = ...; T.copy(t, " + st->buffer->name + "[r0, c0])");
-    if (const Access* other = stored(st->buffer); other && !find(st->buffer, st->indices))
-      throw ir::Error(what + " and " + access_text(other->g, other->indices) + " in one map: a staged map stores one "
-                          "window of each global tensor", s->span,
-                      "store each window in its own T.Parallel map, or into a tile copied out with T.copy");
     Access* a = find(st->buffer, st->indices);
     if (!a) {
-      acc_.push_back({st->buffer, st->indices, *dims, true, false, nullptr, {}});
+      size_t owner = acc_.size();
+      for (size_t k = 0; k < acc_.size(); ++k) {
+        const Access& o = acc_[k];
+        if (o.g != st->buffer || !o.stored || o.owner != k) continue;
+        if (!mergeable(o.dims, *dims))
+          throw ir::Error(what + " and " + access_text(o.g, o.indices) + " in one map: a staged map stores windows of "
+                              "a global tensor that differ only in constant indices (C[i, 0] and C[i, 1])",
+                          s->span, "store each window in its own T.Parallel map, or into a tile copied out with T.copy");
+        owner = k;
+      }
+      acc_.push_back({st->buffer, st->indices, *dims, true, false, owner, {}, {}, nullptr, {}});
+      Access& o = acc_[owner];
+      if (owner == acc_.size() - 1) {
+        o.lo.assign(dims->size(), 0);
+        o.width.assign(dims->size(), 1);
+        for (size_t d = 0; d < dims->size(); ++d)
+          if (auto c = ir::arith::literal((*dims)[d].start)) o.lo[d] = *c;
+      } else {
+        for (size_t d = 0; d < dims->size(); ++d) {
+          if ((*dims)[d].var >= 0 || ir::structural_equal((*dims)[d].start, o.dims[d].start)) continue;
+          const int64_t c = *ir::arith::literal((*dims)[d].start), hi = std::max(o.lo[d] + o.width[d] - 1, c);
+          o.lo[d] = std::min(o.lo[d], c);
+          o.width[d] = hi - o.lo[d] + 1;
+        }
+        o.preload = true;  // the elements between the constants: the tensor's
+      }
       a = &acc_.back();
     }
-    a->preload = a->preload || in_if;
+    acc_[a->owner].preload = acc_[a->owner].preload || in_if;
     return true;
   }
 
@@ -218,7 +260,7 @@ class StageMap {
           throw ir::Error(what + " in a map that stores " + access_text(st->g, st->indices) +
                               ": the map's iterations would read elements others write",
                           x->span, "write the result into another tensor (Y[i] = X[i + 1] ...), or map over a tile");
-        a->preload = true;
+        acc_[a->owner].preload = true;
         return;
       }
       if (find(l->buffer, l->indices)) return;
@@ -230,7 +272,7 @@ class StageMap {
                         x->span,
                         "copy the rows it reads into a tile first (T.copy(" + l->buffer->name +
                             "[r0, 0], t)) and read the tile in the map: a gather along a tile's last dim runs");
-      acc_.push_back({l->buffer, l->indices, *dims, false, false, nullptr, {}});
+      acc_.push_back({l->buffer, l->indices, *dims, false, false, acc_.size(), {}, {}, nullptr, {}});
     });
   }
 
@@ -243,13 +285,27 @@ class StageMap {
       subst.emplace_back(n_.vars[k], simp(ir::arith::add(simp(ir::arith::add(n_.mins[k], origin[k])), local[k])));
     }
     std::vector<ir::Region> windows;
-    for (auto& a : acc_) {
+    for (size_t i = 0; i < acc_.size(); ++i) {
+      Access& a = acc_[i];
       std::vector<Expr> sh, starts, extents;
       a.tile_index.clear();
-      for (const auto& d : a.dims) {
-        if (d.var < 0) {
+      const Access& o = acc_[a.owner];
+      for (size_t k = 0; k < a.dims.size(); ++k) {
+        const Dim& d = a.dims[k];
+        if (d.var < 0 && !o.width.empty() && o.width[k] > 1) {  // a dim the owner's tile spans
+          starts.push_back(C(o.lo[k]));
+          extents.push_back(C(o.width[k]));
+          sh.push_back(C(o.width[k]));
+          a.tile_index.push_back(C(*ir::arith::literal(d.start) - o.lo[k]));
+          continue;
+        }
+        if (d.var < 0) {  // after a dim of the map a dim of the tile (a column window is a column tile)
           starts.push_back(d.start);
           extents.push_back(C(1));
+          if (!sh.empty()) {
+            sh.push_back(C(1));
+            a.tile_index.push_back(C(0));
+          }
           continue;
         }
         starts.push_back(simp(ir::arith::add(d.start, simp(ir::arith::add(n_.mins[d.var], origin[d.var])))));
@@ -261,8 +317,12 @@ class StageMap {
         sh.push_back(C(1));
         a.tile_index.push_back(C(0));
       }
-      a.tile = ir::buffer(names_.fresh(a.g->name + "_stage"), a.g->dtype, sh, ir::Scope::fragment, sp_);
       windows.push_back({a.g, starts, extents});
+      if (a.owner != i) {
+        a.tile = o.tile;
+        continue;
+      }
+      a.tile = ir::buffer(names_.fresh(a.g->name + "_stage"), a.g->dtype, sh, ir::Scope::fragment, sp_);
       out.push_back(std::make_shared<ir::AllocNode>(a.tile, sp_));
       if (!a.stored || a.preload)
         out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_));
@@ -292,7 +352,7 @@ class StageMap {
     for (size_t k = n_.vars.size(); k-- > 0;) body = vec::pfor(local[k], shape[k], body, sp_);
     out.push_back(body);
     for (size_t i = 0; i < acc_.size(); ++i)
-      if (acc_[i].stored) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(acc_[i].tile), windows[i], sp_));
+      if (acc_[i].stored && acc_[i].owner == i) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(acc_[i].tile), windows[i], sp_));
   }
 
   // dims d.. of the chunks, the dims before d placed at `origin` with extents `shape`

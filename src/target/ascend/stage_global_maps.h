@@ -11,9 +11,10 @@
 // number of global tensors it accesses) elements (a power of two), the last dims first (a serial
 // loop over the whole chunks of a dim, then its tail); the copies clip the windows to the tensors
 // (tails). Each index of a global tensor must be (start + one loop variable) or free of the loop
-// variables; a store must use every loop variable once, in the map's order, and a read of a stored
-// tensor must be at the store's index: other forms are an ir::Error at the access naming the form
-// that runs.
+// variables; a store must use every loop variable once, in the map's order, stores of one tensor
+// at different indices must be apart (a constant index that differs: C[i, 0] and C[i, 1]), and a
+// read of a stored tensor must be at a store's index: other forms are an ir::Error at the access
+// naming the form that runs.
 #pragma once
 
 #include <cstdint>
