@@ -7,14 +7,16 @@
 // tensor read in the map covers into a T.alloc_fragment tile of its dtype, the map over the tiles,
 // and a copy of each stored tile out to its window. A tensor the map stores and reads (in place,
 // `Y[i] = Y[i] * 2`) or stores under an `if` is copied in first, so its tile holds the values the
-// map does not write. The map's iterations are cut into chunks of at most kMapStageElems / (the
-// number of global tensors it accesses) elements (a power of two), the last dims first (a serial
-// loop over the whole chunks of a dim, then its tail); the copies clip the windows to the tensors
-// (tails). Each index of a global tensor must be (start + one loop variable) or free of the loop
-// variables; a store must use every loop variable once, in the map's order, stores of one tensor
-// at different indices must be apart (a constant index that differs: C[i, 0] and C[i, 1]), and a
-// read of a stored tensor must be at a store's index: other forms are an ir::Error at the access
-// naming the form that runs.
+// map does not write; stores of one tensor at constant indices that differ (C[i, 0], C[i, 1])
+// share one tile spanning them (copied in first); a window of a column is a column tile. The map's
+// iterations are cut into chunks of at most kMapStageElems / (the tiles' elements per iteration)
+// elements (a power of two), the last dims first (a serial loop over the whole chunks of a dim,
+// then its tail); the copies clip the windows to the tensors (tails). Each index of a global
+// tensor must be (start + one loop variable) or free of the loop variables (an index serial_maps
+// guarded for an if arm counts as the index it guards); a store must use every loop variable once,
+// in the map's order, stores of one tensor may differ in constant indices only, and a read of a
+// stored tensor must be at a store's index: other forms are an ir::Error at the access naming the
+// form that runs.
 #pragma once
 
 #include <cstdint>
