@@ -171,6 +171,29 @@ def test_stores_into_columns_of_one_tensor():
         np.testing.assert_array_equal(run_on(columns, target, [-1], a), ref, err_msg=target)
 
 
+@T.prim_func
+def scalar_factor(X: T.Tensor((37,), "float32"), S: T.Tensor((2,), "float32"), Y: T.Tensor((37,), "float32")):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(37):  # an element free of the loop variables: a one-element tile
+            Y[i] = X[i] * S[1]
+
+
+@T.prim_func
+def row_loop(X: T.Tensor((5, 37), "float32"), Y: T.Tensor((5, 37), "float32")):
+    with T.Kernel(1) as bx:
+        for r in T.serial(5):  # a map over one row of the tensors per iteration
+            for j in T.Parallel(37):
+                Y[r, j] = X[r, j] * 2
+
+
+def test_a_scalar_factor_and_a_row_loop():
+    x, s = exact_values(37, "float32", np.random.default_rng(4)), np.array([2.0, 3.0], np.float32)
+    x2 = exact_values((5, 37), "float32", np.random.default_rng(6))
+    for target in ("cpu", TARGET):
+        np.testing.assert_array_equal(run_on(scalar_factor, target, [-1], x, s), x * 3, err_msg=target)
+        np.testing.assert_array_equal(run_on(row_loop, target, [-1], x2), x2 * 2, err_msg=target)
+
+
 # ----------------------------------------------------------------------------------------------- forms not staged
 def unstaged(form):
     @T.prim_func
@@ -291,3 +314,18 @@ def test_docs_language_examples_on_ascend910b(tmp_path, monkeypatch):
     for tid, text in CPU_ONLY.items():
         assert text in failed[tid], failed[tid][:300]
     assert "language:a-first-kernel" in ran and "language:functions-2" in ran and len(ran) >= 23, ran
+
+
+def test_expert_map_over_global_tensors_with_a_let_names_the_global_buffer():
+    """Expert kernels are not staged: their map over GM is the scope error, also with a let (port33 F9's order)."""
+    @T.prim_func
+    def main(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            with T.Scope("V"):
+                for i in T.Parallel(8):
+                    x = X[i]
+                    Y[i] = T.exp(x) + x * 2.0
+
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(main, target=TARGET, out_idx=[-1])
+    assert "global buffer 'Y'" in str(e.value) and "copy the data into UB" in str(e.value), str(e.value)
