@@ -160,8 +160,8 @@ class StageMap {
       }
     return nullptr;
   }
-  // b's window in a's tile: the same loop variables and starts, a dim free of them at two constants
-  // at most (b's element of each dim is then in a's tile once it spans both constants)
+  // b's window can share a's tile: the same loop variables and starts per dim, except dims free of
+  // the loop variables at two constants (a's tile then spans both)
   static bool mergeable(const std::vector<Dim>& a, const std::vector<Dim>& b) {
     for (size_t d = 0; d < a.size(); ++d) {
       if (a[d].var != b[d].var) return false;
