@@ -153,6 +153,27 @@ def test_2d_map_and_a_reduction_afterwards(dt):
         np.testing.assert_array_equal(gs.astype(np.float64), s, err_msg=target)
 
 
+def scale_rows(M, Nc, dt):
+    @T.prim_func
+    def main(X: T.Tensor((M, Nc), dt), W: T.Tensor((Nc,), dt), R: T.Tensor((M,), dt), Y: T.Tensor((M, Nc), dt)):
+        with T.Kernel(1) as bx:
+            for i, j in T.Parallel(M, Nc):
+                Y[i, j] = X[i, j] * W[j] + R[i]
+
+    return main
+
+
+@pytest.mark.parametrize("M, Nc, dt", [(300, 301, "float32"), (3, 20001, "float16"), (70000, 1, "float32")])
+def test_2d_chunks(M, Nc, dt):
+    """Chunks of rows, of columns (a row wider than a chunk) and of a column (its tiles' rows padded to 32 B)."""
+    rng = np.random.default_rng(M)
+    x, w, r = exact_values((M, Nc), dt, rng), exact_values(Nc, dt, rng), exact_values(M, dt, rng)
+    ref = ref_of(x.astype(np.float64) * w.astype(np.float64) + r.astype(np.float64)[:, None], dt)
+    for target in ("cpu", TARGET):
+        got = run_on(scale_rows(M, Nc, dt), target, [-1], x, w, r)
+        np.testing.assert_array_equal(got.astype(np.float64), ref.astype(np.float64), err_msg=target)
+
+
 @T.prim_func
 def columns(A: T.Tensor((37, 3), "float32"), C: T.Tensor((37, 3), "float32")):
     with T.Kernel(1) as bx:

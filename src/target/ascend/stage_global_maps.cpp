@@ -146,6 +146,11 @@ class StageMap {
       chunk_[d] = std::max<int64_t>(1, std::min(n_.ext[d], per));
       per = std::max<int64_t>(1, per / chunk_[d]);
     }
+    // the tiles' UB bytes, rows padded to 32 B blocks (a (4096, 1) column tile takes 32 B a row):
+    // the outermost dim of the chunk halved while they pass kMapStageElems float32
+    for (size_t d = 0; d < rank && chunk_bytes() > kMapStageElems * 4;)
+      if (chunk_[d] > 1) chunk_[d] = (chunk_[d] + 1) / 2;
+      else ++d;
     emit(0, {}, {}, out);
     return out;
   }
@@ -277,6 +282,34 @@ class StageMap {
   }
 
   // the chunk at `origin` (one start per loop variable) of extents `shape`
+  // the extents of acc_[i]'s tile for a chunk of extents `shape` (the dims of the map, the constant
+  // indices its owner's tile spans, and after a dim of the map a dim of extent 1: a column window is
+  // a column tile; one element when none)
+  std::vector<int64_t> tile_extents(size_t i, const std::vector<int64_t>& shape) const {
+    const Access& a = acc_[i];
+    const Access& o = acc_[a.owner];
+    std::vector<int64_t> e;
+    for (size_t k = 0; k < a.dims.size(); ++k) {
+      if (a.dims[k].var >= 0) e.push_back(shape[a.dims[k].var]);
+      else if (!o.width.empty() && o.width[k] > 1) e.push_back(o.width[k]);
+      else if (!e.empty()) e.push_back(1);
+    }
+    if (e.empty()) e.push_back(1);
+    return e;
+  }
+
+  int64_t chunk_bytes() const {
+    int64_t total = 0;
+    for (size_t i = 0; i < acc_.size(); ++i) {
+      if (acc_[i].owner != i) continue;
+      auto e = tile_extents(i, chunk_);
+      int64_t rows = 1;
+      for (size_t k = 0; k + 1 < e.size(); ++k) rows *= e[k];
+      total += rows * round_up(e.back() * acc_[i].g->dtype.bytes(), 32);
+    }
+    return total;
+  }
+
   void leaf(const std::vector<Expr>& origin, const std::vector<int64_t>& shape, std::vector<Stmt>& out) {
     std::vector<ir::Var> local;
     std::vector<std::pair<ir::Var, Expr>> subst;
@@ -288,6 +321,7 @@ class StageMap {
     for (size_t i = 0; i < acc_.size(); ++i) {
       Access& a = acc_[i];
       std::vector<Expr> sh, starts, extents;
+      for (auto x : tile_extents(i, shape)) sh.push_back(C(x));
       a.tile_index.clear();
       const Access& o = acc_[a.owner];
       for (size_t k = 0; k < a.dims.size(); ++k) {
@@ -295,28 +329,20 @@ class StageMap {
         if (d.var < 0 && !o.width.empty() && o.width[k] > 1) {  // a dim the owner's tile spans
           starts.push_back(C(o.lo[k]));
           extents.push_back(C(o.width[k]));
-          sh.push_back(C(o.width[k]));
           a.tile_index.push_back(C(*ir::arith::literal(d.start) - o.lo[k]));
           continue;
         }
-        if (d.var < 0) {  // after a dim of the map a dim of the tile (a column window is a column tile)
+        if (d.var < 0) {
           starts.push_back(d.start);
           extents.push_back(C(1));
-          if (!sh.empty()) {
-            sh.push_back(C(1));
-            a.tile_index.push_back(C(0));
-          }
+          if (!a.tile_index.empty()) a.tile_index.push_back(C(0));  // a dim of the tile after one of the map
           continue;
         }
         starts.push_back(simp(ir::arith::add(d.start, simp(ir::arith::add(n_.mins[d.var], origin[d.var])))));
         extents.push_back(C(shape[d.var]));
-        sh.push_back(C(shape[d.var]));
         a.tile_index.push_back(local[d.var]);
       }
-      if (sh.empty()) {
-        sh.push_back(C(1));
-        a.tile_index.push_back(C(0));
-      }
+      if (a.tile_index.empty()) a.tile_index.push_back(C(0));
       windows.push_back({a.g, starts, extents});
       if (a.owner != i) {
         a.tile = o.tile;

@@ -10,7 +10,8 @@
 // map does not write; stores of one tensor at constant indices that differ (C[i, 0], C[i, 1])
 // share one tile spanning them (copied in first); a window of a column is a column tile. The map's
 // iterations are cut into chunks of at most kMapStageElems / (the tiles' elements per iteration)
-// elements (a power of two), the last dims first (a serial loop over the whole chunks of a dim,
+// elements (a power of two), the last dims first, the outermost then halved while the tiles' bytes
+// (rows padded to 32 B) pass kMapStageElems float32 (a serial loop over the whole chunks of a dim,
 // then its tail); the copies clip the windows to the tensors (tails). Each index of a global
 // tensor must be (start + one loop variable) or free of the loop variables (an index serial_maps
 // guarded for an if arm counts as the index it guards); a store must use every loop variable once,
